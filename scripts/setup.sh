@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh machine: the Python environment from the lock file, a
+# ZooKeeper to run against, and kcat for the client tests. Safe to run again and again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+
+# 1. uv, from PyPI into a private tools venv unless it is already on PATH.
+if command -v uv >/dev/null 2>&1; then
+  UV=$(command -v uv)
+else
+  UV=.tools/bin/uv
+  if [ ! -x "$UV" ]; then
+    say "installing uv into .tools/"
+    python3 -m venv .tools
+    .tools/bin/pip install --quiet --disable-pip-version-check uv
+  fi
+fi
+
+# 2. The project's environment, exactly as locked.
+say "syncing .venv from uv.lock"
+"$UV" sync --frozen --quiet
+
+# 3. ZooKeeper. Provisioning (cluster/zookeeper.py) tries, in order: a connect string
+# (--zookeeper / ZKCTL_ZOOKEEPER), a testcontainers zookeeper:3.8 when a Docker engine
+# answers, a local install (ZOOKEEPER_HOME or Debian's package). Only the last needs set-up.
+is_debian_root() { [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null; }
+apt_install() {
+  if [ ! -f .tools/.apt-updated ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || true
+    mkdir -p .tools && touch .tools/.apt-updated
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+docker_answers() { command -v docker >/dev/null 2>&1 && timeout 5 docker info >/dev/null 2>&1; }
+
+if [ -n "${ZKCTL_ZOOKEEPER:-}" ]; then
+  say "ZooKeeper: using ZKCTL_ZOOKEEPER=$ZKCTL_ZOOKEEPER"
+elif docker_answers; then
+  say "ZooKeeper: a Docker engine answers; tests will use a testcontainers zookeeper:3.8"
+elif [ -n "${ZOOKEEPER_HOME:-}" ]; then
+  say "ZooKeeper: using ZOOKEEPER_HOME=$ZOOKEEPER_HOME"
+elif [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; then
+  say "ZooKeeper: Debian's zookeeper package is installed"
+elif is_debian_root; then
+  say "ZooKeeper: installing Debian's zookeeper package (and a Java runtime)"
+  apt_install zookeeper default-jre-headless
+else
+  say "ZooKeeper: none found. Set ZKCTL_ZOOKEEPER=host:port, start a Docker engine,"
+  say "set ZOOKEEPER_HOME to an Apache ZooKeeper 3.8 install, or run this as root on Debian."
+fi
+
+# 4. kcat, which the client tests use beside confluent-kafka.
+if ! command -v kcat >/dev/null 2>&1 && is_debian_root; then
+  say "installing kcat"
+  apt_install kcat
+fi
