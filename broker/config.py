@@ -1,0 +1,1447 @@
+"""Broker configuration with Kafka's key names (KafkaConfig and LogConfig, Kafka 2.8, ZK mode).
+
+* ``BROKER_CONFIG_DEFS`` / ``TOPIC_CONFIG_DEFS``: the definition tables (name, type,
+  default, validator, importance, doc) with Kafka's defaults and types.
+* ``parse_properties`` reads Java ``.properties`` text (``Properties.load`` rules);
+  ``parse_overrides`` reads ``--override key=value`` pairs, which win over the file.
+* ``BrokerConfig`` is the typed, immutable result: one snake_case attribute per Kafka key
+  (``log.retention.ms`` -> ``log_retention_ms``). Keys that Kafka resolves through a
+  fallback hold the resolved value: ``log_dirs`` (log.dirs, else log.dir),
+  ``log_retention_ms`` (ms, else minutes, else hours), ``zookeeper_connection_timeout_ms``
+  (else the session timeout), ``advertised_listeners`` (else listeners), and so on.
+* Topic-level configs (``/config/topics/<t>``, ``kafka-topics.sh --config``) are validated
+  with ``validate_topic_config``; ``effective_topic_config`` layers a topic's overrides over
+  the broker's defaults. Topic config values stay strings, as Kafka stores them in ZooKeeper.
+
+Every problem found (unknown keys, bad values, missing required keys, inconsistent values)
+is collected and raised together as one ConfigError.
+
+Deliberate differences from Kafka:
+* ``auto.create.topics.enable`` defaults to false (Kafka: true): topics appear only when asked.
+* A listener with no host is advertised as 127.0.0.1; Kafka advertises the machine's
+  canonical hostname, which on a laptop or in CI often does not resolve back to it.
+* Only the PLAINTEXT security protocol is accepted for listeners (no TLS or SASL here).
+* Files are read as UTF-8 (Kafka's Properties.load reads ISO-8859-1); ``\\uXXXX`` escapes
+  work either way, and ``to_properties`` writes non-ASCII characters as such escapes.
+* A few validators are stricter (session and connection timeouts >= 1, non-empty
+  ``zookeeper.connect`` and ``broker.rack``, ports 0-65535, min <= max compaction lag).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final, Protocol
+
+__all__ = [
+    "BROKER_CONFIGS",
+    "BROKER_CONFIG_DEFS",
+    "REQUIRED",
+    "TOPIC_CONFIGS",
+    "TOPIC_CONFIG_DEFS",
+    "AtLeast",
+    "Between",
+    "BrokerConfig",
+    "ConfigDef",
+    "ConfigError",
+    "ConfigProblem",
+    "ConfigType",
+    "FrozenMap",
+    "Importance",
+    "Listener",
+    "NonEmpty",
+    "OneOf",
+    "SubsetOf",
+    "ThrottledReplicas",
+    "TopicConfig",
+    "effective_topic_config",
+    "format_properties",
+    "load_broker_config",
+    "parse_key_value_pairs",
+    "parse_overrides",
+    "parse_properties",
+    "parse_topic_config_args",
+    "topic_config_defaults",
+    "validate_topic_config",
+]
+
+INT_MIN: Final = -(2**31)
+INT_MAX: Final = 2**31 - 1
+LONG_MIN: Final = -(2**63)
+LONG_MAX: Final = 2**63 - 1
+SHORT_MIN: Final = -(2**15)
+SHORT_MAX: Final = 2**15 - 1
+
+_HOUR_MS: Final = 60 * 60 * 1000
+_MINUTE_MS: Final = 60 * 1000
+
+SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SUPPORTED_SECURITY_PROTOCOLS: Final = ("PLAINTEXT",)
+COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TIMESTAMP_TYPES: Final = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES: Final = ("compact", "delete")
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One thing wrong with a configuration; ``key`` is None for file-level problems."""
+
+    key: str | None
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(ValueError):
+    """Every problem found in a configuration (never just the first)."""
+
+    def __init__(self, problems: Sequence[ConfigProblem]) -> None:
+        self.problems: tuple[ConfigProblem, ...] = tuple(problems)
+        if len(self.problems) == 1:
+            message = self.problems[0].message
+        else:
+            message = f"{len(self.problems)} config problems:\n" + "\n".join(
+                f"  - {p.message}" for p in self.problems
+            )
+        super().__init__(message)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The config keys with problems, in the order found."""
+        return tuple(p.key for p in self.problems if p.key is not None)
+
+
+class _Problems(list[ConfigProblem]):
+    """The problems found so far; ``add`` saves building ConfigProblem at every call."""
+
+    def add(self, key: str | None, message: str) -> None:
+        self.append(ConfigProblem(key, message))
+
+
+class FrozenMap(Mapping[str, str]):
+    """An immutable str -> str mapping that, unlike MappingProxyType, pickles and hashes,
+    so configs can be copied, sent to subprocesses and used as keys."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
+        self._data: dict[str, str] = dict(data)
+
+    def __getitem__(self, key: str) -> str:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._data.items()))
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({self._data!r})"
+
+
+# --------------------------------------------------------------------------- definitions
+
+
+class ConfigType(enum.Enum):
+    BOOLEAN = "boolean"
+    SHORT = "short"
+    INT = "int"
+    LONG = "long"
+    DOUBLE = "double"
+    STRING = "string"
+    LIST = "list"
+
+
+class Importance(enum.Enum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class _Required:
+    """Sentinel default of a key that must be given (Kafka's NO_DEFAULT_VALUE)."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Final = _Required()
+
+
+class Validator(Protocol):
+    def check(self, value: Any) -> str | None:
+        """None when the value is valid, else what was expected ("a value >= 1")."""
+
+    def describe(self) -> str:
+        """The valid values, for documentation."""
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    minimum: int | float
+
+    def check(self, value: Any) -> str | None:
+        return None if value >= self.minimum else f"a value >= {self.minimum}"
+
+    def describe(self) -> str:
+        return f"[{self.minimum},...]"
+
+
+@dataclass(frozen=True)
+class Between:
+    low: int | float
+    high: int | float
+
+    def check(self, value: Any) -> str | None:
+        ok = self.low <= value <= self.high
+        return None if ok else f"a value between {self.low} and {self.high}"
+
+    def describe(self) -> str:
+        return f"[{self.low},...,{self.high}]"
+
+
+@dataclass(frozen=True)
+class OneOf:
+    choices: tuple[str, ...]
+    case_insensitive: bool = False
+
+    def check(self, value: Any) -> str | None:
+        if self.case_insensitive:
+            ok = str(value).upper() in {c.upper() for c in self.choices}
+        else:
+            ok = value in self.choices
+        return None if ok else f"one of {', '.join(self.choices)}"
+
+    def describe(self) -> str:
+        return f"[{', '.join(self.choices)}]"
+
+
+@dataclass(frozen=True)
+class SubsetOf:
+    """A list whose every item is one of ``choices`` (Kafka's ValidList.in)."""
+
+    choices: tuple[str, ...]
+
+    def check(self, value: Any) -> str | None:
+        ok = all(item in self.choices for item in value)
+        return None if ok else f"a list of {', '.join(self.choices)}"
+
+    def describe(self) -> str:
+        return f"[{', '.join(self.choices)}]"
+
+
+@dataclass(frozen=True)
+class NonEmpty:
+    def check(self, value: Any) -> str | None:
+        return None if value else "a non-empty value"
+
+    def describe(self) -> str:
+        return "non-empty"
+
+
+_THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+@dataclass(frozen=True)
+class ThrottledReplicas:
+    """Kafka's ThrottledReplicaListValidator: ``*`` or ``partition:broker,...``."""
+
+    def check(self, value: Any) -> str | None:
+        items = list(value)
+        if items == ["*"] or all(_THROTTLED_REPLICA.fullmatch(i) for i in items):
+            return None
+        return "'*' or a list of [partitionId]:[brokerId]"
+
+    def describe(self) -> str:
+        return "[partitionId]:[brokerId],[partitionId]:[brokerId],... or *"
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """One config key. ``default`` is REQUIRED, None (unset unless given) or a typed value."""
+
+    name: str
+    type: ConfigType
+    default: Any
+    importance: Importance
+    doc: str
+    validator: Validator | None = None
+    #: topic configs: the broker key whose value is the topic's default
+    synonym: str | None = None
+
+    @property
+    def attr(self) -> str:
+        """The snake_case attribute name: ``log.retention.ms`` -> ``log_retention_ms``."""
+        return self.name.replace(".", "_")
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+_B, _I, _L, _S, _D, _STR, _LIST = (
+    ConfigType.BOOLEAN,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.SHORT,
+    ConfigType.DOUBLE,
+    ConfigType.STRING,
+    ConfigType.LIST,
+)
+_HIGH, _MEDIUM, _LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
+
+BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
+    # ZooKeeper
+    ConfigDef("zookeeper.connect", _STR, REQUIRED, _HIGH,
+              "ZooKeeper connection string host:port[,host:port...][/chroot].", NonEmpty()),
+    ConfigDef("zookeeper.session.timeout.ms", _I, 18000, _HIGH,
+              "ZooKeeper session timeout (6000 before Kafka 2.5).", AtLeast(1)),
+    ConfigDef("zookeeper.connection.timeout.ms", _I, None, _HIGH,
+              "Max wait to connect to ZooKeeper; unset: zookeeper.session.timeout.ms.",
+              AtLeast(1)),
+    ConfigDef("zookeeper.max.in.flight.requests", _I, 10, _HIGH,
+              "Unacknowledged requests the ZooKeeper client sends before blocking.", AtLeast(1)),
+    # General
+    ConfigDef("broker.id", _I, -1, _HIGH,
+              "This broker's id; -1: generate one from ZooKeeper (broker.id.generation.enable)."),
+    ConfigDef("broker.id.generation.enable", _B, True, _MEDIUM,
+              "Generate broker ids (above reserved.broker.max.id) when broker.id is -1."),
+    ConfigDef("reserved.broker.max.id", _I, 1000, _MEDIUM,
+              "Highest configurable broker id; generated ids start above it.", AtLeast(0)),
+    ConfigDef("broker.rack", _STR, None, _MEDIUM,
+              "Rack of the broker, for rack-aware replica assignment.", NonEmpty()),
+    ConfigDef("message.max.bytes", _I, 1024 * 1024 + 12, _HIGH,
+              "Largest record batch size allowed (1 MiB plus the 12-byte log overhead).",
+              AtLeast(0)),
+    ConfigDef("num.network.threads", _I, 3, _HIGH,
+              "Threads receiving requests and sending responses.", AtLeast(1)),
+    ConfigDef("num.io.threads", _I, 8, _HIGH, "Threads processing requests.", AtLeast(1)),
+    ConfigDef("background.threads", _I, 10, _HIGH,
+              "Threads for background processing tasks.", AtLeast(1)),
+    ConfigDef("queued.max.requests", _I, 500, _HIGH,
+              "Requests queued for the I/O threads before network threads stop reading.",
+              AtLeast(1)),
+    ConfigDef("request.timeout.ms", _I, 30000, _HIGH,
+              "Max wait for the response to a request the broker sends."),
+    ConfigDef("delete.topic.enable", _B, True, _HIGH,
+              "Allow topic deletion; when false, deleting a topic through the admin tool has "
+              "no effect."),
+    ConfigDef("auto.create.topics.enable", _B, False, _HIGH,
+              "Create unknown topics on metadata requests. Default false here, true in Kafka."),
+    ConfigDef("compression.type", _STR, "producer", _HIGH,
+              "Final compression of a topic's data; producer: keep the producer's.",
+              OneOf(COMPRESSION_TYPES)),
+    # Socket server
+    ConfigDef("listeners", _STR, "PLAINTEXT://:9092", _HIGH,
+              "Comma-separated NAME://host:port to listen on; empty host: all interfaces."),
+    ConfigDef("advertised.listeners", _STR, None, _HIGH,
+              "Listeners published in ZooKeeper for clients and brokers; unset: listeners."),
+    ConfigDef("listener.security.protocol.map", _STR,
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              _LOW, "Listener name to security protocol, NAME:PROTOCOL,..."),
+    ConfigDef("inter.broker.listener.name", _STR, None, _MEDIUM,
+              "Listener brokers use to talk to each other; unset: from "
+              "security.inter.broker.protocol."),
+    ConfigDef("security.inter.broker.protocol", _STR, "PLAINTEXT", _MEDIUM,
+              "Security protocol between brokers (only one of this and "
+              "inter.broker.listener.name may be set).",
+              OneOf(SECURITY_PROTOCOLS, case_insensitive=True)),
+    ConfigDef("socket.send.buffer.bytes", _I, 100 * 1024, _HIGH,
+              "SO_SNDBUF of server sockets; -1: the OS default."),
+    ConfigDef("socket.receive.buffer.bytes", _I, 100 * 1024, _HIGH,
+              "SO_RCVBUF of server sockets; -1: the OS default."),
+    ConfigDef("socket.request.max.bytes", _I, 100 * 1024 * 1024, _HIGH,
+              "Largest request the broker accepts.", AtLeast(1)),
+    ConfigDef("connections.max.idle.ms", _L, 10 * 60 * 1000, _MEDIUM,
+              "Idle connections are closed after this long."),
+    # Log
+    ConfigDef("num.partitions", _I, 1, _MEDIUM,
+              "Default number of partitions of a new topic.", AtLeast(1)),
+    ConfigDef("log.dir", _LIST, ("/tmp/kafka-logs",), _HIGH,
+              "Directory of the log data (used when log.dirs is unset)."),
+    ConfigDef("log.dirs", _LIST, None, _HIGH,
+              "Comma-separated directories of the log data; unset: log.dir."),
+    ConfigDef("log.segment.bytes", _I, 1024 * 1024 * 1024, _HIGH,
+              "Maximum size of one log segment file.", AtLeast(14)),
+    ConfigDef("log.roll.ms", _L, None, _HIGH,
+              "Roll a new segment after this long; unset: log.roll.hours."),
+    ConfigDef("log.roll.hours", _I, 24 * 7, _HIGH,
+              "Roll a new segment after this many hours.", AtLeast(1)),
+    ConfigDef("log.roll.jitter.ms", _L, None, _HIGH,
+              "Max jitter subtracted from the roll time; unset: log.roll.jitter.hours."),
+    ConfigDef("log.roll.jitter.hours", _I, 0, _HIGH,
+              "Max jitter subtracted from the roll time, in hours.", AtLeast(0)),
+    ConfigDef("log.retention.ms", _L, None, _HIGH,
+              "Keep a log segment this long (-1: forever); unset: log.retention.minutes."),
+    ConfigDef("log.retention.minutes", _I, None, _HIGH,
+              "Retention in minutes; unset: log.retention.hours."),
+    ConfigDef("log.retention.hours", _I, 24 * 7, _HIGH, "Retention in hours."),
+    ConfigDef("log.retention.bytes", _L, -1, _HIGH,
+              "Maximum size of a partition's log before old segments go; -1: no limit."),
+    ConfigDef("log.retention.check.interval.ms", _L, 5 * 60 * 1000, _MEDIUM,
+              "How often segments are checked for deletion.", AtLeast(1)),
+    ConfigDef("log.cleanup.policy", _LIST, ("delete",), _MEDIUM,
+              "Default cleanup policy of segments past retention: delete and/or compact.",
+              SubsetOf(CLEANUP_POLICIES)),
+    ConfigDef("log.cleaner.enable", _B, True, _MEDIUM, "Run the log cleaner (compaction)."),
+    ConfigDef("log.cleaner.delete.retention.ms", _L, 24 * 60 * 60 * 1000, _MEDIUM,
+              "How long delete tombstones are kept in compacted topics."),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", _L, 0, _MEDIUM,
+              "Minimum age of a record before it may be compacted."),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", _L, LONG_MAX, _MEDIUM,
+              "Maximum age of a record before it must be compacted.", AtLeast(1)),
+    ConfigDef("log.cleaner.min.cleanable.ratio", _D, 0.5, _MEDIUM,
+              "Minimum dirty share of a log before it is cleaned.", Between(0, 1)),
+    ConfigDef("log.index.size.max.bytes", _I, 10 * 1024 * 1024, _MEDIUM,
+              "Maximum size of an offset index file.", AtLeast(4)),
+    ConfigDef("log.index.interval.bytes", _I, 4096, _MEDIUM,
+              "Bytes between offset index entries.", AtLeast(0)),
+    ConfigDef("log.flush.interval.messages", _L, LONG_MAX, _HIGH,
+              "Messages accumulated before a flush to disk.", AtLeast(1)),
+    ConfigDef("log.flush.interval.ms", _L, None, _HIGH,
+              "Max time a message stays unflushed; unset: log.flush.scheduler.interval.ms."),
+    ConfigDef("log.flush.scheduler.interval.ms", _L, LONG_MAX, _HIGH,
+              "How often the flusher checks whether a log needs flushing."),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", _I, 60000, _HIGH,
+              "How often the recovery point is written.", AtLeast(0)),
+    ConfigDef("log.segment.delete.delay.ms", _L, 60000, _HIGH,
+              "Wait before deleting a file from the file system.", AtLeast(0)),
+    ConfigDef("log.preallocate", _B, False, _MEDIUM, "Preallocate new segment files."),
+    ConfigDef("log.message.timestamp.type", _STR, "CreateTime", _MEDIUM,
+              "Timestamp kept in records: CreateTime or LogAppendTime.", OneOf(TIMESTAMP_TYPES)),
+    ConfigDef("log.message.timestamp.difference.max.ms", _L, LONG_MAX, _MEDIUM,
+              "Max allowed gap between a record's CreateTime and the broker's clock."),
+    ConfigDef("log.message.downconversion.enable", _B, True, _LOW,
+              "Down-convert record formats for old consumers."),
+    ConfigDef("num.recovery.threads.per.data.dir", _I, 1, _HIGH,
+              "Threads per data directory for log recovery at startup and flush at shutdown.",
+              AtLeast(1)),
+    ConfigDef("min.insync.replicas", _I, 1, _HIGH,
+              "Minimum ISR size for acks=all produce requests to succeed.", AtLeast(1)),
+    # Replication
+    ConfigDef("controller.socket.timeout.ms", _I, 30000, _MEDIUM,
+              "Socket timeout of controller-to-broker channels."),
+    ConfigDef("default.replication.factor", _I, 1, _MEDIUM,
+              "Default replication factor of automatically created topics."),
+    ConfigDef("replica.lag.time.max.ms", _L, 30000, _HIGH,
+              "A follower not caught up for this long leaves the ISR (10000 before 2.5)."),
+    ConfigDef("replica.socket.timeout.ms", _I, 30 * 1000, _HIGH,
+              "Socket timeout of replica fetch requests."),
+    ConfigDef("replica.socket.receive.buffer.bytes", _I, 64 * 1024, _HIGH,
+              "Socket receive buffer of replica fetchers."),
+    ConfigDef("replica.fetch.max.bytes", _I, 1024 * 1024, _MEDIUM,
+              "Bytes fetched per partition by a replica fetch request.", AtLeast(0)),
+    ConfigDef("replica.fetch.wait.max.ms", _I, 500, _HIGH,
+              "Max wait of a follower's fetch request (<= replica.lag.time.max.ms)."),
+    ConfigDef("replica.fetch.min.bytes", _I, 1, _HIGH,
+              "Minimum bytes a follower's fetch waits for."),
+    ConfigDef("replica.fetch.backoff.ms", _I, 1000, _MEDIUM,
+              "Sleep after a fetch partition error.", AtLeast(0)),
+    ConfigDef("replica.fetch.response.max.bytes", _I, 10 * 1024 * 1024, _MEDIUM,
+              "Max bytes of a whole replica fetch response.", AtLeast(0)),
+    ConfigDef("num.replica.fetchers", _I, 1, _HIGH,
+              "Fetcher threads per source broker."),
+    ConfigDef("replica.high.watermark.checkpoint.interval.ms", _L, 5000, _HIGH,
+              "How often the high watermark is saved to disk."),
+    ConfigDef("auto.leader.rebalance.enable", _B, True, _HIGH,
+              "Move leadership back to preferred replicas periodically."),
+    ConfigDef("leader.imbalance.per.broker.percentage", _I, 10, _HIGH,
+              "Allowed share (percent) of a broker's partitions not led by it as preferred."),
+    ConfigDef("leader.imbalance.check.interval.seconds", _L, 300, _HIGH,
+              "How often the controller checks leader imbalance."),
+    ConfigDef("unclean.leader.election.enable", _B, False, _HIGH,
+              "Elect an out-of-sync replica as a last resort, possibly losing data."),
+    # Controlled shutdown
+    ConfigDef("controlled.shutdown.enable", _B, True, _MEDIUM,
+              "Move leadership away before shutting down."),
+    ConfigDef("controlled.shutdown.max.retries", _I, 3, _MEDIUM,
+              "Retries of a failed controlled shutdown."),
+    ConfigDef("controlled.shutdown.retry.backoff.ms", _L, 5000, _MEDIUM,
+              "Wait between controlled shutdown retries."),
+    # Group coordinator, offsets and transactions (accepted so stock server.properties parse)
+    ConfigDef("offsets.topic.replication.factor", _S, 3, _HIGH,
+              "Replication factor of __consumer_offsets.", AtLeast(1)),
+    ConfigDef("offsets.topic.num.partitions", _I, 50, _HIGH,
+              "Partitions of __consumer_offsets.", AtLeast(1)),
+    ConfigDef("transaction.state.log.replication.factor", _S, 3, _HIGH,
+              "Replication factor of __transaction_state.", AtLeast(1)),
+    ConfigDef("transaction.state.log.min.isr", _I, 2, _HIGH,
+              "min.insync.replicas of __transaction_state.", AtLeast(1)),
+    ConfigDef("group.initial.rebalance.delay.ms", _I, 3000, _MEDIUM,
+              "Wait for more members before a new group's first rebalance."),
+    ConfigDef("group.min.session.timeout.ms", _I, 6000, _MEDIUM,
+              "Smallest session timeout a group member may ask for."),
+    ConfigDef("group.max.session.timeout.ms", _I, 1800000, _MEDIUM,
+              "Largest session timeout a group member may ask for."),
+    ConfigDef("fetch.max.bytes", _I, 55 * 1024 * 1024, _MEDIUM,
+              "Max bytes returned by one fetch request.", AtLeast(1024)),
+)  # fmt: skip
+
+BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = MappingProxyType(
+    {d.name: d for d in BROKER_CONFIG_DEFS}
+)
+
+TOPIC_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
+    ConfigDef("cleanup.policy", _LIST, ("delete",), _MEDIUM,
+              "delete and/or compact old segments.", SubsetOf(CLEANUP_POLICIES),
+              "log.cleanup.policy"),
+    ConfigDef("compression.type", _STR, "producer", _MEDIUM,
+              "Final compression of the topic's data.", OneOf(COMPRESSION_TYPES),
+              "compression.type"),
+    ConfigDef("delete.retention.ms", _L, 24 * 60 * 60 * 1000, _MEDIUM,
+              "How long delete tombstones are kept (compacted topics).", AtLeast(0),
+              "log.cleaner.delete.retention.ms"),
+    ConfigDef("file.delete.delay.ms", _L, 60000, _MEDIUM,
+              "Wait before deleting a file from the file system.", AtLeast(0),
+              "log.segment.delete.delay.ms"),
+    ConfigDef("flush.messages", _L, LONG_MAX, _MEDIUM,
+              "Messages between forced fsyncs.", AtLeast(0), "log.flush.interval.messages"),
+    ConfigDef("flush.ms", _L, LONG_MAX, _MEDIUM,
+              "Time between forced fsyncs.", AtLeast(0), "log.flush.interval.ms"),
+    ConfigDef("follower.replication.throttled.replicas", _LIST, (), _MEDIUM,
+              "Replicas throttled on the follower side.", ThrottledReplicas()),
+    ConfigDef("index.interval.bytes", _I, 4096, _MEDIUM,
+              "Bytes between offset index entries.", AtLeast(0), "log.index.interval.bytes"),
+    ConfigDef("leader.replication.throttled.replicas", _LIST, (), _MEDIUM,
+              "Replicas throttled on the leader side.", ThrottledReplicas()),
+    ConfigDef("max.compaction.lag.ms", _L, LONG_MAX, _MEDIUM,
+              "Maximum age of a record before it must be compacted.", AtLeast(1),
+              "log.cleaner.max.compaction.lag.ms"),
+    ConfigDef("max.message.bytes", _I, 1024 * 1024 + 12, _MEDIUM,
+              "Largest record batch size allowed.", AtLeast(0), "message.max.bytes"),
+    ConfigDef("message.downconversion.enable", _B, True, _LOW,
+              "Down-convert record formats for old consumers.", None,
+              "log.message.downconversion.enable"),
+    ConfigDef("message.timestamp.difference.max.ms", _L, LONG_MAX, _MEDIUM,
+              "Max allowed gap between a record's CreateTime and the broker's clock.",
+              AtLeast(0), "log.message.timestamp.difference.max.ms"),
+    ConfigDef("message.timestamp.type", _STR, "CreateTime", _MEDIUM,
+              "CreateTime or LogAppendTime.", OneOf(TIMESTAMP_TYPES),
+              "log.message.timestamp.type"),
+    ConfigDef("min.cleanable.dirty.ratio", _D, 0.5, _MEDIUM,
+              "Minimum dirty share of the log before it is cleaned.", Between(0, 1),
+              "log.cleaner.min.cleanable.ratio"),
+    ConfigDef("min.compaction.lag.ms", _L, 0, _MEDIUM,
+              "Minimum age of a record before it may be compacted.", AtLeast(0),
+              "log.cleaner.min.compaction.lag.ms"),
+    ConfigDef("min.insync.replicas", _I, 1, _MEDIUM,
+              "Minimum ISR size for acks=all produce requests.", AtLeast(1),
+              "min.insync.replicas"),
+    ConfigDef("preallocate", _B, False, _MEDIUM, "Preallocate new segment files.", None,
+              "log.preallocate"),
+    ConfigDef("retention.bytes", _L, -1, _MEDIUM,
+              "Maximum partition size before old segments go; -1: no limit.", None,
+              "log.retention.bytes"),
+    ConfigDef("retention.ms", _L, 24 * 7 * _HOUR_MS, _MEDIUM,
+              "How long segments are kept; -1: forever.", AtLeast(-1), "log.retention.ms"),
+    ConfigDef("segment.bytes", _I, 1024 * 1024 * 1024, _MEDIUM,
+              "Maximum size of one segment file.", AtLeast(14), "log.segment.bytes"),
+    ConfigDef("segment.index.bytes", _I, 10 * 1024 * 1024, _MEDIUM,
+              "Maximum size of an offset index file.", AtLeast(0), "log.index.size.max.bytes"),
+    ConfigDef("segment.jitter.ms", _L, 0, _MEDIUM,
+              "Max jitter subtracted from the roll time.", AtLeast(0), "log.roll.jitter.ms"),
+    ConfigDef("segment.ms", _L, 24 * 7 * _HOUR_MS, _MEDIUM,
+              "Roll a new segment after this long.", AtLeast(1), "log.roll.ms"),
+    ConfigDef("unclean.leader.election.enable", _B, False, _MEDIUM,
+              "Elect an out-of-sync replica as a last resort, possibly losing data.", None,
+              "unclean.leader.election.enable"),
+)  # fmt: skip
+
+TOPIC_CONFIGS: Final[Mapping[str, ConfigDef]] = MappingProxyType(
+    {d.name: d for d in TOPIC_CONFIG_DEFS}
+)
+
+# Broker key -> the topic key it is the default of, to point users at the right name.
+_TOPIC_KEY_FOR_BROKER_KEY: Final = {d.synonym: d.name for d in TOPIC_CONFIG_DEFS if d.synonym}
+
+
+# --------------------------------------------------------------------------- .properties
+
+
+# String.trim() drops every char <= U+0020, not Unicode whitespace.
+_JAVA_TRIMMED: Final = "".join(chr(c) for c in range(0x21))
+
+
+def _java_trim(s: str) -> str:
+    return s.strip(_JAVA_TRIMMED)
+
+
+_PROPS_WHITESPACE: Final = " \t\f"
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, logical line) per Properties.load: comments and blanks skipped,
+    a line ending in an odd number of backslashes continued, the continuation's leading
+    whitespace dropped."""
+    # \r\n, \r and \n all end a line in Java; a literal CR can never be inside a value.
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    result: list[tuple[int, str]] = []
+    i = 0
+    while i < len(lines):
+        lineno = i + 1
+        line = lines[i].lstrip(_PROPS_WHITESPACE)
+        i += 1
+        if not line or line[0] in "#!":
+            continue  # a comment is never continued, even if it ends in a backslash
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1:
+            line = line[:-1]
+            if i >= len(lines):
+                break
+            line += lines[i].lstrip(_PROPS_WHITESPACE)
+            i += 1
+        result.append((lineno, line))
+    return result
+
+
+_ESCAPES: Final = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_HEX: Final = frozenset("0123456789abcdefABCDEF")
+
+
+def _unescape(s: str) -> str:
+    """Properties.loadConvert: \\t \\n \\r \\f \\uXXXX; a backslash before anything else drops."""
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        i += 1
+        if c != "\\":
+            out.append(c)
+            continue
+        if i >= len(s):
+            break
+        c = s[i]
+        i += 1
+        if c == "u":
+            digits = s[i : i + 4]
+            if len(digits) != 4 or not set(digits) <= _HEX:
+                raise ValueError(f"malformed \\uxxxx escape '\\u{digits}'")
+            out.append(chr(int(digits, 16)))
+            i += 4
+        else:
+            out.append(_ESCAPES.get(c, c))
+    joined = "".join(out)
+    # Java writes characters beyond the BMP as two \u escapes (a UTF-16 surrogate pair).
+    return joined.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    """Properties.load0: the key ends at the first unescaped '=', ':' or whitespace; one
+    separator and the whitespace around it are skipped."""
+    key_end = len(line)
+    value_start = len(line)
+    has_separator = False
+    backslash = False
+    for pos, c in enumerate(line):
+        if c in "=:" and not backslash:
+            key_end, value_start, has_separator = pos, pos + 1, True
+            break
+        if c in _PROPS_WHITESPACE and not backslash:
+            key_end, value_start = pos, pos + 1
+            break
+        backslash = (not backslash) if c == "\\" else False
+    while value_start < len(line):
+        c = line[value_start]
+        if c not in _PROPS_WHITESPACE:
+            if not has_separator and c in "=:":
+                has_separator = True
+            else:
+                break
+        value_start += 1
+    return line[:key_end], line[value_start:]
+
+
+def _parse_properties(text: str) -> tuple[dict[str, str], _Problems]:
+    props: dict[str, str] = {}
+    problems = _Problems()
+    for lineno, line in _logical_lines(text):
+        raw_key, raw_value = _split_key_value(line)
+        try:
+            key = _unescape(raw_key)
+            value = _unescape(raw_value)
+        except ValueError as e:
+            problems.add(None, f"line {lineno}: {e}")
+            continue
+        props[key] = value  # a repeated key: the last one wins, as in java.util.Properties
+    return props, problems
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text into key -> raw string value (last duplicate wins).
+
+    Comments (``#``, ``!``), ``key=value`` / ``key: value`` / ``key value``, backslash line
+    continuations and escapes follow ``java.util.Properties.load``. Values are not trimmed
+    here; typing does that, as Kafka's ConfigDef does.
+    """
+    props, problems = _parse_properties(text)
+    if problems:
+        raise ConfigError(problems)
+    return props
+
+
+def parse_key_value_pairs(pairs: Iterable[str], what: str) -> dict[str, str]:
+    """``["k=v", ...]`` -> dict, split at the first '='; the key is trimmed. ``what`` names
+    the option in errors ("--override")."""
+    result: dict[str, str] = {}
+    problems = _Problems()
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            problems.add(None, f"{what} {pair!r} is not of the form key=value")
+            continue
+        result[key] = value
+    if problems:
+        raise ConfigError(problems)
+    return result
+
+
+def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
+    """``kafka-server-start.sh ... --override key=value`` pairs."""
+    return parse_key_value_pairs(overrides, "--override")
+
+
+def parse_topic_config_args(pairs: Iterable[str]) -> dict[str, str]:
+    """``kafka-topics.sh --config key=value`` pairs, validated as topic configs."""
+    return validate_topic_config(parse_key_value_pairs(pairs, "--config"))
+
+
+def _escape(s: str, *, is_key: bool) -> str:
+    """Properties.saveConvert, escaping non-ASCII as \\uXXXX so Java can read the file too.
+
+    Unlike Java, '=', ':', '#' and '!' are escaped in keys only: after ``key=`` they are
+    plain characters, and ``listeners=PLAINTEXT://:9092`` stays readable.
+    """
+    out: list[str] = []
+    for pos, c in enumerate(s):
+        if c == " ":
+            out.append("\\ " if is_key or pos == 0 else " ")
+        elif c in "\t\n\r\f":
+            out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[c])
+        elif c == "\\" or (is_key and c in "=:#!"):
+            out.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) > 0x7E:
+            code = ord(c)
+            if code > 0xFFFF:
+                code -= 0x10000
+                out.append(f"\\u{0xD800 + (code >> 10):04X}\\u{0xDC00 + (code & 0x3FF):04X}")
+            else:
+                out.append(f"\\u{code:04X}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def format_properties(props: Mapping[str, str]) -> str:
+    """``key=value`` lines that parse_properties (and Java) read back as ``props``."""
+    return "".join(
+        f"{_escape(k, is_key=True)}={_escape(v, is_key=False)}\n" for k, v in props.items()
+    )
+
+
+# --------------------------------------------------------------------------- typing values
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INT_RANGES: Final = {
+    ConfigType.SHORT: (SHORT_MIN, SHORT_MAX, "a short (16-bit integer)"),
+    ConfigType.INT: (INT_MIN, INT_MAX, "an int (32-bit integer)"),
+    ConfigType.LONG: (LONG_MIN, LONG_MAX, "a long (64-bit integer)"),
+}
+
+
+def _parse_typed(definition: ConfigDef, raw: str) -> Any:
+    """The typed value of ``raw``; ValueError carries what was expected instead."""
+    value = _java_trim(raw)
+    kind = definition.type
+    if kind is ConfigType.BOOLEAN:
+        if value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ValueError("a boolean (true or false)")
+    if kind in _INT_RANGES:
+        low, high, text = _INT_RANGES[kind]
+        if not _INTEGER.fullmatch(value) or not low <= int(value) <= high:
+            raise ValueError(text)
+        return int(value)
+    if kind is ConfigType.DOUBLE:
+        if not _DOUBLE.fullmatch(value):
+            raise ValueError("a double (decimal number)")
+        return float(value)
+    if kind is ConfigType.LIST:
+        return tuple(item for item in (_java_trim(i) for i in value.split(",")) if item)
+    return value
+
+
+def _typed_value(
+    definition: ConfigDef, raw: str, problems: _Problems, *, topic: bool = False
+) -> tuple[bool, Any]:
+    """(ok, value); on failure a problem naming the key, the value and what was expected."""
+    try:
+        value = _parse_typed(definition, raw)
+    except ValueError as e:
+        expected = str(e)
+    else:
+        expected_or_none = definition.validator.check(value) if definition.validator else None
+        if expected_or_none is None:
+            return True, value
+        expected = expected_or_none
+    what = "topic config key" if topic else "config key"
+    name = definition.name
+    problems.add(name, f"invalid value {raw!r} for {what} {name!r}: expected {expected}")
+    return False, None
+
+
+def _unknown_key_problem(key: str, *, topic: bool) -> ConfigProblem:
+    names = TOPIC_CONFIGS if topic else BROKER_CONFIGS
+    what = "topic config key" if topic else "config key"
+    hint = ""
+    if topic and key in _TOPIC_KEY_FOR_BROKER_KEY:
+        hint = (
+            f" ({key!r} is a broker config; the topic-level key is"
+            f" {_TOPIC_KEY_FOR_BROKER_KEY[key]!r})"
+        )
+    elif not topic and key in TOPIC_CONFIGS and TOPIC_CONFIGS[key].synonym:
+        hint = (
+            f" ({key!r} is a topic config; the broker-wide default is"
+            f" {TOPIC_CONFIGS[key].synonym!r})"
+        )
+    else:
+        close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.75)
+        if close:
+            hint = f" (did you mean {close[0]!r}?)"
+    return ConfigProblem(key, f"unknown {what} {key!r}{hint}")
+
+
+def _format_value(value: Any) -> str | None:
+    """A typed or derived value as Kafka would write it; None for "unset"."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | str):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}:{v}" for k, v in value.items())
+    if isinstance(value, tuple):
+        return ",".join(str(item) for item in value)
+    raise TypeError(f"cannot format config value {value!r}")
+
+
+# --------------------------------------------------------------------------- listeners
+
+
+# EndPoint.uriParseExp: NAME://host:port, an IPv6 host in brackets.
+_LISTENER = re.compile(r"(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)")
+
+#: advertised in place of an empty host: Kafka uses the canonical hostname, which often does
+#: not resolve back to the machine on laptops and CI runners; loopback always works there.
+ADVERTISED_HOST_FOR_ALL_INTERFACES: Final = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One endpoint, ``NAME://host:port``; host "" means all interfaces (bind only)."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+def _parse_listeners(
+    key: str,
+    text: str,
+    protocol_map: Mapping[str, str],
+    problems: _Problems,
+    *,
+    require_distinct_ports: bool,
+) -> tuple[Listener, ...] | None:
+    """CoreUtils.listenerListToEndPoints; None (and problems) when anything is wrong."""
+    found = len(problems)
+    listeners: list[Listener] = []
+    items = [i for i in (_java_trim(x) for x in text.split(",")) if i]
+    if not items:
+        problems.add(
+            key, f"invalid value {text!r} for config key {key!r}: expected NAME://host:port"
+        )
+    for item in items:
+        m = _LISTENER.fullmatch(item)
+        where = f"listener {item!r} in {key!r}"
+        if m is None:
+            problems.add(key, f"invalid {where}: expected NAME://host:port, e.g. PLAINTEXT://:9092")
+            continue
+        name, host, port = m.group(1).upper(), m.group(2), int(m.group(3))
+        protocol = protocol_map.get(name)
+        if not 0 <= port <= 65535:
+            problems.add(key, f"invalid {where}: expected a port between 0 and 65535")
+        elif protocol is None:
+            problems.add(
+                key,
+                f"invalid {where}: listener name {name!r} has no security protocol"
+                " in 'listener.security.protocol.map'",
+            )
+        elif protocol not in SUPPORTED_SECURITY_PROTOCOLS:
+            problems.add(
+                key,
+                f"invalid {where}: security protocol {protocol} is not supported"
+                f" (only {', '.join(SUPPORTED_SECURITY_PROTOCOLS)})",
+            )
+        else:
+            listeners.append(Listener(name, host, port, protocol))
+    names = [listener.name for listener in listeners]
+    if len(set(names)) != len(names):
+        problems.add(key, f"each listener in {key!r} must have a different name: {text!r}")
+    # Port 0 (any free port) may repeat: Kafka's tests rely on that, and so can ours.
+    ports = [listener.port for listener in listeners if listener.port != 0]
+    if require_distinct_ports and len(set(ports)) != len(ports):
+        problems.add(key, f"each listener in {key!r} must have a different port: {text!r}")
+    return tuple(listeners) if len(problems) == found else None
+
+
+def _parse_protocol_map(text: str, problems: _Problems) -> dict[str, str] | None:
+    """CoreUtils.parseCsvMap of NAME:PROTOCOL; names upper-cased as ListenerName does."""
+    key = "listener.security.protocol.map"
+    found = len(problems)
+    result: dict[str, str] = {}
+    for item in (i for i in (_java_trim(x) for x in text.split(",")) if i):
+        name, sep, protocol = item.rpartition(":")
+        name, protocol = _java_trim(name).upper(), _java_trim(protocol).upper()
+        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
+            problems.add(
+                key,
+                f"invalid entry {item!r} in {key!r}: expected NAME:PROTOCOL with"
+                f" PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}",
+            )
+        else:
+            result[name] = protocol
+    return result if len(problems) == found else None
+
+
+# --------------------------------------------------------------------------- broker config
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """A validated broker configuration; build it with ``from_properties`` or ``load``.
+
+    One attribute per key of BROKER_CONFIG_DEFS (dots become underscores). Keys with a
+    fallback hold the resolved value. ``originals`` keeps the raw strings that were given.
+    Use ``dataclasses.replace`` to set a generated broker id.
+    """
+
+    # ZooKeeper
+    zookeeper_connect: str
+    zookeeper_session_timeout_ms: int
+    zookeeper_connection_timeout_ms: int
+    zookeeper_max_in_flight_requests: int
+    # General
+    broker_id: int
+    broker_id_generation_enable: bool
+    reserved_broker_max_id: int
+    broker_rack: str | None
+    message_max_bytes: int
+    num_network_threads: int
+    num_io_threads: int
+    background_threads: int
+    queued_max_requests: int
+    request_timeout_ms: int
+    delete_topic_enable: bool
+    auto_create_topics_enable: bool
+    compression_type: str
+    # Socket server
+    listeners: tuple[Listener, ...]
+    advertised_listeners: tuple[Listener, ...]
+    listener_security_protocol_map: Mapping[str, str]
+    inter_broker_listener_name: str
+    security_inter_broker_protocol: str
+    socket_send_buffer_bytes: int
+    socket_receive_buffer_bytes: int
+    socket_request_max_bytes: int
+    connections_max_idle_ms: int
+    # Log
+    num_partitions: int
+    log_dir: tuple[str, ...]
+    log_dirs: tuple[str, ...]
+    log_segment_bytes: int
+    log_roll_ms: int
+    log_roll_hours: int
+    log_roll_jitter_ms: int
+    log_roll_jitter_hours: int
+    log_retention_ms: int
+    log_retention_minutes: int | None
+    log_retention_hours: int
+    log_retention_bytes: int
+    log_retention_check_interval_ms: int
+    log_cleanup_policy: tuple[str, ...]
+    log_cleaner_enable: bool
+    log_cleaner_delete_retention_ms: int
+    log_cleaner_min_compaction_lag_ms: int
+    log_cleaner_max_compaction_lag_ms: int
+    log_cleaner_min_cleanable_ratio: float
+    log_index_size_max_bytes: int
+    log_index_interval_bytes: int
+    log_flush_interval_messages: int
+    log_flush_interval_ms: int
+    log_flush_scheduler_interval_ms: int
+    log_flush_offset_checkpoint_interval_ms: int
+    log_segment_delete_delay_ms: int
+    log_preallocate: bool
+    log_message_timestamp_type: str
+    log_message_timestamp_difference_max_ms: int
+    log_message_downconversion_enable: bool
+    num_recovery_threads_per_data_dir: int
+    min_insync_replicas: int
+    # Replication
+    controller_socket_timeout_ms: int
+    default_replication_factor: int
+    replica_lag_time_max_ms: int
+    replica_socket_timeout_ms: int
+    replica_socket_receive_buffer_bytes: int
+    replica_fetch_max_bytes: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_min_bytes: int
+    replica_fetch_backoff_ms: int
+    replica_fetch_response_max_bytes: int
+    num_replica_fetchers: int
+    replica_high_watermark_checkpoint_interval_ms: int
+    auto_leader_rebalance_enable: bool
+    leader_imbalance_per_broker_percentage: int
+    leader_imbalance_check_interval_seconds: int
+    unclean_leader_election_enable: bool
+    # Controlled shutdown
+    controlled_shutdown_enable: bool
+    controlled_shutdown_max_retries: int
+    controlled_shutdown_retry_backoff_ms: int
+    # Group coordinator, offsets, transactions, fetch
+    offsets_topic_replication_factor: int
+    offsets_topic_num_partitions: int
+    transaction_state_log_replication_factor: int
+    transaction_state_log_min_isr: int
+    group_initial_rebalance_delay_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    fetch_max_bytes: int
+    # The raw strings given (file plus overrides); not part of equality.
+    originals: Mapping[str, str] = field(default_factory=FrozenMap, compare=False, repr=False)
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
+        """Validate raw key -> string values; raise ConfigError with every problem."""
+        return _build_broker_config(props, _Problems())
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        overrides: Iterable[str] = (),
+        *,
+        text: str | None = None,
+    ) -> BrokerConfig:
+        """Read a server.properties file (or ``text``) and apply ``--override key=value``."""
+        return load_broker_config(path, overrides, text=text)
+
+    def get(self, key: str) -> Any:
+        """The value of a Kafka key (``"log.retention.ms"``), resolved as the attribute is."""
+        if key not in BROKER_CONFIGS:
+            raise KeyError(_unknown_key_problem(key, topic=False).message)
+        return getattr(self, BROKER_CONFIGS[key].attr)
+
+    def to_properties(self, *, include_defaults: bool = True) -> str:
+        """The config as ``.properties`` text that parses back to an equal BrokerConfig.
+
+        With ``include_defaults`` every key is written with its resolved value (unset
+        optional keys omitted); without it, only the keys given, as they were given.
+        """
+        if not include_defaults:
+            return format_properties(self.originals)
+        props: dict[str, str] = {}
+        for definition in BROKER_CONFIG_DEFS:
+            # inter.broker.listener.name already determines the protocol, and Kafka refuses
+            # both at once.
+            if definition.name == "security.inter.broker.protocol":
+                continue
+            text = _format_value(getattr(self, definition.attr))
+            if text is not None:
+                props[definition.name] = text
+        return format_properties(props)
+
+    def listener(self, name: str) -> Listener:
+        """The (bind) listener called ``name``."""
+        for listener in self.listeners:
+            if listener.name == name.upper():
+                return listener
+        raise KeyError(f"no listener named {name!r}")
+
+    def advertised_listener(self, name: str | None = None) -> Listener:
+        """The advertised listener called ``name`` (default: the inter-broker one)."""
+        wanted = (name or self.inter_broker_listener_name).upper()
+        for listener in self.advertised_listeners:
+            if listener.name == wanted:
+                return listener
+        raise KeyError(f"no advertised listener named {wanted!r}")
+
+
+def _build_broker_config(props: Mapping[str, str], problems: _Problems) -> BrokerConfig:
+    vals: dict[str, Any] = {}
+    given: set[str] = set()
+    for key, raw in props.items():
+        definition = BROKER_CONFIGS.get(key)
+        if definition is None:
+            problems.append(_unknown_key_problem(key, topic=False))
+            continue
+        given.add(key)
+        ok, value = _typed_value(definition, raw, problems)
+        if ok:
+            vals[key] = value
+    for definition in BROKER_CONFIG_DEFS:
+        if definition.name in given:
+            continue
+        if definition.required:
+            name = definition.name
+            problems.add(name, f"missing required config key {name!r}: {definition.doc}")
+        else:
+            vals[definition.name] = definition.default
+    _resolve_broker_values(vals, given, problems)
+    if problems:
+        raise ConfigError(problems)
+    kwargs = {BROKER_CONFIGS[k].attr: v for k, v in vals.items()}
+    return BrokerConfig(**kwargs, originals=FrozenMap(props))
+
+
+def _have(vals: Mapping[str, Any], *keys: str) -> bool:
+    # A key that failed to parse is absent; checks depending on it are skipped so that one
+    # mistake is reported once.
+    return all(k in vals for k in keys)
+
+
+def _fallback(vals: dict[str, Any], key: str, fallback: str, factor: int = 1) -> None:
+    """An unset ``key`` takes ``fallback``'s value times ``factor`` (hours -> ms, ...)."""
+    if _have(vals, key, fallback) and vals[key] is None and vals[fallback] is not None:
+        vals[key] = vals[fallback] * factor
+
+
+def _resolve_broker_values(vals: dict[str, Any], given: set[str], problems: _Problems) -> None:
+    """Resolve fallback keys and run KafkaConfig.validateValues' cross-key checks (on the
+    keys that parsed)."""
+    _fallback(vals, "zookeeper.connection.timeout.ms", "zookeeper.session.timeout.ms")
+    _fallback(vals, "log.dirs", "log.dir")
+    _fallback(vals, "log.roll.ms", "log.roll.hours", _HOUR_MS)
+    _fallback(vals, "log.roll.jitter.ms", "log.roll.jitter.hours", _HOUR_MS)
+    _fallback(vals, "log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+    if _have(vals, "log.retention.ms", "log.retention.minutes", "log.retention.hours"):
+        # KafkaConfig.logRetentionTimeMillis: ms, else minutes, else hours; negative: forever
+        millis = vals["log.retention.ms"]
+        if millis is None:
+            minutes = vals["log.retention.minutes"]
+            millis = (
+                minutes * _MINUTE_MS
+                if minutes is not None
+                else vals["log.retention.hours"] * _HOUR_MS
+            )
+        vals["log.retention.ms"] = max(-1, millis)
+        if millis == 0:
+            problems.add("log.retention.ms", "log.retention.ms must be unlimited (-1) or >= 1")
+
+    if _have(vals, "broker.id", "broker.id.generation.enable", "reserved.broker.max.id"):
+        broker_id, max_id = vals["broker.id"], vals["reserved.broker.max.id"]
+        bad = f"invalid value '{broker_id}' for config key 'broker.id': expected"
+        if vals["broker.id.generation.enable"] and not -1 <= broker_id <= max_id:
+            problems.add(
+                "broker.id", f"{bad} -1 (generate one) or 0..{max_id} (reserved.broker.max.id)"
+            )
+        elif not vals["broker.id.generation.enable"] and broker_id < 0:
+            problems.add("broker.id", f"{bad} a value >= 0 (broker.id.generation.enable is false)")
+    if _have(vals, "log.dirs") and not vals["log.dirs"]:
+        problems.add(
+            "log.dirs", "at least one log directory must be given in 'log.dirs' or 'log.dir'"
+        )
+    if _have(vals, "log.roll.ms") and vals["log.roll.ms"] < 1:
+        problems.add("log.roll.ms", "log.roll.ms must be greater than or equal to 1")
+    if _have(vals, "log.roll.jitter.ms") and vals["log.roll.jitter.ms"] < 0:
+        problems.add("log.roll.jitter.ms", "log.roll.jitter.ms must be greater than or equal to 0")
+    if _have(vals, "replica.fetch.wait.max.ms", "replica.socket.timeout.ms") and (
+        vals["replica.fetch.wait.max.ms"] > vals["replica.socket.timeout.ms"]
+    ):
+        problems.add(
+            "replica.socket.timeout.ms",
+            "replica.socket.timeout.ms should always be at"
+            " least replica.fetch.wait.max.ms to prevent unnecessary socket timeouts",
+        )
+    if _have(vals, "replica.fetch.wait.max.ms", "replica.lag.time.max.ms") and (
+        vals["replica.fetch.wait.max.ms"] > vals["replica.lag.time.max.ms"]
+    ):
+        problems.add(
+            "replica.fetch.wait.max.ms",
+            "replica.fetch.wait.max.ms should always be at"
+            " most replica.lag.time.max.ms to prevent frequent changes in ISR",
+        )
+    low_key, high_key = "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"
+    if _have(vals, low_key, high_key) and vals[low_key] > vals[high_key]:
+        problems.add(
+            low_key, f"{low_key} ({vals[low_key]}) must not exceed {high_key} ({vals[high_key]})"
+        )
+    _resolve_listeners(vals, given, problems)
+
+
+def _resolve_listeners(vals: dict[str, Any], given: set[str], problems: _Problems) -> None:
+    """Parse listeners, advertised listeners and the protocol map; pick the inter-broker
+    listener (KafkaConfig.getInterBrokerListenerNameAndSecurityProtocol)."""
+    protocol_map = _parse_protocol_map(vals.pop("listener.security.protocol.map"), problems)
+    listeners_text, advertised_text = vals.pop("listeners"), vals.pop("advertised.listeners")
+    listener_name = vals.pop("inter.broker.listener.name")
+    protocol = vals.pop("security.inter.broker.protocol", None)
+    if protocol_map is None or protocol is None:
+        return
+    listeners = _parse_listeners(
+        "listeners", listeners_text, protocol_map, problems, require_distinct_ports=True
+    )
+    advertised = listeners
+    if advertised_text is not None:
+        advertised = _parse_listeners(
+            "advertised.listeners",
+            advertised_text,
+            protocol_map,
+            problems,
+            require_distinct_ports=False,
+        )
+    if advertised is not None:
+        if any(a.host == "0.0.0.0" for a in advertised):
+            problems.add(
+                "advertised.listeners",
+                "advertised.listeners cannot use the"
+                " nonroutable meta-address 0.0.0.0; use a routable IP address",
+            )
+        # An empty host binds every interface; peers need an address (see the constant).
+        advertised = tuple(
+            dataclasses.replace(a, host=ADVERTISED_HOST_FOR_ALL_INTERFACES) if not a.host else a
+            for a in advertised
+        )
+    if listener_name is not None and "security.inter.broker.protocol" in given:
+        problems.add(
+            "inter.broker.listener.name",
+            "only one of 'inter.broker.listener.name'"
+            " and 'security.inter.broker.protocol' may be set",
+        )
+        return
+    name = protocol = protocol.upper()
+    if listener_name is not None:
+        name = listener_name.upper()
+        if name not in protocol_map:
+            problems.add(
+                "inter.broker.listener.name",
+                f"listener {name!r} in"
+                " 'inter.broker.listener.name' is not in"
+                " 'listener.security.protocol.map'",
+            )
+            return
+        protocol = protocol_map[name]
+    if listeners is None or advertised is None:
+        return
+    names = {listener.name for listener in listeners}
+    advertised_names = {a.name for a in advertised}
+    if name not in advertised_names:
+        problems.add(
+            "inter.broker.listener.name",
+            f"the inter-broker listener {name!r} is not"
+            f" among the advertised listeners ({', '.join(sorted(advertised_names))})",
+        )
+    if not advertised_names <= names:
+        problems.add(
+            "advertised.listeners",
+            "advertised.listeners names must be equal to or a"
+            f" subset of those in listeners: found {', '.join(sorted(advertised_names))},"
+            f" valid {', '.join(sorted(names))}",
+        )
+    vals["listeners"] = listeners
+    vals["advertised.listeners"] = advertised
+    vals["listener.security.protocol.map"] = FrozenMap(protocol_map)
+    vals["inter.broker.listener.name"] = name
+    vals["security.inter.broker.protocol"] = protocol
+
+
+def load_broker_config(
+    path: str | os.PathLike[str] | None = None,
+    overrides: Iterable[str] = (),
+    *,
+    text: str | None = None,
+) -> BrokerConfig:
+    """Read ``path`` (or ``text``; neither: no file) then apply ``--override key=value``
+    pairs, which win. Raise ConfigError with every problem in the file, the overrides and
+    the values."""
+    problems = _Problems()
+    props: dict[str, str] = {}
+    if path is not None and text is not None:
+        raise ValueError("give a path or a text, not both")
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError([ConfigProblem(None, f"cannot read config file {path}: {e}")]) from e
+    if text is not None:
+        props, problems = _parse_properties(text)
+    try:
+        props.update(parse_overrides(overrides))
+    except ConfigError as e:
+        problems.extend(e.problems)
+    return _build_broker_config(props, problems)
+
+
+# --------------------------------------------------------------------------- topic config
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """A topic's effective config: its overrides over the broker's defaults.
+
+    One attribute per key of TOPIC_CONFIG_DEFS; ``overrides`` holds the topic's own
+    settings as the strings stored in ``/config/topics/<topic>``.
+    """
+
+    cleanup_policy: tuple[str, ...]
+    compression_type: str
+    delete_retention_ms: int
+    file_delete_delay_ms: int
+    flush_messages: int
+    flush_ms: int
+    follower_replication_throttled_replicas: tuple[str, ...]
+    index_interval_bytes: int
+    leader_replication_throttled_replicas: tuple[str, ...]
+    max_compaction_lag_ms: int
+    max_message_bytes: int
+    message_downconversion_enable: bool
+    message_timestamp_difference_max_ms: int
+    message_timestamp_type: str
+    min_cleanable_dirty_ratio: float
+    min_compaction_lag_ms: int
+    min_insync_replicas: int
+    preallocate: bool
+    retention_bytes: int
+    retention_ms: int
+    segment_bytes: int
+    segment_index_bytes: int
+    segment_jitter_ms: int
+    segment_ms: int
+    unclean_leader_election_enable: bool
+    overrides: Mapping[str, str] = field(default_factory=FrozenMap)
+
+    def get(self, key: str) -> Any:
+        """The effective value of a topic key (``"retention.ms"``)."""
+        if key not in TOPIC_CONFIGS:
+            raise KeyError(_unknown_key_problem(key, topic=True).message)
+        return getattr(self, TOPIC_CONFIGS[key].attr)
+
+    def is_overridden(self, key: str) -> bool:
+        return key in self.overrides
+
+    def as_strings(self) -> dict[str, str]:
+        """Every effective value as the string Kafka would show (DescribeConfigs)."""
+        result: dict[str, str] = {}
+        for definition in TOPIC_CONFIG_DEFS:
+            text = _format_value(getattr(self, definition.attr))
+            result[definition.name] = "" if text is None else text
+        return result
+
+
+def _parse_topic_overrides(overrides: Mapping[str, object], problems: _Problems) -> dict[str, Any]:
+    typed: dict[str, Any] = {}
+    for key, raw in overrides.items():
+        definition = TOPIC_CONFIGS.get(key)
+        if definition is None:
+            problems.append(_unknown_key_problem(key, topic=True))
+            continue
+        if not isinstance(raw, str):
+            # ZooKeeper JSON written by other tools could hold numbers; Kafka keeps strings.
+            problems.add(
+                key, f"invalid value {raw!r} for topic config key {key!r}: expected a string"
+            )
+            continue
+        ok, value = _typed_value(definition, raw, problems, topic=True)
+        if ok:
+            typed[key] = value
+    return typed
+
+
+def _check_compaction_lag(values: Mapping[str, Any], problems: _Problems) -> None:
+    # LogConfig.validateValues
+    low, high = values.get("min.compaction.lag.ms"), values.get("max.compaction.lag.ms")
+    if low is not None and high is not None and low > high:
+        problems.add(
+            "min.compaction.lag.ms",
+            f"conflict topic config setting min.compaction.lag.ms ({low}) >"
+            f" max.compaction.lag.ms ({high})",
+        )
+
+
+def validate_topic_config(overrides: Mapping[str, str]) -> dict[str, str]:
+    """Check topic config overrides (keys and values); return them as the strings to store.
+
+    Raises ConfigError naming every unknown key (with a close match) and bad value.
+    """
+    problems = _Problems()
+    typed = _parse_topic_overrides(overrides, problems)
+    _check_compaction_lag(typed, problems)
+    if problems:
+        raise ConfigError(problems)
+    return dict(overrides)
+
+
+def topic_config_defaults(broker: BrokerConfig | None = None) -> dict[str, Any]:
+    """Each topic key's default: the broker's value of its synonym (LogConfig's
+    extractLogConfigMap), or Kafka's static default when no broker config is given."""
+    result: dict[str, Any] = {}
+    for definition in TOPIC_CONFIG_DEFS:
+        if broker is not None and definition.synonym is not None:
+            result[definition.name] = broker.get(definition.synonym)
+        else:
+            result[definition.name] = definition.default
+    return result
+
+
+def effective_topic_config(
+    broker: BrokerConfig | None, overrides: Mapping[str, str] | None = None
+) -> TopicConfig:
+    """A topic's effective config: ``overrides`` (``/config/topics/<t>``) over the broker's
+    defaults, e.g. a topic's unclean.leader.election.enable over the broker's. Raises
+    ConfigError if an override is unknown or invalid."""
+    given = dict(overrides or {})
+    problems = _Problems()
+    values = topic_config_defaults(broker)
+    values.update(_parse_topic_overrides(given, problems))
+    _check_compaction_lag(values, problems)
+    if problems:
+        raise ConfigError(problems)
+    kwargs = {TOPIC_CONFIGS[k].attr: v for k, v in values.items()}
+    return TopicConfig(**kwargs, overrides=FrozenMap(given))
+
+
+# The dataclasses must cover the tables exactly; catch drift at import, not in production.
+def _check_tables() -> None:
+    for cls, defs in ((BrokerConfig, BROKER_CONFIG_DEFS), (TopicConfig, TOPIC_CONFIG_DEFS)):
+        extra = {"originals", "overrides"}
+        fields = {f.name for f in dataclasses.fields(cls)} - extra
+        attrs = {d.attr for d in defs}
+        if fields != attrs:
+            raise AssertionError(f"{cls.__name__} fields and definitions differ: {fields ^ attrs}")
+
+
+_check_tables()

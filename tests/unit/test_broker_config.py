@@ -1,0 +1,796 @@
+"""Broker and topic configuration: .properties parsing, typing, errors, defaults, derived values."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.config import (
+    BROKER_CONFIG_DEFS,
+    BROKER_CONFIGS,
+    LONG_MAX,
+    TOPIC_CONFIG_DEFS,
+    BrokerConfig,
+    ConfigError,
+    FrozenMap,
+    Listener,
+    effective_topic_config,
+    format_properties,
+    load_broker_config,
+    parse_overrides,
+    parse_properties,
+    parse_topic_config_args,
+    topic_config_defaults,
+    validate_topic_config,
+)
+
+ZK = "zookeeper.connect=localhost:2181\n"
+
+
+def cfg(text: str = "", *overrides: str) -> BrokerConfig:
+    return load_broker_config(text=ZK + text, overrides=overrides)
+
+
+def problems_of(text: str = "", *overrides: str, zk: bool = True) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_broker_config(text=(ZK if zk else "") + text, overrides=overrides)
+    return [p.message for p in info.value.problems]
+
+
+# --------------------------------------------------------------------------- .properties
+
+
+def test_separators_and_comments() -> None:
+    text = (
+        "# a comment\n"
+        "   ! another comment\n"
+        "\n"
+        "   \t\n"
+        "a=1\n"
+        "b: 2\n"
+        "c 3\n"
+        "  d   =   4\n"
+        "e:=5\n"
+        "f\t\t6\n"
+        "g=\n"
+        "h\n"
+        "i = x = y\n"
+    )
+    assert parse_properties(text) == {
+        "a": "1",
+        "b": "2",
+        "c": "3",
+        "d": "4",
+        "e": "=5",  # only one separator is skipped
+        "f": "6",
+        "g": "",
+        "h": "",
+        "i": "x = y",
+    }
+
+
+def test_values_keep_trailing_whitespace_until_typed() -> None:
+    assert parse_properties("a = v  \n") == {"a": "v  "}
+    assert cfg("num.partitions = 4   \n").num_partitions == 4
+    assert cfg("broker.rack =  r1 \t\n").broker_rack == "r1"
+
+
+def test_line_continuations() -> None:
+    text = (
+        "log.dirs=/a,\\\n"
+        "         /b,\\\n"
+        "    /c\n"
+        "x=ends with escaped backslash\\\\\n"
+        "y=next\n"
+        "# comment ending in backslash is not continued \\\n"
+        "z=1\n"
+        "w=continued\\\n"
+        "#not a comment here\n"
+    )
+    assert parse_properties(text) == {
+        "log.dirs": "/a,/b,/c",
+        "x": "ends with escaped backslash\\",
+        "y": "next",
+        "z": "1",
+        "w": "continued#not a comment here",
+    }
+
+
+def test_continuation_into_blank_line_and_eof() -> None:
+    assert parse_properties("a=1\\\n\nb=2\n") == {"a": "1", "b": "2"}
+    assert parse_properties("a=1\\") == {"a": "1"}
+
+
+def test_escapes() -> None:
+    text = (
+        "tab=a\\tb\n"
+        "nl=a\\nb\n"
+        "uni=\\u0041\\u00e9\n"
+        "key\\ with\\ spaces=1\n"
+        "key\\=eq\\:colon=2\n"
+        "other=\\q\\#\\!\n"
+        "astral=\\uD83D\\uDE00\n"
+    )
+    assert parse_properties(text) == {
+        "tab": "a\tb",
+        "nl": "a\nb",
+        "uni": "A\u00e9",
+        "key with spaces": "1",
+        "key=eq:colon": "2",
+        "other": "q#!",
+        "astral": "\U0001f600",
+    }
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_line_endings(newline: str) -> None:
+    text = newline.join(["a=1", "b=2\\", "  3", "# c", "d=4"])
+    assert parse_properties(text) == {"a": "1", "b": "23", "d": "4"}
+
+
+def test_duplicate_keys_last_wins() -> None:
+    assert parse_properties("a=1\na=2\n") == {"a": "2"}
+
+
+def test_malformed_unicode_escape_names_the_line() -> None:
+    with pytest.raises(ConfigError, match=r"line 2: malformed \\uxxxx escape") as info:
+        parse_properties("a=1\nb=\\u12g4\nc=\\u12\n")
+    assert len(info.value.problems) == 2
+
+
+def test_format_properties_round_trip_example() -> None:
+    props = {"a b=c:d": " lead x=:#! \\ \u00e9 \U0001f600\t", "#k": "=v", "e": ""}
+    text = format_properties(props)
+    assert text.isascii()
+    assert parse_properties(text) == props
+    assert format_properties({"listeners": "PLAINTEXT://:9092"}) == "listeners=PLAINTEXT://:9092\n"
+
+
+@settings(deadline=None)
+@given(st.dictionaries(st.text(), st.text(), max_size=8))
+def test_format_properties_round_trip(props: dict[str, str]) -> None:
+    assert parse_properties(format_properties(props)) == props
+
+
+# --------------------------------------------------------------------------- overrides
+
+
+def test_overrides_win_over_the_file() -> None:
+    c = cfg("num.partitions=3\nbroker.id=1\n", "num.partitions=7", " broker.rack =r2")
+    assert c.num_partitions == 7
+    assert c.broker_id == 1
+    assert c.broker_rack == "r2"
+    assert c.originals["num.partitions"] == "7"
+
+
+def test_override_value_may_contain_equals() -> None:
+    assert parse_overrides(["a=b=c", "d="]) == {"a": "b=c", "d": ""}
+
+
+def test_bad_overrides_are_reported_with_other_problems() -> None:
+    msgs = problems_of("num.partitions=x\n", "nokey", "=v")
+    assert "--override 'nokey' is not of the form key=value" in msgs
+    assert "--override '=v' is not of the form key=value" in msgs
+    assert any("'num.partitions'" in m for m in msgs)
+
+
+def test_overrides_alone_without_a_file() -> None:
+    c = load_broker_config(overrides=["zookeeper.connect=zk:2181/kafka", "broker.id=4"])
+    assert c.zookeeper_connect == "zk:2181/kafka"
+    assert c.broker_id == 4
+
+
+def test_load_from_file(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text(ZK + "broker.id=2\nlog.dirs=/data/a,/data/b\n", encoding="utf-8")
+    c = load_broker_config(path, ["broker.id=3"])
+    assert (c.broker_id, c.log_dirs) == (3, ("/data/a", "/data/b"))
+    assert BrokerConfig.load(path) == load_broker_config(path)
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_broker_config(tmp_path / "missing.properties")
+
+
+def test_path_and_text_are_exclusive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not both"):
+        load_broker_config(tmp_path / "x", text=ZK)
+
+
+# --------------------------------------------------------------------------- types
+
+
+@pytest.mark.parametrize(
+    ("line", "attr", "value"),
+    [
+        ("num.partitions=2147483647", "num_partitions", 2**31 - 1),
+        ("num.partitions=+5", "num_partitions", 5),
+        ("log.retention.bytes=9223372036854775807", "log_retention_bytes", LONG_MAX),
+        ("log.retention.bytes=-9223372036854775808", "log_retention_bytes", -(2**63)),
+        ("offsets.topic.replication.factor=32767", "offsets_topic_replication_factor", 32767),
+        ("unclean.leader.election.enable=TRUE", "unclean_leader_election_enable", True),
+        ("delete.topic.enable= False ", "delete_topic_enable", False),
+        ("log.cleaner.min.cleanable.ratio=0.75", "log_cleaner_min_cleanable_ratio", 0.75),
+        ("log.cleaner.min.cleanable.ratio=1e-1", "log_cleaner_min_cleanable_ratio", 0.1),
+        ("log.cleaner.min.cleanable.ratio=1", "log_cleaner_min_cleanable_ratio", 1.0),
+        ("log.dirs= /a , ,/b ,", "log_dirs", ("/a", "/b")),
+        ("log.cleanup.policy=compact, delete", "log_cleanup_policy", ("compact", "delete")),
+        ("broker.rack=eu-west-1a", "broker_rack", "eu-west-1a"),
+    ],
+)
+def test_typed_values(line: str, attr: str, value: Any) -> None:
+    assert getattr(cfg(line + "\n"), attr) == value
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("num.partitions=2147483648", "expected an int (32-bit integer)"),
+        ("num.partitions=1_000", "expected an int (32-bit integer)"),
+        ("num.partitions=1.0", "expected an int (32-bit integer)"),
+        ("num.partitions=", "expected an int (32-bit integer)"),
+        ("log.retention.bytes=9223372036854775808", "expected a long (64-bit integer)"),
+        ("offsets.topic.replication.factor=32768", "expected a short (16-bit integer)"),
+        ("unclean.leader.election.enable=yes", "expected a boolean (true or false)"),
+        ("unclean.leader.election.enable=1", "expected a boolean (true or false)"),
+        ("log.cleaner.min.cleanable.ratio=half", "expected a double (decimal number)"),
+        ("log.cleaner.min.cleanable.ratio=1.5", "expected a value between 0 and 1"),
+        ("num.partitions=0", "expected a value >= 1"),
+        ("log.segment.bytes=13", "expected a value >= 14"),
+        ("compression.type=brotli", "expected one of uncompressed, zstd, lz4, snappy"),
+        ("log.message.timestamp.type=createtime", "expected one of CreateTime, LogAppendTime"),
+        ("log.cleanup.policy=delete,archive", "expected a list of compact, delete"),
+        ("broker.rack=", "expected a non-empty value"),
+        ("security.inter.broker.protocol=TLS", "expected one of PLAINTEXT, SSL"),
+    ],
+)
+def test_bad_values_name_key_value_and_expectation(line: str, expected: str) -> None:
+    key, _, value = line.partition("=")
+    (msg,) = problems_of(line + "\n")
+    assert msg.startswith(f"invalid value {value!r} for config key {key!r}: ")
+    assert expected in msg
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_unknown_key_with_a_close_match() -> None:
+    msgs = problems_of("zookeper.connect=localhost:2181\n", zk=False)
+    assert "unknown config key 'zookeper.connect' (did you mean 'zookeeper.connect'?)" in msgs
+
+
+def test_unknown_key_without_a_close_match() -> None:
+    assert problems_of("frobnicate=1\n") == ["unknown config key 'frobnicate'"]
+
+
+def test_topic_key_in_broker_config_points_at_the_broker_key() -> None:
+    (msg,) = problems_of("retention.ms=1000\n")
+    assert "'retention.ms' is a topic config; the broker-wide default is 'log.retention.ms'" in msg
+
+
+def test_missing_required_key() -> None:
+    (msg,) = problems_of("broker.id=1\n", zk=False)
+    assert msg.startswith("missing required config key 'zookeeper.connect'")
+
+
+def test_empty_zookeeper_connect() -> None:
+    (msg,) = problems_of("zookeeper.connect=  \n", zk=False)
+    assert "expected a non-empty value" in msg
+
+
+def test_every_problem_is_reported() -> None:
+    text = (
+        "zookeper.connect=x\n"
+        "num.partitions=abc\n"
+        "unclean.leader.election.enable=maybe\n"
+        "log.retention.ms=0\n"
+        "broker.id=5000\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_broker_config(text=text, overrides=["oops"])
+    err = info.value
+    assert len(err.problems) == 7
+    assert set(err.keys) == {
+        "zookeper.connect",
+        "num.partitions",
+        "unclean.leader.election.enable",
+        "log.retention.ms",
+        "broker.id",
+        "zookeeper.connect",
+    }
+    assert str(err).startswith("7 config problems:\n  - ")
+    assert isinstance(err, ValueError)
+
+
+def test_a_bad_value_is_reported_once() -> None:
+    # log.retention.hours fails to parse; the retention checks built on it stay quiet.
+    assert len(problems_of("log.retention.hours=lots\n")) == 1
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+KAFKA_DEFAULTS: dict[str, Any] = {
+    "broker.id": -1,
+    "broker.rack": None,
+    "zookeeper.session.timeout.ms": 18000,
+    "zookeeper.connection.timeout.ms": 18000,
+    "zookeeper.max.in.flight.requests": 10,
+    "log.dirs": ("/tmp/kafka-logs",),
+    "log.dir": ("/tmp/kafka-logs",),
+    "num.partitions": 1,
+    "default.replication.factor": 1,
+    "unclean.leader.election.enable": False,
+    "min.insync.replicas": 1,
+    "auto.leader.rebalance.enable": True,
+    "leader.imbalance.per.broker.percentage": 10,
+    "leader.imbalance.check.interval.seconds": 300,
+    "controlled.shutdown.enable": True,
+    "controlled.shutdown.max.retries": 3,
+    "controlled.shutdown.retry.backoff.ms": 5000,
+    "controller.socket.timeout.ms": 30000,
+    "delete.topic.enable": True,
+    "auto.create.topics.enable": False,  # Kafka: true; a deliberate difference
+    "reserved.broker.max.id": 1000,
+    "broker.id.generation.enable": True,
+    "replica.lag.time.max.ms": 30000,
+    "replica.fetch.max.bytes": 1048576,
+    "replica.fetch.wait.max.ms": 500,
+    "message.max.bytes": 1048588,
+    "log.segment.bytes": 1073741824,
+    "log.retention.ms": 168 * 3600 * 1000,
+    "log.retention.minutes": None,
+    "log.retention.hours": 168,
+    "log.retention.bytes": -1,
+    "log.roll.ms": 168 * 3600 * 1000,
+    "log.flush.interval.messages": LONG_MAX,
+    "log.flush.interval.ms": LONG_MAX,
+    "request.timeout.ms": 30000,
+    "socket.request.max.bytes": 104857600,
+    "num.network.threads": 3,
+    "num.io.threads": 8,
+    "queued.max.requests": 500,
+    "compression.type": "producer",
+    "log.cleanup.policy": ("delete",),
+    "inter.broker.listener.name": "PLAINTEXT",
+    "security.inter.broker.protocol": "PLAINTEXT",
+    "listeners": (Listener("PLAINTEXT", "", 9092),),
+    "advertised.listeners": (Listener("PLAINTEXT", "127.0.0.1", 9092),),
+}
+
+
+@pytest.mark.parametrize(("key", "value"), KAFKA_DEFAULTS.items())
+def test_defaults(key: str, value: Any) -> None:
+    c = cfg()
+    assert c.get(key) == value
+    assert getattr(c, key.replace(".", "_")) == value
+
+
+def test_every_default_is_valid_and_typed() -> None:
+    for definition in (*BROKER_CONFIG_DEFS, *TOPIC_CONFIG_DEFS):
+        if definition.required or definition.default is None:
+            continue
+        if definition.validator is not None:
+            assert definition.validator.check(definition.default) is None, definition.name
+    assert [d.name for d in BROKER_CONFIG_DEFS if d.required] == ["zookeeper.connect"]
+
+
+def test_writing_every_default_explicitly_changes_nothing() -> None:
+    explicit = "".join(
+        f"{d.name}={d.default if not isinstance(d.default, bool) else str(d.default).lower()}\n"
+        for d in BROKER_CONFIG_DEFS
+        if not d.required and d.default is not None and not isinstance(d.default, tuple)
+    )
+    explicit += "log.dir=/tmp/kafka-logs\nlog.cleanup.policy=delete\n"
+    # Kafka refuses both inter-broker settings at once; the protocol is the default anyway.
+    explicit = explicit.replace("security.inter.broker.protocol=PLAINTEXT\n", "")
+    assert cfg(explicit) == cfg()
+
+
+def test_stock_kafka_server_properties() -> None:
+    # The settings of config/server.properties shipped with Kafka 2.8.
+    stock = """
+broker.id=0
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kafka-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+zookeeper.connect=localhost:2181
+zookeeper.connection.timeout.ms=18000
+group.initial.rebalance.delay.ms=0
+"""
+    c = load_broker_config(text=stock)
+    assert (
+        c.broker_id,
+        c.offsets_topic_replication_factor,
+        c.group_initial_rebalance_delay_ms,
+    ) == (
+        0,
+        1,
+        0,
+    )
+
+
+# --------------------------------------------------------------------------- derived values
+
+
+def test_zookeeper_connection_timeout_defaults_to_session_timeout() -> None:
+    assert cfg("zookeeper.session.timeout.ms=6000\n").zookeeper_connection_timeout_ms == 6000
+    c = cfg("zookeeper.session.timeout.ms=6000\nzookeeper.connection.timeout.ms=1000\n")
+    assert c.zookeeper_connection_timeout_ms == 1000
+
+
+def test_log_dirs_wins_over_log_dir() -> None:
+    assert cfg("log.dir=/one\n").log_dirs == ("/one",)
+    c = cfg("log.dir=/one\nlog.dirs=/a,/b\n")
+    assert (c.log_dirs, c.log_dir) == (("/a", "/b"), ("/one",))
+
+
+def test_no_log_dir_at_all() -> None:
+    (msg,) = problems_of("log.dirs= , \n")
+    assert "at least one log directory" in msg
+
+
+@pytest.mark.parametrize(
+    ("text", "millis"),
+    [
+        ("log.retention.hours=1\n", 3600 * 1000),
+        ("log.retention.hours=1\nlog.retention.minutes=5\n", 5 * 60 * 1000),
+        ("log.retention.minutes=5\nlog.retention.ms=1234\n", 1234),
+        ("log.retention.ms=-5\n", -1),
+        ("log.retention.minutes=-1\n", -1),
+        ("log.retention.hours=-1\n", -1),
+    ],
+)
+def test_retention_precedence(text: str, millis: int) -> None:
+    assert cfg(text).log_retention_ms == millis
+
+
+def test_zero_retention_is_an_error() -> None:
+    (msg,) = problems_of("log.retention.minutes=0\n")
+    assert "log.retention.ms must be unlimited (-1) or >= 1" in msg
+
+
+def test_roll_and_flush_fallbacks() -> None:
+    c = cfg("log.roll.hours=2\nlog.roll.jitter.hours=1\nlog.flush.scheduler.interval.ms=5\n")
+    assert (c.log_roll_ms, c.log_roll_jitter_ms, c.log_flush_interval_ms) == (
+        2 * 3600 * 1000,
+        3600 * 1000,
+        5,
+    )
+    c = cfg("log.roll.ms=10\nlog.roll.jitter.ms=3\nlog.flush.interval.ms=7\n")
+    assert (c.log_roll_ms, c.log_roll_jitter_ms, c.log_flush_interval_ms) == (10, 3, 7)
+    assert "log.roll.ms must be greater than or equal to 1" in problems_of("log.roll.ms=0\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("broker.id=1001\n", "expected -1 (generate one) or 0..1000"),
+        ("broker.id=-2\n", "expected -1 (generate one) or 0..1000"),
+        ("broker.id=11\nreserved.broker.max.id=10\n", "or 0..10 (reserved.broker.max.id)"),
+        ("broker.id=-1\nbroker.id.generation.enable=false\n", "a value >= 0"),
+        ("replica.fetch.wait.max.ms=40000\n", "at most replica.lag.time.max.ms"),
+        (
+            "replica.fetch.wait.max.ms=20000\nreplica.socket.timeout.ms=10000\n",
+            "replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms",
+        ),
+        (
+            "log.cleaner.min.compaction.lag.ms=10\nlog.cleaner.max.compaction.lag.ms=5\n",
+            "must not exceed log.cleaner.max.compaction.lag.ms",
+        ),
+    ],
+)
+def test_cross_key_checks(text: str, problem: str) -> None:
+    assert any(problem in m for m in problems_of(text))
+
+
+def test_broker_id_above_reserved_when_generation_is_off() -> None:
+    assert cfg("broker.id=5000\nbroker.id.generation.enable=false\n").broker_id == 5000
+
+
+# --------------------------------------------------------------------------- listeners
+
+
+def test_listeners_parse() -> None:
+    c = cfg("listeners=plaintext://localhost:9093\n")
+    assert c.listeners == (Listener("PLAINTEXT", "localhost", 9093),)
+    assert c.advertised_listeners == c.listeners
+    assert str(c.listeners[0]) == "PLAINTEXT://localhost:9093"
+
+
+def test_ipv6_listener() -> None:
+    c = cfg("listeners=PLAINTEXT://[::1]:9092\n")
+    assert c.listeners[0].host == "::1"
+    assert str(c.listeners[0]) == "PLAINTEXT://[::1]:9092"
+
+
+def test_empty_host_is_advertised_as_loopback() -> None:
+    c = cfg("listeners=PLAINTEXT://:0\n")
+    assert c.listeners[0].host == ""
+    assert c.advertised_listener() == Listener("PLAINTEXT", "127.0.0.1", 0)
+    c = cfg("advertised.listeners=PLAINTEXT://:9092\n")
+    assert c.advertised_listeners[0].host == "127.0.0.1"
+
+
+def test_advertised_listeners_given() -> None:
+    c = cfg("listeners=PLAINTEXT://0.0.0.0:9092\nadvertised.listeners=PLAINTEXT://kafka1:9092\n")
+    assert c.listener("plaintext").host == "0.0.0.0"
+    assert c.advertised_listener("PLAINTEXT") == Listener("PLAINTEXT", "kafka1", 9092)
+
+
+def test_named_listeners_and_inter_broker_listener() -> None:
+    c = cfg(
+        "listeners=INTERNAL://:9093,EXTERNAL://:9092\n"
+        "advertised.listeners=INTERNAL://broker1:9093,EXTERNAL://localhost:9092\n"
+        "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT\n"
+        "inter.broker.listener.name=internal\n"
+    )
+    assert c.inter_broker_listener_name == "INTERNAL"
+    assert c.security_inter_broker_protocol == "PLAINTEXT"
+    assert c.advertised_listener() == Listener("INTERNAL", "broker1", 9093)
+    assert dict(c.listener_security_protocol_map) == {
+        "INTERNAL": "PLAINTEXT",
+        "EXTERNAL": "PLAINTEXT",
+    }
+
+
+def test_port_zero_may_repeat() -> None:
+    c = cfg(
+        "listeners=A://:0,B://:0\nlistener.security.protocol.map=A:PLAINTEXT,B:PLAINTEXT\n"
+        "inter.broker.listener.name=A\n"
+    )
+    assert [listener.port for listener in c.listeners] == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("listeners=localhost:9092\n", "expected NAME://host:port"),
+        ("listeners=PLAINTEXT://:99999\n", "a port between 0 and 65535"),
+        ("listeners=\n", "expected NAME://host:port"),
+        ("listeners=PLAINTEXT://:9092,PLAINTEXT://:9093\n", "must have a different name"),
+        ("listeners=PLAINTEXT://:9092,SSL://:9092\n", "security protocol SSL is not supported"),
+        ("listeners=FOO://:9092\n", "listener name 'FOO' has no security protocol"),
+        ("listeners=PLAINTEXT://0.0.0.0:9092\n", "nonroutable meta-address 0.0.0.0"),
+        ("advertised.listeners=PLAINTEXT://0.0.0.0:9092\n", "nonroutable meta-address 0.0.0.0"),
+        ("listener.security.protocol.map=PLAINTEXT:TLS\n", "expected NAME:PROTOCOL"),
+        ("security.inter.broker.protocol=SSL\n", "inter-broker listener 'SSL' is not among"),
+        ("inter.broker.listener.name=NOPE\n", "listener 'NOPE' in 'inter.broker.listener.name'"),
+        (
+            "inter.broker.listener.name=PLAINTEXT\nsecurity.inter.broker.protocol=PLAINTEXT\n",
+            "only one of 'inter.broker.listener.name' and 'security.inter.broker.protocol'",
+        ),
+    ],
+)
+def test_listener_problems(text: str, problem: str) -> None:
+    assert any(problem in m for m in problems_of(text))
+
+
+def test_duplicate_ports() -> None:
+    msgs = problems_of(
+        "listeners=A://:9092,B://:9092\nlistener.security.protocol.map=A:PLAINTEXT,B:PLAINTEXT\n"
+        "inter.broker.listener.name=A\n"
+    )
+    assert any("must have a different port" in m for m in msgs)
+
+
+def test_advertised_names_must_be_listeners() -> None:
+    msgs = problems_of(
+        "listeners=A://:9092\nadvertised.listeners=A://h:9092,B://h:9093\n"
+        "listener.security.protocol.map=A:PLAINTEXT,B:PLAINTEXT\ninter.broker.listener.name=A\n"
+    )
+    assert any("subset of those in listeners" in m for m in msgs)
+
+
+# --------------------------------------------------------------------------- the object
+
+
+def test_get_by_kafka_name() -> None:
+    c = cfg("num.partitions=6\n")
+    assert c.get("num.partitions") == 6
+    with pytest.raises(KeyError, match=re.escape("did you mean 'num.partitions'")):
+        c.get("num.partition")
+
+
+def test_immutable_and_replaceable() -> None:
+    c = cfg()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.broker_id = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        c.listener_security_protocol_map["X"] = "PLAINTEXT"  # type: ignore[index]
+    generated = dataclasses.replace(c, broker_id=1001)
+    assert (generated.broker_id, c.broker_id) == (1001, -1)
+
+
+def test_to_properties_round_trip() -> None:
+    c = cfg(
+        "broker.id=3\nbroker.rack=r 1\nlog.retention.minutes=90\nlog.dirs=/a, /b\n"
+        "listeners=INTERNAL://:9093,EXTERNAL://0.0.0.0:9092\n"
+        "advertised.listeners=INTERNAL://b3:9093,EXTERNAL://example.com:9092\n"
+        "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT\n"
+        "inter.broker.listener.name=INTERNAL\n"
+        "log.cleaner.min.cleanable.ratio=0.25\n"
+    )
+    text = c.to_properties()
+    again = load_broker_config(text=text)
+    assert again == c
+    assert "log.retention.ms=5400000\n" in text
+    assert "broker.rack=r 1\n" in text
+    assert "log.retention.minutes=90\n" in text
+    assert "listeners=INTERNAL://:9093,EXTERNAL://0.0.0.0:9092\n" in text
+
+
+def test_to_properties_default_config_round_trip() -> None:
+    c = cfg()
+    assert load_broker_config(text=c.to_properties()) == c
+
+
+def test_to_properties_only_given_keys() -> None:
+    c = cfg("num.partitions= 3\n", "broker.id=2")
+    assert parse_properties(c.to_properties(include_defaults=False)) == {
+        "zookeeper.connect": "localhost:2181",
+        "num.partitions": "3",
+        "broker.id": "2",
+    }
+
+
+def test_copy_pickle_and_hash() -> None:
+    c = cfg("broker.rack=r1\n")
+    assert pickle.loads(pickle.dumps(c)) == c
+    assert copy.deepcopy(c) == c
+    assert hash(c) == hash(load_broker_config(text=c.to_properties()))
+    topic = effective_topic_config(c, {"retention.ms": "5"})
+    assert pickle.loads(pickle.dumps(topic)) == topic
+    assert pickle.loads(pickle.dumps(c)).originals == c.originals
+
+
+def test_tables_and_dataclass_agree() -> None:
+    fields = {f.name for f in dataclasses.fields(BrokerConfig)} - {"originals"}
+    assert fields == {d.attr for d in BROKER_CONFIG_DEFS}
+    assert len(BROKER_CONFIGS) == len(BROKER_CONFIG_DEFS)
+
+
+# --------------------------------------------------------------------------- topic configs
+
+
+def test_validate_topic_config_returns_strings_unchanged() -> None:
+    given = {
+        "retention.ms": " 1000",
+        "cleanup.policy": "compact,delete",
+        "min.insync.replicas": "2",
+    }
+    assert validate_topic_config(given) == given
+
+
+def test_topic_config_errors_all_reported() -> None:
+    with pytest.raises(ConfigError) as info:
+        validate_topic_config(
+            {
+                "retention.mss": "1",
+                "log.retention.ms": "5",
+                "min.insync.replicas": "0",
+                "cleanup.policy": "compact,foo",
+                "unclean.leader.election.enable": "sometimes",
+                "leader.replication.throttled.replicas": "0:1,x",
+            }
+        )
+    msgs = [p.message for p in info.value.problems]
+    assert msgs == [
+        "unknown topic config key 'retention.mss' (did you mean 'retention.ms'?)",
+        "unknown topic config key 'log.retention.ms' ('log.retention.ms' is a broker config;"
+        " the topic-level key is 'retention.ms')",
+        "invalid value '0' for topic config key 'min.insync.replicas': expected a value >= 1",
+        "invalid value 'compact,foo' for topic config key 'cleanup.policy':"
+        " expected a list of compact, delete",
+        "invalid value 'sometimes' for topic config key 'unclean.leader.election.enable':"
+        " expected a boolean (true or false)",
+        "invalid value '0:1,x' for topic config key 'leader.replication.throttled.replicas':"
+        " expected '*' or a list of [partitionId]:[brokerId]",
+    ]
+
+
+def test_throttled_replicas() -> None:
+    assert validate_topic_config({"follower.replication.throttled.replicas": "*"})
+    assert validate_topic_config({"follower.replication.throttled.replicas": "0:1, 1:2"})
+
+
+def test_topic_compaction_lag_conflict() -> None:
+    with pytest.raises(ConfigError, match=re.escape("min.compaction.lag.ms (10) > max.compaction")):
+        validate_topic_config({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
+    broker = cfg("log.cleaner.max.compaction.lag.ms=5\nlog.cleaner.min.compaction.lag.ms=1\n")
+    with pytest.raises(ConfigError, match="conflict topic config setting"):
+        effective_topic_config(broker, {"min.compaction.lag.ms": "10"})
+
+
+def test_topic_config_non_string_value() -> None:
+    with pytest.raises(ConfigError, match="expected a string"):
+        effective_topic_config(None, {"retention.ms": 1000})  # type: ignore[dict-item]
+
+
+def test_parse_topic_config_args() -> None:
+    assert parse_topic_config_args(["retention.ms=1000", "cleanup.policy=compact"]) == {
+        "retention.ms": "1000",
+        "cleanup.policy": "compact",
+    }
+    with pytest.raises(ConfigError, match=re.escape("--config 'retention.ms' is not of the form")):
+        parse_topic_config_args(["retention.ms"])
+    with pytest.raises(ConfigError, match="unknown topic config key"):
+        parse_topic_config_args(["retention=1"])
+
+
+def test_effective_topic_config_overrides_win() -> None:
+    broker = cfg("unclean.leader.election.enable=true\nmin.insync.replicas=2\n")
+    assert effective_topic_config(broker).unclean_leader_election_enable is True
+    topic = effective_topic_config(broker, {"unclean.leader.election.enable": "false"})
+    assert topic.unclean_leader_election_enable is False
+    assert topic.min_insync_replicas == 2
+    assert topic.is_overridden("unclean.leader.election.enable")
+    assert not topic.is_overridden("min.insync.replicas")
+    assert topic.overrides == {"unclean.leader.election.enable": "false"}
+
+
+def test_effective_topic_config_takes_resolved_broker_values() -> None:
+    broker = cfg(
+        "log.retention.minutes=10\nlog.roll.hours=1\nlog.flush.scheduler.interval.ms=99\n"
+        "message.max.bytes=2000\nlog.cleanup.policy=compact\ncompression.type=lz4\n"
+    )
+    topic = effective_topic_config(broker, {"segment.bytes": "1048576"})
+    assert topic.retention_ms == 600000
+    assert topic.segment_ms == 3600000
+    assert topic.flush_ms == 99
+    assert topic.max_message_bytes == 2000
+    assert topic.cleanup_policy == ("compact",)
+    assert topic.compression_type == "lz4"
+    assert topic.segment_bytes == 1048576
+    assert topic.get("segment.bytes") == 1048576
+
+
+def test_topic_static_defaults_match_default_broker() -> None:
+    assert topic_config_defaults(None) == topic_config_defaults(cfg())
+    assert effective_topic_config(None) == effective_topic_config(cfg())
+
+
+def test_topic_as_strings() -> None:
+    strings = effective_topic_config(cfg(), {"retention.ms": "-1"}).as_strings()
+    assert strings["retention.ms"] == "-1"
+    assert strings["unclean.leader.election.enable"] == "false"
+    assert strings["min.cleanable.dirty.ratio"] == "0.5"
+    assert set(strings) == {d.name for d in TOPIC_CONFIG_DEFS}
+    # The strings parse back to the same effective values.
+    reparsed = effective_topic_config(None, {k: v for k, v in strings.items() if v})
+    original = effective_topic_config(cfg(), {"retention.ms": "-1"})
+    no_overrides = FrozenMap()
+    assert dataclasses.replace(reparsed, overrides=no_overrides) == dataclasses.replace(
+        original, overrides=no_overrides
+    )
+
+
+def test_topic_get_unknown() -> None:
+    with pytest.raises(KeyError, match=re.escape("did you mean 'segment.ms'")):
+        effective_topic_config(None).get("segment.mss")
+
+
+def test_every_topic_key_has_its_broker_synonym() -> None:
+    for definition in TOPIC_CONFIG_DEFS:
+        if definition.synonym is not None:
+            assert definition.synonym in BROKER_CONFIGS, definition.name
