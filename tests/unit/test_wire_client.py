@@ -1,0 +1,240 @@
+"""KafkaConnection and version negotiation against an in-process fake broker."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from wire.api import VERSION_RANGES, ApiKey
+from wire.client import KafkaConnection, KafkaConnectionError, negotiate_versions
+from wire.errors import EncodeError, ErrorCode
+from wire.protocol import (
+    decode_request_body,
+    decode_request_header,
+    encode_response,
+    frame_size,
+)
+
+# A handler gets (header, body) and returns a response frame, or None to hang up.
+Handler = Callable[[dict[str, Any], dict[str, Any] | None], bytes | None]
+
+
+def read_exactly(conn: socket.socket, size: int) -> bytes | None:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+class FakeBroker:
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.requests: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        with conn:
+            while True:
+                prefix = read_exactly(conn, 4)
+                if prefix is None:
+                    return
+                frame = read_exactly(conn, frame_size(prefix))
+                if frame is None:
+                    return
+                header, offset = decode_request_header(frame)
+                key, version = header["request_api_key"], header["request_api_version"]
+                try:
+                    body: dict[str, Any] | None = decode_request_body(key, version, frame, offset)
+                except Exception:
+                    body = None  # e.g. a version this broker "does not support"
+                self.requests.append((header, body))
+                response = self.handler(header, body)
+                if response is None:
+                    return
+                conn.sendall(response)
+
+    def close(self) -> None:
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in accept()
+        except OSError:
+            pass
+        self.server.close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def broker_factory() -> Iterator[Callable[[Handler], FakeBroker]]:
+    brokers: list[FakeBroker] = []
+
+    def make(handler: Handler) -> FakeBroker:
+        broker = FakeBroker(handler)
+        brokers.append(broker)
+        return broker
+
+    yield make
+    for broker in brokers:
+        broker.close()
+
+
+def kafka_like(ranges: dict[int, tuple[int, int]]) -> Handler:
+    """Answers ApiVersions like Kafka (v0 UNSUPPORTED_VERSION above its range) and Metadata."""
+
+    def handle(header: dict[str, Any], body: dict[str, Any] | None) -> bytes:
+        key, version = header["request_api_key"], header["request_api_version"]
+        cid = header["correlation_id"]
+        if key == ApiKey.API_VERSIONS:
+            lo, hi = ranges[ApiKey.API_VERSIONS]
+            listed = [
+                {"api_key": k, "min_version": a, "max_version": b} for k, (a, b) in ranges.items()
+            ]
+            if version > hi:
+                error = {
+                    "error_code": ErrorCode.UNSUPPORTED_VERSION,
+                    "api_keys": [{"api_key": 18, "min_version": lo, "max_version": hi}],
+                }
+                return encode_response(key, 0, cid, error)
+            return encode_response(key, version, cid, {"error_code": 0, "api_keys": listed})
+        assert key == ApiKey.METADATA
+        assert body is not None
+        reply = {
+            "brokers": [{"node_id": 1, "host": "localhost", "port": 9092, "rack": None}],
+            "controller_id": 1,
+            "topics": [{"name": t["name"], "error_code": 3} for t in body["topics"] or []],
+        }
+        return encode_response(key, version, cid, reply)
+
+    return handle
+
+
+def test_requests_and_correlation_ids(broker_factory: Callable[[Handler], FakeBroker]) -> None:
+    broker = broker_factory(kafka_like({18: (0, 3), 3: (0, 12)}))
+    with KafkaConnection("127.0.0.1", broker.port, client_id="tester", timeout_s=5) as conn:
+        for version in (1, 9, 12):
+            response = conn.request(ApiKey.METADATA, version, {"topics": [{"name": "a"}]})
+            assert response["brokers"][0]["host"] == "localhost"
+            assert response["topics"][0]["name"] == "a"
+            assert response["topics"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        with pytest.raises(EncodeError):
+            conn.request(ApiKey.METADATA, 9, {"topics": 5})
+        conn.request(ApiKey.METADATA, 9, {"topics": None})  # still usable after EncodeError
+    assert conn.closed
+    ids = [header["correlation_id"] for header, _ in broker.requests]
+    assert len(ids) == 4
+    assert len(set(ids)) == 4
+    assert {header["client_id"] for header, _ in broker.requests} == {"tester"}
+    with pytest.raises(KafkaConnectionError, match="closed"):
+        conn.request(ApiKey.METADATA, 9, {})
+
+
+def test_negotiate_versions(broker_factory: Callable[[Handler], FakeBroker]) -> None:
+    ranges = {18: (0, 3), 3: (0, 9), 4: (0, 4), 1000: (0, 1)}
+    broker = broker_factory(kafka_like(ranges))
+    with KafkaConnection("127.0.0.1", broker.port, timeout_s=5) as conn:
+        versions = negotiate_versions(conn)
+    assert versions == {ApiKey.API_VERSIONS: 3, ApiKey.METADATA: 9, ApiKey.LEADER_AND_ISR: 4}
+    header, body = broker.requests[0]
+    assert header["request_api_version"] == 3
+    assert body == {"client_software_name": "zkctl-wire", "client_software_version": "0.1.0"}
+
+
+def test_negotiate_falls_back_when_broker_lacks_our_api_versions_version(
+    broker_factory: Callable[[Handler], FakeBroker],
+) -> None:
+    broker = broker_factory(kafka_like({18: (0, 2), 3: (4, 20), 0: (9, 9)}))
+    ours = {ApiKey.API_VERSIONS: (0, 3), ApiKey.METADATA: (0, 12), ApiKey.PRODUCE: (0, 8)}
+    with KafkaConnection("127.0.0.1", broker.port, timeout_s=5) as conn:
+        versions = negotiate_versions(conn, ours)
+    assert versions == {ApiKey.API_VERSIONS: 2, ApiKey.METADATA: 12}
+    assert [h["request_api_version"] for h, _ in broker.requests] == [3, 2]
+    assert VERSION_RANGES[ApiKey.API_VERSIONS] == (0, 3)
+
+
+def test_correlation_id_mismatch_closes(broker_factory: Callable[[Handler], FakeBroker]) -> None:
+    def wrong_id(header: dict[str, Any], body: dict[str, Any] | None) -> bytes:
+        return encode_response(ApiKey.METADATA, 9, header["correlation_id"] + 1, {})
+
+    broker = broker_factory(wrong_id)
+    conn = KafkaConnection("127.0.0.1", broker.port, timeout_s=5)
+    with pytest.raises(KafkaConnectionError, match="correlation id 2, expected 1"):
+        conn.request(ApiKey.METADATA, 9, {})
+    assert conn.closed
+
+
+def test_eof_raises(broker_factory: Callable[[Handler], FakeBroker]) -> None:
+    broker = broker_factory(lambda header, body: None)
+    with KafkaConnection("127.0.0.1", broker.port, timeout_s=5) as conn:
+        with pytest.raises(KafkaConnectionError, match="closed the connection") as info:
+            conn.request(ApiKey.METADATA, 9, {})
+        assert isinstance(info.value, ConnectionError)
+        assert conn.closed
+
+
+def test_timeout_raises(broker_factory: Callable[[Handler], FakeBroker]) -> None:
+    release = threading.Event()
+
+    def hang(header: dict[str, Any], body: dict[str, Any] | None) -> bytes | None:
+        release.wait(10)
+        return None
+
+    broker = broker_factory(hang)
+    try:
+        with KafkaConnection("127.0.0.1", broker.port, timeout_s=0.2) as conn:
+            with pytest.raises(KafkaConnectionError, match=r"no response .* within 0.2s"):
+                conn.request(ApiKey.METADATA, 9, {})
+            assert conn.closed
+    finally:
+        release.set()
+
+
+def test_garbage_response_raises(broker_factory: Callable[[Handler], FakeBroker]) -> None:
+    def garbage(header: dict[str, Any], body: dict[str, Any] | None) -> bytes:
+        cid = int(header["correlation_id"])
+        return b"\x00\x00\x00\x06" + cid.to_bytes(4, "big") + b"\x00\x7f"
+
+    broker = broker_factory(garbage)
+    conn = KafkaConnection("127.0.0.1", broker.port, timeout_s=5)
+    with pytest.raises(KafkaConnectionError, match="bad response"):
+        conn.request(ApiKey.METADATA, 9, {})
+    assert conn.closed
+
+
+def test_connect_failure() -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    server.close()
+    with pytest.raises(KafkaConnectionError, match="cannot connect"):
+        KafkaConnection("127.0.0.1", port, timeout_s=1)
+
+
+def test_produce_with_acks_0_expects_no_response(
+    broker_factory: Callable[[Handler], FakeBroker],
+) -> None:
+    def no_reply_to_acks_0(header: dict[str, Any], body: dict[str, Any] | None) -> bytes:
+        assert body is not None
+        assert body["acks"] == 0
+        return b""  # Kafka sends nothing back
+
+    broker = broker_factory(no_reply_to_acks_0)
+    produce = {"acks": 0, "timeout_ms": 100, "topic_data": []}
+    with KafkaConnection("127.0.0.1", broker.port, timeout_s=0.5) as conn:
+        assert conn.request(ApiKey.PRODUCE, 9, produce) == {}
+        assert conn.request(ApiKey.PRODUCE, 9, produce) == {}
+        deadline = time.monotonic() + 5
+        while len(broker.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert len(broker.requests) == 2

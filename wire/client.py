@@ -1,0 +1,225 @@
+"""A small blocking Kafka client connection: one request in flight at a time.
+
+Used by the controller's channel to each broker, the CLI and tests:
+
+    with KafkaConnection("localhost", 9092, client_id="zkctl", timeout_s=5) as conn:
+        versions = negotiate_versions(conn)
+        metadata = conn.request(ApiKey.METADATA, versions[ApiKey.METADATA], {"topics": None})
+
+Any socket failure, EOF, timeout or correlation id mismatch raises KafkaConnectionError
+(a ConnectionError) and closes the connection, since its byte stream can no longer be
+trusted to line up with requests.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import threading
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, Final
+
+from wire.api import VERSION_RANGES, ApiKey
+from wire.codec import Body
+from wire.errors import DecodeError, ErrorCode
+from wire.protocol import MAX_FRAME_SIZE, decode_response, encode_request, frame_size
+
+__all__ = [
+    "CLIENT_SOFTWARE_NAME",
+    "CLIENT_SOFTWARE_VERSION",
+    "KafkaConnection",
+    "KafkaConnectionError",
+    "negotiate_versions",
+]
+
+# Sent in ApiVersionsRequest v3+; brokers require [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?
+CLIENT_SOFTWARE_NAME: Final = "zkctl-wire"
+CLIENT_SOFTWARE_VERSION: Final = "0.1.0"
+
+
+class KafkaConnectionError(ConnectionError):
+    """The connection failed, timed out, was closed, or lost sync with its peer."""
+
+
+class KafkaConnection:
+    """A blocking connection to one Kafka broker."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = "zkctl",
+        timeout_s: float = 30.0,
+        max_response_size: int = MAX_FRAME_SIZE,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.max_response_size = max_response_size
+        self._lock = threading.Lock()
+        self._correlation_ids = itertools.count(1)
+        try:
+            self._sock: socket.socket | None = socket.create_connection(
+                (host, port), timeout=timeout_s
+            )
+        except OSError as exc:
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def __repr__(self) -> str:
+        state = "open" if self._sock is not None else "closed"
+        return f"<KafkaConnection {self.host}:{self.port} {state}>"
+
+    @property
+    def closed(self) -> bool:
+        return self._sock is None
+
+    def request(self, api_key: int, api_version: int, body: Mapping[str, Any]) -> Body:
+        """Send one request and return its decoded response body.
+
+        A Produce request with acks=0 gets no response in Kafka; for it this returns {}
+        once the request is sent. EncodeError/UnsupportedVersionError if the request
+        cannot be encoded (the connection stays usable); KafkaConnectionError for anything
+        that breaks the connection, including a response that does not decode."""
+        with self._lock:
+            sock = self._sock
+            if sock is None:
+                raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
+            correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
+            frame = encode_request(api_key, api_version, correlation_id, self.client_id, body)
+            try:
+                return self._exchange(sock, frame, api_key, api_version, correlation_id, body)
+            except TimeoutError as exc:
+                self._close_locked()
+                raise KafkaConnectionError(
+                    f"no response from {self.host}:{self.port} within {self.timeout_s}s "
+                    f"(api key {api_key} v{api_version})"
+                ) from exc
+            except DecodeError as exc:
+                self._close_locked()
+                raise KafkaConnectionError(
+                    f"bad response from {self.host}:{self.port}: {exc}"
+                ) from exc
+            except KafkaConnectionError:
+                self._close_locked()
+                raise
+            except OSError as exc:
+                self._close_locked()
+                raise KafkaConnectionError(
+                    f"connection to {self.host}:{self.port} failed: {exc}"
+                ) from exc
+
+    def _exchange(
+        self,
+        sock: socket.socket,
+        frame: bytes,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        body: Mapping[str, Any],
+    ) -> Body:
+        sock.sendall(frame)
+        if api_key == ApiKey.PRODUCE and body.get("acks") == 0:
+            return {}
+        prefix = self._read_exactly(sock, 4)
+        response = self._read_exactly(sock, frame_size(prefix, self.max_response_size))
+        if len(response) < 4:
+            raise DecodeError(f"response of {len(response)} bytes has no header")
+        got = int.from_bytes(response[:4], "big", signed=True)
+        if got != correlation_id:
+            raise KafkaConnectionError(
+                f"{self.host}:{self.port} answered correlation id {got}, expected {correlation_id}"
+            )
+        _, body = decode_response(api_key, api_version, response)
+        return body
+
+    def _read_exactly(self, sock: socket.socket, size: int) -> bytes:
+        buf = bytearray(size)
+        view = memoryview(buf)
+        got = 0
+        while got < size:
+            n = sock.recv_into(view[got:], size - got)
+            if n == 0:
+                raise KafkaConnectionError(
+                    f"{self.host}:{self.port} closed the connection ({got} of {size} bytes read)"
+                )
+            got += n
+        return bytes(buf)
+
+    def _close_locked(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_locked()
+
+    def __enter__(self) -> KafkaConnection:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def negotiate_versions(
+    conn: KafkaConnection, ours: Mapping[ApiKey, tuple[int, int]] | None = None
+) -> dict[ApiKey, int]:
+    """The highest version of each API that both the broker and we support.
+
+    Asks with ApiVersions at our highest version; a broker that does not know it answers
+    UNSUPPORTED_VERSION with its own ApiVersions range, and we ask again at the highest
+    version we share (KIP-511). APIs the broker lacks, or with no common version, are left
+    out. `ours` defaults to every API's range in the schemas."""
+    ours = VERSION_RANGES if ours is None else ours
+    lo, hi = ours.get(ApiKey.API_VERSIONS, VERSION_RANGES[ApiKey.API_VERSIONS])
+    response = conn.request(ApiKey.API_VERSIONS, hi, _api_versions_body())
+    if response["error_code"] == ErrorCode.UNSUPPORTED_VERSION:
+        theirs = _ranges(response)
+        if ApiKey.API_VERSIONS not in theirs:
+            raise KafkaConnectionError("broker rejected ApiVersions without listing its range")
+        their_lo, their_hi = theirs[ApiKey.API_VERSIONS]
+        version = min(hi, their_hi)
+        if version < max(lo, their_lo):
+            raise KafkaConnectionError(
+                f"no common ApiVersions version: ours {lo}-{hi}, broker's {their_lo}-{their_hi}"
+            )
+        response = conn.request(ApiKey.API_VERSIONS, version, _api_versions_body())
+    if response["error_code"] != ErrorCode.NONE:
+        raise KafkaConnectionError(
+            f"ApiVersions failed: {ErrorCode.of(response['error_code']).name}"
+        )
+    theirs = _ranges(response)
+    chosen: dict[ApiKey, int] = {}
+    for key, (our_lo, our_hi) in ours.items():
+        if key in theirs:
+            their_lo, their_hi = theirs[key]
+            version = min(our_hi, their_hi)
+            if version >= max(our_lo, their_lo):
+                chosen[ApiKey(key)] = version
+    return chosen
+
+
+def _api_versions_body() -> Body:
+    return {
+        "client_software_name": CLIENT_SOFTWARE_NAME,
+        "client_software_version": CLIENT_SOFTWARE_VERSION,
+    }
+
+
+def _ranges(response: Body) -> dict[int, tuple[int, int]]:
+    return {
+        int(item["api_key"]): (int(item["min_version"]), int(item["max_version"]))
+        for item in response["api_keys"]
+    }
