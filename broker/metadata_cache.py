@@ -1,0 +1,198 @@
+"""The broker's view of cluster metadata, filled by the controller's UpdateMetadata requests.
+
+This is what Metadata requests are answered from, so clients see what the controller last
+told this broker, and a broker cut off from ZooKeeper keeps serving its last metadata.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from wire.errors import ErrorCode
+from zkdata.znodes import LEADER_DURING_DELETE, NO_LEADER
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    broker_id: int
+    host: str
+    port: int
+    listener: str
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadata:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    zk_version: int
+    controller_epoch: int
+
+
+class MetadataCache:
+    def __init__(self, broker_id: int, listener: str = "PLAINTEXT") -> None:
+        self.broker_id = broker_id
+        self.listener = listener
+        self._lock = threading.Lock()
+        self.controller_id = -1
+        self.controller_epoch = -1
+        self.cluster_id: str | None = None
+        self._brokers: dict[int, BrokerEndpoint] = {}
+        self._topics: dict[str, dict[int, PartitionMetadata]] = {}
+        self._topic_ids: dict[str, uuid.UUID] = {}
+
+    # --- updates ------------------------------------------------------------------------
+
+    def update(self, request: dict[str, Any]) -> list[str]:
+        """Apply an UpdateMetadata request (already epoch-checked); returns deleted topics."""
+        brokers: dict[int, BrokerEndpoint] = {}
+        for b in request.get("live_brokers", []):
+            endpoints = b.get("endpoints") or []
+            chosen = next((e for e in endpoints if e.get("listener") == self.listener), None)
+            if chosen is None and endpoints:
+                chosen = endpoints[0]
+            if chosen is not None:
+                brokers[b["id"]] = BrokerEndpoint(
+                    b["id"],
+                    chosen["host"],
+                    chosen["port"],
+                    chosen.get("listener", ""),
+                    b.get("rack"),
+                )
+        deleted: list[str] = []
+        with self._lock:
+            self.controller_id = request["controller_id"]
+            self.controller_epoch = request["controller_epoch"]
+            self._brokers = brokers
+            for topic_state in request.get("topic_states", []):
+                topic = topic_state["topic_name"]
+                topic_id = topic_state.get("topic_id")
+                parts = self._topics.setdefault(topic, {})
+                if isinstance(topic_id, uuid.UUID) and topic_id != ZERO_UUID:
+                    self._topic_ids[topic] = topic_id
+                for p in topic_state.get("partition_states", []):
+                    if p["leader"] == LEADER_DURING_DELETE:
+                        parts.pop(p["partition_index"], None)
+                        continue
+                    parts[p["partition_index"]] = PartitionMetadata(
+                        p["leader"],
+                        p["leader_epoch"],
+                        tuple(p["isr"]),
+                        tuple(p["replicas"]),
+                        tuple(p.get("offline_replicas") or ()),
+                        p.get("zk_version", 0),
+                        p["controller_epoch"],
+                    )
+                if not parts:
+                    del self._topics[topic]
+                    self._topic_ids.pop(topic, None)
+                    deleted.append(topic)
+        return deleted
+
+    # --- reads --------------------------------------------------------------------------
+
+    def alive_brokers(self) -> list[BrokerEndpoint]:
+        with self._lock:
+            return list(self._brokers.values())
+
+    def broker(self, broker_id: int) -> BrokerEndpoint | None:
+        with self._lock:
+            return self._brokers.get(broker_id)
+
+    def topics(self) -> list[str]:
+        with self._lock:
+            return list(self._topics)
+
+    def partition(self, topic: str, partition: int) -> PartitionMetadata | None:
+        with self._lock:
+            return self._topics.get(topic, {}).get(partition)
+
+    def topic_id(self, topic: str) -> uuid.UUID:
+        with self._lock:
+            return self._topic_ids.get(topic, ZERO_UUID)
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        with self._lock:
+            for name, tid in self._topic_ids.items():
+                if tid == topic_id:
+                    return name
+        return None
+
+    def partition_count(self, topic: str) -> int:
+        with self._lock:
+            return len(self._topics.get(topic, {}))
+
+    def metadata_response(self, topics: Iterable[str] | None, version: int) -> dict[str, Any]:
+        """A MetadataResponse body; `topics` None means all of them."""
+        with self._lock:
+            brokers = dict(self._brokers)
+            names = list(self._topics) if topics is None else list(topics)
+            topic_entries = []
+            for name in names:
+                parts = self._topics.get(name)
+                if parts is None:
+                    topic_entries.append(
+                        {
+                            "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                            "name": name,
+                            "topic_id": ZERO_UUID,
+                            "is_internal": False,
+                            "partitions": [],
+                        }
+                    )
+                    continue
+                partitions = []
+                for index, pm in sorted(parts.items()):
+                    leader = pm.leader
+                    error = ErrorCode.NONE
+                    if leader == NO_LEADER or leader not in brokers:
+                        error = ErrorCode.LEADER_NOT_AVAILABLE
+                        leader = NO_LEADER
+                    replicas = list(pm.replicas)
+                    isr = list(pm.isr)
+                    if version == 0:
+                        # v0 clients want only live replicas, with REPLICA_NOT_AVAILABLE.
+                        live_replicas = [r for r in replicas if r in brokers]
+                        if len(live_replicas) < len(replicas) and error == ErrorCode.NONE:
+                            error = ErrorCode.REPLICA_NOT_AVAILABLE
+                        replicas = live_replicas
+                        isr = [r for r in isr if r in brokers]
+                    partitions.append(
+                        {
+                            "error_code": int(error),
+                            "partition_index": index,
+                            "leader_id": leader,
+                            "leader_epoch": pm.leader_epoch,
+                            "replica_nodes": replicas,
+                            "isr_nodes": isr,
+                            "offline_replicas": list(pm.offline_replicas),
+                        }
+                    )
+                topic_entries.append(
+                    {
+                        "error_code": 0,
+                        "name": name,
+                        "topic_id": self._topic_ids.get(name, ZERO_UUID),
+                        "is_internal": False,
+                        "partitions": partitions,
+                    }
+                )
+            return {
+                "throttle_time_ms": 0,
+                "brokers": [
+                    {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in sorted(brokers.values(), key=lambda b: b.broker_id)
+                ],
+                "cluster_id": self.cluster_id,
+                "controller_id": self.controller_id if self.controller_id in brokers else -1,
+                "topics": topic_entries,
+            }

@@ -1,0 +1,198 @@
+"""The broker's socket server: Kafka frames in, responses out, one thread per connection.
+
+A connection's requests are handled one at a time and answered in order, as Kafka does
+(it mutes a connection while a request is in flight). Bad input never takes the broker
+down: a request whose header we can read but whose body is malformed gets the API's
+error response (INVALID_REQUEST); an ApiVersions request of a version we do not know gets
+UNSUPPORTED_VERSION in v0 form, so the client can retry lower; an unknown API key, a
+version outside the schemas, an oversized or truncated frame closes that one connection
+(there is no way to answer it in the protocol), and every other connection goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from broker.apis import KafkaApis, api_versions_response, error_response
+from wire.api import ApiKey
+from wire.errors import DecodeError, ErrorCode, UnsupportedVersionError
+from wire.protocol import decode_request_header, encode_response, request_codec
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+
+
+class _Closed(Exception):
+    pass
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        r = sock.recv_into(view[got:], n - got)
+        if r == 0:
+            raise _Closed("peer closed the connection" if got == 0 else "truncated frame")
+        got += r
+    return bytes(buf)
+
+
+class SocketServer:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        apis: Callable[[], KafkaApis | None],
+        *,
+        max_request_size: int = 100 * 1024 * 1024,
+    ) -> None:
+        self.apis = apis
+        self.max_request_size = max_request_size
+        self._listener = socket.create_server((host or "0.0.0.0", port), reuse_port=False)
+        self._listener.settimeout(0.5)
+        self.port: int = self._listener.getsockname()[1]
+        self._stopped = threading.Event()
+        self._accepting = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._accept_thread = threading.Thread(
+            target=self._accept_loop, name="socket-acceptor", daemon=True
+        )
+        self.requests_handled = 0
+        self.requests_failed = 0
+
+    def start(self) -> None:
+        self._accepting.set()
+        self._accept_thread.start()
+
+    def stop(self) -> None:
+        """Stop accepting and close every connection (in-flight requests are cut off)."""
+        self._stopped.set()
+        try:
+            self._listener.close()
+        except OSError:
+            pass
+        with self._lock:
+            conns = list(self._connections)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _accept_loop(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                conn, addr = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self._stopped.is_set():
+                    return
+                continue
+            conn.settimeout(None)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                self._connections.add(conn)
+            threading.Thread(
+                target=self._serve, args=(conn, addr), name=f"conn-{addr[0]}:{addr[1]}", daemon=True
+            ).start()
+
+    def _serve(self, conn: socket.socket, addr: Any) -> None:
+        try:
+            while not self._stopped.is_set():
+                size = _SIZE.unpack(_read_exactly(conn, 4))[0]
+                if size < 0 or size > self.max_request_size:
+                    log.warning(
+                        "closing %s: request size %d outside 0..%d",
+                        addr,
+                        size,
+                        self.max_request_size,
+                    )
+                    return
+                frame = _read_exactly(conn, size)
+                response = self._handle(frame, addr)
+                if response is None:
+                    return
+                if response:
+                    conn.sendall(response)
+        except _Closed as e:
+            if str(e) != "peer closed the connection":
+                log.info("connection from %s: %s", addr, e)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._connections.discard(conn)
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+    def _handle(self, frame: bytes, addr: Any) -> bytes | None:
+        """The response frame; b"" for no response; None to close the connection."""
+        try:
+            header, offset = decode_request_header(frame)
+        except DecodeError as e:
+            log.warning("closing %s: unreadable request header (%s)", addr, e)
+            return None
+        api_key = header["request_api_key"]
+        version = header["request_api_version"]
+        correlation_id = header["correlation_id"]
+        apis = self.apis()
+        if apis is None:
+            return None  # not serving yet
+        if api_key == ApiKey.API_VERSIONS and not apis.supported(api_key, version):
+            # Answer in v0, which every client reads, with our ranges (KIP-511).
+            return encode_response(
+                api_key, 0, correlation_id, api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
+            )
+        if not apis.supported(api_key, version):
+            log.warning("closing %s: %s v%d is not supported", addr, ApiKey(api_key).name, version)
+            return None
+        try:
+            # Trailing bytes are ignored, as Kafka's parser does: librdkafka's "all topics"
+            # Metadata v9+ request leaves 3 unused bytes of a reserved array count behind.
+            body, _end = request_codec(api_key, version).decode_from(frame, offset)
+        except (DecodeError, UnsupportedVersionError) as e:
+            log.warning(
+                "malformed %s v%d from %s: %s (first bytes: %s)",
+                ApiKey(api_key).name,
+                version,
+                addr,
+                e,
+                frame[:96].hex(),
+            )
+            self.requests_failed += 1
+            return self._encode(
+                api_key, version, correlation_id, error_response(api_key, ErrorCode.INVALID_REQUEST)
+            )
+        try:
+            result = apis.handle(api_key, version, header, body)
+        except Exception:
+            log.exception("error handling %s v%d", ApiKey(api_key).name, version)
+            self.requests_failed += 1
+            result = error_response(api_key, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if result is None:
+                return None
+        self.requests_handled += 1
+        if result is None:
+            return b""
+        return self._encode(api_key, version, correlation_id, result)
+
+    @staticmethod
+    def _encode(
+        api_key: int, version: int, correlation_id: int, body: dict[str, Any]
+    ) -> bytes | None:
+        try:
+            return encode_response(api_key, version, correlation_id, body)
+        except Exception:
+            log.exception("could not encode the %s v%d response", ApiKey(api_key).name, version)
+            return None

@@ -1,0 +1,427 @@
+"""A broker's replicas: which partitions it leads or follows, as the controller decided.
+
+LeaderAndIsr and StopReplica land here, after the request-level fencing (broker epoch in
+`broker.apis`): a request from an older controller epoch is refused whole with
+STALE_CONTROLLER_EPOCH, and a partition state whose leader epoch is not newer than the one
+held is refused for that partition, so a zombie controller or a reordered request never
+moves a partition backwards.
+
+As leader, the broker tracks its followers' fetches and adds a caught-up follower to the
+ISR itself (Kafka 2.6's model: a zkVersion-conditional write of the partition state, then
+an ISR change notification for the controller). A write refused because the state moved
+on is re-read once: if the partition has a new leader or epoch, this broker stops touching
+it until the controller tells it more; it never retries in a loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.state_change_log import StateChangeLog
+from wire.errors import ErrorCode
+from zkdata import paths
+from zkdata.client import BadVersionError, Create, NoNodeError, ZkClient
+from zkdata.znodes import (
+    LeaderAndIsr,
+    MalformedZnode,
+    TopicPartition,
+    decode_partition_state,
+    encode_partition_list,
+    encode_partition_state,
+)
+
+log = logging.getLogger(__name__)
+
+# How often the leader batches ISR changes into one notification znode. Kafka waits up to
+# 5 s (IsrChangePropagationBlackOut); a short window keeps metadata fresh for clients.
+ISR_PROPAGATION_INTERVAL_S = 0.2
+
+
+@dataclass
+class FollowerState:
+    fetch_offset: int = -1
+    last_fetch_ms: int = 0
+    last_caught_up_ms: int = 0
+
+
+@dataclass
+class Partition:
+    topic_partition: TopicPartition
+    topic_id: uuid.UUID
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    zk_version: int
+    controller_epoch: int  # of the controller whose decision made this leader
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+    # Set when our ISR write found the partition moved on: wait for the next LeaderAndIsr.
+    stale: bool = False
+    log_end_offset: int = 0
+    high_watermark: int = 0
+
+
+Become = Callable[[list[Partition], list[Partition]], None]
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        broker_id: int,
+        zk: ZkClient,
+        state_log: StateChangeLog,
+        *,
+        replica_lag_time_max_ms: int = 30_000,
+    ) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.state_log = state_log
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.controller_epoch = -1  # the highest controller epoch this broker has seen
+        self._lock = threading.RLock()
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._isr_changed: set[TopicPartition] = set()
+        self._isr_cond = threading.Condition(self._lock)
+        self._closed = False
+        # Called (outside the lock) with partitions that became leaders and followers.
+        self.on_become: Become | None = None
+        self.on_stop: Callable[[list[TopicPartition], bool], None] | None = None
+        self._propagator = threading.Thread(
+            target=self._propagate_isr_changes, name="isr-change-propagation", daemon=True
+        )
+
+    def start(self) -> None:
+        self._propagator.start()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._isr_cond.notify_all()
+
+    # --- controller epoch ---------------------------------------------------------------
+
+    def check_controller_epoch(self, epoch: int) -> bool:
+        """True (and remember it) unless `epoch` is older than one already seen."""
+        with self._lock:
+            if epoch < self.controller_epoch:
+                return False
+            self.controller_epoch = epoch
+            return True
+
+    # --- LeaderAndIsr -------------------------------------------------------------------
+
+    def become_leader_or_follower(self, request: dict[str, Any]) -> dict[str, Any]:
+        controller_id = request["controller_id"]
+        controller_epoch = request["controller_epoch"]
+        topics_out = []
+        rows = []
+        leaders: list[Partition] = []
+        followers: list[Partition] = []
+        with self._lock:
+            if controller_epoch < self.controller_epoch:
+                self.state_log.request_rejected(
+                    "LeaderAndIsr",
+                    controller_id,
+                    controller_epoch,
+                    request.get("broker_epoch", -1),
+                    "STALE_CONTROLLER_EPOCH",
+                )
+                return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "topics": []}
+            self.controller_epoch = controller_epoch
+            for topic_state in request["topic_states"]:
+                topic = topic_state["topic_name"]
+                topic_id = topic_state.get("topic_id") or uuid.UUID(int=0)
+                errors = []
+                for ps in topic_state["partition_states"]:
+                    tp = TopicPartition(topic, ps["partition_index"])
+                    error, applied = self._apply_partition_state(tp, topic_id, ps)
+                    errors.append({"partition_index": tp.partition, "error_code": int(error)})
+                    if applied is not None:
+                        (leaders if applied.leader == self.broker_id else followers).append(applied)
+                    if error != ErrorCode.NONE or applied is not None:
+                        rows.append(
+                            {
+                                "topic": topic,
+                                "partition": tp.partition,
+                                "leader": ps["leader"],
+                                "leader_epoch": ps["leader_epoch"],
+                                "isr": ps["isr"],
+                                "controller_id": controller_id,
+                                "controller_epoch": controller_epoch,
+                                "result": "applied" if error == ErrorCode.NONE else "rejected",
+                                "error": None if error == ErrorCode.NONE else error.name,
+                            }
+                        )
+                topics_out.append({"topic_id": topic_id, "partition_errors": errors})
+        self.state_log.leader_and_isr(rows)
+        if (leaders or followers) and self.on_become is not None:
+            self.on_become(leaders, followers)
+        return {"error_code": 0, "topics": topics_out}
+
+    def _apply_partition_state(
+        self, tp: TopicPartition, topic_id: uuid.UUID, ps: dict[str, Any]
+    ) -> tuple[ErrorCode, Partition | None]:
+        """The fencing of one partition state; returns the error and the applied partition.
+
+        An equal leader epoch is a repeat (a new controller resends every partition at
+        failover): not an error worth logging, and nothing changes.
+        """
+        replicas = tuple(ps["replicas"])
+        if self.broker_id not in replicas:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        current = self.partitions.get(tp)
+        epoch = ps["leader_epoch"]
+        if current is not None and not current.stale:
+            if epoch < current.leader_epoch:
+                return ErrorCode.STALE_CONTROLLER_EPOCH, None
+            if epoch == current.leader_epoch:
+                return ErrorCode.NONE, None
+        if current is not None and current.stale and epoch < current.leader_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH, None
+        now = _now_ms()
+        partition = Partition(
+            tp,
+            topic_id,
+            ps["leader"],
+            epoch,
+            tuple(ps["isr"]),
+            replicas,
+            ps.get("partition_epoch", 0),
+            ps["controller_epoch"],
+        )
+        if current is not None:
+            partition.log_end_offset = current.log_end_offset
+            partition.high_watermark = current.high_watermark
+        if partition.leader == self.broker_id:
+            # A new leader gives every follower a fresh lag allowance (as Kafka does).
+            partition.followers = {
+                r: FollowerState(last_caught_up_ms=now if r in partition.isr else 0)
+                for r in replicas
+                if r != self.broker_id
+            }
+        self.partitions[tp] = partition
+        return ErrorCode.NONE, partition
+
+    # --- StopReplica --------------------------------------------------------------------
+
+    def stop_replicas(self, request: dict[str, Any]) -> dict[str, Any]:
+        controller_id = request["controller_id"]
+        controller_epoch = request["controller_epoch"]
+        with self._lock:
+            if controller_epoch < self.controller_epoch:
+                self.state_log.request_rejected(
+                    "StopReplica",
+                    controller_id,
+                    controller_epoch,
+                    request.get("broker_epoch", -1),
+                    "STALE_CONTROLLER_EPOCH",
+                )
+                return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "partition_errors": []}
+            self.controller_epoch = controller_epoch
+            errors = []
+            stopped: list[TopicPartition] = []
+            deleted: list[TopicPartition] = []
+            for topic_state in request.get("topic_states", []):
+                for ps in topic_state["partition_states"]:
+                    tp = TopicPartition(topic_state["topic_name"], ps["partition_index"])
+                    current = self.partitions.get(tp)
+                    epoch = ps.get("leader_epoch", -1)
+                    # -1: no epoch given; -2: deletion, which always applies.
+                    if current is not None and epoch >= 0 and epoch < current.leader_epoch:
+                        errors.append(
+                            {
+                                "topic_name": tp.topic,
+                                "partition_index": tp.partition,
+                                "error_code": int(ErrorCode.FENCED_LEADER_EPOCH),
+                            }
+                        )
+                        continue
+                    if ps.get("delete_partition"):
+                        self.partitions.pop(tp, None)
+                        deleted.append(tp)
+                    elif current is not None:
+                        # Stop replicating; keep the epoch so older states stay refused.
+                        current.stale = True
+                        current.followers.clear()
+                        stopped.append(tp)
+                    errors.append(
+                        {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": 0}
+                    )
+        if self.on_stop is not None:
+            if stopped:
+                self.on_stop(stopped, False)
+            if deleted:
+                self.on_stop(deleted, True)
+        return {"error_code": 0, "partition_errors": errors}
+
+    # --- leader: follower fetches and the ISR ---------------------------------------------
+
+    def leader_partition(
+        self, tp: TopicPartition, current_leader_epoch: int
+    ) -> tuple[ErrorCode, Partition | None]:
+        """The partition if this broker leads it at that epoch (-1: any epoch)."""
+        with self._lock:
+            p = self.partitions.get(tp)
+            if p is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+            if p.leader != self.broker_id or p.stale:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+            if current_leader_epoch >= 0:
+                if current_leader_epoch < p.leader_epoch:
+                    return ErrorCode.FENCED_LEADER_EPOCH, None
+                if current_leader_epoch > p.leader_epoch:
+                    return ErrorCode.UNKNOWN_LEADER_EPOCH, None
+            return ErrorCode.NONE, p
+
+    def record_follower_fetch(self, p: Partition, replica_id: int, fetch_offset: int) -> None:
+        """Note a follower's fetch; add it to the ISR once caught up (leader only)."""
+        now = _now_ms()
+        expand = False
+        with self._lock:
+            state = p.followers.get(replica_id)
+            if state is None:
+                return  # not a replica of this partition
+            state.fetch_offset = fetch_offset
+            state.last_fetch_ms = now
+            if fetch_offset >= p.log_end_offset:
+                state.last_caught_up_ms = now
+            # Kafka's rule: caught up to the high watermark (and the current leader epoch's
+            # start, which is the log end here until logs carry data).
+            expand = replica_id not in p.isr and fetch_offset >= p.high_watermark and not p.stale
+        if expand:
+            self._update_isr(p, (*p.isr, replica_id), f"replica {replica_id} caught up")
+
+    def maybe_shrink_isr(self) -> None:
+        """Drop followers that have not caught up within replica.lag.time.max.ms."""
+        now = _now_ms()
+        with self._lock:
+            candidates = []
+            for p in self.partitions.values():
+                if p.leader != self.broker_id or p.stale:
+                    continue
+                lagging = [
+                    r
+                    for r in p.isr
+                    if r != self.broker_id
+                    and r in p.followers
+                    and now - p.followers[r].last_caught_up_ms > self.replica_lag_time_max_ms
+                ]
+                if lagging:
+                    candidates.append((p, tuple(r for r in p.isr if r not in lagging), lagging))
+        for p, new_isr, lagging in candidates:
+            self._update_isr(p, new_isr, f"replicas {lagging} fell behind")
+
+    def _update_isr(self, p: Partition, new_isr: tuple[int, ...], why: str) -> None:
+        """Write the new ISR, conditional on the zkVersion this leader knows."""
+        tp = p.topic_partition
+        with self._lock:
+            if p.stale or self.partitions.get(tp) is not p:
+                return
+            desired = LeaderAndIsr(p.leader, p.leader_epoch, new_isr, p.zk_version)
+            controller_epoch = p.controller_epoch
+        path = paths.partition_state(tp.topic, tp.partition)
+        try:
+            stat = self.zk.set(
+                path, encode_partition_state(desired, controller_epoch), p.zk_version
+            )
+        except BadVersionError:
+            self._after_refused_isr_write(p, path, desired)
+            return
+        except NoNodeError:
+            with self._lock:
+                p.stale = True
+            return
+        with self._lock:
+            p.isr = new_isr
+            p.zk_version = stat.version
+            self._isr_changed.add(tp)
+            self._isr_cond.notify_all()
+        self.state_log.write(
+            "isr_change",
+            topic=tp.topic,
+            partition=tp.partition,
+            leader=p.leader,
+            leader_epoch=p.leader_epoch,
+            isr=list(new_isr),
+            zk_version=stat.version,
+            why=why,
+        )
+
+    def _after_refused_isr_write(self, p: Partition, path: str, desired: LeaderAndIsr) -> None:
+        got = self.zk.get(path)
+        with self._lock:
+            if got is None:
+                p.stale = True
+                return
+            try:
+                state = decode_partition_state(path, got[0], got[1].version)
+            except MalformedZnode as e:
+                log.error("%s", e)
+                p.stale = True
+                return
+            stored = state.leader_and_isr
+            if stored.leader == desired.leader and stored.leader_epoch == desired.leader_epoch:
+                # Our own earlier write landed (a lost reply): adopt what is stored.
+                p.isr = stored.isr
+                p.zk_version = stored.zk_version
+            else:
+                log.info(
+                    "%s moved on (leader %d epoch %d); waiting for the controller",
+                    p.topic_partition,
+                    stored.leader,
+                    stored.leader_epoch,
+                )
+                p.stale = True
+
+    def _propagate_isr_changes(self) -> None:
+        while True:
+            with self._lock:
+                while not self._isr_changed and not self._closed:
+                    self._isr_cond.wait()
+                if self._closed:
+                    return
+            time.sleep(ISR_PROPAGATION_INTERVAL_S)  # batch what changes in the window
+            with self._lock:
+                changed = sorted(self._isr_changed)
+                self._isr_changed.clear()
+            if not changed:
+                continue
+            try:
+                self.zk.multi(
+                    [
+                        Create(
+                            f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}",
+                            encode_partition_list(changed),
+                            sequential=True,
+                        )
+                    ]
+                )
+            except Exception:
+                log.exception("could not write an ISR change notification; retrying later")
+                with self._lock:
+                    self._isr_changed.update(changed)
+                time.sleep(1)
+
+    # --- views --------------------------------------------------------------------------
+
+    def snapshot(self) -> list[Partition]:
+        with self._lock:
+            return list(self.partitions.values())
+
+    def led_partitions(self) -> list[TopicPartition]:
+        with self._lock:
+            return [
+                tp
+                for tp, p in self.partitions.items()
+                if p.leader == self.broker_id and not p.stale
+            ]
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000

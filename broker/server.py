@@ -1,0 +1,338 @@
+"""A broker (Kafka's KafkaServer): ZooKeeper session, registration, socket server, controller.
+
+Start-up order matters: the socket server binds first (so the registration can advertise
+the real port when the configured one is 0), then the broker registers (its broker epoch
+is the registration's czxid), then the controller races for election. Shutdown is the
+reverse, preceded by a controlled shutdown so that leadership moves away before the
+registration disappears.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from broker.apis import KafkaApis
+from broker.config import BrokerConfig
+from broker.fetcher import ReplicaFetcherManager
+from broker.metadata_cache import MetadataCache
+from broker.network import SocketServer
+from broker.replica_manager import Partition, ReplicaManager
+from broker.state_change_log import StateChangeLog, open_for_broker
+from controller.controller import ControllerConfig, KafkaController, write_json_atomically
+from election.controller_election import read_controller
+from election.registration import register_broker
+from wire.api import ApiKey
+from wire.client import KafkaConnection
+from wire.errors import ErrorCode
+from zkdata import paths
+from zkdata.client import NodeExistsError, ZkClient
+from zkdata.znodes import (
+    BrokerRegistration,
+    EndPoint,
+    TopicPartition,
+    decode_broker,
+    decode_cluster_id,
+    encode_cluster_id,
+    new_topic_id,
+    topic_id_to_str,
+)
+
+log = logging.getLogger(__name__)
+
+STATUS_FILE = "broker-status.json"
+
+
+def _split_chroot(connect: str) -> tuple[str, str]:
+    hosts, slash, chroot = connect.partition("/")
+    return hosts, ("/" + chroot.rstrip("/")) if slash and chroot.strip("/") else ""
+
+
+class KafkaServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        if config.broker_id < 0:
+            raise ValueError(
+                "broker.id must be set (generated ids come with the broker identity work)"
+            )
+        self.config = config
+        self.broker_id = config.broker_id
+        self.state_log: StateChangeLog = open_for_broker(list(config.log_dirs), config.broker_id)
+        self.zk = ZkClient(
+            config.zookeeper_connect,
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+        )
+        self.broker_epoch = -1
+        self.started_at = time.time()
+        listener = config.listener(config.inter_broker_listener_name)
+        self.socket_server = SocketServer(
+            listener.host,
+            listener.port,
+            lambda: self.apis,
+            max_request_size=config.socket_request_max_bytes,
+        )
+        self.metadata = MetadataCache(self.broker_id, config.inter_broker_listener_name)
+        self.replicas = ReplicaManager(
+            self.broker_id,
+            self.zk,
+            self.state_log,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+        )
+        self._leader_endpoints: dict[int, tuple[str, int]] = {}
+        self.fetchers = ReplicaFetcherManager(
+            self.broker_id,
+            self._on_fetched,
+            self._endpoint_of,
+            max_wait_ms=config.replica_fetch_wait_max_ms,
+            backoff_ms=config.replica_fetch_backoff_ms,
+        )
+        self.replicas.on_become = self._on_become
+        self.replicas.on_stop = self._on_stop
+        self.controller = KafkaController(
+            ControllerConfig(
+                broker_id=self.broker_id,
+                session_timeout_ms=config.zookeeper_session_timeout_ms,
+                unclean_leader_election_enable=config.unclean_leader_election_enable,
+                auto_leader_rebalance_enable=config.auto_leader_rebalance_enable,
+                leader_imbalance_per_broker_percentage=config.leader_imbalance_per_broker_percentage,
+                leader_imbalance_check_interval_s=config.leader_imbalance_check_interval_seconds,
+                delete_topic_enable=config.delete_topic_enable,
+                controller_socket_timeout_ms=config.controller_socket_timeout_ms,
+            ),
+            self.zk,
+            self.state_log,
+            self.register,
+        )
+        self.apis: KafkaApis | None = None
+        self._status_stop = threading.Event()
+        self._status_thread = threading.Thread(target=self._status_loop, name="status", daemon=True)
+        self._shutdown_lock = threading.Lock()
+        self._shut_down = False
+
+    # --- start-up -----------------------------------------------------------------------
+
+    def startup(self) -> None:
+        self._ensure_chroot()
+        self.zk.start()
+        self.zk.ensure_paths(paths.PERSISTENT_PATHS)
+        self.metadata.cluster_id = self._cluster_id()
+        self.replicas.start()
+        self.apis = KafkaApis(
+            self.broker_id,
+            self.metadata,
+            self.replicas,
+            self.controller,
+            self.state_log,
+            lambda: self.broker_epoch,
+            request_timeout_s=self.config.request_timeout_ms / 1000,
+            on_live_leaders=self._remember_live_leaders,
+        )
+        self.socket_server.start()
+        self.register()
+        self.controller.start()
+        self._status_thread.start()
+        threading.Thread(target=self._isr_check_loop, name="isr-expiration", daemon=True).start()
+        log.info(
+            "broker %d started on port %d, broker epoch %d",
+            self.broker_id,
+            self.socket_server.port,
+            self.broker_epoch,
+        )
+
+    def _ensure_chroot(self) -> None:
+        hosts, chroot = _split_chroot(self.config.zookeeper_connect)
+        if not chroot:
+            return
+        # Kafka creates its chroot if missing; a client rooted in it cannot.
+        root = ZkClient(
+            hosts,
+            session_timeout_ms=self.config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=self.config.zookeeper_connection_timeout_ms,
+        )
+        root.start()
+        try:
+            root.ensure_paths([chroot])
+        finally:
+            root.close()
+
+    def _cluster_id(self) -> str:
+        got = self.zk.get(paths.CLUSTER_ID)
+        if got is None:
+            with contextlib.suppress(NodeExistsError):
+                self.zk.create(
+                    paths.CLUSTER_ID,
+                    encode_cluster_id(topic_id_to_str(new_topic_id())),
+                    make_parents=True,
+                )
+            got = self.zk.get(paths.CLUSTER_ID)
+        assert got is not None
+        return decode_cluster_id(got[0])
+
+    def registration(self) -> BrokerRegistration:
+        endpoints = []
+        for listener in self.config.advertised_listeners:
+            port = listener.port or self.socket_server.port
+            endpoints.append(
+                EndPoint(listener.name, listener.host, port, listener.security_protocol)
+            )
+        return BrokerRegistration(self.broker_id, tuple(endpoints), self.config.broker_rack)
+
+    def register(self) -> int:
+        """(Re-)register in the current session; returns and remembers the broker epoch."""
+        reg = self.registration()
+        self.broker_epoch = register_broker(self.zk, reg, progress=lambda m: log.info("%s", m))
+        self.state_log.broker_registered(self.broker_epoch, reg.host, reg.port)
+        return self.broker_epoch
+
+    # --- replication plumbing -----------------------------------------------------------
+
+    def _remember_live_leaders(self, leaders: list[dict[str, Any]]) -> None:
+        for leader in leaders:
+            self._leader_endpoints[leader["broker_id"]] = (leader["host_name"], leader["port"])
+
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        b = self.metadata.broker(broker_id)
+        if b is not None:
+            return b.host, b.port
+        return self._leader_endpoints.get(broker_id)
+
+    def _on_become(self, leaders: list[Partition], followers: list[Partition]) -> None:
+        self.fetchers.unfollow([p.topic_partition for p in leaders])
+        self.fetchers.follow(
+            [(p.topic_partition, p.leader, p.leader_epoch, p.log_end_offset) for p in followers]
+        )
+
+    def _on_stop(self, tps: list[TopicPartition], _deleted: bool) -> None:
+        self.fetchers.unfollow(tps)
+
+    def _on_fetched(
+        self, tp: TopicPartition, _records: memoryview | bytes | None, high_watermark: int
+    ) -> int:
+        # Logs arrive with the data-plane work; until then every log is empty.
+        del high_watermark
+        p = self.replicas.partitions.get(tp)
+        return p.log_end_offset if p is not None else 0
+
+    def _isr_check_loop(self) -> None:
+        interval = max(0.1, self.config.replica_lag_time_max_ms / 2000)
+        while not self._status_stop.wait(interval):
+            try:
+                self.replicas.maybe_shrink_isr()
+            except Exception:
+                log.exception("ISR expiration check failed")
+
+    # --- status -------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        reg = self.registration()
+        return {
+            "broker_id": self.broker_id,
+            "pid": os.getpid(),
+            "host": reg.host,
+            "port": reg.port,
+            "broker_epoch": self.broker_epoch,
+            "started_at": self.started_at,
+            "zookeeper_connected": self.zk.connected,
+            "controller_id": self.controller.active_controller_id,
+            "metadata_controller_id": self.metadata.controller_id,
+            "controller": self.controller.metrics(),
+            "partitions": len(self.replicas.partitions),
+            "leaders": len(self.replicas.led_partitions()),
+            "requests_handled": self.socket_server.requests_handled,
+            "updated_at": time.time(),
+        }
+
+    def _status_loop(self) -> None:
+        if not self.config.log_dirs:
+            return
+        path = Path(self.config.log_dirs[0]) / STATUS_FILE
+        while not self._status_stop.wait(1.0):
+            try:
+                write_json_atomically(path, self.status())
+            except Exception:
+                log.exception("could not write %s", path)
+
+    # --- shutdown -----------------------------------------------------------------------
+
+    def controlled_shutdown(self) -> bool:
+        """Ask the controller to move this broker's leaderships away, as Kafka's broker does:
+        up to controlled.shutdown.max.retries attempts, backing off between them."""
+        cfg = self.config
+        for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
+            try:
+                remaining = self._ask_controller_to_shut_down()
+            except Exception as e:
+                log.warning("controlled shutdown attempt %d failed: %s", attempt, e)
+                remaining = None
+            if remaining == 0:
+                log.info("controlled shutdown succeeded")
+                return True
+            if remaining is not None:
+                log.info("controlled shutdown: %d partitions still led here", remaining)
+            if attempt < cfg.controlled_shutdown_max_retries:
+                time.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000)
+        log.warning("controlled shutdown did not complete; shutting down anyway")
+        return False
+
+    def _ask_controller_to_shut_down(self) -> int | None:
+        controller_id, _ = read_controller(self.zk)
+        if controller_id < 0:
+            return None
+        endpoint = self._endpoint_of(controller_id)
+        if endpoint is None:
+            got = self.zk.get(paths.broker(controller_id))
+            if got is None:
+                return None
+            reg = decode_broker(controller_id, got[0])
+            endpoint = (reg.host, reg.port)
+        timeout = self.config.request_timeout_ms / 1000
+        with KafkaConnection(
+            *endpoint, client_id=f"broker-{self.broker_id}", timeout_s=timeout
+        ) as conn:
+            response = conn.request(
+                ApiKey.CONTROLLED_SHUTDOWN,
+                3,
+                {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch},
+            )
+        code = response["error_code"]
+        if code != ErrorCode.NONE:
+            log.warning(
+                "controller %d refused the controlled shutdown: %s",
+                controller_id,
+                ErrorCode(code).name,
+            )
+            return None
+        return len(response["remaining_partitions"])
+
+    def shutdown(self) -> None:
+        with self._shutdown_lock:
+            if self._shut_down:
+                return
+            self._shut_down = True
+        log.info("broker %d shutting down", self.broker_id)
+        if self.config.controlled_shutdown_enable and self.zk.connected:
+            self.controlled_shutdown()
+        self._status_stop.set()
+        self.socket_server.stop()
+        self.fetchers.close()
+        self.replicas.close()
+        self.controller.shutdown()
+        # Closing the session removes /brokers/ids/<id> (and /controller) at once.
+        self.zk.close()
+        if self.config.log_dirs:
+            with contextlib.suppress(OSError):
+                status = self.status()
+                status["stopped_at"] = time.time()
+                write_json_atomically(Path(self.config.log_dirs[0]) / STATUS_FILE, status)
+        self.state_log.close()
+        log.info("broker %d stopped", self.broker_id)
+
+
+def replace_broker_id(config: BrokerConfig, broker_id: int) -> BrokerConfig:
+    return dataclasses.replace(config, broker_id=broker_id)

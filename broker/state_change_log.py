@@ -1,0 +1,152 @@
+"""The state-change log: one JSON object per line in `<log dir>/state-change.log`.
+
+Every broker writes one. Its schema (version 1, documented in docs/state-change-log.md)
+is what the failover analytics read, so fields are only ever added, never renamed. Each
+line is written and flushed whole, under a lock, so concurrent threads never interleave
+and a SIGKILL loses nothing that was already logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any
+
+SCHEMA_VERSION = 1
+FILE_NAME = "state-change.log"
+
+# Why the controller wrote a partition state.
+REASONS = ("new", "offline", "unclean", "preferred", "reassign", "controlled_shutdown", "deleted")
+
+
+class StateChangeLog:
+    def __init__(self, log_dir: str | Path | None, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = None
+        self.path: Path | None = None
+        if log_dir is not None:
+            self.path = Path(log_dir) / FILE_NAME
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the broker
+
+    def set_broker_id(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def write(self, event: str, **fields: Any) -> None:
+        record = {
+            "ts": time.time_ns() // 1_000_000,
+            "v": SCHEMA_VERSION,
+            "broker": self.broker_id,
+            "event": event,
+        }
+        record.update(fields)
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        with self._lock:
+            if self._file is not None:
+                self._file.write(line)
+                self._file.flush()
+
+    def write_many(self, event: str, rows: Iterable[dict[str, Any]]) -> None:
+        """Many lines of one event kind in one write (a failover can log thousands)."""
+        ts = time.time_ns() // 1_000_000
+        head = {"ts": ts, "v": SCHEMA_VERSION, "broker": self.broker_id, "event": event}
+        text = "".join(json.dumps({**head, **row}, separators=(",", ":")) + "\n" for row in rows)
+        if not text:
+            return
+        with self._lock:
+            if self._file is not None:
+                self._file.write(text)
+                self._file.flush()
+
+    # --- the controller's records -------------------------------------------------------
+
+    def controller_elected(self, epoch: int, epoch_zk_version: int) -> None:
+        self.write(
+            "controller_elected",
+            controller=self.broker_id,
+            controller_epoch=epoch,
+            epoch_zk_version=epoch_zk_version,
+        )
+
+    def controller_resigned(self, epoch: int, reason: str) -> None:
+        self.write(
+            "controller_resigned", controller=self.broker_id, controller_epoch=epoch, reason=reason
+        )
+
+    def controller_seen(self, controller: int, reason: str) -> None:
+        """A broker learned who the controller is (-1: none), e.g. after losing an election."""
+        self.write("controller_seen", controller=controller, reason=reason)
+
+    def failover_loaded(self, epoch: int, brokers: int, partitions: int, load_ms: float) -> None:
+        self.write(
+            "controller_failover",
+            controller_epoch=epoch,
+            live_brokers=brokers,
+            partitions=partitions,
+            load_ms=round(load_ms, 1),
+        )
+
+    def broker_change(
+        self,
+        epoch: int,
+        new: Iterable[int],
+        dead: Iterable[int],
+        bounced: Iterable[int],
+        live: Iterable[int],
+    ) -> None:
+        self.write(
+            "broker_change",
+            controller_epoch=epoch,
+            new=sorted(new),
+            dead=sorted(dead),
+            bounced=sorted(bounced),
+            live=sorted(live),
+        )
+
+    def partition_states(self, epoch: int, rows: Iterable[dict[str, Any]]) -> None:
+        """Rows of topic, partition, leader, leader_epoch, isr, reason."""
+        self.write_many("partition_state", ({**r, "controller_epoch": epoch} for r in rows))
+
+    # --- the broker's records -----------------------------------------------------------
+
+    def leader_and_isr(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Rows of topic, partition, leader, leader_epoch, isr, controller_id,
+        controller_epoch, result ("applied" or "rejected") and error."""
+        self.write_many("leader_and_isr", rows)
+
+    def request_rejected(
+        self, api: str, controller_id: int, controller_epoch: int, broker_epoch: int, error: str
+    ) -> None:
+        self.write(
+            "request_rejected",
+            api=api,
+            controller_id=controller_id,
+            controller_epoch=controller_epoch,
+            broker_epoch=broker_epoch,
+            error=error,
+        )
+
+    def broker_registered(self, broker_epoch: int, host: str, port: int) -> None:
+        self.write("broker_registered", broker_epoch=broker_epoch, host=host, port=port)
+
+    def session_state(self, state: str) -> None:
+        self.write("zookeeper_session", state=state)
+
+
+def open_for_broker(log_dirs: list[str], broker_id: int) -> StateChangeLog:
+    """The log in the broker's first log directory, created if need be."""
+    directory = log_dirs[0] if log_dirs else None
+    if directory is not None:
+        os.makedirs(directory, exist_ok=True)
+    return StateChangeLog(directory, broker_id)

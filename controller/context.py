@@ -1,0 +1,268 @@
+"""The controller's view of the cluster (Kafka's ControllerContext).
+
+Owned by the controller's event thread and nothing else: no locks. The state machines and
+election strategies are functions over it. Everything here is loaded from ZooKeeper at
+failover and kept current by the events that follow.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from zkdata.znodes import BrokerRegistration, LeaderAndIsr, TopicPartition
+
+
+class PartitionStateName(enum.Enum):
+    NEW = "NewPartition"
+    ONLINE = "OnlinePartition"
+    OFFLINE = "OfflinePartition"
+    NON_EXISTENT = "NonExistentPartition"
+
+
+class ReplicaStateName(enum.Enum):
+    NEW = "NewReplica"
+    ONLINE = "OnlineReplica"
+    OFFLINE = "OfflineReplica"
+    DELETION_STARTED = "ReplicaDeletionStarted"
+    DELETION_SUCCESSFUL = "ReplicaDeletionSuccessful"
+    DELETION_INELIGIBLE = "ReplicaDeletionIneligible"
+    NON_EXISTENT = "NonExistentReplica"
+
+
+P = PartitionStateName
+R = ReplicaStateName
+
+# Valid previous states of each target state (PartitionStateMachine.scala).
+PARTITION_VALID_PREVIOUS: dict[PartitionStateName, frozenset[PartitionStateName]] = {
+    P.NEW: frozenset({P.NON_EXISTENT}),
+    P.ONLINE: frozenset({P.NEW, P.ONLINE, P.OFFLINE}),
+    P.OFFLINE: frozenset({P.NEW, P.ONLINE, P.OFFLINE}),
+    P.NON_EXISTENT: frozenset({P.OFFLINE}),
+}
+
+# Valid previous states of each target state (ReplicaStateMachine.scala).
+REPLICA_VALID_PREVIOUS: dict[ReplicaStateName, frozenset[ReplicaStateName]] = {
+    R.NEW: frozenset({R.NON_EXISTENT}),
+    R.ONLINE: frozenset({R.NEW, R.ONLINE, R.OFFLINE, R.DELETION_INELIGIBLE}),
+    R.OFFLINE: frozenset({R.NEW, R.ONLINE, R.OFFLINE, R.DELETION_INELIGIBLE}),
+    R.DELETION_STARTED: frozenset({R.OFFLINE}),
+    R.DELETION_SUCCESSFUL: frozenset({R.DELETION_STARTED}),
+    R.DELETION_INELIGIBLE: frozenset({R.OFFLINE, R.DELETION_STARTED}),
+    R.NON_EXISTENT: frozenset({R.DELETION_SUCCESSFUL}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAssignment:
+    """A partition's replicas; during a reassignment also the replicas being added/removed.
+
+    While reassigning, `replicas` is the full set (target first, then the rest of the
+    origin), as Kafka's ReplicaAssignment (KIP-455).
+    """
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+    @property
+    def origin_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+    def without_replica(self, replica: int) -> ReplicaAssignment:
+        return ReplicaAssignment(
+            tuple(r for r in self.replicas if r != replica),
+            tuple(r for r in self.adding if r != replica),
+            tuple(r for r in self.removing if r != replica),
+        )
+
+    @staticmethod
+    def for_reassignment(origin: tuple[int, ...], target: tuple[int, ...]) -> ReplicaAssignment:
+        full = tuple(dict.fromkeys(target + origin))
+        return ReplicaAssignment(
+            full,
+            adding=tuple(r for r in target if r not in origin),
+            removing=tuple(r for r in origin if r not in target),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderIsrAndControllerEpoch:
+    leader_and_isr: LeaderAndIsr
+    controller_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReplica:
+    topic_partition: TopicPartition
+    replica: int
+
+
+@dataclass
+class ControllerContext:
+    epoch: int = 0
+    epoch_zk_version: int = 0
+
+    live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    broker_epochs: dict[int, int] = field(default_factory=dict)
+    shutting_down_broker_ids: set[int] = field(default_factory=set)
+
+    topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
+    assignments: dict[str, dict[int, ReplicaAssignment]] = field(default_factory=dict)
+    leadership: dict[TopicPartition, LeaderIsrAndControllerEpoch] = field(default_factory=dict)
+    partition_states: dict[TopicPartition, PartitionStateName] = field(default_factory=dict)
+    # Replica states are keyed by partition, then broker: 100,000 partitions need no
+    # 300,000 composite keys.
+    replica_states: dict[TopicPartition, dict[int, ReplicaStateName]] = field(default_factory=dict)
+
+    partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
+    topics_to_be_deleted: set[str] = field(default_factory=set)
+    topics_with_deletion_started: set[str] = field(default_factory=set)
+    topics_ineligible_for_deletion: set[str] = field(default_factory=set)
+
+    # Counters the state-change log and metrics read.
+    unclean_elections: int = 0
+
+    # --- brokers -----------------------------------------------------------------------
+
+    @property
+    def live_or_shutting_down_broker_ids(self) -> set[int]:
+        return set(self.live_brokers)
+
+    @property
+    def live_broker_ids(self) -> set[int]:
+        return set(self.live_brokers) - self.shutting_down_broker_ids
+
+    def is_replica_online(self, broker_id: int, include_shutting_down: bool = False) -> bool:
+        if broker_id not in self.live_brokers:
+            return False
+        return include_shutting_down or broker_id not in self.shutting_down_broker_ids
+
+    def add_live_brokers(self, brokers: dict[int, tuple[BrokerRegistration, int]]) -> None:
+        for broker_id, (registration, broker_epoch) in brokers.items():
+            self.live_brokers[broker_id] = registration
+            self.broker_epochs[broker_id] = broker_epoch
+
+    def remove_live_brokers(self, broker_ids: Iterable[int]) -> None:
+        for broker_id in broker_ids:
+            self.live_brokers.pop(broker_id, None)
+            self.broker_epochs.pop(broker_id, None)
+
+    # --- topics and partitions ---------------------------------------------------------
+
+    @property
+    def all_topics(self) -> set[str]:
+        return set(self.assignments)
+
+    def all_partitions(self) -> Iterator[TopicPartition]:
+        for topic, parts in self.assignments.items():
+            for p in parts:
+                yield TopicPartition(topic, p)
+
+    def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
+        return [TopicPartition(topic, p) for p in self.assignments.get(topic, {})]
+
+    def partition_count(self) -> int:
+        return sum(len(parts) for parts in self.assignments.values())
+
+    def full_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        parts = self.assignments.get(tp.topic)
+        ra = parts.get(tp.partition) if parts else None
+        return ra if ra is not None else ReplicaAssignment(())
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        return self.full_assignment(tp).replicas
+
+    def update_assignment(self, tp: TopicPartition, ra: ReplicaAssignment) -> None:
+        self.assignments.setdefault(tp.topic, {})[tp.partition] = ra
+
+    def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
+        return [
+            TopicPartition(topic, p)
+            for topic, parts in self.assignments.items()
+            for p, ra in parts.items()
+            if broker_id in ra.replicas
+        ]
+
+    def replicas_on_brokers(self, broker_ids: set[int]) -> list[PartitionReplica]:
+        return [
+            PartitionReplica(TopicPartition(topic, p), r)
+            for topic, parts in self.assignments.items()
+            for p, ra in parts.items()
+            for r in ra.replicas
+            if r in broker_ids
+        ]
+
+    def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
+        return [
+            PartitionReplica(TopicPartition(topic, p), r)
+            for p, ra in self.assignments.get(topic, {}).items()
+            for r in ra.replicas
+        ]
+
+    def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
+        return [
+            tp for tp, lice in self.leadership.items() if lice.leader_and_isr.leader == broker_id
+        ]
+
+    def remove_topic(self, topic: str) -> None:
+        for tp in self.partitions_for_topic(topic):
+            self.leadership.pop(tp, None)
+            self.partition_states.pop(tp, None)
+            self.replica_states.pop(tp, None)
+            self.partitions_being_reassigned.discard(tp)
+        self.assignments.pop(topic, None)
+        self.topic_ids.pop(topic, None)
+        self.topics_to_be_deleted.discard(topic)
+        self.topics_with_deletion_started.discard(topic)
+        self.topics_ineligible_for_deletion.discard(topic)
+
+    # --- states ------------------------------------------------------------------------
+
+    def partition_state(self, tp: TopicPartition) -> PartitionStateName:
+        return self.partition_states.get(tp, P.NON_EXISTENT)
+
+    def replica_state(self, pr: PartitionReplica) -> ReplicaStateName:
+        return self.replica_states.get(pr.topic_partition, {}).get(pr.replica, R.NON_EXISTENT)
+
+    def put_replica_state(self, pr: PartitionReplica, state: ReplicaStateName) -> None:
+        self.replica_states.setdefault(pr.topic_partition, {})[pr.replica] = state
+
+    def remove_replica_state(self, pr: PartitionReplica) -> None:
+        states = self.replica_states.get(pr.topic_partition)
+        if states is not None:
+            states.pop(pr.replica, None)
+            if not states:
+                del self.replica_states[pr.topic_partition]
+
+    def is_topic_queued_for_deletion(self, topic: str) -> bool:
+        return topic in self.topics_to_be_deleted
+
+    def is_topic_deletion_in_progress(self, topic: str) -> bool:
+        return any(
+            self.replica_state(pr) == R.DELETION_STARTED for pr in self.replicas_for_topic(topic)
+        )
+
+    @property
+    def offline_partition_count(self) -> int:
+        return sum(
+            1
+            for tp, state in self.partition_states.items()
+            if state == P.OFFLINE and tp.topic not in self.topics_to_be_deleted
+        )
+
+    def reset(self) -> None:
+        """Drop everything: what a resigning controller does (it may not act on stale state)."""
+        fresh = ControllerContext()
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(fresh, name))

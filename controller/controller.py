@@ -1,0 +1,1054 @@
+"""The controller (Kafka's KafkaController): event processing on the one event thread.
+
+Every broker runs one. It is inactive until it wins the election; then it loads the
+cluster from ZooKeeper (`on_controller_failover`), and from that moment every change it
+observes arrives as an event, processed in order. Losing the term (another controller's
+epoch, an expired session, a ZooKeeper outage longer than the session timeout) makes it
+resign: watches removed, state dropped, channel closed, and nothing written after that.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+
+from broker.state_change_log import StateChangeLog
+from controller import events as ev
+from controller.channel import ControllerChannelManager
+from controller.context import (
+    ControllerContext,
+    LeaderIsrAndControllerEpoch,
+    PartitionReplica,
+    PartitionStateName,
+    ReplicaAssignment,
+    ReplicaStateName,
+)
+from controller.election import ElectionStrategy, imbalanced_partitions
+from controller.request_batch import BrokerRequest
+from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
+from controller.store import ZkControllerStore
+from controller.topic_deletion import TopicDeletionManager
+from election.controller_election import (
+    NO_CONTROLLER,
+    FencingToken,
+    delete_own_controller_znode,
+    read_controller,
+    try_elect,
+)
+from handlers import zk_handlers
+from wire.api import ApiKey
+from wire.errors import ErrorCode
+from zkdata import paths
+from zkdata.client import ControllerMovedError, SetData, ZkClient, is_error
+from zkdata.znodes import (
+    BrokerRegistration,
+    MalformedZnode,
+    TopicAssignment,
+    TopicPartition,
+    decode_broker,
+    decode_partition_list,
+    decode_reassignment,
+    decode_topic,
+    encode_topic,
+    new_topic_id,
+)
+
+log = logging.getLogger(__name__)
+
+P = PartitionStateName
+R = ReplicaStateName
+
+# ZooKeeper could not be used: the controller cannot know its view is whole, so it resigns.
+_ZK_ERRORS = (KazooException, KazooTimeoutError)
+
+
+@dataclass
+class ControllerConfig:
+    broker_id: int
+    session_timeout_ms: int = 18_000
+    unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_s: float = 300.0
+    delete_topic_enable: bool = True
+    controller_socket_timeout_ms: int = 30_000
+
+
+@dataclass
+class FailoverTimings:
+    """What the last failover cost, in milliseconds (the benchmark reads these)."""
+
+    elected_at: float = 0.0  # time.time() when the election was won
+    load_ms: float = 0.0  # loading the context from ZooKeeper
+    update_metadata_ms: float = 0.0  # from election won to UpdateMetadata handed to the channel
+    total_ms: float = 0.0  # the whole failover sequence
+    partitions: int = 0
+    brokers: int = 0
+
+
+@dataclass
+class _Reassignments:
+    """Reassignments asked for through /admin/reassign_partitions, by target replicas."""
+
+    zk_triggered: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+
+
+class KafkaController:
+    def __init__(
+        self,
+        config: ControllerConfig,
+        zk: ZkClient,
+        state_log: StateChangeLog,
+        register_broker: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.zk = zk
+        self.state_log = state_log
+        self.register_broker = register_broker
+        self.store = ZkControllerStore(zk)
+        self.ctx = ControllerContext()
+        self.events = ev.ControllerEventManager(self.process)
+        self.channel: ControllerChannelManager | None = None
+        self.ops = ControllerOps(
+            self.ctx,
+            self.store,
+            self.broker_id,
+            self._send,
+            state_log,
+            unclean_default=config.unclean_leader_election_enable,
+        )
+        self.partition_sm = PartitionStateMachine(self.ops)
+        self.replica_sm = ReplicaStateMachine(self.ops)
+        self.deletion = TopicDeletionManager(
+            self.ops, self.partition_sm, self.replica_sm, self.store, self._on_topic_removed
+        )
+        self.handlers = zk_handlers.HandlerRegistry(zk, self.events.put)
+        self._controller_change = zk_handlers.controller_change(self.events.put)
+        self.reassignments = _Reassignments()
+        self.active_controller_id = NO_CONTROLLER
+        self.token: FencingToken | None = None
+        self.last_failover = FailoverTimings()
+        self.failovers = 0
+        self.resignations = 0
+        self._rebalance_timer: threading.Timer | None = None
+        self._suspended_timer: threading.Timer | None = None
+        self._last_zk_state = "CONNECTED"
+        self._state_lock = threading.Lock()
+
+    # --- lifecycle (called from the broker's threads: they only enqueue) ---------------
+
+    @property
+    def is_active(self) -> bool:
+        return self.token is not None
+
+    def start(self) -> None:
+        self.zk.add_state_listener(self._on_zk_state)
+        self.zk.register_handler(paths.CONTROLLER, self._controller_change)
+        self.events.start()
+        self.events.put(ev.Startup())
+
+    def shutdown(self) -> None:
+        """Stop the event thread, then resign (the broker is going away)."""
+        self._cancel_suspended_timer()
+        self.events.close()
+        if self.is_active:
+            self._resign("broker shutting down")
+        self.zk.unregister_handler(paths.CONTROLLER, self._controller_change)
+
+    def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int, reply: ev.ShutdownReply
+    ) -> None:
+        self.events.put(ev.ControlledShutdown(broker_id, broker_epoch, reply))
+
+    def _on_zk_state(self, state: str) -> None:
+        """kazoo's connection thread: decide which event to enqueue, nothing more."""
+        with self._state_lock:
+            previous, self._last_zk_state = self._last_zk_state, state
+            if state == "SUSPENDED":
+                self._start_suspended_timer()
+            elif state == "LOST":
+                self._cancel_suspended_timer()
+                self.events.clear_and_put(ev.Expire("session expired"))
+            elif state == "CONNECTED":
+                self._cancel_suspended_timer()
+                if previous == "LOST":
+                    self.events.put(ev.RegisterBrokerAndReelect())
+                elif previous == "SUSPENDED":
+                    self.events.put(ev.Reconnected())
+        self.state_log.session_state(state)
+
+    def _start_suspended_timer(self) -> None:
+        # Disconnected for a whole session timeout: ZooKeeper has (or will have) expired
+        # the session, so another broker may already be controller. Stop acting now.
+        self._cancel_suspended_timer()
+        timer = threading.Timer(
+            self.config.session_timeout_ms / 1000,
+            lambda: self.events.clear_and_put(
+                ev.Expire("ZooKeeper unreachable for longer than the session timeout")
+            ),
+        )
+        timer.daemon = True
+        self._suspended_timer = timer
+        timer.start()
+
+    def _cancel_suspended_timer(self) -> None:
+        if self._suspended_timer is not None:
+            self._suspended_timer.cancel()
+            self._suspended_timer = None
+
+    # --- the event loop ----------------------------------------------------------------
+
+    def process(self, event: ev.ControllerEvent) -> None:
+        handler = getattr(self, f"_on_{event.name}", None)
+        if handler is None:
+            log.error("no handler for controller event %s", event.name)
+            return
+        try:
+            handler(event)
+        except ControllerMovedError:
+            log.warning("controller moved while processing %s: resigning", event.name)
+            self._maybe_resign(fenced=True)
+        except _ZK_ERRORS as e:
+            log.warning("ZooKeeper failed while processing %s (%r)", event.name, e)
+            if self.is_active:
+                # The context may be half-updated: drop it rather than act on it. On
+                # reconnection our own /controller is removed and a new election runs.
+                self._resign(f"ZooKeeper error: {type(e).__name__}")
+
+    def _send(self, requests: list[BrokerRequest]) -> None:
+        if self.channel is not None and self.is_active:
+            self.channel.send(requests)
+
+    def _on_response(self, request: BrokerRequest, response: dict[str, Any]) -> None:
+        """A sender thread: turn the broker's answer into an event."""
+        if request.api_key == ApiKey.LEADER_AND_ISR:
+            self.events.put(ev.LeaderAndIsrResponseReceived(request.broker_id, response))
+        elif request.api_key == ApiKey.STOP_REPLICA and request.delete_partitions:
+            errors = {
+                TopicPartition(p["topic_name"], p["partition_index"]): p["error_code"]
+                for p in response.get("partition_errors", [])
+            }
+            self.events.put(
+                ev.TopicDeletionStopReplicaResponseReceived(
+                    request.broker_id,
+                    response.get("error_code", 0),
+                    {tp: errors.get(tp, 0) for tp in request.partitions},
+                )
+            )
+
+    # --- election and resignation -------------------------------------------------------
+
+    def _on_Startup(self, _event: ev.Startup) -> None:
+        self._elect()
+
+    def _on_ControllerChange(self, _event: ev.ControllerChange) -> None:
+        self._maybe_resign()
+
+    def _on_Reelect(self, _event: ev.Reelect) -> None:
+        self._maybe_resign()
+        self._elect()
+
+    def _on_Expire(self, event: ev.Expire) -> None:
+        if self.is_active:
+            self._resign(event.reason)
+        self.active_controller_id = NO_CONTROLLER
+        event.done.set()
+
+    def _on_RegisterBrokerAndReelect(self, _event: ev.RegisterBrokerAndReelect) -> None:
+        broker_epoch = self.register_broker()
+        log.info(
+            "re-registered broker %d in a new session, broker epoch %d",
+            self.broker_id,
+            broker_epoch,
+        )
+        self._elect()
+
+    def _on_Reconnected(self, _event: ev.Reconnected) -> None:
+        # The session survived a disconnection. If we resigned meanwhile, our /controller
+        # may still stand with nobody acting behind it: remove it so an election happens.
+        if not self.is_active and delete_own_controller_znode(self.zk, self.broker_id):
+            log.info("removed this broker's stale /controller after reconnecting")
+        self.register_broker()
+        if not self.is_active:
+            self._elect()
+
+    def _elect(self) -> None:
+        controller_id, owner = read_controller(self.zk, watch=True)
+        if controller_id != NO_CONTROLLER:
+            if (
+                controller_id == self.broker_id
+                and owner == self.zk.session_id
+                and not self.is_active
+            ):
+                # Our own, left from before a resignation: clear it and race again.
+                delete_own_controller_znode(self.zk, self.broker_id)
+                return  # the deletion's watch brings a Reelect
+            if controller_id != self.active_controller_id:
+                self.state_log.controller_seen(controller_id, "election found a controller")
+            self.active_controller_id = controller_id
+            return
+        outcome = try_elect(self.zk, self.broker_id)
+        self.active_controller_id = outcome.controller_id
+        if outcome.token is None:
+            self.state_log.controller_seen(outcome.controller_id, "lost the election")
+            return
+        self.token = outcome.token
+        self.ctx.epoch = outcome.token.epoch
+        self.ctx.epoch_zk_version = outcome.token.zk_version
+        self.last_failover = FailoverTimings(elected_at=time.time())
+        self.state_log.controller_elected(self.ctx.epoch, self.ctx.epoch_zk_version)
+        log.info("broker %d is controller, epoch %d", self.broker_id, self.ctx.epoch)
+        try:
+            self._on_controller_failover()
+        except ControllerMovedError:
+            raise
+        except Exception:
+            log.exception("controller failover failed; resigning so another broker can try")
+            epoch = self.ctx.epoch
+            self._resign("failover failed")
+            delete_own_controller_znode(self.zk, self.broker_id)
+            log.info("resigned epoch %d", epoch)
+
+    def _maybe_resign(self, *, fenced: bool = False) -> None:
+        was_active = self.is_active
+        controller_id, _ = read_controller(self.zk, watch=True)
+        self.active_controller_id = controller_id
+        if was_active and (fenced or controller_id != self.broker_id):
+            self._resign("fenced: another controller's epoch" if fenced else "controller moved")
+            if controller_id == self.broker_id:
+                delete_own_controller_znode(self.zk, self.broker_id)
+        elif controller_id != self.broker_id:
+            self.state_log.controller_seen(controller_id, "controller changed")
+
+    def _resign(self, reason: str) -> None:
+        epoch = self.ctx.epoch
+        self.token = None
+        self.resignations += 1
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
+        self.handlers.unregister_all()
+        if self.channel is not None:
+            self.channel.close(timeout_s=0.5)
+            self.channel = None
+        self.ops.batch.clear()
+        self.ctx.reset()
+        self.reassignments = _Reassignments()
+        self.state_log.controller_resigned(epoch, reason)
+        log.info("broker %d resigned as controller of epoch %d: %s", self.broker_id, epoch, reason)
+
+    # --- failover -----------------------------------------------------------------------
+
+    def _on_controller_failover(self) -> None:
+        started = time.monotonic()
+        self.failovers += 1
+        self.handlers.register_controller_handlers()
+        self._delete_isr_change_notifications(
+            self.zk.get_children(paths.ISR_CHANGE_NOTIFICATION, watch=True) or []
+        )
+        self._initialize_context()
+        loaded = time.monotonic()
+        pending_deletions = self.zk.get_children(paths.DELETE_TOPICS, watch=True) or []
+        queued = {t for t in pending_deletions if t in self.ctx.assignments}
+        if not self.config.delete_topic_enable:
+            self.store.delete_paths(
+                [paths.delete_topic(t) for t in pending_deletions], self.ctx.epoch_zk_version
+            )
+            queued = set()
+        self.ctx.topics_to_be_deleted.update(queued)
+        self.ctx.topics_ineligible_for_deletion.update(
+            t for t in queued if any(tp.topic == t for tp in self.ctx.partitions_being_reassigned)
+        )
+        # Every broker learns the whole cluster before any LeaderAndIsr (Kafka's order).
+        self.ops.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids, None)
+        self.ops.flush()
+        sent = time.monotonic()
+        self.replica_sm.startup()
+        self.partition_sm.startup()
+        self._initialize_reassignments()
+        self.deletion.resume()
+        self._run_pending_preferred_election()
+        self._schedule_rebalance()
+        done = time.monotonic()
+        t = self.last_failover
+        t.load_ms = (loaded - started) * 1000
+        t.update_metadata_ms = (time.time() - t.elected_at) * 1000 - (done - sent) * 1000
+        t.total_ms = (done - started) * 1000
+        t.partitions = self.ctx.partition_count()
+        t.brokers = len(self.ctx.live_brokers)
+        self.state_log.failover_loaded(self.ctx.epoch, t.brokers, t.partitions, t.load_ms)
+        log.info(
+            "failover of epoch %d: %d brokers, %d partitions, loaded in %.0f ms, done in %.0f ms",
+            self.ctx.epoch,
+            t.brokers,
+            t.partitions,
+            t.load_ms,
+            t.total_ms,
+        )
+
+    def _initialize_context(self) -> None:
+        ctx = self.ctx
+        broker_ids = self.zk.get_children(paths.BROKER_IDS, watch=True) or []
+        brokers = self._read_brokers(broker_ids)
+        ctx.add_live_brokers(brokers)
+        self.channel = ControllerChannelManager(
+            self.broker_id,
+            self._on_response,
+            socket_timeout_s=self.config.controller_socket_timeout_ms / 1000,
+        )
+        for broker_id, (reg, _) in brokers.items():
+            self.channel.add_broker(broker_id, reg.host, reg.port)
+            self.handlers.register(zk_handlers.broker_modifications(self.events.put, broker_id))
+        topics = self.zk.get_children(paths.BROKER_TOPICS, watch=True) or []
+        self._add_topics(self._read_topics(topics))
+        states = self.store.read_partition_states(list(ctx.all_partitions()))
+        for tp, state in states.items():
+            if state is not None:
+                ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
+                    state.leader_and_isr, state.controller_epoch
+                )
+
+    def _read_brokers(self, broker_ids: Iterable[str]) -> dict[int, tuple[BrokerRegistration, int]]:
+        """Registrations and broker epochs (czxid), watched for modifications."""
+        ids = [i for i in (paths.parse_broker_id(c) for c in broker_ids) if i is not None]
+        got = self.zk.get_many([paths.broker(i) for i in ids], watch=True)
+        out: dict[int, tuple[BrokerRegistration, int]] = {}
+        for broker_id, item in zip(ids, got, strict=True):
+            if item is None:
+                continue
+            try:
+                out[broker_id] = (decode_broker(broker_id, item[0]), int(item[1].czxid))
+            except MalformedZnode as e:
+                log.error("%s; ignoring broker %d", e, broker_id)
+        return out
+
+    def _read_topics(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
+        """Assignments of these topics, watched for partition additions; malformed ones are
+        reported and skipped. Topics without an id (older tools) get one, as Kafka 2.8."""
+        names = sorted(set(topics))
+        for t in names:
+            self.handlers.register(zk_handlers.partition_modifications(self.events.put, t))
+        got = self.zk.get_many([paths.topic(t) for t in names], watch=True)
+        out: dict[str, TopicAssignment] = {}
+        missing_ids: list[TopicAssignment] = []
+        for topic, item in zip(names, got, strict=True):
+            if item is None:
+                continue
+            try:
+                assignment = decode_topic(topic, item[0])
+            except MalformedZnode as e:
+                log.error("%s; ignoring topic %s until it is fixed", e, topic)
+                continue
+            if assignment.topic_id is None:
+                assignment = TopicAssignment(
+                    topic,
+                    assignment.partitions,
+                    new_topic_id(),
+                    assignment.adding_replicas,
+                    assignment.removing_replicas,
+                )
+                missing_ids.append(assignment)
+            out[topic] = assignment
+        if missing_ids:
+            self.store.write_topic_assignments(missing_ids, self.ctx.epoch_zk_version)
+        return out
+
+    def _add_topics(self, assignments: dict[str, TopicAssignment]) -> list[TopicPartition]:
+        ctx = self.ctx
+        added: list[TopicPartition] = []
+        for topic, a in assignments.items():
+            if a.topic_id is not None:
+                ctx.topic_ids[topic] = a.topic_id
+            parts = ctx.assignments.setdefault(topic, {})
+            for p, replicas in a.partitions.items():
+                adding = a.adding_replicas.get(p, ())
+                removing = a.removing_replicas.get(p, ())
+                parts[p] = ReplicaAssignment(replicas, adding, removing)
+                tp = TopicPartition(topic, p)
+                if adding or removing:
+                    ctx.partitions_being_reassigned.add(tp)
+                added.append(tp)
+        return added
+
+    def _delete_isr_change_notifications(self, children: list[str]) -> None:
+        self.store.delete_paths(
+            [paths.isr_change_notification(c) for c in children], self.ctx.epoch_zk_version
+        )
+
+    def _schedule_rebalance(self) -> None:
+        if not self.config.auto_leader_rebalance_enable or not self.is_active:
+            return
+        timer = threading.Timer(
+            self.config.leader_imbalance_check_interval_s,
+            lambda: self.events.put(ev.AutoPreferredReplicaLeaderElection()),
+        )
+        timer.daemon = True
+        self._rebalance_timer = timer
+        timer.start()
+
+    # --- brokers ------------------------------------------------------------------------
+
+    def _on_BrokerChange(self, _event: ev.BrokerChange) -> None:
+        if not self.is_active:
+            return
+        ctx = self.ctx
+        current = self._read_brokers(self.zk.get_children(paths.BROKER_IDS, watch=True) or [])
+        known = set(ctx.live_brokers)
+        new = set(current) - known
+        dead = known - set(current)
+        bounced = {b for b in set(current) & known if current[b][1] > ctx.broker_epochs.get(b, -1)}
+        if not (new or dead or bounced):
+            return
+        self.state_log.broker_change(ctx.epoch, new, dead, bounced, current)
+        log.info("brokers: new %s, dead %s, bounced %s", sorted(new), sorted(dead), sorted(bounced))
+        assert self.channel is not None
+        for b in dead | bounced:
+            self.channel.remove_broker(b)
+            self.handlers.unregister(paths.broker(b))
+        for b in new | bounced:
+            reg = current[b][0]
+            self.channel.add_broker(b, reg.host, reg.port)
+            self.handlers.register(zk_handlers.broker_modifications(self.events.put, b))
+        if new:
+            ctx.add_live_brokers({b: current[b] for b in new})
+            self._on_broker_startup(new)
+        if bounced:
+            # A new incarnation: whatever the old one held is gone (KIP-380).
+            ctx.remove_live_brokers(bounced)
+            self._on_broker_failure(bounced)
+            ctx.add_live_brokers({b: current[b] for b in bounced})
+            self._on_broker_startup(bounced)
+        if dead:
+            ctx.remove_live_brokers(dead)
+            self._on_broker_failure(dead)
+
+    def _on_broker_startup(self, new: set[int]) -> None:
+        ctx, ops = self.ctx, self.ops
+        ctx.shutting_down_broker_ids -= new
+        existing = ctx.live_or_shutting_down_broker_ids - new
+        ops.batch.add_update_metadata(existing, [])
+        ops.batch.add_update_metadata(new, None)
+        ops.flush()
+        self.replica_sm.handle_state_changes(ctx.replicas_on_brokers(new), R.ONLINE)
+        self.partition_sm.trigger_online_partition_state_change()
+        for tp in sorted(ctx.partitions_being_reassigned):
+            if set(ctx.full_assignment(tp).target_replicas) & new:
+                self._on_partition_reassignment(tp, ctx.full_assignment(tp))
+        ineligible = [
+            t
+            for t in ctx.topics_ineligible_for_deletion
+            if any(r in new for pr in ctx.replicas_for_topic(t) for r in (pr.replica,))
+        ]
+        if ineligible:
+            self.deletion.resume_for(ineligible)
+
+    def _on_broker_failure(self, dead: set[int]) -> None:
+        ctx = self.ctx
+        ctx.shutting_down_broker_ids -= dead
+        self._on_replicas_become_offline(ctx.replicas_on_brokers(dead))
+
+    def _on_replicas_become_offline(self, replicas: list[PartitionReplica]) -> None:
+        ctx, ops = self.ctx, self.ops
+        for_deletion = [
+            pr for pr in replicas if ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
+        ]
+        not_for_deletion = [
+            pr for pr in replicas if not ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
+        ]
+        offline_leader = [
+            tp
+            for tp, lice in ctx.leadership.items()
+            if not ctx.is_replica_online(lice.leader_and_isr.leader)
+            and not ctx.is_topic_queued_for_deletion(tp.topic)
+        ]
+        self.partition_sm.handle_state_changes(offline_leader, P.OFFLINE)
+        self.partition_sm.trigger_online_partition_state_change()
+        self.replica_sm.handle_state_changes(not_for_deletion, R.OFFLINE)
+        if for_deletion:
+            self.deletion.fail_replica_deletion(for_deletion)
+        if not offline_leader:
+            ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
+            ops.flush()
+
+    def _on_BrokerModifications(self, event: ev.BrokerModifications) -> None:
+        if not self.is_active:
+            return
+        got = self.zk.get(paths.broker(event.broker_id), watch=True)
+        if got is None:
+            return  # gone: the BrokerChange that follows handles it
+        try:
+            reg = decode_broker(event.broker_id, got[0])
+        except MalformedZnode as e:
+            log.error("%s; keeping the broker's previous registration", e)
+            return
+        ctx = self.ctx
+        old = ctx.live_brokers.get(event.broker_id)
+        if old is None or int(got[1].czxid) != ctx.broker_epochs.get(event.broker_id):
+            return
+        if old.endpoints != reg.endpoints or old.rack != reg.rack:
+            log.info("broker %d changed its registration: %s", event.broker_id, reg.endpoints)
+            ctx.live_brokers[event.broker_id] = reg
+            assert self.channel is not None
+            self.channel.add_broker(event.broker_id, reg.host, reg.port)
+            self.ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
+            self.ops.flush()
+
+    # --- topics -------------------------------------------------------------------------
+
+    def _on_TopicChange(self, _event: ev.TopicChange) -> None:
+        if not self.is_active:
+            return
+        ctx = self.ctx
+        topics = set(self.zk.get_children(paths.BROKER_TOPICS, watch=True) or [])
+        known = ctx.all_topics
+        for t in known - topics:
+            self._on_topic_removed(t)
+            ctx.remove_topic(t)
+        new = topics - known
+        if new:
+            added = self._add_topics(self._read_topics(new))
+            self._on_new_partition_creation(added)
+
+    def _on_new_partition_creation(self, tps: list[TopicPartition]) -> None:
+        if not tps:
+            return
+        ctx = self.ctx
+        replicas = [PartitionReplica(tp, r) for tp in tps for r in ctx.replicas(tp)]
+        self.partition_sm.handle_state_changes(tps, P.NEW)
+        self.replica_sm.handle_state_changes(replicas, R.NEW)
+        self.partition_sm.handle_state_changes(tps, P.ONLINE, ElectionStrategy.OFFLINE)
+        self.replica_sm.handle_state_changes(replicas, R.ONLINE)
+
+    def _on_PartitionModifications(self, event: ev.PartitionModifications) -> None:
+        if not self.is_active or event.topic not in self.ctx.assignments:
+            return
+        got = self.zk.get(paths.topic(event.topic), watch=True)
+        if got is None:
+            return
+        try:
+            assignment = decode_topic(event.topic, got[0])
+        except MalformedZnode as e:
+            log.error("%s; ignoring the change", e)
+            return
+        known = self.ctx.assignments[event.topic]
+        added = {p: r for p, r in assignment.partitions.items() if p not in known}
+        if not added:
+            return
+        if self.ctx.is_topic_queued_for_deletion(event.topic):
+            log.error(
+                "topic %s is being deleted: not adding partitions %s", event.topic, sorted(added)
+            )
+            return
+        new_tps = self._add_topics(
+            {event.topic: TopicAssignment(event.topic, added, assignment.topic_id)}
+        )
+        self._on_new_partition_creation(new_tps)
+
+    def _on_topic_removed(self, topic: str) -> None:
+        self.handlers.unregister(paths.topic(topic))
+        for tp in self.ctx.partitions_for_topic(topic):
+            self.handlers.unregister(paths.partition_state(tp.topic, tp.partition))
+            self.reassignments.zk_triggered.pop(tp, None)
+
+    def _on_TopicDeletion(self, _event: ev.TopicDeletion) -> None:
+        if not self.is_active:
+            return
+        ctx = self.ctx
+        requested = set(self.zk.get_children(paths.DELETE_TOPICS, watch=True) or [])
+        unknown = requested - ctx.all_topics
+        if unknown:
+            log.info("removing deletion requests for unknown topics %s", sorted(unknown))
+            self.store.delete_paths(
+                [paths.delete_topic(t) for t in sorted(unknown)], ctx.epoch_zk_version
+            )
+        requested &= ctx.all_topics
+        if not requested:
+            return
+        if not self.config.delete_topic_enable:
+            log.info("delete.topic.enable is false: ignoring deletion of %s", sorted(requested))
+            self.store.delete_paths(
+                [paths.delete_topic(t) for t in sorted(requested)], ctx.epoch_zk_version
+            )
+            return
+        reassigning = {tp.topic for tp in ctx.partitions_being_reassigned}
+        self.deletion.mark_ineligible(requested & reassigning, "partitions are being reassigned")
+        ctx.topics_to_be_deleted.update(requested)
+        self.deletion.mark_ineligible(requested & reassigning, "partitions are being reassigned")
+        self.deletion.resume()
+
+    def _on_TopicDeletionStopReplicaResponseReceived(
+        self, event: ev.TopicDeletionStopReplicaResponseReceived
+    ) -> None:
+        if not self.is_active:
+            return
+        failed: list[PartitionReplica] = []
+        done: list[PartitionReplica] = []
+        for tp, code in event.partition_errors.items():
+            pr = PartitionReplica(tp, event.broker_id)
+            (failed if event.request_error or code else done).append(pr)
+        if failed:
+            self.deletion.fail_replica_deletion(failed)
+        if done:
+            self.deletion.complete_replica_deletion(done)
+
+    def _on_LeaderAndIsrResponseReceived(self, event: ev.LeaderAndIsrResponseReceived) -> None:
+        response = event.response
+        code = response.get("error_code", 0)
+        if code:
+            log.warning(
+                "broker %d refused a LeaderAndIsr: %s", event.broker_id, ErrorCode(code).name
+            )
+            return
+        errors = [
+            (t.get("topic_id"), p["partition_index"], p["error_code"])
+            for t in response.get("topics", [])
+            for p in t.get("partition_errors", [])
+            if p["error_code"]
+        ]
+        if errors:
+            log.info(
+                "broker %d answered LeaderAndIsr with %d partition errors (first: %s)",
+                event.broker_id,
+                len(errors),
+                errors[0],
+            )
+
+    # --- ISR changes from leaders -------------------------------------------------------
+
+    def _on_IsrChangeNotification(self, _event: ev.IsrChangeNotification) -> None:
+        if not self.is_active:
+            return
+        children = sorted(self.zk.get_children(paths.ISR_CHANGE_NOTIFICATION, watch=True) or [])
+        if not children:
+            return
+        notification_paths = [paths.isr_change_notification(c) for c in children]
+        changed: set[TopicPartition] = set()
+        for path, got in zip(notification_paths, self.zk.get_many(notification_paths), strict=True):
+            if got is None:
+                continue
+            try:
+                changed.update(decode_partition_list(path, got[0]))
+            except MalformedZnode as e:
+                log.error("%s; skipping it", e)
+        ctx = self.ctx
+        known = [
+            tp
+            for tp in changed
+            if tp.topic in ctx.assignments and tp.partition in ctx.assignments[tp.topic]
+        ]
+        for tp, state in self.store.read_partition_states(known).items():
+            if state is not None:
+                ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
+                    state.leader_and_isr, state.controller_epoch
+                )
+        if known:
+            self.ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, known)
+            self.ops.flush()
+        self._delete_isr_change_notifications(children)
+
+    # --- reassignment -------------------------------------------------------------------
+
+    def _on_PartitionReassignment(self, _event: ev.PartitionReassignment) -> None:
+        if not self.is_active:
+            return
+        got = self.zk.get(paths.REASSIGN_PARTITIONS, watch=True)
+        if got is None:
+            return
+        try:
+            targets = decode_reassignment(got[0])
+        except MalformedZnode as e:
+            log.error("%s; removing the request", e)
+            self.store.delete_paths([paths.REASSIGN_PARTITIONS], self.ctx.epoch_zk_version)
+            return
+        ctx = self.ctx
+        for tp, target in targets.items():
+            if tp.topic not in ctx.assignments or tp.partition not in ctx.assignments[tp.topic]:
+                log.error("reassignment of unknown partition %s dropped", tp)
+                continue
+            if ctx.is_topic_queued_for_deletion(tp.topic):
+                log.error("reassignment of %s dropped: its topic is being deleted", tp)
+                continue
+            current = ctx.full_assignment(tp)
+            if not current.is_being_reassigned and current.replicas == target:
+                continue  # already there
+            self.reassignments.zk_triggered[tp] = target
+            self._on_partition_reassignment(
+                tp, ReplicaAssignment.for_reassignment(current.origin_replicas, target)
+            )
+        self._write_reassignment_znode()
+
+    def _write_reassignment_znode(self) -> None:
+        self.store.write_reassignment_znode(
+            self.reassignments.zk_triggered, self.ctx.epoch_zk_version
+        )
+
+    def _initialize_reassignments(self) -> None:
+        ctx = self.ctx
+        got = self.zk.get(paths.REASSIGN_PARTITIONS, watch=True)
+        if got is not None:
+            try:
+                for tp, target in decode_reassignment(got[0]).items():
+                    if tp.topic in ctx.assignments and tp.partition in ctx.assignments[tp.topic]:
+                        self.reassignments.zk_triggered[tp] = target
+            except MalformedZnode as e:
+                log.error("%s; removing the request", e)
+                self.store.delete_paths([paths.REASSIGN_PARTITIONS], ctx.epoch_zk_version)
+        for tp, target in self.reassignments.zk_triggered.items():
+            current = ctx.full_assignment(tp)
+            if current.target_replicas != target:
+                ctx.update_assignment(
+                    tp, ReplicaAssignment.for_reassignment(current.origin_replicas, target)
+                )
+            ctx.partitions_being_reassigned.add(tp)
+        for tp in sorted(ctx.partitions_being_reassigned):
+            self._on_partition_reassignment(tp, ctx.full_assignment(tp))
+        if self.reassignments.zk_triggered or got is not None:
+            self._write_reassignment_znode()
+
+    def _on_PartitionReassignmentIsrChange(self, event: ev.PartitionReassignmentIsrChange) -> None:
+        tp = event.topic_partition
+        if not self.is_active or tp not in self.ctx.partitions_being_reassigned:
+            return
+        self.zk.get(paths.partition_state(tp.topic, tp.partition), watch=True)  # re-arm
+        self._on_partition_reassignment(tp, self.ctx.full_assignment(tp))
+        self._write_reassignment_znode()
+
+    def _on_partition_reassignment(
+        self, tp: TopicPartition, reassignment: ReplicaAssignment
+    ) -> None:
+        """KIP-455's reassignment steps (KafkaController.onPartitionReassignment)."""
+        ctx, ops = self.ctx, self.ops
+        self._update_assignment(tp, reassignment)
+        ctx.partitions_being_reassigned.add(tp)
+        self.handlers.register(zk_handlers.partition_reassignment_isr_change(self.events.put, tp))
+        self.zk.get(paths.partition_state(tp.topic, tp.partition), watch=True)
+        current = self.store.read_partition_states([tp]).get(tp)
+        target = reassignment.target_replicas
+        complete = current is not None and all(r in current.leader_and_isr.isr for r in target)
+        if not complete:
+            # U2: every replica of the full set learns the new assignment (epoch bumped);
+            # U3: the new replicas start, and will be added to the ISR by the leader.
+            self._bump_leader_epoch_and_send(tp, reassignment)
+            self.replica_sm.handle_state_changes(
+                [PartitionReplica(tp, r) for r in reassignment.adding], R.NEW
+            )
+            return
+        # B1-B9: the target replicas caught up: make them the assignment.
+        self.replica_sm.handle_state_changes(
+            [PartitionReplica(tp, r) for r in reassignment.adding], R.ONLINE
+        )
+        final = ReplicaAssignment(target)
+        ctx.update_assignment(tp, final)
+        leader = current.leader_and_isr.leader if current is not None else -1
+        if leader not in target or not ctx.is_replica_online(leader):
+            self.partition_sm.handle_state_changes([tp], P.ONLINE, ElectionStrategy.REASSIGN)
+        else:
+            self._bump_leader_epoch_and_send(tp, final)
+        removed = [PartitionReplica(tp, r) for r in reassignment.removing]
+        self.replica_sm.handle_state_changes(removed, R.OFFLINE, reason="reassign")
+        self.replica_sm.handle_state_changes(removed, R.DELETION_STARTED)
+        self.replica_sm.handle_state_changes(removed, R.DELETION_SUCCESSFUL)
+        self.replica_sm.handle_state_changes(removed, R.NON_EXISTENT)
+        self._update_assignment(tp, final)
+        ctx.partitions_being_reassigned.discard(tp)
+        self.reassignments.zk_triggered.pop(tp, None)
+        self.handlers.unregister(paths.partition_state(tp.topic, tp.partition))
+        ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [tp])
+        ops.flush()
+        self.deletion.resume_for([tp.topic])
+        log.info("reassignment of %s to %s complete", tp, list(target))
+
+    def _update_assignment(self, tp: TopicPartition, ra: ReplicaAssignment) -> None:
+        """Write a partition's assignment into its topic znode (fenced) and the context."""
+        ctx = self.ctx
+        ctx.update_assignment(tp, ra)
+        parts = ctx.assignments[tp.topic]
+        assignment = TopicAssignment(
+            tp.topic,
+            {p: a.replicas for p, a in parts.items()},
+            ctx.topic_ids.get(tp.topic),
+            {p: a.adding for p, a in parts.items() if a.adding},
+            {p: a.removing for p, a in parts.items() if a.removing},
+        )
+        result = self.zk.multi_fenced(
+            ctx.epoch_zk_version, [SetData(paths.topic(tp.topic), encode_topic(assignment))]
+        )
+        if is_error(result[0]):
+            raise RuntimeError(f"could not write the assignment of {tp}: {result[0]!r}")
+
+    def _bump_leader_epoch_and_send(self, tp: TopicPartition, ra: ReplicaAssignment) -> None:
+        """Same leader and ISR, next leader epoch: replicas learn a changed replica set."""
+        ctx, ops = self.ctx, self.ops
+        for _ in range(20):
+            current = self.store.read_partition_states([tp]).get(tp)
+            if current is None or current.controller_epoch > ctx.epoch:
+                log.error("cannot bump the leader epoch of %s: its state is missing or newer", tp)
+                return
+            lai = current.leader_and_isr
+            written = self.store.update_partition_states(
+                {tp: lai.new_leader_and_isr(lai.leader, lai.isr)}, ctx.epoch, ctx.epoch_zk_version
+            )
+            if tp in written.finished:
+                new = written.finished[tp]
+                lice = ops.record_leadership(tp, new)
+                ops.batch.add_leader_and_isr(ctx, ra.replicas, tp, lice, ra, is_new=False)
+                ops.log_states(
+                    [
+                        {
+                            "topic": tp.topic,
+                            "partition": tp.partition,
+                            "leader": new.leader,
+                            "leader_epoch": new.leader_epoch,
+                            "isr": list(new.isr),
+                            "reason": "reassign",
+                        }
+                    ]
+                )
+                ops.flush()
+                return
+            if tp in written.failed:
+                log.error("bumping the leader epoch of %s failed: %s", tp, written.failed[tp])
+                return
+
+    # --- preferred leaders --------------------------------------------------------------
+
+    def _on_PreferredReplicaElection(self, _event: ev.PreferredReplicaElection) -> None:
+        if self.is_active:
+            self._run_pending_preferred_election()
+
+    def _run_pending_preferred_election(self) -> None:
+        ctx = self.ctx
+        got = self.zk.get(paths.PREFERRED_REPLICA_ELECTION, watch=True)
+        if got is None:
+            return
+        try:
+            requested = decode_partition_list(paths.PREFERRED_REPLICA_ELECTION, got[0])
+        except MalformedZnode as e:
+            log.error("%s; removing the request", e)
+            requested = []
+        self._elect_preferred(requested)
+        self.store.delete_paths([paths.PREFERRED_REPLICA_ELECTION], ctx.epoch_zk_version)
+
+    def _elect_preferred(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
+        ctx = self.ctx
+        eligible = []
+        for tp in tps:
+            lice = ctx.leadership.get(tp)
+            if lice is None or ctx.is_topic_queued_for_deletion(tp.topic):
+                continue
+            replicas = ctx.replicas(tp)
+            if replicas and lice.leader_and_isr.leader == replicas[0]:
+                continue  # already led by its preferred replica
+            eligible.append(tp)
+        return self.partition_sm.handle_state_changes(
+            eligible, P.ONLINE, ElectionStrategy.PREFERRED
+        )
+
+    def _on_AutoPreferredReplicaLeaderElection(
+        self, _event: ev.AutoPreferredReplicaLeaderElection
+    ) -> None:
+        if not self.is_active:
+            return
+        try:
+            if not self.ctx.partitions_being_reassigned:
+                for broker, tps in sorted(
+                    imbalanced_partitions(
+                        self.ctx, self.config.leader_imbalance_per_broker_percentage
+                    ).items()
+                ):
+                    log.info(
+                        "auto rebalance: moving %d partitions back to broker %d", len(tps), broker
+                    )
+                    self._elect_preferred(tps)
+        finally:
+            self._schedule_rebalance()
+
+    # --- controlled shutdown ------------------------------------------------------------
+
+    def _on_ControlledShutdown(self, event: ev.ControlledShutdown) -> None:
+        ctx = self.ctx
+        if not self.is_active:
+            event.reply(int(ErrorCode.NOT_CONTROLLER), [])
+            return
+        known_epoch = ctx.broker_epochs.get(event.broker_id)
+        if known_epoch is None:
+            event.reply(int(ErrorCode.BROKER_NOT_AVAILABLE), [])
+            return
+        if event.broker_epoch != -1 and event.broker_epoch < known_epoch:
+            event.reply(int(ErrorCode.STALE_BROKER_EPOCH), [])
+            return
+        ctx.shutting_down_broker_ids.add(event.broker_id)
+        candidates = [
+            tp
+            for tp in ctx.partitions_on_broker(event.broker_id)
+            if len(ctx.replicas(tp)) > 1
+            and tp in ctx.leadership
+            and not ctx.is_topic_queued_for_deletion(tp.topic)
+        ]
+        led = [
+            tp for tp in candidates if ctx.leadership[tp].leader_and_isr.leader == event.broker_id
+        ]
+        followed = [
+            tp for tp in candidates if ctx.leadership[tp].leader_and_isr.leader != event.broker_id
+        ]
+        self.partition_sm.handle_state_changes(led, P.ONLINE, ElectionStrategy.CONTROLLED_SHUTDOWN)
+        for tp in followed:
+            self.ops.batch.add_stop_replica([event.broker_id], tp, delete_partition=False)
+        self.ops.flush()
+        self.replica_sm.handle_state_changes(
+            [PartitionReplica(tp, event.broker_id) for tp in followed],
+            R.OFFLINE,
+            reason="controlled_shutdown",
+        )
+        remaining = [
+            tp
+            for tp in ctx.partitions_led_by(event.broker_id)
+            if len(ctx.replicas(tp)) > 1 and not ctx.is_topic_queued_for_deletion(tp.topic)
+        ]
+        log.info(
+            "controlled shutdown of broker %d: moved %d leaders, %d remaining",
+            event.broker_id,
+            len(led) - len(remaining),
+            len(remaining),
+        )
+        event.reply(int(ErrorCode.NONE), sorted(remaining))
+
+    # --- observability ------------------------------------------------------------------
+
+    def metrics(self) -> dict[str, Any]:
+        """A snapshot for the status file and `zkctl controller` (safe from any thread)."""
+        ctx = self.ctx
+        return {
+            "broker_id": self.broker_id,
+            "active": self.is_active,
+            "active_controller_id": self.active_controller_id,
+            "controller_epoch": ctx.epoch if self.is_active else None,
+            "event_queue_size": self.events.queue_size,
+            "event_queue_time_ms": self.events.queue_time.snapshot(),
+            "event_process_time_ms": self.events.process_time.snapshot(),
+            "current_event": self.events.current_event,
+            "channel_queue_sizes": self.channel.queue_sizes() if self.channel is not None else {},
+            "offline_partitions": ctx.offline_partition_count if self.is_active else None,
+            "partitions": ctx.partition_count() if self.is_active else None,
+            "unclean_elections": ctx.unclean_elections,
+            "failovers": self.failovers,
+            "resignations": self.resignations,
+            "last_failover": vars(self.last_failover),
+        }
+
+
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, path)

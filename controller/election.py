@@ -1,0 +1,214 @@
+"""Leader election strategies and the other leadership decisions, as pure functions.
+
+Kafka's Election.scala and PartitionLeaderElectionAlgorithms. "Live" means on a live
+broker; shutting-down brokers count as live only where said. Each decision that changes
+the leader or the ISR bumps the leader epoch, and no decision empties an ISR.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from controller.context import ControllerContext
+from zkdata.znodes import NO_LEADER, LeaderAndIsr, TopicPartition
+
+
+class ElectionStrategy(enum.Enum):
+    OFFLINE = "offline"
+    REASSIGN = "reassign"
+    PREFERRED = "preferred"
+    CONTROLLED_SHUTDOWN = "controlled_shutdown"
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionResult:
+    topic_partition: TopicPartition
+    leader_and_isr: LeaderAndIsr | None  # None: no eligible leader
+    live_replicas: tuple[int, ...]  # who receives the LeaderAndIsr
+    unclean: bool = False
+
+
+# --- the four algorithms ----------------------------------------------------------------
+
+
+def offline_leader(
+    assignment: Sequence[int],
+    isr: Collection[int],
+    live: Collection[int],
+    unclean_enabled: bool,
+) -> tuple[int | None, bool]:
+    """First live ISR member in assignment order; else, if allowed, first live replica.
+
+    Returns (leader, unclean).
+    """
+    for r in assignment:
+        if r in live and r in isr:
+            return r, False
+    if unclean_enabled:
+        for r in assignment:
+            if r in live:
+                return r, True
+    return None, False
+
+
+def reassign_leader(
+    target: Sequence[int], isr: Collection[int], live: Collection[int]
+) -> int | None:
+    for r in target:
+        if r in live and r in isr:
+            return r
+    return None
+
+
+def preferred_leader(
+    assignment: Sequence[int], isr: Collection[int], live: Collection[int]
+) -> int | None:
+    if assignment and assignment[0] in live and assignment[0] in isr:
+        return assignment[0]
+    return None
+
+
+def controlled_shutdown_leader(
+    assignment: Sequence[int],
+    isr: Collection[int],
+    live_or_shutting_down: Collection[int],
+    shutting_down: Collection[int],
+) -> int | None:
+    for r in assignment:
+        if r in live_or_shutting_down and r in isr and r not in shutting_down:
+            return r
+    return None
+
+
+# --- the strategies over the context ----------------------------------------------------
+
+
+def _live(
+    ctx: ControllerContext, replicas: Sequence[int], *, shutting_down: bool = False
+) -> tuple[int, ...]:
+    return tuple(r for r in replicas if ctx.is_replica_online(r, shutting_down))
+
+
+def leader_for_offline(
+    ctx: ControllerContext, tp: TopicPartition, current: LeaderAndIsr, unclean_enabled: bool
+) -> ElectionResult:
+    assignment = ctx.replicas(tp)
+    live = _live(ctx, assignment)
+    leader, unclean = offline_leader(assignment, current.isr, live, unclean_enabled)
+    if leader is None:
+        return ElectionResult(tp, None, live)
+    if leader in current.isr:
+        new_isr = tuple(r for r in current.isr if ctx.is_replica_online(r))
+    else:
+        new_isr = (leader,)
+    return ElectionResult(tp, current.new_leader_and_isr(leader, new_isr), live, unclean)
+
+
+def leader_for_reassign(
+    ctx: ControllerContext, tp: TopicPartition, current: LeaderAndIsr
+) -> ElectionResult:
+    target = ctx.full_assignment(tp).target_replicas
+    live = _live(ctx, target)
+    leader = reassign_leader(target, current.isr, live)
+    if leader is None:
+        return ElectionResult(tp, None, live)
+    return ElectionResult(tp, current.new_leader_and_isr(leader, current.isr), live)
+
+
+def leader_for_preferred(
+    ctx: ControllerContext, tp: TopicPartition, current: LeaderAndIsr
+) -> ElectionResult:
+    assignment = ctx.replicas(tp)
+    live = _live(ctx, assignment)
+    leader = preferred_leader(assignment, current.isr, live)
+    if leader is None:
+        return ElectionResult(tp, None, live)
+    return ElectionResult(tp, current.new_leader_and_isr(leader, current.isr), live)
+
+
+def leader_for_controlled_shutdown(
+    ctx: ControllerContext, tp: TopicPartition, current: LeaderAndIsr
+) -> ElectionResult:
+    assignment = ctx.replicas(tp)
+    live = _live(ctx, assignment, shutting_down=True)
+    shutting = ctx.shutting_down_broker_ids
+    leader = controlled_shutdown_leader(assignment, current.isr, live, shutting)
+    if leader is None:
+        return ElectionResult(tp, None, live)
+    new_isr = tuple(r for r in current.isr if r not in shutting)
+    return ElectionResult(tp, current.new_leader_and_isr(leader, new_isr), live)
+
+
+def elect(
+    ctx: ControllerContext,
+    tp: TopicPartition,
+    current: LeaderAndIsr,
+    strategy: ElectionStrategy,
+    unclean_enabled: bool = False,
+) -> ElectionResult:
+    if strategy is ElectionStrategy.OFFLINE:
+        return leader_for_offline(ctx, tp, current, unclean_enabled)
+    if strategy is ElectionStrategy.REASSIGN:
+        return leader_for_reassign(ctx, tp, current)
+    if strategy is ElectionStrategy.PREFERRED:
+        return leader_for_preferred(ctx, tp, current)
+    return leader_for_controlled_shutdown(ctx, tp, current)
+
+
+# --- other leadership decisions ---------------------------------------------------------
+
+
+def initial_leader_and_isr(ctx: ControllerContext, tp: TopicPartition) -> LeaderAndIsr | None:
+    """A new partition: the first live replica leads, every live replica is in the ISR."""
+    live = _live(ctx, ctx.replicas(tp))
+    if not live:
+        return None
+    return LeaderAndIsr(live[0], 0, live, zk_version=0)
+
+
+def without_replica(current: LeaderAndIsr, replica: int) -> LeaderAndIsr:
+    """A replica going offline: it leaves the ISR (never emptying it, KAFKA-5083) and,
+    if it led, the partition has no leader until an election finds one."""
+    leader = NO_LEADER if current.leader == replica else current.leader
+    isr = current.isr if len(current.isr) == 1 else tuple(r for r in current.isr if r != replica)
+    return current.new_leader_and_isr(leader, isr)
+
+
+def imbalanced_partitions(
+    ctx: ControllerContext, imbalance_percentage: int
+) -> dict[int, list[TopicPartition]]:
+    """Auto leader rebalance: for each preferred broker whose share of partitions led by
+    another broker exceeds the threshold, the partitions to move back to it.
+
+    Skips topics being deleted and partitions being reassigned, and partitions whose
+    preferred replica is not live and in the ISR (the election would fail anyway).
+    """
+    by_preferred: dict[int, list[TopicPartition]] = defaultdict(list)
+    for topic, parts in ctx.assignments.items():
+        if topic in ctx.topics_to_be_deleted:
+            continue
+        for p, ra in parts.items():
+            if ra.replicas:
+                by_preferred[ra.replicas[0]].append(TopicPartition(topic, p))
+    out: dict[int, list[TopicPartition]] = {}
+    for broker, tps in by_preferred.items():
+        not_led = [
+            tp
+            for tp in tps
+            if (lice := ctx.leadership.get(tp)) is not None and lice.leader_and_isr.leader != broker
+        ]
+        if not tps or len(not_led) * 100 <= imbalance_percentage * len(tps):
+            continue
+        candidates = [
+            tp
+            for tp in not_led
+            if tp not in ctx.partitions_being_reassigned
+            and ctx.is_replica_online(broker)
+            and broker in ctx.leadership[tp].leader_and_isr.isr
+        ]
+        if candidates:
+            out[broker] = candidates
+    return out

@@ -1,0 +1,517 @@
+"""The partition and replica state machines (PartitionStateMachine/ReplicaStateMachine.scala).
+
+They turn a requested transition into decisions (from `controller.election`, pure), write
+those decisions through the store (fenced, batched), record the outcome in the context,
+and queue the requests each broker is owed in the request batch. Both run only on the
+controller's event thread. A `ControllerMovedError` from the store propagates: the event
+loop then resigns, and nothing of this controller's term is written after that.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.state_change_log import StateChangeLog
+from controller import election
+from controller.context import (
+    PARTITION_VALID_PREVIOUS,
+    REPLICA_VALID_PREVIOUS,
+    ControllerContext,
+    LeaderIsrAndControllerEpoch,
+    PartitionReplica,
+    PartitionStateName,
+    ReplicaStateName,
+)
+from controller.election import ElectionStrategy
+from controller.request_batch import BrokerRequest, RequestBatch
+from controller.store import ControllerStore
+from zkdata.znodes import NO_LEADER, LeaderAndIsr, TopicPartition
+
+log = logging.getLogger(__name__)
+
+P = PartitionStateName
+R = ReplicaStateName
+
+# Re-read-and-retry rounds before an election gives up on a partition whose state keeps
+# moving under it (a leader changing the ISR at the same moment). Kafka loops forever.
+MAX_WRITE_ROUNDS = 50
+
+_REASONS = {
+    ElectionStrategy.OFFLINE: "offline",
+    ElectionStrategy.REASSIGN: "reassign",
+    ElectionStrategy.PREFERRED: "preferred",
+    ElectionStrategy.CONTROLLED_SHUTDOWN: "controlled_shutdown",
+}
+
+
+class StateChangeFailed(Exception):
+    """A partition's transition could not be made; the partition keeps its state."""
+
+
+@dataclass
+class ControllerOps:
+    """What both state machines share: the context, the store, the batch and the outputs."""
+
+    ctx: ControllerContext
+    store: ControllerStore
+    controller_id: int
+    send: Callable[[list[BrokerRequest]], None]
+    state_log: StateChangeLog
+    unclean_default: bool = False
+    batch: RequestBatch = field(default_factory=RequestBatch)
+
+    def flush(self) -> None:
+        if not self.batch.is_empty():
+            self.send(self.batch.build(self.ctx, self.controller_id))
+
+    def log_states(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            self.state_log.partition_states(self.ctx.epoch, rows)
+
+    def record_leadership(
+        self, tp: TopicPartition, lai: LeaderAndIsr
+    ) -> LeaderIsrAndControllerEpoch:
+        lice = LeaderIsrAndControllerEpoch(lai, self.ctx.epoch)
+        self.ctx.leadership[tp] = lice
+        return lice
+
+    def read_current(
+        self, tps: Sequence[TopicPartition], failures: dict[TopicPartition, Exception]
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        """Re-read partition states (decisions are made on what ZooKeeper holds now).
+
+        A state written by a newer controller means this one was fenced while it slept:
+        record a failure for it (the write would fail its epoch check anyway).
+        """
+        current: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp, state in self.store.read_partition_states(tps).items():
+            if state is None:
+                failures[tp] = StateChangeFailed(f"no leader and ISR in ZooKeeper for {tp}")
+            elif state.controller_epoch > self.ctx.epoch:
+                failures[tp] = StateChangeFailed(
+                    f"{tp} was written by controller epoch {state.controller_epoch}, newer than "
+                    f"this controller's {self.ctx.epoch}: this controller has been replaced"
+                )
+            else:
+                current[tp] = state.leader_and_isr
+        return current
+
+
+def _row(tp: TopicPartition, lai: LeaderAndIsr, reason: str) -> dict[str, Any]:
+    return {
+        "topic": tp.topic,
+        "partition": tp.partition,
+        "leader": lai.leader,
+        "leader_epoch": lai.leader_epoch,
+        "isr": list(lai.isr),
+        "reason": reason,
+    }
+
+
+class PartitionStateMachine:
+    def __init__(self, ops: ControllerOps) -> None:
+        self.ops = ops
+        self.ctx = ops.ctx
+
+    def startup(self) -> None:
+        self.initialize_states()
+        self.trigger_online_partition_state_change()
+
+    def initialize_states(self) -> None:
+        ctx = self.ctx
+        for tp in ctx.all_partitions():
+            lice = ctx.leadership.get(tp)
+            if lice is None:
+                ctx.partition_states[tp] = P.NEW
+            elif ctx.is_replica_online(lice.leader_and_isr.leader, include_shutting_down=True):
+                ctx.partition_states[tp] = P.ONLINE
+            else:
+                ctx.partition_states[tp] = P.OFFLINE
+
+    def trigger_online_partition_state_change(
+        self, topics: Iterable[str] | None = None
+    ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """Try to bring every New or Offline partition online (not of topics being deleted)."""
+        ctx = self.ctx
+        candidates = (
+            ctx.partition_states.items()
+            if topics is None
+            else (
+                (tp, ctx.partition_state(tp)) for t in topics for tp in ctx.partitions_for_topic(t)
+            )
+        )
+        tps = [
+            tp
+            for tp, state in candidates
+            if state in (P.NEW, P.OFFLINE) and tp.topic not in ctx.topics_to_be_deleted
+        ]
+        return self.handle_state_changes(tps, P.ONLINE, ElectionStrategy.OFFLINE)
+
+    def handle_state_changes(
+        self,
+        tps: Sequence[TopicPartition],
+        target: PartitionStateName,
+        strategy: ElectionStrategy | None = None,
+        *,
+        allow_unclean: bool = False,
+    ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        if not tps:
+            return {}
+        try:
+            return self._do_handle(tps, target, strategy, allow_unclean)
+        finally:
+            self.ops.flush()
+
+    def _do_handle(
+        self,
+        tps: Sequence[TopicPartition],
+        target: PartitionStateName,
+        strategy: ElectionStrategy | None,
+        allow_unclean: bool,
+    ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        ctx = self.ctx
+        allowed = PARTITION_VALID_PREVIOUS[target]
+        valid = []
+        for tp in tps:
+            state = ctx.partition_states.setdefault(tp, P.NON_EXISTENT)
+            if state in allowed:
+                valid.append(tp)
+            else:
+                log.error(
+                    "invalid partition state transition of %s from %s to %s",
+                    tp,
+                    state.value,
+                    target.value,
+                )
+        if target in (P.NEW, P.OFFLINE, P.NON_EXISTENT):
+            for tp in valid:
+                if target is P.NON_EXISTENT:
+                    ctx.partition_states.pop(tp, None)
+                else:
+                    ctx.partition_states[tp] = target
+            return {}
+        # target is ONLINE
+        results: dict[TopicPartition, LeaderAndIsr | Exception] = {}
+        uninitialized = [tp for tp in valid if ctx.partition_states[tp] is P.NEW]
+        to_elect = [tp for tp in valid if ctx.partition_states[tp] in (P.OFFLINE, P.ONLINE)]
+        if uninitialized:
+            for tp, outcome in self._initialize(uninitialized).items():
+                results[tp] = outcome
+                if not isinstance(outcome, Exception):
+                    ctx.partition_states[tp] = P.ONLINE
+        if to_elect:
+            if strategy is None:
+                raise ValueError("an election needs a strategy")
+            for tp, outcome in self._elect(to_elect, strategy, allow_unclean).items():
+                results[tp] = outcome
+                if not isinstance(outcome, Exception):
+                    ctx.partition_states[tp] = P.ONLINE
+        return results
+
+    def _initialize(
+        self, tps: list[TopicPartition]
+    ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """New -> Online: the first live replica leads, all live replicas form the ISR."""
+        ctx, ops = self.ctx, self.ops
+        results: dict[TopicPartition, LeaderAndIsr | Exception] = {}
+        to_create: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp in tps:
+            lai = election.initial_leader_and_isr(ctx, tp)
+            if lai is None:
+                results[tp] = StateChangeFailed(
+                    f"no replica of {tp} is alive (replicas {list(ctx.replicas(tp))}, "
+                    f"live brokers {sorted(ctx.live_broker_ids)})"
+                )
+            else:
+                to_create[tp] = lai
+        if not to_create:
+            return results
+        created = ops.store.create_partition_states(to_create, ctx.epoch, ctx.epoch_zk_version)
+        rows = []
+        existing = [tp for tp, err in created.items() if err is not None]
+        for tp, err in created.items():
+            if err is None:
+                lai = to_create[tp]
+                lice = ops.record_leadership(tp, lai)
+                ops.batch.add_leader_and_isr(
+                    ctx, lai.isr, tp, lice, ctx.full_assignment(tp), is_new=True
+                )
+                results[tp] = lai
+                rows.append(_row(tp, lai, "new"))
+        if existing:
+            # A state left by an interrupted earlier attempt: adopt it rather than fail.
+            failures: dict[TopicPartition, Exception] = {}
+            for tp, lai in ops.read_current(existing, failures).items():
+                lice = ops.record_leadership(tp, lai)
+                ops.batch.add_leader_and_isr(
+                    ctx, ctx.replicas(tp), tp, lice, ctx.full_assignment(tp), is_new=True
+                )
+                results[tp] = lai
+            for tp, err in failures.items():
+                results[tp] = err
+                log.error("could not initialise %s: %s", tp, err)
+        ops.log_states(rows)
+        return results
+
+    def _unclean_allowed(
+        self, current: dict[TopicPartition, LeaderAndIsr], allow_unclean: bool
+    ) -> set[TopicPartition]:
+        """Partitions allowed an unclean election: only those without a live ISR member need
+        their topic's config read (as Kafka's collectUncleanLeaderElectionState)."""
+        ctx = self.ctx
+        no_live_isr = [
+            tp for tp, lai in current.items() if not any(ctx.is_replica_online(r) for r in lai.isr)
+        ]
+        if not no_live_isr:
+            return set()
+        if allow_unclean:
+            return set(no_live_isr)
+        configs = self.ops.store.topic_configs({tp.topic for tp in no_live_isr})
+        default = "true" if self.ops.unclean_default else "false"
+        return {
+            tp
+            for tp in no_live_isr
+            if configs.get(tp.topic, {}).get("unclean.leader.election.enable", default).lower()
+            == "true"
+        }
+
+    def _elect(
+        self, tps: list[TopicPartition], strategy: ElectionStrategy, allow_unclean: bool
+    ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        ctx, ops = self.ctx, self.ops
+        results: dict[TopicPartition, LeaderAndIsr | Exception] = {}
+        remaining = tps
+        for _ in range(MAX_WRITE_ROUNDS):
+            if not remaining:
+                break
+            failures: dict[TopicPartition, Exception] = {}
+            current = ops.read_current(remaining, failures)
+            unclean_ok = (
+                self._unclean_allowed(current, allow_unclean)
+                if strategy is ElectionStrategy.OFFLINE
+                else set()
+            )
+            decided: dict[TopicPartition, election.ElectionResult] = {}
+            for tp, lai in current.items():
+                outcome = election.elect(ctx, tp, lai, strategy, tp in unclean_ok)
+                if outcome.leader_and_isr is None:
+                    failures[tp] = StateChangeFailed(
+                        f"no eligible leader for {tp} under the {strategy.value} strategy "
+                        f"(replicas {list(ctx.replicas(tp))}, ISR {list(lai.isr)}, "
+                        f"live brokers {sorted(ctx.live_broker_ids)})"
+                    )
+                else:
+                    decided[tp] = outcome
+            written = ops.store.update_partition_states(
+                {tp: d.leader_and_isr for tp, d in decided.items() if d.leader_and_isr is not None},
+                ctx.epoch,
+                ctx.epoch_zk_version,
+            )
+            rows = []
+            for tp, lai in written.finished.items():
+                lice = ops.record_leadership(tp, lai)
+                ops.batch.add_leader_and_isr(
+                    ctx, decided[tp].live_replicas, tp, lice, ctx.full_assignment(tp), is_new=False
+                )
+                unclean = decided[tp].unclean
+                if unclean:
+                    ctx.unclean_elections += 1
+                rows.append(_row(tp, lai, "unclean" if unclean else _REASONS[strategy]))
+                results[tp] = lai
+            ops.log_states(rows)
+            failures.update(written.failed)
+            for tp, err in failures.items():
+                results[tp] = err
+                log.warning("election of %s failed: %s", tp, err)
+            remaining = written.retry
+        for tp in remaining:
+            results[tp] = StateChangeFailed(f"the state of {tp} kept changing during the election")
+        return results
+
+
+class ReplicaStateMachine:
+    def __init__(self, ops: ControllerOps) -> None:
+        self.ops = ops
+        self.ctx = ops.ctx
+
+    def startup(self) -> None:
+        ctx = self.ctx
+        online: list[PartitionReplica] = []
+        offline: list[PartitionReplica] = []
+        for topic, parts in ctx.assignments.items():
+            for p, ra in parts.items():
+                tp = TopicPartition(topic, p)
+                for r in ra.replicas:
+                    pr = PartitionReplica(tp, r)
+                    if ctx.is_replica_online(r, include_shutting_down=True):
+                        ctx.put_replica_state(pr, R.ONLINE)
+                        online.append(pr)
+                    else:
+                        # Kafka's initial state for a replica on a dead broker.
+                        ctx.put_replica_state(pr, R.DELETION_INELIGIBLE)
+                        offline.append(pr)
+        self.handle_state_changes(online, R.ONLINE)
+        self.handle_state_changes(offline, R.OFFLINE)
+
+    def handle_state_changes(
+        self,
+        replicas: Iterable[PartitionReplica],
+        target: ReplicaStateName,
+        *,
+        reason: str = "offline",
+    ) -> None:
+        by_broker: dict[int, list[PartitionReplica]] = defaultdict(list)
+        for pr in replicas:
+            by_broker[pr.replica].append(pr)
+        if not by_broker:
+            return
+        try:
+            for broker_id, prs in by_broker.items():
+                self._do_handle(broker_id, prs, target, reason)
+        finally:
+            self.ops.flush()
+
+    def _do_handle(
+        self,
+        replica_id: int,
+        replicas: list[PartitionReplica],
+        target: ReplicaStateName,
+        reason: str,
+    ) -> None:
+        ctx, ops = self.ctx, self.ops
+        allowed = REPLICA_VALID_PREVIOUS[target]
+        valid = []
+        for pr in replicas:
+            state = ctx.replica_state(pr)
+            if state is R.NON_EXISTENT:
+                ctx.put_replica_state(pr, state)
+            if state in allowed:
+                valid.append(pr)
+            else:
+                log.error(
+                    "invalid replica state transition of replica %d of %s from %s to %s",
+                    pr.replica,
+                    pr.topic_partition,
+                    state.value,
+                    target.value,
+                )
+        if target is R.NEW:
+            for pr in valid:
+                tp = pr.topic_partition
+                lice = ctx.leadership.get(tp)
+                if lice is not None:
+                    if lice.leader_and_isr.leader == replica_id:
+                        log.error(
+                            "replica %d of %s cannot become new: it is asked to lead",
+                            replica_id,
+                            tp,
+                        )
+                        continue
+                    ops.batch.add_leader_and_isr(
+                        ctx, [replica_id], tp, lice, ctx.full_assignment(tp), is_new=True
+                    )
+                ctx.put_replica_state(pr, R.NEW)
+        elif target is R.ONLINE:
+            for pr in valid:
+                tp = pr.topic_partition
+                if ctx.replica_state(pr) is R.NEW:
+                    ra = ctx.full_assignment(tp)
+                    if replica_id not in ra.replicas:
+                        log.error(
+                            "adding replica %d of %s that is not in its assignment %s",
+                            replica_id,
+                            tp,
+                            list(ra.replicas),
+                        )
+                        ctx.update_assignment(
+                            tp, type(ra)((*ra.replicas, replica_id), ra.adding, ra.removing)
+                        )
+                else:
+                    lice = ctx.leadership.get(tp)
+                    if lice is not None:
+                        ops.batch.add_leader_and_isr(
+                            ctx, [replica_id], tp, lice, ctx.full_assignment(tp), is_new=False
+                        )
+                ctx.put_replica_state(pr, R.ONLINE)
+        elif target is R.OFFLINE:
+            for pr in valid:
+                ops.batch.add_stop_replica([replica_id], pr.topic_partition, delete_partition=False)
+            with_leadership = [
+                pr.topic_partition for pr in valid if pr.topic_partition in ctx.leadership
+            ]
+            updated = self.remove_replica_from_isr(replica_id, with_leadership, reason)
+            for tp, lice in updated.items():
+                if not ctx.is_topic_queued_for_deletion(tp.topic):
+                    recipients = [r for r in ctx.replicas(tp) if r != replica_id]
+                    ops.batch.add_leader_and_isr(
+                        ctx, recipients, tp, lice, ctx.full_assignment(tp), is_new=False
+                    )
+                ctx.put_replica_state(PartitionReplica(tp, replica_id), R.OFFLINE)
+            for pr in valid:
+                if pr.topic_partition not in ctx.leadership:
+                    ops.batch.add_update_metadata(
+                        ctx.live_or_shutting_down_broker_ids, [pr.topic_partition]
+                    )
+                    ctx.put_replica_state(pr, R.OFFLINE)
+        elif target is R.DELETION_STARTED:
+            for pr in valid:
+                ctx.put_replica_state(pr, R.DELETION_STARTED)
+                ops.batch.add_stop_replica([replica_id], pr.topic_partition, delete_partition=True)
+        elif target is R.NON_EXISTENT:
+            for pr in valid:
+                tp = pr.topic_partition
+                ctx.update_assignment(tp, ctx.full_assignment(tp).without_replica(replica_id))
+                ctx.remove_replica_state(pr)
+        else:  # DELETION_SUCCESSFUL, DELETION_INELIGIBLE
+            for pr in valid:
+                ctx.put_replica_state(pr, target)
+
+    def remove_replica_from_isr(
+        self, replica_id: int, tps: Sequence[TopicPartition], reason: str
+    ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+        """Take a replica out of the ISRs (and leadership) of these partitions, fenced.
+
+        Partitions whose ISR does not hold the replica are only refreshed from ZooKeeper.
+        """
+        ctx, ops = self.ctx, self.ops
+        out: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        remaining = list(tps)
+        for _ in range(MAX_WRITE_ROUNDS):
+            if not remaining:
+                break
+            failures: dict[TopicPartition, Exception] = {}
+            current = ops.read_current(remaining, failures)
+            updates: dict[TopicPartition, LeaderAndIsr] = {}
+            for tp, lai in current.items():
+                if replica_id in lai.isr:
+                    updates[tp] = election.without_replica(lai, replica_id)
+                else:
+                    out[tp] = ops.record_leadership(tp, lai)
+            written = ops.store.update_partition_states(updates, ctx.epoch, ctx.epoch_zk_version)
+            rows = []
+            for tp, lai in written.finished.items():
+                out[tp] = ops.record_leadership(tp, lai)
+                rows.append(_row(tp, lai, reason))
+            ops.log_states(rows)
+            for tp, err in {**failures, **written.failed}.items():
+                if not ctx.is_topic_queued_for_deletion(tp.topic):
+                    log.error(
+                        "could not remove replica %d from the ISR of %s: %s", replica_id, tp, err
+                    )
+            remaining = written.retry
+        for tp in remaining:
+            log.error(
+                "gave up removing replica %d from the ISR of %s: its state kept changing",
+                replica_id,
+                tp,
+            )
+        return out
+
+
+def leader_of(ctx: ControllerContext, tp: TopicPartition) -> int:
+    lice = ctx.leadership.get(tp)
+    return lice.leader_and_isr.leader if lice is not None else NO_LEADER

@@ -1,0 +1,245 @@
+"""What the controller reads from and writes to ZooKeeper, and nothing else.
+
+`ControllerStore` is the port the state machines use; `ZkControllerStore` is its one
+implementation on ZooKeeper. Every write goes through `ZkClient.multi_fenced_batched`, so
+each is conditional on the `/controller_epoch` zkVersion this controller was elected with:
+the one epoch-checked path. Reads are batched in multiReads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from zkdata import paths
+from zkdata.client import (
+    BadVersionError,
+    Create,
+    Delete,
+    NodeExistsError,
+    NoNodeError,
+    SetData,
+    WriteOp,
+    ZkClient,
+    ZnodeStat,
+    is_error,
+)
+from zkdata.znodes import (
+    LeaderAndIsr,
+    MalformedZnode,
+    PartitionState,
+    TopicAssignment,
+    TopicPartition,
+    decode_partition_state,
+    decode_topic_config,
+    encode_partition_state,
+    encode_reassignment,
+    encode_topic,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class UpdateResult:
+    """Outcome of conditional partition-state writes.
+
+    finished: written, with the new zkVersion; retry: the zkVersion moved (BadVersion),
+    re-read and decide again; failed: any other error.
+    """
+
+    finished: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    retry: list[TopicPartition] = field(default_factory=list)
+    failed: dict[TopicPartition, Exception] = field(default_factory=dict)
+
+
+class ControllerStore(Protocol):
+    def read_partition_states(
+        self, tps: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, PartitionState | None]: ...
+
+    def create_partition_states(
+        self,
+        states: Mapping[TopicPartition, LeaderAndIsr],
+        controller_epoch: int,
+        epoch_zk_version: int,
+    ) -> dict[TopicPartition, Exception | None]: ...
+
+    def update_partition_states(
+        self,
+        states: Mapping[TopicPartition, LeaderAndIsr],
+        controller_epoch: int,
+        epoch_zk_version: int,
+    ) -> UpdateResult: ...
+
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]: ...
+
+
+class ZkControllerStore:
+    def __init__(self, zk: ZkClient) -> None:
+        self.zk = zk
+
+    # --- partition states ---------------------------------------------------------------
+
+    def read_partition_states(
+        self, tps: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, PartitionState | None]:
+        state_paths = [paths.partition_state(tp.topic, tp.partition) for tp in tps]
+        out: dict[TopicPartition, PartitionState | None] = {}
+        for tp, path, got in zip(tps, state_paths, self.zk.get_many(state_paths), strict=True):
+            out[tp] = self.decode_state(path, got)
+        return out
+
+    @staticmethod
+    def decode_state(path: str, got: tuple[bytes, ZnodeStat] | None) -> PartitionState | None:
+        if got is None:
+            return None
+        try:
+            return decode_partition_state(path, got[0], got[1].version)
+        except MalformedZnode as e:
+            log.error("%s; skipping the partition", e)
+            return None
+
+    def create_partition_states(
+        self,
+        states: Mapping[TopicPartition, LeaderAndIsr],
+        controller_epoch: int,
+        epoch_zk_version: int,
+    ) -> dict[TopicPartition, Exception | None]:
+        tps = list(states)
+        # Parents first (each fenced too); they may exist from an earlier, interrupted try.
+        topics = sorted({tp.topic for tp in tps})
+        self._create_ignoring_existing(
+            epoch_zk_version, [paths.topic_partitions(t) for t in topics]
+        )
+        self._create_ignoring_existing(
+            epoch_zk_version, [paths.partition(tp.topic, tp.partition) for tp in tps]
+        )
+        items = [
+            [
+                Create(
+                    paths.partition_state(tp.topic, tp.partition),
+                    encode_partition_state(states[tp], controller_epoch),
+                )
+            ]
+            for tp in tps
+        ]
+        results = self.zk.multi_fenced_batched(epoch_zk_version, items)
+        return {tp: (r[0] if is_error(r[0]) else None) for tp, r in zip(tps, results, strict=True)}
+
+    def _create_ignoring_existing(self, epoch_zk_version: int, path_list: list[str]) -> None:
+        existing = self.zk.get_many(path_list)
+        missing = [p for p, got in zip(path_list, existing, strict=True) if got is None]
+        if not missing:
+            return
+        results = self.zk.multi_fenced_batched(epoch_zk_version, [[Create(p)] for p in missing])
+        for p, r in zip(missing, results, strict=True):
+            if is_error(r[0]) and not isinstance(r[0], NodeExistsError):
+                raise r[0]  # e.g. the topic znode vanished under us
+            del p
+
+    def update_partition_states(
+        self,
+        states: Mapping[TopicPartition, LeaderAndIsr],
+        controller_epoch: int,
+        epoch_zk_version: int,
+    ) -> UpdateResult:
+        tps = list(states)
+        items = [
+            [
+                SetData(
+                    paths.partition_state(tp.topic, tp.partition),
+                    encode_partition_state(states[tp], controller_epoch),
+                    states[tp].zk_version,
+                )
+            ]
+            for tp in tps
+        ]
+        result = UpdateResult()
+        for tp, r in zip(tps, self.zk.multi_fenced_batched(epoch_zk_version, items), strict=True):
+            outcome = r[0]
+            if isinstance(outcome, BadVersionError):
+                result.retry.append(tp)
+            elif isinstance(outcome, Exception):
+                result.failed[tp] = outcome
+            else:
+                lai = states[tp]
+                result.finished[tp] = LeaderAndIsr(
+                    lai.leader, lai.leader_epoch, lai.isr, outcome.version
+                )
+        return result
+
+    # --- topics -------------------------------------------------------------------------
+
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        names = sorted(set(topics))
+        config_paths = [paths.topic_config(t) for t in names]
+        out: dict[str, dict[str, str]] = {}
+        for topic, path, got in zip(
+            names, config_paths, self.zk.get_many(config_paths), strict=True
+        ):
+            if got is None:
+                out[topic] = {}
+                continue
+            try:
+                out[topic] = decode_topic_config(topic, got[0], path)
+            except MalformedZnode as e:
+                log.error("%s; using the broker defaults for topic %s", e, topic)
+                out[topic] = {}
+        return out
+
+    def write_topic_assignments(
+        self, assignments: Sequence[TopicAssignment], epoch_zk_version: int
+    ) -> None:
+        items: list[list[WriteOp]] = [
+            [SetData(paths.topic(a.topic), encode_topic(a))] for a in assignments
+        ]
+        for a, r in zip(
+            assignments, self.zk.multi_fenced_batched(epoch_zk_version, items), strict=True
+        ):
+            if is_error(r[0]):
+                raise RuntimeError(f"could not write the assignment of topic {a.topic}: {r[0]!r}")
+
+    def delete_topic(self, topic: str, partitions: Iterable[int], epoch_zk_version: int) -> None:
+        """Remove a deleted topic's znodes, leaves first: states, partitions, topic, config,
+        and the deletion request itself."""
+        children = self.zk.get_children(paths.topic_partitions(topic)) or []
+        partition_ids = sorted({*partitions, *(int(c) for c in children if c.isdigit())})
+        ops: list[WriteOp] = []
+        for p in partition_ids:
+            ops.append(Delete(paths.partition_state(topic, p)))
+            ops.append(Delete(paths.partition(topic, p)))
+        ops.append(Delete(paths.topic_partitions(topic)))
+        ops.append(Delete(paths.topic(topic)))
+        ops.append(Delete(paths.topic_config(topic)))
+        ops.append(Delete(paths.delete_topic(topic)))
+        self._delete_in_order(ops, epoch_zk_version)
+
+    def _delete_in_order(self, ops: list[WriteOp], epoch_zk_version: int) -> None:
+        # Each delete alone in a fenced multi, pipelined: order holds because ZooKeeper
+        # applies one session's requests in order, and a missing znode is not an error here.
+        results = self.zk.multi_fenced_batched(epoch_zk_version, [[op] for op in ops], max_ops=1)
+        for op, r in zip(ops, results, strict=True):
+            if is_error(r[0]) and not isinstance(r[0], NoNodeError):
+                raise RuntimeError(f"could not delete {getattr(op, 'path', op)}: {r[0]!r}")
+
+    def delete_paths(self, path_list: Sequence[str], epoch_zk_version: int) -> None:
+        """Delete admin or notification znodes; ones already gone are fine."""
+        if path_list:
+            self._delete_in_order([Delete(p) for p in path_list], epoch_zk_version)
+
+    def write_reassignment_znode(
+        self, remaining: Mapping[TopicPartition, Sequence[int]], epoch_zk_version: int
+    ) -> None:
+        """Rewrite /admin/reassign_partitions with what is left, or delete it when done."""
+        if not remaining:
+            self.delete_paths([paths.REASSIGN_PARTITIONS], epoch_zk_version)
+            return
+        op = SetData(paths.REASSIGN_PARTITIONS, encode_reassignment(remaining))
+        result = self.zk.multi_fenced(epoch_zk_version, [op])[0]
+        if isinstance(result, NoNodeError):
+            return  # deleted by an admin meanwhile: nothing left to track
+        if is_error(result):
+            raise result

@@ -1,0 +1,147 @@
+"""Topic deletion (Kafka's TopicDeletionManager).
+
+A topic queued for deletion is taken offline, every broker is told its leader is -2
+(LeaderDuringDelete), its replicas are stopped with delete=true, and once every replica
+answered the StopReplica its znodes are removed. A replica on a dead broker makes the
+topic ineligible until that broker returns; deletion then resumes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from controller.context import PartitionReplica, PartitionStateName, ReplicaStateName
+from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
+from controller.store import ZkControllerStore
+
+log = logging.getLogger(__name__)
+
+R = ReplicaStateName
+P = PartitionStateName
+
+
+class TopicDeletionManager:
+    def __init__(
+        self,
+        ops: ControllerOps,
+        partitions: PartitionStateMachine,
+        replicas: ReplicaStateMachine,
+        store: ZkControllerStore,
+        on_topic_removed: Callable[[str], None],
+    ) -> None:
+        self.ops = ops
+        self.ctx = ops.ctx
+        self.partitions = partitions
+        self.replicas = replicas
+        self.store = store
+        self.on_topic_removed = on_topic_removed
+
+    def enqueue(self, topics: Iterable[str]) -> None:
+        self.ctx.topics_to_be_deleted.update(topics)
+        self.resume()
+
+    def mark_ineligible(self, topics: Iterable[str], why: str) -> None:
+        topics = [t for t in topics if t in self.ctx.topics_to_be_deleted]
+        if topics:
+            self.ctx.topics_ineligible_for_deletion.update(topics)
+            log.info("deletion of topics %s halted: %s", sorted(topics), why)
+
+    def resume_for(self, topics: Iterable[str]) -> None:
+        queued = [t for t in topics if t in self.ctx.topics_to_be_deleted]
+        if queued:
+            self.ctx.topics_ineligible_for_deletion.difference_update(queued)
+            self.resume()
+
+    def fail_replica_deletion(self, replicas: list[PartitionReplica]) -> None:
+        replicas = [
+            pr for pr in replicas if pr.topic_partition.topic in self.ctx.topics_to_be_deleted
+        ]
+        if replicas:
+            self.replicas.handle_state_changes(replicas, R.DELETION_INELIGIBLE)
+            self.mark_ineligible(
+                {pr.topic_partition.topic for pr in replicas}, "a replica failed to delete"
+            )
+            self.resume()
+
+    def complete_replica_deletion(self, replicas: list[PartitionReplica]) -> None:
+        if replicas:
+            self.replicas.handle_state_changes(replicas, R.DELETION_SUCCESSFUL)
+            self.resume()
+
+    def is_eligible(self, topic: str) -> bool:
+        ctx = self.ctx
+        return (
+            topic in ctx.topics_to_be_deleted
+            and not ctx.is_topic_deletion_in_progress(topic)
+            and topic not in ctx.topics_ineligible_for_deletion
+        )
+
+    def resume(self) -> None:
+        ctx = self.ctx
+        retry: list[str] = []
+        eligible: list[str] = []
+        for topic in sorted(ctx.topics_to_be_deleted):
+            states = [ctx.replica_state(pr) for pr in ctx.replicas_for_topic(topic)]
+            if all(s is R.DELETION_SUCCESSFUL for s in states):
+                self._complete(topic)
+                continue
+            if R.DELETION_STARTED not in states and R.DELETION_INELIGIBLE in states:
+                retry.append(topic)
+            if self.is_eligible(topic):
+                eligible.append(topic)
+        if retry:
+            failed = [
+                pr
+                for t in retry
+                for pr in ctx.replicas_for_topic(t)
+                if ctx.replica_state(pr) is R.DELETION_INELIGIBLE
+            ]
+            self.replicas.handle_state_changes(failed, R.OFFLINE, reason="deleted")
+        if eligible:
+            self._on_topic_deletion(eligible)
+
+    def _on_topic_deletion(self, topics: list[str]) -> None:
+        ctx, ops = self.ctx, self.ops
+        unseen = [t for t in topics if t not in ctx.topics_with_deletion_started]
+        if unseen:
+            tps = [tp for t in unseen for tp in ctx.partitions_for_topic(t)]
+            self.partitions.handle_state_changes(tps, P.OFFLINE)
+            self.partitions.handle_state_changes(tps, P.NON_EXISTENT)
+            ctx.topics_with_deletion_started.update(unseen)
+        # Tell every broker the partitions are being deleted (leader -2).
+        ops.batch.add_update_metadata(
+            ctx.live_or_shutting_down_broker_ids,
+            [tp for t in topics for tp in ctx.partitions_for_topic(t)],
+        )
+        ops.flush()
+        dead: list[PartitionReplica] = []
+        retry: list[PartitionReplica] = []
+        ineligible: set[str] = set()
+        for topic in topics:
+            for pr in ctx.replicas_for_topic(topic):
+                if not ctx.is_replica_online(pr.replica):
+                    dead.append(pr)
+                    ineligible.add(topic)
+                elif ctx.replica_state(pr) is not R.DELETION_SUCCESSFUL:
+                    retry.append(pr)
+        self.replicas.handle_state_changes(dead, R.DELETION_INELIGIBLE)
+        self.replicas.handle_state_changes(retry, R.OFFLINE, reason="deleted")
+        self.replicas.handle_state_changes(retry, R.DELETION_STARTED)
+        if ineligible:
+            self.mark_ineligible(ineligible, "a replica is on a dead broker")
+
+    def _complete(self, topic: str) -> None:
+        ctx = self.ctx
+        done = [
+            pr
+            for pr in ctx.replicas_for_topic(topic)
+            if ctx.replica_state(pr) is R.DELETION_SUCCESSFUL
+        ]
+        partition_ids = list(ctx.assignments.get(topic, {}))
+        self.replicas.handle_state_changes(done, R.NON_EXISTENT)
+        self.store.delete_topic(topic, partition_ids, ctx.epoch_zk_version)
+        ctx.remove_topic(topic)
+        self.on_topic_removed(topic)
+        self.ops.state_log.write("topic_deleted", topic=topic, controller_epoch=ctx.epoch)
+        log.info("deleted topic %s", topic)

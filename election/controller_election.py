@@ -1,0 +1,123 @@
+"""Who is controller: the race for `/controller` and the controller epoch.
+
+Kafka's KafkaZkClient.registerControllerAndIncrementControllerEpoch: one multi creates the
+ephemeral `/controller` AND bumps `/controller_epoch` conditionally on its zkVersion, so
+winning the race and taking the next epoch are one atomic step. The winner's
+`FencingToken` (epoch, zkVersion of `/controller_epoch`) is what every later write of its
+term is conditioned on.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from zkdata import paths
+from zkdata.client import Create, NodeExistsError, NoNodeError, SetData, ZkClient, is_error
+from zkdata.znodes import (
+    MalformedZnode,
+    decode_controller,
+    decode_controller_epoch,
+    encode_controller,
+    encode_controller_epoch,
+)
+
+log = logging.getLogger(__name__)
+
+NO_CONTROLLER = -1
+# Someone holds /controller but its data is unreadable: not us, and not electable.
+UNKNOWN_CONTROLLER = -2
+
+
+@dataclass(frozen=True, slots=True)
+class FencingToken:
+    """A controller's term: its epoch and the zkVersion of /controller_epoch it wrote."""
+
+    epoch: int
+    zk_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionOutcome:
+    controller_id: int  # the active controller after the attempt (NO_CONTROLLER if none)
+    token: FencingToken | None  # set only when this broker won
+
+    @property
+    def won(self) -> bool:
+        return self.token is not None
+
+
+def read_controller_epoch(zk: ZkClient) -> FencingToken:
+    """The current epoch and its zkVersion; creates `/controller_epoch` as 0 if missing."""
+    got = zk.get(paths.CONTROLLER_EPOCH)
+    if got is None:
+        try:
+            zk.create(paths.CONTROLLER_EPOCH, encode_controller_epoch(0))
+        except NodeExistsError:
+            pass
+        got = zk.get(paths.CONTROLLER_EPOCH)
+        if got is None:
+            raise RuntimeError("/controller_epoch vanished right after it was created")
+    data, stat = got
+    return FencingToken(decode_controller_epoch(data), stat.version)
+
+
+def read_controller(zk: ZkClient, *, watch: bool = False) -> tuple[int, int]:
+    """(controller id, owner session id) of `/controller`; (NO_CONTROLLER, 0) if absent.
+
+    With `watch`, leaves a watch for its creation, change or deletion.
+    """
+    got = zk.get(paths.CONTROLLER, watch=watch)
+    if got is None:
+        return NO_CONTROLLER, 0
+    data, stat = got
+    try:
+        return decode_controller(data), int(stat.ephemeralOwner)
+    except MalformedZnode as e:
+        log.error("%s; treating the controller as unknown until the znode goes away", e)
+        return UNKNOWN_CONTROLLER, int(stat.ephemeralOwner)
+
+
+def try_elect(zk: ZkClient, broker_id: int) -> ElectionOutcome:
+    """One attempt to become controller. Never raises for a lost race."""
+    current = read_controller_epoch(zk)
+    new_epoch = current.epoch + 1
+    results = zk.multi(
+        [
+            Create(paths.CONTROLLER, encode_controller(broker_id), ephemeral=True),
+            SetData(paths.CONTROLLER_EPOCH, encode_controller_epoch(new_epoch), current.zk_version),
+        ]
+    )
+    if not any(is_error(r) for r in results):
+        return ElectionOutcome(broker_id, FencingToken(new_epoch, results[1].version))
+    # Lost, or our own earlier attempt succeeded before a lost connection hid the answer:
+    # it was ours if /controller names us under our session and the epoch is the one we wrote.
+    controller_id, owner = read_controller(zk, watch=True)
+    if controller_id == broker_id and owner == zk.session_id:
+        epoch = read_controller_epoch(zk)
+        if epoch.epoch == new_epoch:
+            return ElectionOutcome(broker_id, epoch)
+    if controller_id == NO_CONTROLLER and any(isinstance(r, NoNodeError) for r in results):
+        log.warning("election multi failed with %r", results)
+    return ElectionOutcome(controller_id, None)
+
+
+def delete_own_controller_znode(zk: ZkClient, broker_id: int) -> bool:
+    """Remove `/controller` if it is this session's (a resigned controller whose session
+    survived an outage must not leave the cluster with a controller nobody is acting as:
+    KAFKA-13407). Conditional on the znode's version, so nobody else's is ever removed."""
+    got = zk.get(paths.CONTROLLER)
+    if got is None:
+        return False
+    data, stat = got
+    try:
+        owner_id = decode_controller(data)
+    except MalformedZnode:
+        owner_id = UNKNOWN_CONTROLLER
+    if int(stat.ephemeralOwner) != zk.session_id or owner_id != broker_id:
+        return False
+    try:
+        zk.kazoo.delete(paths.CONTROLLER, version=stat.version)
+    except NoNodeError:
+        return False
+    return True

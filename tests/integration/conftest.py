@@ -1,0 +1,44 @@
+"""Fixtures for tests with real broker processes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.harness import Cluster
+
+# Short sessions make failovers quick to observe; ZooKeeper's minimum here is 1 s.
+FAST = {
+    "zookeeper.session.timeout.ms": "3000",
+    "zookeeper.connection.timeout.ms": "15000",
+    "controlled.shutdown.retry.backoff.ms": "200",
+    "replica.fetch.wait.max.ms": "200",
+    "replica.fetch.backoff.ms": "200",
+}
+
+ClusterFactory = Callable[..., Cluster]
+
+
+@pytest.fixture
+def cluster_factory(zk_connect: str, tmp_path: Path) -> Iterator[ClusterFactory]:
+    made: list[Cluster] = []
+
+    def make(
+        brokers: tuple[int, ...] = (1, 2, 3),
+        *,
+        start: bool = True,
+        connect: str | None = None,
+        **overrides: str,
+    ) -> Cluster:
+        settings = {**FAST, **{k.replace("_", "."): v for k, v in overrides.items()}}
+        c = Cluster(connect or zk_connect, tmp_path / f"cluster-{len(made)}", brokers, settings)
+        made.append(c)
+        if start:
+            c.start()
+        return c
+
+    yield make
+    for c in made:
+        c.close()

@@ -1,0 +1,173 @@
+"""Broker loss, unclean election, session expiry, and clients reading metadata."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from tests.integration.conftest import ClusterFactory
+from tests.integration.harness import wait_for
+
+pytestmark = pytest.mark.integration
+
+ASSIGNMENT = {p: tuple((1, 2, 3)[(p + i) % 3] for i in range(3)) for p in range(6)}
+
+
+@pytest.mark.slow
+def test_broker_loss_moves_leaders_and_shrinks_isrs(cluster_factory: ClusterFactory) -> None:
+    c = cluster_factory()
+    controller_id, _ = c.wait_controller()
+    victim = next(b for b in (1, 2, 3) if b != controller_id)
+    c.create_topic("t", ASSIGNMENT)
+    before = c.wait_topic_online("t")
+    c[victim].kill()
+    after = c.wait_partitions(
+        "t",
+        lambda s: all(victim not in st.isr and st.leader not in (victim, -1) for st in s.values()),
+        "the lost broker out of every ISR and leadership",
+        timeout=c.session_timeout_s + 30,
+    )
+    for p, st in after.items():
+        assert st.leader_epoch > before[p].leader_epoch
+        assert st.leader in before[p].isr
+    rows = c[controller_id].state_changes("broker_change")
+    assert any(victim in r["dead"] for r in rows)
+
+
+@pytest.mark.slow
+def test_without_unclean_election_a_partition_stays_offline_until_an_isr_member_returns(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory()
+    c.wait_controller()
+    # Partition 0 lives on brokers 2 and 3 only.
+    c.create_topic("t", {0: (2, 3)})
+    c.wait_topic_online("t")
+    c[3].kill()
+    c.wait_partitions("t", lambda s: s[0].isr == (2,), "ISR [2]", timeout=c.session_timeout_s + 30)
+    c[2].kill()
+    # No live ISR member: leader -1, and the ISR keeps its last member (never emptied).
+    states = c.wait_partitions(
+        "t", lambda s: s[0].leader == -1, "partition 0 offline", timeout=c.session_timeout_s + 30
+    )
+    assert states[0].isr == (2,)
+    # Broker 3 (not in the ISR) returns: still offline.
+    c[3].start()
+    c.wait_registered([3])
+    c.wait_controller()
+    assert c.partition_state("t", 0)[0].leader == -1
+    # The ISR member returns: it leads again.
+    c[2].start()
+    states = c.wait_partitions("t", lambda s: s[0].leader == 2, "broker 2 leads again")
+    unclean = [
+        r
+        for b in c.brokers.values()
+        for r in b.state_changes("partition_state")
+        if r["reason"] == "unclean"
+    ]
+    assert unclean == []
+
+
+@pytest.mark.slow
+def test_unclean_election_enabled_by_topic_config_elects_and_is_logged(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory()
+    c.wait_controller()
+    c.create_topic("t", {0: (2, 3)}, {"unclean.leader.election.enable": "true"})
+    c.wait_topic_online("t")
+    c[3].kill()
+    c.wait_partitions("t", lambda s: s[0].isr == (2,), "ISR [2]", timeout=c.session_timeout_s + 30)
+    c[2].kill()
+    c.wait_partitions(
+        "t", lambda s: s[0].leader == -1, "partition 0 offline", timeout=c.session_timeout_s + 30
+    )
+    c[3].start()  # not in the ISR, but unclean election is allowed for this topic
+    states = c.wait_partitions("t", lambda s: s[0].leader == 3, "broker 3 elected uncleanly")
+    assert states[0].isr == (3,)
+    unclean = [
+        r
+        for b in c.brokers.values()
+        for r in b.state_changes("partition_state")
+        if r["reason"] == "unclean" and r["topic"] == "t"
+    ]
+    assert unclean
+    assert unclean[-1]["leader"] == 3
+
+
+@pytest.mark.slow
+def test_broker_session_expiry_reregisters_with_a_new_broker_epoch(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory()
+    controller_id, _ = c.wait_controller()
+    victim = next(b for b in (1, 2, 3) if b != controller_id)
+    old_epoch = c.broker_epoch(victim)
+    c[victim].pause()  # past its session timeout: ZooKeeper expires the session
+    try:
+        wait_for(
+            lambda: victim not in c.registered(),
+            c.session_timeout_s + 30,
+            "the expired registration to go",
+        )
+    finally:
+        c[victim].resume()
+    new_epoch = wait_for(
+        lambda: (e := c.broker_epoch(victim)) and e != old_epoch and e,
+        60,
+        "re-registration with a new broker epoch",
+    )
+    assert old_epoch is not None
+    assert new_epoch > old_epoch
+    registered = c[victim].state_changes("broker_registered")
+    assert [r["broker_epoch"] for r in registered][-2:] == [old_epoch, new_epoch]
+    # The controller saw the broker come back (as a new broker: its old session is gone).
+    wait_for(
+        lambda: any(
+            victim in r["new"] or victim in r["bounced"]
+            for r in c[controller_id].state_changes("broker_change")
+        ),
+        30,
+        "the controller to see it",
+    )
+
+
+def test_kcat_and_confluent_kafka_see_brokers_controller_and_partitions(
+    cluster_factory: ClusterFactory,
+) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka.admin")
+    c = cluster_factory()
+    controller_id, _ = c.wait_controller()
+    c.create_topic("t", ASSIGNMENT)
+    states = c.wait_topic_online("t")
+    # Brokers learn of the topic through UpdateMetadata, a moment after the znodes.
+    port = c[1].port()
+    admin = confluent_kafka.AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+
+    def metadata():  # type: ignore[no-untyped-def]
+        md = admin.list_topics(timeout=10)
+        return md if "t" in md.topics and len(md.brokers) == 3 else None
+
+    md = wait_for(metadata, 30, "metadata with the topic")
+    assert md.controller_id == controller_id
+    assert sorted(md.brokers) == [1, 2, 3]
+    for p, pm in md.topics["t"].partitions.items():
+        assert pm.leader == states[p].leader
+        assert list(pm.replicas) == list(ASSIGNMENT[p])
+        assert sorted(pm.isrs) == sorted(states[p].isr)
+
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    assert kcat, "kcat is installed by the set-up script"
+    out = subprocess.run(
+        [kcat, "-b", f"127.0.0.1:{port}", "-L", "-J"], capture_output=True, timeout=60, check=True
+    )
+    listing = json.loads(out.stdout)
+    assert listing["controllerid"] == controller_id
+    assert sorted(b["id"] for b in listing["brokers"]) == [1, 2, 3]
+    topic = next(t for t in listing["topics"] if t["topic"] == "t")
+    assert {p["partition"]: p["leader"] for p in topic["partitions"]} == {
+        p: s.leader for p, s in states.items()
+    }

@@ -1,0 +1,501 @@
+"""The ZooKeeper client shell: batched reads, watch dispatch, and the fenced write path.
+
+Built on kazoo, with three additions a Kafka controller needs:
+
+* `get_many`/`get_children_many` batch reads into ZooKeeper 3.6+ `multiRead` requests
+  (opcode 22), pipelined. A single kazoo `get` costs a round trip and ~100 us of Python;
+  a multiRead of 1,000 znodes costs about as much as one, so loading 100,000 partition
+  states takes well under a second instead of ten.
+* Watches are dispatched by path to registered handlers (as Kafka's ZooKeeperClient does),
+  so the controller registers a handler once and re-arms the one-shot watch by reading
+  with `watch=True`.
+* `multi_fenced` is the one path for controller writes: every multi starts with a check
+  of the `/controller_epoch` zkVersion, so a controller that lost its term changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    EXCEPTIONS,
+    BadVersionError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    RolledBackError,
+    SessionExpiredError,
+    ZookeeperError,
+)
+from kazoo.protocol.serialization import (
+    int_struct,
+    multiheader_struct,
+    read_buffer,
+    read_string,
+    stat_struct,
+    write_string,
+)
+from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
+from kazoo.retry import KazooRetry
+
+from zkdata import paths
+
+log = logging.getLogger(__name__)
+
+_GET_DATA = 4
+_GET_CHILDREN = 8
+_ERROR = -1
+# Each multiRead carries at most this many reads: big enough to amortise the round trip,
+# small enough to stay far below ZooKeeper's 1 MB jute.maxbuffer for the response.
+READ_BATCH = 1000
+# Writes per fenced multi when batching many independent items (e.g. partition states).
+WRITE_BATCH_OPS = 500
+
+
+class ControllerMovedError(Exception):
+    """The `/controller_epoch` check of a fenced write failed: another controller won."""
+
+
+class _MultiRead:
+    """kazoo request object for ZooKeeper's multiRead (opcode 22), in kazoo's conventions."""
+
+    type = 22
+    __slots__ = ("ops",)
+
+    def __init__(self, ops: tuple[tuple[int, str, bool], ...]) -> None:
+        self.ops = ops  # (opcode, chrooted path, watch)
+
+    def serialize(self) -> bytearray:
+        b = bytearray()
+        for op, path, watch in self.ops:
+            b += multiheader_struct.pack(op, False, -1)
+            b += write_string(path)
+            b.append(1 if watch else 0)
+        b += multiheader_struct.pack(-1, True, -1)
+        return b
+
+    @classmethod
+    def deserialize(cls, buf: bytes, offset: int) -> list[Any]:
+        out: list[Any] = []
+        unpack_header = multiheader_struct.unpack_from
+        unpack_int = int_struct.unpack_from
+        unpack_stat = stat_struct.unpack_from
+        stat_size = stat_struct.size
+        while True:
+            op, done, _err = unpack_header(buf, offset)
+            offset += multiheader_struct.size
+            if done:
+                return out
+            if op == _GET_DATA:
+                data, offset = read_buffer(buf, offset)
+                out.append((data, ZnodeStat._make(unpack_stat(buf, offset))))
+                offset += stat_size
+            elif op == _GET_CHILDREN:
+                (count,) = unpack_int(buf, offset)
+                offset += 4
+                children = []
+                for _ in range(max(count, 0)):
+                    child, offset = read_string(buf, offset)
+                    children.append(child)
+                out.append(children)
+            elif op == _ERROR:
+                (code,) = unpack_int(buf, offset)
+                offset += 4
+                out.append(EXCEPTIONS[code]())
+            else:
+                raise ZookeeperError(f"unexpected op {op} in a multiRead response")
+
+
+# --- write operations -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Create:
+    path: str
+    data: bytes = b""
+    ephemeral: bool = False
+    sequential: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SetData:
+    path: str
+    data: bytes
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    path: str
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    path: str
+    version: int
+
+
+WriteOp = Create | SetData | Delete | Check
+# A result per op: the created path, a ZnodeStat for SetData, True, or the ZooKeeper error.
+OpResult = Any
+
+
+class WatchHandler(Protocol):
+    """Receives the watch events of one path. Runs on kazoo's callback thread: enqueue only."""
+
+    def __call__(self, event: WatchedEvent) -> None: ...
+
+
+def is_error(result: object) -> bool:
+    return isinstance(result, Exception)
+
+
+class ZkClient:
+    """A kazoo client plus the batched and fenced operations above. Thread-safe."""
+
+    def __init__(
+        self,
+        connect: str,
+        *,
+        session_timeout_ms: int = 18_000,
+        connection_timeout_ms: int | None = None,
+    ) -> None:
+        self.connect = connect
+        self.session_timeout_ms = session_timeout_ms
+        self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        # Retry the connection forever (a broker outlives a ZooKeeper outage); each command
+        # gets no automatic retry, so its caller decides what a lost connection means.
+        self.kazoo = KazooClient(
+            hosts=connect,
+            timeout=session_timeout_ms / 1000,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0),
+            command_retry=None,
+        )
+        self._handlers: dict[str, list[WatchHandler]] = defaultdict(list)
+        self._handlers_lock = threading.Lock()
+        self._state_listeners: list[Callable[[str], None]] = []
+        self.kazoo.add_listener(self._on_state)
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect, waiting at most the connection timeout."""
+        self.kazoo.start(timeout=self.connection_timeout_ms / 1000)
+
+    def close(self) -> None:
+        try:
+            self.kazoo.stop()
+        finally:
+            self.kazoo.close()
+
+    @property
+    def session_id(self) -> int:
+        cid = self.kazoo.client_id
+        return int(cid[0]) if cid else 0
+
+    @property
+    def connected(self) -> bool:
+        return bool(self.kazoo.connected)
+
+    def add_state_listener(self, listener: Callable[[str], None]) -> None:
+        """`listener(state)` with state one of "CONNECTED", "SUSPENDED", "LOST".
+
+        Called on kazoo's connection thread: it must only enqueue.
+        """
+        self._state_listeners.append(listener)
+
+    def _on_state(self, state: str) -> None:
+        name = {KazooState.CONNECTED: "CONNECTED", KazooState.SUSPENDED: "SUSPENDED"}.get(
+            state, "LOST"
+        )
+        for listener in list(self._state_listeners):
+            try:
+                listener(name)
+            except Exception:
+                log.exception("ZooKeeper state listener failed")
+
+    def wait_connected(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not self.kazoo.connected:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    # --- watch dispatch ---------------------------------------------------------------
+
+    def register_handler(self, path: str, handler: WatchHandler) -> None:
+        with self._handlers_lock:
+            if handler not in self._handlers[path]:
+                self._handlers[path].append(handler)
+
+    def unregister_handler(self, path: str, handler: WatchHandler) -> None:
+        with self._handlers_lock:
+            lst = self._handlers.get(path)
+            if lst and handler in lst:
+                lst.remove(handler)
+            if not lst:
+                self._handlers.pop(path, None)
+
+    def unregister_all_handlers(self) -> None:
+        with self._handlers_lock:
+            self._handlers.clear()
+
+    def _dispatch(self, event: WatchedEvent) -> None:
+        with self._handlers_lock:
+            handlers = list(self._handlers.get(event.path, ()))
+        for handler in handlers:
+            try:
+                handler(event)
+            except Exception:
+                log.exception("watch handler for %s failed", event.path)
+
+    # --- single reads -----------------------------------------------------------------
+
+    def get(self, path: str, *, watch: bool = False) -> tuple[bytes, ZnodeStat] | None:
+        """Data and stat of a znode, or None if it does not exist."""
+        try:
+            data, stat = self.kazoo.get(path, watch=self._dispatch if watch else None)
+        except NoNodeError:
+            if watch:
+                self.exists(path, watch=True)
+            return None
+        return data, stat
+
+    def exists(self, path: str, *, watch: bool = False) -> ZnodeStat | None:
+        return self.kazoo.exists(path, watch=self._dispatch if watch else None)
+
+    def get_children(self, path: str, *, watch: bool = False) -> list[str] | None:
+        try:
+            return list(self.kazoo.get_children(path, watch=self._dispatch if watch else None))
+        except NoNodeError:
+            if watch:
+                self.exists(path, watch=True)
+            return None
+
+    # --- batched reads ----------------------------------------------------------------
+
+    def _chrooted(self, path: str) -> str:
+        chroot: str = self.kazoo.chroot
+        return chroot + path if chroot and path != "/" else (chroot or path)
+
+    def _multi_read(self, op: int, path_list: Sequence[str], batch: int) -> list[Any]:
+        pending = []
+        for start in range(0, len(path_list), batch):
+            ops = tuple((op, self._chrooted(p), False) for p in path_list[start : start + batch])
+            result = self.kazoo.handler.async_result()
+            self.kazoo._call(_MultiRead(ops), result)
+            pending.append(result)
+        out: list[Any] = []
+        for result in pending:
+            out.extend(result.get(timeout=self.session_timeout_ms / 1000))
+        return out
+
+    def _watched_reads(self, op: int, path_list: Sequence[str]) -> list[Any]:
+        # ZooKeeper ignores the watch flag inside a multiRead (Op.GetData drops it), so
+        # reads that arm a watch are single requests, pipelined.
+        call = self.kazoo.get_children_async if op == _GET_CHILDREN else self.kazoo.get_async
+        pending = [call(p, watch=self._dispatch) for p in path_list]
+        out: list[Any] = []
+        for path, result in zip(path_list, pending, strict=True):
+            try:
+                out.append(result.get(timeout=self.session_timeout_ms / 1000))
+            except NoNodeError as e:
+                self.exists(path, watch=True)  # a watch for its creation
+                out.append(e)
+        return out
+
+    def _read(self, op: int, path_list: Sequence[str], watch: bool, batch: int) -> list[Any]:
+        if watch:
+            results = self._watched_reads(op, path_list)
+        else:
+            results = self._multi_read(op, path_list, batch)
+        for r in results:
+            if isinstance(r, Exception) and not isinstance(r, NoNodeError):
+                raise r
+        return [None if isinstance(r, NoNodeError) else r for r in results]
+
+    def get_many(
+        self, path_list: Sequence[str], *, watch: bool = False, batch: int = READ_BATCH
+    ) -> list[tuple[bytes, ZnodeStat] | None]:
+        """Data and stat of each path, None where it does not exist.
+
+        Unwatched reads go in pipelined multiReads. Any error other than a missing node
+        (e.g. a lost connection) raises: a partial view is never returned.
+        """
+        return self._read(_GET_DATA, path_list, watch, batch)
+
+    def get_children_many(
+        self, path_list: Sequence[str], *, watch: bool = False, batch: int = READ_BATCH
+    ) -> list[list[str] | None]:
+        return [
+            None if r is None else list(r)
+            for r in self._read(_GET_CHILDREN, path_list, watch, batch)
+        ]
+
+    # --- unfenced writes (brokers, admin tools; never the controller) -----------------
+
+    def ensure_paths(self, path_list: Iterable[str]) -> None:
+        for path in path_list:
+            self.kazoo.ensure_path(path)
+
+    def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> tuple[str, ZnodeStat]:
+        created, stat = self.kazoo.create(
+            path,
+            data,
+            ephemeral=ephemeral,
+            sequence=sequential,
+            makepath=make_parents,
+            include_data=True,
+        )
+        return str(created), stat
+
+    def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
+        return self.kazoo.set(path, data, version=version)
+
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> bool:
+        """Delete a znode; False if it was already gone."""
+        try:
+            self.kazoo.delete(path, version=version, recursive=recursive)
+        except NoNodeError:
+            return False
+        return True
+
+    def multi(self, ops: Sequence[WriteOp]) -> list[OpResult]:
+        """One atomic multi; a result or an error per op (errors are returned, not raised)."""
+        return list(self._multi_async(ops).get(timeout=self.session_timeout_ms / 1000))
+
+    def _multi_async(self, ops: Sequence[WriteOp]) -> Any:
+        tx = self.kazoo.transaction()
+        for op in ops:
+            if isinstance(op, Check):
+                tx.check(op.path, op.version)
+            elif isinstance(op, SetData):
+                tx.set_data(op.path, op.data, op.version)
+            elif isinstance(op, Delete):
+                tx.delete(op.path, op.version)
+            else:
+                tx.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequential)
+        return tx.commit_async()
+
+    # --- the fenced write path --------------------------------------------------------
+
+    def multi_fenced(self, epoch_zk_version: int, ops: Sequence[WriteOp]) -> list[OpResult]:
+        """One multi that applies `ops` only while `/controller_epoch` has that zkVersion.
+
+        Raises ControllerMovedError if the check failed: nothing was changed. Otherwise
+        returns the results of `ops` (without the check), errors included.
+        """
+        return self.multi_fenced_batched(epoch_zk_version, [ops])[0]
+
+    def multi_fenced_batched(
+        self,
+        epoch_zk_version: int,
+        items: Sequence[Sequence[WriteOp]],
+        *,
+        max_ops: int = WRITE_BATCH_OPS,
+    ) -> list[list[OpResult]]:
+        """Apply independent items (each a list of ops, atomic on its own), fenced.
+
+        Items are packed many to a multi, and the multis pipelined: 10,000 partition
+        updates cost a few round trips. A multi is all-or-nothing, so when an item's own
+        op fails (say BadVersion on one partition), the items packed with it are retried
+        each in a multi of its own to learn every item's result. Raises
+        ControllerMovedError if any epoch check failed.
+        """
+        check = Check(paths.CONTROLLER_EPOCH, epoch_zk_version)
+        groups: list[list[int]] = []
+        current: list[int] = []
+        size = 0
+        for i, item in enumerate(items):
+            if current and size + len(item) > max_ops:
+                groups.append(current)
+                current, size = [], 0
+            current.append(i)
+            size += len(item)
+        if current:
+            groups.append(current)
+
+        results: list[list[OpResult] | None] = [None] * len(items)
+        retry_alone: list[int] = []
+        timeout = self.session_timeout_ms / 1000
+        pending = [
+            (group, self._multi_async([check, *(op for i in group for op in items[i])]))
+            for group in groups
+        ]
+        for group, async_result in pending:
+            res = list(async_result.get(timeout=timeout))
+            self._raise_if_fenced(res)
+            failed = any(is_error(r) and not isinstance(r, RolledBackError) for r in res[1:])
+            if failed and len(group) > 1:
+                retry_alone.extend(group)
+                continue
+            pos = 1
+            for i in group:
+                results[i] = res[pos : pos + len(items[i])]
+                pos += len(items[i])
+        if retry_alone:
+            alone = [(i, self._multi_async([check, *items[i]])) for i in retry_alone]
+            for i, async_result in alone:
+                res = list(async_result.get(timeout=timeout))
+                self._raise_if_fenced(res)
+                results[i] = res[1:]
+        return [r if r is not None else [] for r in results]
+
+    @staticmethod
+    def _raise_if_fenced(res: Sequence[OpResult]) -> None:
+        if res and isinstance(res[0], (BadVersionError, NoNodeError)):
+            raise ControllerMovedError(
+                "the /controller_epoch zkVersion changed: another controller was elected"
+            )
+
+
+def event_kind(event: WatchedEvent) -> str:
+    """CREATED, DELETED, CHANGED, CHILD or NONE: a stable name for logs and handlers."""
+    return {
+        EventType.CREATED: "CREATED",
+        EventType.DELETED: "DELETED",
+        EventType.CHANGED: "CHANGED",
+        EventType.CHILD: "CHILD",
+    }.get(event.type, "NONE")
+
+
+# Errors a caller of this module may want to catch without importing kazoo.
+__all__ = [
+    "BadVersionError",
+    "Check",
+    "ConnectionLoss",
+    "ControllerMovedError",
+    "Create",
+    "Delete",
+    "KazooException",
+    "NoNodeError",
+    "NodeExistsError",
+    "OperationTimeoutError",
+    "SessionExpiredError",
+    "SetData",
+    "WatchedEvent",
+    "ZkClient",
+    "ZnodeStat",
+    "ZookeeperError",
+    "event_kind",
+    "is_error",
+]

@@ -1,0 +1,103 @@
+"""Every znode path the cluster uses, exactly Kafka's layout (ZkData.scala).
+
+One module owns the paths so that no other module formats a path string by hand.
+"""
+
+from __future__ import annotations
+
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+
+BROKERS = "/brokers"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+BROKER_SEQID = "/brokers/seqid"
+
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
+
+ADMIN = "/admin"
+DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+
+CLUSTER_ID = "/cluster/id"
+
+CONFIG = "/config"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
+
+# Created (empty) by every broker at start-up, as Kafka's ZkData.PersistentZkPaths.
+PERSISTENT_PATHS: tuple[str, ...] = (
+    BROKER_IDS,
+    BROKER_TOPICS,
+    BROKER_SEQID,
+    ISR_CHANGE_NOTIFICATION,
+    DELETE_TOPICS,
+    CONFIG_TOPICS,
+    CONFIG_CHANGES,
+)
+
+
+def broker(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic(name: str) -> str:
+    return f"{BROKER_TOPICS}/{name}"
+
+
+def topic_partitions(name: str) -> str:
+    return f"{BROKER_TOPICS}/{name}/partitions"
+
+
+def partition(name: str, partition_id: int) -> str:
+    return f"{BROKER_TOPICS}/{name}/partitions/{partition_id}"
+
+
+def partition_state(name: str, partition_id: int) -> str:
+    return f"{BROKER_TOPICS}/{name}/partitions/{partition_id}/state"
+
+
+def delete_topic(name: str) -> str:
+    return f"{DELETE_TOPICS}/{name}"
+
+
+def topic_config(name: str) -> str:
+    return f"{CONFIG_TOPICS}/{name}"
+
+
+def isr_change_notification(child: str) -> str:
+    return f"{ISR_CHANGE_NOTIFICATION}/{child}"
+
+
+def parse_broker_id(child: str) -> int | None:
+    """The broker id of a child of /brokers/ids, or None for a name that is not one."""
+    try:
+        value = int(child)
+    except ValueError:
+        return None
+    return value if value >= 0 and str(value) == child else None
+
+
+# Kafka's topic-name rule (Topic.scala): legal characters, and at most 249 of them.
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+MAX_TOPIC_NAME_LENGTH = 249
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why a topic name is illegal, or None when it is legal."""
+    if not name:
+        return "a topic name must not be empty"
+    if name in (".", ".."):
+        return f"a topic name cannot be {name!r}"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"a topic name is at most {MAX_TOPIC_NAME_LENGTH} characters, not {len(name)}"
+    bad = sorted(set(name) - _LEGAL_TOPIC_CHARS)
+    if bad:
+        return (
+            f"topic name {name!r} has illegal characters {''.join(bad)!r}; "
+            "legal are ASCII letters, digits, '.', '_' and '-'"
+        )
+    return None

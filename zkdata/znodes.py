@@ -1,0 +1,471 @@
+"""Codecs for the data of every znode, byte-compatible with Kafka's (ZkData.scala).
+
+Kafka writes compact JSON (Jackson: no spaces) and a few fields in peculiar forms: the
+controller's and a broker's timestamps are strings, `/controller_epoch` is a bare integer.
+Decoders are strict about types and raise `MalformedZnode` naming the path, so that the
+caller can report the bad znode and skip it instead of crashing the controller.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeGuard
+
+from zkdata import paths
+
+NO_LEADER = -1
+LEADER_DURING_DELETE = -2
+INITIAL_LEADER_EPOCH = 0
+
+# Kafka reads every integer field as a Java int: a bigger number is malformed, not a broker id.
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+# An integer written as text (a partition key, /controller_epoch): ASCII digits only, since
+# Python's int() would also take "1_0", " 1" and non-ASCII digits.
+_INT_TEXT = re.compile(r"-?[0-9]+")
+
+
+class MalformedZnode(ValueError):
+    """A znode's data could not be decoded. Carries the path, so reports can name it."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"malformed data in znode {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def _dumps(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _loads_object(path: str, data: bytes | None) -> dict[str, Any]:
+    if not data:
+        raise MalformedZnode(path, "no data")
+    try:
+        obj = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise MalformedZnode(path, f"not JSON ({e})") from None
+    except RecursionError:
+        raise MalformedZnode(path, "JSON nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise MalformedZnode(path, f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _int(path: str, obj: Mapping[str, Any], key: str) -> int:
+    value = obj.get(key)
+    # bool is an int in Python; a JSON true is not a broker id.
+    if not _is_int32(value):
+        raise MalformedZnode(path, f"field {key!r} must be a 32-bit integer, got {value!r}")
+    return value
+
+
+def _is_int32(value: object) -> TypeGuard[int]:
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and _INT32_MIN <= value <= _INT32_MAX
+    )
+
+
+def _int_list(path: str, value: object, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(_is_int32(v) for v in value):
+        raise MalformedZnode(path, f"{what} must be a list of 32-bit integers, got {value!r}")
+    return tuple(value)
+
+
+def _int_text(path: str, text: str, what: str) -> int:
+    if not _INT_TEXT.fullmatch(text) or not _INT32_MIN <= int(text) <= _INT32_MAX:
+        raise MalformedZnode(path, f"{what} {text!r} is not a 32-bit integer")
+    return int(text)
+
+
+def _str(path: str, obj: Mapping[str, Any], key: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise MalformedZnode(path, f"field {key!r} must be a string, got {value!r}")
+    return value
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# --- /controller and /controller_epoch -------------------------------------------------
+
+
+def encode_controller(broker_id: int, timestamp_ms: int | None = None) -> bytes:
+    ts = now_ms() if timestamp_ms is None else timestamp_ms
+    return _dumps({"version": 1, "brokerid": broker_id, "timestamp": str(ts)})
+
+
+def decode_controller(data: bytes | None, path: str = paths.CONTROLLER) -> int:
+    """The controller's broker id. Accepts Kafka 0.8's bare-integer form too."""
+    if data is not None and _INT_TEXT.fullmatch(data.strip().decode("ascii", "replace")):
+        return _int_text(path, data.strip().decode(), "controller id")
+    return _int(path, _loads_object(path, data), "brokerid")
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes | None, path: str = paths.CONTROLLER_EPOCH) -> int:
+    try:
+        text = (data or b"").decode().strip()
+    except UnicodeDecodeError:
+        raise MalformedZnode(path, f"expected an integer epoch, got {data!r}") from None
+    epoch = _int_text(path, text, "epoch")
+    if epoch < 0:
+        raise MalformedZnode(path, f"negative epoch {epoch}")
+    return epoch
+
+
+# --- /brokers/ids/<id> -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EndPoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    def connection_string(self) -> str:
+        # Kafka's Utils.formatAddress: an IPv6 host goes in brackets.
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener}://{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """The data of /brokers/ids/<id>. The broker epoch is the znode's czxid, not in here."""
+
+    broker_id: int
+    endpoints: tuple[EndPoint, ...]
+    rack: str | None = None
+    timestamp_ms: int = 0
+    jmx_port: int = -1
+
+    @property
+    def host(self) -> str:
+        return self.endpoints[0].host
+
+    @property
+    def port(self) -> int:
+        return self.endpoints[0].port
+
+    def endpoint(self, listener: str) -> EndPoint | None:
+        for ep in self.endpoints:
+            if ep.listener == listener:
+                return ep
+        return None
+
+
+def encode_broker(reg: BrokerRegistration) -> bytes:
+    # Version 4, key order as a Kafka 2.x broker writes it.
+    first = reg.endpoints[0]
+    obj: dict[str, Any] = {
+        "listener_security_protocol_map": {
+            ep.listener: ep.security_protocol for ep in reg.endpoints
+        },
+        "endpoints": [ep.connection_string() for ep in reg.endpoints],
+    }
+    if reg.rack is not None:
+        obj["rack"] = reg.rack
+    obj.update(
+        {
+            "jmx_port": reg.jmx_port,
+            "host": first.host,
+            "timestamp": str(reg.timestamp_ms or now_ms()),
+            "port": first.port,
+            "version": 4,
+        }
+    )
+    return _dumps(obj)
+
+
+def _parse_endpoint(path: str, text: object, protocols: Mapping[str, Any]) -> EndPoint:
+    if not isinstance(text, str) or "://" not in text:
+        raise MalformedZnode(path, f"endpoint {text!r} is not LISTENER://host:port")
+    listener, _, hostport = text.partition("://")
+    host, sep, port_text = hostport.rpartition(":")
+    if not sep or not (port_text.isascii() and port_text.isdigit()):
+        raise MalformedZnode(path, f"endpoint {text!r} has no port")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    protocol = protocols.get(listener, listener)
+    return EndPoint(listener, host, int(port_text), str(protocol))
+
+
+def decode_broker(
+    broker_id: int, data: bytes | None, path: str | None = None
+) -> BrokerRegistration:
+    path = path or paths.broker(broker_id)
+    obj = _loads_object(path, data)
+    version = _int(path, obj, "version")
+    protocols = obj.get("listener_security_protocol_map") or {}
+    if not isinstance(protocols, dict):
+        raise MalformedZnode(path, "listener_security_protocol_map must be an object")
+    raw_endpoints = obj.get("endpoints")
+    if version >= 2 and raw_endpoints:
+        if not isinstance(raw_endpoints, list):
+            raise MalformedZnode(path, "endpoints must be a list")
+        endpoints = tuple(_parse_endpoint(path, e, protocols) for e in raw_endpoints)
+    else:
+        endpoints = (EndPoint("PLAINTEXT", _str(path, obj, "host"), _int(path, obj, "port")),)
+    rack = obj.get("rack")
+    if rack is not None and not isinstance(rack, str):
+        raise MalformedZnode(path, f"rack must be a string or null, got {rack!r}")
+    ts = obj.get("timestamp", "0")
+    if isinstance(ts, bool) or not isinstance(ts, str | int):
+        raise MalformedZnode(path, f"timestamp {ts!r} is not a number")
+    try:
+        timestamp_ms = int(ts)
+    except ValueError:
+        raise MalformedZnode(path, f"timestamp {ts!r} is not a number") from None
+    jmx = _int(path, obj, "jmx_port") if "jmx_port" in obj else -1
+    return BrokerRegistration(
+        broker_id=broker_id,
+        endpoints=endpoints,
+        rack=rack,
+        timestamp_ms=timestamp_ms,
+        jmx_port=jmx,
+    )
+
+
+# --- /brokers/topics/<t> ---------------------------------------------------------------
+
+
+def new_topic_id() -> uuid.UUID:
+    # Kafka reserves the zero id and ids whose base64 form starts with '-'.
+    while True:
+        tid = uuid.uuid4()
+        if not topic_id_to_str(tid).startswith("-"):
+            return tid
+
+
+def topic_id_to_str(tid: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(tid.bytes).rstrip(b"=").decode()
+
+
+def topic_id_from_str(text: str) -> uuid.UUID:
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"topic id {text!r} is not 16 bytes")
+    return uuid.UUID(bytes=raw)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """The data of /brokers/topics/<t>: partition -> replicas, plus reassignment state."""
+
+    topic: str
+    partitions: Mapping[int, tuple[int, ...]]
+    topic_id: uuid.UUID | None = None
+    adding_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+def _encode_partition_map(m: Mapping[int, Iterable[int]]) -> dict[str, list[int]]:
+    return {str(p): list(r) for p, r in sorted(m.items())}
+
+
+def encode_topic(assignment: TopicAssignment) -> bytes:
+    obj: dict[str, Any] = {"version": 2}
+    if assignment.topic_id is not None:
+        obj = {"version": 3, "topic_id": topic_id_to_str(assignment.topic_id)}
+    obj["partitions"] = _encode_partition_map(assignment.partitions)
+    obj["adding_replicas"] = _encode_partition_map(assignment.adding_replicas)
+    obj["removing_replicas"] = _encode_partition_map(assignment.removing_replicas)
+    return _dumps(obj)
+
+
+def _decode_partition_map(path: str, value: object, what: str) -> dict[int, tuple[int, ...]]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise MalformedZnode(path, f"{what} must be an object")
+    out: dict[int, tuple[int, ...]] = {}
+    for key, replicas in value.items():
+        partition_id = _int_text(path, key, f"{what}: partition key")
+        if partition_id < 0:
+            raise MalformedZnode(path, f"{what} has a negative partition {partition_id}")
+        out[partition_id] = _int_list(path, replicas, f"{what}[{key}]")
+    return out
+
+
+def decode_topic(topic: str, data: bytes | None, path: str | None = None) -> TopicAssignment:
+    path = path or paths.topic(topic)
+    obj = _loads_object(path, data)
+    partitions = _decode_partition_map(path, obj.get("partitions"), "partitions")
+    if not partitions:
+        raise MalformedZnode(path, "no partitions")
+    for p, replicas in partitions.items():
+        if not replicas:
+            raise MalformedZnode(path, f"partition {p} has no replicas")
+        if len(set(replicas)) != len(replicas):
+            raise MalformedZnode(path, f"partition {p} lists a replica twice: {list(replicas)}")
+    topic_id = None
+    raw_id = obj.get("topic_id")
+    if raw_id is not None:
+        try:
+            topic_id = topic_id_from_str(str(raw_id))
+        except ValueError:
+            raise MalformedZnode(path, f"topic_id {raw_id!r} is not a Kafka Uuid") from None
+    return TopicAssignment(
+        topic=topic,
+        partitions=partitions,
+        topic_id=topic_id,
+        adding_replicas=_decode_partition_map(path, obj.get("adding_replicas"), "adding_replicas"),
+        removing_replicas=_decode_partition_map(
+            path, obj.get("removing_replicas"), "removing_replicas"
+        ),
+    )
+
+
+# --- /brokers/topics/<t>/partitions/<p>/state ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsr:
+    """A partition's leadership: leader, leader epoch, ISR, and the state znode's version.
+
+    `zk_version` is the version of the state znode this was read from or written as; the
+    next write is conditional on it, so a stale writer fails instead of overwriting.
+    """
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int = 0
+
+    def new_leader_and_isr(self, leader: int, isr: tuple[int, ...]) -> LeaderAndIsr:
+        """The next decision: every controller change of leader or ISR bumps the epoch."""
+        return LeaderAndIsr(leader, self.leader_epoch + 1, isr, self.zk_version)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """The data of a partition state znode: its leadership and the controller that wrote it."""
+
+    leader_and_isr: LeaderAndIsr
+    controller_epoch: int
+
+
+def encode_partition_state(leader_and_isr: LeaderAndIsr, controller_epoch: int) -> bytes:
+    # Key order as Kafka writes it (a Scala HashMap's order); hot path, so no json.dumps.
+    isr = ",".join(map(str, leader_and_isr.isr))
+    return (
+        f'{{"controller_epoch":{controller_epoch},"leader":{leader_and_isr.leader},'
+        f'"version":1,"leader_epoch":{leader_and_isr.leader_epoch},"isr":[{isr}]}}'
+    ).encode()
+
+
+def decode_partition_state(path: str, data: bytes | None, zk_version: int) -> PartitionState:
+    obj = _loads_object(path, data)
+    leader = _int(path, obj, "leader")
+    leader_epoch = _int(path, obj, "leader_epoch")
+    controller_epoch = _int(path, obj, "controller_epoch")
+    isr = _int_list(path, obj.get("isr"), "isr")
+    if leader < LEADER_DURING_DELETE or leader_epoch < 0 or controller_epoch < 0:
+        raise MalformedZnode(path, "negative leader, leader_epoch or controller_epoch")
+    if len(set(isr)) != len(isr):
+        raise MalformedZnode(path, f"isr lists a replica twice: {list(isr)}")
+    return PartitionState(LeaderAndIsr(leader, leader_epoch, isr, zk_version), controller_epoch)
+
+
+# --- admin and notification znodes -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+def _decode_partition_list(path: str, data: bytes | None) -> list[dict[str, Any]]:
+    obj = _loads_object(path, data)
+    items = obj.get("partitions")
+    if not isinstance(items, list):
+        raise MalformedZnode(path, "field 'partitions' must be a list")
+    for item in items:
+        if not isinstance(item, dict):
+            raise MalformedZnode(path, f"partition entry {item!r} is not an object")
+        _str(path, item, "topic")
+        if _int(path, item, "partition") < 0:
+            raise MalformedZnode(path, f"negative partition in {item!r}")
+    return items
+
+
+def encode_partition_list(partitions: Iterable[TopicPartition]) -> bytes:
+    """Data of /isr_change_notification/isr_change_<n> and /admin/preferred_replica_election."""
+    return _dumps(
+        {
+            "version": 1,
+            "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in partitions],
+        }
+    )
+
+
+def decode_partition_list(path: str, data: bytes | None) -> list[TopicPartition]:
+    return [TopicPartition(i["topic"], i["partition"]) for i in _decode_partition_list(path, data)]
+
+
+def encode_reassignment(targets: Mapping[TopicPartition, Iterable[int]]) -> bytes:
+    return _dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": tp.topic, "partition": tp.partition, "replicas": list(r)}
+                for tp, r in sorted(targets.items())
+            ],
+        }
+    )
+
+
+def decode_reassignment(
+    data: bytes | None, path: str = paths.REASSIGN_PARTITIONS
+) -> dict[TopicPartition, tuple[int, ...]]:
+    out: dict[TopicPartition, tuple[int, ...]] = {}
+    for item in _decode_partition_list(path, data):
+        replicas = _int_list(path, item.get("replicas"), "replicas")
+        if not replicas or len(set(replicas)) != len(replicas):
+            raise MalformedZnode(path, f"replicas {list(replicas)} must be distinct and non-empty")
+        out[TopicPartition(item["topic"], item["partition"])] = replicas
+    return out
+
+
+def encode_topic_config(config: Mapping[str, str]) -> bytes:
+    return _dumps({"version": 1, "config": dict(config)})
+
+
+def decode_topic_config(topic: str, data: bytes | None, path: str | None = None) -> dict[str, str]:
+    path = path or paths.topic_config(topic)
+    obj = _loads_object(path, data)
+    config = obj.get("config", {})
+    if not isinstance(config, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in config.items()
+    ):
+        raise MalformedZnode(path, "config must map strings to strings")
+    return config
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dumps({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes | None, path: str = paths.CLUSTER_ID) -> str:
+    return _str(path, _loads_object(path, data), "id")
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    return _dumps({"version": 2, "entity_path": entity_path})
