@@ -1,0 +1,256 @@
+"""Partition reassignment through /admin/reassign_partitions (Kafka's ZooKeeper-based
+kafka-reassign-partitions.sh): parse and validate the targets, start, verify.
+
+The controller carries a reassignment out (adding replicas, waiting for them to join the
+ISR, moving leadership, removing replicas) and deletes each partition from the znode when
+it is done; this module only asks for it and reports how far it got.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from admin import metadata
+from admin.errors import AdminError, InvalidArgumentError, Problems
+from admin.topics import check_topic_name, parse_replicas
+from zkdata import paths, znodes
+from zkdata.client import NodeExistsError, ZkClient
+from zkdata.znodes import TopicAssignment, TopicPartition
+
+Targets = dict[TopicPartition, tuple[int, ...]]
+
+IN_PROGRESS_MESSAGE = (
+    "a reassignment is in progress ({path} exists); follow it with `zkctl reassign --verify"
+    " --reassignment-json-file <file>` and start a new one when it is done"
+)
+
+
+def _bad(source: str, message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{source}: {message}")
+
+
+def _int_field(source: str, item: Mapping[str, Any], key: str) -> int:
+    value = item.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _bad(source, f"{key!r} must be a non-negative integer in {json.dumps(item)}")
+    return value
+
+
+def parse_reassignment_json(text: str, source: str = "reassignment JSON") -> Targets:
+    """Kafka's reassignment file: ``{"version":1,"partitions":[{"topic":..,"partition":..,
+    "replicas":[..]}]}``. ``log_dirs`` is accepted when every entry is "any" (the only
+    placement this cluster has). Raises InvalidArgumentError naming the problem."""
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise _bad(source, f"not valid JSON ({e})") from None
+    if not isinstance(obj, dict):
+        raise _bad(source, "expected a JSON object with a 'partitions' list")
+    version = obj.get("version", 1)
+    if version != 1:
+        raise _bad(source, f"unsupported version {version!r} (only 1)")
+    items = obj.get("partitions")
+    if not isinstance(items, list):
+        raise _bad(source, "'partitions' must be a list")
+    if not items:
+        raise _bad(source, "the partition reassignment list is empty")
+    targets: Targets = {}
+    duplicates: list[str] = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise _bad(source, f"partition entry {json.dumps(item)} is not an object")
+        topic = item.get("topic")
+        if not isinstance(topic, str):
+            raise _bad(source, f"'topic' must be a string in {json.dumps(item)}")
+        problem = paths.topic_name_problem(topic)
+        if problem is not None:
+            raise _bad(source, problem)
+        partition = _int_field(source, item, "partition")
+        replicas = item.get("replicas")
+        if (
+            not isinstance(replicas, list)
+            or not replicas
+            or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in replicas)
+        ):
+            raise _bad(
+                source, f"'replicas' must be a non-empty list of broker ids in {json.dumps(item)}"
+            )
+        tp = TopicPartition(topic, partition)
+        if len(set(replicas)) != len(replicas):
+            raise _bad(source, f"the replica list of {tp} contains duplicates: {replicas}")
+        log_dirs = item.get("log_dirs")
+        if log_dirs is not None and (
+            not isinstance(log_dirs, list)
+            or len(log_dirs) != len(replicas)
+            or any(d != "any" for d in log_dirs)
+        ):
+            raise _bad(source, f'log_dirs of {tp}: only "any" (one per replica) is supported here')
+        if tp in targets:
+            duplicates.append(str(tp))
+        targets[tp] = tuple(replicas)
+    if duplicates:
+        raise _bad(source, f"duplicate partitions: {', '.join(duplicates)}")
+    return targets
+
+
+def targets_from_args(topic: str, partition: int, replicas: str) -> Targets:
+    """One partition from ``--topic T --partition P --replicas 1,2,3``."""
+    check_topic_name(topic)
+    if partition < 0:
+        raise InvalidArgumentError(f"--partition must be >= 0, not {partition}")
+    return {TopicPartition(topic, partition): tuple(parse_replicas(replicas))}
+
+
+def check_targets(
+    targets: Mapping[TopicPartition, tuple[int, ...]],
+    topics: Mapping[str, TopicAssignment],
+    registered_brokers: Collection[int],
+    marked_for_deletion: Collection[str],
+    malformed_topics: Collection[str] = (),
+) -> None:
+    """Pure: raise AdminError listing every target that cannot be reassigned."""
+    problems: list[str] = []
+    for name in sorted({tp.topic for tp in targets}):
+        if name in malformed_topics:
+            problems.append(f"topic {name!r} has a malformed znode {paths.topic(name)}")
+        elif name not in topics:
+            problems.append(f"topic {name!r} does not exist")
+        elif name in marked_for_deletion:
+            problems.append(f"topic {name!r} is marked for deletion")
+    absent = sorted(
+        str(tp)
+        for tp in targets
+        if tp.topic in topics and tp.partition not in topics[tp.topic].partitions
+    )
+    if absent:
+        problems.append(f"non-existent partitions: {', '.join(absent)}")
+    unknown = sorted({b for r in targets.values() for b in r} - set(registered_brokers))
+    if unknown:
+        problems.append(
+            f"broker(s) {', '.join(map(str, unknown))} are not registered"
+            f" (registered: {', '.join(map(str, sorted(registered_brokers))) or 'none'})"
+        )
+    if problems:
+        raise AdminError("cannot reassign: " + "; ".join(problems))
+
+
+@dataclass
+class StartReassignmentResult:
+    targets: Targets
+    current: Targets
+    problems: Problems
+
+
+def _snapshot(
+    zk: ZkClient, targets: Mapping[TopicPartition, tuple[int, ...]], problems: Problems
+) -> dict[str, TopicAssignment]:
+    names = sorted({tp.topic for tp in targets})
+    records, _missing = metadata.read_topics(zk, names, problems)
+    return {n: r.assignment for n, r in records.items()}
+
+
+def start_reassignment(
+    zk: ZkClient, targets: Mapping[TopicPartition, tuple[int, ...]]
+) -> StartReassignmentResult:
+    """Validate and write /admin/reassign_partitions; refuse while one is in progress."""
+    problems = Problems()
+    if zk.exists(paths.REASSIGN_PARTITIONS) is not None:
+        raise AdminError(IN_PROGRESS_MESSAGE.format(path=paths.REASSIGN_PARTITIONS))
+    topics = _snapshot(zk, targets, problems)
+    check_targets(
+        targets,
+        topics,
+        metadata.registered_broker_ids(zk, problems),
+        metadata.topics_marked_for_deletion(zk),
+        malformed_topics={tp.topic for tp in targets if paths.topic(tp.topic) in problems.paths()},
+    )
+    current = {tp: topics[tp.topic].partitions[tp.partition] for tp in targets}
+    try:
+        zk.create(paths.REASSIGN_PARTITIONS, znodes.encode_reassignment(targets), make_parents=True)
+    except NodeExistsError:
+        raise AdminError(IN_PROGRESS_MESSAGE.format(path=paths.REASSIGN_PARTITIONS)) from None
+    return StartReassignmentResult(dict(targets), current, problems)
+
+
+def format_reassignment_json(targets: Mapping[TopicPartition, tuple[int, ...]]) -> str:
+    """Kafka's JSON form (what --reassignment-json-file reads), e.g. for a rollback file."""
+    return znodes.encode_reassignment(targets).decode()
+
+
+@dataclass(frozen=True)
+class PartitionReassignmentStatus:
+    partition: TopicPartition
+    target: tuple[int, ...]
+    current: tuple[int, ...] | None
+    # "complete", "in_progress", "failed", or "unknown" (topic or partition gone, malformed)
+    status: str
+    detail: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "topic": self.partition.topic,
+            "partition": self.partition.partition,
+            "target": list(self.target),
+            "current": None if self.current is None else list(self.current),
+            "status": self.status,
+            "detail": self.detail,
+        }
+
+
+def reassignment_status(
+    tp: TopicPartition,
+    target: tuple[int, ...],
+    assignment: TopicAssignment | None,
+    pending: Mapping[TopicPartition, tuple[int, ...]] | None,
+) -> PartitionReassignmentStatus:
+    """Pure: done when the assignment equals the target and nothing is being added or
+    removed; in progress while the partition is still pending or moving."""
+    if assignment is None or tp.partition not in assignment.partitions:
+        return PartitionReassignmentStatus(tp, target, None, "unknown", "partition not found")
+    current = assignment.partitions[tp.partition]
+    adding = assignment.adding_replicas.get(tp.partition, ())
+    removing = assignment.removing_replicas.get(tp.partition, ())
+    # A malformed /admin/reassign_partitions reads as {}: pending, contents unknown.
+    listed = pending is not None and (not pending or tp in pending)
+    if adding or removing or listed:
+        detail = ""
+        if adding or removing:
+            detail = f"adding {list(adding)}, removing {list(removing)}"
+        return PartitionReassignmentStatus(tp, target, current, "in_progress", detail)
+    if current == target:
+        return PartitionReassignmentStatus(tp, target, current, "complete")
+    return PartitionReassignmentStatus(
+        tp, target, current, "failed", f"the replicas are {list(current)}, not the target"
+    )
+
+
+@dataclass
+class VerifyResult:
+    statuses: list[PartitionReassignmentStatus]
+    pending: bool
+    problems: Problems
+
+    @property
+    def complete(self) -> bool:
+        return all(s.status == "complete" for s in self.statuses)
+
+
+def verify_reassignment(
+    zk: ZkClient, targets: Mapping[TopicPartition, tuple[int, ...]]
+) -> VerifyResult:
+    problems = Problems()
+    pending = metadata.pending_reassignment(zk, problems)
+    topics = _snapshot(zk, targets, problems)
+    malformed = set(problems.paths())
+    statuses = [
+        PartitionReassignmentStatus(
+            tp, target, None, "unknown", f"malformed topic znode {paths.topic(tp.topic)}"
+        )
+        if paths.topic(tp.topic) in malformed
+        else reassignment_status(tp, target, topics.get(tp.topic), pending)
+        for tp, target in sorted(targets.items())
+    ]
+    return VerifyResult(statuses, pending is not None, problems)

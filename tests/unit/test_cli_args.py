@@ -1,0 +1,624 @@
+"""zkctl's argument handling and the pure validation behind every command (no ZooKeeper)."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from admin import elect, reassign, topics
+from admin.errors import AdminError, InvalidArgumentError, TopicExistsError
+from cluster import local
+from controller.assignment import BrokerMetadata, RackAwareMode, assign_new_partitions
+from zkctl import cli
+from zkdata.znodes import (
+    LeaderAndIsr,
+    PartitionState,
+    TopicAssignment,
+    TopicPartition,
+)
+
+# Nothing listens here: a command that got as far as connecting would fail with exit 1.
+UNREACHABLE = "127.0.0.1:1"
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        code = cli.main(argv)
+    except SystemExit as e:  # argparse's own errors
+        code = int(e.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if ": error: " in line]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+# --- argparse-level errors: exit 2, usage, one error line ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], "required: COMMAND"),
+        (["nonsense"], "invalid choice: 'nonsense'"),
+        (["topic"], "required: ACTION"),
+        (["topic", "create", "--partitions", "1"], "required: --topic"),
+        (["topic", "create", "--topic", "t", "--partitions", "x"], "invalid int value: 'x'"),
+        (["topic", "add-partitions", "--topic", "t"], "required: --partitions"),
+        (["topic", "delete"], "required: --topic"),
+        (["reassign", "--execute", "--verify"], "not allowed with argument"),
+        (["reassign", "--topic", "t", "--partition", "-1"], "-1 is negative"),
+        (["elect-leaders", "--all-topic-partitions"], "required: --preferred"),
+        (["broker", "stop"], "required: --id"),
+        (["broker", "explode", "--id", "1"], "invalid choice: 'explode'"),
+        (["up", "--brokers", "0"], "must be at least 1"),
+        (["up", "--session-timeout-ms", "soon"], "'soon' is not an integer"),
+        (["--zk-timeout", "0", "controller"], "is not positive"),
+        (["status", "--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_clear_error_line(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(argv, capsys)
+    assert code == 2
+    assert out == ""
+    assert err.startswith("usage: zkctl")
+    assert expected in error_line(err)
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            [
+                "topic",
+                "create",
+                "--topic",
+                "bad name",
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+            ],
+            "illegal characters ' '",
+        ),
+        (["topic", "create", "--topic", "t"], "missing --partitions and --replication-factor"),
+        (
+            ["topic", "create", "--topic", "t", "--partitions", "0", "--replication-factor", "1"],
+            "--partitions must be at least 1, not 0",
+        ),
+        (
+            ["topic", "create", "--topic", "t", "--partitions", "1", "--replication-factor", "0"],
+            "--replication-factor must be at least 1",
+        ),
+        (
+            ["topic", "create", "--topic", "t", "--replica-assignment", "1:2", "--partitions", "1"],
+            "cannot be used with --partitions",
+        ),
+        (
+            ["topic", "create", "--topic", "t", "--replica-assignment", "1:2,3"],
+            "partition 1 has replication factor 1 but partition 0 has 2",
+        ),
+        (
+            ["topic", "create", "--topic", "t", "--replica-assignment", "1:1"],
+            "duplicate broker(s) 1",
+        ),
+        (
+            [
+                "topic",
+                "create",
+                "--topic",
+                "t",
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+                "--config",
+                "retention.ms=soon",
+                "--config",
+                "no.such.key=1",
+            ],
+            "unknown topic config key 'no.such.key'",
+        ),
+        (
+            [
+                "topic",
+                "create",
+                "--topic",
+                "t",
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+                "--config",
+                "novalue",
+            ],
+            "is not of the form key=value",
+        ),
+        (["topic", "alter-config", "--topic", "t"], "nothing to change"),
+        (
+            [
+                "topic",
+                "alter-config",
+                "--topic",
+                "t",
+                "--add-config",
+                "retention.ms=1",
+                "--delete-config",
+                "retention.ms",
+            ],
+            "given to both",
+        ),
+        (["topic", "add-partitions", "--topic", "t", "--partitions", "0"], "at least 1"),
+        (["reassign"], "give --reassignment-json-file FILE, or --topic, --partition and"),
+        (["reassign", "--topic", "t", "--partition", "0"], "missing --replicas"),
+        (
+            ["reassign", "--topic", "t", "--partition", "0", "--replicas", "1,1"],
+            "lists broker(s) 1 more than once",
+        ),
+        (
+            ["reassign", "--topic", "t", "--partition", "0", "--replicas", "1,x"],
+            "'x' is not a broker id",
+        ),
+        (
+            ["reassign", "--reassignment-json-file", "/nonexistent/r.json"],
+            "cannot read reassignment file /nonexistent/r.json",
+        ),
+        (["elect-leaders", "--preferred"], "give exactly one of --all-topic-partitions"),
+        (
+            ["elect-leaders", "--preferred", "--all-topic-partitions", "--topic", "t"],
+            "give exactly one of",
+        ),
+        (
+            ["elect-leaders", "--preferred", "--all-topic-partitions", "--partition", "1"],
+            "--partition needs --topic",
+        ),
+    ],
+)
+def test_invalid_requests_exit_2_before_touching_zookeeper(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The connect string points nowhere: reaching it would be exit 1, not 2.
+    code, out, err = run(["--zookeeper", UNREACHABLE, *argv], capsys)
+    assert code == 2, err
+    assert out == ""
+    assert expected in error_line(err)
+    assert "Traceback" not in err
+
+
+def test_up_rejects_overrides_of_per_broker_keys_before_starting_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["up", "--dir", str(tmp_path / "c"), "--override", "broker.id=7"], capsys)
+    assert code == 2
+    assert "--override cannot set broker.id" in error_line(err)
+    code, _, err = run(
+        ["up", "--dir", str(tmp_path / "c"), "--override", "num.partitions=many"], capsys
+    )
+    assert code == 2
+    assert "invalid value 'many' for config key 'num.partitions'" in error_line(err)
+    assert not (tmp_path / "c" / "cluster.json").exists()
+
+
+def test_no_zookeeper_anywhere_names_the_three_ways(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ZKCTL_ZOOKEEPER", raising=False)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(["topic", "list"], capsys)
+    assert code == 2
+    line = error_line(err)
+    assert "--zookeeper" in line
+    assert "ZKCTL_ZOOKEEPER" in line
+    assert "zkctl up" in line
+    assert ".zkctl/cluster.json" in line
+
+
+def test_global_options_work_before_and_after_the_command() -> None:
+    parser = cli.build_parser()
+    before = parser.parse_args(["--zookeeper", "a:1", "--dir", "d", "topic", "list"])
+    after = parser.parse_args(["topic", "list", "--zookeeper", "a:1", "--dir", "d"])
+    neither = parser.parse_args(["topic", "list"])
+    assert (before.zookeeper, before.dir) == ("a:1", "d")
+    assert (after.zookeeper, after.dir) == ("a:1", "d")
+    assert (neither.zookeeper, neither.dir, neither.zk_timeout) == (None, ".zkctl", 10.0)
+
+
+def test_every_read_command_has_json() -> None:
+    parser = cli.build_parser()
+    for argv in (
+        ["topic", "list"],
+        ["topic", "describe"],
+        ["controller"],
+        ["status"],
+        ["reassign", "--verify"],
+    ):
+        assert parser.parse_args([*argv, "--json"]).json is True
+
+
+def test_more_commands_plug_in_through_command_modules(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("demo", "watch"):  # left free for the lead
+        code, _, err = run([name], capsys)
+        assert code == 2
+        assert f"invalid choice: '{name}'" in err
+
+    module = types.ModuleType("zkctl_test_extra")
+
+    def register(subparsers: object, common: object) -> None:
+        p = subparsers.add_parser("demo", parents=[common])  # type: ignore[attr-defined]
+        p.set_defaults(handler=lambda args: print(f"demo in {args.dir}") or 0, parser=p)
+
+    module.register = register  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "zkctl_test_extra", module)
+    monkeypatch.setattr(cli, "COMMAND_MODULES", [*cli.COMMAND_MODULES, "zkctl_test_extra"])
+    code, out, _ = run(["demo", "--dir", "x"], capsys)
+    assert (code, out) == (0, "demo in x\n")
+
+
+# --- topic create: the pure plan ---------------------------------------------------------------
+
+
+def brokers(*ids: int, racks: dict[int, str] | None = None) -> list[BrokerMetadata]:
+    return [BrokerMetadata(i, (racks or {}).get(i)) for i in ids]
+
+
+def test_plan_assigns_with_kafkas_algorithm_and_configs() -> None:
+    request = topics.parse_create_request(
+        "orders", partitions=6, replication_factor=3, config=["min.insync.replicas=2"]
+    )
+    plan = topics.plan_topic_creation(request, brokers(1, 2, 3, 4), [], [], rng=random.Random(7))
+    assert plan is not None
+    assert sorted(plan.assignment) == list(range(6))
+    assert all(len(set(r)) == 3 and set(r) <= {1, 2, 3, 4} for r in plan.assignment.values())
+    assert plan.config == {"min.insync.replicas": "2"}
+    assert plan.warnings == ()
+
+
+def test_plan_is_rack_aware_when_every_broker_has_a_rack() -> None:
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    request = topics.parse_create_request("t", partitions=12, replication_factor=3)
+    plan = topics.plan_topic_creation(request, brokers(*racks, racks=racks), [], [])
+    assert plan is not None
+    for replicas in plan.assignment.values():
+        assert {racks[b] for b in replicas} == {"a", "b", "c"}
+
+
+def test_plan_with_partial_racks_points_at_disable_rack_aware() -> None:
+    request = topics.parse_create_request("t", partitions=3, replication_factor=2)
+    with pytest.raises(AdminError, match="--disable-rack-aware"):
+        topics.plan_topic_creation(request, brokers(1, 2, 3, racks={1: "a"}), [], [])
+    relaxed = topics.parse_create_request(
+        "t", partitions=3, replication_factor=2, disable_rack_aware=True
+    )
+    assert relaxed.rack_aware_mode is RackAwareMode.DISABLED
+    assert topics.plan_topic_creation(relaxed, brokers(1, 2, 3, racks={1: "a"}), [], [])
+
+
+def test_plan_refuses_what_the_cluster_cannot_take() -> None:
+    req = topics.parse_create_request("t", partitions=1, replication_factor=4)
+    with pytest.raises(AdminError, match="larger than available brokers: 3"):
+        topics.plan_topic_creation(req, brokers(1, 2, 3), [], [])
+    with pytest.raises(AdminError, match="no brokers are registered"):
+        topics.plan_topic_creation(req, [], [], [])
+    explicit = topics.parse_create_request("t", replica_assignment="1:2,2:7")
+    with pytest.raises(AdminError, match=r"broker\(s\) 7 not available"):
+        topics.plan_topic_creation(explicit, brokers(1, 2, 3), [], [])
+
+
+def test_plan_existing_deleted_and_colliding_topics() -> None:
+    req = topics.parse_create_request("a.b", partitions=1, replication_factor=1)
+    with pytest.raises(TopicExistsError, match="already exists"):
+        topics.plan_topic_creation(req, brokers(1), ["a.b"], [])
+    quiet = topics.parse_create_request(
+        "a.b", partitions=1, replication_factor=1, if_not_exists=True
+    )
+    assert topics.plan_topic_creation(quiet, brokers(1), ["a.b"], []) is None
+    with pytest.raises(TopicExistsError, match="marked for deletion"):
+        topics.plan_topic_creation(quiet, brokers(1), ["a.b"], ["a.b"])
+    with pytest.raises(AdminError, match="collides with existing topics: a_b"):
+        topics.plan_topic_creation(req, brokers(1), ["a_b", "other"], [])
+    plan = topics.plan_topic_creation(req, brokers(1), ["other"], [])
+    assert plan is not None
+    assert plan.warnings == (topics.COLLISION_WARNING,)
+
+
+def test_colliding_topics() -> None:
+    assert topics.colliding_topics("a.b_c", ["a_b.c", "a.b_c", "abc", "a_b_c"]) == [
+        "a_b.c",
+        "a_b_c",
+    ]
+
+
+# --- add partitions ---------------------------------------------------------------------------
+
+
+def assignment(parts: dict[int, list[int]], **kw: dict[int, tuple[int, ...]]) -> TopicAssignment:
+    return TopicAssignment("t", {p: tuple(r) for p, r in parts.items()}, **kw)  # type: ignore[arg-type]
+
+
+def test_new_partitions_follow_kafkas_add_partitions() -> None:
+    a = assignment({0: [2, 3], 1: [3, 1]})
+    got = topics.plan_new_partitions(a, 5, brokers(1, 2, 3))
+    assert got == assign_new_partitions(brokers(1, 2, 3), {0: [2, 3], 1: [3, 1]}, 5)
+    assert sorted(got) == [2, 3, 4]
+
+
+def test_explicit_new_partitions_may_list_new_or_all() -> None:
+    a = assignment({0: [1, 2]})
+    only_new = topics.plan_new_partitions(
+        a, 3, brokers(1, 2, 3), replica_assignment={0: [2, 3], 1: [3, 1]}
+    )
+    assert only_new == {1: [2, 3], 2: [3, 1]}
+    every = topics.plan_new_partitions(
+        a, 3, brokers(1, 2, 3), replica_assignment={0: [1, 2], 1: [2, 3], 2: [3, 1]}
+    )
+    assert every == only_new
+    with pytest.raises(AdminError, match="give either the 2 new ones or all 3"):
+        topics.plan_new_partitions(a, 3, brokers(1, 2, 3), replica_assignment={0: [2, 3]})
+    with pytest.raises(AdminError, match="replication factor 1, expected 2"):
+        topics.plan_new_partitions(a, 2, brokers(1, 2, 3), replica_assignment={0: [3]})
+
+
+def test_new_partitions_refusals() -> None:
+    a = assignment({0: [1], 1: [2]})
+    with pytest.raises(AdminError, match="can only be increased"):
+        topics.plan_new_partitions(a, 2, brokers(1, 2))
+    with pytest.raises(AdminError, match="marked for deletion"):
+        topics.plan_new_partitions(a, 3, brokers(1, 2), marked_for_deletion=True)
+    with pytest.raises(AdminError, match="reassignment of topic 't' is in progress"):
+        topics.plan_new_partitions(a, 3, brokers(1, 2), reassigning=True)
+
+
+# --- configs ----------------------------------------------------------------------------------
+
+
+def test_config_alteration_merges_and_validates_the_result() -> None:
+    current = {"retention.ms": "1000", "max.compaction.lag.ms": "100"}
+    assert topics.plan_config_alteration(current, {"segment.ms": "60000"}, ["retention.ms"]) == {
+        "max.compaction.lag.ms": "100",
+        "segment.ms": "60000",
+    }
+    with pytest.raises(AdminError, match="not set on this topic"):
+        topics.plan_config_alteration(current, {}, ["cleanup.policy"])
+    # Each value is fine alone; together they conflict.
+    with pytest.raises(AdminError, match=r"min\.compaction\.lag\.ms"):
+        topics.plan_config_alteration(current, {"min.compaction.lag.ms": "500"}, [])
+
+
+# --- reassignment ------------------------------------------------------------------------------
+
+
+def tp(topic: str, partition: int) -> TopicPartition:
+    return TopicPartition(topic, partition)
+
+
+def test_reassignment_json_is_kafkas_format() -> None:
+    text = json.dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]},
+                {"topic": "u", "partition": 3, "replicas": [3]},
+            ],
+        }
+    )
+    assert reassign.parse_reassignment_json(text) == {tp("t", 0): (1, 2), tp("u", 3): (3,)}
+    round_trip = reassign.format_reassignment_json({tp("t", 0): (1, 2)})
+    assert reassign.parse_reassignment_json(round_trip) == {tp("t", 0): (1, 2)}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{", "not valid JSON"),
+        ("[]", "expected a JSON object"),
+        ('{"version":2,"partitions":[]}', "unsupported version 2"),
+        ('{"partitions":[]}', "list is empty"),
+        ('{"partitions":[{"topic":"t","partition":0}]}', "'replicas' must be a non-empty list"),
+        ('{"partitions":[{"topic":"t","partition":0,"replicas":[]}]}', "non-empty list"),
+        ('{"partitions":[{"topic":"t","partition":-1,"replicas":[1]}]}', "'partition' must be"),
+        ('{"partitions":[{"topic":"t t","partition":0,"replicas":[1]}]}', "illegal characters"),
+        ('{"partitions":[{"topic":"t","partition":0,"replicas":[1,1]}]}', "contains duplicates"),
+        (
+            '{"partitions":[{"topic":"t","partition":0,"replicas":[1],"log_dirs":["/d"]}]}',
+            'only "any"',
+        ),
+        (
+            '{"partitions":[{"topic":"t","partition":0,"replicas":[1]},'
+            '{"topic":"t","partition":0,"replicas":[2]}]}',
+            "duplicate partitions: t-0",
+        ),
+    ],
+)
+def test_reassignment_json_errors(text: str, expected: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"^f\.json: ") as info:
+        reassign.parse_reassignment_json(text, "f.json")
+    assert expected in str(info.value)
+
+
+def test_reassignment_targets_are_checked_against_the_cluster() -> None:
+    topics_now = {"t": assignment({0: [1, 2], 1: [2, 3]})}
+    reassign.check_targets({tp("t", 0): (3, 2)}, topics_now, {1, 2, 3}, [])
+    with pytest.raises(AdminError) as info:
+        reassign.check_targets(
+            {tp("t", 5): (1,), tp("gone", 0): (1,), tp("t", 0): (4, 9)},
+            topics_now,
+            {1, 2, 3},
+            [],
+        )
+    message = str(info.value)
+    assert "topic 'gone' does not exist" in message
+    assert "non-existent partitions: t-5" in message
+    assert "broker(s) 4, 9 are not registered (registered: 1, 2, 3)" in message
+    with pytest.raises(AdminError, match="marked for deletion"):
+        reassign.check_targets({tp("t", 0): (1,)}, topics_now, {1}, ["t"])
+
+
+def test_reassignment_status() -> None:
+    target = (3, 2)
+    done = assignment({0: [3, 2]})
+    status = reassign.reassignment_status
+    assert status(tp("t", 0), target, done, None).status == "complete"
+    assert status(tp("t", 0), target, done, {tp("t", 0): target}).status == "in_progress"
+    moving = assignment({0: [3, 2, 1]}, removing_replicas={0: (1,)})
+    assert status(tp("t", 0), target, moving, None).status == "in_progress"
+    assert status(tp("t", 0), target, assignment({0: [1, 2]}), None).status == "failed"
+    assert status(tp("t", 0), target, None, None).status == "unknown"
+    # A malformed /admin/reassign_partitions reads as {}: still pending.
+    assert status(tp("t", 0), target, done, {}).status == "in_progress"
+
+
+# --- preferred election ---------------------------------------------------------------------
+
+
+def test_election_json_and_scope() -> None:
+    text = '{"partitions":[{"topic":"t","partition":0},{"topic":"u","partition":2}]}'
+    assert elect.parse_election_json(text) == [tp("t", 0), tp("u", 2)]
+    with pytest.raises(InvalidArgumentError, match="duplicate partitions: t-0"):
+        elect.parse_election_json(
+            '{"partitions":[{"topic":"t","partition":0},{"topic":"t","partition":0}]}'
+        )
+    with pytest.raises(InvalidArgumentError, match="non-empty 'partitions' list"):
+        elect.parse_election_json('{"partitions":[]}')
+    topics_now = {"t": assignment({0: [1], 1: [2]}), "d": assignment({0: [1]})}
+    everything = elect.resolve_scope(elect.parse_scope(all_partitions=True), topics_now, ["d"])
+    assert everything == [tp("t", 0), tp("t", 1)]
+    one = elect.resolve_scope(elect.parse_scope(topic="t", partition=1), topics_now, [])
+    assert one == [tp("t", 1)]
+    with pytest.raises(AdminError, match="non-existent partitions: t-7"):
+        elect.resolve_scope(elect.parse_scope(topic="t", partition=7), topics_now, [])
+    with pytest.raises(AdminError, match="topic 'x' does not exist"):
+        elect.resolve_scope(elect.parse_scope(topic="x"), topics_now, [])
+
+
+def test_election_predicts_which_partitions_stay() -> None:
+    topics_now = {"t": assignment({0: [1, 2], 1: [1, 2], 2: [3, 2], 3: [1, 2], 4: [2, 1]})}
+
+    def state(leader: int, isr: tuple[int, ...]) -> PartitionState:
+        return PartitionState(LeaderAndIsr(leader, 1, isr), 1)
+
+    states = {
+        tp("t", 0): state(2, (1, 2)),  # moves to 1
+        tp("t", 1): state(1, (1, 2)),  # already preferred
+        tp("t", 2): state(2, (2,)),  # 3 is not live
+        tp("t", 3): state(2, (2,)),  # 1 not in the ISR
+    }
+    notes = elect.predict_unchanged(
+        [tp("t", p) for p in range(5)], topics_now, states, live_brokers={1, 2}
+    )
+    reasons = {n.partition.partition: n.reason for n in notes}
+    assert reasons == {
+        1: "already led by its preferred replica",
+        2: "preferred replica 3 is not live",
+        3: "preferred replica 1 is not in the ISR",
+        4: "no leadership yet (no state znode)",
+    }
+
+
+# --- the local cluster's state file and properties --------------------------------------------
+
+
+def sample_cluster(tmp_path: Path, state: str = "running") -> local.LocalCluster:
+    return local.LocalCluster(
+        dir=tmp_path,
+        connect_string="127.0.0.1:2181/zkctl-abc",
+        zookeeper={"kind": "external", "connect_string": "127.0.0.1:2181"},
+        brokers=[
+            local.BrokerProcess(
+                i, "127.0.0.1", 9000 + i, tmp_path / f"broker-{i}", pid=100 + i, started_at=1
+            )
+            for i in (1, 2)
+        ],
+        state=state,
+        chroot="/zkctl-abc",
+        overrides={"num.partitions": "3"},
+    )
+
+
+def test_cluster_file_round_trips_atomically(tmp_path: Path) -> None:
+    cluster = sample_cluster(tmp_path)
+    local.save(cluster)
+    assert [p.name for p in tmp_path.iterdir()] == ["cluster.json"]  # no temp file left
+    data = json.loads((tmp_path / "cluster.json").read_text())
+    assert data["version"] == 1
+    assert data["brokers"][0] == {
+        "id": 1,
+        "pid": 101,
+        "host": "127.0.0.1",
+        "port": 9001,
+        "dir": str(tmp_path / "broker-1"),
+        "data_dir": str(tmp_path / "broker-1" / "data"),
+        "log_dir": str(tmp_path / "broker-1" / "data"),
+        "properties": str(tmp_path / "broker-1" / "server.properties"),
+        "out_file": str(tmp_path / "broker-1" / "broker.out"),
+        "status_file": str(tmp_path / "broker-1" / "data" / "broker-status.json"),
+        "state_change_log": str(tmp_path / "broker-1" / "data" / "state-change.log"),
+        "started_at": 1,
+    }
+    loaded = local.load(tmp_path)
+    assert loaded is not None
+    assert loaded.to_dict() == cluster.to_dict()
+    assert local.running_connect_string(tmp_path) == "127.0.0.1:2181/zkctl-abc"
+    local.save(sample_cluster(tmp_path, state="stopped"))
+    assert local.running_connect_string(tmp_path) is None
+    assert local.load(tmp_path / "elsewhere") is None
+
+
+def test_a_corrupt_cluster_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "cluster.json").write_text('{"version": 1, "state": ')
+    with pytest.raises(local.LocalClusterError, match=r"cluster.json is not a valid cluster file"):
+        local.load(tmp_path)
+    (tmp_path / "cluster.json").write_text('{"version": 99}')
+    with pytest.raises(local.LocalClusterError, match="unsupported version 99"):
+        local.load(tmp_path)
+
+
+def test_broker_properties_use_kafka_keys(tmp_path: Path) -> None:
+    b = local.BrokerProcess(2, "127.0.0.1", 9093, tmp_path / "broker-2")
+    props = local.broker_properties(b, "h:1/zkctl-x", 6000, {"num.partitions": "3"})
+    assert props == {
+        "broker.id": "2",
+        "listeners": "PLAINTEXT://127.0.0.1:9093",
+        "zookeeper.connect": "h:1/zkctl-x",
+        "zookeeper.session.timeout.ms": "6000",
+        "log.dirs": str(tmp_path / "broker-2" / "data"),
+        "num.partitions": "3",
+    }
+    local.validate_properties(props)
+    local.write_properties(b, "h:1/zkctl-x", 6000, {})
+    assert "broker.id=2\n" in b.properties.read_text()
+
+
+def test_overrides_of_managed_keys_are_refused() -> None:
+    assert local.check_overrides(["num.partitions=3"]) == {"num.partitions": "3"}
+    for key in local.MANAGED_KEYS:
+        with pytest.raises(local.ClusterArgumentError, match=f"cannot set {key}"):
+            local.check_overrides([f"{key}=x"])
+    with pytest.raises(local.ClusterArgumentError, match="not of the form key=value"):
+        local.check_overrides(["oops"])
+
+
+def test_up_without_any_zookeeper_passes_provisionings_message_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ZKCTL_ZOOKEEPER", raising=False)
+    monkeypatch.setenv("ZKCTL_ZK_DISABLE", "docker,home,debian")
+    code, out, err = run(["up", "--dir", str(tmp_path / "c"), "--brokers", "1"], capsys)
+    assert code == 1
+    assert out == ""
+    assert err.startswith("zkctl: error: No ZooKeeper available. Any one of these works:")
+    assert "--zookeeper host:port" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "c" / "cluster.json").exists()

@@ -1,0 +1,288 @@
+"""``zkctl reassign``, ``zkctl elect-leaders`` and ``zkctl controller``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from zkctl.common import (
+    UsageError,
+    err,
+    non_negative_int,
+    out,
+    print_json,
+    read_text_file,
+    report_problems,
+    zk_session,
+)
+
+if TYPE_CHECKING:
+    from admin.reassign import Targets
+    from zkctl.common import Subparsers
+
+
+def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
+    reassign = subparsers.add_parser(
+        "reassign",
+        parents=[common],
+        help="move partition replicas (kafka-reassign-partitions.sh)",
+        description=(
+            "Start a partition reassignment by writing /admin/reassign_partitions, or check"
+            " one with --verify. Targets come from Kafka's reassignment JSON"
+            ' ({"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]})'
+            " or, for one partition, from --topic, --partition and --replicas."
+        ),
+    )
+    reassign.add_argument(
+        "--reassignment-json-file", metavar="FILE", help="the targets, in Kafka's JSON"
+    )
+    reassign.add_argument("--topic", help="the topic of the one partition to move")
+    reassign.add_argument(
+        "--partition", type=non_negative_int, metavar="P", help="the partition to move"
+    )
+    reassign.add_argument("--replicas", metavar="IDS", help="its new replicas, e.g. 1,2,3")
+    mode = reassign.add_mutually_exclusive_group()
+    mode.add_argument("--execute", action="store_true", help="start the reassignment (default)")
+    mode.add_argument("--verify", action="store_true", help="report how far the targets are")
+    reassign.add_argument("--json", action="store_true", help="print JSON")
+    reassign.set_defaults(handler=_reassign, parser=reassign)
+
+    elect = subparsers.add_parser(
+        "elect-leaders",
+        parents=[common],
+        help="move leadership back to the preferred replicas",
+        description=(
+            "Ask the controller for a preferred replica election by writing"
+            " /admin/preferred_replica_election. A partition moves only if its first replica"
+            " is live and in the ISR."
+        ),
+    )
+    elect.add_argument(
+        "--preferred",
+        action="store_true",
+        required=True,
+        help="preferred replica election (the only kind ZooKeeper-based tools can ask for)",
+    )
+    elect.add_argument(
+        "--all-topic-partitions", action="store_true", help="every partition of every topic"
+    )
+    elect.add_argument("--topic", help="one topic's partitions")
+    elect.add_argument(
+        "--partition", type=non_negative_int, metavar="P", help="with --topic: one partition"
+    )
+    elect.add_argument(
+        "--path-to-json-file",
+        metavar="FILE",
+        help='partitions as {"partitions":[{"topic":"t","partition":0},...]}',
+    )
+    elect.add_argument("--json", action="store_true", help="print JSON")
+    elect.set_defaults(handler=_elect, parser=elect)
+
+    controller = subparsers.add_parser(
+        "controller",
+        parents=[common],
+        help="show the controller: broker id, epoch, and its status file when local",
+    )
+    controller.add_argument("--json", action="store_true", help="print JSON")
+    controller.set_defaults(handler=_controller, parser=controller)
+
+
+# --- reassign ---------------------------------------------------------------------------------
+
+
+def _targets(args: argparse.Namespace) -> Targets:
+    from admin import reassign
+
+    single = [args.topic, args.partition, args.replicas]
+    if args.reassignment_json_file is not None:
+        if any(v is not None for v in single):
+            raise UsageError(
+                "--reassignment-json-file cannot be combined with --topic, --partition or"
+                " --replicas"
+            )
+        path = args.reassignment_json_file
+        return reassign.parse_reassignment_json(read_text_file(path, "reassignment file"), path)
+    if all(v is None for v in single):
+        raise UsageError(
+            "give --reassignment-json-file FILE, or --topic, --partition and --replicas"
+        )
+    missing = [
+        flag
+        for flag, v in zip(("--topic", "--partition", "--replicas"), single, strict=True)
+        if v is None
+    ]
+    if missing:
+        raise UsageError(f"missing {', '.join(missing)} (one partition needs all three)")
+    return reassign.targets_from_args(args.topic, args.partition, args.replicas)
+
+
+def _reassign(args: argparse.Namespace) -> int:
+    from admin import reassign
+
+    targets = _targets(args)
+    if args.verify:
+        with zk_session(args) as zk:
+            result = reassign.verify_reassignment(zk, targets)
+        report_problems(result.problems)
+        if args.json:
+            print_json(
+                {
+                    "complete": result.complete,
+                    "pending_znode": result.pending,
+                    "partitions": [s.to_json() for s in result.statuses],
+                    "problems": result.problems.to_json(),
+                }
+            )
+            return 0
+        out("Status of partition reassignment:")
+        for s in result.statuses:
+            tp = s.partition
+            if s.status == "complete":
+                out(f"Reassignment of partition {tp} is complete.")
+            elif s.status == "in_progress":
+                detail = f" ({s.detail})" if s.detail else ""
+                out(f"Reassignment of partition {tp} is still in progress{detail}.")
+            elif s.status == "failed":
+                out(f"Reassignment of partition {tp} failed: {s.detail}.")
+            else:
+                out(f"Reassignment of partition {tp}: status unknown ({s.detail}).")
+        return 0
+
+    with zk_session(args) as zk:
+        started = reassign.start_reassignment(zk, targets)
+    report_problems(started.problems)
+    if args.json:
+        print_json(
+            {
+                "started": json.loads(reassign.format_reassignment_json(started.targets)),
+                "current": json.loads(reassign.format_reassignment_json(started.current)),
+                "problems": started.problems.to_json(),
+            }
+        )
+        return 0
+    out("Current partition replica assignment\n")
+    out(reassign.format_reassignment_json(started.current))
+    out("\nSave this to use as the --reassignment-json-file option during rollback")
+    partitions = ",".join(str(tp) for tp in sorted(started.targets))
+    out(f"Successfully started partition reassignments for {partitions}")
+    return 0
+
+
+# --- elect-leaders ----------------------------------------------------------------------------
+
+
+def _elect(args: argparse.Namespace) -> int:
+    from admin import elect
+
+    listed = None
+    if args.path_to_json_file is not None:
+        path = args.path_to_json_file
+        listed = elect.parse_election_json(read_text_file(path, "election file"), path)
+    scope = elect.parse_scope(
+        all_partitions=args.all_topic_partitions,
+        topic=args.topic,
+        partition=args.partition,
+        partitions=listed,
+    )
+    with zk_session(args) as zk:
+        result = elect.start_preferred_election(zk, scope)
+    report_problems(result.problems)
+    if args.json:
+        print_json(
+            {
+                "partitions": [
+                    {"topic": tp.topic, "partition": tp.partition} for tp in result.partitions
+                ],
+                "expected_unchanged": [
+                    {
+                        "topic": n.partition.topic,
+                        "partition": n.partition.partition,
+                        "preferred": n.preferred,
+                        "reason": n.reason,
+                    }
+                    for n in result.unchanged
+                ],
+                "problems": result.problems.to_json(),
+            }
+        )
+        return 0
+    out(
+        "Successfully started preferred replica election for partitions "
+        + ",".join(str(tp) for tp in result.partitions)
+    )
+    moving = len(result.partitions) - len(result.unchanged)
+    if result.unchanged:
+        out(f"Expected to move: {moving}; expected to stay as they are:")
+        for n in result.unchanged:
+            out(f"  {n.partition}: {n.reason}")
+    return 0
+
+
+# --- controller -------------------------------------------------------------------------------
+
+
+def _status_file(args: argparse.Namespace, controller_id: int | None) -> dict[str, Any] | None:
+    """The controller's broker-status.json, when it is a broker of the local cluster in
+    --dir that this command is talking to."""
+    from cluster import local
+
+    if controller_id is None:
+        return None
+    try:
+        cluster = local.load(Path(args.dir))
+    except local.LocalClusterError:
+        return None
+    if cluster is None or cluster.state == "stopped":
+        return None
+    if cluster.connect_string != getattr(args, "connect_string", None):
+        return None
+    broker = next((b for b in cluster.brokers if b.id == controller_id), None)
+    if broker is None:
+        return None
+    data, age = local.read_status_file(broker)
+    return {"path": str(broker.status_file), "age_s": age, "content": data}
+
+
+def _controller(args: argparse.Namespace) -> int:
+    from admin.controller_info import read_controller
+
+    with zk_session(args) as zk:
+        info = read_controller(zk)
+    report_problems(info.problems)
+    status = _status_file(args, info.controller_id)
+    if args.json:
+        doc = info.to_json()
+        doc["status_file"] = status
+        print_json(doc)
+        return 0
+    if info.controller_id is None:
+        out("Controller: none (/controller does not exist or is unreadable)")
+    else:
+        endpoint = f" ({info.endpoint})" if info.endpoint else " (not registered)"
+        out(f"Controller: broker {info.controller_id}{endpoint}")
+    if info.epoch is not None:
+        out(f"Controller epoch: {info.epoch} (zkVersion {info.epoch_zk_version})")
+    if info.elected_at_ms is not None:
+        ago = time.time() - info.elected_at_ms / 1000
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.elected_at_ms / 1000))
+        out(f"Elected at: {when} ({ago:.1f} s ago)")
+    if status is not None:
+        if status["content"] is None:
+            err(f"zkctl: no readable status file at {status['path']} yet")
+        else:
+            out(f"Status file: {status['path']} (updated {status['age_s']:.1f} s ago)")
+            _print_mapping(status["content"], "  ")
+    return 0
+
+
+def _print_mapping(data: dict[str, Any], indent: str) -> None:
+    """A broker's status document, one key per line; nested objects indented once more."""
+    for key, value in data.items():
+        if isinstance(value, dict) and value and len(indent) < 6:
+            out(f"{indent}{key}:")
+            _print_mapping(value, indent + "  ")
+        else:
+            out(f"{indent}{key}: {value if isinstance(value, str) else json.dumps(value)}")

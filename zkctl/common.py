@@ -1,0 +1,233 @@
+"""What every zkctl command module shares: errors, options, the ZooKeeper session, output.
+
+A command module exposes ``register(subparsers, common)``; it adds its parsers with
+``parents=[common]`` (so --zookeeper, --dir, --zk-timeout and --debug work after the
+command as well as before it) and sets ``handler`` to a function taking the parsed
+arguments and returning the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from admin.errors import Problems
+    from zkdata.client import ZkClient
+
+    # What add_subparsers returns (private in typeshed, but the documented way to add more).
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
+ENV_CONNECT = "ZKCTL_ZOOKEEPER"
+DEFAULT_DIR = ".zkctl"
+DEFAULT_ZK_TIMEOUT_S = 10.0
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class CommandError(Exception):
+    """An operational failure: printed as ``zkctl: error: ...``, exit code 1."""
+
+
+class UsageError(Exception):
+    """Bad or missing arguments: printed argparse-style with the usage, exit code 2."""
+
+
+def common_options() -> argparse.ArgumentParser:
+    """Options every command takes, after the command too. SUPPRESS keeps a value given
+    before the command from being reset to the default by the subcommand's parser."""
+    common = argparse.ArgumentParser(add_help=False)
+    add_global_options(common, suppress=True)
+    return common
+
+
+def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    def shown(text: str) -> str:
+        # Listed once, by `zkctl --help`; repeating them in every usage line buries the rest.
+        return argparse.SUPPRESS if suppress else text
+
+    group = parser.add_argument_group(
+        "global options",
+        "--zookeeper, --dir, --zk-timeout and --debug are accepted here too (see zkctl --help)"
+        if suppress
+        else "may also be given after the command, e.g. zkctl topic list --dir d",
+    )
+    group.add_argument(
+        "--zookeeper",
+        metavar="CONNECT",
+        default=default(None),
+        help=shown(
+            "ZooKeeper connect string host:port[,host:port...][/chroot]; default: $"
+            f"{ENV_CONNECT}, else the local cluster's (<dir>/cluster.json, from zkctl up)"
+        ),
+    )
+    group.add_argument(
+        "--dir",
+        metavar="DIR",
+        default=default(DEFAULT_DIR),
+        help=shown(f"the local cluster's directory (default: {DEFAULT_DIR})"),
+    )
+    group.add_argument(
+        "--zk-timeout",
+        metavar="SECONDS",
+        type=positive_float,
+        default=default(DEFAULT_ZK_TIMEOUT_S),
+        help=shown(f"how long to wait for ZooKeeper (default: {DEFAULT_ZK_TIMEOUT_S:g})"),
+    )
+    group.add_argument(
+        "--debug",
+        action="store_true",
+        default=default(False),
+        help=shown("show tracebacks and ZooKeeper client logs"),
+    )
+
+
+# --- argument types ---------------------------------------------------------------------------
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not positive")
+    return value
+
+
+# --- output -----------------------------------------------------------------------------------
+
+
+def out(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def err(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def warn(text: str) -> None:
+    err(f"zkctl: warning: {text}")
+
+
+def progress(text: str) -> None:
+    err(f"zkctl: {text}")
+
+
+def print_json(obj: object) -> None:
+    out(json.dumps(obj, indent=2, sort_keys=False))
+
+
+def report_problems(problems: Problems) -> None:
+    """Malformed znodes met on the way: named by path on stderr; the command went on."""
+    for e in problems:
+        warn(f"malformed data in znode {e.path}: {e.reason} (skipped)")
+
+
+def read_text_file(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot read {what} {path}: {e.strerror or e}") from None
+
+
+def ids(values: Iterable[int]) -> str:
+    return ",".join(map(str, values))
+
+
+# --- ZooKeeper --------------------------------------------------------------------------------
+
+
+def resolve_connect(args: argparse.Namespace) -> str:
+    """--zookeeper, else $ZKCTL_ZOOKEEPER, else <dir>/cluster.json; else a UsageError."""
+    from cluster import local
+
+    given = (getattr(args, "zookeeper", None) or "").strip()
+    if given:
+        return given
+    directory = Path(getattr(args, "dir", DEFAULT_DIR))
+    try:
+        local_connect = local.running_connect_string(directory)
+    except local.LocalClusterError as e:
+        local_connect = None
+        local_problem: str | None = str(e)
+    else:
+        local_problem = None
+    env = os.environ.get(ENV_CONNECT, "").strip()
+    if env:
+        if local_connect is not None and local_connect != env:
+            warn(
+                f"using {ENV_CONNECT}={env}; the local cluster in {directory} uses"
+                f" {local_connect} (pass --zookeeper to choose)"
+            )
+        return env
+    if local_connect is not None:
+        return local_connect
+    hint = f" ({local_problem})" if local_problem else ""
+    raise UsageError(
+        "no ZooKeeper to talk to: pass --zookeeper host:port[/chroot], set"
+        f" {ENV_CONNECT}=host:port[/chroot], or start a local cluster with `zkctl up`"
+        f" (it writes {directory / 'cluster.json'}){hint}"
+    )
+
+
+@contextlib.contextmanager
+def zk_session(args: argparse.Namespace) -> Iterator[ZkClient]:
+    """A connected ZkClient for the command; a clear CommandError when it cannot connect."""
+    from cluster.zookeeper import split_chroot
+    from zkdata.client import ZkClient
+
+    connect = resolve_connect(args)
+    args.connect_string = connect  # for error messages of main()
+    timeout = float(getattr(args, "zk_timeout", DEFAULT_ZK_TIMEOUT_S))
+    try:
+        client = ZkClient(
+            connect,
+            session_timeout_ms=max(int(timeout * 1000), 10_000),
+            connection_timeout_ms=int(timeout * 1000),
+        )
+    except ValueError as e:
+        raise UsageError(f"invalid ZooKeeper connect string {connect!r}: {e}") from None
+    try:
+        client.start()
+    except Exception as e:
+        raise CommandError(
+            f"cannot connect to ZooKeeper at {connect} within {timeout:g} s"
+            f" ({type(e).__name__}: {e}); is it running?"
+        ) from None
+    try:
+        hosts, chroot = split_chroot(connect)
+        if chroot and client.exists("/") is None:
+            raise CommandError(
+                f"the chroot {chroot} does not exist in ZooKeeper {hosts}; check the connect"
+                " string (is the cluster up?)"
+            )
+        yield client
+    finally:
+        client.close()

@@ -1,0 +1,323 @@
+"""``zkctl topic create|delete|list|describe|add-partitions|alter-config`` (kafka-topics.sh)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from zkctl.common import (
+    ids,
+    out,
+    print_json,
+    report_problems,
+    warn,
+    zk_session,
+)
+
+if TYPE_CHECKING:
+    from admin.topics import DescribeResult, PartitionDescription
+    from zkctl.common import Subparsers
+
+
+def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
+    topic = subparsers.add_parser(
+        "topic",
+        help="create, delete, list, describe and grow topics",
+        description="Topic administration through ZooKeeper, as kafka-topics.sh --zookeeper.",
+    )
+    sub = topic.add_subparsers(dest="topic_command", metavar="ACTION", required=True)
+
+    create = sub.add_parser(
+        "create",
+        parents=[common],
+        help="create a topic",
+        description=(
+            "Create a topic: replicas are assigned to the registered brokers as Kafka does"
+            " (rack-aware when the brokers have racks), or as --replica-assignment says."
+        ),
+    )
+    create.add_argument("--topic", required=True, help="the topic's name")
+    create.add_argument("--partitions", type=int, metavar="N", help="number of partitions")
+    create.add_argument(
+        "--replication-factor", type=int, metavar="N", help="replicas of each partition"
+    )
+    create.add_argument(
+        "--replica-assignment",
+        metavar="ASSIGNMENT",
+        help="explicit replicas, partitions separated by ',' and replicas by ':'"
+        " (e.g. 1:2,2:3,3:1); instead of --partitions and --replication-factor",
+    )
+    create.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topic config override (repeatable), e.g. --config min.insync.replicas=2",
+    )
+    create.add_argument(
+        "--if-not-exists", action="store_true", help="do nothing if the topic exists"
+    )
+    create.add_argument(
+        "--disable-rack-aware", action="store_true", help="ignore the brokers' racks"
+    )
+    create.set_defaults(handler=_create, parser=create)
+
+    delete = sub.add_parser(
+        "delete",
+        parents=[common],
+        help="mark a topic for deletion",
+        description="Create /admin/delete_topics/<topic>; the controller deletes the topic.",
+    )
+    delete.add_argument("--topic", required=True, help="the topic's name")
+    delete.add_argument(
+        "--if-exists", action="store_true", help="do nothing if the topic does not exist"
+    )
+    delete.set_defaults(handler=_delete, parser=delete)
+
+    listing = sub.add_parser("list", parents=[common], help="list the topics")
+    listing.add_argument(
+        "--exclude-internal", action="store_true", help="leave out Kafka's internal topics"
+    )
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(handler=_list, parser=listing)
+
+    describe = sub.add_parser(
+        "describe",
+        parents=[common],
+        help="show assignment, leaders, leader epochs, ISR and configs",
+    )
+    describe.add_argument(
+        "--topic",
+        action="append",
+        metavar="TOPIC",
+        help="a topic to describe (repeatable; default: every topic)",
+    )
+    describe.add_argument(
+        "--if-exists", action="store_true", help="skip --topic names that do not exist"
+    )
+    describe.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="only partitions whose ISR is smaller than their replicas",
+    )
+    describe.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="only partitions without a leader, or whose leader is not a live broker",
+    )
+    describe.add_argument(
+        "--exclude-internal", action="store_true", help="leave out Kafka's internal topics"
+    )
+    describe.add_argument("--json", action="store_true", help="print JSON")
+    describe.set_defaults(handler=_describe, parser=describe)
+
+    add = sub.add_parser(
+        "add-partitions",
+        parents=[common],
+        help="increase a topic's partition count (kafka-topics.sh --alter --partitions)",
+        description=(
+            "Grow a topic to --partitions partitions. New partitions are assigned as Kafka"
+            " does (starting where partition 0's first replica sits) or by"
+            " --replica-assignment, which may list the new partitions only or all of them."
+        ),
+    )
+    add.add_argument("--topic", required=True, help="the topic's name")
+    add.add_argument(
+        "--partitions", type=int, required=True, metavar="N", help="the new total partition count"
+    )
+    add.add_argument("--replica-assignment", metavar="ASSIGNMENT", help="as for create")
+    add.add_argument("--disable-rack-aware", action="store_true", help="ignore the brokers' racks")
+    add.set_defaults(handler=_add_partitions, parser=add)
+
+    alter = sub.add_parser(
+        "alter-config",
+        parents=[common],
+        help="set or remove topic config overrides (kafka-configs.sh --alter)",
+    )
+    alter.add_argument("--topic", required=True, help="the topic's name")
+    alter.add_argument(
+        "--add-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config to set (repeatable)",
+    )
+    alter.add_argument(
+        "--delete-config",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a config override to remove (repeatable)",
+    )
+    alter.set_defaults(handler=_alter_config, parser=alter)
+
+
+def _create(args: argparse.Namespace) -> int:
+    from admin import topics
+
+    request = topics.parse_create_request(
+        args.topic,
+        partitions=args.partitions,
+        replication_factor=args.replication_factor,
+        replica_assignment=args.replica_assignment,
+        config=args.config,
+        if_not_exists=args.if_not_exists,
+        disable_rack_aware=args.disable_rack_aware,
+    )
+    with zk_session(args) as zk:
+        result = topics.create_topic(zk, request)
+    report_problems(result.problems)
+    for w in result.warnings:
+        warn(w)
+    if result.created:
+        out(f"Created topic {result.name}.")
+    else:
+        out(f"Topic {result.name} already exists; nothing done (--if-not-exists).")
+    return 0
+
+
+def _delete(args: argparse.Namespace) -> int:
+    from admin import topics
+
+    with zk_session(args) as zk:
+        result = topics.delete_topic(zk, args.topic, if_exists=args.if_exists)
+    if result.outcome == "marked":
+        out(f"Topic {result.name} is marked for deletion.")
+        out("Note: This will have no impact if delete.topic.enable is not set to true.")
+    elif result.outcome == "already_marked":
+        out(f"Topic {result.name} is already marked for deletion.")
+    else:
+        out(f"Topic {result.name} does not exist; nothing done (--if-exists).")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from admin import topics
+
+    with zk_session(args) as zk:
+        listing = topics.list_topics(zk, exclude_internal=args.exclude_internal)
+    if args.json:
+        print_json(
+            {
+                "topics": [
+                    {"name": t.name, "marked_for_deletion": t.marked_for_deletion} for t in listing
+                ]
+            }
+        )
+        return 0
+    for t in listing:
+        out(f"{t.name} - marked for deletion" if t.marked_for_deletion else t.name)
+    return 0
+
+
+def _selected(args: argparse.Namespace, p: PartitionDescription, live: set[int]) -> bool:
+    if not (args.under_replicated_partitions or args.unavailable_partitions):
+        return True
+    return (args.under_replicated_partitions and p.is_under_replicated()) or (
+        args.unavailable_partitions and p.is_unavailable(live)
+    )
+
+
+def _describe(args: argparse.Namespace) -> int:
+    from admin import topics
+
+    with zk_session(args) as zk:
+        result = topics.describe_topics(zk, args.topic, if_exists=args.if_exists)
+    report_problems(result.problems)
+    if args.exclude_internal:
+        result.topics = [t for t in result.topics if t.name not in topics.INTERNAL_TOPICS]
+    if args.json:
+        _describe_json(args, result)
+    else:
+        _describe_text(args, result)
+    return 0
+
+
+def _describe_json(args: argparse.Namespace, result: DescribeResult) -> None:
+    filtering = args.under_replicated_partitions or args.unavailable_partitions
+    docs = []
+    for t in result.topics:
+        doc = t.to_json(result.live_brokers)
+        keep = [p for p in t.partitions if _selected(args, p, result.live_brokers)]
+        doc["partitions"] = [p.to_json(result.live_brokers) for p in keep]
+        if keep or not filtering:
+            docs.append(doc)
+    print_json(
+        {
+            "topics": docs,
+            "live_brokers": sorted(result.live_brokers),
+            "problems": result.problems.to_json(),
+        }
+    )
+
+
+def _describe_text(args: argparse.Namespace, result: DescribeResult) -> None:
+    from zkdata.znodes import topic_id_to_str
+
+    filtering = args.under_replicated_partitions or args.unavailable_partitions
+    deletion = "\tMarkedForDeletion: true"
+    for t in result.topics:
+        if not filtering:
+            configs = ",".join(f"{k}={v}" for k, v in sorted(t.config.items()))
+            if t.config_problem:
+                configs = f"(malformed config znode: {t.config_problem})"
+            topic_id = topic_id_to_str(t.topic_id) if t.topic_id else "none"
+            out(
+                f"Topic: {t.name}\tTopicId: {topic_id}\tPartitionCount: {len(t.partitions)}"
+                f"\tReplicationFactor: {t.replication_factor}\tConfigs: {configs}"
+                + (deletion if t.marked_for_deletion else "")
+            )
+        for p in t.partitions:
+            if not _selected(args, p, result.live_brokers):
+                continue
+            leader = "none" if p.leader is None else str(p.leader)
+            epoch = "none" if p.leader_epoch is None else str(p.leader_epoch)
+            line = (
+                f"\tTopic: {t.name}\tPartition: {p.partition}\tLeader: {leader}"
+                f"\tLeaderEpoch: {epoch}\tReplicas: {ids(p.replicas)}\tIsr: {ids(p.isr)}"
+            )
+            if p.adding_replicas:
+                line += f"\tAdding Replicas: {ids(p.adding_replicas)}"
+            if p.removing_replicas:
+                line += f"\tRemoving Replicas: {ids(p.removing_replicas)}"
+            if t.marked_for_deletion:
+                line += deletion
+            if p.state_problem:
+                line += f"\t(malformed state znode: {p.state_problem})"
+            elif p.state is None:
+                line += "\t(no state znode yet)"
+            out(line)
+
+
+def _add_partitions(args: argparse.Namespace) -> int:
+    from admin import topics
+    from controller.assignment import RackAwareMode
+
+    total, assignment = topics.parse_add_partitions(
+        args.topic, args.partitions, args.replica_assignment
+    )
+    mode = RackAwareMode.DISABLED if args.disable_rack_aware else RackAwareMode.ENFORCED
+    with zk_session(args) as zk:
+        result = topics.add_partitions(
+            zk, args.topic, total, replica_assignment=assignment, rack_aware_mode=mode
+        )
+    report_problems(result.problems)
+    for w in result.warnings:
+        warn(w)
+    added = " ".join(f"{p}:{ids(r)}" for p, r in sorted(result.added.items()))
+    out(f"Adding partitions succeeded! Topic {result.name}: new partitions {added}")
+    return 0
+
+
+def _alter_config(args: argparse.Namespace) -> int:
+    from admin import topics
+
+    additions, deletions = topics.parse_config_alteration(
+        args.topic, args.add_config, args.delete_config
+    )
+    with zk_session(args) as zk:
+        result = topics.alter_topic_config(zk, args.topic, additions, deletions)
+    report_problems(result.problems)
+    shown = ",".join(f"{k}={v}" for k, v in sorted(result.after.items())) or "(none)"
+    out(f"Completed updating config for topic {result.name}. Overrides now: {shown}")
+    return 0
