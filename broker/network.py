@@ -171,9 +171,10 @@ class SocketServer:
                 frame[:96].hex(),
             )
             self.requests_failed += 1
-            return self._encode(
-                api_key, version, correlation_id, error_response(api_key, ErrorCode.INVALID_REQUEST)
-            )
+            answer = error_response(api_key, version, ErrorCode.INVALID_REQUEST)
+            if answer is None:
+                return None  # no error field to answer with: closing is the only answer
+            return self._encode(api_key, version, correlation_id, answer)
         try:
             result = apis.handle(api_key, version, header, body)
         except Exception:

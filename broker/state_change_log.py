@@ -88,13 +88,15 @@ class StateChangeLog:
         """A broker learned who the controller is (-1: none), e.g. after losing an election."""
         self.write("controller_seen", controller=controller, reason=reason)
 
-    def failover_loaded(self, epoch: int, brokers: int, partitions: int, load_ms: float) -> None:
+    def failover_loaded(
+        self, epoch: int, brokers: int, partitions: int, timings_ms: dict[str, float]
+    ) -> None:
         self.write(
             "controller_failover",
             controller_epoch=epoch,
             live_brokers=brokers,
             partitions=partitions,
-            load_ms=round(load_ms, 1),
+            **{k: round(v, 1) for k, v in timings_ms.items()},
         )
 
     def broker_change(

@@ -9,6 +9,7 @@ resign: watches removed, state dropped, channel closed, and nothing written afte
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -96,6 +97,60 @@ class FailoverTimings:
     brokers: int = 0
 
 
+class RequestTracker:
+    """Counts the broker requests one event sent until every broker has answered, then
+    logs how long that took from when the controller learned of the event."""
+
+    def __init__(self, event: str, learned_at: float, log: StateChangeLog, epoch: int) -> None:
+        self.event = event
+        self.learned_at = learned_at  # monotonic
+        self.learned_at_ms = time.time() * 1000 - (time.monotonic() - learned_at) * 1000
+        self.log = log
+        self.epoch = epoch
+        self.sent: dict[str, int] = {}
+        self.pending = 0
+        self.acked_at: dict[str, float] = {}
+        self.closed = False  # no more requests will be added (the event finished)
+        self._lock = threading.Lock()
+
+    def add(self, requests: list[BrokerRequest]) -> None:
+        with self._lock:
+            for r in requests:
+                self.sent[r.api_key.name] = self.sent.get(r.api_key.name, 0) + 1
+            self.pending += len(requests)
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed = True
+            done = self.pending == 0 and bool(self.sent)
+        if done:
+            self._finish()
+
+    def ack(self, request: BrokerRequest) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self.pending -= 1
+            kind = request.api_key.name
+            self.acked_at[kind] = now
+            done = self.closed and self.pending == 0
+        if done:
+            self._finish()
+
+    def _finish(self) -> None:
+        last = max(self.acked_at.values(), default=time.monotonic())
+        self.log.write(
+            "requests_acknowledged",
+            controller_epoch=self.epoch,
+            after_event=self.event,
+            learned_at_ms=round(self.learned_at_ms, 1),
+            requests=self.sent,
+            acked_ms=round((last - self.learned_at) * 1000, 1),
+            acked_ms_by_api={
+                k: round((v - self.learned_at) * 1000, 1) for k, v in self.acked_at.items()
+            },
+        )
+
+
 @dataclass
 class _Reassignments:
     """Reassignments asked for through /admin/reassign_partitions, by target replicas."""
@@ -145,6 +200,7 @@ class KafkaController:
         self._suspended_timer: threading.Timer | None = None
         self._last_zk_state = "CONNECTED"
         self._state_lock = threading.Lock()
+        self._tracker: RequestTracker | None = None
 
     # --- lifecycle (called from the broker's threads: they only enqueue) ---------------
 
@@ -214,6 +270,12 @@ class KafkaController:
         if handler is None:
             log.error("no handler for controller event %s", event.name)
             return
+        self._tracker = RequestTracker(
+            event.name,
+            self.events.current_enqueued_at or time.monotonic(),
+            self.state_log,
+            self.ctx.epoch,
+        )
         try:
             handler(event)
         except ControllerMovedError:
@@ -225,13 +287,25 @@ class KafkaController:
                 # The context may be half-updated: drop it rather than act on it. On
                 # reconnection our own /controller is removed and a new election runs.
                 self._resign(f"ZooKeeper error: {type(e).__name__}")
+        finally:
+            tracker, self._tracker = self._tracker, None
+            if tracker is not None:
+                tracker.close()
 
     def _send(self, requests: list[BrokerRequest]) -> None:
-        if self.channel is not None and self.is_active:
-            self.channel.send(requests)
+        if self.channel is None or not self.is_active:
+            return
+        tracker = self._tracker
+        if tracker is not None:
+            tracker.epoch = self.ctx.epoch
+            requests = [dataclasses.replace(r, tracker=tracker) for r in requests]
+            tracker.add(requests)
+        self.channel.send(requests)
 
     def _on_response(self, request: BrokerRequest, response: dict[str, Any]) -> None:
         """A sender thread: turn the broker's answer into an event."""
+        if isinstance(request.tracker, RequestTracker):
+            request.tracker.ack(request)
         if request.api_key == ApiKey.LEADER_AND_ISR:
             self.events.put(ev.LeaderAndIsrResponseReceived(request.broker_id, response))
         elif request.api_key == ApiKey.STOP_REPLICA and request.delete_partitions:
@@ -351,14 +425,19 @@ class KafkaController:
     # --- failover -----------------------------------------------------------------------
 
     def _on_controller_failover(self) -> None:
+        marks: dict[str, float] = {}
         started = time.monotonic()
+
+        def mark(name: str) -> None:
+            marks[name] = (time.monotonic() - started) * 1000
+
         self.failovers += 1
         self.handlers.register_controller_handlers()
         self._delete_isr_change_notifications(
             self.zk.get_children(paths.ISR_CHANGE_NOTIFICATION, watch=True) or []
         )
         self._initialize_context()
-        loaded = time.monotonic()
+        mark("load_ms")
         pending_deletions = self.zk.get_children(paths.DELETE_TOPICS, watch=True) or []
         queued = {t for t in pending_deletions if t in self.ctx.assignments}
         if not self.config.delete_topic_enable:
@@ -373,21 +452,24 @@ class KafkaController:
         # Every broker learns the whole cluster before any LeaderAndIsr (Kafka's order).
         self.ops.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids, None)
         self.ops.flush()
-        sent = time.monotonic()
+        mark("update_metadata_queued_ms")
         self.replica_sm.startup()
+        mark("replica_state_machine_ms")
         self.partition_sm.startup()
+        mark("partition_state_machine_ms")
         self._initialize_reassignments()
         self.deletion.resume()
         self._run_pending_preferred_election()
         self._schedule_rebalance()
-        done = time.monotonic()
+        mark("total_ms")
         t = self.last_failover
-        t.load_ms = (loaded - started) * 1000
-        t.update_metadata_ms = (time.time() - t.elected_at) * 1000 - (done - sent) * 1000
-        t.total_ms = (done - started) * 1000
+        t.load_ms = marks["load_ms"]
+        t.update_metadata_ms = marks["update_metadata_queued_ms"]
+        t.total_ms = marks["total_ms"]
         t.partitions = self.ctx.partition_count()
         t.brokers = len(self.ctx.live_brokers)
-        self.state_log.failover_loaded(self.ctx.epoch, t.brokers, t.partitions, t.load_ms)
+        marks["since_elected_ms"] = (time.time() - t.elected_at) * 1000
+        self.state_log.failover_loaded(self.ctx.epoch, t.brokers, t.partitions, marks)
         log.info(
             "failover of epoch %d: %d brokers, %d partitions, loaded in %.0f ms, done in %.0f ms",
             self.ctx.epoch,

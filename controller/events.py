@@ -203,6 +203,8 @@ class ControllerEventManager:
         self.queue_time = QueueTimeStats()
         self.process_time = QueueTimeStats()
         self.current_event: str | None = None
+        # When the running event was enqueued (monotonic): when the controller learned of it.
+        self.current_enqueued_at = 0.0
         self._closed = False
 
     def start(self) -> None:
@@ -265,6 +267,7 @@ class ControllerEventManager:
             started = time.monotonic()
             self.queue_time.record((started - item.enqueued_at) * 1000)
             self.current_event = event.name
+            self.current_enqueued_at = item.enqueued_at
             try:
                 if isinstance(event, Probe):
                     try:

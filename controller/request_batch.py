@@ -39,6 +39,8 @@ class BrokerRequest:
     partitions: tuple[TopicPartition, ...] = ()
     # For StopReplica: whether it deletes the partitions (topic deletion waits for these).
     delete_partitions: bool = False
+    # Set by the controller: the event whose decisions this request carries.
+    tracker: Any = None
 
 
 @dataclass(slots=True)

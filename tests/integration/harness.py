@@ -144,7 +144,11 @@ class BrokerProcess:
         path = self.data_dir / "state-change.log"
         if not path.exists():
             return []
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        text = path.read_text()
+        lines = text.split("\n")
+        if not text.endswith("\n"):
+            lines.pop()  # a line still being written
+        rows = [json.loads(line) for line in lines if line.strip()]
         return [r for r in rows if event is None or r["event"] == event]
 
     def output(self) -> str:
