@@ -29,6 +29,7 @@ from controller.context import (
 from controller.election import ElectionStrategy
 from controller.request_batch import BrokerRequest, RequestBatch
 from controller.store import ControllerStore
+from zkdata.client import ControllerMovedError
 from zkdata.znodes import NO_LEADER, LeaderAndIsr, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,12 @@ class ControllerOps:
     def flush(self) -> None:
         if not self.batch.is_empty():
             self.send(self.batch.build(self.ctx, self.controller_id))
+
+    def drop_batch(self) -> None:
+        """Fenced: another controller owns the cluster, so nothing decided in this term may
+        reach a broker, not even decisions written before the fence (Kafka sends a batch only
+        when the whole state change succeeded)."""
+        self.batch.clear()
 
     def log_states(self, rows: list[dict[str, Any]]) -> None:
         if rows:
@@ -163,6 +170,9 @@ class PartitionStateMachine:
             return {}
         try:
             return self._do_handle(tps, target, strategy, allow_unclean)
+        except ControllerMovedError:
+            self.ops.drop_batch()
+            raise
         finally:
             self.ops.flush()
 
@@ -247,6 +257,14 @@ class PartitionStateMachine:
             failures: dict[TopicPartition, Exception] = {}
             for tp, lai in ops.read_current(existing, failures).items():
                 lice = ops.record_leadership(tp, lai)
+                if not ctx.is_replica_online(lai.leader, include_shutting_down=True):
+                    # Its leader is gone (or -1): Offline, so the next election picks one.
+                    ctx.partition_states[tp] = P.OFFLINE
+                    failures[tp] = StateChangeFailed(
+                        f"{tp} already has a state in ZooKeeper, led by {lai.leader}, which "
+                        "is not live: the partition is Offline until a leader is elected"
+                    )
+                    continue
                 ops.batch.add_leader_and_isr(
                     ctx, ctx.replicas(tp), tp, lice, ctx.full_assignment(tp), is_new=True
                 )
@@ -372,6 +390,9 @@ class ReplicaStateMachine:
         try:
             for broker_id, prs in by_broker.items():
                 self._do_handle(broker_id, prs, target, reason)
+        except ControllerMovedError:
+            self.ops.drop_batch()
+            raise
         finally:
             self.ops.flush()
 

@@ -29,6 +29,8 @@ _INT32_MAX = 2**31 - 1
 # An integer written as text (a partition key, /controller_epoch): ASCII digits only, since
 # Python's int() would also take "1_0", " 1" and non-ASCII digits.
 _INT_TEXT = re.compile(r"-?[0-9]+")
+# Kafka's Uuid.toString: 16 bytes in URL-safe base64 without padding.
+_TOPIC_ID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")
 
 
 class MalformedZnode(ValueError):
@@ -167,8 +169,9 @@ class BrokerRegistration:
 
 
 def encode_broker(reg: BrokerRegistration) -> bytes:
-    # Version 4, key order as a Kafka 2.x broker writes it.
-    first = reg.endpoints[0]
+    # Version 4, key order as a Kafka 2.x broker writes it. host and port, for readers
+    # older than endpoints, are the first PLAINTEXT endpoint's, else null and -1.
+    plaintext = next((ep for ep in reg.endpoints if ep.security_protocol == "PLAINTEXT"), None)
     obj: dict[str, Any] = {
         "listener_security_protocol_map": {
             ep.listener: ep.security_protocol for ep in reg.endpoints
@@ -180,9 +183,9 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
     obj.update(
         {
             "jmx_port": reg.jmx_port,
-            "host": first.host,
+            "host": plaintext.host if plaintext else None,
             "timestamp": str(reg.timestamp_ms or now_ms()),
-            "port": first.port,
+            "port": plaintext.port if plaintext else -1,
             "version": 4,
         }
     )
@@ -255,10 +258,10 @@ def topic_id_to_str(tid: uuid.UUID) -> str:
 
 
 def topic_id_from_str(text: str) -> uuid.UUID:
-    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    if len(raw) != 16:
-        raise ValueError(f"topic id {text!r} is not 16 bytes")
-    return uuid.UUID(bytes=raw)
+    # Python's base64 would also take '+', '/' and skip junk, decoding to another id.
+    if not _TOPIC_ID_TEXT.fullmatch(text):
+        raise ValueError(f"topic id {text!r} is not 22 characters of URL-safe base64")
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,7 +318,7 @@ def decode_topic(topic: str, data: bytes | None, path: str | None = None) -> Top
     raw_id = obj.get("topic_id")
     if raw_id is not None:
         try:
-            topic_id = topic_id_from_str(str(raw_id))
+            topic_id = topic_id_from_str(raw_id if isinstance(raw_id, str) else "")
         except ValueError:
             raise MalformedZnode(path, f"topic_id {raw_id!r} is not a Kafka Uuid") from None
     return TopicAssignment(

@@ -1,0 +1,187 @@
+"""An in-memory `ControllerStore` for unit tests of the state machines.
+
+A test double of the I/O port, not a fake of ZooKeeper: partition state "znodes" hold the
+bytes Kafka's codec writes and a version that grows by one on every write, as a znode's
+`stat.version` does. Every controller write is conditional on the `/controller_epoch`
+zkVersion the controller was elected with; `elect_other_controller` moves that version, after
+which every write raises ControllerMovedError and changes nothing. `race` makes a "leader"
+change a partition between the controller's read and its write, so the write gets
+BadVersion and the controller has to re-read. `history` keeps every value a znode held.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from controller.store import UpdateResult
+from zkdata.client import ControllerMovedError, NodeExistsError, NoNodeError
+from zkdata.znodes import (
+    LeaderAndIsr,
+    MalformedZnode,
+    PartitionState,
+    TopicPartition,
+    decode_partition_state,
+    encode_partition_state,
+)
+
+# A leader's rewrite of its partition's state; None: its conditional write failed.
+LeaderChange = Callable[[LeaderAndIsr], LeaderAndIsr | None]
+
+
+@dataclass(frozen=True)
+class Znode:
+    data: bytes
+    version: int
+
+
+@dataclass(frozen=True)
+class Write:
+    """One successful write of the controller: what the znode held before and after."""
+
+    op: str  # "create" or "update"
+    tp: TopicPartition
+    before: PartitionState | None
+    after: PartitionState
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.znodes: dict[TopicPartition, Znode] = {}
+        self.configs: dict[str, dict[str, str]] = {}
+        self.epoch_zk_version = 0
+        self.writes: list[Write] = []  # the controller's successful writes, in order
+        self.history: list[tuple[TopicPartition, Znode]] = []  # every value of every znode
+        self.reads = 0
+        self._races: dict[TopicPartition, deque[LeaderChange]] = {}
+
+    # --- what tests do ------------------------------------------------------------------
+
+    def elect_other_controller(self) -> None:
+        """Another broker won an election: /controller_epoch's zkVersion moves on."""
+        self.epoch_zk_version += 1
+
+    def put(
+        self,
+        tp: TopicPartition,
+        lai: LeaderAndIsr,
+        controller_epoch: int,
+        version: int | None = None,
+    ) -> None:
+        """Write a state as anyone but the controller (setup, or a leader changing the ISR).
+        The version is the next one unless given (to set up a znode with a past)."""
+        self.put_raw(tp, encode_partition_state(lai, controller_epoch), version)
+
+    def put_raw(self, tp: TopicPartition, data: bytes, version: int | None = None) -> None:
+        if version is None:
+            old = self.znodes.get(tp)
+            version = 0 if old is None else old.version + 1
+        self._set(tp, Znode(data, version))
+
+    def state(self, tp: TopicPartition) -> PartitionState:
+        node = self.znodes[tp]
+        return decode_partition_state(str(tp), node.data, node.version)
+
+    def leader_change(self, tp: TopicPartition, change: LeaderChange) -> bool:
+        """A partition leader rewrites its state (2.6 model): it keeps the controller epoch and
+        the leader epoch of the controller's decision and bumps only the zkVersion."""
+        current = self.state(tp)
+        new = change(current.leader_and_isr)
+        if new is None:
+            return False
+        self.put(tp, new, current.controller_epoch)
+        return True
+
+    def race(self, tp: TopicPartition, change: LeaderChange, times: int = 1) -> None:
+        """The next `times` controller writes of `tp` each lose a race against `change`."""
+        self._races.setdefault(tp, deque()).extend([change] * times)
+
+    def pending_races(self) -> int:
+        return sum(len(q) for q in self._races.values())
+
+    def settle_races(self) -> list[TopicPartition]:
+        """Leader writes that met no controller write land now; returns what changed."""
+        changed = []
+        for tp, changes in self._races.items():
+            while changes:
+                if self.leader_change(tp, changes.popleft()):
+                    changed.append(tp)
+        return changed
+
+    def snapshot(self) -> dict[TopicPartition, Znode]:
+        return dict(self.znodes)
+
+    # --- the ControllerStore protocol -------------------------------------------------
+
+    def read_partition_states(
+        self, tps: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, PartitionState | None]:
+        self.reads += 1
+        out: dict[TopicPartition, PartitionState | None] = {}
+        for tp in tps:
+            try:
+                out[tp] = self.state(tp) if tp in self.znodes else None
+            except MalformedZnode:
+                out[tp] = None  # as ZkControllerStore.decode_state: logged and skipped
+        return out
+
+    def create_partition_states(
+        self,
+        states: Mapping[TopicPartition, LeaderAndIsr],
+        controller_epoch: int,
+        epoch_zk_version: int,
+    ) -> dict[TopicPartition, Exception | None]:
+        self._check_fence(epoch_zk_version, states)
+        out: dict[TopicPartition, Exception | None] = {}
+        for tp, lai in states.items():
+            if tp in self.znodes:
+                out[tp] = NodeExistsError()
+                continue
+            self._set(tp, Znode(encode_partition_state(lai, controller_epoch), 0))
+            self.writes.append(Write("create", tp, None, self.state(tp)))
+            out[tp] = None
+        return out
+
+    def update_partition_states(
+        self,
+        states: Mapping[TopicPartition, LeaderAndIsr],
+        controller_epoch: int,
+        epoch_zk_version: int,
+    ) -> UpdateResult:
+        self._check_fence(epoch_zk_version, states)
+        result = UpdateResult()
+        for tp, lai in states.items():
+            races = self._races.get(tp)
+            if races:
+                self.leader_change(tp, races.popleft())
+            node = self.znodes.get(tp)
+            if node is None:
+                result.failed[tp] = NoNodeError()
+            elif node.version != lai.zk_version:
+                result.retry.append(tp)  # BadVersion
+            else:
+                before = self.state(tp)
+                data = encode_partition_state(lai, controller_epoch)
+                self._set(tp, Znode(data, node.version + 1))
+                self.writes.append(Write("update", tp, before, self.state(tp)))
+                result.finished[tp] = LeaderAndIsr(
+                    lai.leader, lai.leader_epoch, lai.isr, node.version + 1
+                )
+        return result
+
+    def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        return {t: dict(self.configs.get(t, {})) for t in topics}
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _set(self, tp: TopicPartition, node: Znode) -> None:
+        self.znodes[tp] = node
+        self.history.append((tp, node))
+
+    def _check_fence(self, epoch_zk_version: int, writes: Mapping[TopicPartition, object]) -> None:
+        # As ZkClient.multi_fenced_batched: no ops, no multi, so no check either.
+        if writes and epoch_zk_version != self.epoch_zk_version:
+            raise ControllerMovedError(
+                f"/controller_epoch is at zkVersion {self.epoch_zk_version}, not {epoch_zk_version}"
+            )

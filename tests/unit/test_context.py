@@ -1,0 +1,200 @@
+"""ControllerContext, ReplicaAssignment and the valid-transition tables."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.context import (
+    PARTITION_VALID_PREVIOUS,
+    REPLICA_VALID_PREVIOUS,
+    ControllerContext,
+    LeaderIsrAndControllerEpoch,
+    PartitionReplica,
+    PartitionStateName,
+    ReplicaAssignment,
+    ReplicaStateName,
+)
+from zkdata.znodes import BrokerRegistration, EndPoint, LeaderAndIsr, TopicPartition
+
+P = PartitionStateName
+R = ReplicaStateName
+
+# PartitionStateMachine.scala / ReplicaStateMachine.scala (Kafka 2.8), transcribed.
+KAFKA_PARTITION_PREVIOUS = {
+    "NewPartition": {"NonExistentPartition"},
+    "OnlinePartition": {"NewPartition", "OnlinePartition", "OfflinePartition"},
+    "OfflinePartition": {"NewPartition", "OnlinePartition", "OfflinePartition"},
+    "NonExistentPartition": {"OfflinePartition"},
+}
+KAFKA_REPLICA_PREVIOUS = {
+    "NewReplica": {"NonExistentReplica"},
+    "OnlineReplica": {"NewReplica", "OnlineReplica", "OfflineReplica", "ReplicaDeletionIneligible"},
+    "OfflineReplica": {
+        "NewReplica",
+        "OnlineReplica",
+        "OfflineReplica",
+        "ReplicaDeletionIneligible",
+    },
+    "ReplicaDeletionStarted": {"OfflineReplica"},
+    "ReplicaDeletionSuccessful": {"ReplicaDeletionStarted"},
+    "ReplicaDeletionIneligible": {"OfflineReplica", "ReplicaDeletionStarted"},
+    "NonExistentReplica": {"ReplicaDeletionSuccessful"},
+}
+
+
+def test_partition_transition_table_is_kafkas() -> None:
+    assert set(PARTITION_VALID_PREVIOUS) == set(P)
+    assert {
+        target.value: {s.value for s in previous}
+        for target, previous in PARTITION_VALID_PREVIOUS.items()
+    } == KAFKA_PARTITION_PREVIOUS
+
+
+def test_replica_transition_table_is_kafkas() -> None:
+    assert set(REPLICA_VALID_PREVIOUS) == set(R)
+    assert {
+        target.value: {s.value for s in previous}
+        for target, previous in REPLICA_VALID_PREVIOUS.items()
+    } == KAFKA_REPLICA_PREVIOUS
+
+
+def registration(broker_id: int) -> BrokerRegistration:
+    return BrokerRegistration(broker_id, (EndPoint("PLAINTEXT", "h", 9092),))
+
+
+def test_live_sets() -> None:
+    ctx = ControllerContext()
+    ctx.add_live_brokers({1: (registration(1), 10), 2: (registration(2), 20)})
+    ctx.shutting_down_broker_ids.add(2)
+    assert ctx.live_or_shutting_down_broker_ids == {1, 2}
+    assert ctx.live_broker_ids == {1}
+    assert ctx.is_replica_online(1)
+    assert not ctx.is_replica_online(2)
+    assert ctx.is_replica_online(2, include_shutting_down=True)
+    assert not ctx.is_replica_online(3, include_shutting_down=True)
+    ctx.remove_live_brokers([2, 3])
+    assert ctx.live_or_shutting_down_broker_ids == {1}
+    assert ctx.broker_epochs == {1: 10}
+
+
+def populated() -> ControllerContext:
+    ctx = ControllerContext(epoch=4, epoch_zk_version=2)
+    ctx.add_live_brokers({b: (registration(b), b) for b in (1, 2, 3)})
+    for topic in ("a", "b"):
+        for p, replicas in enumerate(((1, 2), (2, 3), (3, 1))):
+            tp = TopicPartition(topic, p)
+            ctx.update_assignment(tp, ReplicaAssignment(replicas))
+            ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
+                LeaderAndIsr(replicas[0], 0, replicas), 4
+            )
+            ctx.partition_states[tp] = P.ONLINE
+            for r in replicas:
+                ctx.put_replica_state(PartitionReplica(tp, r), R.ONLINE)
+    return ctx
+
+
+def test_partition_queries() -> None:
+    ctx = populated()
+    assert ctx.all_topics == {"a", "b"}
+    assert ctx.partition_count() == 6
+    assert sorted(ctx.partitions_on_broker(1)) == [
+        TopicPartition(t, p) for t in ("a", "b") for p in (0, 2)
+    ]
+    assert sorted(ctx.partitions_led_by(2)) == [TopicPartition("a", 1), TopicPartition("b", 1)]
+    assert {(pr.topic_partition.partition, pr.replica) for pr in ctx.replicas_for_topic("a")} == {
+        (0, 1),
+        (0, 2),
+        (1, 2),
+        (1, 3),
+        (2, 3),
+        (2, 1),
+    }
+    assert len(ctx.replicas_on_brokers({1, 3})) == 8
+    assert ctx.replicas(TopicPartition("c", 0)) == ()
+    assert ctx.partition_state(TopicPartition("c", 0)) is P.NON_EXISTENT
+    assert ctx.replica_state(PartitionReplica(TopicPartition("a", 0), 3)) is R.NON_EXISTENT
+
+
+def test_remove_topic_forgets_everything_about_it() -> None:
+    ctx = populated()
+    ctx.topics_to_be_deleted.add("a")
+    ctx.topics_with_deletion_started.add("a")
+    ctx.partitions_being_reassigned.add(TopicPartition("a", 1))
+    ctx.remove_topic("a")
+    for field in ("assignments", "topic_ids"):
+        assert "a" not in getattr(ctx, field)
+    for field in ("leadership", "partition_states", "replica_states"):
+        assert all(tp.topic == "b" for tp in getattr(ctx, field)), field
+    assert not ctx.partitions_being_reassigned
+    assert not ctx.topics_to_be_deleted
+    assert not ctx.topics_with_deletion_started
+    assert ctx.partition_count() == 3
+
+
+def test_offline_partition_count_leaves_out_topics_being_deleted() -> None:
+    ctx = populated()
+    ctx.partition_states[TopicPartition("a", 0)] = P.OFFLINE
+    ctx.partition_states[TopicPartition("b", 0)] = P.OFFLINE
+    assert ctx.offline_partition_count == 2
+    ctx.topics_to_be_deleted.add("a")
+    assert ctx.offline_partition_count == 1
+
+
+def test_deletion_in_progress() -> None:
+    ctx = populated()
+    assert not ctx.is_topic_deletion_in_progress("a")
+    ctx.put_replica_state(PartitionReplica(TopicPartition("a", 1), 3), R.DELETION_STARTED)
+    assert ctx.is_topic_deletion_in_progress("a")
+    assert not ctx.is_topic_deletion_in_progress("b")
+
+
+def test_remove_replica_state_drops_empty_partitions() -> None:
+    ctx = populated()
+    tp = TopicPartition("a", 0)
+    ctx.remove_replica_state(PartitionReplica(tp, 1))
+    assert ctx.replica_states[tp] == {2: R.ONLINE}
+    ctx.remove_replica_state(PartitionReplica(tp, 2))
+    assert tp not in ctx.replica_states
+    ctx.remove_replica_state(PartitionReplica(tp, 2))  # again: nothing to do
+
+
+def test_reset_forgets_everything_and_shares_nothing() -> None:
+    ctx = populated()
+    ctx.shutting_down_broker_ids.add(1)
+    ctx.unclean_elections = 3
+    ctx.reset()
+    fresh = ControllerContext()
+    for f in dataclasses.fields(ControllerContext):
+        assert getattr(ctx, f.name) == getattr(fresh, f.name), f.name
+    ctx.live_brokers[9] = registration(9)
+    assert ControllerContext().live_brokers == {}
+
+
+replica_lists = st.lists(st.integers(0, 8), min_size=1, max_size=5, unique=True).map(tuple)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(origin=replica_lists, target=replica_lists, extra=st.integers(0, 8))
+def test_reassignment_properties(
+    origin: tuple[int, ...], target: tuple[int, ...], extra: int
+) -> None:
+    ra = ReplicaAssignment.for_reassignment(origin, target)
+    # KIP-455: the full set is the target first, then the rest of the origin
+    assert ra.replicas == target + tuple(r for r in origin if r not in target)
+    assert ra.adding == tuple(r for r in target if r not in origin)
+    assert ra.removing == tuple(r for r in origin if r not in target)
+    assert ra.target_replicas == target
+    # the origin in full-set order, as Kafka's replicas.diff(addingReplicas)
+    assert ra.origin_replicas == tuple(r for r in ra.replicas if r in origin)
+    assert sorted(ra.origin_replicas) == sorted(origin)
+    assert ra.is_being_reassigned == (set(origin) != set(target))
+    without = ra.without_replica(extra)
+    for part in (without.replicas, without.adding, without.removing):
+        assert extra not in part
+    assert without.replicas == tuple(r for r in ra.replicas if r != extra)
+    plain = ReplicaAssignment(origin)
+    assert plain.target_replicas == plain.origin_replicas == origin
+    assert not plain.is_being_reassigned

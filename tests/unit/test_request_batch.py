@@ -1,0 +1,446 @@
+"""The request batch: which broker gets what, in which order, and bodies the wire codec takes."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.context import ControllerContext, LeaderIsrAndControllerEpoch, ReplicaAssignment
+from controller.request_batch import (
+    LEADER_AND_ISR_VERSION,
+    STOP_REPLICA_VERSION,
+    UPDATE_METADATA_VERSION,
+    BrokerRequest,
+    RequestBatch,
+)
+from wire.api import ApiKey
+from wire.codec import ZERO_UUID
+from wire.protocol import (
+    decode_request_body,
+    decode_request_header,
+    encode_request,
+    frame_size,
+    request_codec,
+)
+from zkdata.znodes import BrokerRegistration, EndPoint, LeaderAndIsr, TopicPartition
+
+CONTROLLER_ID = 1
+T0 = TopicPartition("orders", 0)
+T1 = TopicPartition("orders", 1)
+P0 = TopicPartition("payments", 0)
+TOPIC_ID = uuid.UUID("5f1c6c1e-8d1b-4a44-a0f1-0c7a1b2c3d4e")
+
+
+def registration(broker_id: int, rack: str | None = None) -> BrokerRegistration:
+    return BrokerRegistration(
+        broker_id,
+        (
+            EndPoint("PLAINTEXT", f"broker-{broker_id}", 9092 + broker_id),
+            EndPoint("SSL", f"broker-{broker_id}.example", 9192 + broker_id, "SSL"),
+        ),
+        rack=rack,
+    )
+
+
+def cluster(
+    live: tuple[int, ...] = (1, 2, 3), shutting_down: tuple[int, ...] = ()
+) -> ControllerContext:
+    ctx = ControllerContext(epoch=7, epoch_zk_version=3)
+    ctx.add_live_brokers({b: (registration(b, rack=f"r{b}"), 1000 + b) for b in live})
+    ctx.shutting_down_broker_ids = set(shutting_down)
+    ctx.topic_ids["orders"] = TOPIC_ID
+    for tp, replicas in ((T0, (1, 2, 3)), (T1, (2, 3, 4)), (P0, (3, 1))):
+        ctx.update_assignment(tp, ReplicaAssignment(replicas))
+    return ctx
+
+
+def lead(
+    ctx: ControllerContext, tp: TopicPartition, leader: int, isr: tuple[int, ...]
+) -> LeaderIsrAndControllerEpoch:
+    lice = LeaderIsrAndControllerEpoch(LeaderAndIsr(leader, 5, isr, zk_version=12), 6)
+    ctx.leadership[tp] = lice
+    return lice
+
+
+def by_api(requests: list[BrokerRequest], api: ApiKey) -> dict[int, BrokerRequest]:
+    out: dict[int, BrokerRequest] = {}
+    for r in requests:
+        if r.api_key == api:
+            assert r.broker_id not in out, f"two {api.name} requests for broker {r.broker_id}"
+            out[r.broker_id] = r
+    return out
+
+
+def assert_projection(sent: Any, decoded: Any, where: str = "body") -> None:
+    """Everything the controller put in the body came back from the wire unchanged."""
+    if isinstance(sent, dict):
+        assert isinstance(decoded, dict), where
+        for key, value in sent.items():
+            assert key in decoded, f"{where}.{key} was lost on the wire"
+            assert_projection(value, decoded[key], f"{where}.{key}")
+    elif isinstance(sent, list | tuple):
+        assert isinstance(decoded, list), where
+        assert len(sent) == len(decoded), where
+        for i, (a, b) in enumerate(zip(sent, decoded, strict=True)):
+            assert_projection(a, b, f"{where}[{i}]")
+    else:
+        assert sent == decoded, f"{where}: sent {sent!r}, got back {decoded!r}"
+        assert type(sent) is type(decoded) or {type(sent), type(decoded)} <= {int, bool}, where
+
+
+def assert_on_the_wire(request: BrokerRequest) -> dict[str, Any]:
+    """Encode as a whole request frame, decode it again, and compare."""
+    codec = request_codec(request.api_key, request.api_version)
+    data = codec.encode(request.body)
+    decoded = codec.decode(data)
+    assert_projection(request.body, decoded)
+    assert codec.encode(decoded) == data
+    frame = encode_request(request.api_key, request.api_version, 42, "controller", request.body)
+    assert frame_size(frame[:4]) == len(frame) - 4
+    header, offset = decode_request_header(frame[4:])
+    assert (header["request_api_key"], header["request_api_version"]) == (
+        request.api_key,
+        request.api_version,
+    )
+    assert header["correlation_id"] == 42
+    assert decode_request_body(request.api_key, request.api_version, frame[4:], offset) == decoded
+    return decoded
+
+
+# --- who gets what -----------------------------------------------------------------------
+
+
+def test_a_leader_change_makes_leader_and_isr_then_update_metadata() -> None:
+    ctx = cluster()
+    lice = lead(ctx, T0, 2, (2, 3))
+    batch = RequestBatch()
+    batch.add_leader_and_isr(ctx, [2, 3], T0, lice, ctx.full_assignment(T0), is_new=False)
+    requests = batch.build(ctx, CONTROLLER_ID)
+    kinds = [r.api_key for r in requests]
+    # every LeaderAndIsr before any UpdateMetadata: brokers learn their role first
+    assert kinds == [ApiKey.LEADER_AND_ISR] * 2 + [ApiKey.UPDATE_METADATA] * 3
+    assert [r.broker_id for r in requests] == [2, 3, 1, 2, 3]
+    for r in requests:
+        assert r.api_version == (
+            LEADER_AND_ISR_VERSION
+            if r.api_key == ApiKey.LEADER_AND_ISR
+            else UPDATE_METADATA_VERSION
+        )
+        assert r.body["controller_id"] == CONTROLLER_ID
+        assert r.body["controller_epoch"] == 7
+        assert r.body["broker_epoch"] == 1000 + r.broker_id
+        assert_on_the_wire(r)
+    assert batch.is_empty()
+    assert batch.build(ctx, CONTROLLER_ID) == []
+
+
+def test_leader_and_isr_body() -> None:
+    ctx = cluster()
+    lice = lead(ctx, T0, 2, (2, 3))
+    ra = ReplicaAssignment.for_reassignment((1, 2, 3), (2, 3, 4))
+    batch = RequestBatch()
+    batch.add_leader_and_isr(ctx, [2], T0, lice, ra, is_new=True)
+    request = by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR)[2]
+    assert request.partitions == (T0,)
+    body = request.body
+    assert body["type"] == 0
+    assert body["live_leaders"] == [{"broker_id": 2, "host_name": "broker-2", "port": 9094}]
+    [topic] = body["topic_states"]
+    assert topic["topic_name"] == "orders"
+    assert topic["topic_id"] == TOPIC_ID
+    assert topic["partition_states"] == [
+        {
+            "partition_index": 0,
+            "controller_epoch": 6,  # of the controller that made the decision
+            "leader": 2,
+            "leader_epoch": 5,
+            "isr": [2, 3],
+            "partition_epoch": 12,  # the state znode's zkVersion
+            "replicas": [2, 3, 4, 1],
+            "adding_replicas": [4],
+            "removing_replicas": [1],
+            "is_new": True,
+        }
+    ]
+    decoded = assert_on_the_wire(request)
+    assert decoded["topic_states"][0]["partition_states"][0]["partition_epoch"] == 12
+
+
+def test_leader_and_isr_goes_only_to_live_brokers() -> None:
+    ctx = cluster(live=(1, 2, 3), shutting_down=(3,))
+    lice = lead(ctx, T1, 2, (2, 3, 4))
+    batch = RequestBatch()
+    # 4 is dead, -1 is "no leader": neither gets anything; shutting-down 3 still does
+    batch.add_leader_and_isr(ctx, [2, 3, 4, -1], T1, lice, ctx.full_assignment(T1), is_new=False)
+    requests = batch.build(ctx, CONTROLLER_ID)
+    assert sorted(by_api(requests, ApiKey.LEADER_AND_ISR)) == [2, 3]
+    assert sorted(by_api(requests, ApiKey.UPDATE_METADATA)) == [1, 2, 3]
+    assert all(r.broker_id in (1, 2, 3) for r in requests)
+
+
+def test_live_leaders_leave_out_a_missing_leader() -> None:
+    ctx = cluster()
+    lice = lead(ctx, T0, -1, (1,))
+    batch = RequestBatch()
+    batch.add_leader_and_isr(ctx, [1, 2, 3], T0, lice, ctx.full_assignment(T0), is_new=False)
+    for r in by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR).values():
+        assert r.body["live_leaders"] == []
+        assert r.body["topic_states"][0]["partition_states"][0]["leader"] == -1
+        assert_on_the_wire(r)
+
+
+def test_is_new_sticks_within_a_batch() -> None:
+    ctx = cluster()
+    lice = lead(ctx, T0, 1, (1, 2, 3))
+    batch = RequestBatch()
+    batch.add_leader_and_isr(ctx, [2], T0, lice, ctx.full_assignment(T0), is_new=True)
+    newer = lead(ctx, T0, 1, (1, 3))
+    batch.add_leader_and_isr(ctx, [2], T0, newer, ctx.full_assignment(T0), is_new=False)
+    request = by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR)[2]
+    [state] = request.body["topic_states"][0]["partition_states"]
+    assert state["is_new"] is True
+    assert state["isr"] == [1, 3]  # the later decision wins
+
+
+def test_update_metadata_body() -> None:
+    ctx = cluster(live=(1, 2, 3), shutting_down=(3,))
+    lead(ctx, T1, 2, (2, 3))
+    lead(ctx, P0, 3, (3, 1))
+    batch = RequestBatch()
+    batch.add_update_metadata([1, 5], [T1, P0, T0])  # T0 has no leader yet: left out
+    requests = batch.build(ctx, CONTROLLER_ID)
+    assert [r.broker_id for r in requests] == [1]  # 5 is not live
+    body = requests[0].body
+    states = {t["topic_name"]: t for t in body["topic_states"]}
+    assert states["orders"]["topic_id"] == TOPIC_ID
+    assert states["payments"]["topic_id"] == ZERO_UUID
+    assert states["orders"]["partition_states"] == [
+        {
+            "partition_index": 1,
+            "controller_epoch": 6,
+            "leader": 2,
+            "leader_epoch": 5,
+            "isr": [2, 3],
+            "zk_version": 12,
+            "replicas": [2, 3, 4],
+            # dead and shutting-down replicas are offline (Kafka's isReplicaOnline)
+            "offline_replicas": [3, 4],
+        }
+    ]
+    assert [b["id"] for b in body["live_brokers"]] == [1, 2, 3]
+    assert body["live_brokers"][0] == {
+        "id": 1,
+        "endpoints": [
+            {"port": 9093, "host": "broker-1", "listener": "PLAINTEXT", "security_protocol": 0},
+            {"port": 9193, "host": "broker-1.example", "listener": "SSL", "security_protocol": 1},
+        ],
+        "rack": "r1",
+    }
+    assert_on_the_wire(requests[0])
+
+
+def test_update_metadata_for_a_topic_being_deleted_carries_leader_minus_2() -> None:
+    ctx = cluster()
+    lead(ctx, T0, 2, (2, 3))
+    lead(ctx, P0, 3, (3, 1))
+    ctx.topics_to_be_deleted.add("orders")
+    batch = RequestBatch()
+    batch.add_update_metadata([1, 2, 3], None)
+    requests = batch.build(ctx, CONTROLLER_ID)
+    assert len(requests) == 3
+    for r in requests:
+        leaders = {
+            (t["topic_name"], p["partition_index"]): p["leader"]
+            for t in r.body["topic_states"]
+            for p in t["partition_states"]
+        }
+        assert leaders == {("orders", 0): -2, ("payments", 0): 3}
+        assert_on_the_wire(r)
+
+
+def test_a_full_refresh_sends_every_partition_with_a_leader() -> None:
+    ctx = cluster()
+    lead(ctx, T0, 1, (1, 2))
+    lead(ctx, P0, 3, (3,))
+    batch = RequestBatch()
+    batch.add_update_metadata([2], [])
+    batch.add_update_metadata([3], None)
+    requests = batch.build(ctx, CONTROLLER_ID)
+    assert sorted(r.broker_id for r in requests) == [2, 3]
+    for r in requests:
+        sent = {
+            (t["topic_name"], p["partition_index"])
+            for t in r.body["topic_states"]
+            for p in t["partition_states"]
+        }
+        assert sent == {("orders", 0), ("payments", 0)}
+
+
+def test_stop_replica_bodies() -> None:
+    ctx = cluster()
+    lead(ctx, T0, 2, (2, 3))
+    batch = RequestBatch()
+    batch.add_stop_replica([1], T0, delete_partition=False)
+    batch.add_stop_replica([1], T1, delete_partition=False)  # no leadership known
+    batch.add_stop_replica([3], T0, delete_partition=True)
+    batch.add_stop_replica([3], P0, delete_partition=True)
+    batch.add_stop_replica([3], P0, delete_partition=False)  # a delete is never downgraded
+    batch.add_stop_replica([4, -1], T0, delete_partition=False)  # dead and no-broker: dropped
+    requests = batch.build(ctx, CONTROLLER_ID)
+    assert all(r.api_key == ApiKey.STOP_REPLICA for r in requests)
+    assert all(r.api_version == STOP_REPLICA_VERSION for r in requests)
+    assert [(r.broker_id, r.delete_partitions) for r in requests] == [(1, False), (3, True)]
+    keep, delete = requests
+    assert keep.partitions == (T0, T1)
+    assert keep.body["topic_states"] == [
+        {
+            "topic_name": "orders",
+            "partition_states": [
+                {"partition_index": 0, "leader_epoch": 5, "delete_partition": False},
+                {"partition_index": 1, "leader_epoch": -1, "delete_partition": False},
+            ],
+        }
+    ]
+    assert delete.partitions == (T0, P0)
+    states = [p for t in delete.body["topic_states"] for p in t["partition_states"]]
+    assert [p["leader_epoch"] for p in states] == [-2, -2]
+    assert all(p["delete_partition"] for p in states)
+    for r in requests:
+        assert r.body["broker_epoch"] == 1000 + r.broker_id
+        assert_on_the_wire(r)
+
+
+def test_stop_replica_with_and_without_delete_for_one_broker_are_two_requests() -> None:
+    ctx = cluster()
+    batch = RequestBatch()
+    batch.add_stop_replica([2], T0, delete_partition=False)
+    batch.add_stop_replica([2], T1, delete_partition=True)
+    requests = batch.build(ctx, CONTROLLER_ID)
+    assert [(r.broker_id, r.delete_partitions, r.partitions) for r in requests] == [
+        (2, False, (T0,)),
+        (2, True, (T1,)),
+    ]
+
+
+def test_request_order_is_leader_and_isr_update_metadata_stop_replica() -> None:
+    ctx = cluster()
+    lice = lead(ctx, T0, 2, (2, 3))
+    batch = RequestBatch()
+    batch.add_stop_replica([1], T0, delete_partition=False)
+    batch.add_leader_and_isr(ctx, [2, 3], T0, lice, ctx.full_assignment(T0), is_new=False)
+    kinds = [r.api_key for r in batch.build(ctx, CONTROLLER_ID)]
+    assert kinds == sorted(
+        kinds,
+        key=[ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA].index,
+    )
+    assert kinds.count(ApiKey.STOP_REPLICA) == 1
+
+
+def test_clear_drops_everything() -> None:
+    ctx = cluster()
+    lice = lead(ctx, T0, 2, (2, 3))
+    batch = RequestBatch()
+    batch.add_leader_and_isr(ctx, [2], T0, lice, ctx.full_assignment(T0), is_new=True)
+    batch.add_stop_replica([1], T0, delete_partition=True)
+    batch.add_update_metadata([3], None)
+    assert not batch.is_empty()
+    batch.clear()
+    assert batch.is_empty()
+    assert batch.build(ctx, CONTROLLER_ID) == []
+
+
+# --- property: whatever is queued builds into requests the codec takes -----------------
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> tuple[ControllerContext, RequestBatch]:
+    brokers = range(0, 6)
+    live = draw(st.sets(st.sampled_from(brokers)))
+    ctx = ControllerContext(epoch=draw(st.integers(0, 2**31 - 1)), epoch_zk_version=1)
+    ctx.add_live_brokers(
+        {
+            b: (registration(b, draw(st.none() | st.text(max_size=4))), draw(st.integers(0, 2**62)))
+            for b in live
+        }
+    )
+    ctx.shutting_down_broker_ids = draw(st.sets(st.sampled_from(sorted(live)))) if live else set()
+    tps = [TopicPartition(t, p) for t in ("a", "b-c") for p in range(draw(st.integers(1, 4)))]
+    for tp in tps:
+        replicas = tuple(
+            draw(st.lists(st.sampled_from(brokers), min_size=1, max_size=4, unique=True))
+        )
+        ctx.update_assignment(tp, ReplicaAssignment(replicas))
+        if draw(st.booleans()):
+            isr = tuple(draw(st.lists(st.sampled_from(replicas), min_size=1, unique=True)))
+            leader = draw(st.sampled_from([-1, *isr]))
+            lai = LeaderAndIsr(
+                leader, draw(st.integers(0, 2**31 - 1)), isr, draw(st.integers(0, 2**31 - 1))
+            )
+            ctx.leadership[tp] = LeaderIsrAndControllerEpoch(lai, draw(st.integers(0, 2**31 - 1)))
+    if draw(st.booleans()):
+        ctx.topic_ids["a"] = draw(st.uuids())
+    if draw(st.booleans()):
+        ctx.topics_to_be_deleted.add("b-c")
+    batch = RequestBatch()
+    for _ in range(draw(st.integers(0, 8))):
+        tp = draw(st.sampled_from(tps))
+        recipients = draw(st.lists(st.sampled_from([-1, *brokers]), max_size=4))
+        kind = draw(st.sampled_from(["lai", "um", "um-all", "stop"]))
+        if kind == "lai" and tp in ctx.leadership:
+            batch.add_leader_and_isr(
+                ctx,
+                recipients,
+                tp,
+                ctx.leadership[tp],
+                ctx.full_assignment(tp),
+                is_new=draw(st.booleans()),
+            )
+        elif kind == "um":
+            batch.add_update_metadata(recipients, [tp])
+        elif kind == "um-all":
+            batch.add_update_metadata(recipients, None)
+        else:
+            batch.add_stop_replica(recipients, tp, delete_partition=draw(st.booleans()))
+    return ctx, batch
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(batches())
+def test_built_requests_are_well_formed(case: tuple[ControllerContext, RequestBatch]) -> None:
+    ctx, batch = case
+    queued_lai = {b: set(states) for b, states in batch.leader_and_isr.items()}
+    requests = batch.build(ctx, CONTROLLER_ID)
+    order = [ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA]
+    kinds = [r.api_key for r in requests]
+    assert kinds == sorted(kinds, key=order.index)
+    by_api(requests, ApiKey.LEADER_AND_ISR)  # at most one per broker
+    by_api(requests, ApiKey.UPDATE_METADATA)
+    for r in requests:
+        assert r.broker_id in ctx.live_or_shutting_down_broker_ids
+        assert r.body["controller_epoch"] == ctx.epoch
+        assert r.body["broker_epoch"] == ctx.broker_epochs[r.broker_id]
+        if r.api_key == ApiKey.LEADER_AND_ISR:
+            assert set(r.partitions) == queued_lai[r.broker_id]
+            leaders = {p["leader"] for t in r.body["topic_states"] for p in t["partition_states"]}
+            assert {b["broker_id"] for b in r.body["live_leaders"]} == leaders & set(
+                ctx.live_brokers
+            )
+        if r.api_key == ApiKey.UPDATE_METADATA:
+            for t in r.body["topic_states"]:
+                for p in t["partition_states"]:
+                    tp = TopicPartition(t["topic_name"], p["partition_index"])
+                    lai = ctx.leadership[tp].leader_and_isr
+                    if tp.topic in ctx.topics_to_be_deleted:
+                        assert p["leader"] == -2
+                    else:
+                        assert p["leader"] == lai.leader
+                    assert p["isr"] == list(lai.isr)
+        if r.api_key == ApiKey.STOP_REPLICA:
+            for t in r.body["topic_states"]:
+                for p in t["partition_states"]:
+                    assert p["delete_partition"] is r.delete_partitions
+        assert_on_the_wire(r)
+    assert batch.is_empty()

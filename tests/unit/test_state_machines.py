@@ -1,0 +1,1154 @@
+"""The partition and replica state machines, driven through the scenarios Kafka's controller
+goes through, over an in-memory store; then random sequences of them with invariants checked
+after every step.
+
+`Cluster` below plays the controller's part as KafkaController.scala does: on a broker
+failure it moves partitions with a dead leader Offline, tries to bring every Offline or New
+partition Online, then moves the dead replicas Offline; on a startup it moves the replicas
+Online and triggers an election; and so on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from broker.state_change_log import StateChangeLog
+from controller import election, state_machines
+from controller.context import (
+    ControllerContext,
+    LeaderIsrAndControllerEpoch,
+    PartitionReplica,
+    PartitionStateName,
+    ReplicaAssignment,
+    ReplicaStateName,
+)
+from controller.election import ElectionStrategy
+from controller.request_batch import BrokerRequest
+from controller.state_machines import (
+    ControllerOps,
+    PartitionStateMachine,
+    ReplicaStateMachine,
+    StateChangeFailed,
+)
+from tests.unit.memory_store import MemoryStore
+from wire.api import ApiKey
+from wire.protocol import request_codec
+from zkdata.client import ControllerMovedError
+from zkdata.znodes import (
+    BrokerRegistration,
+    EndPoint,
+    LeaderAndIsr,
+    PartitionState,
+    TopicPartition,
+    decode_partition_state,
+)
+
+P = PartitionStateName
+R = ReplicaStateName
+CONTROLLER_ID = 1
+EPOCH = 5
+UNCLEAN = "unclean.leader.election.enable"
+
+
+def registration(broker_id: int) -> BrokerRegistration:
+    return BrokerRegistration(broker_id, (EndPoint("PLAINTEXT", f"b{broker_id}", 9092),))
+
+
+class Cluster:
+    """A controller's context, the store and both state machines, plus the controller's
+    reactions to events (KafkaController.scala's onBrokerFailure and friends)."""
+
+    def __init__(
+        self,
+        brokers: Iterable[int] = (1, 2, 3),
+        *,
+        unclean_default: bool = False,
+        log_dir: Path | None = None,
+    ) -> None:
+        self.store = MemoryStore()
+        self.ctx = ControllerContext(epoch=EPOCH, epoch_zk_version=self.store.epoch_zk_version)
+        self.broker_epoch = 100
+        self.sent: list[list[BrokerRequest]] = []
+        self.state_log = StateChangeLog(log_dir, CONTROLLER_ID)
+        self.ops = ControllerOps(
+            self.ctx,
+            self.store,
+            CONTROLLER_ID,
+            self.sent.append,
+            self.state_log,
+            unclean_default=unclean_default,
+        )
+        self.psm = PartitionStateMachine(self.ops)
+        self.rsm = ReplicaStateMachine(self.ops)
+        self.add_brokers(brokers)
+
+    # --- the controller's reactions -----------------------------------------------------
+
+    def add_brokers(self, brokers: Iterable[int]) -> None:
+        for b in brokers:
+            self.broker_epoch += 1
+            self.ctx.add_live_brokers({b: (registration(b), self.broker_epoch)})
+
+    def create_topic(self, topic: str, assignment: dict[int, Sequence[int]]) -> None:
+        """onNewPartitionCreation."""
+        tps = []
+        for p, replicas in assignment.items():
+            tp = TopicPartition(topic, p)
+            self.ctx.update_assignment(tp, ReplicaAssignment(tuple(replicas)))
+            tps.append(tp)
+        replicas_ = [PartitionReplica(tp, r) for tp in tps for r in self.ctx.replicas(tp)]
+        self.psm.handle_state_changes(tps, P.NEW)
+        self.rsm.handle_state_changes(replicas_, R.NEW)
+        self.psm.handle_state_changes(tps, P.ONLINE, ElectionStrategy.OFFLINE)
+        self.rsm.handle_state_changes(replicas_, R.ONLINE)
+
+    def kill(self, *brokers: int) -> None:
+        """onBrokerFailure -> onReplicasBecomeOffline."""
+        dead = set(brokers)
+        self.ctx.remove_live_brokers(dead)
+        self.ctx.shutting_down_broker_ids -= dead
+        replicas = self.ctx.replicas_on_brokers(dead)
+        offline_leader = [
+            tp
+            for tp, lice in self.ctx.leadership.items()
+            if not self.ctx.is_replica_online(lice.leader_and_isr.leader)
+        ]
+        self.psm.handle_state_changes(offline_leader, P.OFFLINE)
+        self.psm.trigger_online_partition_state_change()
+        self.rsm.handle_state_changes(replicas, R.OFFLINE)
+
+    def start(self, *brokers: int) -> None:
+        """onBrokerStartup."""
+        new = set(brokers)
+        self.add_brokers(new)
+        self.ctx.shutting_down_broker_ids -= new
+        self.rsm.handle_state_changes(self.ctx.replicas_on_brokers(new), R.ONLINE)
+        self.psm.trigger_online_partition_state_change()
+
+    def controlled_shutdown(self, broker: int) -> list[TopicPartition]:
+        """doControlledShutdown: the partitions the broker still leads afterwards."""
+        ctx = self.ctx
+        ctx.shutting_down_broker_ids.add(broker)
+        candidates = [
+            tp
+            for tp in ctx.partitions_on_broker(broker)
+            if len(ctx.replicas(tp)) > 1 and tp in ctx.leadership
+        ]
+        led = [tp for tp in candidates if ctx.leadership[tp].leader_and_isr.leader == broker]
+        followed = [tp for tp in candidates if tp not in led]
+        self.psm.handle_state_changes(led, P.ONLINE, ElectionStrategy.CONTROLLED_SHUTDOWN)
+        for tp in followed:
+            self.ops.batch.add_stop_replica([broker], tp, delete_partition=False)
+        self.ops.flush()
+        self.rsm.handle_state_changes(
+            [PartitionReplica(tp, broker) for tp in followed],
+            R.OFFLINE,
+            reason="controlled_shutdown",
+        )
+        return [tp for tp in ctx.partitions_led_by(broker) if len(ctx.replicas(tp)) > 1]
+
+    def preferred_election(
+        self, tps: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        return self.psm.handle_state_changes(tps, P.ONLINE, ElectionStrategy.PREFERRED)
+
+    def isr_change_notification(self, tps: Iterable[TopicPartition]) -> None:
+        """A leader changed an ISR: the controller refreshes its cache from the store."""
+        for tp, state in self.store.read_partition_states(list(tps)).items():
+            assert state is not None
+            self.ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
+                state.leader_and_isr, state.controller_epoch
+            )
+
+    def leader_sets_isr(self, tp: TopicPartition, isr: Sequence[int]) -> None:
+        self.store.leader_change(
+            tp, lambda lai: LeaderAndIsr(lai.leader, lai.leader_epoch, tuple(isr), lai.zk_version)
+        )
+        self.isr_change_notification([tp])
+
+    # --- looking at the outcome --------------------------------------------------------
+
+    def leader_and_isr(self, tp: TopicPartition) -> LeaderAndIsr:
+        return self.store.state(tp).leader_and_isr
+
+    def requests(self, api: ApiKey | None = None) -> list[BrokerRequest]:
+        return [r for batch in self.sent for r in batch if api is None or r.api_key == api]
+
+    def partition_states_sent(
+        self, api: ApiKey, tp: TopicPartition
+    ) -> dict[int, dict[str, object]]:
+        """broker -> the last state of `tp` sent to it in a request of kind `api`."""
+        out: dict[int, dict[str, object]] = {}
+        for r in self.requests(api):
+            for t in r.body["topic_states"]:
+                for p in t["partition_states"]:
+                    if (t["topic_name"], p["partition_index"]) == (tp.topic, tp.partition):
+                        out[r.broker_id] = p
+        return out
+
+    def assert_context_matches_store(self) -> None:
+        for tp, lice in self.ctx.leadership.items():
+            stored = self.store.state(tp)
+            assert lice.leader_and_isr == stored.leader_and_isr, tp
+            # a state the controller only re-read is cached with its own epoch, as in Kafka
+            assert lice.controller_epoch in (stored.controller_epoch, self.ctx.epoch), tp
+
+
+T = "orders"
+T0, T1, T2 = (TopicPartition(T, p) for p in range(3))
+
+
+def three_partitions() -> Cluster:
+    c = Cluster()
+    c.create_topic(T, {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)})
+    c.sent.clear()
+    return c
+
+
+# --- a new topic -------------------------------------------------------------------------
+
+
+def test_new_topic_goes_online_with_the_first_live_replica_leading() -> None:
+    c = Cluster(brokers=(1, 2, 3))
+    c.create_topic(T, {0: (1, 2, 3), 1: (3, 1, 2)})
+    for tp, leader in ((T0, 1), (T1, 3)):
+        assert c.store.state(tp) == PartitionState(
+            LeaderAndIsr(leader, 0, c.ctx.replicas(tp), 0), EPOCH
+        )
+        assert c.ctx.partition_state(tp) is P.ONLINE
+        for r in c.ctx.replicas(tp):
+            assert c.ctx.replica_state(PartitionReplica(tp, r)) is R.ONLINE
+    c.assert_context_matches_store()
+    # LeaderAndIsr (is_new) to the ISR, then UpdateMetadata to every live broker
+    [batch] = [b for b in c.sent if b]
+    assert [r.api_key for r in batch] == [ApiKey.LEADER_AND_ISR] * 3 + [ApiKey.UPDATE_METADATA] * 3
+    for tp, leader in ((T0, 1), (T1, 3)):
+        lai_sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, tp)
+        assert sorted(lai_sent) == [1, 2, 3]
+        for state in lai_sent.values():
+            assert state["is_new"] is True
+            assert (state["leader"], state["leader_epoch"], state["partition_epoch"]) == (
+                leader,
+                0,
+                0,
+            )
+        um_sent = c.partition_states_sent(ApiKey.UPDATE_METADATA, tp)
+        assert sorted(um_sent) == [1, 2, 3]
+    for r in batch:
+        request_codec(r.api_key, r.api_version).encode(r.body)
+
+
+def test_new_topic_with_a_dead_replica() -> None:
+    c = Cluster(brokers=(1, 2))
+    c.create_topic(T, {0: (3, 1, 2)})
+    assert c.leader_and_isr(T0) == LeaderAndIsr(1, 0, (1, 2), 0)
+    assert sorted(c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)) == [1, 2]
+    assert all(r.broker_id in (1, 2) for r in c.requests())
+    assert c.ctx.replica_state(PartitionReplica(T0, 3)) is R.ONLINE  # as Kafka: it was New
+
+
+def test_new_partition_without_a_live_replica_stays_new() -> None:
+    c = Cluster(brokers=(1,))
+    c.create_topic(T, {0: (2, 3), 1: (1,)})
+    assert T0 not in c.store.znodes
+    assert T0 not in c.ctx.leadership
+    assert c.ctx.partition_state(T0) is P.NEW
+    assert c.ctx.partition_state(T1) is P.ONLINE
+    # it comes online when a replica's broker starts
+    c.start(3)
+    assert c.leader_and_isr(T0) == LeaderAndIsr(3, 0, (3,), 0)
+    assert c.ctx.partition_state(T0) is P.ONLINE
+
+
+def test_new_partition_whose_state_znode_already_exists_adopts_it() -> None:
+    """A state left by an earlier, interrupted attempt is not overwritten."""
+    c = Cluster()
+    c.store.put(T0, LeaderAndIsr(2, 0, (2, 3), 0), EPOCH)
+    c.create_topic(T, {0: (1, 2, 3)})
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 0, (2, 3), 0)
+    assert [w for w in c.store.writes if w.tp == T0] == []
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    c.assert_context_matches_store()
+
+
+def test_new_partition_whose_existing_state_has_a_dead_leader_is_not_online() -> None:
+    """An adopted state must not make a partition Online under a leader that is gone."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.store.put(T0, LeaderAndIsr(4, 3, (4, 2)), EPOCH)  # broker 4 is dead
+    c.ctx.update_assignment(T0, ReplicaAssignment((4, 2, 3)))
+    c.psm.handle_state_changes([T0], P.NEW)
+    result = c.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.OFFLINE)
+    assert isinstance(result[T0], StateChangeFailed)
+    assert c.ctx.partition_state(T0) is P.OFFLINE
+    assert c.store.writes == []
+    assert c.requests(ApiKey.LEADER_AND_ISR) == []
+    c.assert_context_matches_store()
+    # the next election treats it as any Offline partition
+    c.psm.trigger_online_partition_state_change()
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 4, (2,), 1)
+    assert c.ctx.partition_state(T0) is P.ONLINE
+
+
+# --- losing a broker -----------------------------------------------------------------
+
+
+def test_losing_a_leader_elects_the_next_isr_member() -> None:
+    c = three_partitions()
+    c.kill(1)
+    # t-0 was led by 1: Offline, then Online with the first live ISR member in assignment order
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 1, (2, 3), 1)
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    # followers: 1 leaves the ISRs; the leader stays and the epoch is bumped
+    assert c.leader_and_isr(T1) == LeaderAndIsr(2, 1, (2, 3), 1)
+    assert c.leader_and_isr(T2) == LeaderAndIsr(3, 1, (3, 2), 1)
+    for tp in (T0, T1, T2):
+        assert c.ctx.replica_state(PartitionReplica(tp, 1)) is R.OFFLINE
+        assert c.ctx.partition_state(tp) is P.ONLINE
+    c.assert_context_matches_store()
+    # nothing goes to the dead broker, and the survivors hear about each change
+    assert all(r.broker_id != 1 for r in c.requests())
+    for tp in (T0, T1, T2):
+        lai = c.leader_and_isr(tp)
+        for state in c.partition_states_sent(ApiKey.LEADER_AND_ISR, tp).values():
+            assert (state["leader"], state["leader_epoch"], state["isr"]) == (
+                lai.leader,
+                lai.leader_epoch,
+                list(lai.isr),
+            )
+        assert sorted(c.partition_states_sent(ApiKey.LEADER_AND_ISR, tp)) == [2, 3]
+        assert sorted(c.partition_states_sent(ApiKey.UPDATE_METADATA, tp)) == [2, 3]
+    assert c.store.pending_races() == 0
+
+
+def test_the_last_isr_member_stays_and_the_leader_becomes_none() -> None:
+    c = three_partitions()
+    c.leader_sets_isr(T0, (1,))
+    c.kill(1)
+    # no live ISR member and no unclean election: Offline, leader -1, ISR not emptied
+    assert c.leader_and_isr(T0) == LeaderAndIsr(-1, 1, (1,), 2)
+    assert c.ctx.partition_state(T0) is P.OFFLINE
+    assert c.ctx.offline_partition_count == 1
+    c.assert_context_matches_store()
+    # the broker returns: the clean election can now pick it
+    c.start(1)
+    assert c.leader_and_isr(T0) == LeaderAndIsr(1, 2, (1,), 3)
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    assert c.ctx.offline_partition_count == 0
+
+
+def test_losing_every_replica_then_getting_them_back() -> None:
+    c = three_partitions()
+    c.kill(1)
+    c.kill(2)
+    c.kill(3)
+    for tp in (T0, T1, T2):
+        lai = c.leader_and_isr(tp)
+        assert lai.leader == -1
+        assert len(lai.isr) == 1
+        assert c.ctx.partition_state(tp) is P.OFFLINE
+    # the last broker to die is the only one in the ISRs; the first two back cannot lead
+    c.start(1, 2)
+    for tp in (T0, T1, T2):
+        assert c.ctx.partition_state(tp) is P.OFFLINE
+        assert c.leader_and_isr(tp).leader == -1
+    c.start(3)
+    for tp in (T0, T1, T2):
+        assert c.leader_and_isr(tp).leader == 3
+        assert c.ctx.partition_state(tp) is P.ONLINE
+    c.assert_context_matches_store()
+
+
+def test_offline_replica_on_a_live_broker_gets_stop_replica_without_delete() -> None:
+    c = three_partitions()
+    c.rsm.handle_state_changes([PartitionReplica(T0, 3)], R.OFFLINE)
+    [stop] = c.requests(ApiKey.STOP_REPLICA)
+    assert stop.broker_id == 3
+    assert not stop.delete_partitions
+    assert stop.partitions == (T0,)
+    assert c.leader_and_isr(T0) == LeaderAndIsr(1, 1, (1, 2), 1)
+    # the LeaderAndIsr goes to the partition's other replicas only
+    assert sorted(c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)) == [1, 2]
+
+
+def test_two_brokers_failing_together() -> None:
+    c = three_partitions()
+    c.kill(1, 2)
+    for tp in (T0, T1, T2):
+        lai = c.leader_and_isr(tp)
+        assert lai.leader == 3
+        assert lai.isr == (3,)
+        assert c.ctx.partition_state(tp) is P.ONLINE
+    c.assert_context_matches_store()
+
+
+# --- unclean leader election -----------------------------------------------------------
+
+
+def lose_the_whole_isr(c: Cluster) -> None:
+    c.leader_sets_isr(T0, (1,))
+    c.kill(1)
+
+
+def test_unclean_election_is_off_by_default() -> None:
+    c = three_partitions()
+    lose_the_whole_isr(c)
+    assert c.leader_and_isr(T0).leader == -1
+    assert c.ctx.unclean_elections == 0
+    # a later attempt still finds nobody eligible
+    result = c.psm.trigger_online_partition_state_change()
+    assert isinstance(result[T0], StateChangeFailed)
+    assert c.ctx.partition_state(T0) is P.OFFLINE
+
+
+@pytest.mark.parametrize("value", ["true", "TRUE", "True"])
+def test_unclean_election_enabled_by_topic_config(tmp_path: Path, value: str) -> None:
+    c = Cluster(log_dir=tmp_path)
+    c.create_topic(T, {0: (1, 2, 3)})
+    c.store.configs[T] = {UNCLEAN: value}
+    lose_the_whole_isr(c)
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 1, (2,), 2)
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    assert c.ctx.unclean_elections == 1
+    c.state_log.close()
+    rows = [json.loads(line) for line in (tmp_path / "state-change.log").read_text().splitlines()]
+    reasons = [(r["partition"], r["leader"], r["reason"]) for r in rows if r["topic"] == T]
+    assert reasons[0] == (0, 1, "new")
+    assert reasons[-1] == (0, 2, "unclean")
+    assert all(r["controller_epoch"] == EPOCH for r in rows)
+
+
+def test_unclean_election_by_broker_default_and_topic_override() -> None:
+    c = Cluster(unclean_default=True)
+    c.create_topic(T, {0: (1, 2, 3)})
+    c.create_topic("other", {0: (1, 2, 3)})
+    c.store.configs["other"] = {UNCLEAN: "false"}
+    other = TopicPartition("other", 0)
+    c.leader_sets_isr(other, (1,))
+    lose_the_whole_isr(c)
+    assert c.leader_and_isr(T0).leader == 2
+    assert c.leader_and_isr(other).leader == -1  # the topic said no
+    assert c.ctx.unclean_elections == 1
+
+
+def test_unclean_election_forced_by_the_caller() -> None:
+    c = three_partitions()
+    lose_the_whole_isr(c)
+    result = c.psm.handle_state_changes(
+        [T0], P.ONLINE, ElectionStrategy.OFFLINE, allow_unclean=True
+    )
+    assert result[T0] == LeaderAndIsr(2, 2, (2,), 3)
+    assert c.ctx.unclean_elections == 1
+
+
+def test_unclean_election_is_not_used_while_an_isr_member_lives() -> None:
+    c = three_partitions()
+    c.store.configs[T] = {UNCLEAN: "true"}
+    c.leader_sets_isr(T0, (1, 3))
+    c.kill(1)
+    assert c.leader_and_isr(T0) == LeaderAndIsr(3, 1, (3,), 2)
+    assert c.ctx.unclean_elections == 0
+
+
+# --- controlled shutdown ---------------------------------------------------------------
+
+
+def test_controlled_shutdown_moves_leadership_and_shrinks_isrs() -> None:
+    c = three_partitions()
+    remaining = c.controlled_shutdown(1)
+    assert remaining == []
+    # t-0 was led by 1: the next ISR member that is not shutting down leads
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 1, (2, 3), 1)
+    # followed partitions: 1 leaves the ISR, StopReplica (no delete) tells it to stop
+    assert c.leader_and_isr(T1) == LeaderAndIsr(2, 1, (2, 3), 1)
+    assert c.leader_and_isr(T2) == LeaderAndIsr(3, 1, (3, 2), 1)
+    stops = c.requests(ApiKey.STOP_REPLICA)
+    assert {r.broker_id for r in stops} == {1}
+    assert not any(r.delete_partitions for r in stops)
+    assert {tp for r in stops for tp in r.partitions} == {T1, T2}
+    # the shutting-down broker still hears about the leader change of its partition
+    assert 1 in c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+    c.assert_context_matches_store()
+    # then it dies: nothing left to do for partitions it no longer leads
+    writes = len(c.store.writes)
+    c.kill(1)
+    assert len(c.store.writes) == writes
+    for tp in (T0, T1, T2):
+        assert c.ctx.partition_state(tp) is P.ONLINE
+
+
+def test_controlled_shutdown_of_the_only_isr_member_keeps_the_leader() -> None:
+    c = three_partitions()
+    c.leader_sets_isr(T0, (1,))
+    remaining = c.controlled_shutdown(1)
+    assert remaining == [T0]
+    assert c.leader_and_isr(T0).leader == 1
+
+
+# --- preferred replica election -----------------------------------------------------
+
+
+def test_preferred_election_moves_leadership_back() -> None:
+    c = three_partitions()
+    c.kill(1)
+    c.start(1)
+    assert c.leader_and_isr(T0).leader == 2
+    result = c.preferred_election([T0])
+    assert isinstance(result[T0], StateChangeFailed)  # 1 is not back in the ISR yet
+    assert c.leader_and_isr(T0).leader == 2
+    c.leader_sets_isr(T0, (2, 3, 1))  # it caught up
+    result = c.preferred_election([T0])
+    assert result[T0] == c.leader_and_isr(T0)
+    assert c.leader_and_isr(T0) == LeaderAndIsr(1, 2, (2, 3, 1), 3)
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    c.assert_context_matches_store()
+
+
+# --- reassignment ---------------------------------------------------------------------
+
+
+def test_reassign_election_picks_a_target_replica_and_keeps_the_isr() -> None:
+    c = three_partitions()
+    c.add_brokers([4])
+    c.ctx.update_assignment(T0, ReplicaAssignment.for_reassignment((1, 2, 3), (4, 3, 2)))
+    c.leader_sets_isr(T0, (1, 2, 3, 4))  # the new replica caught up
+    result = c.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.REASSIGN)
+    assert result[T0] == LeaderAndIsr(4, 1, (1, 2, 3, 4), 2)
+    assert c.leader_and_isr(T0) == result[T0]
+    # the LeaderAndIsr goes to the target replicas, with the full assignment
+    sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+    assert sorted(sent) == [2, 3, 4]
+    assert sent[4]["replicas"] == [4, 3, 2, 1]
+    assert sent[4]["adding_replicas"] == [4]
+    assert sent[4]["removing_replicas"] == [1]
+
+
+# --- fencing -----------------------------------------------------------------------------
+
+
+def assert_fenced(c: Cluster, action: object) -> None:
+    assert callable(action)
+    before = c.store.snapshot()
+    writes = len(c.store.writes)
+    c.sent.clear()
+    c.store.elect_other_controller()
+    with pytest.raises(ControllerMovedError):
+        action()
+    assert c.store.snapshot() == before, "a fenced controller changed the store"
+    assert len(c.store.writes) == writes
+    assert c.sent == [], "a fenced controller sent requests to brokers"
+
+
+def test_fenced_controller_cannot_create_partitions() -> None:
+    c = Cluster()
+    assert_fenced(c, lambda: c.create_topic(T, {0: (1, 2, 3)}))
+    assert T0 not in c.ctx.leadership
+
+
+def test_fenced_controller_cannot_elect() -> None:
+    c = three_partitions()
+    assert_fenced(c, lambda: c.kill(1))
+
+
+def test_fenced_controller_cannot_shrink_an_isr() -> None:
+    c = three_partitions()
+    assert_fenced(c, lambda: c.rsm.handle_state_changes([PartitionReplica(T1, 1)], R.OFFLINE))
+
+
+def test_fenced_controller_cannot_move_leaders_for_a_shutdown() -> None:
+    c = three_partitions()
+    assert_fenced(c, lambda: c.controlled_shutdown(1))
+
+
+def test_fenced_controller_sends_nothing_decided_earlier_in_the_same_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One call initialises a New partition (written) and then elects an Offline one, and
+    the election finds the controller fenced: none of that call's requests may go out."""
+    c = three_partitions()
+    c.kill(1)
+    c.leader_sets_isr(T0, (2,))
+    c.kill(2)
+    assert c.ctx.partition_state(T0) is P.OFFLINE
+    c.ctx.update_assignment(TopicPartition(T, 3), ReplicaAssignment((3,)))
+    c.psm.handle_state_changes([TopicPartition(T, 3)], P.NEW)
+    c.sent.clear()
+
+    real_update = c.store.update_partition_states
+
+    def fenced_update(*args: Any, **kwargs: Any) -> Any:
+        c.store.elect_other_controller()
+        return real_update(*args, **kwargs)
+
+    monkeypatch.setattr(c.store, "update_partition_states", fenced_update)
+    c.store.configs[T] = {UNCLEAN: "true"}
+    with pytest.raises(ControllerMovedError):
+        c.psm.handle_state_changes([TopicPartition(T, 3), T0], P.ONLINE, ElectionStrategy.OFFLINE)
+    assert c.sent == []
+
+
+def test_a_state_written_by_a_newer_controller_aborts_the_change() -> None:
+    """Kafka's "soft failure" check: this controller was replaced while it slept."""
+    c = three_partitions()
+    c.store.put(T0, LeaderAndIsr(1, 4, (1, 2, 3), 0), EPOCH + 1)
+    before = c.store.snapshot()
+    c.ctx.remove_live_brokers([1])
+    c.psm.handle_state_changes([T0], P.OFFLINE)
+    result = c.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.OFFLINE)
+    assert isinstance(result[T0], StateChangeFailed)
+    assert "newer" in str(result[T0])
+    assert c.ctx.partition_state(T0) is P.OFFLINE
+    c.rsm.handle_state_changes([PartitionReplica(T0, 1)], R.OFFLINE)
+    assert c.store.snapshot() == before
+
+
+# --- races with leaders (BadVersion) -------------------------------------------------
+
+
+def shrink_to(*isr: int) -> Callable[[LeaderAndIsr], LeaderAndIsr]:
+    """A leader's ISR change, keeping leader and leader epoch."""
+    return lambda lai: LeaderAndIsr(lai.leader, lai.leader_epoch, isr, lai.zk_version)
+
+
+def test_election_rereads_after_a_leader_changed_the_isr() -> None:
+    c = three_partitions()
+    # between the controller's read and its write, leader 1 drops 2 from the ISR
+    c.store.race(T0, shrink_to(1, 3))
+    reads = c.store.reads
+    c.kill(1)
+    assert c.store.pending_races() == 0
+    assert c.store.reads > reads + 1
+    # the decision is made again on what the store holds now: 2 is no longer eligible
+    assert c.leader_and_isr(T0) == LeaderAndIsr(3, 1, (3,), 2)
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    c.assert_context_matches_store()
+    sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+    assert {s["leader"] for s in sent.values()} == {3}
+
+
+def test_isr_removal_rereads_after_a_leader_changed_the_isr() -> None:
+    c = three_partitions()
+    # the leader of t-1 reorders its ISR three times, each just before the controller writes
+    c.store.race(T1, shrink_to(2, 1, 3))
+    c.store.race(T1, shrink_to(2, 3, 1))
+    c.store.race(T1, shrink_to(2, 1, 3))
+    c.kill(3)
+    assert c.store.pending_races() == 0
+    assert c.leader_and_isr(T1) == LeaderAndIsr(2, 1, (2, 1), 4)
+    assert c.ctx.replica_state(PartitionReplica(T1, 3)) is R.OFFLINE
+    c.assert_context_matches_store()
+
+
+def test_isr_removal_when_a_leader_already_removed_the_replica() -> None:
+    c = three_partitions()
+    c.store.race(T1, shrink_to(2, 1))
+    c.rsm.handle_state_changes([PartitionReplica(T1, 3)], R.OFFLINE)
+    # the re-read shows 3 already gone: nothing to write, the cache is refreshed
+    assert c.leader_and_isr(T1) == LeaderAndIsr(2, 0, (2, 1), 1)
+    assert [w.tp for w in c.store.writes if w.op == "update"] == []
+    c.assert_context_matches_store()
+
+
+def test_a_partition_that_never_stops_changing_fails_without_crashing() -> None:
+    c = three_partitions()
+    c.store.race(T0, shrink_to(1, 2, 3), times=state_machines.MAX_WRITE_ROUNDS)
+    c.kill(1)
+    # the election gave up on t-0; the replica state machine then took 1 out of its ISR
+    assert c.store.pending_races() == 0
+    assert c.ctx.partition_state(T0) is P.OFFLINE
+    assert c.leader_and_isr(T0) == LeaderAndIsr(-1, 1, (2, 3), state_machines.MAX_WRITE_ROUNDS + 1)
+    # the others were unaffected
+    assert c.ctx.partition_state(T1) is P.ONLINE
+    assert c.leader_and_isr(T1) == LeaderAndIsr(2, 1, (2, 3), 1)
+    c.assert_context_matches_store()
+    # the next attempt succeeds
+    c.psm.trigger_online_partition_state_change()
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    assert c.leader_and_isr(T0).leader == 2
+
+
+# --- invalid transitions ---------------------------------------------------------------
+
+
+def test_invalid_partition_transitions_are_refused_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    c = three_partitions()
+    unknown = TopicPartition("nope", 0)
+    before = c.store.snapshot()
+    with caplog.at_level(logging.ERROR, logger="controller.state_machines"):
+        assert c.psm.handle_state_changes([unknown], P.ONLINE, ElectionStrategy.OFFLINE) == {}
+        assert c.psm.handle_state_changes([T0], P.NEW) == {}
+        assert c.psm.handle_state_changes([T0], P.NON_EXISTENT) == {}
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    assert c.ctx.partition_state(unknown) is P.NON_EXISTENT
+    assert c.store.snapshot() == before
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3
+    assert all("invalid partition state transition" in m for m in messages)
+    assert "OnlinePartition to NewPartition" in messages[1]
+    # Offline -> NonExistent is the one way out
+    c.psm.handle_state_changes([T0], P.OFFLINE)
+    c.psm.handle_state_changes([T0], P.NON_EXISTENT)
+    assert c.ctx.partition_state(T0) is P.NON_EXISTENT
+
+
+def test_invalid_replica_transitions_are_refused_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    c = three_partitions()
+    pr = PartitionReplica(T0, 2)
+    with caplog.at_level(logging.ERROR, logger="controller.state_machines"):
+        c.rsm.handle_state_changes([pr], R.DELETION_STARTED)  # Online -> DeletionStarted
+        c.rsm.handle_state_changes([pr], R.NON_EXISTENT)
+        c.rsm.handle_state_changes([PartitionReplica(T0, 9)], R.ONLINE)  # NonExistent -> Online
+    assert c.ctx.replica_state(pr) is R.ONLINE
+    assert c.ctx.replicas(T0) == (1, 2, 3)
+    assert c.requests() == []
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3
+    assert all("invalid replica state transition" in m for m in messages)
+
+
+def test_an_election_without_a_strategy_is_a_programming_error() -> None:
+    c = three_partitions()
+    with pytest.raises(ValueError, match="strategy"):
+        c.psm.handle_state_changes([T0], P.ONLINE)
+
+
+# --- the replica state machine's other transitions ------------------------------------
+
+
+def test_replica_deletion_path() -> None:
+    c = three_partitions()
+    prs = [PartitionReplica(T0, 3)]
+    c.rsm.handle_state_changes(prs, R.OFFLINE)
+    c.sent.clear()
+    c.rsm.handle_state_changes(prs, R.DELETION_STARTED)
+    [stop] = c.requests()
+    assert (stop.api_key, stop.broker_id, stop.delete_partitions) == (ApiKey.STOP_REPLICA, 3, True)
+    c.rsm.handle_state_changes(prs, R.DELETION_SUCCESSFUL)
+    assert c.ctx.replica_state(prs[0]) is R.DELETION_SUCCESSFUL
+    c.rsm.handle_state_changes(prs, R.NON_EXISTENT)
+    assert c.ctx.replicas(T0) == (1, 2)
+    assert c.ctx.replica_state(prs[0]) is R.NON_EXISTENT
+    assert 3 not in c.ctx.replica_states.get(T0, {})
+
+
+def test_new_replica_that_would_lead_is_refused() -> None:
+    c = Cluster()
+    c.ctx.update_assignment(T0, ReplicaAssignment((1, 2)))
+    c.ctx.leadership[T0] = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1, 2)), EPOCH)
+    c.rsm.handle_state_changes([PartitionReplica(T0, 1), PartitionReplica(T0, 2)], R.NEW)
+    assert c.ctx.replica_state(PartitionReplica(T0, 1)) is R.NON_EXISTENT
+    assert c.ctx.replica_state(PartitionReplica(T0, 2)) is R.NEW
+    # the new follower was told, with is_new
+    assert c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)[2]["is_new"] is True
+    assert 1 not in c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+
+
+def test_new_replica_outside_the_assignment_is_added_to_it() -> None:
+    c = three_partitions()
+    c.add_brokers([4])
+    pr = PartitionReplica(T0, 4)
+    c.rsm.handle_state_changes([pr], R.NEW)
+    c.rsm.handle_state_changes([pr], R.ONLINE)
+    assert c.ctx.replicas(T0) == (1, 2, 3, 4)
+    assert c.ctx.replica_state(pr) is R.ONLINE
+
+
+def test_replica_going_online_again_hears_the_current_leadership() -> None:
+    c = three_partitions()
+    c.kill(3)
+    c.sent.clear()
+    c.start(3)
+    for tp in (T0, T1, T2):
+        sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, tp)
+        assert sent[3]["leader_epoch"] == c.leader_and_isr(tp).leader_epoch
+        assert sent[3]["is_new"] is False
+
+
+def test_offline_replica_of_a_partition_without_leadership_only_updates_metadata() -> None:
+    c = Cluster(brokers=(1,))
+    c.create_topic(T, {0: (2, 3)})  # no live replica: no leadership
+    c.sent.clear()
+    c.rsm.handle_state_changes([PartitionReplica(T0, 2)], R.OFFLINE)
+    assert c.ctx.replica_state(PartitionReplica(T0, 2)) is R.OFFLINE
+    assert c.store.writes == []
+    # broker 2 is dead (no StopReplica); the live broker gets metadata, with no state for t-0
+    [request] = c.requests()
+    assert (request.api_key, request.broker_id) == (ApiKey.UPDATE_METADATA, 1)
+    assert request.body["topic_states"] == []
+
+
+def test_startup_from_a_loaded_context() -> None:
+    """Failover: states derived from what was loaded, then elections where needed."""
+    c = Cluster(brokers=(1, 2))
+    for tp, replicas, lai in (
+        (T0, (1, 2, 3), LeaderAndIsr(3, 4, (3, 1), 9)),  # leader on dead broker 3
+        (T1, (2, 1), LeaderAndIsr(2, 1, (2, 1), 2)),
+        (T2, (3, 1), None),  # never initialised
+    ):
+        c.ctx.update_assignment(tp, ReplicaAssignment(replicas))
+        if lai is not None:
+            c.store.put(tp, lai, EPOCH - 1, version=lai.zk_version)
+            c.ctx.leadership[tp] = LeaderIsrAndControllerEpoch(lai, EPOCH - 1)
+    c.rsm.startup()
+    c.psm.startup()
+    assert c.ctx.replica_state(PartitionReplica(T0, 3)) is R.OFFLINE
+    assert c.ctx.replica_state(PartitionReplica(T0, 1)) is R.ONLINE
+    assert c.leader_and_isr(T0) == LeaderAndIsr(1, 6, (1,), 11)
+    assert c.leader_and_isr(T1) == LeaderAndIsr(2, 1, (2, 1), 2)
+    assert c.leader_and_isr(T2) == LeaderAndIsr(1, 0, (1,), 0)
+    for tp in (T0, T1, T2):
+        assert c.ctx.partition_state(tp) is P.ONLINE
+    c.assert_context_matches_store()
+
+
+# --- random histories -----------------------------------------------------------------
+
+BROKERS = (1, 2, 3, 4)
+TOPICS = ("a", "b", "c")
+StateKey = tuple[int, int, tuple[int, ...], int]  # leader, leader epoch, ISR, zkVersion
+
+
+class ControllerMachine(RuleBasedStateMachine):
+    """Random broker deaths and returns, controlled shutdowns, elections with random
+    strategies, ISR changes by leaders (some racing the controller's writes) and fencing,
+    with the invariants of sections 3, 5 and 6 of the model checked after every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = Cluster(brokers=BROKERS)
+        self.topics: list[str] = []
+        self.unclean_topics: set[str] = set()
+        self.last_epoch: dict[TopicPartition, tuple[int, int]] = {}
+        self.checked_writes = 0
+        self.checked_batches = 0
+        # replicas the controller was told are gone: they must be OfflineReplica
+        self.gone: set[PartitionReplica] = set()
+
+    # --- rules ------------------------------------------------------------------------
+
+    @initialize(unclean=st.booleans())
+    def setup(self, unclean: bool) -> None:
+        if unclean:
+            self.unclean_topics.add("c")
+            self.c.store.configs["c"] = {UNCLEAN: "true"}
+
+    @precondition(lambda self: len(self.topics) < len(TOPICS))
+    @rule(data=st.data())
+    def create_topic(self, data: st.DataObject) -> None:
+        topic = TOPICS[len(self.topics)]
+        partitions = data.draw(st.integers(1, 3), label="partitions")
+        assignment = {
+            p: data.draw(st.permutations(BROKERS), label=f"replicas of {p}")[:3]
+            for p in range(partitions)
+        }
+        self.topics.append(topic)
+        self.c.create_topic(topic, assignment)
+
+    @rule(brokers=st.sets(st.sampled_from(BROKERS), min_size=1, max_size=2))
+    def kill(self, brokers: set[int]) -> None:
+        dead = brokers & set(self.c.ctx.live_brokers)
+        if dead:
+            self.gone |= set(self.c.ctx.replicas_on_brokers(dead))
+            self.c.kill(*dead)
+            self.assert_elected_where_possible()
+
+    @rule(broker=st.sampled_from(BROKERS))
+    def start(self, broker: int) -> None:
+        if broker not in self.c.ctx.live_brokers:
+            self.gone -= set(self.c.ctx.replicas_on_brokers({broker}))
+            self.c.start(broker)
+            self.assert_elected_where_possible()
+
+    @rule(broker=st.sampled_from(BROKERS))
+    def controlled_shutdown(self, broker: int) -> None:
+        if broker in self.c.ctx.live_brokers:
+            self.c.controlled_shutdown(broker)
+
+    @rule(data=st.data())
+    def elect(self, data: st.DataObject) -> None:
+        tps = sorted(self.c.ctx.leadership)
+        if tps:
+            chosen = data.draw(st.lists(st.sampled_from(tps), min_size=1, unique=True))
+            strategy = data.draw(st.sampled_from(ElectionStrategy))
+            self.elect_and_check(chosen, strategy)
+
+    def elect_and_check(self, tps: list[TopicPartition], strategy: ElectionStrategy) -> None:
+        """An election fails only where the strategy finds no leader in what the store holds
+        (a failed election leaves the state as it was, so it can be judged afterwards)."""
+        results = self.c.psm.handle_state_changes(tps, P.ONLINE, strategy)
+        assert set(results) == set(tps), "an election lost track of partitions"
+        for tp, outcome in results.items():
+            if isinstance(outcome, Exception):
+                current = self.c.leader_and_isr(tp)
+                unclean = tp.topic in self.unclean_topics
+                again = election.elect(self.c.ctx, tp, current, strategy, unclean)
+                assert again.leader_and_isr is None, f"{tp}: {outcome}, yet {again}"
+            else:
+                assert outcome == self.c.leader_and_isr(tp)
+
+    @rule(data=st.data())
+    def leader_changes_isr(self, data: st.DataObject) -> None:
+        """A live leader shrinks its ISR or lets caught-up replicas back in, and the
+        controller hears of it through an ISR change notification."""
+        change = self.draw_isr_change(data)
+        if change is not None:
+            tp, isr_change = change
+            self.c.store.leader_change(tp, isr_change)
+            self.c.isr_change_notification([tp])
+
+    @rule(
+        data=st.data(),
+        times=st.integers(1, 3),
+        action=st.sampled_from(["kill", "shutdown", "elect"]),
+    )
+    def leader_races_the_controller(self, data: st.DataObject, times: int, action: str) -> None:
+        """A leader's ISR change lands between the controller's read and write of the same
+        partition (BadVersion), up to `times` times; what meets no write lands afterwards."""
+        change = self.draw_isr_change(data)
+        if change is None:
+            return
+        tp, isr_change = change
+        self.c.store.race(tp, isr_change, times)
+        live = sorted(self.c.ctx.live_brokers)
+        if action == "kill" and live:
+            self.kill({data.draw(st.sampled_from(live))})
+        elif action == "shutdown" and live:
+            self.c.controlled_shutdown(data.draw(st.sampled_from(live)))
+        else:
+            self.elect_and_check([tp], data.draw(st.sampled_from(ElectionStrategy)))
+        self.c.store.settle_races()
+        # every successful ISR change of a leader is followed by a notification
+        self.c.isr_change_notification([tp])
+
+    def draw_isr_change(
+        self, data: st.DataObject
+    ) -> tuple[TopicPartition, Callable[[LeaderAndIsr], LeaderAndIsr | None]] | None:
+        ctx = self.c.ctx
+        led = [
+            tp
+            for tp, lice in sorted(ctx.leadership.items())
+            if lice.leader_and_isr.leader in ctx.live_brokers
+        ]
+        if not led:
+            return None
+        tp = data.draw(st.sampled_from(led), label="partition")
+        known = self.c.leader_and_isr(tp)
+        leader = known.leader
+        followers = [r for r in ctx.replicas(tp) if r != leader]
+        chosen = data.draw(st.lists(st.sampled_from(followers), unique=True), label="followers")
+        expected = known.zk_version
+
+        def isr_change(current: LeaderAndIsr) -> LeaderAndIsr | None:
+            # the leader's write is conditional on the zkVersion it knows; it only lets
+            # in followers that fetch from it (on live brokers, not shutting down)
+            nonlocal expected
+            if current.zk_version != expected or current.leader != leader:
+                return None
+            if leader not in ctx.live_brokers:
+                return None  # its session is gone, and its writes with it
+            expected += 1
+            isr = (leader, *(r for r in chosen if r in ctx.live_broker_ids))
+            return LeaderAndIsr(leader, current.leader_epoch, isr, current.zk_version)
+
+        return tp, isr_change
+
+    @rule(data=st.data())
+    def fenced(self, data: st.DataObject) -> None:
+        """Another controller is elected: nothing this one does afterwards takes effect.
+        Then this broker wins an election again, with a new epoch, and fails over."""
+        c = self.c
+        live = sorted(c.ctx.live_brokers)
+        with_isr = sorted(tp for tp in c.store.znodes if tp in c.ctx.leadership)
+        if not live or not with_isr:
+            return
+        tp = data.draw(st.sampled_from(with_isr))
+        replica = data.draw(st.sampled_from(c.leader_and_isr(tp).isr))
+        before = c.store.snapshot()
+        c.sent.clear()
+        c.store.elect_other_controller()
+        try:
+            c.kill(data.draw(st.sampled_from(live)))
+        except ControllerMovedError:
+            pass
+        else:
+            # It wrote nothing, so it could not learn it was fenced, and what it sent
+            # carries its old controller epoch, which brokers refuse. An ISR shrink must
+            # write, though, and so fails.
+            c.sent.clear()
+            with pytest.raises(ControllerMovedError):
+                c.rsm.handle_state_changes([PartitionReplica(tp, replica)], R.OFFLINE)
+        assert c.store.snapshot() == before, "a fenced controller changed the store"
+        assert c.sent == [], "a fenced controller sent requests"
+        self.failover()
+
+    def failover(self) -> None:
+        """onControllerFailover: load everything from the store, then start both machines."""
+        c = self.c
+        old = c.ctx
+        ctx = ControllerContext(epoch=old.epoch + 1, epoch_zk_version=c.store.epoch_zk_version)
+        ctx.add_live_brokers(
+            {b: (reg, old.broker_epochs[b]) for b, reg in old.live_brokers.items()}
+        )
+        ctx.assignments = {t: dict(parts) for t, parts in old.assignments.items()}
+        ctx.topic_ids = dict(old.topic_ids)
+        for tp, state in c.store.read_partition_states(list(ctx.all_partitions())).items():
+            if state is not None:
+                ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
+                    state.leader_and_isr, state.controller_epoch
+                )
+        self.gone = {pr for pr in self.gone if pr.replica not in ctx.live_brokers}
+        c.ctx = ctx
+        c.ops.ctx = ctx
+        c.ops.batch.clear()
+        c.psm = PartitionStateMachine(c.ops)
+        c.rsm = ReplicaStateMachine(c.ops)
+        c.rsm.startup()
+        c.psm.startup()
+        self.assert_elected_where_possible()
+
+    def assert_elected_where_possible(self) -> None:
+        """After a broker change or a failover every New or Offline partition had its
+        election: none is left without a leader while a live ISR member (or, for a new
+        partition, a live replica) could lead."""
+        ctx = self.c.ctx
+        for tp in ctx.all_partitions():
+            state = ctx.partition_state(tp)
+            if state is P.NEW:
+                assert not set(ctx.replicas(tp)) & ctx.live_broker_ids, f"{tp} left New"
+            elif state is P.OFFLINE:
+                isr = self.c.leader_and_isr(tp).isr
+                assert not set(isr) & ctx.live_broker_ids, f"{tp} left Offline, ISR {isr}"
+
+    # --- invariants ---------------------------------------------------------------------
+
+    @invariant()
+    def context_equals_the_store(self) -> None:
+        assert self.c.store.pending_races() == 0
+        self.c.assert_context_matches_store()
+        assert set(self.c.ctx.leadership) == set(self.c.store.znodes)
+
+    @invariant()
+    def partition_invariants(self) -> None:
+        ctx = self.c.ctx
+        live = ctx.live_or_shutting_down_broker_ids
+        for tp in self.c.store.znodes:
+            lai = self.c.leader_and_isr(tp)
+            replicas = ctx.replicas(tp)
+            state = ctx.partition_state(tp)
+            assert lai.isr, f"{tp}: empty ISR"
+            assert set(lai.isr) <= set(replicas), f"{tp}: ISR {lai.isr} outside {replicas}"
+            assert lai.leader == -1 or lai.leader in replicas, f"{tp}: leader {lai.leader}"
+            assert lai.leader == -1 or lai.leader in lai.isr, f"{tp}: leader not in ISR {lai}"
+            if state is P.ONLINE:
+                assert lai.leader in live, f"{tp} is Online, led by {lai.leader}, not live"
+            if lai.leader in ctx.live_broker_ids:
+                assert state is P.ONLINE, f"{tp} has live leader {lai.leader} but is {state}"
+            if lai.leader == -1:
+                assert state is P.OFFLINE, f"{tp} has no leader but is {state}"
+            # a dead broker stays in an ISR only as its last member (KAFKA-5083)
+            if len(lai.isr) > 1:
+                assert set(lai.isr) <= live, f"{tp}: dead broker in ISR {lai.isr}"
+
+    @invariant()
+    def replica_states(self) -> None:
+        ctx = self.c.ctx
+        for pr in self.gone:
+            assert ctx.replica_state(pr) is R.OFFLINE, f"{pr} is {ctx.replica_state(pr)}"
+        for tp in ctx.all_partitions():
+            for r in ctx.replicas(tp):
+                if r in ctx.live_broker_ids:
+                    state = ctx.replica_state(PartitionReplica(tp, r))
+                    assert state is R.ONLINE, f"replica {r} of {tp} on a live broker is {state}"
+
+    @invariant()
+    def epochs_only_grow(self) -> None:
+        for tp in self.c.store.znodes:
+            lai = self.c.leader_and_isr(tp)
+            now = (lai.leader_epoch, lai.zk_version)
+            last = self.last_epoch.get(tp, (-1, -1))
+            assert now[0] >= last[0], f"{tp}: leader epoch went from {last[0]} to {now[0]}"
+            assert now[1] >= last[1], f"{tp}: zkVersion went from {last[1]} to {now[1]}"
+            self.last_epoch[tp] = now
+
+    @invariant()
+    def controller_writes_follow_the_rules(self) -> None:
+        ctx = self.c.ctx
+        for w in self.c.store.writes[self.checked_writes :]:
+            after = w.after.leader_and_isr
+            assert w.after.controller_epoch == ctx.epoch, w
+            if w.op == "create":
+                assert (after.leader_epoch, after.zk_version) == (0, 0), w
+                assert after.isr[0] == after.leader, w
+                continue
+            assert w.before is not None
+            before = w.before.leader_and_isr
+            assert after.leader_epoch == before.leader_epoch + 1, w
+            assert after.zk_version == before.zk_version + 1, w
+            assert after.isr, w
+            assert set(after.isr) <= set(before.isr) | {after.leader}, w
+            if after.leader not in (-1, before.leader):
+                # elected: live, and from the ISR unless the topic allows unclean election
+                assert after.leader in ctx.live_or_shutting_down_broker_ids, w
+                if w.tp.topic not in self.unclean_topics:
+                    assert after.leader in before.isr, f"unclean election: {w}"
+                elif after.leader not in before.isr:
+                    assert after.isr == (after.leader,), w
+                    assert not set(before.isr) & ctx.live_broker_ids, f"needless unclean: {w}"
+        self.checked_writes = len(self.c.store.writes)
+
+    @invariant()
+    def requests_carry_only_real_states(self) -> None:
+        ctx = self.c.ctx
+        held: dict[TopicPartition, set[StateKey]] = {}
+        for tp, node in self.c.store.history:
+            lai = decode_partition_state(str(tp), node.data, node.version).leader_and_isr
+            held.setdefault(tp, set()).add((lai.leader, lai.leader_epoch, lai.isr, lai.zk_version))
+        for batch in self.c.sent[self.checked_batches :]:
+            kinds = [r.api_key for r in batch]
+            order = [ApiKey.LEADER_AND_ISR, ApiKey.UPDATE_METADATA, ApiKey.STOP_REPLICA]
+            assert kinds == sorted(kinds, key=order.index)
+            for r in batch:
+                assert r.broker_id in ctx.live_or_shutting_down_broker_ids
+                assert r.body["controller_epoch"] == ctx.epoch
+                if r.api_key == ApiKey.STOP_REPLICA:
+                    continue
+                version = "partition_epoch" if r.api_key == ApiKey.LEADER_AND_ISR else "zk_version"
+                for t in r.body["topic_states"]:
+                    for p in t["partition_states"]:
+                        tp = TopicPartition(t["topic_name"], p["partition_index"])
+                        key = (p["leader"], p["leader_epoch"], tuple(p["isr"]), p[version])
+                        assert key in held[tp], f"{r.api_key.name} to {r.broker_id}: {tp} {key}"
+        self.checked_batches = len(self.c.sent)
+
+
+def test_random_histories_keep_the_invariants() -> None:
+    run_state_machine_as_test(
+        ControllerMachine,
+        settings=settings(
+            max_examples=150,
+            stateful_step_count=30,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )

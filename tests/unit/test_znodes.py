@@ -1,0 +1,748 @@
+"""Znode codecs: Kafka's exact bytes, Kafka-written data decodes, round trips, and every kind
+of malformed data raising MalformedZnode that names the znode."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zkdata import paths
+from zkdata.znodes import (
+    BrokerRegistration,
+    EndPoint,
+    LeaderAndIsr,
+    MalformedZnode,
+    PartitionState,
+    TopicAssignment,
+    TopicPartition,
+    decode_broker,
+    decode_controller,
+    decode_controller_epoch,
+    decode_partition_list,
+    decode_partition_state,
+    decode_reassignment,
+    decode_topic,
+    decode_topic_config,
+    encode_broker,
+    encode_config_change,
+    encode_controller,
+    encode_controller_epoch,
+    encode_partition_list,
+    encode_partition_state,
+    encode_reassignment,
+    encode_topic,
+    encode_topic_config,
+    new_topic_id,
+    topic_id_from_str,
+    topic_id_to_str,
+)
+
+SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, database=None)
+STATE_PATH = paths.partition_state("orders", 3)
+INT32_MAX = 2**31 - 1
+
+# --- Kafka's bytes ---------------------------------------------------------------------
+
+
+def test_partition_state_bytes_are_kafkas() -> None:
+    data = encode_partition_state(LeaderAndIsr(1, 0, (1, 2, 3)), 1)
+    assert data == b'{"controller_epoch":1,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2,3]}'
+    assert json.loads(data) == {
+        "controller_epoch": 1,
+        "leader": 1,
+        "version": 1,
+        "leader_epoch": 0,
+        "isr": [1, 2, 3],
+    }
+
+
+def test_partition_state_bytes_with_no_leader_and_a_single_isr_member() -> None:
+    data = encode_partition_state(LeaderAndIsr(-1, 17, (4,), zk_version=9), 12)
+    assert data == b'{"controller_epoch":12,"leader":-1,"version":1,"leader_epoch":17,"isr":[4]}'
+
+
+def test_controller_bytes_are_kafkas() -> None:
+    assert (
+        encode_controller(1, 1_700_000_000_123)
+        == b'{"version":1,"brokerid":1,"timestamp":"1700000000123"}'
+    )
+
+
+def test_controller_timestamp_defaults_to_now_as_a_string() -> None:
+    obj = json.loads(encode_controller(7))
+    assert obj["brokerid"] == 7
+    assert isinstance(obj["timestamp"], str)
+    assert int(obj["timestamp"]) > 1_600_000_000_000
+
+
+def test_controller_epoch_is_a_bare_integer() -> None:
+    assert encode_controller_epoch(0) == b"0"
+    assert encode_controller_epoch(42) == b"42"
+
+
+def test_topic_bytes_version_2_without_an_id() -> None:
+    data = encode_topic(TopicAssignment("t", {1: (2, 3, 1), 0: (1, 2, 3)}))
+    assert data == (
+        b'{"version":2,"partitions":{"0":[1,2,3],"1":[2,3,1]},'
+        b'"adding_replicas":{},"removing_replicas":{}}'
+    )
+
+
+def test_topic_bytes_version_3_with_an_id_and_a_reassignment() -> None:
+    tid = uuid.UUID(int=1)
+    data = encode_topic(
+        TopicAssignment("t", {0: (4, 1, 2)}, tid, adding_replicas={0: (4,)}, removing_replicas={})
+    )
+    assert data == (
+        b'{"version":3,"topic_id":"AAAAAAAAAAAAAAAAAAAAAQ","partitions":{"0":[4,1,2]},'
+        b'"adding_replicas":{"0":[4]},"removing_replicas":{}}'
+    )
+
+
+def test_broker_registration_bytes_are_a_kafka_2x_brokers() -> None:
+    reg = BrokerRegistration(0, (EndPoint("PLAINTEXT", "localhost", 9092),), timestamp_ms=1)
+    assert encode_broker(reg) == (
+        b'{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
+        b'"endpoints":["PLAINTEXT://localhost:9092"],"jmx_port":-1,"host":"localhost",'
+        b'"timestamp":"1","port":9092,"version":4}'
+    )
+
+
+def test_broker_registration_bytes_with_rack_and_two_listeners() -> None:
+    reg = BrokerRegistration(
+        2,
+        (EndPoint("INTERNAL", "10.0.0.2", 9093), EndPoint("EXTERNAL", "b2.example", 19093, "SSL")),
+        rack="eu-1a",
+        timestamp_ms=1_600_000_000_000,
+    )
+    assert encode_broker(reg) == (
+        b'{"listener_security_protocol_map":{"INTERNAL":"PLAINTEXT","EXTERNAL":"SSL"},'
+        b'"endpoints":["INTERNAL://10.0.0.2:9093","EXTERNAL://b2.example:19093"],'
+        b'"rack":"eu-1a","jmx_port":-1,"host":"10.0.0.2","timestamp":"1600000000000",'
+        b'"port":9093,"version":4}'
+    )
+
+
+def test_broker_host_and_port_are_the_first_plaintext_endpoints() -> None:
+    # Kafka's BrokerIdZNode.encode: host/port (for old readers) come from the first PLAINTEXT
+    # endpoint, whatever the order of the listeners; with none, null and -1.
+    ssl = EndPoint("SECURE", "s.example", 9093, "SSL")
+    plain = EndPoint("PLAIN", "p.example", 9092, "PLAINTEXT")
+    reg = BrokerRegistration(1, (ssl, plain), timestamp_ms=1)
+    obj = json.loads(encode_broker(reg))
+    assert (obj["host"], obj["port"]) == ("p.example", 9092)
+    assert decode_broker(1, encode_broker(reg)) == reg
+    only_ssl = BrokerRegistration(1, (ssl,), timestamp_ms=1)
+    assert encode_broker(only_ssl) == (
+        b'{"listener_security_protocol_map":{"SECURE":"SSL"},'
+        b'"endpoints":["SECURE://s.example:9093"],"jmx_port":-1,"host":null,'
+        b'"timestamp":"1","port":-1,"version":4}'
+    )
+    assert decode_broker(1, encode_broker(only_ssl)) == only_ssl
+
+
+def test_ipv6_endpoints_are_bracketed_as_kafka_formats_them() -> None:
+    # Kafka's EndPoint.connectionString uses Utils.formatAddress: [host]:port for IPv6.
+    reg = BrokerRegistration(1, (EndPoint("PLAINTEXT", "::1", 9092),), timestamp_ms=1)
+    assert json.loads(encode_broker(reg))["endpoints"] == ["PLAINTEXT://[::1]:9092"]
+    assert decode_broker(1, encode_broker(reg)) == reg
+
+
+def test_admin_and_notification_bytes() -> None:
+    tps = [TopicPartition("a", 0), TopicPartition("b", 2)]
+    assert encode_partition_list(tps) == (
+        b'{"version":1,"partitions":[{"topic":"a","partition":0},{"topic":"b","partition":2}]}'
+    )
+    assert encode_reassignment({TopicPartition("b", 1): (3, 4), TopicPartition("a", 0): [1]}) == (
+        b'{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1]},'
+        b'{"topic":"b","partition":1,"replicas":[3,4]}]}'
+    )
+    assert encode_topic_config({"min.insync.replicas": "2"}) == (
+        b'{"version":1,"config":{"min.insync.replicas":"2"}}'
+    )
+    assert encode_config_change("topics/t") == b'{"version":2,"entity_path":"topics/t"}'
+
+
+def test_topic_ids_are_kafka_uuid_strings() -> None:
+    tid = uuid.UUID("e5ab1b9e-6c6a-4f0e-9b33-8f4d6b1e2a10")
+    text = topic_id_to_str(tid)
+    assert len(text) == 22
+    assert "=" not in text
+    assert topic_id_from_str(text) == tid
+    for _ in range(200):
+        fresh = new_topic_id()
+        assert not topic_id_to_str(fresh).startswith("-")
+        assert fresh != uuid.UUID(int=0)
+
+
+# --- data Kafka wrote --------------------------------------------------------------------
+
+
+def test_decodes_a_partition_state_kafka_wrote() -> None:
+    data = b'{"controller_epoch":3,"leader":2,"version":1,"leader_epoch":5,"isr":[2,1]}'
+    assert decode_partition_state(STATE_PATH, data, 11) == PartitionState(
+        LeaderAndIsr(2, 5, (2, 1), zk_version=11), 3
+    )
+
+
+def test_decodes_a_partition_state_of_a_partition_without_leader() -> None:
+    data = b'{"controller_epoch":3,"leader":-1,"version":1,"leader_epoch":6,"isr":[1]}'
+    state = decode_partition_state(STATE_PATH, data, 2)
+    assert state.leader_and_isr.leader == -1
+    assert state.leader_and_isr.isr == (1,)
+
+
+def test_decodes_a_broker_registration_kafka_wrote() -> None:
+    data = (
+        b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT",'
+        b'"SASL_SSL":"SASL_SSL"},"endpoints":["PLAINTEXT://kafka-1:9092","SASL_SSL://[fe80::1]:9094"],'
+        b'"rack":"r1","jmx_port":9999,"port":9092,"host":"kafka-1","version":5,'
+        b'"timestamp":"1651234567890"}'
+    )
+    reg = decode_broker(1, data)
+    assert reg.endpoints == (
+        EndPoint("PLAINTEXT", "kafka-1", 9092, "PLAINTEXT"),
+        EndPoint("SASL_SSL", "fe80::1", 9094, "SASL_SSL"),
+    )
+    assert (reg.rack, reg.jmx_port, reg.timestamp_ms) == ("r1", 9999, 1651234567890)
+    assert (reg.host, reg.port) == ("kafka-1", 9092)
+
+
+def test_decodes_a_version_1_broker_registration() -> None:
+    reg = decode_broker(3, b'{"jmx_port":-1,"timestamp":"5","host":"old","version":1,"port":9092}')
+    assert reg.endpoints == (EndPoint("PLAINTEXT", "old", 9092),)
+    assert reg.rack is None
+
+
+def test_decodes_topics_kafka_wrote() -> None:
+    v3 = (
+        b'{"removing_replicas":{},"partitions":{"2":[3,1],"1":[2,3],"0":[1,2]},'
+        b'"topic_id":"AAAAAAAAAAAAAAAAAAAAAQ","adding_replicas":{},"version":3}'
+    )
+    got = decode_topic("t", v3)
+    assert got.partitions == {0: (1, 2), 1: (2, 3), 2: (3, 1)}
+    assert got.topic_id == uuid.UUID(int=1)
+    v1 = decode_topic("t", b'{"version":1,"partitions":{"0":[1,2]}}')
+    assert v1.partitions == {0: (1, 2)}
+    assert (v1.adding_replicas, v1.removing_replicas, v1.topic_id) == ({}, {}, None)
+
+
+def test_decodes_controllers_of_every_age() -> None:
+    assert decode_controller(b'{"version":1,"brokerid":5,"timestamp":"1"}') == 5
+    assert decode_controller(b"5") == 5  # Kafka 0.8 wrote a bare id
+    assert decode_controller_epoch(b"17") == 17
+    assert decode_controller_epoch(b"0") == 0
+
+
+def test_decodes_admin_znodes() -> None:
+    assert decode_partition_list(
+        paths.PREFERRED_REPLICA_ELECTION,
+        b'{"version":1,"partitions":[{"topic":"a","partition":0}]}',
+    ) == [TopicPartition("a", 0)]
+    assert decode_reassignment(
+        b'{"version":1,"partitions":[{"topic":"a","partition":1,"replicas":[3,1]}]}'
+    ) == {TopicPartition("a", 1): (3, 1)}
+    assert decode_topic_config("t", b'{"version":1,"config":{"retention.ms":"1"}}') == {
+        "retention.ms": "1"
+    }
+    assert decode_topic_config("t", b'{"version":1}') == {}
+
+
+# --- malformed data -----------------------------------------------------------------------
+
+GOOD_STATE: dict[str, Any] = {
+    "controller_epoch": 1,
+    "leader": 1,
+    "version": 1,
+    "leader_epoch": 0,
+    "isr": [1, 2],
+}
+
+
+def short_id(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:50]}...({len(text)} chars)"
+
+
+def with_field(base: dict[str, Any], key: str, value: Any) -> bytes:
+    return json.dumps({**base, key: value}).encode()
+
+
+def without_field(base: dict[str, Any], key: str) -> bytes:
+    return json.dumps({k: v for k, v in base.items() if k != key}).encode()
+
+
+NOT_JSON_OBJECTS: list[bytes | None] = [
+    None,
+    b"",
+    b"not json",
+    b"{",
+    b'{"leader":1',
+    b"\xff\xfe\x00garbage",
+    b"\xc3\x28",  # invalid UTF-8
+    b"null",
+    b"[]",
+    b"[1,2]",
+    b"42",
+    b'"a string"',
+    b"true",
+    b"[" * 100_000 + b"]" * 100_000,  # nesting deeper than the parser recurses
+    b'{"a":' * 100_000 + b"1" + b"}" * 100_000,
+]
+
+BAD_STATES: list[bytes] = [
+    *[without_field(GOOD_STATE, k) for k in ("leader", "leader_epoch", "controller_epoch", "isr")],
+    *[
+        with_field(GOOD_STATE, k, v)
+        for k in ("leader", "leader_epoch", "controller_epoch")
+        for v in ("1", 1.0, 1.5, True, False, None, [1], {"a": 1}, 2**31, -(2**31) - 1, 2**70)
+    ],
+    *[
+        with_field(GOOD_STATE, "isr", v)
+        for v in ("1,2", 1, None, {"1": 2}, [1, "2"], [True], [1.0], [None], [[1]], [2**31])
+    ],
+    with_field(GOOD_STATE, "leader", -3),
+    with_field(GOOD_STATE, "leader_epoch", -1),
+    with_field(GOOD_STATE, "controller_epoch", -1),
+    with_field(GOOD_STATE, "isr", [1, 1]),
+    with_field(GOOD_STATE, "isr", [2, 1, 2]),
+    b'{"controller_epoch":1,"leader":NaN,"version":1,"leader_epoch":0,"isr":[1]}',
+    b'{"controller_epoch":1,"leader":Infinity,"version":1,"leader_epoch":0,"isr":[1]}',
+]
+
+
+def assert_malformed(decode: Callable[[], object], path: str) -> None:
+    with pytest.raises(MalformedZnode) as info:
+        decode()
+    assert info.value.path == path
+    assert path in str(info.value)
+
+
+@pytest.mark.parametrize("data", NOT_JSON_OBJECTS, ids=short_id)
+def test_partition_state_that_is_not_a_json_object(data: bytes | None) -> None:
+    assert_malformed(lambda: decode_partition_state(STATE_PATH, data, 0), STATE_PATH)
+
+
+@pytest.mark.parametrize("data", BAD_STATES, ids=short_id)
+def test_malformed_partition_state(data: bytes) -> None:
+    assert_malformed(lambda: decode_partition_state(STATE_PATH, data, 0), STATE_PATH)
+
+
+GOOD_TOPIC: dict[str, Any] = {
+    "version": 2,
+    "partitions": {"0": [1, 2], "1": [2, 3]},
+    "adding_replicas": {},
+    "removing_replicas": {},
+}
+
+BAD_TOPICS: list[bytes] = [
+    without_field(GOOD_TOPIC, "partitions"),
+    with_field(GOOD_TOPIC, "partitions", {}),
+    with_field(GOOD_TOPIC, "partitions", [[1, 2]]),
+    with_field(GOOD_TOPIC, "partitions", "0:1,2"),
+    with_field(GOOD_TOPIC, "partitions", {"a": [1]}),
+    with_field(GOOD_TOPIC, "partitions", {"": [1]}),
+    with_field(GOOD_TOPIC, "partitions", {"-1": [1]}),
+    with_field(GOOD_TOPIC, "partitions", {"1_0": [1]}),
+    with_field(GOOD_TOPIC, "partitions", {" 1": [1]}),
+    with_field(GOOD_TOPIC, "partitions", {"\u0661": [1]}),  # ARABIC-INDIC DIGIT ONE
+    with_field(GOOD_TOPIC, "partitions", {"2147483648": [1]}),
+    with_field(GOOD_TOPIC, "partitions", {"0": []}),
+    with_field(GOOD_TOPIC, "partitions", {"0": [1, 1]}),
+    with_field(GOOD_TOPIC, "partitions", {"0": [1, 2, 1]}),
+    with_field(GOOD_TOPIC, "partitions", {"0": "1,2"}),
+    with_field(GOOD_TOPIC, "partitions", {"0": [True, 2]}),
+    with_field(GOOD_TOPIC, "partitions", {"0": [1.0]}),
+    with_field(GOOD_TOPIC, "partitions", {"0": None}),
+    with_field(GOOD_TOPIC, "adding_replicas", [1]),
+    with_field(GOOD_TOPIC, "adding_replicas", {"x": [1]}),
+    with_field(GOOD_TOPIC, "removing_replicas", {"-2": [1]}),
+    with_field(GOOD_TOPIC, "removing_replicas", {"0": ["1"]}),
+    with_field(GOOD_TOPIC, "topic_id", "not a uuid"),
+    with_field(GOOD_TOPIC, "topic_id", 12),
+    with_field(GOOD_TOPIC, "topic_id", "AAAA"),
+    with_field(GOOD_TOPIC, "topic_id", "+AAAAAAAAAAAAAAAAAAAAQ"),  # not URL-safe base64
+    with_field(GOOD_TOPIC, "topic_id", "AAAAAAAAAAAAAAAAAAAAAQ!!"),
+    with_field(GOOD_TOPIC, "topic_id", "AAAAAAAAAAAA AAAAAAAAAQ"),
+    with_field(GOOD_TOPIC, "topic_id", ["AAAAAAAAAAAAAAAAAAAAAQ"]),
+]
+
+
+@pytest.mark.parametrize("data", NOT_JSON_OBJECTS, ids=short_id)
+def test_topic_that_is_not_a_json_object(data: bytes | None) -> None:
+    assert_malformed(lambda: decode_topic("t", data), paths.topic("t"))
+
+
+@pytest.mark.parametrize("data", BAD_TOPICS, ids=short_id)
+def test_malformed_topic(data: bytes) -> None:
+    assert_malformed(lambda: decode_topic("t", data), paths.topic("t"))
+    # the caller may name the path it read
+    assert_malformed(lambda: decode_topic("t", data, "/chroot/x"), "/chroot/x")
+
+
+BAD_CONTROLLERS: list[bytes | None] = [
+    b'{"version":1}',
+    b'{"version":1,"brokerid":"1"}',
+    b'{"version":1,"brokerid":true}',
+    b'{"version":1,"brokerid":1.5}',
+    b'{"version":1,"brokerid":null}',
+    b'{"version":1,"brokerid":2147483648}',
+    b"--5",
+    b"-",
+    b"1 2",
+    b"0x10",
+    b"2147483648",
+]
+
+
+# A bare integer is Kafka 0.8's controller format, so b"42" is not malformed there.
+@pytest.mark.parametrize(
+    "data", [d for d in NOT_JSON_OBJECTS if d != b"42"] + BAD_CONTROLLERS, ids=short_id
+)
+def test_malformed_controller(data: bytes | None) -> None:
+    assert_malformed(lambda: decode_controller(data), paths.CONTROLLER)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        None,
+        b"",
+        b"abc",
+        b"-1",
+        b"1.5",
+        b"1e3",
+        b"1_0",
+        b"0x1",
+        b'{"epoch":1}',
+        b"\xff",
+        b"\xd9\xa1",
+    ],
+    ids=short_id,
+)
+def test_malformed_controller_epoch(data: bytes | None) -> None:
+    assert_malformed(lambda: decode_controller_epoch(data), paths.CONTROLLER_EPOCH)
+
+
+GOOD_BROKER: dict[str, Any] = json.loads(
+    encode_broker(BrokerRegistration(1, (EndPoint("PLAINTEXT", "h", 9092),), timestamp_ms=1))
+)
+
+BAD_BROKERS: list[bytes] = [
+    without_field(GOOD_BROKER, "version"),
+    with_field(GOOD_BROKER, "version", "4"),
+    with_field(GOOD_BROKER, "version", True),
+    with_field(GOOD_BROKER, "endpoints", "PLAINTEXT://h:9092"),
+    with_field(GOOD_BROKER, "endpoints", [1]),
+    with_field(GOOD_BROKER, "endpoints", ["h:9092"]),
+    with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://h"]),
+    with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://h:"]),
+    with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://h:port"]),
+    with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://h:\u00b2"]),  # SUPERSCRIPT TWO
+    with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://h:\u0661"]),  # ARABIC-INDIC DIGIT ONE
+    with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://h:-1"]),
+    with_field(GOOD_BROKER, "listener_security_protocol_map", ["PLAINTEXT"]),
+    with_field(GOOD_BROKER, "rack", 5),
+    with_field(GOOD_BROKER, "rack", True),
+    with_field(GOOD_BROKER, "timestamp", "yesterday"),
+    with_field(GOOD_BROKER, "timestamp", True),
+    with_field(GOOD_BROKER, "timestamp", [1]),
+    with_field(GOOD_BROKER, "jmx_port", True),
+    with_field(GOOD_BROKER, "jmx_port", "9999"),
+    # version 1: host and port are the only address
+    json.dumps({"version": 1, "port": 9092}).encode(),
+    json.dumps({"version": 1, "host": "h", "port": "9092"}).encode(),
+    json.dumps({"version": 1, "host": "h", "port": True}).encode(),
+    json.dumps({"version": 1, "host": 5, "port": 9092}).encode(),
+]
+
+
+@pytest.mark.parametrize("data", NOT_JSON_OBJECTS, ids=short_id)
+def test_broker_that_is_not_a_json_object(data: bytes | None) -> None:
+    assert_malformed(lambda: decode_broker(4, data), paths.broker(4))
+
+
+@pytest.mark.parametrize("data", BAD_BROKERS, ids=short_id)
+def test_malformed_broker(data: bytes) -> None:
+    assert_malformed(lambda: decode_broker(4, data), paths.broker(4))
+
+
+BAD_PARTITION_LISTS: list[bytes] = [
+    b'{"version":1}',
+    b'{"version":1,"partitions":{"topic":"a","partition":0}}',
+    b'{"version":1,"partitions":[1]}',
+    b'{"version":1,"partitions":[["a",0]]}',
+    b'{"version":1,"partitions":[{"partition":0}]}',
+    b'{"version":1,"partitions":[{"topic":5,"partition":0}]}',
+    b'{"version":1,"partitions":[{"topic":"a"}]}',
+    b'{"version":1,"partitions":[{"topic":"a","partition":"0"}]}',
+    b'{"version":1,"partitions":[{"topic":"a","partition":true}]}',
+    b'{"version":1,"partitions":[{"topic":"a","partition":-1}]}',
+    b'{"version":1,"partitions":[{"topic":"a","partition":0.0}]}',
+]
+
+
+@pytest.mark.parametrize("data", NOT_JSON_OBJECTS + BAD_PARTITION_LISTS, ids=short_id)
+def test_malformed_partition_list(data: bytes | None) -> None:
+    path = paths.isr_change_notification("isr_change_0000000001")
+    assert_malformed(lambda: decode_partition_list(path, data), path)
+
+
+BAD_REASSIGNMENTS: list[bytes] = [
+    *BAD_PARTITION_LISTS,
+    b'{"version":1,"partitions":[{"topic":"a","partition":0}]}',
+    b'{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[]}]}',
+    b'{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1,1]}]}',
+    b'{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":["1"]}]}',
+    b'{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[false]}]}',
+    b'{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":1}]}',
+]
+
+
+@pytest.mark.parametrize("data", NOT_JSON_OBJECTS + BAD_REASSIGNMENTS, ids=short_id)
+def test_malformed_reassignment(data: bytes | None) -> None:
+    assert_malformed(lambda: decode_reassignment(data), paths.REASSIGN_PARTITIONS)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        *NOT_JSON_OBJECTS,
+        b'{"version":1,"config":[]}',
+        b'{"version":1,"config":"a=b"}',
+        b'{"version":1,"config":{"min.insync.replicas":2}}',
+        b'{"version":1,"config":{"unclean.leader.election.enable":true}}',
+        b'{"version":1,"config":{"a":null}}',
+    ],
+    ids=short_id,
+)
+def test_malformed_topic_config(data: bytes | None) -> None:
+    assert_malformed(lambda: decode_topic_config("t", data), paths.topic_config("t"))
+
+
+# --- round trips -----------------------------------------------------------------------
+
+int32s = st.integers(-(2**31), 2**31 - 1)
+broker_ids = st.integers(0, 2**31 - 1)
+replica_lists = st.lists(broker_ids, min_size=1, max_size=6, unique=True).map(tuple)
+
+
+@SETTINGS
+@given(
+    leader=st.integers(-2, 2**31 - 1),
+    leader_epoch=st.integers(0, 2**31 - 1),
+    isr=replica_lists,
+    controller_epoch=st.integers(0, 2**31 - 1),
+    zk_version=st.integers(0, 2**31 - 1),
+)
+def test_partition_state_round_trips(
+    leader: int, leader_epoch: int, isr: tuple[int, ...], controller_epoch: int, zk_version: int
+) -> None:
+    lai = LeaderAndIsr(leader, leader_epoch, isr, zk_version)
+    data = encode_partition_state(lai, controller_epoch)
+    assert decode_partition_state(STATE_PATH, data, zk_version) == PartitionState(
+        lai, controller_epoch
+    )
+    # what json.dumps would write, with Kafka's key order and no spaces
+    assert (
+        data
+        == json.dumps(
+            {
+                "controller_epoch": controller_epoch,
+                "leader": leader,
+                "version": 1,
+                "leader_epoch": leader_epoch,
+                "isr": list(isr),
+            },
+            separators=(",", ":"),
+        ).encode()
+    )
+
+
+@SETTINGS
+@given(broker_id=st.integers(0, 2**31 - 1), ts=st.integers(0, 2**62))
+def test_controller_round_trips(broker_id: int, ts: int) -> None:
+    assert decode_controller(encode_controller(broker_id, ts)) == broker_id
+
+
+@SETTINGS
+@given(st.integers(0, 2**31 - 1))
+def test_controller_epoch_round_trips(epoch: int) -> None:
+    assert decode_controller_epoch(encode_controller_epoch(epoch)) == epoch
+
+
+partition_maps = st.dictionaries(st.integers(0, 2**31 - 1), replica_lists, min_size=1, max_size=5)
+
+
+@SETTINGS
+@given(
+    partitions=partition_maps,
+    topic_id=st.none() | st.uuids(),
+    adding=st.dictionaries(st.integers(0, 100), replica_lists, max_size=2),
+    removing=st.dictionaries(st.integers(0, 100), replica_lists, max_size=2),
+)
+def test_topic_round_trips(
+    partitions: dict[int, tuple[int, ...]],
+    topic_id: uuid.UUID | None,
+    adding: dict[int, tuple[int, ...]],
+    removing: dict[int, tuple[int, ...]],
+) -> None:
+    assignment = TopicAssignment("t", partitions, topic_id, adding, removing)
+    assert decode_topic("t", encode_topic(assignment)) == assignment
+
+
+hosts = st.from_regex(r"[a-z][a-z0-9-]{0,10}(\.[a-z][a-z0-9-]{0,10}){0,2}", fullmatch=True) | (
+    st.ip_addresses().map(str)
+)
+listeners = st.from_regex(r"[A-Z][A-Z_]{0,12}", fullmatch=True)
+protocols = st.sampled_from(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"])
+
+
+@st.composite
+def registrations(draw: st.DrawFn) -> BrokerRegistration:
+    names = draw(st.lists(listeners, min_size=1, max_size=3, unique=True))
+    endpoints = tuple(
+        EndPoint(name, draw(hosts), draw(st.integers(0, 65535)), draw(protocols)) for name in names
+    )
+    return BrokerRegistration(
+        draw(broker_ids),
+        endpoints,
+        rack=draw(st.none() | st.text(min_size=1, max_size=8)),
+        timestamp_ms=draw(st.integers(1, 2**62)),
+        jmx_port=draw(st.integers(-1, 65535)),
+    )
+
+
+@SETTINGS
+@given(registrations())
+def test_broker_registration_round_trips(reg: BrokerRegistration) -> None:
+    assert decode_broker(reg.broker_id, encode_broker(reg)) == reg
+
+
+topic_names = st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True)
+tps = st.builds(TopicPartition, topic_names, st.integers(0, 2**31 - 1))
+
+
+@SETTINGS
+@given(st.lists(tps, max_size=8))
+def test_partition_list_round_trips(items: list[TopicPartition]) -> None:
+    path = paths.PREFERRED_REPLICA_ELECTION
+    assert decode_partition_list(path, encode_partition_list(items)) == items
+
+
+@SETTINGS
+@given(st.dictionaries(tps, replica_lists, max_size=8))
+def test_reassignment_round_trips(targets: dict[TopicPartition, tuple[int, ...]]) -> None:
+    assert decode_reassignment(encode_reassignment(targets)) == targets
+
+
+@SETTINGS
+@given(st.dictionaries(st.text(max_size=20), st.text(max_size=20), max_size=6))
+def test_topic_config_round_trips(config: dict[str, str]) -> None:
+    assert decode_topic_config("t", encode_topic_config(config)) == config
+
+
+@SETTINGS
+@given(st.binary(max_size=64))
+def test_arbitrary_bytes_never_crash_a_decoder(data: bytes) -> None:
+    """Whatever a znode holds, a decoder returns a value or raises MalformedZnode."""
+    decoders: list[Callable[[], object]] = [
+        lambda: decode_partition_state(STATE_PATH, data, 0),
+        lambda: decode_topic("t", data),
+        lambda: decode_controller(data),
+        lambda: decode_controller_epoch(data),
+        lambda: decode_broker(1, data),
+        lambda: decode_partition_list(paths.PREFERRED_REPLICA_ELECTION, data),
+        lambda: decode_reassignment(data),
+        lambda: decode_topic_config("t", data),
+    ]
+    for decode in decoders:
+        try:
+            decode()
+        except MalformedZnode:
+            pass
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@SETTINGS
+@given(
+    key=st.sampled_from(["leader", "leader_epoch", "controller_epoch", "isr"]), value=json_values
+)
+def test_partition_state_field_of_any_json_type_decodes_or_is_malformed(
+    key: str, value: Any
+) -> None:
+    """A decoded state always holds ints where ints belong (never a bool or float)."""
+    data = with_field(GOOD_STATE, key, value)
+    try:
+        state = decode_partition_state(STATE_PATH, data, 0)
+    except MalformedZnode:
+        return
+    lai = state.leader_and_isr
+    for v in (lai.leader, lai.leader_epoch, state.controller_epoch, *lai.isr):
+        assert type(v) is int
+        assert -(2**31) <= v <= INT32_MAX
+    assert len(set(lai.isr)) == len(lai.isr)
+
+
+# --- paths ---------------------------------------------------------------------------------
+
+
+def test_paths_are_kafkas() -> None:
+    assert paths.partition_state("t", 0) == "/brokers/topics/t/partitions/0/state"
+    assert paths.partition("t", 3) == "/brokers/topics/t/partitions/3"
+    assert paths.topic_partitions("t") == "/brokers/topics/t/partitions"
+    assert paths.topic("t") == "/brokers/topics/t"
+    assert paths.broker(7) == "/brokers/ids/7"
+    assert paths.delete_topic("t") == "/admin/delete_topics/t"
+    assert paths.topic_config("t") == "/config/topics/t"
+    assert paths.isr_change_notification("isr_change_1") == "/isr_change_notification/isr_change_1"
+    assert paths.CONTROLLER == "/controller"
+    assert paths.CONTROLLER_EPOCH == "/controller_epoch"
+    assert paths.REASSIGN_PARTITIONS == "/admin/reassign_partitions"
+    assert paths.PREFERRED_REPLICA_ELECTION == "/admin/preferred_replica_election"
+    assert paths.BROKER_SEQID == "/brokers/seqid"
+
+
+@pytest.mark.parametrize(
+    ("child", "expected"),
+    [
+        ("0", 0),
+        ("1001", 1001),
+        ("-1", None),
+        ("01", None),
+        ("+1", None),
+        ("1_0", None),
+        (" 1", None),
+        ("x", None),
+        ("", None),
+        ("\u0661", None),
+    ],
+)
+def test_parse_broker_id(child: str, expected: int | None) -> None:
+    assert paths.parse_broker_id(child) == expected
+
+
+@pytest.mark.parametrize(
+    "name", ["", ".", "..", "a" * 250, "a b", "a/b", "t\u00e9", "x:y", "a\x00"]
+)
+def test_illegal_topic_names(name: str) -> None:
+    assert paths.topic_name_problem(name) is not None
+
+
+@pytest.mark.parametrize("name", ["a", "a" * 249, "A-b_c.9", "...", "__consumer_offsets"])
+def test_legal_topic_names(name: str) -> None:
+    assert paths.topic_name_problem(name) is None
