@@ -114,6 +114,7 @@ class KafkaServer:
         self._status_thread = threading.Thread(target=self._status_loop, name="status", daemon=True)
         self._shutdown_lock = threading.Lock()
         self._shut_down = False
+        self._shutting_down = threading.Event()
 
     # --- start-up -----------------------------------------------------------------------
 
@@ -204,6 +205,11 @@ class KafkaServer:
 
     def _on_become(self, leaders: list[Partition], followers: list[Partition]) -> None:
         self.fetchers.unfollow([p.topic_partition for p in leaders])
+        if self._shutting_down.is_set():
+            # Leaving: following now would only get us added back to ISRs we are about
+            # to drop out of (what KIP-841 later forbade on the leader's side).
+            self.fetchers.unfollow([p.topic_partition for p in followers])
+            return
         self.fetchers.follow(
             [(p.topic_partition, p.leader, p.leader_epoch, p.log_end_offset) for p in followers]
         )
@@ -316,6 +322,7 @@ class KafkaServer:
                 return
             self._shut_down = True
         log.info("broker %d shutting down", self.broker_id)
+        self._shutting_down.set()
         if self.config.controlled_shutdown_enable and self.zk.connected:
             self.controlled_shutdown()
         self._status_stop.set()

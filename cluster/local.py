@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config import ConfigError, format_properties, load_broker_config, parse_overrides
+from cluster import processes
 from cluster import zookeeper as zkp
 from zkdata import paths, znodes
 from zkdata.client import ZkClient
@@ -311,24 +312,15 @@ _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 def proc_cmdline(pid: int) -> list[str] | None:
     """argv of ``pid``; None when there is no such process."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+    return processes.cmdline(pid)
 
 
 def proc_state(pid: int) -> str | None:
-    """The state letter of ``pid`` in /proc/<pid>/stat (R, S, T, Z, ...); None if absent."""
+    """The state letter of ``pid`` (R, S, T, Z, ...); None if absent or reaped."""
     child = _CHILDREN.get(pid)
     if child is not None and child.poll() is not None:
         return None  # reaped: our child has exited
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    # The command name in parentheses may contain spaces; the state follows the last ')'.
-    return stat.rsplit(")", 1)[1].split()[0]
+    return processes.state(pid)
 
 
 def is_broker_process(pid: int, properties: Path | str) -> bool:
@@ -454,18 +446,15 @@ def _launch(broker: BrokerProcess, python: str) -> int:
         offset = out.tell()
         out.write(f"--- zkctl: starting broker {broker.id} at {time.ctime()} ---\n".encode())
         out.flush()
-        proc = subprocess.Popen(
+        proc = processes.spawn(
             broker.argv(python),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+            out=out,
             cwd=broker.dir,
             env=env,
-            # A new session: no controlling terminal, no SIGHUP or Ctrl-C from the CLI's.
-            start_new_session=True,
+            marker=str(broker.properties),
+            detached=True,
         )
     _CHILDREN[proc.pid] = proc
-    zkp.track_process(proc.pid, str(broker.properties))
     broker.pid = proc.pid
     broker.started_at = now_ms()
     return offset

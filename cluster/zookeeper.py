@@ -46,6 +46,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
+from cluster.processes import (
+    DEATHSIG_SHIM,
+    cmdline,
+    is_alive,
+    kill_leftover_processes,
+    leftover_processes,
+    started_pids,
+    track_process,
+    wait_gone,
+)
+
 __all__ = [
     "CONTAINER_IMAGE",
     "ENV_CONNECT",
@@ -119,83 +130,6 @@ def _say(progress: Progress | None, message: str) -> None:
 def _disabled(environ: Mapping[str, str] | None = None) -> set[str]:
     env = os.environ if environ is None else environ
     return {w.strip().lower() for w in env.get(ENV_DISABLE, "").split(",") if w.strip()}
-
-
-# --------------------------------------------------------------------------------------------
-# Processes we started: pid plus a marker that must appear in its command line, so a reused
-# pid is never mistaken for ours.
-
-_TRACKED: list[tuple[int, str]] = []
-_TRACKED_LOCK = threading.Lock()
-
-
-def track_process(pid: int, marker: str) -> None:
-    """Record a process this Python process started; ``marker`` must be in its command line."""
-    with _TRACKED_LOCK:
-        _TRACKED.append((pid, marker))
-
-
-def started_pids() -> list[int]:
-    """Pids of every process recorded by :func:`track_process`, running or not."""
-    with _TRACKED_LOCK:
-        return [pid for pid, _ in _TRACKED]
-
-
-def leftover_processes() -> list[int]:
-    """Tracked pids that are still running (and still are the process we started)."""
-    with _TRACKED_LOCK:
-        tracked = list(_TRACKED)
-    leftovers = []
-    for pid, marker in tracked:
-        argv = _cmdline(pid)
-        if _is_alive(pid) and argv and any(marker in arg for arg in argv):
-            leftovers.append(pid)
-    return leftovers
-
-
-def kill_leftover_processes() -> list[int]:
-    """SIGKILL every leftover tracked process; return their pids (empty when all is clean)."""
-    leftovers = leftover_processes()
-    for pid in leftovers:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        _wait_gone(pid, None, 10.0)
-    return leftovers
-
-
-def _cmdline(pid: int) -> list[str] | None:
-    """argv of ``pid``; None when there is no such process, [] for a zombie."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-
-
-def _is_alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    # The command name in parentheses may contain spaces; the state follows the last ')'.
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X")
-
-
-def _wait_gone(pid: int, proc: subprocess.Popen[bytes] | None, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc is not None:
-            if proc.poll() is not None:
-                return True
-        # Without a Popen we never waitpid(): the pid may by now be another child's, whose exit
-        # status is not ours to take. A zombie already counts as gone.
-        elif not _is_alive(pid):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
 
 
 # --------------------------------------------------------------------------------------------
@@ -621,19 +555,6 @@ def _free_ports(count: int) -> list[int]:
             sock.close()
 
 
-# Run java through this shim when the server must die with us: it sets PR_SET_PDEATHSIG
-# (kept across exec) and execs java, so the pid we record is java's. A shim rather than
-# Popen(preexec_fn=...): preexec_fn is unsafe once threads run (kazoo starts threads).
-_DEATHSIG_SHIM = (
-    "import ctypes, os, sys\n"
-    "if ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0) != 0:\n"  # PR_SET_PDEATHSIG, SIGKILL
-    "    sys.exit('prctl(PR_SET_PDEATHSIG) failed')\n"
-    "if os.getppid() != int(sys.argv[1]):\n"  # the starter died before prctl took effect
-    "    sys.exit('parent already exited')\n"
-    "os.execv(sys.argv[2], sys.argv[2:])\n"
-)
-
-
 class LocalServer:
     """One ZooKeeper server process on loopback, with its own directory.
 
@@ -720,7 +641,7 @@ class LocalServer:
                         "-I",
                         "-S",
                         "-c",
-                        _DEATHSIG_SHIM,
+                        DEATHSIG_SHIM,
                         str(os.getpid()),
                         *self.argv,
                     ],
@@ -741,10 +662,10 @@ class LocalServer:
 
     def _owns(self, pid: int) -> bool:
         """Whether ``pid`` is a live java running QuorumPeerMain with our config file."""
-        argv = _cmdline(pid)
+        argv = cmdline(pid)
         return bool(
             argv
-            and _is_alive(pid)
+            and is_alive(pid)
             and Path(argv[0]).name.startswith("java")
             and MAIN_CLASS in argv
             and argv[-1] == str(self.config_file)
@@ -777,7 +698,7 @@ class LocalServer:
         return True
 
     def _finish_stop(self, timeout: float) -> None:
-        if self._pid is not None and not _wait_gone(self._pid, self._proc, timeout):
+        if self._pid is not None and not wait_gone(self._pid, self._proc, timeout):
             self.kill(timeout)
 
     def pause(self) -> None:
@@ -798,7 +719,7 @@ class LocalServer:
         self.wait_ready(timeout)
 
     def _wait_exit(self, timeout: float) -> None:
-        if self._pid is not None and not _wait_gone(self._pid, self._proc, timeout):
+        if self._pid is not None and not wait_gone(self._pid, self._proc, timeout):
             raise ZooKeeperError(f"ZooKeeper server {self.myid} (pid {self._pid}) did not exit")
 
     # -- state ---------------------------------------------------------------------------------

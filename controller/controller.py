@@ -233,6 +233,8 @@ class KafkaController:
             previous, self._last_zk_state = self._last_zk_state, state
             if state == "SUSPENDED":
                 self._start_suspended_timer()
+            elif state == "CLOSED":
+                self._cancel_suspended_timer()
             elif state == "LOST":
                 self._cancel_suspended_timer()
                 self.events.clear_and_put(ev.Expire("session expired"))

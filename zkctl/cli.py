@@ -26,6 +26,7 @@ COMMAND_MODULES: list[str] = [
     "zkctl.topic_commands",
     "zkctl.admin_commands",
     "zkctl.cluster_commands",
+    "zkctl.demo_command",
 ]
 
 

@@ -184,6 +184,7 @@ class ZkClient:
         self._handlers: dict[str, list[WatchHandler]] = defaultdict(list)
         self._handlers_lock = threading.Lock()
         self._state_listeners: list[Callable[[str], None]] = []
+        self._closing = False
         self.kazoo.add_listener(self._on_state)
 
     # --- lifecycle --------------------------------------------------------------------
@@ -193,6 +194,7 @@ class ZkClient:
         self.kazoo.start(timeout=self.connection_timeout_ms / 1000)
 
     def close(self) -> None:
+        self._closing = True  # the LOST that kazoo reports next is our own doing
         try:
             self.kazoo.stop()
         finally:
@@ -208,7 +210,7 @@ class ZkClient:
         return bool(self.kazoo.connected)
 
     def add_state_listener(self, listener: Callable[[str], None]) -> None:
-        """`listener(state)` with state one of "CONNECTED", "SUSPENDED", "LOST".
+        """`listener(state)` with state one of "CONNECTED", "SUSPENDED", "LOST", "CLOSED".
 
         Called on kazoo's connection thread: it must only enqueue.
         """
@@ -216,7 +218,7 @@ class ZkClient:
 
     def _on_state(self, state: str) -> None:
         name = {KazooState.CONNECTED: "CONNECTED", KazooState.SUSPENDED: "SUSPENDED"}.get(
-            state, "LOST"
+            state, "CLOSED" if self._closing else "LOST"
         )
         for listener in list(self._state_listeners):
             try:

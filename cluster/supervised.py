@@ -1,0 +1,324 @@
+"""A cluster of brokers supervised as child processes of this one.
+
+Tests, benchmarks and `zkctl demo` use it: brokers are `python -m broker` children that
+die with this process (PR_SET_PDEATHSIG), are signalled by pid, and are always killed at
+the end. Waits are bounded: a deadline only catches hangs, it measures nothing. The
+detached, long-lived cluster of `zkctl up` is cluster/local.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from broker.config import format_properties
+from cluster import processes
+from zkdata import paths
+from zkdata.client import ZkClient
+from zkdata.znodes import (
+    LeaderAndIsr,
+    TopicAssignment,
+    decode_controller,
+    decode_controller_epoch,
+    decode_partition_state,
+    decode_topic,
+    encode_topic,
+    encode_topic_config,
+    new_topic_id,
+)
+
+T = TypeVar("T")
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.05) -> T:
+    """Poll `check` until it returns something truthy; fail naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            raise AssertionError(
+                f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})"
+            )
+        time.sleep(interval)
+
+
+@dataclass
+class SupervisedBroker:
+    broker_id: int
+    root: Path
+    zk_connect: str
+    overrides: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def props(self) -> Path:
+        return self.root / "server.properties"
+
+    def write_properties(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        props = {
+            "broker.id": str(self.broker_id),
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "zookeeper.connect": self.zk_connect,
+            "log.dirs": str(self.data_dir),
+            **self.overrides,
+        }
+        self.props.write_text(format_properties(props))
+
+    def start(self) -> None:
+        if self.alive():
+            raise RuntimeError(f"broker {self.broker_id} is already running")
+        self.write_properties()
+        status = self.data_dir / "broker-status.json"
+        if status.exists():
+            status.unlink()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")])
+        )
+        with open(self.root / f"broker-{self.starts}.out", "wb") as out:
+            self.proc = processes.spawn(
+                [sys.executable, "-m", "broker", str(self.props)],
+                out=out,
+                cwd=self.root,
+                env=env,
+                marker=str(self.props),
+                detached=False,
+            )
+        self.starts += 1
+
+    def _popen(self) -> subprocess.Popen[bytes]:
+        if self.proc is None:
+            raise RuntimeError(f"broker {self.broker_id} was never started")
+        return self.proc
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError(f"broker {self.broker_id} was never started")
+        return self.proc.pid
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            raise RuntimeError(f"broker {self.broker_id} is not running")
+        os.kill(self.proc.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL, and reap it."""
+        if self.alive():
+            self.signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait(30)
+
+    def terminate(self) -> None:
+        """SIGTERM: a controlled shutdown, then exit."""
+        self.signal(signal.SIGTERM)
+
+    def wait_exit(self, timeout: float = 60) -> int:
+        return self._popen().wait(timeout)
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM (controlled shutdown) and wait for the exit code."""
+        self.terminate()
+        return self.wait_exit(timeout)
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+
+    def status(self) -> dict[str, Any] | None:
+        path = self.data_dir / "broker-status.json"
+        try:
+            return dict(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            return None
+
+    def port(self) -> int:
+        st = wait_for(self.status, 30, f"broker {self.broker_id}'s status file")
+        return int(st["port"])
+
+    def state_changes(self, event: str | None = None) -> list[dict[str, Any]]:
+        path = self.data_dir / "state-change.log"
+        if not path.exists():
+            return []
+        text = path.read_text()
+        lines = text.split("\n")
+        if not text.endswith("\n"):
+            lines.pop()  # a line still being written
+        rows = [json.loads(line) for line in lines if line.strip()]
+        return [r for r in rows if event is None or r["event"] == event]
+
+    def output(self) -> str:
+        return "\n".join(
+            (self.root / f"broker-{i}.out").read_text(errors="replace") for i in range(self.starts)
+        )
+
+
+class SupervisedCluster:
+    def __init__(
+        self, zk_connect: str, root: Path, brokers: Iterable[int], overrides: dict[str, str]
+    ) -> None:
+        self.zk_connect = zk_connect
+        root = Path(root).resolve()  # brokers run in their own directories
+        self.root = root
+        self.brokers = {
+            b: SupervisedBroker(b, root / f"broker-{b}", zk_connect, dict(overrides))
+            for b in brokers
+        }
+        self.session_timeout_s = int(overrides.get("zookeeper.session.timeout.ms", "18000")) / 1000
+        self.zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+        self.zk.start()
+
+    def start(self, *, wait: bool = True) -> None:
+        for b in self.brokers.values():
+            b.start()
+        if wait:
+            self.wait_registered(self.brokers)
+            self.wait_controller()
+
+    def close(self) -> None:
+        for b in self.brokers.values():
+            if b.alive():
+                try:
+                    os.kill(b.pid, signal.SIGCONT)  # a paused process must be able to die
+                except ProcessLookupError:
+                    pass
+            b.kill()
+        self.zk.close()
+
+    def __getitem__(self, broker_id: int) -> SupervisedBroker:
+        return self.brokers[broker_id]
+
+    # --- ZooKeeper views ----------------------------------------------------------------
+
+    def registered(self) -> set[int]:
+        return {int(c) for c in (self.zk.get_children(paths.BROKER_IDS) or [])}
+
+    def broker_epoch(self, broker_id: int) -> int | None:
+        stat = self.zk.exists(paths.broker(broker_id))
+        return int(stat.czxid) if stat is not None else None
+
+    def controller(self) -> tuple[int, int] | None:
+        """(controller id, controller epoch), or None while there is no controller."""
+        got = self.zk.get(paths.CONTROLLER)
+        epoch = self.zk.get(paths.CONTROLLER_EPOCH)
+        if got is None or epoch is None:
+            return None
+        return decode_controller(got[0]), decode_controller_epoch(epoch[0])
+
+    def partition_state(self, topic: str, partition: int) -> tuple[LeaderAndIsr, int]:
+        path = paths.partition_state(topic, partition)
+        got = self.zk.get(path)
+        if got is None:
+            raise LookupError(f"{path} is missing")
+        state = decode_partition_state(path, got[0], got[1].version)
+        return state.leader_and_isr, state.controller_epoch
+
+    def partition_states(self, topic: str) -> dict[int, LeaderAndIsr]:
+        got = self.zk.get(paths.topic(topic))
+        if got is None:
+            raise LookupError(f"topic {topic} does not exist")
+        assignment = decode_topic(topic, got[0])
+        return {p: self.partition_state(topic, p)[0] for p in assignment.partitions}
+
+    def assignment(self, topic: str) -> TopicAssignment | None:
+        got = self.zk.get(paths.topic(topic))
+        return decode_topic(topic, got[0]) if got is not None else None
+
+    # --- waiting ------------------------------------------------------------------------
+
+    def wait_registered(self, broker_ids: Iterable[int], timeout: float = 60) -> None:
+        wanted = set(broker_ids)
+
+        def check() -> bool:
+            for b in wanted:
+                broker = self.brokers[b]
+                if broker.proc is not None and not broker.alive():
+                    tail = "\n".join(broker.output().splitlines()[-8:])
+                    raise RuntimeError(f"broker {b} exited during start-up:\n{tail}")
+            return wanted <= self.registered()
+
+        wait_for(check, timeout, f"brokers {sorted(wanted)} registered")
+
+    def wait_controller(
+        self, *, not_id: int | None = None, min_epoch: int = 0, timeout: float = 60
+    ) -> tuple[int, int]:
+        def check() -> tuple[int, int] | None:
+            c = self.controller()
+            if c is None or c[0] == not_id or c[1] < min_epoch:
+                return None
+            # The controller has finished its failover once its broker says so.
+            status = self.brokers[c[0]].status() if c[0] in self.brokers else None
+            ctl = (status or {}).get("controller", {})
+            return c if ctl.get("active") and ctl.get("controller_epoch") == c[1] else None
+
+        return wait_for(check, timeout, "an active controller")
+
+    def wait_partitions(
+        self,
+        topic: str,
+        pred: Callable[[dict[int, LeaderAndIsr]], bool],
+        what: str,
+        timeout: float = 60,
+    ) -> dict[int, LeaderAndIsr]:
+        def check() -> dict[int, LeaderAndIsr] | None:
+            try:
+                states = self.partition_states(topic)
+            except LookupError:
+                return None
+            return states if pred(states) else None
+
+        return wait_for(check, timeout, what)
+
+    # --- administration (through znodes, as Kafka's ZooKeeper-based tools) -------------
+
+    def create_topic(
+        self,
+        topic: str,
+        assignment: dict[int, tuple[int, ...]],
+        config: dict[str, str] | None = None,
+    ) -> None:
+        self.zk.create(
+            paths.topic_config(topic), encode_topic_config(config or {}), make_parents=True
+        )
+        self.zk.create(
+            paths.topic(topic), encode_topic(TopicAssignment(topic, assignment, new_topic_id()))
+        )
+
+    def wait_topic_online(self, topic: str, timeout: float = 60) -> dict[int, LeaderAndIsr]:
+        def check() -> dict[int, LeaderAndIsr] | None:
+            a = self.assignment(topic)
+            if a is None:
+                return None
+            states = {}
+            for p in a.partitions:
+                got = self.zk.get(paths.partition_state(topic, p))
+                if got is None:
+                    return None
+                states[p] = decode_partition_state("", got[0], got[1].version).leader_and_isr
+            return states if all(s.leader >= 0 for s in states.values()) else None
+
+        return wait_for(check, timeout, f"topic {topic} online")
