@@ -11,6 +11,7 @@ import enum
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from zkdata.znodes import BrokerRegistration, LeaderAndIsr, TopicPartition
 
@@ -55,8 +56,7 @@ REPLICA_VALID_PREVIOUS: dict[ReplicaStateName, frozenset[ReplicaStateName]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaAssignment:
+class ReplicaAssignment(NamedTuple):
     """A partition's replicas; during a reassignment also the replicas being added/removed.
 
     While reassigning, `replicas` is the full set (target first, then the rest of the
@@ -96,14 +96,12 @@ class ReplicaAssignment:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderIsrAndControllerEpoch:
+class LeaderIsrAndControllerEpoch(NamedTuple):
     leader_and_isr: LeaderAndIsr
     controller_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionReplica:
+class PartitionReplica(NamedTuple):
     topic_partition: TopicPartition
     replica: int
 

@@ -79,7 +79,11 @@ class RequestBatch:
         assignment: ReplicaAssignment,
         *,
         is_new: bool,
+        update_metadata: bool = True,
     ) -> None:
+        """A partition's state for these brokers; by default every live broker also gets
+        the partition in an UpdateMetadata. `update_metadata=False` is for re-sending a
+        state every broker already has (a failover sends a full UpdateMetadata first)."""
         for broker_id in broker_ids:
             if broker_id < 0:
                 continue
@@ -88,7 +92,10 @@ class RequestBatch:
             per_broker[tp] = _LeaderAndIsrEntry(
                 lice, assignment, is_new or (previous is not None and previous.is_new)
             )
-        self.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [tp])
+        if update_metadata:
+            if not self.update_metadata_brokers >= ctx.live_brokers.keys():
+                self.update_metadata_brokers.update(ctx.live_brokers)
+            self.update_metadata_partitions.add(tp)
 
     def add_update_metadata(
         self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] | None
@@ -121,12 +128,9 @@ class RequestBatch:
         if self.update_metadata_brokers:
             targets = sorted(b for b in self.update_metadata_brokers if b in live)
             if targets:
-                partitions: Iterable[TopicPartition] = (
-                    list(ctx.leadership)
-                    if self.update_metadata_all
-                    else self.update_metadata_partitions
+                topic_states = update_metadata_topic_states(
+                    ctx, None if self.update_metadata_all else self.update_metadata_partitions
                 )
-                topic_states = update_metadata_topic_states(ctx, partitions)
                 brokers = update_metadata_live_brokers(ctx)
                 for broker_id in targets:
                     out.append(
@@ -238,33 +242,55 @@ class RequestBatch:
 
 
 def update_metadata_topic_states(
-    ctx: ControllerContext, partitions: Iterable[TopicPartition]
+    ctx: ControllerContext, partitions: Iterable[TopicPartition] | None
 ) -> list[dict[str, Any]]:
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    """UpdateMetadata partition states, grouped by topic; `partitions` None means all."""
     live = ctx.live_broker_ids
-    for tp in partitions:
-        lice = ctx.leadership.get(tp)
-        if lice is None:
-            continue  # no leader decided yet: nothing to tell
-        lai = lice.leader_and_isr
-        replicas = ctx.replicas(tp)
-        deleting = tp.topic in ctx.topics_to_be_deleted
-        by_topic.setdefault(tp.topic, []).append(
-            {
-                "partition_index": tp.partition,
-                "controller_epoch": lice.controller_epoch,
-                "leader": LEADER_DURING_DELETE if deleting else lai.leader,
-                "leader_epoch": lai.leader_epoch,
-                "isr": list(lai.isr),
-                "zk_version": lai.zk_version,
-                "replicas": list(replicas),
-                "offline_replicas": [r for r in replicas if r not in live],
-            }
-        )
-    return [
-        {"topic_name": t, "topic_id": ctx.topic_ids.get(t, _ZERO_UUID), "partition_states": parts}
-        for t, parts in by_topic.items()
-    ]
+    leadership = ctx.leadership
+    deleting = ctx.topics_to_be_deleted
+    if partitions is None:
+        wanted: dict[str, Iterable[int]] = {t: parts.keys() for t, parts in ctx.assignments.items()}
+    else:
+        wanted = {}
+        for tp in partitions:
+            wanted.setdefault(tp.topic, []).append(tp.partition)  # type: ignore[attr-defined]
+    out = []
+    for topic, partition_ids in wanted.items():
+        assignment = ctx.assignments.get(topic)
+        if assignment is None:
+            continue
+        states = []
+        during_delete = topic in deleting
+        for p in partition_ids:
+            lice = leadership.get(TopicPartition(topic, p))
+            ra = assignment.get(p)
+            if lice is None or ra is None:
+                continue  # no leader decided yet: nothing to tell
+            lai = lice.leader_and_isr
+            replicas = ra.replicas
+            states.append(
+                {
+                    "partition_index": p,
+                    "controller_epoch": lice.controller_epoch,
+                    "leader": LEADER_DURING_DELETE if during_delete else lai.leader,
+                    "leader_epoch": lai.leader_epoch,
+                    "isr": list(lai.isr),
+                    "zk_version": lai.zk_version,
+                    "replicas": list(replicas),
+                    "offline_replicas": []
+                    if live.issuperset(replicas)
+                    else [r for r in replicas if r not in live],
+                }
+            )
+        if states:
+            out.append(
+                {
+                    "topic_name": topic,
+                    "topic_id": ctx.topic_ids.get(topic, _ZERO_UUID),
+                    "partition_states": states,
+                }
+            )
+    return out
 
 
 def update_metadata_live_brokers(ctx: ControllerContext) -> list[dict[str, Any]]:

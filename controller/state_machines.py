@@ -357,22 +357,39 @@ class ReplicaStateMachine:
         self.ctx = ops.ctx
 
     def startup(self) -> None:
-        ctx = self.ctx
-        online: list[PartitionReplica] = []
+        """Kafka's start-up: replicas on live brokers become Online (and are sent their
+        partition's state), replicas on dead brokers go Offline (out of the ISRs).
+
+        One pass instead of a transition per replica: with 100,000 partitions this runs
+        300,000 times per failover. No UpdateMetadata rides along: the failover has just
+        sent a full one.
+        """
+        ctx, ops = self.ctx, self.ops
         offline: list[PartitionReplica] = []
-        for topic, parts in ctx.assignments.items():
-            for p, ra in parts.items():
-                tp = TopicPartition(topic, p)
-                for r in ra.replicas:
-                    pr = PartitionReplica(tp, r)
-                    if ctx.is_replica_online(r, include_shutting_down=True):
-                        ctx.put_replica_state(pr, R.ONLINE)
-                        online.append(pr)
-                    else:
-                        # Kafka's initial state for a replica on a dead broker.
-                        ctx.put_replica_state(pr, R.DELETION_INELIGIBLE)
-                        offline.append(pr)
-        self.handle_state_changes(online, R.ONLINE)
+        try:
+            for topic, parts in ctx.assignments.items():
+                for p, ra in parts.items():
+                    tp = TopicPartition(topic, p)
+                    states: dict[int, ReplicaStateName] = {}
+                    online: list[int] = []
+                    for r in ra.replicas:
+                        if ctx.is_replica_online(r, include_shutting_down=True):
+                            states[r] = R.ONLINE
+                            online.append(r)
+                        else:
+                            # Kafka's initial state for a replica on a dead broker.
+                            states[r] = R.DELETION_INELIGIBLE
+                            offline.append(PartitionReplica(tp, r))
+                    ctx.replica_states[tp] = states
+                    lice = ctx.leadership.get(tp)
+                    if lice is not None and online:
+                        ops.batch.add_leader_and_isr(
+                            ctx, online, tp, lice, ra, is_new=False, update_metadata=False
+                        )
+        except BaseException:
+            ops.batch.clear()
+            raise
+        ops.flush()
         self.handle_state_changes(offline, R.OFFLINE)
 
     def handle_state_changes(

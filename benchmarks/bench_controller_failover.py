@@ -1,0 +1,198 @@
+"""Controller failover time, and the controlling broker's memory, at 1K/10K/100K partitions.
+
+For each size: a 3-broker cluster (RF 3) whose ZooKeeper holds that many partitions. The
+controller is made to move by deleting /controller (what an operator does to force a
+new election); the figure is the time from the old controller's resignation to the new
+controller having loaded everything and every broker having acknowledged its
+UpdateMetadata. The floor, measured in the same run against the same ZooKeeper, is a
+client reading the same znodes as fast as it can (pipelined multiReads, no decoding).
+
+    .venv/bin/python benchmarks/bench_controller_failover.py [--sizes 1000,10000,100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import (
+    ROOT,
+    chroot,
+    emit,
+    round_robin,
+    rss_mb,
+    wait_quiet,
+    write_cluster_state,
+    zookeeper,
+)
+
+from tests.integration.harness import Cluster, wait_for
+from zkdata import paths
+from zkdata.client import ZkClient
+
+SETTINGS = {
+    "zookeeper.session.timeout.ms": "10000",
+    "auto.leader.rebalance.enable": "false",
+    "replica.fetch.wait.max.ms": "500",
+}
+
+
+def floor_read(connect: str) -> float:
+    """Read every znode a failover reads, as fast as the client can."""
+    zk = ZkClient(connect, session_timeout_ms=30_000)
+    zk.start()
+    try:
+        started = time.perf_counter()
+        ids = zk.get_children(paths.BROKER_IDS) or []
+        zk.get_many([paths.broker(int(i)) for i in ids])
+        topics = zk.get_children(paths.BROKER_TOPICS) or []
+        topic_data = zk.get_many([paths.topic(t) for t in topics])
+        import json
+
+        state_paths = [
+            paths.partition_state(t, int(p))
+            for t, got in zip(topics, topic_data, strict=True)
+            if got is not None
+            for p in json.loads(got[0])["partitions"]
+        ]
+        zk.get_many(state_paths)
+        return time.perf_counter() - started
+    finally:
+        zk.close()
+
+
+def last(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
+    for r in reversed(rows):
+        if all(r.get(k) == v for k, v in match.items()):
+            return r
+    return None
+
+
+def run_size(connect: str, partitions: int, workdir: Path, rounds: int) -> dict[str, Any]:
+    connect = chroot(connect, f"failover-{partitions}")
+    per_topic = 1000 if partitions >= 1000 else max(partitions, 1)
+    assignments = round_robin(partitions, per_topic) if partitions else {}
+    populate_s = write_cluster_state(connect, assignments)
+    c = Cluster(connect, workdir / f"p{partitions}", (1, 2, 3), SETTINGS)
+    try:
+        c.start()
+        controller_id, epoch = c.wait_controller(timeout=600)
+        # Let the first failover finish (every broker told everything) before timing one.
+        wait_for(
+            lambda: (
+                last(
+                    c[controller_id].state_changes("requests_acknowledged"), controller_epoch=epoch
+                )
+                or partitions == 0
+            ),
+            600,
+            "the first failover's requests to be acknowledged",
+        )
+        settle_s = wait_quiet(connect)
+        time.sleep(2)
+        failovers = []
+        floors = []
+        for _ in range(rounds):
+            floors.append(floor_read(connect))
+            old_id, old_epoch = c.controller()  # type: ignore[misc]
+            c.zk.delete(paths.CONTROLLER)
+            new_id, new_epoch = c.wait_controller(min_epoch=old_epoch + 1, timeout=600)
+            ack = (
+                wait_for(
+                    lambda new_id=new_id, new_epoch=new_epoch: last(
+                        c[new_id].state_changes("requests_acknowledged"), controller_epoch=new_epoch
+                    ),
+                    600,
+                    "the failover's UpdateMetadata to be acknowledged",
+                )
+                if partitions
+                else None
+            )
+            resigned = last(
+                c[old_id].state_changes("controller_resigned"), controller_epoch=old_epoch
+            )
+            loaded = last(
+                c[new_id].state_changes("controller_failover"), controller_epoch=new_epoch
+            )
+            assert resigned is not None
+            assert loaded is not None
+            if ack is not None:
+                umr_acked_ms = ack["learned_at_ms"] + ack["acked_ms_by_api"]["UPDATE_METADATA"]
+                failovers.append(
+                    {
+                        "resigned_to_update_metadata_acked_s": round(
+                            (umr_acked_ms - resigned["ts"]) / 1000, 3
+                        ),
+                        "load_s": round(loaded["load_ms"] / 1000, 3),
+                        "all_requests_acked_s": round(
+                            (ack["learned_at_ms"] + ack["acked_ms"] - resigned["ts"]) / 1000, 3
+                        ),
+                    }
+                )
+            wait_quiet(connect)
+            time.sleep(1)
+        controller_id = c.controller()[0]  # type: ignore[index]
+        rss = {b: round(rss_mb(c[b].pid), 1) for b in (1, 2, 3)}
+        result: dict[str, Any] = {
+            "partitions": partitions,
+            "populate_zookeeper_s": round(populate_s, 2),
+            "settle_s": round(settle_s, 1),
+            "floor_read_s": round(statistics.median(floors), 3),
+            "controller_rss_mb": rss[controller_id],
+            "broker_rss_mb": rss,
+        }
+        if failovers:
+            figure = statistics.median(f["resigned_to_update_metadata_acked_s"] for f in failovers)
+            result.update(
+                {
+                    "failover_s": figure,
+                    "failover_vs_floor": round(figure / result["floor_read_s"], 2),
+                    "rounds": failovers,
+                }
+            )
+        return result
+    finally:
+        c.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    with (
+        zookeeper() as connect,
+        tempfile.TemporaryDirectory(
+            prefix="bench-failover-", dir=ROOT / ".zkctl" if (ROOT / ".zkctl").exists() else None
+        ) as tmp,
+    ):
+        baseline = run_size(connect, 0, Path(tmp), 1)
+        results = [run_size(connect, n, Path(tmp), args.rounds) for n in sizes]
+    emit(
+        {
+            "benchmark": "controller_failover",
+            "what": (
+                "old controller resigned -> new controller loaded everything "
+                "and every broker acknowledged UpdateMetadata"
+            ),
+            "baseline_empty_cluster_controller_rss_mb": baseline["controller_rss_mb"],
+            "goals": {
+                "failover_s_at_100k": 5.0,
+                "failover_vs_floor": 1.5,
+                "controller_rss_mb_at_100k": 300,
+            },
+            "kafka_reference": {"kafka_1.1_100k_s": 17, "before_kafka_1.1_100k_s": 63},
+            "results": results,
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""What the benchmarks share: a ZooKeeper, a cluster state written in bulk, process probes.
+
+Every benchmark prints one JSON object: its figures and the floor measured in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from cluster import zookeeper as zkp  # noqa: E402
+from zkdata import paths  # noqa: E402
+from zkdata.client import Create, ZkClient  # noqa: E402
+from zkdata.znodes import (  # noqa: E402
+    LeaderAndIsr,
+    TopicAssignment,
+    encode_partition_state,
+    encode_topic,
+    encode_topic_config,
+    new_topic_id,
+)
+
+
+@contextmanager
+def zookeeper() -> Iterator[str]:
+    """A ZooKeeper for the benchmark (as the project provisions everywhere)."""
+    zk = zkp.provision()
+    try:
+        yield zk.connect_string
+    finally:
+        zk.close()
+
+
+def chroot(connect: str, name: str) -> str:
+    return zkp.chroot_connect_string(connect, f"/bench-{name}-{uuid.uuid4().hex[:6]}")
+
+
+def write_cluster_state(
+    connect: str,
+    assignments: dict[str, dict[int, tuple[int, ...]]],
+    *,
+    leader_epoch: int = 0,
+    controller_epoch: int = 0,
+) -> float:
+    """Topics, configs and partition states as a running cluster would have left them
+    (leader = first replica, ISR = all replicas). Returns the seconds it took."""
+    zk = ZkClient(connect, session_timeout_ms=30_000)
+    zk.start()
+    started = time.perf_counter()
+    try:
+        zk.ensure_paths(paths.PERSISTENT_PATHS)
+        zk.create(paths.CONTROLLER_EPOCH, str(controller_epoch).encode())
+        items: list[list[Any]] = []
+        for topic, parts in assignments.items():
+            items.append([Create(paths.topic_config(topic), encode_topic_config({}))])
+            items.append(
+                [
+                    Create(
+                        paths.topic(topic),
+                        encode_topic(TopicAssignment(topic, parts, new_topic_id())),
+                    )
+                ]
+            )
+        _apply(zk, items)
+        _apply(zk, [[Create(paths.topic_partitions(t))] for t in assignments])
+        _apply(
+            zk, [[Create(paths.partition(t, p))] for t, parts in assignments.items() for p in parts]
+        )
+        _apply(
+            zk,
+            [
+                [
+                    Create(
+                        paths.partition_state(t, p),
+                        encode_partition_state(
+                            LeaderAndIsr(r[0], leader_epoch, r), controller_epoch
+                        ),
+                    )
+                ]
+                for t, parts in assignments.items()
+                for p, r in parts.items()
+            ],
+        )
+        return time.perf_counter() - started
+    finally:
+        zk.close()
+
+
+def _apply(zk: ZkClient, items: list[list[Any]]) -> None:
+    batch = 500
+    pending = []
+    for start in range(0, len(items), batch):
+        ops = [op for item in items[start : start + batch] for op in item]
+        pending.append(zk._multi_async(ops))
+    for p in pending:
+        results = p.get(timeout=120)
+        bad = [r for r in results if isinstance(r, Exception)]
+        if bad:
+            raise RuntimeError(f"bulk write failed: {bad[0]!r}")
+
+
+def round_robin(
+    n_partitions: int, per_topic: int, brokers: tuple[int, ...] = (1, 2, 3)
+) -> dict[str, dict[int, tuple[int, ...]]]:
+    """RF = len(brokers), leaders spread evenly."""
+    out: dict[str, dict[int, tuple[int, ...]]] = {}
+    n = len(brokers)
+    for t in range(max(1, n_partitions // per_topic)):
+        count = min(per_topic, n_partitions - t * per_topic)
+        out[f"topic-{t:05d}"] = {
+            p: tuple(brokers[(p + t + i) % n] for i in range(n)) for p in range(count)
+        }
+    return out
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def emit(result: dict[str, Any]) -> None:
+    print(json.dumps(result, indent=1, sort_keys=False), flush=True)
+
+
+def wait_quiet(connect: str, timeout: float = 600) -> float:
+    """Wait until every partition's ISR holds all its replicas and no ISR change is pending
+    (brokers that registered late are back in every ISR). Returns the seconds waited."""
+    zk = ZkClient(connect, session_timeout_ms=30_000)
+    zk.start()
+    started = time.monotonic()
+    try:
+        while True:
+            topics = zk.get_children(paths.BROKER_TOPICS) or []
+            topic_data = zk.get_many([paths.topic(t) for t in topics])
+            wanted = [
+                (paths.partition_state(t, int(p)), r)
+                for t, got in zip(topics, topic_data, strict=True)
+                if got is not None
+                for p, r in json.loads(got[0])["partitions"].items()
+            ]
+            states = zk.get_many([w[0] for w in wanted])
+            full = all(
+                got is not None and set(json.loads(got[0])["isr"]) == set(r)
+                for (_, r), got in zip(wanted, states, strict=True)
+            )
+            if full and not zk.get_children(paths.ISR_CHANGE_NOTIFICATION):
+                return time.monotonic() - started
+            if time.monotonic() - started > timeout:
+                raise TimeoutError("the cluster did not settle (ISRs incomplete)")
+            time.sleep(0.5)
+    finally:
+        zk.close()
