@@ -15,8 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from broker.fetch_session import (
+    CachedPartition,
+    FetchContext,
+    FetchSession,
+    FetchSessionCache,
+    PartitionData,
+    PartitionRequest,
+)
 from broker.metadata_cache import MetadataCache
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from controller.controller import KafkaController
 from wire.api import ApiKey
@@ -25,6 +33,12 @@ from wire.protocol import response_codec
 from zkdata.znodes import TopicPartition
 
 log = logging.getLogger(__name__)
+
+_FETCH_SESSIONS_INIT = threading.Lock()
+# How long an incremental fetch session may go on reading only the partitions its
+# requests list while no partition state change is notified (at most a quarter of
+# replica.lag.time.max.ms, so a follower is always recorded on its live partitions).
+_SESSION_RECHECK_MS = 5000
 
 
 @dataclass(frozen=True)
@@ -96,44 +110,184 @@ class KafkaApis:
             names = None  # v0 has no null: an empty list means all topics
         return self.metadata.metadata_response(names, version)
 
+    # Fetch sessions (KIP-227), made on first use: see broker/fetch_session.py.
+    _fetch_sessions: FetchSessionCache | None = None
+    # Counts fetch_wakeup notifications (partition state changes): a session whose last
+    # look at its partitions saw the current generation need not look again.
+    _fetch_generation = 0
+
+    def _fetch_session_cache(self) -> FetchSessionCache:
+        cache = self._fetch_sessions
+        if cache is None:
+            with _FETCH_SESSIONS_INIT:
+                cache = self._fetch_sessions
+                if cache is None:
+                    cache = self._fetch_sessions = FetchSessionCache()
+                    threading.Thread(
+                        target=self._count_fetch_wakeups, name="fetch-state-changes", daemon=True
+                    ).start()
+        return cache
+
+    def _count_fetch_wakeups(self) -> None:
+        # Notifiers hold the condition's lock, which this thread gives up only while
+        # waiting: every notification finds it waiting, so none goes uncounted.
+        with self.fetch_wakeup:
+            while True:
+                self.fetch_wakeup.wait()
+                self._fetch_generation += 1
+
     def _handle_fetch(
         self, version: int, body: dict[str, Any], _h: dict[str, Any]
     ) -> dict[str, Any]:
         replica_id = body.get("replica_id", -1)
         deadline = time.monotonic() + max(0, body.get("max_wait_ms", 0)) / 1000
-        responses = []
+        fetch_data: dict[TopicPartition, PartitionRequest] = {}
         for topic in body.get("topics", []):
             name = topic.get("topic")
-            parts = []
             for fp in topic["partitions"]:
-                tp = TopicPartition(name, fp["partition"])
-                error, p = self.replicas.leader_partition(tp, fp.get("current_leader_epoch", -1))
-                hw = -1
-                if p is not None:
-                    if replica_id >= 0:
-                        self.replicas.record_follower_fetch(p, replica_id, fp["fetch_offset"])
-                    hw = p.high_watermark
-                parts.append(
-                    {
-                        "partition_index": tp.partition,
-                        "error_code": int(error),
-                        "high_watermark": hw,
-                        "last_stable_offset": hw,
-                        "log_start_offset": 0 if p is not None else -1,
-                        "aborted_transactions": None,
-                        "preferred_read_replica": -1,
-                        "records": None,
-                    }
-                )
-            responses.append({"topic": name, "partitions": parts})
-        # Nothing to return yet: wait out max_wait_ms (long polling), as Kafka does; an
-        # error is answered at once so the fetcher can back off or find the new leader.
-        has_error = any(p["error_code"] for r in responses for p in r["partitions"])
-        remaining = deadline - time.monotonic()
-        if remaining > 0 and not has_error:
-            with self.fetch_wakeup:
-                self.fetch_wakeup.wait(remaining)
-        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+                fetch_data[TopicPartition(name, fp["partition"])] = PartitionRequest.from_wire(fp)
+        forgotten = [
+            TopicPartition(ft["topic"], p)
+            for ft in body.get("forgotten_topics_data") or []
+            for p in ft["partitions"]
+        ]
+        # Before v7 there are no session fields: epoch -1 means a sessionless fetch.
+        ctx = self._fetch_session_cache().new_context(
+            body.get("session_id", 0),
+            body.get("session_epoch", -1),
+            fetch_data,
+            forgotten,
+            privileged=replica_id >= 0,
+            replica_id=replica_id,
+        )
+        updates: dict[TopicPartition, PartitionData] = {}
+        if ctx.error == ErrorCode.NONE:  # a session error is answered at once
+            updates = self._fetch_and_wait(ctx, replica_id, deadline)
+        result = ctx.respond(updates)
+        responses: dict[str, list[PartitionData]] = {}
+        for tp, data in result.partitions:
+            responses.setdefault(tp.topic, []).append(data)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(result.error),
+            "session_id": result.session_id,
+            "responses": [{"topic": t, "partitions": ps} for t, ps in responses.items()],
+        }
+
+    def _fetch_and_wait(
+        self, ctx: FetchContext, replica_id: int, deadline: float
+    ) -> dict[TopicPartition, PartitionData]:
+        """Read the fetch's partitions; with nothing to return and no error, wait out
+        max_wait_ms (long polling, as Kafka does), reading again whenever partition state
+        changes. A follower's position is recorded once per round, after the wait, for
+        every partition it fetches (all of its session's, listed or not), so the ISR
+        sees it fetching while the wire carries nothing."""
+        # Reading under the condition's lock: a change notified meanwhile is not missed.
+        with self.fetch_wakeup:
+            updates, answer_now, positions = self._read_fetch(ctx, replica_id, False)
+            while not answer_now:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self.fetch_wakeup.wait(remaining):
+                    break
+                updates, answer_now, positions = self._read_fetch(ctx, replica_id, True)
+        if positions:
+            self.replicas.record_follower_fetches(replica_id, positions)
+        return updates
+
+    def _read_fetch(
+        self, ctx: FetchContext, replica_id: int, changed: bool
+    ) -> tuple[dict[TopicPartition, PartitionData], bool, list[tuple[Partition, int]]]:
+        """(partitions to answer, whether to answer without waiting, follower positions).
+        `changed`: partition state changed since the last read of this request."""
+        if ctx.session is not None and ctx.incremental:
+            return self._read_session(ctx, replica_id, changed)
+        updates: dict[TopicPartition, PartitionData] = {}
+        positions: list[tuple[Partition, int]] = []
+        answer_now = False
+        for tp, req in ctx.fetch_data.items():
+            error, p = self.replicas.leader_partition(tp, req.current_leader_epoch)
+            updates[tp] = data = _partition_data(tp, error, p)
+            if p is not None and replica_id >= 0:
+                positions.append((p, req.fetch_offset))
+            if error != ErrorCode.NONE or data["records"]:
+                answer_now = True
+        return updates, answer_now, positions
+
+    def _read_session(
+        self, ctx: FetchContext, replica_id: int, changed: bool
+    ) -> tuple[dict[TopicPartition, PartitionData], bool, list[tuple[Partition, int]]]:
+        """An incremental fetch. Only the partitions the request lists, and those whose
+        last answer was an error, are read, unless partition state changed since the
+        session last looked at all its partitions (or that was a while ago: changes
+        nobody notifies, such as a StopReplica, are seen then). The follower's positions
+        are those of that look, kept up to date with what the requests list."""
+        session = ctx.session
+        assert session is not None
+        follower = replica_id >= 0
+        now = _now_ms()
+        generation = self._fetch_generation
+        interval = min(_SESSION_RECHECK_MS, self.replicas.replica_lag_time_max_ms // 4)
+        with session.lock:
+            if (
+                changed
+                or generation != session.checked_generation
+                or now - session.checked_ms >= interval
+            ):
+                maybe = self._scan_session(session, follower)
+                session.checked_ms = now
+                session.checked_generation = generation
+            else:
+                maybe = [
+                    cp
+                    for tp in (*ctx.fetch_data, *session.errored)
+                    if (cp := session.partitions.get(tp)) is not None
+                ]
+            updates: dict[TopicPartition, PartitionData] = {}
+            for cp in maybe:
+                tp = cp.topic_partition
+                error, p = self.replicas.leader_partition(tp, cp.current_leader_epoch)
+                if follower:
+                    if p is None:
+                        session.positions.pop(tp, None)
+                    else:
+                        session.positions[tp] = (p, cp.fetch_offset)
+                data = _partition_data(tp, error, p)
+                if cp.maybe_update_response(data, False):
+                    updates[tp] = data
+            positions = list(session.positions.values())
+        return updates, bool(updates), positions
+
+    def _scan_session(self, session: FetchSession, follower: bool) -> list[CachedPartition]:
+        """A cheap pass over every partition of the session: the ones that may have
+        something to say, and (for a follower) its position in each of the others."""
+        partitions = self.replicas.partitions
+        me = self.broker_id
+        positions: dict[TopicPartition, tuple[Partition, int]] = {}
+        maybe: list[CachedPartition] = []
+        for tp, cp in session.partitions.items():
+            p = partitions.get(tp)
+            if (
+                p is None
+                or p.stale
+                or p.leader != me
+                or (cp.current_leader_epoch >= 0 and cp.current_leader_epoch != p.leader_epoch)
+            ):
+                maybe.append(cp)  # an error to report
+                continue
+            if follower:
+                positions[tp] = (p, cp.fetch_offset)
+            # Must match _partition_data: the last stable offset is the high watermark
+            # and the log start offset 0 until logs carry data.
+            readable_end = p.log_end_offset if follower else p.high_watermark
+            if (
+                p.high_watermark != cp.high_watermark
+                or p.high_watermark != cp.last_stable_offset
+                or cp.log_start_offset != 0
+                or cp.fetch_offset < readable_end
+            ):
+                maybe.append(cp)
+        session.positions = positions
+        return maybe
 
     # --- controller to broker -----------------------------------------------------------
 
@@ -272,6 +426,26 @@ class KafkaApis:
     def _wake_fetches(self) -> None:
         with self.fetch_wakeup:
             self.fetch_wakeup.notify_all()
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+def _partition_data(tp: TopicPartition, error: ErrorCode, p: Partition | None) -> PartitionData:
+    """One partition of a fetch response. Logs carry no data yet: no records, the last
+    stable offset is the high watermark and the log start offset 0."""
+    hw = p.high_watermark if p is not None else -1
+    return {
+        "partition_index": tp.partition,
+        "error_code": int(error),
+        "high_watermark": hw,
+        "last_stable_offset": hw,
+        "log_start_offset": 0 if p is not None else -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": None,
+    }
 
 
 def api_versions_response(error: ErrorCode) -> dict[str, Any]:

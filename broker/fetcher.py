@@ -3,18 +3,30 @@
 One fetcher thread per leader broker fetches every partition this broker follows from it,
 with the Fetch API and this broker's replica id, as Kafka does. The leader counts those
 fetches to decide who is in sync. A partition whose leader answers that it is not the
-leader (or that our leader epoch is fenced or unknown) is set aside until the controller's
-next LeaderAndIsr for it.
+leader (or that our leader epoch is fenced or unknown) is set aside for
+replica.fetch.backoff.ms, or until the controller's next LeaderAndIsr for it.
+
+Each fetcher keeps an incremental fetch session with its leader (KIP-227, the fetcher's
+half of Kafka's FetchSessionHandler): one full fetch lists every partition and creates
+the session; after that a fetch lists only the partitions added or changed (fetch offset,
+leader epoch) since the last one and forgets those removed or set aside, and the leader
+answers only partitions with news. An idle round is an empty request and an empty
+response, whatever the number of partitions. The session starts over with a full fetch
+when the leader does not know it, refuses its epoch, or the connection fails.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
+from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
@@ -35,6 +47,33 @@ class FetchState:
 # (partition, fetched records, the leader's high watermark) -> new fetch offset
 RecordsSink = Callable[[TopicPartition, memoryview | bytes | None, int], int]
 
+# What the leader's session holds for a partition: (fetch offset, leader epoch).
+_Position = tuple[int, int]
+
+
+class FetchConnection(Protocol):
+    def request(self, api_key: int, api_version: int, body: Mapping[str, Any]) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+Connect = Callable[[tuple[str, int], str, float], FetchConnection]
+
+
+def _connect(endpoint: tuple[str, int], client_id: str, timeout_s: float) -> FetchConnection:
+    return KafkaConnection(*endpoint, client_id=client_id, timeout_s=timeout_s)
+
+
+@dataclass
+class _Fetch:
+    """One fetch request being made, and what it tells the leader's session."""
+
+    full: bool
+    session_id: int
+    epoch: int
+    listed: dict[TopicPartition, _Position]
+    forgotten: list[TopicPartition] = field(default_factory=list)
+
 
 class ReplicaFetcherThread:
     def __init__(
@@ -49,6 +88,7 @@ class ReplicaFetcherThread:
         max_bytes: int = 10 * 1024 * 1024,
         partition_max_bytes: int = 1024 * 1024,
         socket_timeout_s: float = 30.0,
+        connect: Connect = _connect,
     ) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
@@ -59,11 +99,25 @@ class ReplicaFetcherThread:
         self.max_bytes = max_bytes
         self.partition_max_bytes = partition_max_bytes
         self.socket_timeout_s = socket_timeout_s
+        self.connect = connect
         self.partitions: dict[TopicPartition, FetchState] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopped = threading.Event()
-        self._conn: KafkaConnection | None = None
+        self._conn: FetchConnection | None = None
+        # The session with the leader: its id (0: none) and the epoch of the next request
+        # (0: a full fetch, which closes the session of that id and opens a new one).
+        self.session_id = INVALID_SESSION_ID
+        self.session_epoch = INITIAL_EPOCH
+        # What the leader's session holds, as of the last answered request.
+        self._sent: dict[TopicPartition, _Position] = {}
+        # Partitions that may differ from what the session holds: only these are looked
+        # at to build an incremental request, so an idle round costs nothing per partition.
+        self._dirty: set[TopicPartition] = set()
+        # (until, sequence, partition): when set-aside partitions may be fetched again.
+        self._delays: list[tuple[float, int, TopicPartition]] = []
+        self._sequence = itertools.count()
+        self.full_fetches = 0  # how many full fetches were made (sessions started)
         self.thread = threading.Thread(
             target=self._run, name=f"replica-fetcher-{broker_id}-from-{leader_id}", daemon=True
         )
@@ -78,31 +132,28 @@ class ReplicaFetcherThread:
     def add(self, tp: TopicPartition, state: FetchState) -> None:
         with self._lock:
             self.partitions[tp] = state
+            self._dirty.add(tp)
         self._wake.set()
 
     def remove(self, tps: Iterable[TopicPartition]) -> None:
         with self._lock:
             for tp in tps:
-                self.partitions.pop(tp, None)
+                if self.partitions.pop(tp, None) is not None:
+                    self._dirty.add(tp)
 
     def is_empty(self) -> bool:
         with self._lock:
             return not self.partitions
 
-    def _ready(self) -> dict[TopicPartition, FetchState]:
-        now = time.monotonic()
-        with self._lock:
-            return {tp: s for tp, s in self.partitions.items() if s.delayed_until <= now}
-
     def _run(self) -> None:
         while not self._stopped.is_set():
-            ready = self._ready()
-            if not ready:
-                self._wake.wait(0.2)
-                self._wake.clear()
-                continue
+            self._wake.clear()
             try:
-                self._fetch_once(ready)
+                fetch = self._build_fetch()
+                if fetch is None:
+                    self._wake.wait(self._idle_wait())
+                    continue
+                self._fetch_once(fetch)
             except OSError as e:
                 log.info(
                     "fetch from leader %d at %s:%d failed: %s", self.leader_id, *self.endpoint, e
@@ -119,54 +170,163 @@ class ReplicaFetcherThread:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        # Whether the leader saw the last request is unknown: start over with a full
+        # fetch, which also closes the old session on the leader if it still has it.
+        with self._lock:
+            self._restart_session(close=True)
 
-    def _fetch_once(self, ready: dict[TopicPartition, FetchState]) -> None:
-        if self._conn is None:
-            self._conn = KafkaConnection(
-                *self.endpoint,
-                client_id=f"replica-fetcher-{self.broker_id}",
-                timeout_s=self.socket_timeout_s + self.max_wait_ms / 1000,
-            )
-        by_topic: dict[str, list[dict[str, object]]] = {}
-        for tp, s in ready.items():
+    def _restart_session(self, *, close: bool) -> None:
+        if not close:
+            self.session_id = INVALID_SESSION_ID
+        self.session_epoch = INITIAL_EPOCH
+        self._sent = {}
+
+    def _idle_wait(self) -> float:
+        with self._lock:
+            if self._delays:
+                return max(0.0, min(1.0, self._delays[0][0] - time.monotonic()))
+        return 1.0
+
+    def _build_fetch(self) -> _Fetch | None:
+        """The next request, or None when there is nothing to fetch."""
+        now = time.monotonic()
+        with self._lock:
+            while self._delays and self._delays[0][0] <= now:
+                self._dirty.add(heapq.heappop(self._delays)[2])
+            if self.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+                self._dirty.clear()
+                listed = {
+                    tp: (s.fetch_offset, s.leader_epoch)
+                    for tp, s in self.partitions.items()
+                    if s.delayed_until <= now
+                }
+                if not listed:
+                    return None
+                return _Fetch(True, self.session_id, self.session_epoch, listed)
+            listed = {}
+            forgotten = []
+            for tp in self._dirty:
+                s = self.partitions.get(tp)
+                held = self._sent.get(tp)
+                if s is None or s.delayed_until > now:
+                    if held is not None:
+                        forgotten.append(tp)
+                elif held != (s.fetch_offset, s.leader_epoch):
+                    listed[tp] = (s.fetch_offset, s.leader_epoch)
+            self._dirty.clear()
+            if not self._sent and not listed:
+                return None
+            return _Fetch(False, self.session_id, self.session_epoch, listed, forgotten)
+
+    def _request_body(self, fetch: _Fetch) -> dict[str, Any]:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, (offset, epoch) in fetch.listed.items():
             by_topic.setdefault(tp.topic, []).append(
                 {
                     "partition": tp.partition,
-                    "current_leader_epoch": s.leader_epoch,
-                    "fetch_offset": s.fetch_offset,
+                    "current_leader_epoch": epoch,
+                    "fetch_offset": offset,
                     "last_fetched_epoch": -1,
                     "log_start_offset": 0,
                     "partition_max_bytes": self.partition_max_bytes,
                 }
             )
-        response = self._conn.request(
-            ApiKey.FETCH,
-            FETCH_VERSION,
-            {
-                "replica_id": self.broker_id,
-                "max_wait_ms": self.max_wait_ms,
-                "min_bytes": 1,
-                "max_bytes": self.max_bytes,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-            },
-        )
-        if response.get("error_code"):
-            raise OSError(f"fetch refused: {ErrorCode(response['error_code']).name}")
+        forgotten: dict[str, list[int]] = {}
+        for tp in fetch.forgotten:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
+        return {
+            "replica_id": self.broker_id,
+            "max_wait_ms": self.max_wait_ms,
+            "min_bytes": 1,
+            "max_bytes": self.max_bytes,
+            "isolation_level": 0,
+            "session_id": fetch.session_id,
+            "session_epoch": fetch.epoch,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "forgotten_topics_data": [
+                {"topic": t, "partitions": ps} for t, ps in forgotten.items()
+            ],
+            "rack_id": "",
+        }
+
+    def _fetch_once(self, fetch: _Fetch) -> None:
+        if self._conn is None:
+            self._conn = self.connect(
+                self.endpoint,
+                f"replica-fetcher-{self.broker_id}",
+                self.socket_timeout_s + self.max_wait_ms / 1000,
+            )
+        if fetch.full:
+            self.full_fetches += 1
+        response = self._conn.request(ApiKey.FETCH, FETCH_VERSION, self._request_body(fetch))
+        code = response.get("error_code", 0)
+        if code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+            # The leader lost the session (restarted, evicted it) or we are out of step:
+            # start over. An unknown id need not be closed; a known one must be.
+            log.info(
+                "fetch session %d with leader %d: %s; starting a new one",
+                fetch.session_id,
+                self.leader_id,
+                ErrorCode(code).name,
+            )
+            with self._lock:
+                self._restart_session(close=code == ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+            return
+        if code:
+            raise OSError(f"fetch refused: {ErrorCode(code).name}")
+        self._session_answered(fetch, response.get("session_id", INVALID_SESSION_ID))
         for topic_response in response.get("responses", []):
             topic = topic_response["topic"]
             for pr in topic_response["partitions"]:
-                tp = TopicPartition(topic, pr["partition_index"])
-                with self._lock:
-                    state = self.partitions.get(tp)
-                if state is None:
-                    continue
-                code = pr["error_code"]
-                if code == ErrorCode.NONE:
-                    state.fetch_offset = self.sink(tp, pr.get("records"), pr["high_watermark"])
-                else:
-                    # Not (yet) the leader at our epoch: wait for the controller to catch up.
-                    state.delayed_until = time.monotonic() + self.backoff_s
-                    log.debug("fetch of %s from %d: %s", tp, self.leader_id, ErrorCode(code).name)
+                self._partition_answered(fetch, TopicPartition(topic, pr["partition_index"]), pr)
+
+    def _session_answered(self, fetch: _Fetch, session_id: int) -> None:
+        with self._lock:
+            if fetch.full:
+                # Session id 0: the leader had no room for a session; fetch in full again.
+                self.session_id = session_id
+                self.session_epoch = next_epoch(INITIAL_EPOCH) if session_id else INITIAL_EPOCH
+                self._sent = dict(fetch.listed) if session_id else {}
+                if session_id:
+                    log.debug(
+                        "fetch session %d with leader %d: %d partitions",
+                        session_id,
+                        self.leader_id,
+                        len(fetch.listed),
+                    )
+            elif session_id == INVALID_SESSION_ID:
+                # We forgot every partition and the leader closed the session.
+                self._restart_session(close=False)
+            else:
+                self.session_epoch = next_epoch(self.session_epoch)
+                for tp in fetch.forgotten:
+                    self._sent.pop(tp, None)
+                self._sent.update(fetch.listed)
+
+    def _partition_answered(self, fetch: _Fetch, tp: TopicPartition, pr: dict[str, Any]) -> None:
+        with self._lock:
+            state = self.partitions.get(tp)
+            position = fetch.listed.get(tp) or self._sent.get(tp)
+        # Moved away, or its leader epoch changed while the fetch was out: the change is
+        # already marked to be sent, and this answer is for what it replaced.
+        if state is None or position is None or position[1] != state.leader_epoch:
+            return
+        code = pr["error_code"]
+        if code == ErrorCode.NONE:
+            offset = self.sink(tp, pr.get("records"), pr["high_watermark"])
+            with self._lock:
+                if self.partitions.get(tp) is state and offset != state.fetch_offset:
+                    state.fetch_offset = offset
+                    self._dirty.add(tp)
+            return
+        # Not (yet) the leader at our epoch: set it aside, out of the session, until the
+        # backoff ends or the controller tells us more.
+        log.debug("fetch of %s from %d: %s", tp, self.leader_id, ErrorCode(code).name)
+        with self._lock:
+            if self.partitions.get(tp) is state:
+                state.delayed_until = until = time.monotonic() + self.backoff_s
+                heapq.heappush(self._delays, (until, next(self._sequence), tp))
+                self._dirty.add(tp)
 
 
 class ReplicaFetcherManager:

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -281,20 +281,30 @@ class ReplicaManager:
 
     def record_follower_fetch(self, p: Partition, replica_id: int, fetch_offset: int) -> None:
         """Note a follower's fetch; add it to the ISR once caught up (leader only)."""
+        self.record_follower_fetches(replica_id, [(p, fetch_offset)])
+
+    def record_follower_fetches(
+        self, replica_id: int, fetches: Iterable[tuple[Partition, int]]
+    ) -> None:
+        """record_follower_fetch for each (partition, fetch offset) of one fetch round,
+        with one clock reading and one lock acquisition for all of them: a fetch session
+        records every partition it holds on every round."""
         now = _now_ms()
-        expand = False
+        expand: list[Partition] = []
         with self._lock:
-            state = p.followers.get(replica_id)
-            if state is None:
-                return  # not a replica of this partition
-            state.fetch_offset = fetch_offset
-            state.last_fetch_ms = now
-            if fetch_offset >= p.log_end_offset:
-                state.last_caught_up_ms = now
-            # Kafka's rule: caught up to the high watermark (and the current leader epoch's
-            # start, which is the log end here until logs carry data).
-            expand = replica_id not in p.isr and fetch_offset >= p.high_watermark and not p.stale
-        if expand:
+            for p, fetch_offset in fetches:
+                state = p.followers.get(replica_id)
+                if state is None:
+                    continue  # not a replica of this partition
+                state.fetch_offset = fetch_offset
+                state.last_fetch_ms = now
+                if fetch_offset >= p.log_end_offset:
+                    state.last_caught_up_ms = now
+                # Kafka's rule: caught up to the high watermark (and the current leader
+                # epoch's start, which is the log end here until logs carry data).
+                if replica_id not in p.isr and fetch_offset >= p.high_watermark and not p.stale:
+                    expand.append(p)
+        for p in expand:
             self._update_isr(p, (*p.isr, replica_id), f"replica {replica_id} caught up")
 
     def maybe_shrink_isr(self) -> None:

@@ -1,0 +1,856 @@
+"""Incremental fetch sessions (KIP-227): the leader's cache, its fetch handler, and the
+follower's fetcher, in process (the wire codec in between, no sockets)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, cast
+
+import pytest
+
+from broker.apis import KafkaApis
+from broker.fetch_session import (
+    DEFAULT_EVICTION_MS,
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    FetchResult,
+    FetchSessionCache,
+    IncrementalContext,
+    PartitionData,
+    PartitionRequest,
+    next_epoch,
+)
+from broker.fetcher import FetchState, ReplicaFetcherThread
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager
+from broker.state_change_log import StateChangeLog
+from wire.api import ApiKey
+from wire.errors import ErrorCode
+from wire.protocol import decode_request_header, decode_response, encode_request, encode_response
+from wire.protocol import request_codec as _request_codec
+from zkdata.znodes import TopicPartition
+
+T0 = TopicPartition("a", 0)
+T1 = TopicPartition("a", 1)
+T2 = TopicPartition("b", 0)
+T3 = TopicPartition("d", 0)
+MAX_EPOCH = 2**31 - 1
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.ms = 1_000_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def req(offset: int = 0, max_bytes: int = 1024, epoch: int = -1) -> PartitionRequest:
+    return PartitionRequest(offset, max_bytes, epoch)
+
+
+def data(
+    partition: int = 0,
+    *,
+    hw: int = 0,
+    error: ErrorCode = ErrorCode.NONE,
+    lso: int | None = None,
+    log_start: int = 0,
+    records: bytes | None = None,
+    preferred: int = -1,
+) -> PartitionData:
+    return {
+        "partition_index": partition,
+        "error_code": int(error),
+        "high_watermark": hw,
+        "last_stable_offset": hw if lso is None else lso,
+        "log_start_offset": log_start,
+        "aborted_transactions": None,
+        "preferred_read_replica": preferred,
+        "records": records,
+    }
+
+
+def answered(result: FetchResult) -> list[TopicPartition]:
+    return [tp for tp, _ in result.partitions]
+
+
+def open_session(
+    cache: FetchSessionCache,
+    partitions: Mapping[TopicPartition, PartitionRequest] | None = None,
+    *,
+    privileged: bool = True,
+) -> int:
+    """A full fetch creating a session; its id."""
+    partitions = partitions if partitions is not None else {T0: req(), T1: req(), T2: req()}
+    ctx = cache.new_context(INVALID_SESSION_ID, INITIAL_EPOCH, partitions, [], privileged)
+    result = ctx.respond({tp: data(tp.partition) for tp in partitions})
+    assert result.error == ErrorCode.NONE
+    return result.session_id
+
+
+def incremental(
+    cache: FetchSessionCache,
+    session_id: int,
+    epoch: int,
+    updates: Mapping[TopicPartition, PartitionData],
+    listed: Mapping[TopicPartition, PartitionRequest] | None = None,
+    forgotten: list[TopicPartition] | None = None,
+) -> FetchResult:
+    ctx = cache.new_context(session_id, epoch, listed or {}, forgotten or [], True)
+    return ctx.respond(updates)
+
+
+# --- epochs -----------------------------------------------------------------------------
+
+
+def test_next_epoch_increments_wraps_to_1_and_stays_final() -> None:
+    assert next_epoch(INITIAL_EPOCH) == 1
+    assert next_epoch(41) == 42
+    assert next_epoch(MAX_EPOCH) == 1
+    assert next_epoch(FINAL_EPOCH) == FINAL_EPOCH
+
+
+def test_full_fetch_creates_a_session_answering_every_partition() -> None:
+    cache = FetchSessionCache(clock=Clock())
+    partitions = {T0: req(5), T1: req(7, 99, 3)}
+    ctx = cache.new_context(INVALID_SESSION_ID, INITIAL_EPOCH, partitions, [], True)
+    assert ctx.error == ErrorCode.NONE
+    assert not ctx.incremental
+    result = ctx.respond({T0: data(0, hw=10), T1: data(1, hw=20)})
+    assert result.error == ErrorCode.NONE
+    assert result.session_id != INVALID_SESSION_ID
+    assert answered(result) == [T0, T1]
+    session = cache.get(result.session_id)
+    assert session is not None
+    assert session.privileged
+    assert session.epoch == 1
+    assert list(session.partitions) == [T0, T1]
+    t1 = session.partitions[T1]
+    assert (t1.fetch_offset, t1.max_bytes, t1.current_leader_epoch) == (7, 99, 3)
+    assert (t1.high_watermark, t1.last_stable_offset, t1.log_start_offset) == (20, 20, 0)
+    assert len(cache) == 1
+    assert cache.total_partitions() == 2
+
+
+def test_consumer_sessions_are_not_privileged() -> None:
+    cache = FetchSessionCache(clock=Clock())
+    session = cache.get(open_session(cache, privileged=False))
+    assert session is not None
+    assert not session.privileged
+
+
+def test_sessionless_full_fetch_makes_no_session_and_answers_everything() -> None:
+    cache = FetchSessionCache(clock=Clock())
+    ctx = cache.new_context(INVALID_SESSION_ID, FINAL_EPOCH, {T0: req(), T1: req()}, [], True)
+    result = ctx.respond({T0: data(0), T1: data(1)})
+    assert result.session_id == INVALID_SESSION_ID
+    assert answered(result) == [T0, T1]
+    assert len(cache) == 0
+
+
+def test_a_full_fetch_naming_a_session_closes_it() -> None:
+    cache = FetchSessionCache(clock=Clock())
+    old = open_session(cache)
+    # Epoch 0 with the id: closed, and a new session made.
+    ctx = cache.new_context(old, INITIAL_EPOCH, {T0: req()}, [], True)
+    assert cache.get(old) is None
+    new = ctx.respond({T0: data()}).session_id
+    assert new not in (old, INVALID_SESSION_ID)
+    assert len(cache) == 1
+    # Epoch -1 with the id: closed, and no session.
+    ctx = cache.new_context(new, FINAL_EPOCH, {T0: req()}, [], True)
+    assert ctx.respond({T0: data()}).session_id == INVALID_SESSION_ID
+    assert len(cache) == 0
+    assert cache.total_partitions() == 0
+
+
+def test_an_unknown_session_is_not_found() -> None:
+    cache = FetchSessionCache(clock=Clock())
+    open_session(cache)
+    for session_id in (12345, INVALID_SESSION_ID):
+        ctx = cache.new_context(session_id, 1, {T0: req()}, [], True)
+        assert ctx.error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        result = ctx.respond({})
+        assert result == FetchResult(ErrorCode.FETCH_SESSION_ID_NOT_FOUND, INVALID_SESSION_ID)
+
+
+@pytest.mark.parametrize("epoch", [2, 3, 100, -5])
+def test_an_epoch_other_than_the_next_is_refused_and_changes_nothing(epoch: int) -> None:
+    cache = FetchSessionCache(clock=Clock())
+    session_id = open_session(cache)
+    ctx = cache.new_context(session_id, epoch, {TopicPartition("new", 0): req()}, [T0], True)
+    assert ctx.error == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    session = cache.get(session_id)
+    assert session is not None
+    assert session.epoch == 1
+    assert list(session.partitions) == [T0, T1, T2]
+
+
+def test_epochs_advance_by_one_and_a_repeat_is_refused() -> None:
+    cache = FetchSessionCache(clock=Clock())
+    session_id = open_session(cache)
+    for epoch in (1, 2, 3):
+        assert incremental(cache, session_id, epoch, {}).error == ErrorCode.NONE
+    assert incremental(cache, session_id, 3, {}).error == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+    assert incremental(cache, session_id, 4, {}).error == ErrorCode.NONE
+
+
+def test_the_epoch_wraps_from_max_to_1() -> None:
+    cache = FetchSessionCache(clock=Clock())
+    session_id = open_session(cache)
+    session = cache.get(session_id)
+    assert session is not None
+    session.epoch = MAX_EPOCH
+    assert incremental(cache, session_id, MAX_EPOCH, {}).error == ErrorCode.NONE
+    assert session.epoch == 1
+    assert incremental(cache, session_id, 1, {}).error == ErrorCode.NONE
+
+
+def test_a_response_for_an_epoch_overtaken_meanwhile_is_refused() -> None:
+    cache = FetchSessionCache(clock=Clock())
+    session_id = open_session(cache)
+    first = cache.new_context(session_id, 1, {}, [], True)
+    second = cache.new_context(session_id, 2, {}, [], True)
+    assert first.respond({T0: data(hw=5)}) == FetchResult(
+        ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id
+    )
+    assert answered(second.respond({T0: data(hw=5)})) == [T0]
+
+
+# --- incremental requests ---------------------------------------------------------------
+
+
+def test_an_incremental_fetch_adds_updates_and_forgets_partitions() -> None:
+    cache = FetchSessionCache(clock=Clock())
+    session_id = open_session(cache, {T0: req(1), T1: req(2)})
+    new = TopicPartition("c", 4)
+    ctx = cache.new_context(
+        session_id, 1, {T1: req(9, 512, 6), new: req(3)}, [T0, TopicPartition("x", 9)], True
+    )
+    assert isinstance(ctx, IncrementalContext)
+    session = cache.get(session_id)
+    assert session is not None
+    assert list(session.partitions) == [T1, new]
+    t1 = session.partitions[T1]
+    assert (t1.fetch_offset, t1.max_bytes, t1.current_leader_epoch) == (9, 512, 6)
+    assert session.partitions[new].fetch_offset == 3
+    assert session.epoch == 2
+    assert cache.total_partitions() == 2
+    # The new partition has never been answered: it goes out; the updated one has no news.
+    result = ctx.respond({T1: data(1), new: data(4)})
+    assert answered(result) == [new]
+
+
+def test_forgetting_every_partition_ends_the_session() -> None:
+    cache = FetchSessionCache(clock=Clock())
+    session_id = open_session(cache, {T0: req(), T1: req()})
+    ctx = cache.new_context(session_id, 1, {}, [T0, T1], True)
+    assert not ctx.incremental
+    result = ctx.respond({})
+    assert result.session_id == INVALID_SESSION_ID
+    assert cache.get(session_id) is None
+    assert cache.total_partitions() == 0
+
+
+def test_only_partitions_with_news_are_answered() -> None:
+    cache = FetchSessionCache(clock=Clock())
+    session_id = open_session(cache)
+    epoch = 1
+
+    def fetch(updates: Mapping[TopicPartition, PartitionData]) -> list[TopicPartition]:
+        nonlocal epoch
+        result = incremental(cache, session_id, epoch, updates)
+        epoch += 1
+        assert result.error == ErrorCode.NONE
+        assert result.session_id == session_id
+        return answered(result)
+
+    now = {T0: data(0), T1: data(1), T2: data(0)}
+    assert fetch(now) == []
+    now[T1] = data(1, hw=3)
+    assert fetch(now) == [T1]
+    assert fetch(now) == []  # the new high watermark was sent
+    now[T1] = data(1, hw=3, lso=2)
+    assert fetch(now) == [T1]
+    now[T1] = data(1, hw=3, lso=2, log_start=1)
+    assert fetch(now) == [T1]
+    assert fetch(now) == []
+    assert fetch({**now, T2: data(0, records=b"batch")}) == [T2]
+    assert fetch({**now, T2: data(0, records=b"batch")}) == [T2]  # records always go
+    assert fetch({**now, T2: data(0, records=b"")}) == []
+    assert fetch({**now, T0: data(0, preferred=2)}) == [T0]
+    # The caller may leave out partitions it knows have nothing to say.
+    assert fetch({T2: data(0, hw=1)}) == [T2]
+    assert fetch({}) == []
+
+
+def test_errors_always_go_out_and_the_partition_goes_out_again_once_cleared() -> None:
+    cache = FetchSessionCache(clock=Clock())
+    session_id = open_session(cache)
+    fenced = data(0, hw=-1, error=ErrorCode.FENCED_LEADER_EPOCH)
+    assert answered(incremental(cache, session_id, 1, {T0: fenced})) == [T0]
+    assert answered(incremental(cache, session_id, 2, {T0: fenced})) == [T0]
+    # The same high watermark as before the error: still sent, since the error reset it.
+    assert answered(incremental(cache, session_id, 3, {T0: data(0)})) == [T0]
+    assert answered(incremental(cache, session_id, 4, {T0: data(0)})) == []
+
+
+def test_answered_partitions_move_to_the_back_of_the_session() -> None:
+    cache = FetchSessionCache(clock=Clock())
+    session_id = open_session(cache)
+    incremental(cache, session_id, 1, {T0: data(0, hw=1)})
+    session = cache.get(session_id)
+    assert session is not None
+    assert list(session.partitions) == [T1, T2, T0]
+
+
+def test_partition_request_from_the_wire_defaults_fields_of_older_versions() -> None:
+    v4 = {"partition": 0, "fetch_offset": 3, "partition_max_bytes": 10}
+    assert PartitionRequest.from_wire(v4) == PartitionRequest(3, 10, -1, -1, -1)
+
+
+# --- eviction -----------------------------------------------------------------------------
+
+
+def test_a_full_cache_refuses_a_session_while_none_may_be_evicted() -> None:
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=2, eviction_ms=1000, clock=clock)
+    first = open_session(cache)
+    second = open_session(cache)
+    ctx = cache.new_context(INVALID_SESSION_ID, INITIAL_EPOCH, {T0: req()}, [], True)
+    result = ctx.respond({T0: data()})
+    assert result.session_id == INVALID_SESSION_ID
+    assert answered(result) == [T0]  # answered all the same, without a session
+    assert {s.id for s in cache.sessions()} == {first, second}
+
+
+def test_a_follower_session_evicts_a_consumer_session_but_not_the_other_way() -> None:
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=2, eviction_ms=1000, clock=clock)
+    follower = open_session(cache, privileged=True)
+    consumer = open_session(cache, privileged=False)
+    assert open_session(cache, privileged=False) == INVALID_SESSION_ID
+    newcomer = open_session(cache, privileged=True)
+    assert newcomer != INVALID_SESSION_ID
+    assert cache.get(consumer) is None
+    assert {s.id for s in cache.sessions()} == {follower, newcomer}
+    assert cache.evictions == 1
+
+
+def test_an_established_session_may_be_evicted_by_a_larger_one_only() -> None:
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=2, eviction_ms=1000, clock=clock)
+    small = open_session(cache, {T0: req()})
+    large = open_session(cache, {T0: req(), T1: req(), T2: req()})
+    # Past eviction_ms since creation, and in use (touched) since: evictable.
+    clock.ms += 900
+    incremental(cache, small, 1, {})
+    incremental(cache, large, 1, {})
+    clock.ms += 900
+    incremental(cache, small, 2, {})
+    incremental(cache, large, 2, {})
+    assert open_session(cache, {}) == INVALID_SESSION_ID  # smaller than both
+    two = {T0: req(), T1: req()}
+    replacement = open_session(cache, two)  # larger than the smaller one
+    assert replacement != INVALID_SESSION_ID
+    assert cache.get(small) is None
+    assert cache.get(large) is not None
+    four = {T0: req(), T1: req(), T2: req(), T3: req()}
+    assert open_session(cache, four) != INVALID_SESSION_ID  # larger than the established one
+    assert cache.get(large) is None
+    assert cache.get(replacement) is not None
+    # Only sessions in their first eviction_ms are left: none may go, whatever the size.
+    five = {**four, TopicPartition("e", 0): req()}
+    assert open_session(cache, five) == INVALID_SESSION_ID
+
+
+def test_sessions_idle_past_eviction_ms_expire_least_recently_used_first() -> None:
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=10, eviction_ms=1000, clock=clock)
+    first = open_session(cache)
+    clock.ms += 10
+    second = open_session(cache)
+    clock.ms += 10
+    third = open_session(cache)
+    clock.ms += 500
+    assert incremental(cache, first, 1, {}).error == ErrorCode.NONE  # now the most recent
+    clock.ms += 501  # second and third idle 1011 and 1001 ms; first 501
+    assert cache.new_context(third, 1, {}, [], True).error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert {s.id for s in cache.sessions()} == {first}
+    assert cache.get(second) is None
+    assert cache.evictions == 2
+    assert cache.total_partitions() == 3
+
+
+def test_a_stale_session_makes_room_in_a_full_cache() -> None:
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=1, eviction_ms=1000, clock=clock)
+    old = open_session(cache)
+    clock.ms += 1001
+    new = open_session(cache, privileged=False)
+    assert new != INVALID_SESSION_ID
+    assert cache.get(old) is None
+
+
+def test_session_ids_are_positive_and_unique() -> None:
+    cache = FetchSessionCache(max_entries=500, clock=Clock())
+    ids = {open_session(cache, {T0: req()}) for _ in range(500)}
+    assert len(ids) == 500
+    assert all(0 < i <= MAX_EPOCH for i in ids)
+
+
+def test_the_default_limits_are_kafkas() -> None:
+    cache = FetchSessionCache()
+    assert cache.max_entries == 1000
+    assert cache.eviction_ms == DEFAULT_EVICTION_MS == 120_000
+
+
+# --- the leader's fetch handler -----------------------------------------------------------
+
+LEADER = 1
+FOLLOWER = 2
+
+
+class FakeZk:
+    """Accepts the leader's conditional ISR writes."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+        self._lock = threading.Lock()
+
+    def set(self, path: str, _data: bytes, version: int = -1) -> Any:
+        with self._lock:
+            self.writes.append(path)
+
+        class Stat:
+            pass
+
+        stat = Stat()
+        stat.version = version + 1  # type: ignore[attr-defined]
+        return stat
+
+
+def leader_and_isr(
+    partitions: Mapping[TopicPartition, tuple[int, int, tuple[int, ...]]],
+    replicas: tuple[int, ...] = (LEADER, FOLLOWER),
+) -> dict[str, Any]:
+    """A LeaderAndIsr body: partition -> (leader, leader epoch, ISR)."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp, (leader, epoch, isr) in partitions.items():
+        topics.setdefault(tp.topic, []).append(
+            {
+                "topic_name": tp.topic,
+                "partition_index": tp.partition,
+                "controller_epoch": 1,
+                "leader": leader,
+                "leader_epoch": epoch,
+                "isr": list(isr),
+                "partition_epoch": 0,
+                "replicas": list(replicas),
+            }
+        )
+    return {
+        "controller_id": 9,
+        "controller_epoch": 1,
+        "broker_epoch": -1,
+        "topic_states": [{"topic_name": t, "partition_states": ps} for t, ps in topics.items()],
+    }
+
+
+def make_leader(
+    partitions: list[TopicPartition], isr: tuple[int, ...] = (LEADER, FOLLOWER)
+) -> tuple[KafkaApis, ReplicaManager, FakeZk]:
+    zk = FakeZk()
+    replicas = ReplicaManager(LEADER, cast(Any, zk), StateChangeLog(None, LEADER))
+    replicas.become_leader_or_follower(leader_and_isr({tp: (LEADER, 0, isr) for tp in partitions}))
+    apis = KafkaApis(
+        LEADER,
+        MetadataCache(LEADER, "PLAINTEXT"),
+        replicas,
+        cast(Any, None),
+        StateChangeLog(None, LEADER),
+        lambda: 1,
+    )
+    return apis, replicas, zk
+
+
+def change_partitions(
+    apis: KafkaApis, states: Mapping[TopicPartition, tuple[int, int, tuple[int, ...]]]
+) -> None:
+    """A LeaderAndIsr as the broker applies it: the new states, then fetches woken."""
+    seen = apis._fetch_generation
+    apis.replicas.become_leader_or_follower(leader_and_isr(states))
+    with apis.fetch_wakeup:
+        apis.fetch_wakeup.notify_all()
+    if apis._fetch_sessions is not None:  # the change is counted once sessions exist
+        wait_until(lambda: apis._fetch_generation > seen, "the change counted")
+
+
+class Loopback:
+    """A connection to a KafkaApis in this process, through the wire codec both ways."""
+
+    def __init__(self, apis: KafkaApis) -> None:
+        self.apis = apis
+        self.requests: list[dict[str, Any]] = []
+        self.closed = False
+
+    def request(self, api_key: int, api_version: int, body: Mapping[str, Any]) -> Any:
+        if self.closed:
+            raise ConnectionError("closed")
+        frame = encode_request(api_key, api_version, 7, "test", body)[4:]
+        header, offset = decode_request_header(frame)
+        decoded, _ = _request_codec(api_key, api_version).decode_from(frame, offset)
+        self.requests.append(decoded)
+        result = self.apis.handle(api_key, api_version, header, decoded)
+        assert result is not None
+        _, out = decode_response(
+            api_key, api_version, encode_response(api_key, api_version, 7, result)[4:]
+        )
+        return out
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def fetch_body(
+    partitions: Mapping[TopicPartition, int],
+    *,
+    session_id: int = 0,
+    epoch: int = INITIAL_EPOCH,
+    forgotten: list[TopicPartition] | None = None,
+    replica_id: int = FOLLOWER,
+    leader_epoch: int = 0,
+) -> dict[str, Any]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp, offset in partitions.items():
+        topics.setdefault(tp.topic, []).append(
+            {
+                "partition": tp.partition,
+                "current_leader_epoch": leader_epoch,
+                "fetch_offset": offset,
+                "last_fetched_epoch": -1,
+                "log_start_offset": 0,
+                "partition_max_bytes": 1024,
+            }
+        )
+    return {
+        "replica_id": replica_id,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "session_id": session_id,
+        "session_epoch": epoch,
+        "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        "forgotten_topics_data": [
+            {"topic": tp.topic, "partitions": [tp.partition]} for tp in forgotten or []
+        ],
+    }
+
+
+def response_partitions(response: Mapping[str, Any]) -> dict[TopicPartition, dict[str, Any]]:
+    return {
+        TopicPartition(t["topic"], p["partition_index"]): p
+        for t in response["responses"]
+        for p in t["partitions"]
+    }
+
+
+def test_handler_answers_a_full_fetch_in_full_and_an_idle_incremental_one_empty() -> None:
+    apis, _replicas, _zk = make_leader([T0, T1, T2])
+    conn = Loopback(apis)
+    full = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0, T1: 0, T2: 0}))
+    assert full["error_code"] == ErrorCode.NONE
+    assert set(response_partitions(full)) == {T0, T1, T2}
+    session_id = full["session_id"]
+    assert session_id != INVALID_SESSION_ID
+    idle = conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=1))
+    assert idle["error_code"] == ErrorCode.NONE
+    assert idle["session_id"] == session_id
+    assert idle["responses"] == []
+
+
+def test_handler_answers_only_the_partition_whose_leadership_changed() -> None:
+    apis, _replicas, _zk = make_leader([T0, T1, T2])
+    conn = Loopback(apis)
+    session_id = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0, T1: 0, T2: 0}))["session_id"]
+    # T1 gets a new leader epoch: our epoch 0 is fenced, for T1 only.
+    change_partitions(apis, {T1: (LEADER, 1, (LEADER, FOLLOWER))})
+    got = conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=1))
+    assert {tp: p["error_code"] for tp, p in response_partitions(got).items()} == {
+        T1: ErrorCode.FENCED_LEADER_EPOCH
+    }
+    # Listing T1 at the new epoch clears it: answered once more (its error reset it).
+    got = conn.request(
+        ApiKey.FETCH, 12, fetch_body({T1: 0}, session_id=session_id, epoch=2, leader_epoch=1)
+    )
+    assert {tp: p["error_code"] for tp, p in response_partitions(got).items()} == {
+        T1: ErrorCode.NONE
+    }
+    # T2 moves to another leader: NOT_LEADER_OR_FOLLOWER, for T2 only.
+    change_partitions(apis, {T2: (FOLLOWER, 1, (FOLLOWER,))})
+    got = conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=3))
+    assert {tp: p["error_code"] for tp, p in response_partitions(got).items()} == {
+        T2: ErrorCode.NOT_LEADER_OR_FOLLOWER
+    }
+    # Forgotten, it is answered no more.
+    got = conn.request(
+        ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=4, forgotten=[T2])
+    )
+    assert got["responses"] == []
+
+
+def test_handler_records_the_follower_for_every_session_partition_every_round() -> None:
+    apis, replicas, zk = make_leader([T0, T1, T2], isr=(LEADER,))
+    conn = Loopback(apis)
+    session_id = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0, T1: 0, T2: 0}))["session_id"]
+    # The full fetch found the follower caught up everywhere: into every ISR.
+    assert sorted(zk.writes) == sorted(
+        f"/brokers/topics/{tp.topic}/partitions/{tp.partition}/state" for tp in (T0, T1, T2)
+    )
+    before = {tp: replicas.partitions[tp].followers[FOLLOWER].last_fetch_ms for tp in (T0, T1)}
+    time.sleep(0.01)
+    conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=1))
+    for tp in (T0, T1):
+        state = replicas.partitions[tp].followers[FOLLOWER]
+        assert state.last_fetch_ms > before[tp]
+        assert state.last_caught_up_ms == state.last_fetch_ms
+        assert state.fetch_offset == 0
+
+
+def test_handler_session_errors() -> None:
+    apis, _replicas, _zk = make_leader([T0])
+    conn = Loopback(apis)
+    got = conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=424242, epoch=1))
+    assert got["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+    assert got["responses"] == []
+    session_id = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0}))["session_id"]
+    got = conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=5))
+    assert got["error_code"] == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+
+
+def test_handler_serves_consumers_sessions_and_sessionless_old_versions() -> None:
+    apis, _replicas, _zk = make_leader([T0, T1])
+    conn = Loopback(apis)
+    consumer = fetch_body({T0: 0, T1: 0}, replica_id=-1)
+    session_id = conn.request(ApiKey.FETCH, 12, consumer)["session_id"]
+    assert session_id != INVALID_SESSION_ID
+    idle = fetch_body({}, session_id=session_id, epoch=1, replica_id=-1)
+    assert conn.request(ApiKey.FETCH, 12, idle)["responses"] == []
+    # v4 has no sessions: every fetch is full.
+    old = conn.request(ApiKey.FETCH, 4, fetch_body({T0: 0, T1: 0}, replica_id=-1))
+    assert set(response_partitions(old)) == {T0, T1}
+
+
+def test_handler_long_polls_until_woken_by_a_change() -> None:
+    apis, _replicas, _zk = make_leader([T0, T1])
+    conn = Loopback(apis)
+    session_id = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0, T1: 0}))["session_id"]
+    body = fetch_body({}, session_id=session_id, epoch=1)
+    body["max_wait_ms"] = 30_000
+
+    def change() -> None:
+        time.sleep(0.2)
+        change_partitions(apis, {T0: (FOLLOWER, 1, (FOLLOWER,))})
+
+    changer = threading.Thread(target=change)
+    changer.start()
+    got = conn.request(ApiKey.FETCH, 12, body)
+    changer.join()
+    # Woken by the change, well before max_wait_ms, with just that partition.
+    assert set(response_partitions(got)) == {T0}
+
+
+def test_an_idle_incremental_round_reads_no_partition_but_records_them_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    apis, replicas, _zk = make_leader([T0, T1, T2])
+    conn = Loopback(apis)
+    session_id = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0, T1: 0, T2: 0}))["session_id"]
+    conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=1))  # a look
+    reads: list[TopicPartition] = []
+    recorded: list[int] = []
+    leader_partition = replicas.leader_partition
+    record = replicas.record_follower_fetches
+
+    def counting_read(tp: TopicPartition, epoch: int) -> Any:
+        reads.append(tp)
+        return leader_partition(tp, epoch)
+
+    def counting_record(replica_id: int, fetches: Any) -> None:
+        fetches = list(fetches)
+        recorded.append(len(fetches))
+        record(replica_id, fetches)
+
+    monkeypatch.setattr(replicas, "leader_partition", counting_read)
+    monkeypatch.setattr(replicas, "record_follower_fetches", counting_record)
+    for epoch in (2, 3, 4):
+        got = conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=epoch))
+        assert got["responses"] == []
+    assert reads == []
+    assert recorded == [3, 3, 3]
+    # A listed partition is read, and only it.
+    conn.request(ApiKey.FETCH, 12, fetch_body({T1: 0}, session_id=session_id, epoch=5))
+    assert reads == [T1]
+
+
+def test_a_change_nobody_notifies_is_seen_at_the_next_full_look() -> None:
+    apis, replicas, _zk = make_leader([T0, T1])
+    replicas.replica_lag_time_max_ms = 400  # a look at everything every 100 ms at least
+    conn = Loopback(apis)
+    session_id = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0, T1: 0}))["session_id"]
+    # A StopReplica (no wakeup): T0 is no longer led here.
+    replicas.stop_replicas(
+        {
+            "controller_id": 9,
+            "controller_epoch": 1,
+            "topic_states": [
+                {"topic_name": "a", "partition_states": [{"partition_index": 0, "leader_epoch": 1}]}
+            ],
+        }
+    )
+    time.sleep(0.15)
+    got = conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=1))
+    assert {tp: p["error_code"] for tp, p in response_partitions(got).items()} == {
+        T0: ErrorCode.NOT_LEADER_OR_FOLLOWER
+    }
+
+
+# --- the follower's fetcher ---------------------------------------------------------------
+
+
+@pytest.fixture
+def fetcher_setup() -> Iterator[tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread]]:
+    apis, replicas, _zk = make_leader([T0, T1, T2])
+    conn = Loopback(apis)
+
+    def connect(_endpoint: tuple[str, int], _client_id: str, _timeout: float) -> Loopback:
+        conn.closed = False
+        return conn
+
+    fetcher = ReplicaFetcherThread(
+        FOLLOWER,
+        LEADER,
+        ("127.0.0.1", 1),
+        lambda tp, _records, _hw: 0,
+        max_wait_ms=20,
+        backoff_ms=100,
+        connect=connect,
+    )
+    for tp in (T0, T1, T2):
+        fetcher.add(tp, FetchState(0, 0))
+    fetcher.start()
+    yield apis, replicas, conn, fetcher
+    fetcher.stop()
+    fetcher.thread.join(5)
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
+
+
+def listed(body: Mapping[str, Any]) -> set[TopicPartition]:
+    return {
+        TopicPartition(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]
+    }
+
+
+def forgotten(body: Mapping[str, Any]) -> set[TopicPartition]:
+    return {
+        TopicPartition(t["topic"], p)
+        for t in body["forgotten_topics_data"]
+        for p in t["partitions"]
+    }
+
+
+def test_fetcher_sends_one_full_fetch_then_empty_incremental_ones(
+    fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
+) -> None:
+    _apis, _replicas, conn, fetcher = fetcher_setup
+    wait_until(lambda: len(conn.requests) >= 5, "five fetches")
+    first, *rest = conn.requests[:5]
+    assert (first["session_id"], first["session_epoch"]) == (0, INITIAL_EPOCH)
+    assert listed(first) == {T0, T1, T2}
+    session_id = fetcher.session_id
+    assert session_id != INVALID_SESSION_ID
+    for epoch, body in enumerate(rest, start=1):
+        assert (body["session_id"], body["session_epoch"]) == (session_id, epoch)
+        assert body["topics"] == []
+        assert body["forgotten_topics_data"] == []
+    assert fetcher.full_fetches == 1
+
+
+def test_fetcher_sends_added_changed_and_removed_partitions_only(
+    fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
+) -> None:
+    apis, _replicas, conn, fetcher = fetcher_setup
+    wait_until(lambda: fetcher.session_epoch >= 2, "a session")
+    new = TopicPartition("c", 0)
+    change_partitions(apis, {new: (LEADER, 0, (LEADER, FOLLOWER))})
+    seen = len(conn.requests)
+    fetcher.add(new, FetchState(0, 0))
+    fetcher.add(T0, FetchState(0, 0))  # unchanged: not sent again
+    fetcher.remove([T1])
+    wait_until(lambda: any(listed(b) for b in conn.requests[seen:]), "the change sent")
+    changes = [b for b in conn.requests[seen:] if listed(b) or forgotten(b)]
+    assert len(changes) == 1
+    assert listed(changes[0]) == {new}
+    assert forgotten(changes[0]) == {T1}
+    assert fetcher.full_fetches == 1
+
+
+def test_fetcher_sets_aside_a_fenced_partition_and_takes_it_back(
+    fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
+) -> None:
+    apis, _replicas, conn, fetcher = fetcher_setup
+    wait_until(lambda: fetcher.session_epoch >= 2, "a session")
+    seen = len(conn.requests)
+    change_partitions(apis, {T2: (LEADER, 1, (LEADER, FOLLOWER))})
+    # Fenced at epoch 0: forgotten from the session, then, after the backoff, listed again.
+    wait_until(lambda: any(T2 in forgotten(b) for b in conn.requests[seen:]), "T2 forgotten")
+    wait_until(lambda: any(T2 in listed(b) for b in conn.requests[seen:]), "T2 back")
+    # The controller's news for this follower: the new epoch, listed, and no error then.
+    fetcher.add(T2, FetchState(0, 1))
+    wait_until(
+        lambda: any(
+            p["current_leader_epoch"] == 1
+            for b in conn.requests[seen:]
+            for t in b["topics"]
+            if t["topic"] == T2.topic
+            for p in t["partitions"]
+        ),
+        "T2 at epoch 1",
+    )
+    assert fetcher.full_fetches == 1
+
+
+def test_fetcher_starts_over_when_the_leader_loses_the_session(
+    fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
+) -> None:
+    apis, _replicas, _conn, fetcher = fetcher_setup
+    wait_until(lambda: fetcher.session_epoch >= 2, "a session")
+    old = fetcher.session_id
+    cache = apis._fetch_session_cache()
+    cache.remove(old)  # as a restarted or evicting leader would
+    wait_until(lambda: fetcher.full_fetches == 2 and fetcher.session_epoch >= 2, "a new session")
+    assert fetcher.session_id not in (old, INVALID_SESSION_ID)
+    assert [s.id for s in cache.sessions()] == [fetcher.session_id]
+
+
+def test_fetcher_starts_over_after_a_connection_failure_closing_the_old_session(
+    fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
+) -> None:
+    apis, _replicas, conn, fetcher = fetcher_setup
+    wait_until(lambda: fetcher.session_epoch >= 2, "a session")
+    old = fetcher.session_id
+    conn.closed = True  # the next request fails; the fetcher reconnects
+    wait_until(lambda: fetcher.full_fetches == 2 and fetcher.session_epoch >= 2, "a new session")
+    full = [b for b in conn.requests if b["session_epoch"] == INITIAL_EPOCH]
+    assert full[-1]["session_id"] == old  # closes the old one as it opens the new one
+    assert [s.id for s in apis._fetch_session_cache().sessions()] == [fetcher.session_id]
