@@ -98,13 +98,7 @@ def write_cluster_state(
 
 
 def _apply(zk: ZkClient, items: list[list[Any]]) -> None:
-    batch = 500
-    pending = []
-    for start in range(0, len(items), batch):
-        ops = [op for item in items[start : start + batch] for op in item]
-        pending.append(zk._multi_async(ops))
-    for p in pending:
-        results = p.get(timeout=120)
+    for results in zk.multi_batched(items):
         bad = [r for r in results if isinstance(r, Exception)]
         if bad:
             raise RuntimeError(f"bulk write failed: {bad[0]!r}")

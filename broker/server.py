@@ -271,11 +271,18 @@ class KafkaServer:
         up to controlled.shutdown.max.retries attempts, backing off between them."""
         cfg = self.config
         for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
+            asked = time.monotonic()
             try:
                 remaining = self._ask_controller_to_shut_down()
             except Exception as e:
                 log.warning("controlled shutdown attempt %d failed: %s", attempt, e)
                 remaining = None
+            self.state_log.write(
+                "controlled_shutdown",
+                attempt=attempt,
+                remaining=remaining,
+                ms=round((time.monotonic() - asked) * 1000, 1),
+            )
             if remaining == 0:
                 log.info("controlled shutdown succeeded")
                 return True

@@ -25,6 +25,8 @@ from wire.client import KafkaConnection
 log = logging.getLogger(__name__)
 
 ResponseCallback = Callable[[BrokerRequest, dict[str, Any]], None]
+# A request that will never be answered: its broker left the channel first.
+AbandonCallback = Callable[[BrokerRequest], None]
 
 
 class _Stopped(Exception):
@@ -46,7 +48,9 @@ class _BrokerSender:
         controller_id: int,
         on_response: ResponseCallback,
         socket_timeout_s: float,
+        on_abandon: AbandonCallback | None = None,
     ) -> None:
+        self.on_abandon = on_abandon
         self.broker_id = broker_id
         self.host = host
         self.port = port
@@ -120,6 +124,7 @@ class _BrokerSender:
             sleep=self._sleep,
             reraise=True,
         )
+        request: BrokerRequest | None = None
         while not self.stopped.is_set():
             request = self.queue.get()
             if request is None or self.stopped.is_set():
@@ -140,7 +145,27 @@ class _BrokerSender:
                 self.on_response(request, response)
             except Exception:
                 log.exception("response callback failed")
+            request = None
         self._drop_connection()
+        self._abandon(request)
+
+    def _abandon(self, current: BrokerRequest | None) -> None:
+        """Tell whoever waits for answers that these never will come."""
+        if self.on_abandon is None:
+            return
+        left = [current] if current is not None else []
+        while True:
+            try:
+                queued = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if queued is not None:
+                left.append(queued)
+        for r in left:
+            try:
+                self.on_abandon(r)
+            except Exception:
+                log.exception("abandon callback failed")
 
 
 class ControllerChannelManager:
@@ -150,9 +175,11 @@ class ControllerChannelManager:
         on_response: ResponseCallback,
         *,
         socket_timeout_s: float = 30.0,
+        on_abandon: AbandonCallback | None = None,
     ) -> None:
         self.controller_id = controller_id
         self.on_response = on_response
+        self.on_abandon = on_abandon
         self.socket_timeout_s = socket_timeout_s
         self._senders: dict[int, _BrokerSender] = {}
         self._lock = threading.Lock()
@@ -165,7 +192,13 @@ class ControllerChannelManager:
             if old is not None:
                 old.stop()
             sender = _BrokerSender(
-                broker_id, host, port, self.controller_id, self.on_response, self.socket_timeout_s
+                broker_id,
+                host,
+                port,
+                self.controller_id,
+                self.on_response,
+                self.socket_timeout_s,
+                self.on_abandon,
             )
             self._senders[broker_id] = sender
             sender.start()
@@ -186,6 +219,8 @@ class ControllerChannelManager:
                         request.broker_id,
                         request.api_key.name,
                     )
+                    if self.on_abandon is not None:
+                        self.on_abandon(request)
                     continue
                 sender.queue.put(request)
 

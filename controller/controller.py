@@ -110,6 +110,8 @@ class RequestTracker:
         self.sent: dict[str, int] = {}
         self.pending = 0
         self.acked_at: dict[str, float] = {}
+        self.acked_at_by_broker: dict[int, float] = {}
+        self.abandoned = 0
         self.closed = False  # no more requests will be added (the event finished)
         self._lock = threading.Lock()
 
@@ -130,8 +132,17 @@ class RequestTracker:
         now = time.monotonic()
         with self._lock:
             self.pending -= 1
-            kind = request.api_key.name
-            self.acked_at[kind] = now
+            self.acked_at[request.api_key.name] = now
+            self.acked_at_by_broker[request.broker_id] = now
+            done = self.closed and self.pending == 0
+        if done:
+            self._finish()
+
+    def abandon(self, _request: BrokerRequest) -> None:
+        """A request whose broker left before answering: it will never be acknowledged."""
+        with self._lock:
+            self.pending -= 1
+            self.abandoned += 1
             done = self.closed and self.pending == 0
         if done:
             self._finish()
@@ -148,6 +159,11 @@ class RequestTracker:
             acked_ms_by_api={
                 k: round((v - self.learned_at) * 1000, 1) for k, v in self.acked_at.items()
             },
+            acked_ms_by_broker={
+                str(b): round((v - self.learned_at) * 1000, 1)
+                for b, v in sorted(self.acked_at_by_broker.items())
+            },
+            abandoned=self.abandoned,
         )
 
 
@@ -278,8 +294,11 @@ class KafkaController:
             self.state_log,
             self.ctx.epoch,
         )
+        self.ops.deferred = True
         try:
             handler(event)
+            self.ops.deferred = False
+            self.ops.flush()
         except ControllerMovedError:
             log.warning("controller moved while processing %s: resigning", event.name)
             self._maybe_resign(fenced=True)
@@ -290,6 +309,7 @@ class KafkaController:
                 # reconnection our own /controller is removed and a new election runs.
                 self._resign(f"ZooKeeper error: {type(e).__name__}")
         finally:
+            self.ops.deferred = False
             tracker, self._tracker = self._tracker, None
             if tracker is not None:
                 tracker.close()
@@ -303,6 +323,11 @@ class KafkaController:
             requests = [dataclasses.replace(r, tracker=tracker) for r in requests]
             tracker.add(requests)
         self.channel.send(requests)
+
+    @staticmethod
+    def _on_abandon(request: BrokerRequest) -> None:
+        if isinstance(request.tracker, RequestTracker):
+            request.tracker.abandon(request)
 
     def _on_response(self, request: BrokerRequest, response: dict[str, Any]) -> None:
         """A sender thread: turn the broker's answer into an event."""
@@ -453,7 +478,7 @@ class KafkaController:
         )
         # Every broker learns the whole cluster before any LeaderAndIsr (Kafka's order).
         self.ops.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids, None)
-        self.ops.flush()
+        self.ops.barrier()
         mark("update_metadata_queued_ms")
         self.replica_sm.startup()
         mark("replica_state_machine_ms")
@@ -489,6 +514,7 @@ class KafkaController:
         self.channel = ControllerChannelManager(
             self.broker_id,
             self._on_response,
+            on_abandon=self._on_abandon,
             socket_timeout_s=self.config.controller_socket_timeout_ms / 1000,
         )
         for broker_id, (reg, _) in brokers.items():
@@ -623,7 +649,7 @@ class KafkaController:
         existing = ctx.live_or_shutting_down_broker_ids - new
         ops.batch.add_update_metadata(existing, [])
         ops.batch.add_update_metadata(new, None)
-        ops.flush()
+        ops.barrier()  # the new brokers learn the cluster before any LeaderAndIsr
         self.replica_sm.handle_state_changes(ctx.replicas_on_brokers(new), R.ONLINE)
         self.partition_sm.trigger_online_partition_state_change()
         for tp in sorted(ctx.partitions_being_reassigned):
@@ -1106,6 +1132,7 @@ class KafkaController:
             len(led) - len(remaining),
             len(remaining),
         )
+        self.ops.barrier()  # the new leaders are on their way before the broker may leave
         event.reply(int(ErrorCode.NONE), sorted(remaining))
 
     # --- observability ------------------------------------------------------------------

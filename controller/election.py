@@ -89,7 +89,11 @@ def controlled_shutdown_leader(
 def _live(
     ctx: ControllerContext, replicas: Sequence[int], *, shutting_down: bool = False
 ) -> tuple[int, ...]:
-    return tuple(r for r in replicas if ctx.is_replica_online(r, shutting_down))
+    live = ctx.live_brokers
+    down = ctx.shutting_down_broker_ids
+    if shutting_down or not down:
+        return tuple(r for r in replicas if r in live)
+    return tuple(r for r in replicas if r in live and r not in down)
 
 
 def leader_for_offline(

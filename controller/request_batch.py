@@ -122,9 +122,12 @@ class RequestBatch:
         """The requests for live brokers, and clear the batch."""
         out: list[BrokerRequest] = []
         live = ctx.live_or_shutting_down_broker_ids
+        shared: dict[tuple[TopicPartition, bool], tuple[Any, Any, dict[str, Any]]] = {}
         for broker_id, states in sorted(self.leader_and_isr.items()):
             if broker_id in live:
-                out.append(self._leader_and_isr_request(ctx, controller_id, broker_id, states))
+                out.append(
+                    self._leader_and_isr_request(ctx, controller_id, broker_id, states, shared)
+                )
         if self.update_metadata_brokers:
             targets = sorted(b for b in self.update_metadata_brokers if b in live)
             if targets:
@@ -166,14 +169,20 @@ class RequestBatch:
         controller_id: int,
         broker_id: int,
         states: dict[TopicPartition, _LeaderAndIsrEntry],
+        shared: dict[tuple[TopicPartition, bool], tuple[Any, Any, dict[str, Any]]],
     ) -> BrokerRequest:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         leader_ids: set[int] = set()
         for tp, entry in states.items():
             lai = entry.lice.leader_and_isr
             leader_ids.add(lai.leader)
-            by_topic.setdefault(tp.topic, []).append(
-                {
+            # The same partition state goes to every replica: build its dict once and share
+            # it between the brokers' bodies (the codec only reads them).
+            hit = shared.get((tp, entry.is_new))
+            if hit is not None and hit[0] is entry.lice and hit[1] is entry.assignment:
+                state = hit[2]
+            else:
+                state = {
                     "partition_index": tp.partition,
                     "controller_epoch": entry.lice.controller_epoch,
                     "leader": lai.leader,
@@ -185,7 +194,8 @@ class RequestBatch:
                     "removing_replicas": list(entry.assignment.removing),
                     "is_new": entry.is_new,
                 }
-            )
+                shared[(tp, entry.is_new)] = (entry.lice, entry.assignment, state)
+            by_topic.setdefault(tp.topic, []).append(state)
         live_leaders = []
         for leader in sorted(leader_ids):
             reg = ctx.live_brokers.get(leader)

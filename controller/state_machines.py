@@ -64,8 +64,17 @@ class ControllerOps:
     state_log: StateChangeLog
     unclean_default: bool = False
     batch: RequestBatch = field(default_factory=RequestBatch)
+    # While an event runs, flushes wait for its end so that each broker gets one request of
+    # each kind per event (every step of a broker loss would otherwise re-send the same
+    # 10,000 partitions). `barrier` sends now, where Kafka's order demands it.
+    deferred: bool = False
 
     def flush(self) -> None:
+        if not self.deferred:
+            self.barrier()
+
+    def barrier(self) -> None:
+        """Send what is batched now, even inside an event."""
         if not self.batch.is_empty():
             self.send(self.batch.build(self.ctx, self.controller_id))
 
@@ -481,7 +490,11 @@ class ReplicaStateMachine:
             with_leadership = [
                 pr.topic_partition for pr in valid if pr.topic_partition in ctx.leadership
             ]
-            updated = self.remove_replica_from_isr(replica_id, with_leadership, reason)
+            updated, untouched = self.remove_replica_from_isr(replica_id, with_leadership, reason)
+            for tp in untouched:
+                # Not in that ISR: nothing changed, nothing to tell (Kafka re-sends the same
+                # state, which every broker ignores; after a broker loss that is 10,000 of them).
+                ctx.put_replica_state(PartitionReplica(tp, replica_id), R.OFFLINE)
             for tp, lice in updated.items():
                 if not ctx.is_topic_queued_for_deletion(tp.topic):
                     recipients = [r for r in ctx.replicas(tp) if r != replica_id]
@@ -510,13 +523,15 @@ class ReplicaStateMachine:
 
     def remove_replica_from_isr(
         self, replica_id: int, tps: Sequence[TopicPartition], reason: str
-    ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+    ) -> tuple[dict[TopicPartition, LeaderIsrAndControllerEpoch], list[TopicPartition]]:
         """Take a replica out of the ISRs (and leadership) of these partitions, fenced.
 
-        Partitions whose ISR does not hold the replica are only refreshed from ZooKeeper.
+        Returns the partitions changed, and those whose ISR did not hold the replica (only
+        refreshed from ZooKeeper).
         """
         ctx, ops = self.ctx, self.ops
         out: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        untouched: list[TopicPartition] = []
         remaining = list(tps)
         for _ in range(MAX_WRITE_ROUNDS):
             if not remaining:
@@ -528,7 +543,8 @@ class ReplicaStateMachine:
                 if replica_id in lai.isr:
                     updates[tp] = election.without_replica(lai, replica_id)
                 else:
-                    out[tp] = ops.record_leadership(tp, lai)
+                    ops.record_leadership(tp, lai)
+                    untouched.append(tp)
             written = ops.store.update_partition_states(updates, ctx.epoch, ctx.epoch_zk_version)
             rows = []
             for tp, lai in written.finished.items():
@@ -547,7 +563,7 @@ class ReplicaStateMachine:
                 replica_id,
                 tp,
             )
-        return out
+        return out, untouched
 
 
 def leader_of(ctx: ControllerContext, tp: TopicPartition) -> int:

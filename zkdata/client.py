@@ -57,8 +57,10 @@ _ERROR = -1
 # Each multiRead carries at most this many reads: big enough to amortise the round trip,
 # small enough to stay far below ZooKeeper's 1 MB jute.maxbuffer for the response.
 READ_BATCH = 1000
-# Writes per fenced multi when batching many independent items (e.g. partition states).
+# Writes per multi when batching many independent items (e.g. partition states), and the
+# bytes per multi: ZooKeeper refuses a request over jute.maxbuffer (1 MB by default).
 WRITE_BATCH_OPS = 500
+WRITE_BATCH_BYTES = 512 * 1024
 
 
 class ControllerMovedError(Exception):
@@ -158,6 +160,17 @@ class WatchHandler(Protocol):
 
 def is_error(result: object) -> bool:
     return isinstance(result, Exception)
+
+
+def _op_bytes(op: WriteOp) -> int:
+    """Roughly what an op weighs in a multi request (path, data, headers)."""
+    data = op.data if isinstance(op, (Create, SetData)) else b""
+    return len(op.path) + len(data) + 32
+
+
+def _is_failed(result: object) -> bool:
+    """An op's own failure; RolledBackError only says another op of its multi failed."""
+    return isinstance(result, Exception) and not isinstance(result, RolledBackError)
 
 
 class ZkClient:
@@ -415,24 +428,44 @@ class ZkClient:
         *,
         max_ops: int = WRITE_BATCH_OPS,
     ) -> list[list[OpResult]]:
-        """Apply independent items (each a list of ops, atomic on its own), fenced.
+        """Apply independent items (each a list of ops, atomic on its own), fenced by the
+        `/controller_epoch` zkVersion; raises ControllerMovedError if a check failed."""
+        results = self.multi_batched(
+            items, check=Check(paths.CONTROLLER_EPOCH, epoch_zk_version), max_ops=max_ops
+        )
+        for r in results:
+            self._raise_if_fenced(r)
+        return [r[1:] for r in results]
+
+    def multi_batched(
+        self,
+        items: Sequence[Sequence[WriteOp]],
+        *,
+        check: Check | None = None,
+        max_ops: int = WRITE_BATCH_OPS,
+    ) -> list[list[OpResult]]:
+        """Apply independent items (each a list of ops, atomic on its own), each after
+        `check` if given; returns each item's results (the check's first, if any).
 
         Items are packed many to a multi, and the multis pipelined: 10,000 partition
         updates cost a few round trips. A multi is all-or-nothing, so when an item's own
         op fails (say BadVersion on one partition), the items packed with it are retried
-        each in a multi of its own to learn every item's result. Raises
-        ControllerMovedError if any epoch check failed.
+        each in a multi of its own to learn every item's result. A failed check fails the
+        whole multi: those items are not retried.
         """
-        check = Check(paths.CONTROLLER_EPOCH, epoch_zk_version)
+        prefix: list[WriteOp] = [check] if check is not None else []
         groups: list[list[int]] = []
         current: list[int] = []
         size = 0
+        nbytes = 0
         for i, item in enumerate(items):
-            if current and size + len(item) > max_ops:
+            item_bytes = sum(_op_bytes(op) for op in item)
+            if current and (size + len(item) > max_ops or nbytes + item_bytes > WRITE_BATCH_BYTES):
                 groups.append(current)
-                current, size = [], 0
+                current, size, nbytes = [], 0, 0
             current.append(i)
             size += len(item)
+            nbytes += item_bytes
         if current:
             groups.append(current)
 
@@ -440,26 +473,24 @@ class ZkClient:
         retry_alone: list[int] = []
         timeout = self.session_timeout_ms / 1000
         pending = [
-            (group, self._multi_async([check, *(op for i in group for op in items[i])]))
+            (group, self._multi_async([*prefix, *(op for i in group for op in items[i])]))
             for group in groups
         ]
         for group, async_result in pending:
             res = list(async_result.get(timeout=timeout))
-            self._raise_if_fenced(res)
-            failed = any(is_error(r) and not isinstance(r, RolledBackError) for r in res[1:])
-            if failed and len(group) > 1:
+            check_failed = bool(prefix) and _is_failed(res[0])
+            failed = any(_is_failed(r) for r in res[len(prefix) :])
+            if failed and not check_failed and len(group) > 1:
                 retry_alone.extend(group)
                 continue
-            pos = 1
+            pos = len(prefix)
             for i in group:
-                results[i] = res[pos : pos + len(items[i])]
+                results[i] = res[: len(prefix)] + res[pos : pos + len(items[i])]
                 pos += len(items[i])
         if retry_alone:
-            alone = [(i, self._multi_async([check, *items[i]])) for i in retry_alone]
+            alone = [(i, self._multi_async([*prefix, *items[i]])) for i in retry_alone]
             for i, async_result in alone:
-                res = list(async_result.get(timeout=timeout))
-                self._raise_if_fenced(res)
-                results[i] = res[1:]
+                results[i] = list(async_result.get(timeout=timeout))
         return [r if r is not None else [] for r in results]
 
     @staticmethod
