@@ -7,6 +7,7 @@ A bad configuration is a clear message and exit code 1 before anything starts.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sys
@@ -31,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
     )
     args = parser.parse_args(argv)
+    # A broker holds hundreds of thousands of long-lived, acyclic objects (partition
+    # states); the default thresholds make the cyclic collector rescan them constantly
+    # (a 100,000-partition failover ran 1.5x slower). Reference counting frees them anyway.
+    gc.set_threshold(100_000, 50, 100)
     logging.basicConfig(
         level=args.log_level,
         format="%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s",

@@ -328,7 +328,8 @@ class KafkaApis:
         if self.on_live_leaders is not None:
             self.on_live_leaders(body.get("live_leaders", []))
         response = self.replicas.become_leader_or_follower(body)
-        self._wake_fetches()
+        if self.replicas.last_applied:
+            self._wake_fetches()  # only a change can give a waiting fetch something to say
         if version >= 5:
             return response
         # v0-v4 answer per partition, ungrouped, with topic names.

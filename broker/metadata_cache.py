@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wire.errors import ErrorCode
-from zkdata.znodes import LEADER_DURING_DELETE, NO_LEADER
+from zkdata.znodes import LEADER_DURING_DELETE, NO_LEADER, shared_ints
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -86,9 +86,9 @@ class MetadataCache:
                     parts[p["partition_index"]] = PartitionMetadata(
                         p["leader"],
                         p["leader_epoch"],
-                        tuple(p["isr"]),
-                        tuple(p["replicas"]),
-                        tuple(p.get("offline_replicas") or ()),
+                        shared_ints(p["isr"]),
+                        shared_ints(p["replicas"]),
+                        shared_ints(p.get("offline_replicas") or ()),
                         p.get("zk_version", 0),
                         p["controller_epoch"],
                     )

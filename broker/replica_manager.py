@@ -26,7 +26,7 @@ from typing import Any
 from broker.state_change_log import StateChangeLog
 from wire.errors import ErrorCode
 from zkdata import paths
-from zkdata.client import BadVersionError, Create, NoNodeError, ZkClient
+from zkdata.client import BadVersionError, Create, NoNodeError, SetData, ZkClient
 from zkdata.znodes import (
     LeaderAndIsr,
     MalformedZnode,
@@ -34,6 +34,7 @@ from zkdata.znodes import (
     decode_partition_state,
     encode_partition_list,
     encode_partition_state,
+    shared_ints,
 )
 
 log = logging.getLogger(__name__)
@@ -41,16 +42,29 @@ log = logging.getLogger(__name__)
 # How often the leader batches ISR changes into one notification znode. Kafka waits up to
 # 5 s (IsrChangePropagationBlackOut); a short window keeps metadata fresh for clients.
 ISR_PROPAGATION_INTERVAL_S = 0.2
+# Partitions per ISR change notification: its znode must stay under jute.maxbuffer (1 MB).
+ISR_NOTIFICATION_PARTITIONS = 10_000
 
 
-@dataclass
+@dataclass(slots=True)
+class _IsrIntent:
+    """What a leader wants done to one partition's ISR; merged until the writer runs, so
+    two expansions decided while a write is in flight cannot overwrite each other."""
+
+    partition: Partition
+    add: set[int] = field(default_factory=set)
+    remove: set[int] = field(default_factory=set)
+    why: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class FollowerState:
     fetch_offset: int = -1
     last_fetch_ms: int = 0
     last_caught_up_ms: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class Partition:
     topic_partition: TopicPartition
     topic_id: uuid.UUID
@@ -60,7 +74,7 @@ class Partition:
     replicas: tuple[int, ...]
     zk_version: int
     controller_epoch: int  # of the controller whose decision made this leader
-    followers: dict[int, FollowerState] = field(default_factory=dict)
+    followers: dict[int, FollowerState] = field(default_factory=dict)  # leader only
     # Set when our ISR write found the partition moved on: wait for the next LeaderAndIsr.
     stale: bool = False
     log_end_offset: int = 0
@@ -86,15 +100,17 @@ class ReplicaManager:
         self.controller_epoch = -1  # the highest controller epoch this broker has seen
         self._lock = threading.RLock()
         self.partitions: dict[TopicPartition, Partition] = {}
-        self._isr_changed: set[TopicPartition] = set()
+        self._isr_intents: dict[TopicPartition, _IsrIntent] = {}
+        self._changes = 0  # bumped whenever leadership or staleness may have changed
+        self.last_applied = 0  # partition states the last LeaderAndIsr applied
+        self._counted_at = -1
+        self._leader_count = 0
         self._isr_cond = threading.Condition(self._lock)
         self._closed = False
         # Called (outside the lock) with partitions that became leaders and followers.
         self.on_become: Become | None = None
         self.on_stop: Callable[[list[TopicPartition], bool], None] | None = None
-        self._propagator = threading.Thread(
-            target=self._propagate_isr_changes, name="isr-change-propagation", daemon=True
-        )
+        self._propagator = threading.Thread(target=self._isr_writer, name="isr-writer", daemon=True)
 
     def start(self) -> None:
         self._propagator.start()
@@ -134,6 +150,7 @@ class ReplicaManager:
                 )
                 return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "topics": []}
             self.controller_epoch = controller_epoch
+            self._changes += 1
             for topic_state in request["topic_states"]:
                 topic = topic_state["topic_name"]
                 topic_id = topic_state.get("topic_id") or uuid.UUID(int=0)
@@ -160,6 +177,7 @@ class ReplicaManager:
                         )
                 topics_out.append({"topic_id": topic_id, "partition_errors": errors})
         self.state_log.leader_and_isr(rows)
+        self.last_applied = len(leaders) + len(followers)
         if (leaders or followers) and self.on_become is not None:
             self.on_become(leaders, followers)
         return {"error_code": 0, "topics": topics_out}
@@ -172,7 +190,7 @@ class ReplicaManager:
         An equal leader epoch is a repeat (a new controller resends every partition at
         failover): not an error worth logging, and nothing changes.
         """
-        replicas = tuple(ps["replicas"])
+        replicas = shared_ints(ps["replicas"])
         if self.broker_id not in replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
         current = self.partitions.get(tp)
@@ -190,7 +208,7 @@ class ReplicaManager:
             topic_id,
             ps["leader"],
             epoch,
-            tuple(ps["isr"]),
+            shared_ints(ps["isr"]),
             replicas,
             ps.get("partition_epoch", 0),
             ps["controller_epoch"],
@@ -224,6 +242,7 @@ class ReplicaManager:
                 )
                 return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "partition_errors": []}
             self.controller_epoch = controller_epoch
+            self._changes += 1
             errors = []
             stopped: list[TopicPartition] = []
             deleted: list[TopicPartition] = []
@@ -305,7 +324,7 @@ class ReplicaManager:
                 if replica_id not in p.isr and fetch_offset >= p.high_watermark and not p.stale:
                     expand.append(p)
         for p in expand:
-            self._update_isr(p, (*p.isr, replica_id), f"replica {replica_id} caught up")
+            self._request_isr_change(p, add=replica_id, why=f"replica {replica_id} caught up")
 
     def maybe_shrink_isr(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms."""
@@ -324,56 +343,96 @@ class ReplicaManager:
                 ]
                 if lagging:
                     candidates.append((p, tuple(r for r in p.isr if r not in lagging), lagging))
-        for p, new_isr, lagging in candidates:
-            self._update_isr(p, new_isr, f"replicas {lagging} fell behind")
+        for p, _new_isr, lagging in candidates:
+            for r in lagging:
+                self._request_isr_change(p, remove=r, why=f"replica {r} fell behind")
 
-    def _update_isr(self, p: Partition, new_isr: tuple[int, ...], why: str) -> None:
-        """Write the new ISR, conditional on the zkVersion this leader knows."""
-        tp = p.topic_partition
+    def _request_isr_change(
+        self, p: Partition, *, add: int | None = None, remove: int | None = None, why: str
+    ) -> None:
         with self._lock:
-            if p.stale or self.partitions.get(tp) is not p:
-                return
-            desired = LeaderAndIsr(p.leader, p.leader_epoch, new_isr, p.zk_version)
-            controller_epoch = p.controller_epoch
-        path = paths.partition_state(tp.topic, tp.partition)
-        try:
-            stat = self.zk.set(
-                path, encode_partition_state(desired, controller_epoch), p.zk_version
-            )
-        except BadVersionError:
-            self._after_refused_isr_write(p, path, desired)
-            return
-        except NoNodeError:
-            with self._lock:
-                p.stale = True
-            return
-        with self._lock:
-            p.isr = new_isr
-            p.zk_version = stat.version
-            self._isr_changed.add(tp)
+            intent = self._isr_intents.get(p.topic_partition)
+            if intent is None or intent.partition is not p:
+                intent = self._isr_intents[p.topic_partition] = _IsrIntent(p)
+            if add is not None:
+                intent.add.add(add)
+                intent.remove.discard(add)
+            if remove is not None:
+                intent.remove.add(remove)
+                intent.add.discard(remove)
+            intent.why.append(why)
             self._isr_cond.notify_all()
-        self.state_log.write(
-            "isr_change",
-            topic=tp.topic,
-            partition=tp.partition,
-            leader=p.leader,
-            leader_epoch=p.leader_epoch,
-            isr=list(new_isr),
-            zk_version=stat.version,
-            why=why,
-        )
+
+    def _write_isr_changes(self, intents: list[_IsrIntent]) -> list[TopicPartition]:
+        """One round of the ISR writer: every intent as a zkVersion-conditional write, all
+        in packed multis. Returns the partitions whose ISR changed."""
+        plans: list[tuple[Partition, LeaderAndIsr, str, str]] = []
+        with self._lock:
+            for intent in intents:
+                p = intent.partition
+                tp = p.topic_partition
+                if p.stale or self.partitions.get(tp) is not p or p.leader != self.broker_id:
+                    continue
+                isr = [r for r in p.isr if r not in intent.remove]
+                isr += sorted(r for r in intent.add if r not in isr and r in p.replicas)
+                if not isr or tuple(isr) == p.isr:
+                    continue  # never empty an ISR; nothing to change
+                desired = LeaderAndIsr(p.leader, p.leader_epoch, tuple(isr), p.zk_version)
+                path = paths.partition_state(tp.topic, tp.partition)
+                plans.append((p, desired, path, "; ".join(dict.fromkeys(intent.why))))
+        if not plans:
+            return []
+        items = [
+            [SetData(path, encode_partition_state(desired, p.controller_epoch), desired.zk_version)]
+            for p, desired, path, _ in plans
+        ]
+        results = self.zk.multi_batched(items)
+        changed: list[TopicPartition] = []
+        rows = []
+        refused: list[tuple[Partition, str, LeaderAndIsr]] = []
+        with self._lock:
+            for (p, desired, path, why), result in zip(plans, results, strict=True):
+                outcome = result[0]
+                if isinstance(outcome, BadVersionError):
+                    refused.append((p, path, desired))
+                elif isinstance(outcome, NoNodeError):
+                    p.stale = True
+                    self._changes += 1
+                elif isinstance(outcome, Exception):
+                    log.warning("ISR write for %s failed: %r", p.topic_partition, outcome)
+                else:
+                    p.isr = desired.isr
+                    p.zk_version = outcome.version
+                    changed.append(p.topic_partition)
+                    rows.append(
+                        {
+                            "topic": p.topic_partition.topic,
+                            "partition": p.topic_partition.partition,
+                            "leader": p.leader,
+                            "leader_epoch": p.leader_epoch,
+                            "isr": list(desired.isr),
+                            "zk_version": outcome.version,
+                            "why": why,
+                        }
+                    )
+        self.state_log.write_many("isr_change", rows)
+        for p, path, desired in refused:
+            self._after_refused_isr_write(p, path, desired)
+        return changed
 
     def _after_refused_isr_write(self, p: Partition, path: str, desired: LeaderAndIsr) -> None:
         got = self.zk.get(path)
         with self._lock:
             if got is None:
                 p.stale = True
+                self._changes += 1
                 return
             try:
                 state = decode_partition_state(path, got[0], got[1].version)
             except MalformedZnode as e:
                 log.error("%s", e)
                 p.stale = True
+                self._changes += 1
                 return
             stored = state.leader_and_isr
             if stored.leader == desired.leader and stored.leader_epoch == desired.leader_epoch:
@@ -388,41 +447,73 @@ class ReplicaManager:
                     stored.leader_epoch,
                 )
                 p.stale = True
+                self._changes += 1
 
-    def _propagate_isr_changes(self) -> None:
+    def _isr_writer(self) -> None:
+        """Writes queued ISR changes in batches, then tells the controller about them with
+        ISR change notifications (at most every ISR_PROPAGATION_INTERVAL_S)."""
+        changed: set[TopicPartition] = set()
+        last_notified = 0.0
         while True:
             with self._lock:
-                while not self._isr_changed and not self._closed:
+                while not self._isr_intents and not changed and not self._closed:
                     self._isr_cond.wait()
                 if self._closed:
                     return
-            time.sleep(ISR_PROPAGATION_INTERVAL_S)  # batch what changes in the window
-            with self._lock:
-                changed = sorted(self._isr_changed)
-                self._isr_changed.clear()
-            if not changed:
-                continue
+                intents = list(self._isr_intents.values())
+                self._isr_intents.clear()
             try:
-                self.zk.multi(
-                    [
-                        Create(
-                            f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}",
-                            encode_partition_list(changed),
-                            sequential=True,
-                        )
-                    ]
-                )
+                changed.update(self._write_isr_changes(intents))
             except Exception:
-                log.exception("could not write an ISR change notification; retrying later")
+                log.exception("ISR writes failed; retrying them")
                 with self._lock:
-                    self._isr_changed.update(changed)
+                    for intent in intents:
+                        self._isr_intents.setdefault(intent.partition.topic_partition, intent)
                 time.sleep(1)
+                continue
+            wait = ISR_PROPAGATION_INTERVAL_S - (time.monotonic() - last_notified)
+            if changed and wait > 0:
+                time.sleep(wait)  # batch what changes in the window
+                continue
+            if changed:
+                try:
+                    self._notify_isr_changes(sorted(changed))
+                    changed.clear()
+                    last_notified = time.monotonic()
+                except Exception:
+                    log.exception("could not write an ISR change notification; retrying")
+                    time.sleep(1)
+
+    def _notify_isr_changes(self, changed: list[TopicPartition]) -> None:
+        prefix = f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}"
+        chunks = [
+            changed[i : i + ISR_NOTIFICATION_PARTITIONS]
+            for i in range(0, len(changed), ISR_NOTIFICATION_PARTITIONS)
+        ]
+        for result in self.zk.multi_batched(
+            [[Create(prefix, encode_partition_list(chunk), sequential=True)] for chunk in chunks]
+        ):
+            if isinstance(result[0], Exception):
+                raise result[0]
 
     # --- views --------------------------------------------------------------------------
 
     def snapshot(self) -> list[Partition]:
         with self._lock:
             return list(self.partitions.values())
+
+    def leader_count(self) -> int:
+        """How many partitions this broker leads; recounted only after leadership changed
+        (a status line every second must not walk 100,000 partitions)."""
+        with self._lock:
+            if self._counted_at != self._changes:
+                self._leader_count = sum(
+                    1
+                    for p in self.partitions.values()
+                    if p.leader == self.broker_id and not p.stale
+                )
+                self._counted_at = self._changes
+            return self._leader_count
 
     def led_partitions(self) -> list[TopicPartition]:
         with self._lock:

@@ -249,7 +249,7 @@ class KafkaServer:
             "metadata_controller_id": self.metadata.controller_id,
             "controller": self.controller.metrics(),
             "partitions": len(self.replicas.partitions),
-            "leaders": len(self.replicas.led_partitions()),
+            "leaders": self.replicas.leader_count(),
             "requests_handled": self.socket_server.requests_handled,
             "updated_at": time.time(),
         }

@@ -8,10 +8,11 @@ Pure: it reads the context when building and touches no socket.
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from controller.context import ControllerContext, LeaderIsrAndControllerEpoch, ReplicaAssignment
 from wire.api import ApiKey
@@ -28,19 +29,32 @@ _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_S
 _ZERO_UUID = uuid.UUID(int=0)
 
 
+Body = dict[str, Any]
+
+# Partitions per LeaderAndIsr/UpdateMetadata request: a 100,000-partition decision goes out
+# in chunks, so no process ever holds it as dicts all at once (the controller builds each
+# chunk when it sends it, a broker decodes one chunk at a time).
+MAX_PARTITIONS_PER_REQUEST = 20_000
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerRequest:
-    """One request for one broker, ready for the wire codec."""
+    """One request for one broker. Its body is built on demand, by the sender thread, from
+    an immutable snapshot taken when the controller decided."""
 
     broker_id: int
     api_key: ApiKey
     api_version: int
-    body: dict[str, Any]
+    make_body: Callable[[], Body]
     partitions: tuple[TopicPartition, ...] = ()
     # For StopReplica: whether it deletes the partitions (topic deletion waits for these).
     delete_partitions: bool = False
     # Set by the controller: the event whose decisions this request carries.
     tracker: Any = None
+
+    @property
+    def body(self) -> Body:
+        return self.make_body()
 
 
 @dataclass(slots=True)
@@ -122,34 +136,39 @@ class RequestBatch:
         """The requests for live brokers, and clear the batch."""
         out: list[BrokerRequest] = []
         live = ctx.live_or_shutting_down_broker_ids
-        shared: dict[tuple[TopicPartition, bool], tuple[Any, Any, dict[str, Any]]] = {}
+        endpoints = {b: (reg.host, reg.port) for b, reg in ctx.live_brokers.items()}
         for broker_id, states in sorted(self.leader_and_isr.items()):
             if broker_id in live:
-                out.append(
-                    self._leader_and_isr_request(ctx, controller_id, broker_id, states, shared)
+                out.extend(
+                    self._leader_and_isr_requests(ctx, controller_id, broker_id, states, endpoints)
                 )
         if self.update_metadata_brokers:
             targets = sorted(b for b in self.update_metadata_brokers if b in live)
             if targets:
-                topic_states = update_metadata_topic_states(
+                rows = update_metadata_rows(
                     ctx, None if self.update_metadata_all else self.update_metadata_partitions
                 )
                 brokers = update_metadata_live_brokers(ctx)
+                topic_ids = dict(ctx.topic_ids)
+                chunks = _chunks(rows) or [[]]  # brokers only: one request, no partitions
                 for broker_id in targets:
-                    out.append(
-                        BrokerRequest(
-                            broker_id,
-                            ApiKey.UPDATE_METADATA,
-                            UPDATE_METADATA_VERSION,
-                            {
-                                "controller_id": controller_id,
-                                "controller_epoch": ctx.epoch,
-                                "broker_epoch": ctx.broker_epochs.get(broker_id, -1),
-                                "topic_states": topic_states,
-                                "live_brokers": brokers,
-                            },
+                    for chunk in chunks:
+                        out.append(
+                            BrokerRequest(
+                                broker_id,
+                                ApiKey.UPDATE_METADATA,
+                                UPDATE_METADATA_VERSION,
+                                functools.partial(
+                                    _update_metadata_body,
+                                    controller_id,
+                                    ctx.epoch,
+                                    ctx.broker_epochs.get(broker_id, -1),
+                                    chunk,
+                                    topic_ids,
+                                    brokers,
+                                ),
+                            )
                         )
-                    )
         for broker_id, stops in sorted(self.stop_replica.items()):
             if broker_id not in live:
                 continue
@@ -163,62 +182,36 @@ class RequestBatch:
         self.clear()
         return out
 
-    def _leader_and_isr_request(
-        self,
+    @staticmethod
+    def _leader_and_isr_requests(
         ctx: ControllerContext,
         controller_id: int,
         broker_id: int,
         states: dict[TopicPartition, _LeaderAndIsrEntry],
-        shared: dict[tuple[TopicPartition, bool], tuple[Any, Any, dict[str, Any]]],
-    ) -> BrokerRequest:
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        leader_ids: set[int] = set()
-        for tp, entry in states.items():
-            lai = entry.lice.leader_and_isr
-            leader_ids.add(lai.leader)
-            # The same partition state goes to every replica: build its dict once and share
-            # it between the brokers' bodies (the codec only reads them).
-            hit = shared.get((tp, entry.is_new))
-            if hit is not None and hit[0] is entry.lice and hit[1] is entry.assignment:
-                state = hit[2]
-            else:
-                state = {
-                    "partition_index": tp.partition,
-                    "controller_epoch": entry.lice.controller_epoch,
-                    "leader": lai.leader,
-                    "leader_epoch": lai.leader_epoch,
-                    "isr": list(lai.isr),
-                    "partition_epoch": lai.zk_version,
-                    "replicas": list(entry.assignment.replicas),
-                    "adding_replicas": list(entry.assignment.adding),
-                    "removing_replicas": list(entry.assignment.removing),
-                    "is_new": entry.is_new,
-                }
-                shared[(tp, entry.is_new)] = (entry.lice, entry.assignment, state)
-            by_topic.setdefault(tp.topic, []).append(state)
-        live_leaders = []
-        for leader in sorted(leader_ids):
-            reg = ctx.live_brokers.get(leader)
-            if reg is not None:
-                live_leaders.append({"broker_id": leader, "host_name": reg.host, "port": reg.port})
-        body = {
-            "controller_id": controller_id,
-            "controller_epoch": ctx.epoch,
-            "broker_epoch": ctx.broker_epochs.get(broker_id, -1),
-            "type": 0,
-            "topic_states": [
-                {
-                    "topic_name": topic,
-                    "topic_id": ctx.topic_ids.get(topic, _ZERO_UUID),
-                    "partition_states": parts,
-                }
-                for topic, parts in by_topic.items()
-            ],
-            "live_leaders": live_leaders,
-        }
-        return BrokerRequest(
-            broker_id, ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, body, tuple(states)
-        )
+        endpoints: dict[int, tuple[str, int]],
+    ) -> list[BrokerRequest]:
+        snapshot = [(tp, e.lice, e.assignment, e.is_new) for tp, e in states.items()]
+        out = []
+        for chunk in _chunks(snapshot):
+            topic_ids = {tp.topic: ctx.topic_ids.get(tp.topic, _ZERO_UUID) for tp, *_ in chunk}
+            out.append(
+                BrokerRequest(
+                    broker_id,
+                    ApiKey.LEADER_AND_ISR,
+                    LEADER_AND_ISR_VERSION,
+                    functools.partial(
+                        _leader_and_isr_body,
+                        controller_id,
+                        ctx.epoch,
+                        ctx.broker_epochs.get(broker_id, -1),
+                        chunk,
+                        topic_ids,
+                        endpoints,
+                    ),
+                    tuple(tp for tp, *_ in chunk),
+                )
+            )
+        return out
 
     @staticmethod
     def _stop_replica_request(
@@ -247,60 +240,157 @@ class RequestBatch:
             ],
         }
         return BrokerRequest(
-            broker_id, ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, body, tuple(tps), delete
+            broker_id,
+            ApiKey.STOP_REPLICA,
+            STOP_REPLICA_VERSION,
+            functools.partial(dict, body),
+            tuple(tps),
+            delete,
         )
 
 
-def update_metadata_topic_states(
+_T = TypeVar("_T")
+
+
+def _chunks(items: list[_T]) -> list[list[_T]]:
+    return [
+        items[i : i + MAX_PARTITIONS_PER_REQUEST]
+        for i in range(0, len(items), MAX_PARTITIONS_PER_REQUEST)
+    ]
+
+
+# (topic, partition, leadership, replicas, offline replicas, being deleted): immutable, so a
+# sender thread may build the request body from it while the context moves on.
+UpdateMetadataRow = tuple[
+    str, int, LeaderIsrAndControllerEpoch, tuple[int, ...], tuple[int, ...], bool
+]
+
+
+def update_metadata_rows(
     ctx: ControllerContext, partitions: Iterable[TopicPartition] | None
-) -> list[dict[str, Any]]:
-    """UpdateMetadata partition states, grouped by topic; `partitions` None means all."""
+) -> list[UpdateMetadataRow]:
+    """What UpdateMetadata says of these partitions (None: all), grouped by topic."""
     live = ctx.live_broker_ids
     leadership = ctx.leadership
     deleting = ctx.topics_to_be_deleted
     if partitions is None:
         wanted: dict[str, Iterable[int]] = {t: parts.keys() for t, parts in ctx.assignments.items()}
     else:
-        wanted = {}
+        grouped: dict[str, list[int]] = {}
         for tp in partitions:
-            wanted.setdefault(tp.topic, []).append(tp.partition)  # type: ignore[attr-defined]
-    out = []
+            grouped.setdefault(tp.topic, []).append(tp.partition)
+        wanted = dict(grouped)
+    rows: list[UpdateMetadataRow] = []
     for topic, partition_ids in wanted.items():
         assignment = ctx.assignments.get(topic)
         if assignment is None:
             continue
-        states = []
         during_delete = topic in deleting
         for p in partition_ids:
             lice = leadership.get(TopicPartition(topic, p))
             ra = assignment.get(p)
             if lice is None or ra is None:
                 continue  # no leader decided yet: nothing to tell
-            lai = lice.leader_and_isr
             replicas = ra.replicas
-            states.append(
-                {
-                    "partition_index": p,
-                    "controller_epoch": lice.controller_epoch,
-                    "leader": LEADER_DURING_DELETE if during_delete else lai.leader,
-                    "leader_epoch": lai.leader_epoch,
-                    "isr": list(lai.isr),
-                    "zk_version": lai.zk_version,
-                    "replicas": list(replicas),
-                    "offline_replicas": []
-                    if live.issuperset(replicas)
-                    else [r for r in replicas if r not in live],
-                }
+            offline = (
+                () if live.issuperset(replicas) else tuple(r for r in replicas if r not in live)
             )
-        if states:
+            rows.append((topic, p, lice, replicas, offline, during_delete))
+    return rows
+
+
+def _update_metadata_body(
+    controller_id: int,
+    controller_epoch: int,
+    broker_epoch: int,
+    rows: list[UpdateMetadataRow],
+    topic_ids: dict[str, uuid.UUID],
+    live_brokers: list[Body],
+) -> Body:
+    return {
+        "controller_id": controller_id,
+        "controller_epoch": controller_epoch,
+        "broker_epoch": broker_epoch,
+        "topic_states": update_metadata_topic_states(rows, topic_ids),
+        "live_brokers": live_brokers,
+    }
+
+
+def update_metadata_topic_states(
+    rows: list[UpdateMetadataRow], topic_ids: dict[str, uuid.UUID]
+) -> list[Body]:
+    out: list[Body] = []
+    current: list[Body] = []
+    current_topic: str | None = None
+    for topic, p, lice, replicas, offline, during_delete in rows:
+        if topic != current_topic:
+            current = []
             out.append(
                 {
                     "topic_name": topic,
-                    "topic_id": ctx.topic_ids.get(topic, _ZERO_UUID),
-                    "partition_states": states,
+                    "topic_id": topic_ids.get(topic, _ZERO_UUID),
+                    "partition_states": current,
                 }
             )
+            current_topic = topic
+        lai = lice.leader_and_isr
+        current.append(
+            {
+                "partition_index": p,
+                "controller_epoch": lice.controller_epoch,
+                "leader": LEADER_DURING_DELETE if during_delete else lai.leader,
+                "leader_epoch": lai.leader_epoch,
+                "isr": list(lai.isr),
+                "zk_version": lai.zk_version,
+                "replicas": list(replicas),
+                "offline_replicas": list(offline),
+            }
+        )
     return out
+
+
+def _leader_and_isr_body(
+    controller_id: int,
+    controller_epoch: int,
+    broker_epoch: int,
+    chunk: list[tuple[TopicPartition, LeaderIsrAndControllerEpoch, ReplicaAssignment, bool]],
+    topic_ids: dict[str, uuid.UUID],
+    endpoints: dict[int, tuple[str, int]],
+) -> Body:
+    by_topic: dict[str, list[Body]] = {}
+    leader_ids: set[int] = set()
+    for tp, lice, ra, is_new in chunk:
+        lai = lice.leader_and_isr
+        leader_ids.add(lai.leader)
+        by_topic.setdefault(tp.topic, []).append(
+            {
+                "partition_index": tp.partition,
+                "controller_epoch": lice.controller_epoch,
+                "leader": lai.leader,
+                "leader_epoch": lai.leader_epoch,
+                "isr": list(lai.isr),
+                "partition_epoch": lai.zk_version,
+                "replicas": list(ra.replicas),
+                "adding_replicas": list(ra.adding),
+                "removing_replicas": list(ra.removing),
+                "is_new": is_new,
+            }
+        )
+    return {
+        "controller_id": controller_id,
+        "controller_epoch": controller_epoch,
+        "broker_epoch": broker_epoch,
+        "type": 0,
+        "topic_states": [
+            {"topic_name": t, "topic_id": topic_ids[t], "partition_states": parts}
+            for t, parts in by_topic.items()
+        ],
+        "live_leaders": [
+            {"broker_id": b, "host_name": endpoints[b][0], "port": endpoints[b][1]}
+            for b in sorted(leader_ids)
+            if b in endpoints
+        ],
+    }
 
 
 def update_metadata_live_brokers(ctx: ControllerContext) -> list[dict[str, Any]]:

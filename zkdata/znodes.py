@@ -35,6 +35,27 @@ _INT_TEXT = re.compile(r"-?[0-9]+")
 _TOPIC_ID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")
 
 
+# Replica lists and ISRs repeat endlessly (100,000 partitions on 3 brokers have a dozen
+# distinct ones): sharing one tuple per distinct value saves ~100 bytes per partition in
+# every structure that holds them. Bounded, in case a cluster really has that many.
+_SHARED_TUPLES: dict[tuple[int, ...], tuple[int, ...]] = {}
+_SHARED_TUPLES_MAX = 100_000
+
+
+def shared_ints(values: Iterable[int]) -> tuple[int, ...]:
+    """An equal tuple, the same object for every equal value (while the table has room).
+
+    Only for values already known to be ints: (True,) and (1.0,) are equal to (1,).
+    """
+    t = tuple(values)
+    shared = _SHARED_TUPLES.get(t)
+    if shared is not None:
+        return shared
+    if len(_SHARED_TUPLES) < _SHARED_TUPLES_MAX:
+        _SHARED_TUPLES[t] = t
+    return t
+
+
 class MalformedZnode(ValueError):
     """A znode's data could not be decoded. Carries the path, so reports can name it."""
 
@@ -304,12 +325,12 @@ def _decode_partition_map(path: str, value: object, what: str) -> dict[int, tupl
             ):
                 break
             partition_id = int(key)
-            ids = tuple(replicas)
+            # Types checked before sharing: (True,) and (1.0,) equal (1,) as dict keys.
             if partition_id > _INT32_MAX or not all(
-                type(r) is int and _INT32_MIN <= r <= _INT32_MAX for r in ids
+                type(r) is int and _INT32_MIN <= r <= _INT32_MAX for r in replicas
             ):
                 break
-            out[partition_id] = ids
+            out[partition_id] = shared_ints(replicas)
         else:
             return out
     return _decode_partition_map_strictly(path, value, what)
@@ -403,7 +424,7 @@ def decode_partition_state(path: str, data: bytes | None, zk_version: int) -> Pa
         leader = obj["leader"]
         leader_epoch = obj["leader_epoch"]
         controller_epoch = obj["controller_epoch"]
-        isr = tuple(obj["isr"])
+        raw_isr = obj["isr"]
     except Exception:
         return _decode_partition_state_strictly(path, data, zk_version)
     if (
@@ -414,9 +435,12 @@ def decode_partition_state(path: str, data: bytes | None, zk_version: int) -> Pa
         and LEADER_DURING_DELETE <= leader <= _INT32_MAX
         and 0 <= leader_epoch <= _INT32_MAX
         and 0 <= controller_epoch <= _INT32_MAX
-        and all(type(r) is int and 0 <= r <= _INT32_MAX for r in isr)
-        and len(set(isr)) == len(isr)
+        and type(raw_isr) is list
+        # Types checked before sharing: (True,) and (1.0,) equal (1,) as dict keys.
+        and all(type(r) is int and 0 <= r <= _INT32_MAX for r in raw_isr)
+        and len(set(raw_isr)) == len(raw_isr)
     ):
+        isr = shared_ints(raw_isr)
         return PartitionState(LeaderAndIsr(leader, leader_epoch, isr, zk_version), controller_epoch)
     return _decode_partition_state_strictly(path, data, zk_version)
 

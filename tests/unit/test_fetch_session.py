@@ -31,6 +31,7 @@ from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import decode_request_header, decode_response, encode_request, encode_response
 from wire.protocol import request_codec as _request_codec
+from zkdata.client import SetData
 from zkdata.znodes import TopicPartition
 
 T0 = TopicPartition("a", 0)
@@ -416,22 +417,39 @@ FOLLOWER = 2
 
 
 class FakeZk:
-    """Accepts the leader's conditional ISR writes."""
+    """Accepts the leader's conditional ISR writes (and its change notifications)."""
 
     def __init__(self) -> None:
         self.writes: list[str] = []
         self._lock = threading.Lock()
 
-    def set(self, path: str, _data: bytes, version: int = -1) -> Any:
-        with self._lock:
-            self.writes.append(path)
-
+    def multi_batched(self, items: list[list[Any]], **_: Any) -> list[list[Any]]:
         class Stat:
-            pass
+            def __init__(self, version: int) -> None:
+                self.version = version
 
-        stat = Stat()
-        stat.version = version + 1  # type: ignore[attr-defined]
-        return stat
+        out = []
+        with self._lock:
+            for item in items:
+                results = []
+                for op in item:
+                    if isinstance(op, SetData):
+                        self.writes.append(op.path)
+                        results.append(Stat(op.version + 1))
+                    else:
+                        results.append(op.path)
+                out.append(results)
+        return out
+
+    def wait_for_writes(self, count: int, timeout: float = 10.0) -> list[str]:
+        """The ISR writer runs on its own thread: wait (bounded) for its writes."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if len(self.writes) >= count:
+                    return list(self.writes)
+            time.sleep(0.01)
+        return list(self.writes)
 
 
 def leader_and_isr(
@@ -466,6 +484,7 @@ def make_leader(
 ) -> tuple[KafkaApis, ReplicaManager, FakeZk]:
     zk = FakeZk()
     replicas = ReplicaManager(LEADER, cast(Any, zk), StateChangeLog(None, LEADER))
+    replicas.start()  # the ISR writer
     replicas.become_leader_or_follower(leader_and_isr({tp: (LEADER, 0, isr) for tp in partitions}))
     apis = KafkaApis(
         LEADER,
@@ -608,7 +627,7 @@ def test_handler_records_the_follower_for_every_session_partition_every_round() 
     conn = Loopback(apis)
     session_id = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0, T1: 0, T2: 0}))["session_id"]
     # The full fetch found the follower caught up everywhere: into every ISR.
-    assert sorted(zk.writes) == sorted(
+    assert sorted(zk.wait_for_writes(3)) == sorted(
         f"/brokers/topics/{tp.topic}/partitions/{tp.partition}/state" for tp in (T0, T1, T2)
     )
     before = {tp: replicas.partitions[tp].followers[FOLLOWER].last_fetch_ms for tp in (T0, T1)}
