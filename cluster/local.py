@@ -350,6 +350,8 @@ def signal_broker(broker: BrokerProcess, sig: signal.Signals) -> bool:
         os.kill(broker.pid, sig)
     except ProcessLookupError:
         return False
+    if sig == signal.SIGSTOP:
+        processes.wait_stopped(broker.pid)  # "paused" means paused when we return
     return True
 
 

@@ -148,3 +148,14 @@ def wait_gone(pid: int, proc: subprocess.Popen[bytes] | None, timeout: float) ->
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
+
+
+def wait_stopped(pid: int, timeout: float = 10.0) -> bool:
+    """After SIGSTOP: wait until the kernel shows `pid` stopped (signals are asynchronous,
+    so without this a "paused" process may still answer for a moment)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if state(pid) in ("T", "t", None, "Z", "X"):
+            return True
+        time.sleep(0.005)
+    return False

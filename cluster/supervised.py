@@ -37,7 +37,7 @@ from zkdata.znodes import (
 
 T = TypeVar("T")
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.05) -> T:
@@ -144,7 +144,9 @@ class SupervisedBroker:
         return self.wait_exit(timeout)
 
     def pause(self) -> None:
+        """SIGSTOP, returning once the process is stopped (a zombie in the making)."""
         self.signal(signal.SIGSTOP)
+        processes.wait_stopped(self.pid)
 
     def resume(self) -> None:
         self.signal(signal.SIGCONT)

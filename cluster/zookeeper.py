@@ -55,6 +55,7 @@ from cluster.processes import (
     started_pids,
     track_process,
     wait_gone,
+    wait_stopped,
 )
 
 __all__ = [
@@ -705,6 +706,8 @@ class LocalServer:
         """SIGSTOP: the process freezes, its sockets stay open (a hung server)."""
         if not self._signal(signal.SIGSTOP):
             raise ZooKeeperError(f"ZooKeeper server {self.myid} is not running")
+        if self._pid is not None:
+            wait_stopped(self._pid)
 
     def resume(self) -> None:
         """SIGCONT after :meth:`pause`."""

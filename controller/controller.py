@@ -41,6 +41,7 @@ from controller.store import ZkControllerStore
 from controller.topic_deletion import TopicDeletionManager
 from election.controller_election import (
     NO_CONTROLLER,
+    UNKNOWN_CONTROLLER,
     FencingToken,
     delete_own_controller_znode,
     read_controller,
@@ -206,6 +207,7 @@ class KafkaController:
         )
         self.handlers = zk_handlers.HandlerRegistry(zk, self.events.put)
         self._controller_change = zk_handlers.controller_change(self.events.put)
+        self._controller_epoch_change = zk_handlers.controller_epoch_change(self.events.put)
         self.reassignments = _Reassignments()
         self.active_controller_id = NO_CONTROLLER
         self.token: FencingToken | None = None
@@ -227,6 +229,7 @@ class KafkaController:
     def start(self) -> None:
         self.zk.add_state_listener(self._on_zk_state)
         self.zk.register_handler(paths.CONTROLLER, self._controller_change)
+        self.zk.register_handler(paths.CONTROLLER_EPOCH, self._controller_epoch_change)
         self.events.start()
         self.events.put(ev.Startup())
 
@@ -237,6 +240,7 @@ class KafkaController:
         if self.is_active:
             self._resign("broker shutting down")
         self.zk.unregister_handler(paths.CONTROLLER, self._controller_change)
+        self.zk.unregister_handler(paths.CONTROLLER_EPOCH, self._controller_epoch_change)
 
     def controlled_shutdown(
         self, broker_id: int, broker_epoch: int, reply: ev.ShutdownReply
@@ -427,7 +431,8 @@ class KafkaController:
         self.active_controller_id = controller_id
         if was_active and (fenced or controller_id != self.broker_id):
             self._resign("fenced: another controller's epoch" if fenced else "controller moved")
-            if controller_id == self.broker_id:
+            if controller_id in (self.broker_id, UNKNOWN_CONTROLLER):
+                # Ours (by session) even if unreadable: left standing it blocks elections.
                 delete_own_controller_znode(self.zk, self.broker_id)
         elif controller_id != self.broker_id:
             self.state_log.controller_seen(controller_id, "controller changed")
@@ -805,6 +810,8 @@ class KafkaController:
         failed: list[PartitionReplica] = []
         done: list[PartitionReplica] = []
         for tp, code in event.partition_errors.items():
+            if not self.ctx.is_topic_queued_for_deletion(tp.topic):
+                continue  # a replica removed by a reassignment, not a topic deletion
             pr = PartitionReplica(tp, event.broker_id)
             (failed if event.request_error or code else done).append(pr)
         if failed:
@@ -902,6 +909,10 @@ class KafkaController:
         self.store.write_reassignment_znode(
             self.reassignments.zk_triggered, self.ctx.epoch_zk_version
         )
+        if not self.reassignments.zk_triggered:
+            # Deleted: ensure we detect future reassignments (our own setData may have
+            # consumed the watch), as Kafka's removePartitionsFromZkReassignment does.
+            self.events.put(ev.PartitionReassignment())
 
     def _initialize_reassignments(self) -> None:
         ctx = self.ctx
@@ -930,8 +941,14 @@ class KafkaController:
         tp = event.topic_partition
         if not self.is_active or tp not in self.ctx.partitions_being_reassigned:
             return
-        self.zk.get(paths.partition_state(tp.topic, tp.partition), watch=True)  # re-arm
-        self._on_partition_reassignment(tp, self.ctx.full_assignment(tp))
+        path = paths.partition_state(tp.topic, tp.partition)
+        state = self.store.decode_state(path, self.zk.get(path, watch=True))  # re-arm
+        reassignment = self.ctx.full_assignment(tp)
+        if state is None or not all(
+            r in state.leader_and_isr.isr for r in reassignment.target_replicas
+        ):
+            return  # not caught up yet: only a complete reassignment moves on (Kafka)
+        self._on_partition_reassignment(tp, reassignment)
         self._write_reassignment_znode()
 
     def _on_partition_reassignment(

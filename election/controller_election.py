@@ -41,6 +41,8 @@ class FencingToken:
 class ElectionOutcome:
     controller_id: int  # the active controller after the attempt (NO_CONTROLLER if none)
     token: FencingToken | None  # set only when this broker won
+    # Why no election could be held at all (a malformed /controller_epoch), else None.
+    problem: str | None = None
 
     @property
     def won(self) -> bool:
@@ -79,8 +81,18 @@ def read_controller(zk: ZkClient, *, watch: bool = False) -> tuple[int, int]:
 
 
 def try_elect(zk: ZkClient, broker_id: int) -> ElectionOutcome:
-    """One attempt to become controller. Never raises for a lost race."""
-    current = read_controller_epoch(zk)
+    """One attempt to become controller. Never raises for a lost race.
+
+    A `/controller_epoch` that is not a valid epoch stops the election: no broker can know
+    which epoch comes next, and a guess below one the brokers have seen would have every
+    request of the new controller refused as stale. The problem is logged naming the znode,
+    a watch is left on it (the controller retries when it changes: `zk_handlers.
+    controller_epoch_change`), and the outcome says there is no controller.
+    """
+    try:
+        current = read_controller_epoch(zk)
+    except MalformedZnode as e:
+        return _unelectable(zk, e)
     new_epoch = current.epoch + 1
     results = zk.multi(
         [
@@ -94,7 +106,10 @@ def try_elect(zk: ZkClient, broker_id: int) -> ElectionOutcome:
     # it was ours if /controller names us under our session and the epoch is the one we wrote.
     controller_id, owner = read_controller(zk, watch=True)
     if controller_id == broker_id and owner == zk.session_id:
-        epoch = read_controller_epoch(zk)
+        try:
+            epoch = read_controller_epoch(zk)
+        except MalformedZnode as e:
+            return _unelectable(zk, e)
         if epoch.epoch == new_epoch:
             return ElectionOutcome(broker_id, epoch)
     if controller_id == NO_CONTROLLER and any(isinstance(r, NoNodeError) for r in results):
@@ -102,10 +117,25 @@ def try_elect(zk: ZkClient, broker_id: int) -> ElectionOutcome:
     return ElectionOutcome(controller_id, None)
 
 
+def _unelectable(zk: ZkClient, error: MalformedZnode) -> ElectionOutcome:
+    problem = (
+        f"cannot elect a controller: {error}. No broker can be elected until it holds a"
+        " valid epoch: write the last controller epoch the brokers have seen (or a larger"
+        f" integer) into {paths.CONTROLLER_EPOCH}; the election is retried when it changes"
+    )
+    log.error("%s", problem)
+    zk.exists(paths.CONTROLLER_EPOCH, watch=True)
+    return ElectionOutcome(NO_CONTROLLER, None, problem)
+
+
 def delete_own_controller_znode(zk: ZkClient, broker_id: int) -> bool:
     """Remove `/controller` if it is this session's (a resigned controller whose session
     survived an outage must not leave the cluster with a controller nobody is acting as:
-    KAFKA-13407). Conditional on the znode's version, so nobody else's is ever removed."""
+    KAFKA-13407). Conditional on the znode's version, so nobody else's is ever removed.
+
+    The session that owns the ephemeral is what makes it ours: one whose data someone made
+    unreadable is ours too, and left standing it would block every election.
+    """
     got = zk.get(paths.CONTROLLER)
     if got is None:
         return False
@@ -114,7 +144,7 @@ def delete_own_controller_znode(zk: ZkClient, broker_id: int) -> bool:
         owner_id = decode_controller(data)
     except MalformedZnode:
         owner_id = UNKNOWN_CONTROLLER
-    if int(stat.ephemeralOwner) != zk.session_id or owner_id != broker_id:
+    if int(stat.ephemeralOwner) != zk.session_id or owner_id not in (broker_id, UNKNOWN_CONTROLLER):
         return False
     try:
         zk.kazoo.delete(paths.CONTROLLER, version=stat.version)

@@ -61,6 +61,18 @@ def controller_change(enqueue: Enqueue) -> DataChangeHandler:
     )
 
 
+def controller_epoch_change(enqueue: Enqueue) -> DataChangeHandler:
+    """Armed only by an election that found `/controller_epoch` malformed: any change to
+    it (an operator's repair) retries the election."""
+    return DataChangeHandler(
+        paths.CONTROLLER_EPOCH,
+        enqueue,
+        on_created=ev.Reelect,
+        on_changed=ev.Reelect,
+        on_deleted=ev.Reelect,
+    )
+
+
 def broker_change(enqueue: Enqueue) -> ChildChangeHandler:
     return ChildChangeHandler(paths.BROKER_IDS, enqueue, ev.BrokerChange)
 
@@ -89,15 +101,30 @@ def isr_change_notification(enqueue: Enqueue) -> ChildChangeHandler:
     return ChildChangeHandler(paths.ISR_CHANGE_NOTIFICATION, enqueue, ev.IsrChangeNotification)
 
 
+# The two admin request znodes are created by a tool and deleted by the controller when it
+# is done. Deleting one fires the watch its event armed, and nothing would arm another: the
+# next request would go unseen. So a deletion enqueues the event too, whose re-read (the
+# znode is gone) arms the watch for the next creation, as Kafka's controller re-registers
+# its handler after the deletion ("ensure we detect future reassignments"). A reassignment
+# znode the controller rewrote meanwhile (partitions left to do) spent that watch on the
+# rewrite: then the controller itself must look again once it has deleted the znode.
+
+
 def partition_reassignment(enqueue: Enqueue) -> DataChangeHandler:
     return DataChangeHandler(
-        paths.REASSIGN_PARTITIONS, enqueue, on_created=ev.PartitionReassignment
+        paths.REASSIGN_PARTITIONS,
+        enqueue,
+        on_created=ev.PartitionReassignment,
+        on_deleted=ev.PartitionReassignment,
     )
 
 
 def preferred_replica_election(enqueue: Enqueue) -> DataChangeHandler:
     return DataChangeHandler(
-        paths.PREFERRED_REPLICA_ELECTION, enqueue, on_created=ev.PreferredReplicaElection
+        paths.PREFERRED_REPLICA_ELECTION,
+        enqueue,
+        on_created=ev.PreferredReplicaElection,
+        on_deleted=ev.PreferredReplicaElection,
     )
 
 

@@ -1,0 +1,404 @@
+"""The administration paths end to end: an admin operation (the admin modules or the `zkctl`
+CLI, both writing znodes), real brokers and their controller acting on it, and the
+ZooKeeper state it ends in, read back from the znodes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from admin import reassign, topics
+from tests.integration.conftest import ClusterFactory
+from tests.integration.harness import Cluster, wait_for
+from wire.api import ApiKey
+from wire.client import KafkaConnection
+from zkdata import paths, znodes
+from zkdata.znodes import LeaderAndIsr, TopicPartition, decode_topic_config
+
+pytestmark = pytest.mark.integration
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def zkctl(c: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m zkctl --zookeeper <connect> ...`, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "zkctl", "--zookeeper", c.zk_connect, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=PROJECT_ROOT,
+    )
+
+
+def metadata_topics(c: Cluster, broker_id: int) -> dict[str, dict[str, Any]]:
+    """The topics broker `broker_id` answers a Metadata request with, by name."""
+    with KafkaConnection("127.0.0.1", c[broker_id].port(), timeout_s=10) as conn:
+        response = conn.request(ApiKey.METADATA, 1, {"topics": None})
+    return {t["name"]: t for t in response["topics"]}
+
+
+def exists(c: Cluster, path: str) -> bool:
+    return c.zk.exists(path) is not None
+
+
+def logged(c: Cluster, broker_id: int, event: str, count: int) -> list[dict[str, Any]]:
+    """Broker `broker_id`'s state-change log rows of `event`, once there are `count` (a row
+    is written just after the znode write it records)."""
+
+    def rows() -> list[dict[str, Any]] | None:
+        got = c[broker_id].state_changes(event)
+        return got if len(got) >= count else None
+
+    return wait_for(rows, 30, f"{count} {event} rows in broker {broker_id}'s state-change log")
+
+
+def elected(c: Cluster, broker_id: int, reason: str, count: int) -> list[dict[str, Any]]:
+    """The controller's partition_state rows for `reason`, once there are `count`."""
+
+    def rows() -> list[dict[str, Any]] | None:
+        got = [r for r in c[broker_id].state_changes("partition_state") if r["reason"] == reason]
+        return got if len(got) >= count else None
+
+    return wait_for(rows, 30, f"{count} {reason!r} partition states logged")
+
+
+def led_by_preferred(c: Cluster, topic: str) -> dict[int, LeaderAndIsr] | None:
+    a = c.assignment(topic)
+    states = c.partition_states(topic)
+    assert a is not None
+    ok = all(states[p].leader == r[0] for p, r in a.partitions.items())
+    return states if ok else None
+
+
+def test_create_through_the_cli_and_add_partitions(cluster_factory: ClusterFactory) -> None:
+    c = cluster_factory()
+    proc = zkctl(
+        c, "topic", "create", "--topic", "t", "--partitions", "3", "--replication-factor", "2",
+        "--config", "unclean.leader.election.enable=true",
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (0, "Created topic t.\n"), proc.stderr
+    states = c.wait_topic_online("t")
+    a = c.assignment("t")
+    assert a is not None
+    assert sorted(a.partitions) == [0, 1, 2]
+    for p, replicas in a.partitions.items():
+        # Every replica is live: the first one leads, and the ISR is all of them.
+        assert (states[p].leader, states[p].isr) == (replicas[0], replicas)
+    config = c.zk.get(paths.topic_config("t"))
+    assert config is not None
+    assert decode_topic_config("t", config[0]) == {"unclean.leader.election.enable": "true"}
+
+    added = topics.add_partitions(c.zk, "t", 5).added
+    assert sorted(added) == [3, 4]
+    after = c.wait_topic_online("t")
+    for p, replicas in added.items():
+        assert (after[p].leader, after[p].isr) == (replicas[0], tuple(replicas))
+    # The existing partitions were not touched: same leader, epoch, ISR and znode version.
+    assert {p: after[p] for p in (0, 1, 2)} == states
+    grown = c.assignment("t")
+    assert grown is not None
+    assert grown.partitions == {**a.partitions, **{p: tuple(r) for p, r in added.items()}}
+
+    # A replica on a broker that is down: the first LIVE replica leads, the ISR is the live
+    # ones (the assignment is written directly, as by a tool that saw broker 3 alive).
+    assert c[3].stop() == 0
+    c.wait_controller()
+    c.create_topic("u", {0: (3, 1, 2), 1: (2, 3, 1)})
+    states = c.wait_topic_online("u")
+    assert (states[0].leader, states[0].isr) == (1, (1, 2))
+    assert (states[1].leader, states[1].isr) == (2, (2, 1))
+
+
+def test_delete_topic_and_a_deletion_held_by_a_broker_that_is_down(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory()
+    controller_id, _ = c.wait_controller()
+    for name, assignment in (("gone", "1:2,2:3"), ("kept", "3:1"), ("held", "1:2,2:3")):
+        topics.create_topic(c.zk, topics.parse_create_request(name, replica_assignment=assignment))
+        c.wait_topic_online(name)
+    wait_for(
+        lambda: all({"gone", "kept"} <= set(metadata_topics(c, b)) for b in (1, 2, 3)),
+        30,
+        "every broker's metadata to list the topics",
+    )
+
+    assert topics.delete_topic(c.zk, "gone").outcome == "marked"
+    wait_for(
+        lambda: (
+            not any(
+                exists(c, p)
+                for p in (
+                    paths.delete_topic("gone"),
+                    paths.topic("gone"),
+                    paths.topic_config("gone"),
+                )
+            )
+        ),
+        30,
+        "the deletion request and every znode of the topic to go",
+    )
+    wait_for(
+        lambda: all("gone" not in metadata_topics(c, b) for b in (1, 2, 3)),
+        30,
+        "every broker's metadata to drop the topic",
+    )
+    assert all("kept" in metadata_topics(c, b) for b in (1, 2, 3))
+    assert c.partition_states("kept")[0].leader == 3
+    assert [r["topic"] for r in logged(c, controller_id, "topic_deleted", 1)] == ["gone"]
+
+    # A replica of "held" is on broker 3, which is down: the deletion waits for it.
+    victim = 3 if controller_id != 3 else 2
+    assert c[victim].stop() == 0
+    wait_for(lambda: victim not in c.registered(), 30, f"broker {victim} gone")
+    topics.delete_topic(c.zk, "held")
+    wait_for(
+        lambda: (
+            "deletion of topics ['held'] halted: a replica is on a dead broker"
+            in c[controller_id].output()
+        ),
+        30,
+        "the controller to hold the deletion",
+    )
+    assert exists(c, paths.delete_topic("held"))
+    assert exists(c, paths.topic("held"))
+    c[victim].start()
+    wait_for(
+        lambda: not exists(c, paths.delete_topic("held")) and not exists(c, paths.topic("held")),
+        60,
+        "the held deletion to complete once the broker returned",
+    )
+    assert not exists(c, paths.topic_config("held"))
+    deleted = [r["topic"] for r in logged(c, controller_id, "topic_deleted", 2)]
+    assert deleted == ["gone", "held"]
+    assert exists(c, paths.topic("kept"))
+
+
+def test_reassignment_to_a_broker_started_later_moving_the_leader(
+    cluster_factory: ClusterFactory, tmp_path: Path
+) -> None:
+    c = cluster_factory(brokers=(1, 2, 3, 4), start=False)
+    for b in (1, 2, 3):
+        c[b].start()
+    c.wait_registered([1, 2, 3])
+    controller_id, _ = c.wait_controller()
+    c.create_topic("t", {0: (1, 2), 1: (2, 1)})
+    c.wait_topic_online("t")
+    c[4].start()
+    c.wait_registered([4])
+
+    # t-0: leader 1 is not in the target, so leadership must move; t-1 moves to broker 4.
+    target = {0: (2, 3), 1: (4, 2)}
+    plan = tmp_path / "plan.json"
+    plan.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": "t", "partition": p, "replicas": list(r)} for p, r in target.items()
+                ],
+            }
+        )
+    )
+    proc = zkctl(c, "reassign", "--reassignment-json-file", str(plan), "--execute")
+    assert proc.returncode == 0, proc.stderr
+    assert "Successfully started partition reassignments for t-0,t-1" in proc.stdout
+
+    def done() -> bool:
+        a = c.assignment("t")
+        return (
+            a is not None
+            and a.partitions == target
+            and not exists(c, paths.REASSIGN_PARTITIONS)
+            and not a.adding_replicas
+            and not a.removing_replicas
+        )
+
+    wait_for(done, 60, "the reassignment to complete")
+    states = c.partition_states("t")
+    for p, replicas in target.items():
+        assert states[p].leader in replicas
+        assert set(states[p].isr) <= set(replicas)
+    assert states[0].leader == 2  # the first target replica that was in the ISR
+    assert states[1].leader == 2  # still in the target: kept
+    verify = zkctl(c, "reassign", "--reassignment-json-file", str(plan), "--verify")
+    assert "Reassignment of partition t-0 is complete." in verify.stdout, verify.stdout
+    # Every broker learns the new replica sets; broker 1 hosts nothing any more.
+    wait_for(
+        lambda: all(
+            {p["partition_index"]: tuple(p["replica_nodes"]) for p in md["partitions"]} == target
+            for md in (metadata_topics(c, b)["t"] for b in (1, 2, 3, 4))
+        ),
+        30,
+        "every broker's metadata to show the target replicas",
+    )
+    wait_for(
+        lambda: (c[1].status() or {}).get("partitions") == 0,
+        30,
+        "broker 1 to stop hosting the partitions moved away",
+    )
+    # The new replicas caught up: the ISR is the whole target.
+    c.wait_partitions(
+        "t",
+        lambda s: all(set(s[p].isr) == set(r) for p, r in target.items()),
+        "the ISRs to be the target replicas",
+    )
+
+    # The controller watches for the next reassignment too (Kafka: "ensure we detect
+    # future reassignments" once it deleted the znode).
+    reassign.start_reassignment(c.zk, {TopicPartition("t", 1): (2, 4)})
+    wait_for(
+        lambda: (
+            not exists(c, paths.REASSIGN_PARTITIONS)
+            and (a := c.assignment("t")) is not None
+            and a.partitions[1] == (2, 4)
+        ),
+        30,
+        "a second reassignment to complete",
+    )
+    # Every step was a valid one (the removed replicas' StopReplica answers are not taken
+    # for a topic deletion's, the new replicas are started once).
+    assert "invalid replica state transition" not in c[controller_id].output()
+
+
+def test_a_reassignment_to_a_broker_that_is_down_waits_for_it_quietly(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """A target replica that cannot catch up (its broker died after the request was made:
+    the znode is written directly, as a tool that saw it alive would have) holds the
+    reassignment, without the controller re-sending it over and over; it completes once
+    the broker is back."""
+    c = cluster_factory()
+    controller_id, _ = c.wait_controller()
+    down = next(b for b in (1, 2, 3) if b != controller_id)
+    other = next(b for b in (1, 2, 3) if b not in (controller_id, down))
+    c.create_topic("t", {0: (controller_id, other)})
+    c.wait_topic_online("t")
+    assert c[down].stop() == 0
+    c.zk.create(
+        paths.REASSIGN_PARTITIONS,
+        znodes.encode_reassignment({TopicPartition("t", 0): (controller_id, down)}),
+    )
+    wait_for(
+        lambda: (a := c.assignment("t")) is not None and a.adding_replicas == {0: (down,)},
+        30,
+        "the reassignment started",
+    )
+    started, _ = c.partition_state("t", 0)
+    c[down].start()
+    wait_for(
+        lambda: (
+            not exists(c, paths.REASSIGN_PARTITIONS)
+            and (a := c.assignment("t")) is not None
+            and a.partitions == {0: (controller_id, down)}
+        ),
+        30,
+        "the reassignment to complete",
+    )
+    done, _ = c.partition_state("t", 0)
+    assert done.leader == controller_id
+    # Each step bumps the leader epoch once (the new replica back, the assignment
+    # finished); a controller re-sending the pending reassignment bumps it endlessly.
+    assert done.leader_epoch - started.leader_epoch <= 6, (started, done)
+    rows = c[controller_id].state_changes("partition_state")
+    assert len([r for r in rows if r["reason"] == "reassign"]) <= 8
+
+
+def test_preferred_replica_election_restores_the_leaders(cluster_factory: ClusterFactory) -> None:
+    c = cluster_factory(auto_leader_rebalance_enable="false")
+    controller_id, _ = c.wait_controller()
+    b = next(i for i in (1, 2, 3) if i != controller_id)
+    other = next(i for i in (1, 2, 3) if i not in (b, controller_id))
+    c.create_topic("t", {0: (b, other), 1: (other, b), 2: (b, controller_id)})
+    c.wait_topic_online("t")
+    # Bounce the preferred leader of partitions 0 and 2: their leadership moves away.
+    assert c[b].stop() == 0
+    c[b].start()
+    c.wait_registered([b])
+    c.wait_partitions(
+        "t",
+        lambda s: all(b in st.isr for st in s.values()) and s[0].leader != b,
+        f"broker {b} back in every ISR, not leading",
+    )
+    proc = zkctl(c, "elect-leaders", "--preferred", "--all-topic-partitions")
+    assert proc.returncode == 0, proc.stderr
+    wait_for(lambda: not exists(c, paths.PREFERRED_REPLICA_ELECTION), 30, "the election done")
+    states = wait_for(lambda: led_by_preferred(c, "t"), 30, "the preferred leaders")
+    assert (states[0].leader, states[1].leader, states[2].leader) == (b, other, b)
+    rows = elected(c, controller_id, "preferred", 2)
+    assert {r["partition"] for r in rows} == {0, 2}
+    # The controller watches for the next election request too.
+    proc = zkctl(c, "elect-leaders", "--preferred", "--topic", "t")
+    assert proc.returncode == 0, proc.stderr
+    wait_for(lambda: not exists(c, paths.PREFERRED_REPLICA_ELECTION), 30, "a second election")
+
+
+def test_auto_leader_rebalance_restores_the_leaders(cluster_factory: ClusterFactory) -> None:
+    c = cluster_factory(
+        auto_leader_rebalance_enable="true", leader_imbalance_check_interval_seconds="2"
+    )
+    controller_id, _ = c.wait_controller()
+    b = next(i for i in (1, 2, 3) if i != controller_id)
+    c.create_topic("t", {0: (b, controller_id), 1: (controller_id, b)})
+    c.wait_topic_online("t")
+    assert c[b].stop() == 0
+    c.wait_partitions("t", lambda s: s[0].leader == controller_id, "partition 0 moved away")
+    c[b].start()
+    c.wait_registered([b])
+    states = wait_for(lambda: led_by_preferred(c, "t"), 60, "the preferred leaders back")
+    assert states[0].leader == b
+    assert not exists(c, paths.PREFERRED_REPLICA_ELECTION)  # no admin request was involved
+    assert [r["leader"] for r in elected(c, controller_id, "preferred", 1)] == [b]
+
+
+def test_controlled_shutdown_moves_leaders_and_leaves_isrs_before_deregistering(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory()
+    controller_id, _ = c.wait_controller()
+    victim = next(i for i in (1, 2, 3) if i != controller_id)
+    rest = [i for i in (1, 2, 3) if i != victim]
+    # The victim leads partitions 0 and 1 and follows in 2; partition 3 is not on it.
+    c.create_topic(
+        "t", {0: (victim, *rest), 1: (victim, rest[1], rest[0]), 2: (*rest, victim), 3: tuple(rest)}
+    )
+    before = c.wait_topic_online("t")
+    assert [p for p, s in before.items() if s.leader == victim] == [0, 1]
+
+    assert c[victim].stop() == 0
+    assert victim not in c.registered()
+
+    def seen_gone() -> list[dict[str, Any]] | None:
+        rows = c[controller_id].state_changes()
+        gone = any(r["event"] == "broker_change" and victim in r["dead"] for r in rows)
+        return rows if gone else None
+
+    log = wait_for(seen_gone, 30, "the controller to see the registration go")
+    gone_at = next(
+        i for i, r in enumerate(log) if r["event"] == "broker_change" and victim in r["dead"]
+    )
+    shutdown_rows = [
+        (i, r)
+        for i, r in enumerate(log)
+        if r["event"] == "partition_state" and r["reason"] == "controlled_shutdown"
+    ]
+    moved = {r["partition"]: r for i, r in shutdown_rows if i < gone_at}
+    # Before the registration went: leadership moved to another ISR member, and the victim
+    # left the ISR of every partition it was in.
+    assert sorted(moved) == [0, 1, 2]
+    for p, r in moved.items():
+        assert r["leader"] != victim
+        assert r["leader"] in before[p].isr
+        assert victim not in r["isr"]
+    after = c.partition_states("t")
+    for p in (0, 1, 2):
+        assert after[p].leader != victim
+        assert victim not in after[p].isr
+    assert after[3] == before[3]

@@ -1,0 +1,547 @@
+"""Bad input from every side: malformed znodes (reported by path, skipped or removed, and the
+controller goes on), malformed requests on a broker's socket (answered or the connection
+closed, and the broker goes on), and bad zkctl arguments (one clear line, no traceback)."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import socket
+import struct
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from admin import elect, reassign, topics
+from broker.apis import SUPPORTED
+from cluster import zookeeper as zkp
+from election.controller_election import NO_CONTROLLER, delete_own_controller_znode, try_elect
+from tests.integration.conftest import FAST, ClusterFactory
+from tests.integration.harness import Cluster, wait_for
+from wire.api import ApiKey
+from wire.errors import ErrorCode
+from wire.protocol import decode_response, encode_request, request_header_version
+from zkctl import cli
+from zkdata import paths, znodes
+from zkdata.client import ZkClient
+from zkdata.znodes import TopicPartition
+
+pytestmark = pytest.mark.integration
+
+GARBAGE = b"\x00{not json"
+
+
+def malformed(path: str) -> str:
+    return f"malformed data in znode {path}"
+
+
+def wait_reported(c: Cluster, broker_id: int, path: str) -> None:
+    wait_for(
+        lambda: malformed(path) in c[broker_id].output(),
+        30,
+        f"broker {broker_id} to report {path}",
+    )
+
+
+def create_and_wait_online(c: Cluster, name: str) -> None:
+    """A valid topic creation still goes online: the controller keeps working."""
+    topics.create_topic(c.zk, topics.parse_create_request(name, partitions=2, replication_factor=1))
+    c.wait_topic_online(name, timeout=30)
+
+
+def all_alive(c: Cluster) -> bool:
+    return all(b.alive() for b in c.brokers.values())
+
+
+@pytest.fixture
+def own_session(zk_connect: str) -> Iterator[ZkClient]:
+    """A ZooKeeper session of the test's own, for ephemerals that go when it closes."""
+    client = ZkClient(zk_connect, session_timeout_ms=10_000)
+    client.start()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+# --- malformed znodes -----------------------------------------------------------------------
+
+
+def test_a_malformed_topic_znode_is_reported_and_ignored(cluster_factory: ClusterFactory) -> None:
+    c = cluster_factory(brokers=(1,))
+    c.zk.create(paths.topic("bad"), GARBAGE)
+    wait_reported(c, 1, paths.topic("bad"))
+    create_and_wait_online(c, "good")
+    assert c.zk.exists(paths.topic_partitions("bad")) is None
+    assert all_alive(c)
+
+
+def test_a_malformed_partition_state_is_skipped_and_the_others_elected(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory(brokers=(1, 2))
+    controller_id, _ = c.wait_controller()
+    other = 3 - controller_id
+    c.create_topic("t", {0: (controller_id, other), 1: (controller_id, other)})
+    c.wait_topic_online("t")
+    bad = paths.partition_state("t", 1)
+    c.zk.set(bad, GARBAGE)
+    # The next controller loads every partition state in its failover.
+    assert c[controller_id].stop() == 0
+    c.wait_controller(not_id=controller_id)
+    wait_reported(c, other, bad)
+    state, _ = c.partition_state("t", 0)
+    assert state.leader == other
+    got = c.zk.get(bad)
+    assert got is not None
+    assert got[0] == GARBAGE  # skipped: nobody wrote over it
+    create_and_wait_online(c, "good")
+    assert c[other].alive()
+
+
+def test_a_malformed_broker_registration_is_ignored(
+    cluster_factory: ClusterFactory, own_session: ZkClient
+) -> None:
+    c = cluster_factory(brokers=(1, 2))
+    controller_id, _ = c.wait_controller()
+    own_session.create(paths.broker(9), GARBAGE, ephemeral=True)
+    wait_reported(c, controller_id, paths.broker(9))
+    # Admin tools skip it too: two replicas go to the two real brokers.
+    topics.create_topic(
+        c.zk, topics.parse_create_request("good", partitions=2, replication_factor=2)
+    )
+    states = c.wait_topic_online("good")
+    assert all(set(s.isr) == {1, 2} for s in states.values())
+    own_session.close()
+    wait_for(lambda: 9 not in c.registered(), 30, "the garbage registration gone")
+    create_and_wait_online(c, "after")
+    assert all_alive(c)
+
+
+def test_malformed_admin_requests_and_isr_notifications_are_reported_and_removed(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory(brokers=(1, 2))
+    controller_id, _ = c.wait_controller()
+    c.create_topic("t", {0: (1,)})
+    c.wait_topic_online("t")
+    for path in (paths.REASSIGN_PARTITIONS, paths.PREFERRED_REPLICA_ELECTION):
+        c.zk.create(path, GARBAGE, make_parents=True)
+        wait_reported(c, controller_id, path)
+        wait_for(lambda p=path: c.zk.exists(p) is None, 30, f"{path} removed")  # type: ignore[misc]
+    created, _ = c.zk.create(
+        paths.isr_change_notification(paths.ISR_CHANGE_PREFIX), GARBAGE, sequential=True
+    )
+    wait_reported(c, controller_id, created)
+    wait_for(lambda: c.zk.exists(created) is None, 30, f"{created} removed")
+    # Valid requests after them are carried out.
+    reassign.start_reassignment(c.zk, {TopicPartition("t", 0): (2,)})
+    wait_for(
+        lambda: (
+            c.zk.exists(paths.REASSIGN_PARTITIONS) is None
+            and (a := c.assignment("t")) is not None
+            and a.partitions == {0: (2,)}
+        ),
+        30,
+        "the valid reassignment done",
+    )
+    c.create_topic("u", {0: (1, 2)})
+    c.wait_topic_online("u")
+    elect.start_preferred_election(c.zk, elect.parse_scope(topic="u"))
+    wait_for(lambda: c.zk.exists(paths.PREFERRED_REPLICA_ELECTION) is None, 30, "election done")
+    assert all_alive(c)
+
+
+def test_a_malformed_controller_znode_blocks_no_broker_and_its_removal_brings_an_election(
+    cluster_factory: ClusterFactory, own_session: ZkClient
+) -> None:
+    own_session.create(paths.CONTROLLER, GARBAGE, ephemeral=True)
+    c = cluster_factory(brokers=(1, 2), start=False)
+    c.start(wait=False)
+    c.wait_registered([1, 2])
+    for b in (1, 2):
+        wait_reported(c, b, paths.CONTROLLER)
+    # Somebody holds /controller, unreadable: nobody may take over while it stands.
+    wait_for(
+        lambda: all(
+            (st := c[b].status()) is not None and st["controller"]["active"] is False
+            for b in (1, 2)
+        ),
+        30,
+        "both brokers serving, neither controller",
+    )
+    own_session.close()
+    _, epoch = c.wait_controller()
+    assert epoch == 1
+    create_and_wait_online(c, "good")
+    assert all_alive(c)
+
+
+def test_garbage_written_over_the_live_controllers_znode_brings_a_new_election(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """The controller cannot read /controller any more, so it resigns; the znode is its own
+    session's ephemeral, so it must remove it too, or the cluster stays without a controller
+    until that broker restarts."""
+    c = cluster_factory(brokers=(1, 2))
+    controller_id, _ = c.wait_controller()
+    c.zk.set(paths.CONTROLLER, GARBAGE)
+    wait_reported(c, controller_id, paths.CONTROLLER)
+
+    def garbage_gone() -> bool:
+        got = c.zk.get(paths.CONTROLLER)
+        return got is None or got[0] != GARBAGE
+
+    wait_for(garbage_gone, 30, "the unreadable /controller removed")
+    _, epoch = c.wait_controller(min_epoch=2, timeout=30)
+    assert epoch == 2
+    create_and_wait_online(c, "good")
+    assert all_alive(c)
+
+
+def test_the_election_with_malformed_controller_znodes(
+    zk_connect: str, own_session: ZkClient
+) -> None:
+    """The election module's part, with no broker: a malformed /controller_epoch holds no
+    election but watches the znode; a /controller made unreadable is still its session's."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        zk.create(paths.CONTROLLER_EPOCH, b"garbage")
+        fired: list[object] = []
+        zk.register_handler(paths.CONTROLLER_EPOCH, fired.append)
+        outcome = try_elect(zk, 1)
+        assert (outcome.controller_id, outcome.token) == (NO_CONTROLLER, None)
+        assert malformed(paths.CONTROLLER_EPOCH) in (outcome.problem or "")
+        assert zk.exists(paths.CONTROLLER) is None
+        own_session.set(paths.CONTROLLER_EPOCH, znodes.encode_controller_epoch(7))
+        wait_for(lambda: fired, 10, "the watch on /controller_epoch to fire")
+        outcome = try_elect(zk, 1)
+        assert outcome.token is not None
+        assert outcome.token.epoch == 8
+
+        own_session.set(paths.CONTROLLER, GARBAGE)
+        assert not delete_own_controller_znode(own_session, 1)  # not that session's
+        assert delete_own_controller_znode(zk, 1)
+        assert zk.exists(paths.CONTROLLER) is None
+    finally:
+        zk.close()
+
+
+def test_a_malformed_controller_epoch_is_reported_and_the_election_retried_once_fixed(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """/controller_epoch is not a number: no broker may be elected, since nobody knows which
+    epoch comes next (a guess lower than one brokers have seen would have every request of
+    the new controller refused as stale). Each broker reports the znode by path and keeps
+    serving; once an operator writes a valid epoch, the election goes ahead by itself."""
+    c = cluster_factory(brokers=(1, 2), start=False)
+    c.zk.create(paths.CONTROLLER_EPOCH, b"garbage")
+    c.start(wait=False)
+    c.wait_registered([1, 2])
+    for b in (1, 2):
+        wait_reported(c, b, paths.CONTROLLER_EPOCH)
+        assert "cannot elect a controller" in c[b].output()
+        assert "Traceback" not in c[b].output()  # a clear error, not a failed event
+    assert c.zk.exists(paths.CONTROLLER) is None
+    assert all_alive(c)
+    c.zk.set(paths.CONTROLLER_EPOCH, znodes.encode_controller_epoch(7))
+    _, epoch = c.wait_controller(timeout=30)
+    assert epoch == 8
+    create_and_wait_online(c, "good")
+
+
+# --- malformed requests on a broker's socket -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def broker(zookeeper: zkp.ZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One broker for every request case (each case leaves it as it found it)."""
+    connect = zkp.chroot_connect_string(
+        zookeeper.connect_string, f"/tests/bad-requests-{uuid.uuid4().hex[:8]}"
+    )
+    c = Cluster(connect, tmp_path_factory.mktemp("bad-requests"), (1,), dict(FAST))
+    try:
+        c.start()
+        c.create_topic("t", {0: (1,)})
+        c.wait_topic_online("t")
+        yield c
+    finally:
+        c.close()
+        zkp.delete_chroot(connect)
+
+
+def connect(c: Cluster) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", c[1].port()), timeout=10)
+
+
+def header(api_key: int, version: int, correlation_id: int = 1, client_id: str = "probe") -> bytes:
+    """A request header v1 (int16 key, int16 version, int32 correlation id, string client
+    id), built by hand so that any key and version can be sent."""
+    name = client_id.encode()
+    return struct.pack(">hhih", api_key, version, correlation_id, len(name)) + name
+
+
+def framed(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_frame(sock: socket.socket) -> bytes | None:
+    """One response frame (without its size prefix), or None if the broker closed."""
+    prefix = _read(sock, 4)
+    if prefix is None:
+        return None
+    (size,) = struct.unpack(">i", prefix)
+    return _read(sock, size)
+
+
+def _read(sock: socket.socket, n: int) -> bytes | None:
+    buf = b""
+    while len(buf) < n:
+        try:
+            chunk = sock.recv(n - len(buf))
+        except ConnectionResetError:
+            return None
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def metadata_over(sock: socket.socket, correlation_id: int) -> dict[str, object]:
+    sock.sendall(encode_request(ApiKey.METADATA, 1, correlation_id, "probe", {"topics": None}))
+    frame = read_frame(sock)
+    assert frame is not None, "the broker closed the connection instead of answering Metadata"
+    got_id, body = decode_response(ApiKey.METADATA, 1, frame)
+    assert got_id == correlation_id
+    return body
+
+
+def assert_closed(sock: socket.socket) -> None:
+    """The broker closes the connection (and does not hang on it)."""
+    assert read_frame(sock) is None
+
+
+def truncated(sock: socket.socket) -> None:
+    sock.sendall(struct.pack(">i", 100) + b"0123456789")
+    sock.shutdown(socket.SHUT_WR)  # and then close: the frame never completes
+    assert_closed(sock)
+
+
+def unknown_api_key(sock: socket.socket) -> None:
+    sock.sendall(framed(header(999, 0)))
+    assert_closed(sock)
+
+
+def unsupported_metadata_version(sock: socket.socket) -> None:
+    # A readable header (v2: flexible, so a tagged-field section) of a version we lack.
+    sock.sendall(framed(header(ApiKey.METADATA, 99) + b"\x00"))
+    assert_closed(sock)
+
+
+def fetch_version_below_ours(sock: socket.socket) -> None:
+    # Fetch v0 is in Kafka's schemas, but this broker answers v4 and up only.
+    assert SUPPORTED[ApiKey.FETCH].min_version > 0
+    sock.sendall(framed(header(ApiKey.FETCH, 0) + b"\x00" * 16))
+    assert_closed(sock)
+
+
+def api_versions_v99(sock: socket.socket) -> None:
+    # A version newer than ours: header v2 (flexible), with an empty tagged-field section.
+    sock.sendall(framed(header(ApiKey.API_VERSIONS, 99, 7) + b"\x00"))
+    frame = read_frame(sock)
+    assert frame is not None
+    correlation_id, body = decode_response(ApiKey.API_VERSIONS, 0, frame)
+    assert correlation_id == 7
+    assert body["error_code"] == ErrorCode.UNSUPPORTED_VERSION == 35
+    ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
+    assert ranges == {int(k): (s.min_version, s.max_version) for k, s in SUPPORTED.items()}
+    assert metadata_over(sock, 8)["brokers"]  # the same connection goes on
+
+
+def api_versions_body_that_does_not_decode(sock: socket.socket) -> None:
+    # v3's body starts with a compact string: a length of 126 with no bytes behind it.
+    sock.sendall(framed(header(ApiKey.API_VERSIONS, 3, 9) + b"\x00" + b"\x7f"))
+    frame = read_frame(sock)
+    assert frame is not None
+    correlation_id, body = decode_response(ApiKey.API_VERSIONS, 3, frame)
+    assert correlation_id == 9
+    assert body["error_code"] == ErrorCode.INVALID_REQUEST
+    assert metadata_over(sock, 10)["brokers"]
+
+
+def metadata_body_that_does_not_decode(sock: socket.socket) -> None:
+    # Metadata responses have no error field to say INVALID_REQUEST with: closing is all.
+    sock.sendall(framed(header(ApiKey.METADATA, 1) + b"\x00\x00\x00\x05\x00\x01"))
+    assert_closed(sock)
+
+
+def negative_size(sock: socket.socket) -> None:
+    sock.sendall(struct.pack(">i", -1) + header(ApiKey.METADATA, 1))
+    assert_closed(sock)
+
+
+def huge_size(sock: socket.socket) -> None:
+    sock.sendall(struct.pack(">i", 2**31 - 1) + header(ApiKey.METADATA, 1))
+    assert_closed(sock)
+
+
+def empty_frame(sock: socket.socket) -> None:
+    sock.sendall(struct.pack(">i", 0))
+    assert_closed(sock)
+
+
+def random_garbage(sock: socket.socket) -> None:
+    rng = random.Random(20240611)
+    with contextlib.suppress(OSError):  # the broker may close before it has read it all
+        sock.sendall(bytes(rng.randrange(256) for _ in range(4096)))
+        sock.shutdown(socket.SHUT_WR)
+    assert_closed(sock)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        truncated,
+        unknown_api_key,
+        unsupported_metadata_version,
+        fetch_version_below_ours,
+        api_versions_v99,
+        api_versions_body_that_does_not_decode,
+        metadata_body_that_does_not_decode,
+        negative_size,
+        huge_size,
+        empty_frame,
+        random_garbage,
+    ],
+    ids=lambda f: f.__name__,
+)
+def test_a_bad_request_leaves_the_broker_serving(broker: Cluster, case: object) -> None:
+    assert callable(case)
+    with connect(broker) as sock:
+        case(sock)
+    assert broker[1].alive()
+    with connect(broker) as sock:
+        body = metadata_over(sock, 1)
+    assert [b["node_id"] for b in body["brokers"]] == [1]  # type: ignore[attr-defined]
+    assert [t["name"] for t in body["topics"]] == ["t"]  # type: ignore[attr-defined]
+    assert "Traceback" not in broker[1].output()
+
+
+def test_random_request_bodies_are_answered_or_closed(broker: Cluster) -> None:
+    """Valid headers of the client APIs with random bodies: each gets an answer or a closed
+    connection, never a hang, and the broker serves on."""
+    rng = random.Random(7)
+    answered = closed = 0
+    sock = connect(broker)
+    try:
+        for i in range(200):
+            api_key = rng.choice([ApiKey.METADATA, ApiKey.API_VERSIONS])
+            s = SUPPORTED[api_key]
+            version = rng.randint(s.min_version, s.max_version)
+            hv = request_header_version(api_key, version)
+            head = header(api_key, version, i) + (b"\x00" if hv == 2 else b"")
+            body = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40)))
+            sock.sendall(framed(head + body))
+            frame = read_frame(sock)
+            if frame is None:
+                closed += 1
+                sock.close()
+                sock = connect(broker)
+            else:
+                answered += 1
+                assert decode_response(api_key, version, frame)[0] == i
+    finally:
+        sock.close()
+    # Both outcomes happened, so both were exercised.
+    assert answered > 0
+    assert closed > 0
+    assert broker[1].alive()
+    with connect(broker) as fresh:
+        assert metadata_over(fresh, 1)["brokers"]
+
+
+# --- bad zkctl arguments (those tests/unit/test_cli_args.py and test_cli.py do not cover) ---
+
+
+@pytest.fixture
+def registered(own_session: ZkClient) -> ZkClient:
+    """Three broker registrations (held by the test's session) and a topic 't'."""
+    own_session.ensure_paths(paths.PERSISTENT_PATHS)
+    for i in (1, 2, 3):
+        reg = znodes.BrokerRegistration(i, (znodes.EndPoint("PLAINTEXT", "127.0.0.1", 9090 + i),))
+        own_session.create(paths.broker(i), znodes.encode_broker(reg), ephemeral=True)
+    topics.create_topic(
+        own_session, topics.parse_create_request("t", partitions=1, replication_factor=1)
+    )
+    return own_session
+
+
+NOT_JSON = "this is not JSON"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "expected"),
+    [
+        (["topic", "add-partitions", "--topic", "nope", "--partitions", "3"], 1,
+         "zkctl: error: topic 'nope' does not exist"),
+        (["topic", "alter-config", "--topic", "nope", "--add-config", "retention.ms=1"], 1,
+         "zkctl: error: topic 'nope' does not exist"),
+        (["elect-leaders", "--preferred", "--topic", "nope"], 1,
+         "zkctl: error: topic 'nope' does not exist"),
+        (["reassign", "--topic", "nope", "--partition", "0", "--replicas", "1"], 1,
+         "zkctl: error: cannot reassign: topic 'nope' does not exist"),
+        (["topic", "create", "--topic", "u", "--partitions", "-1", "--replication-factor", "1"],
+         2, "--partitions must be at least 1, not -1"),
+        (["topic", "add-partitions", "--topic", "t", "--partitions", "-2"], 2,
+         "--partitions must be at least 1, not -2"),
+        (["topic", "create", "--topic", "u", "--replica-assignment", "1:2:x"], 2,
+         "invalid replica assignment: partition 0: 'x' is not a broker id"),
+        (["topic", "create", "--topic", "u", "--replica-assignment", "1,,2"], 2,
+         "invalid replica assignment: partition 1: '' is not a broker id"),
+        (["topic", "add-partitions", "--topic", "t", "--partitions", "2",
+          "--replica-assignment", "x"], 2, "invalid replica assignment"),
+        (["topic", "create", "--topic", "u", "--replica-assignment", "1:-2"], 1,
+         "zkctl: error: invalid replica assignment: partition 0: broker(s) -2 not available"),
+        (["topic", "alter-config", "--topic", "t", "--add-config", "no.such.key=1"], 2,
+         "unknown topic config key 'no.such.key'"),
+        (["topic", "create", "--topic", "u", "--partitions", "1", "--replication-factor", "1",
+          "--config", "unclean.leader.election.enable=maybe"], 2,
+         "for topic config key 'unclean.leader.election.enable'"),
+        (["reassign", "--reassignment-json-file", "{not_json}"], 2, "not valid JSON"),
+        (["reassign", "--reassignment-json-file", "{not_json}", "--verify"], 2, "not valid JSON"),
+        (["elect-leaders", "--preferred", "--path-to-json-file", "{not_json}"], 2,
+         "not valid JSON"),
+    ],
+)  # fmt: skip
+def test_bad_cli_arguments_get_one_clear_line(
+    registered: ZkClient,
+    zk_connect: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    code: int,
+    expected: str,
+) -> None:
+    not_json = tmp_path / "plan.json"
+    not_json.write_text(NOT_JSON)
+    argv = [a.replace("{not_json}", str(not_json)) for a in argv]
+    try:
+        got = cli.main(["--zookeeper", zk_connect, *argv])
+    except SystemExit as e:  # argparse's own errors
+        got = int(e.code or 0)
+    out, err = capsys.readouterr()
+    assert (got, out) == (code, ""), err
+    errors = [line for line in err.splitlines() if ": error: " in line]
+    assert len(errors) == 1, err
+    assert expected in errors[0]
+    if code == 1:
+        assert err == errors[0] + "\n"  # nothing but the one line
+    else:
+        assert err.startswith("usage: zkctl")  # argparse style: usage, then the line
+    assert "Traceback" not in err
+    assert registered.exists(paths.topic("u")) is None  # nothing was written
+    assert registered.exists(paths.REASSIGN_PARTITIONS) is None
+    assert registered.exists(paths.PREFERRED_REPLICA_ELECTION) is None
