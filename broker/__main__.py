@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
 import signal
 import sys
 import threading
+import tracemalloc
+from pathlib import Path
 from types import FrameType
 
 from broker.config import ConfigError, load_broker_config
@@ -63,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if os.environ.get("ZKCTL_TRACEMALLOC"):
+        _trace_memory(Path(config.log_dirs[0]) if config.log_dirs else Path.cwd())
     try:
         server.startup()
     except Exception as e:
@@ -74,6 +79,20 @@ def main(argv: list[str] | None = None) -> int:
         pass
     server.shutdown()
     return 0
+
+
+def _trace_memory(directory: Path) -> None:
+    """Diagnostics: trace allocations; SIGUSR1 writes the top sites to memory-top.txt."""
+    tracemalloc.start(1)
+
+    def dump(_signum: int, _frame: FrameType | None) -> None:
+        stats = tracemalloc.take_snapshot().statistics("lineno")
+        total = sum(s.size for s in stats)
+        lines = [f"traced: {total / 2**20:.1f} MiB in {len(stats)} sites"]
+        lines += [f"{s.size / 2**20:8.1f} MiB {s.count:9d}  {s.traceback}" for s in stats[:40]]
+        (directory / "memory-top.txt").write_text("\n".join(lines) + "\n")
+
+    signal.signal(signal.SIGUSR1, dump)
 
 
 if __name__ == "__main__":

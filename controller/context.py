@@ -56,6 +56,22 @@ REPLICA_VALID_PREVIOUS: dict[ReplicaStateName, frozenset[ReplicaStateName]] = {
 }
 
 
+_SHARED_STATES: dict[
+    tuple[tuple[int, ReplicaStateName], ...], tuple[tuple[int, ReplicaStateName], ...]
+] = {}
+
+
+def _shared_states(
+    states: tuple[tuple[int, ReplicaStateName], ...],
+) -> tuple[tuple[int, ReplicaStateName], ...]:
+    shared = _SHARED_STATES.get(states)
+    if shared is not None:
+        return shared
+    if len(_SHARED_STATES) < 100_000:
+        _SHARED_STATES[states] = states
+    return states
+
+
 class ReplicaAssignment(NamedTuple):
     """A partition's replicas; during a reassignment also the replicas being added/removed.
 
@@ -121,7 +137,12 @@ class ControllerContext:
     partition_states: dict[TopicPartition, PartitionStateName] = field(default_factory=dict)
     # Replica states are keyed by partition, then broker: 100,000 partitions need no
     # 300,000 composite keys.
-    replica_states: dict[TopicPartition, dict[int, ReplicaStateName]] = field(default_factory=dict)
+    # Each partition's replica states as a shared tuple of (replica, state) pairs: nearly
+    # every partition has all its replicas Online, so 100,000 of them share a handful of
+    # tuples instead of holding 100,000 dicts (~230 bytes each).
+    replica_states: dict[TopicPartition, tuple[tuple[int, ReplicaStateName], ...]] = field(
+        default_factory=dict
+    )
 
     partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
     topics_to_be_deleted: set[str] = field(default_factory=set)
@@ -231,17 +252,29 @@ class ControllerContext:
         return self.partition_states.get(tp, P.NON_EXISTENT)
 
     def replica_state(self, pr: PartitionReplica) -> ReplicaStateName:
-        return self.replica_states.get(pr.topic_partition, {}).get(pr.replica, R.NON_EXISTENT)
+        for replica, state in self.replica_states.get(pr.topic_partition, ()):
+            if replica == pr.replica:
+                return state
+        return R.NON_EXISTENT
+
+    def replica_states_of(self, tp: TopicPartition) -> dict[int, ReplicaStateName]:
+        return dict(self.replica_states.get(tp, ()))
+
+    def set_replica_states(self, tp: TopicPartition, states: dict[int, ReplicaStateName]) -> None:
+        if states:
+            self.replica_states[tp] = _shared_states(tuple(states.items()))
+        else:
+            self.replica_states.pop(tp, None)
 
     def put_replica_state(self, pr: PartitionReplica, state: ReplicaStateName) -> None:
-        self.replica_states.setdefault(pr.topic_partition, {})[pr.replica] = state
+        states = self.replica_states_of(pr.topic_partition)
+        states[pr.replica] = state
+        self.set_replica_states(pr.topic_partition, states)
 
     def remove_replica_state(self, pr: PartitionReplica) -> None:
-        states = self.replica_states.get(pr.topic_partition)
-        if states is not None:
-            states.pop(pr.replica, None)
-            if not states:
-                del self.replica_states[pr.topic_partition]
+        states = self.replica_states_of(pr.topic_partition)
+        if states.pop(pr.replica, None) is not None:
+            self.set_replica_states(pr.topic_partition, states)
 
     def is_topic_queued_for_deletion(self, topic: str) -> bool:
         return topic in self.topics_to_be_deleted

@@ -389,7 +389,7 @@ class ReplicaStateMachine:
                             # Kafka's initial state for a replica on a dead broker.
                             states[r] = R.DELETION_INELIGIBLE
                             offline.append(PartitionReplica(tp, r))
-                    ctx.replica_states[tp] = states
+                    ctx.set_replica_states(tp, states)
                     lice = ctx.leadership.get(tp)
                     if lice is not None and online:
                         ops.batch.add_leader_and_isr(

@@ -155,7 +155,7 @@ def test_remove_replica_state_drops_empty_partitions() -> None:
     ctx = populated()
     tp = TopicPartition("a", 0)
     ctx.remove_replica_state(PartitionReplica(tp, 1))
-    assert ctx.replica_states[tp] == {2: R.ONLINE}
+    assert ctx.replica_states_of(tp) == {2: R.ONLINE}
     ctx.remove_replica_state(PartitionReplica(tp, 2))
     assert tp not in ctx.replica_states
     ctx.remove_replica_state(PartitionReplica(tp, 2))  # again: nothing to do

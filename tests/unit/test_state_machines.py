@@ -747,7 +747,7 @@ def test_replica_deletion_path() -> None:
     c.rsm.handle_state_changes(prs, R.NON_EXISTENT)
     assert c.ctx.replicas(T0) == (1, 2)
     assert c.ctx.replica_state(prs[0]) is R.NON_EXISTENT
-    assert 3 not in c.ctx.replica_states.get(T0, {})
+    assert 3 not in c.ctx.replica_states_of(T0)
 
 
 def test_new_replica_that_would_lead_is_refused() -> None:
