@@ -1,0 +1,113 @@
+"""`zkctl up` / `broker ...` / `down` with real brokers: the local cluster a user runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster import processes
+from tests.integration.harness import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def zkctl(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("ZKCTL_ZOOKEEPER", None)  # `up` provisions its own, as on a fresh machine
+    return subprocess.run(
+        [sys.executable, "-m", "zkctl", "--dir", str(tmp_path / "c"), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def controller(tmp_path: Path) -> dict[str, Any]:
+    return dict(json.loads(ok(zkctl(tmp_path, "controller", "--json"))))
+
+
+def test_up_kill_pause_stop_start_down(tmp_path: Path) -> None:
+    cluster_file = tmp_path / "c" / "cluster.json"
+    ok(
+        zkctl(
+            tmp_path,
+            "up",
+            "--brokers",
+            "3",
+            "--override",
+            "controlled.shutdown.retry.backoff.ms=200",
+        )
+    )
+    try:
+        state = json.loads(cluster_file.read_text())
+        pids = {b["id"]: b["pid"] for b in state["brokers"]}
+        assert sorted(pids) == [1, 2, 3]
+        first = controller(tmp_path)
+        assert first["controller_id"] in pids
+
+        ok(
+            zkctl(
+                tmp_path,
+                "topic",
+                "create",
+                "--topic",
+                "t",
+                "--partitions",
+                "6",
+                "--replication-factor",
+                "3",
+            )
+        )
+        described = json.loads(ok(zkctl(tmp_path, "topic", "describe", "--topic", "t", "--json")))
+        assert len(described["topics"][0]["partitions"]) == 6
+
+        # SIGKILL the controller: another takes over with the next epoch.
+        ok(zkctl(tmp_path, "broker", "kill", "--id", str(first["controller_id"])))
+        second = wait_for(
+            lambda: (
+                (c := controller(tmp_path))["controller_id"] not in (first["controller_id"], -1)
+                and c
+            ),
+            60,
+            "a new controller",
+        )
+        assert second["epoch"] == first["epoch"] + 1
+        ok(zkctl(tmp_path, "broker", "start", "--id", str(first["controller_id"])))
+
+        # SIGSTOP a broker: `status` says paused; SIGCONT brings it back.
+        other = next(b for b in pids if b != second["controller_id"])
+        ok(zkctl(tmp_path, "broker", "pause", "--id", str(other)))
+        status = json.loads(ok(zkctl(tmp_path, "status", "--json")))
+        assert any(b["id"] == other and b["process"] == "paused" for b in status["brokers"]), status
+        ok(zkctl(tmp_path, "broker", "resume", "--id", str(other)))
+
+        # A controlled shutdown moves the broker's leaderships away before it exits.
+        ok(zkctl(tmp_path, "broker", "stop", "--id", str(other)))
+        described = json.loads(ok(zkctl(tmp_path, "topic", "describe", "--topic", "t", "--json")))
+        assert all(p["leader"] != other for p in described["topics"][0]["partitions"])
+        ok(zkctl(tmp_path, "broker", "start", "--id", str(other)))
+    finally:
+        down = zkctl(tmp_path, "down")
+    assert down.returncode == 0, down.stdout + down.stderr
+    state = json.loads(cluster_file.read_text())
+    assert state["state"] == "stopped"
+    every_pid = [b["pid"] for b in state["brokers"] if b["pid"]] + list(pids.values())
+    assert not [p for p in every_pid if processes.is_alive(p)]
+    zk_pids = [s["pid"] for s in state["zookeeper"].get("servers", [])]
+    assert not [p for p in zk_pids if p and processes.is_alive(p)]
