@@ -122,8 +122,13 @@ def run_size(connect: str, partitions: int, workdir: Path, rounds: int) -> dict[
             assert loaded is not None
             if ack is not None:
                 umr_acked_ms = ack["learned_at_ms"] + ack["acked_ms_by_api"]["UPDATE_METADATA"]
+                failover_started_ms = loaded["ts"] - loaded["total_ms"]
+                umr_queued_ms = failover_started_ms + loaded["update_metadata_queued_ms"]
                 failovers.append(
                     {
+                        "resigned_to_update_metadata_queued_s": round(
+                            (umr_queued_ms - resigned["ts"]) / 1000, 3
+                        ),
                         "resigned_to_update_metadata_acked_s": round(
                             (umr_acked_ms - resigned["ts"]) / 1000, 3
                         ),
