@@ -27,6 +27,7 @@ from broker.metadata_cache import MetadataCache
 from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from controller.controller import KafkaController
+from storage.errors import OffsetOutOfRangeError
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import response_codec
@@ -49,7 +50,11 @@ class Supported:
 
 # What this broker answers, advertised in ApiVersions. Every version in a range is handled.
 SUPPORTED: dict[ApiKey, Supported] = {
+    ApiKey.PRODUCE: Supported(3, 9),
     ApiKey.FETCH: Supported(4, 12),
+    ApiKey.LIST_OFFSETS: Supported(1, 6),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Supported(2, 4),
+    ApiKey.FIND_COORDINATOR: Supported(0, 4),
     ApiKey.METADATA: Supported(0, 12),
     ApiKey.LEADER_AND_ISR: Supported(0, 7),
     ApiKey.STOP_REPLICA: Supported(0, 4),
@@ -160,6 +165,7 @@ class KafkaApis:
             privileged=replica_id >= 0,
             replica_id=replica_id,
         )
+        ctx.max_bytes = body.get("max_bytes", 0x7FFFFFFF)
         updates: dict[TopicPartition, PartitionData] = {}
         if ctx.error == ErrorCode.NONE:  # a session error is answered at once
             updates = self._fetch_and_wait(ctx, replica_id, deadline)
@@ -204,9 +210,13 @@ class KafkaApis:
         updates: dict[TopicPartition, PartitionData] = {}
         positions: list[tuple[Partition, int]] = []
         answer_now = False
+        budget = _ByteBudget(ctx.max_bytes)
         for tp, req in ctx.fetch_data.items():
             error, p = self.replicas.leader_partition(tp, req.current_leader_epoch)
-            updates[tp] = data = _partition_data(tp, error, p)
+            updates[tp] = data = _partition_data(
+                tp, error, p, req.fetch_offset, budget.take(req.max_bytes), replica_id >= 0
+            )
+            budget.spend(data)
             if p is not None and replica_id >= 0:
                 positions.append((p, req.fetch_offset))
             if error != ErrorCode.NONE or data["records"]:
@@ -243,6 +253,7 @@ class KafkaApis:
                     if (cp := session.partitions.get(tp)) is not None
                 ]
             updates: dict[TopicPartition, PartitionData] = {}
+            budget = _ByteBudget(ctx.max_bytes)
             for cp in maybe:
                 tp = cp.topic_partition
                 error, p = self.replicas.leader_partition(tp, cp.current_leader_epoch)
@@ -251,7 +262,10 @@ class KafkaApis:
                         session.positions.pop(tp, None)
                     else:
                         session.positions[tp] = (p, cp.fetch_offset)
-                data = _partition_data(tp, error, p)
+                data = _partition_data(
+                    tp, error, p, cp.fetch_offset, budget.take(cp.max_bytes), follower
+                )
+                budget.spend(data)
                 if cp.maybe_update_response(data, False):
                     updates[tp] = data
             positions = list(session.positions.values())
@@ -277,17 +291,162 @@ class KafkaApis:
             if follower:
                 positions[tp] = (p, cp.fetch_offset)
             # Must match _partition_data: the last stable offset is the high watermark
-            # and the log start offset 0 until logs carry data.
+            # (no transactions).
             readable_end = p.log_end_offset if follower else p.high_watermark
+            hw = p.high_watermark
             if (
-                p.high_watermark != cp.high_watermark
-                or p.high_watermark != cp.last_stable_offset
-                or cp.log_start_offset != 0
+                hw != cp.high_watermark
+                or hw != cp.last_stable_offset
+                or cp.log_start_offset != p.log_start_offset
                 or cp.fetch_offset < readable_end
             ):
                 maybe.append(cp)
         session.positions = positions
         return maybe
+
+    def _handle_produce(
+        self, _version: int, body: dict[str, Any], _h: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Append each partition's batches as its leader; answer after the local append
+        (acks=1), after every ISR member has them (acks=all: the high watermark passed
+        them), or not at all (acks=0)."""
+        acks = body["acks"]
+        timeout_s = max(0, body.get("timeout_ms", 30_000)) / 1000
+        deadline = time.monotonic() + timeout_s
+        answers: dict[TopicPartition, dict[str, Any]] = {}
+        waiting: list[tuple[TopicPartition, Any, int]] = []
+        for topic in body["topic_data"]:
+            for pd in topic["partition_data"]:
+                tp = TopicPartition(topic["name"], pd["index"])
+                records = pd["records"]
+                if not records:
+                    answers[tp] = _produce_answer(tp, ErrorCode.INVALID_RECORD, "no records")
+                    continue
+                error, p, info, message = self.replicas.append_as_leader(tp, records, acks)
+                if info is None or p is None:
+                    answers[tp] = _produce_answer(tp, error, message)
+                    continue
+                answers[tp] = _produce_answer(
+                    tp,
+                    ErrorCode.NONE,
+                    None,
+                    info.first_offset,
+                    info.log_append_time,
+                    info.log_start_offset,
+                )
+                if acks == -1:
+                    waiting.append((tp, p, info.last_offset))
+        if acks == 0:
+            return None  # the producer asked for no answer
+        for tp, p, last_offset in waiting:
+            error = self.replicas.wait_for_replication(
+                p, last_offset, max(0.0, deadline - time.monotonic())
+            )
+            if error != ErrorCode.NONE:
+                answers[tp]["error_code"] = int(error)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, answer in answers.items():
+            by_topic.setdefault(tp.topic, []).append(answer)
+        return {
+            "responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
+            "throttle_time_ms": 0,
+        }
+
+    def _handle_list_offsets(
+        self, _version: int, body: dict[str, Any], _h: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Earliest (-2), latest (-1: the high watermark, what a consumer can read) or the
+        first offset at or after a timestamp."""
+        replica_id = body.get("replica_id", -1)
+        topics = []
+        for topic in body["topics"]:
+            parts = []
+            for lp in topic["partitions"]:
+                tp = TopicPartition(topic["name"], lp["partition_index"])
+                error, p = self.replicas.leader_partition(tp, lp.get("current_leader_epoch", -1))
+                answer: dict[str, Any] = {
+                    "partition_index": tp.partition,
+                    "error_code": int(error),
+                    "timestamp": -1,
+                    "offset": -1,
+                    "leader_epoch": -1,
+                }
+                if p is not None and p.log is not None:
+                    requested = lp["timestamp"]
+                    readable_end = p.log_end_offset if replica_id >= 0 else p.high_watermark
+                    if requested == -2:
+                        answer["offset"] = p.log_start_offset
+                    elif requested == -1:
+                        answer["offset"] = readable_end
+                        answer["leader_epoch"] = p.leader_epoch
+                    else:
+                        found = p.log.offset_for_timestamp(requested)
+                        if found is not None and found.offset < readable_end:
+                            answer.update(
+                                timestamp=found.timestamp,
+                                offset=found.offset,
+                                leader_epoch=found.leader_epoch,
+                            )
+                parts.append(answer)
+            topics.append({"name": topic["name"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def _handle_offset_for_leader_epoch(
+        self, _version: int, body: dict[str, Any], _h: dict[str, Any]
+    ) -> dict[str, Any]:
+        """KIP-101: where a leader epoch ended in this leader's log, so a follower (or a
+        consumer) can truncate exactly where its log diverged."""
+        topics = []
+        for topic in body["topics"]:
+            parts = []
+            for op in topic["partitions"]:
+                tp = TopicPartition(topic["topic"], op["partition"])
+                error, p = self.replicas.leader_partition(tp, op.get("current_leader_epoch", -1))
+                epoch, end_offset = -1, -1
+                if p is not None and p.log is not None:
+                    epoch, end_offset = p.log.end_offset_for_epoch(op["leader_epoch"])
+                parts.append(
+                    {
+                        "error_code": int(error),
+                        "partition": tp.partition,
+                        "leader_epoch": epoch,
+                        "end_offset": end_offset,
+                    }
+                )
+            topics.append({"topic": topic["topic"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def _handle_find_coordinator(
+        self, version: int, body: dict[str, Any], _h: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Consumer groups are not served (yet): every coordinator lookup is answered,
+        correctly, with COORDINATOR_NOT_AVAILABLE, which clients retry quietly; a consumer
+        that assign()s its partitions and keeps its own offsets needs none."""
+        error = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        message = "consumer groups are not supported by this broker"
+        if version < 4:
+            return {
+                "throttle_time_ms": 0,
+                "error_code": error,
+                "error_message": message,
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+            }
+        return {
+            "throttle_time_ms": 0,
+            "coordinators": [
+                {
+                    "key": key,
+                    "node_id": -1,
+                    "host": "",
+                    "port": -1,
+                    "error_code": error,
+                    "error_message": message,
+                }
+                for key in body.get("coordinator_keys", [])
+            ],
+        }
 
     # --- controller to broker -----------------------------------------------------------
 
@@ -329,7 +488,7 @@ class KafkaApis:
             self.on_live_leaders(body.get("live_leaders", []))
         response = self.replicas.become_leader_or_follower(body)
         if self.replicas.last_applied:
-            self._wake_fetches()  # only a change can give a waiting fetch something to say
+            self.wake_fetches()  # only a change can give a waiting fetch something to say
         if version >= 5:
             return response
         # v0-v4 answer per partition, ungrouped, with topic names.
@@ -424,7 +583,7 @@ class KafkaApis:
             return {"error_code": int(ErrorCode.REQUEST_TIMED_OUT), "remaining_partitions": []}
         return answer
 
-    def _wake_fetches(self) -> None:
+    def wake_fetches(self) -> None:
         with self.fetch_wakeup:
             self.fetch_wakeup.notify_all()
 
@@ -433,19 +592,80 @@ def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-def _partition_data(tp: TopicPartition, error: ErrorCode, p: Partition | None) -> PartitionData:
-    """One partition of a fetch response. Logs carry no data yet: no records, the last
-    stable offset is the high watermark and the log start offset 0."""
-    hw = p.high_watermark if p is not None else -1
+def _produce_answer(
+    tp: TopicPartition,
+    error: ErrorCode,
+    message: str | None,
+    base_offset: int = -1,
+    log_append_time: int = -1,
+    log_start_offset: int = -1,
+) -> dict[str, Any]:
+    return {
+        "index": tp.partition,
+        "error_code": int(error),
+        "base_offset": base_offset,
+        "log_append_time_ms": log_append_time,
+        "log_start_offset": log_start_offset,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+class _ByteBudget:
+    """A fetch's max_bytes across its partitions. The first partition with data may go
+    over it by one batch (KIP-74), so that a large batch never blocks a consumer."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.left = max_bytes if max_bytes > 0 else 0x7FFFFFFF
+        self.first = True
+
+    def take(self, partition_max_bytes: int) -> int:
+        if self.first:
+            return max(1, partition_max_bytes)
+        return max(0, min(partition_max_bytes, self.left))
+
+    def spend(self, data: PartitionData) -> None:
+        records = data["records"]
+        if records:
+            self.left -= len(records)
+            self.first = False
+
+
+def _partition_data(
+    tp: TopicPartition,
+    error: ErrorCode,
+    p: Partition | None,
+    fetch_offset: int = 0,
+    max_bytes: int = 0,
+    follower: bool = False,
+) -> PartitionData:
+    """One partition of a fetch response: whole batches from `fetch_offset`, up to the log
+    end for a follower and up to the high watermark for a consumer (no transactions here,
+    so the last stable offset is the high watermark)."""
+    # An empty record set, never null: Kafka sends empty ones, and older librdkafka
+    # (kcat's) cannot parse a null one ("invalid MessageSetSize -1").
+    records: bytes = b""
+    if p is None or error != ErrorCode.NONE:
+        hw, log_start = -1, -1
+    else:
+        hw = p.high_watermark
+        log_start = p.log_start_offset
+        if p.log is not None and max_bytes > 0:
+            try:
+                read = p.log.read(fetch_offset, max_bytes, None if follower else hw)
+                if read.region is not None:
+                    records = read.to_bytes()
+            except OffsetOutOfRangeError:
+                error = ErrorCode.OFFSET_OUT_OF_RANGE
     return {
         "partition_index": tp.partition,
         "error_code": int(error),
         "high_watermark": hw,
         "last_stable_offset": hw,
-        "log_start_offset": 0 if p is not None else -1,
+        "log_start_offset": log_start,
         "aborted_transactions": None,
         "preferred_read_replica": -1,
-        "records": None,
+        "records": records,
     }
 
 

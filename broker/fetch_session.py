@@ -258,6 +258,7 @@ class FetchContext(ABC):
     error = ErrorCode.NONE
     incremental = False
     session: FetchSession | None = None
+    max_bytes = 0x7FFFFFFF  # the request's total, across its partitions
 
     def __init__(self, fetch_data: Mapping[TopicPartition, PartitionRequest]) -> None:
         self.fetch_data = fetch_data

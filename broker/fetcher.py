@@ -42,6 +42,23 @@ class FetchState:
     fetch_offset: int
     leader_epoch: int
     delayed_until: float = 0.0
+    # A new leader: first find where our log diverged from its, and truncate there.
+    truncating: bool = True
+
+
+class FollowerLog(Protocol):
+    """What the fetcher needs of the follower's logs to truncate them (KIP-101)."""
+
+    def follower_position(self, tp: TopicPartition) -> tuple[int | None, int, int]:
+        """(latest leader epoch in the log or None, log end offset, high watermark)."""
+        ...
+
+    def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> int: ...
+
+    def truncate(self, tp: TopicPartition, offset: int, why: str) -> int: ...
+
+
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 
 
 # (partition, fetched records, the leader's high watermark) -> new fetch offset
@@ -82,6 +99,7 @@ class ReplicaFetcherThread:
         leader_id: int,
         endpoint: tuple[str, int],
         sink: RecordsSink,
+        follower_log: FollowerLog | None = None,
         *,
         max_wait_ms: int = 500,
         backoff_ms: int = 1000,
@@ -94,6 +112,7 @@ class ReplicaFetcherThread:
         self.leader_id = leader_id
         self.endpoint = endpoint
         self.sink = sink
+        self.follower_log = follower_log
         self.max_wait_ms = max_wait_ms
         self.backoff_s = backoff_ms / 1000
         self.max_bytes = max_bytes
@@ -149,6 +168,8 @@ class ReplicaFetcherThread:
         while not self._stopped.is_set():
             self._wake.clear()
             try:
+                if self.follower_log is not None:
+                    self._truncate_new_partitions()
                 fetch = self._build_fetch()
                 if fetch is None:
                     self._wake.wait(self._idle_wait())
@@ -187,6 +208,82 @@ class ReplicaFetcherThread:
                 return max(0.0, min(1.0, self._delays[0][0] - time.monotonic()))
         return 1.0
 
+    def _truncate_new_partitions(self) -> None:
+        """KIP-101: for partitions just followed, ask the leader where our latest leader
+        epoch ended in its log, and truncate ours there (not at a guess: a follower that
+        once led may hold records the new leader never had)."""
+        follower_log = self.follower_log
+        assert follower_log is not None
+        now = time.monotonic()
+        with self._lock:
+            pending = {
+                tp: s
+                for tp, s in self.partitions.items()
+                if s.truncating and s.delayed_until <= now
+            }
+        if not pending:
+            return
+        positions = {tp: follower_log.follower_position(tp) for tp in pending}
+        asks = {tp: pos for tp, pos in positions.items() if pos[0] is not None and pos[1] > 0}
+        done: dict[TopicPartition, int] = {
+            tp: pos[1] for tp, pos in positions.items() if tp not in asks
+        }
+        if asks:
+            if self._conn is None:
+                self._conn = self.connect(
+                    self.endpoint, f"replica-fetcher-{self.broker_id}", self.socket_timeout_s
+                )
+            by_topic: dict[str, list[dict[str, Any]]] = {}
+            for tp, (epoch, _leo, _hw) in asks.items():
+                by_topic.setdefault(tp.topic, []).append(
+                    {
+                        "partition": tp.partition,
+                        "current_leader_epoch": pending[tp].leader_epoch,
+                        "leader_epoch": epoch,
+                    }
+                )
+            response = self._conn.request(
+                ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                OFFSET_FOR_LEADER_EPOCH_VERSION,
+                {
+                    "replica_id": self.broker_id,
+                    "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+                },
+            )
+            for topic in response.get("topics", []):
+                for pr in topic["partitions"]:
+                    tp = TopicPartition(topic["topic"], pr["partition"])
+                    if tp not in asks:
+                        continue
+                    if pr["error_code"]:
+                        self._delay(tp, pending[tp])  # the leader does not know it leads yet
+                        continue
+                    ours, leo, hw = asks[tp]
+                    epoch, end = pr["leader_epoch"], pr["end_offset"]
+                    if epoch < 0 or end < 0:
+                        target = hw  # the leader has no epoch this old: fall back (KIP-101)
+                    elif ours is not None and epoch < ours:
+                        # It never had our epoch: cut where that earlier epoch ended for us.
+                        target = min(end, follower_log.follower_end_offset_for_epoch(tp, epoch))
+                    else:
+                        target = end
+                    why = f"leader {self.leader_id} has epoch {epoch} ending at {end}"
+                    done[tp] = follower_log.truncate(tp, min(target, leo), why)
+        with self._lock:
+            for tp, offset in done.items():
+                state = self.partitions.get(tp)
+                if state is pending[tp]:
+                    state.truncating = False
+                    state.fetch_offset = offset
+                    self._dirty.add(tp)
+
+    def _delay(self, tp: TopicPartition, state: FetchState) -> None:
+        with self._lock:
+            if self.partitions.get(tp) is state:
+                state.delayed_until = until = time.monotonic() + self.backoff_s
+                heapq.heappush(self._delays, (until, next(self._sequence), tp))
+                self._dirty.add(tp)
+
     def _build_fetch(self) -> _Fetch | None:
         """The next request, or None when there is nothing to fetch."""
         now = time.monotonic()
@@ -198,7 +295,7 @@ class ReplicaFetcherThread:
                 listed = {
                     tp: (s.fetch_offset, s.leader_epoch)
                     for tp, s in self.partitions.items()
-                    if s.delayed_until <= now
+                    if s.delayed_until <= now and not (s.truncating and self.follower_log)
                 }
                 if not listed:
                     return None
@@ -208,7 +305,7 @@ class ReplicaFetcherThread:
             for tp in self._dirty:
                 s = self.partitions.get(tp)
                 held = self._sent.get(tp)
-                if s is None or s.delayed_until > now:
+                if s is None or s.delayed_until > now or (s.truncating and self.follower_log):
                     if held is not None:
                         forgotten.append(tp)
                 elif held != (s.fetch_offset, s.leader_epoch):
@@ -340,9 +437,11 @@ class ReplicaFetcherManager:
         *,
         max_wait_ms: int = 500,
         backoff_ms: int = 1000,
+        follower_log: FollowerLog | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.sink = sink
+        self.follower_log = follower_log
         self.endpoint_of = endpoint_of
         self.max_wait_ms = max_wait_ms
         self.backoff_ms = backoff_ms
@@ -374,6 +473,7 @@ class ReplicaFetcherManager:
                         leader,
                         endpoint,
                         self.sink,
+                        self.follower_log,
                         max_wait_ms=self.max_wait_ms,
                         backoff_ms=self.backoff_ms,
                     )

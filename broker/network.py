@@ -32,7 +32,9 @@ class _Closed(Exception):
     pass
 
 
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
+def _read_exactly(sock: socket.socket, n: int) -> bytearray:
+    """Exactly n bytes, in a bytearray: a producer's records (a view into it) then get
+    their offsets assigned in place, without a copy."""
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
@@ -41,7 +43,7 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
         if r == 0:
             raise _Closed("peer closed the connection" if got == 0 else "truncated frame")
         got += r
-    return bytes(buf)
+    return buf
 
 
 class SocketServer:
@@ -136,7 +138,7 @@ class SocketServer:
             except OSError:
                 pass
 
-    def _handle(self, frame: bytes, addr: Any) -> bytes | None:
+    def _handle(self, frame: bytearray, addr: Any) -> bytes | None:
         """The response frame; b"" for no response; None to close the connection."""
         try:
             header, offset = decode_request_header(frame)

@@ -23,7 +23,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.config import TopicConfig
 from broker.state_change_log import StateChangeLog
+from storage.errors import (
+    CorruptRecordError,
+    FencedLeaderEpochError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    RecordTooLargeError,
+    StorageError,
+    UnsupportedMagicError,
+)
+from storage.log import AppendInfo, PartitionLog
+from storage.log_manager import LogManager
 from wire.errors import ErrorCode
 from zkdata import paths
 from zkdata.client import BadVersionError, Create, NoNodeError, SetData, ZkClient
@@ -59,9 +71,14 @@ class _IsrIntent:
 
 @dataclass(slots=True)
 class FollowerState:
+    """What a leader knows of one follower: its log end (the offset it fetches from) and
+    when it was last caught up (Kafka's rule: at the leader's log end, or at least where
+    the leader's log ended when the follower fetched before)."""
+
     fetch_offset: int = -1
     last_fetch_ms: int = 0
     last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = 0
 
 
 @dataclass(slots=True)
@@ -77,8 +94,21 @@ class Partition:
     followers: dict[int, FollowerState] = field(default_factory=dict)  # leader only
     # Set when our ISR write found the partition moved on: wait for the next LeaderAndIsr.
     stale: bool = False
-    log_end_offset: int = 0
-    high_watermark: int = 0
+    log: PartitionLog | None = None
+    # As leader: where this leader epoch began (a follower joins the ISR only past it).
+    epoch_start_offset: int = 0
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset if self.log is not None else 0
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark if self.log is not None else 0
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset if self.log is not None else 0
 
 
 Become = Callable[[list[Partition], list[Partition]], None]
@@ -92,7 +122,15 @@ class ReplicaManager:
         state_log: StateChangeLog,
         *,
         replica_lag_time_max_ms: int = 30_000,
+        logs: LogManager | None = None,
+        topic_config: Callable[[str], TopicConfig] | None = None,
     ) -> None:
+        self.logs = logs
+        self.topic_config = topic_config
+        # Producers waiting for acks=all wait on this; a high watermark moving wakes them.
+        self.replicated = threading.Condition()
+        # Called (outside locks) when data or high watermarks moved: long-polling fetches.
+        self.on_data: Callable[[], None] | None = None
         self.broker_id = broker_id
         self.zk = zk
         self.state_log = state_log
@@ -169,6 +207,7 @@ class ReplicaManager:
                                 "leader": ps["leader"],
                                 "leader_epoch": ps["leader_epoch"],
                                 "isr": ps["isr"],
+                                "replicas": ps["replicas"],
                                 "controller_id": controller_id,
                                 "controller_epoch": controller_epoch,
                                 "result": "applied" if error == ErrorCode.NONE else "rejected",
@@ -213,9 +252,16 @@ class ReplicaManager:
             ps.get("partition_epoch", 0),
             ps["controller_epoch"],
         )
-        if current is not None:
-            partition.log_end_offset = current.log_end_offset
-            partition.high_watermark = current.high_watermark
+        if self.logs is not None:
+            config = self.topic_config(tp.topic) if self.topic_config is not None else None
+            partition.log = self.logs.get_or_create(tp, config)
+        elif current is not None:
+            partition.log = current.log
+        if partition.leader == self.broker_id and partition.log is not None:
+            # A new leader's epoch starts at its log end (KIP-101): followers that diverged
+            # truncate to it, and none joins the ISR before reaching it.
+            partition.epoch_start_offset = partition.log.log_end_offset
+            partition.log.assign_epoch_start_offset(epoch, partition.epoch_start_offset)
         if partition.leader == self.broker_id:
             # A new leader gives every follower a fresh lag allowance (as Kafka does).
             partition.followers = {
@@ -263,6 +309,8 @@ class ReplicaManager:
                         continue
                     if ps.get("delete_partition"):
                         self.partitions.pop(tp, None)
+                        if self.logs is not None:
+                            self.logs.delete(tp)
                         deleted.append(tp)
                     elif current is not None:
                         # Stop replicating; keep the epoch so older states stay refused.
@@ -305,26 +353,183 @@ class ReplicaManager:
     def record_follower_fetches(
         self, replica_id: int, fetches: Iterable[tuple[Partition, int]]
     ) -> None:
-        """record_follower_fetch for each (partition, fetch offset) of one fetch round,
-        with one clock reading and one lock acquisition for all of them: a fetch session
-        records every partition it holds on every round."""
+        """Note where a follower fetched from (its log end) in each partition of one fetch
+        round, with one clock reading and one lock for all of them: add it to the ISR once
+        caught up, and advance high watermarks its progress allows (waking producers
+        waiting for acks=all and consumers waiting for data)."""
         now = _now_ms()
         expand: list[Partition] = []
+        advanced = False
         with self._lock:
             for p, fetch_offset in fetches:
                 state = p.followers.get(replica_id)
                 if state is None:
                     continue  # not a replica of this partition
+                leader_leo = p.log_end_offset
+                if fetch_offset >= leader_leo:
+                    state.last_caught_up_ms = now
+                elif fetch_offset >= state.last_fetch_leader_leo:
+                    state.last_caught_up_ms = state.last_fetch_ms
+                moved = fetch_offset != state.fetch_offset
                 state.fetch_offset = fetch_offset
                 state.last_fetch_ms = now
-                if fetch_offset >= p.log_end_offset:
-                    state.last_caught_up_ms = now
-                # Kafka's rule: caught up to the high watermark (and the current leader
-                # epoch's start, which is the log end here until logs carry data).
-                if replica_id not in p.isr and fetch_offset >= p.high_watermark and not p.stale:
+                state.last_fetch_leader_leo = leader_leo
+                if p.stale:
+                    continue
+                # Kafka's rule: caught up to the high watermark and into this leader epoch.
+                if (
+                    replica_id not in p.isr
+                    and fetch_offset >= p.high_watermark
+                    and fetch_offset >= p.epoch_start_offset
+                ):
                     expand.append(p)
+                if moved and self._maybe_increment_high_watermark(p):
+                    advanced = True
         for p in expand:
             self._request_isr_change(p, add=replica_id, why=f"replica {replica_id} caught up")
+        if advanced:
+            self._notify_progress()
+
+    def _maybe_increment_high_watermark(self, p: Partition) -> bool:
+        """High watermark = the lowest log end over the ISR (the leader's included); it
+        only ever grows. A follower in the ISR that has not fetched yet holds it back."""
+        if p.log is None or p.leader != self.broker_id:
+            return False
+        hw = p.log.log_end_offset
+        for r in p.isr:
+            if r != self.broker_id:
+                state = p.followers.get(r)
+                hw = min(hw, state.fetch_offset if state is not None else -1)
+        if hw > p.log.high_watermark:
+            p.log.update_high_watermark(hw)
+            return True
+        return False
+
+    def _notify_progress(self) -> None:
+        with self.replicated:
+            self.replicated.notify_all()
+        if self.on_data is not None:
+            self.on_data()
+
+    # --- leader: appends ---------------------------------------------------------------
+
+    def min_insync_replicas(self, topic: str) -> int:
+        if self.topic_config is None:
+            return 1
+        return int(self.topic_config(topic).min_insync_replicas)
+
+    def append_as_leader(
+        self, tp: TopicPartition, records: bytearray, required_acks: int
+    ) -> tuple[ErrorCode, Partition | None, AppendInfo | None, str | None]:
+        """A producer's batches, appended by this partition's leader.
+
+        acks=all with an ISR smaller than min.insync.replicas is refused before anything
+        is written (NOT_ENOUGH_REPLICAS); an invalid batch is refused whole."""
+        error, p = self.leader_partition(tp, -1)
+        if p is None or p.log is None:
+            return (error if p is None else ErrorCode.KAFKA_STORAGE_ERROR), None, None, None
+        if required_acks == -1 and len(p.isr) < self.min_insync_replicas(tp.topic):
+            return (
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                p,
+                None,
+                (f"ISR {list(p.isr)} is smaller than min.insync.replicas"),
+            )
+        try:
+            info = p.log.append_as_leader(records, p.leader_epoch)
+        except RecordTooLargeError as e:
+            return ErrorCode.MESSAGE_TOO_LARGE, p, None, str(e)
+        except UnsupportedMagicError as e:
+            return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, p, None, str(e)
+        except InvalidTimestampError as e:
+            return ErrorCode.INVALID_TIMESTAMP, p, None, str(e)
+        except InvalidRecordError as e:
+            return ErrorCode.INVALID_RECORD, p, None, str(e)
+        except CorruptRecordError as e:
+            return ErrorCode.CORRUPT_MESSAGE, p, None, str(e)
+        except FencedLeaderEpochError as e:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, p, None, str(e)
+        except StorageError as e:
+            log.exception("append to %s failed", tp)
+            return ErrorCode.KAFKA_STORAGE_ERROR, p, None, str(e)
+        with self._lock:
+            advanced = self._maybe_increment_high_watermark(p)
+        if advanced or p.followers:
+            self._notify_progress()  # followers' long polls have something to fetch
+        return ErrorCode.NONE, p, info, None
+
+    def wait_for_replication(
+        self, p: Partition, required_offset: int, timeout_s: float
+    ) -> ErrorCode:
+        """acks=all: wait until the high watermark passes `required_offset` (every ISR
+        member has it). NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+        min.insync.replicas meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved;
+        REQUEST_TIMED_OUT after the producer's timeout."""
+        deadline = time.monotonic() + timeout_s
+        min_isr = self.min_insync_replicas(p.topic_partition.topic)
+        with self.replicated:
+            while True:
+                current = self.partitions.get(p.topic_partition)
+                if current is not p or p.stale or p.leader != self.broker_id:
+                    return ErrorCode.NOT_LEADER_OR_FOLLOWER
+                if p.high_watermark > required_offset:
+                    if len(p.isr) < min_isr:
+                        return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                    return ErrorCode.NONE
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return ErrorCode.REQUEST_TIMED_OUT
+                self.replicated.wait(min(remaining, 0.5))
+
+    # --- follower: appends and truncation -------------------------------------------------
+
+    def append_as_follower(
+        self, tp: TopicPartition, records: memoryview | bytes | None, leader_high_watermark: int
+    ) -> int:
+        """Append what the leader sent; returns the offset to fetch from next."""
+        p = self.partitions.get(tp)
+        if p is None or p.log is None or p.leader == self.broker_id or p.stale:
+            return p.log_end_offset if p is not None else 0
+        if records:
+            p.log.append_as_follower(records)
+        hw = min(leader_high_watermark, p.log.log_end_offset)
+        if hw > p.log.high_watermark:
+            p.log.update_high_watermark(hw)
+        return p.log.log_end_offset
+
+    def follower_position(self, tp: TopicPartition) -> tuple[int | None, int, int]:
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            return None, 0, 0
+        return p.log.latest_epoch, p.log.log_end_offset, p.log.high_watermark
+
+    def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> int:
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            return 0
+        return p.log.end_offset_for_epoch(epoch)[1]
+
+    def truncate(self, tp: TopicPartition, offset: int, why: str) -> int:
+        """Truncate a follower's log (KIP-101: where it diverged from the leader's).
+        Returns the log end afterwards; what was cut is logged, with how many offsets."""
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            return 0
+        before = p.log.log_end_offset
+        if offset < before:
+            p.log.truncate_to(offset)
+            self.state_log.write(
+                "truncated",
+                topic=tp.topic,
+                partition=tp.partition,
+                from_offset=before,
+                to_offset=offset,
+                offsets_lost=before - offset,
+                leader=p.leader,
+                leader_epoch=p.leader_epoch,
+                why=why,
+            )
+        return p.log.log_end_offset
 
     def maybe_shrink_isr(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms."""
@@ -364,6 +569,18 @@ class ReplicaManager:
             self._isr_cond.notify_all()
 
     def _write_isr_changes(self, intents: list[_IsrIntent]) -> list[TopicPartition]:
+        changed = self._write_isr_changes_to_zookeeper(intents)
+        # A smaller ISR may let the high watermark move (the laggard no longer holds it back).
+        with self._lock:
+            for tp in changed:
+                p = self.partitions.get(tp)
+                if p is not None:
+                    self._maybe_increment_high_watermark(p)
+        if changed:
+            self._notify_progress()  # also wakes producers waiting on a shrinking ISR
+        return changed
+
+    def _write_isr_changes_to_zookeeper(self, intents: list[_IsrIntent]) -> list[TopicPartition]:
         """One round of the ISR writer: every intent as a zkVersion-conditional write, all
         in packed multis. Returns the partitions whose ISR changed."""
         plans: list[tuple[Partition, LeaderAndIsr, str, str]] = []

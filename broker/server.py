@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.apis import KafkaApis
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, ConfigError, TopicConfig, effective_topic_config
 from broker.fetcher import ReplicaFetcherManager
 from broker.metadata_cache import MetadataCache
 from broker.network import SocketServer
@@ -29,6 +29,7 @@ from broker.state_change_log import StateChangeLog, open_for_broker
 from controller.controller import ControllerConfig, KafkaController, write_json_atomically
 from election.controller_election import read_controller
 from election.registration import register_broker
+from storage.log_manager import LogManager
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
@@ -37,9 +38,11 @@ from zkdata.client import NodeExistsError, ZkClient
 from zkdata.znodes import (
     BrokerRegistration,
     EndPoint,
+    MalformedZnode,
     TopicPartition,
     decode_broker,
     decode_cluster_id,
+    decode_topic_config,
     encode_cluster_id,
     new_topic_id,
     topic_id_to_str,
@@ -79,11 +82,14 @@ class KafkaServer:
             max_request_size=config.socket_request_max_bytes,
         )
         self.metadata = MetadataCache(self.broker_id, config.inter_broker_listener_name)
+        self.logs: LogManager | None = None
+        self._topic_configs: dict[str, TopicConfig] = {}
         self.replicas = ReplicaManager(
             self.broker_id,
             self.zk,
             self.state_log,
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            topic_config=self._topic_config,
         )
         self._leader_endpoints: dict[int, tuple[str, int]] = {}
         self.fetchers = ReplicaFetcherManager(
@@ -92,6 +98,7 @@ class KafkaServer:
             self._endpoint_of,
             max_wait_ms=config.replica_fetch_wait_max_ms,
             backoff_ms=config.replica_fetch_backoff_ms,
+            follower_log=self.replicas,
         )
         self.replicas.on_become = self._on_become
         self.replicas.on_stop = self._on_stop
@@ -124,6 +131,11 @@ class KafkaServer:
         self.zk.start()
         self.zk.ensure_paths(paths.PERSISTENT_PATHS)
         self.metadata.cluster_id = self._cluster_id()
+        # The logs before anything else: recovery (after an unclean stop) validates their
+        # tails, and the broker must not serve before its logs are sound.
+        self.logs = LogManager(self.config.log_dirs, self.config, topic_config=self._topic_config)
+        self.replicas.logs = self.logs
+        self.logs.start()
         self.replicas.start()
         self.apis = KafkaApis(
             self.broker_id,
@@ -135,6 +147,7 @@ class KafkaServer:
             request_timeout_s=self.config.request_timeout_ms / 1000,
             on_live_leaders=self._remember_live_leaders,
         )
+        self.replicas.on_data = self.apis.wake_fetches
         self.socket_server.start()
         self.register()
         self.controller.start()
@@ -219,12 +232,35 @@ class KafkaServer:
         self.fetchers.unfollow(tps)
 
     def _on_fetched(
-        self, tp: TopicPartition, _records: memoryview | bytes | None, high_watermark: int
+        self, tp: TopicPartition, records: memoryview | bytes | None, high_watermark: int
     ) -> int:
-        # Logs arrive with the data-plane work; until then every log is empty.
-        del high_watermark
-        p = self.replicas.partitions.get(tp)
-        return p.log_end_offset if p is not None else 0
+        return self.replicas.append_as_follower(tp, records, high_watermark)
+
+    def _topic_config(self, topic: str) -> TopicConfig:
+        """A topic's effective config: the broker's defaults and the topic's overrides in
+        /config/topics/<t> (read once per topic; unreadable overrides are reported and the
+        defaults used)."""
+        cached = self._topic_configs.get(topic)
+        if cached is not None:
+            return cached
+        overrides: dict[str, str] = {}
+        path = paths.topic_config(topic)
+        try:
+            got = self.zk.get(path)
+            if got is not None:
+                overrides = decode_topic_config(topic, got[0], path)
+        except MalformedZnode as e:
+            log.error("%s; using the broker's defaults for topic %s", e, topic)
+        except Exception as e:
+            log.warning("could not read %s (%s); using the broker's defaults", path, e)
+            return effective_topic_config(self.config, {})
+        try:
+            config = effective_topic_config(self.config, overrides)
+        except ConfigError as e:
+            log.error("bad config for topic %s in %s: %s; using the defaults", topic, path, e)
+            config = effective_topic_config(self.config, {})
+        self._topic_configs[topic] = config
+        return config
 
     def _isr_check_loop(self) -> None:
         interval = max(0.1, self.config.replica_lag_time_max_ms / 2000)
@@ -341,6 +377,8 @@ class KafkaServer:
         self.socket_server.stop()
         self.fetchers.close()
         self.replicas.close()
+        if self.logs is not None:
+            self.logs.close()  # checkpoints, then the clean-shutdown marker
         self.controller.shutdown()
         # Closing the session removes /brokers/ids/<id> (and /controller) at once.
         self.zk.close()

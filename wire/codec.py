@@ -1043,7 +1043,7 @@ class Codec:
         flexible: bool,
         source: str,
         encode: Callable[[Mapping[str, Any], bytearray], None],
-        decode: Callable[[bytes, int], tuple[Body, int]],
+        decode: Callable[[bytes | bytearray, int], tuple[Body, int]],
         new: Callable[[], Body],
     ) -> None:
         self.spec = spec
@@ -1094,7 +1094,9 @@ class Codec:
         self, data: bytes | bytearray | memoryview, offset: int = 0
     ) -> tuple[Body, int]:
         """Decode starting at `offset`; returns the body and the offset just past it."""
-        buf = data if type(data) is bytes else bytes(data)
+        # bytes and bytearray are decoded in place (a producer's records stay a writable
+        # view of the frame); anything else is copied once.
+        buf: bytes | bytearray = data if isinstance(data, (bytes, bytearray)) else bytes(data)
         if len(buf) - offset < _GC_PAUSE_BYTES or not gc.isenabled():
             return self._decode_checked(buf, offset)
         # A large message becomes hundreds of thousands of small dicts and lists, none of
@@ -1106,7 +1108,7 @@ class Codec:
         finally:
             gc.enable()
 
-    def _decode_checked(self, buf: bytes, offset: int) -> tuple[Body, int]:
+    def _decode_checked(self, buf: bytes | bytearray, offset: int) -> tuple[Body, int]:
         try:
             return self._decode(buf, offset)
         except DecodeError as exc:

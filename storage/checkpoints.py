@@ -1,0 +1,130 @@
+"""Kafka's checkpoint files, written atomically.
+
+Every checkpoint is text: a version line (``0``), a count line, then one entry per line::
+
+    0
+    2
+    orders 0 1042        <- recovery-point-offset-checkpoint, replication-offset-checkpoint,
+    orders 1 977            log-start-offset-checkpoint: "topic partition offset"
+
+    0
+    2
+    3 0                  <- leader-epoch-checkpoint: "epoch start_offset"
+    5 1200
+
+A write goes to ``<file>.tmp``, is fsynced, renamed over the file and the directory is
+fsynced, so a crash leaves either the old or the new checkpoint, never a torn one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Final
+
+from storage.errors import CheckpointError
+
+__all__ = [
+    "LOG_START_OFFSET_CHECKPOINT",
+    "RECOVERY_POINT_CHECKPOINT",
+    "REPLICATION_CHECKPOINT",
+    "fsync_dir",
+    "read_epoch_checkpoint",
+    "read_offset_checkpoint",
+    "write_atomically",
+    "write_epoch_checkpoint",
+    "write_offset_checkpoint",
+]
+
+RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
+REPLICATION_CHECKPOINT: Final = "replication-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
+VERSION: Final = 0
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync a directory, so the names created, renamed or removed in it are durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text``: temp file, fsync, rename, fsync the directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        data = text.encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def _lines(path: Path) -> list[str]:
+    """The entry lines of a checkpoint, after checking its version and count."""
+    lines = path.read_text().splitlines()
+    if len(lines) < 2:
+        raise CheckpointError(f"{path}: missing version or count line")
+    if lines[0].strip() != str(VERSION):
+        raise CheckpointError(f"{path}: unrecognized version {lines[0]!r} (expected 0)")
+    try:
+        count = int(lines[1])
+    except ValueError:
+        raise CheckpointError(f"{path}: malformed count line {lines[1]!r}") from None
+    entries = [line for line in lines[2:] if line.strip()]
+    if len(entries) != count:
+        raise CheckpointError(f"{path}: expected {count} entries, found {len(entries)}")
+    return entries
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> offset``; an absent file is empty."""
+    if not path.exists():
+        return {}
+    result: dict[tuple[str, int], int] = {}
+    for line in _lines(path):
+        parts = line.split()
+        try:
+            topic, partition, offset = parts[0], int(parts[1]), int(parts[2])
+        except (IndexError, ValueError):
+            raise CheckpointError(f"{path}: malformed line {line!r}") from None
+        if len(parts) != 3:
+            raise CheckpointError(f"{path}: malformed line {line!r}")
+        result[(topic, partition)] = offset
+    return result
+
+
+def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
+    entries = sorted(offsets.items())
+    body = "".join(f"{topic} {partition} {offset}\n" for (topic, partition), offset in entries)
+    write_atomically(path, f"{VERSION}\n{len(entries)}\n{body}")
+
+
+def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
+    """``[(epoch, start_offset), ...]`` in file order; an absent file is empty."""
+    if not path.exists():
+        return []
+    result: list[tuple[int, int]] = []
+    for line in _lines(path):
+        parts = line.split()
+        if len(parts) != 2:
+            raise CheckpointError(f"{path}: malformed line {line!r}")
+        try:
+            result.append((int(parts[0]), int(parts[1])))
+        except ValueError:
+            raise CheckpointError(f"{path}: malformed line {line!r}") from None
+    return result
+
+
+def write_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]) -> None:
+    items = list(entries)
+    body = "".join(f"{epoch} {offset}\n" for epoch, offset in items)
+    write_atomically(path, f"{VERSION}\n{len(items)}\n{body}")

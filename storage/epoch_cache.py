@@ -1,0 +1,160 @@
+"""The leader epoch cache (KIP-101): which leader epoch started at which offset.
+
+A partition's ``leader-epoch-checkpoint`` holds ``epoch start_offset`` pairs, epochs and
+start offsets both strictly increasing. A leader records ``(its epoch, log end offset)``
+when it first writes in its epoch (or when it becomes leader); a follower records an
+entry whenever a fetched batch carries a higher epoch than its latest. With it a follower
+that has just seen a new leader asks OffsetsForLeaderEpoch for the end offset of its own
+latest epoch and truncates exactly where its log and the leader's diverged.
+
+The semantics are Kafka 2.8's ``LeaderEpochFileCache``; every change is written through
+to the checkpoint file (changes happen once per leader change, not per append).
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from storage.checkpoints import read_epoch_checkpoint, write_epoch_checkpoint
+from storage.errors import CheckpointError
+
+__all__ = [
+    "LEADER_EPOCH_CHECKPOINT",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
+    "EpochEntry",
+    "LeaderEpochCache",
+]
+
+LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
+UNDEFINED_EPOCH: Final = -1
+UNDEFINED_EPOCH_OFFSET: Final = -1
+
+
+class EpochEntry(NamedTuple):
+    epoch: int
+    start_offset: int
+
+
+class LeaderEpochCache:
+    """The epoch -> start offset entries of one partition, persisted in ``path`` (None:
+    in memory only)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._entries: list[EpochEntry] = []
+        if path is not None:
+            for epoch, offset in read_epoch_checkpoint(path):
+                entry = EpochEntry(epoch, offset)
+                if self._entries and (
+                    epoch <= self._entries[-1].epoch or offset < self._entries[-1].start_offset
+                ):
+                    raise CheckpointError(f"{path}: entries not increasing at {entry}")
+                self._entries.append(entry)
+
+    # --- queries --------------------------------------------------------------------
+
+    def entries(self) -> list[EpochEntry]:
+        with self._lock:
+            return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        entries = self._entries
+        return entries[-1].epoch if entries else None
+
+    @property
+    def earliest_entry(self) -> EpochEntry | None:
+        entries = self._entries
+        return entries[0] if entries else None
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: ``(epoch, end offset)`` for ``requested_epoch``.
+
+        * the latest epoch: (it, the log end offset);
+        * an epoch between known ones: (the largest known epoch <= requested, the start
+          offset of the first epoch above requested);
+        * an epoch below every known one: (requested, the earliest entry's start offset):
+          that history was deleted, and the follower should start from there (Kafka 2.8);
+        * UNDEFINED_EPOCH, an epoch above the latest, or an empty cache:
+          (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET).
+        """
+        with self._lock:
+            entries = self._entries
+            if requested_epoch == UNDEFINED_EPOCH or not entries:
+                return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            if entries[-1].epoch == requested_epoch:
+                return requested_epoch, log_end_offset
+            higher = bisect.bisect_right(entries, requested_epoch, key=lambda e: e.epoch)
+            if higher == len(entries):
+                return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            if higher == 0:
+                return requested_epoch, entries[0].start_offset
+            return entries[higher - 1].epoch, entries[higher].start_offset
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch whose range holds ``offset`` (None below the earliest entry)."""
+        with self._lock:
+            slot = bisect.bisect_right(self._entries, offset, key=lambda e: e.start_offset)
+            return self._entries[slot - 1].epoch if slot else None
+
+    # --- changes --------------------------------------------------------------------
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``. A no-op if ``epoch`` is the
+        latest and starts no later; otherwise entries that are not below the new one in
+        both epoch and start offset are dropped first (Kafka's monotonicity rule).
+        Returns whether anything changed."""
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
+        with self._lock:
+            entries = self._entries
+            if entries and entries[-1].epoch == epoch and entries[-1].start_offset <= start_offset:
+                return False
+            while entries and (
+                entries[-1].epoch >= epoch or entries[-1].start_offset >= start_offset
+            ):
+                entries.pop()
+            entries.append(EpochEntry(epoch, start_offset))
+            self._flush()
+            return True
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop the entries starting at or after ``end_offset`` (the log was truncated
+        to it)."""
+        with self._lock:
+            entries = self._entries
+            if end_offset < 0 or not entries or entries[-1].start_offset < end_offset:
+                return
+            while entries and entries[-1].start_offset >= end_offset:
+                entries.pop()
+            self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: drop the entries at or below it, and
+        keep the last dropped one's epoch as starting at ``start_offset``."""
+        with self._lock:
+            entries = self._entries
+            keep = bisect.bisect_right(entries, start_offset, key=lambda e: e.start_offset)
+            if keep == 0:
+                return
+            last_dropped = entries[keep - 1]
+            if keep == 1 and last_dropped.start_offset == start_offset:
+                return
+            del entries[:keep]
+            entries.insert(0, EpochEntry(last_dropped.epoch, start_offset))
+            self._flush()
+
+    def clear(self) -> None:
+        with self._lock:
+            if self._entries:
+                self._entries.clear()
+                self._flush()
+
+    def _flush(self) -> None:
+        if self.path is not None:
+            write_epoch_checkpoint(self.path, self._entries)

@@ -1,0 +1,142 @@
+"""The storage layer's exceptions, each carrying the Kafka error code a broker answers with.
+
+The codes are Kafka's (``org.apache.kafka.common.protocol.Errors``); they are repeated here
+as plain ints so that ``storage`` depends on nothing of the broker's (a unit test checks
+them against ``wire.errors.ErrorCode``). A broker maps any of these with
+``ErrorCode(exc.error_code)``.
+
+An append that raises has appended nothing: validation runs over the whole request before
+a byte is written, and a failed write is cut back off the segment.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "CheckpointError",
+    "CorruptRecordError",
+    "FencedLeaderEpochError",
+    "InvalidRecordError",
+    "InvalidTimestampError",
+    "KafkaStorageError",
+    "LogDirLockedError",
+    "OffsetOutOfRangeError",
+    "RecordTooLargeError",
+    "StorageError",
+    "UnexpectedAppendOffsetError",
+    "UnsupportedMagicError",
+]
+
+
+class StorageError(Exception):
+    """Base class. ``error_code`` is the Kafka error code for a response."""
+
+    error_code: ClassVar[int] = -1  # UNKNOWN_SERVER_ERROR
+
+
+class CorruptRecordError(StorageError):
+    """A record batch failed validation: bad length, CRC mismatch, bad header field.
+
+    ``position`` is the byte position in the records blob (or segment file) where the bad
+    batch starts; ``offset`` its base offset when it could be read, else None.
+    """
+
+    error_code = 2  # CORRUPT_MESSAGE
+
+    def __init__(self, reason: str, *, position: int, offset: int | None = None) -> None:
+        self.reason = reason
+        self.position = position
+        self.offset = offset
+        where = f"position {position}" + ("" if offset is None else f" (offset {offset})")
+        super().__init__(f"corrupt record batch at {where}: {reason}")
+
+
+class UnsupportedMagicError(CorruptRecordError):
+    """A batch is not of magic 2 (message format v0/v1 is not supported)."""
+
+    error_code = 43  # UNSUPPORTED_FOR_MESSAGE_FORMAT
+
+    def __init__(self, magic: int, *, position: int, offset: int | None = None) -> None:
+        self.magic = magic
+        super().__init__(
+            f"magic {magic} is not supported (only record batch v2, magic 2, is)",
+            position=position,
+            offset=offset,
+        )
+
+
+class InvalidRecordError(CorruptRecordError):
+    """A well-formed batch a client may not send (base offset not 0, count inconsistent
+    with the offset range, a control batch, a producer id without a sequence)."""
+
+    error_code = 87  # INVALID_RECORD
+
+
+class RecordTooLargeError(StorageError):
+    """A batch is larger than the topic's ``max.message.bytes``."""
+
+    error_code = 10  # MESSAGE_TOO_LARGE
+
+    def __init__(self, size: int, limit: int, *, position: int) -> None:
+        self.size = size
+        self.limit = limit
+        self.position = position
+        super().__init__(
+            f"record batch at position {position} is {size} bytes, larger than"
+            f" max.message.bytes {limit}"
+        )
+
+
+class InvalidTimestampError(StorageError):
+    """A CreateTime batch's timestamps are further from the broker's clock than
+    ``message.timestamp.difference.max.ms``."""
+
+    error_code = 32  # INVALID_TIMESTAMP
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A read (or truncation) asked for an offset outside [log start, log end]."""
+
+    error_code = 1  # OFFSET_OUT_OF_RANGE
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        super().__init__(f"offset {offset} is out of range [{log_start_offset}, {log_end_offset}]")
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append whose batches do not continue the log exactly (the first base
+    offset must be the log end offset, each next batch must follow the previous one).
+
+    Kafka raises UnexpectedAppendOffsetException here, which no response carries: the
+    replica fetcher handles it (truncate and fetch again)."""
+
+    error_code = -1
+
+    def __init__(self, reason: str, *, expected: int, found: int) -> None:
+        self.expected = expected
+        self.found = found
+        super().__init__(f"{reason}: expected offset {expected}, found {found}")
+
+
+class FencedLeaderEpochError(StorageError):
+    """An append as leader with a leader epoch older than the log's latest epoch."""
+
+    error_code = 74  # FENCED_LEADER_EPOCH
+
+
+class KafkaStorageError(StorageError):
+    """An I/O error in a log directory (disk full, permission, device gone)."""
+
+    error_code = 56  # KAFKA_STORAGE_ERROR
+
+
+class CheckpointError(StorageError):
+    """A checkpoint file is malformed (named in the message with the bad line)."""
+
+
+class LogDirLockedError(StorageError):
+    """Another process holds the log directory's ``.lock``."""

@@ -1,0 +1,256 @@
+"""A segment's offset index and time index, in Kafka's byte formats.
+
+* ``.index``: 8-byte entries, big-endian ``relative offset int32, position int32``: the
+  batch holding offset ``base + relative offset`` starts at or after ``position``.
+* ``.timeindex``: 12-byte entries ``timestamp int64, relative offset int32``: every
+  record at or below that offset has a timestamp at most ``timestamp``.
+
+Both are sparse (an entry per ``index.interval.bytes`` of log) and sorted. Kafka
+preallocates and memory-maps them; here the files hold exactly their entries (as Kafka
+leaves them after a roll or a clean shutdown), entries are appended with ``write`` and
+looked up by binary search with ``pread``. Nothing of an index lives in Python memory
+but its entry count and last entry, so a broker's memory does not grow with its logs
+(a mapped index's touched pages would count in its resident set). A lookup costs about
+log2(entries) small preads, and none for the common case of an offset at or past the
+last entry (a consumer or follower at the log's end).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+from typing import Final, NamedTuple
+
+__all__ = ["IndexEntry", "OffsetIndex", "TimeIndex", "TimestampEntry"]
+
+_OFFSET_ENTRY: Final = struct.Struct(">ii")
+_TIME_ENTRY: Final = struct.Struct(">qi")
+
+
+class IndexEntry(NamedTuple):
+    offset: int
+    position: int
+
+
+class TimestampEntry(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+def _open_append(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+
+
+class _Index:
+    """What both indexes share: an append-only file of fixed-size sorted entries."""
+
+    entry_size: int
+
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_index_bytes // self.entry_size)
+        self._fd = _open_append(path)
+        size = os.fstat(self._fd).st_size
+        #: a file that is not a whole number of entries (a torn write) is corrupt
+        self.torn = size % self.entry_size != 0
+        self.entries = size // self.entry_size
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.entries * self.entry_size
+
+    def _read(self, slot: int) -> bytes:
+        size = self.entry_size
+        data = os.pread(self._fd, size, slot * size)
+        if len(data) != size:
+            raise OSError(f"short read of entry {slot} of {self.path}")
+        return data
+
+    def _truncate_entries(self, entries: int) -> None:
+        os.ftruncate(self._fd, entries * self.entry_size)
+        self.entries = entries
+        self.torn = False
+
+    def reset(self) -> None:
+        """Remove every entry (before a rebuild)."""
+        self._truncate_entries(0)
+        self._after_truncate()
+
+    def _after_truncate(self) -> None:
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename(self, path: Path) -> None:
+        os.rename(self.path, path)
+        self.path = path
+
+
+class OffsetIndex(_Index):
+    """Offset -> file position of the batch to start scanning from."""
+
+    entry_size = 8
+
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+        super().__init__(path, base_offset, max_index_bytes)
+        self.last_entry = IndexEntry(base_offset, 0)
+        self._after_truncate()
+
+    def _after_truncate(self) -> None:
+        if self.entries:
+            rel, pos = _OFFSET_ENTRY.unpack(self._read(self.entries - 1))
+            self.last_entry = IndexEntry(self.base_offset + rel, pos)
+        else:
+            self.last_entry = IndexEntry(self.base_offset, 0)
+
+    def _entry(self, slot: int) -> IndexEntry:
+        rel, pos = _OFFSET_ENTRY.unpack(self._read(slot))
+        return IndexEntry(self.base_offset + rel, pos)
+
+    def append(self, offset: int, position: int) -> None:
+        """Add an entry; offsets must grow (a broken invariant raises ValueError)."""
+        if self.entries and offset <= self.last_entry.offset:
+            raise ValueError(
+                f"offset index {self.path}: entry {offset} is not above {self.last_entry.offset}"
+            )
+        os.write(self._fd, _OFFSET_ENTRY.pack(offset - self.base_offset, position))
+        self.entries += 1
+        self.last_entry = IndexEntry(offset, position)
+
+    def lookup(self, offset: int) -> IndexEntry:
+        """The entry with the largest offset <= ``offset``; (base offset, 0) if none."""
+        last = self.last_entry
+        if self.entries == 0 or offset >= last.offset:
+            return last if self.entries else IndexEntry(self.base_offset, 0)
+        lo, hi = 0, self.entries - 1  # answer in [lo-1, hi-1]: entry hi is > offset
+        found = IndexEntry(self.base_offset, 0)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = self._entry(mid)
+            if entry.offset <= offset:
+                found = entry
+                lo = mid + 1
+            else:
+                hi = mid
+        return found
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove the entries with offsets >= ``offset``."""
+        lo, hi = 0, self.entries  # first slot whose offset >= offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._entry(mid).offset < offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < self.entries:
+            self._truncate_entries(lo)
+            self._after_truncate()
+
+    def sanity_problem(self, log_size: int) -> str | None:
+        """Why this index cannot be trusted for a log of ``log_size`` bytes, or None."""
+        if self.torn:
+            return f"{self.path} is not a whole number of {self.entry_size}-byte entries"
+        if not self.entries:
+            return None
+        first = self._entry(0)
+        last = self.last_entry
+        if first.offset < self.base_offset or last.offset < first.offset:
+            return f"{self.path}: entries out of order ({first.offset}..{last.offset})"
+        if last.position >= max(log_size, 1):
+            return f"{self.path}: last entry points to {last.position}, past the log's end"
+        return None
+
+
+class TimeIndex(_Index):
+    """Timestamp -> offset: every record at or below ``offset`` has a timestamp at most
+    ``timestamp``, so a search for the first record with timestamp >= T can start after
+    the last entry whose timestamp is below T."""
+
+    entry_size = 12
+
+    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+        super().__init__(path, base_offset, max_index_bytes)
+        self.last_entry: TimestampEntry | None = None
+        self._after_truncate()
+
+    def _after_truncate(self) -> None:
+        self.last_entry = self._entry(self.entries - 1) if self.entries else None
+
+    def _entry(self, slot: int) -> TimestampEntry:
+        ts, rel = _TIME_ENTRY.unpack(self._read(slot))
+        return TimestampEntry(ts, self.base_offset + rel)
+
+    def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
+        """Add an entry if ``timestamp`` is above the last entry's (Kafka's maybeAppend).
+        A full index takes no more entries, except the one written when a segment rolls."""
+        if self.is_full and not skip_full_check:
+            return
+        last = self.last_entry
+        if last is not None and timestamp <= last.timestamp:
+            return
+        if last is not None and offset < last.offset:
+            raise ValueError(
+                f"time index {self.path}: entry offset {offset} is below {last.offset}"
+            )
+        os.write(self._fd, _TIME_ENTRY.pack(timestamp, offset - self.base_offset))
+        self.entries += 1
+        self.last_entry = TimestampEntry(timestamp, offset)
+
+    def lookup_below(self, timestamp: int) -> TimestampEntry | None:
+        """The last entry whose timestamp is < ``timestamp``, or None."""
+        last = self.last_entry
+        if last is None:
+            return None
+        if last.timestamp < timestamp:
+            return last
+        lo, hi = 0, self.entries - 1
+        found: TimestampEntry | None = None
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = self._entry(mid)
+            if entry.timestamp < timestamp:
+                found = entry
+                lo = mid + 1
+            else:
+                hi = mid
+        return found
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove the entries with offsets >= ``offset``."""
+        lo, hi = 0, self.entries
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._entry(mid).offset < offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < self.entries:
+            self._truncate_entries(lo)
+            self._after_truncate()
+
+    def sanity_problem(self) -> str | None:
+        if self.torn:
+            return f"{self.path} is not a whole number of {self.entry_size}-byte entries"
+        if not self.entries:
+            return None
+        first = self._entry(0)
+        last = self.last_entry
+        assert last is not None
+        if last.timestamp < first.timestamp or last.offset < first.offset:
+            return f"{self.path}: entries out of order"
+        if first.offset < self.base_offset:
+            return f"{self.path}: entry offset {first.offset} below the segment's base"
+        return None

@@ -1,0 +1,793 @@
+"""A partition's log: the segments of one ``<topic>-<partition>`` directory.
+
+``PartitionLog`` appends (as leader: validate, assign offsets and epoch in place, write;
+as follower: validate, check contiguity, write), reads whole batches as file regions,
+rolls segments, truncates (KIP-101), applies retention, flushes by policy, keeps the
+leader epoch cache consistent, and on opening recovers whatever a crash left unflushed.
+
+Concurrency: one lock serialises the changes (appends, rolls, truncation, retention); a
+read takes no lock. It works from a snapshot of the segment list and the log end offset,
+and ``pread`` never moves a file position, so reads run beside an append. Segments that
+retention or truncation remove are renamed ``.deleted`` and closed only
+``file.delete.delay.ms`` later (when a scheduler is given), so a region handed out just
+before stays readable.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+from storage.checkpoints import fsync_dir
+from storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from storage.errors import (
+    FencedLeaderEpochError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+)
+from storage.records import (
+    BatchesInfo,
+    Compression,
+    assign_offsets,
+    iter_records,
+    validate_follower_batches,
+)
+from storage.segment import DELETED_SUFFIX, FileRegion, LogSegment
+
+if TYPE_CHECKING:
+    from broker.config import TopicConfig
+
+__all__ = [
+    "AppendInfo",
+    "Defer",
+    "LogConfig",
+    "PartitionLog",
+    "ReadInfo",
+    "RecoveryReport",
+    "TimestampOffset",
+    "log_dir_name",
+    "parse_log_dir_name",
+]
+
+LONG_MAX: Final = 2**63 - 1
+_INT32_MAX: Final = 2**31 - 1
+_SEGMENT_NAME = re.compile(r"(\d{20})\.(log|index|timeindex)")
+_LEFTOVER_SUFFIXES: Final = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
+
+#: ``defer(action, delay_ms)`` runs ``action`` later on a background thread.
+Defer = Callable[[Callable[[], None], int], None]
+
+
+def log_dir_name(topic: str, partition: int) -> str:
+    """Kafka's partition directory name: ``<topic>-<partition>``."""
+    return f"{topic}-{partition}"
+
+
+def parse_log_dir_name(name: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` of a partition directory name, or None if it is not one."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """The topic configs a log uses (``LogConfig.from_topic_config`` takes them from a
+    broker.config.TopicConfig); the defaults are Kafka's."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 3600 * 1000  # -1: forever
+    retention_bytes: int = -1  # -1: no limit
+    delete_enabled: bool = True  # cleanup.policy includes "delete"
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    max_message_bytes: int = 1024 * 1024 + 12
+    log_append_time: bool = False  # message.timestamp.type=LogAppendTime
+    max_timestamp_difference_ms: int = LONG_MAX
+    file_delete_delay_ms: int = 60_000
+
+    @classmethod
+    def from_topic_config(cls, config: TopicConfig) -> LogConfig:
+        return cls(
+            segment_bytes=config.segment_bytes,
+            segment_ms=config.segment_ms,
+            segment_jitter_ms=config.segment_jitter_ms,
+            segment_index_bytes=config.segment_index_bytes,
+            index_interval_bytes=config.index_interval_bytes,
+            retention_ms=config.retention_ms,
+            retention_bytes=config.retention_bytes,
+            delete_enabled="delete" in config.cleanup_policy,
+            flush_messages=config.flush_messages,
+            flush_ms=config.flush_ms,
+            max_message_bytes=config.max_message_bytes,
+            log_append_time=config.message_timestamp_type == "LogAppendTime",
+            max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
+            file_delete_delay_ms=config.file_delete_delay_ms,
+        )
+
+
+class AppendInfo(NamedTuple):
+    """The result of an append: the offsets the batches got (or had) and what the
+    Produce response needs (``log_append_time`` is -1 for CreateTime topics)."""
+
+    first_offset: int
+    last_offset: int
+    record_count: int
+    batch_count: int
+    size: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class ReadInfo(NamedTuple):
+    """Whole batches read from one segment.
+
+    ``region`` is the file region to send (None when nothing was read); its batches hold
+    offsets ``first_offset`` (the base offset of the first batch, which may be below the
+    offset asked for) to ``next_offset - 1``. ``to_bytes()`` materialises it.
+    ``log_start_offset``/``log_end_offset`` are the log's as the read saw them.
+    """
+
+    start_offset: int
+    first_offset: int
+    next_offset: int
+    region: FileRegion | None
+    log_start_offset: int
+    log_end_offset: int
+
+    @property
+    def size(self) -> int:
+        return 0 if self.region is None else self.region.length
+
+    def to_bytes(self) -> bytes:
+        return b"" if self.region is None else self.region.to_bytes()
+
+
+class TimestampOffset(NamedTuple):
+    """ListOffsets by timestamp: the first record with a timestamp >= the one asked."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What opening a log did. ``truncated_bytes`` is what was cut off a torn or corrupt
+    tail (``truncation_reason`` says what was found there)."""
+
+    clean_shutdown: bool
+    segments: int
+    segments_recovered: int
+    bytes_recovered: int
+    truncated_bytes: int
+    truncation_reason: str | None
+    segments_deleted: int
+    log_end_offset: int
+    seconds: float
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PartitionLog:
+    """One partition's log in ``directory`` (named ``<topic>-<partition>``).
+
+    Opening it loads and, after an unclean shutdown (``clean_shutdown=False``), recovers
+    it from ``recovery_point``: every batch from the segment holding the recovery point
+    to the end is checked (length, magic, CRC, offset order), a torn or corrupt tail is
+    cut off (and every later segment deleted), and the indexes of the scanned segments
+    are rebuilt. ``recovery_report`` says what was found.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int = 0,
+        clean_shutdown: bool = False,
+        defer: Defer | None = None,
+        time_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        started = time.perf_counter()
+        self.dir = Path(directory)
+        parsed = parse_log_dir_name(self.dir.name)
+        if parsed is None:
+            raise ValueError(f"{self.dir.name!r} is not a <topic>-<partition> directory name")
+        self.topic, self.partition = parsed
+        self.config = config
+        self._defer = defer
+        self._time_ms = time_ms
+        self._lock = threading.Lock()
+        self._closed = False
+        self._dir_dirty = False
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)
+
+        segments = self._load_segments()
+        recovered = bytes_recovered = truncated = deleted = 0
+        reason: str | None = None
+        for i, segment in enumerate(segments):
+            next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            unflushed = not clean_shutdown and (next_base is None or next_base > recovery_point)
+            if not unflushed and segment.index_problem() is None:
+                continue
+            result = segment.recover(self.epoch_cache.latest_epoch)
+            recovered += 1
+            bytes_recovered += result.valid_bytes + result.truncated_bytes
+            for epoch, start in result.epoch_starts:
+                self.epoch_cache.assign(epoch, start)
+            if result.truncated_bytes and unflushed:
+                truncated += result.truncated_bytes
+                reason = f"{segment.path.name}: {result.reason}"
+                for later in segments[i + 1 :]:
+                    later.close_and_remove()
+                    deleted += 1
+                del segments[i + 1 :]
+                break
+            if result.truncated_bytes:  # an older segment with a bad index and a bad batch
+                truncated += result.truncated_bytes
+                reason = f"{segment.path.name}: {result.reason}"
+        if not segments:
+            segments.append(self._new_segment(log_start_offset))
+        self._segments = segments
+        self._publish()
+        self._leo = segments[-1].next_offset()
+        self._log_start = min(max(log_start_offset, segments[0].base_offset), self._leo)
+        self.epoch_cache.truncate_from_end(self._leo)
+        self.epoch_cache.truncate_from_start(self._log_start)
+        self._recovery_point = self._leo if clean_shutdown else min(recovery_point, self._leo)
+        self._hw = min(max(high_watermark, self._log_start), self._leo)
+        self._last_flush_ms = time_ms()
+        self.recovery_report = RecoveryReport(
+            clean_shutdown=clean_shutdown,
+            segments=len(segments),
+            segments_recovered=recovered,
+            bytes_recovered=bytes_recovered,
+            truncated_bytes=truncated,
+            truncation_reason=reason,
+            segments_deleted=deleted,
+            log_end_offset=self._leo,
+            seconds=time.perf_counter() - started,
+        )
+
+    # --- loading ----------------------------------------------------------------------
+
+    def _load_segments(self) -> list[LogSegment]:
+        bases: set[int] = set()
+        others: list[tuple[int, Path]] = []
+        for path in self.dir.iterdir():
+            name = path.name
+            if name.endswith(_LEFTOVER_SUFFIXES):
+                path.unlink()
+                continue
+            match = _SEGMENT_NAME.fullmatch(name)
+            if match is None:
+                continue
+            if match.group(2) == "log":
+                bases.add(int(match.group(1)))
+            else:
+                others.append((int(match.group(1)), path))
+        for base, path in others:
+            if base not in bases:  # an index without its log
+                path.unlink()
+        return [self._open_segment(base) for base in sorted(bases)]
+
+    def _open_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_bytes=self.config.segment_index_bytes,
+            now_ms=self._time_ms(),
+        )
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        self._dir_dirty = True
+        return LogSegment.create(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_bytes=self.config.segment_index_bytes,
+            segment_jitter_ms=self.config.segment_jitter_ms,
+            now_ms=self._time_ms(),
+        )
+
+    def _publish(self) -> None:
+        """Make the segment list visible to readers (one tuple, swapped atomically)."""
+        segments = tuple(self._segments)
+        self._view = (segments, tuple(s.base_offset for s in segments))
+
+    # --- state ------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below it is on disk (fsynced)."""
+        return self._recovery_point
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.epoch_cache.latest_epoch
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._view[0])
+
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._view[1])
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.topic}-{self.partition}, start={self._log_start},"
+            f" end={self._leo}, hw={self._hw}, segments={len(self._view[0])})"
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.dir} is closed")
+
+    def update_config(self, config: LogConfig) -> None:
+        """New topic configs; they apply to the next append, roll and retention check."""
+        with self._lock:
+            self.config = config
+
+    # --- appends ----------------------------------------------------------------------
+
+    def append_as_leader(
+        self, records: bytearray | memoryview, leader_epoch: int, *, now_ms: int | None = None
+    ) -> AppendInfo:
+        """Append a producer's batches: validate them (length, magic 2, CRC-32C, a
+        client's header rules, ``max.message.bytes``), give them the next offsets and
+        ``leader_epoch`` in place (``records`` must be writable) and write them. The first
+        append in a new epoch records the epoch's start offset. All or nothing: a
+        validation error raises before anything is written."""
+        config = self.config
+        now = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            self._check_open()
+            latest = self.epoch_cache.latest_epoch
+            if latest is not None and leader_epoch < latest:
+                raise FencedLeaderEpochError(
+                    f"leader epoch {leader_epoch} is older than the log's latest, {latest}"
+                )
+            info = assign_offsets(
+                records,
+                self._leo,
+                leader_epoch,
+                max_batch_size=config.max_message_bytes,
+                log_append_time_ms=now if config.log_append_time else None,
+                now_ms=now,
+                max_timestamp_difference_ms=(
+                    None
+                    if config.max_timestamp_difference_ms == LONG_MAX
+                    else config.max_timestamp_difference_ms
+                ),
+            )
+            self._append_locked(memoryview(records), info, now)
+            if leader_epoch != latest:
+                self.epoch_cache.assign(leader_epoch, info.first_offset)
+            result = self._append_info(info)
+            flush = self._leo - self._recovery_point >= config.flush_messages
+        if flush:
+            self.flush()
+        return result
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches fetched from the leader, offsets and epochs as they are. The
+        first must start at the log end offset and each next follow the previous one
+        (UnexpectedAppendOffsetError otherwise); an incomplete trailing batch is left
+        out. Epochs above the cache's latest are recorded with their start offsets."""
+        now = self._time_ms()
+        with self._lock:
+            self._check_open()
+            info = validate_follower_batches(records, self._leo)
+            if info.batches:
+                self._append_locked(memoryview(records)[: info.size], info, now)
+                latest = self.epoch_cache.latest_epoch
+                for header in info.batches:
+                    epoch = header.partition_leader_epoch
+                    if epoch >= 0 and (latest is None or epoch > latest):
+                        self.epoch_cache.assign(epoch, header.base_offset)
+                        latest = epoch
+            result = self._append_info(info)
+            flush = self._leo - self._recovery_point >= self.config.flush_messages
+        if flush:
+            self.flush()
+        return result
+
+    def _append_info(self, info: BatchesInfo) -> AppendInfo:
+        return AppendInfo(
+            info.first_offset,
+            info.last_offset,
+            info.record_count,
+            len(info.batches),
+            info.size,
+            info.max_timestamp,
+            info.offset_of_max_timestamp,
+            info.log_append_time,
+            self._log_start,
+            self._leo,
+        )
+
+    def _append_locked(self, data: memoryview, info: BatchesInfo, now: int) -> None:
+        segment = self._maybe_roll(info, now)
+        try:
+            segment.append(data[: info.size], info.batches)
+        except OSError as exc:
+            raise KafkaStorageError(f"append to {segment.path} failed: {exc}") from exc
+        self._leo = info.last_offset + 1
+
+    def _maybe_roll(self, info: BatchesInfo, now: int) -> LogSegment:
+        segment = self._segments[-1]
+        if segment.size == 0:
+            return segment
+        config = self.config
+        rolling_ts = segment.rolling_timestamp()
+        if rolling_ts is not None and rolling_ts >= 0 and info.max_timestamp >= 0:
+            waited = info.max_timestamp - rolling_ts
+        else:
+            waited = now - segment.created_ms
+        if (
+            segment.size > config.segment_bytes - info.size
+            or waited > config.segment_ms - segment.roll_jitter_ms
+            or segment.offset_index.is_full
+            or segment.time_index.is_full
+            or info.last_offset - segment.base_offset > _INT32_MAX
+        ):
+            return self._roll_locked(info.first_offset)
+        return segment
+
+    def roll(self) -> None:
+        """Start a new segment at the log end offset (no-op if the active one is empty)."""
+        with self._lock:
+            self._check_open()
+            if self._segments[-1].size:
+                self._roll_locked(self._leo)
+
+    def _roll_locked(self, base_offset: int) -> LogSegment:
+        old = self._segments[-1]
+        old.on_become_inactive()
+        segment = self._new_segment(base_offset)
+        self._segments.append(segment)
+        self._publish()
+        if self._defer is not None:  # Kafka flushes a rolled segment in the background
+            self._defer(lambda: self.flush(base_offset), 0)
+        return segment
+
+    # --- reads ------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset_exclusive: int | None = None,
+        *,
+        min_one_batch: bool = True,
+    ) -> ReadInfo:
+        """Whole batches from the one holding ``start_offset``, up to ``max_bytes`` (the
+        first batch always, however large, when ``min_one_batch``: KIP-74), and only
+        batches wholly below ``max_offset_exclusive`` (the high watermark, for consumers)
+        and the log end offset. Reads stay within one segment, as Kafka's do.
+        OffsetOutOfRangeError outside [log start offset, log end offset]."""
+        segments, bases = self._view
+        leo = self._leo
+        log_start = self._log_start
+        if start_offset < log_start or start_offset > leo:
+            raise OffsetOutOfRangeError(start_offset, log_start, leo)
+        limit = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
+        index = max(bisect.bisect_right(bases, start_offset) - 1, 0)
+        while start_offset < limit and index < len(segments):
+            segment = segments[index]
+            index += 1
+            end = segment.size
+            first = segment.find_batch(start_offset, end)
+            if first is None:
+                continue
+            if first.last_offset >= limit or (not min_one_batch and first.size > max_bytes):
+                break
+            length = first.size
+            next_offset = first.next_offset
+            for header in segment.headers(first.position + first.size, end):
+                if header.last_offset >= limit or length + header.size > max_bytes:
+                    break
+                length += header.size
+                next_offset = header.next_offset
+            return ReadInfo(
+                start_offset,
+                first.base_offset,
+                next_offset,
+                FileRegion(segment.log, first.position, length),
+                log_start,
+                leo,
+            )
+        return ReadInfo(start_offset, start_offset, start_offset, None, log_start, leo)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
+        """ListOffsets by timestamp: the earliest record at or above the log start offset
+        whose timestamp is >= ``timestamp``, or None if there is none.
+
+        The time index finds where to start; batches are then checked by their
+        maxTimestamp, and inside the first that qualifies the records are decoded to find
+        the exact one (uncompressed and gzip batches). For snappy, lz4 and zstd batches
+        the answer is the batch's first offset at or above the log start and its
+        maxTimestamp: no record before it qualifies, but a few at its start may not
+        either (decoding those would need codecs this package does not depend on)."""
+        segments, _ = self._view
+        leo = self._leo
+        log_start = self._log_start
+        for segment in segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            below = segment.time_index.lookup_below(timestamp)
+            start = max(segment.base_offset if below is None else below.offset + 1, log_start)
+            position = segment.offset_index.lookup(start).position
+            for header in segment.headers(position, segment.size):
+                if header.last_offset < start:
+                    continue
+                if header.next_offset > leo:
+                    return None
+                if header.max_timestamp < timestamp:
+                    continue
+                epoch = header.partition_leader_epoch
+                codec = header.compression
+                if header.is_log_append_time or codec not in (Compression.NONE, Compression.GZIP):
+                    first = max(header.base_offset, start)
+                    return TimestampOffset(header.max_timestamp, first, epoch)
+                batch = segment.log.pread(header.size, header.position)
+                for record in iter_records(batch):
+                    if record.offset >= start and record.timestamp >= timestamp:
+                        return TimestampOffset(record.timestamp, record.offset, epoch)
+        return None
+
+    # --- leader epochs (KIP-101) ------------------------------------------------------
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (epoch, end offset); see LeaderEpochCache.end_offset_for."""
+        return self.epoch_cache.end_offset_for(leader_epoch, self._leo)
+
+    def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record that ``leader_epoch`` starts at ``start_offset`` (a new leader calls it
+        with its log end offset, as Kafka's Partition.makeLeader does)."""
+        with self._lock:
+            self.epoch_cache.assign(leader_epoch, start_offset)
+
+    # --- offsets the broker moves -----------------------------------------------------
+
+    def update_high_watermark(self, high_watermark: int) -> int:
+        """Set the high watermark (clamped to [log start, log end]); returns it. Retention
+        deletes only segments wholly below it, as Kafka's does."""
+        with self._lock:
+            self._hw = min(max(high_watermark, self._log_start), self._leo)
+            return self._hw
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset up (DeleteRecords, or a follower following its
+        leader's); segments wholly below it go at the next retention check."""
+        with self._lock:
+            if offset <= self._log_start:
+                return False
+            if offset > self._leo:
+                raise OffsetOutOfRangeError(offset, self._log_start, self._leo)
+            self._log_start = offset
+            self._hw = max(self._hw, offset)
+            self.epoch_cache.truncate_from_start(offset)
+            return True
+
+    # --- truncation -------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch holding offsets >= ``offset`` (a batch straddling it goes
+        whole, so the log end becomes the last batch boundary at or below ``offset``).
+        Returns whether anything was removed. The epoch cache drops the epochs that
+        started at or after the new end."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset ({offset})")
+        with self._lock:
+            self._check_open()
+            if offset >= self._leo:
+                return False
+            if offset < self._segments[0].base_offset:
+                self._truncate_fully_locked(offset)
+                return True
+            doomed = [s for s in self._segments if s.base_offset > offset]
+            if doomed:
+                self._segments = [s for s in self._segments if s.base_offset <= offset]
+                self._publish()
+                self._remove_segments(doomed)
+            active = self._segments[-1]
+            try:
+                active.truncate_to(offset)
+            except OSError as exc:
+                raise KafkaStorageError(f"truncating {active.path} failed: {exc}") from exc
+            self._leo = active.next_offset()
+            self._after_truncation()
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start an empty log at ``offset`` (a follower whose
+        log is entirely below its leader's log start offset)."""
+        if offset < 0:
+            raise ValueError(f"cannot start a log at a negative offset ({offset})")
+        with self._lock:
+            self._check_open()
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        doomed = self._segments
+        self._remove_segments(doomed)
+        self._segments = [self._new_segment(offset)]
+        self._publish()
+        self._leo = offset
+        self._log_start = offset
+        self.epoch_cache.clear()
+        self._after_truncation()
+        self._hw = offset
+
+    def _after_truncation(self) -> None:
+        leo = self._leo
+        self._log_start = min(self._log_start, leo)
+        self._recovery_point = min(self._recovery_point, leo)
+        self._hw = min(self._hw, leo)
+        self.epoch_cache.truncate_from_end(leo)
+
+    # --- retention --------------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention: delete the oldest segments past ``retention.ms`` (by their largest
+        timestamp), then those past ``retention.bytes``, then those wholly below the log
+        start offset. Never the active segment, never a segment holding offsets at or
+        above the high watermark. The log start offset moves up to the first segment
+        left. Returns the number of segments deleted."""
+        now = self._time_ms() if now_ms is None else now_ms
+        with self._lock:
+            self._check_open()
+            config = self.config
+            deleted = 0
+            if config.delete_enabled and config.retention_ms >= 0:
+                retention_ms = config.retention_ms
+                deleted += self._delete_while(
+                    lambda s, _next: now - s.largest_timestamp() > retention_ms
+                )
+            if config.delete_enabled and config.retention_bytes >= 0:
+                excess = sum(s.size for s in self._segments) - config.retention_bytes
+
+                def over(segment: LogSegment, _next: LogSegment) -> bool:
+                    nonlocal excess
+                    if excess - segment.size >= 0:
+                        excess -= segment.size
+                        return True
+                    return False
+
+                if excess > 0:
+                    deleted += self._delete_while(over)
+            log_start = self._log_start
+            deleted += self._delete_while(lambda _s, nxt: nxt.base_offset <= log_start)
+            return deleted
+
+    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
+        segments = self._segments
+        count = 0
+        while count + 1 < len(segments):
+            segment, following = segments[count], segments[count + 1]
+            if following.base_offset > self._hw or not predicate(segment, following):
+                break
+            count += 1
+        if count:
+            doomed = segments[:count]
+            self._segments = segments[count:]
+            self._publish()
+            self._remove_segments(doomed)
+            self._log_start = max(self._log_start, self._segments[0].base_offset)
+            self.epoch_cache.truncate_from_start(self._log_start)
+        return count
+
+    def _remove_segments(self, doomed: list[LogSegment]) -> None:
+        """Rename to ``.deleted`` now, close and unlink after file.delete.delay.ms."""
+        for segment in doomed:
+            try:
+                segment.rename_to_deleted()
+            except OSError as exc:
+                raise KafkaStorageError(f"deleting {segment.path} failed: {exc}") from exc
+        self._dir_dirty = True
+        if self._defer is None:
+            for segment in doomed:
+                segment.close_and_remove()
+        else:
+
+            def remove() -> None:
+                for segment in doomed:
+                    segment.close_and_remove()
+
+            self._defer(remove, self.config.file_delete_delay_ms)
+
+    # --- durability -------------------------------------------------------------------
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync the segments (and indexes) holding offsets from the recovery point up
+        to ``offset`` (default: the log end), then move the recovery point there. The
+        fsyncs run outside the lock: appends go on meanwhile."""
+        with self._lock:
+            if self._closed:
+                return
+            target = self._leo if offset is None else min(offset, self._leo)
+            point = self._recovery_point
+            if target <= point and not self._dir_dirty:
+                return
+            segments, bases = self._view
+            first = max(bisect.bisect_right(bases, point) - 1, 0)
+            last = bisect.bisect_left(bases, target)
+            todo = segments[first:last] if target > point else ()
+            sync_dir = self._dir_dirty
+            self._dir_dirty = False
+        for segment in todo:
+            try:
+                segment.flush()
+            except OSError as exc:
+                if exc.errno != errno.EBADF or not segment.deleted:
+                    raise KafkaStorageError(f"flushing {segment.path} failed: {exc}") from exc
+        if sync_dir:
+            fsync_dir(self.dir)
+        with self._lock:
+            if target > self._recovery_point:
+                self._recovery_point = min(target, self._leo)
+            self._last_flush_ms = self._time_ms()
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Flush if ``flush.ms`` has passed since the last flush and data is unflushed."""
+        now = self._time_ms() if now_ms is None else now_ms
+        flush_ms = self.config.flush_ms
+        if (
+            self._closed
+            or flush_ms == LONG_MAX
+            or self._leo <= self._recovery_point
+            or now - self._last_flush_ms < flush_ms
+        ):
+            return False
+        self.flush()
+        return True
+
+    def close(self) -> None:
+        """Record the active segment's largest timestamp and close every file. (Flush
+        first for a clean shutdown: LogManager.close does.)"""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._segments[-1].on_become_inactive()
+            for segment in self._segments:
+                segment.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

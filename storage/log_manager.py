@@ -1,0 +1,371 @@
+"""The broker's logs across its ``log.dirs`` (Kafka's LogManager).
+
+Each log directory holds one folder per partition (``<topic>-<partition>``) and, beside
+them, the per-directory checkpoint files (``recovery-point-offset-checkpoint``,
+``replication-offset-checkpoint``, ``log-start-offset-checkpoint``), a ``.lock`` held
+while the broker runs, and ``.kafka_cleanshutdown`` after a clean shutdown.
+
+``LogManager(log_dirs, broker_config)`` locks the directories and loads every partition
+(recovering those a crash left unflushed, in parallel); ``start()`` starts the background
+thread (retention, flushes, checkpoints, delayed deletions); ``close()`` stops it,
+flushes and closes every log, writes the checkpoints and the clean-shutdown marker.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Final
+
+from broker.config import BrokerConfig, TopicConfig, effective_topic_config
+from storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_CHECKPOINT,
+    fsync_dir,
+    read_offset_checkpoint,
+    write_offset_checkpoint,
+)
+from storage.errors import LogDirLockedError, StorageError
+from storage.log import LONG_MAX, LogConfig, PartitionLog, RecoveryReport, parse_log_dir_name
+from storage.scheduler import Scheduler
+from zkdata.znodes import TopicPartition
+
+__all__ = ["CLEAN_SHUTDOWN_FILE", "DELETE_SUFFIX", "LOCK_FILE", "LogManager"]
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
+LOCK_FILE: Final = ".lock"
+DELETE_SUFFIX: Final = "-delete"
+_INITIAL_TASK_DELAY_MS: Final = 30_000  # Kafka's LogManager.InitialTaskDelayMs
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogManager:
+    """Every partition log of a broker. Thread-safe."""
+
+    def __init__(
+        self,
+        log_dirs: Sequence[str | os.PathLike[str]],
+        config: BrokerConfig,
+        *,
+        topic_config: Callable[[str], LogConfig | TopicConfig] | None = None,
+        time_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        """Lock and load ``log_dirs``. ``topic_config(topic)`` gives a topic's config
+        for the logs found on disk (default: the broker's defaults)."""
+        if not log_dirs:
+            raise ValueError("at least one log directory is needed")
+        self.config = config
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self._default_config = LogConfig.from_topic_config(effective_topic_config(config))
+        self._topic_config = topic_config
+        self._time_ms = time_ms
+        self.scheduler = Scheduler("log-manager", time_ms)
+        self._lock = threading.Lock()
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._lock_fds: list[int] = []
+        self._closed = False
+        self._started = False
+        #: what loading each partition found (torn tails truncated, segments recovered)
+        self.recovery_reports: dict[TopicPartition, RecoveryReport] = {}
+        try:
+            for directory in self.log_dirs:
+                directory.mkdir(parents=True, exist_ok=True)
+                self._lock_dir(directory)
+            self._load_logs()
+        except BaseException:
+            self._unlock_dirs()
+            raise
+
+    # --- start-up -----------------------------------------------------------------
+
+    def _lock_dir(self, directory: Path) -> None:
+        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogDirLockedError(
+                f"{directory} is in use by another broker (its {LOCK_FILE} is locked)"
+            ) from None
+        self._lock_fds.append(fd)
+
+    def _unlock_dirs(self) -> None:
+        for fd in self._lock_fds:
+            os.close(fd)
+        self._lock_fds.clear()
+
+    def _config_for(self, topic: str) -> LogConfig:
+        if self._topic_config is None:
+            return self._default_config
+        return _as_log_config(self._topic_config(topic))
+
+    def _load_logs(self) -> None:
+        jobs: list[tuple[Path, TopicPartition, dict[str, int], bool]] = []
+        clean_markers: list[Path] = []
+        for directory in self.log_dirs:
+            marker = directory / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            if clean:
+                clean_markers.append(marker)
+            recovery = read_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
+            starts = read_offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
+            hws = read_offset_checkpoint(directory / REPLICATION_CHECKPOINT)
+            for child in sorted(directory.iterdir()):
+                if not child.is_dir():
+                    continue
+                if child.name.endswith(DELETE_SUFFIX):
+                    shutil.rmtree(child, ignore_errors=True)
+                    continue
+                parsed = parse_log_dir_name(child.name)
+                if parsed is None:
+                    log.warning("ignoring %s: not a <topic>-<partition> directory", child)
+                    continue
+                tp = TopicPartition(*parsed)
+                offsets = {
+                    "recovery_point": recovery.get(parsed, 0),
+                    "log_start_offset": starts.get(parsed, 0),
+                    "high_watermark": hws.get(parsed, 0),
+                }
+                jobs.append((child, tp, offsets, clean))
+        seen: dict[TopicPartition, Path] = {}
+        for child, tp, _offsets, _clean in jobs:
+            if tp in seen:
+                raise StorageError(f"partition {tp} has two logs: {seen[tp]} and {child}")
+            seen[tp] = child
+        workers = max(1, self.config.num_recovery_threads_per_data_dir * len(self.log_dirs))
+
+        def load(job: tuple[Path, TopicPartition, dict[str, int], bool]) -> PartitionLog:
+            child, tp, offsets, clean = job
+            return PartitionLog(
+                child,
+                self._config_for(tp.topic),
+                clean_shutdown=clean,
+                defer=self.scheduler.defer,
+                time_ms=self._time_ms,
+                **offsets,
+            )
+
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="log-recovery") as pool:
+            loaded = list(pool.map(load, jobs))
+        for (_child, tp, _offsets, _clean), partition_log in zip(jobs, loaded, strict=True):
+            self._logs[tp] = partition_log
+            self.recovery_reports[tp] = partition_log.recovery_report
+            report = partition_log.recovery_report
+            if report.truncated_bytes:
+                log.warning(
+                    "%s: recovery truncated %d bytes (%s); log end offset %d",
+                    tp,
+                    report.truncated_bytes,
+                    report.truncation_reason,
+                    report.log_end_offset,
+                )
+        # A crash from here on must not pass for a clean shutdown.
+        for marker in clean_markers:
+            marker.unlink()
+            fsync_dir(marker.parent)
+
+    # --- the logs -----------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> PartitionLog | None:
+        return self._logs.get(tp)
+
+    def all_logs(self) -> dict[TopicPartition, PartitionLog]:
+        with self._lock:
+            return dict(self._logs)
+
+    def __contains__(self, tp: object) -> bool:
+        return tp in self._logs
+
+    def __len__(self) -> int:
+        return len(self._logs)
+
+    def get_or_create(
+        self, tp: TopicPartition, config: LogConfig | TopicConfig | None = None
+    ) -> PartitionLog:
+        """The partition's log; a new one goes in the log directory holding the fewest
+        partitions. An existing log keeps its config (``PartitionLog.update_config``)."""
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                return existing
+            if self._closed:
+                raise StorageError("the log manager is closed")
+            counts = {d: 0 for d in self.log_dirs}
+            for partition_log in self._logs.values():
+                parent = partition_log.dir.parent
+                if parent in counts:
+                    counts[parent] += 1
+            directory = min(self.log_dirs, key=lambda d: counts[d])
+            log_config = self._config_for(tp.topic) if config is None else _as_log_config(config)
+            partition_log = PartitionLog(
+                directory / f"{tp.topic}-{tp.partition}",
+                log_config,
+                clean_shutdown=True,
+                defer=self.scheduler.defer,
+                time_ms=self._time_ms,
+            )
+            fsync_dir(directory)
+            self._logs[tp] = partition_log
+            return partition_log
+
+    def delete(self, tp: TopicPartition) -> bool:
+        """Delete a partition's log: close it, rename its directory to
+        ``<topic>-<partition>.<uuid>-delete`` and remove that after
+        ``log.segment.delete.delay.ms`` (at once on close). Returns whether it existed."""
+        with self._lock:
+            partition_log = self._logs.pop(tp, None)
+        if partition_log is None:
+            return False
+        partition_log.close()
+        source = partition_log.dir
+        target = source.with_name(f"{source.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        os.rename(source, target)
+        fsync_dir(source.parent)
+        self.scheduler.schedule(
+            f"delete {tp}",
+            lambda: shutil.rmtree(target, ignore_errors=True),
+            self.config.log_segment_delete_delay_ms,
+        )
+        self._write_checkpoints([source.parent])
+        return True
+
+    # --- checkpoints --------------------------------------------------------------
+
+    def _logs_in(self, directory: Path) -> Iterable[PartitionLog]:
+        return [pl for pl in self.all_logs().values() if pl.dir.parent == directory]
+
+    def _write_checkpoint(
+        self, name: str, value: Callable[[PartitionLog], int], dirs: Iterable[Path]
+    ) -> None:
+        for directory in dirs:
+            offsets: Mapping[tuple[str, int], int] = {
+                (pl.topic, pl.partition): value(pl) for pl in self._logs_in(directory)
+            }
+            write_offset_checkpoint(directory / name, offsets)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write each log's high watermark to its directory's
+        ``replication-offset-checkpoint`` (also done every
+        ``replica.high.watermark.checkpoint.interval.ms`` once started)."""
+        self._write_checkpoint(REPLICATION_CHECKPOINT, lambda pl: pl.high_watermark, self.log_dirs)
+
+    def checkpoint_recovery_points(self) -> None:
+        self._write_checkpoint(
+            RECOVERY_POINT_CHECKPOINT, lambda pl: pl.recovery_point, self.log_dirs
+        )
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._write_checkpoint(
+            LOG_START_OFFSET_CHECKPOINT, lambda pl: pl.log_start_offset, self.log_dirs
+        )
+
+    def _write_checkpoints(self, dirs: Iterable[Path]) -> None:
+        targets = list(dirs)
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda pl: pl.recovery_point, targets)
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda pl: pl.log_start_offset, targets)
+        self._write_checkpoint(REPLICATION_CHECKPOINT, lambda pl: pl.high_watermark, targets)
+
+    # --- background work ----------------------------------------------------------
+
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """Apply retention to every log; returns the segments deleted."""
+        deleted = 0
+        for tp, partition_log in self.all_logs().items():
+            try:
+                deleted += partition_log.delete_old_segments(now_ms)
+            except StorageError:
+                log.exception("retention of %s failed", tp)
+        return deleted
+
+    def flush_dirty_logs(self, now_ms: int | None = None) -> int:
+        """Flush the logs whose ``flush.ms`` has passed; returns how many were flushed."""
+        flushed = 0
+        for partition_log in self.all_logs().values():
+            # the common case (flush.ms never) costs one comparison per log
+            if partition_log.config.flush_ms != LONG_MAX and partition_log.maybe_flush(now_ms):
+                flushed += 1
+        return flushed
+
+    def start(self) -> None:
+        """Start the background thread: retention every log.retention.check.interval.ms,
+        the flush.ms check, the recovery point and log start checkpoints every
+        log.flush.offset.checkpoint.interval.ms, the high watermark checkpoint every
+        replica.high.watermark.checkpoint.interval.ms, and delayed deletions."""
+        if self._started:
+            return
+        self._started = True
+        self.schedule_tasks()
+        self.scheduler.start()
+
+    def schedule_tasks(self) -> None:
+        """Put the periodic tasks on the scheduler (``start()`` does; tests that drive
+        ``scheduler.run_pending`` with their own clock call it instead)."""
+        config = self.config
+
+        def periodic(name: str, action: Callable[[], object], period_ms: int) -> None:
+            if period_ms < LONG_MAX:
+                delay = min(_INITIAL_TASK_DELAY_MS, period_ms)
+                self.scheduler.schedule(name, action, delay, period_ms)
+
+        periodic("log-retention", self.cleanup_logs, config.log_retention_check_interval_ms)
+        flush_check = min(
+            config.log_flush_scheduler_interval_ms, config.log_flush_interval_ms, 1000
+        )
+        periodic("log-flusher", self.flush_dirty_logs, max(flush_check, 1))
+        periodic(
+            "recovery-point-checkpoint",
+            self.checkpoint_recovery_points,
+            config.log_flush_offset_checkpoint_interval_ms,
+        )
+        periodic(
+            "log-start-offset-checkpoint",
+            self.checkpoint_log_start_offsets,
+            config.log_flush_offset_checkpoint_interval_ms,
+        )
+        periodic(
+            "high-watermark-checkpoint",
+            self.checkpoint_high_watermarks,
+            config.replica_high_watermark_checkpoint_interval_ms,
+        )
+
+    def close(self) -> None:
+        """Clean shutdown: stop the background thread, finish delayed deletions, flush
+        and close every log, write every checkpoint, then ``.kafka_cleanshutdown`` in
+        each directory (so the next start skips recovery) and release the locks."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self.scheduler.close()
+            self.scheduler.drain_one_offs()
+            logs = self.all_logs()
+            for partition_log in logs.values():
+                partition_log.flush()
+            self._write_checkpoints(self.log_dirs)
+            for partition_log in logs.values():
+                partition_log.close()
+            for directory in self.log_dirs:
+                marker = directory / CLEAN_SHUTDOWN_FILE
+                marker.touch()
+                fsync_dir(directory)
+        finally:
+            self._unlock_dirs()
+
+
+def _as_log_config(config: LogConfig | TopicConfig) -> LogConfig:
+    return config if isinstance(config, LogConfig) else LogConfig.from_topic_config(config)

@@ -1,0 +1,436 @@
+"""One log segment: ``<base offset, 20 digits>.log`` with its ``.index`` and ``.timeindex``.
+
+The ``.log`` file is record batches back to back, byte for byte as they were appended.
+Appends go to the end with one ``write`` (the file is opened ``O_APPEND``); reads use
+``pread`` and never move a file position, so any number of threads may read while one
+appends. The indexes are described in ``storage.index``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from crc32c import crc32c
+
+from storage.errors import CorruptRecordError
+from storage.index import OffsetIndex, TimeIndex
+from storage.records import (
+    ATTRIBUTES_OFFSET,
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    NO_TIMESTAMP,
+    BatchHeader,
+    read_header,
+)
+
+__all__ = [
+    "DELETED_SUFFIX",
+    "FileRegion",
+    "LogSegment",
+    "RecoveredSegment",
+    "SegmentFile",
+    "segment_paths",
+]
+
+LOG_SUFFIX: Final = ".log"
+INDEX_SUFFIX: Final = ".index"
+TIME_INDEX_SUFFIX: Final = ".timeindex"
+DELETED_SUFFIX: Final = ".deleted"
+_RECOVERY_CHUNK: Final = 1 << 20
+_INT32_MAX: Final = 2**31 - 1
+_HEADER: Final = struct.Struct(">qiibIhiqqqhii")
+_FIELDS_AFTER_LENGTH: Final = 2
+
+
+def segment_paths(directory: Path, base_offset: int) -> tuple[Path, Path, Path]:
+    """The .log, .index and .timeindex paths of the segment at ``base_offset``."""
+    stem = f"{base_offset:020d}"
+    return (
+        directory / (stem + LOG_SUFFIX),
+        directory / (stem + INDEX_SUFFIX),
+        directory / (stem + TIME_INDEX_SUFFIX),
+    )
+
+
+class SegmentFile:
+    """A segment's open ``.log`` file. Its descriptor stays valid until ``close()``; a
+    deleted segment is closed only after ``file.delete.delay.ms``, so a FileRegion handed
+    out just before a deletion can still be read."""
+
+    __slots__ = ("fd", "path")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+
+    def pread(self, length: int, position: int) -> bytes:
+        """Up to ``length`` bytes at ``position`` (fewer only at the end of the file)."""
+        data = os.pread(self.fd, length, position)
+        if len(data) == length or not data:
+            return data
+        parts = [data]
+        got = len(data)
+        while got < length:
+            more = os.pread(self.fd, length - got, position + got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class FileRegion(NamedTuple):
+    """Bytes ``[position, position + length)`` of a segment file: whole record batches.
+
+    ``to_bytes()`` reads them (one pread); ``sendfile(socket_fd)`` copies them to a socket
+    inside the kernel, without passing through Python. If the log is truncated after the
+    read (a leader change), the region can come out shorter than ``length``.
+    """
+
+    file: SegmentFile
+    position: int
+    length: int
+
+    def fileno(self) -> int:
+        return self.file.fd
+
+    def to_bytes(self) -> bytes:
+        return self.file.pread(self.length, self.position)
+
+    def sendfile(self, out_fd: int) -> int:
+        """Send the region to ``out_fd`` (a blocking socket); returns the bytes sent."""
+        sent = 0
+        while sent < self.length:
+            n = os.sendfile(out_fd, self.file.fd, self.position + sent, self.length - sent)
+            if n == 0:
+                break
+            sent += n
+        return sent
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveredSegment:
+    """What recovering a segment found."""
+
+    valid_bytes: int
+    truncated_bytes: int
+    next_offset: int | None  # offset after the last valid batch; None if no batch
+    epoch_starts: tuple[tuple[int, int], ...]  # (epoch, start offset) where epochs rose
+    reason: str | None  # why the tail was cut, if it was
+
+
+class LogSegment:
+    """A segment's files and the little state kept about them in memory (sizes, the
+    largest timestamp, the bytes since the last index entry)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        roll_jitter_ms: int = 0,
+        now_ms: int | None = None,
+    ) -> None:
+        log_path, index_path, time_index_path = segment_paths(directory, base_offset)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        indexes_missing = not (index_path.exists() and time_index_path.exists())
+        self.log = SegmentFile(log_path)
+        self.offset_index = OffsetIndex(index_path, base_offset, max_index_bytes)
+        self.time_index = TimeIndex(time_index_path, base_offset, max_index_bytes)
+        self.size = os.fstat(self.log.fd).st_size
+        #: a segment with data but no index files (Kafka rebuilds them)
+        self.indexes_missing = indexes_missing and self.size > 0
+        self.created_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        self.bytes_since_last_index_entry = 0
+        last_time = self.time_index.last_entry
+        self.max_timestamp = NO_TIMESTAMP if last_time is None else last_time.timestamp
+        self.offset_of_max_timestamp = -1 if last_time is None else last_time.offset
+        self._rolling_timestamp: int | None = None  # the first batch's maxTimestamp
+        self.deleted = False
+
+    @classmethod
+    def create(
+        cls,
+        directory: Path,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        max_index_bytes: int,
+        segment_jitter_ms: int = 0,
+        now_ms: int | None = None,
+    ) -> LogSegment:
+        """A new, empty segment (any leftover files at that base offset are emptied)."""
+        for path in segment_paths(directory, base_offset):
+            if path.exists():
+                os.truncate(path, 0)
+        jitter = random.randint(0, segment_jitter_ms) if segment_jitter_ms > 0 else 0
+        return cls(
+            directory,
+            base_offset,
+            index_interval_bytes=index_interval_bytes,
+            max_index_bytes=max_index_bytes,
+            roll_jitter_ms=jitter,
+            now_ms=now_ms,
+        )
+
+    # --- properties -----------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self.log.path
+
+    def largest_timestamp(self) -> int:
+        """The largest timestamp in the segment, else the file's mtime (Kafka's rule for
+        retention.ms)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.log.fd).st_mtime * 1000)
+
+    def rolling_timestamp(self) -> int | None:
+        """The first batch's maxTimestamp (segment.ms counts from it), if any."""
+        if self._rolling_timestamp is None and self.size >= BATCH_HEADER_SIZE:
+            self._rolling_timestamp = read_header(
+                self.log.pread(BATCH_HEADER_SIZE, 0)
+            ).max_timestamp
+        return self._rolling_timestamp
+
+    def index_problem(self) -> str | None:
+        """Why this segment's indexes cannot be trusted, or None."""
+        if self.indexes_missing:
+            return f"{self.path.name}: index files missing"
+        return self.offset_index.sanity_problem(self.size) or self.time_index.sanity_problem()
+
+    # --- append ---------------------------------------------------------------------
+
+    def append(self, data: memoryview, headers: tuple[BatchHeader, ...]) -> None:
+        """Write whole validated batches (``headers`` positions are relative to ``data``)
+        and index them. On a failed write the file is cut back and OSError re-raised."""
+        start = self.size
+        if start == 0 and headers:
+            self._rolling_timestamp = headers[0].max_timestamp
+        try:
+            written = os.write(self.log.fd, data)
+            while written < len(data):
+                written += os.write(self.log.fd, data[written:])
+        except OSError:
+            os.ftruncate(self.log.fd, start)
+            raise
+        self.size = start + len(data)
+        interval = self.index_interval_bytes
+        for header in headers:
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.base_offset + header.last_offset_delta
+            if self.bytes_since_last_index_entry > interval:
+                self.offset_index.append(
+                    header.base_offset + header.last_offset_delta, start + header.position
+                )
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += header.size
+
+    def on_become_inactive(self) -> None:
+        """At a roll: record the segment's largest timestamp in the time index."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(
+                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
+            )
+
+    # --- reading --------------------------------------------------------------------
+
+    def header_at(self, position: int) -> BatchHeader:
+        data = self.log.pread(BATCH_HEADER_SIZE, position)
+        if len(data) < BATCH_HEADER_SIZE:
+            raise CorruptRecordError(
+                f"{self.path}: batch header cut short at the end of the file", position=position
+            )
+        base, length, *rest = _HEADER.unpack(data)
+        if length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(
+                f"{self.path}: batch length {length}", position=position, offset=base
+            )
+        return BatchHeader(position, length + LOG_OVERHEAD, base, *rest)
+
+    def headers(self, start: int, end: int) -> Iterator[BatchHeader]:
+        """The batch headers from ``start`` (a batch boundary) up to ``end``."""
+        pos = start
+        while pos < end:
+            header = self.header_at(pos)
+            yield header
+            pos += header.size
+
+    def find_batch(self, offset: int, end: int) -> BatchHeader | None:
+        """The first batch (below ``end`` bytes) whose last offset is >= ``offset``."""
+        start = self.offset_index.lookup(offset).position
+        for header in self.headers(start, end):
+            if header.base_offset + header.last_offset_delta >= offset:
+                return header
+        return None
+
+    def next_offset(self) -> int:
+        """The offset after the segment's last batch (its base offset if empty)."""
+        start = self.offset_index.last_entry.position
+        last: BatchHeader | None = None
+        for header in self.headers(start, self.size):
+            last = header
+        return self.base_offset if last is None else last.next_offset
+
+    # --- truncation, recovery ---------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding offsets >= ``offset`` (a batch straddling it goes
+        whole). Returns the bytes removed."""
+        header = self.find_batch(offset, self.size)
+        if header is None:
+            return 0
+        cut = header.position
+        removed = self.size - cut
+        self.offset_index.truncate_to(header.base_offset)
+        self.time_index.truncate_to(header.base_offset)
+        os.ftruncate(self.log.fd, cut)
+        self.size = cut
+        self.bytes_since_last_index_entry = 0
+        if cut == 0:
+            self._rolling_timestamp = None
+        self._recompute_max_timestamp()
+        return removed
+
+    def _recompute_max_timestamp(self) -> None:
+        last = self.time_index.last_entry
+        self.max_timestamp = NO_TIMESTAMP if last is None else last.timestamp
+        self.offset_of_max_timestamp = -1 if last is None else last.offset
+        start = 0 if last is None else self.offset_index.lookup(last.offset).position
+        for header in self.headers(start, self.size):
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.base_offset + header.last_offset_delta
+
+    def recover(self, latest_epoch: int | None) -> RecoveredSegment:
+        """Validate every batch from the start, rebuild both indexes, and cut the file at
+        the first batch that is torn, corrupt or out of order. ``latest_epoch`` is the
+        leader epoch cache's latest, for the epoch starts found (KIP-101)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+        file_size = os.fstat(self.log.fd).st_size
+        interval = self.index_interval_bytes
+        valid = 0
+        last_index_at = 0
+        expected: int | None = None
+        reason: str | None = None
+        epochs: list[tuple[int, int]] = []
+        epoch = latest_epoch
+        buf = b""
+        buf_start = 0
+        while valid < file_size:
+            rel = valid - buf_start
+            if len(buf) - rel < BATCH_HEADER_SIZE:
+                buf, buf_start, rel = self.log.pread(_RECOVERY_CHUNK, valid), valid, 0
+            if len(buf) - rel < BATCH_HEADER_SIZE:
+                reason = f"a torn batch header ({file_size - valid} bytes at the end)"
+                break
+            base, length = struct.unpack_from(">qi", buf, rel)
+            if length < MIN_BATCH_LENGTH:
+                reason = f"batch length {length} at position {valid}"
+                break
+            size = length + LOG_OVERHEAD
+            if valid + size > file_size:
+                reason = f"a torn batch: {size} bytes with {file_size - valid} left"
+                break
+            if len(buf) - rel < size:
+                buf, buf_start, rel = self.log.pread(max(size, _RECOVERY_CHUNK), valid), valid, 0
+            fields = _HEADER.unpack_from(buf, rel)
+            header = BatchHeader(valid, size, base, *fields[_FIELDS_AFTER_LENGTH:])
+            problem = _batch_problem(header, buf, rel, self.base_offset, expected)
+            if problem is not None:
+                reason = problem
+                break
+            last_offset = base + header.last_offset_delta
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = last_offset
+            if valid - last_index_at > interval:
+                self.offset_index.append(last_offset, valid)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                last_index_at = valid
+            leader_epoch = header.partition_leader_epoch
+            if leader_epoch >= 0 and (epoch is None or leader_epoch > epoch):
+                epochs.append((leader_epoch, base))
+                epoch = leader_epoch
+            expected = last_offset + 1
+            valid += size
+        truncated = file_size - valid
+        if truncated:
+            os.ftruncate(self.log.fd, valid)
+        self.size = valid
+        self.bytes_since_last_index_entry = valid - last_index_at if valid else 0
+        self._rolling_timestamp = None
+        self.indexes_missing = False
+        self.on_become_inactive()
+        return RecoveredSegment(valid, truncated, expected, tuple(epochs), reason)
+
+    # --- durability, lifecycle --------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the log file and both indexes."""
+        os.fsync(self.log.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def rename_to_deleted(self) -> None:
+        """Mark the files for deletion (``<name>.deleted``), keeping them open."""
+        new = self.log.path.with_name(self.log.path.name + DELETED_SUFFIX)
+        os.rename(self.log.path, new)
+        self.log.path = new
+        for index in (self.offset_index, self.time_index):
+            index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
+        self.deleted = True
+
+    def close(self) -> None:
+        self.log.close()
+        self.offset_index.close()
+        self.time_index.close()
+
+    def close_and_remove(self) -> None:
+        paths = (self.log.path, self.offset_index.path, self.time_index.path)
+        self.close()
+        for path in paths:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+
+def _batch_problem(
+    header: BatchHeader, buf: bytes, rel: int, segment_base: int, expected: int | None
+) -> str | None:
+    if header.magic != 2:
+        return f"magic {header.magic} at offset {header.base_offset}"
+    if crc32c(memoryview(buf)[rel + ATTRIBUTES_OFFSET : rel + header.size]) != header.crc:
+        return f"CRC-32C mismatch in the batch at offset {header.base_offset}"
+    if header.last_offset_delta < 0 or header.record_count < 0:
+        return f"negative lastOffsetDelta or count at offset {header.base_offset}"
+    want = segment_base if expected is None else expected
+    if header.base_offset != want:
+        return f"batch offset {header.base_offset} where {want} should follow"
+    if header.base_offset + header.last_offset_delta - segment_base > _INT32_MAX:
+        return f"offset {header.base_offset} too far from the segment's base {segment_base}"
+    return None

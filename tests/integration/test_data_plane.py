@@ -1,0 +1,192 @@
+"""Replicated partition logs with real clients: nothing acknowledged is ever lost."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+
+import pytest
+
+from tests.integration.conftest import ClusterFactory
+from tests.integration.dataplane import Acked, bootstrap, consume, produce, producer
+from tests.integration.harness import Cluster, wait_for
+
+pytestmark = pytest.mark.integration
+
+RF3 = {p: tuple((1, 2, 3)[(p + i) % 3] for i in range(3)) for p in range(3)}
+
+
+def values(n: int, tag: str = "m", size: int = 100) -> list[bytes]:
+    return [f"{tag}-{i:08d}-".encode().ljust(size, b"x") for i in range(n)]
+
+
+def check_acked_readable(c: Cluster, topic: str, acked: Acked, partitions: list[int]) -> None:
+    """Every acknowledged message is readable at the offset it was acknowledged with."""
+    read = consume(c, topic, partitions)
+    at = {(p, o): v for p, msgs in read.items() for o, v in msgs}
+    missing = [(k, v) for k, v in acked.by_offset.items() if at.get(k) != v]
+    assert not missing, f"{len(missing)} acknowledged messages lost or changed, e.g. {missing[:3]}"
+
+
+def test_produce_and_consume_100k_with_kcat_and_confluent_kafka(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory()
+    c.create_topic("t", RF3, {"min.insync.replicas": "2"})
+    c.wait_topic_online("t")
+    sent = values(50_000, "ck")
+    acked = produce(c, "t", sent)
+    assert acked.errors == []
+    # kcat produces the other half, acks=all, one message per line.
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    assert kcat, "kcat is installed by the set-up script"
+    lines = values(50_000, "kc")
+    subprocess.run(
+        [kcat, "-P", "-b", bootstrap(c), "-t", "t", "-X", "acks=all", "-p", "1"],
+        input=b"\n".join(lines) + b"\n",
+        check=True,
+        timeout=300,
+    )
+    read = consume(c, "t", [0, 1, 2])
+    got = [v for p in (0, 1, 2) for _, v in read[p]]
+    assert sorted(got) == sorted(sent + lines)
+    for p, msgs in read.items():
+        offsets = [o for o, _ in msgs]
+        assert offsets == list(range(len(offsets))), f"partition {p} has gaps or disorder"
+        # Per partition, each producer's messages are in the order it sent them.
+        mine = [v for _, v in msgs if v.startswith(b"ck-")]
+        assert mine == sorted(mine)
+    assert [v for _, v in read[1] if v.startswith(b"kc-")] == lines
+    # kcat reads them back too.
+    out = subprocess.run(
+        [
+            kcat,
+            "-C",
+            "-b",
+            bootstrap(c),
+            "-t",
+            "t",
+            "-p",
+            "1",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%o %s\\n",
+        ],
+        capture_output=True,
+        check=True,
+        timeout=300,
+    ).stdout.splitlines()
+    assert [line.split(b" ", 1)[1] for line in out] == [v for _, v in read[1]]
+
+
+@pytest.mark.slow
+def test_leader_killed_mid_stream_loses_nothing_acknowledged(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory(replica_lag_time_max_ms="5000")
+    controller_id, _ = c.wait_controller()
+    c.create_topic("t", RF3, {"min.insync.replicas": "2"})
+    states = c.wait_topic_online("t")
+    victim = next(
+        b for b in (1, 2, 3) if b != controller_id and any(s.leader == b for s in states.values())
+    )
+    acked = Acked()
+    done = threading.Event()
+
+    def stream() -> None:
+        produce(c, "t", values(40_000, "s", 200), acked)
+        done.set()
+
+    t = threading.Thread(target=stream)
+    t.start()
+    wait_for(lambda: len(acked.by_offset) > 5_000, 60, "the stream to be under way")
+    c[victim].kill()
+    t.join(300)
+    assert done.is_set()
+    assert acked.errors == [], acked.errors[:5]
+    assert len(acked.by_offset) == 40_000
+    check_acked_readable(c, "t", acked, [0, 1, 2])
+
+
+@pytest.mark.slow
+def test_paused_follower_leaves_and_rejoins_the_isr_and_min_isr_is_enforced(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory(replica_lag_time_max_ms="2000", zookeeper_session_timeout_ms="20000")
+    c.wait_controller()
+    c.create_topic("t", {0: (1, 2, 3)}, {"min.insync.replicas": "2"})
+    c.wait_topic_online("t")
+    produce(c, "t", values(100, "a"), partition=0)
+    c[3].pause()  # a follower; its session (20 s) outlives the lag time (2 s)
+    try:
+        c.wait_partitions("t", lambda s: s[0].isr == (1, 2), "broker 3 out of the ISR", timeout=60)
+        acked = produce(c, "t", values(1000, "b"), partition=0)  # acks=all goes on with 2
+        assert acked.errors == []
+    finally:
+        c[3].resume()
+    c.wait_partitions(
+        "t", lambda s: set(s[0].isr) == {1, 2, 3}, "broker 3 back in the ISR", timeout=60
+    )
+    # Two followers down: acks=all must fail with NOT_ENOUGH_REPLICAS, never acknowledge.
+    c[2].pause()
+    c[3].pause()
+    try:
+        c.wait_partitions("t", lambda s: s[0].isr == (1,), "only the leader in the ISR", timeout=60)
+        refused = produce(c, "t", values(10, "c"), partition=0, message_timeout_ms=5000)
+        assert refused.by_offset == {}
+        assert set(refused.errors) <= {
+            "NOT_ENOUGH_REPLICAS",
+            "_MSG_TIMED_OUT",
+            "NOT_ENOUGH_REPLICAS_AFTER_APPEND",
+        }
+        assert refused.errors
+    finally:
+        c[2].resume()
+        c[3].resume()
+    read = consume(c, "t", [0])
+    assert not [v for _, v in read[0] if v.startswith(b"c-")], "a refused message became readable"
+
+
+@pytest.mark.slow
+def test_every_broker_restarted_logs_recover_nothing_acknowledged_missing(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory()
+    c.wait_controller()
+    c.create_topic("t", RF3, {"min.insync.replicas": "2"})
+    c.wait_topic_online("t")
+    acked = produce(c, "t", values(20_000, "r"))
+    before = c.partition_states("t")
+    for b in c.brokers.values():
+        b.kill()
+    for b in c.brokers.values():
+        b.start()
+    c.wait_registered([1, 2, 3], timeout=120)
+    c.wait_controller(timeout=120)
+    c.wait_topic_online("t")
+    check_acked_readable(c, "t", acked, [0, 1, 2])
+    after = c.partition_states("t")
+    for p in before:
+        assert after[p].leader_epoch >= before[p].leader_epoch
+
+
+def test_a_batch_over_max_message_bytes_is_refused(cluster_factory: ClusterFactory) -> None:
+    c = cluster_factory()
+    c.wait_controller()
+    c.create_topic("t", {0: (1, 2, 3)}, {"max.message.bytes": "10000"})
+    c.wait_topic_online("t")
+    p = producer(c, message_timeout_ms=10_000)
+    outcome: list[str] = []
+    p.produce(
+        "t",
+        b"x" * 20_000,
+        partition=0,
+        on_delivery=lambda err, _m: outcome.append(err.name() if err else "acknowledged"),
+    )
+    p.flush(30)
+    assert outcome == ["MSG_SIZE_TOO_LARGE"]
+    assert consume(c, "t", [0]) == {0: []}

@@ -1,0 +1,141 @@
+"""The leader epoch cache (KIP-101) against a plain model, and its checkpoint file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from storage.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from storage.errors import CheckpointError
+
+
+class Model:
+    """Kafka 2.8's LeaderEpochFileCache semantics, written as directly as possible."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[int, int]] = []
+
+    def assign(self, epoch: int, start: int) -> None:
+        if self.entries and self.entries[-1][0] == epoch and self.entries[-1][1] <= start:
+            return
+        self.entries = [e for e in self.entries if e[0] < epoch and e[1] < start]
+        self.entries.append((epoch, start))
+
+    def end_offset_for(self, requested: int, leo: int) -> tuple[int, int]:
+        if requested == UNDEFINED_EPOCH or not self.entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if self.entries[-1][0] == requested:
+            return requested, leo
+        higher = [e for e in self.entries if e[0] > requested]
+        lower = [e for e in self.entries if e[0] <= requested]
+        if not higher:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if not lower:
+            return requested, higher[0][1]
+        return lower[-1][0], higher[0][1]
+
+    def truncate_from_end(self, end: int) -> None:
+        self.entries = [e for e in self.entries if e[1] < end]
+
+    def truncate_from_start(self, start: int) -> None:
+        dropped = [e for e in self.entries if e[1] <= start]
+        if dropped:
+            kept = [e for e in self.entries if e[1] > start]
+            self.entries = [(dropped[-1][0], start), *kept]
+
+
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("assign"), st.integers(0, 12), st.integers(0, 60)),
+        st.tuples(st.just("end"), st.integers(0, 70)),
+        st.tuples(st.just("start"), st.integers(0, 70)),
+    ),
+    max_size=25,
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=_ops, queries=st.lists(st.integers(-1, 14), max_size=8))
+def test_cache_matches_the_model(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[Any, ...]], queries: list[int]
+) -> None:
+    path = tmp_path_factory.mktemp("epochs") / "leader-epoch-checkpoint"
+    cache = LeaderEpochCache(path)
+    model = Model()
+    for op in ops:
+        if op[0] == "assign":
+            cache.assign(op[1], op[2])
+            model.assign(op[1], op[2])
+        elif op[0] == "end":
+            cache.truncate_from_end(op[1])
+            model.truncate_from_end(op[1])
+        else:
+            cache.truncate_from_start(op[1])
+            model.truncate_from_start(op[1])
+        assert [tuple(e) for e in cache.entries()] == model.entries
+        epochs = [e for e, _ in model.entries]
+        starts = [s for _, s in model.entries]
+        assert epochs == sorted(set(epochs))  # strictly increasing
+        assert starts == sorted(starts)
+    for requested in queries:
+        assert cache.end_offset_for(requested, 100) == model.end_offset_for(requested, 100)
+    reloaded = LeaderEpochCache(path) if path.exists() else LeaderEpochCache(None)
+    assert reloaded.entries() == cache.entries()
+
+
+def test_offsets_for_leader_epoch_semantics() -> None:
+    cache = LeaderEpochCache(None)
+    assert cache.end_offset_for(0, 10) == (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+    cache.assign(2, 0)
+    cache.assign(4, 30)
+    cache.assign(7, 50)
+    assert cache.end_offset_for(7, 80) == (7, 80)  # the latest: the log end offset
+    assert cache.end_offset_for(4, 80) == (4, 50)
+    assert cache.end_offset_for(5, 80) == (4, 50)  # largest epoch <= 5, next one's start
+    assert cache.end_offset_for(1, 80) == (1, 0)  # below the earliest (Kafka 2.8)
+    assert cache.end_offset_for(8, 80) == (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+    assert cache.end_offset_for(UNDEFINED_EPOCH, 80) == (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+    assert cache.epoch_for_offset(29) == 2
+    assert cache.epoch_for_offset(30) == 4
+    assert cache.latest_epoch == 7
+
+
+def test_assign_only_moves_forward() -> None:
+    cache = LeaderEpochCache(None)
+    assert cache.assign(3, 10)
+    assert not cache.assign(3, 15)  # same epoch, later start: nothing to record
+    assert cache.assign(3, 5)  # same epoch, earlier start: replaces it
+    cache.assign(5, 20)
+    cache.assign(4, 25)  # a lower epoch after a higher one drops the higher one
+    assert [tuple(e) for e in cache.entries()] == [(3, 5), (4, 25)]
+    with pytest.raises(ValueError, match="invalid"):
+        cache.assign(-1, 0)
+
+
+def test_checkpoint_file_is_kafkas_text_format(tmp_path: Path) -> None:
+    path = tmp_path / "leader-epoch-checkpoint"
+    cache = LeaderEpochCache(path)
+    cache.assign(0, 0)
+    cache.assign(3, 120)
+    assert path.read_text() == "0\n2\n0 0\n3 120\n"
+    cache.truncate_from_start(50)
+    assert path.read_text() == "0\n2\n0 50\n3 120\n"
+    cache.clear()
+    assert path.read_text() == "0\n0\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["1\n0\n", "0\n2\n1 0\n", "0\n1\n1 x\n", "0\n2\n5 0\n3 10\n", "0\n"],
+)
+def test_malformed_checkpoints_are_refused(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "leader-epoch-checkpoint"
+    path.write_text(text)
+    with pytest.raises(CheckpointError, match="leader-epoch-checkpoint"):
+        LeaderEpochCache(path)

@@ -1,0 +1,555 @@
+"""PartitionLog: appends, reads, rolling, indexes, timestamps, retention, truncation."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import struct
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from storage.errors import (
+    CorruptRecordError,
+    FencedLeaderEpochError,
+    OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
+)
+from storage.log import LogConfig, PartitionLog
+from storage.records import iter_batches, iter_records, read_header
+from storage.testing import RecordSpec, build_batch
+
+NOW = 1_700_000_000_000
+
+
+class Clock:
+    def __init__(self, now: int = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def open_log(directory: Path, clock: Clock | None = None, **config: int | bool) -> PartitionLog:
+    return PartitionLog(directory, LogConfig(**config), time_ms=clock or Clock())  # type: ignore[arg-type]
+
+
+def produce(
+    log: PartitionLog, count: int = 1, size: int = 100, *, epoch: int = 0, ts: int = NOW
+) -> int:
+    """Append one batch of ``count`` records; returns its base offset."""
+    info = log.append_as_leader(build_batch([b"v" * size] * count, base_timestamp=ts), epoch)
+    return info.first_offset
+
+
+def batches_of(data: bytes) -> list[tuple[int, int]]:
+    return [(h.base_offset, h.last_offset) for h in iter_batches(data)]
+
+
+def all_batches(log: PartitionLog) -> list[tuple[int, int]]:
+    """Every batch of the log, reading segment after segment."""
+    found: list[tuple[int, int]] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        read = log.read(offset, 1 << 30)
+        found += batches_of(read.to_bytes())
+        offset = read.next_offset
+    return found
+
+
+def test_append_and_read_back(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "orders-0")
+    sent = [build_batch([b"a" * 10] * n, base_timestamp=NOW) for n in (1, 3, 2)]
+    infos = [log.append_as_leader(batch, 5) for batch in sent]
+    assert [(i.first_offset, i.last_offset) for i in infos] == [(0, 0), (1, 3), (4, 5)]
+    assert infos[-1].log_end_offset == log.log_end_offset == 6
+    data = log.read(0, 1 << 20).to_bytes()
+    assert data == b"".join(sent)  # byte for byte as assigned (offsets, epoch patched)
+    assert batches_of(data) == [(0, 0), (1, 3), (4, 5)]
+    assert {h.partition_leader_epoch for h in iter_batches(data)} == {5}
+    files = sorted(os.listdir(tmp_path / "orders-0"))
+    assert files == [
+        "00000000000000000000.index",
+        "00000000000000000000.log",
+        "00000000000000000000.timeindex",
+        "leader-epoch-checkpoint",
+    ]
+
+
+def test_directory_name_must_be_topic_partition(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="topic"):
+        open_log(tmp_path / "nodash")
+    log = open_log(tmp_path / "my-topic-with-dashes-12")
+    assert (log.topic, log.partition) == ("my-topic-with-dashes", 12)
+
+
+def test_a_bad_batch_appends_nothing(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    produce(log)
+    size = log.size_in_bytes
+    bad = build_batch([b"x"])
+    bad[-1] ^= 0x55
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(build_batch([b"ok"]) + bad, 0)
+    assert log.log_end_offset == 1
+    assert log.size_in_bytes == size
+    assert os.path.getsize(tmp_path / "t-0" / "00000000000000000000.log") == size
+
+
+def test_reads_start_at_the_batch_holding_the_offset(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    for _ in range(3):
+        produce(log, count=4)
+    info = log.read(6, 1 << 20)
+    assert info.first_offset == 4  # the batch [4, 7] holds offset 6
+    assert info.next_offset == 12
+    assert batches_of(info.to_bytes()) == [(4, 7), (8, 11)]
+
+
+def test_read_at_the_end_is_empty_and_outside_the_log_is_out_of_range(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    produce(log, count=2)
+    empty = log.read(2, 1000)
+    assert empty.region is None
+    assert empty.to_bytes() == b""
+    assert empty.next_offset == 2
+    with pytest.raises(OffsetOutOfRangeError) as caught:
+        log.read(3, 1000)
+    assert (caught.value.log_start_offset, caught.value.log_end_offset) == (0, 2)
+
+
+def test_max_bytes_stops_at_a_batch_boundary_but_returns_one_whole_batch(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    for _ in range(4):
+        produce(log, size=200)
+    one = log.read(0, 1).size
+    assert one > 200
+    assert batches_of(log.read(0, 1).to_bytes()) == [(0, 0)]  # KIP-74: at least one
+    assert log.read(0, 1, min_one_batch=False).region is None
+    assert batches_of(log.read(0, int(one * 2.5)).to_bytes()) == [(0, 0), (1, 1)]
+
+
+def test_max_offset_exclusive_leaves_out_batches_reaching_it(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    produce(log, count=3)  # [0, 2]
+    produce(log, count=3)  # [3, 5]
+    assert batches_of(log.read(0, 1 << 20, max_offset_exclusive=5).to_bytes()) == [(0, 2)]
+    assert batches_of(log.read(0, 1 << 20, max_offset_exclusive=6).to_bytes()) == [
+        (0, 2),
+        (3, 5),
+    ]
+    assert log.read(3, 1 << 20, max_offset_exclusive=3).region is None
+
+
+def test_segments_roll_at_segment_bytes_and_reads_stay_in_one(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", segment_bytes=1000)
+    for _ in range(20):
+        produce(log, count=2, size=100)  # ~ 300-byte batches
+    bases = log.segment_base_offsets()
+    assert len(bases) > 5
+    for base in bases:
+        path = tmp_path / "t-0" / f"{base:020d}.log"
+        assert path.stat().st_size <= 1000
+        assert read_header(path.read_bytes()).base_offset == base
+    read = log.read(0, 1 << 20)
+    assert read.next_offset == bases[1]  # one segment per read
+
+
+def test_a_batch_larger_than_a_segment_gets_one_to_itself(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", segment_bytes=500)
+    produce(log, size=10)
+    produce(log, size=2000)
+    produce(log, size=10)
+    assert log.segment_base_offsets() == [0, 1, 2]
+
+
+def test_segments_roll_at_segment_ms(tmp_path: Path) -> None:
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock, segment_ms=60_000)
+    produce(log, ts=NOW)
+    produce(log, ts=NOW + 59_000)
+    assert log.segment_base_offsets() == [0]
+    produce(log, ts=NOW + 61_000)  # by record timestamps, as Kafka
+    assert log.segment_base_offsets() == [0, 2]
+
+
+def test_explicit_roll(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    log.roll()  # empty: nothing to roll
+    produce(log)
+    log.roll()
+    assert log.segment_base_offsets() == [0, 1]
+
+
+def _index_entries(path: Path) -> list[tuple[int, int]]:
+    data = path.read_bytes()
+    assert len(data) % 8 == 0
+    return [struct.unpack_from(">ii", data, i) for i in range(0, len(data), 8)]
+
+
+def test_offset_index_has_kafkas_layout(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", index_interval_bytes=1000)
+    for _ in range(30):
+        produce(log, count=2, size=150)
+    log.close()
+    segment = (tmp_path / "t-0" / "00000000000000000000.log").read_bytes()
+    entries = _index_entries(tmp_path / "t-0" / "00000000000000000000.index")
+    assert len(entries) >= 5
+    previous = -1
+    for relative_offset, position in entries:
+        header = read_header(segment, position)  # a batch starts at every position
+        assert header.last_offset == relative_offset  # base offset 0: relative == absolute
+        assert position - previous > 1000 or previous < 0
+        previous = position
+    times = (tmp_path / "t-0" / "00000000000000000000.timeindex").read_bytes()
+    assert len(times) % 12 == 0
+    assert times
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    counts=st.lists(st.integers(1, 5), min_size=1, max_size=40),
+    sizes=st.lists(st.integers(1, 300), min_size=1, max_size=40),
+    interval=st.sampled_from([0, 50, 400, 4096]),
+    segment_bytes=st.sampled_from([600, 2000, 1 << 20]),
+)
+def test_any_offset_finds_its_batch(
+    tmp_path_factory: pytest.TempPathFactory,
+    counts: list[int],
+    sizes: list[int],
+    interval: int,
+    segment_bytes: int,
+) -> None:
+    directory = tmp_path_factory.mktemp("idx") / "t-0"
+    log = open_log(directory, index_interval_bytes=interval, segment_bytes=segment_bytes)
+    ranges = []
+    for i, count in enumerate(counts):
+        first = produce(log, count=count, size=sizes[i % len(sizes)])
+        ranges.append((first, first + count - 1))
+    for offset in range(log.log_end_offset):
+        got = batches_of(log.read(offset, 1).to_bytes())
+        assert len(got) == 1
+        assert got[0][0] <= offset <= got[0][1]
+        assert got[0] in ranges
+    log.close()
+
+
+def test_offset_for_timestamp_exact_in_uncompressed_batches(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", index_interval_bytes=0)
+    specs = [RecordSpec(b"a", timestamp=NOW + t) for t in (5, 1, 9, 3)]
+    log.append_as_leader(build_batch(specs, base_timestamp=NOW), 2)
+    log.append_as_leader(build_batch([RecordSpec(b"b", timestamp=NOW + 20)]), 3)
+    found = log.offset_for_timestamp(NOW + 6)
+    assert found is not None
+    assert (found.offset, found.timestamp, found.leader_epoch) == (2, NOW + 9, 2)
+    found = log.offset_for_timestamp(NOW + 10)
+    assert found is not None
+    assert (found.offset, found.leader_epoch) == (4, 3)
+    assert log.offset_for_timestamp(NOW + 21) is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    batches=st.lists(st.lists(st.integers(0, 1000), min_size=1, max_size=6), max_size=30),
+    target=st.integers(-5, 1010),
+    segment_bytes=st.sampled_from([400, 1 << 20]),
+)
+def test_offset_for_timestamp_matches_a_scan(
+    tmp_path_factory: pytest.TempPathFactory,
+    batches: list[list[int]],
+    target: int,
+    segment_bytes: int,
+) -> None:
+    directory = tmp_path_factory.mktemp("ts") / "t-0"
+    log = open_log(directory, index_interval_bytes=0, segment_bytes=segment_bytes)
+    everything: list[tuple[int, int]] = []  # (offset, timestamp)
+    for stamps in batches:
+        specs = [RecordSpec(b"x", timestamp=NOW + t) for t in stamps]
+        info = log.append_as_leader(build_batch(specs, base_timestamp=NOW), 0)
+        everything += [(info.first_offset + i, NOW + t) for i, t in enumerate(stamps)]
+    expected = next(((o, t) for o, t in everything if t >= NOW + target), None)
+    found = log.offset_for_timestamp(NOW + target)
+    assert (None if found is None else (found.offset, found.timestamp)) == expected
+    log.close()
+
+
+def test_offset_for_timestamp_in_compressed_batches_is_the_batch_start(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    produce(log, ts=NOW)
+    specs = [RecordSpec(b"a", timestamp=NOW + t) for t in (1, 50, 2)]
+    log.append_as_leader(build_batch(specs, base_timestamp=NOW + 1, compression=4), 0)
+    found = log.offset_for_timestamp(NOW + 40)
+    assert found is not None
+    assert (found.offset, found.timestamp) == (1, NOW + 50)
+
+
+def test_retention_by_time_never_deletes_the_active_segment(tmp_path: Path) -> None:
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=400, retention_ms=60_000)
+    for i in range(6):
+        produce(log, size=200, ts=NOW + i * 10_000)
+    log.update_high_watermark(log.log_end_offset)
+    assert len(log.segment_base_offsets()) == 6
+    clock.now = NOW + 95_000  # segments with timestamps up to NOW + 30s are past 60 s
+    assert log.delete_old_segments() == 4
+    assert log.segment_base_offsets() == [4, 5]
+    assert log.log_start_offset == 4
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(3, 100)
+    clock.now = NOW + 10_000_000
+    assert log.delete_old_segments() == 1
+    assert log.segment_base_offsets() == [5]  # the active one stays
+    names = os.listdir(tmp_path / "t-0")
+    assert not [n for n in names if n.endswith(".deleted")]
+
+
+def test_retention_stops_at_the_high_watermark(tmp_path: Path) -> None:
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=400, retention_ms=1)
+    for _ in range(5):
+        produce(log, size=200)
+    log.update_high_watermark(2)
+    clock.now += 10_000
+    log.delete_old_segments()
+    assert log.segment_base_offsets() == [2, 3, 4]
+
+
+def test_retention_by_bytes(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", segment_bytes=400, retention_bytes=900, retention_ms=-1)
+    for _ in range(6):
+        produce(log, size=200)
+    log.update_high_watermark(log.log_end_offset)
+    segment_size = log.size_in_bytes // 6
+    assert log.delete_old_segments() == 2
+    # Kafka's rule: a segment goes only if the log stays at least retention.bytes
+    assert 900 <= log.size_in_bytes < 900 + segment_size
+    assert log.log_start_offset == log.segment_base_offsets()[0]
+
+
+def test_compact_only_topics_keep_their_segments(tmp_path: Path) -> None:
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=400, retention_ms=1, delete_enabled=False)
+    for _ in range(3):
+        produce(log, size=200)
+    log.update_high_watermark(3)
+    clock.now += 10_000
+    assert log.delete_old_segments() == 0
+
+
+def test_log_start_offset_moves_and_segments_below_it_go(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", segment_bytes=400, retention_ms=-1)
+    for _ in range(5):
+        produce(log, size=200)
+    log.update_high_watermark(5)
+    assert log.maybe_increment_log_start_offset(3)
+    assert not log.maybe_increment_log_start_offset(2)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.maybe_increment_log_start_offset(6)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(2, 100)
+    assert batches_of(log.read(3, 1).to_bytes()) == [(3, 3)]
+    assert log.delete_old_segments() == 3
+    assert log.segment_base_offsets() == [3, 4]
+
+
+def test_deleted_segments_stay_readable_until_the_delay(tmp_path: Path) -> None:
+    deferred: list[tuple[Callable[[], None], int]] = []
+    log = PartitionLog(
+        tmp_path / "t-0",
+        LogConfig(segment_bytes=400, retention_ms=-1, file_delete_delay_ms=60_000),
+        defer=lambda action, delay: deferred.append((action, delay)),
+    )
+    for _ in range(3):
+        produce(log, size=200)
+    deferred.clear()  # roll flushes
+    log.update_high_watermark(3)
+    region = log.read(0, 1000)
+    log.maybe_increment_log_start_offset(2)
+    log.delete_old_segments()
+    names = sorted(os.listdir(tmp_path / "t-0"))
+    assert "00000000000000000000.log.deleted" in names
+    assert batches_of(region.to_bytes()) == [(0, 0)]  # still readable
+    assert [delay for _, delay in deferred] == [60_000]
+    deferred[0][0]()
+    assert not [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".deleted")]
+
+
+def test_truncate_to_removes_whole_batches_and_later_segments(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", segment_bytes=600)
+    for epoch in (1, 1, 2, 2, 3, 3):
+        produce(log, count=2, size=100, epoch=epoch)  # batches [0,1] [2,3] ... [10,11]
+    assert len(log.segment_base_offsets()) > 2
+    log.update_high_watermark(12)
+    assert [tuple(e) for e in log.epoch_cache.entries()] == [(1, 0), (2, 4), (3, 8)]
+    assert log.truncate_to(7)  # inside batch [6, 7]: it goes whole
+    assert log.log_end_offset == 6
+    assert log.high_watermark == 6
+    assert [tuple(e) for e in log.epoch_cache.entries()] == [(1, 0), (2, 4)]
+    assert all(base <= 6 for base in log.segment_base_offsets())
+    assert all_batches(log) == [(0, 1), (2, 3), (4, 5)]
+    assert not log.truncate_to(100)
+    # the log goes on from the new end
+    assert produce(log, epoch=4) == 6
+    assert log.end_offset_for_epoch(2) == (2, 6)
+    assert log.end_offset_for_epoch(4) == (4, 7)
+    assert all_batches(log) == [(0, 1), (2, 3), (4, 5), (6, 6)]
+
+
+def test_truncate_below_the_first_segment_starts_over(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", segment_bytes=400, retention_ms=-1)
+    for _ in range(4):
+        produce(log, size=200)
+    log.update_high_watermark(4)
+    log.maybe_increment_log_start_offset(2)
+    log.delete_old_segments()
+    assert log.truncate_to(1)
+    assert (log.log_start_offset, log.log_end_offset) == (1, 1)
+    assert log.segment_base_offsets() == [1]
+
+
+def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    produce(log, count=3, epoch=1)
+    log.truncate_fully_and_start_at(100)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (100, 100, 100)
+    assert log.epoch_cache.entries() == []
+    assert log.segment_base_offsets() == [100]
+    follower_batch = build_batch([b"x"], base_offset=100, partition_leader_epoch=4)
+    assert log.append_as_follower(follower_batch).last_offset == 100
+    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.log")) == ["00000000000000000100.log"]
+
+
+def test_follower_appends_keep_offsets_and_record_epochs(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    blob = (
+        build_batch([b"a", b"b"], base_offset=0, partition_leader_epoch=1)
+        + build_batch([b"c"], base_offset=2, partition_leader_epoch=1)
+        + build_batch([b"d"], base_offset=3, partition_leader_epoch=4)
+    )
+    info = log.append_as_follower(blob)
+    assert (info.first_offset, info.last_offset, info.batch_count) == (0, 3, 3)
+    assert log.read(0, 1 << 20).to_bytes() == bytes(blob)
+    assert [tuple(e) for e in log.epoch_cache.entries()] == [(1, 0), (4, 3)]
+    size = log.size_in_bytes
+    with pytest.raises(UnexpectedAppendOffsetError):
+        log.append_as_follower(build_batch([b"e"], base_offset=7, partition_leader_epoch=4))
+    assert (log.log_end_offset, log.size_in_bytes) == (4, size)
+    assert log.append_as_follower(b"").batch_count == 0
+
+
+def test_leader_appends_record_epoch_starts_and_refuse_older_epochs(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    produce(log, count=2, epoch=3)
+    produce(log, count=2, epoch=3)
+    log.assign_epoch_start_offset(5, log.log_end_offset)  # becoming leader in epoch 5
+    produce(log, epoch=5)
+    assert [tuple(e) for e in log.epoch_cache.entries()] == [(3, 0), (5, 4)]
+    with pytest.raises(FencedLeaderEpochError):
+        produce(log, epoch=4)
+    assert log.end_offset_for_epoch(3) == (3, 4)
+    assert log.end_offset_for_epoch(4) == (3, 4)
+    assert log.end_offset_for_epoch(5) == (5, 5)
+    assert log.end_offset_for_epoch(9) == (-1, -1)
+
+
+def test_log_append_time_topics_stamp_the_broker_clock(tmp_path: Path) -> None:
+    clock = Clock(NOW + 123)
+    log = open_log(tmp_path / "t-0", clock, log_append_time=True)
+    info = log.append_as_leader(build_batch([b"a"], base_timestamp=5), 0)
+    assert info.log_append_time == NOW + 123
+    record = next(iter_records(log.read(0, 1000).to_bytes()))
+    assert record.timestamp == NOW + 123
+
+
+def test_flush_moves_the_recovery_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[str] = []  # the names of the files fsynced
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    log = open_log(tmp_path / "t-0", flush_messages=5)
+    produce(log, count=3)
+    assert log.recovery_point == 0
+    assert synced == ["leader-epoch-checkpoint.tmp", "t-0"]  # the epoch's start, not data
+    synced.clear()
+    produce(log, count=3)  # 6 unflushed >= flush.messages
+    assert log.recovery_point == 6
+    assert synced[:3] == [
+        "00000000000000000000.log",
+        "00000000000000000000.index",
+        "00000000000000000000.timeindex",
+    ]
+    synced.clear()
+    log.flush()
+    assert not synced  # nothing new to flush
+
+
+def test_flush_ms_policy(tmp_path: Path) -> None:
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock, flush_ms=1000)
+    produce(log)
+    assert not log.maybe_flush()
+    clock.now += 1000
+    assert log.maybe_flush()
+    assert log.recovery_point == 1
+    clock.now += 5000
+    assert not log.maybe_flush()  # nothing unflushed
+
+
+def test_a_region_can_be_sent_with_sendfile(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    for _ in range(3):
+        produce(log, count=2, size=300)
+    region = log.read(0, 1 << 20).region
+    assert region is not None
+    left, right = socket.socketpair()
+    with left, right:
+        assert region.sendfile(left.fileno()) == region.length
+        received = b""
+        while len(received) < region.length:
+            received += right.recv(1 << 16)
+    assert received == region.to_bytes()
+    assert batches_of(received) == [(0, 1), (2, 3), (4, 5)]
+
+
+def test_reads_beside_appends_see_whole_valid_batches(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", segment_bytes=20_000, index_interval_bytes=500)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        rng = random.Random(3)
+        try:
+            while not stop.is_set():
+                end = log.log_end_offset
+                if end == 0:
+                    continue
+                offset = rng.randrange(end)
+                read = log.read(offset, rng.choice([1, 2000, 1 << 20]))
+                got = batches_of(read.to_bytes())
+                assert got, offset
+                assert got[0][0] <= offset <= got[0][1]
+                assert got[-1][1] + 1 == read.next_offset <= log.log_end_offset
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for i in range(400):
+            produce(log, count=1 + i % 4, size=50 + i % 200)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors[0]
+    assert len(log.segment_base_offsets()) > 3

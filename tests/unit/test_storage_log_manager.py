@@ -1,0 +1,198 @@
+"""LogManager: loading log dirs, placement, deletion, checkpoints, background tasks."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from broker.config import BrokerConfig, effective_topic_config
+from storage.checkpoints import read_offset_checkpoint, write_atomically
+from storage.errors import LogDirLockedError
+from storage.log import LogConfig
+from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from storage.testing import build_batch
+from zkdata.znodes import TopicPartition
+
+NOW = 1_700_000_000_000
+A0 = TopicPartition("a", 0)
+A1 = TopicPartition("a", 1)
+B0 = TopicPartition("b-with-dash", 0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def broker_config(**overrides: str) -> BrokerConfig:
+    props = {"zookeeper.connect": "127.0.0.1:2181", "broker.id": "1", **overrides}
+    return BrokerConfig.from_properties(props)
+
+
+def produce(manager: LogManager, tp: TopicPartition, count: int = 1, size: int = 50) -> None:
+    log = manager.get_or_create(tp)
+    log.append_as_leader(build_batch([b"x" * size] * count, base_timestamp=NOW), 1)
+
+
+def test_logs_spread_over_dirs_and_come_back_after_a_clean_shutdown(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = LogManager(dirs, broker_config())
+    for tp in (A0, A1, B0):
+        produce(manager, tp, count=3)
+    placed = {tp: log.dir.parent for tp, log in manager.all_logs().items()}
+    assert sorted(str(d) for d in placed.values()).count(str(dirs[0])) == 2  # fewest first
+    manager.get_or_create(A0).update_high_watermark(2)
+    manager.close()
+    for directory in dirs:
+        assert (directory / CLEAN_SHUTDOWN_FILE).exists()
+    assert read_offset_checkpoint(placed[A0] / "recovery-point-offset-checkpoint")[("a", 0)] == 3
+    assert read_offset_checkpoint(placed[A0] / "replication-offset-checkpoint")[("a", 0)] == 2
+
+    again = LogManager(dirs, broker_config())
+    assert set(again.all_logs()) == {A0, A1, B0}
+    assert all(
+        r.clean_shutdown and r.segments_recovered == 0 for r in again.recovery_reports.values()
+    )
+    log = again.get_log(A0)
+    assert log is not None
+    assert (log.log_end_offset, log.high_watermark, log.recovery_point) == (3, 2, 3)
+    for directory in dirs:  # a crash from now on is not a clean shutdown
+        assert not (directory / CLEAN_SHUTDOWN_FILE).exists()
+    again.close()
+
+
+def test_after_a_crash_logs_are_recovered_from_the_recovery_point(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], broker_config())
+    produce(manager, A0, count=2)
+    manager.checkpoint_recovery_points()  # nothing flushed yet: recovery point 0
+    log = manager.get_or_create(A0)
+    log.flush()
+    manager.checkpoint_recovery_points()
+    produce(manager, A0, count=2)
+    segment = log.dir / "00000000000000000000.log"
+    size = segment.stat().st_size
+    # a crash: no close(), and the last batch half written
+    os.truncate(segment, size - 10)
+    manager._unlock_dirs()  # the crashed process's lock is gone with it
+    recovered = LogManager([tmp_path], broker_config())
+    report = recovered.recovery_reports[A0]
+    assert not report.clean_shutdown
+    assert report.truncated_bytes > 0
+    recovered_log = recovered.get_log(A0)
+    assert recovered_log is not None
+    assert recovered_log.log_end_offset == 2
+    recovered.close()
+
+
+def test_a_log_dir_is_locked_while_in_use(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], broker_config())
+    with pytest.raises(LogDirLockedError, match="in use"):
+        LogManager([tmp_path], broker_config())
+    manager.close()
+    LogManager([tmp_path], broker_config()).close()
+
+
+def test_delete_renames_then_removes(tmp_path: Path) -> None:
+    clock = Clock()
+    manager = LogManager([tmp_path], broker_config(), time_ms=clock)
+    produce(manager, A0)
+    produce(manager, A1)
+    assert manager.delete(A0)
+    assert not manager.delete(A0)
+    renamed = [p.name for p in tmp_path.iterdir() if p.name.endswith("-delete")]
+    assert len(renamed) == 1
+    assert renamed[0].startswith("a-0.")
+    assert A0 not in manager
+    assert ("a", 0) not in read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
+    manager.scheduler.run_pending(NOW + 59_000)
+    assert (tmp_path / renamed[0]).exists()
+    manager.scheduler.run_pending(NOW + 60_000)  # log.segment.delete.delay.ms
+    assert not (tmp_path / renamed[0]).exists()
+    # a -delete directory left by a crash is removed at start
+    manager.close()
+    (tmp_path / "a-1.0123abcd-delete").mkdir()
+    LogManager([tmp_path], broker_config()).close()
+    assert not (tmp_path / "a-1.0123abcd-delete").exists()
+
+
+def test_background_retention_and_checkpoints(tmp_path: Path) -> None:
+    clock = Clock()
+    config = broker_config(**{"log.retention.check.interval.ms": "1000"})
+    topic = LogConfig.from_topic_config(
+        effective_topic_config(config, {"segment.bytes": "300", "retention.ms": "5000"})
+    )
+    manager = LogManager([tmp_path], config, time_ms=clock)
+    log = manager.get_or_create(A0, topic)
+    for i in range(4):
+        log.append_as_leader(build_batch([b"x" * 200], base_timestamp=NOW + i), 2)
+    log.update_high_watermark(4)
+    manager.schedule_tasks()
+    clock.now = NOW + 30_000
+    manager.scheduler.run_pending()
+    assert log.segment_base_offsets() == [3]
+    assert log.log_start_offset == 3
+    assert read_offset_checkpoint(tmp_path / "replication-offset-checkpoint") == {("a", 0): 4}
+    clock.now += 60_000
+    manager.scheduler.run_pending()
+    assert read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint") == {("a", 0): 3}
+    assert not [p for p in log.dir.iterdir() if p.name.endswith(".deleted")]
+    manager.close()
+
+
+def test_flush_ms_is_honoured_by_the_background_thread(tmp_path: Path) -> None:
+    config = broker_config(**{"log.flush.interval.ms": "20"})
+    manager = LogManager([tmp_path], config)
+    log = manager.get_or_create(A0, effective_topic_config(config))
+    assert log.config.flush_ms == 20
+    manager.start()
+    try:
+        produce(manager, A0, count=5)
+        done = threading.Event()
+        for _ in range(200):
+            if log.recovery_point == 5:
+                done.set()
+                break
+            threading.Event().wait(0.02)
+        assert done.is_set()
+    finally:
+        manager.close()
+
+
+def test_topic_configs_for_logs_found_on_disk(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], broker_config())
+    produce(manager, A0)
+    manager.close()
+    again = LogManager(
+        [tmp_path],
+        broker_config(),
+        topic_config=lambda topic: LogConfig(retention_ms=123 if topic == "a" else 1),
+    )
+    log = again.get_log(A0)
+    assert log is not None
+    assert log.config.retention_ms == 123
+    again.close()
+
+
+def test_checkpoints_are_replaced_atomically(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "replication-offset-checkpoint"
+    write_atomically(path, "0\n1\na 0 5\n")
+
+    def crash(*_args: object) -> None:
+        raise OSError("crash before the rename")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="crash"):
+        write_atomically(path, "0\n1\na 0 9\n")
+    assert read_offset_checkpoint(path) == {("a", 0): 5}  # the old one, whole
+    monkeypatch.undo()
+    manager = LogManager([tmp_path], broker_config())  # a leftover .tmp does no harm
+    manager.close()
+    assert path.read_text().startswith("0\n")

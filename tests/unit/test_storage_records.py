@@ -1,0 +1,270 @@
+"""Record batch v2: validation, in-place offset assignment, follower checks, decoding."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from storage import errors
+from storage.records import (
+    ATTR_TIMESTAMP_TYPE,
+    Compression,
+    assign_offsets,
+    batch_crc,
+    iter_batches,
+    iter_records,
+    read_header,
+    validate_follower_batches,
+)
+from storage.testing import RecordSpec, build_batch, encode_varint, legacy_message
+from wire.errors import ErrorCode
+
+
+def test_error_codes_are_kafkas() -> None:
+    expected = {
+        errors.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
+        errors.UnsupportedMagicError: ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+        errors.InvalidRecordError: ErrorCode.INVALID_RECORD,
+        errors.RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
+        errors.InvalidTimestampError: ErrorCode.INVALID_TIMESTAMP,
+        errors.OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
+        errors.FencedLeaderEpochError: ErrorCode.FENCED_LEADER_EPOCH,
+        errors.KafkaStorageError: ErrorCode.KAFKA_STORAGE_ERROR,
+        errors.UnexpectedAppendOffsetError: ErrorCode.UNKNOWN_SERVER_ERROR,
+    }
+    for cls, code in expected.items():
+        assert ErrorCode(cls.error_code) is code, cls
+
+
+def test_builder_matches_the_spec_layout() -> None:
+    batch = build_batch([b"a", b"bc"], base_timestamp=1000, producer_id=7, base_sequence=3)
+    header = read_header(batch)
+    assert header.size == len(batch)
+    assert header.magic == 2
+    assert header.record_count == 2
+    assert header.last_offset_delta == 1
+    assert header.base_timestamp == header.max_timestamp == 1000
+    assert header.producer_id == 7
+    assert header.base_sequence == 3
+    assert header.crc == batch_crc(batch)
+    # CRC-32C's check value (RFC 3720): the package computes Castagnoli, not zlib's CRC-32
+    from crc32c import crc32c
+
+    assert crc32c(b"123456789") == 0xE3069283
+
+
+def test_varint_encoding_matches_protobuf_zigzag() -> None:
+    assert encode_varint(0) == b"\x00"
+    assert encode_varint(-1) == b"\x01"
+    assert encode_varint(1) == b"\x02"
+    assert encode_varint(63) == b"\x7e"
+    assert encode_varint(-64) == b"\x7f"
+    assert encode_varint(64) == b"\x80\x01"
+
+
+def test_assign_offsets_patches_offset_and_epoch_in_place_keeping_the_crc() -> None:
+    batch = build_batch([b"x"] * 5, base_timestamp=500)
+    before = bytes(batch)
+    info = assign_offsets(batch, 1000, 7)
+    assert (info.first_offset, info.last_offset, info.record_count) == (1000, 1004, 5)
+    assert info.batch_count == 1
+    assert info.size == len(batch)
+    assert info.max_timestamp == 500
+    assert info.offset_of_max_timestamp == 1004
+    header = read_header(batch)
+    assert header.base_offset == 1000
+    assert header.partition_leader_epoch == 7
+    assert header.crc == batch_crc(batch)  # still valid: the CRC starts at attributes
+    assert batch[21:] == before[21:]  # nothing the CRC covers changed
+    assert [r.offset for r in iter_records(batch)] == [1000, 1001, 1002, 1003, 1004]
+
+
+def test_several_batches_get_consecutive_offsets() -> None:
+    blob = build_batch([b"a", b"b"]) + build_batch([b"c"]) + build_batch([b"d"] * 3)
+    info = assign_offsets(blob, 10, 1)
+    assert [(h.base_offset, h.last_offset) for h in iter_batches(blob)] == [
+        (10, 11),
+        (12, 12),
+        (13, 15),
+    ]
+    assert info.last_offset == 15
+    assert info.record_count == 6
+
+
+@pytest.mark.parametrize(
+    "codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
+)
+def test_compressed_batches_pass_through_untouched(codec: int) -> None:
+    batch = build_batch([b"v" * 100] * 4, compression=codec)
+    payload = bytes(batch[21:])
+    info = assign_offsets(batch, 42, 3)
+    assert info.last_offset == 45
+    assert bytes(batch[21:]) == payload
+    assert read_header(batch).compression == codec
+
+
+def test_gzip_batches_decode() -> None:
+    specs = [RecordSpec(b"v1", key=b"k1", timestamp=10), RecordSpec(None, headers=(("h", b""),))]
+    batch = build_batch(specs, base_timestamp=10, compression=Compression.GZIP)
+    records = list(iter_records(batch))
+    assert [(r.key, r.value, r.headers) for r in records] == [
+        (b"k1", b"v1", ()),
+        (None, None, (("h", b""),)),
+    ]
+
+
+def test_a_crc_mismatch_is_refused_and_nothing_is_changed() -> None:
+    good = build_batch([b"ok"])
+    bad = build_batch([b"hello"])
+    bad[-1] ^= 0xFF
+    blob = good + bad
+    before = bytes(blob)
+    with pytest.raises(errors.CorruptRecordError, match="CRC") as caught:
+        assign_offsets(blob, 0, 0)
+    assert caught.value.position == len(good)
+    assert ErrorCode(caught.value.error_code) is ErrorCode.CORRUPT_MESSAGE
+    assert bytes(blob) == before  # the first, valid batch was not patched either
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_old_message_formats_are_refused(magic: int) -> None:
+    with pytest.raises(errors.UnsupportedMagicError) as caught:
+        assign_offsets(legacy_message(b"old", magic=magic), 0, 0)
+    assert caught.value.magic == magic
+    assert ErrorCode(caught.value.error_code) is ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+
+
+def test_unknown_magic_is_corrupt() -> None:
+    batch = build_batch([b"x"], magic=3)
+    with pytest.raises(errors.CorruptRecordError, match="unknown magic 3"):
+        assign_offsets(batch, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda b: struct.pack_into(">i", b, 8, 10), "below the minimum"),
+        (lambda b: struct.pack_into(">i", b, 8, len(b)), "only"),
+        (lambda b: b.extend(b"\x00\x00\x00"), "trailing bytes"),
+    ],
+)
+def test_length_sanity(mutate: object, message: str) -> None:
+    batch = build_batch([b"abc"])
+    mutate(batch)  # type: ignore[operator]
+    with pytest.raises(errors.CorruptRecordError, match=message):
+        assign_offsets(batch, 0, 0)
+
+
+def test_empty_request_is_corrupt() -> None:
+    with pytest.raises(errors.CorruptRecordError, match="no record batch"):
+        assign_offsets(bytearray(), 0, 0)
+
+
+def test_client_rules() -> None:
+    with pytest.raises(errors.InvalidRecordError, match="baseOffset 0"):
+        assign_offsets(build_batch([b"x"], base_offset=5), 0, 0)
+    with pytest.raises(errors.InvalidRecordError, match="control"):
+        assign_offsets(build_batch([b"x"], control=True), 0, 0)
+    with pytest.raises(errors.InvalidRecordError, match="base sequence"):
+        assign_offsets(build_batch([b"x"], producer_id=1, base_sequence=-1), 0, 0)
+    inconsistent = build_batch([b"x", b"y"])
+    struct.pack_into(">i", inconsistent, 23, 5)  # lastOffsetDelta 5 with 2 records
+    struct.pack_into(">I", inconsistent, 17, batch_crc(inconsistent))
+    with pytest.raises(errors.InvalidRecordError, match="record count 2"):
+        assign_offsets(inconsistent, 0, 0)
+
+
+def test_batch_size_limit() -> None:
+    batch = build_batch([b"x" * 1000])
+    with pytest.raises(errors.RecordTooLargeError) as caught:
+        assign_offsets(batch, 0, 0, max_batch_size=len(batch) - 1)
+    assert caught.value.size == len(batch)
+    assign_offsets(batch, 0, 0, max_batch_size=len(batch))
+
+
+def test_read_only_buffers_are_refused() -> None:
+    with pytest.raises(TypeError):
+        assign_offsets(memoryview(bytes(build_batch([b"x"]))), 0, 0)
+
+
+def test_log_append_time_rewrites_type_and_max_timestamp_and_the_crc() -> None:
+    batch = build_batch([b"a", b"b"], base_timestamp=100)
+    info = assign_offsets(batch, 0, 0, log_append_time_ms=99_999)
+    header = read_header(batch)
+    assert header.attributes & ATTR_TIMESTAMP_TYPE
+    assert header.max_timestamp == 99_999
+    assert header.crc == batch_crc(batch)
+    assert info.log_append_time == 99_999
+    assert [r.timestamp for r in iter_records(batch)] == [99_999, 99_999]
+
+
+def test_timestamp_difference_check() -> None:
+    batch = build_batch([b"a"], base_timestamp=1_000)
+    with pytest.raises(errors.InvalidTimestampError):
+        assign_offsets(batch, 0, 0, now_ms=1_000_000, max_timestamp_difference_ms=1000)
+    assign_offsets(batch, 0, 0, now_ms=1_500, max_timestamp_difference_ms=1000)
+
+
+def test_follower_batches_must_continue_the_log() -> None:
+    blob = build_batch([b"a"] * 3, base_offset=10) + build_batch([b"b"], base_offset=13)
+    info = validate_follower_batches(blob, 10)
+    assert (info.first_offset, info.last_offset, info.batch_count) == (10, 13, 2)
+    with pytest.raises(errors.UnexpectedAppendOffsetError) as caught:
+        validate_follower_batches(blob, 9)
+    assert (caught.value.expected, caught.value.found) == (9, 10)
+    gap = build_batch([b"a"], base_offset=10) + build_batch([b"b"], base_offset=12)
+    with pytest.raises(errors.UnexpectedAppendOffsetError, match="does not follow"):
+        validate_follower_batches(gap, 10)
+
+
+def test_follower_drops_an_incomplete_trailing_batch() -> None:
+    first = build_batch([b"a"], base_offset=0)
+    second = build_batch([b"b" * 50], base_offset=1)
+    info = validate_follower_batches(first + second[:30], 0)
+    assert info.size == len(first)
+    assert info.last_offset == 0
+    empty = validate_follower_batches(b"", 5)
+    assert empty.batch_count == 0
+
+
+def test_follower_crc_is_checked() -> None:
+    batch = build_batch([b"abc"], base_offset=0)
+    batch[70] ^= 1
+    with pytest.raises(errors.CorruptRecordError):
+        validate_follower_batches(batch, 0)
+
+
+_record = st.builds(
+    RecordSpec,
+    value=st.none() | st.binary(max_size=40),
+    key=st.none() | st.binary(max_size=10),
+    timestamp=st.none() | st.integers(0, 2**40),
+    headers=st.lists(
+        st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=2
+    ).map(tuple),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    specs=st.lists(_record, min_size=1, max_size=8),
+    base=st.integers(0, 2**40),
+    gzip=st.booleans(),
+)
+def test_records_round_trip(specs: list[RecordSpec], base: int, gzip: bool) -> None:
+    batch = build_batch(
+        specs, base_timestamp=5, compression=Compression.GZIP if gzip else Compression.NONE
+    )
+    info = assign_offsets(batch, base, 2)
+    records = list(iter_records(batch))
+    assert [r.offset for r in records] == list(range(base, base + len(specs)))
+    assert [(r.key, r.value, r.headers) for r in records] == [
+        (s.key, s.value, s.headers) for s in specs
+    ]
+    assert [r.timestamp for r in records] == [
+        5 if s.timestamp is None else s.timestamp for s in specs
+    ]
+    assert info.max_timestamp == max(r.timestamp for r in records)
