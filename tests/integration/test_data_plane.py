@@ -190,3 +190,80 @@ def test_a_batch_over_max_message_bytes_is_refused(cluster_factory: ClusterFacto
     p.flush(30)
     assert outcome == ["MSG_SIZE_TOO_LARGE"]
     assert consume(c, "t", [0]) == {0: []}
+
+
+def truncations(b: object) -> list[dict[str, object]]:
+    return [r for r in b.state_changes("truncated")]  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_a_follower_with_a_divergent_tail_truncates_to_the_new_leader(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory(zookeeper_session_timeout_ms="6000")
+    controller_id, _ = c.wait_controller()
+    leader = next(b for b in (1, 2, 3) if b != controller_id)
+    followers = [b for b in (1, 2, 3) if b != leader]
+    c.create_topic("t", {0: (leader, *followers)})
+    c.wait_topic_online("t")
+    kept = produce(c, "t", values(100, "kept"), partition=0)
+    # The followers freeze (shorter than their sessions): the leader alone takes 50 more.
+    for f in followers:
+        c[f].pause()
+    try:
+        p = producer(c, acks=1)
+        for v in values(50, "stray"):
+            p.produce("t", v, partition=0)
+        assert p.flush(30) == 0
+    finally:
+        c[leader].kill()  # it dies holding records nobody else has
+        for f in followers:
+            c[f].resume()
+    c.wait_partitions("t", lambda s: s[0].leader in followers, "a follower to lead", timeout=60)
+    later = produce(c, "t", values(30, "later"), partition=0, acks="all")
+    c[leader].start()
+    c.wait_partitions(
+        "t", lambda s: leader in s[0].isr, "the old leader back in the ISR", timeout=90
+    )
+    # It cut exactly its 50 stray records, nothing more.
+    cut = truncations(c[leader])
+    assert [r["offsets_lost"] for r in cut] == [50], cut
+    assert cut[0]["to_offset"] == 100
+    # Led by it again, the partition holds what the cluster acknowledged, and no stray record.
+    c.zk.create(
+        "/admin/preferred_replica_election",
+        b'{"version":1,"partitions":[{"topic":"t","partition":0}]}',
+    )
+    c.wait_partitions(
+        "t", lambda s: s[0].leader == leader, "the old leader to lead again", timeout=60
+    )
+    read = consume(c, "t", [0])
+    assert [v for _, v in read[0]] == list(kept.by_offset.values()) + list(later.by_offset.values())
+
+
+@pytest.mark.slow
+def test_unclean_election_counts_the_data_it_loses(cluster_factory: ClusterFactory) -> None:
+    c = cluster_factory()
+    controller_id, _ = c.wait_controller()
+    a, b = (x for x in (1, 2, 3) if x != controller_id)
+    c.create_topic("t", {0: (a, b)}, {"unclean.leader.election.enable": "true"})
+    c.wait_topic_online("t")
+    produce(c, "t", values(100, "both"), partition=0)
+    c[b].kill()
+    c.wait_partitions("t", lambda s: s[0].isr == (a,), "ISR [a]", timeout=c.session_timeout_s + 30)
+    produce(c, "t", values(50, "only-a"), partition=0)  # acknowledged by the ISR, [a] alone
+    c[a].kill()
+    c.wait_partitions("t", lambda s: s[0].leader == -1, "offline", timeout=c.session_timeout_s + 30)
+    c[b].start()  # out of the ISR, but unclean election is on: it leads, without the 50
+    c.wait_partitions("t", lambda s: s[0].leader == b, "b elected uncleanly", timeout=60)
+    unclean = [
+        r
+        for x in c.brokers.values()
+        for r in x.state_changes("partition_state")
+        if r["reason"] == "unclean"
+    ]
+    assert [(r["topic"], r["partition"], r["leader"]) for r in unclean] == [("t", 0, b)]
+    c[a].start()  # back as a follower: it truncates the 50 the unclean leader never had
+    c.wait_partitions("t", lambda s: a in s[0].isr, "a back in the ISR", timeout=90)
+    assert [r["offsets_lost"] for r in truncations(c[a])] == [50]
+    assert len(consume(c, "t", [0])[0]) == 100
