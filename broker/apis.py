@@ -117,8 +117,8 @@ class KafkaApis:
 
     # Fetch sessions (KIP-227), made on first use: see broker/fetch_session.py.
     _fetch_sessions: FetchSessionCache | None = None
-    # Counts fetch_wakeup notifications (partition state changes): a session whose last
-    # look at its partitions saw the current generation need not look again.
+    # Counts partition state changes (wake_fetches calls): a session whose last look at
+    # its partitions saw the current generation need not look again.
     _fetch_generation = 0
 
     def _fetch_session_cache(self) -> FetchSessionCache:
@@ -128,18 +128,7 @@ class KafkaApis:
                 cache = self._fetch_sessions
                 if cache is None:
                     cache = self._fetch_sessions = FetchSessionCache()
-                    threading.Thread(
-                        target=self._count_fetch_wakeups, name="fetch-state-changes", daemon=True
-                    ).start()
         return cache
-
-    def _count_fetch_wakeups(self) -> None:
-        # Notifiers hold the condition's lock, which this thread gives up only while
-        # waiting: every notification finds it waiting, so none goes uncounted.
-        with self.fetch_wakeup:
-            while True:
-                self.fetch_wakeup.wait()
-                self._fetch_generation += 1
 
     def _handle_fetch(
         self, version: int, body: dict[str, Any], _h: dict[str, Any]
@@ -191,6 +180,22 @@ class KafkaApis:
         # Reading under the condition's lock: a change notified meanwhile is not missed.
         with self.fetch_wakeup:
             updates, answer_now, positions = self._read_fetch(ctx, replica_id, False)
+            if replica_id >= 0 and ctx.fetch_data and not answer_now:
+                # The partitions this fetch lists moved forward: record that before the long
+                # poll, as Kafka does, or producers waiting for acks=all would wait out
+                # max_wait_ms for the high watermark the follower's progress allows.
+                listed = [
+                    (p, offset) for p, offset in positions if p.topic_partition in ctx.fetch_data
+                ]
+                if listed:
+                    self.fetch_wakeup.release()
+                    try:
+                        self.replicas.record_follower_fetches(replica_id, listed)
+                    finally:
+                        self.fetch_wakeup.acquire()
+                    # A change notified while the lock was given up must not be slept
+                    # through: look again before waiting.
+                    updates, answer_now, positions = self._read_fetch(ctx, replica_id, True)
             while not answer_now:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not self.fetch_wakeup.wait(remaining):
@@ -584,7 +589,10 @@ class KafkaApis:
         return answer
 
     def wake_fetches(self) -> None:
+        # Counted under the lock the waiters read under: a fetch that starts right after
+        # an append sees the new generation and looks, rather than sleeping through it.
         with self.fetch_wakeup:
+            self._fetch_generation += 1
             self.fetch_wakeup.notify_all()
 
 

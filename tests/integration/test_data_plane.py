@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -210,6 +211,10 @@ def test_a_follower_with_a_divergent_tail_truncates_to_the_new_leader(
     # The followers freeze (shorter than their sessions): the leader alone takes 50 more.
     for f in followers:
         c[f].pause()
+    # A follower fetch parked at the leader (replica.fetch.wait.max.ms is 200 ms here) must be
+    # answered, empty, before the stray records exist: else they sit in a paused follower's
+    # socket buffer and it replicates them on resuming, and nothing diverges.
+    time.sleep(1.0)
     try:
         p = producer(c, acks=1)
         for v in values(50, "stray"):

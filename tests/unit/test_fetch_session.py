@@ -503,10 +503,8 @@ def change_partitions(
     """A LeaderAndIsr as the broker applies it: the new states, then fetches woken."""
     seen = apis._fetch_generation
     apis.replicas.become_leader_or_follower(leader_and_isr(states))
-    with apis.fetch_wakeup:
-        apis.fetch_wakeup.notify_all()
-    if apis._fetch_sessions is not None:  # the change is counted once sessions exist
-        wait_until(lambda: apis._fetch_generation > seen, "the change counted")
+    apis.wake_fetches()
+    assert apis._fetch_generation == seen + 1
 
 
 class Loopback:
