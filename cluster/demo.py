@@ -4,26 +4,38 @@ It provisions ZooKeeper as the project does everywhere, starts brokers as child 
 (so that nothing outlives the demo, even on Ctrl-C), creates a topic, and every few
 seconds takes the controller down, cycling through the three ways a controller fails:
 SIGKILL (the session expires), a graceful stop (controlled shutdown, the session closes at
-once), and SIGSTOP (a zombie: paused past its session, then resumed and fenced). What
-happens is narrated from the brokers' own state-change logs.
+once), and SIGSTOP (a zombie: paused past its session, then resumed and fenced).
+
+What happens is shown by the watch view (watch/): full-screen on a terminal, plain
+timestamped lines otherwise. The view starts before the brokers, so it shows the cluster
+coming up, and it follows ZooKeeper, so it shows what any observer could see. The demo adds
+its own actions ("demo" lines) and what only the brokers know, from their state-change logs
+("log" lines): why a controller resigned, how long its failover took, and the zombie's
+requests being refused.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from admin import topics as admin_topics
 from cluster import zookeeper as zkp
+from cluster.local import LocalClusterError
 from cluster.supervised import SupervisedCluster, wait_for
+from watch.session import Watcher
 
 Say = Callable[[str], None]
+T = TypeVar("T")
 
 FAULTS = ("kill", "stop", "pause")
 DEMO_TOPIC = "demo"
@@ -37,6 +49,27 @@ DEFAULT_SETTINGS = {
     "leader.imbalance.check.interval.seconds": "10",
 }
 
+ACTIONS = {
+    "kill": ("SIGKILL", "SIGKILL the controller"),
+    "stop": ("graceful stop", "stop the controller gracefully (controlled shutdown)"),
+    "pause": ("SIGSTOP", "SIGSTOP the controller (it becomes a zombie)"),
+}
+
+
+class DemoError(LocalClusterError):
+    """The demo could not go on; the message says why and where the logs are."""
+
+
+class Workload(Protocol):
+    """Traffic kept running through the failovers: a producer and a consumer on the topic
+    (cluster.demo_workload.ClientWorkload). The demo starts it once the topic is online,
+    keeps it running through every failover, and stops it before tearing the cluster down.
+    `note` puts a line on the demo's timeline."""
+
+    def start(self, cluster: SupervisedCluster, topic: str, note: Say) -> None: ...
+
+    def stop(self, interrupted: bool = False) -> None: ...
+
 
 @dataclass
 class DemoOptions:
@@ -47,19 +80,20 @@ class DemoOptions:
     zookeeper: str | None = None
     session_timeout_ms: int = 4000
     partitions: int = 6
+    view: str = "plain"  # "curses": the full-screen watch view; "plain": timestamped lines
+    workload: Callable[[], Workload] | None = None
+    settings: dict[str, str] = field(default_factory=dict)  # more broker settings
 
 
-def _clock(ts_ms: float) -> str:
-    t = time.localtime(ts_ms / 1000)
-    return time.strftime("%H:%M:%S", t) + f".{int(ts_ms % 1000):03d}"
+# --- what the brokers' state-change logs add to the view ------------------------------------
 
 
 def describe_event(r: dict[str, Any]) -> str | None:
-    """One line for a state-change log record worth showing; None for the rest."""
+    """A line for a state-change log record that says what ZooKeeper cannot (why a
+    controller resigned, how long its failover took, fencing at work); None for records
+    the watch view already shows from ZooKeeper (elections, leaders, ISRs, brokers)."""
     b = r.get("broker")
     kind = r.get("event")
-    if kind == "controller_elected":
-        return f"broker {b} won the election: controller epoch {r['controller_epoch']}"
     if kind == "controller_resigned":
         return f"broker {b} resigned as controller of epoch {r['controller_epoch']} ({r['reason']})"
     if kind == "controller_failover":
@@ -67,9 +101,6 @@ def describe_event(r: dict[str, Any]) -> str | None:
             f"controller {b} loaded {r['partitions']} partitions and {r['live_brokers']} brokers "
             f"in {r['load_ms']:.0f} ms (failover done in {r['total_ms']:.0f} ms)"
         )
-    if kind == "broker_change":
-        parts = [f"{k} {r[k]}" for k in ("dead", "new", "bounced") if r.get(k)]
-        return f"controller {b} sees brokers change: {', '.join(parts)}; live {r['live']}"
     if kind == "request_rejected":
         return (
             f"broker {b} refused {r['api']} from controller {r['controller_id']} "
@@ -80,40 +111,27 @@ def describe_event(r: dict[str, Any]) -> str | None:
             f"broker {b} refused the state of {r['topic']}-{r['partition']} from controller "
             f"{r['controller_id']} epoch {r['controller_epoch']}: {r['error']}"
         )
-    if kind == "zookeeper_session" and r.get("state") in ("LOST", "SUSPENDED", "CLOSED"):
-        state = {"LOST": "expired", "SUSPENDED": "disconnected", "CLOSED": "closed"}[r["state"]]
-        return f"broker {b}'s ZooKeeper session {state}"
-    if kind == "broker_registered":
-        return f"broker {b} registered with broker epoch {r['broker_epoch']}"
-    if kind == "isr_change":
-        return f"leader {b} set the ISR of {r['topic']}-{r['partition']} to {r['isr']} ({r['why']})"
+    if kind == "zookeeper_session" and r.get("state") == "LOST":
+        return f"broker {b} learns that its ZooKeeper session expired"
+    if kind == "controlled_shutdown":
+        remaining = r.get("remaining")
+        outcome = "failed" if remaining is None else f"{remaining} partitions still led"
+        return (
+            f"broker {b} asked the controller to move its leaderships away"
+            f" (attempt {r['attempt']}: {outcome}, {r['ms']:.0f} ms)"
+        )
     return None
 
 
-def summarize_partition_states(rows: list[dict[str, Any]]) -> str:
-    """Several partition-state writes of one controller decision, as one line."""
-    reason = rows[0]["reason"]
-    epoch = rows[0]["controller_epoch"]
-    shown = ", ".join(
-        f"{r['topic']}-{r['partition']} -> {r['leader'] if r['leader'] >= 0 else 'NONE'}"
-        f" (epoch {r['leader_epoch']}, isr {r['isr']})"
-        for r in rows[:4]
-    )
-    more = f" and {len(rows) - 4} more" if len(rows) > 4 else ""
-    return (
-        f"controller (epoch {epoch}) wrote {len(rows)} partition states [{reason}]: {shown}{more}"
-    )
+class LogFollower:
+    """Follows every broker's state-change log and notes the records worth showing."""
 
-
-class Timeline:
-    """Follows every broker's state-change log and prints what happens, in time order."""
-
-    def __init__(self, logs: list[Path], say: Say) -> None:
+    def __init__(self, logs: list[Path], note: Callable[[str, float], None]) -> None:
         self.logs = logs
-        self.say = say
+        self.note = note
         self._offsets: dict[Path, int] = {}
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="timeline", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="demo-logs", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -143,125 +161,255 @@ class Timeline:
         return rows
 
     def flush(self) -> None:
-        rows = self._read_new()
-        i = 0
-        while i < len(rows):
-            r = rows[i]
-            if r.get("event") == "partition_state":
-                group = [r]
-                while (
-                    i + 1 < len(rows)
-                    and rows[i + 1].get("event") == "partition_state"
-                    and rows[i + 1].get("reason") == r.get("reason")
-                    and rows[i + 1].get("broker") == r.get("broker")
-                ):
-                    i += 1
-                    group.append(rows[i])
-                self.say(f"{_clock(r['ts'])}  {summarize_partition_states(group)}")
-            else:
+        for r in self._read_new():
+            try:
                 line = describe_event(r)
-                if line is not None:
-                    self.say(f"{_clock(r['ts'])}  {line}")
-            i += 1
+            except (KeyError, TypeError, ValueError):
+                continue  # a record of another schema: not worth stopping the demo for
+            if line is not None:
+                self.note(line, float(r.get("ts", 0)) / 1000)
 
     def _run(self) -> None:
+        # The logs are files, not znodes: read what was appended, five times a second.
         while not self._stop.wait(0.2):
             try:
                 self.flush()
-            except Exception as e:  # the demo goes on without its narration
-                self.say(f"(timeline error: {e})")
+            except OSError as e:
+                self.note(f"(cannot read a state-change log: {e})", time.time())
 
 
-@contextmanager
-def running_cluster(options: DemoOptions, say: Say) -> Iterator[SupervisedCluster]:
-    root = (options.directory / time.strftime("run-%Y%m%d-%H%M%S")).resolve()
+# --- the view -------------------------------------------------------------------------------
+
+
+class DemoView:
+    """The watch view on its own thread, while the main thread runs the demo.
+
+    The main thread starts and signals the brokers (their death signal follows the thread
+    that started them), and a Ctrl-C reaches it wherever it waits; q in the full-screen
+    view interrupts it the same way.
+    """
+
+    def __init__(self, watcher: Watcher, mode: str, say: Say) -> None:
+        self.watcher = watcher
+        self.mode = mode
+        self.say = say
+        self.quit_requested = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="demo-view", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def note(self, text: str, severity: str = "info") -> None:
+        self.watcher.note(text, severity=severity)
+
+    def _run(self) -> None:
+        from watch import render_plain
+
+        if self.mode == "curses":
+            import curses
+
+            from watch import render_curses
+
+            try:
+                result = render_curses.run(self.watcher, stop=self._stop)
+            except curses.error as e:
+                self.say(f"(the full-screen view failed: {e}; plain lines instead)")
+                self.mode = "plain"
+            else:
+                if result == "quit":
+                    self.quit_requested = True
+                    main = threading.main_thread().ident
+                    if main is not None:
+                        signal.pthread_kill(main, signal.SIGINT)
+                return
+        render_plain.run(self.watcher, self.say, stop=self._stop)
+
+    def close(self) -> None:
+        from watch.screen import format_event
+
+        self._stop.set()
+        self._thread.join(10)
+        if self.mode == "curses":
+            # The screen is gone: leave the story of the controller on the terminal.
+            story = [
+                e for e in self.watcher.state.timeline if e.kind in ("controller", "demo", "log")
+            ]
+            for event in story[-60:]:
+                self.say(format_event(event))
+
+
+# --- the demo -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _zookeeper(options: DemoOptions, root: Path, say: Say) -> Iterator[str]:
+    """A connect string with a chroot of the demo's own, and its cleanup."""
     with ExitStack() as stack:
+        external = bool(options.zookeeper)
         if options.zookeeper:
-            connect_base = options.zookeeper
+            base = options.zookeeper
+            say(f"using ZooKeeper at {base}")
         else:
             zk = zkp.provision(
                 base_dir=root / "zookeeper", progress=lambda m: say(f"[zookeeper] {m}")
             )
             stack.callback(zk.close)
-            connect_base = zk.connect_string
-        connect = zkp.chroot_connect_string(connect_base, f"/zkctl-demo-{int(time.time())}")
-        settings = {
-            **DEFAULT_SETTINGS,
-            "zookeeper.session.timeout.ms": str(options.session_timeout_ms),
-        }
-        cluster = SupervisedCluster(connect, root, range(1, options.brokers + 1), settings)
-        stack.callback(cluster.close)
-        say(f"starting {options.brokers} brokers (data and logs in {root}) ...")
-        cluster.start(wait=False)
-        cluster.wait_registered(cluster.brokers, timeout=120)
-        controller_id, epoch = cluster.wait_controller(timeout=120)
-        say(f"all brokers registered; broker {controller_id} is controller, epoch {epoch}")
-        yield cluster
+            base = zk.connect_string
+        try:
+            connect = zkp.chroot_connect_string(base, f"/zkctl-demo-{int(time.time())}")
+        except Exception as e:
+            hint = (
+                "; is it running? Leave out --zookeeper (and ZKCTL_ZOOKEEPER) and the demo"
+                " starts a ZooKeeper of its own"
+                if external
+                else ""
+            )
+            raise DemoError(
+                f"cannot use ZooKeeper at {base} ({type(e).__name__}: {e}){hint}"
+            ) from None
+        if external:
+            # Leave the user's ZooKeeper as we found it.
+            stack.callback(lambda: _suppressed(zkp.delete_chroot, connect))
+        yield connect
 
 
-def print_partitions(cluster: SupervisedCluster, say: Say) -> None:
-    try:
-        states = cluster.partition_states(DEMO_TOPIC)
-    except LookupError:
-        return
-    for p, s in sorted(states.items()):
-        leader = s.leader if s.leader >= 0 else "NONE"
-        say(
-            f"    {DEMO_TOPIC}-{p}: leader {leader}, "
-            f"leader epoch {s.leader_epoch}, isr {list(s.isr)}"
-        )
+def _suppressed(fn: Callable[[str], None], arg: str) -> None:
+    with contextlib.suppress(Exception):
+        fn(arg)
 
 
 def run_demo(options: DemoOptions, say: Say) -> int:
+    """Run the demo until `options.duration_s` passes (or Ctrl-C); 0 when it ended by
+    itself or by q. Whatever it started is stopped before it returns or raises."""
+    from zkdata.client import ZkClient
+
     deadline = None if options.duration_s is None else time.monotonic() + options.duration_s
-    with running_cluster(options, say) as cluster:
-        timeline = Timeline(
-            [b.data_dir / "state-change.log" for b in cluster.brokers.values()], say
-        )
-        rf = min(3, options.brokers)
-        admin_topics.create_topic(
-            cluster.zk,
-            admin_topics.CreateTopicRequest(
-                DEMO_TOPIC, partitions=options.partitions, replication_factor=rf
-            ),
-        )
-        cluster.wait_topic_online(DEMO_TOPIC)
-        say(
-            f"created topic {DEMO_TOPIC!r}: {options.partitions} partitions, "
-            f"replication factor {rf}"
-        )
-        print_partitions(cluster, say)
-        timeline.flush()  # start-up history
-        timeline.start()
-        try:
-            cycle = 0
+    root = (options.directory / time.strftime("run-%Y%m%d-%H%M%S")).resolve()
+    view: DemoView | None = None
+    cycle = 0
+    try:
+        with ExitStack() as stack:
+            connect = stack.enter_context(_zookeeper(options, root, say))
+            settings = {
+                **DEFAULT_SETTINGS,
+                "zookeeper.session.timeout.ms": str(options.session_timeout_ms),
+                **options.settings,
+            }
+            # The view's own ZooKeeper session, then the brokers (closed in reverse order:
+            # the view stops before the brokers are killed, the brokers before ZooKeeper).
+            watch_zk = ZkClient(connect, session_timeout_ms=10_000)
+            watch_zk.start()
+            stack.callback(watch_zk.close)
+            watcher = Watcher(watch_zk, title=f"{connect}  (zkctl demo)")
+            watcher.start()
+            stack.callback(watcher.stop)
+            # The view sees the first election happen, rather than finding its result.
+            watcher.wait_ready(30)
+            cluster = SupervisedCluster(connect, root, range(1, options.brokers + 1), settings)
+            stack.callback(cluster.close)
+            view = DemoView(watcher, options.view, say)
+            view.start()
+            stack.callback(view.close)
+            note = view.note
+            follower = LogFollower(
+                [b.data_dir / "state-change.log" for b in cluster.brokers.values()],
+                lambda text, ts: watcher.note(text, ts=ts, source="log"),
+            )
+            follower.start()
+            stack.callback(follower.stop)
+
+            ends = ""
+            if options.duration_s is not None:
+                end_time = time.localtime(time.time() + options.duration_s)
+                ends = f"; ends at {time.strftime('%H:%M:%S', end_time)}"
+            stop_hint = "Ctrl-C stops it and cleans up"
+            if options.view == "curses":
+                stop_hint = "Ctrl-C or q stops it and cleans up"
+            watcher.set_banner(f"zkctl demo: starting {options.brokers} brokers{ends}; {stop_hint}")
+            note(f"starting {options.brokers} brokers (data and logs in {root})")
+            note("waiting for the brokers to register and elect a controller ...")
+            cluster.start(wait=False)
+            _checked(root, lambda: cluster.wait_registered(cluster.brokers, timeout=120))
+            controller_id, epoch = _checked(root, lambda: cluster.wait_controller(timeout=120))
+            note(f"all brokers registered; broker {controller_id} is controller, epoch {epoch}")
+
+            rf = min(3, options.brokers)
+            admin_topics.create_topic(
+                cluster.zk,
+                admin_topics.CreateTopicRequest(
+                    DEMO_TOPIC, partitions=options.partitions, replication_factor=rf
+                ),
+            )
+            _checked(root, lambda: cluster.wait_topic_online(DEMO_TOPIC))
+            note(
+                f"created topic {DEMO_TOPIC!r}: {options.partitions} partitions, "
+                f"replication factor {rf}"
+            )
+            if options.workload is not None:
+                workload = options.workload()
+                workload.start(cluster, DEMO_TOPIC, note)
+                # Stopped first (before the view and the brokers); quickly after a Ctrl-C.
+                stack.push(lambda exc_type, *_: workload.stop(interrupted=exc_type is not None))
+
             while deadline is None or time.monotonic() < deadline:
                 fault = FAULTS[cycle % len(FAULTS)]
                 cycle += 1
-                _failover(cluster, fault, cycle, say)
-                timeline.flush()
-                print_partitions(cluster, say)
+                _checked(root, functools.partial(_failover, cluster, fault, cycle, note, watcher))
+                watcher.request_summary()
+                watcher.set_banner(
+                    f"zkctl demo: {cycle} failover{'s' if cycle > 1 else ''} done; the next in"
+                    f" {options.interval_s:g} s{ends}; {stop_hint}"
+                )
                 pause_until = time.monotonic() + options.interval_s
                 if deadline is not None:
                     pause_until = min(pause_until, deadline)
                 while time.monotonic() < pause_until:
                     time.sleep(0.2)
-        finally:
-            timeline.stop()
-        say(f"demo over after {cycle} failovers; stopping everything")
+            note("time is up; stopping everything")
+    except KeyboardInterrupt:
+        if view is None or not view.quit_requested:
+            raise
+    failovers = f"{cycle} failover{'' if cycle == 1 else 's'}"
+    say(f"demo over after {failovers}; nothing it started is running")
     return 0
 
 
-def _failover(cluster: SupervisedCluster, fault: str, cycle: int, say: Say) -> None:
+def _checked(root: Path, step: Callable[[], T]) -> T:
+    """A step whose failure (a broker that died, a wait that timed out) ends the demo with
+    a message that says where to look."""
+    try:
+        return step()
+    except zkp.ZooKeeperError:
+        raise
+    except (RuntimeError, AssertionError) as e:
+        raise DemoError(f"{e}\nthe brokers' output and logs are in {root}") from None
+
+
+def _failover(
+    cluster: SupervisedCluster, fault: str, cycle: int, say: Say, watcher: Watcher
+) -> None:
     controller_id, epoch = cluster.wait_controller(timeout=120)
     victim = cluster[controller_id]
-    action = {
-        "kill": "SIGKILL the controller",
-        "stop": "stop the controller gracefully (controlled shutdown)",
-        "pause": "SIGSTOP the controller (it becomes a zombie)",
-    }[fault]
-    verb = {"kill": "SIGKILL", "stop": "graceful stop", "pause": "SIGSTOP"}[fault]
+    verb, action = ACTIONS[fault]
     say(f"--- failover {cycle}: {action}: broker {controller_id}, epoch {epoch} ---")
+    # ZooKeeper sees nothing until the session ends (at once for a graceful stop, after the
+    # session timeout for SIGKILL and SIGSTOP): the banner's clock shows that wait.
+    what = {
+        "kill": "was SIGKILLed",
+        "stop": "was told to stop (SIGTERM)",
+        "pause": "was SIGSTOPped",
+    }[fault]
+    wait = (
+        ""
+        if fault == "stop"
+        else f"; ZooKeeper sees it alive until its {cluster.session_timeout_s:g} s session ends"
+    )
+    watcher.set_banner(
+        f"zkctl demo: failover {cycle}: the controller, broker {controller_id} (epoch {epoch}),"
+        f" {what} {{elapsed}} ago{wait}",
+        since=time.time(),
+    )
     started = time.monotonic()
     if fault == "kill":
         victim.kill()
@@ -274,13 +422,17 @@ def _failover(cluster: SupervisedCluster, fault: str, cycle: int, say: Say) -> N
     )
     elapsed = time.monotonic() - started
     say(
-        f"    broker {new_id} took over as controller, epoch {new_epoch}, "
+        f"broker {new_id} took over as controller, epoch {new_epoch}, "
         f"{elapsed:.1f} s after the {verb}"
+    )
+    watcher.set_banner(
+        f"zkctl demo: failover {cycle}: broker {new_id} took over (epoch {new_epoch})"
+        f" {elapsed:.1f} s after the {verb}; bringing broker {controller_id} back"
     )
     if fault == "pause":
         # Let the new controller act, then wake the zombie: it finds its session gone.
         time.sleep(1.0)
-        say(f"    resuming the zombie, broker {controller_id}: it still believes it is controller")
+        say(f"resuming the zombie, broker {controller_id}: it still believes it is controller")
         victim.resume()
         wait_for(
             lambda: any(
@@ -292,6 +444,7 @@ def _failover(cluster: SupervisedCluster, fault: str, cycle: int, say: Say) -> N
     else:
         if victim.alive():
             victim.wait_exit(60)
+        say(f"restarting broker {controller_id}")
         victim.start()
     cluster.wait_registered([controller_id], timeout=120)
     # The returning broker catches up and rejoins the ISRs (the leaders add it back).

@@ -56,3 +56,25 @@ if ! command -v kcat >/dev/null 2>&1 && is_debian_root; then
   say "installing kcat"
   apt_install kcat
 fi
+
+# 5. Java 17+, which Spark (pyspark, for `zkctl report`) runs on. Debian's zookeeper
+# package brings one; a ZooKeeper from elsewhere (a container, ZKCTL_ZOOKEEPER) does not.
+java_major() { java -version 2>&1 | sed -n 's/.* version "\([0-9]*\).*/\1/p' | head -n 1; }
+if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ] && is_debian_root; then
+  say "installing a Java runtime for Spark (zkctl report)"
+  apt_install default-jre-headless
+fi
+if command -v java >/dev/null 2>&1; then
+  major=$(java_major)
+  if [ -n "$major" ] && [ "$major" -lt 17 ]; then
+    say "Java $major found; Spark (zkctl report and its tests) needs Java 17 or newer"
+  fi
+else
+  say "no Java runtime: zkctl report (Spark) needs Java 17+; install one or set JAVA_HOME"
+fi
+
+# 6. tmux, in which the terminal tests run `zkctl watch` and `zkctl demo` and read the screen.
+if ! command -v tmux >/dev/null 2>&1 && is_debian_root; then
+  say "installing tmux"
+  apt_install tmux
+fi

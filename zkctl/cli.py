@@ -27,6 +27,7 @@ COMMAND_MODULES: list[str] = [
     "zkctl.admin_commands",
     "zkctl.cluster_commands",
     "zkctl.demo_command",
+    "zkctl.watch_command",
 ]
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,9 +24,11 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
             "Provision ZooKeeper (or use --zookeeper / $ZKCTL_ZOOKEEPER, in a chroot of its"
             " own), start brokers as child processes, create a topic, and every few seconds"
             " take the controller down, cycling through SIGKILL, a graceful stop, and SIGSTOP"
-            " (a zombie that is resumed and fenced). Prints what happens, from the brokers'"
-            " state-change logs. Ctrl-C or --duration ends it; nothing it started keeps"
-            " running."
+            " (a zombie that is resumed and fenced), restarting what it stopped. The watch view"
+            " (zkctl watch) shows it live: full-screen on a terminal, timestamped lines"
+            " otherwise (or with --plain), with the demo's own actions and what the brokers'"
+            " state-change logs add. Ctrl-C (or q), or --duration, ends it; nothing it started"
+            " keeps running."
         ),
     )
     demo.add_argument(
@@ -54,12 +58,44 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     demo.add_argument(
         "--partitions", type=positive_int, default=6, help="partitions of the demo topic"
     )
+    demo.add_argument(
+        "--plain",
+        action="store_true",
+        help="print timestamped lines instead of the full-screen view (the default off a terminal)",
+    )
+    demo.add_argument(
+        "--rate",
+        type=positive_float,
+        default=200.0,
+        metavar="MSGS",
+        help="messages per second the demo's producer sends (default 200)",
+    )
+    demo.add_argument(
+        "--no-clients",
+        action="store_true",
+        help="run no producer and consumer (only the control plane fails over)",
+    )
     demo.set_defaults(handler=run, parser=demo)
 
 
 def run(args: argparse.Namespace) -> int:
     from cluster.demo import DemoOptions, run_demo
+    from zkctl.watch_command import interrupt_on_signals
 
+    workload = None
+    if not args.no_clients:
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError:
+            out(
+                "(confluent-kafka is not installed: no producer and consumer will run;"
+                " `make demo` installs it)"
+            )
+        else:
+            from cluster.demo_workload import ClientWorkload
+
+            rate = args.rate
+            workload = functools.partial(ClientWorkload, rate=rate)
     options = DemoOptions(
         brokers=args.brokers,
         duration_s=args.duration,
@@ -68,5 +104,8 @@ def run(args: argparse.Namespace) -> int:
         zookeeper=args.zookeeper or os.environ.get("ZKCTL_ZOOKEEPER") or None,
         session_timeout_ms=args.session_timeout_ms,
         partitions=args.partitions,
+        view="plain" if args.plain or not sys.stdout.isatty() else "curses",
+        workload=workload,
     )
-    return run_demo(options, out)
+    with interrupt_on_signals():
+        return run_demo(options, out)

@@ -1,19 +1,23 @@
-"""`zkctl demo`: a scripted run names every controller change and leaves nothing running."""
+"""`zkctl demo`: a scripted run names every controller change, the full-screen view shows the
+failovers, and nothing the demo started keeps running after it ends or is interrupted."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cluster import processes
 from tests.integration.harness import wait_for
+from tests.integration.test_watch import Tmux
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -45,19 +49,59 @@ def start_demo(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     return proc
 
 
+def logged_elections(tmp_path: Path) -> list[tuple[int, int]]:
+    """(broker, epoch) of every election the demo's brokers logged, in epoch order."""
+    elections = set()
+    for log in (tmp_path / "demo").glob("run-*/broker-*/data/state-change.log"):
+        for line in log.read_text().splitlines():
+            record = json.loads(line)
+            if record["event"] == "controller_elected":
+                elections.add((int(record["broker"]), int(record["controller_epoch"])))
+    return sorted(elections, key=lambda be: be[1])
+
+
 def test_scripted_demo_names_every_controller_change_and_leaves_nothing(tmp_path: Path) -> None:
     proc = start_demo(tmp_path, "--duration", "25")
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, output
-    elected = [int(e) for e in re.findall(r"won the election: controller epoch (\d+)", output)]
-    took_over = re.findall(r"broker (\d+) took over as controller, epoch (\d+)", output)
+    lines = output.splitlines()
+    # Provisioning progress, then the timeline as plain lines, then the last word.
+    timeline = [line for line in lines if not line.startswith("[zookeeper]")]
+    assert timeline[-1].startswith("demo over after "), output
+    for line in timeline[:-1]:
+        assert re.match(r"\d\d:\d\d:\d\d\.\d{3}  (zk  |demo|log )  \S", line), line
+
+    # Every election the brokers made is named by the watch, once, in order; and every
+    # controller but the last is seen resigning.
+    elected = [
+        (int(b), int(e))
+        for b, e in re.findall(r"  zk    broker (\d+) elected controller, epoch (\d+)", output)
+    ]
+    assert elected == logged_elections(tmp_path), output
+    resigned = [
+        (int(b), int(e))
+        for b, e in re.findall(r"  zk    controller resigned: broker (\d+) \(epoch (\d+)\)", output)
+    ]
+    assert resigned == elected[:-1], output
+    # The demo's own account agrees with it.
+    took_over = [
+        (int(b), int(e))
+        for b, e in re.findall(r"  demo  broker (\d+) took over as controller, epoch (\d+)", output)
+    ]
     assert len(took_over) >= 2, output
-    # Every takeover the demo reports is an election the brokers logged, epochs in order.
-    assert elected == sorted(elected)
-    for _, epoch in took_over:
-        assert int(epoch) in elected
-    for fault in ("SIGKILL", "controlled shutdown"):
-        assert fault in output
+    assert set(took_over) <= set(elected)
+    assert "SIGKILL the controller" in output
+    assert "controlled shutdown" in output
+    if len(took_over) >= 3:
+        assert "SIGSTOP the controller" in output
+        assert "resuming the zombie" in output
+        assert re.search(r"  log   broker \d+ resigned as controller of epoch \d+", output)
+    # The producer and consumer rode through the failovers, and nothing acknowledged was lost.
+    assert "a producer (acks=all" in output
+    assert "LOST" not in output, output
+    checked = re.search(r"every one of the ([\d,]+) acknowledged messages was read back", output)
+    assert checked is not None, output
+    assert int(checked.group(1).replace(",", "")) > 0
     assert processes_mentioning(str(tmp_path)) == []
 
 
@@ -72,6 +116,52 @@ def test_interrupted_demo_leaves_nothing_running(tmp_path: Path) -> None:
     assert processes_mentioning(str(tmp_path)), "the demo should be running brokers by now"
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=120)
+    wait_for(
+        lambda: processes_mentioning(str(tmp_path)) == [],
+        30,
+        "every process the demo started to exit",
+    )
+
+
+@pytest.fixture
+def tmux(tmp_path: Path) -> Iterator[Tmux]:
+    t = Tmux(tmp_path)
+    try:
+        yield t
+    finally:
+        t.close()
+
+
+def test_demo_in_a_terminal_shows_the_view_and_ctrl_c_leaves_nothing(
+    tmp_path: Path, tmux: Tmux
+) -> None:
+    tmux.start(
+        [sys.executable, "-m", "zkctl", "--dir", str(tmp_path), "demo", "--interval", "1"],
+        {"PYTHONPATH": str(ROOT)},
+    )
+    screen = tmux.wait_screen(
+        lambda s: (
+            "zkctl demo: failover 1" in s
+            and re.search(r"CONTROLLER  broker \d+   epoch \d+", s) is not None
+            and "demo-5" in s
+        ),
+        "the watch view with the first failover under way",
+        timeout=120,
+    )
+    assert "BROKERS  " in screen
+    assert "TIMELINE" in screen
+    screen = tmux.wait_screen(
+        lambda s: re.search(r"demo  broker \d+ took over as controller, epoch 2", s) is not None,
+        "the first takeover in the view's timeline",
+        timeout=120,
+    )
+    assert re.search(r"zk    broker \d+ elected controller, epoch 2", screen), screen
+    tmux("send-keys", "-t", tmux.session, "C-c")
+    screen = tmux.wait_screen(lambda s: "EXIT=" in s, "the demo to end", timeout=120)
+    assert "EXIT=130" in screen  # interrupted
+    # The view is gone; the story of the controller is left on the terminal.
+    assert re.search(r"zk    broker \d+ elected controller, epoch 2", screen), screen
+    tmux.close()  # its server's command line names tmp_path too
     wait_for(
         lambda: processes_mentioning(str(tmp_path)) == [],
         30,

@@ -1,0 +1,112 @@
+"""``zkctl watch``: a live view of a cluster, driven by ZooKeeper watches."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from zkctl.common import non_negative_int, out, positive_float, progress
+
+if TYPE_CHECKING:
+    from zkctl.common import Subparsers
+
+DEFAULT_PER_PARTITION_WATCHES = 1000
+
+
+def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
+    watch = subparsers.add_parser(
+        "watch",
+        parents=[common],
+        help="a live view of the cluster: controller, brokers, partitions, and what just happened",
+        description=(
+            "Show the cluster live, driven by ZooKeeper watches: the controller and its epoch"
+            " (with the earlier epochs), every broker with its address, broker epoch and"
+            " liveness, every partition's leader, leader epoch, replicas and ISR (offline and"
+            " under-replicated ones marked; with more partitions than rows, counts and the"
+            " problem partitions only), and a timeline of what just happened. While a"
+            " failover is under way, a running clock says how long the cluster has been"
+            " without a controller or a partition without a leader. On a terminal it is a"
+            " full-screen view (q quits); otherwise, or with --plain, it prints the timeline as"
+            " plain lines. It survives losing its own ZooKeeper connection: it says so and"
+            " recovers."
+        ),
+        epilog=(
+            "The cluster is found through --zookeeper, $ZKCTL_ZOOKEEPER, or the local"
+            " cluster's <dir>/cluster.json (zkctl up)."
+        ),
+    )
+    watch.add_argument(
+        "--plain",
+        action="store_true",
+        help="print the timeline as plain lines (the default when stdout is not a terminal)",
+    )
+    watch.add_argument(
+        "--duration",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="stop after this long (default: until Ctrl-C, or q in the full-screen view)",
+    )
+    watch.add_argument(
+        "--per-partition-watches",
+        type=non_negative_int,
+        default=DEFAULT_PER_PARTITION_WATCHES,
+        metavar="N",
+        help=(
+            "watch every partition state znode when there are at most N partitions"
+            f" (default {DEFAULT_PER_PARTITION_WATCHES}); above that, re-read them all in"
+            " batches when a cluster-level watch or one of a few canary partitions fires"
+        ),
+    )
+    watch.set_defaults(handler=run, parser=watch)
+
+
+@contextlib.contextmanager
+def interrupt_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a closed terminal) end the command like Ctrl-C, so that
+    everything is cleaned up and the terminal is restored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run(args: argparse.Namespace) -> int:
+    from watch import render_curses, render_plain
+    from watch.session import Watcher
+    from zkctl.common import resolve_connect, zk_session
+
+    connect = resolve_connect(args)
+    args.zookeeper = connect
+    plain = bool(args.plain) or not sys.stdout.isatty()
+    progress(f"connecting to ZooKeeper at {connect} ...")
+    with interrupt_on_signals(), zk_session(args) as zk:
+        watcher = Watcher(zk, title=connect, per_partition_watches=args.per_partition_watches)
+        watcher.start()
+        try:
+            if plain:
+                progress("watching; Ctrl-C stops")
+                render_plain.run(watcher, out, duration_s=args.duration)
+            else:
+                render_curses.run(watcher, duration_s=args.duration)
+        except KeyboardInterrupt:
+            if plain:
+                render_plain.write_events(watcher.pump(0), out)
+        finally:
+            watcher.stop()
+    return 0
