@@ -215,6 +215,9 @@ class ReplicaManager:
                             }
                         )
                 topics_out.append({"topic_id": topic_id, "partition_errors": errors})
+        if self.logs is not None:
+            # New partitions' folders are durable before the controller hears they exist.
+            self.logs.sync_new_dirs()
         self.state_log.leader_and_isr(rows)
         self.last_applied = len(leaders) + len(followers)
         if (leaders or followers) and self.on_become is not None:
@@ -254,7 +257,7 @@ class ReplicaManager:
         )
         if self.logs is not None:
             config = self.topic_config(tp.topic) if self.topic_config is not None else None
-            partition.log = self.logs.get_or_create(tp, config)
+            partition.log = self.logs.get_or_create(tp, config, sync_dir=False)
         elif current is not None:
             partition.log = current.log
         if partition.leader == self.broker_id and partition.log is not None:

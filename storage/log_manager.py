@@ -76,6 +76,9 @@ class LogManager:
         self.scheduler = Scheduler("log-manager", time_ms)
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._dirs_to_sync: set[Path] = set()
+        #: partitions per log directory: a new partition goes where there are fewest
+        self._dir_counts: dict[Path, int] = {}
         self._lock_fds: list[int] = []
         self._closed = False
         self._started = False
@@ -163,6 +166,8 @@ class LogManager:
             loaded = list(pool.map(load, jobs))
         for (_child, tp, _offsets, _clean), partition_log in zip(jobs, loaded, strict=True):
             self._logs[tp] = partition_log
+            parent = partition_log.dir.parent
+            self._dir_counts[parent] = self._dir_counts.get(parent, 0) + 1
             self.recovery_reports[tp] = partition_log.recovery_report
             report = partition_log.recovery_report
             if report.truncated_bytes:
@@ -194,22 +199,27 @@ class LogManager:
         return len(self._logs)
 
     def get_or_create(
-        self, tp: TopicPartition, config: LogConfig | TopicConfig | None = None
+        self,
+        tp: TopicPartition,
+        config: LogConfig | TopicConfig | None = None,
+        *,
+        sync_dir: bool = True,
     ) -> PartitionLog:
         """The partition's log; a new one goes in the log directory holding the fewest
-        partitions. An existing log keeps its config (``PartitionLog.update_config``)."""
+        partitions. An existing log keeps its config (``PartitionLog.update_config``).
+
+        ``sync_dir=False`` leaves the fsync of the log directory (which makes the new
+        partition's folder durable) to ``sync_new_dirs``: one fsync for a LeaderAndIsr
+        that creates thousands of partitions, not one each (an fsync of a directory with
+        thousands of entries takes milliseconds)."""
         with self._lock:
             existing = self._logs.get(tp)
             if existing is not None:
                 return existing
             if self._closed:
                 raise StorageError("the log manager is closed")
-            counts = {d: 0 for d in self.log_dirs}
-            for partition_log in self._logs.values():
-                parent = partition_log.dir.parent
-                if parent in counts:
-                    counts[parent] += 1
-            directory = min(self.log_dirs, key=lambda d: counts[d])
+            counts = self._dir_counts
+            directory = min(self.log_dirs, key=lambda d: counts.get(d, 0))
             log_config = self._config_for(tp.topic) if config is None else _as_log_config(config)
             partition_log = PartitionLog(
                 directory / f"{tp.topic}-{tp.partition}",
@@ -218,9 +228,21 @@ class LogManager:
                 defer=self.scheduler.defer,
                 time_ms=self._time_ms,
             )
-            fsync_dir(directory)
+            if sync_dir:
+                fsync_dir(directory)
+            else:
+                self._dirs_to_sync.add(directory)
             self._logs[tp] = partition_log
+            counts[directory] = counts.get(directory, 0) + 1
             return partition_log
+
+    def sync_new_dirs(self) -> None:
+        """fsync the log directories in which partitions were created with
+        ``sync_dir=False``."""
+        with self._lock:
+            dirs, self._dirs_to_sync = self._dirs_to_sync, set()
+        for directory in sorted(dirs):
+            fsync_dir(directory)
 
     def delete(self, tp: TopicPartition) -> bool:
         """Delete a partition's log: close it, rename its directory to
@@ -228,6 +250,9 @@ class LogManager:
         ``log.segment.delete.delay.ms`` (at once on close). Returns whether it existed."""
         with self._lock:
             partition_log = self._logs.pop(tp, None)
+            if partition_log is not None:
+                parent = partition_log.dir.parent
+                self._dir_counts[parent] = self._dir_counts.get(parent, 1) - 1
         if partition_log is None:
             return False
         partition_log.close()

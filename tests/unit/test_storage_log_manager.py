@@ -196,3 +196,27 @@ def test_checkpoints_are_replaced_atomically(
     manager = LogManager([tmp_path], broker_config())  # a leftover .tmp does no harm
     manager.close()
     assert path.read_text().startswith("0\n")
+
+
+def test_new_partitions_share_one_fsync_of_their_log_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import storage.log_manager as log_manager_module
+
+    synced: list[Path] = []
+    monkeypatch.setattr(log_manager_module, "fsync_dir", synced.append)
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs, broker_config())
+    for p in range(10):
+        manager.get_or_create(TopicPartition("t", p), sync_dir=False)
+    assert synced == []  # deferred: a LeaderAndIsr creating thousands pays once per directory
+    manager.sync_new_dirs()
+    assert sorted(p.resolve() for p in synced) == sorted(d.resolve() for d in dirs)
+    manager.sync_new_dirs()
+    assert len(synced) == 2  # nothing new, nothing to sync
+    manager.get_or_create(TopicPartition("t", 10))  # the default syncs at once
+    assert len(synced) == 3
+    # Spread evenly, the new one in the directory with fewer partitions.
+    counts = {d: len(list(d.glob("t-*"))) for d in dirs}
+    assert sorted(counts.values()) == [5, 6], counts
+    manager.close()
