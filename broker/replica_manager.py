@@ -177,6 +177,16 @@ class ReplicaManager:
         rows = []
         leaders: list[Partition] = []
         followers: list[Partition] = []
+        if self.logs is not None and controller_epoch >= self.controller_epoch:
+            # Create the new partitions' logs before taking the lock (files and folders:
+            # seconds for thousands), so produce and fetch go on meanwhile.
+            for topic_state in request["topic_states"]:
+                topic = topic_state["topic_name"]
+                config = self.topic_config(topic) if self.topic_config is not None else None
+                for ps in topic_state["partition_states"]:
+                    tp = TopicPartition(topic, ps["partition_index"])
+                    if tp not in self.logs:
+                        self.logs.get_or_create(tp, config, sync_dir=False)
         with self._lock:
             if controller_epoch < self.controller_epoch:
                 self.state_log.request_rejected(
