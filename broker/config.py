@@ -86,6 +86,7 @@ SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED_SECURITY_PROTOCOLS: Final = ("PLAINTEXT",)
 COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 TIMESTAMP_TYPES: Final = ("CreateTime", "LogAppendTime")
+IDENTITY_MODES: Final = ("kafka", "persistent")
 CLEANUP_POLICIES: Final = ("compact", "delete")
 
 
@@ -254,6 +255,21 @@ class NonEmpty:
         return "non-empty"
 
 
+_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True)
+class Name:
+    """A cluster or broker name: ASCII letters, digits, '.', '_' and '-'."""
+
+    def check(self, value: Any) -> str | None:
+        ok = value is None or _NAME.fullmatch(value)
+        return None if ok else "a name of ASCII letters, digits, '.', '_' and '-'"
+
+    def describe(self) -> str:
+        return "[A-Za-z0-9._-]+"
+
+
 _THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
 
 
@@ -323,6 +339,15 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               "Generate broker ids (above reserved.broker.max.id) when broker.id is -1."),
     ConfigDef("reserved.broker.max.id", _I, 1000, _MEDIUM,
               "Highest configurable broker id; generated ids start above it.", AtLeast(0)),
+    ConfigDef("broker.identity.mode", _STR, "kafka", _MEDIUM,
+              "kafka: broker.id, or an id generated from /brokers/seqid (kept in meta.properties);"
+              " persistent: with no broker.id, an id allocated once through ZooKeeper and kept"
+              " in the broker-identity file (docs/broker-identity.md).",
+              OneOf(IDENTITY_MODES)),
+    ConfigDef("cluster.name", _STR, "DefaultCluster", _MEDIUM,
+              "Cluster name of the persistent identity cluster:broker-name:id.", Name()),
+    ConfigDef("broker.name", _STR, None, _MEDIUM,
+              "Broker name of the persistent identity; required in the persistent mode.", Name()),
     ConfigDef("broker.rack", _STR, None, _MEDIUM,
               "Rack of the broker, for rack-aware replica assignment.", NonEmpty()),
     ConfigDef("message.max.bytes", _I, 1024 * 1024 + 12, _HIGH,
@@ -958,6 +983,9 @@ class BrokerConfig:
     broker_id: int
     broker_id_generation_enable: bool
     reserved_broker_max_id: int
+    broker_identity_mode: str
+    cluster_name: str
+    broker_name: str | None
     broker_rack: str | None
     message_max_bytes: int
     num_network_threads: int
@@ -1171,6 +1199,22 @@ def _resolve_broker_values(vals: dict[str, Any], given: set[str], problems: _Pro
             )
         elif not vals["broker.id.generation.enable"] and broker_id < 0:
             problems.add("broker.id", f"{bad} a value >= 0 (broker.id.generation.enable is false)")
+    if _have(vals, "broker.identity.mode", "broker.id", "broker.name") and (
+        vals["broker.identity.mode"] == "persistent"
+    ):
+        if vals["broker.id"] != -1:
+            problems.add(
+                "broker.id",
+                "broker.id must not be set when broker.identity.mode is persistent: the"
+                " broker obtains its id through ZooKeeper (remove broker.id, or use"
+                " broker.identity.mode=kafka)",
+            )
+        if vals["broker.name"] is None:
+            problems.add(
+                "broker.name",
+                "missing config key 'broker.name': required when broker.identity.mode is"
+                " persistent (the identity is cluster.name:broker.name:id)",
+            )
     if _have(vals, "log.dirs") and not vals["log.dirs"]:
         problems.add(
             "log.dirs", "at least one log directory must be given in 'log.dirs' or 'log.dir'"

@@ -27,7 +27,9 @@ from broker.network import SocketServer
 from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog, open_for_broker
 from controller.controller import ControllerConfig, KafkaController, write_json_atomically
+from election.broker_identity import IdentityOutcome, checkpoint_meta_properties
 from election.controller_election import read_controller
+from election.identity_store import establish_identity
 from election.registration import register_broker
 from storage.log_manager import LogManager
 from wire.api import ApiKey
@@ -60,10 +62,29 @@ def _split_chroot(connect: str) -> tuple[str, str]:
 
 class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
-        if config.broker_id < 0:
-            raise ValueError(
-                "broker.id must be set (generated ids come with the broker identity work)"
+        listener = config.listener(config.inter_broker_listener_name)
+        # The socket server binds first: a port 0 listener's real port is part of the
+        # address a persistent identity's claim records.
+        self.socket_server = SocketServer(
+            listener.host,
+            listener.port,
+            lambda: self.apis,
+            max_request_size=config.socket_request_max_bytes,
+        )
+        self._chroot_ensured = False
+        try:
+            # Who we are (broker.identity.mode; election/broker_identity.py). An
+            # IdentityError (a ValueError) stops the broker with its message.
+            self.identity: IdentityOutcome = establish_identity(
+                config,
+                self._claim_address(config),
+                prepare=lambda: self._ensure_chroot(config),
             )
+        except BaseException:
+            self.socket_server.stop()
+            raise
+        if self.identity.broker_id != config.broker_id:
+            config = replace_broker_id(config, self.identity.broker_id)
         self.config = config
         self.broker_id = config.broker_id
         self.state_log: StateChangeLog = open_for_broker(list(config.log_dirs), config.broker_id)
@@ -74,13 +95,6 @@ class KafkaServer:
         )
         self.broker_epoch = -1
         self.started_at = time.time()
-        listener = config.listener(config.inter_broker_listener_name)
-        self.socket_server = SocketServer(
-            listener.host,
-            listener.port,
-            lambda: self.apis,
-            max_request_size=config.socket_request_max_bytes,
-        )
         self.metadata = MetadataCache(self.broker_id, config.inter_broker_listener_name)
         self.logs: LogManager | None = None
         self._topic_configs: dict[str, TopicConfig] = {}
@@ -127,10 +141,13 @@ class KafkaServer:
     # --- start-up -----------------------------------------------------------------------
 
     def startup(self) -> None:
-        self._ensure_chroot()
+        self._ensure_chroot(self.config)
         self.zk.start()
         self.zk.ensure_paths(paths.PERSISTENT_PATHS)
         self.metadata.cluster_id = self._cluster_id()
+        # Kafka's checkpoint of broker.id and cluster.id in every log directory (a log
+        # directory of another cluster stops the broker here).
+        checkpoint_meta_properties(self.config.log_dirs, self.broker_id, self.metadata.cluster_id)
         # The logs before anything else: recovery (after an unclean stop) validates their
         # tails, and the broker must not serve before its logs are sound.
         self.logs = LogManager(self.config.log_dirs, self.config, topic_config=self._topic_config)
@@ -160,21 +177,30 @@ class KafkaServer:
             self.broker_epoch,
         )
 
-    def _ensure_chroot(self) -> None:
-        hosts, chroot = _split_chroot(self.config.zookeeper_connect)
-        if not chroot:
+    def _ensure_chroot(self, config: BrokerConfig) -> None:
+        hosts, chroot = _split_chroot(config.zookeeper_connect)
+        if not chroot or self._chroot_ensured:
             return
         # Kafka creates its chroot if missing; a client rooted in it cannot.
         root = ZkClient(
             hosts,
-            session_timeout_ms=self.config.zookeeper_session_timeout_ms,
-            connection_timeout_ms=self.config.zookeeper_connection_timeout_ms,
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
         )
         root.start()
         try:
             root.ensure_paths([chroot])
         finally:
             root.close()
+        self._chroot_ensured = True
+
+    def _claim_address(self, config: BrokerConfig) -> str:
+        """host:port of the advertised inter-broker listener (its real port if 0)."""
+        try:
+            advertised = config.advertised_listener()
+        except KeyError:
+            return ""
+        return f"{advertised.host}:{advertised.port or self.socket_server.port}"
 
     def _cluster_id(self) -> str:
         got = self.zk.get(paths.CLUSTER_ID)
@@ -280,6 +306,7 @@ class KafkaServer:
             "host": reg.host,
             "port": reg.port,
             "broker_epoch": self.broker_epoch,
+            "identity": self.identity.to_json(),
             "started_at": self.started_at,
             "zookeeper_connected": self.zk.connected,
             "controller_id": self.controller.active_controller_id,

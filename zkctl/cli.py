@@ -26,6 +26,7 @@ COMMAND_MODULES: list[str] = [
     "zkctl.topic_commands",
     "zkctl.admin_commands",
     "zkctl.cluster_commands",
+    "zkctl.identity_commands",  # adds `broker identities`: after cluster_commands' `broker`
     "zkctl.demo_command",
     "zkctl.watch_command",
 ]

@@ -12,6 +12,9 @@ BROKERS = "/brokers"
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 BROKER_SEQID = "/brokers/seqid"
+# Persistent broker identities (broker.identity.mode=persistent, docs/broker-identity.md):
+# one persistent child per allocated id, holding its claim. Not Kafka's; ours.
+BROKER_IDENTITIES = "/brokers/identities"
 
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
@@ -42,6 +45,10 @@ PERSISTENT_PATHS: tuple[str, ...] = (
 
 def broker(broker_id: int) -> str:
     return f"{BROKER_IDS}/{broker_id}"
+
+
+def broker_identity(broker_id: int) -> str:
+    return f"{BROKER_IDENTITIES}/{broker_id}"
 
 
 def topic(name: str) -> str:

@@ -549,3 +549,59 @@ def decode_cluster_id(data: bytes | None, path: str = paths.CLUSTER_ID) -> str:
 
 def encode_config_change(entity_path: str) -> bytes:
     return _dumps({"version": 2, "entity_path": entity_path})
+
+
+# --- /brokers/identities/<id> (ours: persistent broker identities) ----------------------
+
+
+@dataclass(frozen=True)
+class IdentityClaim:
+    """Who holds an allocated broker id (broker.identity.mode=persistent).
+
+    ``check_code`` is the random code the broker wrote in its temp identity file before
+    claiming: a repeated claim with the same code is the same broker retrying."""
+
+    broker_id: int
+    cluster_name: str
+    broker_name: str
+    address: str
+    check_code: str
+    timestamp_ms: int = 0
+
+    @property
+    def identity(self) -> str:
+        return f"{self.cluster_name}:{self.broker_name}:{self.broker_id}"
+
+
+def encode_identity_claim(claim: IdentityClaim) -> bytes:
+    return _dumps(
+        {
+            "version": 1,
+            "cluster_name": claim.cluster_name,
+            "broker_name": claim.broker_name,
+            "address": claim.address,
+            "check_code": claim.check_code,
+            "timestamp": str(claim.timestamp_ms or now_ms()),
+        }
+    )
+
+
+def decode_identity_claim(broker_id: int, data: bytes | None) -> IdentityClaim:
+    path = paths.broker_identity(broker_id)
+    obj = _loads_object(path, data)
+    _int(path, obj, "version")
+    ts = obj.get("timestamp", "0")
+    try:
+        timestamp_ms = int(ts) if isinstance(ts, str) else -1
+    except ValueError:
+        timestamp_ms = -1
+    if timestamp_ms < 0:
+        raise MalformedZnode(path, f"timestamp {ts!r} is not a number")
+    return IdentityClaim(
+        broker_id=broker_id,
+        cluster_name=_str(path, obj, "cluster_name"),
+        broker_name=_str(path, obj, "broker_name"),
+        address=_str(path, obj, "address"),
+        check_code=_str(path, obj, "check_code"),
+        timestamp_ms=timestamp_ms,
+    )

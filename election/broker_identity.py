@@ -1,0 +1,551 @@
+"""Broker identity: which broker id a starting broker is, and how it knows.
+
+Two modes (``broker.identity.mode``; docs/broker-identity.md compares them):
+
+* ``kafka`` (Kafka's): ``broker.id`` from the configuration, or, when it is -1, an id
+  generated from ``/brokers/seqid`` (a ``setData`` bumps the znode's version; the id is
+  that version plus ``reserved.broker.max.id``). Either way the id is kept in
+  ``meta.properties`` in every log directory, with the cluster id, and at start every
+  directory must agree with the others and with the configuration.
+* ``persistent`` (the RocketMQ 5 controller's scheme): with no ``broker.id``, the id is
+  allocated once through a two-phase protocol and kept in the ``broker-identity`` file of
+  the first log directory: read the next id; write a temp file with the id and a random
+  check code; apply the id with a compare-and-set in ZooKeeper (``/brokers/identities/<id>``
+  is created holding cluster name, broker name, address and code; an existing claim with
+  the same code counts as ours); write the final file and remove the temp file. The
+  identity is ``cluster.name:broker.name:id`` from then on.
+
+The decisions are pure functions (``decide_kafka_id``, ``next_step``, ``decide_claim``)
+over what was read from disk and ZooKeeper; ``establish_identity`` is the thin shell that
+reads, asks them, writes, and talks to ZooKeeper through an ``IdentityStore``.
+
+Every crash point of the protocol can be reached on purpose: with
+``ZKCTL_IDENTITY_CRASH_AT=<point>`` in its environment the broker exits with status 86 at
+that point (``after_generate``: a Kafka-mode id generated but not yet in meta.properties;
+``after_temp``: temp file written, nothing applied; ``after_apply``: the claim accepted,
+no final file; ``after_final``: the final file written, the temp file not yet removed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import os
+import secrets
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from broker.config import ConfigError, format_properties, parse_properties
+from storage.checkpoints import fsync_dir, write_atomically
+from zkdata.znodes import IdentityClaim
+
+log = logging.getLogger(__name__)
+
+META_PROPERTIES = "meta.properties"
+IDENTITY_FILE = "broker-identity"
+IDENTITY_TEMP_FILE = "broker-identity-temp"
+
+CRASH_ENV = "ZKCTL_IDENTITY_CRASH_AT"
+CRASH_POINTS = ("after_generate", "after_temp", "after_apply", "after_final")
+CRASH_EXIT_CODE = 86
+
+MAX_ALLOCATION_ATTEMPTS = 200
+
+
+class IdentityError(ValueError):
+    """The broker cannot establish who it is; the message says why. Stops the broker."""
+
+
+# --------------------------------------------------------------------------- meta.properties
+
+
+@dataclass(frozen=True)
+class MetaProperties:
+    """Kafka's ``meta.properties`` (version 0): the broker id and the cluster id."""
+
+    broker_id: int
+    cluster_id: str | None = None
+
+
+def parse_meta_properties(text: str, where: str) -> MetaProperties:
+    try:
+        props = parse_properties(text)
+    except ConfigError as e:
+        raise IdentityError(f"{where} is not a properties file: {e}") from None
+    version = props.get("version", "0")
+    if version != "0":
+        raise IdentityError(f"{where} has version {version!r}; only version 0 is known")
+    raw = props.get("broker.id")
+    if raw is None or not raw.lstrip("-").isdigit():
+        raise IdentityError(f"{where} has no valid broker.id (found {raw!r})")
+    return MetaProperties(int(raw), props.get("cluster.id") or None)
+
+
+def format_meta_properties(meta: MetaProperties) -> str:
+    props = {"version": "0", "broker.id": str(meta.broker_id)}
+    if meta.cluster_id:
+        props["cluster.id"] = meta.cluster_id
+    stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
+    return f"#\n#{stamp}\n" + format_properties(props)
+
+
+@dataclass(frozen=True)
+class UseId:
+    broker_id: int
+    source: str  # "config", "meta.properties"
+
+
+@dataclass(frozen=True)
+class GenerateId:
+    pass
+
+
+def decide_kafka_id(
+    configured: int, metas: Mapping[str, MetaProperties | None], *, generation_enabled: bool
+) -> UseId | GenerateId:
+    """Kafka's KafkaServer.getOrGenerateBrokerId: the log directories must agree with each
+    other and with a configured id; a stored id wins; else the configured one; else one is
+    generated."""
+    stored = {d: m.broker_id for d, m in metas.items() if m is not None}
+    distinct = sorted(set(stored.values()))
+    if len(distinct) > 1:
+        where = ", ".join(f"{d}: {i}" for d, i in sorted(stored.items()))
+        raise IdentityError(
+            f"the log directories' {META_PROPERTIES} files disagree on broker.id ({where});"
+            " each log directory must belong to the same broker"
+        )
+    if distinct:
+        if configured >= 0 and configured != distinct[0]:
+            raise IdentityError(
+                f"configured broker.id {configured} does not match broker.id {distinct[0]}"
+                f" stored in {META_PROPERTIES} ({', '.join(sorted(stored))}); if you moved"
+                " the log directories between brokers, change broker.id to match"
+            )
+        return UseId(distinct[0], META_PROPERTIES)
+    if configured >= 0:
+        return UseId(configured, "config")
+    if generation_enabled:
+        return GenerateId()
+    raise IdentityError("broker.id is not set and broker.id.generation.enable is false")
+
+
+def meta_to_write(
+    metas: Mapping[str, MetaProperties | None], broker_id: int, cluster_id: str
+) -> list[str]:
+    """The log directories whose meta.properties must be (re)written; raises IdentityError
+    if one belongs to another cluster (Kafka's InconsistentClusterIdException)."""
+    todo = []
+    for d, meta in sorted(metas.items()):
+        if meta is not None and meta.cluster_id is not None and meta.cluster_id != cluster_id:
+            raise IdentityError(
+                f"the cluster id {meta.cluster_id!r} in {Path(d) / META_PROPERTIES} does not"
+                f" match the cluster id {cluster_id!r} in ZooKeeper: this log directory"
+                " belongs to another cluster (or zookeeper.connect points at the wrong one)"
+            )
+        if meta != MetaProperties(broker_id, cluster_id):
+            todo.append(d)
+    return todo
+
+
+def read_meta_properties(log_dirs: Sequence[str]) -> dict[str, MetaProperties | None]:
+    result: dict[str, MetaProperties | None] = {}
+    for d in log_dirs:
+        path = Path(d) / META_PROPERTIES
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            result[d] = None
+            continue
+        except OSError as e:
+            raise IdentityError(f"cannot read {path}: {e}") from None
+        result[d] = parse_meta_properties(text, str(path))
+    return result
+
+
+def checkpoint_meta_properties(log_dirs: Sequence[str], broker_id: int, cluster_id: str) -> int:
+    """Write meta.properties (atomically) where it is missing or outdated; return how many
+    were written. Raises IdentityError for a directory of another cluster."""
+    metas = read_meta_properties(log_dirs)
+    todo = meta_to_write(metas, broker_id, cluster_id)
+    for d in todo:
+        Path(d).mkdir(parents=True, exist_ok=True)
+        text = format_meta_properties(MetaProperties(broker_id, cluster_id))
+        write_atomically(Path(d) / META_PROPERTIES, text)
+    return len(todo)
+
+
+# --------------------------------------------------------------------------- identity files
+
+
+@dataclass(frozen=True)
+class IdentityRecord:
+    """The content of a persistent identity file (final or temp)."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    check_code: str
+
+    @property
+    def identity(self) -> str:
+        return f"{self.cluster_name}:{self.broker_name}:{self.broker_id}"
+
+
+def format_identity(record: IdentityRecord) -> str:
+    return format_properties(
+        {
+            "cluster.name": record.cluster_name,
+            "broker.name": record.broker_name,
+            "broker.id": str(record.broker_id),
+            "check.code": record.check_code,
+        }
+    )
+
+
+def parse_identity(text: str, where: str) -> IdentityRecord:
+    try:
+        props = parse_properties(text)
+    except ConfigError as e:
+        raise IdentityError(f"{where} is not a properties file: {e}") from None
+    missing = [
+        k for k in ("cluster.name", "broker.name", "broker.id", "check.code") if not props.get(k)
+    ]
+    if missing:
+        raise IdentityError(f"{where} is incomplete: no {', '.join(missing)}")
+    raw = props["broker.id"]
+    if not raw.isdigit() or int(raw) < 1:
+        raise IdentityError(f"{where} has an invalid broker.id {raw!r}")
+    return IdentityRecord(
+        props["cluster.name"], props["broker.name"], int(raw), props["check.code"]
+    )
+
+
+@dataclass(frozen=True)
+class UseFinal:
+    """A final identity file exists: use it (and remove a temp file left behind)."""
+
+    record: IdentityRecord
+    remove_temp: bool
+
+
+@dataclass(frozen=True)
+class Reapply:
+    """Only a temp file: the claim may or may not have been applied; apply it again."""
+
+    record: IdentityRecord
+
+
+@dataclass(frozen=True)
+class Allocate:
+    """No identity yet: start at the first phase."""
+
+
+Step = UseFinal | Reapply | Allocate
+
+
+def _check_names(record: IdentityRecord, where: str, cluster_name: str, broker_name: str) -> None:
+    wrong = []
+    if record.cluster_name != cluster_name:
+        wrong.append(f"cluster name {record.cluster_name!r} (configured: {cluster_name!r})")
+    if record.broker_name != broker_name:
+        wrong.append(f"broker name {record.broker_name!r} (configured: {broker_name!r})")
+    if wrong:
+        raise IdentityError(
+            f"the identity file {where} belongs to another broker: it holds "
+            f"{' and '.join(wrong)}; fix cluster.name/broker.name, or point log.dirs at this"
+            " broker's own directory"
+        )
+
+
+def next_step(
+    final: IdentityRecord | None,
+    temp: IdentityRecord | None,
+    *,
+    cluster_name: str,
+    broker_name: str,
+    final_where: str = IDENTITY_FILE,
+    temp_where: str = IDENTITY_TEMP_FILE,
+) -> Step:
+    """What a starting broker does with the identity files it found (RocketMQ's recovery
+    table). Names that differ from the configuration are an error, never ignored."""
+    if final is not None:
+        _check_names(final, final_where, cluster_name, broker_name)
+        return UseFinal(final, remove_temp=temp is not None)
+    if temp is not None:
+        _check_names(temp, temp_where, cluster_name, broker_name)
+        return Reapply(temp)
+    return Allocate()
+
+
+class ClaimDecision(enum.Enum):
+    FREE = "free"  # nobody holds the id: the claim creates it
+    OURS = "ours"  # the id already holds our check code: a repeated apply, accepted
+    TAKEN = "taken"  # another broker's code: rejected
+
+
+def decide_claim(existing: IdentityClaim | None, check_code: str) -> ClaimDecision:
+    if existing is None:
+        return ClaimDecision.FREE
+    return ClaimDecision.OURS if existing.check_code == check_code else ClaimDecision.TAKEN
+
+
+def next_free_id(claimed: Sequence[int]) -> int:
+    """GetNextBrokerId: one above the highest claimed id; ids start at 1."""
+    return max((i for i in claimed if i >= 1), default=0) + 1
+
+
+def new_check_code(address: str) -> str:
+    """RocketMQ's ``address;currentTimeMillis``, plus random bits so that two brokers
+    starting in the same millisecond on the same address still differ."""
+    return f"{address};{time.time_ns() // 1_000_000};{secrets.token_hex(8)}"
+
+
+# --------------------------------------------------------------------------- the shell
+
+
+class IdentityStore(Protocol):
+    """ZooKeeper as the identity store (election/identity_store.py), or a fake in tests."""
+
+    requests: int
+
+    def claimed_ids(self) -> list[int]: ...
+
+    def get_claim(self, broker_id: int) -> IdentityClaim | None: ...
+
+    def create_claim(self, claim: IdentityClaim) -> bool:
+        """Create the claim; False if the id is already claimed (by anyone)."""
+
+    def set_claim(self, claim: IdentityClaim) -> None: ...
+
+    def generate_seq_id(self) -> int:
+        """Bump /brokers/seqid; return its new version."""
+
+
+CrashHook = Callable[[str], None]
+
+
+def crash_from_environment(point: str) -> None:
+    """Exit the process at `point` when ZKCTL_IDENTITY_CRASH_AT names it (tests only)."""
+    if os.environ.get(CRASH_ENV) == point:
+        message = f"broker identity: crash point {point} reached ({CRASH_ENV}); exiting"
+        log.warning("%s", message)
+        print(message, file=sys.stderr, flush=True)
+        os._exit(CRASH_EXIT_CODE)
+
+
+@dataclass
+class IdentityOutcome:
+    """How the broker got its id, for the status file and the measurements."""
+
+    mode: str
+    broker_id: int
+    source: str  # config, meta.properties, generated, identity-file, temp-file, allocated
+    identity: str
+    zk_requests: int = 0
+    attempts: int = 0
+    rejected: list[int] = field(default_factory=list)
+    ms: float = 0.0
+    #: ZooKeeper sessions opened for it (0 or 1), and the time including that session
+    zk_sessions: int = 0
+    total_ms: float = 0.0
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "mode": self.mode,
+            "broker_id": self.broker_id,
+            "identity": self.identity,
+            "source": self.source,
+            "zk_requests": self.zk_requests,
+            "attempts": self.attempts,
+            "rejected": list(self.rejected),
+            "ms": round(self.ms, 2),
+            "zk_sessions": self.zk_sessions,
+            "total_ms": round(self.total_ms, 2),
+        }
+
+
+class IdentityFiles:
+    """The final and temp identity files in one directory; every write is atomic (temp
+    name, fsync, rename, fsync of the directory)."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.final_path = self.directory / IDENTITY_FILE
+        self.temp_path = self.directory / IDENTITY_TEMP_FILE
+
+    def _read(self, path: Path) -> IdentityRecord | None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise IdentityError(f"cannot read {path}: {e}") from None
+        return parse_identity(text, str(path))
+
+    def read_final(self) -> IdentityRecord | None:
+        return self._read(self.final_path)
+
+    def read_temp(self) -> IdentityRecord | None:
+        try:
+            return self._read(self.temp_path)
+        except IdentityError as e:
+            # A temp file is only a promise to retry; an unreadable one is dropped (the id
+            # it named, if its claim went through, stays claimed and unused).
+            log.warning("%s; removing it", e)
+            self.remove_temp()
+            return None
+
+    def write_temp(self, record: IdentityRecord) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.temp_path, format_identity(record))
+
+    def write_final(self, record: IdentityRecord) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.final_path, format_identity(record))
+
+    def remove_temp(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.temp_path.unlink()
+            fsync_dir(self.directory)
+
+
+def obtain_persistent_id(
+    store: IdentityStore,
+    files: IdentityFiles,
+    *,
+    cluster_name: str,
+    broker_name: str,
+    address: str,
+    crash: CrashHook = crash_from_environment,
+) -> IdentityOutcome:
+    """The two-phase protocol with recovery from whatever a crash left behind."""
+    started = time.monotonic()
+    outcome = IdentityOutcome("persistent", -1, "", "")
+
+    def done(record: IdentityRecord, source: str) -> IdentityOutcome:
+        outcome.broker_id = record.broker_id
+        outcome.identity = record.identity
+        outcome.source = source
+        outcome.zk_requests = store.requests
+        outcome.ms = (time.monotonic() - started) * 1000
+        return outcome
+
+    def claim_of(record: IdentityRecord) -> IdentityClaim:
+        return IdentityClaim(
+            record.broker_id, record.cluster_name, record.broker_name, address, record.check_code
+        )
+
+    def apply(record: IdentityRecord) -> bool:
+        """ApplyBrokerId: the compare-and-set on /brokers/identities/<id>."""
+        if store.create_claim(claim_of(record)):
+            return True
+        decision = decide_claim(store.get_claim(record.broker_id), record.check_code)
+        if decision is ClaimDecision.FREE:  # deleted in between: claim it again
+            return store.create_claim(claim_of(record))
+        return decision is ClaimDecision.OURS
+
+    def finish(record: IdentityRecord) -> None:
+        crash("after_apply")
+        files.write_final(record)
+        crash("after_final")
+        files.remove_temp()
+
+    while outcome.attempts < MAX_ALLOCATION_ATTEMPTS:
+        step = next_step(
+            files.read_final(),
+            files.read_temp(),
+            cluster_name=cluster_name,
+            broker_name=broker_name,
+            final_where=str(files.final_path),
+            temp_where=str(files.temp_path),
+        )
+        if isinstance(step, UseFinal):
+            if step.remove_temp:
+                files.remove_temp()
+            _verify_claim(store, step.record, address, str(files.final_path))
+            return done(step.record, "identity-file")
+        outcome.attempts += 1
+        if isinstance(step, Reapply):
+            record = step.record
+            if apply(record):
+                finish(record)
+                return done(record, "temp-file")
+            log.info("the claim of id %d in the temp file was rejected", record.broker_id)
+            outcome.rejected.append(record.broker_id)
+            files.remove_temp()
+            continue
+        broker_id = next_free_id(store.claimed_ids())
+        record = IdentityRecord(cluster_name, broker_name, broker_id, new_check_code(address))
+        files.write_temp(record)
+        crash("after_temp")
+        if apply(record):
+            finish(record)
+            return done(record, "allocated")
+        log.info("id %d was claimed by another broker first; starting over", broker_id)
+        outcome.rejected.append(broker_id)
+        files.remove_temp()
+    raise IdentityError(
+        f"could not claim a broker id in {MAX_ALLOCATION_ATTEMPTS} attempts (rejected:"
+        f" {outcome.rejected[-10:]}...)"
+    )
+
+
+def _verify_claim(store: IdentityStore, record: IdentityRecord, address: str, where: str) -> None:
+    """A restart with a final file: the claim in ZooKeeper must still be ours. Its address
+    is brought up to date (a restart on another address is the point of the scheme)."""
+    claim = store.get_claim(record.broker_id)
+    mine = IdentityClaim(
+        record.broker_id, record.cluster_name, record.broker_name, address, record.check_code
+    )
+    decision = decide_claim(claim, record.check_code)
+    if decision is ClaimDecision.FREE:
+        log.warning(
+            "the claim of %s is missing from ZooKeeper; claiming the id again", record.identity
+        )
+        if not store.create_claim(mine):
+            claim = store.get_claim(record.broker_id)
+            decision = decide_claim(claim, record.check_code)
+    if decision is ClaimDecision.TAKEN:
+        holder = claim.identity if claim is not None else "?"
+        raise IdentityError(
+            f"broker id {record.broker_id} of {where} ({record.identity}) is claimed in"
+            f" ZooKeeper by {holder} with another check code: two brokers share an identity"
+            " file, or ZooKeeper's data was replaced"
+        )
+    if claim is not None and decision is ClaimDecision.OURS and claim.address != address:
+        log.info("%s moved from %s to %s", record.identity, claim.address or "?", address or "?")
+        store.set_claim(mine)
+
+
+def obtain_kafka_id(
+    configured: int,
+    log_dirs: Sequence[str],
+    *,
+    generation_enabled: bool,
+    reserved_max_id: int,
+    store_factory: Callable[[], IdentityStore],
+    crash: CrashHook = crash_from_environment,
+) -> IdentityOutcome:
+    """Kafka's mode: configured or stored id, else one generated from /brokers/seqid.
+    meta.properties is written later, once the cluster id is known (as Kafka does)."""
+    started = time.monotonic()
+    decision = decide_kafka_id(
+        configured, read_meta_properties(log_dirs), generation_enabled=generation_enabled
+    )
+    if isinstance(decision, UseId):
+        outcome = IdentityOutcome("kafka", decision.broker_id, decision.source, "")
+    else:
+        store = store_factory()
+        broker_id = store.generate_seq_id() + reserved_max_id
+        crash("after_generate")
+        outcome = IdentityOutcome("kafka", broker_id, "generated", "")
+        outcome.zk_requests = store.requests
+        outcome.attempts = 1
+    outcome.identity = str(outcome.broker_id)
+    outcome.ms = (time.monotonic() - started) * 1000
+    return outcome

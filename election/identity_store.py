@@ -1,0 +1,193 @@
+"""ZooKeeper as the broker identity store: the thin I/O around election/broker_identity.py.
+
+``/brokers/identities/<id>`` (persistent) holds each allocated id's claim; creating it is
+the compare-and-set of ApplyBrokerId (ZooKeeper's replicated log orders competing claims:
+exactly one create of a path succeeds). GetNextBrokerId is one getChildren. Kafka's
+generated ids bump ``/brokers/seqid``'s version with an unconditional setData.
+
+``requests`` counts the ZooKeeper requests made (each one round trip), for the accounts in
+docs/broker-identity.md; the session's own handshake is not counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import TYPE_CHECKING
+
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from zkdata import paths
+from zkdata.client import NodeExistsError, ZkClient
+from zkdata.znodes import IdentityClaim, decode_identity_claim, encode_identity_claim
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from election.broker_identity import IdentityOutcome
+
+
+class ZkIdentityStore:
+    def __init__(self, zk: ZkClient) -> None:
+        self.zk = zk
+        self.requests = 0
+
+    def claimed_ids(self) -> list[int]:
+        self.requests += 1
+        children = self.zk.get_children(paths.BROKER_IDENTITIES) or []
+        return [i for i in (paths.parse_broker_id(c) for c in children) if i is not None]
+
+    def get_claim(self, broker_id: int) -> IdentityClaim | None:
+        self.requests += 1
+        got = self.zk.get(paths.broker_identity(broker_id))
+        return None if got is None else decode_identity_claim(broker_id, got[0])
+
+    def create_claim(self, claim: IdentityClaim) -> bool:
+        path = paths.broker_identity(claim.broker_id)
+        data = encode_identity_claim(claim)
+        self.requests += 1
+        try:
+            self.zk.create(path, data)
+        except NodeExistsError:
+            return False
+        except NoNodeError:  # the first claim of the cluster: create the parent first
+            self.requests += 2
+            try:
+                self.zk.create(paths.BROKER_IDENTITIES, make_parents=True)
+            except NodeExistsError:
+                pass
+            try:
+                self.zk.create(path, data)
+            except NodeExistsError:
+                return False
+        return True
+
+    def set_claim(self, claim: IdentityClaim) -> None:
+        self.requests += 1
+        self.zk.set(paths.broker_identity(claim.broker_id), encode_identity_claim(claim))
+
+    def generate_seq_id(self) -> int:
+        """Kafka's KafkaZkClient.generateBrokerSequenceId."""
+        self.requests += 1
+        try:
+            stat = self.zk.set(paths.BROKER_SEQID, b"", -1)
+        except NoNodeError:
+            self.requests += 2
+            try:
+                self.zk.create(paths.BROKER_SEQID, b"", make_parents=True)
+            except NodeExistsError:
+                pass
+            stat = self.zk.set(paths.BROKER_SEQID, b"", -1)
+        return int(stat.version)
+
+
+@contextmanager
+def zk_identity_store(
+    connect: str, *, session_timeout_ms: int, connection_timeout_ms: int
+) -> Iterator[ZkIdentityStore]:
+    """A short ZooKeeper session for establishing the identity (the chroot must exist)."""
+    from election.broker_identity import IdentityError
+
+    zk = ZkClient(
+        connect,
+        session_timeout_ms=session_timeout_ms,
+        connection_timeout_ms=connection_timeout_ms,
+    )
+    try:
+        zk.start()
+    except Exception as e:
+        raise IdentityError(
+            f"cannot connect to ZooKeeper at {connect} to establish the broker id"
+            f" ({type(e).__name__}: {e})"
+        ) from None
+    try:
+        yield ZkIdentityStore(zk)
+    finally:
+        zk.close()
+
+
+def establish_identity(
+    config: BrokerConfig, address: str, *, prepare: Callable[[], None] | None = None
+) -> IdentityOutcome:
+    """Who this broker is, by ``broker.identity.mode``. Opens a ZooKeeper session only
+    when one is needed (a generated or a persistent id); ``prepare`` runs before it (the
+    broker creates its chroot there). Raises IdentityError with a clear message."""
+    from election.broker_identity import IdentityError
+
+    started = time.monotonic()
+    sessions = 0
+
+    def finished(outcome: IdentityOutcome) -> IdentityOutcome:
+        outcome.zk_sessions = sessions
+        outcome.total_ms = (time.monotonic() - started) * 1000
+        return outcome
+
+    def session() -> AbstractContextManager[ZkIdentityStore]:
+        nonlocal sessions
+        sessions += 1
+        if prepare is not None:
+            prepare()
+        return zk_identity_store(
+            config.zookeeper_connect,
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+        )
+
+    try:
+        return _establish(config, address, session, finished)
+    except (KazooException, KazooTimeoutError) as e:
+        raise IdentityError(
+            f"ZooKeeper failed while establishing the broker id: {type(e).__name__} {e}"
+        ) from None
+
+
+def _establish(
+    config: BrokerConfig,
+    address: str,
+    session: Callable[[], AbstractContextManager[ZkIdentityStore]],
+    finished: Callable[[IdentityOutcome], IdentityOutcome],
+) -> IdentityOutcome:
+    from election.broker_identity import (
+        IdentityError,
+        IdentityFiles,
+        obtain_kafka_id,
+        obtain_persistent_id,
+        read_meta_properties,
+    )
+
+    if config.broker_identity_mode != "persistent":
+        with ExitStack() as stack:
+            kafka_outcome = obtain_kafka_id(
+                config.broker_id,
+                list(config.log_dirs),
+                generation_enabled=config.broker_id_generation_enable,
+                reserved_max_id=config.reserved_broker_max_id,
+                store_factory=lambda: stack.enter_context(session()),
+            )
+        return finished(kafka_outcome)
+    assert config.broker_name is not None  # the config requires it in this mode
+    files = IdentityFiles(config.log_dirs[0])
+    stored = {d: m.broker_id for d, m in read_meta_properties(list(config.log_dirs)).items() if m}
+    if stored and files.read_final() is None and files.read_temp() is None:
+        raise IdentityError(
+            f"log directories {', '.join(sorted(stored))} belong to broker id"
+            f" {sorted(set(stored.values()))} (meta.properties) but hold no persistent identity"
+            f" ({files.final_path}): they were used in broker.identity.mode=kafka; use that"
+            " mode, or empty them"
+        )
+    with session() as store:
+        outcome = obtain_persistent_id(
+            store,
+            files,
+            cluster_name=config.cluster_name,
+            broker_name=config.broker_name,
+            address=address,
+        )
+    wrong = {d: i for d, i in stored.items() if i != outcome.broker_id}
+    if wrong:
+        raise IdentityError(
+            f"{outcome.identity} ({files.final_path}) disagrees with meta.properties in"
+            f" {', '.join(f'{d} (broker.id {i})' for d, i in sorted(wrong.items()))}"
+        )
+    return finished(outcome)

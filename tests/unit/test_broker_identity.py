@@ -1,0 +1,366 @@
+"""Broker identity: the pure decisions and the two-phase protocol over an in-memory store."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.config import ConfigError, load_broker_config
+from election.broker_identity import (
+    CRASH_POINTS,
+    Allocate,
+    ClaimDecision,
+    GenerateId,
+    IdentityError,
+    IdentityFiles,
+    IdentityRecord,
+    MetaProperties,
+    Reapply,
+    UseFinal,
+    UseId,
+    checkpoint_meta_properties,
+    decide_claim,
+    decide_kafka_id,
+    format_identity,
+    format_meta_properties,
+    meta_to_write,
+    next_free_id,
+    next_step,
+    obtain_kafka_id,
+    obtain_persistent_id,
+    parse_identity,
+    parse_meta_properties,
+    read_meta_properties,
+)
+from zkdata.znodes import IdentityClaim, decode_identity_claim, encode_identity_claim
+
+# --- configuration ------------------------------------------------------------------------
+
+
+def test_identity_config_keys_and_their_checks() -> None:
+    c = load_broker_config(text="zookeeper.connect=zk:2181\n")
+    assert (c.broker_identity_mode, c.cluster_name, c.broker_name) == (
+        "kafka",
+        "DefaultCluster",
+        None,
+    )
+    c = load_broker_config(
+        text="zookeeper.connect=zk\nbroker.identity.mode=persistent\nbroker.name=b-1\n"
+    )
+    assert (c.broker_id, c.broker_name) == (-1, "b-1")
+    with pytest.raises(ConfigError) as e:
+        load_broker_config(text="zookeeper.connect=zk\nbroker.identity.mode=persistent\n")
+    assert "broker.name" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        load_broker_config(
+            text="zookeeper.connect=zk\nbroker.identity.mode=persistent\nbroker.name=b\n"
+            "broker.id=3\n"
+        )
+    assert "broker.id must not be set" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        load_broker_config(text="zookeeper.connect=zk\nbroker.identity.mode=raft\n")
+    assert "one of kafka, persistent" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        load_broker_config(text="zookeeper.connect=zk\ncluster.name=a:b\n")
+    assert "cluster.name" in str(e.value)
+
+
+# --- Kafka's mode: meta.properties ---------------------------------------------------------
+
+
+def test_meta_properties_round_trip_and_kafka_layout() -> None:
+    meta = MetaProperties(1001, "klkXjr4uQuqJfUICi84gMA")
+    text = format_meta_properties(meta)
+    assert text.startswith("#\n#")
+    assert "version=0\n" in text
+    assert "broker.id=1001\n" in text
+    assert parse_meta_properties(text, "m") == meta
+    with pytest.raises(IdentityError, match="version"):
+        parse_meta_properties("version=1\nbroker.id=1\n", "m")
+    with pytest.raises(IdentityError, match=r"broker\.id"):
+        parse_meta_properties("version=0\n", "m")
+
+
+def test_decide_kafka_id() -> None:
+    m = MetaProperties
+    assert decide_kafka_id(5, {"a": None}, generation_enabled=True) == UseId(5, "config")
+    assert decide_kafka_id(-1, {"a": None}, generation_enabled=True) == GenerateId()
+    stored = {"a": m(1001), "b": None}
+    assert decide_kafka_id(-1, stored, generation_enabled=True) == UseId(1001, "meta.properties")
+    assert decide_kafka_id(1001, stored, generation_enabled=False) == UseId(1001, "meta.properties")
+    with pytest.raises(IdentityError, match=r"does not match broker\.id 1001"):
+        decide_kafka_id(7, stored, generation_enabled=True)
+    with pytest.raises(IdentityError, match="disagree"):
+        decide_kafka_id(-1, {"a": m(1), "b": m(2)}, generation_enabled=True)
+    with pytest.raises(IdentityError, match="generation"):
+        decide_kafka_id(-1, {"a": None}, generation_enabled=False)
+
+
+def test_meta_to_write_refuses_another_clusters_directory() -> None:
+    m = MetaProperties
+    assert meta_to_write({"a": None, "b": m(1, "c1")}, 1, "c1") == ["a"]
+    assert meta_to_write({"a": m(1)}, 1, "c1") == ["a"]  # adds the cluster id
+    with pytest.raises(IdentityError, match="belongs to another cluster"):
+        meta_to_write({"a": m(1, "c0")}, 1, "c1")
+
+
+def test_checkpoint_writes_every_log_dir(tmp_path: Path) -> None:
+    dirs = [str(tmp_path / "d1"), str(tmp_path / "d2")]
+    assert checkpoint_meta_properties(dirs, 1001, "cid") == 2
+    assert checkpoint_meta_properties(dirs, 1001, "cid") == 0
+    assert read_meta_properties(dirs) == {d: MetaProperties(1001, "cid") for d in dirs}
+    with pytest.raises(IdentityError):
+        checkpoint_meta_properties(dirs, 1001, "other")
+
+
+# --- the persistent mode: files and decisions ----------------------------------------------
+
+names = st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True)
+codes = st.text(min_size=1, max_size=40).filter(lambda s: s.strip() == s and "\x00" not in s)
+
+
+@given(names, names, st.integers(1, 2**31 - 1), codes)
+def test_identity_file_round_trips(cluster: str, broker: str, broker_id: int, code: str) -> None:
+    record = IdentityRecord(cluster, broker, broker_id, code)
+    assert parse_identity(format_identity(record), "f") == record
+
+
+@given(names, names, st.integers(1, 2**31 - 1), codes)
+def test_identity_claim_znode_round_trips(
+    cluster: str, broker: str, broker_id: int, code: str
+) -> None:
+    claim = IdentityClaim(broker_id, cluster, broker, "h:1", code, 123)
+    assert decode_identity_claim(broker_id, encode_identity_claim(claim)) == claim
+    assert claim.identity == f"{cluster}:{broker}:{broker_id}"
+
+
+def test_next_step_is_rocketmqs_recovery_table() -> None:
+    rec = IdentityRecord("c", "b", 3, "code")
+    kw = {"cluster_name": "c", "broker_name": "b"}
+    assert next_step(None, None, **kw) == Allocate()
+    assert next_step(None, rec, **kw) == Reapply(rec)
+    assert next_step(rec, None, **kw) == UseFinal(rec, remove_temp=False)
+    assert next_step(rec, rec, **kw) == UseFinal(rec, remove_temp=True)
+    with pytest.raises(IdentityError, match="cluster name 'c' \\(configured: 'other'\\)"):
+        next_step(rec, None, cluster_name="other", broker_name="b")
+    with pytest.raises(IdentityError, match="broker name"):
+        next_step(None, rec, cluster_name="c", broker_name="x")
+
+
+def test_claim_decision() -> None:
+    claim = IdentityClaim(1, "c", "b", "h:1", "code")
+    assert decide_claim(None, "code") is ClaimDecision.FREE
+    assert decide_claim(claim, "code") is ClaimDecision.OURS
+    assert decide_claim(claim, "other") is ClaimDecision.TAKEN
+    assert next_free_id([]) == 1
+    assert next_free_id([1, 2, 7]) == 8
+
+
+# --- the protocol over an in-memory store --------------------------------------------------
+
+
+@dataclass
+class MemoryStore:
+    claims: dict[int, IdentityClaim] = field(default_factory=dict)
+    seq_version: int = 0
+    requests: int = 0
+    #: called after each GetNextBrokerId read: lets another broker run in between (a race)
+    after_read: list[object] = field(default_factory=list)
+
+    def claimed_ids(self) -> list[int]:
+        self.requests += 1
+        ids = sorted(self.claims)
+        if self.after_read:
+            hook = self.after_read.pop(0)
+            assert callable(hook)
+            hook()
+        return ids
+
+    def get_claim(self, broker_id: int) -> IdentityClaim | None:
+        self.requests += 1
+        return self.claims.get(broker_id)
+
+    def create_claim(self, claim: IdentityClaim) -> bool:
+        self.requests += 1
+        if claim.broker_id in self.claims:
+            return False
+        self.claims[claim.broker_id] = claim
+        return True
+
+    def set_claim(self, claim: IdentityClaim) -> None:
+        self.requests += 1
+        self.claims[claim.broker_id] = claim
+
+    def generate_seq_id(self) -> int:
+        self.requests += 1
+        self.seq_version += 1
+        return self.seq_version
+
+
+class Crash(Exception):
+    pass
+
+
+def crash_at(point: str | None):  # type: ignore[no-untyped-def]
+    def hook(p: str) -> None:
+        if p == point:
+            raise Crash(p)
+
+    return hook
+
+
+def run(
+    store: MemoryStore, directory: Path, name: str, point: str | None = None, address: str = "h:1"
+) -> int | None:
+    try:
+        outcome = obtain_persistent_id(
+            store,
+            IdentityFiles(directory),
+            cluster_name="c",
+            broker_name=name,
+            address=address,
+            crash=crash_at(point),
+        )
+    except Crash:
+        return None
+    return outcome.broker_id
+
+
+def test_first_start_costs_three_requests_and_a_restart_one(tmp_path: Path) -> None:
+    store = MemoryStore()
+    files = IdentityFiles(tmp_path)
+    first = obtain_persistent_id(
+        store, files, cluster_name="c", broker_name="b", address="h:1", crash=crash_at(None)
+    )
+    assert (first.broker_id, first.source, first.zk_requests) == (1, "allocated", 2)
+    assert not files.temp_path.exists()
+    assert files.read_final() == IdentityRecord("c", "b", 1, store.claims[1].check_code)
+    store.requests = 0
+    again = obtain_persistent_id(
+        store, files, cluster_name="c", broker_name="b", address="h:1", crash=crash_at(None)
+    )
+    assert (again.broker_id, again.source, again.zk_requests) == (1, "identity-file", 1)
+    store.requests = 0
+    moved = obtain_persistent_id(
+        store, files, cluster_name="c", broker_name="b", address="h:2", crash=crash_at(None)
+    )
+    assert (moved.broker_id, moved.zk_requests) == (1, 2)
+    assert store.claims[1].address == "h:2"
+
+
+@pytest.mark.parametrize("point", [p for p in CRASH_POINTS if p != "after_generate"])
+def test_each_crash_point_then_restart_gives_the_same_id(tmp_path: Path, point: str) -> None:
+    store = MemoryStore()
+    run(store, tmp_path / "other", "other")  # id 1 is taken
+    assert run(store, tmp_path / "b", "b", point) is None
+    files = IdentityFiles(tmp_path / "b")
+    assert files.temp_path.exists()
+    assert files.final_path.exists() == (point == "after_final")
+    assert run(store, tmp_path / "b", "b") == 2
+    assert sorted(store.claims) == [1, 2]
+    assert not files.temp_path.exists()
+
+
+def test_a_rejected_temp_file_is_dropped_and_the_broker_starts_over(tmp_path: Path) -> None:
+    store = MemoryStore()
+    assert run(store, tmp_path / "a", "a", "after_temp") is None  # a's temp file says 1
+    assert run(store, tmp_path / "b", "b") == 1  # b claims 1 first
+    outcome = obtain_persistent_id(
+        store,
+        IdentityFiles(tmp_path / "a"),
+        cluster_name="c",
+        broker_name="a",
+        address="h:1",
+        crash=crash_at(None),
+    )
+    assert (outcome.broker_id, outcome.rejected, outcome.source) == (2, [1], "allocated")
+    assert {i: c.broker_name for i, c in store.claims.items()} == {1: "b", 2: "a"}
+
+
+def test_a_lost_race_starts_over_with_the_next_id(tmp_path: Path) -> None:
+    store = MemoryStore()
+    # a reads next id 1; before it applies, b allocates 1.
+    store.after_read.append(lambda: run(store, tmp_path / "b", "b"))
+    assert run(store, tmp_path / "a", "a") == 2
+    assert {i: c.broker_name for i, c in store.claims.items()} == {1: "b", 2: "a"}
+
+
+def test_a_claim_taken_by_another_code_stops_the_broker(tmp_path: Path) -> None:
+    store = MemoryStore()
+    assert run(store, tmp_path, "b") == 1
+    store.claims[1] = IdentityClaim(1, "c", "b", "h:9", "someone else's")
+    with pytest.raises(IdentityError, match="another check code"):
+        run(store, tmp_path, "b")
+
+
+def test_kafka_generated_id_and_its_crash_leak(tmp_path: Path) -> None:
+    store = MemoryStore()
+    kw = {"generation_enabled": True, "reserved_max_id": 1000, "store_factory": lambda: store}
+    first = obtain_kafka_id(-1, [str(tmp_path)], crash=crash_at(None), **kw)  # type: ignore[arg-type]
+    assert (first.broker_id, first.source, first.zk_requests) == (1001, "generated", 1)
+    # No meta.properties was written (the broker does that once it knows the cluster id),
+    # so a crash before it means the next start generates again: 1001 leaked.
+    with pytest.raises(Crash):
+        obtain_kafka_id(-1, [str(tmp_path)], crash=crash_at("after_generate"), **kw)  # type: ignore[arg-type]
+    checkpoint_meta_properties([str(tmp_path)], 1003, "cid")
+    again = obtain_kafka_id(-1, [str(tmp_path)], crash=crash_at(None), **kw)  # type: ignore[arg-type]
+    assert (again.broker_id, again.source, again.zk_requests) == (1003, "meta.properties", 0)
+
+
+# A schedule: brokers take turns starting; each start may crash at one of the points.
+schedules = st.lists(
+    st.tuples(st.integers(0, 5), st.sampled_from([None, *CRASH_POINTS[1:]])),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(schedules, st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=5))
+def test_any_schedule_of_crashes_and_races_allocates_each_id_once_and_leaks_none(
+    schedule: list[tuple[int, str | None]], races: list[tuple[int, int]]
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        store = MemoryStore()
+        for racer, _victim in races:
+            store.after_read.append(lambda r=racer: run(store, root / f"b{r}", f"b{r}"))
+        for b, point in schedule:
+            run(store, root / f"b{b}", f"b{b}", point)
+        store.after_read.clear()
+        started = {b for b, _ in schedule} | {r for r, _ in races}
+        final = {b: run(store, root / f"b{b}", f"b{b}") for b in sorted(started)}
+        ids = sorted(i for i in final.values() if i is not None)
+        assert len(ids) == len(started)
+        assert ids == list(range(1, len(started) + 1))  # distinct, from 1, no gaps
+        assert {i: c.broker_name for i, c in store.claims.items()} == {
+            i: f"b{b}" for b, i in final.items()
+        }
+        for b in started:
+            assert not IdentityFiles(root / f"b{b}").temp_path.exists()
+
+
+def test_zkctl_identity_rows_join_claims_and_registrations() -> None:
+    from zkctl.identity_commands import identity_rows
+    from zkdata.znodes import BrokerRegistration, EndPoint
+
+    claims = {
+        1: IdentityClaim(1, "c", "red", "h:1", "x", 5),
+        2: IdentityClaim(2, "c", "blue", "h:2", "y", 6),
+    }
+    regs = {
+        1: (BrokerRegistration(1, (EndPoint("PLAINTEXT", "h", 9),), None), 77),
+        1001: (BrokerRegistration(1001, (EndPoint("PLAINTEXT", "k", 3),), None), 78),
+    }
+    rows = identity_rows(claims, regs)
+    seen = [(r.broker_id, r.mode, r.identity, r.address, r.alive, r.broker_epoch) for r in rows]
+    assert seen == [
+        (1, "persistent", "c:red:1", "h:9", True, 77),  # the live address wins
+        (2, "persistent", "c:blue:2", "h:2", False, None),  # else the last claimed one
+        (1001, "kafka", "1001", "k:3", True, 78),
+    ]
