@@ -42,6 +42,11 @@ _FETCH_SESSIONS_INIT = threading.Lock()
 _SESSION_RECHECK_MS = 5000
 
 
+class CloseConnection(Exception):
+    """Raised by a handler: close the client's connection instead of answering (the
+    message says why; it is logged)."""
+
+
 @dataclass(frozen=True)
 class Supported:
     min_version: int
@@ -342,6 +347,12 @@ class KafkaApis:
                 if acks == -1:
                     waiting.append((tp, p, info.last_offset))
         if acks == 0:
+            refused = [a for a in answers.values() if a["error_code"] != ErrorCode.NONE]
+            if refused:
+                # No answer to carry the error: close the connection, as Kafka does, so
+                # the producer notices (and refreshes its metadata) instead of sending on.
+                errors = sorted({ErrorCode(a["error_code"]).name for a in refused})
+                raise CloseConnection(f"acks=0 produce refused ({', '.join(errors)})")
             return None  # the producer asked for no answer
         for tp, p, last_offset in waiting:
             error = self.replicas.wait_for_replication(

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from broker.apis import KafkaApis, api_versions_response, error_response
+from broker.apis import CloseConnection, KafkaApis, api_versions_response, error_response
 from wire.api import ApiKey
 from wire.errors import DecodeError, ErrorCode, UnsupportedVersionError
 from wire.protocol import decode_request_header, encode_response, request_codec
@@ -179,6 +179,10 @@ class SocketServer:
             return self._encode(api_key, version, correlation_id, answer)
         try:
             result = apis.handle(api_key, version, header, body)
+        except CloseConnection as e:
+            log.info("closing %s: %s", addr, e)
+            self.requests_handled += 1
+            return None
         except Exception:
             log.exception("error handling %s v%d", ApiKey(api_key).name, version)
             self.requests_failed += 1

@@ -356,6 +356,26 @@ def test_a_truncated_produce_frame_closes_only_its_connection(cluster: Cluster) 
     assert all(b.alive() for b in cluster.brokers.values())
 
 
+def test_an_acks_0_produce_that_is_refused_closes_the_connection(cluster: Cluster) -> None:
+    """acks=0 has no answer to carry an error: a refused batch closes the connection (as
+    Kafka does), so the producer notices; a good one is appended with no answer."""
+    topic = new_topic(cluster)
+    good = encode_request(
+        ApiKey.PRODUCE, PRODUCE_V, 1, "acks0", produce_body(topic, bytes(good_batch("g")), 0)
+    )
+    bad = encode_request(
+        ApiKey.PRODUCE, PRODUCE_V, 2, "acks0", produce_body(topic, crc_byte_flipped(), 0)
+    )
+    with socket.create_connection(("127.0.0.1", cluster[1].port()), timeout=10) as sock:
+        sock.sendall(good)
+        with connect(cluster, 1) as conn:
+            wait_for(lambda: log_end(conn, topic) == (3, 3), 30, "the acks=0 batch appended")
+        sock.sendall(bad)
+        assert sock.recv(1) == b""  # closed, and no answer was sent for either request
+    with connect(cluster, 1) as conn:
+        assert log_end(conn, topic) == (3, 3)
+
+
 @pytest.mark.parametrize("version", [SUPPORTED[ApiKey.PRODUCE].min_version - 1, 10])
 def test_a_produce_version_we_do_not_speak_closes_the_connection(
     cluster: Cluster, version: int
