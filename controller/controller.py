@@ -72,6 +72,9 @@ R = ReplicaStateName
 
 # ZooKeeper could not be used: the controller cannot know its view is whole, so it resigns.
 _ZK_ERRORS = (KazooException, KazooTimeoutError)
+# How long a ControlledShutdown answer waits for the brokers to apply the leadership moves
+# (a broker that does not answer is not worth keeping the stopping broker for).
+CONTROLLED_SHUTDOWN_APPLIED_WAIT_S = 5.0
 
 
 @dataclass
@@ -115,6 +118,24 @@ class RequestTracker:
         self.abandoned = 0
         self.closed = False  # no more requests will be added (the event finished)
         self._lock = threading.Lock()
+        self._when_done: list[Callable[[], None]] = []
+        self._done = False
+
+    def when_done(self, fn: Callable[[], None]) -> None:
+        """Call `fn` (on whichever thread completes it) once every request is answered
+        or abandoned and the event has finished; at once if that has happened."""
+        with self._lock:
+            if not self._done:
+                self._when_done.append(fn)
+                return
+        fn()
+
+    def _complete(self) -> None:
+        with self._lock:
+            self._done = True
+            callbacks, self._when_done = self._when_done, []
+        for fn in callbacks:
+            fn()
 
     def add(self, requests: list[BrokerRequest]) -> None:
         with self._lock:
@@ -125,9 +146,12 @@ class RequestTracker:
     def close(self) -> None:
         with self._lock:
             self.closed = True
-            done = self.pending == 0 and bool(self.sent)
-        if done:
+            done = self.pending == 0
+            sent = bool(self.sent)
+        if done and sent:
             self._finish()
+        elif done:
+            self._complete()
 
     def ack(self, request: BrokerRequest) -> None:
         now = time.monotonic()
@@ -166,6 +190,7 @@ class RequestTracker:
             },
             abandoned=self.abandoned,
         )
+        self._complete()
 
 
 @dataclass
@@ -1150,7 +1175,32 @@ class KafkaController:
             len(remaining),
         )
         self.ops.barrier()  # the new leaders are on their way before the broker may leave
-        event.reply(int(ErrorCode.NONE), sorted(remaining))
+        # Answer once every broker has applied the moves (bounded): when the broker then
+        # closes its connections, clients that ask any broker for metadata are told the
+        # new leaders, rather than the old ones for a metadata refresh interval.
+        answered: list[bool] = []
+        reply_lock = threading.Lock()
+
+        def reply() -> None:
+            with reply_lock:
+                if answered:
+                    return
+                answered.append(True)
+            event.reply(int(ErrorCode.NONE), sorted(remaining))
+
+        tracker = self._tracker
+        if tracker is None:
+            reply()
+            return
+        timer = threading.Timer(CONTROLLED_SHUTDOWN_APPLIED_WAIT_S, reply)
+        timer.daemon = True
+        timer.start()
+
+        def applied() -> None:
+            timer.cancel()
+            reply()
+
+        tracker.when_done(applied)
 
     # --- observability ------------------------------------------------------------------
 
