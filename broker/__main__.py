@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         server.startup()
     except Exception as e:
         logging.getLogger(__name__).exception("start-up failed")
-        print(f"broker {config.broker_id}: start-up failed: {e}", file=sys.stderr)
+        print(f"broker {server.broker_id}: start-up failed: {e}", file=sys.stderr)
         server.shutdown()
         return 1
     while not stop.wait(1.0):
