@@ -90,8 +90,15 @@ class KafkaApis:
         self.broker_epoch = broker_epoch
         self.request_timeout_s = request_timeout_s
         self.on_live_leaders = on_live_leaders
-        # Long-polling fetches wait on this; anything that may give them data notifies it.
-        self.fetch_wakeup = threading.Condition()
+        # Long-polling fetches wait on these (one lock): followers on `fetch_wakeup`, which
+        # new data and partition state changes notify; consumers on `consumer_wakeup`,
+        # which those and high watermark moves notify. A follower's fetch is not answered
+        # for a high watermark move alone (Kafka's DelayedFetch waits for bytes too): it
+        # learns it with its next records or when its long poll ends, so a round of
+        # replication costs one wake-up per follower, not two.
+        lock = threading.RLock()
+        self.fetch_wakeup = threading.Condition(lock)
+        self.consumer_wakeup = threading.Condition(lock)
 
     def supported(self, api_key: int, version: int) -> bool:
         s = SUPPORTED.get(ApiKey(api_key)) if api_key in ApiKey._value2member_map_ else None
@@ -122,8 +129,8 @@ class KafkaApis:
 
     # Fetch sessions (KIP-227), made on first use: see broker/fetch_session.py.
     _fetch_sessions: FetchSessionCache | None = None
-    # Counts partition state changes (wake_fetches calls): a session whose last look at
-    # its partitions saw the current generation need not look again.
+    # Counts partition state changes and high watermark moves (wake-ups): a session whose
+    # last look at its partitions saw the current generation need not look again.
     _fetch_generation = 0
 
     def _fetch_session_cache(self) -> FetchSessionCache:
@@ -201,10 +208,17 @@ class KafkaApis:
                     # A change notified while the lock was given up must not be slept
                     # through: look again before waiting.
                     updates, answer_now, positions = self._read_fetch(ctx, replica_id, True)
+            wakeup = self.fetch_wakeup if replica_id >= 0 else self.consumer_wakeup
+            seen = self._fetch_generation
             while not answer_now:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self.fetch_wakeup.wait(remaining):
+                if remaining <= 0 or not wakeup.wait(remaining):
+                    # Out of time: answer with what changed meanwhile without waking this
+                    # fetch (a follower's high watermark).
+                    if self._fetch_generation != seen:
+                        updates, _, positions = self._read_fetch(ctx, replica_id, True)
                     break
+                seen = self._fetch_generation
                 updates, answer_now, positions = self._read_fetch(ctx, replica_id, True)
         if positions:
             self.replicas.record_follower_fetches(replica_id, positions)
@@ -263,6 +277,7 @@ class KafkaApis:
                     if (cp := session.partitions.get(tp)) is not None
                 ]
             updates: dict[TopicPartition, PartitionData] = {}
+            answer_now = False
             budget = _ByteBudget(ctx.max_bytes)
             for cp in maybe:
                 tp = cp.topic_partition
@@ -278,8 +293,11 @@ class KafkaApis:
                 budget.spend(data)
                 if cp.maybe_update_response(data, False):
                     updates[tp] = data
+                    # A follower waits for records (or an error), not a high watermark.
+                    if not follower or data["records"] or data["error_code"]:
+                        answer_now = True
             positions = list(session.positions.values())
-        return updates, bool(updates), positions
+        return updates, answer_now, positions
 
     def _scan_session(self, session: FetchSession, follower: bool) -> list[CachedPartition]:
         """A cheap pass over every partition of the session: the ones that may have
@@ -599,12 +617,16 @@ class KafkaApis:
             return {"error_code": int(ErrorCode.REQUEST_TIMED_OUT), "remaining_partitions": []}
         return answer
 
-    def wake_fetches(self) -> None:
+    def wake_fetches(self, followers: bool = True) -> None:
+        """New data or a partition state change (`followers`), or only a high watermark
+        move: wake the long-polling fetches it may give something to say."""
         # Counted under the lock the waiters read under: a fetch that starts right after
         # an append sees the new generation and looks, rather than sleeping through it.
         with self.fetch_wakeup:
             self._fetch_generation += 1
-            self.fetch_wakeup.notify_all()
+            if followers:
+                self.fetch_wakeup.notify_all()
+            self.consumer_wakeup.notify_all()
 
 
 def _now_ms() -> int:

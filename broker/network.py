@@ -21,7 +21,7 @@ from typing import Any
 from broker.apis import CloseConnection, KafkaApis, api_versions_response, error_response
 from wire.api import ApiKey
 from wire.errors import DecodeError, ErrorCode, UnsupportedVersionError
-from wire.protocol import decode_request_header, encode_response, request_codec
+from wire.protocol import decode_request_header, encode_response_frame, request_codec
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class SocketServer:
             except OSError:
                 pass
 
-    def _handle(self, frame: bytearray, addr: Any) -> bytes | None:
+    def _handle(self, frame: bytearray, addr: Any) -> bytes | bytearray | None:
         """The response frame; b"" for no response; None to close the connection."""
         try:
             header, offset = decode_request_header(frame)
@@ -153,7 +153,7 @@ class SocketServer:
             return None  # not serving yet
         if api_key == ApiKey.API_VERSIONS and not apis.supported(api_key, version):
             # Answer in v0, which every client reads, with our ranges (KIP-511).
-            return encode_response(
+            return encode_response_frame(
                 api_key, 0, correlation_id, api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
             )
         if not apis.supported(api_key, version):
@@ -197,9 +197,9 @@ class SocketServer:
     @staticmethod
     def _encode(
         api_key: int, version: int, correlation_id: int, body: dict[str, Any]
-    ) -> bytes | None:
+    ) -> bytearray | None:
         try:
-            return encode_response(api_key, version, correlation_id, body)
+            return encode_response_frame(api_key, version, correlation_id, body)
         except Exception:
             log.exception("could not encode the %s v%d response", ApiKey(api_key).name, version)
             return None

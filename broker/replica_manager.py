@@ -129,8 +129,10 @@ class ReplicaManager:
         self.topic_config = topic_config
         # Producers waiting for acks=all wait on this; a high watermark moving wakes them.
         self.replicated = threading.Condition()
-        # Called (outside locks) when data or high watermarks moved: long-polling fetches.
-        self.on_data: Callable[[], None] | None = None
+        # Called (outside locks) when data or partition state moved (True) or only a high
+        # watermark (False): long-polling fetches (followers wait for data, not for a
+        # high watermark).
+        self.on_data: Callable[[bool], None] | None = None
         self.broker_id = broker_id
         self.zk = zk
         self.state_log = state_log
@@ -401,7 +403,7 @@ class ReplicaManager:
         for p in expand:
             self._request_isr_change(p, add=replica_id, why=f"replica {replica_id} caught up")
         if advanced:
-            self._notify_progress()
+            self._notify_progress(data=False)
 
     def _maybe_increment_high_watermark(self, p: Partition) -> bool:
         """High watermark = the lowest log end over the ISR (the leader's included); it
@@ -418,11 +420,13 @@ class ReplicaManager:
             return True
         return False
 
-    def _notify_progress(self) -> None:
+    def _notify_progress(self, *, data: bool = True) -> None:
+        """Wake producers waiting for acks=all, and the long-polling fetches: all of them
+        for new data or a state change (`data`), only consumers' for a high watermark."""
         with self.replicated:
             self.replicated.notify_all()
         if self.on_data is not None:
-            self.on_data()
+            self.on_data(data)
 
     # --- leader: appends ---------------------------------------------------------------
 

@@ -136,7 +136,9 @@ class KafkaConnection:
         _, body = decode_response(api_key, api_version, response)
         return body
 
-    def _read_exactly(self, sock: socket.socket, size: int) -> bytes:
+    def _read_exactly(self, sock: socket.socket, size: int) -> bytearray:
+        """`size` bytes, in the buffer they were received in: a fetch response's records
+        are decoded as views into it, not copied again."""
         buf = bytearray(size)
         view = memoryview(buf)
         got = 0
@@ -147,7 +149,7 @@ class KafkaConnection:
                     f"{self.host}:{self.port} closed the connection ({got} of {size} bytes read)"
                 )
             got += n
-        return bytes(buf)
+        return buf
 
     def _close_locked(self) -> None:
         sock, self._sock = self._sock, None

@@ -33,6 +33,7 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "encode_response_frame",
     "frame_size",
     "request_codec",
     "request_header_version",
@@ -83,9 +84,9 @@ def frame_size(prefix: bytes | bytearray | memoryview, max_size: int = MAX_FRAME
     return int(size)
 
 
-def _finish(out: bytearray) -> bytes:
+def _finish(out: bytearray) -> bytearray:
     _SIZE.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
+    return out
 
 
 def encode_request(
@@ -109,7 +110,7 @@ def encode_request(
         header, out
     )
     codec.encode_into(body, out)
-    return _finish(out)
+    return bytes(_finish(out))
 
 
 def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Body, int]:
@@ -152,6 +153,14 @@ def encode_response(
     api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]
 ) -> bytes:
     """A size-prefixed response frame (errors as for `encode_request`)."""
+    return bytes(encode_response_frame(api_key, api_version, correlation_id, body))
+
+
+def encode_response_frame(
+    api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]
+) -> bytearray:
+    """`encode_response` without its final copy: the buffer the frame was encoded in, for
+    a caller that only sends it (a fetch response's records are most of its bytes)."""
     codec = response_codec(api_key, api_version)
     out = bytearray(4)
     get_codec("ResponseHeader", response_header_version(api_key, api_version)).encode_into(
