@@ -117,7 +117,9 @@ class ControllerOps:
         return current
 
 
-def _row(tp: TopicPartition, lai: LeaderAndIsr, reason: str) -> dict[str, Any]:
+def _row(
+    tp: TopicPartition, lai: LeaderAndIsr, reason: str, replicas: Sequence[int]
+) -> dict[str, Any]:
     return {
         "topic": tp.topic,
         "partition": tp.partition,
@@ -125,6 +127,7 @@ def _row(tp: TopicPartition, lai: LeaderAndIsr, reason: str) -> dict[str, Any]:
         "leader_epoch": lai.leader_epoch,
         "isr": list(lai.isr),
         "reason": reason,
+        "replicas": list(replicas),
     }
 
 
@@ -260,7 +263,7 @@ class PartitionStateMachine:
                     ctx, lai.isr, tp, lice, ctx.full_assignment(tp), is_new=True
                 )
                 results[tp] = lai
-                rows.append(_row(tp, lai, "new"))
+                rows.append(_row(tp, lai, "new", ctx.replicas(tp)))
         if existing:
             # A state left by an interrupted earlier attempt: adopt it rather than fail.
             failures: dict[TopicPartition, Exception] = {}
@@ -347,7 +350,9 @@ class PartitionStateMachine:
                 unclean = decided[tp].unclean
                 if unclean:
                     ctx.unclean_elections += 1
-                rows.append(_row(tp, lai, "unclean" if unclean else _REASONS[strategy]))
+                rows.append(
+                    _row(tp, lai, "unclean" if unclean else _REASONS[strategy], ctx.replicas(tp))
+                )
                 results[tp] = lai
             ops.log_states(rows)
             failures.update(written.failed)
@@ -549,7 +554,7 @@ class ReplicaStateMachine:
             rows = []
             for tp, lai in written.finished.items():
                 out[tp] = ops.record_leadership(tp, lai)
-                rows.append(_row(tp, lai, reason))
+                rows.append(_row(tp, lai, reason, ctx.replicas(tp)))
             ops.log_states(rows)
             for tp, err in {**failures, **written.failed}.items():
                 if not ctx.is_topic_queued_for_deletion(tp.topic):

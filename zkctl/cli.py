@@ -28,6 +28,7 @@ COMMAND_MODULES: list[str] = [
     "zkctl.cluster_commands",
     "zkctl.identity_commands",  # adds `broker identities`: after cluster_commands' `broker`
     "zkctl.demo_command",
+    "zkctl.report_command",
     "zkctl.watch_command",
 ]
 

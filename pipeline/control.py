@@ -1,0 +1,365 @@
+"""The control plane of one cluster, from its control events (pure; no Spark).
+
+Input: the cluster's `CONTROL_EVENTS` lines from every broker's log, as dicts of the fields
+in `pipeline.schema.FIELDS`. They are few (a handful per failover, however many
+partitions), so one cluster's fit in memory; `pipeline.job` runs `analyse` once per
+cluster on Spark's executors.
+
+What comes out, and how it is read from the logs:
+
+* **Tenures.** A tenure starts at its `controller_elected` line. It ends at the earliest of:
+  its controller's `controller_resigned`; the first time another broker saw the controller
+  it believed in disappear (`controller_seen` -1, attributed through that broker's own
+  previous sighting, so a late notice of an older loss never ends a newer tenure); the
+  election of the next epoch. `end_reason` says which. A controller that resigned after
+  its successor was elected was a zombie: `overlap_ms` is how long it still believed
+  itself controller.
+* **Gaps**: from a tenure's end to the next election, the cluster had no controller.
+* **Broker losses**: a broker is lost at its first loss evidence (its own session
+  `LOST`/`CLOSED`, the controller's `broker_change` dead or bounced, or vanishing as
+  controller) and back at its next registration evidence (`broker_registered`, or
+  `broker_change` new). Later evidence within one loss is merged into it.
+* **Incidents**: every tenure that ended is a controller incident (lost at the tenure's
+  end; the new controller is the next tenure's); a broker loss that is not its
+  controller incident's is a broker incident. `pipeline.partitions` attributes each
+  partition's unavailability to the incident whose loss caused it (`deaths`).
+
+Timestamps are the writers' clocks, which may disagree by a few milliseconds: `tol_ms`
+is the disagreement tolerated where events of different brokers are compared.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+NO_CONTROLLER = -1
+GRACEFUL_WINDOW_MS = 60_000  # a controlled_shutdown this soon before a loss makes it graceful
+ALIVE_RESIGN_REASONS = ("controller moved", "fenced: another controller's epoch")
+
+
+@dataclass
+class Tenure:
+    epoch: int
+    broker: int
+    start_ts: int
+    end_ts: int | None = None  # None: still controller when the logs end
+    end_reason: str = "open"  # resigned, lost, superseded, open
+    resigned_ts: int | None = None
+    resign_reason: str | None = None
+    failover_done_ts: int | None = None
+    failover_ms: float | None = None
+    overlap_ms: int | None = None  # a zombie: resigned this long after its successor's election
+
+
+@dataclass(frozen=True)
+class Gap:
+    after_epoch: int
+    before_epoch: int
+    start_ts: int
+    end_ts: int
+    duration_ms: int
+
+
+@dataclass
+class Loss:
+    broker: int
+    lost_ts: int
+    evidence: str
+    back_ts: int | None = None
+    incident_id: int = 0
+
+
+@dataclass
+class Incident:
+    incident_id: int
+    kind: str  # controller or broker
+    broker: int
+    lost_ts: int
+    cause: str
+    controller_epoch: int | None  # controller: the epoch lost; broker: the epoch at the loss
+    back_ts: int | None = None
+    new_controller: int | None = None
+    new_epoch: int | None = None
+    new_controller_ts: int | None = None
+    failover_done_ts: int | None = None
+
+
+@dataclass(frozen=True)
+class Death:
+    """A broker lost from `lost_ts` (back at `back_ts`), for partition windows."""
+
+    broker: int
+    lost_ts: int
+    back_ts: int | None
+    incident_id: int
+
+
+@dataclass
+class ControlResult:
+    tenures: list[Tenure] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+    incidents: list[Incident] = field(default_factory=list)
+    deaths: list[Death] = field(default_factory=list)
+    deletions: dict[str, list[int]] = field(default_factory=dict)  # topic -> deletion times
+    anomalies: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0
+    events: int = 0
+
+
+def _key(e: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(
+        (k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(e.items()) if v is not None
+    )
+
+
+def dedupe(events: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The events without exact repeats, in (ts, broker, event) order; and how many repeats."""
+    seen: set[tuple[Any, ...]] = set()
+    out: list[dict[str, Any]] = []
+    duplicates = 0
+    for e in events:
+        k = _key(e)
+        if k in seen:
+            duplicates += 1
+            continue
+        seen.add(k)
+        out.append(dict(e))
+    out.sort(key=lambda e: (e["ts"], e["broker"], e["event"]))
+    return out, duplicates
+
+
+def tenures_of(
+    events: list[dict[str, Any]], tol_ms: int, anomalies: dict[str, int]
+) -> list[Tenure]:
+    """Controller tenures in epoch order (events sorted by time)."""
+    by_epoch: dict[int, Tenure] = {}
+    for e in events:
+        if e["event"] != "controller_elected":
+            continue
+        epoch = e["controller_epoch"]
+        if epoch in by_epoch:
+            # Two elections of one epoch: logs of two clusters mixed, or a broken writer.
+            anomalies["duplicate_epoch"] = anomalies.get("duplicate_epoch", 0) + 1
+            continue
+        by_epoch[epoch] = Tenure(epoch, e["controller"], e["ts"])
+    tenures = [by_epoch[k] for k in sorted(by_epoch)]
+    for a, b in itertools.pairwise(tenures):
+        if b.start_ts + tol_ms < a.start_ts:
+            anomalies["epoch_order"] = anomalies.get("epoch_order", 0) + 1
+    starts = [t.start_ts for t in tenures]
+
+    def current(broker: int, ts: int) -> Tenure | None:
+        """The latest tenure of `broker` started by `ts` (within the tolerance)."""
+        i = bisect.bisect_right(starts, ts + tol_ms)
+        while i > 0:
+            i -= 1
+            if tenures[i].broker == broker:
+                return tenures[i]
+        return None
+
+    ends: dict[int, list[tuple[int, str]]] = defaultdict(list)  # epoch -> (ts, reason)
+    for e in events:
+        kind = e["event"]
+        if kind == "controller_resigned":
+            t = by_epoch.get(e["controller_epoch"])
+            if t is None or t.broker != e["controller"]:
+                anomalies["resignation_without_election"] = (
+                    anomalies.get("resignation_without_election", 0) + 1
+                )
+                continue
+            if t.resigned_ts is None:
+                t.resigned_ts = e["ts"]
+                t.resign_reason = e.get("reason")
+                ends[t.epoch].append((e["ts"], "resigned"))
+        elif kind == "controller_failover":
+            t = by_epoch.get(e["controller_epoch"])
+            if t is not None and t.broker == e["broker"] and t.failover_done_ts is None:
+                t.failover_done_ts = e["ts"]
+                t.failover_ms = e.get("total_ms")
+    # Sightings: each broker's belief about who is controller, in its own log's order.
+    belief: dict[int, int | None] = {}
+    for e in events:
+        kind, b = e["event"], e["broker"]
+        if kind == "controller_elected":
+            belief[b] = b
+        elif kind in ("controller_resigned", "broker_registered"):
+            belief[b] = None
+        elif kind == "controller_seen":
+            seen = e["controller"]
+            believed = belief.get(b)
+            if seen < 0 and believed is not None and believed >= 0 and believed != b:
+                t = current(believed, e["ts"])
+                if t is not None and e["ts"] + tol_ms >= t.start_ts:
+                    ends[t.epoch].append((e["ts"], "lost"))
+            belief[b] = seen
+    for i, t in enumerate(tenures):
+        candidates = list(ends.get(t.epoch, ()))
+        successor = tenures[i + 1] if i + 1 < len(tenures) else None
+        if successor is not None:
+            candidates.append((successor.start_ts, "superseded"))
+        if not candidates:
+            continue
+        # The earliest evidence ends the tenure; at a tie a resignation explains it best.
+        order = {"resigned": 0, "lost": 1, "superseded": 2}
+        end_ts, reason = min(candidates, key=lambda c: (c[0], order[c[1]]))
+        t.end_ts = max(end_ts, t.start_ts)
+        t.end_reason = reason
+        if (
+            successor is not None
+            and t.resigned_ts is not None
+            and t.resigned_ts > successor.start_ts + tol_ms
+        ):
+            t.overlap_ms = t.resigned_ts - successor.start_ts
+    return tenures
+
+
+def gaps_of(tenures: list[Tenure]) -> list[Gap]:
+    out = []
+    for a, b in itertools.pairwise(tenures):
+        if a.end_ts is None:
+            continue
+        out.append(
+            Gap(
+                a.epoch, b.epoch, a.end_ts, max(a.end_ts, b.start_ts), max(0, b.start_ts - a.end_ts)
+            )
+        )
+    return out
+
+
+def losses_of(
+    events: list[dict[str, Any]], tenures: list[Tenure], tol_ms: int
+) -> dict[int, list[Loss]]:
+    """Each broker's losses, from every kind of evidence, merged."""
+    evidence: list[tuple[int, int, int, str]] = []  # (ts, order, broker, what); dead sorts first
+    dead, alive = 0, 1
+    for e in events:
+        kind, b = e["event"], e["broker"]
+        if kind == "broker_registered":
+            evidence.append((e["ts"], alive, b, "registered"))
+        elif kind == "zookeeper_session" and e["state"] in ("LOST", "CLOSED"):
+            evidence.append((e["ts"], dead, b, f"session {e['state'].lower()}"))
+        elif kind == "broker_change":
+            for x in e.get("dead") or ():
+                evidence.append((e["ts"], dead, x, "deregistered"))
+            for x in e.get("bounced") or ():
+                evidence.append((e["ts"], dead, x, "bounced"))
+                evidence.append((e["ts"], alive, x, "registered"))
+            for x in e.get("new") or ():
+                evidence.append((e["ts"], alive, x, "registered"))
+    for t in tenures:
+        # Vanished as controller (others noticed, or a successor was elected, before it
+        # resigned): the broker is gone, unless its late resignation says it merely lost
+        # the controllership (it is alive and will say so).
+        if t.end_reason in ("lost", "superseded") and t.end_ts is not None:
+            if t.resign_reason is not None and t.resign_reason in ALIVE_RESIGN_REASONS:
+                continue
+            evidence.append((t.end_ts, dead, t.broker, "vanished as controller"))
+    evidence.sort()
+    out: dict[int, list[Loss]] = defaultdict(list)
+    for ts, order, b, what in evidence:
+        losses = out[b]
+        open_loss = losses[-1] if losses and losses[-1].back_ts is None else None
+        if order == dead:
+            if open_loss is None:
+                losses.append(Loss(b, ts, what))
+        elif open_loss is not None:
+            open_loss.back_ts = ts
+    return out
+
+
+def analyse(events: Iterable[Mapping[str, Any]], tol_ms: int = 100) -> ControlResult:
+    """The control plane of one cluster."""
+    evs, duplicates = dedupe(events)
+    anomalies: dict[str, int] = {}
+    tenures = tenures_of(evs, tol_ms, anomalies)
+    result = ControlResult(
+        tenures=tenures,
+        gaps=gaps_of(tenures),
+        anomalies=anomalies,
+        duplicates=duplicates,
+        events=len(evs),
+    )
+    for e in evs:
+        if e["event"] == "topic_deleted":
+            result.deletions.setdefault(e["topic"], []).append(e["ts"])
+    shutdowns: dict[int, list[int]] = defaultdict(list)
+    for e in evs:
+        if e["event"] == "controlled_shutdown":
+            shutdowns[e["broker"]].append(e["ts"])
+
+    def graceful(broker: int, ts: int) -> bool:
+        return any(ts - GRACEFUL_WINDOW_MS <= s <= ts + tol_ms for s in shutdowns.get(broker, ()))
+
+    starts = [t.start_ts for t in tenures]
+
+    def epoch_at(ts: int) -> int | None:
+        i = bisect.bisect_right(starts, ts)
+        return tenures[i - 1].epoch if i else None
+
+    # Controller incidents: every tenure that ended.
+    incidents: list[Incident] = []
+    by_tenure: dict[int, Incident] = {}
+    for i, t in enumerate(tenures):
+        if t.end_ts is None:
+            continue
+        successor = tenures[i + 1] if i + 1 < len(tenures) else None
+        if t.end_reason == "resigned":
+            cause = f"resigned: {t.resign_reason}"
+        elif t.overlap_ms is not None:
+            cause = f"{t.end_reason}; came back as a zombie ({t.resign_reason})"
+        else:
+            cause = t.end_reason
+        inc = Incident(
+            0,
+            "controller",
+            t.broker,
+            t.end_ts,
+            cause,
+            t.epoch,
+            new_controller=successor.broker if successor else None,
+            new_epoch=successor.epoch if successor else None,
+            new_controller_ts=successor.start_ts if successor else None,
+            failover_done_ts=successor.failover_done_ts if successor else None,
+        )
+        incidents.append(inc)
+        by_tenure[t.epoch] = inc
+    # Broker losses: part of their controller incident, or incidents of their own.
+    losses = losses_of(evs, tenures, tol_ms)
+    owned: list[tuple[Loss, Incident]] = []
+    taken: set[int] = set()
+    for i, t in enumerate(tenures):
+        ctl = by_tenure.get(t.epoch)
+        if ctl is None:
+            continue
+        successor = tenures[i + 1] if i + 1 < len(tenures) else None
+        until = (successor.start_ts if successor else ctl.lost_ts) + tol_ms
+        for loss in losses.get(t.broker, ()):
+            if ctl.lost_ts - tol_ms <= loss.lost_ts <= until and id(loss) not in taken:
+                owned.append((loss, ctl))
+                taken.add(id(loss))
+                ctl.back_ts = loss.back_ts
+                break
+    for b, bl in losses.items():
+        for loss in bl:
+            if id(loss) in taken:
+                continue
+            cause = "controlled shutdown" if graceful(b, loss.lost_ts) else loss.evidence
+            lost_broker = Incident(
+                0, "broker", b, loss.lost_ts, cause, epoch_at(loss.lost_ts), back_ts=loss.back_ts
+            )
+            incidents.append(lost_broker)
+            owned.append((loss, lost_broker))
+    incidents.sort(key=lambda x: (x.lost_ts, x.kind != "controller", x.broker))
+    for n, inc in enumerate(incidents, start=1):
+        inc.incident_id = n
+    for loss, inc in owned:
+        loss.incident_id = inc.incident_id
+        result.deaths.append(Death(loss.broker, loss.lost_ts, loss.back_ts, inc.incident_id))
+    result.deaths.sort(key=lambda d: (d.broker, d.lost_ts))
+    result.incidents = incidents
+    return result

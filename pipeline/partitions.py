@@ -1,0 +1,490 @@
+"""One partition's history, walked in order (pure; no Spark).
+
+`pipeline.job` shuffles every partition's rows to one place and sorts them by
+(generation, leader epoch, rank, zkVersion, time); `walk` then streams through them, one
+partition at a time, holding only that partition's rows. The rows are:
+
+* rank 0, the controller's `partition_state` (a decision it wrote to ZooKeeper);
+* rank 1, the new leader's own `leader_and_isr` applied line for that leader epoch (when
+  the leader actually took over: a join across brokers' logs by epoch);
+* rank 2, the leader's `isr_change` lines (same leader epoch, growing zkVersion).
+
+Ordering by epoch and not by time is what makes clock skew harmless: a follower's clock a
+few milliseconds ahead cannot put an ISR change before the decision it follows. Times are
+then made monotone along that order (`eff_ts`, a running maximum). A generation is one
+incarnation of the partition: a topic deleted and created again starts a new one.
+
+Each state holds from its time to the next state's (the last to the topic's deletion or the
+end of the logs: then the window is *open*). A partition is **unavailable** while its
+leader is -1, or while its leader is a broker that was lost (from the loss, found in
+`deaths`, to the next decision); the window ends when a live leader applied its new state.
+It is **under-replicated** while its ISR is smaller than its replica set (the `replicas`
+field; for lines written before that field existed, every replica ever seen in an ISR).
+States of a topic being deleted count as neither.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.control import Death
+
+RANK_STATE = 0
+RANK_APPLIED = 1
+RANK_ISR = 2
+
+# Positions in a walker row (what pipeline.job selects, in this order).
+ROW_FIELDS = (
+    "cluster",
+    "topic",
+    "partition",
+    "gen",
+    "leader_epoch",
+    "rank",
+    "zk_version",
+    "ts",
+    "broker",
+    "leader",
+    "isr",
+    "replicas",
+    "controller_epoch",
+    "reason",
+    "h1",
+    "h2",
+)
+(
+    C_CLUSTER,
+    C_TOPIC,
+    C_PARTITION,
+    C_GEN,
+    C_EPOCH,
+    C_RANK,
+    C_ZKV,
+    C_TS,
+    C_BROKER,
+    C_LEADER,
+    C_ISR,
+    C_REPLICAS,
+    C_CEPOCH,
+    C_REASON,
+    C_H1,
+    C_H2,
+) = range(len(ROW_FIELDS))
+
+UNAVAILABLE = "unavailable"
+# Reasons of the controller's decisions that follow a broker's loss.
+DEATH_REASONS = ("offline", "unclean")
+UNDER_REPLICATED = "under_replicated"
+
+
+@dataclass
+class WalkContext:
+    """What every partition's walk needs to know about its cluster (small; broadcast)."""
+
+    deaths: dict[str, dict[int, list[Death]]] = field(default_factory=dict)
+    log_end: dict[str, int] = field(default_factory=dict)
+    deletions: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    # cluster -> (first ts, bucket width ms, bucket count) for leader balance
+    buckets: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    tol_ms: int = 100
+    _lost: dict[tuple[str, int], list[int]] = field(default_factory=dict, repr=False)
+
+    def death_of(
+        self, cluster: str, broker: int, start: int, end: int, slack: int = 0
+    ) -> Death | None:
+        """The loss of `broker` that voids a leadership held over [start, end], if any.
+
+        The latest loss by `end` (+ `slack`: when the next state is the controller handling
+        a loss, the loss may be logged by a clock a little ahead) applies if it happened in
+        the interval, or if the broker was still lost at `start` (a state naming a leader
+        already lost: the controller had not handled that loss yet). A broker back within
+        the tolerance of `start` is taken as back: the state at `start` elected its new
+        incarnation.
+        """
+        deaths = self.deaths.get(cluster, {}).get(broker)
+        if not deaths:
+            return None
+        tol = self.tol_ms
+        lost = self._lost.get((cluster, broker))
+        if lost is None:
+            lost = self._lost[(cluster, broker)] = [d.lost_ts for d in deaths]
+        i = bisect.bisect_right(lost, end + slack)
+        if i == 0:
+            return None
+        d = deaths[i - 1]
+        if d.lost_ts >= start - tol or d.back_ts is None or d.back_ts > start + tol:
+            return d
+        return None
+
+
+class State:
+    __slots__ = (
+        "applied_ts",
+        "cepoch",
+        "deleting",
+        "isr",
+        "leader",
+        "leader_epoch",
+        "reason",
+        "replicas",
+        "ts",
+    )
+
+    def __init__(
+        self,
+        ts: int,
+        leader: int,
+        leader_epoch: int,
+        isr: Sequence[int],
+        replicas: Sequence[int] | None,
+        cepoch: int | None,
+        reason: str,
+        deleting: bool,
+    ) -> None:
+        self.ts = ts
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = tuple(isr)
+        self.replicas = tuple(replicas) if replicas is not None else None
+        self.cepoch = cepoch
+        self.reason = reason
+        self.deleting = deleting
+        self.applied_ts: int | None = None
+
+
+@dataclass
+class PartitionStats:
+    cluster: str
+    topic: str
+    partition: int
+    generations: int = 0
+    states: int = 0
+    leader_changes: int = 0
+    isr_shrinks: int = 0
+    isr_expands: int = 0
+    unclean_elections: int = 0
+    unavailable_ms: int = 0
+    unavailable_windows: int = 0
+    open_unavailable: bool = False
+    under_replicated_ms: int = 0
+    under_replicated_windows: int = 0
+    final_leader: int | None = None
+    final_leader_epoch: int | None = None
+    final_isr: list[int] | None = None
+    replicas: list[int] | None = None
+    first_ts: int | None = None
+    last_ts: int | None = None
+    duplicates: int = 0
+    orphan_applied: int = 0  # a leader's applied line with no decision to attach it to
+
+    def as_tuple(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f) for f in self.__dataclass_fields__)
+
+
+STATS_FIELDS = tuple(PartitionStats.__dataclass_fields__)
+
+WINDOW_FIELDS = (
+    "cluster",
+    "topic",
+    "partition",
+    "kind",
+    "start_ts",
+    "end_ts",
+    "duration_ms",
+    "open",
+    "incident_id",
+    "lost_leader",
+    "recovered_leader",
+    "recovered_reason",
+)
+
+
+class _Windows:
+    """Merges contiguous segments of one kind into windows."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.start: int | None = None
+        self.end = 0
+        self.open = False
+        self.incident: int | None = None
+        self.lost_leader: int | None = None
+        self.done: list[tuple[Any, ...]] = []
+
+    def add(
+        self, start: int, end: int, *, open_: bool, incident: int | None, lost: int | None
+    ) -> None:
+        if self.start is not None and start <= self.end:
+            self.end = max(self.end, end)
+            self.open = open_
+            if self.incident is None:
+                self.incident = incident
+            if self.lost_leader is None:
+                self.lost_leader = lost
+            return
+        self.close(None, None)
+        self.start, self.end, self.open = start, end, open_
+        self.incident, self.lost_leader = incident, lost
+
+    def close(self, end: int | None, by: State | None) -> None:
+        """End the current window; `end` may extend it (a new leader applying late)."""
+        if self.start is None:
+            return
+        if end is not None and not self.open:
+            self.end = max(self.end, end)
+        # Kept even at 0 ms: shorter than the logs' millisecond resolution, but it happened.
+        if self.end >= self.start:
+            self.done.append(
+                (
+                    self.kind,
+                    self.start,
+                    self.end,
+                    self.end - self.start,
+                    self.open,
+                    self.incident,
+                    self.lost_leader,
+                    by.leader if by is not None else None,
+                    by.reason if by is not None else None,
+                )
+            )
+        self.start = None
+
+
+def _states(rows: Sequence[Sequence[Any]], tol: int, stats: PartitionStats) -> list[State]:
+    """One generation's states, with applied times attached and times made monotone."""
+    states: list[State] = []
+    replicas: Sequence[int] | None = None
+    cepoch: int | None = None
+    deleting = False
+    last_ts: int | None = None
+    for r in rows:
+        rank = r[C_RANK]
+        ts = r[C_TS]
+        if rank == RANK_APPLIED:
+            s = states[-1] if states else None
+            if (
+                s is not None
+                and s.leader_epoch == r[C_EPOCH]
+                and s.leader == r[C_BROKER]
+                and ts >= s.ts - tol
+            ):
+                if s.applied_ts is None:
+                    s.applied_ts = ts
+            else:
+                stats.orphan_applied += 1
+            continue
+        if last_ts is not None and ts < last_ts:
+            ts = last_ts  # monotone along the epoch order
+        last_ts = ts
+        if r[C_REPLICAS] is not None:
+            replicas = r[C_REPLICAS]
+        if r[C_CEPOCH] is not None:
+            cepoch = r[C_CEPOCH]
+        reason = r[C_REASON] if rank == RANK_STATE else "isr_change"
+        if reason == "deleted":
+            deleting = True
+        states.append(
+            State(ts, r[C_LEADER], r[C_EPOCH], r[C_ISR], replicas, cepoch, reason, deleting)
+        )
+    for s in states:
+        if s.applied_ts is not None and s.applied_ts < s.ts:
+            s.applied_ts = s.ts  # the leader's clock runs behind the controller's
+    return states
+
+
+def _fallback_replicas(states: Sequence[State]) -> tuple[int, ...]:
+    seen: dict[int, None] = {}
+    for s in states:
+        for r in s.isr:
+            seen.setdefault(r, None)
+    return tuple(seen)
+
+
+class BalanceDeltas:
+    """Changes of per-broker counts, summed per time bucket: leaders led by each broker
+    (-1: partitions without a leader), partitions preferring it (first replica), and those
+    of them it leads. `pipeline.stats.leader_balance` turns the sums into counts over time."""
+
+    def __init__(self, buckets: Mapping[str, tuple[int, int, int]]) -> None:
+        self.buckets = buckets
+        self.sums: dict[tuple[str, int, int], list[int]] = {}
+
+    def add(self, cluster: str, ts: int, broker: int, what: int, delta: int) -> None:
+        t0, width, n = self.buckets.get(cluster, (ts, 1, 1))
+        k = min(max((ts - t0) // width, 0), n - 1)
+        key = (cluster, broker, k)
+        sums = self.sums.get(key)
+        if sums is None:
+            sums = self.sums[key] = [0, 0, 0]
+        sums[what] += delta
+
+    def run(self, cluster: str, ts: int, leader: int, preferred: int | None, sign: int) -> None:
+        self.add(cluster, ts, leader, 0, sign)
+        if preferred is not None:
+            self.add(cluster, ts, preferred, 1, sign)
+            if leader == preferred:
+                self.add(cluster, ts, preferred, 2, sign)
+
+    def rows(self) -> Iterator[tuple[str, int, int, int, int, int]]:
+        for (cluster, broker, k), (dl, dp, dpl) in self.sums.items():
+            if dl or dp or dpl:
+                yield cluster, broker, k, dl, dp, dpl
+
+
+def walk_partition(
+    cluster: str,
+    topic: str,
+    partition: int,
+    rows: Sequence[Sequence[Any]],
+    ctx: WalkContext,
+    balance: BalanceDeltas,
+) -> tuple[PartitionStats, list[tuple[Any, ...]]]:
+    """Stats and windows of one partition from its sorted rows (every generation)."""
+    tol = ctx.tol_ms
+    stats = PartitionStats(cluster, topic, partition)
+    seen: set[tuple[int, int]] = set()
+    unique: list[Sequence[Any]] = []
+    for r in rows:
+        h = (r[C_H1], r[C_H2])
+        if h in seen:
+            stats.duplicates += 1
+            continue
+        seen.add(h)
+        unique.append(r)
+    gens: list[list[Sequence[Any]]] = []
+    for r in unique:
+        if not gens or gens[-1][0][C_GEN] != r[C_GEN]:
+            gens.append([])
+        gens[-1].append(r)
+    log_end = ctx.log_end.get(cluster)
+    deletions = ctx.deletions.get(cluster, {}).get(topic, [])
+    unavailable = _Windows(UNAVAILABLE)
+    under = _Windows(UNDER_REPLICATED)
+    generations = [_states(g, tol, stats) for g in gens]
+    generations = [g for g in generations if g]
+    for gi, states in enumerate(generations):
+        stats.generations += 1
+        stats.states += len(states)
+        # Where this generation's last state ends: the next generation, the topic's
+        # deletion, or the end of the logs (open).
+        last_ts = states[-1].ts
+        end_candidates = [d for d in deletions if d >= last_ts - tol]
+        if gi + 1 < len(generations):
+            end_candidates.append(generations[gi + 1][0].ts)
+        gen_end: int
+        gen_open = False
+        if end_candidates:
+            gen_end = max(min(end_candidates), last_ts)
+        else:
+            gen_end = max(log_end if log_end is not None else last_ts, last_ts)
+            gen_open = True
+        fallback = _fallback_replicas(states)
+        run: tuple[int, int | None] | None = None
+        prev: State | None = None
+        for i, s in enumerate(states):
+            a = s.ts
+            last = i + 1 == len(states)
+            b = gen_end if last else states[i + 1].ts
+            open_ = last and gen_open
+            replicas = s.replicas if s.replicas is not None else fallback
+            preferred = replicas[0] if replicas else None
+            if stats.first_ts is None:
+                stats.first_ts = a
+            # Churn, against the previous state of this generation.
+            if prev is not None:
+                before, after = set(prev.isr), set(s.isr)
+                if before - after:
+                    stats.isr_shrinks += 1
+                if after - before:
+                    stats.isr_expands += 1
+                if s.leader != prev.leader and s.leader >= 0:
+                    stats.leader_changes += 1
+            if s.reason == "unclean":
+                stats.unclean_elections += 1
+            # Availability: unavailable from `seg` (None: available throughout). A state
+            # available at its start ends the running window once its leader applied it.
+            seg: int | None = None
+            incident: int | None = None
+            lost: int | None = None
+            if s.deleting:
+                pass
+            elif s.leader < 0:
+                seg = a
+            else:
+                handled = not last and states[i + 1].reason in DEATH_REASONS
+                death = ctx.death_of(cluster, s.leader, a, b, tol if handled else 0)
+                if death is not None:
+                    # Possibly empty here: the window then lasts until the next leader applied.
+                    seg, incident, lost = min(max(a, death.lost_ts), b), death.incident_id, s.leader
+            if seg is None or seg > a:
+                unavailable.close(s.applied_ts if not s.deleting else None, s)
+            if seg is not None:
+                unavailable.add(seg, b, open_=open_, incident=incident, lost=lost)
+            if not s.deleting and len(s.isr) < len(replicas):
+                under.add(a, b, open_=open_, incident=None, lost=None)
+            else:
+                under.close(None, None)
+            # Leader balance: runs of one (leader, preferred replica).
+            key = (s.leader, preferred)
+            if key != run:
+                if run is not None:
+                    balance.run(cluster, a, run[0], run[1], -1)
+                balance.run(cluster, a, s.leader, preferred, +1)
+                run = key
+            prev = s
+        if run is not None and not gen_open:
+            balance.run(cluster, gen_end, run[0], run[1], -1)
+        unavailable.close(None, None)
+        under.close(None, None)
+        final = states[-1]
+        stats.final_leader = final.leader
+        stats.final_leader_epoch = final.leader_epoch
+        stats.final_isr = list(final.isr)
+        reps = final.replicas if final.replicas is not None else fallback
+        stats.replicas = list(reps)
+        stats.last_ts = final.ts
+    windows = []
+    for w in unavailable.done:
+        stats.unavailable_windows += 1
+        stats.unavailable_ms += w[3]
+        stats.open_unavailable = stats.open_unavailable or w[4]
+    for w in under.done:
+        stats.under_replicated_windows += 1
+        stats.under_replicated_ms += w[3]
+    for w in unavailable.done + under.done:
+        windows.append((cluster, topic, partition, *w))
+    return stats, windows
+
+
+def walk(rows: Iterable[Sequence[Any]], ctx: WalkContext) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """Tagged outputs for sorted rows of many partitions: ("stats", ...), ("window", ...),
+    and at the end ("balance", ...) sums for this batch of partitions."""
+    balance = BalanceDeltas(ctx.buckets)
+    current: tuple[str, str, int] | None = None
+    buf: list[Sequence[Any]] = []
+    for r in rows:
+        key = (r[C_CLUSTER], r[C_TOPIC], r[C_PARTITION])
+        if key != current:
+            if current is not None:
+                yield from _emit(current, buf, ctx, balance)
+            current, buf = key, []
+        buf.append(r)
+    if current is not None:
+        yield from _emit(current, buf, ctx, balance)
+    for b in balance.rows():
+        yield "balance", b
+
+
+def _emit(
+    key: tuple[str, str, int],
+    rows: list[Sequence[Any]],
+    ctx: WalkContext,
+    balance: BalanceDeltas,
+) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    stats, windows = walk_partition(key[0], key[1], key[2], rows, ctx, balance)
+    yield "stats", stats.as_tuple()
+    for w in windows:
+        yield "window", w

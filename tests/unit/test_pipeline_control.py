@@ -1,0 +1,210 @@
+"""Controller tenures, gaps, broker losses and incidents from control events (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline import control
+
+
+def ev(ts: int, broker: int, event: str, **fields: Any) -> dict[str, Any]:
+    return {"ts": ts, "broker": broker, "event": event, **fields}
+
+
+def elected(ts: int, broker: int, epoch: int) -> dict[str, Any]:
+    return ev(ts, broker, "controller_elected", controller=broker, controller_epoch=epoch)
+
+
+def seen(ts: int, broker: int, controller: int) -> dict[str, Any]:
+    return ev(ts, broker, "controller_seen", controller=controller, reason="x")
+
+
+def start() -> list[dict[str, Any]]:
+    """Three brokers; broker 1 is controller of epoch 1."""
+    return [
+        ev(0, 1, "broker_registered"),
+        ev(1, 2, "broker_registered"),
+        ev(2, 3, "broker_registered"),
+        elected(5, 1, 1),
+        seen(6, 2, 1),
+        seen(7, 3, 1),
+    ]
+
+
+def killed_controller() -> list[dict[str, Any]]:
+    """SIGKILL of controller 1: its session expires, 2 and 3 see /controller go, 2 wins."""
+    return [
+        *start(),
+        seen(6000, 2, -1),
+        seen(6002, 3, -1),
+        elected(6004, 2, 2),
+        seen(6005, 3, 2),
+        ev(6030, 2, "controller_failover", controller_epoch=2, total_ms=25.0),
+        ev(9000, 1, "broker_registered"),
+        ev(9002, 2, "broker_change", controller_epoch=2, new=[1], dead=[], bounced=[]),
+    ]
+
+
+def test_a_killed_controller_is_lost_when_the_others_notice() -> None:
+    r = control.analyse(killed_controller())
+    t1, t2 = r.tenures
+    assert (t1.epoch, t1.broker, t1.start_ts, t1.end_ts, t1.end_reason) == (1, 1, 5, 6000, "lost")
+    assert (t2.epoch, t2.broker, t2.start_ts, t2.end_ts, t2.end_reason) == (
+        2,
+        2,
+        6004,
+        None,
+        "open",
+    )
+    assert t2.failover_done_ts == 6030
+    assert t2.failover_ms == 25.0
+    assert [(g.after_epoch, g.before_epoch, g.duration_ms) for g in r.gaps] == [(1, 2, 4)]
+    [inc] = r.incidents
+    assert (inc.kind, inc.broker, inc.lost_ts, inc.cause) == ("controller", 1, 6000, "lost")
+    assert (inc.new_controller, inc.new_epoch, inc.new_controller_ts) == (2, 2, 6004)
+    assert inc.failover_done_ts == 6030
+    assert inc.back_ts == 9000
+    assert r.deaths == [control.Death(1, 6000, 9000, inc.incident_id)]
+
+
+def test_a_late_notice_of_an_old_loss_does_not_end_the_new_tenure() -> None:
+    events = killed_controller()
+    # Broker 3's watch fires after the election (still believing in broker 1).
+    events = [e for e in events if not (e["broker"] == 3 and e["ts"] in (6002, 6005))]
+    events += [seen(6010, 3, -1), seen(6011, 3, 2)]
+    r = control.analyse(events, tol_ms=3)
+    assert r.tenures[0].end_ts == 6000
+    assert r.tenures[1].end_reason == "open"
+    # A later loss of the new controller is still seen by 3, who now believes in 2.
+    r = control.analyse([*events, seen(20000, 3, -1), elected(20003, 3, 3)], tol_ms=3)
+    assert (r.tenures[1].end_ts, r.tenures[1].end_reason) == (20000, "lost")
+
+
+def test_a_graceful_stop_is_a_resignation_and_the_session_close_its_loss() -> None:
+    events = [
+        *start(),
+        ev(3000, 1, "controlled_shutdown", attempt=1, remaining=0),
+        ev(
+            3001,
+            1,
+            "controller_resigned",
+            controller=1,
+            controller_epoch=1,
+            reason="broker shutting down",
+        ),
+        ev(3004, 1, "zookeeper_session", state="LOST"),
+        seen(3006, 2, -1),
+        seen(3007, 3, -1),
+        elected(3012, 3, 2),
+    ]
+    r = control.analyse(events)
+    t1 = r.tenures[0]
+    assert (t1.end_ts, t1.end_reason, t1.resign_reason) == (
+        3001,
+        "resigned",
+        "broker shutting down",
+    )
+    [inc] = r.incidents
+    assert (inc.cause, inc.lost_ts, inc.new_controller_ts) == (
+        "resigned: broker shutting down",
+        3001,
+        3012,
+    )
+    assert r.deaths == [control.Death(1, 3004, None, inc.incident_id)]
+
+
+def test_a_paused_controller_comes_back_a_zombie() -> None:
+    events = [
+        *start(),
+        seen(6000, 2, -1),
+        seen(6001, 3, -1),
+        elected(6004, 3, 2),
+        seen(6005, 2, 3),
+        # Resumed: it hears its session expired, resigns, registers again.
+        ev(8000, 1, "zookeeper_session", state="SUSPENDED"),
+        ev(8040, 1, "zookeeper_session", state="LOST"),
+        ev(
+            8042,
+            1,
+            "controller_resigned",
+            controller=1,
+            controller_epoch=1,
+            reason="ZooKeeper error: SessionExpiredError",
+        ),
+        ev(8080, 1, "zookeeper_session", state="CONNECTED"),
+        ev(8083, 1, "broker_registered"),
+    ]
+    r = control.analyse(events)
+    t1 = r.tenures[0]
+    assert (t1.end_ts, t1.end_reason, t1.resigned_ts, t1.overlap_ms) == (6000, "lost", 8042, 2038)
+    [inc] = r.incidents
+    assert "zombie" in inc.cause
+    # One loss, from the first notice to the new registration: the late LOST is the same one.
+    assert r.deaths == [control.Death(1, 6000, 8083, inc.incident_id)]
+
+
+def test_a_controller_that_merely_lost_its_term_is_not_lost_as_a_broker() -> None:
+    events = [
+        *start(),
+        elected(5000, 2, 2),
+        ev(
+            5010,
+            1,
+            "controller_resigned",
+            controller=1,
+            controller_epoch=1,
+            reason="controller moved",
+        ),
+    ]
+    r = control.analyse(events, tol_ms=5)
+    assert r.tenures[0].end_reason == "superseded"
+    assert r.tenures[0].overlap_ms == 10
+    assert r.deaths == []
+
+
+def test_broker_losses_kill_stop_and_bounce() -> None:
+    events = [
+        *start(),
+        # SIGKILL of broker 3: the controller sees its registration go.
+        ev(7000, 1, "broker_change", controller_epoch=1, new=[], dead=[3], bounced=[]),
+        ev(9000, 3, "broker_registered"),
+        ev(9002, 1, "broker_change", controller_epoch=1, new=[3], dead=[], bounced=[]),
+        # A graceful stop of broker 2.
+        ev(12000, 2, "controlled_shutdown", attempt=1, remaining=0),
+        ev(12003, 2, "zookeeper_session", state="LOST"),
+        ev(12005, 1, "broker_change", controller_epoch=1, new=[], dead=[2], bounced=[]),
+        # Broker 3 restarted before its old session expired: a bounce.
+        ev(15000, 1, "broker_change", controller_epoch=1, new=[], dead=[], bounced=[3]),
+    ]
+    r = control.analyse(events)
+    got = [(i.kind, i.broker, i.lost_ts, i.cause, i.back_ts) for i in r.incidents]
+    assert got == [
+        ("broker", 3, 7000, "deregistered", 9000),
+        ("broker", 2, 12003, "controlled shutdown", None),
+        ("broker", 3, 15000, "bounced", 15000),
+    ]
+    assert [(d.broker, d.lost_ts, d.back_ts) for d in r.deaths] == [
+        (2, 12003, None),
+        (3, 7000, 9000),
+        (3, 15000, 15000),
+    ]
+    assert all(i.controller_epoch == 1 for i in r.incidents)
+
+
+def test_repeated_lines_are_dropped_and_counted() -> None:
+    once = control.analyse(killed_controller())
+    twice = control.analyse(killed_controller() + killed_controller()[3:8])
+    assert twice.duplicates == 5
+    assert twice.tenures == once.tenures
+    assert twice.incidents == once.incidents
+
+
+def test_an_epoch_elected_twice_is_an_anomaly() -> None:
+    r = control.analyse([*start(), elected(100, 2, 1)])
+    assert r.anomalies == {"duplicate_epoch": 1}
+    assert [t.broker for t in r.tenures] == [1]
+
+
+def test_topic_deletions_are_collected() -> None:
+    r = control.analyse([*start(), ev(50, 1, "topic_deleted", topic="t", controller_epoch=1)])
+    assert r.deletions == {"t": [50]}

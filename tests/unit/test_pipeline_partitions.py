@@ -1,0 +1,293 @@
+"""One partition's history walked into windows, churn counts and balance (pure)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from pipeline import partitions as pp
+from pipeline.control import Death
+
+_hash = itertools.count(1)
+
+
+def state(
+    ts: int,
+    leader: int,
+    epoch: int,
+    isr: list[int],
+    reason: str,
+    *,
+    replicas: list[int] | None = (1, 2, 3),  # type: ignore[assignment]
+    gen: int = 0,
+    cepoch: int = 1,
+    topic: str = "t",
+    partition: int = 0,
+) -> dict[str, Any]:
+    return {
+        "cluster": "c",
+        "topic": topic,
+        "partition": partition,
+        "gen": gen,
+        "leader_epoch": epoch,
+        "rank": pp.RANK_STATE,
+        "zk_version": None,
+        "ts": ts,
+        "broker": 9,
+        "leader": leader,
+        "isr": isr,
+        "replicas": list(replicas) if replicas is not None else None,
+        "controller_epoch": cepoch,
+        "reason": reason,
+        "h1": next(_hash),
+        "h2": 0,
+    }
+
+
+def applied(ts: int, leader: int, epoch: int, **kw: Any) -> dict[str, Any]:
+    r = state(ts, leader, epoch, [leader], "x", **kw)
+    r.update(rank=pp.RANK_APPLIED, broker=leader, reason=None, controller_epoch=None)
+    return r
+
+
+def isr(ts: int, leader: int, epoch: int, isr_: list[int], zkv: int, **kw: Any) -> dict[str, Any]:
+    r = state(ts, leader, epoch, isr_, "x", **kw)
+    r.update(
+        rank=pp.RANK_ISR,
+        zk_version=zkv,
+        broker=leader,
+        reason=None,
+        replicas=None,
+        controller_epoch=None,
+    )
+    return r
+
+
+def rows(*items: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """As Spark hands them to the walker: sorted by generation, epoch, rank, version, time."""
+    out = [tuple(i[f] for f in pp.ROW_FIELDS) for i in items]
+    return sorted(
+        out,
+        key=lambda r: (
+            r[pp.C_TOPIC],
+            r[pp.C_PARTITION],
+            r[pp.C_GEN],
+            r[pp.C_EPOCH],
+            r[pp.C_RANK],
+            r[pp.C_ZKV] or 0,
+            r[pp.C_TS],
+        ),
+    )
+
+
+def ctx(
+    *deaths: Death, end: int = 10_000, deletions: dict[str, list[int]] | None = None, tol: int = 5
+) -> pp.WalkContext:
+    by: dict[int, list[Death]] = {}
+    for d in deaths:
+        by.setdefault(d.broker, []).append(d)
+    return pp.WalkContext(
+        deaths={"c": by},
+        log_end={"c": end},
+        deletions={"c": deletions or {}},
+        buckets={"c": (0, 1000, 10)},
+        tol_ms=tol,
+    )
+
+
+def walk(
+    c: pp.WalkContext, *items: dict[str, Any]
+) -> tuple[pp.PartitionStats, list[dict[str, Any]]]:
+    balance = pp.BalanceDeltas(c.buckets)
+    st, windows = pp.walk_partition("c", "t", 0, rows(*items), c, balance)
+    return st, [dict(zip(pp.WINDOW_FIELDS, w, strict=True)) for w in windows]
+
+
+def test_isr_churn_and_under_replication() -> None:
+    st, windows = walk(
+        ctx(),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        applied(1, 1, 0),
+        isr(100, 1, 0, [1, 2], 1),
+        isr(200, 1, 0, [1, 2, 3], 2),
+        isr(300, 1, 0, [1], 3),
+    )
+    assert (st.isr_shrinks, st.isr_expands, st.leader_changes) == (2, 1, 0)
+    assert st.unavailable_windows == 0
+    under = [(w["start_ts"], w["end_ts"], w["open"]) for w in windows]
+    assert under == [(100, 200, False), (300, 10_000, True)]
+    assert st.under_replicated_ms == 100 + 9_700
+    assert (st.final_leader, st.final_leader_epoch, st.final_isr) == (1, 0, [1])
+
+
+def test_a_lost_leader_is_unavailable_from_its_loss_until_the_new_leader_applied() -> None:
+    st, windows = walk(
+        ctx(Death(1, 500, None, 7)),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        state(503, 2, 1, [2, 3], "offline", cepoch=1),
+        applied(509, 2, 1),
+    )
+    [w] = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert (w["start_ts"], w["end_ts"], w["incident_id"]) == (500, 509, 7)
+    assert (w["lost_leader"], w["recovered_leader"], w["recovered_reason"]) == (1, 2, "offline")
+    assert st.leader_changes == 1
+    assert st.unavailable_ms == 9
+
+
+def test_a_failover_without_a_leader_for_a_while_is_one_window() -> None:
+    # The new controller first takes the dead leader out (-1), then elects.
+    st, windows = walk(
+        ctx(Death(1, 500, None, 3)),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        state(520, -1, 1, [2, 3], "offline", cepoch=2),
+        state(530, 2, 2, [2, 3], "offline", cepoch=2),
+        applied(533, 2, 2),
+    )
+    un = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert [(w["start_ts"], w["end_ts"], w["incident_id"]) for w in un] == [(500, 533, 3)]
+    assert st.unavailable_windows == 1
+
+
+def test_clock_skew_cannot_reorder_one_decision_and_what_followed() -> None:
+    # The leader's clock runs 4 ms behind the controller's: its ISR change and its applied
+    # line carry times before the decision they follow. Epochs order them.
+    st, windows = walk(
+        ctx(Death(1, 500, None, 1)),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        state(506, 2, 1, [2, 3], "offline"),
+        applied(503, 2, 1),
+        isr(504, 2, 1, [2, 3, 1], 1),
+    )
+    assert (st.isr_shrinks, st.isr_expands) == (1, 1)
+    [un] = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert (un["start_ts"], un["end_ts"]) == (500, 506)  # applied "before" the decision: clamped
+    assert all(w["end_ts"] >= w["start_ts"] for w in windows)
+
+
+def test_repeated_lines_count_once() -> None:
+    a = state(0, 1, 0, [1, 2, 3], "new")
+    b = isr(100, 1, 0, [1, 2], 1)
+    st, _ = walk(ctx(), a, b, dict(b), dict(a))
+    assert st.duplicates == 2
+    assert st.states == 2
+    assert st.isr_shrinks == 1
+
+
+def test_a_loss_never_handled_leaves_an_open_window() -> None:
+    st, windows = walk(ctx(Death(1, 800, None, 2), end=5000), state(0, 1, 0, [1, 2, 3], "new"))
+    [w] = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert (w["start_ts"], w["end_ts"], w["open"], w["incident_id"]) == (800, 5000, True, 2)
+    assert st.open_unavailable
+
+
+def test_a_leader_moved_away_before_it_was_lost_was_no_outage() -> None:
+    # Preferred election at 500 moves leadership off broker 1; broker 1 dies at 502. The
+    # loss comes after the move: no window (no slack when the next state is not a loss's).
+    st, _ = walk(
+        ctx(Death(1, 502, None, 1)),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        state(500, 2, 1, [1, 2, 3], "preferred"),
+        applied(501, 2, 1),
+    )
+    assert st.unavailable_windows == 0
+
+
+def test_a_broker_back_before_the_state_that_elected_it_is_alive() -> None:
+    st, _ = walk(
+        ctx(Death(1, 100, 400, 1)),
+        state(0, 2, 0, [2, 3, 1], "new"),
+        state(402, 1, 1, [1, 3], "offline"),
+        applied(403, 1, 1),
+    )
+    assert st.unavailable_windows == 0
+
+
+def test_a_topic_being_deleted_is_not_unavailable_and_ends_at_its_deletion() -> None:
+    st, windows = walk(
+        ctx(deletions={"t": [900]}),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        state(800, -1, 1, [2, 3], "deleted"),
+        state(801, -1, 2, [3], "deleted"),
+    )
+    assert st.unavailable_windows == 0
+    assert st.under_replicated_windows == 0
+    assert windows == []
+
+
+def test_a_topic_created_again_is_a_new_generation() -> None:
+    st, windows = walk(
+        ctx(deletions={"t": [900]}),
+        state(0, 1, 0, [1, 2, 3], "new", gen=1),
+        state(800, 1, 1, [1, 2], "deleted", gen=1),
+        state(2000, 3, 0, [3, 1], "new", gen=2, replicas=[3, 1]),
+        applied(2001, 3, 0, gen=2),
+    )
+    assert st.generations == 2
+    assert (st.final_leader, st.final_leader_epoch, st.replicas) == (3, 0, [3, 1])
+    assert windows == []
+
+
+def test_without_a_replicas_field_every_replica_seen_in_an_isr_counts() -> None:
+    st, windows = walk(
+        ctx(),
+        state(0, 1, 0, [1, 2, 3], "new", replicas=None),
+        isr(100, 1, 0, [1, 3], 1),
+    )
+    assert st.replicas == [1, 2, 3]
+    assert [(w["kind"], w["start_ts"]) for w in windows] == [(pp.UNDER_REPLICATED, 100)]
+
+
+def test_applied_lines_without_a_decision_are_counted() -> None:
+    st, _ = walk(ctx(), state(0, 1, 0, [1, 2, 3], "new"), applied(50, 2, 5))
+    assert st.orphan_applied == 1
+
+
+def test_leader_balance_deltas_sum_to_the_final_leadership() -> None:
+    c = ctx(Death(1, 2500, None, 1), end=9_999)
+    balance = pp.BalanceDeltas(c.buckets)
+    pp.walk_partition(
+        "c",
+        "t",
+        0,
+        rows(
+            state(0, 1, 0, [1, 2, 3], "new"),
+            state(2503, 2, 1, [2, 3], "offline"),
+            applied(2504, 2, 1),
+            state(7000, 1, 2, [2, 3, 1], "preferred"),
+        ),
+        c,
+        balance,
+    )
+    pp.walk_partition(
+        "c",
+        "t",
+        1,
+        rows(
+            state(0, 3, 0, [3, 1], "new", replicas=[3, 1], partition=1),
+        ),
+        c,
+        balance,
+    )
+    totals: dict[tuple[int, int], int] = {}
+    for _cluster, broker, _k, dl, dp, dpl in balance.rows():
+        totals[(broker, 0)] = totals.get((broker, 0), 0) + dl
+        totals[(broker, 1)] = totals.get((broker, 1), 0) + dp
+        totals[(broker, 2)] = totals.get((broker, 2), 0) + dpl
+    leaders = {b: n for (b, what), n in totals.items() if what == 0 and n}
+    assert leaders == {1: 1, 3: 1}
+    assert {b: n for (b, what), n in totals.items() if what == 1 and n} == {1: 1, 3: 1}
+    assert {b: n for (b, what), n in totals.items() if what == 2 and n} == {1: 1, 3: 1}
+
+
+def test_walk_streams_many_partitions_and_tags_its_output() -> None:
+    c = ctx()
+    data = rows(
+        state(0, 1, 0, [1, 2, 3], "new", partition=0),
+        state(0, 2, 0, [2, 3, 1], "new", partition=1),
+        isr(10, 2, 0, [2, 3], 1, partition=1),
+    )
+    out = list(pp.walk(data, c))
+    tags = [t for t, _ in out]
+    assert tags.count("stats") == 2
+    assert tags.count("window") == 1
+    assert tags[-1] == "balance"

@@ -1,0 +1,471 @@
+"""`zkctl report`'s Spark job against logs with known answers.
+
+The generator (pipeline/generate.py) drives the controller's real state machines and keeps
+its own record of what happened, in true time; each broker's clock is off by up to
+SKEW_MS. The report reads only the logs. Times must agree within the clocks' disagreement;
+counts, epochs and final states exactly. Then the same logs, damaged (duplicated lines, a
+torn last line, garbage, lines of a newer schema, a clock far off), must give the same
+answers, with the damage counted.
+
+One Spark session (local[2], pipeline.testing) serves every test of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import generate, inputs, job, schema, stats, testing
+
+SKEW_MS = 3.0
+TOL = SKEW_MS + 1  # a logged ts is floor(true time + the broker's offset)
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    with testing.shared_session() as session:
+        yield session
+
+
+def report(spark: Any, out: Path, *logs: str, tol_ms: int = 50) -> dict[str, Any]:
+    options = job.ReportOptions(
+        sources=inputs.parse_log_args(list(logs)), out=str(out), tol_ms=tol_ms
+    )
+    return job.run(options, lambda _t: None, spark=spark).summary
+
+
+def table(spark: Any, out: Path, name: str) -> list[dict[str, Any]]:
+    return [r.asDict() for r in spark.read.parquet(str(out / name)).collect()]
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    root = tmp_path_factory.mktemp("gen")
+    truth = generate.generate(
+        generate.Options(
+            brokers=4, partitions=150, failovers=20, out=root / "logs", seed=7, skew_ms=SKEW_MS
+        )
+    )
+    return root / "logs", truth
+
+
+@pytest.fixture(scope="module")
+def clean(
+    spark: Any, generated: tuple[Path, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    logs, truth = generated
+    out = tmp_path_factory.mktemp("report")
+    summary = report(spark, out, f"sim={logs}")
+    return out, summary, truth
+
+
+def test_every_line_is_read_and_usable(clean: tuple[Path, dict[str, Any], dict[str, Any]]) -> None:
+    _out, summary, truth = clean
+    lines = summary["lines"]
+    assert lines["ok"] == truth["total_lines"]
+    assert sum(v for k, v in lines.items() if k not in ("ok", "duplicate")) == 0
+    assert lines["duplicate"] == 0
+
+
+def test_tenures_match_the_truth(
+    spark: Any, clean: tuple[Path, dict[str, Any], dict[str, Any]]
+) -> None:
+    out, _summary, truth = clean
+    got = sorted(table(spark, out, "tenures"), key=lambda t: t["epoch"])
+    want = truth["tenures"]
+    assert [(t["epoch"], t["broker"]) for t in got] == [(t["epoch"], t["broker"]) for t in want]
+    for g, w in zip(got, want, strict=True):
+        assert abs(g["start_ts"] - w["start"]) <= TOL, (g, w)
+        if w["end"] is None:
+            assert g["open"]
+            assert g["end_ts"] is None
+        else:
+            assert abs(g["end_ts"] - w["end"]) <= TOL, (g, w)
+            assert g["end_reason"] == w["end_reason"]
+        # A paused controller that came back resigned after its successor: a zombie.
+        assert (g["overlap_ms"] is not None) == ("resigned" in w), (g, w)
+    gaps = table(spark, out, "controller_gaps")
+    assert len(gaps) == len(want) - 1
+    for gap in gaps:
+        before = next(w for w in want if w["epoch"] == gap["before_epoch"])
+        after = next(w for w in want if w["epoch"] == gap["after_epoch"])
+        assert abs(gap["duration_ms"] - (before["start"] - after["end"])) <= 2 * TOL
+
+
+def test_incidents_match_the_truth(
+    spark: Any, clean: tuple[Path, dict[str, Any], dict[str, Any]]
+) -> None:
+    out, _summary, truth = clean
+    got = sorted(table(spark, out, "incidents"), key=lambda i: i["lost_ts"])
+    want = sorted(truth["incidents"], key=lambda i: i["lost"])
+    assert [(i["kind"], i["broker"]) for i in got] == [(i["kind"], i["broker"]) for i in want]
+    faults = {w["fault"] for w in want}
+    assert faults == set(generate.FAULTS), "the scenario should exercise every fault"
+    for g, w in zip(got, want, strict=True):
+        assert abs(g["lost_ts"] - w["lost"]) <= TOL, (g, w)
+        assert g["new_controller"] == w.get("new_controller"), (g, w)
+        assert g["new_epoch"] == w.get("new_epoch"), (g, w)
+        if w.get("new_controller_ts") is not None:
+            assert abs(g["new_controller_ts"] - w["new_controller_ts"]) <= TOL
+            assert abs(g["time_to_controller_ms"] - (w["new_controller_ts"] - w["lost"])) <= (
+                2 * TOL
+            )
+        assert g["affected_partitions"] == w["affected"], (g, w)
+        assert g["unrecovered"] == w["unrecovered"]
+        if w["all_leaders_ts"] is None:
+            assert g["all_leaders_ts"] is None
+        else:
+            assert abs(g["all_leaders_ts"] - w["all_leaders_ts"]) <= TOL, (g, w)
+            assert abs(g["time_to_leaders_ms"] - (w["all_leaders_ts"] - w["lost"])) <= 2 * TOL
+        if w["kind"] == "broker" and w["fault"] == "stop_broker":
+            assert g["cause"] == "controlled shutdown"
+        if w["fault"] == "pause_controller":
+            assert "zombie" in g["cause"]
+    assert any(w["affected"] for w in want), "some losses should leave partitions leaderless"
+
+
+def test_partitions_match_the_truth(
+    spark: Any, clean: tuple[Path, dict[str, Any], dict[str, Any]]
+) -> None:
+    out, summary, truth = clean
+    got = {f"{r['topic']}-{r['partition']}": r for r in table(spark, out, "partition_stats")}
+    want = truth["partitions"]
+    assert set(got) == set(want)
+    for key, w in want.items():
+        g = got[key]
+        for f in ("isr_shrinks", "isr_expands", "leader_changes", "unavailable_windows"):
+            assert g[f] == w[f], (key, f, g, w)
+        assert (g["final_leader"], g["final_leader_epoch"], g["final_isr"]) == (
+            w["final_leader"],
+            w["final_leader_epoch"],
+            w["final_isr"],
+        ), key
+        assert g["replicas"] == w["replicas"]
+        assert abs(g["unavailable_ms"] - w["unavailable_ms"]) <= 2 * TOL * max(
+            1, w["unavailable_windows"]
+        ), (key, g, w)
+    totals = truth["totals"]
+    c = summary["clusters"]["sim"]["partitions"]
+    assert c["isr_shrinks"] == totals["isr_shrinks"] > 0
+    assert c["isr_expands"] == totals["isr_expands"] > 0
+    assert c["unclean_elections"] == totals["unclean_elections"] > 0
+    windows = table(spark, out, "partition_windows")
+    unavailable = [w for w in windows if w["kind"] == "unavailable"]
+    assert len(unavailable) == totals["unavailable_windows"]
+    assert all(w["end_ts"] >= w["start_ts"] for w in windows)
+
+
+def test_fencing_is_counted(spark: Any, clean: tuple[Path, dict[str, Any], dict[str, Any]]) -> None:
+    out, summary, truth = clean
+    fencing = table(spark, out, "fencing")
+    requests = [f for f in fencing if f["event"] == "request_rejected"]
+    assert len(requests) == truth["totals"]["rejected_requests"] > 0
+    assert all(f["error"] == "STALE_CONTROLLER_EPOCH" for f in requests)
+    assert summary["clusters"]["sim"]["fencing"]["total"] == len(fencing)
+
+
+def test_summary_percentiles_are_the_incidents(
+    spark: Any, clean: tuple[Path, dict[str, Any], dict[str, Any]]
+) -> None:
+    out, summary, _truth = clean
+    incidents = table(spark, out, "incidents")
+    for key, column in (
+        ("to_new_controller", "time_to_controller_ms"),
+        ("to_all_leaders", "time_to_leaders_ms"),
+    ):
+        want = stats.summarize(i[column] for i in incidents)
+        assert summary["failover_latency_ms"][key] == want
+        assert want["count"] > 0
+
+
+def test_leader_balance_counts_every_partition(
+    spark: Any, clean: tuple[Path, dict[str, Any], dict[str, Any]]
+) -> None:
+    out, _summary, truth = clean
+    rows = table(spark, out, "leader_balance")
+    last = max(r["bucket"] for r in rows)
+    final = [r for r in rows if r["bucket"] == last]
+    # At the end every partition is led by someone (or counted as leaderless, broker -1)...
+    assert sum(r["leaders"] for r in final) == len(truth["partitions"])
+    # ...and prefers exactly one broker; the leaders match the truth's final leaders.
+    assert sum(r["preferred"] for r in final) == len(truth["partitions"])
+    by_broker = {r["broker"]: r["leaders"] for r in final}
+    for b in {p["final_leader"] for p in truth["partitions"].values()}:
+        want = sum(1 for p in truth["partitions"].values() if p["final_leader"] == b)
+        assert by_broker.get(b) == want
+
+
+def test_html_report_shows_the_summary(clean: tuple[Path, dict[str, Any], dict[str, Any]]) -> None:
+    out, summary, _truth = clean
+    page = (out / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<svg" in page
+    lat = summary["failover_latency_ms"]["to_new_controller"]
+    for p in ("p50", "p99"):
+        assert f"{lat[p]:,.0f} ms" in page
+    assert json.loads((out / "summary.json").read_text()) == json.loads(
+        json.dumps(summary, default=str)
+    )
+
+
+# --- damaged input --------------------------------------------------------------------------
+
+
+def _analysis(spark: Any, out: Path) -> dict[str, Any]:
+    """What a report concluded, without timings of its own making."""
+    return {
+        "tenures": sorted(
+            (t["epoch"], t["broker"], t["start_ts"], t["end_ts"], t["end_reason"])
+            for t in table(spark, out, "tenures")
+        ),
+        "incidents": sorted(
+            (i["kind"], i["broker"], i["lost_ts"], i["affected_partitions"], i["all_leaders_ts"])
+            for i in table(spark, out, "incidents")
+        ),
+        "partitions": sorted(
+            tuple(
+                r[k]
+                for k in (
+                    "topic",
+                    "partition",
+                    "isr_shrinks",
+                    "isr_expands",
+                    "leader_changes",
+                    "unavailable_ms",
+                    "unavailable_windows",
+                    "under_replicated_ms",
+                    "final_leader",
+                    "final_leader_epoch",
+                )
+            )
+            for r in table(spark, out, "partition_stats")
+        ),
+        "fencing": len(table(spark, out, "fencing")),
+    }
+
+
+def test_damaged_logs_give_the_same_answers_and_the_damage_is_counted(
+    spark: Any,
+    generated: tuple[Path, dict[str, Any]],
+    clean: tuple[Path, dict[str, Any], dict[str, Any]],
+    tmp_path: Path,
+) -> None:
+    logs, _truth = generated
+    damaged = tmp_path / "logs"
+    shutil.copytree(logs, damaged)
+    files = sorted(damaged.rglob("state-change.log"))
+    # The same lines twice: one broker's whole file shipped again, and single lines repeated.
+    copy = damaged / "again" / "state-change.log.1"
+    copy.parent.mkdir()
+    shutil.copy(files[0], copy)
+    repeated = 0
+    for f in files[1:]:
+        lines = f.read_text().splitlines(keepends=True)
+        out_lines = []
+        for i, line in enumerate(lines):
+            out_lines.append(line)
+            if i % 97 == 0:
+                out_lines.append(line)
+                repeated += 1
+        f.write_text("".join(out_lines))
+    duplicates = len(files[0].read_text().splitlines()) + repeated
+    # Garbage, a newer schema, an unknown event, a line missing a field, and a torn end.
+    extra = [
+        "not json at all\n",
+        '{"ts": 1, "v": 1, "broker": 1, "event": "partition_state", "topic": "t"}\n',
+        '{"ts": 5, "v": 2, "broker": 1, "event": "partition_state", "shape": "new"}\n',
+        '{"ts": 5, "v": 3, "broker": 2, "event": "brand_new_event"}\n',
+        '{"ts": 6, "v": 1, "broker": 2, "event": "some_future_event"}\n',
+        '{"ts": "yesterday", "v": 1, "broker": 2, "event": "controller_seen"}\n',
+        "[1, 2, 3]\n",
+        "\n",
+    ]
+    with files[1].open("a") as f:
+        f.writelines(extra)
+        f.write('{"ts":1800000000123,"v":1,"broker":2,"event":"leader_and_is')  # no newline
+    out = tmp_path / "report"
+    summary = report(spark, out, f"sim={damaged}")
+    lines = summary["lines"]
+    assert lines["duplicate"] == duplicates
+    assert lines["torn"] == 1
+    assert lines["newer_version"] == 2
+    assert lines["unknown_event"] == 1
+    assert lines["invalid"] == 1
+    assert lines["malformed"] == 3
+    assert lines["blank"] == 1
+    clean_out, _s, _t = clean
+    assert _analysis(spark, out) == _analysis(spark, clean_out)
+    rejected = table(spark, out, "rejected_lines")
+    assert sorted(r["status"] for r in rejected) == sorted(
+        ["malformed"] * 3 + ["invalid", "newer_version", "newer_version", "unknown_event", "torn"]
+    )
+    torn = next(r for r in rejected if r["status"] == "torn")
+    assert torn["line"].endswith('"event":"leader_and_is')
+
+
+def test_clocks_far_apart_change_no_count(spark: Any, tmp_path: Path) -> None:
+    """Brokers' clocks 25 ms apart: events of one decision land out of time order across
+    logs, yet ordering by epoch gives every ISR change, leader change and final state."""
+    truth = generate.generate(
+        generate.Options(
+            brokers=3, partitions=60, failovers=10, out=tmp_path / "logs", seed=11, skew_ms=25
+        )
+    )
+    out = tmp_path / "report"
+    summary = report(spark, out, f"skewed={tmp_path / 'logs'}", tol_ms=100)
+    got = {f"{r['topic']}-{r['partition']}": r for r in table(spark, out, "partition_stats")}
+    for key, w in truth["partitions"].items():
+        g = got[key]
+        for f in ("isr_shrinks", "isr_expands", "leader_changes", "unavailable_windows"):
+            assert g[f] == w[f], (key, f)
+        assert g["final_isr"] == w["final_isr"]
+    incidents = sorted(table(spark, out, "incidents"), key=lambda i: i["lost_ts"])
+    want = sorted(truth["incidents"], key=lambda i: i["lost"])
+    assert [(i["broker"], i["affected_partitions"]) for i in incidents] == [
+        (i["broker"], i["affected"]) for i in want
+    ]
+    assert summary["lines"]["ok"] == truth["total_lines"]
+
+
+def test_several_clusters_are_kept_apart(
+    spark: Any, generated: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    logs, truth = generated
+    out = tmp_path / "report"
+    summary = report(spark, out, f"east={logs}", f"west={logs}")
+    assert set(summary["clusters"]) == {"east", "west"}
+    for c in summary["clusters"].values():
+        assert c["controller"]["tenures"] == len(truth["tenures"])
+        assert c["controller"]["anomalies"] == {}
+        assert c["lines"]["duplicate"] == 0
+
+
+# --- the classifier on Spark agrees with the Python one ---------------------------------------
+
+CORPUS = [
+    '{"ts":1,"v":1,"broker":1,"event":"controller_seen","controller":2,"reason":"x"}',
+    '{"ts":1,"v":1,"broker":1,"event":"controller_seen"}',
+    '{"ts":1,"v":1,"broker":1,"event":"controller_seen","controller":null}',
+    '{"ts":1,"v":1,"broker":1,"event":"controller_seen","controller":2.0}',
+    '{"ts":1,"v":1,"broker":1,"event":"controller_seen","controller":true}',
+    '{"ts":1,"v":1,"broker":1,"event":"controller_seen","controller":"2"}',
+    '{"ts":1,"v":1,"broker":1,"event":"controller_seen","controller":4294967296}',
+    '{"ts":1.5,"v":1,"broker":1,"event":"controller_seen","controller":1}',
+    '{"ts":99999999999999999999,"v":1,"broker":1,"event":"controller_seen","controller":1}',
+    '{"ts":1,"v":0,"broker":1,"event":"controller_seen","controller":1}',
+    '{"ts":1,"v":2,"broker":1,"event":"controller_seen","controller":"anything"}',
+    '{"ts":1,"v":1,"broker":1,"event":"nope"}',
+    '{"ts":1,"v":1,"broker":1}',
+    '{"ts":1,"v":1,"event":"controller_seen","controller":1}',
+    '{"ts":1,"v":1,"broker":1,"event":"isr_change","topic":"t","partition":0,"leader":1,'
+    '"leader_epoch":0,"isr":[1,null]}',
+    '{"ts":1,"v":1,"broker":1,"event":"isr_change","topic":"t","partition":0,"leader":1,'
+    '"leader_epoch":0,"isr":"1,2"}',
+    '{"ts":1,"v":1,"broker":1,"event":"isr_change","topic":5,"partition":0,"leader":1,'
+    '"leader_epoch":0,"isr":[1]}',
+    '{"ts":1,"v":1,"broker":1,"event":"partition_state","topic":"t","partition":0,'
+    '"leader":1,"leader_epoch":0,"isr":[1],"controller_epoch":1}',
+    '{"ts":1,"v":1,"broker":1,"event":"broker_change","controller_epoch":1,"new":[],'
+    '"dead":[2],"extra":{"nested":[1,2]}}',
+    '{"ts":1,"v":1,"broker":1,"event":"controller_failover","controller_epoch":1,"total_ms":"NaN"}',
+    '{"ts":1,"v":1,"broker":1,"event":"controller_failover","controller_epoch":1,'
+    '"total_ms":"fast"}',
+    "{}",
+    "[]",
+    "null",
+    '"text"',
+    "{bad json",
+    "   ",
+    "",
+]
+
+
+def test_spark_and_python_classify_alike(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "state-change.log"
+    path.write_text("\n".join(CORPUS) + "\n")
+    lines = job.read_lines(spark, [inputs.resolve(inputs.LogSource("c", str(path)))])
+    got = {
+        (r["line"] if r["status"] != "blank" else ""): (r["status"], r["detail"])
+        for r in job.classify(lines, []).collect()
+        if r["status"] != "ok"
+    }
+    for text in CORPUS:
+        want = schema.classify_line(text)
+        if want.status == "ok":
+            assert text not in got, text
+            continue
+        key = "" if want.status == "blank" else text
+        status, detail = got[key]
+        assert status == want.status, (text, status, want)
+        if status in ("invalid", "unknown_event"):
+            assert detail == want.detail, (text, detail, want)
+
+
+def test_logs_with_nothing_usable_are_an_error(spark: Any, tmp_path: Path) -> None:
+    (tmp_path / "state-change.log").write_text("garbage\n{}\n")
+    with pytest.raises(job.ReportError, match="no usable state-change log lines"):
+        report(spark, tmp_path / "out", str(tmp_path))
+
+
+def test_a_topic_deleted_and_created_again_is_two_generations(spark: Any, tmp_path: Path) -> None:
+    """Leader epochs restart at 0 when a topic is created again: each incarnation is walked
+    on its own, and a topic being deleted is neither unavailable nor under-replicated."""
+
+    def line(ts: int, broker: int, event: str, **f: Any) -> str:
+        return json.dumps({"ts": ts, "v": 1, "broker": broker, "event": event, **f})
+
+    def ps(ts: int, leader: int, epoch: int, isr: list[int], reason: str) -> str:
+        return line(
+            ts,
+            1,
+            "partition_state",
+            topic="t",
+            partition=0,
+            leader=leader,
+            leader_epoch=epoch,
+            isr=isr,
+            replicas=[1, 2],
+            controller_epoch=1,
+            reason=reason,
+        )
+
+    lines = [
+        line(0, 1, "controller_elected", controller=1, controller_epoch=1),
+        ps(10, 1, 0, [1, 2], "new"),
+        ps(5000, -1, 1, [2], "deleted"),
+        ps(5001, -1, 2, [2], "deleted"),
+        line(5100, 1, "topic_deleted", topic="t", controller_epoch=1),
+        ps(9000, 2, 0, [2], "new"),
+        line(
+            9500,
+            1,
+            "isr_change",
+            topic="t",
+            partition=0,
+            leader=2,
+            leader_epoch=0,
+            isr=[2, 1],
+            zk_version=1,
+            why="replica 1 caught up",
+        ),
+        line(10000, 2, "broker_registered", broker_epoch=5),
+    ]
+    (tmp_path / "state-change.log").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    report(spark, out, str(tmp_path))
+    [st] = table(spark, out, "partition_stats")
+    assert st["generations"] == 2
+    assert (st["final_leader"], st["final_leader_epoch"], st["final_isr"]) == (2, 0, [2, 1])
+    assert st["unavailable_windows"] == 0
+    windows = table(spark, out, "partition_windows")
+    # Only the new incarnation's start, with one replica of two in its ISR.
+    assert [(w["kind"], w["start_ts"], w["end_ts"]) for w in windows] == [
+        ("under_replicated", 9000, 9500)
+    ]
