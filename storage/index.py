@@ -17,8 +17,10 @@ last entry (a consumer or follower at the log's end).
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
+import threading
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -38,6 +40,9 @@ class TimestampEntry(NamedTuple):
     offset: int
 
 
+_OPENING = threading.Lock()
+
+
 def _open_append(path: Path) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
 
@@ -51,11 +56,30 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // self.entry_size)
-        self._fd = _open_append(path)
-        size = os.fstat(self._fd).st_size
+        # The file descriptor is opened on first use (Kafka's lazy index): a broker with
+        # 10,000 partitions that are mostly idle would otherwise hold 20,000 more open
+        # files, past a common 20,000 limit.
+        fd = _open_append(path)
+        try:
+            size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        self._fd = -1
+        self._closed = False
         #: a file that is not a whole number of entries (a torn write) is corrupt
         self.torn = size % self.entry_size != 0
         self.entries = size // self.entry_size
+
+    def _file(self) -> int:
+        fd = self._fd
+        if fd >= 0:
+            return fd
+        with _OPENING:  # two readers racing to open would leak a descriptor
+            if self._fd < 0:
+                if self._closed:
+                    raise OSError(errno.EBADF, f"{self.path} is closed")
+                self._fd = _open_append(self.path)
+            return self._fd
 
     @property
     def is_full(self) -> bool:
@@ -67,13 +91,13 @@ class _Index:
 
     def _read(self, slot: int) -> bytes:
         size = self.entry_size
-        data = os.pread(self._fd, size, slot * size)
+        data = os.pread(self._file(), size, slot * size)
         if len(data) != size:
             raise OSError(f"short read of entry {slot} of {self.path}")
         return data
 
     def _truncate_entries(self, entries: int) -> None:
-        os.ftruncate(self._fd, entries * self.entry_size)
+        os.ftruncate(self._file(), entries * self.entry_size)
         self.entries = entries
         self.torn = False
 
@@ -86,9 +110,13 @@ class _Index:
         raise NotImplementedError
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        if self._closed:
+            raise OSError(errno.EBADF, f"{self.path} is closed")
+        if self._fd >= 0:  # never opened here: nothing written by this process to sync
+            os.fsync(self._fd)
 
     def close(self) -> None:
+        self._closed = True
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -125,7 +153,7 @@ class OffsetIndex(_Index):
             raise ValueError(
                 f"offset index {self.path}: entry {offset} is not above {self.last_entry.offset}"
             )
-        os.write(self._fd, _OFFSET_ENTRY.pack(offset - self.base_offset, position))
+        os.write(self._file(), _OFFSET_ENTRY.pack(offset - self.base_offset, position))
         self.entries += 1
         self.last_entry = IndexEntry(offset, position)
 
@@ -205,7 +233,7 @@ class TimeIndex(_Index):
             raise ValueError(
                 f"time index {self.path}: entry offset {offset} is below {last.offset}"
             )
-        os.write(self._fd, _TIME_ENTRY.pack(timestamp, offset - self.base_offset))
+        os.write(self._file(), _TIME_ENTRY.pack(timestamp, offset - self.base_offset))
         self.entries += 1
         self.last_entry = TimestampEntry(timestamp, offset)
 

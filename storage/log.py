@@ -737,6 +737,9 @@ class PartitionLog:
         """fsync the segments (and indexes) holding offsets from the recovery point up
         to ``offset`` (default: the log end), then move the recovery point there. The
         fsyncs run outside the lock: appends go on meanwhile."""
+        # The epoch entries first: once the recovery point passes a batch, recovery no
+        # longer re-reads its epoch from it.
+        self.epoch_cache.flush()
         with self._lock:
             if self._closed:
                 return
@@ -783,6 +786,7 @@ class PartitionLog:
         with self._lock:
             if self._closed:
                 return
+            self.epoch_cache.flush()
             self._closed = True
             self._segments[-1].on_become_inactive()
             for segment in self._segments:

@@ -85,6 +85,7 @@ def test_cache_matches_the_model(
         assert starts == sorted(starts)
     for requested in queries:
         assert cache.end_offset_for(requested, 100) == model.end_offset_for(requested, 100)
+    cache.flush()  # assignments are written lazily; truncations at once
     reloaded = LeaderEpochCache(path) if path.exists() else LeaderEpochCache(None)
     assert reloaded.entries() == cache.entries()
 
@@ -123,6 +124,7 @@ def test_checkpoint_file_is_kafkas_text_format(tmp_path: Path) -> None:
     cache = LeaderEpochCache(path)
     cache.assign(0, 0)
     cache.assign(3, 120)
+    cache.flush()
     assert path.read_text() == "0\n2\n0 0\n3 120\n"
     cache.truncate_from_start(50)
     assert path.read_text() == "0\n2\n0 50\n3 120\n"
@@ -139,3 +141,16 @@ def test_malformed_checkpoints_are_refused(tmp_path: Path, text: str) -> None:
     path.write_text(text)
     with pytest.raises(CheckpointError, match="leader-epoch-checkpoint"):
         LeaderEpochCache(path)
+
+
+def test_an_assignment_is_written_by_flush_and_a_truncation_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "leader-epoch-checkpoint"
+    cache = LeaderEpochCache(path)
+    cache.assign(1, 0)
+    cache.assign(2, 10)
+    assert not path.exists()  # no fsync per new leader: written when the log flushes
+    cache.flush()
+    assert LeaderEpochCache(path).entries() == cache.entries()
+    cache.assign(3, 20)
+    cache.truncate_from_end(15)  # a truncation is written at once (with what came before)
+    assert LeaderEpochCache(path).entries() == cache.entries() == [(1, 0), (2, 10)]

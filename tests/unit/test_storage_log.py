@@ -72,6 +72,7 @@ def test_append_and_read_back(tmp_path: Path) -> None:
     assert data == b"".join(sent)  # byte for byte as assigned (offsets, epoch patched)
     assert batches_of(data) == [(0, 0), (1, 3), (4, 5)]
     assert {h.partition_leader_epoch for h in iter_batches(data)} == {5}
+    log.flush()  # the epoch checkpoint is written with the first flush
     files = sorted(os.listdir(tmp_path / "orders-0"))
     assert files == [
         "00000000000000000000.index",
@@ -480,15 +481,22 @@ def test_flush_moves_the_recovery_point(tmp_path: Path, monkeypatch: pytest.Monk
     log = open_log(tmp_path / "t-0", flush_messages=5)
     produce(log, count=3)
     assert log.recovery_point == 0
-    assert synced == ["leader-epoch-checkpoint.tmp", "t-0"]  # the epoch's start, not data
-    synced.clear()
+    assert synced == []  # neither data nor the epoch's start: both wait for a flush
     produce(log, count=3)  # 6 unflushed >= flush.messages
     assert log.recovery_point == 6
-    assert synced[:3] == [
+    # The epoch entries first (recovery will not re-read these batches), then the log; not
+    # the indexes: too few bytes for an entry, so never opened, nothing to sync.
+    assert synced[:4] == [
+        "leader-epoch-checkpoint.tmp",
+        "t-0",
         "00000000000000000000.log",
-        "00000000000000000000.index",
-        "00000000000000000000.timeindex",
+        "t-0",
     ]
+    synced.clear()
+    produce(log, count=1, size=5000)  # past index.interval.bytes: the next batch is indexed
+    produce(log, count=4)
+    assert synced[0] == "00000000000000000000.log"
+    assert "00000000000000000000.index" in synced
     synced.clear()
     log.flush()
     assert not synced  # nothing new to flush
@@ -553,3 +561,21 @@ def test_reads_beside_appends_see_whole_valid_batches(tmp_path: Path) -> None:
         thread.join()
     assert not errors, errors[0]
     assert len(log.segment_base_offsets()) > 3
+
+
+def test_epochs_not_yet_written_are_rebuilt_by_recovery_after_a_crash(tmp_path: Path) -> None:
+    """A new leader's epoch start is not fsynced at once; a crash before the log's flush
+    loses nothing: recovery reads the epochs of the batches above the recovery point."""
+    log = open_log(tmp_path / "t-0")
+    produce(log, count=2, epoch=1)
+    log.flush()  # epochs up to here durable, recovery point 2
+    log.assign_epoch_start_offset(4, 2)  # a new leader
+    produce(log, count=3, epoch=4)
+    log.assign_epoch_start_offset(6, 5)  # another; no batch in it before the crash
+    # The crash: nothing more is written; the files are reopened as they are.
+    again = PartitionLog(tmp_path / "t-0", LogConfig(), recovery_point=2)
+    assert again.epoch_cache.entries() == [(1, 0), (4, 2)]
+    assert again.end_offset_for_epoch(1) == (1, 2)
+    assert again.end_offset_for_epoch(4) == (4, 5)  # where epoch 6 would have said it ends
+    log.close()
+    again.close()
