@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,16 +61,39 @@ def segment_paths(directory: Path, base_offset: int) -> tuple[Path, Path, Path]:
     )
 
 
+_OPENING = threading.Lock()  # a descriptor opened twice by racing readers would leak
+
+
 class SegmentFile:
     """A segment's open ``.log`` file. Its descriptor stays valid until ``close()``; a
     deleted segment is closed only after ``file.delete.delay.ms``, so a FileRegion handed
     out just before a deletion can still be read."""
 
-    __slots__ = ("fd", "path")
+    __slots__ = ("_closed", "_fd", "initial_size", "path")
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        # Opened on first use: a broker with 100,000 partitions, most of them idle, would
+        # otherwise hold 100,000 open files (a common limit is 20,000).
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            self.initial_size = os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+        self._fd = -1
+        self._closed = False
+
+    @property
+    def fd(self) -> int:
+        """The descriptor, opened now if need be; -1 once closed (so a use after close
+        fails with EBADF, as it always did)."""
+        fd = self._fd
+        if fd >= 0 or self._closed:
+            return fd
+        with _OPENING:
+            if self._fd < 0 and not self._closed:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+            return self._fd
 
     def pread(self, length: int, position: int) -> bytes:
         """Up to ``length`` bytes at ``position`` (fewer only at the end of the file)."""
@@ -86,10 +110,17 @@ class SegmentFile:
             got += len(more)
         return b"".join(parts)
 
+    def stat(self) -> os.stat_result:
+        """The file's status, without opening it if it is not open."""
+        fd = self._fd
+        return os.fstat(fd) if fd >= 0 else os.stat(self.path)
+
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        with _OPENING:
+            self._closed = True
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
 
 class FileRegion(NamedTuple):
@@ -154,7 +185,7 @@ class LogSegment:
         self.log = SegmentFile(log_path)
         self.offset_index = OffsetIndex(index_path, base_offset, max_index_bytes)
         self.time_index = TimeIndex(time_index_path, base_offset, max_index_bytes)
-        self.size = os.fstat(self.log.fd).st_size
+        self.size = self.log.initial_size
         #: a segment with data but no index files (Kafka rebuilds them)
         self.indexes_missing = indexes_missing and self.size > 0
         self.created_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -201,7 +232,7 @@ class LogSegment:
         retention.ms)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return int(os.fstat(self.log.fd).st_mtime * 1000)
+        return int(self.log.stat().st_mtime * 1000)
 
     def rolling_timestamp(self) -> int | None:
         """The first batch's maxTimestamp (segment.ms counts from it), if any."""
