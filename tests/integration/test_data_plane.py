@@ -261,13 +261,18 @@ def test_unclean_election_counts_the_data_it_loses(cluster_factory: ClusterFacto
     c.wait_partitions("t", lambda s: s[0].leader == -1, "offline", timeout=c.session_timeout_s + 30)
     c[b].start()  # out of the ISR, but unclean election is on: it leads, without the 50
     c.wait_partitions("t", lambda s: s[0].leader == b, "b elected uncleanly", timeout=60)
-    unclean = [
-        r
-        for x in c.brokers.values()
-        for r in x.state_changes("partition_state")
-        if r["reason"] == "unclean"
-    ]
-    assert [(r["topic"], r["partition"], r["leader"]) for r in unclean] == [("t", 0, b)]
+
+    def unclean() -> list[dict[str, object]]:
+        return [
+            r
+            for x in c.brokers.values()
+            for r in x.state_changes("partition_state")
+            if r["reason"] == "unclean"
+        ]
+
+    # The controller logs a state after ZooKeeper accepted it: the test may see it first.
+    rows = wait_for(unclean, 30, "the unclean election in the state-change log")
+    assert [(r["topic"], r["partition"], r["leader"]) for r in rows] == [("t", 0, b)]
     c[a].start()  # back as a follower: it truncates the 50 the unclean leader never had
     c.wait_partitions("t", lambda s: a in s[0].isr, "a back in the ISR", timeout=90)
     assert [r["offsets_lost"] for r in truncations(c[a])] == [50]
