@@ -109,6 +109,22 @@ class _Index:
     def _after_truncate(self) -> None:
         raise NotImplementedError
 
+    def _entry(self, slot: int) -> IndexEntry | TimestampEntry:
+        raise NotImplementedError
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove the entries with offsets >= ``offset`` (both kinds are sorted by offset)."""
+        lo, hi = 0, self.entries  # first slot whose offset >= offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._entry(mid).offset < offset:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < self.entries:
+            self._truncate_entries(lo)
+            self._after_truncate()
+
     def flush(self) -> None:
         if self._closed:
             raise OSError(errno.EBADF, f"{self.path} is closed")
@@ -173,19 +189,6 @@ class OffsetIndex(_Index):
             else:
                 hi = mid
         return found
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove the entries with offsets >= ``offset``."""
-        lo, hi = 0, self.entries  # first slot whose offset >= offset
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._entry(mid).offset < offset:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < self.entries:
-            self._truncate_entries(lo)
-            self._after_truncate()
 
     def sanity_problem(self, log_size: int) -> str | None:
         """Why this index cannot be trusted for a log of ``log_size`` bytes, or None."""
@@ -255,19 +258,6 @@ class TimeIndex(_Index):
             else:
                 hi = mid
         return found
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove the entries with offsets >= ``offset``."""
-        lo, hi = 0, self.entries
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._entry(mid).offset < offset:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < self.entries:
-            self._truncate_entries(lo)
-            self._after_truncate()
 
     def sanity_problem(self) -> str | None:
         if self.torn:
