@@ -14,6 +14,7 @@ to the checkpoint file (changes happen once per leader change, not per append).
 from __future__ import annotations
 
 import bisect
+import os
 import threading
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -43,19 +44,25 @@ class LeaderEpochCache:
     """The epoch -> start offset entries of one partition, persisted in ``path`` (None:
     in memory only)."""
 
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
+    __slots__ = ("_dirty", "_entries", "_lock", "_path")
+
+    def __init__(self, path: Path | str | None) -> None:
+        self._path = None if path is None else os.fspath(path)  # str: 100,000s of caches
         self._lock = threading.Lock()
         self._entries: list[EpochEntry] = []
         self._dirty = False  # entries assigned and not yet written
         if path is not None:
-            for epoch, offset in read_epoch_checkpoint(path):
+            for epoch, offset in read_epoch_checkpoint(Path(path)):
                 entry = EpochEntry(epoch, offset)
                 if self._entries and (
                     epoch <= self._entries[-1].epoch or offset < self._entries[-1].start_offset
                 ):
                     raise CheckpointError(f"{path}: entries not increasing at {entry}")
                 self._entries.append(entry)
+
+    @property
+    def path(self) -> Path | None:
+        return None if self._path is None else Path(self._path)
 
     # --- queries --------------------------------------------------------------------
 
@@ -127,7 +134,7 @@ class LeaderEpochCache:
             # their headers, and recovery re-reads the batches above the recovery point;
             # an epoch with no batches needs no entry (a later epoch starts where it
             # would have ended).
-            self._dirty = self.path is not None
+            self._dirty = self._path is not None
             return True
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -169,6 +176,6 @@ class LeaderEpochCache:
                 self._flush()
 
     def _flush(self) -> None:
-        if self.path is not None:
-            write_epoch_checkpoint(self.path, self._entries)
+        if self._path is not None:
+            write_epoch_checkpoint(Path(self._path), self._entries)
         self._dirty = False

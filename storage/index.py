@@ -43,23 +43,25 @@ class TimestampEntry(NamedTuple):
 _OPENING = threading.Lock()
 
 
-def _open_append(path: Path) -> int:
+def _open_append(path: str) -> int:
     return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
 
 
 class _Index:
     """What both indexes share: an append-only file of fixed-size sorted entries."""
 
+    # Slots and a str path: a broker keeps two indexes per partition, 100,000s of them.
+    __slots__ = ("_closed", "_fd", "_path", "base_offset", "entries", "max_entries", "torn")
     entry_size: int
 
-    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
-        self.path = path
+    def __init__(self, path: Path | str, base_offset: int, max_index_bytes: int) -> None:
+        self._path = os.fspath(path)
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_bytes // self.entry_size)
         # The file descriptor is opened on first use (Kafka's lazy index): a broker with
         # 10,000 partitions that are mostly idle would otherwise hold 20,000 more open
         # files, past a common 20,000 limit.
-        fd = _open_append(path)
+        fd = _open_append(self._path)
         try:
             size = os.fstat(fd).st_size
         finally:
@@ -78,8 +80,12 @@ class _Index:
             if self._fd < 0:
                 if self._closed:
                     raise OSError(errno.EBADF, f"{self.path} is closed")
-                self._fd = _open_append(self.path)
+                self._fd = _open_append(self._path)
             return self._fd
+
+    @property
+    def path(self) -> Path:
+        return Path(self._path)
 
     @property
     def is_full(self) -> bool:
@@ -138,16 +144,17 @@ class _Index:
             self._fd = -1
 
     def rename(self, path: Path) -> None:
-        os.rename(self.path, path)
-        self.path = path
+        os.rename(self._path, path)
+        self._path = os.fspath(path)
 
 
 class OffsetIndex(_Index):
     """Offset -> file position of the batch to start scanning from."""
 
+    __slots__ = ("last_entry",)
     entry_size = 8
 
-    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+    def __init__(self, path: Path | str, base_offset: int, max_index_bytes: int) -> None:
         super().__init__(path, base_offset, max_index_bytes)
         self.last_entry = IndexEntry(base_offset, 0)
         self._after_truncate()
@@ -210,9 +217,10 @@ class TimeIndex(_Index):
     ``timestamp``, so a search for the first record with timestamp >= T can start after
     the last entry whose timestamp is below T."""
 
+    __slots__ = ("last_entry",)
     entry_size = 12
 
-    def __init__(self, path: Path, base_offset: int, max_index_bytes: int) -> None:
+    def __init__(self, path: Path | str, base_offset: int, max_index_bytes: int) -> None:
         super().__init__(path, base_offset, max_index_bytes)
         self.last_entry: TimestampEntry | None = None
         self._after_truncate()

@@ -20,7 +20,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Final
@@ -35,7 +35,14 @@ from storage.checkpoints import (
     write_offset_checkpoint,
 )
 from storage.errors import LogDirLockedError, StorageError
-from storage.log import LONG_MAX, LogConfig, PartitionLog, RecoveryReport, parse_log_dir_name
+from storage.log import (
+    LONG_MAX,
+    LogConfig,
+    PartitionLog,
+    RecoveryReport,
+    log_dir_name,
+    parse_log_dir_name,
+)
 from storage.scheduler import Scheduler
 from zkdata.znodes import TopicPartition
 
@@ -79,6 +86,9 @@ class LogManager:
         self._dirs_to_sync: set[Path] = set()
         #: partitions per log directory: a new partition goes where there are fewest
         self._dir_counts: dict[Path, int] = {}
+        #: what each checkpoint file holds (partitions and offsets, in the same order)
+        self._checkpoint_lock = threading.Lock()
+        self._checkpointed: dict[Path, tuple[list[TopicPartition], list[int]]] = {}
         self._lock_fds: list[int] = []
         self._closed = False
         self._started = False
@@ -222,7 +232,7 @@ class LogManager:
             directory = min(self.log_dirs, key=lambda d: counts.get(d, 0))
             log_config = self._config_for(tp.topic) if config is None else _as_log_config(config)
             partition_log = PartitionLog(
-                directory / f"{tp.topic}-{tp.partition}",
+                os.path.join(directory, log_dir_name(tp.topic, tp.partition)),
                 log_config,
                 clean_shutdown=True,
                 defer=self.scheduler.defer,
@@ -270,17 +280,31 @@ class LogManager:
 
     # --- checkpoints --------------------------------------------------------------
 
-    def _logs_in(self, directory: Path) -> Iterable[PartitionLog]:
-        return [pl for pl in self.all_logs().values() if pl.dir.parent == directory]
+    def _logs_in(self, directory: Path) -> list[tuple[TopicPartition, PartitionLog]]:
+        logs = self.all_logs()
+        if len(self.log_dirs) == 1:
+            return list(logs.items())
+        wanted = os.fspath(directory)  # str compare: Path equality is slow over 100,000s
+        return [(tp, pl) for tp, pl in logs.items() if os.path.dirname(os.fspath(pl.dir)) == wanted]
 
     def _write_checkpoint(
         self, name: str, value: Callable[[PartitionLog], int], dirs: Iterable[Path]
     ) -> None:
         for directory in dirs:
-            offsets: Mapping[tuple[str, int], int] = {
-                (pl.topic, pl.partition): value(pl) for pl in self._logs_in(directory)
-            }
-            write_offset_checkpoint(directory / name, offsets)
+            logs = self._logs_in(directory)
+            partitions = [tp for tp, _ in logs]
+            offsets = [value(pl) for _, pl in logs]
+            path = directory / name
+            with self._checkpoint_lock:
+                # An idle broker with 100,000 partitions would rewrite (and fsync) the same
+                # megabytes every few seconds; a file that would not change is left alone.
+                if self._checkpointed.get(path) == (partitions, offsets):
+                    continue
+                by_partition = zip(partitions, offsets, strict=True)
+                write_offset_checkpoint(
+                    path, {(tp.topic, tp.partition): o for tp, o in by_partition}
+                )
+                self._checkpointed[path] = (partitions, offsets)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write each log's high watermark to its directory's

@@ -220,3 +220,31 @@ def test_new_partitions_share_one_fsync_of_their_log_directory(
     counts = {d: len(list(d.glob("t-*"))) for d in dirs}
     assert sorted(counts.values()) == [5, 6], counts
     manager.close()
+
+
+def test_a_checkpoint_is_rewritten_only_when_it_would_change(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d0", tmp_path / "d1"]
+    manager = LogManager(dirs, broker_config())
+    try:
+        produce(manager, A0, count=3)
+        produce(manager, B0, count=2)
+        manager.get_or_create(A1)
+        manager.checkpoint_high_watermarks()
+        files = [d / "replication-offset-checkpoint" for d in dirs]
+        held = {tp for f in files for tp in read_offset_checkpoint(f)}
+        assert held == {("a", 0), ("a", 1), ("b-with-dash", 0)}
+        for f in files:
+            os.utime(f, ns=(1, 1))  # a rewrite would show as a new mtime
+        manager.checkpoint_high_watermarks()
+        assert [f.stat().st_mtime_ns for f in files] == [1, 1]
+        log = manager.get_log(A0)
+        assert log is not None
+        log.update_high_watermark(2)
+        manager.checkpoint_high_watermarks()
+        home = next(f for f in files if (f.parent / "a-0").exists())
+        other = next(f for f in files if f is not home)
+        assert home.stat().st_mtime_ns != 1
+        assert other.stat().st_mtime_ns == 1
+        assert read_offset_checkpoint(home)[("a", 0)] == 2
+    finally:
+        manager.close()
