@@ -186,9 +186,10 @@ class KafkaApis:
     ) -> dict[TopicPartition, PartitionData]:
         """Read the fetch's partitions; with nothing to return and no error, wait out
         max_wait_ms (long polling, as Kafka does), reading again whenever partition state
-        changes. A follower's position is recorded once per round, after the wait, for
-        every partition it fetches (all of its session's, listed or not), so the ISR
-        sees it fetching while the wire carries nothing."""
+        changes. A follower's position is recorded once per round, after the wait: for
+        the partitions it lists, and through its session's clock for the others (whose
+        positions did not move), so the ISR sees it fetching while the wire carries
+        nothing; every position is recorded again after a look at every partition."""
         # Reading under the condition's lock: a change notified meanwhile is not missed.
         with self.fetch_wakeup:
             updates, answer_now, positions = self._read_fetch(ctx, replica_id, False)
@@ -220,8 +221,14 @@ class KafkaApis:
                     break
                 seen = self._fetch_generation
                 updates, answer_now, positions = self._read_fetch(ctx, replica_id, True)
-        if positions:
-            self.replicas.record_follower_fetches(replica_id, positions)
+        session = ctx.session
+        if replica_id >= 0 and session is not None and ctx.incremental:
+            self.replicas.record_follower_fetches(replica_id, positions, session.clock)
+            session.positions_unrecorded = False
+        elif positions:
+            self.replicas.record_follower_fetches(
+                replica_id, positions, None if session is None else session.clock
+            )
         return updates
 
     def _read_fetch(
@@ -270,6 +277,7 @@ class KafkaApis:
                 maybe = self._scan_session(session, follower)
                 session.checked_ms = now
                 session.checked_generation = generation
+                session.positions_unrecorded = follower
             else:
                 maybe = [
                     cp
@@ -296,7 +304,15 @@ class KafkaApis:
                     # A follower waits for records (or an error), not a high watermark.
                     if not follower or data["records"] or data["error_code"]:
                         answer_now = True
-            positions = list(session.positions.values())
+            if session.positions_unrecorded:
+                # This round looked at every partition: record every position (a follower
+                # back at the leader's log end rejoins the ISR without listing anything).
+                positions = list(session.positions.values())
+            else:
+                # The others did not move: the session's clock stands for them.
+                positions = [
+                    pos for tp in ctx.fetch_data if (pos := session.positions.get(tp)) is not None
+                ]
         return updates, answer_now, positions
 
     def _scan_session(self, session: FetchSession, follower: bool) -> list[CachedPartition]:

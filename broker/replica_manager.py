@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.config import TopicConfig
 from broker.state_change_log import StateChangeLog
@@ -48,6 +48,9 @@ from zkdata.znodes import (
     encode_partition_state,
     shared_ints,
 )
+
+if TYPE_CHECKING:
+    from broker.fetch_session import FetchClock
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +82,26 @@ class FollowerState:
     last_fetch_ms: int = 0
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = 0
+    # The session it fetches this partition in: while its position equals the leader's
+    # log end, it was caught up at the session's last fetch (see caught_up_ms).
+    clock: FetchClock | None = None
+
+    def caught_up_ms(self, leader_leo: int) -> int:
+        """When it was last caught up, counting the session's fetch rounds that did not
+        list this partition (its position unchanged) as Kafka counts every fetch."""
+        clock = self.clock
+        if (
+            clock is not None
+            and clock.ms > self.last_caught_up_ms
+            and self.fetch_offset >= leader_leo
+        ):
+            return clock.ms
+        return self.last_caught_up_ms
+
+    def settle(self, leader_leo: int) -> None:
+        """Called before the leader's log end moves past ``leader_leo``: fix the caught-up
+        time the session's rounds implied, before they stop implying it."""
+        self.last_caught_up_ms = self.caught_up_ms(leader_leo)
 
 
 @dataclass(slots=True)
@@ -366,13 +389,19 @@ class ReplicaManager:
         self.record_follower_fetches(replica_id, [(p, fetch_offset)])
 
     def record_follower_fetches(
-        self, replica_id: int, fetches: Iterable[tuple[Partition, int]]
+        self,
+        replica_id: int,
+        fetches: Iterable[tuple[Partition, int]],
+        clock: FetchClock | None = None,
     ) -> None:
-        """Note where a follower fetched from (its log end) in each partition of one fetch
+        """Note where a follower fetched from (its log end) in partitions of one fetch
         round, with one clock reading and one lock for all of them: add it to the ISR once
         caught up, and advance high watermarks its progress allows (waking producers
-        waiting for acks=all and consumers waiting for data)."""
+        waiting for acks=all and consumers waiting for data). With a session's ``clock``,
+        the round also counts for the session's partitions not listed here."""
         now = _now_ms()
+        if clock is not None:
+            clock.ms = now
         expand: list[Partition] = []
         advanced = False
         with self._lock:
@@ -384,7 +413,9 @@ class ReplicaManager:
                 if fetch_offset >= leader_leo:
                     state.last_caught_up_ms = now
                 elif fetch_offset >= state.last_fetch_leader_leo:
-                    state.last_caught_up_ms = state.last_fetch_ms
+                    state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+                if clock is not None:
+                    state.clock = clock
                 moved = fetch_offset != state.fetch_offset
                 state.fetch_offset = fetch_offset
                 state.last_fetch_ms = now
@@ -452,6 +483,10 @@ class ReplicaManager:
                 None,
                 (f"ISR {list(p.isr)} is smaller than min.insync.replicas"),
             )
+        if p.followers:
+            leader_leo = p.log.log_end_offset
+            for state in list(p.followers.values()):
+                state.settle(leader_leo)
         try:
             info = p.log.append_as_leader(records, p.leader_epoch)
         except RecordTooLargeError as e:
@@ -561,7 +596,8 @@ class ReplicaManager:
                     for r in p.isr
                     if r != self.broker_id
                     and r in p.followers
-                    and now - p.followers[r].last_caught_up_ms > self.replica_lag_time_max_ms
+                    and now - p.followers[r].caught_up_ms(p.log_end_offset)
+                    > self.replica_lag_time_max_ms
                 ]
                 if lagging:
                     candidates.append((p, tuple(r for r in p.isr if r not in lagging), lagging))

@@ -16,6 +16,7 @@ from broker.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
+    FetchClock,
     FetchResult,
     FetchSessionCache,
     IncrementalContext,
@@ -25,7 +26,7 @@ from broker.fetch_session import (
 )
 from broker.fetcher import FetchState, ReplicaFetcherThread
 from broker.metadata_cache import MetadataCache
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import FollowerState, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from wire.api import ApiKey
 from wire.errors import ErrorCode
@@ -681,13 +682,17 @@ def test_handler_long_polls_until_woken_by_a_change() -> None:
     assert set(response_partitions(got)) == {T0}
 
 
-def test_an_idle_incremental_round_reads_no_partition_but_records_them_all(
+def test_an_idle_incremental_round_reads_and_records_no_partition_but_moves_its_clock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     apis, replicas, _zk = make_leader([T0, T1, T2])
     conn = Loopback(apis)
     session_id = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0, T1: 0, T2: 0}))["session_id"]
     conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=1))  # a look
+    states = [replicas.partitions[tp].followers[FOLLOWER] for tp in (T0, T1, T2)]
+    clock = states[0].clock
+    assert clock is not None
+    assert all(state.clock is clock for state in states)
     reads: list[TopicPartition] = []
     recorded: list[int] = []
     leader_partition = replicas.leader_partition
@@ -697,21 +702,48 @@ def test_an_idle_incremental_round_reads_no_partition_but_records_them_all(
         reads.append(tp)
         return leader_partition(tp, epoch)
 
-    def counting_record(replica_id: int, fetches: Any) -> None:
+    def counting_record(replica_id: int, fetches: Any, clock: Any = None) -> None:
         fetches = list(fetches)
         recorded.append(len(fetches))
-        record(replica_id, fetches)
+        record(replica_id, fetches, clock)
 
     monkeypatch.setattr(replicas, "leader_partition", counting_read)
     monkeypatch.setattr(replicas, "record_follower_fetches", counting_record)
     for epoch in (2, 3, 4):
+        before = clock.ms
+        time.sleep(0.002)
         got = conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=epoch))
         assert got["responses"] == []
+        assert clock.ms > before
+        # Positions unchanged at the leader's log end: caught up as of this round.
+        assert [state.caught_up_ms(0) for state in states] == [clock.ms] * 3
     assert reads == []
-    assert recorded == [3, 3, 3]
+    assert recorded == [0, 0, 0]
     # A listed partition is read, and only it.
     conn.request(ApiKey.FETCH, 12, fetch_body({T1: 0}, session_id=session_id, epoch=5))
     assert reads == [T1]
+    # Forgotten, a partition no longer follows the session's clock.
+    conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=6, forgotten=[T2]))
+    assert states[2].clock is None
+    assert states[0].clock is clock
+
+
+def test_a_follower_counts_as_caught_up_through_its_session_only_at_the_log_end() -> None:
+    clock = FetchClock()
+    state = FollowerState(fetch_offset=10, last_fetch_ms=100, last_caught_up_ms=100, clock=clock)
+    clock.ms = 500  # rounds that did not list the partition
+    assert state.caught_up_ms(10) == 500  # the leader's log ends where the follower is
+    assert state.caught_up_ms(11) == 100  # data came: only listing moves it on
+    # The leader settles before appending: the rounds up to now counted.
+    state.settle(10)
+    clock.ms = 900  # later rounds, still at offset 10, behind the new log end of 12
+    assert state.caught_up_ms(12) == 500
+    assert state.last_caught_up_ms == 500
+    # An older clock never moves the time back.
+    state.last_caught_up_ms = 1000
+    assert state.caught_up_ms(10) == 1000
+    state.clock = None
+    assert state.caught_up_ms(10) == 1000
 
 
 def test_a_change_nobody_notifies_is_seen_at_the_next_full_look() -> None:
