@@ -70,6 +70,26 @@ def sessions_created(c: Cluster, leader: int, start: int | None = None) -> list[
     return [int(m.group(2)) for m in SESSION_CREATED.finditer(text)]
 
 
+def settled_sessions(
+    c: Cluster, leaders: tuple[int, ...], quiet_s: float = 2.0
+) -> dict[int, list[int]]:
+    """Each leader's sessions_created once no new session appeared for `quiet_s`: while
+    topics are being created a follower may still start its sessions over."""
+    seen: dict[int, list[int]] = {}
+    since = time.monotonic()
+
+    def quiet() -> bool:
+        nonlocal seen, since
+        now = {leader: sessions_created(c, leader) for leader in leaders}
+        if now != seen:
+            seen, since = now, time.monotonic()
+            return False
+        return time.monotonic() - since >= quiet_s
+
+    wait_for(quiet, 60, "fetch sessions to settle", interval=0.5)
+    return seen
+
+
 def test_isrs_stay_full_over_idle_incremental_fetches_and_a_restarted_follower_rejoins(
     cluster_factory: ClusterFactory,
 ) -> None:
@@ -119,7 +139,7 @@ def test_a_paused_follower_rejoins_the_isr_through_its_unchanged_session(
         60,
         "broker 3's sessions",
     )
-    before = {leader: sessions_created(c, leader) for leader in (1, 2)}
+    before = settled_sessions(c, (1, 2))
     c[3].pause()
     try:
         wait_for(
