@@ -8,6 +8,7 @@ appends. The indexes are described in ``storage.index``.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import struct
@@ -58,6 +59,8 @@ def segment_paths(directory: Path | str, base_offset: int) -> tuple[str, str, st
 
 
 _OPENING = threading.Lock()  # a descriptor opened twice by racing readers would leak
+_MATERIALIZING = threading.Lock()
+_CREATE_EMPTY: Final = os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
 
 
 class SegmentFile:
@@ -171,21 +174,26 @@ class LogSegment:
     """A segment's files and the little state kept about them in memory (sizes, the
     largest timestamp, the bytes since the last index entry)."""
 
+    # A new segment opens its file and index objects on first use: a broker creating
+    # 100,000 partitions, most of them idle, would hold ~800 bytes more for each.
     __slots__ = (
+        "_closed",
+        "_directory",
+        "_log",
+        "_max_index_bytes",
+        "_offset_index",
         "_rolling_timestamp",
+        "_time_index",
         "base_offset",
         "bytes_since_last_index_entry",
         "created_ms",
         "deleted",
         "index_interval_bytes",
         "indexes_missing",
-        "log",
         "max_timestamp",
-        "offset_index",
         "offset_of_max_timestamp",
         "roll_jitter_ms",
         "size",
-        "time_index",
     )
 
     def __init__(
@@ -197,25 +205,74 @@ class LogSegment:
         max_index_bytes: int,
         roll_jitter_ms: int = 0,
         now_ms: int | None = None,
+        empty: bool = False,
     ) -> None:
-        log_path, index_path, time_index_path = segment_paths(directory, base_offset)
+        """Open the segment's files (``empty``: they were just created empty, and are
+        opened on first use)."""
+        self._directory = os.fspath(directory)
+        self._max_index_bytes = max_index_bytes
+        self._closed = False
+        self._log: SegmentFile | None = None
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
+        self.created_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        self.bytes_since_last_index_entry = 0
+        self._rolling_timestamp: int | None = None  # the first batch's maxTimestamp
+        self.deleted = False
+        self.size = 0
+        self.indexes_missing = False
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+        if empty:
+            return
+        _, index_path, time_index_path = segment_paths(directory, base_offset)
         indexes_missing = not (os.path.exists(index_path) and os.path.exists(time_index_path))
-        self.log = SegmentFile(log_path)
-        self.offset_index = OffsetIndex(index_path, base_offset, max_index_bytes)
-        self.time_index = TimeIndex(time_index_path, base_offset, max_index_bytes)
+        self._open_files()
         self.size = self.log.initial_size
         #: a segment with data but no index files (Kafka rebuilds them)
         self.indexes_missing = indexes_missing and self.size > 0
-        self.created_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        self.bytes_since_last_index_entry = 0
         last_time = self.time_index.last_entry
-        self.max_timestamp = NO_TIMESTAMP if last_time is None else last_time.timestamp
-        self.offset_of_max_timestamp = -1 if last_time is None else last_time.offset
-        self._rolling_timestamp: int | None = None  # the first batch's maxTimestamp
-        self.deleted = False
+        if last_time is not None:
+            self.max_timestamp = last_time.timestamp
+            self.offset_of_max_timestamp = last_time.offset
+
+    def _open_files(self) -> SegmentFile:
+        with _MATERIALIZING:  # readers may race to open them
+            log = self._log
+            if log is not None:
+                return log
+            log_path, index_path, time_index_path = segment_paths(self._directory, self.base_offset)
+            log = SegmentFile(log_path)
+            self._offset_index = OffsetIndex(index_path, self.base_offset, self._max_index_bytes)
+            self._time_index = TimeIndex(time_index_path, self.base_offset, self._max_index_bytes)
+            if self._closed:  # a use after close fails as it always did (EBADF)
+                log.close()
+                self._offset_index.close()
+                self._time_index.close()
+            self._log = log  # last: the others are set once this is
+            return log
+
+    @property
+    def log(self) -> SegmentFile:
+        log = self._log
+        return log if log is not None else self._open_files()
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if self._log is None:
+            self._open_files()
+        assert self._offset_index is not None
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._log is None:
+            self._open_files()
+        assert self._time_index is not None
+        return self._time_index
 
     @classmethod
     def create(
@@ -230,8 +287,7 @@ class LogSegment:
     ) -> LogSegment:
         """A new, empty segment (any leftover files at that base offset are emptied)."""
         for path in segment_paths(directory, base_offset):
-            if os.path.exists(path):
-                os.truncate(path, 0)
+            os.close(os.open(path, _CREATE_EMPTY, 0o644))
         jitter = random.randint(0, segment_jitter_ms) if segment_jitter_ms > 0 else 0
         return cls(
             directory,
@@ -240,13 +296,17 @@ class LogSegment:
             max_index_bytes=max_index_bytes,
             roll_jitter_ms=jitter,
             now_ms=now_ms,
+            empty=True,
         )
 
     # --- properties -----------------------------------------------------------------
 
     @property
     def path(self) -> Path:
-        return self.log.path
+        log = self._log
+        if log is not None:
+            return log.path  # renamed .deleted, perhaps
+        return Path(segment_paths(self._directory, self.base_offset)[0])
 
     def largest_timestamp(self) -> int:
         """The largest timestamp in the segment, else the file's mtime (Kafka's rule for
@@ -338,6 +398,8 @@ class LogSegment:
 
     def next_offset(self) -> int:
         """The offset after the segment's last batch (its base offset if empty)."""
+        if self.size == 0:
+            return self.base_offset
         start = self.offset_index.last_entry.position
         last: BatchHeader | None = None
         for header in self.headers(start, self.size):
@@ -443,6 +505,10 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the log file and both indexes."""
+        if self._log is None:  # never opened: nothing written here to sync
+            if self._closed:
+                raise OSError(errno.EBADF, f"{self.path} is closed")
+            return
         os.fsync(self.log.fd)
         self.offset_index.flush()
         self.time_index.flush()
@@ -457,9 +523,13 @@ class LogSegment:
         self.deleted = True
 
     def close(self) -> None:
-        self.log.close()
-        self.offset_index.close()
-        self.time_index.close()
+        with _MATERIALIZING:
+            self._closed = True
+            log, offset_index, time_index = self._log, self._offset_index, self._time_index
+        if log is not None and offset_index is not None and time_index is not None:
+            log.close()
+            offset_index.close()
+            time_index.close()
 
     def close_and_remove(self) -> None:
         paths = (self.log.path, self.offset_index.path, self.time_index.path)
