@@ -42,27 +42,38 @@ class EpochEntry(NamedTuple):
 
 class LeaderEpochCache:
     """The epoch -> start offset entries of one partition, persisted in ``path`` (None:
-    in memory only)."""
+    in memory only), or in ``file_name`` in the directory ``path``."""
 
-    __slots__ = ("_dirty", "_entries", "_lock", "_path")
+    # A broker holds 100,000s of these: the directory is the log's own string, shared.
+    __slots__ = ("_dir", "_dirty", "_entries", "_lock", "_name")
 
-    def __init__(self, path: Path | str | None) -> None:
-        self._path = None if path is None else os.fspath(path)  # str: 100,000s of caches
+    def __init__(self, path: Path | str | None, *, file_name: str | None = None) -> None:
+        self._dir: str | None
+        self._name: str | None
+        if path is None:
+            self._dir = self._name = None
+        elif file_name is not None:
+            self._dir, self._name = os.fspath(path), file_name
+        else:
+            self._dir, self._name = os.path.split(os.fspath(path))
         self._lock = threading.Lock()
         self._entries: list[EpochEntry] = []
         self._dirty = False  # entries assigned and not yet written
-        if path is not None:
-            for epoch, offset in read_epoch_checkpoint(Path(path)):
+        checkpoint = self.path
+        if checkpoint is not None:
+            for epoch, offset in read_epoch_checkpoint(checkpoint):
                 entry = EpochEntry(epoch, offset)
                 if self._entries and (
                     epoch <= self._entries[-1].epoch or offset < self._entries[-1].start_offset
                 ):
-                    raise CheckpointError(f"{path}: entries not increasing at {entry}")
+                    raise CheckpointError(f"{checkpoint}: entries not increasing at {entry}")
                 self._entries.append(entry)
 
     @property
     def path(self) -> Path | None:
-        return None if self._path is None else Path(self._path)
+        if self._dir is None or self._name is None:
+            return None
+        return Path(self._dir, self._name)
 
     # --- queries --------------------------------------------------------------------
 
@@ -134,7 +145,7 @@ class LeaderEpochCache:
             # their headers, and recovery re-reads the batches above the recovery point;
             # an epoch with no batches needs no entry (a later epoch starts where it
             # would have ended).
-            self._dirty = self._path is not None
+            self._dirty = self._dir is not None
             return True
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -176,6 +187,7 @@ class LeaderEpochCache:
                 self._flush()
 
     def _flush(self) -> None:
-        if self._path is not None:
-            write_epoch_checkpoint(Path(self._path), self._entries)
+        checkpoint = self.path
+        if checkpoint is not None:
+            write_epoch_checkpoint(checkpoint, self._entries)
         self._dirty = False

@@ -248,7 +248,7 @@ class PartitionLog:
         self._closed = False
         self._dir_dirty = False
         os.makedirs(self.directory, exist_ok=True)
-        self.epoch_cache = LeaderEpochCache(os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT))
+        self.epoch_cache = LeaderEpochCache(self.directory, file_name=LEADER_EPOCH_CHECKPOINT)
 
         segments = self._load_segments()
         recovered = bytes_recovered = truncated = deleted = 0

@@ -81,6 +81,7 @@ class LogManager:
         self._topic_config = topic_config
         self._time_ms = time_ms
         self.scheduler = Scheduler("log-manager", time_ms)
+        self._defer = self.scheduler.defer  # one bound method for every log, not one each
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dirs_to_sync: set[Path] = set()
@@ -167,7 +168,7 @@ class LogManager:
                 child,
                 self._config_for(tp.topic),
                 clean_shutdown=clean,
-                defer=self.scheduler.defer,
+                defer=self._defer,
                 time_ms=self._time_ms,
                 **offsets,
             )
@@ -235,7 +236,7 @@ class LogManager:
                 os.path.join(directory, log_dir_name(tp.topic, tp.partition)),
                 log_config,
                 clean_shutdown=True,
-                defer=self.scheduler.defer,
+                defer=self._defer,
                 time_ms=self._time_ms,
             )
             if sync_dir:
