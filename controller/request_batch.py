@@ -33,8 +33,13 @@ Body = dict[str, Any]
 
 # Partitions per LeaderAndIsr/UpdateMetadata request: a 100,000-partition decision goes out
 # in chunks, so no process ever holds it as dicts all at once (the controller builds each
-# chunk when it sends it, a broker decodes one chunk at a time).
-MAX_PARTITIONS_PER_REQUEST = 20_000
+# chunk when it sends it, a broker decodes one chunk at a time). Small chunks also keep the
+# heap compact: the objects a broker keeps (partitions, logs) are allocated between the
+# request's transient dicts, and the memory those leave free mostly stays mapped. A
+# broker applying 30,000 partitions as one request held 3.2 KB per partition, as three
+# requests 2.4 KB, as six 2.1 KB; but each request is a round trip, and a broker leading
+# 10,000 partitions is moved in one.
+MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 @dataclass(frozen=True, slots=True)
