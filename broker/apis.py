@@ -187,9 +187,10 @@ class KafkaApis:
         """Read the fetch's partitions; with nothing to return and no error, wait out
         max_wait_ms (long polling, as Kafka does), reading again whenever partition state
         changes. A follower's position is recorded once per round, after the wait: for
-        the partitions it lists, and through its session's clock for the others (whose
-        positions did not move), so the ISR sees it fetching while the wire carries
-        nothing; every position is recorded again after a look at every partition."""
+        the partitions it lists or is sent records of, and through its session's clock
+        for the others (at the log end, positions unmoved), so the ISR sees it fetching
+        while the wire carries nothing; every position is recorded again after a look at
+        every partition."""
         # Reading under the condition's lock: a change notified meanwhile is not missed.
         with self.fetch_wakeup:
             updates, answer_now, positions = self._read_fetch(ctx, replica_id, False)
@@ -309,9 +310,15 @@ class KafkaApis:
                 # back at the leader's log end rejoins the ISR without listing anything).
                 positions = list(session.positions.values())
             else:
-                # The others did not move: the session's clock stands for them.
+                # The listed ones, and the ones answered with records (behind the log end),
+                # are recorded one by one; the session's clock stands for the others, at the
+                # log end with their positions unmoved. That gives Kafka's caught-up times
+                # exactly (tests/unit/test_follower_clock.py).
+                answered = (tp for tp, data in updates.items() if data["records"])
                 positions = [
-                    pos for tp in ctx.fetch_data if (pos := session.positions.get(tp)) is not None
+                    pos
+                    for tp in dict.fromkeys((*ctx.fetch_data, *answered))
+                    if (pos := session.positions.get(tp)) is not None
                 ]
         return updates, answer_now, positions
 

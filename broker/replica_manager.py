@@ -103,6 +103,24 @@ class FollowerState:
         time the session's rounds implied, before they stop implying it."""
         self.last_caught_up_ms = self.caught_up_ms(leader_leo)
 
+    def record_fetch(
+        self, fetch_offset: int, leader_leo: int, now_ms: int, clock: FetchClock | None
+    ) -> bool:
+        """A fetch from ``fetch_offset`` while the leader's log ends at ``leader_leo``
+        (Kafka's updateFollowerFetchState); returns whether the position moved."""
+        if fetch_offset >= leader_leo:
+            self.last_caught_up_ms = now_ms
+        elif fetch_offset >= self.last_fetch_leader_leo:
+            # At least where the log ended at the previous fetch: caught up as of that one.
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        if clock is not None:
+            self.clock = clock
+        moved = fetch_offset != self.fetch_offset
+        self.fetch_offset = fetch_offset
+        self.last_fetch_ms = now_ms
+        self.last_fetch_leader_leo = leader_leo
+        return moved
+
 
 @dataclass(slots=True)
 class Partition:
@@ -409,17 +427,7 @@ class ReplicaManager:
                 state = p.followers.get(replica_id)
                 if state is None:
                     continue  # not a replica of this partition
-                leader_leo = p.log_end_offset
-                if fetch_offset >= leader_leo:
-                    state.last_caught_up_ms = now
-                elif fetch_offset >= state.last_fetch_leader_leo:
-                    state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
-                if clock is not None:
-                    state.clock = clock
-                moved = fetch_offset != state.fetch_offset
-                state.fetch_offset = fetch_offset
-                state.last_fetch_ms = now
-                state.last_fetch_leader_leo = leader_leo
+                moved = state.record_fetch(fetch_offset, p.log_end_offset, now, clock)
                 if p.stale:
                     continue
                 # Kafka's rule: caught up to the high watermark and into this leader epoch.

@@ -299,7 +299,7 @@ class LogManager:
             with self._checkpoint_lock:
                 # An idle broker with 100,000 partitions would rewrite (and fsync) the same
                 # megabytes every few seconds; a file that would not change is left alone.
-                if self._checkpointed.get(path) == (partitions, offsets):
+                if self._checkpointed.get(path) == (partitions, offsets) and path.exists():
                     continue
                 by_partition = zip(partitions, offsets, strict=True)
                 write_offset_checkpoint(

@@ -246,5 +246,8 @@ def test_a_checkpoint_is_rewritten_only_when_it_would_change(tmp_path: Path) -> 
         assert home.stat().st_mtime_ns != 1
         assert other.stat().st_mtime_ns == 1
         assert read_offset_checkpoint(home)[("a", 0)] == 2
+        other.unlink()  # removed behind the broker's back: written again, unchanged or not
+        manager.checkpoint_high_watermarks()
+        assert other.exists()
     finally:
         manager.close()
