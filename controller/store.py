@@ -16,6 +16,7 @@ from typing import Protocol
 from zkdata import paths
 from zkdata.client import (
     BadVersionError,
+    ControllerMovedError,
     Create,
     Delete,
     NodeExistsError,
@@ -53,6 +54,27 @@ class UpdateResult:
     finished: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     retry: list[TopicPartition] = field(default_factory=list)
     failed: dict[TopicPartition, Exception] = field(default_factory=dict)
+
+    def add(self, tp: TopicPartition, written: LeaderAndIsr, outcome: int | Exception) -> None:
+        """File one write of ``written``: its new zkVersion, or the error it got."""
+        if isinstance(outcome, BadVersionError):
+            self.retry.append(tp)
+        elif isinstance(outcome, Exception):
+            self.failed[tp] = outcome
+        else:
+            self.finished[tp] = written._replace(zk_version=outcome)
+
+
+def check_fence(
+    epoch_zk_version: int, current_zk_version: int, writes: Mapping[TopicPartition, object]
+) -> None:
+    """What an in-memory store does for the first op of ZooKeeper's fenced multi: writes
+    made with another /controller_epoch zkVersion raise ControllerMovedError, before any
+    of them lands (and no ops means no multi, so no check either)."""
+    if writes and epoch_zk_version != current_zk_version:
+        raise ControllerMovedError(
+            f"/controller_epoch is at zkVersion {current_zk_version}, not {epoch_zk_version}"
+        )
 
 
 class ControllerStore(Protocol):
@@ -160,15 +182,7 @@ class ZkControllerStore:
         result = UpdateResult()
         for tp, r in zip(tps, self.zk.multi_fenced_batched(epoch_zk_version, items), strict=True):
             outcome = r[0]
-            if isinstance(outcome, BadVersionError):
-                result.retry.append(tp)
-            elif isinstance(outcome, Exception):
-                result.failed[tp] = outcome
-            else:
-                lai = states[tp]
-                result.finished[tp] = LeaderAndIsr(
-                    lai.leader, lai.leader_epoch, lai.isr, outcome.version
-                )
+            result.add(tp, states[tp], outcome if is_error(outcome) else outcome.version)
         return result
 
     # --- topics -------------------------------------------------------------------------

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from controller.store import UpdateResult
-from zkdata.client import ControllerMovedError, NodeExistsError, NoNodeError
+from controller.store import UpdateResult, check_fence
+from zkdata.client import BadVersionError, NodeExistsError, NoNodeError
 from zkdata.znodes import LeaderAndIsr, PartitionState, TopicPartition
 
 OnWrite = Callable[[TopicPartition, LeaderAndIsr | None, LeaderAndIsr], None]
@@ -63,7 +63,7 @@ class SimStore:
         controller_epoch: int,
         epoch_zk_version: int,
     ) -> dict[TopicPartition, Exception | None]:
-        self._check_fence(epoch_zk_version, states)
+        check_fence(epoch_zk_version, self.epoch_zk_version, states)
         out: dict[TopicPartition, Exception | None] = {}
         for tp, lai in states.items():
             if tp in self.states:
@@ -79,18 +79,18 @@ class SimStore:
         controller_epoch: int,
         epoch_zk_version: int,
     ) -> UpdateResult:
-        self._check_fence(epoch_zk_version, states)
+        check_fence(epoch_zk_version, self.epoch_zk_version, states)
         result = UpdateResult()
         for tp, lai in states.items():
             current = self.states.get(tp)
             if current is None:
-                result.failed[tp] = NoNodeError()
+                result.add(tp, lai, NoNodeError())
             elif current.leader_and_isr.zk_version != lai.zk_version:
-                result.retry.append(tp)
+                result.add(tp, lai, BadVersionError())
             else:
                 written = lai._replace(zk_version=lai.zk_version + 1)
                 self._set(tp, current.leader_and_isr, PartitionState(written, controller_epoch))
-                result.finished[tp] = written
+                result.add(tp, lai, written.zk_version)
         return result
 
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -102,9 +102,3 @@ class SimStore:
         self.states[tp] = state
         if self.on_write is not None:
             self.on_write(tp, before, state.leader_and_isr)
-
-    def _check_fence(self, epoch_zk_version: int, writes: Mapping[TopicPartition, object]) -> None:
-        if writes and epoch_zk_version != self.epoch_zk_version:
-            raise ControllerMovedError(
-                f"/controller_epoch is at zkVersion {self.epoch_zk_version}, not {epoch_zk_version}"
-            )

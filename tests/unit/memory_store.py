@@ -15,8 +15,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.store import UpdateResult
-from zkdata.client import ControllerMovedError, NodeExistsError, NoNodeError
+from controller.store import UpdateResult, check_fence
+from zkdata.client import BadVersionError, NodeExistsError, NoNodeError
 from zkdata.znodes import (
     LeaderAndIsr,
     MalformedZnode,
@@ -132,7 +132,7 @@ class MemoryStore:
         controller_epoch: int,
         epoch_zk_version: int,
     ) -> dict[TopicPartition, Exception | None]:
-        self._check_fence(epoch_zk_version, states)
+        check_fence(epoch_zk_version, self.epoch_zk_version, states)
         out: dict[TopicPartition, Exception | None] = {}
         for tp, lai in states.items():
             if tp in self.znodes:
@@ -149,7 +149,7 @@ class MemoryStore:
         controller_epoch: int,
         epoch_zk_version: int,
     ) -> UpdateResult:
-        self._check_fence(epoch_zk_version, states)
+        check_fence(epoch_zk_version, self.epoch_zk_version, states)
         result = UpdateResult()
         for tp, lai in states.items():
             races = self._races.get(tp)
@@ -157,17 +157,15 @@ class MemoryStore:
                 self.leader_change(tp, races.popleft())
             node = self.znodes.get(tp)
             if node is None:
-                result.failed[tp] = NoNodeError()
+                result.add(tp, lai, NoNodeError())
             elif node.version != lai.zk_version:
-                result.retry.append(tp)  # BadVersion
+                result.add(tp, lai, BadVersionError())
             else:
                 before = self.state(tp)
                 data = encode_partition_state(lai, controller_epoch)
                 self._set(tp, Znode(data, node.version + 1))
                 self.writes.append(Write("update", tp, before, self.state(tp)))
-                result.finished[tp] = LeaderAndIsr(
-                    lai.leader, lai.leader_epoch, lai.isr, node.version + 1
-                )
+                result.add(tp, lai, node.version + 1)
         return result
 
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -178,10 +176,3 @@ class MemoryStore:
     def _set(self, tp: TopicPartition, node: Znode) -> None:
         self.znodes[tp] = node
         self.history.append((tp, node))
-
-    def _check_fence(self, epoch_zk_version: int, writes: Mapping[TopicPartition, object]) -> None:
-        # As ZkClient.multi_fenced_batched: no ops, no multi, so no check either.
-        if writes and epoch_zk_version != self.epoch_zk_version:
-            raise ControllerMovedError(
-                f"/controller_epoch is at zkVersion {self.epoch_zk_version}, not {epoch_zk_version}"
-            )
