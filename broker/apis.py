@@ -292,10 +292,7 @@ class KafkaApis:
                 tp = cp.topic_partition
                 error, p = self.replicas.leader_partition(tp, cp.current_leader_epoch)
                 if follower:
-                    if p is None:
-                        session.positions.pop(tp, None)
-                    else:
-                        session.positions[tp] = (p, cp.fetch_offset)
+                    cp.partition = p
                 data = _partition_data(
                     tp, error, p, cp.fetch_offset, budget.take(cp.max_bytes), follower
                 )
@@ -308,7 +305,7 @@ class KafkaApis:
             if session.positions_unrecorded:
                 # This round looked at every partition: record every position (a follower
                 # back at the leader's log end rejoins the ISR without listing anything).
-                positions = list(session.positions.values())
+                positions = session.positions()
             else:
                 # The listed ones, and the ones answered with records (behind the log end),
                 # are recorded one by one; the session's clock stands for the others, at the
@@ -318,7 +315,7 @@ class KafkaApis:
                 positions = [
                     pos
                     for tp in dict.fromkeys((*ctx.fetch_data, *answered))
-                    if (pos := session.positions.get(tp)) is not None
+                    if (pos := session.position(tp)) is not None
                 ]
         return updates, answer_now, positions
 
@@ -327,7 +324,6 @@ class KafkaApis:
         something to say, and (for a follower) its position in each of the others."""
         partitions = self.replicas.partitions
         me = self.broker_id
-        positions: dict[TopicPartition, tuple[Partition, int]] = {}
         maybe: list[CachedPartition] = []
         for tp, cp in session.partitions.items():
             p = partitions.get(tp)
@@ -337,10 +333,11 @@ class KafkaApis:
                 or p.leader != me
                 or (cp.current_leader_epoch >= 0 and cp.current_leader_epoch != p.leader_epoch)
             ):
+                cp.partition = None
                 maybe.append(cp)  # an error to report
                 continue
             if follower:
-                positions[tp] = (p, cp.fetch_offset)
+                cp.partition = p
             # Must match _partition_data: the last stable offset is the high watermark
             # (no transactions).
             readable_end = p.log_end_offset if follower else p.high_watermark
@@ -352,7 +349,6 @@ class KafkaApis:
                 or cp.fetch_offset < readable_end
             ):
                 maybe.append(cp)
-        session.positions = positions
         return maybe
 
     def _handle_produce(

@@ -114,6 +114,11 @@ class CachedPartition:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    # A follower's session: the leader's partition as of the leader's last look at it
+    # (None: not looked at yet, or not led here then); with ``fetch_offset`` it is the
+    # follower's position the leader records. Kept here, not in a dict of its own: a
+    # leader holds one per partition per follower.
+    partition: Partition | None = None
 
     @classmethod
     def from_request(cls, tp: TopicPartition, req: PartitionRequest) -> CachedPartition:
@@ -198,7 +203,7 @@ class FetchSession:
         self,
         session_id: int,
         privileged: bool,
-        partitions: OrderedDict[TopicPartition, CachedPartition],
+        partitions: dict[TopicPartition, CachedPartition],
         now_ms: int,
         replica_id: int = -1,
     ) -> None:
@@ -215,10 +220,9 @@ class FetchSession:
         self.errored: set[TopicPartition] = {
             tp for tp, cp in partitions.items() if cp.high_watermark == -1
         }
-        # The leader's fetch handler's view, as of its last look at every partition:
-        # a follower's position in each partition it may record (the leader's partition,
-        # the fetch offset), when it looked, and at which generation of partition state.
-        self.positions: dict[TopicPartition, tuple[Partition, int]] = {}
+        # The leader's fetch handler's view, as of its last look at every partition (a
+        # follower's position in each is in its CachedPartition): when it looked, and at
+        # which generation of partition state.
         self.checked_ms = -(2**62)
         self.checked_generation = -1
         #: the positions changed by a look at every partition, not yet recorded
@@ -230,6 +234,25 @@ class FetchSession:
             f"FetchSession(id={self.id}, privileged={self.privileged}, "
             f"partitions={len(self.partitions)}, epoch={self.epoch})"
         )
+
+    def positions(self) -> list[tuple[Partition, int]]:
+        """A follower's position in every partition the leader's last look found led here:
+        (the leader's partition, the fetch offset)."""
+        return [
+            (p, cp.fetch_offset)
+            for cp in self.partitions.values()
+            if (p := cp.partition) is not None
+        ]
+
+    def position(self, tp: TopicPartition) -> tuple[Partition, int] | None:
+        cp = self.partitions.get(tp)
+        if cp is None or cp.partition is None:
+            return None
+        return cp.partition, cp.fetch_offset
+
+    def move_to_end(self, tp: TopicPartition) -> None:
+        """Answered partitions go to the back (response fairness)."""
+        self.partitions[tp] = self.partitions.pop(tp)
 
     def update(
         self,
@@ -249,11 +272,11 @@ class FetchSession:
                 cached.update_request(req)
                 updated.append(tp)
         for tp in to_forget:
-            if self.partitions.pop(tp, None) is not None:
+            cached = self.partitions.pop(tp, None)
+            if cached is not None:
                 removed.append(tp)
-                position = self.positions.pop(tp, None)
-                if position is not None:  # the follower no longer fetches it here
-                    state = position[0].followers.get(self.replica_id)
+                if cached.partition is not None:  # the follower no longer fetches it here
+                    state = cached.partition.followers.get(self.replica_id)
                     if state is not None and state.clock is self.clock:
                         state.clock = None
                 self.errored.discard(tp)
@@ -321,8 +344,8 @@ class FullContext(FetchContext):
         self.replica_id = replica_id
 
     def respond(self, updates: Mapping[TopicPartition, PartitionData]) -> FetchResult:
-        def partitions() -> OrderedDict[TopicPartition, CachedPartition]:
-            cached: OrderedDict[TopicPartition, CachedPartition] = OrderedDict()
+        def partitions() -> dict[TopicPartition, CachedPartition]:
+            cached: dict[TopicPartition, CachedPartition] = {}
             for tp, data in updates.items():
                 cp = CachedPartition.from_request(tp, self.fetch_data[tp])
                 cp.maybe_update_response(data, True)
@@ -378,7 +401,7 @@ class IncrementalContext(FetchContext):
                 out.append((tp, data))
                 # Answered partitions go to the back, so a response cut short by its
                 # byte limit starts with the others next time.
-                session.partitions.move_to_end(tp)
+                session.move_to_end(tp)
             return FetchResult(ErrorCode.NONE, session.id, out)
 
 
@@ -474,7 +497,7 @@ class FetchSessionCache:
         self,
         privileged: bool,
         size: int,
-        make_partitions: Callable[[], OrderedDict[TopicPartition, CachedPartition]],
+        make_partitions: Callable[[], dict[TopicPartition, CachedPartition]],
         *,
         replica_id: int = -1,
     ) -> FetchSession | None:

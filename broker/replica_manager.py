@@ -19,8 +19,9 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from broker.config import TopicConfig
@@ -122,6 +123,9 @@ class FollowerState:
         return moved
 
 
+NO_FOLLOWERS: Mapping[int, FollowerState] = MappingProxyType({})
+
+
 @dataclass(slots=True)
 class Partition:
     topic_partition: TopicPartition
@@ -132,7 +136,8 @@ class Partition:
     replicas: tuple[int, ...]
     zk_version: int
     controller_epoch: int  # of the controller whose decision made this leader
-    followers: dict[int, FollowerState] = field(default_factory=dict)  # leader only
+    # Leader only; a follower's partition shares one empty mapping (no dict each).
+    followers: Mapping[int, FollowerState] = field(default_factory=lambda: NO_FOLLOWERS)
     # Set when our ISR write found the partition moved on: wait for the next LeaderAndIsr.
     stale: bool = False
     log: PartitionLog | None = None
@@ -371,7 +376,7 @@ class ReplicaManager:
                     elif current is not None:
                         # Stop replicating; keep the epoch so older states stay refused.
                         current.stale = True
-                        current.followers.clear()
+                        current.followers = NO_FOLLOWERS
                         stopped.append(tp)
                     errors.append(
                         {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": 0}

@@ -22,7 +22,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
@@ -62,6 +62,8 @@ LONG_MAX: Final = 2**63 - 1
 _INT32_MAX: Final = 2**31 - 1
 _SEGMENT_NAME = re.compile(r"(\d{20})\.(log|index|timeindex)")
 _LEFTOVER_SUFFIXES: Final = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
+# The base offsets of a log of one segment starting at 0 (most logs): one shared tuple.
+_FIRST_BASES: Final = (0,)
 
 #: ``defer(action, delay_ms)`` runs ``action`` later on a background thread.
 Defer = Callable[[Callable[[], None], int], None]
@@ -102,7 +104,9 @@ class LogConfig:
 
     @classmethod
     def from_topic_config(cls, config: TopicConfig) -> LogConfig:
-        return cls(
+        """The log config of a topic config; equal ones are one shared object (a broker
+        with 100,000 partitions of a few configs keeps a few, not 100,000)."""
+        made = cls(
             segment_bytes=config.segment_bytes,
             segment_ms=config.segment_ms,
             segment_jitter_ms=config.segment_jitter_ms,
@@ -118,6 +122,15 @@ class LogConfig:
             max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
             file_delete_delay_ms=config.file_delete_delay_ms,
         )
+        shared = _SHARED_LOG_CONFIGS.get(made)
+        if shared is not None:
+            return shared
+        if len(_SHARED_LOG_CONFIGS) < 10_000:  # bounded: configs come from znodes
+            _SHARED_LOG_CONFIGS[made] = made
+        return made
+
+
+_SHARED_LOG_CONFIGS: dict[LogConfig, LogConfig] = {}
 
 
 class AppendInfo(NamedTuple):
@@ -195,7 +208,7 @@ class PartitionLog:
     it from ``recovery_point``: every batch from the segment holding the recovery point
     to the end is checked (length, magic, CRC, offset order), a torn or corrupt tail is
     cut off (and every later segment deleted), and the indexes of the scanned segments
-    are rebuilt. ``recovery_report`` says what was found.
+    are rebuilt. ``recovery_report`` says what was found (None: nothing was on disk).
     """
 
     # A broker hosts 100,000s of these (most of them idle): slots keep each one small.
@@ -274,10 +287,10 @@ class PartitionLog:
             if result.truncated_bytes:  # an older segment with a bad index and a bad batch
                 truncated += result.truncated_bytes
                 reason = f"{segment.path.name}: {result.reason}"
+        found_on_disk = bool(segments)
         if not segments:
             segments.append(self._new_segment(log_start_offset))
-        self._segments = segments
-        self._publish()
+        self._publish(segments)
         self._leo = segments[-1].next_offset()
         self._log_start = min(max(log_start_offset, segments[0].base_offset), self._leo)
         self.epoch_cache.truncate_from_end(self._leo)
@@ -285,16 +298,22 @@ class PartitionLog:
         self._recovery_point = self._leo if clean_shutdown else min(recovery_point, self._leo)
         self._hw = min(max(high_watermark, self._log_start), self._leo)
         self._last_flush_ms = time_ms()
-        self.recovery_report = RecoveryReport(
-            clean_shutdown=clean_shutdown,
-            segments=len(segments),
-            segments_recovered=recovered,
-            bytes_recovered=bytes_recovered,
-            truncated_bytes=truncated,
-            truncation_reason=reason,
-            segments_deleted=deleted,
-            log_end_offset=self._leo,
-            seconds=time.perf_counter() - started,
+        # A log created here had nothing to recover: no report (a broker creating
+        # 100,000 partitions keeps 100,000 fewer objects).
+        self.recovery_report = (
+            None
+            if not found_on_disk
+            else RecoveryReport(
+                clean_shutdown=clean_shutdown,
+                segments=len(segments),
+                segments_recovered=recovered,
+                bytes_recovered=bytes_recovered,
+                truncated_bytes=truncated,
+                truncation_reason=reason,
+                segments_deleted=deleted,
+                log_end_offset=self._leo,
+                seconds=time.perf_counter() - started,
+            )
         )
 
     # --- loading ----------------------------------------------------------------------
@@ -338,10 +357,13 @@ class PartitionLog:
             now_ms=self._time_ms(),
         )
 
-    def _publish(self) -> None:
-        """Make the segment list visible to readers (one tuple, swapped atomically)."""
-        segments = tuple(self._segments)
-        self._view = (segments, tuple(s.base_offset for s in segments))
+    def _publish(self, segments: Sequence[LogSegment]) -> None:
+        """Make these the log's segments, visible to readers (one tuple, swapped
+        atomically). Writers, under the lock, read ``_segments``, the same tuple."""
+        kept = tuple(segments)
+        bases = tuple(s.base_offset for s in kept)
+        self._segments = kept
+        self._view = (kept, _FIRST_BASES if bases == _FIRST_BASES else bases)
 
     @property
     def dir(self) -> Path:
@@ -510,8 +532,7 @@ class PartitionLog:
         old = self._segments[-1]
         old.on_become_inactive()
         segment = self._new_segment(base_offset)
-        self._segments.append(segment)
-        self._publish()
+        self._publish((*self._segments, segment))
         if self._defer is not None:  # Kafka flushes a rolled segment in the background
             self._defer(lambda: self.flush(base_offset), 0)
         return segment
@@ -653,8 +674,7 @@ class PartitionLog:
                 return True
             doomed = [s for s in self._segments if s.base_offset > offset]
             if doomed:
-                self._segments = [s for s in self._segments if s.base_offset <= offset]
-                self._publish()
+                self._publish([s for s in self._segments if s.base_offset <= offset])
                 self._remove_segments(doomed)
             active = self._segments[-1]
             try:
@@ -677,8 +697,7 @@ class PartitionLog:
     def _truncate_fully_locked(self, offset: int) -> None:
         doomed = self._segments
         self._remove_segments(doomed)
-        self._segments = [self._new_segment(offset)]
-        self._publish()
+        self._publish([self._new_segment(offset)])
         self._leo = offset
         self._log_start = offset
         self.epoch_cache.clear()
@@ -736,14 +755,13 @@ class PartitionLog:
             count += 1
         if count:
             doomed = segments[:count]
-            self._segments = segments[count:]
-            self._publish()
+            self._publish(segments[count:])
             self._remove_segments(doomed)
             self._log_start = max(self._log_start, self._segments[0].base_offset)
             self.epoch_cache.truncate_from_start(self._log_start)
         return count
 
-    def _remove_segments(self, doomed: list[LogSegment]) -> None:
+    def _remove_segments(self, doomed: Sequence[LogSegment]) -> None:
         """Rename to ``.deleted`` now, close and unlink after file.delete.delay.ms."""
         for segment in doomed:
             try:

@@ -179,8 +179,10 @@ class LogManager:
             self._logs[tp] = partition_log
             parent = partition_log.dir.parent
             self._dir_counts[parent] = self._dir_counts.get(parent, 0) + 1
-            self.recovery_reports[tp] = partition_log.recovery_report
             report = partition_log.recovery_report
+            if report is None:
+                continue  # a directory without segments: nothing was recovered
+            self.recovery_reports[tp] = report
             if report.truncated_bytes:
                 log.warning(
                     "%s: recovery truncated %d bytes (%s); log end offset %d",
