@@ -42,6 +42,9 @@ from zkdata.znodes import (
 
 log = logging.getLogger(__name__)
 
+# Partition states read and decoded at a time (each slice in pipelined multiReads).
+READ_SLICE = 10_000
+
 
 @dataclass
 class UpdateResult:
@@ -108,10 +111,14 @@ class ZkControllerStore:
     def read_partition_states(
         self, tps: Sequence[TopicPartition]
     ) -> dict[TopicPartition, PartitionState | None]:
-        state_paths = [paths.partition_state(tp.topic, tp.partition) for tp in tps]
         out: dict[TopicPartition, PartitionState | None] = {}
-        for tp, path, got in zip(tps, state_paths, self.zk.get_many(state_paths), strict=True):
-            out[tp] = self.decode_state(path, got)
+        # A slice at a time: a failover of 100,000 partitions never holds every znode's
+        # raw data and stat at once (their decoded states are a fraction of that).
+        for start in range(0, len(tps), READ_SLICE):
+            part = tps[start : start + READ_SLICE]
+            state_paths = [paths.partition_state(tp.topic, tp.partition) for tp in part]
+            for tp, path, got in zip(part, state_paths, self.zk.get_many(state_paths), strict=True):
+                out[tp] = self.decode_state(path, got)
         return out
 
     @staticmethod
