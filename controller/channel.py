@@ -94,7 +94,9 @@ class _BrokerSender:
         if self.stopped.is_set():
             raise _Stopped
         try:
-            return self._connection().request(request.api_key, request.api_version, request.body)
+            return self._connection().request(
+                request.api_key, request.api_version, request.wire_body()
+            )
         except OSError:
             self._drop_connection()
             raise

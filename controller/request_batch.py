@@ -9,6 +9,8 @@ Pure: it reads the context when building and touches no socket.
 from __future__ import annotations
 
 import functools
+import struct
+import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from typing import Any, TypeVar
 
 from controller.context import ControllerContext, LeaderIsrAndControllerEpoch, ReplicaAssignment
 from wire.api import ApiKey
+from wire.protocol import EncodedBody, request_codec
 from zkdata.znodes import LEADER_DURING_DELETE, TopicPartition
 
 LEADER_AND_ISR_VERSION = 5
@@ -56,10 +59,17 @@ class BrokerRequest:
     delete_partitions: bool = False
     # Set by the controller: the event whose decisions this request carries.
     tracker: Any = None
+    # Set when the body is encoded once for several brokers (UpdateMetadata): what the
+    # channel sends instead of encoding ``body`` itself.
+    make_encoded: Callable[[], EncodedBody] | None = None
 
     @property
     def body(self) -> Body:
         return self.make_body()
+
+    def wire_body(self) -> Body | EncodedBody:
+        """What the channel sends: the shared encoding if there is one, else the body."""
+        return self.make_encoded() if self.make_encoded is not None else self.make_body()
 
 
 @dataclass(slots=True)
@@ -155,23 +165,20 @@ class RequestBatch:
                 )
                 brokers = update_metadata_live_brokers(ctx)
                 topic_ids = dict(ctx.topic_ids)
-                chunks = _chunks(rows) or [[]]  # brokers only: one request, no partitions
+                chunks = [
+                    SharedUpdateMetadata(controller_id, ctx.epoch, chunk, topic_ids, brokers)
+                    for chunk in _chunks(rows) or [[]]  # brokers only: one, no partitions
+                ]
                 for broker_id in targets:
-                    for chunk in chunks:
+                    broker_epoch = ctx.broker_epochs.get(broker_id, -1)
+                    for shared in chunks:
                         out.append(
                             BrokerRequest(
                                 broker_id,
                                 ApiKey.UPDATE_METADATA,
                                 UPDATE_METADATA_VERSION,
-                                functools.partial(
-                                    _update_metadata_body,
-                                    controller_id,
-                                    ctx.epoch,
-                                    ctx.broker_epochs.get(broker_id, -1),
-                                    chunk,
-                                    topic_ids,
-                                    brokers,
-                                ),
+                                functools.partial(shared.body, broker_epoch),
+                                make_encoded=functools.partial(shared.encoded, broker_epoch),
                             )
                         )
         for broker_id, stops in sorted(self.stop_replica.items()):
@@ -319,6 +326,74 @@ def _update_metadata_body(
         "topic_states": update_metadata_topic_states(rows, topic_ids),
         "live_brokers": live_brokers,
     }
+
+
+class SharedUpdateMetadata:
+    """One UpdateMetadata's partitions, sent to every live broker: the bodies differ only
+    in the broker epoch, so the sender that comes first builds and encodes the body once
+    and each broker's copy gets its own broker epoch written in (100,000 partitions to
+    three brokers: one encoding instead of three, ~0.3 s of the controller's CPU)."""
+
+    __slots__ = (
+        "_controller_epoch",
+        "_controller_id",
+        "_encoded",
+        "_live",
+        "_lock",
+        "_rows",
+        "_topic_ids",
+    )
+
+    def __init__(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        rows: list[UpdateMetadataRow],
+        topic_ids: dict[str, uuid.UUID],
+        live_brokers: list[Body],
+    ) -> None:
+        self._controller_id = controller_id
+        self._controller_epoch = controller_epoch
+        self._rows = rows
+        self._topic_ids = topic_ids
+        self._live = live_brokers
+        self._lock = threading.Lock()
+        self._encoded: bytes | None = None
+
+    def body(self, broker_epoch: int) -> Body:
+        return _update_metadata_body(
+            self._controller_id,
+            self._controller_epoch,
+            broker_epoch,
+            self._rows,
+            self._topic_ids,
+            self._live,
+        )
+
+    def encoded(self, broker_epoch: int) -> EncodedBody:
+        with self._lock:
+            if self._encoded is None:
+                codec = request_codec(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION)
+                self._encoded = codec.encode(self.body(_PROBE_BROKER_EPOCH))
+                if self._encoded[_BROKER_EPOCH_AT] != _PROBE_BYTES:
+                    # Not where this version keeps it: encode per broker instead.
+                    self._encoded = b""
+            shared = self._encoded
+        if not shared:
+            codec = request_codec(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION)
+            own = codec.encode(self.body(broker_epoch))
+            return EncodedBody(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, own)
+        copy = bytearray(shared)
+        copy[_BROKER_EPOCH_AT] = _INT64.pack(broker_epoch)
+        return EncodedBody(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, copy)
+
+
+# UpdateMetadata v5+ starts with controller_id (int32), controller_epoch (int32) and
+# broker_epoch (int64); SharedUpdateMetadata checks this with a probe value on each use.
+_INT64 = struct.Struct(">q")
+_BROKER_EPOCH_AT = slice(8, 16)
+_PROBE_BROKER_EPOCH = -0x0102030405060708
+_PROBE_BYTES = _INT64.pack(_PROBE_BROKER_EPOCH)
 
 
 def update_metadata_topic_states(

@@ -23,7 +23,13 @@ from typing import Any, Final
 from wire.api import VERSION_RANGES, ApiKey
 from wire.codec import Body
 from wire.errors import DecodeError, ErrorCode
-from wire.protocol import MAX_FRAME_SIZE, decode_response, encode_request, frame_size
+from wire.protocol import (
+    MAX_FRAME_SIZE,
+    EncodedBody,
+    decode_response,
+    encode_request,
+    frame_size,
+)
 
 __all__ = [
     "CLIENT_SOFTWARE_NAME",
@@ -77,13 +83,18 @@ class KafkaConnection:
     def closed(self) -> bool:
         return self._sock is None
 
-    def request(self, api_key: int, api_version: int, body: Mapping[str, Any]) -> Body:
+    def request(
+        self, api_key: int, api_version: int, body: Mapping[str, Any] | EncodedBody
+    ) -> Body:
         """Send one request and return its decoded response body.
 
         A Produce request with acks=0 gets no response in Kafka; for it this returns {}
         once the request is sent. EncodeError/UnsupportedVersionError if the request
         cannot be encoded (the connection stays usable); KafkaConnectionError for anything
         that breaks the connection, including a response that does not decode."""
+        if isinstance(body, EncodedBody) and api_key == ApiKey.PRODUCE:
+            # Its acks decide whether an answer comes: the body must be readable here.
+            raise ValueError("a Produce request body cannot be sent pre-encoded")
         with self._lock:
             sock = self._sock
             if sock is None:
@@ -119,10 +130,10 @@ class KafkaConnection:
         api_key: int,
         api_version: int,
         correlation_id: int,
-        body: Mapping[str, Any],
+        body: Mapping[str, Any] | EncodedBody,
     ) -> Body:
         sock.sendall(frame)
-        if api_key == ApiKey.PRODUCE and body.get("acks") == 0:
+        if api_key == ApiKey.PRODUCE and isinstance(body, Mapping) and body.get("acks") == 0:
             return {}
         prefix = self._read_exactly(sock, 4)
         response = self._read_exactly(sock, frame_size(prefix, self.max_response_size))

@@ -28,6 +28,7 @@ from wire.errors import DecodeError, UnsupportedVersionError
 
 __all__ = [
     "MAX_FRAME_SIZE",
+    "EncodedBody",
     "decode_request_body",
     "decode_request_header",
     "decode_response",
@@ -46,6 +47,21 @@ MAX_FRAME_SIZE: Final = 100 * 1024 * 1024
 
 _SIZE = struct.Struct(">i")
 _KEY_AND_VERSION = struct.Struct(">hh")
+
+
+class EncodedBody:
+    """A request body this codec already encoded for one API key and version: a body sent
+    to several brokers is encoded once (see controller.request_batch)."""
+
+    __slots__ = ("api_key", "api_version", "data")
+
+    def __init__(self, api_key: int, api_version: int, data: bytes | bytearray) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"EncodedBody(api_key={self.api_key}, v{self.api_version}, {len(self.data)} bytes)"
 
 
 def request_codec(api_key: int, api_version: int) -> Codec:
@@ -94,10 +110,11 @@ def encode_request(
     api_version: int,
     correlation_id: int,
     client_id: str | None,
-    body: Mapping[str, Any],
+    body: Mapping[str, Any] | EncodedBody,
 ) -> bytes:
     """A size-prefixed request frame. EncodeError or UnsupportedVersionError if the body or
-    version cannot be encoded; KeyError for an unknown API key."""
+    version cannot be encoded; KeyError for an unknown API key; ValueError for an encoded
+    body of another API key or version."""
     codec = request_codec(api_key, api_version)
     header = {
         "request_api_key": api_key,
@@ -109,7 +126,15 @@ def encode_request(
     get_codec("RequestHeader", request_header_version(api_key, api_version)).encode_into(
         header, out
     )
-    codec.encode_into(body, out)
+    if isinstance(body, EncodedBody):
+        if (body.api_key, body.api_version) != (api_key, api_version):
+            raise ValueError(
+                f"a body encoded for api key {body.api_key} v{body.api_version} "
+                f"sent as api key {api_key} v{api_version}"
+            )
+        out += body.data
+    else:
+        codec.encode_into(body, out)
     return bytes(_finish(out))
 
 

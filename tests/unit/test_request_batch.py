@@ -5,9 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from controller import request_batch
 from controller.context import ControllerContext, LeaderIsrAndControllerEpoch, ReplicaAssignment
 from controller.request_batch import (
     LEADER_AND_ISR_VERSION,
@@ -19,6 +21,7 @@ from controller.request_batch import (
 from wire.api import ApiKey
 from wire.codec import ZERO_UUID
 from wire.protocol import (
+    EncodedBody,
     decode_request_body,
     decode_request_header,
     encode_request,
@@ -279,6 +282,33 @@ def test_a_full_refresh_sends_every_partition_with_a_leader() -> None:
         assert sent == {("orders", 0), ("payments", 0)}
 
 
+@pytest.mark.parametrize("epoch_where_expected", [True, False])
+def test_update_metadata_is_encoded_once_with_each_brokers_epoch_written_in(
+    monkeypatch: pytest.MonkeyPatch, epoch_where_expected: bool
+) -> None:
+    if not epoch_where_expected:  # the probe fails: each broker's body is encoded on its own
+        monkeypatch.setattr(request_batch, "_BROKER_EPOCH_AT", slice(0, 8))
+    ctx = cluster()
+    ctx.broker_epochs.update({1: 2**40 + 1, 2: -1, 3: 7})
+    lead(ctx, T0, 1, (1, 2))
+    lead(ctx, P0, 3, (3,))
+    batch = RequestBatch()
+    batch.add_update_metadata([1, 2, 3], None)
+    requests = batch.build(ctx, CONTROLLER_ID)
+    encoded = {r.broker_id: r.wire_body() for r in requests}
+    assert set(encoded) == {1, 2, 3}
+    for r in requests:
+        wire = encoded[r.broker_id]
+        assert isinstance(wire, EncodedBody)
+        assert bytes(wire.data) == request_codec(r.api_key, r.api_version).encode(r.body)
+        decoded = request_codec(r.api_key, r.api_version).decode(bytes(wire.data))
+        assert decoded["broker_epoch"] == ctx.broker_epochs[r.broker_id]
+        frame = encode_request(r.api_key, r.api_version, 42, "controller", wire)
+        assert frame == encode_request(r.api_key, r.api_version, 42, "controller", r.body)
+    with pytest.raises(ValueError, match="encoded for api key"):
+        encode_request(ApiKey.UPDATE_METADATA, 6, 1, "controller", encoded[1])
+
+
 def test_stop_replica_bodies() -> None:
     ctx = cluster()
     lead(ctx, T0, 2, (2, 3))
@@ -420,6 +450,10 @@ def test_built_requests_are_well_formed(case: tuple[ControllerContext, RequestBa
     by_api(requests, ApiKey.UPDATE_METADATA)
     for r in requests:
         assert r.broker_id in ctx.live_or_shutting_down_broker_ids
+        wire = r.wire_body()
+        if isinstance(wire, EncodedBody):  # encoded once for every broker, epoch written in
+            assert (wire.api_key, wire.api_version) == (r.api_key, r.api_version)
+            assert bytes(wire.data) == request_codec(r.api_key, r.api_version).encode(r.body)
         assert r.body["controller_epoch"] == ctx.epoch
         assert r.body["broker_epoch"] == ctx.broker_epochs[r.broker_id]
         if r.api_key == ApiKey.LEADER_AND_ISR:

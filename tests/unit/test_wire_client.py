@@ -14,10 +14,12 @@ from wire.api import VERSION_RANGES, ApiKey
 from wire.client import KafkaConnection, KafkaConnectionError, negotiate_versions
 from wire.errors import EncodeError, ErrorCode
 from wire.protocol import (
+    EncodedBody,
     decode_request_body,
     decode_request_header,
     encode_response,
     frame_size,
+    request_codec,
 )
 
 # A handler gets (header, body) and returns a response frame, or None to hang up.
@@ -238,3 +240,26 @@ def test_produce_with_acks_0_expects_no_response(
         while len(broker.requests) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
     assert len(broker.requests) == 2
+
+
+def test_a_pre_encoded_body_is_sent_as_it_is(
+    broker_factory: Callable[[Handler], FakeBroker],
+) -> None:
+    broker = broker_factory(kafka_like({18: (0, 3), 3: (0, 12)}))
+    body = {"topics": [{"name": "a"}]}
+    encoded = EncodedBody(ApiKey.METADATA, 9, request_codec(ApiKey.METADATA, 9).encode(body))
+    produce = request_codec(ApiKey.PRODUCE, 9).encode(
+        {"acks": 0, "timeout_ms": 1, "topic_data": []}
+    )
+    with KafkaConnection("127.0.0.1", broker.port, timeout_s=5) as conn:
+        response = conn.request(ApiKey.METADATA, 9, encoded)
+        assert response["topics"][0]["name"] == "a"
+        with pytest.raises(ValueError, match="encoded for api key"):
+            conn.request(ApiKey.METADATA, 8, encoded)
+        with pytest.raises(ValueError, match="Produce"):  # its acks decide if an answer comes
+            conn.request(ApiKey.PRODUCE, 9, EncodedBody(ApiKey.PRODUCE, 9, produce))
+        assert conn.request(ApiKey.METADATA, 9, body) == response  # still usable
+    assert len(broker.requests) == 2  # the refused ones never reached the wire
+    for _, got in broker.requests:
+        assert got is not None
+        assert [t["name"] for t in got["topics"]] == ["a"]
