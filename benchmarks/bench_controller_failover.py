@@ -13,6 +13,7 @@ client reading the same znodes as fast as it can (pipelined multiReads, no decod
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
@@ -51,8 +52,6 @@ def floor_read(connect: str) -> float:
         zk.get_many([paths.broker(int(i)) for i in ids])
         topics = zk.get_children(paths.BROKER_TOPICS) or []
         topic_data = zk.get_many([paths.topic(t) for t in topics])
-        import json
-
         state_paths = [
             paths.partition_state(t, int(p))
             for t, got in zip(topics, topic_data, strict=True)
@@ -61,6 +60,29 @@ def floor_read(connect: str) -> float:
         ]
         zk.get_many(state_paths)
         return time.perf_counter() - started
+    finally:
+        zk.close()
+
+
+def leaders_by_broker(connect: str) -> dict[int, int]:
+    """How many partitions each broker leads, from the partition state znodes."""
+    zk = ZkClient(connect, session_timeout_ms=30_000)
+    zk.start()
+    try:
+        topics = zk.get_children(paths.BROKER_TOPICS) or []
+        topic_data = zk.get_many([paths.topic(t) for t in topics])
+        state_paths = [
+            paths.partition_state(t, int(p))
+            for t, got in zip(topics, topic_data, strict=True)
+            if got is not None
+            for p in json.loads(got[0])["partitions"]
+        ]
+        counts: dict[int, int] = {}
+        for got in zk.get_many(state_paths):
+            if got is not None:
+                leader = json.loads(got[0])["leader"]
+                counts[leader] = counts.get(leader, 0) + 1
+        return dict(sorted(counts.items()))
     finally:
         zk.close()
 
@@ -142,13 +164,19 @@ def run_size(connect: str, partitions: int, workdir: Path, rounds: int) -> dict[
             time.sleep(1)
         controller_id = c.controller()[0]  # type: ignore[index]
         rss = {b: round(rss_mb(c[b].pid), 1) for b in (1, 2, 3)}
+        # Leaderships stay where the cluster's start put them (auto rebalance is off): a
+        # broker leading most partitions holds their leader-side state too.
+        leaders = leaders_by_broker(connect) if partitions else {}
         result: dict[str, Any] = {
             "partitions": partitions,
             "populate_zookeeper_s": round(populate_s, 2),
             "settle_s": round(settle_s, 1),
             "floor_read_s": round(statistics.median(floors), 3),
+            "controller_id": controller_id,
             "controller_rss_mb": rss[controller_id],
             "broker_rss_mb": rss,
+            "max_broker_rss_mb": max(rss.values()),
+            "leaders_by_broker": leaders,
         }
         if failovers:
             figure = statistics.median(f["resigned_to_update_metadata_acked_s"] for f in failovers)

@@ -148,10 +148,15 @@ class KafkaApis:
         replica_id = body.get("replica_id", -1)
         deadline = time.monotonic() + max(0, body.get("max_wait_ms", 0)) / 1000
         fetch_data: dict[TopicPartition, PartitionRequest] = {}
+        partitions = self.replicas.partitions
         for topic in body.get("topics", []):
             name = topic.get("topic")
             for fp in topic["partitions"]:
-                fetch_data[TopicPartition(name, fp["partition"])] = PartitionRequest.from_wire(fp)
+                tp = TopicPartition(name, fp["partition"])
+                # The replica manager's own key object: a follower's session keeps every
+                # partition it fetches, and a leader of 100,000 has two such sessions.
+                p = partitions.get(tp)
+                fetch_data[tp if p is None else p.topic_partition] = PartitionRequest.from_wire(fp)
         forgotten = [
             TopicPartition(ft["topic"], p)
             for ft in body.get("forgotten_topics_data") or []

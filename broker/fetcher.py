@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = 12  # flexible, topics by name (v13 switches to topic ids)
 
 
-@dataclass
+@dataclass(slots=True)
 class FetchState:
     fetch_offset: int
     leader_epoch: int

@@ -27,6 +27,10 @@ class BrokerEndpoint:
     rack: str | None
 
 
+# Distinct partition metadata values shared (a bound: values come from requests).
+_SHARED_METADATA_MAX = 10_000
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionMetadata:
     leader: int
@@ -49,6 +53,9 @@ class MetadataCache:
         self._brokers: dict[int, BrokerEndpoint] = {}
         self._topics: dict[str, dict[int, PartitionMetadata]] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
+        # Equal partition metadata is one immutable object: most partitions of a cluster
+        # share a handful of (leader, epochs, ISR, replicas) values.
+        self._shared: dict[tuple[Any, ...], PartitionMetadata] = {}
 
     # --- updates ------------------------------------------------------------------------
 
@@ -73,6 +80,7 @@ class MetadataCache:
             self.controller_id = request["controller_id"]
             self.controller_epoch = request["controller_epoch"]
             self._brokers = brokers
+            shared = self._shared
             for topic_state in request.get("topic_states", []):
                 topic = topic_state["topic_name"]
                 topic_id = topic_state.get("topic_id")
@@ -83,7 +91,7 @@ class MetadataCache:
                     if p["leader"] == LEADER_DURING_DELETE:
                         parts.pop(p["partition_index"], None)
                         continue
-                    parts[p["partition_index"]] = PartitionMetadata(
+                    fields = (
                         p["leader"],
                         p["leader_epoch"],
                         shared_ints(p["isr"]),
@@ -92,6 +100,13 @@ class MetadataCache:
                         p.get("zk_version", 0),
                         p["controller_epoch"],
                     )
+                    metadata = shared.get(fields)
+                    if metadata is None:
+                        metadata = PartitionMetadata(*fields)
+                        if len(shared) >= _SHARED_METADATA_MAX:
+                            shared.clear()  # values of the past: start over
+                        shared[fields] = metadata
+                    parts[p["partition_index"]] = metadata
                 if not parts:
                     del self._topics[topic]
                     self._topic_ids.pop(topic, None)

@@ -19,9 +19,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from broker.config import TopicConfig
@@ -123,7 +122,36 @@ class FollowerState:
         return moved
 
 
-NO_FOLLOWERS: Mapping[int, FollowerState] = MappingProxyType({})
+class Followers(Mapping[int, FollowerState]):
+    """A leader's followers of one partition, by broker id, kept as two tuples: a leader
+    of 100,000 partitions holds one of these each, and a dict of two costs ~200 bytes."""
+
+    __slots__ = ("_ids", "_states")
+
+    def __init__(self, ids: tuple[int, ...], states: tuple[FollowerState, ...]) -> None:
+        self._ids = ids
+        self._states = states
+
+    def __getitem__(self, broker_id: int) -> FollowerState:
+        try:
+            return self._states[self._ids.index(broker_id)]
+        except ValueError:
+            raise KeyError(broker_id) from None
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, broker_id: object) -> bool:
+        return broker_id in self._ids
+
+    def __repr__(self) -> str:
+        return f"Followers({dict(zip(self._ids, self._states, strict=True))!r})"
+
+
+NO_FOLLOWERS: Mapping[int, FollowerState] = Followers((), ())
 
 
 @dataclass(slots=True)
@@ -225,14 +253,24 @@ class ReplicaManager:
         rows = []
         leaders: list[Partition] = []
         followers: list[Partition] = []
+        # One TopicPartition per partition for the logs, the partitions and whatever keys
+        # on them (a broker holds 100,000s): the one already in use, else a new one. (Read
+        # without the lock: only the key object is taken.)
+        tps: list[list[TopicPartition]] = []
+        for topic_state in request["topic_states"]:
+            topic_tps = []
+            for ps in topic_state["partition_states"]:
+                tp = TopicPartition(topic_state["topic_name"], ps["partition_index"])
+                current = self.partitions.get(tp)
+                topic_tps.append(current.topic_partition if current is not None else tp)
+            tps.append(topic_tps)
         if self.logs is not None and controller_epoch >= self.controller_epoch:
             # Create the new partitions' logs before taking the lock (files and folders:
             # seconds for thousands), so produce and fetch go on meanwhile.
-            for topic_state in request["topic_states"]:
+            for topic_state, topic_tps in zip(request["topic_states"], tps, strict=True):
                 topic = topic_state["topic_name"]
                 config = self.topic_config(topic) if self.topic_config is not None else None
-                for ps in topic_state["partition_states"]:
-                    tp = TopicPartition(topic, ps["partition_index"])
+                for tp in topic_tps:
                     if tp not in self.logs:
                         self.logs.get_or_create(tp, config, sync_dir=False)
         with self._lock:
@@ -247,12 +285,11 @@ class ReplicaManager:
                 return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "topics": []}
             self.controller_epoch = controller_epoch
             self._changes += 1
-            for topic_state in request["topic_states"]:
+            for topic_state, topic_tps in zip(request["topic_states"], tps, strict=True):
                 topic = topic_state["topic_name"]
                 topic_id = topic_state.get("topic_id") or uuid.UUID(int=0)
                 errors = []
-                for ps in topic_state["partition_states"]:
-                    tp = TopicPartition(topic, ps["partition_index"])
+                for ps, tp in zip(topic_state["partition_states"], topic_tps, strict=True):
                     error, applied = self._apply_partition_state(tp, topic_id, ps)
                     errors.append({"partition_index": tp.partition, "error_code": int(error)})
                     if applied is not None:
@@ -325,11 +362,13 @@ class ReplicaManager:
             partition.log.assign_epoch_start_offset(epoch, partition.epoch_start_offset)
         if partition.leader == self.broker_id:
             # A new leader gives every follower a fresh lag allowance (as Kafka does).
-            partition.followers = {
-                r: FollowerState(last_caught_up_ms=now if r in partition.isr else 0)
-                for r in replicas
-                if r != self.broker_id
-            }
+            ids = shared_ints(r for r in replicas if r != self.broker_id)
+            partition.followers = Followers(
+                ids,
+                tuple(
+                    FollowerState(last_caught_up_ms=now if r in partition.isr else 0) for r in ids
+                ),
+            )
         self.partitions[tp] = partition
         return ErrorCode.NONE, partition
 

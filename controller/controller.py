@@ -553,11 +553,17 @@ class KafkaController:
         topics = self.zk.get_children(paths.BROKER_TOPICS, watch=True) or []
         self._add_topics(self._read_topics(topics))
         states = self.store.read_partition_states(list(ctx.all_partitions()))
+        # Equal states come back as one object; their leaderships are one object too
+        # (immutable: a later decision replaces a partition's, never changes it).
+        shared: dict[int, LeaderIsrAndControllerEpoch] = {}
         for tp, state in states.items():
             if state is not None:
-                ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
-                    state.leader_and_isr, state.controller_epoch
-                )
+                lice = shared.get(id(state))
+                if lice is None:
+                    lice = shared[id(state)] = LeaderIsrAndControllerEpoch(
+                        state.leader_and_isr, state.controller_epoch
+                    )
+                ctx.leadership[tp] = lice
 
     def _read_brokers(self, broker_ids: Iterable[str]) -> dict[int, tuple[BrokerRegistration, int]]:
         """Registrations and broker epochs (czxid), watched for modifications."""

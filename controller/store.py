@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 # Partition states read and decoded at a time (each slice in pipelined multiReads).
 READ_SLICE = 10_000
+# Distinct partition states remembered while reading (a bound: data comes from znodes).
+_DECODED_STATES_MAX = 10_000
 
 
 @dataclass
@@ -112,13 +114,25 @@ class ZkControllerStore:
         self, tps: Sequence[TopicPartition]
     ) -> dict[TopicPartition, PartitionState | None]:
         out: dict[TopicPartition, PartitionState | None] = {}
+        # Most partitions of a cluster share a handful of states (leader, epochs, ISR):
+        # equal znode data and version decode once, to one shared immutable state.
+        decoded: dict[tuple[bytes, int], PartitionState] = {}
         # A slice at a time: a failover of 100,000 partitions never holds every znode's
         # raw data and stat at once (their decoded states are a fraction of that).
         for start in range(0, len(tps), READ_SLICE):
             part = tps[start : start + READ_SLICE]
             state_paths = [paths.partition_state(tp.topic, tp.partition) for tp in part]
             for tp, path, got in zip(part, state_paths, self.zk.get_many(state_paths), strict=True):
-                out[tp] = self.decode_state(path, got)
+                if got is None:
+                    out[tp] = None
+                    continue
+                key = (got[0], got[1].version)
+                state = decoded.get(key)
+                if state is None:
+                    state = self.decode_state(path, got)
+                    if state is not None and len(decoded) < _DECODED_STATES_MAX:
+                        decoded[key] = state
+                out[tp] = state
         return out
 
     @staticmethod

@@ -40,12 +40,18 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
+# Changes of every cache take this one lock (a broker holds 100,000s of caches, and
+# changes are rare: leader changes and truncations). Readers take none: the entries are
+# an immutable tuple, replaced whole.
+_CHANGING = threading.Lock()
+
+
 class LeaderEpochCache:
     """The epoch -> start offset entries of one partition, persisted in ``path`` (None:
     in memory only), or in ``file_name`` in the directory ``path``."""
 
     # A broker holds 100,000s of these: the directory is the log's own string, shared.
-    __slots__ = ("_dir", "_dirty", "_entries", "_lock", "_name")
+    __slots__ = ("_dir", "_dirty", "_entries", "_name")
 
     def __init__(self, path: Path | str | None, *, file_name: str | None = None) -> None:
         self._dir: str | None
@@ -56,18 +62,17 @@ class LeaderEpochCache:
             self._dir, self._name = os.fspath(path), file_name
         else:
             self._dir, self._name = os.path.split(os.fspath(path))
-        self._lock = threading.Lock()
-        self._entries: list[EpochEntry] = []
+        self._entries: tuple[EpochEntry, ...] = ()
         self._dirty = False  # entries assigned and not yet written
         checkpoint = self.path
         if checkpoint is not None:
+            read: list[EpochEntry] = []
             for epoch, offset in read_epoch_checkpoint(checkpoint):
                 entry = EpochEntry(epoch, offset)
-                if self._entries and (
-                    epoch <= self._entries[-1].epoch or offset < self._entries[-1].start_offset
-                ):
+                if read and (epoch <= read[-1].epoch or offset < read[-1].start_offset):
                     raise CheckpointError(f"{checkpoint}: entries not increasing at {entry}")
-                self._entries.append(entry)
+                read.append(entry)
+            self._entries = tuple(read)
 
     @property
     def path(self) -> Path | None:
@@ -78,8 +83,7 @@ class LeaderEpochCache:
     # --- queries --------------------------------------------------------------------
 
     def entries(self) -> list[EpochEntry]:
-        with self._lock:
-            return list(self._entries)
+        return list(self._entries)
 
     @property
     def latest_epoch(self) -> int | None:
@@ -102,24 +106,23 @@ class LeaderEpochCache:
         * UNDEFINED_EPOCH, an epoch above the latest, or an empty cache:
           (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET).
         """
-        with self._lock:
-            entries = self._entries
-            if requested_epoch == UNDEFINED_EPOCH or not entries:
-                return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-            if entries[-1].epoch == requested_epoch:
-                return requested_epoch, log_end_offset
-            higher = bisect.bisect_right(entries, requested_epoch, key=lambda e: e.epoch)
-            if higher == len(entries):
-                return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-            if higher == 0:
-                return requested_epoch, entries[0].start_offset
-            return entries[higher - 1].epoch, entries[higher].start_offset
+        entries = self._entries  # one snapshot for the whole answer
+        if requested_epoch == UNDEFINED_EPOCH or not entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if entries[-1].epoch == requested_epoch:
+            return requested_epoch, log_end_offset
+        higher = bisect.bisect_right(entries, requested_epoch, key=lambda e: e.epoch)
+        if higher == len(entries):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if higher == 0:
+            return requested_epoch, entries[0].start_offset
+        return entries[higher - 1].epoch, entries[higher].start_offset
 
     def epoch_for_offset(self, offset: int) -> int | None:
         """The epoch whose range holds ``offset`` (None below the earliest entry)."""
-        with self._lock:
-            slot = bisect.bisect_right(self._entries, offset, key=lambda e: e.start_offset)
-            return self._entries[slot - 1].epoch if slot else None
+        entries = self._entries
+        slot = bisect.bisect_right(entries, offset, key=lambda e: e.start_offset)
+        return entries[slot - 1].epoch if slot else None
 
     # --- changes --------------------------------------------------------------------
 
@@ -130,15 +133,16 @@ class LeaderEpochCache:
         Returns whether anything changed."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
-        with self._lock:
+        with _CHANGING:
             entries = self._entries
             if entries and entries[-1].epoch == epoch and entries[-1].start_offset <= start_offset:
                 return False
-            while entries and (
-                entries[-1].epoch >= epoch or entries[-1].start_offset >= start_offset
+            keep = len(entries)
+            while keep and (
+                entries[keep - 1].epoch >= epoch or entries[keep - 1].start_offset >= start_offset
             ):
-                entries.pop()
-            entries.append(EpochEntry(epoch, start_offset))
+                keep -= 1
+            self._entries = (*entries[:keep], EpochEntry(epoch, start_offset))
             # Written later (``flush``, before the log's recovery point moves past it, and
             # at close), not fsynced here: a new leader of 10,000 partitions would wait
             # 10,000 fsyncs. Nothing is lost in a crash: an epoch's batches carry it in
@@ -151,18 +155,20 @@ class LeaderEpochCache:
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop the entries starting at or after ``end_offset`` (the log was truncated
         to it)."""
-        with self._lock:
+        with _CHANGING:
             entries = self._entries
             if end_offset < 0 or not entries or entries[-1].start_offset < end_offset:
                 return
-            while entries and entries[-1].start_offset >= end_offset:
-                entries.pop()
+            keep = len(entries)
+            while keep and entries[keep - 1].start_offset >= end_offset:
+                keep -= 1
+            self._entries = entries[:keep]
             self._flush()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: drop the entries at or below it, and
         keep the last dropped one's epoch as starting at ``start_offset``."""
-        with self._lock:
+        with _CHANGING:
             entries = self._entries
             keep = bisect.bisect_right(entries, start_offset, key=lambda e: e.start_offset)
             if keep == 0:
@@ -170,19 +176,18 @@ class LeaderEpochCache:
             last_dropped = entries[keep - 1]
             if keep == 1 and last_dropped.start_offset == start_offset:
                 return
-            del entries[:keep]
-            entries.insert(0, EpochEntry(last_dropped.epoch, start_offset))
+            self._entries = (EpochEntry(last_dropped.epoch, start_offset), *entries[keep:])
             self._flush()
 
     def clear(self) -> None:
-        with self._lock:
+        with _CHANGING:
             if self._entries:
-                self._entries.clear()
+                self._entries = ()
                 self._flush()
 
     def flush(self) -> None:
         """Make entries assigned since the last write durable."""
-        with self._lock:
+        with _CHANGING:
             if self._dirty:
                 self._flush()
 

@@ -45,3 +45,26 @@ def test_partition_states_read_in_slices_come_back_whole_and_in_order(
         assert state.leader_and_isr.leader_epoch == tp.partition
         assert state.leader_and_isr.isr == (0, 1)
         assert state.controller_epoch == 7
+
+
+def test_equal_partition_states_decode_to_one_shared_object(zk_connect: str) -> None:
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        data = encode_partition_state(LeaderAndIsr(1, 4, (1, 2)), 3)
+        tps = [TopicPartition("t", p) for p in range(4)]
+        for tp in tps:
+            zk.create(paths.partition_state(tp.topic, tp.partition), data, make_parents=True)
+        zk.set(paths.partition_state("t", 3), data)  # the same data at zkVersion 1
+        got = ZkControllerStore(zk).read_partition_states(tps)
+    finally:
+        zk.close()
+    first = got[tps[0]]
+    assert first is not None
+    assert first.leader_and_isr == LeaderAndIsr(1, 4, (1, 2), 0)
+    assert got[tps[1]] is first
+    assert got[tps[2]] is first
+    other = got[tps[3]]
+    assert other is not None
+    assert other is not first
+    assert other.leader_and_isr.zk_version == 1
