@@ -613,6 +613,9 @@ class KafkaController:
     def _add_topics(self, assignments: dict[str, TopicAssignment]) -> list[TopicPartition]:
         ctx = self.ctx
         added: list[TopicPartition] = []
+        # Equal assignments are one immutable object (a cluster has a handful of replica
+        # orders); a later change replaces a partition's, never changes it.
+        shared: dict[ReplicaAssignment, ReplicaAssignment] = {}
         for topic, a in assignments.items():
             if a.topic_id is not None:
                 ctx.topic_ids[topic] = a.topic_id
@@ -620,7 +623,8 @@ class KafkaController:
             for p, replicas in a.partitions.items():
                 adding = a.adding_replicas.get(p, ())
                 removing = a.removing_replicas.get(p, ())
-                parts[p] = ReplicaAssignment(replicas, adding, removing)
+                ra = ReplicaAssignment(replicas, adding, removing)
+                parts[p] = shared.setdefault(ra, ra)
                 tp = TopicPartition(topic, p)
                 if adding or removing:
                     ctx.partitions_being_reassigned.add(tp)

@@ -12,9 +12,9 @@ import functools
 import struct
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from controller.context import ControllerContext, LeaderIsrAndControllerEpoch, ReplicaAssignment
 from wire.api import ApiKey
@@ -72,8 +72,10 @@ class BrokerRequest:
         return self.make_encoded() if self.make_encoded is not None else self.make_body()
 
 
-@dataclass(slots=True)
-class _LeaderAndIsrEntry:
+class _LeaderAndIsrEntry(NamedTuple):
+    """A partition's state for its brokers' LeaderAndIsr; immutable, so the brokers of a
+    partition share one (a failover queues one per replica: 300,000 for 100,000)."""
+
     lice: LeaderIsrAndControllerEpoch
     assignment: ReplicaAssignment
     is_new: bool
@@ -113,14 +115,16 @@ class RequestBatch:
         """A partition's state for these brokers; by default every live broker also gets
         the partition in an UpdateMetadata. `update_metadata=False` is for re-sending a
         state every broker already has (a failover sends a full UpdateMetadata first)."""
+        entry = _LeaderAndIsrEntry(lice, assignment, is_new)
         for broker_id in broker_ids:
             if broker_id < 0:
                 continue
             per_broker = self.leader_and_isr.setdefault(broker_id, {})
             previous = per_broker.get(tp)
-            per_broker[tp] = _LeaderAndIsrEntry(
-                lice, assignment, is_new or (previous is not None and previous.is_new)
-            )
+            if previous is not None and previous.is_new and not is_new:
+                per_broker[tp] = entry._replace(is_new=True)  # is_new sticks within a batch
+            else:
+                per_broker[tp] = entry
         if update_metadata:
             if not self.update_metadata_brokers >= ctx.live_brokers.keys():
                 self.update_metadata_brokers.update(ctx.live_brokers)
@@ -202,10 +206,13 @@ class RequestBatch:
         states: dict[TopicPartition, _LeaderAndIsrEntry],
         endpoints: dict[int, tuple[str, int]],
     ) -> list[BrokerRequest]:
-        snapshot = [(tp, e.lice, e.assignment, e.is_new) for tp, e in states.items()]
+        # The batch lets go of ``states`` when built: the requests read their entries from
+        # it, no copy per broker of 100,000 entries.
+        tps = tuple(states)
         out = []
-        for chunk in _chunks(snapshot):
-            topic_ids = {tp.topic: ctx.topic_ids.get(tp.topic, _ZERO_UUID) for tp, *_ in chunk}
+        for start in range(0, len(tps), MAX_PARTITIONS_PER_REQUEST):
+            chunk = tps[start : start + MAX_PARTITIONS_PER_REQUEST]
+            topic_ids = {tp.topic: ctx.topic_ids.get(tp.topic, _ZERO_UUID) for tp in chunk}
             out.append(
                 BrokerRequest(
                     broker_id,
@@ -217,10 +224,11 @@ class RequestBatch:
                         ctx.epoch,
                         ctx.broker_epochs.get(broker_id, -1),
                         chunk,
+                        states,
                         topic_ids,
                         endpoints,
                     ),
-                    tuple(tp for tp, *_ in chunk),
+                    chunk,
                 )
             )
         return out
@@ -433,13 +441,15 @@ def _leader_and_isr_body(
     controller_id: int,
     controller_epoch: int,
     broker_epoch: int,
-    chunk: list[tuple[TopicPartition, LeaderIsrAndControllerEpoch, ReplicaAssignment, bool]],
+    chunk: tuple[TopicPartition, ...],
+    states: Mapping[TopicPartition, _LeaderAndIsrEntry],
     topic_ids: dict[str, uuid.UUID],
     endpoints: dict[int, tuple[str, int]],
 ) -> Body:
     by_topic: dict[str, list[Body]] = {}
     leader_ids: set[int] = set()
-    for tp, lice, ra, is_new in chunk:
+    for tp in chunk:
+        lice, ra, is_new = states[tp]
         lai = lice.leader_and_isr
         leader_ids.add(lai.leader)
         by_topic.setdefault(tp.topic, []).append(

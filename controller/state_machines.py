@@ -381,25 +381,25 @@ class ReplicaStateMachine:
         ctx, ops = self.ctx, self.ops
         offline: list[PartitionReplica] = []
         try:
-            for topic, parts in ctx.assignments.items():
-                for p, ra in parts.items():
-                    tp = TopicPartition(topic, p)
-                    states: dict[int, ReplicaStateName] = {}
-                    online: list[int] = []
-                    for r in ra.replicas:
-                        if ctx.is_replica_online(r, include_shutting_down=True):
-                            states[r] = R.ONLINE
-                            online.append(r)
-                        else:
-                            # Kafka's initial state for a replica on a dead broker.
-                            states[r] = R.DELETION_INELIGIBLE
-                            offline.append(PartitionReplica(tp, r))
-                    ctx.set_replica_states(tp, states)
-                    lice = ctx.leadership.get(tp)
-                    if lice is not None and online:
-                        ops.batch.add_leader_and_isr(
-                            ctx, online, tp, lice, ra, is_new=False, update_metadata=False
-                        )
+            assignments = ctx.assignments
+            for tp in ctx.all_partitions():
+                ra = assignments[tp.topic][tp.partition]
+                states: dict[int, ReplicaStateName] = {}
+                online: list[int] = []
+                for r in ra.replicas:
+                    if ctx.is_replica_online(r, include_shutting_down=True):
+                        states[r] = R.ONLINE
+                        online.append(r)
+                    else:
+                        # Kafka's initial state for a replica on a dead broker.
+                        states[r] = R.DELETION_INELIGIBLE
+                        offline.append(PartitionReplica(tp, r))
+                ctx.set_replica_states(tp, states)
+                lice = ctx.leadership.get(tp)
+                if lice is not None and online:
+                    ops.batch.add_leader_and_isr(
+                        ctx, online, tp, lice, ra, is_new=False, update_metadata=False
+                    )
         except BaseException:
             ops.batch.clear()
             raise
