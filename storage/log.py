@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import errno
+import operator
 import os
 import re
 import sys
@@ -62,8 +63,7 @@ LONG_MAX: Final = 2**63 - 1
 _INT32_MAX: Final = 2**31 - 1
 _SEGMENT_NAME = re.compile(r"(\d{20})\.(log|index|timeindex)")
 _LEFTOVER_SUFFIXES: Final = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
-# The base offsets of a log of one segment starting at 0 (most logs): one shared tuple.
-_FIRST_BASES: Final = (0,)
+_BASE_OFFSET: Final = operator.attrgetter("base_offset")  # bisect key over segments
 
 #: ``defer(action, delay_ms)`` runs ``action`` later on a background thread.
 Defer = Callable[[Callable[[], None], int], None]
@@ -224,7 +224,6 @@ class PartitionLog:
         "_recovery_point",
         "_segments",
         "_time_ms",
-        "_view",
         "config",
         "directory",
         "epoch_cache",
@@ -358,12 +357,9 @@ class PartitionLog:
         )
 
     def _publish(self, segments: Sequence[LogSegment]) -> None:
-        """Make these the log's segments, visible to readers (one tuple, swapped
-        atomically). Writers, under the lock, read ``_segments``, the same tuple."""
-        kept = tuple(segments)
-        bases = tuple(s.base_offset for s in kept)
-        self._segments = kept
-        self._view = (kept, _FIRST_BASES if bases == _FIRST_BASES else bases)
+        """Make these the log's segments: one immutable tuple, swapped atomically, so
+        readers take no lock (they bisect it on the segments' base offsets)."""
+        self._segments = tuple(segments)
 
     @property
     def dir(self) -> Path:
@@ -395,15 +391,15 @@ class PartitionLog:
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(s.size for s in self._view[0])
+        return sum(s.size for s in self._segments)
 
     def segment_base_offsets(self) -> list[int]:
-        return list(self._view[1])
+        return [s.base_offset for s in self._segments]
 
     def __repr__(self) -> str:
         return (
             f"PartitionLog({self.topic}-{self.partition}, start={self._log_start},"
-            f" end={self._leo}, hw={self._hw}, segments={len(self._view[0])})"
+            f" end={self._leo}, hw={self._hw}, segments={len(self._segments)})"
         )
 
     def _check_open(self) -> None:
@@ -552,13 +548,13 @@ class PartitionLog:
         batches wholly below ``max_offset_exclusive`` (the high watermark, for consumers)
         and the log end offset. Reads stay within one segment, as Kafka's do.
         OffsetOutOfRangeError outside [log start offset, log end offset]."""
-        segments, bases = self._view
+        segments = self._segments
         leo = self._leo
         log_start = self._log_start
         if start_offset < log_start or start_offset > leo:
             raise OffsetOutOfRangeError(start_offset, log_start, leo)
         limit = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
-        index = max(bisect.bisect_right(bases, start_offset) - 1, 0)
+        index = max(bisect.bisect_right(segments, start_offset, key=_BASE_OFFSET) - 1, 0)
         while start_offset < limit and index < len(segments):
             segment = segments[index]
             index += 1
@@ -595,7 +591,7 @@ class PartitionLog:
         the answer is the batch's first offset at or above the log start and its
         maxTimestamp: no record before it qualifies, but a few at its start may not
         either (decoding those would need codecs this package does not depend on)."""
-        segments, _ = self._view
+        segments = self._segments
         leo = self._leo
         log_start = self._log_start
         for segment in segments:
@@ -796,9 +792,9 @@ class PartitionLog:
             point = self._recovery_point
             if target <= point and not self._dir_dirty:
                 return
-            segments, bases = self._view
-            first = max(bisect.bisect_right(bases, point) - 1, 0)
-            last = bisect.bisect_left(bases, target)
+            segments = self._segments
+            first = max(bisect.bisect_right(segments, point, key=_BASE_OFFSET) - 1, 0)
+            last = bisect.bisect_left(segments, target, key=_BASE_OFFSET)
             todo = segments[first:last] if target > point else ()
             sync_dir = self._dir_dirty
             self._dir_dirty = False
