@@ -278,25 +278,33 @@ class ZkClient:
     # --- single reads -----------------------------------------------------------------
 
     def get(self, path: str, *, watch: bool = False) -> tuple[bytes, ZnodeStat] | None:
-        """Data and stat of a znode, or None if it does not exist."""
-        try:
-            data, stat = self.kazoo.get(path, watch=self._dispatch if watch else None)
-        except NoNodeError:
-            if watch:
-                self.exists(path, watch=True)
-            return None
-        return data, stat
+        """Data and stat of a znode, or None if it does not exist.
+
+        With ``watch``, a missing znode is watched for its creation (an exists watch); one
+        created between the read and that watch is read again, or its creation would go
+        unnoticed until it changed again (an admin tool re-creating a request znode the
+        moment the controller deleted the last one)."""
+        while True:
+            try:
+                data, stat = self.kazoo.get(path, watch=self._dispatch if watch else None)
+            except NoNodeError:
+                if watch and self.exists(path, watch=True) is not None:
+                    continue  # created meanwhile
+                return None
+            return data, stat
 
     def exists(self, path: str, *, watch: bool = False) -> ZnodeStat | None:
         return self.kazoo.exists(path, watch=self._dispatch if watch else None)
 
     def get_children(self, path: str, *, watch: bool = False) -> list[str] | None:
-        try:
-            return list(self.kazoo.get_children(path, watch=self._dispatch if watch else None))
-        except NoNodeError:
-            if watch:
-                self.exists(path, watch=True)
-            return None
+        """Children of a znode, or None if it does not exist (watched as ``get`` does)."""
+        while True:
+            try:
+                return list(self.kazoo.get_children(path, watch=self._dispatch if watch else None))
+            except NoNodeError:
+                if watch and self.exists(path, watch=True) is not None:
+                    continue  # created meanwhile
+                return None
 
     # --- batched reads ----------------------------------------------------------------
 
