@@ -309,6 +309,29 @@ def test_update_metadata_is_encoded_once_with_each_brokers_epoch_written_in(
         encode_request(ApiKey.UPDATE_METADATA, 6, 1, "controller", encoded[1])
 
 
+def test_leader_and_isr_to_brokers_of_the_same_partitions_is_encoded_once() -> None:
+    ctx = cluster()
+    ctx.broker_epochs.update({1: 11, 2: 22, 3: 33})
+    lice = lead(ctx, T0, 1, (1, 2, 3))
+    batch = RequestBatch()
+    batch.add_leader_and_isr(ctx, [1, 2, 3], T0, lice, ctx.full_assignment(T0), is_new=False)
+    # Broker 3 was told of the partition as new earlier in the batch: its state differs.
+    batch.add_leader_and_isr(ctx, [3], T0, lice, ctx.full_assignment(T0), is_new=True)
+    batch.add_leader_and_isr(ctx, [3], T0, lice, ctx.full_assignment(T0), is_new=False)
+    requests = by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR)
+    shared = {b: r.make_encoded.func.__self__ for b, r in requests.items()}  # type: ignore[union-attr]
+    assert shared[1] is shared[2]
+    assert shared[3] is not shared[1]
+    for broker_id, r in requests.items():
+        wire = r.wire_body()
+        assert isinstance(wire, EncodedBody)
+        assert bytes(wire.data) == request_codec(r.api_key, r.api_version).encode(r.body)
+        decoded = request_codec(r.api_key, r.api_version).decode(bytes(wire.data))
+        assert decoded["broker_epoch"] == ctx.broker_epochs[broker_id]
+        (state,) = decoded["topic_states"][0]["partition_states"]
+        assert state["is_new"] is (broker_id == 3)
+
+
 def test_stop_replica_bodies() -> None:
     ctx = cluster()
     lead(ctx, T0, 2, (2, 3))
