@@ -110,7 +110,9 @@ def last(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
     return None
 
 
-def run_size(connect: str, partitions: int, workdir: Path, rounds: int) -> dict[str, Any]:
+def run_size(
+    connect: str, partitions: int, workdir: Path, rounds: int, balance: bool = True
+) -> dict[str, Any]:
     connect = chroot(connect, f"failover-{partitions}")
     per_topic = 1000 if partitions >= 1000 else max(partitions, 1)
     assignments = round_robin(partitions, per_topic) if partitions else {}
@@ -134,7 +136,7 @@ def run_size(connect: str, partitions: int, workdir: Path, rounds: int) -> dict[
         # Brokers start one after another, so the first controller leads what the others
         # did not yet host; balance leaderships as the auto rebalance would (it is off
         # here, not to run during the timing).
-        balance_s = elect_preferred_leaders(c, assignments)
+        balance_s = elect_preferred_leaders(c, assignments) if balance else 0.0
         wait_quiet(connect)
         time.sleep(2)
         failovers = []
@@ -192,6 +194,7 @@ def run_size(connect: str, partitions: int, workdir: Path, rounds: int) -> dict[
             "partitions": partitions,
             "populate_zookeeper_s": round(populate_s, 2),
             "settle_s": round(settle_s, 1),
+            "leaderships_balanced_first": balance,
             "preferred_election_s": round(balance_s, 1),
             "floor_read_s": round(statistics.median(floors), 3),
             "controller_id": controller_id,
@@ -223,6 +226,11 @@ def main() -> None:
     )
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--no-balance",
+        action="store_true",
+        help="skip the preferred election: leaderships stay where the brokers' start left them",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with (
@@ -232,7 +240,7 @@ def main() -> None:
         ) as tmp,
     ):
         baseline = run_size(connect, 0, Path(tmp), 1)
-        results = [run_size(connect, n, Path(tmp), args.rounds) for n in sizes]
+        results = [run_size(connect, n, Path(tmp), args.rounds, not args.no_balance) for n in sizes]
     emit(
         {
             "benchmark": "controller_failover",
