@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from zkdata.znodes import BrokerRegistration, LeaderAndIsr, TopicPartition
+from zkdata.znodes import BrokerRegistration, LeaderAndIsr, SharedValues, TopicPartition
 
 
 class PartitionStateName(enum.Enum):
@@ -56,20 +56,7 @@ REPLICA_VALID_PREVIOUS: dict[ReplicaStateName, frozenset[ReplicaStateName]] = {
 }
 
 
-_SHARED_STATES: dict[
-    tuple[tuple[int, ReplicaStateName], ...], tuple[tuple[int, ReplicaStateName], ...]
-] = {}
-
-
-def _shared_states(
-    states: tuple[tuple[int, ReplicaStateName], ...],
-) -> tuple[tuple[int, ReplicaStateName], ...]:
-    shared = _SHARED_STATES.get(states)
-    if shared is not None:
-        return shared
-    if len(_SHARED_STATES) < 100_000:
-        _SHARED_STATES[states] = states
-    return states
+_shared_states: SharedValues[tuple[tuple[int, ReplicaStateName], ...]] = SharedValues(100_000)
 
 
 class ReplicaAssignment(NamedTuple):

@@ -43,6 +43,7 @@ from storage.records import (
     validate_follower_batches,
 )
 from storage.segment import DELETED_SUFFIX, FileRegion, LogSegment
+from zkdata.znodes import SharedValues
 
 if TYPE_CHECKING:
     from broker.config import TopicConfig
@@ -122,15 +123,10 @@ class LogConfig:
             max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
             file_delete_delay_ms=config.file_delete_delay_ms,
         )
-        shared = _SHARED_LOG_CONFIGS.get(made)
-        if shared is not None:
-            return shared
-        if len(_SHARED_LOG_CONFIGS) < 10_000:  # bounded: configs come from znodes
-            _SHARED_LOG_CONFIGS[made] = made
-        return made
+        return _SHARED_LOG_CONFIGS(made)
 
 
-_SHARED_LOG_CONFIGS: dict[LogConfig, LogConfig] = {}
+_SHARED_LOG_CONFIGS: SharedValues[LogConfig] = SharedValues(10_000)
 
 
 class AppendInfo(NamedTuple):

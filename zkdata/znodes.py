@@ -13,9 +13,9 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any, Generic, NamedTuple, TypeGuard, TypeVar
 
 from zkdata import paths
 
@@ -24,6 +24,7 @@ LEADER_DURING_DELETE = -2
 INITIAL_LEADER_EPOCH = 0
 
 # Kafka reads every integer field as a Java int: a bigger number is malformed, not a broker id.
+_H = TypeVar("_H", bound=Hashable)
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
 # The C scanner behind json.loads, without its per-call Python wrapping.
@@ -35,11 +36,31 @@ _INT_TEXT = re.compile(r"-?[0-9]+")
 _TOPIC_ID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")
 
 
+class SharedValues(Generic[_H]):
+    """Equal immutable values as one object: calling it with a value returns the first
+    equal one it was given (while it remembers fewer than ``limit``; values come from
+    outside, so the table is bounded). Brokers and the controller hold the same few
+    values (replica lists, configs, states) for 100,000s of partitions."""
+
+    __slots__ = ("_limit", "_table")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._table: dict[_H, _H] = {}
+
+    def __call__(self, value: _H) -> _H:
+        shared = self._table.get(value)
+        if shared is not None:
+            return shared
+        if len(self._table) < self._limit:
+            self._table[value] = value
+        return value
+
+
 # Replica lists and ISRs repeat endlessly (100,000 partitions on 3 brokers have a dozen
 # distinct ones): sharing one tuple per distinct value saves ~100 bytes per partition in
-# every structure that holds them. Bounded, in case a cluster really has that many.
-_SHARED_TUPLES: dict[tuple[int, ...], tuple[int, ...]] = {}
-_SHARED_TUPLES_MAX = 100_000
+# every structure that holds them.
+_SHARED_TUPLES: SharedValues[tuple[int, ...]] = SharedValues(100_000)
 
 
 def shared_ints(values: Iterable[int]) -> tuple[int, ...]:
@@ -47,13 +68,7 @@ def shared_ints(values: Iterable[int]) -> tuple[int, ...]:
 
     Only for values already known to be ints: (True,) and (1.0,) are equal to (1,).
     """
-    t = tuple(values)
-    shared = _SHARED_TUPLES.get(t)
-    if shared is not None:
-        return shared
-    if len(_SHARED_TUPLES) < _SHARED_TUPLES_MAX:
-        _SHARED_TUPLES[t] = t
-    return t
+    return _SHARED_TUPLES(tuple(values))
 
 
 class MalformedZnode(ValueError):

@@ -746,3 +746,19 @@ def test_illegal_topic_names(name: str) -> None:
 @pytest.mark.parametrize("name", ["a", "a" * 249, "A-b_c.9", "...", "__consumer_offsets"])
 def test_legal_topic_names(name: str) -> None:
     assert paths.topic_name_problem(name) is None
+
+
+def test_shared_values_hand_out_the_first_equal_value_up_to_their_limit() -> None:
+    from zkdata.znodes import SharedValues
+
+    shared: SharedValues[tuple[int, ...]] = SharedValues(2)
+    first = tuple([1, 2])
+    assert shared(first) is first
+    assert shared(tuple([1, 2])) is first
+    second = tuple([3])
+    assert shared(second) is second
+    third = tuple([4])
+    assert shared(third) is third
+    assert shared(tuple([4])) is not third  # full: not remembered, still equal
+    assert shared(tuple([4])) == third
+    assert shared(tuple([3])) is second
