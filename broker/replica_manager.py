@@ -255,23 +255,31 @@ class ReplicaManager:
         followers: list[Partition] = []
         # One TopicPartition per partition for the logs, the partitions and whatever keys
         # on them (a broker holds 100,000s): the one already in use, else a new one. (Read
-        # without the lock: only the key object is taken.)
-        tps: list[list[TopicPartition]] = []
+        # without the lock: only the key object, and whether it has a log, are taken.)
+        # Per topic: (partition, its state, whether its log may be missing).
+        topics: list[list[tuple[TopicPartition, dict[str, Any], bool]]] = []
+        known = self.partitions.get
         for topic_state in request["topic_states"]:
-            topic_tps = []
+            topic = topic_state["topic_name"]
+            entries = []
             for ps in topic_state["partition_states"]:
-                tp = TopicPartition(topic_state["topic_name"], ps["partition_index"])
-                current = self.partitions.get(tp)
-                topic_tps.append(current.topic_partition if current is not None else tp)
-            tps.append(topic_tps)
+                tp = TopicPartition(topic, ps["partition_index"])
+                current = known(tp)
+                if current is None:
+                    entries.append((tp, ps, True))
+                else:
+                    entries.append((current.topic_partition, ps, current.log is None))
+            topics.append(entries)
         if self.logs is not None and controller_epoch >= self.controller_epoch:
             # Create the new partitions' logs before taking the lock (files and folders:
             # seconds for thousands), so produce and fetch go on meanwhile.
-            for topic_state, topic_tps in zip(request["topic_states"], tps, strict=True):
+            for topic_state, entries in zip(request["topic_states"], topics, strict=True):
                 topic = topic_state["topic_name"]
-                config = self.topic_config(topic) if self.topic_config is not None else None
-                for tp in topic_tps:
-                    if tp not in self.logs:
+                config = None
+                for tp, _ps, maybe_missing in entries:
+                    if maybe_missing and tp not in self.logs:
+                        if config is None and self.topic_config is not None:
+                            config = self.topic_config(topic)
                         self.logs.get_or_create(tp, config, sync_dir=False)
         with self._lock:
             if controller_epoch < self.controller_epoch:
@@ -285,11 +293,22 @@ class ReplicaManager:
                 return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "topics": []}
             self.controller_epoch = controller_epoch
             self._changes += 1
-            for topic_state, topic_tps in zip(request["topic_states"], tps, strict=True):
+            for topic_state, entries in zip(request["topic_states"], topics, strict=True):
                 topic = topic_state["topic_name"]
                 topic_id = topic_state.get("topic_id") or uuid.UUID(int=0)
                 errors = []
-                for ps, tp in zip(topic_state["partition_states"], topic_tps, strict=True):
+                for tp, ps, _ in entries:
+                    current = known(tp)
+                    if (
+                        current is not None
+                        and not current.stale
+                        and ps["leader_epoch"] == current.leader_epoch
+                        and self.broker_id in ps["replicas"]
+                    ):
+                        # A repeat (a new controller resends every partition at failover):
+                        # nothing changes, nothing to log.
+                        errors.append({"partition_index": tp.partition, "error_code": 0})
+                        continue
                     error, applied = self._apply_partition_state(tp, topic_id, ps)
                     errors.append({"partition_index": tp.partition, "error_code": int(error)})
                     if applied is not None:
@@ -793,6 +812,9 @@ class ReplicaManager:
                         self._isr_intents.setdefault(intent.partition.topic_partition, intent)
                 time.sleep(1)
                 continue
+            # Let go of the batch now, not when the next one comes (after a burst it held
+            # thousands of intents, each with its partition, for as long as all was quiet).
+            intents.clear()
             wait = ISR_PROPAGATION_INTERVAL_S - (time.monotonic() - last_notified)
             if changed and wait > 0:
                 time.sleep(wait)  # batch what changes in the window

@@ -380,22 +380,28 @@ class ReplicaStateMachine:
         """
         ctx, ops = self.ctx, self.ops
         offline: list[PartitionReplica] = []
+        # What a replica list comes to depends only on which brokers are live: worked out
+        # once per distinct list (a cluster has a handful), not once per partition.
+        by_replicas: dict[tuple[int, ...], tuple[dict[int, ReplicaStateName], list[int]]] = {}
         try:
             assignments = ctx.assignments
+            leadership = ctx.leadership
             for tp in ctx.all_partitions():
                 ra = assignments[tp.topic][tp.partition]
-                states: dict[int, ReplicaStateName] = {}
-                online: list[int] = []
-                for r in ra.replicas:
-                    if ctx.is_replica_online(r, include_shutting_down=True):
-                        states[r] = R.ONLINE
-                        online.append(r)
-                    else:
-                        # Kafka's initial state for a replica on a dead broker.
-                        states[r] = R.DELETION_INELIGIBLE
-                        offline.append(PartitionReplica(tp, r))
+                known = by_replicas.get(ra.replicas)
+                if known is None:
+                    states: dict[int, ReplicaStateName] = {}
+                    for r in ra.replicas:
+                        # A replica on a dead broker starts as Kafka's ReplicaDeletionIneligible.
+                        online_now = ctx.is_replica_online(r, include_shutting_down=True)
+                        states[r] = R.ONLINE if online_now else R.DELETION_INELIGIBLE
+                    online_ids = [r for r, state in states.items() if state is R.ONLINE]
+                    known = by_replicas[ra.replicas] = (states, online_ids)
+                states, online = known
+                if len(online) != len(states):
+                    offline.extend(PartitionReplica(tp, r) for r in states if r not in online)
                 ctx.set_replica_states(tp, states)
-                lice = ctx.leadership.get(tp)
+                lice = leadership.get(tp)
                 if lice is not None and online:
                     ops.batch.add_leader_and_isr(
                         ctx, online, tp, lice, ra, is_new=False, update_metadata=False

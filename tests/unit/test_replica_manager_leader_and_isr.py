@@ -1,0 +1,154 @@
+"""LeaderAndIsr fencing in the replica manager, per partition: what is applied, what is a
+repeat (a new controller resends every partition), what is refused. No ZooKeeper: a
+LeaderAndIsr touches none."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any, cast
+
+from broker.replica_manager import ReplicaManager
+from broker.state_change_log import StateChangeLog
+from wire.errors import ErrorCode
+
+BROKER = 1
+TOPIC_ID = uuid.UUID(int=7)
+
+
+def request(
+    states: dict[int, tuple[int, int, list[int]]],
+    *,
+    controller_epoch: int = 3,
+    replicas: list[int] | None = None,
+) -> dict[str, Any]:
+    """Partition -> (leader, leader epoch, ISR) of topic "t"."""
+    return {
+        "controller_id": 9,
+        "controller_epoch": controller_epoch,
+        "broker_epoch": 100,
+        "topic_states": [
+            {
+                "topic_name": "t",
+                "topic_id": TOPIC_ID,
+                "partition_states": [
+                    {
+                        "partition_index": p,
+                        "controller_epoch": controller_epoch,
+                        "leader": leader,
+                        "leader_epoch": epoch,
+                        "isr": isr,
+                        "partition_epoch": epoch,
+                        "replicas": replicas if replicas is not None else [1, 2, 3],
+                        "adding_replicas": [],
+                        "removing_replicas": [],
+                        "is_new": False,
+                    }
+                    for p, (leader, epoch, isr) in states.items()
+                ],
+            }
+        ],
+    }
+
+
+def errors(response: dict[str, Any]) -> dict[int, int]:
+    return {
+        e["partition_index"]: e["error_code"]
+        for topic in response["topics"]
+        for e in topic["partition_errors"]
+    }
+
+
+def logged(tmp_path: Path) -> list[dict[str, Any]]:
+    path = tmp_path / "state-change.log"
+    if not path.exists():
+        return []
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [row for row in lines if row["event"] == "leader_and_isr"]
+
+
+def manager(tmp_path: Path) -> ReplicaManager:
+    return ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER))
+
+
+def test_new_partitions_are_applied_and_logged(tmp_path: Path) -> None:
+    rm = manager(tmp_path)
+    response = rm.become_leader_or_follower(request({0: (1, 0, [1, 2, 3]), 1: (2, 0, [2, 3])}))
+    assert errors(response) == {0: 0, 1: 0}
+    assert rm.last_applied == 2
+    assert [(r["partition"], r["result"]) for r in logged(tmp_path)] == [
+        (0, "applied"),
+        (1, "applied"),
+    ]
+    led = {tp.partition: p for tp, p in rm.partitions.items()}
+    assert (led[0].leader, led[0].isr, len(led[0].followers)) == (1, (1, 2, 3), 2)
+    assert (led[1].leader, led[1].isr, len(led[1].followers)) == (2, (2, 3), 0)
+
+
+def test_a_repeat_changes_nothing_and_is_not_logged(tmp_path: Path) -> None:
+    rm = manager(tmp_path)
+    rm.become_leader_or_follower(request({0: (1, 4, [1, 2, 3])}))
+    before = dict(rm.partitions)
+    # A new controller resends the state it read (even with another ISR: the epoch is
+    # what fences; the broker's own view of the ISR stays).
+    response = rm.become_leader_or_follower(request({0: (1, 4, [1, 2])}, controller_epoch=4))
+    assert errors(response) == {0: 0}
+    assert rm.last_applied == 0
+    assert rm.partitions == before
+    assert all(rm.partitions[tp] is p for tp, p in before.items())
+    assert len(logged(tmp_path)) == 1
+
+
+def test_an_older_leader_epoch_is_refused_and_logged(tmp_path: Path) -> None:
+    rm = manager(tmp_path)
+    rm.become_leader_or_follower(request({0: (1, 4, [1, 2, 3])}))
+    response = rm.become_leader_or_follower(request({0: (2, 3, [2, 3])}, controller_epoch=4))
+    assert errors(response) == {0: int(ErrorCode.STALE_CONTROLLER_EPOCH)}
+    (p,) = rm.partitions.values()
+    assert (p.leader, p.leader_epoch) == (1, 4)
+    assert [(r["result"], r["error"]) for r in logged(tmp_path)][-1] == (
+        "rejected",
+        "STALE_CONTROLLER_EPOCH",
+    )
+
+
+def test_a_newer_leader_epoch_replaces_the_partition(tmp_path: Path) -> None:
+    rm = manager(tmp_path)
+    rm.become_leader_or_follower(request({0: (1, 4, [1, 2, 3])}))
+    response = rm.become_leader_or_follower(request({0: (2, 5, [2, 3])}, controller_epoch=4))
+    assert errors(response) == {0: 0}
+    (p,) = rm.partitions.values()
+    assert (p.leader, p.leader_epoch, p.isr, len(p.followers)) == (2, 5, (2, 3), 0)
+
+
+def test_a_partition_not_hosted_here_is_refused_even_at_the_same_epoch(tmp_path: Path) -> None:
+    rm = manager(tmp_path)
+    rm.become_leader_or_follower(request({0: (1, 4, [1, 2, 3])}))
+    response = rm.become_leader_or_follower(
+        request({0: (2, 4, [2, 3])}, controller_epoch=4, replicas=[2, 3])
+    )
+    assert errors(response) == {0: int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)}
+
+
+def test_a_stale_partition_takes_the_same_epoch_again(tmp_path: Path) -> None:
+    # Our ISR write found the partition moved on: the next LeaderAndIsr, even at the epoch
+    # we had, is applied (it is the controller's word on where the partition stands).
+    rm = manager(tmp_path)
+    rm.become_leader_or_follower(request({0: (1, 4, [1, 2, 3])}))
+    (old,) = rm.partitions.values()
+    old.stale = True
+    response = rm.become_leader_or_follower(request({0: (1, 4, [1, 2])}, controller_epoch=4))
+    assert errors(response) == {0: 0}
+    (new,) = rm.partitions.values()
+    assert new is not old
+    assert (new.stale, new.isr) == (False, (1, 2))
+
+
+def test_an_older_controller_epoch_is_refused_whole(tmp_path: Path) -> None:
+    rm = manager(tmp_path)
+    rm.become_leader_or_follower(request({0: (1, 4, [1, 2, 3])}, controller_epoch=5))
+    response = rm.become_leader_or_follower(request({0: (2, 9, [2])}, controller_epoch=4))
+    assert response == {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "topics": []}
+    (p,) = rm.partitions.values()
+    assert p.leader_epoch == 4
