@@ -9,7 +9,7 @@ the one epoch-checked path. Reads are batched in multiReads.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -118,11 +118,16 @@ class ZkControllerStore:
         # equal znode data and version decode once, to one shared immutable state.
         decoded: dict[tuple[bytes, int], PartitionState] = {}
         # A slice at a time: a failover of 100,000 partitions never holds every znode's
-        # raw data and stat at once (their decoded states are a fraction of that).
-        for start in range(0, len(tps), READ_SLICE):
-            part = tps[start : start + READ_SLICE]
-            state_paths = [paths.partition_state(tp.topic, tp.partition) for tp in part]
-            for tp, path, got in zip(part, state_paths, self.zk.get_many(state_paths), strict=True):
+        # raw data and stat at once (their decoded states are a fraction of that). The
+        # next slice's reads are sent before this one is worked through, so ZooKeeper
+        # and this thread work at the same time (two slices in memory at most).
+        slices = [tps[start : start + READ_SLICE] for start in range(0, len(tps), READ_SLICE)]
+        in_flight = [self._send_reads(part) for part in slices[:1]]
+        for i, part in enumerate(slices):
+            if i + 1 < len(slices):
+                in_flight.append(self._send_reads(slices[i + 1]))
+            state_paths, results = in_flight.pop(0)
+            for tp, path, got in zip(part, state_paths, results(), strict=True):
                 if got is None:
                     out[tp] = None
                     continue
@@ -134,6 +139,12 @@ class ZkControllerStore:
                         decoded[key] = state
                 out[tp] = state
         return out
+
+    def _send_reads(
+        self, part: Sequence[TopicPartition]
+    ) -> tuple[list[str], Callable[[], list[tuple[bytes, ZnodeStat] | None]]]:
+        state_paths = [paths.partition_state(tp.topic, tp.partition) for tp in part]
+        return state_paths, self.zk.get_many_sent(state_paths)
 
     @staticmethod
     def decode_state(path: str, got: tuple[bytes, ZnodeStat] | None) -> PartitionState | None:

@@ -313,16 +313,26 @@ class ZkClient:
         return chroot + path if chroot and path != "/" else (chroot or path)
 
     def _multi_read(self, op: int, path_list: Sequence[str], batch: int) -> list[Any]:
+        return self._multi_read_sent(op, path_list, batch)()
+
+    def _multi_read_sent(
+        self, op: int, path_list: Sequence[str], batch: int
+    ) -> Callable[[], list[Any]]:
+        """Send the multiReads now; the function returned waits for their results."""
         pending = []
         for start in range(0, len(path_list), batch):
             ops = tuple((op, self._chrooted(p), False) for p in path_list[start : start + batch])
             result = self.kazoo.handler.async_result()
             self.kazoo._call(_MultiRead(ops), result)
             pending.append(result)
-        out: list[Any] = []
-        for result in pending:
-            out.extend(result.get(timeout=self.session_timeout_ms / 1000))
-        return out
+
+        def results() -> list[Any]:
+            out: list[Any] = []
+            for result in pending:
+                out.extend(result.get(timeout=self.session_timeout_ms / 1000))
+            return out
+
+        return results
 
     def _watched_reads(self, op: int, path_list: Sequence[str]) -> list[Any]:
         # ZooKeeper ignores the watch flag inside a multiRead (Op.GetData drops it), so
@@ -343,6 +353,10 @@ class ZkClient:
             results = self._watched_reads(op, path_list)
         else:
             results = self._multi_read(op, path_list, batch)
+        return self._checked(results)
+
+    @staticmethod
+    def _checked(results: list[Any]) -> list[Any]:
         for r in results:
             if isinstance(r, Exception) and not isinstance(r, NoNodeError):
                 raise r
@@ -357,6 +371,16 @@ class ZkClient:
         (e.g. a lost connection) raises: a partial view is never returned.
         """
         return self._read(_GET_DATA, path_list, watch, batch)
+
+    def get_many_sent(
+        self, path_list: Sequence[str], *, batch: int = READ_BATCH
+    ) -> Callable[[], list[tuple[bytes, ZnodeStat] | None]]:
+        """``get_many`` (unwatched) in two steps: the reads are sent now, and the function
+        returned waits for what they read. A caller reading in slices sends the next
+        slice before working through this one, so ZooKeeper is never left waiting on it.
+        """
+        sent = self._multi_read_sent(_GET_DATA, path_list, batch)
+        return lambda: self._checked(sent())
 
     def get_children_many(
         self, path_list: Sequence[str], *, watch: bool = False, batch: int = READ_BATCH
