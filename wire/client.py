@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Final
 
@@ -84,14 +84,21 @@ class KafkaConnection:
         return self._sock is None
 
     def request(
-        self, api_key: int, api_version: int, body: Mapping[str, Any] | EncodedBody
+        self,
+        api_key: int,
+        api_version: int,
+        body: Mapping[str, Any] | EncodedBody,
+        *,
+        while_waiting: Callable[[], None] | None = None,
     ) -> Body:
         """Send one request and return its decoded response body.
 
         A Produce request with acks=0 gets no response in Kafka; for it this returns {}
         once the request is sent. EncodeError/UnsupportedVersionError if the request
         cannot be encoded (the connection stays usable); KafkaConnectionError for anything
-        that breaks the connection, including a response that does not decode."""
+        that breaks the connection, including a response that does not decode.
+        ``while_waiting`` is called once the request is sent, before the response is read
+        (the caller's work overlaps the server's); it must not raise."""
         if isinstance(body, EncodedBody) and api_key == ApiKey.PRODUCE:
             # Its acks decide whether an answer comes: the body must be readable here.
             raise ValueError("a Produce request body cannot be sent pre-encoded")
@@ -102,7 +109,9 @@ class KafkaConnection:
             correlation_id = next(self._correlation_ids) & 0x7FFFFFFF
             frame = encode_request(api_key, api_version, correlation_id, self.client_id, body)
             try:
-                return self._exchange(sock, frame, api_key, api_version, correlation_id, body)
+                return self._exchange(
+                    sock, frame, api_key, api_version, correlation_id, body, while_waiting
+                )
             except TimeoutError as exc:
                 self._close_locked()
                 raise KafkaConnectionError(
@@ -131,10 +140,13 @@ class KafkaConnection:
         api_version: int,
         correlation_id: int,
         body: Mapping[str, Any] | EncodedBody,
+        while_waiting: Callable[[], None] | None = None,
     ) -> Body:
         sock.sendall(frame)
         if api_key == ApiKey.PRODUCE and isinstance(body, Mapping) and body.get("acks") == 0:
             return {}
+        if while_waiting is not None:
+            while_waiting()
         prefix = self._read_exactly(sock, 4)
         response = self._read_exactly(sock, frame_size(prefix, self.max_response_size))
         if len(response) < 4:
