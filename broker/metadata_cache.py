@@ -94,14 +94,26 @@ class MetadataCache:
                     fields = (
                         p["leader"],
                         p["leader_epoch"],
-                        shared_ints(p["isr"]),
-                        shared_ints(p["replicas"]),
-                        shared_ints(p.get("offline_replicas") or ()),
+                        tuple(p["isr"]),
+                        tuple(p["replicas"]),
+                        tuple(p.get("offline_replicas") or ()),
                         p.get("zk_version", 0),
                         p["controller_epoch"],
                     )
                     metadata = shared.get(fields)
                     if metadata is None:
+                        # New to the table: its tuples are the shared ones (the table
+                        # keeps its key, and equal keys find this entry).
+                        leader, epoch, isr, replicas, offline, zk_version, ce = fields
+                        fields = (
+                            leader,
+                            epoch,
+                            shared_ints(isr),
+                            shared_ints(replicas),
+                            shared_ints(offline),
+                            zk_version,
+                            ce,
+                        )
                         metadata = PartitionMetadata(*fields)
                         if len(shared) >= _SHARED_METADATA_MAX:
                             shared.clear()  # values of the past: start over

@@ -142,14 +142,19 @@ class PartitionStateMachine:
 
     def initialize_states(self) -> None:
         ctx = self.ctx
+        leadership = ctx.leadership
+        states = ctx.partition_states
+        # A leader on a live (or shutting down) broker: online (is_replica_online, inlined:
+        # this runs for every partition at failover).
+        live = ctx.live_brokers
         for tp in ctx.all_partitions():
-            lice = ctx.leadership.get(tp)
+            lice = leadership.get(tp)
             if lice is None:
-                ctx.partition_states[tp] = P.NEW
-            elif ctx.is_replica_online(lice.leader_and_isr.leader, include_shutting_down=True):
-                ctx.partition_states[tp] = P.ONLINE
+                states[tp] = P.NEW
+            elif lice.leader_and_isr.leader in live:
+                states[tp] = P.ONLINE
             else:
-                ctx.partition_states[tp] = P.OFFLINE
+                states[tp] = P.OFFLINE
 
     def trigger_online_partition_state_change(
         self, topics: Iterable[str] | None = None
