@@ -18,6 +18,8 @@ from typing import IO, Any
 
 SCHEMA_VERSION = 1
 FILE_NAME = "state-change.log"
+# One compact encoder for every line (json.dumps with separators builds a new one per call).
+_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 # Why the controller wrote a partition state.
 REASONS = ("new", "offline", "unclean", "preferred", "reassign", "controlled_shutdown", "deleted")
@@ -51,7 +53,7 @@ class StateChangeLog:
             "event": event,
         }
         record.update(fields)
-        line = json.dumps(record, separators=(",", ":")) + "\n"
+        line = _encode(record) + "\n"
         with self._lock:
             if self._file is not None:
                 self._file.write(line)
@@ -61,7 +63,15 @@ class StateChangeLog:
         """Many lines of one event kind in one write (a failover can log thousands)."""
         ts = time.time_ns() // 1_000_000
         head = {"ts": ts, "v": SCHEMA_VERSION, "broker": self.broker_id, "event": event}
-        text = "".join(json.dumps({**head, **row}, separators=(",", ":")) + "\n" for row in rows)
+        # The common fields are encoded once, each row's own after them: the same line as
+        # encoding the merged record (a failover logs 100,000 rows, a broker loss 10,000s).
+        prefix = _encode(head)[:-1] + ","
+        text = "".join(
+            prefix + _encode(row)[1:] + "\n"
+            if row and row.keys().isdisjoint(head)
+            else _encode({**head, **row}) + "\n"
+            for row in rows
+        )
         if not text:
             return
         with self._lock:
