@@ -118,39 +118,43 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.005)
 
 
-def channel(
-    answered: list[tuple[BrokerRequest, dict[str, Any]]], abandoned: list[BrokerRequest]
-) -> ControllerChannelManager:
-    return ControllerChannelManager(
-        1,
-        lambda request, response: answered.append((request, response)),
-        socket_timeout_s=10,
-        on_abandon=abandoned.append,
-    )
+class Connected:
+    """A channel with one broker, the server; what it answered and abandoned."""
+
+    def __init__(self, server: Server) -> None:
+        self.answered: list[tuple[BrokerRequest, dict[str, Any]]] = []
+        self.abandoned: list[BrokerRequest] = []
+        self.channel = ControllerChannelManager(
+            1,
+            lambda request, response: self.answered.append((request, response)),
+            socket_timeout_s=10,
+            on_abandon=self.abandoned.append,
+        )
+        self.channel.add_broker(7, "127.0.0.1", server.port)
+
+    def answered_topics(self) -> list[str]:
+        return [response["topics"][0]["name"] for _, response in self.answered]
 
 
 def test_requests_leave_in_order_each_built_once(servers: Callable[..., Server]) -> None:
     server = servers(delay_s=0.002)
     built = Built()
-    answered: list[tuple[BrokerRequest, dict[str, Any]]] = []
-    abandoned: list[BrokerRequest] = []
-    ch = channel(answered, abandoned)
-    ch.add_broker(7, "127.0.0.1", server.port)
+    c = Connected(server)
     topics = [f"t{i}" for i in range(40)]
     requests = [built.request(t) for t in topics]
     try:
         # In two sends, the second while the first is in flight.
-        ch.send(requests[:10])
-        ch.send(requests[10:])
-        wait_until(lambda: len(answered) == len(requests), "every answer")
+        c.channel.send(requests[:10])
+        c.channel.send(requests[10:])
+        wait_until(lambda: len(c.answered) == len(requests), "every answer")
     finally:
-        ch.close()
+        c.channel.close()
     assert server.received == topics
-    assert [r for r, _ in answered] == requests
-    assert [resp["topics"][0]["name"] for _, resp in answered] == topics
+    assert [r for r, _ in c.answered] == requests
+    assert c.answered_topics() == topics
     assert built.counts == {t: 1 for t in topics}
     assert server.connections == 1
-    assert abandoned == []
+    assert c.abandoned == []
 
 
 def test_a_broken_connection_sends_the_request_again_in_order(
@@ -158,19 +162,17 @@ def test_a_broken_connection_sends_the_request_again_in_order(
 ) -> None:
     server = servers(hang_up_on=frozenset({"t3", "t7"}))
     built = Built()
-    answered: list[tuple[BrokerRequest, dict[str, Any]]] = []
-    ch = channel(answered, [])
-    ch.add_broker(7, "127.0.0.1", server.port)
+    c = Connected(server)
     topics = [f"t{i}" for i in range(10)]
     try:
-        ch.send([built.request(t) for t in topics])
-        wait_until(lambda: len(answered) == len(topics), "every answer")
+        c.channel.send([built.request(t) for t in topics])
+        wait_until(lambda: len(c.answered) == len(topics), "every answer")
     finally:
-        ch.close()
+        c.channel.close()
     # Each hang-up: the request is sent again, and nothing after it went first.
     resent = ["t0", "t1", "t2", "t3", "t3", "t4", "t5", "t6", "t7", "t7", "t8", "t9"]
     assert server.received == resent
-    assert [resp["topics"][0]["name"] for _, resp in answered] == topics
+    assert c.answered_topics() == topics
     assert server.connections == 3
 
 
@@ -179,19 +181,16 @@ def test_a_broker_leaving_abandons_what_it_was_sent_and_what_waited(
 ) -> None:
     server = servers(delay_s=0.2)
     built = Built()
-    answered: list[tuple[BrokerRequest, dict[str, Any]]] = []
-    abandoned: list[BrokerRequest] = []
-    ch = channel(answered, abandoned)
-    ch.add_broker(7, "127.0.0.1", server.port)
+    c = Connected(server)
     requests = [built.request(f"t{i}") for i in range(6)]
-    ch.send(requests)
+    c.channel.send(requests)
     wait_until(lambda: len(server.received) >= 2, "two requests to arrive")
-    ch.remove_broker(7)
-    wait_until(lambda: len(answered) + len(abandoned) == len(requests), "every request's fate")
-    ch.close()
+    c.channel.remove_broker(7)
+    wait_until(lambda: len(c.answered) + len(c.abandoned) == len(requests), "every request's fate")
+    c.channel.close()
     # Answered ones first, in order; all the others abandoned, the one taken ahead too.
-    assert [r for r, _ in answered] + abandoned == requests
-    assert len(abandoned) >= 3
+    assert [r for r, _ in c.answered] + c.abandoned == requests
+    assert len(c.abandoned) >= 3
 
 
 def test_the_next_request_is_built_while_the_broker_works(
@@ -211,14 +210,11 @@ def test_the_next_request_is_built_while_the_broker_works(
                 return
             time.sleep(0.002)
 
-    server = servers(before_answer=hold)
-    answered: list[tuple[BrokerRequest, dict[str, Any]]] = []
-    ch = channel(answered, [])
-    ch.add_broker(7, "127.0.0.1", server.port)
+    c = Connected(servers(before_answer=hold))
     try:
-        ch.send([built.request(t) for t in topics])
-        wait_until(lambda: len(answered) == len(topics), "every answer")
+        c.channel.send([built.request(t) for t in topics])
+        wait_until(lambda: len(c.answered) == len(topics), "every answer")
     finally:
-        ch.close()
+        c.channel.close()
     assert not_ahead == []
     assert built.counts == {t: 1 for t in topics}
