@@ -35,6 +35,13 @@ from zkdata.znodes import TopicPartition
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = 12  # flexible, topics by name (v13 switches to topic ids)
+# Partitions one fetch request lists at most. A follower of 100,000 partitions would
+# otherwise list them all in its session's first fetch: ~35 MB of decoded dicts at once
+# in the leader (for each follower) and as much again for the answer, made while the
+# leader's long-lived per-partition objects are, which then keep that memory fragmented.
+# The rest join the session in the next fetches (KIP-227: an incremental fetch may add
+# partitions), sent without long-polling until every partition is in.
+MAX_PARTITIONS_PER_FETCH = 10_000
 
 
 @dataclass(slots=True)
@@ -90,6 +97,8 @@ class _Fetch:
     epoch: int
     listed: dict[TopicPartition, _Position]
     forgotten: list[TopicPartition] = field(default_factory=list)
+    # More partitions wait to be listed: the leader should answer at once, not long-poll.
+    more: bool = False
 
 
 class ReplicaFetcherThread:
@@ -107,6 +116,7 @@ class ReplicaFetcherThread:
         partition_max_bytes: int = 1024 * 1024,
         socket_timeout_s: float = 30.0,
         connect: Connect = _connect,
+        max_partitions_per_fetch: int = MAX_PARTITIONS_PER_FETCH,
     ) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
@@ -119,6 +129,7 @@ class ReplicaFetcherThread:
         self.partition_max_bytes = partition_max_bytes
         self.socket_timeout_s = socket_timeout_s
         self.connect = connect
+        self.max_partitions_per_fetch = max_partitions_per_fetch
         self.partitions: dict[TopicPartition, FetchState] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -290,19 +301,24 @@ class ReplicaFetcherThread:
         with self._lock:
             while self._delays and self._delays[0][0] <= now:
                 self._dirty.add(heapq.heappop(self._delays)[2])
+            most = self.max_partitions_per_fetch
+            dirty = self._dirty
             if self.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
-                self._dirty.clear()
-                listed = {
-                    tp: (s.fetch_offset, s.leader_epoch)
-                    for tp, s in self.partitions.items()
-                    if s.delayed_until <= now and not (s.truncating and self.follower_log)
-                }
+                dirty.clear()
+                listed: dict[TopicPartition, _Position] = {}
+                for tp, state in self.partitions.items():
+                    if state.delayed_until <= now and not (state.truncating and self.follower_log):
+                        if len(listed) < most:
+                            listed[tp] = (state.fetch_offset, state.leader_epoch)
+                        else:
+                            dirty.add(tp)  # listed by the next, incremental, fetches
                 if not listed:
                     return None
-                return _Fetch(True, self.session_id, self.session_epoch, listed)
+                return _Fetch(True, self.session_id, self.session_epoch, listed, more=bool(dirty))
             listed = {}
-            forgotten = []
-            for tp in self._dirty:
+            forgotten: list[TopicPartition] = []
+            while dirty and len(listed) + len(forgotten) < most:
+                tp = dirty.pop()
                 s = self.partitions.get(tp)
                 held = self._sent.get(tp)
                 if s is None or s.delayed_until > now or (s.truncating and self.follower_log):
@@ -310,10 +326,11 @@ class ReplicaFetcherThread:
                         forgotten.append(tp)
                 elif held != (s.fetch_offset, s.leader_epoch):
                     listed[tp] = (s.fetch_offset, s.leader_epoch)
-            self._dirty.clear()
             if not self._sent and not listed:
                 return None
-            return _Fetch(False, self.session_id, self.session_epoch, listed, forgotten)
+            return _Fetch(
+                False, self.session_id, self.session_epoch, listed, forgotten, more=bool(dirty)
+            )
 
     def _request_body(self, fetch: _Fetch) -> dict[str, Any]:
         by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -333,7 +350,7 @@ class ReplicaFetcherThread:
             forgotten.setdefault(tp.topic, []).append(tp.partition)
         return {
             "replica_id": self.broker_id,
-            "max_wait_ms": self.max_wait_ms,
+            "max_wait_ms": 0 if fetch.more else self.max_wait_ms,
             "min_bytes": 1,
             "max_bytes": self.max_bytes,
             "isolation_level": 0,

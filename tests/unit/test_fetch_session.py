@@ -835,6 +835,42 @@ def test_fetcher_sends_one_full_fetch_then_empty_incremental_ones(
     assert fetcher.full_fetches == 1
 
 
+def test_fetcher_lists_at_most_its_limit_per_fetch_and_adds_the_rest_without_waiting() -> None:
+    # A follower of 100,000 partitions must not list them all in one fetch: the session
+    # starts with the limit and the next fetches add the rest, answered at once (max wait
+    # 0) until every partition is in; then the fetcher long-polls as usual.
+    tps = [TopicPartition("m", p) for p in range(5)]
+    apis, _replicas, _zk = make_leader(tps)
+    conn = Loopback(apis)
+    fetcher = ReplicaFetcherThread(
+        FOLLOWER,
+        LEADER,
+        ("127.0.0.1", 1),
+        lambda tp, _records, _hw: 0,
+        max_wait_ms=20,
+        connect=lambda _e, _c, _t: conn,
+        max_partitions_per_fetch=2,
+    )
+    for tp in tps:
+        fetcher.add(tp, FetchState(0, 0))
+    fetcher.start()
+    try:
+        wait_until(lambda: len(conn.requests) >= 5, "five fetches")
+    finally:
+        fetcher.stop()
+        fetcher.thread.join(5)
+    first, second, third, *idle = conn.requests
+    assert [len(listed(b)) for b in (first, second, third)] == [2, 2, 1]
+    assert set().union(*(listed(b) for b in (first, second, third))) == set(tps)
+    assert [b["max_wait_ms"] for b in (first, second, third)] == [0, 0, 20]
+    assert (second["session_epoch"], third["session_epoch"]) == (1, 2)
+    assert all(listed(b) == set() and b["max_wait_ms"] == 20 for b in idle)
+    assert fetcher.full_fetches == 1
+    session = apis._fetch_session_cache().get(fetcher.session_id)
+    assert session is not None
+    assert set(session.partitions) == set(tps)
+
+
 def test_fetcher_sends_added_changed_and_removed_partitions_only(
     fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
 ) -> None:
