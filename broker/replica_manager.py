@@ -15,6 +15,7 @@ it until the controller tells it more; it never retries in a loop.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -59,6 +60,11 @@ log = logging.getLogger(__name__)
 ISR_PROPAGATION_INTERVAL_S = 0.2
 # Partitions per ISR change notification: its znode must stay under jute.maxbuffer (1 MB).
 ISR_NOTIFICATION_PARTITIONS = 10_000
+# ISR changes the writer takes per round. When followers of 100,000 partitions join at
+# once, all of them in one round would be ~100 MB of plans, ops, results and log rows at
+# the same time, made while the partitions' new ISRs are: the process would keep that
+# memory, fragmented, for good.
+ISR_WRITES_PER_ROUND = 10_000
 
 
 @dataclass(slots=True)
@@ -742,7 +748,7 @@ class ReplicaManager:
                 elif isinstance(outcome, Exception):
                     log.warning("ISR write for %s failed: %r", p.topic_partition, outcome)
                 else:
-                    p.isr = desired.isr
+                    p.isr = shared_ints(desired.isr)
                     p.zk_version = outcome.version
                     changed.append(p.topic_partition)
                     rows.append(
@@ -801,8 +807,11 @@ class ReplicaManager:
                     self._isr_cond.wait()
                 if self._closed:
                     return
-                intents = list(self._isr_intents.values())
-                self._isr_intents.clear()
+                queued = self._isr_intents
+                intents = [
+                    queued.pop(tp) for tp in list(itertools.islice(queued, ISR_WRITES_PER_ROUND))
+                ]
+                more = bool(queued)
             try:
                 changed.update(self._write_isr_changes(intents))
             except Exception:
@@ -817,7 +826,8 @@ class ReplicaManager:
             intents.clear()
             wait = ISR_PROPAGATION_INTERVAL_S - (time.monotonic() - last_notified)
             if changed and wait > 0:
-                time.sleep(wait)  # batch what changes in the window
+                if not more:
+                    time.sleep(wait)  # batch what changes in the window
                 continue
             if changed:
                 try:

@@ -1,0 +1,125 @@
+"""A leader's ISR writer against a real ZooKeeper: many ISR changes at once are written in
+bounded rounds, every one lands (conditional on the zkVersion the leader holds), and the
+ISR change notifications name every changed partition."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker import replica_manager as replica_manager_module
+from broker.replica_manager import ReplicaManager
+from broker.state_change_log import StateChangeLog
+from zkdata import paths
+from zkdata.client import ZkClient
+from zkdata.znodes import (
+    LeaderAndIsr,
+    TopicPartition,
+    decode_partition_list,
+    decode_partition_state,
+    encode_partition_state,
+)
+
+LEADER = 1
+FOLLOWER = 2
+CONTROLLER_EPOCH = 4
+
+
+def leader_and_isr(tps: list[TopicPartition]) -> dict[str, Any]:
+    return {
+        "controller_id": 9,
+        "controller_epoch": CONTROLLER_EPOCH,
+        "broker_epoch": 100,
+        "topic_states": [
+            {
+                "topic_name": "t",
+                "topic_id": uuid.UUID(int=7),
+                "partition_states": [
+                    {
+                        "partition_index": tp.partition,
+                        "controller_epoch": CONTROLLER_EPOCH,
+                        "leader": LEADER,
+                        "leader_epoch": 3,
+                        "isr": [LEADER],
+                        "partition_epoch": 0,  # the state znode's zkVersion
+                        "replicas": [LEADER, FOLLOWER],
+                        "adding_replicas": [],
+                        "removing_replicas": [],
+                        "is_new": False,
+                    }
+                    for tp in tps
+                ],
+            }
+        ],
+    }
+
+
+def wait_until(check: Any, what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_isr_changes_are_written_in_bounded_rounds_and_all_notified(
+    zk_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replica_manager_module, "ISR_WRITES_PER_ROUND", 3)
+    tps = [TopicPartition("t", p) for p in range(8)]
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    rm = ReplicaManager(LEADER, zk, StateChangeLog(tmp_path, LEADER))
+    rounds: list[int] = []
+    write = rm._write_isr_changes_to_zookeeper
+
+    def counted(intents: list[Any]) -> list[TopicPartition]:
+        rounds.append(len(intents))
+        return write(intents)
+
+    monkeypatch.setattr(rm, "_write_isr_changes_to_zookeeper", counted)
+    try:
+        zk.ensure_paths([paths.ISR_CHANGE_NOTIFICATION])
+        for tp in tps:
+            zk.create(
+                paths.partition_state(tp.topic, tp.partition),
+                encode_partition_state(LeaderAndIsr(LEADER, 3, (LEADER,)), CONTROLLER_EPOCH),
+                make_parents=True,
+            )
+        rm.become_leader_or_follower(leader_and_isr(tps))
+        # Every follower catches up at once (queued before the writer may take any).
+        with rm._lock:
+            for tp in tps:
+                rm._request_isr_change(rm.partitions[tp], add=FOLLOWER, why="caught up")
+        rm.start()
+
+        def notified() -> set[TopicPartition]:
+            children = zk.get_children(paths.ISR_CHANGE_NOTIFICATION) or []
+            named: set[TopicPartition] = set()
+            for child in children:
+                path = paths.isr_change_notification(child)
+                got = zk.get(path)
+                assert got is not None
+                named.update(decode_partition_list(path, got[0]))
+            return named
+
+        assert wait_until(lambda: notified() == set(tps), "every change notified")
+        for tp in tps:
+            path = paths.partition_state(tp.topic, tp.partition)
+            got = zk.get(path)
+            assert got is not None
+            state = decode_partition_state(path, got[0], got[1].version)
+            assert state.leader_and_isr.isr == (LEADER, FOLLOWER)
+            assert state.leader_and_isr.zk_version == 1
+            assert rm.partitions[tp].isr == (LEADER, FOLLOWER)
+            assert rm.partitions[tp].zk_version == 1
+        assert [n for n in rounds if n] == [3, 3, 2]
+    finally:
+        rm.close()
+        zk.close()
