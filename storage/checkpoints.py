@@ -18,8 +18,9 @@ fsynced, so a crash leaves either the old or the new checkpoint, never a torn on
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -35,6 +36,7 @@ __all__ = [
     "write_atomically",
     "write_epoch_checkpoint",
     "write_offset_checkpoint",
+    "write_offset_rows",
 ]
 
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
@@ -52,15 +54,16 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text``: temp file, fsync, rename, fsync the directory."""
+def write_atomically(path: Path, text: str | Iterable[str]) -> None:
+    """Replace ``path`` with ``text`` (or its pieces, in order): temp file, fsync, rename,
+    fsync the directory."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        data = text.encode()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        for piece in [text] if isinstance(text, str) else text:
+            view = memoryview(piece.encode())
+            while view:
+                view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -104,8 +107,27 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
 
 def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
     entries = sorted(offsets.items())
-    body = "".join(f"{topic} {partition} {offset}\n" for (topic, partition), offset in entries)
-    write_atomically(path, f"{VERSION}\n{len(entries)}\n{body}")
+    write_offset_rows(path, len(entries), ((t, p, o) for (t, p), o in entries))
+
+
+# Lines formatted and written per piece: a checkpoint of 100,000 partitions never holds
+# every line (and the whole text) at once.
+_LINES_PER_PIECE = 10_000
+
+
+def write_offset_rows(path: Path, count: int, rows: Iterable[tuple[str, int, int]]) -> None:
+    """An offset checkpoint of ``count`` (topic, partition, offset) rows, already in order."""
+
+    def pieces() -> Iterator[str]:
+        yield f"{VERSION}\n{count}\n"
+        it = iter(rows)
+        while piece := "".join(
+            f"{topic} {partition} {offset}\n"
+            for topic, partition, offset in itertools.islice(it, _LINES_PER_PIECE)
+        ):
+            yield piece
+
+    write_atomically(path, pieces())
 
 
 def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:

@@ -32,7 +32,7 @@ from storage.checkpoints import (
     REPLICATION_CHECKPOINT,
     fsync_dir,
     read_offset_checkpoint,
-    write_offset_checkpoint,
+    write_offset_rows,
 )
 from storage.errors import LogDirLockedError, StorageError
 from storage.log import (
@@ -283,29 +283,38 @@ class LogManager:
 
     # --- checkpoints --------------------------------------------------------------
 
-    def _logs_in(self, directory: Path) -> list[tuple[TopicPartition, PartitionLog]]:
+    def _logs_in(self, directory: Path) -> tuple[list[TopicPartition], list[PartitionLog]]:
+        """The logs in ``directory``: their partitions, and the logs in the same order (two
+        lists, not 100,000 pairs made every few seconds to find nothing changed)."""
         logs = self.all_logs()
         if len(self.log_dirs) == 1:
-            return list(logs.items())
+            return list(logs), list(logs.values())
         wanted = os.fspath(directory)  # str compare: Path equality is slow over 100,000s
-        return [(tp, pl) for tp, pl in logs.items() if os.path.dirname(os.fspath(pl.dir)) == wanted]
+        partitions, found = [], []
+        for tp, pl in logs.items():
+            if os.path.dirname(os.fspath(pl.dir)) == wanted:
+                partitions.append(tp)
+                found.append(pl)
+        return partitions, found
 
     def _write_checkpoint(
         self, name: str, value: Callable[[PartitionLog], int], dirs: Iterable[Path]
     ) -> None:
         for directory in dirs:
-            logs = self._logs_in(directory)
-            partitions = [tp for tp, _ in logs]
-            offsets = [value(pl) for _, pl in logs]
+            partitions, logs = self._logs_in(directory)
+            offsets = [value(pl) for pl in logs]
+            del logs
             path = directory / name
             with self._checkpoint_lock:
                 # An idle broker with 100,000 partitions would rewrite (and fsync) the same
                 # megabytes every few seconds; a file that would not change is left alone.
                 if self._checkpointed.get(path) == (partitions, offsets) and path.exists():
                     continue
-                by_partition = zip(partitions, offsets, strict=True)
-                write_offset_checkpoint(
-                    path, {(tp.topic, tp.partition): o for tp, o in by_partition}
+                order = sorted(range(len(partitions)), key=partitions.__getitem__)
+                write_offset_rows(
+                    path,
+                    len(order),
+                    ((partitions[i].topic, partitions[i].partition, offsets[i]) for i in order),
                 )
                 self._checkpointed[path] = (partitions, offsets)
 

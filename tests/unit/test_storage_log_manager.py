@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig, effective_topic_config
+from storage import checkpoints
 from storage.checkpoints import read_offset_checkpoint, write_atomically
 from storage.errors import LogDirLockedError
 from storage.log import LogConfig
@@ -251,3 +252,28 @@ def test_a_checkpoint_is_rewritten_only_when_it_would_change(tmp_path: Path) -> 
         assert other.exists()
     finally:
         manager.close()
+
+
+def test_a_checkpoint_written_in_pieces_reads_back_whole_and_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Lines are formatted a few at a time (100,000 partitions never as one text): piece
+    # boundaries fall inside and at the end of the file, and the order is by topic and
+    # partition whatever order the logs were created in.
+    monkeypatch.setattr(checkpoints, "_LINES_PER_PIECE", 2)
+    created = [TopicPartition(t, p) for t in ("b", "a", "c") for p in (1, 0)]
+    manager = LogManager([tmp_path], broker_config())
+    try:
+        for n, tp in enumerate(created):
+            produce(manager, tp, count=n + 1)
+    finally:
+        manager.close()  # flushes every log and writes the checkpoints
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    lines = path.read_text().splitlines()
+    assert lines[:2] == ["0", "6"]
+    assert [tuple(line.split()[:2]) for line in lines[2:]] == sorted(
+        (tp.topic, str(tp.partition)) for tp in created
+    )
+    assert read_offset_checkpoint(path) == {
+        (tp.topic, tp.partition): n + 1 for n, tp in enumerate(created)
+    }
