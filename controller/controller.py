@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ from zkdata.client import ControllerMovedError, SetData, ZkClient, is_error
 from zkdata.znodes import (
     BrokerRegistration,
     MalformedZnode,
+    PartitionState,
     TopicAssignment,
     TopicPartition,
     decode_broker,
@@ -552,9 +553,15 @@ class KafkaController:
             self.handlers.register(zk_handlers.broker_modifications(self.events.put, broker_id))
         topics = self.zk.get_children(paths.BROKER_TOPICS, watch=True) or []
         self._add_topics(self._read_topics(topics))
-        states = self.store.read_partition_states(list(ctx.all_partitions()))
-        # Equal states come back as one object; their leaderships are one object too
-        # (immutable: a later decision replaces a partition's, never changes it).
+        self._adopt_partition_states(self.store.read_partition_states(list(ctx.all_partitions())))
+
+    def _adopt_partition_states(
+        self, states: Mapping[TopicPartition, PartitionState | None]
+    ) -> None:
+        """Partition states read from ZooKeeper become the partitions' leaderships. Equal
+        states come back as one object; their leaderships are one object too (immutable:
+        a later decision replaces a partition's, never changes it)."""
+        leadership = self.ctx.leadership
         shared: dict[int, LeaderIsrAndControllerEpoch] = {}
         for tp, state in states.items():
             if state is not None:
@@ -563,7 +570,7 @@ class KafkaController:
                     lice = shared[id(state)] = LeaderIsrAndControllerEpoch(
                         state.leader_and_isr, state.controller_epoch
                     )
-                ctx.leadership[tp] = lice
+                leadership[tp] = lice
 
     def _read_brokers(self, broker_ids: Iterable[str]) -> dict[int, tuple[BrokerRegistration, int]]:
         """Registrations and broker epochs (czxid), watched for modifications."""
@@ -899,11 +906,7 @@ class KafkaController:
             for tp in changed
             if tp.topic in ctx.assignments and tp.partition in ctx.assignments[tp.topic]
         ]
-        for tp, state in self.store.read_partition_states(known).items():
-            if state is not None:
-                ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
-                    state.leader_and_isr, state.controller_epoch
-                )
+        self._adopt_partition_states(self.store.read_partition_states(known))
         if known:
             self.ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, known)
             self.ops.flush()

@@ -332,6 +332,9 @@ def update_metadata_rows(
             grouped.setdefault(tp.topic, []).append(tp.partition)
         wanted = dict(grouped)
     rows: list[UpdateMetadataRow] = []
+    # Each distinct replica list's offline replicas, once: one shared tuple for the many
+    # partitions on the same brokers (at a cold start every partition has some offline).
+    offline_of: dict[tuple[int, ...], tuple[int, ...]] = {}
     for topic, partition_ids in wanted.items():
         assignment = ctx.assignments.get(topic)
         if assignment is None:
@@ -343,9 +346,9 @@ def update_metadata_rows(
             if lice is None or ra is None:
                 continue  # no leader decided yet: nothing to tell
             replicas = ra.replicas
-            offline = (
-                () if live.issuperset(replicas) else tuple(r for r in replicas if r not in live)
-            )
+            offline = offline_of.get(replicas)
+            if offline is None:
+                offline = offline_of[replicas] = tuple(r for r in replicas if r not in live)
             rows.append((topic, p, lice, replicas, offline, during_delete))
     return rows
 
