@@ -56,8 +56,20 @@ DELETE_SUFFIX: Final = "-delete"
 _INITIAL_TASK_DELAY_MS: Final = 30_000  # Kafka's LogManager.InitialTaskDelayMs
 
 
+_last_ms = [0]
+
+
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    """The wall clock in ms, as the same int object while the ms lasts: logs keep the times
+    they were created and flushed, and a broker creating 100,000 logs in a burst then
+    holds a few thousand ints, not 200,000 (another thread racing here only makes one
+    more equal int)."""
+    now = int(time.time() * 1000)
+    last = _last_ms[0]
+    if now == last:
+        return last
+    _last_ms[0] = now
+    return now
 
 
 class LogManager:
