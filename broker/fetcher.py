@@ -148,6 +148,9 @@ class ReplicaFetcherThread:
         self._delays: list[tuple[float, int, TopicPartition]] = []
         self._sequence = itertools.count()
         self.full_fetches = 0  # how many full fetches were made (sessions started)
+        # The leader had no room for a session: every fetch is a full one, so each lists
+        # every partition (a partition left for a later fetch would never be fetched).
+        self._sessionless = False
         self.thread = threading.Thread(
             target=self._run, name=f"replica-fetcher-{broker_id}-from-{leader_id}", daemon=True
         )
@@ -301,7 +304,7 @@ class ReplicaFetcherThread:
         with self._lock:
             while self._delays and self._delays[0][0] <= now:
                 self._dirty.add(heapq.heappop(self._delays)[2])
-            most = self.max_partitions_per_fetch
+            most = len(self.partitions) if self._sessionless else self.max_partitions_per_fetch
             dirty = self._dirty
             if self.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
                 dirty.clear()
@@ -398,6 +401,7 @@ class ReplicaFetcherThread:
         with self._lock:
             if fetch.full:
                 # Session id 0: the leader had no room for a session; fetch in full again.
+                self._sessionless = not session_id
                 self.session_id = session_id
                 self.session_epoch = next_epoch(INITIAL_EPOCH) if session_id else INITIAL_EPOCH
                 self._sent = dict(fetch.listed) if session_id else {}

@@ -871,6 +871,40 @@ def test_fetcher_lists_at_most_its_limit_per_fetch_and_adds_the_rest_without_wai
     assert set(session.partitions) == set(tps)
 
 
+def test_fetcher_without_a_session_lists_every_partition_in_each_full_fetch() -> None:
+    # The leader has no room for a session: every fetch is a full one, so after the first
+    # answer says so, each lists every partition, beyond the per-fetch limit (else the
+    # partitions past it would never be fetched).
+    tps = [TopicPartition("m", p) for p in range(5)]
+    apis, _replicas, _zk = make_leader(tps)
+    apis._fetch_sessions = FetchSessionCache(max_entries=0)
+    conn = Loopback(apis)
+    fetcher = ReplicaFetcherThread(
+        FOLLOWER,
+        LEADER,
+        ("127.0.0.1", 1),
+        lambda tp, _records, _hw: 0,
+        max_wait_ms=20,
+        connect=lambda _e, _c, _t: conn,
+        max_partitions_per_fetch=2,
+    )
+    for tp in tps:
+        fetcher.add(tp, FetchState(0, 0))
+    fetcher.start()
+    try:
+        wait_until(lambda: len(conn.requests) >= 4, "four fetches")
+    finally:
+        fetcher.stop()
+        fetcher.thread.join(5)
+    first, *rest = conn.requests[:4]
+    assert len(listed(first)) == 2
+    for body in rest:
+        assert (body["session_id"], body["session_epoch"]) == (0, INITIAL_EPOCH)
+        assert listed(body) == set(tps)
+        assert body["max_wait_ms"] == 20
+    assert fetcher.session_id == INVALID_SESSION_ID
+
+
 def test_fetcher_sends_added_changed_and_removed_partitions_only(
     fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
 ) -> None:
