@@ -771,6 +771,21 @@ def test_a_change_nobody_notifies_is_seen_at_the_next_full_look() -> None:
 # --- the follower's fetcher ---------------------------------------------------------------
 
 
+def follower_fetcher(
+    connect: Callable[[tuple[str, int], str, float], Loopback], **options: Any
+) -> ReplicaFetcherThread:
+    """The follower's fetcher from the leader, through ``connect``, sinking nothing."""
+    return ReplicaFetcherThread(
+        FOLLOWER,
+        LEADER,
+        ("127.0.0.1", 1),
+        lambda tp, _records, _hw: 0,
+        max_wait_ms=20,
+        connect=connect,
+        **options,
+    )
+
+
 @pytest.fixture
 def fetcher_setup() -> Iterator[tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread]]:
     apis, replicas, _zk = make_leader([T0, T1, T2])
@@ -780,15 +795,7 @@ def fetcher_setup() -> Iterator[tuple[KafkaApis, ReplicaManager, Loopback, Repli
         conn.closed = False
         return conn
 
-    fetcher = ReplicaFetcherThread(
-        FOLLOWER,
-        LEADER,
-        ("127.0.0.1", 1),
-        lambda tp, _records, _hw: 0,
-        max_wait_ms=20,
-        backoff_ms=100,
-        connect=connect,
-    )
+    fetcher = follower_fetcher(connect, backoff_ms=100)
     for tp in (T0, T1, T2):
         fetcher.add(tp, FetchState(0, 0))
     fetcher.start()
@@ -835,72 +842,56 @@ def test_fetcher_sends_one_full_fetch_then_empty_incremental_ones(
     assert fetcher.full_fetches == 1
 
 
+CAPPED = [TopicPartition("m", p) for p in range(5)]
+
+
+def capped_fetches(apis: KafkaApis, conn: Loopback, count: int) -> ReplicaFetcherThread:
+    """A fetcher of CAPPED that lists at most 2 partitions per fetch, run until it made
+    ``count`` fetches (bounded), then stopped."""
+    fetcher = follower_fetcher(lambda _e, _c, _t: conn, max_partitions_per_fetch=2)
+    for tp in CAPPED:
+        fetcher.add(tp, FetchState(0, 0))
+    fetcher.start()
+    try:
+        wait_until(lambda: len(conn.requests) >= count, f"{count} fetches")
+    finally:
+        fetcher.stop()
+        fetcher.thread.join(5)
+    return fetcher
+
+
 def test_fetcher_lists_at_most_its_limit_per_fetch_and_adds_the_rest_without_waiting() -> None:
     # A follower of 100,000 partitions must not list them all in one fetch: the session
     # starts with the limit and the next fetches add the rest, answered at once (max wait
     # 0) until every partition is in; then the fetcher long-polls as usual.
-    tps = [TopicPartition("m", p) for p in range(5)]
-    apis, _replicas, _zk = make_leader(tps)
+    apis, _replicas, _zk = make_leader(CAPPED)
     conn = Loopback(apis)
-    fetcher = ReplicaFetcherThread(
-        FOLLOWER,
-        LEADER,
-        ("127.0.0.1", 1),
-        lambda tp, _records, _hw: 0,
-        max_wait_ms=20,
-        connect=lambda _e, _c, _t: conn,
-        max_partitions_per_fetch=2,
-    )
-    for tp in tps:
-        fetcher.add(tp, FetchState(0, 0))
-    fetcher.start()
-    try:
-        wait_until(lambda: len(conn.requests) >= 5, "five fetches")
-    finally:
-        fetcher.stop()
-        fetcher.thread.join(5)
+    fetcher = capped_fetches(apis, conn, 5)
     first, second, third, *idle = conn.requests
     assert [len(listed(b)) for b in (first, second, third)] == [2, 2, 1]
-    assert set().union(*(listed(b) for b in (first, second, third))) == set(tps)
+    assert set().union(*(listed(b) for b in (first, second, third))) == set(CAPPED)
     assert [b["max_wait_ms"] for b in (first, second, third)] == [0, 0, 20]
     assert (second["session_epoch"], third["session_epoch"]) == (1, 2)
     assert all(listed(b) == set() and b["max_wait_ms"] == 20 for b in idle)
     assert fetcher.full_fetches == 1
     session = apis._fetch_session_cache().get(fetcher.session_id)
     assert session is not None
-    assert set(session.partitions) == set(tps)
+    assert set(session.partitions) == set(CAPPED)
 
 
 def test_fetcher_without_a_session_lists_every_partition_in_each_full_fetch() -> None:
     # The leader has no room for a session: every fetch is a full one, so after the first
     # answer says so, each lists every partition, beyond the per-fetch limit (else the
     # partitions past it would never be fetched).
-    tps = [TopicPartition("m", p) for p in range(5)]
-    apis, _replicas, _zk = make_leader(tps)
+    apis, _replicas, _zk = make_leader(CAPPED)
     apis._fetch_sessions = FetchSessionCache(max_entries=0)
     conn = Loopback(apis)
-    fetcher = ReplicaFetcherThread(
-        FOLLOWER,
-        LEADER,
-        ("127.0.0.1", 1),
-        lambda tp, _records, _hw: 0,
-        max_wait_ms=20,
-        connect=lambda _e, _c, _t: conn,
-        max_partitions_per_fetch=2,
-    )
-    for tp in tps:
-        fetcher.add(tp, FetchState(0, 0))
-    fetcher.start()
-    try:
-        wait_until(lambda: len(conn.requests) >= 4, "four fetches")
-    finally:
-        fetcher.stop()
-        fetcher.thread.join(5)
+    fetcher = capped_fetches(apis, conn, 4)
     first, *rest = conn.requests[:4]
     assert len(listed(first)) == 2
     for body in rest:
         assert (body["session_id"], body["session_epoch"]) == (0, INITIAL_EPOCH)
-        assert listed(body) == set(tps)
+        assert listed(body) == set(CAPPED)
         assert body["max_wait_ms"] == 20
     assert fetcher.session_id == INVALID_SESSION_ID
 
