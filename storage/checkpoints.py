@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -35,7 +35,6 @@ __all__ = [
     "read_offset_checkpoint",
     "write_atomically",
     "write_epoch_checkpoint",
-    "write_offset_checkpoint",
     "write_offset_rows",
 ]
 
@@ -103,11 +102,6 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
             raise CheckpointError(f"{path}: malformed line {line!r}")
         result[(topic, partition)] = offset
     return result
-
-
-def write_offset_checkpoint(path: Path, offsets: Mapping[tuple[str, int], int]) -> None:
-    entries = sorted(offsets.items())
-    write_offset_rows(path, len(entries), ((t, p, o) for (t, p), o in entries))
 
 
 # Lines formatted and written per piece: a checkpoint of 100,000 partitions never holds
