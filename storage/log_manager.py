@@ -304,7 +304,7 @@ class LogManager:
         wanted = os.fspath(directory)  # str compare: Path equality is slow over 100,000s
         partitions, found = [], []
         for tp, pl in logs.items():
-            if os.path.dirname(os.fspath(pl.dir)) == wanted:
+            if os.path.dirname(pl.directory) == wanted:  # a str: no Path made per log
                 partitions.append(tp)
                 found.append(pl)
         return partitions, found
