@@ -5,21 +5,30 @@ controller decided them (LeaderAndIsr before the UpdateMetadata that follows it)
 slow or dead broker holds up nobody else. A request is retried with backoff (tenacity)
 until it is answered or its broker is removed from the channel; the answer goes to a
 callback, which only enqueues a controller event.
+
+UpdateMetadata that waits in a broker's queue is dropped when newer UpdateMetadata queued
+right behind it says everything it says (each of its partitions, newer, and the live
+brokers, newer): sending both one after the other would leave the broker where the newer
+alone does. A broker busy for a while (creating 100,000 logs at a cold start) would
+otherwise make the controller hold several full copies of the cluster's metadata for it.
+The dropped request is reported answered when the one that replaced it is.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import queue
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
 
 from controller.request_batch import BrokerRequest
+from wire.api import ApiKey
 from wire.client import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -37,6 +46,48 @@ class _Stopped(Exception):
 class _Sent:
     requests: int = 0
     retries: int = 0
+    superseded: int = 0  # UpdateMetadata dropped for newer ones queued behind them
+
+
+@dataclass(slots=True)
+class _Queued:
+    request: BrokerRequest | None  # None: the stop signal
+    # Requests this one replaced: answered or abandoned with it (their bodies dropped).
+    superseded: list[BrokerRequest] = dataclasses.field(default_factory=list)
+
+
+def _is_update_metadata(q: _Queued) -> bool:
+    return q.request is not None and q.request.api_key == ApiKey.UPDATE_METADATA
+
+
+def _covered_by(newer: Iterable[BrokerRequest]) -> dict[str, set[int]]:
+    covered: dict[str, set[int]] = {}
+    for r in newer:
+        for row in r.update_metadata_rows or ():
+            parts = covered.get(row[0])
+            if parts is None:
+                parts = covered[row[0]] = set()
+            parts.add(row[1])
+    return covered
+
+
+def _says_nothing_more(request: BrokerRequest, covered: dict[str, set[int]]) -> bool:
+    rows = request.update_metadata_rows
+    if rows is None:
+        return False  # not built from rows: nothing to compare
+    no_parts: set[int] = set()
+    return all(row[1] in covered.get(row[0], no_parts) for row in rows)
+
+
+def _stripped(request: BrokerRequest) -> BrokerRequest:
+    """What the callbacks need of a dropped request, without its rows and body."""
+    return dataclasses.replace(
+        request, make_body=_dropped_body, make_encoded=None, update_metadata_rows=None
+    )
+
+
+def _dropped_body() -> dict[str, Any]:
+    raise RuntimeError("a superseded request is never sent")
 
 
 class _BrokerSender:
@@ -57,12 +108,13 @@ class _BrokerSender:
         self.controller_id = controller_id
         self.on_response = on_response
         self.socket_timeout_s = socket_timeout_s
-        self.queue: queue.SimpleQueue[BrokerRequest | None] = queue.SimpleQueue()
+        self._queue: deque[_Queued] = deque()
+        self._queued = threading.Condition(threading.Lock())
         self.stopped = threading.Event()
         self.stats = _Sent()
         self._conn: KafkaConnection | None = None
-        # The next request, when taken from the queue early (None: the stop signal).
-        self._ahead: list[BrokerRequest | None] = []
+        # The next request, when taken from the queue early.
+        self._ahead: list[_Queued] = []
         # The wire body of the request being sent or of the one ahead, built once.
         self._body_of: BrokerRequest | None = None
         self._body: Any = None
@@ -75,7 +127,45 @@ class _BrokerSender:
 
     def stop(self) -> None:
         self.stopped.set()
-        self.queue.put(None)
+        with self._queued:
+            self._queue.append(_Queued(None))
+            self._queued.notify()
+
+    def put(self, requests: list[BrokerRequest]) -> None:
+        """Queue requests for this broker, in order; called by the controller's thread."""
+        queued = [_Queued(r) for r in requests]
+        with self._queued:
+            replaced, by = self._supersede(requests)
+            if replaced:
+                queued[by].superseded = replaced
+            self._queue.extend(queued)
+            self._queued.notify()
+
+    def _supersede(self, requests: list[BrokerRequest]) -> tuple[list[BrokerRequest], int]:
+        """Drop the UpdateMetadata at the queue's tail that the UpdateMetadata at the head
+        of ``requests`` (nothing between them) make redundant; return them, and which of
+        ``requests`` answers for them (the last of those). Holds the queue's lock."""
+        newer: list[BrokerRequest] = []
+        for r in requests:
+            if r.api_key != ApiKey.UPDATE_METADATA:
+                break
+            newer.append(r)
+        if not newer or not self._queue or not _is_update_metadata(self._queue[-1]):
+            return [], 0
+        tail: list[_Queued] = []
+        while self._queue and _is_update_metadata(self._queue[-1]):
+            tail.append(self._queue.pop())
+        covered = _covered_by(newer)
+        replaced: list[BrokerRequest] = []
+        for q in reversed(tail):
+            assert q.request is not None
+            if _says_nothing_more(q.request, covered):
+                replaced += q.superseded
+                replaced.append(_stripped(q.request))
+                self.stats.superseded += 1
+            else:
+                self._queue.append(q)
+        return replaced, len(newer) - 1
 
     def _connection(self) -> KafkaConnection:
         if self._conn is None:
@@ -114,23 +204,27 @@ class _BrokerSender:
 
     def waiting(self) -> int:
         """Requests not yet sent (one taken ahead, being built, still waits)."""
-        return self.queue.qsize() + len(self._ahead)
+        with self._queued:
+            return len(self._queue) + len(self._ahead)
 
-    def _next(self) -> BrokerRequest | None:
-        if self._ahead:
-            return self._ahead.pop()
-        return self.queue.get()
+    def _next(self) -> _Queued:
+        with self._queued:
+            if self._ahead:
+                return self._ahead.pop()
+            while not self._queue:
+                self._queued.wait()
+            return self._queue.popleft()
 
     def _prepare_next(self) -> None:
         """While the broker works on the request just sent, build and encode the next one
         (a 10,000-partition chunk takes ~20 ms), so it leaves as soon as the answer comes.
         Still one request in flight, as Kafka's controller sends them."""
-        if not self._ahead:
-            try:
-                self._ahead.append(self.queue.get_nowait())
-            except queue.Empty:
-                return
-        request = self._ahead[0]
+        with self._queued:
+            if not self._ahead:
+                if not self._queue:
+                    return
+                self._ahead.append(self._queue.popleft())
+            request = self._ahead[0].request
         if request is None or self._body_of is request:
             return
         try:
@@ -164,9 +258,10 @@ class _BrokerSender:
             sleep=self._sleep,
             reraise=True,
         )
-        request: BrokerRequest | None = None
+        current: _Queued | None = None
         while not self.stopped.is_set():
-            request = self._next()
+            current = self._next()
+            request = current.request
             if request is None or self.stopped.is_set():
                 break
             try:
@@ -181,37 +276,50 @@ class _BrokerSender:
                 )
                 if self._body_of is request:
                     self._body_of = self._body = None
+                self._tell(self.on_abandon, [current], None)
+                current = None
                 continue
             self.stats.requests += 1
-            try:
-                self.on_response(request, response)
-            except Exception:
-                log.exception("response callback failed")
+            self._tell(self.on_response, [current], response)
             if self._body_of is request:
                 self._body_of = self._body = None  # sent; the one ahead keeps its own
-            request = None
+            current = None
         self._drop_connection()
-        self._abandon(request)
+        self._abandon(current)
 
-    def _abandon(self, current: BrokerRequest | None) -> None:
-        """Tell whoever waits for answers that these never will come."""
-        if self.on_abandon is None:
+    def _tell(
+        self,
+        callback: Callable[..., None] | None,
+        queued: list[_Queued],
+        response: dict[str, Any] | None,
+    ) -> None:
+        """Report each request's fate, and that of the requests it replaced, to a callback
+        (``on_response`` with the answer, or ``on_abandon``)."""
+        if callback is None:
             return
-        left = [current] if current is not None else []
-        left += [r for r in self._ahead if r is not None]
-        self._ahead.clear()
-        while True:
-            try:
-                queued = self.queue.get_nowait()
-            except queue.Empty:
-                break
-            if queued is not None:
-                left.append(queued)
-        for r in left:
-            try:
-                self.on_abandon(r)
-            except Exception:
-                log.exception("abandon callback failed")
+        for q in queued:
+            for r in (*q.superseded, q.request):
+                if r is None:
+                    continue
+                try:
+                    if response is None:
+                        callback(r)
+                    else:
+                        callback(r, response)
+                except Exception:
+                    log.exception(
+                        "%s callback failed", "abandon" if response is None else "response"
+                    )
+
+    def _abandon(self, current: _Queued | None) -> None:
+        """Tell whoever waits for answers that these never will come."""
+        with self._queued:
+            left = [current] if current is not None else []
+            left += self._ahead
+            left += self._queue
+            self._ahead.clear()
+            self._queue.clear()
+        self._tell(self.on_abandon, left, None)
 
 
 class ControllerChannelManager:
@@ -256,19 +364,26 @@ class ControllerChannelManager:
             sender.stop()
 
     def send(self, requests: list[BrokerRequest]) -> None:
+        per_broker: dict[int, list[BrokerRequest]] = {}
+        for request in requests:
+            per_broker.setdefault(request.broker_id, []).append(request)
         with self._lock:
-            for request in requests:
-                sender = self._senders.get(request.broker_id)
-                if sender is None:
+            for broker_id, theirs in per_broker.items():
+                sender = self._senders.get(broker_id)
+                if sender is not None:
+                    sender.put(theirs)
+                    continue
+                for request in theirs:
                     log.warning(
-                        "no channel to broker %d; dropping %s",
-                        request.broker_id,
-                        request.api_key.name,
+                        "no channel to broker %d; dropping %s", broker_id, request.api_key.name
                     )
                     if self.on_abandon is not None:
                         self.on_abandon(request)
-                    continue
-                sender.queue.put(request)
+
+    def superseded(self) -> int:
+        """UpdateMetadata requests dropped so far for newer ones (see the module's doc)."""
+        with self._lock:
+            return sum(s.stats.superseded for s in self._senders.values())
 
     def queue_sizes(self) -> dict[int, int]:
         with self._lock:

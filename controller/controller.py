@@ -1230,6 +1230,9 @@ class KafkaController:
             "event_process_time_ms": self.events.process_time.snapshot(),
             "current_event": self.events.current_event,
             "channel_queue_sizes": self.channel.queue_sizes() if self.channel is not None else {},
+            "channel_update_metadata_superseded": (
+                self.channel.superseded() if self.channel is not None else 0
+            ),
             "offline_partitions": ctx.offline_partition_count if self.is_active else None,
             "partitions": ctx.partition_count() if self.is_active else None,
             "unclean_elections": ctx.unclean_elections,

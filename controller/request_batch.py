@@ -62,6 +62,9 @@ class BrokerRequest:
     # Set when the body is encoded once for several brokers (UpdateMetadata): what the
     # channel sends instead of encoding ``body`` itself.
     make_encoded: Callable[[], EncodedBody] | None = None
+    # For UpdateMetadata: the rows it carries (shared by its brokers' copies), so that the
+    # channel can tell when a newer UpdateMetadata waiting behind it says all it says.
+    update_metadata_rows: list[UpdateMetadataRow] | None = None
 
     @property
     def body(self) -> Body:
@@ -176,23 +179,26 @@ class RequestBatch:
                 brokers = update_metadata_live_brokers(ctx)
                 topic_ids = dict(ctx.topic_ids)
                 chunks = [
-                    SharedBody(
-                        ApiKey.UPDATE_METADATA,
-                        UPDATE_METADATA_VERSION,
-                        functools.partial(
-                            _update_metadata_body,
-                            controller_id,
-                            ctx.epoch,
-                            rows=chunk,
-                            topic_ids=topic_ids,
-                            live_brokers=brokers,
+                    (
+                        chunk,
+                        SharedBody(
+                            ApiKey.UPDATE_METADATA,
+                            UPDATE_METADATA_VERSION,
+                            functools.partial(
+                                _update_metadata_body,
+                                controller_id,
+                                ctx.epoch,
+                                rows=chunk,
+                                topic_ids=topic_ids,
+                                live_brokers=brokers,
+                            ),
                         ),
                     )
                     for chunk in _chunks(rows) or [[]]  # brokers only: one, no partitions
                 ]
                 for broker_id in targets:
                     broker_epoch = ctx.broker_epochs.get(broker_id, -1)
-                    for um in chunks:
+                    for chunk, um in chunks:
                         out.append(
                             BrokerRequest(
                                 broker_id,
@@ -200,6 +206,7 @@ class RequestBatch:
                                 UPDATE_METADATA_VERSION,
                                 functools.partial(um.body, broker_epoch),
                                 make_encoded=functools.partial(um.encoded, broker_epoch),
+                                update_metadata_rows=chunk,
                             )
                         )
         for broker_id, stops in sorted(self.stop_replica.items()):

@@ -5,6 +5,7 @@ breaks, and are all reported abandoned when the broker leaves the channel."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
@@ -14,12 +15,26 @@ from typing import Any
 import pytest
 
 from controller.channel import ControllerChannelManager
-from controller.request_batch import BrokerRequest
+from controller.context import ControllerContext, LeaderIsrAndControllerEpoch, ReplicaAssignment
+from controller.request_batch import BrokerRequest, RequestBatch
 from tests.unit.test_wire_client import read_exactly
 from wire.api import ApiKey
 from wire.protocol import decode_request_body, decode_request_header, encode_response, frame_size
+from zkdata.znodes import BrokerRegistration, EndPoint, LeaderAndIsr, TopicPartition
 
 DEADLINE_S = 30  # only catches a hang
+
+
+def update_metadata_label(body: dict[str, Any]) -> str:
+    """An UpdateMetadata told apart by its partitions: ``um:t-0,t-1`` (sorted)."""
+    return "um:" + ",".join(
+        f"{topic}-{p}"
+        for topic, p in sorted(
+            (t["topic_name"], p["partition_index"])
+            for t in body["topic_states"]
+            for p in t["partition_states"]
+        )
+    )
 
 
 class Server:
@@ -62,7 +77,10 @@ class Server:
                 header, offset = decode_request_header(frame)
                 key, version = header["request_api_key"], header["request_api_version"]
                 body = decode_request_body(key, version, frame, offset)
-                topic = body["topics"][0]["name"]
+                if key == ApiKey.UPDATE_METADATA:
+                    topic = update_metadata_label(body)
+                else:
+                    topic = body["topics"][0]["name"]
                 self.received.append(topic)
                 if topic in self.hang_up_on:
                     self.hang_up_on.discard(topic)
@@ -70,7 +88,13 @@ class Server:
                 if self.before_answer is not None:
                     self.before_answer(topic)
                 time.sleep(self.delay_s)
-                reply = {"brokers": [], "controller_id": 1, "topics": [{"name": topic}]}
+                reply: dict[str, Any] = {
+                    "brokers": [],
+                    "controller_id": 1,
+                    "topics": [{"name": topic}],
+                }
+                if key == ApiKey.UPDATE_METADATA:
+                    reply = {"error_code": 0}
                 conn.sendall(encode_response(key, version, header["correlation_id"], reply))
 
     def close(self) -> None:
@@ -218,3 +242,107 @@ def test_the_next_request_is_built_while_the_broker_works(
         c.channel.close()
     assert not_ahead == []
     assert built.counts == {t: 1 for t in topics}
+
+
+# --- UpdateMetadata replaced by newer UpdateMetadata waiting behind it ---------------------
+
+TOPIC = "orders"
+
+
+def update_metadata(partitions: list[int] | None, name: str) -> BrokerRequest:
+    """Broker 7's UpdateMetadata for these partitions of ``orders`` (None: all three),
+    built by the controller's request batch; its tracker is ``name``."""
+    ctx = ControllerContext(epoch=3, epoch_zk_version=2)
+    ctx.add_live_brokers({7: (BrokerRegistration(7, (EndPoint("PLAINTEXT", "h", 9),)), 70)})
+    for p in range(3):
+        tp = TopicPartition(TOPIC, p)
+        ctx.update_assignment(tp, ReplicaAssignment((7,)))
+        ctx.leadership[tp] = LeaderIsrAndControllerEpoch(LeaderAndIsr(7, 1, (7,), 0), 3)
+    batch = RequestBatch()
+    batch.add_update_metadata(
+        [7], None if partitions is None else [TopicPartition(TOPIC, p) for p in partitions]
+    )
+    [request] = batch.build(ctx, 1)
+    return dataclasses.replace(request, tracker=name)
+
+
+class Held:
+    """A channel whose broker holds its answer to ``hold`` until released, with the
+    request after it already taken ahead: whatever is sent meanwhile waits in the queue."""
+
+    def __init__(self, servers: Callable[..., Server]) -> None:
+        self.release = threading.Event()
+        self.built = Built()
+
+        def before_answer(topic: str) -> None:
+            if topic == "hold":
+                self.release.wait(DEADLINE_S)
+
+        self.server = servers(before_answer=before_answer)
+        self.c = Connected(self.server)
+        self.c.channel.send([self.built.request("hold"), self.built.request("taken-ahead")])
+        wait_until(lambda: "taken-ahead" in self.built.counts, "the next request built ahead")
+
+    def trackers_answered(self) -> list[Any]:
+        return [r.tracker for r, _ in self.c.answered]
+
+
+def test_update_metadata_said_again_behind_it_is_dropped(servers: Callable[..., Server]) -> None:
+    h = Held(servers)
+    c = h.c
+    try:
+        c.channel.send([update_metadata([0, 1], "A")])
+        c.channel.send([update_metadata([], "B")])  # the live brokers only
+        c.channel.send([update_metadata([0], "C")])  # says all B says, not all A says
+        assert c.channel.queue_sizes() == {7: 3}  # A, C and the one taken ahead
+        c.channel.send([update_metadata(None, "D")])  # says all of A and C
+        assert c.channel.queue_sizes() == {7: 2}
+        assert c.channel.superseded() == 3
+        h.release.set()
+        wait_until(lambda: len(c.answered) == 6, "every answer")
+    finally:
+        c.channel.close()
+    assert h.server.received == ["hold", "taken-ahead", "um:orders-0,orders-1,orders-2"]
+    # The dropped ones are answered with the one that replaced them, oldest first.
+    assert h.trackers_answered() == [None, None, "A", "B", "C", "D"]
+    assert all(response == {"error_code": 0} for _, response in c.answered[2:])
+    assert c.abandoned == []
+
+
+def test_update_metadata_with_another_request_behind_it_is_kept(
+    servers: Callable[..., Server],
+) -> None:
+    h = Held(servers)
+    c = h.c
+    try:
+        c.channel.send([update_metadata([0], "A")])
+        c.channel.send([h.built.request("between")])
+        c.channel.send([update_metadata(None, "B")])
+        c.channel.send([update_metadata([1, 2], "C")])  # not all of B: B stays
+        h.release.set()
+        wait_until(lambda: len(c.answered) == 6, "every answer")
+    finally:
+        c.channel.close()
+    assert h.server.received == [
+        "hold",
+        "taken-ahead",
+        "um:orders-0",
+        "between",
+        "um:orders-0,orders-1,orders-2",
+        "um:orders-1,orders-2",
+    ]
+    assert c.channel.superseded() == 0
+
+
+def test_update_metadata_dropped_for_one_never_answered_is_abandoned_with_it(
+    servers: Callable[..., Server],
+) -> None:
+    h = Held(servers)
+    c = h.c
+    c.channel.send([update_metadata([0], "A")])
+    c.channel.send([update_metadata([0, 1], "B")])
+    c.channel.remove_broker(7)
+    h.release.set()
+    wait_until(lambda: len(c.answered) + len(c.abandoned) == 4, "every request's fate")
+    c.channel.close()
+    assert [r.tracker for r in c.abandoned][-2:] == ["A", "B"]
