@@ -261,31 +261,38 @@ class _BrokerSender:
         current: _Queued | None = None
         while not self.stopped.is_set():
             current = self._next()
-            request = current.request
-            if request is None or self.stopped.is_set():
+            if current.request is None or self.stopped.is_set():
                 break
-            try:
-                response = retrying(self._send_once, request)
-            except (_Stopped, OSError):
+            if not self._send_and_tell(retrying, current):
                 break  # the broker was removed from the channel while we retried
-            except Exception:
-                log.exception(
-                    "request %s to broker %d could not be sent",
-                    request.api_key.name,
-                    self.broker_id,
-                )
-                if self._body_of is request:
-                    self._body_of = self._body = None
-                self._tell(self.on_abandon, [current], None)
-                current = None
-                continue
-            self.stats.requests += 1
-            self._tell(self.on_response, [current], response)
-            if self._body_of is request:
-                self._body_of = self._body = None  # sent; the one ahead keeps its own
-            current = None
+            current = None  # not kept while waiting for the next (it can be large)
         self._drop_connection()
         self._abandon(current)
+
+    def _send_and_tell(self, retrying: Retrying, current: _Queued) -> bool:
+        """Send one request until answered and report its fate; False if the sender stopped
+        first (the request is then still the caller's to abandon)."""
+        request = current.request
+        assert request is not None
+        try:
+            response = retrying(self._send_once, request)
+        except (_Stopped, OSError):
+            return False
+        except Exception:
+            log.exception(
+                "request %s to broker %d could not be sent",
+                request.api_key.name,
+                self.broker_id,
+            )
+            if self._body_of is request:
+                self._body_of = self._body = None
+            self._tell(self.on_abandon, [current], None)
+            return True
+        self.stats.requests += 1
+        self._tell(self.on_response, [current], response)
+        if self._body_of is request:
+            self._body_of = self._body = None  # sent; the one ahead keeps its own
+        return True
 
     def _tell(
         self,

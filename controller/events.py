@@ -282,3 +282,6 @@ class ControllerEventManager:
             finally:
                 self.current_event = None
                 self.process_time.record((time.monotonic() - started) * 1000)
+            # Not kept while waiting for the next: an event can hold a large response
+            # (a LeaderAndIsr answer lists 10,000 partitions).
+            del item, event
