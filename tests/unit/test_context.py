@@ -198,3 +198,47 @@ def test_reassignment_properties(
     plain = ReplicaAssignment(origin)
     assert plain.target_replicas == plain.origin_replicas == origin
     assert not plain.is_being_reassigned
+
+
+_LICE = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1,), 0), 1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    assigned=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 5)), unique=True, max_size=12
+    ),
+    led=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c", "gone"]), st.integers(0, 6)),
+        unique=True,
+        max_size=12,
+    ),
+    led_in_assignment_order=st.booleans(),
+)
+def test_all_partitions_are_the_assignments_as_the_leadership_keys(
+    assigned: list[tuple[str, int]],
+    led: list[tuple[str, int]],
+    led_in_assignment_order: bool,
+) -> None:
+    """Whatever order the leadership map is in, and whatever it holds that is not assigned
+    (or lacks), every assigned partition comes once, in the assignments' order, as the
+    leadership's own key object where it has one."""
+    ctx = ControllerContext()
+    for topic, p in assigned:
+        ctx.update_assignment(TopicPartition(topic, p), ReplicaAssignment((1,)))
+    expected_order = [TopicPartition(t, p) for t, parts in ctx.assignments.items() for p in parts]
+    if led_in_assignment_order:
+        led = [(tp.topic, tp.partition) for tp in expected_order] + [
+            x for x in led if TopicPartition(*x) not in expected_order
+        ]
+    for topic, p in led:
+        ctx.leadership[TopicPartition(topic, p)] = _LICE
+    keys = {tp: tp for tp in ctx.leadership}
+    got = list(ctx.all_partitions())
+    assert got == expected_order
+    for tp in got:
+        if tp in keys:
+            assert tp is keys[tp]
+    # The caller may change the maps while it walks them.
+    for tp in ctx.all_partitions():
+        ctx.leadership[TopicPartition(tp.topic, tp.partition + 100)] = _LICE
