@@ -422,6 +422,26 @@ def replace_broker_id(config: BrokerConfig, broker_id: int) -> BrokerConfig:
     return dataclasses.replace(config, broker_id=broker_id)
 
 
+# glibc's mallopt parameter for the number of malloc arenas (malloc.h: M_ARENA_MAX).
+_M_ARENA_MAX = -8
+MALLOC_ARENAS = 2
+
+
+def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
+    """Few malloc arenas for the broker's threads (glibc makes up to 8 per core): each
+    arena keeps its own free memory, and a broker's threads take turns making large
+    transient requests. A broker that led every partition during a cold start with
+    30,000 partitions kept 163-192 MB with the default, 139-155 MB with two (the others
+    91-125 MB either way). Call before threads start; MALLOC_ARENA_MAX in the environment
+    wins. True if set."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, arenas))
+    except (OSError, AttributeError):
+        return False  # not glibc
+
+
 def _return_free_memory() -> None:
     """Give freed heap back to the OS (glibc keeps it otherwise): after a failover's large
     transient requests, a broker would go on holding its peak memory for good."""
