@@ -313,7 +313,21 @@ def test_watch_says_when_its_zookeeper_connection_is_lost_and_recovers(
         assert any(t.startswith("!! ZooKeeper connection lost") for t, _ in lines)
 
         server.restart()
-        wait_timeline(watcher, has("ZooKeeper connection back after"), "the reconnection")
+        # The session usually outlives the restart (the client is back within a second), but
+        # on a loaded machine one connect attempt to the starting server went unanswered until
+        # kazoo's read timeout and the session expired meanwhile (CI, 30.6 s away). Either way
+        # the watch must say it is back; which of the two it says is the model's, unit-tested.
+        back = wait_timeline(
+            watcher,
+            lambda texts: any(
+                "ZooKeeper connection back after" in t
+                or "ZooKeeper reconnected with a new session after" in t
+                for t in texts
+            ),
+            "the reconnection",
+        )
+        expired = any("ZooKeeper session expired" in t for t in back)
+        assert expired == any("reconnected with a new session" in t for t in back), back
         # Watching goes on: kazoo dropped its watches with the connection; they were set again.
         assert writer.wait_connected(30)
         elect(writer, 2, 2)
