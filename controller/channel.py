@@ -155,11 +155,17 @@ class _BrokerSender:
         tail: list[_Queued] = []
         while self._queue and _is_update_metadata(self._queue[-1]):
             tail.append(self._queue.pop())
-        covered = _covered_by(newer)
+        # The newer rows' set is built only for a queued request they could cover: one
+        # with more rows than all of them says something more without looking.
+        newer_rows = sum(len(r.update_metadata_rows or ()) for r in newer)
+        covered: dict[str, set[int]] | None = None
         replaced: list[BrokerRequest] = []
         for q in reversed(tail):
             assert q.request is not None
-            if _says_nothing_more(q.request, covered):
+            rows = q.request.update_metadata_rows
+            if rows is not None and len(rows) <= newer_rows and covered is None:
+                covered = _covered_by(newer)
+            if covered is not None and _says_nothing_more(q.request, covered):
                 replaced += q.superseded
                 replaced.append(_stripped(q.request))
                 self.stats.superseded += 1
