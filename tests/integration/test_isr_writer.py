@@ -76,14 +76,16 @@ def test_isr_changes_are_written_in_bounded_rounds_and_all_notified(
     zk = ZkClient(zk_connect, session_timeout_ms=10_000)
     zk.start()
     rm = ReplicaManager(LEADER, zk, StateChangeLog(tmp_path, LEADER))
+    # Each round is one packed write of partition states through the broker's ZooKeeper
+    # client: count the writes of each call.
     rounds: list[int] = []
-    write = rm._write_isr_changes_to_zookeeper
+    multi_batched = zk.multi_batched
 
-    def counted(intents: list[Any]) -> list[TopicPartition]:
-        rounds.append(len(intents))
-        return write(intents)
+    def counted(items: list[Any], *args: Any, **kwargs: Any) -> Any:
+        rounds.append(sum(1 for ops in items for op in ops if "/partitions/" in op.path))
+        return multi_batched(items, *args, **kwargs)
 
-    monkeypatch.setattr(rm, "_write_isr_changes_to_zookeeper", counted)
+    monkeypatch.setattr(zk, "multi_batched", counted)
     try:
         zk.ensure_paths([paths.ISR_CHANGE_NOTIFICATION])
         for tp in tps:
@@ -93,10 +95,9 @@ def test_isr_changes_are_written_in_bounded_rounds_and_all_notified(
                 make_parents=True,
             )
         rm.become_leader_or_follower(leader_and_isr(tps))
-        # Every follower catches up at once (queued before the writer may take any).
-        with rm._lock:
-            for tp in tps:
-                rm._request_isr_change(rm.partitions[tp], add=FOLLOWER, why="caught up")
+        # The follower catches up in every partition in one fetch round (before the writer
+        # runs: every change is queued when it starts).
+        rm.record_follower_fetches(FOLLOWER, [(rm.partitions[tp], 0) for tp in tps])
         rm.start()
 
         def notified() -> set[TopicPartition]:
