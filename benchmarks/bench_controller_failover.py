@@ -121,6 +121,7 @@ def run_size(
     try:
         c.start()
         controller_id, epoch = c.wait_controller(timeout=600)
+        first_controller_id = controller_id
         # Let the first failover finish (every broker told everything) before timing one.
         wait_for(
             lambda: (
@@ -136,6 +137,7 @@ def run_size(
         # Brokers start one after another, so the first controller leads what the others
         # did not yet host; balance leaderships as the auto rebalance would (it is off
         # here, not to run during the timing).
+        leaders_at_start = leaders_by_broker(connect) if partitions else {}
         balance_s = elect_preferred_leaders(c, assignments) if balance else 0.0
         wait_quiet(connect)
         time.sleep(2)
@@ -198,9 +200,12 @@ def run_size(
             "preferred_election_s": round(balance_s, 1),
             "floor_read_s": round(statistics.median(floors), 3),
             "controller_id": controller_id,
+            # It led what the brokers that started after it did not yet host.
+            "first_controller_id": first_controller_id,
             "controller_rss_mb": rss[controller_id],
             "broker_rss_mb": rss,
             "max_broker_rss_mb": max(rss.values()),
+            "leaders_by_broker_at_start": leaders_at_start,
             "leaders_by_broker": leaders,
         }
         if failovers:
