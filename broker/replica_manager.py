@@ -537,8 +537,8 @@ class ReplicaManager:
                     expand.append(p)
                 if moved and self._maybe_increment_high_watermark(p):
                     advanced = True
-        for p in expand:
-            self._request_isr_change(p, add=replica_id, why=f"replica {replica_id} caught up")
+        if expand:
+            self._request_isr_changes(expand, add=replica_id, why=f"replica {replica_id} caught up")
         if advanced:
             self._notify_progress(data=False)
 
@@ -709,16 +709,23 @@ class ReplicaManager:
                     candidates.append((p, tuple(r for r in p.isr if r not in lagging), lagging))
         for p, _new_isr, lagging in candidates:
             for r in lagging:
-                self._request_isr_change(p, remove=r, why=f"replica {r} fell behind")
+                self._request_isr_changes([p], remove=r, why=f"replica {r} fell behind")
 
-    def _request_isr_change(
-        self, p: Partition, *, add: int | None = None, remove: int | None = None, why: str
+    def _request_isr_changes(
+        self,
+        partitions: Iterable[Partition],
+        *,
+        add: int | None = None,
+        remove: int | None = None,
+        why: str,
     ) -> None:
         with self._lock:
-            intent = self._isr_intents.get(p.topic_partition)
-            if intent is None or intent.partition is not p:
-                intent = self._isr_intents[p.topic_partition] = _IsrIntent(p)
-            intent.merge(add=add, remove=remove, why=why)
+            intents = self._isr_intents
+            for p in partitions:
+                intent = intents.get(p.topic_partition)
+                if intent is None or intent.partition is not p:
+                    intent = intents[p.topic_partition] = _IsrIntent(p)
+                intent.merge(add=add, remove=remove, why=why)
             self._isr_cond.notify_all()
 
     def _write_isr_changes(self, intents: list[_IsrIntent]) -> list[TopicPartition]:
