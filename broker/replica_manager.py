@@ -693,23 +693,21 @@ class ReplicaManager:
         """Drop followers that have not caught up within replica.lag.time.max.ms."""
         now = _now_ms()
         with self._lock:
-            candidates = []
+            # By follower: a dead follower lags in every partition it follows here.
+            lagging_in: dict[int, list[Partition]] = {}
             for p in self.partitions.values():
                 if p.leader != self.broker_id or p.stale:
                     continue
-                lagging = [
-                    r
-                    for r in p.isr
-                    if r != self.broker_id
-                    and r in p.followers
-                    and now - p.followers[r].caught_up_ms(p.log_end_offset)
-                    > self.replica_lag_time_max_ms
-                ]
-                if lagging:
-                    candidates.append((p, tuple(r for r in p.isr if r not in lagging), lagging))
-        for p, _new_isr, lagging in candidates:
-            for r in lagging:
-                self._request_isr_changes([p], remove=r, why=f"replica {r} fell behind")
+                for r in p.isr:
+                    if (
+                        r != self.broker_id
+                        and r in p.followers
+                        and now - p.followers[r].caught_up_ms(p.log_end_offset)
+                        > self.replica_lag_time_max_ms
+                    ):
+                        lagging_in.setdefault(r, []).append(p)
+        for r, partitions in lagging_in.items():
+            self._request_isr_changes(partitions, remove=r, why=f"replica {r} fell behind")
 
     def _request_isr_changes(
         self,
