@@ -3,6 +3,7 @@ follower's fetcher, in process (the wire codec in between, no sockets)."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -299,6 +300,27 @@ def test_errors_always_go_out_and_the_partition_goes_out_again_once_cleared() ->
     # The same high watermark as before the error: still sent, since the error reset it.
     assert answered(incremental(cache, session_id, 3, {T0: data(0)})) == [T0]
     assert answered(incremental(cache, session_id, 4, {T0: data(0)})) == []
+
+
+def test_the_errored_set_gives_its_table_back_once_every_error_cleared() -> None:
+    # A session whose partitions all erred (a leader not yet told it leads them) keeps
+    # a set as large as the session unless it is replaced when the errors clear.
+    many = {TopicPartition("t", p): req() for p in range(5_000)}
+    cache = FetchSessionCache(clock=Clock())
+    ctx = cache.new_context(INVALID_SESSION_ID, INITIAL_EPOCH, many, [], True)
+    not_leader = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    result = ctx.respond({tp: data(tp.partition, hw=-1, error=not_leader) for tp in many})
+    session = cache.get(result.session_id)
+    assert session is not None
+    assert len(session.errored) == 5_000
+    full = sys.getsizeof(session.errored)
+    updates = {tp: data(tp.partition) for tp in many}
+    assert len(answered(incremental(cache, result.session_id, 1, updates))) == 5_000
+    assert session.errored == set()
+    assert sys.getsizeof(session.errored) < full // 100
+    # Errors are still tracked in the new set.
+    incremental(cache, result.session_id, 2, {TopicPartition("t", 7): data(7, error=not_leader)})
+    assert session.errored == {TopicPartition("t", 7)}
 
 
 def test_answered_partitions_move_to_the_back_of_the_session() -> None:
