@@ -163,9 +163,15 @@ class ReplicaFetcherThread:
         self._wake.set()
 
     def add(self, tp: TopicPartition, state: FetchState) -> None:
+        self.add_all([(tp, state)])
+
+    def add_all(self, added: Iterable[tuple[TopicPartition, FetchState]]) -> None:
+        """Partitions to fetch, under one lock and with one wake-up: a LeaderAndIsr can
+        make this broker follow thousands at once."""
         with self._lock:
-            self.partitions[tp] = state
-            self._dirty.add(tp)
+            for tp, state in added:
+                self.partitions[tp] = state
+                self._dirty.add(tp)
         self._wake.set()
 
     def remove(self, tps: Iterable[TopicPartition]) -> None:
@@ -177,6 +183,10 @@ class ReplicaFetcherThread:
     def is_empty(self) -> bool:
         with self._lock:
             return not self.partitions
+
+    def fetched(self) -> set[TopicPartition]:
+        with self._lock:
+            return set(self.partitions)
 
     def _run(self) -> None:
         while not self._stopped.is_set():
@@ -459,6 +469,7 @@ class ReplicaFetcherManager:
         max_wait_ms: int = 500,
         backoff_ms: int = 1000,
         follower_log: FollowerLog | None = None,
+        connect: Connect = _connect,
     ) -> None:
         self.broker_id = broker_id
         self.sink = sink
@@ -466,6 +477,7 @@ class ReplicaFetcherManager:
         self.endpoint_of = endpoint_of
         self.max_wait_ms = max_wait_ms
         self.backoff_ms = backoff_ms
+        self.connect = connect
         self._fetchers: dict[int, ReplicaFetcherThread] = {}
         self._lock = threading.Lock()
 
@@ -475,13 +487,19 @@ class ReplicaFetcherManager:
             moving = [tp for tp, *_ in partitions]
             for existing in self._fetchers.values():
                 existing.remove(moving)
+            by_leader: dict[int, list[tuple[TopicPartition, FetchState]]] = {}
             for tp, leader, epoch, offset in partitions:
-                if leader < 0 or leader == self.broker_id:
-                    continue
+                if leader >= 0 and leader != self.broker_id:
+                    by_leader.setdefault(leader, []).append((tp, FetchState(offset, epoch)))
+            for leader, added in by_leader.items():
                 endpoint = self.endpoint_of(leader)
                 if endpoint is None:
                     log.warning(
-                        "no address known for leader %d of %s; not fetching yet", leader, tp
+                        "no address known for leader %d of %d partitions (%s first); "
+                        "not fetching them yet",
+                        leader,
+                        len(added),
+                        added[0][0],
                     )
                     continue
                 fetcher: ReplicaFetcherThread | None = self._fetchers.get(leader)
@@ -497,11 +515,18 @@ class ReplicaFetcherManager:
                         self.follower_log,
                         max_wait_ms=self.max_wait_ms,
                         backoff_ms=self.backoff_ms,
+                        connect=self.connect,
                     )
                     self._fetchers[leader] = fetcher
                     fetcher.start()
-                fetcher.add(tp, FetchState(offset, epoch))
+                fetcher.add_all(added)
             self._drop_idle()
+
+    def followed(self) -> dict[int, set[TopicPartition]]:
+        """The partitions fetched, by leader."""
+        with self._lock:
+            fetchers = list(self._fetchers.items())
+        return {leader: fetcher.fetched() for leader, fetcher in fetchers}
 
     def unfollow(self, tps: list[TopicPartition]) -> None:
         with self._lock:

@@ -1,0 +1,64 @@
+"""The follower's fetcher manager: one fetcher per leader, partitions moved between them."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from broker.fetcher import FetchConnection, ReplicaFetcherManager
+from zkdata.znodes import TopicPartition
+
+ENDPOINTS = {1: ("127.0.0.1", 9001), 2: ("127.0.0.1", 9002)}
+
+
+def refuse(endpoint: tuple[str, int], client_id: str, timeout_s: float) -> FetchConnection:
+    raise ConnectionRefusedError(f"no leader at {endpoint}")  # the fetchers back off
+
+
+@pytest.fixture
+def manager() -> Iterator[ReplicaFetcherManager]:
+    m = ReplicaFetcherManager(
+        3, lambda tp, records, hw: None, ENDPOINTS.get, backoff_ms=60_000, connect=refuse
+    )
+    yield m
+    m.close()
+
+
+def tps(n: int, topic: str = "t") -> list[TopicPartition]:
+    return [TopicPartition(topic, p) for p in range(n)]
+
+
+def test_partitions_are_fetched_from_their_leaders(manager: ReplicaFetcherManager) -> None:
+    parts = tps(3_000)
+    manager.follow([(tp, 1 + tp.partition % 2, 5, 0) for tp in parts])
+    assert manager.followed() == {
+        1: {tp for tp in parts if tp.partition % 2 == 0},
+        2: {tp for tp in parts if tp.partition % 2 == 1},
+    }
+
+
+def test_a_partition_whose_leader_moves_is_fetched_from_the_new_leader_only(
+    manager: ReplicaFetcherManager,
+) -> None:
+    a, b = tps(2)
+    manager.follow([(a, 1, 5, 0), (b, 1, 5, 0)])
+    manager.follow([(a, 2, 6, 0)])
+    assert manager.followed() == {1: {b}, 2: {a}}
+    # Led here now, or leaderless: fetched from nobody; a fetcher left empty goes.
+    manager.follow([(b, 3, 7, 0), (a, -1, 7, 0)])
+    assert manager.followed() == {}
+
+
+def test_a_leader_without_a_known_address_is_named_once(
+    manager: ReplicaFetcherManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    parts = tps(1_000)
+    with caplog.at_level(logging.WARNING, logger="broker.fetcher"):
+        manager.follow([(tp, 4, 5, 0) for tp in parts] + [(TopicPartition("u", 0), 1, 5, 0)])
+    assert manager.followed() == {1: {TopicPartition("u", 0)}}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "no address known for leader 4 of 1000 partitions (t-0 first); not fetching them yet"
+    ]
