@@ -162,9 +162,6 @@ class ReplicaFetcherThread:
         self._stopped.set()
         self._wake.set()
 
-    def add(self, tp: TopicPartition, state: FetchState) -> None:
-        self.add_all([(tp, state)])
-
     def add_all(self, added: Iterable[tuple[TopicPartition, FetchState]]) -> None:
         """Partitions to fetch, under one lock and with one wake-up: a LeaderAndIsr can
         make this broker follow thousands at once."""

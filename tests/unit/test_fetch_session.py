@@ -819,7 +819,7 @@ def fetcher_setup() -> Iterator[tuple[KafkaApis, ReplicaManager, Loopback, Repli
 
     fetcher = follower_fetcher(connect, backoff_ms=100)
     for tp in (T0, T1, T2):
-        fetcher.add(tp, FetchState(0, 0))
+        fetcher.add_all([(tp, FetchState(0, 0))])
     fetcher.start()
     yield apis, replicas, conn, fetcher
     fetcher.stop()
@@ -872,7 +872,7 @@ def capped_fetches(apis: KafkaApis, conn: Loopback, count: int) -> ReplicaFetche
     ``count`` fetches (bounded), then stopped."""
     fetcher = follower_fetcher(lambda _e, _c, _t: conn, max_partitions_per_fetch=2)
     for tp in CAPPED:
-        fetcher.add(tp, FetchState(0, 0))
+        fetcher.add_all([(tp, FetchState(0, 0))])
     fetcher.start()
     try:
         wait_until(lambda: len(conn.requests) >= count, f"{count} fetches")
@@ -926,8 +926,8 @@ def test_fetcher_sends_added_changed_and_removed_partitions_only(
     new = TopicPartition("c", 0)
     change_partitions(apis, {new: (LEADER, 0, (LEADER, FOLLOWER))})
     seen = len(conn.requests)
-    fetcher.add(new, FetchState(0, 0))
-    fetcher.add(T0, FetchState(0, 0))  # unchanged: not sent again
+    fetcher.add_all([(new, FetchState(0, 0))])
+    fetcher.add_all([(T0, FetchState(0, 0))])  # unchanged: not sent again
     fetcher.remove([T1])
     wait_until(lambda: any(listed(b) for b in conn.requests[seen:]), "the change sent")
     changes = [b for b in conn.requests[seen:] if listed(b) or forgotten(b)]
@@ -948,7 +948,7 @@ def test_fetcher_sets_aside_a_fenced_partition_and_takes_it_back(
     wait_until(lambda: any(T2 in forgotten(b) for b in conn.requests[seen:]), "T2 forgotten")
     wait_until(lambda: any(T2 in listed(b) for b in conn.requests[seen:]), "T2 back")
     # The controller's news for this follower: the new epoch, listed, and no error then.
-    fetcher.add(T2, FetchState(0, 1))
+    fetcher.add_all([(T2, FetchState(0, 1))])
     wait_until(
         lambda: any(
             p["current_leader_epoch"] == 1
