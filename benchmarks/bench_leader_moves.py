@@ -9,6 +9,11 @@ replica election), broker 1 being the controller. Then:
   measured in the same run: the same number of epoch-checked conditional writes of
   partition state znodes, as fast as the client can issue them (packed multis, pipelined),
   and the same writes issued one multi per partition (Kafka's way).
+* broker loss in a balanced cluster: 3x as many partitions, each broker leading a third
+  (its preferred ones), so broker 3 leads N and follows 2N. SIGKILL broker 3. Figures:
+  the time until both survivors applied the new leaders of the N partitions it led (their
+  clients can produce again), and until every request of the loss, including the 2N
+  partitions whose ISRs lost broker 3, was acknowledged.
 * controlled shutdown: SIGTERM broker 3. The figure is the ControlledShutdown round trip
   as the broker sees it (every leadership moved away before the answer), and the time until
   every broker acknowledged the new leaders.
@@ -32,6 +37,7 @@ from zkdata.client import Check, SetData, ZkClient
 from zkdata.znodes import (
     LeaderAndIsr,
     TopicPartition,
+    decode_partition_state,
     encode_partition_list,
     encode_partition_state,
 )
@@ -86,6 +92,96 @@ def cluster_led_by_broker_3(connect: str, partitions: int, root: Path) -> Superv
     wait_quiet(connect)
     time.sleep(2)
     return c
+
+
+def balanced_assignment(partitions: int) -> dict[str, dict[int, tuple[int, ...]]]:
+    """`partitions` per broker as the preferred (first) replica, RF 3."""
+    per_topic = 1000
+    return {
+        f"topic-{t:04d}": {
+            p: tuple((1, 2, 3)[(p + t + i) % 3] for i in range(3)) for p in range(per_topic)
+        }
+        for t in range(3 * partitions // per_topic)
+    }
+
+
+def balanced_cluster(connect: str, partitions: int, root: Path) -> SupervisedCluster:
+    """Every partition led by its preferred replica; broker 1 is the controller."""
+    assigned = balanced_assignment(partitions)
+    write_cluster_state(connect, assigned)
+    c = SupervisedCluster(connect, root, (1, 2, 3), SETTINGS)
+    c[1].start()
+    c.wait_registered([1], timeout=120)
+    c.wait_controller(timeout=600)
+    c[2].start()
+    c[3].start()
+    c.wait_registered([1, 2, 3], timeout=120)
+    wait_quiet(connect)
+    topics = list(assigned)
+    for i in range(0, len(topics), 10):  # the znode must stay under 1 MB
+        batch = [TopicPartition(t, p) for t in topics[i : i + 10] for p in assigned[t]]
+        c.zk.create(paths.PREFERRED_REPLICA_ELECTION, encode_partition_list(batch))
+        wait_for(
+            lambda: c.zk.exists(paths.PREFERRED_REPLICA_ELECTION) is None,
+            600,
+            "the preferred election",
+        )
+    state_paths = [paths.partition_state(t, p) for t in assigned for p in assigned[t]]
+    preferred = [assigned[t][p][0] for t in assigned for p in assigned[t]]
+
+    def balanced() -> bool:
+        got = c.zk.get_many(state_paths)
+        return all(
+            g is not None and decode_partition_state(sp, g[0], 0).leader_and_isr.leader == want
+            for sp, g, want in zip(state_paths, got, preferred, strict=True)
+        )
+
+    wait_for(balanced, 600, "every partition led by its preferred replica")
+    wait_quiet(connect)
+    time.sleep(2)
+    return c
+
+
+def balanced_loss(connect: str, partitions: int, root: Path) -> dict[str, Any]:
+    c = balanced_cluster(connect, partitions, root)
+    try:
+        led = {
+            (t, p)
+            for t, parts in balanced_assignment(partitions).items()
+            for p, replicas in parts.items()
+            if replicas[0] == 3
+        }
+        killed_at_ms = time.time() * 1000
+        c[3].kill()
+        ack = wait_for(
+            lambda: next(
+                (
+                    r
+                    for r in reversed(c[1].state_changes("requests_acknowledged"))
+                    if r["after_event"] == "BrokerChange" and r["learned_at_ms"] > killed_at_ms
+                ),
+                None,
+            ),
+            c.session_timeout_s + 600,
+            "the loss's requests to be acknowledged",
+        )
+        learned = ack["learned_at_ms"]
+        applied = [
+            r["ts"] - learned
+            for b in (1, 2)
+            for r in c[b].state_changes("leader_and_isr")
+            if r["ts"] >= learned and (r["topic"], r["partition"]) in led
+        ]
+        return {
+            "partitions": 3 * partitions,
+            "led_by_the_lost_broker": len(led),
+            "new_leaders_applied": len(applied),
+            "learned_to_new_leaders_applied_s": round(max(applied, default=0) / 1000, 3),
+            "learned_to_all_acked_s": round(ack["acked_ms"] / 1000, 3),
+            "requests": ack["requests"],
+        }
+    finally:
+        c.close()
 
 
 def floor_writes(connect: str, partitions: int) -> dict[str, float]:
@@ -161,6 +257,10 @@ def run(connect_base: str, partitions: int, root: Path) -> dict[str, Any]:
     loss["floor"] = floor
     loss["vs_floor_packed"] = round(loss["learned_to_all_acked_s"] / floor["packed_multis_s"], 2)
 
+    balanced = balanced_loss(
+        chroot(connect_base, f"balanced-{partitions}"), partitions, root / "balanced"
+    )
+
     connect = chroot(connect_base, f"shutdown-{partitions}")
     c = cluster_led_by_broker_3(connect, partitions, root / "shutdown")
     try:
@@ -192,6 +292,7 @@ def run(connect_base: str, partitions: int, root: Path) -> dict[str, Any]:
     return {
         "partitions_led_by_the_broker": partitions,
         "broker_loss": loss,
+        "broker_loss_balanced": balanced,
         "controlled_shutdown": shutdown,
     }
 

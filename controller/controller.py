@@ -36,7 +36,12 @@ from controller.context import (
 )
 from controller.election import ElectionStrategy, imbalanced_partitions
 from controller.request_batch import BrokerRequest
-from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
+from controller.state_machines import (
+    ControllerOps,
+    PartitionStateMachine,
+    ReplicaStateMachine,
+    replicas_become_offline,
+)
 from controller.store import ZkControllerStore
 from controller.topic_deletion import TopicDeletionManager
 from election.controller_election import (
@@ -713,30 +718,12 @@ class KafkaController:
     def _on_broker_failure(self, dead: set[int]) -> None:
         ctx = self.ctx
         ctx.shutting_down_broker_ids -= dead
-        self._on_replicas_become_offline(ctx.replicas_on_brokers(dead))
-
-    def _on_replicas_become_offline(self, replicas: list[PartitionReplica]) -> None:
-        ctx, ops = self.ctx, self.ops
-        for_deletion = [
-            pr for pr in replicas if ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
-        ]
-        not_for_deletion = [
-            pr for pr in replicas if not ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
-        ]
-        offline_leader = [
-            tp
-            for tp, lice in ctx.leadership.items()
-            if not ctx.is_replica_online(lice.leader_and_isr.leader)
-            and not ctx.is_topic_queued_for_deletion(tp.topic)
-        ]
-        self.partition_sm.handle_state_changes(offline_leader, P.OFFLINE)
-        self.partition_sm.trigger_online_partition_state_change()
-        self.replica_sm.handle_state_changes(not_for_deletion, R.OFFLINE)
-        if for_deletion:
-            self.deletion.fail_replica_deletion(for_deletion)
-        if not offline_leader:
-            ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
-            ops.flush()
+        replicas_become_offline(
+            self.partition_sm,
+            self.replica_sm,
+            ctx.replicas_on_brokers(dead),
+            self.deletion.fail_replica_deletion,
+        )
 
     def _on_BrokerModifications(self, event: ev.BrokerModifications) -> None:
         if not self.is_active:

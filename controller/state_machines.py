@@ -585,3 +585,45 @@ class ReplicaStateMachine:
 def leader_of(ctx: ControllerContext, tp: TopicPartition) -> int:
     lice = ctx.leadership.get(tp)
     return lice.leader_and_isr.leader if lice is not None else NO_LEADER
+
+
+def replicas_become_offline(
+    partition_sm: PartitionStateMachine,
+    replica_sm: ReplicaStateMachine,
+    replicas: Sequence[PartitionReplica],
+    fail_replica_deletion: Callable[[list[PartitionReplica]], None],
+) -> None:
+    """onReplicasBecomeOffline (KafkaController.scala): what a broker loss sets in motion.
+
+    The partitions these replicas led go Offline and are elected anew; then the replicas
+    go Offline, which takes them out of the ISRs still holding them. Replicas of topics
+    queued for deletion are handed to `fail_replica_deletion` instead.
+    """
+    ops = partition_sm.ops
+    ctx = ops.ctx
+    for_deletion = [
+        pr for pr in replicas if ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
+    ]
+    not_for_deletion = [
+        pr for pr in replicas if not ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
+    ]
+    offline_leader = [
+        tp
+        for tp, lice in ctx.leadership.items()
+        if not ctx.is_replica_online(lice.leader_and_isr.leader)
+        and not ctx.is_topic_queued_for_deletion(tp.topic)
+    ]
+    partition_sm.handle_state_changes(offline_leader, P.OFFLINE)
+    partition_sm.trigger_online_partition_state_change()
+    # The new leaders go out now, as Kafka sends each state machine's batch, even within
+    # an event that otherwise sends once at its end: the replicas' step below re-reads
+    # every state it touches while the brokers apply their new leaderships. It adds
+    # requests only for partitions whose ISR still held a lost replica, which the
+    # elections just made have not touched, so nothing is sent twice.
+    ops.barrier()
+    replica_sm.handle_state_changes(not_for_deletion, R.OFFLINE)
+    if for_deletion:
+        fail_replica_deletion(for_deletion)
+    if not offline_leader:
+        ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
+        ops.flush()

@@ -124,14 +124,11 @@ class Cluster:
         self.ctx.remove_live_brokers(dead)
         self.ctx.shutting_down_broker_ids -= dead
         replicas = self.ctx.replicas_on_brokers(dead)
-        offline_leader = [
-            tp
-            for tp, lice in self.ctx.leadership.items()
-            if not self.ctx.is_replica_online(lice.leader_and_isr.leader)
-        ]
-        self.psm.handle_state_changes(offline_leader, P.OFFLINE)
-        self.psm.trigger_online_partition_state_change()
-        self.rsm.handle_state_changes(replicas, R.OFFLINE)
+        state_machines.replicas_become_offline(self.psm, self.rsm, replicas, self.no_deletion)
+
+    @staticmethod
+    def no_deletion(replicas: list[PartitionReplica]) -> None:
+        raise AssertionError(f"no topic is being deleted here: {replicas}")
 
     def start(self, *brokers: int) -> None:
         """onBrokerStartup."""
@@ -306,6 +303,44 @@ def test_new_partition_whose_existing_state_has_a_dead_leader_is_not_online() ->
 
 
 # --- losing a broker -----------------------------------------------------------------
+
+
+def test_a_broker_loss_sends_the_new_leaders_before_taking_the_lost_replica_out_of_isrs() -> None:
+    """Within one event (which otherwise sends once, at its end) the elections' requests
+    go out before the lost replica's step, as Kafka sends each state machine's batch."""
+    c = three_partitions()
+    timeline: list[tuple[str, set[TopicPartition]]] = []
+    send, read = c.ops.send, c.store.read_partition_states
+
+    def recording_send(requests: list[BrokerRequest]) -> None:
+        led = {
+            TopicPartition(t["topic_name"], p["partition_index"])
+            for r in requests
+            if r.api_key == ApiKey.LEADER_AND_ISR
+            for t in r.body["topic_states"]
+            for p in t["partition_states"]
+        }
+        timeline.append(("sent LeaderAndIsr for", led))
+        send(requests)
+
+    def recording_read(tps: Sequence[TopicPartition]) -> Any:
+        timeline.append(("read", set(tps)))
+        return read(tps)
+
+    c.ops.send = recording_send
+    c.store.read_partition_states = recording_read  # type: ignore[method-assign]
+    c.ops.deferred = True  # as while the controller's event runs
+    c.kill(1)
+    c.ops.deferred = False
+    c.ops.flush()
+    # t-0 was led by 1: read, elected, sent; then the replica's step reads all three and
+    # takes 1 out of the ISRs of t-1 and t-2, sent at the event's end
+    assert timeline == [
+        ("read", {T0}),
+        ("sent LeaderAndIsr for", {T0}),
+        ("read", {T0, T1, T2}),
+        ("sent LeaderAndIsr for", {T1, T2}),
+    ]
 
 
 def test_losing_a_leader_elects_the_next_isr_member() -> None:
