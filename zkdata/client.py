@@ -36,6 +36,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
     ZookeeperError,
 )
+from kazoo.protocol.serialization import Create as KazooCreate
 from kazoo.protocol.serialization import (
     int_struct,
     multiheader_struct,
@@ -46,6 +47,7 @@ from kazoo.protocol.serialization import (
 )
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
+from kazoo.security import OPEN_ACL_UNSAFE
 
 from zkdata import paths
 
@@ -115,6 +117,69 @@ class _MultiRead:
                 out.append(EXCEPTIONS[code]())
             else:
                 raise ZookeeperError(f"unexpected op {op} in a multiRead response")
+
+
+_CREATE = 1
+_DELETE = 2
+_SET_DATA = 5
+_CHECK = 13
+_SET_DATA_HEADER = multiheader_struct.pack(_SET_DATA, False, -1)
+_CHECK_HEADER = multiheader_struct.pack(_CHECK, False, -1)
+_DELETE_HEADER = multiheader_struct.pack(_DELETE, False, -1)
+_CREATE_HEADER = multiheader_struct.pack(_CREATE, False, -1)
+_MULTI_END = multiheader_struct.pack(-1, True, -1)
+
+
+class _Multi:
+    """kazoo request object for ZooKeeper's multi (opcode 14), serialized by us.
+
+    kazoo's transaction builds, validates and serializes a tuple per op (~4 us each:
+    40 ms of the controller's thread for 10,000 partition writes); this is the same
+    bytes written straight from our ops, whose paths `zkdata.paths` made (no relative
+    parts to normalise). Its type is kazoo's Transaction's, so kazoo un-chroots the paths
+    of creates in the response as it does for its own.
+    """
+
+    type = 14
+    __slots__ = ("_payload",)
+
+    def __init__(self, payload: bytearray) -> None:
+        self._payload = payload
+
+    def serialize(self) -> bytearray:
+        return self._payload
+
+    @classmethod
+    def deserialize(cls, buf: bytes, offset: int) -> list[Any]:
+        """A result per op, as kazoo's Transaction gives them."""
+        out: list[Any] = []
+        unpack_header = multiheader_struct.unpack_from
+        header_size = multiheader_struct.size
+        while True:
+            op, done, _err = unpack_header(buf, offset)
+            offset += header_size
+            if done:
+                return out
+            if op == _SET_DATA:
+                out.append(ZnodeStat._make(stat_struct.unpack_from(buf, offset)))
+                offset += stat_struct.size
+            elif op in (_CHECK, _DELETE):
+                out.append(True)
+            elif op == _CREATE:
+                created, offset = read_string(buf, offset)
+                out.append(created)
+            elif op == _ERROR:
+                (code,) = int_struct.unpack_from(buf, offset)
+                offset += 4
+                out.append(EXCEPTIONS[code]())
+            else:
+                raise ZookeeperError(f"unexpected op {op} in a multi response")
+
+
+def _put_string(out: bytearray, text: str) -> None:
+    data = text.encode()
+    out += int_struct.pack(len(data))
+    out += data
 
 
 # --- write operations -------------------------------------------------------------------
@@ -431,17 +496,33 @@ class ZkClient:
         return list(self._multi_async(ops).get(timeout=self.session_timeout_ms / 1000))
 
     def _multi_async(self, ops: Sequence[WriteOp]) -> Any:
-        tx = self.kazoo.transaction()
+        out = bytearray()
+        pack_int = int_struct.pack
+        chrooted = self._chrooted
         for op in ops:
-            if isinstance(op, Check):
-                tx.check(op.path, op.version)
-            elif isinstance(op, SetData):
-                tx.set_data(op.path, op.data, op.version)
+            if isinstance(op, SetData):
+                out += _SET_DATA_HEADER
+                _put_string(out, chrooted(op.path))
+                out += pack_int(len(op.data))
+                out += op.data
+                out += pack_int(op.version)
+            elif isinstance(op, Check):
+                out += _CHECK_HEADER
+                _put_string(out, chrooted(op.path))
+                out += pack_int(op.version)
             elif isinstance(op, Delete):
-                tx.delete(op.path, op.version)
+                out += _DELETE_HEADER
+                _put_string(out, chrooted(op.path))
+                out += pack_int(op.version)
             else:
-                tx.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequential)
-        return tx.commit_async()
+                flags = (1 if op.ephemeral else 0) | (2 if op.sequential else 0)
+                acl = self.kazoo.default_acl or OPEN_ACL_UNSAFE
+                out += _CREATE_HEADER
+                out += KazooCreate(chrooted(op.path), op.data, acl, flags).serialize()
+        out += _MULTI_END
+        result = self.kazoo.handler.async_result()
+        self.kazoo._call(_Multi(out), result)
+        return result
 
     # --- the fenced write path --------------------------------------------------------
 
