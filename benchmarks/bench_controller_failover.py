@@ -26,6 +26,7 @@ from typing import Any
 from common import (
     ROOT,
     chroot,
+    elect_preferred_leaders,
     emit,
     round_robin,
     rss_mb,
@@ -37,7 +38,6 @@ from common import (
 from tests.integration.harness import Cluster, wait_for
 from zkdata import paths
 from zkdata.client import ZkClient
-from zkdata.znodes import TopicPartition, encode_partition_list
 
 SETTINGS = {
     "zookeeper.session.timeout.ms": "10000",
@@ -87,22 +87,6 @@ def leaders_by_broker(connect: str) -> dict[int, int]:
         zk.close()
 
 
-def elect_preferred_leaders(c: Cluster, assignments: dict[str, dict[int, Any]]) -> float:
-    """A preferred replica election of every partition, 10 topics at a time (the znode
-    must stay under 1 MB); returns the seconds it took."""
-    started = time.perf_counter()
-    topics = list(assignments)
-    for i in range(0, len(topics), 10):
-        batch = [TopicPartition(t, p) for t in topics[i : i + 10] for p in assignments[t]]
-        c.zk.create(paths.PREFERRED_REPLICA_ELECTION, encode_partition_list(batch))
-        wait_for(
-            lambda: c.zk.exists(paths.PREFERRED_REPLICA_ELECTION) is None,
-            600,
-            "the preferred replica election",
-        )
-    return time.perf_counter() - started
-
-
 def last(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
     for r in reversed(rows):
         if all(r.get(k) == v for k, v in match.items()):
@@ -138,7 +122,7 @@ def run_size(
         # did not yet host; balance leaderships as the auto rebalance would (it is off
         # here, not to run during the timing).
         leaders_at_start = leaders_by_broker(connect) if partitions else {}
-        balance_s = elect_preferred_leaders(c, assignments) if balance else 0.0
+        balance_s = elect_preferred_leaders(c.zk, assignments) if balance else 0.0
         wait_quiet(connect)
         time.sleep(2)
         failovers = []

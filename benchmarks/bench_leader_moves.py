@@ -29,16 +29,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import chroot, emit, wait_quiet, write_cluster_state, zookeeper
+from common import (
+    chroot,
+    elect_preferred_leaders,
+    emit,
+    wait_quiet,
+    write_cluster_state,
+    zookeeper,
+)
 
 from cluster.supervised import SupervisedCluster, wait_for
 from zkdata import paths
 from zkdata.client import Check, SetData, ZkClient
 from zkdata.znodes import (
     LeaderAndIsr,
-    TopicPartition,
     decode_partition_state,
-    encode_partition_list,
     encode_partition_state,
 )
 
@@ -65,7 +70,16 @@ def last(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
 
 
 def cluster_led_by_broker_3(connect: str, partitions: int, root: Path) -> SupervisedCluster:
-    write_cluster_state(connect, assignment(partitions))
+    """Broker 3 leads every partition (its preferred replica); broker 1 is the controller."""
+    return cluster_led_by_preferred_replicas(connect, assignment(partitions), root)
+
+
+def cluster_led_by_preferred_replicas(
+    connect: str, assigned: dict[str, dict[int, tuple[int, ...]]], root: Path
+) -> SupervisedCluster:
+    """A 3-broker cluster whose every partition is led by its preferred (first) replica,
+    settled; broker 1 is the controller."""
+    write_cluster_state(connect, assigned)
     c = SupervisedCluster(connect, root, (1, 2, 3), SETTINGS)
     c[1].start()  # broker 1 first, so it is the controller
     c.wait_registered([1], timeout=120)
@@ -74,24 +88,41 @@ def cluster_led_by_broker_3(connect: str, partitions: int, root: Path) -> Superv
     c[3].start()
     c.wait_registered([1, 2, 3], timeout=120)
     wait_quiet(connect)
-    # Move every leadership to broker 3 (the preferred replica) and let it settle.
-    everything = [
-        TopicPartition(t, p) for t, parts in assignment(partitions).items() for p in parts
-    ]
-    c.zk.create(paths.PREFERRED_REPLICA_ELECTION, encode_partition_list(everything))
-    wait_for(
-        lambda: c.zk.exists(paths.PREFERRED_REPLICA_ELECTION) is None, 600, "the preferred election"
-    )
-    wait_for(
-        lambda: all(
-            s.leader == 3 for t in assignment(partitions) for s in c.partition_states(t).values()
-        ),
-        600,
-        "broker 3 to lead every partition",
-    )
+    elect_preferred_leaders(c.zk, assigned)
+    state_paths = [paths.partition_state(t, p) for t in assigned for p in assigned[t]]
+    preferred = [assigned[t][p][0] for t in assigned for p in assigned[t]]
+
+    def led_by_preferred() -> bool:
+        got = c.zk.get_many(state_paths)
+        return all(
+            g is not None and decode_partition_state(sp, g[0], 0).leader_and_isr.leader == want
+            for sp, g, want in zip(state_paths, got, preferred, strict=True)
+        )
+
+    wait_for(led_by_preferred, 600, "every partition led by its preferred replica")
     wait_quiet(connect)
     time.sleep(2)
     return c
+
+
+def kill_broker_3(c: SupervisedCluster) -> dict[str, Any]:
+    """SIGKILL broker 3; the controller's (broker 1's) record of the loss's requests, once
+    every one of them was acknowledged."""
+    killed_at_ms = time.time() * 1000
+    c[3].kill()
+    ack: dict[str, Any] = wait_for(
+        lambda: next(
+            (
+                r
+                for r in reversed(c[1].state_changes("requests_acknowledged"))
+                if r["after_event"] == "BrokerChange" and r["learned_at_ms"] > killed_at_ms
+            ),
+            None,
+        ),
+        c.session_timeout_s + 600,
+        "the loss's requests to be acknowledged",
+    )
+    return ack
 
 
 def balanced_assignment(partitions: int) -> dict[str, dict[int, tuple[int, ...]]]:
@@ -105,45 +136,8 @@ def balanced_assignment(partitions: int) -> dict[str, dict[int, tuple[int, ...]]
     }
 
 
-def balanced_cluster(connect: str, partitions: int, root: Path) -> SupervisedCluster:
-    """Every partition led by its preferred replica; broker 1 is the controller."""
-    assigned = balanced_assignment(partitions)
-    write_cluster_state(connect, assigned)
-    c = SupervisedCluster(connect, root, (1, 2, 3), SETTINGS)
-    c[1].start()
-    c.wait_registered([1], timeout=120)
-    c.wait_controller(timeout=600)
-    c[2].start()
-    c[3].start()
-    c.wait_registered([1, 2, 3], timeout=120)
-    wait_quiet(connect)
-    topics = list(assigned)
-    for i in range(0, len(topics), 10):  # the znode must stay under 1 MB
-        batch = [TopicPartition(t, p) for t in topics[i : i + 10] for p in assigned[t]]
-        c.zk.create(paths.PREFERRED_REPLICA_ELECTION, encode_partition_list(batch))
-        wait_for(
-            lambda: c.zk.exists(paths.PREFERRED_REPLICA_ELECTION) is None,
-            600,
-            "the preferred election",
-        )
-    state_paths = [paths.partition_state(t, p) for t in assigned for p in assigned[t]]
-    preferred = [assigned[t][p][0] for t in assigned for p in assigned[t]]
-
-    def balanced() -> bool:
-        got = c.zk.get_many(state_paths)
-        return all(
-            g is not None and decode_partition_state(sp, g[0], 0).leader_and_isr.leader == want
-            for sp, g, want in zip(state_paths, got, preferred, strict=True)
-        )
-
-    wait_for(balanced, 600, "every partition led by its preferred replica")
-    wait_quiet(connect)
-    time.sleep(2)
-    return c
-
-
 def balanced_loss(connect: str, partitions: int, root: Path) -> dict[str, Any]:
-    c = balanced_cluster(connect, partitions, root)
+    c = cluster_led_by_preferred_replicas(connect, balanced_assignment(partitions), root)
     try:
         led = {
             (t, p)
@@ -151,20 +145,7 @@ def balanced_loss(connect: str, partitions: int, root: Path) -> dict[str, Any]:
             for p, replicas in parts.items()
             if replicas[0] == 3
         }
-        killed_at_ms = time.time() * 1000
-        c[3].kill()
-        ack = wait_for(
-            lambda: next(
-                (
-                    r
-                    for r in reversed(c[1].state_changes("requests_acknowledged"))
-                    if r["after_event"] == "BrokerChange" and r["learned_at_ms"] > killed_at_ms
-                ),
-                None,
-            ),
-            c.session_timeout_s + 600,
-            "the loss's requests to be acknowledged",
-        )
+        ack = kill_broker_3(c)
         learned = ack["learned_at_ms"]
         applied = [
             r["ts"] - learned
@@ -223,20 +204,7 @@ def run(connect_base: str, partitions: int, root: Path) -> dict[str, Any]:
         controller_id, _ = c.wait_controller()
         if controller_id != 1:
             raise RuntimeError(f"broker {controller_id} is controller; the set-up wants broker 1")
-        killed_at_ms = time.time() * 1000
-        c[3].kill()
-        ack = wait_for(
-            lambda: next(
-                (
-                    r
-                    for r in reversed(c[1].state_changes("requests_acknowledged"))
-                    if r["after_event"] == "BrokerChange" and r["learned_at_ms"] > killed_at_ms
-                ),
-                None,
-            ),
-            c.session_timeout_s + 600,
-            "the new leaders to be acknowledged",
-        )
+        ack = kill_broker_3(c)
         moved = [
             r for r in c[1].state_changes("partition_state") if r["ts"] >= ack["learned_at_ms"]
         ]
