@@ -14,6 +14,8 @@ replica election), broker 1 being the controller. Then:
   the time until both survivors applied the new leaders of the N partitions it led (their
   clients can produce again), and until every request of the loss, including the 2N
   partitions whose ISRs lost broker 3, was acknowledged.
+* controlled shutdown in the same balanced cluster: SIGTERM broker 3; the figures as for
+  its loss, and the ControlledShutdown round trip.
 * controlled shutdown: SIGTERM broker 3. The figure is the ControlledShutdown round trip
   as the broker sees it (every leadership moved away before the answer), and the time until
   every broker acknowledged the new leaders.
@@ -125,6 +127,24 @@ def kill_broker_3(c: SupervisedCluster) -> dict[str, Any]:
     return ack
 
 
+def shut_down_broker_3(c: SupervisedCluster) -> tuple[dict[str, Any], dict[str, Any]]:
+    """SIGTERM broker 3; its record of the successful controlled shutdown, and the
+    controller's record of the shutdown's requests, once every one was acknowledged."""
+    c[3].terminate()
+    row: dict[str, Any] = wait_for(
+        lambda: last(c[3].state_changes("controlled_shutdown"), remaining=0),
+        600,
+        "the controlled shutdown to succeed",
+    )
+    c[3].wait_exit(120)
+    ack: dict[str, Any] = wait_for(
+        lambda: last(c[1].state_changes("requests_acknowledged"), after_event="ControlledShutdown"),
+        60,
+        "the shutdown's requests to be acknowledged",
+    )
+    return row, ack
+
+
 def balanced_assignment(partitions: int) -> dict[str, dict[int, tuple[int, ...]]]:
     """`partitions` per broker as the preferred (first) replica, RF 3."""
     per_topic = 1000
@@ -136,7 +156,8 @@ def balanced_assignment(partitions: int) -> dict[str, dict[int, tuple[int, ...]]
     }
 
 
-def balanced_loss(connect: str, partitions: int, root: Path) -> dict[str, Any]:
+def balanced_moves(connect: str, partitions: int, root: Path, *, graceful: bool) -> dict[str, Any]:
+    """Broker 3 of a balanced cluster lost (SIGKILL) or shut down (SIGTERM)."""
     c = cluster_led_by_preferred_replicas(connect, balanced_assignment(partitions), root)
     try:
         led = {
@@ -145,7 +166,12 @@ def balanced_loss(connect: str, partitions: int, root: Path) -> dict[str, Any]:
             for p, replicas in parts.items()
             if replicas[0] == 3
         }
-        ack = kill_broker_3(c)
+        out: dict[str, Any] = {"partitions": 3 * partitions, "led_by_the_broker": len(led)}
+        if graceful:
+            row, ack = shut_down_broker_3(c)
+            out["controlled_shutdown_round_trip_s"] = round(row["ms"] / 1000, 3)
+        else:
+            ack = kill_broker_3(c)
         learned = ack["learned_at_ms"]
         applied = [
             r["ts"] - learned
@@ -153,14 +179,11 @@ def balanced_loss(connect: str, partitions: int, root: Path) -> dict[str, Any]:
             for r in c[b].state_changes("leader_and_isr")
             if r["ts"] >= learned and (r["topic"], r["partition"]) in led
         ]
-        return {
-            "partitions": 3 * partitions,
-            "led_by_the_lost_broker": len(led),
-            "new_leaders_applied": len(applied),
-            "learned_to_new_leaders_applied_s": round(max(applied, default=0) / 1000, 3),
-            "learned_to_all_acked_s": round(ack["acked_ms"] / 1000, 3),
-            "requests": ack["requests"],
-        }
+        out["new_leaders_applied"] = len(applied)
+        out["learned_to_new_leaders_applied_s"] = round(max(applied, default=0) / 1000, 3)
+        out["learned_to_all_acked_s"] = round(ack["acked_ms"] / 1000, 3)
+        out["requests"] = ack["requests"]
+        return out
     finally:
         c.close()
 
@@ -225,27 +248,23 @@ def run(connect_base: str, partitions: int, root: Path) -> dict[str, Any]:
     loss["floor"] = floor
     loss["vs_floor_packed"] = round(loss["learned_to_all_acked_s"] / floor["packed_multis_s"], 2)
 
-    balanced = balanced_loss(
-        chroot(connect_base, f"balanced-{partitions}"), partitions, root / "balanced"
+    balanced_loss = balanced_moves(
+        chroot(connect_base, f"balanced-loss-{partitions}"),
+        partitions,
+        root / "balanced-loss",
+        graceful=False,
+    )
+    balanced_shutdown = balanced_moves(
+        chroot(connect_base, f"balanced-shutdown-{partitions}"),
+        partitions,
+        root / "balanced-shutdown",
+        graceful=True,
     )
 
     connect = chroot(connect_base, f"shutdown-{partitions}")
     c = cluster_led_by_broker_3(connect, partitions, root / "shutdown")
     try:
-        c[3].terminate()
-        row = wait_for(
-            lambda: last(c[3].state_changes("controlled_shutdown"), remaining=0),
-            600,
-            "the controlled shutdown to succeed",
-        )
-        c[3].wait_exit(120)
-        ack = wait_for(
-            lambda: last(
-                c[1].state_changes("requests_acknowledged"), after_event="ControlledShutdown"
-            ),
-            60,
-            "the shutdown's requests to be acknowledged",
-        )
+        row, ack = shut_down_broker_3(c)
         by_broker = ack["acked_ms_by_broker"]
         shutdown = {
             "attempts": row["attempt"],
@@ -260,8 +279,9 @@ def run(connect_base: str, partitions: int, root: Path) -> dict[str, Any]:
     return {
         "partitions_led_by_the_broker": partitions,
         "broker_loss": loss,
-        "broker_loss_balanced": balanced,
+        "broker_loss_balanced": balanced_loss,
         "controlled_shutdown": shutdown,
+        "controlled_shutdown_balanced": balanced_shutdown,
     }
 
 

@@ -40,6 +40,7 @@ from controller.state_machines import (
     ControllerOps,
     PartitionStateMachine,
     ReplicaStateMachine,
+    controlled_shutdown_moves,
     replicas_become_offline,
 )
 from controller.store import ZkControllerStore
@@ -124,40 +125,65 @@ class RequestTracker:
         self.abandoned = 0
         self.closed = False  # no more requests will be added (the event finished)
         self._lock = threading.Lock()
-        self._when_done: list[Callable[[], None]] = []
-        self._done = False
+        # Unanswered requests per send of the event (requests a channel drops for newer
+        # ones are answered with them, as copies: so counted by round, not by object),
+        # and who waits for the sends up to a round (see when_answered).
+        self._round = 0
+        self._pending_by_round: dict[int, int] = {}
+        self._waiting: list[tuple[int, Callable[[], None]]] = []
 
-    def when_done(self, fn: Callable[[], None]) -> None:
-        """Call `fn` (on whichever thread completes it) once every request is answered
-        or abandoned and the event has finished; at once if that has happened."""
+    def track(self, requests: list[BrokerRequest]) -> list[BrokerRequest]:
+        """The requests of one send, marked as this event's: count them until answered."""
         with self._lock:
-            if not self._done:
-                self._when_done.append(fn)
-                return
-        fn()
-
-    def _complete(self) -> None:
-        with self._lock:
-            self._done = True
-            callbacks, self._when_done = self._when_done, []
-        for fn in callbacks:
-            fn()
-
-    def add(self, requests: list[BrokerRequest]) -> None:
-        with self._lock:
-            for r in requests:
+            self._round += 1
+            tracked = [
+                dataclasses.replace(r, tracker=self, tracker_round=self._round) for r in requests
+            ]
+            for r in tracked:
                 self.sent[r.api_key.name] = self.sent.get(r.api_key.name, 0) + 1
-            self.pending += len(requests)
+            if tracked:
+                self._pending_by_round[self._round] = len(tracked)
+            self.pending += len(tracked)
+        return tracked
+
+    def when_answered(self, fn: Callable[[], None]) -> None:
+        """Call `fn` (on whichever thread answers last) once the event has finished and
+        every request sent until now is answered or abandoned; requests sent later are
+        not waited for. At once if that has happened."""
+        with self._lock:
+            self._waiting.append((self._round, fn))
+            ready = self._take_ready()
+        for ready_fn in ready:
+            ready_fn()
+
+    def _answered(self, request: BrokerRequest) -> list[Callable[[], None]]:
+        """Under the lock: count `request` answered; the waiters it was the last one for."""
+        left = self._pending_by_round.get(request.tracker_round, 0) - 1
+        if left > 0:
+            self._pending_by_round[request.tracker_round] = left
+            return []
+        self._pending_by_round.pop(request.tracker_round, None)
+        return self._take_ready()
+
+    def _take_ready(self) -> list[Callable[[], None]]:
+        if not self.closed or not self._waiting:
+            return []
+        first_unanswered = min(self._pending_by_round, default=self._round + 1)
+        ready = [fn for upto, fn in self._waiting if upto < first_unanswered]
+        if ready:
+            self._waiting = [(upto, fn) for upto, fn in self._waiting if upto >= first_unanswered]
+        return ready
 
     def close(self) -> None:
         with self._lock:
             self.closed = True
             done = self.pending == 0
             sent = bool(self.sent)
+            ready = self._take_ready()
+        for fn in ready:
+            fn()
         if done and sent:
             self._finish()
-        elif done:
-            self._complete()
 
     def ack(self, request: BrokerRequest) -> None:
         now = time.monotonic()
@@ -166,15 +192,21 @@ class RequestTracker:
             self.acked_at[request.api_key.name] = now
             self.acked_at_by_broker[request.broker_id] = now
             done = self.closed and self.pending == 0
+            ready = self._answered(request)
+        for fn in ready:
+            fn()
         if done:
             self._finish()
 
-    def abandon(self, _request: BrokerRequest) -> None:
+    def abandon(self, request: BrokerRequest) -> None:
         """A request whose broker left before answering: it will never be acknowledged."""
         with self._lock:
             self.pending -= 1
             self.abandoned += 1
             done = self.closed and self.pending == 0
+            ready = self._answered(request)
+        for fn in ready:
+            fn()
         if done:
             self._finish()
 
@@ -196,7 +228,6 @@ class RequestTracker:
             },
             abandoned=self.abandoned,
         )
-        self._complete()
 
 
 @dataclass
@@ -355,8 +386,7 @@ class KafkaController:
         tracker = self._tracker
         if tracker is not None:
             tracker.epoch = self.ctx.epoch
-            requests = [dataclasses.replace(r, tracker=tracker) for r in requests]
-            tracker.add(requests)
+            requests = tracker.track(requests)
         self.channel.send(requests)
 
     @staticmethod
@@ -1140,44 +1170,21 @@ class KafkaController:
         if event.broker_epoch != -1 and event.broker_epoch < known_epoch:
             event.reply(int(ErrorCode.STALE_BROKER_EPOCH), [])
             return
-        ctx.shutting_down_broker_ids.add(event.broker_id)
-        candidates = [
-            tp
-            for tp in ctx.partitions_on_broker(event.broker_id)
-            if len(ctx.replicas(tp)) > 1
-            and tp in ctx.leadership
-            and not ctx.is_topic_queued_for_deletion(tp.topic)
-        ]
-        led = [
-            tp for tp in candidates if ctx.leadership[tp].leader_and_isr.leader == event.broker_id
-        ]
-        followed = [
-            tp for tp in candidates if ctx.leadership[tp].leader_and_isr.leader != event.broker_id
-        ]
-        self.partition_sm.handle_state_changes(led, P.ONLINE, ElectionStrategy.CONTROLLED_SHUTDOWN)
-        for tp in followed:
-            self.ops.batch.add_stop_replica([event.broker_id], tp, delete_partition=False)
-        self.ops.flush()
-        self.replica_sm.handle_state_changes(
-            [PartitionReplica(tp, event.broker_id) for tp in followed],
-            R.OFFLINE,
-            reason="controlled_shutdown",
+        led, remaining = controlled_shutdown_moves(
+            self.partition_sm, self.replica_sm, event.broker_id
         )
-        remaining = [
-            tp
-            for tp in ctx.partitions_led_by(event.broker_id)
-            if len(ctx.replicas(tp)) > 1 and not ctx.is_topic_queued_for_deletion(tp.topic)
-        ]
         log.info(
             "controlled shutdown of broker %d: moved %d leaders, %d remaining",
             event.broker_id,
             len(led) - len(remaining),
             len(remaining),
         )
-        self.ops.barrier()  # the new leaders are on their way before the broker may leave
-        # Answer once every broker has applied the moves (bounded): when the broker then
-        # closes its connections, clients that ask any broker for metadata are told the
-        # new leaders, rather than the old ones for a metadata refresh interval.
+        # Answer once the event has finished (its ZooKeeper writes made, as Kafka answers)
+        # and every broker has applied the moves (bounded): when the broker then closes its
+        # connections, clients that ask any broker for metadata are told the new leaders,
+        # rather than the old ones for a metadata refresh interval. The ISR changes of the
+        # partitions it followed, sent at the event's end, are not waited for: with 20,000
+        # of them that would be seconds more, and they tell clients nothing they need.
         answered: list[bool] = []
         reply_lock = threading.Lock()
 
@@ -1200,7 +1207,9 @@ class KafkaController:
             timer.cancel()
             reply()
 
-        tracker.when_done(applied)
+        # What was sent so far: the moves (see controlled_shutdown_moves), not what the
+        # ISR step left batched for the event's end.
+        tracker.when_answered(applied)
 
     # --- observability ------------------------------------------------------------------
 

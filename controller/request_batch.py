@@ -57,8 +57,10 @@ class BrokerRequest:
     partitions: tuple[TopicPartition, ...] = ()
     # For StopReplica: whether it deletes the partitions (topic deletion waits for these).
     delete_partitions: bool = False
-    # Set by the controller: the event whose decisions this request carries.
+    # Set by the controller: the event whose decisions this request carries, and which of
+    # the event's sends it went out in (1 for its first).
     tracker: Any = None
+    tracker_round: int = 0
     # Set when the body is encoded once for several brokers (UpdateMetadata): what the
     # channel sends instead of encoding ``body`` itself.
     make_encoded: Callable[[], EncodedBody] | None = None

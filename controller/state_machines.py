@@ -627,3 +627,43 @@ def replicas_become_offline(
     if not offline_leader:
         ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
         ops.flush()
+
+
+def controlled_shutdown_moves(
+    partition_sm: PartitionStateMachine, replica_sm: ReplicaStateMachine, broker_id: int
+) -> tuple[list[TopicPartition], list[TopicPartition]]:
+    """doControlledShutdown (KafkaController.scala): move a stopping broker's leaderships
+    away and take it out of the ISRs of the partitions it follows.
+
+    Returns the partitions it led, and those it still leads (no other ISR member could
+    take over). Topics queued for deletion and single-replica partitions are left alone.
+    """
+    ops = partition_sm.ops
+    ctx = ops.ctx
+    ctx.shutting_down_broker_ids.add(broker_id)
+    candidates = [
+        tp
+        for tp in ctx.partitions_on_broker(broker_id)
+        if len(ctx.replicas(tp)) > 1
+        and tp in ctx.leadership
+        and not ctx.is_topic_queued_for_deletion(tp.topic)
+    ]
+    led = [tp for tp in candidates if ctx.leadership[tp].leader_and_isr.leader == broker_id]
+    followed = [tp for tp in candidates if ctx.leadership[tp].leader_and_isr.leader != broker_id]
+    partition_sm.handle_state_changes(led, P.ONLINE, ElectionStrategy.CONTROLLED_SHUTDOWN)
+    for tp in followed:
+        ops.batch.add_stop_replica([broker_id], tp, delete_partition=False)
+    # The new leaders (and the StopReplicas) go out before the ISR step, as in Kafka and
+    # as after a broker loss (see replicas_become_offline).
+    ops.barrier()
+    replica_sm.handle_state_changes(
+        [PartitionReplica(tp, broker_id) for tp in followed],
+        R.OFFLINE,
+        reason="controlled_shutdown",
+    )
+    remaining = [
+        tp
+        for tp in ctx.partitions_led_by(broker_id)
+        if len(ctx.replicas(tp)) > 1 and not ctx.is_topic_queued_for_deletion(tp.topic)
+    ]
+    return led, remaining

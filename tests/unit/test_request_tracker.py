@@ -1,64 +1,95 @@
-"""RequestTracker: an event's broker requests counted until every one is answered; what
-waits for that (a ControlledShutdown answer) runs once, when it happens."""
+"""RequestTracker: an event's broker requests counted until every one is answered (then
+logged); what waits for the requests sent so far (a ControlledShutdown answer) runs once,
+when the event has finished and those are answered."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 from broker.state_change_log import open_for_broker
 from controller.controller import RequestTracker
+from controller.request_batch import BrokerRequest
 from wire.api import ApiKey
 
 
-def request(api: ApiKey, broker_id: int) -> Any:
-    return SimpleNamespace(api_key=api, broker_id=broker_id)
+def request(api: ApiKey, broker_id: int) -> BrokerRequest:
+    return BrokerRequest(broker_id, api, 0, dict)
 
 
 def tracker(tmp_path: Path) -> RequestTracker:
     return RequestTracker("ControlledShutdown", 0.0, open_for_broker([str(tmp_path)], 1), 3)
 
 
-def test_waiters_run_once_when_every_request_is_answered(tmp_path: Path) -> None:
+def logged(tmp_path: Path) -> list[dict[str, object]]:
+    path = tmp_path / "state-change.log"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_waiters_run_once_when_the_event_finished_and_its_requests_are_answered(
+    tmp_path: Path,
+) -> None:
     t = tracker(tmp_path)
     calls: list[str] = []
-    lai, umr = request(ApiKey.LEADER_AND_ISR, 2), request(ApiKey.UPDATE_METADATA, 3)
-    t.add([lai, umr])
-    t.when_done(lambda: calls.append("first"))
+    lai, umr = t.track([request(ApiKey.LEADER_AND_ISR, 2), request(ApiKey.UPDATE_METADATA, 3)])
+    assert lai.tracker is t
+    assert umr.tracker is t
+    t.when_answered(lambda: calls.append("first"))
     t.ack(lai)
     t.ack(umr)
-    assert calls == []  # the event is still running: more requests may come
+    assert calls == []  # the event is still running: its writes are not all made
     t.close()
     assert calls == ["first"]
-    t.when_done(lambda: calls.append("late"))  # already done: at once
+    t.when_answered(lambda: calls.append("late"))  # already so: at once
     assert calls == ["first", "late"]
-    [line] = (tmp_path / "state-change.log").read_text().splitlines()
-    record = json.loads(line)
+    [record] = logged(tmp_path)
     assert record["event"] == "requests_acknowledged"
     assert record["requests"] == {"LEADER_AND_ISR": 1, "UPDATE_METADATA": 1}
 
 
-def test_an_abandoned_request_completes_it_too(tmp_path: Path) -> None:
+def test_a_waiter_does_not_wait_for_what_is_sent_after_it(tmp_path: Path) -> None:
+    t = tracker(tmp_path)
+    calls: list[str] = []
+    [moves] = t.track([request(ApiKey.LEADER_AND_ISR, 2)])
+    t.when_answered(lambda: calls.append("moves applied"))
+    [isr_changes] = t.track([request(ApiKey.LEADER_AND_ISR, 2)])
+    t.close()
+    t.ack(moves)
+    assert calls == ["moves applied"]
+    assert logged(tmp_path) == []  # the event's requests are not all answered yet
+    t.ack(isr_changes)
+    assert calls == ["moves applied"]
+    assert [r["event"] for r in logged(tmp_path)] == ["requests_acknowledged"]
+
+
+def test_a_request_answered_as_a_copy_counts(tmp_path: Path) -> None:
+    """A channel answers an UpdateMetadata it dropped for a newer one with a copy of it."""
     t = tracker(tmp_path)
     calls: list[int] = []
-    lai = request(ApiKey.LEADER_AND_ISR, 2)
-    t.add([lai])
+    [umr] = t.track([request(ApiKey.UPDATE_METADATA, 2)])
+    t.when_answered(lambda: calls.append(1))
     t.close()
-    t.when_done(lambda: calls.append(1))
+    t.ack(dataclasses.replace(umr, update_metadata_rows=None))
+    assert calls == [1]
+
+
+def test_an_abandoned_request_counts_too(tmp_path: Path) -> None:
+    t = tracker(tmp_path)
+    calls: list[int] = []
+    [lai] = t.track([request(ApiKey.LEADER_AND_ISR, 2)])
+    t.close()
+    t.when_answered(lambda: calls.append(1))
     assert calls == []
     t.abandon(lai)  # the broker left before answering
     assert calls == [1]
 
 
-def test_an_event_that_sent_nothing_completes_when_it_finishes(tmp_path: Path) -> None:
+def test_an_event_that_sent_nothing_is_answered_when_it_finishes(tmp_path: Path) -> None:
     t = tracker(tmp_path)
     calls: list[int] = []
-    t.when_done(lambda: calls.append(1))
+    t.when_answered(lambda: calls.append(1))
+    assert calls == []
     t.close()
     assert calls == [1]
-    assert (
-        not (tmp_path / "state-change.log").exists()
-        or not (tmp_path / "state-change.log").read_text()
-    )
+    assert logged(tmp_path) == []

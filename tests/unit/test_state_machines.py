@@ -140,25 +140,8 @@ class Cluster:
 
     def controlled_shutdown(self, broker: int) -> list[TopicPartition]:
         """doControlledShutdown: the partitions the broker still leads afterwards."""
-        ctx = self.ctx
-        ctx.shutting_down_broker_ids.add(broker)
-        candidates = [
-            tp
-            for tp in ctx.partitions_on_broker(broker)
-            if len(ctx.replicas(tp)) > 1 and tp in ctx.leadership
-        ]
-        led = [tp for tp in candidates if ctx.leadership[tp].leader_and_isr.leader == broker]
-        followed = [tp for tp in candidates if tp not in led]
-        self.psm.handle_state_changes(led, P.ONLINE, ElectionStrategy.CONTROLLED_SHUTDOWN)
-        for tp in followed:
-            self.ops.batch.add_stop_replica([broker], tp, delete_partition=False)
-        self.ops.flush()
-        self.rsm.handle_state_changes(
-            [PartitionReplica(tp, broker) for tp in followed],
-            R.OFFLINE,
-            reason="controlled_shutdown",
-        )
-        return [tp for tp in ctx.partitions_led_by(broker) if len(ctx.replicas(tp)) > 1]
+        _led, remaining = state_machines.controlled_shutdown_moves(self.psm, self.rsm, broker)
+        return remaining
 
     def preferred_election(
         self, tps: Sequence[TopicPartition]
@@ -305,10 +288,12 @@ def test_new_partition_whose_existing_state_has_a_dead_leader_is_not_online() ->
 # --- losing a broker -----------------------------------------------------------------
 
 
-def test_a_broker_loss_sends_the_new_leaders_before_taking_the_lost_replica_out_of_isrs() -> None:
-    """Within one event (which otherwise sends once, at its end) the elections' requests
-    go out before the lost replica's step, as Kafka sends each state machine's batch."""
-    c = three_partitions()
+def timeline_of_event(
+    c: Cluster, reaction: Callable[[], object]
+) -> list[tuple[str, set[TopicPartition]]]:
+    """The reads of partition states and the LeaderAndIsr partitions sent, in order, while
+    `reaction` runs as the controller runs an event (sending once at its end, but where it
+    asks for a barrier)."""
     timeline: list[tuple[str, set[TopicPartition]]] = []
     send, read = c.ops.send, c.store.read_partition_states
 
@@ -329,18 +314,38 @@ def test_a_broker_loss_sends_the_new_leaders_before_taking_the_lost_replica_out_
 
     c.ops.send = recording_send
     c.store.read_partition_states = recording_read  # type: ignore[method-assign]
-    c.ops.deferred = True  # as while the controller's event runs
-    c.kill(1)
+    c.ops.deferred = True
+    reaction()
     c.ops.deferred = False
     c.ops.flush()
+    return timeline
+
+
+def test_a_broker_loss_sends_the_new_leaders_before_taking_the_lost_replica_out_of_isrs() -> None:
+    """Within one event (which otherwise sends once, at its end) the elections' requests
+    go out before the lost replica's step, as Kafka sends each state machine's batch."""
+    c = three_partitions()
     # t-0 was led by 1: read, elected, sent; then the replica's step reads all three and
     # takes 1 out of the ISRs of t-1 and t-2, sent at the event's end
-    assert timeline == [
+    assert timeline_of_event(c, lambda: c.kill(1)) == [
         ("read", {T0}),
         ("sent LeaderAndIsr for", {T0}),
         ("read", {T0, T1, T2}),
         ("sent LeaderAndIsr for", {T1, T2}),
     ]
+
+
+def test_a_controlled_shutdown_sends_the_new_leaders_before_the_isr_changes() -> None:
+    c = three_partitions()
+    assert timeline_of_event(c, lambda: c.controlled_shutdown(1)) == [
+        ("read", {T0}),
+        ("sent LeaderAndIsr for", {T0}),
+        ("read", {T1, T2}),
+        ("sent LeaderAndIsr for", {T1, T2}),
+    ]
+    assert c.leader_and_isr(T0).leader == 2
+    for tp in (T0, T1, T2):
+        assert 1 not in c.leader_and_isr(tp).isr
 
 
 def test_losing_a_leader_elects_the_next_isr_member() -> None:
