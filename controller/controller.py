@@ -119,7 +119,6 @@ class RequestTracker:
         self.log = log
         self.epoch = epoch
         self.sent: dict[str, int] = {}
-        self.pending = 0
         self.acked_at: dict[str, float] = {}
         self.acked_at_by_broker: dict[int, float] = {}
         self.abandoned = 0
@@ -143,7 +142,6 @@ class RequestTracker:
                 self.sent[r.api_key.name] = self.sent.get(r.api_key.name, 0) + 1
             if tracked:
                 self._pending_by_round[self._round] = len(tracked)
-            self.pending += len(tracked)
         return tracked
 
     def when_answered(self, fn: Callable[[], None]) -> None:
@@ -156,14 +154,17 @@ class RequestTracker:
         for ready_fn in ready:
             ready_fn()
 
-    def _answered(self, request: BrokerRequest) -> list[Callable[[], None]]:
-        """Under the lock: count `request` answered; the waiters it was the last one for."""
-        left = self._pending_by_round.get(request.tracker_round, 0) - 1
-        if left > 0:
-            self._pending_by_round[request.tracker_round] = left
-            return []
-        self._pending_by_round.pop(request.tracker_round, None)
-        return self._take_ready()
+    def _answered(self, request: BrokerRequest) -> tuple[list[Callable[[], None]], bool]:
+        """Under the lock: count `request` answered. Returns the waiters it was the last
+        one for, and whether it was the event's last (then the event is logged)."""
+        left = self._pending_by_round.get(request.tracker_round)
+        if left is None:
+            return [], False  # its send was all answered already: said twice
+        if left > 1:
+            self._pending_by_round[request.tracker_round] = left - 1
+            return [], False
+        del self._pending_by_round[request.tracker_round]
+        return self._take_ready(), self.closed and not self._pending_by_round
 
     def _take_ready(self) -> list[Callable[[], None]]:
         if not self.closed or not self._waiting:
@@ -177,7 +178,7 @@ class RequestTracker:
     def close(self) -> None:
         with self._lock:
             self.closed = True
-            done = self.pending == 0
+            done = not self._pending_by_round
             sent = bool(self.sent)
             ready = self._take_ready()
         for fn in ready:
@@ -188,11 +189,9 @@ class RequestTracker:
     def ack(self, request: BrokerRequest) -> None:
         now = time.monotonic()
         with self._lock:
-            self.pending -= 1
             self.acked_at[request.api_key.name] = now
             self.acked_at_by_broker[request.broker_id] = now
-            done = self.closed and self.pending == 0
-            ready = self._answered(request)
+            ready, done = self._answered(request)
         for fn in ready:
             fn()
         if done:
@@ -201,10 +200,8 @@ class RequestTracker:
     def abandon(self, request: BrokerRequest) -> None:
         """A request whose broker left before answering: it will never be acknowledged."""
         with self._lock:
-            self.pending -= 1
             self.abandoned += 1
-            done = self.closed and self.pending == 0
-            ready = self._answered(request)
+            ready, done = self._answered(request)
         for fn in ready:
             fn()
         if done:

@@ -93,3 +93,12 @@ def test_an_event_that_sent_nothing_is_answered_when_it_finishes(tmp_path: Path)
     t.close()
     assert calls == [1]
     assert logged(tmp_path) == []
+
+
+def test_an_answer_after_the_last_logs_nothing_more(tmp_path: Path) -> None:
+    t = tracker(tmp_path)
+    [lai] = t.track([request(ApiKey.LEADER_AND_ISR, 2)])
+    t.close()
+    t.ack(lai)
+    t.abandon(lai)  # said again: the event was logged already
+    assert [r["event"] for r in logged(tmp_path)] == ["requests_acknowledged"]
