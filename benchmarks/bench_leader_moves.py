@@ -158,11 +158,12 @@ def balanced_assignment(partitions: int) -> dict[str, dict[int, tuple[int, ...]]
 
 def balanced_moves(connect: str, partitions: int, root: Path, *, graceful: bool) -> dict[str, Any]:
     """Broker 3 of a balanced cluster lost (SIGKILL) or shut down (SIGTERM)."""
-    c = cluster_led_by_preferred_replicas(connect, balanced_assignment(partitions), root)
+    assigned = balanced_assignment(partitions)
+    c = cluster_led_by_preferred_replicas(connect, assigned, root)
     try:
         led = {
             (t, p)
-            for t, parts in balanced_assignment(partitions).items()
+            for t, parts in assigned.items()
             for p, replicas in parts.items()
             if replicas[0] == 3
         }
