@@ -41,6 +41,7 @@ from controller.state_machines import (
     PartitionStateMachine,
     ReplicaStateMachine,
     controlled_shutdown_moves,
+    partition_state_row,
     replicas_become_offline,
 )
 from controller.store import ZkControllerStore
@@ -1082,18 +1083,7 @@ class KafkaController:
                 new = written.finished[tp]
                 lice = ops.record_leadership(tp, new)
                 ops.batch.add_leader_and_isr(ctx, ra.replicas, tp, lice, ra, is_new=False)
-                ops.log_states(
-                    [
-                        {
-                            "topic": tp.topic,
-                            "partition": tp.partition,
-                            "leader": new.leader,
-                            "leader_epoch": new.leader_epoch,
-                            "isr": list(new.isr),
-                            "reason": "reassign",
-                        }
-                    ]
-                )
+                ops.log_states([partition_state_row(tp, new, "reassign", ra.replicas)])
                 ops.flush()
                 return
             if tp in written.failed:

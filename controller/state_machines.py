@@ -117,9 +117,11 @@ class ControllerOps:
         return current
 
 
-def _row(
+def partition_state_row(
     tp: TopicPartition, lai: LeaderAndIsr, reason: str, replicas: Sequence[int]
 ) -> dict[str, Any]:
+    """The state-change log's record of a partition state the controller wrote; ``lai``
+    carries the zkVersion the write gave the znode (0 for a create)."""
     return {
         "topic": tp.topic,
         "partition": tp.partition,
@@ -128,6 +130,7 @@ def _row(
         "isr": list(lai.isr),
         "reason": reason,
         "replicas": list(replicas),
+        "zk_version": lai.zk_version,
     }
 
 
@@ -268,7 +271,7 @@ class PartitionStateMachine:
                     ctx, lai.isr, tp, lice, ctx.full_assignment(tp), is_new=True
                 )
                 results[tp] = lai
-                rows.append(_row(tp, lai, "new", ctx.replicas(tp)))
+                rows.append(partition_state_row(tp, lai, "new", ctx.replicas(tp)))
         if existing:
             # A state left by an interrupted earlier attempt: adopt it rather than fail.
             failures: dict[TopicPartition, Exception] = {}
@@ -356,7 +359,9 @@ class PartitionStateMachine:
                 if unclean:
                     ctx.unclean_elections += 1
                 rows.append(
-                    _row(tp, lai, "unclean" if unclean else _REASONS[strategy], ctx.replicas(tp))
+                    partition_state_row(
+                        tp, lai, "unclean" if unclean else _REASONS[strategy], ctx.replicas(tp)
+                    )
                 )
                 results[tp] = lai
             ops.log_states(rows)
@@ -565,7 +570,7 @@ class ReplicaStateMachine:
             rows = []
             for tp, lai in written.finished.items():
                 out[tp] = ops.record_leadership(tp, lai)
-                rows.append(_row(tp, lai, reason, ctx.replicas(tp)))
+                rows.append(partition_state_row(tp, lai, reason, ctx.replicas(tp)))
             ops.log_states(rows)
             for tp, err in {**failures, **written.failed}.items():
                 if not ctx.is_topic_queued_for_deletion(tp.topic):
