@@ -90,6 +90,8 @@ class KafkaApis:
         self.broker_epoch = broker_epoch
         self.request_timeout_s = request_timeout_s
         self.on_live_leaders = on_live_leaders
+        # Called once an UpdateMetadata is applied (brokers' addresses may have changed).
+        self.on_metadata_updated: Callable[[], None] | None = None
         # Long-polling fetches wait on these (one lock): followers on `fetch_wakeup`, which
         # new data and partition state changes notify; consumers on `consumer_wakeup`,
         # which those and high watermark moves notify. A follower's fetch is not answered
@@ -587,6 +589,8 @@ class KafkaApis:
         deleted = self.metadata.update(body)
         if deleted:
             log.info("topics deleted: %s", deleted)
+        if self.on_metadata_updated is not None:
+            self.on_metadata_updated()
         return {"error_code": 0}
 
     def _handle_stop_replica(

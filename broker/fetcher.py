@@ -62,14 +62,21 @@ class FollowerLog(Protocol):
 
     def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> int: ...
 
-    def truncate(self, tp: TopicPartition, offset: int, why: str) -> int: ...
+    def truncate(
+        self, tp: TopicPartition, leader_id: int, leader_epoch: int, offset: int, why: str
+    ) -> int | None:
+        """Cut the log at ``offset`` as ``leader_id`` answered for ``leader_epoch``; the
+        log end after, or None if the partition no longer follows it at that epoch."""
+        ...
 
 
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 
 
-# (partition, fetched records, the leader's high watermark) -> new fetch offset
-RecordsSink = Callable[[TopicPartition, memoryview | bytes | None, int], int]
+# (partition, leader id, leader epoch, fetched records, the leader's high watermark) ->
+# the next fetch offset, or None when the partition no longer follows that leader at that
+# epoch (the answer was in flight while it moved on: dropped, not applied).
+RecordsSink = Callable[[TopicPartition, int, int, memoryview | bytes | None, int], int | None]
 
 # What the leader's session holds for a partition: (fetch offset, leader epoch).
 _Position = tuple[int, int]
@@ -185,6 +192,10 @@ class ReplicaFetcherThread:
         with self._lock:
             return set(self.partitions)
 
+    def states(self) -> list[tuple[TopicPartition, FetchState]]:
+        with self._lock:
+            return list(self.partitions.items())
+
     def _run(self) -> None:
         while not self._stopped.is_set():
             self._wake.clear()
@@ -289,7 +300,11 @@ class ReplicaFetcherThread:
                     else:
                         target = end
                     why = f"leader {self.leader_id} has epoch {epoch} ending at {end}"
-                    done[tp] = follower_log.truncate(tp, min(target, leo), why)
+                    offset = follower_log.truncate(
+                        tp, self.leader_id, pending[tp].leader_epoch, min(target, leo), why
+                    )
+                    if offset is not None:
+                        done[tp] = offset
         with self._lock:
             for tp, offset in done.items():
                 state = self.partitions.get(tp)
@@ -438,9 +453,15 @@ class ReplicaFetcherThread:
             return
         code = pr["error_code"]
         if code == ErrorCode.NONE:
-            offset = self.sink(tp, pr.get("records"), pr["high_watermark"])
+            offset = self.sink(
+                tp, self.leader_id, state.leader_epoch, pr.get("records"), pr["high_watermark"]
+            )
             with self._lock:
-                if self.partitions.get(tp) is state and offset != state.fetch_offset:
+                if (
+                    offset is not None
+                    and self.partitions.get(tp) is state
+                    and offset != state.fetch_offset
+                ):
                     state.fetch_offset = offset
                     self._dirty.add(tp)
             return
@@ -501,23 +522,62 @@ class ReplicaFetcherManager:
                     continue
                 fetcher: ReplicaFetcherThread | None = self._fetchers.get(leader)
                 if fetcher is not None and fetcher.endpoint != endpoint:
-                    fetcher.stop()
-                    fetcher = None
+                    fetcher = self._move(fetcher, endpoint)
                 if fetcher is None:
-                    fetcher = ReplicaFetcherThread(
-                        self.broker_id,
-                        leader,
-                        endpoint,
-                        self.sink,
-                        self.follower_log,
-                        max_wait_ms=self.max_wait_ms,
-                        backoff_ms=self.backoff_ms,
-                        connect=self.connect,
-                    )
-                    self._fetchers[leader] = fetcher
-                    fetcher.start()
+                    fetcher = self._fetcher(leader, endpoint, [])
                 fetcher.add_all(added)
             self._drop_idle()
+
+    def refresh_endpoints(self) -> None:
+        """Move the fetchers whose leader now has another address (it restarted on another
+        port, say, while keeping its leader epochs: a LeaderAndIsr with the same epoch
+        changes nothing, so only the metadata says so). Each partition starts over by
+        asking where the logs diverged: the restarted leader may have lost its tail."""
+        with self._lock:
+            for leader, fetcher in list(self._fetchers.items()):
+                endpoint = self.endpoint_of(leader)
+                if endpoint is not None and endpoint != fetcher.endpoint:
+                    self._move(fetcher, endpoint)
+
+    def _move(
+        self, fetcher: ReplicaFetcherThread, endpoint: tuple[str, int]
+    ) -> ReplicaFetcherThread:
+        """A fetcher in its place at the leader's new address, with its partitions (call
+        with the lock held)."""
+        log.info(
+            "leader %d moved from %s:%d to %s:%d; fetching from there",
+            fetcher.leader_id,
+            *fetcher.endpoint,
+            *endpoint,
+        )
+        fetcher.stop()
+        return self._fetcher(
+            fetcher.leader_id,
+            endpoint,
+            [(tp, FetchState(s.fetch_offset, s.leader_epoch)) for tp, s in fetcher.states()],
+        )
+
+    def _fetcher(
+        self,
+        leader: int,
+        endpoint: tuple[str, int],
+        partitions: list[tuple[TopicPartition, FetchState]],
+    ) -> ReplicaFetcherThread:
+        """A new, started fetcher from ``leader`` (call with the lock held)."""
+        fetcher = ReplicaFetcherThread(
+            self.broker_id,
+            leader,
+            endpoint,
+            self.sink,
+            self.follower_log,
+            max_wait_ms=self.max_wait_ms,
+            backoff_ms=self.backoff_ms,
+            connect=self.connect,
+        )
+        fetcher.add_all(partitions)
+        self._fetchers[leader] = fetcher
+        fetcher.start()
+        return fetcher
 
     def followed(self) -> dict[int, set[TopicPartition]]:
         """The partitions fetched, by leader."""

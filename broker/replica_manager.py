@@ -66,6 +66,9 @@ ISR_NOTIFICATION_PARTITIONS = 10_000
 # the same time, made while the partitions' new ISRs are: the process would keep that
 # memory, fragmented, for good.
 ISR_WRITES_PER_ROUND = 10_000
+# Locks that partitions' follower appends share (a partition's is fixed by its hash): a
+# fetcher thread per leader takes them, so a few dozen keep contention negligible.
+_FOLLOWER_LOCK_STRIPES = 64
 
 
 @dataclass(slots=True)
@@ -248,6 +251,12 @@ class ReplicaManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.controller_epoch = -1  # the highest controller epoch this broker has seen
         self._lock = threading.RLock()
+        # A partition's follower appends and truncations, and its change of state, hold
+        # its stripe: a fetch answer from a leader this broker no longer follows (it was
+        # in flight while a LeaderAndIsr moved the partition on) is then dropped, never
+        # applied to a log that now leads or follows another leader. Striped, not one lock
+        # per partition: a broker holds 100,000s of partitions.
+        self._follower_locks = tuple(threading.Lock() for _ in range(_FOLLOWER_LOCK_STRIPES))
         self.partitions: dict[TopicPartition, Partition] = {}
         self._isr_intents: dict[TopicPartition, _IsrIntent] = {}
         self._changes = 0  # bumped whenever leadership or staleness may have changed
@@ -409,11 +418,6 @@ class ReplicaManager:
             partition.log = self.logs.get_or_create(tp, config, sync_dir=False)
         elif current is not None:
             partition.log = current.log
-        if partition.leader == self.broker_id and partition.log is not None:
-            # A new leader's epoch starts at its log end (KIP-101): followers that diverged
-            # truncate to it, and none joins the ISR before reaching it.
-            partition.epoch_start_offset = partition.log.log_end_offset
-            partition.log.assign_epoch_start_offset(epoch, partition.epoch_start_offset)
         if partition.leader == self.broker_id:
             # A new leader gives every follower a fresh lag allowance (as Kafka does).
             ids = shared_ints(r for r in replicas if r != self.broker_id)
@@ -423,8 +427,34 @@ class ReplicaManager:
                     FollowerState(last_caught_up_ms=now if r in partition.isr else 0) for r in ids
                 ),
             )
-        self.partitions[tp] = partition
+        with self._follower_lock(tp):
+            # No follower append or truncation is under way, and none for the state
+            # replaced can start after this.
+            if partition.leader == self.broker_id and partition.log is not None:
+                # A new leader's epoch starts at its log end (KIP-101): followers that
+                # diverged truncate to it, and none joins the ISR before reaching it.
+                partition.epoch_start_offset = partition.log.log_end_offset
+                partition.log.assign_epoch_start_offset(epoch, partition.epoch_start_offset)
+            self.partitions[tp] = partition
         return ErrorCode.NONE, partition
+
+    def _follower_lock(self, tp: TopicPartition) -> threading.Lock:
+        return self._follower_locks[hash(tp) % _FOLLOWER_LOCK_STRIPES]
+
+    def _followed(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> Partition | None:
+        """The partition, if this broker follows ``leader_id`` in it at ``leader_epoch``
+        (call with its follower lock held)."""
+        p = self.partitions.get(tp)
+        if (
+            p is None
+            or p.log is None
+            or p.stale
+            or p.leader != leader_id
+            or p.leader_epoch != leader_epoch
+            or leader_id == self.broker_id
+        ):
+            return None
+        return p
 
     # --- StopReplica --------------------------------------------------------------------
 
@@ -462,13 +492,15 @@ class ReplicaManager:
                         )
                         continue
                     if ps.get("delete_partition"):
-                        self.partitions.pop(tp, None)
+                        with self._follower_lock(tp):
+                            self.partitions.pop(tp, None)
                         if self.logs is not None:
                             self.logs.delete(tp)
                         deleted.append(tp)
                     elif current is not None:
                         # Stop replicating; keep the epoch so older states stay refused.
-                        current.stale = True
+                        with self._follower_lock(tp):
+                            current.stale = True
                         current.followers = NO_FOLLOWERS
                         stopped.append(tp)
                     errors.append(
@@ -642,18 +674,26 @@ class ReplicaManager:
     # --- follower: appends and truncation -------------------------------------------------
 
     def append_as_follower(
-        self, tp: TopicPartition, records: memoryview | bytes | None, leader_high_watermark: int
-    ) -> int:
-        """Append what the leader sent; returns the offset to fetch from next."""
-        p = self.partitions.get(tp)
-        if p is None or p.log is None or p.leader == self.broker_id or p.stale:
-            return p.log_end_offset if p is not None else 0
-        if records:
-            p.log.append_as_follower(records)
-        hw = min(leader_high_watermark, p.log.log_end_offset)
-        if hw > p.log.high_watermark:
-            p.log.update_high_watermark(hw)
-        return p.log.log_end_offset
+        self,
+        tp: TopicPartition,
+        leader_id: int,
+        leader_epoch: int,
+        records: memoryview | bytes | None,
+        leader_high_watermark: int,
+    ) -> int | None:
+        """Append what leader ``leader_id`` sent for ``leader_epoch``; returns the offset
+        to fetch from next, or None if this broker no longer follows that leader at that
+        epoch (the answer is stale and nothing is appended)."""
+        with self._follower_lock(tp):
+            p = self._followed(tp, leader_id, leader_epoch)
+            if p is None or p.log is None:
+                return None
+            if records:
+                p.log.append_as_follower(records)
+            hw = min(leader_high_watermark, p.log.log_end_offset)
+            if hw > p.log.high_watermark:
+                p.log.update_high_watermark(hw)
+            return p.log.log_end_offset
 
     def follower_position(self, tp: TopicPartition) -> tuple[int | None, int, int]:
         p = self.partitions.get(tp)
@@ -667,27 +707,33 @@ class ReplicaManager:
             return 0
         return p.log.end_offset_for_epoch(epoch)[1]
 
-    def truncate(self, tp: TopicPartition, offset: int, why: str) -> int:
-        """Truncate a follower's log (KIP-101: where it diverged from the leader's).
-        Returns the log end afterwards; what was cut is logged, with how many offsets."""
-        p = self.partitions.get(tp)
-        if p is None or p.log is None:
-            return 0
-        before = p.log.log_end_offset
-        if offset < before:
-            p.log.truncate_to(offset)
-            self.state_log.write(
-                "truncated",
-                topic=tp.topic,
-                partition=tp.partition,
-                from_offset=before,
-                to_offset=offset,
-                offsets_lost=before - offset,
-                leader=p.leader,
-                leader_epoch=p.leader_epoch,
-                why=why,
-            )
-        return p.log.log_end_offset
+    def truncate(
+        self, tp: TopicPartition, leader_id: int, leader_epoch: int, offset: int, why: str
+    ) -> int | None:
+        """Truncate a follower's log (KIP-101: where it diverged from the leader's), as
+        leader ``leader_id`` answered for ``leader_epoch``. Returns the log end afterwards,
+        or None if this broker no longer follows that leader at that epoch (nothing is
+        cut: a leader's answer can arrive after the partition moved on, even after this
+        broker became its leader). What was cut is logged, with how many offsets."""
+        with self._follower_lock(tp):
+            p = self._followed(tp, leader_id, leader_epoch)
+            if p is None or p.log is None:
+                return None
+            before = p.log.log_end_offset
+            if offset < before:
+                p.log.truncate_to(offset)
+                self.state_log.write(
+                    "truncated",
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    from_offset=before,
+                    to_offset=offset,
+                    offsets_lost=before - offset,
+                    leader=p.leader,
+                    leader_epoch=p.leader_epoch,
+                    why=why,
+                )
+            return p.log.log_end_offset
 
     def maybe_shrink_isr(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms."""

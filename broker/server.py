@@ -166,6 +166,7 @@ class KafkaServer:
             on_live_leaders=self._remember_live_leaders,
         )
         self.replicas.on_data = self.apis.wake_fetches
+        self.apis.on_metadata_updated = self.fetchers.refresh_endpoints
         self.socket_server.start()
         self.register()
         self.controller.start()
@@ -237,6 +238,8 @@ class KafkaServer:
     def _remember_live_leaders(self, leaders: list[dict[str, Any]]) -> None:
         for leader in leaders:
             self._leader_endpoints[leader["broker_id"]] = (leader["host_name"], leader["port"])
+        if leaders:
+            self.fetchers.refresh_endpoints()
 
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         b = self.metadata.broker(broker_id)
@@ -259,9 +262,16 @@ class KafkaServer:
         self.fetchers.unfollow(tps)
 
     def _on_fetched(
-        self, tp: TopicPartition, records: memoryview | bytes | None, high_watermark: int
-    ) -> int:
-        return self.replicas.append_as_follower(tp, records, high_watermark)
+        self,
+        tp: TopicPartition,
+        leader_id: int,
+        leader_epoch: int,
+        records: memoryview | bytes | None,
+        high_watermark: int,
+    ) -> int | None:
+        return self.replicas.append_as_follower(
+            tp, leader_id, leader_epoch, records, high_watermark
+        )
 
     def _topic_config(self, topic: str) -> TopicConfig:
         """A topic's effective config: the broker's defaults and the topic's overrides in

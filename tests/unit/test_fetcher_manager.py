@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.fetcher import FetchConnection, ReplicaFetcherManager
+from broker.fetcher import FetchConnection, ReplicaFetcherManager, ReplicaFetcherThread
 from zkdata.znodes import TopicPartition
 
 ENDPOINTS = {1: ("127.0.0.1", 9001), 2: ("127.0.0.1", 9002)}
@@ -18,9 +18,18 @@ def refuse(endpoint: tuple[str, int], client_id: str, timeout_s: float) -> Fetch
 
 
 @pytest.fixture
-def manager() -> Iterator[ReplicaFetcherManager]:
+def endpoints() -> dict[int, tuple[str, int]]:
+    return dict(ENDPOINTS)
+
+
+@pytest.fixture
+def manager(endpoints: dict[int, tuple[str, int]]) -> Iterator[ReplicaFetcherManager]:
     m = ReplicaFetcherManager(
-        3, lambda tp, records, hw: None, ENDPOINTS.get, backoff_ms=60_000, connect=refuse
+        3,
+        lambda tp, leader, epoch, records, hw: None,
+        endpoints.get,
+        backoff_ms=60_000,
+        connect=refuse,
     )
     yield m
     m.close()
@@ -62,3 +71,39 @@ def test_a_leader_without_a_known_address_is_named_once(
     assert warnings == [
         "no address known for leader 4 of 1000 partitions (t-0 first); not fetching them yet"
     ]
+
+
+def fetchers(manager: ReplicaFetcherManager) -> dict[int, ReplicaFetcherThread]:
+    return dict(manager._fetchers)
+
+
+def test_a_leader_that_restarted_on_another_port_is_fetched_from_there(
+    manager: ReplicaFetcherManager, endpoints: dict[int, tuple[str, int]]
+) -> None:
+    """The leader kept its leader epochs (a LeaderAndIsr repeating them changes nothing):
+    only the metadata tells the follower where the leader is now."""
+    a, b, c = tps(3)
+    manager.follow([(a, 1, 5, 0), (b, 1, 5, 0), (c, 2, 5, 0)])
+    before = fetchers(manager)
+    endpoints[1] = ("127.0.0.1", 9101)
+    manager.refresh_endpoints()
+    after = fetchers(manager)
+    assert manager.followed() == {1: {a, b}, 2: {c}}
+    assert after[1].endpoint == ("127.0.0.1", 9101)
+    assert after[1] is not before[1]
+    assert before[1]._stopped.is_set()
+    assert after[2] is before[2]
+    # The restarted leader may have lost its tail: ask again where the logs diverge.
+    assert all(state.truncating for _, state in after[1].states())
+    assert {tp: state.leader_epoch for tp, state in after[1].states()} == {a: 5, b: 5}
+
+
+def test_following_a_leader_at_a_new_address_keeps_its_other_partitions(
+    manager: ReplicaFetcherManager, endpoints: dict[int, tuple[str, int]]
+) -> None:
+    a, b = tps(2)
+    manager.follow([(a, 1, 5, 0), (b, 1, 5, 0)])
+    endpoints[1] = ("127.0.0.1", 9101)
+    manager.follow([(a, 1, 6, 0)])
+    assert manager.followed() == {1: {a, b}}
+    assert fetchers(manager)[1].endpoint == ("127.0.0.1", 9101)
