@@ -22,12 +22,15 @@ class Acked:
 
     by_offset: dict[tuple[int, int], bytes] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # The partition of each error (-1: not yet assigned one), in step with ``errors``.
+    error_partitions: list[int] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def callback(self, err: KafkaError | None, msg: object) -> None:
         with self.lock:
             if err is not None:
                 self.errors.append(err.name())
+                self.error_partitions.append(msg.partition())  # type: ignore[attr-defined]
             else:
                 self.by_offset[(msg.partition(), msg.offset())] = msg.value()  # type: ignore[attr-defined]
 

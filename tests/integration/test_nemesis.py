@@ -1,0 +1,204 @@
+"""A seeded schedule of real faults against a cluster under load, then the safety checks.
+
+One broker at a time is killed (SIGKILL), paused past its session timeout (a zombie when
+it is the controller) or briefly, shut down in a controlled way, or the controller is made
+to move by deleting /controller; the target is the controller half of the time. Between
+faults the cluster heals (every broker registered, a controller active, every ISR full),
+so with RF 3 and min.insync.replicas 2 nothing acknowledged may be lost. Meanwhile a
+confluent-kafka producer (acks=all) writes without pause.
+
+Afterwards: every acknowledged message is read back at its offset, a last batch is fully
+acknowledged (the cluster serves again), and every broker's state-change log passes
+tests/history_checks.py (one controller per epoch, fenced writes, one leader per leader
+epoch, every zkVersion won once, epochs applied in order).
+
+The schedule is printed and follows from the seed; ZKCTL_NEMESIS_SEEDS (e.g. "1,2,3")
+and ZKCTL_NEMESIS_FAULTS run others and longer ones.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.history_checks import check_history
+from tests.integration.conftest import ClusterFactory
+from tests.integration.dataplane import Acked, consume, produce, producer
+from tests.integration.harness import Cluster
+from wire.api import ApiKey
+from wire.client import KafkaConnection
+from zkdata import paths
+
+pytestmark = pytest.mark.integration
+
+SEEDS = [int(s) for s in os.environ.get("ZKCTL_NEMESIS_SEEDS", "1,2,3").split(",")]
+FAULTS = int(os.environ.get("ZKCTL_NEMESIS_FAULTS", "8"))
+BROKERS = (1, 2, 3)
+TOPIC = "t"
+PARTITIONS = 6
+ASSIGNMENT = {p: tuple(BROKERS[(p + i) % 3] for i in range(3)) for p in range(PARTITIONS)}
+
+
+def wait_healed(c: Cluster) -> None:
+    """Every broker registered, a controller active, every partition led with a full ISR."""
+    c.wait_registered(BROKERS, timeout=90)
+    c.wait_controller(timeout=90)
+    c.wait_partitions(
+        TOPIC,
+        lambda s: all(st.leader >= 0 and len(st.isr) == len(BROKERS) for st in s.values()),
+        "every ISR full again",
+        timeout=120,
+    )
+
+
+def diagnose(c: Cluster) -> str:
+    """What each live broker answers a Metadata request with, and what ZooKeeper holds."""
+    lines = []
+    for b in BROKERS:
+        if not c[b].alive():
+            lines.append(f"broker {b}: not running")
+            continue
+        try:
+            with KafkaConnection("127.0.0.1", c[b].port(), timeout_s=10) as conn:
+                m = conn.request(ApiKey.METADATA, 1, {"topics": None})
+        except Exception as e:  # a diagnosis reports whatever it meets
+            lines.append(f"broker {b}: Metadata failed: {e!r}")
+            continue
+        brokers = sorted((x["node_id"], x["port"]) for x in m["brokers"])
+        parts = {
+            p["partition_index"]: (p["leader_id"], p["isr_nodes"])
+            for t in m["topics"]
+            if t["name"] == TOPIC
+            for p in t["partitions"]
+        }
+        lines.append(
+            f"broker {b} (port {c[b].port()}): brokers {brokers}, controller "
+            f"{m['controller_id']}, partitions {dict(sorted(parts.items()))}"
+        )
+    lines.append(f"ZooKeeper: {c.partition_states(TOPIC)}, controller {c.controller()}")
+    return "\n".join(lines)
+
+
+class Stream:
+    """A producer writing numbered messages (about 1,000 a second) until stopped."""
+
+    def __init__(self, c: Cluster) -> None:
+        self.acked = Acked()
+        self.sent = 0
+        self._stop = threading.Event()
+        self._producer: Producer = producer(c)
+        self._thread = threading.Thread(target=self._run, name="stream", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        p = self._producer
+        while not self._stop.is_set():
+            for _ in range(50):
+                value = f"s-{self.sent:09d}".encode()
+                try:
+                    p.produce(TOPIC, value, on_delivery=self.acked.callback)
+                except BufferError:
+                    break
+                self.sent += 1
+            p.poll(0.05)
+
+    def stop(self) -> int:
+        """Stop writing and wait for every answer; returns how many are still unanswered.
+        The producer is dropped (it would go on reconnecting to brokers the test stops)."""
+        self._stop.set()
+        self._thread.join(30)
+        unanswered = int(self._producer.flush(150))
+        del self._producer
+        return unanswered
+
+
+def inject(c: Cluster, rng: random.Random, fault: str, target: int) -> dict[str, Any]:
+    """Do one fault to one broker (or to the controller's term), and undo it."""
+    broker = c[target]
+    record: dict[str, Any] = {"fault": fault, "broker": target}
+    if fault == "kill":
+        broker.kill()
+        time.sleep(rng.uniform(0.5, 3.0))
+        broker.start()
+    elif fault == "pause_past_session":
+        broker.pause()
+        time.sleep(c.session_timeout_s + rng.uniform(0.5, 2.0))
+        broker.resume()
+    elif fault == "pause_short":
+        broker.pause()
+        time.sleep(rng.uniform(0.2, c.session_timeout_s / 2))
+        broker.resume()
+    elif fault == "controlled_stop":
+        record["exit_code"] = broker.stop(timeout=90)
+        time.sleep(rng.uniform(0.5, 2.0))
+        broker.start()
+    elif fault == "reelect":
+        c.zk.delete(paths.CONTROLLER)
+    else:
+        raise ValueError(fault)
+    return record
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_schedule_of_faults_under_load_keeps_every_safety_property(
+    cluster_factory: ClusterFactory, seed: int
+) -> None:
+    c = cluster_factory(BROKERS, replica_lag_time_max_ms="3000")
+    c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
+    wait_healed(c)
+    rng = random.Random(seed)
+    schedule: list[dict[str, Any]] = []
+    stream = Stream(c)
+    stream.start()
+    try:
+        for _ in range(FAULTS):
+            wait_healed(c)
+            controller_id, _epoch = c.wait_controller()
+            fault = rng.choice(
+                ["kill", "pause_past_session", "pause_short", "controlled_stop", "reelect"]
+            )
+            target = controller_id if rng.random() < 0.5 else rng.choice(BROKERS)
+            if fault == "reelect":
+                target = controller_id  # its term is what ends
+            record = inject(c, rng, fault, target)
+            record["controller"] = controller_id
+            schedule.append(record)
+            print("nemesis:", record)
+        wait_healed(c)
+    finally:
+        unanswered = stream.stop()
+    assert unanswered == 0, f"seed {seed}: {unanswered} messages never answered; {schedule}"
+    assert all(r.get("exit_code", 0) == 0 for r in schedule), schedule
+    # The cluster serves again: a last batch is acknowledged whole.
+    last = produce(c, TOPIC, [f"last-{i:05d}".encode() for i in range(2000)])
+    assert last.errors == [], (
+        f"seed {seed}: {len(last.errors)} refused after healing ({last.errors[:3]}), in "
+        f"partitions {sorted(set(last.error_partitions))}; {schedule}\n{diagnose(c)}"
+    )
+    acked = {**stream.acked.by_offset, **last.by_offset}
+    assert len(stream.acked.by_offset) > 1000, f"seed {seed}: the stream hardly ran; {schedule}"
+    read = consume(c, TOPIC, range(PARTITIONS))
+    at = {(p, o): v for p, msgs in read.items() for o, v in msgs}
+    lost = [(k, v) for k, v in acked.items() if at.get(k) != v]
+    assert not lost, f"seed {seed}: {len(lost)} acknowledged messages lost, e.g. {lost[:3]}"
+    rows = [r for b in BROKERS for r in c[b].state_changes()]
+    final_versions = {}
+    for p in range(PARTITIONS):
+        got = c.zk.get(paths.partition_state(TOPIC, p))
+        assert got is not None
+        final_versions[(TOPIC, p)] = got[1].version
+    problems = check_history(rows, final_versions)
+    assert problems == [], f"seed {seed}, schedule {schedule}:\n" + "\n".join(problems[:20])
+    print(
+        f"nemesis seed {seed}: {len(schedule)} faults, {len(stream.acked.by_offset)} acknowledged"
+        f" ({len(stream.acked.errors)} refused), {len(rows)} state-change lines checked"
+    )
