@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -55,6 +56,13 @@ def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval:
         time.sleep(interval)
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on now (bound and released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @dataclass
 class SupervisedBroker:
     broker_id: int
@@ -63,6 +71,10 @@ class SupervisedBroker:
     overrides: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
+    # Restart on the port of the first start (as a deployed broker does), rather than on
+    # whatever port is free: clients that knew only the old addresses can find it again.
+    keep_port: bool = False
+    fixed_port: int | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -74,9 +86,11 @@ class SupervisedBroker:
 
     def write_properties(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        if self.keep_port and self.fixed_port is None:
+            self.fixed_port = free_port()
         props = {
             "broker.id": str(self.broker_id),
-            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.fixed_port or 0}",
             "zookeeper.connect": self.zk_connect,
             "log.dirs": str(self.data_dir),
             **self.overrides,
@@ -181,13 +195,21 @@ class SupervisedBroker:
 
 class SupervisedCluster:
     def __init__(
-        self, zk_connect: str, root: Path, brokers: Iterable[int], overrides: dict[str, str]
+        self,
+        zk_connect: str,
+        root: Path,
+        brokers: Iterable[int],
+        overrides: dict[str, str],
+        *,
+        keep_ports: bool = False,
     ) -> None:
         self.zk_connect = zk_connect
         root = Path(root).resolve()  # brokers run in their own directories
         self.root = root
         self.brokers = {
-            b: SupervisedBroker(b, root / f"broker-{b}", zk_connect, dict(overrides))
+            b: SupervisedBroker(
+                b, root / f"broker-{b}", zk_connect, dict(overrides), keep_port=keep_ports
+            )
             for b in brokers
         }
         self.session_timeout_s = int(overrides.get("zookeeper.session.timeout.ms", "18000")) / 1000

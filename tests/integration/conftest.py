@@ -30,10 +30,17 @@ def cluster_factory(zk_connect: str, tmp_path: Path) -> Iterator[ClusterFactory]
         *,
         start: bool = True,
         connect: str | None = None,
+        keep_ports: bool = False,
         **overrides: str,
     ) -> Cluster:
         settings = {**FAST, **{k.replace("_", "."): v for k, v in overrides.items()}}
-        c = Cluster(connect or zk_connect, tmp_path / f"cluster-{len(made)}", brokers, settings)
+        c = Cluster(
+            connect or zk_connect,
+            tmp_path / f"cluster-{len(made)}",
+            brokers,
+            settings,
+            keep_ports=keep_ports,
+        )
         made.append(c)
         if start:
             c.start()

@@ -30,7 +30,8 @@ class Acked:
         with self.lock:
             if err is not None:
                 self.errors.append(err.name())
-                self.error_partitions.append(msg.partition())  # type: ignore[attr-defined]
+                partition = msg.partition()  # type: ignore[attr-defined]
+                self.error_partitions.append(-1 if partition is None else partition)
             else:
                 self.by_offset[(msg.partition(), msg.offset())] = msg.value()  # type: ignore[attr-defined]
 
