@@ -115,11 +115,8 @@ class HeldAnswers:
         pass
 
 
-@pytest.mark.parametrize("then", ["leads", "follows_another_leader"])
-def test_a_divergence_answer_arriving_after_the_partition_moved_on_truncates_nothing(
-    follower: ReplicaManager, tmp_path: Path, then: str
-) -> None:
-    conn = HeldAnswers(answer_end_offset=3)
+def start_fetcher(follower: ReplicaManager, conn: HeldAnswers) -> ReplicaFetcherThread:
+    """Broker 2's fetcher from the old leader, for the partition at leader epoch 6."""
     fetcher = ReplicaFetcherThread(
         ME,
         OLD_LEADER,
@@ -131,6 +128,15 @@ def test_a_divergence_answer_arriving_after_the_partition_moved_on_truncates_not
     )
     fetcher.add_all([(TP, FetchState(log_end(follower), 6))])
     fetcher.start()
+    return fetcher
+
+
+@pytest.mark.parametrize("then", ["leads", "follows_another_leader"])
+def test_a_divergence_answer_arriving_after_the_partition_moved_on_truncates_nothing(
+    follower: ReplicaManager, tmp_path: Path, then: str
+) -> None:
+    conn = HeldAnswers(answer_end_offset=3)
+    fetcher = start_fetcher(follower, conn)
     try:
         assert conn.asked.wait(10), "the fetcher never asked where the logs diverged"
         # Meanwhile the controller moved the partition on (and the broker stopped this
@@ -154,17 +160,7 @@ def test_the_same_answer_while_still_following_truncates(
     not pass by the fetcher never truncating)."""
     conn = HeldAnswers(answer_end_offset=3)
     conn.release.set()
-    fetcher = ReplicaFetcherThread(
-        ME,
-        OLD_LEADER,
-        ("127.0.0.1", 1),
-        follower.append_as_follower,
-        follower,
-        backoff_ms=50,
-        connect=lambda _endpoint, _client, _timeout: conn,
-    )
-    fetcher.add_all([(TP, FetchState(log_end(follower), 6))])
-    fetcher.start()
+    fetcher = start_fetcher(follower, conn)
     try:
         assert conn.asked.wait(10)
     finally:
