@@ -5,14 +5,14 @@ One broker is killed (SIGKILL), or two at once, or one is paused past its sessio
 controller is made to move by deleting /controller; the target is the controller half of
 the time. Between faults the cluster heals (every broker registered, a controller active,
 every ISR full), so with RF 3, min.insync.replicas 2 and unclean election off nothing
-acknowledged may be lost. Meanwhile a
-confluent-kafka producer (acks=all) writes without pause.
+acknowledged may be lost. Meanwhile a confluent-kafka producer (acks=all) writes without
+pause.
 
 Afterwards: the producer had no message refused, every acknowledged message is read back
 at its offset, a last batch is fully acknowledged (the cluster serves again), and every
-broker's state-change log passes
-tests/history_checks.py (one controller per epoch, fenced writes, one leader per leader
-epoch, every zkVersion won once, epochs applied in order).
+broker's state-change log passes tests/history_checks.py (one controller per epoch,
+fenced writes, one leader per leader epoch, every zkVersion won once, epochs applied in
+order).
 
 The schedule is printed and follows from the seed; ZKCTL_NEMESIS_SEEDS (e.g. "1,2,3")
 and ZKCTL_NEMESIS_FAULTS run others and longer ones.
@@ -105,7 +105,8 @@ def diagnose(c: Cluster) -> str:
 
 
 class Stream:
-    """A producer writing numbered messages (about 1,000 a second) until stopped."""
+    """A producer writing numbered messages until stopped, 50 at a time with a poll for
+    answers between (a few thousand a second here)."""
 
     def __init__(self, c: Cluster) -> None:
         self.acked = Acked()
