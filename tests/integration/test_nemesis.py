@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from tests.history_checks import check_history
 from tests.integration.conftest import ClusterFactory
@@ -127,6 +127,10 @@ class Stream:
                     p.produce(TOPIC, value, on_delivery=self.acked.callback)
                 except BufferError:
                     break
+                except KafkaException as e:  # refused before queueing: count it, go on
+                    with self.acked.lock:
+                        self.acked.errors.append(e.args[0].name())
+                        self.acked.error_partitions.append(-1)
                 self.sent += 1
             p.poll(0.05)
 
