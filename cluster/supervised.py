@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from typing import Any, TypeVar
 
 from broker.config import format_properties
 from cluster import processes
+from cluster.local import free_ports
 from zkdata import paths
 from zkdata.client import ZkClient
 from zkdata.znodes import (
@@ -56,13 +56,6 @@ def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval:
         time.sleep(interval)
 
 
-def free_port() -> int:
-    """A loopback port nothing listens on now (bound and released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class SupervisedBroker:
     broker_id: int
@@ -87,7 +80,7 @@ class SupervisedBroker:
     def write_properties(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         if self.keep_port and self.fixed_port is None:
-            self.fixed_port = free_port()
+            self.fixed_port = free_ports(1)[0]
         props = {
             "broker.id": str(self.broker_id),
             "listeners": f"PLAINTEXT://127.0.0.1:{self.fixed_port or 0}",
