@@ -80,6 +80,7 @@ class KafkaApis:
         broker_epoch: Callable[[], int],
         *,
         request_timeout_s: float = 30.0,
+        metadata_wait_s: float = 0.0,
         on_live_leaders: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> None:
         self.broker_id = broker_id
@@ -89,6 +90,7 @@ class KafkaApis:
         self.state_log = state_log
         self.broker_epoch = broker_epoch
         self.request_timeout_s = request_timeout_s
+        self.metadata_wait_s = metadata_wait_s
         self.on_live_leaders = on_live_leaders
         # Called once an UpdateMetadata is applied (brokers' addresses may have changed).
         self.on_metadata_updated: Callable[[], None] | None = None
@@ -127,6 +129,13 @@ class KafkaApis:
         names = None if requested is None else [t["name"] for t in requested if t.get("name")]
         if version == 0 and names == []:
             names = None  # v0 has no null: an empty list means all topics
+        # A broker that started moments ago knows no broker and no topic until the
+        # controller's first UpdateMetadata. Answering from that empty cache (as Kafka 2.8
+        # does) tells a client the cluster has no brokers and its topics do not exist:
+        # librdkafka then forgets every broker and fails its queued messages as for a
+        # deleted topic. So the request waits for that first update, within a bound.
+        if not self.metadata.wait_first_update(self.metadata_wait_s):
+            log.info("answering Metadata before any UpdateMetadata arrived")
         return self.metadata.metadata_response(names, version)
 
     # Fetch sessions (KIP-227), made on first use: see broker/fetch_session.py.

@@ -56,6 +56,9 @@ class MetadataCache:
         # Equal partition metadata is one immutable object: most partitions of a cluster
         # share a handful of (leader, epochs, ISR, replicas) values.
         self._shared: dict[tuple[Any, ...], PartitionMetadata] = {}
+        # Set by the first UpdateMetadata: until then the cache knows no broker and no
+        # topic, which is not what the cluster holds (see KafkaApis._handle_metadata).
+        self._first_update = threading.Event()
 
     # --- updates ------------------------------------------------------------------------
 
@@ -123,7 +126,12 @@ class MetadataCache:
                     del self._topics[topic]
                     self._topic_ids.pop(topic, None)
                     deleted.append(topic)
+        self._first_update.set()
         return deleted
+
+    def wait_first_update(self, timeout_s: float) -> bool:
+        """Whether an UpdateMetadata has been applied, waiting up to `timeout_s` for one."""
+        return self._first_update.wait(timeout_s)
 
     # --- reads --------------------------------------------------------------------------
 

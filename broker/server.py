@@ -163,6 +163,13 @@ class KafkaServer:
             self.state_log,
             lambda: self.broker_epoch,
             request_timeout_s=self.config.request_timeout_ms / 1000,
+            # About the longest a healthy cluster takes to send a new broker its first
+            # UpdateMetadata (a dead controller's session must expire first), and well
+            # within the client's own timeout.
+            metadata_wait_s=min(
+                self.config.zookeeper_session_timeout_ms, self.config.request_timeout_ms / 2
+            )
+            / 1000,
             on_live_leaders=self._remember_live_leaders,
         )
         self.replicas.on_data = self.apis.wake_fetches
