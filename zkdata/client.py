@@ -9,6 +9,11 @@ Built on kazoo, with three additions a Kafka controller needs:
 * Watches are dispatched by path to registered handlers (as Kafka's ZooKeeperClient does),
   so the controller registers a handler once and re-arms the one-shot watch by reading
   with `watch=True`.
+* Watches survive a reconnection within the session. kazoo drops them all when its
+  connection drops (it has no SetWatches), and the server it reconnects to, often another
+  ensemble member, knows none of them; the Java client, and so Kafka, re-arms them with a
+  SetWatches request. So does this client (`_SetWatches`): without it a controller whose
+  connection moved would never hear of a broker leaving or coming back.
 * `multi_fenced` is the one path for controller writes: every multi starts with a check
   of the `/controller_epoch` zkVersion, so a controller that lost its term changes nothing.
 """
@@ -39,6 +44,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.serialization import Create as KazooCreate
 from kazoo.protocol.serialization import (
     int_struct,
+    long_struct,
     multiheader_struct,
     read_buffer,
     read_string,
@@ -117,6 +123,58 @@ class _MultiRead:
                 out.append(EXCEPTIONS[code]())
             else:
                 raise ZookeeperError(f"unexpected op {op} in a multiRead response")
+
+
+class _SetWatches:
+    """kazoo request object for SetWatches (opcode 101): arms watches on the server a client
+    reconnected to within its session. The server fires at once each watch whose znode
+    changed since `relative_zxid` (created, deleted, data or children), so nothing that
+    happened while the client was away is missed."""
+
+    type = 101
+    __slots__ = ("child", "data", "exist", "relative_zxid")
+
+    def __init__(
+        self, relative_zxid: int, data: list[str], exist: list[str], child: list[str]
+    ) -> None:
+        self.relative_zxid = relative_zxid
+        self.data, self.exist, self.child = data, exist, child  # chrooted paths
+
+    def serialize(self) -> bytearray:
+        b = bytearray(long_struct.pack(self.relative_zxid))
+        for path_list in (self.data, self.exist, self.child):
+            b += int_struct.pack(len(path_list))
+            for path in path_list:
+                b += write_string(path)
+        return b
+
+    @classmethod
+    def deserialize(cls, _buf: bytes, _offset: int) -> None:
+        return None  # the reply is its header alone
+
+
+# Paths per SetWatches request, in bytes: the Java client's limit, far below jute.maxbuffer.
+_SET_WATCHES_MAX_BYTES = 128 * 1024
+
+
+def _set_watches_requests(
+    relative_zxid: int, data: list[str], exist: list[str], child: list[str]
+) -> list[_SetWatches]:
+    """The SetWatches requests that re-arm these watches, each under the size limit."""
+    requests: list[_SetWatches] = []
+    current = _SetWatches(relative_zxid, [], [], [])
+    size = 0
+    for kind, path_list in (("data", data), ("exist", exist), ("child", child)):
+        for path in path_list:
+            cost = len(path.encode()) + 4
+            if size + cost > _SET_WATCHES_MAX_BYTES and size:
+                requests.append(current)
+                current, size = _SetWatches(relative_zxid, [], [], []), 0
+            getattr(current, kind).append(path)
+            size += cost
+    if size:
+        requests.append(current)
+    return requests
 
 
 _CREATE = 1
@@ -263,6 +321,11 @@ class ZkClient:
         self._handlers_lock = threading.Lock()
         self._state_listeners: list[Callable[[str], None]] = []
         self._closing = False
+        # Chrooted paths last watched while missing (exist watches, not data watches), and
+        # the watches a dropped connection took with it, to re-arm within the same session.
+        self._exist_watched: set[str] = set()
+        self._watch_lock = threading.Lock()
+        self._lost_watches: tuple[int, list[str], list[str]] | None = None
         self.kazoo.add_listener(self._on_state)
 
     # --- lifecycle --------------------------------------------------------------------
@@ -298,11 +361,62 @@ class ZkClient:
         name = {KazooState.CONNECTED: "CONNECTED", KazooState.SUSPENDED: "SUSPENDED"}.get(
             state, "CLOSED" if self._closing else "LOST"
         )
+        if name == "SUSPENDED":
+            self._remember_watches()
+        elif name == "CONNECTED":
+            self._rearm_watches()
+        else:
+            self._lost_watches = None  # a new session starts without watches
         for listener in list(self._state_listeners):
             try:
                 listener(name)
             except Exception:
                 log.exception("ZooKeeper state listener failed")
+
+    def _remember_watches(self) -> None:
+        """On kazoo's connection thread, as the connection drops: kazoo clears its watches
+        right after telling its listeners, so note which of ours it holds now."""
+        mine = self._dispatch
+        data = [p for p, ws in list(self.kazoo._data_watchers.items()) if mine in ws]
+        child = [p for p, ws in list(self.kazoo._child_watchers.items()) if mine in ws]
+        # client_id is None once the connection is down: the session id itself stays.
+        self._lost_watches = (self.kazoo._session_id or 0, data, child)
+
+    def _rearm_watches(self) -> None:
+        """On kazoo's connection thread, reconnected: if the session is the one whose
+        connection dropped, arm its watches again, here and on the server, before any
+        event can arrive for them. Never waits (the thread reading the answers is this
+        one)."""
+        lost, self._lost_watches = self._lost_watches, None
+        if lost is None or lost[0] != (self.kazoo._session_id or 0) or not (lost[1] or lost[2]):
+            return
+        _session, watched_data, child = lost
+        with self._watch_lock:
+            exist = [p for p in watched_data if p in self._exist_watched]
+        data = [p for p in watched_data if p not in set(exist)]
+        mine = self._dispatch
+        for path in watched_data:
+            self.kazoo._data_watchers[path].add(mine)
+        for path in child:
+            self.kazoo._child_watchers[path].add(mine)
+        for request in _set_watches_requests(self.kazoo.last_zxid, data, exist, child):
+            result = self.kazoo.handler.async_result()
+            result.rawlink(_log_set_watches_failure)
+            self.kazoo._call(request, result)
+        log.info(
+            "reconnected within the session: re-armed %d data, %d exists and %d child watches",
+            len(data),
+            len(exist),
+            len(child),
+        )
+
+    def _note_watched(self, path: str, exists: bool) -> None:
+        full = self._chrooted(path)
+        with self._watch_lock:
+            if exists:
+                self._exist_watched.discard(full)
+            else:
+                self._exist_watched.add(full)
 
     def wait_connected(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -356,10 +470,15 @@ class ZkClient:
                 if watch and self.exists(path, watch=True) is not None:
                     continue  # created meanwhile
                 return None
+            if watch:
+                self._note_watched(path, True)
             return data, stat
 
     def exists(self, path: str, *, watch: bool = False) -> ZnodeStat | None:
-        return self.kazoo.exists(path, watch=self._dispatch if watch else None)
+        stat: ZnodeStat | None = self.kazoo.exists(path, watch=self._dispatch if watch else None)
+        if watch:
+            self._note_watched(path, stat is not None)
+        return stat
 
     def get_children(self, path: str, *, watch: bool = False) -> list[str] | None:
         """Children of a znode, or None if it does not exist (watched as ``get`` does)."""
@@ -408,6 +527,8 @@ class ZkClient:
         for path, result in zip(path_list, pending, strict=True):
             try:
                 out.append(result.get(timeout=self.session_timeout_ms / 1000))
+                if op != _GET_CHILDREN:
+                    self._note_watched(path, True)
             except NoNodeError as e:
                 self.exists(path, watch=True)  # a watch for its creation
                 out.append(e)
@@ -612,6 +733,12 @@ class ZkClient:
             raise ControllerMovedError(
                 "the /controller_epoch zkVersion changed: another controller was elected"
             )
+
+
+def _log_set_watches_failure(result: Any) -> None:
+    if result.exception is not None:
+        # The connection dropped again before the answer; the next reconnection re-arms.
+        log.warning("SetWatches failed: %r", result.exception)
 
 
 def event_kind(event: WatchedEvent) -> str:

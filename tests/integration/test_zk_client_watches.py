@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from zkdata.client import ZkClient
+from cluster import zookeeper as zkp
+from cluster.supervised import wait_for
+from zkdata.client import ZkClient, event_kind
 
 PATH = "/admin/preferred_replica_election"
 
@@ -74,3 +76,48 @@ def test_a_missing_znode_is_watched_for_its_creation(
     assert watcher.get(PATH, watch=True) is None
     admin.create(PATH, b"{}", make_parents=True)
     assert fired.wait(10), "the creation was not noticed"
+
+
+def test_watches_survive_a_reconnection_within_the_session() -> None:
+    """kazoo drops every watch when its connection drops, even when the session survives
+    (it has no SetWatches); the ZooKeeper server it reconnects to knows none of them
+    either. ZkClient re-arms them as the Java client does, so a change after the
+    reconnection still reaches its handler."""
+    server = zkp.start_local(servers=1)
+    watcher = ZkClient(server.connect_string, session_timeout_ms=20_000)
+    admin = ZkClient(server.connect_string, session_timeout_ms=20_000)
+    try:
+        watcher.start()
+        admin.start()
+        admin.create("/a", b"1")
+        admin.create("/kids", b"")
+        expected = {"/a": "CHANGED", "/kids": "CHILD", "/missing": "CREATED"}
+        fired = {path: threading.Event() for path in expected}
+
+        def handler(event: Any) -> None:
+            if event_kind(event) == expected[event.path]:
+                fired[event.path].set()
+
+        for path in expected:
+            watcher.register_handler(path, handler)
+        assert watcher.get("/a", watch=True) is not None
+        assert watcher.get_children("/kids", watch=True) == []
+        assert watcher.exists("/missing", watch=True) is None
+        session = watcher.session_id
+        states: list[str] = []
+        watcher.add_state_listener(states.append)
+        # A standalone server keeps its sessions across a restart: the client reconnects
+        # to it within the same session, as it would to another member of an ensemble.
+        server.servers[0].restart()
+        wait_for(lambda: states[-2:] == ["SUSPENDED", "CONNECTED"], 30, "the reconnection")
+        assert watcher.session_id == session
+        assert admin.wait_connected(30)
+        admin.set("/a", b"2")
+        admin.create("/kids/x", b"")
+        admin.create("/missing", b"")
+        for path, event in fired.items():
+            assert event.wait(10), f"the change of {path} after the reconnection went unseen"
+    finally:
+        watcher.close()
+        admin.close()
+        server.close()

@@ -113,3 +113,61 @@ def test_zookeeper_unreachable_brokers_serve_controller_resigns_all_recovers(
             60,
             f"broker {b} to see the controller",
         )
+
+
+def serving_member(ensemble: zkp.LocalZooKeeper, session_id: int) -> zkp.LocalServer:
+    """The ensemble member a session is connected to (from each member's `cons` list)."""
+
+    def find() -> zkp.LocalServer | None:
+        for s in ensemble.servers:
+            cons = zkp.four_letter_word(zkp.HOST, s.client_port, "cons") or ""
+            if f"sid=0x{session_id:x}," in cons or f"sid=0x{session_id:x})" in cons:
+                return s
+        return None
+
+    return wait_for(find, 30, f"the member serving session 0x{session_id:x}")
+
+
+def test_a_controller_reconnected_to_another_member_still_sees_brokers_leave_and_return(
+    cluster_factory: ClusterFactory, zk_ensemble: zkp.LocalZooKeeper
+) -> None:
+    # The member the controller is connected to dies; its session moves to another member,
+    # which knows none of its watches until the client re-arms them.
+    connect = zkp.chroot_connect_string(zk_ensemble.connect_string, "/cluster")
+    c = cluster_factory(connect=connect, zookeeper_session_timeout_ms="8000")
+    controller_id, _epoch = c.wait_controller()
+    c.create_topic("t", ASSIGNMENT)
+    c.wait_topic_online("t")
+    stat = c.zk.exists("/controller")
+    assert stat is not None
+    member = serving_member(zk_ensemble, stat.ephemeralOwner)
+    reconnections = len(c[controller_id].state_changes("zookeeper_session"))
+    member.kill()
+    wait_for(
+        lambda: (
+            [r["state"] for r in c[controller_id].state_changes("zookeeper_session")][
+                reconnections:
+            ][-1:]
+            == ["CONNECTED"]
+        ),
+        60,
+        "the controller to reconnect to another member",
+    )
+    assert c.controller() == (controller_id, _epoch)  # the session survived
+    other = next(b for b in (1, 2, 3) if b != controller_id)
+    c[other].kill()
+    wait_for(
+        lambda: any(other in r["dead"] for r in c[controller_id].state_changes("broker_change")),
+        c.session_timeout_s + 30,
+        f"the controller to see broker {other} leave",
+    )
+    c[other].start()
+    wait_for(
+        lambda: any(other in r["new"] for r in c[controller_id].state_changes("broker_change")),
+        60,
+        f"the controller to see broker {other} return",
+    )
+    c.wait_partitions(
+        "t", lambda s: all(len(st.isr) == 3 for st in s.values()), "every ISR full", timeout=60
+    )
+    member.restart()
