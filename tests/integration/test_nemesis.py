@@ -3,10 +3,12 @@
 One broker is killed (SIGKILL), or two at once, or one is paused past its session timeout
 (a zombie when it is the controller) or briefly, or shut down in a controlled way, or the
 controller is made to move by deleting /controller; the target is the controller half of
-the time. Between faults the cluster heals (every broker registered, a controller active,
-every ISR full), so with RF 3, min.insync.replicas 2 and unclean election off nothing
-acknowledged may be lost. Meanwhile a confluent-kafka producer (acks=all) writes without
-pause.
+the time. A second schedule runs against a three-server ZooKeeper ensemble and adds its
+faults: a member killed or paused (the leader half the time), and the whole ensemble
+paused, sometimes past the session timeout. Between faults the cluster heals (every
+broker registered, a controller active, every ISR full), so with RF 3,
+min.insync.replicas 2 and unclean election off nothing acknowledged may be lost.
+Meanwhile a confluent-kafka producer (acks=all) writes without pause.
 
 Afterwards: the producer had no message refused, every acknowledged message is read back
 at its offset, a last batch is fully acknowledged (the cluster serves again), and every
@@ -14,12 +16,16 @@ broker's state-change log passes tests/history_checks.py (one controller per epo
 fenced writes, one leader per leader epoch, every zkVersion won once, epochs applied in
 order).
 
-The schedule is printed and follows from the seed; ZKCTL_NEMESIS_SEEDS (e.g. "1,2,3")
-and ZKCTL_NEMESIS_FAULTS run others and longer ones.
+The schedule is printed and follows from the seed; ZKCTL_NEMESIS_SEEDS (e.g. "1,2,3"),
+ZKCTL_NEMESIS_ZK_SEEDS (the ensemble's) and ZKCTL_NEMESIS_FAULTS run others and longer
+ones. ZKCTL_NEMESIS_CLIENT_LOG=<file> writes the producer's librdkafka debug log there,
+with the faults and, each second, how many messages were sent, acknowledged, refused and
+queued: to tell the client's part in a stall from the brokers'.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import threading
@@ -29,6 +35,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException, Producer
 
+from cluster import zookeeper as zkp
 from tests.history_checks import check_history
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import Acked, consume, produce, producer
@@ -45,6 +52,33 @@ BROKERS = (1, 2, 3)
 TOPIC = "t"
 PARTITIONS = 6
 ASSIGNMENT = {p: tuple(BROKERS[(p + i) % 3] for i in range(3)) for p in range(PARTITIONS)}
+ZK_SEEDS = [int(s) for s in os.environ.get("ZKCTL_NEMESIS_ZK_SEEDS", "1,2").split(",")]
+CLIENT_LOG = os.environ.get("ZKCTL_NEMESIS_CLIENT_LOG")
+BROKER_FAULTS = [
+    "kill",
+    "kill_two",
+    "pause_past_session",
+    "pause_short",
+    "controlled_stop",
+    "reelect",
+]
+# Against a three-server ensemble: a member killed and restarted (the leader half the
+# time), a member paused, and the whole ensemble paused (an outage; past the session
+# timeout every session expires when it ends).
+ZOOKEEPER_FAULTS = ["zk_kill_member", "zk_pause_member", "zk_outage"]
+
+
+def client_log() -> logging.Logger | None:
+    if not CLIENT_LOG:
+        return None
+    logger = logging.getLogger("nemesis.client")
+    if not logger.handlers:
+        handler = logging.FileHandler(CLIENT_LOG)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False  # megabytes: not for pytest's captured log
+    return logger
 
 
 def running_and_registered(c: Cluster, broker_id: int) -> bool:
@@ -59,9 +93,13 @@ def running_and_registered(c: Cluster, broker_id: int) -> bool:
     )
 
 
-def wait_healed(c: Cluster) -> None:
-    """Every broker running and registered, a controller active, every partition led with
-    a full ISR."""
+def wait_healed(c: Cluster, ensemble: zkp.LocalZooKeeper | None = None) -> None:
+    """Every ZooKeeper server serving, every broker running and registered, a controller
+    active, every partition led with a full ISR."""
+    if ensemble is not None:
+        ensemble.wait_ready(timeout=90)
+        # The test's own session may have ended with an outage: wait for its new one.
+        wait_for(lambda: c.zk.exists("/") is not None, 60, "the test's ZooKeeper client")
     wait_for(
         lambda: all(running_and_registered(c, b) for b in BROKERS),
         90,
@@ -112,7 +150,11 @@ class Stream:
         self.acked = Acked()
         self.sent = 0
         self._stop = threading.Event()
-        self._producer: Producer = producer(c)
+        self._log = client_log()
+        debug: dict[str, object] = {}
+        if self._log is not None:
+            debug = {"debug": "broker,topic,metadata,protocol", "logger": self._log}
+        self._producer: Producer = producer(c, **debug)
         self._thread = threading.Thread(target=self._run, name="stream", daemon=True)
 
     def start(self) -> None:
@@ -120,7 +162,17 @@ class Stream:
 
     def _run(self) -> None:
         p = self._producer
+        logged = 0.0
         while not self._stop.is_set():
+            if self._log is not None and time.monotonic() - logged > 1:
+                logged = time.monotonic()
+                self._log.info(
+                    "stream: %d sent, %d acknowledged, %d refused, %d queued",
+                    self.sent,
+                    len(self.acked.by_offset),
+                    len(self.acked.errors),
+                    len(p),
+                )
             for _ in range(50):
                 value = f"s-{self.sent:09d}".encode()
                 try:
@@ -182,6 +234,37 @@ def inject(c: Cluster, rng: random.Random, fault: str, target: int) -> dict[str,
     return record
 
 
+def inject_zookeeper(
+    ensemble: zkp.LocalZooKeeper, rng: random.Random, fault: str, session_timeout_s: float
+) -> dict[str, Any]:
+    """Do one fault to the ZooKeeper ensemble, and undo it."""
+    leader = ensemble.leader()
+    member = leader if leader is not None and rng.random() < 0.5 else rng.choice(ensemble.servers)
+    record: dict[str, Any] = {"fault": fault}
+    if fault == "zk_kill_member":
+        record.update(member=member.myid, was_leader=member is leader)
+        member.kill()
+        time.sleep(rng.uniform(0.5, 3.0))
+        member.restart(timeout=60)
+    elif fault == "zk_pause_member":
+        record.update(member=member.myid, was_leader=member is leader)
+        member.pause()
+        time.sleep(rng.uniform(0.5, session_timeout_s))
+        member.resume()
+    elif fault == "zk_outage":
+        record["seconds"] = round(rng.uniform(0.5, 1.5 * session_timeout_s), 1)
+        for server in ensemble.servers:
+            server.pause()
+        try:
+            time.sleep(record["seconds"])
+        finally:
+            for server in ensemble.servers:
+                server.resume()
+    else:
+        raise ValueError(fault)
+    return record
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_schedule_of_faults_under_load_keeps_every_safety_property(
@@ -190,34 +273,54 @@ def test_a_schedule_of_faults_under_load_keeps_every_safety_property(
     # Brokers come back on their ports, as deployed ones do: the producer, which knows
     # brokers by address, must be able to find them again after a fault.
     c = cluster_factory(BROKERS, keep_ports=True, replica_lag_time_max_ms="3000")
+    run_schedule(c, seed, BROKER_FAULTS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", ZK_SEEDS)
+def test_a_schedule_with_zookeeper_faults_too_keeps_every_safety_property(
+    cluster_factory: ClusterFactory, zk_ensemble: zkp.LocalZooKeeper, seed: int
+) -> None:
+    connect = zkp.chroot_connect_string(zk_ensemble.connect_string, "/cluster")
+    # A session long enough to outlast the ensemble's own leader election.
+    c = cluster_factory(
+        BROKERS,
+        connect=connect,
+        keep_ports=True,
+        replica_lag_time_max_ms="3000",
+        zookeeper_session_timeout_ms="8000",
+    )
+    run_schedule(c, seed, BROKER_FAULTS + ZOOKEEPER_FAULTS, zk_ensemble)
+
+
+def run_schedule(
+    c: Cluster, seed: int, faults: list[str], ensemble: zkp.LocalZooKeeper | None = None
+) -> None:
     c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
-    wait_healed(c)
+    wait_healed(c, ensemble)
     rng = random.Random(seed)
     schedule: list[dict[str, Any]] = []
     stream = Stream(c)
     stream.start()
     try:
         for _ in range(FAULTS):
-            wait_healed(c)
+            wait_healed(c, ensemble)
             controller_id, _epoch = c.wait_controller()
-            fault = rng.choice(
-                [
-                    "kill",
-                    "kill_two",
-                    "pause_past_session",
-                    "pause_short",
-                    "controlled_stop",
-                    "reelect",
-                ]
-            )
+            fault = rng.choice(faults)
             target = controller_id if rng.random() < 0.5 else rng.choice(BROKERS)
             if fault == "reelect":
                 target = controller_id  # its term is what ends
-            record = inject(c, rng, fault, target)
+            if fault in ZOOKEEPER_FAULTS:
+                assert ensemble is not None
+                record = inject_zookeeper(ensemble, rng, fault, c.session_timeout_s)
+            else:
+                record = inject(c, rng, fault, target)
             record["controller"] = controller_id
             schedule.append(record)
             print("nemesis:", record)
-        wait_healed(c)
+            if (log := client_log()) is not None:
+                log.info("nemesis: %s", record)
+        wait_healed(c, ensemble)
     finally:
         unanswered = stream.stop()
     assert unanswered == 0, f"seed {seed}: {unanswered} messages never answered; {schedule}"
