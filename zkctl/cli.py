@@ -11,9 +11,11 @@ More commands plug in by adding a module to COMMAND_MODULES: it must define
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import logging
 import os
+import signal
 import sys
 import traceback
 import warnings
@@ -106,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     debug = bool(getattr(args, "debug", False))
     _quiet_libraries(debug)
+    if hasattr(signal, "SIGUSR1"):
+        # `kill -USR1 <pid>` prints every thread's stack: to see where a command hangs.
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:

@@ -115,7 +115,16 @@ def test_interrupted_demo_leaves_nothing_running(tmp_path: Path) -> None:
             break
     assert processes_mentioning(str(tmp_path)), "the demo should be running brokers by now"
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=120)
+    try:
+        proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)  # zkctl prints every thread's stack
+        time.sleep(2)
+        proc.kill()
+        out, _ = proc.communicate(timeout=30)
+        pytest.fail(
+            f"the demo was still running 120 s after SIGINT; its output ends:\n{out[-12000:]}"
+        )
     wait_for(
         lambda: processes_mentioning(str(tmp_path)) == [],
         30,
