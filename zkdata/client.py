@@ -1,6 +1,6 @@
 """The ZooKeeper client shell: batched reads, watch dispatch, and the fenced write path.
 
-Built on kazoo, with three additions a Kafka controller needs:
+Built on kazoo, with four additions a Kafka controller needs:
 
 * `get_many`/`get_children_many` batch reads into ZooKeeper 3.6+ `multiRead` requests
   (opcode 22), pipelined. A single kazoo `get` costs a round trip and ~100 us of Python;
@@ -393,7 +393,8 @@ class ZkClient:
         _session, watched_data, child = lost
         with self._watch_lock:
             exist = [p for p in watched_data if p in self._exist_watched]
-        data = [p for p in watched_data if p not in set(exist)]
+        exist_set = set(exist)
+        data = [p for p in watched_data if p not in exist_set]
         mine = self._dispatch
         for path in watched_data:
             self.kazoo._data_watchers[path].add(mine)
