@@ -11,6 +11,7 @@ More commands plug in by adding a module to COMMAND_MODULES: it must define
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import importlib
 import logging
@@ -108,8 +109,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     debug = bool(getattr(args, "debug", False))
     _quiet_libraries(debug)
-    if hasattr(signal, "SIGUSR1"):
-        # `kill -USR1 <pid>` prints every thread's stack: to see where a command hangs.
+    # `kill -USR1 <pid>` prints every thread's stack: to see where a command hangs. Not
+    # where stderr is no file (a test capturing it) or there is no SIGUSR1.
+    with contextlib.suppress(AttributeError, ValueError, OSError):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         return int(args.handler(args))

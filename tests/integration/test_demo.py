@@ -34,11 +34,21 @@ def processes_mentioning(text: str) -> list[int]:
     return found
 
 
+# `python -m zkctl` with Ctrl-C's default handling. Tests run from a background job (say
+# `make test &` in a script) inherit SIGINT ignored, as POSIX has it, and Python keeps an
+# ignored SIGINT ignored: the demo would never hear the tests' Ctrl-C.
+_ZKCTL_WITH_CTRL_C = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('zkctl', run_name='__main__')"
+)
+
+
 def start_demo(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     env.pop("ZKCTL_ZOOKEEPER", None)  # the demo provisions its own, as on a fresh machine
+    zkctl = [sys.executable, "-c", _ZKCTL_WITH_CTRL_C, "--dir", str(tmp_path)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "zkctl", "--dir", str(tmp_path), "demo", "--interval", "1", *args],
+        [*zkctl, "demo", "--interval", "1", *args],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -118,12 +128,16 @@ def test_interrupted_demo_leaves_nothing_running(tmp_path: Path) -> None:
     try:
         proc.communicate(timeout=120)
     except subprocess.TimeoutExpired:
+        # Whether SIGINT reached it: blocked, ignored or caught (masks in hex).
+        status = Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+        signals = [line for line in status if line.startswith("Sig")]
         proc.send_signal(signal.SIGUSR1)  # zkctl prints every thread's stack
         time.sleep(2)
         proc.kill()
         out, _ = proc.communicate(timeout=30)
         pytest.fail(
-            f"the demo was still running 120 s after SIGINT; its output ends:\n{out[-12000:]}"
+            f"the demo was still running 120 s after SIGINT ({signals}); its output ends:\n"
+            f"{out[-12000:]}"
         )
     wait_for(
         lambda: processes_mentioning(str(tmp_path)) == [],
