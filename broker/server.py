@@ -341,12 +341,16 @@ class KafkaServer:
             return
         path = Path(self.config.log_dirs[0]) / STATUS_FILE
         ticks = 0
-        while not self._status_stop.wait(1.0):
-            ticks += 1
+        while True:
+            # At once, then every second: `zkctl controller` reads it as soon as the
+            # broker is up.
             try:
                 write_json_atomically(path, self.status())
             except Exception:
                 log.exception("could not write %s", path)
+            if self._status_stop.wait(1.0):
+                return
+            ticks += 1
             if ticks % 10 == 0:
                 _return_free_memory()
 
