@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException, Producer
+from kazoo.exceptions import KazooException
 
 from cluster import zookeeper as zkp
 from tests.history_checks import check_history
@@ -93,13 +94,19 @@ def running_and_registered(c: Cluster, broker_id: int) -> bool:
     )
 
 
+def zookeeper_answers(c: Cluster) -> bool:
+    try:
+        return c.zk.exists("/") is not None
+    except KazooException:  # an outage ended the test's own session; kazoo makes a new one
+        return False
+
+
 def wait_healed(c: Cluster, ensemble: zkp.LocalZooKeeper | None = None) -> None:
     """Every ZooKeeper server serving, every broker running and registered, a controller
     active, every partition led with a full ISR."""
     if ensemble is not None:
         ensemble.wait_ready(timeout=90)
-        # The test's own session may have ended with an outage: wait for its new one.
-        wait_for(lambda: c.zk.exists("/") is not None, 60, "the test's ZooKeeper client")
+        wait_for(lambda: zookeeper_answers(c), 60, "the test's ZooKeeper client")
     wait_for(
         lambda: all(running_and_registered(c, b) for b in BROKERS),
         90,
