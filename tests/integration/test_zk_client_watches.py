@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cluster import zookeeper as zkp
-from cluster.supervised import wait_for
+from tests.integration.harness import serving_member, wait_for
 from zkdata.client import ZkClient, event_kind
 
 PATH = "/admin/preferred_replica_election"
@@ -78,16 +78,20 @@ def test_a_missing_znode_is_watched_for_its_creation(
     assert fired.wait(10), "the creation was not noticed"
 
 
-def test_watches_survive_a_reconnection_within_the_session() -> None:
+def test_watches_survive_a_reconnection_within_the_session(
+    zk_ensemble: zkp.LocalZooKeeper,
+) -> None:
     """kazoo drops every watch when its connection drops, even when the session survives
     (it has no SetWatches); the ZooKeeper server it reconnects to knows none of them
     either. ZkClient re-arms them as the Java client does, so a change after the
     reconnection still reaches its handler."""
-    server = zkp.start_local(servers=1)
-    watcher = ZkClient(server.connect_string, session_timeout_ms=20_000)
-    admin = ZkClient(server.connect_string, session_timeout_ms=20_000)
+    watcher = ZkClient(zk_ensemble.connect_string, session_timeout_ms=20_000)
+    watcher.start()
+    member = serving_member(zk_ensemble, watcher.session_id)
+    # The admin's writes go through a member that stays up.
+    other = next(s for s in zk_ensemble.servers if s is not member)
+    admin = ZkClient(other.address, session_timeout_ms=20_000)
     try:
-        watcher.start()
         admin.start()
         admin.create("/a", b"1")
         admin.create("/kids", b"")
@@ -106,12 +110,10 @@ def test_watches_survive_a_reconnection_within_the_session() -> None:
         session = watcher.session_id
         states: list[str] = []
         watcher.add_state_listener(states.append)
-        # A standalone server keeps its sessions across a restart: the client reconnects
-        # to it within the same session, as it would to another member of an ensemble.
-        server.servers[0].restart()
-        wait_for(lambda: states[-2:] == ["SUSPENDED", "CONNECTED"], 30, "the reconnection")
+        # The member serving the watcher dies: it reconnects to another, same session.
+        member.kill()
+        wait_for(lambda: states[-2:] == ["SUSPENDED", "CONNECTED"], 60, "the reconnection")
         assert watcher.session_id == session
-        assert admin.wait_connected(30)
         admin.set("/a", b"2")
         admin.create("/kids/x", b"")
         admin.create("/missing", b"")
@@ -120,4 +122,3 @@ def test_watches_survive_a_reconnection_within_the_session() -> None:
     finally:
         watcher.close()
         admin.close()
-        server.close()

@@ -9,7 +9,7 @@ import pytest
 
 from cluster import zookeeper as zkp
 from tests.integration.conftest import ClusterFactory
-from tests.integration.harness import Cluster, wait_for
+from tests.integration.harness import Cluster, serving_member, wait_for
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 
@@ -113,19 +113,6 @@ def test_zookeeper_unreachable_brokers_serve_controller_resigns_all_recovers(
             60,
             f"broker {b} to see the controller",
         )
-
-
-def serving_member(ensemble: zkp.LocalZooKeeper, session_id: int) -> zkp.LocalServer:
-    """The ensemble member a session is connected to (from each member's `cons` list)."""
-
-    def find() -> zkp.LocalServer | None:
-        for s in ensemble.servers:
-            cons = zkp.four_letter_word(zkp.HOST, s.client_port, "cons") or ""
-            if f"sid=0x{session_id:x}," in cons or f"sid=0x{session_id:x})" in cons:
-                return s
-        return None
-
-    return wait_for(find, 30, f"the member serving session 0x{session_id:x}")
 
 
 def test_a_controller_reconnected_to_another_member_still_sees_brokers_leave_and_return(
