@@ -1,12 +1,13 @@
 """A seeded schedule of real faults against a cluster under load, then the safety checks.
 
 One broker is killed (SIGKILL), or two at once, or one is paused past its session timeout
-(a zombie when it is the controller) or briefly, or shut down in a controlled way, or the
-controller is made to move by deleting /controller; the target is the controller half of
-the time. A second schedule runs against a three-server ZooKeeper ensemble and adds its
-faults: a member killed or paused (the leader half the time), and the whole ensemble
-paused, sometimes past the session timeout. Between faults the cluster heals (every
-broker registered, a controller active, every ISR full), so with RF 3,
+(a zombie when it is the controller) or briefly, or shut down in a controlled way, or cut
+off from ZooKeeper while it goes on running (a network partition; past the session timeout
+or not), or the controller is made to move by deleting /controller; the target is the
+controller half of the time. A second schedule runs against a three-server ZooKeeper
+ensemble and adds its faults: a member killed or paused (the leader half the time), and
+the whole ensemble paused, sometimes past the session timeout. Between faults the cluster
+heals (every broker registered, a controller active, every ISR full), so with RF 3,
 min.insync.replicas 2 and unclean election off nothing acknowledged may be lost.
 Meanwhile a confluent-kafka producer (acks=all) writes without pause.
 
@@ -41,6 +42,7 @@ from tests.history_checks import check_history
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import Acked, consume, produce, producer
 from tests.integration.harness import Cluster, wait_for
+from tests.integration.netsplit import ZooKeeperLink, links
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from zkdata import paths
@@ -62,6 +64,7 @@ BROKER_FAULTS = [
     "pause_short",
     "controlled_stop",
     "reelect",
+    "zk_cut",
 ]
 # Against a three-server ensemble: a member killed and restarted (the leader half the
 # time), a member paused, and the whole ensemble paused (an outage; past the session
@@ -203,8 +206,11 @@ class Stream:
         return unanswered
 
 
-def inject(c: Cluster, rng: random.Random, fault: str, target: int) -> dict[str, Any]:
-    """Do one fault to one broker (or to the controller's term), and undo it."""
+def inject(
+    c: Cluster, rng: random.Random, fault: str, target: int, link: ZooKeeperLink
+) -> dict[str, Any]:
+    """Do one fault to one broker (or to the controller's term), and undo it. ``link``:
+    the broker's path to ZooKeeper."""
     broker = c[target]
     record: dict[str, Any] = {"fault": fault, "broker": target}
     if fault == "kill":
@@ -236,6 +242,13 @@ def inject(c: Cluster, rng: random.Random, fault: str, target: int) -> dict[str,
         c[other].start()
     elif fault == "reelect":
         c.zk.delete(paths.CONTROLLER)
+    elif fault == "zk_cut":
+        record["seconds"] = round(rng.uniform(0.5, c.session_timeout_s + 2.0), 1)
+        link.cut()
+        try:
+            time.sleep(record["seconds"])
+        finally:
+            link.heal()
     else:
         raise ValueError(fault)
     return record
@@ -279,7 +292,7 @@ def test_a_schedule_of_faults_under_load_keeps_every_safety_property(
 ) -> None:
     # Brokers come back on their ports, as deployed ones do: the producer, which knows
     # brokers by address, must be able to find them again after a fault.
-    c = cluster_factory(BROKERS, keep_ports=True, replica_lag_time_max_ms="3000")
+    c = cluster_factory(BROKERS, start=False, keep_ports=True, replica_lag_time_max_ms="3000")
     run_schedule(c, seed, BROKER_FAULTS)
 
 
@@ -292,6 +305,7 @@ def test_a_schedule_with_zookeeper_faults_too_keeps_every_safety_property(
     # A session long enough to outlast the ensemble's own leader election.
     c = cluster_factory(
         BROKERS,
+        start=False,
         connect=connect,
         keep_ports=True,
         replica_lag_time_max_ms="3000",
@@ -302,6 +316,27 @@ def test_a_schedule_with_zookeeper_faults_too_keeps_every_safety_property(
 
 def run_schedule(
     c: Cluster, seed: int, faults: list[str], ensemble: zkp.LocalZooKeeper | None = None
+) -> None:
+    """Start the (unstarted) cluster, each broker reaching ZooKeeper through a link of its
+    own that a fault can cut, and run the schedule."""
+    with links(c.zk_connect, len(BROKERS)) as made:
+        link = dict(zip(BROKERS, made, strict=True))
+        for b in BROKERS:
+            c[b].zk_connect = link[b].connect_string
+        c.start()
+        try:
+            _run_schedule(c, seed, faults, link, ensemble)
+        finally:
+            for b in BROKERS:
+                c[b].kill()  # before their links go
+
+
+def _run_schedule(
+    c: Cluster,
+    seed: int,
+    faults: list[str],
+    link: dict[int, ZooKeeperLink],
+    ensemble: zkp.LocalZooKeeper | None,
 ) -> None:
     c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
     wait_healed(c, ensemble)
@@ -321,7 +356,7 @@ def run_schedule(
                 assert ensemble is not None
                 record = inject_zookeeper(ensemble, rng, fault, c.session_timeout_s)
             else:
-                record = inject(c, rng, fault, target)
+                record = inject(c, rng, fault, target, link[target])
             record["controller"] = controller_id
             schedule.append(record)
             print("nemesis:", record)

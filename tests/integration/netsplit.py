@@ -1,0 +1,179 @@
+"""A network partition between one process and ZooKeeper, while both keep running.
+
+`ZooKeeperLink` puts a loopback TCP proxy in front of each server of a connect string and
+gives the rewritten string to the process under test (a broker). `cut()` makes the link
+drop every byte in both directions, as a firewall dropping packets would: neither side
+sees the connection close, the process's ZooKeeper client times out and tries to
+reconnect (its new connections are accepted and go nowhere), and ZooKeeper expires the
+session once the session timeout passes without a heartbeat. `heal()` forwards again; the
+connections that lived through the cut are closed then (TCP would have given up on them).
+
+Unlike SIGSTOP, the process goes on running through the cut: a broker keeps serving its
+clients and the other brokers, and a controller keeps its connections to the brokers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+
+from cluster import zookeeper as zkp
+
+_CHUNK = 65536
+
+
+class _Connection:
+    """One client connection through the proxy and its upstream twin (None: made during
+    a cut, it was never connected upstream)."""
+
+    def __init__(self, client: socket.socket, upstream: socket.socket | None) -> None:
+        self.client = client
+        self.upstream = upstream
+        self.dropping = upstream is None
+
+    def sockets(self) -> list[socket.socket]:
+        return [s for s in (self.client, self.upstream) if s is not None]
+
+    def close(self) -> None:
+        for s in self.sockets():
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+
+class TcpProxy:
+    """Forwards connections made to `port` (on loopback) to one upstream address."""
+
+    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+        self.upstream = (upstream_host, upstream_port)
+        self._listener = socket.create_server((zkp.HOST, 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._connections: list[_Connection] = []
+        self._cut = False
+        self._closed = False
+        self._accepting = threading.Thread(
+            target=self._accept, name=f"proxy-{self.port}", daemon=True
+        )
+        self._accepting.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            with self._lock:
+                cut = self._cut or self._closed
+            upstream = None
+            if not cut:
+                try:
+                    upstream = socket.create_connection(self.upstream, timeout=5)
+                    upstream.settimeout(None)
+                except OSError:
+                    client.close()  # the server is down: refused, as it would be directly
+                    continue
+            conn = _Connection(client, upstream)
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                    return
+                self._connections.append(conn)
+            threading.Thread(target=self._pump, args=(conn, client, upstream), daemon=True).start()
+            if upstream is not None:
+                threading.Thread(
+                    target=self._pump, args=(conn, upstream, client), daemon=True
+                ).start()
+
+    def _pump(self, conn: _Connection, src: socket.socket, dst: socket.socket | None) -> None:
+        while True:
+            try:
+                data = src.recv(_CHUNK)
+            except OSError:
+                data = b""
+            if not data:
+                # An end seen during a cut goes no further: the other side must not learn
+                # of it (a partition carries no FIN either).
+                if conn.dropping:
+                    with contextlib.suppress(OSError):
+                        src.close()
+                else:
+                    conn.close()
+                return
+            if conn.dropping or dst is None:
+                continue
+            try:
+                dst.sendall(data)
+            except OSError:
+                conn.close()
+                return
+
+    def cut(self) -> None:
+        with self._lock:
+            self._cut = True
+            for conn in self._connections:
+                conn.dropping = True
+
+    def heal(self) -> None:
+        with self._lock:
+            self._cut = False
+            dead = [c for c in self._connections if c.dropping]
+            self._connections = [c for c in self._connections if not c.dropping]
+        for conn in dead:
+            conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            connections, self._connections = self._connections, []
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept(); close() alone does not
+        self._listener.close()
+        for conn in connections:
+            conn.close()
+        self._accepting.join(5)
+
+
+class ZooKeeperLink:
+    """A cuttable link to every server of a ZooKeeper connect string (chroot kept)."""
+
+    def __init__(self, connect: str) -> None:
+        hosts, slash, chroot = connect.partition("/")
+        self.proxies: list[TcpProxy] = []
+        try:
+            for hostport in hosts.split(","):
+                host, _, port = hostport.rpartition(":")
+                self.proxies.append(TcpProxy(host, int(port)))
+        except BaseException:
+            self.close()
+            raise
+        self.connect_string = (
+            ",".join(f"{zkp.HOST}:{p.port}" for p in self.proxies) + slash + chroot
+        )
+
+    def cut(self) -> None:
+        for p in self.proxies:
+            p.cut()
+
+    def heal(self) -> None:
+        for p in self.proxies:
+            p.heal()
+
+    def close(self) -> None:
+        for p in self.proxies:
+            p.close()
+
+
+@contextlib.contextmanager
+def links(connect: str, count: int) -> Iterator[list[ZooKeeperLink]]:
+    """`count` links to the same ZooKeeper, closed afterwards."""
+    made: list[ZooKeeperLink] = []
+    try:
+        for _ in range(count):
+            made.append(ZooKeeperLink(connect))
+        yield made
+    finally:
+        for link in made:
+            link.close()

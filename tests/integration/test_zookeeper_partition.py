@@ -1,0 +1,170 @@
+"""A broker cut off from ZooKeeper while it goes on running (a network partition, not a
+pause): it keeps its connections to the other brokers and to clients, so it can go on
+acting on what it last knew. Fencing must hold anyway: the cut-off controller changes
+nothing once another is elected, the cut-off leader acknowledges nothing that is then
+lost, and both come back with a new broker epoch when the link heals."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.history_checks import check_history
+from tests.integration.conftest import ClusterFactory
+from tests.integration.dataplane import consume
+from tests.integration.harness import Cluster, wait_for
+from tests.integration.netsplit import ZooKeeperLink, links
+from tests.integration.test_nemesis import (
+    ASSIGNMENT,
+    BROKERS,
+    PARTITIONS,
+    TOPIC,
+    Stream,
+    wait_healed,
+)
+from zkdata import paths
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture
+def linked(
+    cluster_factory: ClusterFactory, zk_connect: str
+) -> Iterator[tuple[Cluster, dict[int, ZooKeeperLink]]]:
+    """Three brokers, each reaching ZooKeeper through a link of its own, and a topic."""
+    with links(zk_connect, len(BROKERS)) as made:
+        c = cluster_factory(BROKERS, start=False, replica_lag_time_max_ms="3000")
+        by_broker = dict(zip(BROKERS, made, strict=True))
+        for b, link in by_broker.items():
+            c[b].zk_connect = link.connect_string
+        c.start()
+        c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
+        wait_healed(c)
+        yield c, by_broker
+
+
+def history_problems(c: Cluster) -> list[str]:
+    rows = [r for b in BROKERS for r in c[b].state_changes()]
+    final_versions = {}
+    for p in range(PARTITIONS):
+        got = c.zk.get(paths.partition_state(TOPIC, p))
+        assert got is not None
+        final_versions[(TOPIC, p)] = got[1].version
+    return check_history(rows, final_versions)
+
+
+def test_a_controller_cut_off_from_zookeeper_is_replaced_and_changes_nothing(
+    linked: tuple[Cluster, dict[int, ZooKeeperLink]],
+) -> None:
+    c, link = linked
+    old_id, old_epoch = c.wait_controller()
+    old_broker_epoch = c.broker_epoch(old_id)
+    assert old_broker_epoch is not None
+    cut_at_ms = time.time() * 1000
+    link[old_id].cut()
+    try:
+        new_id, new_epoch = c.wait_controller(not_id=old_id, timeout=c.session_timeout_s + 30)
+        assert new_epoch == old_epoch + 1
+        # The new controller moves the cut-off broker's leaderships and takes it out of
+        # the ISRs (its registration went with its session), while the process runs.
+        c.wait_partitions(
+            TOPIC,
+            lambda s: all(
+                st.leader not in (old_id, -1) and old_id not in st.isr for st in s.values()
+            ),
+            "leaders moved and ISRs shrunk",
+        )
+        assert c[old_id].alive()
+    finally:
+        link[old_id].heal()
+    # Healed: it learns its session expired, resigns, and comes back as a new broker.
+    wait_for(
+        lambda: any(
+            r["controller_epoch"] == old_epoch
+            for r in c[old_id].state_changes("controller_resigned")
+        ),
+        60,
+        "the cut-off controller to resign",
+    )
+    new_broker_epoch = wait_for(
+        lambda: (e := c.broker_epoch(old_id)) is not None and e != old_broker_epoch and e,
+        60,
+        "re-registration with a new broker epoch",
+    )
+    assert new_broker_epoch > old_broker_epoch
+    wait_healed(c)
+    assert c.controller() == (new_id, new_epoch)
+    # Rows are logged after ZooKeeper accepted a write: none from the old term after the cut.
+    late = [
+        r
+        for r in c[old_id].state_changes("partition_state")
+        if r["ts"] > cut_at_ms and r["controller_epoch"] == old_epoch
+    ]
+    assert late == []
+    # No broker applied a request of the old term after one of the new.
+    for b in BROKERS:
+        seen_new = False
+        for r in c[b].state_changes("leader_and_isr"):
+            if r["result"] != "applied":
+                continue
+            seen_new = seen_new or r["controller_epoch"] >= new_epoch
+            assert not (seen_new and r["controller_epoch"] < new_epoch), (b, r)
+    assert history_problems(c) == []
+
+
+def test_a_leader_cut_off_from_zookeeper_loses_nothing_acknowledged(
+    linked: tuple[Cluster, dict[int, ZooKeeperLink]],
+) -> None:
+    c, link = linked
+    controller_id, _ = c.wait_controller()
+    states = c.partition_states(TOPIC)
+    # A broker that leads partitions and is not the controller: only its leaderships move.
+    victim = next(
+        b for b in BROKERS if b != controller_id and any(s.leader == b for s in states.values())
+    )
+    led = sorted(p for p, s in states.items() if s.leader == victim)
+    old_broker_epoch = c.broker_epoch(victim)
+    assert old_broker_epoch is not None
+    stream = Stream(c)
+    stream.start()
+    try:
+        time.sleep(2)  # the producer is writing to every partition
+        link[victim].cut()
+        try:
+            # It goes on running and believing it leads; clients that ask it are told so,
+            # and what they send it cannot be acknowledged: its followers left it.
+            c.wait_partitions(
+                TOPIC,
+                lambda s: (
+                    all(s[p].leader not in (victim, -1) for p in led)
+                    and all(victim not in st.isr for st in s.values())
+                ),
+                "the cut-off leader's partitions led by others",
+                timeout=c.session_timeout_s + 30,
+            )
+            time.sleep(3)  # the producer meets both the old leader and the new ones
+            assert c[victim].alive()
+        finally:
+            link[victim].heal()
+        new_broker_epoch = wait_for(
+            lambda: (e := c.broker_epoch(victim)) is not None and e != old_broker_epoch and e,
+            60,
+            "re-registration with a new broker epoch",
+        )
+        assert new_broker_epoch > old_broker_epoch
+        wait_healed(c)
+        time.sleep(2)  # and writes to the healed cluster
+    finally:
+        unanswered = stream.stop()
+    assert unanswered == 0
+    acked = stream.acked.by_offset
+    assert len(acked) > 1000, "the stream hardly ran"
+    read = consume(c, TOPIC, range(PARTITIONS))
+    at = {(p, o): v for p, msgs in read.items() for o, v in msgs}
+    lost = [(k, v) for k, v in acked.items() if at.get(k) != v]
+    assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {lost[:3]}"
+    assert history_problems(c) == []
+    refused = stream.acked.errors
+    assert not refused, f"{len(refused)} of {stream.sent} refused: {sorted(set(refused))}"

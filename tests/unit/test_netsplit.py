@@ -1,0 +1,89 @@
+"""The proxy the partition tests cut: it forwards, drops everything while cut (neither end
+sees a close), and after healing forwards new connections and closes the cut ones."""
+
+from __future__ import annotations
+
+import socket
+import socketserver
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.netsplit import TcpProxy, ZooKeeperLink
+
+
+class _Echo(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        while data := self.request.recv(4096):
+            self.request.sendall(data)
+
+
+@pytest.fixture
+def echo() -> Iterator[int]:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def proxy(echo: int) -> Iterator[TcpProxy]:
+    p = TcpProxy("127.0.0.1", echo)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def connect(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.settimeout(0.5)
+    return s
+
+
+def test_forwards_both_ways(proxy: TcpProxy) -> None:
+    with connect(proxy.port) as s:
+        s.sendall(b"ping")
+        assert s.recv(16) == b"ping"
+
+
+def test_a_cut_drops_bytes_without_closing_and_a_heal_closes_the_cut_connection(
+    proxy: TcpProxy,
+) -> None:
+    with connect(proxy.port) as old:
+        old.sendall(b"a")
+        assert old.recv(16) == b"a"
+        proxy.cut()
+        old.sendall(b"lost")
+        with pytest.raises(TimeoutError):
+            old.recv(16)  # nothing back, and no close either
+        with connect(proxy.port) as during:  # accepted, goes nowhere
+            during.sendall(b"x")
+            with pytest.raises(TimeoutError):
+                during.recv(16)
+            proxy.heal()
+            old.settimeout(5)
+            during.settimeout(5)
+            assert old.recv(16) == b""  # closed at the heal
+            assert during.recv(16) == b""
+    with connect(proxy.port) as new:
+        new.sendall(b"back")
+        assert new.recv(16) == b"back"
+
+
+def test_a_link_rewrites_every_host_of_a_connect_string_and_keeps_the_chroot(echo: int) -> None:
+    link = ZooKeeperLink(f"127.0.0.1:{echo},127.0.0.1:{echo}/some/chroot")
+    try:
+        hosts, _, chroot = link.connect_string.partition("/")
+        assert chroot == "some/chroot"
+        ports = [int(h.rpartition(":")[2]) for h in hosts.split(",")]
+        assert ports == [p.port for p in link.proxies]
+        assert all(p.upstream == ("127.0.0.1", echo) for p in link.proxies)
+    finally:
+        link.close()
