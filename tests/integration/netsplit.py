@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator
 
 from cluster import zookeeper as zkp
+from cluster.supervised import SupervisedCluster
 
 _CHUNK = 65536
 
@@ -80,6 +81,7 @@ class TcpProxy:
                 if self._closed:
                     conn.close()
                     return
+                conn.dropping = conn.dropping or self._cut  # cut while it was connecting
                 self._connections.append(conn)
             threading.Thread(target=self._pump, args=(conn, client, upstream), daemon=True).start()
             if upstream is not None:
@@ -167,13 +169,17 @@ class ZooKeeperLink:
 
 
 @contextlib.contextmanager
-def links(connect: str, count: int) -> Iterator[list[ZooKeeperLink]]:
-    """`count` links to the same ZooKeeper, closed afterwards."""
-    made: list[ZooKeeperLink] = []
+def linked(c: SupervisedCluster) -> Iterator[dict[int, ZooKeeperLink]]:
+    """Each broker of the cluster (not yet started) reaching its ZooKeeper through a link
+    of its own. Afterwards the brokers are killed, then the links closed."""
+    made: dict[int, ZooKeeperLink] = {}
     try:
-        for _ in range(count):
-            made.append(ZooKeeperLink(connect))
+        for b, broker in c.brokers.items():
+            made[b] = ZooKeeperLink(c.zk_connect)
+            broker.zk_connect = made[b].connect_string
         yield made
     finally:
-        for link in made:
+        for broker in c.brokers.values():
+            broker.kill()  # SIGKILL ends a paused one too
+        for link in made.values():
             link.close()

@@ -42,7 +42,7 @@ from tests.history_checks import check_history
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import Acked, consume, produce, producer
 from tests.integration.harness import Cluster, wait_for
-from tests.integration.netsplit import ZooKeeperLink, links
+from tests.integration.netsplit import ZooKeeperLink, linked
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from zkdata import paths
@@ -206,6 +206,19 @@ class Stream:
         return unanswered
 
 
+def history_problems(c: Cluster, rows: list[dict[str, Any]] | None = None) -> list[str]:
+    """tests/history_checks.py over the brokers' state-change ``rows`` (default: read now),
+    with the topic's partition state versions in ZooKeeper now."""
+    if rows is None:
+        rows = [r for b in BROKERS for r in c[b].state_changes()]
+    final_versions = {}
+    for p in range(PARTITIONS):
+        got = c.zk.get(paths.partition_state(TOPIC, p))
+        assert got is not None
+        final_versions[(TOPIC, p)] = got[1].version
+    return check_history(rows, final_versions)
+
+
 def inject(
     c: Cluster, rng: random.Random, fault: str, target: int, link: ZooKeeperLink
 ) -> dict[str, Any]:
@@ -319,16 +332,9 @@ def run_schedule(
 ) -> None:
     """Start the (unstarted) cluster, each broker reaching ZooKeeper through a link of its
     own that a fault can cut, and run the schedule."""
-    with links(c.zk_connect, len(BROKERS)) as made:
-        link = dict(zip(BROKERS, made, strict=True))
-        for b in BROKERS:
-            c[b].zk_connect = link[b].connect_string
+    with linked(c) as link:
         c.start()
-        try:
-            _run_schedule(c, seed, faults, link, ensemble)
-        finally:
-            for b in BROKERS:
-                c[b].kill()  # before their links go
+        _run_schedule(c, seed, faults, link, ensemble)
 
 
 def _run_schedule(
@@ -380,12 +386,7 @@ def _run_schedule(
     lost = [(k, v) for k, v in acked.items() if at.get(k) != v]
     assert not lost, f"seed {seed}: {len(lost)} acknowledged messages lost, e.g. {lost[:3]}"
     rows = [r for b in BROKERS for r in c[b].state_changes()]
-    final_versions = {}
-    for p in range(PARTITIONS):
-        got = c.zk.get(paths.partition_state(TOPIC, p))
-        assert got is not None
-        final_versions[(TOPIC, p)] = got[1].version
-    problems = check_history(rows, final_versions)
+    problems = history_problems(c, rows)
     assert problems == [], f"seed {seed}, schedule {schedule}:\n" + "\n".join(problems[:20])
     # Safety first (above), then this: every fault is over within seconds and the producer
     # retries for two minutes, so it should have had nothing refused.

@@ -11,54 +11,40 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.history_checks import check_history
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import consume
 from tests.integration.harness import Cluster, wait_for
-from tests.integration.netsplit import ZooKeeperLink, links
+from tests.integration.netsplit import ZooKeeperLink, linked
 from tests.integration.test_nemesis import (
     ASSIGNMENT,
     BROKERS,
     PARTITIONS,
     TOPIC,
     Stream,
+    history_problems,
     wait_healed,
 )
-from zkdata import paths
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture
-def linked(
-    cluster_factory: ClusterFactory, zk_connect: str
+def linked_cluster(
+    cluster_factory: ClusterFactory,
 ) -> Iterator[tuple[Cluster, dict[int, ZooKeeperLink]]]:
     """Three brokers, each reaching ZooKeeper through a link of its own, and a topic."""
-    with links(zk_connect, len(BROKERS)) as made:
-        c = cluster_factory(BROKERS, start=False, replica_lag_time_max_ms="3000")
-        by_broker = dict(zip(BROKERS, made, strict=True))
-        for b, link in by_broker.items():
-            c[b].zk_connect = link.connect_string
+    c = cluster_factory(BROKERS, start=False, replica_lag_time_max_ms="3000")
+    with linked(c) as link:
         c.start()
         c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
         wait_healed(c)
-        yield c, by_broker
-
-
-def history_problems(c: Cluster) -> list[str]:
-    rows = [r for b in BROKERS for r in c[b].state_changes()]
-    final_versions = {}
-    for p in range(PARTITIONS):
-        got = c.zk.get(paths.partition_state(TOPIC, p))
-        assert got is not None
-        final_versions[(TOPIC, p)] = got[1].version
-    return check_history(rows, final_versions)
+        yield c, link
 
 
 def test_a_controller_cut_off_from_zookeeper_is_replaced_and_changes_nothing(
-    linked: tuple[Cluster, dict[int, ZooKeeperLink]],
+    linked_cluster: tuple[Cluster, dict[int, ZooKeeperLink]],
 ) -> None:
-    c, link = linked
+    c, link = linked_cluster
     old_id, old_epoch = c.wait_controller()
     old_broker_epoch = c.broker_epoch(old_id)
     assert old_broker_epoch is not None
@@ -115,9 +101,9 @@ def test_a_controller_cut_off_from_zookeeper_is_replaced_and_changes_nothing(
 
 
 def test_a_leader_cut_off_from_zookeeper_loses_nothing_acknowledged(
-    linked: tuple[Cluster, dict[int, ZooKeeperLink]],
+    linked_cluster: tuple[Cluster, dict[int, ZooKeeperLink]],
 ) -> None:
-    c, link = linked
+    c, link = linked_cluster
     controller_id, _ = c.wait_controller()
     states = c.partition_states(TOPIC)
     # A broker that leads partitions and is not the controller: only its leaderships move.
