@@ -21,6 +21,10 @@ class Acked:
     """What the brokers acknowledged: (partition, offset) -> value, and the errors seen."""
 
     by_offset: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    # An offset acknowledged again for another message: the first was lost (a truncation
+    # gave its offset away), though reading back ``by_offset`` alone would not show it.
+    # ((partition, offset), first value, later value)
+    reassigned: list[tuple[tuple[int, int], bytes, bytes]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     # The partition of each error (-1: not yet assigned one), in step with ``errors``.
     error_partitions: list[int] = field(default_factory=list)
@@ -33,7 +37,27 @@ class Acked:
                 partition = msg.partition()  # type: ignore[attr-defined]
                 self.error_partitions.append(-1 if partition is None else partition)
             else:
-                self.by_offset[(msg.partition(), msg.offset())] = msg.value()  # type: ignore[attr-defined]
+                key = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+                value = msg.value()  # type: ignore[attr-defined]
+                first = self.by_offset.setdefault(key, value)
+                if first != value:
+                    self.reassigned.append((key, first, value))
+
+
+def lost_acknowledged(
+    read: dict[int, list[tuple[int, bytes]]], *acked: Acked
+) -> list[tuple[tuple[int, int], bytes]]:
+    """The acknowledged messages not read back at their offsets (``read``: what `consume`
+    returned), each offset acknowledged for two messages counting as a loss too."""
+    at = {(p, o): v for p, msgs in read.items() for o, v in msgs}
+    lost: list[tuple[tuple[int, int], bytes]] = []
+    seen: dict[tuple[int, int], bytes] = {}
+    for a in acked:
+        lost += [(key, first) for key, first, _later in a.reassigned]
+        for key, value in a.by_offset.items():
+            if seen.setdefault(key, value) != value or at.get(key) != value:
+                lost.append((key, value))
+    return lost
 
 
 def producer(c: SupervisedCluster, **conf: object) -> Producer:

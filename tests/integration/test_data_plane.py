@@ -10,7 +10,14 @@ import time
 import pytest
 
 from tests.integration.conftest import ClusterFactory
-from tests.integration.dataplane import Acked, bootstrap, consume, produce, producer
+from tests.integration.dataplane import (
+    Acked,
+    bootstrap,
+    consume,
+    lost_acknowledged,
+    produce,
+    producer,
+)
 from tests.integration.harness import Cluster, wait_for
 
 pytestmark = pytest.mark.integration
@@ -24,9 +31,7 @@ def values(n: int, tag: str = "m", size: int = 100) -> list[bytes]:
 
 def check_acked_readable(c: Cluster, topic: str, acked: Acked, partitions: list[int]) -> None:
     """Every acknowledged message is readable at the offset it was acknowledged with."""
-    read = consume(c, topic, partitions)
-    at = {(p, o): v for p, msgs in read.items() for o, v in msgs}
-    missing = [(k, v) for k, v in acked.by_offset.items() if at.get(k) != v]
+    missing = lost_acknowledged(consume(c, topic, partitions), acked)
     assert not missing, f"{len(missing)} acknowledged messages lost or changed, e.g. {missing[:3]}"
 
 

@@ -40,7 +40,7 @@ from kazoo.exceptions import KazooException
 from cluster import zookeeper as zkp
 from tests.history_checks import check_history
 from tests.integration.conftest import ClusterFactory
-from tests.integration.dataplane import Acked, consume, produce, producer
+from tests.integration.dataplane import Acked, consume, lost_acknowledged, produce, producer
 from tests.integration.harness import Cluster, wait_for
 from tests.integration.netsplit import ZooKeeperLink, linked
 from wire.api import ApiKey
@@ -379,11 +379,8 @@ def _run_schedule(
         f"seed {seed}: {len(last.errors)} refused after healing ({last.errors[:3]}), in "
         f"partitions {sorted(set(last.error_partitions))}; {schedule}\n{diagnose(c)}"
     )
-    acked = {**stream.acked.by_offset, **last.by_offset}
     assert len(stream.acked.by_offset) > 1000, f"seed {seed}: the stream hardly ran; {schedule}"
-    read = consume(c, TOPIC, range(PARTITIONS))
-    at = {(p, o): v for p, msgs in read.items() for o, v in msgs}
-    lost = [(k, v) for k, v in acked.items() if at.get(k) != v]
+    lost = lost_acknowledged(consume(c, TOPIC, range(PARTITIONS)), stream.acked, last)
     assert not lost, f"seed {seed}: {len(lost)} acknowledged messages lost, e.g. {lost[:3]}"
     rows = [r for b in BROKERS for r in c[b].state_changes()]
     problems = history_problems(c, rows)

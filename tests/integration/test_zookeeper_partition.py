@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.conftest import ClusterFactory
-from tests.integration.dataplane import consume
+from tests.integration.dataplane import consume, lost_acknowledged
 from tests.integration.harness import Cluster, wait_for
 from tests.integration.netsplit import ZooKeeperLink, linked
 from tests.integration.test_nemesis import (
@@ -145,11 +145,8 @@ def test_a_leader_cut_off_from_zookeeper_loses_nothing_acknowledged(
     finally:
         unanswered = stream.stop()
     assert unanswered == 0
-    acked = stream.acked.by_offset
-    assert len(acked) > 1000, "the stream hardly ran"
-    read = consume(c, TOPIC, range(PARTITIONS))
-    at = {(p, o): v for p, msgs in read.items() for o, v in msgs}
-    lost = [(k, v) for k, v in acked.items() if at.get(k) != v]
+    assert len(stream.acked.by_offset) > 1000, "the stream hardly ran"
+    lost = lost_acknowledged(consume(c, TOPIC, range(PARTITIONS)), stream.acked)
     assert not lost, f"{len(lost)} acknowledged messages lost, e.g. {lost[:3]}"
     assert history_problems(c) == []
     refused = stream.acked.errors
