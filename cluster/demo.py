@@ -2,9 +2,12 @@
 
 It provisions ZooKeeper as the project does everywhere, starts brokers as child processes
 (so that nothing outlives the demo, even on Ctrl-C), creates a topic, and every few
-seconds takes the controller down, cycling through the three ways a controller fails:
-SIGKILL (the session expires), a graceful stop (controlled shutdown, the session closes at
-once), and SIGSTOP (a zombie: paused past its session, then resumed and fenced).
+seconds takes the controller down, cycling through four ways a controller fails: SIGKILL
+(the session expires), a graceful stop (controlled shutdown, the session closes at once),
+SIGSTOP (a zombie: paused past its session, then resumed and fenced), and a network
+partition from ZooKeeper (each broker reaches ZooKeeper through a proxy of the demo's, see
+cluster/netsplit.py: cut off, the controller keeps running, resigns on its own once
+ZooKeeper has been out of reach for a session, and registers again when the link heals).
 
 What happens is shown by the watch view (watch/): full-screen on a terminal, plain
 timestamped lines otherwise. The view starts before the brokers, so it shows the cluster
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from admin import topics as admin_topics
+from cluster import netsplit
 from cluster import zookeeper as zkp
 from cluster.local import LocalClusterError
 from cluster.supervised import SupervisedCluster, wait_for
@@ -37,7 +41,7 @@ from watch.session import Watcher
 Say = Callable[[str], None]
 T = TypeVar("T")
 
-FAULTS = ("kill", "stop", "pause")
+FAULTS = ("kill", "stop", "pause", "cut")
 DEMO_TOPIC = "demo"
 
 DEFAULT_SETTINGS = {
@@ -53,6 +57,10 @@ ACTIONS = {
     "kill": ("SIGKILL", "SIGKILL the controller"),
     "stop": ("graceful stop", "stop the controller gracefully (controlled shutdown)"),
     "pause": ("SIGSTOP", "SIGSTOP the controller (it becomes a zombie)"),
+    "cut": (
+        "cut from ZooKeeper",
+        "cut the controller off from ZooKeeper (a network partition; it keeps running)",
+    ),
 }
 
 
@@ -83,6 +91,7 @@ class DemoOptions:
     view: str = "plain"  # "curses": the full-screen watch view; "plain": timestamped lines
     workload: Callable[[], Workload] | None = None
     settings: dict[str, str] = field(default_factory=dict)  # more broker settings
+    faults: tuple[str, ...] = FAULTS  # the cycle, each one of FAULTS
 
 
 # --- what the brokers' state-change logs add to the view ------------------------------------
@@ -308,6 +317,9 @@ def run_demo(options: DemoOptions, say: Say) -> int:
             watcher.wait_ready(30)
             cluster = SupervisedCluster(connect, root, range(1, options.brokers + 1), settings)
             stack.callback(cluster.close)
+            # Each broker's path to ZooKeeper, for the network partition (the brokers are
+            # killed before the links close).
+            links = stack.enter_context(netsplit.linked(cluster))
             view = DemoView(watcher, options.view, say)
             view.start()
             stack.callback(view.close)
@@ -353,9 +365,12 @@ def run_demo(options: DemoOptions, say: Say) -> int:
                 stack.push(lambda exc_type, *_: workload.stop(interrupted=exc_type is not None))
 
             while deadline is None or time.monotonic() < deadline:
-                fault = FAULTS[cycle % len(FAULTS)]
+                fault = options.faults[cycle % len(options.faults)]
                 cycle += 1
-                _checked(root, functools.partial(_failover, cluster, fault, cycle, note, watcher))
+                _checked(
+                    root,
+                    functools.partial(_failover, cluster, links, fault, cycle, note, watcher),
+                )
                 watcher.request_summary()
                 watcher.set_banner(
                     f"zkctl demo: {cycle} failover{'s' if cycle > 1 else ''} done; the next in"
@@ -387,18 +402,24 @@ def _checked(root: Path, step: Callable[[], T]) -> T:
 
 
 def _failover(
-    cluster: SupervisedCluster, fault: str, cycle: int, say: Say, watcher: Watcher
+    cluster: SupervisedCluster,
+    links: dict[int, netsplit.ZooKeeperLink],
+    fault: str,
+    cycle: int,
+    say: Say,
+    watcher: Watcher,
 ) -> None:
     controller_id, epoch = cluster.wait_controller(timeout=120)
     victim = cluster[controller_id]
     verb, action = ACTIONS[fault]
     say(f"--- failover {cycle}: {action}: broker {controller_id}, epoch {epoch} ---")
     # ZooKeeper sees nothing until the session ends (at once for a graceful stop, after the
-    # session timeout for SIGKILL and SIGSTOP): the banner's clock shows that wait.
+    # session timeout otherwise): the banner's clock shows that wait.
     what = {
         "kill": "was SIGKILLed",
         "stop": "was told to stop (SIGTERM)",
         "pause": "was SIGSTOPped",
+        "cut": "was cut off from ZooKeeper (it still runs)",
     }[fault]
     wait = (
         ""
@@ -415,6 +436,8 @@ def _failover(
         victim.kill()
     elif fault == "stop":
         victim.terminate()
+    elif fault == "cut":
+        links[controller_id].cut()
     else:
         victim.pause()
     new_id, new_epoch = cluster.wait_controller(
@@ -441,6 +464,21 @@ def _failover(
             60,
             "the zombie to resign",
         )
+    elif fault == "cut":
+        # Never told that its session expired, it must stop acting on its own.
+        say(
+            f"broker {controller_id} still runs, cut off: it resigns once ZooKeeper has been"
+            " out of reach for a session"
+        )
+        wait_for(
+            lambda: any(
+                r["controller_epoch"] == epoch for r in victim.state_changes("controller_resigned")
+            ),
+            cluster.session_timeout_s + 60,
+            "the cut-off controller to resign",
+        )
+        say(f"healing broker {controller_id}'s link: it finds its session gone and registers again")
+        links[controller_id].heal()
     else:
         if victim.alive():
             victim.wait_exit(60)

@@ -19,12 +19,17 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     demo = subparsers.add_parser(
         "demo",
         parents=[common],
-        help="start a local cluster and show controller failovers (SIGKILL, stop, SIGSTOP)",
+        help=(
+            "start a local cluster and show controller failovers (SIGKILL, stop, SIGSTOP,"
+            " cut from ZooKeeper)"
+        ),
         description=(
             "Provision ZooKeeper (or use --zookeeper / $ZKCTL_ZOOKEEPER, in a chroot of its"
             " own), start brokers as child processes, create a topic, and every few seconds"
-            " take the controller down, cycling through SIGKILL, a graceful stop, and SIGSTOP"
-            " (a zombie that is resumed and fenced), restarting what it stopped. The watch view"
+            " take the controller down, cycling through SIGKILL, a graceful stop, SIGSTOP"
+            " (a zombie that is resumed and fenced), and a network partition from ZooKeeper"
+            " (the controller keeps running; it resigns on its own, and registers again when"
+            " the link heals), restarting what it stopped. The watch view"
             " (zkctl watch) shows it live: full-screen on a terminal, timestamped lines"
             " otherwise (or with --plain), with the demo's own actions and what the brokers'"
             " state-change logs add. Ctrl-C (or q), or --duration, ends it; nothing it started"
@@ -71,11 +76,33 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         help="messages per second the demo's producer sends (default 200)",
     )
     demo.add_argument(
+        "--faults",
+        type=fault_cycle,
+        default=None,
+        metavar="LIST",
+        help=(
+            "the faults to cycle through, comma-separated: kill, stop, pause (SIGSTOP), cut"
+            " (from ZooKeeper) (default: all four, in that order)"
+        ),
+    )
+    demo.add_argument(
         "--no-clients",
         action="store_true",
         help="run no producer and consumer (only the control plane fails over)",
     )
     demo.set_defaults(handler=run, parser=demo)
+
+
+def fault_cycle(text: str) -> tuple[str, ...]:
+    from cluster.demo import FAULTS
+
+    faults = tuple(f.strip() for f in text.split(","))
+    unknown = [f for f in faults if f not in FAULTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown fault {', '.join(map(repr, unknown))}: choose from {', '.join(FAULTS)}"
+        )
+    return faults
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,5 +134,7 @@ def run(args: argparse.Namespace) -> int:
         view="plain" if args.plain or not sys.stdout.isatty() else "curses",
         workload=workload,
     )
+    if args.faults is not None:
+        options.faults = args.faults
     with interrupt_on_signals():
         return run_demo(options, out)

@@ -115,6 +115,29 @@ def test_scripted_demo_names_every_controller_change_and_leaves_nothing(tmp_path
     assert processes_mentioning(str(tmp_path)) == []
 
 
+def test_a_controller_cut_off_from_zookeeper_in_the_demo(tmp_path: Path) -> None:
+    proc = start_demo(tmp_path, "--faults", "cut", "--duration", "5")
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output
+    # Cut off, the controller goes on running; another takes over, it resigns on its own
+    # (never told its session expired) and registers again once the link heals.
+    assert "cut the controller off from ZooKeeper" in output, output
+    old = re.search(r"--- failover 1: .*: broker (\d+), epoch (\d+) ---", output)
+    assert old is not None, output
+    old_id, old_epoch = old.groups()
+    assert re.search(r"  demo  broker \d+ took over as controller, epoch \d+", output), output
+    assert f"broker {old_id} still runs, cut off" in output, output
+    assert re.search(
+        rf"  log   broker {old_id} resigned as controller of epoch {old_epoch} \(ZooKeeper"
+        " unreachable",
+        output,
+    ), output
+    assert f"healing broker {old_id}'s link" in output, output
+    assert "LOST" not in output, output
+    assert re.search(r"every one of the [\d,]+ acknowledged messages was read back", output)
+    assert processes_mentioning(str(tmp_path)) == []
+
+
 def test_interrupted_demo_leaves_nothing_running(tmp_path: Path) -> None:
     proc = start_demo(tmp_path)
     assert proc.stdout is not None

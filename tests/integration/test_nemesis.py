@@ -38,11 +38,11 @@ from confluent_kafka import KafkaException, Producer
 from kazoo.exceptions import KazooException
 
 from cluster import zookeeper as zkp
+from cluster.netsplit import ZooKeeperLink, linked
 from tests.history_checks import check_history
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import Acked, consume, lost_acknowledged, produce, producer
 from tests.integration.harness import Cluster, wait_for
-from tests.integration.netsplit import ZooKeeperLink, linked
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from zkdata import paths

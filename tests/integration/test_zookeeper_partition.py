@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from cluster.netsplit import ZooKeeperLink, linked
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import consume, lost_acknowledged
 from tests.integration.harness import Cluster, wait_for
-from tests.integration.netsplit import ZooKeeperLink, linked
 from tests.integration.test_nemesis import (
     ASSIGNMENT,
     BROKERS,

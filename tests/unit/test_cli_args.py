@@ -63,6 +63,7 @@ def error_line(stderr: str) -> str:
         (["up", "--session-timeout-ms", "soon"], "'soon' is not an integer"),
         (["--zk-timeout", "0", "controller"], "is not positive"),
         (["status", "--bogus"], "unrecognized arguments: --bogus"),
+        (["demo", "--faults", "kill,boom"], "unknown fault 'boom': choose from kill, stop"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_clear_error_line(

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.netsplit import TcpProxy, ZooKeeperLink
+from cluster.netsplit import TcpProxy, ZooKeeperLink
 
 
 class _Echo(socketserver.BaseRequestHandler):
