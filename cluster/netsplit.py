@@ -1,7 +1,8 @@
 """A network partition between one process and ZooKeeper, while both keep running.
 
 `ZooKeeperLink` puts a loopback TCP proxy in front of each server of a connect string and
-gives the rewritten string to the process under test (a broker). `cut()` makes the link
+gives the rewritten string to one process (a broker: `linked` does this for each broker
+of a supervised cluster; the demo and the fault tests use it). `cut()` makes the link
 drop every byte in both directions, as a firewall dropping packets would: neither side
 sees the connection close, the process's ZooKeeper client times out and tries to
 reconnect (its new connections are accepted and go nowhere), and ZooKeeper expires the
