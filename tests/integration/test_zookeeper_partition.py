@@ -41,6 +41,17 @@ def linked_cluster(
         yield c, link
 
 
+def wait_reregistered(c: Cluster, broker_id: int, old_broker_epoch: int) -> None:
+    """The broker registered again with a newer broker epoch, and the cluster healed."""
+    new_broker_epoch = wait_for(
+        lambda: (e := c.broker_epoch(broker_id)) is not None and e != old_broker_epoch and e,
+        60,
+        "re-registration with a new broker epoch",
+    )
+    assert new_broker_epoch > old_broker_epoch
+    wait_healed(c)
+
+
 def test_a_controller_cut_off_from_zookeeper_is_replaced_and_changes_nothing(
     linked_cluster: tuple[Cluster, dict[int, ZooKeeperLink]],
 ) -> None:
@@ -78,13 +89,7 @@ def test_a_controller_cut_off_from_zookeeper_is_replaced_and_changes_nothing(
     finally:
         link[old_id].heal()
     # Healed: it finds its session expired and comes back as a new broker.
-    new_broker_epoch = wait_for(
-        lambda: (e := c.broker_epoch(old_id)) is not None and e != old_broker_epoch and e,
-        60,
-        "re-registration with a new broker epoch",
-    )
-    assert new_broker_epoch > old_broker_epoch
-    wait_healed(c)
+    wait_reregistered(c, old_id, old_broker_epoch)
     assert c.controller() == (new_id, new_epoch)
     # Rows are logged after ZooKeeper accepted a write: none from the old term after the cut.
     late = [
@@ -138,13 +143,7 @@ def test_a_leader_cut_off_from_zookeeper_loses_nothing_acknowledged(
             assert c[victim].alive()
         finally:
             link[victim].heal()
-        new_broker_epoch = wait_for(
-            lambda: (e := c.broker_epoch(victim)) is not None and e != old_broker_epoch and e,
-            60,
-            "re-registration with a new broker epoch",
-        )
-        assert new_broker_epoch > old_broker_epoch
-        wait_healed(c)
+        wait_reregistered(c, victim, old_broker_epoch)
         time.sleep(2)  # and writes to the healed cluster
     finally:
         unanswered = stream.stop()
