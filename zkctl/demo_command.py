@@ -37,7 +37,11 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         ),
     )
     demo.add_argument(
-        "--brokers", type=positive_int, default=3, metavar="N", help="brokers (default 3)"
+        "--brokers",
+        type=failover_brokers,
+        default=3,
+        metavar="N",
+        help="brokers, at least 2 (default 3)",
     )
     demo.add_argument(
         "--duration",
@@ -91,6 +95,13 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         help="run no producer and consumer (only the control plane fails over)",
     )
     demo.set_defaults(handler=run, parser=demo)
+
+
+def failover_brokers(text: str) -> int:
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError("must be at least 2: a failover needs another broker")
+    return value
 
 
 def fault_cycle(text: str) -> tuple[str, ...]:

@@ -64,6 +64,7 @@ def error_line(stderr: str) -> str:
         (["--zk-timeout", "0", "controller"], "is not positive"),
         (["status", "--bogus"], "unrecognized arguments: --bogus"),
         (["demo", "--faults", "kill,boom"], "unknown fault 'boom': choose from kill, stop"),
+        (["demo", "--brokers", "1"], "must be at least 2: a failover needs another broker"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_clear_error_line(
