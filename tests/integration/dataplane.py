@@ -50,14 +50,13 @@ def lost_acknowledged(
     """The acknowledged messages not read back at their offsets (``read``: what `consume`
     returned), each offset acknowledged for two messages counting as a loss too."""
     at = {(p, o): v for p, msgs in read.items() for o, v in msgs}
-    lost: list[tuple[tuple[int, int], bytes]] = []
-    seen: dict[tuple[int, int], bytes] = {}
+    # Every (offset, message) acknowledged, once each: at most one message per offset can
+    # be read back, so any other acknowledged there was lost.
+    every: dict[tuple[tuple[int, int], bytes], None] = {}
     for a in acked:
-        lost += [(key, first) for key, first, _later in a.reassigned]
-        for key, value in a.by_offset.items():
-            if seen.setdefault(key, value) != value or at.get(key) != value:
-                lost.append((key, value))
-    return lost
+        every.update(dict.fromkeys(a.by_offset.items()))
+        every.update(dict.fromkeys((key, later) for key, _first, later in a.reassigned))
+    return [(key, value) for key, value in every if at.get(key) != value]
 
 
 def producer(c: SupervisedCluster, **conf: object) -> Producer:
