@@ -98,14 +98,7 @@ def test_a_controller_cut_off_from_zookeeper_is_replaced_and_changes_nothing(
         if r["ts"] > cut_at_ms and r["controller_epoch"] == old_epoch
     ]
     assert late == []
-    # No broker applied a request of the old term after one of the new.
-    for b in BROKERS:
-        seen_new = False
-        for r in c[b].state_changes("leader_and_isr"):
-            if r["result"] != "applied":
-                continue
-            seen_new = seen_new or r["controller_epoch"] >= new_epoch
-            assert not (seen_new and r["controller_epoch"] < new_epoch), (b, r)
+    # Among them: no broker applied a request of an older controller epoch after a newer.
     assert history_problems(c) == []
 
 
