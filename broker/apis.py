@@ -109,8 +109,18 @@ class KafkaApis:
         return s is not None and s.min_version <= version <= s.max_version
 
     def handle(
-        self, api_key: int, version: int, header: dict[str, Any], body: dict[str, Any]
+        self,
+        api_key: int,
+        version: int,
+        header: dict[str, Any],
+        body: dict[str, Any],
+        *,
+        listener: str | None = None,
     ) -> dict[str, Any] | None:
+        """The response body; ``listener`` names the listener the request came in on
+        (None: the inter-broker one)."""
+        if api_key == ApiKey.METADATA:
+            return self._handle_metadata(version, body, listener)
         handler = getattr(self, f"_handle_{ApiKey(api_key).name.lower()}")
         result: dict[str, Any] | None = handler(version, body, header)
         return result
@@ -123,8 +133,10 @@ class KafkaApis:
         return api_versions_response(ErrorCode.NONE)
 
     def _handle_metadata(
-        self, version: int, body: dict[str, Any], _h: dict[str, Any]
+        self, version: int, body: dict[str, Any], listener: str | None
     ) -> dict[str, Any]:
+        """Brokers' addresses are those of the listener the request came in on, as
+        Kafka answers: a client reaches the brokers the way it reached this one."""
         requested = body.get("topics")
         names = None if requested is None else [t["name"] for t in requested if t.get("name")]
         if version == 0 and names == []:
@@ -136,7 +148,7 @@ class KafkaApis:
         # deleted topic. So the request waits for that first update, within a bound.
         if not self.metadata.wait_first_update(self.metadata_wait_s):
             log.info("answering Metadata before any UpdateMetadata arrived")
-        return self.metadata.metadata_response(names, version)
+        return self.metadata.metadata_response(names, version, listener)
 
     # Fetch sessions (KIP-227), made on first use: see broker/fetch_session.py.
     _fetch_sessions: FetchSessionCache | None = None

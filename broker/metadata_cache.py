@@ -50,7 +50,10 @@ class MetadataCache:
         self.controller_id = -1
         self.controller_epoch = -1
         self.cluster_id: str | None = None
+        #: live brokers at their inter-broker address (``listener``): replication's view
         self._brokers: dict[int, BrokerEndpoint] = {}
+        #: live brokers by listener name, each broker under each listener it has
+        self._by_listener: dict[str, dict[int, BrokerEndpoint]] = {}
         self._topics: dict[str, dict[int, PartitionMetadata]] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
         # Equal partition metadata is one immutable object: most partitions of a cluster
@@ -65,24 +68,31 @@ class MetadataCache:
     def update(self, request: dict[str, Any]) -> list[str]:
         """Apply an UpdateMetadata request (already epoch-checked); returns deleted topics."""
         brokers: dict[int, BrokerEndpoint] = {}
+        by_listener: dict[str, dict[int, BrokerEndpoint]] = {}
         for b in request.get("live_brokers", []):
-            endpoints = b.get("endpoints") or []
-            chosen = next((e for e in endpoints if e.get("listener") == self.listener), None)
+            endpoints = [
+                # Before v3 an endpoint has no listener name: Kafka names it after its
+                # security protocol, and PLAINTEXT is the only one served here.
+                BrokerEndpoint(
+                    b["id"], e["host"], e["port"], e.get("listener") or "PLAINTEXT", b.get("rack")
+                )
+                for e in b.get("endpoints") or []
+            ]
+            for endpoint in endpoints:
+                by_listener.setdefault(endpoint.listener, {})[b["id"]] = endpoint
+            # A broker without our inter-broker listener is misconfigured; its first
+            # endpoint is still more use to replication than none (as the controller does).
+            chosen = next((e for e in endpoints if e.listener == self.listener), None)
             if chosen is None and endpoints:
                 chosen = endpoints[0]
             if chosen is not None:
-                brokers[b["id"]] = BrokerEndpoint(
-                    b["id"],
-                    chosen["host"],
-                    chosen["port"],
-                    chosen.get("listener", ""),
-                    b.get("rack"),
-                )
+                brokers[b["id"]] = chosen
         deleted: list[str] = []
         with self._lock:
             self.controller_id = request["controller_id"]
             self.controller_epoch = request["controller_epoch"]
             self._brokers = brokers
+            self._by_listener = by_listener
             shared = self._shared
             for topic_state in request.get("topic_states", []):
                 topic = topic_state["topic_name"]
@@ -166,10 +176,19 @@ class MetadataCache:
         with self._lock:
             return len(self._topics.get(topic, {}))
 
-    def metadata_response(self, topics: Iterable[str] | None, version: int) -> dict[str, Any]:
-        """A MetadataResponse body; `topics` None means all of them."""
+    def metadata_response(
+        self, topics: Iterable[str] | None, version: int, listener: str | None = None
+    ) -> dict[str, Any]:
+        """A MetadataResponse body; `topics` None means all of them. Brokers are given at
+        their address on ``listener`` (None: the inter-broker one); a broker without
+        that listener is left out, and a partition it leads answered, as by Kafka, with
+        LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before)."""
         with self._lock:
-            brokers = dict(self._brokers)
+            alive = self._brokers
+            if listener is None or listener == self.listener:
+                brokers = dict(alive)
+            else:
+                brokers = dict(self._by_listener.get(listener, {}))
             names = list(self._topics) if topics is None else list(topics)
             topic_entries = []
             for name in names:
@@ -189,8 +208,15 @@ class MetadataCache:
                 for index, pm in sorted(parts.items()):
                     leader = pm.leader
                     error = ErrorCode.NONE
-                    if leader == NO_LEADER or leader not in brokers:
+                    if leader == NO_LEADER or leader not in alive:
                         error = ErrorCode.LEADER_NOT_AVAILABLE
+                        leader = NO_LEADER
+                    elif leader not in brokers:
+                        error = (
+                            ErrorCode.LISTENER_NOT_FOUND
+                            if version >= 6
+                            else ErrorCode.LEADER_NOT_AVAILABLE
+                        )
                         leader = NO_LEADER
                     replicas = list(pm.replicas)
                     isr = list(pm.isr)

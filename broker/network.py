@@ -54,8 +54,11 @@ class SocketServer:
         apis: Callable[[], KafkaApis | None],
         *,
         max_request_size: int = 100 * 1024 * 1024,
+        listener_name: str | None = None,
     ) -> None:
         self.apis = apis
+        #: which listener this serves: Metadata answers with that listener's addresses
+        self.listener_name = listener_name
         self.max_request_size = max_request_size
         self._listener = socket.create_server((host or "0.0.0.0", port), reuse_port=False)
         self._listener.settimeout(0.5)
@@ -65,7 +68,7 @@ class SocketServer:
         self._connections: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._accept_thread = threading.Thread(
-            target=self._accept_loop, name="socket-acceptor", daemon=True
+            target=self._accept_loop, name=f"socket-acceptor-{listener_name}", daemon=True
         )
         self.requests_handled = 0
         self.requests_failed = 0
@@ -178,7 +181,7 @@ class SocketServer:
                 return None  # no error field to answer with: closing is the only answer
             return self._encode(api_key, version, correlation_id, answer)
         try:
-            result = apis.handle(api_key, version, header, body)
+            result = apis.handle(api_key, version, header, body, listener=self.listener_name)
         except CloseConnection as e:
             log.info("closing %s: %s", addr, e)
             self.requests_handled += 1

@@ -63,15 +63,23 @@ def _split_chroot(connect: str) -> tuple[str, str]:
 
 class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
-        listener = config.listener(config.inter_broker_listener_name)
-        # The socket server binds first: a port 0 listener's real port is part of the
-        # address a persistent identity's claim records.
-        self.socket_server = SocketServer(
-            listener.host,
-            listener.port,
-            lambda: self.apis,
-            max_request_size=config.socket_request_max_bytes,
-        )
+        # One socket server per listener, bound first: a port 0 listener's real port is
+        # part of the registration, and of the address a persistent identity's claim
+        # records. Each answers Metadata with its own listener's addresses.
+        self.socket_servers: dict[str, SocketServer] = {}
+        try:
+            for listener in config.listeners:
+                self.socket_servers[listener.name] = SocketServer(
+                    listener.host,
+                    listener.port,
+                    lambda: self.apis,
+                    max_request_size=config.socket_request_max_bytes,
+                    listener_name=listener.name,
+                )
+        except BaseException:
+            self._stop_socket_servers()
+            raise
+        self.socket_server = self.socket_servers[config.inter_broker_listener_name]
         self._chroot_ensured = False
         try:
             # Who we are (broker.identity.mode; election/broker_identity.py). An
@@ -82,7 +90,7 @@ class KafkaServer:
                 prepare=lambda: self._ensure_chroot(config),
             )
         except BaseException:
-            self.socket_server.stop()
+            self._stop_socket_servers()
             raise
         if self.identity.broker_id != config.broker_id:
             config = replace_broker_id(config, self.identity.broker_id)
@@ -127,6 +135,7 @@ class KafkaServer:
                 leader_imbalance_check_interval_s=config.leader_imbalance_check_interval_seconds,
                 delete_topic_enable=config.delete_topic_enable,
                 controller_socket_timeout_ms=config.controller_socket_timeout_ms,
+                inter_broker_listener_name=config.inter_broker_listener_name,
             ),
             self.zk,
             self.state_log,
@@ -174,15 +183,16 @@ class KafkaServer:
         )
         self.replicas.on_data = self.apis.wake_fetches
         self.apis.on_metadata_updated = self.fetchers.refresh_endpoints
-        self.socket_server.start()
+        for server in self.socket_servers.values():
+            server.start()
         self.register()
         self.controller.start()
         self._status_thread.start()
         threading.Thread(target=self._isr_check_loop, name="isr-expiration", daemon=True).start()
         log.info(
-            "broker %d started on port %d, broker epoch %d",
+            "broker %d started on %s, broker epoch %d",
             self.broker_id,
-            self.socket_server.port,
+            ", ".join(f"{name} port {s.port}" for name, s in self.socket_servers.items()),
             self.broker_epoch,
         )
 
@@ -211,6 +221,10 @@ class KafkaServer:
             return ""
         return f"{advertised.host}:{advertised.port or self.socket_server.port}"
 
+    def _stop_socket_servers(self) -> None:
+        for server in self.socket_servers.values():
+            server.stop()
+
     def _cluster_id(self) -> str:
         got = self.zk.get(paths.CLUSTER_ID)
         if got is None:
@@ -227,7 +241,8 @@ class KafkaServer:
     def registration(self) -> BrokerRegistration:
         endpoints = []
         for listener in self.config.advertised_listeners:
-            port = listener.port or self.socket_server.port
+            # An advertised port 0 is the bound port of the listener of that name.
+            port = listener.port or self.socket_servers[listener.name].port
             endpoints.append(
                 EndPoint(listener.name, listener.host, port, listener.security_protocol)
             )
@@ -323,6 +338,8 @@ class KafkaServer:
             "pid": os.getpid(),
             "host": reg.host,
             "port": reg.port,
+            #: every advertised listener, name -> host:port (host and port: the first)
+            "listeners": {ep.listener: f"{ep.host}:{ep.port}" for ep in reg.endpoints},
             "broker_epoch": self.broker_epoch,
             "identity": self.identity.to_json(),
             "started_at": self.started_at,
@@ -332,7 +349,7 @@ class KafkaServer:
             "controller": self.controller.metrics(),
             "partitions": len(self.replicas.partitions),
             "leaders": self.replicas.leader_count(),
-            "requests_handled": self.socket_server.requests_handled,
+            "requests_handled": sum(s.requests_handled for s in self.socket_servers.values()),
             "updated_at": time.time(),
         }
 
@@ -423,7 +440,7 @@ class KafkaServer:
         if self.config.controlled_shutdown_enable and self.zk.connected:
             self.controlled_shutdown()
         self._status_stop.set()
-        self.socket_server.stop()
+        self._stop_socket_servers()
         self.fetchers.close()
         self.replicas.close()
         if self.logs is not None:

@@ -35,7 +35,7 @@ from controller.context import (
     ReplicaStateName,
 )
 from controller.election import ElectionStrategy, imbalanced_partitions
-from controller.request_batch import BrokerRequest
+from controller.request_batch import BrokerRequest, RequestBatch
 from controller.state_machines import (
     ControllerOps,
     PartitionStateMachine,
@@ -95,6 +95,8 @@ class ControllerConfig:
     leader_imbalance_check_interval_s: float = 300.0
     delete_topic_enable: bool = True
     controller_socket_timeout_ms: int = 30_000
+    #: the brokers' listener the controller talks to (inter.broker.listener.name)
+    inter_broker_listener_name: str = "PLAINTEXT"
 
 
 @dataclass
@@ -259,6 +261,7 @@ class KafkaController:
             self._send,
             state_log,
             unclean_default=config.unclean_leader_election_enable,
+            batch=RequestBatch(inter_broker_listener=config.inter_broker_listener_name),
         )
         self.partition_sm = PartitionStateMachine(self.ops)
         self.replica_sm = ReplicaStateMachine(self.ops)
@@ -582,7 +585,7 @@ class KafkaController:
             socket_timeout_s=self.config.controller_socket_timeout_ms / 1000,
         )
         for broker_id, (reg, _) in brokers.items():
-            self.channel.add_broker(broker_id, reg.host, reg.port)
+            self.channel.add_broker(broker_id, *reg.address(self.config.inter_broker_listener_name))
             self.handlers.register(zk_handlers.broker_modifications(self.events.put, broker_id))
         topics = self.zk.get_children(paths.BROKER_TOPICS, watch=True) or []
         self._add_topics(self._read_topics(topics))
@@ -708,7 +711,7 @@ class KafkaController:
             self.handlers.unregister(paths.broker(b))
         for b in new | bounced:
             reg = current[b][0]
-            self.channel.add_broker(b, reg.host, reg.port)
+            self.channel.add_broker(b, *reg.address(self.config.inter_broker_listener_name))
             self.handlers.register(zk_handlers.broker_modifications(self.events.put, b))
         if new:
             ctx.add_live_brokers({b: current[b] for b in new})
@@ -772,7 +775,9 @@ class KafkaController:
             log.info("broker %d changed its registration: %s", event.broker_id, reg.endpoints)
             ctx.live_brokers[event.broker_id] = reg
             assert self.channel is not None
-            self.channel.add_broker(event.broker_id, reg.host, reg.port)
+            self.channel.add_broker(
+                event.broker_id, *reg.address(self.config.inter_broker_listener_name)
+            )
             self.ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
             self.ops.flush()
 

@@ -98,6 +98,8 @@ class RequestBatch:
     update_metadata_partitions: set[TopicPartition] = field(default_factory=set)
     update_metadata_all: bool = False
     stop_replica: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)
+    #: whose address a LeaderAndIsr gives for each leader (inter.broker.listener.name)
+    inter_broker_listener: str = "PLAINTEXT"
 
     def is_empty(self) -> bool:
         return not (self.leader_and_isr or self.update_metadata_brokers or self.stop_replica)
@@ -163,7 +165,8 @@ class RequestBatch:
         """The requests for live brokers, and clear the batch."""
         out: list[BrokerRequest] = []
         live = ctx.live_or_shutting_down_broker_ids
-        endpoints = {b: (reg.host, reg.port) for b, reg in ctx.live_brokers.items()}
+        listener = self.inter_broker_listener
+        endpoints = {b: reg.address(listener) for b, reg in ctx.live_brokers.items()}
         shared: dict[tuple[TopicPartition, ...], tuple[_States, SharedBody]] = {}
         for broker_id, states in sorted(self.leader_and_isr.items()):
             if broker_id in live:

@@ -205,6 +205,13 @@ class BrokerRegistration:
                 return ep
         return None
 
+    def address(self, listener: str) -> tuple[str, int]:
+        """(host, port) of the endpoint called ``listener``; the first endpoint when the
+        broker has none of that name (a registration of a differently configured broker:
+        better to try it than to never reach the broker)."""
+        ep = self.endpoint(listener) or self.endpoints[0]
+        return ep.host, ep.port
+
 
 def encode_broker(reg: BrokerRegistration) -> bytes:
     # Version 4, key order as a Kafka 2.x broker writes it. host and port, for readers

@@ -9,6 +9,7 @@ import pytest
 
 from broker import metadata_cache
 from broker.metadata_cache import MetadataCache, PartitionMetadata
+from wire.errors import ErrorCode
 from zkdata.znodes import LEADER_DURING_DELETE
 
 TOPIC_ID = uuid.UUID("5f1c6c1e-8d1b-4a44-a0f1-0c7a1b2c3d4e")
@@ -89,3 +90,72 @@ def test_a_topic_being_deleted_leaves_the_cache() -> None:
     )
     assert deleted == ["t"]
     assert cache.topics() == []
+
+
+def two_listener_request(*, replication_only: tuple[int, ...] = ()) -> dict[str, Any]:
+    """Brokers 1-3 advertise CLIENT (listed first) and REPLICATION; those in
+    ``replication_only`` advertise REPLICATION only."""
+    body = request(("t", [state(0, 1), state(1, 2), state(2, 3, isr=[3, 1])]))
+    body["live_brokers"] = [
+        {
+            "id": b,
+            "endpoints": (
+                []
+                if b in replication_only
+                else [{"port": 9000 + b, "host": "c", "listener": "CLIENT", "security_protocol": 0}]
+            )
+            + [{"port": 9100 + b, "host": "r", "listener": "REPLICATION", "security_protocol": 0}],
+            "rack": None,
+        }
+        for b in (1, 2, 3)
+    ]
+    return body
+
+
+def addresses(response: dict[str, Any]) -> dict[int, tuple[str, int]]:
+    return {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
+
+
+def test_metadata_gives_the_addresses_of_the_listener_asked_on() -> None:
+    cache = MetadataCache(1, "REPLICATION")
+    cache.update(two_listener_request())
+    on_client = cache.metadata_response(None, 12, "CLIENT")
+    assert addresses(on_client) == {1: ("c", 9001), 2: ("c", 9002), 3: ("c", 9003)}
+    assert on_client["controller_id"] == 1
+    assert [p["leader_id"] for p in on_client["topics"][0]["partitions"]] == [1, 2, 3]
+    on_replication = cache.metadata_response(None, 12, "REPLICATION")
+    assert addresses(on_replication) == {1: ("r", 9101), 2: ("r", 9102), 3: ("r", 9103)}
+    # No listener named: the inter-broker one. Replication reaches brokers there.
+    assert cache.metadata_response(None, 12) == on_replication
+    assert cache.broker(2) == metadata_cache.BrokerEndpoint(2, "r", 9102, "REPLICATION", None)
+
+
+def test_a_leader_without_the_listener_asked_on_is_listener_not_found() -> None:
+    cache = MetadataCache(1, "REPLICATION")
+    cache.update(two_listener_request(replication_only=(2,)))
+    for version, error in ((12, ErrorCode.LISTENER_NOT_FOUND), (5, ErrorCode.LEADER_NOT_AVAILABLE)):
+        response = cache.metadata_response(["t"], version, "CLIENT")
+        assert addresses(response) == {1: ("c", 9001), 3: ("c", 9003)}
+        partitions = response["topics"][0]["partitions"]
+        assert [(p["leader_id"], p["error_code"]) for p in partitions] == [
+            (1, 0),
+            (-1, int(error)),
+            (3, 0),
+        ]
+    # A listener no broker has: no brokers, every partition without a reachable leader.
+    nowhere = cache.metadata_response(["t"], 12, "NOWHERE")
+    assert nowhere["brokers"] == []
+    assert nowhere["controller_id"] == -1
+    assert {p["error_code"] for p in nowhere["topics"][0]["partitions"]} == {
+        int(ErrorCode.LISTENER_NOT_FOUND)
+    }
+    # v0 lists only the replicas reachable on the listener.
+    v0 = cache.metadata_response(["t"], 0, "CLIENT")["topics"][0]["partitions"][2]
+    assert (v0["replica_nodes"], v0["isr_nodes"]) == ([1, 3], [3, 1])
+    assert v0["error_code"] == int(ErrorCode.REPLICA_NOT_AVAILABLE)
+
+
+def test_a_broker_without_the_inter_broker_listener_is_reached_at_its_first_endpoint() -> None:
+    cache = MetadataCache(1, "INTERNAL")
+    cache.update(two_listener_request())
+    assert cache.broker(3) == metadata_cache.BrokerEndpoint(3, "c", 9003, "CLIENT", None)

@@ -172,6 +172,22 @@ def test_leader_and_isr_body() -> None:
     assert decoded["topic_states"][0]["partition_states"][0]["partition_epoch"] == 12
 
 
+def test_live_leaders_are_at_their_inter_broker_listener() -> None:
+    ctx = cluster()
+    lice = lead(ctx, T0, 2, (2, 3))
+    batch = RequestBatch(inter_broker_listener="SSL")
+    batch.add_leader_and_isr(ctx, [3], T0, lice, ctx.full_assignment(T0), is_new=False)
+    request = by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR)[3]
+    assert request.body["live_leaders"] == [
+        {"broker_id": 2, "host_name": "broker-2.example", "port": 9194}
+    ]
+    # A listener the leader does not have: its first endpoint (better than no address).
+    batch = RequestBatch(inter_broker_listener="INTERNAL")
+    batch.add_leader_and_isr(ctx, [3], T0, lice, ctx.full_assignment(T0), is_new=False)
+    request = by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR)[3]
+    assert request.body["live_leaders"] == [{"broker_id": 2, "host_name": "broker-2", "port": 9094}]
+
+
 def test_leader_and_isr_goes_only_to_live_brokers() -> None:
     ctx = cluster(live=(1, 2, 3), shutting_down=(3,))
     lice = lead(ctx, T1, 2, (2, 3, 4))
