@@ -11,6 +11,13 @@ connections that lived through the cut are closed then (TCP would have given up 
 
 Unlike SIGSTOP, the process goes on running through the cut: a broker keeps serving its
 clients and the other brokers, and a controller keeps its connections to the brokers.
+
+`InterBrokerLink` cuts a broker off from the other brokers instead. The broker gets two
+listeners, CLIENT and REPLICATION (its inter-broker listener, as Kafka's
+``inter.broker.listener.name``), and advertises REPLICATION at a proxy: every follower
+fetching from it and the controller's requests to it go through the proxy, while its
+clients, its ZooKeeper session and its own fetches from other leaders do not. Cut, it is a
+leader whose followers cannot reach it (`linked_brokers` sets this up for each broker).
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ import threading
 from collections.abc import Iterator
 
 from cluster import zookeeper as zkp
-from cluster.supervised import SupervisedCluster
+from cluster.local import free_ports
+from cluster.supervised import SupervisedBroker, SupervisedCluster
 
 _CHUNK = 65536
 
@@ -182,5 +190,55 @@ def linked(c: SupervisedCluster) -> Iterator[dict[int, ZooKeeperLink]]:
     finally:
         for broker in c.brokers.values():
             broker.kill()  # SIGKILL ends a paused one too
+        for link in made.values():
+            link.close()
+
+
+class InterBrokerLink:
+    """A cuttable link in front of one broker's inter-broker listener (REPLICATION)."""
+
+    def __init__(self) -> None:
+        #: where the broker's REPLICATION listener binds; the proxy forwards there
+        self.port = free_ports(1, zkp.HOST)[0]
+        self.proxy = TcpProxy(zkp.HOST, self.port)
+
+    def configure(self, broker: SupervisedBroker) -> None:
+        """The broker's listener settings (kept across its restarts)."""
+        broker.overrides.update(
+            {
+                # CLIENT first: the address the broker's status file gives, which tests
+                # and tools bootstrap from.
+                "listeners": f"CLIENT://{zkp.HOST}:0,REPLICATION://{zkp.HOST}:{self.port}",
+                "advertised.listeners": (
+                    f"CLIENT://{zkp.HOST}:0,REPLICATION://{zkp.HOST}:{self.proxy.port}"
+                ),
+                "listener.security.protocol.map": "CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT",
+                "inter.broker.listener.name": "REPLICATION",
+            }
+        )
+
+    def cut(self) -> None:
+        self.proxy.cut()
+
+    def heal(self) -> None:
+        self.proxy.heal()
+
+    def close(self) -> None:
+        self.proxy.close()
+
+
+@contextlib.contextmanager
+def linked_brokers(c: SupervisedCluster) -> Iterator[dict[int, InterBrokerLink]]:
+    """Each broker of the cluster (not yet started) reached by the other brokers through
+    a link of its own. Afterwards the brokers are killed, then the links closed."""
+    made: dict[int, InterBrokerLink] = {}
+    try:
+        for b, broker in c.brokers.items():
+            made[b] = InterBrokerLink()
+            made[b].configure(broker)
+        yield made
+    finally:
+        for broker in c.brokers.values():
+            broker.kill()
         for link in made.values():
             link.close()
