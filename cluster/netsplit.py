@@ -203,12 +203,20 @@ class InterBrokerLink:
         self.proxy = TcpProxy(zkp.HOST, self.port)
 
     def configure(self, broker: SupervisedBroker) -> None:
-        """The broker's listener settings (kept across its restarts)."""
+        """The broker's listener settings (kept across its restarts; CLIENT on the same
+        port each time too if the broker keeps its port)."""
+        client_port = 0
+        if broker.keep_port:
+            if broker.fixed_port is None:
+                broker.fixed_port = free_ports(1, zkp.HOST)[0]
+            client_port = broker.fixed_port
         broker.overrides.update(
             {
                 # CLIENT first: the address the broker's status file gives, which tests
                 # and tools bootstrap from.
-                "listeners": f"CLIENT://{zkp.HOST}:0,REPLICATION://{zkp.HOST}:{self.port}",
+                "listeners": (
+                    f"CLIENT://{zkp.HOST}:{client_port},REPLICATION://{zkp.HOST}:{self.port}"
+                ),
                 "advertised.listeners": (
                     f"CLIENT://{zkp.HOST}:0,REPLICATION://{zkp.HOST}:{self.proxy.port}"
                 ),

@@ -22,7 +22,7 @@ from cluster.netsplit import InterBrokerLink, linked_brokers
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import consume, lost_acknowledged
 from tests.integration.harness import Cluster, wait_for
-from tests.integration.test_nemesis import (
+from tests.integration.workload import (
     ASSIGNMENT,
     BROKERS,
     PARTITIONS,

@@ -3,13 +3,14 @@
 One broker is killed (SIGKILL), or two at once, or one is paused past its session timeout
 (a zombie when it is the controller) or briefly, or shut down in a controlled way, or cut
 off from ZooKeeper while it goes on running (a network partition; past the session timeout
-or not), or the controller is made to move by deleting /controller; the target is the
-controller half of the time. A second schedule runs against a three-server ZooKeeper
-ensemble and adds its faults: a member killed or paused (the leader half the time), and
-the whole ensemble paused, sometimes past the session timeout. Between faults the cluster
-heals (every broker registered, a controller active, every ISR full), so with RF 3,
-min.insync.replicas 2 and unclean election off nothing acknowledged may be lost.
-Meanwhile a confluent-kafka producer (acks=all) writes without pause.
+or not), or cut off from the other brokers (they cannot reach its inter-broker listener;
+past replica.lag.time.max.ms or not), or the controller is made to move by deleting
+/controller; the target is the controller half of the time. A second schedule runs against
+a three-server ZooKeeper ensemble and adds its faults: a member killed or paused (the
+leader half the time), and the whole ensemble paused, sometimes past the session timeout.
+Between faults the cluster heals (every broker registered, a controller active, every ISR
+full), so with RF 3, min.insync.replicas 2 and unclean election off nothing acknowledged
+may be lost. Meanwhile a confluent-kafka producer (acks=all) writes without pause.
 
 Afterwards: the producer had no message refused, every acknowledged message is read back
 at its offset, a last batch is fully acknowledged (the cluster serves again), and every
@@ -26,37 +27,37 @@ queued: to tell the client's part in a stall from the brokers'.
 
 from __future__ import annotations
 
-import logging
 import os
 import random
-import threading
 import time
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, Producer
-from kazoo.exceptions import KazooException
 
 from cluster import zookeeper as zkp
-from cluster.netsplit import ZooKeeperLink, linked
-from tests.history_checks import check_history
+from cluster.netsplit import InterBrokerLink, ZooKeeperLink, linked, linked_brokers
 from tests.integration.conftest import ClusterFactory
-from tests.integration.dataplane import Acked, consume, lost_acknowledged, produce, producer
-from tests.integration.harness import Cluster, wait_for
-from wire.api import ApiKey
-from wire.client import KafkaConnection
+from tests.integration.dataplane import consume, lost_acknowledged, produce
+from tests.integration.harness import Cluster
+from tests.integration.workload import (
+    ASSIGNMENT,
+    BROKERS,
+    PARTITIONS,
+    TOPIC,
+    Stream,
+    client_log,
+    diagnose,
+    history_problems,
+    wait_healed,
+)
 from zkdata import paths
 
 pytestmark = pytest.mark.integration
 
 SEEDS = [int(s) for s in os.environ.get("ZKCTL_NEMESIS_SEEDS", "1,2,3").split(",")]
 FAULTS = int(os.environ.get("ZKCTL_NEMESIS_FAULTS", "8"))
-BROKERS = (1, 2, 3)
-TOPIC = "t"
-PARTITIONS = 6
-ASSIGNMENT = {p: tuple(BROKERS[(p + i) % 3] for i in range(3)) for p in range(PARTITIONS)}
+REPLICA_LAG_S = 3  # replica.lag.time.max.ms, in seconds
 ZK_SEEDS = [int(s) for s in os.environ.get("ZKCTL_NEMESIS_ZK_SEEDS", "1,2").split(",")]
-CLIENT_LOG = os.environ.get("ZKCTL_NEMESIS_CLIENT_LOG")
 BROKER_FAULTS = [
     "kill",
     "kill_two",
@@ -65,6 +66,7 @@ BROKER_FAULTS = [
     "controlled_stop",
     "reelect",
     "zk_cut",
+    "broker_cut",
 ]
 # Against a three-server ensemble: a member killed and restarted (the leader half the
 # time), a member paused, and the whole ensemble paused (an outage; past the session
@@ -72,158 +74,16 @@ BROKER_FAULTS = [
 ZOOKEEPER_FAULTS = ["zk_kill_member", "zk_pause_member", "zk_outage"]
 
 
-def client_log() -> logging.Logger | None:
-    if not CLIENT_LOG:
-        return None
-    logger = logging.getLogger("nemesis.client")
-    if not logger.handlers:
-        handler = logging.FileHandler(CLIENT_LOG)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.DEBUG)
-        logger.propagate = False  # megabytes: not for pytest's captured log
-    return logger
-
-
-def running_and_registered(c: Cluster, broker_id: int) -> bool:
-    """The broker's current process is up and registered: its status names its pid and
-    the registration's broker epoch (a killed predecessor's registration lingers in
-    ZooKeeper until its session expires, and must not pass for the new process's)."""
-    status = c[broker_id].status()
-    return (
-        status is not None
-        and status.get("pid") == c[broker_id].pid
-        and status.get("broker_epoch") == c.broker_epoch(broker_id)
-    )
-
-
-def zookeeper_answers(c: Cluster) -> bool:
-    try:
-        return c.zk.exists("/") is not None
-    except KazooException:  # an outage ended the test's own session; kazoo makes a new one
-        return False
-
-
-def wait_healed(c: Cluster, ensemble: zkp.LocalZooKeeper | None = None) -> None:
-    """Every ZooKeeper server serving, every broker running and registered, a controller
-    active, every partition led with a full ISR."""
-    if ensemble is not None:
-        ensemble.wait_ready(timeout=90)
-        wait_for(lambda: zookeeper_answers(c), 60, "the test's ZooKeeper client")
-    wait_for(
-        lambda: all(running_and_registered(c, b) for b in BROKERS),
-        90,
-        "every broker's process registered",
-    )
-    c.wait_controller(timeout=90)
-    c.wait_partitions(
-        TOPIC,
-        lambda s: all(st.leader >= 0 and len(st.isr) == len(BROKERS) for st in s.values()),
-        "every ISR full again",
-        timeout=120,
-    )
-
-
-def diagnose(c: Cluster) -> str:
-    """What each live broker answers a Metadata request with, and what ZooKeeper holds."""
-    lines = []
-    for b in BROKERS:
-        if not c[b].alive():
-            lines.append(f"broker {b}: not running")
-            continue
-        try:
-            with KafkaConnection("127.0.0.1", c[b].port(), timeout_s=10) as conn:
-                m = conn.request(ApiKey.METADATA, 1, {"topics": None})
-        except Exception as e:  # a diagnosis reports whatever it meets
-            lines.append(f"broker {b}: Metadata failed: {e!r}")
-            continue
-        brokers = sorted((x["node_id"], x["port"]) for x in m["brokers"])
-        parts = {
-            p["partition_index"]: (p["leader_id"], p["isr_nodes"])
-            for t in m["topics"]
-            if t["name"] == TOPIC
-            for p in t["partitions"]
-        }
-        lines.append(
-            f"broker {b} (port {c[b].port()}): brokers {brokers}, controller "
-            f"{m['controller_id']}, partitions {dict(sorted(parts.items()))}"
-        )
-    lines.append(f"ZooKeeper: {c.partition_states(TOPIC)}, controller {c.controller()}")
-    return "\n".join(lines)
-
-
-class Stream:
-    """A producer writing numbered messages until stopped, 50 at a time with a poll for
-    answers between (a few thousand a second here)."""
-
-    def __init__(self, c: Cluster) -> None:
-        self.acked = Acked()
-        self.sent = 0
-        self._stop = threading.Event()
-        self._log = client_log()
-        debug: dict[str, object] = {}
-        if self._log is not None:
-            debug = {"debug": "broker,topic,metadata,protocol", "logger": self._log}
-        self._producer: Producer = producer(c, **debug)
-        self._thread = threading.Thread(target=self._run, name="stream", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        p = self._producer
-        logged = 0.0
-        while not self._stop.is_set():
-            if self._log is not None and time.monotonic() - logged > 1:
-                logged = time.monotonic()
-                self._log.info(
-                    "stream: %d sent, %d acknowledged, %d refused, %d queued",
-                    self.sent,
-                    len(self.acked.by_offset),
-                    len(self.acked.errors),
-                    len(p),
-                )
-            for _ in range(50):
-                value = f"s-{self.sent:09d}".encode()
-                try:
-                    p.produce(TOPIC, value, on_delivery=self.acked.callback)
-                except BufferError:
-                    break
-                except KafkaException as e:  # refused before queueing: count it, go on
-                    with self.acked.lock:
-                        self.acked.errors.append(e.args[0].name())
-                        self.acked.error_partitions.append(-1)
-                self.sent += 1
-            p.poll(0.05)
-
-    def stop(self) -> int:
-        """Stop writing and wait for every answer; returns how many are still unanswered.
-        The producer is dropped (it would go on reconnecting to brokers the test stops)."""
-        self._stop.set()
-        self._thread.join(30)
-        unanswered = int(self._producer.flush(150))
-        del self._producer
-        return unanswered
-
-
-def history_problems(c: Cluster, rows: list[dict[str, Any]] | None = None) -> list[str]:
-    """tests/history_checks.py over the brokers' state-change ``rows`` (default: read now),
-    with the topic's partition state versions in ZooKeeper now."""
-    if rows is None:
-        rows = [r for b in BROKERS for r in c[b].state_changes()]
-    final_versions = {}
-    for p in range(PARTITIONS):
-        got = c.zk.get(paths.partition_state(TOPIC, p))
-        assert got is not None
-        final_versions[(TOPIC, p)] = got[1].version
-    return check_history(rows, final_versions)
-
-
 def inject(
-    c: Cluster, rng: random.Random, fault: str, target: int, link: ZooKeeperLink
+    c: Cluster,
+    rng: random.Random,
+    fault: str,
+    target: int,
+    link: ZooKeeperLink,
+    broker_link: InterBrokerLink,
 ) -> dict[str, Any]:
     """Do one fault to one broker (or to the controller's term), and undo it. ``link``:
-    the broker's path to ZooKeeper."""
+    the broker's path to ZooKeeper; ``broker_link``: the other brokers' path to it."""
     broker = c[target]
     record: dict[str, Any] = {"fault": fault, "broker": target}
     if fault == "kill":
@@ -262,6 +122,15 @@ def inject(
             time.sleep(record["seconds"])
         finally:
             link.heal()
+    elif fault == "broker_cut":
+        # The other brokers cannot reach it; it still reaches them, ZooKeeper and its
+        # clients. Past replica.lag.time.max.ms (3 s here) it shrinks its ISRs to itself.
+        record["seconds"] = round(rng.uniform(0.5, REPLICA_LAG_S + 3.0), 1)
+        broker_link.cut()
+        try:
+            time.sleep(record["seconds"])
+        finally:
+            broker_link.heal()
     else:
         raise ValueError(fault)
     return record
@@ -305,7 +174,9 @@ def test_a_schedule_of_faults_under_load_keeps_every_safety_property(
 ) -> None:
     # Brokers come back on their ports, as deployed ones do: the producer, which knows
     # brokers by address, must be able to find them again after a fault.
-    c = cluster_factory(BROKERS, start=False, keep_ports=True, replica_lag_time_max_ms="3000")
+    c = cluster_factory(
+        BROKERS, start=False, keep_ports=True, replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000)
+    )
     run_schedule(c, seed, BROKER_FAULTS)
 
 
@@ -321,7 +192,7 @@ def test_a_schedule_with_zookeeper_faults_too_keeps_every_safety_property(
         start=False,
         connect=connect,
         keep_ports=True,
-        replica_lag_time_max_ms="3000",
+        replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000),
         zookeeper_session_timeout_ms="8000",
     )
     run_schedule(c, seed, BROKER_FAULTS + ZOOKEEPER_FAULTS, zk_ensemble)
@@ -331,10 +202,11 @@ def run_schedule(
     c: Cluster, seed: int, faults: list[str], ensemble: zkp.LocalZooKeeper | None = None
 ) -> None:
     """Start the (unstarted) cluster, each broker reaching ZooKeeper through a link of its
-    own that a fault can cut, and run the schedule."""
-    with linked(c) as link:
+    own and reached by the other brokers through another, which faults can cut, and run
+    the schedule."""
+    with linked(c) as link, linked_brokers(c) as broker_links:
         c.start()
-        _run_schedule(c, seed, faults, link, ensemble)
+        _run_schedule(c, seed, faults, link, broker_links, ensemble)
 
 
 def _run_schedule(
@@ -342,6 +214,7 @@ def _run_schedule(
     seed: int,
     faults: list[str],
     link: dict[int, ZooKeeperLink],
+    broker_links: dict[int, InterBrokerLink],
     ensemble: zkp.LocalZooKeeper | None,
 ) -> None:
     c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
@@ -362,7 +235,7 @@ def _run_schedule(
                 assert ensemble is not None
                 record = inject_zookeeper(ensemble, rng, fault, c.session_timeout_s)
             else:
-                record = inject(c, rng, fault, target, link[target])
+                record = inject(c, rng, fault, target, link[target], broker_links[target])
             record["controller"] = controller_id
             schedule.append(record)
             print("nemesis:", record)

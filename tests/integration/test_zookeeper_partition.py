@@ -15,7 +15,7 @@ from cluster.netsplit import ZooKeeperLink, linked
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import consume, lost_acknowledged
 from tests.integration.harness import Cluster, wait_for
-from tests.integration.test_nemesis import (
+from tests.integration.workload import (
     ASSIGNMENT,
     BROKERS,
     PARTITIONS,

@@ -1,0 +1,176 @@
+"""The workload the fault tests share: a topic on three brokers, a producer that writes
+to it without pause, the wait for a healed cluster, and the safety checks of the brokers'
+state-change logs (the fault schedules in test_nemesis.py, the partitions in
+test_zookeeper_partition.py and test_broker_partition.py)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer
+from kazoo.exceptions import KazooException
+
+from cluster import zookeeper as zkp
+from tests.history_checks import check_history
+from tests.integration.dataplane import Acked, producer
+from tests.integration.harness import Cluster, wait_for
+from wire.api import ApiKey
+from wire.client import KafkaConnection
+from zkdata import paths
+
+BROKERS = (1, 2, 3)
+TOPIC = "t"
+PARTITIONS = 6
+ASSIGNMENT = {p: tuple(BROKERS[(p + i) % 3] for i in range(3)) for p in range(PARTITIONS)}
+CLIENT_LOG = os.environ.get("ZKCTL_NEMESIS_CLIENT_LOG")
+
+
+def client_log() -> logging.Logger | None:
+    if not CLIENT_LOG:
+        return None
+    logger = logging.getLogger("nemesis.client")
+    if not logger.handlers:
+        handler = logging.FileHandler(CLIENT_LOG)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False  # megabytes: not for pytest's captured log
+    return logger
+
+
+def running_and_registered(c: Cluster, broker_id: int) -> bool:
+    """The broker's current process is up and registered: its status names its pid and
+    the registration's broker epoch (a killed predecessor's registration lingers in
+    ZooKeeper until its session expires, and must not pass for the new process's)."""
+    status = c[broker_id].status()
+    return (
+        status is not None
+        and status.get("pid") == c[broker_id].pid
+        and status.get("broker_epoch") == c.broker_epoch(broker_id)
+    )
+
+
+def zookeeper_answers(c: Cluster) -> bool:
+    try:
+        return c.zk.exists("/") is not None
+    except KazooException:  # an outage ended the test's own session; kazoo makes a new one
+        return False
+
+
+def wait_healed(c: Cluster, ensemble: zkp.LocalZooKeeper | None = None) -> None:
+    """Every ZooKeeper server serving, every broker running and registered, a controller
+    active, every partition led with a full ISR."""
+    if ensemble is not None:
+        ensemble.wait_ready(timeout=90)
+        wait_for(lambda: zookeeper_answers(c), 60, "the test's ZooKeeper client")
+    wait_for(
+        lambda: all(running_and_registered(c, b) for b in BROKERS),
+        90,
+        "every broker's process registered",
+    )
+    c.wait_controller(timeout=90)
+    c.wait_partitions(
+        TOPIC,
+        lambda s: all(st.leader >= 0 and len(st.isr) == len(BROKERS) for st in s.values()),
+        "every ISR full again",
+        timeout=120,
+    )
+
+
+def diagnose(c: Cluster) -> str:
+    """What each live broker answers a Metadata request with, and what ZooKeeper holds."""
+    lines = []
+    for b in BROKERS:
+        if not c[b].alive():
+            lines.append(f"broker {b}: not running")
+            continue
+        try:
+            with KafkaConnection("127.0.0.1", c[b].port(), timeout_s=10) as conn:
+                m = conn.request(ApiKey.METADATA, 1, {"topics": None})
+        except Exception as e:  # a diagnosis reports whatever it meets
+            lines.append(f"broker {b}: Metadata failed: {e!r}")
+            continue
+        brokers = sorted((x["node_id"], x["port"]) for x in m["brokers"])
+        parts = {
+            p["partition_index"]: (p["leader_id"], p["isr_nodes"])
+            for t in m["topics"]
+            if t["name"] == TOPIC
+            for p in t["partitions"]
+        }
+        lines.append(
+            f"broker {b} (port {c[b].port()}): brokers {brokers}, controller "
+            f"{m['controller_id']}, partitions {dict(sorted(parts.items()))}"
+        )
+    lines.append(f"ZooKeeper: {c.partition_states(TOPIC)}, controller {c.controller()}")
+    return "\n".join(lines)
+
+
+class Stream:
+    """A producer writing numbered messages until stopped, 50 at a time with a poll for
+    answers between (a few thousand a second here)."""
+
+    def __init__(self, c: Cluster) -> None:
+        self.acked = Acked()
+        self.sent = 0
+        self._stop = threading.Event()
+        self._log = client_log()
+        debug: dict[str, object] = {}
+        if self._log is not None:
+            debug = {"debug": "broker,topic,metadata,protocol", "logger": self._log}
+        self._producer: Producer = producer(c, **debug)
+        self._thread = threading.Thread(target=self._run, name="stream", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        p = self._producer
+        logged = 0.0
+        while not self._stop.is_set():
+            if self._log is not None and time.monotonic() - logged > 1:
+                logged = time.monotonic()
+                self._log.info(
+                    "stream: %d sent, %d acknowledged, %d refused, %d queued",
+                    self.sent,
+                    len(self.acked.by_offset),
+                    len(self.acked.errors),
+                    len(p),
+                )
+            for _ in range(50):
+                value = f"s-{self.sent:09d}".encode()
+                try:
+                    p.produce(TOPIC, value, on_delivery=self.acked.callback)
+                except BufferError:
+                    break
+                except KafkaException as e:  # refused before queueing: count it, go on
+                    with self.acked.lock:
+                        self.acked.errors.append(e.args[0].name())
+                        self.acked.error_partitions.append(-1)
+                self.sent += 1
+            p.poll(0.05)
+
+    def stop(self) -> int:
+        """Stop writing and wait for every answer; returns how many are still unanswered.
+        The producer is dropped (it would go on reconnecting to brokers the test stops)."""
+        self._stop.set()
+        self._thread.join(30)
+        unanswered = int(self._producer.flush(150))
+        del self._producer
+        return unanswered
+
+
+def history_problems(c: Cluster, rows: list[dict[str, Any]] | None = None) -> list[str]:
+    """tests/history_checks.py over the brokers' state-change ``rows`` (default: read now),
+    with the topic's partition state versions in ZooKeeper now."""
+    if rows is None:
+        rows = [r for b in BROKERS for r in c[b].state_changes()]
+    final_versions = {}
+    for p in range(PARTITIONS):
+        got = c.zk.get(paths.partition_state(TOPIC, p))
+        assert got is not None
+        final_versions[(TOPIC, p)] = got[1].version
+    return check_history(rows, final_versions)
