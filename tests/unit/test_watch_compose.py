@@ -57,8 +57,15 @@ def test_each_broker_config_loads_and_matches_its_service(broker_id: int) -> Non
     config = load_broker_config(COMPOSE / "config" / mount.group(1))
     assert config.broker_id == broker_id
     assert config.zookeeper_connect.split("/")[0] == "zookeeper:2181"
+    # The brokers reach each other at the service name; host clients at the published port.
+    assert config.inter_broker_listener_name == "INTERNAL"
     advertised = config.advertised_listener()
     assert (advertised.host, advertised.port) == (service, 9092)
+    external = config.advertised_listener("EXTERNAL")
+    port = 19090 + broker_id
+    assert (external.host, external.port) == ("127.0.0.1", port)
+    assert config.listener("EXTERNAL").port == port
+    assert f'- "127.0.0.1:{port}:{port}"' in block
     assert config.log_dirs == ("/data",)
     assert re.search(rf"- {service}-data:/data$", block, re.MULTILINE)
 
