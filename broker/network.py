@@ -32,6 +32,10 @@ class _Closed(Exception):
     pass
 
 
+class BindError(ValueError):
+    """A listener's address cannot be bound (in use, not local, not permitted)."""
+
+
 def _read_exactly(sock: socket.socket, n: int) -> bytearray:
     """Exactly n bytes, in a bytearray: a producer's records (a view into it) then get
     their offsets assigned in place, without a copy."""
@@ -60,7 +64,11 @@ class SocketServer:
         #: which listener this serves: Metadata answers with that listener's addresses
         self.listener_name = listener_name
         self.max_request_size = max_request_size
-        self._listener = socket.create_server((host or "0.0.0.0", port), reuse_port=False)
+        try:
+            self._listener = socket.create_server((host or "0.0.0.0", port), reuse_port=False)
+        except OSError as e:
+            where = f"{listener_name}://{host}:{port}" if listener_name else f"{host}:{port}"
+            raise BindError(f"socket server failed to bind to {where}: {e.strerror}") from e
         self._listener.settimeout(0.5)
         self.port: int = self._listener.getsockname()[1]
         self._stopped = threading.Event()

@@ -1,0 +1,33 @@
+"""`python -m broker` stops with a clear message, not a traceback, when it cannot start."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from broker.__main__ import main
+
+
+def test_a_listener_on_a_port_in_use_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        props = tmp_path / "server.properties"
+        props.write_text(
+            "broker.id=1\n"
+            f"listeners=CLIENT://127.0.0.1:0,REPLICATION://127.0.0.1:{port}\n"
+            "listener.security.protocol.map=CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT\n"
+            "inter.broker.listener.name=REPLICATION\n"
+            "zookeeper.connect=127.0.0.1:1\n"
+            f"log.dirs={tmp_path / 'data'}\n"
+        )
+        assert main([str(props)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"broker: socket server failed to bind to REPLICATION://127.0.0.1:{port}:"
+        " Address already in use"
+    ) in err
+    assert "Traceback" not in err
