@@ -26,6 +26,7 @@ from tests.integration.workload import (
     ASSIGNMENT,
     BROKERS,
     PARTITIONS,
+    REPLICA_LAG_S,
     TOPIC,
     Stream,
     history_problems,
@@ -42,7 +43,7 @@ def split_cluster(
     cluster_factory: ClusterFactory,
 ) -> Iterator[tuple[Cluster, dict[int, InterBrokerLink]]]:
     """Three brokers with two listeners each, every REPLICATION listener behind a link."""
-    c = cluster_factory(BROKERS, start=False, replica_lag_time_max_ms="3000")
+    c = cluster_factory(BROKERS, start=False, replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000))
     with linked_brokers(c) as links:
         c.start()
         yield c, links
@@ -64,6 +65,15 @@ def brokers_seen_through(c: Cluster, listener: str) -> dict[int, tuple[str, int]
 def acked_per_partition(stream: Stream) -> Counter[int]:
     with stream.acked.lock:
         return Counter(partition for partition, _offset in stream.acked.by_offset)
+
+
+def topic_and_stream(c: Cluster, min_insync_replicas: int) -> Stream:
+    """The topic, once every partition has a full ISR, and a producer writing to it."""
+    c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": str(min_insync_replicas)})
+    wait_healed(c)
+    stream = Stream(c)
+    stream.start()
+    return stream
 
 
 def cut_a_leader(
@@ -126,10 +136,7 @@ def test_clients_and_brokers_each_get_the_addresses_of_their_own_listener(
     # Replication and the controller's requests go over REPLICATION (the listener that
     # comes second): the topic comes online with full ISRs, and what a client
     # produces through CLIENT is replicated.
-    c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
-    wait_healed(c)
-    stream = Stream(c)
-    stream.start()
+    stream = topic_and_stream(c, min_insync_replicas=2)
     wait_for(lambda: len(stream.acked.by_offset) >= 1000, 60, "1000 acknowledgements")
     check_nothing_lost(c, stream)
     assert not stream.acked.errors
@@ -139,10 +146,7 @@ def test_a_leader_cut_off_from_its_followers_acknowledges_nothing_below_min_insy
     split_cluster: tuple[Cluster, dict[int, InterBrokerLink]],
 ) -> None:
     c, links = split_cluster
-    c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
-    wait_healed(c)
-    stream = Stream(c)
-    stream.start()
+    stream = topic_and_stream(c, min_insync_replicas=2)
     victim, led = cut_a_leader(c, links, stream)
     # Answers in flight when the ISR shrank have arrived after a second; from then on,
     # nothing on its partitions is acknowledged (it refuses with NOT_ENOUGH_REPLICAS,
@@ -169,10 +173,7 @@ def test_a_lone_isr_keeps_its_followers_from_being_elected_when_it_dies(
     split_cluster: tuple[Cluster, dict[int, InterBrokerLink]],
 ) -> None:
     c, links = split_cluster
-    c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "1"})
-    wait_healed(c)
-    stream = Stream(c)
-    stream.start()
+    stream = topic_and_stream(c, min_insync_replicas=1)
     victim, led = cut_a_leader(c, links, stream)
     # With min.insync.replicas=1 it acknowledges alone: those messages are on it only.
     at_shrink = acked_per_partition(stream)

@@ -43,6 +43,7 @@ from tests.integration.workload import (
     ASSIGNMENT,
     BROKERS,
     PARTITIONS,
+    REPLICA_LAG_S,
     TOPIC,
     Stream,
     client_log,
@@ -56,7 +57,6 @@ pytestmark = pytest.mark.integration
 
 SEEDS = [int(s) for s in os.environ.get("ZKCTL_NEMESIS_SEEDS", "1,2,3").split(",")]
 FAULTS = int(os.environ.get("ZKCTL_NEMESIS_FAULTS", "8"))
-REPLICA_LAG_S = 3  # replica.lag.time.max.ms, in seconds
 ZK_SEEDS = [int(s) for s in os.environ.get("ZKCTL_NEMESIS_ZK_SEEDS", "1,2").split(",")]
 BROKER_FAULTS = [
     "kill",

@@ -19,6 +19,7 @@ from tests.integration.workload import (
     ASSIGNMENT,
     BROKERS,
     PARTITIONS,
+    REPLICA_LAG_S,
     TOPIC,
     Stream,
     history_problems,
@@ -33,7 +34,7 @@ def linked_cluster(
     cluster_factory: ClusterFactory,
 ) -> Iterator[tuple[Cluster, dict[int, ZooKeeperLink]]]:
     """Three brokers, each reaching ZooKeeper through a link of its own, and a topic."""
-    c = cluster_factory(BROKERS, start=False, replica_lag_time_max_ms="3000")
+    c = cluster_factory(BROKERS, start=False, replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000))
     with linked(c) as link:
         c.start()
         c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})

@@ -27,6 +27,7 @@ TOPIC = "t"
 PARTITIONS = 6
 ASSIGNMENT = {p: tuple(BROKERS[(p + i) % 3] for i in range(3)) for p in range(PARTITIONS)}
 CLIENT_LOG = os.environ.get("ZKCTL_NEMESIS_CLIENT_LOG")
+REPLICA_LAG_S = 3  # the fault tests' replica.lag.time.max.ms, in seconds
 
 
 def client_log() -> logging.Logger | None:
