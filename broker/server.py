@@ -338,8 +338,9 @@ class KafkaServer:
             "pid": os.getpid(),
             "host": reg.host,
             "port": reg.port,
-            #: every advertised listener, name -> host:port (host and port: the first)
-            "listeners": {ep.listener: f"{ep.host}:{ep.port}" for ep in reg.endpoints},
+            #: every advertised listener, name -> {host, port} (host and port: the first);
+            #: apart, not "host:port", which is ambiguous for an IPv6 host
+            "listeners": {ep.listener: {"host": ep.host, "port": ep.port} for ep in reg.endpoints},
             "broker_epoch": self.broker_epoch,
             "identity": self.identity.to_json(),
             "started_at": self.started_at,

@@ -51,8 +51,8 @@ def split_cluster(
 
 def listener_address(c: Cluster, broker_id: int, listener: str) -> tuple[str, int]:
     status = wait_for(c[broker_id].status, 30, f"broker {broker_id}'s status")
-    host, _, port = status["listeners"][listener].rpartition(":")
-    return host, int(port)
+    address = status["listeners"][listener]
+    return address["host"], address["port"]
 
 
 def brokers_seen_through(c: Cluster, listener: str) -> dict[int, tuple[str, int]]:
