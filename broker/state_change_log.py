@@ -12,14 +12,40 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import IO, Any
 
 SCHEMA_VERSION = 1
 FILE_NAME = "state-change.log"
-# One compact encoder for every line (json.dumps with separators builds a new one per call).
-_encode = json.JSONEncoder(separators=(",", ":")).encode
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+def _compact_encoder() -> Callable[[Any], str]:
+    """json.dumps(obj, separators=(",", ":")), line for line, made once.
+
+    JSONEncoder.encode builds a new C encoder (and a circular-reference dict) on every
+    call, which is most of the cost of a short row: a failover or a broker loss logs
+    10,000s of them, on the controller's event thread and in a broker's LeaderAndIsr
+    handling. This one C encoder does the same encoding with no circular-reference
+    check (rows are flat, and the check's shared dict would not be thread-safe)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator: the plain encoder
+        return _COMPACT.encode
+    encode_obj = make(
+        None, _COMPACT.default, encode_basestring_ascii, None, ":", ",", False, False, True
+    )
+
+    def encode(obj: Any) -> str:
+        if isinstance(obj, str):
+            return encode_basestring_ascii(obj)  # as JSONEncoder.encode does
+        return "".join(encode_obj(obj, 0))
+
+    return encode
+
+
+_encode = _compact_encoder()
 
 # Why the controller wrote a partition state.
 REASONS = ("new", "offline", "unclean", "preferred", "reassign", "controlled_shutdown", "deleted")
@@ -59,17 +85,21 @@ class StateChangeLog:
                 self._file.write(line)
                 self._file.flush()
 
-    def write_many(self, event: str, rows: Iterable[dict[str, Any]]) -> None:
-        """Many lines of one event kind in one write (a failover can log thousands)."""
+    def write_many(self, event: str, rows: Iterable[dict[str, Any]], **tail: Any) -> None:
+        """Many lines of one event kind in one write (a failover can log thousands): each
+        the record ``{common fields, **row, **tail}``."""
         ts = time.time_ns() // 1_000_000
         head = {"ts": ts, "v": SCHEMA_VERSION, "broker": self.broker_id, "event": event}
-        # The common fields are encoded once, each row's own after them: the same line as
-        # encoding the merged record (a failover logs 100,000 rows, a broker loss 10,000s).
+        # The common fields and the tail are encoded once, each row's own between them: the
+        # same line as encoding the merged record (a failover logs 100,000 rows, a broker
+        # loss 10,000s), made without a merged dict per row.
         prefix = _encode(head)[:-1] + ","
+        suffix = "," + _encode(tail)[1:] + "\n" if tail else "}\n"
+        reserved = head.keys() | tail.keys()
         text = "".join(
-            prefix + _encode(row)[1:] + "\n"
-            if row and row.keys().isdisjoint(head)
-            else _encode({**head, **row}) + "\n"
+            prefix + _encode(row)[1:-1] + suffix
+            if row and row.keys().isdisjoint(reserved)
+            else _encode({**head, **row, **tail}) + "\n"
             for row in rows
         )
         if not text:
@@ -128,7 +158,7 @@ class StateChangeLog:
 
     def partition_states(self, epoch: int, rows: Iterable[dict[str, Any]]) -> None:
         """Rows of topic, partition, leader, leader_epoch, isr, reason."""
-        self.write_many("partition_state", ({**r, "controller_epoch": epoch} for r in rows))
+        self.write_many("partition_state", rows, controller_epoch=epoch)
 
     # --- the broker's records -----------------------------------------------------------
 

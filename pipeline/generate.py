@@ -90,8 +90,10 @@ class SimLog(StateChangeLog):
     def write(self, event: str, **fields: Any) -> None:
         self.sim.emit(self.broker_id, event, [fields])
 
-    def write_many(self, event: str, rows: Iterable[dict[str, Any]]) -> None:
-        self.sim.emit(self.broker_id, event, list(rows))
+    def write_many(self, event: str, rows: Iterable[dict[str, Any]], **tail: Any) -> None:
+        self.sim.emit(
+            self.broker_id, event, [{**row, **tail} for row in rows] if tail else list(rows)
+        )
 
 
 @dataclass

@@ -6,10 +6,11 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.state_change_log import SCHEMA_VERSION, StateChangeLog
+from broker.state_change_log import SCHEMA_VERSION, StateChangeLog, _encode
 
 
 def lines(path: Path) -> list[str]:
@@ -60,3 +61,38 @@ def test_write_many_equals_one_write_per_row(rows: list[dict[str, object]]) -> N
         if "ts" in row:
             head["ts"] = row["ts"]
         assert line == json.dumps({**head, **row}, separators=(",", ":"))
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_JSON)
+def test_the_line_encoder_is_json_dumps(value: object) -> None:
+    # One C encoder made once (no circular-reference check) writes what json.dumps would.
+    assert _encode(value) == json.dumps(value, separators=(",", ":"))
+
+
+def test_the_line_encoder_refuses_what_json_refuses() -> None:
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        _encode({"x": object()})
+
+
+@given(_ROWS, st.integers())
+def test_a_tail_ends_every_row(rows: list[dict[str, object]], epoch: int) -> None:
+    # What partition_states writes: each row, then the controller epoch.
+    with tempfile.TemporaryDirectory() as d:
+        log = StateChangeLog(d, 1)
+        log.write_many("e", rows, controller_epoch=epoch)
+        log.close()
+        path = Path(d) / "state-change.log"
+        got = path.read_text().splitlines() if path.exists() else []
+    assert len(got) == len(rows)
+    for line, row in zip(got, rows, strict=True):
+        ts = json.loads(line)["ts"] if "ts" not in row else None
+        head = {"ts": ts, "v": SCHEMA_VERSION, "broker": 1, "event": "e"}
+        expected = {**head, **row, "controller_epoch": epoch}
+        assert line == json.dumps(expected, separators=(",", ":"))
