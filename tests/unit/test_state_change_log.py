@@ -46,14 +46,19 @@ _ROWS = st.lists(
 )
 
 
-@given(_ROWS)
-def test_write_many_equals_one_write_per_row(rows: list[dict[str, object]]) -> None:
+def written(rows: list[dict[str, object]], **tail: object) -> list[str]:
+    """The lines broker 1's write_many("e", rows, **tail) writes."""
     with tempfile.TemporaryDirectory() as d:
         log = StateChangeLog(d, 1)
-        log.write_many("e", rows)
+        log.write_many("e", rows, **tail)
         log.close()
         path = Path(d) / "state-change.log"
-        got = path.read_text().splitlines() if path.exists() else []
+        return path.read_text().splitlines() if path.exists() else []
+
+
+@given(_ROWS)
+def test_write_many_equals_one_write_per_row(rows: list[dict[str, object]]) -> None:
+    got = written(rows)
     assert len(got) == len(rows)
     for line, row in zip(got, rows, strict=True):
         record = json.loads(line)
@@ -84,12 +89,7 @@ def test_the_line_encoder_refuses_what_json_refuses() -> None:
 @given(_ROWS, st.integers())
 def test_a_tail_ends_every_row(rows: list[dict[str, object]], epoch: int) -> None:
     # What partition_states writes: each row, then the controller epoch.
-    with tempfile.TemporaryDirectory() as d:
-        log = StateChangeLog(d, 1)
-        log.write_many("e", rows, controller_epoch=epoch)
-        log.close()
-        path = Path(d) / "state-change.log"
-        got = path.read_text().splitlines() if path.exists() else []
+    got = written(rows, controller_epoch=epoch)
     assert len(got) == len(rows)
     for line, row in zip(got, rows, strict=True):
         ts = json.loads(line)["ts"] if "ts" not in row else None
