@@ -3,9 +3,10 @@
 The controller logs one partition_state line per partition state it writes, on its event
 thread, and every broker one leader_and_isr line per partition state it applies, before
 it answers the LeaderAndIsr: a broker leading 10,000 partitions lost is 10,000s of lines.
-Figures: writing N rows of each kind through StateChangeLog (to memory, so the disk does
-not count). Floor, in the same run: the plain way, json.dumps of each merged record with
-compact separators, joined. Times are the best of --repeat runs, in milliseconds.
+Figures: writing N rows of each kind through StateChangeLog to a new file in a temporary
+directory (written and flushed, as a broker does; not synced). Floor, in the same run: the
+plain way, json.dumps of each merged record with compact separators, joined and written
+the same way. Times are the best of --repeat runs, in milliseconds.
 
     .venv/bin/python benchmarks/bench_state_change_log.py [--rows 20000] [--repeat 7]
 """
@@ -13,9 +14,9 @@ compact separators, joined. Times are the best of --repeat runs, in milliseconds
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -64,32 +65,39 @@ def main() -> None:
         }
         for tp in tps
     ]
-    log = StateChangeLog(None, 1)
 
-    def to_memory(write: Callable[[], None]) -> Callable[[], None]:
+    def to_file(write: Callable[[StateChangeLog], None]) -> Callable[[], None]:
         def run() -> None:
-            log._file = io.StringIO()  # what the file would be written
-            write()
+            with tempfile.TemporaryDirectory(prefix="bench-state-change-") as d:
+                log = StateChangeLog(d, 1)
+                write(log)
+                log.close()
 
         return run
 
-    def plain(event: str, rows: list[dict[str, Any]], **tail: Any) -> str:
+    def plain(event: str, rows: list[dict[str, Any]], **tail: Any) -> None:
         head = {"ts": time.time_ns() // 1_000_000, "v": SCHEMA_VERSION, "broker": 1}
-        return "".join(
+        text = "".join(
             json.dumps({**head, "event": event, **row, **tail}, separators=(",", ":")) + "\n"
             for row in rows
         )
+        with (
+            tempfile.TemporaryDirectory(prefix="bench-state-change-") as d,
+            open(Path(d) / "state-change.log", "a", encoding="utf-8") as f,
+        ):
+            f.write(text)
+            f.flush()
 
     result = {
         "benchmark": "state_change_log",
         "rows": args.rows,
         "partition_state_ms": best_ms(
-            to_memory(lambda: log.partition_states(3, states)), args.repeat
+            to_file(lambda log: log.partition_states(3, states)), args.repeat
         ),
         "partition_state_json_dumps_ms": best_ms(
             lambda: plain("partition_state", states, controller_epoch=3), args.repeat
         ),
-        "leader_and_isr_ms": best_ms(to_memory(lambda: log.leader_and_isr(applied)), args.repeat),
+        "leader_and_isr_ms": best_ms(to_file(lambda log: log.leader_and_isr(applied)), args.repeat),
         "leader_and_isr_json_dumps_ms": best_ms(
             lambda: plain("leader_and_isr", applied), args.repeat
         ),
