@@ -24,18 +24,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from common import best_of
+
 from broker.state_change_log import SCHEMA_VERSION, StateChangeLog
 from controller.state_machines import partition_state_row
 from zkdata.znodes import LeaderAndIsr, TopicPartition
 
 
 def best_ms(run: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - started)
-    return round(min(times) * 1000, 1)
+    return round(best_of(repeat, run)[0] * 1000, 1)
 
 
 def main() -> None:

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import argparse
 import functools
-import gc
 import json
 import platform
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from common import best_of
 
 from wire.codec import get_codec
 
@@ -127,23 +127,6 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, uuid.UUID):
         return str(value)
     return value
-
-
-def best_of(repeat: int, func: Callable[[], Any], *, pause_gc: bool = False) -> tuple[float, Any]:
-    best = float("inf")
-    result = None
-    for _ in range(repeat):
-        result = None  # free the previous result outside the timed region
-        gc.collect()
-        if pause_gc:
-            gc.disable()
-        start = time.perf_counter()
-        try:
-            result = func()
-        finally:
-            best = min(best, time.perf_counter() - start)
-            gc.enable()
-    return best, result
 
 
 def main() -> None:

@@ -5,12 +5,13 @@ Every benchmark prints one JSON object: its figures and the floor measured in th
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -180,3 +181,22 @@ def elect_preferred_leaders(zk: ZkClient, assignments: dict[str, dict[int, Any]]
                 raise TimeoutError("the preferred replica election did not finish in 600 s")
             time.sleep(0.05)
     return time.perf_counter() - started
+
+
+def best_of(repeat: int, func: Callable[[], Any], *, pause_gc: bool = False) -> tuple[float, Any]:
+    """The shortest of `repeat` timed runs of `func` (seconds), and its last result; the
+    cyclic collector runs before each run, and with `pause_gc` not during it."""
+    best = float("inf")
+    result = None
+    for _ in range(repeat):
+        result = None  # free the previous result outside the timed region
+        gc.collect()
+        if pause_gc:
+            gc.disable()
+        start = time.perf_counter()
+        try:
+            result = func()
+        finally:
+            best = min(best, time.perf_counter() - start)
+            gc.enable()
+    return best, result
