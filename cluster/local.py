@@ -750,7 +750,6 @@ def _exited_during_startup(
     """Handle a broker that exited while starting: relaunch it on a new port if its port was
     taken meanwhile (returns the new output offset), else raise with its last output lines."""
     out = tail(broker.out_file, offset)
-    code = exit_code(broker)
     if "Address already in use" in out:
         attempts[broker.id] = attempts.get(broker.id, 1) + 1
         if attempts[broker.id] <= PORT_ATTEMPTS:
@@ -766,10 +765,17 @@ def _exited_during_startup(
             f" ({PORT_ATTEMPTS} ports tried); free some ports and run `zkctl up` again;"
             f" see {broker.out_file}"
         )
+    raise _died_during_startup(broker, out)
+
+
+def _died_during_startup(broker: BrokerProcess, out: str, hint: str = "") -> LocalClusterError:
+    """The error for a broker that exited while starting, whichever wait saw it: its exit
+    code when this process started it, and its last output lines."""
+    code = exit_code(broker)
     status = f"exit code {code}" if code is not None else "exited"
-    raise LocalClusterError(
-        f"broker {broker.id} (pid {broker.pid}) {status} during start-up; last lines of"
-        f" {broker.out_file}:\n{out}"
+    return LocalClusterError(
+        f"broker {broker.id} (pid {broker.pid}) {status} during start-up{hint}; last lines"
+        f" of {broker.out_file}:\n{out}"
     )
 
 
@@ -995,10 +1001,7 @@ def _wait_registered(
                 hint = ""
                 if "Address already in use" in out:
                     hint = f" (port {broker.port} is in use by another process)"
-                raise LocalClusterError(
-                    f"broker {broker.id} exited during start-up{hint}; last lines of"
-                    f" {broker.out_file}:\n{out}"
-                )
+                raise _died_during_startup(broker, out, hint)
             with contextlib.suppress(Exception):
                 czxid = read_zk_view(zk).registered.get(broker.id)
                 if czxid is not None and czxid != old_czxid:
