@@ -70,6 +70,8 @@ class SocketServer:
             where = f"{listener_name}://{host}:{port}" if listener_name else f"{host}:{port}"
             raise BindError(f"socket server failed to bind to {where}: {e.strerror}") from e
         self._listener.settimeout(0.5)
+        #: the bound address (host as bound: "0.0.0.0" for every interface)
+        self.host: str = self._listener.getsockname()[0]
         self.port: int = self._listener.getsockname()[1]
         self._stopped = threading.Event()
         self._accepting = threading.Event()

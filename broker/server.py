@@ -341,6 +341,12 @@ class KafkaServer:
             #: every advertised listener, name -> {host, port} (host and port: the first);
             #: apart, not "host:port", which is ambiguous for an IPv6 host
             "listeners": {ep.listener: {"host": ep.host, "port": ep.port} for ep in reg.endpoints},
+            #: every listener's bound address, name -> {host, port}: what a port 0 listener
+            #: got, and where a listener advertised behind a proxy really is
+            "bound_listeners": {
+                name: {"host": server.host, "port": server.port}
+                for name, server in self.socket_servers.items()
+            },
             "broker_epoch": self.broker_epoch,
             "identity": self.identity.to_json(),
             "started_at": self.started_at,

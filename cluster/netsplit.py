@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from cluster import zookeeper as zkp
 from cluster.local import free_ports
@@ -53,11 +53,16 @@ class _Connection:
             s.close()
 
 
-class TcpProxy:
-    """Forwards connections made to `port` (on loopback) to one upstream address."""
+Address = tuple[str, int]
 
-    def __init__(self, upstream_host: str, upstream_port: int) -> None:
-        self.upstream = (upstream_host, upstream_port)
+
+class TcpProxy:
+    """Forwards connections made to `port` (on loopback) to an upstream address: a fixed
+    one, or one looked up for each new connection (None: the server is not there, and the
+    connection is refused)."""
+
+    def __init__(self, upstream: Address | Callable[[], Address | None]) -> None:
+        self.upstream = upstream
         self._listener = socket.create_server((zkp.HOST, 0))
         self.port: int = self._listener.getsockname()[1]
         self._lock = threading.Lock()
@@ -79,8 +84,11 @@ class TcpProxy:
                 cut = self._cut or self._closed
             upstream = None
             if not cut:
+                address = self.upstream() if callable(self.upstream) else self.upstream
                 try:
-                    upstream = socket.create_connection(self.upstream, timeout=5)
+                    if address is None:
+                        raise ConnectionRefusedError
+                    upstream = socket.create_connection(address, timeout=5)
                     upstream.settimeout(None)
                 except OSError:
                     client.close()  # the server is down: refused, as it would be directly
@@ -156,7 +164,7 @@ class ZooKeeperLink:
         try:
             for hostport in hosts.split(","):
                 host, _, port = hostport.rpartition(":")
-                self.proxies.append(TcpProxy(host, int(port)))
+                self.proxies.append(TcpProxy((host, int(port))))
         except BaseException:
             self.close()
             raise
@@ -198,13 +206,27 @@ class InterBrokerLink:
     """A cuttable link in front of one broker's inter-broker listener (REPLICATION)."""
 
     def __init__(self) -> None:
-        #: where the broker's REPLICATION listener binds; the proxy forwards there
-        self.port = free_ports(1, zkp.HOST)[0]
-        self.proxy = TcpProxy(zkp.HOST, self.port)
+        self._broker: SupervisedBroker | None = None
+        self.proxy = TcpProxy(self.replication_address)
+
+    def replication_address(self) -> Address | None:
+        """Where the broker's REPLICATION listener is bound in its current run, from its
+        status file (None: not running, or not listening yet). It binds any free port at
+        each start, rather than one picked for it beforehand, which another process could
+        take in between (a client's outgoing connection, say)."""
+        broker = self._broker
+        if broker is None or not broker.alive():
+            return None
+        status = broker.status()
+        if status is None or status.get("pid") != broker.pid:
+            return None  # the status file of an earlier run
+        bound = status.get("bound_listeners", {}).get("REPLICATION")
+        return (str(bound["host"]), int(bound["port"])) if bound else None
 
     def configure(self, broker: SupervisedBroker) -> None:
         """The broker's listener settings (kept across its restarts; CLIENT on the same
         port each time too if the broker keeps its port)."""
+        self._broker = broker
         client_port = 0
         if broker.keep_port:
             if broker.fixed_port is None:
@@ -214,9 +236,7 @@ class InterBrokerLink:
             {
                 # CLIENT first: the address the broker's status file gives, which tests
                 # and tools bootstrap from.
-                "listeners": (
-                    f"CLIENT://{zkp.HOST}:{client_port},REPLICATION://{zkp.HOST}:{self.port}"
-                ),
+                "listeners": f"CLIENT://{zkp.HOST}:{client_port},REPLICATION://{zkp.HOST}:0",
                 "advertised.listeners": (
                     f"CLIENT://{zkp.HOST}:0,REPLICATION://{zkp.HOST}:{self.proxy.port}"
                 ),

@@ -127,6 +127,11 @@ def test_clients_and_brokers_each_get_the_addresses_of_their_own_listener(
         # REPLICATION is advertised at its link, CLIENT at its bound port.
         assert registration.address("REPLICATION") == ("127.0.0.1", links[b].proxy.port)
         assert registration.address("CLIENT") == listener_address(c, b, "CLIENT")
+        # The link forwards to where REPLICATION is bound in this run.
+        status = wait_for(c[b].status, 30, f"broker {b}'s status")
+        bound = status["bound_listeners"]["REPLICATION"]
+        assert links[b].replication_address() == (bound["host"], bound["port"])
+        assert bound["port"] != links[b].proxy.port
     assert brokers_seen_through(c, "CLIENT") == {
         b: listener_address(c, b, "CLIENT") for b in BROKERS
     }

@@ -34,7 +34,7 @@ def echo() -> Iterator[int]:
 
 @pytest.fixture
 def proxy(echo: int) -> Iterator[TcpProxy]:
-    p = TcpProxy("127.0.0.1", echo)
+    p = TcpProxy(("127.0.0.1", echo))
     try:
         yield p
     finally:
@@ -87,3 +87,20 @@ def test_a_link_rewrites_every_host_of_a_connect_string_and_keeps_the_chroot(ech
         assert all(p.upstream == ("127.0.0.1", echo) for p in link.proxies)
     finally:
         link.close()
+
+
+def test_a_looked_up_upstream_is_looked_up_for_each_connection_and_none_refuses(
+    echo: int,
+) -> None:
+    where: list[tuple[str, int] | None] = [None]
+    p = TcpProxy(lambda: where[0])
+    try:
+        with connect(p.port) as refused:
+            refused.settimeout(5)
+            assert refused.recv(16) == b""  # closed: nothing to forward to
+        where[0] = ("127.0.0.1", echo)
+        with connect(p.port) as s:
+            s.sendall(b"found")
+            assert s.recv(16) == b"found"
+    finally:
+        p.close()
