@@ -968,6 +968,24 @@ class ControllerMachine(RuleBasedStateMachine):
             return
         tp, isr_change = change
         self.c.store.race(tp, isr_change, times)
+        self.act(data, action, tp)
+        self.c.store.settle_races()
+        # every successful ISR change of a leader is followed by a notification
+        self.c.isr_change_notification([tp])
+
+    @rule(data=st.data(), action=st.sampled_from(["kill", "shutdown", "elect"]))
+    def controller_acts_before_a_notification(self, data: st.DataObject, action: str) -> None:
+        """A leader's ISR change lands, and the controller acts before its notification
+        arrives: the context's state of that partition is stale."""
+        change = self.draw_isr_change(data)
+        if change is None:
+            return
+        tp, isr_change = change
+        self.c.store.leader_change(tp, isr_change)
+        self.act(data, action, tp)
+        self.c.isr_change_notification([tp])
+
+    def act(self, data: st.DataObject, action: str, tp: TopicPartition) -> None:
         live = sorted(self.c.ctx.live_brokers)
         if action == "kill" and live:
             self.kill({data.draw(st.sampled_from(live))})
@@ -975,9 +993,6 @@ class ControllerMachine(RuleBasedStateMachine):
             self.c.controlled_shutdown(data.draw(st.sampled_from(live)))
         else:
             self.elect_and_check([tp], data.draw(st.sampled_from(ElectionStrategy)))
-        self.c.store.settle_races()
-        # every successful ISR change of a leader is followed by a notification
-        self.c.isr_change_notification([tp])
 
     def draw_isr_change(
         self, data: st.DataObject
