@@ -402,11 +402,6 @@ class PartitionLog:
         if self._closed:
             raise KafkaStorageError(f"log {self.dir} is closed")
 
-    def update_config(self, config: LogConfig) -> None:
-        """New topic configs; they apply to the next append, roll and retention check."""
-        with self._lock:
-            self.config = config
-
     # --- appends ----------------------------------------------------------------------
 
     def append_as_leader(

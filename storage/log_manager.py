@@ -96,6 +96,9 @@ class LogManager:
         self._defer = self.scheduler.defer  # one bound method for every log, not one each
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        # The logs with a finite flush.ms, which the flusher looks at every second: not
+        # the 100,000 others (their config is fixed when they are made).
+        self._timed_flush: dict[TopicPartition, PartitionLog] = {}
         self._dirs_to_sync: set[Path] = set()
         #: partitions per log directory: a new partition goes where there are fewest
         self._dir_counts: dict[Path, int] = {}
@@ -188,7 +191,7 @@ class LogManager:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="log-recovery") as pool:
             loaded = list(pool.map(load, jobs))
         for (_child, tp, _offsets, _clean), partition_log in zip(jobs, loaded, strict=True):
-            self._logs[tp] = partition_log
+            self._add(tp, partition_log)
             parent = partition_log.dir.parent
             self._dir_counts[parent] = self._dir_counts.get(parent, 0) + 1
             report = partition_log.recovery_report
@@ -231,7 +234,7 @@ class LogManager:
         sync_dir: bool = True,
     ) -> PartitionLog:
         """The partition's log; a new one goes in the log directory holding the fewest
-        partitions. An existing log keeps its config (``PartitionLog.update_config``).
+        partitions. An existing log keeps the config it was made with.
 
         ``sync_dir=False`` leaves the fsync of the log directory (which makes the new
         partition's folder durable) to ``sync_new_dirs``: one fsync for a LeaderAndIsr
@@ -257,9 +260,14 @@ class LogManager:
                 fsync_dir(directory)
             else:
                 self._dirs_to_sync.add(directory)
-            self._logs[tp] = partition_log
+            self._add(tp, partition_log)
             counts[directory] = counts.get(directory, 0) + 1
             return partition_log
+
+    def _add(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
+        self._logs[tp] = partition_log
+        if partition_log.config.flush_ms != LONG_MAX:
+            self._timed_flush[tp] = partition_log
 
     def sync_new_dirs(self) -> None:
         """fsync the log directories in which partitions were created with
@@ -275,6 +283,7 @@ class LogManager:
         ``log.segment.delete.delay.ms`` (at once on close). Returns whether it existed."""
         with self._lock:
             partition_log = self._logs.pop(tp, None)
+            self._timed_flush.pop(tp, None)
             if partition_log is not None:
                 parent = partition_log.dir.parent
                 self._dir_counts[parent] = self._dir_counts.get(parent, 1) - 1
@@ -366,12 +375,9 @@ class LogManager:
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
         """Flush the logs whose ``flush.ms`` has passed; returns how many were flushed."""
-        flushed = 0
-        for partition_log in self.all_logs().values():
-            # the common case (flush.ms never) costs one comparison per log
-            if partition_log.config.flush_ms != LONG_MAX and partition_log.maybe_flush(now_ms):
-                flushed += 1
-        return flushed
+        with self._lock:
+            timed = list(self._timed_flush.values())
+        return sum(1 for partition_log in timed if partition_log.maybe_flush(now_ms))
 
     def start(self) -> None:
         """Start the background thread: retention every log.retention.check.interval.ms,

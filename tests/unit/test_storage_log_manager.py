@@ -165,6 +165,34 @@ def test_flush_ms_is_honoured_by_the_background_thread(tmp_path: Path) -> None:
         manager.close()
 
 
+def test_the_flusher_flushes_each_log_whose_topic_sets_flush_ms_made_or_found(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+
+    def topic_config(topic: str) -> LogConfig:
+        return LogConfig(flush_ms=1000) if topic == "a" else LogConfig()
+
+    manager = LogManager([tmp_path], broker_config(), topic_config=topic_config, time_ms=clock)
+    for tp in (A0, A1, B0):
+        produce(manager, tp, count=2)
+    clock.now += 999
+    assert manager.flush_dirty_logs() == 0
+    clock.now += 1
+    assert manager.flush_dirty_logs() == 2
+    assert [manager.get_log(tp).recovery_point for tp in (A0, A1, B0)] == [2, 2, 0]  # type: ignore[union-attr]
+    manager.delete(A1)
+    manager.close()
+
+    again = LogManager([tmp_path], broker_config(), topic_config=topic_config, time_ms=clock)
+    for tp in (A0, B0):
+        produce(again, tp)
+    clock.now += 1000
+    assert again.flush_dirty_logs() == 1  # a0, found on disk; a1 was deleted
+    assert again.get_log(A0).recovery_point == 3  # type: ignore[union-attr]
+    again.close()
+
+
 def test_topic_configs_for_logs_found_on_disk(tmp_path: Path) -> None:
     manager = LogManager([tmp_path], broker_config())
     produce(manager, A0)
