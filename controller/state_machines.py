@@ -150,7 +150,10 @@ class PartitionStateMachine:
         # A leader on a live (or shutting down) broker: online (is_replica_online, inlined:
         # this runs for every partition at failover).
         live = ctx.live_brokers
+        offline: dict[str, int] = {}
+        written = 0
         for tp in ctx.all_partitions():
+            written += 1
             lice = leadership.get(tp)
             if lice is None:
                 states[tp] = P.NEW
@@ -158,6 +161,11 @@ class PartitionStateMachine:
                 states[tp] = P.ONLINE
             else:
                 states[tp] = P.OFFLINE
+                offline[tp.topic] = offline.get(tp.topic, 0) + 1
+        if written == len(states):  # every state was written here: the count is whole
+            ctx.offline_by_topic = offline
+        else:
+            ctx.recount_offline_partitions()
 
     def trigger_online_partition_state_change(
         self, topics: Iterable[str] | None = None
@@ -220,9 +228,9 @@ class PartitionStateMachine:
         if target in (P.NEW, P.OFFLINE, P.NON_EXISTENT):
             for tp in valid:
                 if target is P.NON_EXISTENT:
-                    ctx.partition_states.pop(tp, None)
+                    ctx.drop_partition_state(tp)
                 else:
-                    ctx.partition_states[tp] = target
+                    ctx.set_partition_state(tp, target)
             return {}
         # target is ONLINE
         results: dict[TopicPartition, LeaderAndIsr | Exception] = {}
@@ -232,14 +240,14 @@ class PartitionStateMachine:
             for tp, outcome in self._initialize(uninitialized).items():
                 results[tp] = outcome
                 if not isinstance(outcome, Exception):
-                    ctx.partition_states[tp] = P.ONLINE
+                    ctx.set_partition_state(tp, P.ONLINE)
         if to_elect:
             if strategy is None:
                 raise ValueError("an election needs a strategy")
             for tp, outcome in self._elect(to_elect, strategy, allow_unclean).items():
                 results[tp] = outcome
                 if not isinstance(outcome, Exception):
-                    ctx.partition_states[tp] = P.ONLINE
+                    ctx.set_partition_state(tp, P.ONLINE)
         return results
 
     def _initialize(
@@ -279,7 +287,7 @@ class PartitionStateMachine:
                 lice = ops.record_leadership(tp, lai)
                 if not ctx.is_replica_online(lai.leader, include_shutting_down=True):
                     # Its leader is gone (or -1): Offline, so the next election picks one.
-                    ctx.partition_states[tp] = P.OFFLINE
+                    ctx.set_partition_state(tp, P.OFFLINE)
                     failures[tp] = StateChangeFailed(
                         f"{tp} already has a state in ZooKeeper, led by {lai.leader}, which "
                         "is not live: the partition is Offline until a leader is elected"

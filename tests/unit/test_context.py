@@ -90,7 +90,7 @@ def populated() -> ControllerContext:
             ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
                 LeaderAndIsr(replicas[0], 0, replicas), 4
             )
-            ctx.partition_states[tp] = P.ONLINE
+            ctx.set_partition_state(tp, P.ONLINE)
             for r in replicas:
                 ctx.put_replica_state(PartitionReplica(tp, r), R.ONLINE)
     return ctx
@@ -136,11 +136,21 @@ def test_remove_topic_forgets_everything_about_it() -> None:
 
 def test_offline_partition_count_leaves_out_topics_being_deleted() -> None:
     ctx = populated()
-    ctx.partition_states[TopicPartition("a", 0)] = P.OFFLINE
-    ctx.partition_states[TopicPartition("b", 0)] = P.OFFLINE
-    assert ctx.offline_partition_count == 2
+    ctx.set_partition_state(TopicPartition("a", 0), P.OFFLINE)
+    ctx.set_partition_state(TopicPartition("b", 0), P.OFFLINE)
+    ctx.set_partition_state(TopicPartition("b", 1), P.OFFLINE)
+    assert ctx.offline_partition_count == 3
     ctx.topics_to_be_deleted.add("a")
+    assert ctx.offline_partition_count == 2
+    ctx.set_partition_state(TopicPartition("b", 1), P.ONLINE)
+    ctx.set_partition_state(TopicPartition("b", 0), P.OFFLINE)  # already Offline
     assert ctx.offline_partition_count == 1
+    ctx.drop_partition_state(TopicPartition("b", 0))
+    assert ctx.offline_partition_count == 0
+    ctx.remove_topic("a")
+    ctx.topics_to_be_deleted.clear()
+    assert ctx.offline_partition_count == 0
+    assert ctx.offline_by_topic == {}
 
 
 def test_deletion_in_progress() -> None:
@@ -242,3 +252,14 @@ def test_all_partitions_are_the_assignments_as_the_leadership_keys(
     # The caller may change the maps while it walks them.
     for tp in ctx.all_partitions():
         ctx.leadership[TopicPartition(tp.topic, tp.partition + 100)] = _LICE
+
+
+def test_recounting_offline_partitions_after_states_written_directly() -> None:
+    ctx = populated()
+    ctx.partition_states[TopicPartition("a", 0)] = P.OFFLINE
+    ctx.partition_states[TopicPartition("a", 2)] = P.OFFLINE
+    ctx.partition_states[TopicPartition("b", 1)] = P.OFFLINE
+    assert ctx.offline_partition_count == 0  # not told
+    ctx.recount_offline_partitions()
+    assert ctx.offline_by_topic == {"a": 2, "b": 1}
+    assert ctx.offline_partition_count == 3

@@ -1124,6 +1124,16 @@ class ControllerMachine(RuleBasedStateMachine):
                 assert set(lai.isr) <= live, f"{tp}: dead broker in ISR {lai.isr}"
 
     @invariant()
+    def offline_count_is_the_offline_partitions(self) -> None:
+        ctx = self.c.ctx
+        recount = sum(
+            1
+            for tp, state in ctx.partition_states.items()
+            if state is P.OFFLINE and tp.topic not in ctx.topics_to_be_deleted
+        )
+        assert ctx.offline_partition_count == recount
+
+    @invariant()
     def replica_states(self) -> None:
         ctx = self.c.ctx
         for pr in self.gone:
