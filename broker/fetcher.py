@@ -151,6 +151,9 @@ class ReplicaFetcherThread:
         # Partitions that may differ from what the session holds: only these are looked
         # at to build an incremental request, so an idle round costs nothing per partition.
         self._dirty: set[TopicPartition] = set()
+        # Partitions still to be truncated (their state's ``truncating``): each round looks
+        # at these, not at every partition followed (tens of thousands, twice a second).
+        self._truncating: set[TopicPartition] = set()
         # (until, sequence, partition): when set-aside partitions may be fetched again.
         self._delays: list[tuple[float, int, TopicPartition]] = []
         self._sequence = itertools.count()
@@ -176,6 +179,10 @@ class ReplicaFetcherThread:
             for tp, state in added:
                 self.partitions[tp] = state
                 self._dirty.add(tp)
+                if state.truncating:
+                    self._truncating.add(tp)
+                else:
+                    self._truncating.discard(tp)
         self._wake.set()
 
     def remove(self, tps: Iterable[TopicPartition]) -> None:
@@ -183,6 +190,7 @@ class ReplicaFetcherThread:
             for tp in tps:
                 if self.partitions.pop(tp, None) is not None:
                     self._dirty.add(tp)
+                self._truncating.discard(tp)
 
     def is_empty(self) -> bool:
         with self._lock:
@@ -248,10 +256,13 @@ class ReplicaFetcherThread:
         assert follower_log is not None
         now = time.monotonic()
         with self._lock:
+            if not self._truncating:
+                return
+            states = self.partitions
             pending = {
                 tp: s
-                for tp, s in self.partitions.items()
-                if s.truncating and s.delayed_until <= now
+                for tp, s in ((tp, states[tp]) for tp in self._truncating)
+                if s.delayed_until <= now
             }
         if not pending:
             return
@@ -310,6 +321,7 @@ class ReplicaFetcherThread:
                 state = self.partitions.get(tp)
                 if state is pending[tp]:
                     state.truncating = False
+                    self._truncating.discard(tp)
                     state.fetch_offset = offset
                     self._dirty.add(tp)
 

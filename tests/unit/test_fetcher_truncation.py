@@ -1,0 +1,112 @@
+"""Which partitions a fetcher asks the leader about before fetching them (KIP-101): each
+newly followed one once, until it is truncated; none it stopped following; one the leader
+could not answer for yet, again after the backoff. An idle round asks nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from broker.fetcher import FetchState, ReplicaFetcherThread
+from wire.api import ApiKey
+from wire.errors import ErrorCode
+from zkdata.znodes import TopicPartition
+
+A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+
+
+class Logs:
+    """Every partition's log holds 10 records of leader epoch 4."""
+
+    def __init__(self) -> None:
+        self.truncated: list[tuple[TopicPartition, int]] = []
+
+    def follower_position(self, tp: TopicPartition) -> tuple[int | None, int, int]:
+        return 4, 10, 10
+
+    def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> int:
+        return 10
+
+    def truncate(
+        self, tp: TopicPartition, leader: int, leader_epoch: int, offset: int, why: str
+    ) -> int | None:
+        self.truncated.append((tp, offset))
+        return offset
+
+
+class Leader:
+    """Answers OffsetsForLeaderEpoch: epoch 4 ends at 8, except for the partitions it
+    does not know it leads yet."""
+
+    def __init__(self) -> None:
+        self.asked: list[set[TopicPartition]] = []
+        self.not_yet: set[TopicPartition] = set()
+
+    def request(self, api_key: int, _version: int, body: Mapping[str, Any]) -> Any:
+        assert api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH
+        asked = {
+            TopicPartition(t["topic"], p["partition"])
+            for t in body["topics"]
+            for p in t["partitions"]
+        }
+        self.asked.append(asked)
+
+        def answer(tp: TopicPartition) -> dict[str, int]:
+            if tp in self.not_yet:
+                return {
+                    "partition": tp.partition,
+                    "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    "leader_epoch": -1,
+                    "end_offset": -1,
+                }
+            return {"partition": tp.partition, "error_code": 0, "leader_epoch": 4, "end_offset": 8}
+
+        return {
+            "topics": [
+                {
+                    "topic": t["topic"],
+                    "partitions": [
+                        answer(TopicPartition(t["topic"], p["partition"])) for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
+
+    def close(self) -> None:
+        pass
+
+
+def test_each_new_partition_is_asked_about_once_until_it_is_truncated() -> None:
+    logs, leader = Logs(), Leader()
+    fetcher = ReplicaFetcherThread(
+        2,
+        1,
+        ("127.0.0.1", 1),
+        lambda *_: None,
+        logs,
+        backoff_ms=60_000,
+        connect=lambda _endpoint, _client, _timeout: leader,
+    )
+    leader.not_yet = {B0}
+    fetcher.add_all([(A0, FetchState(10, 5)), (A1, FetchState(10, 5)), (B0, FetchState(10, 5))])
+    fetcher._truncate_new_partitions()
+    assert leader.asked == [{A0, A1, B0}]
+    assert sorted(logs.truncated) == [(A0, 8), (A1, 8)]
+    assert [fetcher.partitions[tp].fetch_offset for tp in (A0, A1)] == [8, 8]
+
+    fetcher._truncate_new_partitions()  # a0 and a1 are done; b0 waits out its backoff
+    assert len(leader.asked) == 1
+    fetcher.partitions[B0].delayed_until = 0.0
+    leader.not_yet = set()
+    fetcher._truncate_new_partitions()
+    assert leader.asked[1:] == [{B0}]
+
+    # Followed anew (a new leader epoch): asked again; one no longer followed is not.
+    fetcher.add_all([(A0, FetchState(8, 6)), (A1, FetchState(8, 6))])
+    fetcher.remove([A1])
+    fetcher._truncate_new_partitions()
+    assert leader.asked[2:] == [{A0}]
+    fetcher._truncate_new_partitions()
+    assert len(leader.asked) == 3
+    assert not any(s.truncating for s in fetcher.partitions.values())
