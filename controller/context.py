@@ -200,7 +200,10 @@ class ControllerContext:
         return [TopicPartition(topic, p) for p in self.assignments.get(topic, {})]
 
     def partition_count(self) -> int:
-        return sum(len(parts) for parts in self.assignments.values())
+        """Safe from another thread (the status file's): the topic dicts are copied into a
+        list in one step under the GIL before they are counted, so a topic added or removed
+        by the event thread meanwhile cannot break the walk."""
+        return sum(map(len, list(self.assignments.values())))
 
     def full_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
         parts = self.assignments.get(tp.topic)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
+import threading
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -151,6 +153,47 @@ def test_offline_partition_count_leaves_out_topics_being_deleted() -> None:
     ctx.topics_to_be_deleted.clear()
     assert ctx.offline_partition_count == 0
     assert ctx.offline_by_topic == {}
+
+
+def test_counts_read_from_another_thread_while_topics_come_and_go() -> None:
+    """The status thread reads both counts while the event thread adds and removes topics.
+    A Python-level walk of the live dicts raised 'dictionary changed size during
+    iteration' here; with a tiny switch interval it did within the first few topics."""
+    ctx = populated()
+    for i in range(2000):
+        ctx.update_assignment(TopicPartition(f"t{i}", 0), ReplicaAssignment((1,)))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def status_thread() -> None:
+        while not stop.is_set():
+            try:
+                ctx.partition_count()
+                _ = ctx.offline_partition_count
+            except RuntimeError as e:  # what a walk of a changing dict raises
+                errors.append(e)
+                return
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    reader = threading.Thread(target=status_thread, daemon=True)
+    reader.start()
+    try:
+        for i in range(5000):
+            tp = TopicPartition(f"n{i}", 0)
+            ctx.update_assignment(tp, ReplicaAssignment((1,)))
+            ctx.set_partition_state(tp, P.OFFLINE)
+            ctx.topics_to_be_deleted.add(tp.topic)
+            ctx.remove_topic(tp.topic)
+            ctx.topics_to_be_deleted.discard(tp.topic)
+            if errors:
+                break
+    finally:
+        stop.set()
+        reader.join(timeout=30)
+        sys.setswitchinterval(interval)
+    assert not errors
+    assert ctx.partition_count() == 6 + 2000
 
 
 def test_deletion_in_progress() -> None:
