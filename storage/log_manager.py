@@ -40,8 +40,11 @@ from storage.log import (
     LogConfig,
     PartitionLog,
     RecoveryReport,
+    high_watermark_of,
     log_dir_name,
+    log_start_offset_of,
     parse_log_dir_name,
+    recovery_point_of,
 )
 from storage.scheduler import Scheduler
 from zkdata.znodes import TopicPartition
@@ -323,7 +326,7 @@ class LogManager:
     ) -> None:
         for directory in dirs:
             partitions, logs = self._logs_in(directory)
-            offsets = [value(pl) for pl in logs]
+            offsets = list(map(value, logs))
             del logs
             path = directory / name
             with self._checkpoint_lock:
@@ -343,23 +346,19 @@ class LogManager:
         """Write each log's high watermark to its directory's
         ``replication-offset-checkpoint`` (also done every
         ``replica.high.watermark.checkpoint.interval.ms`` once started)."""
-        self._write_checkpoint(REPLICATION_CHECKPOINT, lambda pl: pl.high_watermark, self.log_dirs)
+        self._write_checkpoint(REPLICATION_CHECKPOINT, high_watermark_of, self.log_dirs)
 
     def checkpoint_recovery_points(self) -> None:
-        self._write_checkpoint(
-            RECOVERY_POINT_CHECKPOINT, lambda pl: pl.recovery_point, self.log_dirs
-        )
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, recovery_point_of, self.log_dirs)
 
     def checkpoint_log_start_offsets(self) -> None:
-        self._write_checkpoint(
-            LOG_START_OFFSET_CHECKPOINT, lambda pl: pl.log_start_offset, self.log_dirs
-        )
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, log_start_offset_of, self.log_dirs)
 
     def _write_checkpoints(self, dirs: Iterable[Path]) -> None:
         targets = list(dirs)
-        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda pl: pl.recovery_point, targets)
-        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda pl: pl.log_start_offset, targets)
-        self._write_checkpoint(REPLICATION_CHECKPOINT, lambda pl: pl.high_watermark, targets)
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, recovery_point_of, targets)
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, log_start_offset_of, targets)
+        self._write_checkpoint(REPLICATION_CHECKPOINT, high_watermark_of, targets)
 
     # --- background work ----------------------------------------------------------
 

@@ -20,7 +20,13 @@ from storage.errors import (
     OffsetOutOfRangeError,
     UnexpectedAppendOffsetError,
 )
-from storage.log import LogConfig, PartitionLog
+from storage.log import (
+    LogConfig,
+    PartitionLog,
+    high_watermark_of,
+    log_start_offset_of,
+    recovery_point_of,
+)
 from storage.records import iter_batches, iter_records, read_header
 from storage.testing import RecordSpec, build_batch
 
@@ -358,6 +364,28 @@ def test_log_start_offset_moves_and_segments_below_it_go(tmp_path: Path) -> None
     assert batches_of(log.read(3, 1).to_bytes()) == [(3, 3)]
     assert log.delete_old_segments() == 3
     assert log.segment_base_offsets() == [3, 4]
+
+
+def test_the_checkpoints_readers_give_what_the_properties_do(tmp_path: Path) -> None:
+    """The checkpoints read offsets through C-level readers of the slots; each must
+    follow its property through appends, a flush, high watermark and log start moves."""
+    log = open_log(tmp_path / "t-0", segment_bytes=400, retention_ms=-1)
+
+    def readers() -> tuple[int, int, int]:
+        return high_watermark_of(log), recovery_point_of(log), log_start_offset_of(log)
+
+    def properties() -> tuple[int, int, int]:
+        return log.high_watermark, log.recovery_point, log.log_start_offset
+
+    assert readers() == properties() == (0, 0, 0)
+    for _ in range(6):
+        produce(log, size=200)
+    log.flush()
+    log.update_high_watermark(5)
+    assert log.maybe_increment_log_start_offset(2)
+    assert readers() == properties() == (5, 6, 2)
+    log.truncate_to(4)
+    assert readers() == properties() == (4, 4, 2)
 
 
 def test_deleted_segments_stay_readable_until_the_delay(tmp_path: Path) -> None:
