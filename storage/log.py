@@ -255,16 +255,23 @@ class PartitionLog:
         self._lock = threading.Lock()
         self._closed = False
         self._dir_dirty = False
-        os.makedirs(self.directory, exist_ok=True)
+        try:
+            os.mkdir(self.directory)
+            new_directory = True  # made here: nothing in it to load
+        except FileExistsError:
+            new_directory = False
+        except FileNotFoundError:  # the log directory itself is missing
+            os.makedirs(self.directory, exist_ok=True)
+            new_directory = False
         self.epoch_cache = LeaderEpochCache(self.directory, file_name=LEADER_EPOCH_CHECKPOINT)
 
-        segments = self._load_segments()
+        segments = [] if new_directory else self._load_segments()
         recovered = bytes_recovered = truncated = deleted = 0
         reason: str | None = None
         for i, segment in enumerate(segments):
             next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
             unflushed = not clean_shutdown and (next_base is None or next_base > recovery_point)
-            if not unflushed and segment.index_problem() is None:
+            if (not unflushed or segment.never_written) and segment.index_problem() is None:
                 continue
             result = segment.recover(self.epoch_cache.latest_epoch)
             recovered += 1
@@ -284,7 +291,7 @@ class PartitionLog:
                 reason = f"{segment.path.name}: {result.reason}"
         found_on_disk = bool(segments)
         if not segments:
-            segments.append(self._new_segment(log_start_offset))
+            segments.append(self._new_segment(log_start_offset, new_directory=new_directory))
         self._publish(segments)
         self._leo = segments[-1].next_offset()
         self._log_start = min(max(log_start_offset, segments[0].base_offset), self._leo)
@@ -341,7 +348,7 @@ class PartitionLog:
             now_ms=self._time_ms(),
         )
 
-    def _new_segment(self, base_offset: int) -> LogSegment:
+    def _new_segment(self, base_offset: int, *, new_directory: bool = False) -> LogSegment:
         self._dir_dirty = True
         return LogSegment.create(
             self.directory,
@@ -350,6 +357,7 @@ class PartitionLog:
             max_index_bytes=self.config.segment_index_bytes,
             segment_jitter_ms=self.config.segment_jitter_ms,
             now_ms=self._time_ms(),
+            new_directory=new_directory,
         )
 
     def _publish(self, segments: Sequence[LogSegment]) -> None:

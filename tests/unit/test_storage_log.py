@@ -607,3 +607,55 @@ def test_epochs_not_yet_written_are_rebuilt_by_recovery_after_a_crash(tmp_path: 
     assert again.end_offset_for_epoch(4) == (4, 5)  # where epoch 6 would have said it ends
     log.close()
     again.close()
+
+
+def test_a_new_log_makes_its_index_files_on_first_append(tmp_path: Path) -> None:
+    """A partition made in a new directory has only its .log file (file creation is a
+    journaled metadata write, 100,000s of them when a broker creates its partitions); the
+    indexes appear with the first append and serve lookups as before."""
+    directory = tmp_path / "t-0"
+    log = open_log(directory, index_interval_bytes=1)
+    assert sorted(os.listdir(directory)) == ["00000000000000000000.log"]
+    log.flush()
+    log.close()
+    for clean in (True, False):  # a never-written log reopened, after a clean stop or not
+        log = PartitionLog(directory, LogConfig(index_interval_bytes=1), clean_shutdown=clean)
+        assert log.recovery_report is not None
+        assert log.log_end_offset == 0
+        assert sorted(os.listdir(directory)) == ["00000000000000000000.log"]
+        log.close()
+    log = PartitionLog(directory, LogConfig(index_interval_bytes=1), clean_shutdown=True)
+    for _ in range(4):
+        produce(log, size=100)
+    assert {
+        "00000000000000000000.index",
+        "00000000000000000000.log",
+        "00000000000000000000.timeindex",
+    } <= set(os.listdir(directory))
+    log.flush()
+    log.close()
+    again = PartitionLog(directory, LogConfig(index_interval_bytes=1), clean_shutdown=True)
+    assert again.recovery_report is not None
+    assert again.recovery_report.segments_recovered == 0
+    assert batches_of(again.read(2, 1).to_bytes()) == [(2, 2)]
+    assert all_batches(again) == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    again.close()
+
+
+def test_a_new_segment_in_an_existing_directory_empties_leftover_index_files(
+    tmp_path: Path,
+) -> None:
+    """Only a directory made just now is known to hold nothing: a segment made where
+    one was before (a log truncated fully, here) still empties the index files there,
+    so no stale entry points into the new .log."""
+    directory = tmp_path / "t-0"
+    log = open_log(directory, index_interval_bytes=1)
+    for _ in range(4):
+        produce(log, size=100)
+    log.truncate_fully_and_start_at(0)
+    assert os.path.getsize(directory / "00000000000000000000.index") == 0
+    assert os.path.getsize(directory / "00000000000000000000.timeindex") == 0
+    for _ in range(2):
+        produce(log, size=300)
+    assert all_batches(log) == [(0, 0), (1, 1)]
+    log.close()
