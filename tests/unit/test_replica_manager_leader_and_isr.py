@@ -9,9 +9,12 @@ import uuid
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
+
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
 from wire.errors import ErrorCode
+from zkdata.znodes import TopicPartition
 
 BROKER = 1
 TOPIC_ID = uuid.UUID(int=7)
@@ -152,3 +155,44 @@ def test_an_older_controller_epoch_is_refused_whole(tmp_path: Path) -> None:
     assert response == {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "topics": []}
     (p,) = rm.partitions.values()
     assert p.leader_epoch == 4
+
+
+def test_isr_expiry_names_each_lagging_follower_of_the_partitions_this_broker_leads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """replica.lag.time.max.ms: a follower in the ISR not caught up within it is asked
+    out, per follower, of the partitions this broker leads; one caught up, one outside the
+    ISR and the partitions another broker leads are left alone."""
+    rm = manager(tmp_path)
+    rm.replica_lag_time_max_ms = 1_000
+    rm.become_leader_or_follower(
+        request(
+            {
+                0: (1, 1, [1, 2, 3]),
+                1: (1, 1, [1, 2, 3]),
+                2: (1, 1, [1, 2]),
+                3: (2, 1, [1, 2, 3]),
+            }
+        )
+    )
+    led = {p: rm.partitions[TopicPartition("t", p)] for p in range(4)}
+    now = 50_000
+    caught_up = {
+        (0, 2): now - 10,
+        (0, 3): now - 5_000,
+        (1, 2): now - 5_000,
+        (1, 3): now - 1_001,
+        (2, 2): now - 999,
+        (2, 3): now - 9_999,
+    }
+    for (p, r), at in caught_up.items():
+        led[p].followers[r].last_caught_up_ms = at
+    asked: list[tuple[int | None, list[int]]] = []
+
+    def request_isr_changes(partitions: Any, *, remove: int | None = None, **_: Any) -> None:
+        asked.append((remove, [p.topic_partition.partition for p in partitions]))
+
+    monkeypatch.setattr(rm, "_request_isr_changes", request_isr_changes)
+    monkeypatch.setattr("broker.replica_manager._now_ms", lambda: now)
+    rm.maybe_shrink_isr()
+    assert sorted(asked) == [(2, [1]), (3, [0, 1])]
