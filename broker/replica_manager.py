@@ -185,7 +185,9 @@ class Followers(Mapping[int, FollowerState]):
     def __contains__(self, broker_id: object) -> bool:
         return broker_id in self._ids
 
-    def get(self, broker_id: int, default: Any = None) -> Any:
+    def get(  # type: ignore[override]  # one signature for Mapping.get's two overloads
+        self, broker_id: int, default: FollowerState | None = None
+    ) -> FollowerState | None:
         """As Mapping.get, in one frame and without a KeyError made for a miss: called per
         partition of every fetch round."""
         try:
@@ -201,7 +203,7 @@ class Followers(Mapping[int, FollowerState]):
         return f"Followers({dict(zip(self._ids, self._states, strict=True))!r})"
 
 
-NO_FOLLOWERS: Mapping[int, FollowerState] = Followers((), ())
+NO_FOLLOWERS = Followers((), ())
 
 
 @dataclass(slots=True)
@@ -215,7 +217,7 @@ class Partition:
     zk_version: int
     controller_epoch: int  # of the controller whose decision made this leader
     # Leader only; a follower's partition shares one empty mapping (no dict each).
-    followers: Mapping[int, FollowerState] = field(default_factory=lambda: NO_FOLLOWERS)
+    followers: Followers = field(default_factory=lambda: NO_FOLLOWERS)
     # Set when our ISR write found the partition moved on: wait for the next LeaderAndIsr.
     stale: bool = False
     log: PartitionLog | None = None
@@ -756,7 +758,7 @@ class ReplicaManager:
             me, max_lag = self.broker_id, self.replica_lag_time_max_ms
             for p in self.partitions.values():
                 followers = p.followers
-                if p.leader != me or p.stale or not isinstance(followers, Followers):
+                if p.leader != me or p.stale:
                     continue
                 leo = p.log_end_offset
                 isr = p.isr
