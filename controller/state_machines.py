@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +68,9 @@ class ControllerOps:
     # each kind per event (every step of a broker loss would otherwise re-send the same
     # 10,000 partitions). `barrier` sends now, where Kafka's order demands it.
     deferred: bool = False
+    # While not None, the elections keep here every partition state they write (see
+    # replicas_become_offline, which hands them to the replica step).
+    elections_written: dict[TopicPartition, LeaderAndIsr] | None = None
 
     def flush(self) -> None:
         if not self.deferred:
@@ -358,8 +361,11 @@ class PartitionStateMachine:
                 ctx.epoch_zk_version,
             )
             rows = []
+            kept = ops.elections_written
             for tp, lai in written.finished.items():
                 lice = ops.record_leadership(tp, lai)
+                if kept is not None:
+                    kept[tp] = lai
                 ops.batch.add_leader_and_isr(
                     ctx, decided[tp].live_replicas, tp, lice, ctx.full_assignment(tp), is_new=False
                 )
@@ -436,7 +442,11 @@ class ReplicaStateMachine:
         target: ReplicaStateName,
         *,
         reason: str = "offline",
+        just_written: Mapping[TopicPartition, LeaderAndIsr] | None = None,
     ) -> None:
+        """``just_written``: partition states this controller wrote moments ago in the same
+        event, which the Offline step may take as ZooKeeper's (see remove_replica_from_isr).
+        """
         by_broker: dict[int, list[PartitionReplica]] = defaultdict(list)
         for pr in replicas:
             by_broker[pr.replica].append(pr)
@@ -444,7 +454,7 @@ class ReplicaStateMachine:
             return
         try:
             for broker_id, prs in by_broker.items():
-                self._do_handle(broker_id, prs, target, reason)
+                self._do_handle(broker_id, prs, target, reason, just_written or {})
         except ControllerMovedError:
             self.ops.drop_batch()
             raise
@@ -457,6 +467,7 @@ class ReplicaStateMachine:
         replicas: list[PartitionReplica],
         target: ReplicaStateName,
         reason: str,
+        just_written: Mapping[TopicPartition, LeaderAndIsr],
     ) -> None:
         ctx, ops = self.ctx, self.ops
         allowed = REPLICA_VALID_PREVIOUS[target]
@@ -519,7 +530,9 @@ class ReplicaStateMachine:
             with_leadership = [
                 pr.topic_partition for pr in valid if pr.topic_partition in ctx.leadership
             ]
-            updated, untouched = self.remove_replica_from_isr(replica_id, with_leadership, reason)
+            updated, untouched = self.remove_replica_from_isr(
+                replica_id, with_leadership, reason, just_written
+            )
             for tp in untouched:
                 # Not in that ISR: nothing changed, nothing to tell (Kafka re-sends the same
                 # state, which every broker ignores; after a broker loss that is 10,000 of them).
@@ -551,17 +564,37 @@ class ReplicaStateMachine:
                 ctx.put_replica_state(pr, target)
 
     def remove_replica_from_isr(
-        self, replica_id: int, tps: Sequence[TopicPartition], reason: str
+        self,
+        replica_id: int,
+        tps: Sequence[TopicPartition],
+        reason: str,
+        just_written: Mapping[TopicPartition, LeaderAndIsr] | None = None,
     ) -> tuple[dict[TopicPartition, LeaderIsrAndControllerEpoch], list[TopicPartition]]:
         """Take a replica out of the ISRs (and leadership) of these partitions, fenced.
 
         Returns the partitions changed, and those whose ISR did not hold the replica (only
         refreshed from ZooKeeper).
+
+        A partition in ``just_written`` whose written ISR leaves the replica out is not
+        read again. That state was written in this event and its LeaderAndIsr sent since,
+        so ZooKeeper still holds it until the new leader has applied it: every ISR write
+        of a leader is conditional on the zkVersion its LeaderAndIsr gave it. Kafka's read
+        here may land in that window too, so this is one of the outcomes Kafka allows, and
+        a broker loss saves re-reading the 10,000s of states it has just elected.
         """
         ctx, ops = self.ctx, self.ops
         out: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         untouched: list[TopicPartition] = []
         remaining = list(tps)
+        if just_written:
+            to_read = []
+            for tp in remaining:
+                lai = just_written.get(tp)
+                if lai is not None and replica_id not in lai.isr:
+                    untouched.append(tp)
+                else:
+                    to_read.append(tp)
+            remaining = to_read
         for _ in range(MAX_WRITE_ROUNDS):
             if not remaining:
                 break
@@ -626,15 +659,21 @@ def replicas_become_offline(
         if not ctx.is_replica_online(lice.leader_and_isr.leader)
         and not ctx.is_topic_queued_for_deletion(tp.topic)
     ]
-    partition_sm.handle_state_changes(offline_leader, P.OFFLINE)
-    partition_sm.trigger_online_partition_state_change()
+    elected: dict[TopicPartition, LeaderAndIsr] = {}
+    ops.elections_written = elected
+    try:
+        partition_sm.handle_state_changes(offline_leader, P.OFFLINE)
+        partition_sm.trigger_online_partition_state_change()
+    finally:
+        ops.elections_written = None
     # The new leaders go out now, as Kafka sends each state machine's batch, even within
     # an event that otherwise sends once at its end: the replicas' step below re-reads
-    # every state it touches while the brokers apply their new leaderships. It adds
-    # requests only for partitions whose ISR still held a lost replica, which the
-    # elections just made have not touched, so nothing is sent twice.
+    # the states it touches (all but those just elected without the lost replica) while
+    # the brokers apply their new leaderships. It adds requests only for partitions whose
+    # ISR still held a lost replica, which the elections just made have not touched, so
+    # nothing is sent twice.
     ops.barrier()
-    replica_sm.handle_state_changes(not_for_deletion, R.OFFLINE)
+    replica_sm.handle_state_changes(not_for_deletion, R.OFFLINE, just_written=elected)
     if for_deletion:
         fail_replica_deletion(for_deletion)
     if not offline_leader:

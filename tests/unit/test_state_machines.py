@@ -325,14 +325,39 @@ def test_a_broker_loss_sends_the_new_leaders_before_taking_the_lost_replica_out_
     """Within one event (which otherwise sends once, at its end) the elections' requests
     go out before the lost replica's step, as Kafka sends each state machine's batch."""
     c = three_partitions()
-    # t-0 was led by 1: read, elected, sent; then the replica's step reads all three and
-    # takes 1 out of the ISRs of t-1 and t-2, sent at the event's end
+    # t-0 was led by 1: read, elected, sent; then the replica's step reads t-1 and t-2 (not
+    # t-0, whose state it has just written without 1) and takes 1 out of their ISRs, sent
+    # at the event's end
     assert timeline_of_event(c, lambda: c.kill(1)) == [
         ("read", {T0}),
         ("sent LeaderAndIsr for", {T0}),
-        ("read", {T0, T1, T2}),
+        ("read", {T1, T2}),
         ("sent LeaderAndIsr for", {T1, T2}),
     ]
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 1, (2, 3), 1)
+    for tp in (T1, T2):
+        assert 1 not in c.leader_and_isr(tp).isr
+    assert c.ctx.replica_state(PartitionReplica(T0, 1)) is R.OFFLINE
+    c.assert_context_matches_store()
+
+
+def test_the_isr_step_reads_a_just_written_state_that_still_holds_the_replica() -> None:
+    """Only a written ISR without the replica spares the read: one that holds it is read
+    and the replica taken out, as for any other partition."""
+    c = three_partitions()
+    written = c.leader_and_isr(T1)
+    assert 3 in written.isr
+    reads = c.store.reads
+    c.rsm.handle_state_changes(
+        [PartitionReplica(T1, 3), PartitionReplica(T0, 3)],
+        R.OFFLINE,
+        just_written={T1: written, T0: LeaderAndIsr(1, 0, (1, 2), 0)},
+    )
+    assert c.store.reads == reads + 1
+    assert c.leader_and_isr(T1).isr == (2, 1)
+    # t-0's state was taken as written: 3 is left in the store's ISR, unread and unwritten
+    assert 3 in c.leader_and_isr(T0).isr
+    assert [w.tp for w in c.store.writes if w.op == "update"] == [T1]
 
 
 def test_a_controlled_shutdown_sends_the_new_leaders_before_the_isr_changes() -> None:
