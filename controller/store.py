@@ -67,7 +67,10 @@ class UpdateResult:
         elif isinstance(outcome, Exception):
             self.failed[tp] = outcome
         else:
-            self.finished[tp] = written._replace(zk_version=outcome)
+            # The constructor, not _replace (2x slower): a broker loss files 10,000s.
+            self.finished[tp] = LeaderAndIsr(
+                written.leader, written.leader_epoch, written.isr, outcome
+            )
 
 
 def check_fence(
