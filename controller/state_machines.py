@@ -98,6 +98,22 @@ class ControllerOps:
         self.ctx.leadership[tp] = lice
         return lice
 
+    def cached_current(
+        self, tps: Sequence[TopicPartition]
+    ) -> tuple[dict[TopicPartition, LeaderAndIsr], list[TopicPartition]]:
+        """The partition states this controller holds, and the partitions it holds none of
+        (to be read)."""
+        leadership = self.ctx.leadership
+        current: dict[TopicPartition, LeaderAndIsr] = {}
+        unknown: list[TopicPartition] = []
+        for tp in tps:
+            lice = leadership.get(tp)
+            if lice is None:
+                unknown.append(tp)
+            else:
+                current[tp] = lice.leader_and_isr
+        return current, unknown
+
     def read_current(
         self, tps: Sequence[TopicPartition], failures: dict[TopicPartition, Exception]
     ) -> dict[TopicPartition, LeaderAndIsr]:
@@ -331,14 +347,27 @@ class PartitionStateMachine:
     def _elect(
         self, tps: list[TopicPartition], strategy: ElectionStrategy, allow_unclean: bool
     ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+        """Elect leaders and write them, each conditional on the zkVersion it was decided on.
+
+        The first round decides from the controller's cached states, as the floor of a
+        broker loss is only the writes. A cached state that ZooKeeper no longer holds
+        loses its conditional write (BadVersion); that partition, and any the cache leaves
+        without an eligible leader (a decision not to write needs ZooKeeper's state), are
+        read and decided again. Kafka reads every state first.
+        """
         ctx, ops = self.ctx, self.ops
         results: dict[TopicPartition, LeaderAndIsr | Exception] = {}
         remaining = tps
+        from_cache = True
         for _ in range(MAX_WRITE_ROUNDS):
             if not remaining:
                 break
             failures: dict[TopicPartition, Exception] = {}
-            current = ops.read_current(remaining, failures)
+            undecided: list[TopicPartition] = []
+            if from_cache:
+                current, undecided = ops.cached_current(remaining)
+            else:
+                current = ops.read_current(remaining, failures)
             unclean_ok = (
                 self._unclean_allowed(current, allow_unclean)
                 if strategy is ElectionStrategy.OFFLINE
@@ -347,7 +376,9 @@ class PartitionStateMachine:
             decided: dict[TopicPartition, election.ElectionResult] = {}
             for tp, lai in current.items():
                 outcome = election.elect(ctx, tp, lai, strategy, tp in unclean_ok)
-                if outcome.leader_and_isr is None:
+                if outcome.leader_and_isr is None and from_cache:
+                    undecided.append(tp)
+                elif outcome.leader_and_isr is None:
                     failures[tp] = StateChangeFailed(
                         f"no eligible leader for {tp} under the {strategy.value} strategy "
                         f"(replicas {list(ctx.replicas(tp))}, ISR {list(lai.isr)}, "
@@ -383,7 +414,8 @@ class PartitionStateMachine:
             for tp, err in failures.items():
                 results[tp] = err
                 log.warning("election of %s failed: %s", tp, err)
-            remaining = written.retry
+            remaining = written.retry + undecided
+            from_cache = False
         for tp in remaining:
             results[tp] = StateChangeFailed(f"the state of {tp} kept changing during the election")
         return results

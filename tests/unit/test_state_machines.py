@@ -325,11 +325,10 @@ def test_a_broker_loss_sends_the_new_leaders_before_taking_the_lost_replica_out_
     """Within one event (which otherwise sends once, at its end) the elections' requests
     go out before the lost replica's step, as Kafka sends each state machine's batch."""
     c = three_partitions()
-    # t-0 was led by 1: read, elected, sent; then the replica's step reads t-1 and t-2 (not
-    # t-0, whose state it has just written without 1) and takes 1 out of their ISRs, sent
-    # at the event's end
+    # t-0 was led by 1: elected from the cached state, written, sent; then the replica's
+    # step reads t-1 and t-2 (not t-0, whose state it has just written without 1) and takes
+    # 1 out of their ISRs, sent at the event's end
     assert timeline_of_event(c, lambda: c.kill(1)) == [
-        ("read", {T0}),
         ("sent LeaderAndIsr for", {T0}),
         ("read", {T1, T2}),
         ("sent LeaderAndIsr for", {T1, T2}),
@@ -363,7 +362,6 @@ def test_the_isr_step_reads_a_just_written_state_that_still_holds_the_replica() 
 def test_a_controlled_shutdown_sends_the_new_leaders_before_the_isr_changes() -> None:
     c = three_partitions()
     assert timeline_of_event(c, lambda: c.controlled_shutdown(1)) == [
-        ("read", {T0}),
         ("sent LeaderAndIsr for", {T0}),
         ("read", {T1, T2}),
         ("sent LeaderAndIsr for", {T1, T2}),
@@ -704,6 +702,39 @@ def test_election_rereads_after_a_leader_changed_the_isr() -> None:
     c.assert_context_matches_store()
     sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
     assert {s["leader"] for s in sent.values()} == {3}
+
+
+def test_an_election_from_a_stale_cache_loses_its_write_and_decides_again() -> None:
+    """The controller has not heard yet that leader 1 took 2 out of t-0's ISR: deciding
+    from its cache it would elect 2, but that write is conditional on the cached zkVersion,
+    so it fails, and the state ZooKeeper holds is read and decided on."""
+    c = three_partitions()
+    c.store.leader_change(T0, shrink_to(1, 3))  # no notification
+    assert c.ctx.leadership[T0].leader_and_isr.isr == (1, 2, 3)
+    timeline = timeline_of_event(c, lambda: c.kill(1))
+    assert timeline[:2] == [("read", {T0}), ("sent LeaderAndIsr for", {T0})]
+    assert c.leader_and_isr(T0) == LeaderAndIsr(3, 1, (3,), 2)
+    # only the decision made on what ZooKeeper held was written, and only it was sent
+    updates = [w for w in c.store.writes if w.tp == T0 and w.op == "update"]
+    assert [w.after.leader_and_isr.leader for w in updates] == [3]
+    sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+    assert {s["leader"] for s in sent.values()} == {3}
+    c.assert_context_matches_store()
+
+
+def test_a_cache_without_an_eligible_leader_is_read_before_giving_up() -> None:
+    """The cache says t-0's ISR is only 1, but leader 1 has since added 2 back (its
+    notification not yet handled): losing 1 must not leave t-0 offline on the cache's
+    word. A decision not to write is made on ZooKeeper's state."""
+    c = three_partitions()
+    c.leader_sets_isr(T0, (1,))
+    c.store.leader_change(T0, shrink_to(1, 2))  # no notification
+    reads = c.store.reads
+    c.kill(1)
+    assert c.store.reads > reads
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 1, (2,), 3)
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    c.assert_context_matches_store()
 
 
 def test_isr_removal_rereads_after_a_leader_changed_the_isr() -> None:
