@@ -18,15 +18,15 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from common import best_of
 
-from broker.state_change_log import SCHEMA_VERSION, StateChangeLog
+from broker.state_change_log import SCHEMA_VERSION, LeaderAndIsrRow, StateChangeLog
 from controller.state_machines import partition_state_row
 from zkdata.znodes import LeaderAndIsr, TopicPartition
 
@@ -47,19 +47,8 @@ def main() -> None:
         partition_state_row(tp, LeaderAndIsr(1, 5, (1, 2), 7), "controlled_shutdown", (3, 1, 2))
         for tp in tps
     ]
-    applied: list[dict[str, Any]] = [
-        {
-            "topic": tp.topic,
-            "partition": tp.partition,
-            "leader": 1,
-            "leader_epoch": 5,
-            "isr": [1, 2],
-            "replicas": [3, 1, 2],
-            "controller_id": 1,
-            "controller_epoch": 3,
-            "result": "applied",
-            "error": None,
-        }
+    applied = [
+        LeaderAndIsrRow(tp.topic, tp.partition, 1, 5, (1, 2), (3, 1, 2), 1, 3, "applied", None)
         for tp in tps
     ]
 
@@ -72,10 +61,11 @@ def main() -> None:
 
         return run
 
-    def plain(event: str, rows: list[dict[str, Any]], **tail: Any) -> None:
+    def plain(event: str, rows: Sequence[NamedTuple], **tail: Any) -> None:
         head = {"ts": time.time_ns() // 1_000_000, "v": SCHEMA_VERSION, "broker": 1}
         text = "".join(
-            json.dumps({**head, "event": event, **row, **tail}, separators=(",", ":")) + "\n"
+            json.dumps({**head, "event": event, **row._asdict(), **tail}, separators=(",", ":"))
+            + "\n"
             for row in rows
         )
         with (

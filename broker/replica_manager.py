@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from broker.config import TopicConfig
-from broker.state_change_log import StateChangeLog
+from broker.state_change_log import LeaderAndIsrRow, StateChangeLog
 from storage.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
@@ -308,7 +308,7 @@ class ReplicaManager:
         controller_id = request["controller_id"]
         controller_epoch = request["controller_epoch"]
         topics_out = []
-        rows = []
+        rows: list[LeaderAndIsrRow] = []
         leaders: list[Partition] = []
         followers: list[Partition] = []
         # One TopicPartition per partition for the logs, the partitions and whatever keys
@@ -371,20 +371,35 @@ class ReplicaManager:
                     errors.append({"partition_index": tp.partition, "error_code": int(error)})
                     if applied is not None:
                         (leaders if applied.leader == self.broker_id else followers).append(applied)
-                    if error != ErrorCode.NONE or applied is not None:
+                    if applied is not None:
                         rows.append(
-                            {
-                                "topic": topic,
-                                "partition": tp.partition,
-                                "leader": ps["leader"],
-                                "leader_epoch": ps["leader_epoch"],
-                                "isr": ps["isr"],
-                                "replicas": ps["replicas"],
-                                "controller_id": controller_id,
-                                "controller_epoch": controller_epoch,
-                                "result": "applied" if error == ErrorCode.NONE else "rejected",
-                                "error": None if error == ErrorCode.NONE else error.name,
-                            }
+                            LeaderAndIsrRow(
+                                topic,
+                                tp.partition,
+                                applied.leader,
+                                applied.leader_epoch,
+                                applied.isr,
+                                applied.replicas,
+                                controller_id,
+                                controller_epoch,
+                                "applied",
+                                None,
+                            )
+                        )
+                    elif error != ErrorCode.NONE:
+                        rows.append(
+                            LeaderAndIsrRow(
+                                topic,
+                                tp.partition,
+                                ps["leader"],
+                                ps["leader_epoch"],
+                                ps["isr"],
+                                ps["replicas"],
+                                controller_id,
+                                controller_epoch,
+                                "rejected",
+                                error.name,
+                            )
                         )
                 topics_out.append({"topic_id": topic_id, "partition_errors": errors})
         if self.logs is not None:

@@ -12,10 +12,10 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 SCHEMA_VERSION = 1
 FILE_NAME = "state-change.log"
@@ -49,6 +49,61 @@ _encode = _compact_encoder()
 
 # Why the controller wrote a partition state.
 REASONS = ("new", "offline", "unclean", "preferred", "reassign", "controlled_shutdown", "deleted")
+
+
+class PartitionStateRow(NamedTuple):
+    """A partition_state line's own fields, in their order on the line."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: Sequence[int]
+    reason: str
+    replicas: Sequence[int]
+    zk_version: int
+
+
+class LeaderAndIsrRow(NamedTuple):
+    """A leader_and_isr line's own fields, in their order on the line (error: None when
+    applied)."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: Sequence[int]
+    replicas: Sequence[int]
+    controller_id: int
+    controller_epoch: int
+    result: str
+    error: str | None
+
+
+class _Texts:
+    """The JSON text of the strings and int lists of one batch of rows, each made once: a
+    broker loss logs 10,000s of rows that share a few topics, ISRs and replica lists.
+    Writing the lines from these by formatting is ~4x faster than a dict per row through
+    the C encoder, on the controller's event thread and before a broker answers."""
+
+    __slots__ = ("_ints", "_strings")
+
+    def __init__(self) -> None:
+        self._strings: dict[str, str] = {}
+        self._ints: dict[tuple[int, ...], str] = {}
+
+    def string(self, value: str) -> str:
+        text = self._strings.get(value)
+        if text is None:
+            text = self._strings[value] = encode_basestring_ascii(value)
+        return text
+
+    def ints(self, values: Sequence[int]) -> str:
+        key = values if type(values) is tuple else tuple(values)
+        text = self._ints.get(key)
+        if text is None:
+            text = self._ints[key] = _encode([int(v) for v in key])
+        return text
 
 
 class StateChangeLog:
@@ -102,6 +157,19 @@ class StateChangeLog:
             else _encode({**head, **row, **tail}) + "\n"
             for row in rows
         )
+        self._write_text(text)
+
+    def _line_prefix(self, event: str) -> str:
+        """A line's common fields, up to the comma before the row's own."""
+        head = {
+            "ts": time.time_ns() // 1_000_000,
+            "v": SCHEMA_VERSION,
+            "broker": self.broker_id,
+            "event": event,
+        }
+        return _encode(head)[:-1] + ","
+
+    def _write_text(self, text: str) -> None:
         if not text:
             return
         with self._lock:
@@ -156,16 +224,42 @@ class StateChangeLog:
             live=sorted(live),
         )
 
-    def partition_states(self, epoch: int, rows: Iterable[dict[str, Any]]) -> None:
-        """Rows of topic, partition, leader, leader_epoch, isr, reason."""
-        self.write_many("partition_state", rows, controller_epoch=epoch)
+    def partition_states(self, epoch: int, rows: Iterable[PartitionStateRow]) -> None:
+        """One partition_state line per row, then the controller epoch (the line
+        write_many would write for the row as a dict)."""
+        texts = _Texts()
+        string, ints = texts.string, texts.ints
+        prefix = self._line_prefix("partition_state")
+        suffix = f',"controller_epoch":{int(epoch)}}}\n'
+        self._write_text(
+            "".join(
+                f'{prefix}"topic":{string(r.topic)},"partition":{int(r.partition)},'
+                f'"leader":{int(r.leader)},"leader_epoch":{int(r.leader_epoch)},'
+                f'"isr":{ints(r.isr)},"reason":{string(r.reason)},'
+                f'"replicas":{ints(r.replicas)},"zk_version":{int(r.zk_version)}{suffix}'
+                for r in rows
+            )
+        )
 
     # --- the broker's records -----------------------------------------------------------
 
-    def leader_and_isr(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Rows of topic, partition, leader, leader_epoch, isr, controller_id,
-        controller_epoch, result ("applied" or "rejected") and error."""
-        self.write_many("leader_and_isr", rows)
+    def leader_and_isr(self, rows: Iterable[LeaderAndIsrRow]) -> None:
+        """One leader_and_isr line per row: result "applied" or "rejected", with the
+        error (the line write_many would write for the row as a dict)."""
+        texts = _Texts()
+        string, ints = texts.string, texts.ints
+        prefix = self._line_prefix("leader_and_isr")
+        self._write_text(
+            "".join(
+                f'{prefix}"topic":{string(r.topic)},"partition":{int(r.partition)},'
+                f'"leader":{int(r.leader)},"leader_epoch":{int(r.leader_epoch)},'
+                f'"isr":{ints(r.isr)},"replicas":{ints(r.replicas)},'
+                f'"controller_id":{int(r.controller_id)},'
+                f'"controller_epoch":{int(r.controller_epoch)},"result":{string(r.result)},'
+                f'"error":{"null" if r.error is None else string(r.error)}}}\n'
+                for r in rows
+            )
+        )
 
     def request_rejected(
         self, api: str, controller_id: int, controller_epoch: int, broker_epoch: int, error: str

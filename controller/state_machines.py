@@ -13,9 +13,8 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from broker.state_change_log import StateChangeLog
+from broker.state_change_log import PartitionStateRow, StateChangeLog
 from controller import election
 from controller.context import (
     PARTITION_VALID_PREVIOUS,
@@ -87,7 +86,7 @@ class ControllerOps:
         when the whole state change succeeded)."""
         self.batch.clear()
 
-    def log_states(self, rows: list[dict[str, Any]]) -> None:
+    def log_states(self, rows: list[PartitionStateRow]) -> None:
         if rows:
             self.state_log.partition_states(self.ctx.epoch, rows)
 
@@ -138,19 +137,19 @@ class ControllerOps:
 
 def partition_state_row(
     tp: TopicPartition, lai: LeaderAndIsr, reason: str, replicas: Sequence[int]
-) -> dict[str, Any]:
+) -> PartitionStateRow:
     """The state-change log's record of a partition state the controller wrote; ``lai``
     carries the zkVersion the write gave the znode (0 for a create)."""
-    return {
-        "topic": tp.topic,
-        "partition": tp.partition,
-        "leader": lai.leader,
-        "leader_epoch": lai.leader_epoch,
-        "isr": list(lai.isr),
-        "reason": reason,
-        "replicas": list(replicas),
-        "zk_version": lai.zk_version,
-    }
+    return PartitionStateRow(
+        tp.topic,
+        tp.partition,
+        lai.leader,
+        lai.leader_epoch,
+        lai.isr,
+        reason,
+        replicas,
+        lai.zk_version,
+    )
 
 
 class PartitionStateMachine:

@@ -35,7 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from broker.state_change_log import SCHEMA_VERSION, StateChangeLog
+from broker.state_change_log import (
+    SCHEMA_VERSION,
+    LeaderAndIsrRow,
+    PartitionStateRow,
+    StateChangeLog,
+)
 from controller import election
 from controller.assignment import assign_replicas_to_brokers
 from controller.context import (
@@ -94,6 +99,12 @@ class SimLog(StateChangeLog):
         self.sim.emit(
             self.broker_id, event, [{**row, **tail} for row in rows] if tail else list(rows)
         )
+
+    def partition_states(self, epoch: int, rows: Iterable[PartitionStateRow]) -> None:
+        self.write_many("partition_state", (r._asdict() for r in rows), controller_epoch=epoch)
+
+    def leader_and_isr(self, rows: Iterable[LeaderAndIsrRow]) -> None:
+        self.write_many("leader_and_isr", (r._asdict() for r in rows))
 
 
 @dataclass
@@ -447,18 +458,18 @@ class Simulation:
                         if ps["leader"] == b.broker_id:
                             self.led(tp, t)
                     rows.append(
-                        {
-                            "topic": topic,
-                            "partition": tp.partition,
-                            "leader": ps["leader"],
-                            "leader_epoch": ps["leader_epoch"],
-                            "isr": ps["isr"],
-                            "replicas": ps["replicas"],
-                            "controller_id": body["controller_id"],
-                            "controller_epoch": ce,
-                            "result": "applied" if error is None else "rejected",
-                            "error": error,
-                        }
+                        LeaderAndIsrRow(
+                            topic,
+                            tp.partition,
+                            ps["leader"],
+                            ps["leader_epoch"],
+                            ps["isr"],
+                            ps["replicas"],
+                            body["controller_id"],
+                            ce,
+                            "applied" if error is None else "rejected",
+                            error,
+                        )
                     )
             b.log.leader_and_isr(rows)
         finally:

@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.state_change_log import SCHEMA_VERSION, StateChangeLog, _encode
+from broker.state_change_log import (
+    REASONS,
+    SCHEMA_VERSION,
+    LeaderAndIsrRow,
+    PartitionStateRow,
+    StateChangeLog,
+    _encode,
+)
 
 
 def lines(path: Path) -> list[str]:
@@ -96,3 +103,81 @@ def test_a_tail_ends_every_row(rows: list[dict[str, object]], epoch: int) -> Non
         head = {"ts": ts, "v": SCHEMA_VERSION, "broker": 1, "event": "e"}
         expected = {**head, **row, "controller_epoch": epoch}
         assert line == json.dumps(expected, separators=(",", ":"))
+
+
+# --- the typed rows: partition_state and leader_and_isr lines ------------------------
+
+_INT_LISTS = st.lists(st.integers(min_value=-1, max_value=2**31 - 1), max_size=4)
+_INT_SEQS = _INT_LISTS | _INT_LISTS.map(tuple)
+_PARTITION_STATE_ROWS = st.builds(
+    PartitionStateRow,
+    st.text(max_size=6),
+    st.integers(min_value=0, max_value=2**31 - 1),
+    st.integers(min_value=-2, max_value=2**31 - 1),
+    st.integers(min_value=0, max_value=2**31 - 1),
+    _INT_SEQS,
+    st.sampled_from(REASONS),
+    _INT_SEQS,
+    st.integers(min_value=0, max_value=2**31 - 1),
+)
+_LEADER_AND_ISR_ROWS = st.builds(
+    LeaderAndIsrRow,
+    st.text(max_size=6),
+    st.integers(min_value=0, max_value=2**31 - 1),
+    st.integers(min_value=-2, max_value=2**31 - 1),
+    st.integers(min_value=0, max_value=2**31 - 1),
+    _INT_SEQS,
+    _INT_SEQS,
+    st.integers(min_value=0, max_value=2**31 - 1),
+    st.integers(min_value=0, max_value=2**31 - 1),
+    st.sampled_from(["applied", "rejected"]),
+    st.none() | st.sampled_from(["STALE_CONTROLLER_EPOCH", "UNKNOWN_TOPIC_OR_PARTITION"]),
+)
+
+
+def _as_record(row: PartitionStateRow | LeaderAndIsrRow) -> dict[str, object]:
+    return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in row._asdict().items()}
+
+
+@given(st.lists(_PARTITION_STATE_ROWS, max_size=6), st.integers(min_value=0, max_value=99))
+def test_partition_state_lines_are_the_records_write_many_writes(
+    rows: list[PartitionStateRow], epoch: int
+) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        log = StateChangeLog(d, 1)
+        log.partition_states(epoch, rows)
+        log.close()
+        path = Path(d) / "state-change.log"
+        got = path.read_text().splitlines() if path.exists() else []
+    assert len(got) == len(rows)
+    for line, row in zip(got, rows, strict=True):
+        record = json.loads(line)
+        head = {"ts": record["ts"], "v": SCHEMA_VERSION, "broker": 1, "event": "partition_state"}
+        expected = {**head, **_as_record(row), "controller_epoch": epoch}
+        assert line == json.dumps(expected, separators=(",", ":"))
+
+
+@given(st.lists(_LEADER_AND_ISR_ROWS, max_size=6))
+def test_leader_and_isr_lines_are_the_records_write_many_writes(
+    rows: list[LeaderAndIsrRow],
+) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        log = StateChangeLog(d, 1)
+        log.leader_and_isr(rows)
+        log.close()
+        path = Path(d) / "state-change.log"
+        got = path.read_text().splitlines() if path.exists() else []
+    assert len(got) == len(rows)
+    for line, row in zip(got, rows, strict=True):
+        record = json.loads(line)
+        head = {"ts": record["ts"], "v": SCHEMA_VERSION, "broker": 1, "event": "leader_and_isr"}
+        assert line == json.dumps({**head, **_as_record(row)}, separators=(",", ":"))
+
+
+def test_a_row_value_that_is_not_an_int_is_refused_not_written(tmp_path: Path) -> None:
+    log = StateChangeLog(tmp_path, 1)
+    bad = PartitionStateRow("t", 0, None, 1, (1,), "new", (1,), 0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        log.partition_states(1, [bad])
+    log.close()
+    assert not (tmp_path / "state-change.log").read_text()
