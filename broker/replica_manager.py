@@ -388,17 +388,8 @@ class ReplicaManager:
                         )
                     elif error != ErrorCode.NONE:
                         rows.append(
-                            LeaderAndIsrRow(
-                                topic,
-                                tp.partition,
-                                ps["leader"],
-                                ps["leader_epoch"],
-                                ps["isr"],
-                                ps["replicas"],
-                                controller_id,
-                                controller_epoch,
-                                "rejected",
-                                error.name,
+                            LeaderAndIsrRow.of_request(
+                                topic, ps, controller_id, controller_epoch, error.name
                             )
                         )
                 topics_out.append({"topic_id": topic_id, "partition_errors": errors})

@@ -79,6 +79,30 @@ class LeaderAndIsrRow(NamedTuple):
     result: str
     error: str | None
 
+    @classmethod
+    def of_request(
+        cls,
+        topic: str,
+        state: dict[str, Any],
+        controller_id: int,
+        controller_epoch: int,
+        error: str | None,
+    ) -> LeaderAndIsrRow:
+        """The row of one partition state of a LeaderAndIsr request, applied (``error``
+        None) or rejected with ``error``."""
+        return cls(
+            topic,
+            state["partition_index"],
+            state["leader"],
+            state["leader_epoch"],
+            state["isr"],
+            state["replicas"],
+            controller_id,
+            controller_epoch,
+            "applied" if error is None else "rejected",
+            error,
+        )
+
 
 class _Texts:
     """The JSON text of the strings and int lists of one batch of rows, each made once: a

@@ -458,18 +458,7 @@ class Simulation:
                         if ps["leader"] == b.broker_id:
                             self.led(tp, t)
                     rows.append(
-                        LeaderAndIsrRow(
-                            topic,
-                            tp.partition,
-                            ps["leader"],
-                            ps["leader_epoch"],
-                            ps["isr"],
-                            ps["replicas"],
-                            body["controller_id"],
-                            ce,
-                            "applied" if error is None else "rejected",
-                            error,
-                        )
+                        LeaderAndIsrRow.of_request(topic, ps, body["controller_id"], ce, error)
                     )
             b.log.leader_and_isr(rows)
         finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -109,27 +110,30 @@ def test_a_tail_ends_every_row(rows: list[dict[str, object]], epoch: int) -> Non
 
 _INT_LISTS = st.lists(st.integers(min_value=-1, max_value=2**31 - 1), max_size=4)
 _INT_SEQS = _INT_LISTS | _INT_LISTS.map(tuple)
+_INT32 = st.integers(min_value=0, max_value=2**31 - 1)
+_LEADER = st.integers(min_value=-2, max_value=2**31 - 1)
+_TOPIC = st.text(max_size=6)
 _PARTITION_STATE_ROWS = st.builds(
     PartitionStateRow,
-    st.text(max_size=6),
-    st.integers(min_value=0, max_value=2**31 - 1),
-    st.integers(min_value=-2, max_value=2**31 - 1),
-    st.integers(min_value=0, max_value=2**31 - 1),
+    _TOPIC,
+    _INT32,
+    _LEADER,
+    _INT32,
     _INT_SEQS,
     st.sampled_from(REASONS),
     _INT_SEQS,
-    st.integers(min_value=0, max_value=2**31 - 1),
+    _INT32,
 )
 _LEADER_AND_ISR_ROWS = st.builds(
     LeaderAndIsrRow,
-    st.text(max_size=6),
-    st.integers(min_value=0, max_value=2**31 - 1),
-    st.integers(min_value=-2, max_value=2**31 - 1),
-    st.integers(min_value=0, max_value=2**31 - 1),
+    _TOPIC,
+    _INT32,
+    _LEADER,
+    _INT32,
     _INT_SEQS,
     _INT_SEQS,
-    st.integers(min_value=0, max_value=2**31 - 1),
-    st.integers(min_value=0, max_value=2**31 - 1),
+    _INT32,
+    _INT32,
     st.sampled_from(["applied", "rejected"]),
     st.none() | st.sampled_from(["STALE_CONTROLLER_EPOCH", "UNKNOWN_TOPIC_OR_PARTITION"]),
 )
@@ -139,16 +143,21 @@ def _as_record(row: PartitionStateRow | LeaderAndIsrRow) -> dict[str, object]:
     return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in row._asdict().items()}
 
 
-@given(st.lists(_PARTITION_STATE_ROWS, max_size=6), st.integers(min_value=0, max_value=99))
-def test_partition_state_lines_are_the_records_write_many_writes(
-    rows: list[PartitionStateRow], epoch: int
-) -> None:
+def lines_written(write: Callable[[StateChangeLog], None]) -> list[str]:
+    """The lines broker 1's log holds after ``write``."""
     with tempfile.TemporaryDirectory() as d:
         log = StateChangeLog(d, 1)
-        log.partition_states(epoch, rows)
+        write(log)
         log.close()
         path = Path(d) / "state-change.log"
-        got = path.read_text().splitlines() if path.exists() else []
+        return path.read_text().splitlines() if path.exists() else []
+
+
+@given(st.lists(_PARTITION_STATE_ROWS, max_size=6), st.integers(min_value=0, max_value=99))
+def test_partition_state_lines_are_json_dumps_of_the_records(
+    rows: list[PartitionStateRow], epoch: int
+) -> None:
+    got = lines_written(lambda log: log.partition_states(epoch, rows))
     assert len(got) == len(rows)
     for line, row in zip(got, rows, strict=True):
         record = json.loads(line)
@@ -158,15 +167,8 @@ def test_partition_state_lines_are_the_records_write_many_writes(
 
 
 @given(st.lists(_LEADER_AND_ISR_ROWS, max_size=6))
-def test_leader_and_isr_lines_are_the_records_write_many_writes(
-    rows: list[LeaderAndIsrRow],
-) -> None:
-    with tempfile.TemporaryDirectory() as d:
-        log = StateChangeLog(d, 1)
-        log.leader_and_isr(rows)
-        log.close()
-        path = Path(d) / "state-change.log"
-        got = path.read_text().splitlines() if path.exists() else []
+def test_leader_and_isr_lines_are_json_dumps_of_the_records(rows: list[LeaderAndIsrRow]) -> None:
+    got = lines_written(lambda log: log.leader_and_isr(rows))
     assert len(got) == len(rows)
     for line, row in zip(got, rows, strict=True):
         record = json.loads(line)
@@ -181,3 +183,11 @@ def test_a_row_value_that_is_not_an_int_is_refused_not_written(tmp_path: Path) -
         log.partition_states(1, [bad])
     log.close()
     assert not (tmp_path / "state-change.log").read_text()
+
+
+def test_a_request_state_row_names_its_result_by_its_error() -> None:
+    state = {"partition_index": 3, "leader": 2, "leader_epoch": 7, "isr": [2], "replicas": [1, 2]}
+    applied = LeaderAndIsrRow.of_request("t", state, 1, 4, None)
+    rejected = LeaderAndIsrRow.of_request("t", state, 1, 4, "STALE_CONTROLLER_EPOCH")
+    assert applied == LeaderAndIsrRow("t", 3, 2, 7, [2], [1, 2], 1, 4, "applied", None)
+    assert (rejected.result, rejected.error) == ("rejected", "STALE_CONTROLLER_EPOCH")
