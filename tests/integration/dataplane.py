@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from cluster.supervised import SupervisedCluster
 
@@ -98,6 +98,31 @@ def produce(
     return acked
 
 
+# What a client may hear while leadership moves: the broker its metadata names as leader
+# has not yet applied (or has just given up) the leadership. Clients retry these.
+_LEADERSHIP_MOVING = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+}
+
+
+def watermark_high(consumer: Consumer, topic: str, partition: int, timeout: float = 30) -> int:
+    """The partition's high watermark, asked of its leader until the leader answers:
+    librdkafka's query does not retry a moving leadership itself."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            _low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=max(deadline - time.monotonic(), 1)
+            )
+            return int(high)
+        except KafkaException as e:
+            if e.args[0].code() not in _LEADERSHIP_MOVING or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
 def consume(
     c: SupervisedCluster,
     topic: str,
@@ -120,10 +145,7 @@ def consume(
         }
     )
     try:
-        ends = {}
-        for p in parts:
-            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            ends[p] = high
+        ends = {p: watermark_high(consumer, topic, p) for p in parts}
         consumer.assign([TopicPartition(topic, p, start) for p in parts])
         out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in parts}
         deadline = time.monotonic() + timeout
