@@ -203,21 +203,24 @@ class ZkControllerStore:
         controller_epoch: int,
         epoch_zk_version: int,
     ) -> UpdateResult:
-        tps = list(states)
         items = [
             [
                 SetData(
                     paths.partition_state(tp.topic, tp.partition),
-                    encode_partition_state(states[tp], controller_epoch),
-                    states[tp].zk_version,
+                    encode_partition_state(lai, controller_epoch),
+                    lai.zk_version,
                 )
             ]
-            for tp in tps
+            for tp, lai in states.items()
         ]
         result = UpdateResult()
-        for tp, r in zip(tps, self.zk.multi_fenced_batched(epoch_zk_version, items), strict=True):
-            outcome = r[0]
-            result.add(tp, states[tp], outcome if is_error(outcome) else outcome.version)
+        finished = result.finished
+        results = self.zk.multi_fenced_batched(epoch_zk_version, items)
+        for (tp, lai), (outcome,) in zip(states.items(), results, strict=True):
+            if isinstance(outcome, Exception):
+                result.add(tp, lai, outcome)
+            else:  # UpdateResult.add inlined: a broker loss files 10,000s
+                finished[tp] = LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, outcome.version)
         return result
 
     # --- topics -------------------------------------------------------------------------

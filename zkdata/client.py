@@ -665,12 +665,9 @@ class ZkClient:
     ) -> list[list[OpResult]]:
         """Apply independent items (each a list of ops, atomic on its own), fenced by the
         `/controller_epoch` zkVersion; raises ControllerMovedError if a check failed."""
-        results = self.multi_batched(
-            items, check=Check(paths.CONTROLLER_EPOCH, epoch_zk_version), max_ops=max_ops
+        return self._multi_batched(
+            items, Check(paths.CONTROLLER_EPOCH, epoch_zk_version), max_ops, fenced=True
         )
-        for r in results:
-            self._raise_if_fenced(r)
-        return [r[1:] for r in results]
 
     def multi_batched(
         self,
@@ -688,13 +685,28 @@ class ZkClient:
         each in a multi of its own to learn every item's result. A failed check fails the
         whole multi: those items are not retried.
         """
+        return self._multi_batched(items, check, max_ops, fenced=False)
+
+    def _multi_batched(
+        self,
+        items: Sequence[Sequence[WriteOp]],
+        check: Check | None,
+        max_ops: int,
+        *,
+        fenced: bool,
+    ) -> list[list[OpResult]]:
+        """multi_batched; ``fenced``: a failed check raises ControllerMovedError (looked
+        at once per multi), and the results leave the check's out."""
         prefix: list[WriteOp] = [check] if check is not None else []
+        skip = len(prefix)
+        keep = skip if fenced else 0  # where an item's results start in a multi's
         groups: list[list[int]] = []
         current: list[int] = []
         size = 0
         nbytes = 0
         for i, item in enumerate(items):
-            item_bytes = sum(_op_bytes(op) for op in item)
+            # One op an item is the common case (a partition state each): no generator.
+            item_bytes = _op_bytes(item[0]) if len(item) == 1 else sum(_op_bytes(op) for op in item)
             if current and (size + len(item) > max_ops or nbytes + item_bytes > WRITE_BATCH_BYTES):
                 groups.append(current)
                 current, size, nbytes = [], 0, 0
@@ -713,19 +725,26 @@ class ZkClient:
         ]
         for group, async_result in pending:
             res = list(async_result.get(timeout=timeout))
+            if fenced:
+                self._raise_if_fenced(res)
             check_failed = bool(prefix) and _is_failed(res[0])
-            failed = any(_is_failed(r) for r in res[len(prefix) :])
+            failed = any(_is_failed(r) for r in res[skip:])
             if failed and not check_failed and len(group) > 1:
                 retry_alone.extend(group)
                 continue
-            pos = len(prefix)
+            head = res[keep:skip]
+            pos = skip
             for i in group:
-                results[i] = res[: len(prefix)] + res[pos : pos + len(items[i])]
-                pos += len(items[i])
+                n = len(items[i])
+                results[i] = [*head, res[pos]] if n == 1 else head + res[pos : pos + n]
+                pos += n
         if retry_alone:
             alone = [(i, self._multi_async([*prefix, *items[i]])) for i in retry_alone]
             for i, async_result in alone:
-                results[i] = list(async_result.get(timeout=timeout))
+                res = list(async_result.get(timeout=timeout))
+                if fenced:
+                    self._raise_if_fenced(res)
+                results[i] = res[keep:]
         return [r if r is not None else [] for r in results]
 
     @staticmethod

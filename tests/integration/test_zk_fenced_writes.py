@@ -1,0 +1,80 @@
+"""The controller's one write path, against a real server: items packed many to a multi,
+each fenced by the /controller_epoch zkVersion."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kazoo.exceptions import BadVersionError, NodeExistsError, RolledBackError
+from kazoo.protocol.states import ZnodeStat
+
+from zkdata import paths
+from zkdata.client import Check, ControllerMovedError, Create, SetData, WriteOp, ZkClient
+
+
+@pytest.fixture
+def zk(zk_connect: str) -> Iterator[ZkClient]:
+    client = ZkClient(zk_connect, session_timeout_ms=10_000)
+    client.start()
+    client.create(paths.CONTROLLER_EPOCH, b"1")
+    for i in range(7):
+        client.create(f"/p{i}", b"0")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def data_and_version(zk: ZkClient, path: str) -> tuple[bytes, int]:
+    got = zk.get(path)
+    assert got is not None
+    return got[0], got[1].version
+
+
+def test_packed_items_come_back_each_with_its_own_results_and_no_check(zk: ZkClient) -> None:
+    # Three ops a multi at most: the 7 items (one of two ops) go out in several multis.
+    items: list[list[WriteOp]] = [[SetData(f"/p{i}", f"v{i}".encode(), 0)] for i in range(6)]
+    items.insert(3, [SetData("/p6", b"both", 0), Create("/q", b"new")])
+    results = zk.multi_fenced_batched(0, items, max_ops=3)
+    assert [len(r) for r in results] == [1, 1, 1, 2, 1, 1, 1]
+    for r in (*results[:3], *results[4:]):
+        assert isinstance(r[0], ZnodeStat)
+        assert r[0].version == 1
+    assert isinstance(results[3][0], ZnodeStat)
+    assert results[3][1] == "/q"
+    assert [data_and_version(zk, f"/p{i}") for i in range(6)] == [
+        (f"v{i}".encode(), 1) for i in range(6)
+    ]
+    assert data_and_version(zk, "/p6") == (b"both", 1)
+
+
+def test_an_item_that_fails_leaves_the_items_packed_with_it_written(zk: ZkClient) -> None:
+    items: list[list[WriteOp]] = [[SetData(f"/p{i}", b"x", 0)] for i in range(5)]
+    items[2] = [SetData("/p2", b"x", 4)]  # a stale zkVersion
+    items[3] = [SetData("/p3", b"x", 0), Create("/p0")]  # its second op fails: all of it does
+    results = zk.multi_fenced_batched(0, items)
+    assert isinstance(results[2][0], BadVersionError)
+    assert isinstance(results[3][0], RolledBackError)
+    assert isinstance(results[3][1], NodeExistsError)
+    assert [data_and_version(zk, f"/p{i}")[1] for i in range(5)] == [1, 1, 0, 0, 1]
+
+
+def test_a_moved_controller_epoch_fails_every_multi_and_writes_nothing(zk: ZkClient) -> None:
+    zk.set(paths.CONTROLLER_EPOCH, b"2")  # another controller won: zkVersion 1
+    items: list[list[WriteOp]] = [[SetData(f"/p{i}", b"x", 0)] for i in range(6)]
+    with pytest.raises(ControllerMovedError):
+        zk.multi_fenced_batched(0, items, max_ops=2)
+    assert [data_and_version(zk, f"/p{i}")[1] for i in range(6)] == [0] * 6
+    # One item in one multi, too.
+    with pytest.raises(ControllerMovedError):
+        zk.multi_fenced(0, [SetData("/p0", b"x", 0)])
+
+
+def test_an_unfenced_check_is_answered_first_in_each_item(zk: ZkClient) -> None:
+    results = zk.multi_batched(
+        [[SetData("/p0", b"x", 0)], [SetData("/p1", b"x", 0)]],
+        check=Check(paths.CONTROLLER_EPOCH, 0),
+    )
+    assert [r[0] for r in results] == [True, True]
+    assert all(isinstance(r[1], ZnodeStat) for r in results)
