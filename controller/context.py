@@ -16,14 +16,22 @@ from typing import NamedTuple
 from zkdata.znodes import BrokerRegistration, LeaderAndIsr, SharedValues, TopicPartition
 
 
-class PartitionStateName(enum.Enum):
+class IdentityHashedEnum(enum.Enum):
+    """An enum hashed by identity (its members are singletons, equal only to themselves):
+    a decision hashes a state for every partition it touches, and Enum's own __hash__ is
+    Python code, this one C."""
+
+    __hash__ = object.__hash__
+
+
+class PartitionStateName(IdentityHashedEnum):
     NEW = "NewPartition"
     ONLINE = "OnlinePartition"
     OFFLINE = "OfflinePartition"
     NON_EXISTENT = "NonExistentPartition"
 
 
-class ReplicaStateName(enum.Enum):
+class ReplicaStateName(IdentityHashedEnum):
     NEW = "NewReplica"
     ONLINE = "OnlineReplica"
     OFFLINE = "OfflineReplica"
@@ -56,7 +64,11 @@ REPLICA_VALID_PREVIOUS: dict[ReplicaStateName, frozenset[ReplicaStateName]] = {
 }
 
 
-_shared_states: SharedValues[tuple[tuple[int, ReplicaStateName], ...]] = SharedValues(100_000)
+_ReplicaStates = tuple[tuple[int, ReplicaStateName], ...]
+_shared_states: SharedValues[_ReplicaStates] = SharedValues(100_000)
+# (a partition's replica states, a replica, its new state) -> the partition's new states.
+_replica_transitions: dict[tuple[_ReplicaStates, int, ReplicaStateName], _ReplicaStates] = {}
+_REPLICA_TRANSITIONS_MAX = 10_000
 
 
 class ReplicaAssignment(NamedTuple):
@@ -304,9 +316,20 @@ class ControllerContext:
             self.replica_states.pop(tp, None)
 
     def put_replica_state(self, pr: PartitionReplica, state: ReplicaStateName) -> None:
-        states = self.replica_states_of(pr.topic_partition)
-        states[pr.replica] = state
-        self.set_replica_states(pr.topic_partition, states)
+        tp = pr.topic_partition
+        old = self.replica_states.get(tp, ())
+        # The same few transitions repeat for every partition of a broker (10,000s when
+        # it is lost): each is worked out once.
+        key = (old, pr.replica, state)
+        new = _replica_transitions.get(key)
+        if new is None:
+            states = dict(old)
+            states[pr.replica] = state
+            new = _shared_states(tuple(states.items()))
+            if len(_replica_transitions) >= _REPLICA_TRANSITIONS_MAX:
+                _replica_transitions.clear()
+            _replica_transitions[key] = new
+        self.replica_states[tp] = new
 
     def remove_replica_state(self, pr: PartitionReplica) -> None:
         states = self.replica_states_of(pr.topic_partition)

@@ -326,10 +326,8 @@ class PartitionStateMachine:
     ) -> set[TopicPartition]:
         """Partitions allowed an unclean election: only those without a live ISR member need
         their topic's config read (as Kafka's collectUncleanLeaderElectionState)."""
-        ctx = self.ctx
-        no_live_isr = [
-            tp for tp, lai in current.items() if not any(ctx.is_replica_online(r) for r in lai.isr)
-        ]
+        online = self.ctx.live_broker_ids
+        no_live_isr = [tp for tp, lai in current.items() if online.isdisjoint(lai.isr)]
         if not no_live_isr:
             return set()
         if allow_unclean:
@@ -392,19 +390,19 @@ class PartitionStateMachine:
             )
             rows = []
             kept = ops.elections_written
+            reason = _REASONS[strategy]
             for tp, lai in written.finished.items():
                 lice = ops.record_leadership(tp, lai)
                 if kept is not None:
                     kept[tp] = lai
-                ops.batch.add_leader_and_isr(
-                    ctx, decided[tp].live_replicas, tp, lice, ctx.full_assignment(tp), is_new=False
-                )
-                unclean = decided[tp].unclean
-                if unclean:
+                outcome = decided[tp]
+                ra = ctx.full_assignment(tp)
+                ops.batch.add_leader_and_isr(ctx, outcome.live_replicas, tp, lice, ra, is_new=False)
+                if outcome.unclean:
                     ctx.unclean_elections += 1
                 rows.append(
                     partition_state_row(
-                        tp, lai, "unclean" if unclean else _REASONS[strategy], ctx.replicas(tp)
+                        tp, lai, "unclean" if outcome.unclean else reason, ra.replicas
                     )
                 )
                 results[tp] = lai
