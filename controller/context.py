@@ -280,6 +280,21 @@ class ControllerContext:
         if (was is P.OFFLINE) != (state is P.OFFLINE):
             self._count_offline(tp.topic, 1 if state is P.OFFLINE else -1)
 
+    def set_partition_states(
+        self, tps: Iterable[TopicPartition], state: PartitionStateName
+    ) -> None:
+        """set_partition_state for many partitions, the Offline counts changed per topic."""
+        states = self.partition_states
+        offline = state is P.OFFLINE
+        changed: dict[str, int] = {}
+        for tp in tps:
+            was = states.get(tp, P.NON_EXISTENT)
+            states[tp] = state
+            if (was is P.OFFLINE) != offline:
+                changed[tp.topic] = changed.get(tp.topic, 0) + 1
+        for topic, n in changed.items():
+            self._count_offline(topic, n if offline else -n)
+
     def drop_partition_state(self, tp: TopicPartition) -> None:
         if self.partition_states.pop(tp, None) is P.OFFLINE:
             self._count_offline(tp.topic, -1)

@@ -243,29 +243,26 @@ class PartitionStateMachine:
                     state.value,
                     target.value,
                 )
-        if target in (P.NEW, P.OFFLINE, P.NON_EXISTENT):
+        if target is P.NON_EXISTENT:
             for tp in valid:
-                if target is P.NON_EXISTENT:
-                    ctx.drop_partition_state(tp)
-                else:
-                    ctx.set_partition_state(tp, target)
+                ctx.drop_partition_state(tp)
+            return {}
+        if target in (P.NEW, P.OFFLINE):
+            ctx.set_partition_states(valid, target)
             return {}
         # target is ONLINE
         results: dict[TopicPartition, LeaderAndIsr | Exception] = {}
         uninitialized = [tp for tp in valid if ctx.partition_states[tp] is P.NEW]
         to_elect = [tp for tp in valid if ctx.partition_states[tp] in (P.OFFLINE, P.ONLINE)]
         if uninitialized:
-            for tp, outcome in self._initialize(uninitialized).items():
-                results[tp] = outcome
-                if not isinstance(outcome, Exception):
-                    ctx.set_partition_state(tp, P.ONLINE)
+            results.update(self._initialize(uninitialized))
         if to_elect:
             if strategy is None:
                 raise ValueError("an election needs a strategy")
-            for tp, outcome in self._elect(to_elect, strategy, allow_unclean).items():
-                results[tp] = outcome
-                if not isinstance(outcome, Exception):
-                    ctx.set_partition_state(tp, P.ONLINE)
+            results.update(self._elect(to_elect, strategy, allow_unclean))
+        ctx.set_partition_states(
+            (tp for tp, outcome in results.items() if not isinstance(outcome, Exception)), P.ONLINE
+        )
         return results
 
     def _initialize(
@@ -682,10 +679,11 @@ def replicas_become_offline(
     not_for_deletion = [
         pr for pr in replicas if not ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
     ]
+    online = ctx.live_broker_ids  # is_replica_online, for every partition of the cluster
     offline_leader = [
         tp
         for tp, lice in ctx.leadership.items()
-        if not ctx.is_replica_online(lice.leader_and_isr.leader)
+        if lice.leader_and_isr.leader not in online
         and not ctx.is_topic_queued_for_deletion(tp.topic)
     ]
     elected: dict[TopicPartition, LeaderAndIsr] = {}

@@ -306,3 +306,48 @@ def test_recounting_offline_partitions_after_states_written_directly() -> None:
     ctx.recount_offline_partitions()
     assert ctx.offline_by_topic == {"a": 2, "b": 1}
     assert ctx.offline_partition_count == 3
+
+
+_STATE_CHANGES = st.lists(
+    st.tuples(
+        st.lists(
+            st.builds(TopicPartition, st.sampled_from(["a", "b", "c"]), st.integers(0, 3)),
+            max_size=8,
+        ),
+        st.sampled_from(list(P)),
+    ),
+    max_size=10,
+)
+
+
+@given(_STATE_CHANGES)
+def test_setting_many_partition_states_is_setting_each(
+    changes: list[tuple[list[TopicPartition], PartitionStateName]],
+) -> None:
+    one_by_one = ControllerContext(epoch=1, epoch_zk_version=0)
+    at_once = ControllerContext(epoch=1, epoch_zk_version=0)
+    for tps, state in changes:
+        for tp in tps:
+            one_by_one.set_partition_state(tp, state)
+        at_once.set_partition_states(tps, state)
+        assert at_once.partition_states == one_by_one.partition_states
+        assert at_once.offline_by_topic == one_by_one.offline_by_topic
+    at_once.recount_offline_partitions()
+    assert at_once.offline_by_topic == one_by_one.offline_by_topic
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4), st.sampled_from(list(R))), max_size=30)
+)
+def test_a_replica_state_put_is_the_partitions_states_with_that_one_changed(
+    puts: list[tuple[int, int, ReplicaStateName]],
+) -> None:
+    ctx = ControllerContext(epoch=1, epoch_zk_version=0)
+    expected: dict[TopicPartition, dict[int, ReplicaStateName]] = {}
+    for partition, replica, state in puts:
+        tp = TopicPartition("t", partition)
+        ctx.put_replica_state(PartitionReplica(tp, replica), state)
+        expected.setdefault(tp, {})[replica] = state
+        assert ctx.replica_states_of(tp) == expected[tp]
+        assert list(ctx.replica_states_of(tp)) == list(expected[tp])  # in first-put order
+        assert ctx.replica_state(PartitionReplica(tp, replica)) is state
