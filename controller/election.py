@@ -90,7 +90,7 @@ def _live(
     live = ctx.live_brokers
     down = ctx.shutting_down_broker_ids
     if shutting_down or not down:
-        return tuple(r for r in replicas if r in live)
+        return tuple(filter(live.__contains__, replicas))  # no generator: called per partition
     return tuple(r for r in replicas if r in live and r not in down)
 
 
@@ -105,7 +105,10 @@ def leader_for_offline(
     if leader in current.isr:
         # ctx.is_replica_online inlined: a broker loss asks it of 10,000s of ISRs.
         brokers, down = ctx.live_brokers, ctx.shutting_down_broker_ids
-        new_isr = tuple(r for r in current.isr if r in brokers and r not in down)
+        if down:
+            new_isr = tuple(r for r in current.isr if r in brokers and r not in down)
+        else:
+            new_isr = tuple(filter(brokers.__contains__, current.isr))
     else:
         new_isr = (leader,)
     return ElectionResult(tp, current.new_leader_and_isr(leader, new_isr), live, unclean)
