@@ -1,0 +1,142 @@
+"""The controller's own work on a broker loss, in one process against a real ZooKeeper.
+
+bench_leader_moves.py times a broker loss end to end in a 3-broker cluster, where the
+brokers and ZooKeeper share the CPU with the controller; this one times only what the
+controller's event thread does, so a change to it shows. Each round: ZooKeeper holds N
+partition states (RF 3) all led by broker 3, a controller context is loaded from them,
+broker 3 is removed and `replicas_become_offline` runs as the controller runs it (the
+elections from the cached states, their conditional writes through the fenced write
+path, the state-change log lines, the ISR step, the requests built); then the requests'
+wire bodies are encoded (the channel's senders do that, on their own threads). Floor, in
+the same run and against the same server: the same number of epoch-checked conditional
+writes of partition state znodes, packed and pipelined through the same client
+(bench_leader_moves.py's). Medians of --rounds rounds after one warm-up, in seconds.
+
+    .venv/bin/python benchmarks/bench_controller_decisions.py [--partitions 10000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_leader_moves import assignment, floor_writes
+from common import chroot, emit, write_cluster_state, zookeeper
+
+from broker.state_change_log import StateChangeLog
+from controller import state_machines
+from controller.context import ControllerContext, LeaderIsrAndControllerEpoch, ReplicaAssignment
+from controller.request_batch import BrokerRequest
+from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
+from controller.store import ZkControllerStore
+from zkdata import paths
+from zkdata.client import ZkClient
+from zkdata.znodes import BrokerRegistration, EndPoint, TopicPartition
+
+LOST = 3
+
+
+def loaded_context(zk: ZkClient, assigned: dict[str, dict[int, tuple[int, ...]]]) -> Any:
+    """A context as a failover loads it: brokers 1-3 live, every assignment and state."""
+    got = zk.get(paths.CONTROLLER_EPOCH)
+    assert got is not None
+    ctx = ControllerContext(epoch=1, epoch_zk_version=got[1].version)
+    for b in (1, 2, 3):
+        ctx.add_live_brokers(
+            {b: (BrokerRegistration(b, (EndPoint("PLAINTEXT", f"b{b}", 9092),)), 100 + b)}
+        )
+    tps = []
+    for topic, parts in assigned.items():
+        for p, replicas in parts.items():
+            tp = TopicPartition(topic, p)
+            ctx.update_assignment(tp, ReplicaAssignment(replicas))
+            tps.append(tp)
+    for tp, state in ZkControllerStore(zk).read_partition_states(tps).items():
+        assert state is not None
+        ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
+            state.leader_and_isr, state.controller_epoch
+        )
+    return ctx
+
+
+def one_round(connect: str, partitions: int) -> dict[str, Any]:
+    assigned = assignment(partitions)
+    write_cluster_state(connect, assigned)
+    zk = ZkClient(connect, session_timeout_ms=30_000)
+    zk.start()
+    try:
+        ctx = loaded_context(zk, assigned)
+        sent: list[list[BrokerRequest]] = []
+        with tempfile.TemporaryDirectory(prefix="bench-decisions-") as d:
+            ops = ControllerOps(ctx, ZkControllerStore(zk), 1, sent.append, StateChangeLog(d, 1))
+            psm, rsm = PartitionStateMachine(ops), ReplicaStateMachine(ops)
+            psm.startup()
+            rsm.startup()
+            sent.clear()
+            gc.collect()
+            started = time.perf_counter()
+            ctx.remove_live_brokers({LOST})
+            state_machines.replicas_become_offline(
+                psm, rsm, ctx.replicas_on_brokers({LOST}), lambda _replicas: None
+            )
+            decided = time.perf_counter()
+            requests = [r for batch in sent for r in batch]
+            for r in requests:
+                r.wire_body()
+            encoded = time.perf_counter()
+        moved = sum(1 for lice in ctx.leadership.values() if lice.leader_and_isr.leader in (1, 2))
+        if moved != partitions:
+            raise RuntimeError(f"{moved} of {partitions} leaders moved")
+        return {
+            "decided_s": decided - started,
+            "encoded_s": encoded - decided,
+            "requests": len(requests),
+        }
+    finally:
+        zk.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--partitions", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    rounds: list[dict[str, Any]] = []
+    with zookeeper() as connect:
+        for i in range(args.rounds + 1):  # the first warms up: not counted
+            r = one_round(chroot(connect, f"decisions-{i}"), args.partitions)
+            r["floor_s"] = floor_writes(chroot(connect, f"decisions-floor-{i}"), args.partitions)[
+                "packed_multis_s"
+            ]
+            if i:
+                rounds.append(r)
+    decided = statistics.median(r["decided_s"] for r in rounds)
+    floor = statistics.median(r["floor_s"] for r in rounds)
+    emit(
+        {
+            "benchmark": "controller_decisions",
+            "partitions_led_by_the_lost_broker": args.partitions,
+            "decided_and_written_s": round(decided, 3),
+            "requests_encoded_s": round(statistics.median(r["encoded_s"] for r in rounds), 3),
+            "floor_packed_writes_s": round(floor, 3),
+            "decided_vs_floor": round(decided / floor, 2),
+            "rounds": [
+                {k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
+                for r in rounds
+            ],
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()
