@@ -434,8 +434,13 @@ class ReplicaManager:
             ps["controller_epoch"],
         )
         if self.logs is not None:
-            config = self.topic_config(tp.topic) if self.topic_config is not None else None
-            partition.log = self.logs.get_or_create(tp, config, sync_dir=False)
+            # Nearly always there already (made above, or long ago): looked up without the
+            # log manager's lock, which a broker loss would take 10,000s of times.
+            existing = self.logs.get_log(tp)
+            if existing is None:
+                config = self.topic_config(tp.topic) if self.topic_config is not None else None
+                existing = self.logs.get_or_create(tp, config, sync_dir=False)
+            partition.log = existing
         elif current is not None:
             partition.log = current.log
         if partition.leader == self.broker_id:
