@@ -44,7 +44,9 @@ from zkdata.znodes import BrokerRegistration, EndPoint, TopicPartition
 LOST = 3
 
 
-def loaded_context(zk: ZkClient, assigned: dict[str, dict[int, tuple[int, ...]]]) -> Any:
+def loaded_context(
+    zk: ZkClient, assigned: dict[str, dict[int, tuple[int, ...]]]
+) -> ControllerContext:
     """A context as a failover loads it: brokers 1-3 live, every assignment and state."""
     got = zk.get(paths.CONTROLLER_EPOCH)
     assert got is not None
