@@ -275,15 +275,12 @@ class ControllerContext:
         return self.partition_states.get(tp, P.NON_EXISTENT)
 
     def set_partition_state(self, tp: TopicPartition, state: PartitionStateName) -> None:
-        was = self.partition_states.get(tp, P.NON_EXISTENT)
-        self.partition_states[tp] = state
-        if (was is P.OFFLINE) != (state is P.OFFLINE):
-            self._count_offline(tp.topic, 1 if state is P.OFFLINE else -1)
+        self.set_partition_states((tp,), state)
 
     def set_partition_states(
         self, tps: Iterable[TopicPartition], state: PartitionStateName
     ) -> None:
-        """set_partition_state for many partitions, the Offline counts changed per topic."""
+        """Set the partitions' states, keeping the Offline count of each topic."""
         states = self.partition_states
         offline = state is P.OFFLINE
         changed: dict[str, int] = {}

@@ -321,19 +321,21 @@ _STATE_CHANGES = st.lists(
 
 
 @given(_STATE_CHANGES)
-def test_setting_many_partition_states_is_setting_each(
+def test_setting_partition_states_keeps_the_offline_counts(
     changes: list[tuple[list[TopicPartition], PartitionStateName]],
 ) -> None:
-    one_by_one = ControllerContext(epoch=1, epoch_zk_version=0)
-    at_once = ControllerContext(epoch=1, epoch_zk_version=0)
+    ctx = ControllerContext(epoch=1, epoch_zk_version=0)
+    model: dict[TopicPartition, PartitionStateName] = {}
     for tps, state in changes:
         for tp in tps:
-            one_by_one.set_partition_state(tp, state)
-        at_once.set_partition_states(tps, state)
-        assert at_once.partition_states == one_by_one.partition_states
-        assert at_once.offline_by_topic == one_by_one.offline_by_topic
-    at_once.recount_offline_partitions()
-    assert at_once.offline_by_topic == one_by_one.offline_by_topic
+            model[tp] = state
+        ctx.set_partition_states(tps, state)
+        assert ctx.partition_states == model
+        offline: dict[str, int] = {}
+        for tp, s in model.items():
+            if s is P.OFFLINE:
+                offline[tp.topic] = offline.get(tp.topic, 0) + 1
+        assert ctx.offline_by_topic == offline
 
 
 @given(
