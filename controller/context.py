@@ -66,6 +66,14 @@ REPLICA_VALID_PREVIOUS: dict[ReplicaStateName, frozenset[ReplicaStateName]] = {
 
 _ReplicaStates = tuple[tuple[int, ReplicaStateName], ...]
 _shared_states: SharedValues[_ReplicaStates] = SharedValues(100_000)
+
+
+def replica_states_value(states: dict[int, ReplicaStateName]) -> _ReplicaStates:
+    """How ControllerContext.replica_states holds a partition's (non-empty) replica
+    states: one shared value for equal states."""
+    return _shared_states(tuple(states.items()))
+
+
 # (a partition's replica states, a replica, its new state) -> the partition's new states.
 _replica_transitions: dict[tuple[_ReplicaStates, int, ReplicaStateName], _ReplicaStates] = {}
 _REPLICA_TRANSITIONS_MAX = 10_000
@@ -323,7 +331,7 @@ class ControllerContext:
 
     def set_replica_states(self, tp: TopicPartition, states: dict[int, ReplicaStateName]) -> None:
         if states:
-            self.replica_states[tp] = _shared_states(tuple(states.items()))
+            self.replica_states[tp] = replica_states_value(states)
         else:
             self.replica_states.pop(tp, None)
 
@@ -337,7 +345,7 @@ class ControllerContext:
         if new is None:
             states = dict(old)
             states[pr.replica] = state
-            new = _shared_states(tuple(states.items()))
+            new = replica_states_value(states)
             if len(_replica_transitions) >= _REPLICA_TRANSITIONS_MAX:
                 _replica_transitions.clear()
             _replica_transitions[key] = new

@@ -125,20 +125,38 @@ class RequestBatch:
         """A partition's state for these brokers; by default every live broker also gets
         the partition in an UpdateMetadata. `update_metadata=False` is for re-sending a
         state every broker already has (a failover sends a full UpdateMetadata first)."""
-        entry = _LeaderAndIsrEntry(lice, assignment, is_new)
-        for broker_id in broker_ids:
-            if broker_id < 0:
-                continue
-            per_broker = self.leader_and_isr.setdefault(broker_id, {})
-            previous = per_broker.get(tp)
-            if previous is not None and previous.is_new and not is_new:
-                per_broker[tp] = entry._replace(is_new=True)  # is_new sticks within a batch
-            else:
-                per_broker[tp] = entry
+        self.add_leader_and_isr_many(((broker_ids, tp, lice, assignment),), is_new=is_new)
         if update_metadata:
             if not self.update_metadata_brokers >= ctx.live_brokers.keys():
                 self.update_metadata_brokers.update(ctx.live_brokers)
             self.update_metadata_partitions.add(tp)
+
+    def add_leader_and_isr_many(
+        self,
+        partitions: Iterable[
+            tuple[Iterable[int], TopicPartition, LeaderIsrAndControllerEpoch, ReplicaAssignment]
+        ],
+        *,
+        is_new: bool,
+    ) -> None:
+        """Each (brokers, partition, state, assignment) as add_leader_and_isr adds it,
+        without the UpdateMetadata: a failover re-sends every partition's state (300,000
+        entries at 100,000 partitions), so each broker's map is looked up once."""
+        batch = self.leader_and_isr
+        per_broker: dict[int, dict[TopicPartition, _LeaderAndIsrEntry]] = {}
+        for broker_ids, tp, lice, assignment in partitions:
+            entry = _LeaderAndIsrEntry(lice, assignment, is_new)
+            for broker_id in broker_ids:
+                states = per_broker.get(broker_id)
+                if states is None:
+                    if broker_id < 0:
+                        continue
+                    states = per_broker[broker_id] = batch.setdefault(broker_id, {})
+                previous = states.get(tp)
+                if previous is not None and previous.is_new and not is_new:
+                    states[tp] = entry._replace(is_new=True)  # is_new sticks within a batch
+                else:
+                    states[tp] = entry
 
     def add_update_metadata(
         self, broker_ids: Iterable[int], partitions: Iterable[TopicPartition] | None

@@ -23,7 +23,9 @@ from controller.context import (
     LeaderIsrAndControllerEpoch,
     PartitionReplica,
     PartitionStateName,
+    ReplicaAssignment,
     ReplicaStateName,
+    replica_states_value,
 )
 from controller.election import ElectionStrategy
 from controller.request_batch import BrokerRequest, RequestBatch
@@ -431,11 +433,18 @@ class ReplicaStateMachine:
         ctx, ops = self.ctx, self.ops
         offline: list[PartitionReplica] = []
         # What a replica list comes to depends only on which brokers are live: worked out
-        # once per distinct list (a cluster has a handful), not once per partition.
-        by_replicas: dict[tuple[int, ...], tuple[dict[int, ReplicaStateName], list[int]]] = {}
+        # once per distinct list (a cluster has a handful), not once per partition:
+        # (the replica states as the context holds them, the online replicas, the others).
+        by_replicas: dict[
+            tuple[int, ...], tuple[tuple[tuple[int, ReplicaStateName], ...], list[int], list[int]]
+        ] = {}
+        resend: list[
+            tuple[list[int], TopicPartition, LeaderIsrAndControllerEpoch, ReplicaAssignment]
+        ] = []
         try:
             assignments = ctx.assignments
             leadership = ctx.leadership
+            replica_states = ctx.replica_states
             for tp in ctx.all_partitions():
                 ra = assignments[tp.topic][tp.partition]
                 known = by_replicas.get(ra.replicas)
@@ -445,17 +454,22 @@ class ReplicaStateMachine:
                         # A replica on a dead broker starts as Kafka's ReplicaDeletionIneligible.
                         online_now = ctx.is_replica_online(r, include_shutting_down=True)
                         states[r] = R.ONLINE if online_now else R.DELETION_INELIGIBLE
-                    online_ids = [r for r, state in states.items() if state is R.ONLINE]
-                    known = by_replicas[ra.replicas] = (states, online_ids)
-                states, online = known
-                if len(online) != len(states):
-                    offline.extend(PartitionReplica(tp, r) for r in states if r not in online)
-                ctx.set_replica_states(tp, states)
+                    known = by_replicas[ra.replicas] = (
+                        replica_states_value(states) if states else (),
+                        [r for r, state in states.items() if state is R.ONLINE],
+                        [r for r, state in states.items() if state is not R.ONLINE],
+                    )
+                held, online, dead = known
+                if dead:
+                    offline.extend(PartitionReplica(tp, r) for r in dead)
+                if held:
+                    replica_states[tp] = held
+                else:
+                    replica_states.pop(tp, None)
                 lice = leadership.get(tp)
                 if lice is not None and online:
-                    ops.batch.add_leader_and_isr(
-                        ctx, online, tp, lice, ra, is_new=False, update_metadata=False
-                    )
+                    resend.append((online, tp, lice, ra))
+            ops.batch.add_leader_and_isr_many(resend, is_new=False)
         except BaseException:
             ops.batch.clear()
             raise

@@ -517,3 +517,50 @@ def test_built_requests_are_well_formed(case: tuple[ControllerContext, RequestBa
                     assert p["delete_partition"] is r.delete_partitions
         assert_on_the_wire(r)
     assert batch.is_empty()
+
+
+@st.composite
+def leader_and_isr_calls(
+    draw: st.DrawFn,
+) -> list[tuple[bool, list[tuple[list[int], TopicPartition, LeaderIsrAndControllerEpoch]]]]:
+    """Calls of add_leader_and_isr_many: each an is_new flag and its partitions' entries
+    (recipients may repeat, and include -1, "no broker")."""
+    tps = [T0, T1, P0]
+    calls = []
+    for _ in range(draw(st.integers(1, 5))):
+        entries = []
+        for _ in range(draw(st.integers(0, 6))):
+            brokers = draw(st.lists(st.sampled_from([-1, 1, 2, 3, 4]), max_size=4))
+            epoch = draw(st.integers(0, 3))
+            lice = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, epoch, (1, 2)), 6)
+            entries.append((brokers, draw(st.sampled_from(tps)), lice))
+        calls.append((draw(st.booleans()), entries))
+    return calls
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(leader_and_isr_calls())
+def test_many_partitions_added_at_once_are_added_as_one_at_a_time(
+    calls: list[tuple[bool, list[tuple[list[int], TopicPartition, LeaderIsrAndControllerEpoch]]]],
+) -> None:
+    ctx = cluster()
+    batch = RequestBatch()
+    # The model: each broker's latest state of each partition, is_new once set staying set.
+    model: dict[int, dict[TopicPartition, tuple[LeaderIsrAndControllerEpoch, bool]]] = {}
+    for is_new, entries in calls:
+        batch.add_leader_and_isr_many(
+            [(brokers, tp, lice, ctx.full_assignment(tp)) for brokers, tp, lice in entries],
+            is_new=is_new,
+        )
+        for brokers, tp, lice in entries:
+            for b in brokers:
+                if b >= 0:
+                    previous = model.setdefault(b, {}).get(tp)
+                    model[b][tp] = (lice, is_new or (previous is not None and previous[1]))
+    got = {
+        b: {tp: (e.lice, e.is_new) for tp, e in states.items()}
+        for b, states in batch.leader_and_isr.items()
+        if states
+    }
+    assert got == model
+    assert not batch.update_metadata_brokers  # re-sends: no UpdateMetadata rides along

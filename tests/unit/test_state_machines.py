@@ -449,6 +449,47 @@ def test_offline_replica_on_a_live_broker_gets_stop_replica_without_delete() -> 
     assert sorted(c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)) == [1, 2]
 
 
+def test_a_failovers_replica_startup() -> None:
+    """Replicas on live brokers (shutting down included) go Online and their brokers get
+    the partition's state again (not new, no UpdateMetadata: the failover sent a full one
+    first); replicas on a dead broker go Offline, out of the ISR; a partition without a
+    known state is sent nothing."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.ctx.shutting_down_broker_ids = {3}
+    U0 = TopicPartition("other", 0)
+    states = {T0: ((1, 2, 4), 1), T1: ((2, 3, 1), 2), U0: ((2, 3, 1), 3)}
+    for tp, replicas in (*((tp, r) for tp, (r, _) in states.items()), (T2, (4, 1, 2))):
+        c.ctx.update_assignment(tp, ReplicaAssignment(replicas))
+    for tp, (replicas, leader) in states.items():
+        c.store.put(tp, LeaderAndIsr(leader, 3, replicas), 4)
+        c.ctx.leadership[tp] = LeaderIsrAndControllerEpoch(c.store.state(tp).leader_and_isr, 4)
+    c.rsm.startup()
+    for tp, replicas in ((T0, (1, 2, 4)), (T1, (2, 3, 1)), (T2, (4, 1, 2)), (U0, (2, 3, 1))):
+        assert c.ctx.replica_states_of(tp) == {
+            r: R.OFFLINE if r == 4 else R.ONLINE for r in replicas
+        }, tp
+    first = c.sent[0]
+    assert {r.api_key for r in first} == {ApiKey.LEADER_AND_ISR}
+    sent = {
+        (r.broker_id, t["topic_name"], p["partition_index"]): p
+        for r in first
+        for t in r.body["topic_states"]
+        for p in t["partition_states"]
+    }
+    assert sorted(sent) == sorted(
+        [(1, T, 0), (2, T, 0), (1, T, 1), (2, T, 1), (3, T, 1)]
+        + [(b, "other", 0) for b in (1, 2, 3)]
+    )
+    assert not any(p["is_new"] for p in sent.values())
+    assert sent[(3, T, 1)]["leader_epoch"] == 3
+    # The dead replica's step: out of T0's ISR, T0's state sent to its live replicas.
+    assert c.leader_and_isr(T0) == LeaderAndIsr(1, 4, (1, 2), 1)
+    for tp in (T1, U0):
+        assert c.leader_and_isr(tp).leader_epoch == 3
+    assert sorted(c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)) == [1, 2]
+    c.assert_context_matches_store()
+
+
 def test_two_brokers_failing_together() -> None:
     c = three_partitions()
     c.kill(1, 2)
