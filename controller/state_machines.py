@@ -50,6 +50,10 @@ _REASONS = {
 }
 
 
+# Distinct leaderships ControllerOps shares at most (cleared when full: epochs move on).
+SHARED_LEADERSHIPS_MAX = 10_000
+
+
 class StateChangeFailed(Exception):
     """A partition's transition could not be made; the partition keeps its state."""
 
@@ -72,6 +76,12 @@ class ControllerOps:
     # While not None, the elections keep here every partition state they write (see
     # replicas_become_offline, which hands them to the replica step).
     elections_written: dict[TopicPartition, LeaderAndIsr] | None = None
+    # Equal leaderships decided as one object (they are immutable): the partitions on a
+    # few brokers share a few dozen (leader, epochs, ISR, version) values, and a cold
+    # start's elections would otherwise keep three objects per partition in the context.
+    _shared_leaderships: dict[LeaderIsrAndControllerEpoch, LeaderIsrAndControllerEpoch] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     def flush(self) -> None:
         if not self.deferred:
@@ -96,8 +106,13 @@ class ControllerOps:
         self, tp: TopicPartition, lai: LeaderAndIsr
     ) -> LeaderIsrAndControllerEpoch:
         lice = LeaderIsrAndControllerEpoch(lai, self.ctx.epoch)
-        self.ctx.leadership[tp] = lice
-        return lice
+        shared = self._shared_leaderships.get(lice)
+        if shared is None:
+            if len(self._shared_leaderships) >= SHARED_LEADERSHIPS_MAX:
+                self._shared_leaderships.clear()  # values of the past: start over
+            shared = self._shared_leaderships[lice] = lice
+        self.ctx.leadership[tp] = shared
+        return shared
 
     def cached_current(
         self, tps: Sequence[TopicPartition]

@@ -490,6 +490,23 @@ def test_a_failovers_replica_startup() -> None:
     c.assert_context_matches_store()
 
 
+def test_equal_leaderships_decided_are_one_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Elections of partitions on the same brokers decide equal leaderships: the context
+    keeps one object for them (100,000 partitions: a few dozen, not 300,000 objects),
+    and the table of shared values stays bounded."""
+    c = Cluster()
+    c.create_topic(T, {p: (1, 2, 3) for p in range(6)} | {6: (2, 3, 1)})
+    led_by_1 = {id(c.ctx.leadership[TopicPartition(T, p)]) for p in range(6)}
+    assert len(led_by_1) == 1
+    assert id(c.ctx.leadership[TopicPartition(T, 6)]) not in led_by_1
+    monkeypatch.setattr(state_machines, "SHARED_LEADERSHIPS_MAX", 2)
+    c.kill(1)
+    assert len(c.ops._shared_leaderships) <= 2
+    for p in range(7):
+        assert c.ctx.leadership[TopicPartition(T, p)].leader_and_isr[:3] == (2, 1, (2, 3))
+    c.assert_context_matches_store()
+
+
 def test_two_brokers_failing_together() -> None:
     c = three_partitions()
     c.kill(1, 2)
