@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 from broker.fetch_session import (
+    NEVER_CHECKED_MS,
     CachedPartition,
+    ChangeJournal,
     FetchContext,
     FetchSession,
     FetchSessionCache,
@@ -37,9 +39,13 @@ log = logging.getLogger(__name__)
 
 _FETCH_SESSIONS_INIT = threading.Lock()
 # How long an incremental fetch session may go on reading only the partitions its
-# requests list while no partition state change is notified (at most a quarter of
-# replica.lag.time.max.ms, so a follower is always recorded on its live partitions).
+# requests list and those notified as changed, without a look at every partition (at
+# most a quarter of replica.lag.time.max.ms, so a follower is always recorded on its
+# live partitions).
 _SESSION_RECHECK_MS = 5000
+# An incremental fetch reads the partitions notified as changed instead of looking at
+# every partition of its session while they are at most 1/_SCAN_COST_RATIO of it.
+_SCAN_COST_RATIO = 4
 
 
 class CloseConnection(Exception):
@@ -103,6 +109,8 @@ class KafkaApis:
         lock = threading.RLock()
         self.fetch_wakeup = threading.Condition(lock)
         self.consumer_wakeup = threading.Condition(lock)
+        # What changed, for incremental fetches to look at (guarded by the lock above).
+        self.fetch_changes = ChangeJournal()
 
     def supported(self, api_key: int, version: int) -> bool:
         s = SUPPORTED.get(ApiKey(api_key)) if api_key in ApiKey._value2member_map_ else None
@@ -152,9 +160,6 @@ class KafkaApis:
 
     # Fetch sessions (KIP-227), made on first use: see broker/fetch_session.py.
     _fetch_sessions: FetchSessionCache | None = None
-    # Counts partition state changes and high watermark moves (wake-ups): a session whose
-    # last look at its partitions saw the current generation need not look again.
-    _fetch_generation = 0
 
     def _fetch_session_cache(self) -> FetchSessionCache:
         cache = self._fetch_sessions
@@ -221,7 +226,7 @@ class KafkaApis:
         every partition."""
         # Reading under the condition's lock: a change notified meanwhile is not missed.
         with self.fetch_wakeup:
-            updates, answer_now, positions = self._read_fetch(ctx, replica_id, False)
+            updates, answer_now, positions = self._read_fetch(ctx, replica_id)
             if replica_id >= 0 and ctx.fetch_data and not answer_now:
                 # The partitions this fetch lists moved forward: record that before the long
                 # poll, as Kafka does, or producers waiting for acks=all would wait out
@@ -237,19 +242,20 @@ class KafkaApis:
                         self.fetch_wakeup.acquire()
                     # A change notified while the lock was given up must not be slept
                     # through: look again before waiting.
-                    updates, answer_now, positions = self._read_fetch(ctx, replica_id, True)
+                    updates, answer_now, positions = self._read_fetch(ctx, replica_id, updates)
             wakeup = self.fetch_wakeup if replica_id >= 0 else self.consumer_wakeup
-            seen = self._fetch_generation
+            changes = self.fetch_changes
+            seen = changes.generation
             while not answer_now:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not wakeup.wait(remaining):
                     # Out of time: answer with what changed meanwhile without waking this
                     # fetch (a follower's high watermark).
-                    if self._fetch_generation != seen:
-                        updates, _, positions = self._read_fetch(ctx, replica_id, True)
+                    if changes.generation != seen:
+                        updates, _, positions = self._read_fetch(ctx, replica_id, updates)
                     break
-                seen = self._fetch_generation
-                updates, answer_now, positions = self._read_fetch(ctx, replica_id, True)
+                seen = changes.generation
+                updates, answer_now, positions = self._read_fetch(ctx, replica_id, updates)
         session = ctx.session
         if replica_id >= 0 and session is not None and ctx.incremental:
             self.replicas.record_follower_fetches(replica_id, positions, session.clock)
@@ -261,12 +267,17 @@ class KafkaApis:
         return updates
 
     def _read_fetch(
-        self, ctx: FetchContext, replica_id: int, changed: bool
+        self,
+        ctx: FetchContext,
+        replica_id: int,
+        again: Collection[TopicPartition] | None = None,
     ) -> tuple[dict[TopicPartition, PartitionData], bool, list[tuple[Partition, int]]]:
         """(partitions to answer, whether to answer without waiting, follower positions).
-        `changed`: partition state changed since the last read of this request."""
+        `again`: for a read after the request's first, the partitions an earlier read
+        found something to say about (an incremental read looks at them again, and at
+        what changed since, not at what the request lists)."""
         if ctx.session is not None and ctx.incremental:
-            return self._read_session(ctx, replica_id, changed)
+            return self._read_session(ctx, replica_id, again)
         updates: dict[TopicPartition, PartitionData] = {}
         positions: list[tuple[Partition, int]] = []
         answer_now = False
@@ -284,35 +295,44 @@ class KafkaApis:
         return updates, answer_now, positions
 
     def _read_session(
-        self, ctx: FetchContext, replica_id: int, changed: bool
+        self, ctx: FetchContext, replica_id: int, again: Collection[TopicPartition] | None
     ) -> tuple[dict[TopicPartition, PartitionData], bool, list[tuple[Partition, int]]]:
-        """An incremental fetch. Only the partitions the request lists, and those whose
-        last answer was an error, are read, unless partition state changed since the
-        session last looked at all its partitions (or that was a while ago: changes
-        nobody notifies, such as a StopReplica, are seen then). The follower's positions
-        are those of that look, kept up to date with what the requests list."""
+        """An incremental fetch. Read are the partitions the request lists and those whose
+        last answer was an error (or, reading again, `again`), and those the change
+        journal names since the session last looked. Every partition is looked at
+        (cheaply) instead when the journal no longer knows what changed, when that is a
+        large part of the session, or when the last such look is a while ago: changes
+        nobody notifies, such as a log start offset moved by retention, are seen then.
+        The follower's positions are those of that look, kept up to date with what the
+        requests list."""
         session = ctx.session
         assert session is not None
         follower = replica_id >= 0
         now = _now_ms()
-        generation = self._fetch_generation
+        journal = self.fetch_changes
+        generation = journal.generation
         interval = min(_SESSION_RECHECK_MS, self.replicas.replica_lag_time_max_ms // 4)
         with session.lock:
-            if (
-                changed
-                or generation != session.checked_generation
-                or now - session.checked_ms >= interval
-            ):
+            cached = session.partitions
+            maybe: list[CachedPartition] | None = None
+            if now - session.checked_ms < interval:
+                changed = journal.since(session.checked_generation)
+                if changed is not None:
+                    if again is None:
+                        looks = dict.fromkeys((*ctx.fetch_data, *session.errored))
+                    else:
+                        looks = dict.fromkeys(again)
+                    more = len(looks)
+                    looks.update(dict.fromkeys(changed))
+                    # Reading a partition costs more than the scan's look at it (though a
+                    # scan also records every position).
+                    if (len(looks) - more) * _SCAN_COST_RATIO <= len(cached):
+                        maybe = [cp for tp in looks if (cp := cached.get(tp)) is not None]
+            if maybe is None:
                 maybe = self._scan_session(session, follower)
                 session.checked_ms = now
-                session.checked_generation = generation
                 session.positions_unrecorded = follower
-            else:
-                maybe = [
-                    cp
-                    for tp in (*ctx.fetch_data, *session.errored)
-                    if (cp := session.partitions.get(tp)) is not None
-                ]
+            session.checked_generation = generation
             updates: dict[TopicPartition, PartitionData] = {}
             answer_now = False
             budget = _ByteBudget(ctx.max_bytes)
@@ -330,6 +350,11 @@ class KafkaApis:
                     # A follower waits for records (or an error), not a high watermark.
                     if not follower or data["records"] or data["error_code"]:
                         answer_now = True
+            if budget.ran_out:
+                # Partitions with records left out for max_bytes may have been notified
+                # before this look: look at every partition next time, not just what
+                # changes.
+                session.checked_ms = NEVER_CHECKED_MS
             if session.positions_unrecorded:
                 # This round looked at every partition: record every position (a follower
                 # back at the leader's log end rejoins the ISR without listing anything).
@@ -568,8 +593,6 @@ class KafkaApis:
         if self.on_live_leaders is not None:
             self.on_live_leaders(body.get("live_leaders", []))
         response = self.replicas.become_leader_or_follower(body)
-        if self.replicas.last_applied:
-            self.wake_fetches()  # only a change can give a waiting fetch something to say
         if version >= 5:
             return response
         # v0-v4 answer per partition, ungrouped, with topic names.
@@ -666,13 +689,16 @@ class KafkaApis:
             return {"error_code": int(ErrorCode.REQUEST_TIMED_OUT), "remaining_partitions": []}
         return answer
 
-    def wake_fetches(self, followers: bool = True) -> None:
+    def wake_fetches(
+        self, followers: bool = True, partitions: Collection[TopicPartition] | None = None
+    ) -> None:
         """New data or a partition state change (`followers`), or only a high watermark
-        move: wake the long-polling fetches it may give something to say."""
-        # Counted under the lock the waiters read under: a fetch that starts right after
-        # an append sees the new generation and looks, rather than sleeping through it.
+        move, in `partitions` (None: any): wake the long-polling fetches it may give
+        something to say."""
+        # Recorded under the lock the waiters read under: a fetch that starts right after
+        # an append sees the change and looks, rather than sleeping through it.
         with self.fetch_wakeup:
-            self._fetch_generation += 1
+            self.fetch_changes.record(partitions)
             if followers:
                 self.fetch_wakeup.notify_all()
             self.consumer_wakeup.notify_all()
@@ -708,10 +734,14 @@ class _ByteBudget:
     def __init__(self, max_bytes: int) -> None:
         self.left = max_bytes if max_bytes > 0 else 0x7FFFFFFF
         self.first = True
+        self.ran_out = False  # a partition was read with no bytes left for it
 
     def take(self, partition_max_bytes: int) -> int:
         if self.first:
             return max(1, partition_max_bytes)
+        if self.left <= 0:
+            self.ran_out = True
+            return 0
         return max(0, min(partition_max_bytes, self.left))
 
     def spend(self, data: PartitionData) -> None:

@@ -38,7 +38,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +54,9 @@ INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 _MAX_EPOCH = 2**31 - 1
+
+# A session's last look at every partition, before its first.
+NEVER_CHECKED_MS = -(2**62)
 
 DEFAULT_MAX_ENTRIES = 1000
 DEFAULT_EVICTION_MS = 120_000
@@ -223,7 +226,7 @@ class FetchSession:
         # The leader's fetch handler's view, as of its last look at every partition (a
         # follower's position in each is in its CachedPartition): when it looked, and at
         # which generation of partition state.
-        self.checked_ms = -(2**62)
+        self.checked_ms = NEVER_CHECKED_MS
         self.checked_generation = -1
         #: the positions changed by a look at every partition, not yet recorded
         self.positions_unrecorded = False
@@ -410,6 +413,50 @@ class IncrementalContext(FetchContext):
                 # for a cold start's two follower sessions, measured at 30,000).
                 session.errored = set()
             return FetchResult(ErrorCode.NONE, session.id, out)
+
+
+class ChangeJournal:
+    """Which partitions changed (new data, a high watermark, a partition state), in
+    order, as far back as `capacity` changes, so that an incremental fetch looks at those
+    instead of every partition of its session (a leader of tens of thousands of
+    partitions would otherwise walk all of them for each append to one).
+
+    The generation counts changes; a reader remembers the generation it has seen and
+    asks what changed since. A change of unknown partitions, or of more than `capacity`
+    at once, and changes the journal has let go of, answer None: look at everything.
+    Not thread-safe: the caller holds one lock around recording and reading."""
+
+    __slots__ = ("_entries", "_start", "capacity")
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._entries: list[TopicPartition] = []
+        self._start = 0  # the generation of _entries[0]
+
+    @property
+    def generation(self) -> int:
+        return self._start + len(self._entries)
+
+    def record(self, partitions: Collection[TopicPartition] | None) -> None:
+        """Partitions that changed (None: unknown ones, maybe all)."""
+        entries = self._entries
+        if partitions is None or len(partitions) > self.capacity:
+            # Readers behind this point look at everything.
+            self._start = self.generation + (1 if partitions is None else len(partitions))
+            entries.clear()
+            return
+        if len(entries) + len(partitions) > self.capacity:
+            drop = max(len(entries) // 2, len(entries) + len(partitions) - self.capacity)
+            del entries[:drop]
+            self._start += drop
+        entries.extend(partitions)
+
+    def since(self, generation: int) -> list[TopicPartition] | None:
+        """The partitions changed after `generation` (with repeats, oldest first), or None
+        if the journal no longer knows (look at everything)."""
+        if generation < self._start:
+            return None
+        return self._entries[generation - self._start :]
 
 
 class FetchSessionCache:

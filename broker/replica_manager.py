@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -256,9 +256,9 @@ class ReplicaManager:
         # Producers waiting for acks=all wait on this; a high watermark moving wakes them.
         self.replicated = threading.Condition()
         # Called (outside locks) when data or partition state moved (True) or only a high
-        # watermark (False): long-polling fetches (followers wait for data, not for a
-        # high watermark).
-        self.on_data: Callable[[bool], None] | None = None
+        # watermark (False), with the partitions concerned (None: unknown): long-polling
+        # fetches (followers wait for data, not for a high watermark).
+        self.on_data: Callable[[bool, Collection[TopicPartition] | None], None] | None = None
         self.broker_id = broker_id
         self.zk = zk
         self.state_log = state_log
@@ -274,7 +274,6 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self._isr_intents: dict[TopicPartition, _IsrIntent] = {}
         self._changes = 0  # bumped whenever leadership or staleness may have changed
-        self.last_applied = 0  # partition states the last LeaderAndIsr applied
         self._counted_at = -1
         self._leader_count = 0
         self._isr_cond = threading.Condition(self._lock)
@@ -397,9 +396,12 @@ class ReplicaManager:
             # New partitions' folders are durable before the controller hears they exist.
             self.logs.sync_new_dirs()
         self.state_log.leader_and_isr(rows)
-        self.last_applied = len(leaders) + len(followers)
-        if (leaders or followers) and self.on_become is not None:
-            self.on_become(leaders, followers)
+        if leaders or followers:
+            # Fetches waiting on these answer or look again (only a change can give a
+            # waiting fetch something to say).
+            self._notify_progress([p.topic_partition for p in (*leaders, *followers)])
+            if self.on_become is not None:
+                self.on_become(leaders, followers)
         return {"error_code": 0, "topics": topics_out}
 
     def _apply_partition_state(
@@ -531,6 +533,8 @@ class ReplicaManager:
                     errors.append(
                         {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": 0}
                     )
+        if stopped or deleted:
+            self._notify_progress([*stopped, *deleted])  # fetches of these get an error
         if self.on_stop is not None:
             if stopped:
                 self.on_stop(stopped, False)
@@ -576,7 +580,7 @@ class ReplicaManager:
         if clock is not None:
             clock.ms = now
         expand: list[Partition] = []
-        advanced = False
+        advanced: list[TopicPartition] = []
         with self._lock:
             for p, fetch_offset in fetches:
                 state = p.followers.get(replica_id)
@@ -593,11 +597,11 @@ class ReplicaManager:
                 ):
                     expand.append(p)
                 if moved and self._maybe_increment_high_watermark(p):
-                    advanced = True
+                    advanced.append(p.topic_partition)
         if expand:
             self._request_isr_changes(expand, add=replica_id, why=f"replica {replica_id} caught up")
         if advanced:
-            self._notify_progress(data=False)
+            self._notify_progress(advanced, data=False)
 
     def _maybe_increment_high_watermark(self, p: Partition) -> bool:
         """High watermark = the lowest log end over the ISR (the leader's included); it
@@ -614,13 +618,16 @@ class ReplicaManager:
             return True
         return False
 
-    def _notify_progress(self, *, data: bool = True) -> None:
+    def _notify_progress(
+        self, partitions: Collection[TopicPartition] | None, *, data: bool = True
+    ) -> None:
         """Wake producers waiting for acks=all, and the long-polling fetches: all of them
-        for new data or a state change (`data`), only consumers' for a high watermark."""
+        for new data or a state change (`data`), only consumers' for a high watermark;
+        `partitions` are the ones that changed (None: unknown)."""
         with self.replicated:
             self.replicated.notify_all()
         if self.on_data is not None:
-            self.on_data(data)
+            self.on_data(data, partitions)
 
     # --- leader: appends ---------------------------------------------------------------
 
@@ -670,7 +677,7 @@ class ReplicaManager:
         with self._lock:
             advanced = self._maybe_increment_high_watermark(p)
         if advanced or p.followers:
-            self._notify_progress()  # followers' long polls have something to fetch
+            self._notify_progress([tp])  # followers' long polls have something to fetch
         return ErrorCode.NONE, p, info, None
 
     def wait_for_replication(
@@ -804,8 +811,11 @@ class ReplicaManager:
                 p = self.partitions.get(tp)
                 if p is not None:
                     self._maybe_increment_high_watermark(p)
-        if changed:
-            self._notify_progress()  # also wakes producers waiting on a shrinking ISR
+        # Also the partitions found fenced (stale): a fetch of one is answered with an error.
+        touched = [i.partition.topic_partition for i in intents if i.partition.stale]
+        if changed or touched:
+            # Also wakes producers waiting on a shrinking ISR.
+            self._notify_progress([*changed, *touched])
         return changed
 
     def _write_isr_changes_to_zookeeper(self, intents: list[_IsrIntent]) -> list[TopicPartition]:

@@ -517,6 +517,7 @@ def make_leader(
         StateChangeLog(None, LEADER),
         lambda: 1,
     )
+    replicas.on_data = apis.wake_fetches  # as the broker wires them
     return apis, replicas, zk
 
 
@@ -524,10 +525,9 @@ def change_partitions(
     apis: KafkaApis, states: Mapping[TopicPartition, tuple[int, int, tuple[int, ...]]]
 ) -> None:
     """A LeaderAndIsr as the broker applies it: the new states, then fetches woken."""
-    seen = apis._fetch_generation
+    seen = apis.fetch_changes.generation
     apis.replicas.become_leader_or_follower(leader_and_isr(states))
-    apis.wake_fetches()
-    assert apis._fetch_generation == seen + 1
+    assert apis.fetch_changes.generation > seen
 
 
 class Loopback:

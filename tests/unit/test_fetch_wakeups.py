@@ -26,12 +26,14 @@ def _long_poll(
     first = fetch_body({T0: 0}, replica_id=replica_id)
     session_id = conn.request(ApiKey.FETCH, 12, first)["session_id"]
     rereads: list[float] = []
+    reads: list[float] = []
     read = apis._read_fetch
 
-    def counting(ctx: Any, rid: int, changed: bool) -> Any:
-        if changed:
+    def counting(ctx: Any, rid: int, *again: Any) -> Any:
+        if reads:  # not the request's first read
             rereads.append(time.monotonic() - started)
-        return read(ctx, rid, changed)
+        reads.append(time.monotonic() - started)
+        return read(ctx, rid, *again)
 
     monkeypatch.setattr(apis, "_read_fetch", counting)
     body = fetch_body({}, session_id=session_id, epoch=1, replica_id=replica_id)

@@ -75,11 +75,23 @@ def manager(tmp_path: Path) -> ReplicaManager:
     return ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER))
 
 
+def notified(rm: ReplicaManager) -> list[tuple[bool, list[TopicPartition] | None]]:
+    """What the manager tells the fetch handler changed, from now on."""
+    calls: list[tuple[bool, list[TopicPartition] | None]] = []
+    rm.on_data = lambda data, partitions: calls.append(
+        (data, None if partitions is None else list(partitions))
+    )
+    return calls
+
+
 def test_new_partitions_are_applied_and_logged(tmp_path: Path) -> None:
     rm = manager(tmp_path)
+    calls = notified(rm)
     response = rm.become_leader_or_follower(request({0: (1, 0, [1, 2, 3]), 1: (2, 0, [2, 3])}))
     assert errors(response) == {0: 0, 1: 0}
-    assert rm.last_applied == 2
+    # Waiting fetches are told which partitions changed (here the one led and the one
+    # followed).
+    assert calls == [(True, [TopicPartition("t", 0), TopicPartition("t", 1)])]
     assert [(r["partition"], r["result"]) for r in logged(tmp_path)] == [
         (0, "applied"),
         (1, "applied"),
@@ -95,9 +107,10 @@ def test_a_repeat_changes_nothing_and_is_not_logged(tmp_path: Path) -> None:
     before = dict(rm.partitions)
     # A new controller resends the state it read (even with another ISR: the epoch is
     # what fences; the broker's own view of the ISR stays).
+    calls = notified(rm)
     response = rm.become_leader_or_follower(request({0: (1, 4, [1, 2])}, controller_epoch=4))
     assert errors(response) == {0: 0}
-    assert rm.last_applied == 0
+    assert calls == []  # nothing changed: no fetch is woken
     assert rm.partitions == before
     assert all(rm.partitions[tp] is p for tp, p in before.items())
     assert len(logged(tmp_path)) == 1
