@@ -1,5 +1,5 @@
 """Idle replication cost: CPU and memory of three brokers that only keep their followers
-in sync, with no data flowing.
+in sync, with no data flowing; and what light traffic to one partition costs beside them.
 
 Provisions ZooKeeper (cluster.zookeeper.provision: ZKCTL_ZOOKEEPER, a container, or a
 local server), starts three brokers, measures them with no partitions (the baseline),
@@ -10,6 +10,13 @@ Each measurement is the CPU time (utime + stime from /proc/<pid>/stat) each brok
 process used over --measure seconds of wall time, as a fraction of one core, and its
 resident set size. After each measurement the ISRs
 are checked again: a broker whose followers stopped fetching would have shrunk them.
+
+Light traffic: after each idle measurement, a confluent-kafka producer sends
+--traffic-rate messages a second (acks=all, no linger: one request each) to one partition
+led by broker 1, and the brokers' CPU is measured the same way. Its baseline is the same
+traffic measured first, when that partition is the only one: the difference is what the
+idle partitions make each message cost (a leader that looked at every partition of its
+followers' fetch sessions for each append to one paid for all of them).
 Prints one JSON object.
 
     .venv/bin/python benchmarks/bench_idle_replication.py [--partitions 10000 100000]
@@ -25,12 +32,15 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from confluent_kafka import KafkaError, Message, Producer
 
 from cluster import zookeeper as zkp
 from storage.log import parse_log_dir_name
@@ -68,6 +78,71 @@ def measure(cluster: Cluster, seconds: float) -> dict[str, Any]:
         "rss_mib": {str(b): round(rss_bytes(pid) / 2**20, 1) for b, pid in pids.items()},
         "seconds": round(wall, 2),
     }
+
+
+TRAFFIC_TOPIC = "traffic"
+
+
+def measure_traffic(cluster: Cluster, rate: float, size: int, seconds: float) -> dict[str, Any]:
+    """`rate` messages a second of `size` bytes to partition 0 of TRAFFIC_TOPIC (acks=all,
+    one request each), the brokers measured over `seconds` after a warm-up."""
+    producer = Producer(
+        {
+            "bootstrap.servers": ",".join(f"127.0.0.1:{cluster[b].port()}" for b in BROKERS),
+            "acks": "all",
+            "linger.ms": 0,
+        }
+    )
+    acknowledged: list[int] = [0, 0]  # delivered, failed
+    latencies: list[float] = []  # seconds from produce() to acknowledgement
+
+    def delivered(err: KafkaError | None, msg: Message) -> None:
+        acknowledged[1 if err is not None else 0] += 1
+        latency = msg.latency()
+        if err is None and latency is not None:
+            latencies.append(latency)
+
+    stop = threading.Event()
+    sent = 0
+
+    def send() -> None:
+        nonlocal sent
+        start = time.monotonic()
+        value = b"x" * size
+        while not stop.is_set():
+            producer.produce(TRAFFIC_TOPIC, value, partition=0, on_delivery=delivered)
+            sent += 1
+            producer.poll(0)
+            pause = start + sent / rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+
+    sender = threading.Thread(target=send, name="traffic")
+    sender.start()
+    try:
+        time.sleep(3.0)  # connections made, metadata known
+        run = measure(cluster, seconds)
+    finally:
+        stop.set()
+        sender.join()
+        left = producer.flush(30)
+    latencies.sort()
+
+    def percentile(q: float) -> float | None:
+        if not latencies:
+            return None
+        return round(latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000, 1)
+
+    run.update(
+        rate=rate,
+        sent=sent,
+        delivered=acknowledged[0],
+        failed=acknowledged[1],
+        undelivered=left,
+        latency_ms_p50=percentile(0.5),
+        latency_ms_p99=percentile(0.99),
+    )
+    return run
 
 
 def create_topics(cluster: Cluster, first: int, count: int, per_topic: int) -> list[str]:
@@ -123,6 +198,10 @@ def main() -> int:
     )
     parser.add_argument("--timeout", type=float, default=1800.0, help="per step, seconds")
     parser.add_argument("--zookeeper", help="a connect string (else provisioned)")
+    parser.add_argument(
+        "--traffic-rate", type=float, default=100.0, help="messages/s of light traffic (0: none)"
+    )
+    parser.add_argument("--traffic-bytes", type=int, default=100, help="bytes per message")
     args = parser.parse_args()
 
     zk = zkp.provision(args.zookeeper, progress=lambda m: print(m, file=sys.stderr))
@@ -142,6 +221,17 @@ def main() -> int:
         cluster.start()
         time.sleep(args.settle)
         run = {"partitions": 0, **measure(cluster, args.measure)}
+        if args.traffic_rate > 0:
+            cluster.create_topic(TRAFFIC_TOPIC, {0: BROKERS})
+            wait_for(
+                functools.partial(all_in_sync, cluster, [(TRAFFIC_TOPIC, 0)]),
+                args.timeout,
+                "the traffic partition online with a full ISR",
+                interval=0.5,
+            )
+            run["traffic"] = measure_traffic(
+                cluster, args.traffic_rate, args.traffic_bytes, args.measure
+            )
         result["runs"].append(run)
         print(json.dumps(run), file=sys.stderr)
         partitions: list[tuple[str, int]] = []
@@ -177,6 +267,11 @@ def main() -> int:
                 **measure(cluster, args.measure),
             }
             run["isr_full_after"] = all_in_sync(cluster, partitions)
+            if args.traffic_rate > 0:
+                run["traffic"] = measure_traffic(
+                    cluster, args.traffic_rate, args.traffic_bytes, args.measure
+                )
+                run["isr_full_after_traffic"] = all_in_sync(cluster, partitions)
             result["runs"].append(run)
             print(json.dumps(run), file=sys.stderr)
     finally:
@@ -186,6 +281,16 @@ def main() -> int:
         finally:
             zk.close()
             shutil.rmtree(root, ignore_errors=True)
+    if args.traffic_rate > 0:
+        # The figure: what the traffic costs its leader (broker 1) over its idle CPU, at
+        # each partition count; the baseline: the same with the traffic partition alone.
+        result["traffic_leader_cpu_over_idle"] = {
+            str(run["partitions"]): round(
+                run["traffic"]["cpu_fraction"]["1"] - run["cpu_fraction"]["1"], 4
+            )
+            for run in result["runs"]
+            if "traffic" in run
+        }
     print(json.dumps(result, indent=2))
     return 0
 
