@@ -20,8 +20,10 @@ import shutil
 import threading
 import time
 import uuid
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -30,6 +32,7 @@ from storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
+    OffsetRows,
     fsync_dir,
     read_offset_checkpoint,
     write_offset_rows,
@@ -75,6 +78,17 @@ def _now_ms() -> int:
     return now
 
 
+@dataclass(slots=True)
+class _Checkpointed:
+    """What a checkpoint file holds: its partitions, in the manager's order; its row k is
+    ``partitions[order[k]]``; its offsets and pieces (the sort is made once while the
+    partitions stay the same, not at every write)."""
+
+    partitions: list[TopicPartition]
+    order: array[int]
+    rows: OffsetRows
+
+
 class LogManager:
     """Every partition log of a broker. Thread-safe."""
 
@@ -105,9 +119,9 @@ class LogManager:
         self._dirs_to_sync: set[Path] = set()
         #: partitions per log directory: a new partition goes where there are fewest
         self._dir_counts: dict[Path, int] = {}
-        #: what each checkpoint file holds (partitions and offsets, in the same order)
+        #: what each checkpoint file holds
         self._checkpoint_lock = threading.Lock()
-        self._checkpointed: dict[Path, tuple[list[TopicPartition], list[int]]] = {}
+        self._checkpointed: dict[Path, _Checkpointed] = {}
         self._lock_fds: list[int] = []
         self._closed = False
         self._started = False
@@ -330,17 +344,25 @@ class LogManager:
             del logs
             path = directory / name
             with self._checkpoint_lock:
-                # An idle broker with 100,000 partitions would rewrite (and fsync) the same
-                # megabytes every few seconds; a file that would not change is left alone.
-                if self._checkpointed.get(path) == (partitions, offsets) and path.exists():
-                    continue
-                order = sorted(range(len(partitions)), key=partitions.__getitem__)
-                write_offset_rows(
-                    path,
-                    len(order),
-                    ((partitions[i].topic, partitions[i].partition, offsets[i]) for i in order),
-                )
-                self._checkpointed[path] = (partitions, offsets)
+                last = self._checkpointed.get(path)
+                previous: OffsetRows | None = None
+                if last is not None and last.partitions == partitions:
+                    order = last.order
+                    in_order = list(map(offsets.__getitem__, order))
+                    if path.exists():
+                        # An idle broker with 100,000 partitions would rewrite (and fsync)
+                        # the same megabytes every few seconds; a file that would not
+                        # change is left alone, and a changed one keeps its unchanged rows.
+                        if in_order == last.rows.offsets:
+                            continue
+                        previous = last.rows
+                else:
+                    # Rows by topic and partition, whatever order the logs were made in.
+                    order = array("i", sorted(range(len(partitions)), key=partitions.__getitem__))
+                    in_order = list(map(offsets.__getitem__, order))
+                del offsets
+                rows = write_offset_rows(path, partitions, order, in_order, previous)
+                self._checkpointed[path] = _Checkpointed(partitions, order, rows)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write each log's high watermark to its directory's
