@@ -14,27 +14,23 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.apis import KafkaApis
 from broker.config import BrokerConfig
 from broker.fetch_session import ChangeJournal
-from broker.metadata_cache import MetadataCache
-from broker.replica_manager import ReplicaManager
-from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
 from tests.unit.test_fetch_session import (
     FOLLOWER,
     LEADER,
-    FakeZk,
     Loopback,
     fetch_body,
     leader_and_isr,
+    make_leader,
     response_partitions,
 )
 from wire.api import ApiKey
@@ -53,21 +49,7 @@ class Leader:
             {"zookeeper.connect": "127.0.0.1:2181", "broker.id": str(LEADER)}
         )
         self.logs = LogManager([tmp_path / "data"], config)
-        self.replicas = ReplicaManager(
-            LEADER, cast(Any, FakeZk()), StateChangeLog(None, LEADER), logs=self.logs
-        )
-        self.replicas.become_leader_or_follower(
-            leader_and_isr({tp: (LEADER, 0, (LEADER, FOLLOWER)) for tp in PARTITIONS})
-        )
-        self.apis = KafkaApis(
-            LEADER,
-            MetadataCache(LEADER, "PLAINTEXT"),
-            self.replicas,
-            cast(Any, None),
-            StateChangeLog(None, LEADER),
-            lambda: 1,
-        )
-        self.replicas.on_data = self.apis.wake_fetches  # as the broker wires them
+        self.apis, self.replicas, _zk = make_leader(PARTITIONS, logs=self.logs)
         self.conn = Loopback(self.apis)
         self.reads: list[TopicPartition] = []
         self.scans = 0

@@ -29,6 +29,7 @@ from broker.fetcher import FetchState, ReplicaFetcherThread
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import FollowerState, ReplicaManager
 from broker.state_change_log import StateChangeLog
+from storage.log_manager import LogManager
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import decode_request_header, decode_response, encode_request, encode_response
@@ -503,10 +504,14 @@ def leader_and_isr(
 
 
 def make_leader(
-    partitions: list[TopicPartition], isr: tuple[int, ...] = (LEADER, FOLLOWER)
+    partitions: list[TopicPartition],
+    isr: tuple[int, ...] = (LEADER, FOLLOWER),
+    logs: LogManager | None = None,
 ) -> tuple[KafkaApis, ReplicaManager, FakeZk]:
+    """Broker LEADER leading `partitions` (with their logs in `logs`, if given), and its
+    request handler."""
     zk = FakeZk()
-    replicas = ReplicaManager(LEADER, cast(Any, zk), StateChangeLog(None, LEADER))
+    replicas = ReplicaManager(LEADER, cast(Any, zk), StateChangeLog(None, LEADER), logs=logs)
     replicas.start()  # the ISR writer
     replicas.become_leader_or_follower(leader_and_isr({tp: (LEADER, 0, isr) for tp in partitions}))
     apis = KafkaApis(
