@@ -12,7 +12,10 @@ the same run and against the same server: the same number of epoch-checked condi
 writes of partition state znodes, packed and pipelined through the same client
 (bench_leader_moves.py's). Medians of --rounds rounds after one warm-up, in seconds.
 Beside it, the replica state machine's start-up on the loaded context (a failover's step
-that puts every replica Online and queues its partition's state for its broker).
+that puts every replica Online and queues its partition's state for its broker), and a
+controlled shutdown in a balanced cluster: 3N partitions, each broker the preferred leader
+of N, broker 3 shutting down (`controlled_shutdown_moves`: N leaders moved, broker 3 taken
+out of the 2N ISRs it is in as a follower), with its floor: 3N packed writes.
 
     .venv/bin/python benchmarks/bench_controller_decisions.py [--partitions 10000] [--rounds 5]
 """
@@ -30,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_leader_moves import assignment, floor_writes
+from bench_leader_moves import assignment, balanced_assignment, floor_writes
 from common import chroot, emit, write_cluster_state, zookeeper
 
 from broker.state_change_log import StateChangeLog
@@ -112,6 +115,46 @@ def one_round(connect: str, partitions: int) -> dict[str, Any]:
         zk.close()
 
 
+def shutdown_round(connect: str, partitions: int) -> dict[str, Any]:
+    """Broker 3 of a balanced cluster (3N partitions, each broker leading N) shut down."""
+    assigned = balanced_assignment(partitions)
+    write_cluster_state(connect, assigned)
+    zk = ZkClient(connect, session_timeout_ms=30_000)
+    zk.start()
+    try:
+        ctx = loaded_context(zk, assigned)
+        sent: list[list[BrokerRequest]] = []
+        with tempfile.TemporaryDirectory(prefix="bench-decisions-") as d:
+            ops = ControllerOps(ctx, ZkControllerStore(zk), 1, sent.append, StateChangeLog(d, 1))
+            psm, rsm = PartitionStateMachine(ops), ReplicaStateMachine(ops)
+            psm.startup()
+            rsm.startup()
+            sent.clear()
+            gc.collect()
+            started = time.perf_counter()
+            ops.deferred = True  # as inside an event: one request of each kind per broker
+            led, remaining = state_machines.controlled_shutdown_moves(psm, rsm, LOST)
+            ops.deferred = False
+            ops.flush()
+            decided = time.perf_counter()
+            requests = [r for batch in sent for r in batch]
+            for r in requests:
+                r.wire_body()
+            encoded = time.perf_counter()
+        in_isr = sum(1 for lice in ctx.leadership.values() if LOST in lice.leader_and_isr.isr)
+        if len(led) != partitions or remaining or in_isr:
+            raise RuntimeError(
+                f"{len(led)} led, {len(remaining)} still led, {in_isr} ISRs still hold {LOST}"
+            )
+        return {
+            "decided_s": decided - started,
+            "encoded_s": encoded - decided,
+            "requests": len(requests),
+        }
+    finally:
+        zk.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -120,14 +163,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     rounds: list[dict[str, Any]] = []
+    shutdowns: list[dict[str, Any]] = []
     with zookeeper() as connect:
         for i in range(args.rounds + 1):  # the first warms up: not counted
             r = one_round(chroot(connect, f"decisions-{i}"), args.partitions)
             r["floor_s"] = floor_writes(chroot(connect, f"decisions-floor-{i}"), args.partitions)[
                 "packed_multis_s"
             ]
+            s = shutdown_round(chroot(connect, f"decisions-shutdown-{i}"), args.partitions)
+            s["floor_s"] = floor_writes(
+                chroot(connect, f"decisions-shutdown-floor-{i}"), 3 * args.partitions
+            )["packed_multis_s"]
             if i:
                 rounds.append(r)
+                shutdowns.append(s)
     decided = statistics.median(r["decided_s"] for r in rounds)
     floor = statistics.median(r["floor_s"] for r in rounds)
     emit(
@@ -146,6 +195,22 @@ def main() -> None:
                 {k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
                 for r in rounds
             ],
+            "controlled_shutdown_balanced": {
+                "partitions": 3 * args.partitions,
+                "decided_and_written_s": round(
+                    statistics.median(s["decided_s"] for s in shutdowns), 3
+                ),
+                "requests_encoded_s": round(
+                    statistics.median(s["encoded_s"] for s in shutdowns), 3
+                ),
+                "floor_packed_writes_s": round(
+                    statistics.median(s["floor_s"] for s in shutdowns), 3
+                ),
+                "rounds": [
+                    {k: round(v, 3) if isinstance(v, float) else v for k, v in s.items()}
+                    for s in shutdowns
+                ],
+            },
         }
     )
 
