@@ -636,6 +636,12 @@ class ReplicaStateMachine:
         of a leader is conditional on the zkVersion its LeaderAndIsr gave it. Kafka's read
         here may land in that window too, so this is one of the outcomes Kafka allows, and
         a broker loss saves re-reading the 10,000s of states it has just elected.
+
+        The first round takes the replica out of the cached states that hold it, each
+        write conditional on the cached zkVersion, as the elections do: one a leader has
+        changed since loses its write (BadVersion) and is read and decided again. A cached
+        state without the replica is read first (a leader may have added it back since),
+        since not writing is a decision too. Kafka reads every state.
         """
         ctx, ops = self.ctx, self.ops
         out: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
@@ -650,11 +656,24 @@ class ReplicaStateMachine:
                 else:
                     to_read.append(tp)
             remaining = to_read
+        from_cache = True
         for _ in range(MAX_WRITE_ROUNDS):
             if not remaining:
                 break
             failures: dict[TopicPartition, Exception] = {}
-            current = ops.read_current(remaining, failures)
+            if from_cache:
+                cached, to_read = ops.cached_current(remaining)
+                current = {}
+                for tp, lai in cached.items():
+                    if replica_id in lai.isr:
+                        current[tp] = lai
+                    else:
+                        to_read.append(tp)
+                if to_read:
+                    current.update(ops.read_current(to_read, failures))
+                from_cache = False
+            else:
+                current = ops.read_current(remaining, failures)
             updates: dict[TopicPartition, LeaderAndIsr] = {}
             for tp, lai in current.items():
                 if replica_id in lai.isr:
