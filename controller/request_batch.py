@@ -12,7 +12,7 @@ import functools
 import struct
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
@@ -130,6 +130,23 @@ class RequestBatch:
             if not self.update_metadata_brokers >= ctx.live_brokers.keys():
                 self.update_metadata_brokers.update(ctx.live_brokers)
             self.update_metadata_partitions.add(tp)
+
+    def add_leader_and_isr_updates(
+        self,
+        ctx: ControllerContext,
+        partitions: Sequence[
+            tuple[Iterable[int], TopicPartition, LeaderIsrAndControllerEpoch, ReplicaAssignment]
+        ],
+    ) -> None:
+        """Each (brokers, partition, state, assignment) as add_leader_and_isr adds it (not
+        new, with the UpdateMetadata): an election or ISR step of 10,000s of partitions
+        adds them in one call."""
+        if not partitions:
+            return
+        self.add_leader_and_isr_many(partitions, is_new=False)
+        if not self.update_metadata_brokers >= ctx.live_brokers.keys():
+            self.update_metadata_brokers.update(ctx.live_brokers)
+        self.update_metadata_partitions.update([entry[1] for entry in partitions])
 
     def add_leader_and_isr_many(
         self,

@@ -405,13 +405,14 @@ class PartitionStateMachine:
             rows = []
             kept = ops.elections_written
             reason = _REASONS[strategy]
+            to_send = []
             for tp, lai in written.finished.items():
                 lice = ops.record_leadership(tp, lai)
                 if kept is not None:
                     kept[tp] = lai
                 outcome = decided[tp]
                 ra = ctx.full_assignment(tp)
-                ops.batch.add_leader_and_isr(ctx, outcome.live_replicas, tp, lice, ra, is_new=False)
+                to_send.append((outcome.live_replicas, tp, lice, ra))
                 if outcome.unclean:
                     ctx.unclean_elections += 1
                 rows.append(
@@ -420,6 +421,7 @@ class PartitionStateMachine:
                     )
                 )
                 results[tp] = lai
+            ops.batch.add_leader_and_isr_updates(ctx, to_send)
             ops.log_states(rows)
             failures.update(written.failed)
             for tp, err in failures.items():
@@ -592,13 +594,14 @@ class ReplicaStateMachine:
                 # Not in that ISR: nothing changed, nothing to tell (Kafka re-sends the same
                 # state, which every broker ignores; after a broker loss that is 10,000 of them).
                 ctx.put_replica_state(PartitionReplica(tp, replica_id), R.OFFLINE)
+            to_send = []
             for tp, lice in updated.items():
                 if not ctx.is_topic_queued_for_deletion(tp.topic):
-                    recipients = [r for r in ctx.replicas(tp) if r != replica_id]
-                    ops.batch.add_leader_and_isr(
-                        ctx, recipients, tp, lice, ctx.full_assignment(tp), is_new=False
-                    )
+                    ra = ctx.full_assignment(tp)
+                    recipients = [r for r in ra.replicas if r != replica_id]
+                    to_send.append((recipients, tp, lice, ra))
                 ctx.put_replica_state(PartitionReplica(tp, replica_id), R.OFFLINE)
+            ops.batch.add_leader_and_isr_updates(ctx, to_send)
             for pr in valid:
                 if pr.topic_partition not in ctx.leadership:
                     ops.batch.add_update_metadata(

@@ -564,3 +564,35 @@ def test_many_partitions_added_at_once_are_added_as_one_at_a_time(
     }
     assert got == model
     assert not batch.update_metadata_brokers  # re-sends: no UpdateMetadata rides along
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(leader_and_isr_calls())
+def test_updates_added_at_once_are_added_as_one_at_a_time(
+    calls: list[tuple[bool, list[tuple[list[int], TopicPartition, LeaderIsrAndControllerEpoch]]]],
+) -> None:
+    """add_leader_and_isr_updates (an election's or ISR step's partitions in one call) is
+    add_leader_and_isr (not new) for each, UpdateMetadata included; mixed with new ones."""
+    ctx = cluster()
+    bulk, one_by_one = RequestBatch(), RequestBatch()
+    for is_new, entries in calls:
+        if is_new:
+            for batch in (bulk, one_by_one):
+                for brokers, tp, lice in entries:
+                    batch.add_leader_and_isr(
+                        ctx, brokers, tp, lice, ctx.full_assignment(tp), is_new=True
+                    )
+            continue
+        bulk.add_leader_and_isr_updates(
+            ctx, [(brokers, tp, lice, ctx.full_assignment(tp)) for brokers, tp, lice in entries]
+        )
+        for brokers, tp, lice in entries:
+            one_by_one.add_leader_and_isr(
+                ctx, brokers, tp, lice, ctx.full_assignment(tp), is_new=False
+            )
+    assert bulk.leader_and_isr == one_by_one.leader_and_isr
+    assert bulk.update_metadata_brokers == one_by_one.update_metadata_brokers
+    assert bulk.update_metadata_partitions == one_by_one.update_metadata_partitions
+    assert [(r.broker_id, r.api_key, r.make_body()) for r in bulk.build(ctx, CONTROLLER_ID)] == [
+        (r.broker_id, r.api_key, r.make_body()) for r in one_by_one.build(ctx, CONTROLLER_ID)
+    ]
