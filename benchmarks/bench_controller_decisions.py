@@ -23,11 +23,13 @@ out of the 2N ISRs it is in as a follower), with its floor: 3N packed writes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +76,22 @@ def loaded_context(
     return ctx
 
 
-def one_round(connect: str, partitions: int) -> dict[str, Any]:
-    assigned = assignment(partitions)
+Started = tuple[
+    ControllerContext,
+    ControllerOps,
+    PartitionStateMachine,
+    ReplicaStateMachine,
+    list[list[BrokerRequest]],
+]
+
+
+@contextlib.contextmanager
+def started_controller(
+    connect: str, assigned: dict[str, dict[int, tuple[int, ...]]]
+) -> Iterator[Started]:
+    """ZooKeeper holding `assigned` (RF 3, each partition led by its first replica), a
+    controller context loaded from it, and its state machines with the partition step of
+    a failover done; what they send is collected in the last item."""
     write_cluster_state(connect, assigned)
     zk = ZkClient(connect, session_timeout_ms=30_000)
     zk.start()
@@ -86,73 +102,71 @@ def one_round(connect: str, partitions: int) -> dict[str, Any]:
             ops = ControllerOps(ctx, ZkControllerStore(zk), 1, sent.append, StateChangeLog(d, 1))
             psm, rsm = PartitionStateMachine(ops), ReplicaStateMachine(ops)
             psm.startup()
-            gc.collect()
-            replica_step_started = time.perf_counter()
-            rsm.startup()  # a failover's replica step: every replica Online, its state re-sent
-            replica_step_s = time.perf_counter() - replica_step_started
-            sent.clear()
-            gc.collect()
-            started = time.perf_counter()
-            ctx.remove_live_brokers({LOST})
-            state_machines.replicas_become_offline(
-                psm, rsm, ctx.replicas_on_brokers({LOST}), lambda _replicas: None
-            )
-            decided = time.perf_counter()
-            requests = [r for batch in sent for r in batch]
-            for r in requests:
-                r.wire_body()
-            encoded = time.perf_counter()
-        moved = sum(1 for lice in ctx.leadership.values() if lice.leader_and_isr.leader in (1, 2))
-        if moved != partitions:
-            raise RuntimeError(f"{moved} of {partitions} leaders moved")
-        return {
-            "decided_s": decided - started,
-            "encoded_s": encoded - decided,
-            "requests": len(requests),
-            "failover_replica_step_s": replica_step_s,
-        }
+            yield ctx, ops, psm, rsm, sent
     finally:
         zk.close()
+
+
+def encode_sent(sent: list[list[BrokerRequest]]) -> int:
+    """Encode the requests' wire bodies, as the channel's senders do; how many there were."""
+    requests = [r for batch in sent for r in batch]
+    for r in requests:
+        r.wire_body()
+    return len(requests)
+
+
+def one_round(connect: str, partitions: int) -> dict[str, Any]:
+    with started_controller(connect, assignment(partitions)) as (ctx, _ops, psm, rsm, sent):
+        gc.collect()
+        replica_step_started = time.perf_counter()
+        rsm.startup()  # a failover's replica step: every replica Online, its state re-sent
+        replica_step_s = time.perf_counter() - replica_step_started
+        sent.clear()
+        gc.collect()
+        started = time.perf_counter()
+        ctx.remove_live_brokers({LOST})
+        state_machines.replicas_become_offline(
+            psm, rsm, ctx.replicas_on_brokers({LOST}), lambda _replicas: None
+        )
+        decided = time.perf_counter()
+        requests = encode_sent(sent)
+        encoded = time.perf_counter()
+    moved = sum(1 for lice in ctx.leadership.values() if lice.leader_and_isr.leader in (1, 2))
+    if moved != partitions:
+        raise RuntimeError(f"{moved} of {partitions} leaders moved")
+    return {
+        "decided_s": decided - started,
+        "encoded_s": encoded - decided,
+        "requests": requests,
+        "failover_replica_step_s": replica_step_s,
+    }
 
 
 def shutdown_round(connect: str, partitions: int) -> dict[str, Any]:
     """Broker 3 of a balanced cluster (3N partitions, each broker leading N) shut down."""
     assigned = balanced_assignment(partitions)
-    write_cluster_state(connect, assigned)
-    zk = ZkClient(connect, session_timeout_ms=30_000)
-    zk.start()
-    try:
-        ctx = loaded_context(zk, assigned)
-        sent: list[list[BrokerRequest]] = []
-        with tempfile.TemporaryDirectory(prefix="bench-decisions-") as d:
-            ops = ControllerOps(ctx, ZkControllerStore(zk), 1, sent.append, StateChangeLog(d, 1))
-            psm, rsm = PartitionStateMachine(ops), ReplicaStateMachine(ops)
-            psm.startup()
-            rsm.startup()
-            sent.clear()
-            gc.collect()
-            started = time.perf_counter()
-            ops.deferred = True  # as inside an event: one request of each kind per broker
-            led, remaining = state_machines.controlled_shutdown_moves(psm, rsm, LOST)
-            ops.deferred = False
-            ops.flush()
-            decided = time.perf_counter()
-            requests = [r for batch in sent for r in batch]
-            for r in requests:
-                r.wire_body()
-            encoded = time.perf_counter()
-        in_isr = sum(1 for lice in ctx.leadership.values() if LOST in lice.leader_and_isr.isr)
-        if len(led) != partitions or remaining or in_isr:
-            raise RuntimeError(
-                f"{len(led)} led, {len(remaining)} still led, {in_isr} ISRs still hold {LOST}"
-            )
-        return {
-            "decided_s": decided - started,
-            "encoded_s": encoded - decided,
-            "requests": len(requests),
-        }
-    finally:
-        zk.close()
+    with started_controller(connect, assigned) as (ctx, ops, psm, rsm, sent):
+        rsm.startup()
+        sent.clear()
+        gc.collect()
+        started = time.perf_counter()
+        ops.deferred = True  # as inside an event: one request of each kind per broker
+        led, remaining = state_machines.controlled_shutdown_moves(psm, rsm, LOST)
+        ops.deferred = False
+        ops.flush()
+        decided = time.perf_counter()
+        requests = encode_sent(sent)
+        encoded = time.perf_counter()
+    in_isr = sum(1 for lice in ctx.leadership.values() if LOST in lice.leader_and_isr.isr)
+    if len(led) != partitions or remaining or in_isr:
+        raise RuntimeError(
+            f"{len(led)} led, {len(remaining)} still led, {in_isr} ISRs still hold {LOST}"
+        )
+    return {
+        "decided_s": decided - started,
+        "encoded_s": encoded - decided,
+        "requests": requests,
+    }
 
 
 def main() -> None:
