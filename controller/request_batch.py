@@ -127,9 +127,7 @@ class RequestBatch:
         state every broker already has (a failover sends a full UpdateMetadata first)."""
         self.add_leader_and_isr_many(((broker_ids, tp, lice, assignment),), is_new=is_new)
         if update_metadata:
-            if not self.update_metadata_brokers >= ctx.live_brokers.keys():
-                self.update_metadata_brokers.update(ctx.live_brokers)
-            self.update_metadata_partitions.add(tp)
+            self._add_to_update_metadata(ctx, (tp,))
 
     def add_leader_and_isr_updates(
         self,
@@ -144,9 +142,15 @@ class RequestBatch:
         if not partitions:
             return
         self.add_leader_and_isr_many(partitions, is_new=False)
+        self._add_to_update_metadata(ctx, [entry[1] for entry in partitions])
+
+    def _add_to_update_metadata(
+        self, ctx: ControllerContext, partitions: Iterable[TopicPartition]
+    ) -> None:
+        """These partitions go to every live broker in the batch's UpdateMetadata."""
         if not self.update_metadata_brokers >= ctx.live_brokers.keys():
             self.update_metadata_brokers.update(ctx.live_brokers)
-        self.update_metadata_partitions.update([entry[1] for entry in partitions])
+        self.update_metadata_partitions.update(partitions)
 
     def add_leader_and_isr_many(
         self,
