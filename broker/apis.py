@@ -11,12 +11,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from broker.fetch_session import (
-    NEVER_CHECKED_MS,
     CachedPartition,
     ChangeJournal,
     FetchContext,
@@ -38,10 +37,9 @@ from zkdata.znodes import TopicPartition
 log = logging.getLogger(__name__)
 
 _FETCH_SESSIONS_INIT = threading.Lock()
-# How long an incremental fetch session may go on reading only the partitions its
-# requests list and those notified as changed, without a look at every partition (at
-# most a quarter of replica.lag.time.max.ms, so a follower is always recorded on its
-# live partitions).
+# How often an incremental fetch session's sweep looks at each of its partitions, besides
+# the ones its requests list and those notified as changed (at most a quarter of
+# replica.lag.time.max.ms, so a follower is always recorded on its live partitions).
 _SESSION_RECHECK_MS = 5000
 # An incremental fetch reads the partitions notified as changed instead of looking at
 # every partition of its session while they are at most 1/_SCAN_COST_RATIO of it.
@@ -260,6 +258,7 @@ class KafkaApis:
         if replica_id >= 0 and session is not None and ctx.incremental:
             self.replicas.record_follower_fetches(replica_id, positions, session.clock)
             session.positions_unrecorded = False
+            session.swept_unrecorded.clear()
         elif positions:
             self.replicas.record_follower_fetches(
                 replica_id, positions, None if session is None else session.clock
@@ -298,13 +297,14 @@ class KafkaApis:
         self, ctx: FetchContext, replica_id: int, again: Collection[TopicPartition] | None
     ) -> tuple[dict[TopicPartition, PartitionData], bool, list[tuple[Partition, int]]]:
         """An incremental fetch. Read are the partitions the request lists and those whose
-        last answer was an error (or, reading again, `again`), and those the change
-        journal names since the session last looked. Every partition is looked at
-        (cheaply) instead when the journal no longer knows what changed, when that is a
-        large part of the session, or when the last such look is a while ago: changes
-        nobody notifies, such as a log start offset moved by retention, are seen then.
-        The follower's positions are those of that look, kept up to date with what the
-        requests list."""
+        last answer was an error (or, reading again, `again`), those the change journal
+        names since the session last looked, and those of the session's sweep due now
+        that may have something to say: the sweep looks (cheaply) at each partition once
+        an interval, a part each read, so changes nobody notifies (a log start offset
+        moved by retention) are seen, and every follower position is recorded. Every
+        partition is looked at in one pass instead when the journal no longer knows what
+        changed, or when that is a large part of the session. The follower's positions
+        are those of the looks, kept up to date with what the requests list."""
         session = ctx.session
         assert session is not None
         follower = replica_id >= 0
@@ -315,7 +315,7 @@ class KafkaApis:
         with session.lock:
             cached = session.partitions
             maybe: list[CachedPartition] | None = None
-            if now - session.checked_ms < interval:
+            if not session.look_at_all:
                 changed = journal.since(session.checked_generation)
                 if changed is not None:
                     if again is None:
@@ -327,10 +327,18 @@ class KafkaApis:
                     # Reading a partition costs more than the scan's look at it (though a
                     # scan also records every position).
                     if (len(looks) - more) * _SCAN_COST_RATIO <= len(cached):
+                        swept = session.sweep_due(now, interval)
+                        if swept:
+                            looks.update(
+                                (cp.topic_partition, None) for cp in self._look(swept, follower)
+                            )
+                            if follower:
+                                session.swept_unrecorded += swept
                         maybe = [cp for tp in looks if (cp := cached.get(tp)) is not None]
             if maybe is None:
                 maybe = self._scan_session(session, follower)
-                session.checked_ms = now
+                session.look_at_all = False
+                session.restart_sweep(now)
                 session.positions_unrecorded = follower
             session.checked_generation = generation
             updates: dict[TopicPartition, PartitionData] = {}
@@ -354,7 +362,7 @@ class KafkaApis:
                 # Partitions with records left out for max_bytes may have been notified
                 # before this look: look at every partition next time, not just what
                 # changes.
-                session.checked_ms = NEVER_CHECKED_MS
+                session.look_at_all = True
             if session.positions_unrecorded:
                 # This round looked at every partition: record every position (a follower
                 # back at the leader's log end rejoins the ISR without listing anything).
@@ -365,20 +373,28 @@ class KafkaApis:
                 # log end with their positions unmoved. That gives Kafka's caught-up times
                 # exactly (tests/unit/test_follower_clock.py).
                 answered = (tp for tp, data in updates.items() if data["records"])
-                positions = [
-                    pos
-                    for tp in dict.fromkeys((*ctx.fetch_data, *answered))
-                    if (pos := session.position(tp)) is not None
-                ]
+                listed = dict.fromkeys((*ctx.fetch_data, *answered))
+                positions = [pos for tp in listed if (pos := session.position(tp)) is not None]
+                # And the ones the sweep looked at (thousands a round at 100,000: read
+                # straight from the session's entries).
+                looked = session.swept_unrecorded
+                if looked and listed:
+                    looked = [cp for cp in looked if cp.topic_partition not in listed]
+                positions += [(p, cp.fetch_offset) for cp in looked if (p := cp.partition)]
         return updates, answer_now, positions
 
     def _scan_session(self, session: FetchSession, follower: bool) -> list[CachedPartition]:
-        """A cheap pass over every partition of the session: the ones that may have
+        """A look at every partition of the session (see _look)."""
+        return self._look(session.partitions.values(), follower)
+
+    def _look(self, cps: Iterable[CachedPartition], follower: bool) -> list[CachedPartition]:
+        """A cheap look at these partitions of a session: the ones that may have
         something to say, and (for a follower) its position in each of the others."""
         partitions = self.replicas.partitions
         me = self.broker_id
         maybe: list[CachedPartition] = []
-        for tp, cp in session.partitions.items():
+        for cp in cps:
+            tp = cp.topic_partition
             p = partitions.get(tp)
             if (
                 p is None

@@ -55,9 +55,6 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 _MAX_EPOCH = 2**31 - 1
 
-# A session's last look at every partition, before its first.
-NEVER_CHECKED_MS = -(2**62)
-
 DEFAULT_MAX_ENTRIES = 1000
 DEFAULT_EVICTION_MS = 120_000
 
@@ -223,13 +220,22 @@ class FetchSession:
         self.errored: set[TopicPartition] = {
             tp for tp, cp in partitions.items() if cp.high_watermark == -1
         }
-        # The leader's fetch handler's view, as of its last look at every partition (a
-        # follower's position in each is in its CachedPartition): when it looked, and at
-        # which generation of partition state.
-        self.checked_ms = NEVER_CHECKED_MS
+        # The leader's fetch handler's view (a follower's position in each partition is
+        # in its CachedPartition): whether its next read must look at every partition,
+        # and the generation of partition state it last read at.
+        self.look_at_all = True
         self.checked_generation = -1
         #: the positions changed by a look at every partition, not yet recorded
         self.positions_unrecorded = False
+        # The sweep: besides what changed, each read looks at the next part of the
+        # session, so that every partition is looked at once an interval (changes nobody
+        # notifies; every follower position recorded) without a pass over all of them
+        # at once (100,000 on a large broker, while appends wait to wake the fetches).
+        self._sweep: list[TopicPartition] = []
+        self._swept = 0
+        self._sweep_started_ms = now_ms
+        #: partitions the sweep looked at whose positions are not recorded yet
+        self.swept_unrecorded: list[CachedPartition] = []
         self.clock = FetchClock()
 
     def __repr__(self) -> str:
@@ -237,6 +243,30 @@ class FetchSession:
             f"FetchSession(id={self.id}, privileged={self.privileged}, "
             f"partitions={len(self.partitions)}, epoch={self.epoch})"
         )
+
+    def restart_sweep(self, now_ms: int) -> None:
+        """Start a sweep over the session's partitions as they are now (after a look at
+        all of them, and when the last sweep ended)."""
+        self._sweep = list(self.partitions)
+        self._swept = 0
+        self._sweep_started_ms = now_ms
+
+    def sweep_due(self, now_ms: int, interval_ms: int) -> list[CachedPartition]:
+        """The partitions the sweep is due to look at by ``now_ms``: the share of the
+        sweep that ``interval_ms`` allots the time since it started. A sweep done, the
+        next starts."""
+        total = len(self._sweep)
+        if self._swept >= total:
+            self.restart_sweep(now_ms)
+            return []
+        elapsed = now_ms - self._sweep_started_ms
+        due = total if elapsed >= interval_ms else total * max(elapsed, 0) // interval_ms
+        if due <= self._swept:
+            return []
+        part = self._sweep[self._swept : due]
+        self._swept = due
+        cached = self.partitions
+        return [cp for tp in part if (cp := cached.get(tp)) is not None]
 
     def positions(self) -> list[tuple[Partition, int]]:
         """A follower's position in every partition the leader's last look found led here:

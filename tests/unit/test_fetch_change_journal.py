@@ -12,6 +12,7 @@ a max_bytes cut left out, partitions stopped, and large changes (looked at in fu
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from broker.config import BrokerConfig
-from broker.fetch_session import ChangeJournal
+from broker.fetch_session import CachedPartition, ChangeJournal, FetchSession, PartitionRequest
 from storage.log_manager import LogManager
 from storage.testing import build_batch
 from tests.unit.test_fetch_session import (
@@ -254,3 +255,108 @@ def test_an_unknown_change_makes_every_session_look_at_everything(
     leader.apis.wake_fetches(True, None)  # some partitions changed, which is not known
     leader.conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=2))
     assert leader.scans == 1
+
+
+# The sweep: what nobody notifies is seen, a part of the session each round.
+
+
+def test_a_change_nobody_notifies_is_seen_by_the_sweep_without_a_pass_over_everything(
+    leader: Leader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leader.replicas.replica_lag_time_max_ms = 400  # every partition looked at each 100 ms
+    session_id = leader.session()
+    moved = PARTITIONS[9]
+    leader.append(moved)
+    got = leader.conn.request(
+        ApiKey.FETCH, 12, fetch_body({moved: 1}, session_id=session_id, epoch=2)
+    )
+    assert response_partitions(got)[moved]["high_watermark"] == 1
+    leader.count(monkeypatch)
+    # As retention or DeleteRecords would: the log start moves, and no fetch is told.
+    log = leader.replicas.partitions[moved].log
+    assert log is not None
+    assert log.maybe_increment_log_start_offset(1)
+    epoch = 3
+    deadline = time.monotonic() + 30  # only against a hang
+    while True:
+        got = leader.conn.request(
+            ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=epoch)
+        )
+        epoch += 1
+        answered = response_partitions(got)
+        if moved in answered:
+            break
+        assert time.monotonic() < deadline, "the sweep never looked at the partition"
+        time.sleep(0.01)
+    assert answered[moved]["log_start_offset"] == 1
+    assert leader.scans == 0
+
+
+def test_the_sweep_records_every_follower_position_a_part_each_round(
+    leader: Leader, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leader.replicas.replica_lag_time_max_ms = 400
+    session_id = leader.session()
+    leader.count(monkeypatch)
+    recorded: set[TopicPartition] = set()
+    record = leader.replicas.record_follower_fetches
+
+    def recording(replica_id: int, fetches: Any, clock: Any = None) -> None:
+        fetches = list(fetches)
+        recorded.update(p.topic_partition for p, _offset in fetches)
+        record(replica_id, fetches, clock)
+
+    monkeypatch.setattr(leader.replicas, "record_follower_fetches", recording)
+    epoch = 2
+    deadline = time.monotonic() + 30
+    while recorded != set(PARTITIONS):
+        assert time.monotonic() < deadline, f"{len(recorded)} of {len(PARTITIONS)} recorded"
+        leader.conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=epoch))
+        epoch += 1
+        time.sleep(0.01)
+    assert leader.scans == 0
+    # Nothing changed: no partition was read, only looked at.
+    assert leader.reads == []
+
+
+def _session(n: int, now_ms: int) -> FetchSession:
+    req = PartitionRequest(0, 1 << 20, 0, -1, -1)
+    tps = [TopicPartition("s", p) for p in range(n)]
+    return FetchSession(1, True, {tp: CachedPartition.from_request(tp, req) for tp in tps}, now_ms)
+
+
+@given(
+    st.integers(min_value=0, max_value=50),
+    st.integers(min_value=1, max_value=1000),
+    st.lists(st.integers(min_value=0, max_value=400), max_size=60),
+)
+def test_a_sweep_looks_at_each_partition_once_on_schedule_then_starts_again(
+    n: int, interval: int, steps: list[int]
+) -> None:
+    session = _session(n, 0)
+    session.restart_sweep(0)
+    started = now = 0
+    seen: list[TopicPartition] = []
+    for step in steps:
+        now += step
+        got = [cp.topic_partition for cp in session.sweep_due(now, interval)]
+        if not got and len(seen) == n and now > started:  # done: the next sweep began
+            started, seen = now, []
+            continue
+        seen += got
+        elapsed = now - started
+        # Never ahead of the interval's schedule, and all of it once the interval is up.
+        assert len(seen) <= (n if elapsed >= interval else n * elapsed // interval)
+        if elapsed >= interval:
+            assert len(seen) == n
+        assert len(set(seen)) == len(seen)
+        assert set(seen) <= set(session.partitions)
+
+
+def test_a_sweep_skips_partitions_forgotten_meanwhile() -> None:
+    session = _session(4, 0)
+    session.restart_sweep(0)
+    forgotten = TopicPartition("s", 1)
+    session.update({}, [forgotten])
+    got = [cp.topic_partition for cp in session.sweep_due(1000, 1000)]
+    assert got == [TopicPartition("s", p) for p in (0, 2, 3)]
