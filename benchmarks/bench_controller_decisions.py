@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_leader_moves import assignment, balanced_assignment, floor_writes
 from common import chroot, emit, write_cluster_state, zookeeper
 
+from broker.server import set_gc_thresholds
 from broker.state_change_log import StateChangeLog
 from controller import state_machines
 from controller.context import ControllerContext, LeaderIsrAndControllerEpoch, ReplicaAssignment
@@ -176,6 +177,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    set_gc_thresholds()  # as the controller's broker runs
     rounds: list[dict[str, Any]] = []
     shutdowns: list[dict[str, Any]] = []
     with zookeeper() as connect:

@@ -17,7 +17,6 @@ was spread over the rounds. Times in milliseconds.
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import sys
 import time
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from common import emit
 
+from broker.server import set_gc_thresholds
 from tests.unit.test_fetch_session import Loopback, fetch_body, make_leader
 from wire.api import ApiKey
 from zkdata.znodes import TopicPartition
@@ -37,7 +37,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=100_000)
     parser.add_argument("--seconds", type=float, default=12.0)
     args = parser.parse_args()
-    gc.set_threshold(100_000, 50, 100)  # as a broker runs (broker/__main__.py)
+    set_gc_thresholds()  # as a broker runs
     per_topic = 1000
     partitions = [
         TopicPartition(f"topic-{t:05d}", p)
