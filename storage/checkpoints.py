@@ -13,13 +13,19 @@ Every checkpoint is text: a version line (``0``), a count line, then one entry p
     5 1200
 
 A write goes to ``<file>.tmp``, is fsynced, renamed over the file and the directory is
-fsynced, so a crash leaves either the old or the new checkpoint, never a torn one.
+fsynced, so a crash leaves either the old or the new checkpoint, never a torn one. Many
+files at once (a clean shutdown's epoch checkpoints) keep that order with two syncs of
+the file system instead of two fsyncs a file: every ``.tmp`` written, sync, every rename,
+sync.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
-from collections.abc import Iterable, Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -34,12 +40,17 @@ __all__ = [
     "RECOVERY_POINT_CHECKPOINT",
     "REPLICATION_CHECKPOINT",
     "OffsetRows",
+    "can_sync_filesystems",
+    "epoch_checkpoint_text",
     "fsync_dir",
     "read_epoch_checkpoint",
     "read_offset_checkpoint",
+    "sync_filesystems",
+    "temporary_path",
     "write_atomically",
     "write_epoch_checkpoint",
     "write_offset_rows",
+    "write_temporary",
 ]
 
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
@@ -57,21 +68,89 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def temporary_path(path: Path) -> Path:
+    """Where a new version of ``path`` is written before it is renamed over it (a
+    leftover is removed when the log is next loaded)."""
+    return path.with_name(path.name + ".tmp")
+
+
 def write_atomically(path: Path, text: str | Iterable[str | bytes]) -> None:
     """Replace ``path`` with ``text`` (or its pieces, in order): temp file, fsync, rename,
     fsync the directory."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    tmp = temporary_path(path)
+    _write(tmp, text, fsync=True)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def write_temporary(path: Path, text: str | Iterable[str | bytes]) -> Path:
+    """Write ``text`` to ``path``'s temporary file, neither synced nor renamed: the first
+    half of ``write_atomically`` for many files at once, whose caller syncs the file
+    system (``sync_filesystems``) before renaming each one over its file, and again after
+    (see ``LogManager.close``)."""
+    tmp = temporary_path(path)
+    _write(tmp, text, fsync=False)
+    return tmp
+
+
+def _write(path: Path, text: str | Iterable[str | bytes], *, fsync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         for piece in [text] if isinstance(text, str) else text:
             view = memoryview(piece.encode() if isinstance(piece, str) else piece)
             while view:
                 view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if fsync:
+            os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        syncfs: Callable[[int], int] = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    return syncfs
+
+
+_SYNCFS: Final = _load_syncfs()
+
+
+def _syncfs(fd: int) -> None:
+    if _SYNCFS is None:
+        raise OSError(errno.ENOSYS, "syncfs is not available here")
+    if _SYNCFS(fd) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"syncfs: {os.strerror(code)}")
+
+
+def can_sync_filesystems() -> bool:
+    """Whether ``sync_filesystems`` works here (Linux's syncfs(2))."""
+    return _SYNCFS is not None
+
+
+def sync_filesystems(directories: Iterable[Path]) -> None:
+    """Make everything written to the file systems holding ``directories`` durable:
+    syncfs(2) once per file system. For thousands of files this takes a fraction of
+    fsyncing each one (and its directory), which ext4 commits one at a time; PostgreSQL
+    syncs its data directory so at start-up (``recovery_init_sync_method=syncfs``).
+    It also writes out what other processes left unwritten there, a cost paid where it
+    is used: once, at a clean shutdown. Since Linux 5.8 it reports a write-back error of
+    any file there; raises OSError."""
+    seen: set[int] = set()
+    for directory in directories:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            device = os.fstat(fd).st_dev
+            if device not in seen:
+                seen.add(device)
+                _syncfs(fd)
+        finally:
+            os.close(fd)
 
 
 def _lines(path: Path) -> list[str]:
@@ -206,7 +285,11 @@ def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
     return result
 
 
-def write_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]) -> None:
+def epoch_checkpoint_text(entries: Iterable[tuple[int, int]]) -> str:
     items = list(entries)
     body = "".join(f"{epoch} {offset}\n" for epoch, offset in items)
-    write_atomically(path, f"{VERSION}\n{len(items)}\n{body}")
+    return f"{VERSION}\n{len(items)}\n{body}"
+
+
+def write_epoch_checkpoint(path: Path, entries: Iterable[tuple[int, int]]) -> None:
+    write_atomically(path, epoch_checkpoint_text(entries))

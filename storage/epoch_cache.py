@@ -19,7 +19,13 @@ import threading
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from storage.checkpoints import read_epoch_checkpoint, write_epoch_checkpoint
+from storage.checkpoints import (
+    epoch_checkpoint_text,
+    read_epoch_checkpoint,
+    temporary_path,
+    write_epoch_checkpoint,
+    write_temporary,
+)
 from storage.errors import CheckpointError
 
 __all__ = [
@@ -190,6 +196,30 @@ class LeaderEpochCache:
         with _CHANGING:
             if self._dirty:
                 self._flush()
+
+    def stage(self) -> tuple[EpochEntry, ...] | None:
+        """Write the entries assigned since the last write to the checkpoint's temporary
+        file, neither synced nor renamed (LogManager.close syncs the file system, then
+        ``commit``s every staged cache, then syncs again). The entries staged, or None if
+        there was nothing to write."""
+        with _CHANGING:
+            checkpoint = self.path
+            if not self._dirty or checkpoint is None:
+                return None
+            entries = self._entries
+            write_temporary(checkpoint, epoch_checkpoint_text(entries))
+            return entries
+
+    def commit(self, staged: tuple[EpochEntry, ...]) -> None:
+        """Rename the file ``stage`` wrote over the checkpoint, unless the entries changed
+        since (a truncation then wrote its own; an assignment is left for the next
+        flush)."""
+        with _CHANGING:
+            checkpoint = self.path
+            if checkpoint is None or self._entries is not staged:
+                return
+            os.replace(temporary_path(checkpoint), checkpoint)
+            self._dirty = False
 
     def _flush(self) -> None:
         checkpoint = self.path

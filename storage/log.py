@@ -810,6 +810,15 @@ class PartitionLog:
                 self._recovery_point = min(target, self._leo)
             self._last_flush_ms = self._time_ms()
 
+    def synced_to(self, offset: int) -> None:
+        """The file system holding the log was synced (syncfs) after the log reached
+        ``offset``: everything below it is on disk, as after ``flush(offset)``. The epoch
+        entries must have been made durable first (staged and committed, both synced)."""
+        with self._lock:
+            if offset > self._recovery_point:
+                self._recovery_point = min(offset, self._leo)
+            self._last_flush_ms = self._time_ms()
+
     def maybe_flush(self, now_ms: int | None = None) -> bool:
         """Flush if ``flush.ms`` has passed since the last flush and data is unflushed."""
         now = self._time_ms() if now_ms is None else now_ms

@@ -33,8 +33,10 @@ from storage.checkpoints import (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_CHECKPOINT,
     OffsetRows,
+    can_sync_filesystems,
     fsync_dir,
     read_offset_checkpoint,
+    sync_filesystems,
     write_offset_rows,
 )
 from storage.errors import LogDirLockedError, StorageError
@@ -454,8 +456,11 @@ class LogManager:
             self.scheduler.close()
             self.scheduler.drain_one_offs()
             logs = self.all_logs()
-            for partition_log in logs.values():
-                partition_log.flush()
+            if can_sync_filesystems():
+                self._flush_by_syncing_filesystems(list(logs.values()))
+            else:
+                for partition_log in logs.values():
+                    partition_log.flush()
             self._write_checkpoints(self.log_dirs)
             for partition_log in logs.values():
                 partition_log.close()
@@ -465,6 +470,27 @@ class LogManager:
                 fsync_dir(directory)
         finally:
             self._unlock_dirs()
+
+    def _flush_by_syncing_filesystems(self, logs: list[PartitionLog]) -> None:
+        """Flush every log as ``PartitionLog.flush`` does, its fsyncs replaced by syncs of
+        the file systems: a broker of 30,000 partitions spent 11 s here on two fsyncs of
+        each leader epoch checkpoint and one of each new log's directory (and would on a
+        slower disk for minutes), during which its registration stayed in ZooKeeper.
+
+        The order keeps flush's guarantees: the new epoch checkpoints are written beside
+        the old ones; one sync makes them, the logs' data and their new files durable; the
+        renames; a second sync makes those durable; only then do the recovery points move
+        to the log ends (the checkpoints and the clean-shutdown marker are written after
+        this). A crash at any step leaves whole checkpoints and no marker."""
+        ends = [partition_log.log_end_offset for partition_log in logs]
+        staged = [(pl, entries) for pl in logs if (entries := pl.epoch_cache.stage()) is not None]
+        sync_filesystems(self.log_dirs)
+        for partition_log, entries in staged:
+            partition_log.epoch_cache.commit(entries)
+        if staged:
+            sync_filesystems(self.log_dirs)
+        for partition_log, end in zip(logs, ends, strict=True):
+            partition_log.synced_to(end)
 
 
 def _as_log_config(config: LogConfig | TopicConfig) -> LogConfig:

@@ -154,3 +154,39 @@ def test_an_assignment_is_written_by_flush_and_a_truncation_at_once(tmp_path: Pa
     cache.assign(3, 20)
     cache.truncate_from_end(15)  # a truncation is written at once (with what came before)
     assert LeaderEpochCache(path).entries() == cache.entries() == [(1, 0), (2, 10)]
+
+
+def test_a_staged_checkpoint_replaces_the_file_only_when_committed(tmp_path: Path) -> None:
+    path = tmp_path / "leader-epoch-checkpoint"
+    cache = LeaderEpochCache(path)
+    cache.assign(1, 0)
+    cache.flush()
+    cache.assign(2, 10)
+    staged = cache.stage()
+    assert staged is not None
+    assert LeaderEpochCache(path).entries() == [(1, 0)]  # a crash now keeps the old one
+    assert (tmp_path / "leader-epoch-checkpoint.tmp").read_text() == "0\n2\n1 0\n2 10\n"
+    cache.commit(staged)
+    assert LeaderEpochCache(path).entries() == [(1, 0), (2, 10)]
+    assert not (tmp_path / "leader-epoch-checkpoint.tmp").exists()
+    assert cache.stage() is None  # nothing new to write
+
+
+def test_a_commit_after_the_entries_changed_leaves_the_newer_file(tmp_path: Path) -> None:
+    path = tmp_path / "leader-epoch-checkpoint"
+    cache = LeaderEpochCache(path)
+    cache.assign(1, 0)
+    cache.assign(2, 10)
+    staged = cache.stage()
+    assert staged is not None
+    cache.truncate_from_end(5)  # written at once, through the same temporary file
+    cache.commit(staged)
+    assert LeaderEpochCache(path).entries() == [(1, 0)]
+    cache.assign(3, 5)
+    staged = cache.stage()
+    assert staged is not None
+    cache.assign(4, 8)  # after the stage: left for the next flush
+    cache.commit(staged)
+    assert LeaderEpochCache(path).entries() == [(1, 0)]
+    cache.flush()
+    assert LeaderEpochCache(path).entries() == [(1, 0), (3, 5), (4, 8)]

@@ -305,3 +305,109 @@ def test_a_checkpoint_written_in_pieces_reads_back_whole_and_in_order(
     assert read_offset_checkpoint(path) == {
         (tp.topic, tp.partition): n + 1 for n, tp in enumerate(created)
     }
+
+
+def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = os.fsync
+
+    def counted(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counted)
+    return calls
+
+
+def _leaders_of_new_partitions(manager: LogManager, count: int) -> list[TopicPartition]:
+    """Each with a batch and a leader epoch entry not yet written (as after a
+    LeaderAndIsr), in a directory not yet synced."""
+    tps = [TopicPartition("t", p) for p in range(count)]
+    for tp in tps:
+        log = manager.get_or_create(tp, sync_dir=False)
+        log.assign_epoch_start_offset(3, 0)
+        log.append_as_leader(build_batch([b"x" * 20] * 2, base_timestamp=NOW), 3)
+    return tps
+
+
+@pytest.mark.skipif(not checkpoints.can_sync_filesystems(), reason="syncfs(2) is Linux's")
+def test_a_clean_shutdown_syncs_the_file_system_not_each_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manager = LogManager([tmp_path], broker_config())
+    tps = _leaders_of_new_partitions(manager, 40)
+    fsyncs = _count_fsyncs(monkeypatch)
+    manager.close()
+    # The three offset checkpoints and the marker's directory, not 40 logs' files: the
+    # logs' data, their directories and epoch checkpoints are made durable by syncfs.
+    assert len(fsyncs) <= 8, len(fsyncs)
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert not list(tmp_path.glob("*/*.tmp"))
+    monkeypatch.undo()
+    again = LogManager([tmp_path], broker_config())
+    try:
+        for tp in tps:
+            assert again.recovery_reports[tp].clean_shutdown
+            log = again.get_log(tp)
+            assert log is not None
+            assert (log.log_end_offset, log.recovery_point) == (2, 2)
+            assert log.epoch_cache.entries() == [(3, 0)]
+    finally:
+        again.close()
+
+
+def test_without_syncfs_a_clean_shutdown_flushes_log_by_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import storage.log_manager as log_manager_module
+
+    monkeypatch.setattr(log_manager_module, "can_sync_filesystems", lambda: False)
+    manager = LogManager([tmp_path], broker_config())
+    tps = _leaders_of_new_partitions(manager, 5)
+    fsyncs = _count_fsyncs(monkeypatch)
+    manager.close()
+    assert len(fsyncs) >= 5 * 3  # each log's segment, its epoch checkpoint, its directory
+    monkeypatch.undo()
+    again = LogManager([tmp_path], broker_config())
+    try:
+        for tp in tps:
+            log = again.get_log(tp)
+            assert log is not None
+            assert again.recovery_reports[tp].clean_shutdown
+            assert (log.recovery_point, log.epoch_cache.entries()) == (2, [(3, 0)])
+    finally:
+        again.close()
+
+
+@pytest.mark.skipif(not checkpoints.can_sync_filesystems(), reason="syncfs(2) is Linux's")
+@pytest.mark.parametrize("failing_sync", [1, 2])
+def test_a_failed_sync_of_the_file_system_is_no_clean_shutdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_sync: int
+) -> None:
+    manager = LogManager([tmp_path], broker_config())
+    tps = _leaders_of_new_partitions(manager, 5)
+    syncs: list[int] = []
+    real = checkpoints._syncfs
+
+    def syncfs(fd: int) -> None:
+        syncs.append(fd)
+        if len(syncs) == failing_sync:  # before the epoch checkpoints' renames, or after
+            raise OSError(5, "syncfs: Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(checkpoints, "_syncfs", syncfs)
+    with pytest.raises(OSError, match="Input/output"):
+        manager.close()
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert not (tmp_path / "recovery-point-offset-checkpoint").exists()
+    monkeypatch.undo()
+    again = LogManager([tmp_path], broker_config())  # as after a crash: recovered
+    try:
+        assert not list(tmp_path.glob("*/*.tmp"))  # staged files left over are removed
+        for tp in tps:
+            assert not again.recovery_reports[tp].clean_shutdown
+            log = again.get_log(tp)
+            assert log is not None
+            assert (log.log_end_offset, log.latest_epoch) == (2, 3)
+    finally:
+        again.close()
