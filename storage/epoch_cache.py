@@ -52,12 +52,19 @@ class EpochEntry(NamedTuple):
 _CHANGING = threading.Lock()
 
 
+class Staged(NamedTuple):
+    """A cache's entries when ``stage`` ran, and those it wrote (None: nothing to write)."""
+
+    entries: tuple[EpochEntry, ...]
+    written: tuple[EpochEntry, ...] | None
+
+
 class LeaderEpochCache:
     """The epoch -> start offset entries of one partition, persisted in ``path`` (None:
     in memory only), or in ``file_name`` in the directory ``path``."""
 
     # A broker holds 100,000s of these: the directory is the log's own string, shared.
-    __slots__ = ("_dir", "_dirty", "_entries", "_name")
+    __slots__ = ("_dir", "_entries", "_name", "_written")
 
     def __init__(self, path: Path | str | None, *, file_name: str | None = None) -> None:
         self._dir: str | None
@@ -69,7 +76,10 @@ class LeaderEpochCache:
         else:
             self._dir, self._name = os.path.split(os.fspath(path))
         self._entries: tuple[EpochEntry, ...] = ()
-        self._dirty = False  # entries assigned and not yet written
+        # The entries as the checkpoint file holds them (those assigned since differ):
+        # a write is due when they are not the entries. (A clean shutdown's ``commit``
+        # counts the entries it leaves out as written.)
+        self._written: tuple[EpochEntry, ...] = ()
         checkpoint = self.path
         if checkpoint is not None:
             read: list[EpochEntry] = []
@@ -78,7 +88,7 @@ class LeaderEpochCache:
                 if read and (epoch <= read[-1].epoch or offset < read[-1].start_offset):
                     raise CheckpointError(f"{checkpoint}: entries not increasing at {entry}")
                 read.append(entry)
-            self._entries = tuple(read)
+            self._entries = self._written = tuple(read)
 
     @property
     def path(self) -> Path | None:
@@ -155,7 +165,6 @@ class LeaderEpochCache:
             # their headers, and recovery re-reads the batches above the recovery point;
             # an epoch with no batches needs no entry (a later epoch starts where it
             # would have ended).
-            self._dirty = self._dir is not None
             return True
 
     def truncate_from_end(self, end_offset: int) -> None:
@@ -194,35 +203,50 @@ class LeaderEpochCache:
     def flush(self) -> None:
         """Make entries assigned since the last write durable."""
         with _CHANGING:
-            if self._dirty:
+            if self._dirty():
                 self._flush()
 
-    def stage(self) -> tuple[EpochEntry, ...] | None:
-        """Write the entries assigned since the last write to the checkpoint's temporary
-        file, neither synced nor renamed (LogManager.close syncs the file system, then
-        ``commit``s every staged cache, then syncs again). The entries staged, or None if
-        there was nothing to write."""
+    def stage(self, end_offset: int) -> Staged | None:
+        """For a clean shutdown (LogManager.close syncs the file system, then ``commit``s
+        every staged cache, then syncs again): write the entries the checkpoint lacks to
+        its temporary file, neither synced nor renamed. Entries starting at or after
+        ``end_offset``, the log end, are left out: no batch carries them, the next load
+        would drop them (as Kafka's does, writing the file again), and an epoch without
+        batches needs no entry. So a broker's idle partitions, each given a new epoch by
+        a LeaderAndIsr, are neither written at the shutdown nor rewritten at the start.
+        None if there was nothing assigned since the last write."""
         with _CHANGING:
-            checkpoint = self.path
-            if not self._dirty or checkpoint is None:
-                return None
             entries = self._entries
-            write_temporary(checkpoint, epoch_checkpoint_text(entries))
-            return entries
+            if self._dir is None or entries == self._written:
+                return None
+            keep = len(entries)
+            while keep and entries[keep - 1].start_offset >= end_offset:
+                keep -= 1
+            durable = entries[:keep]
+            path = self.path
+            if durable == self._written or path is None:
+                return Staged(entries, None)
+            write_temporary(path, epoch_checkpoint_text(durable))
+            return Staged(entries, durable)
 
-    def commit(self, staged: tuple[EpochEntry, ...]) -> None:
+    def commit(self, staged: Staged) -> None:
         """Rename the file ``stage`` wrote over the checkpoint, unless the entries changed
         since (a truncation then wrote its own; an assignment is left for the next
-        flush)."""
+        flush). The entries left out are not written later either."""
         with _CHANGING:
-            checkpoint = self.path
-            if checkpoint is None or self._entries is not staged:
+            path = self.path
+            if path is None or self._entries is not staged.entries:
                 return
-            os.replace(temporary_path(checkpoint), checkpoint)
-            self._dirty = False
+            if staged.written is not None:
+                os.replace(temporary_path(path), path)
+            # What was left out needs no write either (see stage): the cache is clean.
+            self._written = self._entries
+
+    def _dirty(self) -> bool:
+        return self._dir is not None and self._entries != self._written
 
     def _flush(self) -> None:
         checkpoint = self.path
         if checkpoint is not None:
             write_epoch_checkpoint(checkpoint, self._entries)
-        self._dirty = False
+        self._written = self._entries

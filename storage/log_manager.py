@@ -481,13 +481,18 @@ class LogManager:
         the old ones; one sync makes them, the logs' data and their new files durable; the
         renames; a second sync makes those durable; only then do the recovery points move
         to the log ends (the checkpoints and the clean-shutdown marker are written after
-        this). A crash at any step leaves whole checkpoints and no marker."""
+        this). A crash at any step leaves whole checkpoints and no marker. Epoch entries
+        no batch carries are not written (see LeaderEpochCache.stage)."""
         ends = [partition_log.log_end_offset for partition_log in logs]
-        staged = [(pl, entries) for pl in logs if (entries := pl.epoch_cache.stage()) is not None]
+        staged = [
+            (pl, entries)
+            for pl, end in zip(logs, ends, strict=True)
+            if (entries := pl.epoch_cache.stage(end)) is not None
+        ]
         sync_filesystems(self.log_dirs)
         for partition_log, entries in staged:
             partition_log.epoch_cache.commit(entries)
-        if staged:
+        if any(entries.written is not None for _pl, entries in staged):
             sync_filesystems(self.log_dirs)
         for partition_log, end in zip(logs, ends, strict=True):
             partition_log.synced_to(end)

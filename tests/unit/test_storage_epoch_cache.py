@@ -162,14 +162,14 @@ def test_a_staged_checkpoint_replaces_the_file_only_when_committed(tmp_path: Pat
     cache.assign(1, 0)
     cache.flush()
     cache.assign(2, 10)
-    staged = cache.stage()
+    staged = cache.stage(end_offset=15)
     assert staged is not None
     assert LeaderEpochCache(path).entries() == [(1, 0)]  # a crash now keeps the old one
     assert (tmp_path / "leader-epoch-checkpoint.tmp").read_text() == "0\n2\n1 0\n2 10\n"
     cache.commit(staged)
     assert LeaderEpochCache(path).entries() == [(1, 0), (2, 10)]
     assert not (tmp_path / "leader-epoch-checkpoint.tmp").exists()
-    assert cache.stage() is None  # nothing new to write
+    assert cache.stage(end_offset=15) is None  # nothing new to write
 
 
 def test_a_commit_after_the_entries_changed_leaves_the_newer_file(tmp_path: Path) -> None:
@@ -177,16 +177,46 @@ def test_a_commit_after_the_entries_changed_leaves_the_newer_file(tmp_path: Path
     cache = LeaderEpochCache(path)
     cache.assign(1, 0)
     cache.assign(2, 10)
-    staged = cache.stage()
+    staged = cache.stage(end_offset=20)
     assert staged is not None
     cache.truncate_from_end(5)  # written at once, through the same temporary file
     cache.commit(staged)
     assert LeaderEpochCache(path).entries() == [(1, 0)]
     cache.assign(3, 5)
-    staged = cache.stage()
+    staged = cache.stage(end_offset=20)
     assert staged is not None
     cache.assign(4, 8)  # after the stage: left for the next flush
     cache.commit(staged)
     assert LeaderEpochCache(path).entries() == [(1, 0)]
     cache.flush()
     assert LeaderEpochCache(path).entries() == [(1, 0), (3, 5), (4, 8)]
+
+
+def test_a_shutdown_leaves_out_the_epochs_no_batch_carries(tmp_path: Path) -> None:
+    # A new leader's epoch starts at its log end; until a batch is written in it, the
+    # next load would drop it again (Kafka's truncateFromEnd), so it is not written.
+    path = tmp_path / "leader-epoch-checkpoint"
+    cache = LeaderEpochCache(path)
+    cache.assign(4, 0)  # an empty log led in epoch 4
+    staged = cache.stage(end_offset=0)
+    assert staged is not None
+    assert staged.written is None
+    cache.commit(staged)
+    cache.flush()  # as PartitionLog.close does: nothing is due
+    assert not path.exists()
+    assert not (tmp_path / "leader-epoch-checkpoint.tmp").exists()
+    cache.assign(5, 0)
+    cache.flush()  # a flush in the run writes every entry, as before
+    assert LeaderEpochCache(path).entries() == [(5, 0)]
+    cache.assign(6, 30)  # batches in epoch 5, then a new epoch at the end: only 5 is due
+    staged = cache.stage(end_offset=30)
+    assert staged is not None
+    assert staged.written is None
+    cache.assign(6, 30)
+    cache.commit(staged)
+    assert LeaderEpochCache(path).entries() == [(5, 0)]
+    cache.assign(7, 40)
+    staged = cache.stage(end_offset=45)  # batches in epochs 6 and 7 since
+    assert staged is not None
+    cache.commit(staged)
+    assert LeaderEpochCache(path).entries() == [(5, 0), (6, 30), (7, 40)]

@@ -411,3 +411,31 @@ def test_a_failed_sync_of_the_file_system_is_no_clean_shutdown(
             assert (log.log_end_offset, log.latest_epoch) == (2, 3)
     finally:
         again.close()
+
+
+def test_idle_leaders_cost_no_epoch_checkpoint_at_the_shutdown_or_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each got an epoch from a LeaderAndIsr and no batch since: the entry starts at the
+    # log end, and the next load would drop it (and rewrite the file) anyway.
+    manager = LogManager([tmp_path], broker_config())
+    tps = [TopicPartition("idle", p) for p in range(20)]
+    for tp in tps:
+        manager.get_or_create(tp, sync_dir=False).assign_epoch_start_offset(3, 0)
+    manager.close()
+    assert not list(tmp_path.glob("idle-*/leader-epoch-checkpoint*"))
+    fsyncs = _count_fsyncs(monkeypatch)
+    again = LogManager([tmp_path], broker_config())
+    assert len(fsyncs) <= 2, len(fsyncs)  # the clean-shutdown marker's removal
+    monkeypatch.undo()
+    try:
+        for tp in tps:
+            log = again.get_log(tp)
+            assert log is not None
+            assert (
+                again.recovery_reports.get(tp) is None or again.recovery_reports[tp].clean_shutdown
+            )
+            assert log.epoch_cache.entries() == []
+            log.assign_epoch_start_offset(4, 0)  # led again: a new epoch from there
+    finally:
+        again.close()
