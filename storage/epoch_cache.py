@@ -66,7 +66,11 @@ class LeaderEpochCache:
     # A broker holds 100,000s of these: the directory is the log's own string, shared.
     __slots__ = ("_dir", "_entries", "_name", "_written")
 
-    def __init__(self, path: Path | str | None, *, file_name: str | None = None) -> None:
+    def __init__(
+        self, path: Path | str | None, *, file_name: str | None = None, present: bool = True
+    ) -> None:
+        """``present=False``: the caller knows there is no checkpoint file (it listed the
+        directory), so none is looked for."""
         self._dir: str | None
         self._name: str | None
         if path is None:
@@ -80,7 +84,7 @@ class LeaderEpochCache:
         # a write is due when they are not the entries. (A clean shutdown's ``commit``
         # counts the entries it leaves out as written.)
         self._written: tuple[EpochEntry, ...] = ()
-        checkpoint = self.path
+        checkpoint = self.path if present else None
         if checkpoint is not None:
             read: list[EpochEntry] = []
             for epoch, offset in read_epoch_checkpoint(checkpoint):

@@ -16,6 +16,7 @@ before stays readable.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import errno
 import operator
 import os
@@ -42,7 +43,13 @@ from storage.records import (
     iter_records,
     validate_follower_batches,
 )
-from storage.segment import DELETED_SUFFIX, FileRegion, LogSegment
+from storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    FileRegion,
+    LogSegment,
+)
 from zkdata.znodes import SharedValues
 
 if TYPE_CHECKING:
@@ -239,7 +246,9 @@ class PartitionLog:
         clean_shutdown: bool = False,
         defer: Defer | None = None,
         time_ms: Callable[[], int] = _now_ms,
+        found: bool = False,
     ) -> None:
+        """``found``: the directory is known to exist (LogManager found it)."""
         started = time.perf_counter()
         #: the partition's directory as a str (a Path costs ~400 bytes more; ``dir`` makes one)
         self.directory = os.fspath(directory)
@@ -255,17 +264,15 @@ class PartitionLog:
         self._lock = threading.Lock()
         self._closed = False
         self._dir_dirty = False
-        try:
-            os.mkdir(self.directory)
-            new_directory = True  # made here: nothing in it to load
-        except FileExistsError:
-            new_directory = False
-        except FileNotFoundError:  # the log directory itself is missing
-            os.makedirs(self.directory, exist_ok=True)
-            new_directory = False
-        self.epoch_cache = LeaderEpochCache(self.directory, file_name=LEADER_EPOCH_CHECKPOINT)
+        names = self._list_or_make(found)
+        new_directory = names is None  # made here: nothing in it to load
+        self.epoch_cache = LeaderEpochCache(
+            self.directory,
+            file_name=LEADER_EPOCH_CHECKPOINT,
+            present=names is not None and LEADER_EPOCH_CHECKPOINT in names,
+        )
 
-        segments = [] if new_directory else self._load_segments()
+        segments = [] if names is None else self._load_segments(names)
         recovered = bytes_recovered = truncated = deleted = 0
         reason: str | None = None
         for i, segment in enumerate(segments):
@@ -320,10 +327,27 @@ class PartitionLog:
 
     # --- loading ----------------------------------------------------------------------
 
-    def _load_segments(self) -> list[LogSegment]:
+    def _list_or_make(self, found: bool) -> list[str] | None:
+        """The names in the log's directory, or None if it was made here. What is known
+        to be there (``found``: a load) is listed first, what is not is made first: one
+        system call either way, then the names tell which files exist (a broker loads
+        100,000s of logs, checking each file of each would double the calls)."""
+        if found:
+            with contextlib.suppress(FileNotFoundError):
+                return os.listdir(self.directory)
+        try:
+            os.mkdir(self.directory)
+            return None
+        except FileExistsError:
+            return os.listdir(self.directory)
+        except FileNotFoundError:  # the log directory itself is missing
+            os.makedirs(self.directory, exist_ok=True)
+            return os.listdir(self.directory)
+
+    def _load_segments(self, names: list[str]) -> list[LogSegment]:
         bases: set[int] = set()
         others: list[tuple[int, str]] = []
-        for name in os.listdir(self.directory):
+        for name in names:
             if name.endswith(_LEFTOVER_SUFFIXES):
                 os.unlink(os.path.join(self.directory, name))
                 continue
@@ -334,18 +358,31 @@ class PartitionLog:
                 bases.add(int(match.group(1)))
             else:
                 others.append((int(match.group(1)), name))
+        indexed: set[str] = set()
         for base, name in others:
             if base not in bases:  # an index without its log
                 os.unlink(os.path.join(self.directory, name))
-        return [self._open_segment(base) for base in sorted(bases)]
+            else:
+                indexed.add(name)
+        return [
+            self._open_segment(
+                base,
+                (
+                    f"{base:020d}{INDEX_SUFFIX}" in indexed,
+                    f"{base:020d}{TIME_INDEX_SUFFIX}" in indexed,
+                ),
+            )
+            for base in sorted(bases)
+        ]
 
-    def _open_segment(self, base_offset: int) -> LogSegment:
+    def _open_segment(self, base_offset: int, indexes_found: tuple[bool, bool]) -> LogSegment:
         return LogSegment(
             self.directory,
             base_offset,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_bytes=self.config.segment_index_bytes,
             now_ms=self._time_ms(),
+            indexes_found=indexes_found,
         )
 
     def _new_segment(self, base_offset: int, *, new_directory: bool = False) -> LogSegment:

@@ -206,9 +206,11 @@ class LogSegment:
         roll_jitter_ms: int = 0,
         now_ms: int | None = None,
         empty: bool = False,
+        indexes_found: tuple[bool, bool] | None = None,
     ) -> None:
         """Open the segment's files (``empty``: they were just created empty, and are
-        opened on first use)."""
+        opened on first use). ``indexes_found``: whether the .index and .timeindex files
+        exist, if the caller listed the directory."""
         self._directory = os.fspath(directory)
         self._max_index_bytes = max_index_bytes
         self._closed = False
@@ -229,8 +231,13 @@ class LogSegment:
         if empty:
             return
         log_path, index_path, time_index_path = segment_paths(directory, base_offset)
-        index_found = os.path.exists(index_path)
-        time_index_found = os.path.exists(time_index_path)
+        if indexes_found is None:
+            index_found, time_index_found = (
+                os.path.exists(index_path),
+                os.path.exists(time_index_path),
+            )
+        else:
+            index_found, time_index_found = indexes_found
         if not index_found and not time_index_found and os.stat(log_path).st_size == 0:
             # Never written (its index files are made on first use): as a new segment, its
             # files are opened then. Creating two files costs more than opening them, and

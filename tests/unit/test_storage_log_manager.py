@@ -439,3 +439,38 @@ def test_idle_leaders_cost_no_epoch_checkpoint_at_the_shutdown_or_the_start(
             log.assign_epoch_start_offset(4, 0)  # led again: a new epoch from there
     finally:
         again.close()
+
+
+def test_loading_a_log_lists_its_directory_and_looks_for_no_file_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A broker loads 100,000s of logs: one listing each tells which files are there.
+    manager = LogManager([tmp_path], broker_config())
+    produce(manager, A0, count=3)
+    for p in range(10):
+        manager.get_or_create(TopicPartition("idle", p)).assign_epoch_start_offset(1, 0)
+    manager.close()
+    looked: list[str] = []
+    real_exists, real_mkdir = os.path.exists, os.mkdir
+
+    def exists(path: str | os.PathLike[str]) -> bool:
+        looked.append(f"exists {path}")
+        return real_exists(path)
+
+    def mkdir(path: str | os.PathLike[str], *args: object, **kwargs: object) -> None:
+        looked.append(f"mkdir {path}")
+        real_mkdir(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os.path, "exists", exists)
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    again = LogManager([tmp_path], broker_config())
+    monkeypatch.undo()
+    try:
+        assert [x for x in looked if "idle-" in x or "a-0" in x] == []
+        log = again.get_log(A0)
+        assert log is not None
+        assert (log.log_end_offset, log.epoch_cache.entries()) == (3, [(1, 0)])
+        assert log.read(0, 10_000).next_offset == 3
+        assert not any(s.indexes_missing for s in log._segments)  # found by the listing
+    finally:
+        again.close()
