@@ -463,6 +463,10 @@ class ReplicaManager:
                 partition.epoch_start_offset = partition.log.log_end_offset
                 partition.log.assign_epoch_start_offset(epoch, partition.epoch_start_offset)
             self.partitions[tp] = partition
+        # An ISR of the leader alone puts the high watermark at its log end now (Kafka's
+        # makeLeader does so), not at the next produce: after a restart the checkpointed
+        # one may lag, and every acknowledged record above it would stay unreadable.
+        self._maybe_increment_high_watermark(partition)
         return ErrorCode.NONE, partition
 
     def _follower_lock(self, tp: TopicPartition) -> threading.Lock:

@@ -286,3 +286,20 @@ def test_unclean_election_counts_the_data_it_loses(cluster_factory: ClusterFacto
     c.wait_partitions("t", lambda s: a in s[0].isr, "a back in the ISR", timeout=90)
     assert [r["offsets_lost"] for r in truncations(c[a])] == [50]
     assert len(consume(c, "t", [0])[0]) == 100
+
+
+def test_a_lone_replica_killed_and_restarted_serves_what_it_acknowledged(
+    cluster_factory: ClusterFactory,
+) -> None:
+    # No high watermark checkpoint survives a SIGKILL; with no follower to move it, the
+    # restarted leader moves it to its log end on becoming leader (Kafka's makeLeader).
+    c = cluster_factory((1,))
+    c.wait_controller()
+    c.create_topic("t", {0: (1,)})
+    c.wait_topic_online("t")
+    acked = produce(c, "t", values(50, "k"))
+    c[1].kill()
+    c[1].start()
+    c.wait_registered([1], timeout=120)
+    c.wait_topic_online("t")
+    check_acked_readable(c, "t", acked, [0])

@@ -11,8 +11,11 @@ from typing import Any, cast
 
 import pytest
 
+from broker.config import BrokerConfig
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
+from storage.log_manager import LogManager
+from storage.testing import build_batch
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
@@ -209,3 +212,26 @@ def test_isr_expiry_names_each_lagging_follower_of_the_partitions_this_broker_le
     monkeypatch.setattr("broker.replica_manager._now_ms", lambda: now)
     rm.maybe_shrink_isr()
     assert sorted(asked) == [(2, [1]), (3, [0, 1])]
+
+
+@pytest.mark.parametrize(("isr", "readable"), [([1], 4), ([1, 2], 0)])
+def test_a_new_leader_alone_in_the_isr_moves_the_high_watermark_to_its_log_end(
+    tmp_path: Path, isr: list[int], readable: int
+) -> None:
+    # After a restart the checkpointed high watermark can lag the log (here: none was
+    # written, as after a crash); with no follower to hold it back it moves at once, as
+    # Kafka's makeLeader does, so acknowledged records are readable before a new produce.
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    tp = TopicPartition("t", 0)
+    log = logs.get_or_create(tp)
+    log.append_as_leader(build_batch([b"v"] * 4), 1)
+    assert log.high_watermark == 0
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        response = rm.become_leader_or_follower(request({0: (BROKER, 2, isr)}, replicas=[1, 2]))
+        assert errors(response) == {0: 0}
+        assert log.high_watermark == readable  # with a follower in the ISR, it waits for it
+    finally:
+        rm.close()
+        logs.close()
