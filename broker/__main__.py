@@ -74,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     while not stop.wait(1.0):
         pass
-    server.shutdown()
-    return 0
+    return 0 if server.shutdown() else 1
 
 
 def _trace_memory(directory: Path) -> None:

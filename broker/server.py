@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -438,31 +439,61 @@ class KafkaServer:
             return None
         return len(response["remaining_partitions"])
 
-    def shutdown(self) -> None:
+    def shutdown(self) -> bool:
+        """Stop, in Kafka's order. A step that fails is logged and the others still run
+        (Kafka's KafkaServer.shutdown swallows each step's error): a log directory that
+        cannot be flushed must not keep the registration in ZooKeeper until the session
+        times out. Returns whether every step succeeded (if not, no clean-shutdown marker
+        was written where the logs failed, and the next start recovers them)."""
         with self._shutdown_lock:
             if self._shut_down:
-                return
+                return True
             self._shut_down = True
         log.info("broker %d shutting down", self.broker_id)
         self._shutting_down.set()
         if self.config.controlled_shutdown_enable and self.zk.connected:
             self.controlled_shutdown()
         self._status_stop.set()
-        self._stop_socket_servers()
-        self.fetchers.close()
-        self.replicas.close()
-        if self.logs is not None:
-            self.logs.close()  # checkpoints, then the clean-shutdown marker
-        self.controller.shutdown()
-        # Closing the session removes /brokers/ids/<id> (and /controller) at once.
-        self.zk.close()
+        failed = [
+            what
+            for what, step in (
+                ("the listeners", self._stop_socket_servers),
+                ("the replica fetchers", self.fetchers.close),
+                ("the replica manager", self.replicas.close),
+                # Checkpoints, then the clean-shutdown marker.
+                ("the logs", self.logs.close if self.logs is not None else _nothing),
+                ("the controller", self.controller.shutdown),
+                # Closing the session removes /brokers/ids/<id> (and /controller) at once.
+                ("the ZooKeeper session", self.zk.close),
+            )
+            if not _stopped(what, step)
+        ]
         if self.config.log_dirs:
             with contextlib.suppress(OSError):
                 status = self.status()
                 status["stopped_at"] = time.time()
                 write_json_atomically(Path(self.config.log_dirs[0]) / STATUS_FILE, status)
         self.state_log.close()
-        log.info("broker %d stopped", self.broker_id)
+        if failed:
+            log.error(
+                "broker %d stopped; could not stop cleanly: %s", self.broker_id, ", ".join(failed)
+            )
+        else:
+            log.info("broker %d stopped", self.broker_id)
+        return not failed
+
+
+def _nothing() -> None:
+    pass
+
+
+def _stopped(what: str, step: Callable[[], object]) -> bool:
+    try:
+        step()
+    except Exception:
+        log.exception("shutdown: stopping %s failed", what)
+        return False
+    return True
 
 
 def replace_broker_id(config: BrokerConfig, broker_id: int) -> BrokerConfig:

@@ -303,3 +303,32 @@ def test_a_lone_replica_killed_and_restarted_serves_what_it_acknowledged(
     c.wait_registered([1], timeout=120)
     c.wait_topic_online("t")
     check_acked_readable(c, "t", acked, [0])
+
+
+def test_logs_that_cannot_be_closed_cleanly_do_not_keep_the_broker_registered(
+    cluster_factory: ClusterFactory,
+) -> None:
+    # The partition's directory made immutable: the clean shutdown cannot write its leader
+    # epoch checkpoint. The broker still ends its ZooKeeper session (Kafka swallows each
+    # shutdown step's error), rather than leaving its registration for the session timeout;
+    # it exits 1, and its next start recovers the log with nothing acknowledged missing.
+    c = cluster_factory((1,), zookeeper_session_timeout_ms="60000")
+    c.wait_controller()
+    c.create_topic("t", {0: (1,)})
+    c.wait_topic_online("t")
+    acked = produce(c, "t", values(50, "s"))
+    partition_dir = c[1].data_dir / "t-0"
+    subprocess.run(["chattr", "+i", str(partition_dir)], check=True)
+    try:
+        c[1].terminate()
+        assert c[1].wait_exit(120) == 1
+        # Gone with the session, not after it timed out (60 s).
+        wait_for(lambda: 1 not in c.registered(), 30, "broker 1's registration to go")
+        assert "could not stop cleanly: the logs" in c[1].output()
+        assert not (c[1].data_dir / ".kafka_cleanshutdown").exists()
+    finally:
+        subprocess.run(["chattr", "-i", str(partition_dir)], check=True)
+    c[1].start()
+    c.wait_registered([1], timeout=120)
+    c.wait_topic_online("t")
+    check_acked_readable(c, "t", acked, [0])
