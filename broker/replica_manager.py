@@ -772,23 +772,33 @@ class ReplicaManager:
             return p.log.log_end_offset
 
     def maybe_shrink_isr(self) -> None:
-        """Drop followers that have not caught up within replica.lag.time.max.ms."""
+        """Drop followers that have not caught up within replica.lag.time.max.ms.
+
+        The lock is held only to copy the partition list, not for the scan: at 100,000
+        partitions the scan is a fifth of a second of Python, and every acks=all produce
+        waited that long for the lock to move its high watermark (a burst of slow
+        acknowledgements every 15 s). Kafka scans under each partition's own lock. A
+        state read while a fetch moves it is at most a round old, as the decision is by
+        the time the ISR writer acts on it anyway; the writer re-checks that the
+        partition is still this broker's to lead."""
         now = _now_ms()
         with self._lock:
-            # By follower: a dead follower lags in every partition it follows here.
-            lagging_in: dict[int, list[Partition]] = {}
-            me, max_lag = self.broker_id, self.replica_lag_time_max_ms
-            for p in self.partitions.values():
-                followers = p.followers
-                if p.leader != me or p.stale:
-                    continue
-                leo = p.log_end_offset
-                isr = p.isr
-                for r, state in followers.pairs():
-                    if r in isr and now - state.caught_up_ms(leo) > max_lag:
-                        lagging_in.setdefault(r, []).append(p)
-        for r, partitions in lagging_in.items():
-            self._request_isr_changes(partitions, remove=r, why=f"replica {r} fell behind")
+            partitions = list(self.partitions.values())
+        # By follower: a dead follower lags in every partition it follows here.
+        lagging_in: dict[int, list[Partition]] = {}
+        me, max_lag = self.broker_id, self.replica_lag_time_max_ms
+        for p in partitions:
+            followers = p.followers
+            if p.leader != me or p.stale:
+                continue
+            leo = p.log_end_offset
+            isr = p.isr
+            for r, state in followers.pairs():
+                if r in isr and now - state.caught_up_ms(leo) > max_lag:
+                    lagging_in.setdefault(r, []).append(p)
+        del partitions
+        for r, partitions_lagging in lagging_in.items():
+            self._request_isr_changes(partitions_lagging, remove=r, why=f"replica {r} fell behind")
 
     def _request_isr_changes(
         self,

@@ -5,6 +5,7 @@ LeaderAndIsr touches none."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from pathlib import Path
 from typing import Any, cast
@@ -12,7 +13,7 @@ from typing import Any, cast
 import pytest
 
 from broker.config import BrokerConfig
-from broker.replica_manager import ReplicaManager
+from broker.replica_manager import Followers, FollowerState, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
@@ -235,3 +236,44 @@ def test_a_new_leader_alone_in_the_isr_moves_the_high_watermark_to_its_log_end(
     finally:
         rm.close()
         logs.close()
+
+
+def test_the_isr_expiry_scan_leaves_the_lock_to_produces_and_fetches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At 100,000 partitions the scan takes a fifth of a second: a produce moving its high
+    # watermark, or a fetch recording a follower's position, must not wait for all of it.
+    rm = manager(tmp_path)
+    rm.replica_lag_time_max_ms = 1_000
+    rm.become_leader_or_follower(request({0: (1, 1, [1, 2, 3]), 1: (1, 1, [1, 2, 3])}))
+    taken_meanwhile: list[bool] = []
+
+    class Probe(FollowerState):
+        __slots__ = ()
+
+        def caught_up_ms(self, leader_leo: int) -> int:
+            # What another thread (a produce) finds while the scan looks at a follower.
+            def take() -> None:
+                got = rm._lock.acquire(timeout=5)
+                taken_meanwhile.append(got)
+                if got:
+                    rm._lock.release()
+
+            other = threading.Thread(target=take)
+            other.start()
+            other.join()
+            return 0  # long behind
+
+    for p in range(2):
+        partition = rm.partitions[TopicPartition("t", p)]
+        partition.followers = Followers((2, 3), (Probe(), FollowerState(last_caught_up_ms=10**15)))
+    asked: list[tuple[int | None, list[int]]] = []
+
+    def request_isr_changes(partitions: Any, *, remove: int | None = None, **_: Any) -> None:
+        asked.append((remove, sorted(p.topic_partition.partition for p in partitions)))
+
+    monkeypatch.setattr(rm, "_request_isr_changes", request_isr_changes)
+    monkeypatch.setattr("broker.replica_manager._now_ms", lambda: 50_000)
+    rm.maybe_shrink_isr()
+    assert taken_meanwhile == [True, True]
+    assert asked == [(2, [0, 1])]
