@@ -142,6 +142,7 @@ def measure_traffic(cluster: Cluster, rate: float, size: int, seconds: float) ->
         undelivered=left,
         latency_ms_p50=percentile(0.5),
         latency_ms_p99=percentile(0.99),
+        latency_ms_max=percentile(1.0),
     )
     return run
 
