@@ -369,10 +369,17 @@ def wait_gone(brokers: Sequence[BrokerProcess], timeout: float) -> list[BrokerPr
         time.sleep(0.05)
 
 
-def exit_code(broker: BrokerProcess) -> int | None:
-    """The exit code, when this process started the broker and it has exited."""
+def exit_code(broker: BrokerProcess, wait_s: float = 0.0) -> int | None:
+    """The exit code, when this process started the broker and it has exited; waiting up
+    to ``wait_s`` for a process seen exiting to finish (its /proc entry looks gone, its
+    command line empty, a moment before it can be reaped)."""
     child = _CHILDREN.get(broker.pid) if broker.pid is not None else None
-    return None if child is None else child.poll()
+    if child is None:
+        return None
+    try:
+        return child.wait(wait_s) if wait_s > 0 else child.poll()
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def stop_brokers(
@@ -771,7 +778,7 @@ def _exited_during_startup(
 def _died_during_startup(broker: BrokerProcess, out: str, hint: str = "") -> LocalClusterError:
     """The error for a broker that exited while starting, whichever wait saw it: its exit
     code when this process started it, and its last output lines."""
-    code = exit_code(broker)
+    code = exit_code(broker, wait_s=5.0)
     status = f"exit code {code}" if code is not None else "exited"
     return LocalClusterError(
         f"broker {broker.id} (pid {broker.pid}) {status} during start-up{hint}; last lines"
