@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -588,8 +589,9 @@ class KafkaController:
             self.channel.add_broker(broker_id, *reg.address(self.config.inter_broker_listener_name))
             self.handlers.register(zk_handlers.broker_modifications(self.events.put, broker_id))
         topics = self.zk.get_children(paths.BROKER_TOPICS, watch=True) or []
-        self._add_topics(self._read_topics(topics))
-        self._adopt_partition_states(self.store.read_partition_states(list(ctx.all_partitions())))
+        # The context was empty: its partitions are the ones just added, in its order.
+        partitions = self._add_topics(self._read_topics(topics))
+        self._adopt_partition_states(self.store.read_partition_states(partitions))
 
     def _adopt_partition_states(
         self, states: Mapping[TopicPartition, PartitionState | None]
@@ -597,16 +599,22 @@ class KafkaController:
         """Partition states read from ZooKeeper become the partitions' leaderships. Equal
         states come back as one object; their leaderships are one object too (immutable:
         a later decision replaces a partition's, never changes it)."""
-        leadership = self.ctx.leadership
-        shared: dict[int, LeaderIsrAndControllerEpoch] = {}
-        for tp, state in states.items():
-            if state is not None:
-                lice = shared.get(id(state))
-                if lice is None:
-                    lice = shared[id(state)] = LeaderIsrAndControllerEpoch(
-                        state.leader_and_isr, state.controller_epoch
-                    )
-                leadership[tp] = lice
+        values = list(states.values())
+        # One leadership per distinct state object, then set in one pass that loops in C.
+        distinct = dict(zip(map(id, values), values, strict=True))
+        shared = {
+            key: LeaderIsrAndControllerEpoch(state.leader_and_isr, state.controller_epoch)
+            for key, state in distinct.items()
+            if state is not None
+        }
+        if len(shared) == len(distinct):
+            self.ctx.leadership.update(
+                zip(states.keys(), map(shared.__getitem__, map(id, values)), strict=True)
+            )
+        else:  # some partitions have no state: they get no leadership
+            self.ctx.leadership.update(
+                (tp, shared[id(state)]) for tp, state in states.items() if state is not None
+            )
 
     def _read_brokers(self, broker_ids: Iterable[str]) -> dict[int, tuple[BrokerRegistration, int]]:
         """Registrations and broker epochs (czxid), watched for modifications."""
@@ -654,6 +662,8 @@ class KafkaController:
         return out
 
     def _add_topics(self, assignments: dict[str, TopicAssignment]) -> list[TopicPartition]:
+        """Add these topics' assignments to the context; their partitions, in the order
+        the context now lists them."""
         ctx = self.ctx
         added: list[TopicPartition] = []
         # Equal assignments are one immutable object (a cluster has a handful of replica
@@ -663,6 +673,22 @@ class KafkaController:
             if a.topic_id is not None:
                 ctx.topic_ids[topic] = a.topic_id
             parts = ctx.assignments.setdefault(topic, {})
+            if not (a.adding_replicas or a.removing_replicas):
+                # Nothing being reassigned (the usual topic, 1,000s of partitions): one
+                # assignment per distinct replica list, set without a loop per partition.
+                by_replicas: dict[tuple[int, ...], ReplicaAssignment] = {}
+                for replicas in set(a.partitions.values()):
+                    ra = ReplicaAssignment(replicas)
+                    by_replicas[replicas] = shared.setdefault(ra, ra)
+                parts.update(
+                    zip(
+                        a.partitions,
+                        map(by_replicas.__getitem__, a.partitions.values()),
+                        strict=True,
+                    )
+                )
+                added += map(TopicPartition, repeat(topic), a.partitions)
+                continue
             for p, replicas in a.partitions.items():
                 adding = a.adding_replicas.get(p, ())
                 removing = a.removing_replicas.get(p, ())

@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from operator import attrgetter, itemgetter
+from typing import Protocol, cast
 
 from zkdata import paths
 from zkdata.client import (
@@ -41,6 +42,10 @@ from zkdata.znodes import (
 )
 
 log = logging.getLogger(__name__)
+
+_DATA = itemgetter(0)
+_STAT = itemgetter(1)
+_VERSION = attrgetter("version")
 
 # Partition states read and decoded at a time (each slice in pipelined multiReads).
 READ_SLICE = 10_000
@@ -130,18 +135,44 @@ class ZkControllerStore:
             if i + 1 < len(slices):
                 in_flight.append(self._send_reads(slices[i + 1]))
             state_paths, results = in_flight.pop(0)
-            for tp, path, got in zip(part, state_paths, results(), strict=True):
-                if got is None:
-                    out[tp] = None
-                    continue
-                key = (got[0], got[1].version)
-                state = decoded.get(key)
-                if state is None:
-                    state = self.decode_state(path, got)
-                    if state is not None and len(decoded) < _DECODED_STATES_MAX:
-                        decoded[key] = state
-                out[tp] = state
+            out.update(zip(part, self._decode_slice(state_paths, results(), decoded), strict=True))
         return out
+
+    def _decode_slice(
+        self,
+        state_paths: list[str],
+        got: list[tuple[bytes, ZnodeStat] | None],
+        decoded: dict[tuple[bytes, int], PartitionState],
+    ) -> list[PartitionState | None]:
+        """The states read from these paths. Each distinct (data, version) is decoded once,
+        and the slice is matched to them by operations that loop in C; a missing znode, a
+        malformed one or too many distinct states take the loop per partition."""
+        if None not in got:
+            present = cast(list[tuple[bytes, ZnodeStat]], got)
+            keys = list(zip(map(_DATA, present), map(_VERSION, map(_STAT, present)), strict=True))
+            new = set(keys).difference(decoded)
+            if len(decoded) + len(new) <= _DECODED_STATES_MAX:
+                index = dict(zip(keys, range(len(keys)), strict=True)) if new else {}
+                for key in new:
+                    state = self.decode_state(state_paths[index[key]], got[index[key]])
+                    if state is None:
+                        break  # reported per partition below, each with its path
+                    decoded[key] = state
+                else:
+                    return list(map(decoded.__getitem__, keys))
+        states: list[PartitionState | None] = []
+        for path, item in zip(state_paths, got, strict=True):
+            if item is None:
+                states.append(None)
+                continue
+            key = (item[0], item[1].version)
+            state = decoded.get(key)
+            if state is None:
+                state = self.decode_state(path, item)
+                if state is not None and len(decoded) < _DECODED_STATES_MAX:
+                    decoded[key] = state
+            states.append(state)
+        return states
 
     def _send_reads(
         self, part: Sequence[TopicPartition]

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import logging
+import uuid
+from pathlib import Path
+
 import pytest
 
+from broker.state_change_log import StateChangeLog
 from controller import store as store_module
+from controller.context import ReplicaAssignment
+from controller.controller import ControllerConfig, KafkaController
 from controller.store import ZkControllerStore
 from zkdata import paths
 from zkdata.client import ZkClient
-from zkdata.znodes import LeaderAndIsr, TopicPartition, encode_partition_state
+from zkdata.znodes import (
+    LeaderAndIsr,
+    TopicAssignment,
+    TopicPartition,
+    encode_partition_state,
+    encode_topic,
+)
 
 
 def test_partition_states_read_in_slices_come_back_whole_and_in_order(
@@ -68,3 +81,95 @@ def test_equal_partition_states_decode_to_one_shared_object(zk_connect: str) -> 
     assert other is not None
     assert other is not first
     assert other.leader_and_isr.zk_version == 1
+
+
+def test_a_malformed_state_several_partitions_hold_is_reported_for_each(
+    zk_connect: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        good = encode_partition_state(LeaderAndIsr(1, 4, (1, 2)), 3)
+        tps = [TopicPartition("t", p) for p in range(6)]
+        for tp in tps:
+            data = b'{"leader":"one"}' if tp.partition in (1, 4) else good
+            zk.create(paths.partition_state(tp.topic, tp.partition), data, make_parents=True)
+        with caplog.at_level(logging.ERROR, logger="controller.store"):
+            got = ZkControllerStore(zk).read_partition_states(tps)
+    finally:
+        zk.close()
+    assert [p for p, state in enumerate(got.values()) if state is None] == [1, 4]
+    assert len({id(state) for state in got.values() if state is not None}) == 1
+    for p in (1, 4):
+        assert any(paths.partition_state("t", p) in r.getMessage() for r in caplog.records)
+
+
+def test_more_distinct_states_than_remembered_still_decode(
+    zk_connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "_DECODED_STATES_MAX", 3)
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        tps = [TopicPartition("t", p) for p in range(10)]
+        for tp in tps:
+            data = encode_partition_state(LeaderAndIsr(1, tp.partition % 5, (1, 2)), 3)
+            zk.create(paths.partition_state(tp.topic, tp.partition), data, make_parents=True)
+        got = ZkControllerStore(zk).read_partition_states(tps)
+    finally:
+        zk.close()
+    for tp, state in got.items():
+        assert state is not None
+        assert state.leader_and_isr == LeaderAndIsr(1, tp.partition % 5, (1, 2), 0)
+
+
+def test_a_failover_loads_assignments_and_leaderships_from_zookeeper(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    """KafkaController._initialize_context against a real server: every topic's assignment
+    (equal ones shared, a reassignment in progress noted) and every readable state."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    controller = KafkaController(
+        ControllerConfig(broker_id=1), zk, StateChangeLog(tmp_path, 1), lambda: 0
+    )
+    try:
+        a = {p: ((1, 2, 3), (2, 3, 1))[p % 2] for p in range(6)}
+        zk.create(
+            paths.topic("a"), encode_topic(TopicAssignment("a", a, uuid.uuid4())), make_parents=True
+        )
+        moving = TopicAssignment(
+            "b", {0: (1, 2, 3), 1: (1, 2)}, uuid.uuid4(), adding_replicas={0: (3,)}
+        )
+        zk.create(paths.topic("b"), encode_topic(moving), make_parents=True)
+        state = encode_partition_state(LeaderAndIsr(1, 2, (1, 2)), 1)
+        for topic, p in [("a", 0), ("a", 1), ("a", 2), ("a", 4), ("a", 5), ("b", 0), ("b", 1)]:
+            data = b"[]" if (topic, p) == ("a", 4) else state
+            zk.create(paths.partition_state(topic, p), data, make_parents=True)
+        controller._initialize_context()
+        ctx = controller.ctx
+        assert {t: dict(parts) for t, parts in ctx.assignments.items()} == {
+            "a": {p: ReplicaAssignment(r) for p, r in a.items()},
+            "b": {0: ReplicaAssignment((1, 2, 3), (3,)), 1: ReplicaAssignment((1, 2))},
+        }
+        assert ctx.assignments["a"][0] is ctx.assignments["a"][2] is ctx.assignments["a"][4]
+        assert ctx.partitions_being_reassigned == {TopicPartition("b", 0)}
+        assert list(ctx.all_partitions()) == [
+            *(TopicPartition("a", p) for p in range(6)),
+            TopicPartition("b", 0),
+            TopicPartition("b", 1),
+        ]
+        # "a"-3 has no state znode, "a"-4 a malformed one: neither has a leadership.
+        assert set(ctx.leadership) == {
+            TopicPartition(t, p)
+            for t, p in [("a", 0), ("a", 1), ("a", 2), ("a", 5), ("b", 0), ("b", 1)]
+        }
+        first = ctx.leadership[TopicPartition("a", 0)]
+        assert first.leader_and_isr == LeaderAndIsr(1, 2, (1, 2), 0)
+        assert first.controller_epoch == 1
+        assert all(lice is first for lice in ctx.leadership.values())
+    finally:
+        controller.handlers.unregister_all()
+        if controller.channel is not None:
+            controller.channel.close(timeout_s=1)
+        zk.close()

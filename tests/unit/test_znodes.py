@@ -360,6 +360,16 @@ BAD_TOPICS: list[bytes] = [
     with_field(GOOD_TOPIC, "partitions", {"0": [True, 2]}),
     with_field(GOOD_TOPIC, "partitions", {"0": [1.0]}),
     with_field(GOOD_TOPIC, "partitions", {"0": None}),
+    # Bad after good ones (the fast path checks whole maps at once):
+    with_field(GOOD_TOPIC, "partitions", {"0": [1, 2], "1": None}),
+    with_field(GOOD_TOPIC, "partitions", {"0": [1, 2], "1": [2, 2]}),
+    with_field(GOOD_TOPIC, "partitions", {"0": [1, 2], "1": []}),
+    with_field(GOOD_TOPIC, "partitions", {"0": [1, 2], "1": [[1]]}),
+    with_field(GOOD_TOPIC, "partitions", {"0": [1, 2], "1": [2, 2147483648]}),
+    with_field(GOOD_TOPIC, "partitions", {"0": [1, 2], "1": [-2147483649, 2]}),
+    with_field(GOOD_TOPIC, "partitions", {"0": [1, 2], "1": [2, False]}),
+    with_field(GOOD_TOPIC, "partitions", {"0": [1, 2], "": [2, 3]}),
+    with_field(GOOD_TOPIC, "partitions", {"0": [1, 2], "1x": [2, 3]}),
     with_field(GOOD_TOPIC, "adding_replicas", [1]),
     with_field(GOOD_TOPIC, "adding_replicas", {"x": [1]}),
     with_field(GOOD_TOPIC, "removing_replicas", {"-2": [1]}),
@@ -762,3 +772,15 @@ def test_shared_values_hand_out_the_first_equal_value_up_to_their_limit() -> Non
     assert shared(tuple([4])) is not third  # full: not remembered, still equal
     assert shared(tuple([4])) == third
     assert shared(tuple([3])) is second
+
+
+def test_equal_replica_lists_of_a_topic_decode_to_one_tuple() -> None:
+    data = (
+        b'{"version":2,"partitions":{"2":[1,2],"0":[1,2],"1":[2,1],"7":[1,2]},'
+        b'"adding_replicas":{},"removing_replicas":{}}'
+    )
+    got = decode_topic("t", data)
+    assert got.partitions == {2: (1, 2), 0: (1, 2), 1: (2, 1), 7: (1, 2)}
+    assert list(got.partitions) == [2, 0, 1, 7]  # the znode's order
+    assert got.partitions[0] is got.partitions[2] is got.partitions[7]
+    assert decode_topic("u", data).partitions[1] is got.partitions[1]  # across topics too
