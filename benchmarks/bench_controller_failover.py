@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -26,6 +27,7 @@ from typing import Any
 from common import (
     ROOT,
     chroot,
+    cpu_seconds,
     elect_preferred_leaders,
     emit,
     round_robin,
@@ -130,6 +132,8 @@ def run_size(
         for _ in range(rounds):
             floors.append(floor_read(connect))
             old_id, old_epoch = c.controller()  # type: ignore[misc]
+            cpu_before = {b: cpu_seconds(c[b].pid) for b in (1, 2, 3)}
+            bench_cpu_before = cpu_seconds(os.getpid())
             c.zk.delete(paths.CONTROLLER)
             new_id, new_epoch = c.wait_controller(min_epoch=old_epoch + 1, timeout=600)
             ack = (
@@ -143,6 +147,12 @@ def run_size(
                 if partitions
                 else None
             )
+            # CPU each process spent from the deletion until every request of the failover
+            # was acknowledged (and a poll more): where a failover's time goes on a machine
+            # whose cores the brokers and ZooKeeper share (the new controller's process,
+            # one GIL, is what it waits on).
+            cpu_s = {b: round(cpu_seconds(c[b].pid) - cpu_before[b], 2) for b in (1, 2, 3)}
+            bench_cpu_s = round(cpu_seconds(os.getpid()) - bench_cpu_before, 2)
             resigned = last(
                 c[old_id].state_changes("controller_resigned"), controller_epoch=old_epoch
             )
@@ -167,6 +177,9 @@ def run_size(
                         "all_requests_acked_s": round(
                             (ack["learned_at_ms"] + ack["acked_ms"] - resigned["ts"]) / 1000, 3
                         ),
+                        "cpu_s_new_controller": cpu_s[new_id],
+                        "cpu_s_other_brokers": [cpu_s[b] for b in (1, 2, 3) if b != new_id],
+                        "cpu_s_benchmark": bench_cpu_s,
                     }
                 )
             wait_quiet(connect)
