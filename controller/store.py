@@ -154,10 +154,11 @@ class ZkControllerStore:
             if len(decoded) + len(new) <= _DECODED_STATES_MAX:
                 index = dict(zip(keys, range(len(keys)), strict=True)) if new else {}
                 for key in new:
-                    state = self.decode_state(state_paths[index[key]], got[index[key]])
-                    if state is None:
-                        break  # reported per partition below, each with its path
-                    decoded[key] = state
+                    i = index[key]
+                    try:
+                        decoded[key] = decode_partition_state(state_paths[i], *key)
+                    except MalformedZnode:
+                        break  # reported below, once for each partition, with its path
                 else:
                     return list(map(decoded.__getitem__, keys))
         states: list[PartitionState | None] = []
