@@ -178,7 +178,7 @@ class ZkControllerStore:
     def _send_reads(
         self, part: Sequence[TopicPartition]
     ) -> tuple[list[str], Callable[[], list[tuple[bytes, ZnodeStat] | None]]]:
-        state_paths = [paths.partition_state(tp.topic, tp.partition) for tp in part]
+        state_paths = paths.partition_states(part)
         return state_paths, self.zk.get_many_sent(state_paths)
 
     @staticmethod

@@ -5,6 +5,9 @@ One module owns the paths so that no other module formats a path string by hand.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from itertools import starmap
+
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 
@@ -65,6 +68,15 @@ def partition(name: str, partition_id: int) -> str:
 
 def partition_state(name: str, partition_id: int) -> str:
     return f"{BROKER_TOPICS}/{name}/partitions/{partition_id}/state"
+
+
+_PARTITION_STATE = BROKER_TOPICS + "/{}/partitions/{}/state"
+
+
+def partition_states(partitions: Iterable[tuple[str, int]]) -> list[str]:
+    """``partition_state`` of each (topic, partition), made by a loop in C (a failover
+    reads 100,000)."""
+    return list(starmap(_PARTITION_STATE.format, partitions))
 
 
 def delete_topic(name: str) -> str:

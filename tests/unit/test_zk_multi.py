@@ -7,11 +7,28 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError, ZookeeperError
-from kazoo.protocol.serialization import Transaction, multiheader_struct, stat_struct
+from kazoo.protocol.serialization import (
+    Transaction,
+    multiheader_struct,
+    stat_struct,
+    write_string,
+)
 from kazoo.protocol.states import ZnodeStat
 
-from zkdata.client import Check, Create, Delete, SetData, WriteOp, ZkClient, _Multi
+from zkdata.client import (
+    READ_BATCH,
+    Check,
+    Create,
+    Delete,
+    SetData,
+    WriteOp,
+    ZkClient,
+    _Multi,
+    _MultiRead,
+)
 
 OPS: list[WriteOp] = [
     Check("/controller_epoch", 7),
@@ -92,3 +109,41 @@ def test_a_response_reads_as_kazoo_reads_it() -> None:
 def test_an_unexpected_op_in_a_response_is_an_error() -> None:
     with pytest.raises(ZookeeperError, match="unexpected op 4"):
         _Multi.deserialize(response((4, b"")), 0)
+
+
+def multi_read_bytes(op: int, paths: list[str]) -> bytes:
+    """A multiRead as ZooKeeper's jute defines it, one field at a time (kazoo's writers)."""
+    out = bytearray()
+    for path in paths:
+        out += multiheader_struct.pack(op, False, -1)
+        out += write_string(path)
+        out.append(0)  # watch: false
+    out += multiheader_struct.pack(-1, True, -1)
+    return bytes(out)
+
+
+@given(
+    op=st.sampled_from([4, 8]),  # getData, getChildren
+    paths=st.lists(st.text(min_size=1, max_size=40).map(lambda t: "/" + t), max_size=30),
+)
+def test_a_multi_read_is_its_reads_field_by_field(op: int, paths: list[str]) -> None:
+    # Non-ASCII paths too: a path's length is that of its UTF-8 bytes.
+    assert bytes(_MultiRead(op, paths).serialize()) == multi_read_bytes(op, paths)
+
+
+@pytest.mark.parametrize("connect", ["127.0.0.1:1", "127.0.0.1:1/cluster/a"])
+def test_multi_reads_carry_the_chrooted_paths_in_batches(connect: str) -> None:
+    client = ZkClient(connect)
+    sent: list[Any] = []
+    client.kazoo._call = lambda request, _result: sent.append(request)  # type: ignore[method-assign]
+    chroot = client.kazoo.chroot
+    paths = [f"/brokers/topics/t\u00e9/partitions/{p}/state" for p in range(READ_BATCH + 3)]
+    client.get_many_sent(paths)
+    assert [len(r.paths) for r in sent] == [READ_BATCH, 3]
+    expected = [chroot + p for p in paths]
+    assert bytes(sent[0].serialize()) == multi_read_bytes(4, expected[:READ_BATCH])
+    assert bytes(sent[1].serialize()) == multi_read_bytes(4, expected[READ_BATCH:])
+    # The root is the chroot itself, not the chroot and a slash.
+    sent.clear()
+    client.get_many_sent(["/", "/brokers"])
+    assert list(sent[0].paths) == [chroot or "/", chroot + "/brokers"]

@@ -711,6 +711,21 @@ def test_partition_state_field_of_any_json_type_decodes_or_is_malformed(
 # --- paths ---------------------------------------------------------------------------------
 
 
+@given(
+    st.lists(
+        st.tuples(st.text(min_size=1, max_size=20), st.integers(min_value=0, max_value=2**31 - 1)),
+        max_size=20,
+    )
+)
+def test_partition_state_paths_made_at_once_are_each_partitions(
+    partitions: list[tuple[str, int]],
+) -> None:
+    tps = [TopicPartition(t, p) for t, p in partitions]
+    expected = [paths.partition_state(t, p) for t, p in partitions]
+    assert paths.partition_states(tps) == expected
+    assert paths.partition_states(partitions) == expected
+
+
 def test_paths_are_kafkas() -> None:
     assert paths.partition_state("t", 0) == "/brokers/topics/t/partitions/0/state"
     assert paths.partition("t", 3) == "/brokers/topics/t/partitions/3"
