@@ -82,7 +82,11 @@ def _says_nothing_more(request: BrokerRequest, covered: dict[str, set[int]]) -> 
 def _stripped(request: BrokerRequest) -> BrokerRequest:
     """What the callbacks need of a dropped request, without its rows and body."""
     return dataclasses.replace(
-        request, make_body=_dropped_body, make_encoded=None, update_metadata_rows=None
+        request,
+        make_body=_dropped_body,
+        make_encoded=None,
+        shared=None,
+        update_metadata_rows=None,
     )
 
 

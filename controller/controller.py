@@ -36,7 +36,7 @@ from controller.context import (
     ReplicaStateName,
 )
 from controller.election import ElectionStrategy, imbalanced_partitions
-from controller.request_batch import BrokerRequest, RequestBatch
+from controller.request_batch import BrokerRequest, RequestBatch, encode_shared_bodies
 from controller.state_machines import (
     ControllerOps,
     PartitionStateMachine,
@@ -546,8 +546,16 @@ class KafkaController:
         )
         # Every broker learns the whole cluster before any LeaderAndIsr (Kafka's order).
         self.ops.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids, None)
-        self.ops.barrier()
+        update_metadata = self.ops.barrier()
         mark("update_metadata_queued_ms")
+        # Encoded here, before the state machines start (the senders send each chunk as
+        # it is done): no LeaderAndIsr leaves before it anyway, and the brokers get it
+        # sooner than if the senders encoded it beside the replica step, in a process
+        # that is the failover's bottleneck (100,000 partitions: 10 chunks, ~25 ms each
+        # on a quiet one).
+        encode_shared_bodies(update_metadata)
+        del update_metadata  # the channel lets go of each chunk once its broker has it
+        mark("update_metadata_encoded_ms")
         self.replica_sm.startup()
         mark("replica_state_machine_ms")
         self.partition_sm.startup()

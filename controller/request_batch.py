@@ -64,6 +64,9 @@ class BrokerRequest:
     # Set when the body is encoded once for several brokers (UpdateMetadata): what the
     # channel sends instead of encoding ``body`` itself.
     make_encoded: Callable[[], EncodedBody] | None = None
+    # The shared encoding ``make_encoded`` copies from, for whoever wants it made before
+    # the sender asks (encode_shared_bodies).
+    shared: SharedBody | None = None
     # For UpdateMetadata: the rows it carries (shared by its brokers' copies), so that the
     # channel can tell when a newer UpdateMetadata waiting behind it says all it says.
     update_metadata_rows: list[UpdateMetadataRow] | None = None
@@ -250,6 +253,7 @@ class RequestBatch:
                                 UPDATE_METADATA_VERSION,
                                 functools.partial(um.body, broker_epoch),
                                 make_encoded=functools.partial(um.encoded, broker_epoch),
+                                shared=um,
                                 update_metadata_rows=chunk,
                             )
                         )
@@ -311,6 +315,7 @@ class RequestBatch:
                     functools.partial(body.body, broker_epoch),
                     chunk,
                     make_encoded=functools.partial(body.encoded, broker_epoch),
+                    shared=body,
                 )
             )
         return out
@@ -421,6 +426,13 @@ def _update_metadata_body(
     }
 
 
+def encode_shared_bodies(requests: Iterable[BrokerRequest]) -> None:
+    """Encode the requests' shared bodies now, in order, on the calling thread (a sender
+    that wants one being encoded waits for it rather than encoding it again)."""
+    for shared in dict.fromkeys(r.shared for r in requests if r.shared is not None):
+        shared.prepare()
+
+
 class SharedBody:
     """A request body sent to several brokers that differs between them only in the
     broker epoch (an UpdateMetadata always; a LeaderAndIsr when the brokers host the same
@@ -441,16 +453,28 @@ class SharedBody:
     def body(self, broker_epoch: int) -> Body:
         return self._make_body(broker_epoch)
 
-    def encoded(self, broker_epoch: int) -> EncodedBody:
-        codec = request_codec(self._api_key, self._api_version)
+    def prepare(self) -> None:
+        """Encode it now, unless done already (the brokers' copies are then only copies)."""
+        self._shared_encoding()
+
+    def _shared_encoding(self) -> bytes:
         with self._lock:
             if self._encoded is None:
+                codec = request_codec(self._api_key, self._api_version)
                 self._encoded = codec.encode(self.body(_PROBE_BROKER_EPOCH))
                 if self._encoded[_BROKER_EPOCH_AT] != _PROBE_BYTES:
                     # Not where this version keeps it: encode per broker instead.
                     self._encoded = b""
-            shared = self._encoded
+            return self._encoded
+
+    @property
+    def is_encoded(self) -> bool:
+        return self._encoded is not None
+
+    def encoded(self, broker_epoch: int) -> EncodedBody:
+        shared = self._shared_encoding()
         if not shared:
+            codec = request_codec(self._api_key, self._api_version)
             own = codec.encode(self.body(broker_epoch))
             return EncodedBody(self._api_key, self._api_version, own)
         copy = bytearray(shared)

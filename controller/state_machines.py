@@ -87,10 +87,13 @@ class ControllerOps:
         if not self.deferred:
             self.barrier()
 
-    def barrier(self) -> None:
-        """Send what is batched now, even inside an event."""
-        if not self.batch.is_empty():
-            self.send(self.batch.build(self.ctx, self.controller_id))
+    def barrier(self) -> list[BrokerRequest]:
+        """Send what is batched now, even inside an event; the requests sent."""
+        if self.batch.is_empty():
+            return []
+        requests = self.batch.build(self.ctx, self.controller_id)
+        self.send(requests)
+        return requests
 
     def drop_batch(self) -> None:
         """Fenced: another controller owns the cluster, so nothing decided in this term may

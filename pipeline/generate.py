@@ -531,6 +531,7 @@ class Simulation:
             {
                 "load_ms": total * 0.3,
                 "update_metadata_queued_ms": total * 0.35,
+                "update_metadata_encoded_ms": total * 0.45,
                 "replica_state_machine_ms": total * 0.6,
                 "partition_state_machine_ms": total * 0.9,
                 "total_ms": total,

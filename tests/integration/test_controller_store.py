@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from pathlib import Path
@@ -9,19 +10,27 @@ from pathlib import Path
 import pytest
 
 from broker.state_change_log import StateChangeLog
+from controller import request_batch as request_batch_module
 from controller import store as store_module
 from controller.context import ReplicaAssignment
 from controller.controller import ControllerConfig, KafkaController
+from controller.request_batch import BrokerRequest
 from controller.store import ZkControllerStore
+from wire.api import ApiKey
 from zkdata import paths
 from zkdata.client import ZkClient
 from zkdata.znodes import (
+    BrokerRegistration,
+    EndPoint,
     LeaderAndIsr,
     TopicAssignment,
     TopicPartition,
+    encode_broker,
     encode_partition_state,
     encode_topic,
 )
+
+UMR = ApiKey.UPDATE_METADATA
 
 
 def test_partition_states_read_in_slices_come_back_whole_and_in_order(
@@ -173,4 +182,69 @@ def test_a_failover_loads_assignments_and_leaderships_from_zookeeper(
         controller.handlers.unregister_all()
         if controller.channel is not None:
             controller.channel.close(timeout_s=1)
+        zk.close()
+
+
+def test_a_failover_encodes_its_update_metadata_before_the_state_machines_start(
+    zk_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failover's UpdateMetadata (every partition, to every broker) is encoded by the
+    event thread, each chunk once, before the replica state machine starts: no
+    LeaderAndIsr leaves before it, and the senders no longer encode it beside that step."""
+    monkeypatch.setattr(request_batch_module, "MAX_PARTITIONS_PER_REQUEST", 2)
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    controller = KafkaController(
+        ControllerConfig(broker_id=1), zk, StateChangeLog(tmp_path, 1), lambda: 0
+    )
+    sent: list[BrokerRequest] = []
+    at_replica_start: list[list[bool]] = []
+    replica_startup = controller.replica_sm.startup
+
+    def startup() -> None:
+        at_replica_start.append(
+            [r.shared.is_encoded for r in sent if r.shared is not None and r.api_key is UMR]
+        )
+        replica_startup()
+
+    monkeypatch.setattr(controller.ops, "send", sent.extend)
+    monkeypatch.setattr(controller.replica_sm, "startup", startup)
+    try:
+        for b in (1, 2, 3):
+            # Port 1: nothing answers there; the requests are caught before the channel.
+            registration = BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 1),))
+            zk.create(paths.broker(b), encode_broker(registration), make_parents=True)
+        assignment = {p: (1, 2, 3) for p in range(5)}
+        zk.create(
+            paths.topic("t"),
+            encode_topic(TopicAssignment("t", assignment, uuid.uuid4())),
+            make_parents=True,
+        )
+        for p in assignment:
+            zk.create(
+                paths.partition_state("t", p),
+                encode_partition_state(LeaderAndIsr(1, 0, (1, 2, 3)), 0),
+                make_parents=True,
+            )
+        controller._elect()
+        assert controller.is_active
+        update_metadata = [r for r in sent if r.api_key is UMR]
+        # Three chunks (2 + 2 + 1 partitions) to each of the three brokers, shared.
+        assert sorted(r.broker_id for r in update_metadata) == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+        assert len({id(r.shared) for r in update_metadata}) == 3
+        assert at_replica_start == [[True] * 9]
+        # The LeaderAndIsr the replica step queued come after them.
+        first_lai = next(i for i, r in enumerate(sent) if r.api_key is ApiKey.LEADER_AND_ISR)
+        assert first_lai > max(i for i, r in enumerate(sent) if r.api_key is UMR)
+        (row,) = [
+            json.loads(line)
+            for line in (tmp_path / "state-change.log").read_text().splitlines()
+            if '"event":"controller_failover"' in line
+        ]
+        assert row["update_metadata_queued_ms"] <= row["update_metadata_encoded_ms"]
+        assert row["update_metadata_encoded_ms"] <= row["replica_state_machine_ms"]
+    finally:
+        if controller.is_active:
+            controller._resign("test over")
+        controller.handlers.unregister_all()
         zk.close()

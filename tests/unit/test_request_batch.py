@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
@@ -17,6 +18,8 @@ from controller.request_batch import (
     UPDATE_METADATA_VERSION,
     BrokerRequest,
     RequestBatch,
+    SharedBody,
+    encode_shared_bodies,
 )
 from wire.api import ApiKey
 from wire.codec import ZERO_UUID
@@ -346,6 +349,88 @@ def test_leader_and_isr_to_brokers_of_the_same_partitions_is_encoded_once() -> N
         assert decoded["broker_epoch"] == ctx.broker_epochs[broker_id]
         (state,) = decoded["topic_states"][0]["partition_states"]
         assert state["is_new"] is (broker_id == 3)
+
+
+def test_shared_bodies_encoded_ahead_are_each_encoded_once_and_reused() -> None:
+    ctx = cluster()
+    ctx.broker_epochs.update({1: 11, 2: 22, 3: 33})
+    lice = lead(ctx, T0, 1, (1, 2, 3))
+    lead(ctx, P0, 3, (3,))
+    batch = RequestBatch()
+    batch.add_leader_and_isr(ctx, [1, 2, 3], T0, lice, ctx.full_assignment(T0), is_new=False)
+    batch.add_update_metadata([1, 2, 3], None)
+    batch.add_stop_replica([2], P0, delete_partition=False)
+    requests = batch.build(ctx, CONTROLLER_ID)
+    shared = {id(r.shared): r.shared for r in requests if r.shared is not None}
+    # One LeaderAndIsr and one UpdateMetadata body, each shared by three brokers; the
+    # StopReplica has none.
+    assert len(shared) == 2
+    assert sum(r.shared is None for r in requests) == 1
+    built: list[int] = []
+    for body in shared.values():
+        make = body._make_body
+
+        def counting(broker_epoch: int, make: Any = make) -> Any:
+            built.append(broker_epoch)
+            return make(broker_epoch)
+
+        body._make_body = counting
+    assert not any(b.is_encoded for b in shared.values())
+    encode_shared_bodies(requests)
+    assert all(b.is_encoded for b in shared.values())
+    assert len(built) == 2
+    encode_shared_bodies(requests)  # done already: nothing encoded again
+    assert len(built) == 2
+    for r in requests:
+        wire = r.wire_body()
+        if r.shared is None:
+            continue
+        assert isinstance(wire, EncodedBody)
+        assert bytes(wire.data) == request_codec(r.api_key, r.api_version).encode(r.body)
+        assert (
+            request_codec(r.api_key, r.api_version).decode(bytes(wire.data))["broker_epoch"]
+            == ctx.broker_epochs[r.broker_id]
+        )
+    assert len(built) == 2 + 6  # each broker's body built for the comparison only
+
+
+def test_a_sender_wanting_a_body_being_encoded_waits_for_it() -> None:
+    started = threading.Event()
+    release = threading.Event()
+    builds: list[int] = []
+
+    def slow_body(broker_epoch: int) -> dict[str, Any]:
+        builds.append(broker_epoch)
+        started.set()
+        release.wait(10)
+        return {
+            "controller_id": CONTROLLER_ID,
+            "controller_epoch": 1,
+            "broker_epoch": broker_epoch,
+            "topic_states": [],
+            "live_brokers": [],
+        }
+
+    body = SharedBody(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, slow_body)
+    ahead = threading.Thread(target=body.prepare)
+    ahead.start()
+    assert started.wait(10)
+    got: list[Any] = []
+    sender = threading.Thread(target=lambda: got.append(body.encoded(42)))
+    sender.start()
+    sender.join(0.2)
+    assert sender.is_alive()  # waiting for the encoding under way, not making its own
+    release.set()
+    ahead.join(10)
+    sender.join(10)
+    assert not ahead.is_alive()
+    assert not sender.is_alive()
+    assert len(builds) == 1
+    (wire,) = got
+    decoded = request_codec(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION).decode(
+        bytes(wire.data)
+    )
+    assert decoded["broker_epoch"] == 42
 
 
 def test_stop_replica_bodies() -> None:
