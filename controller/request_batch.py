@@ -428,9 +428,14 @@ def _update_metadata_body(
 
 def encode_shared_bodies(requests: Iterable[BrokerRequest]) -> None:
     """Encode the requests' shared bodies now, in order, on the calling thread (a sender
-    that wants one being encoded waits for it rather than encoding it again)."""
+    that wants one being encoded waits for it rather than encoding it again). One that
+    cannot be encoded is left to its senders, which report it and abandon the request as
+    they do any other: the caller (a failover) goes on."""
     for shared in dict.fromkeys(r.shared for r in requests if r.shared is not None):
-        shared.prepare()
+        try:
+            shared.prepare()
+        except Exception:  # reported by the sender that tries again
+            continue
 
 
 class SharedBody:

@@ -394,6 +394,26 @@ def test_shared_bodies_encoded_ahead_are_each_encoded_once_and_reused() -> None:
     assert len(built) == 2 + 6  # each broker's body built for the comparison only
 
 
+def test_a_body_that_cannot_be_encoded_ahead_is_left_to_its_senders() -> None:
+    def broken(_broker_epoch: int) -> dict[str, Any]:
+        return {"controller_id": 2**40}  # out of int32's range
+
+    def fine(broker_epoch: int) -> dict[str, Any]:
+        return {"controller_id": 1, "controller_epoch": 1, "broker_epoch": broker_epoch}
+
+    bad = SharedBody(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, broken)
+    good = SharedBody(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, fine)
+    requests = [
+        BrokerRequest(1, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, dict, shared=body)
+        for body in (bad, good)
+    ]
+    encode_shared_bodies(requests)  # does not raise: the failover goes on
+    assert not bad.is_encoded
+    assert good.is_encoded
+    with pytest.raises(Exception, match="controller_id"):
+        bad.encoded(7)  # the sender's attempt fails, and the channel reports it
+
+
 def test_a_sender_wanting_a_body_being_encoded_waits_for_it() -> None:
     started = threading.Event()
     release = threading.Event()
