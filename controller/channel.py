@@ -84,7 +84,6 @@ def _stripped(request: BrokerRequest) -> BrokerRequest:
     return dataclasses.replace(
         request,
         make_body=_dropped_body,
-        make_encoded=None,
         shared=None,
         update_metadata_rows=None,
     )

@@ -61,12 +61,11 @@ class BrokerRequest:
     # the event's sends it went out in (1 for its first).
     tracker: Any = None
     tracker_round: int = 0
-    # Set when the body is encoded once for several brokers (UpdateMetadata): what the
-    # channel sends instead of encoding ``body`` itself.
-    make_encoded: Callable[[], EncodedBody] | None = None
-    # The shared encoding ``make_encoded`` copies from, for whoever wants it made before
-    # the sender asks (encode_shared_bodies).
+    # Set when the body is encoded once for several brokers (an UpdateMetadata, a
+    # LeaderAndIsr to brokers of the same partitions): the channel sends a copy of that
+    # encoding with this broker's epoch written in, instead of encoding ``body`` itself.
     shared: SharedBody | None = None
+    broker_epoch: int = -1
     # For UpdateMetadata: the rows it carries (shared by its brokers' copies), so that the
     # channel can tell when a newer UpdateMetadata waiting behind it says all it says.
     update_metadata_rows: list[UpdateMetadataRow] | None = None
@@ -77,7 +76,9 @@ class BrokerRequest:
 
     def wire_body(self) -> Body | EncodedBody:
         """What the channel sends: the shared encoding if there is one, else the body."""
-        return self.make_encoded() if self.make_encoded is not None else self.make_body()
+        if self.shared is not None:
+            return self.shared.encoded(self.broker_epoch)
+        return self.make_body()
 
 
 class _LeaderAndIsrEntry(NamedTuple):
@@ -252,8 +253,8 @@ class RequestBatch:
                                 ApiKey.UPDATE_METADATA,
                                 UPDATE_METADATA_VERSION,
                                 functools.partial(um.body, broker_epoch),
-                                make_encoded=functools.partial(um.encoded, broker_epoch),
                                 shared=um,
+                                broker_epoch=broker_epoch,
                                 update_metadata_rows=chunk,
                             )
                         )
@@ -314,8 +315,8 @@ class RequestBatch:
                     LEADER_AND_ISR_VERSION,
                     functools.partial(body.body, broker_epoch),
                     chunk,
-                    make_encoded=functools.partial(body.encoded, broker_epoch),
                     shared=body,
+                    broker_epoch=broker_epoch,
                 )
             )
         return out

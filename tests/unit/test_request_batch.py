@@ -338,7 +338,7 @@ def test_leader_and_isr_to_brokers_of_the_same_partitions_is_encoded_once() -> N
     batch.add_leader_and_isr(ctx, [3], T0, lice, ctx.full_assignment(T0), is_new=True)
     batch.add_leader_and_isr(ctx, [3], T0, lice, ctx.full_assignment(T0), is_new=False)
     requests = by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR)
-    shared = {b: r.make_encoded.func.__self__ for b, r in requests.items()}  # type: ignore[union-attr]
+    shared = {b: r.shared for b, r in requests.items()}
     assert shared[1] is shared[2]
     assert shared[3] is not shared[1]
     for broker_id, r in requests.items():
