@@ -48,12 +48,13 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 @dataclass(frozen=True, slots=True)
 class BrokerRequest:
     """One request for one broker. Its body is built on demand, by the sender thread, from
-    an immutable snapshot taken when the controller decided."""
+    an immutable snapshot taken when the controller decided: by ``make_body``, or, for a
+    body shared by several brokers, by ``shared`` with this broker's epoch."""
 
     broker_id: int
     api_key: ApiKey
     api_version: int
-    make_body: Callable[[], Body]
+    make_body: Callable[[], Body] | None
     partitions: tuple[TopicPartition, ...] = ()
     # For StopReplica: whether it deletes the partitions (topic deletion waits for these).
     delete_partitions: bool = False
@@ -70,15 +71,22 @@ class BrokerRequest:
     # channel can tell when a newer UpdateMetadata waiting behind it says all it says.
     update_metadata_rows: list[UpdateMetadataRow] | None = None
 
+    def __post_init__(self) -> None:
+        if (self.make_body is None) == (self.shared is None):
+            raise ValueError("a request's body is made by make_body or shared, one of them")
+
     @property
     def body(self) -> Body:
+        if self.shared is not None:
+            return self.shared.body(self.broker_epoch)
+        assert self.make_body is not None  # __post_init__
         return self.make_body()
 
     def wire_body(self) -> Body | EncodedBody:
         """What the channel sends: the shared encoding if there is one, else the body."""
         if self.shared is not None:
             return self.shared.encoded(self.broker_epoch)
-        return self.make_body()
+        return self.body
 
 
 class _LeaderAndIsrEntry(NamedTuple):
@@ -252,7 +260,7 @@ class RequestBatch:
                                 broker_id,
                                 ApiKey.UPDATE_METADATA,
                                 UPDATE_METADATA_VERSION,
-                                functools.partial(um.body, broker_epoch),
+                                None,
                                 shared=um,
                                 broker_epoch=broker_epoch,
                                 update_metadata_rows=chunk,
@@ -313,7 +321,7 @@ class RequestBatch:
                     broker_id,
                     ApiKey.LEADER_AND_ISR,
                     LEADER_AND_ISR_VERSION,
-                    functools.partial(body.body, broker_epoch),
+                    None,
                     chunk,
                     shared=body,
                     broker_epoch=broker_epoch,

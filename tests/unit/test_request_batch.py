@@ -394,6 +394,18 @@ def test_shared_bodies_encoded_ahead_are_each_encoded_once_and_reused() -> None:
     assert len(built) == 2 + 6  # each broker's body built for the comparison only
 
 
+def test_a_request_body_comes_from_make_body_or_from_a_shared_body_not_both() -> None:
+    shared = SharedBody(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, lambda e: {"e": e})
+    request = BrokerRequest(
+        1, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, None, shared=shared, broker_epoch=9
+    )
+    assert request.body == {"e": 9}
+    with pytest.raises(ValueError, match="one of them"):
+        BrokerRequest(1, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, dict, shared=shared)
+    with pytest.raises(ValueError, match="one of them"):
+        BrokerRequest(1, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, None)
+
+
 def test_a_body_that_cannot_be_encoded_ahead_is_left_to_its_senders() -> None:
     def broken(_broker_epoch: int) -> dict[str, Any]:
         return {"controller_id": 2**40}  # out of int32's range
@@ -404,7 +416,7 @@ def test_a_body_that_cannot_be_encoded_ahead_is_left_to_its_senders() -> None:
     bad = SharedBody(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, broken)
     good = SharedBody(ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, fine)
     requests = [
-        BrokerRequest(1, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, dict, shared=body)
+        BrokerRequest(1, ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, None, shared=body)
         for body in (bad, good)
     ]
     encode_shared_bodies(requests)  # does not raise: the failover goes on
@@ -698,6 +710,6 @@ def test_updates_added_at_once_are_added_as_one_at_a_time(
     assert bulk.leader_and_isr == one_by_one.leader_and_isr
     assert bulk.update_metadata_brokers == one_by_one.update_metadata_brokers
     assert bulk.update_metadata_partitions == one_by_one.update_metadata_partitions
-    assert [(r.broker_id, r.api_key, r.make_body()) for r in bulk.build(ctx, CONTROLLER_ID)] == [
-        (r.broker_id, r.api_key, r.make_body()) for r in one_by_one.build(ctx, CONTROLLER_ID)
+    assert [(r.broker_id, r.api_key, r.body) for r in bulk.build(ctx, CONTROLLER_ID)] == [
+        (r.broker_id, r.api_key, r.body) for r in one_by_one.build(ctx, CONTROLLER_ID)
     ]
