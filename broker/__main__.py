@@ -17,7 +17,12 @@ from pathlib import Path
 from types import FrameType
 
 from broker.config import ConfigError, load_broker_config
-from broker.server import KafkaServer, limit_malloc_arenas, set_gc_thresholds
+from broker.server import (
+    KafkaServer,
+    limit_malloc_arenas,
+    set_gc_thresholds,
+    set_switch_interval,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     set_gc_thresholds()
+    set_switch_interval()
     limit_malloc_arenas()
     logging.basicConfig(
         level=args.log_level,

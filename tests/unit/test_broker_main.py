@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import socket
+import sys
 from pathlib import Path
 
 import pytest
 
 from broker.__main__ import main
+from broker.server import SWITCH_INTERVAL_S
 
 
 def test_a_listener_on_a_port_in_use_is_a_clear_error(
@@ -31,3 +33,17 @@ def test_a_listener_on_a_port_in_use_is_a_clear_error(
         " Address already in use"
     ) in err
     assert "Traceback" not in err
+
+
+def test_a_broker_runs_with_its_switch_interval(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Its controller's event thread gets the GIL back sooner after each ZooKeeper wait.
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)
+        assert main([str(tmp_path / "missing.properties")]) == 1
+        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_S)
+    finally:
+        sys.setswitchinterval(before)
+    assert "cannot read" in capsys.readouterr().err
