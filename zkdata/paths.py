@@ -66,11 +66,11 @@ def partition(name: str, partition_id: int) -> str:
     return f"{BROKER_TOPICS}/{name}/partitions/{partition_id}"
 
 
-def partition_state(name: str, partition_id: int) -> str:
-    return f"{BROKER_TOPICS}/{name}/partitions/{partition_id}/state"
-
-
 _PARTITION_STATE = BROKER_TOPICS + "/{}/partitions/{}/state"
+
+
+def partition_state(name: str, partition_id: int) -> str:
+    return _PARTITION_STATE.format(name, partition_id)
 
 
 def partition_states(partitions: Iterable[tuple[str, int]]) -> list[str]:
