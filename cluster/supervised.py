@@ -277,8 +277,8 @@ class SupervisedCluster:
 
     def controller(self) -> tuple[int, int] | None:
         """(controller id, controller epoch), or None while there is no controller."""
-        got = self.zk.get(paths.CONTROLLER)
-        epoch = self.zk.get(paths.CONTROLLER_EPOCH)
+        # One multiRead: the id and the epoch of the same moment, not of two elections.
+        got, epoch = self.zk.get_many([paths.CONTROLLER, paths.CONTROLLER_EPOCH])
         if got is None or epoch is None:
             return None
         return decode_controller(got[0]), decode_controller_epoch(epoch[0])
