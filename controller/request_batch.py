@@ -523,16 +523,18 @@ def update_metadata_topic_states(
             )
             current_topic = topic
         lai = lice.leader_and_isr
+        # The context's tuples go in as they are (the codec encodes any sized iterable as
+        # an array): no list copies, three per partition, 300,000 at 100K partitions.
         current.append(
             {
                 "partition_index": p,
                 "controller_epoch": lice.controller_epoch,
                 "leader": LEADER_DURING_DELETE if during_delete else lai.leader,
                 "leader_epoch": lai.leader_epoch,
-                "isr": list(lai.isr),
+                "isr": lai.isr,
                 "zk_version": lai.zk_version,
-                "replicas": list(replicas),
-                "offline_replicas": list(offline),
+                "replicas": replicas,
+                "offline_replicas": offline,
             }
         )
     return out
@@ -553,17 +555,18 @@ def _leader_and_isr_body(
         lice, ra, is_new = states[tp]
         lai = lice.leader_and_isr
         leader_ids.add(lai.leader)
+        # Tuples as they are, as in update_metadata_topic_states.
         by_topic.setdefault(tp.topic, []).append(
             {
                 "partition_index": tp.partition,
                 "controller_epoch": lice.controller_epoch,
                 "leader": lai.leader,
                 "leader_epoch": lai.leader_epoch,
-                "isr": list(lai.isr),
+                "isr": lai.isr,
                 "partition_epoch": lai.zk_version,
-                "replicas": list(ra.replicas),
-                "adding_replicas": list(ra.adding),
-                "removing_replicas": list(ra.removing),
+                "replicas": ra.replicas,
+                "adding_replicas": ra.adding,
+                "removing_replicas": ra.removing,
                 "is_new": is_new,
             }
         )

@@ -163,11 +163,11 @@ def test_leader_and_isr_body() -> None:
             "controller_epoch": 6,  # of the controller that made the decision
             "leader": 2,
             "leader_epoch": 5,
-            "isr": [2, 3],
+            "isr": (2, 3),
             "partition_epoch": 12,  # the state znode's zkVersion
-            "replicas": [2, 3, 4, 1],
-            "adding_replicas": [4],
-            "removing_replicas": [1],
+            "replicas": (2, 3, 4, 1),
+            "adding_replicas": (4,),
+            "removing_replicas": (1,),
             "is_new": True,
         }
     ]
@@ -224,7 +224,7 @@ def test_is_new_sticks_within_a_batch() -> None:
     request = by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR)[2]
     [state] = request.body["topic_states"][0]["partition_states"]
     assert state["is_new"] is True
-    assert state["isr"] == [1, 3]  # the later decision wins
+    assert state["isr"] == (1, 3)  # the later decision wins
 
 
 def test_update_metadata_body() -> None:
@@ -245,11 +245,11 @@ def test_update_metadata_body() -> None:
             "controller_epoch": 6,
             "leader": 2,
             "leader_epoch": 5,
-            "isr": [2, 3],
+            "isr": (2, 3),
             "zk_version": 12,
-            "replicas": [2, 3, 4],
+            "replicas": (2, 3, 4),
             # dead and shutting-down replicas are offline (Kafka's isReplicaOnline)
-            "offline_replicas": [3, 4],
+            "offline_replicas": (3, 4),
         }
     ]
     assert [b["id"] for b in body["live_brokers"]] == [1, 2, 3]
@@ -627,7 +627,7 @@ def test_built_requests_are_well_formed(case: tuple[ControllerContext, RequestBa
                         assert p["leader"] == -2
                     else:
                         assert p["leader"] == lai.leader
-                    assert p["isr"] == list(lai.isr)
+                    assert p["isr"] == lai.isr
         if r.api_key == ApiKey.STOP_REPLICA:
             for t in r.body["topic_states"]:
                 for p in t["partition_states"]:

@@ -388,7 +388,7 @@ def test_losing_a_leader_elects_the_next_isr_member() -> None:
             assert (state["leader"], state["leader_epoch"], state["isr"]) == (
                 lai.leader,
                 lai.leader_epoch,
-                list(lai.isr),
+                lai.isr,
             )
         assert sorted(c.partition_states_sent(ApiKey.LEADER_AND_ISR, tp)) == [2, 3]
         assert sorted(c.partition_states_sent(ApiKey.UPDATE_METADATA, tp)) == [2, 3]
@@ -650,9 +650,9 @@ def test_reassign_election_picks_a_target_replica_and_keeps_the_isr() -> None:
     # the LeaderAndIsr goes to the target replicas, with the full assignment
     sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
     assert sorted(sent) == [2, 3, 4]
-    assert sent[4]["replicas"] == [4, 3, 2, 1]
-    assert sent[4]["adding_replicas"] == [4]
-    assert sent[4]["removing_replicas"] == [1]
+    assert sent[4]["replicas"] == (4, 3, 2, 1)
+    assert sent[4]["adding_replicas"] == (4,)
+    assert sent[4]["removing_replicas"] == (1,)
 
 
 # --- fencing -----------------------------------------------------------------------------
