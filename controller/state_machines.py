@@ -13,6 +13,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from broker.state_change_log import PartitionStateRow, StateChangeLog
 from controller import election
@@ -400,32 +401,14 @@ class PartitionStateMachine:
                     )
                 else:
                     decided[tp] = outcome
+            # What was written is recorded, logged and batched a multi at a time, while
+            # ZooKeeper applies the rest.
             written = ops.store.update_partition_states(
                 {tp: d.leader_and_isr for tp, d in decided.items() if d.leader_and_isr is not None},
                 ctx.epoch,
                 ctx.epoch_zk_version,
+                partial(self._elected, decided, _REASONS[strategy], results),
             )
-            rows = []
-            kept = ops.elections_written
-            reason = _REASONS[strategy]
-            to_send = []
-            for tp, lai in written.finished.items():
-                lice = ops.record_leadership(tp, lai)
-                if kept is not None:
-                    kept[tp] = lai
-                outcome = decided[tp]
-                ra = ctx.full_assignment(tp)
-                to_send.append((outcome.live_replicas, tp, lice, ra))
-                if outcome.unclean:
-                    ctx.unclean_elections += 1
-                rows.append(
-                    partition_state_row(
-                        tp, lai, "unclean" if outcome.unclean else reason, ra.replicas
-                    )
-                )
-                results[tp] = lai
-            ops.batch.add_leader_and_isr_updates(ctx, to_send)
-            ops.log_states(rows)
             failures.update(written.failed)
             for tp, err in failures.items():
                 results[tp] = err
@@ -435,6 +418,35 @@ class PartitionStateMachine:
         for tp in remaining:
             results[tp] = StateChangeFailed(f"the state of {tp} kept changing during the election")
         return results
+
+    def _elected(
+        self,
+        decided: Mapping[TopicPartition, election.ElectionResult],
+        reason: str,
+        results: dict[TopicPartition, LeaderAndIsr | Exception],
+        written: dict[TopicPartition, LeaderAndIsr],
+    ) -> None:
+        """Elections written: into the context and the state-change log, and their
+        LeaderAndIsr into the batch."""
+        ctx, ops = self.ctx, self.ops
+        rows = []
+        kept = ops.elections_written
+        to_send = []
+        for tp, lai in written.items():
+            lice = ops.record_leadership(tp, lai)
+            if kept is not None:
+                kept[tp] = lai
+            outcome = decided[tp]
+            ra = ctx.full_assignment(tp)
+            to_send.append((outcome.live_replicas, tp, lice, ra))
+            if outcome.unclean:
+                ctx.unclean_elections += 1
+            rows.append(
+                partition_state_row(tp, lai, "unclean" if outcome.unclean else reason, ra.replicas)
+            )
+            results[tp] = lai
+        ops.batch.add_leader_and_isr_updates(ctx, to_send)
+        ops.log_states(rows)
 
 
 class ReplicaStateMachine:
@@ -687,12 +699,13 @@ class ReplicaStateMachine:
                 else:
                     ops.record_leadership(tp, lai)
                     untouched.append(tp)
-            written = ops.store.update_partition_states(updates, ctx.epoch, ctx.epoch_zk_version)
-            rows = []
-            for tp, lai in written.finished.items():
-                out[tp] = ops.record_leadership(tp, lai)
-                rows.append(partition_state_row(tp, lai, reason, ctx.replicas(tp)))
-            ops.log_states(rows)
+            # Recorded and logged a multi at a time, while ZooKeeper applies the rest.
+            written = ops.store.update_partition_states(
+                updates,
+                ctx.epoch,
+                ctx.epoch_zk_version,
+                partial(self._isr_written, reason, out),
+            )
             for tp, err in {**failures, **written.failed}.items():
                 if not ctx.is_topic_queued_for_deletion(tp.topic):
                     log.error(
@@ -706,6 +719,19 @@ class ReplicaStateMachine:
                 tp,
             )
         return out, untouched
+
+    def _isr_written(
+        self,
+        reason: str,
+        out: dict[TopicPartition, LeaderIsrAndControllerEpoch],
+        written: dict[TopicPartition, LeaderAndIsr],
+    ) -> None:
+        ctx, ops = self.ctx, self.ops
+        rows = []
+        for tp, lai in written.items():
+            out[tp] = ops.record_leadership(tp, lai)
+            rows.append(partition_state_row(tp, lai, reason, ctx.replicas(tp)))
+        ops.log_states(rows)
 
 
 def leader_of(ctx: ControllerContext, tp: TopicPartition) -> int:

@@ -22,6 +22,7 @@ from zkdata.client import (
     Delete,
     NodeExistsError,
     NoNodeError,
+    OpResult,
     SetData,
     WriteOp,
     ZkClient,
@@ -78,6 +79,10 @@ class UpdateResult:
             )
 
 
+# update_partition_states' on_written: a slice of the states written, by partition.
+WrittenCallback = Callable[[dict[TopicPartition, LeaderAndIsr]], None]
+
+
 def check_fence(
     epoch_zk_version: int, current_zk_version: int, writes: Mapping[TopicPartition, object]
 ) -> None:
@@ -107,7 +112,14 @@ class ControllerStore(Protocol):
         states: Mapping[TopicPartition, LeaderAndIsr],
         controller_epoch: int,
         epoch_zk_version: int,
-    ) -> UpdateResult: ...
+        on_written: WrittenCallback | None = None,
+    ) -> UpdateResult:
+        """Each state conditional on its zkVersion. ``on_written``: called with each slice
+        of the states written (with their new zkVersions) as the store answers it, while
+        the rest may still be in flight; every written state is in exactly one call and in
+        the result's ``finished``. A fence that fails after some slices were reported
+        still raises ControllerMovedError: those states were written."""
+        ...
 
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]: ...
 
@@ -234,8 +246,11 @@ class ZkControllerStore:
         states: Mapping[TopicPartition, LeaderAndIsr],
         controller_epoch: int,
         epoch_zk_version: int,
+        on_written: WrittenCallback | None = None,
     ) -> UpdateResult:
-        items = [
+        entries = list(states.items())
+        # A generator: each packed multi goes out as soon as its states are encoded.
+        items = (
             [
                 SetData(
                     paths.partition_state(tp.topic, tp.partition),
@@ -243,16 +258,26 @@ class ZkControllerStore:
                     lai.zk_version,
                 )
             ]
-            for tp, lai in states.items()
-        ]
+            for tp, lai in entries
+        )
         result = UpdateResult()
         finished = result.finished
-        results = self.zk.multi_fenced_batched(epoch_zk_version, items)
-        for (tp, lai), (outcome,) in zip(states.items(), results, strict=True):
-            if isinstance(outcome, Exception):
-                result.add(tp, lai, outcome)
-            else:  # UpdateResult.add inlined: a broker loss files 10,000s
-                finished[tp] = LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, outcome.version)
+
+        def answered(indices: list[int], results: list[list[OpResult]]) -> None:
+            written: dict[TopicPartition, LeaderAndIsr] = {}
+            for i, (outcome,) in zip(indices, results, strict=True):
+                tp, lai = entries[i]
+                if isinstance(outcome, Exception):
+                    result.add(tp, lai, outcome)
+                else:  # UpdateResult.add inlined: a broker loss files 10,000s
+                    written[tp] = LeaderAndIsr(
+                        lai.leader, lai.leader_epoch, lai.isr, outcome.version
+                    )
+            finished.update(written)
+            if on_written is not None and written:
+                on_written(written)
+
+        self.zk.multi_fenced_batched(epoch_zk_version, items, on_answered=answered)
         return result
 
     # --- topics -------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from controller.store import UpdateResult, check_fence
+from controller.store import UpdateResult, WrittenCallback, check_fence
 from zkdata.client import BadVersionError, NodeExistsError, NoNodeError
 from zkdata.znodes import LeaderAndIsr, PartitionState, TopicPartition
 
@@ -78,6 +78,7 @@ class SimStore:
         states: Mapping[TopicPartition, LeaderAndIsr],
         controller_epoch: int,
         epoch_zk_version: int,
+        on_written: WrittenCallback | None = None,
     ) -> UpdateResult:
         check_fence(epoch_zk_version, self.epoch_zk_version, states)
         result = UpdateResult()
@@ -91,6 +92,8 @@ class SimStore:
                 written = lai._replace(zk_version=lai.zk_version + 1)
                 self._set(tp, current.leader_and_isr, PartitionState(written, controller_epoch))
                 result.add(tp, lai, written.zk_version)
+        if on_written is not None and result.finished:
+            on_written(dict(result.finished))
         return result
 
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:

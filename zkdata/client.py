@@ -296,6 +296,10 @@ def _op_bytes(op: WriteOp) -> int:
     return len(op.path) + len(data) + 32
 
 
+# on_answered of the batched writes: the indices of some items, and their results.
+AnsweredCallback = Callable[[list[int], list[list[OpResult]]], None]
+
+
 def _is_failed(result: object) -> bool:
     """An op's own failure; RolledBackError only says another op of its multi failed."""
     return isinstance(result, Exception) and not isinstance(result, RolledBackError)
@@ -668,14 +672,26 @@ class ZkClient:
     def multi_fenced_batched(
         self,
         epoch_zk_version: int,
-        items: Sequence[Sequence[WriteOp]],
+        items: Iterable[Sequence[WriteOp]],
         *,
         max_ops: int = WRITE_BATCH_OPS,
+        on_answered: AnsweredCallback | None = None,
     ) -> list[list[OpResult]]:
         """Apply independent items (each a list of ops, atomic on its own), fenced by the
-        `/controller_epoch` zkVersion; raises ControllerMovedError if a check failed."""
+        `/controller_epoch` zkVersion; raises ControllerMovedError if a check failed.
+
+        ``on_answered(indices, results)``: called with the final results of each packed
+        multi's items as ZooKeeper answers it, while the later multis are still being
+        applied, so the caller's work on the written items overlaps ZooKeeper's on the
+        rest. Each item is reported exactly once, in no particular order across calls; a
+        check that fails afterwards still raises (the items reported were written).
+        """
         return self._multi_batched(
-            items, Check(paths.CONTROLLER_EPOCH, epoch_zk_version), max_ops, fenced=True
+            items,
+            Check(paths.CONTROLLER_EPOCH, epoch_zk_version),
+            max_ops,
+            fenced=True,
+            on_answered=on_answered,
         )
 
     def multi_batched(
@@ -698,40 +714,41 @@ class ZkClient:
 
     def _multi_batched(
         self,
-        items: Sequence[Sequence[WriteOp]],
+        items_in: Iterable[Sequence[WriteOp]],
         check: Check | None,
         max_ops: int,
         *,
         fenced: bool,
+        on_answered: AnsweredCallback | None = None,
     ) -> list[list[OpResult]]:
         """multi_batched; ``fenced``: a failed check raises ControllerMovedError (looked
         at once per multi), and the results leave the check's out."""
         prefix: list[WriteOp] = [check] if check is not None else []
         skip = len(prefix)
         keep = skip if fenced else 0  # where an item's results start in a multi's
-        groups: list[list[int]] = []
+        items: list[Sequence[WriteOp]] = []
+        # Each multi is sent as soon as it is packed: ZooKeeper applies the first while the
+        # items of the next are still being made (a generator may make them as we go).
+        pending: list[tuple[list[int], Any]] = []
         current: list[int] = []
         size = 0
         nbytes = 0
-        for i, item in enumerate(items):
+        for i, item in enumerate(items_in):
+            items.append(item)
             # One op an item is the common case (a partition state each): no generator.
             item_bytes = _op_bytes(item[0]) if len(item) == 1 else sum(_op_bytes(op) for op in item)
             if current and (size + len(item) > max_ops or nbytes + item_bytes > WRITE_BATCH_BYTES):
-                groups.append(current)
+                pending.append((current, self._multi_async(self._packed(prefix, items, current))))
                 current, size, nbytes = [], 0, 0
             current.append(i)
             size += len(item)
             nbytes += item_bytes
         if current:
-            groups.append(current)
+            pending.append((current, self._multi_async(self._packed(prefix, items, current))))
 
         results: list[list[OpResult] | None] = [None] * len(items)
         retry_alone: list[int] = []
         timeout = self.session_timeout_ms / 1000
-        pending = [
-            (group, self._multi_async([*prefix, *(op for i in group for op in items[i])]))
-            for group in groups
-        ]
         for group, async_result in pending:
             res = list(async_result.get(timeout=timeout))
             if fenced:
@@ -747,6 +764,8 @@ class ZkClient:
                 n = len(items[i])
                 results[i] = [*head, res[pos]] if n == 1 else head + res[pos : pos + n]
                 pos += n
+            if on_answered is not None:
+                on_answered(group, [results[i] or [] for i in group])
         if retry_alone:
             alone = [(i, self._multi_async([*prefix, *items[i]])) for i in retry_alone]
             for i, async_result in alone:
@@ -754,7 +773,15 @@ class ZkClient:
                 if fenced:
                     self._raise_if_fenced(res)
                 results[i] = res[keep:]
+            if on_answered is not None:
+                on_answered(retry_alone, [results[i] or [] for i in retry_alone])
         return [r if r is not None else [] for r in results]
+
+    @staticmethod
+    def _packed(
+        prefix: list[WriteOp], items: list[Sequence[WriteOp]], group: list[int]
+    ) -> list[WriteOp]:
+        return [*prefix, *(op for i in group for op in items[i])]
 
     @staticmethod
     def _raise_if_fenced(res: Sequence[OpResult]) -> None:

@@ -78,3 +78,41 @@ def test_an_unfenced_check_is_answered_first_in_each_item(zk: ZkClient) -> None:
     )
     assert [r[0] for r in results] == [True, True]
     assert all(isinstance(r[1], ZnodeStat) for r in results)
+
+
+def test_each_item_is_reported_once_as_its_multi_is_answered(zk: ZkClient) -> None:
+    items: list[list[WriteOp]] = [[SetData(f"/p{i}", b"x", 0)] for i in range(7)]
+    items[4] = [SetData("/p4", b"x", 3)]  # a stale zkVersion: its multi's items go alone
+    calls: list[tuple[list[int], list[list[object]]]] = []
+    results = zk.multi_fenced_batched(
+        0,
+        iter(items),  # made as they are packed, as the controller's store makes them
+        max_ops=2,
+        on_answered=lambda indices, got: calls.append((list(indices), got)),
+    )
+    reported = [i for indices, _ in calls for i in indices]
+    assert sorted(reported) == list(range(7))
+    assert len(calls) == 4  # three multis answered whole, then the retried items
+    assert calls[-1][0] == [4, 5]
+    for indices, got in calls:
+        assert got == [results[i] for i in indices]
+    assert isinstance(results[4][0], BadVersionError)
+    assert [data_and_version(zk, f"/p{i}")[1] for i in range(7)] == [1, 1, 1, 1, 0, 1, 1]
+
+
+def test_a_fence_that_moves_between_multis_raises_after_reporting_what_was_written(
+    zk: ZkClient,
+) -> None:
+    def items() -> Iterator[list[WriteOp]]:
+        for i in range(6):
+            if i == 3:  # the first multi went out when item 2 came: another controller wins
+                zk.set(paths.CONTROLLER_EPOCH, b"2")
+            yield [SetData(f"/p{i}", b"x", 0)]
+
+    calls: list[list[int]] = []
+    with pytest.raises(ControllerMovedError):
+        zk.multi_fenced_batched(
+            0, items(), max_ops=2, on_answered=lambda indices, _: calls.append(list(indices))
+        )
+    assert calls == [[0, 1]]
+    assert [data_and_version(zk, f"/p{i}")[1] for i in range(6)] == [1, 1, 0, 0, 0, 0]

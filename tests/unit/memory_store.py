@@ -15,8 +15,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.store import UpdateResult, check_fence
-from zkdata.client import BadVersionError, NodeExistsError, NoNodeError
+from controller.store import UpdateResult, WrittenCallback, check_fence
+from zkdata.client import BadVersionError, ControllerMovedError, NodeExistsError, NoNodeError
 from zkdata.znodes import (
     LeaderAndIsr,
     MalformedZnode,
@@ -55,6 +55,12 @@ class MemoryStore:
         self.history: list[tuple[TopicPartition, Znode]] = []  # every value of every znode
         self.reads = 0
         self._races: dict[TopicPartition, deque[LeaderChange]] = {}
+        # Written states reported to on_written this many at a time (ZooKeeper answers a
+        # packed multi at a time): small, so the tests go through several slices.
+        self.answer_slice = 3
+        # Set: another controller wins after this many more of the controller's state
+        # updates, between two of its packed multis (the later ones fail their check).
+        self.fence_moves_after_updates: int | None = None
 
     # --- what tests do ------------------------------------------------------------------
 
@@ -148,10 +154,30 @@ class MemoryStore:
         states: Mapping[TopicPartition, LeaderAndIsr],
         controller_epoch: int,
         epoch_zk_version: int,
+        on_written: WrittenCallback | None = None,
     ) -> UpdateResult:
         check_fence(epoch_zk_version, self.epoch_zk_version, states)
         result = UpdateResult()
+        reported = 0
+
+        def report() -> None:
+            # As ZooKeeper answers packed multis: slices of what was written, while the
+            # rest is still being written.
+            nonlocal reported
+            if on_written is not None and len(result.finished) > reported:
+                on_written(dict(list(result.finished.items())[reported:]))
+            reported = len(result.finished)
+
         for tp, lai in states.items():
+            if len(result.finished) - reported >= self.answer_slice:
+                report()
+            if self.fence_moves_after_updates is not None:
+                if self.fence_moves_after_updates == 0:
+                    self.fence_moves_after_updates = None
+                    self.elect_other_controller()
+                    report()
+                    raise ControllerMovedError("/controller_epoch moved between two multis")
+                self.fence_moves_after_updates -= 1
             races = self._races.get(tp)
             if races:
                 self.leader_change(tp, races.popleft())
@@ -166,6 +192,7 @@ class MemoryStore:
                 self._set(tp, Znode(data, node.version + 1))
                 self.writes.append(Write("update", tp, before, self.state(tp)))
                 result.add(tp, lai, node.version + 1)
+        report()
         return result
 
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:

@@ -719,6 +719,32 @@ def test_fenced_controller_sends_nothing_decided_earlier_in_the_same_call(
     assert c.sent == []
 
 
+def test_a_fence_moving_between_multis_logs_what_was_written_and_sends_nothing(
+    tmp_path: Path,
+) -> None:
+    """ZooKeeper applies the packed multis one by one, and the controller records and logs
+    each one's writes as it is answered: when another controller wins between two, what
+    was written before is logged (it happened, in this controller's term) and nothing of
+    the call reaches a broker."""
+    c = Cluster(log_dir=tmp_path)
+    c.create_topic(T, {p: (1, 2, 3) for p in range(8)})
+    c.sent.clear()
+    writes = len(c.store.writes)
+    c.store.fence_moves_after_updates = 5
+    with pytest.raises(ControllerMovedError):
+        c.kill(1)
+    assert c.sent == []
+    written = [w.tp for w in c.store.writes[writes:]]
+    assert len(written) == 5
+    c.state_log.close()
+    rows = [json.loads(line) for line in (tmp_path / "state-change.log").read_text().splitlines()]
+    logged = [TopicPartition(r["topic"], r["partition"]) for r in rows if r["reason"] == "offline"]
+    # Reported a slice of three at a time, and what was written when the fence moved.
+    assert sorted(logged) == sorted(written)
+    for tp in written:
+        assert c.store.state(tp).leader_and_isr.leader == 2
+
+
 def test_a_state_written_by_a_newer_controller_aborts_the_change() -> None:
     """Kafka's "soft failure" check: this controller was replaced while it slept."""
     c = three_partitions()
