@@ -1,6 +1,6 @@
 """RequestTracker: an event's broker requests counted until every one is answered (then
-logged); what waits for the requests sent so far (a ControlledShutdown answer) runs once,
-when the event has finished and those are answered."""
+logged); what waits for the requests sent so far (a ControlledShutdown answer, once its
+ZooKeeper writes are made) runs once, when those are answered."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def logged(tmp_path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_waiters_run_once_when_the_event_finished_and_its_requests_are_answered(
+def test_waiters_run_once_when_the_requests_sent_before_are_answered(
     tmp_path: Path,
 ) -> None:
     t = tracker(tmp_path)
@@ -37,11 +37,15 @@ def test_waiters_run_once_when_the_event_finished_and_its_requests_are_answered(
     assert umr.tracker is t
     t.when_answered(lambda: calls.append("first"))
     t.ack(lai)
+    assert calls == []
     t.ack(umr)
-    assert calls == []  # the event is still running: its writes are not all made
-    t.close()
+    # Not waiting for the event to finish: the rest of it builds and sends requests that
+    # the waiter does not wait for (the handler registers it once its writes are made).
     assert calls == ["first"]
+    assert logged(tmp_path) == []  # the event's requests are logged once it finished
     t.when_answered(lambda: calls.append("late"))  # already so: at once
+    assert calls == ["first", "late"]
+    t.close()
     assert calls == ["first", "late"]
     [record] = logged(tmp_path)
     assert record["event"] == "requests_acknowledged"
@@ -85,11 +89,11 @@ def test_an_abandoned_request_counts_too(tmp_path: Path) -> None:
     assert calls == [1]
 
 
-def test_an_event_that_sent_nothing_is_answered_when_it_finishes(tmp_path: Path) -> None:
+def test_an_event_that_sent_nothing_is_answered_at_once(tmp_path: Path) -> None:
     t = tracker(tmp_path)
     calls: list[int] = []
     t.when_answered(lambda: calls.append(1))
-    assert calls == []
+    assert calls == [1]
     t.close()
     assert calls == [1]
     assert logged(tmp_path) == []
