@@ -37,7 +37,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -48,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.config import ConfigError, format_properties, load_broker_config, parse_overrides
-from cluster import processes
+from cluster import ports, processes
 from cluster import zookeeper as zkp
 from zkdata import paths, znodes
 from zkdata.client import ZkClient
@@ -470,17 +469,9 @@ def _launch(broker: BrokerProcess, python: str) -> int:
 
 
 def free_ports(count: int, host: str = BROKER_HOST) -> list[int]:
-    """``count`` distinct free ports (bound together so they differ, then released)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            socks.append(s)
-            s.bind((host, 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """``count`` distinct free ports, none of which the kernel hands out by itself (see
+    cluster/ports.py): a broker keeps its port across restarts."""
+    return ports.free_ports(count, host)
 
 
 # --- properties -----------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
+from cluster import ports
 from cluster.processes import (
     DEATHSIG_SHIM,
     cmdline,
@@ -543,17 +544,9 @@ def _unavailable_message(reasons: Sequence[str]) -> str:
 
 
 def _free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports (all bound at once, so they differ)."""
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            socks.append(sock)
-            sock.bind((HOST, 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
+    """``count`` distinct free loopback ports, none of which the kernel hands out by itself
+    (see cluster/ports.py): an ensemble member restarted binds the same ports again."""
+    return ports.free_ports(count, HOST)
 
 
 class LocalServer:
