@@ -38,12 +38,11 @@ def free_ports(
     host: str,
     *,
     range_file: Path = EPHEMERAL_RANGE_FILE,
-    rng: random.Random | None = None,
 ) -> list[int]:
     """``count`` distinct ports free on ``host`` now (all bound at once, then released)."""
     ephemeral = ephemeral_range(range_file)
     if ephemeral is not None and ephemeral[0] - LOWEST >= MIN_ROOM:
-        picked = _between(count, host, LOWEST, ephemeral[0], rng or random.SystemRandom())
+        picked = _between(count, host, LOWEST, ephemeral[0], random.SystemRandom())
         if picked is not None:
             return picked
     return _kernel_picked(count, host)
