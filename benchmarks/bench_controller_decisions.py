@@ -15,7 +15,12 @@ Beside it, the replica state machine's start-up on the loaded context (a failove
 that puts every replica Online and queues its partition's state for its broker), and a
 controlled shutdown in a balanced cluster: 3N partitions, each broker the preferred leader
 of N, broker 3 shutting down (`controlled_shutdown_moves`: N leaders moved, broker 3 taken
-out of the 2N ISRs it is in as a follower), with its floor: 3N packed writes.
+out of the 2N ISRs it is in as a follower), with its floor: 3N packed writes. And the
+failover after a controller crashed (the common one): broker 3, which led the N
+partitions, was the controller; a context loaded with brokers 1 and 2 live runs the
+failover's state machine start-up (`start_state_machines`: replicas Online, elections,
+the dead replicas out of the ISRs), against the floor of N packed writes; how many times
+each partition's state znode was written is read back from its zkVersion.
 
     .venv/bin/python benchmarks/bench_controller_decisions.py [--partitions 10000] [--rounds 5]
 """
@@ -53,13 +58,15 @@ LOST = 3
 
 
 def loaded_context(
-    zk: ZkClient, assigned: dict[str, dict[int, tuple[int, ...]]]
+    zk: ZkClient,
+    assigned: dict[str, dict[int, tuple[int, ...]]],
+    live: tuple[int, ...] = (1, 2, 3),
 ) -> ControllerContext:
-    """A context as a failover loads it: brokers 1-3 live, every assignment and state."""
+    """A context as a failover loads it: the `live` brokers, every assignment and state."""
     got = zk.get(paths.CONTROLLER_EPOCH)
     assert got is not None
     ctx = ControllerContext(epoch=1, epoch_zk_version=got[1].version)
-    for b in (1, 2, 3):
+    for b in live:
         ctx.add_live_brokers(
             {b: (BrokerRegistration(b, (EndPoint("PLAINTEXT", f"b{b}", 9092),)), 100 + b)}
         )
@@ -170,6 +177,41 @@ def shutdown_round(connect: str, partitions: int) -> dict[str, Any]:
     }
 
 
+def crash_failover_round(connect: str, partitions: int) -> dict[str, Any]:
+    """The failover after broker 3, controller and leader of every partition, crashed."""
+    assigned = assignment(partitions)
+    write_cluster_state(connect, assigned)
+    zk = ZkClient(connect, session_timeout_ms=30_000)
+    zk.start()
+    try:
+        ctx = loaded_context(zk, assigned, live=(1, 2))
+        sent: list[list[BrokerRequest]] = []
+        with tempfile.TemporaryDirectory(prefix="bench-decisions-") as d:
+            ops = ControllerOps(ctx, ZkControllerStore(zk), 1, sent.append, StateChangeLog(d, 1))
+            psm, rsm = PartitionStateMachine(ops), ReplicaStateMachine(ops)
+            gc.collect()
+            started = time.perf_counter()
+            state_machines.start_state_machines(psm, rsm)
+            decided = time.perf_counter()
+            requests = encode_sent(sent)
+            encoded = time.perf_counter()
+        tps = list(ctx.leadership)
+        states = ZkControllerStore(zk).read_partition_states(tps)
+        writes = [s.leader_and_isr.zk_version for s in states.values() if s is not None]
+    finally:
+        zk.close()
+    led = sum(1 for lice in ctx.leadership.values() if lice.leader_and_isr.leader in (1, 2))
+    in_isr = sum(1 for lice in ctx.leadership.values() if LOST in lice.leader_and_isr.isr)
+    if led != partitions or in_isr or len(writes) != partitions:
+        raise RuntimeError(f"{led} of {partitions} led by 1 or 2, {in_isr} ISRs still hold {LOST}")
+    return {
+        "decided_s": decided - started,
+        "encoded_s": encoded - decided,
+        "requests": requests,
+        "writes_per_partition": statistics.mean(writes),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -180,6 +222,7 @@ def main() -> None:
     set_gc_thresholds()  # as the controller's broker runs
     rounds: list[dict[str, Any]] = []
     shutdowns: list[dict[str, Any]] = []
+    crashes: list[dict[str, Any]] = []
     with zookeeper() as connect:
         for i in range(args.rounds + 1):  # the first warms up: not counted
             r = one_round(chroot(connect, f"decisions-{i}"), args.partitions)
@@ -190,9 +233,12 @@ def main() -> None:
             s["floor_s"] = floor_writes(
                 chroot(connect, f"decisions-shutdown-floor-{i}"), 3 * args.partitions
             )["packed_multis_s"]
+            f = crash_failover_round(chroot(connect, f"decisions-crash-{i}"), args.partitions)
+            f["floor_s"] = r["floor_s"]  # the same number of writes
             if i:
                 rounds.append(r)
                 shutdowns.append(s)
+                crashes.append(f)
     decided = statistics.median(r["decided_s"] for r in rounds)
     floor = statistics.median(r["floor_s"] for r in rounds)
     emit(
@@ -225,6 +271,21 @@ def main() -> None:
                 "rounds": [
                     {k: round(v, 3) if isinstance(v, float) else v for k, v in s.items()}
                     for s in shutdowns
+                ],
+            },
+            "failover_after_controller_crash": {
+                "partitions_led_by_the_crashed_controller": args.partitions,
+                "state_machines_started_s": round(
+                    statistics.median(f["decided_s"] for f in crashes), 3
+                ),
+                "requests_encoded_s": round(statistics.median(f["encoded_s"] for f in crashes), 3),
+                "writes_per_partition": round(
+                    statistics.median(f["writes_per_partition"] for f in crashes), 2
+                ),
+                "floor_packed_writes_s": round(floor, 3),
+                "rounds": [
+                    {k: round(v, 3) if isinstance(v, float) else v for k, v in f.items()}
+                    for f in crashes
                 ],
             },
         }

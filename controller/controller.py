@@ -44,6 +44,7 @@ from controller.state_machines import (
     controlled_shutdown_moves,
     partition_state_row,
     replicas_become_offline,
+    start_state_machines,
 )
 from controller.store import ZkControllerStore
 from controller.topic_deletion import TopicDeletionManager
@@ -556,10 +557,7 @@ class KafkaController:
         encode_shared_bodies(update_metadata)
         del update_metadata  # the channel lets go of each chunk once its broker has it
         mark("update_metadata_encoded_ms")
-        self.replica_sm.startup()
-        mark("replica_state_machine_ms")
-        self.partition_sm.startup()
-        mark("partition_state_machine_ms")
+        start_state_machines(self.partition_sm, self.replica_sm, mark)
         self._initialize_reassignments()
         self.deletion.resume()
         self._run_pending_preferred_election()

@@ -454,9 +454,11 @@ class ReplicaStateMachine:
         self.ops = ops
         self.ctx = ops.ctx
 
-    def startup(self) -> None:
-        """Kafka's start-up: replicas on live brokers become Online (and are sent their
-        partition's state), replicas on dead brokers go Offline (out of the ISRs).
+    def startup(self) -> list[PartitionReplica]:
+        """Kafka's start-up, its first half: replicas on live brokers become Online (and are
+        sent their partition's state). Returns the replicas on dead brokers, which start as
+        Kafka's ReplicaDeletionIneligible; `start_state_machines` takes them Offline once
+        the partitions have had their elections.
 
         One pass instead of a transition per replica: with 100,000 partitions this runs
         300,000 times per failover. No UpdateMetadata rides along: the failover has just
@@ -506,7 +508,7 @@ class ReplicaStateMachine:
             ops.batch.clear()
             raise
         ops.flush()
-        self.handle_state_changes(offline, R.OFFLINE)
+        return offline
 
     def handle_state_changes(
         self,
@@ -737,6 +739,41 @@ class ReplicaStateMachine:
 def leader_of(ctx: ControllerContext, tp: TopicPartition) -> int:
     lice = ctx.leadership.get(tp)
     return lice.leader_and_isr.leader if lice is not None else NO_LEADER
+
+
+def start_state_machines(
+    partition_sm: PartitionStateMachine,
+    replica_sm: ReplicaStateMachine,
+    mark: Callable[[str], None] = lambda _phase: None,
+) -> None:
+    """A failover's start of the state machines (KafkaController.onControllerFailover):
+    replicas on live brokers go Online and are sent their partition's state, every New or
+    Offline partition is elected, then the replicas on dead brokers go Offline, out of the
+    ISRs still holding them. ``mark(phase)`` is called as each of the three ends.
+
+    Kafka takes the dead replicas Offline before the elections. A replica leaving the ISR
+    of a partition it led leaves it without a leader, so each partition the dead broker
+    led is written twice, leader -1 with a new leader epoch and then its elected leader,
+    and is offline in ZooKeeper in between. That is the common failover: a controller
+    that crashed led its share of the partitions. Here the elections come first, as after
+    a broker loss (`replicas_become_offline`): one write each. The elected ISRs hold only
+    live replicas, so the replica step leaves those partitions alone, and a partition that
+    no live replica may lead ends as Kafka leaves it, without a leader.
+    """
+    ops = partition_sm.ops
+    dead = replica_sm.startup()
+    mark("replica_state_machine_ms")
+    elected: dict[TopicPartition, LeaderAndIsr] = {}
+    ops.elections_written = elected
+    try:
+        partition_sm.startup()
+    finally:
+        ops.elections_written = None
+    mark("partition_state_machine_ms")
+    # The new leaders go out before the replica step, as after a broker loss.
+    ops.barrier()
+    replica_sm.handle_state_changes(dead, R.OFFLINE, just_written=elected)
+    mark("offline_replicas_ms")
 
 
 def replicas_become_offline(

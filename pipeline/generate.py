@@ -534,6 +534,7 @@ class Simulation:
                 "update_metadata_encoded_ms": total * 0.45,
                 "replica_state_machine_ms": total * 0.6,
                 "partition_state_machine_ms": total * 0.9,
+                "offline_replicas_ms": total * 0.95,
                 "total_ms": total,
                 "since_elected_ms": total,
             },

@@ -43,7 +43,7 @@ def test_sigkill_controller_fails_over_and_its_partitions_are_reelected(
     assert led
 
     c[old_id].kill()
-    _new_id, new_epoch = c.wait_controller(not_id=old_id, timeout=c.session_timeout_s + 30)
+    new_id, new_epoch = c.wait_controller(not_id=old_id, timeout=c.session_timeout_s + 30)
     assert new_epoch == old_epoch + 1
     after = c.wait_partitions(
         "t",
@@ -57,6 +57,22 @@ def test_sigkill_controller_fails_over_and_its_partitions_are_reelected(
         assert old_id not in after[p].isr
     for p, st in after.items():
         assert old_id not in st.isr, f"partition {p} kept the dead broker in its ISR"
+
+    # The new controller wrote each partition the dead one led once, straight to its new
+    # leader: never leaderless in between (Kafka's failover, taking the dead replicas out
+    # of the ISRs before the elections, writes leader -1 first).
+    def rows() -> list[dict[str, object]]:
+        return [
+            r
+            for r in c[new_id].state_changes("partition_state")
+            if r["controller_epoch"] == new_epoch and r["topic"] == "t"
+        ]
+
+    wait_for(lambda: {r["partition"] for r in rows()} >= led, 30, "the elections logged")
+    assert sorted(r["partition"] for r in rows() if r["partition"] in led) == sorted(led)
+    assert all(r["leader"] != -1 for r in rows())
+    for p in led:
+        assert after[p].leader_epoch == before[p].leader_epoch + 1
 
 
 def test_graceful_stop_of_the_controller_fails_over_without_the_session_timeout(

@@ -12,7 +12,7 @@ import pytest
 from broker.state_change_log import StateChangeLog
 from controller import request_batch as request_batch_module
 from controller import store as store_module
-from controller.context import ReplicaAssignment
+from controller.context import PartitionReplica, ReplicaAssignment
 from controller.controller import ControllerConfig, KafkaController
 from controller.request_batch import BrokerRequest
 from controller.store import ZkControllerStore
@@ -201,11 +201,11 @@ def test_a_failover_encodes_its_update_metadata_before_the_state_machines_start(
     at_replica_start: list[list[bool]] = []
     replica_startup = controller.replica_sm.startup
 
-    def startup() -> None:
+    def startup() -> list[PartitionReplica]:
         at_replica_start.append(
             [r.shared.is_encoded for r in sent if r.shared is not None and r.api_key is UMR]
         )
-        replica_startup()
+        return replica_startup()
 
     monkeypatch.setattr(controller.ops, "send", sent.extend)
     monkeypatch.setattr(controller.replica_sm, "startup", startup)

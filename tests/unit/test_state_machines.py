@@ -448,8 +448,8 @@ def test_offline_replica_on_a_live_broker_gets_stop_replica_without_delete() -> 
 def test_a_failovers_replica_startup() -> None:
     """Replicas on live brokers (shutting down included) go Online and their brokers get
     the partition's state again (not new, no UpdateMetadata: the failover sent a full one
-    first); replicas on a dead broker go Offline, out of the ISR; a partition without a
-    known state is sent nothing."""
+    first); replicas on a dead broker are returned, ReplicaDeletionIneligible until they
+    go Offline, out of the ISR; a partition without a known state is sent nothing."""
     c = Cluster(brokers=(1, 2, 3))
     c.ctx.shutting_down_broker_ids = {3}
     U0 = TopicPartition("other", 0)
@@ -459,10 +459,11 @@ def test_a_failovers_replica_startup() -> None:
     for tp, (replicas, leader) in states.items():
         c.store.put(tp, LeaderAndIsr(leader, 3, replicas), 4)
         c.ctx.leadership[tp] = LeaderIsrAndControllerEpoch(c.store.state(tp).leader_and_isr, 4)
-    c.rsm.startup()
+    dead = c.rsm.startup()
+    assert sorted(dead) == sorted([PartitionReplica(T0, 4), PartitionReplica(T2, 4)])
     for tp, replicas in ((T0, (1, 2, 4)), (T1, (2, 3, 1)), (T2, (4, 1, 2)), (U0, (2, 3, 1))):
         assert c.ctx.replica_states_of(tp) == {
-            r: R.OFFLINE if r == 4 else R.ONLINE for r in replicas
+            r: R.DELETION_INELIGIBLE if r == 4 else R.ONLINE for r in replicas
         }, tp
     first = c.sent[0]
     assert {r.api_key for r in first} == {ApiKey.LEADER_AND_ISR}
@@ -478,7 +479,10 @@ def test_a_failovers_replica_startup() -> None:
     )
     assert not any(p["is_new"] for p in sent.values())
     assert sent[(3, T, 1)]["leader_epoch"] == 3
-    # The dead replica's step: out of T0's ISR, T0's state sent to its live replicas.
+    # The dead replicas' step: out of T0's ISR, T0's state sent to its live replicas.
+    c.rsm.handle_state_changes(dead, R.OFFLINE)
+    assert c.ctx.replica_state(PartitionReplica(T0, 4)) is R.OFFLINE
+    assert c.ctx.replica_state(PartitionReplica(T2, 4)) is R.OFFLINE
     assert c.leader_and_isr(T0) == LeaderAndIsr(1, 4, (1, 2), 1)
     for tp in (T1, U0):
         assert c.leader_and_isr(tp).leader_epoch == 3
@@ -1007,26 +1011,42 @@ def test_offline_replica_of_a_partition_without_leadership_only_updates_metadata
 
 
 def test_startup_from_a_loaded_context() -> None:
-    """Failover: states derived from what was loaded, then elections where needed."""
+    """Failover: states derived from what was loaded, then elections where needed, then
+    the dead replicas out of the ISRs. A partition the dead broker led is written once,
+    straight to its new leader: Kafka's order (the dead replicas first) would write it
+    leaderless with a new leader epoch, then elect it."""
     c = Cluster(brokers=(1, 2))
+    U0, U1 = TopicPartition("other", 0), TopicPartition("other", 1)
     for tp, replicas, lai in (
         (T0, (1, 2, 3), LeaderAndIsr(3, 4, (3, 1), 9)),  # leader on dead broker 3
         (T1, (2, 1), LeaderAndIsr(2, 1, (2, 1), 2)),
         (T2, (3, 1), None),  # never initialised
+        (U0, (1, 3), LeaderAndIsr(1, 2, (1, 3), 5)),  # a follower on dead broker 3
+        (U1, (3, 2), LeaderAndIsr(3, 7, (3,), 8)),  # no live ISR member: no leader
     ):
         c.ctx.update_assignment(tp, ReplicaAssignment(replicas))
         if lai is not None:
             c.store.put(tp, lai, EPOCH - 1, version=lai.zk_version)
             c.ctx.leadership[tp] = LeaderIsrAndControllerEpoch(lai, EPOCH - 1)
-    c.rsm.startup()
-    c.psm.startup()
-    assert c.ctx.replica_state(PartitionReplica(T0, 3)) is R.OFFLINE
+    phases: list[str] = []
+    state_machines.start_state_machines(c.psm, c.rsm, phases.append)
+    assert phases == [
+        "replica_state_machine_ms",
+        "partition_state_machine_ms",
+        "offline_replicas_ms",
+    ]
+    for tp in (T0, T2, U0, U1):
+        assert c.ctx.replica_state(PartitionReplica(tp, 3)) is R.OFFLINE, tp
     assert c.ctx.replica_state(PartitionReplica(T0, 1)) is R.ONLINE
-    assert c.leader_and_isr(T0) == LeaderAndIsr(1, 6, (1,), 11)
+    assert c.leader_and_isr(T0) == LeaderAndIsr(1, 5, (1,), 10)
     assert c.leader_and_isr(T1) == LeaderAndIsr(2, 1, (2, 1), 2)
     assert c.leader_and_isr(T2) == LeaderAndIsr(1, 0, (1,), 0)
-    for tp in (T0, T1, T2):
+    assert c.leader_and_isr(U0) == LeaderAndIsr(1, 3, (1,), 6)
+    # As Kafka leaves it: leaderless, its last ISR member kept (an ISR never empties).
+    assert c.leader_and_isr(U1) == LeaderAndIsr(-1, 8, (3,), 9)
+    for tp in (T0, T1, T2, U0):
         assert c.ctx.partition_state(tp) is P.ONLINE
+    assert c.ctx.partition_state(U1) is P.OFFLINE
     c.assert_context_matches_store()
 
 
@@ -1246,8 +1266,7 @@ class ControllerMachine(RuleBasedStateMachine):
         c.ops.batch.clear()
         c.psm = PartitionStateMachine(c.ops)
         c.rsm = ReplicaStateMachine(c.ops)
-        c.rsm.startup()
-        c.psm.startup()
+        state_machines.start_state_machines(c.psm, c.rsm)
         self.assert_elected_where_possible()
 
     def assert_elected_where_possible(self) -> None:
