@@ -95,21 +95,27 @@ Started = tuple[
 
 @contextlib.contextmanager
 def started_controller(
-    connect: str, assigned: dict[str, dict[int, tuple[int, ...]]]
+    connect: str,
+    assigned: dict[str, dict[int, tuple[int, ...]]],
+    live: tuple[int, ...] = (1, 2, 3),
+    *,
+    partition_step: bool = True,
 ) -> Iterator[Started]:
     """ZooKeeper holding `assigned` (RF 3, each partition led by its first replica), a
-    controller context loaded from it, and its state machines with the partition step of
-    a failover done; what they send is collected in the last item."""
+    controller context loaded from it with the `live` brokers, and its state machines,
+    with the partition step of a failover done if `partition_step`; what they send is
+    collected in the last item."""
     write_cluster_state(connect, assigned)
     zk = ZkClient(connect, session_timeout_ms=30_000)
     zk.start()
     try:
-        ctx = loaded_context(zk, assigned)
+        ctx = loaded_context(zk, assigned, live)
         sent: list[list[BrokerRequest]] = []
         with tempfile.TemporaryDirectory(prefix="bench-decisions-") as d:
             ops = ControllerOps(ctx, ZkControllerStore(zk), 1, sent.append, StateChangeLog(d, 1))
             psm, rsm = PartitionStateMachine(ops), ReplicaStateMachine(ops)
-            psm.startup()
+            if partition_step:
+                psm.startup()
             yield ctx, ops, psm, rsm, sent
     finally:
         zk.close()
@@ -179,27 +185,22 @@ def shutdown_round(connect: str, partitions: int) -> dict[str, Any]:
 
 def crash_failover_round(connect: str, partitions: int) -> dict[str, Any]:
     """The failover after broker 3, controller and leader of every partition, crashed."""
-    assigned = assignment(partitions)
-    write_cluster_state(connect, assigned)
-    zk = ZkClient(connect, session_timeout_ms=30_000)
-    zk.start()
-    try:
-        ctx = loaded_context(zk, assigned, live=(1, 2))
-        sent: list[list[BrokerRequest]] = []
-        with tempfile.TemporaryDirectory(prefix="bench-decisions-") as d:
-            ops = ControllerOps(ctx, ZkControllerStore(zk), 1, sent.append, StateChangeLog(d, 1))
-            psm, rsm = PartitionStateMachine(ops), ReplicaStateMachine(ops)
-            gc.collect()
-            started = time.perf_counter()
-            state_machines.start_state_machines(psm, rsm)
-            decided = time.perf_counter()
-            requests = encode_sent(sent)
-            encoded = time.perf_counter()
-        tps = list(ctx.leadership)
-        states = ZkControllerStore(zk).read_partition_states(tps)
+    with started_controller(connect, assignment(partitions), live=(1, 2), partition_step=False) as (
+        ctx,
+        ops,
+        psm,
+        rsm,
+        sent,
+    ):
+        gc.collect()
+        started = time.perf_counter()
+        state_machines.start_state_machines(psm, rsm)
+        decided = time.perf_counter()
+        requests = encode_sent(sent)
+        encoded = time.perf_counter()
+        # How many times each state znode was written: its zkVersion (created at 0).
+        states = ops.store.read_partition_states(list(ctx.leadership))
         writes = [s.leader_and_isr.zk_version for s in states.values() if s is not None]
-    finally:
-        zk.close()
     led = sum(1 for lice in ctx.leadership.values() if lice.leader_and_isr.leader in (1, 2))
     in_isr = sum(1 for lice in ctx.leadership.values() if LOST in lice.leader_and_isr.isr)
     if led != partitions or in_isr or len(writes) != partitions:
