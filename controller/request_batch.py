@@ -12,7 +12,7 @@ import functools
 import struct
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
@@ -155,6 +155,29 @@ class RequestBatch:
             return
         self.add_leader_and_isr_many(partitions, is_new=False)
         self._add_to_update_metadata(ctx, [entry[1] for entry in partitions])
+
+    def hold_leader_and_isr(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[int, dict[TopicPartition, _LeaderAndIsrEntry]]:
+        """Take these partitions' LeaderAndIsr entries out of the batch, for
+        `restore_leader_and_isr` to put back after the batch was sent."""
+        held: dict[int, dict[TopicPartition, _LeaderAndIsrEntry]] = {}
+        for broker_id, states in list(self.leader_and_isr.items()):
+            taken = {tp: entry for tp in partitions if (entry := states.pop(tp, None))}
+            if taken:
+                held[broker_id] = taken
+            if not states:
+                del self.leader_and_isr[broker_id]
+        return held
+
+    def restore_leader_and_isr(
+        self, held: Mapping[int, Mapping[TopicPartition, _LeaderAndIsrEntry]]
+    ) -> None:
+        """Put held entries back, under those added since (newer states)."""
+        for broker_id, taken in held.items():
+            states = self.leader_and_isr.setdefault(broker_id, {})
+            for tp, entry in taken.items():
+                states.setdefault(tp, entry)
 
     def _add_to_update_metadata(
         self, ctx: ControllerContext, partitions: Iterable[TopicPartition]

@@ -227,6 +227,30 @@ def test_is_new_sticks_within_a_batch() -> None:
     assert state["isr"] == (1, 3)  # the later decision wins
 
 
+def test_held_states_are_not_sent_and_come_back_under_newer_ones() -> None:
+    ctx = cluster()
+    batch = RequestBatch()
+    old_t0, old_p0 = lead(ctx, T0, 1, (1, 2, 3)), lead(ctx, P0, 3, (3, 1))
+    batch.add_leader_and_isr_many(
+        [([1, 2], T0, old_t0, ctx.full_assignment(T0)), ([1], P0, old_p0, ctx.full_assignment(P0))],
+        is_new=False,
+    )
+    held = batch.hold_leader_and_isr({T0, T1})
+    assert set(held) == {1, 2}
+    assert set(batch.leader_and_isr) == {1}  # broker 2's only state was held: no request
+    sent = by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR)
+    assert [p["partition_index"] for p in sent[1].body["topic_states"][0]["partition_states"]] == [
+        0
+    ]
+    assert sent[1].body["topic_states"][0]["topic_name"] == "payments"
+    newer = lead(ctx, T0, 1, (1, 3))
+    batch.add_leader_and_isr(ctx, [1], T0, newer, ctx.full_assignment(T0), is_new=False)
+    batch.restore_leader_and_isr(held)
+    sent = by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR)
+    isr_to = {b: r.body["topic_states"][0]["partition_states"][0]["isr"] for b, r in sent.items()}
+    assert isr_to == {1: (1, 3), 2: (1, 2, 3)}  # the newer state wins where there is one
+
+
 def test_update_metadata_body() -> None:
     ctx = cluster(live=(1, 2, 3), shutting_down=(3,))
     lead(ctx, T1, 2, (2, 3))

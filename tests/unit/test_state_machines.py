@@ -1050,6 +1050,45 @@ def test_startup_from_a_loaded_context() -> None:
     c.assert_context_matches_store()
 
 
+def test_a_failover_in_an_event_sends_each_partition_state_once() -> None:
+    """Inside an event, the new leaders go out before the dead replicas' step; the states
+    the start-up re-sends go with them, except those that step is about to change, which
+    go once, changed, at the event's end."""
+    c = Cluster(brokers=(1, 2))
+    U0, U1 = TopicPartition("other", 0), TopicPartition("other", 1)
+    for tp, replicas, lai in (
+        (T0, (3, 1, 2), LeaderAndIsr(3, 4, (3, 1, 2), 9)),  # led by dead broker 3
+        (T1, (1, 3, 2), LeaderAndIsr(1, 2, (1, 3, 2), 5)),  # followed by 3, in its ISR
+        (U0, (2, 1, 3), LeaderAndIsr(2, 1, (2, 1), 3)),  # 3 out of the ISR already
+        (U1, (1, 2), LeaderAndIsr(1, 1, (1, 2), 2)),  # no replica on 3
+    ):
+        c.ctx.update_assignment(tp, ReplicaAssignment(replicas))
+        c.store.put(tp, lai, EPOCH - 1, version=lai.zk_version)
+        c.ctx.leadership[tp] = LeaderIsrAndControllerEpoch(lai, EPOCH - 1)
+    c.ops.deferred = True
+    state_machines.start_state_machines(c.psm, c.rsm)
+    c.ops.deferred = False
+    c.ops.flush()
+    assert len(c.sent) == 2
+
+    def states(batch: list[BrokerRequest]) -> dict[tuple[int, TopicPartition], tuple[int, ...]]:
+        return {
+            (r.broker_id, TopicPartition(t["topic_name"], p["partition_index"])): tuple(p["isr"])
+            for r in batch
+            if r.api_key is ApiKey.LEADER_AND_ISR
+            for t in r.body["topic_states"]
+            for p in t["partition_states"]
+        }
+
+    first, last = states(c.sent[0]), states(c.sent[1])
+    assert sorted(first) == sorted((b, tp) for b in (1, 2) for tp in (T0, U1))
+    assert first[(1, T0)] == (1, 2)  # elected
+    assert sorted(last) == sorted((b, tp) for b in (1, 2) for tp in (T1, U0))
+    assert last[(1, T1)] == (1, 2)  # 3 taken out
+    assert last[(1, U0)] == (2, 1)  # re-sent as it was
+    c.assert_context_matches_store()
+
+
 # --- random histories -----------------------------------------------------------------
 
 BROKERS = (1, 2, 3, 4)
