@@ -182,6 +182,14 @@ class Cluster:
                         out[r.broker_id] = p
         return out
 
+    def load(self, tp: TopicPartition, replicas: tuple[int, ...], lai: LeaderAndIsr | None) -> None:
+        """A partition as a failover loads it: its assignment, and its state (written by
+        the previous controller) if it has one."""
+        self.ctx.update_assignment(tp, ReplicaAssignment(replicas))
+        if lai is not None:
+            self.store.put(tp, lai, EPOCH - 1, version=lai.zk_version)
+            self.ctx.leadership[tp] = LeaderIsrAndControllerEpoch(lai, EPOCH - 1)
+
     def assert_context_matches_store(self) -> None:
         for tp, lice in self.ctx.leadership.items():
             stored = self.store.state(tp)
@@ -1024,10 +1032,7 @@ def test_startup_from_a_loaded_context() -> None:
         (U0, (1, 3), LeaderAndIsr(1, 2, (1, 3), 5)),  # a follower on dead broker 3
         (U1, (3, 2), LeaderAndIsr(3, 7, (3,), 8)),  # no live ISR member: no leader
     ):
-        c.ctx.update_assignment(tp, ReplicaAssignment(replicas))
-        if lai is not None:
-            c.store.put(tp, lai, EPOCH - 1, version=lai.zk_version)
-            c.ctx.leadership[tp] = LeaderIsrAndControllerEpoch(lai, EPOCH - 1)
+        c.load(tp, replicas, lai)
     phases: list[str] = []
     state_machines.start_state_machines(c.psm, c.rsm, phases.append)
     assert phases == [
@@ -1062,9 +1067,7 @@ def test_a_failover_in_an_event_sends_each_partition_state_once() -> None:
         (U0, (2, 1, 3), LeaderAndIsr(2, 1, (2, 1), 3)),  # 3 out of the ISR already
         (U1, (1, 2), LeaderAndIsr(1, 1, (1, 2), 2)),  # no replica on 3
     ):
-        c.ctx.update_assignment(tp, ReplicaAssignment(replicas))
-        c.store.put(tp, lai, EPOCH - 1, version=lai.zk_version)
-        c.ctx.leadership[tp] = LeaderIsrAndControllerEpoch(lai, EPOCH - 1)
+        c.load(tp, replicas, lai)
     c.ops.deferred = True
     state_machines.start_state_machines(c.psm, c.rsm)
     c.ops.deferred = False
