@@ -1055,10 +1055,18 @@ class KafkaController:
         complete = current is not None and all(r in current.leader_and_isr.isr for r in target)
         if not complete:
             # U2: every replica of the full set learns the new assignment (epoch bumped);
-            # U3: the new replicas start, and will be added to the ISR by the leader.
+            # U3: the new replicas start, and will be added to the ISR by the leader. A
+            # reassignment resumed (by a failover, or its broker back) finds its new
+            # replicas Online or Offline already: they are started, not new (Kafka tries
+            # them anyway and logs an invalid transition).
             self._bump_leader_epoch_and_send(tp, reassignment)
             self.replica_sm.handle_state_changes(
-                [PartitionReplica(tp, r) for r in reassignment.adding], R.NEW
+                [
+                    pr
+                    for pr in (PartitionReplica(tp, r) for r in reassignment.adding)
+                    if ctx.replica_state(pr) is R.NON_EXISTENT
+                ],
+                R.NEW,
             )
             return
         # B1-B9: the target replicas caught up: make them the assignment.

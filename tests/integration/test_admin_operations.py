@@ -309,6 +309,8 @@ def test_a_reassignment_to_a_broker_that_is_down_waits_for_it_quietly(
     assert done.leader_epoch - started.leader_epoch <= 6, (started, done)
     rows = c[controller_id].state_changes("partition_state")
     assert len([r for r in rows if r["reason"] == "reassign"]) <= 8
+    # The new replica went Online with its broker: resumed, it is not started again.
+    assert "invalid replica state transition" not in c[controller_id].output()
 
 
 def test_preferred_replica_election_restores_the_leaders(cluster_factory: ClusterFactory) -> None:

@@ -6,15 +6,22 @@ import time
 
 import pytest
 
+from admin import topics
 from tests.integration.conftest import ClusterFactory
-from tests.integration.harness import wait_for
+from tests.integration.harness import Cluster, wait_for
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
+from zkdata import paths, znodes
+from zkdata.znodes import TopicPartition
 
 pytestmark = pytest.mark.integration
 
 ASSIGNMENT = {p: tuple((1, 2, 3)[(p + i) % 3] for i in range(3)) for p in range(6)}
+
+
+def exists(c: Cluster, path: str) -> bool:
+    return c.zk.exists(path) is not None
 
 
 def test_three_brokers_race_and_exactly_one_wins_epoch_1(cluster_factory: ClusterFactory) -> None:
@@ -153,3 +160,103 @@ def test_zombie_controller_is_fenced(cluster_factory: ClusterFactory) -> None:
             if r["controller_epoch"] >= new_epoch:
                 seen_new = True
             assert not (seen_new and r["controller_epoch"] < new_epoch), r
+
+
+@pytest.mark.slow
+def test_a_new_controller_takes_over_pending_admin_work(cluster_factory: ClusterFactory) -> None:
+    """Work the dead controller had begun or not yet seen is the new one's: a reassignment
+    waiting on a broker that is down, a topic deletion held by that broker, and a
+    preferred election asked for while the controller was paused (its znode exists
+    before the new controller watches it, so only the failover's own read finds it;
+    Kafka's onControllerFailover). Each ends as it would have under the old controller."""
+    c = cluster_factory(brokers=(1, 2, 3, 4), auto_leader_rebalance_enable="false")
+    old_id, old_epoch = c.wait_controller()
+    down, other, third = (b for b in (1, 2, 3, 4) if b != old_id)
+    c.create_topic("moving", {0: (other, old_id)})
+    c.create_topic("held", {0: (other, down)})
+    c.create_topic("preferred", {0: (third, other)})
+    for topic in ("moving", "held", "preferred"):
+        c.wait_topic_online(topic)
+    # "preferred" led by its second replica: its first one stops and comes back.
+    assert c[third].stop() == 0
+    c[third].start()
+    c.wait_partitions(
+        "preferred",
+        lambda s: s[0].leader == other and third in s[0].isr,
+        "the first replica back in the ISR of a partition the second one leads",
+    )
+
+    assert c[down].stop() == 0
+    wait_for(lambda: down not in c.registered(), 30, f"broker {down} gone")
+    c.zk.create(
+        paths.REASSIGN_PARTITIONS,
+        znodes.encode_reassignment({TopicPartition("moving", 0): (other, down)}),
+    )
+    wait_for(
+        lambda: (a := c.assignment("moving")) is not None and a.adding_replicas == {0: (down,)},
+        30,
+        "the reassignment started",
+    )
+    topics.delete_topic(c.zk, "held")
+    halted = "deletion of topics ['held'] halted: a replica is on a dead broker"
+    wait_for(lambda: halted in c[old_id].output(), 30, "the controller to hold the deletion")
+
+    c[old_id].pause()
+    c.zk.create(
+        paths.PREFERRED_REPLICA_ELECTION,
+        znodes.encode_partition_list([TopicPartition("preferred", 0)]),
+    )
+    c[old_id].kill()
+    new_id, new_epoch = c.wait_controller(not_id=old_id, timeout=c.session_timeout_s + 30)
+    assert new_epoch == old_epoch + 1
+
+    # The preferred election, from the znode the failover read.
+    states = c.wait_partitions(
+        "preferred", lambda s: s[0].leader == third, "the preferred leader elected"
+    )
+    assert set(states[0].isr) == {third, other}
+    wait_for(
+        lambda: not exists(c, paths.PREFERRED_REPLICA_ELECTION), 30, "the election znode deleted"
+    )
+    preferred_rows = [
+        r
+        for r in c[new_id].state_changes("partition_state")
+        if r["reason"] == "preferred" and r["controller_epoch"] == new_epoch
+    ]
+    assert [(r["topic"], r["partition"], r["leader"]) for r in preferred_rows] == [
+        ("preferred", 0, third)
+    ]
+
+    # The reassignment and the deletion still wait for the broker that is down.
+    wait_for(lambda: halted in c[new_id].output(), 30, "the new controller to hold the deletion")
+    assert exists(c, paths.REASSIGN_PARTITIONS)
+    assert exists(c, paths.delete_topic("held"))
+    assert exists(c, paths.topic("held"))
+    moving = c.assignment("moving")
+    assert moving is not None
+    assert moving.adding_replicas == {0: (down,)}
+
+    c[down].start()
+    wait_for(
+        lambda: (
+            not exists(c, paths.REASSIGN_PARTITIONS)
+            and (a := c.assignment("moving")) is not None
+            and a.partitions == {0: (other, down)}
+            and not a.adding_replicas
+            and not a.removing_replicas
+        ),
+        60,
+        "the reassignment to complete",
+    )
+    wait_for(
+        lambda: not exists(c, paths.delete_topic("held")) and not exists(c, paths.topic("held")),
+        60,
+        "the held deletion to complete",
+    )
+    # The replica on the dead controller was removed; the new one caught up.
+    states = c.wait_partitions(
+        "moving", lambda s: set(s[0].isr) == {other, down}, "the target replicas in the ISR"
+    )
+    assert states[0].leader == other
+    assert [r["topic"] for r in c[new_id].state_changes("topic_deleted")] == ["held"]
+    assert "invalid replica state transition" not in c[new_id].output()
