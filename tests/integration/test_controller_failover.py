@@ -165,10 +165,11 @@ def test_zombie_controller_is_fenced(cluster_factory: ClusterFactory) -> None:
 @pytest.mark.slow
 def test_a_new_controller_takes_over_pending_admin_work(cluster_factory: ClusterFactory) -> None:
     """Work the dead controller had begun or not yet seen is the new one's: a reassignment
-    waiting on a broker that is down, a topic deletion held by that broker, and a
-    preferred election asked for while the controller was paused (its znode exists
-    before the new controller watches it, so only the failover's own read finds it;
-    Kafka's onControllerFailover). Each ends as it would have under the old controller."""
+    waiting on a broker that is down, a topic deletion held by that broker, and, asked
+    for while the controller was paused, a preferred election, a new topic and a new
+    partition (their znodes exist before the new controller watches them, so only the
+    failover's own reads find them; Kafka's onControllerFailover). Each ends as it would
+    have under the old controller."""
     c = cluster_factory(brokers=(1, 2, 3, 4), auto_leader_rebalance_enable="false")
     old_id, old_epoch = c.wait_controller()
     down, other, third = (b for b in (1, 2, 3, 4) if b != old_id)
@@ -206,6 +207,9 @@ def test_a_new_controller_takes_over_pending_admin_work(cluster_factory: Cluster
         paths.PREFERRED_REPLICA_ELECTION,
         znodes.encode_partition_list([TopicPartition("preferred", 0)]),
     )
+    # Partitions no controller has seen: a topic, and one added to a topic.
+    c.create_topic("born", {0: (other, third)})
+    topics.add_partitions(c.zk, "preferred", 2, replica_assignment={0: [other, third]})
     c[old_id].kill()
     new_id, new_epoch = c.wait_controller(not_id=old_id, timeout=c.session_timeout_s + 30)
     assert new_epoch == old_epoch + 1
@@ -226,6 +230,21 @@ def test_a_new_controller_takes_over_pending_admin_work(cluster_factory: Cluster
     assert [(r["topic"], r["partition"], r["leader"]) for r in preferred_rows] == [
         ("preferred", 0, third)
     ]
+
+    # The partitions created while it was paused are online, led by their first replica.
+    for topic, partition in (("born", 0), ("preferred", 1)):
+        state = c.wait_partitions(
+            topic,
+            lambda s, p=partition: p in s and s[p].leader == other,
+            f"{topic}-{partition} online",
+        )[partition]
+        assert tuple(state.isr) == (other, third)
+        assert state.leader_epoch == 0
+    assert {
+        (r["topic"], r["partition"])
+        for r in c[new_id].state_changes("partition_state")
+        if r["reason"] == "new"
+    } == {("born", 0), ("preferred", 1)}
 
     # The reassignment and the deletion still wait for the broker that is down.
     wait_for(lambda: halted in c[new_id].output(), 30, "the new controller to hold the deletion")
