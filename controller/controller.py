@@ -364,10 +364,12 @@ class KafkaController:
             self.ctx.epoch,
         )
         self.ops.deferred = True
+        processed = False
         try:
             handler(event)
             self.ops.deferred = False
             self.ops.flush()
+            processed = True
         except ControllerMovedError:
             log.warning("controller moved while processing %s: resigning", event.name)
             self._maybe_resign(fenced=True)
@@ -382,6 +384,8 @@ class KafkaController:
             tracker, self._tracker = self._tracker, None
             if tracker is not None:
                 tracker.close()
+            if not processed:
+                event.preempt()
 
     def _send(self, requests: list[BrokerRequest]) -> None:
         if self.channel is None or not self.is_active:
@@ -1193,14 +1197,14 @@ class KafkaController:
     def _on_ControlledShutdown(self, event: ev.ControlledShutdown) -> None:
         ctx = self.ctx
         if not self.is_active:
-            event.reply(int(ErrorCode.NOT_CONTROLLER), [])
+            event.answer(int(ErrorCode.NOT_CONTROLLER), [])
             return
         known_epoch = ctx.broker_epochs.get(event.broker_id)
         if known_epoch is None:
-            event.reply(int(ErrorCode.BROKER_NOT_AVAILABLE), [])
+            event.answer(int(ErrorCode.BROKER_NOT_AVAILABLE), [])
             return
         if event.broker_epoch != -1 and event.broker_epoch < known_epoch:
-            event.reply(int(ErrorCode.STALE_BROKER_EPOCH), [])
+            event.answer(int(ErrorCode.STALE_BROKER_EPOCH), [])
             return
         led, remaining = controlled_shutdown_moves(
             self.partition_sm, self.replica_sm, event.broker_id
@@ -1220,15 +1224,9 @@ class KafkaController:
         # after this handler, which with 20,000 of them takes a few tenths of a second
         # (Kafka hands them to its channel before answering; no broker has them then
         # either), and they tell clients nothing they need.
-        answered: list[bool] = []
-        reply_lock = threading.Lock()
 
         def reply() -> None:
-            with reply_lock:
-                if answered:
-                    return
-                answered.append(True)
-            event.reply(int(ErrorCode.NONE), sorted(remaining))
+            event.answer(int(ErrorCode.NONE), sorted(remaining))
 
         tracker = self._tracker
         if tracker is None:

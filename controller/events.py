@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 
 class ControllerEvent:
     """Base of every event. `preempt` runs instead of processing when the queue is cleared
-    (session expiry): an event that owes someone an answer gives it there."""
+    (session expiry), and after processing that failed (the controller moved, ZooKeeper
+    failed, a bug): an event that owes someone an answer gives it there."""
 
     def preempt(self) -> None:
         return None
@@ -123,11 +124,26 @@ class ControlledShutdown(ControllerEvent):
     broker_id: int
     broker_epoch: int
     reply: ShutdownReply
+    _answer_lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
+    _answered: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def answer(self, error_code: int, remaining: list[TopicPartition]) -> bool:
+        """Reply once (from any thread): the first answer wins. False if one was given."""
+        with self._answer_lock:
+            if self._answered:
+                return False
+            self._answered = True
+        self.reply(error_code, remaining)
+        return True
 
     def preempt(self) -> None:
         from wire.errors import ErrorCode
 
-        self.reply(int(ErrorCode.NOT_CONTROLLER), [])
+        # The broker asks again, the active controller this time, rather than waiting out
+        # its request timeout (Kafka answers a failed controlled shutdown with the error).
+        self.answer(int(ErrorCode.NOT_CONTROLLER), [])
 
 
 @dataclass

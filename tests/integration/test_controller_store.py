@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from broker.state_change_log import StateChangeLog
+from controller import events as ev
 from controller import request_batch as request_batch_module
 from controller import store as store_module
 from controller.context import PartitionReplica, ReplicaAssignment
@@ -17,6 +18,7 @@ from controller.controller import ControllerConfig, KafkaController
 from controller.request_batch import BrokerRequest
 from controller.store import ZkControllerStore
 from wire.api import ApiKey
+from wire.errors import ErrorCode
 from zkdata import paths
 from zkdata.client import ZkClient
 from zkdata.znodes import (
@@ -26,6 +28,7 @@ from zkdata.znodes import (
     TopicAssignment,
     TopicPartition,
     encode_broker,
+    encode_controller_epoch,
     encode_partition_state,
     encode_topic,
 )
@@ -247,4 +250,52 @@ def test_a_failover_encodes_its_update_metadata_before_the_state_machines_start(
         if controller.is_active:
             controller._resign("test over")
         controller.handlers.unregister_all()
+        zk.close()
+
+
+def test_a_controlled_shutdown_the_controller_is_fenced_in_is_answered_not_controller(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    """A controller that finds itself fenced while moving a broker's leaderships resigns
+    and tells the broker NOT_CONTROLLER, at once: the broker asks the active controller
+    next, rather than waiting out its request timeout for an answer that never comes."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    controller = KafkaController(
+        ControllerConfig(broker_id=1), zk, StateChangeLog(tmp_path, 1), lambda: 0
+    )
+    replies: list[tuple[int, list[TopicPartition]]] = []
+    try:
+        for b in (1, 2, 3):
+            # Port 1: nothing answers there; the requests are never answered.
+            registration = BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 1),))
+            zk.create(paths.broker(b), encode_broker(registration), make_parents=True)
+        zk.create(
+            paths.topic("t"),
+            encode_topic(TopicAssignment("t", {0: (2, 1, 3)}, uuid.uuid4())),
+            make_parents=True,
+        )
+        zk.create(
+            paths.partition_state("t", 0),
+            encode_partition_state(LeaderAndIsr(2, 0, (2, 1, 3)), 0),
+            make_parents=True,
+        )
+        controller._elect()
+        assert controller.is_active
+        epoch = controller.ctx.epoch
+        # Another controller's term began: the epoch znode's version moved on.
+        zk.set(paths.CONTROLLER_EPOCH, encode_controller_epoch(epoch + 1))
+        controller.process(
+            ev.ControlledShutdown(2, -1, lambda code, tps: replies.append((code, tps)))
+        )
+        assert replies == [(int(ErrorCode.NOT_CONTROLLER), [])]
+        assert not controller.is_active
+        state, _ = zk.get(paths.partition_state("t", 0)) or (b"", None)
+        assert json.loads(state)["leader"] == 2  # nothing written with the old epoch
+    finally:
+        if controller.is_active:
+            controller._resign("test over")
+        controller.handlers.unregister_all()
+        if controller.channel is not None:
+            controller.channel.close(timeout_s=1)
         zk.close()
