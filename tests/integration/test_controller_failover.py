@@ -279,3 +279,50 @@ def test_a_new_controller_takes_over_pending_admin_work(cluster_factory: Cluster
     assert states[0].leader == other
     assert [r["topic"] for r in c[new_id].state_changes("topic_deleted")] == ["held"]
     assert "invalid replica state transition" not in c[new_id].output()
+
+
+@pytest.mark.slow
+def test_a_broker_stopping_while_the_controller_is_a_zombie_is_moved_by_the_next_one(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """A broker asks a paused controller for its controlled shutdown. The request waits in
+    the zombie's socket; when the zombie wakes, fenced, it answers NOT_CONTROLLER (rather
+    than never, which left the broker waiting out its 30 s request timeout), and the
+    broker's next attempt goes to the new controller, which moves its leaderships."""
+    c = cluster_factory()
+    zombie_id, zombie_epoch = c.wait_controller()
+    c.create_topic("t", ASSIGNMENT)
+    c.wait_topic_online("t")
+    leaving = next(b for b in (1, 2, 3) if b != zombie_id)
+    zombie = c[zombie_id]
+    zombie.pause()
+    try:
+        c[leaving].terminate()
+        new_id, new_epoch = c.wait_controller(not_id=zombie_id, timeout=c.session_timeout_s + 30)
+        assert new_epoch == zombie_epoch + 1
+    finally:
+        zombie.resume()
+    assert c[leaving].wait_exit(60) == 0
+    attempts = c[leaving].state_changes("controlled_shutdown")
+    assert attempts[-1]["remaining"] == 0, attempts
+    output = c[leaving].output()
+    assert "controlled shutdown succeeded" in output
+    if len(attempts) > 1:
+        # The first attempt, at the zombie, was answered; it did not time out.
+        assert "refused the controlled shutdown: NOT_CONTROLLER" in output, attempts
+        assert "timed out" not in output, attempts
+    # The new controller moved its leaderships (it may be the leaving broker itself).
+    moved = [
+        r
+        for r in c[new_id].state_changes("partition_state")
+        if r["reason"] == "controlled_shutdown" and r["controller_epoch"] == new_epoch
+    ]
+    assert moved
+    assert all(r["leader"] not in (leaving, -1) for r in moved)
+    states = c.partition_states("t")
+    assert all(s.leader not in (leaving, -1) for s in states.values())
+    assert not [
+        r
+        for r in zombie.state_changes("partition_state")
+        if r["controller_epoch"] == zombie_epoch and r["reason"] == "controlled_shutdown"
+    ]
