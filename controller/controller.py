@@ -36,13 +36,13 @@ from controller.context import (
     ReplicaStateName,
 )
 from controller.election import ElectionStrategy, imbalanced_partitions
+from controller.reassignment import reassign_partition
 from controller.request_batch import BrokerRequest, RequestBatch, encode_shared_bodies
 from controller.state_machines import (
     ControllerOps,
     PartitionStateMachine,
     ReplicaStateMachine,
     controlled_shutdown_moves,
-    partition_state_row,
     replicas_become_offline,
     start_state_machines,
 )
@@ -60,7 +60,7 @@ from handlers import zk_handlers
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata import paths
-from zkdata.client import ControllerMovedError, SetData, ZkClient, is_error
+from zkdata.client import ControllerMovedError, ZkClient
 from zkdata.znodes import (
     BrokerRegistration,
     MalformedZnode,
@@ -71,7 +71,6 @@ from zkdata.znodes import (
     decode_partition_list,
     decode_reassignment,
     decode_topic,
-    encode_topic,
     new_topic_id,
 )
 
@@ -1048,96 +1047,16 @@ class KafkaController:
     def _on_partition_reassignment(
         self, tp: TopicPartition, reassignment: ReplicaAssignment
     ) -> None:
-        """KIP-455's reassignment steps (KafkaController.onPartitionReassignment)."""
-        ctx, ops = self.ctx, self.ops
-        self._update_assignment(tp, reassignment)
-        ctx.partitions_being_reassigned.add(tp)
+        """The reassignment's next steps (controller/reassignment.py), with the watch on the
+        partition's state that brings the next ones when its ISR changes."""
         self.handlers.register(zk_handlers.partition_reassignment_isr_change(self.events.put, tp))
         self.zk.get(paths.partition_state(tp.topic, tp.partition), watch=True)
-        current = self.store.read_partition_states([tp]).get(tp)
-        target = reassignment.target_replicas
-        complete = current is not None and all(r in current.leader_and_isr.isr for r in target)
-        if not complete:
-            # U2: every replica of the full set learns the new assignment (epoch bumped);
-            # U3: the new replicas start, and will be added to the ISR by the leader. A
-            # reassignment resumed (by a failover, or its broker back) finds its new
-            # replicas Online or Offline already: they are started, not new (Kafka tries
-            # them anyway and logs an invalid transition).
-            self._bump_leader_epoch_and_send(tp, reassignment)
-            self.replica_sm.handle_state_changes(
-                [
-                    pr
-                    for pr in (PartitionReplica(tp, r) for r in reassignment.adding)
-                    if ctx.replica_state(pr) is R.NON_EXISTENT
-                ],
-                R.NEW,
-            )
+        if not reassign_partition(self.partition_sm, self.replica_sm, tp, reassignment):
             return
-        # B1-B9: the target replicas caught up: make them the assignment.
-        self.replica_sm.handle_state_changes(
-            [PartitionReplica(tp, r) for r in reassignment.adding], R.ONLINE
-        )
-        final = ReplicaAssignment(target)
-        ctx.update_assignment(tp, final)
-        leader = current.leader_and_isr.leader if current is not None else -1
-        if leader not in target or not ctx.is_replica_online(leader):
-            self.partition_sm.handle_state_changes([tp], P.ONLINE, ElectionStrategy.REASSIGN)
-        else:
-            self._bump_leader_epoch_and_send(tp, final)
-        removed = [PartitionReplica(tp, r) for r in reassignment.removing]
-        self.replica_sm.handle_state_changes(removed, R.OFFLINE, reason="reassign")
-        self.replica_sm.handle_state_changes(removed, R.DELETION_STARTED)
-        self.replica_sm.handle_state_changes(removed, R.DELETION_SUCCESSFUL)
-        self.replica_sm.handle_state_changes(removed, R.NON_EXISTENT)
-        self._update_assignment(tp, final)
-        ctx.partitions_being_reassigned.discard(tp)
         self.reassignments.zk_triggered.pop(tp, None)
         self.handlers.unregister(paths.partition_state(tp.topic, tp.partition))
-        ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [tp])
-        ops.flush()
         self.deletion.resume_for([tp.topic])
-        log.info("reassignment of %s to %s complete", tp, list(target))
-
-    def _update_assignment(self, tp: TopicPartition, ra: ReplicaAssignment) -> None:
-        """Write a partition's assignment into its topic znode (fenced) and the context."""
-        ctx = self.ctx
-        ctx.update_assignment(tp, ra)
-        parts = ctx.assignments[tp.topic]
-        assignment = TopicAssignment(
-            tp.topic,
-            {p: a.replicas for p, a in parts.items()},
-            ctx.topic_ids.get(tp.topic),
-            {p: a.adding for p, a in parts.items() if a.adding},
-            {p: a.removing for p, a in parts.items() if a.removing},
-        )
-        result = self.zk.multi_fenced(
-            ctx.epoch_zk_version, [SetData(paths.topic(tp.topic), encode_topic(assignment))]
-        )
-        if is_error(result[0]):
-            raise RuntimeError(f"could not write the assignment of {tp}: {result[0]!r}")
-
-    def _bump_leader_epoch_and_send(self, tp: TopicPartition, ra: ReplicaAssignment) -> None:
-        """Same leader and ISR, next leader epoch: replicas learn a changed replica set."""
-        ctx, ops = self.ctx, self.ops
-        for _ in range(20):
-            current = self.store.read_partition_states([tp]).get(tp)
-            if current is None or current.controller_epoch > ctx.epoch:
-                log.error("cannot bump the leader epoch of %s: its state is missing or newer", tp)
-                return
-            lai = current.leader_and_isr
-            written = self.store.update_partition_states(
-                {tp: lai.new_leader_and_isr(lai.leader, lai.isr)}, ctx.epoch, ctx.epoch_zk_version
-            )
-            if tp in written.finished:
-                new = written.finished[tp]
-                lice = ops.record_leadership(tp, new)
-                ops.batch.add_leader_and_isr(ctx, ra.replicas, tp, lice, ra, is_new=False)
-                ops.log_states([partition_state_row(tp, new, "reassign", ra.replicas)])
-                ops.flush()
-                return
-            if tp in written.failed:
-                log.error("bumping the leader epoch of %s failed: %s", tp, written.failed[tp])
-                return
+        log.info("reassignment of %s to %s complete", tp, list(reassignment.target_replicas))
 
     # --- preferred leaders --------------------------------------------------------------
 

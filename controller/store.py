@@ -9,7 +9,7 @@ the one epoch-checked path. Reads are batched in multiReads.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Protocol, cast
@@ -83,9 +83,7 @@ class UpdateResult:
 WrittenCallback = Callable[[dict[TopicPartition, LeaderAndIsr]], None]
 
 
-def check_fence(
-    epoch_zk_version: int, current_zk_version: int, writes: Mapping[TopicPartition, object]
-) -> None:
+def check_fence(epoch_zk_version: int, current_zk_version: int, writes: Collection[object]) -> None:
     """What an in-memory store does for the first op of ZooKeeper's fenced multi: writes
     made with another /controller_epoch zkVersion raise ControllerMovedError, before any
     of them lands (and no ops means no multi, so no check either)."""
@@ -122,6 +120,13 @@ class ControllerStore(Protocol):
         ...
 
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]: ...
+
+    def write_topic_assignments(
+        self, assignments: Sequence[TopicAssignment], epoch_zk_version: int
+    ) -> None:
+        """Each topic's znode rewritten with its assignment (fenced, unconditional on the
+        znode's own version: the controller owns a topic's assignment once it exists)."""
+        ...
 
 
 class ZkControllerStore:

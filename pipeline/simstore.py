@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from controller.store import UpdateResult, WrittenCallback, check_fence
 from zkdata.client import BadVersionError, NodeExistsError, NoNodeError
-from zkdata.znodes import LeaderAndIsr, PartitionState, TopicPartition
+from zkdata.znodes import LeaderAndIsr, PartitionState, TopicAssignment, TopicPartition
 
 OnWrite = Callable[[TopicPartition, LeaderAndIsr | None, LeaderAndIsr], None]
 
@@ -23,6 +23,7 @@ class SimStore:
     def __init__(self, on_write: OnWrite | None = None) -> None:
         self.states: dict[TopicPartition, PartitionState] = {}
         self.configs: dict[str, dict[str, str]] = {}
+        self.topics: dict[str, TopicAssignment] = {}
         self.epoch_zk_version = 0
         self.on_write = on_write
 
@@ -98,6 +99,13 @@ class SimStore:
 
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         return {t: dict(self.configs.get(t, {})) for t in topics}
+
+    def write_topic_assignments(
+        self, assignments: Sequence[TopicAssignment], epoch_zk_version: int
+    ) -> None:
+        check_fence(epoch_zk_version, self.epoch_zk_version, assignments)
+        for a in assignments:
+            self.topics[a.topic] = a
 
     # --- internals --------------------------------------------------------------------
 

@@ -20,6 +20,16 @@ FAST = {
 
 ClusterFactory = Callable[..., Cluster]
 
+# Lines a broker's output must never hold, whatever a test did to the cluster: a decision
+# the state machines refused (the shell asked for a transition it should not have), or an
+# event that raised out of its handler.
+CONTROLLER_BUG_MARKERS = (
+    "invalid partition state transition",
+    "invalid replica state transition",
+    "error processing controller event",
+    "controller failover failed",
+)
+
 
 @pytest.fixture
 def cluster_factory(zk_connect: str, tmp_path: Path) -> Iterator[ClusterFactory]:
@@ -49,3 +59,13 @@ def cluster_factory(zk_connect: str, tmp_path: Path) -> Iterator[ClusterFactory]
     yield make
     for c in made:
         c.close()
+    problems = [
+        f"broker {b.broker_id}: {line}"
+        for c in made
+        for b in c.brokers.values()
+        if b.starts
+        for line in b.output().splitlines()
+        if any(marker in line for marker in CONTROLLER_BUG_MARKERS)
+    ]
+    if problems:
+        pytest.fail("the controller logged what it never should:\n" + "\n".join(problems[:20]))

@@ -21,6 +21,7 @@ from zkdata.znodes import (
     LeaderAndIsr,
     MalformedZnode,
     PartitionState,
+    TopicAssignment,
     TopicPartition,
     decode_partition_state,
     encode_partition_state,
@@ -50,6 +51,8 @@ class MemoryStore:
     def __init__(self) -> None:
         self.znodes: dict[TopicPartition, Znode] = {}
         self.configs: dict[str, dict[str, str]] = {}
+        self.topics: dict[str, TopicAssignment] = {}  # each topic znode's assignment
+        self.topic_writes: list[TopicAssignment] = []  # the controller's, in order
         self.epoch_zk_version = 0
         self.writes: list[Write] = []  # the controller's successful writes, in order
         self.history: list[tuple[TopicPartition, Znode]] = []  # every value of every znode
@@ -197,6 +200,14 @@ class MemoryStore:
 
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         return {t: dict(self.configs.get(t, {})) for t in topics}
+
+    def write_topic_assignments(
+        self, assignments: Sequence[TopicAssignment], epoch_zk_version: int
+    ) -> None:
+        check_fence(epoch_zk_version, self.epoch_zk_version, assignments)
+        for a in assignments:
+            self.topics[a.topic] = a
+            self.topic_writes.append(a)
 
     # --- internals ----------------------------------------------------------------------
 

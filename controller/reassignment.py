@@ -1,0 +1,140 @@
+"""A partition reassignment's steps (KIP-455; Kafka's KafkaController.onPartitionReassignment),
+over the context, the state machines and the store port.
+
+The shell asks for the first step when a reassignment is requested or resumed (a failover,
+a target replica's broker back), and again each time the partition's ISR changes; each call
+reads the partition's state from the store and does what that state allows:
+
+- Not all target replicas in the ISR: the topic's assignment is written with the full
+  replica set (origin and target) and the replicas being added and removed; every replica
+  of that set learns it with the next leader epoch (U2); the new replicas start (U3) and
+  will be added to the ISR by the leader once they have caught up.
+- All target replicas in the ISR: the target becomes the assignment (B1-B9); a leader
+  outside it, or not alive, is replaced (the reassignment election), else the leader epoch
+  is bumped again; the removed replicas are stopped and deleted; every broker learns the
+  final assignment.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from controller.context import (
+    PartitionReplica,
+    PartitionStateName,
+    ReplicaAssignment,
+    ReplicaStateName,
+)
+from controller.election import ElectionStrategy
+from controller.state_machines import (
+    PartitionStateMachine,
+    ReplicaStateMachine,
+    partition_state_row,
+)
+from zkdata.znodes import TopicAssignment, TopicPartition
+
+log = logging.getLogger(__name__)
+
+P = PartitionStateName
+R = ReplicaStateName
+
+# Re-read-and-retry rounds of a leader epoch bump whose conditional write keeps losing to
+# the leader's own ISR changes.
+MAX_BUMP_ROUNDS = 20
+
+
+def reassign_partition(
+    partition_sm: PartitionStateMachine,
+    replica_sm: ReplicaStateMachine,
+    tp: TopicPartition,
+    reassignment: ReplicaAssignment,
+) -> bool:
+    """The reassignment's next steps for `tp`; True once it is complete (the target is the
+    assignment and the removed replicas are gone)."""
+    ops = partition_sm.ops
+    ctx = ops.ctx
+    write_assignment(partition_sm, tp, reassignment)
+    ctx.partitions_being_reassigned.add(tp)
+    current = ops.store.read_partition_states([tp]).get(tp)
+    target = reassignment.target_replicas
+    complete = current is not None and all(r in current.leader_and_isr.isr for r in target)
+    if not complete:
+        bump_leader_epoch(partition_sm, tp, reassignment)
+        # A reassignment resumed (by a failover, or its broker back) finds its new
+        # replicas Online or Offline already: they are started, not new (Kafka tries them
+        # anyway and logs an invalid transition).
+        replica_sm.handle_state_changes(
+            [
+                pr
+                for pr in (PartitionReplica(tp, r) for r in reassignment.adding)
+                if ctx.replica_state(pr) is R.NON_EXISTENT
+            ],
+            R.NEW,
+        )
+        return False
+    replica_sm.handle_state_changes(
+        [PartitionReplica(tp, r) for r in reassignment.adding], R.ONLINE
+    )
+    final = ReplicaAssignment(target)
+    ctx.update_assignment(tp, final)
+    leader = current.leader_and_isr.leader if current is not None else -1
+    if leader not in target or not ctx.is_replica_online(leader):
+        partition_sm.handle_state_changes([tp], P.ONLINE, ElectionStrategy.REASSIGN)
+    else:
+        bump_leader_epoch(partition_sm, tp, final)
+    removed = [PartitionReplica(tp, r) for r in reassignment.removing]
+    replica_sm.handle_state_changes(removed, R.OFFLINE, reason="reassign")
+    replica_sm.handle_state_changes(removed, R.DELETION_STARTED)
+    replica_sm.handle_state_changes(removed, R.DELETION_SUCCESSFUL)
+    replica_sm.handle_state_changes(removed, R.NON_EXISTENT)
+    write_assignment(partition_sm, tp, final)
+    ctx.partitions_being_reassigned.discard(tp)
+    ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [tp])
+    ops.flush()
+    return True
+
+
+def write_assignment(
+    partition_sm: PartitionStateMachine, tp: TopicPartition, ra: ReplicaAssignment
+) -> None:
+    """A partition's assignment into the context and its topic's znode (fenced)."""
+    ops = partition_sm.ops
+    ctx = ops.ctx
+    ctx.update_assignment(tp, ra)
+    parts = ctx.assignments[tp.topic]
+    assignment = TopicAssignment(
+        tp.topic,
+        {p: a.replicas for p, a in parts.items()},
+        ctx.topic_ids.get(tp.topic),
+        {p: a.adding for p, a in parts.items() if a.adding},
+        {p: a.removing for p, a in parts.items() if a.removing},
+    )
+    ops.store.write_topic_assignments([assignment], ctx.epoch_zk_version)
+
+
+def bump_leader_epoch(
+    partition_sm: PartitionStateMachine, tp: TopicPartition, ra: ReplicaAssignment
+) -> None:
+    """Same leader and ISR, next leader epoch: the replicas learn a changed replica set."""
+    ops = partition_sm.ops
+    ctx = ops.ctx
+    for _ in range(MAX_BUMP_ROUNDS):
+        current = ops.store.read_partition_states([tp]).get(tp)
+        if current is None or current.controller_epoch > ctx.epoch:
+            log.error("cannot bump the leader epoch of %s: its state is missing or newer", tp)
+            return
+        lai = current.leader_and_isr
+        written = ops.store.update_partition_states(
+            {tp: lai.new_leader_and_isr(lai.leader, lai.isr)}, ctx.epoch, ctx.epoch_zk_version
+        )
+        if tp in written.finished:
+            new = written.finished[tp]
+            lice = ops.record_leadership(tp, new)
+            ops.batch.add_leader_and_isr(ctx, ra.replicas, tp, lice, ra, is_new=False)
+            ops.log_states([partition_state_row(tp, new, "reassign", ra.replicas)])
+            ops.flush()
+            return
+        if tp in written.failed:
+            log.error("bumping the leader epoch of %s failed: %s", tp, written.failed[tp])
+            return
+    log.error("gave up bumping the leader epoch of %s: its state kept changing", tp)

@@ -1,0 +1,188 @@
+"""A partition reassignment's steps (controller/reassignment.py) over the in-memory store:
+started, resumed, completed, fenced, and for any origin and target replicas."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.context import (
+    PartitionReplica,
+    PartitionStateName,
+    ReplicaAssignment,
+    ReplicaStateName,
+)
+from controller.reassignment import reassign_partition
+from tests.unit.test_state_machines import EPOCH, Cluster
+from wire.api import ApiKey
+from zkdata.client import ControllerMovedError
+from zkdata.znodes import TopicPartition
+
+P = PartitionStateName
+R = ReplicaStateName
+T = "orders"
+T0 = TopicPartition(T, 0)
+BROKERS = (1, 2, 3, 4, 5)
+
+
+def reassign(c: Cluster, tp: TopicPartition, target: tuple[int, ...]) -> bool:
+    """A reassignment requested (the shell's PartitionReassignment event)."""
+    current = c.ctx.full_assignment(tp)
+    return reassign_partition(
+        c.psm, c.rsm, tp, ReplicaAssignment.for_reassignment(current.origin_replicas, target)
+    )
+
+
+def resume(c: Cluster, tp: TopicPartition) -> bool:
+    """The next step (an ISR change, a failover, a target broker back)."""
+    return reassign_partition(c.psm, c.rsm, tp, c.ctx.full_assignment(tp))
+
+
+def caught_up(c: Cluster, tp: TopicPartition) -> None:
+    """The leader adds the target replicas to the ISR (they fetched up to its log end)."""
+    isr = c.leader_and_isr(tp).isr
+    target = c.ctx.full_assignment(tp).target_replicas
+    c.leader_sets_isr(tp, tuple(dict.fromkeys(isr + tuple(r for r in target if r not in isr))))
+
+
+def started_on(
+    brokers: tuple[int, ...], replicas: tuple[int, ...], log_dir: Path | None = None
+) -> Cluster:
+    c = Cluster(brokers=brokers, log_dir=log_dir)
+    c.create_topic(T, {0: replicas})
+    c.sent.clear()
+    return c
+
+
+def test_a_reassignment_starts_with_the_full_replica_set_and_the_new_replicas() -> None:
+    c = started_on((1, 2, 3, 4), (1, 2, 3))
+    before = c.leader_and_isr(T0)
+    assert not reassign(c, T0, (1, 2, 4))
+    written = c.store.topics[T]
+    assert written.partitions == {0: (1, 2, 4, 3)}
+    assert written.adding_replicas == {0: (4,)}
+    assert written.removing_replicas == {0: (3,)}
+    after = c.leader_and_isr(T0)
+    assert (after.leader, after.isr) == (before.leader, before.isr)
+    assert after.leader_epoch == before.leader_epoch + 1
+    assert T0 in c.ctx.partitions_being_reassigned
+    assert c.ctx.replica_state(PartitionReplica(T0, 4)) is R.NEW
+    sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+    assert set(sent) == {1, 2, 3, 4}
+    for state in sent.values():
+        assert state["leader_epoch"] == after.leader_epoch
+        assert tuple(state["replicas"]) == (1, 2, 4, 3)
+        assert tuple(state["adding_replicas"]) == (4,)
+        assert tuple(state["removing_replicas"]) == (3,)
+
+
+def test_a_caught_up_reassignment_completes_keeping_a_leader_in_the_target() -> None:
+    c = started_on((1, 2, 3, 4), (1, 2, 3))
+    reassign(c, T0, (1, 2, 4))
+    caught_up(c, T0)
+    c.sent.clear()
+    started = c.leader_and_isr(T0)
+    assert resume(c, T0)
+    done = c.leader_and_isr(T0)
+    assert c.store.topics[T].partitions == {0: (1, 2, 4)}
+    assert not c.store.topics[T].adding_replicas
+    assert not c.store.topics[T].removing_replicas
+    assert c.ctx.full_assignment(T0) == ReplicaAssignment((1, 2, 4))
+    assert done.leader == 1
+    assert set(done.isr) == {1, 2, 4}
+    assert done.leader_epoch > started.leader_epoch
+    assert T0 not in c.ctx.partitions_being_reassigned
+    assert c.ctx.replica_state(PartitionReplica(T0, 3)) is R.NON_EXISTENT
+    assert c.ctx.replica_state(PartitionReplica(T0, 4)) is R.ONLINE
+    [stop] = [r for r in c.requests(ApiKey.STOP_REPLICA) if r.delete_partitions]
+    assert stop.broker_id == 3
+    assert {r.broker_id for r in c.requests(ApiKey.UPDATE_METADATA)} == {1, 2, 3, 4}
+
+
+def test_a_leader_outside_the_target_is_replaced_by_a_target_replica(tmp_path: Path) -> None:
+    c = started_on((1, 2, 3, 4), (1, 2, 3), tmp_path)
+    reassign(c, T0, (4, 2))
+    caught_up(c, T0)
+    assert resume(c, T0)
+    done = c.leader_and_isr(T0)
+    assert done.leader == 4  # the first target replica that is live and in the ISR
+    assert set(done.isr) == {2, 4}
+    c.state_log.close()
+    rows = [json.loads(line) for line in (tmp_path / "state-change.log").read_text().splitlines()]
+    last = [r for r in rows if r["event"] == "partition_state"][-1]
+    assert (last["leader"], last["reason"]) == (4, "reassign")
+
+
+@pytest.mark.parametrize("broker_state", ["online", "offline"])
+def test_a_resumed_reassignment_leaves_its_started_replicas_alone(
+    broker_state: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failover (the new replica's broker alive: Online; dead: Offline) or the broker's
+    return (Online) resumes the reassignment: the new replica is not started again."""
+    c = started_on((1, 2, 3, 4), (1, 2, 3))
+    reassign(c, T0, (1, 2, 4))
+    new_replica = PartitionReplica(T0, 4)
+    if broker_state == "online":
+        c.rsm.handle_state_changes([new_replica], R.ONLINE)
+    else:
+        c.kill(4)
+    c.sent.clear()
+    epoch = c.leader_and_isr(T0).leader_epoch
+    with caplog.at_level(logging.ERROR):
+        assert not resume(c, T0)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    expected = R.ONLINE if broker_state == "online" else R.OFFLINE
+    assert c.ctx.replica_state(new_replica) is expected
+    # Every replica of the full set hears of the reassignment again, one epoch later.
+    assert c.leader_and_isr(T0).leader_epoch == epoch + 1
+    live = {1, 2, 3, 4} if broker_state == "online" else {1, 2, 3}
+    assert set(c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)) == live
+
+
+def test_a_fenced_controller_writes_nothing() -> None:
+    c = started_on((1, 2, 3, 4), (1, 2, 3))
+    c.store.elect_other_controller()
+    writes = list(c.store.writes)
+    with pytest.raises(ControllerMovedError):
+        reassign(c, T0, (1, 2, 4))
+    assert c.store.writes == writes
+    assert c.store.topic_writes == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    origin=st.permutations(BROKERS).map(lambda b: b[:3]),
+    target=st.lists(st.sampled_from(BROKERS), min_size=1, max_size=4, unique=True).map(tuple),
+)
+def test_any_reassignment_ends_with_the_target_assignment_led_from_it(
+    origin: tuple[int, ...], target: tuple[int, ...]
+) -> None:
+    c = started_on(BROKERS, origin)
+    epochs = [c.leader_and_isr(T0).leader_epoch]
+    done = reassign(c, T0, target)
+    for _ in range(2):
+        if done:
+            break
+        epochs.append(c.leader_and_isr(T0).leader_epoch)
+        caught_up(c, T0)
+        done = resume(c, T0)
+    assert done
+    final = c.leader_and_isr(T0)
+    epochs.append(final.leader_epoch)
+    assert epochs == sorted(epochs)
+    assert c.store.topics[T].partitions == {0: target}
+    assert c.ctx.full_assignment(T0) == ReplicaAssignment(target)
+    assert final.leader in target
+    assert set(final.isr) == set(target)
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    for r in BROKERS:
+        state = c.ctx.replica_state(PartitionReplica(T0, r))
+        assert state is (R.ONLINE if r in target else R.NON_EXISTENT), (r, state)
+    assert T0 not in c.ctx.partitions_being_reassigned
+    c.assert_context_matches_store()
+    assert EPOCH in {w.after.controller_epoch for w in c.store.writes}
