@@ -772,7 +772,7 @@ class KafkaController:
         self.partition_sm.trigger_online_partition_state_change()
         for tp in sorted(ctx.partitions_being_reassigned):
             if set(ctx.full_assignment(tp).target_replicas) & new:
-                self._on_partition_reassignment(tp, ctx.full_assignment(tp))
+                self._on_partition_reassignment(tp)
         ineligible = [
             t
             for t in ctx.topics_ineligible_for_deletion
@@ -993,9 +993,7 @@ class KafkaController:
             if not current.is_being_reassigned and current.replicas == target:
                 continue  # already there
             self.reassignments.zk_triggered[tp] = target
-            self._on_partition_reassignment(
-                tp, ReplicaAssignment.for_reassignment(current.origin_replicas, target)
-            )
+            self._on_partition_reassignment(tp, target)
         self._write_reassignment_znode()
 
     def _write_reassignment_znode(self) -> None:
@@ -1018,15 +1016,15 @@ class KafkaController:
             except MalformedZnode as e:
                 log.error("%s; removing the request", e)
                 self.store.delete_paths([paths.REASSIGN_PARTITIONS], ctx.epoch_zk_version)
-        for tp, target in self.reassignments.zk_triggered.items():
-            current = ctx.full_assignment(tp)
-            if current.target_replicas != target:
-                ctx.update_assignment(
-                    tp, ReplicaAssignment.for_reassignment(current.origin_replicas, target)
-                )
-            ctx.partitions_being_reassigned.add(tp)
-        for tp in sorted(ctx.partitions_being_reassigned):
-            self._on_partition_reassignment(tp, ctx.full_assignment(tp))
+        # Requested targets the topic znodes do not show yet take over; the reassignments
+        # they do show resume.
+        new_targets = {
+            tp: target
+            for tp, target in self.reassignments.zk_triggered.items()
+            if ctx.full_assignment(tp).target_replicas != target
+        }
+        for tp in sorted(ctx.partitions_being_reassigned | set(new_targets)):
+            self._on_partition_reassignment(tp, new_targets.get(tp))
         if self.reassignments.zk_triggered or got is not None:
             self._write_reassignment_znode()
 
@@ -1041,22 +1039,23 @@ class KafkaController:
             r in state.leader_and_isr.isr for r in reassignment.target_replicas
         ):
             return  # not caught up yet: only a complete reassignment moves on (Kafka)
-        self._on_partition_reassignment(tp, reassignment)
+        self._on_partition_reassignment(tp)
         self._write_reassignment_znode()
 
     def _on_partition_reassignment(
-        self, tp: TopicPartition, reassignment: ReplicaAssignment
+        self, tp: TopicPartition, target: tuple[int, ...] | None = None
     ) -> None:
-        """The reassignment's next steps (controller/reassignment.py), with the watch on the
-        partition's state that brings the next ones when its ISR changes."""
+        """The reassignment's next steps (controller/reassignment.py), towards a new target
+        or resumed, with the watch on the partition's state that brings the next ones when
+        its ISR changes."""
         self.handlers.register(zk_handlers.partition_reassignment_isr_change(self.events.put, tp))
         self.zk.get(paths.partition_state(tp.topic, tp.partition), watch=True)
-        if not reassign_partition(self.partition_sm, self.replica_sm, tp, reassignment):
+        if not reassign_partition(self.partition_sm, self.replica_sm, tp, target):
             return
         self.reassignments.zk_triggered.pop(tp, None)
         self.handlers.unregister(paths.partition_state(tp.topic, tp.partition))
         self.deletion.resume_for([tp.topic])
-        log.info("reassignment of %s to %s complete", tp, list(reassignment.target_replicas))
+        log.info("reassignment of %s to %s complete", tp, list(self.ctx.replicas(tp)))
 
     # --- preferred leaders --------------------------------------------------------------
 

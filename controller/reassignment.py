@@ -18,6 +18,7 @@ reads the partition's state from the store and does what that state allows:
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from controller.context import (
     PartitionReplica,
@@ -43,21 +44,62 @@ R = ReplicaStateName
 MAX_BUMP_ROUNDS = 20
 
 
+def reassignment_to(
+    current: ReplicaAssignment, target: tuple[int, ...], isr: tuple[int, ...]
+) -> ReplicaAssignment:
+    """The assignment of a reassignment to `target` (KIP-455): the target, then the origin
+    replicas, the origin being removed. `current` may be a reassignment in progress that
+    the new target overrides; the replicas it was adding that the new target drops are
+    stopped at once (Kafka's updateCurrentReassignment), except those in the ISR: they stay,
+    removed like origin replicas once the target has caught up. Kafka stops them too, and a
+    partition such a replica alone leads goes offline, its ISR outside its replicas."""
+    origin = current.origin_replicas
+    kept = tuple(r for r in current.adding if r in isr and r not in target)
+    full = tuple(dict.fromkeys(target + origin + kept))
+    return ReplicaAssignment(
+        full,
+        adding=tuple(r for r in target if r not in origin),
+        removing=tuple(r for r in full if r not in target),
+    )
+
+
 def reassign_partition(
     partition_sm: PartitionStateMachine,
     replica_sm: ReplicaStateMachine,
     tp: TopicPartition,
-    reassignment: ReplicaAssignment,
+    target: tuple[int, ...] | None = None,
 ) -> bool:
-    """The reassignment's next steps for `tp`; True once it is complete (the target is the
-    assignment and the removed replicas are gone)."""
+    """The reassignment's next steps for `tp`: towards a new `target` (requested, or one
+    that overrides a reassignment in progress), or, without one, the reassignment in
+    progress resumed. True once it is complete (the target is the assignment and the
+    removed replicas are gone)."""
     ops = partition_sm.ops
     ctx = ops.ctx
+    before = ctx.full_assignment(tp)
+    current = ops.store.read_partition_states([tp]).get(tp)
+    isr = current.leader_and_isr.isr if current is not None else ()
+    reassignment = before if target is None else reassignment_to(before, target, isr)
     write_assignment(partition_sm, tp, reassignment)
     ctx.partitions_being_reassigned.add(tp)
-    current = ops.store.read_partition_states([tp]).get(tp)
+    unneeded = [r for r in before.replicas if r not in reassignment.replicas]
+    if unneeded:
+        stop_removed_replicas(replica_sm, tp, unneeded)
+        current = ops.store.read_partition_states([tp]).get(tp)
+    # A new replica an override kept (it is in the ISR) is one of the partition's own now.
+    replica_sm.handle_state_changes(
+        [
+            pr
+            for pr in (PartitionReplica(tp, r) for r in reassignment.replicas)
+            if pr.replica not in reassignment.adding and ctx.replica_state(pr) is R.NEW
+        ],
+        R.ONLINE,
+    )
     target = reassignment.target_replicas
-    complete = current is not None and all(r in current.leader_and_isr.isr for r in target)
+    # Nothing to add or remove (a new order of the same replicas): complete, as in Kafka's
+    # isReassignmentComplete; else once every target replica is in the ISR.
+    complete = not reassignment.is_being_reassigned or (
+        current is not None and all(r in current.leader_and_isr.isr for r in target)
+    )
     if not complete:
         bump_leader_epoch(partition_sm, tp, reassignment)
         # A reassignment resumed (by a failover, or its broker back) finds its new
@@ -82,16 +124,23 @@ def reassign_partition(
         partition_sm.handle_state_changes([tp], P.ONLINE, ElectionStrategy.REASSIGN)
     else:
         bump_leader_epoch(partition_sm, tp, final)
-    removed = [PartitionReplica(tp, r) for r in reassignment.removing]
-    replica_sm.handle_state_changes(removed, R.OFFLINE, reason="reassign")
-    replica_sm.handle_state_changes(removed, R.DELETION_STARTED)
-    replica_sm.handle_state_changes(removed, R.DELETION_SUCCESSFUL)
-    replica_sm.handle_state_changes(removed, R.NON_EXISTENT)
+    stop_removed_replicas(replica_sm, tp, reassignment.removing)
     write_assignment(partition_sm, tp, final)
     ctx.partitions_being_reassigned.discard(tp)
     ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [tp])
     ops.flush()
     return True
+
+
+def stop_removed_replicas(
+    replica_sm: ReplicaStateMachine, tp: TopicPartition, replicas: Sequence[int]
+) -> None:
+    """Out of the ISR, stopped and deleted (Kafka's stopRemovedReplicasOfReassignedPartition)."""
+    removed = [PartitionReplica(tp, r) for r in replicas]
+    replica_sm.handle_state_changes(removed, R.OFFLINE, reason="reassign")
+    replica_sm.handle_state_changes(removed, R.DELETION_STARTED)
+    replica_sm.handle_state_changes(removed, R.DELETION_SUCCESSFUL)
+    replica_sm.handle_state_changes(removed, R.NON_EXISTENT)
 
 
 def write_assignment(

@@ -17,7 +17,7 @@ from controller.context import (
     ReplicaAssignment,
     ReplicaStateName,
 )
-from controller.reassignment import reassign_partition
+from controller.reassignment import reassign_partition, reassignment_to
 from tests.unit.test_state_machines import EPOCH, Cluster
 from wire.api import ApiKey
 from zkdata.client import ControllerMovedError
@@ -32,15 +32,12 @@ BROKERS = (1, 2, 3, 4, 5)
 
 def reassign(c: Cluster, tp: TopicPartition, target: tuple[int, ...]) -> bool:
     """A reassignment requested (the shell's PartitionReassignment event)."""
-    current = c.ctx.full_assignment(tp)
-    return reassign_partition(
-        c.psm, c.rsm, tp, ReplicaAssignment.for_reassignment(current.origin_replicas, target)
-    )
+    return reassign_partition(c.psm, c.rsm, tp, target)
 
 
 def resume(c: Cluster, tp: TopicPartition) -> bool:
     """The next step (an ISR change, a failover, a target broker back)."""
-    return reassign_partition(c.psm, c.rsm, tp, c.ctx.full_assignment(tp))
+    return reassign_partition(c.psm, c.rsm, tp)
 
 
 def caught_up(c: Cluster, tp: TopicPartition) -> None:
@@ -186,3 +183,67 @@ def test_any_reassignment_ends_with_the_target_assignment_led_from_it(
     assert T0 not in c.ctx.partitions_being_reassigned
     c.assert_context_matches_store()
     assert EPOCH in {w.after.controller_epoch for w in c.store.writes}
+
+
+def test_a_new_target_replaces_the_reassignment_in_progress() -> None:
+    # Origin (1, 2, 3) was being moved to (4, 5, 1); now to (1, 2, 4). Replica 5, added by
+    # the first, is dropped; 4 stays added; 3 is still removed.
+    current = ReplicaAssignment((4, 5, 1, 2, 3), adding=(4, 5), removing=(2, 3))
+    assert reassignment_to(current, (1, 2, 4), isr=(1, 2, 3)) == ReplicaAssignment(
+        (1, 2, 4, 3), adding=(4,), removing=(3,)
+    )
+    # Cancelled (back to the origin): nothing added, nothing removed.
+    assert reassignment_to(current, (1, 2, 3), isr=(1, 2, 3)) == ReplicaAssignment(
+        (1, 2, 3), adding=(), removing=()
+    )
+    # An added replica that joined the ISR is kept until the new target catches up.
+    assert reassignment_to(current, (1, 2, 3), isr=(5, 1)) == ReplicaAssignment(
+        (1, 2, 3, 5), adding=(), removing=(5,)
+    )
+
+
+def test_an_override_stops_the_dropped_new_replicas_at_once() -> None:
+    c = started_on(BROKERS, (1, 2, 3))
+    assert not reassign(c, T0, (4, 5, 1))
+    c.sent.clear()
+    assert reassign(c, T0, (1, 2, 3))  # cancelled: the origin is in the ISR
+    assert c.store.topics[T].partitions == {0: (1, 2, 3)}
+    for r in (4, 5):
+        assert c.ctx.replica_state(PartitionReplica(T0, r)) is R.NON_EXISTENT
+    stopped = {r.broker_id for r in c.requests(ApiKey.STOP_REPLICA) if r.delete_partitions}
+    assert stopped == {4, 5}
+    assert set(c.leader_and_isr(T0).isr) == {1, 2, 3}
+
+
+def test_an_override_keeps_a_dropped_replica_that_alone_can_lead() -> None:
+    """Found by the random histories: a reassignment to (1, 2) of a partition on (1,) has
+    its new replica 2 caught up; broker 1 dies, 2 is elected; the reassignment is then
+    overridden back to (1,). Dropping 2 at once (Kafka) would leave the partition with no
+    leader and an ISR outside its replicas; it stays until 1 is back and caught up."""
+    c = started_on((1, 2, 3), (1, 2, 3))
+    assert reassign(c, T0, (1,))  # every target replica in the ISR: done at once
+    assert not reassign(c, T0, (1, 2))
+    caught_up(c, T0)
+    c.kill(1)
+    assert c.leader_and_isr(T0).leader == 2
+    assert not reassign(c, T0, (1,))
+    assert c.ctx.full_assignment(T0) == ReplicaAssignment((1, 2), removing=(2,))
+    assert c.leader_and_isr(T0).leader == 2
+    c.start(1)
+    assert not resume(c, T0)  # broker 1 is back, not yet caught up
+    caught_up(c, T0)
+    assert resume(c, T0)
+    done = c.leader_and_isr(T0)
+    assert (done.leader, done.isr) == (1, (1,))
+    assert c.store.topics[T].partitions == {0: (1,)}
+
+
+def test_a_new_order_of_the_same_replicas_completes_at_once() -> None:
+    """Nothing to add or remove: complete even with a replica out of the ISR (Kafka's
+    isReassignmentComplete), not left waiting on a catch-up the target never asked for."""
+    c = started_on((1, 2, 3), (1, 2, 3))
+    c.leader_sets_isr(T0, (1, 2))
+    assert reassign(c, T0, (3, 1, 2))
+    assert c.store.topics[T].partitions == {0: (3, 1, 2)}
+    assert T0 not in c.ctx.partitions_being_reassigned
+    assert c.leader_and_isr(T0).leader == 1  # still in the target: kept

@@ -39,6 +39,7 @@ from controller.context import (
     ReplicaStateName,
 )
 from controller.election import ElectionStrategy
+from controller.reassignment import reassign_partition
 from controller.request_batch import BrokerRequest
 from controller.state_machines import (
     ControllerOps,
@@ -1148,6 +1149,7 @@ class ControllerMachine(RuleBasedStateMachine):
         if broker not in self.c.ctx.live_brokers:
             self.gone -= set(self.c.ctx.replicas_on_brokers({broker}))
             self.c.start(broker)
+            self.resume_reassignments({broker})
             self.assert_elected_where_possible()
 
     @rule(broker=st.sampled_from(BROKERS))
@@ -1185,7 +1187,7 @@ class ControllerMachine(RuleBasedStateMachine):
         if change is not None:
             tp, isr_change = change
             self.c.store.leader_change(tp, isr_change)
-            self.c.isr_change_notification([tp])
+            self.isr_changed(tp)
 
     @rule(
         data=st.data(),
@@ -1203,7 +1205,7 @@ class ControllerMachine(RuleBasedStateMachine):
         self.act(data, action, tp)
         self.c.store.settle_races()
         # every successful ISR change of a leader is followed by a notification
-        self.c.isr_change_notification([tp])
+        self.isr_changed(tp)
 
     @rule(data=st.data(), action=st.sampled_from(["kill", "shutdown", "elect"]))
     def controller_acts_before_a_notification(self, data: st.DataObject, action: str) -> None:
@@ -1215,7 +1217,7 @@ class ControllerMachine(RuleBasedStateMachine):
         tp, isr_change = change
         self.c.store.leader_change(tp, isr_change)
         self.act(data, action, tp)
-        self.c.isr_change_notification([tp])
+        self.isr_changed(tp)
 
     def act(self, data: st.DataObject, action: str, tp: TopicPartition) -> None:
         live = sorted(self.c.ctx.live_brokers)
@@ -1241,7 +1243,11 @@ class ControllerMachine(RuleBasedStateMachine):
         known = self.c.leader_and_isr(tp)
         leader = known.leader
         followers = [r for r in ctx.replicas(tp) if r != leader]
-        chosen = data.draw(st.lists(st.sampled_from(followers), unique=True), label="followers")
+        chosen = (
+            data.draw(st.lists(st.sampled_from(followers), unique=True), label="followers")
+            if followers
+            else []
+        )
         expected = known.zk_version
 
         def isr_change(current: LeaderAndIsr) -> LeaderAndIsr | None:
@@ -1257,6 +1263,56 @@ class ControllerMachine(RuleBasedStateMachine):
             return LeaderAndIsr(leader, current.leader_epoch, isr, current.zk_version)
 
         return tp, isr_change
+
+    def isr_changed(self, tp: TopicPartition) -> None:
+        """The notification of a leader's ISR change, and the watch on a reassigned
+        partition's state: a reassignment whose target replicas all joined the ISR moves
+        on (KafkaController._on_PartitionReassignmentIsrChange)."""
+        c = self.c
+        c.isr_change_notification([tp])
+        if tp in c.ctx.partitions_being_reassigned:
+            target = c.ctx.full_assignment(tp).target_replicas
+            if set(target) <= set(c.leader_and_isr(tp).isr):
+                self.resume_reassignment(tp)
+
+    @rule(data=st.data())
+    def reassign(self, data: st.DataObject) -> None:
+        """A reassignment is requested, to any one to three brokers, live or not, of a
+        partition that has a state (one in progress gets a new target, as KIP-455 allows)."""
+        c = self.c
+        tps = sorted(tp for tp in c.ctx.all_partitions() if tp in c.store.znodes)
+        if not tps:
+            return
+        tp = data.draw(st.sampled_from(tps), label="reassigned")
+        target = tuple(
+            data.draw(st.lists(st.sampled_from(BROKERS), min_size=1, max_size=3, unique=True))
+        )
+        current = c.ctx.full_assignment(tp)
+        if not current.is_being_reassigned and current.replicas == target:
+            return
+        self.reassigned(tp, reassign_partition(c.psm, c.rsm, tp, target))
+
+    def resume_reassignment(self, tp: TopicPartition) -> None:
+        c = self.c
+        self.reassigned(tp, reassign_partition(c.psm, c.rsm, tp))
+
+    def reassigned(self, tp: TopicPartition, complete: bool) -> None:
+        c = self.c
+        assignment = c.ctx.full_assignment(tp)
+        assert c.store.topics[tp.topic].partitions[tp.partition] == assignment.replicas
+        assert complete != assignment.is_being_reassigned
+        assert complete != (tp in c.ctx.partitions_being_reassigned)
+        # the replicas a reassignment removed are gone, whatever state their brokers were in
+        self.gone = {pr for pr in self.gone if pr.replica in c.ctx.replicas(pr.topic_partition)}
+
+    def resume_reassignments(self, brokers: set[int] | None = None) -> None:
+        """A failover resumes every reassignment (None); a broker's return those with a
+        target replica on it."""
+        ctx = self.c.ctx
+        for tp in sorted(ctx.partitions_being_reassigned):
+            target = ctx.full_assignment(tp).target_replicas
+            if brokers is None or set(target) & brokers:
+                self.resume_reassignment(tp)
 
     @rule(data=st.data())
     def fenced(self, data: st.DataObject) -> None:
@@ -1297,6 +1353,10 @@ class ControllerMachine(RuleBasedStateMachine):
         )
         ctx.assignments = {t: dict(parts) for t, parts in old.assignments.items()}
         ctx.topic_ids = dict(old.topic_ids)
+        # what the topic znodes say is being reassigned (as _add_topics reads it)
+        ctx.partitions_being_reassigned = {
+            tp for tp in ctx.all_partitions() if ctx.full_assignment(tp).is_being_reassigned
+        }
         for tp, state in c.store.read_partition_states(list(ctx.all_partitions())).items():
             if state is not None:
                 ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
@@ -1309,6 +1369,7 @@ class ControllerMachine(RuleBasedStateMachine):
         c.psm = PartitionStateMachine(c.ops)
         c.rsm = ReplicaStateMachine(c.ops)
         state_machines.start_state_machines(c.psm, c.rsm)
+        self.resume_reassignments()
         self.assert_elected_where_possible()
 
     def assert_elected_where_possible(self) -> None:
@@ -1370,10 +1431,14 @@ class ControllerMachine(RuleBasedStateMachine):
         for pr in self.gone:
             assert ctx.replica_state(pr) is R.OFFLINE, f"{pr} is {ctx.replica_state(pr)}"
         for tp in ctx.all_partitions():
+            adding = ctx.full_assignment(tp).adding
             for r in ctx.replicas(tp):
                 if r in ctx.live_broker_ids:
                     state = ctx.replica_state(PartitionReplica(tp, r))
-                    assert state is R.ONLINE, f"replica {r} of {tp} on a live broker is {state}"
+                    # a reassignment's new replica is New until its broker (re)starts or
+                    # the reassignment completes (Kafka's NewReplica)
+                    allowed = (R.ONLINE, R.NEW) if r in adding else (R.ONLINE,)
+                    assert state in allowed, f"replica {r} of {tp} on a live broker is {state}"
 
     @invariant()
     def epochs_only_grow(self) -> None:
