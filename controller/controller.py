@@ -894,7 +894,6 @@ class KafkaController:
             )
             return
         reassigning = {tp.topic for tp in ctx.partitions_being_reassigned}
-        self.deletion.mark_ineligible(requested & reassigning, "partitions are being reassigned")
         ctx.topics_to_be_deleted.update(requested)
         self.deletion.mark_ineligible(requested & reassigning, "partitions are being reassigned")
         self.deletion.resume()

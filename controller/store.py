@@ -128,6 +128,10 @@ class ControllerStore(Protocol):
         znode's own version: the controller owns a topic's assignment once it exists)."""
         ...
 
+    def delete_topic(self, topic: str, partitions: Iterable[int], epoch_zk_version: int) -> None:
+        """A deleted topic's znodes removed (fenced), its partitions' states first."""
+        ...
+
 
 class ZkControllerStore:
     def __init__(self, zk: ZkClient) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 from controller.context import PartitionReplica, PartitionStateName, ReplicaStateName
 from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
-from controller.store import ZkControllerStore
+from controller.store import ControllerStore
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ class TopicDeletionManager:
         ops: ControllerOps,
         partitions: PartitionStateMachine,
         replicas: ReplicaStateMachine,
-        store: ZkControllerStore,
+        store: ControllerStore,
         on_topic_removed: Callable[[str], None],
     ) -> None:
         self.ops = ops

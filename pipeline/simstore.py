@@ -100,6 +100,12 @@ class SimStore:
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         return {t: dict(self.configs.get(t, {})) for t in topics}
 
+    def delete_topic(self, topic: str, partitions: Iterable[int], epoch_zk_version: int) -> None:
+        check_fence(epoch_zk_version, self.epoch_zk_version, [topic])
+        for tp in [tp for tp in self.states if tp.topic == topic]:
+            del self.states[tp]
+        self.topics.pop(topic, None)
+
     def write_topic_assignments(
         self, assignments: Sequence[TopicAssignment], epoch_zk_version: int
     ) -> None:

@@ -53,6 +53,7 @@ class MemoryStore:
         self.configs: dict[str, dict[str, str]] = {}
         self.topics: dict[str, TopicAssignment] = {}  # each topic znode's assignment
         self.topic_writes: list[TopicAssignment] = []  # the controller's, in order
+        self.deleted_topics: list[str] = []  # topics whose znodes the controller removed
         self.epoch_zk_version = 0
         self.writes: list[Write] = []  # the controller's successful writes, in order
         self.history: list[tuple[TopicPartition, Znode]] = []  # every value of every znode
@@ -200,6 +201,14 @@ class MemoryStore:
 
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
         return {t: dict(self.configs.get(t, {})) for t in topics}
+
+    def delete_topic(self, topic: str, partitions: Iterable[int], epoch_zk_version: int) -> None:
+        check_fence(epoch_zk_version, self.epoch_zk_version, [topic])
+        for tp in [tp for tp in self.znodes if tp.topic == topic]:
+            del self.znodes[tp]
+        self.topics.pop(topic, None)
+        self.configs.pop(topic, None)
+        self.deleted_topics.append(topic)
 
     def write_topic_assignments(
         self, assignments: Sequence[TopicAssignment], epoch_zk_version: int

@@ -47,11 +47,13 @@ from controller.state_machines import (
     ReplicaStateMachine,
     StateChangeFailed,
 )
+from controller.topic_deletion import TopicDeletionManager
 from tests.unit.memory_store import MemoryStore
 from wire.api import ApiKey
 from wire.protocol import request_codec
 from zkdata.client import ControllerMovedError
 from zkdata.znodes import (
+    LEADER_DURING_DELETE,
     BrokerRegistration,
     EndPoint,
     LeaderAndIsr,
@@ -97,6 +99,9 @@ class Cluster:
         )
         self.psm = PartitionStateMachine(self.ops)
         self.rsm = ReplicaStateMachine(self.ops)
+        self.deletion = TopicDeletionManager(
+            self.ops, self.psm, self.rsm, self.store, lambda _topic: None
+        )
         self.add_brokers(brokers)
 
     # --- the controller's reactions -----------------------------------------------------
@@ -125,11 +130,9 @@ class Cluster:
         self.ctx.remove_live_brokers(dead)
         self.ctx.shutting_down_broker_ids -= dead
         replicas = self.ctx.replicas_on_brokers(dead)
-        state_machines.replicas_become_offline(self.psm, self.rsm, replicas, self.no_deletion)
-
-    @staticmethod
-    def no_deletion(replicas: list[PartitionReplica]) -> None:
-        raise AssertionError(f"no topic is being deleted here: {replicas}")
+        state_machines.replicas_become_offline(
+            self.psm, self.rsm, replicas, self.deletion.fail_replica_deletion
+        )
 
     def start(self, *brokers: int) -> None:
         """onBrokerStartup."""
@@ -1115,6 +1118,7 @@ class ControllerMachine(RuleBasedStateMachine):
         self.checked_batches = 0
         # replicas the controller was told are gone: they must be OfflineReplica
         self.gone: set[PartitionReplica] = set()
+        self.deleted: set[str] = set()  # topics whose deletion completed
 
     # --- rules ------------------------------------------------------------------------
 
@@ -1150,6 +1154,15 @@ class ControllerMachine(RuleBasedStateMachine):
             self.gone -= set(self.c.ctx.replicas_on_brokers({broker}))
             self.c.start(broker)
             self.resume_reassignments({broker})
+            ctx = self.c.ctx
+            ineligible = [
+                t
+                for t in ctx.topics_ineligible_for_deletion
+                if any(pr.replica == broker for pr in ctx.replicas_for_topic(t))
+            ]
+            if ineligible:
+                self.c.deletion.resume_for(ineligible)
+            self.deletions_done()
             self.assert_elected_where_possible()
 
     @rule(broker=st.sampled_from(BROKERS))
@@ -1159,7 +1172,8 @@ class ControllerMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def elect(self, data: st.DataObject) -> None:
-        tps = sorted(self.c.ctx.leadership)
+        ctx = self.c.ctx
+        tps = sorted(tp for tp in ctx.leadership if not ctx.is_topic_queued_for_deletion(tp.topic))
         if tps:
             chosen = data.draw(st.lists(st.sampled_from(tps), min_size=1, unique=True))
             strategy = data.draw(st.sampled_from(ElectionStrategy))
@@ -1225,7 +1239,7 @@ class ControllerMachine(RuleBasedStateMachine):
             self.kill({data.draw(st.sampled_from(live))})
         elif action == "shutdown" and live:
             self.c.controlled_shutdown(data.draw(st.sampled_from(live)))
-        else:
+        elif not self.c.ctx.is_topic_queued_for_deletion(tp.topic):
             self.elect_and_check([tp], data.draw(st.sampled_from(ElectionStrategy)))
 
     def draw_isr_change(
@@ -1280,7 +1294,11 @@ class ControllerMachine(RuleBasedStateMachine):
         """A reassignment is requested, to any one to three brokers, live or not, of a
         partition that has a state (one in progress gets a new target, as KIP-455 allows)."""
         c = self.c
-        tps = sorted(tp for tp in c.ctx.all_partitions() if tp in c.store.znodes)
+        tps = sorted(
+            tp
+            for tp in c.ctx.all_partitions()
+            if tp in c.store.znodes and not c.ctx.is_topic_queued_for_deletion(tp.topic)
+        )
         if not tps:
             return
         tp = data.draw(st.sampled_from(tps), label="reassigned")
@@ -1304,6 +1322,53 @@ class ControllerMachine(RuleBasedStateMachine):
         assert complete != (tp in c.ctx.partitions_being_reassigned)
         # the replicas a reassignment removed are gone, whatever state their brokers were in
         self.gone = {pr for pr in self.gone if pr.replica in c.ctx.replicas(pr.topic_partition)}
+        if complete:
+            c.deletion.resume_for([tp.topic])
+            self.deletions_done()
+
+    @rule(data=st.data())
+    def delete_topic(self, data: st.DataObject) -> None:
+        """/admin/delete_topics gets a topic (KafkaController's TopicDeletion): held while
+        any of its partitions is being reassigned."""
+        ctx = self.c.ctx
+        topics = sorted(t for t in ctx.all_topics if not ctx.is_topic_queued_for_deletion(t))
+        if not topics:
+            return
+        topic = data.draw(st.sampled_from(topics), label="deleted topic")
+        ctx.topics_to_be_deleted.add(topic)
+        if any(tp.topic == topic for tp in ctx.partitions_being_reassigned):
+            self.c.deletion.mark_ineligible([topic], "partitions are being reassigned")
+        self.c.deletion.resume()
+        self.deletions_done()
+
+    @rule(data=st.data(), ok=st.booleans())
+    def stop_replica_answered(self, data: st.DataObject, ok: bool) -> None:
+        """A live broker answers a StopReplica (delete) of a topic being deleted."""
+        ctx = self.c.ctx
+        started = sorted(
+            pr
+            for t in ctx.topics_to_be_deleted
+            for pr in ctx.replicas_for_topic(t)
+            if ctx.replica_state(pr) is R.DELETION_STARTED and pr.replica in ctx.live_brokers
+        )
+        if not started:
+            return
+        answered = data.draw(st.lists(st.sampled_from(started), min_size=1, unique=True))
+        if ok:
+            self.c.deletion.complete_replica_deletion(answered)
+        else:
+            self.c.deletion.fail_replica_deletion(answered)
+        self.deletions_done()
+
+    def deletions_done(self) -> None:
+        """Topics whose deletion completed: gone from the context and the store."""
+        c = self.c
+        for topic in set(self.topics) - self.deleted:
+            if topic not in c.ctx.all_topics:
+                assert topic in c.store.deleted_topics, topic
+                self.deleted.add(topic)
+                self.gone = {pr for pr in self.gone if pr.topic_partition.topic != topic}
+                self.last_epoch = {tp: e for tp, e in self.last_epoch.items() if tp.topic != topic}
 
     def resume_reassignments(self, brokers: set[int] | None = None) -> None:
         """A failover resumes every reassignment (None); a broker's return those with a
@@ -1320,7 +1385,11 @@ class ControllerMachine(RuleBasedStateMachine):
         Then this broker wins an election again, with a new epoch, and fails over."""
         c = self.c
         live = sorted(c.ctx.live_brokers)
-        with_isr = sorted(tp for tp in c.store.znodes if tp in c.ctx.leadership)
+        with_isr = sorted(
+            tp
+            for tp in c.store.znodes
+            if tp in c.ctx.leadership and not c.ctx.is_topic_queued_for_deletion(tp.topic)
+        )
         if not live or not with_isr:
             return
         tp = data.draw(st.sampled_from(with_isr))
@@ -1357,6 +1426,13 @@ class ControllerMachine(RuleBasedStateMachine):
         ctx.partitions_being_reassigned = {
             tp for tp in ctx.all_partitions() if ctx.full_assignment(tp).is_being_reassigned
         }
+        # /admin/delete_topics, and the topics it holds for their reassignments
+        ctx.topics_to_be_deleted = set(old.topics_to_be_deleted)
+        ctx.topics_ineligible_for_deletion = {
+            tp.topic
+            for tp in ctx.partitions_being_reassigned
+            if tp.topic in ctx.topics_to_be_deleted
+        }
         for tp, state in c.store.read_partition_states(list(ctx.all_partitions())).items():
             if state is not None:
                 ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
@@ -1368,8 +1444,11 @@ class ControllerMachine(RuleBasedStateMachine):
         c.ops.batch.clear()
         c.psm = PartitionStateMachine(c.ops)
         c.rsm = ReplicaStateMachine(c.ops)
+        c.deletion = TopicDeletionManager(c.ops, c.psm, c.rsm, c.store, lambda _topic: None)
         state_machines.start_state_machines(c.psm, c.rsm)
         self.resume_reassignments()
+        c.deletion.resume()
+        self.deletions_done()
         self.assert_elected_where_possible()
 
     def assert_elected_where_possible(self) -> None:
@@ -1378,6 +1457,8 @@ class ControllerMachine(RuleBasedStateMachine):
         partition, a live replica) could lead."""
         ctx = self.c.ctx
         for tp in ctx.all_partitions():
+            if ctx.is_topic_queued_for_deletion(tp.topic):
+                continue
             state = ctx.partition_state(tp)
             if state is P.NEW:
                 assert not set(ctx.replicas(tp)) & ctx.live_broker_ids, f"{tp} left New"
@@ -1391,13 +1472,20 @@ class ControllerMachine(RuleBasedStateMachine):
     def context_equals_the_store(self) -> None:
         assert self.c.store.pending_races() == 0
         self.c.assert_context_matches_store()
-        assert set(self.c.ctx.leadership) == set(self.c.store.znodes)
+        ctx = self.c.ctx
+        deleting = ctx.topics_to_be_deleted
+        assert {tp for tp in ctx.leadership if tp.topic not in deleting} == {
+            tp for tp in self.c.store.znodes if tp.topic not in deleting
+        }
+        assert not {tp.topic for tp in self.c.store.znodes} & self.deleted
 
     @invariant()
     def partition_invariants(self) -> None:
         ctx = self.c.ctx
         live = ctx.live_or_shutting_down_broker_ids
         for tp in self.c.store.znodes:
+            if ctx.is_topic_queued_for_deletion(tp.topic):
+                continue  # going: no longer led, its replicas being stopped
             lai = self.c.leader_and_isr(tp)
             replicas = ctx.replicas(tp)
             state = ctx.partition_state(tp)
@@ -1429,8 +1517,12 @@ class ControllerMachine(RuleBasedStateMachine):
     def replica_states(self) -> None:
         ctx = self.c.ctx
         for pr in self.gone:
+            if ctx.is_topic_queued_for_deletion(pr.topic_partition.topic):
+                continue  # DeletionIneligible, or already deleted
             assert ctx.replica_state(pr) is R.OFFLINE, f"{pr} is {ctx.replica_state(pr)}"
         for tp in ctx.all_partitions():
+            if ctx.is_topic_queued_for_deletion(tp.topic):
+                continue
             adding = ctx.full_assignment(tp).adding
             for r in ctx.replicas(tp):
                 if r in ctx.live_broker_ids:
@@ -1496,6 +1588,10 @@ class ControllerMachine(RuleBasedStateMachine):
                 for t in r.body["topic_states"]:
                     for p in t["partition_states"]:
                         tp = TopicPartition(t["topic_name"], p["partition_index"])
+                        if p["leader"] == LEADER_DURING_DELETE:
+                            # a topic being deleted, as every broker must learn it
+                            assert ctx.is_topic_queued_for_deletion(tp.topic), (r, tp)
+                            continue
                         key = (p["leader"], p["leader_epoch"], tuple(p["isr"]), p[version])
                         assert key in held[tp], f"{r.api_key.name} to {r.broker_id}: {tp} {key}"
         self.checked_batches = len(self.c.sent)
