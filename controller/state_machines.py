@@ -93,7 +93,8 @@ class ControllerOps:
         if self.batch.is_empty():
             return []
         requests = self.batch.build(self.ctx, self.controller_id)
-        self.send(requests)
+        if requests:  # none when every recipient was a dead broker
+            self.send(requests)
         return requests
 
     def drop_batch(self) -> None:

@@ -1360,6 +1360,21 @@ class ControllerMachine(RuleBasedStateMachine):
             self.c.deletion.fail_replica_deletion(answered)
         self.deletions_done()
 
+    @rule()
+    def every_stop_replica_answered(self) -> None:
+        """Every live broker answers every StopReplica (delete) it has: deletions that no
+        dead broker holds complete."""
+        ctx = self.c.ctx
+        started = sorted(
+            pr
+            for t in ctx.topics_to_be_deleted
+            for pr in ctx.replicas_for_topic(t)
+            if ctx.replica_state(pr) is R.DELETION_STARTED and pr.replica in ctx.live_brokers
+        )
+        if started:
+            self.c.deletion.complete_replica_deletion(started)
+            self.deletions_done()
+
     def deletions_done(self) -> None:
         """Topics whose deletion completed: gone from the context and the store."""
         c = self.c
