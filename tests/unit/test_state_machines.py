@@ -1105,8 +1105,10 @@ StateKey = tuple[int, int, tuple[int, ...], int]  # leader, leader epoch, ISR, z
 
 class ControllerMachine(RuleBasedStateMachine):
     """Random broker deaths and returns, controlled shutdowns, elections with random
-    strategies, ISR changes by leaders (some racing the controller's writes) and fencing,
-    with the invariants of sections 3, 5 and 6 of the model checked after every step."""
+    strategies, ISR changes by leaders (some racing the controller's writes), fencing and
+    failovers, reassignments (requested, overridden, resumed) and topic deletions (their
+    StopReplicas answered or failed), with the invariants of sections 3, 5 and 6 of the
+    model checked after every step."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -1622,8 +1624,8 @@ def test_random_histories_keep_the_invariants() -> None:
     run_state_machine_as_test(
         ControllerMachine,
         settings=settings(
-            max_examples=150,
-            stateful_step_count=30,
+            max_examples=300,
+            stateful_step_count=40,
             deadline=None,
             derandomize=True,
             database=None,
