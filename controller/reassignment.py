@@ -53,14 +53,8 @@ def reassignment_to(
     stopped at once (Kafka's updateCurrentReassignment), except those in the ISR: they stay,
     removed like origin replicas once the target has caught up. Kafka stops them too, and a
     partition such a replica alone leads goes offline, its ISR outside its replicas."""
-    origin = current.origin_replicas
     kept = tuple(r for r in current.adding if r in isr and r not in target)
-    full = tuple(dict.fromkeys(target + origin + kept))
-    return ReplicaAssignment(
-        full,
-        adding=tuple(r for r in target if r not in origin),
-        removing=tuple(r for r in full if r not in target),
-    )
+    return ReplicaAssignment.for_reassignment(current.origin_replicas + kept, target)
 
 
 def reassign_partition(
