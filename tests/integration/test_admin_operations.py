@@ -404,3 +404,60 @@ def test_controlled_shutdown_moves_leaders_and_leaves_isrs_before_deregistering(
         assert after[p].leader != victim
         assert victim not in after[p].isr
     assert after[3] == before[3]
+
+
+def test_a_new_target_overrides_a_reassignment_in_progress(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """/admin/reassign_partitions rewritten while a reassignment waits (its new replica's
+    broker is down). As in Kafka, the controller acts on the znode's creation, not on its
+    changes; the next controller reads it at its failover, finds a target the topic znode
+    does not show, and lets it take over (KIP-455): the replica only the first target
+    added is dropped, and the new target completes."""
+    c = cluster_factory(brokers=(1, 2, 3, 4))
+    controller_id, _ = c.wait_controller()
+    down, new, keep = [b for b in (1, 2, 3, 4) if b != controller_id]
+    c.create_topic("t", {0: (controller_id, keep)})
+    c.wait_topic_online("t")
+    assert c[down].stop() == 0
+    wait_for(lambda: down not in c.registered(), 30, f"broker {down} gone")
+    tp = TopicPartition("t", 0)
+    c.zk.create(
+        paths.REASSIGN_PARTITIONS, znodes.encode_reassignment({tp: (controller_id, keep, down)})
+    )
+    wait_for(
+        lambda: (a := c.assignment("t")) is not None and a.adding_replicas == {0: (down,)},
+        30,
+        "the first reassignment started",
+    )
+    c.zk.set(
+        paths.REASSIGN_PARTITIONS, znodes.encode_reassignment({tp: (controller_id, keep, new)})
+    )
+    _, epoch = c.wait_controller()
+    c.zk.delete(paths.CONTROLLER)  # an operator forcing a new election
+    wait_for(lambda: (got := c.controller()) is not None and got[1] > epoch, 30, "a new controller")
+    wait_for(
+        lambda: (
+            not exists(c, paths.REASSIGN_PARTITIONS)
+            and (a := c.assignment("t")) is not None
+            and a.partitions == {0: (controller_id, keep, new)}
+            and not a.adding_replicas
+            and not a.removing_replicas
+        ),
+        60,
+        "the new target to complete",
+    )
+    states = c.wait_partitions(
+        "t",
+        lambda s: set(s[0].isr) == {controller_id, keep, new},
+        "the new target's replicas in the ISR",
+    )
+    assert states[0].leader == controller_id
+    # The dropped replica was stopped while its broker was down: back, it hosts nothing.
+    c[down].start()
+    c.wait_registered([down])
+    wait_for(
+        lambda: (c[down].status() or {}).get("partitions") == 0,
+        30,
+        f"broker {down} to host nothing",
+    )
