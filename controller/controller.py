@@ -483,7 +483,9 @@ class KafkaController:
         log.info("broker %d is controller, epoch %d", self.broker_id, self.ctx.epoch)
         try:
             self._on_controller_failover()
-        except ControllerMovedError:
+        except (ControllerMovedError, *_ZK_ERRORS):
+            # Fenced, or ZooKeeper failed mid-failover (a fault, not a bug): process()
+            # resigns; on reconnection our own /controller is removed if it still stands.
             raise
         except Exception:
             log.exception("controller failover failed; resigning so another broker can try")
