@@ -86,6 +86,30 @@ def interrupt_on_signals() -> Iterator[None]:
             signal.signal(sig, old)
 
 
+@contextlib.contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP set `stop`, for the plain timeline: an exception raised
+    wherever the main thread happens to be could cut a line in half between its text and
+    its newline, or drop the rest of a batch of events already taken from the queue. A
+    second signal interrupts, in case stopping hangs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+        stop.set()
+
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, handler) for sig in sigs}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
 def run(args: argparse.Namespace) -> int:
     from watch import render_curses, render_plain
     from watch.session import Watcher
@@ -94,19 +118,20 @@ def run(args: argparse.Namespace) -> int:
     connect = resolve_connect(args)
     args.zookeeper = connect
     plain = bool(args.plain) or not sys.stdout.isatty()
+    stop = threading.Event()
+    signals = stop_on_signals(stop) if plain else interrupt_on_signals()
     progress(f"connecting to ZooKeeper at {connect} ...")
-    with interrupt_on_signals(), zk_session(args) as zk:
+    with signals, zk_session(args) as zk:
         watcher = Watcher(zk, title=connect, per_partition_watches=args.per_partition_watches)
         watcher.start()
         try:
             if plain:
                 progress("watching; Ctrl-C stops")
-                render_plain.run(watcher, out, duration_s=args.duration)
+                render_plain.run(watcher, out, stop=stop, duration_s=args.duration)
             else:
                 render_curses.run(watcher, duration_s=args.duration)
         except KeyboardInterrupt:
-            if plain:
-                render_plain.write_events(watcher.pump(0), out)
+            pass  # Ctrl-C in the full-screen view, or a second signal: it ends the view
         finally:
             watcher.stop()
     return 0
