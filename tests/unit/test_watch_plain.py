@@ -44,6 +44,7 @@ def test_ctrl_c_between_a_line_and_its_newline_cuts_no_line_and_drops_no_event()
 
 
 def test_a_second_signal_interrupts_a_stop_that_hangs() -> None:
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     stop = threading.Event()
     with stop_on_signals(stop):
         os.kill(os.getpid(), signal.SIGTERM)
@@ -51,4 +52,4 @@ def test_a_second_signal_interrupts_a_stop_that_hangs() -> None:
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
     # The handlers it replaced are back.
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert {sig: signal.getsignal(sig) for sig in before} == before
