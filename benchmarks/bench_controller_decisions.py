@@ -45,7 +45,7 @@ from common import chroot, emit, write_cluster_state, zookeeper
 
 from broker.server import set_gc_thresholds
 from broker.state_change_log import StateChangeLog
-from controller import state_machines
+from controller import reactions
 from controller.context import ControllerContext, LeaderIsrAndControllerEpoch, ReplicaAssignment
 from controller.request_batch import BrokerRequest
 from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
@@ -139,7 +139,7 @@ def one_round(connect: str, partitions: int) -> dict[str, Any]:
         gc.collect()
         started = time.perf_counter()
         ctx.remove_live_brokers({LOST})
-        state_machines.replicas_become_offline(
+        reactions.replicas_become_offline(
             psm, rsm, ctx.replicas_on_brokers({LOST}), lambda _replicas: None
         )
         decided = time.perf_counter()
@@ -165,7 +165,7 @@ def shutdown_round(connect: str, partitions: int) -> dict[str, Any]:
         gc.collect()
         started = time.perf_counter()
         ops.deferred = True  # as inside an event: one request of each kind per broker
-        led, remaining = state_machines.controlled_shutdown_moves(psm, rsm, LOST)
+        led, remaining = reactions.controlled_shutdown_moves(psm, rsm, LOST)
         ops.deferred = False
         ops.flush()
         decided = time.perf_counter()
@@ -194,7 +194,7 @@ def crash_failover_round(connect: str, partitions: int) -> dict[str, Any]:
     ):
         gc.collect()
         started = time.perf_counter()
-        state_machines.start_state_machines(psm, rsm)
+        reactions.start_state_machines(psm, rsm)
         decided = time.perf_counter()
         requests = encode_sent(sent)
         encoded = time.perf_counter()

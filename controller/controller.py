@@ -31,21 +31,20 @@ from controller.context import (
     ControllerContext,
     LeaderIsrAndControllerEpoch,
     PartitionReplica,
-    PartitionStateName,
     ReplicaAssignment,
-    ReplicaStateName,
 )
-from controller.election import ElectionStrategy, imbalanced_partitions
-from controller.reassignment import reassign_partition
-from controller.request_batch import BrokerRequest, RequestBatch, encode_shared_bodies
-from controller.state_machines import (
-    ControllerOps,
-    PartitionStateMachine,
-    ReplicaStateMachine,
+from controller.election import imbalanced_partitions
+from controller.reactions import (
+    brokers_failed,
+    brokers_started,
     controlled_shutdown_moves,
-    replicas_become_offline,
+    new_partitions,
+    preferred_election,
     start_state_machines,
 )
+from controller.reassignment import reassign_partition
+from controller.request_batch import BrokerRequest, RequestBatch, encode_shared_bodies
+from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
 from controller.store import ZkControllerStore
 from controller.topic_deletion import TopicDeletionManager
 from election.controller_election import (
@@ -76,8 +75,6 @@ from zkdata.znodes import (
 
 log = logging.getLogger(__name__)
 
-P = PartitionStateName
-R = ReplicaStateName
 
 # ZooKeeper could not be used: the controller cannot know its view is whole, so it resigns.
 _ZK_ERRORS = (KazooException, KazooTimeoutError)
@@ -751,46 +748,24 @@ class KafkaController:
             self.channel.add_broker(b, *reg.address(self.config.inter_broker_listener_name))
             self.handlers.register(zk_handlers.broker_modifications(self.events.put, b))
         if new:
-            ctx.add_live_brokers({b: current[b] for b in new})
-            self._on_broker_startup(new)
+            self._on_broker_startup({b: current[b] for b in new})
         if bounced:
             # A new incarnation: whatever the old one held is gone (KIP-380).
-            ctx.remove_live_brokers(bounced)
             self._on_broker_failure(bounced)
-            ctx.add_live_brokers({b: current[b] for b in bounced})
-            self._on_broker_startup(bounced)
+            self._on_broker_startup({b: current[b] for b in bounced})
         if dead:
-            ctx.remove_live_brokers(dead)
             self._on_broker_failure(dead)
 
-    def _on_broker_startup(self, new: set[int]) -> None:
-        ctx, ops = self.ctx, self.ops
-        ctx.shutting_down_broker_ids -= new
-        existing = ctx.live_or_shutting_down_broker_ids - new
-        ops.batch.add_update_metadata(existing, [])
-        ops.batch.add_update_metadata(new, None)
-        ops.barrier()  # the new brokers learn the cluster before any LeaderAndIsr
-        self.replica_sm.handle_state_changes(ctx.replicas_on_brokers(new), R.ONLINE)
-        self.partition_sm.trigger_online_partition_state_change()
-        for tp in sorted(ctx.partitions_being_reassigned):
-            if set(ctx.full_assignment(tp).target_replicas) & new:
-                self._on_partition_reassignment(tp)
-        ineligible = [
-            t
-            for t in ctx.topics_ineligible_for_deletion
-            if any(r in new for pr in ctx.replicas_for_topic(t) for r in (pr.replica,))
-        ]
-        if ineligible:
-            self.deletion.resume_for(ineligible)
+    def _on_broker_startup(self, started: dict[int, tuple[BrokerRegistration, int]]) -> None:
+        resume = brokers_started(self.partition_sm, self.replica_sm, started)
+        for tp in resume.reassignments:
+            self._on_partition_reassignment(tp)
+        if resume.deletions:
+            self.deletion.resume_for(resume.deletions)
 
     def _on_broker_failure(self, dead: set[int]) -> None:
-        ctx = self.ctx
-        ctx.shutting_down_broker_ids -= dead
-        replicas_become_offline(
-            self.partition_sm,
-            self.replica_sm,
-            ctx.replicas_on_brokers(dead),
-            self.deletion.fail_replica_deletion,
+        brokers_failed(
+            self.partition_sm, self.replica_sm, dead, self.deletion.fail_replica_deletion
         )
 
     def _on_BrokerModifications(self, event: ev.BrokerModifications) -> None:
@@ -835,14 +810,7 @@ class KafkaController:
             self._on_new_partition_creation(added)
 
     def _on_new_partition_creation(self, tps: list[TopicPartition]) -> None:
-        if not tps:
-            return
-        ctx = self.ctx
-        replicas = [PartitionReplica(tp, r) for tp in tps for r in ctx.replicas(tp)]
-        self.partition_sm.handle_state_changes(tps, P.NEW)
-        self.replica_sm.handle_state_changes(replicas, R.NEW)
-        self.partition_sm.handle_state_changes(tps, P.ONLINE, ElectionStrategy.OFFLINE)
-        self.replica_sm.handle_state_changes(replicas, R.ONLINE)
+        new_partitions(self.partition_sm, self.replica_sm, tps)
 
     def _on_PartitionModifications(self, event: ev.PartitionModifications) -> None:
         if not self.is_active or event.topic not in self.ctx.assignments:
@@ -1078,19 +1046,7 @@ class KafkaController:
         self.store.delete_paths([paths.PREFERRED_REPLICA_ELECTION], ctx.epoch_zk_version)
 
     def _elect_preferred(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
-        ctx = self.ctx
-        eligible = []
-        for tp in tps:
-            lice = ctx.leadership.get(tp)
-            if lice is None or ctx.is_topic_queued_for_deletion(tp.topic):
-                continue
-            replicas = ctx.replicas(tp)
-            if replicas and lice.leader_and_isr.leader == replicas[0]:
-                continue  # already led by its preferred replica
-            eligible.append(tp)
-        return self.partition_sm.handle_state_changes(
-            eligible, P.ONLINE, ElectionStrategy.PREFERRED
-        )
+        return preferred_election(self.partition_sm, tps)
 
     def _on_AutoPreferredReplicaLeaderElection(
         self, _event: ev.AutoPreferredReplicaLeaderElection

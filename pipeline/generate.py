@@ -4,9 +4,10 @@
 
 A discrete-event simulation of a cluster: the controller's real partition and replica state
 machines (`controller/state_machines.py`, deciding with `controller/election.py`) run over
-an in-memory store (`pipeline.simstore`), with Kafka's reactions to events as
-`controller/controller.py` has them (failover, broker loss and start-up, controlled
-shutdown, ISR change notifications, preferred leader rebalance). Brokers apply the
+an in-memory store (`pipeline.simstore`), driven by the controller's own reactions to
+events (`controller/reactions.py`: failover, broker loss and start-up, new partitions,
+controlled shutdown, preferred leader rebalance), as the real controller calls them, and
+ISR change notifications. Brokers apply the
 LeaderAndIsr requests the real request batch builds, with the replica manager's fencing,
 and leaders shrink and expand ISRs. Every line is written through a `StateChangeLog`, so
 lines have the real events and fields; only time is simulated.
@@ -41,17 +42,15 @@ from broker.state_change_log import (
     PartitionStateRow,
     StateChangeLog,
 )
-from controller import election
+from controller import election, reactions
 from controller.assignment import assign_replicas_to_brokers
 from controller.context import (
     ControllerContext,
     LeaderIsrAndControllerEpoch,
-    PartitionReplica,
     PartitionStateName,
     ReplicaAssignment,
     ReplicaStateName,
 )
-from controller.election import ElectionStrategy
 from controller.request_batch import BrokerRequest
 from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
 from pipeline.simstore import SimStore
@@ -167,66 +166,26 @@ class Controller:
         self.load()
         self.ops.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids, None)
         self.ops.barrier()
-        self.rsm.startup()
-        self.psm.startup()
+        reactions.start_state_machines(self.psm, self.rsm)
 
     def create_topics(self, tps: list[TopicPartition]) -> None:
-        ctx = self.ctx
         for tp in tps:
-            ctx.update_assignment(tp, ReplicaAssignment(self.sim.assignment[tp]))
-        replicas = [PartitionReplica(tp, r) for tp in tps for r in ctx.replicas(tp)]
-        self.psm.handle_state_changes(tps, P.NEW)
-        self.rsm.handle_state_changes(replicas, R.NEW)
-        self.psm.handle_state_changes(tps, P.ONLINE, ElectionStrategy.OFFLINE)
-        self.rsm.handle_state_changes(replicas, R.ONLINE)
+            self.ctx.update_assignment(tp, ReplicaAssignment(self.sim.assignment[tp]))
+        reactions.new_partitions(self.psm, self.rsm, tps)
 
     def broker_failure(self, dead: set[int]) -> None:
-        ctx = self.ctx
-        ctx.remove_live_brokers(dead)
-        ctx.shutting_down_broker_ids -= dead
-        offline = [
-            tp
-            for tp, lice in ctx.leadership.items()
-            if not ctx.is_replica_online(lice.leader_and_isr.leader)
-        ]
-        self.psm.handle_state_changes(offline, P.OFFLINE)
-        self.psm.trigger_online_partition_state_change()
-        self.rsm.handle_state_changes(ctx.replicas_on_brokers(dead), R.OFFLINE)
-        if not offline:
-            self.ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
-            self.ops.flush()
+        # No topic is deleted here, so no replica deletion can fail.
+        reactions.brokers_failed(self.psm, self.rsm, dead, lambda _replicas: None)
 
     def broker_startup(self, new: set[int]) -> None:
-        ctx, ops = self.ctx, self.ops
-        ctx.add_live_brokers({b: (registration(b), self.sim.brokers[b].epoch) for b in new})
-        ctx.shutting_down_broker_ids -= new
-        ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids - new, [])
-        ops.batch.add_update_metadata(new, None)
-        ops.barrier()
-        self.rsm.handle_state_changes(ctx.replicas_on_brokers(new), R.ONLINE)
-        self.psm.trigger_online_partition_state_change()
+        started = {b: (registration(b), self.sim.brokers[b].epoch) for b in new}
+        reactions.brokers_started(self.psm, self.rsm, started)
 
     def controlled_shutdown(self, broker: int) -> int:
-        ctx = self.ctx
-        ctx.shutting_down_broker_ids.add(broker)
-        candidates = [
-            tp
-            for tp in ctx.partitions_on_broker(broker)
-            if len(ctx.replicas(tp)) > 1 and tp in ctx.leadership
-        ]
-        led = [tp for tp in candidates if ctx.leadership[tp].leader_and_isr.leader == broker]
-        followed = [tp for tp in candidates if tp not in set(led)]
-        self.psm.handle_state_changes(led, P.ONLINE, ElectionStrategy.CONTROLLED_SHUTDOWN)
-        for tp in followed:
-            self.ops.batch.add_stop_replica([broker], tp, delete_partition=False)
+        """The partitions the broker still leads once its leaderships were moved."""
+        _led, remaining = reactions.controlled_shutdown_moves(self.psm, self.rsm, broker)
         self.ops.flush()
-        self.rsm.handle_state_changes(
-            [PartitionReplica(tp, broker) for tp in followed],
-            R.OFFLINE,
-            reason="controlled_shutdown",
-        )
-        self.ops.barrier()
-        return sum(1 for tp in ctx.partitions_led_by(broker) if len(ctx.replicas(tp)) > 1)
+        return len(remaining)
 
     def isr_changed(self, tps: Iterable[TopicPartition]) -> None:
         ctx = self.ctx
@@ -241,15 +200,8 @@ class Controller:
             self.ops.flush()
 
     def rebalance(self) -> None:
-        ctx = self.ctx
-        for _broker, tps in sorted(election.imbalanced_partitions(ctx, 10).items()):
-            eligible = [
-                tp
-                for tp in tps
-                if tp in ctx.leadership
-                and ctx.leadership[tp].leader_and_isr.leader != ctx.replicas(tp)[0]
-            ]
-            self.psm.handle_state_changes(eligible, P.ONLINE, ElectionStrategy.PREFERRED)
+        for _broker, tps in sorted(election.imbalanced_partitions(self.ctx, 10).items()):
+            reactions.preferred_election(self.psm, tps)
 
 
 def registration(broker_id: int) -> BrokerRegistration:

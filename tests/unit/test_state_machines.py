@@ -29,7 +29,7 @@ from hypothesis.stateful import (
 )
 
 from broker.state_change_log import StateChangeLog
-from controller import election, state_machines
+from controller import election, reactions, state_machines
 from controller.context import (
     ControllerContext,
     LeaderIsrAndControllerEpoch,
@@ -112,39 +112,35 @@ class Cluster:
             self.ctx.add_live_brokers({b: (registration(b), self.broker_epoch)})
 
     def create_topic(self, topic: str, assignment: dict[int, Sequence[int]]) -> None:
-        """onNewPartitionCreation."""
+        """A new topic, or partitions added to one: onNewPartitionCreation."""
         tps = []
         for p, replicas in assignment.items():
             tp = TopicPartition(topic, p)
             self.ctx.update_assignment(tp, ReplicaAssignment(tuple(replicas)))
             tps.append(tp)
-        replicas_ = [PartitionReplica(tp, r) for tp in tps for r in self.ctx.replicas(tp)]
-        self.psm.handle_state_changes(tps, P.NEW)
-        self.rsm.handle_state_changes(replicas_, R.NEW)
-        self.psm.handle_state_changes(tps, P.ONLINE, ElectionStrategy.OFFLINE)
-        self.rsm.handle_state_changes(replicas_, R.ONLINE)
+        reactions.new_partitions(self.psm, self.rsm, tps)
 
     def kill(self, *brokers: int) -> None:
         """onBrokerFailure -> onReplicasBecomeOffline."""
-        dead = set(brokers)
-        self.ctx.remove_live_brokers(dead)
-        self.ctx.shutting_down_broker_ids -= dead
-        replicas = self.ctx.replicas_on_brokers(dead)
-        state_machines.replicas_become_offline(
-            self.psm, self.rsm, replicas, self.deletion.fail_replica_deletion
-        )
+        reactions.brokers_failed(self.psm, self.rsm, brokers, self.deletion.fail_replica_deletion)
 
-    def start(self, *brokers: int) -> None:
-        """onBrokerStartup."""
-        new = set(brokers)
-        self.add_brokers(new)
-        self.ctx.shutting_down_broker_ids -= new
-        self.rsm.handle_state_changes(self.ctx.replicas_on_brokers(new), R.ONLINE)
-        self.psm.trigger_online_partition_state_change()
+    def start(self, *brokers: int) -> reactions.BrokersStarted:
+        """onBrokerStartup, with a new broker epoch: what it lets resume."""
+        started = {}
+        for b in brokers:
+            self.broker_epoch += 1
+            started[b] = (registration(b), self.broker_epoch)
+        return reactions.brokers_started(self.psm, self.rsm, started)
+
+    def bounce(self, *brokers: int) -> reactions.BrokersStarted:
+        """Brokers that re-registered (a new broker epoch) before the controller saw them
+        go: failed, then started (KafkaController's onBrokerChange for bounced brokers)."""
+        self.kill(*brokers)
+        return self.start(*brokers)
 
     def controlled_shutdown(self, broker: int) -> list[TopicPartition]:
         """doControlledShutdown: the partitions the broker still leads afterwards."""
-        _led, remaining = state_machines.controlled_shutdown_moves(self.psm, self.rsm, broker)
+        _led, remaining = reactions.controlled_shutdown_moves(self.psm, self.rsm, broker)
         return remaining
 
     def preferred_election(
@@ -976,6 +972,26 @@ def test_replica_deletion_path() -> None:
     assert 3 not in c.ctx.replica_states_of(T0)
 
 
+def test_a_bounced_broker_is_failed_and_started_with_its_new_epoch() -> None:
+    c = three_partitions()
+    before = c.ctx.broker_epochs[1]
+    c.sent.clear()
+    c.bounce(1)
+    assert c.ctx.broker_epochs[1] > before
+    assert sorted(c.ctx.live_brokers) == [1, 2, 3]
+    # The partition it led has a new leader, and it left every ISR (its log may be behind).
+    assert c.leader_and_isr(T0).leader == 2
+    for tp in (T0, T1, T2):
+        assert 1 not in c.leader_and_isr(tp).isr
+        assert c.ctx.replica_state(PartitionReplica(tp, 1)) is R.ONLINE
+    # It learned the whole cluster before any LeaderAndIsr, then every partition it hosts.
+    to_1 = [r.api_key for r in c.requests() if r.broker_id == 1]
+    assert to_1[0] == ApiKey.UPDATE_METADATA
+    assert {
+        tp for tp in (T0, T1, T2) if 1 in c.partition_states_sent(ApiKey.LEADER_AND_ISR, tp)
+    } == {T0, T1, T2}
+
+
 def test_new_replica_that_would_lead_is_refused() -> None:
     c = Cluster()
     c.ctx.update_assignment(T0, ReplicaAssignment((1, 2)))
@@ -1038,7 +1054,7 @@ def test_startup_from_a_loaded_context() -> None:
     ):
         c.load(tp, replicas, lai)
     phases: list[str] = []
-    state_machines.start_state_machines(c.psm, c.rsm, phases.append)
+    reactions.start_state_machines(c.psm, c.rsm, phases.append)
     assert phases == [
         "replica_state_machine_ms",
         "partition_state_machine_ms",
@@ -1073,7 +1089,7 @@ def test_a_failover_in_an_event_sends_each_partition_state_once() -> None:
     ):
         c.load(tp, replicas, lai)
     c.ops.deferred = True
-    state_machines.start_state_machines(c.psm, c.rsm)
+    reactions.start_state_machines(c.psm, c.rsm)
     c.ops.deferred = False
     c.ops.flush()
     assert len(c.sent) == 2
@@ -1121,6 +1137,8 @@ class ControllerMachine(RuleBasedStateMachine):
         # replicas the controller was told are gone: they must be OfflineReplica
         self.gone: set[PartitionReplica] = set()
         self.deleted: set[str] = set()  # topics whose deletion completed
+        # brokers that bounced in the step: dead while the controller decided, live after
+        self.bounced: set[int] = set()
 
     # --- rules ------------------------------------------------------------------------
 
@@ -1154,18 +1172,26 @@ class ControllerMachine(RuleBasedStateMachine):
     def start(self, broker: int) -> None:
         if broker not in self.c.ctx.live_brokers:
             self.gone -= set(self.c.ctx.replicas_on_brokers({broker}))
-            self.c.start(broker)
-            self.resume_reassignments({broker})
-            ctx = self.c.ctx
-            ineligible = [
-                t
-                for t in ctx.topics_ineligible_for_deletion
-                if any(pr.replica == broker for pr in ctx.replicas_for_topic(t))
-            ]
-            if ineligible:
-                self.c.deletion.resume_for(ineligible)
-            self.deletions_done()
-            self.assert_elected_where_possible()
+            self.resume(self.c.start(broker))
+
+    @rule(broker=st.sampled_from(BROKERS))
+    def bounce(self, broker: int) -> None:
+        """The broker restarted before the controller saw it go: its registration has a new
+        broker epoch, and it is treated as failed and started (KIP-380)."""
+        if broker in self.c.ctx.live_brokers:
+            before = self.c.ctx.broker_epochs[broker]
+            self.bounced.add(broker)
+            self.resume(self.c.bounce(broker))
+            assert self.c.ctx.broker_epochs[broker] > before
+
+    def resume(self, started: reactions.BrokersStarted) -> None:
+        """What a broker's return lets move on, as the shell resumes it."""
+        for tp in started.reassignments:
+            self.resume_reassignment(tp)
+        if started.deletions:
+            self.c.deletion.resume_for(started.deletions)
+        self.deletions_done()
+        self.assert_elected_where_possible()
 
     @rule(broker=st.sampled_from(BROKERS))
     def controlled_shutdown(self, broker: int) -> None:
@@ -1387,14 +1413,10 @@ class ControllerMachine(RuleBasedStateMachine):
                 self.gone = {pr for pr in self.gone if pr.topic_partition.topic != topic}
                 self.last_epoch = {tp: e for tp, e in self.last_epoch.items() if tp.topic != topic}
 
-    def resume_reassignments(self, brokers: set[int] | None = None) -> None:
-        """A failover resumes every reassignment (None); a broker's return those with a
-        target replica on it."""
-        ctx = self.c.ctx
-        for tp in sorted(ctx.partitions_being_reassigned):
-            target = ctx.full_assignment(tp).target_replicas
-            if brokers is None or set(target) & brokers:
-                self.resume_reassignment(tp)
+    def resume_reassignments(self) -> None:
+        """A failover resumes every reassignment."""
+        for tp in sorted(self.c.ctx.partitions_being_reassigned):
+            self.resume_reassignment(tp)
 
     @rule(data=st.data())
     def fenced(self, data: st.DataObject) -> None:
@@ -1468,7 +1490,7 @@ class ControllerMachine(RuleBasedStateMachine):
         c.psm = PartitionStateMachine(c.ops)
         c.rsm = ReplicaStateMachine(c.ops)
         c.deletion = TopicDeletionManager(c.ops, c.psm, c.rsm, c.store, lambda _topic: None)
-        state_machines.start_state_machines(c.psm, c.rsm)
+        reactions.start_state_machines(c.psm, c.rsm)
         self.resume_reassignments()
         c.deletion.resume()
         self.deletions_done()
@@ -1588,8 +1610,10 @@ class ControllerMachine(RuleBasedStateMachine):
                     assert after.leader in before.isr, f"unclean election: {w}"
                 elif after.leader not in before.isr:
                     assert after.isr == (after.leader,), w
-                    assert not set(before.isr) & ctx.live_broker_ids, f"needless unclean: {w}"
+                    live = ctx.live_broker_ids - self.bounced
+                    assert not set(before.isr) & live, f"needless unclean: {w}"
         self.checked_writes = len(self.c.store.writes)
+        self.bounced.clear()
 
     @invariant()
     def requests_carry_only_real_states(self) -> None:

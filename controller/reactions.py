@@ -1,0 +1,257 @@
+"""What the controller does on each kind of event, over both state machines
+(KafkaController.scala's onBrokerStartup, onBrokerFailure, onNewPartitionCreation, the
+state machines' start in onControllerFailover, doControlledShutdown, and a preferred
+election's choice of partitions).
+
+These are the decisions' sequences, not I/O: the shell (`controller.controller`) calls them
+from its event handlers after reading ZooKeeper, and the stateful model of the tests and
+the log generator of `pipeline/` call the same functions, so what they exercise is what
+the controller does. What the shell alone does around them (channels to brokers, watches,
+the znodes of admin requests) stays in the shell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from controller.context import PartitionReplica, PartitionStateName, ReplicaStateName
+from controller.election import ElectionStrategy
+from controller.state_machines import PartitionStateMachine, ReplicaStateMachine
+from zkdata.znodes import BrokerRegistration, LeaderAndIsr, TopicPartition
+
+P = PartitionStateName
+R = ReplicaStateName
+
+# (registration, broker epoch) of each broker, as the controller reads /brokers/ids.
+Registrations = dict[int, tuple[BrokerRegistration, int]]
+
+
+def new_partitions(
+    partition_sm: PartitionStateMachine,
+    replica_sm: ReplicaStateMachine,
+    tps: Sequence[TopicPartition],
+) -> None:
+    """onNewPartitionCreation: partitions whose assignments the context holds now (a new
+    topic, or partitions added to one) go New, then Online with a leader from their live
+    replicas; their replicas go New, then Online."""
+    if not tps:
+        return
+    ctx = partition_sm.ops.ctx
+    replicas = [PartitionReplica(tp, r) for tp in tps for r in ctx.replicas(tp)]
+    partition_sm.handle_state_changes(tps, P.NEW)
+    replica_sm.handle_state_changes(replicas, R.NEW)
+    partition_sm.handle_state_changes(tps, P.ONLINE, ElectionStrategy.OFFLINE)
+    replica_sm.handle_state_changes(replicas, R.ONLINE)
+
+
+@dataclass
+class BrokersStarted:
+    """What a broker's return lets move on, for the caller to resume: the reassignments
+    with a target replica on it, and the topics held from deletion that have a replica
+    on it."""
+
+    reassignments: list[TopicPartition] = field(default_factory=list)
+    deletions: list[str] = field(default_factory=list)
+
+
+def brokers_started(
+    partition_sm: PartitionStateMachine,
+    replica_sm: ReplicaStateMachine,
+    started: Registrations,
+) -> BrokersStarted:
+    """onBrokerStartup: the brokers join the live set; the brokers known before learn of
+    them and they learn the whole cluster, before any LeaderAndIsr; their replicas go
+    Online (each is sent its partition's state) and every New or Offline partition is
+    elected."""
+    ops = partition_sm.ops
+    ctx = ops.ctx
+    new = set(started)
+    ctx.add_live_brokers(started)
+    ctx.shutting_down_broker_ids -= new
+    existing = ctx.live_or_shutting_down_broker_ids - new
+    ops.batch.add_update_metadata(existing, [])
+    ops.batch.add_update_metadata(new, None)
+    ops.barrier()
+    replica_sm.handle_state_changes(ctx.replicas_on_brokers(new), R.ONLINE)
+    partition_sm.trigger_online_partition_state_change()
+    return BrokersStarted(
+        reassignments=[
+            tp
+            for tp in sorted(ctx.partitions_being_reassigned)
+            if set(ctx.full_assignment(tp).target_replicas) & new
+        ],
+        deletions=[
+            t
+            for t in sorted(ctx.topics_ineligible_for_deletion)
+            if any(pr.replica in new for pr in ctx.replicas_for_topic(t))
+        ],
+    )
+
+
+def brokers_failed(
+    partition_sm: PartitionStateMachine,
+    replica_sm: ReplicaStateMachine,
+    dead: Iterable[int],
+    fail_replica_deletion: Callable[[list[PartitionReplica]], None],
+) -> None:
+    """onBrokerFailure: the brokers leave the live set (and the shutting-down one), and
+    their replicas become offline (`replicas_become_offline`). A broker that bounced (a
+    new registration, so a new broker epoch) goes through this, then `brokers_started`:
+    whatever its old incarnation held is gone (KIP-380)."""
+    ctx = partition_sm.ops.ctx
+    gone = set(dead)
+    ctx.remove_live_brokers(gone)
+    ctx.shutting_down_broker_ids -= gone
+    replicas_become_offline(
+        partition_sm, replica_sm, ctx.replicas_on_brokers(gone), fail_replica_deletion
+    )
+
+
+def preferred_election(
+    partition_sm: PartitionStateMachine, tps: Iterable[TopicPartition]
+) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+    """onReplicaElection with the preferred strategy, for an admin request or the auto
+    rebalance: the partitions that have a state, are not being deleted and are not led by
+    their preferred replica already move to it where it is live and in the ISR."""
+    ctx = partition_sm.ops.ctx
+    eligible = []
+    for tp in tps:
+        lice = ctx.leadership.get(tp)
+        if lice is None or ctx.is_topic_queued_for_deletion(tp.topic):
+            continue
+        replicas = ctx.replicas(tp)
+        if replicas and lice.leader_and_isr.leader == replicas[0]:
+            continue  # already led by its preferred replica
+        eligible.append(tp)
+    return partition_sm.handle_state_changes(eligible, P.ONLINE, ElectionStrategy.PREFERRED)
+
+
+def start_state_machines(
+    partition_sm: PartitionStateMachine,
+    replica_sm: ReplicaStateMachine,
+    mark: Callable[[str], None] = lambda _phase: None,
+) -> None:
+    """A failover's start of the state machines (KafkaController.onControllerFailover):
+    replicas on live brokers go Online and are sent their partition's state, every New or
+    Offline partition is elected, then the replicas on dead brokers go Offline, out of the
+    ISRs still holding them. ``mark(phase)`` is called as each of the three ends.
+
+    Kafka takes the dead replicas Offline before the elections. A replica leaving the ISR
+    of a partition it led leaves it without a leader, so each partition the dead broker
+    led is written twice, leader -1 with a new leader epoch and then its elected leader,
+    and is offline in ZooKeeper in between. That is the common failover: a controller
+    that crashed led its share of the partitions. Here the elections come first, as after
+    a broker loss (`replicas_become_offline`): one write each. The elected ISRs hold only
+    live replicas, so the replica step leaves those partitions alone, and a partition that
+    no live replica may lead ends as Kafka leaves it, without a leader.
+    """
+    ops = partition_sm.ops
+    dead = replica_sm.startup()
+    mark("replica_state_machine_ms")
+    elected: dict[TopicPartition, LeaderAndIsr] = {}
+    ops.elections_written = elected
+    try:
+        partition_sm.startup()
+    finally:
+        ops.elections_written = None
+    mark("partition_state_machine_ms")
+    # The new leaders go out before the replica step, as after a broker loss. Inside an
+    # event the start-up's re-sent states are still batched: those of the partitions the
+    # replica step is about to change are held back, or their brokers would get each of
+    # them twice, the second moments after the first (20,000 of them when a crashed
+    # controller followed 20,000 partitions). One the step leaves alone goes at the end.
+    held = ops.batch.hold_leader_and_isr({pr.topic_partition for pr in dead} - elected.keys())
+    ops.barrier()
+    ops.batch.restore_leader_and_isr(held)
+    replica_sm.handle_state_changes(dead, R.OFFLINE, just_written=elected)
+    mark("offline_replicas_ms")
+
+
+def replicas_become_offline(
+    partition_sm: PartitionStateMachine,
+    replica_sm: ReplicaStateMachine,
+    replicas: Sequence[PartitionReplica],
+    fail_replica_deletion: Callable[[list[PartitionReplica]], None],
+) -> None:
+    """onReplicasBecomeOffline (KafkaController.scala): what a broker loss sets in motion.
+
+    The partitions these replicas led go Offline and are elected anew; then the replicas
+    go Offline, which takes them out of the ISRs still holding them. Replicas of topics
+    queued for deletion are handed to `fail_replica_deletion` instead.
+    """
+    ops = partition_sm.ops
+    ctx = ops.ctx
+    for_deletion = [
+        pr for pr in replicas if ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
+    ]
+    not_for_deletion = [
+        pr for pr in replicas if not ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
+    ]
+    online = ctx.live_broker_ids  # is_replica_online, for every partition of the cluster
+    offline_leader = [
+        tp
+        for tp, lice in ctx.leadership.items()
+        if lice.leader_and_isr.leader not in online
+        and not ctx.is_topic_queued_for_deletion(tp.topic)
+    ]
+    elected: dict[TopicPartition, LeaderAndIsr] = {}
+    ops.elections_written = elected
+    try:
+        partition_sm.handle_state_changes(offline_leader, P.OFFLINE)
+        partition_sm.trigger_online_partition_state_change()
+    finally:
+        ops.elections_written = None
+    # The new leaders go out now, as Kafka sends each state machine's batch, even within
+    # an event that otherwise sends once at its end: the replicas' step below re-reads
+    # the states it touches (all but those just elected without the lost replica) while
+    # the brokers apply their new leaderships. It adds requests only for partitions whose
+    # ISR still held a lost replica, which the elections just made have not touched, so
+    # nothing is sent twice.
+    ops.barrier()
+    replica_sm.handle_state_changes(not_for_deletion, R.OFFLINE, just_written=elected)
+    if for_deletion:
+        fail_replica_deletion(for_deletion)
+    if not offline_leader:
+        ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
+        ops.flush()
+
+
+def controlled_shutdown_moves(
+    partition_sm: PartitionStateMachine, replica_sm: ReplicaStateMachine, broker_id: int
+) -> tuple[list[TopicPartition], list[TopicPartition]]:
+    """doControlledShutdown (KafkaController.scala): move a stopping broker's leaderships
+    away and take it out of the ISRs of the partitions it follows.
+
+    Returns the partitions it led, and those it still leads (no other ISR member could
+    take over). Topics queued for deletion and single-replica partitions are left alone.
+    """
+    ops = partition_sm.ops
+    ctx = ops.ctx
+    ctx.shutting_down_broker_ids.add(broker_id)
+    candidates = [
+        tp
+        for tp in ctx.partitions_on_broker(broker_id)
+        if len(ctx.replicas(tp)) > 1
+        and tp in ctx.leadership
+        and not ctx.is_topic_queued_for_deletion(tp.topic)
+    ]
+    led = [tp for tp in candidates if ctx.leadership[tp].leader_and_isr.leader == broker_id]
+    followed = [tp for tp in candidates if ctx.leadership[tp].leader_and_isr.leader != broker_id]
+    partition_sm.handle_state_changes(led, P.ONLINE, ElectionStrategy.CONTROLLED_SHUTDOWN)
+    for tp in followed:
+        ops.batch.add_stop_replica([broker_id], tp, delete_partition=False)
+    # The new leaders (and the StopReplicas) go out before the ISR step, as in Kafka and
+    # as after a broker loss (see replicas_become_offline).
+    ops.barrier()
+    replica_sm.handle_state_changes(
+        [PartitionReplica(tp, broker_id) for tp in followed],
+        R.OFFLINE,
+        reason="controlled_shutdown",
+    )
+    remaining = [
+        tp
+        for tp in ctx.partitions_led_by(broker_id)
+        if len(ctx.replicas(tp)) > 1 and not ctx.is_topic_queued_for_deletion(tp.topic)
+    ]
+    return led, remaining
