@@ -73,7 +73,16 @@ def brokers_started(
     ops.batch.add_update_metadata(existing, [])
     ops.batch.add_update_metadata(new, None)
     ops.barrier()
-    replica_sm.handle_state_changes(ctx.replicas_on_brokers(new), R.ONLINE)
+    # A replica whose deletion succeeded before its broker went stays deleted (Kafka tries
+    # to move it Online, which its state machine refuses).
+    replica_sm.handle_state_changes(
+        [
+            pr
+            for pr in ctx.replicas_on_brokers(new)
+            if ctx.replica_state(pr) is not R.DELETION_SUCCESSFUL
+        ],
+        R.ONLINE,
+    )
     partition_sm.trigger_online_partition_state_change()
     return BrokersStarted(
         reassignments=[

@@ -54,15 +54,36 @@ class TopicDeletionManager:
             self.resume()
 
     def fail_replica_deletion(self, replicas: list[PartitionReplica]) -> None:
-        replicas = [
-            pr for pr in replicas if pr.topic_partition.topic in self.ctx.topics_to_be_deleted
-        ]
-        if replicas:
-            self.replicas.handle_state_changes(replicas, R.DELETION_INELIGIBLE)
+        """Replicas of topics queued for deletion that cannot be deleted now (their broker
+        failed, or answered the StopReplica with an error): their topics wait for them."""
+        failed = self._to_ineligible(
+            [pr for pr in replicas if pr.topic_partition.topic in self.ctx.topics_to_be_deleted]
+        )
+        if failed:
             self.mark_ineligible(
-                {pr.topic_partition.topic for pr in replicas}, "a replica failed to delete"
+                {pr.topic_partition.topic for pr in failed}, "a replica failed to delete"
             )
             self.resume()
+
+    def _to_ineligible(self, replicas: list[PartitionReplica]) -> list[PartitionReplica]:
+        """Moves `replicas` to ReplicaDeletionIneligible by valid transitions; returns those
+        it moved. A replica whose deletion succeeded stays deleted, and one already
+        ineligible stays so. One its topic's deletion has not reached yet (New or Online:
+        the topic is held, or a partition was created while its broker was down) goes
+        Offline first, as its deletion would take it. Kafka moves them all at once, which
+        its state machine refuses (and logs) from those states: such a replica stayed
+        Online, its broker down."""
+        ctx = self.ctx
+        moved = [
+            pr
+            for pr in replicas
+            if ctx.replica_state(pr)
+            not in (R.DELETION_SUCCESSFUL, R.DELETION_INELIGIBLE, R.NON_EXISTENT)
+        ]
+        not_reached = [pr for pr in moved if ctx.replica_state(pr) in (R.NEW, R.ONLINE)]
+        self.replicas.handle_state_changes(not_reached, R.OFFLINE, reason="deleted")
+        self.replicas.handle_state_changes(moved, R.DELETION_INELIGIBLE)
+        return moved
 
     def complete_replica_deletion(self, replicas: list[PartitionReplica]) -> None:
         if replicas:
@@ -117,15 +138,18 @@ class TopicDeletionManager:
         ops.flush()
         dead: list[PartitionReplica] = []
         retry: list[PartitionReplica] = []
-        ineligible: set[str] = set()
         for topic in topics:
             for pr in ctx.replicas_for_topic(topic):
+                if ctx.replica_state(pr) is R.DELETION_SUCCESSFUL:
+                    continue  # deleted already: its broker need not be live
                 if not ctx.is_replica_online(pr.replica):
                     dead.append(pr)
-                    ineligible.add(topic)
-                elif ctx.replica_state(pr) is not R.DELETION_SUCCESSFUL:
+                else:
                     retry.append(pr)
-        self.replicas.handle_state_changes(dead, R.DELETION_INELIGIBLE)
+        # Only replicas not deleted yet hold a topic: Kafka holds it for any replica on a
+        # dead broker, one already deleted too, which then waits for that broker.
+        ineligible = {pr.topic_partition.topic for pr in dead}
+        self._to_ineligible(dead)
         self.replicas.handle_state_changes(retry, R.OFFLINE, reason="deleted")
         self.replicas.handle_state_changes(retry, R.DELETION_STARTED)
         if ineligible:

@@ -972,6 +972,81 @@ def test_replica_deletion_path() -> None:
     assert 3 not in c.ctx.replica_states_of(T0)
 
 
+def refused_transitions(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "state transition" in r.getMessage()]
+
+
+def delete(c: Cluster, topic: str) -> None:
+    """/admin/delete_topics gets `topic`."""
+    c.ctx.topics_to_be_deleted.add(topic)
+    c.deletion.resume()
+
+
+def test_deleting_a_topic_created_while_a_replica_was_down_waits_for_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Created while broker 3 was down: its replicas went Online (as in Kafka). The deletion
+    # takes them Offline, then ineligible; Kafka asks for Online -> ineligible, refused.
+    c = Cluster(brokers=(1, 2))
+    c.create_topic(T, {0: (1, 2, 3), 1: (3, 1, 2)})
+    delete(c, T)
+    dead = [PartitionReplica(T0, 3), PartitionReplica(T1, 3)]
+    assert [c.ctx.replica_state(pr) for pr in dead] == [R.DELETION_INELIGIBLE] * 2
+    assert T in c.ctx.topics_ineligible_for_deletion
+    c.deletion.complete_replica_deletion(
+        [PartitionReplica(tp, b) for tp in (T0, T1) for b in (1, 2)]
+    )
+    assert T in c.ctx.all_topics  # held for broker 3
+    resume = c.start(3)
+    assert resume.deletions == [T]
+    c.deletion.resume_for(resume.deletions)
+    assert [c.ctx.replica_state(pr) for pr in dead] == [R.DELETION_STARTED] * 2
+    c.deletion.complete_replica_deletion(dead)
+    assert T not in c.ctx.all_topics
+    assert c.store.deleted_topics == [T]
+    assert refused_transitions(caplog) == []
+
+
+def test_a_replica_deleted_before_its_broker_died_holds_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    c = three_partitions()
+    delete(c, T)
+    c.deletion.complete_replica_deletion([PartitionReplica(tp, 3) for tp in (T0, T1, T2)])
+    c.kill(3)
+    # Kafka makes the deleted replicas ineligible (refused) and holds the topic for broker 3.
+    assert T not in c.ctx.topics_ineligible_for_deletion
+    assert c.ctx.replica_state(PartitionReplica(T0, 3)) is R.DELETION_SUCCESSFUL
+    c.deletion.complete_replica_deletion(
+        [PartitionReplica(tp, b) for tp in (T0, T1, T2) for b in (1, 2)]
+    )
+    assert T not in c.ctx.all_topics
+    c.start(3)  # Kafka moves its deleted replicas Online again (refused)
+    assert refused_transitions(caplog) == []
+
+
+def test_a_replica_deleted_before_its_broker_bounced_stays_deleted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    c = three_partitions()
+    delete(c, T)
+    c.deletion.complete_replica_deletion([PartitionReplica(T0, 3)])
+    resume = c.bounce(3)
+    assert resume.deletions == [T]
+    c.deletion.resume_for(resume.deletions)  # as the shell does
+    assert c.ctx.replica_state(PartitionReplica(T0, 3)) is R.DELETION_SUCCESSFUL
+    # Its other replicas' deletion failed with the broker; once the rest answered, they
+    # are asked again.
+    c.deletion.complete_replica_deletion(
+        [PartitionReplica(tp, b) for tp in (T0, T1, T2) for b in (1, 2)]
+    )
+    again = [PartitionReplica(T1, 3), PartitionReplica(T2, 3)]
+    assert [c.ctx.replica_state(pr) for pr in again] == [R.DELETION_STARTED] * 2
+    c.deletion.complete_replica_deletion(again)
+    assert T not in c.ctx.all_topics
+    assert refused_transitions(caplog) == []
+
+
 def test_a_bounced_broker_is_failed_and_started_with_its_new_epoch() -> None:
     c = three_partitions()
     before = c.ctx.broker_epochs[1]
@@ -1119,6 +1194,18 @@ TOPICS = ("a", "b", "c")
 StateKey = tuple[int, int, tuple[int, ...], int]  # leader, leader epoch, ISR, zkVersion
 
 
+class InvalidTransitions(logging.Handler):
+    """Collects the state machines' errors for refused transitions."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "state transition" in record.getMessage():
+            self.messages.append(record.getMessage())
+
+
 class ControllerMachine(RuleBasedStateMachine):
     """Random broker deaths and returns, controlled shutdowns, elections with random
     strategies, ISR changes by leaders (some racing the controller's writes), fencing and
@@ -1139,6 +1226,9 @@ class ControllerMachine(RuleBasedStateMachine):
         self.deleted: set[str] = set()  # topics whose deletion completed
         # brokers that bounced in the step: dead while the controller decided, live after
         self.bounced: set[int] = set()
+        # transitions the state machines refused as invalid: each a wrong step to attempt
+        self.invalid = InvalidTransitions()
+        logging.getLogger("controller.state_machines").addHandler(self.invalid)
 
     # --- rules ------------------------------------------------------------------------
 
@@ -1614,6 +1704,13 @@ class ControllerMachine(RuleBasedStateMachine):
                     assert not set(before.isr) & live, f"needless unclean: {w}"
         self.checked_writes = len(self.c.store.writes)
         self.bounced.clear()
+
+    @invariant()
+    def no_invalid_transition_attempted(self) -> None:
+        assert not self.invalid.messages, self.invalid.messages
+
+    def teardown(self) -> None:
+        logging.getLogger("controller.state_machines").removeHandler(self.invalid)
 
     @invariant()
     def requests_carry_only_real_states(self) -> None:
