@@ -1207,11 +1207,12 @@ class InvalidTransitions(logging.Handler):
 
 
 class ControllerMachine(RuleBasedStateMachine):
-    """Random broker deaths and returns, controlled shutdowns, elections with random
-    strategies, ISR changes by leaders (some racing the controller's writes), fencing and
-    failovers, reassignments (requested, overridden, resumed) and topic deletions (their
-    StopReplicas answered or failed), with the invariants of sections 3, 5 and 6 of the
-    model checked after every step."""
+    """Random broker deaths, returns and bounces, controlled shutdowns, topics created and
+    grown, elections with random strategies, ISR changes by leaders (some racing the
+    controller's writes), fencing and failovers, reassignments (requested, overridden,
+    resumed) and topic deletions (their StopReplicas answered or failed), with the
+    invariants of sections 3, 5 and 6 of the model checked after every step, and no
+    transition asked of the state machines that they refuse."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -1249,6 +1250,26 @@ class ControllerMachine(RuleBasedStateMachine):
         }
         self.topics.append(topic)
         self.c.create_topic(topic, assignment)
+
+    @rule(data=st.data())
+    def add_partitions(self, data: st.DataObject) -> None:
+        """Partitions added to a topic (not one being deleted: the shell refuses those),
+        their replicas on any brokers, live or not."""
+        ctx = self.c.ctx
+        topics = sorted(t for t in ctx.all_topics if not ctx.is_topic_queued_for_deletion(t))
+        if not topics:
+            return
+        topic = data.draw(st.sampled_from(topics), label="grown topic")
+        first = max(ctx.assignments[topic]) + 1
+        added = data.draw(st.integers(1, 2), label="added partitions")
+        self.c.create_topic(
+            topic,
+            {
+                p: data.draw(st.permutations(BROKERS), label=f"replicas of {p}")[:3]
+                for p in range(first, first + added)
+            },
+        )
+        self.assert_elected_where_possible()
 
     @rule(brokers=st.sets(st.sampled_from(BROKERS), min_size=1, max_size=2))
     def kill(self, brokers: set[int]) -> None:
