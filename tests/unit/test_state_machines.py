@@ -1318,6 +1318,44 @@ class ControllerMachine(RuleBasedStateMachine):
             strategy = data.draw(st.sampled_from(ElectionStrategy))
             self.elect_and_check(chosen, strategy)
 
+    @rule(data=st.data(), percentage=st.sampled_from([0, 10]))
+    def auto_rebalance(self, data: st.DataObject, percentage: int) -> None:
+        """A preferred replica that another broker leads catches up and its leader lets it
+        back into the ISR; then the auto leader rebalance runs: each broker whose preferred
+        partitions others lead beyond the threshold gets them back where it is live and in
+        the ISR (KafkaController's checkAndTriggerAutoLeaderRebalance, which does nothing
+        while partitions are reassigned)."""
+        c = self.c
+        ctx = c.ctx
+        live = ctx.live_broker_ids
+        behind = sorted(
+            tp
+            for tp, lice in ctx.leadership.items()
+            if ctx.replicas(tp)
+            and ctx.replicas(tp)[0] in live
+            and lice.leader_and_isr.leader in live
+            and lice.leader_and_isr.leader != ctx.replicas(tp)[0]
+            and not ctx.is_topic_queued_for_deletion(tp.topic)
+        )
+        if behind:
+            tp = data.draw(st.sampled_from(behind), label="caught up")
+            leader, preferred = ctx.leadership[tp].leader_and_isr.leader, ctx.replicas(tp)[0]
+
+            def let_in(current: LeaderAndIsr) -> LeaderAndIsr | None:
+                if current.leader != leader or preferred in current.isr:
+                    return None
+                isr = (*current.isr, preferred)
+                return LeaderAndIsr(leader, current.leader_epoch, isr, current.zk_version)
+
+            if c.store.leader_change(tp, let_in):
+                self.isr_changed(tp)
+        if ctx.partitions_being_reassigned:
+            return
+        for broker, tps in sorted(election.imbalanced_partitions(ctx, percentage).items()):
+            for tp, outcome in reactions.preferred_election(c.psm, tps).items():
+                if not isinstance(outcome, Exception):
+                    assert outcome.leader == broker == ctx.replicas(tp)[0], (tp, outcome)
+
     def elect_and_check(self, tps: list[TopicPartition], strategy: ElectionStrategy) -> None:
         """An election fails only where the strategy finds no leader in what the store holds
         (a failed election leaves the state as it was, so it can be judged afterwards)."""
