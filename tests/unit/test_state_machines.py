@@ -1269,7 +1269,10 @@ class ControllerMachine(RuleBasedStateMachine):
                 for p in range(first, first + added)
             },
         )
-        self.assert_elected_where_possible()
+        # Only the new ones: onNewPartitionCreation elects no other (in Kafka neither).
+        self.assert_elected_where_possible(
+            TopicPartition(topic, p) for p in range(first, first + added)
+        )
 
     @rule(brokers=st.sets(st.sampled_from(BROKERS), min_size=1, max_size=2))
     def kill(self, brokers: set[int]) -> None:
@@ -1645,12 +1648,12 @@ class ControllerMachine(RuleBasedStateMachine):
         self.deletions_done()
         self.assert_elected_where_possible()
 
-    def assert_elected_where_possible(self) -> None:
+    def assert_elected_where_possible(self, tps: Iterable[TopicPartition] | None = None) -> None:
         """After a broker change or a failover every New or Offline partition had its
         election: none is left without a leader while a live ISR member (or, for a new
-        partition, a live replica) could lead."""
+        partition, a live replica) could lead. After partitions were added, those had."""
         ctx = self.c.ctx
-        for tp in ctx.all_partitions():
+        for tp in ctx.all_partitions() if tps is None else tps:
             if ctx.is_topic_queued_for_deletion(tp.topic):
                 continue
             state = ctx.partition_state(tp)
