@@ -108,8 +108,15 @@ def reassign_partition(
             R.NEW,
         )
         return False
+    # The new replicas are started (B1); one whose broker is down stays New or Offline
+    # until its broker returns (Kafka makes it Online there too, its broker down).
     replica_sm.handle_state_changes(
-        [PartitionReplica(tp, r) for r in reassignment.adding], R.ONLINE
+        [
+            PartitionReplica(tp, r)
+            for r in reassignment.adding
+            if ctx.is_replica_online(r, include_shutting_down=True)
+        ],
+        R.ONLINE,
     )
     final = ReplicaAssignment(target)
     ctx.update_assignment(tp, final)

@@ -247,3 +247,25 @@ def test_a_new_order_of_the_same_replicas_completes_at_once() -> None:
     assert c.store.topics[T].partitions == {0: (3, 1, 2)}
     assert T0 not in c.ctx.partitions_being_reassigned
     assert c.leader_and_isr(T0).leader == 1  # still in the target: kept
+
+
+def test_a_reassignment_completed_while_its_new_replica_is_down_starts_it_on_return(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # 4 joins and caught up, leads once 1 stops; then 4 dies, the partition's last ISR
+    # member. A new target of 4 alone is complete at once (4 is all of it, in the ISR):
+    # 4's replica stays Offline, not Online with its broker down (Kafka), until it returns.
+    c = started_on((1, 2, 3, 4), (1, 2, 3))
+    assert not reassign(c, T0, (1, 4))
+    c.leader_sets_isr(T0, (1, 4))
+    c.controlled_shutdown(1)
+    assert c.leader_and_isr(T0).leader == 4
+    c.kill(4)
+    assert c.leader_and_isr(T0).leader == -1
+    assert reassign(c, T0, (4,))
+    assert c.ctx.replicas(T0) == (4,)
+    assert c.ctx.replica_state(PartitionReplica(T0, 4)) is R.OFFLINE
+    c.start(4)
+    assert c.ctx.replica_state(PartitionReplica(T0, 4)) is R.ONLINE
+    assert c.leader_and_isr(T0).leader == 4
+    assert not [r for r in caplog.records if "state transition" in r.getMessage()]
