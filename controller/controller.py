@@ -758,8 +758,12 @@ class KafkaController:
 
     def _on_broker_startup(self, started: dict[int, tuple[BrokerRegistration, int]]) -> None:
         resume = brokers_started(self.partition_sm, self.replica_sm, started)
-        for tp in resume.reassignments:
-            self._on_partition_reassignment(tp)
+        done = {
+            tp: self.ctx.replicas(tp)
+            for tp in resume.reassignments
+            if self._on_partition_reassignment(tp)
+        }
+        self._remove_done_reassignments(done)
         if resume.deletions:
             self.deletion.resume_for(resume.deletions)
 
@@ -951,37 +955,46 @@ class KafkaController:
             self.store.delete_paths([paths.REASSIGN_PARTITIONS], self.ctx.epoch_zk_version)
             return
         ctx = self.ctx
+        done: dict[TopicPartition, tuple[int, ...]] = {}
         for tp, target in targets.items():
             if tp.topic not in ctx.assignments or tp.partition not in ctx.assignments[tp.topic]:
                 log.error("reassignment of unknown partition %s dropped", tp)
+                done[tp] = target
                 continue
             if ctx.is_topic_queued_for_deletion(tp.topic):
                 log.error("reassignment of %s dropped: its topic is being deleted", tp)
+                done[tp] = target
                 continue
             current = ctx.full_assignment(tp)
             if not current.is_being_reassigned and current.replicas == target:
-                continue  # already there
+                done[tp] = target  # already there
+                continue
             self.reassignments.zk_triggered[tp] = target
-            self._on_partition_reassignment(tp, target)
-        self._write_reassignment_znode()
+            if self._on_partition_reassignment(tp, target):
+                done[tp] = target
+        self._remove_done_reassignments(done)
 
-    def _write_reassignment_znode(self) -> None:
-        self.store.write_reassignment_znode(
-            self.reassignments.zk_triggered, self.ctx.epoch_zk_version
-        )
-        if not self.reassignments.zk_triggered:
+    def _remove_done_reassignments(self, done: dict[TopicPartition, tuple[int, ...]]) -> None:
+        """Takes what is done (complete, dropped) out of /admin/reassign_partitions, leaving
+        whatever else it asks for now: the controller never writes back what it read, which
+        would undo an admin's rewrite made meanwhile (Kafka's maybeRemoveFromZkReassignment
+        reads it again first, and writes unconditionally)."""
+        if self.store.remove_from_reassignment_znode(done, self.ctx.epoch_zk_version):
             # Deleted: ensure we detect future reassignments (our own setData may have
             # consumed the watch), as Kafka's removePartitionsFromZkReassignment does.
             self.events.put(ev.PartitionReassignment())
 
     def _initialize_reassignments(self) -> None:
         ctx = self.ctx
+        done: dict[TopicPartition, tuple[int, ...]] = {}
         got = self.zk.get(paths.REASSIGN_PARTITIONS, watch=True)
         if got is not None:
             try:
                 for tp, target in decode_reassignment(got[0]).items():
                     if tp.topic in ctx.assignments and tp.partition in ctx.assignments[tp.topic]:
                         self.reassignments.zk_triggered[tp] = target
+                    else:
+                        done[tp] = target  # its partition is gone
             except MalformedZnode as e:
                 log.error("%s; removing the request", e)
                 self.store.delete_paths([paths.REASSIGN_PARTITIONS], ctx.epoch_zk_version)
@@ -993,9 +1006,16 @@ class KafkaController:
             if ctx.full_assignment(tp).target_replicas != target
         }
         for tp in sorted(ctx.partitions_being_reassigned | set(new_targets)):
-            self._on_partition_reassignment(tp, new_targets.get(tp))
-        if self.reassignments.zk_triggered or got is not None:
-            self._write_reassignment_znode()
+            if self._on_partition_reassignment(tp, new_targets.get(tp)):
+                done[tp] = ctx.replicas(tp)
+        # Requests the topic znodes show done already (a controller that completed them
+        # failed before it removed them).
+        for tp, target in self.reassignments.zk_triggered.items():
+            if tp not in ctx.partitions_being_reassigned and ctx.replicas(tp) == target:
+                done[tp] = target
+        for tp in done:
+            self.reassignments.zk_triggered.pop(tp, None)
+        self._remove_done_reassignments(done)
 
     def _on_PartitionReassignmentIsrChange(self, event: ev.PartitionReassignmentIsrChange) -> None:
         tp = event.topic_partition
@@ -1008,23 +1028,25 @@ class KafkaController:
             r in state.leader_and_isr.isr for r in reassignment.target_replicas
         ):
             return  # not caught up yet: only a complete reassignment moves on (Kafka)
-        self._on_partition_reassignment(tp)
-        self._write_reassignment_znode()
+        if self._on_partition_reassignment(tp):
+            self._remove_done_reassignments({tp: self.ctx.replicas(tp)})
 
     def _on_partition_reassignment(
         self, tp: TopicPartition, target: tuple[int, ...] | None = None
-    ) -> None:
+    ) -> bool:
         """The reassignment's next steps (controller/reassignment.py), towards a new target
         or resumed, with the watch on the partition's state that brings the next ones when
-        its ISR changes."""
+        its ISR changes. True once it is complete; the caller then takes it out of
+        /admin/reassign_partitions."""
         self.handlers.register(zk_handlers.partition_reassignment_isr_change(self.events.put, tp))
         self.zk.get(paths.partition_state(tp.topic, tp.partition), watch=True)
         if not reassign_partition(self.partition_sm, self.replica_sm, tp, target):
-            return
+            return False
         self.reassignments.zk_triggered.pop(tp, None)
         self.handlers.unregister(paths.partition_state(tp.topic, tp.partition))
         self.deletion.resume_for([tp.topic])
         log.info("reassignment of %s to %s complete", tp, list(self.ctx.replicas(tp)))
+        return True
 
     # --- preferred leaders --------------------------------------------------------------
 

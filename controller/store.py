@@ -36,6 +36,7 @@ from zkdata.znodes import (
     TopicAssignment,
     TopicPartition,
     decode_partition_state,
+    decode_reassignment,
     decode_topic_config,
     encode_partition_state,
     encode_reassignment,
@@ -43,6 +44,9 @@ from zkdata.znodes import (
 )
 
 log = logging.getLogger(__name__)
+
+# Read-and-rewrite rounds of /admin/reassign_partitions while an admin keeps rewriting it.
+MAX_REASSIGNMENT_ZNODE_ROUNDS = 10
 
 _DATA = itemgetter(0)
 _STAT = itemgetter(1)
@@ -348,16 +352,48 @@ class ZkControllerStore:
         if path_list:
             self._delete_in_order([Delete(p) for p in path_list], epoch_zk_version)
 
-    def write_reassignment_znode(
-        self, remaining: Mapping[TopicPartition, Sequence[int]], epoch_zk_version: int
-    ) -> None:
-        """Rewrite /admin/reassign_partitions with what is left, or delete it when done."""
-        if not remaining:
-            self.delete_paths([paths.REASSIGN_PARTITIONS], epoch_zk_version)
-            return
-        op = SetData(paths.REASSIGN_PARTITIONS, encode_reassignment(remaining))
-        result = self.zk.multi_fenced(epoch_zk_version, [op])[0]
-        if isinstance(result, NoNodeError):
-            return  # deleted by an admin meanwhile: nothing left to track
-        if is_error(result):
-            raise result
+    def remove_from_reassignment_znode(
+        self, done: Mapping[TopicPartition, Sequence[int]], epoch_zk_version: int
+    ) -> bool:
+        """Take the partitions of `done` out of /admin/reassign_partitions, each only if the
+        znode still asks for the target given, and delete the znode once nothing is left.
+        Whatever else it holds stays: an admin may have added or rewritten requests since
+        the controller read it, so it is read again and written conditionally on the
+        version read (again if that moved). Returns whether the znode was deleted."""
+        if not done:
+            return False
+        for _ in range(MAX_REASSIGNMENT_ZNODE_ROUNDS):
+            got = self.zk.get(paths.REASSIGN_PARTITIONS)
+            if got is None:
+                return False
+            try:
+                requested = decode_reassignment(got[0])
+            except MalformedZnode as e:
+                log.error("%s; leaving it for the next reassignment event", e)
+                return False
+            remaining = {
+                tp: target
+                for tp, target in requested.items()
+                if tuple(done.get(tp, ())) != tuple(target)
+            }
+            if len(remaining) == len(requested):
+                return False
+            version = got[1].version
+            op: WriteOp = (
+                SetData(paths.REASSIGN_PARTITIONS, encode_reassignment(remaining), version)
+                if remaining
+                else Delete(paths.REASSIGN_PARTITIONS, version)
+            )
+            result = self.zk.multi_fenced(epoch_zk_version, [op])[0]
+            if isinstance(result, NoNodeError):
+                return False  # deleted by an admin meanwhile: nothing left to track
+            if isinstance(result, BadVersionError):
+                continue  # rewritten meanwhile: read it again
+            if is_error(result):
+                raise result
+            return not remaining
+        log.error(
+            "gave up updating %s: it kept changing under the controller",
+            paths.REASSIGN_PARTITIONS,
+        )
+        return False

@@ -27,9 +27,11 @@ from zkdata.znodes import (
     LeaderAndIsr,
     TopicAssignment,
     TopicPartition,
+    decode_reassignment,
     encode_broker,
     encode_controller_epoch,
     encode_partition_state,
+    encode_reassignment,
     encode_topic,
 )
 
@@ -298,4 +300,55 @@ def test_a_controlled_shutdown_the_controller_is_fenced_in_is_answered_not_contr
         controller.handlers.unregister_all()
         if controller.channel is not None:
             controller.channel.close(timeout_s=1)
+        zk.close()
+
+
+def test_done_reassignments_leave_the_znode_and_an_admins_rewrite_stays(
+    zk_connect: str,
+) -> None:
+    """The controller takes what it finished out of /admin/reassign_partitions, never
+    writing back what it read: an admin's rewrite made in between stays (a fresh-clone run
+    saw a new target undone by the controller's rewrite of the old one)."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        zk.create(paths.CONTROLLER_EPOCH, encode_controller_epoch(1), make_parents=True)
+        store = ZkControllerStore(zk)
+        a, b, c = (TopicPartition("t", p) for p in range(3))
+        zk.create(
+            paths.REASSIGN_PARTITIONS,
+            encode_reassignment({a: (1, 2), b: (2, 3), c: (3, 1)}),
+            make_parents=True,
+        )
+
+        def requested() -> dict[TopicPartition, tuple[int, ...]]:
+            got = zk.get(paths.REASSIGN_PARTITIONS)
+            return {} if got is None else dict(decode_reassignment(got[0]))
+
+        # a done; b done towards a target the znode no longer asks for: b stays.
+        assert not store.remove_from_reassignment_znode({a: (1, 2), b: (9, 8)}, 0)
+        assert requested() == {b: (2, 3), c: (3, 1)}
+        # An admin rewrites the znode between the controller's read and its write.
+        real_get = zk.get
+        rewrites = []
+
+        def get_then_admin_writes(path: str, *args: object, **kwargs: object) -> object:
+            got = real_get(path, *args, **kwargs)  # type: ignore[arg-type]
+            if path == paths.REASSIGN_PARTITIONS and not rewrites:
+                rewrites.append(path)
+                zk.set(path, encode_reassignment({b: (2, 3), c: (1, 2)}))
+            return got
+
+        zk.get = get_then_admin_writes  # type: ignore[method-assign]
+        try:
+            assert not store.remove_from_reassignment_znode({b: (2, 3), c: (3, 1)}, 0)
+        finally:
+            zk.get = real_get  # type: ignore[method-assign]
+        assert rewrites
+        assert requested() == {c: (1, 2)}  # b done; c's new target kept
+        # The last one done: the znode goes.
+        assert store.remove_from_reassignment_znode({c: (1, 2)}, 0)
+        assert zk.get(paths.REASSIGN_PARTITIONS) is None
+        assert not store.remove_from_reassignment_znode({c: (1, 2)}, 0)
+    finally:
         zk.close()
