@@ -758,11 +758,10 @@ class KafkaController:
 
     def _on_broker_startup(self, started: dict[int, tuple[BrokerRegistration, int]]) -> None:
         resume = brokers_started(self.partition_sm, self.replica_sm, started)
-        done = {
-            tp: self.ctx.replicas(tp)
-            for tp in resume.reassignments
-            if self._on_partition_reassignment(tp)
-        }
+        done: dict[TopicPartition, tuple[int, ...]] = {}
+        for tp in resume.reassignments:
+            if self._on_partition_reassignment(tp):
+                done[tp] = self.ctx.replicas(tp)
         self._remove_done_reassignments(done)
         if resume.deletions:
             self.deletion.resume_for(resume.deletions)
