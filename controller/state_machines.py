@@ -32,7 +32,7 @@ from controller.election import ElectionStrategy
 from controller.request_batch import BrokerRequest, RequestBatch
 from controller.store import ControllerStore
 from zkdata.client import ControllerMovedError
-from zkdata.znodes import NO_LEADER, LeaderAndIsr, TopicPartition
+from zkdata.znodes import LeaderAndIsr, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -735,8 +735,3 @@ class ReplicaStateMachine:
             out[tp] = ops.record_leadership(tp, lai)
             rows.append(partition_state_row(tp, lai, reason, ctx.replicas(tp)))
         ops.log_states(rows)
-
-
-def leader_of(ctx: ControllerContext, tp: TopicPartition) -> int:
-    lice = ctx.leadership.get(tp)
-    return lice.leader_and_isr.leader if lice is not None else NO_LEADER
