@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 
 import pytest
 
 from tests.integration.conftest import ClusterFactory
+from tests.integration.dataplane import consume, lost_acknowledged, produce
 from tests.integration.harness import wait_for
 
 pytestmark = pytest.mark.integration
@@ -137,6 +139,82 @@ def test_broker_session_expiry_reregisters_with_a_new_broker_epoch(
         30,
         "the controller to see it",
     )
+
+
+@pytest.mark.slow
+def test_a_broker_that_bounced_unseen_is_treated_as_failed_and_restarted(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """The controller sees broker 3's registration only after it was made again by a new
+    process: the same id, a new broker epoch (czxid), no moment without it. The new process
+    knows nothing of its partitions, so the controller must treat the broker as failed
+    (its leaderships move, it leaves the ISRs) and as started (told its replicas)."""
+    # Broker 1 is the controller, and its session outlives broker 3's by far: paused, it
+    # misses broker 3's expiry and registration, and is told of them in one watch event.
+    c = cluster_factory(start=False, auto_leader_rebalance_enable="false")
+    c[1].overrides["zookeeper.session.timeout.ms"] = "30000"
+    c[1].start()
+    c.wait_registered([1])
+    assert c.wait_controller()[0] == 1
+    for b in (2, 3):
+        c[b].start()
+    c.wait_registered([1, 2, 3])
+    c.create_topic("t", ASSIGNMENT)
+    before = c.wait_topic_online("t")
+    led_by_3 = sorted(p for p, st in before.items() if st.leader == 3)
+    assert led_by_3
+    acked = produce(c, "t", (b"before-%d" % i for i in range(60)))
+    old_epoch = c.broker_epoch(3)
+    assert old_epoch is not None
+
+    c[1].pause()
+    try:
+        c[3].kill()
+        restarted_ms = time.time() * 1000
+        c[3].start()
+        new_epoch = wait_for(
+            lambda: (e := c.broker_epoch(3)) and e != old_epoch and e,
+            c.session_timeout_s + 60,
+            "broker 3 registered again (once its old session expired)",
+        )
+    finally:
+        c[1].resume()
+    assert new_epoch > old_epoch
+
+    changes = wait_for(
+        lambda: [r for r in c[1].state_changes("broker_change") if 3 in r["bounced"]],
+        60,
+        "the controller to see broker 3 bounced",
+    )
+    assert (changes[0]["new"], changes[0]["dead"]) == ([], [])
+    assert not any(3 in r["dead"] for r in c[1].state_changes("broker_change"))
+    # Treated as failed: the leaderships of its old incarnation moved, with new leader
+    # epochs. Treated as started: the new process was told every replica it hosts.
+    after = c.wait_partitions(
+        "t",
+        lambda s: all(s[p].leader in (1, 2) for p in led_by_3),
+        "broker 3's leaderships moved",
+    )
+    for p in led_by_3:
+        assert after[p].leader_epoch > before[p].leader_epoch
+        assert after[p].leader in before[p].isr
+
+    def told() -> bool:
+        applied = {
+            r["partition"]
+            for r in c[3].state_changes("leader_and_isr")
+            if r["topic"] == "t" and r["result"] == "applied" and r["ts"] >= restarted_ms
+        }
+        return applied == set(ASSIGNMENT)
+
+    wait_for(told, 60, "the new broker 3 told of each of its replicas")
+    # It fetches as a follower again: back in every ISR, and nothing acknowledged is lost.
+    c.wait_partitions(
+        "t", lambda s: all(3 in st.isr for st in s.values()), "broker 3 back in every ISR"
+    )
+    acked = produce(c, "t", (b"after-%d" % i for i in range(60)), acked)
+    read = consume(c, "t", ASSIGNMENT)
+    assert lost_acknowledged(read, acked) == []
 
 
 def test_kcat_and_confluent_kafka_see_brokers_controller_and_partitions(
