@@ -224,9 +224,18 @@ def _elect(args: argparse.Namespace) -> int:
 # --- controller -------------------------------------------------------------------------------
 
 
-def _status_file(args: argparse.Namespace, controller_id: int | None) -> dict[str, Any] | None:
+# How long `zkctl controller` waits for a status file written since the election: the
+# broker rewrites it every second.
+_STATUS_FRESH_WAIT_S = 2.5
+
+
+def _status_file(
+    args: argparse.Namespace, controller_id: int | None, elected_at_ms: int | None
+) -> dict[str, Any] | None:
     """The controller's broker-status.json, when it is a broker of the local cluster in
-    --dir that this command is talking to."""
+    --dir that this command is talking to. One written before the election (it would show
+    the broker not yet controller) is read again until a newer one is there, for a few
+    seconds; ``written_before_election`` says if none came (the broker may be paused)."""
     from cluster import local
 
     if controller_id is None:
@@ -242,8 +251,24 @@ def _status_file(args: argparse.Namespace, controller_id: int | None) -> dict[st
     broker = next((b for b in cluster.brokers if b.id == controller_id), None)
     if broker is None:
         return None
+
+    def before_election(data: dict[str, Any] | None) -> bool:
+        if data is None or elected_at_ms is None:
+            return False
+        updated_at = data.get("updated_at")
+        return isinstance(updated_at, int | float) and updated_at * 1000 < elected_at_ms
+
+    deadline = time.monotonic() + _STATUS_FRESH_WAIT_S
     data, age = local.read_status_file(broker)
-    return {"path": str(broker.status_file), "age_s": age, "content": data}
+    while before_election(data) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        data, age = local.read_status_file(broker)
+    return {
+        "path": str(broker.status_file),
+        "age_s": age,
+        "written_before_election": before_election(data),
+        "content": data,
+    }
 
 
 def _controller(args: argparse.Namespace) -> int:
@@ -252,7 +277,7 @@ def _controller(args: argparse.Namespace) -> int:
     with zk_session(args) as zk:
         info = read_controller(zk)
     report_problems(info.problems)
-    status = _status_file(args, info.controller_id)
+    status = _status_file(args, info.controller_id, info.elected_at_ms)
     if args.json:
         doc = info.to_json()
         doc["status_file"] = status
@@ -273,7 +298,12 @@ def _controller(args: argparse.Namespace) -> int:
         if status["content"] is None:
             err(f"zkctl: no readable status file at {status['path']} yet")
         else:
-            out(f"Status file: {status['path']} (updated {status['age_s']:.1f} s ago)")
+            stale = (
+                ", before this election: the broker has not rewritten it since"
+                if status["written_before_election"]
+                else ""
+            )
+            out(f"Status file: {status['path']} (updated {status['age_s']:.1f} s ago{stale})")
             _print_mapping(status["content"], "  ")
     return 0
 

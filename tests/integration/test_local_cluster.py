@@ -60,6 +60,11 @@ def test_up_kill_pause_stop_start_down(tmp_path: Path) -> None:
         assert sorted(pids) == [1, 2, 3]
         first = controller(tmp_path)
         assert first["controller_id"] in pids
+        # Its status file, asked for right after the election, shows it controller.
+        status_file = first["status_file"]
+        assert status_file["written_before_election"] is False
+        assert status_file["content"]["controller"]["active"] is True
+        assert status_file["content"]["controller"]["controller_epoch"] == first["epoch"]
 
         ok(
             zkctl(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import sys
+import threading
+import time
 import types
 from pathlib import Path
 
@@ -14,7 +17,7 @@ from admin import elect, reassign, topics
 from admin.errors import AdminError, InvalidArgumentError, TopicExistsError
 from cluster import local
 from controller.assignment import BrokerMetadata, RackAwareMode, assign_new_partitions
-from zkctl import cli
+from zkctl import admin_commands, cli
 from zkdata.znodes import (
     LeaderAndIsr,
     PartitionState,
@@ -575,6 +578,46 @@ def test_cluster_file_round_trips_atomically(tmp_path: Path) -> None:
     local.save(sample_cluster(tmp_path, state="stopped"))
     assert local.running_connect_string(tmp_path) is None
     assert local.load(tmp_path / "elsewhere") is None
+
+
+def test_zkctl_controller_waits_for_a_status_file_written_since_the_election(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Right after an election the controller's status file may still be the one written
+    before it (the broker rewrites it every second), showing a broker not yet controller:
+    it is read again until a newer one is there; if none comes, that is said."""
+    cluster = sample_cluster(tmp_path)
+    local.save(cluster)
+    status_file = cluster.brokers[0].status_file
+    status_file.parent.mkdir(parents=True)
+    elected_at_ms = 1_000_000_000_000
+    status_file.write_text(json.dumps({"updated_at": elected_at_ms / 1000 - 0.5, "active": False}))
+    args = argparse.Namespace(dir=str(tmp_path), connect_string=cluster.connect_string)
+
+    def rewrite() -> None:
+        time.sleep(0.3)
+        status_file.write_text(json.dumps({"updated_at": elected_at_ms / 1000 + 1, "active": True}))
+
+    rewriter = threading.Thread(target=rewrite)
+    rewriter.start()
+    try:
+        got = admin_commands._status_file(args, 1, elected_at_ms)
+    finally:
+        rewriter.join()
+    assert got is not None
+    assert (got["content"]["active"], got["written_before_election"]) == (True, False)
+
+    # Not rewritten (a paused broker): shown as it is, and said to predate the election.
+    monkeypatch.setattr(admin_commands, "_STATUS_FRESH_WAIT_S", 0.3)
+    status_file.write_text(json.dumps({"updated_at": elected_at_ms / 1000 - 0.5, "active": False}))
+    got = admin_commands._status_file(args, 1, elected_at_ms)
+    assert got is not None
+    assert (got["content"]["active"], got["written_before_election"]) == (False, True)
+    # Another broker of the cluster, or no election time known: read as it is, at once.
+    assert admin_commands._status_file(args, 3, elected_at_ms) is None
+    got = admin_commands._status_file(args, 1, None)
+    assert got is not None
+    assert got["written_before_election"] is False
 
 
 def test_a_corrupt_cluster_file_is_named(tmp_path: Path) -> None:
