@@ -148,7 +148,8 @@ def test_a_broker_that_bounced_unseen_is_treated_as_failed_and_restarted(
     """The controller sees broker 3's registration only after it was made again by a new
     process: the same id, a new broker epoch (czxid), no moment without it. The new process
     knows nothing of its partitions, so the controller must treat the broker as failed
-    (its leaderships move, it leaves the ISRs) and as started (told its replicas)."""
+    (its leaderships move, it leaves the ISRs) and as started (told its replicas). A
+    partition on broker 3 alone goes offline, then broker 3 leads it again."""
     # Broker 1 is the controller, and its session outlives broker 3's by far: paused, it
     # misses broker 3's expiry and registration, and is told of them in one watch event.
     c = cluster_factory(start=False, auto_leader_rebalance_enable="false")
@@ -160,10 +161,13 @@ def test_a_broker_that_bounced_unseen_is_treated_as_failed_and_restarted(
         c[b].start()
     c.wait_registered([1, 2, 3])
     c.create_topic("t", ASSIGNMENT)
+    c.create_topic("solo", {0: (3,)})
     before = c.wait_topic_online("t")
+    solo_before = c.wait_topic_online("solo")[0]
     led_by_3 = sorted(p for p, st in before.items() if st.leader == 3)
     assert led_by_3
     acked = produce(c, "t", (b"before-%d" % i for i in range(60)))
+    solo_acked = produce(c, "solo", (b"solo-before-%d" % i for i in range(20)))
     old_epoch = c.broker_epoch(3)
     assert old_epoch is not None
 
@@ -199,13 +203,20 @@ def test_a_broker_that_bounced_unseen_is_treated_as_failed_and_restarted(
         assert after[p].leader_epoch > before[p].leader_epoch
         assert after[p].leader in before[p].isr
 
+    solo = c.wait_partitions(
+        "solo",
+        lambda s: s[0].leader == 3 and s[0].leader_epoch > solo_before.leader_epoch,
+        "broker 3 leading solo-0 again, with a new leader epoch",
+    )
+    assert solo[0].isr == (3,)
+
     def told() -> bool:
         applied = {
-            r["partition"]
+            (r["topic"], r["partition"])
             for r in c[3].state_changes("leader_and_isr")
-            if r["topic"] == "t" and r["result"] == "applied" and r["ts"] >= restarted_ms
+            if r["result"] == "applied" and r["ts"] >= restarted_ms
         }
-        return applied == set(ASSIGNMENT)
+        return applied >= {("t", p) for p in ASSIGNMENT} | {("solo", 0)}
 
     wait_for(told, 60, "the new broker 3 told of each of its replicas")
     # It fetches as a follower again: back in every ISR, and nothing acknowledged is lost.
@@ -215,6 +226,8 @@ def test_a_broker_that_bounced_unseen_is_treated_as_failed_and_restarted(
     acked = produce(c, "t", (b"after-%d" % i for i in range(60)), acked)
     read = consume(c, "t", ASSIGNMENT)
     assert lost_acknowledged(read, acked) == []
+    solo_acked = produce(c, "solo", (b"solo-after-%d" % i for i in range(20)), solo_acked)
+    assert lost_acknowledged(consume(c, "solo", [0]), solo_acked) == []
 
 
 def test_kcat_and_confluent_kafka_see_brokers_controller_and_partitions(
