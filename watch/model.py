@@ -23,6 +23,8 @@ What the state knows:
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,7 +33,7 @@ from typing import NamedTuple
 
 from zkdata.znodes import LEADER_DURING_DELETE, LeaderAndIsr, TopicPartition
 
-TIMELINE_MAX = 1000  # events kept for the view (the plain renderer prints them as they come)
+TIMELINE_MAX = 1000  # events kept for the full-screen view (the plain one prints its own)
 HISTORY_MAX = 50  # earlier controller tenures kept
 AGGREGATE_OVER = 4  # more changes of one kind in one observation make one summarising event
 EXAMPLES = 3  # partitions named as examples in a summarising event
@@ -275,8 +277,28 @@ def reduce(state: WatchState, obs: Observation) -> tuple[WatchState, list[Event]
     else:
         new, events = state, [Event(obs.ts, "summary", summary_text(state), "info")]
     if events:
-        new = replace(new, timeline=(*new.timeline, *events)[-TIMELINE_MAX:])
+        new = replace(new, timeline=_in_time_order(new.timeline, events)[-TIMELINE_MAX:])
     return new, events
+
+
+def _in_time_order(timeline: tuple[Event, ...], events: list[Event]) -> tuple[Event, ...]:
+    """The timeline with `events` added where their times put them. Nearly always at the
+    end; a broker's log line is read a moment after it was written, when what ZooKeeper
+    showed next may already be in."""
+    if not timeline or (events[0].ts >= timeline[-1].ts and _ordered(events)):
+        return (*timeline, *events)
+    merged = list(timeline)
+    for event in events:
+        merged.insert(bisect.bisect_right(merged, event.ts, key=_ts), event)
+    return tuple(merged)
+
+
+def _ordered(events: list[Event]) -> bool:
+    return all(a.ts <= b.ts for a, b in itertools.pairwise(events))
+
+
+def _ts(event: Event) -> float:
+    return event.ts
 
 
 def reduce_all(

@@ -10,6 +10,7 @@ actions, or a broker's state-change log.
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections.abc import Callable
@@ -26,20 +27,43 @@ def write_events(events: list[Event], write: Write) -> None:
         write(format_event(event))
 
 
+# Lines are held this long and printed in time order: a broker's state-change log is read
+# five times a second, so its lines come in up to 0.2 s after they were written, when what
+# ZooKeeper showed next may already be in.
+HOLD_S = 0.5
+
+
 def run(
     watcher: Watcher,
     write: Write,
     *,
     stop: threading.Event | None = None,
     duration_s: float | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> None:
-    """Print events as they come until `stop` is set or `duration_s` has passed."""
+    """Print events in time order, each about HOLD_S after it happened, until `stop` is set
+    or `duration_s` has passed; then what is still held."""
     deadline = None if duration_s is None else time.monotonic() + duration_s
+    held: list[Event] = []
+
+    def release(until: float | None) -> None:
+        held.sort(key=_ts)  # stable: events of one moment keep their order
+        n = len(held) if until is None else bisect.bisect_right(held, until, key=_ts)
+        ready = held[:n]
+        del held[:n]
+        write_events(ready, write)
+
     while not (stop is not None and stop.is_set()):
         wait = 0.25
         if deadline is not None:
             wait = min(wait, deadline - time.monotonic())
             if wait <= 0:
                 break
-        write_events(watcher.pump(wait), write)
-    write_events(watcher.pump(0), write)
+        held.extend(watcher.pump(wait))
+        release(clock() - HOLD_S)
+    held.extend(watcher.pump(0))
+    release(None)
+
+
+def _ts(event: Event) -> float:
+    return event.ts

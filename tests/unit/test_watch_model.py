@@ -404,6 +404,25 @@ def test_notes_problems_and_summaries() -> None:
     assert state.timeline[-4:] == tuple(events)
 
 
+def test_a_line_read_late_takes_its_place_in_the_timeline() -> None:
+    """A broker's log line is read a moment after it was written: the timeline shows it
+    where its time puts it, before what ZooKeeper showed after it. Lines of one moment keep
+    the order they came in."""
+    state = model.initial_state(T0)
+    state, _ = reduce_all(
+        state,
+        [Note(T0 + 1, "a", "zk"), Note(T0 + 3, "c", "zk"), Note(T0 + 3, "d", "zk")],
+    )
+    state, events = reduce_all(
+        state, [Note(T0 + 2, "b1", "log"), Note(T0 + 3, "e", "log"), Note(T0 + 0.5, "z", "log")]
+    )
+    assert [e.text for e in events] == ["b1", "e", "z"]  # as they came, for the caller
+    assert [e.text for e in state.timeline] == ["z", "a", "b1", "c", "d", "e"]
+    # The usual case, each later than the last: added at the end.
+    state, _ = reduce(state, Note(T0 + 4, "f"))
+    assert state.timeline[-1].text == "f"
+
+
 def test_the_timeline_is_bounded() -> None:
     state = model.initial_state(T0)
     for i in range(model.TIMELINE_MAX + 50):

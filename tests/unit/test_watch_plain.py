@@ -53,3 +53,61 @@ def test_a_second_signal_interrupts_a_stop_that_hangs() -> None:
             os.kill(os.getpid(), signal.SIGINT)
     # The handlers it replaced are back.
     assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+class Pumps:
+    """A watcher whose pumps return these batches in turn, the clock moving one second
+    at each."""
+
+    def __init__(self, batches: list[list[Event]], now: float) -> None:
+        self.batches = batches
+        self.now = now
+        self.pumped = 0
+
+    def pump(self, timeout: float) -> list[Event]:
+        self.now += 1
+        self.pumped += 1
+        return self.batches.pop(0) if self.batches else []
+
+    def clock(self) -> float:
+        return self.now
+
+
+def test_lines_are_printed_in_time_order_once_held_half_a_second() -> None:
+    t = 1_700_000_000.0
+    zk_late = Event(t + 1.0, "broker", "broker 3 back")
+    log_early = Event(t + 0.8, "log", "broker 3 learns that its session expired")
+    recent = Event(t + 1.8, "log", "just now")
+    watcher = Pumps([[zk_late], [log_early, recent]], now=t)
+    written: list[tuple[float, str]] = []
+    stop = threading.Event()
+
+    def write(text: str) -> None:
+        written.append((watcher.now, text))
+        if len(written) == 3:
+            stop.set()
+
+    render_plain.run(watcher, write, stop=stop, clock=watcher.clock)  # type: ignore[arg-type]
+    # The ZooKeeper line came first but is printed after the log line older than it, both
+    # at the second pump (t + 2: each at least half a second old); the last line is held
+    # until the next (t + 3).
+    assert written == [
+        (t + 2, format_event(log_early)),
+        (t + 2, format_event(zk_late)),
+        (t + 3, format_event(recent)),
+    ]
+
+
+def test_what_is_held_when_it_stops_is_printed() -> None:
+    t = 1_700_000_000.0
+    events = [Event(t + 1, "log", "b"), Event(t + 0.9, "zk", "a")]
+    watcher = Pumps([events], now=t)  # the clock never gets half a second past them
+    watcher.now = t - 10
+    written: list[str] = []
+    render_plain.run(
+        watcher,  # type: ignore[arg-type]
+        written.append,
+        duration_s=0.3,
+        clock=lambda: t,
+    )
+    assert written == [format_event(events[1]), format_event(events[0])]
