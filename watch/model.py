@@ -289,7 +289,7 @@ def _in_time_order(timeline: tuple[Event, ...], events: list[Event]) -> tuple[Ev
         return (*timeline, *events)
     merged = list(timeline)
     for event in events:
-        merged.insert(bisect.bisect_right(merged, event.ts, key=_ts), event)
+        merged.insert(bisect.bisect_right(merged, event.ts, key=event_time), event)
     return tuple(merged)
 
 
@@ -297,7 +297,7 @@ def _ordered(events: list[Event]) -> bool:
     return all(a.ts <= b.ts for a, b in itertools.pairwise(events))
 
 
-def _ts(event: Event) -> float:
+def event_time(event: Event) -> float:
     return event.ts
 
 

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from watch.model import Event
+from watch.model import Event, event_time
 from watch.screen import format_event
 from watch.session import Watcher
 
@@ -47,8 +47,8 @@ def run(
     held: list[Event] = []
 
     def release(until: float | None) -> None:
-        held.sort(key=_ts)  # stable: events of one moment keep their order
-        n = len(held) if until is None else bisect.bisect_right(held, until, key=_ts)
+        held.sort(key=event_time)  # stable: events of one moment keep their order
+        n = len(held) if until is None else bisect.bisect_right(held, until, key=event_time)
         ready = held[:n]
         del held[:n]
         write_events(ready, write)
@@ -63,7 +63,3 @@ def run(
         release(clock() - HOLD_S)
     held.extend(watcher.pump(0))
     release(None)
-
-
-def _ts(event: Event) -> float:
-    return event.ts
