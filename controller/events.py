@@ -198,12 +198,19 @@ class QueueTimeStats:
             values = sorted(self._recent)
             count, max_ms = self.count, self.max_ms
         if not values:
-            return {"count": count, "p50_ms": 0.0, "p99_ms": 0.0, "max_ms": max_ms}
+            return {"count": count, "recent": 0, "p50_ms": 0.0, "p99_ms": 0.0, "max_ms": max_ms}
 
         def pct(p: float) -> float:
             return round(values[min(len(values) - 1, round(p * (len(values) - 1)))], 3)
 
-        return {"count": count, "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": round(max_ms, 3)}
+        # The percentiles are of the ``recent`` events kept; ``count`` and the max of all.
+        return {
+            "count": count,
+            "recent": len(values),
+            "p50_ms": pct(0.5),
+            "p99_ms": pct(0.99),
+            "max_ms": round(max_ms, 3),
+        }
 
 
 class ControllerEventManager:

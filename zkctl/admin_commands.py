@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from zkctl import controller_status
 from zkctl.common import (
     UsageError,
     err,
@@ -227,6 +228,8 @@ def _elect(args: argparse.Namespace) -> int:
 # How long `zkctl controller` waits for a status file written since the election: the
 # broker rewrites it every second.
 _STATUS_FRESH_WAIT_S = 2.5
+# A status file older than this says its broker is not running its status loop.
+_STATUS_STALE_S = 3.0
 
 
 def _status_file(
@@ -271,6 +274,19 @@ def _status_file(
     }
 
 
+def _status_heading(status: dict[str, Any]) -> str:
+    """The line above what the status file says: where it is, and how much to trust it."""
+    stale = ""
+    if status["written_before_election"]:
+        stale = ", before this election: the broker has not rewritten it since"
+    elif status["age_s"] > _STATUS_STALE_S:
+        stale = ": it is rewritten every second, so the broker is paused or stuck"
+    return (
+        f"Its status file ({status['path']}, updated {status['age_s']:.1f} s ago{stale};"
+        " --json for all of it):"
+    )
+
+
 def _controller(args: argparse.Namespace) -> int:
     from admin.controller_info import read_controller
 
@@ -298,21 +314,7 @@ def _controller(args: argparse.Namespace) -> int:
         if status["content"] is None:
             err(f"zkctl: no readable status file at {status['path']} yet")
         else:
-            stale = (
-                ", before this election: the broker has not rewritten it since"
-                if status["written_before_election"]
-                else ""
-            )
-            out(f"Status file: {status['path']} (updated {status['age_s']:.1f} s ago{stale})")
-            _print_mapping(status["content"], "  ")
+            out(_status_heading(status))
+            for line in controller_status.describe(status["content"]):
+                out(f"  {line}")
     return 0
-
-
-def _print_mapping(data: dict[str, Any], indent: str) -> None:
-    """A broker's status document, one key per line; nested objects indented once more."""
-    for key, value in data.items():
-        if isinstance(value, dict) and value and len(indent) < 6:
-            out(f"{indent}{key}:")
-            _print_mapping(value, indent + "  ")
-        else:
-            out(f"{indent}{key}: {value if isinstance(value, str) else json.dumps(value)}")

@@ -92,6 +92,10 @@ def test_up_kill_pause_stop_start_down(tmp_path: Path) -> None:
             "a new controller",
         )
         assert second["epoch"] == first["epoch"] + 1
+        # Without --json, what the new controller's status file says, read for a person.
+        text = ok(zkctl(tmp_path, "controller"))
+        assert f"Acting as controller in epoch {second['epoch']}: 6 partitions" in text, text
+        assert "Last failover at " in text, text
         ok(zkctl(tmp_path, "broker", "start", "--id", str(first["controller_id"])))
 
         # SIGSTOP a broker: `status` says paused; SIGCONT brings it back.

@@ -620,6 +620,18 @@ def test_zkctl_controller_waits_for_a_status_file_written_since_the_election(
     assert got["written_before_election"] is False
 
 
+def test_zkctl_controller_says_how_far_to_trust_the_status_file() -> None:
+    def heading(age_s: float, before_election: bool) -> str:
+        status = {"path": "/s.json", "age_s": age_s, "written_before_election": before_election}
+        return admin_commands._status_heading(status)
+
+    assert (
+        heading(0.4, False) == "Its status file (/s.json, updated 0.4 s ago; --json for all of it):"
+    )
+    assert "so the broker is paused or stuck" in heading(admin_commands._STATUS_STALE_S + 1, False)
+    assert "before this election" in heading(0.9, True)
+
+
 def test_a_corrupt_cluster_file_is_named(tmp_path: Path) -> None:
     (tmp_path / "cluster.json").write_text('{"version": 1, "state": ')
     with pytest.raises(local.LocalClusterError, match=r"cluster.json is not a valid cluster file"):
