@@ -86,8 +86,18 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         "controller",
         parents=[common],
         help="show the controller: broker id, epoch, and its status file when local",
+        description=(
+            "The controller's broker id (/controller), when it was elected, and its epoch"
+            " (/controller_epoch, whose zkVersion fences every controller write). When it"
+            " is a broker of the local cluster (zkctl up), also what its status file says,"
+            " rewritten every second: whether it is acting as controller, its event queue"
+            " (events waiting, how long they waited and took), the requests waiting to be"
+            " sent to each broker, and what its last failover cost."
+        ),
     )
-    controller.add_argument("--json", action="store_true", help="print JSON")
+    controller.add_argument(
+        "--json", action="store_true", help="print JSON, with the whole status file"
+    )
     controller.set_defaults(handler=_controller, parser=controller)
 
 

@@ -78,6 +78,14 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         "down",
         parents=[common],
         help="stop the local cluster (controlled shutdown, then SIGKILL after --timeout)",
+        description=(
+            "Stop the local cluster of zkctl up: SIGTERM to every broker, which makes each"
+            " do a controlled shutdown (its leaderships move away before it exits); a"
+            " broker still running after --timeout gets SIGKILL. The controller's broker"
+            " goes last, to spare the others a failover. Then the ZooKeeper it started,"
+            " or, on a ZooKeeper of yours, the cluster's chroot is deleted. Logs and data"
+            " stay until the next zkctl up."
+        ),
     )
     down.add_argument(
         "--timeout",
@@ -122,6 +130,12 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         "status",
         parents=[common],
         help="each broker's process and registration, and the controller",
+        description=(
+            "The local cluster of zkctl up: its ZooKeeper, the controller (from"
+            " /controller and /controller_epoch), and for each broker its process (alive,"
+            " paused by SIGSTOP, or dead, by its pid), whether it is registered in"
+            " /brokers/ids, and its listener."
+        ),
     )
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=_status, parser=status)
