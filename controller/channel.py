@@ -194,18 +194,25 @@ class _BrokerSender:
                 pass
             self._conn = None
 
-    def _send_once(self, request: BrokerRequest) -> dict[str, Any]:
+    def _send_once(self, current: _Queued) -> dict[str, Any]:
         if self.stopped.is_set():
             raise _Stopped
+        request = current.request
+        assert request is not None
         if self._body_of is not request:
             self._body = request.wire_body()
             self._body_of = request
+
+        def sent() -> None:
+            self._tell_written(current)
+            self._prepare_next()
+
         try:
             return self._connection().request(
                 request.api_key,
                 request.api_version,
                 self._body,
-                while_waiting=self._prepare_next,
+                while_waiting=sent,
             )
         except OSError:
             self._drop_connection()
@@ -284,7 +291,7 @@ class _BrokerSender:
         request = current.request
         assert request is not None
         try:
-            response = retrying(self._send_once, request)
+            response = retrying(self._send_once, current)
         except (_Stopped, OSError):
             return False
         except Exception:
@@ -302,6 +309,17 @@ class _BrokerSender:
         if self._body_of is request:
             self._body_of = self._body = None  # sent; the one ahead keeps its own
         return True
+
+    @staticmethod
+    def _tell_written(queued: _Queued) -> None:
+        """Tell the events whose requests these are that they are on the wire (those it
+        replaced too: this one says all they said)."""
+        for r in (*queued.superseded, queued.request):
+            if r is not None and r.tracker is not None:
+                try:
+                    r.tracker.written(r)
+                except Exception:
+                    log.exception("written callback failed")
 
     def _tell(
         self,

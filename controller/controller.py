@@ -120,6 +120,9 @@ class RequestTracker:
         self.log = log
         self.epoch = epoch
         self.sent: dict[str, int] = {}
+        # When each API's requests were last written to a broker's socket (the last
+        # broker's copy), and answered: a failover's UpdateMetadata sent, then applied.
+        self.written_at: dict[str, float] = {}
         self.acked_at: dict[str, float] = {}
         self.acked_at_by_broker: dict[int, float] = {}
         self.abandoned = 0
@@ -187,6 +190,12 @@ class RequestTracker:
         if done and sent:
             self._finish()
 
+    def written(self, request: BrokerRequest) -> None:
+        """The channel wrote ``request`` to its broker's socket (called on its thread)."""
+        now = time.monotonic()
+        with self._lock:
+            self.written_at[request.api_key.name] = now
+
     def ack(self, request: BrokerRequest) -> None:
         now = time.monotonic()
         with self._lock:
@@ -216,6 +225,9 @@ class RequestTracker:
             after_event=self.event,
             learned_at_ms=round(self.learned_at_ms, 1),
             requests=self.sent,
+            sent_ms_by_api={
+                k: round((v - self.learned_at) * 1000, 1) for k, v in self.written_at.items()
+            },
             acked_ms=round((last - self.learned_at) * 1000, 1),
             acked_ms_by_api={
                 k: round((v - self.learned_at) * 1000, 1) for k, v in self.acked_at.items()

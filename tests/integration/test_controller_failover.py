@@ -81,6 +81,25 @@ def test_sigkill_controller_fails_over_and_its_partitions_are_reelected(
     for p in led:
         assert after[p].leader_epoch == before[p].leader_epoch + 1
 
+    # Its failover's requests: when the UpdateMetadata was written to the last broker's
+    # socket, then when the last broker answered it, both from the election.
+    acked = wait_for(
+        lambda: [
+            r
+            for r in c[new_id].state_changes("requests_acknowledged")
+            if r["controller_epoch"] == new_epoch
+        ],
+        30,
+        "the failover's requests answered",
+    )
+    first = acked[0]
+    assert first["requests"]["UPDATE_METADATA"] >= 2  # at least once to each live broker
+    sent_ms, acked_ms = (
+        first["sent_ms_by_api"]["UPDATE_METADATA"],
+        first["acked_ms_by_api"]["UPDATE_METADATA"],
+    )
+    assert 0 < sent_ms <= acked_ms
+
 
 def test_graceful_stop_of_the_controller_fails_over_without_the_session_timeout(
     cluster_factory: ClusterFactory,

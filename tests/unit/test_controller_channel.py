@@ -249,9 +249,27 @@ def test_the_next_request_is_built_while_the_broker_works(
 TOPIC = "orders"
 
 
-def update_metadata(partitions: list[int] | None, name: str) -> BrokerRequest:
+class Tracker(str):
+    """Stands for the event a request belongs to: compares as its name, and notes when
+    the channel says the request was written to the broker's socket."""
+
+    def __new__(cls, name: str, written: list[str]) -> Tracker:
+        tracker = super().__new__(cls, name)
+        tracker.written_log = written
+        return tracker
+
+    written_log: list[str]
+
+    def written(self, request: BrokerRequest) -> None:
+        self.written_log.append(str(self))
+
+
+def update_metadata(
+    partitions: list[int] | None, name: str, written: list[str] | None = None
+) -> BrokerRequest:
     """Broker 7's UpdateMetadata for these partitions of ``orders`` (None: all three),
-    built by the controller's request batch; its tracker is ``name``."""
+    built by the controller's request batch; its tracker is ``name``, noting in
+    ``written`` when it is written."""
     ctx = ControllerContext(epoch=3, epoch_zk_version=2)
     ctx.add_live_brokers({7: (BrokerRegistration(7, (EndPoint("PLAINTEXT", "h", 9),)), 70)})
     for p in range(3):
@@ -263,7 +281,9 @@ def update_metadata(partitions: list[int] | None, name: str) -> BrokerRequest:
         [7], None if partitions is None else [TopicPartition(TOPIC, p) for p in partitions]
     )
     [request] = batch.build(ctx, 1)
-    return dataclasses.replace(request, tracker=name)
+    return dataclasses.replace(
+        request, tracker=Tracker(name, written if written is not None else [])
+    )
 
 
 class Held:
@@ -290,12 +310,13 @@ class Held:
 def test_update_metadata_said_again_behind_it_is_dropped(servers: Callable[..., Server]) -> None:
     h = Held(servers)
     c = h.c
+    written: list[str] = []
     try:
-        c.channel.send([update_metadata([0, 1], "A")])
-        c.channel.send([update_metadata([], "B")])  # the live brokers only
-        c.channel.send([update_metadata([0], "C")])  # says all B says, not all A says
+        c.channel.send([update_metadata([0, 1], "A", written)])
+        c.channel.send([update_metadata([], "B", written)])  # the live brokers only
+        c.channel.send([update_metadata([0], "C", written)])  # all B says, not all A says
         assert c.channel.queue_sizes() == {7: 3}  # A, C and the one taken ahead
-        c.channel.send([update_metadata(None, "D")])  # says all of A and C
+        c.channel.send([update_metadata(None, "D", written)])  # says all of A and C
         assert c.channel.queue_sizes() == {7: 2}
         assert c.channel.superseded() == 3
         h.release.set()
@@ -305,6 +326,8 @@ def test_update_metadata_said_again_behind_it_is_dropped(servers: Callable[..., 
     assert h.server.received == ["hold", "taken-ahead", "um:orders-0,orders-1,orders-2"]
     # The dropped ones are answered with the one that replaced them, oldest first.
     assert h.trackers_answered() == [None, None, "A", "B", "C", "D"]
+    # Written once, in D: each event hears its UpdateMetadata went out then.
+    assert written == ["A", "B", "C", "D"]
     assert all(response == {"error_code": 0} for _, response in c.answered[2:])
     assert c.abandoned == []
 

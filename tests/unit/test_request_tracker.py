@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
+from typing import cast
 
 from broker.state_change_log import open_for_broker
 from controller.controller import RequestTracker
@@ -50,6 +52,25 @@ def test_waiters_run_once_when_the_requests_sent_before_are_answered(
     [record] = logged(tmp_path)
     assert record["event"] == "requests_acknowledged"
     assert record["requests"] == {"LEADER_AND_ISR": 1, "UPDATE_METADATA": 1}
+    assert record["sent_ms_by_api"] == {}  # the channel never said they were written
+
+
+def test_when_each_api_was_last_written_is_logged(tmp_path: Path) -> None:
+    """From when the controller learned of the event: a failover's UpdateMetadata sent
+    (the issue's measure), apart from when it was answered."""
+    t = RequestTracker("ControllerChange", time.monotonic(), open_for_broker([str(tmp_path)], 1), 3)
+    to_2, to_3 = t.track([request(ApiKey.UPDATE_METADATA, 2), request(ApiKey.UPDATE_METADATA, 3)])
+    t.written(to_2)
+    time.sleep(0.02)
+    t.written(to_3)
+    written_at = time.monotonic()
+    t.ack(to_2)
+    t.ack(to_3)
+    t.close()
+    [record] = logged(tmp_path)
+    sent = cast(dict[str, float], record["sent_ms_by_api"])["UPDATE_METADATA"]
+    assert 20 <= sent <= (written_at - t.learned_at) * 1000 + 0.1  # the last copy's
+    assert sent <= cast(dict[str, float], record["acked_ms_by_api"])["UPDATE_METADATA"]
 
 
 def test_a_waiter_does_not_wait_for_what_is_sent_after_it(tmp_path: Path) -> None:
