@@ -6,23 +6,47 @@ A bad configuration is a clear message and exit code 1 before anything starts.
 
 from __future__ import annotations
 
-import argparse
-import logging
-import os
 import signal
-import sys
 import threading
-import tracemalloc
-from pathlib import Path
 from types import FrameType
 
-from broker.config import ConfigError, load_broker_config
-from broker.server import (
+# Set by SIGTERM or SIGINT: stop (a controlled shutdown once started).
+_stop = threading.Event()
+_signals: list[int] = []
+
+
+def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    _signals.append(signum)
+    _stop.set()
+
+
+def _catch_stop_signals() -> None:
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+
+
+if __name__ == "__main__":
+    # Before the imports below, which take a third of a second: a SIGTERM while the
+    # broker is still starting is a stop like any other (it shuts down once started, and
+    # exits 0), not death by the signal's default action.
+    _catch_stop_signals()
+
+import argparse  # noqa: E402  (after the signal handlers, on purpose)
+import logging  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import tracemalloc  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from broker.config import ConfigError, load_broker_config  # noqa: E402
+from broker.server import (  # noqa: E402
     KafkaServer,
     limit_malloc_arenas,
     set_gc_thresholds,
     set_switch_interval,
 )
+from election.registration import RegistrationCancelled  # noqa: E402
+from zkdata.client import CancelledWhileDisconnected  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,29 +81,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"broker: cannot read {args.config}: {e.strerror}", file=sys.stderr)
         return 1
     try:
-        server = KafkaServer(config)
+        server = KafkaServer(config, stop_requested=_stop)
     except ValueError as e:
         print(f"broker: {e}", file=sys.stderr)
         return 1
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        logging.getLogger(__name__).info("received %s", signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    _catch_stop_signals()
+    if _signals:
+        # Nothing registered or served yet: nothing to move away.
+        logging.getLogger(__name__).info(
+            "received %s before starting: not starting", signal.Signals(_signals[0]).name
+        )
+        return 0 if server.shutdown() else 1
     if os.environ.get("ZKCTL_TRACEMALLOC"):
         _trace_memory(Path(config.log_dirs[0]) if config.log_dirs else Path.cwd())
     try:
         server.startup()
+    except (RegistrationCancelled, CancelledWhileDisconnected) as e:
+        logging.getLogger(__name__).info("stopped while starting: %s", e)
+        return 0 if server.shutdown() else 1
     except Exception as e:
         logging.getLogger(__name__).exception("start-up failed")
         print(f"broker {server.broker_id}: start-up failed: {e}", file=sys.stderr)
         server.shutdown()
         return 1
-    while not stop.wait(1.0):
+    while not _stop.wait(1.0):
         pass
+    logging.getLogger(__name__).info("received %s", signal.Signals(_signals[-1]).name)
     return 0 if server.shutdown() else 1
 
 

@@ -65,7 +65,10 @@ def _split_chroot(connect: str) -> tuple[str, str]:
 
 
 class KafkaServer:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, stop_requested: threading.Event | None = None) -> None:
+        # Set when the broker is asked to stop (SIGTERM): a start-up still waiting for its
+        # earlier session's registration to expire gives up (RegistrationCancelled).
+        self.stop_requested = stop_requested if stop_requested is not None else threading.Event()
         # One socket server per listener, bound first: a port 0 listener's real port is
         # part of the registration, and of the address a persistent identity's claim
         # records. Each answers Metadata with its own listener's addresses.
@@ -156,8 +159,14 @@ class KafkaServer:
     def startup(self) -> None:
         self._ensure_chroot(self.config)
         self.zk.start()
-        self.zk.ensure_paths(paths.PERSISTENT_PATHS)
-        self.metadata.cluster_id = self._cluster_id()
+        # A ZooKeeper blip from here on is waited out, not a failed start (Kafka's client
+        # retries until connected); both steps are safe to repeat.
+        self.zk.until_connected(
+            lambda: self.zk.ensure_paths(paths.PERSISTENT_PATHS), cancelled=self.stop_requested
+        )
+        self.metadata.cluster_id = self.zk.until_connected(
+            self._cluster_id, cancelled=self.stop_requested
+        )
         # Kafka's checkpoint of broker.id and cluster.id in every log directory (a log
         # directory of another cluster stops the broker here).
         checkpoint_meta_properties(self.config.log_dirs, self.broker_id, self.metadata.cluster_id)
@@ -254,7 +263,9 @@ class KafkaServer:
     def register(self) -> int:
         """(Re-)register in the current session; returns and remembers the broker epoch."""
         reg = self.registration()
-        self.broker_epoch = register_broker(self.zk, reg, progress=lambda m: log.info("%s", m))
+        self.broker_epoch = register_broker(
+            self.zk, reg, progress=lambda m: log.info("%s", m), cancelled=self.stop_requested
+        )
         self.state_log.broker_registered(self.broker_epoch, reg.host, reg.port)
         return self.broker_epoch
 

@@ -7,20 +7,30 @@ that never left, and a broker can refuse requests meant for its previous incarna
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+from kazoo.protocol.states import ZnodeStat
 
 from zkdata import paths
-from zkdata.client import NodeExistsError, ZkClient
+from zkdata.client import CancelledWhileDisconnected, NodeExistsError, ZkClient
 from zkdata.znodes import BrokerRegistration, encode_broker
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 
 class BrokerIdInUse(RuntimeError):
     """Another live broker holds this broker id."""
+
+
+class RegistrationCancelled(RuntimeError):
+    """The broker was asked to stop while it waited for its earlier session's znode."""
 
 
 def register_broker(
@@ -29,6 +39,7 @@ def register_broker(
     *,
     wait_for_stale_s: float | None = None,
     progress: Callable[[str], None] | None = None,
+    cancelled: threading.Event | None = None,
 ) -> int:
     """Create `/brokers/ids/<id>` (ephemeral) and return the broker epoch (its czxid).
 
@@ -37,19 +48,34 @@ def register_broker(
     previous incarnation whose session has not expired yet (KAFKA-7165): wait up to
     `wait_for_stale_s` (default: the session timeout plus a margin) for it to go, then
     fail with BrokerIdInUse, since a live broker with the same id is a configuration error.
+    ``cancelled`` set during that wait (the broker is asked to stop) ends it with
+    RegistrationCancelled.
     """
     path = paths.broker(registration.broker_id)
     data = encode_broker(registration)
     wait_s = wait_for_stale_s if wait_for_stale_s is not None else zk.session_timeout_ms / 1000 + 5
     deadline = time.monotonic() + wait_s
     announced = False
+
+    def until_connected(fn: Callable[[], T]) -> T:
+        # A ZooKeeper blip while registering (a start-up, or after a session expired) is
+        # waited out, as Kafka's client retries until connected; each step is safe to
+        # repeat: a create the server applied before the answer was lost is found ours.
+        try:
+            return zk.until_connected(fn, cancelled=cancelled)
+        except CancelledWhileDisconnected as e:
+            raise RegistrationCancelled(f"asked to stop while registering {path}: {e}") from e
+
+    def watch_gone(gone: threading.Event) -> ZnodeStat | None:
+        return zk.kazoo.exists(path, watch=lambda _event: gone.set())
+
     while True:
         try:
-            _, stat = zk.create(path, data, ephemeral=True)
+            _, stat = until_connected(lambda: zk.create(path, data, ephemeral=True))
             return int(stat.czxid)
         except NodeExistsError:
             pass
-        existing = zk.exists(path)
+        existing = until_connected(lambda: zk.exists(path))
         if existing is None:
             continue  # it went away between our create and our look: try again
         if int(existing.ephemeralOwner) == zk.session_id:
@@ -66,7 +92,12 @@ def register_broker(
                 "waiting for it to expire"
             )
             announced = True
+        if cancelled is not None and cancelled.is_set():
+            raise RegistrationCancelled(
+                f"asked to stop while {path} still belonged to an earlier session"
+            )
         gone = threading.Event()
-        if zk.kazoo.exists(path, watch=lambda _event, gone=gone: gone.set()) is None:
+        if until_connected(functools.partial(watch_gone, gone)) is None:
             continue
-        gone.wait(min(1.0, max(0.0, deadline - time.monotonic())))
+        # A short wait: a stop asked for meanwhile is seen within a fifth of a second.
+        gone.wait(min(0.2, max(0.0, deadline - time.monotonic())))

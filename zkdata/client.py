@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -72,8 +72,15 @@ WRITE_BATCH_OPS = 500
 WRITE_BATCH_BYTES = 512 * 1024
 
 
+T = TypeVar("T")
+
+
 class ControllerMovedError(Exception):
     """The `/controller_epoch` check of a fenced write failed: another controller won."""
+
+
+class CancelledWhileDisconnected(Exception):
+    """A request retried until connected was cancelled while there was no connection."""
 
 
 class _MultiRead:
@@ -435,6 +442,25 @@ class ZkClient:
                 return False
             time.sleep(0.02)
         return True
+
+    def until_connected(
+        self, fn: Callable[[], T], *, cancelled: threading.Event | None = None
+    ) -> T:
+        """``fn()``, called again once connected each time it fails for want of a
+        connection (ConnectionLoss, SessionExpiredError, OperationTimeoutError), as Kafka's
+        ZooKeeperClient retries requests until connected: for steps that are safe to
+        repeat (idempotent reads and creates) and that must not fail a broker's start-up
+        over a ZooKeeper blip. ``cancelled`` set: CancelledWhileDisconnected."""
+        while True:
+            try:
+                return fn()
+            except (ConnectionLoss, SessionExpiredError, OperationTimeoutError) as e:
+                log.info("ZooKeeper request failed (%s); retrying once connected", type(e).__name__)
+                # The connection retries forever: wait as long, a fifth of a second at a
+                # time, to see a cancel.
+                while not self.wait_connected(0.2):
+                    if cancelled is not None and cancelled.is_set():
+                        raise CancelledWhileDisconnected(str(e) or type(e).__name__) from e
 
     # --- watch dispatch ---------------------------------------------------------------
 

@@ -9,9 +9,12 @@ import time
 
 import pytest
 
+from cluster.netsplit import linked
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import consume, lost_acknowledged, produce
 from tests.integration.harness import wait_for
+from zkdata import paths
+from zkdata.client import ZkClient
 
 pytestmark = pytest.mark.integration
 
@@ -266,3 +269,69 @@ def test_kcat_and_confluent_kafka_see_brokers_controller_and_partitions(
     assert {p["partition"]: p["leader"] for p in topic["partitions"]} == {
         p: s.leader for p, s in states.items()
     }
+
+
+def test_a_broker_asked_to_stop_while_starting_stops_and_exits_0(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """SIGTERM while the broker waits for its earlier session's registration to expire
+    (KAFKA-7165: a restart within the session timeout): it gives up waiting, never
+    registers, and exits 0 at once, as a stop does, not after the wait or by the signal."""
+    c = cluster_factory((1,), start=False)
+    # The earlier incarnation's registration: an ephemeral znode of another live session.
+    stale = ZkClient(c.zk_connect, session_timeout_ms=30_000)
+    stale.start()
+    try:
+        stale.ensure_paths([paths.BROKER_IDS])
+        stale.create(paths.broker(1), b"{}", ephemeral=True)
+        c[1].start()
+        wait_for(
+            lambda: "waiting for it to expire" in c[1].output(),
+            60,
+            "the broker to wait for the earlier registration",
+        )
+        c[1].terminate()
+        # Without giving up it would wait its own session timeout and 5 s more, then fail
+        # to start (BrokerIdInUse: exit 1).
+        assert c[1].wait_exit(timeout=25) == 0, c[1].output()
+        owner = stale.exists(paths.broker(1))
+        assert owner is not None
+        assert int(owner.ephemeralOwner) == stale.session_id  # never registered
+        assert "stopped while starting" in c[1].output()
+    finally:
+        stale.close()
+
+
+def test_a_zookeeper_blip_while_a_broker_registers_is_waited_out(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """The broker's link to ZooKeeper is cut while it waits for its earlier session's
+    registration to go: its requests fail with ConnectionLoss, which it waits out, as
+    Kafka's client retries until connected, instead of failing its start-up."""
+    c = cluster_factory((1,), start=False)
+    stale = ZkClient(c.zk_connect, session_timeout_ms=30_000)
+    stale.start()
+    try:
+        stale.ensure_paths([paths.BROKER_IDS])
+        stale.create(paths.broker(1), b"{}", ephemeral=True)
+        with linked(c) as link:
+            c[1].start()
+            wait_for(
+                lambda: "waiting for it to expire" in c[1].output(),
+                60,
+                "the broker to wait for the earlier registration",
+            )
+            link[1].cut()
+            wait_for(
+                lambda: "retrying once connected" in c[1].output() or not c[1].alive(),
+                30,
+                "a request of the broker's to fail for want of a connection",
+            )
+            link[1].heal()
+            stale.close()  # the earlier registration goes
+            epoch = wait_for(lambda: c.broker_epoch(1), 30, "the broker registered")
+            assert c[1].alive(), c[1].output()
+            registered = c[1].state_changes("broker_registered")
+            assert [r["broker_epoch"] for r in registered] == [epoch]
+    finally:
+        stale.close()
