@@ -141,8 +141,15 @@ class SupervisedBroker:
         return self.proc.pid
 
     def signal(self, sig: signal.Signals) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            raise RuntimeError(f"broker {self.broker_id} is not running")
+        if self.proc is None:
+            raise RuntimeError(f"broker {self.broker_id} was never started")
+        code = self.proc.poll()
+        if code is not None:
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            raise RuntimeError(
+                f"broker {self.broker_id} is not running (pid {self.proc.pid}: {how}; its"
+                f" output: {self.root / f'broker-{self.starts - 1}.out'})"
+            )
         os.kill(self.proc.pid, sig)
 
     def kill(self) -> None:
