@@ -197,7 +197,7 @@ class KafkaServer:
         self.apis.on_metadata_updated = self.fetchers.refresh_endpoints
         for server in self.socket_servers.values():
             server.start()
-        self.register()
+        self.register(until_connected=True)
         self.controller.start()
         self._status_thread.start()
         threading.Thread(target=self._isr_check_loop, name="isr-expiration", daemon=True).start()
@@ -260,11 +260,18 @@ class KafkaServer:
             )
         return BrokerRegistration(self.broker_id, tuple(endpoints), self.config.broker_rack)
 
-    def register(self) -> int:
-        """(Re-)register in the current session; returns and remembers the broker epoch."""
+    def register(self, *, until_connected: bool = False) -> int:
+        """(Re-)register in the current session; returns and remembers the broker epoch.
+        ``until_connected`` (start-up): a lost connection is waited out. The controller's
+        thread, which re-registers after a new session, does not wait: it must stay free
+        to resign if the session expires meanwhile."""
         reg = self.registration()
         self.broker_epoch = register_broker(
-            self.zk, reg, progress=lambda m: log.info("%s", m), cancelled=self.stop_requested
+            self.zk,
+            reg,
+            progress=lambda m: log.info("%s", m),
+            cancelled=self.stop_requested,
+            until_connected=until_connected,
         )
         self.state_log.broker_registered(self.broker_epoch, reg.host, reg.port)
         return self.broker_epoch
@@ -461,6 +468,9 @@ class KafkaServer:
             if self._shut_down:
                 return True
             self._shut_down = True
+        # A registration waiting for ZooKeeper (the controller's thread re-registers after
+        # a new session) gives up: nothing is to be registered any more.
+        self.stop_requested.set()
         log.info("broker %d shutting down", self.broker_id)
         self._shutting_down.set()
         if self.config.controlled_shutdown_enable and self.zk.connected:

@@ -55,6 +55,7 @@ from election.controller_election import (
     read_controller,
     try_elect,
 )
+from election.registration import RegistrationCancelled
 from handlers import zk_handlers
 from wire.api import ApiKey
 from wire.errors import ErrorCode
@@ -447,7 +448,11 @@ class KafkaController:
         event.done.set()
 
     def _on_RegisterBrokerAndReelect(self, _event: ev.RegisterBrokerAndReelect) -> None:
-        broker_epoch = self.register_broker()
+        try:
+            broker_epoch = self.register_broker()
+        except RegistrationCancelled:
+            log.info("broker %d is stopping: not registering again", self.broker_id)
+            return
         log.info(
             "re-registered broker %d in a new session, broker epoch %d",
             self.broker_id,
@@ -460,7 +465,11 @@ class KafkaController:
         # may still stand with nobody acting behind it: remove it so an election happens.
         if not self.is_active and delete_own_controller_znode(self.zk, self.broker_id):
             log.info("removed this broker's stale /controller after reconnecting")
-        self.register_broker()
+        try:
+            self.register_broker()
+        except RegistrationCancelled:
+            log.info("broker %d is stopping: not registering again", self.broker_id)
+            return
         if not self.is_active:
             self._elect()
 

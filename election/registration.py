@@ -40,6 +40,7 @@ def register_broker(
     wait_for_stale_s: float | None = None,
     progress: Callable[[str], None] | None = None,
     cancelled: threading.Event | None = None,
+    until_connected: bool = False,
 ) -> int:
     """Create `/brokers/ids/<id>` (ephemeral) and return the broker epoch (its czxid).
 
@@ -49,7 +50,8 @@ def register_broker(
     `wait_for_stale_s` (default: the session timeout plus a margin) for it to go, then
     fail with BrokerIdInUse, since a live broker with the same id is a configuration error.
     ``cancelled`` set during that wait (the broker is asked to stop) ends it with
-    RegistrationCancelled.
+    RegistrationCancelled. ``until_connected``: a lost connection is waited out, as
+    Kafka's client does (a start-up); otherwise it is the caller's (ConnectionLoss).
     """
     path = paths.broker(registration.broker_id)
     data = encode_broker(registration)
@@ -57,10 +59,11 @@ def register_broker(
     deadline = time.monotonic() + wait_s
     announced = False
 
-    def until_connected(fn: Callable[[], T]) -> T:
-        # A ZooKeeper blip while registering (a start-up, or after a session expired) is
-        # waited out, as Kafka's client retries until connected; each step is safe to
-        # repeat: a create the server applied before the answer was lost is found ours.
+    def retried(fn: Callable[[], T]) -> T:
+        # Each step is safe to repeat: a create the server applied before its answer was
+        # lost is found ours below.
+        if not until_connected:
+            return fn()
         try:
             return zk.until_connected(fn, cancelled=cancelled)
         except CancelledWhileDisconnected as e:
@@ -71,11 +74,11 @@ def register_broker(
 
     while True:
         try:
-            _, stat = until_connected(lambda: zk.create(path, data, ephemeral=True))
+            _, stat = retried(lambda: zk.create(path, data, ephemeral=True))
             return int(stat.czxid)
         except NodeExistsError:
             pass
-        existing = until_connected(lambda: zk.exists(path))
+        existing = retried(lambda: zk.exists(path))
         if existing is None:
             continue  # it went away between our create and our look: try again
         if int(existing.ephemeralOwner) == zk.session_id:
@@ -97,7 +100,7 @@ def register_broker(
                 f"asked to stop while {path} still belonged to an earlier session"
             )
         gone = threading.Event()
-        if until_connected(functools.partial(watch_gone, gone)) is None:
+        if retried(functools.partial(watch_gone, gone)) is None:
             continue
         # A short wait: a stop asked for meanwhile is seen within a fifth of a second.
         gone.wait(min(0.2, max(0.0, deadline - time.monotonic())))

@@ -457,10 +457,14 @@ class ZkClient:
             except (ConnectionLoss, SessionExpiredError, OperationTimeoutError) as e:
                 log.info("ZooKeeper request failed (%s); retrying once connected", type(e).__name__)
                 # The connection retries forever: wait as long, a fifth of a second at a
-                # time, to see a cancel.
-                while not self.wait_connected(0.2):
+                # time, to see a cancel; and a moment at least, not to spin on a failure
+                # that outlives the connection's return.
+                time.sleep(0.05)
+                while True:
                     if cancelled is not None and cancelled.is_set():
                         raise CancelledWhileDisconnected(str(e) or type(e).__name__) from e
+                    if self.wait_connected(0.2):
+                        break
 
     # --- watch dispatch ---------------------------------------------------------------
 
