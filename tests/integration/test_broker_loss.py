@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from cluster.netsplit import linked
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import consume, lost_acknowledged, produce
-from tests.integration.harness import wait_for
+from tests.integration.harness import Cluster, wait_for
 from zkdata import paths
 from zkdata.client import ZkClient
 
@@ -271,25 +273,39 @@ def test_kcat_and_confluent_kafka_see_brokers_controller_and_partitions(
     }
 
 
-def test_a_broker_asked_to_stop_while_starting_stops_and_exits_0(
-    cluster_factory: ClusterFactory,
-) -> None:
-    """SIGTERM while the broker waits for its earlier session's registration to expire
-    (KAFKA-7165: a restart within the session timeout): it gives up waiting, never
-    registers, and exits 0 at once, as a stop does, not after the wait or by the signal."""
-    c = cluster_factory((1,), start=False)
-    # The earlier incarnation's registration: an ephemeral znode of another live session.
+@contextlib.contextmanager
+def earlier_registration(c: Cluster, broker_id: int) -> Iterator[ZkClient]:
+    """A broker id's registration left by an earlier incarnation whose session is still
+    alive (an ephemeral znode of another session, 30 s long), as after a restart within
+    the session timeout (KAFKA-7165); yields that session's client."""
     stale = ZkClient(c.zk_connect, session_timeout_ms=30_000)
     stale.start()
     try:
         stale.ensure_paths([paths.BROKER_IDS])
-        stale.create(paths.broker(1), b"{}", ephemeral=True)
-        c[1].start()
-        wait_for(
-            lambda: "waiting for it to expire" in c[1].output(),
-            60,
-            "the broker to wait for the earlier registration",
-        )
+        stale.create(paths.broker(broker_id), b"{}", ephemeral=True)
+        yield stale
+    finally:
+        stale.close()
+
+
+def start_and_wait_for_the_earlier_registration(c: Cluster, broker_id: int) -> None:
+    c[broker_id].start()
+    wait_for(
+        lambda: "waiting for it to expire" in c[broker_id].output(),
+        60,
+        "the broker to wait for the earlier registration",
+    )
+
+
+def test_a_broker_asked_to_stop_while_starting_stops_and_exits_0(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """SIGTERM while the broker waits for its earlier session's registration to expire:
+    it gives up waiting, never registers, and exits 0 at once, as a stop does, not after
+    the wait or by the signal."""
+    c = cluster_factory((1,), start=False)
+    with earlier_registration(c, 1) as stale:
+        start_and_wait_for_the_earlier_registration(c, 1)
         c[1].terminate()
         # Without giving up it would wait its own session timeout and 5 s more, then fail
         # to start (BrokerIdInUse: exit 1).
@@ -298,8 +314,6 @@ def test_a_broker_asked_to_stop_while_starting_stops_and_exits_0(
         assert owner is not None
         assert int(owner.ephemeralOwner) == stale.session_id  # never registered
         assert "stopped while starting" in c[1].output()
-    finally:
-        stale.close()
 
 
 def test_a_zookeeper_blip_while_a_broker_registers_is_waited_out(
@@ -309,29 +323,17 @@ def test_a_zookeeper_blip_while_a_broker_registers_is_waited_out(
     registration to go: its requests fail with ConnectionLoss, which it waits out, as
     Kafka's client retries until connected, instead of failing its start-up."""
     c = cluster_factory((1,), start=False)
-    stale = ZkClient(c.zk_connect, session_timeout_ms=30_000)
-    stale.start()
-    try:
-        stale.ensure_paths([paths.BROKER_IDS])
-        stale.create(paths.broker(1), b"{}", ephemeral=True)
-        with linked(c) as link:
-            c[1].start()
-            wait_for(
-                lambda: "waiting for it to expire" in c[1].output(),
-                60,
-                "the broker to wait for the earlier registration",
-            )
-            link[1].cut()
-            wait_for(
-                lambda: "retrying once connected" in c[1].output() or not c[1].alive(),
-                30,
-                "a request of the broker's to fail for want of a connection",
-            )
-            link[1].heal()
-            stale.close()  # the earlier registration goes
-            epoch = wait_for(lambda: c.broker_epoch(1), 30, "the broker registered")
-            assert c[1].alive(), c[1].output()
-            registered = c[1].state_changes("broker_registered")
-            assert [r["broker_epoch"] for r in registered] == [epoch]
-    finally:
-        stale.close()
+    with earlier_registration(c, 1) as stale, linked(c) as link:
+        start_and_wait_for_the_earlier_registration(c, 1)
+        link[1].cut()
+        wait_for(
+            lambda: "retrying once connected" in c[1].output() or not c[1].alive(),
+            30,
+            "a request of the broker's to fail for want of a connection",
+        )
+        link[1].heal()
+        stale.close()  # the earlier registration goes
+        epoch = wait_for(lambda: c.broker_epoch(1), 30, "the broker registered")
+        assert c[1].alive(), c[1].output()
+        registered = c[1].state_changes("broker_registered")
+        assert [r["broker_epoch"] for r in registered] == [epoch]
