@@ -6,7 +6,9 @@ of a supervised cluster; the demo and the fault tests use it). `cut()` makes the
 drop every byte in both directions, as a firewall dropping packets would: neither side
 sees the connection close, the process's ZooKeeper client times out and tries to
 reconnect (its new connections are accepted and go nowhere), and ZooKeeper expires the
-session once the session timeout passes without a heartbeat. `heal()` forwards again; the
+session once the session timeout passes without a heartbeat. `cut_answers()` drops only
+ZooKeeper's side: a request sent then is carried out and its answer lost, the case a
+client that retries must tell from a request never made. `heal()` forwards again; the
 connections that lived through the cut are closed then (TCP would have given up on them).
 
 Unlike SIGSTOP, the process goes on running through the cut: a broker keeps serving its
@@ -42,6 +44,12 @@ class _Connection:
         self.client = client
         self.upstream = upstream
         self.dropping = upstream is None
+        # Only the server's bytes are dropped (an asymmetric cut): requests still arrive
+        # and are carried out, their answers are lost.
+        self.dropping_answers = False
+
+    def drops(self, src: socket.socket) -> bool:
+        return self.dropping or (self.dropping_answers and src is self.upstream)
 
     def sockets(self) -> list[socket.socket]:
         return [s for s in (self.client, self.upstream) if s is not None]
@@ -68,6 +76,7 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._connections: list[_Connection] = []
         self._cut = False
+        self._cut_answers = False
         self._closed = False
         self._accepting = threading.Thread(
             target=self._accept, name=f"proxy-{self.port}", daemon=True
@@ -99,6 +108,7 @@ class TcpProxy:
                     conn.close()
                     return
                 conn.dropping = conn.dropping or self._cut  # cut while it was connecting
+                conn.dropping_answers = self._cut_answers
                 self._connections.append(conn)
             threading.Thread(target=self._pump, args=(conn, client, upstream), daemon=True).start()
             if upstream is not None:
@@ -115,13 +125,13 @@ class TcpProxy:
             if not data:
                 # An end seen during a cut goes no further: the other side must not learn
                 # of it (a partition carries no FIN either).
-                if conn.dropping:
+                if conn.drops(src):
                     with contextlib.suppress(OSError):
                         src.close()
                 else:
                     conn.close()
                 return
-            if conn.dropping or dst is None:
+            if dst is None or conn.drops(src):
                 continue
             try:
                 dst.sendall(data)
@@ -135,11 +145,21 @@ class TcpProxy:
             for conn in self._connections:
                 conn.dropping = True
 
+    def cut_answers(self) -> None:
+        """Drop only what the server sends: each request still reaches it and is carried
+        out, and the client never hears the answer (nor a pong, so it times out)."""
+        with self._lock:
+            self._cut_answers = True
+            for conn in self._connections:
+                conn.dropping_answers = True
+
     def heal(self) -> None:
         with self._lock:
-            self._cut = False
-            dead = [c for c in self._connections if c.dropping]
-            self._connections = [c for c in self._connections if not c.dropping]
+            self._cut = self._cut_answers = False
+            dead = [c for c in self._connections if c.dropping or c.dropping_answers]
+            self._connections = [
+                c for c in self._connections if not (c.dropping or c.dropping_answers)
+            ]
         for conn in dead:
             conn.close()
 
@@ -175,6 +195,10 @@ class ZooKeeperLink:
     def cut(self) -> None:
         for p in self.proxies:
             p.cut()
+
+    def cut_answers(self) -> None:
+        for p in self.proxies:
+            p.cut_answers()
 
     def heal(self) -> None:
         for p in self.proxies:
