@@ -82,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         server = KafkaServer(config, stop_requested=_stop)
+    except CancelledWhileDisconnected as e:
+        # Asked to stop while establishing its id with ZooKeeper out of reach: nothing
+        # was registered or served.
+        logging.getLogger(__name__).info("stopped while starting: %s", e)
+        return 0
     except ValueError as e:
         print(f"broker: {e}", file=sys.stderr)
         return 1

@@ -94,6 +94,7 @@ class KafkaServer:
                 config,
                 self._claim_address(config),
                 prepare=lambda: self._ensure_chroot(config),
+                cancelled=self.stop_requested,
             )
         except BaseException:
             self._stop_socket_servers()
@@ -158,7 +159,7 @@ class KafkaServer:
 
     def startup(self) -> None:
         self._ensure_chroot(self.config)
-        self.zk.start()
+        self.zk.start(cancelled=self.stop_requested)
         # A ZooKeeper blip from here on is waited out, not a failed start (Kafka's client
         # retries until connected); both steps are safe to repeat.
         self.zk.until_connected(
@@ -218,9 +219,9 @@ class KafkaServer:
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
         )
-        root.start()
+        root.start(cancelled=self.stop_requested)
         try:
-            root.ensure_paths([chroot])
+            root.until_connected(lambda: root.ensure_paths([chroot]), cancelled=self.stop_requested)
         finally:
             root.close()
         self._chroot_ensured = True

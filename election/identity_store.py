@@ -7,84 +7,107 @@ generated ids bump ``/brokers/seqid``'s version with an unconditional setData.
 
 ``requests`` counts the ZooKeeper requests made (each one round trip), for the accounts in
 docs/broker-identity.md; the session's own handshake is not counted.
+
+A request that fails for want of a connection is sent again once connected, as Kafka's
+client retries until connected: a ZooKeeper blip while a broker starts is waited out, not
+a failed start. Each request is safe to repeat, including one that was carried out and
+whose answer was lost: a claim's create then meets our own claim (NodeExists, and the
+check code tells it is ours), and a repeated seqid bump skips an id, as Kafka's does.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zkdata import paths
-from zkdata.client import NodeExistsError, ZkClient
+from zkdata.client import CancelledWhileDisconnected, NodeExistsError, ZkClient
 from zkdata.znodes import IdentityClaim, decode_identity_claim, encode_identity_claim
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
     from election.broker_identity import IdentityOutcome
 
+T = TypeVar("T")
+
 
 class ZkIdentityStore:
-    def __init__(self, zk: ZkClient) -> None:
+    def __init__(self, zk: ZkClient, cancelled: threading.Event | None = None) -> None:
         self.zk = zk
+        #: set when the broker is asked to stop: a wait for the connection gives up
+        #: (CancelledWhileDisconnected)
+        self.cancelled = cancelled
         self.requests = 0
 
+    def _request(self, fn: Callable[[], T]) -> T:
+        """One request, sent again once connected if the connection was lost."""
+
+        def attempt() -> T:
+            self.requests += 1
+            return fn()
+
+        return self.zk.until_connected(attempt, cancelled=self.cancelled)
+
+    def _create(self, path: str, data: bytes = b"", *, make_parents: bool = False) -> bool:
+        """False: the znode exists (made by another, or by our own earlier attempt)."""
+        try:
+            self._request(lambda: self.zk.create(path, data, make_parents=make_parents))
+        except NodeExistsError:
+            return False
+        return True
+
     def claimed_ids(self) -> list[int]:
-        self.requests += 1
-        children = self.zk.get_children(paths.BROKER_IDENTITIES) or []
+        children = self._request(lambda: self.zk.get_children(paths.BROKER_IDENTITIES)) or []
         return [i for i in (paths.parse_broker_id(c) for c in children) if i is not None]
 
     def get_claim(self, broker_id: int) -> IdentityClaim | None:
-        self.requests += 1
-        got = self.zk.get(paths.broker_identity(broker_id))
+        got = self._request(lambda: self.zk.get(paths.broker_identity(broker_id)))
         return None if got is None else decode_identity_claim(broker_id, got[0])
 
     def create_claim(self, claim: IdentityClaim) -> bool:
+        """The compare-and-set. False: the id is claimed, perhaps by this very claim (its
+        answer lost to a blip): the caller reads the claim and compares check codes."""
         path = paths.broker_identity(claim.broker_id)
         data = encode_identity_claim(claim)
-        self.requests += 1
         try:
-            self.zk.create(path, data)
-        except NodeExistsError:
-            return False
+            return self._create(path, data)
         except NoNodeError:  # the first claim of the cluster: create the parent first
-            self.requests += 2
-            try:
-                self.zk.create(paths.BROKER_IDENTITIES, make_parents=True)
-            except NodeExistsError:
-                pass
-            try:
-                self.zk.create(path, data)
-            except NodeExistsError:
-                return False
-        return True
+            self._create(paths.BROKER_IDENTITIES, make_parents=True)
+            return self._create(path, data)
 
     def set_claim(self, claim: IdentityClaim) -> None:
-        self.requests += 1
-        self.zk.set(paths.broker_identity(claim.broker_id), encode_identity_claim(claim))
+        data = encode_identity_claim(claim)
+        self._request(lambda: self.zk.set(paths.broker_identity(claim.broker_id), data))
 
     def generate_seq_id(self) -> int:
         """Kafka's KafkaZkClient.generateBrokerSequenceId."""
-        self.requests += 1
+
+        def bump() -> int:
+            return int(self.zk.set(paths.BROKER_SEQID, b"", -1).version)
+
         try:
-            stat = self.zk.set(paths.BROKER_SEQID, b"", -1)
+            return self._request(bump)
         except NoNodeError:
-            self.requests += 2
-            try:
-                self.zk.create(paths.BROKER_SEQID, b"", make_parents=True)
-            except NodeExistsError:
-                pass
-            stat = self.zk.set(paths.BROKER_SEQID, b"", -1)
-        return int(stat.version)
+            self._create(paths.BROKER_SEQID, make_parents=True)
+            return self._request(bump)
 
 
 @contextmanager
 def zk_identity_store(
-    connect: str, *, session_timeout_ms: int, connection_timeout_ms: int
+    connect: str,
+    *,
+    session_timeout_ms: int,
+    connection_timeout_ms: int,
+    cancelled: threading.Event | None = None,
 ) -> Iterator[ZkIdentityStore]:
     """A short ZooKeeper session for establishing the identity (the chroot must exist)."""
     from election.broker_identity import IdentityError
@@ -95,24 +118,31 @@ def zk_identity_store(
         connection_timeout_ms=connection_timeout_ms,
     )
     try:
-        zk.start()
+        zk.start(cancelled=cancelled)
+    except CancelledWhileDisconnected:
+        raise
     except Exception as e:
         raise IdentityError(
             f"cannot connect to ZooKeeper at {connect} to establish the broker id"
             f" ({type(e).__name__}: {e})"
         ) from None
     try:
-        yield ZkIdentityStore(zk)
+        yield ZkIdentityStore(zk, cancelled)
     finally:
         zk.close()
 
 
 def establish_identity(
-    config: BrokerConfig, address: str, *, prepare: Callable[[], None] | None = None
+    config: BrokerConfig,
+    address: str,
+    *,
+    prepare: Callable[[], None] | None = None,
+    cancelled: threading.Event | None = None,
 ) -> IdentityOutcome:
     """Who this broker is, by ``broker.identity.mode``. Opens a ZooKeeper session only
     when one is needed (a generated or a persistent id); ``prepare`` runs before it (the
-    broker creates its chroot there). Raises IdentityError with a clear message."""
+    broker creates its chroot there). Raises IdentityError with a clear message, or
+    CancelledWhileDisconnected when ``cancelled`` is set while ZooKeeper is out of reach."""
     from election.broker_identity import IdentityError
 
     started = time.monotonic()
@@ -126,12 +156,18 @@ def establish_identity(
     def session() -> AbstractContextManager[ZkIdentityStore]:
         nonlocal sessions
         sessions += 1
+        log.info(
+            "connecting to ZooKeeper at %s to establish the broker id (%s)",
+            config.zookeeper_connect,
+            "persistent" if config.broker_identity_mode == "persistent" else "generated",
+        )
         if prepare is not None:
             prepare()
         return zk_identity_store(
             config.zookeeper_connect,
             session_timeout_ms=config.zookeeper_session_timeout_ms,
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+            cancelled=cancelled,
         )
 
     try:

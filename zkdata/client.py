@@ -42,6 +42,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
     ZookeeperError,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.serialization import Create as KazooCreate
 from kazoo.protocol.serialization import (
     int_struct,
@@ -346,9 +347,26 @@ class ZkClient:
 
     # --- lifecycle --------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Connect, waiting at most the connection timeout."""
-        self.kazoo.start(timeout=self.connection_timeout_ms / 1000)
+    def start(self, *, cancelled: threading.Event | None = None) -> None:
+        """Connect, waiting at most the connection timeout (then KazooTimeoutError, as
+        Kafka fails a start that cannot reach ZooKeeper within
+        zookeeper.connection.timeout.ms). ``cancelled`` set meanwhile: the attempt stops
+        and CancelledWhileDisconnected is raised, so a broker asked to stop while it
+        cannot reach ZooKeeper stops at once."""
+        if cancelled is None:
+            self.kazoo.start(timeout=self.connection_timeout_ms / 1000)
+            return
+        connected = self.kazoo.start_async()
+        deadline = time.monotonic() + self.connection_timeout_ms / 1000
+        while not connected.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+            if cancelled.is_set() or time.monotonic() >= deadline:
+                break
+        if not self.kazoo.connected:
+            self.kazoo.stop()
+            self.kazoo.close()
+            if cancelled.is_set():
+                raise CancelledWhileDisconnected("asked to stop while connecting to ZooKeeper")
+            raise KazooTimeoutError("Connection time-out")
 
     def close(self) -> None:
         self._closing = True  # the LOST that kazoo reports next is our own doing
