@@ -223,6 +223,11 @@ class Partition:
     log: PartitionLog | None = None
     # As leader: where this leader epoch began (a follower joins the ISR only past it).
     epoch_start_offset: int = 0
+    # As leader: replicas whose addition to the ISR is asked for and not yet known written
+    # or refused (queued, in flight, or lost to a ZooKeeper blip: written perhaps). The
+    # high watermark waits for them too, as for Kafka's "maximal ISR" while an expansion
+    # is pending: ZooKeeper may already name one in the ISR, and a controller may elect it.
+    isr_adding: tuple[int, ...] = ()
 
     @property
     def log_end_offset(self) -> int:
@@ -608,8 +613,9 @@ class ReplicaManager:
             self._notify_progress(advanced, data=False)
 
     def _maybe_increment_high_watermark(self, p: Partition) -> bool:
-        """High watermark = the lowest log end over the ISR (the leader's included); it
-        only ever grows. A follower in the ISR that has not fetched yet holds it back."""
+        """High watermark = the lowest log end over the ISR (the leader's included) and the
+        replicas being added to it; it only ever grows. A follower in the ISR that has not
+        fetched yet holds it back."""
         if p.log is None or p.leader != self.broker_id:
             return False
         hw = p.log.log_end_offset
@@ -617,6 +623,9 @@ class ReplicaManager:
             if r != self.broker_id:
                 state = p.followers.get(r)
                 hw = min(hw, state.fetch_offset if state is not None else -1)
+        for r in p.isr_adding:
+            state = p.followers.get(r)
+            hw = min(hw, state.fetch_offset if state is not None else -1)
         if hw > p.log.high_watermark:
             p.log.update_high_watermark(hw)
             return True
@@ -815,16 +824,30 @@ class ReplicaManager:
                 if intent is None or intent.partition is not p:
                     intent = intents[p.topic_partition] = _IsrIntent(p)
                 intent.merge(add=add, remove=remove, why=why)
+                if add is not None and add not in p.isr_adding:
+                    # Kept until a write round settles it, even if a removal follows: a
+                    # write naming it may be in flight.
+                    p.isr_adding = shared_ints((*p.isr_adding, add))
             self._isr_cond.notify_all()
 
     def _write_isr_changes(self, intents: list[_IsrIntent]) -> list[TopicPartition]:
         changed = self._write_isr_changes_to_zookeeper(intents)
-        # A smaller ISR may let the high watermark move (the laggard no longer holds it back).
+        # Every write of the round is settled (a lost connection raised instead): what is
+        # still to be added is what the queue holds. A smaller ISR, or a settled addition,
+        # may let the high watermark move (no longer held back by the replica).
         with self._lock:
-            for tp in changed:
-                p = self.partitions.get(tp)
-                if p is not None:
-                    self._maybe_increment_high_watermark(p)
+            settled = set(changed)
+            for intent in intents:
+                p = intent.partition
+                if p.isr_adding:
+                    queued = self._isr_intents.get(p.topic_partition)
+                    pending = queued is not None and queued.partition is p
+                    p.isr_adding = queued.add if queued is not None and pending else ()
+                    settled.add(p.topic_partition)
+            for tp in settled:
+                current = self.partitions.get(tp)
+                if current is not None:
+                    self._maybe_increment_high_watermark(current)
         # Also the partitions found fenced (stale): a fetch of one is answered with an error.
         touched = [i.partition.topic_partition for i in intents if i.partition.stale]
         if changed or touched:
@@ -858,12 +881,12 @@ class ReplicaManager:
         results = self.zk.multi_batched(items)
         changed: list[TopicPartition] = []
         rows = []
-        refused: list[tuple[Partition, str, LeaderAndIsr]] = []
+        refused: list[tuple[Partition, str, LeaderAndIsr, str]] = []
         with self._lock:
             for (p, desired, path, why), result in zip(plans, results, strict=True):
                 outcome = result[0]
                 if isinstance(outcome, BadVersionError):
-                    refused.append((p, path, desired))
+                    refused.append((p, path, desired, why))
                 elif isinstance(outcome, NoNodeError):
                     p.stale = True
                     self._changes += 1
@@ -884,39 +907,64 @@ class ReplicaManager:
                             "why": why,
                         }
                     )
+        for p, path, desired, why in refused:
+            found = self._after_refused_isr_write(p, path, desired, why)
+            if found is not None:
+                rows.append(found)
+                changed.append(p.topic_partition)
         self.state_log.write_many("isr_change", rows)
-        for p, path, desired in refused:
-            self._after_refused_isr_write(p, path, desired)
         return changed
 
-    def _after_refused_isr_write(self, p: Partition, path: str, desired: LeaderAndIsr) -> None:
+    def _after_refused_isr_write(
+        self, p: Partition, path: str, desired: LeaderAndIsr, why: str
+    ) -> dict[str, object] | None:
+        """A write refused for its zkVersion: read what is stored. Our own leader epoch
+        there means our own earlier write landed and its answer was lost (only the leader
+        writes an ISR without a new leader epoch): adopt it, and return its isr_change
+        row, since no other row records that write."""
         got = self.zk.get(path)
         with self._lock:
             if got is None:
                 p.stale = True
                 self._changes += 1
-                return
+                return None
             try:
                 state = decode_partition_state(path, got[0], got[1].version)
             except MalformedZnode as e:
                 log.error("%s", e)
                 p.stale = True
                 self._changes += 1
-                return
+                return None
             stored = state.leader_and_isr
             if stored.leader == desired.leader and stored.leader_epoch == desired.leader_epoch:
-                # Our own earlier write landed (a lost reply): adopt what is stored.
-                p.isr = stored.isr
-                p.zk_version = stored.zk_version
-            else:
+                if stored.zk_version == p.zk_version:
+                    return None  # nothing new of ours there (cannot be: it was refused)
                 log.info(
-                    "%s moved on (leader %d epoch %d); waiting for the controller",
+                    "%s: our ISR write %s had landed (its answer was lost), zkVersion %d",
                     p.topic_partition,
-                    stored.leader,
-                    stored.leader_epoch,
+                    list(stored.isr),
+                    stored.zk_version,
                 )
-                p.stale = True
-                self._changes += 1
+                p.isr = shared_ints(stored.isr)
+                p.zk_version = stored.zk_version
+                return {
+                    "topic": p.topic_partition.topic,
+                    "partition": p.topic_partition.partition,
+                    "leader": stored.leader,
+                    "leader_epoch": stored.leader_epoch,
+                    "isr": list(stored.isr),
+                    "zk_version": stored.zk_version,
+                    "why": f"{why}; found written, its answer lost",
+                }
+            log.info(
+                "%s moved on (leader %d epoch %d); waiting for the controller",
+                p.topic_partition,
+                stored.leader,
+                stored.leader_epoch,
+            )
+            p.stale = True
+            self._changes += 1
+            return None
 
     def _isr_writer(self) -> None:
         """Writes queued ISR changes in batches, then tells the controller about them with

@@ -4,6 +4,7 @@ ISR change notifications name every changed partition."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from broker import replica_manager as replica_manager_module
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
+from cluster.netsplit import ZooKeeperLink
 from zkdata import paths
 from zkdata.client import ZkClient
 from zkdata.znodes import (
@@ -124,3 +126,71 @@ def test_isr_changes_are_written_in_bounded_rounds_and_all_notified(
     finally:
         rm.close()
         zk.close()
+
+
+def test_an_isr_write_whose_answer_was_lost_is_adopted_logged_and_notified(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    """The leader's ISR expansion reaches ZooKeeper and is carried out, and its answer is
+    lost (only ZooKeeper's side of the link is cut). Meanwhile the high watermark waits for
+    the joining follower (ZooKeeper already names it in the ISR). Once the link is back,
+    the write sent again meets another zkVersion: the leader reads the state, finds its
+    own write, adopts it, logs it as an isr_change and notifies the controller, as for any
+    ISR change of its own."""
+    tp = TopicPartition("t", 0)
+    direct = ZkClient(zk_connect, session_timeout_ms=10_000)
+    direct.start()
+    link = ZooKeeperLink(zk_connect)
+    zk = ZkClient(link.connect_string, session_timeout_ms=4_000)
+    zk.start()
+    rm = ReplicaManager(LEADER, zk, StateChangeLog(tmp_path, LEADER))
+    path = paths.partition_state(tp.topic, tp.partition)
+
+    def stored() -> LeaderAndIsr:
+        got = direct.get(path)
+        assert got is not None
+        return decode_partition_state(path, got[0], got[1].version).leader_and_isr
+
+    try:
+        direct.ensure_paths([paths.ISR_CHANGE_NOTIFICATION])
+        direct.create(
+            path,
+            encode_partition_state(LeaderAndIsr(LEADER, 3, (LEADER,)), CONTROLLER_EPOCH),
+            make_parents=True,
+        )
+        rm.become_leader_or_follower(leader_and_isr([tp]))
+        rm.start()
+        p = rm.partitions[tp]
+        link.cut_answers()
+        rm.record_follower_fetches(FOLLOWER, [(p, 0)])
+        assert wait_until(lambda: stored().isr == (LEADER, FOLLOWER), "the write to land")
+        assert wait_until(lambda: not zk.connected, "the leader to see its link dead")
+        assert p.isr == (LEADER,)  # it does not know
+        assert p.isr_adding == (FOLLOWER,)
+        link.heal()
+        assert wait_until(lambda: p.isr == (LEADER, FOLLOWER), "the write adopted")
+        assert p.zk_version == stored().zk_version == 1
+        assert p.isr_adding == ()
+        rows = [
+            json.loads(line)
+            for line in (tmp_path / "state-change.log").read_text().splitlines()
+            if '"isr_change"' in line
+        ]
+        assert [(r["isr"], r["zk_version"]) for r in rows] == [([LEADER, FOLLOWER], 1)]
+        assert "found written" in rows[0]["why"]
+
+        def notified() -> bool:
+            for child in direct.get_children(paths.ISR_CHANGE_NOTIFICATION) or []:
+                got = direct.get(paths.isr_change_notification(child))
+                assert got is not None
+                if tp in decode_partition_list(child, got[0]):
+                    return True
+            return False
+
+        assert wait_until(notified, "the controller told of the change")
+        assert stored().isr == (LEADER, FOLLOWER)  # written once: no second write
+    finally:
+        rm.close()
+        zk.close()
+        link.close()
+        direct.close()

@@ -1,0 +1,171 @@
+"""While a replica's addition to the ISR is unsettled (queued, in flight, or its answer
+lost to a ZooKeeper blip), the high watermark waits for that replica too, as Kafka's
+leader does for its "maximal ISR" while an expansion is pending. Otherwise a record could
+be acknowledged without it while ZooKeeper already names it in the ISR, and a controller
+electing it after the leader's death would lose the record. No ZooKeeper: the ISR writer
+is not started, so the addition stays queued; its round is run by hand."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.replica_manager import Partition, ReplicaManager
+from broker.state_change_log import StateChangeLog
+from storage.log_manager import LogManager
+from storage.testing import build_batch
+from zkdata.client import BadVersionError
+from zkdata.znodes import TopicPartition
+
+LEADER, IN_SYNC, JOINING = 1, 2, 3
+TP = TopicPartition("t", 0)
+
+
+def leader_and_isr(isr: list[int]) -> dict[str, Any]:
+    return {
+        "controller_id": 9,
+        "controller_epoch": 3,
+        "broker_epoch": 100,
+        "topic_states": [
+            {
+                "topic_name": "t",
+                "topic_id": uuid.UUID(int=7),
+                "partition_states": [
+                    {
+                        "partition_index": 0,
+                        "controller_epoch": 3,
+                        "leader": LEADER,
+                        "leader_epoch": 2,
+                        "isr": isr,
+                        "partition_epoch": 5,
+                        "replicas": [LEADER, IN_SYNC, JOINING],
+                        "adding_replicas": [],
+                        "removing_replicas": [],
+                        "is_new": False,
+                    }
+                ],
+            }
+        ],
+    }
+
+
+class Writes:
+    """The ZooKeeper client of the ISR writer, answering each write as told."""
+
+    def __init__(self) -> None:
+        self.outcome: Any = None
+        self.written: list[Any] = []
+
+    def multi_batched(self, items: list[Any]) -> list[list[Any]]:
+        self.written.extend(items)
+        if isinstance(self.outcome, Exception) and not isinstance(self.outcome, BadVersionError):
+            raise self.outcome
+        return [[self.outcome] for _ in items]
+
+
+@pytest.fixture
+def leader(tmp_path: Path) -> Iterator[tuple[ReplicaManager, Partition, Writes]]:
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    zk = Writes()
+    rm = ReplicaManager(LEADER, zk, StateChangeLog(tmp_path, LEADER), logs=logs)  # type: ignore[arg-type]
+    try:
+        rm.become_leader_or_follower(leader_and_isr([LEADER, IN_SYNC]))
+        yield rm, rm.partitions[TP], zk
+    finally:
+        rm.close()
+        logs.close()
+
+
+def produce(rm: ReplicaManager, n: int) -> None:
+    error, _p, _info, why = rm.append_as_leader(TP, build_batch([b"v"] * n), -1)
+    assert error == 0, why
+
+
+def fetch(rm: ReplicaManager, replica: int, offset: int) -> None:
+    rm.record_follower_fetches(replica, [(rm.partitions[TP], offset)])
+
+
+def write_round(rm: ReplicaManager) -> list[TopicPartition]:
+    with rm._lock:
+        intents = list(rm._isr_intents.values())
+        rm._isr_intents.clear()
+    return rm._write_isr_changes(intents)
+
+
+def test_the_high_watermark_waits_for_a_replica_whose_addition_is_unsettled(
+    leader: tuple[ReplicaManager, Partition, Writes],
+) -> None:
+    rm, p, _zk = leader
+    produce(rm, 4)
+    fetch(rm, IN_SYNC, 4)
+    assert p.high_watermark == 4
+    fetch(rm, JOINING, 4)  # caught up: its addition is asked for
+    assert p.isr == (LEADER, IN_SYNC)
+    assert p.isr_adding == (JOINING,)
+    produce(rm, 4)
+    fetch(rm, IN_SYNC, 8)
+    # The ISR alone would allow 8; the joining replica has only 4.
+    assert p.high_watermark == 4
+    fetch(rm, JOINING, 8)
+    assert p.high_watermark == 8
+
+
+def test_an_addition_whose_answer_was_lost_still_holds_the_high_watermark(
+    leader: tuple[ReplicaManager, Partition, Writes],
+) -> None:
+    """The write round fails for want of a connection (ZooKeeper may have the write): the
+    addition stays unsettled until a round settles it."""
+    rm, p, zk = leader
+    produce(rm, 4)
+    fetch(rm, IN_SYNC, 4)
+    fetch(rm, JOINING, 4)
+    from kazoo.exceptions import ConnectionLoss
+
+    zk.outcome = ConnectionLoss()
+    with pytest.raises(ConnectionLoss):
+        write_round(rm)
+    assert p.isr_adding == (JOINING,)
+    produce(rm, 4)
+    fetch(rm, IN_SYNC, 8)
+    assert p.high_watermark == 4
+
+
+def test_a_settled_addition_releases_the_high_watermark(
+    leader: tuple[ReplicaManager, Partition, Writes],
+) -> None:
+    rm, p, zk = leader
+    produce(rm, 4)
+    fetch(rm, IN_SYNC, 4)
+    fetch(rm, JOINING, 4)
+    from kazoo.protocol.states import ZnodeStat
+
+    zk.outcome = ZnodeStat(0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0)  # written: zkVersion 6
+    assert write_round(rm) == [TP]
+    assert p.isr == (LEADER, IN_SYNC, JOINING)
+    assert p.isr_adding == ()
+    assert p.zk_version == 6
+
+
+def test_an_addition_asked_for_and_then_withdrawn_is_settled_by_the_next_round(
+    leader: tuple[ReplicaManager, Partition, Writes],
+) -> None:
+    """Caught up, then fell behind before the writer ran: nothing is written, and the
+    round lets the replica go, so the high watermark no longer waits for it."""
+    rm, p, zk = leader
+    produce(rm, 4)
+    fetch(rm, IN_SYNC, 4)
+    fetch(rm, JOINING, 4)
+    rm._request_isr_changes([p], remove=JOINING, why="fell behind")
+    produce(rm, 4)
+    fetch(rm, IN_SYNC, 8)
+    assert p.high_watermark == 4  # still possibly in flight, as far as the leader knows
+    assert write_round(rm) == []
+    assert zk.written == []
+    assert p.isr_adding == ()
+    assert p.high_watermark == 8
