@@ -3,7 +3,8 @@
 One broker is killed (SIGKILL), or two at once, or one is paused past its session timeout
 (a zombie when it is the controller) or briefly, or shut down in a controlled way, or cut
 off from ZooKeeper while it goes on running (a network partition; past the session timeout
-or not), or cut off from the other brokers (they cannot reach its inter-broker listener;
+or not; or only ZooKeeper's answers lost, its session kept alive by what still arrives),
+or cut off from the other brokers (they cannot reach its inter-broker listener;
 past replica.lag.time.max.ms or not), or the controller is made to move by deleting
 /controller; the target is the controller half of the time. A second schedule runs against
 a three-server ZooKeeper ensemble and adds its faults: a member killed or paused (the
@@ -76,6 +77,7 @@ BROKER_FAULTS = [
     "controlled_stop",
     "reelect",
     "zk_cut",
+    "zk_answers_cut",
     "broker_cut",
 ]
 # Against a three-server ensemble: a member killed and restarted (the leader half the
@@ -139,6 +141,16 @@ def inject(
     elif fault == "zk_cut":
         record["seconds"] = round(rng.uniform(0.5, c.session_timeout_s + 2.0), 1)
         link.cut()
+        try:
+            time.sleep(record["seconds"])
+        finally:
+            link.heal()
+    elif fault == "zk_answers_cut":
+        # Only ZooKeeper's answers are lost: the broker's requests, pings and reconnection
+        # attempts still arrive, so its session never expires, however long this lasts,
+        # while the broker hears nothing (a write it made may have landed unanswered).
+        record["seconds"] = round(rng.uniform(0.5, c.session_timeout_s + 2.0), 1)
+        link.cut_answers()
         try:
             time.sleep(record["seconds"])
         finally:
