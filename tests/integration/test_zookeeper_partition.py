@@ -2,7 +2,9 @@
 pause): it keeps its connections to the other brokers and to clients, so it can go on
 acting on what it last knew. Fencing must hold anyway: the cut-off controller changes
 nothing once another is elected, the cut-off leader acknowledges nothing that is then
-lost, and both come back with a new broker epoch when the link heals."""
+lost, and both come back with a new broker epoch when the link heals. A controller that
+only stops hearing ZooKeeper (its requests still arrive, so its session lives on) resigns
+on its own, and once healed hands the term on and acts on what it missed."""
 
 from __future__ import annotations
 
@@ -148,3 +150,53 @@ def test_a_leader_cut_off_from_zookeeper_loses_nothing_acknowledged(
     assert history_problems(c) == []
     refused = stream.acked.errors
     assert not refused, f"{len(refused)} of {stream.sent} refused: {sorted(set(refused))}"
+
+
+def test_a_controller_that_hears_nothing_from_zookeeper_acts_on_what_it_missed_when_healed(
+    linked_cluster: tuple[Cluster, dict[int, ZooKeeperLink]],
+) -> None:
+    """Only ZooKeeper's answers to the controller are lost: its requests, pings and
+    reconnection attempts still arrive, so its session never expires and its /controller
+    stands, and no other broker can be elected. A broker dies meanwhile; the notification
+    goes nowhere. Unable to hear ZooKeeper for a session timeout, the controller resigns
+    on its own. Healed, it finds its session alive: it removes its own /controller (else
+    no one would act, KAFKA-13407), an election runs, and the loss it missed is handled."""
+    c, link = linked_cluster
+    controller_id, epoch = c.wait_controller()
+    victim = next(b for b in BROKERS if b != controller_id)
+    led = sorted(p for p, s in c.partition_states(TOPIC).items() if s.leader == victim)
+    assert led, "the victim leads nothing"
+    link[controller_id].cut_answers()
+    try:
+        c[victim].kill()
+        wait_for(
+            lambda: c.broker_epoch(victim) is None,
+            c.session_timeout_s + 30,
+            "the dead broker's registration to go",
+        )
+        resigned = wait_for(
+            lambda: [
+                r
+                for r in c[controller_id].state_changes("controller_resigned")
+                if r["controller_epoch"] == epoch
+            ],
+            c.session_timeout_s + 30,
+            "the deaf controller to resign",
+        )
+        assert "unreachable" in resigned[0]["reason"], resigned
+        # Its session lives on, and with it its /controller: nobody acted on the loss.
+        assert c.controller() == (controller_id, epoch)
+        states = c.partition_states(TOPIC)
+        assert all(states[p].leader == victim for p in led), states
+    finally:
+        link[controller_id].heal()
+    new_id, new_epoch = c.wait_controller(min_epoch=epoch + 1, timeout=c.session_timeout_s + 30)
+    assert new_epoch == epoch + 1, (new_id, new_epoch)
+    c.wait_partitions(
+        TOPIC,
+        lambda s: all(st.leader not in (victim, -1) and victim not in st.isr for st in s.values()),
+        "the dead broker's leaderships moved and ISRs shrunk",
+    )
+    c[victim].start()
+    wait_healed(c)
+    assert history_problems(c) == []
