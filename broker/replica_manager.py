@@ -24,6 +24,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kazoo.protocol.states import ZnodeStat
+
 from broker.config import TopicConfig
 from broker.state_change_log import LeaderAndIsrRow, StateChangeLog
 from storage.errors import (
@@ -278,6 +280,10 @@ class ReplicaManager:
         self._follower_locks = tuple(threading.Lock() for _ in range(_FOLLOWER_LOCK_STRIPES))
         self.partitions: dict[TopicPartition, Partition] = {}
         self._isr_intents: dict[TopicPartition, _IsrIntent] = {}
+        # Partitions whose last ISR write went out in a round that failed (a lost
+        # connection): it may have landed unanswered, so the next round reads their state
+        # before deciding anything about them (Kafka's client re-sends the same write).
+        self._isr_unsure: dict[TopicPartition, Partition] = {}
         self._changes = 0  # bumped whenever leadership or staleness may have changed
         self._counted_at = -1
         self._leader_count = 0
@@ -605,6 +611,10 @@ class ReplicaManager:
                     and fetch_offset >= p.epoch_start_offset
                 ):
                     expand.append(p)
+                    if replica_id not in p.isr_adding:
+                        # Before the high watermark moves below: from now on it waits for
+                        # this replica too (its addition is asked for just after).
+                        p.isr_adding = shared_ints((*p.isr_adding, replica_id))
                 if moved and self._maybe_increment_high_watermark(p):
                     advanced.append(p.topic_partition)
         if expand:
@@ -831,7 +841,13 @@ class ReplicaManager:
             self._isr_cond.notify_all()
 
     def _write_isr_changes(self, intents: list[_IsrIntent]) -> list[TopicPartition]:
-        changed = self._write_isr_changes_to_zookeeper(intents)
+        try:
+            changed = self._write_isr_changes_to_zookeeper(intents)
+        except Exception:
+            with self._lock:
+                for intent in intents:
+                    self._isr_unsure[intent.partition.topic_partition] = intent.partition
+            raise
         # Every write of the round is settled (a lost connection raised instead): what is
         # still to be added is what the queue holds. A smaller ISR, or a settled addition,
         # may let the high watermark move (no longer held back by the replica).
@@ -858,6 +874,17 @@ class ReplicaManager:
     def _write_isr_changes_to_zookeeper(self, intents: list[_IsrIntent]) -> list[TopicPartition]:
         """One round of the ISR writer: every intent as a zkVersion-conditional write, all
         in packed multis. Returns the partitions whose ISR changed."""
+        changed: list[TopicPartition] = []
+        rows: list[dict[str, object]] = []
+        with self._lock:
+            unsure = [
+                (i.partition, "; ".join(i.why))
+                for i in intents
+                if self._isr_unsure.pop(i.partition.topic_partition, None) is i.partition
+            ]
+        for tp, row in self._reread_unsure(unsure) if unsure else ():
+            rows.append(row)
+            changed.append(tp)
         plans: list[tuple[Partition, LeaderAndIsr, str, str]] = []
         with self._lock:
             for intent in intents:
@@ -873,14 +900,13 @@ class ReplicaManager:
                 path = paths.partition_state(tp.topic, tp.partition)
                 plans.append((p, desired, path, "; ".join(intent.why)))
         if not plans:
-            return []
+            self.state_log.write_many("isr_change", rows)
+            return changed
         items = [
             [SetData(path, encode_partition_state(desired, p.controller_epoch), desired.zk_version)]
             for p, desired, path, _ in plans
         ]
         results = self.zk.multi_batched(items)
-        changed: list[TopicPartition] = []
-        rows = []
         refused: list[tuple[Partition, str, LeaderAndIsr, str]] = []
         with self._lock:
             for (p, desired, path, why), result in zip(plans, results, strict=True):
@@ -907,22 +933,43 @@ class ReplicaManager:
                             "why": why,
                         }
                     )
-        for p, path, desired, why in refused:
-            found = self._after_refused_isr_write(p, path, desired, why)
-            if found is not None:
-                rows.append(found)
+        for p, path, _desired, why in refused:
+            found_row = self._adopt_stored_state(p, path, self.zk.get(path), why)
+            if found_row is not None:
+                rows.append(found_row)
                 changed.append(p.topic_partition)
         self.state_log.write_many("isr_change", rows)
         return changed
 
-    def _after_refused_isr_write(
-        self, p: Partition, path: str, desired: LeaderAndIsr, why: str
+    def _reread_unsure(
+        self, unsure: list[tuple[Partition, str]]
+    ) -> list[tuple[TopicPartition, dict[str, object]]]:
+        """The states of partitions whose last write may have landed unanswered, read in
+        pipelined multiReads (a lost connection still raises: the round fails again);
+        the isr_change rows of the writes found landed."""
+        path_list = [
+            paths.partition_state(p.topic_partition.topic, p.topic_partition.partition)
+            for p, _ in unsure
+        ]
+        got = self.zk.get_many(path_list)
+        found = []
+        for (p, why), path, state in zip(unsure, path_list, got, strict=True):
+            with self._lock:
+                if p.stale or self.partitions.get(p.topic_partition) is not p:
+                    continue
+            row = self._adopt_stored_state(p, path, state, why)
+            if row is not None:
+                found.append((p.topic_partition, row))
+        return found
+
+    def _adopt_stored_state(
+        self, p: Partition, path: str, got: tuple[bytes, ZnodeStat] | None, why: str
     ) -> dict[str, object] | None:
-        """A write refused for its zkVersion: read what is stored. Our own leader epoch
-        there means our own earlier write landed and its answer was lost (only the leader
-        writes an ISR without a new leader epoch): adopt it, and return its isr_change
-        row, since no other row records that write."""
-        got = self.zk.get(path)
+        """What is stored, after a write refused for its zkVersion or one whose answer
+        was lost. Our own leader epoch with another zkVersion there means our own earlier
+        write landed unanswered (only the leader writes an ISR without a new leader
+        epoch): adopt it, and return its isr_change row, since no other row records that
+        write. Another leader epoch: the partition moved on; wait for the controller."""
         with self._lock:
             if got is None:
                 p.stale = True
@@ -936,9 +983,9 @@ class ReplicaManager:
                 self._changes += 1
                 return None
             stored = state.leader_and_isr
-            if stored.leader == desired.leader and stored.leader_epoch == desired.leader_epoch:
+            if stored.leader == p.leader and stored.leader_epoch == p.leader_epoch:
                 if stored.zk_version == p.zk_version:
-                    return None  # nothing new of ours there (cannot be: it was refused)
+                    return None  # nothing of ours landed unseen
                 log.info(
                     "%s: our ISR write %s had landed (its answer was lost), zkVersion %d",
                     p.topic_partition,

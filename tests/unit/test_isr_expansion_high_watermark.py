@@ -7,12 +7,17 @@ is not started, so the addition stays queued; its round is run by hand."""
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kazoo.exceptions import ConnectionLoss as ConnectionLossError
 
 from broker.config import BrokerConfig
 from broker.replica_manager import Partition, ReplicaManager
@@ -92,10 +97,18 @@ def fetch(rm: ReplicaManager, replica: int, offset: int) -> None:
 
 
 def write_round(rm: ReplicaManager) -> list[TopicPartition]:
+    """One round of the ISR writer, as its thread runs it: a round that fails puts its
+    intents back (behind any newer one for the same partition)."""
     with rm._lock:
         intents = list(rm._isr_intents.values())
         rm._isr_intents.clear()
-    return rm._write_isr_changes(intents)
+    try:
+        return rm._write_isr_changes(intents)
+    except Exception:
+        with rm._lock:
+            for intent in intents:
+                rm._isr_intents.setdefault(intent.partition.topic_partition, intent)
+        raise
 
 
 def test_the_high_watermark_waits_for_a_replica_whose_addition_is_unsettled(
@@ -169,3 +182,113 @@ def test_an_addition_asked_for_and_then_withdrawn_is_settled_by_the_next_round(
     assert zk.written == []
     assert p.isr_adding == ()
     assert p.high_watermark == 8
+
+
+# --- a property: what ZooKeeper names in the ISR holds everything below the high watermark
+
+
+class ZooKeeperState:
+    """The partition state znode, and the ISR writer's link to it: each write is answered
+    (``ok``), carried out with its answer lost (``lost``), or never arrives (``down``). A
+    write may meet, while in flight, whatever else the leader does meanwhile."""
+
+    def __init__(self, isr: tuple[int, ...]) -> None:
+        from zkdata.znodes import LeaderAndIsr
+
+        self.state = LeaderAndIsr(LEADER, 2, isr, 5)
+        self.mode = "ok"
+        self.meanwhile: Callable[[], None] = lambda: None
+
+    def multi_batched(self, items: list[Any]) -> list[list[Any]]:
+        from kazoo.exceptions import ConnectionLoss
+        from kazoo.protocol.states import ZnodeStat
+
+        from zkdata.znodes import decode_partition_state
+
+        (op,) = items[0]
+        assert len(items) == 1  # one partition
+        self.meanwhile()
+        if self.mode == "down":
+            raise ConnectionLoss()
+        if op.version != self.state.zk_version:
+            outcome: Any = BadVersionError()
+        else:
+            written = decode_partition_state(op.path, op.data, op.version + 1)
+            self.state = written.leader_and_isr
+            outcome = ZnodeStat(0, 0, 0, 0, self.state.zk_version, 0, 0, 0, 0, 0, 0)
+        if self.mode == "lost":
+            raise ConnectionLoss()
+        return [[outcome]]
+
+    def get(self, path: str) -> tuple[bytes, Any]:
+        from types import SimpleNamespace
+
+        from kazoo.exceptions import ConnectionLoss
+
+        from zkdata.znodes import encode_partition_state
+
+        if self.mode == "down":
+            raise ConnectionLoss()
+        return encode_partition_state(self.state, 3), SimpleNamespace(version=self.state.zk_version)
+
+    def get_many(self, path_list: list[str]) -> list[tuple[bytes, Any]]:
+        return [self.get(path) for path in path_list]
+
+
+def steps() -> st.SearchStrategy[list[tuple[Any, ...]]]:
+    action = st.one_of(
+        st.tuples(st.just("produce"), st.integers(1, 3)),
+        st.tuples(st.just("fetch"), st.sampled_from([IN_SYNC, JOINING]), st.integers(0, 3)),
+        st.tuples(st.just("fell_behind"), st.sampled_from([IN_SYNC, JOINING])),
+    )
+    write = st.tuples(
+        st.just("write"), st.sampled_from(["ok", "lost", "down"]), st.lists(action, max_size=3)
+    )
+    return st.lists(st.one_of(action, write), max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps())
+def test_every_replica_zookeeper_names_in_the_isr_has_everything_below_the_high_watermark(
+    schedule: list[tuple[Any, ...]],
+) -> None:
+    """The election invariant: a controller may elect any replica ZooKeeper names in the
+    ISR, so each must hold every record below the leader's high watermark (which acks=all
+    has acknowledged), whatever the writes' answers and whatever happened meanwhile."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+        logs = LogManager([Path(tmp) / "data"], config)
+        zk = ZooKeeperState((LEADER, IN_SYNC))
+        rm = ReplicaManager(LEADER, zk, StateChangeLog(Path(tmp), LEADER), logs=logs)  # type: ignore[arg-type]
+        fetched = {IN_SYNC: 0, JOINING: 0}
+        try:
+            rm.become_leader_or_follower(leader_and_isr([LEADER, IN_SYNC]))
+            p = rm.partitions[TP]
+
+            def act(step: tuple[Any, ...]) -> None:
+                if step[0] == "produce":
+                    produce(rm, step[1])
+                elif step[0] == "fetch":
+                    _, replica, ahead = step
+                    # A follower's position only grows, up to the leader's log end.
+                    fetched[replica] = min(p.log_end_offset, fetched[replica] + ahead)
+                    fetch(rm, replica, fetched[replica])
+                elif step[0] == "fell_behind":
+                    rm._request_isr_changes([p], remove=step[1], why="fell behind")
+
+            for step in schedule:
+                if step[0] == "write":
+                    _, zk.mode, meanwhile = step
+                    zk.meanwhile = lambda meanwhile=meanwhile: [act(s) for s in meanwhile]  # type: ignore[misc]
+                    with contextlib.suppress(ConnectionLossError):
+                        write_round(rm)
+                    zk.meanwhile = lambda: None
+                else:
+                    act(step)
+                hw = p.high_watermark
+                for r in zk.state.isr:
+                    if r != LEADER:
+                        assert fetched[r] >= hw, (r, zk.state, hw, fetched)
+        finally:
+            rm.close()
+            logs.close()
