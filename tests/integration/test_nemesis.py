@@ -138,19 +138,12 @@ def inject(
         c[other].start()
     elif fault == "reelect":
         c.zk.delete(paths.CONTROLLER)  # gone already (an election under way): as good
-    elif fault == "zk_cut":
+    elif fault in ("zk_cut", "zk_answers_cut"):
+        # zk_answers_cut: only ZooKeeper's answers are lost. The broker's requests, pings
+        # and reconnection attempts still arrive, so its session never expires, however
+        # long this lasts, while it hears nothing (a write it made may land unanswered).
         record["seconds"] = round(rng.uniform(0.5, c.session_timeout_s + 2.0), 1)
-        link.cut()
-        try:
-            time.sleep(record["seconds"])
-        finally:
-            link.heal()
-    elif fault == "zk_answers_cut":
-        # Only ZooKeeper's answers are lost: the broker's requests, pings and reconnection
-        # attempts still arrive, so its session never expires, however long this lasts,
-        # while the broker hears nothing (a write it made may have landed unanswered).
-        record["seconds"] = round(rng.uniform(0.5, c.session_timeout_s + 2.0), 1)
-        link.cut_answers()
+        (link.cut if fault == "zk_cut" else link.cut_answers)()
         try:
             time.sleep(record["seconds"])
         finally:

@@ -55,6 +55,21 @@ def wait_reregistered(c: Cluster, broker_id: int, old_broker_epoch: int) -> None
     wait_healed(c)
 
 
+def wait_resigned_unreachable(c: Cluster, broker_id: int, epoch: int) -> None:
+    """The broker resigned the controller's term of ``epoch`` on its own, having heard
+    nothing from ZooKeeper for a session timeout."""
+    resigned = wait_for(
+        lambda: [
+            r
+            for r in c[broker_id].state_changes("controller_resigned")
+            if r["controller_epoch"] == epoch
+        ],
+        c.session_timeout_s + 30,
+        f"broker {broker_id} to resign the term of epoch {epoch}",
+    )
+    assert "unreachable" in resigned[0]["reason"], resigned
+
+
 def test_a_controller_cut_off_from_zookeeper_is_replaced_and_changes_nothing(
     linked_cluster: tuple[Cluster, dict[int, ZooKeeperLink]],
 ) -> None:
@@ -79,16 +94,7 @@ def test_a_controller_cut_off_from_zookeeper_is_replaced_and_changes_nothing(
         assert c[old_id].alive()
         # Still cut off, so never told its session expired: it stops acting on its own
         # once ZooKeeper has been unreachable for a session timeout.
-        resigned = wait_for(
-            lambda: [
-                r
-                for r in c[old_id].state_changes("controller_resigned")
-                if r["controller_epoch"] == old_epoch
-            ],
-            c.session_timeout_s + 30,
-            "the cut-off controller to resign",
-        )
-        assert "unreachable" in resigned[0]["reason"], resigned
+        wait_resigned_unreachable(c, old_id, old_epoch)
     finally:
         link[old_id].heal()
     # Healed: it finds its session expired and comes back as a new broker.
@@ -174,16 +180,7 @@ def test_a_controller_that_hears_nothing_from_zookeeper_acts_on_what_it_missed_w
             c.session_timeout_s + 30,
             "the dead broker's registration to go",
         )
-        resigned = wait_for(
-            lambda: [
-                r
-                for r in c[controller_id].state_changes("controller_resigned")
-                if r["controller_epoch"] == epoch
-            ],
-            c.session_timeout_s + 30,
-            "the deaf controller to resign",
-        )
-        assert "unreachable" in resigned[0]["reason"], resigned
+        wait_resigned_unreachable(c, controller_id, epoch)
         # Its session lives on, and with it its /controller: nobody acted on the loss.
         assert c.controller() == (controller_id, epoch)
         states = c.partition_states(TOPIC)

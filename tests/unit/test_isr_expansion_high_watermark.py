@@ -12,12 +12,14 @@ import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kazoo.exceptions import ConnectionLoss as ConnectionLossError
+from kazoo.exceptions import ConnectionLoss
+from kazoo.protocol.states import ZnodeStat
 
 from broker.config import BrokerConfig
 from broker.replica_manager import Partition, ReplicaManager
@@ -25,7 +27,12 @@ from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
 from zkdata.client import BadVersionError
-from zkdata.znodes import TopicPartition
+from zkdata.znodes import (
+    LeaderAndIsr,
+    TopicPartition,
+    decode_partition_state,
+    encode_partition_state,
+)
 
 LEADER, IN_SYNC, JOINING = 1, 2, 3
 TP = TopicPartition("t", 0)
@@ -111,14 +118,20 @@ def write_round(rm: ReplicaManager) -> list[TopicPartition]:
         raise
 
 
+def joining_at_4(rm: ReplicaManager) -> None:
+    """Four records, on the follower in the ISR (the high watermark is 4) and on the
+    joining replica, which has caught up: its addition is asked for."""
+    produce(rm, 4)
+    fetch(rm, IN_SYNC, 4)
+    assert rm.partitions[TP].high_watermark == 4
+    fetch(rm, JOINING, 4)
+
+
 def test_the_high_watermark_waits_for_a_replica_whose_addition_is_unsettled(
     leader: tuple[ReplicaManager, Partition, Writes],
 ) -> None:
     rm, p, _zk = leader
-    produce(rm, 4)
-    fetch(rm, IN_SYNC, 4)
-    assert p.high_watermark == 4
-    fetch(rm, JOINING, 4)  # caught up: its addition is asked for
+    joining_at_4(rm)
     assert p.isr == (LEADER, IN_SYNC)
     assert p.isr_adding == (JOINING,)
     produce(rm, 4)
@@ -135,11 +148,7 @@ def test_an_addition_whose_answer_was_lost_still_holds_the_high_watermark(
     """The write round fails for want of a connection (ZooKeeper may have the write): the
     addition stays unsettled until a round settles it."""
     rm, p, zk = leader
-    produce(rm, 4)
-    fetch(rm, IN_SYNC, 4)
-    fetch(rm, JOINING, 4)
-    from kazoo.exceptions import ConnectionLoss
-
+    joining_at_4(rm)
     zk.outcome = ConnectionLoss()
     with pytest.raises(ConnectionLoss):
         write_round(rm)
@@ -153,11 +162,7 @@ def test_a_settled_addition_releases_the_high_watermark(
     leader: tuple[ReplicaManager, Partition, Writes],
 ) -> None:
     rm, p, zk = leader
-    produce(rm, 4)
-    fetch(rm, IN_SYNC, 4)
-    fetch(rm, JOINING, 4)
-    from kazoo.protocol.states import ZnodeStat
-
+    joining_at_4(rm)
     zk.outcome = ZnodeStat(0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0)  # written: zkVersion 6
     assert write_round(rm) == [TP]
     assert p.isr == (LEADER, IN_SYNC, JOINING)
@@ -171,9 +176,7 @@ def test_an_addition_asked_for_and_then_withdrawn_is_settled_by_the_next_round(
     """Caught up, then fell behind before the writer ran: nothing is written, and the
     round lets the replica go, so the high watermark no longer waits for it."""
     rm, p, zk = leader
-    produce(rm, 4)
-    fetch(rm, IN_SYNC, 4)
-    fetch(rm, JOINING, 4)
+    joining_at_4(rm)
     rm._request_isr_changes([p], remove=JOINING, why="fell behind")
     produce(rm, 4)
     fetch(rm, IN_SYNC, 8)
@@ -193,18 +196,11 @@ class ZooKeeperState:
     write may meet, while in flight, whatever else the leader does meanwhile."""
 
     def __init__(self, isr: tuple[int, ...]) -> None:
-        from zkdata.znodes import LeaderAndIsr
-
         self.state = LeaderAndIsr(LEADER, 2, isr, 5)
         self.mode = "ok"
         self.meanwhile: Callable[[], None] = lambda: None
 
     def multi_batched(self, items: list[Any]) -> list[list[Any]]:
-        from kazoo.exceptions import ConnectionLoss
-        from kazoo.protocol.states import ZnodeStat
-
-        from zkdata.znodes import decode_partition_state
-
         (op,) = items[0]
         assert len(items) == 1  # one partition
         self.meanwhile()
@@ -221,12 +217,6 @@ class ZooKeeperState:
         return [[outcome]]
 
     def get(self, path: str) -> tuple[bytes, Any]:
-        from types import SimpleNamespace
-
-        from kazoo.exceptions import ConnectionLoss
-
-        from zkdata.znodes import encode_partition_state
-
         if self.mode == "down":
             raise ConnectionLoss()
         return encode_partition_state(self.state, 3), SimpleNamespace(version=self.state.zk_version)
@@ -280,7 +270,7 @@ def test_every_replica_zookeeper_names_in_the_isr_has_everything_below_the_high_
                 if step[0] == "write":
                     _, zk.mode, meanwhile = step
                     zk.meanwhile = lambda meanwhile=meanwhile: [act(s) for s in meanwhile]  # type: ignore[misc]
-                    with contextlib.suppress(ConnectionLossError):
+                    with contextlib.suppress(ConnectionLoss):
                         write_round(rm)
                     zk.meanwhile = lambda: None
                 else:
