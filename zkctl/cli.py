@@ -87,7 +87,7 @@ def _usage_error(args: argparse.Namespace, parser: argparse.ArgumentParser, mess
 
 def _operational_message(exc: BaseException, args: argparse.Namespace) -> str | None:
     """The message for an expected failure, or None for a bug."""
-    from kazoo.exceptions import KazooException
+    from kazoo.exceptions import ConnectionLoss, KazooException, OperationTimeoutError
     from kazoo.handlers.threading import KazooTimeoutError
 
     from admin.errors import AdminError
@@ -96,6 +96,14 @@ def _operational_message(exc: BaseException, args: argparse.Namespace) -> str | 
 
     if isinstance(exc, (CommandError, AdminError, LocalClusterError, ZooKeeperError)):
         return str(exc)
+    if isinstance(exc, (ConnectionLoss, OperationTimeoutError)):
+        where = getattr(args, "connect_string", None) or "ZooKeeper"
+        # The request may have been carried out with its answer lost: a blind retry of a
+        # create would then report that the topic (or reassignment) already exists.
+        return (
+            f"ZooKeeper connection lost during a request ({where}): a change asked for"
+            " may or may not have been made; look (describe, list) before trying again"
+        )
     if isinstance(exc, (KazooException, KazooTimeoutError)):
         where = getattr(args, "connect_string", None) or "ZooKeeper"
         return f"ZooKeeper request failed ({where}): {type(exc).__name__} {exc}".rstrip()

@@ -15,12 +15,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import broker as real_broker
 from cluster import local
 from cluster import zookeeper as zkp
+from cluster.netsplit import ZooKeeperLink
 from zkctl import cli
 from zkdata import paths, znodes
 from zkdata.client import ZkClient
@@ -614,3 +616,44 @@ def test_a_taken_port_is_retried_at_up_and_named_at_broker_start(
         local.save(cluster)
         with pytest.raises(local.LocalClusterError, match=f"port {port} is in use"):
             local.broker_start(cluster_dir, 1, timeout=20)
+
+
+def test_a_create_whose_answer_is_lost_says_it_may_have_been_made(
+    zk: ZkClient,
+    zk_connect: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ZooKeeper carries out the topic's create and its answer is lost (only ZooKeeper's
+    side of the link is cut): the command cannot know whether the topic exists, and says
+    so, rather than a bare error that invites a retry ending in 'already exists'."""
+    from admin import topics
+
+    link = ZooKeeperLink(zk_connect)
+    create_topic = topics.create_topic
+
+    def answers_cut_first(
+        client: ZkClient, request: topics.CreateTopicRequest
+    ) -> topics.CreateTopicResult:
+        multi = client.multi
+
+        def cut_then_multi(ops: list[Any]) -> list[Any]:
+            link.cut_answers()  # the topic's create goes out into the cut
+            return multi(ops)
+
+        monkeypatch.setattr(client, "multi", cut_then_multi)
+        return create_topic(client, request)
+
+    monkeypatch.setattr(topics, "create_topic", answers_cut_first)
+    try:
+        code, out, err = run(
+            ["--zookeeper", link.connect_string, "--zk-timeout", "4", "topic", "create",
+             "--topic", "lost", "--replica-assignment", "1:2"],
+            capsys,
+        )  # fmt: skip
+    finally:
+        link.close()
+    assert code == 1, (out, err)
+    assert "may or may not have been made" in err, err
+    no_traceback(err)
+    assert zk.exists(paths.topic("lost")) is not None  # it was made
