@@ -272,6 +272,11 @@ class InterBrokerLink:
     def cut(self) -> None:
         self.proxy.cut()
 
+    def cut_answers(self) -> None:
+        """The broker still receives every request (the controller's, followers'
+        fetches) and acts on it; its answers are lost."""
+        self.proxy.cut_answers()
+
     def heal(self) -> None:
         self.proxy.heal()
 

@@ -1,17 +1,18 @@
 """A seeded schedule of real faults against a cluster under load, then the safety checks.
 
-One broker is killed (SIGKILL), or two at once, or one is paused past its session timeout
-(a zombie when it is the controller) or briefly, or shut down in a controlled way, or cut
-off from ZooKeeper while it goes on running (a network partition; past the session timeout
-or not; or only ZooKeeper's answers lost, its session kept alive by what still arrives),
-or cut off from the other brokers (they cannot reach its inter-broker listener;
-past replica.lag.time.max.ms or not), or the controller is made to move by deleting
-/controller; the target is the controller half of the time. A second schedule runs against
-a three-server ZooKeeper ensemble and adds its faults: a member killed or paused (the
-leader half the time), and the whole ensemble paused, sometimes past the session timeout.
-Between faults the cluster heals (every broker registered, a controller active, every ISR
-full), so with RF 3, min.insync.replicas 2 and unclean election off nothing acknowledged
-may be lost. Meanwhile a confluent-kafka producer (acks=all) writes without pause.
+One broker is killed (SIGKILL), or two at once, or one is paused past its session
+timeout (a zombie when it is the controller) or briefly, or shut down in a controlled
+way, or cut off from ZooKeeper while it goes on running (a network partition; past the
+session timeout or not; or only ZooKeeper's answers lost, its session kept alive by what
+still arrives), or cut off from the other brokers (they cannot reach its inter-broker
+listener; past replica.lag.time.max.ms or not; or only its answers to them lost), or the
+controller is made to move by deleting /controller; the target is the controller half of
+the time. A second schedule runs against a three-server ZooKeeper ensemble and adds its
+faults: a member killed or paused (the leader half the time), and the whole ensemble
+paused, sometimes past the session timeout. Between faults the cluster heals (every
+broker registered, a controller active, every ISR full), so with RF 3,
+min.insync.replicas 2 and unclean election off nothing acknowledged may be lost.
+Meanwhile a confluent-kafka producer (acks=all) writes without pause.
 
 Afterwards: the producer had no message refused, every acknowledged message is read back
 at its offset, a last batch is fully acknowledged (the cluster serves again), and every
@@ -79,6 +80,7 @@ BROKER_FAULTS = [
     "zk_cut",
     "zk_answers_cut",
     "broker_cut",
+    "broker_answers_cut",
 ]
 # Against a three-server ensemble: a member killed and restarted (the leader half the
 # time), a member paused, and the whole ensemble paused (an outage; past the session
@@ -148,11 +150,13 @@ def inject(
             time.sleep(record["seconds"])
         finally:
             link.heal()
-    elif fault == "broker_cut":
+    elif fault in ("broker_cut", "broker_answers_cut"):
         # The other brokers cannot reach it; it still reaches them, ZooKeeper and its
         # clients. Past replica.lag.time.max.ms (3 s here) it shrinks its ISRs to itself.
+        # broker_answers_cut: what they send arrives and is acted on (a LeaderAndIsr is
+        # applied, a follower's fetch position recorded); its answers are lost.
         record["seconds"] = round(rng.uniform(0.5, REPLICA_LAG_S + 3.0), 1)
-        broker_link.cut()
+        (broker_link.cut if fault == "broker_cut" else broker_link.cut_answers)()
         try:
             time.sleep(record["seconds"])
         finally:
