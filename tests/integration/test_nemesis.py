@@ -22,14 +22,16 @@ order).
 
 A third runs two broker-fault schedules at once, neither waiting for the cluster to heal,
 so faults land in each other's failovers, restarts and ISR refills (each broker has one
-fault at a time); the same checks follow once it has healed.
+fault at a time); the same checks follow once it has healed. A fourth does the same
+against a three-server ensemble, with a third worker doing the ensemble's faults meanwhile.
 
 The schedule is printed and follows from the seed (the overlapping one's faults do; when
-they overlap depends on timing); ZKCTL_NEMESIS_SEEDS (e.g. "1,2,3"), ZKCTL_NEMESIS_ZK_SEEDS
-(the ensemble's), ZKCTL_NEMESIS_OVERLAP_SEEDS and ZKCTL_NEMESIS_FAULTS run others and
-longer ones. ZKCTL_NEMESIS_CLIENT_LOG=<file> writes the producer's librdkafka debug log
-there, with the faults and, each second, how many messages were sent, acknowledged,
-refused and queued: to tell the client's part in a stall from the brokers'.
+they overlap depends on timing); ZKCTL_NEMESIS_SEEDS (e.g. "1,2,3"),
+ZKCTL_NEMESIS_ZK_SEEDS (the ensemble's), ZKCTL_NEMESIS_OVERLAP_SEEDS,
+ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS and ZKCTL_NEMESIS_FAULTS run others and longer ones.
+ZKCTL_NEMESIS_CLIENT_LOG=<file> writes the producer's librdkafka debug log there, with
+the faults and, each second, how many messages were sent, acknowledged, refused and
+queued: to tell the client's part in a stall from the brokers'.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 
 from cluster import zookeeper as zkp
 from cluster.netsplit import InterBrokerLink, ZooKeeperLink, linked, linked_brokers
@@ -64,12 +68,18 @@ from tests.integration.workload import (
 )
 from zkdata import paths
 
+# The test's own ZooKeeper requests fail while the ensemble is down (a fault of it).
+ZK_ERRORS = (KazooException, KazooTimeoutError)
+
 pytestmark = pytest.mark.integration
 
 SEEDS = [int(s) for s in os.environ.get("ZKCTL_NEMESIS_SEEDS", "1,2,3").split(",")]
 FAULTS = int(os.environ.get("ZKCTL_NEMESIS_FAULTS", "8"))
 ZK_SEEDS = [int(s) for s in os.environ.get("ZKCTL_NEMESIS_ZK_SEEDS", "1,2").split(",")]
 OVERLAP_SEEDS = [int(s) for s in os.environ.get("ZKCTL_NEMESIS_OVERLAP_SEEDS", "1").split(",")]
+OVERLAP_ZK_SEEDS = [
+    int(s) for s in os.environ.get("ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS", "1").split(",")
+]
 BROKER_FAULTS = [
     "kill",
     "kill_two",
@@ -139,7 +149,10 @@ def inject(
         broker.start()
         c[other].start()
     elif fault == "reelect":
-        c.zk.delete(paths.CONTROLLER)  # gone already (an election under way): as good
+        try:
+            c.zk.delete(paths.CONTROLLER)  # gone already (an election under way): as good
+        except ZK_ERRORS as e:  # the ensemble is down meanwhile (overlapping schedules)
+            record["not_done"] = type(e).__name__
     elif fault in ("zk_cut", "zk_answers_cut"):
         # zk_answers_cut: only ZooKeeper's answers are lost. The broker's requests, pings
         # and reconnection attempts still arrive, so its session never expires, however
@@ -239,18 +252,42 @@ def test_overlapping_faults_under_load_keep_every_safety_property(
     c = cluster_factory(
         BROKERS, start=False, keep_ports=True, replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000)
     )
+    run_overlapping(c, seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", OVERLAP_ZK_SEEDS)
+def test_overlapping_faults_with_zookeeper_faults_keep_every_safety_property(
+    cluster_factory: ClusterFactory, zk_ensemble: zkp.LocalZooKeeper, seed: int
+) -> None:
+    """The two overlapping broker schedules against a three-server ensemble, and a third
+    worker doing the ensemble's faults meanwhile: a member killed or paused, or the whole
+    ensemble paused, during a failover, a restart or a controlled shutdown."""
+    connect = zkp.chroot_connect_string(zk_ensemble.connect_string, "/cluster")
+    c = cluster_factory(
+        BROKERS,
+        start=False,
+        connect=connect,
+        keep_ports=True,
+        replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000),
+        zookeeper_session_timeout_ms="8000",
+    )
+    run_overlapping(c, seed, zk_ensemble)
+
+
+def run_overlapping(c: Cluster, seed: int, ensemble: zkp.LocalZooKeeper | None = None) -> None:
     with linked(c) as link, linked_brokers(c) as broker_links:
         c.start()
         c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
-        wait_healed(c)
+        wait_healed(c, ensemble)
         schedule: list[dict[str, Any]] = []
         stream = Stream(c)
         stream.start()
         unanswered: int | None = None
         try:
-            with overlapping_faults(c, seed, link, broker_links, schedule):
+            with overlapping_faults(c, seed, link, broker_links, schedule, ensemble):
                 try:
-                    wait_healed(c)
+                    wait_healed(c, ensemble)
                 finally:
                     unanswered = stream.stop()
                 # While the brokers the workers restarted still run (see overlapping_faults).
@@ -280,6 +317,14 @@ class _Brokers:
             self._changed.notify_all()
 
 
+def current_controller(c: Cluster) -> tuple[int, int] | None:
+    """The controller, or None: none (a failover under way), or ZooKeeper down."""
+    try:
+        return c.controller()
+    except ZK_ERRORS:
+        return None
+
+
 @contextlib.contextmanager
 def overlapping_faults(
     c: Cluster,
@@ -287,9 +332,11 @@ def overlapping_faults(
     link: dict[int, ZooKeeperLink],
     broker_links: dict[int, InterBrokerLink],
     schedule: list[dict[str, Any]],
+    ensemble: zkp.LocalZooKeeper | None = None,
 ) -> Iterator[None]:
     """FAULTS faults from each of two workers, each seeded from ``seed``; what each did is
-    appended to ``schedule``, in the order they ended. Enters once every fault is over.
+    appended to ``schedule``, in the order they ended. With ``ensemble``, a third worker
+    does FAULTS // 2 of ZooKeeper's own faults meanwhile. Enters once every fault is over.
     The workers' threads live on until the block ends: a broker dies with the thread that
     started it (the death signal cluster/processes.py sets follows the starting thread),
     and they restart the brokers they kill."""
@@ -299,11 +346,26 @@ def overlapping_faults(
     release = threading.Event()
     finished = threading.Semaphore(0)
 
+    def zookeeper_worker(n: int) -> None:
+        assert ensemble is not None
+        rng = random.Random(seed * 100 + n)
+        for _ in range(FAULTS // 2):
+            time.sleep(rng.uniform(0.0, 4.0))
+            fault = rng.choice(ZOOKEEPER_FAULTS)
+            record = inject_zookeeper(ensemble, rng, fault, c.session_timeout_s)
+            record.update(worker=n)
+            with lock:
+                schedule.append(record)
+            print("nemesis:", record)
+
     def worker(n: int) -> None:
+        if n == 3:
+            zookeeper_worker(n)
+            return
         rng = random.Random(seed * 100 + n)
         for _ in range(FAULTS):
             time.sleep(rng.uniform(0.0, 2.0))
-            current = c.controller()  # none while a failover is under way
+            current = current_controller(c)  # none while a failover is under way
             fault = rng.choice(BROKER_FAULTS)
             if fault == "reelect" and current is None:
                 fault = "kill"
@@ -342,7 +404,7 @@ def overlapping_faults(
 
     workers = [
         threading.Thread(target=guarded, args=(n,), name=f"nemesis-{n}", daemon=True)
-        for n in (1, 2)
+        for n in ((1, 2, 3) if ensemble is not None else (1, 2))
     ]
     for w in workers:
         w.start()
