@@ -49,6 +49,8 @@ def register_broker(
     previous incarnation whose session has not expired yet (KAFKA-7165): wait up to
     `wait_for_stale_s` (default: the session timeout plus a margin) for it to go, then
     fail with BrokerIdInUse, since a live broker with the same id is a configuration error.
+    The wait starts over whenever our connection is lost meanwhile: ZooKeeper gives every
+    session a fresh timeout after an outage or a new leader.
     ``cancelled`` set during that wait (the broker is asked to stop) ends it with
     RegistrationCancelled. ``until_connected``: a lost connection is waited out, as
     Kafka's client does (a start-up); otherwise it is the caller's (ConnectionLoss).
@@ -56,7 +58,9 @@ def register_broker(
     path = paths.broker(registration.broker_id)
     data = encode_broker(registration)
     wait_s = wait_for_stale_s if wait_for_stale_s is not None else zk.session_timeout_ms / 1000 + 5
-    deadline = time.monotonic() + wait_s
+    started = time.monotonic()
+    deadline = started + wait_s
+    disconnections = zk.disconnections
     announced = False
 
     def retried(fn: Callable[[], T]) -> T:
@@ -83,11 +87,21 @@ def register_broker(
             continue  # it went away between our create and our look: try again
         if int(existing.ephemeralOwner) == zk.session_id:
             return int(existing.czxid)
+        if zk.disconnections != disconnections:
+            # Our connection went meanwhile: perhaps ZooKeeper itself (an outage, a new
+            # leader), which gives every session a fresh timeout when it is back. The
+            # earlier session may live a whole timeout more: wait for it again.
+            disconnections = zk.disconnections
+            deadline = time.monotonic() + wait_s
+            log.info(
+                "ZooKeeper connection lost while waiting for %s: waiting %.0f s more", path, wait_s
+            )
         if time.monotonic() >= deadline:
             raise BrokerIdInUse(
                 f"broker id {registration.broker_id} is registered at {path} by another "
                 f"ZooKeeper session (0x{int(existing.ephemeralOwner):x}) that stayed alive for "
-                f"{wait_s:.0f} s: is another broker running with the same broker.id?"
+                f"{time.monotonic() - started:.0f} s: is another broker running with the same"
+                " broker.id?"
             )
         if not announced and progress is not None:
             progress(

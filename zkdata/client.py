@@ -343,6 +343,9 @@ class ZkClient:
         self._exist_watched: set[str] = set()
         self._watch_lock = threading.Lock()
         self._lost_watches: tuple[int, list[str], list[str]] | None = None
+        #: connections lost (suspended, or the session with them) since the start: a
+        #: waiter that reads it twice knows whether ZooKeeper went away in between
+        self.disconnections = 0
         self.kazoo.add_listener(self._on_state)
 
     # --- lifecycle --------------------------------------------------------------------
@@ -395,6 +398,8 @@ class ZkClient:
         name = {KazooState.CONNECTED: "CONNECTED", KazooState.SUSPENDED: "SUSPENDED"}.get(
             state, "CLOSED" if self._closing else "LOST"
         )
+        if name != "CONNECTED":
+            self.disconnections += 1
         if name == "SUSPENDED":
             self._remember_watches()
         elif name == "CONNECTED":

@@ -337,3 +337,37 @@ def test_a_zookeeper_blip_while_a_broker_registers_is_waited_out(
         assert c[1].alive(), c[1].output()
         registered = c[1].state_changes("broker_registered")
         assert [r["broker_epoch"] for r in registered] == [epoch]
+
+
+def test_the_wait_for_an_earlier_registration_starts_over_after_a_lost_connection(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """ZooKeeper gives every session a fresh timeout after an outage or a new leader, so
+    an earlier registration can outlive the wait's bound (the session timeout, 3 s, plus
+    5 s) when the connection went meanwhile. The broker's own link is cut during the
+    wait: the wait starts over, and the earlier registration, going after the first
+    bound, is waited out instead of failing the start (BrokerIdInUse, exit 1)."""
+    c = cluster_factory((1,), start=False)
+    with earlier_registration(c, 1) as stale, linked(c) as link:
+        start_and_wait_for_the_earlier_registration(c, 1)
+        began = time.monotonic()  # the wait's first bound is 8 s from about now
+        time.sleep(4)
+        link[1].cut()
+        wait_for(
+            lambda: "retrying once connected" in c[1].output() or not c[1].alive(),
+            30,
+            "a request of the broker's to fail for want of a connection",
+        )
+        link[1].heal()
+        wait_for(
+            lambda: "waiting 8 s more" in c[1].output() or not c[1].alive(),
+            30,
+            "the wait to start over",
+        )
+        # Past the first bound, the broker still waits (the second ends ~14 s from began).
+        time.sleep(max(0.0, 11 - (time.monotonic() - began)))
+        assert c[1].alive(), c[1].output()
+        stale.close()  # the earlier registration goes
+        epoch = wait_for(lambda: c.broker_epoch(1), 30, "the broker registered")
+        assert c[1].alive(), c[1].output()
+        assert [r["broker_epoch"] for r in c[1].state_changes("broker_registered")] == [epoch]
