@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cluster.netsplit import linked
+from cluster.netsplit import ZooKeeperLink, linked
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import consume, lost_acknowledged, produce
 from tests.integration.harness import Cluster, wait_for
@@ -297,6 +297,18 @@ def start_and_wait_for_the_earlier_registration(c: Cluster, broker_id: int) -> N
     )
 
 
+def blip_until_a_request_fails(c: Cluster, link: ZooKeeperLink) -> None:
+    """Broker 1's link to ZooKeeper cut until a request of its fails for want of a
+    connection (which it says it will retry), then healed."""
+    link.cut()
+    wait_for(
+        lambda: "retrying once connected" in c[1].output() or not c[1].alive(),
+        30,
+        "a request of the broker's to fail for want of a connection",
+    )
+    link.heal()
+
+
 def test_a_broker_asked_to_stop_while_starting_stops_and_exits_0(
     cluster_factory: ClusterFactory,
 ) -> None:
@@ -325,13 +337,7 @@ def test_a_zookeeper_blip_while_a_broker_registers_is_waited_out(
     c = cluster_factory((1,), start=False)
     with earlier_registration(c, 1) as stale, linked(c) as link:
         start_and_wait_for_the_earlier_registration(c, 1)
-        link[1].cut()
-        wait_for(
-            lambda: "retrying once connected" in c[1].output() or not c[1].alive(),
-            30,
-            "a request of the broker's to fail for want of a connection",
-        )
-        link[1].heal()
+        blip_until_a_request_fails(c, link[1])
         stale.close()  # the earlier registration goes
         epoch = wait_for(lambda: c.broker_epoch(1), 30, "the broker registered")
         assert c[1].alive(), c[1].output()
@@ -352,13 +358,7 @@ def test_the_wait_for_an_earlier_registration_starts_over_after_a_lost_connectio
         start_and_wait_for_the_earlier_registration(c, 1)
         began = time.monotonic()  # the wait's first bound is 8 s from about now
         time.sleep(4)
-        link[1].cut()
-        wait_for(
-            lambda: "retrying once connected" in c[1].output() or not c[1].alive(),
-            30,
-            "a request of the broker's to fail for want of a connection",
-        )
-        link[1].heal()
+        blip_until_a_request_fails(c, link[1])
         wait_for(
             lambda: "waiting 8 s more" in c[1].output() or not c[1].alive(),
             30,

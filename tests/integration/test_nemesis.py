@@ -228,9 +228,15 @@ def test_a_schedule_of_faults_under_load_keeps_every_safety_property(
 def test_a_schedule_with_zookeeper_faults_too_keeps_every_safety_property(
     cluster_factory: ClusterFactory, zk_ensemble: zkp.LocalZooKeeper, seed: int
 ) -> None:
-    connect = zkp.chroot_connect_string(zk_ensemble.connect_string, "/cluster")
+    c = on_the_ensemble(cluster_factory, zk_ensemble)
+    run_schedule(c, seed, BROKER_FAULTS + ZOOKEEPER_FAULTS, zk_ensemble)
+
+
+def on_the_ensemble(cluster_factory: ClusterFactory, ensemble: zkp.LocalZooKeeper) -> Cluster:
+    """The (unstarted) cluster of the schedules, on the three-server ensemble."""
+    connect = zkp.chroot_connect_string(ensemble.connect_string, "/cluster")
     # A session long enough to outlast the ensemble's own leader election.
-    c = cluster_factory(
+    return cluster_factory(
         BROKERS,
         start=False,
         connect=connect,
@@ -238,7 +244,6 @@ def test_a_schedule_with_zookeeper_faults_too_keeps_every_safety_property(
         replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000),
         zookeeper_session_timeout_ms="8000",
     )
-    run_schedule(c, seed, BROKER_FAULTS + ZOOKEEPER_FAULTS, zk_ensemble)
 
 
 @pytest.mark.slow
@@ -263,16 +268,7 @@ def test_overlapping_faults_with_zookeeper_faults_keep_every_safety_property(
     """The two overlapping broker schedules against a three-server ensemble, and a third
     worker doing the ensemble's faults meanwhile: a member killed or paused, or the whole
     ensemble paused, during a failover, a restart or a controlled shutdown."""
-    connect = zkp.chroot_connect_string(zk_ensemble.connect_string, "/cluster")
-    c = cluster_factory(
-        BROKERS,
-        start=False,
-        connect=connect,
-        keep_ports=True,
-        replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000),
-        zookeeper_session_timeout_ms="8000",
-    )
-    run_overlapping(c, seed, zk_ensemble)
+    run_overlapping(on_the_ensemble(cluster_factory, zk_ensemble), seed, zk_ensemble)
 
 
 def run_overlapping(c: Cluster, seed: int, ensemble: zkp.LocalZooKeeper | None = None) -> None:
