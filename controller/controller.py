@@ -447,11 +447,17 @@ class KafkaController:
         self.active_controller_id = NO_CONTROLLER
         event.done.set()
 
-    def _on_RegisterBrokerAndReelect(self, _event: ev.RegisterBrokerAndReelect) -> None:
+    def _register_unless_stopping(self) -> int | None:
+        """Register again; None if the broker is stopping (nothing to register any more)."""
         try:
-            broker_epoch = self.register_broker()
+            return self.register_broker()
         except RegistrationCancelled:
             log.info("broker %d is stopping: not registering again", self.broker_id)
+            return None
+
+    def _on_RegisterBrokerAndReelect(self, _event: ev.RegisterBrokerAndReelect) -> None:
+        broker_epoch = self._register_unless_stopping()
+        if broker_epoch is None:
             return
         log.info(
             "re-registered broker %d in a new session, broker epoch %d",
@@ -465,10 +471,7 @@ class KafkaController:
         # may still stand with nobody acting behind it: remove it so an election happens.
         if not self.is_active and delete_own_controller_znode(self.zk, self.broker_id):
             log.info("removed this broker's stale /controller after reconnecting")
-        try:
-            self.register_broker()
-        except RegistrationCancelled:
-            log.info("broker %d is stopping: not registering again", self.broker_id)
+        if self._register_unless_stopping() is None:
             return
         if not self.is_active:
             self._elect()

@@ -30,7 +30,8 @@ class BrokerIdInUse(RuntimeError):
 
 
 class RegistrationCancelled(RuntimeError):
-    """The broker was asked to stop while it waited for its earlier session's znode."""
+    """The broker was asked to stop while it registered: waiting for its earlier
+    session's znode to go, or (start-up) for a lost connection to come back."""
 
 
 def register_broker(
