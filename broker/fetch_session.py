@@ -42,6 +42,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from broker.compact import compacted
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
@@ -313,6 +314,10 @@ class FetchSession:
                     if state is not None and state.clock is self.clock:
                         state.clock = None
                 self.errored.discard(tp)
+        if removed:
+            # A leader that gave most of its leaderships away (a cold start's first
+            # controller) would keep the table of every partition it led.
+            self.partitions = compacted(self.partitions)
         return added, updated, removed
 
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from broker.compact import compacted
 from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
 from wire.api import ApiKey
 from wire.client import KafkaConnection
@@ -191,6 +192,7 @@ class ReplicaFetcherThread:
                 if self.partitions.pop(tp, None) is not None:
                     self._dirty.add(tp)
                 self._truncating.discard(tp)
+            self.partitions = compacted(self.partitions)
 
     def is_empty(self) -> bool:
         with self._lock:
@@ -454,6 +456,8 @@ class ReplicaFetcherThread:
                 for tp in fetch.forgotten:
                     self._sent.pop(tp, None)
                 self._sent.update(fetch.listed)
+                if fetch.forgotten:
+                    self._sent = compacted(self._sent)
 
     def _partition_answered(self, fetch: _Fetch, tp: TopicPartition, pr: dict[str, Any]) -> None:
         with self._lock:

@@ -25,7 +25,7 @@ from broker.fetch_session import (
     PartitionRequest,
     next_epoch,
 )
-from broker.fetcher import FetchState, ReplicaFetcherThread
+from broker.fetcher import FetchState, ReplicaFetcherThread, _Fetch
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import FollowerState, ReplicaManager
 from broker.state_change_log import StateChangeLog
@@ -322,6 +322,30 @@ def test_the_errored_set_gives_its_table_back_once_every_error_cleared() -> None
     # Errors are still tracked in the new set.
     incremental(cache, result.session_id, 2, {TopicPartition("t", 7): data(7, error=not_leader)})
     assert session.errored == {TopicPartition("t", 7)}
+
+
+def test_a_session_that_forgot_most_of_its_partitions_gives_its_table_back() -> None:
+    # A cold start's first controller led every partition, its two followers' sessions
+    # held them all; a preferred election then took two thirds of them away.
+    many = {TopicPartition("t", p): req() for p in range(30_000)}
+    cache = FetchSessionCache(clock=Clock())
+    session_id = open_session(cache, many)
+    session = cache.get(session_id)
+    assert session is not None
+    # Every partition answered once (each moved to the end, as a busy session's are).
+    assert len(answered(incremental(cache, session_id, 1, {tp: data(hw=1) for tp in many}))) == (
+        30_000
+    )
+    full = sys.getsizeof(session.partitions)
+    gone = [tp for tp in many if tp.partition % 3]
+    incremental(cache, session_id, 2, {}, forgotten=gone)
+    assert list(session.partitions) == [tp for tp in many if tp.partition % 3 == 0]
+    assert sys.getsizeof(session.partitions) * 4 < full
+    # The session goes on as before: news goes out, nothing else does.
+    kept = TopicPartition("t", 3)
+    assert answered(incremental(cache, session_id, 3, {kept: data(3, hw=2)})) == [kept]
+    assert answered(incremental(cache, session_id, 4, {kept: data(3, hw=2)})) == []
+    assert session.partitions[kept].high_watermark == 2
 
 
 def test_answered_partitions_move_to_the_back_of_the_session() -> None:
@@ -811,6 +835,29 @@ def follower_fetcher(
         connect=connect,
         **options,
     )
+
+
+def test_a_fetcher_that_stopped_following_most_partitions_gives_its_tables_back() -> None:
+    def no_leader(_endpoint: tuple[str, int], _client_id: str, _timeout: float) -> Loopback:
+        raise ConnectionRefusedError("never started")
+
+    fetcher = follower_fetcher(no_leader)
+    followed = [TopicPartition("t", p) for p in range(30_000)]
+    fetcher.add_all((tp, FetchState(0, 0)) for tp in followed)
+    fetcher._session_answered(
+        _Fetch(True, 5, INITIAL_EPOCH, {tp: (0, 0) for tp in followed}), session_id=5
+    )
+    partitions_full = sys.getsizeof(fetcher.partitions)
+    sent_full = sys.getsizeof(fetcher._sent)
+    gone = [tp for tp in followed if tp.partition % 3]
+    fetcher.remove(gone)
+    # The next incremental fetch forgets them in the leader's session, then here.
+    fetcher._session_answered(_Fetch(False, 5, 1, {}, gone), session_id=5)
+    kept = [tp for tp in followed if tp.partition % 3 == 0]
+    assert list(fetcher.partitions) == kept
+    assert list(fetcher._sent) == kept
+    assert sys.getsizeof(fetcher.partitions) * 3 < partitions_full
+    assert sys.getsizeof(fetcher._sent) * 3 < sent_full
 
 
 @pytest.fixture
