@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.compact import compacted
 from wire.errors import ErrorCode
-from zkdata.znodes import TopicPartition
+from zkdata.znodes import SharedValues, TopicPartition
 
 if TYPE_CHECKING:
     from broker.replica_manager import Partition
@@ -100,6 +100,9 @@ class PartitionRequest:
         )
 
 
+_SHARED_SIZES: SharedValues[int] = SharedValues(1024)
+
+
 @dataclass(slots=True)
 class CachedPartition:
     """One partition of a session: the fetcher's last request parameters, and what the
@@ -126,7 +129,9 @@ class CachedPartition:
         return cls(
             tp,
             req.fetch_offset,
-            req.max_bytes,
+            # One int for the few sizes fetchers ask for (1 MB: a new object each time one
+            # is decoded), not one per partition of each session.
+            _SHARED_SIZES(req.max_bytes),
             req.current_leader_epoch,
             req.last_fetched_epoch,
             req.log_start_offset,
@@ -134,7 +139,8 @@ class CachedPartition:
 
     def update_request(self, req: PartitionRequest) -> None:
         self.fetch_offset = req.fetch_offset
-        self.max_bytes = req.max_bytes
+        if req.max_bytes != self.max_bytes:  # else keep the shared int (see from_request)
+            self.max_bytes = _SHARED_SIZES(req.max_bytes)
         self.current_leader_epoch = req.current_leader_epoch
         self.last_fetched_epoch = req.last_fetched_epoch
         self.fetcher_log_start_offset = req.log_start_offset

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wire.errors import ErrorCode
-from zkdata.znodes import LEADER_DURING_DELETE, NO_LEADER, shared_ints
+from zkdata.znodes import LEADER_DURING_DELETE, NO_LEADER, shared_indexes, shared_ints
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -98,6 +98,7 @@ class MetadataCache:
                 topic = topic_state["topic_name"]
                 topic_id = topic_state.get("topic_id")
                 parts = self._topics.setdefault(topic, {})
+                known = len(parts)
                 if isinstance(topic_id, uuid.UUID) and topic_id != ZERO_UUID:
                     self._topic_ids[topic] = topic_id
                 for p in topic_state.get("partition_states", []):
@@ -132,6 +133,11 @@ class MetadataCache:
                             shared.clear()  # values of the past: start over
                         shared[fields] = metadata
                     parts[p["partition_index"]] = metadata
+                if len(parts) > known:
+                    # New partitions: their keys are kept for good, as the shared ints
+                    # of their indexes (a dict keeps the key it was first given).
+                    parts = dict(zip(shared_indexes(list(parts)), parts.values(), strict=True))
+                    self._topics[topic] = parts
                 if not parts:
                     del self._topics[topic]
                     self._topic_ids.pop(topic, None)

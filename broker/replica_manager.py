@@ -50,6 +50,7 @@ from zkdata.znodes import (
     decode_partition_state,
     encode_partition_list,
     encode_partition_state,
+    shared_index,
     shared_ints,
 )
 
@@ -334,7 +335,8 @@ class ReplicaManager:
                 tp = TopicPartition(topic, ps["partition_index"])
                 current = known(tp)
                 if current is None:
-                    entries.append((tp, ps, True))
+                    # Kept for good, as the partition's key: one int for its index.
+                    entries.append((TopicPartition(topic, shared_index(tp.partition)), ps, True))
                 else:
                     entries.append((current.topic_partition, ps, current.log is None))
             topics.append(entries)

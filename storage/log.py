@@ -50,7 +50,7 @@ from storage.segment import (
     FileRegion,
     LogSegment,
 )
-from zkdata.znodes import SharedValues
+from zkdata.znodes import SharedValues, shared_index
 
 if TYPE_CHECKING:
     from broker.config import TopicConfig
@@ -87,7 +87,7 @@ def parse_log_dir_name(name: str) -> tuple[str, int] | None:
     topic, sep, partition = name.rpartition("-")
     if not sep or not topic or not partition.isdigit():
         return None
-    return topic, int(partition)
+    return topic, shared_index(int(partition))
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,6 +72,49 @@ def shared_ints(values: Iterable[int]) -> tuple[int, ...]:
     return _SHARED_TUPLES(tuple(values))
 
 
+# A partition index past 256 is a new int each time one is decoded (wire, JSON, a folder
+# name), and a broker's structures each hold one per partition: its partitions, logs
+# and metadata, besides the controller's (32 bytes each: 2.4 MB a structure at 100,000
+# partitions of 1,000-partition topics). Index i of this list is the int i every caller
+# gets. It is replaced, never changed, when it grows: a reader racing a growth gets
+# either list, and both are right.
+_INDEXES: list[int] = list(range(1024))
+_INDEXES_MAX = 1 << 20
+
+
+def shared_index(index: int) -> int:
+    """An int equal to ``index``: the same object for every equal partition index
+    (below 2**20; others as given)."""
+    indexes = _INDEXES
+    if 0 <= index < len(indexes):
+        return indexes[index]
+    if index < 0 or index >= _INDEXES_MAX:
+        return index
+    return _grow_indexes(index)
+
+
+def shared_indexes(indexes: list[int]) -> list[int]:
+    """`shared_index` of each (non-negative) index, looked up in C."""
+    if not indexes:
+        return indexes
+    top = max(indexes)
+    if top >= len(_INDEXES):
+        shared_index(top)  # grown to it, unless past the bound
+    table = _INDEXES
+    if top >= len(table) or min(indexes) < 0:
+        return [shared_index(i) for i in indexes]
+    return list(map(table.__getitem__, indexes))
+
+
+def _grow_indexes(index: int) -> int:
+    global _INDEXES
+    indexes = _INDEXES
+    size = min(max(index + 1, 2 * len(indexes)), _INDEXES_MAX)
+    grown = indexes + list(range(len(indexes), size))
+    _INDEXES = grown
+    return grown[index]
+
+
 class MalformedZnode(ValueError):
     """A znode's data could not be decoded. Carries the path, so reports can name it."""
 
@@ -354,7 +397,7 @@ def _decode_partition_map(path: str, value: object, what: str) -> dict[int, tupl
             and set(map(type, lists)) == {list}
         ):
             replicas = list(chain.from_iterable(lists))
-            partition_ids = list(map(int, value))
+            partition_ids = shared_indexes(list(map(int, value)))
             if (
                 # Types checked before sharing: (True,) and (1.0,) equal (1,) as dict keys.
                 set(map(type, replicas)) <= {int}

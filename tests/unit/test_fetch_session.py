@@ -35,7 +35,7 @@ from wire.errors import ErrorCode
 from wire.protocol import decode_request_header, decode_response, encode_request, encode_response
 from wire.protocol import request_codec as _request_codec
 from zkdata.client import SetData
-from zkdata.znodes import TopicPartition
+from zkdata.znodes import TopicPartition, shared_index
 
 T0 = TopicPartition("a", 0)
 T1 = TopicPartition("a", 1)
@@ -322,6 +322,27 @@ def test_the_errored_set_gives_its_table_back_once_every_error_cleared() -> None
     # Errors are still tracked in the new set.
     incremental(cache, result.session_id, 2, {TopicPartition("t", 7): data(7, error=not_leader)})
     assert session.errored == {TopicPartition("t", 7)}
+
+
+def test_one_int_for_a_size_every_partition_of_every_session_asks_for() -> None:
+    one_mb = 1 << 20
+    cache = FetchSessionCache(clock=Clock())
+    asked = {T0: req(max_bytes=int(str(one_mb))), T1: req(max_bytes=int(str(one_mb)))}
+    session = cache.get(open_session(cache, asked))
+    assert session is not None
+    t0, t1 = session.partitions[T0], session.partitions[T1]
+    assert t0.max_bytes is t1.max_bytes
+    # The same size asked again keeps it; another is taken.
+    incremental(cache, session.id, 1, {}, listed={T0: req(5, max_bytes=int(str(one_mb)))})
+    assert t0.max_bytes is t1.max_bytes
+    incremental(cache, session.id, 2, {}, listed={T0: req(6, max_bytes=512)})
+    assert (t0.max_bytes, t0.fetch_offset) == (512, 6)
+
+
+def test_a_new_partition_is_keyed_by_the_shared_int_of_its_index() -> None:
+    _apis, replicas, _zk = make_leader([TopicPartition("t", int("700"))])
+    (key,) = replicas.partitions
+    assert key.partition is shared_index(700)
 
 
 def test_a_session_that_forgot_most_of_its_partitions_gives_its_table_back() -> None:

@@ -10,7 +10,7 @@ import pytest
 from broker import metadata_cache
 from broker.metadata_cache import MetadataCache, PartitionMetadata
 from wire.errors import ErrorCode
-from zkdata.znodes import LEADER_DURING_DELETE
+from zkdata.znodes import LEADER_DURING_DELETE, shared_index
 
 TOPIC_ID = uuid.UUID("5f1c6c1e-8d1b-4a44-a0f1-0c7a1b2c3d4e")
 
@@ -70,6 +70,16 @@ def test_equal_partition_states_share_one_metadata_object() -> None:
     cache.update(request(("a", [state(1, 2, leader_epoch=4, isr=[2, 3])])))
     assert cache.partition("a", 0) is a0
     assert cache.partition("a", 1) == PartitionMetadata(2, 4, (2, 3), (1, 2, 3), (), 5, 2)
+
+
+def test_partitions_are_keyed_by_the_shared_int_of_their_index() -> None:
+    # 32 bytes a partition: a broker's cache of 100,000 would hold 2.4 MB of equal ints.
+    cache = MetadataCache(1)
+    cache.update(request(("a", [state(int("700"), 1)])))
+    cache.update(request(("a", [state(int("700"), 2)])))  # a later state for it
+    (key,) = cache._topics["a"]
+    assert key is shared_index(700)
+    assert cache.partition("a", 700) == PartitionMetadata(2, 3, (1, 2, 3), (1, 2, 3), (), 5, 2)
 
 
 def test_values_stay_right_when_the_shared_table_fills_up(monkeypatch: pytest.MonkeyPatch) -> None:

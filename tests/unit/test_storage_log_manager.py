@@ -15,7 +15,7 @@ from storage.errors import LogDirLockedError
 from storage.log import LogConfig
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from storage.testing import build_batch
-from zkdata.znodes import TopicPartition
+from zkdata.znodes import TopicPartition, shared_index
 
 NOW = 1_700_000_000_000
 A0 = TopicPartition("a", 0)
@@ -474,3 +474,17 @@ def test_loading_a_log_lists_its_directory_and_looks_for_no_file_by_name(
         assert not any(s.indexes_missing for s in log._segments)  # found by the listing
     finally:
         again.close()
+
+
+def test_a_log_knows_its_partition_by_the_shared_int_of_its_index(tmp_path: Path) -> None:
+    # Parsed from its folder's name, made or found: one int for it per broker, not one
+    # more per log (32 bytes each, 100,000s of logs).
+    manager = LogManager([tmp_path], broker_config())
+    made = manager.get_or_create(TopicPartition("a", int("700")))
+    assert made.partition is shared_index(700)
+    manager.close()
+    again = LogManager([tmp_path], broker_config())
+    ((key, found),) = again.all_logs().items()
+    assert found.partition is shared_index(700)
+    assert key.partition is shared_index(700)
+    again.close()

@@ -39,6 +39,8 @@ from zkdata.znodes import (
     encode_topic,
     encode_topic_config,
     new_topic_id,
+    shared_index,
+    shared_indexes,
     topic_id_from_str,
     topic_id_to_str,
 )
@@ -799,3 +801,42 @@ def test_equal_replica_lists_of_a_topic_decode_to_one_tuple() -> None:
     assert list(got.partitions) == [2, 0, 1, 7]  # the znode's order
     assert got.partitions[0] is got.partitions[2] is got.partitions[7]
     assert decode_topic("u", data).partitions[1] is got.partitions[1]  # across topics too
+
+
+# --- partition indexes: one int each ------------------------------------------------------
+
+
+def fresh_int(i: int) -> int:
+    """An int equal to ``i`` that is not the one the interpreter keeps for it."""
+    return int(str(i))
+
+
+@given(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=50))
+def test_a_shared_index_equals_what_it_was_given(indexes: list[int]) -> None:
+    assert [shared_index(i) for i in indexes] == indexes
+    assert shared_indexes(list(indexes)) == indexes
+
+
+def test_equal_partition_indexes_are_one_int_including_past_the_table_it_started_with() -> None:
+    for i in (257, 999, 1023, 1024, 5_000, 70_000, 2**20 - 1):
+        a, b = fresh_int(i), fresh_int(i)
+        assert a is not b
+        assert shared_index(a) is shared_index(b)
+    got = shared_indexes([fresh_int(i) for i in (300, 123_456, 7)])
+    assert got[0] is shared_index(300)
+    assert got[1] is shared_index(123_456)
+
+
+def test_indexes_outside_the_bound_are_given_back_as_they_are() -> None:
+    for i in (-1, -300, 2**20, 2**31 - 1):
+        a = fresh_int(i)
+        assert shared_index(a) is a
+    big = [fresh_int(2**20 + 5), fresh_int(3)]
+    assert shared_indexes(big) == [2**20 + 5, 3]
+
+
+def test_a_topic_read_from_zookeeper_keys_its_partitions_by_the_shared_ints() -> None:
+    data = json.dumps({"version": 2, "partitions": {"700": [1, 2], "3": [2, 1]}}).encode()
+    assignment = decode_topic("t", data)
+    (seven_hundred,) = (p for p in assignment.partitions if p == 700)
+    assert seven_hundred is shared_index(fresh_int(700))
