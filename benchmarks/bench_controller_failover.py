@@ -11,9 +11,12 @@ before it). The floor, measured in the same run against the same ZooKeeper, is a
 reading the same znodes as fast as it can (pipelined multiReads, no decoding). Before the
 timed rounds a preferred replica election balances the leaderships (brokers start one
 after another, so the first controller would lead most partitions). After them, every
-broker's resident memory is sampled, with how many partitions each leads.
+broker's resident memory is sampled, with how many partitions each leads. With
+``--cold-start`` broker 1 starts alone and leads every partition before the others join;
+``first_controller_rss_mb`` is then a cold start's first controller.
 
     .venv/bin/python benchmarks/bench_controller_failover.py [--sizes 1000,10000,100000]
+        [--rounds 3] [--no-balance] [--cold-start]
 """
 
 from __future__ import annotations
@@ -100,7 +103,12 @@ def last(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
 
 
 def run_size(
-    connect: str, partitions: int, workdir: Path, rounds: int, balance: bool = True
+    connect: str,
+    partitions: int,
+    workdir: Path,
+    rounds: int,
+    balance: bool = True,
+    cold_start: bool = False,
 ) -> dict[str, Any]:
     connect = chroot(connect, f"failover-{partitions}")
     per_topic = 1000 if partitions >= 1000 else max(partitions, 1)
@@ -108,7 +116,12 @@ def run_size(
     populate_s = write_cluster_state(connect, assignments)
     c = Cluster(connect, workdir / f"p{partitions}", (1, 2, 3), SETTINGS)
     try:
-        c.start()
+        if cold_start:
+            # Broker 1 alone first: it becomes controller and leads every partition, then
+            # the others join (what a cluster started one broker at a time gets).
+            c[1].start()
+        else:
+            c.start()
         controller_id, epoch = c.wait_controller(timeout=600)
         first_controller_id = controller_id
         # Let the first failover finish (every broker told everything) before timing one.
@@ -122,6 +135,10 @@ def run_size(
             600,
             "the first failover's requests to be acknowledged",
         )
+        if cold_start:
+            c[2].start()
+            c[3].start()
+            c.wait_registered((1, 2, 3), timeout=600)
         settle_s = wait_quiet(connect)
         # Brokers start one after another, so the first controller leads what the others
         # did not yet host; balance leaderships as the auto rebalance would (it is off
@@ -201,6 +218,8 @@ def run_size(
                 )
             wait_quiet(connect)
             time.sleep(1)
+        if not floors:  # --rounds 0: memory only
+            floors.append(floor_read(connect))
         controller_id = c.controller()[0]  # type: ignore[index]
         rss = {b: round(rss_mb(c[b].pid), 1) for b in (1, 2, 3)}
         # Leaderships stay where the cluster's start put them (auto rebalance is off): a
@@ -217,6 +236,8 @@ def run_size(
             # It led what the brokers that started after it did not yet host.
             "first_controller_id": first_controller_id,
             "controller_rss_mb": rss[controller_id],
+            "first_controller_rss_mb": rss[first_controller_id],
+            "cold_start": cold_start,
             "broker_rss_mb": rss,
             "max_broker_rss_mb": max(rss.values()),
             "leaders_by_broker_at_start": leaders_at_start,
@@ -253,6 +274,14 @@ def main() -> None:
         action="store_true",
         help="skip the preferred election: leaderships stay where the brokers' start left them",
     )
+    parser.add_argument(
+        "--cold-start",
+        action="store_true",
+        help=(
+            "start broker 1 alone, then the others once it is controller and leads every "
+            "partition (the first controller's memory is then a cold start's)"
+        ),
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     with (
@@ -262,7 +291,10 @@ def main() -> None:
         ) as tmp,
     ):
         baseline = run_size(connect, 0, Path(tmp), 1)
-        results = [run_size(connect, n, Path(tmp), args.rounds, not args.no_balance) for n in sizes]
+        results = [
+            run_size(connect, n, Path(tmp), args.rounds, not args.no_balance, args.cold_start)
+            for n in sizes
+        ]
     emit(
         {
             "benchmark": "controller_failover",
