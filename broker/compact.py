@@ -4,9 +4,9 @@ A CPython dict never shrinks when entries are deleted: its table keeps the size 
 largest past, and a dict whose entries were popped and put back (a fetch session moves
 each answered partition to its end) grows to twice its size before compacting itself.
 A broker that led 100,000 partitions during a cold start, and then gave two thirds of
-them away, kept both follower fetch sessions at 10.5 MB each for 33,000 partitions
-(a fresh dict of them takes 1.3 MB). The owners of such dicts call `compacted` after
-removing a batch of entries.
+them away, kept both follower fetch sessions sized for all of them: a dict of 100,000
+entries each moved once has a 10.5 MB table, and a fresh one of the 33,334 left 1.3 MB.
+The owners of such dicts call `compacted` after removing a batch of entries.
 """
 
 from __future__ import annotations
