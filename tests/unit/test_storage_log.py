@@ -21,6 +21,7 @@ from storage.errors import (
     UnexpectedAppendOffsetError,
 )
 from storage.log import (
+    LOG_LOCK_STRIPES,
     LogConfig,
     PartitionLog,
     high_watermark_of,
@@ -589,6 +590,59 @@ def test_reads_beside_appends_see_whole_valid_batches(tmp_path: Path) -> None:
         thread.join()
     assert not errors, errors[0]
     assert len(log.segment_base_offsets()) > 3
+
+
+def test_logs_share_their_locks_from_a_fixed_set(tmp_path: Path) -> None:
+    # A lock each would cost a broker hosting 100,000 partitions ~11 MB.
+    logs = [open_log(tmp_path / f"t-{p}") for p in range(LOG_LOCK_STRIPES + 200)]
+    locks = {id(log._lock) for log in logs}
+    assert len(locks) <= LOG_LOCK_STRIPES
+    assert len(locks) > LOG_LOCK_STRIPES // 2  # spread over the set, not a few of them
+
+
+def test_logs_sharing_a_lock_append_roll_truncate_and_flush_side_by_side(
+    tmp_path: Path,
+) -> None:
+    """Each thread works its own log, all of whose locks are one: nothing waits for
+    another log's lock while holding its own, so none of them hangs, and each log ends
+    as if alone."""
+    candidates = [open_log(tmp_path / f"t-{p}", segment_bytes=4_000) for p in range(3000)]
+    by_lock: dict[int, list[PartitionLog]] = {}
+    for log in candidates:
+        by_lock.setdefault(id(log._lock), []).append(log)
+    logs = max(by_lock.values(), key=len)[:4]
+    assert len(logs) >= 3
+    assert len({id(log._lock) for log in logs}) == 1
+    errors: list[BaseException] = []
+
+    def work(log: PartitionLog) -> None:
+        try:
+            for i in range(150):
+                produce(log, count=1 + i % 3, size=100)
+                if i % 25 == 24:
+                    log.truncate_to(log.log_end_offset - 1)
+                    log.flush()
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(log,), daemon=True) for log in logs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a thread hung on the shared lock"
+    assert not errors, errors[0]
+    # What each log must hold: a truncation to one below the end drops the last batch.
+    sizes: list[int] = []
+    for i in range(150):
+        sizes.append(1 + i % 3)
+        if i % 25 == 24:
+            sizes.pop()
+    ends = [sum(sizes[: k + 1]) - 1 for k in range(len(sizes))]
+    for log in logs:
+        assert [last for _first, last in all_batches(log)] == ends
+        assert len(log.segment_base_offsets()) > 3
+        assert log.recovery_point <= log.log_end_offset == ends[-1] + 1
 
 
 def test_epochs_not_yet_written_are_rebuilt_by_recovery_after_a_crash(tmp_path: Path) -> None:
