@@ -49,6 +49,7 @@ from storage.segment import (
     TIME_INDEX_SUFFIX,
     FileRegion,
     LogSegment,
+    shared_ms,
 )
 from zkdata.znodes import SharedValues, shared_index
 
@@ -318,7 +319,7 @@ class PartitionLog:
         self.epoch_cache.truncate_from_start(self._log_start)
         self._recovery_point = self._leo if clean_shutdown else min(recovery_point, self._leo)
         self._hw = min(max(high_watermark, self._log_start), self._leo)
-        self._last_flush_ms = time_ms()
+        self._last_flush_ms = shared_ms(time_ms())
         # A log created here had nothing to recover: no report (a broker creating
         # 100,000 partitions keeps 100,000 fewer objects).
         self.recovery_report = (

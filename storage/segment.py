@@ -52,6 +52,20 @@ _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
 _FIELDS_AFTER_LENGTH: Final = 2
 
 
+_LAST_MS: list[int] = [0]
+
+
+def shared_ms(ms: int) -> int:
+    """``ms``, as the previous call's int object when it was the same millisecond: a
+    broker making 100,000 logs makes about ten a millisecond, and each log kept two times of
+    its making (32 bytes each, 6.4 MB in all). Unlocked: a race only loses a sharing."""
+    last = _LAST_MS[0]
+    if last == ms:
+        return last
+    _LAST_MS[0] = ms
+    return ms
+
+
 def segment_paths(directory: Path | str, base_offset: int) -> tuple[str, str, str]:
     """The .log, .index and .timeindex paths of the segment at ``base_offset``."""
     stem = os.path.join(directory, f"{base_offset:020d}")
@@ -220,7 +234,7 @@ class LogSegment:
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
-        self.created_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        self.created_ms = shared_ms(int(time.time() * 1000) if now_ms is None else now_ms)
         self.bytes_since_last_index_entry = 0
         self._rolling_timestamp: int | None = None  # the first batch's maxTimestamp
         self.deleted = False
