@@ -107,14 +107,17 @@ _SHARED_SIZES: SharedValues[int] = SharedValues(1024)
 class CachedPartition:
     """One partition of a session: the fetcher's last request parameters, and what the
     leader last answered for it (-1: nothing yet, or an error, so the next answer goes
-    out whatever it says)."""
+    out whatever it says).
+
+    Of a request's parameters, those the leader uses: not the fetcher's last fetched
+    epoch nor its log start offset (Kafka keeps both; its leader checks the epoch for
+    divergence, where our followers ask with OffsetForLeaderEpoch). A leader holds one
+    of these per partition per follower; the two more made it 112 bytes, not 96."""
 
     topic_partition: TopicPartition
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int
-    last_fetched_epoch: int
-    fetcher_log_start_offset: int
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -133,8 +136,6 @@ class CachedPartition:
             # is decoded), not one per partition of each session.
             _SHARED_SIZES(req.max_bytes),
             req.current_leader_epoch,
-            req.last_fetched_epoch,
-            req.log_start_offset,
         )
 
     def update_request(self, req: PartitionRequest) -> None:
@@ -142,17 +143,6 @@ class CachedPartition:
         if req.max_bytes != self.max_bytes:  # else keep the shared int (see from_request)
             self.max_bytes = _SHARED_SIZES(req.max_bytes)
         self.current_leader_epoch = req.current_leader_epoch
-        self.last_fetched_epoch = req.last_fetched_epoch
-        self.fetcher_log_start_offset = req.log_start_offset
-
-    def request(self) -> PartitionRequest:
-        return PartitionRequest(
-            self.fetch_offset,
-            self.max_bytes,
-            self.current_leader_epoch,
-            self.last_fetched_epoch,
-            self.fetcher_log_start_offset,
-        )
 
     def maybe_update_response(self, data: PartitionData, update: bool) -> bool:
         """Whether `data` must be sent to the fetcher of an incremental session; with

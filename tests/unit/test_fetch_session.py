@@ -339,6 +339,17 @@ def test_one_int_for_a_size_every_partition_of_every_session_asks_for() -> None:
     assert (t0.max_bytes, t0.fetch_offset) == (512, 6)
 
 
+def test_a_session_partition_keeps_what_the_leader_uses_in_96_bytes() -> None:
+    # A leader holds one per partition per follower: 200,000 at 100,000 partitions.
+    cache = FetchSessionCache(clock=Clock())
+    asked = {T0: PartitionRequest(7, 1024, 3, last_fetched_epoch=2, log_start_offset=5)}
+    session = cache.get(open_session(cache, asked))
+    assert session is not None
+    t0 = session.partitions[T0]
+    assert (t0.fetch_offset, t0.max_bytes, t0.current_leader_epoch) == (7, 1024, 3)
+    assert sys.getsizeof(t0) <= 96
+
+
 def test_a_new_partition_is_keyed_by_the_shared_int_of_its_index() -> None:
     _apis, replicas, _zk = make_leader([TopicPartition("t", int("700"))])
     (key,) = replicas.partitions
