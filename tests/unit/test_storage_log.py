@@ -628,9 +628,8 @@ def test_logs_share_their_locks_from_a_fixed_set(tmp_path: Path) -> None:
 def test_logs_sharing_a_lock_append_roll_truncate_and_flush_side_by_side(
     tmp_path: Path,
 ) -> None:
-    """Each thread works its own log, all of whose locks are one: nothing waits for
-    another log's lock while holding its own, so none of them hangs, and each log ends
-    as if alone."""
+    """Four threads each work one log, and the four logs share one lock: no log waits
+    for another's lock while holding its own, so none hangs, and each ends as if alone."""
     candidates = [open_log(tmp_path / f"t-{p}", segment_bytes=4_000) for p in range(3000)]
     by_lock: dict[int, list[PartitionLog]] = {}
     for log in candidates:
