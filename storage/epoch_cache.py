@@ -27,6 +27,7 @@ from storage.checkpoints import (
     write_temporary,
 )
 from storage.errors import CheckpointError
+from zkdata.znodes import SharedValues
 
 __all__ = [
     "LEADER_EPOCH_CHECKPOINT",
@@ -50,6 +51,17 @@ class EpochEntry(NamedTuple):
 # changes are rare: leader changes and truncations). Readers take none: the entries are
 # an immutable tuple, replaced whole.
 _CHANGING = threading.Lock()
+
+# A leader's epoch on an empty log starts at offset 0: after a cold start, 100,000s of idle
+# logs hold one entry of a few such (epoch, 0), and a tuple and an entry each took 112
+# bytes. Equal entries are one object here; nothing compares them by identity.
+_FROM_ZERO: SharedValues[tuple[EpochEntry, ...]] = SharedValues(4096)
+
+
+def _shared(entries: tuple[EpochEntry, ...]) -> tuple[EpochEntry, ...]:
+    if len(entries) == 1 and entries[0].start_offset == 0:
+        return _FROM_ZERO(entries)
+    return entries
 
 
 class Staged(NamedTuple):
@@ -92,7 +104,7 @@ class LeaderEpochCache:
                 if read and (epoch <= read[-1].epoch or offset < read[-1].start_offset):
                     raise CheckpointError(f"{checkpoint}: entries not increasing at {entry}")
                 read.append(entry)
-            self._entries = self._written = tuple(read)
+            self._entries = self._written = _shared(tuple(read))
 
     @property
     def path(self) -> Path | None:
@@ -162,7 +174,7 @@ class LeaderEpochCache:
                 entries[keep - 1].epoch >= epoch or entries[keep - 1].start_offset >= start_offset
             ):
                 keep -= 1
-            self._entries = (*entries[:keep], EpochEntry(epoch, start_offset))
+            self._entries = _shared((*entries[:keep], EpochEntry(epoch, start_offset)))
             # Written later (``flush``, before the log's recovery point moves past it, and
             # at close), not fsynced here: a new leader of 10,000 partitions would wait
             # 10,000 fsyncs. Nothing is lost in a crash: an epoch's batches carry it in
@@ -181,7 +193,7 @@ class LeaderEpochCache:
             keep = len(entries)
             while keep and entries[keep - 1].start_offset >= end_offset:
                 keep -= 1
-            self._entries = entries[:keep]
+            self._entries = _shared(entries[:keep])
             self._flush()
 
     def truncate_from_start(self, start_offset: int) -> None:

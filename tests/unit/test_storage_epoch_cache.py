@@ -119,6 +119,33 @@ def test_assign_only_moves_forward() -> None:
         cache.assign(-1, 0)
 
 
+def test_idle_logs_with_the_same_first_epoch_share_its_entry(tmp_path: Path) -> None:
+    # After a cold start, 100,000s of empty logs each hold (epoch, 0): 112 bytes apiece.
+    epoch = int("7")
+    led = [LeaderEpochCache(None) for _ in range(3)]
+    for cache in led:
+        cache.assign(int(str(epoch)), int("0"))
+    assert len({id(cache._entries) for cache in led}) == 1
+    assert [cache.entries() for cache in led] == [[(7, 0)]] * 3
+    # So do those read back from their checkpoints, and those truncated down to one.
+    paths = [tmp_path / f"p{i}" / "leader-epoch-checkpoint" for i in range(2)]
+    for path in paths:
+        path.parent.mkdir()
+        path.write_text("0\n1\n7 0\n")
+    read = [LeaderEpochCache(path) for path in paths]
+    truncated = LeaderEpochCache(None)
+    truncated.assign(7, 0)
+    truncated.assign(8, 40)
+    truncated.truncate_from_end(30)
+    assert {id(c._entries) for c in (*read, truncated)} == {id(led[0]._entries)}
+    # Entries past offset 0 stay each log's own, and equal entries compare equal.
+    busy = [LeaderEpochCache(None) for _ in range(2)]
+    for cache in busy:
+        cache.assign(7, int("120"))
+    assert busy[0]._entries is not busy[1]._entries
+    assert busy[0].entries() == busy[1].entries() == [(7, 120)]
+
+
 def test_checkpoint_file_is_kafkas_text_format(tmp_path: Path) -> None:
     path = tmp_path / "leader-epoch-checkpoint"
     cache = LeaderEpochCache(path)
