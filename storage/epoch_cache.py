@@ -54,7 +54,8 @@ _CHANGING = threading.Lock()
 
 # A leader's epoch on an empty log starts at offset 0: after a cold start, 100,000s of idle
 # logs hold one entry of a few such (epoch, 0), and a tuple and an entry each took 112
-# bytes. Equal entries are one object here; nothing compares them by identity.
+# bytes. Equal entries are one object here: ``commit``'s identity check asks whether the
+# entries changed since ``stage``, and entries equal to those staged stage the same file.
 _FROM_ZERO: SharedValues[tuple[EpochEntry, ...]] = SharedValues(4096)
 
 
