@@ -109,7 +109,6 @@ def test_unclean_election_enabled_by_topic_config_elects_and_is_logged(
     assert rows[-1]["leader"] == 3
 
 
-@pytest.mark.slow
 def registrations_logged(c: Cluster, broker_id: int, epoch: int) -> list[int]:
     """The broker epochs of the broker's `broker_registered` lines, once the one of
     ``epoch`` is there: the line follows the registration's create, so a test that saw
@@ -122,6 +121,7 @@ def registrations_logged(c: Cluster, broker_id: int, epoch: int) -> list[int]:
     return wait_for(logged, 30, f"broker {broker_id}'s registration (epoch {epoch}) logged")
 
 
+@pytest.mark.slow
 def test_broker_session_expiry_reregisters_with_a_new_broker_epoch(
     cluster_factory: ClusterFactory,
 ) -> None:
