@@ -96,9 +96,15 @@ def log_dir_name(topic: str, partition: int) -> str:
 
 
 def parse_log_dir_name(name: str) -> tuple[str, int] | None:
-    """``(topic, partition)`` of a partition directory name, or None if it is not one."""
+    """``(topic, partition)`` of a partition directory name, or None if it is not one.
+
+    Only the name Kafka makes is one: the partition in ASCII digits without leading
+    zeros. ``t-007``, or the digits of another script, would be a second name for a
+    partition (and a superscript digit passes ``str.isdigit`` but not ``int``)."""
     topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
+    if not sep or not topic or not partition.isascii() or not partition.isdigit():
+        return None
+    if len(partition) > 1 and partition[0] == "0":
         return None
     return topic, shared_index(int(partition))
 

@@ -27,6 +27,7 @@ from storage.log import (
     PartitionLog,
     high_watermark_of,
     log_start_offset_of,
+    parse_log_dir_name,
     recovery_point_of,
 )
 from storage.records import iter_batches, iter_records, read_header
@@ -615,6 +616,15 @@ def test_logs_made_in_the_same_millisecond_share_its_int(
     assert shared_ms(later) is later
     assert shared_ms(int(str(NOW + 1))) is later
     assert shared_ms(NOW + 2) == NOW + 2
+
+
+def test_only_the_name_kafka_makes_is_a_partition_directory() -> None:
+    assert parse_log_dir_name("orders-0") == ("orders", 0)
+    assert parse_log_dir_name("my-topic-12") == ("my-topic", 12)
+    # A second name for a partition, or digits that are not ASCII ("\u00b2" is a digit to
+    # str.isdigit, and int() refuses it).
+    for name in ("orders-007", "orders-00", "orders-\u00b2", "orders-\u0663", "orders-", "-1"):
+        assert parse_log_dir_name(name) is None, name
 
 
 def test_logs_share_their_locks_from_a_fixed_set(tmp_path: Path) -> None:

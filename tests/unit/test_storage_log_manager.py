@@ -488,3 +488,25 @@ def test_a_log_knows_its_partition_by_the_shared_int_of_its_index(tmp_path: Path
     assert found.partition is shared_index(700)
     assert key.partition is shared_index(700)
     again.close()
+
+
+def test_a_directory_with_a_second_name_for_a_partition_is_ignored_at_the_load(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # "a-²" passes str.isdigit but not int(): it stopped the load with a ValueError.
+    # "a-01" would be a second directory for partition a-1 ("a-1" is Kafka's name).
+    manager = LogManager([tmp_path], broker_config())
+    produce(manager, A1, count=2)
+    manager.close()
+    for name in ("a-\u00b2", "a-01"):
+        (tmp_path / name).mkdir()
+    with caplog.at_level("WARNING", logger="storage.log_manager"):
+        again = LogManager([tmp_path], broker_config())
+    assert set(again.all_logs()) == {A1}
+    log = again.get_log(A1)
+    assert log is not None
+    assert log.log_end_offset == 2
+    ignored = " ".join(r.getMessage() for r in caplog.records)
+    assert "a-\u00b2" in ignored
+    assert "a-01" in ignored
+    again.close()
