@@ -27,6 +27,7 @@ from storage.checkpoints import (
     write_temporary,
 )
 from storage.errors import CheckpointError
+from storage.partition_dir import PartitionDir, join_partition_dir
 from zkdata.znodes import SharedValues
 
 __all__ = [
@@ -76,22 +77,34 @@ class LeaderEpochCache:
     """The epoch -> start offset entries of one partition, persisted in ``path`` (None:
     in memory only), or in ``file_name`` in the directory ``path``."""
 
-    # A broker holds 100,000s of these: the directory is the log's own string, shared.
-    __slots__ = ("_dir", "_entries", "_name", "_written")
+    # A broker holds 100,000s of these: the directory is kept as its parts
+    # (storage/partition_dir.py), whose strings every log shares.
+    __slots__ = ("_entries", "_name", "_parent", "_partition", "_topic", "_written")
 
     def __init__(
-        self, path: Path | str | None, *, file_name: str | None = None, present: bool = True
+        self,
+        path: Path | str | PartitionDir | None,
+        *,
+        file_name: str | None = None,
+        present: bool = True,
     ) -> None:
         """``present=False``: the caller knows there is no checkpoint file (it listed the
         directory), so none is looked for."""
-        self._dir: str | None
         self._name: str | None
-        if path is None:
-            self._dir = self._name = None
-        elif file_name is not None:
-            self._dir, self._name = os.fspath(path), file_name
+        directory: Path | str | PartitionDir | None
+        if path is None or file_name is not None:
+            directory, self._name = path, file_name
+        elif isinstance(path, PartitionDir):
+            raise TypeError("a PartitionDir is a directory: give the file_name too")
         else:
-            self._dir, self._name = os.path.split(os.fspath(path))
+            directory, self._name = os.path.split(os.fspath(path))
+        if directory is None:
+            self._parent, self._topic, self._partition = None, None, -1
+        else:
+            where = (
+                directory if isinstance(directory, PartitionDir) else PartitionDir.split(directory)
+            )
+            self._parent, self._topic, self._partition = where
         self._entries: tuple[EpochEntry, ...] = ()
         # The entries as the checkpoint file holds them (those assigned since differ):
         # a write is due when they are not the entries. (A clean shutdown's ``commit``
@@ -109,9 +122,9 @@ class LeaderEpochCache:
 
     @property
     def path(self) -> Path | None:
-        if self._dir is None or self._name is None:
+        if self._parent is None or self._name is None:
             return None
-        return Path(self._dir, self._name)
+        return Path(join_partition_dir(self._parent, self._topic, self._partition), self._name)
 
     # --- queries --------------------------------------------------------------------
 
@@ -234,7 +247,7 @@ class LeaderEpochCache:
         None if there was nothing assigned since the last write."""
         with _CHANGING:
             entries = self._entries
-            if self._dir is None or entries == self._written:
+            if self._parent is None or entries == self._written:
                 return None
             keep = len(entries)
             while keep and entries[keep - 1].start_offset >= end_offset:
@@ -260,7 +273,7 @@ class LeaderEpochCache:
             self._written = self._entries
 
     def _dirty(self) -> bool:
-        return self._dir is not None and self._entries != self._written
+        return self._parent is not None and self._entries != self._written
 
     def _flush(self) -> None:
         checkpoint = self.path

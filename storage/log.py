@@ -21,7 +21,6 @@ import errno
 import operator
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +34,12 @@ from storage.errors import (
     FencedLeaderEpochError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+)
+from storage.partition_dir import (
+    PartitionDir,
+    join_partition_dir,
+    log_dir_name,
+    parse_log_dir_name,
 )
 from storage.records import (
     BatchesInfo,
@@ -51,7 +56,7 @@ from storage.segment import (
     LogSegment,
     shared_ms,
 )
-from zkdata.znodes import SharedValues, shared_index
+from zkdata.znodes import SharedValues
 
 if TYPE_CHECKING:
     from broker.config import TopicConfig
@@ -88,25 +93,6 @@ _LOG_LOCKS: Final = tuple(threading.Lock() for _ in range(LOG_LOCK_STRIPES))
 
 def _log_lock(topic: str, partition: int) -> threading.Lock:
     return _LOG_LOCKS[hash((topic, partition)) % LOG_LOCK_STRIPES]
-
-
-def log_dir_name(topic: str, partition: int) -> str:
-    """Kafka's partition directory name: ``<topic>-<partition>``."""
-    return f"{topic}-{partition}"
-
-
-def parse_log_dir_name(name: str) -> tuple[str, int] | None:
-    """``(topic, partition)`` of a partition directory name, or None if it is not one.
-
-    Only the name Kafka makes is one: the partition in ASCII digits without leading
-    zeros. ``t-007``, or the digits of another script, would be a second name for a
-    partition (and a superscript digit passes ``str.isdigit`` but not ``int``)."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isascii() or not partition.isdigit():
-        return None
-    if len(partition) > 1 and partition[0] == "0":
-        return None
-    return topic, shared_index(int(partition))
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,11 +229,11 @@ class PartitionLog:
         "_leo",
         "_lock",
         "_log_start",
+        "_parent",
         "_recovery_point",
         "_segments",
         "_time_ms",
         "config",
-        "directory",
         "epoch_cache",
         "partition",
         "recovery_report",
@@ -269,14 +255,15 @@ class PartitionLog:
     ) -> None:
         """``found``: the directory is known to exist (LogManager found it)."""
         started = time.perf_counter()
-        #: the partition's directory as a str (a Path costs ~400 bytes more; ``dir`` makes one)
-        self.directory = os.fspath(directory)
-        name = os.path.basename(self.directory)
-        parsed = parse_log_dir_name(name)
-        if parsed is None:
+        where = PartitionDir.split(directory)
+        if where.topic is None:
+            name = os.path.basename(where.parent)
             raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
-        topic, self.partition = parsed
-        self.topic = sys.intern(topic)  # one string per topic, not per partition
+        # Kept as its parts (see storage/partition_dir.py): the log directory and topic
+        # strings are shared, and ``directory`` makes the path when a file is opened.
+        self._parent = where.parent
+        self.topic = where.topic
+        self.partition = where.partition
         self.config = config
         self._defer = defer
         self._time_ms = time_ms
@@ -286,7 +273,7 @@ class PartitionLog:
         names = self._list_or_make(found)
         new_directory = names is None  # made here: nothing in it to load
         self.epoch_cache = LeaderEpochCache(
-            self.directory,
+            self.where,
             file_name=LEADER_EPOCH_CHECKPOINT,
             present=names is not None and LEADER_EPOCH_CHECKPOINT in names,
         )
@@ -351,24 +338,26 @@ class PartitionLog:
         to be there (``found``: a load) is listed first, what is not is made first: one
         system call either way, then the names tell which files exist (a broker loads
         100,000s of logs, checking each file of each would double the calls)."""
+        directory = self.directory
         if found:
             with contextlib.suppress(FileNotFoundError):
-                return os.listdir(self.directory)
+                return os.listdir(directory)
         try:
-            os.mkdir(self.directory)
+            os.mkdir(directory)
             return None
         except FileExistsError:
-            return os.listdir(self.directory)
+            return os.listdir(directory)
         except FileNotFoundError:  # the log directory itself is missing
-            os.makedirs(self.directory, exist_ok=True)
-            return os.listdir(self.directory)
+            os.makedirs(directory, exist_ok=True)
+            return os.listdir(directory)
 
     def _load_segments(self, names: list[str]) -> list[LogSegment]:
+        directory = self.directory
         bases: set[int] = set()
         others: list[tuple[int, str]] = []
         for name in names:
             if name.endswith(_LEFTOVER_SUFFIXES):
-                os.unlink(os.path.join(self.directory, name))
+                os.unlink(os.path.join(directory, name))
                 continue
             match = _SEGMENT_NAME.fullmatch(name)
             if match is None:
@@ -380,7 +369,7 @@ class PartitionLog:
         indexed: set[str] = set()
         for base, name in others:
             if base not in bases:  # an index without its log
-                os.unlink(os.path.join(self.directory, name))
+                os.unlink(os.path.join(directory, name))
             else:
                 indexed.add(name)
         return [
@@ -396,7 +385,7 @@ class PartitionLog:
 
     def _open_segment(self, base_offset: int, indexes_found: tuple[bool, bool]) -> LogSegment:
         return LogSegment(
-            self.directory,
+            self.where,
             base_offset,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_bytes=self.config.segment_index_bytes,
@@ -407,7 +396,7 @@ class PartitionLog:
     def _new_segment(self, base_offset: int, *, new_directory: bool = False) -> LogSegment:
         self._dir_dirty = True
         return LogSegment.create(
-            self.directory,
+            self.where,
             base_offset,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_bytes=self.config.segment_index_bytes,
@@ -420,6 +409,21 @@ class PartitionLog:
         """Make these the log's segments: one immutable tuple, swapped atomically, so
         readers take no lock (they bisect it on the segments' base offsets)."""
         self._segments = tuple(segments)
+
+    @property
+    def directory(self) -> str:
+        """The partition's directory, ``<log dir>/<topic>-<partition>``, as a str."""
+        return join_partition_dir(self._parent, self.topic, self.partition)
+
+    @property
+    def where(self) -> PartitionDir:
+        """The partition's directory as its parts (what its segments keep)."""
+        return PartitionDir(self._parent, self.topic, self.partition)
+
+    @property
+    def log_dir(self) -> str:
+        """The log directory holding this partition's directory."""
+        return self._parent
 
     @property
     def dir(self) -> Path:

@@ -341,7 +341,7 @@ class LogManager:
         wanted = os.fspath(directory)  # str compare: Path equality is slow over 100,000s
         partitions, found = [], []
         for tp, pl in logs.items():
-            if os.path.dirname(pl.directory) == wanted:  # a str: no Path made per log
+            if pl.log_dir == wanted:  # a str: no Path made per log
                 partitions.append(tp)
                 found.append(pl)
         return partitions, found

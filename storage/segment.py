@@ -23,6 +23,7 @@ from crc32c import crc32c
 
 from storage.errors import CorruptRecordError
 from storage.index import OffsetIndex, TimeIndex
+from storage.partition_dir import PartitionDir, join_partition_dir
 from storage.records import (
     ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
@@ -192,12 +193,14 @@ class LogSegment:
     # 100,000 partitions, most of them idle, would hold ~800 bytes more for each.
     __slots__ = (
         "_closed",
-        "_directory",
         "_log",
         "_max_index_bytes",
         "_offset_index",
+        "_parent",
+        "_partition",
         "_rolling_timestamp",
         "_time_index",
+        "_topic",
         "base_offset",
         "bytes_since_last_index_entry",
         "created_ms",
@@ -212,7 +215,7 @@ class LogSegment:
 
     def __init__(
         self,
-        directory: Path | str,
+        directory: Path | str | PartitionDir,
         base_offset: int,
         *,
         index_interval_bytes: int,
@@ -225,7 +228,10 @@ class LogSegment:
         """Open the segment's files (``empty``: they were just created empty, and are
         opened on first use). ``indexes_found``: whether the .index and .timeindex files
         exist, if the caller listed the directory."""
-        self._directory = os.fspath(directory)
+        # The directory as its parts (storage/partition_dir.py): a segment of each of a
+        # broker's 100,000s of logs would otherwise hold the path's string.
+        where = directory if isinstance(directory, PartitionDir) else PartitionDir.split(directory)
+        self._parent, self._topic, self._partition = where
         self._max_index_bytes = max_index_bytes
         self._closed = False
         self._log: SegmentFile | None = None
@@ -244,7 +250,7 @@ class LogSegment:
         self.offset_of_max_timestamp = -1
         if empty:
             return
-        log_path, index_path, time_index_path = segment_paths(directory, base_offset)
+        log_path, index_path, time_index_path = segment_paths(self.directory, base_offset)
         if indexes_found is None:
             index_found, time_index_found = (
                 os.path.exists(index_path),
@@ -272,7 +278,7 @@ class LogSegment:
             log = self._log
             if log is not None:
                 return log
-            log_path, index_path, time_index_path = segment_paths(self._directory, self.base_offset)
+            log_path, index_path, time_index_path = segment_paths(self.directory, self.base_offset)
             log = SegmentFile(log_path)
             self._offset_index = OffsetIndex(index_path, self.base_offset, self._max_index_bytes)
             self._time_index = TimeIndex(time_index_path, self.base_offset, self._max_index_bytes)
@@ -302,10 +308,15 @@ class LogSegment:
         assert self._time_index is not None
         return self._time_index
 
+    @property
+    def directory(self) -> str:
+        """The directory holding the segment's files."""
+        return join_partition_dir(self._parent, self._topic, self._partition)
+
     @classmethod
     def create(
         cls,
-        directory: Path | str,
+        directory: Path | str | PartitionDir,
         base_offset: int,
         *,
         index_interval_bytes: int,
@@ -320,12 +331,15 @@ class LogSegment:
         over in it; only the ``.log`` file is made now, the index files on first use (a
         segment that is never written has none). File creation is a journaled metadata
         write: a broker creating 100,000 partitions makes 200,000 fewer files."""
-        log_path, index_path, time_index_path = segment_paths(directory, base_offset)
+        where = directory if isinstance(directory, PartitionDir) else PartitionDir.split(directory)
+        log_path, index_path, time_index_path = segment_paths(
+            join_partition_dir(*where), base_offset
+        )
         for path in (log_path,) if new_directory else (log_path, index_path, time_index_path):
             os.close(os.open(path, _CREATE_EMPTY, 0o644))
         jitter = random.randint(0, segment_jitter_ms) if segment_jitter_ms > 0 else 0
         return cls(
-            directory,
+            where,
             base_offset,
             index_interval_bytes=index_interval_bytes,
             max_index_bytes=max_index_bytes,
@@ -341,7 +355,7 @@ class LogSegment:
         log = self._log
         if log is not None:
             return log.path  # renamed .deleted, perhaps
-        return Path(segment_paths(self._directory, self.base_offset)[0])
+        return Path(segment_paths(self.directory, self.base_offset)[0])
 
     def largest_timestamp(self) -> int:
         """The largest timestamp in the segment, else the file's mtime (Kafka's rule for

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import socket
@@ -15,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage import segment as segment_module
+from storage.epoch_cache import LeaderEpochCache
 from storage.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
@@ -31,7 +33,7 @@ from storage.log import (
     recovery_point_of,
 )
 from storage.records import iter_batches, iter_records, read_header
-from storage.segment import shared_ms
+from storage.segment import LogSegment, shared_ms
 from storage.testing import RecordSpec, build_batch
 
 NOW = 1_700_000_000_000
@@ -618,6 +620,30 @@ def test_logs_made_in_the_same_millisecond_share_its_int(
     assert shared_ms(NOW + 2) == NOW + 2
 
 
+def test_a_partition_directory_is_kept_as_its_parts_shared_between_logs(tmp_path: Path) -> None:
+    # Its path as one string took ~100 bytes a log: 10 MB in a broker hosting 100,000.
+    logs = [open_log(tmp_path / f"orders-{p}") for p in range(3)]
+    for log in logs:
+        produce(log)
+        log.flush()
+    parts = [(log, log._segments[0], log.epoch_cache) for log in logs]
+
+    def strings(obj: object) -> set[int]:
+        return {id(r) for r in gc.get_referents(obj) if isinstance(r, str)}
+
+    # Every string the three objects of a log hold is held by the other logs' too.
+    held = [set().union(*map(strings, objs)) for objs in parts]
+    assert held[0] == held[1] == held[2]
+    for p, log in enumerate(logs):
+        directory = os.path.join(tmp_path, f"orders-{p}")
+        assert log.directory == directory
+        assert log.log_dir == str(tmp_path)
+        assert log._segments[0].directory == directory
+        assert str(log._segments[0].path) == os.path.join(directory, "0" * 20 + ".log")
+        assert str(log.epoch_cache.path) == os.path.join(directory, "leader-epoch-checkpoint")
+        assert os.path.exists(log.epoch_cache.path)  # written where it says
+
+
 def test_only_the_name_kafka_makes_is_a_partition_directory() -> None:
     assert parse_log_dir_name("orders-0") == ("orders", 0)
     assert parse_log_dir_name("my-topic-12") == ("my-topic", 12)
@@ -625,6 +651,19 @@ def test_only_the_name_kafka_makes_is_a_partition_directory() -> None:
     # str.isdigit, and int() refuses it).
     for name in ("orders-007", "orders-00", "orders-\u00b2", "orders-\u0663", "orders-", "-1"):
         assert parse_log_dir_name(name) is None, name
+
+
+def test_a_segment_or_cache_outside_a_partition_directory_keeps_its_whole_path(
+    tmp_path: Path,
+) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    segment = LogSegment.create(scratch, 0, index_interval_bytes=4096, max_index_bytes=1 << 20)
+    assert segment.directory == str(scratch)
+    assert segment.path == scratch / ("0" * 20 + ".log")
+    assert segment.path.exists()
+    cache = LeaderEpochCache(scratch / "checkpoint")
+    assert cache.path == scratch / "checkpoint"
 
 
 def test_logs_share_their_locks_from_a_fixed_set(tmp_path: Path) -> None:
