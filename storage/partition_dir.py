@@ -1,10 +1,11 @@
 """A partition's directory, ``<log dir>/<topic>-<partition>``, kept as its parts.
 
 A broker hosts 100,000s of partitions. Each log's directory as one string took ~100
-bytes a log (``/var/lib/kafka/data/orders-12``: 49 bytes of object, one per character);
-its parts are the log directory (one string for every log in it), the topic (one string a
-topic) and the partition index (one int for every equal index), so a log, its segments
-and its epoch cache keep those and make the string when they open or write a file.
+bytes a log (an ASCII str is 49 bytes and one a character: 78 for
+``/var/lib/kafka/data/orders-12``). Its parts are shared: the log directory (one string
+for every log in it), the topic (one string a topic) and the partition index (one int
+for every equal index). So a log, its segments and its epoch cache keep those, and make
+the path when they open or write a file.
 
 Only a canonical name (``log_dir_name`` makes it again from its parts) is split: a
 directory named otherwise (a test's scratch directory) is kept whole.
