@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 import time
 from typing import Any
@@ -64,7 +65,45 @@ def zookeeper_answers(c: Cluster) -> bool:
 
 def wait_healed(c: Cluster, ensemble: zkp.LocalZooKeeper | None = None) -> None:
     """Every ZooKeeper server serving, every broker running and registered, a controller
-    active, every partition led with a full ISR."""
+    active, every partition led with a full ISR. If not, the failure says what the brokers
+    and ZooKeeper servers report, and the servers' logs are copied beside the brokers'
+    (the ensemble's directory is removed with it)."""
+    try:
+        _wait_healed(c, ensemble)
+    except AssertionError as e:
+        found = []
+        for diagnosis in (lambda: diagnose(c), lambda: diagnose_ensemble(c, ensemble)):
+            try:
+                found.append(diagnosis())
+            except Exception as d:  # ZooKeeper may not answer the diagnosis either
+                found.append(f"(a diagnosis failed: {d!r})")
+        raise AssertionError("\n".join([str(e), *found])) from e
+
+
+def diagnose_ensemble(c: Cluster, ensemble: zkp.LocalZooKeeper | None) -> str:
+    """Each ZooKeeper server's state (from `mntr`), its log copied into the cluster's
+    directory."""
+    if ensemble is None:
+        return ""
+    lines = []
+    for s in ensemble.servers:
+        mntr = zkp.four_letter_word(zkp.HOST, s.client_port, "mntr") or ""
+        wanted = ("zk_server_state", "zk_outstanding_requests", "zk_synced_followers")
+        state = [line.replace("\t", "=") for line in mntr.splitlines() if line.startswith(wanted)]
+        copy = c.root / f"zookeeper-{s.myid}.log"
+        try:
+            shutil.copyfile(s.log_file, copy)
+        except OSError as e:
+            copy_note = f"its log not copied: {e}"
+        else:
+            copy_note = f"log copied to {copy}"
+        running = "running" if s.is_running() else "not running"
+        said = "; ".join(state) or "no answer to mntr"
+        lines.append(f"ZooKeeper server {s.myid} ({running}): {said}; {copy_note}")
+    return "\n".join(lines)
+
+
+def _wait_healed(c: Cluster, ensemble: zkp.LocalZooKeeper | None) -> None:
     if ensemble is not None:
         ensemble.wait_ready(timeout=90)
         wait_for(lambda: zookeeper_answers(c), 60, "the test's ZooKeeper client")
