@@ -242,7 +242,7 @@ class PartitionLog:
 
     def __init__(
         self,
-        directory: Path | str,
+        directory: Path | str | PartitionDir,
         config: LogConfig,
         *,
         recovery_point: int = 0,
@@ -255,7 +255,7 @@ class PartitionLog:
     ) -> None:
         """``found``: the directory is known to exist (LogManager found it)."""
         started = time.perf_counter()
-        where = PartitionDir.split(directory)
+        where = directory if isinstance(directory, PartitionDir) else PartitionDir.split(directory)
         if where.topic is None:
             name = os.path.basename(where.parent)
             raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
@@ -264,21 +264,22 @@ class PartitionLog:
         self._parent = where.parent
         self.topic = where.topic
         self.partition = where.partition
+        path = join_partition_dir(*where)  # made once for the loading below
         self.config = config
         self._defer = defer
         self._time_ms = time_ms
         self._lock = _log_lock(self.topic, self.partition)
         self._closed = False
         self._dir_dirty = False
-        names = self._list_or_make(found)
+        names = self._list_or_make(found, path)
         new_directory = names is None  # made here: nothing in it to load
         self.epoch_cache = LeaderEpochCache(
-            self.where,
+            where,
             file_name=LEADER_EPOCH_CHECKPOINT,
             present=names is not None and LEADER_EPOCH_CHECKPOINT in names,
         )
 
-        segments = [] if names is None else self._load_segments(names)
+        segments = [] if names is None else self._load_segments(names, where, path)
         recovered = bytes_recovered = truncated = deleted = 0
         reason: str | None = None
         for i, segment in enumerate(segments):
@@ -333,12 +334,12 @@ class PartitionLog:
 
     # --- loading ----------------------------------------------------------------------
 
-    def _list_or_make(self, found: bool) -> list[str] | None:
+    @staticmethod
+    def _list_or_make(found: bool, directory: str) -> list[str] | None:
         """The names in the log's directory, or None if it was made here. What is known
         to be there (``found``: a load) is listed first, what is not is made first: one
         system call either way, then the names tell which files exist (a broker loads
         100,000s of logs, checking each file of each would double the calls)."""
-        directory = self.directory
         if found:
             with contextlib.suppress(FileNotFoundError):
                 return os.listdir(directory)
@@ -351,8 +352,9 @@ class PartitionLog:
             os.makedirs(directory, exist_ok=True)
             return os.listdir(directory)
 
-    def _load_segments(self, names: list[str]) -> list[LogSegment]:
-        directory = self.directory
+    def _load_segments(
+        self, names: list[str], where: PartitionDir, directory: str
+    ) -> list[LogSegment]:
         bases: set[int] = set()
         others: list[tuple[int, str]] = []
         for name in names:
@@ -374,6 +376,7 @@ class PartitionLog:
                 indexed.add(name)
         return [
             self._open_segment(
+                where,
                 base,
                 (
                     f"{base:020d}{INDEX_SUFFIX}" in indexed,
@@ -383,9 +386,11 @@ class PartitionLog:
             for base in sorted(bases)
         ]
 
-    def _open_segment(self, base_offset: int, indexes_found: tuple[bool, bool]) -> LogSegment:
+    def _open_segment(
+        self, where: PartitionDir, base_offset: int, indexes_found: tuple[bool, bool]
+    ) -> LogSegment:
         return LogSegment(
-            self.where,
+            where,
             base_offset,
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_bytes=self.config.segment_index_bytes,

@@ -17,6 +17,7 @@ import fcntl
 import logging
 import os
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -51,6 +52,7 @@ from storage.log import (
     parse_log_dir_name,
     recovery_point_of,
 )
+from storage.partition_dir import PartitionDir, join_partition_dir
 from storage.scheduler import Scheduler
 from zkdata.znodes import TopicPartition
 
@@ -162,7 +164,8 @@ class LogManager:
         return _as_log_config(self._topic_config(topic))
 
     def _load_logs(self) -> None:
-        jobs: list[tuple[Path, TopicPartition, dict[str, int], bool]] = []
+        # (log directory, the partition's directory, partition, offsets, clean shutdown)
+        jobs: list[tuple[Path, PartitionDir, TopicPartition, dict[str, int], bool]] = []
         clean_markers: list[Path] = []
         for directory in self.log_dirs:
             marker = directory / CLEAN_SHUTDOWN_FILE
@@ -176,33 +179,43 @@ class LogManager:
             # of directories), and names sort as strings, not Paths.
             with os.scandir(directory) as found:
                 entries = sorted((e.name, e.is_dir()) for e in found)
+            parent = sys.intern(os.fspath(directory))  # one string for all its logs
             for name, is_dir in entries:
                 if not is_dir:
                     continue
-                child = directory / name
                 if name.endswith(DELETE_SUFFIX):
-                    shutil.rmtree(child, ignore_errors=True)
+                    shutil.rmtree(directory / name, ignore_errors=True)
                     continue
                 parsed = parse_log_dir_name(name)
                 if parsed is None:
-                    log.warning("ignoring %s: not a <topic>-<partition> directory", child)
+                    log.warning(
+                        "ignoring %s: not a <topic>-<partition> directory", directory / name
+                    )
                     continue
+                # Its parts, parsed once, here; no Path made per log (pathlib is slow
+                # over 100,000s).
+                child = PartitionDir(parent, sys.intern(parsed[0]), parsed[1])
                 tp = TopicPartition(*parsed)
                 offsets = {
                     "recovery_point": recovery.get(parsed, 0),
                     "log_start_offset": starts.get(parsed, 0),
                     "high_watermark": hws.get(parsed, 0),
                 }
-                jobs.append((child, tp, offsets, clean))
-        seen: dict[TopicPartition, Path] = {}
-        for child, tp, _offsets, _clean in jobs:
+                jobs.append((directory, child, tp, offsets, clean))
+        seen: dict[TopicPartition, PartitionDir] = {}
+        for _directory, child, tp, _offsets, _clean in jobs:
             if tp in seen:
-                raise StorageError(f"partition {tp} has two logs: {seen[tp]} and {child}")
+                raise StorageError(
+                    f"partition {tp} has two logs: {join_partition_dir(*seen[tp])} and "
+                    f"{join_partition_dir(*child)}"
+                )
             seen[tp] = child
         workers = max(1, self.config.num_recovery_threads_per_data_dir * len(self.log_dirs))
 
-        def load(job: tuple[Path, TopicPartition, dict[str, int], bool]) -> PartitionLog:
-            child, tp, offsets, clean = job
+        def load(
+            job: tuple[Path, PartitionDir, TopicPartition, dict[str, int], bool],
+        ) -> PartitionLog:
+            _directory, child, tp, offsets, clean = job
             return PartitionLog(
                 child,
                 self._config_for(tp.topic),
@@ -218,10 +231,11 @@ class LogManager:
         else:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="log-recovery") as pool:
                 loaded = list(pool.map(load, jobs))
-        for (_child, tp, _offsets, _clean), partition_log in zip(jobs, loaded, strict=True):
+        for (directory, _child, tp, _offsets, _clean), partition_log in zip(
+            jobs, loaded, strict=True
+        ):
             self._add(tp, partition_log)
-            parent = partition_log.dir.parent
-            self._dir_counts[parent] = self._dir_counts.get(parent, 0) + 1
+            self._dir_counts[directory] = self._dir_counts.get(directory, 0) + 1
             report = partition_log.recovery_report
             if report is None:
                 continue  # a directory without segments: nothing was recovered

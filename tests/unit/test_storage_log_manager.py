@@ -11,7 +11,7 @@ import pytest
 from broker.config import BrokerConfig, effective_topic_config
 from storage import checkpoints
 from storage.checkpoints import read_offset_checkpoint, write_atomically
-from storage.errors import LogDirLockedError
+from storage.errors import LogDirLockedError, StorageError
 from storage.log import LogConfig
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from storage.testing import build_batch
@@ -510,3 +510,15 @@ def test_a_directory_with_a_second_name_for_a_partition_is_ignored_at_the_load(
     assert "a-\u00b2" in ignored
     assert "a-01" in ignored
     again.close()
+
+
+def test_a_partition_found_in_two_log_directories_is_refused_naming_both(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    for directory in dirs:
+        manager = LogManager([directory], broker_config())
+        produce(manager, A0)
+        manager.close()
+    with pytest.raises(StorageError, match="two logs") as refused:
+        LogManager(dirs, broker_config())
+    assert str(dirs[0] / "a-0") in str(refused.value)
+    assert str(dirs[1] / "a-0") in str(refused.value)
