@@ -101,10 +101,7 @@ class LeaderEpochCache:
         if directory is None:
             self._parent, self._topic, self._partition = None, None, -1
         else:
-            where = (
-                directory if isinstance(directory, PartitionDir) else PartitionDir.split(directory)
-            )
-            self._parent, self._topic, self._partition = where
+            self._parent, self._topic, self._partition = PartitionDir.of(directory)
         self._entries: tuple[EpochEntry, ...] = ()
         # The entries as the checkpoint file holds them (those assigned since differ):
         # a write is due when they are not the entries. (A clean shutdown's ``commit``

@@ -255,7 +255,7 @@ class PartitionLog:
     ) -> None:
         """``found``: the directory is known to exist (LogManager found it)."""
         started = time.perf_counter()
-        where = directory if isinstance(directory, PartitionDir) else PartitionDir.split(directory)
+        where = PartitionDir.of(directory)
         if where.topic is None:
             name = os.path.basename(where.parent)
             raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")

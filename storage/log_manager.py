@@ -17,7 +17,6 @@ import fcntl
 import logging
 import os
 import shutil
-import sys
 import threading
 import time
 import uuid
@@ -179,7 +178,7 @@ class LogManager:
             # of directories), and names sort as strings, not Paths.
             with os.scandir(directory) as found:
                 entries = sorted((e.name, e.is_dir()) for e in found)
-            parent = sys.intern(os.fspath(directory))  # one string for all its logs
+            parent = os.fspath(directory)
             for name, is_dir in entries:
                 if not is_dir:
                     continue
@@ -194,7 +193,7 @@ class LogManager:
                     continue
                 # Its parts, parsed once, here; no Path made per log (pathlib is slow
                 # over 100,000s).
-                child = PartitionDir(parent, sys.intern(parsed[0]), parsed[1])
+                child = PartitionDir.made(parent, *parsed)
                 tp = TopicPartition(*parsed)
                 offsets = {
                     "recovery_point": recovery.get(parsed, 0),

@@ -50,18 +50,26 @@ class PartitionDir(NamedTuple):
     partition: int
 
     @classmethod
-    def split(cls, directory: str | os.PathLike[str]) -> PartitionDir:
+    def of(cls, directory: str | os.PathLike[str] | PartitionDir) -> PartitionDir:
+        """``directory`` as its parts (itself if it is a PartitionDir already)."""
+        if isinstance(directory, PartitionDir):
+            return directory
         path = os.fspath(directory)
         parent, name = os.path.split(path)
         parsed = parse_log_dir_name(name)
         if parsed is None:
             return cls(path, None, -1)
+        return cls.made(parent, *parsed)
+
+    @classmethod
+    def made(cls, parent: str, topic: str, partition: int) -> PartitionDir:
+        """The directory of ``topic``-``partition`` in the log directory ``parent``."""
         # Interned: every log in a log directory, and every segment of those, shares one.
-        return cls(sys.intern(parent), sys.intern(parsed[0]), parsed[1])
+        return cls(sys.intern(parent), sys.intern(topic), partition)
 
 
 def join_partition_dir(parent: str, topic: str | None, partition: int) -> str:
-    """The directory ``PartitionDir.split`` took apart (its parent and name again)."""
+    """The directory ``PartitionDir.of`` took apart (its parent and name again)."""
     if topic is None:
         return parent
     return os.path.join(parent, f"{topic}-{partition}")

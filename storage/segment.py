@@ -230,7 +230,7 @@ class LogSegment:
         exist, if the caller listed the directory."""
         # The directory as its parts (storage/partition_dir.py): a segment of each of a
         # broker's 100,000s of logs would otherwise hold the path's string.
-        where = directory if isinstance(directory, PartitionDir) else PartitionDir.split(directory)
+        where = PartitionDir.of(directory)
         self._parent, self._topic, self._partition = where
         self._max_index_bytes = max_index_bytes
         self._closed = False
@@ -331,7 +331,7 @@ class LogSegment:
         over in it; only the ``.log`` file is made now, the index files on first use (a
         segment that is never written has none). File creation is a journaled metadata
         write: a broker creating 100,000 partitions makes 200,000 fewer files."""
-        where = directory if isinstance(directory, PartitionDir) else PartitionDir.split(directory)
+        where = PartitionDir.of(directory)
         log_path, index_path, time_index_path = segment_paths(
             join_partition_dir(*where), base_offset
         )
