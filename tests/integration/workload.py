@@ -81,8 +81,11 @@ def wait_healed(c: Cluster, ensemble: zkp.LocalZooKeeper | None = None) -> None:
 
 
 def diagnose_ensemble(c: Cluster, ensemble: zkp.LocalZooKeeper | None) -> str:
-    """Each ZooKeeper server's state (from `mntr`), its log copied into the cluster's
-    directory."""
+    """Each ZooKeeper server's state (from `mntr`), whether a write made through it alone
+    commits, its clients' connections (`cons`: a broker's queued and outstanding requests),
+    its log copied into the cluster's directory. A server that answers reads and `mntr`
+    while no write commits explains brokers that reconnect and then hear nothing: a
+    session's requests wait behind its pending write, and a new session is a write."""
     if ensemble is None:
         return ""
     lines = []
@@ -99,8 +102,30 @@ def diagnose_ensemble(c: Cluster, ensemble: zkp.LocalZooKeeper | None) -> str:
             copy_note = f"log copied to {copy}"
         running = "running" if s.is_running() else "not running"
         said = "; ".join(state) or "no answer to mntr"
-        lines.append(f"ZooKeeper server {s.myid} ({running}): {said}; {copy_note}")
+        lines.append(
+            f"ZooKeeper server {s.myid} ({running}): {said}; {write_probe(s.address)}; {copy_note}"
+        )
+        cons = zkp.four_letter_word(zkp.HOST, s.client_port, "cons") or "no answer to cons"
+        lines.extend(f"  cons: {line.strip()}" for line in cons.splitlines() if line.strip())
     return "\n".join(lines)
+
+
+def write_probe(address: str, timeout_s: float = 10.0) -> str:
+    """Whether a new session through this one server can commit a write (an ephemeral
+    node, gone with the session), and how long it took."""
+    from kazoo.client import KazooClient
+
+    started = time.monotonic()
+    zk = KazooClient(hosts=address, timeout=timeout_s)
+    try:
+        zk.start(timeout=timeout_s)
+        zk.create_async("/zkctl-write-probe-", ephemeral=True, sequence=True).get(timeout_s)
+    except Exception as e:  # a diagnosis reports whatever it meets
+        return f"no write committed through it in {time.monotonic() - started:.1f} s ({e!r})"
+    finally:
+        zk.stop()
+        zk.close()
+    return f"a write committed through it in {time.monotonic() - started:.2f} s"
 
 
 def _wait_healed(c: Cluster, ensemble: zkp.LocalZooKeeper | None) -> None:
