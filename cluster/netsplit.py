@@ -129,15 +129,28 @@ class TcpProxy:
                     with contextlib.suppress(OSError):
                         src.close()
                 else:
-                    conn.close()
+                    self._close(conn)
                 return
             if dst is None or conn.drops(src):
                 continue
             try:
                 dst.sendall(data)
             except OSError:
-                conn.close()
+                self._close(conn)
                 return
+
+    def _close(self, conn: _Connection) -> None:
+        """Close a connection that ended and forget it (a long fault schedule makes
+        thousands, each reconnection of a client one)."""
+        # ValueError: forgotten already (healed, or the proxy closed).
+        with self._lock, contextlib.suppress(ValueError):
+            self._connections.remove(conn)
+        conn.close()
+
+    def open_connections(self) -> int:
+        """How many connections the proxy holds (cut ones included, until the heal)."""
+        with self._lock:
+            return len(self._connections)
 
     def cut(self) -> None:
         with self._lock:

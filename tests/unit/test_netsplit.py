@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import socketserver
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -75,6 +76,21 @@ def test_a_cut_drops_bytes_without_closing_and_a_heal_closes_the_cut_connection(
     with connect(proxy.port) as new:
         new.sendall(b"back")
         assert new.recv(16) == b"back"
+
+
+def test_a_connection_that_ended_is_forgotten(proxy: TcpProxy) -> None:
+    for _ in range(20):
+        with connect(proxy.port) as s:
+            s.sendall(b"x")
+            assert s.recv(16) == b"x"
+    deadline = time.monotonic() + 10
+    while proxy.open_connections() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert proxy.open_connections() == 0
+    with connect(proxy.port) as s:  # and it still forwards
+        s.sendall(b"y")
+        assert s.recv(16) == b"y"
+        assert proxy.open_connections() == 1
 
 
 def test_a_link_rewrites_every_host_of_a_connect_string_and_keeps_the_chroot(echo: int) -> None:
