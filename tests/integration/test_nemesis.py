@@ -9,8 +9,11 @@ listener; past replica.lag.time.max.ms or not; or only its answers to them lost)
 controller is made to move by deleting /controller; the target is the controller half of
 the time. A second schedule runs against a three-server ZooKeeper ensemble and adds its
 faults: a member killed or paused (the leader half the time), and the whole ensemble
-paused, sometimes past the session timeout. Between faults the cluster heals (every
-broker registered, a controller active, every ISR full), so with RF 3,
+paused, sometimes past the session timeout; after each, the ensemble must commit a fresh
+client's write again, or its leader is restarted as an operator would (workload.py's
+unstick_ensemble: ZooKeeper 3.8.0 can stay stuck after a pause, with no client to blame).
+Between faults the cluster heals (every broker registered, a controller active, every ISR
+full), so with RF 3,
 min.insync.replicas 2 and unclean election off nothing acknowledged may be lost.
 Meanwhile a confluent-kafka producer (acks=all) writes without pause.
 
@@ -64,6 +67,7 @@ from tests.integration.workload import (
     client_log,
     diagnose,
     history_problems,
+    unstick_ensemble,
     wait_healed,
 )
 from zkdata import paths
@@ -207,6 +211,7 @@ def inject_zookeeper(
                 server.resume()
     else:
         raise ValueError(fault)
+    unstick_ensemble(ensemble, record)
     return record
 
 
