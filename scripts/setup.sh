@@ -18,7 +18,31 @@ else
   fi
 fi
 
-# 2. The project's environment, exactly as locked.
+# 2. The project's environment, exactly as locked. A .venv made in another directory (the
+# checkout moved, or the .venv copied in) keeps console scripts whose first line names that
+# directory's interpreter: pytest and mypy then fail with "No such file or directory", and
+# uv sync rewrites only the project's own (zkctl). Such a .venv is made again.
+stale_interpreter() {
+  local script first
+  for script in .venv/bin/*; do
+    [ -f "$script" ] || continue
+    first=
+    IFS= read -r -n 256 first < "$script" 2>/dev/null || true
+    case "$first" in
+      '#!'/*python*)
+        if [ ! -x "${first#\#!}" ]; then
+          printf '%s' "${first#\#!}"
+          return 0
+        fi
+        ;;
+    esac
+  done
+  return 1
+}
+if old=$(stale_interpreter); then
+  say ".venv was made for another directory (its scripts name $old); making it again"
+  rm -rf .venv
+fi
 say "syncing .venv from uv.lock"
 "$UV" sync --frozen --quiet
 
