@@ -117,8 +117,8 @@ class WriteProbe(NamedTuple):
 
     def __str__(self) -> str:
         if self.committed:
-            return f"a write committed through it in {self.seconds:.2f} s"
-        return f"no write committed through it in {self.seconds:.1f} s ({self.error})"
+            return f"a write committed in {self.seconds:.2f} s"
+        return f"no write committed in {self.seconds:.1f} s ({self.error})"
 
 
 def write_probe(hosts: str, timeout_s: float = 10.0) -> WriteProbe:
