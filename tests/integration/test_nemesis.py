@@ -31,7 +31,8 @@ against a three-server ensemble, with a third worker doing the ensemble's faults
 The schedule is printed and follows from the seed (the overlapping one's faults do; when
 they overlap depends on timing); ZKCTL_NEMESIS_SEEDS (e.g. "1,2,3"),
 ZKCTL_NEMESIS_ZK_SEEDS (the ensemble's), ZKCTL_NEMESIS_OVERLAP_SEEDS,
-ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS and ZKCTL_NEMESIS_FAULTS run others and longer ones.
+ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS and ZKCTL_NEMESIS_FAULTS run others and longer ones (a
+seed variable set empty runs none of its kind).
 ZKCTL_NEMESIS_CLIENT_LOG=<file> writes the producer's librdkafka debug log there, with
 the faults and, each second, how many messages were sent, acknowledged, refused and
 queued: to tell the client's part in a stall from the brokers'.
@@ -77,13 +78,30 @@ ZK_ERRORS = (KazooException, KazooTimeoutError)
 
 pytestmark = pytest.mark.integration
 
-SEEDS = [int(s) for s in os.environ.get("ZKCTL_NEMESIS_SEEDS", "1,2,3").split(",")]
-FAULTS = int(os.environ.get("ZKCTL_NEMESIS_FAULTS", "8"))
-ZK_SEEDS = [int(s) for s in os.environ.get("ZKCTL_NEMESIS_ZK_SEEDS", "1,2").split(",")]
-OVERLAP_SEEDS = [int(s) for s in os.environ.get("ZKCTL_NEMESIS_OVERLAP_SEEDS", "1").split(",")]
-OVERLAP_ZK_SEEDS = [
-    int(s) for s in os.environ.get("ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS", "1").split(",")
-]
+
+def _ints(variable: str, default: str) -> list[int]:
+    """Comma-separated integers from the environment; set but empty: none (that kind of
+    schedule does not run)."""
+    text = os.environ.get(variable, default)
+    try:
+        return [int(s) for s in text.replace(" ", "").split(",") if s]
+    except ValueError:
+        raise ValueError(f"{variable}={text!r}: comma-separated integers expected") from None
+
+
+def _int(variable: str, default: int) -> int:
+    text = os.environ.get(variable) or str(default)
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{variable}={text!r}: an integer expected") from None
+
+
+SEEDS = _ints("ZKCTL_NEMESIS_SEEDS", "1,2,3")
+FAULTS = _int("ZKCTL_NEMESIS_FAULTS", 8)
+ZK_SEEDS = _ints("ZKCTL_NEMESIS_ZK_SEEDS", "1,2")
+OVERLAP_SEEDS = _ints("ZKCTL_NEMESIS_OVERLAP_SEEDS", "1")
+OVERLAP_ZK_SEEDS = _ints("ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS", "1")
 BROKER_FAULTS = [
     "kill",
     "kill_two",
