@@ -180,7 +180,7 @@ def chroot_connect_string(
         raise ValueError(f"empty chroot {chroot!r}")
     path = "/" + "/".join(parts)
     if create:
-        with _kazoo(hosts, timeout) as zk:
+        with kazoo_client(hosts, timeout) as zk:
             zk.ensure_path(path)
     return hosts + path
 
@@ -192,16 +192,19 @@ def delete_chroot(connect_string: str, *, timeout: float = 10.0) -> None:
         raise ValueError(f"{connect_string!r} has no chroot; refusing to delete '/'")
     from kazoo.exceptions import NoNodeError
 
-    with _kazoo(hosts, timeout) as zk, contextlib.suppress(NoNodeError):
+    with kazoo_client(hosts, timeout) as zk, contextlib.suppress(NoNodeError):
         zk.delete(path, recursive=True)
 
 
 @contextlib.contextmanager
-def _kazoo(hosts: str, timeout: float) -> Iterator[Any]:
+def kazoo_client(hosts: str, timeout: float, start_timeout: float | None = None) -> Iterator[Any]:
+    """A started kazoo client (``timeout``: its session's), stopped and closed after. A
+    client that cannot connect within ``start_timeout`` (default ``timeout``) raises
+    kazoo's timeout error, having stopped itself."""
     from kazoo.client import KazooClient
 
     zk = KazooClient(hosts=hosts, timeout=timeout)
-    zk.start(timeout=timeout)
+    zk.start(timeout=timeout if start_timeout is None else start_timeout)
     try:
         yield zk
     finally:

@@ -12,8 +12,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,15 +58,8 @@ def _retry(op: Callable[[], T], timeout: float = 30.0) -> T:
             time.sleep(0.1)
 
 
-@contextmanager
-def _client(hosts: str, timeout: float = 10.0) -> Iterator[KazooClient]:
-    zk = KazooClient(hosts=hosts, timeout=timeout)
-    zk.start(timeout=15)
-    try:
-        yield zk
-    finally:
-        zk.stop()
-        zk.close()
+def _client(hosts: str) -> AbstractContextManager[KazooClient]:
+    return zkp.kazoo_client(hosts, 10.0, start_timeout=15.0)
 
 
 def _kill_if_ours(pid: int, marker: str) -> None:

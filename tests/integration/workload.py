@@ -125,18 +125,12 @@ def write_probe(hosts: str, timeout_s: float = 10.0) -> WriteProbe:
     """Whether a new session through ``hosts`` (one server, or any of several) can commit
     a write (an ephemeral node, gone with the session), and how long it took. A new
     session is itself a write: a handshake left unanswered counts as none committed."""
-    from kazoo.client import KazooClient
-
     started = time.monotonic()
-    zk = KazooClient(hosts=hosts, timeout=timeout_s)
     try:
-        zk.start(timeout=timeout_s)
-        zk.create_async("/zkctl-write-probe-", ephemeral=True, sequence=True).get(timeout_s)
+        with zkp.kazoo_client(hosts, timeout_s) as zk:
+            zk.create_async("/zkctl-write-probe-", ephemeral=True, sequence=True).get(timeout_s)
     except Exception as e:  # a probe reports whatever it meets
         return WriteProbe(False, time.monotonic() - started, repr(e))
-    finally:
-        zk.stop()
-        zk.close()
     return WriteProbe(True, time.monotonic() - started)
 
 
