@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -63,67 +64,68 @@ def leader_of(partition: int, round_: int) -> int:
     return BROKER if (partition + round_) % 2 == 0 else 2
 
 
-def leader_and_isr(layout: list[tuple[str, uuid.UUID, int]], round_: int) -> dict[str, Any]:
-    isr = [3, 1, 2] if round_ == 0 else [1, 2]
+def request(
+    layout: list[tuple[str, uuid.UUID, int]],
+    state_of: Callable[[int], dict[str, Any]],
+    **fields: Any,
+) -> dict[str, Any]:
+    """A controller request's body: ``state_of(p)`` for each partition p."""
     return {
         "controller_id": 2,
         "controller_epoch": CONTROLLER_EPOCH,
         "broker_epoch": 100,
-        "type": 0,
         "topic_states": [
             {
                 "topic_name": name,
                 "topic_id": topic_id,
-                "partition_states": [
-                    {
-                        "partition_index": p,
-                        "controller_epoch": CONTROLLER_EPOCH,
-                        "leader": leader_of(p, round_),
-                        "leader_epoch": round_,
-                        "isr": isr,
-                        "partition_epoch": round_,
-                        "replicas": [3, 1, 2],
-                        "adding_replicas": [],
-                        "removing_replicas": [],
-                        "is_new": round_ == 0,
-                    }
-                    for p in range(count)
-                ],
+                "partition_states": [state_of(p) for p in range(count)],
             }
             for name, topic_id, count in layout
         ],
-        "live_leaders": [
-            {"broker_id": b, "host_name": "127.0.0.1", "port": 9090 + b} for b in (1, 2, 3)
-        ],
+        **fields,
     }
 
 
-def update_metadata(layout: list[tuple[str, uuid.UUID, int]], round_: int) -> dict[str, Any]:
+def partition_state(partition: int, round_: int) -> dict[str, Any]:
+    """The fields both requests give a partition alike."""
     return {
-        "controller_id": 2,
+        "partition_index": partition,
         "controller_epoch": CONTROLLER_EPOCH,
-        "broker_epoch": 100,
-        "topic_states": [
-            {
-                "topic_name": name,
-                "topic_id": topic_id,
-                "partition_states": [
-                    {
-                        "partition_index": p,
-                        "controller_epoch": CONTROLLER_EPOCH,
-                        "leader": leader_of(p, round_),
-                        "leader_epoch": round_,
-                        "isr": [1, 2],
-                        "zk_version": round_,
-                        "replicas": [3, 1, 2],
-                        "offline_replicas": [3],
-                    }
-                    for p in range(count)
-                ],
-            }
-            for name, topic_id, count in layout
+        "leader": leader_of(partition, round_),
+        "leader_epoch": round_,
+        "replicas": [3, 1, 2],
+    }
+
+
+def leader_and_isr(layout: list[tuple[str, uuid.UUID, int]], round_: int) -> dict[str, Any]:
+    isr = [3, 1, 2] if round_ == 0 else [1, 2]
+    return request(
+        layout,
+        lambda p: {
+            **partition_state(p, round_),
+            "isr": isr,
+            "partition_epoch": round_,
+            "adding_replicas": [],
+            "removing_replicas": [],
+            "is_new": round_ == 0,
+        },
+        type=0,
+        live_leaders=[
+            {"broker_id": b, "host_name": "127.0.0.1", "port": 9090 + b} for b in (1, 2, 3)
         ],
-        "live_brokers": [
+    )
+
+
+def update_metadata(layout: list[tuple[str, uuid.UUID, int]], round_: int) -> dict[str, Any]:
+    return request(
+        layout,
+        lambda p: {
+            **partition_state(p, round_),
+            "isr": [1, 2],
+            "zk_version": round_,
+            "offline_replicas": [3],
+        },
+        live_brokers=[
             {
                 "id": b,
                 "endpoints": [
@@ -138,7 +140,7 @@ def update_metadata(layout: list[tuple[str, uuid.UUID, int]], round_: int) -> di
             }
             for b in (1, 2)
         ],
-    }
+    )
 
 
 def timed(func: Any, *args: Any) -> tuple[float, Any]:
