@@ -153,10 +153,12 @@ class SupervisedBroker:
         os.kill(self.proc.pid, sig)
 
     def kill(self) -> None:
-        """SIGKILL, and reap it."""
-        if self.alive():
-            self.signal(signal.SIGKILL)
+        """SIGKILL, and reap it; nothing if it is gone already. It may die between a look
+        and the signal (the death signal of the thread that started it, at the end of a
+        fault schedule): Popen.kill signals only a process not yet reaped, whose pid is
+        still ours."""
         if self.proc is not None:
+            self.proc.kill()
             self.proc.wait(30)
 
     def terminate(self) -> None:
