@@ -20,9 +20,6 @@ from zkdata import paths, znodes
 from zkdata.client import NodeExistsError, ZkClient
 from zkdata.znodes import PartitionState, TopicAssignment, TopicPartition
 
-# ZooKeeper refuses znodes above jute.maxbuffer (1 MiB by default); leave room for framing.
-MAX_ZNODE_BYTES = 1_000_000
-
 
 @dataclass(frozen=True)
 class ElectionScope:
@@ -196,7 +193,7 @@ def start_preferred_election(zk: ZkClient, scope: ElectionScope) -> ElectionResu
     if not wanted:
         raise AdminError("there are no partitions to elect leaders for")
     data = znodes.encode_partition_list(wanted)
-    if len(data) > MAX_ZNODE_BYTES:
+    if len(data) > znodes.MAX_ZNODE_BYTES:
         raise AdminError(
             f"{len(wanted)} partitions do not fit in one election znode ({len(data)} bytes);"
             " elect them topic by topic"

@@ -35,6 +35,34 @@ class ConcurrentChangeError(AdminError):
     """A conditional write lost a race with another writer; nothing was written."""
 
 
+# Which of Kafka's errors an AdminError is, where the wire's admin APIs must tell them
+# apart (broker/admin_apis.py); the CLI reports them all alike.
+
+
+class TopicCollisionError(AdminError):
+    """The name differs from an existing topic's only by '.' against '_'."""
+
+
+class MarkedForDeletionError(AdminError):
+    pass
+
+
+class ReassignmentInProgressError(AdminError):
+    pass
+
+
+class PartitionCountError(AdminError):
+    """Too few partitions (a topic's count can only grow)."""
+
+
+class ReplicationFactorError(AdminError):
+    """More replicas than live brokers."""
+
+
+class ReplicaAssignmentError(AdminError):
+    """A replica assignment given by the user is not valid in this cluster."""
+
+
 def one_line(problems: list[str] | tuple[str, ...]) -> str:
     """Several problems as one line, for argparse-style error messages."""
     return "; ".join(problems)

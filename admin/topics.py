@@ -26,7 +26,13 @@ from admin.errors import (
     AdminError,
     ConcurrentChangeError,
     InvalidArgumentError,
+    MarkedForDeletionError,
+    PartitionCountError,
     Problems,
+    ReassignmentInProgressError,
+    ReplicaAssignmentError,
+    ReplicationFactorError,
+    TopicCollisionError,
     TopicExistsError,
     UnknownTopicError,
     one_line,
@@ -40,7 +46,9 @@ from broker.config import (
 from controller.assignment import (
     AssignmentError,
     BrokerMetadata,
+    InvalidPartitionsError,
     InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
     RackAwareMode,
     assign_new_partitions,
     assign_replicas_to_brokers,
@@ -61,6 +69,10 @@ from zkdata.znodes import PartitionState, TopicAssignment, TopicPartition
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MAX_REPLICATION_FACTOR = 2**15 - 1  # a Java short, as in CreateTopics
+# A topic's assignment is one znode, which ZooKeeper caps (znodes.MAX_ZNODE_BYTES): past
+# this many partitions it cannot fit even with one replica each, so a bigger count is
+# refused before any assignment is computed for it (a request may ask for 2**31 - 1).
+MAX_PARTITIONS = 100_000
 
 COLLISION_WARNING = (
     "Due to limitations in metric names, topics with a period ('.') or underscore"
@@ -97,6 +109,31 @@ def _config_error(e: ConfigError) -> InvalidArgumentError:
 
 def _assignment_error(e: InvalidReplicaAssignmentError) -> str:
     return "invalid replica assignment: " + one_line(list(e.problems))
+
+
+def _too_many_partitions(partitions: int) -> str:
+    return (
+        f"a topic has at most {MAX_PARTITIONS} partitions, not {partitions}: its assignment"
+        " is one znode, and ZooKeeper caps a znode at 1 MB"
+    )
+
+
+def _check_fits(name: str, data: bytes) -> None:
+    """Raise PartitionCountError if the topic's znode is more than ZooKeeper holds."""
+    if len(data) > znodes.MAX_ZNODE_BYTES:
+        raise PartitionCountError(
+            f"topic {name!r}'s assignment would take {len(data):,} bytes, more than a znode"
+            f" holds ({znodes.MAX_ZNODE_BYTES:,}, ZooKeeper's jute.maxbuffer): fewer"
+            " partitions or replicas"
+        )
+
+
+def _admin_error(e: AssignmentError) -> AdminError:
+    if isinstance(e, InvalidReplicationFactorError):
+        return ReplicationFactorError(str(e))
+    if isinstance(e, InvalidPartitionsError):
+        return PartitionCountError(str(e))
+    return AdminError(str(e))
 
 
 def parse_replicas(text: str, what: str = "--replicas") -> list[int]:
@@ -179,6 +216,8 @@ def parse_create_request(
             )
         if partitions < 1:
             raise InvalidArgumentError(f"--partitions must be at least 1, not {partitions}")
+        if partitions > MAX_PARTITIONS:
+            raise InvalidArgumentError(_too_many_partitions(partitions))
         if replication_factor < 1:
             raise InvalidArgumentError(
                 f"--replication-factor must be at least 1, not {replication_factor}"
@@ -238,12 +277,18 @@ def plan_topic_creation(
         warnings.append(COLLISION_WARNING)
         collisions = colliding_topics(name, existing_topics)
         if collisions:
-            raise AdminError(
+            raise TopicCollisionError(
                 f"topic {name!r} collides with existing topics: {', '.join(collisions)}"
             )
     if not brokers:
         raise AdminError(
             f"no brokers are registered in {paths.BROKER_IDS}; start the brokers first (zkctl up)"
+        )
+    if (request.partitions or 0) > MAX_PARTITIONS or len(
+        request.replica_assignment or ()
+    ) > MAX_PARTITIONS:
+        raise PartitionCountError(
+            _too_many_partitions(request.partitions or len(request.replica_assignment or ()))
         )
     try:
         if request.replica_assignment is not None:
@@ -259,15 +304,27 @@ def plan_topic_creation(
                 rack_aware_mode=request.rack_aware_mode,
             )
     except InvalidReplicaAssignmentError as e:
-        raise AdminError(_assignment_error(e)) from None
+        raise ReplicaAssignmentError(_assignment_error(e)) from None
     except AssignmentError as e:
-        raise AdminError(str(e)) from None
-    return TopicCreationPlan(
+        raise _admin_error(e) from None
+    plan = TopicCreationPlan(
         name=name,
         assignment=assignment,
         config=dict(request.config),
         topic_id=znodes.new_topic_id(),
         warnings=tuple(warnings),
+    )
+    _check_fits(name, _topic_data(plan))
+    return plan
+
+
+def _topic_data(plan: TopicCreationPlan) -> bytes:
+    return znodes.encode_topic(
+        TopicAssignment(
+            plan.name,
+            {p: tuple(r) for p, r in plan.assignment.items()},
+            topic_id=plan.topic_id,
+        )
     )
 
 
@@ -300,6 +357,13 @@ def create_topic(
     )
     if plan is None:
         return CreateTopicResult(request.name, False, None, problems)
+    if not write_topic_creation(zk, plan, if_not_exists=request.if_not_exists):
+        return CreateTopicResult(plan.name, False, None, problems, list(plan.warnings))
+    return CreateTopicResult(plan.name, True, plan, problems, list(plan.warnings))
+
+
+def write_topic_creation(zk: ZkClient, plan: TopicCreationPlan, *, if_not_exists: bool) -> bool:
+    """Write the planned topic (see create_topic); False if it exists and ``if_not_exists``."""
     zk.ensure_paths([paths.BROKER_TOPICS, paths.CONFIG_TOPICS])
     config_path = paths.topic_config(plan.name)
     config_data = znodes.encode_topic_config(plan.config)
@@ -310,17 +374,11 @@ def create_topic(
         if stat is None
         else SetData(config_path, config_data, stat.version)
     )
-    topic_data = znodes.encode_topic(
-        TopicAssignment(
-            plan.name,
-            {p: tuple(r) for p, r in plan.assignment.items()},
-            topic_id=plan.topic_id,
-        )
-    )
+    topic_data = _topic_data(plan)
     results = zk.multi([config_op, Create(paths.topic(plan.name), topic_data)])
     if isinstance(results[1], NodeExistsError):
-        if request.if_not_exists:
-            return CreateTopicResult(plan.name, False, None, problems, list(plan.warnings))
+        if if_not_exists:
+            return False
         raise TopicExistsError(f"topic {plan.name!r} already exists")
     if is_error(results[0]):
         raise ConcurrentChangeError(
@@ -328,7 +386,7 @@ def create_topic(
             " created; nothing was written, run the command again"
         )
     _raise_first_error(results)
-    return CreateTopicResult(plan.name, True, plan, problems, list(plan.warnings))
+    return True
 
 
 def _raise_first_error(results: Sequence[object]) -> None:
@@ -548,6 +606,8 @@ def parse_add_partitions(
         raise InvalidArgumentError("missing --partitions (the new total number of partitions)")
     if partitions < 1:
         raise InvalidArgumentError(f"--partitions must be at least 1, not {partitions}")
+    if partitions > MAX_PARTITIONS:
+        raise InvalidArgumentError(_too_many_partitions(partitions))
     if replica_assignment is None:
         return partitions, None
     try:
@@ -574,14 +634,16 @@ def plan_new_partitions(
     name = assignment.topic
     existing = len(assignment.partitions)
     if marked_for_deletion:
-        raise AdminError(f"topic {name!r} is marked for deletion")
+        raise MarkedForDeletionError(f"topic {name!r} is marked for deletion")
     if reassigning:
-        raise AdminError(
+        raise ReassignmentInProgressError(
             f"a reassignment of topic {name!r} is in progress; add partitions when it is done"
             " (zkctl reassign --verify)"
         )
+    if total_partitions > MAX_PARTITIONS:
+        raise PartitionCountError(_too_many_partitions(total_partitions))
     if total_partitions <= existing:
-        raise AdminError(
+        raise PartitionCountError(
             f"the number of partitions of a topic can only be increased: topic {name!r} has"
             f" {existing} partitions, {total_partitions} would not be an increase"
         )
@@ -592,7 +654,7 @@ def plan_new_partitions(
         if len(given) == total_partitions:
             given = given[existing:]
         elif len(given) != to_add:
-            raise AdminError(
+            raise ReplicaAssignmentError(
                 f"--replica-assignment lists {len(given)} partitions: give either the"
                 f" {to_add} new ones or all {total_partitions}"
             )
@@ -608,9 +670,9 @@ def plan_new_partitions(
             rack_aware_mode=rack_aware_mode,
         )
     except InvalidReplicaAssignmentError as e:
-        raise AdminError(_assignment_error(e)) from None
+        raise ReplicaAssignmentError(_assignment_error(e)) from None
     except AssignmentError as e:
-        raise AdminError(str(e)) from None
+        raise _admin_error(e) from None
 
 
 @dataclass
@@ -628,9 +690,11 @@ def add_partitions(
     *,
     replica_assignment: Mapping[int, Sequence[int]] | None = None,
     rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
+    validate_only: bool = False,
 ) -> AddPartitionsResult:
     """Grow the topic to ``total_partitions``: one setData of the topic znode, conditional
-    on the version read, so a concurrent change (another add, a reassignment) is detected."""
+    on the version read, so a concurrent change (another add, a reassignment) is detected.
+    With ``validate_only``, everything but the write."""
     problems = Problems()
     records, _missing = metadata.read_topics(zk, [name], problems)
     record = records.get(name)
@@ -662,6 +726,9 @@ def add_partitions(
             removing_replicas=a.removing_replicas,
         )
     )
+    _check_fits(name, data)
+    if validate_only:
+        return AddPartitionsResult(name, added, problems, [ADD_PARTITIONS_WARNING])
     try:
         zk.set(paths.topic(name), data, version=record.stat.version)
     except BadVersionError:

@@ -23,6 +23,8 @@ from zkdata import paths
 NO_LEADER = -1
 LEADER_DURING_DELETE = -2
 INITIAL_LEADER_EPOCH = 0
+# ZooKeeper refuses znodes above jute.maxbuffer (1 MiB by default); leave room for framing.
+MAX_ZNODE_BYTES = 1_000_000
 
 # Kafka reads every integer field as a Java int: a bigger number is malformed, not a broker id.
 _H = TypeVar("_H", bound=Hashable)

@@ -103,6 +103,23 @@ def test_bad_arguments_exit_2_with_one_clear_error_line(
             "--partitions must be at least 1, not 0",
         ),
         (
+            [
+                "topic",
+                "create",
+                "--topic",
+                "t",
+                "--partitions",
+                "2147483647",
+                "--replication-factor",
+                "1",
+            ],
+            "a topic has at most 100000 partitions, not 2147483647",
+        ),
+        (
+            ["topic", "add-partitions", "--topic", "t", "--partitions", "100001"],
+            "a topic has at most 100000 partitions, not 100001",
+        ),
+        (
             ["topic", "create", "--topic", "t", "--partitions", "1", "--replication-factor", "0"],
             "--replication-factor must be at least 1",
         ),
