@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from broker.admin_apis import AdminApis
 from broker.fetch_session import (
     CachedPartition,
     ChangeJournal,
@@ -70,6 +71,10 @@ SUPPORTED: dict[ApiKey, Supported] = {
     ApiKey.UPDATE_METADATA: Supported(0, 8),
     ApiKey.CONTROLLED_SHUTDOWN: Supported(0, 3),
     ApiKey.API_VERSIONS: Supported(0, 3),
+    # Carried out by the controller's broker (broker/admin_apis.py), as in Kafka 2.8.
+    ApiKey.CREATE_TOPICS: Supported(0, 7),
+    ApiKey.DELETE_TOPICS: Supported(0, 6),
+    ApiKey.CREATE_PARTITIONS: Supported(0, 3),
 }
 
 
@@ -86,6 +91,7 @@ class KafkaApis:
         request_timeout_s: float = 30.0,
         metadata_wait_s: float = 0.0,
         on_live_leaders: Callable[[list[dict[str, Any]]], None] | None = None,
+        admin: AdminApis | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
@@ -96,6 +102,7 @@ class KafkaApis:
         self.request_timeout_s = request_timeout_s
         self.metadata_wait_s = metadata_wait_s
         self.on_live_leaders = on_live_leaders
+        self.admin = admin
         # Called once an UpdateMetadata is applied (brokers' addresses may have changed).
         self.on_metadata_updated: Callable[[], None] | None = None
         # Long-polling fetches wait on these (one lock): followers on `fetch_wakeup`, which
@@ -569,6 +576,28 @@ class KafkaApis:
                 for key in body.get("coordinator_keys", [])
             ],
         }
+
+    # --- admin (the controller's broker carries them out) ------------------------------
+
+    def _admin(self) -> AdminApis:
+        if self.admin is None:
+            raise CloseConnection("this broker was started without the admin APIs")
+        return self.admin
+
+    def _handle_create_topics(
+        self, version: int, body: dict[str, Any], _h: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self._admin().create_topics(version, body)
+
+    def _handle_delete_topics(
+        self, version: int, body: dict[str, Any], _h: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self._admin().delete_topics(version, body)
+
+    def _handle_create_partitions(
+        self, version: int, body: dict[str, Any], _h: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self._admin().create_partitions(version, body)
 
     # --- controller to broker -----------------------------------------------------------
 

@@ -7,8 +7,9 @@ told this broker, and a broker cut off from ZooKeeper keeps serving its last met
 from __future__ import annotations
 
 import threading
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,9 @@ class MetadataCache:
         # Set by the first UpdateMetadata: until then the cache knows no broker and no
         # topic, which is not what the cluster holds (see KafkaApis._handle_metadata).
         self._first_update = threading.Event()
+        # Notified after each update, for those waiting to see an outcome in it (the
+        # admin APIs). Its own lock: a waiter's check takes the cache's.
+        self._updated = threading.Condition()
 
     # --- updates ------------------------------------------------------------------------
 
@@ -143,11 +147,25 @@ class MetadataCache:
                     self._topic_ids.pop(topic, None)
                     deleted.append(topic)
         self._first_update.set()
+        with self._updated:
+            self._updated.notify_all()
         return deleted
 
     def wait_first_update(self, timeout_s: float) -> bool:
         """Whether an UpdateMetadata has been applied, waiting up to `timeout_s` for one."""
         return self._first_update.wait(timeout_s)
+
+    def wait_until(self, ready: Callable[[], bool], timeout_s: float) -> bool:
+        """Whether ``ready()`` (a look at this cache) holds, waiting up to ``timeout_s``
+        for updates to make it so."""
+        deadline = time.monotonic() + timeout_s
+        with self._updated:
+            while not ready():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._updated.wait(remaining)
+        return True
 
     # --- reads --------------------------------------------------------------------------
 
@@ -166,6 +184,16 @@ class MetadataCache:
     def partition(self, topic: str, partition: int) -> PartitionMetadata | None:
         with self._lock:
             return self._topics.get(topic, {}).get(partition)
+
+    def leaders_known(self, topic: str, partitions: Iterable[int]) -> bool:
+        """Whether each of the topic's ``partitions`` is known and has a leader."""
+        with self._lock:
+            known = self._topics.get(topic, {})
+            for p in partitions:
+                metadata = known.get(p)
+                if metadata is None or metadata.leader < 0:
+                    return False
+        return True
 
     def topic_id(self, topic: str) -> uuid.UUID:
         with self._lock:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from broker.admin_apis import AdminApis
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig, ConfigError, TopicConfig, effective_topic_config
 from broker.fetcher import ReplicaFetcherManager
@@ -193,6 +194,7 @@ class KafkaServer:
             )
             / 1000,
             on_live_leaders=self._remember_live_leaders,
+            admin=AdminApis(self.zk, self.metadata, lambda: self.controller.is_active, self.config),
         )
         self.replicas.on_data = self.apis.wake_fetches
         self.apis.on_metadata_updated = self.fetchers.refresh_endpoints

@@ -1,0 +1,513 @@
+"""The admin APIs of a Kafka 2.8 broker in ZooKeeper mode: CreateTopics, DeleteTopics and
+CreatePartitions, so that a Kafka client's admin (confluent-kafka's ``AdminClient``,
+``kafka-topics.sh --bootstrap-server``) manages topics as it would against Kafka.
+
+As in Kafka 2.8, only the controller's broker carries them out; the others answer
+NOT_CONTROLLER, and the client asks again of the controller Metadata names. It writes the
+znodes `zkctl topic create|delete|add-partitions` write (admin/topics.py), as Kafka's
+AdminZkClient does: these are not the controller's own writes (no controller epoch
+fences them); the controller reacts to them through its watches, as to the CLI's. Then
+it waits, within the request's ``timeout_ms``, until its own metadata shows the outcome
+(every new partition has a leader; a deleted topic is gone), else that topic gets
+REQUEST_TIMED_OUT (the change still happens, as in Kafka).
+
+Each topic's request is checked in Kafka's order and gets Kafka's error code; a failure
+of one topic does not stop the others. Handlers run on connection threads: the ZooKeeper
+reads and writes are synchronous there, a few per request, never per partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from admin import metadata as zk_metadata
+from admin.errors import (
+    AdminError,
+    ConcurrentChangeError,
+    MarkedForDeletionError,
+    PartitionCountError,
+    Problems,
+    ReassignmentInProgressError,
+    ReplicaAssignmentError,
+    ReplicationFactorError,
+    TopicCollisionError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from admin.topics import (
+    MAX_PARTITIONS,
+    MAX_REPLICATION_FACTOR,
+    CreateTopicRequest,
+    TopicCreationPlan,
+    add_partitions,
+    delete_topic,
+    plan_topic_creation,
+    write_topic_creation,
+)
+from broker.config import (
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigError,
+    topic_config_defaults,
+    validate_topic_config,
+)
+from broker.metadata_cache import ZERO_UUID, MetadataCache
+from wire.errors import ErrorCode
+from zkdata import paths
+from zkdata.client import ZkClient
+
+log = logging.getLogger(__name__)
+
+# A conditional write that lost a race (another admin, a reassignment) is tried again.
+_ATTEMPTS = 3
+# ConfigSource in CreateTopics v5+'s configs (DescribeConfigs' numbering).
+_TOPIC_CONFIG = 1
+_STATIC_BROKER_CONFIG = 4
+_DEFAULT_CONFIG = 5
+
+Body = dict[str, Any]
+
+
+class TopicError(Exception):
+    """One topic's request fails with this Kafka error code and message."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def error_of(e: Exception) -> TopicError:
+    """The Kafka error an admin failure is, as Kafka's admin manager reports it."""
+    if isinstance(e, TopicError):
+        return e
+    if isinstance(e, ConfigError):
+        return TopicError(ErrorCode.INVALID_CONFIG, str(e))
+    codes: tuple[tuple[type[AdminError], ErrorCode], ...] = (
+        (TopicExistsError, ErrorCode.TOPIC_ALREADY_EXISTS),
+        (UnknownTopicError, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (TopicCollisionError, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (MarkedForDeletionError, ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (ReassignmentInProgressError, ErrorCode.REASSIGNMENT_IN_PROGRESS),
+        (PartitionCountError, ErrorCode.INVALID_PARTITIONS),
+        (ReplicationFactorError, ErrorCode.INVALID_REPLICATION_FACTOR),
+        (ReplicaAssignmentError, ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+        (AdminError, ErrorCode.INVALID_REQUEST),
+    )
+    for kind, code in codes:
+        if isinstance(e, kind):
+            return TopicError(code, str(e))
+    return TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
+
+
+def duplicates(names: Iterable[str | None]) -> set[str]:
+    return {n for n, count in Counter(names).items() if count > 1 and n is not None}
+
+
+def creatable_topic(
+    topic: Mapping[str, Any], default_partitions: int, default_replication_factor: int
+) -> CreateTopicRequest:
+    """One CreatableTopic of a CreateTopics request, checked on its own (Kafka's order);
+    raises TopicError. -1 partitions or replication factor: the broker's default."""
+    name = str(topic["name"])
+    problem = paths.topic_name_problem(name)
+    if problem is not None:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    partitions = int(topic.get("num_partitions", -1))
+    replication_factor = int(topic.get("replication_factor", -1))
+    given = topic.get("assignments") or []
+    configs = topic.get("configs") or []
+    nulls = sorted(str(c["name"]) for c in configs if c.get("value") is None)
+    if nulls:
+        raise TopicError(
+            ErrorCode.INVALID_REQUEST,
+            f"null value not supported for topic configs: {', '.join(nulls)}",
+        )
+    try:
+        config = validate_topic_config({str(c["name"]): str(c["value"]) for c in configs})
+    except ConfigError as e:
+        raise error_of(e) from None
+    if given:
+        if partitions != -1 or replication_factor != -1:
+            raise TopicError(
+                ErrorCode.INVALID_REQUEST,
+                "both numPartitions or replicationFactor and replicasAssignments were set;"
+                " both cannot be used at the same time",
+            )
+        listed = [int(a["partition_index"]) for a in given]
+        twice = sorted(duplicates(map(str, listed)), key=int)
+        if twice:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"partitions listed more than once: {', '.join(twice)}",
+            )
+        assignment = {int(a["partition_index"]): list(a["broker_ids"]) for a in given}
+        return CreateTopicRequest(name=name, replica_assignment=assignment, config=config)
+    if partitions == -1:
+        partitions = default_partitions
+    if replication_factor == -1:
+        replication_factor = default_replication_factor
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        raise TopicError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"number of partitions must be from 1 to {MAX_PARTITIONS}, not {partitions}",
+        )
+    if not 1 <= replication_factor <= MAX_REPLICATION_FACTOR:
+        raise TopicError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"replication factor must be larger than 0, not {replication_factor}",
+        )
+    return CreateTopicRequest(
+        name=name, partitions=partitions, replication_factor=replication_factor, config=config
+    )
+
+
+def config_entries(broker: BrokerConfig | None, overrides: Mapping[str, str]) -> list[Body]:
+    """A topic's configs as CreateTopics v5+ returns them: each topic key, its value, and
+    where it comes from (the topic's own, the broker's file, or Kafka's default)."""
+    originals = broker.originals if broker is not None else {}
+    entries: list[Body] = []
+    for key, value in topic_config_defaults(broker).items():
+        source = _DEFAULT_CONFIG
+        if key in overrides:
+            text, source = overrides[key], _TOPIC_CONFIG
+        else:
+            text = _config_text(value)
+            if any(k in originals for k in _synonyms(key)):
+                source = _STATIC_BROKER_CONFIG
+        entries.append(
+            {
+                "name": key,
+                "value": text,
+                "read_only": False,
+                "config_source": source,
+                "is_sensitive": False,
+            }
+        )
+    return entries
+
+
+def _config_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple | list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+# Broker keys a synonym falls back to when unset (broker/config.py resolves them).
+_FALLBACKS = {
+    "log.retention.ms": ("log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.hours",),
+    "log.roll.jitter.ms": ("log.roll.jitter.hours",),
+    "log.flush.interval.ms": ("log.flush.scheduler.interval.ms",),
+}
+
+
+def _synonyms(topic_key: str) -> tuple[str, ...]:
+    """The broker keys that set a topic key's default."""
+    synonym = TOPIC_CONFIGS[topic_key].synonym
+    return () if synonym is None else (synonym, *_FALLBACKS.get(synonym, ()))
+
+
+class AdminApis:
+    def __init__(
+        self,
+        zk: ZkClient,
+        metadata: MetadataCache,
+        is_controller: Callable[[], bool],
+        config: BrokerConfig | None = None,
+    ) -> None:
+        self.zk = zk
+        self.metadata = metadata
+        self.is_controller = is_controller
+        self.config = config
+
+    # --- CreateTopics -------------------------------------------------------------------
+
+    def create_topics(self, version: int, body: Body) -> Body:
+        topics: list[Body] = list(body.get("topics") or [])
+        validate_only = bool(body.get("validate_only", False))
+        # timeout_ms <= 0: answer at once, without waiting for the outcome (as Kafka).
+        timeout_ms = int(body.get("timeout_ms", 0))
+        deadline = time.monotonic() + timeout_ms / 1000
+        results: dict[str, Body] = {}
+        planned: dict[str, TopicCreationPlan] = {}
+        twice = duplicates(t["name"] for t in topics)
+        for t in topics:
+            if t["name"] in twice:
+                results[t["name"]] = _not_created(
+                    TopicError(
+                        ErrorCode.INVALID_REQUEST,
+                        "the request names this topic more than once",
+                    )
+                )
+        todo = [t for t in topics if t["name"] not in twice]
+        brokers: list[Any] = []
+        existing: set[str] = set()
+        marked: set[str] = set()
+        if todo and not self.is_controller():
+            for t in todo:
+                results[t["name"]] = _not_created(_not_controller())
+            todo = []
+        if todo:
+            try:
+                brokers, existing, marked = self._cluster()
+            except Exception as e:  # ZooKeeper out of reach: each topic says so
+                log.warning("CreateTopics: reading the cluster from ZooKeeper failed: %s", e)
+                for t in todo:
+                    results[t["name"]] = _not_created(error_of(e))
+                todo = []
+        for t in todo:
+            name = t["name"]
+            try:
+                plan = self._create_one(t, brokers, existing, marked, validate_only)
+            except Exception as e:
+                if not isinstance(e, (TopicError, AdminError, ConfigError)):
+                    log.exception("CreateTopics of topic %r failed", name)
+                results[name] = _not_created(error_of(e))
+                continue
+            existing.add(name)
+            planned[name] = plan
+            results[name] = self._created(plan)
+        if planned and not validate_only and timeout_ms > 0:
+            for name in self._wait(
+                deadline,
+                {n: range(len(p.assignment)) for n, p in planned.items()},
+            ):
+                results[name] = _not_created(
+                    TopicError(
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        f"topic {name!r} was created; its partitions had no leader yet"
+                        " when the request's timeout ran out",
+                    )
+                )
+        return {
+            "throttle_time_ms": 0,
+            "topics": [{"name": n, **r} for n, r in results.items()],
+        }
+
+    def _cluster(self) -> tuple[list[Any], set[str], set[str]]:
+        problems = Problems()
+        registrations = zk_metadata.live_brokers(self.zk, problems)
+        return (
+            zk_metadata.broker_metadatas(registrations.values()),
+            set(zk_metadata.topic_names(self.zk)),
+            zk_metadata.topics_marked_for_deletion(self.zk),
+        )
+
+    def _create_one(
+        self,
+        topic: Body,
+        brokers: Sequence[Any],
+        existing: set[str],
+        marked: set[str],
+        validate_only: bool,
+    ) -> TopicCreationPlan:
+        defaults = self.config
+        request = creatable_topic(
+            topic,
+            defaults.num_partitions if defaults is not None else 1,
+            defaults.default_replication_factor if defaults is not None else 1,
+        )
+        rf = request.replication_factor
+        if rf is not None and rf > len(brokers):
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"replication factor {rf} is larger than the {len(brokers)} available brokers",
+            )
+        plan = plan_topic_creation(request, brokers, existing, marked)
+        assert plan is not None  # not if_not_exists
+        if not validate_only:
+            for attempt in range(1, _ATTEMPTS + 1):
+                try:
+                    write_topic_creation(self.zk, plan, if_not_exists=False)
+                    break
+                except ConcurrentChangeError:
+                    if attempt == _ATTEMPTS:
+                        raise
+        return plan
+
+    def _created(self, plan: TopicCreationPlan) -> Body:
+        replicas = next(iter(plan.assignment.values()), [])
+        return {
+            "topic_id": plan.topic_id,
+            "error_code": int(ErrorCode.NONE),
+            "error_message": None,
+            "num_partitions": len(plan.assignment),
+            "replication_factor": len(replicas),
+            "configs": config_entries(self.config, plan.config),
+        }
+
+    # --- DeleteTopics -------------------------------------------------------------------
+
+    def delete_topics(self, version: int, body: Body) -> Body:
+        # timeout_ms <= 0: answer at once, without waiting for the outcome (as Kafka).
+        timeout_ms = int(body.get("timeout_ms", 0))
+        deadline = time.monotonic() + timeout_ms / 1000
+        if version >= 6:
+            wanted = [(t.get("name"), t.get("topic_id", ZERO_UUID)) for t in body["topics"]]
+        else:
+            wanted = [(n, ZERO_UUID) for n in body.get("topic_names") or []]
+        results: list[Body] = []
+        marked: list[str] = []
+        controller = self.is_controller()
+        enabled = self.config is None or self.config.delete_topic_enable
+        for name, topic_id in wanted:
+            result: Body = {"name": name, "topic_id": topic_id}
+            results.append(result)
+            try:
+                result["name"] = self._delete_one(version, name, topic_id, controller, enabled)
+                marked.append(result["name"])
+                result.update(error_code=int(ErrorCode.NONE), error_message=None)
+            except Exception as e:
+                if not isinstance(e, (TopicError, AdminError)):
+                    log.exception("DeleteTopics of topic %r failed", name)
+                result.update(_failed(error_of(e)))
+        if marked and timeout_ms > 0:
+            late = self._wait_deleted(deadline, marked)
+            for result in results:
+                if result["name"] in late and result.get("error_code") == ErrorCode.NONE:
+                    result.update(
+                        _failed(
+                            TopicError(
+                                ErrorCode.REQUEST_TIMED_OUT,
+                                f"topic {result['name']!r} is marked for deletion; it was"
+                                " not deleted yet when the request's timeout ran out",
+                            )
+                        )
+                    )
+        return {"throttle_time_ms": 0, "responses": results}
+
+    def _delete_one(
+        self, version: int, name: str | None, topic_id: Any, controller: bool, enabled: bool
+    ) -> str:
+        """Mark one topic for deletion; its name (given, or found by its id)."""
+        if name is not None and topic_id != ZERO_UUID:
+            raise TopicError(ErrorCode.INVALID_REQUEST, "give a topic's name or its id, not both")
+        if name is None:
+            name = self.metadata.topic_name(topic_id)
+            if name is None:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")
+        if not controller:
+            raise _not_controller()
+        if not enabled:
+            # Before v3 there was no such error (Kafka refuses the whole request).
+            raise TopicError(
+                ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST,
+                "topic deletion is disabled (delete.topic.enable=false)",
+            )
+        delete_topic(self.zk, name)
+        return name
+
+    # --- CreatePartitions ---------------------------------------------------------------
+
+    def create_partitions(self, version: int, body: Body) -> Body:
+        topics: list[Body] = list(body.get("topics") or [])
+        validate_only = bool(body.get("validate_only", False))
+        # timeout_ms <= 0: answer at once, without waiting for the outcome (as Kafka).
+        timeout_ms = int(body.get("timeout_ms", 0))
+        deadline = time.monotonic() + timeout_ms / 1000
+        twice = duplicates(t["name"] for t in topics)
+        controller = self.is_controller()
+        results: dict[str, Body] = {}
+        grown: dict[str, range] = {}
+        for t in topics:
+            name = t["name"]
+            try:
+                if name in twice:
+                    results[name] = _failed(
+                        TopicError(
+                            ErrorCode.INVALID_REQUEST,
+                            "the request names this topic more than once",
+                        )
+                    )
+                    continue
+                added = self._grow_one(t, controller, validate_only)
+                if added:
+                    grown[name] = range(min(added), max(added) + 1)
+                results[name] = {"error_code": int(ErrorCode.NONE), "error_message": None}
+            except Exception as e:
+                if not isinstance(e, (TopicError, AdminError)):
+                    log.exception("CreatePartitions of topic %r failed", name)
+                results[name] = _failed(error_of(e))
+        if grown and not validate_only and timeout_ms > 0:
+            for name in self._wait(deadline, grown):
+                results[name] = _failed(
+                    TopicError(
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        f"topic {name!r} was given its new partitions; they had no leader yet"
+                        " when the request's timeout ran out",
+                    )
+                )
+        return {
+            "throttle_time_ms": 0,
+            "results": [{"name": n, **r} for n, r in results.items()],
+        }
+
+    def _grow_one(self, topic: Body, controller: bool, validate_only: bool) -> list[int]:
+        """Give one topic its new partitions (or only check that it can be done); their
+        indexes."""
+        if not controller:
+            raise _not_controller()
+        given = topic.get("assignments")
+        # The wire's assignments list the new partitions only, in order.
+        assignment = (
+            None if given is None else {i: list(a["broker_ids"]) for i, a in enumerate(given)}
+        )
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                return list(
+                    add_partitions(
+                        self.zk,
+                        topic["name"],
+                        int(topic["count"]),
+                        replica_assignment=assignment,
+                        validate_only=validate_only,
+                    ).added
+                )
+            except ConcurrentChangeError:
+                if attempt == _ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
+
+    # --- waiting for the outcome --------------------------------------------------------
+
+    def _wait(self, deadline: float, partitions: Mapping[str, range]) -> list[str]:
+        """Wait until each topic's ``partitions`` have a leader in this broker's metadata,
+        or the deadline; the topics that still lack one."""
+
+        def late() -> list[str]:
+            return [
+                name
+                for name, indexes in partitions.items()
+                if not self.metadata.leaders_known(name, indexes)
+            ]
+
+        self.metadata.wait_until(lambda: not late(), deadline - time.monotonic())
+        return late()
+
+    def _wait_deleted(self, deadline: float, names: list[str]) -> set[str]:
+        def late() -> set[str]:
+            known = set(self.metadata.topics())
+            return {n for n in names if n in known}
+
+        self.metadata.wait_until(lambda: not late(), deadline - time.monotonic())
+        return late()
+
+
+def _not_controller() -> TopicError:
+    return TopicError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
+
+
+def _failed(e: TopicError) -> Body:
+    return {"error_code": int(e.code), "error_message": e.message}
+
+
+def _not_created(e: TopicError) -> Body:
+    """A CreateTopics result for a topic not created (v5+ says nothing of its configs)."""
+    return {**_failed(e), "num_partitions": -1, "replication_factor": -1, "configs": []}

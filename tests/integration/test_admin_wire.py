@@ -1,0 +1,232 @@
+"""A Kafka client's admin against the brokers: confluent-kafka's AdminClient creates topics,
+grows and deletes them (CreateTopics, CreatePartitions, DeleteTopics, carried out by the
+controller's broker as in Kafka 2.8), and each ends in the znodes `zkctl topic` would have
+written; bad requests get Kafka's error codes, and a broker that is not the controller
+answers NOT_CONTROLLER."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+from tests.integration.conftest import ClusterFactory
+from tests.integration.dataplane import bootstrap
+from tests.integration.harness import Cluster, wait_for
+from wire.api import ApiKey
+from wire.client import KafkaConnection
+from wire.errors import ErrorCode
+from zkdata import paths, znodes
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT_S = 30  # operation timeouts: only a hang reaches them
+
+
+def admin(c: Cluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap(c)})
+
+
+def outcome(futures: dict[str, Any]) -> dict[str, int]:
+    """Each topic's result: 0, or its Kafka error code."""
+    got: dict[str, int] = {}
+    for name, future in futures.items():
+        try:
+            future.result(timeout=TIMEOUT_S * 2)
+            got[name] = 0
+        except KafkaException as e:
+            error: KafkaError = e.args[0]
+            got[name] = error.code()
+    return got
+
+
+def topic_config(c: Cluster, name: str) -> dict[str, str]:
+    got = c.zk.get(paths.topic_config(name))
+    assert got is not None
+    return znodes.decode_topic_config(name, got[0])
+
+
+def replicas(c: Cluster, name: str) -> dict[int, tuple[int, ...]]:
+    a = c.assignment(name)
+    assert a is not None
+    return dict(a.partitions)
+
+
+def test_admin_client_creates_grows_and_deletes_topics(cluster_factory: ClusterFactory) -> None:
+    c = cluster_factory(num_partitions="2", default_replication_factor="2")
+    a = admin(c)
+    created = a.create_topics(
+        [
+            NewTopic("orders", 6, 3, config={"retention.ms": "3600000"}),
+            NewTopic("placed", 3, replica_assignment=[[1, 2], [2, 3], [3, 1]]),
+            NewTopic("defaults", -1, -1),  # the brokers' num.partitions and replication factor
+        ],
+        operation_timeout=TIMEOUT_S,
+    )
+    assert outcome(created) == {"orders": 0, "placed": 0, "defaults": 0}
+    # Answered once every partition had a leader: online in ZooKeeper, and in Metadata.
+    for name, count in (("orders", 6), ("placed", 3), ("defaults", 2)):
+        assert len(c.wait_topic_online(name, timeout=1)) == count
+    assert topic_config(c, "orders") == {"retention.ms": "3600000"}
+    assert topic_config(c, "placed") == {}
+    assert replicas(c, "placed") == {0: (1, 2), 1: (2, 3), 2: (3, 1)}
+    assert {len(r) for r in replicas(c, "orders").values()} == {3}
+    assert {len(r) for r in replicas(c, "defaults").values()} == {2}
+    seen = a.list_topics(timeout=TIMEOUT_S).topics
+    assert {n: len(seen[n].partitions) for n in ("orders", "placed", "defaults")} == {
+        "orders": 6,
+        "placed": 3,
+        "defaults": 2,
+    }
+
+    grown = a.create_partitions(
+        [NewPartitions("orders", 8), NewPartitions("placed", 4, [[3, 2]])],
+        operation_timeout=TIMEOUT_S,
+    )
+    assert outcome(grown) == {"orders": 0, "placed": 0}
+    assert len(c.wait_topic_online("orders", timeout=1)) == 8
+    assert replicas(c, "placed")[3] == (3, 2)
+    # The controller's decisions for the new partitions, in its state-change log.
+    controller = c.controller()
+    assert controller is not None
+    new = {
+        (r["topic"], r["partition"])
+        for r in c[controller[0]].state_changes("partition_state")
+        if r["reason"] == "new"
+    }
+    assert {("orders", 6), ("orders", 7), ("placed", 3)} <= new
+
+    deleted = a.delete_topics(["orders", "defaults"], operation_timeout=TIMEOUT_S)
+    assert outcome(deleted) == {"orders": 0, "defaults": 0}
+    # Answered once the topics were gone from the controller's metadata; ZooKeeper's
+    # znodes go in the same deletion.
+    wait_for(
+        lambda: (
+            c.zk.exists(paths.topic("orders")) is None
+            and c.zk.exists(paths.topic("defaults")) is None
+        ),
+        10,
+        "the deleted topics' znodes gone",
+    )
+    assert not c.zk.get_children(paths.DELETE_TOPICS)
+    assert set(a.list_topics(timeout=TIMEOUT_S).topics) == {"placed"}
+
+
+def test_bad_admin_requests_get_kafkas_errors_and_change_nothing(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory()
+    a = admin(c)
+    assert outcome(a.create_topics([NewTopic("t", 2, 2)], operation_timeout=TIMEOUT_S)) == {"t": 0}
+    bad = a.create_topics(
+        [
+            NewTopic("t", 1, 1),
+            NewTopic("t_x", 1, 4),
+            NewTopic("bad/name", 1, 1),
+            NewTopic("cfg", 1, 1, config={"retention.ms": "soon"}),
+            NewTopic("nowhere", 1, replica_assignment=[[1, 9]]),
+            NewTopic("nothing", 0, 1),
+        ],
+        operation_timeout=TIMEOUT_S,
+    )
+    assert outcome(bad) == {
+        "t": ErrorCode.TOPIC_ALREADY_EXISTS,
+        "t_x": ErrorCode.INVALID_REPLICATION_FACTOR,
+        "bad/name": ErrorCode.INVALID_TOPIC_EXCEPTION,
+        "cfg": ErrorCode.INVALID_CONFIG,
+        "nowhere": ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "nothing": ErrorCode.INVALID_PARTITIONS,
+    }
+    checked = a.create_topics([NewTopic("checked", 3, 3)], validate_only=True)
+    assert outcome(checked) == {"checked": 0}
+    grow = a.create_partitions(
+        [NewPartitions("t", 1), NewPartitions("absent", 3)], operation_timeout=TIMEOUT_S
+    )
+    assert outcome(grow) == {
+        "t": ErrorCode.INVALID_PARTITIONS,
+        "absent": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    checked_growth = a.create_partitions([NewPartitions("t", 5)], validate_only=True)
+    assert outcome(checked_growth) == {"t": 0}
+    gone = a.delete_topics(["absent"], operation_timeout=TIMEOUT_S)
+    assert outcome(gone) == {"absent": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    # Nothing of the refused or validated requests was written.
+    assert sorted(c.zk.get_children(paths.BROKER_TOPICS) or []) == ["t"]
+    assert sorted(c.zk.get_children(paths.CONFIG_TOPICS) or []) == ["t"]
+    assert len(replicas(c, "t")) == 2
+
+    # A broker that is not the controller refuses, as Kafka 2.8's do; the client above
+    # found the controller through Metadata.
+    controller = c.controller()
+    assert controller is not None
+    other = next(b for b in c.brokers if b != controller[0])
+    with KafkaConnection("127.0.0.1", c[other].port()) as conn:
+        answer = conn.request(
+            ApiKey.CREATE_TOPICS,
+            4,
+            {"topics": [creatable("u")], "timeout_ms": 1000},
+        )
+        assert [t["error_code"] for t in answer["topics"]] == [ErrorCode.NOT_CONTROLLER]
+        answer = conn.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["t"], "timeout_ms": 0})
+        assert [t["error_code"] for t in answer["responses"]] == [ErrorCode.NOT_CONTROLLER]
+    assert c.zk.exists(paths.topic("u")) is None
+    assert c.zk.exists(paths.delete_topic("t")) is None
+
+    with KafkaConnection("127.0.0.1", c[controller[0]].port()) as conn:
+        # timeout_ms 0: answered at once, and the outcome comes after (as Kafka).
+        answer = conn.request(
+            ApiKey.CREATE_TOPICS,
+            4,
+            {"topics": [creatable("quick")], "timeout_ms": 0},
+        )
+        assert [t["error_code"] for t in answer["topics"]] == [0]
+        c.wait_topic_online("quick", timeout=30)
+        answer = conn.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["quick"], "timeout_ms": 0})
+        assert [t["error_code"] for t in answer["responses"]] == [0]
+        wait_for(lambda: c.zk.exists(paths.topic("quick")) is None, 30, "topic quick deleted")
+
+        # DeleteTopics v6 names a topic by its id.
+        topic_id = topic_id_of(c, "t")
+        answer = conn.request(
+            ApiKey.DELETE_TOPICS,
+            6,
+            {"topics": [{"name": None, "topic_id": topic_id}], "timeout_ms": TIMEOUT_S * 1000},
+        )
+    assert [(r["name"], r["error_code"]) for r in answer["responses"]] == [("t", 0)]
+    wait_for(lambda: c.zk.exists(paths.topic("t")) is None, 10, "topic t's znode gone")
+    assert all(b.alive() for b in c.brokers.values())
+
+
+def creatable(name: str) -> dict[str, Any]:
+    """A CreateTopics request's topic: one partition, one replica."""
+    return {
+        "name": name,
+        "num_partitions": 1,
+        "replication_factor": 1,
+        "assignments": [],
+        "configs": [],
+    }
+
+
+def topic_id_of(c: Cluster, name: str) -> Any:
+    a = c.assignment(name)
+    assert a is not None
+    assert a.topic_id is not None
+    return a.topic_id
+
+
+def test_deletion_disabled_is_refused(cluster_factory: ClusterFactory) -> None:
+    c = cluster_factory((1,), delete_topic_enable="false")
+    a = admin(c)
+    assert outcome(a.create_topics([NewTopic("kept", 1, 1)], operation_timeout=TIMEOUT_S)) == {
+        "kept": 0
+    }
+    refused = a.delete_topics(["kept"], operation_timeout=TIMEOUT_S)
+    assert outcome(refused) == {"kept": ErrorCode.TOPIC_DELETION_DISABLED}
+    with KafkaConnection("127.0.0.1", c[1].port()) as conn:  # v2: no such error yet
+        answer = conn.request(ApiKey.DELETE_TOPICS, 2, {"topic_names": ["kept"], "timeout_ms": 0})
+    assert [r["error_code"] for r in answer["responses"]] == [ErrorCode.INVALID_REQUEST]
+    assert c.zk.exists(paths.topic("kept")) is not None
+    assert c.zk.exists(paths.delete_topic("kept")) is None

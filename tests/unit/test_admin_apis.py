@@ -1,0 +1,305 @@
+"""The admin APIs' own logic (broker/admin_apis.py): each topic's checks and their Kafka
+error codes, the configs CreateTopics v5+ returns, waiting on the metadata cache, and that
+every answer encodes at every version advertised. ZooKeeper's part is in
+tests/integration/test_admin_wire.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any, cast
+
+import pytest
+
+from admin.errors import (
+    AdminError,
+    ConcurrentChangeError,
+    MarkedForDeletionError,
+    PartitionCountError,
+    ReassignmentInProgressError,
+    ReplicaAssignmentError,
+    ReplicationFactorError,
+    TopicCollisionError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from admin.topics import TopicCreationPlan, plan_topic_creation
+from broker.admin_apis import (
+    AdminApis,
+    TopicError,
+    config_entries,
+    creatable_topic,
+    error_of,
+)
+from broker.apis import SUPPORTED
+from broker.config import ConfigError, load_broker_config
+from broker.metadata_cache import MetadataCache
+from controller.assignment import BrokerMetadata
+from wire.api import ApiKey
+from wire.errors import ErrorCode
+from wire.protocol import response_codec
+from zkdata.client import ZkClient
+
+
+def topic(name: str = "t", partitions: int = 3, rf: int = 2, **more: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "num_partitions": partitions,
+        "replication_factor": rf,
+        "assignments": [],
+        "configs": [],
+        **more,
+    }
+
+
+def code_of(t: dict[str, Any]) -> ErrorCode:
+    with pytest.raises(TopicError) as e:
+        creatable_topic(t, 1, 1)
+    return e.value.code
+
+
+# --- each topic's checks ------------------------------------------------------------------
+
+
+def test_a_valid_topic_and_the_brokers_defaults() -> None:
+    r = creatable_topic(topic(configs=[{"name": "retention.ms", "value": "1000"}]), 1, 1)
+    assert (r.name, r.partitions, r.replication_factor) == ("t", 3, 2)
+    assert dict(r.config) == {"retention.ms": "1000"}
+    d = creatable_topic(topic(partitions=-1, rf=-1), 4, 3)
+    assert (d.partitions, d.replication_factor) == (4, 3)
+    a = creatable_topic(
+        topic(
+            partitions=-1,
+            rf=-1,
+            assignments=[
+                {"partition_index": 1, "broker_ids": [2, 1]},
+                {"partition_index": 0, "broker_ids": [1, 2]},
+            ],
+        ),
+        1,
+        1,
+    )
+    assert a.replica_assignment == {0: [1, 2], 1: [2, 1]}
+    assert a.partitions is None
+
+
+@pytest.mark.parametrize(
+    ("t", "code"),
+    [
+        (topic(name="a/b"), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (topic(name=".."), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (topic(name="x" * 250), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (topic(partitions=0), ErrorCode.INVALID_PARTITIONS),
+        (topic(partitions=-2), ErrorCode.INVALID_PARTITIONS),
+        (topic(partitions=2**31 - 1), ErrorCode.INVALID_PARTITIONS),
+        (topic(rf=0), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (
+            topic(assignments=[{"partition_index": 0, "broker_ids": [1]}]),
+            ErrorCode.INVALID_REQUEST,
+        ),
+        (
+            topic(
+                partitions=-1,
+                rf=-1,
+                assignments=[
+                    {"partition_index": 0, "broker_ids": [1]},
+                    {"partition_index": 0, "broker_ids": [2]},
+                ],
+            ),
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        ),
+        (topic(configs=[{"name": "retention.ms", "value": None}]), ErrorCode.INVALID_REQUEST),
+        (topic(configs=[{"name": "retention.ms", "value": "soon"}]), ErrorCode.INVALID_CONFIG),
+        (topic(configs=[{"name": "no.such.key", "value": "1"}]), ErrorCode.INVALID_CONFIG),
+    ],
+)
+def test_a_bad_topic_gets_kafkas_error(t: dict[str, Any], code: ErrorCode) -> None:
+    assert code_of(t) == code
+
+
+def test_the_plans_failures_get_kafkas_errors() -> None:
+    brokers = [BrokerMetadata(1), BrokerMetadata(2)]
+    req = creatable_topic(topic(name="a.b", rf=2), 1, 1)
+    with pytest.raises(TopicExistsError):
+        plan_topic_creation(req, brokers, {"a.b"}, set())
+    with pytest.raises(TopicExistsError):
+        plan_topic_creation(req, brokers, set(), {"a.b"})  # being deleted
+    with pytest.raises(TopicCollisionError):
+        plan_topic_creation(req, brokers, {"a_b"}, set())
+    with pytest.raises(ReplicationFactorError):
+        plan_topic_creation(creatable_topic(topic(rf=3), 1, 1), brokers, set(), set())
+    unknown = creatable_topic(
+        topic(partitions=-1, rf=-1, assignments=[{"partition_index": 0, "broker_ids": [9]}]),
+        1,
+        1,
+    )
+    with pytest.raises(ReplicaAssignmentError):
+        plan_topic_creation(unknown, brokers, set(), set())
+    # More than a znode holds (ZooKeeper's 1 MB): refused before anything is written.
+    three = [BrokerMetadata(1), BrokerMetadata(2), BrokerMetadata(3)]
+    huge = creatable_topic(topic(partitions=90_000, rf=3), 1, 1)
+    with pytest.raises(PartitionCountError, match="more than a znode holds"):
+        plan_topic_creation(huge, three, set(), set())
+    assert plan_topic_creation(creatable_topic(topic(partitions=30_000, rf=3), 1, 1), three, (), ())
+
+
+@pytest.mark.parametrize(
+    ("e", "code"),
+    [
+        (TopicExistsError("x"), ErrorCode.TOPIC_ALREADY_EXISTS),
+        (UnknownTopicError("x"), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (TopicCollisionError("x"), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (MarkedForDeletionError("x"), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (ReassignmentInProgressError("x"), ErrorCode.REASSIGNMENT_IN_PROGRESS),
+        (PartitionCountError("x"), ErrorCode.INVALID_PARTITIONS),
+        (ReplicationFactorError("x"), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (ReplicaAssignmentError("x"), ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+        (ConcurrentChangeError("x"), ErrorCode.INVALID_REQUEST),
+        (AdminError("x"), ErrorCode.INVALID_REQUEST),
+        (ConfigError([]), ErrorCode.INVALID_CONFIG),
+        (OSError("connection lost"), ErrorCode.UNKNOWN_SERVER_ERROR),
+    ],
+)
+def test_error_codes(e: Exception, code: ErrorCode) -> None:
+    assert error_of(e).code == code
+
+
+# --- configs in CreateTopics v5+ ----------------------------------------------------------
+
+
+def test_configs_say_where_each_value_comes_from() -> None:
+    broker = load_broker_config(
+        overrides=["broker.id=1", "zookeeper.connect=z:2181", "log.retention.hours=1"]
+    )
+    entries = {e["name"]: e for e in config_entries(broker, {"segment.bytes": "1048576"})}
+    assert entries["segment.bytes"]["value"] == "1048576"
+    assert entries["segment.bytes"]["config_source"] == 1  # the topic's own
+    assert entries["retention.ms"]["value"] == "3600000"
+    assert entries["retention.ms"]["config_source"] == 4  # the broker's file
+    assert entries["cleanup.policy"] == {
+        "name": "cleanup.policy",
+        "value": "delete",
+        "read_only": False,
+        "config_source": 5,  # Kafka's default
+        "is_sensitive": False,
+    }
+    assert entries["preallocate"]["value"] == "false"
+
+
+# --- answers without ZooKeeper -----------------------------------------------------------
+
+
+class NoZooKeeper:
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"ZooKeeper was used ({name})")
+
+
+def apis(controller: bool) -> AdminApis:
+    return AdminApis(cast(ZkClient, NoZooKeeper()), MetadataCache(1), lambda: controller)
+
+
+def test_not_the_controller_and_duplicates_are_answered_without_zookeeper() -> None:
+    a = apis(controller=False)
+    body = {"topics": [topic("a"), topic("b"), topic("a")], "timeout_ms": 1000}
+    got = {t["name"]: t["error_code"] for t in a.create_topics(7, body)["topics"]}
+    assert got == {"a": ErrorCode.INVALID_REQUEST, "b": ErrorCode.NOT_CONTROLLER}
+    grown = a.create_partitions(
+        3, {"topics": [{"name": "a", "count": 2, "assignments": None}], "timeout_ms": 0}
+    )
+    assert [r["error_code"] for r in grown["results"]] == [ErrorCode.NOT_CONTROLLER]
+    deleted = a.delete_topics(5, {"topic_names": ["a"], "timeout_ms": 0})
+    assert [r["error_code"] for r in deleted["responses"]] == [ErrorCode.NOT_CONTROLLER]
+    unknown_id = uuid.uuid4()
+    by_id = a.delete_topics(6, {"topics": [{"name": None, "topic_id": unknown_id}]})
+    assert by_id["responses"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
+    both = a.delete_topics(6, {"topics": [{"name": "a", "topic_id": unknown_id}]})
+    assert both["responses"][0]["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+def every_version(api: ApiKey) -> range:
+    s = SUPPORTED[api]
+    return range(s.min_version, s.max_version + 1)
+
+
+def test_every_answer_encodes_at_every_version() -> None:
+    """Each response field the handlers fill exists at every version advertised (the
+    codec refuses unknown fields)."""
+    a = apis(controller=False)
+    plan = TopicCreationPlan("t", {0: [1, 2], 1: [2, 1]}, {"retention.ms": "1"}, uuid.uuid4())
+    created = {"name": "t", **a._created(plan)}
+    for v in every_version(ApiKey.CREATE_TOPICS):
+        answer = a.create_topics(v, {"topics": [topic("x"), topic("x"), topic("y")]})
+        answer["topics"].append(created)
+        decoded = response_codec(ApiKey.CREATE_TOPICS, v).decode(
+            bytes(response_codec(ApiKey.CREATE_TOPICS, v).encode(answer))
+        )
+        assert [t["error_code"] for t in decoded["topics"]] == [42, 41, 0]
+        if v >= 5:
+            assert decoded["topics"][2]["num_partitions"] == 2
+            assert decoded["topics"][2]["replication_factor"] == 2
+    for v in every_version(ApiKey.CREATE_PARTITIONS):
+        body = {"topics": [{"name": "x", "count": 2, "assignments": None}] * 2}
+        answer = a.create_partitions(v, body)
+        response_codec(ApiKey.CREATE_PARTITIONS, v).encode(answer)
+    for v in every_version(ApiKey.DELETE_TOPICS):
+        body = (
+            {"topics": [{"name": "x", "topic_id": uuid.UUID(int=0)}]}
+            if v >= 6
+            else {"topic_names": ["x"]}
+        )
+        response_codec(ApiKey.DELETE_TOPICS, v).encode(a.delete_topics(v, body))
+
+
+# --- waiting on the metadata cache --------------------------------------------------------
+
+
+def update_with(cache: MetadataCache, leaders: dict[int, int], topic_name: str = "t") -> None:
+    cache.update(
+        {
+            "controller_id": 1,
+            "controller_epoch": 1,
+            "live_brokers": [],
+            "topic_states": [
+                {
+                    "topic_name": topic_name,
+                    "partition_states": [
+                        {
+                            "partition_index": p,
+                            "controller_epoch": 1,
+                            "leader": leader,
+                            "leader_epoch": 0,
+                            "isr": [1],
+                            "zk_version": 0,
+                            "replicas": [1],
+                            "offline_replicas": [],
+                        }
+                        for p, leader in leaders.items()
+                    ],
+                }
+            ],
+        }
+    )
+
+
+def test_a_wait_ends_when_an_update_brings_the_leaders() -> None:
+    cache = MetadataCache(1)
+    update_with(cache, {0: -1})
+    assert not cache.leaders_known("t", range(2))
+    later = threading.Timer(0.2, update_with, (cache, {0: 1, 1: 1}))
+    later.start()
+    try:
+        started = time.monotonic()
+        assert cache.wait_until(lambda: cache.leaders_known("t", range(2)), 30)
+        assert time.monotonic() - started < 25  # woken by the update, not the deadline
+    finally:
+        later.cancel()
+
+
+def test_a_wait_for_leaders_that_never_come_times_out() -> None:
+    a = apis(controller=True)
+    update_with(a.metadata, {0: 1, 1: -1})
+    late = a._wait(time.monotonic() + 0.2, {"t": range(2), "other": range(1)})
+    assert late == ["t", "other"]
+    assert a._wait(time.monotonic() + 0.2, {"t": range(1)}) == []
+    assert a._wait_deleted(time.monotonic() + 0.1, ["t", "gone"]) == {"t"}
