@@ -19,6 +19,7 @@ reads and writes are synchronous there, a few per request, never per partition.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -56,9 +57,12 @@ from broker.config import (
     validate_topic_config,
 )
 from broker.metadata_cache import ZERO_UUID, MetadataCache
+from controller.events import ElectionReply
+from controller.reactions import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from wire.errors import ErrorCode
 from zkdata import paths
 from zkdata.client import ZkClient
+from zkdata.znodes import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +74,9 @@ _STATIC_BROKER_CONFIG = 4
 _DEFAULT_CONFIG = 5
 
 Body = dict[str, Any]
+# A partition's election outcome: error code, message, leader elected (-1: none).
+Elected = tuple[int, str | None, int]
+ElectLeaders = Callable[[list[TopicPartition] | None, int, ElectionReply], None]
 
 
 class TopicError(Exception):
@@ -221,11 +228,14 @@ class AdminApis:
         metadata: MetadataCache,
         is_controller: Callable[[], bool],
         config: BrokerConfig | None = None,
+        elect: ElectLeaders | None = None,
     ) -> None:
         self.zk = zk
         self.metadata = metadata
         self.is_controller = is_controller
         self.config = config
+        # The controller's ElectLeaders (an event on its queue; KafkaController.elect_leaders).
+        self.elect = elect
 
     # --- CreateTopics -------------------------------------------------------------------
 
@@ -475,6 +485,95 @@ class AdminApis:
                     raise
         raise AssertionError("unreachable")
 
+    # --- ElectLeaders --------------------------------------------------------------------
+
+    def elect_leaders(self, version: int, body: Body) -> Body:
+        """The controller's elections (an event on its queue, answered once its writes are
+        made), then a wait within ``timeout_ms`` until this broker's metadata shows each
+        elected leader. Asked for every partition (null), only those elected or failed
+        are listed, as Kafka does."""
+        election_type = int(body.get("election_type", PREFERRED_ELECTION)) if version >= 1 else 0
+        timeout_ms = int(body.get("timeout_ms", 0))
+        deadline = time.monotonic() + timeout_ms / 1000
+        wanted = body.get("topic_partitions")
+        partitions = (
+            None
+            if wanted is None
+            else list(
+                dict.fromkeys(
+                    TopicPartition(str(t["topic"]), int(p)) for t in wanted for p in t["partitions"]
+                )
+            )
+        )
+        results: dict[TopicPartition, Elected]
+        if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+            bad = (int(ErrorCode.INVALID_REQUEST), f"unknown election type {election_type}", -1)
+            results = {tp: bad for tp in partitions or ()}
+        elif not self.is_controller() or self.elect is None:
+            results = {tp: _election_failed(_not_controller()) for tp in partitions or ()}
+        else:
+            results = self._elect(partitions, election_type, max(timeout_ms / 1000, 30.0))
+        elected = {
+            tp: leader for tp, (code, _m, leader) in results.items() if code == ErrorCode.NONE
+        }
+        if elected and timeout_ms > 0:
+            for tp in self._wait_leaders(deadline, elected):
+                results[tp] = _election_failed(
+                    TopicError(
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        f"broker {elected[tp]} was elected leader of {tp}; this broker's"
+                        " metadata did not show it yet when the request's timeout ran out",
+                    )
+                )
+        if wanted is None:
+            results = {tp: r for tp, r in results.items() if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
+        by_topic: dict[str, list[Body]] = {}
+        for tp, (code, message, _leader) in results.items():
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_id": tp.partition, "error_code": int(code), "error_message": message}
+            )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(ErrorCode.NONE),
+            "replica_election_results": [
+                {"topic": topic, "partition_result": rows} for topic, rows in by_topic.items()
+            ],
+        }
+
+    def _elect(
+        self, partitions: list[TopicPartition] | None, election_type: int, answer_s: float
+    ) -> dict[TopicPartition, Elected]:
+        assert self.elect is not None
+        done = threading.Event()
+        answer: dict[TopicPartition, Elected] = {}
+
+        def reply(results: Mapping[TopicPartition, Elected]) -> None:
+            answer.update(results)
+            done.set()
+
+        self.elect(partitions, election_type, reply)
+        if not done.wait(answer_s):
+            late = TopicError(ErrorCode.REQUEST_TIMED_OUT, "the controller did not answer in time")
+            return {tp: _election_failed(late) for tp in partitions or ()}
+        return answer
+
+    def _wait_leaders(
+        self, deadline: float, leaders: Mapping[TopicPartition, int]
+    ) -> list[TopicPartition]:
+        """Wait until this broker's metadata shows each partition's expected leader, or the
+        deadline; the partitions whose leader it does not show."""
+
+        def late() -> list[TopicPartition]:
+            late = []
+            for tp, leader in leaders.items():
+                known = self.metadata.partition(tp.topic, tp.partition)
+                if known is None or known.leader != leader:
+                    late.append(tp)
+            return late
+
+        self.metadata.wait_until(lambda: not late(), deadline - time.monotonic())
+        return late()
+
     # --- waiting for the outcome --------------------------------------------------------
 
     def _wait(self, deadline: float, partitions: Mapping[str, range]) -> list[str]:
@@ -502,6 +601,10 @@ class AdminApis:
 
 def _not_controller() -> TopicError:
     return TopicError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
+
+
+def _election_failed(e: TopicError) -> Elected:
+    return (int(e.code), e.message, -1)
 
 
 def _failed(e: TopicError) -> Body:

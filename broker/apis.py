@@ -75,6 +75,7 @@ SUPPORTED: dict[ApiKey, Supported] = {
     ApiKey.CREATE_TOPICS: Supported(0, 7),
     ApiKey.DELETE_TOPICS: Supported(0, 6),
     ApiKey.CREATE_PARTITIONS: Supported(0, 3),
+    ApiKey.ELECT_LEADERS: Supported(0, 2),
 }
 
 
@@ -598,6 +599,11 @@ class KafkaApis:
         self, version: int, body: dict[str, Any], _h: dict[str, Any]
     ) -> dict[str, Any]:
         return self._admin().create_partitions(version, body)
+
+    def _handle_elect_leaders(
+        self, version: int, body: dict[str, Any], _h: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self._admin().elect_leaders(version, body)
 
     # --- controller to broker -----------------------------------------------------------
 

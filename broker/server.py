@@ -194,7 +194,13 @@ class KafkaServer:
             )
             / 1000,
             on_live_leaders=self._remember_live_leaders,
-            admin=AdminApis(self.zk, self.metadata, lambda: self.controller.is_active, self.config),
+            admin=AdminApis(
+                self.zk,
+                self.metadata,
+                lambda: self.controller.is_active,
+                self.config,
+                self.controller.elect_leaders,
+            ),
         )
         self.replicas.on_data = self.apis.wake_fetches
         self.apis.on_metadata_updated = self.fetchers.refresh_endpoints

@@ -35,6 +35,7 @@ from controller.context import (
 )
 from controller.election import imbalanced_partitions
 from controller.reactions import (
+    admin_election,
     brokers_failed,
     brokers_started,
     controlled_shutdown_moves,
@@ -320,6 +321,14 @@ class KafkaController:
         self, broker_id: int, broker_epoch: int, reply: ev.ShutdownReply
     ) -> None:
         self.events.put(ev.ControlledShutdown(broker_id, broker_epoch, reply))
+
+    def elect_leaders(
+        self,
+        partitions: list[TopicPartition] | None,
+        election_type: int,
+        reply: ev.ElectionReply,
+    ) -> None:
+        self.events.put(ev.ElectLeaders(partitions, election_type, reply))
 
     def _on_zk_state(self, state: str) -> None:
         """kazoo's connection thread: decide which event to enqueue, nothing more."""
@@ -1111,6 +1120,13 @@ class KafkaController:
                     self._elect_preferred(tps)
         finally:
             self._schedule_rebalance()
+
+    def _on_ElectLeaders(self, event: ev.ElectLeaders) -> None:
+        if not self.is_active:
+            event.preempt()
+            return
+        results = admin_election(self.partition_sm, event.partitions, event.election_type)
+        event.answer(results)
 
     # --- controlled shutdown ------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +114,40 @@ class PreferredReplicaElection(ControllerEvent):
 @dataclass
 class AutoPreferredReplicaLeaderElection(ControllerEvent):
     pass
+
+
+# An ElectLeaders request's answer: each partition's (error code, message, leader).
+ElectionReply = Callable[[Mapping[TopicPartition, tuple[int, str | None, int]]], None]
+
+
+@dataclass
+class ElectLeaders(ControllerEvent):
+    """An admin's ElectLeaders request (Kafka's ReplicaLeaderElection, admin-triggered):
+    ``partitions`` (None: all) elected by ``election_type`` (0 preferred, 1 unclean)."""
+
+    partitions: list[TopicPartition] | None
+    election_type: int
+    reply: ElectionReply
+    _answer_lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
+    _answered: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def answer(self, results: Mapping[TopicPartition, tuple[int, str | None, int]]) -> bool:
+        """Reply once (from any thread): the first answer wins. False if one was given."""
+        with self._answer_lock:
+            if self._answered:
+                return False
+            self._answered = True
+        self.reply(results)
+        return True
+
+    def preempt(self) -> None:
+        from wire.errors import ErrorCode
+
+        # Resigned, or dropped from the queue: the client asks the new controller.
+        not_controller = (int(ErrorCode.NOT_CONTROLLER), "this broker is not the controller", -1)
+        self.answer({tp: not_controller for tp in self.partitions or ()})
 
 
 ShutdownReply = Callable[[int, list[TopicPartition]], None]

@@ -14,10 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from controller.context import PartitionReplica, PartitionStateName, ReplicaStateName
 from controller.election import ElectionStrategy
-from controller.state_machines import PartitionStateMachine, ReplicaStateMachine
+from controller.state_machines import (
+    PartitionStateMachine,
+    ReplicaStateMachine,
+    StateChangeFailed,
+)
+from wire.errors import ErrorCode
 from zkdata.znodes import BrokerRegistration, LeaderAndIsr, TopicPartition
 
 P = PartitionStateName
@@ -134,6 +140,90 @@ def preferred_election(
             continue  # already led by its preferred replica
         eligible.append(tp)
     return partition_sm.handle_state_changes(eligible, P.ONLINE, ElectionStrategy.PREFERRED)
+
+
+class AdminElectionResult(NamedTuple):
+    """One partition's outcome of an ElectLeaders request: its error (NONE for an
+    election made), why, and the leader elected (-1: none)."""
+
+    error_code: ErrorCode
+    message: str | None = None
+    leader: int = -1
+
+
+# ElectLeaders' election types.
+PREFERRED_ELECTION = 0
+UNCLEAN_ELECTION = 1
+
+
+def admin_election(
+    partition_sm: PartitionStateMachine,
+    tps: Iterable[TopicPartition] | None,
+    election_type: int,
+) -> dict[TopicPartition, AdminElectionResult]:
+    """Kafka's processReplicaLeaderElection for an admin's ElectLeaders: ``tps`` (None:
+    every partition) moved to their preferred replica, or, for an unclean election, led
+    by any live replica where no live broker leads. A partition that is unknown, being
+    deleted, or already as asked (led by its preferred replica; led at all) is left alone
+    and said so; a failed election says why."""
+    ctx = partition_sm.ops.ctx
+    unclean = election_type == UNCLEAN_ELECTION
+    live = ctx.live_broker_ids
+    answers: dict[TopicPartition, AdminElectionResult] = {}
+    eligible: list[TopicPartition] = []
+    failed = (
+        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        if unclean
+        else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    )
+    for tp in ctx.all_partitions() if tps is None else tps:
+        lice = ctx.leadership.get(tp)
+        replicas = ctx.replicas(tp)
+        if not replicas:
+            answers[tp] = AdminElectionResult(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {tp} does not exist"
+            )
+        elif ctx.is_topic_queued_for_deletion(tp.topic):
+            answers[tp] = AdminElectionResult(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"topic {tp.topic} is being deleted"
+            )
+        elif lice is None:
+            # Never elected (no replica was live when it was made): it goes online when
+            # one of its brokers starts, as any new partition does.
+            answers[tp] = AdminElectionResult(failed, f"partition {tp} has had no leader yet")
+        else:
+            leader = lice.leader_and_isr.leader
+            if (leader == replicas[0]) if not unclean else (leader in live):
+                answers[tp] = AdminElectionResult(
+                    ErrorCode.ELECTION_NOT_NEEDED,
+                    "the preferred replica leads already"
+                    if not unclean
+                    else "a live broker leads already",
+                    leader,
+                )
+            else:
+                eligible.append(tp)
+    if not eligible:
+        return answers
+    outcomes = partition_sm.handle_state_changes(
+        eligible,
+        P.ONLINE,
+        ElectionStrategy.OFFLINE if unclean else ElectionStrategy.PREFERRED,
+        allow_unclean=unclean,
+    )
+    for tp in eligible:
+        outcome = outcomes.get(tp)
+        if isinstance(outcome, LeaderAndIsr):
+            answers[tp] = AdminElectionResult(ErrorCode.NONE, None, outcome.leader)
+        elif isinstance(outcome, StateChangeFailed):
+            answers[tp] = AdminElectionResult(failed, str(outcome))
+        elif outcome is None:
+            answers[tp] = AdminElectionResult(
+                failed, f"partition {tp} is in state {ctx.partition_state(tp).value}"
+            )
+        else:
+            answers[tp] = AdminElectionResult(ErrorCode.UNKNOWN_SERVER_ERROR, repr(outcome))
+    return answers
 
 
 def start_state_machines(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
 from tests.integration.conftest import ClusterFactory
@@ -98,7 +98,7 @@ def test_admin_client_creates_grows_and_deletes_topics(cluster_factory: ClusterF
     }
     assert {("orders", 6), ("orders", 7), ("placed", 3)} <= new
 
-    deleted = a.delete_topics(["orders", "defaults"], operation_timeout=TIMEOUT_S)
+    deleted = a.delete_topics(["orders", "defaults"])
     assert outcome(deleted) == {"orders": 0, "defaults": 0}
     # Answered once the topics were gone from the controller's metadata; ZooKeeper's
     # znodes go in the same deletion.
@@ -119,7 +119,7 @@ def test_bad_admin_requests_get_kafkas_errors_and_change_nothing(
 ) -> None:
     c = cluster_factory()
     a = admin(c)
-    assert outcome(a.create_topics([NewTopic("t", 2, 2)], operation_timeout=TIMEOUT_S)) == {"t": 0}
+    assert outcome(a.create_topics([NewTopic("t", 2, 2)])) == {"t": 0}
     bad = a.create_topics(
         [
             NewTopic("t", 1, 1),
@@ -141,16 +141,14 @@ def test_bad_admin_requests_get_kafkas_errors_and_change_nothing(
     }
     checked = a.create_topics([NewTopic("checked", 3, 3)], validate_only=True)
     assert outcome(checked) == {"checked": 0}
-    grow = a.create_partitions(
-        [NewPartitions("t", 1), NewPartitions("absent", 3)], operation_timeout=TIMEOUT_S
-    )
+    grow = a.create_partitions([NewPartitions("t", 1), NewPartitions("absent", 3)])
     assert outcome(grow) == {
         "t": ErrorCode.INVALID_PARTITIONS,
         "absent": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     }
     checked_growth = a.create_partitions([NewPartitions("t", 5)], validate_only=True)
     assert outcome(checked_growth) == {"t": 0}
-    gone = a.delete_topics(["absent"], operation_timeout=TIMEOUT_S)
+    gone = a.delete_topics(["absent"])
     assert outcome(gone) == {"absent": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     # Nothing of the refused or validated requests was written.
     assert sorted(c.zk.get_children(paths.BROKER_TOPICS) or []) == ["t"]
@@ -220,13 +218,84 @@ def topic_id_of(c: Cluster, name: str) -> Any:
 def test_deletion_disabled_is_refused(cluster_factory: ClusterFactory) -> None:
     c = cluster_factory((1,), delete_topic_enable="false")
     a = admin(c)
-    assert outcome(a.create_topics([NewTopic("kept", 1, 1)], operation_timeout=TIMEOUT_S)) == {
-        "kept": 0
-    }
-    refused = a.delete_topics(["kept"], operation_timeout=TIMEOUT_S)
+    assert outcome(a.create_topics([NewTopic("kept", 1, 1)])) == {"kept": 0}
+    refused = a.delete_topics(["kept"])
     assert outcome(refused) == {"kept": ErrorCode.TOPIC_DELETION_DISABLED}
     with KafkaConnection("127.0.0.1", c[1].port()) as conn:  # v2: no such error yet
         answer = conn.request(ApiKey.DELETE_TOPICS, 2, {"topic_names": ["kept"], "timeout_ms": 0})
     assert [r["error_code"] for r in answer["responses"]] == [ErrorCode.INVALID_REQUEST]
     assert c.zk.exists(paths.topic("kept")) is not None
     assert c.zk.exists(paths.delete_topic("kept")) is None
+
+
+def elected(future: Any) -> dict[tuple[str, int], int]:
+    """ElectLeaders' per-partition results: 0, or the Kafka error code."""
+    got: dict[tuple[str, int], int] = {}
+    for tp, outcome in future.result(timeout=TIMEOUT_S * 2).items():
+        error = outcome.args[0] if isinstance(outcome, KafkaException) else outcome
+        got[(tp.topic, tp.partition)] = 0 if error is None else error.code()
+    return got
+
+
+def test_admin_client_elects_preferred_and_unclean_leaders(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """ElectLeaders, carried out by the controller as an event of its own: preferred
+    leaders back, and an unclean election of a partition no ISR member can lead (its
+    topic does not allow one by itself)."""
+    c = cluster_factory()
+    c.create_topic("p", {0: (3, 1)})  # broker 3 preferred
+    c.create_topic("u", {0: (2, 3)})
+    c.wait_topic_online("p")
+    c.wait_topic_online("u")
+    c[3].kill()
+    c.wait_partitions("u", lambda s: s[0].isr == (2,), "u's ISR [2]", c.session_timeout_s + 30)
+    c.wait_partitions("p", lambda s: s[0].leader == 1, "p led by 1", c.session_timeout_s + 30)
+    c[2].kill()
+    c.wait_partitions("u", lambda s: s[0].leader == -1, "u offline", c.session_timeout_s + 30)
+    a = admin(c)
+    # Broker 3, p's preferred leader, is down: not available; u has no live replica.
+    first = a.elect_leaders(
+        ElectionType.PREFERRED, [TopicPartition("p", 0), TopicPartition("nosuch", 0)]
+    )
+    assert elected(first) == {
+        ("p", 0): ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+        ("nosuch", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    unclean = a.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("u", 0)])
+    assert elected(unclean) == {("u", 0): ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE}
+
+    c[3].start()  # not in u's ISR: u stays offline (unclean election is off)
+    c.wait_partitions(
+        "p", lambda s: 3 in s[0].isr, "broker 3 back in p's ISR", c.session_timeout_s + 30
+    )
+    assert c.partition_state("u", 0)[0].leader == -1
+    epoch_before = c.partition_state("p", 0)[0].leader_epoch
+    preferred = a.elect_leaders(ElectionType.PREFERRED, [TopicPartition("p", 0)])
+    assert elected(preferred) == {("p", 0): 0}
+    # Answered once its metadata showed it: ZooKeeper has it already.
+    state = c.partition_state("p", 0)[0]
+    assert (state.leader, state.leader_epoch) == (3, epoch_before + 1)
+    again = a.elect_leaders(ElectionType.PREFERRED, [TopicPartition("p", 0)])
+    assert elected(again) == {("p", 0): ErrorCode.ELECTION_NOT_NEEDED}
+    # Every partition: those not needing one are left out of the answer; u's preferred
+    # replica (2) is down.
+    assert elected(a.elect_leaders(ElectionType.PREFERRED, None)) == {
+        ("u", 0): ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    }
+
+    unclean = a.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("u", 0)])
+    assert elected(unclean) == {("u", 0): 0}
+    state = c.partition_state("u", 0)[0]
+    assert (state.leader, state.isr) == (3, (3,))
+    controller = c.controller()
+    assert controller is not None
+    rows = [
+        r
+        for r in c[controller[0]].state_changes("partition_state")
+        if r["topic"] in ("p", "u") and r["reason"] in ("preferred", "unclean")
+    ]
+    assert [(r["topic"], r["reason"], r["leader"]) for r in rows] == [
+        ("p", "preferred", 3),
+        ("u", "unclean", 3),
+    ]

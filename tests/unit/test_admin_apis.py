@@ -40,6 +40,7 @@ from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import response_codec
 from zkdata.client import ZkClient
+from zkdata.znodes import TopicPartition
 
 
 def topic(name: str = "t", partitions: int = 3, rf: int = 2, **more: Any) -> dict[str, Any]:
@@ -303,3 +304,68 @@ def test_a_wait_for_leaders_that_never_come_times_out() -> None:
     assert late == ["t", "other"]
     assert a._wait(time.monotonic() + 0.2, {"t": range(1)}) == []
     assert a._wait_deleted(time.monotonic() + 0.1, ["t", "gone"]) == {"t"}
+
+
+# --- ElectLeaders --------------------------------------------------------------------------
+
+
+def electing(answer: dict[TopicPartition, tuple[int, str | None, int]] | None) -> AdminApis:
+    """The controller's broker, whose controller answers ``answer`` (None: never)."""
+
+    def elect(_partitions: Any, _election_type: int, reply: Any) -> None:
+        if answer is not None:
+            reply(answer)
+
+    a = AdminApis(cast(ZkClient, NoZooKeeper()), MetadataCache(1), lambda: True, None, elect)
+    update_with(a.metadata, {0: 2, 1: 1})
+    return a
+
+
+def election_results(body: dict[str, Any]) -> dict[tuple[str, int], int]:
+    return {
+        (t["topic"], p["partition_id"]): p["error_code"]
+        for t in body["replica_election_results"]
+        for p in t["partition_result"]
+    }
+
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+ASKED = [{"topic": "t", "partitions": [0, 1]}]
+
+
+def test_elect_leaders_answers_what_the_controller_decided() -> None:
+    a = electing({T0: (0, None, 2), T1: (int(ErrorCode.ELECTION_NOT_NEEDED), "leads", 1)})
+    body = {"election_type": 0, "topic_partitions": ASKED, "timeout_ms": 5000}
+    assert election_results(a.elect_leaders(1, body)) == {("t", 0): 0, ("t", 1): 84}
+    # Asked for every partition: those that needed no election are left out.
+    body = {"election_type": 0, "topic_partitions": None, "timeout_ms": 5000}
+    assert election_results(a.elect_leaders(1, body)) == {("t", 0): 0}
+
+
+def test_elect_leaders_times_out_when_the_metadata_does_not_show_the_leader() -> None:
+    a = electing({T0: (0, None, 3)})  # the metadata says 2 leads
+    body = {"election_type": 0, "topic_partitions": ASKED[:1], "timeout_ms": 200}
+    assert election_results(a.elect_leaders(2, body)) == {("t", 0): ErrorCode.REQUEST_TIMED_OUT}
+    body["timeout_ms"] = 0  # no wait asked: answered as decided
+    assert election_results(a.elect_leaders(2, body)) == {("t", 0): 0}
+
+
+def test_elect_leaders_refused() -> None:
+    body = {"election_type": 0, "topic_partitions": ASKED, "timeout_ms": 100}
+    assert election_results(apis(controller=False).elect_leaders(1, body)) == {
+        ("t", 0): ErrorCode.NOT_CONTROLLER,
+        ("t", 1): ErrorCode.NOT_CONTROLLER,
+    }
+    body["election_type"] = 7
+    assert set(election_results(electing({}).elect_leaders(1, body)).values()) == {
+        ErrorCode.INVALID_REQUEST
+    }
+
+
+def test_elect_leaders_answers_at_every_version() -> None:
+    a = electing({T0: (0, None, 2), T1: (int(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE), "x", -1)})
+    for v in every_version(ApiKey.ELECT_LEADERS):
+        body = {"election_type": 0, "topic_partitions": ASKED, "timeout_ms": 1000}
+        codec = response_codec(ApiKey.ELECT_LEADERS, v)
+        decoded = codec.decode(bytes(codec.encode(a.elect_leaders(v, body))))
+        assert election_results(decoded) == {("t", 0): 0, ("t", 1): 80}

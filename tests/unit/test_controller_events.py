@@ -131,3 +131,22 @@ def test_answers_from_many_threads_give_one_reply() -> None:
     for t in threads:
         t.join(TIMEOUT_S)
     assert len(got) == 1
+
+
+def test_a_pre_empted_election_request_answers_not_controller_once(
+    manager: ev.ControllerEventManager, recorder: Recorder
+) -> None:
+    """An admin's ElectLeaders dropped from the queue (the controller resigned) is answered
+    NOT_CONTROLLER for each partition it named, so the client asks the new controller."""
+    manager.close()
+    got: list[object] = []
+    tps = [TopicPartition("t", 0), TopicPartition("t", 1)]
+    event = ev.ElectLeaders(tps, 0, got.append)
+    manager.put(event)
+    not_controller = (int(ErrorCode.NOT_CONTROLLER), "this broker is not the controller", -1)
+    assert got == [{tp: not_controller for tp in tps}]
+    assert not event.answer({})
+    every = ev.ElectLeaders(None, 1, got.append)
+    every.preempt()
+    assert got[1:] == [{}]
+    assert recorder.seen == []

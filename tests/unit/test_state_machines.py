@@ -50,6 +50,7 @@ from controller.state_machines import (
 from controller.topic_deletion import TopicDeletionManager
 from tests.unit.memory_store import MemoryStore
 from wire.api import ApiKey
+from wire.errors import ErrorCode
 from wire.protocol import request_codec
 from zkdata.client import ControllerMovedError
 from zkdata.znodes import (
@@ -648,6 +649,55 @@ def test_preferred_election_moves_leadership_back() -> None:
     c.assert_context_matches_store()
 
 
+# --- an admin's ElectLeaders -----------------------------------------------------------
+
+
+def test_admin_preferred_election_answers_each_partition() -> None:
+    c = three_partitions()
+    c.kill(1)
+    c.start(1)
+    c.create_topic("gone", {0: (1, 2, 3)})
+    c.ctx.topics_to_be_deleted.add("gone")
+    unknown = TopicPartition("nosuch", 0)
+    results = reactions.admin_election(
+        c.psm, [T0, T1, TopicPartition("gone", 0), unknown], reactions.PREFERRED_ELECTION
+    )
+    assert results[T0].error_code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE  # not in ISR
+    assert results[T1] == (ErrorCode.ELECTION_NOT_NEEDED, results[T1].message, 2)
+    assert results[TopicPartition("gone", 0)].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert results[unknown].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    c.leader_sets_isr(T0, (2, 3, 1))  # it caught up
+    results = reactions.admin_election(c.psm, None, reactions.PREFERRED_ELECTION)
+    assert results[T0] == (ErrorCode.NONE, None, 1)
+    assert c.leader_and_isr(T0).leader == 1
+    assert {tp for tp, r in results.items() if r.error_code != ErrorCode.ELECTION_NOT_NEEDED} == {
+        T0,
+        TopicPartition("gone", 0),
+    }
+
+
+def test_admin_unclean_election_overrides_the_topic_config(tmp_path: Path) -> None:
+    c = Cluster(log_dir=tmp_path)
+    c.create_topic(T, {0: (1, 2, 3), 1: (2, 3, 1)})
+    lose_the_whole_isr(c)
+    assert c.leader_and_isr(T0).leader == -1  # unclean election is off for the topic
+    results = reactions.admin_election(c.psm, [T0, T1], reactions.UNCLEAN_ELECTION)
+    assert results[T0] == (ErrorCode.NONE, None, 2)
+    assert results[T1].error_code == ErrorCode.ELECTION_NOT_NEEDED  # broker 2 leads it
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 2, (2,), 3)
+    assert c.ctx.unclean_elections == 1
+    c.kill(2, 3)
+    results = reactions.admin_election(c.psm, [T0], reactions.UNCLEAN_ELECTION)
+    assert results[T0].error_code == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE  # none live
+    c.state_log.close()
+    rows = [json.loads(line) for line in (tmp_path / "state-change.log").read_text().splitlines()]
+    assert [(r["leader"], r["reason"]) for r in rows if r.get("partition") == 0][-3:] == [
+        (-1, "offline"),
+        (2, "unclean"),
+        (-1, "offline"),
+    ]
+
+
 # --- reassignment ---------------------------------------------------------------------
 
 
@@ -1219,6 +1269,8 @@ class ControllerMachine(RuleBasedStateMachine):
         self.c = Cluster(brokers=BROKERS)
         self.topics: list[str] = []
         self.unclean_topics: set[str] = set()
+        # partitions an admin's ElectLeaders asked to elect uncleanly in the step
+        self.forced_unclean: set[TopicPartition] = set()
         self.last_epoch: dict[TopicPartition, tuple[int, int]] = {}
         self.checked_writes = 0
         self.checked_batches = 0
@@ -1320,6 +1372,57 @@ class ControllerMachine(RuleBasedStateMachine):
             chosen = data.draw(st.lists(st.sampled_from(tps), min_size=1, unique=True))
             strategy = data.draw(st.sampled_from(ElectionStrategy))
             self.elect_and_check(chosen, strategy)
+
+    @rule(data=st.data(), unclean=st.booleans())
+    def admin_elects(self, data: st.DataObject, unclean: bool) -> None:
+        """An admin's ElectLeaders, preferred or unclean, for some partitions (an unknown
+        one too) or all: each answered, and an election made only where one was needed
+        and possible."""
+        ctx = self.c.ctx
+        known = sorted(ctx.leadership)
+        unknown = TopicPartition("nosuch", 0)
+        everything = data.draw(st.booleans())
+        tps = (
+            None
+            if everything
+            else data.draw(st.lists(st.sampled_from([*known, unknown]), unique=True))
+        )
+        before = {tp: self.c.leader_and_isr(tp) for tp in known}
+        live = set(ctx.live_broker_ids)
+        if unclean:
+            self.forced_unclean.update(known if tps is None else tps)
+        election_type = reactions.UNCLEAN_ELECTION if unclean else reactions.PREFERRED_ELECTION
+        results = reactions.admin_election(self.c.psm, tps, election_type)
+        assert set(results) == set(ctx.all_partitions() if tps is None else tps)
+        for tp, r in results.items():
+            if tp == unknown:
+                assert r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if ctx.is_topic_queued_for_deletion(tp.topic):
+                assert r.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+                continue
+            failed = (
+                ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                if unclean
+                else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            )
+            if tp not in before:  # never elected: not an admin's to elect
+                assert r.error_code == failed, (tp, r)
+                assert tp not in ctx.leadership
+                continue
+            was, now = before[tp], self.c.leader_and_isr(tp)
+            needed = was.leader not in live if unclean else was.leader != ctx.replicas(tp)[0]
+            if not needed:
+                assert r.error_code == ErrorCode.ELECTION_NOT_NEEDED, (tp, r)
+                assert now == was
+            elif r.error_code == ErrorCode.NONE:
+                assert now.leader == r.leader != -1
+                assert now.leader_epoch == was.leader_epoch + 1
+                if not unclean:
+                    assert now.leader == ctx.replicas(tp)[0]
+            else:
+                assert r.error_code == failed, (tp, r)
+                assert now == was
 
     @rule(data=st.data(), percentage=st.sampled_from([0, 10]))
     def auto_rebalance(self, data: st.DataObject, percentage: int) -> None:
@@ -1758,7 +1861,7 @@ class ControllerMachine(RuleBasedStateMachine):
             if after.leader not in (-1, before.leader):
                 # elected: live, and from the ISR unless the topic allows unclean election
                 assert after.leader in ctx.live_or_shutting_down_broker_ids, w
-                if w.tp.topic not in self.unclean_topics:
+                if w.tp.topic not in self.unclean_topics and w.tp not in self.forced_unclean:
                     assert after.leader in before.isr, f"unclean election: {w}"
                 elif after.leader not in before.isr:
                     assert after.isr == (after.leader,), w
@@ -1766,6 +1869,7 @@ class ControllerMachine(RuleBasedStateMachine):
                     assert not set(before.isr) & live, f"needless unclean: {w}"
         self.checked_writes = len(self.c.store.writes)
         self.bounced.clear()
+        self.forced_unclean.clear()
 
     @invariant()
     def no_invalid_transition_attempted(self) -> None:
