@@ -50,11 +50,16 @@ from admin.topics import (
     write_topic_creation,
 )
 from broker.config import (
-    TOPIC_CONFIGS,
     BrokerConfig,
     ConfigError,
-    topic_config_defaults,
     validate_topic_config,
+)
+from broker.config_entries import (
+    ConfigEntry,
+    broker_entries,
+    create_topics_row,
+    describe_configs_row,
+    topic_entries,
 )
 from broker.metadata_cache import ZERO_UUID, MetadataCache
 from controller.events import ElectionReply
@@ -62,16 +67,15 @@ from controller.reactions import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from wire.errors import ErrorCode
 from zkdata import paths
 from zkdata.client import ZkClient
-from zkdata.znodes import TopicPartition
+from zkdata.znodes import MalformedZnode, TopicPartition, decode_topic_config
 
 log = logging.getLogger(__name__)
 
 # A conditional write that lost a race (another admin, a reassignment) is tried again.
 _ATTEMPTS = 3
-# ConfigSource in CreateTopics v5+'s configs (DescribeConfigs' numbering).
-_TOPIC_CONFIG = 1
-_STATIC_BROKER_CONFIG = 4
-_DEFAULT_CONFIG = 5
+# DescribeConfigs' resource types.
+_TOPIC_RESOURCE = 2
+_BROKER_RESOURCE = 4
 
 Body = dict[str, Any]
 # A partition's election outcome: error code, message, leader elected (-1: none).
@@ -171,54 +175,6 @@ def creatable_topic(
     return CreateTopicRequest(
         name=name, partitions=partitions, replication_factor=replication_factor, config=config
     )
-
-
-def config_entries(broker: BrokerConfig | None, overrides: Mapping[str, str]) -> list[Body]:
-    """A topic's configs as CreateTopics v5+ returns them: each topic key, its value, and
-    where it comes from (the topic's own, the broker's file, or Kafka's default)."""
-    originals = broker.originals if broker is not None else {}
-    entries: list[Body] = []
-    for key, value in topic_config_defaults(broker).items():
-        source = _DEFAULT_CONFIG
-        if key in overrides:
-            text, source = overrides[key], _TOPIC_CONFIG
-        else:
-            text = _config_text(value)
-            if any(k in originals for k in _synonyms(key)):
-                source = _STATIC_BROKER_CONFIG
-        entries.append(
-            {
-                "name": key,
-                "value": text,
-                "read_only": False,
-                "config_source": source,
-                "is_sensitive": False,
-            }
-        )
-    return entries
-
-
-def _config_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple | list):
-        return ",".join(map(str, value))
-    return str(value)
-
-
-# Broker keys a synonym falls back to when unset (broker/config.py resolves them).
-_FALLBACKS = {
-    "log.retention.ms": ("log.retention.minutes", "log.retention.hours"),
-    "log.roll.ms": ("log.roll.hours",),
-    "log.roll.jitter.ms": ("log.roll.jitter.hours",),
-    "log.flush.interval.ms": ("log.flush.scheduler.interval.ms",),
-}
-
-
-def _synonyms(topic_key: str) -> tuple[str, ...]:
-    """The broker keys that set a topic key's default."""
-    synonym = TOPIC_CONFIGS[topic_key].synonym
-    return () if synonym is None else (synonym, *_FALLBACKS.get(synonym, ()))
 
 
 class AdminApis:
@@ -350,7 +306,7 @@ class AdminApis:
             "error_message": None,
             "num_partitions": len(plan.assignment),
             "replication_factor": len(replicas),
-            "configs": config_entries(self.config, plan.config),
+            "configs": [create_topics_row(e) for e in topic_entries(self.config, plan.config)],
         }
 
     # --- DeleteTopics -------------------------------------------------------------------
@@ -484,6 +440,61 @@ class AdminApis:
                 if attempt == _ATTEMPTS:
                     raise
         raise AssertionError("unreachable")
+
+    # --- DescribeConfigs ----------------------------------------------------------------
+
+    def describe_configs(self, version: int, body: Body) -> Body:
+        """A topic's configs (its znode over the broker's defaults) or this broker's own;
+        any broker answers (a broker's, only that broker). Each resource fails alone."""
+        synonyms = bool(body.get("include_synonyms", False)) and version >= 1
+        documentation = bool(body.get("include_documentation", False)) and version >= 3
+        results: list[Body] = []
+        for resource in body.get("resources") or []:
+            kind, name = int(resource["resource_type"]), str(resource["resource_name"])
+            keys = resource.get("configuration_keys")
+            result: Body = {"resource_type": kind, "resource_name": name, "configs": []}
+            try:
+                entries = self._config_entries(kind, name)
+                if keys is not None:
+                    wanted = set(keys)
+                    entries = [e for e in entries if e.name in wanted]
+                result["configs"] = [
+                    describe_configs_row(e, version, synonyms=synonyms, documentation=documentation)
+                    for e in entries
+                ]
+                result.update(error_code=int(ErrorCode.NONE), error_message=None)
+            except Exception as e:
+                if not isinstance(e, (TopicError, AdminError, MalformedZnode)):
+                    log.exception("DescribeConfigs of %s %r failed", kind, name)
+                result.update(_failed(error_of(e)))
+            results.append(result)
+        return {"throttle_time_ms": 0, "results": results}
+
+    def _config_entries(self, kind: int, name: str) -> list[ConfigEntry]:
+        if kind == _TOPIC_RESOURCE:
+            problem = paths.topic_name_problem(name)
+            if problem is not None:
+                raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+            if self.zk.exists(paths.topic(name)) is None:
+                raise TopicError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+                )
+            got = self.zk.get(paths.topic_config(name))
+            overrides = {} if got is None else decode_topic_config(name, got[0])
+            return topic_entries(self.config, overrides)
+        if kind == _BROKER_RESOURCE:
+            if name not in ("", str(self.metadata.broker_id)):
+                raise TopicError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"this is broker {self.metadata.broker_id}: ask broker {name} for its configs",
+                )
+            if self.config is None:
+                raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, "this broker has no config")
+            return broker_entries(self.config)
+        raise TopicError(
+            ErrorCode.INVALID_REQUEST,
+            f"resource type {kind} is not described here (topics: 2, brokers: 4)",
+        )
 
     # --- ElectLeaders --------------------------------------------------------------------
 

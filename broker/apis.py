@@ -76,6 +76,7 @@ SUPPORTED: dict[ApiKey, Supported] = {
     ApiKey.DELETE_TOPICS: Supported(0, 6),
     ApiKey.CREATE_PARTITIONS: Supported(0, 3),
     ApiKey.ELECT_LEADERS: Supported(0, 2),
+    ApiKey.DESCRIBE_CONFIGS: Supported(0, 4),
 }
 
 
@@ -599,6 +600,11 @@ class KafkaApis:
         self, version: int, body: dict[str, Any], _h: dict[str, Any]
     ) -> dict[str, Any]:
         return self._admin().create_partitions(version, body)
+
+    def _handle_describe_configs(
+        self, version: int, body: dict[str, Any], _h: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self._admin().describe_configs(version, body)
 
     def _handle_elect_leaders(
         self, version: int, body: dict[str, Any], _h: dict[str, Any]

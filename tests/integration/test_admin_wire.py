@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
 
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap
@@ -299,3 +306,34 @@ def test_admin_client_elects_preferred_and_unclean_leaders(
         ("p", "preferred", 3),
         ("u", "unclean", 3),
     ]
+
+
+def test_admin_client_describes_topic_and_broker_configs(cluster_factory: ClusterFactory) -> None:
+    c = cluster_factory((1, 2), log_retention_hours="1")
+    a = admin(c)
+    made = a.create_topics(
+        [NewTopic("t", 1, 2, config={"segment.bytes": "1048576"})], operation_timeout=TIMEOUT_S
+    )
+    assert outcome(made) == {"t": 0}
+    asked = [
+        ConfigResource(ResourceType.TOPIC, "t"),
+        ConfigResource(ResourceType.TOPIC, "absent"),
+        ConfigResource(ResourceType.BROKER, "2"),
+    ]
+    futures = a.describe_configs(asked, request_timeout=TIMEOUT_S)
+    topic = futures[asked[0]].result(timeout=TIMEOUT_S * 2)
+    segment, retention = topic["segment.bytes"], topic["retention.ms"]
+    assert (segment.value, segment.source) == ("1048576", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    # The brokers' log.retention.hours=1, resolved as the topic's default.
+    assert (retention.value, retention.source) == (
+        "3600000",
+        ConfigSource.STATIC_BROKER_CONFIG.value,
+    )
+    assert topic["cleanup.policy"].value == "delete"
+    with pytest.raises(KafkaException) as absent:
+        futures[asked[1]].result(timeout=TIMEOUT_S * 2)
+    assert absent.value.args[0].code() == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    broker = futures[asked[2]].result(timeout=TIMEOUT_S * 2)
+    assert broker["broker.id"].value == "2"  # asked of broker 2 itself
+    assert broker["log.retention.hours"].value == "1"
+    assert broker["log.retention.hours"].is_read_only

@@ -25,15 +25,10 @@ from admin.errors import (
     UnknownTopicError,
 )
 from admin.topics import TopicCreationPlan, plan_topic_creation
-from broker.admin_apis import (
-    AdminApis,
-    TopicError,
-    config_entries,
-    creatable_topic,
-    error_of,
-)
+from broker.admin_apis import AdminApis, TopicError, creatable_topic, error_of
 from broker.apis import SUPPORTED
 from broker.config import ConfigError, load_broker_config
+from broker.config_entries import broker_entries, create_topics_row, topic_entries
 from broker.metadata_cache import MetadataCache
 from controller.assignment import BrokerMetadata
 from wire.api import ApiKey
@@ -173,19 +168,33 @@ def test_configs_say_where_each_value_comes_from() -> None:
     broker = load_broker_config(
         overrides=["broker.id=1", "zookeeper.connect=z:2181", "log.retention.hours=1"]
     )
-    entries = {e["name"]: e for e in config_entries(broker, {"segment.bytes": "1048576"})}
-    assert entries["segment.bytes"]["value"] == "1048576"
-    assert entries["segment.bytes"]["config_source"] == 1  # the topic's own
-    assert entries["retention.ms"]["value"] == "3600000"
-    assert entries["retention.ms"]["config_source"] == 4  # the broker's file
-    assert entries["cleanup.policy"] == {
+    entries = {e.name: e for e in topic_entries(broker, {"segment.bytes": "1048576"})}
+    segment = entries["segment.bytes"]
+    assert (segment.value, segment.source) == ("1048576", 1)  # the topic's own
+    assert segment.synonyms == (
+        ("segment.bytes", "1048576", 1),
+        ("log.segment.bytes", str(2**30), 5),
+    )
+    retention = entries["retention.ms"]
+    assert (retention.value, retention.source) == ("3600000", 4)  # the broker's file
+    assert retention.synonyms == (
+        ("log.retention.hours", "1", 4),
+        ("log.retention.hours", "168", 5),
+    )
+    cleanup = entries["cleanup.policy"]
+    assert (cleanup.value, cleanup.source, cleanup.type) == ("delete", 5, 7)  # a default list
+    assert entries["preallocate"].value == "false"
+    assert create_topics_row(cleanup) == {
         "name": "cleanup.policy",
         "value": "delete",
         "read_only": False,
-        "config_source": 5,  # Kafka's default
+        "config_source": 5,
         "is_sensitive": False,
     }
-    assert entries["preallocate"]["value"] == "false"
+    own = {e.name: e for e in broker_entries(broker)}
+    assert (own["log.retention.hours"].value, own["log.retention.hours"].source) == ("1", 4)
+    assert (own["num.partitions"].value, own["num.partitions"].source) == ("1", 5)
+    assert all(e.read_only for e in own.values())
 
 
 # --- answers without ZooKeeper -----------------------------------------------------------
@@ -369,3 +378,38 @@ def test_elect_leaders_answers_at_every_version() -> None:
         codec = response_codec(ApiKey.ELECT_LEADERS, v)
         decoded = codec.decode(bytes(codec.encode(a.elect_leaders(v, body))))
         assert election_results(decoded) == {("t", 0): 0, ("t", 1): 80}
+
+
+# --- DescribeConfigs ------------------------------------------------------------------------
+
+
+def test_a_broker_describes_its_own_configs_at_every_version() -> None:
+    config = load_broker_config(
+        overrides=["broker.id=1", "zookeeper.connect=z:2181", "num.partitions=4"]
+    )
+    a = AdminApis(cast(ZkClient, NoZooKeeper()), MetadataCache(1), lambda: False, config)
+    resources = [
+        {
+            "resource_type": 4,
+            "resource_name": "1",
+            "configuration_keys": ["num.partitions", "num.network.threads"],
+        },
+        {"resource_type": 4, "resource_name": "2", "configuration_keys": None},
+        {"resource_type": 8, "resource_name": "x", "configuration_keys": None},
+    ]
+    for v in every_version(ApiKey.DESCRIBE_CONFIGS):
+        body = {"resources": resources, "include_synonyms": True, "include_documentation": True}
+        codec = response_codec(ApiKey.DESCRIBE_CONFIGS, v)
+        got = codec.decode(bytes(codec.encode(a.describe_configs(v, body))))["results"]
+        assert [r["error_code"] for r in got] == [0, 42, 42]
+        row, default = sorted(got[0]["configs"], key=lambda r: r["name"] != "num.partitions")
+        assert (row["name"], row["value"], row["read_only"]) == ("num.partitions", "4", True)
+        if v == 0:
+            assert (row["is_default"], default["is_default"]) == (False, True)
+        else:
+            assert default["config_source"] == 5
+            assert row["config_source"] == 4
+            assert [(s["name"], s["value"]) for s in row["synonyms"]] == [("num.partitions", "4")]
+        if v >= 3:
+            assert row["config_type"] == 3  # INT
+            assert "partitions" in row["documentation"]

@@ -1,0 +1,180 @@
+"""Configs as Kafka's admin APIs describe them (DescribeConfigs, CreateTopics v5+): each key
+with its value, where the value comes from, the values beneath it (synonyms), its type
+and its documentation. Pure functions over broker/config.py's tables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from broker.config import (
+    BROKER_CONFIG_DEFS,
+    BROKER_CONFIGS,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigDef,
+    ConfigType,
+    topic_config_defaults,
+)
+
+# ConfigSource, as DescribeConfigs numbers them.
+TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+# DescribeConfigs v3+'s ConfigType.
+_TYPES = {
+    ConfigType.BOOLEAN: 1,
+    ConfigType.STRING: 2,
+    ConfigType.INT: 3,
+    ConfigType.SHORT: 4,
+    ConfigType.LONG: 5,
+    ConfigType.DOUBLE: 6,
+    ConfigType.LIST: 7,
+}
+
+# Broker keys a topic key's synonym falls back to when unset (broker/config.py resolves
+# them): any of them set in the broker's file makes the default the broker's.
+_FALLBACKS = {
+    "log.retention.ms": ("log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.hours",),
+    "log.roll.jitter.ms": ("log.roll.jitter.hours",),
+    "log.flush.interval.ms": ("log.flush.scheduler.interval.ms",),
+}
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    sensitive: bool
+    # The values beneath this one, most specific first: (name, value, source).
+    synonyms: tuple[tuple[str, str | None, int], ...]
+    type: int
+    doc: str
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == DEFAULT_CONFIG
+
+
+def config_text(value: Any) -> str | None:
+    """A typed value as Kafka shows it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple | list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def _sensitive(name: str) -> bool:
+    return "password" in name
+
+
+def topic_entries(broker: BrokerConfig | None, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """A topic's configs: its own overrides, else the broker's value of each key's
+    synonym (from the broker's file, or Kafka's default). Each lists the values beneath
+    it, as Kafka's synonyms do: the topic's, the broker keys set in its file, the default."""
+    originals = broker.originals if broker is not None else {}
+    entries: list[ConfigEntry] = []
+    for key, resolved in topic_config_defaults(broker).items():
+        definition = TOPIC_CONFIGS[key]
+        below: list[tuple[str, str | None, int]] = []
+        if key in overrides:
+            below.append((key, overrides[key], TOPIC_CONFIG))
+        chain = _chain(definition.synonym)
+        static = [(k, originals[k], STATIC_BROKER_CONFIG) for k in chain if k in originals]
+        below += static
+        with_default = [k for k in chain if BROKER_CONFIGS[k].default is not None]
+        if with_default:
+            k = with_default[-1]
+            below.append((k, config_text(BROKER_CONFIGS[k].default), DEFAULT_CONFIG))
+        value: str | None
+        if key in overrides:
+            value, source = overrides[key], TOPIC_CONFIG
+        else:
+            # The synonym as the broker resolved it (log.retention.hours -> retention.ms).
+            value = config_text(resolved)
+            source = STATIC_BROKER_CONFIG if static else DEFAULT_CONFIG
+        entries.append(_entry(definition, value, source, tuple(below), read_only=False))
+    return entries
+
+
+def _chain(synonym: str | None) -> tuple[str, ...]:
+    """The broker keys that set a topic key's default, the first winning."""
+    return () if synonym is None else (synonym, *_FALLBACKS.get(synonym, ()))
+
+
+def broker_entries(broker: BrokerConfig) -> list[ConfigEntry]:
+    """A broker's own configs: from its file (read-only here: there are no dynamic
+    broker configs), else Kafka's defaults."""
+    entries: list[ConfigEntry] = []
+    for definition in BROKER_CONFIG_DEFS:
+        key = definition.name
+        value = config_text(broker.get(key))
+        source = STATIC_BROKER_CONFIG if key in broker.originals else DEFAULT_CONFIG
+        entries.append(_entry(definition, value, source, ((key, value, source),), read_only=True))
+    return entries
+
+
+def _entry(
+    definition: ConfigDef,
+    value: str | None,
+    source: int,
+    synonyms: tuple[tuple[str, str | None, int], ...],
+    *,
+    read_only: bool,
+) -> ConfigEntry:
+    sensitive = _sensitive(definition.name)
+    if sensitive:
+        value = None
+        synonyms = tuple((n, None, s) for n, _v, s in synonyms)
+    return ConfigEntry(
+        definition.name,
+        value,
+        source,
+        read_only,
+        sensitive,
+        synonyms,
+        _TYPES.get(definition.type, 0),
+        definition.doc,
+    )
+
+
+def describe_configs_row(
+    entry: ConfigEntry, version: int, *, synonyms: bool, documentation: bool
+) -> dict[str, Any]:
+    """One config of a DescribeConfigs result, in the fields of ``version``."""
+    row: dict[str, Any] = {
+        "name": entry.name,
+        "value": entry.value,
+        "read_only": entry.read_only,
+        "is_sensitive": entry.sensitive,
+    }
+    if version == 0:
+        row["is_default"] = entry.is_default
+    else:
+        row["config_source"] = entry.source
+        row["synonyms"] = (
+            [{"name": n, "value": v, "source": s} for n, v, s in entry.synonyms] if synonyms else []
+        )
+    if version >= 3:
+        row["config_type"] = entry.type
+        row["documentation"] = entry.doc if documentation else None
+    return row
+
+
+def create_topics_row(entry: ConfigEntry) -> dict[str, Any]:
+    """One config of a CreateTopics v5+ result."""
+    return {
+        "name": entry.name,
+        "value": entry.value,
+        "read_only": entry.read_only,
+        "config_source": entry.source,
+        "is_sensitive": entry.sensitive,
+    }
