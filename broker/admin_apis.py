@@ -1,15 +1,19 @@
-"""The admin APIs of a Kafka 2.8 broker in ZooKeeper mode: CreateTopics, DeleteTopics and
-CreatePartitions, so that a Kafka client's admin (confluent-kafka's ``AdminClient``,
-``kafka-topics.sh --bootstrap-server``) manages topics as it would against Kafka.
+"""The admin APIs of a Kafka 2.8 broker in ZooKeeper mode: CreateTopics, DeleteTopics,
+CreatePartitions, ElectLeaders and DescribeConfigs, so that a Kafka client's admin
+(confluent-kafka's ``AdminClient``, ``kafka-topics.sh --bootstrap-server``) manages
+topics as it would against Kafka.
 
-As in Kafka 2.8, only the controller's broker carries them out; the others answer
-NOT_CONTROLLER, and the client asks again of the controller Metadata names. It writes the
-znodes `zkctl topic create|delete|add-partitions` write (admin/topics.py), as Kafka's
-AdminZkClient does: these are not the controller's own writes (no controller epoch
-fences them); the controller reacts to them through its watches, as to the CLI's. Then
-it waits, within the request's ``timeout_ms``, until its own metadata shows the outcome
-(every new partition has a leader; a deleted topic is gone), else that topic gets
-REQUEST_TIMED_OUT (the change still happens, as in Kafka).
+As in Kafka 2.8, only the controller's broker carries out the changes; the others answer
+NOT_CONTROLLER, and the client asks again of the controller Metadata names. Topics are
+changed by writing the znodes `zkctl topic create|delete|add-partitions` write
+(admin/topics.py), as Kafka's AdminZkClient does: these are not the controller's own
+writes (no controller epoch fences them); the controller reacts to them through its
+watches, as to the CLI's. An election is an event on the controller's queue, answered
+once its fenced writes are made. Then the handler waits, within the request's
+``timeout_ms``, until its own metadata shows the outcome (every new partition has a
+leader; a deleted topic is gone; the elected leader leads), else that topic or partition
+gets REQUEST_TIMED_OUT (the change still happens, as in Kafka). DescribeConfigs is any
+broker's: it only reads.
 
 Each topic's request is checked in Kafka's order and gets Kafka's error code; a failure
 of one topic does not stop the others. Handlers run on connection threads: the ZooKeeper
@@ -115,6 +119,21 @@ def error_of(e: Exception) -> TopicError:
     return TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
 
 
+# Failures a request can meet by itself: answered with their error, nothing logged.
+_EXPECTED = (TopicError, AdminError, ConfigError, MalformedZnode)
+
+
+def _refused(e: Exception, what: str) -> TopicError:
+    """The Kafka error a failure is; one no request should cause is logged in full."""
+    if not isinstance(e, _EXPECTED):
+        log.exception("%s failed", what)
+    return error_of(e)
+
+
+def _named_twice() -> TopicError:
+    return TopicError(ErrorCode.INVALID_REQUEST, "the request names this topic more than once")
+
+
 def duplicates(names: Iterable[str | None]) -> set[str]:
     return {n for n, count in Counter(names).items() if count > 1 and n is not None}
 
@@ -206,12 +225,7 @@ class AdminApis:
         twice = duplicates(t["name"] for t in topics)
         for t in topics:
             if t["name"] in twice:
-                results[t["name"]] = _not_created(
-                    TopicError(
-                        ErrorCode.INVALID_REQUEST,
-                        "the request names this topic more than once",
-                    )
-                )
+                results[t["name"]] = _not_created(_named_twice())
         todo = [t for t in topics if t["name"] not in twice]
         brokers: list[Any] = []
         existing: set[str] = set()
@@ -233,9 +247,7 @@ class AdminApis:
             try:
                 plan = self._create_one(t, brokers, existing, marked, validate_only)
             except Exception as e:
-                if not isinstance(e, (TopicError, AdminError, ConfigError)):
-                    log.exception("CreateTopics of topic %r failed", name)
-                results[name] = _not_created(error_of(e))
+                results[name] = _not_created(_refused(e, f"CreateTopics of topic {name!r}"))
                 continue
             existing.add(name)
             planned[name] = plan
@@ -331,9 +343,7 @@ class AdminApis:
                 marked.append(result["name"])
                 result.update(error_code=int(ErrorCode.NONE), error_message=None)
             except Exception as e:
-                if not isinstance(e, (TopicError, AdminError)):
-                    log.exception("DeleteTopics of topic %r failed", name)
-                result.update(_failed(error_of(e)))
+                result.update(_failed(_refused(e, f"DeleteTopics of topic {name!r}")))
         if marked and timeout_ms > 0:
             late = self._wait_deleted(deadline, marked)
             for result in results:
@@ -386,21 +396,14 @@ class AdminApis:
             name = t["name"]
             try:
                 if name in twice:
-                    results[name] = _failed(
-                        TopicError(
-                            ErrorCode.INVALID_REQUEST,
-                            "the request names this topic more than once",
-                        )
-                    )
+                    results[name] = _failed(_named_twice())
                     continue
                 added = self._grow_one(t, controller, validate_only)
                 if added:
                     grown[name] = range(min(added), max(added) + 1)
                 results[name] = {"error_code": int(ErrorCode.NONE), "error_message": None}
             except Exception as e:
-                if not isinstance(e, (TopicError, AdminError)):
-                    log.exception("CreatePartitions of topic %r failed", name)
-                results[name] = _failed(error_of(e))
+                results[name] = _failed(_refused(e, f"CreatePartitions of topic {name!r}"))
         if grown and not validate_only and timeout_ms > 0:
             for name in self._wait(deadline, grown):
                 results[name] = _failed(
@@ -464,9 +467,7 @@ class AdminApis:
                 ]
                 result.update(error_code=int(ErrorCode.NONE), error_message=None)
             except Exception as e:
-                if not isinstance(e, (TopicError, AdminError, MalformedZnode)):
-                    log.exception("DescribeConfigs of %s %r failed", kind, name)
-                result.update(_failed(error_of(e)))
+                result.update(_failed(_refused(e, f"DescribeConfigs of {kind} {name!r}")))
             results.append(result)
         return {"throttle_time_ms": 0, "results": results}
 
