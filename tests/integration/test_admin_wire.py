@@ -337,3 +337,38 @@ def test_admin_client_describes_topic_and_broker_configs(cluster_factory: Cluste
     assert broker["broker.id"].value == "2"  # asked of broker 2 itself
     assert broker["log.retention.hours"].value == "1"
     assert broker["log.retention.hours"].is_read_only
+
+
+def test_admin_requests_reach_the_new_controller_across_a_failover(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """The controller SIGKILLed just before a client's admin requests: its broker is gone
+    (or, paused, answers nothing), the others answer NOT_CONTROLLER until one of them is
+    elected, and the client's retries reach it. The topic is made once."""
+    c = cluster_factory()
+    before = c.wait_controller()
+    old = before[0]
+    survivors = [b for b in c.brokers if b != old]
+    c.create_topic("p", {0: tuple(survivors)})  # led by its preferred replica throughout
+    c.wait_topic_online("p")
+    # librdkafka sends admin requests to the controller its metadata names, and looks
+    # again only at its next metadata refresh (every 5 minutes by default).
+    a = AdminClient(
+        {
+            "bootstrap.servers": ",".join(f"127.0.0.1:{c[b].port()}" for b in survivors),
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+    c[old].kill()
+    made = a.create_topics([NewTopic("during", 3, 2)], operation_timeout=TIMEOUT_S)
+    # Written once, whoever answered: created, or (a retry of a write whose answer was
+    # lost) already there.
+    assert outcome(made)["during"] in (0, ErrorCode.TOPIC_ALREADY_EXISTS)
+    after = c.wait_controller(not_id=old)
+    assert after[1] > before[1]
+    assert len(c.wait_topic_online("during", timeout=TIMEOUT_S)) == 3
+    assert {len(r) for r in replicas(c, "during").values()} == {2}
+    assert set().union(*replicas(c, "during").values()) <= set(survivors)
+    # The new controller answers elections too: p's preferred replica leads already.
+    results = elected(a.elect_leaders(ElectionType.PREFERRED, [TopicPartition("p", 0)]))
+    assert results == {("p", 0): ErrorCode.ELECTION_NOT_NEEDED}
