@@ -6,8 +6,9 @@ way, or cut off from ZooKeeper while it goes on running (a network partition; pa
 session timeout or not; or only ZooKeeper's answers lost, its session kept alive by what
 still arrives), or cut off from the other brokers (they cannot reach its inter-broker
 listener; past replica.lag.time.max.ms or not; or only its answers to them lost), or the
-controller is made to move by deleting /controller; the target is the controller half of
-the time. A second schedule runs against a three-server ZooKeeper ensemble and adds its
+controller is made to move by deleting /controller, or a client asks for a preferred
+election of every partition (ElectLeaders, through the controller's queue); the target is
+the controller half of the time. A second schedule runs against a three-server ZooKeeper ensemble and adds its
 faults: a member killed or paused (the leader half the time), and the whole ensemble
 paused, sometimes past the session timeout; after each, the ensemble must commit a fresh
 client's write again, or its leader is restarted as an operator would (workload.py's
@@ -50,13 +51,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import ElectionType, KafkaException
+from confluent_kafka.admin import AdminClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from cluster import zookeeper as zkp
 from cluster.netsplit import InterBrokerLink, ZooKeeperLink, linked, linked_brokers
 from tests.integration.conftest import ClusterFactory
-from tests.integration.dataplane import consume, lost_acknowledged, produce
+from tests.integration.dataplane import bootstrap, consume, lost_acknowledged, produce
 from tests.integration.harness import Cluster
 from tests.integration.workload import (
     ASSIGNMENT,
@@ -113,7 +116,21 @@ BROKER_FAULTS = [
     "zk_answers_cut",
     "broker_cut",
     "broker_answers_cut",
+    "admin_elect",
 ]
+# What an admin's preferred election of every partition may answer for one, racing the
+# other faults: elected, refused where the preferred replica cannot lead (down, out of the
+# ISR), or the controller gone meanwhile (resigned, fenced, or the client's request lost
+# with a cut or killed broker).
+ELECTION_ANSWERS = {
+    "NO_ERROR",
+    "PREFERRED_LEADER_NOT_AVAILABLE",
+    "NOT_CONTROLLER",
+    "REQUEST_TIMED_OUT",
+    "_TIMED_OUT",
+    "_TRANSPORT",
+    "INVALID_TOPIC_EXCEPTION",
+}
 # Against a three-server ensemble: a member killed and restarted (the leader half the
 # time), a member paused, and the whole ensemble paused (an outage; past the session
 # timeout every session expires when it ends).
@@ -175,6 +192,8 @@ def inject(
             c.zk.delete(paths.CONTROLLER)  # gone already (an election under way): as good
         except ZK_ERRORS as e:  # the ensemble is down meanwhile (overlapping schedules)
             record["not_done"] = type(e).__name__
+    elif fault == "admin_elect":
+        record["answers"] = admin_preferred_election(c)
     elif fault in ("zk_cut", "zk_answers_cut"):
         # zk_answers_cut: only ZooKeeper's answers are lost. The broker's requests, pings
         # and reconnection attempts still arrive, so its session never expires, however
@@ -199,6 +218,31 @@ def inject(
     else:
         raise ValueError(fault)
     return record
+
+
+def admin_preferred_election(c: Cluster) -> dict[str, int]:
+    """A client's ElectLeaders of every partition (preferred): an event on the controller's
+    queue and fenced writes, racing whatever else is under way. Answered within the
+    client's timeout, never hung; how many partitions got each answer."""
+    admin = AdminClient(
+        {
+            "bootstrap.servers": bootstrap(c),
+            "socket.timeout.ms": 30_000,  # elect_leaders' own timeouts cannot be passed
+            "topic.metadata.refresh.interval.ms": 1000,  # to find a new controller
+        }
+    )
+    answers: dict[str, int] = {}
+    try:
+        results = admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=90)
+    except KafkaException as e:
+        answers[e.args[0].name()] = 1
+    else:
+        for error in results.values():
+            name = "NO_ERROR" if error is None else error.name()
+            answers[name] = answers.get(name, 0) + 1
+    unexpected = set(answers) - ELECTION_ANSWERS
+    assert not unexpected, f"ElectLeaders answered {answers}"
+    return answers
 
 
 def inject_zookeeper(
