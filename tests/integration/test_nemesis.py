@@ -7,15 +7,15 @@ session timeout or not; or only ZooKeeper's answers lost, its session kept alive
 still arrives), or cut off from the other brokers (they cannot reach its inter-broker
 listener; past replica.lag.time.max.ms or not; or only its answers to them lost), or the
 controller is made to move by deleting /controller, or a client asks for a preferred
-election of every partition (ElectLeaders, through the controller's queue); the target is
-the controller half of the time. A second schedule runs against a three-server ZooKeeper ensemble and adds its
-faults: a member killed or paused (the leader half the time), and the whole ensemble
-paused, sometimes past the session timeout; after each, the ensemble must commit a fresh
-client's write again, or its leader is restarted as an operator would (workload.py's
-unstick_ensemble: ZooKeeper 3.8.0 can stay stuck after a pause, with no client to blame).
-Between faults the cluster heals (every broker registered, a controller active, every ISR
-full), so with RF 3,
-min.insync.replicas 2 and unclean election off nothing acknowledged may be lost.
+election of every partition (ElectLeaders, through the controller's queue); the target
+is the controller half of the time. A second schedule runs against a three-server
+ZooKeeper ensemble and adds its faults: a member killed or paused (the leader half the
+time), and the whole ensemble paused, sometimes past the session timeout; after each,
+the ensemble must commit a fresh client's write again, or its leader is restarted as an
+operator would (workload.py's unstick_ensemble: ZooKeeper 3.8.0 can stay stuck after a
+pause, with no client to blame). Between faults the cluster heals (every broker
+registered, a controller active, every ISR full), so with RF 3, min.insync.replicas 2
+and unclean election off nothing acknowledged may be lost.
 Meanwhile a confluent-kafka producer (acks=all) writes without pause.
 
 Afterwards: the producer had no message refused, every acknowledged message is read back
