@@ -66,6 +66,9 @@ class MetadataCache:
         # Notified after each update, for those waiting to see an outcome in it (the
         # admin APIs). Its own lock: a waiter's check takes the cache's.
         self._updated = threading.Condition()
+        # This broker's own endpoints, by listener (set once it listens): before the
+        # first update, the only broker it knows is alive.
+        self.own: dict[str, BrokerEndpoint] = {}
 
     # --- updates ------------------------------------------------------------------------
 
@@ -217,9 +220,20 @@ class MetadataCache:
         their address on ``listener`` (None: the inter-broker one); a broker without
         that listener is left out, and a partition it leads answered, as by Kafka, with
         LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before)."""
+        # Before its first UpdateMetadata (no controller has reached it yet) the broker
+        # knows no topic: it cannot say one does not exist. A topic asked for is "not
+        # available yet" (clients retry), not unknown (librdkafka fails the messages
+        # it holds for an unknown topic), and the broker gives itself as the one it knows.
+        informed = self._first_update.is_set()
+        missing = (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if informed else ErrorCode.LEADER_NOT_AVAILABLE
+        )
         with self._lock:
             alive = self._brokers
-            if listener is None or listener == self.listener:
+            if not informed:
+                own = self.own.get(listener or self.listener)
+                brokers = {} if own is None else {own.broker_id: own}
+            elif listener is None or listener == self.listener:
                 brokers = dict(alive)
             else:
                 brokers = dict(self._by_listener.get(listener, {}))
@@ -230,7 +244,7 @@ class MetadataCache:
                 if parts is None:
                     topic_entries.append(
                         {
-                            "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                            "error_code": int(missing),
                             "name": name,
                             "topic_id": ZERO_UUID,
                             "is_internal": False,

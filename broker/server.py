@@ -27,7 +27,7 @@ from broker.admin_apis import AdminApis
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig, ConfigError, TopicConfig, effective_topic_config
 from broker.fetcher import ReplicaFetcherManager
-from broker.metadata_cache import MetadataCache
+from broker.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import SocketServer
 from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog, open_for_broker
@@ -206,6 +206,11 @@ class KafkaServer:
         self.apis.on_metadata_updated = self.fetchers.refresh_endpoints
         for server in self.socket_servers.values():
             server.start()
+        rack = self.config.broker_rack
+        self.metadata.own = {
+            ep.listener: BrokerEndpoint(self.broker_id, ep.host, ep.port, ep.listener, rack)
+            for ep in self.registration().endpoints
+        }
         self.register(until_connected=True)
         self.controller.start()
         self._status_thread.start()
