@@ -27,7 +27,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from admin import metadata as zk_metadata
 from admin.errors import (
@@ -66,6 +66,7 @@ from broker.config_entries import (
     topic_entries,
 )
 from broker.metadata_cache import ZERO_UUID, MetadataCache
+from controller.assignment import BrokerMetadata
 from controller.events import ElectionReply
 from controller.reactions import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from wire.errors import ErrorCode
@@ -82,6 +83,7 @@ _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
 
 Body = dict[str, Any]
+_T = TypeVar("_T")
 # A partition's election outcome: error code, message, leader elected (-1: none).
 Elected = tuple[int, str | None, int]
 ElectLeaders = Callable[[list[TopicPartition] | None, int, ElectionReply], None]
@@ -128,6 +130,16 @@ def _refused(e: Exception, what: str) -> TopicError:
     if not isinstance(e, _EXPECTED):
         log.exception("%s failed", what)
     return error_of(e)
+
+
+def _retried(write: Callable[[], _T]) -> _T:
+    """A conditional write, made again when it lost a race with another writer."""
+    for _ in range(_ATTEMPTS - 1):
+        try:
+            return write()
+        except ConcurrentChangeError:
+            continue
+    return write()
 
 
 def _named_twice() -> TopicError:
@@ -227,7 +239,7 @@ class AdminApis:
             if t["name"] in twice:
                 results[t["name"]] = _not_created(_named_twice())
         todo = [t for t in topics if t["name"] not in twice]
-        brokers: list[Any] = []
+        brokers: list[BrokerMetadata] = []
         existing: set[str] = set()
         marked: set[str] = set()
         if todo and not self.is_controller():
@@ -269,7 +281,7 @@ class AdminApis:
             "topics": [{"name": n, **r} for n, r in results.items()],
         }
 
-    def _cluster(self) -> tuple[list[Any], set[str], set[str]]:
+    def _cluster(self) -> tuple[list[BrokerMetadata], set[str], set[str]]:
         problems = Problems()
         registrations = zk_metadata.live_brokers(self.zk, problems)
         return (
@@ -281,7 +293,7 @@ class AdminApis:
     def _create_one(
         self,
         topic: Body,
-        brokers: Sequence[Any],
+        brokers: Sequence[BrokerMetadata],
         existing: set[str],
         marked: set[str],
         validate_only: bool,
@@ -292,22 +304,10 @@ class AdminApis:
             defaults.num_partitions if defaults is not None else 1,
             defaults.default_replication_factor if defaults is not None else 1,
         )
-        rf = request.replication_factor
-        if rf is not None and rf > len(brokers):
-            raise TopicError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"replication factor {rf} is larger than the {len(brokers)} available brokers",
-            )
         plan = plan_topic_creation(request, brokers, existing, marked)
         assert plan is not None  # not if_not_exists
         if not validate_only:
-            for attempt in range(1, _ATTEMPTS + 1):
-                try:
-                    write_topic_creation(self.zk, plan, if_not_exists=False)
-                    break
-                except ConcurrentChangeError:
-                    if attempt == _ATTEMPTS:
-                        raise
+            _retried(lambda: write_topic_creation(self.zk, plan, if_not_exists=False))
         return plan
 
     def _created(self, plan: TopicCreationPlan) -> Body:
@@ -428,21 +428,16 @@ class AdminApis:
         assignment = (
             None if given is None else {i: list(a["broker_ids"]) for i, a in enumerate(given)}
         )
-        for attempt in range(1, _ATTEMPTS + 1):
-            try:
-                return list(
-                    add_partitions(
-                        self.zk,
-                        topic["name"],
-                        int(topic["count"]),
-                        replica_assignment=assignment,
-                        validate_only=validate_only,
-                    ).added
-                )
-            except ConcurrentChangeError:
-                if attempt == _ATTEMPTS:
-                    raise
-        raise AssertionError("unreachable")
+        result = _retried(
+            lambda: add_partitions(
+                self.zk,
+                topic["name"],
+                int(topic["count"]),
+                replica_assignment=assignment,
+                validate_only=validate_only,
+            )
+        )
+        return list(result.added)
 
     # --- DescribeConfigs ----------------------------------------------------------------
 
