@@ -116,6 +116,23 @@ class AutoPreferredReplicaLeaderElection(ControllerEvent):
     pass
 
 
+class _FirstAnswer:
+    """Which of an event's would-be answers (from any thread) is given: the first."""
+
+    __slots__ = ("_given", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._given = False
+
+    def claim(self) -> bool:
+        with self._lock:
+            if self._given:
+                return False
+            self._given = True
+            return True
+
+
 # An ElectLeaders request's answer: each partition's (error code, message, leader).
 ElectionReply = Callable[[Mapping[TopicPartition, tuple[int, str | None, int]]], None]
 
@@ -128,17 +145,12 @@ class ElectLeaders(ControllerEvent):
     partitions: list[TopicPartition] | None
     election_type: int
     reply: ElectionReply
-    _answer_lock: threading.Lock = field(
-        default_factory=threading.Lock, init=False, repr=False, compare=False
-    )
-    _answered: bool = field(default=False, init=False, repr=False, compare=False)
+    _once: _FirstAnswer = field(default_factory=_FirstAnswer, init=False, repr=False, compare=False)
 
     def answer(self, results: Mapping[TopicPartition, tuple[int, str | None, int]]) -> bool:
         """Reply once (from any thread): the first answer wins. False if one was given."""
-        with self._answer_lock:
-            if self._answered:
-                return False
-            self._answered = True
+        if not self._once.claim():
+            return False
         self.reply(results)
         return True
 
@@ -158,17 +170,12 @@ class ControlledShutdown(ControllerEvent):
     broker_id: int
     broker_epoch: int
     reply: ShutdownReply
-    _answer_lock: threading.Lock = field(
-        default_factory=threading.Lock, init=False, repr=False, compare=False
-    )
-    _answered: bool = field(default=False, init=False, repr=False, compare=False)
+    _once: _FirstAnswer = field(default_factory=_FirstAnswer, init=False, repr=False, compare=False)
 
     def answer(self, error_code: int, remaining: list[TopicPartition]) -> bool:
         """Reply once (from any thread): the first answer wins. False if one was given."""
-        with self._answer_lock:
-            if self._answered:
-                return False
-            self._answered = True
+        if not self._once.claim():
+            return False
         self.reply(error_code, remaining)
         return True
 
