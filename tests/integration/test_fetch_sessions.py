@@ -90,6 +90,22 @@ def settled_sessions(
     return seen
 
 
+# What a broker logs when its fetchers start over, or when it re-registers.
+FETCHER_NEWS = re.compile(
+    r"fetch from leader|fetch session|moved from|no address known|registered|session expired"
+)
+
+
+def fetcher_lines(c: Cluster) -> list[str]:
+    """Each broker's log lines that say why a follower may have started a session over."""
+    return [
+        f"broker {b}: {line}"
+        for b in BROKERS
+        for line in c[b].output().splitlines()
+        if FETCHER_NEWS.search(line)
+    ][-40:]
+
+
 def test_isrs_stay_full_over_idle_incremental_fetches_and_a_restarted_follower_rejoins(
     cluster_factory: ClusterFactory,
 ) -> None:
@@ -106,10 +122,13 @@ def test_isrs_stay_full_over_idle_incremental_fetches_and_a_restarted_follower_r
         60,
         "a session from each follower on each leader",
     )
-    before = {b: sessions_created(c, b) for b in BROKERS}
+    before = settled_sessions(c, BROKERS)
     time.sleep(3 * 2.0)  # well past replica.lag.time.max.ms, with no data flowing
     assert all_in_sync(c, tps), "idle followers fell out of the ISR"
-    assert {b: sessions_created(c, b) for b in BROKERS} == before, "sessions were remade"
+    after = {b: sessions_created(c, b) for b in BROKERS}
+    assert after == before, f"sessions were remade: {after} after {before}\n" + "\n".join(
+        fetcher_lines(c)
+    )
 
     c[3].kill()
     wait_for(
