@@ -1,19 +1,20 @@
 """The admin APIs of a Kafka 2.8 broker in ZooKeeper mode: CreateTopics, DeleteTopics,
-CreatePartitions, ElectLeaders and DescribeConfigs, so that a Kafka client's admin
-(confluent-kafka's ``AdminClient``, ``kafka-topics.sh --bootstrap-server``) manages
-topics as it would against Kafka.
+CreatePartitions, ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments
+and DescribeConfigs, so that a Kafka client's admin (confluent-kafka's ``AdminClient``,
+``kafka-topics.sh --bootstrap-server``, ``kafka-reassign-partitions.sh
+--bootstrap-server``) manages topics as it would against Kafka.
 
 As in Kafka 2.8, only the controller's broker carries out the changes; the others answer
 NOT_CONTROLLER, and the client asks again of the controller Metadata names. Topics are
 changed by writing the znodes `zkctl topic create|delete|add-partitions` write
 (admin/topics.py), as Kafka's AdminZkClient does: these are not the controller's own
 writes (no controller epoch fences them); the controller reacts to them through its
-watches, as to the CLI's. An election is an event on the controller's queue, answered
-once its fenced writes are made. Then the handler waits, within the request's
-``timeout_ms``, until its own metadata shows the outcome (every new partition has a
-leader; a deleted topic is gone; the elected leader leads), else that topic or partition
-gets REQUEST_TIMED_OUT (the change still happens, as in Kafka). DescribeConfigs is any
-broker's: it only reads.
+watches, as to the CLI's. An election or a reassignment is an event on the controller's
+queue, answered once its fenced writes are made (a reassignment once it is started).
+Then the handler waits, within the request's ``timeout_ms``, until its own metadata
+shows the outcome (every new partition has a leader; a deleted topic is gone; the
+elected leader leads), else that topic or partition gets REQUEST_TIMED_OUT (the change
+still happens, as in Kafka). DescribeConfigs is any broker's: it only reads.
 
 Each topic's request is checked in Kafka's order and gets Kafka's error code; a failure
 of one topic does not stop the others. Handlers run on connection threads: the ZooKeeper
@@ -27,7 +28,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from admin import metadata as zk_metadata
 from admin.errors import (
@@ -67,7 +68,7 @@ from broker.config_entries import (
 )
 from broker.metadata_cache import ZERO_UUID, MetadataCache
 from controller.assignment import BrokerMetadata
-from controller.events import ElectionReply
+from controller.events import ElectionReply, ListingReply, ReassignmentReply
 from controller.reactions import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from wire.errors import ErrorCode
 from zkdata import paths
@@ -86,7 +87,28 @@ Body = dict[str, Any]
 _T = TypeVar("_T")
 # A partition's election outcome: error code, message, leader elected (-1: none).
 Elected = tuple[int, str | None, int]
-ElectLeaders = Callable[[list[TopicPartition] | None, int, ElectionReply], None]
+# A partition's reassignment target, or None to cancel its reassignment in progress.
+Target = tuple[int, ...] | None
+
+
+class ControllerRequests(Protocol):
+    """What the admin APIs ask of this broker's controller: events on its queue, each
+    answered through ``reply`` (KafkaController's methods of these names)."""
+
+    def elect_leaders(
+        self,
+        partitions: list[TopicPartition] | None,
+        election_type: int,
+        reply: ElectionReply,
+    ) -> None: ...
+
+    def alter_partition_reassignments(
+        self, reassignments: dict[TopicPartition, Target], reply: ReassignmentReply
+    ) -> None: ...
+
+    def list_partition_reassignments(
+        self, partitions: list[TopicPartition] | None, reply: ListingReply
+    ) -> None: ...
 
 
 class TopicError(Exception):
@@ -215,14 +237,13 @@ class AdminApis:
         metadata: MetadataCache,
         is_controller: Callable[[], bool],
         config: BrokerConfig | None = None,
-        elect: ElectLeaders | None = None,
+        controller: ControllerRequests | None = None,
     ) -> None:
         self.zk = zk
         self.metadata = metadata
         self.is_controller = is_controller
         self.config = config
-        # The controller's ElectLeaders (an event on its queue; KafkaController.elect_leaders).
-        self.elect = elect
+        self.controller = controller
 
     # --- CreateTopics -------------------------------------------------------------------
 
@@ -516,10 +537,10 @@ class AdminApis:
         if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
             bad = (int(ErrorCode.INVALID_REQUEST), f"unknown election type {election_type}", -1)
             results = {tp: bad for tp in partitions or ()}
-        elif not self.is_controller() or self.elect is None:
+        elif not self.is_controller() or self.controller is None:
             results = {tp: _election_failed(_not_controller()) for tp in partitions or ()}
         else:
-            results = self._elect(partitions, election_type, max(timeout_ms / 1000, 30.0))
+            results = self._elect(partitions, election_type, _answer_s(body))
         elected = {
             tp: leader for tp, (code, _m, leader) in results.items() if code == ErrorCode.NONE
         }
@@ -550,19 +571,116 @@ class AdminApis:
     def _elect(
         self, partitions: list[TopicPartition] | None, election_type: int, answer_s: float
     ) -> dict[TopicPartition, Elected]:
-        assert self.elect is not None
-        done = threading.Event()
-        answer: dict[TopicPartition, Elected] = {}
+        controller = self.controller
+        assert controller is not None
+        answer = self._ask(
+            lambda reply: controller.elect_leaders(partitions, election_type, reply), answer_s
+        )
+        if answer is None:
+            return {tp: _election_failed(_controller_late()) for tp in partitions or ()}
+        return dict(answer[0])
 
-        def reply(results: Mapping[TopicPartition, Elected]) -> None:
-            answer.update(results)
+    @staticmethod
+    def _ask(
+        send: Callable[[Callable[..., None]], None], answer_s: float
+    ) -> tuple[Any, ...] | None:
+        """Put a request on the controller's queue (``send(reply)``) and wait for its
+        answer: the arguments ``reply`` was called with, or None if none came in time."""
+        done = threading.Event()
+        answer: list[tuple[Any, ...]] = []
+
+        def reply(*args: Any) -> None:
+            answer.append(args)
             done.set()
 
-        self.elect(partitions, election_type, reply)
-        if not done.wait(answer_s):
-            late = TopicError(ErrorCode.REQUEST_TIMED_OUT, "the controller did not answer in time")
-            return {tp: _election_failed(late) for tp in partitions or ()}
-        return answer
+        send(reply)
+        return answer[0] if done.wait(answer_s) else None
+
+    # --- AlterPartitionReassignments, ListPartitionReassignments -----------------------
+
+    def alter_partition_reassignments(self, version: int, body: Body) -> Body:
+        """The controller checks and starts each reassignment (an event on its queue) and
+        answers then, as Kafka does, not when the replicas have moved:
+        ListPartitionReassignments follows them. A partition named twice: the last wins
+        (Kafka builds a map)."""
+        requested: dict[TopicPartition, Target] = {}
+        for topic in body.get("topics") or ():
+            for p in topic.get("partitions") or ():
+                replicas = p.get("replicas")
+                requested[TopicPartition(str(topic["name"]), int(p["partition_index"]))] = (
+                    None if replicas is None else tuple(int(r) for r in replicas)
+                )
+        controller = self.controller
+        if not self.is_controller() or controller is None:
+            return _top_level(_not_controller(), responses=[])
+        answer = self._ask(
+            lambda reply: controller.alter_partition_reassignments(requested, reply),
+            _answer_s(body),
+        )
+        if answer is None:
+            return _top_level(_controller_late(), responses=[])
+        code, results = answer
+        if code != ErrorCode.NONE:
+            return _top_level(_controller_refused(code), responses=[])
+        by_topic: dict[str, list[Body]] = {}
+        for tp in requested:
+            error_code, message = results[tp]
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "error_code": error_code,
+                    "error_message": message,
+                }
+            )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(ErrorCode.NONE),
+            "error_message": None,
+            "responses": [{"name": t, "partitions": rows} for t, rows in by_topic.items()],
+        }
+
+    def list_partition_reassignments(self, version: int, body: Body) -> Body:
+        """The reassignments in progress among the partitions asked for (null: all), from
+        the controller's context: each partition's full replica set, and the replicas
+        being added and removed. A partition not being reassigned is not listed."""
+        wanted = body.get("topics")
+        partitions = (
+            None
+            if wanted is None
+            else [
+                TopicPartition(str(t["name"]), int(p))
+                for t in wanted
+                for p in t.get("partition_indexes") or ()
+            ]
+        )
+        controller = self.controller
+        if not self.is_controller() or controller is None:
+            return _top_level(_not_controller(), topics=[])
+        answer = self._ask(
+            lambda reply: controller.list_partition_reassignments(partitions, reply),
+            _answer_s(body),
+        )
+        if answer is None:
+            return _top_level(_controller_late(), topics=[])
+        code, listed = answer
+        if code != ErrorCode.NONE:
+            return _top_level(_controller_refused(code), topics=[])
+        by_topic: dict[str, list[Body]] = {}
+        for tp, ra in listed.items():
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "replicas": list(ra.replicas),
+                    "adding_replicas": list(ra.adding),
+                    "removing_replicas": list(ra.removing),
+                }
+            )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(ErrorCode.NONE),
+            "error_message": None,
+            "topics": [{"name": t, "partitions": rows} for t, rows in by_topic.items()],
+        }
 
     def _wait_leaders(
         self, deadline: float, leaders: Mapping[TopicPartition, int]
@@ -608,6 +726,29 @@ class AdminApis:
 
 def _not_controller() -> TopicError:
     return TopicError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
+
+
+def _controller_late() -> TopicError:
+    return TopicError(ErrorCode.REQUEST_TIMED_OUT, "the controller did not answer in time")
+
+
+def _controller_refused(code: int) -> TopicError:
+    """The controller's refusal of a whole request: NOT_CONTROLLER (it resigned, or the
+    request was dropped from its queue)."""
+    if code == ErrorCode.NOT_CONTROLLER:
+        return _not_controller()
+    return TopicError(ErrorCode(code), ErrorCode(code).name)
+
+
+def _answer_s(body: Body) -> float:
+    """How long a handler waits for the controller's answer: the request's timeout, and
+    at least 30 s (a controller busy with a failover answers late but answers)."""
+    return max(int(body.get("timeout_ms", 0)) / 1000, 30.0)
+
+
+def _top_level(e: TopicError, **empty: list[Body]) -> Body:
+    """A response refused as a whole (its lists ``empty``)."""
+    return {"throttle_time_ms": 0, "error_code": int(e.code), "error_message": e.message, **empty}
 
 
 def _election_failed(e: TopicError) -> Elected:

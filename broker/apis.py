@@ -76,6 +76,8 @@ SUPPORTED: dict[ApiKey, Supported] = {
     ApiKey.DELETE_TOPICS: Supported(0, 6),
     ApiKey.CREATE_PARTITIONS: Supported(0, 3),
     ApiKey.ELECT_LEADERS: Supported(0, 2),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Supported(0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Supported(0, 0),
     ApiKey.DESCRIBE_CONFIGS: Supported(0, 4),
 }
 
@@ -610,6 +612,16 @@ class KafkaApis:
         self, version: int, body: dict[str, Any], _h: dict[str, Any]
     ) -> dict[str, Any]:
         return self._admin().elect_leaders(version, body)
+
+    def _handle_alter_partition_reassignments(
+        self, version: int, body: dict[str, Any], _h: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self._admin().alter_partition_reassignments(version, body)
+
+    def _handle_list_partition_reassignments(
+        self, version: int, body: dict[str, Any], _h: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self._admin().list_partition_reassignments(version, body)
 
     # --- controller to broker -----------------------------------------------------------
 

@@ -199,7 +199,7 @@ class KafkaServer:
                 self.metadata,
                 lambda: self.controller.is_active,
                 self.config,
-                self.controller.elect_leaders,
+                self.controller,
             ),
         )
         self.replicas.on_data = self.apis.wake_fetches

@@ -43,7 +43,7 @@ from controller.reactions import (
     preferred_election,
     start_state_machines,
 )
-from controller.reassignment import reassign_partition
+from controller.reassignment import api_reassignment_targets, reassign_partition
 from controller.request_batch import BrokerRequest, RequestBatch, encode_shared_bodies
 from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
 from controller.store import ZkControllerStore
@@ -329,6 +329,18 @@ class KafkaController:
         reply: ev.ElectionReply,
     ) -> None:
         self.events.put(ev.ElectLeaders(partitions, election_type, reply))
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: dict[TopicPartition, tuple[int, ...] | None],
+        reply: ev.ReassignmentReply,
+    ) -> None:
+        self.events.put(ev.AlterPartitionReassignments(reassignments, reply))
+
+    def list_partition_reassignments(
+        self, partitions: list[TopicPartition] | None, reply: ev.ListingReply
+    ) -> None:
+        self.events.put(ev.ListPartitionReassignments(partitions, reply))
 
     def _on_zk_state(self, state: str) -> None:
         """kazoo's connection thread: decide which event to enqueue, nothing more."""
@@ -1079,6 +1091,38 @@ class KafkaController:
         self.deletion.resume_for([tp.topic])
         log.info("reassignment of %s to %s complete", tp, list(self.ctx.replicas(tp)))
         return True
+
+    def _on_AlterPartitionReassignments(self, event: ev.AlterPartitionReassignments) -> None:
+        """An admin's reassignments (Kafka's processApiPartitionReassignment): checked,
+        started (answered then, not when complete, as Kafka does), each taking over a
+        request for its partition in /admin/reassign_partitions: the latest request wins.
+        Unlike those, they live only in the topic znodes (adding and removing replicas),
+        from which a new controller resumes them."""
+        if not self.is_active:
+            event.preempt()
+            return
+        targets, refused = api_reassignment_targets(self.ctx, event.reassignments)
+        zk_requested = self.reassignments.zk_triggered
+        overridden = {tp: zk_requested.pop(tp) for tp in targets if tp in zk_requested}
+        for tp, target in targets.items():
+            self._on_partition_reassignment(tp, target)
+        self._remove_done_reassignments(overridden)
+        results: dict[TopicPartition, tuple[int, str | None]] = {
+            tp: (int(r.error_code), r.message) for tp, r in refused.items()
+        }
+        results.update((tp, (int(ErrorCode.NONE), None)) for tp in targets)
+        event.answer(int(ErrorCode.NONE), results)
+
+    def _on_ListPartitionReassignments(self, event: ev.ListPartitionReassignments) -> None:
+        if not self.is_active:
+            event.preempt()
+            return
+        ctx = self.ctx
+        wanted = ctx.partitions_being_reassigned if event.partitions is None else event.partitions
+        listed = {tp: ctx.full_assignment(tp) for tp in sorted(wanted)}
+        event.answer(
+            int(ErrorCode.NONE), {tp: ra for tp, ra in listed.items() if ra.is_being_reassigned}
+        )
 
     # --- preferred leaders --------------------------------------------------------------
 

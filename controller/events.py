@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.context import ReplicaAssignment
 from zkdata.znodes import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,62 @@ class ElectLeaders(ControllerEvent):
         # Resigned, or dropped from the queue: the client asks the new controller.
         not_controller = (int(ErrorCode.NOT_CONTROLLER), "this broker is not the controller", -1)
         self.answer({tp: not_controller for tp in self.partitions or ()})
+
+
+# An AlterPartitionReassignments answer: a top-level error (NONE, or NOT_CONTROLLER for
+# every partition), and each partition's (error code, message) under NONE.
+ReassignmentReply = Callable[[int, Mapping[TopicPartition, tuple[int, str | None]]], None]
+
+
+@dataclass
+class AlterPartitionReassignments(ControllerEvent):
+    """An admin's AlterPartitionReassignments (Kafka's ApiPartitionReassignment): each
+    partition's target replicas, or None to cancel its reassignment in progress."""
+
+    reassignments: dict[TopicPartition, tuple[int, ...] | None]
+    reply: ReassignmentReply
+    _once: _FirstAnswer = field(default_factory=_FirstAnswer, init=False, repr=False, compare=False)
+
+    def answer(
+        self, error_code: int, results: Mapping[TopicPartition, tuple[int, str | None]]
+    ) -> bool:
+        """Reply once (from any thread): the first answer wins. False if one was given."""
+        if not self._once.claim():
+            return False
+        self.reply(error_code, results)
+        return True
+
+    def preempt(self) -> None:
+        from wire.errors import ErrorCode
+
+        self.answer(int(ErrorCode.NOT_CONTROLLER), {})
+
+
+# A ListPartitionReassignments answer: a top-level error, and under NONE each listed
+# partition's full replica set with the replicas being added and removed.
+ListingReply = Callable[[int, Mapping[TopicPartition, ReplicaAssignment]], None]
+
+
+@dataclass
+class ListPartitionReassignments(ControllerEvent):
+    """An admin's ListPartitionReassignments: the reassignments in progress among
+    ``partitions`` (None: all of them), from the controller's context."""
+
+    partitions: list[TopicPartition] | None
+    reply: ListingReply
+    _once: _FirstAnswer = field(default_factory=_FirstAnswer, init=False, repr=False, compare=False)
+
+    def answer(self, error_code: int, listed: Mapping[TopicPartition, ReplicaAssignment]) -> bool:
+        """Reply once (from any thread): the first answer wins. False if one was given."""
+        if not self._once.claim():
+            return False
+        self.reply(error_code, listed)
+        return True
+
+    def preempt(self) -> None:
+        from wire.errors import ErrorCode
+
+        self.answer(int(ErrorCode.NOT_CONTROLLER), {})
 
 
 ShutdownReply = Callable[[int, list[TopicPartition]], None]

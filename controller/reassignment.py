@@ -18,9 +18,11 @@ reads the partition's state from the store and does what that state allows:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from controller.context import (
+    ControllerContext,
     PartitionReplica,
     PartitionStateName,
     ReplicaAssignment,
@@ -32,6 +34,7 @@ from controller.state_machines import (
     ReplicaStateMachine,
     partition_state_row,
 )
+from wire.errors import ErrorCode
 from zkdata.znodes import TopicAssignment, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -55,6 +58,73 @@ def reassignment_to(
     partition such a replica alone leads goes offline, its ISR outside its replicas."""
     kept = tuple(r for r in current.adding if r in isr and r not in target)
     return ReplicaAssignment.for_reassignment(current.origin_replicas + kept, target)
+
+
+class ReassignmentRefused(NamedTuple):
+    """Why an admin's AlterPartitionReassignments request for a partition is not carried
+    out (Kafka's error code and message)."""
+
+    error_code: ErrorCode
+    message: str
+
+
+def api_reassignment_targets(
+    ctx: ControllerContext, requested: Mapping[TopicPartition, tuple[int, ...] | None]
+) -> tuple[dict[TopicPartition, tuple[int, ...]], dict[TopicPartition, ReassignmentRefused]]:
+    """An admin's AlterPartitionReassignments checked as Kafka 2.8's controller checks it
+    (processApiPartitionReassignment, in its order): each partition's target replicas,
+    or None to cancel the reassignment in progress (its target is then the origin
+    replicas). The targets to carry out, and the partitions refused with why."""
+    targets: dict[TopicPartition, tuple[int, ...]] = {}
+    refused: dict[TopicPartition, ReassignmentRefused] = {}
+    live = ctx.live_broker_ids
+    for tp, replicas in requested.items():
+        current = ctx.full_assignment(tp)
+        target = current.origin_replicas if replicas is None else replicas
+        why = _refusal(current, replicas, live)
+        if why is None and ctx.is_topic_queued_for_deletion(tp.topic):
+            why = ReassignmentRefused(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {tp.topic} is being deleted"
+            )
+        elif why is None and not current.replicas:
+            why = ReassignmentRefused(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"partition {tp} does not exist"
+            )
+        if why is None:
+            targets[tp] = target
+        else:
+            refused[tp] = why
+    return targets, refused
+
+
+def _refusal(
+    current: ReplicaAssignment, replicas: tuple[int, ...] | None, live: set[int]
+) -> ReassignmentRefused | None:
+    """Kafka's validateReplicas and maybeBuildReassignment: what is wrong with a target
+    (or a cancellation) whatever the partition's topic."""
+    bad = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    if replicas is None:
+        if current.is_being_reassigned:
+            return None
+        return ReassignmentRefused(
+            ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "no reassignment is in progress to cancel"
+        )
+    if not replicas:
+        return ReassignmentRefused(bad, "empty replica list specified in partition reassignment")
+    if len(set(replicas)) != len(replicas):
+        return ReassignmentRefused(
+            bad, f"duplicate replica ids in partition reassignment replica list: {list(replicas)}"
+        )
+    if any(r < 0 for r in replicas):
+        return ReassignmentRefused(bad, f"invalid broker id in replica list: {list(replicas)}")
+    adding = [r for r in replicas if r not in current.origin_replicas]
+    if not set(adding) <= live:
+        return ReassignmentRefused(
+            bad,
+            f"replica assignment has brokers that are not alive: adding {adding},"
+            f" live brokers {sorted(live)}",
+        )
+    return None
 
 
 def reassign_partition(

@@ -372,3 +372,147 @@ def test_admin_requests_reach_the_new_controller_across_a_failover(
     # The new controller answers elections too: p's preferred replica leads already.
     results = elected(a.elect_leaders(ElectionType.PREFERRED, [TopicPartition("p", 0)]))
     assert results == {("p", 0): ErrorCode.ELECTION_NOT_NEEDED}
+
+
+def reassignment_answer(answer: dict[str, Any]) -> dict[tuple[str, int], int]:
+    assert answer["error_code"] == 0, answer
+    return {
+        (t["name"], p["partition_index"]): p["error_code"]
+        for t in answer["responses"]
+        for p in t["partitions"]
+    }
+
+
+def listed(conn: KafkaConnection, topics: list[dict[str, Any]] | None) -> dict[Any, Any]:
+    """ListPartitionReassignments: each partition being reassigned, with its full replica
+    set and the replicas being added and removed."""
+    answer = conn.request(
+        ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 10_000, "topics": topics}
+    )
+    assert answer["error_code"] == 0, answer
+    return {
+        (t["name"], p["partition_index"]): (
+            tuple(p["replicas"]),
+            tuple(p["adding_replicas"]),
+            tuple(p["removing_replicas"]),
+        )
+        for t in answer["topics"]
+        for p in t["partitions"]
+    }
+
+
+def test_reassignments_are_started_listed_and_cancelled_over_the_wire(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """AlterPartitionReassignments and ListPartitionReassignments (KIP-455, as Kafka 2.8's
+    kafka-reassign-partitions.sh --bootstrap-server sends them), carried out by the
+    controller: a reassignment started and completed; Kafka's refusals; one asked for in
+    /admin/reassign_partitions listed, then cancelled by a client, which takes it out of
+    the znode and puts the origin replicas back."""
+    c = cluster_factory(brokers=(1, 2, 3, 4))
+    ctl, _ = c.wait_controller()
+    keep, new, down = [b for b in (1, 2, 3, 4) if b != ctl]
+    c.create_topic("t", {0: (ctl, keep), 1: (ctl, keep), 2: (keep, ctl)})
+    c.wait_topic_online("t")
+    assert c[down].stop() == 0
+    wait_for(lambda: down not in c.registered(), 30, f"broker {down} gone")
+
+    def alter(conn: KafkaConnection, asked: dict[tuple[str, int], Any]) -> dict[str, Any]:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (name, p), replicas in asked.items():
+            topics.setdefault(name, []).append({"partition_index": p, "replicas": replicas})
+        return conn.request(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            0,
+            {
+                "timeout_ms": TIMEOUT_S * 1000,
+                "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()],
+            },
+        )
+
+    with KafkaConnection("127.0.0.1", c[keep].port()) as conn:  # not the controller
+        refused = alter(conn, {("t", 0): [ctl, keep, new]})
+        assert (refused["error_code"], refused["responses"]) == (ErrorCode.NOT_CONTROLLER, [])
+        answer = conn.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"topics": None})
+        assert answer["error_code"] == ErrorCode.NOT_CONTROLLER
+
+    with KafkaConnection("127.0.0.1", c[ctl].port()) as conn:
+        answer = alter(
+            conn,
+            {
+                ("t", 0): [ctl, keep, new],
+                ("t", 1): [ctl, down],  # its new replica's broker is not alive
+                ("t", 2): [keep, keep],
+                ("t", 7): [ctl],
+                ("nosuch", 0): None,  # nothing to cancel
+            },
+        )
+        assert reassignment_answer(answer) == {
+            ("t", 0): 0,
+            ("t", 1): ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            ("t", 2): ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            ("t", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ("nosuch", 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+        }
+        wait_for(
+            lambda: (
+                (a := c.assignment("t")) is not None
+                and a.partitions[0] == (ctl, keep, new)
+                and not a.adding_replicas
+                and not a.removing_replicas
+            ),
+            60,
+            "t-0's reassignment to complete",
+        )
+        # The refused: unchanged.
+        assert {p: r for p, r in replicas(c, "t").items() if p} == {1: (ctl, keep), 2: (keep, ctl)}
+        c.wait_partitions(
+            "t", lambda s: set(s[0].isr) == {ctl, keep, new}, "t-0's ISR the target replicas"
+        )
+        assert listed(conn, None) == {}
+
+        # Asked for through the znode, to a broker that is down (the znode's writer is not
+        # checked): it waits for that broker, listed as in progress.
+        c.zk.create(
+            paths.REASSIGN_PARTITIONS,
+            znodes.encode_reassignment({znodes.TopicPartition("t", 1): (ctl, down)}),
+        )
+        wait_for(
+            lambda: (a := c.assignment("t")) is not None and a.adding_replicas == {1: (down,)},
+            30,
+            "t-1's reassignment started",
+        )
+        in_progress = {("t", 1): ((ctl, down, keep), (down,), (keep,))}
+        assert listed(conn, None) == in_progress
+        assert listed(conn, [{"name": "t", "partition_indexes": [0, 1, 2]}]) == in_progress
+        assert listed(conn, [{"name": "t", "partition_indexes": [0]}]) == {}
+
+        # Cancelled by a client: back to its origin replicas, and out of the znode.
+        assert reassignment_answer(alter(conn, {("t", 1): None})) == {("t", 1): 0}
+        wait_for(
+            lambda: (
+                (a := c.assignment("t")) is not None
+                and a.partitions[1] == (ctl, keep)
+                and not a.adding_replicas
+                and not a.removing_replicas
+                and not exists(c, paths.REASSIGN_PARTITIONS)
+            ),
+            30,
+            "t-1's reassignment cancelled",
+        )
+        assert listed(conn, None) == {}
+        cancel_again = alter(conn, {("t", 1): None})
+        assert reassignment_answer(cancel_again) == {
+            ("t", 1): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+        }
+    rows = c[ctl].state_changes("partition_state")
+    assert {r["partition"] for r in rows if r["topic"] == "t" and r["reason"] == "reassign"} == {
+        0,
+        1,
+    }
+    assert "invalid replica state transition" not in c[ctl].output()
+    assert all(c[b].alive() for b in (1, 2, 3, 4) if b != down)
+
+
+def exists(c: Cluster, path: str) -> bool:
+    return c.zk.exists(path) is not None

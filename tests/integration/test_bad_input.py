@@ -445,6 +445,9 @@ def test_random_request_bodies_are_answered_or_closed(broker: Cluster) -> None:
                     ApiKey.CREATE_TOPICS,
                     ApiKey.DELETE_TOPICS,
                     ApiKey.CREATE_PARTITIONS,
+                    ApiKey.ELECT_LEADERS,
+                    ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                    ApiKey.LIST_PARTITION_REASSIGNMENTS,
                 ]
             )
             s = SUPPORTED[api_key]

@@ -31,9 +31,10 @@ from broker.config import ConfigError, load_broker_config
 from broker.config_entries import broker_entries, create_topics_row, topic_entries
 from broker.metadata_cache import MetadataCache
 from controller.assignment import BrokerMetadata
+from controller.context import ReplicaAssignment
 from wire.api import ApiKey
 from wire.errors import ErrorCode
-from wire.protocol import response_codec
+from wire.protocol import request_codec, response_codec
 from zkdata.client import ZkClient
 from zkdata.znodes import TopicPartition
 
@@ -318,16 +319,38 @@ def test_a_wait_for_leaders_that_never_come_times_out() -> None:
 # --- ElectLeaders --------------------------------------------------------------------------
 
 
-def electing(answer: dict[TopicPartition, tuple[int, str | None, int]] | None) -> AdminApis:
-    """The controller's broker, whose controller answers ``answer`` (None: never)."""
+class Answering:
+    """Stands in for the controller's event queue: each request is answered at once with
+    what the test gave (the controller's own part is tested in test_reassignment.py and
+    test_controller_model.py), and kept for the test to look at."""
 
-    def elect(_partitions: Any, _election_type: int, reply: Any) -> None:
-        if answer is not None:
-            reply(answer)
+    def __init__(self, *answer: Any) -> None:
+        self.answer = answer
+        self.asked: list[Any] = []
 
-    a = AdminApis(cast(ZkClient, NoZooKeeper()), MetadataCache(1), lambda: True, None, elect)
+    def _reply(self, asked: Any, reply: Any) -> None:
+        self.asked.append(asked)
+        reply(*self.answer)
+
+    def elect_leaders(self, partitions: Any, _election_type: int, reply: Any) -> None:
+        self._reply(partitions, reply)
+
+    def alter_partition_reassignments(self, reassignments: Any, reply: Any) -> None:
+        self._reply(reassignments, reply)
+
+    def list_partition_reassignments(self, partitions: Any, reply: Any) -> None:
+        self._reply(partitions, reply)
+
+
+def answered_by(controller: Answering) -> AdminApis:
+    """The controller's broker, whose controller answers as ``controller`` does."""
+    a = AdminApis(cast(ZkClient, NoZooKeeper()), MetadataCache(1), lambda: True, None, controller)
     update_with(a.metadata, {0: 2, 1: 1})
     return a
+
+
+def electing(answer: dict[TopicPartition, tuple[int, str | None, int]]) -> AdminApis:
+    return answered_by(Answering(answer))
 
 
 def election_results(body: dict[str, Any]) -> dict[tuple[str, int], int]:
@@ -378,6 +401,98 @@ def test_elect_leaders_answers_at_every_version() -> None:
         codec = response_codec(ApiKey.ELECT_LEADERS, v)
         decoded = codec.decode(bytes(codec.encode(a.elect_leaders(v, body))))
         assert election_results(decoded) == {("t", 0): 0, ("t", 1): 80}
+
+
+# --- AlterPartitionReassignments, ListPartitionReassignments --------------------------------
+
+
+def round_trip_request(api: ApiKey, body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` as a broker decodes it off the wire (its field names, its nulls)."""
+    codec = request_codec(api, 0)
+    return cast(dict[str, Any], codec.decode(bytes(codec.encode(body))))
+
+
+def answered(api: ApiKey, body: dict[str, Any]) -> dict[str, Any]:
+    """A response as the client decodes it: refuses a field outside the schema."""
+    codec = response_codec(api, 0)
+    return cast(dict[str, Any], codec.decode(bytes(codec.encode(body))))
+
+
+REASSIGN = {
+    "timeout_ms": 5000,
+    "topics": [
+        {
+            "name": "t",
+            "partitions": [
+                {"partition_index": 1, "replicas": [3, 1]},
+                {"partition_index": 0, "replicas": None},
+            ],
+        },
+        {"name": "u", "partitions": [{"partition_index": 0, "replicas": []}]},
+    ],
+}
+
+
+def test_alter_partition_reassignments_hands_the_targets_to_the_controller() -> None:
+    controller = Answering(
+        0,
+        {
+            TopicPartition("t", 1): (0, None),
+            T0: (int(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS), "none to cancel"),
+            TopicPartition("u", 0): (int(ErrorCode.INVALID_REPLICA_ASSIGNMENT), "empty"),
+        },
+    )
+    a = answered_by(controller)
+    api = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+    got = answered(api, a.alter_partition_reassignments(0, round_trip_request(api, REASSIGN)))
+    # A null replica list cancels; the partitions go in the request's order.
+    assert controller.asked == [
+        {TopicPartition("t", 1): (3, 1), T0: None, TopicPartition("u", 0): ()}
+    ]
+    assert got["error_code"] == 0
+    assert [
+        (t["name"], p["partition_index"], p["error_code"], p["error_message"])
+        for t in got["responses"]
+        for p in t["partitions"]
+    ] == [("t", 1, 0, None), ("t", 0, 85, "none to cancel"), ("u", 0, 39, "empty")]
+
+
+def test_reassignment_requests_are_refused_as_a_whole_off_the_controller() -> None:
+    api = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+    # Not the controller's broker; then a controller that resigned before it answered
+    # (the event pre-empted). Either way the client asks the controller Metadata names.
+    for a in (apis(controller=False), answered_by(Answering(int(ErrorCode.NOT_CONTROLLER), {}))):
+        got = answered(api, a.alter_partition_reassignments(0, REASSIGN))
+        assert (got["error_code"], got["responses"]) == (ErrorCode.NOT_CONTROLLER, [])
+        listing = ApiKey.LIST_PARTITION_REASSIGNMENTS
+        got = answered(listing, a.list_partition_reassignments(0, {"topics": None}))
+        assert (got["error_code"], got["topics"]) == (ErrorCode.NOT_CONTROLLER, [])
+
+
+def test_list_partition_reassignments_shows_the_replicas_moving() -> None:
+    moving = ReplicaAssignment.for_reassignment((1, 2), (2, 3))
+    controller = Answering(0, {TopicPartition("t", 1): moving})
+    api = ApiKey.LIST_PARTITION_REASSIGNMENTS
+    a = answered_by(controller)
+    asked = {"timeout_ms": 1000, "topics": [{"name": "t", "partition_indexes": [0, 1]}]}
+    got = answered(api, a.list_partition_reassignments(0, round_trip_request(api, asked)))
+    everything = a.list_partition_reassignments(0, round_trip_request(api, {"topics": None}))
+    assert controller.asked == [[T0, T1], None]
+    assert got["error_code"] == 0
+    assert got["topics"] == [
+        {
+            "name": "t",
+            "partitions": [
+                {
+                    "partition_index": 1,
+                    "replicas": [2, 3, 1],
+                    "adding_replicas": [3],
+                    "removing_replicas": [1],
+                }
+            ],
+        }
+    ]
+    assert answered(api, everything)["topics"] == got["topics"]
 
 
 # --- DescribeConfigs ------------------------------------------------------------------------

@@ -17,9 +17,10 @@ from controller.context import (
     ReplicaAssignment,
     ReplicaStateName,
 )
-from controller.reassignment import reassign_partition, reassignment_to
+from controller.reassignment import api_reassignment_targets, reassign_partition, reassignment_to
 from tests.unit.test_state_machines import EPOCH, Cluster
 from wire.api import ApiKey
+from wire.errors import ErrorCode
 from zkdata.client import ControllerMovedError
 from zkdata.znodes import TopicPartition
 
@@ -269,3 +270,34 @@ def test_a_reassignment_completed_while_its_new_replica_is_down_starts_it_on_ret
     assert c.ctx.replica_state(PartitionReplica(T0, 4)) is R.ONLINE
     assert c.leader_and_isr(T0).leader == 4
     assert not [r for r in caplog.records if "state transition" in r.getMessage()]
+
+
+def test_an_admins_requests_are_checked_in_kafkas_order() -> None:
+    """AlterPartitionReassignments' checks (api_reassignment_targets): a cancellation's
+    target is the origin; each refusal is Kafka's error for it."""
+    c = started_on((1, 2, 3, 4), (1, 2, 3))
+    c.create_topic("gone", {0: (1, 2)})
+    c.ctx.topics_to_be_deleted.add("gone")
+    assert not reassign(c, T0, (1, 2, 4))
+    c.kill(4)
+    E = ErrorCode
+    asked: dict[TopicPartition, tuple[int, ...] | None] = {
+        T0: None,  # cancelled: back to (1, 2, 3)
+        TopicPartition(T, 1): (1,),  # no such partition
+        TopicPartition("gone", 0): (2, 1),  # its topic is being deleted
+        TopicPartition("nosuch", 0): None,  # nothing to cancel comes first
+    }
+    targets, refused = api_reassignment_targets(c.ctx, asked)
+    assert targets == {T0: (1, 2, 3)}
+    assert {tp: r.error_code for tp, r in refused.items()} == {
+        TopicPartition(T, 1): E.UNKNOWN_TOPIC_OR_PARTITION,
+        TopicPartition("gone", 0): E.UNKNOWN_TOPIC_OR_PARTITION,
+        TopicPartition("nosuch", 0): E.NO_REASSIGNMENT_IN_PROGRESS,
+    }
+    for replicas in [(), (1, 1), (1, -1), (1, 4), (1, 5)]:  # 4 is down, 5 unknown
+        _, refused = api_reassignment_targets(c.ctx, {T0: replicas})
+        assert refused[T0].error_code == E.INVALID_REPLICA_ASSIGNMENT, replicas
+    # Replica 4 (being added, now down) is counted against the origin replicas, as
+    # Kafka counts it: a new target that keeps it is refused.
+    assert api_reassignment_targets(c.ctx, {T0: (4, 1)})[0] == {}
+    assert api_reassignment_targets(c.ctx, {T0: (3, 1)})[0] == {T0: (3, 1)}

@@ -29,7 +29,7 @@ from hypothesis.stateful import (
 )
 
 from broker.state_change_log import StateChangeLog
-from controller import election, reactions, state_machines
+from controller import election, reactions, reassignment, state_machines
 from controller.context import (
     ControllerContext,
     LeaderIsrAndControllerEpoch,
@@ -1592,6 +1592,58 @@ class ControllerMachine(RuleBasedStateMachine):
         if not current.is_being_reassigned and current.replicas == target:
             return
         self.reassigned(tp, reassign_partition(c.psm, c.rsm, tp, target))
+
+    @rule(data=st.data())
+    def admin_reassigns(self, data: st.DataObject) -> None:
+        """An admin's AlterPartitionReassignments: targets for some partitions (an unknown
+        one too), valid or not (empty, a broker twice, a negative id, a broker not live),
+        or None to cancel. Each refusal is Kafka's; each accepted target is started and
+        checked as the ZooKeeper-requested ones are; a cancellation goes back to the
+        origin replicas."""
+        c = self.c
+        ctx = c.ctx
+        unknown = TopicPartition("nosuch", 0)
+        tps = data.draw(
+            st.lists(st.sampled_from([*sorted(ctx.all_partitions()), unknown]), unique=True),
+            label="partitions",
+        )
+        targets = st.one_of(
+            st.none(),
+            st.lists(st.sampled_from(BROKERS), min_size=1, max_size=3, unique=True).map(tuple),
+            st.lists(st.sampled_from((*BROKERS, -1)), max_size=3).map(tuple),
+        )
+        requested = {tp: data.draw(targets, label=f"target of {tp}") for tp in tps}
+        before = {tp: ctx.full_assignment(tp) for tp in tps}
+        live = ctx.live_broker_ids
+        accepted, refused = reassignment.api_reassignment_targets(ctx, requested)
+        assert set(accepted) | set(refused) == set(requested)
+        assert not set(accepted) & set(refused)
+        for tp, target in requested.items():
+            was = before[tp]
+            expected: ErrorCode | None = None
+            if target is None:
+                if not was.is_being_reassigned:
+                    expected = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+            elif (
+                not target
+                or len(set(target)) < len(target)
+                or min(target) < 0
+                or not {r for r in target if r not in was.origin_replicas} <= live
+            ):
+                expected = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            if expected is None and (
+                ctx.is_topic_queued_for_deletion(tp.topic) or not was.replicas
+            ):
+                expected = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if expected is not None:
+                assert refused[tp].error_code == expected, (tp, target, refused[tp])
+                assert ctx.full_assignment(tp) == was
+            else:
+                assert accepted[tp] == (was.origin_replicas if target is None else target)
+        for tp, target in accepted.items():
+            self.reassigned(tp, reassign_partition(c.psm, c.rsm, tp, target))
+            # The target asked for is the one the partition moves to (or has).
+            assert ctx.full_assignment(tp).target_replicas == target
 
     def resume_reassignment(self, tp: TopicPartition) -> None:
         c = self.c
