@@ -209,13 +209,33 @@ def reassignment_status(
     """Pure: done when the assignment equals the target and nothing is being added or
     removed; in progress while the partition is still pending or moving."""
     if assignment is None or tp.partition not in assignment.partitions:
-        return PartitionReassignmentStatus(tp, target, None, "unknown", "partition not found")
-    current = assignment.partitions[tp.partition]
-    adding = assignment.adding_replicas.get(tp.partition, ())
-    removing = assignment.removing_replicas.get(tp.partition, ())
+        return partition_status(tp, target, None)
     # A malformed /admin/reassign_partitions reads as {}: pending, contents unknown.
-    listed = pending is not None and (not pending or tp in pending)
-    if adding or removing or listed:
+    return partition_status(
+        tp,
+        target,
+        assignment.partitions[tp.partition],
+        assignment.adding_replicas.get(tp.partition, ()),
+        assignment.removing_replicas.get(tp.partition, ()),
+        pending=pending is not None and (not pending or tp in pending),
+    )
+
+
+def partition_status(
+    tp: TopicPartition,
+    target: tuple[int, ...],
+    current: tuple[int, ...] | None,
+    adding: tuple[int, ...] = (),
+    removing: tuple[int, ...] = (),
+    *,
+    pending: bool = False,
+) -> PartitionReassignmentStatus:
+    """Pure: a partition's reassignment status from its replicas (None: no such
+    partition), the replicas being added and removed, and whether a request for it is
+    still pending."""
+    if current is None:
+        return PartitionReassignmentStatus(tp, target, None, "unknown", "partition not found")
+    if adding or removing or pending:
         detail = ""
         if adding or removing:
             detail = f"adding {list(adding)}, removing {list(removing)}"

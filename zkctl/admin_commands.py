@@ -21,7 +21,7 @@ from zkctl.common import (
 )
 
 if TYPE_CHECKING:
-    from admin.reassign import Targets
+    from admin.reassign import PartitionReassignmentStatus, Targets
     from zkctl.common import Subparsers
 
 
@@ -34,7 +34,10 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
             "Start a partition reassignment by writing /admin/reassign_partitions, or check"
             " one with --verify. Targets come from Kafka's reassignment JSON"
             ' ({"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]})'
-            " or, for one partition, from --topic, --partition and --replicas."
+            " or, for one partition, from --topic, --partition and --replicas. With"
+            " --bootstrap-server the controller is asked over the Kafka protocol"
+            " (AlterPartitionReassignments, ListPartitionReassignments), as Kafka 2.8's"
+            " tool does, and --list and --cancel are available."
         ),
     )
     reassign.add_argument(
@@ -48,6 +51,25 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     mode = reassign.add_mutually_exclusive_group()
     mode.add_argument("--execute", action="store_true", help="start the reassignment (default)")
     mode.add_argument("--verify", action="store_true", help="report how far the targets are")
+    mode.add_argument(
+        "--list", action="store_true", help="list the reassignments in progress (needs a broker)"
+    )
+    mode.add_argument(
+        "--cancel",
+        action="store_true",
+        help="cancel the targets' reassignments in progress: back to their replicas before"
+        " (needs a broker)",
+    )
+    reassign.add_argument(
+        "--bootstrap-server",
+        metavar="HOST:PORT",
+        help="ask the brokers (comma-separated) rather than write the znode",
+    )
+    reassign.add_argument(
+        "--additional",
+        action="store_true",
+        help="with --bootstrap-server: start even while other reassignments are in progress",
+    )
     reassign.add_argument("--json", action="store_true", help="print JSON")
     reassign.set_defaults(handler=_reassign, parser=reassign)
 
@@ -133,33 +155,22 @@ def _targets(args: argparse.Namespace) -> Targets:
 def _reassign(args: argparse.Namespace) -> int:
     from admin import reassign
 
+    if args.bootstrap_server is not None:
+        return _reassign_over_the_wire(args)
+    if args.list or args.cancel or args.additional:
+        flag = "--list" if args.list else "--cancel" if args.cancel else "--additional"
+        raise UsageError(f"{flag} needs --bootstrap-server HOST:PORT")
     targets = _targets(args)
     if args.verify:
         with zk_session(args) as zk:
             result = reassign.verify_reassignment(zk, targets)
         report_problems(result.problems)
-        if args.json:
-            print_json(
-                {
-                    "complete": result.complete,
-                    "pending_znode": result.pending,
-                    "partitions": [s.to_json() for s in result.statuses],
-                    "problems": result.problems.to_json(),
-                }
-            )
-            return 0
-        out("Status of partition reassignment:")
-        for s in result.statuses:
-            tp = s.partition
-            if s.status == "complete":
-                out(f"Reassignment of partition {tp} is complete.")
-            elif s.status == "in_progress":
-                detail = f" ({s.detail})" if s.detail else ""
-                out(f"Reassignment of partition {tp} is still in progress{detail}.")
-            elif s.status == "failed":
-                out(f"Reassignment of partition {tp} failed: {s.detail}.")
-            else:
-                out(f"Reassignment of partition {tp}: status unknown ({s.detail}).")
+        _print_statuses(
+            args,
+            result.statuses,
+            pending_znode=result.pending,
+            problems=result.problems.to_json(),
+        )
         return 0
 
     with zk_session(args) as zk:
@@ -180,6 +191,146 @@ def _reassign(args: argparse.Namespace) -> int:
     partitions = ",".join(str(tp) for tp in sorted(started.targets))
     out(f"Successfully started partition reassignments for {partitions}")
     return 0
+
+
+EXISTING_REASSIGNMENTS = (
+    "Cannot execute because there are reassignments in progress ({partitions}). Use"
+    " --additional to start this one beside them, or --cancel them first."
+)
+
+
+def _reassign_over_the_wire(args: argparse.Namespace) -> int:
+    """kafka-reassign-partitions.sh --bootstrap-server: the controller checks, starts,
+    lists and cancels; ZooKeeper is not touched."""
+    from admin import reassign
+    from admin.cluster_admin import ClusterAdmin, parse_bootstrap, report_lines
+    from admin.errors import AdminError
+
+    admin = ClusterAdmin(parse_bootstrap(args.bootstrap_server))
+    if args.list:
+        moving = admin.list_partition_reassignments()
+        if args.json:
+            print_json(
+                {
+                    "reassignments": [
+                        {
+                            "topic": tp.topic,
+                            "partition": tp.partition,
+                            "replicas": list(replicas),
+                            "adding": list(adding),
+                            "removing": list(removing),
+                        }
+                        for tp, (replicas, adding, removing) in sorted(moving.items())
+                    ]
+                }
+            )
+        elif not moving:
+            out("No partition reassignments found.")
+        else:
+            out("Current partition reassignments:")
+            for tp, (replicas, adding, removing) in sorted(moving.items()):
+                out(
+                    f"{tp}: replicas: {_ids(replicas)}. adding: {_ids(adding)}."
+                    f" removing: {_ids(removing)}."
+                )
+        return 0
+
+    targets = _targets(args)
+    asked = sorted(targets)
+    if args.cancel:
+        active = sorted(admin.list_partition_reassignments(asked))
+        results = admin.alter_partition_reassignments(dict.fromkeys(active))
+        failed = report_lines(results)
+        cancelled = [tp for tp in active if results.get(tp, (-1, None))[0] == 0]
+        if args.json:
+            print_json(
+                {"cancelled": [str(tp) for tp in cancelled], "errors": failed},
+            )
+        elif not active:
+            out("None of the specified partition reassignments are active.")
+        elif cancelled:
+            out(
+                "Successfully cancelled partition reassignments for: "
+                + ",".join(str(tp) for tp in cancelled)
+            )
+        if failed:
+            raise AdminError("Error cancelling partition reassignment(s):\n" + "\n".join(failed))
+        return 0
+
+    current = admin.replicas([tp.topic for tp in asked])
+    if args.verify:
+        moving = admin.list_partition_reassignments(asked)
+        statuses = []
+        for tp in asked:
+            replicas, adding, removing = moving.get(tp, (current.get(tp, ()), (), ()))
+            statuses.append(
+                reassign.partition_status(
+                    tp, targets[tp], replicas if tp in current else None, adding, removing
+                )
+            )
+        _print_statuses(args, statuses)
+        return 0
+
+    if not args.additional:
+        in_progress = admin.list_partition_reassignments()
+        if in_progress:
+            raise AdminError(
+                EXISTING_REASSIGNMENTS.format(
+                    partitions=",".join(str(tp) for tp in sorted(in_progress))
+                )
+            )
+    results = admin.alter_partition_reassignments(targets)
+    failed = report_lines(results)
+    rollback = {tp: current[tp] for tp in asked if tp in current}
+    started = [tp for tp in asked if results.get(tp, (-1, None))[0] == 0]
+    if args.json:
+        print_json(
+            {
+                "started": [str(tp) for tp in started],
+                "current": json.loads(reassign.format_reassignment_json(rollback)),
+                "errors": failed,
+            }
+        )
+    else:
+        out("Current partition replica assignment\n")
+        out(reassign.format_reassignment_json(rollback))
+        out("\nSave this to use as the --reassignment-json-file option during rollback")
+        if started:
+            partitions = ",".join(str(tp) for tp in started)
+            out(f"Successfully started partition reassignments for {partitions}")
+    if failed:
+        raise AdminError("Error reassigning partition(s):\n" + "\n".join(failed))
+    return 0
+
+
+def _print_statuses(
+    args: argparse.Namespace, statuses: list[PartitionReassignmentStatus], **more_json: Any
+) -> None:
+    if args.json:
+        print_json(
+            {
+                "complete": all(s.status == "complete" for s in statuses),
+                **more_json,
+                "partitions": [s.to_json() for s in statuses],
+            }
+        )
+        return
+    out("Status of partition reassignment:")
+    for s in statuses:
+        tp = s.partition
+        if s.status == "complete":
+            out(f"Reassignment of partition {tp} is complete.")
+        elif s.status == "in_progress":
+            detail = f" ({s.detail})" if s.detail else ""
+            out(f"Reassignment of partition {tp} is still in progress{detail}.")
+        elif s.status == "failed":
+            out(f"Reassignment of partition {tp} failed: {s.detail}.")
+        else:
+            out(f"Reassignment of partition {tp}: status unknown ({s.detail}).")
+
+
+def _ids(replicas: tuple[int, ...]) -> str:
+    return ",".join(map(str, replicas))
 
 
 # --- elect-leaders ----------------------------------------------------------------------------

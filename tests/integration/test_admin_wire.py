@@ -6,6 +6,9 @@ answers NOT_CONTROLLER."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -19,6 +22,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from cluster.supervised import PROJECT_ROOT
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap
 from tests.integration.harness import Cluster, wait_for
@@ -516,3 +520,123 @@ def test_reassignments_are_started_listed_and_cancelled_over_the_wire(
 
 def exists(c: Cluster, path: str) -> bool:
     return c.zk.exists(path) is not None
+
+
+def zkctl(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m zkctl ...`, as a user runs it (no ZooKeeper given)."""
+    return subprocess.run(
+        [sys.executable, "-m", "zkctl", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=PROJECT_ROOT,
+    )
+
+
+def zkctl_wire(c: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """`zkctl reassign --bootstrap-server <the live brokers> ...`."""
+    return zkctl("reassign", "--bootstrap-server", bootstrap(c), *args)
+
+
+def test_zkctl_reassign_over_the_wire_starts_verifies_lists_and_cancels(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """`zkctl reassign --bootstrap-server`, as kafka-reassign-partitions.sh
+    --bootstrap-server: every mode through the controller, none through ZooKeeper."""
+    c = cluster_factory()
+    ctl, _ = c.wait_controller()
+    a, b = [x for x in (1, 2, 3) if x != ctl]
+    c.create_topic("t", {0: (ctl, a), 1: (ctl, a)})
+    c.wait_topic_online("t")
+
+    t0 = ("--topic", "t", "--partition", "0")
+    started = zkctl_wire(c, *t0, "--replicas", f"{a},{b}", "--execute")
+    assert started.returncode == 0, started.stderr
+    assert "Successfully started partition reassignments for t-0" in started.stdout
+    rollback = started.stdout.split("Current partition replica assignment")[1].split("Save")[0]
+    assert json.loads(rollback) == {
+        "version": 1,
+        "partitions": [{"topic": "t", "partition": 0, "replicas": [ctl, a]}],
+    }
+    wait_for(
+        lambda: (x := c.assignment("t")) is not None and x.partitions[0] == (a, b),
+        60,
+        "t-0 moved",
+    )
+    verify = zkctl_wire(c, *t0, "--replicas", f"{a},{b}", "--verify")
+    assert "Reassignment of partition t-0 is complete." in verify.stdout, verify.stdout
+    nothing = zkctl_wire(c, "--list")
+    assert nothing.stdout.strip() == "No partition reassignments found.", nothing.stdout
+
+    # One in progress (asked for through the znode, its new replica's broker down).
+    assert c[b].stop() == 0
+    wait_for(lambda: b not in c.registered(), 30, f"broker {b} gone")
+    c.zk.create(
+        paths.REASSIGN_PARTITIONS,
+        znodes.encode_reassignment({znodes.TopicPartition("t", 1): (ctl, b)}),
+    )
+    wait_for(
+        lambda: (x := c.assignment("t")) is not None and x.adding_replicas == {1: (b,)},
+        30,
+        "t-1's reassignment started",
+    )
+    listing = zkctl_wire(c, "--list")
+    assert listing.returncode == 0, listing.stderr
+    assert f"t-1: replicas: {ctl},{b},{a}. adding: {b}. removing: {a}." in listing.stdout
+    as_json = json.loads(zkctl_wire(c, "--list", "--json").stdout)
+    assert as_json == {
+        "reassignments": [
+            {"topic": "t", "partition": 1, "replicas": [ctl, b, a], "adding": [b], "removing": [a]}
+        ]
+    }
+    t1 = ("--topic", "t", "--partition", "1", "--replicas", f"{ctl},{b}")
+    pending = zkctl_wire(c, *t1, "--verify")
+    assert "Reassignment of partition t-1 is still in progress" in pending.stdout, pending.stdout
+    # Another reassignment is refused while one is in progress, unless --additional; a
+    # target the controller refuses is reported with Kafka's error, exit code 1.
+    held = zkctl_wire(c, *t0, "--replicas", f"{ctl},{a}", "--execute")
+    assert held.returncode == 1
+    assert "Cannot execute because there are reassignments in progress (t-1)" in held.stderr
+    refused = zkctl_wire(c, *t0, "--replicas", f"{a},9", "--execute", "--additional")
+    assert refused.returncode == 1
+    assert "t-0: INVALID_REPLICA_ASSIGNMENT" in refused.stderr, refused.stderr
+    assert replicas(c, "t")[0] == (a, b)
+
+    cancelled = zkctl_wire(c, *t1, "--cancel")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "Successfully cancelled partition reassignments for: t-1" in cancelled.stdout
+    wait_for(
+        lambda: (
+            (x := c.assignment("t")) is not None
+            and x.partitions[1] == (ctl, a)
+            and not x.adding_replicas
+            and not exists(c, paths.REASSIGN_PARTITIONS)
+        ),
+        30,
+        "t-1 back on its replicas",
+    )
+    again = zkctl_wire(c, *t1, "--cancel")
+    assert "None of the specified partition reassignments are active." in again.stdout
+
+    # Bad arguments: exit code 2, nothing asked.
+    for args, message in [
+        (("--list",), "--list needs --bootstrap-server"),
+        (("--cancel", *t1), "--cancel needs --bootstrap-server"),
+    ]:
+        proc = zkctl("reassign", *args)
+        assert proc.returncode == 2, proc.stderr
+        assert message in proc.stderr
+    proc = zkctl("reassign", "--bootstrap-server", "nohost", "--list")
+    assert proc.returncode == 2, proc.stderr
+    assert "is not host:port" in proc.stderr
+
+    # The controller SIGKILLed just before: Metadata names it until a new one is elected;
+    # the command asks again (connection refused, then NOT_CONTROLLER) until one answers.
+    c[b].start()
+    c.wait_registered([b])
+    c[ctl].kill()
+    after_failover = zkctl_wire(c, "--list")
+    assert after_failover.returncode == 0, after_failover.stderr
+    assert after_failover.stdout.strip() == "No partition reassignments found."
+    assert c.wait_controller(not_id=ctl)[0] != ctl

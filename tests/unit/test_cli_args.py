@@ -196,6 +196,15 @@ def test_bad_arguments_exit_2_with_one_clear_error_line(
             ["reassign", "--reassignment-json-file", "/nonexistent/r.json"],
             "cannot read reassignment file /nonexistent/r.json",
         ),
+        (["reassign", "--list"], "--list needs --bootstrap-server"),
+        (["reassign", "--cancel", "--topic", "t"], "--cancel needs --bootstrap-server"),
+        (["reassign", "--additional"], "--additional needs --bootstrap-server"),
+        (["reassign", "--list", "--bootstrap-server", "h"], "'h' is not host:port"),
+        (["reassign", "--list", "--bootstrap-server", "h:1,h:0"], "'h:0' is not host:port"),
+        (
+            ["reassign", "--bootstrap-server", "h:1", "--topic", "t", "--partition", "0"],
+            "missing --replicas",
+        ),
         (["elect-leaders", "--preferred"], "give exactly one of --all-topic-partitions"),
         (
             ["elect-leaders", "--preferred", "--all-topic-partitions", "--topic", "t"],

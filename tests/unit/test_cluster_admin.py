@@ -1,0 +1,36 @@
+"""admin/cluster_admin.py's own logic: the --bootstrap-server list, and what the CLI
+reports of the controller's answers. Its requests are tested against real brokers in
+tests/integration/test_admin_wire.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from admin.cluster_admin import parse_bootstrap, report_lines
+from admin.errors import InvalidArgumentError
+from wire.errors import ErrorCode
+from zkdata.znodes import TopicPartition
+
+
+def test_bootstrap_servers_are_host_port_pairs() -> None:
+    assert parse_bootstrap("127.0.0.1:9092, b:1,[::1]:2") == [
+        ("127.0.0.1", 9092),
+        ("b", 1),
+        ("::1", 2),
+    ]
+    for bad in ("", "h", "h:", ":1", "h:x", "h:0", "h:65536", "h:1,"):
+        with pytest.raises(InvalidArgumentError, match="is not host:port"):
+            parse_bootstrap(bad)
+
+
+def test_only_the_refused_partitions_are_reported() -> None:
+    results = {
+        TopicPartition("t", 1): (int(ErrorCode.INVALID_REPLICA_ASSIGNMENT), "broker 9 is down"),
+        TopicPartition("t", 0): (0, None),
+        TopicPartition("u", 0): (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), None),
+    }
+    assert report_lines(results) == [
+        "t-1: INVALID_REPLICA_ASSIGNMENT (broker 9 is down)",
+        "u-0: UNKNOWN_TOPIC_OR_PARTITION",
+    ]
+    assert report_lines({TopicPartition("t", 0): (9999, "new")}) == ["t-0: error 9999 (new)"]
