@@ -7,8 +7,10 @@ session timeout or not; or only ZooKeeper's answers lost, its session kept alive
 still arrives), or cut off from the other brokers (they cannot reach its inter-broker
 listener; past replica.lag.time.max.ms or not; or only its answers to them lost), or the
 controller is made to move by deleting /controller, or a client asks for a preferred
-election of every partition (ElectLeaders, through the controller's queue); the target
-is the controller half of the time. A second schedule runs against a three-server
+election of every partition (ElectLeaders, through the controller's queue), or moves a
+partition's replica off a broker and back (AlterPartitionReassignments, twice: the
+replica is deleted, then fetches the whole log again); the target is the controller half
+of the time. A second schedule runs against a three-server
 ZooKeeper ensemble and adds its faults: a member killed or paused (the leader half the
 time), and the whole ensemble paused, sometimes past the session timeout; after each,
 the ensemble must commit a fresh client's write again, or its leader is restarted as an
@@ -56,6 +58,8 @@ from confluent_kafka.admin import AdminClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
+from admin.cluster_admin import ClusterAdmin, error_name, parse_bootstrap
+from admin.errors import AdminError
 from cluster import zookeeper as zkp
 from cluster.netsplit import InterBrokerLink, ZooKeeperLink, linked, linked_brokers
 from tests.integration.conftest import ClusterFactory
@@ -75,6 +79,7 @@ from tests.integration.workload import (
     wait_healed,
 )
 from zkdata import paths
+from zkdata.znodes import TopicPartition
 
 # The test's own ZooKeeper requests fail while the ensemble is down (a fault of it).
 ZK_ERRORS = (KazooException, KazooTimeoutError)
@@ -117,6 +122,7 @@ BROKER_FAULTS = [
     "broker_cut",
     "broker_answers_cut",
     "admin_elect",
+    "admin_reassign",
 ]
 # What an admin's preferred election of every partition may answer for one, racing the
 # other faults: elected, refused where the preferred replica cannot lead (down, out of the
@@ -131,6 +137,10 @@ ELECTION_ANSWERS = {
     "_TRANSPORT",
     "INVALID_TOPIC_EXCEPTION",
 }
+# What an admin's reassignment of a partition may be answered, racing the other faults:
+# started, or (moving a replica back onto a broker) refused while that broker is not live;
+# NO_ANSWER: no controller answered within the client's 30 s (sent again).
+REASSIGNMENT_ANSWERS = {"NONE", "INVALID_REPLICA_ASSIGNMENT", "NO_ANSWER"}
 # Against a three-server ensemble: a member killed and restarted (the leader half the
 # time), a member paused, and the whole ensemble paused (an outage; past the session
 # timeout every session expires when it ends).
@@ -194,6 +204,8 @@ def inject(
             record["not_done"] = type(e).__name__
     elif fault == "admin_elect":
         record["answers"] = admin_preferred_election(c)
+    elif fault == "admin_reassign":
+        record.update(admin_reassignment(c, rng, target))
     elif fault in ("zk_cut", "zk_answers_cut"):
         # zk_answers_cut: only ZooKeeper's answers are lost. The broker's requests, pings
         # and reconnection attempts still arrive, so its session never expires, however
@@ -243,6 +255,49 @@ def admin_preferred_election(c: Cluster) -> dict[str, int]:
     unexpected = set(answers) - ELECTION_ANSWERS
     assert not unexpected, f"ElectLeaders answered {answers}"
     return answers
+
+
+def admin_reassignment(c: Cluster, rng: random.Random, broker: int) -> dict[str, Any]:
+    """A client's AlterPartitionReassignments (through the controller's queue, its writes
+    fenced): a partition moved off ``broker`` (3 replicas to 2: its replica stopped and
+    deleted), then a moment later back onto it, so that it fetches the partition's whole
+    log again, under load; the second sent again until the controller accepts it (it
+    refuses while the broker is not live). The first may land while the second is still
+    to be made, or be overridden by it before it completes; another worker may move the
+    same partition meanwhile (each ends by putting back the whole assignment)."""
+    partition = rng.randrange(PARTITIONS)
+    whole = ASSIGNMENT[partition]
+    tp = TopicPartition(TOPIC, partition)
+    record: dict[str, Any] = {"partition": partition}
+    record["off"] = reassign_once(c, {tp: tuple(r for r in whole if r != broker)})
+    time.sleep(rng.uniform(0.5, 3.0))
+    back: list[str] = []
+    deadline = time.monotonic() + 180
+    while not back or back[-1] != "NONE":
+        assert time.monotonic() < deadline, f"{tp} not moved back onto broker {broker}: {back}"
+        if back:
+            time.sleep(1.0)
+        back.append(reassign_once(c, {tp: whole}))
+    record["back"] = back
+    unexpected = {record["off"], *back} - REASSIGNMENT_ANSWERS
+    assert not unexpected, f"AlterPartitionReassignments answered {record}"
+    return record
+
+
+def reassign_once(c: Cluster, targets: dict[TopicPartition, tuple[int, ...]]) -> str:
+    """One AlterPartitionReassignments of one partition through the live brokers: its
+    answer's error name, or NO_ANSWER."""
+    live = bootstrap(c)
+    if not live:
+        return "NO_ANSWER"
+    try:
+        results = ClusterAdmin(parse_bootstrap(live), timeout_s=30).alter_partition_reassignments(
+            targets
+        )
+    except AdminError:
+        return "NO_ANSWER"
+    [(code, _message)] = results.values()
+    return error_name(code)
 
 
 def inject_zookeeper(
