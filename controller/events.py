@@ -134,26 +134,37 @@ class _FirstAnswer:
             return True
 
 
+@dataclass
+class _Request(ControllerEvent):
+    """An event a request handler waits on: answered once, from any thread (the event
+    thread, or whoever drops it from the queue)."""
+
+    _once: _FirstAnswer = field(default_factory=_FirstAnswer, init=False, repr=False, compare=False)
+
+    def _reply_once(self, reply: Callable[..., None], *answer: Any) -> bool:
+        """``reply(*answer)`` unless an answer was given: the first wins. False if one was."""
+        if not self._once.claim():
+            return False
+        reply(*answer)
+        return True
+
+
 # An ElectLeaders request's answer: each partition's (error code, message, leader).
 ElectionReply = Callable[[Mapping[TopicPartition, tuple[int, str | None, int]]], None]
 
 
 @dataclass
-class ElectLeaders(ControllerEvent):
+class ElectLeaders(_Request):
     """An admin's ElectLeaders request (Kafka's ReplicaLeaderElection, admin-triggered):
     ``partitions`` (None: all) elected by ``election_type`` (0 preferred, 1 unclean)."""
 
     partitions: list[TopicPartition] | None
     election_type: int
     reply: ElectionReply
-    _once: _FirstAnswer = field(default_factory=_FirstAnswer, init=False, repr=False, compare=False)
 
     def answer(self, results: Mapping[TopicPartition, tuple[int, str | None, int]]) -> bool:
         """Reply once (from any thread): the first answer wins. False if one was given."""
-        if not self._once.claim():
-            return False
-        self.reply(results)
-        return True
+        return self._reply_once(self.reply, results)
 
     def preempt(self) -> None:
         from wire.errors import ErrorCode
@@ -169,22 +180,18 @@ ReassignmentReply = Callable[[int, Mapping[TopicPartition, tuple[int, str | None
 
 
 @dataclass
-class AlterPartitionReassignments(ControllerEvent):
+class AlterPartitionReassignments(_Request):
     """An admin's AlterPartitionReassignments (Kafka's ApiPartitionReassignment): each
     partition's target replicas, or None to cancel its reassignment in progress."""
 
     reassignments: dict[TopicPartition, tuple[int, ...] | None]
     reply: ReassignmentReply
-    _once: _FirstAnswer = field(default_factory=_FirstAnswer, init=False, repr=False, compare=False)
 
     def answer(
         self, error_code: int, results: Mapping[TopicPartition, tuple[int, str | None]]
     ) -> bool:
         """Reply once (from any thread): the first answer wins. False if one was given."""
-        if not self._once.claim():
-            return False
-        self.reply(error_code, results)
-        return True
+        return self._reply_once(self.reply, error_code, results)
 
     def preempt(self) -> None:
         from wire.errors import ErrorCode
@@ -198,20 +205,16 @@ ListingReply = Callable[[int, Mapping[TopicPartition, ReplicaAssignment]], None]
 
 
 @dataclass
-class ListPartitionReassignments(ControllerEvent):
+class ListPartitionReassignments(_Request):
     """An admin's ListPartitionReassignments: the reassignments in progress among
     ``partitions`` (None: all of them), from the controller's context."""
 
     partitions: list[TopicPartition] | None
     reply: ListingReply
-    _once: _FirstAnswer = field(default_factory=_FirstAnswer, init=False, repr=False, compare=False)
 
     def answer(self, error_code: int, listed: Mapping[TopicPartition, ReplicaAssignment]) -> bool:
         """Reply once (from any thread): the first answer wins. False if one was given."""
-        if not self._once.claim():
-            return False
-        self.reply(error_code, listed)
-        return True
+        return self._reply_once(self.reply, error_code, listed)
 
     def preempt(self) -> None:
         from wire.errors import ErrorCode
@@ -223,18 +226,14 @@ ShutdownReply = Callable[[int, list[TopicPartition]], None]
 
 
 @dataclass
-class ControlledShutdown(ControllerEvent):
+class ControlledShutdown(_Request):
     broker_id: int
     broker_epoch: int
     reply: ShutdownReply
-    _once: _FirstAnswer = field(default_factory=_FirstAnswer, init=False, repr=False, compare=False)
 
     def answer(self, error_code: int, remaining: list[TopicPartition]) -> bool:
         """Reply once (from any thread): the first answer wins. False if one was given."""
-        if not self._once.claim():
-            return False
-        self.reply(error_code, remaining)
-        return True
+        return self._reply_once(self.reply, error_code, remaining)
 
     def preempt(self) -> None:
         from wire.errors import ErrorCode
