@@ -640,3 +640,61 @@ def test_zkctl_reassign_over_the_wire_starts_verifies_lists_and_cancels(
     assert after_failover.returncode == 0, after_failover.stderr
     assert after_failover.stdout.strip() == "No partition reassignments found."
     assert c.wait_controller(not_id=ctl)[0] != ctl
+
+
+def test_a_clients_reassignment_in_progress_survives_a_controller_failover(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """A reassignment asked for over the wire lives only in the topic znode (adding and
+    removing replicas): its new replica's broker paused (alive to the controller until
+    its session expires) so that it cannot catch up, the controller SIGKILLed; the next
+    controller lists it as in progress and completes it once the broker is back."""
+    c = cluster_factory(brokers=(1, 2, 3, 4))
+    ctl, epoch = c.wait_controller()
+    keep, other, new = [b for b in (1, 2, 3, 4) if b != ctl]
+    c.create_topic("t", {0: (keep, other)})
+    c.wait_topic_online("t")
+    c[new].pause()
+    try:
+        with KafkaConnection("127.0.0.1", c[ctl].port()) as conn:
+            answer = conn.request(
+                ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                0,
+                {
+                    "timeout_ms": TIMEOUT_S * 1000,
+                    "topics": [
+                        {
+                            "name": "t",
+                            "partitions": [{"partition_index": 0, "replicas": [keep, other, new]}],
+                        }
+                    ],
+                },
+            )
+        assert reassignment_answer(answer) == {("t", 0): 0}
+        assert not exists(c, paths.REASSIGN_PARTITIONS)  # not a znode request
+        wait_for(
+            lambda: (a := c.assignment("t")) is not None and a.adding_replicas == {0: (new,)},
+            30,
+            "the reassignment started",
+        )
+        c[ctl].kill()
+        successor, new_epoch = c.wait_controller(not_id=ctl, timeout=c.session_timeout_s + 30)
+        assert new_epoch > epoch
+        assert successor != new
+        with KafkaConnection("127.0.0.1", c[successor].port()) as conn:
+            moving = listed(conn, None)
+        assert moving == {("t", 0): ((keep, other, new), (new,), ())}
+    finally:
+        c[new].resume()
+    wait_for(
+        lambda: (
+            (a := c.assignment("t")) is not None
+            and a.partitions == {0: (keep, other, new)}
+            and not a.adding_replicas
+        ),
+        60,
+        "the reassignment completed by the next controller",
+    )
+    c.wait_partitions("t", lambda s: set(s[0].isr) == {keep, other, new}, "the ISR the target")
+    rows = c[successor].state_changes("partition_state")
+    assert any(r["topic"] == "t" and r["reason"] == "reassign" for r in rows)
