@@ -79,6 +79,8 @@ SUPPORTED: dict[ApiKey, Supported] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: Supported(0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: Supported(0, 0),
     ApiKey.DESCRIBE_CONFIGS: Supported(0, 4),
+    # v0, Kafka 2.8's (KIP-700); v1 describes a KRaft cluster's controllers.
+    ApiKey.DESCRIBE_CLUSTER: Supported(0, 0),
 }
 
 
@@ -138,11 +140,31 @@ class KafkaApis:
         (None: the inter-broker one)."""
         if api_key == ApiKey.METADATA:
             return self._handle_metadata(version, body, listener)
+        if api_key == ApiKey.DESCRIBE_CLUSTER:
+            return self._handle_describe_cluster(listener)
         handler = getattr(self, f"_handle_{ApiKey(api_key).name.lower()}")
         result: dict[str, Any] | None = handler(version, body, header)
         return result
 
     # --- client APIs --------------------------------------------------------------------
+
+    def _handle_describe_cluster(self, listener: str | None) -> dict[str, Any]:
+        """The cluster id, the controller and the live brokers at their address on the
+        request's listener, as this broker's Metadata answer gives them (any broker
+        answers). No authorizer: the cluster's authorized operations keep the schema's
+        default, "not asked", as in Metadata."""
+        known = self.metadata.metadata_response([], 12, listener)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(ErrorCode.NONE),
+            "error_message": None,
+            "cluster_id": known["cluster_id"] or "",
+            "controller_id": known["controller_id"],
+            "brokers": [
+                {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+                for b in known["brokers"]
+            ],
+        }
 
     def _handle_api_versions(
         self, _version: int, _body: dict[str, Any], _h: dict[str, Any]

@@ -342,6 +342,22 @@ def test_admin_client_describes_topic_and_broker_configs(cluster_factory: Cluste
     assert broker["log.retention.hours"].value == "1"
     assert broker["log.retention.hours"].is_read_only
 
+    # DescribeCluster v0 (Kafka 2.8's; the Java admin's describeCluster), from any broker:
+    # what its Metadata says of the cluster.
+    controller, _ = c.wait_controller()
+    cluster_id = c.zk.get(paths.CLUSTER_ID)
+    assert cluster_id is not None
+    for b in (1, 2):
+        with KafkaConnection("127.0.0.1", c[b].port()) as conn:
+            described = conn.request(ApiKey.DESCRIBE_CLUSTER, 0, {})
+        assert described["error_code"] == 0
+        assert described["cluster_id"] == json.loads(cluster_id[0])["id"]
+        assert described["controller_id"] == controller
+        assert sorted((x["broker_id"], x["port"]) for x in described["brokers"]) == [
+            (1, c[1].port()),
+            (2, c[2].port()),
+        ]
+
 
 def test_admin_requests_reach_the_new_controller_across_a_failover(
     cluster_factory: ClusterFactory,

@@ -448,6 +448,7 @@ def test_random_request_bodies_are_answered_or_closed(broker: Cluster) -> None:
                     ApiKey.ELECT_LEADERS,
                     ApiKey.ALTER_PARTITION_REASSIGNMENTS,
                     ApiKey.LIST_PARTITION_REASSIGNMENTS,
+                    ApiKey.DESCRIBE_CLUSTER,
                 ]
             )
             s = SUPPORTED[api_key]
