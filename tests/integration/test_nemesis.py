@@ -105,7 +105,8 @@ def _int(variable: str, default: int) -> int:
         raise ValueError(f"{variable}={text!r}: an integer expected") from None
 
 
-SEEDS = _ints("ZKCTL_NEMESIS_SEEDS", "1,2,3")
+# Seed 15's first eight faults include three admin reassignments (1-3's none).
+SEEDS = _ints("ZKCTL_NEMESIS_SEEDS", "1,2,3,15")
 FAULTS = _int("ZKCTL_NEMESIS_FAULTS", 8)
 ZK_SEEDS = _ints("ZKCTL_NEMESIS_ZK_SEEDS", "1,2")
 OVERLAP_SEEDS = _ints("ZKCTL_NEMESIS_OVERLAP_SEEDS", "1")
