@@ -23,6 +23,7 @@ from zkctl.common import (
 if TYPE_CHECKING:
     from admin.reassign import PartitionReassignmentStatus, Targets
     from zkctl.common import Subparsers
+    from zkdata.znodes import TopicPartition
 
 
 def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -235,11 +236,9 @@ def _reassign_over_the_wire(args: argparse.Namespace) -> int:
                 )
         return 0
 
-    targets = _targets(args)
-    asked = sorted(targets)
     if args.cancel:
-        active = sorted(admin.list_partition_reassignments(asked))
-        results = admin.alter_partition_reassignments(dict.fromkeys(active))
+        active = sorted(admin.list_partition_reassignments(_cancelled(args)))
+        results = admin.alter_partition_reassignments(dict.fromkeys(active)) if active else {}
         failed = report_lines(results)
         cancelled = [tp for tp in active if results.get(tp, (-1, None))[0] == 0]
         if args.json:
@@ -257,6 +256,8 @@ def _reassign_over_the_wire(args: argparse.Namespace) -> int:
             raise AdminError("Error cancelling partition reassignment(s):\n" + "\n".join(failed))
         return 0
 
+    targets = _targets(args)
+    asked = sorted(targets)
     current = admin.replicas([tp.topic for tp in asked])
     if args.verify:
         moving = admin.list_partition_reassignments(asked)
@@ -327,6 +328,18 @@ def _print_statuses(
             out(f"Reassignment of partition {tp} failed: {s.detail}.")
         else:
             out(f"Reassignment of partition {tp}: status unknown ({s.detail}).")
+
+
+def _cancelled(args: argparse.Namespace) -> list[TopicPartition]:
+    """The partitions --cancel names: those of the targets, or one partition by --topic
+    and --partition alone (its replicas are not needed to cancel)."""
+    from admin.topics import check_topic_name
+    from zkdata.znodes import TopicPartition
+
+    if args.replicas is None and args.topic is not None and args.partition is not None:
+        check_topic_name(args.topic)
+        return [TopicPartition(args.topic, args.partition)]
+    return sorted(_targets(args))
 
 
 def _ids(replicas: tuple[int, ...]) -> str:
