@@ -43,7 +43,11 @@ from controller.reactions import (
     preferred_election,
     start_state_machines,
 )
-from controller.reassignment import api_reassignment_targets, reassign_partition
+from controller.reassignment import (
+    api_reassignment_targets,
+    coalesced_topic_writes,
+    reassign_partition,
+)
 from controller.request_batch import BrokerRequest, RequestBatch, encode_shared_bodies
 from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
 from controller.store import ZkControllerStore
@@ -247,6 +251,9 @@ class _Reassignments:
     """Reassignments asked for through /admin/reassign_partitions, by target replicas."""
 
     zk_triggered: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    # Partitions whose new replicas caught up, completed together by one queued event.
+    caught_up: set[TopicPartition] = field(default_factory=set)
+    completion_queued: bool = False
 
 
 class KafkaController:
@@ -803,11 +810,7 @@ class KafkaController:
 
     def _on_broker_startup(self, started: dict[int, tuple[BrokerRegistration, int]]) -> None:
         resume = brokers_started(self.partition_sm, self.replica_sm, started)
-        done: dict[TopicPartition, tuple[int, ...]] = {}
-        for tp in resume.reassignments:
-            if self._on_partition_reassignment(tp):
-                done[tp] = self.ctx.replicas(tp)
-        self._remove_done_reassignments(done)
+        self._resume_reassignments(resume.reassignments)
         if resume.deletions:
             self.deletion.resume_for(resume.deletions)
 
@@ -998,8 +1001,17 @@ class KafkaController:
             log.error("%s; removing the request", e)
             self.store.delete_paths([paths.REASSIGN_PARTITIONS], self.ctx.epoch_zk_version)
             return
-        ctx = self.ctx
         done: dict[TopicPartition, tuple[int, ...]] = {}
+        with coalesced_topic_writes(self.ops):
+            self._start_zk_reassignments(targets, done)
+        self._remove_done_reassignments(done)
+
+    def _start_zk_reassignments(
+        self,
+        targets: dict[TopicPartition, tuple[int, ...]],
+        done: dict[TopicPartition, tuple[int, ...]],
+    ) -> None:
+        ctx = self.ctx
         for tp, target in targets.items():
             if tp.topic not in ctx.assignments or tp.partition not in ctx.assignments[tp.topic]:
                 log.error("reassignment of unknown partition %s dropped", tp)
@@ -1016,7 +1028,6 @@ class KafkaController:
             self.reassignments.zk_triggered[tp] = target
             if self._on_partition_reassignment(tp, target):
                 done[tp] = target
-        self._remove_done_reassignments(done)
 
     def _remove_done_reassignments(self, done: dict[TopicPartition, tuple[int, ...]]) -> None:
         """Takes what is done (complete, dropped) out of /admin/reassign_partitions, leaving
@@ -1049,9 +1060,10 @@ class KafkaController:
             for tp, target in self.reassignments.zk_triggered.items()
             if ctx.full_assignment(tp).target_replicas != target
         }
-        for tp in sorted(ctx.partitions_being_reassigned | set(new_targets)):
-            if self._on_partition_reassignment(tp, new_targets.get(tp)):
-                done[tp] = ctx.replicas(tp)
+        with coalesced_topic_writes(self.ops):
+            for tp in sorted(ctx.partitions_being_reassigned | set(new_targets)):
+                if self._on_partition_reassignment(tp, new_targets.get(tp)):
+                    done[tp] = ctx.replicas(tp)
         # Requests the topic znodes show done already (a controller that completed them
         # failed before it removed them).
         for tp, target in self.reassignments.zk_triggered.items():
@@ -1072,8 +1084,38 @@ class KafkaController:
             r in state.leader_and_isr.isr for r in reassignment.target_replicas
         ):
             return  # not caught up yet: only a complete reassignment moves on (Kafka)
-        if self._on_partition_reassignment(tp):
-            self._remove_done_reassignments({tp: self.ctx.replicas(tp)})
+        # Completed by one event with the others that catch up meanwhile (their watches'
+        # events are queued before it): one write of their topic's znode, not one each.
+        self.reassignments.caught_up.add(tp)
+        if not self.reassignments.completion_queued:
+            self.reassignments.completion_queued = True
+            self.events.put(ev.CompleteReassignments())
+
+    def _on_CompleteReassignments(self, _event: ev.CompleteReassignments) -> None:
+        gathered, self.reassignments.caught_up = self.reassignments.caught_up, set()
+        self.reassignments.completion_queued = False
+        ctx = self.ctx
+        if not self.is_active:
+            return
+        tps = sorted(gathered & ctx.partitions_being_reassigned)
+        # Still caught up (one read for all): a replica may have left the ISR meanwhile.
+        states = self.store.read_partition_states(tps)
+        self._resume_reassignments(
+            tp
+            for tp in tps
+            if (state := states.get(tp)) is not None
+            and all(r in state.leader_and_isr.isr for r in ctx.full_assignment(tp).target_replicas)
+        )
+
+    def _resume_reassignments(self, tps: Iterable[TopicPartition]) -> None:
+        """The next steps of reassignments in progress (a broker back, their new replicas
+        caught up), their topics' znodes written once."""
+        done: dict[TopicPartition, tuple[int, ...]] = {}
+        with coalesced_topic_writes(self.ops):
+            for tp in tps:
+                if self._on_partition_reassignment(tp):
+                    done[tp] = self.ctx.replicas(tp)
+        self._remove_done_reassignments(done)
 
     def _on_partition_reassignment(
         self, tp: TopicPartition, target: tuple[int, ...] | None = None
@@ -1104,8 +1146,9 @@ class KafkaController:
         targets, refused = api_reassignment_targets(self.ctx, event.reassignments)
         zk_requested = self.reassignments.zk_triggered
         overridden = {tp: zk_requested.pop(tp) for tp in targets if tp in zk_requested}
-        for tp, target in targets.items():
-            self._on_partition_reassignment(tp, target)
+        with coalesced_topic_writes(self.ops):
+            for tp, target in targets.items():
+                self._on_partition_reassignment(tp, target)
         self._remove_done_reassignments(overridden)
         results: dict[TopicPartition, tuple[int, str | None]] = {
             tp: (int(r.error_code), r.message) for tp, r in refused.items()

@@ -108,6 +108,11 @@ class PartitionReassignmentIsrChange(ControllerEvent):
 
 
 @dataclass
+class CompleteReassignments(ControllerEvent):
+    """Reassignments whose new replicas caught up, completed together."""
+
+
+@dataclass
 class PreferredReplicaElection(ControllerEvent):
     """Triggered by /admin/preferred_replica_election."""
 

@@ -18,7 +18,8 @@ reads the partition's state from the store and does what that state allows:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from controller.context import (
@@ -30,6 +31,7 @@ from controller.context import (
 )
 from controller.election import ElectionStrategy
 from controller.state_machines import (
+    ControllerOps,
     PartitionStateMachine,
     ReplicaStateMachine,
     partition_state_row,
@@ -217,19 +219,53 @@ def stop_removed_replicas(
 def write_assignment(
     partition_sm: PartitionStateMachine, tp: TopicPartition, ra: ReplicaAssignment
 ) -> None:
-    """A partition's assignment into the context and its topic's znode (fenced)."""
+    """A partition's assignment into the context and its topic's znode (fenced); inside
+    `coalesced_topic_writes`, the znode is written once at its end."""
     ops = partition_sm.ops
+    ops.ctx.update_assignment(tp, ra)
+    if ops.topics_to_write is not None:
+        ops.topics_to_write.add(tp.topic)
+    else:
+        write_topics(ops, [tp.topic])
+
+
+def write_topics(ops: ControllerOps, topics: Iterable[str]) -> None:
+    """The topics' znodes rewritten from the context's assignments (one fenced multi)."""
     ctx = ops.ctx
-    ctx.update_assignment(tp, ra)
-    parts = ctx.assignments[tp.topic]
-    assignment = TopicAssignment(
-        tp.topic,
-        {p: a.replicas for p, a in parts.items()},
-        ctx.topic_ids.get(tp.topic),
-        {p: a.adding for p, a in parts.items() if a.adding},
-        {p: a.removing for p, a in parts.items() if a.removing},
-    )
-    ops.store.write_topic_assignments([assignment], ctx.epoch_zk_version)
+    assignments = []
+    for topic in topics:
+        parts = ctx.assignments[topic]
+        assignments.append(
+            TopicAssignment(
+                topic,
+                {p: a.replicas for p, a in parts.items()},
+                ctx.topic_ids.get(topic),
+                {p: a.adding for p, a in parts.items() if a.adding},
+                {p: a.removing for p, a in parts.items() if a.removing},
+            )
+        )
+    if assignments:
+        ops.store.write_topic_assignments(assignments, ctx.epoch_zk_version)
+
+
+@contextmanager
+def coalesced_topic_writes(ops: ControllerOps) -> Iterator[None]:
+    """Within the block, each reassigned partition's topic znode is written once, at the
+    end, not once per partition: a topic's znode holds every partition's replicas, so a
+    request for all N partitions of a topic would write N znodes of N partitions each.
+    The writes go out before the block's requests (the shell sends them at the end of
+    the event): no broker learns a replica set its topic's znode does not show. A block
+    ended by an error (fenced) writes nothing more."""
+    if ops.topics_to_write is not None:  # already coalescing
+        yield
+        return
+    ops.topics_to_write = set()
+    try:
+        yield
+        topics = sorted(ops.topics_to_write)
+    finally:
+        ops.topics_to_write = None
+    write_topics(ops, [t for t in topics if t in ops.ctx.assignments])
 
 
 def bump_leader_epoch(

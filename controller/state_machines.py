@@ -77,6 +77,9 @@ class ControllerOps:
     # While not None, the elections keep here every partition state they write (see
     # replicas_become_offline, which hands them to the replica step).
     elections_written: dict[TopicPartition, LeaderAndIsr] | None = None
+    # While not None, the topics whose znode a reassignment must rewrite, written once at
+    # the end of the block (reassignment.coalesced_topic_writes).
+    topics_to_write: set[str] | None = None
     # Equal leaderships decided as one object (they are immutable): the partitions on a
     # few brokers share a few dozen (leader, epochs, ISR, version) values, and a cold
     # start's elections would otherwise keep three objects per partition in the context.

@@ -17,7 +17,12 @@ from controller.context import (
     ReplicaAssignment,
     ReplicaStateName,
 )
-from controller.reassignment import api_reassignment_targets, reassign_partition, reassignment_to
+from controller.reassignment import (
+    api_reassignment_targets,
+    coalesced_topic_writes,
+    reassign_partition,
+    reassignment_to,
+)
 from tests.unit.test_state_machines import EPOCH, Cluster
 from wire.api import ApiKey
 from wire.errors import ErrorCode
@@ -301,3 +306,35 @@ def test_an_admins_requests_are_checked_in_kafkas_order() -> None:
     # Kafka counts it: a new target that keeps it is refused.
     assert api_reassignment_targets(c.ctx, {T0: (4, 1)})[0] == {}
     assert api_reassignment_targets(c.ctx, {T0: (3, 1)})[0] == {T0: (3, 1)}
+
+
+def test_a_topics_reassignments_started_together_write_its_znode_once() -> None:
+    """Inside coalesced_topic_writes (as the shell starts a request's reassignments) the
+    topic's znode is written once, at the end, with every partition's new replica set;
+    a block ended by the fence writes nothing more."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.create_topic(T, {p: (1 + p % 3, 1 + (p + 1) % 3) for p in range(6)})
+    before = len(c.store.topic_writes)
+    with coalesced_topic_writes(c.ops):
+        for p in range(6):
+            assert not reassign(
+                c, TopicPartition(T, p), (1 + p % 3, 1 + (p + 1) % 3, 1 + (p + 2) % 3)
+            )
+        assert len(c.store.topic_writes) == before  # not yet
+    [written] = c.store.topic_writes[before:]
+    assert written.adding_replicas == {p: (1 + (p + 2) % 3,) for p in range(6)}
+    assert all(len(r) == 3 for r in written.partitions.values())
+
+    fenced = Cluster(brokers=(1, 2, 3))
+    fenced.create_topic(T, {0: (1, 2)})
+    before = len(fenced.store.topic_writes)
+    fenced.store.elect_other_controller()
+
+    def start() -> None:
+        with coalesced_topic_writes(fenced.ops):
+            reassign(fenced, T0, (1, 2, 3))
+
+    with pytest.raises(ControllerMovedError):
+        start()
+    assert len(fenced.store.topic_writes) == before
+    assert fenced.ops.topics_to_write is None

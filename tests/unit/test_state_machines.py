@@ -1616,6 +1616,7 @@ class ControllerMachine(RuleBasedStateMachine):
         before = {tp: ctx.full_assignment(tp) for tp in tps}
         live = ctx.live_broker_ids
         accepted, refused = reassignment.api_reassignment_targets(ctx, requested)
+        writes_before = len(c.store.topic_writes)
         assert set(accepted) | set(refused) == set(requested)
         assert not set(accepted) & set(refused)
         for tp, target in requested.items():
@@ -1640,8 +1641,13 @@ class ControllerMachine(RuleBasedStateMachine):
                 assert ctx.full_assignment(tp) == was
             else:
                 assert accepted[tp] == (was.origin_replicas if target is None else target)
+        # As the shell starts them: each topic's znode written once, after them all.
+        with reassignment.coalesced_topic_writes(c.ops):
+            complete = {tp: reassign_partition(c.psm, c.rsm, tp, t) for tp, t in accepted.items()}
+        topics = {tp.topic for tp in accepted}
+        assert len(c.store.topic_writes) - writes_before == len(topics)
         for tp, target in accepted.items():
-            self.reassigned(tp, reassign_partition(c.psm, c.rsm, tp, target))
+            self.reassigned(tp, complete[tp])
             # The target asked for is the one the partition moves to (or has).
             assert ctx.full_assignment(tp).target_replicas == target
 
