@@ -17,9 +17,11 @@ import pytest
 from admin import elect, reassign, topics
 from broker.apis import SUPPORTED
 from cluster import zookeeper as zkp
+from cluster.supervised import SupervisedBroker
 from election.controller_election import NO_CONTROLLER, delete_own_controller_znode, try_elect
 from tests.integration.conftest import FAST, ClusterFactory
 from tests.integration.harness import Cluster, wait_for
+from tests.integration.workload import ZOOKEEPER_START_FAILURE, revive_failed_start
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import decode_response, encode_request, request_header_version
@@ -560,3 +562,33 @@ def test_bad_cli_arguments_get_one_clear_line(
     assert registered.exists(paths.topic("u")) is None  # nothing was written
     assert registered.exists(paths.REASSIGN_PARTITIONS) is None
     assert registered.exists(paths.PREFERRED_REPLICA_ELECTION) is None
+
+
+def test_a_broker_that_cannot_reach_zookeeper_at_start_exits_and_is_started_again(
+    tmp_path: Path,
+) -> None:
+    """A broker whose ZooKeeper is out of reach past zookeeper.connection.timeout.ms gives
+    up its start and exits non-zero with the reason, as Kafka's does; the fault schedules'
+    supervisor (workload.revive_failed_start) starts such a broker again, and only such
+    a one."""
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    broker = SupervisedBroker(
+        1,
+        tmp_path / "broker-1",
+        f"127.0.0.1:{port}",
+        {**FAST, "zookeeper.connection.timeout.ms": "1000"},
+    )
+    try:
+        broker.start()
+        assert broker.proc is not None
+        assert broker.proc.wait(timeout=60) == 1
+        assert ZOOKEEPER_START_FAILURE in broker.output()
+        assert revive_failed_start(broker)
+        assert broker.starts == 2
+        assert broker.proc.wait(timeout=60) == 1  # still out of reach
+        (broker.root / "broker-1.out").write_text("killed\n")  # as if it ended otherwise
+        assert not revive_failed_start(broker)
+    finally:
+        broker.kill()

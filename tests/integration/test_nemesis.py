@@ -15,7 +15,9 @@ ZooKeeper ensemble and adds its faults: a member killed or paused (the leader ha
 time), and the whole ensemble paused, sometimes past the session timeout; after each,
 the ensemble must commit a fresh client's write again, or its leader is restarted as an
 operator would (workload.py's unstick_ensemble: ZooKeeper 3.8.0 can stay stuck after a
-pause, with no client to blame). Between faults the cluster heals (every broker
+pause, with no client to blame), and a broker whose restart gave up on ZooKeeper (out of
+reach past its 15 s connection timeout: it exits, as Kafka's does) is started again, as
+its supervisor would (revive_failed_start). Between faults the cluster heals (every broker
 registered, a controller active, every ISR full), so with RF 3, min.insync.replicas 2
 and unclean election off nothing acknowledged may be lost.
 Meanwhile a confluent-kafka producer (acks=all) writes without pause.
@@ -75,6 +77,7 @@ from tests.integration.workload import (
     client_log,
     diagnose,
     history_problems,
+    revive_failed_start,
     unstick_ensemble,
     wait_healed,
 )
@@ -278,6 +281,9 @@ def admin_reassignment(c: Cluster, rng: random.Random, broker: int) -> dict[str,
         assert time.monotonic() < deadline, f"{tp} not moved back onto broker {broker}: {back}"
         if back:
             time.sleep(1.0)
+            # Refused while the broker is not live: it may be down because its last
+            # start gave up on ZooKeeper (this fault holds it: no other one restarts it).
+            revive_failed_start(c[broker])
         back.append(reassign_once(c, {tp: whole}))
     record["back"] = back
     unexpected = {record["off"], *back} - REASSIGNMENT_ANSWERS
@@ -484,6 +490,7 @@ def overlapping_faults(
         rng = random.Random(seed * 100 + n)
         for _ in range(FAULTS):
             time.sleep(rng.uniform(0.0, 2.0))
+            revive_failed_starts(held)
             current = current_controller(c)  # none while a failover is under way
             fault = rng.choice(BROKER_FAULTS)
             if fault == "reelect" and current is None:
@@ -512,6 +519,17 @@ def overlapping_faults(
             with lock:
                 schedule.append(record)
             print("nemesis:", record)
+
+    def revive_failed_starts(held: _Brokers) -> None:
+        """A broker whose start gave up on ZooKeeper (an ensemble fault outlasting its
+        connection timeout) is started again, as its supervisor would, by whichever
+        worker finds it free."""
+        for b in BROKERS:
+            if held.take([b], timeout=0):
+                try:
+                    revive_failed_start(c[b])
+                finally:
+                    held.give_back([b])
 
     def guarded(n: int) -> None:
         try:

@@ -16,6 +16,7 @@ from confluent_kafka import KafkaException, Producer
 from kazoo.exceptions import KazooException
 
 from cluster import zookeeper as zkp
+from cluster.supervised import SupervisedBroker
 from tests.history_checks import check_history
 from tests.integration.dataplane import Acked, producer
 from tests.integration.harness import Cluster, wait_for
@@ -54,6 +55,30 @@ def running_and_registered(c: Cluster, broker_id: int) -> bool:
         and status.get("pid") == c[broker_id].pid
         and status.get("broker_epoch") == c.broker_epoch(broker_id)
     )
+
+
+# What a broker prints when it gives up on ZooKeeper during its start-up: unreachable past
+# zookeeper.connection.timeout.ms (15 s here), it exits, as Kafka's does.
+ZOOKEEPER_START_FAILURE = "start-up failed: Connection time-out"
+
+
+def revive_failed_start(broker: SupervisedBroker) -> bool:
+    """Start the broker again if its last start gave up on ZooKeeper (an outage of the
+    ensemble longer than the connection timeout while it started), as its supervisor
+    (systemd's Restart=on-failure) would; True if it did. A broker that exited for any
+    other reason is left dead, for the checks to find."""
+    if broker.proc is None or broker.alive():
+        return False
+    last_run = broker.root / f"broker-{broker.starts - 1}.out"
+    try:
+        output = last_run.read_text(errors="replace")
+    except OSError:
+        return False
+    if ZOOKEEPER_START_FAILURE not in output[-2000:]:
+        return False
+    broker.start()
+    print(f"nemesis: broker {broker.broker_id} started again after its start gave up on ZooKeeper")
+    return True
 
 
 def zookeeper_answers(c: Cluster) -> bool:
@@ -177,7 +202,7 @@ def _wait_healed(c: Cluster, ensemble: zkp.LocalZooKeeper | None) -> None:
         ensemble.wait_ready(timeout=90)
         wait_for(lambda: zookeeper_answers(c), 60, "the test's ZooKeeper client")
     wait_for(
-        lambda: all(running_and_registered(c, b) for b in BROKERS),
+        lambda: all([revive_failed_start(c[b]) or running_and_registered(c, b) for b in BROKERS]),
         90,
         "every broker's process registered",
     )
