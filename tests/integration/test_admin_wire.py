@@ -421,6 +421,22 @@ def listed(conn: KafkaConnection, topics: list[dict[str, Any]] | None) -> dict[A
     }
 
 
+def alter(conn: KafkaConnection, asked: dict[tuple[str, int], Any]) -> dict[str, Any]:
+    """AlterPartitionReassignments of each (topic, partition) to its replicas (None:
+    cancel its reassignment)."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (name, p), replicas in asked.items():
+        topics.setdefault(name, []).append({"partition_index": p, "replicas": replicas})
+    return conn.request(
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        0,
+        {
+            "timeout_ms": TIMEOUT_S * 1000,
+            "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()],
+        },
+    )
+
+
 def test_reassignments_are_started_listed_and_cancelled_over_the_wire(
     cluster_factory: ClusterFactory,
 ) -> None:
@@ -436,19 +452,6 @@ def test_reassignments_are_started_listed_and_cancelled_over_the_wire(
     c.wait_topic_online("t")
     assert c[down].stop() == 0
     wait_for(lambda: down not in c.registered(), 30, f"broker {down} gone")
-
-    def alter(conn: KafkaConnection, asked: dict[tuple[str, int], Any]) -> dict[str, Any]:
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for (name, p), replicas in asked.items():
-            topics.setdefault(name, []).append({"partition_index": p, "replicas": replicas})
-        return conn.request(
-            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-            0,
-            {
-                "timeout_ms": TIMEOUT_S * 1000,
-                "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()],
-            },
-        )
 
     with KafkaConnection("127.0.0.1", c[keep].port()) as conn:  # not the controller
         refused = alter(conn, {("t", 0): [ctl, keep, new]})
@@ -673,19 +676,7 @@ def test_a_clients_reassignment_in_progress_survives_a_controller_failover(
     c[new].pause()
     try:
         with KafkaConnection("127.0.0.1", c[ctl].port()) as conn:
-            answer = conn.request(
-                ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-                0,
-                {
-                    "timeout_ms": TIMEOUT_S * 1000,
-                    "topics": [
-                        {
-                            "name": "t",
-                            "partitions": [{"partition_index": 0, "replicas": [keep, other, new]}],
-                        }
-                    ],
-                },
-            )
+            answer = alter(conn, {("t", 0): [keep, other, new]})
         assert reassignment_answer(answer) == {("t", 0): 0}
         assert not exists(c, paths.REASSIGN_PARTITIONS)  # not a znode request
         wait_for(
