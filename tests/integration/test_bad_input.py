@@ -269,6 +269,9 @@ def broker(zookeeper: zkp.ZooKeeper, tmp_path_factory: pytest.TempPathFactory) -
         c.start()
         c.create_topic("t", {0: (1,)})
         c.wait_topic_online("t")
+        # Online in ZooKeeper first, in the broker's metadata once the controller's
+        # UpdateMetadata arrives: each case checks the broker's answer shows "t".
+        wait_for(lambda: metadata_names(c) == ["t"], 30, "the broker's metadata to show t")
         yield c
     finally:
         c.close()
@@ -310,6 +313,11 @@ def _read(sock: socket.socket, n: int) -> bytes | None:
             return None
         buf += chunk
     return buf
+
+
+def metadata_names(c: Cluster) -> list[str]:
+    with connect(c) as sock:
+        return [t["name"] for t in metadata_over(sock, 1)["topics"]]  # type: ignore[attr-defined]
 
 
 def metadata_over(sock: socket.socket, correlation_id: int) -> dict[str, object]:
