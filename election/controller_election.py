@@ -13,7 +13,17 @@ import logging
 from dataclasses import dataclass
 
 from zkdata import paths
-from zkdata.client import Create, NodeExistsError, NoNodeError, SetData, ZkClient, is_error
+from zkdata.client import (
+    Check,
+    Create,
+    Delete,
+    NodeExistsError,
+    NoNodeError,
+    SetData,
+    WriteOp,
+    ZkClient,
+    is_error,
+)
 from zkdata.znodes import (
     MalformedZnode,
     decode_controller,
@@ -131,11 +141,18 @@ def _unelectable(zk: ZkClient, error: MalformedZnode) -> ElectionOutcome:
 def delete_own_controller_znode(zk: ZkClient, broker_id: int) -> bool:
     """Remove `/controller` if it is this session's (a resigned controller whose session
     survived an outage must not leave the cluster with a controller nobody is acting as:
-    KAFKA-13407). Conditional on the znode's version, so nobody else's is ever removed.
+    KAFKA-13407). Nobody else's is ever removed.
 
     The session that owns the ephemeral is what makes it ours: one whose data someone made
     unreadable is ours too, and left standing it would block every election.
+
+    The server that answers the reads may lag behind the ensemble's leader (one just back
+    from a pause): it can still show our old `/controller` after an admin deleted it and
+    another broker won the next term, whose `/controller` has the same version (0). So the
+    delete is also conditional on `/controller_epoch`'s version, read first: it removes
+    the `/controller` of the term read, or nothing.
     """
+    epoch = zk.get(paths.CONTROLLER_EPOCH)
     got = zk.get(paths.CONTROLLER)
     if got is None:
         return False
@@ -146,8 +163,16 @@ def delete_own_controller_znode(zk: ZkClient, broker_id: int) -> bool:
         owner_id = UNKNOWN_CONTROLLER
     if int(stat.ephemeralOwner) != zk.session_id or owner_id not in (broker_id, UNKNOWN_CONTROLLER):
         return False
-    try:
-        zk.kazoo.delete(paths.CONTROLLER, version=stat.version)
-    except NoNodeError:
-        return False
-    return True
+    return delete_controller_of_term(zk, None if epoch is None else epoch[1].version, stat.version)
+
+
+def delete_controller_of_term(
+    zk: ZkClient, epoch_zk_version: int | None, controller_version: int
+) -> bool:
+    """Delete `/controller` (at that version) only while `/controller_epoch` still has the
+    version read with it (None: there was none to check): no election happened since.
+    Whether it was deleted."""
+    ops: list[WriteOp] = [Delete(paths.CONTROLLER, controller_version)]
+    if epoch_zk_version is not None:
+        ops.insert(0, Check(paths.CONTROLLER_EPOCH, epoch_zk_version))
+    return not any(is_error(r) for r in zk.multi(ops))

@@ -18,7 +18,12 @@ from admin import elect, reassign, topics
 from broker.apis import SUPPORTED
 from cluster import zookeeper as zkp
 from cluster.supervised import SupervisedBroker
-from election.controller_election import NO_CONTROLLER, delete_own_controller_znode, try_elect
+from election.controller_election import (
+    NO_CONTROLLER,
+    delete_controller_of_term,
+    delete_own_controller_znode,
+    try_elect,
+)
 from tests.integration.conftest import FAST, ClusterFactory
 from tests.integration.harness import Cluster, wait_for
 from tests.integration.workload import ZOOKEEPER_START_FAILURE, revive_failed_start
@@ -230,6 +235,44 @@ def test_the_election_with_malformed_controller_znodes(
         assert zk.exists(paths.CONTROLLER) is None
     finally:
         zk.close()
+
+
+def test_a_stale_view_of_its_own_controller_znode_never_deletes_the_next_ones(
+    zk_connect: str, own_session: ZkClient
+) -> None:
+    """A resigned controller that reconnected removes its own `/controller`; the server it
+    reads from may lag and still show that znode after an admin deleted it and another
+    broker won the next term, with a `/controller` of the same version (0). The delete
+    must remove nothing then (an ensemble fault schedule, seed 63, saw the next
+    controller's removed: its term lasted 60 ms)."""
+    a = ZkClient(zk_connect, session_timeout_ms=10_000)
+    b = ZkClient(zk_connect, session_timeout_ms=10_000)
+    a.start()
+    b.start()
+    try:
+        assert try_elect(a, 1).token is not None
+        epoch, mine = a.get(paths.CONTROLLER_EPOCH), a.get(paths.CONTROLLER)
+        assert epoch is not None
+        assert mine is not None  # what a lagging server would go on showing
+        own_session.delete(paths.CONTROLLER)  # an admin forces an election
+        assert try_elect(b, 2).token is not None
+        theirs = own_session.get(paths.CONTROLLER)
+        assert theirs is not None
+        assert theirs[1].version == mine[1].version
+        assert not delete_controller_of_term(a, epoch[1].version, mine[1].version)
+        after = own_session.get(paths.CONTROLLER)
+        assert after is not None
+        assert znodes.decode_controller(after[0]) == 2
+        # Its own, seen up to date: removed.
+        b_epoch, b_node = b.get(paths.CONTROLLER_EPOCH), b.get(paths.CONTROLLER)
+        assert b_epoch is not None
+        assert b_node is not None
+        assert not delete_own_controller_znode(a, 1)  # not a's session
+        assert delete_own_controller_znode(b, 2)
+        assert own_session.exists(paths.CONTROLLER) is None
+    finally:
+        a.close()
+        b.close()
 
 
 def test_a_malformed_controller_epoch_is_reported_and_the_election_retried_once_fixed(
