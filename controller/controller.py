@@ -46,7 +46,7 @@ from controller.reactions import (
 from controller.reassignment import (
     api_reassignment_targets,
     coalesced_topic_writes,
-    reassign_partition,
+    reassign_partitions,
 )
 from controller.request_batch import BrokerRequest, RequestBatch, encode_shared_bodies
 from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
@@ -1012,6 +1012,7 @@ class KafkaController:
         done: dict[TopicPartition, tuple[int, ...]],
     ) -> None:
         ctx = self.ctx
+        to_start: dict[TopicPartition, tuple[int, ...] | None] = {}
         for tp, target in targets.items():
             if tp.topic not in ctx.assignments or tp.partition not in ctx.assignments[tp.topic]:
                 log.error("reassignment of unknown partition %s dropped", tp)
@@ -1026,8 +1027,9 @@ class KafkaController:
                 done[tp] = target  # already there
                 continue
             self.reassignments.zk_triggered[tp] = target
-            if self._on_partition_reassignment(tp, target):
-                done[tp] = target
+            to_start[tp] = target
+        for tp in self._on_partition_reassignments(to_start):
+            done[tp] = targets[tp]
 
     def _remove_done_reassignments(self, done: dict[TopicPartition, tuple[int, ...]]) -> None:
         """Takes what is done (complete, dropped) out of /admin/reassign_partitions, leaving
@@ -1061,9 +1063,13 @@ class KafkaController:
             if ctx.full_assignment(tp).target_replicas != target
         }
         with coalesced_topic_writes(self.ops):
-            for tp in sorted(ctx.partitions_being_reassigned | set(new_targets)):
-                if self._on_partition_reassignment(tp, new_targets.get(tp)):
-                    done[tp] = ctx.replicas(tp)
+            for tp in self._on_partition_reassignments(
+                {
+                    tp: new_targets.get(tp)
+                    for tp in sorted(ctx.partitions_being_reassigned | set(new_targets))
+                }
+            ):
+                done[tp] = ctx.replicas(tp)
         # Requests the topic znodes show done already (a controller that completed them
         # failed before it removed them).
         for tp, target in self.reassignments.zk_triggered.items():
@@ -1110,29 +1116,34 @@ class KafkaController:
     def _resume_reassignments(self, tps: Iterable[TopicPartition]) -> None:
         """The next steps of reassignments in progress (a broker back, their new replicas
         caught up), their topics' znodes written once."""
-        done: dict[TopicPartition, tuple[int, ...]] = {}
         with coalesced_topic_writes(self.ops):
-            for tp in tps:
-                if self._on_partition_reassignment(tp):
-                    done[tp] = self.ctx.replicas(tp)
-        self._remove_done_reassignments(done)
+            done = self._on_partition_reassignments(dict.fromkeys(tps))
+        self._remove_done_reassignments({tp: self.ctx.replicas(tp) for tp in done})
 
-    def _on_partition_reassignment(
-        self, tp: TopicPartition, target: tuple[int, ...] | None = None
-    ) -> bool:
-        """The reassignment's next steps (controller/reassignment.py), towards a new target
-        or resumed, with the watch on the partition's state that brings the next ones when
-        its ISR changes. True once it is complete; the caller then takes it out of
-        /admin/reassign_partitions."""
-        self.handlers.register(zk_handlers.partition_reassignment_isr_change(self.events.put, tp))
-        self.zk.get(paths.partition_state(tp.topic, tp.partition), watch=True)
-        if not reassign_partition(self.partition_sm, self.replica_sm, tp, target):
-            return False
-        self.reassignments.zk_triggered.pop(tp, None)
-        self.handlers.unregister(paths.partition_state(tp.topic, tp.partition))
-        self.deletion.resume_for([tp.topic])
-        log.info("reassignment of %s to %s complete", tp, list(self.ctx.replicas(tp)))
-        return True
+    def _on_partition_reassignments(
+        self, targets: Mapping[TopicPartition, tuple[int, ...] | None]
+    ) -> list[TopicPartition]:
+        """The reassignments' next steps (controller/reassignment.py), each towards a new
+        target or, for None, resumed, with the watches on the partitions' states that bring
+        the next ones when their ISRs change (armed in one pipelined round). Those complete,
+        in order; the caller then takes them out of /admin/reassign_partitions."""
+        if not targets:
+            return []
+        for tp in targets:
+            self.handlers.register(
+                zk_handlers.partition_reassignment_isr_change(self.events.put, tp)
+            )
+        self.zk.get_many(
+            [paths.partition_state(tp.topic, tp.partition) for tp in targets], watch=True
+        )
+        complete = reassign_partitions(self.partition_sm, self.replica_sm, targets)
+        done = [tp for tp in targets if tp in complete]
+        for tp in done:
+            self.reassignments.zk_triggered.pop(tp, None)
+            self.handlers.unregister(paths.partition_state(tp.topic, tp.partition))
+            log.info("reassignment of %s to %s complete", tp, list(self.ctx.replicas(tp)))
+        self.deletion.resume_for(list(dict.fromkeys(tp.topic for tp in done)))
+        return done
 
     def _on_AlterPartitionReassignments(self, event: ev.AlterPartitionReassignments) -> None:
         """An admin's reassignments (Kafka's processApiPartitionReassignment): checked,
@@ -1147,8 +1158,7 @@ class KafkaController:
         zk_requested = self.reassignments.zk_triggered
         overridden = {tp: zk_requested.pop(tp) for tp in targets if tp in zk_requested}
         with coalesced_topic_writes(self.ops):
-            for tp, target in targets.items():
-                self._on_partition_reassignment(tp, target)
+            self._on_partition_reassignments(dict(targets))
         self._remove_done_reassignments(overridden)
         results: dict[TopicPartition, tuple[int, str | None]] = {
             tp: (int(r.error_code), r.message) for tp, r in refused.items()

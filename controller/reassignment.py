@@ -13,12 +13,16 @@ reads the partition's state from the store and does what that state allows:
   outside it, or not alive, is replaced (the reassignment election), else the leader epoch
   is bumped again; the removed replicas are stopped and deleted; every broker learns the
   final assignment.
+
+A block of reassignments (an admin's request, a failover, caught-up replicas) takes each
+step for all its partitions at once (`reassign_partitions`): a few pipelined ZooKeeper
+rounds whatever their number, not a round trip or more per partition as in Kafka.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -37,7 +41,7 @@ from controller.state_machines import (
     partition_state_row,
 )
 from wire.errors import ErrorCode
-from zkdata.znodes import TopicAssignment, TopicPartition
+from zkdata.znodes import LeaderAndIsr, PartitionState, TopicAssignment, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -135,98 +139,155 @@ def reassign_partition(
     tp: TopicPartition,
     target: tuple[int, ...] | None = None,
 ) -> bool:
-    """The reassignment's next steps for `tp`: towards a new `target` (requested, or one
-    that overrides a reassignment in progress), or, without one, the reassignment in
-    progress resumed. True once it is complete (the target is the assignment and the
-    removed replicas are gone)."""
+    """`reassign_partitions` for one partition: True once its reassignment is complete."""
+    return tp in reassign_partitions(partition_sm, replica_sm, {tp: target})
+
+
+def reassign_partitions(
+    partition_sm: PartitionStateMachine,
+    replica_sm: ReplicaStateMachine,
+    targets: Mapping[TopicPartition, tuple[int, ...] | None],
+) -> set[TopicPartition]:
+    """The reassignments' next steps: for each partition, towards a new target (requested,
+    or one that overrides a reassignment in progress), or, for None, the reassignment in
+    progress resumed. The partitions whose reassignment is complete (the target is the
+    assignment and the removed replicas are gone).
+
+    Each step is taken for every partition at once, so a request for 1,000 partitions
+    reads and writes their states in a few pipelined rounds, not 1,000 round trips each;
+    each partition's steps are those of Kafka's onPartitionReassignment, in its order."""
     ops = partition_sm.ops
     ctx = ops.ctx
-    before = ctx.full_assignment(tp)
-    current = ops.store.read_partition_states([tp]).get(tp)
-    isr = current.leader_and_isr.isr if current is not None else ()
-    reassignment = before if target is None else reassignment_to(before, target, isr)
-    write_assignment(partition_sm, tp, reassignment)
-    ctx.partitions_being_reassigned.add(tp)
-    unneeded = [r for r in before.replicas if r not in reassignment.replicas]
+    tps = list(targets)
+    if not tps:
+        return set()
+    states = ops.store.read_partition_states(tps)
+    reassignments: dict[TopicPartition, ReplicaAssignment] = {}
+    unneeded: list[PartitionReplica] = []
+    for tp in tps:
+        before = ctx.full_assignment(tp)
+        target = targets[tp]
+        if target is None:
+            reassignments[tp] = before
+        else:
+            current = states.get(tp)
+            isr = current.leader_and_isr.isr if current is not None else ()
+            reassignments[tp] = reassignment_to(before, target, isr)
+        ctx.partitions_being_reassigned.add(tp)
+        unneeded.extend(
+            PartitionReplica(tp, r) for r in before.replicas if r not in reassignments[tp].replicas
+        )
+    write_assignments(partition_sm, reassignments)
     if unneeded:
-        stop_removed_replicas(replica_sm, tp, unneeded)
-        current = ops.store.read_partition_states([tp]).get(tp)
+        stop_removed_replicas(replica_sm, unneeded)
+        states.update(
+            ops.store.read_partition_states(list({pr.topic_partition: 0 for pr in unneeded}))
+        )
     # A new replica an override kept (it is in the ISR) is one of the partition's own now.
     replica_sm.handle_state_changes(
         [
             pr
-            for pr in (PartitionReplica(tp, r) for r in reassignment.replicas)
-            if pr.replica not in reassignment.adding and ctx.replica_state(pr) is R.NEW
+            for tp, ra in reassignments.items()
+            for pr in (PartitionReplica(tp, r) for r in ra.replicas)
+            if pr.replica not in ra.adding and ctx.replica_state(pr) is R.NEW
         ],
         R.ONLINE,
     )
-    target = reassignment.target_replicas
     # Nothing to add or remove (a new order of the same replicas): complete, as in Kafka's
     # isReassignmentComplete; else once every target replica is in the ISR.
-    complete = not reassignment.is_being_reassigned or (
-        current is not None and all(r in current.leader_and_isr.isr for r in target)
-    )
-    if not complete:
-        bump_leader_epoch(partition_sm, tp, reassignment)
+    complete: dict[TopicPartition, ReplicaAssignment] = {}
+    in_progress: dict[TopicPartition, ReplicaAssignment] = {}
+    for tp, ra in reassignments.items():
+        current = states.get(tp)
+        if not ra.is_being_reassigned or (
+            current is not None and all(r in current.leader_and_isr.isr for r in ra.target_replicas)
+        ):
+            complete[tp] = ra
+        else:
+            in_progress[tp] = ra
+    if in_progress:
+        bump_leader_epochs(partition_sm, in_progress, states)
         # A reassignment resumed (by a failover, or its broker back) finds its new
         # replicas Online or Offline already: they are started, not new (Kafka tries them
         # anyway and logs an invalid transition).
         replica_sm.handle_state_changes(
             [
                 pr
-                for pr in (PartitionReplica(tp, r) for r in reassignment.adding)
+                for tp, ra in in_progress.items()
+                for pr in (PartitionReplica(tp, r) for r in ra.adding)
                 if ctx.replica_state(pr) is R.NON_EXISTENT
             ],
             R.NEW,
         )
-        return False
+    if complete:
+        _complete(partition_sm, replica_sm, complete, states)
+    return set(complete)
+
+
+def _complete(
+    partition_sm: PartitionStateMachine,
+    replica_sm: ReplicaStateMachine,
+    reassignments: Mapping[TopicPartition, ReplicaAssignment],
+    states: Mapping[TopicPartition, PartitionState | None],
+) -> None:
+    """Caught-up reassignments made the assignment (Kafka's B1-B8)."""
+    ops = partition_sm.ops
+    ctx = ops.ctx
     # The new replicas are started (B1); one whose broker is down stays New or Offline
     # until its broker returns (Kafka makes it Online there too, its broker down).
     replica_sm.handle_state_changes(
         [
             PartitionReplica(tp, r)
-            for r in reassignment.adding
+            for tp, ra in reassignments.items()
+            for r in ra.adding
             if ctx.is_replica_online(r, include_shutting_down=True)
         ],
         R.ONLINE,
     )
-    final = ReplicaAssignment(target)
-    ctx.update_assignment(tp, final)
-    leader = current.leader_and_isr.leader if current is not None else -1
-    if leader not in target or not ctx.is_replica_online(leader):
-        partition_sm.handle_state_changes([tp], P.ONLINE, ElectionStrategy.REASSIGN)
-    else:
-        bump_leader_epoch(partition_sm, tp, final)
-    stop_removed_replicas(replica_sm, tp, reassignment.removing)
-    write_assignment(partition_sm, tp, final)
-    ctx.partitions_being_reassigned.discard(tp)
-    ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [tp])
+    finals = {tp: ReplicaAssignment(ra.target_replicas) for tp, ra in reassignments.items()}
+    to_elect: list[TopicPartition] = []
+    to_bump: dict[TopicPartition, ReplicaAssignment] = {}
+    for tp, final in finals.items():
+        ctx.update_assignment(tp, final)
+        current = states.get(tp)
+        leader = current.leader_and_isr.leader if current is not None else -1
+        if leader not in final.replicas or not ctx.is_replica_online(leader):
+            to_elect.append(tp)
+        else:
+            to_bump[tp] = final
+    partition_sm.handle_state_changes(to_elect, P.ONLINE, ElectionStrategy.REASSIGN)
+    bump_leader_epochs(partition_sm, to_bump, states)
+    stop_removed_replicas(
+        replica_sm,
+        [PartitionReplica(tp, r) for tp, ra in reassignments.items() for r in ra.removing],
+    )
+    write_assignments(partition_sm, finals)
+    ctx.partitions_being_reassigned.difference_update(finals)
+    ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, list(finals))
     ops.flush()
-    return True
 
 
-def stop_removed_replicas(
-    replica_sm: ReplicaStateMachine, tp: TopicPartition, replicas: Sequence[int]
-) -> None:
+def stop_removed_replicas(replica_sm: ReplicaStateMachine, removed: list[PartitionReplica]) -> None:
     """Out of the ISR, stopped and deleted (Kafka's stopRemovedReplicasOfReassignedPartition)."""
-    removed = [PartitionReplica(tp, r) for r in replicas]
     replica_sm.handle_state_changes(removed, R.OFFLINE, reason="reassign")
     replica_sm.handle_state_changes(removed, R.DELETION_STARTED)
     replica_sm.handle_state_changes(removed, R.DELETION_SUCCESSFUL)
     replica_sm.handle_state_changes(removed, R.NON_EXISTENT)
 
 
-def write_assignment(
-    partition_sm: PartitionStateMachine, tp: TopicPartition, ra: ReplicaAssignment
+def write_assignments(
+    partition_sm: PartitionStateMachine, assignments: Mapping[TopicPartition, ReplicaAssignment]
 ) -> None:
-    """A partition's assignment into the context and its topic's znode (fenced); inside
-    `coalesced_topic_writes`, the znode is written once at its end."""
+    """Partitions' assignments into the context and their topics' znodes (one fenced
+    write); inside `coalesced_topic_writes`, the znodes are written once at its end."""
     ops = partition_sm.ops
-    ops.ctx.update_assignment(tp, ra)
+    for tp, ra in assignments.items():
+        ops.ctx.update_assignment(tp, ra)
+    topics = {tp.topic: 0 for tp in assignments}
     if ops.topics_to_write is not None:
-        ops.topics_to_write.add(tp.topic)
+        ops.topics_to_write.update(topics)
     else:
-        write_topics(ops, [tp.topic])
+        write_topics(ops, list(topics))
 
 
 def write_topics(ops: ControllerOps, topics: Iterable[str]) -> None:
@@ -268,29 +329,43 @@ def coalesced_topic_writes(ops: ControllerOps) -> Iterator[None]:
     write_topics(ops, [t for t in topics if t in ops.ctx.assignments])
 
 
-def bump_leader_epoch(
-    partition_sm: PartitionStateMachine, tp: TopicPartition, ra: ReplicaAssignment
+def bump_leader_epochs(
+    partition_sm: PartitionStateMachine,
+    assignments: Mapping[TopicPartition, ReplicaAssignment],
+    states: Mapping[TopicPartition, PartitionState | None],
 ) -> None:
-    """Same leader and ISR, next leader epoch: the replicas learn a changed replica set."""
+    """Same leader and ISR, next leader epoch: each partition's replicas learn its changed
+    replica set. The first round writes over `states` (read in this event), each write
+    conditional on the zkVersion read; one a leader's ISR change beat is read again."""
     ops = partition_sm.ops
     ctx = ops.ctx
+    remaining = dict(assignments)
+    current = states
     for _ in range(MAX_BUMP_ROUNDS):
-        current = ops.store.read_partition_states([tp]).get(tp)
-        if current is None or current.controller_epoch > ctx.epoch:
-            log.error("cannot bump the leader epoch of %s: its state is missing or newer", tp)
-            return
-        lai = current.leader_and_isr
-        written = ops.store.update_partition_states(
-            {tp: lai.new_leader_and_isr(lai.leader, lai.isr)}, ctx.epoch, ctx.epoch_zk_version
-        )
-        if tp in written.finished:
-            new = written.finished[tp]
-            lice = ops.record_leadership(tp, new)
-            ops.batch.add_leader_and_isr(ctx, ra.replicas, tp, lice, ra, is_new=False)
-            ops.log_states([partition_state_row(tp, new, "reassign", ra.replicas)])
-            ops.flush()
-            return
-        if tp in written.failed:
-            log.error("bumping the leader epoch of %s failed: %s", tp, written.failed[tp])
-            return
-    log.error("gave up bumping the leader epoch of %s: its state kept changing", tp)
+        if not remaining:
+            break
+        updates: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp in remaining:
+            state = current.get(tp)
+            if state is None or state.controller_epoch > ctx.epoch:
+                log.error("cannot bump the leader epoch of %s: its state is missing or newer", tp)
+                continue
+            lai = state.leader_and_isr
+            updates[tp] = lai.new_leader_and_isr(lai.leader, lai.isr)
+        written = ops.store.update_partition_states(updates, ctx.epoch, ctx.epoch_zk_version)
+        to_send = []
+        rows = []
+        for tp, new in written.finished.items():
+            ra = remaining[tp]
+            to_send.append((ra.replicas, tp, ops.record_leadership(tp, new), ra))
+            rows.append(partition_state_row(tp, new, "reassign", ra.replicas))
+        ops.batch.add_leader_and_isr_updates(ctx, to_send)
+        ops.log_states(rows)
+        for tp, err in written.failed.items():
+            log.error("bumping the leader epoch of %s failed: %s", tp, err)
+        remaining = {tp: remaining[tp] for tp in written.retry}
+        if remaining:
+            current = ops.store.read_partition_states(list(remaining))
+    for tp in remaining:
+        log.error("gave up bumping the leader epoch of %s: its state kept changing", tp)
+    ops.flush()

@@ -531,7 +531,10 @@ class ReplicaStateMachine:
         if not by_broker:
             return
         try:
-            for broker_id, prs in by_broker.items():
+            # In broker id order, whatever the callers' (Kafka's is a hash map's): a
+            # partition losing two replicas from its ISR loses them in one order, alone or
+            # in a block of reassignments (architecture item 22).
+            for broker_id, prs in sorted(by_broker.items()):
                 self._do_handle(broker_id, prs, target, reason, just_written or {})
         except ControllerMovedError:
             self.ops.drop_batch()

@@ -57,7 +57,8 @@ class MemoryStore:
         self.epoch_zk_version = 0
         self.writes: list[Write] = []  # the controller's successful writes, in order
         self.history: list[tuple[TopicPartition, Znode]] = []  # every value of every znode
-        self.reads = 0
+        self.reads = 0  # read_partition_states calls (each one pipelined round)
+        self.updates = 0  # update_partition_states calls
         self._races: dict[TopicPartition, deque[LeaderChange]] = {}
         # Written states reported to on_written this many at a time (ZooKeeper answers a
         # packed multi at a time): small, so the tests go through several slices.
@@ -160,6 +161,7 @@ class MemoryStore:
         epoch_zk_version: int,
         on_written: WrittenCallback | None = None,
     ) -> UpdateResult:
+        self.updates += 1
         check_fence(epoch_zk_version, self.epoch_zk_version, states)
         result = UpdateResult()
         reported = 0

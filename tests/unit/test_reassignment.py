@@ -21,13 +21,14 @@ from controller.reassignment import (
     api_reassignment_targets,
     coalesced_topic_writes,
     reassign_partition,
+    reassign_partitions,
     reassignment_to,
 )
 from tests.unit.test_state_machines import EPOCH, Cluster
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata.client import ControllerMovedError
-from zkdata.znodes import TopicPartition
+from zkdata.znodes import PartitionState, TopicPartition
 
 P = PartitionStateName
 R = ReplicaStateName
@@ -338,3 +339,127 @@ def test_a_topics_reassignments_started_together_write_its_znode_once() -> None:
         start()
     assert len(fenced.store.topic_writes) == before
     assert fenced.ops.topics_to_write is None
+
+
+def test_a_block_of_reassignments_goes_to_zookeeper_in_rounds_not_per_partition() -> None:
+    """An admin's request for a whole topic (reassign_partitions, as the shell starts it):
+    its partitions' states are read and written in a few rounds whatever their number,
+    when started and when completed; Kafka takes each partition's steps in turn."""
+    c = Cluster(brokers=(1, 2, 3, 4))
+    n = 60
+    c.create_topic(T, {p: (1 + p % 3, 1 + (p + 1) % 3) for p in range(n)})
+    tps = [TopicPartition(T, p) for p in range(n)]
+    # One replica added and, for every other partition, the leader moved off (its first
+    # replica dropped): both the epoch bump and the reassignment election are taken.
+    targets = {
+        tp: (1 + (tp.partition + 1) % 3, 4) if tp.partition % 2 else (*c.ctx.replicas(tp), 4)
+        for tp in tps
+    }
+    reads, updates = c.store.reads, c.store.updates
+    with coalesced_topic_writes(c.ops):
+        assert reassign_partitions(c.psm, c.rsm, targets) == set()
+    assert (c.store.reads - reads, c.store.updates - updates) == (1, 1)
+    assert c.ctx.partitions_being_reassigned == set(tps)
+    for tp in tps:
+        caught_up(c, tp)
+    reads, updates = c.store.reads, c.store.updates
+    with coalesced_topic_writes(c.ops):
+        assert reassign_partitions(c.psm, c.rsm, dict.fromkeys(tps)) == set(tps)
+    # The read of the caught-up states; the elections (from the context) and the bumps;
+    # the dropped leaders' replicas out of the ISR: a round per broker (three of them).
+    assert c.store.reads - reads <= 1 + 3
+    assert c.store.updates - updates <= 2 + 3
+    for tp, target in targets.items():
+        assert c.store.topics[T].partitions[tp.partition] == target
+        assert c.leader_and_isr(tp).leader in target
+        assert set(c.leader_and_isr(tp).isr) == set(target)
+    assert not c.ctx.partitions_being_reassigned
+    c.assert_context_matches_store()
+
+
+def canonical(value: object) -> object:
+    """A request body with its lists of entries in one order (a batch may add them in
+    another), the order of a list of ids (replicas, ISR) kept."""
+    if isinstance(value, dict):
+        return {k: canonical(v) for k, v in value.items()}
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return sorted(
+            (canonical(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True, default=str)
+        )
+    return value
+
+
+def outcome(c: Cluster) -> object:
+    """Everything a block of reassignments decides: each partition's successive states
+    in ZooKeeper, the topic znode, the context, and the requests the brokers get."""
+    ctx = c.ctx
+    history: dict[TopicPartition, list[PartitionState]] = {}
+    for w in c.store.writes:
+        history.setdefault(w.tp, []).append(w.after)
+    replica_states = {
+        (tp, r): ctx.replica_state(PartitionReplica(tp, r))
+        for tp in ctx.all_partitions()
+        for r in BROKERS
+    }
+    requests = sorted(
+        (int(r.api_key), r.broker_id, json.dumps(canonical(r.body), sort_keys=True, default=str))
+        for batch in c.sent
+        for r in batch
+    )
+    return (
+        history,
+        c.store.topics[T],
+        {tp: ctx.full_assignment(tp) for tp in ctx.all_partitions()},
+        {tp: ctx.partition_state(tp) for tp in ctx.all_partitions()},
+        replica_states,
+        sorted(ctx.partitions_being_reassigned),
+        requests,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_a_block_decides_what_the_partitions_one_at_a_time_decide(data: st.DataObject) -> None:
+    """reassign_partitions over many partitions ends where reassign_partition called for
+    each in turn ends (Kafka's order): the same states written, the same context, the
+    same requests; through a start, a broker down or not, some caught up and resumed, and
+    new targets overriding reassignments in progress."""
+    replicas = st.lists(st.sampled_from(BROKERS), min_size=1, max_size=3, unique=True).map(tuple)
+    origins = data.draw(
+        st.lists(st.permutations(BROKERS).map(lambda b: b[:3]), min_size=1, max_size=5),
+        label="origins",
+    )
+    tps = [TopicPartition(T, p) for p in range(len(origins))]
+    down = data.draw(st.sets(st.sampled_from(BROKERS), max_size=1), label="down")
+    steps = []
+    for _ in range(3):
+        targets = {
+            tp: data.draw(st.one_of(st.none(), replicas), label=f"target of {tp}") for tp in tps
+        }
+        steps.append((targets, data.draw(st.sets(st.sampled_from(tps)), label="caught up")))
+
+    def run(one_at_a_time: bool) -> object:
+        c = Cluster(brokers=BROKERS)
+        c.create_topic(T, dict(enumerate(origins)))
+        c.kill(*down)
+        c.sent.clear()
+        c.ops.deferred = True  # as in an event: one flush at its end
+        for targets, caught in steps:
+            for tp in sorted(caught):
+                if tp in c.ctx.partitions_being_reassigned:
+                    caught_up(c, tp)
+            with coalesced_topic_writes(c.ops):
+                if one_at_a_time:
+                    done = {
+                        tp for tp, t in targets.items() if reassign_partition(c.psm, c.rsm, tp, t)
+                    }
+                else:
+                    done = reassign_partitions(c.psm, c.rsm, targets)
+            c.ops.deferred = False
+            c.ops.flush()
+            c.ops.deferred = True
+            assert done == set(tps) - c.ctx.partitions_being_reassigned
+        c.assert_context_matches_store()
+        return outcome(c)
+
+    assert run(one_at_a_time=False) == run(one_at_a_time=True)

@@ -1352,8 +1352,7 @@ class ControllerMachine(RuleBasedStateMachine):
 
     def resume(self, started: reactions.BrokersStarted) -> None:
         """What a broker's return lets move on, as the shell resumes it."""
-        for tp in started.reassignments:
-            self.resume_reassignment(tp)
+        self.reassign_block(dict.fromkeys(started.reassignments))
         if started.deletions:
             self.c.deletion.resume_for(started.deletions)
         self.deletions_done()
@@ -1641,19 +1640,26 @@ class ControllerMachine(RuleBasedStateMachine):
                 assert ctx.full_assignment(tp) == was
             else:
                 assert accepted[tp] == (was.origin_replicas if target is None else target)
+        self.reassign_block(dict(accepted))
         # As the shell starts them: each topic's znode written once, after them all.
-        with reassignment.coalesced_topic_writes(c.ops):
-            complete = {tp: reassign_partition(c.psm, c.rsm, tp, t) for tp, t in accepted.items()}
         topics = {tp.topic for tp in accepted}
         assert len(c.store.topic_writes) - writes_before == len(topics)
         for tp, target in accepted.items():
-            self.reassigned(tp, complete[tp])
             # The target asked for is the one the partition moves to (or has).
             assert ctx.full_assignment(tp).target_replicas == target
 
     def resume_reassignment(self, tp: TopicPartition) -> None:
         c = self.c
         self.reassigned(tp, reassign_partition(c.psm, c.rsm, tp))
+
+    def reassign_block(self, targets: dict[TopicPartition, tuple[int, ...] | None]) -> None:
+        """Reassignments started or resumed together, as the shell does (an admin's request,
+        a broker back, a failover): their topics' znodes written once at the end."""
+        c = self.c
+        with reassignment.coalesced_topic_writes(c.ops):
+            complete = reassignment.reassign_partitions(c.psm, c.rsm, targets)
+        for tp in targets:
+            self.reassigned(tp, tp in complete)
 
     def reassigned(self, tp: TopicPartition, complete: bool) -> None:
         c = self.c
@@ -1728,8 +1734,7 @@ class ControllerMachine(RuleBasedStateMachine):
 
     def resume_reassignments(self) -> None:
         """A failover resumes every reassignment."""
-        for tp in sorted(self.c.ctx.partitions_being_reassigned):
-            self.resume_reassignment(tp)
+        self.reassign_block(dict.fromkeys(sorted(self.c.ctx.partitions_being_reassigned)))
 
     @rule(data=st.data())
     def fenced(self, data: st.DataObject) -> None:
