@@ -251,9 +251,9 @@ class _Reassignments:
     """Reassignments asked for through /admin/reassign_partitions, by target replicas."""
 
     zk_triggered: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
-    # Partitions whose new replicas caught up, completed together by one queued event.
-    caught_up: set[TopicPartition] = field(default_factory=set)
-    completion_queued: bool = False
+    # Reassigned partitions whose ISR changed, looked at together by one queued event.
+    isr_changed: set[TopicPartition] = field(default_factory=set)
+    isr_changes_queued: bool = False
 
 
 class KafkaController:
@@ -1083,33 +1083,29 @@ class KafkaController:
         tp = event.topic_partition
         if not self.is_active or tp not in self.ctx.partitions_being_reassigned:
             return
-        path = paths.partition_state(tp.topic, tp.partition)
-        state = self.store.decode_state(path, self.zk.get(path, watch=True))  # re-arm
-        reassignment = self.ctx.full_assignment(tp)
-        if state is None or not all(
-            r in state.leader_and_isr.isr for r in reassignment.target_replicas
-        ):
-            return  # not caught up yet: only a complete reassignment moves on (Kafka)
-        # Completed by one event with the others that catch up meanwhile (their watches'
-        # events are queued before it): one write of their topic's znode, not one each.
-        self.reassignments.caught_up.add(tp)
-        if not self.reassignments.completion_queued:
-            self.reassignments.completion_queued = True
-            self.events.put(ev.CompleteReassignments())
+        # Looked at by one event with the others whose ISR changes meanwhile (their
+        # watches' events are queued before it): their watches re-armed and their states
+        # read in one pipelined round, not a round trip each, and those caught up
+        # completed together (one write of their topic's znode).
+        self.reassignments.isr_changed.add(tp)
+        if not self.reassignments.isr_changes_queued:
+            self.reassignments.isr_changes_queued = True
+            self.events.put(ev.ReassignmentIsrChanges())
 
-    def _on_CompleteReassignments(self, _event: ev.CompleteReassignments) -> None:
-        gathered, self.reassignments.caught_up = self.reassignments.caught_up, set()
-        self.reassignments.completion_queued = False
+    def _on_ReassignmentIsrChanges(self, _event: ev.ReassignmentIsrChanges) -> None:
+        gathered, self.reassignments.isr_changed = self.reassignments.isr_changed, set()
+        self.reassignments.isr_changes_queued = False
         ctx = self.ctx
         if not self.is_active:
             return
         tps = sorted(gathered & ctx.partitions_being_reassigned)
-        # Still caught up (one read for all): a replica may have left the ISR meanwhile.
-        states = self.store.read_partition_states(tps)
+        state_paths = [paths.partition_state(tp.topic, tp.partition) for tp in tps]
+        got = self.zk.get_many(state_paths, watch=True)  # re-armed, each
+        # Only a complete reassignment moves on (Kafka): every target replica in the ISR.
         self._resume_reassignments(
             tp
-            for tp in tps
-            if (state := states.get(tp)) is not None
+            for tp, path, data in zip(tps, state_paths, got, strict=True)
+            if (state := self.store.decode_state(path, data)) is not None
             and all(r in state.leader_and_isr.isr for r in ctx.full_assignment(tp).target_replicas)
         )
 

@@ -108,8 +108,9 @@ class PartitionReassignmentIsrChange(ControllerEvent):
 
 
 @dataclass
-class CompleteReassignments(ControllerEvent):
-    """Reassignments whose new replicas caught up, completed together."""
+class ReassignmentIsrChanges(ControllerEvent):
+    """The ISR changes of reassigned partitions (PartitionReassignmentIsrChange events
+    gathered): those whose new replicas caught up are completed together."""
 
 
 @dataclass
