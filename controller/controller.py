@@ -1080,15 +1080,20 @@ class KafkaController:
         self._remove_done_reassignments(done)
 
     def _on_PartitionReassignmentIsrChange(self, event: ev.PartitionReassignmentIsrChange) -> None:
-        tp = event.topic_partition
-        if not self.is_active or tp not in self.ctx.partitions_being_reassigned:
-            return
-        # Looked at by one event with the others whose ISR changes meanwhile (their
-        # watches' events are queued before it): their watches re-armed and their states
-        # read in one pipelined round, not a round trip each, and those caught up
-        # completed together (one write of their topic's znode).
-        self.reassignments.isr_changed.add(tp)
-        if not self.reassignments.isr_changes_queued:
+        if self.is_active and event.topic_partition in self.ctx.partitions_being_reassigned:
+            self._look_at_reassignment_isrs([event.topic_partition])
+
+    def _look_at_reassignment_isrs(self, tps: Iterable[TopicPartition]) -> None:
+        """Looked at by one event with the others whose ISR changes meanwhile (their
+        watches' events are queued before it): their states read in one pipelined round,
+        not a round trip each, and those caught up completed together (one write of their
+        topic's znode)."""
+        before = len(self.reassignments.isr_changed)
+        self.reassignments.isr_changed.update(tps)
+        if (
+            len(self.reassignments.isr_changed) > before
+            and not self.reassignments.isr_changes_queued
+        ):
             self.reassignments.isr_changes_queued = True
             self.events.put(ev.ReassignmentIsrChanges())
 
@@ -1099,14 +1104,38 @@ class KafkaController:
         if not self.is_active:
             return
         tps = sorted(gathered & ctx.partitions_being_reassigned)
-        state_paths = [paths.partition_state(tp.topic, tp.partition) for tp in tps]
-        got = self.zk.get_many(state_paths, watch=True)  # re-armed, each
+        states = self.store.read_partition_states(tps)
         # Only a complete reassignment moves on (Kafka): every target replica in the ISR.
-        self._resume_reassignments(
+        caught_up = [tp for tp in tps if self._caught_up(tp, states.get(tp))]
+        self._resume_reassignments(caught_up)
+        # The others wait for their next ISR change: their watches fired, so re-armed.
+        self._watch_reassignment_isrs(
+            [tp for tp in tps if tp not in caught_up and tp in ctx.partitions_being_reassigned]
+        )
+
+    def _caught_up(self, tp: TopicPartition, state: PartitionState | None) -> bool:
+        target = self.ctx.full_assignment(tp).target_replicas
+        return state is not None and all(r in state.leader_and_isr.isr for r in target)
+
+    def _watch_reassignment_isrs(self, tps: list[TopicPartition]) -> None:
+        """Watches on the states of partitions whose reassignment waits for its new
+        replicas to join the ISR: each change brings a PartitionReassignmentIsrChange.
+        Each is a read of its own (ZooKeeper ignores watches in a multiRead), pipelined, so
+        they are armed only for reassignments left waiting after a step, not for those
+        that complete; one whose state read with its watch shows it caught up already is
+        looked at again."""
+        if not tps:
+            return
+        for tp in tps:
+            self.handlers.register(
+                zk_handlers.partition_reassignment_isr_change(self.events.put, tp)
+            )
+        state_paths = [paths.partition_state(tp.topic, tp.partition) for tp in tps]
+        got = self.zk.get_many(state_paths, watch=True)
+        self._look_at_reassignment_isrs(
             tp
             for tp, path, data in zip(tps, state_paths, got, strict=True)
-            if (state := self.store.decode_state(path, data)) is not None
-            and all(r in state.leader_and_isr.isr for r in ctx.full_assignment(tp).target_replicas)
+            if self._caught_up(tp, self.store.decode_state(path, data))
         )
 
     def _resume_reassignments(self, tps: Iterable[TopicPartition]) -> None:
@@ -1120,18 +1149,11 @@ class KafkaController:
         self, targets: Mapping[TopicPartition, tuple[int, ...] | None]
     ) -> list[TopicPartition]:
         """The reassignments' next steps (controller/reassignment.py), each towards a new
-        target or, for None, resumed, with the watches on the partitions' states that bring
-        the next ones when their ISRs change (armed in one pipelined round). Those complete,
-        in order; the caller then takes them out of /admin/reassign_partitions."""
+        target or, for None, resumed; those left waiting for their new replicas get the
+        watches that bring the next steps. Those complete, in order; the caller then takes
+        them out of /admin/reassign_partitions."""
         if not targets:
             return []
-        for tp in targets:
-            self.handlers.register(
-                zk_handlers.partition_reassignment_isr_change(self.events.put, tp)
-            )
-        self.zk.get_many(
-            [paths.partition_state(tp.topic, tp.partition) for tp in targets], watch=True
-        )
         complete = reassign_partitions(self.partition_sm, self.replica_sm, targets)
         done = [tp for tp in targets if tp in complete]
         for tp in done:
@@ -1139,6 +1161,7 @@ class KafkaController:
             self.handlers.unregister(paths.partition_state(tp.topic, tp.partition))
             log.info("reassignment of %s to %s complete", tp, list(self.ctx.replicas(tp)))
         self.deletion.resume_for(list(dict.fromkeys(tp.topic for tp in done)))
+        self._watch_reassignment_isrs([tp for tp in targets if tp not in complete])
         return done
 
     def _on_AlterPartitionReassignments(self, event: ev.AlterPartitionReassignments) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -351,4 +353,93 @@ def test_done_reassignments_leave_the_znode_and_an_admins_rewrite_stays(
         assert zk.get(paths.REASSIGN_PARTITIONS) is None
         assert not store.remove_from_reassignment_znode({c: (1, 2)}, 0)
     finally:
+        zk.close()
+
+
+def test_reassignments_watch_the_partitions_left_waiting_and_none_that_complete(
+    zk_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watch on a partition's state is a read of its own (ZooKeeper ignores watches in a
+    multiRead), a round trip per partition, so the controller arms one only where a
+    reassignment is left waiting for its new replicas: all four when they start; when
+    three catch up and one's ISR shrinks, only that one's again. And a change that lands
+    between its watch firing and being re-armed is not missed: the read that re-arms it
+    shows it caught up, and it completes with no watch event to come."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    controller = KafkaController(
+        ControllerConfig(broker_id=1), zk, StateChangeLog(tmp_path, 1), lambda: 0
+    )
+    tps = [TopicPartition("t", p) for p in range(4)]
+    state_paths = [paths.partition_state(tp.topic, tp.partition) for tp in tps]
+    watched: list[list[str]] = []
+    real_get_many = zk.get_many
+
+    def leader_sets_isr(path: str, isr: tuple[int, ...]) -> None:
+        """As the partition's leader writes its ISR: leader and epochs kept, conditional."""
+        got = zk.get(path)
+        assert got is not None
+        state = json.loads(got[0])
+        lai = LeaderAndIsr(state["leader"], state["leader_epoch"], isr)
+        zk.set(path, encode_partition_state(lai, state["controller_epoch"]), got[1].version)
+
+    def get_many(path_list: list[str], *, watch: bool = False) -> object:
+        if watch:
+            watched.append(list(path_list))
+            if path_list == state_paths[3:] and len(watched) == 2:
+                leader_sets_isr(state_paths[3], (1, 2, 3))  # lands before the re-arm
+        return real_get_many(path_list, watch=watch)
+
+    def being_reassigned() -> set[TopicPartition]:
+        return set(
+            controller.events.run_on_thread(lambda: set(controller.ctx.partitions_being_reassigned))
+        )
+
+    def wait_until(check: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 30
+        while not check():
+            assert time.monotonic() < deadline, f"timed out after 30 s waiting for {what}"
+            time.sleep(0.02)
+
+    try:
+        for b in (1, 2, 3):
+            # Port 1: nothing answers there; the requests are never answered.
+            registration = BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 1),))
+            zk.create(paths.broker(b), encode_broker(registration), make_parents=True)
+        zk.create(
+            paths.topic("t"),
+            encode_topic(TopicAssignment("t", {tp.partition: (1, 2) for tp in tps}, uuid.uuid4())),
+            make_parents=True,
+        )
+        for path in state_paths:
+            state = encode_partition_state(LeaderAndIsr(1, 0, (1, 2)), 0)
+            zk.create(path, state, make_parents=True)
+        controller._elect()
+        assert controller.is_active
+        controller.events.start()
+        monkeypatch.setattr(zk, "get_many", get_many)
+        zk.create(
+            paths.REASSIGN_PARTITIONS,
+            encode_reassignment(dict.fromkeys(tps, (1, 2, 3))),
+            make_parents=True,
+        )
+        # Its creation fires the watch the failover armed.
+        wait_until(lambda: being_reassigned() == set(tps), "the reassignments started")
+        assert watched == [state_paths]
+        for path in state_paths[:3]:
+            leader_sets_isr(path, (1, 2, 3))
+        leader_sets_isr(state_paths[3], (1,))
+        wait_until(lambda: not being_reassigned(), "every reassignment complete")
+        assert watched == [state_paths, state_paths[3:]]
+        got = zk.get(paths.topic("t"))
+        assert got is not None
+        assert json.loads(got[0])["partitions"] == {str(tp.partition): [1, 2, 3] for tp in tps}
+        assert zk.get(paths.REASSIGN_PARTITIONS) is None
+    finally:
+        controller.events.close()
+        if controller.is_active:
+            controller._resign("test over")
+        controller.handlers.unregister_all()
+        if controller.channel is not None:
+            controller.channel.close(timeout_s=1)
         zk.close()
