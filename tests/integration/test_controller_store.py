@@ -40,6 +40,35 @@ from zkdata.znodes import (
 UMR = ApiKey.UPDATE_METADATA
 
 
+def close(controller: KafkaController, zk: ZkClient) -> None:
+    """A test's controller stopped (its event thread, term, watches and channel), then its
+    ZooKeeper client."""
+    controller.events.close()
+    if controller.is_active:
+        controller._resign("test over")
+    controller.handlers.unregister_all()
+    if controller.channel is not None:
+        controller.channel.close(timeout_s=1)
+    zk.close()
+
+
+def brokers_and_topic(zk: ZkClient, assignment: dict[int, tuple[int, ...]]) -> None:
+    """Brokers 1-3 registered at port 1, where nothing answers (a controller's requests
+    to them are never answered), and topic "t" with this assignment, each partition led by
+    its first replica with all of them in the ISR."""
+    for b in (1, 2, 3):
+        registration = BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 1),))
+        zk.create(paths.broker(b), encode_broker(registration), make_parents=True)
+    zk.create(
+        paths.topic("t"),
+        encode_topic(TopicAssignment("t", assignment, uuid.uuid4())),
+        make_parents=True,
+    )
+    for p, replicas in assignment.items():
+        state = encode_partition_state(LeaderAndIsr(replicas[0], 0, replicas), 0)
+        zk.create(paths.partition_state("t", p), state, make_parents=True)
+
+
 def test_partition_states_read_in_slices_come_back_whole_and_in_order(
     zk_connect: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -186,10 +215,7 @@ def test_a_failover_loads_assignments_and_leaderships_from_zookeeper(
         assert first.controller_epoch == 1
         assert all(lice is first for lice in ctx.leadership.values())
     finally:
-        controller.handlers.unregister_all()
-        if controller.channel is not None:
-            controller.channel.close(timeout_s=1)
-        zk.close()
+        close(controller, zk)
 
 
 def test_a_failover_encodes_its_update_metadata_before_the_state_machines_start(
@@ -217,22 +243,8 @@ def test_a_failover_encodes_its_update_metadata_before_the_state_machines_start(
     monkeypatch.setattr(controller.ops, "send", sent.extend)
     monkeypatch.setattr(controller.replica_sm, "startup", startup)
     try:
-        for b in (1, 2, 3):
-            # Port 1: nothing answers there; the requests are caught before the channel.
-            registration = BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 1),))
-            zk.create(paths.broker(b), encode_broker(registration), make_parents=True)
-        assignment = {p: (1, 2, 3) for p in range(5)}
-        zk.create(
-            paths.topic("t"),
-            encode_topic(TopicAssignment("t", assignment, uuid.uuid4())),
-            make_parents=True,
-        )
-        for p in assignment:
-            zk.create(
-                paths.partition_state("t", p),
-                encode_partition_state(LeaderAndIsr(1, 0, (1, 2, 3)), 0),
-                make_parents=True,
-            )
+        # The requests are caught before the channel.
+        brokers_and_topic(zk, {p: (1, 2, 3) for p in range(5)})
         controller._elect()
         assert controller.is_active
         update_metadata = [r for r in sent if r.api_key is UMR]
@@ -251,10 +263,7 @@ def test_a_failover_encodes_its_update_metadata_before_the_state_machines_start(
         assert row["update_metadata_queued_ms"] <= row["update_metadata_encoded_ms"]
         assert row["update_metadata_encoded_ms"] <= row["replica_state_machine_ms"]
     finally:
-        if controller.is_active:
-            controller._resign("test over")
-        controller.handlers.unregister_all()
-        zk.close()
+        close(controller, zk)
 
 
 def test_a_controlled_shutdown_the_controller_is_fenced_in_is_answered_not_controller(
@@ -270,20 +279,7 @@ def test_a_controlled_shutdown_the_controller_is_fenced_in_is_answered_not_contr
     )
     replies: list[tuple[int, list[TopicPartition]]] = []
     try:
-        for b in (1, 2, 3):
-            # Port 1: nothing answers there; the requests are never answered.
-            registration = BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 1),))
-            zk.create(paths.broker(b), encode_broker(registration), make_parents=True)
-        zk.create(
-            paths.topic("t"),
-            encode_topic(TopicAssignment("t", {0: (2, 1, 3)}, uuid.uuid4())),
-            make_parents=True,
-        )
-        zk.create(
-            paths.partition_state("t", 0),
-            encode_partition_state(LeaderAndIsr(2, 0, (2, 1, 3)), 0),
-            make_parents=True,
-        )
+        brokers_and_topic(zk, {0: (2, 1, 3)})
         controller._elect()
         assert controller.is_active
         epoch = controller.ctx.epoch
@@ -297,12 +293,7 @@ def test_a_controlled_shutdown_the_controller_is_fenced_in_is_answered_not_contr
         state, _ = zk.get(paths.partition_state("t", 0)) or (b"", None)
         assert json.loads(state)["leader"] == 2  # nothing written with the old epoch
     finally:
-        if controller.is_active:
-            controller._resign("test over")
-        controller.handlers.unregister_all()
-        if controller.channel is not None:
-            controller.channel.close(timeout_s=1)
-        zk.close()
+        close(controller, zk)
 
 
 def test_done_reassignments_leave_the_znode_and_an_admins_rewrite_stays(
@@ -402,18 +393,7 @@ def test_reassignments_watch_the_partitions_left_waiting_and_none_that_complete(
             time.sleep(0.02)
 
     try:
-        for b in (1, 2, 3):
-            # Port 1: nothing answers there; the requests are never answered.
-            registration = BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 1),))
-            zk.create(paths.broker(b), encode_broker(registration), make_parents=True)
-        zk.create(
-            paths.topic("t"),
-            encode_topic(TopicAssignment("t", {tp.partition: (1, 2) for tp in tps}, uuid.uuid4())),
-            make_parents=True,
-        )
-        for path in state_paths:
-            state = encode_partition_state(LeaderAndIsr(1, 0, (1, 2)), 0)
-            zk.create(path, state, make_parents=True)
+        brokers_and_topic(zk, {tp.partition: (1, 2) for tp in tps})
         controller._elect()
         assert controller.is_active
         controller.events.start()
@@ -436,10 +416,4 @@ def test_reassignments_watch_the_partitions_left_waiting_and_none_that_complete(
         assert json.loads(got[0])["partitions"] == {str(tp.partition): [1, 2, 3] for tp in tps}
         assert zk.get(paths.REASSIGN_PARTITIONS) is None
     finally:
-        controller.events.close()
-        if controller.is_active:
-            controller._resign("test over")
-        controller.handlers.unregister_all()
-        if controller.channel is not None:
-            controller.channel.close(timeout_s=1)
-        zk.close()
+        close(controller, zk)
