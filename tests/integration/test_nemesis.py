@@ -263,48 +263,50 @@ def admin_preferred_election(c: Cluster) -> dict[str, int]:
 
 def admin_reassignment(c: Cluster, rng: random.Random, broker: int) -> dict[str, Any]:
     """A client's AlterPartitionReassignments (through the controller's queue, its writes
-    fenced): a partition moved off ``broker`` (3 replicas to 2: its replica stopped and
-    deleted), then a moment later back onto it, so that it fetches the partition's whole
-    log again, under load; the second sent again until the controller accepts it (it
-    refuses while the broker is not live). The first may land while the second is still
-    to be made, or be overridden by it before it completes; another worker may move the
-    same partition meanwhile (each ends by putting back the whole assignment)."""
-    partition = rng.randrange(PARTITIONS)
-    whole = ASSIGNMENT[partition]
-    tp = TopicPartition(TOPIC, partition)
-    record: dict[str, Any] = {"partition": partition}
-    record["off"] = reassign_once(c, {tp: tuple(r for r in whole if r != broker)})
+    fenced): one to three partitions moved off ``broker`` in one request (3 replicas to 2:
+    their replicas stopped and deleted), then a moment later back onto it, so that it
+    fetches their whole logs again, under load; the second sent again until the controller
+    accepts it (it refuses while the broker is not live). The first may land while the
+    second is still to be made, or be overridden by it before it completes; another worker
+    may move the same partitions meanwhile (each ends by putting back the whole
+    assignment). The partitions after the first are not drawn from ``rng`` (how many
+    follows from the first and the broker), so the seeds' schedules stay as they were."""
+    first = rng.randrange(PARTITIONS)
+    moved = [(first + i) % PARTITIONS for i in range(1 + (first + broker) % 3)]
+    tps = {TopicPartition(TOPIC, p): ASSIGNMENT[p] for p in moved}
+    record: dict[str, Any] = {"partitions": moved}
+    off = {tp: tuple(r for r in whole if r != broker) for tp, whole in tps.items()}
+    record["off"] = reassign_once(c, off)
     time.sleep(rng.uniform(0.5, 3.0))
-    back: list[str] = []
+    back: list[list[str]] = []
     deadline = time.monotonic() + 180
-    while not back or back[-1] != "NONE":
-        assert time.monotonic() < deadline, f"{tp} not moved back onto broker {broker}: {back}"
+    while not back or set(back[-1]) != {"NONE"}:
+        assert time.monotonic() < deadline, f"{moved} not moved back onto broker {broker}: {back}"
         if back:
             time.sleep(1.0)
             # Refused while the broker is not live: it may be down because its last
             # start gave up on ZooKeeper (this fault holds it: no other one restarts it).
             revive_failed_start(c[broker])
-        back.append(reassign_once(c, {tp: whole}))
+        back.append(reassign_once(c, tps))
     record["back"] = back
-    unexpected = {record["off"], *back} - REASSIGNMENT_ANSWERS
-    assert not unexpected, f"AlterPartitionReassignments answered {record}"
+    unexpected = {*record["off"], *(name for answers in back for name in answers)}
+    assert not unexpected - REASSIGNMENT_ANSWERS, f"AlterPartitionReassignments answered {record}"
     return record
 
 
-def reassign_once(c: Cluster, targets: dict[TopicPartition, tuple[int, ...]]) -> str:
-    """One AlterPartitionReassignments of one partition through the live brokers: its
-    answer's error name, or NO_ANSWER."""
+def reassign_once(c: Cluster, targets: dict[TopicPartition, tuple[int, ...]]) -> list[str]:
+    """One AlterPartitionReassignments through the live brokers: each partition's answer
+    (its error name), or NO_ANSWER for each."""
     live = bootstrap(c)
     if not live:
-        return "NO_ANSWER"
+        return ["NO_ANSWER"] * len(targets)
     try:
         results = ClusterAdmin(parse_bootstrap(live), timeout_s=30).alter_partition_reassignments(
             targets
         )
     except AdminError:
-        return "NO_ANSWER"
-    [(code, _message)] = results.values()
-    return error_name(code)
+        return ["NO_ANSWER"] * len(targets)
+    return [error_name(results[tp][0]) for tp in targets]
 
 
 def inject_zookeeper(
