@@ -251,6 +251,8 @@ class _Reassignments:
     """Reassignments asked for through /admin/reassign_partitions, by target replicas."""
 
     zk_triggered: dict[TopicPartition, tuple[int, ...]] = field(default_factory=dict)
+    # Reassignments left waiting by this event's steps, whose watches it arms at its end.
+    to_watch: list[TopicPartition] = field(default_factory=list)
     # Reassigned partitions whose ISR changed, looked at together by one queued event.
     isr_changed: set[TopicPartition] = field(default_factory=set)
     isr_changes_queued: bool = False
@@ -404,6 +406,9 @@ class KafkaController:
         processed = False
         try:
             handler(event)
+            # After the event's answer: a reassignment is durable once its topic's znode
+            # is written, and a client's request is answered then, not after its watches.
+            self._arm_reassignment_watches()
             self.ops.deferred = False
             self.ops.flush()
             processed = True
@@ -1078,6 +1083,7 @@ class KafkaController:
         for tp in done:
             self.reassignments.zk_triggered.pop(tp, None)
         self._remove_done_reassignments(done)
+        self._arm_reassignment_watches()  # also run outside an event (tests call _elect)
 
     def _on_PartitionReassignmentIsrChange(self, event: ev.PartitionReassignmentIsrChange) -> None:
         if self.is_active and event.topic_partition in self.ctx.partitions_being_reassigned:
@@ -1109,22 +1115,25 @@ class KafkaController:
         caught_up = [tp for tp in tps if self._caught_up(tp, states.get(tp))]
         self._resume_reassignments(caught_up)
         # The others wait for their next ISR change: their watches fired, so re-armed.
-        self._watch_reassignment_isrs(
-            [tp for tp in tps if tp not in caught_up and tp in ctx.partitions_being_reassigned]
+        self.reassignments.to_watch.extend(
+            tp for tp in tps if tp not in caught_up and tp in ctx.partitions_being_reassigned
         )
 
     def _caught_up(self, tp: TopicPartition, state: PartitionState | None) -> bool:
         target = self.ctx.full_assignment(tp).target_replicas
         return state is not None and all(r in state.leader_and_isr.isr for r in target)
 
-    def _watch_reassignment_isrs(self, tps: list[TopicPartition]) -> None:
+    def _arm_reassignment_watches(self) -> None:
         """Watches on the states of partitions whose reassignment waits for its new
-        replicas to join the ISR: each change brings a PartitionReassignmentIsrChange.
-        Each is a read of its own (ZooKeeper ignores watches in a multiRead), pipelined, so
-        they are armed only for reassignments left waiting after a step, not for those
-        that complete; one whose state read with its watch shows it caught up already is
-        looked at again."""
-        if not tps:
+        replicas to join the ISR (left waiting by this event's steps): each change brings
+        a PartitionReassignmentIsrChange. Each is a read of its own (ZooKeeper ignores
+        watches in a multiRead), pipelined, so they are armed only for reassignments left
+        waiting after a step, not for those that complete; one whose state read with its
+        watch shows it caught up already is looked at again."""
+        ctx = self.ctx
+        pending, self.reassignments.to_watch = self.reassignments.to_watch, []
+        tps = [tp for tp in dict.fromkeys(pending) if tp in ctx.partitions_being_reassigned]
+        if not self.is_active or not tps:
             return
         for tp in tps:
             self.handlers.register(
@@ -1149,9 +1158,9 @@ class KafkaController:
         self, targets: Mapping[TopicPartition, tuple[int, ...] | None]
     ) -> list[TopicPartition]:
         """The reassignments' next steps (controller/reassignment.py), each towards a new
-        target or, for None, resumed; those left waiting for their new replicas get the
-        watches that bring the next steps. Those complete, in order; the caller then takes
-        them out of /admin/reassign_partitions."""
+        target or, for None, resumed; those left waiting for their new replicas get, at the
+        event's end, the watches that bring the next steps. Those complete, in order; the
+        caller then takes them out of /admin/reassign_partitions."""
         if not targets:
             return []
         complete = reassign_partitions(self.partition_sm, self.replica_sm, targets)
@@ -1161,7 +1170,7 @@ class KafkaController:
             self.handlers.unregister(paths.partition_state(tp.topic, tp.partition))
             log.info("reassignment of %s to %s complete", tp, list(self.ctx.replicas(tp)))
         self.deletion.resume_for(list(dict.fromkeys(tp.topic for tp in done)))
-        self._watch_reassignment_isrs([tp for tp in targets if tp not in complete])
+        self.reassignments.to_watch.extend(tp for tp in targets if tp not in complete)
         return done
 
     def _on_AlterPartitionReassignments(self, event: ev.AlterPartitionReassignments) -> None:

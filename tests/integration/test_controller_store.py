@@ -353,9 +353,10 @@ def test_reassignments_watch_the_partitions_left_waiting_and_none_that_complete(
     """A watch on a partition's state is a read of its own (ZooKeeper ignores watches in a
     multiRead), a round trip per partition, so the controller arms one only where a
     reassignment is left waiting for its new replicas: all four when they start; when
-    three catch up and one's ISR shrinks, only that one's again. And a change that lands
+    three catch up and one's ISR shrinks, only that one's again. A change that lands
     between its watch firing and being re-armed is not missed: the read that re-arms it
-    shows it caught up, and it completes with no watch event to come."""
+    shows it caught up, and it completes with no watch event to come. And a client's
+    request is answered before its watch is armed."""
     zk = ZkClient(zk_connect, session_timeout_ms=10_000)
     zk.start()
     controller = KafkaController(
@@ -375,7 +376,7 @@ def test_reassignments_watch_the_partitions_left_waiting_and_none_that_complete(
         zk.set(path, encode_partition_state(lai, state["controller_epoch"]), got[1].version)
 
     def get_many(path_list: list[str], *, watch: bool = False) -> object:
-        if watch:
+        if watch and path_list[0].endswith("/state"):  # not the brokers' registrations
             watched.append(list(path_list))
             if path_list == state_paths[3:] and len(watched) == 2:
                 leader_sets_isr(state_paths[3], (1, 2, 3))  # lands before the re-arm
@@ -415,5 +416,24 @@ def test_reassignments_watch_the_partitions_left_waiting_and_none_that_complete(
         assert got is not None
         assert json.loads(got[0])["partitions"] == {str(tp.partition): [1, 2, 3] for tp in tps}
         assert zk.get(paths.REASSIGN_PARTITIONS) is None
+        # A client's request is answered once its topic's znode is written, before the
+        # event arms its watch (1,000 of them take ~0.2 s).
+        registration = BrokerRegistration(4, (EndPoint("PLAINTEXT", "127.0.0.1", 1),))
+        zk.create(paths.broker(4), encode_broker(registration))
+        wait_until(
+            lambda: 4 in controller.events.run_on_thread(lambda: controller.ctx.live_broker_ids),
+            "broker 4 live",
+        )
+        answered: list[tuple[int, int]] = []
+        controller.events.put(
+            ev.AlterPartitionReassignments(
+                {tps[0]: (1, 2, 4)},
+                lambda code, _results: answered.append((code, len(watched))),
+            )
+        )
+        wait_until(lambda: len(watched) == 3, "the new reassignment's watch")
+        assert answered == [(int(ErrorCode.NONE), 2)]
+        assert watched[2] == state_paths[:1]
+        assert being_reassigned() == {tps[0]}
     finally:
         close(controller, zk)
