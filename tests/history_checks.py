@@ -4,7 +4,7 @@ The fault tests (tests/integration/test_nemesis.py) run a cluster through a sche
 real faults and then hand the logs here. Each check is a property that holds however the
 faults fell, so a violation is a bug, never bad luck:
 
-* one broker per controller epoch, and epochs elected in order;
+* one broker per controller epoch, and epochs elected in order (ZooKeeper's);
 * a partition state is written only by the controller of the epoch it carries (fencing);
 * every successful write to a partition's state znode has its own zkVersion (two writers
   never both won a conditional write), and as versions grow, leader epochs never go back
@@ -19,6 +19,7 @@ killed between its write and its log line leaves one, and that is not a bug.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -51,7 +52,6 @@ def _tp(r: Row) -> Partition:
 
 def _elections(ordered: list[Row], problems: list[str]) -> dict[int, Row]:
     elected: dict[int, Row] = {}
-    highest = 0
     for r in ordered:
         if r["event"] != "controller_elected":
             continue
@@ -62,13 +62,19 @@ def _elections(ordered: list[Row], problems: list[str]) -> dict[int, Row]:
                 f"at {elected[epoch]['ts']} and broker {r['broker']} at {r['ts']}"
             )
             continue
-        if epoch < highest:
-            problems.append(
-                f"broker {r['broker']} elected with epoch {epoch} at {r['ts']}, after epoch "
-                f"{highest} had been elected"
-            )
         elected[epoch] = r
-        highest = max(highest, epoch)
+    # In ZooKeeper's order, not the lines' times: each election's conditional write moves
+    # /controller_epoch's zkVersion on, so a newer epoch has a higher one. A term can be a
+    # few ms long (an admin deletes /controller), and its controller may log its election
+    # after the next one's.
+    by_epoch = sorted(elected.items())
+    for (older, a), (newer, b) in itertools.pairwise(by_epoch):
+        if a["epoch_zk_version"] >= b["epoch_zk_version"]:
+            problems.append(
+                f"broker {b['broker']} elected with epoch {newer} at /controller_epoch version "
+                f"{b['epoch_zk_version']}, not after epoch {older}'s version "
+                f"{a['epoch_zk_version']} (broker {a['broker']})"
+            )
     return elected
 
 
