@@ -181,7 +181,9 @@ def reassign_partitions(
     if unneeded:
         stop_removed_replicas(replica_sm, unneeded)
         states.update(
-            ops.store.read_partition_states(list({pr.topic_partition: 0 for pr in unneeded}))
+            ops.store.read_partition_states(
+                list(dict.fromkeys(pr.topic_partition for pr in unneeded))
+            )
         )
     # A new replica an override kept (it is in the ISR) is one of the partition's own now.
     replica_sm.handle_state_changes(
@@ -283,7 +285,7 @@ def write_assignments(
     ops = partition_sm.ops
     for tp, ra in assignments.items():
         ops.ctx.update_assignment(tp, ra)
-    topics = {tp.topic: 0 for tp in assignments}
+    topics = dict.fromkeys(tp.topic for tp in assignments)
     if ops.topics_to_write is not None:
         ops.topics_to_write.update(topics)
     else:
