@@ -9,13 +9,20 @@ it is done; this module only asks for it and reports how far it got.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+import random
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from admin import metadata
 from admin.errors import AdminError, InvalidArgumentError, Problems
 from admin.topics import check_topic_name, parse_replicas
+from controller.assignment import (
+    AssignmentError,
+    BrokerMetadata,
+    RackAwareMode,
+    assign_replicas_to_brokers,
+)
 from zkdata import paths, znodes
 from zkdata.client import NodeExistsError, ZkClient
 from zkdata.znodes import TopicAssignment, TopicPartition
@@ -102,6 +109,62 @@ def targets_from_args(topic: str, partition: int, replicas: str) -> Targets:
     if partition < 0:
         raise InvalidArgumentError(f"--partition must be >= 0, not {partition}")
     return {TopicPartition(topic, partition): tuple(parse_replicas(replicas))}
+
+
+def parse_topics_to_move_json(text: str, source: str = "topics JSON") -> list[str]:
+    """Kafka's --topics-to-move-json-file: ``{"topics":[{"topic":"t"},...],"version":1}``.
+    A topic listed twice is refused, as Kafka refuses it."""
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise _bad(source, f"not valid JSON ({e})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("topics"), list):
+        raise _bad(source, "expected a JSON object with a 'topics' list")
+    version = obj.get("version", 1)
+    if version != 1:
+        raise _bad(source, f"unsupported version {version!r} (only 1)")
+    names: list[str] = []
+    for item in obj["topics"]:
+        if not isinstance(item, dict) or not isinstance(item.get("topic"), str):
+            raise _bad(source, f"each entry needs a 'topic' name: {json.dumps(item)}")
+        check_topic_name(item["topic"])
+        names.append(item["topic"])
+    if not names:
+        raise _bad(source, "the topic list is empty")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise _bad(
+            source, f"List of topics to reassign contains duplicate entries: {','.join(dupes)}"
+        )
+    return names
+
+
+def proposed_assignment(
+    current: Mapping[TopicPartition, tuple[int, ...]],
+    brokers: Sequence[BrokerMetadata],
+    *,
+    rack_aware: bool = True,
+    rng: random.Random | None = None,
+) -> Targets:
+    """Kafka's --generate (ReassignPartitionsCommand.calculateAssignment): each topic's
+    partitions spread over ``brokers`` as a new topic's would be (assignReplicasToBrokers,
+    rack-aware unless told not to), keeping the topic's replication factor (its first
+    partition's). Raises AdminError when they cannot hold it, or only some have a rack."""
+    by_topic: dict[str, dict[int, tuple[int, ...]]] = {}
+    for tp, replicas in current.items():
+        by_topic.setdefault(tp.topic, {})[tp.partition] = replicas
+    mode = RackAwareMode.ENFORCED if rack_aware else RackAwareMode.DISABLED
+    proposed: Targets = {}
+    for topic, parts in sorted(by_topic.items()):
+        factor = len(parts[min(parts)])
+        try:
+            spread = assign_replicas_to_brokers(
+                brokers, len(parts), factor, rng=rng, rack_aware_mode=mode
+            )
+        except AssignmentError as e:
+            raise AdminError(f"topic {topic!r}: {e}") from None
+        proposed.update((TopicPartition(topic, p), tuple(r)) for p, r in sorted(spread.items()))
+    return proposed
 
 
 def check_targets(

@@ -17,6 +17,7 @@ from zkctl.common import (
     print_json,
     read_text_file,
     report_problems,
+    warn,
     zk_session,
 )
 
@@ -38,7 +39,8 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
             " or, for one partition, from --topic, --partition and --replicas. With"
             " --bootstrap-server the controller is asked over the Kafka protocol"
             " (AlterPartitionReassignments, ListPartitionReassignments), as Kafka 2.8's"
-            " tool does, and --list and --cancel are available."
+            " tool does, and --list and --cancel are available. --generate proposes a"
+            " reassignment of whole topics onto --broker-list, to save and --execute."
         ),
     )
     reassign.add_argument(
@@ -56,6 +58,12 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         "--list", action="store_true", help="list the reassignments in progress (needs a broker)"
     )
     mode.add_argument(
+        "--generate",
+        action="store_true",
+        help="propose an assignment of the topics of --topics-to-move-json-file onto the"
+        " brokers of --broker-list (printed; nothing starts)",
+    )
+    mode.add_argument(
         "--cancel",
         action="store_true",
         help="cancel the targets' reassignments in progress: back to their replicas before"
@@ -70,6 +78,19 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         "--additional",
         action="store_true",
         help="with --bootstrap-server: start even while other reassignments are in progress",
+    )
+    reassign.add_argument(
+        "--topics-to-move-json-file",
+        metavar="FILE",
+        help='with --generate: the topics, as {"topics":[{"topic":"t"}],"version":1}',
+    )
+    reassign.add_argument(
+        "--broker-list", metavar="IDS", help="with --generate: the brokers to spread them over"
+    )
+    reassign.add_argument(
+        "--disable-rack-aware",
+        action="store_true",
+        help="with --generate: place replicas without regard to the brokers' racks",
     )
     reassign.add_argument("--json", action="store_true", help="print JSON")
     reassign.set_defaults(handler=_reassign, parser=reassign)
@@ -156,6 +177,15 @@ def _targets(args: argparse.Namespace) -> Targets:
 def _reassign(args: argparse.Namespace) -> int:
     from admin import reassign
 
+    if args.generate:
+        return _generate(args)
+    generate_only = _given(
+        ("--topics-to-move-json-file", args.topics_to_move_json_file is not None),
+        ("--broker-list", args.broker_list is not None),
+        ("--disable-rack-aware", args.disable_rack_aware),
+    )
+    if generate_only:
+        raise UsageError(f"{', '.join(generate_only)} go(es) with --generate")
     if args.bootstrap_server is not None:
         return _reassign_over_the_wire(args)
     if args.list or args.cancel or args.additional:
@@ -191,6 +221,82 @@ def _reassign(args: argparse.Namespace) -> int:
     out("\nSave this to use as the --reassignment-json-file option during rollback")
     partitions = ",".join(str(tp) for tp in sorted(started.targets))
     out(f"Successfully started partition reassignments for {partitions}")
+    return 0
+
+
+def _given(*flags: tuple[str, bool]) -> list[str]:
+    """The flags of ``(flag, given)`` pairs that were given."""
+    return [flag for flag, given in flags if given]
+
+
+def _generate(args: argparse.Namespace) -> int:
+    """kafka-reassign-partitions.sh --generate: the topics' current assignment and a
+    proposed one over the listed brokers (from ZooKeeper, or the brokers' Metadata with
+    --bootstrap-server); nothing is written."""
+    from admin import metadata, reassign
+    from admin.cluster_admin import ClusterAdmin, parse_bootstrap
+    from admin.errors import AdminError, Problems
+    from admin.topics import parse_replicas
+    from controller.assignment import BrokerMetadata
+    from zkdata.znodes import TopicPartition
+
+    if args.topics_to_move_json_file is None or args.broker_list is None:
+        raise UsageError("--generate needs --topics-to-move-json-file FILE and --broker-list IDS")
+    others = _given(
+        ("--reassignment-json-file", args.reassignment_json_file is not None),
+        ("--topic", args.topic is not None),
+        ("--partition", args.partition is not None),
+        ("--replicas", args.replicas is not None),
+        ("--additional", args.additional),
+    )
+    if others:
+        raise UsageError(f"--generate takes whole topics; not {', '.join(others)}")
+    path = args.topics_to_move_json_file
+    topics = reassign.parse_topics_to_move_json(read_text_file(path, "topics file"), path)
+    wanted = parse_replicas(args.broker_list, "--broker-list")
+    if args.bootstrap_server is not None:
+        admin = ClusterAdmin(parse_bootstrap(args.bootstrap_server))
+        current = admin.replicas(topics)
+        racks = {b["node_id"]: b["rack"] for b in admin.metadata([])["brokers"]}
+    else:
+        problems = Problems()
+        with zk_session(args) as zk:
+            records, _missing = metadata.read_topics(zk, topics, problems)
+            live = metadata.live_brokers(zk, problems)
+        report_problems(problems)
+        current = {
+            TopicPartition(name, p): replicas
+            for name, record in records.items()
+            for p, replicas in record.assignment.partitions.items()
+        }
+        racks = {broker_id: r.rack for broker_id, r in live.items()}
+    found = {tp.topic for tp in current}
+    missing = [t for t in topics if t not in found]
+    if missing:
+        raise AdminError(f"topic(s) not found: {', '.join(missing)}")
+    absent = [b for b in wanted if b not in racks]
+    if absent:
+        warn(
+            f"--broker-list: broker(s) {_ids(tuple(absent))} not registered: the proposal"
+            " leaves them out"
+        )
+    brokers = [BrokerMetadata(b, racks[b]) for b in wanted if b in racks]
+    proposed = reassign.proposed_assignment(
+        current, brokers, rack_aware=not args.disable_rack_aware
+    )
+    if args.json:
+        print_json(
+            {
+                "current": json.loads(reassign.format_reassignment_json(current)),
+                "proposed": json.loads(reassign.format_reassignment_json(proposed)),
+            }
+        )
+        return 0
+    out("Current partition replica assignment")
+    out(reassign.format_reassignment_json(current))
+    out()
+    out("Proposed partition reassignment configuration")
+    out(reassign.format_reassignment_json(proposed))
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from admin import reassign
 from cluster.supervised import PROJECT_ROOT
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap
@@ -659,6 +661,64 @@ def test_zkctl_reassign_over_the_wire_starts_verifies_lists_and_cancels(
     assert after_failover.returncode == 0, after_failover.stderr
     assert after_failover.stdout.strip() == "No partition reassignments found."
     assert c.wait_controller(not_id=ctl)[0] != ctl
+
+
+def test_zkctl_reassign_generates_a_proposal_that_executes(
+    cluster_factory: ClusterFactory, tmp_path: Path
+) -> None:
+    """`zkctl reassign --generate`, as kafka-reassign-partitions.sh --generate: a topic's
+    current assignment and one over --broker-list, read from ZooKeeper or from the brokers'
+    Metadata, the same either way; the proposal saved and --execute'd moves the topic."""
+    c = cluster_factory()
+    c.wait_controller()
+    c.create_topic("t", {p: (1, 2) for p in range(4)})
+    c.wait_topic_online("t")
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text('{"topics":[{"topic":"t"}],"version":1}')
+    generate = ("--generate", "--topics-to-move-json-file", str(topics_file))
+
+    def zk(*args: str) -> subprocess.CompletedProcess[str]:
+        return zkctl("--zookeeper", c.zk_connect, "reassign", *args)
+
+    text = zk(*generate, "--broker-list", "2,3,9")
+    assert text.returncode == 0, text.stderr
+    assert "broker(s) 9 not registered: the proposal leaves them out" in text.stderr
+    current, proposed = text.stdout.split("Proposed partition reassignment configuration")
+    assert current.startswith("Current partition replica assignment")
+    assert json.loads(current.split("\n", 1)[1]) == json.loads(
+        znodes.encode_reassignment({znodes.TopicPartition("t", p): (1, 2) for p in range(4)})
+    )
+    moved = reassign.parse_reassignment_json(proposed)
+    assert sorted(moved) == [znodes.TopicPartition("t", p) for p in range(4)]
+    assert all(len(r) == 2 and set(r) == {2, 3} for r in moved.values())
+    over_zk = json.loads(zk(*generate, "--broker-list", "2,3", "--json").stdout)
+    over_wire = json.loads(zkctl_wire(c, *generate, "--broker-list", "2,3", "--json").stdout)
+    assert over_zk["current"] == over_wire["current"]
+    assert over_wire["proposed"]["partitions"][0]["topic"] == "t"
+
+    nosuch = tmp_path / "nosuch.json"
+    nosuch.write_text('{"topics":[{"topic":"t"},{"topic":"nosuch"}]}')
+    for run in (zk, lambda *a: zkctl_wire(c, *a)):
+        missing = run("--generate", "--topics-to-move-json-file", str(nosuch), "--broker-list", "2")
+        assert missing.returncode == 1
+        assert "topic(s) not found: nosuch" in missing.stderr, missing.stderr
+    too_few = zk(*generate, "--broker-list", "3")
+    assert too_few.returncode == 1
+    assert "Replication factor: 2 larger than available brokers: 1" in too_few.stderr
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(proposed)
+    started = zk("--reassignment-json-file", str(plan), "--execute")
+    assert started.returncode == 0, started.stderr
+    wait_for(
+        lambda: (
+            (x := c.assignment("t")) is not None
+            and {znodes.TopicPartition("t", p): r for p, r in x.partitions.items()} == moved
+            and not x.adding_replicas
+        ),
+        60,
+        "t moved onto brokers 2 and 3",
+    )
 
 
 def test_a_clients_reassignment_in_progress_survives_a_controller_failover(

@@ -12,6 +12,8 @@ import types
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from admin import elect, reassign, topics
 from admin.errors import AdminError, InvalidArgumentError, TopicExistsError
@@ -24,6 +26,8 @@ from zkdata.znodes import (
     TopicAssignment,
     TopicPartition,
 )
+
+GENERATE = ("reassign", "--generate", "--topics-to-move-json-file")
 
 # Nothing listens here: a command that got as far as connecting would fail with exit 1.
 UNREACHABLE = "127.0.0.1:1"
@@ -204,6 +208,16 @@ def test_bad_arguments_exit_2_with_one_clear_error_line(
         (
             ["reassign", "--bootstrap-server", "h:1", "--topic", "t", "--partition", "0"],
             "missing --replicas",
+        ),
+        (["reassign", "--generate"], "--generate needs --topics-to-move-json-file FILE and"),
+        (["reassign", "--broker-list", "1"], "--broker-list go(es) with --generate"),
+        (
+            [*GENERATE, "f", "--broker-list", "1", "--topic", "t"],
+            "--generate takes whole topics; not --topic",
+        ),
+        (
+            [*GENERATE, "/nonexistent/t.json", "--broker-list", "1"],
+            "cannot read topics file /nonexistent/t.json",
         ),
         (["elect-leaders", "--preferred"], "give exactly one of --all-topic-partitions"),
         (
@@ -494,6 +508,69 @@ def test_reassignment_targets_are_checked_against_the_cluster() -> None:
     assert "broker(s) 4, 9 are not registered (registered: 1, 2, 3)" in message
     with pytest.raises(AdminError, match="marked for deletion"):
         reassign.check_targets({tp("t", 0): (1,)}, topics_now, {1}, ["t"])
+
+
+def test_topics_to_move_json_is_kafkas_format() -> None:
+    text = '{"topics":[{"topic":"t"},{"topic":"u"}],"version":1}'
+    assert reassign.parse_topics_to_move_json(text) == ["t", "u"]
+    for bad, expected in [
+        ("{", "not valid JSON"),
+        ('{"topics":{}}', "expected a JSON object with a 'topics' list"),
+        ('{"topics":[],"version":1}', "the topic list is empty"),
+        ('{"topics":[{"topic":"t"}],"version":2}', "unsupported version 2"),
+        ('{"topics":[{"name":"t"}]}', "each entry needs a 'topic' name"),
+        ('{"topics":[{"topic":"t t"}]}', "illegal characters"),
+        (
+            '{"topics":[{"topic":"t"},{"topic":"u"},{"topic":"t"}]}',
+            "List of topics to reassign contains duplicate entries: t",
+        ),
+    ]:
+        with pytest.raises(InvalidArgumentError) as info:
+            reassign.parse_topics_to_move_json(bad, "f.json")
+        assert expected in str(info.value), bad
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.tuples(st.integers(1, 12), st.integers(1, 3)), min_size=1, max_size=3),
+    brokers=st.sets(st.integers(0, 9), min_size=3, max_size=6),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_generated_proposal_moves_whole_topics_onto_the_listed_brokers(
+    sizes: list[tuple[int, int]], brokers: set[int], seed: int
+) -> None:
+    """--generate (Kafka's calculateAssignment): each topic's partitions, and only those,
+    on distinct listed brokers, its replication factor kept, its leaders spread evenly."""
+    current = {
+        tp(f"t{i}", p): tuple(range(100, 100 + factor))
+        for i, (partitions, factor) in enumerate(sizes)
+        for p in range(partitions)
+    }
+    listed = [BrokerMetadata(b) for b in sorted(brokers)]
+    proposed = reassign.proposed_assignment(current, listed, rng=random.Random(seed))
+    assert set(proposed) == set(current)
+    for part, replicas in proposed.items():
+        assert len(replicas) == len(current[part])
+        assert len(set(replicas)) == len(replicas)
+        assert set(replicas) <= brokers
+    for i in range(len(sizes)):
+        leaders = [r[0] for part, r in proposed.items() if part.topic == f"t{i}"]
+        counts = [leaders.count(b) for b in brokers]
+        assert max(counts) - min(counts) <= 1
+
+
+def test_a_generated_proposal_respects_racks_or_refuses_half_of_them() -> None:
+    current = {tp("t", p): (1, 2) for p in range(6)}
+    racked = [BrokerMetadata(b, rack) for b, rack in ((1, "a"), (2, "a"), (3, "b"), (4, "b"))]
+    proposed = reassign.proposed_assignment(current, racked, rng=random.Random(7))
+    rack = {m.id: m.rack for m in racked}
+    assert all(rack[r[0]] != rack[r[1]] for r in proposed.values())  # one replica per rack
+    half = [*racked[:3], BrokerMetadata(5)]
+    with pytest.raises(AdminError, match="Not all brokers have rack information"):
+        reassign.proposed_assignment(current, half)
+    assert set(reassign.proposed_assignment(current, half, rack_aware=False)) == set(current)
+    with pytest.raises(AdminError, match="Replication factor: 2 larger than available brokers: 1"):
+        reassign.proposed_assignment(current, [BrokerMetadata(1)])
 
 
 def test_reassignment_status() -> None:
