@@ -1113,7 +1113,7 @@ class KafkaController:
         states = self.store.read_partition_states(tps)
         # Only a complete reassignment moves on (Kafka): every target replica in the ISR.
         caught_up = [tp for tp in tps if self._caught_up(tp, states.get(tp))]
-        self._resume_reassignments(caught_up)
+        self._resume_reassignments(caught_up, states)
         # The others wait for their next ISR change: their watches fired, so re-armed.
         self.reassignments.to_watch.extend(
             tp for tp in tps if tp not in caught_up and tp in ctx.partitions_being_reassigned
@@ -1147,15 +1147,21 @@ class KafkaController:
             if self._caught_up(tp, self.store.decode_state(path, data))
         )
 
-    def _resume_reassignments(self, tps: Iterable[TopicPartition]) -> None:
+    def _resume_reassignments(
+        self,
+        tps: Iterable[TopicPartition],
+        states: Mapping[TopicPartition, PartitionState | None] | None = None,
+    ) -> None:
         """The next steps of reassignments in progress (a broker back, their new replicas
-        caught up), their topics' znodes written once."""
+        caught up; ``states``: as read in this event), their topics' znodes written once."""
         with coalesced_topic_writes(self.ops):
-            done = self._on_partition_reassignments(dict.fromkeys(tps))
+            done = self._on_partition_reassignments(dict.fromkeys(tps), states)
         self._remove_done_reassignments({tp: self.ctx.replicas(tp) for tp in done})
 
     def _on_partition_reassignments(
-        self, targets: Mapping[TopicPartition, tuple[int, ...] | None]
+        self,
+        targets: Mapping[TopicPartition, tuple[int, ...] | None],
+        states: Mapping[TopicPartition, PartitionState | None] | None = None,
     ) -> list[TopicPartition]:
         """The reassignments' next steps (controller/reassignment.py), each towards a new
         target or, for None, resumed; those left waiting for their new replicas get, at the
@@ -1163,7 +1169,7 @@ class KafkaController:
         caller then takes them out of /admin/reassign_partitions."""
         if not targets:
             return []
-        complete = reassign_partitions(self.partition_sm, self.replica_sm, targets)
+        complete = reassign_partitions(self.partition_sm, self.replica_sm, targets, states)
         done = [tp for tp in targets if tp in complete]
         for tp in done:
             self.reassignments.zk_triggered.pop(tp, None)

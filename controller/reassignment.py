@@ -147,11 +147,13 @@ def reassign_partitions(
     partition_sm: PartitionStateMachine,
     replica_sm: ReplicaStateMachine,
     targets: Mapping[TopicPartition, tuple[int, ...] | None],
+    states: Mapping[TopicPartition, PartitionState | None] | None = None,
 ) -> set[TopicPartition]:
     """The reassignments' next steps: for each partition, towards a new target (requested,
     or one that overrides a reassignment in progress), or, for None, the reassignment in
     progress resumed. The partitions whose reassignment is complete (the target is the
-    assignment and the removed replicas are gone).
+    assignment and the removed replicas are gone). ``states``: the partitions' states as
+    the caller read them in this event, not read again.
 
     Each step is taken for every partition at once, so a request for 1,000 partitions
     reads and writes their states in a few pipelined rounds, not 1,000 round trips each;
@@ -161,7 +163,10 @@ def reassign_partitions(
     tps = list(targets)
     if not tps:
         return set()
-    states = ops.store.read_partition_states(tps)
+    if states is None or not all(tp in states for tp in tps):
+        known = ops.store.read_partition_states(tps)
+    else:
+        known = {tp: states[tp] for tp in tps}
     reassignments: dict[TopicPartition, ReplicaAssignment] = {}
     unneeded: list[PartitionReplica] = []
     for tp in tps:
@@ -170,7 +175,7 @@ def reassign_partitions(
         if target is None:
             reassignments[tp] = before
         else:
-            current = states.get(tp)
+            current = known.get(tp)
             isr = current.leader_and_isr.isr if current is not None else ()
             reassignments[tp] = reassignment_to(before, target, isr)
         ctx.partitions_being_reassigned.add(tp)
@@ -180,7 +185,7 @@ def reassign_partitions(
     write_assignments(partition_sm, reassignments)
     if unneeded:
         stop_removed_replicas(replica_sm, unneeded)
-        states.update(
+        known.update(
             ops.store.read_partition_states(
                 list(dict.fromkeys(pr.topic_partition for pr in unneeded))
             )
@@ -200,7 +205,7 @@ def reassign_partitions(
     complete: dict[TopicPartition, ReplicaAssignment] = {}
     in_progress: dict[TopicPartition, ReplicaAssignment] = {}
     for tp, ra in reassignments.items():
-        current = states.get(tp)
+        current = known.get(tp)
         if not ra.is_being_reassigned or (
             current is not None and all(r in current.leader_and_isr.isr for r in ra.target_replicas)
         ):
@@ -208,7 +213,7 @@ def reassign_partitions(
         else:
             in_progress[tp] = ra
     if in_progress:
-        bump_leader_epochs(partition_sm, in_progress, states)
+        bump_leader_epochs(partition_sm, in_progress, known)
         # A reassignment resumed (by a failover, or its broker back) finds its new
         # replicas Online or Offline already: they are started, not new (Kafka tries them
         # anyway and logs an invalid transition).
@@ -222,7 +227,7 @@ def reassign_partitions(
             R.NEW,
         )
     if complete:
-        _complete(partition_sm, replica_sm, complete, states)
+        _complete(partition_sm, replica_sm, complete, known)
     return set(complete)
 
 
