@@ -12,6 +12,7 @@ from zkctl import controller_status
 from zkctl.common import (
     UsageError,
     err,
+    ids,
     non_negative_int,
     out,
     print_json,
@@ -276,10 +277,7 @@ def _generate(args: argparse.Namespace) -> int:
         raise AdminError(f"topic(s) not found: {', '.join(missing)}")
     absent = [b for b in wanted if b not in racks]
     if absent:
-        warn(
-            f"--broker-list: broker(s) {_ids(tuple(absent))} not registered: the proposal"
-            " leaves them out"
-        )
+        warn(f"--broker-list: broker(s) {ids(absent)} not registered: the proposal leaves them out")
     brokers = [BrokerMetadata(b, racks[b]) for b in wanted if b in racks]
     proposed = reassign.proposed_assignment(
         current, brokers, rack_aware=not args.disable_rack_aware
@@ -337,8 +335,8 @@ def _reassign_over_the_wire(args: argparse.Namespace) -> int:
             out("Current partition reassignments:")
             for tp, (replicas, adding, removing) in sorted(moving.items()):
                 out(
-                    f"{tp}: replicas: {_ids(replicas)}. adding: {_ids(adding)}."
-                    f" removing: {_ids(removing)}."
+                    f"{tp}: replicas: {ids(replicas)}. adding: {ids(adding)}."
+                    f" removing: {ids(removing)}."
                 )
         return 0
 
@@ -446,10 +444,6 @@ def _cancelled(args: argparse.Namespace) -> list[TopicPartition]:
         check_topic_name(args.topic)
         return [TopicPartition(args.topic, args.partition)]
     return sorted(_targets(args))
-
-
-def _ids(replicas: tuple[int, ...]) -> str:
-    return ",".join(map(str, replicas))
 
 
 # --- elect-leaders ----------------------------------------------------------------------------
