@@ -20,7 +20,9 @@ from controller.controller import ControllerConfig, KafkaController
 from controller.request_batch import BrokerRequest
 from controller.store import ZkControllerStore
 from wire.api import ApiKey
+from wire.codec import decode
 from wire.errors import ErrorCode
+from wire.protocol import EncodedBody
 from zkdata import paths
 from zkdata.client import ZkClient
 from zkdata.znodes import (
@@ -262,6 +264,39 @@ def test_a_failover_encodes_its_update_metadata_before_the_state_machines_start(
         ]
         assert row["update_metadata_queued_ms"] <= row["update_metadata_encoded_ms"]
         assert row["update_metadata_encoded_ms"] <= row["replica_state_machine_ms"]
+    finally:
+        close(controller, zk)
+
+
+def test_a_failover_of_a_cluster_without_partitions_tells_the_brokers_of_each_other(
+    zk_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no partition to tell of, the failover's UpdateMetadata still goes to every
+    broker, with the live brokers only: a client asking any of them finds the others."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    controller = KafkaController(
+        ControllerConfig(broker_id=1), zk, StateChangeLog(tmp_path, 1), lambda: 0
+    )
+    sent: list[BrokerRequest] = []
+    monkeypatch.setattr(controller.ops, "send", sent.extend)
+    try:
+        brokers_and_topic(zk, {})
+        controller._elect()
+        assert controller.is_active
+        assert [(r.api_key, r.broker_id, r.update_metadata_rows) for r in sent] == [
+            (UMR, b, []) for b in (1, 2, 3)
+        ]
+        (request,) = [r for r in sent if r.broker_id == 2]
+        encoded = request.wire_body()
+        assert isinstance(encoded, EncodedBody)
+        body = decode("UpdateMetadataRequest", encoded.api_version, bytes(encoded.data))
+        assert body["topic_states"] == []
+        assert [(b["id"], b["endpoints"][0]["port"]) for b in body["live_brokers"]] == [
+            (1, 1),
+            (2, 1),
+            (3, 1),
+        ]
     finally:
         close(controller, zk)
 
