@@ -26,6 +26,7 @@ from typing import Any
 from broker.admin_apis import AdminApis
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig, ConfigError, TopicConfig, effective_topic_config
+from broker.config_changes import ConfigChangeListener
 from broker.fetcher import ReplicaFetcherManager
 from broker.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import SocketServer
@@ -149,6 +150,7 @@ class KafkaServer:
             self.state_log,
             self.register,
         )
+        self.config_changes = ConfigChangeListener(self.zk, self._on_topic_config_change)
         self.apis: KafkaApis | None = None
         self._status_stop = threading.Event()
         self._status_thread = threading.Thread(target=self._status_loop, name="status", daemon=True)
@@ -213,6 +215,7 @@ class KafkaServer:
         }
         self.register(until_connected=True)
         self.controller.start()
+        self.config_changes.start()
         self._status_thread.start()
         threading.Thread(target=self._isr_check_loop, name="isr-expiration", daemon=True).start()
         log.info(
@@ -315,8 +318,12 @@ class KafkaServer:
             [(p.topic_partition, p.leader, p.leader_epoch, p.log_end_offset) for p in followers]
         )
 
-    def _on_stop(self, tps: list[TopicPartition], _deleted: bool) -> None:
+    def _on_stop(self, tps: list[TopicPartition], deleted: bool) -> None:
         self.fetchers.unfollow(tps)
+        if deleted:
+            # A topic made again under the same name reads its own config, not this one's.
+            for topic in {tp.topic for tp in tps}:
+                self._topic_configs.pop(topic, None)
 
     def _on_fetched(
         self,
@@ -332,11 +339,23 @@ class KafkaServer:
 
     def _topic_config(self, topic: str) -> TopicConfig:
         """A topic's effective config: the broker's defaults and the topic's overrides in
-        /config/topics/<t> (read once per topic; unreadable overrides are reported and the
+        /config/topics/<t> (read once per topic, again when a config change notification
+        names it or its logs are deleted; unreadable overrides are reported and the
         defaults used)."""
         cached = self._topic_configs.get(topic)
         if cached is not None:
             return cached
+        try:
+            return self._read_topic_config(topic)
+        except Exception as e:
+            log.warning(
+                "could not read %s (%s); using the broker's defaults", paths.topic_config(topic), e
+            )
+            return effective_topic_config(self.config, {})
+
+    def _read_topic_config(self, topic: str) -> TopicConfig:
+        """The topic's config read from ZooKeeper now, and cached; a ZooKeeper error raises
+        (nothing cached)."""
         overrides: dict[str, str] = {}
         path = paths.topic_config(topic)
         try:
@@ -345,9 +364,6 @@ class KafkaServer:
                 overrides = decode_topic_config(topic, got[0], path)
         except MalformedZnode as e:
             log.error("%s; using the broker's defaults for topic %s", e, topic)
-        except Exception as e:
-            log.warning("could not read %s (%s); using the broker's defaults", path, e)
-            return effective_topic_config(self.config, {})
         try:
             config = effective_topic_config(self.config, overrides)
         except ConfigError as e:
@@ -355,6 +371,16 @@ class KafkaServer:
             config = effective_topic_config(self.config, {})
         self._topic_configs[topic] = config
         return config
+
+    def _on_topic_config_change(self, topic: str) -> None:
+        """A config change notification named ``topic`` (Kafka's TopicConfigHandler): its
+        config is read again, its logs take it, and the controller, if here, elects the
+        topic's offline partitions again once unclean election is on for it."""
+        config = self._read_topic_config(topic)
+        updated = self.logs.update_topic_config(topic, config) if self.logs is not None else 0
+        log.info("topic %s: config applied to %d logs", topic, updated)
+        if config.unclean_leader_election_enable:
+            self.controller.enable_topic_unclean_leader_election(topic)
 
     def _isr_check_loop(self) -> None:
         interval = max(0.1, self.config.replica_lag_time_max_ms / 2000)
@@ -498,6 +524,7 @@ class KafkaServer:
                 ("the replica manager", self.replicas.close),
                 # Checkpoints, then the clean-shutdown marker.
                 ("the logs", self.logs.close if self.logs is not None else _nothing),
+                ("the config change listener", self.config_changes.close),
                 ("the controller", self.controller.shutdown),
                 # Closing the session removes /brokers/ids/<id> (and /controller) at once.
                 ("the ZooKeeper session", self.zk.close),

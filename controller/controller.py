@@ -346,6 +346,12 @@ class KafkaController:
     ) -> None:
         self.events.put(ev.AlterPartitionReassignments(reassignments, reply))
 
+    def enable_topic_unclean_leader_election(self, topic: str) -> None:
+        """A config change notification turned unclean election on for ``topic`` (called by
+        the broker's config change listener; Kafka's enableTopicUncleanLeaderElection)."""
+        if self.is_active:
+            self.events.put(ev.TopicUncleanLeaderElectionEnable(topic))
+
     def list_partition_reassignments(
         self, partitions: list[TopicPartition] | None, reply: ev.ListingReply
     ) -> None:
@@ -1232,6 +1238,16 @@ class KafkaController:
 
     def _elect_preferred(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
         return preferred_election(self.partition_sm, tps)
+
+    def _on_TopicUncleanLeaderElectionEnable(
+        self, event: ev.TopicUncleanLeaderElectionEnable
+    ) -> None:
+        """Kafka's processTopicUncleanLeaderElectionEnable: the topic's New and Offline
+        partitions go Online if they can; the offline election reads the topic's config,
+        so a partition with no live ISR replica now takes an out-of-sync one."""
+        if not self.is_active:
+            return
+        self.partition_sm.trigger_online_partition_state_change([event.topic])
 
     def _on_AutoPreferredReplicaLeaderElection(
         self, _event: ev.AutoPreferredReplicaLeaderElection

@@ -123,6 +123,14 @@ class AutoPreferredReplicaLeaderElection(ControllerEvent):
     pass
 
 
+@dataclass
+class TopicUncleanLeaderElectionEnable(ControllerEvent):
+    """A config change made unclean.leader.election.enable true for a topic: its offline
+    partitions are elected again, now allowed an out-of-sync leader."""
+
+    topic: str
+
+
 class _FirstAnswer:
     """Which of an event's would-be answers (from any thread) is given: the first."""
 

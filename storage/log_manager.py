@@ -305,6 +305,20 @@ class LogManager:
             counts[directory] = counts.get(directory, 0) + 1
             return partition_log
 
+    def update_topic_config(self, topic: str, config: LogConfig | TopicConfig) -> int:
+        """Every log of ``topic`` takes its new config (Kafka's updateTopicConfig): segments
+        roll, retention deletes and flushes go by it from now on. Returns how many logs."""
+        log_config = _as_log_config(config)
+        with self._lock:
+            logs = [(tp, plog) for tp, plog in self._logs.items() if tp.topic == topic]
+            for tp, partition_log in logs:
+                partition_log.config = log_config
+                if log_config.flush_ms != LONG_MAX:
+                    self._timed_flush[tp] = partition_log
+                else:
+                    self._timed_flush.pop(tp, None)
+        return len(logs)
+
     def _add(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
         self._logs[tp] = partition_log
         if partition_log.config.flush_ms != LONG_MAX:

@@ -633,6 +633,18 @@ def encode_config_change(entity_path: str) -> bytes:
     return _dumps({"version": 2, "entity_path": entity_path})
 
 
+def decode_config_change(path: str, data: bytes | None) -> str:
+    """The entity path of a /config/changes notification ("topics/t"): version 2 names it
+    (``entity_path``), version 1 gives its type and name (Kafka 0.9-1.x's tools)."""
+    obj = _loads_object(path, data)
+    version = obj.get("version")
+    if version == 2:
+        return _str(path, obj, "entity_path")
+    if version == 1:
+        return f"{_str(path, obj, 'entity_type')}/{_str(path, obj, 'entity_name')}"
+    raise MalformedZnode(path, f"unknown version {version!r} of a config change notification")
+
+
 # --- /brokers/identities/<id> (ours: persistent broker identities) ----------------------
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from admin import topics
 from cluster.netsplit import ZooKeeperLink, linked
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import consume, lost_acknowledged, produce
@@ -76,6 +77,45 @@ def test_without_unclean_election_a_partition_stays_offline_until_an_isr_member_
         if r["reason"] == "unclean"
     ]
     assert unclean == []
+
+
+@pytest.mark.slow
+def test_unclean_election_turned_on_while_a_partition_is_offline_elects_it_at_once(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """Kafka's TopicUncleanLeaderElectionEnable: a topic config change (the overrides and
+    a /config/changes notification) that turns unclean election on while a partition of
+    the topic has no live ISR replica elects the live out-of-sync one then, not at the
+    next broker change, and logs it as unclean."""
+    c = cluster_factory()
+    c.wait_controller()
+    c.create_topic("t", {0: (2, 3)})
+    c.wait_topic_online("t")
+    c[3].kill()
+    c.wait_partitions("t", lambda s: s[0].isr == (2,), "ISR [2]", timeout=c.session_timeout_s + 30)
+    c[2].kill()
+    c.wait_partitions(
+        "t", lambda s: s[0].leader == -1, "partition 0 offline", timeout=c.session_timeout_s + 30
+    )
+    c[3].start()  # not in the ISR, and unclean election is off: it stays offline
+    c.wait_registered([3])
+    c.wait_controller()
+    time.sleep(1)
+    assert c.partition_state("t", 0)[0].leader == -1
+    topics.alter_topic_config(c.zk, "t", {"unclean.leader.election.enable": "true"}, [])
+    states = c.wait_partitions("t", lambda s: s[0].leader == 3, "broker 3 elected uncleanly", 30)
+    assert states[0].isr == (3,)
+
+    def unclean() -> list[dict[str, object]]:
+        return [
+            r
+            for b in c.brokers.values()
+            for r in b.state_changes("partition_state")
+            if r["reason"] == "unclean" and r["topic"] == "t"
+        ]
+
+    rows = wait_for(unclean, 30, "the unclean election in the state-change log")
+    assert rows[-1]["leader"] == 3
 
 
 @pytest.mark.slow

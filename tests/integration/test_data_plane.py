@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from admin import topics
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import (
     Acked,
@@ -182,6 +183,47 @@ def test_every_broker_restarted_logs_recover_nothing_acknowledged_missing(
     after = c.partition_states("t")
     for p in before:
         assert after[p].leader_epoch >= before[p].leader_epoch
+
+
+def refused_or_none(c: Cluster, topic: str, tag: str) -> Acked | None:
+    """One acks=all message to partition 0 (5 s to be acknowledged): its outcome if it
+    was refused, None if it was acknowledged."""
+    outcome = produce(c, topic, values(1, tag), partition=0, message_timeout_ms=5000)
+    return outcome if outcome.errors else None
+
+
+ISR_TOO_SMALL = {"NOT_ENOUGH_REPLICAS", "_MSG_TIMED_OUT", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"}
+
+
+def test_a_topic_config_changed_while_its_brokers_run_is_applied(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """`zkctl topic alter-config` (the overrides and a /config/changes notification, as
+    kafka-configs.sh writes them) reaches the running leader: min.insync.replicas raised
+    above the ISR refuses acks=all, and removed again accepts it. A topic deleted and made
+    again under its name has its own config, not the old one's."""
+    c = cluster_factory()
+    c.wait_controller()
+    c.create_topic("t", {0: (1, 2)}, {"min.insync.replicas": "1"})
+    c.wait_topic_online("t")
+    assert produce(c, "t", values(5, "a"), partition=0).errors == []
+    topics.alter_topic_config(c.zk, "t", {"min.insync.replicas": "3"}, [])
+    refused = wait_for(lambda: refused_or_none(c, "t", "b"), 60, "acks=all refused")
+    assert set(refused.errors) <= ISR_TOO_SMALL
+    assert refused.by_offset == {}
+    topics.alter_topic_config(c.zk, "t", {}, ["min.insync.replicas"])
+    wait_for(lambda: refused_or_none(c, "t", "c") is None, 60, "acks=all acknowledged again")
+    # The leader applied each change (its log says so), and so did the follower.
+    for b in (1, 2):
+        assert "config of topic t changed" in c[b].output()
+
+    topics.alter_topic_config(c.zk, "t", {"min.insync.replicas": "3"}, [])
+    wait_for(lambda: refused_or_none(c, "t", "d"), 60, "acks=all refused again")
+    topics.delete_topic(c.zk, "t")
+    wait_for(lambda: c.assignment("t") is None, 60, "topic t deleted")
+    c.create_topic("t", {0: (1, 2)}, {"min.insync.replicas": "1"})
+    c.wait_topic_online("t")
+    assert produce(c, "t", values(5, "e"), partition=0, message_timeout_ms=30_000).errors == []
 
 
 def test_a_batch_over_max_message_bytes_is_refused(cluster_factory: ClusterFactory) -> None:

@@ -193,6 +193,27 @@ def test_the_flusher_flushes_each_log_whose_topic_sets_flush_ms_made_or_found(
     again.close()
 
 
+def test_a_topic_config_change_reaches_every_log_of_the_topic_and_only_those(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    manager = LogManager([tmp_path], broker_config(), time_ms=clock)
+    for tp in (A0, A1, B0):
+        produce(manager, tp, count=2)
+    assert manager.update_topic_config("a", LogConfig(flush_ms=1000, retention_ms=5)) == 2
+    assert [manager.get_log(tp).config.retention_ms for tp in (A0, A1)] == [5, 5]  # type: ignore[union-attr]
+    assert manager.get_log(B0).config == LogConfig()  # type: ignore[union-attr]
+    # The flusher now flushes the topic's logs by its flush.ms, and stops when it goes.
+    clock.now += 1000
+    assert manager.flush_dirty_logs() == 2
+    assert manager.update_topic_config("a", LogConfig()) == 2
+    produce(manager, A0)
+    clock.now += 10_000
+    assert manager.flush_dirty_logs() == 0
+    assert manager.update_topic_config("nope", LogConfig()) == 0
+    manager.close()
+
+
 def test_topic_configs_for_logs_found_on_disk(tmp_path: Path) -> None:
     manager = LogManager([tmp_path], broker_config())
     produce(manager, A0)
