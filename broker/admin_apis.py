@@ -342,6 +342,54 @@ class AdminApis:
             "configs": [create_topics_row(e) for e in topic_entries(self.config, plan.config)],
         }
 
+    # --- topics created by Metadata (auto.create.topics.enable) ------------------------
+
+    @property
+    def auto_creates_topics(self) -> bool:
+        return self.config is not None and self.config.auto_create_topics_enable
+
+    def auto_create_topics(self, names: Sequence[str]) -> dict[str, ErrorCode]:
+        """Kafka 2.8's auto topic creation (KafkaApis.getTopicMetadata): each topic of
+        ``names`` that does not exist is created by this broker, whichever it is, with
+        num.partitions and default.replication.factor, and answered LEADER_NOT_AVAILABLE
+        (the client asks again once the controller has elected its leaders); so is one
+        that exists by now or is being deleted. A name Kafka refuses is
+        INVALID_TOPIC_EXCEPTION, too few brokers INVALID_REPLICATION_FACTOR."""
+        out: dict[str, ErrorCode] = {}
+        try:
+            brokers, existing, marked = self._cluster()
+        except Exception as e:  # ZooKeeper out of reach: the client asks again
+            log.warning("auto topic creation: reading the cluster from ZooKeeper failed: %s", e)
+            return dict.fromkeys(names, ErrorCode.LEADER_NOT_AVAILABLE)
+        for name in names:
+            try:
+                out[name] = self._auto_create(name, brokers, existing, marked)
+            except TopicExistsError:
+                out[name] = ErrorCode.LEADER_NOT_AVAILABLE
+            except Exception as e:
+                out[name] = _refused(e, f"auto creation of topic {name!r}").code
+        return out
+
+    def _auto_create(
+        self, name: str, brokers: Sequence[BrokerMetadata], existing: set[str], marked: set[str]
+    ) -> ErrorCode:
+        assert self.config is not None
+        request = creatable_topic(
+            {"name": name}, self.config.num_partitions, self.config.default_replication_factor
+        )
+        plan = plan_topic_creation(request, brokers, existing, marked)
+        assert plan is not None  # not if_not_exists
+        if _retried(lambda: write_topic_creation(self.zk, plan, if_not_exists=True)):
+            log.info(
+                "topic %s created for a client's Metadata (auto.create.topics.enable):"
+                " %d partitions, replication factor %d",
+                name,
+                len(plan.assignment),
+                len(next(iter(plan.assignment.values()), [])),
+            )
+        existing.add(name)
+        return ErrorCode.LEADER_NOT_AVAILABLE
+
     # --- DeleteTopics -------------------------------------------------------------------
 
     def delete_topics(self, version: int, body: Body) -> Body:

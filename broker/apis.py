@@ -38,6 +38,9 @@ from zkdata.znodes import TopicPartition
 log = logging.getLogger(__name__)
 
 _FETCH_SESSIONS_INIT = threading.Lock()
+# Kafka's internal topics: made by their own coordinators with their own configs, never by
+# a client's Metadata (no consumer group or transaction coordinator runs here).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 # How often an incremental fetch session's sweep looks at each of its partitions, besides
 # the ones its requests list and those notified as changed (at most a quarter of
 # replica.lag.time.max.ms, so a follower is always recorded on its live partitions).
@@ -187,7 +190,24 @@ class KafkaApis:
         # deleted topic. So the request waits for that first update, within a bound.
         if not self.metadata.wait_first_update(self.metadata_wait_s):
             log.info("answering Metadata before any UpdateMetadata arrived")
-        return self.metadata.metadata_response(names, version, listener)
+        response = self.metadata.metadata_response(names, version, listener)
+        admin = self.admin
+        # v4+ says whether the client wants unknown topics made (a consumer does not).
+        if (
+            admin is not None
+            and admin.auto_creates_topics
+            and body.get("allow_auto_topic_creation", True)
+        ):
+            unknown = {
+                t["name"]: t
+                for t in response["topics"]
+                if t["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                and t["name"] not in INTERNAL_TOPICS
+            }
+            if unknown:
+                for name, code in admin.auto_create_topics(list(unknown)).items():
+                    unknown[name]["error_code"] = int(code)
+        return response
 
     # Fetch sessions (KIP-227), made on first use: see broker/fetch_session.py.
     _fetch_sessions: FetchSessionCache | None = None

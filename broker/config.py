@@ -367,7 +367,9 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               "Allow topic deletion; when false, deleting a topic through the admin tool has "
               "no effect."),
     ConfigDef("auto.create.topics.enable", _B, False, _HIGH,
-              "Create unknown topics on metadata requests. Default false here, true in Kafka."),
+              "Create an unknown topic a client's Metadata request names (unless the client "
+              "says not to, as consumers do), with num.partitions and "
+              "default.replication.factor. Default false here, true in Kafka."),
     ConfigDef("compression.type", _STR, "producer", _HIGH,
               "Final compression of a topic's data; producer: keep the producer's.",
               OneOf(COMPRESSION_TYPES)),
