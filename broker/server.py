@@ -116,6 +116,8 @@ class KafkaServer:
         self.metadata = MetadataCache(self.broker_id, config.inter_broker_listener_name)
         self.logs: LogManager | None = None
         self._topic_configs: dict[str, TopicConfig] = {}
+        # Bumped when a topic's cached config is dropped (see _forget_topic_config).
+        self._topic_config_generation: dict[str, int] = {}
         self.replicas = ReplicaManager(
             self.broker_id,
             self.zk,
@@ -323,7 +325,7 @@ class KafkaServer:
         if deleted:
             # A topic made again under the same name reads its own config, not this one's.
             for topic in {tp.topic for tp in tps}:
-                self._topic_configs.pop(topic, None)
+                self._forget_topic_config(topic)
 
     def _on_fetched(
         self,
@@ -353,9 +355,16 @@ class KafkaServer:
             )
             return effective_topic_config(self.config, {})
 
+    def _forget_topic_config(self, topic: str) -> None:
+        """Drop the topic's cached config; a read that began before this is not cached
+        either (it may have read the znode before it changed)."""
+        self._topic_config_generation[topic] = self._topic_config_generation.get(topic, 0) + 1
+        self._topic_configs.pop(topic, None)
+
     def _read_topic_config(self, topic: str) -> TopicConfig:
-        """The topic's config read from ZooKeeper now, and cached; a ZooKeeper error raises
-        (nothing cached)."""
+        """The topic's config read from ZooKeeper now, and cached unless it was forgotten
+        meanwhile; a ZooKeeper error raises (nothing cached)."""
+        generation = self._topic_config_generation.get(topic, 0)
         overrides: dict[str, str] = {}
         path = paths.topic_config(topic)
         try:
@@ -369,13 +378,15 @@ class KafkaServer:
         except ConfigError as e:
             log.error("bad config for topic %s in %s: %s; using the defaults", topic, path, e)
             config = effective_topic_config(self.config, {})
-        self._topic_configs[topic] = config
+        if self._topic_config_generation.get(topic, 0) == generation:
+            self._topic_configs[topic] = config
         return config
 
     def _on_topic_config_change(self, topic: str) -> None:
         """A config change notification named ``topic`` (Kafka's TopicConfigHandler): its
         config is read again, its logs take it, and the controller, if here, elects the
         topic's offline partitions again once unclean election is on for it."""
+        self._forget_topic_config(topic)
         config = self._read_topic_config(topic)
         updated = self.logs.update_topic_config(topic, config) if self.logs is not None else 0
         log.info("topic %s: config applied to %d logs", topic, updated)
@@ -520,11 +531,11 @@ class KafkaServer:
             what
             for what, step in (
                 ("the listeners", self._stop_socket_servers),
+                ("the config change listener", self.config_changes.close),
                 ("the replica fetchers", self.fetchers.close),
                 ("the replica manager", self.replicas.close),
                 # Checkpoints, then the clean-shutdown marker.
                 ("the logs", self.logs.close if self.logs is not None else _nothing),
-                ("the config change listener", self.config_changes.close),
                 ("the controller", self.controller.shutdown),
                 # Closing the session removes /brokers/ids/<id> (and /controller) at once.
                 ("the ZooKeeper session", self.zk.close),
