@@ -88,15 +88,7 @@ def test_unclean_election_turned_on_while_a_partition_is_offline_elects_it_at_on
     the topic has no live ISR replica elects the live out-of-sync one then, not at the
     next broker change, and logs it as unclean."""
     c = cluster_factory()
-    c.wait_controller()
-    c.create_topic("t", {0: (2, 3)})
-    c.wait_topic_online("t")
-    c[3].kill()
-    c.wait_partitions("t", lambda s: s[0].isr == (2,), "ISR [2]", timeout=c.session_timeout_s + 30)
-    c[2].kill()
-    c.wait_partitions(
-        "t", lambda s: s[0].leader == -1, "partition 0 offline", timeout=c.session_timeout_s + 30
-    )
+    offline_with_an_out_of_sync_replica_down(c)
     c[3].start()  # not in the ISR, and unclean election is off: it stays offline
     c.wait_registered([3])
     c.wait_controller()
@@ -105,17 +97,7 @@ def test_unclean_election_turned_on_while_a_partition_is_offline_elects_it_at_on
     topics.alter_topic_config(c.zk, "t", {"unclean.leader.election.enable": "true"}, [])
     states = c.wait_partitions("t", lambda s: s[0].leader == 3, "broker 3 elected uncleanly", 30)
     assert states[0].isr == (3,)
-
-    def unclean() -> list[dict[str, object]]:
-        return [
-            r
-            for b in c.brokers.values()
-            for r in b.state_changes("partition_state")
-            if r["reason"] == "unclean" and r["topic"] == "t"
-        ]
-
-    rows = wait_for(unclean, 30, "the unclean election in the state-change log")
-    assert rows[-1]["leader"] == 3
+    assert unclean_elections_logged(c, "t")[-1]["leader"] == 3
 
 
 @pytest.mark.slow
@@ -123,8 +105,20 @@ def test_unclean_election_enabled_by_topic_config_elects_and_is_logged(
     cluster_factory: ClusterFactory,
 ) -> None:
     c = cluster_factory()
+    offline_with_an_out_of_sync_replica_down(c, {"unclean.leader.election.enable": "true"})
+    c[3].start()  # not in the ISR, but unclean election is allowed for this topic
+    states = c.wait_partitions("t", lambda s: s[0].leader == 3, "broker 3 elected uncleanly")
+    assert states[0].isr == (3,)
+    assert unclean_elections_logged(c, "t")[-1]["leader"] == 3
+
+
+def offline_with_an_out_of_sync_replica_down(
+    c: Cluster, config: dict[str, str] | None = None
+) -> None:
+    """Topic "t" (with ``config``), one partition on brokers 2 and 3: broker 3 killed
+    (out of the ISR), then broker 2, so the partition is offline, its ISR [2]."""
     c.wait_controller()
-    c.create_topic("t", {0: (2, 3)}, {"unclean.leader.election.enable": "true"})
+    c.create_topic("t", {0: (2, 3)}, config)
     c.wait_topic_online("t")
     c[3].kill()
     c.wait_partitions("t", lambda s: s[0].isr == (2,), "ISR [2]", timeout=c.session_timeout_s + 30)
@@ -132,21 +126,21 @@ def test_unclean_election_enabled_by_topic_config_elects_and_is_logged(
     c.wait_partitions(
         "t", lambda s: s[0].leader == -1, "partition 0 offline", timeout=c.session_timeout_s + 30
     )
-    c[3].start()  # not in the ISR, but unclean election is allowed for this topic
-    states = c.wait_partitions("t", lambda s: s[0].leader == 3, "broker 3 elected uncleanly")
-    assert states[0].isr == (3,)
+
+
+def unclean_elections_logged(c: Cluster, topic: str) -> list[dict[str, object]]:
+    """The topic's unclean elections in the state-change logs, once there is one (the
+    controller logs a state after ZooKeeper accepted it: a test may see the znode first)."""
 
     def unclean() -> list[dict[str, object]]:
         return [
             r
             for b in c.brokers.values()
             for r in b.state_changes("partition_state")
-            if r["reason"] == "unclean" and r["topic"] == "t"
+            if r["reason"] == "unclean" and r["topic"] == topic
         ]
 
-    # The controller logs a state after ZooKeeper accepted it: the test may see it first.
-    rows = wait_for(unclean, 30, "the unclean election in the state-change log")
-    assert rows[-1]["leader"] == 3
+    return wait_for(unclean, 30, "the unclean election in the state-change log")
 
 
 def registrations_logged(c: Cluster, broker_id: int, epoch: int) -> list[int]:
