@@ -50,18 +50,9 @@ def test_without_unclean_election_a_partition_stays_offline_until_an_isr_member_
     cluster_factory: ClusterFactory,
 ) -> None:
     c = cluster_factory()
-    c.wait_controller()
-    # Partition 0 lives on brokers 2 and 3 only.
-    c.create_topic("t", {0: (2, 3)})
-    c.wait_topic_online("t")
-    c[3].kill()
-    c.wait_partitions("t", lambda s: s[0].isr == (2,), "ISR [2]", timeout=c.session_timeout_s + 30)
-    c[2].kill()
+    offline_with_an_out_of_sync_replica_down(c)
     # No live ISR member: leader -1, and the ISR keeps its last member (never emptied).
-    states = c.wait_partitions(
-        "t", lambda s: s[0].leader == -1, "partition 0 offline", timeout=c.session_timeout_s + 30
-    )
-    assert states[0].isr == (2,)
+    assert c.partition_state("t", 0)[0].isr == (2,)
     # Broker 3 (not in the ISR) returns: still offline.
     c[3].start()
     c.wait_registered([3])
@@ -69,7 +60,7 @@ def test_without_unclean_election_a_partition_stays_offline_until_an_isr_member_
     assert c.partition_state("t", 0)[0].leader == -1
     # The ISR member returns: it leads again.
     c[2].start()
-    states = c.wait_partitions("t", lambda s: s[0].leader == 2, "broker 2 leads again")
+    c.wait_partitions("t", lambda s: s[0].leader == 2, "broker 2 leads again")
     unclean = [
         r
         for b in c.brokers.values()
