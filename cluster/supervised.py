@@ -66,6 +66,10 @@ class _ParsedLines:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
+class BrokerExited(RuntimeError):
+    """The broker's process ended while something waited for it to be up."""
+
+
 @dataclass
 class SupervisedBroker:
     broker_id: int
@@ -189,7 +193,20 @@ class SupervisedBroker:
             return None
 
     def port(self) -> int:
-        st = wait_for(self.status, 30, f"broker {self.broker_id}'s status file")
+        """Its port, from its status file, waiting for a starting broker to write it;
+        BrokerExited if the process ends without having written it (a start that gave up
+        on ZooKeeper, say)."""
+
+        def written() -> dict[str, Any] | None:
+            status = self.status()
+            if status is None and not self.alive():
+                raise BrokerExited(
+                    f"broker {self.broker_id} exited before writing its status file (its"
+                    f" output: {self.root / f'broker-{self.starts - 1}.out'})"
+                )
+            return status
+
+        st = wait_for(written, 30, f"broker {self.broker_id}'s status file")
         return int(st["port"])
 
     def state_changes(self, event: str | None = None) -> list[dict[str, Any]]:

@@ -9,11 +9,29 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from cluster.supervised import SupervisedCluster
+from cluster.supervised import BrokerExited, SupervisedCluster
 
 
 def bootstrap(c: SupervisedCluster) -> str:
-    return ",".join(f"127.0.0.1:{b.port()}" for b in c.brokers.values() if b.alive())
+    """The running brokers' addresses: those up now (their status file written), else
+    each starting one once it is up. One that exits while starting (its start gave up on
+    ZooKeeper in an outage) is left out, unless none is left. A client needs only one to
+    find the others, and a fault schedule may be restarting any of them meanwhile."""
+    statuses = [b.status() for b in c.brokers.values() if b.alive()]
+    up = [f"127.0.0.1:{int(st['port'])}" for st in statuses if st is not None]
+    if up:
+        return ",".join(up)
+    addresses = []
+    gone: list[BrokerExited] = []
+    for b in c.brokers.values():
+        if b.alive():
+            try:
+                addresses.append(f"127.0.0.1:{b.port()}")
+            except BrokerExited as e:
+                gone.append(e)
+    if not addresses and gone:
+        raise gone[0]
+    return ",".join(addresses)
 
 
 @dataclass
