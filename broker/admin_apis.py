@@ -355,28 +355,45 @@ class AdminApis:
         (the client asks again once the controller has elected its leaders); so is one
         that exists by now or is being deleted. A name Kafka refuses is
         INVALID_TOPIC_EXCEPTION, too few brokers INVALID_REPLICATION_FACTOR."""
+        assert self.config is not None
         out: dict[str, ErrorCode] = {}
+        requests: list[CreateTopicRequest] = []
+        for name in names:  # a name Kafka refuses costs no ZooKeeper read
+            try:
+                requests.append(
+                    creatable_topic(
+                        {"name": name},
+                        self.config.num_partitions,
+                        self.config.default_replication_factor,
+                    )
+                )
+            except TopicError as e:
+                out[name] = e.code
+        if not requests:
+            return out
         try:
             brokers, existing, marked = self._cluster()
         except Exception as e:  # ZooKeeper out of reach: the client asks again
             log.warning("auto topic creation: reading the cluster from ZooKeeper failed: %s", e)
-            return dict.fromkeys(names, ErrorCode.LEADER_NOT_AVAILABLE)
-        for name in names:
+            out.update((r.name, ErrorCode.LEADER_NOT_AVAILABLE) for r in requests)
+            return out
+        for request in requests:
             try:
-                out[name] = self._auto_create(name, brokers, existing, marked)
+                out[request.name] = self._auto_create(request, brokers, existing, marked)
             except TopicExistsError:
-                out[name] = ErrorCode.LEADER_NOT_AVAILABLE
+                out[request.name] = ErrorCode.LEADER_NOT_AVAILABLE
             except Exception as e:
-                out[name] = _refused(e, f"auto creation of topic {name!r}").code
+                out[request.name] = _refused(e, f"auto creation of topic {request.name!r}").code
         return out
 
     def _auto_create(
-        self, name: str, brokers: Sequence[BrokerMetadata], existing: set[str], marked: set[str]
+        self,
+        request: CreateTopicRequest,
+        brokers: Sequence[BrokerMetadata],
+        existing: set[str],
+        marked: set[str],
     ) -> ErrorCode:
-        assert self.config is not None
-        request = creatable_topic(
-            {"name": name}, self.config.num_partitions, self.config.default_replication_factor
-        )
+        name = request.name
         plan = plan_topic_creation(request, brokers, existing, marked)
         assert plan is not None  # not if_not_exists
         if _retried(lambda: write_topic_creation(self.zk, plan, if_not_exists=True)):
