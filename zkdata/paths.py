@@ -34,6 +34,11 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 
+# A broker whose log directory failed says so here (KIP-112); the controller then asks it
+# which of its replicas are still online.
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+
 # Created (empty) by every broker at start-up, as Kafka's ZkData.PersistentZkPaths.
 PERSISTENT_PATHS: tuple[str, ...] = (
     BROKER_IDS,
@@ -43,6 +48,7 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     DELETE_TOPICS,
     CONFIG_TOPICS,
     CONFIG_CHANGES,
+    LOG_DIR_EVENT_NOTIFICATION,
 )
 
 
@@ -89,6 +95,10 @@ def topic_config(name: str) -> str:
 
 def isr_change_notification(child: str) -> str:
     return f"{ISR_CHANGE_NOTIFICATION}/{child}"
+
+
+def log_dir_event_notification(child: str) -> str:
+    return f"{LOG_DIR_EVENT_NOTIFICATION}/{child}"
 
 
 def parse_broker_id(child: str) -> int | None:

@@ -645,6 +645,24 @@ def decode_config_change(path: str, data: bytes | None) -> str:
     raise MalformedZnode(path, f"unknown version {version!r} of a config change notification")
 
 
+# Kafka's LogDirEventNotificationSequenceZNode.LogDirFailureEvent: the only event there is.
+LOG_DIR_FAILURE_EVENT = 1
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """Data of /log_dir_event_notification/log_dir_event_<n>: a log directory of this
+    broker failed."""
+    return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(path: str, data: bytes | None) -> int:
+    """The broker id of a log directory event notification (Kafka reads only that)."""
+    broker_id = _int(path, _loads_object(path, data), "broker")
+    if broker_id < 0:
+        raise MalformedZnode(path, f"broker id {broker_id} is negative")
+    return broker_id
+
+
 # --- /brokers/identities/<id> (ours: persistent broker identities) ----------------------
 
 

@@ -24,6 +24,7 @@ from zkdata.znodes import (
     decode_broker,
     decode_controller,
     decode_controller_epoch,
+    decode_log_dir_event,
     decode_partition_list,
     decode_partition_state,
     decode_reassignment,
@@ -33,6 +34,7 @@ from zkdata.znodes import (
     encode_config_change,
     encode_controller,
     encode_controller_epoch,
+    encode_log_dir_event,
     encode_partition_list,
     encode_partition_state,
     encode_reassignment,
@@ -169,6 +171,8 @@ def test_admin_and_notification_bytes() -> None:
         b'{"version":1,"config":{"min.insync.replicas":"2"}}'
     )
     assert encode_config_change("topics/t") == b'{"version":2,"entity_path":"topics/t"}'
+    # Kafka's Map("version", "broker", "event"): a Scala Map of three keeps their order.
+    assert encode_log_dir_event(7) == b'{"version":1,"broker":7,"event":1}'
 
 
 def test_topic_ids_are_kafka_uuid_strings() -> None:
@@ -536,6 +540,31 @@ def test_malformed_reassignment(data: bytes | None) -> None:
 )
 def test_malformed_topic_config(data: bytes | None) -> None:
     assert_malformed(lambda: decode_topic_config("t", data), paths.topic_config("t"))
+
+
+LOG_DIR_EVENT_PATH = paths.log_dir_event_notification("log_dir_event_0000000004")
+
+
+def test_log_dir_event_names_its_broker() -> None:
+    assert LOG_DIR_EVENT_PATH == "/log_dir_event_notification/log_dir_event_0000000004"
+    assert decode_log_dir_event(LOG_DIR_EVENT_PATH, encode_log_dir_event(3)) == 3
+    # Kafka reads the broker alone: another event number, or none, still names it.
+    assert decode_log_dir_event(LOG_DIR_EVENT_PATH, b'{"version":1,"broker":0}') == 0
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        *NOT_JSON_OBJECTS,
+        b'{"version":1,"event":1}',
+        b'{"version":1,"broker":"1","event":1}',
+        b'{"version":1,"broker":-1,"event":1}',
+        b'{"version":1,"broker":true,"event":1}',
+    ],
+    ids=short_id,
+)
+def test_malformed_log_dir_event(data: bytes | None) -> None:
+    assert_malformed(lambda: decode_log_dir_event(LOG_DIR_EVENT_PATH, data), LOG_DIR_EVENT_PATH)
 
 
 # --- round trips -----------------------------------------------------------------------
