@@ -29,7 +29,7 @@ from broker.metadata_cache import MetadataCache
 from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from controller.controller import KafkaController
-from storage.errors import OffsetOutOfRangeError
+from storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import response_codec
@@ -555,7 +555,11 @@ class KafkaApis:
                         answer["offset"] = readable_end
                         answer["leader_epoch"] = p.leader_epoch
                     else:
-                        found = p.log.offset_for_timestamp(requested)
+                        try:
+                            found = p.log.offset_for_timestamp(requested)
+                        except KafkaStorageError:  # its log directory failed (reported)
+                            answer["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+                            found = None
                         if found is not None and found.offset < readable_end:
                             answer.update(
                                 timestamp=found.timestamp,
@@ -888,6 +892,10 @@ def _partition_data(
                     records = read.to_bytes()
             except OffsetOutOfRangeError:
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
+            except (KafkaStorageError, OSError):
+                # Its log directory failed (reported by the log), or the log was closed
+                # with it while this read copied its bytes.
+                error = ErrorCode.KAFKA_STORAGE_ERROR
     return {
         "partition_index": tp.partition,
         "error_code": int(error),

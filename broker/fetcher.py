@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from broker.compact import compacted
 from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from storage.errors import KafkaStorageError
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
@@ -313,9 +314,13 @@ class ReplicaFetcherThread:
                     else:
                         target = end
                     why = f"leader {self.leader_id} has epoch {epoch} ending at {end}"
-                    offset = follower_log.truncate(
-                        tp, self.leader_id, pending[tp].leader_epoch, min(target, leo), why
-                    )
+                    try:
+                        offset = follower_log.truncate(
+                            tp, self.leader_id, pending[tp].leader_epoch, min(target, leo), why
+                        )
+                    except KafkaStorageError as e:
+                        self._mark_partition_failed(tp, pending[tp], e)
+                        continue
                     if offset is not None:
                         done[tp] = offset
         with self._lock:
@@ -326,6 +331,19 @@ class ReplicaFetcherThread:
                     self._truncating.discard(tp)
                     state.fetch_offset = offset
                     self._dirty.add(tp)
+
+    def _mark_partition_failed(
+        self, tp: TopicPartition, state: FetchState, error: KafkaStorageError
+    ) -> None:
+        """Its log failed (Kafka's markPartitionFailed): its directory was reported where
+        the error happened, and the failure handler takes it offline; this fetcher stops
+        fetching it meanwhile, and goes on with the others."""
+        log.error("stopped fetching %s from leader %d: %s", tp, self.leader_id, error)
+        with self._lock:
+            if self.partitions.get(tp) is state:
+                del self.partitions[tp]
+                self._dirty.add(tp)
+                self._truncating.discard(tp)
 
     def _delay(self, tp: TopicPartition, state: FetchState) -> None:
         with self._lock:
@@ -469,9 +487,13 @@ class ReplicaFetcherThread:
             return
         code = pr["error_code"]
         if code == ErrorCode.NONE:
-            offset = self.sink(
-                tp, self.leader_id, state.leader_epoch, pr.get("records"), pr["high_watermark"]
-            )
+            try:
+                offset = self.sink(
+                    tp, self.leader_id, state.leader_epoch, pr.get("records"), pr["high_watermark"]
+                )
+            except KafkaStorageError as e:
+                self._mark_partition_failed(tp, state, e)
+                return
             with self._lock:
                 if (
                     offset is not None

@@ -11,12 +11,20 @@ ISR itself (Kafka 2.6's model: a zkVersion-conditional write of the partition st
 an ISR change notification for the controller). A write refused because the state moved
 on is re-read once: if the partition has a new leader or epoch, this broker stops touching
 it until the controller tells it more; it never retries in a loop.
+
+A log directory that fails (KIP-112; storage.log_dir_failure) is handled by the log dir
+failure handler thread (``handle_log_dir_failure``, Kafka's): its partitions go offline
+here until the broker restarts (every request for them is answered KAFKA_STORAGE_ERROR),
+their logs leave the log manager, and a log dir event notification tells the controller,
+which moves their leadership away. With no log directory left, the broker halts.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import os
+import sys
 import threading
 import time
 import uuid
@@ -33,6 +41,7 @@ from storage.errors import (
     FencedLeaderEpochError,
     InvalidRecordError,
     InvalidTimestampError,
+    KafkaStorageError,
     RecordTooLargeError,
     StorageError,
     UnsupportedMagicError,
@@ -48,6 +57,7 @@ from zkdata.znodes import (
     SharedValues,
     TopicPartition,
     decode_partition_state,
+    encode_log_dir_event,
     encode_partition_list,
     encode_partition_state,
     shared_index,
@@ -290,6 +300,18 @@ class ReplicaManager:
         self._leader_count = 0
         self._isr_cond = threading.Condition(self._lock)
         self._closed = False
+        self._closed_event = threading.Event()
+        # Kafka's HostedPartition.Offline: partitions whose log directory failed, until
+        # the broker restarts. Not in ``partitions``; read without the lock (a dict only
+        # added to, under it): empty (falsy) while every log directory is online.
+        self.offline_partitions: dict[TopicPartition, None] = {}
+        # Called with the log directories when none is online any more (default: halt
+        # the process with exit status 1, as Kafka does); the server's closes the
+        # ZooKeeper session first, so the controller hears of it at once.
+        self.on_all_log_dirs_failed: Callable[[list[str]], None] | None = None
+        self._dir_failure_handler = threading.Thread(
+            target=self._handle_log_dir_failures, name="log-dir-failure-handler", daemon=True
+        )
         # Called (outside the lock) with partitions that became leaders and followers.
         self.on_become: Become | None = None
         self.on_stop: Callable[[list[TopicPartition], bool], None] | None = None
@@ -297,10 +319,13 @@ class ReplicaManager:
 
     def start(self) -> None:
         self._propagator.start()
+        if self.logs is not None:
+            self._dir_failure_handler.start()
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
+            self._closed_event.set()
             self._isr_cond.notify_all()
 
     # --- controller epoch ---------------------------------------------------------------
@@ -346,11 +371,18 @@ class ReplicaManager:
             for topic_state, entries in zip(request["topic_states"], topics, strict=True):
                 topic = topic_state["topic_name"]
                 config = None
-                for tp, _ps, maybe_missing in entries:
+                for tp, ps, maybe_missing in entries:
                     if maybe_missing and tp not in self.logs:
+                        if self.offline_partitions and tp in self.offline_partitions:
+                            continue  # answered KAFKA_STORAGE_ERROR below
                         if config is None and self.topic_config is not None:
                             config = self.topic_config(topic)
-                        self.logs.get_or_create(tp, config, sync_dir=False)
+                        try:
+                            self.logs.get_or_create(
+                                tp, config, sync_dir=False, is_new=ps.get("is_new", False)
+                            )
+                        except KafkaStorageError:
+                            pass  # tried again below, where it is answered
         with self._lock:
             if controller_epoch < self.controller_epoch:
                 self.state_log.request_rejected(
@@ -425,6 +457,9 @@ class ReplicaManager:
         An equal leader epoch is a repeat (a new controller resends every partition at
         failover): not an error worth logging, and nothing changes.
         """
+        if self.offline_partitions and tp in self.offline_partitions:
+            log.warning("LeaderAndIsr for %s refused: its log directory is offline", tp)
+            return ErrorCode.KAFKA_STORAGE_ERROR, None
         replicas = shared_ints(ps["replicas"])
         if self.broker_id not in replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
@@ -454,7 +489,20 @@ class ReplicaManager:
             existing = self.logs.get_log(tp)
             if existing is None:
                 config = self.topic_config(tp.topic) if self.topic_config is not None else None
-                existing = self.logs.get_or_create(tp, config, sync_dir=False)
+                try:
+                    existing = self.logs.get_or_create(
+                        tp, config, sync_dir=False, is_new=ps.get("is_new", False)
+                    )
+                except KafkaStorageError as e:
+                    # Not new while a log directory is offline (its log may be there), or
+                    # its creation failed: Kafka's makeLeaders/makeFollowers answer so.
+                    log.error("LeaderAndIsr for %s refused: %s", tp, e)
+                    return ErrorCode.KAFKA_STORAGE_ERROR, None
+            elif self.logs.offline_dirs and existing.log_dir in self.logs.offline_dirs:
+                # Its directory failed and the failure handler has not taken it yet.
+                self.offline_partitions[tp] = None
+                log.warning("LeaderAndIsr for %s refused: its log directory is offline", tp)
+                return ErrorCode.KAFKA_STORAGE_ERROR, None
             partition.log = existing
         elif current is not None:
             partition.log = current.log
@@ -523,6 +571,20 @@ class ReplicaManager:
             for topic_state in request.get("topic_states", []):
                 for ps in topic_state["partition_states"]:
                     tp = TopicPartition(topic_state["topic_name"], ps["partition_index"])
+                    if self.offline_partitions and tp in self.offline_partitions:
+                        log.warning(
+                            "StopReplica (delete=%s) of %s refused: its log directory is offline",
+                            bool(ps.get("delete_partition")),
+                            tp,
+                        )
+                        errors.append(
+                            {
+                                "topic_name": tp.topic,
+                                "partition_index": tp.partition,
+                                "error_code": int(ErrorCode.KAFKA_STORAGE_ERROR),
+                            }
+                        )
+                        continue
                     current = self.partitions.get(tp)
                     epoch = ps.get("leader_epoch", -1)
                     # -1: no epoch given; -2: deletion, which always applies.
@@ -538,9 +600,20 @@ class ReplicaManager:
                     if ps.get("delete_partition"):
                         with self._follower_lock(tp):
                             self.partitions.pop(tp, None)
-                        if self.logs is not None:
-                            self.logs.delete(tp)
                         deleted.append(tp)
+                        if self.logs is not None:
+                            try:
+                                self.logs.delete(tp)
+                            except KafkaStorageError as e:
+                                log.error("StopReplica of %s: %s", tp, e)
+                                errors.append(
+                                    {
+                                        "topic_name": tp.topic,
+                                        "partition_index": tp.partition,
+                                        "error_code": int(ErrorCode.KAFKA_STORAGE_ERROR),
+                                    }
+                                )
+                                continue
                     elif current is not None:
                         # Stop replicating; keep the epoch so older states stay refused.
                         with self._follower_lock(tp):
@@ -568,6 +641,8 @@ class ReplicaManager:
         with self._lock:
             p = self.partitions.get(tp)
             if p is None:
+                if self.offline_partitions and tp in self.offline_partitions:
+                    return ErrorCode.KAFKA_STORAGE_ERROR, None
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
             if p.leader != self.broker_id or p.stale:
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
@@ -696,6 +771,9 @@ class ReplicaManager:
             return ErrorCode.CORRUPT_MESSAGE, p, None, str(e)
         except FencedLeaderEpochError as e:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, p, None, str(e)
+        except KafkaStorageError as e:
+            # Its log directory is reported (and logged) where the error happened.
+            return ErrorCode.KAFKA_STORAGE_ERROR, p, None, str(e)
         except StorageError as e:
             log.exception("append to %s failed", tp)
             return ErrorCode.KAFKA_STORAGE_ERROR, p, None, str(e)
@@ -718,6 +796,8 @@ class ReplicaManager:
             while True:
                 current = self.partitions.get(p.topic_partition)
                 if current is not p or p.stale or p.leader != self.broker_id:
+                    if self.offline_partitions and p.topic_partition in self.offline_partitions:
+                        return ErrorCode.KAFKA_STORAGE_ERROR
                     return ErrorCode.NOT_LEADER_OR_FOLLOWER
                 if p.high_watermark > required_offset:
                     if len(p.isr) < min_isr:
@@ -1069,6 +1149,90 @@ class ReplicaManager:
             if isinstance(result[0], Exception):
                 raise result[0]
 
+    # --- log directory failure (KIP-112) -------------------------------------------------
+
+    def _handle_log_dir_failures(self) -> None:
+        """The log dir failure handler thread (Kafka's LogDirFailureHandler): takes each
+        failed directory from the log manager's channel and stops serving it. The code
+        that met the error only queued the directory, whatever locks it held."""
+        assert self.logs is not None
+        channel = self.logs.dir_failures
+        while not self._closed:
+            log_dir = channel.take_next_offline_log_dir(timeout_s=0.5)
+            if log_dir is None:
+                continue
+            try:
+                self.handle_log_dir_failure(log_dir)
+            except Exception:
+                log.exception("handling the failure of log directory %s failed", log_dir)
+            if self.logs.live_log_dirs:
+                self._notify_log_dir_event()
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """Stop serving the failed ``log_dir`` (Kafka's ReplicaManager.handleLogDirFailure,
+        up to its ZooKeeper notification, which the handler thread writes next): its
+        partitions stop being fetched and go offline (``offline_partitions``), the log
+        manager drops and closes their logs; with no log directory left the broker halts
+        (``on_all_log_dirs_failed``). Returns the partitions taken offline."""
+        logs = self.logs
+        if logs is None:
+            return []
+        offline: list[TopicPartition] = []
+        with self._lock:
+            for tp, p in list(self.partitions.items()):
+                if p.log is not None and p.log.log_dir == log_dir:
+                    with self._follower_lock(tp):
+                        # No follower append or truncation is under way, and none can
+                        # start on it after this.
+                        del self.partitions[tp]
+                        p.stale = True
+                    p.followers = NO_FOLLOWERS
+                    self._isr_intents.pop(tp, None)
+                    self._isr_unsure.pop(tp, None)
+                    self.offline_partitions[tp] = None
+                    offline.append(tp)
+            self._changes += 1
+        if offline:
+            # The fetchers drop them; fetches and producers waiting on them answer.
+            if self.on_stop is not None:
+                self.on_stop(offline, False)
+            self._notify_progress(offline)
+        logs.handle_log_dir_failure(log_dir)
+        log.error(
+            "log directory %s failed: %d partitions offline on broker %d until it restarts",
+            log_dir,
+            len(offline),
+            self.broker_id,
+        )
+        if not logs.live_log_dirs:
+            halt = self.on_all_log_dirs_failed or _halt
+            halt([os.fspath(d) for d in logs.log_dirs])
+        return offline
+
+    def log_dir_event_notification(self) -> tuple[str, bytes]:
+        """The path (before ZooKeeper's sequence number) and data of the log dir event
+        notification this broker writes when one of its log directories failed."""
+        path = f"{paths.LOG_DIR_EVENT_NOTIFICATION}/{paths.LOG_DIR_EVENT_PREFIX}"
+        return path, encode_log_dir_event(self.broker_id)
+
+    def _notify_log_dir_event(self) -> None:
+        """The sequential /log_dir_event_notification/log_dir_event_<n> naming this broker
+        (Kafka's propagateLogDirEvent), retried until written: ZooKeeper may be out of
+        reach for a while, and the controller learns of the failure only from it."""
+        path, data = self.log_dir_event_notification()
+        while True:
+            try:
+                created, _stat = self.zk.create(path, data, sequential=True)
+            except Exception as e:
+                if self._closed:
+                    log.warning("log dir event notification not written (stopping): %r", e)
+                    return
+                log.warning("could not write a log dir event notification (%r); retrying", e)
+                self._closed_event.wait(1.0)
+                continue
+            log.info("wrote log dir event notification %s", created)
+            return
+
     # --- views --------------------------------------------------------------------------
 
     def snapshot(self) -> list[Partition]:
@@ -1095,6 +1259,14 @@ class ReplicaManager:
                 for tp, p in self.partitions.items()
                 if p.leader == self.broker_id and not p.stale
             ]
+
+
+def _halt(log_dirs: list[str]) -> None:
+    """Kafka's LogManager: every log directory failed, the broker halts (exit 1)."""
+    log.critical("Shutdown broker because all log dirs in %s have failed", ", ".join(log_dirs))
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def _now_ms() -> int:

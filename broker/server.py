@@ -136,6 +136,7 @@ class KafkaServer:
         )
         self.replicas.on_become = self._on_become
         self.replicas.on_stop = self._on_stop
+        self.replicas.on_all_log_dirs_failed = self._all_log_dirs_failed
         self.controller = KafkaController(
             ControllerConfig(
                 broker_id=self.broker_id,
@@ -327,6 +328,24 @@ class KafkaServer:
             for topic in {tp.topic for tp in tps}:
                 self._forget_topic_config(topic)
 
+    def _all_log_dirs_failed(self, log_dirs: list[str]) -> None:
+        """No log directory is online any more: halt with exit status 1, as Kafka does
+        (no controlled shutdown: nothing is left to move safely or flush). The ZooKeeper
+        session is closed first, so the registration goes at once and the controller
+        moves the leaderships now, not a session timeout later; a watchdog halts anyway
+        if ZooKeeper does not answer within a few seconds."""
+        message = f"Shutdown broker because all log dirs in {', '.join(log_dirs)} have failed"
+        log.critical("%s", message)
+        print(f"broker {self.broker_id}: {message}", file=sys.stderr, flush=True)
+        watchdog = threading.Timer(_HALT_WATCHDOG_S, _halt)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            self.zk.close()
+        except Exception:
+            log.exception("closing the ZooKeeper session before halting failed")
+        _halt()
+
     def _on_fetched(
         self,
         tp: TopicPartition,
@@ -428,6 +447,9 @@ class KafkaServer:
             "controller": self.controller.metrics(),
             "partitions": len(self.replicas.partitions),
             "leaders": self.replicas.leader_count(),
+            #: KIP-112: the log directories failed, and the partitions offline with them
+            "offline_log_dirs": self.logs.dir_failures.offline() if self.logs is not None else [],
+            "offline_partitions": len(self.replicas.offline_partitions),
             "requests_handled": sum(s.requests_handled for s in self.socket_servers.values()),
             "updated_at": time.time(),
         }
@@ -437,13 +459,22 @@ class KafkaServer:
             return
         path = Path(self.config.log_dirs[0]) / STATUS_FILE
         ticks = 0
+        failing = False
         while True:
             # At once, then every second: `zkctl controller` reads it as soon as the
             # broker is up.
             try:
                 write_json_atomically(path, self.status())
             except Exception:
-                log.exception("could not write %s", path)
+                # Its log directory failed, say: reported once, not every second (the
+                # broker carries on; the directory's logs are handled where they fail).
+                if not failing:
+                    log.exception("could not write %s; trying again every second", path)
+                failing = True
+            else:
+                if failing:
+                    log.info("%s written again", path)
+                failing = False
             if self._status_stop.wait(1.0):
                 return
             ticks += 1
@@ -559,6 +590,19 @@ class KafkaServer:
 
 def _nothing() -> None:
     pass
+
+
+# How long a broker whose every log directory failed waits for ZooKeeper to close its
+# session before it halts anyway.
+_HALT_WATCHDOG_S = 5.0
+
+
+def _halt() -> None:
+    """Exit 1 at once (Kafka's Exit.halt): no shutdown hooks, no other thread waited for."""
+    logging.shutdown()
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    os._exit(1)
 
 
 def _stopped(what: str, step: Callable[[], object]) -> bool:

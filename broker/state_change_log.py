@@ -8,7 +8,9 @@ and a SIGKILL loses nothing that was already logged.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import threading
 import time
@@ -16,6 +18,8 @@ from collections.abc import Callable, Iterable, Sequence
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import IO, Any, NamedTuple
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 FILE_NAME = "state-change.log"
@@ -147,8 +151,11 @@ class StateChangeLog:
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
-                self._file.close()
-                self._file = None
+                file, self._file = self._file, None
+                try:
+                    file.close()
+                except (OSError, ValueError) as e:
+                    log.error("could not close the state-change log %s: %s", self.path, e)
 
     def write(self, event: str, **fields: Any) -> None:
         record = {
@@ -159,10 +166,7 @@ class StateChangeLog:
         }
         record.update(fields)
         line = _encode(record) + "\n"
-        with self._lock:
-            if self._file is not None:
-                self._file.write(line)
-                self._file.flush()
+        self._write_text(line)
 
     def write_many(self, event: str, rows: Iterable[dict[str, Any]], **tail: Any) -> None:
         """Many lines of one event kind in one write (a failover can log thousands): each
@@ -198,8 +202,25 @@ class StateChangeLog:
             return
         with self._lock:
             if self._file is not None:
-                self._file.write(text)
-                self._file.flush()
+                try:
+                    self._file.write(text)
+                    self._file.flush()
+                except (OSError, ValueError) as e:
+                    self._failed(e)
+
+    def _failed(self, error: Exception) -> None:
+        """The log's directory failed (disk full, device gone): the broker and the thread
+        writing carry on without it. The file is dropped (its buffer would otherwise
+        hold every later line), and nothing more is written to it until a restart."""
+        file, self._file = self._file, None
+        log.error(
+            "could not write the state-change log %s (%s); no longer writing it",
+            self.path,
+            error,
+        )
+        if file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                file.close()
 
     # --- the controller's records -------------------------------------------------------
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import errno
+import logging
 import operator
 import os
 import re
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AppendInfo",
     "Defer",
+    "DirFailed",
     "LogConfig",
     "PartitionLog",
     "ReadInfo",
@@ -73,6 +75,8 @@ __all__ = [
     "parse_log_dir_name",
 ]
 
+log = logging.getLogger(__name__)
+
 LONG_MAX: Final = 2**63 - 1
 _INT32_MAX: Final = 2**31 - 1
 _SEGMENT_NAME = re.compile(r"(\d{20})\.(log|index|timeindex)")
@@ -81,6 +85,10 @@ _BASE_OFFSET: Final = operator.attrgetter("base_offset")  # bisect key over segm
 
 #: ``defer(action, delay_ms)`` runs ``action`` later on a background thread.
 Defer = Callable[[Callable[[], None], int], None]
+#: ``dir_failed(log_dir, message, error)``: an I/O error in the log directory ``log_dir``
+#: (LogDirFailureChannel.maybe_add_offline_log_dir: it queues the directory once for the
+#: broker's failure handler, taking no lock a log operation holds).
+DirFailed = Callable[[str, str, BaseException], None]
 
 # A log's lock guards its offsets and segment list for one append, roll, truncation or
 # flush's bookkeeping, and is never held while another log's is taken. So logs share
@@ -224,6 +232,7 @@ class PartitionLog:
         "_closed",
         "_defer",
         "_dir_dirty",
+        "_dir_failed",
         "_hw",
         "_last_flush_ms",
         "_leo",
@@ -252,8 +261,11 @@ class PartitionLog:
         defer: Defer | None = None,
         time_ms: Callable[[], int] = _now_ms,
         found: bool = False,
+        dir_failed: DirFailed | None = None,
     ) -> None:
-        """``found``: the directory is known to exist (LogManager found it)."""
+        """``found``: the directory is known to exist (LogManager found it).
+        ``dir_failed`` is told of every I/O error of the log once it is open (an error
+        while opening raises OSError: LogManager reports that one)."""
         started = time.perf_counter()
         where = PartitionDir.of(directory)
         if where.topic is None:
@@ -267,6 +279,7 @@ class PartitionLog:
         path = join_partition_dir(*where)  # made once for the loading below
         self.config = config
         self._defer = defer
+        self._dir_failed = dir_failed
         self._time_ms = time_ms
         self._lock = _log_lock(self.topic, self.partition)
         self._closed = False
@@ -475,6 +488,18 @@ class PartitionLog:
         if self._closed:
             raise KafkaStorageError(f"log {self.dir} is closed")
 
+    def _failed(self, what: str, error: OSError) -> KafkaStorageError:
+        """An I/O error in this log: its log directory is reported failed (Kafka's
+        LogDirFailureChannel.maybeAddOfflineLogDir, which every IOException of a log
+        goes to), and the error to raise. A closed log (deleted, or already taken
+        offline with its directory) reports nothing: its files are gone or going."""
+        message = f"{what} {self.topic}-{self.partition} failed: {error}"
+        # EBADF is a descriptor this process closed (a segment deleted meanwhile), not
+        # the disk.
+        if self._dir_failed is not None and not self._closed and error.errno != errno.EBADF:
+            self._dir_failed(self._parent, message, error)
+        return KafkaStorageError(message)
+
     # --- appends ----------------------------------------------------------------------
 
     def append_as_leader(
@@ -554,11 +579,11 @@ class PartitionLog:
         )
 
     def _append_locked(self, data: memoryview, info: BatchesInfo, now: int) -> None:
-        segment = self._maybe_roll(info, now)
         try:
+            segment = self._maybe_roll(info, now)
             segment.append(data[: info.size], info.batches)
         except OSError as exc:
-            raise KafkaStorageError(f"append to {segment.path} failed: {exc}") from exc
+            raise self._failed("append to", exc) from exc
         self._leo = info.last_offset + 1
 
     def _maybe_roll(self, info: BatchesInfo, now: int) -> LogSegment:
@@ -586,7 +611,10 @@ class PartitionLog:
         with self._lock:
             self._check_open()
             if self._segments[-1].size:
-                self._roll_locked(self._leo)
+                try:
+                    self._roll_locked(self._leo)
+                except OSError as exc:
+                    raise self._failed("roll of", exc) from exc
 
     def _roll_locked(self, base_offset: int) -> LogSegment:
         old = self._segments[-1]
@@ -619,30 +647,33 @@ class PartitionLog:
             raise OffsetOutOfRangeError(start_offset, log_start, leo)
         limit = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
         index = max(bisect.bisect_right(segments, start_offset, key=_BASE_OFFSET) - 1, 0)
-        while start_offset < limit and index < len(segments):
-            segment = segments[index]
-            index += 1
-            end = segment.size
-            first = segment.find_batch(start_offset, end)
-            if first is None:
-                continue
-            if first.last_offset >= limit or (not min_one_batch and first.size > max_bytes):
-                break
-            length = first.size
-            next_offset = first.next_offset
-            for header in segment.headers(first.position + first.size, end):
-                if header.last_offset >= limit or length + header.size > max_bytes:
+        try:
+            while start_offset < limit and index < len(segments):
+                segment = segments[index]
+                index += 1
+                end = segment.size
+                first = segment.find_batch(start_offset, end)
+                if first is None:
+                    continue
+                if first.last_offset >= limit or (not min_one_batch and first.size > max_bytes):
                     break
-                length += header.size
-                next_offset = header.next_offset
-            return ReadInfo(
-                start_offset,
-                first.base_offset,
-                next_offset,
-                FileRegion(segment.log, first.position, length),
-                log_start,
-                leo,
-            )
+                length = first.size
+                next_offset = first.next_offset
+                for header in segment.headers(first.position + first.size, end):
+                    if header.last_offset >= limit or length + header.size > max_bytes:
+                        break
+                    length += header.size
+                    next_offset = header.next_offset
+                return ReadInfo(
+                    start_offset,
+                    first.base_offset,
+                    next_offset,
+                    FileRegion(segment.log, first.position, length),
+                    log_start,
+                    leo,
+                )
+        except OSError as exc:
+            raise self._failed("read of", exc) from exc
         return ReadInfo(start_offset, start_offset, start_offset, None, log_start, leo)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampOffset | None:
@@ -658,28 +689,34 @@ class PartitionLog:
         segments = self._segments
         leo = self._leo
         log_start = self._log_start
-        for segment in segments:
-            if segment.max_timestamp < timestamp:
-                continue
-            below = segment.time_index.lookup_below(timestamp)
-            start = max(segment.base_offset if below is None else below.offset + 1, log_start)
-            position = segment.offset_index.lookup(start).position
-            for header in segment.headers(position, segment.size):
-                if header.last_offset < start:
+        try:
+            for segment in segments:
+                if segment.max_timestamp < timestamp:
                     continue
-                if header.next_offset > leo:
-                    return None
-                if header.max_timestamp < timestamp:
-                    continue
-                epoch = header.partition_leader_epoch
-                codec = header.compression
-                if header.is_log_append_time or codec not in (Compression.NONE, Compression.GZIP):
-                    first = max(header.base_offset, start)
-                    return TimestampOffset(header.max_timestamp, first, epoch)
-                batch = segment.log.pread(header.size, header.position)
-                for record in iter_records(batch):
-                    if record.offset >= start and record.timestamp >= timestamp:
-                        return TimestampOffset(record.timestamp, record.offset, epoch)
+                below = segment.time_index.lookup_below(timestamp)
+                start = max(segment.base_offset if below is None else below.offset + 1, log_start)
+                position = segment.offset_index.lookup(start).position
+                for header in segment.headers(position, segment.size):
+                    if header.last_offset < start:
+                        continue
+                    if header.next_offset > leo:
+                        return None
+                    if header.max_timestamp < timestamp:
+                        continue
+                    epoch = header.partition_leader_epoch
+                    codec = header.compression
+                    if header.is_log_append_time or codec not in (
+                        Compression.NONE,
+                        Compression.GZIP,
+                    ):
+                        first = max(header.base_offset, start)
+                        return TimestampOffset(header.max_timestamp, first, epoch)
+                    batch = segment.log.pread(header.size, header.position)
+                    for record in iter_records(batch):
+                        if record.offset >= start and record.timestamp >= timestamp:
+                            return TimestampOffset(record.timestamp, record.offset, epoch)
+        except OSError as exc:
+            raise self._failed("read by timestamp of", exc) from exc
         return None
 
     # --- leader epochs (KIP-101) ------------------------------------------------------
@@ -713,7 +750,10 @@ class PartitionLog:
                 raise OffsetOutOfRangeError(offset, self._log_start, self._leo)
             self._log_start = offset
             self._hw = max(self._hw, offset)
-            self.epoch_cache.truncate_from_start(offset)
+            try:
+                self.epoch_cache.truncate_from_start(offset)
+            except OSError as exc:
+                raise self._failed("epoch checkpoint of", exc) from exc
             return True
 
     # --- truncation -------------------------------------------------------------------
@@ -729,20 +769,20 @@ class PartitionLog:
             self._check_open()
             if offset >= self._leo:
                 return False
-            if offset < self._segments[0].base_offset:
-                self._truncate_fully_locked(offset)
-                return True
-            doomed = [s for s in self._segments if s.base_offset > offset]
-            if doomed:
-                self._publish([s for s in self._segments if s.base_offset <= offset])
-                self._remove_segments(doomed)
-            active = self._segments[-1]
             try:
+                if offset < self._segments[0].base_offset:
+                    self._truncate_fully_locked(offset)
+                    return True
+                doomed = [s for s in self._segments if s.base_offset > offset]
+                if doomed:
+                    self._publish([s for s in self._segments if s.base_offset <= offset])
+                    self._remove_segments(doomed)
+                active = self._segments[-1]
                 active.truncate_to(offset)
+                self._leo = active.next_offset()
+                self._after_truncation()
             except OSError as exc:
-                raise KafkaStorageError(f"truncating {active.path} failed: {exc}") from exc
-            self._leo = active.next_offset()
-            self._after_truncation()
+                raise self._failed("truncation of", exc) from exc
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -752,7 +792,10 @@ class PartitionLog:
             raise ValueError(f"cannot start a log at a negative offset ({offset})")
         with self._lock:
             self._check_open()
-            self._truncate_fully_locked(offset)
+            try:
+                self._truncate_fully_locked(offset)
+            except OSError as exc:
+                raise self._failed("truncation of", exc) from exc
 
     def _truncate_fully_locked(self, offset: int) -> None:
         doomed = self._segments
@@ -782,28 +825,31 @@ class PartitionLog:
         now = self._time_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_open()
-            config = self.config
-            deleted = 0
-            if config.delete_enabled and config.retention_ms >= 0:
-                retention_ms = config.retention_ms
-                deleted += self._delete_while(
-                    lambda s, _next: now - s.largest_timestamp() > retention_ms
-                )
-            if config.delete_enabled and config.retention_bytes >= 0:
-                excess = sum(s.size for s in self._segments) - config.retention_bytes
+            try:
+                config = self.config
+                deleted = 0
+                if config.delete_enabled and config.retention_ms >= 0:
+                    retention_ms = config.retention_ms
+                    deleted += self._delete_while(
+                        lambda s, _next: now - s.largest_timestamp() > retention_ms
+                    )
+                if config.delete_enabled and config.retention_bytes >= 0:
+                    excess = sum(s.size for s in self._segments) - config.retention_bytes
 
-                def over(segment: LogSegment, _next: LogSegment) -> bool:
-                    nonlocal excess
-                    if excess - segment.size >= 0:
-                        excess -= segment.size
-                        return True
-                    return False
+                    def over(segment: LogSegment, _next: LogSegment) -> bool:
+                        nonlocal excess
+                        if excess - segment.size >= 0:
+                            excess -= segment.size
+                            return True
+                        return False
 
-                if excess > 0:
-                    deleted += self._delete_while(over)
-            log_start = self._log_start
-            deleted += self._delete_while(lambda _s, nxt: nxt.base_offset <= log_start)
-            return deleted
+                    if excess > 0:
+                        deleted += self._delete_while(over)
+                log_start = self._log_start
+                deleted += self._delete_while(lambda _s, nxt: nxt.base_offset <= log_start)
+                return deleted
+            except OSError as exc:
+                raise self._failed("retention of", exc) from exc
 
     def _delete_while(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
         segments = self._segments
@@ -824,10 +870,7 @@ class PartitionLog:
     def _remove_segments(self, doomed: Sequence[LogSegment]) -> None:
         """Rename to ``.deleted`` now, close and unlink after file.delete.delay.ms."""
         for segment in doomed:
-            try:
-                segment.rename_to_deleted()
-            except OSError as exc:
-                raise KafkaStorageError(f"deleting {segment.path} failed: {exc}") from exc
+            segment.rename_to_deleted()  # an OSError: the caller's _failed reports it
         self._dir_dirty = True
         if self._defer is None:
             for segment in doomed:
@@ -835,8 +878,11 @@ class PartitionLog:
         else:
 
             def remove() -> None:
-                for segment in doomed:
-                    segment.close_and_remove()
+                try:
+                    for segment in doomed:
+                        segment.close_and_remove()
+                except OSError as exc:
+                    self._failed("removal of old segments of", exc)  # reported: no raise
 
             self._defer(remove, self.config.file_delete_delay_ms)
 
@@ -846,9 +892,14 @@ class PartitionLog:
         """fsync the segments (and indexes) holding offsets from the recovery point up
         to ``offset`` (default: the log end), then move the recovery point there. The
         fsyncs run outside the lock: appends go on meanwhile."""
+        if self.closed:
+            return  # nothing more is written to a closed log (its directory may be gone)
         # The epoch entries first: once the recovery point passes a batch, recovery no
         # longer re-reads its epoch from it.
-        self.epoch_cache.flush()
+        try:
+            self.epoch_cache.flush()
+        except OSError as exc:
+            raise self._failed("epoch checkpoint of", exc) from exc
         with self._lock:
             if self._closed:
                 return
@@ -867,9 +918,12 @@ class PartitionLog:
                 segment.flush()
             except OSError as exc:
                 if exc.errno != errno.EBADF or not segment.deleted:
-                    raise KafkaStorageError(f"flushing {segment.path} failed: {exc}") from exc
+                    raise self._failed("flush of", exc) from exc
         if sync_dir:
-            fsync_dir(self.dir)
+            try:
+                fsync_dir(self.dir)
+            except OSError as exc:
+                raise self._failed("flush of", exc) from exc
         with self._lock:
             if target > self._recovery_point:
                 self._recovery_point = min(target, self._leo)
@@ -909,6 +963,18 @@ class PartitionLog:
             self._segments[-1].on_become_inactive()
             for segment in self._segments:
                 segment.close()
+
+    def close_handlers(self) -> None:
+        """Close every file, writing nothing and never raising: the log's directory
+        failed (Kafka's Log.closeHandlers). Appends, truncations and flushes refuse from
+        now on; a read already under way may fail with EBADF, which is not reported."""
+        with self._lock:
+            self._closed = True
+            for segment in self._segments:
+                try:
+                    segment.close()
+                except OSError as exc:
+                    log.debug("closing %s after its directory failed: %s", segment.path, exc)
 
     @property
     def closed(self) -> bool:

@@ -9,10 +9,17 @@ while the broker runs, and ``.kafka_cleanshutdown`` after a clean shutdown.
 (recovering those a crash left unflushed, in parallel); ``start()`` starts the background
 thread (retention, flushes, checkpoints, delayed deletions); ``close()`` stops it,
 flushes and closes every log, writes the checkpoints and the clean-shutdown marker.
+
+A log directory fails (KIP-112) when an I/O error meets any of its logs or files: the
+error is reported to ``dir_failures`` (a LogDirFailureChannel) where it happens, and
+the broker's failure handler later calls ``handle_log_dir_failure``, which takes the
+directory's logs out of the manager and closes them. From the report on, nothing more
+is written into the directory (no checkpoint, no new log, no clean-shutdown marker).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -39,7 +46,7 @@ from storage.checkpoints import (
     sync_filesystems,
     write_offset_rows,
 )
-from storage.errors import LogDirLockedError, StorageError
+from storage.errors import KafkaStorageError, LogDirLockedError, StorageError
 from storage.log import (
     LONG_MAX,
     LogConfig,
@@ -51,6 +58,7 @@ from storage.log import (
     parse_log_dir_name,
     recovery_point_of,
 )
+from storage.log_dir_failure import LogDirFailureChannel
 from storage.partition_dir import PartitionDir, join_partition_dir
 from storage.scheduler import Scheduler
 from zkdata.znodes import TopicPartition
@@ -102,13 +110,24 @@ class LogManager:
         *,
         topic_config: Callable[[str], LogConfig | TopicConfig] | None = None,
         time_ms: Callable[[], int] = _now_ms,
+        dir_failures: LogDirFailureChannel | None = None,
     ) -> None:
         """Lock and load ``log_dirs``. ``topic_config(topic)`` gives a topic's config
-        for the logs found on disk (default: the broker's defaults)."""
+        for the logs found on disk (default: the broker's defaults). I/O errors in a log
+        directory go to ``dir_failures`` (a channel of its own by default)."""
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
         self.config = config
         self.log_dirs = [Path(d) for d in log_dirs]
+        self.dir_failures = dir_failures if dir_failures is not None else LogDirFailureChannel()
+        # One bound method for every log (as _defer). ``offline_dirs``: the failed
+        # directories (str paths, as logs name theirs), read without a lock (it only
+        # grows): while it is empty (always, but after a failure) a check costs one
+        # truth test.
+        self._dir_failed = self.dir_failures.maybe_add_offline_log_dir
+        self.offline_dirs = self.dir_failures.offline_dirs
+        # The failed directories whose logs handle_log_dir_failure has taken out.
+        self._handled_dirs: set[str] = set()
         self._default_config = LogConfig.from_topic_config(effective_topic_config(config))
         self._topic_config = topic_config
         self._time_ms = time_ms
@@ -125,7 +144,7 @@ class LogManager:
         #: what each checkpoint file holds
         self._checkpoint_lock = threading.Lock()
         self._checkpointed: dict[Path, _Checkpointed] = {}
-        self._lock_fds: list[int] = []
+        self._lock_fds: dict[Path, int] = {}
         self._closed = False
         self._started = False
         #: what loading each partition found (torn tails truncated, segments recovered)
@@ -150,10 +169,10 @@ class LogManager:
             raise LogDirLockedError(
                 f"{directory} is in use by another broker (its {LOCK_FILE} is locked)"
             ) from None
-        self._lock_fds.append(fd)
+        self._lock_fds[directory] = fd
 
     def _unlock_dirs(self) -> None:
-        for fd in self._lock_fds:
+        for fd in self._lock_fds.values():
             os.close(fd)
         self._lock_fds.clear()
 
@@ -222,6 +241,7 @@ class LogManager:
                 found=True,
                 defer=self._defer,
                 time_ms=self._time_ms,
+                dir_failed=self._dir_failed,
                 **offsets,
             )
 
@@ -273,9 +293,15 @@ class LogManager:
         config: LogConfig | TopicConfig | None = None,
         *,
         sync_dir: bool = True,
+        is_new: bool = True,
     ) -> PartitionLog:
-        """The partition's log; a new one goes in the log directory holding the fewest
-        partitions. An existing log keeps the config it was made with.
+        """The partition's log; a new one goes in the online log directory holding the
+        fewest partitions. An existing log keeps the config it was made with.
+
+        ``is_new=False`` (the controller says the partition is not new, so its log may
+        exist) while a log directory is offline: KafkaStorageError instead of a new log,
+        since the log may be in the failed directory (Kafka's getOrCreateLog). An I/O
+        error making the log reports its directory and raises KafkaStorageError.
 
         ``sync_dir=False`` leaves the fsync of the log directory (which makes the new
         partition's folder durable) to ``sync_new_dirs``: one fsync for a LeaderAndIsr
@@ -287,19 +313,35 @@ class LogManager:
                 return existing
             if self._closed:
                 raise StorageError("the log manager is closed")
+            candidates = self.log_dirs
+            if self.offline_dirs:
+                if not is_new:
+                    raise KafkaStorageError(
+                        f"cannot create the log of {tp}: log directories"
+                        f" {', '.join(self.dir_failures.offline())} are offline"
+                    )
+                candidates = self.live_log_dirs
+                if not candidates:
+                    raise KafkaStorageError(f"cannot create the log of {tp}: no log dir is online")
             counts = self._dir_counts
-            directory = min(self.log_dirs, key=lambda d: counts.get(d, 0))
+            directory = min(candidates, key=lambda d: counts.get(d, 0))
             log_config = self._config_for(tp.topic) if config is None else _as_log_config(config)
-            partition_log = PartitionLog(
-                os.path.join(directory, log_dir_name(tp.topic, tp.partition)),
-                log_config,
-                clean_shutdown=True,
-                defer=self._defer,
-                time_ms=self._time_ms,
-            )
-            if sync_dir:
-                fsync_dir(directory)
-            else:
+            try:
+                partition_log = PartitionLog(
+                    os.path.join(directory, log_dir_name(tp.topic, tp.partition)),
+                    log_config,
+                    clean_shutdown=True,
+                    defer=self._defer,
+                    time_ms=self._time_ms,
+                    dir_failed=self._dir_failed,
+                )
+                if sync_dir:
+                    fsync_dir(directory)
+            except OSError as exc:
+                message = f"creating the log of {tp} in {directory} failed: {exc}"
+                self._dir_failed(os.fspath(directory), message, exc)
+                raise KafkaStorageError(message) from exc
+            if not sync_dir:
                 self._dirs_to_sync.add(directory)
             self._add(tp, partition_log)
             counts[directory] = counts.get(directory, 0) + 1
@@ -319,6 +361,49 @@ class LogManager:
                     self._timed_flush.pop(tp, None)
         return len(logs)
 
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        """The log directories not failed, in configured order."""
+        offline = self.offline_dirs
+        if not offline:
+            return list(self.log_dirs)
+        return [d for d in self.log_dirs if os.fspath(d) not in offline]
+
+    def is_log_dir_online(self, log_dir: str | os.PathLike[str]) -> bool:
+        return os.fspath(log_dir) not in self.offline_dirs
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """Stop serving the failed ``log_dir`` (Kafka's LogManager.handleLogDirFailure):
+        its logs leave the manager and are closed without writing anything (their
+        checkpoints are not written again), its lock is released. Returns the partitions
+        whose logs were there (none if it was handled already). Never raises."""
+        with self._lock:
+            if log_dir in self._handled_dirs:
+                return []
+            self._handled_dirs.add(log_dir)
+            removed = [(tp, pl) for tp, pl in self._logs.items() if pl.log_dir == log_dir]
+            for tp, _pl in removed:
+                del self._logs[tp]
+                self._timed_flush.pop(tp, None)
+            path = Path(log_dir)
+            self._dir_counts.pop(path, None)
+            self._dirs_to_sync.discard(path)
+            fd = self._lock_fds.pop(path, None)
+        with self._checkpoint_lock:
+            for checkpoint in [c for c in self._checkpointed if c.parent == path]:
+                del self._checkpointed[checkpoint]
+        for _tp, partition_log in removed:
+            partition_log.close_handlers()
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        log.warning(
+            "logs of %d partitions are offline after the failure of log directory %s",
+            len(removed),
+            log_dir,
+        )
+        return [tp for tp, _pl in removed]
+
     def _add(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
         self._logs[tp] = partition_log
         if partition_log.config.flush_ms != LONG_MAX:
@@ -326,11 +411,19 @@ class LogManager:
 
     def sync_new_dirs(self) -> None:
         """fsync the log directories in which partitions were created with
-        ``sync_dir=False``."""
+        ``sync_dir=False``. One that fails is reported failed (not raised: its
+        partitions are taken offline by the failure handler)."""
         with self._lock:
             dirs, self._dirs_to_sync = self._dirs_to_sync, set()
         for directory in sorted(dirs):
-            fsync_dir(directory)
+            if os.fspath(directory) in self.offline_dirs:
+                continue
+            try:
+                fsync_dir(directory)
+            except OSError as exc:
+                self._dir_failed(
+                    os.fspath(directory), f"fsync of log directory {directory} failed: {exc}", exc
+                )
 
     def delete(self, tp: TopicPartition) -> bool:
         """Delete a partition's log: close it, rename its directory to
@@ -344,11 +437,16 @@ class LogManager:
                 self._dir_counts[parent] = self._dir_counts.get(parent, 1) - 1
         if partition_log is None:
             return False
-        partition_log.close()
         source = partition_log.dir
         target = source.with_name(f"{source.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
-        os.rename(source, target)
-        fsync_dir(source.parent)
+        try:
+            partition_log.close()
+            os.rename(source, target)
+            fsync_dir(source.parent)
+        except OSError as exc:
+            message = f"deleting the log of {tp} in {source.parent} failed: {exc}"
+            self._dir_failed(partition_log.log_dir, message, exc)
+            raise KafkaStorageError(message) from exc
         self.scheduler.schedule(
             f"delete {tp}",
             lambda: shutil.rmtree(target, ignore_errors=True),
@@ -377,30 +475,42 @@ class LogManager:
         self, name: str, value: Callable[[PartitionLog], int], dirs: Iterable[Path]
     ) -> None:
         for directory in dirs:
-            partitions, logs = self._logs_in(directory)
-            offsets = list(map(value, logs))
-            del logs
-            path = directory / name
-            with self._checkpoint_lock:
-                last = self._checkpointed.get(path)
-                previous: OffsetRows | None = None
-                if last is not None and last.partitions == partitions:
-                    order = last.order
-                    in_order = list(map(offsets.__getitem__, order))
-                    if path.exists():
-                        # An idle broker with 100,000 partitions would rewrite (and fsync)
-                        # the same megabytes every few seconds; a file that would not
-                        # change is left alone, and a changed one keeps its unchanged rows.
-                        if in_order == last.rows.offsets:
-                            continue
-                        previous = last.rows
-                else:
-                    # Rows by topic and partition, whatever order the logs were made in.
-                    order = array("i", sorted(range(len(partitions)), key=partitions.__getitem__))
-                    in_order = list(map(offsets.__getitem__, order))
-                del offsets
-                rows = write_offset_rows(path, partitions, order, in_order, previous)
-                self._checkpointed[path] = _Checkpointed(partitions, order, rows)
+            if self.offline_dirs and os.fspath(directory) in self.offline_dirs:
+                continue  # nothing more is written into a failed directory
+            try:
+                self._write_checkpoint_in(name, value, directory)
+            except OSError as exc:
+                self._dir_failed(
+                    os.fspath(directory), f"writing {directory / name} failed: {exc}", exc
+                )
+
+    def _write_checkpoint_in(
+        self, name: str, value: Callable[[PartitionLog], int], directory: Path
+    ) -> None:
+        partitions, logs = self._logs_in(directory)
+        offsets = list(map(value, logs))
+        del logs
+        path = directory / name
+        with self._checkpoint_lock:
+            last = self._checkpointed.get(path)
+            previous: OffsetRows | None = None
+            if last is not None and last.partitions == partitions:
+                order = last.order
+                in_order = list(map(offsets.__getitem__, order))
+                if path.exists():
+                    # An idle broker with 100,000 partitions would rewrite (and fsync)
+                    # the same megabytes every few seconds; a file that would not
+                    # change is left alone, and a changed one keeps its unchanged rows.
+                    if in_order == last.rows.offsets:
+                        return
+                    previous = last.rows
+            else:
+                # Rows by topic and partition, whatever order the logs were made in.
+                order = array("i", sorted(range(len(partitions)), key=partitions.__getitem__))
+                in_order = list(map(offsets.__getitem__, order))
+            del offsets
+            rows = write_offset_rows(path, partitions, order, in_order, previous)
+            self._checkpointed[path] = _Checkpointed(partitions, order, rows)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write each log's high watermark to its directory's
@@ -428,6 +538,8 @@ class LogManager:
         for tp, partition_log in self.all_logs().items():
             try:
                 deleted += partition_log.delete_old_segments(now_ms)
+            except KafkaStorageError as e:
+                log.error("retention of %s failed: %s", tp, e)  # its directory is reported
             except StorageError:
                 log.exception("retention of %s failed", tp)
         return deleted
@@ -436,7 +548,14 @@ class LogManager:
         """Flush the logs whose ``flush.ms`` has passed; returns how many were flushed."""
         with self._lock:
             timed = list(self._timed_flush.values())
-        return sum(1 for partition_log in timed if partition_log.maybe_flush(now_ms))
+        flushed = 0
+        for partition_log in timed:
+            try:
+                flushed += partition_log.maybe_flush(now_ms)
+            except KafkaStorageError as e:
+                # Its directory is reported; the other logs are still flushed.
+                log.error("flush of %s failed: %s", partition_log, e)
+        return flushed
 
     def start(self) -> None:
         """Start the background thread: retention every log.retention.check.interval.ms,
@@ -491,23 +610,31 @@ class LogManager:
         try:
             self.scheduler.close()
             self.scheduler.drain_one_offs()
+            # A failed directory gets nothing written, not even its clean-shutdown marker:
+            # its logs are recovered at the next start (if it is back).
+            offline = self.offline_dirs
             logs = self.all_logs()
+            for tp, partition_log in list(logs.items()):
+                if offline and partition_log.log_dir in offline:
+                    del logs[tp]
+                    partition_log.close_handlers()  # failed, its handler not run yet
+            live = self.live_log_dirs
             if can_sync_filesystems():
-                self._flush_by_syncing_filesystems(list(logs.values()))
+                self._flush_by_syncing_filesystems(list(logs.values()), live)
             else:
                 for partition_log in logs.values():
                     partition_log.flush()
-            self._write_checkpoints(self.log_dirs)
+            self._write_checkpoints(live)
             for partition_log in logs.values():
                 partition_log.close()
-            for directory in self.log_dirs:
+            for directory in live:
                 marker = directory / CLEAN_SHUTDOWN_FILE
                 marker.touch()
                 fsync_dir(directory)
         finally:
             self._unlock_dirs()
 
-    def _flush_by_syncing_filesystems(self, logs: list[PartitionLog]) -> None:
+    def _flush_by_syncing_filesystems(self, logs: list[PartitionLog], dirs: list[Path]) -> None:
         """Flush every log as ``PartitionLog.flush`` does, its fsyncs replaced by syncs of
         the file systems: a broker of 30,000 partitions spent 11 s here on two fsyncs of
         each leader epoch checkpoint and one of each new log's directory (and would on a
@@ -525,11 +652,11 @@ class LogManager:
             for pl, end in zip(logs, ends, strict=True)
             if (entries := pl.epoch_cache.stage(end)) is not None
         ]
-        sync_filesystems(self.log_dirs)
+        sync_filesystems(dirs)
         for partition_log, entries in staged:
             partition_log.epoch_cache.commit(entries)
         if any(entries.written is not None for _pl, entries in staged):
-            sync_filesystems(self.log_dirs)
+            sync_filesystems(dirs)
         for partition_log, end in zip(logs, ends, strict=True):
             partition_log.synced_to(end)
 

@@ -1,0 +1,578 @@
+"""A log directory that fails (KIP-112, Kafka 2.8 in ZooKeeper mode), the broker's half:
+the directory is reported once, its partitions go offline (every request for them is
+answered KAFKA_STORAGE_ERROR), the partitions of the other directories go on working, and
+the broker halts when no directory is left.
+
+The I/O errors are real: a log directory on a 256 KiB tmpfs, filled with a filler file,
+gives ENOSPC to the next write that needs a page (so the batches appended here are larger
+than a page). The tests mount it, as root; a machine where they cannot fails them.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from broker.apis import KafkaApis
+from broker.config import BrokerConfig
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager
+from broker.state_change_log import StateChangeLog
+from storage.errors import KafkaStorageError
+from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from storage.testing import build_batch
+from wire.api import ApiKey
+from wire.errors import ErrorCode
+from zkdata import paths
+from zkdata.znodes import TopicPartition, decode_log_dir_event, encode_log_dir_event
+
+BROKER = 1
+TOPIC = "t"
+TOPIC_ID = uuid.UUID(int=7)
+CONFIG = BrokerConfig.from_properties(
+    {"zookeeper.connect": "127.0.0.1:2181", "broker.id": str(BROKER)}
+)
+STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A log directory on a 256 KiB tmpfs of its own (see ``fill``)."""
+    mount_point = tmp_path / "small-disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", os.fspath(mount_point)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.fail(
+            f"these tests need a real full disk: mounting a 256 KiB tmpfs at {mount_point}"
+            f" was refused (exit {mounted.returncode}: {mounted.stderr.strip()});"
+            " run them as root, where mount is allowed"
+        )
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", os.fspath(mount_point)], check=False)
+
+
+def fill(directory: Path) -> None:
+    """Take every free page of the file system holding ``directory``: its next write that
+    needs a page fails with ENOSPC."""
+    fd = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    chunk = b"\0" * 4096
+    try:
+        with pytest.raises(OSError, match="No space left") as raised:  # noqa: PT012
+            while True:
+                os.write(fd, chunk)
+    finally:
+        os.close(fd)
+    assert raised.value.errno == errno.ENOSPC, raised.value
+    assert os.statvfs(directory).f_bavail == 0
+
+
+def big_batch(base_offset: int = 0) -> bytearray:
+    """A batch larger than a page: its append needs a new one."""
+    return build_batch([b"x" * 9000], base_offset=base_offset, partition_leader_epoch=0)
+
+
+def leader_and_isr(
+    states: dict[int, tuple[int, bool]], *, controller_epoch: int = 1
+) -> dict[str, Any]:
+    """Partition of "t" -> (leader epoch, is_new); this broker leads, ISR [1]."""
+    return {
+        "controller_id": 9,
+        "controller_epoch": controller_epoch,
+        "broker_epoch": 100,
+        "topic_states": [
+            {
+                "topic_name": TOPIC,
+                "topic_id": TOPIC_ID,
+                "partition_states": [
+                    {
+                        "partition_index": p,
+                        "controller_epoch": controller_epoch,
+                        "leader": BROKER,
+                        "leader_epoch": epoch,
+                        "isr": [BROKER],
+                        "partition_epoch": epoch,
+                        "replicas": [BROKER, 2],
+                        "adding_replicas": [],
+                        "removing_replicas": [],
+                        "is_new": is_new,
+                    }
+                    for p, (epoch, is_new) in states.items()
+                ],
+            }
+        ],
+    }
+
+
+def errors(response: dict[str, Any]) -> dict[int, int]:
+    return {
+        e["partition_index"]: e["error_code"]
+        for topic in response["topics"]
+        for e in topic["partition_errors"]
+    }
+
+
+def tps(*partitions: int) -> list[TopicPartition]:
+    return [TopicPartition(TOPIC, p) for p in partitions]
+
+
+# --- the storage layer: the failure is reported where it happens, once ------------------
+
+
+def test_a_full_log_directory_is_reported_once_however_many_operations_fail(
+    small_disk: Path,
+) -> None:
+    logs = LogManager([small_disk], CONFIG)
+    try:
+        first, second = (logs.get_or_create(tp) for tp in tps(0, 1))
+        fill(small_disk)
+        for partition_log in (first, second, first, second, first):
+            with pytest.raises(KafkaStorageError, match="No space left on device"):
+                partition_log.append_as_leader(big_batch(), 0)
+        logs.checkpoint_high_watermarks()  # fails too (its temporary file): not raised
+        channel = logs.dir_failures
+        assert channel.take_next_offline_log_dir(0.1) == os.fspath(small_disk)
+        assert channel.take_next_offline_log_dir(0.1) is None  # queued once
+        assert not logs.is_log_dir_online(small_disk)
+        # A failed append wrote nothing and moved nothing.
+        assert (first.log_end_offset, second.log_end_offset) == (0, 0)
+
+        # The failure handler's half in the log manager: its logs leave, closed.
+        assert sorted(logs.handle_log_dir_failure(os.fspath(small_disk))) == tps(0, 1)
+        assert logs.get_log(tps(0)[0]) is None
+        assert len(logs) == 0
+        assert first.closed
+        assert second.closed
+        assert logs.handle_log_dir_failure(os.fspath(small_disk)) == []  # once
+    finally:
+        logs.close()
+    # Nothing more was written into the failed directory, not even at a clean shutdown.
+    assert not (small_disk / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_a_failed_checkpoint_write_reports_its_directory_and_no_other(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    healthy = tmp_path / "healthy"
+    logs = LogManager([small_disk, healthy], CONFIG)
+    try:
+        for tp in tps(0, 1):
+            logs.get_or_create(tp).append_as_leader(build_batch([b"v"]), 0)
+        fill(small_disk)
+        logs.checkpoint_high_watermarks()
+        logs.checkpoint_recovery_points()
+        channel = logs.dir_failures
+        assert channel.take_next_offline_log_dir(0.1) == os.fspath(small_disk)
+        assert channel.take_next_offline_log_dir(0.1) is None
+        assert logs.live_log_dirs == [healthy]
+        assert (healthy / "replication-offset-checkpoint").exists()
+    finally:
+        logs.close()
+
+
+# --- the replica manager: offline partitions, and the others ----------------------------
+
+
+class FailedDirectoryBroker:
+    """Broker 1 leading partitions 0-3 of "t" in two log directories, the first of which
+    (the small disk) has just failed: an append to one of its partitions met ENOSPC."""
+
+    def __init__(self, small_disk: Path, tmp_path: Path) -> None:
+        self.failed_dir = os.fspath(small_disk)
+        self.healthy_dir = tmp_path / "healthy"
+        self.state_log_dir = tmp_path
+        self.logs = LogManager([small_disk, self.healthy_dir], CONFIG)
+        self.replicas = ReplicaManager(
+            BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=self.logs
+        )
+        self.stopped: list[tuple[list[TopicPartition], bool]] = []
+        self.replicas.on_stop = lambda stopped, deleted: self.stopped.append((stopped, deleted))
+        answer = self.replicas.become_leader_or_follower(
+            leader_and_isr({p: (0, True) for p in range(4)})
+        )
+        assert errors(answer) == dict.fromkeys(range(4), 0)
+        partitions = self.replicas.partitions
+        self.offline = sorted(tp for tp in tps(0, 1, 2, 3) if self.dir_of(tp) == self.failed_dir)
+        self.online = sorted(tp for tp in tps(0, 1, 2, 3) if tp not in self.offline)
+        assert len(self.offline) == len(self.online) == 2  # spread over the directories
+        for tp in partitions:
+            assert self.produce(tp)[0] == ErrorCode.NONE
+        fill(small_disk)
+        error, _p, _info, message = self.produce(self.offline[0])
+        assert error == ErrorCode.KAFKA_STORAGE_ERROR, message
+
+    def dir_of(self, tp: TopicPartition) -> str:
+        partition_log = self.replicas.partitions[tp].log
+        assert partition_log is not None
+        return partition_log.log_dir
+
+    def produce(self, tp: TopicPartition) -> tuple[ErrorCode, Any, Any, str | None]:
+        return self.replicas.append_as_leader(tp, big_batch(), 1)
+
+    def handle_failure(self) -> list[TopicPartition]:
+        """What the log dir failure handler thread does with the queued directory, up to
+        the ZooKeeper notification."""
+        log_dir = self.logs.dir_failures.take_next_offline_log_dir(0.1)
+        assert log_dir == self.failed_dir
+        assert self.logs.dir_failures.take_next_offline_log_dir(0.01) is None
+        return self.replicas.handle_log_dir_failure(log_dir)
+
+    def state_changes(self) -> list[dict[str, Any]]:
+        text = (self.state_log_dir / "state-change.log").read_text()
+        lines = [json.loads(line) for line in text.splitlines()]
+        return [row for row in lines if row["event"] == "leader_and_isr"]
+
+    def close(self) -> None:
+        self.replicas.close()
+        self.logs.close()
+
+
+@pytest.fixture
+def failed(small_disk: Path, tmp_path: Path) -> Iterator[FailedDirectoryBroker]:
+    broker = FailedDirectoryBroker(small_disk, tmp_path)
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+def test_the_failed_directorys_partitions_go_offline_and_the_others_keep_working(
+    failed: FailedDirectoryBroker,
+) -> None:
+    rm = failed.replicas
+    assert failed.handle_failure() == failed.offline
+    assert sorted(rm.offline_partitions) == failed.offline
+    assert sorted(rm.partitions) == failed.online
+    # The fetchers are told to drop them (as for a StopReplica without deletion).
+    assert failed.stopped == [(failed.offline, False)]
+    # Their logs left the log manager, closed.
+    assert all(failed.logs.get_log(tp) is None for tp in failed.offline)
+    for tp in failed.offline:
+        assert failed.produce(tp)[0] == ErrorCode.KAFKA_STORAGE_ERROR
+        assert rm.leader_partition(tp, -1) == (ErrorCode.KAFKA_STORAGE_ERROR, None)
+    for tp in failed.online:
+        error, p, info, message = failed.produce(tp)
+        assert error == ErrorCode.NONE, message
+        assert info is not None
+        assert info.first_offset == 1
+        read = p.log.read(0, 1 << 20)
+        assert read.next_offset == 2
+        assert len(read.to_bytes()) > 18_000
+    assert failed.logs.live_log_dirs == [failed.healthy_dir]
+
+
+def test_leader_and_isr_answers_storage_errors_for_offline_and_unknown_old_partitions(
+    failed: FailedDirectoryBroker,
+) -> None:
+    rm = failed.replicas
+    failed.handle_failure()
+    # Every partition moves to leader epoch 1; 10 is not hosted here and not new (its log
+    # may be in the failed directory); 11 is new.
+    states = {p: (1, False) for p in range(4)} | {10: (0, False), 11: (0, True)}
+    answer = rm.become_leader_or_follower(leader_and_isr(states, controller_epoch=2))
+    offline = {tp.partition for tp in failed.offline}
+    expected = {p: STORAGE_ERROR if p in offline or p == 10 else 0 for p in states}
+    assert errors(answer) == expected
+    # The new partition's log is made in the online directory; no log for 10.
+    new_log = failed.logs.get_log(TopicPartition(TOPIC, 11))
+    assert new_log is not None
+    assert new_log.log_dir == os.fspath(failed.healthy_dir)
+    assert failed.logs.get_log(TopicPartition(TOPIC, 10)) is None
+    assert TopicPartition(TOPIC, 10) not in rm.partitions
+    # The refusals are in the state-change log as rejected, with their error.
+    rows = {(r["partition"], r["leader_epoch"]): r for r in failed.state_changes()}
+    for p in [*offline, 10]:
+        assert rows[p, states[p][0]]["result"] == "rejected", rows[p, states[p][0]]
+        assert rows[p, states[p][0]]["error"] == "KAFKA_STORAGE_ERROR"
+    for p in set(states) - offline - {10}:
+        assert rows[p, states[p][0]]["result"] == "applied"
+
+
+def test_a_not_new_partition_is_refused_while_a_directory_is_offline_even_before_handling(
+    failed: FailedDirectoryBroker,
+) -> None:
+    # The directory is reported; its failure handler has not run yet.
+    answer = failed.replicas.become_leader_or_follower(
+        leader_and_isr({10: (0, False), 11: (0, True)}, controller_epoch=2)
+    )
+    assert errors(answer) == {10: STORAGE_ERROR, 11: 0}
+    assert failed.logs.get_log(TopicPartition(TOPIC, 11)).log_dir == os.fspath(  # type: ignore[union-attr]
+        failed.healthy_dir
+    )
+    # A partition of the failed directory, not yet taken offline, is refused too.
+    offline = failed.offline[0].partition
+    answer = failed.replicas.become_leader_or_follower(
+        leader_and_isr({offline: (1, False)}, controller_epoch=2)
+    )
+    assert errors(answer) == {offline: STORAGE_ERROR}
+
+
+def test_stop_replica_of_an_offline_partition_is_a_storage_error(
+    failed: FailedDirectoryBroker,
+) -> None:
+    failed.handle_failure()
+    request = {
+        "controller_id": 9,
+        "controller_epoch": 2,
+        "broker_epoch": 100,
+        "topic_states": [
+            {
+                "topic_name": TOPIC,
+                "partition_states": [
+                    {"partition_index": tp.partition, "leader_epoch": 1, "delete_partition": True}
+                    for tp in (failed.offline[0], failed.online[0])
+                ],
+            }
+        ],
+    }
+    answer = failed.replicas.stop_replicas(request)
+    got = {e["partition_index"]: e["error_code"] for e in answer["partition_errors"]}
+    assert got == {failed.offline[0].partition: STORAGE_ERROR, failed.online[0].partition: 0}
+    assert failed.logs.get_log(failed.online[0]) is None  # deleted
+
+
+def test_produce_fetch_list_offsets_and_epochs_of_offline_partitions_are_storage_errors(
+    failed: FailedDirectoryBroker,
+) -> None:
+    failed.handle_failure()
+    apis = KafkaApis(
+        BROKER,
+        MetadataCache(BROKER),
+        failed.replicas,
+        cast(Any, None),
+        StateChangeLog(None, BROKER),
+        lambda: 100,
+    )
+    everything = [*failed.offline, *failed.online]
+    bad = {tp.partition: STORAGE_ERROR for tp in failed.offline}
+    good = {tp.partition: 0 for tp in failed.online}
+
+    produced = apis.handle(
+        ApiKey.PRODUCE,
+        9,
+        {},
+        {
+            "acks": 1,
+            "timeout_ms": 1000,
+            "topic_data": [
+                {
+                    "name": TOPIC,
+                    "partition_data": [
+                        {"index": tp.partition, "records": big_batch()} for tp in everything
+                    ],
+                }
+            ],
+        },
+    )
+    assert produced is not None
+    answers = {
+        p["index"]: p["error_code"] for t in produced["responses"] for p in t["partition_responses"]
+    }
+    assert answers == bad | good
+
+    for replica_id in (-1, 2):  # a consumer's fetch, a follower's
+        fetched = apis.handle(
+            ApiKey.FETCH,
+            12,
+            {},
+            {
+                "replica_id": replica_id,
+                "max_wait_ms": 0,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": TOPIC,
+                        "partitions": [
+                            {
+                                "partition": tp.partition,
+                                "current_leader_epoch": 0,
+                                "fetch_offset": 0,
+                                "log_start_offset": -1,
+                                "partition_max_bytes": 1 << 20,
+                            }
+                            for tp in everything
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+        )
+        assert fetched is not None
+        parts = [p for t in fetched["responses"] for p in t["partitions"]]
+        assert {p["partition_index"]: p["error_code"] for p in parts} == bad | good
+        assert all(p["records"] for p in parts if p["error_code"] == 0)
+
+    listed = apis.handle(
+        ApiKey.LIST_OFFSETS,
+        5,
+        {},
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": TOPIC,
+                    "partitions": [
+                        {"partition_index": tp.partition, "timestamp": -1} for tp in everything
+                    ],
+                }
+            ],
+        },
+    )
+    assert listed is not None
+    answers = {
+        p["partition_index"]: p["error_code"] for t in listed["topics"] for p in t["partitions"]
+    }
+    assert answers == bad | good
+
+    epochs = apis.handle(
+        ApiKey.OFFSET_FOR_LEADER_EPOCH,
+        3,
+        {},
+        {
+            "replica_id": -1,
+            "topics": [
+                {
+                    "topic": TOPIC,
+                    "partitions": [
+                        {"partition": tp.partition, "current_leader_epoch": 0, "leader_epoch": 0}
+                        for tp in everything
+                    ],
+                }
+            ],
+        },
+    )
+    assert epochs is not None
+    answers = {p["partition"]: p["error_code"] for t in epochs["topics"] for p in t["partitions"]}
+    assert answers == bad | good
+
+
+def test_a_failed_follower_append_reports_its_directory_and_the_partition_goes_offline(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    healthy = tmp_path / "healthy"
+    logs = LogManager([small_disk, healthy], CONFIG)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        request = leader_and_isr({0: (0, True), 1: (0, True)})
+        for state in request["topic_states"][0]["partition_states"]:
+            state["leader"] = 2  # this broker follows broker 2
+        assert errors(rm.become_leader_or_follower(request)) == {0: 0, 1: 0}
+        by_dir = {rm.partitions[tp].log.log_dir: tp for tp in tps(0, 1)}  # type: ignore[union-attr]
+        failing, working = by_dir[os.fspath(small_disk)], by_dir[os.fspath(healthy)]
+        fill(small_disk)
+        with pytest.raises(KafkaStorageError, match="No space left on device"):
+            rm.append_as_follower(failing, 2, 0, bytes(big_batch()), 0)
+        assert rm.append_as_follower(working, 2, 0, bytes(big_batch()), 0) == 1
+        log_dir = logs.dir_failures.take_next_offline_log_dir(0.1)
+        assert log_dir == os.fspath(small_disk)
+        assert rm.handle_log_dir_failure(log_dir) == [failing]
+        # A fetch answer still in flight for it is dropped, not applied.
+        assert rm.append_as_follower(failing, 2, 0, bytes(big_batch()), 0) is None
+        assert rm.append_as_follower(working, 2, 0, bytes(big_batch(1)), 0) == 2
+    finally:
+        rm.close()
+        logs.close()
+
+
+def test_the_failure_handler_thread_takes_the_directory_from_the_queue(
+    failed: FailedDirectoryBroker,
+) -> None:
+    rm = failed.replicas
+    rm.start()  # the log dir failure handler thread (and the ISR writer)
+    deadline = time.monotonic() + 10
+    while sorted(rm.offline_partitions) != failed.offline:
+        assert time.monotonic() < deadline, "the handler did not take the directory"
+        time.sleep(0.01)
+    assert failed.produce(failed.offline[0])[0] == ErrorCode.KAFKA_STORAGE_ERROR
+    assert failed.produce(failed.online[0])[0] == ErrorCode.NONE
+    # What it writes next (and retries: there is no ZooKeeper here) until it is written
+    # or the broker stops: the controller reads the broker id from it.
+    path, data = rm.log_dir_event_notification()
+    assert path == paths.LOG_DIR_EVENT_NOTIFICATION + "/" + paths.LOG_DIR_EVENT_PREFIX
+    assert data == encode_log_dir_event(BROKER)
+    assert decode_log_dir_event(path + "0000000000", data) == BROKER
+
+
+def test_the_broker_halts_when_its_last_log_directory_fails(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    logs = LogManager([small_disk], CONFIG)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    halted: list[list[str]] = []
+    rm.on_all_log_dirs_failed = halted.append
+    try:
+        rm.become_leader_or_follower(leader_and_isr({0: (0, True)}))
+        fill(small_disk)
+        error, *_ = rm.append_as_leader(TopicPartition(TOPIC, 0), big_batch(), 1)
+        assert error == ErrorCode.KAFKA_STORAGE_ERROR
+        log_dir = logs.dir_failures.take_next_offline_log_dir(0.1)
+        assert log_dir == os.fspath(small_disk)
+        assert rm.handle_log_dir_failure(log_dir) == tps(0)
+        assert halted == [[os.fspath(small_disk)]]
+    finally:
+        rm.close()
+        logs.close()
+
+
+# --- the first log directory: the state-change log ---------------------------------------
+
+
+def test_the_state_change_log_on_a_failed_directory_neither_raises_nor_stops_the_writer(
+    small_disk: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state_log = StateChangeLog(small_disk, BROKER)
+    state_log.write("first", n=0)
+    fill(small_disk)
+    with caplog.at_level(logging.ERROR, logger="broker.state_change_log"):
+        for n in range(20):  # past the page the first line began
+            state_log.write("filler", text="y" * 1000, n=n)
+        state_log.write_many("rows", [{"n": 1}, {"n": 2}])
+    assert any("state-change log" in r.getMessage() for r in caplog.records)
+    assert len(caplog.records) == 1  # reported once
+    state_log.close()
+    first = (small_disk / "state-change.log").read_text().splitlines()[0]
+    assert json.loads(first)["event"] == "first"
+
+
+def test_a_write_from_another_thread_survives_a_failed_state_change_log(
+    small_disk: Path,
+) -> None:
+    state_log = StateChangeLog(small_disk, BROKER)
+    fill(small_disk)
+    failures: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            for n in range(20):
+                state_log.write("filler", text="y" * 1000, n=n)
+        except BaseException as e:  # what would end the thread
+            failures.append(e)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    thread.join()
+    assert failures == []
+    state_log.close()
