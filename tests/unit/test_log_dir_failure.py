@@ -283,9 +283,11 @@ def test_leader_and_isr_answers_storage_errors_for_offline_and_unknown_old_parti
 ) -> None:
     rm = failed.replicas
     failed.handle_failure()
-    # Every partition moves to leader epoch 1; 10 is not hosted here and not new (its log
-    # may be in the failed directory); 11 is new.
+    # Every partition moves to leader epoch 1 (one offline partition said to be new: it
+    # is still offline); 10 is not hosted here and not new (its log may be in the failed
+    # directory); 11 is new.
     states = {p: (1, False) for p in range(4)} | {10: (0, False), 11: (0, True)}
+    states[failed.offline[0].partition] = (1, True)
     answer = rm.become_leader_or_follower(leader_and_isr(states, controller_epoch=2))
     offline = {tp.partition for tp in failed.offline}
     expected = {p: STORAGE_ERROR if p in offline or p == 10 else 0 for p in states}
@@ -294,8 +296,9 @@ def test_leader_and_isr_answers_storage_errors_for_offline_and_unknown_old_parti
     new_log = failed.logs.get_log(TopicPartition(TOPIC, 11))
     assert new_log is not None
     assert new_log.log_dir == os.fspath(failed.healthy_dir)
-    assert failed.logs.get_log(TopicPartition(TOPIC, 10)) is None
-    assert TopicPartition(TOPIC, 10) not in rm.partitions
+    for tp in [TopicPartition(TOPIC, 10), *failed.offline]:
+        assert failed.logs.get_log(tp) is None
+        assert tp not in rm.partitions
     # The refusals are in the state-change log as rejected, with their error.
     rows = {(r["partition"], r["leader_epoch"]): r for r in failed.state_changes()}
     for p in [*offline, 10]:
