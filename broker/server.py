@@ -175,11 +175,22 @@ class KafkaServer:
             self._cluster_id, cancelled=self.stop_requested
         )
         # Kafka's checkpoint of broker.id and cluster.id in every log directory (a log
-        # directory of another cluster stops the broker here).
-        checkpoint_meta_properties(self.config.log_dirs, self.broker_id, self.metadata.cluster_id)
+        # directory of another cluster stops the broker here). One that cannot be written
+        # is offline from the start (KIP-112), as Kafka's initial offline directories.
+        offline_at_start: dict[str, OSError] = {}
+        for log_dir in self.config.log_dirs:
+            try:
+                checkpoint_meta_properties([log_dir], self.broker_id, self.metadata.cluster_id)
+            except OSError as e:
+                offline_at_start[log_dir] = e
         # The logs before anything else: recovery (after an unclean stop) validates their
         # tails, and the broker must not serve before its logs are sound.
-        self.logs = LogManager(self.config.log_dirs, self.config, topic_config=self._topic_config)
+        self.logs = LogManager(
+            self.config.log_dirs,
+            self.config,
+            topic_config=self._topic_config,
+            offline_at_start=offline_at_start,
+        )
         self.replicas.logs = self.logs
         self.logs.start()
         self.replicas.start()

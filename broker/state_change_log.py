@@ -326,8 +326,13 @@ class StateChangeLog:
 
 
 def open_for_broker(log_dirs: list[str], broker_id: int) -> StateChangeLog:
-    """The log in the broker's first log directory, created if need be."""
+    """The log in the broker's first log directory, created if need be. A directory that
+    cannot be (it failed) leaves the broker without one, logged: it starts anyway."""
     directory = log_dirs[0] if log_dirs else None
     if directory is not None:
-        os.makedirs(directory, exist_ok=True)
-    return StateChangeLog(directory, broker_id)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            return StateChangeLog(directory, broker_id)
+        except OSError as e:
+            log.error("cannot open the state-change log in %s (%s): not writing one", directory, e)
+    return StateChangeLog(None, broker_id)

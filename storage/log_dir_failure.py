@@ -44,6 +44,14 @@ class LogDirFailureChannel:
             # fails the same way until the handler has taken them offline).
             log.error("%s (log directory %s is offline)", message, log_dir)
 
+    def mark_offline(self, log_dir: str, message: str) -> None:
+        """``log_dir`` is offline from the broker's start (it could not be created,
+        locked or read): logged, not queued, since no partition of it was ever served
+        (the controller learns of them from the LeaderAndIsr answers)."""
+        with self._lock:
+            self.offline_dirs.add(log_dir)
+        log.error("%s", message)
+
     def has_offline_log_dir(self, log_dir: str) -> bool:
         return log_dir in self.offline_dirs
 

@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,10 +111,17 @@ class LogManager:
         topic_config: Callable[[str], LogConfig | TopicConfig] | None = None,
         time_ms: Callable[[], int] = _now_ms,
         dir_failures: LogDirFailureChannel | None = None,
+        offline_at_start: Mapping[str, OSError] | None = None,
     ) -> None:
         """Lock and load ``log_dirs``. ``topic_config(topic)`` gives a topic's config
         for the logs found on disk (default: the broker's defaults). I/O errors in a log
-        directory go to ``dir_failures`` (a channel of its own by default)."""
+        directory go to ``dir_failures`` (a channel of its own by default).
+
+        A directory that cannot be created, locked or read (or one of
+        ``offline_at_start``, by path as configured: the broker could not write its
+        meta.properties) is offline from the start, its partitions unknown (Kafka's
+        createAndValidateLogDirs and loadLogs); StorageError if none is left. One that
+        another process has locked still stops the start (LogDirLockedError)."""
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
         self.config = config
@@ -150,13 +157,42 @@ class LogManager:
         #: what loading each partition found (torn tails truncated, segments recovered)
         self.recovery_reports: dict[TopicPartition, RecoveryReport] = {}
         try:
-            for directory in self.log_dirs:
-                directory.mkdir(parents=True, exist_ok=True)
-                self._lock_dir(directory)
+            for configured, directory in zip(log_dirs, self.log_dirs, strict=True):
+                failed = (offline_at_start or {}).get(os.fspath(configured))
+                if failed is not None:
+                    self._offline_at_start(directory, "its meta.properties failed", failed)
+                    continue
+                try:
+                    directory.mkdir(parents=True, exist_ok=True)
+                    self._lock_dir(directory)
+                except OSError as exc:
+                    self._offline_at_start(directory, "it cannot be created or locked", exc)
+            self._check_some_dir_is_live()
             self._load_logs()
+            self._check_some_dir_is_live()
         except BaseException:
             self._unlock_dirs()
             raise
+
+    def _offline_at_start(self, directory: Path, why: str, error: OSError) -> None:
+        """``directory`` is offline from the start: no log of it is loaded or made."""
+        key = os.fspath(directory)
+        self.dir_failures.mark_offline(
+            key, f"log directory {key} is offline from the start: {why} ({error})"
+        )
+        self._handled_dirs.add(key)
+        fd = self._lock_fds.pop(directory, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _check_some_dir_is_live(self) -> None:
+        if not self.live_log_dirs:
+            raise StorageError(
+                "none of the log directories "
+                + ", ".join(os.fspath(d) for d in self.log_dirs)
+                + " can be created, locked or read"
+            )
 
     # --- start-up -----------------------------------------------------------------
 
@@ -185,41 +221,59 @@ class LogManager:
         # (log directory, the partition's directory, partition, offsets, clean shutdown)
         jobs: list[tuple[Path, PartitionDir, TopicPartition, dict[str, int], bool]] = []
         clean_markers: list[Path] = []
-        for directory in self.log_dirs:
-            marker = directory / CLEAN_SHUTDOWN_FILE
-            clean = marker.exists()
-            if clean:
-                clean_markers.append(marker)
-            recovery = read_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
-            starts = read_offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
-            hws = read_offset_checkpoint(directory / REPLICATION_CHECKPOINT)
-            # scandir: the entry's type comes with its name (no stat of each of 100,000s
-            # of directories), and names sort as strings, not Paths.
-            with os.scandir(directory) as found:
-                entries = sorted((e.name, e.is_dir()) for e in found)
-            parent = os.fspath(directory)
-            for name, is_dir in entries:
-                if not is_dir:
-                    continue
-                if name.endswith(DELETE_SUFFIX):
-                    shutil.rmtree(directory / name, ignore_errors=True)
-                    continue
-                parsed = parse_log_dir_name(name)
-                if parsed is None:
-                    log.warning(
-                        "ignoring %s: not a <topic>-<partition> directory", directory / name
-                    )
-                    continue
-                # Its parts, parsed once, here; no Path made per log (pathlib is slow
-                # over 100,000s).
-                child = PartitionDir.made(parent, *parsed)
-                tp = TopicPartition(*parsed)
-                offsets = {
-                    "recovery_point": recovery.get(parsed, 0),
-                    "log_start_offset": starts.get(parsed, 0),
-                    "high_watermark": hws.get(parsed, 0),
-                }
-                jobs.append((directory, child, tp, offsets, clean))
+        for directory in self.live_log_dirs:
+            try:
+                jobs += self._jobs_in(directory, clean_markers)
+            except OSError as exc:
+                self._offline_at_start(directory, "it cannot be read", exc)
+        self._load(jobs, clean_markers)
+
+    def _jobs_in(
+        self, directory: Path, clean_markers: list[Path]
+    ) -> list[tuple[Path, PartitionDir, TopicPartition, dict[str, int], bool]]:
+        """The partitions found in one log directory, to load."""
+        jobs: list[tuple[Path, PartitionDir, TopicPartition, dict[str, int], bool]] = []
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        if clean:
+            clean_markers.append(marker)
+        recovery = read_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
+        starts = read_offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
+        hws = read_offset_checkpoint(directory / REPLICATION_CHECKPOINT)
+        # scandir: the entry's type comes with its name (no stat of each of 100,000s
+        # of directories), and names sort as strings, not Paths.
+        with os.scandir(directory) as found:
+            entries = sorted((e.name, e.is_dir()) for e in found)
+        parent = os.fspath(directory)
+        for name, is_dir in entries:
+            if not is_dir:
+                continue
+            if name.endswith(DELETE_SUFFIX):
+                shutil.rmtree(directory / name, ignore_errors=True)
+                continue
+            parsed = parse_log_dir_name(name)
+            if parsed is None:
+                log.warning("ignoring %s: not a <topic>-<partition> directory", directory / name)
+                continue
+            # Its parts, parsed once, here; no Path made per log (pathlib is slow
+            # over 100,000s).
+            child = PartitionDir.made(parent, *parsed)
+            tp = TopicPartition(*parsed)
+            offsets = {
+                "recovery_point": recovery.get(parsed, 0),
+                "log_start_offset": starts.get(parsed, 0),
+                "high_watermark": hws.get(parsed, 0),
+            }
+            jobs.append((directory, child, tp, offsets, clean))
+        return jobs
+
+    def _load(
+        self,
+        jobs: list[tuple[Path, PartitionDir, TopicPartition, dict[str, int], bool]],
+        clean_markers: list[Path],
+    ) -> None:
+        """Load the partitions found (in parallel with num.recovery.threads.per.data.dir);
+        a directory where one fails with an I/O error is offline, none of its logs kept."""
         seen: dict[TopicPartition, PartitionDir] = {}
         for _directory, child, tp, _offsets, _clean in jobs:
             if tp in seen:
@@ -232,27 +286,39 @@ class LogManager:
 
         def load(
             job: tuple[Path, PartitionDir, TopicPartition, dict[str, int], bool],
-        ) -> PartitionLog:
+        ) -> PartitionLog | OSError:
             _directory, child, tp, offsets, clean = job
-            return PartitionLog(
-                child,
-                self._config_for(tp.topic),
-                clean_shutdown=clean,
-                found=True,
-                defer=self._defer,
-                time_ms=self._time_ms,
-                dir_failed=self._dir_failed,
-                **offsets,
-            )
+            try:
+                return PartitionLog(
+                    child,
+                    self._config_for(tp.topic),
+                    clean_shutdown=clean,
+                    found=True,
+                    defer=self._defer,
+                    time_ms=self._time_ms,
+                    dir_failed=self._dir_failed,
+                    **offsets,
+                )
+            except OSError as exc:
+                return exc
 
         if workers == 1:  # Kafka's default: no pool (a future per log costs a tenth more)
             loaded = [load(job) for job in jobs]
         else:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="log-recovery") as pool:
                 loaded = list(pool.map(load, jobs))
+        for (directory, child, _tp, _offsets, _clean), result in zip(jobs, loaded, strict=True):
+            if isinstance(result, OSError) and self.is_log_dir_online(directory):
+                why = f"loading {join_partition_dir(*child)} failed"
+                self._offline_at_start(directory, why, result)
         for (directory, _child, tp, _offsets, _clean), partition_log in zip(
             jobs, loaded, strict=True
         ):
+            if isinstance(partition_log, OSError):
+                continue
+            if not self.is_log_dir_online(directory):
+                partition_log.close_handlers()  # another log of its directory failed
+                continue
             self._add(tp, partition_log)
             self._dir_counts[directory] = self._dir_counts.get(directory, 0) + 1
             report = partition_log.recovery_report
@@ -269,8 +335,14 @@ class LogManager:
                 )
         # A crash from here on must not pass for a clean shutdown.
         for marker in clean_markers:
-            marker.unlink()
-            fsync_dir(marker.parent)
+            if not self.is_log_dir_online(marker.parent):
+                continue
+            try:
+                marker.unlink()
+                fsync_dir(marker.parent)
+            except OSError as exc:
+                self.handle_log_dir_failure(os.fspath(marker.parent))  # its logs leave
+                self._offline_at_start(marker.parent, f"removing {marker} failed", exc)
 
     # --- the logs -----------------------------------------------------------------
 

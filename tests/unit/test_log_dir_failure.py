@@ -29,7 +29,7 @@ from broker.config import BrokerConfig
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
-from storage.errors import KafkaStorageError
+from storage.errors import KafkaStorageError, StorageError
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from storage.testing import build_batch
 from wire.api import ApiKey
@@ -579,3 +579,78 @@ def test_a_write_from_another_thread_survives_a_failed_state_change_log(
     thread.join()
     assert failures == []
     state_log.close()
+
+
+# --- start-up: a directory that cannot be created or locked is offline from the start ----
+
+
+@pytest.fixture
+def read_only_disk(tmp_path: Path) -> Iterator[Path]:
+    """A read-only tmpfs: nothing can be created in it (EROFS)."""
+    mount_point = tmp_path / "read-only-disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", os.fspath(mount_point)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.fail(
+            f"mounting a read-only tmpfs at {mount_point} was refused (exit"
+            f" {mounted.returncode}: {mounted.stderr.strip()}); run these tests as root"
+        )
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", os.fspath(mount_point)], check=False)
+
+
+def test_a_directory_that_cannot_be_created_or_locked_is_offline_from_the_start(
+    read_only_disk: Path, tmp_path: Path
+) -> None:
+    cannot_create = read_only_disk / "logs"  # mkdir: EROFS
+    cannot_lock = read_only_disk  # exists; its .lock cannot be created: EROFS
+    healthy = tmp_path / "healthy"
+    logs = LogManager([cannot_create, healthy, cannot_lock], CONFIG)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        assert logs.live_log_dirs == [healthy]
+        assert not logs.is_log_dir_online(cannot_create)
+        assert not logs.is_log_dir_online(cannot_lock)
+        # Nothing for the failure handler: no partition of them was ever served.
+        assert logs.dir_failures.take_next_offline_log_dir(0.01) is None
+        # A partition not new may have its log there: refused; a new one is made in the
+        # online directory.
+        answer = rm.become_leader_or_follower(leader_and_isr({0: (0, False), 1: (0, True)}))
+        assert errors(answer) == {0: STORAGE_ERROR, 1: 0}
+        assert rm.partitions[TopicPartition(TOPIC, 1)].log.log_dir == os.fspath(healthy)  # type: ignore[union-attr]
+    finally:
+        rm.close()
+        logs.close()
+    assert (healthy / CLEAN_SHUTDOWN_FILE).exists()
+
+
+def test_the_start_fails_clearly_when_no_directory_can_be_used(
+    read_only_disk: Path,
+) -> None:
+    with pytest.raises(StorageError, match="can be created, locked or read"):
+        LogManager([read_only_disk / "a", read_only_disk / "b"], CONFIG)
+
+
+def test_a_directory_whose_meta_properties_failed_is_offline_from_the_start(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    healthy = tmp_path / "healthy"
+    failure = OSError(errno.ENOSPC, "No space left on device")
+    logs = LogManager(
+        [small_disk, healthy], CONFIG, offline_at_start={os.fspath(small_disk): failure}
+    )
+    try:
+        assert logs.live_log_dirs == [healthy]
+        assert logs.get_or_create(TopicPartition(TOPIC, 0)).log_dir == os.fspath(healthy)
+        with pytest.raises(KafkaStorageError, match="are offline"):
+            logs.get_or_create(TopicPartition(TOPIC, 1), is_new=False)
+    finally:
+        logs.close()
+    assert not (small_disk / ".lock").exists()  # not even locked
