@@ -137,6 +137,10 @@ class ControllerContext:
     live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     broker_epochs: dict[int, int] = field(default_factory=dict)
     shutting_down_broker_ids: set[int] = field(default_factory=set)
+    # Replicas a live broker answered KAFKA_STORAGE_ERROR for: their log directory failed
+    # (KIP-112). Offline although their broker lives, until it registers anew. Nearly
+    # always empty: the hot paths test it for truth before asking per partition.
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     topic_ids: dict[str, uuid.UUID] = field(default_factory=dict)
     assignments: dict[str, dict[int, ReplicaAssignment]] = field(default_factory=dict)
@@ -172,20 +176,42 @@ class ControllerContext:
     def live_broker_ids(self) -> set[int]:
         return set(self.live_brokers) - self.shutting_down_broker_ids
 
-    def is_replica_online(self, broker_id: int, include_shutting_down: bool = False) -> bool:
+    def is_replica_online(
+        self,
+        broker_id: int,
+        tp: TopicPartition | None = None,
+        include_shutting_down: bool = False,
+    ) -> bool:
+        """Kafka's isReplicaOnline: on a live broker (or one shutting down, if asked) and,
+        given its partition, not on a failed log directory of that broker."""
         if broker_id not in self.live_brokers:
             return False
-        return include_shutting_down or broker_id not in self.shutting_down_broker_ids
+        if not include_shutting_down and broker_id in self.shutting_down_broker_ids:
+            return False
+        return tp is None or not self.is_on_offline_dir(broker_id, tp)
+
+    def is_on_offline_dir(self, broker_id: int, tp: TopicPartition) -> bool:
+        offline = self.replicas_on_offline_dirs.get(broker_id)
+        return offline is not None and tp in offline
+
+    def online_replicas(
+        self, tp: TopicPartition, replicas: Iterable[int], include_shutting_down: bool = False
+    ) -> tuple[int, ...]:
+        """The replicas that are online (``is_replica_online``), in their order."""
+        return tuple(r for r in replicas if self.is_replica_online(r, tp, include_shutting_down))
 
     def add_live_brokers(self, brokers: dict[int, tuple[BrokerRegistration, int]]) -> None:
         for broker_id, (registration, broker_epoch) in brokers.items():
             self.live_brokers[broker_id] = registration
             self.broker_epochs[broker_id] = broker_epoch
+            self.replicas_on_offline_dirs.pop(broker_id, None)
 
     def remove_live_brokers(self, broker_ids: Iterable[int]) -> None:
         for broker_id in broker_ids:
             self.live_brokers.pop(broker_id, None)
             self.broker_epochs.pop(broker_id, None)
+            # A broker that registers again starts with every log directory it has.
+            self.replicas_on_offline_dirs.pop(broker_id, None)
 
     # --- topics and partitions ---------------------------------------------------------
 

@@ -39,8 +39,10 @@ from controller.reactions import (
     brokers_failed,
     brokers_started,
     controlled_shutdown_moves,
+    log_dir_failure,
     new_partitions,
     preferred_election,
+    replicas_reported_offline,
     start_state_machines,
 )
 from controller.reassignment import (
@@ -73,6 +75,7 @@ from zkdata.znodes import (
     TopicAssignment,
     TopicPartition,
     decode_broker,
+    decode_log_dir_event,
     decode_partition_list,
     decode_reassignment,
     decode_topic,
@@ -594,6 +597,11 @@ class KafkaController:
 
         self.failovers += 1
         self.handlers.register_controller_handlers()
+        # The failover sends every broker each of its partitions' states: the answers
+        # say which replicas are on failed log directories, whatever these said.
+        self._delete_log_dir_event_notifications(
+            self.zk.get_children(paths.LOG_DIR_EVENT_NOTIFICATION, watch=True) or []
+        )
         self._delete_isr_change_notifications(
             self.zk.get_children(paths.ISR_CHANGE_NOTIFICATION, watch=True) or []
         )
@@ -770,6 +778,11 @@ class KafkaController:
                     ctx.partitions_being_reassigned.add(tp)
                 added.append(tp)
         return added
+
+    def _delete_log_dir_event_notifications(self, children: list[str]) -> None:
+        self.store.delete_paths(
+            [paths.log_dir_event_notification(c) for c in children], self.ctx.epoch_zk_version
+        )
 
     def _delete_isr_change_notifications(self, children: list[str]) -> None:
         self.store.delete_paths(
@@ -948,6 +961,8 @@ class KafkaController:
             self.deletion.complete_replica_deletion(done)
 
     def _on_LeaderAndIsrResponseReceived(self, event: ev.LeaderAndIsrResponseReceived) -> None:
+        if not self.is_active:
+            return
         response = event.response
         code = response.get("error_code", 0)
         if code:
@@ -968,6 +983,61 @@ class KafkaController:
                 len(errors),
                 errors[0],
             )
+        storage = ErrorCode.KAFKA_STORAGE_ERROR
+        if not self.ctx.replicas_on_offline_dirs.get(event.broker_id) and not any(
+            e[2] == storage for e in errors
+        ):
+            return  # the common answer: nothing on a failed log directory, before or now
+        names = {topic_id: name for name, topic_id in self.ctx.topic_ids.items()}
+        offline, online = [], []
+        for t in response.get("topics", []):
+            topic = names.get(t.get("topic_id"))
+            if topic is None:
+                continue  # deleted since
+            for p in t.get("partition_errors", []):
+                if p["error_code"] == storage:
+                    offline.append(TopicPartition(topic, p["partition_index"]))
+                elif p["error_code"] == 0:
+                    online.append(TopicPartition(topic, p["partition_index"]))
+        new = replicas_reported_offline(
+            self.partition_sm,
+            self.replica_sm,
+            event.broker_id,
+            offline,
+            online,
+            self.deletion.fail_replica_deletion,
+        )
+        if new:
+            log.warning(
+                "broker %d has %d replicas on a failed log directory (first: %s): offline",
+                event.broker_id,
+                len(new),
+                min(new),
+            )
+
+    def _on_LogDirEventNotification(self, _event: ev.LogDirEventNotification) -> None:
+        """processLogDirEventNotification: each broker named is asked, by a LeaderAndIsr
+        of each of its partitions, which are on the failed directory (its answer)."""
+        if not self.is_active:
+            return
+        children = sorted(self.zk.get_children(paths.LOG_DIR_EVENT_NOTIFICATION, watch=True) or [])
+        if not children:
+            return
+        notification_paths = [paths.log_dir_event_notification(c) for c in children]
+        broker_ids: set[int] = set()
+        for path, got in zip(notification_paths, self.zk.get_many(notification_paths), strict=True):
+            if got is None:
+                continue
+            try:
+                broker_ids.add(decode_log_dir_event(path, got[0]))
+            except MalformedZnode as e:
+                log.error("%s; skipping it", e)
+        try:
+            if broker_ids:
+                log.warning("log directory failure reported by brokers %s", sorted(broker_ids))
+                log_dir_failure(self.replica_sm, broker_ids)
+        finally:
+            self._delete_log_dir_event_notifications(children)
 
     # --- ISR changes from leaders -------------------------------------------------------
 

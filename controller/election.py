@@ -1,7 +1,8 @@
 """Leader election strategies and the other leadership decisions, as pure functions.
 
-Kafka's Election.scala and PartitionLeaderElectionAlgorithms. "Live" means on a live
-broker; shutting-down brokers count as live only where said. Each decision that changes
+Kafka's Election.scala and PartitionLeaderElectionAlgorithms. "Live" means online: on a
+live broker, and not on a log directory of it that failed; shutting-down brokers count as
+live only where said. Each decision that changes
 the leader or the ISR bumps the leader epoch, and no decision empties an ISR.
 """
 
@@ -85,8 +86,15 @@ def controlled_shutdown_leader(
 
 
 def _live(
-    ctx: ControllerContext, replicas: Sequence[int], *, shutting_down: bool = False
+    ctx: ControllerContext,
+    tp: TopicPartition,
+    replicas: Sequence[int],
+    *,
+    shutting_down: bool = False,
 ) -> tuple[int, ...]:
+    """The online replicas (ctx.is_replica_online, inlined: called per partition)."""
+    if ctx.replicas_on_offline_dirs:
+        return ctx.online_replicas(tp, replicas, shutting_down)
     live = ctx.live_brokers
     down = ctx.shutting_down_broker_ids
     if shutting_down or not down:
@@ -98,14 +106,16 @@ def leader_for_offline(
     ctx: ControllerContext, tp: TopicPartition, current: LeaderAndIsr, unclean_enabled: bool
 ) -> ElectionResult:
     assignment = ctx.replicas(tp)
-    live = _live(ctx, assignment)
+    live = _live(ctx, tp, assignment)
     leader, unclean = offline_leader(assignment, current.isr, live, unclean_enabled)
     if leader is None:
         return ElectionResult(tp, None, live)
     if leader in current.isr:
         # ctx.is_replica_online inlined: a broker loss asks it of 10,000s of ISRs.
         brokers, down = ctx.live_brokers, ctx.shutting_down_broker_ids
-        if down:
+        if ctx.replicas_on_offline_dirs:
+            new_isr = ctx.online_replicas(tp, current.isr)
+        elif down:
             new_isr = tuple(r for r in current.isr if r in brokers and r not in down)
         else:
             new_isr = tuple(filter(brokers.__contains__, current.isr))
@@ -118,7 +128,7 @@ def leader_for_reassign(
     ctx: ControllerContext, tp: TopicPartition, current: LeaderAndIsr
 ) -> ElectionResult:
     target = ctx.full_assignment(tp).target_replicas
-    live = _live(ctx, target)
+    live = _live(ctx, tp, target)
     leader = reassign_leader(target, current.isr, live)
     if leader is None:
         return ElectionResult(tp, None, live)
@@ -129,7 +139,7 @@ def leader_for_preferred(
     ctx: ControllerContext, tp: TopicPartition, current: LeaderAndIsr
 ) -> ElectionResult:
     assignment = ctx.replicas(tp)
-    live = _live(ctx, assignment)
+    live = _live(ctx, tp, assignment)
     leader = preferred_leader(assignment, current.isr, live)
     if leader is None:
         return ElectionResult(tp, None, live)
@@ -140,7 +150,7 @@ def leader_for_controlled_shutdown(
     ctx: ControllerContext, tp: TopicPartition, current: LeaderAndIsr
 ) -> ElectionResult:
     assignment = ctx.replicas(tp)
-    live = _live(ctx, assignment, shutting_down=True)
+    live = _live(ctx, tp, assignment, shutting_down=True)
     shutting = ctx.shutting_down_broker_ids
     leader = controlled_shutdown_leader(assignment, current.isr, live, shutting)
     if leader is None:
@@ -170,7 +180,7 @@ def elect(
 
 def initial_leader_and_isr(ctx: ControllerContext, tp: TopicPartition) -> LeaderAndIsr | None:
     """A new partition: the first live replica leads, every live replica is in the ISR."""
-    live = _live(ctx, ctx.replicas(tp))
+    live = _live(ctx, tp, ctx.replicas(tp))
     if not live:
         return None
     return LeaderAndIsr(live[0], 0, live, zk_version=0)
@@ -213,7 +223,7 @@ def imbalanced_partitions(
             tp
             for tp in not_led
             if tp not in ctx.partitions_being_reassigned
-            and ctx.is_replica_online(broker)
+            and ctx.is_replica_online(broker, tp)
             and broker in ctx.leadership[tp].leader_and_isr.isr
         ]
         if candidates:

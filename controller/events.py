@@ -98,6 +98,11 @@ class IsrChangeNotification(ControllerEvent):
 
 
 @dataclass
+class LogDirEventNotification(ControllerEvent):
+    """A broker wrote /log_dir_event_notification: a log directory of it failed."""
+
+
+@dataclass
 class PartitionReassignment(ControllerEvent):
     pass
 

@@ -16,7 +16,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from controller.context import PartitionReplica, PartitionStateName, ReplicaStateName
+from controller.context import (
+    REPLICA_VALID_PREVIOUS,
+    PartitionReplica,
+    PartitionStateName,
+    ReplicaStateName,
+)
 from controller.election import ElectionStrategy
 from controller.state_machines import (
     PartitionStateMachine,
@@ -168,7 +173,6 @@ def admin_election(
     and said so; a failed election says why."""
     ctx = partition_sm.ops.ctx
     unclean = election_type == UNCLEAN_ELECTION
-    live = ctx.live_broker_ids
     answers: dict[TopicPartition, AdminElectionResult] = {}
     eligible: list[TopicPartition] = []
     failed = (
@@ -193,7 +197,7 @@ def admin_election(
             answers[tp] = AdminElectionResult(failed, f"partition {tp} has had no leader yet")
         else:
             leader = lice.leader_and_isr.leader
-            if (leader == replicas[0]) if not unclean else (leader in live):
+            if (leader == replicas[0]) if not unclean else ctx.is_replica_online(leader, tp):
                 answers[tp] = AdminElectionResult(
                     ErrorCode.ELECTION_NOT_NEEDED,
                     "the preferred replica leads already"
@@ -288,10 +292,14 @@ def replicas_become_offline(
         pr for pr in replicas if not ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
     ]
     online = ctx.live_broker_ids  # is_replica_online, for every partition of the cluster
+    on_failed_dirs = ctx.replicas_on_offline_dirs
     offline_leader = [
         tp
         for tp, lice in ctx.leadership.items()
-        if lice.leader_and_isr.leader not in online
+        if (
+            lice.leader_and_isr.leader not in online
+            or (on_failed_dirs and ctx.is_on_offline_dir(lice.leader_and_isr.leader, tp))
+        )
         and not ctx.is_topic_queued_for_deletion(tp.topic)
     ]
     elected: dict[TopicPartition, LeaderAndIsr] = {}
@@ -314,6 +322,67 @@ def replicas_become_offline(
     if not offline_leader:
         ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
         ops.flush()
+
+
+def log_dir_failure(replica_sm: ReplicaStateMachine, broker_ids: Iterable[int]) -> None:
+    """onBrokerLogDirFailure: a broker said a log directory of it failed. Each of its
+    replicas is sent its partition's state again (their replica state machine's move to
+    Online): the broker answers KAFKA_STORAGE_ERROR for those whose log was there, which
+    `replicas_reported_offline` then takes offline. Brokers no longer live are left out
+    (their loss has taken their replicas offline already)."""
+    ctx = replica_sm.ctx
+    live = set(broker_ids) & ctx.live_brokers.keys()
+    to_online: list[PartitionReplica] = []
+    for pr in ctx.replicas_on_brokers(live):
+        state = ctx.replica_state(pr)
+        if state is R.NEW:
+            # A reassignment's new replica: asked too (Kafka's move of it to Online sends
+            # nothing, so its broker's answer would never come), and left New.
+            lice = ctx.leadership.get(pr.topic_partition)
+            if lice is not None:
+                ops = replica_sm.ops
+                ra = ctx.full_assignment(pr.topic_partition)
+                ops.batch.add_leader_and_isr(
+                    ctx, [pr.replica], pr.topic_partition, lice, ra, is_new=True
+                )
+        elif state in REPLICA_VALID_PREVIOUS[R.ONLINE]:
+            to_online.append(pr)
+    replica_sm.handle_state_changes(to_online, R.ONLINE)
+
+
+def replicas_reported_offline(
+    partition_sm: PartitionStateMachine,
+    replica_sm: ReplicaStateMachine,
+    broker_id: int,
+    offline: Iterable[TopicPartition],
+    online: Iterable[TopicPartition],
+    fail_replica_deletion: Callable[[list[PartitionReplica]], None],
+) -> set[TopicPartition]:
+    """A broker's LeaderAndIsr answer (processLeaderAndIsrResponseReceived): the
+    partitions it answered KAFKA_STORAGE_ERROR are on a failed log directory of it, those
+    it answered without an error are not (any more). The replicas newly found on a failed
+    directory become offline as a lost broker's do (`replicas_become_offline`): leaders
+    move, the ISRs leave them. Returns those partitions."""
+    ctx = partition_sm.ops.ctx
+    if broker_id not in ctx.live_brokers:
+        return set()  # gone since it answered: its loss took its replicas offline
+    previous = ctx.replicas_on_offline_dirs.get(broker_id, set())
+    current = (previous - set(online)) | set(offline)
+    if current:
+        ctx.replicas_on_offline_dirs[broker_id] = current
+    else:
+        ctx.replicas_on_offline_dirs.pop(broker_id, None)
+    new = current - previous
+    # Only replicas it still has: an answer can arrive after a reassignment moved one away.
+    offline_now = sorted(tp for tp in new if broker_id in ctx.replicas(tp))
+    if offline_now:
+        replicas_become_offline(
+            partition_sm,
+            replica_sm,
+            [PartitionReplica(tp, broker_id) for tp in offline_now],
+            fail_replica_deletion,
+        )
+    return new
 
 
 def controlled_shutdown_moves(

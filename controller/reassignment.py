@@ -247,7 +247,7 @@ def _complete(
             PartitionReplica(tp, r)
             for tp, ra in reassignments.items()
             for r in ra.adding
-            if ctx.is_replica_online(r, include_shutting_down=True)
+            if ctx.is_replica_online(r, tp, include_shutting_down=True)
         ],
         R.ONLINE,
     )
@@ -258,7 +258,7 @@ def _complete(
         ctx.update_assignment(tp, final)
         current = states.get(tp)
         leader = current.leader_and_isr.leader if current is not None else -1
-        if leader not in final.replicas or not ctx.is_replica_online(leader):
+        if leader not in final.replicas or not ctx.is_replica_online(leader, tp):
             to_elect.append(tp)
         else:
             to_bump[tp] = final

@@ -410,6 +410,7 @@ def update_metadata_rows(
 ) -> list[UpdateMetadataRow]:
     """What UpdateMetadata says of these partitions (None: all), grouped by topic."""
     live = ctx.live_broker_ids
+    on_failed_dirs = ctx.replicas_on_offline_dirs
     leadership = ctx.leadership
     deleting = ctx.topics_to_be_deleted
     if partitions is None:
@@ -437,6 +438,10 @@ def update_metadata_rows(
             offline = offline_of.get(replicas)
             if offline is None:
                 offline = offline_of[replicas] = tuple(r for r in replicas if r not in live)
+            if on_failed_dirs:
+                tp = TopicPartition(topic, p)
+                if any(ctx.is_on_offline_dir(r, tp) for r in replicas):
+                    offline = tuple(r for r in replicas if not ctx.is_replica_online(r, tp))
             rows.append((topic, p, lice, replicas, offline, during_delete))
     return rows
 

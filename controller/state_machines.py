@@ -193,6 +193,7 @@ class PartitionStateMachine:
         # A leader on a live (or shutting down) broker: online (is_replica_online, inlined:
         # this runs for every partition at failover).
         live = ctx.live_brokers
+        on_failed_dirs = ctx.replicas_on_offline_dirs
         offline: dict[str, int] = {}
         written = 0
         for tp in ctx.all_partitions():
@@ -200,7 +201,9 @@ class PartitionStateMachine:
             lice = leadership.get(tp)
             if lice is None:
                 states[tp] = P.NEW
-            elif lice.leader_and_isr.leader in live:
+            elif lice.leader_and_isr.leader in live and not (
+                on_failed_dirs and ctx.is_on_offline_dir(lice.leader_and_isr.leader, tp)
+            ):
                 states[tp] = P.ONLINE
             else:
                 states[tp] = P.OFFLINE
@@ -325,7 +328,7 @@ class PartitionStateMachine:
             failures: dict[TopicPartition, Exception] = {}
             for tp, lai in ops.read_current(existing, failures).items():
                 lice = ops.record_leadership(tp, lai)
-                if not ctx.is_replica_online(lai.leader, include_shutting_down=True):
+                if not ctx.is_replica_online(lai.leader, tp, include_shutting_down=True):
                     # Its leader is gone (or -1): Offline, so the next election picks one.
                     ctx.set_partition_state(tp, P.OFFLINE)
                     failures[tp] = StateChangeFailed(
@@ -348,8 +351,14 @@ class PartitionStateMachine:
     ) -> set[TopicPartition]:
         """Partitions allowed an unclean election: only those without a live ISR member need
         their topic's config read (as Kafka's collectUncleanLeaderElectionState)."""
-        online = self.ctx.live_broker_ids
-        no_live_isr = [tp for tp, lai in current.items() if online.isdisjoint(lai.isr)]
+        ctx = self.ctx
+        online = ctx.live_broker_ids
+        if ctx.replicas_on_offline_dirs:
+            no_live_isr = [
+                tp for tp, lai in current.items() if not ctx.online_replicas(tp, lai.isr)
+            ]
+        else:
+            no_live_isr = [tp for tp, lai in current.items() if online.isdisjoint(lai.isr)]
         if not no_live_isr:
             return set()
         if allow_unclean:
@@ -483,20 +492,25 @@ class ReplicaStateMachine:
             assignments = ctx.assignments
             leadership = ctx.leadership
             replica_states = ctx.replica_states
+            on_failed_dirs = ctx.replicas_on_offline_dirs
             for tp in ctx.all_partitions():
                 ra = assignments[tp.topic][tp.partition]
-                known = by_replicas.get(ra.replicas)
+                # A partition with a replica on a failed log directory is worked out alone.
+                alone = on_failed_dirs and any(ctx.is_on_offline_dir(r, tp) for r in ra.replicas)
+                known = None if alone else by_replicas.get(ra.replicas)
                 if known is None:
                     states: dict[int, ReplicaStateName] = {}
                     for r in ra.replicas:
                         # A replica on a dead broker starts as Kafka's ReplicaDeletionIneligible.
-                        online_now = ctx.is_replica_online(r, include_shutting_down=True)
+                        online_now = ctx.is_replica_online(r, tp, include_shutting_down=True)
                         states[r] = R.ONLINE if online_now else R.DELETION_INELIGIBLE
-                    known = by_replicas[ra.replicas] = (
+                    known = (
                         replica_states_value(states) if states else (),
                         [r for r, state in states.items() if state is R.ONLINE],
                         [r for r, state in states.items() if state is not R.ONLINE],
                     )
+                    if not alone:
+                        by_replicas[ra.replicas] = known
                 held, online, dead = known
                 if dead:
                     offline.extend(PartitionReplica(tp, r) for r in dead)

@@ -142,7 +142,7 @@ class TopicDeletionManager:
             for pr in ctx.replicas_for_topic(topic):
                 if ctx.replica_state(pr) is R.DELETION_SUCCESSFUL:
                     continue  # deleted already: its broker need not be live
-                if not ctx.is_replica_online(pr.replica):
+                if not ctx.is_replica_online(pr.replica, pr.topic_partition):
                     dead.append(pr)
                 else:
                     retry.append(pr)

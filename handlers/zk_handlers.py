@@ -101,6 +101,10 @@ def isr_change_notification(enqueue: Enqueue) -> ChildChangeHandler:
     return ChildChangeHandler(paths.ISR_CHANGE_NOTIFICATION, enqueue, ev.IsrChangeNotification)
 
 
+def log_dir_event_notification(enqueue: Enqueue) -> ChildChangeHandler:
+    return ChildChangeHandler(paths.LOG_DIR_EVENT_NOTIFICATION, enqueue, ev.LogDirEventNotification)
+
+
 # The two admin request znodes are created by a tool and deleted by the controller when it
 # is done. Deleting one fires the watch its event armed, and nothing would arm another: the
 # next request would go unseen. So a deletion enqueues the event too, whose re-read (the
@@ -169,6 +173,7 @@ class HandlerRegistry:
             broker_change,
             topic_change,
             topic_deletion,
+            log_dir_event_notification,
             isr_change_notification,
             partition_reassignment,
             preferred_replica_election,

@@ -595,6 +595,151 @@ def test_unclean_election_is_not_used_while_an_isr_member_lives() -> None:
     assert c.ctx.unclean_elections == 0
 
 
+# --- a failed log directory (KIP-112) ----------------------------------------------------
+
+
+def dir_fails(
+    c: Cluster, broker: int, offline: Iterable[TopicPartition], *, keep_question: bool = True
+) -> set[TopicPartition]:
+    """Broker `broker` said a log directory failed; it answers the LeaderAndIsr that
+    follows with KAFKA_STORAGE_ERROR for `offline` and no error for its other partitions
+    (KafkaController's processLogDirEventNotification, then its LeaderAndIsr answer).
+    ``keep_question=False``: ``c.sent`` keeps only what the answer made the controller
+    send."""
+    asked_from = len(c.sent)
+    reactions.log_dir_failure(c.rsm, [broker])
+    c.ops.flush()
+    asked = {
+        TopicPartition(t["topic_name"], p["partition_index"])
+        for batch in c.sent[asked_from:]
+        for r in batch
+        if r.api_key == ApiKey.LEADER_AND_ISR and r.broker_id == broker
+        for t in r.body["topic_states"]
+        for p in t["partition_states"]
+    }
+    lost = set(offline)
+    if not keep_question:
+        c.sent.clear()
+    return reactions.replicas_reported_offline(
+        c.psm, c.rsm, broker, lost & asked, asked - lost, c.deletion.fail_replica_deletion
+    )
+
+
+def test_a_log_directory_failure_asks_the_broker_for_each_of_its_partitions() -> None:
+    c = three_partitions()
+    c.create_topic("other", {0: (2, 3)})
+    c.sent.clear()
+    reactions.log_dir_failure(c.rsm, [1, 4])  # 4: not a live broker
+    c.ops.flush()
+    requests = c.requests(ApiKey.LEADER_AND_ISR)
+    assert {r.broker_id for r in requests} == {1}
+    for tp in (T0, T1, T2):
+        [state] = c.partition_states_sent(ApiKey.LEADER_AND_ISR, tp).values()
+        assert state["is_new"] is False
+        assert state["leader_epoch"] == 0
+    assert c.partition_states_sent(ApiKey.LEADER_AND_ISR, TopicPartition("other", 0)) == {}
+    assert c.store.writes[-1].tp.topic == "other"  # nothing written: a question only
+
+
+def test_a_leader_on_a_failed_log_directory_is_replaced_from_the_isr(tmp_path: Path) -> None:
+    c = Cluster(log_dir=tmp_path)
+    c.create_topic(T, {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)})
+    c.sent.clear()
+    assert dir_fails(c, 1, {T0, T2}, keep_question=False) == {T0, T2}
+    # broker 1 lives on; its replicas of T0 and T2 do not
+    assert 1 in c.ctx.live_broker_ids
+    assert not c.ctx.is_replica_online(1, T0)
+    assert c.ctx.is_replica_online(1, T1)
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 1, (2, 3), 1)  # elected from the ISR
+    assert c.leader_and_isr(T2) == LeaderAndIsr(3, 1, (3, 2), 1)  # out of the ISR
+    assert c.leader_and_isr(T1) == LeaderAndIsr(2, 0, (2, 3, 1), 0)  # untouched
+    assert c.ctx.replica_state(PartitionReplica(T0, 1)) is R.OFFLINE
+    assert c.ctx.replica_state(PartitionReplica(T1, 1)) is R.ONLINE
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    # the new leader's state goes to the online replicas, and the failed one is told to
+    # stop (it answers KAFKA_STORAGE_ERROR, as Kafka's broker does)
+    assert sorted(c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)) == [2, 3]
+    stopped = {(r.broker_id, tp) for r in c.requests(ApiKey.STOP_REPLICA) for tp in r.partitions}
+    assert stopped == {(1, T0), (1, T2)}
+    # every broker's metadata names the replica offline
+    for state in c.partition_states_sent(ApiKey.UPDATE_METADATA, T0).values():
+        assert list(state["offline_replicas"]) == [1]
+    c.assert_context_matches_store()
+    c.state_log.close()
+    rows = [json.loads(line) for line in (tmp_path / "state-change.log").read_text().splitlines()]
+    written = [(r["partition"], r["leader"], r["reason"]) for r in rows if r["topic"] == T][3:]
+    assert written == [(0, 2, "offline"), (2, 3, "offline")]
+
+
+def test_a_replica_on_a_failed_log_directory_is_not_elected() -> None:
+    c = three_partitions()
+    dir_fails(c, 1, {T0})
+    # the preferred replica's directory failed: no preferred election moves T0 back to it
+    result = c.preferred_election([T0])
+    assert isinstance(result[T0], StateChangeFailed)
+    # nor does losing the other ISR members
+    c.kill(2, 3)
+    assert c.leader_and_isr(T0).leader == -1
+    assert c.ctx.partition_state(T0) is P.OFFLINE
+    assert c.ctx.replicas_on_offline_dirs == {1: {T0}}
+
+
+def test_a_partition_whose_isr_was_on_the_failed_directory_waits_or_goes_unclean() -> None:
+    c = three_partitions()
+    c.leader_sets_isr(T0, (1,))
+    dir_fails(c, 1, {T0})
+    assert c.leader_and_isr(T0) == LeaderAndIsr(-1, 1, (1,), 2)  # the ISR never empties
+    assert c.ctx.partition_state(T0) is P.OFFLINE
+    # unclean election on: a live replica outside the ISR leads, and it is logged so
+    c.store.configs[T] = {UNCLEAN: "true"}
+    c.psm.trigger_online_partition_state_change()
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 2, (2,), 3)
+    assert c.ctx.unclean_elections == 1
+
+
+def test_a_failed_directory_reported_again_changes_nothing() -> None:
+    c = three_partitions()
+    dir_fails(c, 1, {T0})
+    writes = len(c.store.writes)
+    # every later LeaderAndIsr the broker answers says the same
+    assert dir_fails(c, 1, {T0}, keep_question=False) == set()
+    assert len(c.store.writes) == writes
+    assert c.requests(ApiKey.STOP_REPLICA) == []
+    # a partition answered without an error is online again
+    reactions.replicas_reported_offline(c.psm, c.rsm, 1, [], [T0], c.deletion.fail_replica_deletion)
+    assert c.ctx.replicas_on_offline_dirs == {}
+
+
+def test_a_broker_that_registers_again_has_its_replicas_back() -> None:
+    c = three_partitions()
+    dir_fails(c, 1, {T0, T1})
+    c.bounce(1)  # restarted: a new broker epoch, with whatever directories it has now
+    assert c.ctx.replicas_on_offline_dirs == {}
+    assert c.ctx.is_replica_online(1, T0)
+    assert c.ctx.replica_state(PartitionReplica(T0, 1)) is R.ONLINE
+    c.leader_sets_isr(T0, (2, 3, 1))
+    assert c.preferred_election([T0])[T0] == LeaderAndIsr(1, 2, (2, 3, 1), 3)
+    # a broker that died with a failed directory, too
+    dir_fails(c, 2, {T1})
+    c.kill(2)
+    c.start(2)
+    assert c.ctx.replicas_on_offline_dirs == {}
+
+
+def test_a_failed_directory_reported_by_a_broker_gone_since_is_ignored() -> None:
+    c = three_partitions()
+    c.kill(1)
+    writes = len(c.store.writes)
+    assert (
+        reactions.replicas_reported_offline(
+            c.psm, c.rsm, 1, [T0], [], c.deletion.fail_replica_deletion
+        )
+        == set()
+    )
+    assert c.ctx.replicas_on_offline_dirs == {}
+    assert len(c.store.writes) == writes
+
+
 # --- controlled shutdown ---------------------------------------------------------------
 
 
@@ -1279,6 +1424,9 @@ class ControllerMachine(RuleBasedStateMachine):
         self.deleted: set[str] = set()  # topics whose deletion completed
         # brokers that bounced in the step: dead while the controller decided, live after
         self.bounced: set[int] = set()
+        # each broker's partitions whose log directory failed (the broker's truth: the
+        # controller learns it from the broker's answers)
+        self.failed_dirs: dict[int, set[TopicPartition]] = {}
         # transitions the state machines refused as invalid: each a wrong step to attempt
         self.invalid = InvalidTransitions()
         logging.getLogger("controller.state_machines").addHandler(self.invalid)
@@ -1331,6 +1479,8 @@ class ControllerMachine(RuleBasedStateMachine):
         dead = brokers & set(self.c.ctx.live_brokers)
         if dead:
             self.gone |= set(self.c.ctx.replicas_on_brokers(dead))
+            for b in dead:
+                self.failed_dirs.pop(b, None)  # it comes back with its directories repaired
             self.c.kill(*dead)
             self.assert_elected_where_possible()
 
@@ -1338,6 +1488,7 @@ class ControllerMachine(RuleBasedStateMachine):
     def start(self, broker: int) -> None:
         if broker not in self.c.ctx.live_brokers:
             self.gone -= set(self.c.ctx.replicas_on_brokers({broker}))
+            self.failed_dirs.pop(broker, None)
             self.resume(self.c.start(broker))
 
     @rule(broker=st.sampled_from(BROKERS))
@@ -1347,6 +1498,7 @@ class ControllerMachine(RuleBasedStateMachine):
         if broker in self.c.ctx.live_brokers:
             before = self.c.ctx.broker_epochs[broker]
             self.bounced.add(broker)
+            self.failed_dirs.pop(broker, None)
             self.resume(self.c.bounce(broker))
             assert self.c.ctx.broker_epochs[broker] > before
 
@@ -1357,6 +1509,44 @@ class ControllerMachine(RuleBasedStateMachine):
             self.c.deletion.resume_for(started.deletions)
         self.deletions_done()
         self.assert_elected_where_possible()
+
+    @rule(data=st.data())
+    def log_dir_fails(self, data: st.DataObject) -> None:
+        """A log directory of a live broker fails, holding some of its partitions: it says
+        so, and answers the LeaderAndIsr that follows with KAFKA_STORAGE_ERROR for them."""
+        ctx = self.c.ctx
+        live = sorted(ctx.live_brokers)
+        if not live:
+            return
+        broker = data.draw(st.sampled_from(live), label="broker")
+        # the partitions it has a log of: those it has been sent a state of
+        hosted = sorted(
+            tp
+            for tp in ctx.partitions_on_broker(broker)
+            if tp in ctx.leadership and tp not in self.failed_dirs.get(broker, ())
+        )
+        if not hosted:
+            return
+        lost = data.draw(st.lists(st.sampled_from(hosted), min_size=1, unique=True), label="lost")
+        failed = self.failed_dirs.setdefault(broker, set())
+        failed.update(lost)
+        dir_fails(self.c, broker, failed)
+        self.assert_elected_where_possible(lost)
+
+    def answer_as_brokers(self) -> None:
+        """A new controller's first LeaderAndIsr of each partition is answered: the brokers
+        with failed directories say which (as every later answer would)."""
+        c = self.c
+        for broker, failed in sorted(self.failed_dirs.items()):
+            asked = sorted(tp for tp in failed if broker in c.ctx.replicas(tp))
+            if broker in c.ctx.live_brokers and asked:
+                reactions.replicas_reported_offline(
+                    c.psm, c.rsm, broker, asked, [], c.deletion.fail_replica_deletion
+                )
+
+    def online(self, broker: int, tp: TopicPartition) -> bool:
+        """The broker is live and its log of ``tp`` is in a working directory."""
+        return broker in self.c.ctx.live_brokers and tp not in self.failed_dirs.get(broker, ())
 
     @rule(broker=st.sampled_from(BROKERS))
     def controlled_shutdown(self, broker: int) -> None:
@@ -1410,7 +1600,11 @@ class ControllerMachine(RuleBasedStateMachine):
                 assert tp not in ctx.leadership
                 continue
             was, now = before[tp], self.c.leader_and_isr(tp)
-            needed = was.leader not in live if unclean else was.leader != ctx.replicas(tp)[0]
+            needed = (
+                not (was.leader in live and self.online(was.leader, tp))
+                if unclean
+                else was.leader != ctx.replicas(tp)[0]
+            )
             if not needed:
                 assert r.error_code == ErrorCode.ELECTION_NOT_NEEDED, (tp, r)
                 assert now == was
@@ -1438,6 +1632,7 @@ class ControllerMachine(RuleBasedStateMachine):
             for tp, lice in ctx.leadership.items()
             if ctx.replicas(tp)
             and ctx.replicas(tp)[0] in live
+            and self.online(ctx.replicas(tp)[0], tp)
             and lice.leader_and_isr.leader in live
             and lice.leader_and_isr.leader != ctx.replicas(tp)[0]
             and not ctx.is_topic_queued_for_deletion(tp.topic)
@@ -1531,7 +1726,7 @@ class ControllerMachine(RuleBasedStateMachine):
         led = [
             tp
             for tp, lice in sorted(ctx.leadership.items())
-            if lice.leader_and_isr.leader in ctx.live_brokers
+            if self.online(lice.leader_and_isr.leader, tp)
         ]
         if not led:
             return None
@@ -1555,7 +1750,10 @@ class ControllerMachine(RuleBasedStateMachine):
             if leader not in ctx.live_brokers:
                 return None  # its session is gone, and its writes with it
             expected += 1
-            isr = (leader, *(r for r in chosen if r in ctx.live_broker_ids))
+            isr = (
+                leader,
+                *(r for r in chosen if r in ctx.live_broker_ids and self.online(r, tp)),
+            )
             return LeaderAndIsr(leader, current.leader_epoch, isr, current.zk_version)
 
         return tp, isr_change
@@ -1755,8 +1953,10 @@ class ControllerMachine(RuleBasedStateMachine):
         c.sent.clear()
         self.checked_batches = 0
         c.store.elect_other_controller()
+        killed = data.draw(st.sampled_from(live))
+        self.failed_dirs.pop(killed, None)  # it comes back with its directories repaired
         try:
-            c.kill(data.draw(st.sampled_from(live)))
+            c.kill(killed)
         except ControllerMovedError:
             # Nothing it decided went out. What it sent before its first write failed (an
             # UpdateMetadata of partitions left offline, sent before the ISR step) holds
@@ -1809,6 +2009,7 @@ class ControllerMachine(RuleBasedStateMachine):
         c.rsm = ReplicaStateMachine(c.ops)
         c.deletion = TopicDeletionManager(c.ops, c.psm, c.rsm, c.store, lambda _topic: None)
         reactions.start_state_machines(c.psm, c.rsm)
+        self.answer_as_brokers()
         self.resume_reassignments()
         c.deletion.resume()
         self.deletions_done()
@@ -1824,10 +2025,10 @@ class ControllerMachine(RuleBasedStateMachine):
                 continue
             state = ctx.partition_state(tp)
             if state is P.NEW:
-                assert not set(ctx.replicas(tp)) & ctx.live_broker_ids, f"{tp} left New"
+                assert not ctx.online_replicas(tp, ctx.replicas(tp)), f"{tp} left New"
             elif state is P.OFFLINE:
                 isr = self.c.leader_and_isr(tp).isr
-                assert not set(isr) & ctx.live_broker_ids, f"{tp} left Offline, ISR {isr}"
+                assert not ctx.online_replicas(tp, isr), f"{tp} left Offline, ISR {isr}"
 
     # --- invariants ---------------------------------------------------------------------
 
@@ -1858,13 +2059,33 @@ class ControllerMachine(RuleBasedStateMachine):
             assert lai.leader == -1 or lai.leader in lai.isr, f"{tp}: leader not in ISR {lai}"
             if state is P.ONLINE:
                 assert lai.leader in live, f"{tp} is Online, led by {lai.leader}, not live"
-            if lai.leader in ctx.live_broker_ids:
+                assert self.online(lai.leader, tp), f"{tp} is led from a failed directory"
+            if ctx.is_replica_online(lai.leader, tp):
                 assert state is P.ONLINE, f"{tp} has live leader {lai.leader} but is {state}"
             if lai.leader == -1:
                 assert state is P.OFFLINE, f"{tp} has no leader but is {state}"
-            # a dead broker stays in an ISR only as its last member (KAFKA-5083)
+            # a dead broker stays in an ISR only as its last member (KAFKA-5083), and so
+            # does a replica on a failed log directory
             if len(lai.isr) > 1:
                 assert set(lai.isr) <= live, f"{tp}: dead broker in ISR {lai.isr}"
+                assert all(self.online(r, tp) for r in lai.isr if r in ctx.live_brokers), (
+                    f"{tp}: a replica on a failed directory in ISR {lai.isr}"
+                )
+        # the controller knows every failed directory a live broker has answered about (it
+        # asks of each partition with a state that the broker hosts, new replicas aside)
+        for broker, failed in self.failed_dirs.items():
+            if broker not in ctx.live_brokers:
+                continue
+            asked = {
+                tp
+                for tp in failed
+                if tp in ctx.leadership
+                and broker in ctx.replicas(tp)
+                and ctx.replica_state(PartitionReplica(tp, broker)) is not R.NEW
+                and not ctx.is_topic_queued_for_deletion(tp.topic)
+            }
+            known = ctx.replicas_on_offline_dirs.get(broker, set())
+            assert asked <= known, (broker, asked, known)
 
     @invariant()
     def offline_count_is_the_offline_partitions(self) -> None:
@@ -1891,8 +2112,12 @@ class ControllerMachine(RuleBasedStateMachine):
                 if r in ctx.live_broker_ids:
                     state = ctx.replica_state(PartitionReplica(tp, r))
                     # a reassignment's new replica is New until its broker (re)starts or
-                    # the reassignment completes (Kafka's NewReplica)
+                    # the reassignment completes (Kafka's NewReplica); one on a failed
+                    # directory is Offline (or Online, asked again after another failure,
+                    # as in Kafka)
                     allowed = (R.ONLINE, R.NEW) if r in adding else (R.ONLINE,)
+                    if ctx.is_on_offline_dir(r, tp):
+                        allowed = (*allowed, R.OFFLINE)
                     assert state in allowed, f"replica {r} of {tp} on a live broker is {state}"
 
     @invariant()
@@ -1929,7 +2154,9 @@ class ControllerMachine(RuleBasedStateMachine):
                 elif after.leader not in before.isr:
                     assert after.isr == (after.leader,), w
                     live = ctx.live_broker_ids - self.bounced
-                    assert not set(before.isr) & live, f"needless unclean: {w}"
+                    assert not [r for r in before.isr if r in live and self.online(r, w.tp)], (
+                        f"needless unclean: {w}"
+                    )
         self.checked_writes = len(self.c.store.writes)
         self.bounced.clear()
         self.forced_unclean.clear()

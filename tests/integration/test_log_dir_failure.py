@@ -1,0 +1,199 @@
+"""A failed log directory (KIP-112): a broker whose disk fills takes that directory
+offline, tells the controller through /log_dir_event_notification, and the controller
+moves the leaderships and ISR memberships of the replicas that were there, while the
+broker goes on serving the partitions of its other directories. A broker whose every
+directory failed stops.
+
+The fault is real: each failing directory is a small tmpfs filled to the last page
+(ENOSPC on the next append), mounted for the test and unmounted after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import ClusterFactory
+from tests.integration.dataplane import Acked, consume, lost_acknowledged, produce
+from tests.integration.harness import Cluster, wait_for
+from zkdata import paths
+from zkdata.znodes import LeaderAndIsr
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TOPIC = "disks"
+
+
+@pytest.fixture
+def small_disk() -> Iterator[Callable[[Path], Path]]:
+    """Mounts a 4 MiB tmpfs (a disk that can fill) at a directory it makes, per call."""
+    mounted: list[Path] = []
+
+    def mount(where: Path) -> Path:
+        where.mkdir(parents=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            pytest.fail(
+                f"this test fills a small tmpfs and needs to mount one (root, CAP_SYS_ADMIN): "
+                f"mount said {done.stderr.strip()!r}"
+            )
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in mounted:
+        # Lazily: a broker killed moments ago may still hold files open.
+        subprocess.run(["umount", "-l", str(where)], capture_output=True, check=False)
+
+
+def fill(disk: Path) -> None:
+    """Take every free page of the disk, so that the next append that needs one fails."""
+    with open(disk / "filler", "wb") as f:
+        chunk = b"\0" * 65536
+        while True:
+            try:
+                f.write(chunk)
+                f.flush()
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                break
+    # the last partial chunk, 512 bytes at a time down to the page
+    with contextlib.suppress(OSError), open(disk / "filler", "ab", buffering=0) as f:
+        while f.write(b"\0" * 512):
+            pass
+
+
+def partitions_in(directory: Path) -> set[int]:
+    """The partitions of TOPIC whose logs are in this log directory."""
+    return {
+        int(entry.name.rsplit("-", 1)[1])
+        for entry in directory.iterdir()
+        if entry.is_dir() and entry.name.startswith(f"{TOPIC}-")
+    }
+
+
+def leaders(c: Cluster) -> dict[int, LeaderAndIsr]:
+    return c.partition_states(TOPIC)
+
+
+def test_a_full_log_directory_moves_its_leaderships_and_the_broker_serves_the_rest(
+    cluster_factory: ClusterFactory, small_disk: Callable[[Path], Path], tmp_path: Path
+) -> None:
+    c = cluster_factory(start=False, min_insync_replicas="2")
+    disk = small_disk(tmp_path / "broker-1-disk")
+    first = c[1].data_dir
+    c[1].overrides["log.dirs"] = f"{first},{disk}"
+    c.start()
+    # Broker 1 leads all six; its logs are spread over its two directories.
+    c.create_topic(TOPIC, {p: (1, 2, 3) for p in range(6)})
+    c.wait_topic_online(TOPIC)
+    wait_for(lambda: partitions_in(disk) and partitions_in(first), 30, "logs in both directories")
+    on_disk, elsewhere = partitions_in(disk), partitions_in(first)
+    assert on_disk | elsewhere == set(range(6))
+    assert not on_disk & elsewhere
+    before = leaders(c)
+    written = produce(c, TOPIC, [b"before-%d" % i for i in range(60)])
+    assert written.errors == []
+
+    fill(disk)
+    # Every partition gets appends that need new pages: those on the full disk fail
+    # there, and the client retries them with their new leaders.
+    acked = Acked()
+    for p in range(6):  # each partition its own: a keyless producer sticks to one a while
+        produce(c, TOPIC, [os.urandom(1024) for _ in range(100)], acked, partition=p)
+    assert acked.errors == [], acked.errors[:5]
+    assert {p for p, _ in acked.by_offset} == set(range(6))
+
+    def moved() -> dict[int, LeaderAndIsr] | None:
+        states = leaders(c)
+        return states if all(states[p].leader != 1 for p in on_disk) else None
+
+    after = wait_for(moved, 60, "the full directory's partitions led elsewhere")
+    for p in on_disk:
+        assert after[p].leader in (2, 3)
+        assert after[p].leader_epoch > before[p].leader_epoch
+        assert 1 not in after[p].isr, (p, after[p])
+    for p in elsewhere:
+        # still led by broker 1, which never stopped
+        assert after[p].leader == 1, (p, after[p])
+        assert 1 in after[p].isr
+    assert c[1].alive()
+    assert 1 in c.registered()
+    # The controller handled the notification and removed it.
+    wait_for(
+        lambda: not c.zk.get_children(paths.LOG_DIR_EVENT_NOTIFICATION),
+        30,
+        "the log directory notification handled",
+    )
+    controller_id, _ = c.wait_controller()
+    reasons = {
+        (row["partition"], row["leader"])
+        for row in c[controller_id].state_changes("partition_state")
+        if row["topic"] == TOPIC and row["reason"] == "offline"
+    }
+    assert {p for p, leader in reasons if leader in (2, 3)} >= on_disk
+    # Broker 1 refuses what was on the failed directory and answers for the rest.
+    refused = [
+        row
+        for row in c[1].state_changes("leader_and_isr")
+        if row["topic"] == TOPIC and row.get("error") == "KAFKA_STORAGE_ERROR"
+    ]
+    assert {row["partition"] for row in refused} <= on_disk
+    assert f"log directory {disk} failed" in c[1].output()
+
+    # Nothing acknowledged was lost, on either directory's partitions.
+    read = consume(c, TOPIC, list(range(6)))
+    assert lost_acknowledged(read, written, acked) == []
+    # Broker 1 still takes writes for the partitions of its working directory.
+    more = produce(c, TOPIC, [b"after-%d" % i for i in range(30)], partition=min(elsewhere))
+    assert more.errors == []
+    assert leaders(c)[min(elsewhere)].leader == 1
+
+    # Restarted with its disk emptied, it has its replicas back, and catches up.
+    c[1].stop()
+    (disk / "filler").unlink()
+    c[1].start()
+    c.wait_registered([1])
+    wait_for(
+        lambda: all(1 in s.isr for s in leaders(c).values()) or None,
+        90,
+        "broker 1 back in every ISR",
+    )
+
+
+def test_a_broker_whose_every_log_directory_failed_stops(
+    cluster_factory: ClusterFactory, small_disk: Callable[[Path], Path]
+) -> None:
+    c = cluster_factory(start=False)
+    disk = small_disk(c[3].data_dir)  # its one log directory (status file and all)
+    c.start()
+    c.create_topic(TOPIC, {0: (3, 1, 2), 1: (1, 2, 3)})
+    c.wait_topic_online(TOPIC)
+    written = produce(c, TOPIC, [b"m-%d" % i for i in range(20)], partition=0)
+    assert written.errors == []
+    fill(disk)
+    acked = produce(c, TOPIC, [os.urandom(1024) for _ in range(300)], partition=0)
+    assert acked.errors == []
+    assert c[3].wait_exit(timeout=60) == 1
+    assert f"Shutdown broker because all log dirs in {disk} have failed" in c[3].output()
+
+    def led_again() -> LeaderAndIsr | None:
+        state = leaders(c)[0]
+        return state if state.leader in (1, 2) else None
+
+    state = wait_for(led_again, 60, "a new leader")
+    assert 3 not in state.isr
+    read = consume(c, TOPIC, [0])
+    assert lost_acknowledged(read, written, acked) == []
