@@ -152,7 +152,12 @@ def meta_to_write(
     return todo
 
 
-def read_meta_properties(log_dirs: Sequence[str]) -> dict[str, MetaProperties | None]:
+def read_meta_properties(
+    log_dirs: Sequence[str], unreadable: dict[str, OSError] | None = None
+) -> dict[str, MetaProperties | None]:
+    """Each log directory's meta.properties (None: it has none). One that cannot be read
+    raises IdentityError, or, given ``unreadable``, is left out and put there with its
+    error: Kafka's start-up takes such a directory offline (KIP-112) and goes on."""
     result: dict[str, MetaProperties | None] = {}
     for d in log_dirs:
         path = Path(d) / META_PROPERTIES
@@ -162,15 +167,23 @@ def read_meta_properties(log_dirs: Sequence[str]) -> dict[str, MetaProperties | 
             result[d] = None
             continue
         except OSError as e:
-            raise IdentityError(f"cannot read {path}: {e}") from None
+            if unreadable is None:
+                raise IdentityError(f"cannot read {path}: {e}") from None
+            log.error("cannot read %s: %s; its log directory will be offline", path, e)
+            unreadable[d] = e
+            continue
         result[d] = parse_meta_properties(text, str(path))
     return result
 
 
 def checkpoint_meta_properties(log_dirs: Sequence[str], broker_id: int, cluster_id: str) -> int:
     """Write meta.properties (atomically) where it is missing or outdated; return how many
-    were written. Raises IdentityError for a directory of another cluster."""
-    metas = read_meta_properties(log_dirs)
+    were written. Raises IdentityError for a directory of another cluster, and OSError
+    for one whose meta.properties cannot be read or written."""
+    unreadable: dict[str, OSError] = {}
+    metas = read_meta_properties(log_dirs, unreadable)
+    if unreadable:
+        raise next(iter(unreadable.values()))
     todo = meta_to_write(metas, broker_id, cluster_id)
     for d in todo:
         Path(d).mkdir(parents=True, exist_ok=True)
@@ -534,8 +547,9 @@ def obtain_kafka_id(
     """Kafka's mode: configured or stored id, else one generated from /brokers/seqid.
     meta.properties is written later, once the cluster id is known (as Kafka does)."""
     started = time.monotonic()
+    # A directory whose meta.properties cannot be read has no say (it will be offline).
     decision = decide_kafka_id(
-        configured, read_meta_properties(log_dirs), generation_enabled=generation_enabled
+        configured, read_meta_properties(log_dirs, {}), generation_enabled=generation_enabled
     )
     if isinstance(decision, UseId):
         outcome = IdentityOutcome("kafka", decision.broker_id, decision.source, "")

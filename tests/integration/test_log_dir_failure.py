@@ -197,3 +197,56 @@ def test_a_broker_whose_every_log_directory_failed_stops(
     assert 3 not in state.isr
     read = consume(c, TOPIC, [0])
     assert lost_acknowledged(read, written, acked) == []
+
+
+def test_a_broker_restarted_without_one_of_its_disks_serves_the_rest(
+    cluster_factory: ClusterFactory, small_disk: Callable[[Path], Path], tmp_path: Path
+) -> None:
+    c = cluster_factory(start=False)
+    disk = small_disk(tmp_path / "broker-1-disk")
+    first = c[1].data_dir
+    c[1].overrides["log.dirs"] = f"{first},{disk}"
+    c.start()
+    c.create_topic(TOPIC, {p: (1, 2, 3) for p in range(6)})
+    c.wait_topic_online(TOPIC)
+    wait_for(lambda: partitions_in(disk) and partitions_in(first), 30, "logs in both directories")
+    on_disk, elsewhere = partitions_in(disk), partitions_in(first)
+    written = Acked()
+    for p in range(6):
+        produce(c, TOPIC, [b"m-%d-%d" % (p, i) for i in range(20)], written, partition=p)
+    assert written.errors == []
+
+    # The disk is gone when the broker starts again: where it was mounted is a file now.
+    assert c[1].stop() == 0
+    subprocess.run(["umount", str(disk)], check=True)
+    disk.rmdir()
+    disk.write_text("not a log directory\n")
+    c[1].start()
+    c.wait_registered([1])
+    # Its partitions of the first directory are served, and it catches up in them...
+    wait_for(
+        lambda: all(1 in leaders(c)[p].isr for p in elsewhere) or None,
+        90,
+        "broker 1 back in the ISRs of its first directory's partitions",
+    )
+    assert f"log directory {disk} is offline from the start" in c[1].output()
+    # ...while it refuses the others (their logs may have been on the missing disk: not
+    # made again empty), and the controller holds them offline: no ISR takes it back.
+    controller_id, _ = c.wait_controller()
+    wait_for(
+        lambda: "replicas on a failed log directory" in c[controller_id].output() or None,
+        30,
+        "the controller to hold broker 1's replicas of the missing disk offline",
+    )
+    states = leaders(c)
+    for p in on_disk:
+        assert 1 not in states[p].isr, (p, states[p])
+        assert states[p].leader in (2, 3)
+    refused = {
+        row["partition"]
+        for row in c[1].state_changes("leader_and_isr")
+        if row["topic"] == TOPIC and row.get("error") == "KAFKA_STORAGE_ERROR"
+    }
+    assert refused == on_disk
+    read = consume(c, TOPIC, list(range(6)))
+    assert lost_acknowledged(read, written) == []

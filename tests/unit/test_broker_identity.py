@@ -118,6 +118,33 @@ def test_checkpoint_writes_every_log_dir(tmp_path: Path) -> None:
         checkpoint_meta_properties(dirs, 1001, "other")
 
 
+def test_an_unreadable_meta_properties_makes_its_directory_offline_not_the_broker_fail(
+    tmp_path: Path,
+) -> None:
+    """Kafka's start-up takes a log directory whose meta.properties cannot be read offline
+    (KIP-112) and starts with the others: here, a disk gone, a file where it was."""
+    good, gone = str(tmp_path / "d1"), str(tmp_path / "d2")
+    checkpoint_meta_properties([good], 7, "cid")
+    Path(gone).write_text("not a directory\n")
+    with pytest.raises(IdentityError, match="cannot read"):
+        read_meta_properties([good, gone])
+    unreadable: dict[str, OSError] = {}
+    assert read_meta_properties([good, gone], unreadable) == {good: MetaProperties(7, "cid")}
+    assert isinstance(unreadable[gone], NotADirectoryError)
+    # the broker's checkpoint per directory: an OSError for the gone one (offline)
+    with pytest.raises(NotADirectoryError):
+        checkpoint_meta_properties([gone], 7, "cid")
+    # and the id is decided by the readable ones alone
+    outcome = obtain_kafka_id(
+        -1,
+        [good, gone],
+        generation_enabled=True,
+        reserved_max_id=1000,
+        store_factory=lambda: pytest.fail("the stored id should be used"),
+    )
+    assert (outcome.broker_id, outcome.source) == (7, "meta.properties")
+
+
 # --- the persistent mode: files and decisions ----------------------------------------------
 
 names = st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True)
