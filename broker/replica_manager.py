@@ -457,13 +457,14 @@ class ReplicaManager:
         An equal leader epoch is a repeat (a new controller resends every partition at
         failover): not an error worth logging, and nothing changes.
         """
-        if self.offline_partitions and tp in self.offline_partitions:
+        current = self.partitions.get(tp)
+        # An offline partition is never in ``partitions``: hosted ones skip the check.
+        if current is None and self.offline_partitions and tp in self.offline_partitions:
             log.warning("LeaderAndIsr for %s refused: its log directory is offline", tp)
             return ErrorCode.KAFKA_STORAGE_ERROR, None
         replicas = shared_ints(ps["replicas"])
         if self.broker_id not in replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-        current = self.partitions.get(tp)
         epoch = ps["leader_epoch"]
         if current is not None and not current.stale:
             if epoch < current.leader_epoch:
@@ -498,8 +499,13 @@ class ReplicaManager:
                     # its creation failed: Kafka's makeLeaders/makeFollowers answer so.
                     log.error("LeaderAndIsr for %s refused: %s", tp, e)
                     return ErrorCode.KAFKA_STORAGE_ERROR, None
-            elif self.logs.offline_dirs and existing.log_dir in self.logs.offline_dirs:
-                # Its directory failed and the failure handler has not taken it yet.
+            elif (
+                current is None
+                and self.logs.offline_dirs
+                and existing.log_dir in self.logs.offline_dirs
+            ):
+                # Its directory failed and the failure handler has not taken it yet (a
+                # hosted partition is: the handler takes those it finds hosted).
                 self.offline_partitions[tp] = None
                 log.warning("LeaderAndIsr for %s refused: its log directory is offline", tp)
                 return ErrorCode.KAFKA_STORAGE_ERROR, None

@@ -319,12 +319,38 @@ def test_a_not_new_partition_is_refused_while_a_directory_is_offline_even_before
     assert failed.logs.get_log(TopicPartition(TOPIC, 11)).log_dir == os.fspath(  # type: ignore[union-attr]
         failed.healthy_dir
     )
-    # A partition of the failed directory, not yet taken offline, is refused too.
-    offline = failed.offline[0].partition
+    # A hosted partition of the failed directory is applied, as in Kafka, until the
+    # failure handler takes it offline with the others.
+    offline = failed.offline[0]
     answer = failed.replicas.become_leader_or_follower(
-        leader_and_isr({offline: (1, False)}, controller_epoch=2)
+        leader_and_isr({offline.partition: (1, False)}, controller_epoch=2)
     )
-    assert errors(answer) == {offline: STORAGE_ERROR}
+    assert errors(answer) == {offline.partition: 0}
+    assert failed.handle_failure() == failed.offline
+    answer = failed.replicas.become_leader_or_follower(
+        leader_and_isr({offline.partition: (2, False)}, controller_epoch=2)
+    )
+    assert errors(answer) == {offline.partition: STORAGE_ERROR}
+
+
+def test_a_log_found_in_a_failed_directory_is_not_hosted_even_before_handling(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    # Its log is there (found at start, say), the partition not yet hosted.
+    logs = LogManager([small_disk, tmp_path / "healthy"], CONFIG)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        found = logs.get_or_create(TopicPartition(TOPIC, 5))
+        assert found.log_dir == os.fspath(small_disk)
+        fill(small_disk)
+        with pytest.raises(KafkaStorageError):
+            found.append_as_leader(big_batch(), 0)
+        answer = rm.become_leader_or_follower(leader_and_isr({5: (0, False)}))
+        assert errors(answer) == {5: STORAGE_ERROR}
+        assert TopicPartition(TOPIC, 5) in rm.offline_partitions
+    finally:
+        rm.close()
+        logs.close()
 
 
 def test_stop_replica_of_an_offline_partition_is_a_storage_error(
