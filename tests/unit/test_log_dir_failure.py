@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -26,6 +26,7 @@ import pytest
 
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig
+from broker.fetcher import FetchState, ReplicaFetcherThread
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
@@ -680,3 +681,69 @@ def test_a_directory_whose_meta_properties_failed_is_offline_from_the_start(
     finally:
         logs.close()
     assert not (small_disk / ".lock").exists()  # not even locked
+
+
+# --- the follower's fetcher ----------------------------------------------------------------
+
+
+class LeaderAnswering:
+    """Broker 2 answering a fetch with one large batch for every partition asked."""
+
+    def request(self, api_key: int, _version: int, body: Mapping[str, Any]) -> Any:
+        assert api_key == ApiKey.FETCH
+        return {
+            "error_code": 0,
+            "session_id": 0,
+            "responses": [
+                {
+                    "topic": t["topic"],
+                    "partitions": [
+                        {
+                            "partition_index": p["partition"],
+                            "error_code": 0,
+                            "high_watermark": 1,
+                            "records": bytes(big_batch(p["fetch_offset"])),
+                        }
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ],
+        }
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_fetcher_stops_fetching_a_partition_whose_log_failed_and_goes_on_with_the_others(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    healthy = tmp_path / "healthy"
+    logs = LogManager([small_disk, healthy], CONFIG)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        request = leader_and_isr({0: (0, True), 1: (0, True)})
+        for state in request["topic_states"][0]["partition_states"]:
+            state["leader"] = 2
+        assert errors(rm.become_leader_or_follower(request)) == {0: 0, 1: 0}
+        by_dir = {rm.partitions[tp].log.log_dir: tp for tp in tps(0, 1)}  # type: ignore[union-attr]
+        failing, working = by_dir[os.fspath(small_disk)], by_dir[os.fspath(healthy)]
+        fetcher = ReplicaFetcherThread(
+            BROKER,
+            2,
+            ("127.0.0.1", 1),
+            rm.append_as_follower,
+            rm,
+            connect=lambda _endpoint, _client, _timeout: LeaderAnswering(),
+        )
+        fetcher.add_all([(tp, FetchState(0, 0, truncating=False)) for tp in (failing, working)])
+        fill(small_disk)
+        fetch = fetcher._build_fetch()
+        assert fetch is not None
+        fetcher._fetch_once(fetch)  # does not raise: the failed partition is set apart
+        assert set(fetcher.partitions) == {working}
+        assert fetcher.partitions[working].fetch_offset == 1
+        assert logs.dir_failures.take_next_offline_log_dir(0.1) == os.fspath(small_disk)
+    finally:
+        rm.close()
+        logs.close()
