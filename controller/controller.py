@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
@@ -83,6 +83,8 @@ from zkdata.znodes import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 # ZooKeeper could not be used: the controller cannot know its view is whole, so it resigns.
@@ -1015,23 +1017,37 @@ class KafkaController:
                 min(new),
             )
 
+    def _read_notifications(
+        self, parent: str, path_of: Callable[[str], str], decode: Callable[[str, bytes | None], T]
+    ) -> tuple[list[str], list[T]]:
+        """The children of a notification znode, in sequence order (its watch armed again),
+        and what each holds; a malformed one is reported with its path and skipped, one
+        gone meanwhile too. The caller deletes the children once it has acted on them."""
+        children = sorted(self.zk.get_children(parent, watch=True) or [])
+        decoded: list[T] = []
+        if not children:
+            return children, decoded
+        notification_paths = [path_of(c) for c in children]
+        for path, got in zip(notification_paths, self.zk.get_many(notification_paths), strict=True):
+            if got is None:
+                continue
+            try:
+                decoded.append(decode(path, got[0]))
+            except MalformedZnode as e:
+                log.error("%s; skipping it", e)
+        return children, decoded
+
     def _on_LogDirEventNotification(self, _event: ev.LogDirEventNotification) -> None:
         """processLogDirEventNotification: each broker named is asked, by a LeaderAndIsr
         of each of its partitions, which are on the failed directory (its answer)."""
         if not self.is_active:
             return
-        children = sorted(self.zk.get_children(paths.LOG_DIR_EVENT_NOTIFICATION, watch=True) or [])
+        children, decoded = self._read_notifications(
+            paths.LOG_DIR_EVENT_NOTIFICATION, paths.log_dir_event_notification, decode_log_dir_event
+        )
         if not children:
             return
-        notification_paths = [paths.log_dir_event_notification(c) for c in children]
-        broker_ids: set[int] = set()
-        for path, got in zip(notification_paths, self.zk.get_many(notification_paths), strict=True):
-            if got is None:
-                continue
-            try:
-                broker_ids.add(decode_log_dir_event(path, got[0]))
-            except MalformedZnode as e:
-                log.error("%s; skipping it", e)
+        broker_ids = set(decoded)
         try:
             if broker_ids:
                 log.warning("log directory failure reported by brokers %s", sorted(broker_ids))
@@ -1044,18 +1060,12 @@ class KafkaController:
     def _on_IsrChangeNotification(self, _event: ev.IsrChangeNotification) -> None:
         if not self.is_active:
             return
-        children = sorted(self.zk.get_children(paths.ISR_CHANGE_NOTIFICATION, watch=True) or [])
+        children, decoded = self._read_notifications(
+            paths.ISR_CHANGE_NOTIFICATION, paths.isr_change_notification, decode_partition_list
+        )
         if not children:
             return
-        notification_paths = [paths.isr_change_notification(c) for c in children]
-        changed: set[TopicPartition] = set()
-        for path, got in zip(notification_paths, self.zk.get_many(notification_paths), strict=True):
-            if got is None:
-                continue
-            try:
-                changed.update(decode_partition_list(path, got[0]))
-            except MalformedZnode as e:
-                log.error("%s; skipping it", e)
+        changed = {tp for tps in decoded for tp in tps}
         ctx = self.ctx
         known = [
             tp

@@ -11,7 +11,6 @@ The fault is real: each failing directory is a small tmpfs filled to the last pa
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import subprocess
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ import pytest
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import Acked, consume, lost_acknowledged, produce
 from tests.integration.harness import Cluster, wait_for
+from tests.small_disks import fill, tmpfs
 from zkdata import paths
 from zkdata.znodes import LeaderAndIsr
 
@@ -32,47 +32,9 @@ TOPIC = "disks"
 
 @pytest.fixture
 def small_disk() -> Iterator[Callable[[Path], Path]]:
-    """Mounts a 4 MiB tmpfs (a disk that can fill) at a directory it makes, per call."""
-    mounted: list[Path] = []
-
-    def mount(where: Path) -> Path:
-        where.mkdir(parents=True)
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(where)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            pytest.fail(
-                f"this test fills a small tmpfs and needs to mount one (root, CAP_SYS_ADMIN): "
-                f"mount said {done.stderr.strip()!r}"
-            )
-        mounted.append(where)
-        return where
-
-    yield mount
-    for where in mounted:
-        # Lazily: a broker killed moments ago may still hold files open.
-        subprocess.run(["umount", "-l", str(where)], capture_output=True, check=False)
-
-
-def fill(disk: Path) -> None:
-    """Take every free page of the disk, so that the next append that needs one fails."""
-    with open(disk / "filler", "wb") as f:
-        chunk = b"\0" * 65536
-        while True:
-            try:
-                f.write(chunk)
-                f.flush()
-            except OSError as e:
-                if e.errno != errno.ENOSPC:
-                    raise
-                break
-    # the last partial chunk, 512 bytes at a time down to the page
-    with contextlib.suppress(OSError), open(disk / "filler", "ab", buffering=0) as f:
-        while f.write(b"\0" * 512):
-            pass
+    """Mounts a 4 MiB tmpfs (a disk that can fill) at a directory, per call."""
+    with contextlib.ExitStack() as mounted:
+        yield lambda where: mounted.enter_context(tmpfs(where, "4m"))
 
 
 def partitions_in(directory: Path) -> set[int]:
@@ -88,21 +50,28 @@ def leaders(c: Cluster) -> dict[int, LeaderAndIsr]:
     return c.partition_states(TOPIC)
 
 
-def test_a_full_log_directory_moves_its_leaderships_and_the_broker_serves_the_rest(
-    cluster_factory: ClusterFactory, small_disk: Callable[[Path], Path], tmp_path: Path
-) -> None:
-    c = cluster_factory(start=False, min_insync_replicas="2")
-    disk = small_disk(tmp_path / "broker-1-disk")
+def broker_1_on_two_disks(c: Cluster, disk: Path) -> tuple[set[int], set[int]]:
+    """Starts the cluster, broker 1 with two log directories (its own, then ``disk``), and
+    TOPIC's six partitions, all led by broker 1. Returns the partitions whose logs broker
+    1 put on ``disk`` and those in its first directory (it spreads them over both)."""
     first = c[1].data_dir
     c[1].overrides["log.dirs"] = f"{first},{disk}"
     c.start()
-    # Broker 1 leads all six; its logs are spread over its two directories.
     c.create_topic(TOPIC, {p: (1, 2, 3) for p in range(6)})
     c.wait_topic_online(TOPIC)
     wait_for(lambda: partitions_in(disk) and partitions_in(first), 30, "logs in both directories")
     on_disk, elsewhere = partitions_in(disk), partitions_in(first)
     assert on_disk | elsewhere == set(range(6))
     assert not on_disk & elsewhere
+    return on_disk, elsewhere
+
+
+def test_a_full_log_directory_moves_its_leaderships_and_the_broker_serves_the_rest(
+    cluster_factory: ClusterFactory, small_disk: Callable[[Path], Path], tmp_path: Path
+) -> None:
+    c = cluster_factory(start=False, min_insync_replicas="2")
+    disk = small_disk(tmp_path / "broker-1-disk")
+    on_disk, elsewhere = broker_1_on_two_disks(c, disk)
     before = leaders(c)
     written = produce(c, TOPIC, [b"before-%d" % i for i in range(60)])
     assert written.errors == []
@@ -204,13 +173,7 @@ def test_a_broker_restarted_without_one_of_its_disks_serves_the_rest(
 ) -> None:
     c = cluster_factory(start=False)
     disk = small_disk(tmp_path / "broker-1-disk")
-    first = c[1].data_dir
-    c[1].overrides["log.dirs"] = f"{first},{disk}"
-    c.start()
-    c.create_topic(TOPIC, {p: (1, 2, 3) for p in range(6)})
-    c.wait_topic_online(TOPIC)
-    wait_for(lambda: partitions_in(disk) and partitions_in(first), 30, "logs in both directories")
-    on_disk, elsewhere = partitions_in(disk), partitions_in(first)
+    on_disk, elsewhere = broker_1_on_two_disks(c, disk)
     written = Acked()
     for p in range(6):
         produce(c, TOPIC, [b"m-%d-%d" % (p, i) for i in range(20)], written, partition=p)

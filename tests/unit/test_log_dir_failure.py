@@ -14,7 +14,6 @@ import errno
 import json
 import logging
 import os
-import subprocess
 import threading
 import time
 import uuid
@@ -33,6 +32,7 @@ from broker.state_change_log import StateChangeLog
 from storage.errors import KafkaStorageError, StorageError
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from storage.testing import build_batch
+from tests.small_disks import fill, tmpfs
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata import paths
@@ -50,39 +50,8 @@ STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A log directory on a 256 KiB tmpfs of its own (see ``fill``)."""
-    mount_point = tmp_path / "small-disk"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", os.fspath(mount_point)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.fail(
-            f"these tests need a real full disk: mounting a 256 KiB tmpfs at {mount_point}"
-            f" was refused (exit {mounted.returncode}: {mounted.stderr.strip()});"
-            " run them as root, where mount is allowed"
-        )
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", os.fspath(mount_point)], check=False)
-
-
-def fill(directory: Path) -> None:
-    """Take every free page of the file system holding ``directory``: its next write that
-    needs a page fails with ENOSPC."""
-    fd = os.open(directory / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    chunk = b"\0" * 4096
-    try:
-        with pytest.raises(OSError, match="No space left") as raised:  # noqa: PT012
-            while True:
-                os.write(fd, chunk)
-    finally:
-        os.close(fd)
-    assert raised.value.errno == errno.ENOSPC, raised.value
-    assert os.statvfs(directory).f_bavail == 0
+    with tmpfs(tmp_path / "small-disk", "256k") as disk:
+        yield disk
 
 
 def big_batch(base_offset: int = 0) -> bytearray:
@@ -499,6 +468,14 @@ def test_produce_fetch_list_offsets_and_epochs_of_offline_partitions_are_storage
     assert answers == bad | good
 
 
+def following_two() -> dict[str, Any]:
+    """A LeaderAndIsr making this broker a follower of broker 2 in partitions 0 and 1."""
+    request = leader_and_isr({0: (0, True), 1: (0, True)})
+    for state in request["topic_states"][0]["partition_states"]:
+        state["leader"] = 2
+    return request
+
+
 def test_a_failed_follower_append_reports_its_directory_and_the_partition_goes_offline(
     small_disk: Path, tmp_path: Path
 ) -> None:
@@ -506,10 +483,7 @@ def test_a_failed_follower_append_reports_its_directory_and_the_partition_goes_o
     logs = LogManager([small_disk, healthy], CONFIG)
     rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
     try:
-        request = leader_and_isr({0: (0, True), 1: (0, True)})
-        for state in request["topic_states"][0]["partition_states"]:
-            state["leader"] = 2  # this broker follows broker 2
-        assert errors(rm.become_leader_or_follower(request)) == {0: 0, 1: 0}
+        assert errors(rm.become_leader_or_follower(following_two())) == {0: 0, 1: 0}
         by_dir = {rm.partitions[tp].log.log_dir: tp for tp in tps(0, 1)}  # type: ignore[union-attr]
         failing, working = by_dir[os.fspath(small_disk)], by_dir[os.fspath(healthy)]
         fill(small_disk)
@@ -614,23 +588,8 @@ def test_a_write_from_another_thread_survives_a_failed_state_change_log(
 @pytest.fixture
 def read_only_disk(tmp_path: Path) -> Iterator[Path]:
     """A read-only tmpfs: nothing can be created in it (EROFS)."""
-    mount_point = tmp_path / "read-only-disk"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", os.fspath(mount_point)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.fail(
-            f"mounting a read-only tmpfs at {mount_point} was refused (exit"
-            f" {mounted.returncode}: {mounted.stderr.strip()}); run these tests as root"
-        )
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", os.fspath(mount_point)], check=False)
+    with tmpfs(tmp_path / "read-only-disk", "64k", read_only=True) as disk:
+        yield disk
 
 
 def test_a_directory_that_cannot_be_created_or_locked_is_offline_from_the_start(
@@ -722,10 +681,7 @@ def test_the_fetcher_stops_fetching_a_partition_whose_log_failed_and_goes_on_wit
     logs = LogManager([small_disk, healthy], CONFIG)
     rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
     try:
-        request = leader_and_isr({0: (0, True), 1: (0, True)})
-        for state in request["topic_states"][0]["partition_states"]:
-            state["leader"] = 2
-        assert errors(rm.become_leader_or_follower(request)) == {0: 0, 1: 0}
+        assert errors(rm.become_leader_or_follower(following_two())) == {0: 0, 1: 0}
         by_dir = {rm.partitions[tp].log.log_dir: tp for tp in tps(0, 1)}  # type: ignore[union-attr]
         failing, working = by_dir[os.fspath(small_disk)], by_dir[os.fspath(healthy)]
         fetcher = ReplicaFetcherThread(
