@@ -1022,6 +1022,10 @@ class BrokerStatus:
     broker: BrokerProcess
     process: str  # alive, paused, dead
     registered: bool | None  # None: ZooKeeper could not be read
+    # What a running broker's status file says of its log directories: those that failed
+    # (KIP-112), and how many of its partitions are offline with them.
+    offline_log_dirs: list[str] = field(default_factory=list)
+    offline_partitions: int = 0
 
     def to_json(self, controller_id: int | None) -> dict[str, Any]:
         return {
@@ -1034,6 +1038,8 @@ class BrokerStatus:
             "port": self.broker.port,
             "out_file": str(self.broker.out_file),
             "status_file": str(self.broker.status_file),
+            "offline_log_dirs": self.offline_log_dirs,
+            "offline_partitions": self.offline_partitions,
         }
 
 
@@ -1092,10 +1098,18 @@ def status(directory: Path | str = DEFAULT_DIR, *, zk_timeout: float = 5.0) -> C
     error: str | None = None
     if cluster.state != "stopped":
         view, error = _try_zk_view(cluster.connect_string, zk_timeout)
-    brokers = [
-        BrokerStatus(b, process_status(b), None if view is None else b.id in view.registered)
-        for b in cluster.brokers
-    ]
+    brokers = []
+    for b in cluster.brokers:
+        st = BrokerStatus(b, process_status(b), None if view is None else b.id in view.registered)
+        if st.process != "dead":
+            data, _age = read_status_file(b)
+            dirs = (data or {}).get("offline_log_dirs")
+            offline = (data or {}).get("offline_partitions")
+            if isinstance(dirs, list):
+                st.offline_log_dirs = [str(d) for d in dirs]
+            if isinstance(offline, int) and not isinstance(offline, bool):
+                st.offline_partitions = offline
+        brokers.append(st)
     return ClusterStatus(cluster, brokers, describe_zookeeper(cluster), view, error)
 
 

@@ -14,6 +14,7 @@ from zkctl.common import (
     progress,
     warn,
 )
+from zkctl.controller_status import failed_log_dirs
 
 if TYPE_CHECKING:
     from zkctl.common import Subparsers
@@ -245,4 +246,10 @@ def _status(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         out("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    for b in st.brokers:
+        failed = failed_log_dirs(
+            {"offline_log_dirs": b.offline_log_dirs, "offline_partitions": b.offline_partitions}
+        )
+        if failed is not None:
+            warn(f"broker {b.broker.id}: {failed}")
     return 0

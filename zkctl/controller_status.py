@@ -127,6 +127,21 @@ def _controller_lines(c: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def failed_log_dirs(status: Mapping[str, Any]) -> str | None:
+    """What a broker's status document says of its failed log directories (KIP-112), or
+    None when none failed."""
+    dirs = status.get("offline_log_dirs")
+    if not isinstance(dirs, list) or not dirs:
+        return None
+    offline = _number(status.get("offline_partitions"))
+    held = (
+        f"{_count(offline)} of its partitions offline until it restarts"
+        if offline is not None
+        else "its partitions there offline until it restarts"
+    )
+    return f"log directories failed: {', '.join(_plain(d) for d in dirs)} ({held})"
+
+
 def _broker_line(status: Mapping[str, Any], now: float) -> str:
     parts = [
         f"broker epoch {_plain(status.get('broker_epoch'))}",
@@ -147,6 +162,9 @@ def _broker_line(status: Mapping[str, Any], now: float) -> str:
     served = _number(status.get("requests_handled"))
     if served is not None:
         parts.append(f"{_count(served)} requests served")
+    failed = failed_log_dirs(status)
+    if failed is not None:
+        parts.append(failed)
     return "Broker: " + "; ".join(parts)
 
 

@@ -22,6 +22,7 @@ from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import Acked, consume, lost_acknowledged, produce
 from tests.integration.harness import Cluster, wait_for
 from tests.small_disks import fill, tmpfs
+from zkctl.controller_status import failed_log_dirs
 from zkdata import paths
 from zkdata.znodes import LeaderAndIsr
 
@@ -100,6 +101,14 @@ def test_a_full_log_directory_moves_its_leaderships_and_the_broker_serves_the_re
         assert 1 in after[p].isr
     assert c[1].alive()
     assert 1 in c.registered()
+    # Its status file says so (zkctl status and zkctl controller read it to a person).
+    said = wait_for(
+        lambda: failed_log_dirs(c[1].status() or {}), 30, "the status file to name the disk"
+    )
+    assert said == (
+        f"log directories failed: {disk} ({len(on_disk)} of its partitions offline until it"
+        " restarts)"
+    )
     # The controller handled the notification and removed it.
     wait_for(
         lambda: not c.zk.get_children(paths.LOG_DIR_EVENT_NOTIFICATION),

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.events import QueueTimeStats
-from zkctl.controller_status import describe
+from zkctl.controller_status import describe, failed_log_dirs
 
 
 def status(**controller: Any) -> dict[str, Any]:
@@ -78,6 +78,19 @@ def test_an_acting_controller_is_read_in_a_few_lines() -> None:
     assert lines[-1] == (
         "Broker: broker epoch 20; pid 4242; up 60 s; ZooKeeper connected; hosts 7 replicas,"
         " leads 4; 1,234 requests served"
+    )
+
+
+def test_failed_log_directories_are_said() -> None:
+    doc = status()
+    doc.update(offline_log_dirs=["/disks/b", "/disks/c"], offline_partitions=1500)
+    assert describe(doc, now=1060.0)[-1].endswith(
+        "; 1,234 requests served; log directories failed: /disks/b, /disks/c"
+        " (1,500 of its partitions offline until it restarts)"
+    )
+    assert failed_log_dirs({"offline_log_dirs": [], "offline_partitions": 0}) is None
+    assert failed_log_dirs({"offline_log_dirs": ["/d"]}) == (
+        "log directories failed: /d (its partitions there offline until it restarts)"
     )
 
 
