@@ -28,6 +28,11 @@ broker's state-change log passes tests/history_checks.py (one controller per epo
 fenced writes, one leader per leader epoch, every zkVersion won once, epochs applied in
 order).
 
+Another gives each broker a second log directory on a small disk of its own and adds
+that disk filling up (a real ENOSPC on a tmpfs): the broker takes the directory offline
+and serves the other, the controller moves what was there (KIP-112), and an operator then
+frees the disk and restarts the broker.
+
 A third runs two broker-fault schedules at once, neither waiting for the cluster to heal,
 so faults land in each other's failovers, restarts and ISR refills (each broker has one
 fault at a time); the same checks follow once it has healed. A fourth does the same
@@ -35,7 +40,7 @@ against a three-server ensemble, with a third worker doing the ensemble's faults
 
 The schedule is printed and follows from the seed (the overlapping one's faults do; when
 they overlap depends on timing); ZKCTL_NEMESIS_SEEDS (e.g. "1,2,3"),
-ZKCTL_NEMESIS_ZK_SEEDS (the ensemble's), ZKCTL_NEMESIS_OVERLAP_SEEDS,
+ZKCTL_NEMESIS_ZK_SEEDS (the ensemble's), ZKCTL_NEMESIS_DISK_SEEDS, ZKCTL_NEMESIS_OVERLAP_SEEDS,
 ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS and ZKCTL_NEMESIS_FAULTS run others and longer ones (a
 seed variable set empty runs none of its kind).
 ZKCTL_NEMESIS_CLIENT_LOG=<file> writes the producer's librdkafka debug log there, with
@@ -52,6 +57,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -81,6 +87,7 @@ from tests.integration.workload import (
     unstick_ensemble,
     wait_healed,
 )
+from tests.small_disks import fill, tmpfs
 from zkdata import paths
 from zkdata.znodes import TopicPartition
 
@@ -114,6 +121,7 @@ FAULTS = _int("ZKCTL_NEMESIS_FAULTS", 8)
 ZK_SEEDS = _ints("ZKCTL_NEMESIS_ZK_SEEDS", "1,2")
 OVERLAP_SEEDS = _ints("ZKCTL_NEMESIS_OVERLAP_SEEDS", "1")
 OVERLAP_ZK_SEEDS = _ints("ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS", "1")
+DISK_SEEDS = _ints("ZKCTL_NEMESIS_DISK_SEEDS", "1")
 BROKER_FAULTS = [
     "kill",
     "kill_two",
@@ -145,6 +153,9 @@ ELECTION_ANSWERS = {
 # started, or (moving a replica back onto a broker) refused while that broker is not live;
 # NO_ANSWER: no controller answered within the client's 30 s (sent again).
 REASSIGNMENT_ANSWERS = {"NONE", "INVALID_REPLICA_ASSIGNMENT", "NO_ANSWER"}
+# With a second log directory on a small disk of its own for each broker: that disk
+# filled (drawn as often as four of the others together).
+DISK_FAULTS = ["disk_full"] * 4
 # Against a three-server ensemble: a member killed and restarted (the leader half the
 # time), a member paused, and the whole ensemble paused (an outage; past the session
 # timeout every session expires when it ends).
@@ -160,10 +171,12 @@ def inject(
     broker_link: InterBrokerLink,
     *,
     other: int | None = None,
+    disk: Path | None = None,
 ) -> dict[str, Any]:
     """Do one fault to one broker (or to the controller's term), and undo it. ``link``:
     the broker's path to ZooKeeper; ``broker_link``: the other brokers' path to it;
-    ``other``: kill_two's second broker (drawn here when not given)."""
+    ``other``: kill_two's second broker (drawn here when not given); ``disk``: the
+    broker's second log directory, a small disk of its own (disk_full)."""
     broker = c[target]
     record: dict[str, Any] = {"fault": fault, "broker": target}
     if fault == "kill":
@@ -206,6 +219,18 @@ def inject(
             c.zk.delete(paths.CONTROLLER)  # gone already (an election under way): as good
         except ZK_ERRORS as e:  # the ensemble is down meanwhile (overlapping schedules)
             record["not_done"] = type(e).__name__
+    elif fault == "disk_full":
+        # Its second log directory fills: the next append there fails (ENOSPC), the
+        # broker takes that directory offline and goes on serving the other, and the
+        # controller moves the leaderships and ISR places of the partitions that were
+        # there (KIP-112). Then an operator frees the disk and restarts the broker.
+        assert disk is not None
+        record["partitions_there"] = len([e for e in disk.iterdir() if e.is_dir()])
+        fill(disk)
+        time.sleep(rng.uniform(1.0, 4.0))
+        record["exit_code"] = broker.stop(timeout=90)
+        (disk / "filler").unlink()
+        broker.start()
     elif fault == "admin_elect":
         record["answers"] = admin_preferred_election(c)
     elif fault == "admin_reassign":
@@ -352,6 +377,24 @@ def test_a_schedule_of_faults_under_load_keeps_every_safety_property(
         BROKERS, start=False, keep_ports=True, replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000)
     )
     run_schedule(c, seed, BROKER_FAULTS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", DISK_SEEDS)
+def test_a_schedule_with_full_disks_too_keeps_every_safety_property(
+    cluster_factory: ClusterFactory, tmp_path: Path, seed: int
+) -> None:
+    """The broker faults and a disk filling: each broker has a second log directory on a
+    small disk of its own (a tmpfs, see tests/small_disks.py), which a fault fills."""
+    c = cluster_factory(
+        BROKERS, start=False, keep_ports=True, replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000)
+    )
+    with contextlib.ExitStack() as mounted:
+        disks = {b: mounted.enter_context(tmpfs(tmp_path / f"disk-{b}", "128m")) for b in BROKERS}
+        for b, disk in disks.items():
+            c[b].overrides["log.dirs"] = f"{c[b].data_dir},{disk}"
+        # (unmounted lazily: the brokers may still hold files there until the teardown)
+        run_schedule(c, seed, BROKER_FAULTS + DISK_FAULTS, disks=disks)
 
 
 @pytest.mark.slow
@@ -562,14 +605,18 @@ def overlapping_faults(
 
 
 def run_schedule(
-    c: Cluster, seed: int, faults: list[str], ensemble: zkp.LocalZooKeeper | None = None
+    c: Cluster,
+    seed: int,
+    faults: list[str],
+    ensemble: zkp.LocalZooKeeper | None = None,
+    disks: dict[int, Path] | None = None,
 ) -> None:
     """Start the (unstarted) cluster, each broker reaching ZooKeeper through a link of its
     own and reached by the other brokers through another, which faults can cut, and run
-    the schedule."""
+    the schedule. ``disks``: each broker's second log directory (disk_full fills it)."""
     with linked(c) as link, linked_brokers(c) as broker_links:
         c.start()
-        _run_schedule(c, seed, faults, link, broker_links, ensemble)
+        _run_schedule(c, seed, faults, link, broker_links, ensemble, disks or {})
 
 
 def _run_schedule(
@@ -579,6 +626,7 @@ def _run_schedule(
     link: dict[int, ZooKeeperLink],
     broker_links: dict[int, InterBrokerLink],
     ensemble: zkp.LocalZooKeeper | None,
+    disks: dict[int, Path],
 ) -> None:
     c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
     wait_healed(c, ensemble)
@@ -598,7 +646,15 @@ def _run_schedule(
                 assert ensemble is not None
                 record = inject_zookeeper(ensemble, rng, fault, c.session_timeout_s)
             else:
-                record = inject(c, rng, fault, target, link[target], broker_links[target])
+                record = inject(
+                    c,
+                    rng,
+                    fault,
+                    target,
+                    link[target],
+                    broker_links[target],
+                    disk=disks.get(target),
+                )
             record["controller"] = controller_id
             schedule.append(record)
             print("nemesis:", record)
