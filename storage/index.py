@@ -144,8 +144,11 @@ class _Index:
             self._fd = -1
 
     def rename(self, path: Path) -> None:
-        os.rename(self._path, path)
-        self._path = os.fspath(path)
+        """Under the lock its first open takes: a reader opening it meanwhile would make
+        an empty file under the old name (it opens with O_CREAT)."""
+        with _OPENING:
+            os.rename(self._path, path)
+            self._path = os.fspath(path)
 
 
 class OffsetIndex(_Index):

@@ -113,10 +113,6 @@ class SegmentFile:
     def path(self) -> Path:
         return Path(self._path)
 
-    @path.setter
-    def path(self, path: Path) -> None:
-        self._path = os.fspath(path)
-
     def pread(self, length: int, position: int) -> bytes:
         """Up to ``length`` bytes at ``position`` (fewer only at the end of the file)."""
         data = os.pread(self.fd, length, position)
@@ -135,7 +131,18 @@ class SegmentFile:
     def stat(self) -> os.stat_result:
         """The file's status, without opening it if it is not open."""
         fd = self._fd
-        return os.fstat(fd) if fd >= 0 else os.stat(self._path)
+        if fd >= 0:
+            return os.fstat(fd)
+        with _OPENING:  # not between a rename and its new path (see rename)
+            return os.stat(self._path)
+
+    def rename(self, path: Path) -> None:
+        """Rename the file, keeping it open. Under the lock its first open takes: a reader
+        opening it meanwhile would find neither name, and an I/O error in a log takes its
+        whole log directory offline (KIP-112)."""
+        with _OPENING:
+            os.rename(self._path, path)
+            self._path = os.fspath(path)
 
     def close(self) -> None:
         with _OPENING:
@@ -572,9 +579,8 @@ class LogSegment:
 
     def rename_to_deleted(self) -> None:
         """Mark the files for deletion (``<name>.deleted``), keeping them open."""
-        new = self.log.path.with_name(self.log.path.name + DELETED_SUFFIX)
-        os.rename(self.log.path, new)
-        self.log.path = new
+        log = self.log
+        log.rename(log.path.with_name(log.path.name + DELETED_SUFFIX))
         for index in (self.offset_index, self.time_index):
             index.rename(index.path.with_name(index.path.name + DELETED_SUFFIX))
         self.deleted = True

@@ -7,6 +7,7 @@ import os
 import random
 import socket
 import struct
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -786,3 +787,48 @@ def test_a_new_segment_in_an_existing_directory_empties_leftover_index_files(
         produce(log, size=300)
     assert all_batches(log) == [(0, 0), (1, 1)]
     log.close()
+
+
+def test_a_file_renamed_while_a_reader_opens_it_is_found_under_one_name(tmp_path: Path) -> None:
+    """A segment's files open on first use, by name; retention renames them (.deleted)
+    while readers may be opening them. The rename and the new name are one step for a
+    reader: it never finds neither name (an I/O error, which would take the whole log
+    directory offline), and an index opened meanwhile leaves no empty file under the old
+    name. Threads switch every microsecond here, so a window between the two would show."""
+    from storage.index import OffsetIndex
+    from storage.segment import SegmentFile
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for i in range(1000):
+            log_path, index_path = tmp_path / f"{i:05d}.log", tmp_path / f"{i:05d}.index"
+            log_path.write_bytes(b"x" * 64)
+            index_path.write_bytes(b"")
+            segment_file = SegmentFile(log_path)  # not opened yet
+            index = OffsetIndex(index_path, 0, 4096)
+            errors: list[BaseException] = []
+
+            def read(
+                f: SegmentFile = segment_file,
+                idx: OffsetIndex = index,
+                errors: list[BaseException] = errors,
+            ) -> None:
+                try:
+                    assert f.pread(8, 0) == b"x" * 8
+                    idx.lookup(0)
+                except BaseException as e:
+                    errors.append(e)
+
+            reader = threading.Thread(target=read)
+            reader.start()
+            segment_file.rename(tmp_path / f"{i:05d}.log.deleted")
+            index.rename(tmp_path / f"{i:05d}.index.deleted")
+            reader.join()
+            assert errors == [], errors
+            assert not log_path.exists()
+            assert not index_path.exists(), "an empty index made under the old name"
+            segment_file.close()
+            index.close()
+    finally:
+        sys.setswitchinterval(interval)
