@@ -459,7 +459,9 @@ class KafkaController:
         if isinstance(request.tracker, RequestTracker):
             request.tracker.ack(request)
         if request.api_key == ApiKey.LEADER_AND_ISR:
-            self.events.put(ev.LeaderAndIsrResponseReceived(request.broker_id, response))
+            self.events.put(
+                ev.LeaderAndIsrResponseReceived(request.broker_id, response, request.broker_epoch)
+            )
         elif request.api_key == ApiKey.STOP_REPLICA and request.delete_partitions:
             errors = {
                 TopicPartition(p["topic_name"], p["partition_index"]): p["error_code"]
@@ -990,6 +992,11 @@ class KafkaController:
             e[2] == storage for e in errors
         ):
             return  # the common answer: nothing on a failed log directory, before or now
+        if event.broker_epoch != self.ctx.broker_epochs.get(event.broker_id):
+            # An earlier incarnation's answer, arriving after the broker registered anew:
+            # says nothing of the directories it has now (Kafka would act on it).
+            log.info("a LeaderAndIsr answer of broker %d's earlier epoch: ignored", event.broker_id)
+            return
         names = {topic_id: name for name, topic_id in self.ctx.topic_ids.items()}
         offline, online = [], []
         for t in response.get("topics", []):

@@ -266,6 +266,7 @@ class ControlledShutdown(_Request):
 class LeaderAndIsrResponseReceived(ControllerEvent):
     broker_id: int
     response: dict[str, Any]
+    broker_epoch: int = -1  # the one the request was sent to
 
 
 @dataclass

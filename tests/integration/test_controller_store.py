@@ -34,6 +34,7 @@ from zkdata.znodes import (
     decode_reassignment,
     encode_broker,
     encode_controller_epoch,
+    encode_log_dir_event,
     encode_partition_state,
     encode_reassignment,
     encode_topic,
@@ -470,5 +471,84 @@ def test_reassignments_watch_the_partitions_left_waiting_and_none_that_complete(
         assert answered == [(int(ErrorCode.NONE), 2)]
         assert watched[2] == state_paths[:1]
         assert being_reassigned() == {tps[0]}
+    finally:
+        close(controller, zk)
+
+
+def test_a_log_dir_event_asks_its_broker_and_only_its_current_epochs_answer_counts(
+    zk_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/log_dir_event_notification naming broker 1: the controller sends broker 1 a
+    LeaderAndIsr of each of its partitions and deletes the notification. An answer of
+    KAFKA_STORAGE_ERROR from an earlier incarnation of broker 1 (sent to its old broker
+    epoch, arriving after it registered anew) changes nothing; the same answer from its
+    current epoch takes the replica offline: the partition it led gets a new leader."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    controller = KafkaController(
+        ControllerConfig(broker_id=1), zk, StateChangeLog(tmp_path, 1), lambda: 0
+    )
+    sent: list[BrokerRequest] = []
+    try:
+        zk.ensure_paths(paths.PERSISTENT_PATHS)  # as every broker does at start
+        brokers_and_topic(zk, {0: (1, 2, 3), 1: (2, 3, 1)})
+        controller._elect()
+        assert controller.is_active
+        monkeypatch.setattr(controller.ops, "send", sent.extend)
+        controller.events.start()
+        zk.create(
+            paths.LOG_DIR_EVENT_NOTIFICATION + "/" + paths.LOG_DIR_EVENT_PREFIX,
+            encode_log_dir_event(1),
+            sequential=True,
+        )
+        deadline = time.monotonic() + 30
+        while zk.get_children(paths.LOG_DIR_EVENT_NOTIFICATION):
+            assert time.monotonic() < deadline, "the notification was not handled"
+            time.sleep(0.02)
+        asked = [
+            r
+            for r in controller.events.run_on_thread(lambda: list(sent))
+            if r.api_key == ApiKey.LEADER_AND_ISR
+        ]
+        assert {r.broker_id for r in asked} == {1}
+        assert {tp for r in asked for tp in r.partitions} == {
+            TopicPartition("t", 0),
+            TopicPartition("t", 1),
+        }
+
+        def answer(broker_epoch: int) -> None:
+            topic_id = controller.ctx.topic_ids["t"]
+            storage_error = int(ErrorCode.KAFKA_STORAGE_ERROR)
+            response = {
+                "error_code": 0,
+                "topics": [
+                    {
+                        "topic_id": topic_id,
+                        "partition_errors": [
+                            {"partition_index": 0, "error_code": storage_error},
+                            {"partition_index": 1, "error_code": 0},
+                        ],
+                    }
+                ],
+            }
+            controller.events.put(ev.LeaderAndIsrResponseReceived(1, response, broker_epoch))
+            controller.events.run_on_thread(lambda: None)  # processed
+
+        epoch = controller.events.run_on_thread(lambda: controller.ctx.broker_epochs[1])
+        answer(epoch - 1)
+        assert (
+            controller.events.run_on_thread(lambda: dict(controller.ctx.replicas_on_offline_dirs))
+            == {}
+        )
+        state = zk.get(paths.partition_state("t", 0))
+        assert state is not None
+        assert json.loads(state[0])["leader"] == 1
+        answer(epoch)
+        assert controller.events.run_on_thread(
+            lambda: dict(controller.ctx.replicas_on_offline_dirs)
+        ) == {1: {TopicPartition("t", 0)}}
+        state = zk.get(paths.partition_state("t", 0))
+        assert state is not None
+        assert (json.loads(state[0])["leader"], json.loads(state[0])["isr"]) == (2, [2, 3])
     finally:
         close(controller, zk)
