@@ -10,6 +10,7 @@ than a page). The tests mount it, as root; a machine where they cannot fails the
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -468,24 +469,32 @@ def test_produce_fetch_list_offsets_and_epochs_of_offline_partitions_are_storage
     assert answers == bad | good
 
 
-def following_two() -> dict[str, Any]:
-    """A LeaderAndIsr making this broker a follower of broker 2 in partitions 0 and 1."""
-    request = leader_and_isr({0: (0, True), 1: (0, True)})
-    for state in request["topic_states"][0]["partition_states"]:
-        state["leader"] = 2
-    return request
+@contextlib.contextmanager
+def following_two(
+    small_disk: Path, tmp_path: Path
+) -> Iterator[tuple[ReplicaManager, LogManager, TopicPartition, TopicPartition]]:
+    """This broker, with a log directory on the small disk and a healthy one, a follower
+    of broker 2 in partitions 0 and 1: the replica manager, its logs, the partition whose
+    log is on the small disk and the other."""
+    healthy = tmp_path / "healthy"
+    logs = LogManager([small_disk, healthy], CONFIG)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        request = leader_and_isr({0: (0, True), 1: (0, True)})
+        for state in request["topic_states"][0]["partition_states"]:
+            state["leader"] = 2
+        assert errors(rm.become_leader_or_follower(request)) == {0: 0, 1: 0}
+        by_dir = {rm.partitions[tp].log.log_dir: tp for tp in tps(0, 1)}  # type: ignore[union-attr]
+        yield rm, logs, by_dir[os.fspath(small_disk)], by_dir[os.fspath(healthy)]
+    finally:
+        rm.close()
+        logs.close()
 
 
 def test_a_failed_follower_append_reports_its_directory_and_the_partition_goes_offline(
     small_disk: Path, tmp_path: Path
 ) -> None:
-    healthy = tmp_path / "healthy"
-    logs = LogManager([small_disk, healthy], CONFIG)
-    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
-    try:
-        assert errors(rm.become_leader_or_follower(following_two())) == {0: 0, 1: 0}
-        by_dir = {rm.partitions[tp].log.log_dir: tp for tp in tps(0, 1)}  # type: ignore[union-attr]
-        failing, working = by_dir[os.fspath(small_disk)], by_dir[os.fspath(healthy)]
+    with following_two(small_disk, tmp_path) as (rm, logs, failing, working):
         fill(small_disk)
         with pytest.raises(KafkaStorageError, match="No space left on device"):
             rm.append_as_follower(failing, 2, 0, bytes(big_batch()), 0)
@@ -496,9 +505,6 @@ def test_a_failed_follower_append_reports_its_directory_and_the_partition_goes_o
         # A fetch answer still in flight for it is dropped, not applied.
         assert rm.append_as_follower(failing, 2, 0, bytes(big_batch()), 0) is None
         assert rm.append_as_follower(working, 2, 0, bytes(big_batch(1)), 0) == 2
-    finally:
-        rm.close()
-        logs.close()
 
 
 def test_the_failure_handler_thread_takes_the_directory_from_the_queue(
@@ -677,13 +683,7 @@ class LeaderAnswering:
 def test_the_fetcher_stops_fetching_a_partition_whose_log_failed_and_goes_on_with_the_others(
     small_disk: Path, tmp_path: Path
 ) -> None:
-    healthy = tmp_path / "healthy"
-    logs = LogManager([small_disk, healthy], CONFIG)
-    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
-    try:
-        assert errors(rm.become_leader_or_follower(following_two())) == {0: 0, 1: 0}
-        by_dir = {rm.partitions[tp].log.log_dir: tp for tp in tps(0, 1)}  # type: ignore[union-attr]
-        failing, working = by_dir[os.fspath(small_disk)], by_dir[os.fspath(healthy)]
+    with following_two(small_disk, tmp_path) as (rm, logs, failing, working):
         fetcher = ReplicaFetcherThread(
             BROKER,
             2,
@@ -700,6 +700,3 @@ def test_the_fetcher_stops_fetching_a_partition_whose_log_failed_and_goes_on_wit
         assert set(fetcher.partitions) == {working}
         assert fetcher.partitions[working].fetch_offset == 1
         assert logs.dir_failures.take_next_offline_log_dir(0.1) == os.fspath(small_disk)
-    finally:
-        rm.close()
-        logs.close()
