@@ -36,13 +36,14 @@ frees the disk and restarts the broker.
 A third runs two broker-fault schedules at once, neither waiting for the cluster to heal,
 so faults land in each other's failovers, restarts and ISR refills (each broker has one
 fault at a time); the same checks follow once it has healed. A fourth does the same
-against a three-server ensemble, with a third worker doing the ensemble's faults meanwhile.
+against a three-server ensemble, with a third worker doing the ensemble's faults meanwhile,
+and a fifth with the small disks and their filling among the workers' faults.
 
 The schedule is printed and follows from the seed (the overlapping one's faults do; when
 they overlap depends on timing); ZKCTL_NEMESIS_SEEDS (e.g. "1,2,3"),
 ZKCTL_NEMESIS_ZK_SEEDS (the ensemble's), ZKCTL_NEMESIS_DISK_SEEDS, ZKCTL_NEMESIS_OVERLAP_SEEDS,
-ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS and ZKCTL_NEMESIS_FAULTS run others and longer ones (a
-seed variable set empty runs none of its kind).
+ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS, ZKCTL_NEMESIS_OVERLAP_DISK_SEEDS and ZKCTL_NEMESIS_FAULTS
+run others and longer ones (a seed variable set empty runs none of its kind).
 ZKCTL_NEMESIS_CLIENT_LOG=<file> writes the producer's librdkafka debug log there, with
 the faults and, each second, how many messages were sent, acknowledged, refused and
 queued: to tell the client's part in a stall from the brokers'.
@@ -122,6 +123,7 @@ ZK_SEEDS = _ints("ZKCTL_NEMESIS_ZK_SEEDS", "1,2")
 OVERLAP_SEEDS = _ints("ZKCTL_NEMESIS_OVERLAP_SEEDS", "1")
 OVERLAP_ZK_SEEDS = _ints("ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS", "1")
 DISK_SEEDS = _ints("ZKCTL_NEMESIS_DISK_SEEDS", "1")
+OVERLAP_DISK_SEEDS = _ints("ZKCTL_NEMESIS_OVERLAP_DISK_SEEDS", "1")
 BROKER_FAULTS = [
     "kill",
     "kill_two",
@@ -389,12 +391,20 @@ def test_a_schedule_with_full_disks_too_keeps_every_safety_property(
     c = cluster_factory(
         BROKERS, start=False, keep_ports=True, replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000)
     )
+    with small_disks(c, tmp_path) as disks:
+        run_schedule(c, seed, BROKER_FAULTS + DISK_FAULTS, disks=disks)
+
+
+@contextlib.contextmanager
+def small_disks(c: Cluster, tmp_path: Path) -> Iterator[dict[int, Path]]:
+    """A second log directory for each broker of the (unstarted) cluster, on a 128 MiB
+    disk of its own; unmounted lazily afterwards (the brokers may still hold files there
+    until the teardown)."""
     with contextlib.ExitStack() as mounted:
         disks = {b: mounted.enter_context(tmpfs(tmp_path / f"disk-{b}", "128m")) for b in BROKERS}
         for b, disk in disks.items():
             c[b].overrides["log.dirs"] = f"{c[b].data_dir},{disk}"
-        # (unmounted lazily: the brokers may still hold files there until the teardown)
-        run_schedule(c, seed, BROKER_FAULTS + DISK_FAULTS, disks=disks)
+        yield disks
 
 
 @pytest.mark.slow
@@ -445,7 +455,27 @@ def test_overlapping_faults_with_zookeeper_faults_keep_every_safety_property(
     run_overlapping(on_the_ensemble(cluster_factory, zk_ensemble), seed, zk_ensemble)
 
 
-def run_overlapping(c: Cluster, seed: int, ensemble: zkp.LocalZooKeeper | None = None) -> None:
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", OVERLAP_DISK_SEEDS)
+def test_overlapping_faults_with_full_disks_too_keep_every_safety_property(
+    cluster_factory: ClusterFactory, tmp_path: Path, seed: int
+) -> None:
+    """The two overlapping broker schedules with a small second disk for each broker, whose
+    filling is among their faults: a directory goes offline during another broker's
+    failover, restart or controlled shutdown, or a reassignment moving a replica there."""
+    c = cluster_factory(
+        BROKERS, start=False, keep_ports=True, replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000)
+    )
+    with small_disks(c, tmp_path) as disks:
+        run_overlapping(c, seed, disks=disks)
+
+
+def run_overlapping(
+    c: Cluster,
+    seed: int,
+    ensemble: zkp.LocalZooKeeper | None = None,
+    disks: dict[int, Path] | None = None,
+) -> None:
     with linked(c) as link, linked_brokers(c) as broker_links:
         c.start()
         c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
@@ -455,7 +485,7 @@ def run_overlapping(c: Cluster, seed: int, ensemble: zkp.LocalZooKeeper | None =
         stream.start()
         unanswered: int | None = None
         try:
-            with overlapping_faults(c, seed, link, broker_links, schedule, ensemble):
+            with overlapping_faults(c, seed, link, broker_links, schedule, ensemble, disks or {}):
                 try:
                     wait_healed(c, ensemble)
                 finally:
@@ -503,14 +533,19 @@ def overlapping_faults(
     broker_links: dict[int, InterBrokerLink],
     schedule: list[dict[str, Any]],
     ensemble: zkp.LocalZooKeeper | None = None,
+    disks: dict[int, Path] | None = None,
 ) -> Iterator[None]:
     """FAULTS faults from each of two workers, each seeded from ``seed``; what each did is
     appended to ``schedule``, in the order they ended. With ``ensemble``, a third worker
-    does FAULTS // 2 of ZooKeeper's own faults meanwhile. Enters once every fault is over.
+    does FAULTS // 2 of ZooKeeper's own faults meanwhile; with ``disks`` (each broker's
+    second log directory), their filling is among the workers' faults. Enters once every
+    fault is over.
     The workers' threads live on until the block ends: a broker dies with the thread that
     started it (the death signal cluster/processes.py sets follows the starting thread),
     and they restart the brokers they kill."""
     held = _Brokers()
+    disks = disks or {}
+    faults = BROKER_FAULTS + DISK_FAULTS if disks else BROKER_FAULTS
     errors: list[BaseException] = []
     lock = threading.Lock()
     release = threading.Event()
@@ -537,7 +572,7 @@ def overlapping_faults(
             time.sleep(rng.uniform(0.0, 2.0))
             revive_failed_starts(held)
             current = current_controller(c)  # none while a failover is under way
-            fault = rng.choice(BROKER_FAULTS)
+            fault = rng.choice(faults)
             if fault == "reelect" and current is None:
                 fault = "kill"
             target = (
@@ -557,6 +592,7 @@ def overlapping_faults(
                     link[target],
                     broker_links[target],
                     other=other,
+                    disk=disks.get(target),
                 )
             finally:
                 held.give_back(wanted)
