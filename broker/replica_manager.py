@@ -1165,7 +1165,9 @@ class ReplicaManager:
         channel = self.logs.dir_failures
         while not self._closed:
             log_dir = channel.take_next_offline_log_dir(timeout_s=0.5)
-            if log_dir is None:
+            if log_dir is None or self._closed:
+                # Stopping: a directory failing in the clean shutdown's own writes is the
+                # log manager's to leave (Kafka stops this thread first).
                 continue
             try:
                 self.handle_log_dir_failure(log_dir)
@@ -1210,7 +1212,7 @@ class ReplicaManager:
             len(offline),
             self.broker_id,
         )
-        if not logs.live_log_dirs:
+        if not logs.live_log_dirs and not self._closed:
             halt = self.on_all_log_dirs_failed or _halt
             halt([os.fspath(d) for d in logs.log_dirs])
         return offline

@@ -674,7 +674,13 @@ class LogManager:
     def close(self) -> None:
         """Clean shutdown: stop the background thread, finish delayed deletions, flush
         and close every log, write every checkpoint, then ``.kafka_cleanshutdown`` in
-        each directory (so the next start skips recovery) and release the locks."""
+        each directory (so the next start skips recovery) and release the locks.
+
+        Directory by directory, as Kafka's LogManager.shutdown: one whose I/O fails now
+        (its disk filled since its last write) is failed like any other, nothing more is
+        written there, not even its marker (its logs are recovered at the next start),
+        and the others still close cleanly. A failed directory is the disk's fault, not
+        the shutdown's: this raises for nothing else either."""
         with self._lock:
             if self._closed:
                 return
@@ -682,29 +688,44 @@ class LogManager:
         try:
             self.scheduler.close()
             self.scheduler.drain_one_offs()
-            # A failed directory gets nothing written, not even its clean-shutdown marker:
-            # its logs are recovered at the next start (if it is back).
+            by_dir: dict[str, list[PartitionLog]] = {}
+            for partition_log in self.all_logs().values():
+                by_dir.setdefault(partition_log.log_dir, []).append(partition_log)
+            sync = can_sync_filesystems()
+            for directory in self.live_log_dirs:
+                logs = by_dir.get(os.fspath(directory), [])
+                try:
+                    if sync:
+                        self._flush_by_syncing_filesystems(logs, [directory])
+                    else:
+                        for partition_log in logs:
+                            partition_log.flush()
+                except OSError as exc:
+                    self._failed_at_close(directory, "flushing its logs", exc)
+            self._write_checkpoints(self.live_log_dirs)
+            for directory in self.live_log_dirs:
+                try:
+                    for partition_log in by_dir.get(os.fspath(directory), []):
+                        partition_log.close()
+                    marker = directory / CLEAN_SHUTDOWN_FILE
+                    marker.touch()
+                    fsync_dir(directory)
+                except OSError as exc:
+                    self._failed_at_close(directory, "closing its logs", exc)
+                    with contextlib.suppress(OSError):
+                        (directory / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
             offline = self.offline_dirs
-            logs = self.all_logs()
-            for tp, partition_log in list(logs.items()):
-                if offline and partition_log.log_dir in offline:
-                    del logs[tp]
-                    partition_log.close_handlers()  # failed, its handler not run yet
-            live = self.live_log_dirs
-            if can_sync_filesystems():
-                self._flush_by_syncing_filesystems(list(logs.values()), live)
-            else:
-                for partition_log in logs.values():
-                    partition_log.flush()
-            self._write_checkpoints(live)
-            for partition_log in logs.values():
-                partition_log.close()
-            for directory in live:
-                marker = directory / CLEAN_SHUTDOWN_FILE
-                marker.touch()
-                fsync_dir(directory)
+            for log_dir, logs in by_dir.items():
+                if log_dir in offline:
+                    for partition_log in logs:
+                        partition_log.close_handlers()  # writes nothing, never raises
         finally:
             self._unlock_dirs()
+
+    def _failed_at_close(self, directory: Path, what: str, error: OSError) -> None:
+        self._dir_failed(
+            os.fspath(directory), f"{what} in {directory} at shutdown failed: {error}", error
+        )
 
     def _flush_by_syncing_filesystems(self, logs: list[PartitionLog], dirs: list[Path]) -> None:
         """Flush every log as ``PartitionLog.flush`` does, its fsyncs replaced by syncs of

@@ -158,6 +158,39 @@ def test_a_failed_checkpoint_write_reports_its_directory_and_no_other(
         logs.close()
 
 
+def test_a_directory_that_fails_at_the_clean_shutdown_fails_alone(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """The disk fills after the last append there, so the shutdown's own writes (epoch
+    checkpoints, offset checkpoints) are the first to fail: that directory is reported
+    and gets no clean-shutdown marker (recovered at the next start), the others are
+    closed cleanly, and nothing is raised (Kafka's LogManager.shutdown, per directory)."""
+    healthy = tmp_path / "healthy"
+    logs = LogManager([small_disk, healthy], CONFIG)
+    for tp in tps(0, 1, 2, 3):
+        logs.get_or_create(tp).append_as_leader(big_batch(), 0)
+    where = {tp: pl.log_dir for tp, pl in logs.all_logs().items()}
+    assert sorted(where.values()) == sorted([os.fspath(small_disk), os.fspath(healthy)] * 2)
+    fill(small_disk)
+    logs.close()
+    assert logs.dir_failures.take_next_offline_log_dir(0.1) == os.fspath(small_disk)
+    assert logs.dir_failures.take_next_offline_log_dir(0.01) is None
+    assert (healthy / CLEAN_SHUTDOWN_FILE).exists()
+    assert not (small_disk / CLEAN_SHUTDOWN_FILE).exists()
+    # Freed, both directories load again: the healthy one without recovery, the other
+    # recovered, every appended batch there.
+    (small_disk / "filler").unlink()
+    again = LogManager([small_disk, healthy], CONFIG)
+    try:
+        for tp, log_dir in where.items():
+            assert again.recovery_reports[tp].clean_shutdown == (log_dir == os.fspath(healthy))
+            partition_log = again.get_log(tp)
+            assert partition_log is not None
+            assert partition_log.log_end_offset == 1
+    finally:
+        again.close()
+
+
 # --- the replica manager: offline partitions, and the others ----------------------------
 
 
@@ -545,6 +578,29 @@ def test_the_broker_halts_when_its_last_log_directory_fails(
     finally:
         rm.close()
         logs.close()
+
+
+def test_a_last_directory_failing_in_the_clean_shutdown_halts_nothing(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """Its only directory's disk filled after the last append: the shutdown's writes
+    fail, the directory is reported, and the stopped handler thread neither takes it
+    nor halts the broker mid-shutdown (Kafka stops that thread first)."""
+    logs = LogManager([small_disk], CONFIG)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    halted: list[list[str]] = []
+    rm.on_all_log_dirs_failed = halted.append
+    rm.start()
+    rm.become_leader_or_follower(leader_and_isr({0: (0, True)}))
+    assert rm.append_as_leader(TopicPartition(TOPIC, 0), big_batch(), 1)[0] == ErrorCode.NONE
+    fill(small_disk)
+    rm.close()
+    logs.close()
+    assert logs.dir_failures.offline() == [os.fspath(small_disk)]
+    time.sleep(1.0)  # the handler's wait for the queue is 0.5 s
+    assert halted == []
+    assert rm.offline_partitions == {}
+    assert not (small_disk / CLEAN_SHUTDOWN_FILE).exists()
 
 
 # --- the first log directory: the state-change log ---------------------------------------
