@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 FILE_NAME = "state-change.log"
+# After a failed write (its disk full, say): how often the file is tried again.
+RETRY_S = 5.0
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
@@ -135,11 +137,21 @@ class _Texts:
 
 
 class StateChangeLog:
-    def __init__(self, log_dir: str | Path | None, broker_id: int) -> None:
+    def __init__(
+        self, log_dir: str | Path | None, broker_id: int, *, retry_s: float = RETRY_S
+    ) -> None:
         self.broker_id = broker_id
         self._lock = threading.Lock()
         self._file: IO[str] | None = None
         self.path: Path | None = None
+        self._retry_s = retry_s
+        self._closed = False
+        # While writing fails: when it is tried again, and the lines lost since it began
+        # failing (those whose write was refused or never tried; a refused one may have
+        # left a torn piece).
+        self._failing = False
+        self._retry_at = 0.0
+        self._lost_lines = 0
         if log_dir is not None:
             self.path = Path(log_dir) / FILE_NAME
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,6 +162,7 @@ class StateChangeLog:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             if self._file is not None:
                 file, self._file = self._file, None
                 try:
@@ -201,26 +214,71 @@ class StateChangeLog:
         if not text:
             return
         with self._lock:
-            if self._file is not None:
-                try:
-                    self._file.write(text)
-                    self._file.flush()
-                except (OSError, ValueError) as e:
-                    self._failed(e)
+            if self._file is None and not (self._failing and self._reopened()):
+                if self._failing:
+                    self._lost_lines += text.count("\n")
+                return
+            assert self._file is not None
+            try:
+                self._file.write(text)
+                self._file.flush()
+            except (OSError, ValueError) as e:
+                self._failed(e, text.count("\n"))
+                return
+            if self._failing:
+                log.warning(
+                    "the state-change log %s is written again; up to %d lines were lost",
+                    self.path,
+                    self._lost_lines,
+                )
+                self._failing, self._lost_lines = False, 0
 
-    def _failed(self, error: Exception) -> None:
+    def _failed(self, error: Exception, lines: int) -> None:
         """The log's directory failed (disk full, device gone): the broker and the thread
         writing carry on without it. The file is dropped (its buffer would otherwise
-        hold every later line), and nothing more is written to it until a restart."""
+        hold every later line) and tried again every ``retry_s`` while lines come, as
+        log4j's appender keeps trying Kafka's (an operator may free the disk); the lines
+        in between are lost."""
         file, self._file = self._file, None
-        log.error(
-            "could not write the state-change log %s (%s); no longer writing it",
-            self.path,
-            error,
-        )
+        self._lost_lines += lines
+        self._retry_at = time.monotonic() + self._retry_s
+        if not self._failing:
+            self._failing = True
+            log.error(
+                "could not write the state-change log %s (%s); its lines are lost until"
+                " it can be written again (tried every %g s)",
+                self.path,
+                error,
+                self._retry_s,
+            )
         if file is not None:
             with contextlib.suppress(OSError, ValueError):
                 file.close()
+
+    def _reopened(self) -> bool:
+        """Open the file again once its retry is due (the write that follows says whether
+        it is back); it then starts on a line of its own (a refused write may have left a
+        torn piece, which readers skip as one)."""
+        if self._closed or self.path is None or time.monotonic() < self._retry_at:
+            return False
+        self._retry_at = time.monotonic() + self._retry_s
+        try:
+            file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept, as in __init__
+        except OSError:
+            return False
+        try:
+            if file.tell() > 0:
+                with open(self.path, "rb") as tail:
+                    tail.seek(-1, os.SEEK_END)
+                    if tail.read(1) != b"\n":
+                        file.write("\n")
+                        file.flush()
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError):
+                file.close()
+            return False
+        self._file = file
+        return True
 
     # --- the controller's records -------------------------------------------------------
 

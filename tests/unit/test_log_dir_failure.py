@@ -623,6 +623,50 @@ def test_the_state_change_log_on_a_failed_directory_neither_raises_nor_stops_the
     assert json.loads(first)["event"] == "first"
 
 
+def test_the_state_change_log_is_written_again_once_its_disk_has_room(
+    small_disk: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As log4j's appender keeps trying Kafka's: the lines while the disk is full are
+    lost, a torn piece ends its own line, and the next lines are whole."""
+    state_log = StateChangeLog(small_disk, BROKER, retry_s=0.0)
+    state_log.write("first", n=0)
+    fill(small_disk)
+    with caplog.at_level(logging.WARNING, logger="broker.state_change_log"):
+        for n in range(20):  # refused, then tried again each time (retry_s 0): quiet
+            state_log.write("filler", text="y" * 1000, n=n)
+        assert [r.levelno for r in caplog.records] == [logging.ERROR]
+        (small_disk / "filler").unlink()
+        state_log.write("after", n=1)
+        state_log.write_many("rows", [{"n": 2}, {"n": 3}])
+    state_log.close()
+    state_log.write("closed", n=4)  # after close: nothing, not reopened
+    (again,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "written again" in again
+    text = (small_disk / "state-change.log").read_text()
+    assert text.endswith("\n")
+    whole = []
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError):
+            whole.append(json.loads(line))
+    events = [(row["event"], row["n"]) for row in whole if isinstance(row, dict)]
+    assert events[0] == ("first", 0)
+    assert events[-3:] == [("after", 1), ("rows", 2), ("rows", 3)]
+    assert ("closed", 4) not in events
+
+
+def test_a_state_change_log_still_failing_is_tried_again_only_every_retry_s(
+    small_disk: Path,
+) -> None:
+    state_log = StateChangeLog(small_disk, BROKER, retry_s=3600.0)
+    fill(small_disk)
+    for n in range(20):
+        state_log.write("filler", text="y" * 1000, n=n)
+    (small_disk / "filler").unlink()
+    state_log.write("soon", n=1)  # not tried before the hour is over: lost
+    state_log.close()
+    assert "soon" not in (small_disk / "state-change.log").read_text()
+
+
 def test_a_write_from_another_thread_survives_a_failed_state_change_log(
     small_disk: Path,
 ) -> None:
