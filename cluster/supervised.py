@@ -92,6 +92,13 @@ class SupervisedBroker:
         return self.root / "data"
 
     @property
+    def first_log_dir(self) -> Path:
+        """Where the broker keeps its status file and state-change log: the first of its
+        log.dirs (``data_dir`` unless overridden)."""
+        configured = self.overrides.get("log.dirs")
+        return Path(configured.split(",")[0].strip()) if configured else self.data_dir
+
+    @property
     def props(self) -> Path:
         return self.root / "server.properties"
 
@@ -112,7 +119,7 @@ class SupervisedBroker:
         if self.alive():
             raise RuntimeError(f"broker {self.broker_id} is already running")
         self.write_properties()
-        status = self.data_dir / "broker-status.json"
+        status = self.first_log_dir / "broker-status.json"
         if status.exists():
             status.unlink()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -186,7 +193,7 @@ class SupervisedBroker:
         self.signal(signal.SIGCONT)
 
     def status(self) -> dict[str, Any] | None:
-        path = self.data_dir / "broker-status.json"
+        path = self.first_log_dir / "broker-status.json"
         try:
             return dict(json.loads(path.read_text()))
         except (OSError, ValueError):
@@ -219,7 +226,7 @@ class SupervisedBroker:
         lines that can be of that kind (the log is compact JSON, its own quotes inside
         strings escaped, so such a line contains ``"event":"<kind>"``).
         """
-        path = self.data_dir / "state-change.log"
+        path = self.first_log_dir / "state-change.log"
         try:
             stat = path.stat()
         except FileNotFoundError:

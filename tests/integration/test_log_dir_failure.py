@@ -2,7 +2,8 @@
 offline, tells the controller through /log_dir_event_notification, and the controller
 moves the leaderships and ISR memberships of the replicas that were there, while the
 broker goes on serving the partitions of its other directories. A broker whose every
-directory failed stops.
+directory failed stops. A full first directory also pauses the state-change log, which is
+written again once the disk has room.
 
 The fault is real: each failing directory is a small tmpfs filled to the last page
 (ENOSPC on the next append), mounted for the test and unmounted after it.
@@ -11,13 +12,16 @@ The fault is real: each failing directory is a small tmpfs filled to the last pa
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from broker.state_change_log import RETRY_S
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import Acked, consume, lost_acknowledged, produce
 from tests.integration.harness import Cluster, wait_for
@@ -149,6 +153,65 @@ def test_a_full_log_directory_moves_its_leaderships_and_the_broker_serves_the_re
         90,
         "broker 1 back in every ISR",
     )
+
+
+def test_a_full_first_directory_pauses_the_state_change_log_until_the_disk_has_room(
+    cluster_factory: ClusterFactory, small_disk: Callable[[Path], Path], tmp_path: Path
+) -> None:
+    """The first log directory also holds the state-change log: while its disk is full
+    the broker goes on without it (the partitions there led elsewhere, the others served),
+    and once an operator frees the disk the log is written again, without a restart."""
+    c = cluster_factory(start=False, min_insync_replicas="2")
+    disk = small_disk(tmp_path / "broker-1-first-disk")
+    c[1].overrides["log.dirs"] = f"{disk},{c[1].data_dir}"
+    c.start()
+    c.create_topic(TOPIC, {p: (1, 2, 3) for p in range(6)})
+    c.wait_topic_online(TOPIC)
+    on_disk = wait_for(lambda: partitions_in(disk), 30, "logs on the first disk")
+    state_log = disk / "state-change.log"
+    assert '"event":"leader_and_isr"' in state_log.read_text()
+
+    fill(disk)
+    acked = Acked()
+    for p in range(6):
+        produce(c, TOPIC, [os.urandom(1024) for _ in range(100)], acked, partition=p)
+    assert acked.errors == [], acked.errors[:5]
+    wait_for(
+        lambda: all(leaders(c)[p].leader != 1 for p in on_disk),
+        60,
+        "the full directory's partitions led elsewhere",
+    )
+    # The log's last page had room for a few lines: more than a page of them (30 new
+    # partitions of broker 1, in its second directory) reaches the full disk.
+    c.create_topic("during", {p: (1, 2, 3) for p in range(30)})
+    c.wait_topic_online("during")
+    wait_for(
+        lambda: "could not write the state-change log" in c[1].output(),
+        30,
+        "the state-change log's failure reported",
+    )
+    assert c[1].alive()
+
+    (disk / "filler").unlink()
+    time.sleep(RETRY_S + 0.5)  # the next line is then written, whenever it was last tried
+    # Something for broker 1 to log: a new topic it is a replica of (its log goes to the
+    # second directory; the first stays offline for partitions until a restart).
+    c.create_topic("after", {0: (1, 2, 3)})
+    c.wait_topic_online("after")
+
+    def logged() -> list[dict[str, object]]:
+        return [
+            json.loads(line)
+            for line in state_log.read_text().splitlines()
+            if '"topic":"after"' in line and '"event":"leader_and_isr"' in line
+        ]
+
+    (row,) = wait_for(logged, 30, "broker 1's LeaderAndIsr of the new topic logged")
+    assert row["result"] == "applied"
+    assert "is written again" in c[1].output()
+    assert partitions_in(disk) == on_disk  # nothing new made in the failed directory
+    assert produce(c, "after", [b"x"] * 10).errors == []
+    assert lost_acknowledged(consume(c, TOPIC, list(range(6))), acked) == []
 
 
 def test_a_broker_whose_every_log_directory_failed_stops(
