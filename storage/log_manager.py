@@ -679,8 +679,8 @@ class LogManager:
         Directory by directory, as Kafka's LogManager.shutdown: one whose I/O fails now
         (its disk filled since its last write) is failed like any other, nothing more is
         written there, not even its marker (its logs are recovered at the next start),
-        and the others still close cleanly. A failed directory is the disk's fault, not
-        the shutdown's: this raises for nothing else either."""
+        and the others still close cleanly. The failure is the directory's, not the
+        shutdown's: it is reported to ``dir_failures``, not raised."""
         with self._lock:
             if self._closed:
                 return
