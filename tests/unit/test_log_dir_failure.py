@@ -191,6 +191,40 @@ def test_a_directory_that_fails_at_the_clean_shutdown_fails_alone(
         again.close()
 
 
+def test_a_start_on_a_disk_still_full_after_a_crash_loads_its_logs(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """The broker crashed and was restarted before anyone freed its disk: recovery only
+    reads there (and rebuilds indexes in their pages), so every log loads with all it had;
+    the first write the directory needs then fails it, and a clean shutdown leaves it
+    without its marker."""
+    healthy = tmp_path / "healthy"
+    logs = LogManager([small_disk, healthy], CONFIG)
+    for tp in tps(0, 1, 2, 3):
+        partition_log = logs.get_or_create(tp)
+        for _ in range(3):
+            partition_log.append_as_leader(big_batch(), 0)
+    where = {tp: pl.log_dir for tp, pl in logs.all_logs().items()}
+    logs._unlock_dirs()  # a crash: no flush, no checkpoint, no marker; the locks go
+    fill(small_disk)
+    again = LogManager([small_disk, healthy], CONFIG)
+    try:
+        assert again.live_log_dirs == [small_disk, healthy]
+        for tp, log_dir in where.items():
+            assert not again.recovery_reports[tp].clean_shutdown
+            partition_log = again.get_log(tp)
+            assert partition_log is not None
+            assert (partition_log.log_dir, partition_log.log_end_offset) == (log_dir, 3)
+        on_disk = next(tp for tp, log_dir in where.items() if log_dir == os.fspath(small_disk))
+        with pytest.raises(KafkaStorageError, match="No space left on device"):
+            again.get_log(on_disk).append_as_leader(big_batch(), 0)  # type: ignore[union-attr]
+        assert again.dir_failures.offline() == [os.fspath(small_disk)]
+    finally:
+        again.close()
+    assert (healthy / CLEAN_SHUTDOWN_FILE).exists()
+    assert not (small_disk / CLEAN_SHUTDOWN_FILE).exists()
+
+
 # --- the replica manager: offline partitions, and the others ----------------------------
 
 
