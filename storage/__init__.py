@@ -6,7 +6,8 @@ on-disk layout, recovery and the durability policy.
 * ``storage.log``: ``PartitionLog``, one partition's segments.
 * ``storage.log_manager``: ``LogManager``, every log of a broker across its log.dirs.
 * ``storage.epoch_cache``: the leader epoch cache (KIP-101).
-* ``storage.testing``: a record batch builder for tests and benchmarks.
+* ``storage.testing``: legacy message sets for refusal tests, and the batch builder
+  (``storage.records.build_batch``) under the names tests and benchmarks import.
 """
 
 from storage.epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache

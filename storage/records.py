@@ -23,7 +23,13 @@ The CRC starts at ``attributes``, so the leader rewrites ``baseOffset`` and
 ``partitionLeaderEpoch`` in place without recomputing it. Nothing here looks at
 individual records on the append path: a batch is checked by its header and its CRC and
 written as the producer sent it, compressed or not. ``iter_records`` decodes records for
-tests and for ListOffsets by timestamp.
+tests, for ListOffsets by timestamp and for readers of internal topics.
+
+``build_batch`` is the other direction: it encodes records into one batch as a producer
+would (varint-framed records, the 61-byte header, CRC-32C), for writers inside the broker
+(``groups.offset_records``, for ``__consumer_offsets``) and for tests and benchmarks.
+Uncompressed and gzip batches are real; snappy, lz4 and zstd batches only carry the
+uncompressed record bytes under the codec's attribute bits (see its docstring).
 
 CRC-32C comes from the ``crc32c`` package (a C extension using the CPU's crc32
 instruction, ~10-26 GB/s): the storage layer's one dependency. The standard library has
@@ -34,8 +40,10 @@ a hundred times below the throughput goal.
 from __future__ import annotations
 
 import struct
+import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from crc32c import crc32c
@@ -61,8 +69,11 @@ __all__ = [
     "BatchesInfo",
     "Compression",
     "Record",
+    "RecordSpec",
     "assign_offsets",
     "batch_crc",
+    "build_batch",
+    "encode_varint",
     "iter_batches",
     "iter_records",
     "read_header",
@@ -508,3 +519,115 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
             header.max_timestamp if header.is_log_append_time else header.base_timestamp + ts_delta
         )
         yield Record(header.base_offset + offset_delta, timestamp, key, value, tuple(hdrs))
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+@dataclass(frozen=True)
+class RecordSpec:
+    """One record to encode; ``timestamp`` None: the batch's base timestamp."""
+
+    value: bytes | None
+    key: bytes | None = None
+    timestamp: int | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = field(default=())
+
+
+def encode_varint(value: int) -> bytes:
+    """Zig-zag varint (protobuf sint64), as record fields use."""
+    raw = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while True:
+        byte = raw & 0x7F
+        raw >>= 7
+        if raw:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _encode_bytes_field(data: bytes | None) -> bytes:
+    if data is None:
+        return encode_varint(-1)
+    return encode_varint(len(data)) + data
+
+
+def _encode_record(offset_delta: int, timestamp_delta: int, record: RecordSpec) -> bytes:
+    body = bytearray(b"\x00")  # attributes
+    body += encode_varint(timestamp_delta)
+    body += encode_varint(offset_delta)
+    body += _encode_bytes_field(record.key)
+    body += _encode_bytes_field(record.value)
+    body += encode_varint(len(record.headers))
+    for name, value in record.headers:
+        body += _encode_bytes_field(name.encode())
+        body += _encode_bytes_field(value)
+    return encode_varint(len(body)) + bytes(body)
+
+
+def build_batch(
+    records: Sequence[RecordSpec | bytes],
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    base_timestamp: int | None = None,
+    compression: int = Compression.NONE,
+    log_append_time: bool = False,
+    transactional: bool = False,
+    control: bool = False,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    magic: int = 2,
+) -> bytearray:
+    """One record batch holding ``records`` (bytes are values), as a bytearray.
+
+    ``base_timestamp`` None: now. gzip batches are really compressed (zlib); snappy, lz4
+    and zstd batches carry the uncompressed record bytes under the codec's attribute bits,
+    which only tests of the storage layer's pass-through of compressed batches want: a
+    writer of real data uses ``Compression.NONE`` or ``Compression.GZIP``. No check is
+    made of the arguments (tests build invalid batches on purpose, e.g. ``magic``).
+    """
+    specs = [r if isinstance(r, RecordSpec) else RecordSpec(r) for r in records]
+    if base_timestamp is None:
+        base_timestamp = int(time.time() * 1000)
+    encoded = bytearray()
+    max_ts = base_timestamp if not specs else -1
+    for delta, spec in enumerate(specs):
+        ts = base_timestamp if spec.timestamp is None else spec.timestamp
+        max_ts = max(max_ts, ts)
+        encoded += _encode_record(delta, ts - base_timestamp, spec)
+    payload: bytes = bytes(encoded)
+    if compression == Compression.GZIP:
+        compressor = zlib.compressobj(wbits=31)
+        payload = compressor.compress(payload) + compressor.flush()
+    attributes = compression
+    if log_append_time:
+        attributes |= ATTR_TIMESTAMP_TYPE
+    if transactional:
+        attributes |= ATTR_TRANSACTIONAL
+    if control:
+        attributes |= ATTR_CONTROL
+    last_offset_delta = max(len(specs) - 1, 0)
+    batch = bytearray(BATCH_HEADER_SIZE) + payload
+    _HEADER.pack_into(
+        batch,
+        0,
+        base_offset,
+        len(batch) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        magic,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(specs),
+    )
+    _UINT32.pack_into(batch, CRC_OFFSET, batch_crc(batch))
+    return batch
