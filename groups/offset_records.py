@@ -1,0 +1,387 @@
+"""Committed offsets as records of the `__consumer_offsets` topic, in Kafka's formats.
+
+The bytes are those of Kafka 2.8's GroupMetadataManager (the OffsetCommitKey,
+OffsetCommitValue and GroupMetadataKey schemas), so a log written here reads as Kafka's
+and the other way round. Every key and value starts with an int16 schema version;
+strings are an int16 byte length and UTF-8; integers are big-endian::
+
+    key   v0, v1  group string, topic string, partition int32          (an offset commit)
+    key   v2      group string                                         (group metadata)
+    value v0      offset int64, metadata string, timestamp int64
+    value v1      offset int64, metadata string, commit_timestamp int64, expire_timestamp int64
+    value v2      offset int64, metadata string, commit_timestamp int64
+    value v3      offset int64, leader_epoch int32, metadata string, commit_timestamp int64
+
+Written are key v1 and value v3, as Kafka 2.8 writes them (inter-broker protocol 2.1 and
+later); a commit with an explicit expire timestamp is written as value v1, as Kafka does,
+since only v1 holds one (v1 has no leader epoch: it is dropped, as in Kafka, where no
+commit carries both). A null value is a tombstone: the offset (or group) was deleted.
+
+Decoding is strict: an unknown version, a buffer too short for its fields or longer than
+them, a null or non-UTF-8 string raise `MalformedOffsetRecord`. (Kafka ignores trailing
+bytes and decodes bad UTF-8 with replacement characters; neither is ever written by Kafka
+or here, so either means the record is not what it claims to be.)
+
+A group's coordinator is the leader of partition `partition_for(group_id, partitions)` of
+the topic, Kafka's `Utils.abs(groupId.hashCode) % partitions`, and every record of that
+group (its offsets and its metadata) goes to that partition.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from storage.records import (
+    Compression,
+    Record,
+    RecordSpec,
+    build_batch,
+    iter_records,
+    read_header,
+)
+
+__all__ = [
+    "GROUP_KEY_VERSION",
+    "NO_LEADER_EPOCH",
+    "NO_TIMESTAMP",
+    "OFFSET_KEY_VERSION",
+    "OFFSET_VALUE_VERSION",
+    "CommittedOffset",
+    "GroupKey",
+    "MalformedOffsetRecord",
+    "OffsetKey",
+    "decode_key",
+    "decode_offset_value",
+    "encode_offset_key",
+    "encode_offset_value",
+    "offset_commit_batch",
+    "partition_for",
+    "read_offset_records",
+]
+
+OFFSET_KEY_VERSION: Final = 1  # the offset commit key version written (0 and 1 are read)
+GROUP_KEY_VERSION: Final = 2  # the group metadata key's only version
+OFFSET_VALUE_VERSION: Final = 3  # the offset commit value version written (0 to 3 are read)
+_EXPIRING_VALUE_VERSION: Final = 1  # the only value version with an expire timestamp
+NO_LEADER_EPOCH: Final = -1  # RecordBatch.NO_PARTITION_LEADER_EPOCH
+NO_TIMESTAMP: Final = -1  # OffsetCommitRequest.DEFAULT_TIMESTAMP: no expire timestamp
+
+_INT16: Final = struct.Struct(">h")
+_INT32: Final = struct.Struct(">i")
+_INT64: Final = struct.Struct(">q")
+_MAX_STRING_BYTES: Final = 0x7FFF  # an int16 length
+_INT32_MIN: Final = -(2**31)
+_INT32_MAX: Final = 2**31 - 1
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+
+class MalformedOffsetRecord(ValueError):
+    """A `__consumer_offsets` key or value that is not in any known format."""
+
+
+@dataclass(frozen=True)
+class OffsetKey:
+    """The key of a committed offset: the group's offset for one topic partition."""
+
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """The key of a group's metadata record (its generation, protocol and members)."""
+
+    group: str
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    """A committed offset (Kafka's OffsetAndMetadata). ``leader_epoch`` -1: unknown
+    (`NO_LEADER_EPOCH`); ``expire_timestamp_ms`` -1: none (`NO_TIMESTAMP`), the offset
+    expires by the broker's retention instead."""
+
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int = NO_TIMESTAMP
+
+
+# --------------------------------------------------------------------------- partitioning
+
+
+def _java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode``: over the UTF-16 code units, in int32 arithmetic.
+
+    Lone surrogates (which a Python str, like a Java String, can hold) count as the code
+    unit they are.
+    """
+    units = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", units):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - 0x1_0000_0000 if h > _INT32_MAX else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    """The `__consumer_offsets` partition of a group: Kafka's
+    ``Utils.abs(groupId.hashCode) % partitions``, where ``Utils.abs(Integer.MIN_VALUE)``
+    is 0."""
+    if partitions <= 0:
+        raise ValueError(f"the offsets topic needs at least one partition, not {partitions}")
+    h = _java_string_hash(group_id)
+    return (0 if h == _INT32_MIN else abs(h)) % partitions
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _check_int(name: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ValueError(f"{name} {value} does not fit its field ({low}..{high})")
+
+
+def _encode_string(name: str, text: str) -> bytes:
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{name} {text!r} is not encodable as UTF-8: {exc.reason}") from exc
+    if len(data) > _MAX_STRING_BYTES:
+        raise ValueError(
+            f"{name} is {len(data)} bytes in UTF-8, over the {_MAX_STRING_BYTES} a string holds"
+        )
+    return _INT16.pack(len(data)) + data
+
+
+def encode_offset_key(key: OffsetKey) -> bytes:
+    """An offset commit key, version 1: group, topic, partition.
+
+    Raises ValueError if a string is over 32767 bytes of UTF-8 (or not encodable: a lone
+    surrogate) or the partition is not an int32.
+    """
+    _check_int("partition", key.partition, _INT32_MIN, _INT32_MAX)
+    return b"".join(
+        (
+            _INT16.pack(OFFSET_KEY_VERSION),
+            _encode_string("group", key.group),
+            _encode_string("topic", key.topic),
+            _INT32.pack(key.partition),
+        )
+    )
+
+
+def encode_offset_value(value: CommittedOffset) -> bytes:
+    """An offset commit value: version 3 (offset, leader epoch, metadata, commit
+    timestamp), or, if ``expire_timestamp_ms`` is set (not -1), version 1 (offset,
+    metadata, commit timestamp, expire timestamp; no leader epoch), as Kafka 2.8 writes.
+
+    Raises ValueError if a field does not fit (int64 offset and timestamps, int32 leader
+    epoch, metadata up to 32767 bytes of UTF-8).
+    """
+    _check_int("offset", value.offset, _INT64_MIN, _INT64_MAX)
+    _check_int("leader epoch", value.leader_epoch, _INT32_MIN, _INT32_MAX)
+    _check_int("commit timestamp", value.commit_timestamp_ms, _INT64_MIN, _INT64_MAX)
+    _check_int("expire timestamp", value.expire_timestamp_ms, _INT64_MIN, _INT64_MAX)
+    metadata = _encode_string("metadata", value.metadata)
+    if value.expire_timestamp_ms != NO_TIMESTAMP:
+        return b"".join(
+            (
+                _INT16.pack(_EXPIRING_VALUE_VERSION),
+                _INT64.pack(value.offset),
+                metadata,
+                _INT64.pack(value.commit_timestamp_ms),
+                _INT64.pack(value.expire_timestamp_ms),
+            )
+        )
+    return b"".join(
+        (
+            _INT16.pack(OFFSET_VALUE_VERSION),
+            _INT64.pack(value.offset),
+            _INT32.pack(value.leader_epoch),
+            metadata,
+            _INT64.pack(value.commit_timestamp_ms),
+        )
+    )
+
+
+def offset_commit_batch(
+    commits: Sequence[tuple[OffsetKey, CommittedOffset | None]], timestamp_ms: int
+) -> bytearray:
+    """One uncompressed record batch (magic 2) of offset commit records, as a producer
+    sends it (base offset 0, no producer id), every record at ``timestamp_ms`` (the
+    CreateTime Kafka gives them: the commit's time). A None value writes a tombstone:
+    the offset is deleted.
+
+    Raises ValueError for no commits (a batch must hold a record) or a field that does not
+    fit its encoding.
+    """
+    if not commits:
+        raise ValueError("an offset commit batch needs at least one record")
+    specs = [
+        RecordSpec(
+            key=encode_offset_key(key),
+            value=None if value is None else encode_offset_value(value),
+        )
+        for key, value in commits
+    ]
+    return build_batch(specs, base_timestamp=timestamp_ms, compression=Compression.NONE)
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+class _Reader:
+    """Reads the fields of one key or value, raising MalformedOffsetRecord for a short
+    buffer, a null or non-UTF-8 string, or (at `finish`) bytes left over."""
+
+    __slots__ = ("_data", "_pos", "what")
+
+    def __init__(self, data: bytes | bytearray | memoryview, what: str) -> None:
+        self._data = bytes(data)
+        self._pos = 0
+        self.what = what  # names the key or value in messages; set once its version is known
+
+    def _need(self, size: int, field: str) -> int:
+        pos = self._pos
+        left = len(self._data) - pos
+        if left < size:
+            raise MalformedOffsetRecord(
+                f"{self.what} of {len(self._data)} bytes is truncated: {field} needs"
+                f" {size} bytes at byte {pos}, {left} left"
+            )
+        self._pos = pos + size
+        return pos
+
+    def int16(self, field: str) -> int:
+        value: int = _INT16.unpack_from(self._data, self._need(2, field))[0]
+        return value
+
+    def int32(self, field: str) -> int:
+        value: int = _INT32.unpack_from(self._data, self._need(4, field))[0]
+        return value
+
+    def int64(self, field: str) -> int:
+        value: int = _INT64.unpack_from(self._data, self._need(8, field))[0]
+        return value
+
+    def string(self, field: str) -> str:
+        length = self.int16(f"the length of {field}")
+        if length < 0:
+            raise MalformedOffsetRecord(
+                f"{self.what}: {field} is null (length {length}), but it is not nullable"
+            )
+        pos = self._need(length, field)
+        try:
+            return self._data[pos : pos + length].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedOffsetRecord(
+                f"{self.what}: {field} is not valid UTF-8 ({exc.reason} at byte {pos + exc.start})"
+            ) from exc
+
+    def finish(self) -> None:
+        extra = len(self._data) - self._pos
+        if extra:
+            raise MalformedOffsetRecord(
+                f"{self.what} has {extra} bytes after its last field (at byte {self._pos})"
+            )
+
+
+def decode_key(data: bytes | bytearray | memoryview) -> OffsetKey | GroupKey:
+    """A `__consumer_offsets` key: versions 0 and 1 are offset commit keys, version 2 a
+    group metadata key. Raises MalformedOffsetRecord for anything else."""
+    reader = _Reader(data, "key")
+    version = reader.int16("the version")
+    key: OffsetKey | GroupKey
+    if version in (0, 1):
+        reader.what = f"offset commit key v{version}"
+        group = reader.string("group")
+        topic = reader.string("topic")
+        key = OffsetKey(group, topic, reader.int32("partition"))
+    elif version == GROUP_KEY_VERSION:
+        reader.what = f"group metadata key v{version}"
+        key = GroupKey(reader.string("group"))
+    else:
+        raise MalformedOffsetRecord(
+            f"unknown key version {version} (0 and 1: offset commit, 2: group metadata)"
+        )
+    reader.finish()
+    return key
+
+
+def decode_offset_value(data: bytes | bytearray | memoryview) -> CommittedOffset:
+    """An offset commit value of version 0 to 3; a field a version lacks is -1
+    (`NO_LEADER_EPOCH`, `NO_TIMESTAMP`). Raises MalformedOffsetRecord for another
+    version or a malformed buffer."""
+    reader = _Reader(data, "offset commit value")
+    version = reader.int16("the version")
+    if not 0 <= version <= OFFSET_VALUE_VERSION:
+        raise MalformedOffsetRecord(
+            f"unknown offset commit value version {version} (0 to {OFFSET_VALUE_VERSION} known)"
+        )
+    reader.what = f"offset commit value v{version}"
+    offset = reader.int64("offset")
+    leader_epoch = reader.int32("leader_epoch") if version >= 3 else NO_LEADER_EPOCH
+    metadata = reader.string("metadata")
+    commit_timestamp = reader.int64("timestamp" if version == 0 else "commit_timestamp")
+    expire_timestamp = reader.int64("expire_timestamp") if version == 1 else NO_TIMESTAMP
+    reader.finish()
+    return CommittedOffset(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
+
+
+def read_offset_records(
+    batch: bytes | bytearray | memoryview,
+) -> Iterator[tuple[OffsetKey | GroupKey, CommittedOffset | None]]:
+    """The records of one `__consumer_offsets` batch (the bytes of exactly one batch), in
+    offset order, as ``(key, value)``:
+
+    * ``(OffsetKey, CommittedOffset)``: an offset commit;
+    * ``(OffsetKey, None)``: a tombstone, the offset was deleted;
+    * ``(GroupKey, None)``: a tombstone, the group was deleted.
+
+    Group metadata records with a value are skipped: this coordinator does not persist
+    group metadata yet (groups are rebuilt by their members rejoining), so their values
+    are not decoded. Control batches (transaction markers) are skipped whole; the records
+    of a transactional batch are yielded like any (no transactional offset commits are
+    written here, so none are held back for their marker).
+
+    A record without a key, or whose key or value is malformed, raises
+    MalformedOffsetRecord naming the record's offset. The batch itself is expected to be
+    whole and checked, as batches read back from a log are; framing errors are the
+    storage layer's (CorruptRecordError; NotImplementedError for snappy, lz4 or zstd).
+    """
+    if read_header(batch).is_control:
+        return
+    for record in iter_records(batch):
+        decoded = decode_offset_record(record)
+        if decoded is not None:
+            yield decoded
+
+
+def decode_offset_record(
+    record: Record,
+) -> tuple[OffsetKey | GroupKey, CommittedOffset | None] | None:
+    """One record of `__consumer_offsets`, as `read_offset_records` yields it (None for
+    a group metadata record with a value, which is skipped); MalformedOffsetRecord
+    names the record's offset."""
+    if record.key is None:
+        raise MalformedOffsetRecord(f"the record at offset {record.offset} has no key")
+    try:
+        key = decode_key(record.key)
+    except MalformedOffsetRecord as exc:
+        raise MalformedOffsetRecord(f"the record at offset {record.offset}: {exc}") from exc
+    if record.value is None:
+        return key, None
+    if isinstance(key, OffsetKey):
+        try:
+            value = decode_offset_value(record.value)
+        except MalformedOffsetRecord as exc:
+            raise MalformedOffsetRecord(
+                f"the record at offset {record.offset} ({key}): {exc}"
+            ) from exc
+        return key, value
+    return None
