@@ -1,0 +1,499 @@
+"""A consumer group's membership protocol (Kafka's GroupMetadata and the state changes of
+its GroupCoordinator), as a pure state machine: no threads, no clocks, no I/O.
+
+Each operation takes the time (`now_ms`) and returns `Answers`: the JoinGroup and
+SyncGroup responses it completes, keyed by member id, the caller's own among them when it
+is answered at once. A member whose request is not in the answers waits; the shell (the
+coordinator) holds its request until a later operation or `tick` answers it.
+
+The states are Kafka's: Empty (no members; offsets may still be committed), PreparingRebalance
+(members are rejoining; the join phase ends when every known member has, or at the rebalance
+timeout, dropping those that did not), CompletingRebalance (the new generation is formed and
+the leader computes the assignment; it ends at the leader's SyncGroup), Stable, and Dead
+(the group's partition moved away from this coordinator).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from wire.errors import ErrorCode
+
+
+class GroupState(enum.Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(frozen=True)
+class GroupLimits:
+    """The broker's bounds on a member's session (group.min/max.session.timeout.ms) and
+    how long a new group waits for more members (group.initial.rebalance.delay.ms)."""
+
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+
+
+@dataclass(frozen=True)
+class JoinAnswer:
+    error: ErrorCode
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    # The leader's answer lists every member with its metadata for the chosen protocol.
+    members: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True)
+class SyncAnswer:
+    error: ErrorCode
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+@dataclass
+class Answers:
+    joins: dict[str, JoinAnswer] = field(default_factory=dict)
+    syncs: dict[str, SyncAnswer] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.joins or self.syncs)
+
+
+@dataclass
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    # (name, metadata), in the member's order of preference.
+    protocols: tuple[tuple[str, bytes], ...]
+    assignment: bytes = b""
+    awaiting_join: bool = False
+    awaiting_sync: bool = False
+    # When the member is dropped unless it heartbeats (or joins, syncs, commits) again.
+    heartbeat_deadline_ms: int = 0
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+    def metadata(self, protocol: str) -> bytes:
+        for name, data in self.protocols:
+            if name == protocol:
+                return data
+        raise KeyError(protocol)
+
+
+class Group:
+    """One group's membership. `generation_id` only grows; `leader` is always a member
+    (or "" when there is none)."""
+
+    def __init__(self, group_id: str, limits: GroupLimits | None = None) -> None:
+        self.group_id = group_id
+        self.limits = limits or GroupLimits()
+        self.state = GroupState.EMPTY
+        self.generation_id = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader = ""
+        self.members: dict[str, Member] = {}
+        # Members told MEMBER_ID_REQUIRED (JoinGroup v4+) that have not rejoined yet:
+        # member id -> deadline; the join phase waits for them, as for known members.
+        self.pending_members: dict[str, int] = {}
+        # PreparingRebalance: when the join phase ends at the latest. A new group's first
+        # rebalance waits initial_rebalance_delay_ms more with each member that joins,
+        # up to its rebalance timeout (Kafka's InitialDelayedJoin).
+        self.join_deadline_ms = 0
+        self.initial_join_limit_ms: int | None = None
+        # CompletingRebalance: when a member that has not sent SyncGroup is dropped.
+        self.sync_deadline_ms = 0
+
+    # --- queries ---------------------------------------------------------------------
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def candidate_protocols(self) -> set[str]:
+        """Protocols every member supports."""
+        sets = [set(m.protocol_names()) for m in self.members.values()]
+        return set.intersection(*sets) if sets else set()
+
+    def _supports(self, protocol_type: str, protocols: Iterable[str]) -> bool:
+        if not self.members:
+            return bool(protocol_type) and bool(list(protocols))
+        return protocol_type == self.protocol_type and bool(
+            self.candidate_protocols() & set(protocols)
+        )
+
+    def select_protocol(self) -> str:
+        """Each member votes for the first of its protocols every member supports; the
+        most votes win, ties going to the earlier choice in the first member's order."""
+        candidates = self.candidate_protocols()
+        members = list(self.members.values())
+        votes: dict[str, int] = {}
+        for m in members:
+            choice = next(name for name in m.protocol_names() if name in candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        order = [n for n in members[0].protocol_names() if n in candidates]
+        return max(order, key=lambda name: (votes.get(name, 0), -order.index(name)))
+
+    def _all_joined(self) -> bool:
+        return not self.pending_members and all(m.awaiting_join for m in self.members.values())
+
+    # --- JoinGroup -------------------------------------------------------------------
+
+    def join(
+        self,
+        *,
+        member_id: str,
+        new_member_id: str,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: tuple[tuple[str, bytes], ...],
+        now_ms: int,
+    ) -> Answers:
+        """A JoinGroup. ``new_member_id`` is the id a member joining without one gets."""
+        answers = Answers()
+        key = member_id or new_member_id
+
+        def refuse(error: ErrorCode) -> Answers:
+            answers.joins[key] = JoinAnswer(error, member_id=member_id)
+            return answers
+
+        limits = self.limits
+        if not (
+            limits.min_session_timeout_ms <= session_timeout_ms <= limits.max_session_timeout_ms
+        ):
+            return refuse(ErrorCode.INVALID_SESSION_TIMEOUT)
+        if self.state is GroupState.DEAD:
+            return refuse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        names = [name for name, _ in protocols]
+        if not self._supports(protocol_type, names) or len(set(names)) != len(names):
+            return refuse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if not member_id:
+            if require_known_member_id:
+                # KIP-394: the member gets its id first and joins with it, so a join
+                # whose answer is lost leaves no member behind that nobody owns.
+                self.pending_members[new_member_id] = now_ms + session_timeout_ms
+                answers.joins[new_member_id] = JoinAnswer(
+                    ErrorCode.MEMBER_ID_REQUIRED, member_id=new_member_id
+                )
+                return answers
+            member_id = new_member_id
+        elif member_id in self.pending_members:
+            del self.pending_members[member_id]
+        elif member_id not in self.members:
+            return refuse(ErrorCode.UNKNOWN_MEMBER_ID)
+
+        member = self.members.get(member_id)
+        if member is None:
+            member = Member(
+                member_id,
+                client_id,
+                client_host,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                protocol_type,
+                protocols,
+            )
+            self.members[member_id] = member
+            if not self.leader:
+                self.leader = member_id
+            if self.protocol_type is None:
+                self.protocol_type = protocol_type
+            member.awaiting_join = True
+            member.heartbeat_deadline_ms = now_ms + session_timeout_ms
+            self._prepare_rebalance(now_ms, answers, new_member=True)
+            self._maybe_complete_join(now_ms, answers)
+            return answers
+
+        same = member.protocols == protocols
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.client_id, member.client_host = client_id, client_host
+        member.heartbeat_deadline_ms = now_ms + session_timeout_ms
+        if same and (
+            self.state is GroupState.COMPLETING_REBALANCE
+            or (self.state is GroupState.STABLE and member_id != self.leader)
+        ):
+            # A follower that lost its answer: the current generation again.
+            answers.joins[member_id] = self._join_answer(member)
+            return answers
+        member.protocols = protocols
+        member.awaiting_join = True
+        self._prepare_rebalance(now_ms, answers, new_member=False)
+        self._maybe_complete_join(now_ms, answers)
+        return answers
+
+    def _join_answer(self, member: Member) -> JoinAnswer:
+        assert self.protocol_name is not None
+        members: tuple[tuple[str, bytes], ...] = ()
+        if member.member_id == self.leader:
+            members = tuple(
+                (m.member_id, m.metadata(self.protocol_name)) for m in self.members.values()
+            )
+        return JoinAnswer(
+            ErrorCode.NONE,
+            self.generation_id,
+            self.protocol_type,
+            self.protocol_name,
+            self.leader,
+            member.member_id,
+            members,
+        )
+
+    def _prepare_rebalance(self, now_ms: int, answers: Answers, *, new_member: bool) -> None:
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            # The assignment being computed is for members that are changing: the
+            # members waiting on it rejoin.
+            self._answer_syncs(answers, ErrorCode.REBALANCE_IN_PROGRESS)
+        rebalance_timeout = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+        if self.state is GroupState.EMPTY:
+            self.initial_join_limit_ms = now_ms + rebalance_timeout
+            self.join_deadline_ms = min(
+                now_ms + self.limits.initial_rebalance_delay_ms, self.initial_join_limit_ms
+            )
+        elif self.state is GroupState.PREPARING_REBALANCE:
+            if new_member and self.initial_join_limit_ms is not None:
+                self.join_deadline_ms = min(
+                    max(self.join_deadline_ms, now_ms + self.limits.initial_rebalance_delay_ms),
+                    self.initial_join_limit_ms,
+                )
+            return
+        else:
+            self.initial_join_limit_ms = None
+            self.join_deadline_ms = now_ms + rebalance_timeout
+        self.state = GroupState.PREPARING_REBALANCE
+
+    def _maybe_complete_join(self, now_ms: int, answers: Answers) -> None:
+        if self.state is not GroupState.PREPARING_REBALANCE:
+            return
+        waiting_initial = self.initial_join_limit_ms is not None and now_ms < self.join_deadline_ms
+        # With no member left (the last one left during the initial delay, or while the
+        # phase waited for a pending member) there is nobody to wait for: the group is Empty.
+        if (
+            not self.members
+            or (self._all_joined() and not waiting_initial)
+            or now_ms >= self.join_deadline_ms
+        ):
+            self._complete_join(now_ms, answers)
+
+    def _complete_join(self, now_ms: int, answers: Answers) -> None:
+        """The join phase ends: members that did not rejoin are dropped, and the rest form
+        the next generation (or the group is Empty)."""
+        for member_id in [m for m, member in self.members.items() if not member.awaiting_join]:
+            del self.members[member_id]
+        # Pending members stay until their own deadline (Kafka keeps them until their
+        # session timeout): one that rejoins after this phase joins the next.
+        self.initial_join_limit_ms = None
+        self.generation_id += 1
+        if not self.members:
+            self.state = GroupState.EMPTY
+            self.protocol_name = None
+            self.protocol_type = None
+            self.leader = ""
+            return
+        if self.leader not in self.members:
+            self.leader = next(iter(self.members))
+        self.protocol_name = self.select_protocol()
+        self.state = GroupState.COMPLETING_REBALANCE
+        self.sync_deadline_ms = now_ms + max(m.rebalance_timeout_ms for m in self.members.values())
+        for member in self.members.values():
+            member.awaiting_join = False
+            member.assignment = b""
+            member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+            answers.joins[member.member_id] = self._join_answer(member)
+
+    # --- SyncGroup -------------------------------------------------------------------
+
+    def sync(
+        self,
+        *,
+        member_id: str,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+        now_ms: int,
+    ) -> Answers:
+        answers = Answers()
+
+        def answer(error: ErrorCode, assignment: bytes = b"") -> Answers:
+            answers.syncs[member_id] = SyncAnswer(
+                error, assignment, self.protocol_type, self.protocol_name
+            )
+            return answers
+
+        if self.state is GroupState.DEAD:
+            return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        member = self.members.get(member_id)
+        if member is None:
+            return answer(ErrorCode.UNKNOWN_MEMBER_ID)
+        if generation_id != self.generation_id:
+            return answer(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != self.protocol_type) or (
+            protocol_name is not None and protocol_name != self.protocol_name
+        ):
+            return answer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        if self.state is GroupState.PREPARING_REBALANCE:
+            return answer(ErrorCode.REBALANCE_IN_PROGRESS)
+        if self.state is GroupState.STABLE:
+            return answer(ErrorCode.NONE, member.assignment)
+        # CompletingRebalance
+        member.awaiting_sync = True
+        if member_id == self.leader:
+            for m in self.members.values():
+                m.assignment = assignments.get(m.member_id, b"")
+            self.state = GroupState.STABLE
+            for m in self.members.values():
+                m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
+            self._answer_syncs(answers, ErrorCode.NONE)
+        return answers
+
+    def _answer_syncs(self, answers: Answers, error: ErrorCode) -> None:
+        for m in self.members.values():
+            if m.awaiting_sync:
+                m.awaiting_sync = False
+                answers.syncs[m.member_id] = SyncAnswer(
+                    error,
+                    m.assignment if error == ErrorCode.NONE else b"",
+                    self.protocol_type,
+                    self.protocol_name,
+                )
+
+    # --- Heartbeat, LeaveGroup, expiry -------------------------------------------------
+
+    def heartbeat(self, *, member_id: str, generation_id: int, now_ms: int) -> ErrorCode:
+        if self.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        member = self.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != self.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        if self.state is GroupState.PREPARING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def leave(self, member_ids: Iterable[str], now_ms: int) -> tuple[dict[str, ErrorCode], Answers]:
+        """LeaveGroup: each member's own error; a member that leaves makes the others
+        rebalance."""
+        answers = Answers()
+        errors: dict[str, ErrorCode] = {}
+        for member_id in member_ids:
+            if self.state is GroupState.DEAD:
+                errors[member_id] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            elif member_id in self.pending_members:
+                del self.pending_members[member_id]
+                errors[member_id] = ErrorCode.NONE
+                self._maybe_complete_join(now_ms, answers)
+            elif member_id in self.members:
+                errors[member_id] = ErrorCode.NONE
+                self._remove(member_id, now_ms, answers)
+            else:
+                errors[member_id] = ErrorCode.UNKNOWN_MEMBER_ID
+        return errors, answers
+
+    def _remove(self, member_id: str, now_ms: int, answers: Answers) -> None:
+        member = self.members.pop(member_id)
+        if member.awaiting_join:
+            answers.joins[member_id] = JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+        if member.awaiting_sync:
+            answers.syncs[member_id] = SyncAnswer(ErrorCode.UNKNOWN_MEMBER_ID)
+        if self.leader == member_id:
+            self.leader = next(iter(self.members), "")
+        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(now_ms, answers, new_member=False)
+        self._maybe_complete_join(now_ms, answers)
+
+    def tick(self, now_ms: int) -> Answers:
+        """Time passes: members whose session expired are dropped, pending members that
+        never rejoined forgotten, a join phase past its deadline completed, and members
+        that did not send SyncGroup within the rebalance timeout dropped."""
+        answers = Answers()
+        if self.state is GroupState.DEAD:
+            return answers
+        for member_id, deadline in list(self.pending_members.items()):
+            if now_ms >= deadline:
+                del self.pending_members[member_id]
+        if self.state is GroupState.COMPLETING_REBALANCE and now_ms >= self.sync_deadline_ms:
+            for member_id in [m for m, x in self.members.items() if not x.awaiting_sync]:
+                # (a join phase that a removal ends at once may have dropped it already)
+                if member_id in self.members:
+                    self._remove(member_id, now_ms, answers)
+        for member_id in [
+            m
+            for m, x in self.members.items()
+            if not (x.awaiting_join or x.awaiting_sync) and now_ms >= x.heartbeat_deadline_ms
+        ]:
+            if member_id in self.members:
+                self._remove(member_id, now_ms, answers)
+        self._maybe_complete_join(now_ms, answers)
+        return answers
+
+    def next_deadline_ms(self) -> int | None:
+        """When `tick` next has something to do (None: nothing is timed)."""
+        if self.state is GroupState.DEAD:
+            return None
+        deadlines = list(self.pending_members.values())
+        deadlines += [
+            m.heartbeat_deadline_ms
+            for m in self.members.values()
+            if not (m.awaiting_join or m.awaiting_sync)
+        ]
+        if self.state is GroupState.PREPARING_REBALANCE:
+            deadlines.append(self.join_deadline_ms)
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            deadlines.append(self.sync_deadline_ms)
+        return min(deadlines, default=None)
+
+    def unload(self) -> Answers:
+        """The group's partition moved to another coordinator: every waiting member is
+        told NOT_COORDINATOR (it finds the new one and rejoins there)."""
+        answers = Answers()
+        for m in self.members.values():
+            if m.awaiting_join:
+                answers.joins[m.member_id] = JoinAnswer(
+                    ErrorCode.NOT_COORDINATOR, member_id=m.member_id
+                )
+            if m.awaiting_sync:
+                answers.syncs[m.member_id] = SyncAnswer(ErrorCode.NOT_COORDINATOR)
+            m.awaiting_join = m.awaiting_sync = False
+        self.state = GroupState.DEAD
+        return answers
+
+    # --- OffsetCommit ------------------------------------------------------------------
+
+    def check_commit(self, member_id: str, generation_id: int, now_ms: int) -> ErrorCode:
+        """Whether a member (or, with generation -1 and no members, a consumer that
+        assigns its own partitions) may commit offsets now (Kafka 2.8's rules)."""
+        if self.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and self.state is GroupState.EMPTY:
+            return ErrorCode.NONE
+        if member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != self.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        member = self.members[member_id]
+        member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        return ErrorCode.NONE
