@@ -65,9 +65,9 @@ from zkdata.client import (
     ZkClient,
     is_error,
 )
+from zkdata.paths import INTERNAL_TOPICS
 from zkdata.znodes import PartitionState, TopicAssignment, TopicPartition
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MAX_REPLICATION_FACTOR = 2**15 - 1  # a Java short, as in CreateTopics
 # A topic's assignment is one znode, which ZooKeeper caps (znodes.MAX_ZNODE_BYTES): past
 # this many partitions it cannot fit even with one replica each, so a bigger count is

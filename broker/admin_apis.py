@@ -386,21 +386,50 @@ class AdminApis:
                 out[request.name] = _refused(e, f"auto creation of topic {request.name!r}").code
         return out
 
+    def create_internal_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> ErrorCode:
+        """Make an internal topic (``__consumer_offsets``) as its coordinator asks for it,
+        Kafka's way: by whichever broker is asked first, with the broker's settings for
+        it; NONE once it is asked for (or exists), else the error (too few live brokers
+        for its replication factor is INVALID_REPLICATION_FACTOR, as in Kafka)."""
+        try:
+            request = creatable_topic(
+                {
+                    "name": name,
+                    "num_partitions": partitions,
+                    "replication_factor": replication_factor,
+                    "configs": [{"name": k, "value": v} for k, v in configs.items()],
+                },
+                partitions,
+                replication_factor,
+            )
+            brokers, existing, marked = self._cluster()
+            if name in existing:
+                return ErrorCode.NONE
+            self._auto_create(request, brokers, existing, marked, "for its coordinator")
+            return ErrorCode.NONE
+        except TopicExistsError:
+            return ErrorCode.NONE
+        except Exception as e:
+            return _refused(e, f"creation of internal topic {name!r}").code
+
     def _auto_create(
         self,
         request: CreateTopicRequest,
         brokers: Sequence[BrokerMetadata],
         existing: set[str],
         marked: set[str],
+        why: str = "for a client's Metadata (auto.create.topics.enable)",
     ) -> ErrorCode:
         name = request.name
         plan = plan_topic_creation(request, brokers, existing, marked)
         assert plan is not None  # not if_not_exists
         if _retried(lambda: write_topic_creation(self.zk, plan, if_not_exists=True)):
             log.info(
-                "topic %s created for a client's Metadata (auto.create.topics.enable):"
-                " %d partitions, replication factor %d",
+                "topic %s created %s: %d partitions, replication factor %d",
                 name,
+                why,
                 len(plan.assignment),
                 len(next(iter(plan.assignment.values()), [])),
             )

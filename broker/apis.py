@@ -25,6 +25,7 @@ from broker.fetch_session import (
     PartitionData,
     PartitionRequest,
 )
+from broker.group_apis import GroupApis
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog
@@ -33,14 +34,12 @@ from storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import response_codec
+from zkdata.paths import INTERNAL_TOPICS
 from zkdata.znodes import TopicPartition
 
 log = logging.getLogger(__name__)
 
 _FETCH_SESSIONS_INIT = threading.Lock()
-# Kafka's internal topics: made by their own coordinators with their own configs, never by
-# a client's Metadata (no consumer group or transaction coordinator runs here).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 # How often an incremental fetch session's sweep looks at each of its partitions, besides
 # the ones its requests list and those notified as changed (at most a quarter of
 # replica.lag.time.max.ms, so a follower is always recorded on its live partitions).
@@ -84,7 +83,30 @@ SUPPORTED: dict[ApiKey, Supported] = {
     ApiKey.DESCRIBE_CONFIGS: Supported(0, 4),
     # v0, Kafka 2.8's (KIP-700); v1 describes a KRaft cluster's controllers.
     ApiKey.DESCRIBE_CLUSTER: Supported(0, 0),
+    # Consumer groups (broker/group_apis.py), up to the versions before static
+    # membership (KIP-345); OffsetCommit and OffsetFetch from those Kafka-stored.
+    ApiKey.JOIN_GROUP: Supported(0, 4),
+    ApiKey.SYNC_GROUP: Supported(0, 2),
+    ApiKey.HEARTBEAT: Supported(0, 2),
+    ApiKey.LEAVE_GROUP: Supported(0, 2),
+    ApiKey.OFFSET_COMMIT: Supported(2, 6),
+    ApiKey.OFFSET_FETCH: Supported(1, 7),
+    ApiKey.LIST_GROUPS: Supported(0, 4),
+    ApiKey.DESCRIBE_GROUPS: Supported(0, 5),
 }
+# Served by the group APIs when the broker has them.
+_GROUP_APIS = frozenset(
+    {
+        ApiKey.JOIN_GROUP,
+        ApiKey.SYNC_GROUP,
+        ApiKey.HEARTBEAT,
+        ApiKey.LEAVE_GROUP,
+        ApiKey.OFFSET_COMMIT,
+        ApiKey.OFFSET_FETCH,
+        ApiKey.LIST_GROUPS,
+        ApiKey.DESCRIBE_GROUPS,
+    }
+)
 
 
 class KafkaApis:
@@ -101,6 +123,7 @@ class KafkaApis:
         metadata_wait_s: float = 0.0,
         on_live_leaders: Callable[[list[dict[str, Any]]], None] | None = None,
         admin: AdminApis | None = None,
+        groups: GroupApis | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
@@ -112,6 +135,7 @@ class KafkaApis:
         self.metadata_wait_s = metadata_wait_s
         self.on_live_leaders = on_live_leaders
         self.admin = admin
+        self.groups = groups
         # Called once an UpdateMetadata is applied (brokers' addresses may have changed).
         self.on_metadata_updated: Callable[[], None] | None = None
         # Long-polling fetches wait on these (one lock): followers on `fetch_wakeup`, which
@@ -128,6 +152,8 @@ class KafkaApis:
 
     def supported(self, api_key: int, version: int) -> bool:
         s = SUPPORTED.get(ApiKey(api_key)) if api_key in ApiKey._value2member_map_ else None
+        if s is not None and self.groups is None and api_key in _GROUP_APIS:
+            return False
         return s is not None and s.min_version <= version <= s.max_version
 
     def handle(
@@ -138,13 +164,24 @@ class KafkaApis:
         body: dict[str, Any],
         *,
         listener: str | None = None,
+        client_host: str = "",
     ) -> dict[str, Any] | None:
         """The response body; ``listener`` names the listener the request came in on
-        (None: the inter-broker one)."""
+        (None: the inter-broker one), ``client_host`` the client's address."""
         if api_key == ApiKey.METADATA:
             return self._handle_metadata(version, body, listener)
         if api_key == ApiKey.DESCRIBE_CLUSTER:
             return self._handle_describe_cluster(listener)
+        groups = self.groups
+        if groups is not None:
+            if api_key == ApiKey.FIND_COORDINATOR:
+                return groups.find_coordinator(version, body, listener)
+            if api_key == ApiKey.JOIN_GROUP:
+                return groups.join_group(version, body, header, client_host)
+            if api_key in _GROUP_APIS:
+                group_handler = getattr(groups, ApiKey(api_key).name.lower())
+                answer: dict[str, Any] = group_handler(version, body, header)
+                return answer
         handler = getattr(self, f"_handle_{ApiKey(api_key).name.lower()}")
         result: dict[str, Any] | None = handler(version, body, header)
         return result
@@ -598,11 +635,11 @@ class KafkaApis:
     def _handle_find_coordinator(
         self, version: int, body: dict[str, Any], _h: dict[str, Any]
     ) -> dict[str, Any]:
-        """Consumer groups are not served (yet): every coordinator lookup is answered,
-        correctly, with COORDINATOR_NOT_AVAILABLE, which clients retry quietly; a consumer
-        that assign()s its partitions and keeps its own offsets needs none."""
+        """A broker made without a group coordinator (a test's): every coordinator lookup
+        is answered, correctly, with COORDINATOR_NOT_AVAILABLE, which clients retry
+        quietly. Brokers answer through their group APIs."""
         error = int(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        message = "consumer groups are not supported by this broker"
+        message = "this broker runs no group coordinator"
         if version < 4:
             return {
                 "throttle_time_ms": 0,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wire.errors import ErrorCode
+from zkdata.paths import INTERNAL_TOPICS
 from zkdata.znodes import LEADER_DURING_DELETE, NO_LEADER, shared_indexes, shared_ints
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -180,6 +181,13 @@ class MetadataCache:
         with self._lock:
             return self._brokers.get(broker_id)
 
+    def endpoint(self, broker_id: int, listener: str | None) -> BrokerEndpoint | None:
+        """A live broker's address on ``listener`` (None: the inter-broker one)."""
+        with self._lock:
+            if listener is None or listener == self.listener:
+                return self._brokers.get(broker_id)
+            return self._by_listener.get(listener, {}).get(broker_id)
+
     def topics(self) -> list[str]:
         with self._lock:
             return list(self._topics)
@@ -247,7 +255,7 @@ class MetadataCache:
                             "error_code": int(missing),
                             "name": name,
                             "topic_id": ZERO_UUID,
-                            "is_internal": False,
+                            "is_internal": name in INTERNAL_TOPICS,
                             "partitions": [],
                         }
                     )
@@ -291,7 +299,7 @@ class MetadataCache:
                         "error_code": 0,
                         "name": name,
                         "topic_id": self._topic_ids.get(name, ZERO_UUID),
-                        "is_internal": False,
+                        "is_internal": name in INTERNAL_TOPICS,
                         "partitions": partitions,
                     }
                 )

@@ -191,7 +191,14 @@ class SocketServer:
                 return None  # no error field to answer with: closing is the only answer
             return self._encode(api_key, version, correlation_id, answer)
         try:
-            result = apis.handle(api_key, version, header, body, listener=self.listener_name)
+            result = apis.handle(
+                api_key,
+                version,
+                header,
+                body,
+                listener=self.listener_name,
+                client_host=str(addr[0]) if isinstance(addr, tuple) and addr else "",
+            )
         except CloseConnection as e:
             log.info("closing %s: %s", addr, e)
             self.requests_handled += 1

@@ -28,6 +28,7 @@ from broker.apis import KafkaApis
 from broker.config import BrokerConfig, ConfigError, TopicConfig, effective_topic_config
 from broker.config_changes import ConfigChangeListener
 from broker.fetcher import ReplicaFetcherManager
+from broker.group_apis import GroupApis
 from broker.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import SocketServer
 from broker.replica_manager import Partition, ReplicaManager
@@ -37,6 +38,8 @@ from election.broker_identity import IdentityOutcome, checkpoint_meta_properties
 from election.controller_election import read_controller
 from election.identity_store import establish_identity
 from election.registration import register_broker
+from groups.coordinator import GroupCoordinator
+from groups.membership import GroupLimits
 from storage.log_manager import LogManager
 from wire.api import ApiKey
 from wire.client import KafkaConnection
@@ -134,6 +137,17 @@ class KafkaServer:
             backoff_ms=config.replica_fetch_backoff_ms,
             follower_log=self.replicas,
         )
+        # The group coordinator of the __consumer_offsets partitions led here.
+        self.groups = GroupCoordinator(
+            self.broker_id,
+            self.replicas,
+            offsets_partitions=config.offsets_topic_num_partitions,
+            limits=GroupLimits(
+                min_session_timeout_ms=config.group_min_session_timeout_ms,
+                max_session_timeout_ms=config.group_max_session_timeout_ms,
+                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+            ),
+        )
         self.replicas.on_become = self._on_become
         self.replicas.on_stop = self._on_stop
         self.replicas.on_all_log_dirs_failed = self._all_log_dirs_failed
@@ -194,6 +208,14 @@ class KafkaServer:
         self.replicas.logs = self.logs
         self.logs.start()
         self.replicas.start()
+        admin = AdminApis(
+            self.zk,
+            self.metadata,
+            lambda: self.controller.is_active,
+            self.config,
+            self.controller,
+        )
+        self.groups.start()
         self.apis = KafkaApis(
             self.broker_id,
             self.metadata,
@@ -210,12 +232,12 @@ class KafkaServer:
             )
             / 1000,
             on_live_leaders=self._remember_live_leaders,
-            admin=AdminApis(
-                self.zk,
+            admin=admin,
+            groups=GroupApis(
+                self.groups,
                 self.metadata,
-                lambda: self.controller.is_active,
-                self.config,
-                self.controller,
+                admin,
+                offsets_replication_factor=self.config.offsets_topic_replication_factor,
             ),
         )
         self.replicas.on_data = self.apis.wake_fetches
@@ -322,6 +344,7 @@ class KafkaServer:
         return self._leader_endpoints.get(broker_id)
 
     def _on_become(self, leaders: list[Partition], followers: list[Partition]) -> None:
+        self.groups.on_become(leaders, followers)
         self.fetchers.unfollow([p.topic_partition for p in leaders])
         if self._shutting_down.is_set():
             # Leaving: following now would only get us added back to ISRs we are about
@@ -333,6 +356,7 @@ class KafkaServer:
         )
 
     def _on_stop(self, tps: list[TopicPartition], deleted: bool) -> None:
+        self.groups.on_stop(tps)
         self.fetchers.unfollow(tps)
         if deleted:
             # A topic made again under the same name reads its own config, not this one's.
@@ -573,6 +597,7 @@ class KafkaServer:
             what
             for what, step in (
                 ("the listeners", self._stop_socket_servers),
+                ("the group coordinator", self.groups.close),
                 ("the config change listener", self.config_changes.close),
                 ("the replica fetchers", self.fetchers.close),
                 ("the replica manager", self.replicas.close),

@@ -659,6 +659,10 @@ def up(
             f"--session-timeout-ms must be at least 1000, not {session_timeout_ms}"
         )
     parsed = check_overrides(overrides)
+    if brokers < 3:
+        # As Kafka's quickstart server.properties: the consumer groups' offsets topic
+        # cannot have more replicas than the cluster has brokers.
+        parsed.setdefault("offsets.topic.replication.factor", str(brokers))
     directory = Path(directory).resolve()
     python = python or sys.executable
     # Check the config before anything starts; the real connect string comes later.

@@ -220,12 +220,13 @@ def _selected(args: argparse.Namespace, p: PartitionDescription, live: set[int])
 
 def _describe(args: argparse.Namespace) -> int:
     from admin import topics
+    from zkdata import paths
 
     with zk_session(args) as zk:
         result = topics.describe_topics(zk, args.topic, if_exists=args.if_exists)
     report_problems(result.problems)
     if args.exclude_internal:
-        result.topics = [t for t in result.topics if t.name not in topics.INTERNAL_TOPICS]
+        result.topics = [t for t in result.topics if t.name not in paths.INTERNAL_TOPICS]
     if args.json:
         _describe_json(args, result)
     else:

@@ -115,6 +115,11 @@ _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 MAX_TOPIC_NAME_LENGTH = 249
 
 
+# Kafka's internal topics: made by their coordinators with their own settings, never by
+# a client's Metadata, and flagged internal in Metadata answers.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
 def topic_name_problem(name: str) -> str | None:
     """Why a topic name is illegal, or None when it is legal."""
     if not name:

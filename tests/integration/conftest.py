@@ -16,6 +16,9 @@ FAST = {
     "controlled.shutdown.retry.backoff.ms": "200",
     "replica.fetch.wait.max.ms": "200",
     "replica.fetch.backoff.ms": "200",
+    # A consumer with a group id (the tests' readers too) makes __consumer_offsets: a
+    # few partitions, not Kafka's 50, keep the clusters small.
+    "offsets.topic.num.partitions": "5",
 }
 
 ClusterFactory = Callable[..., Cluster]

@@ -502,6 +502,14 @@ def test_random_request_bodies_are_answered_or_closed(broker: Cluster) -> None:
                     ApiKey.ALTER_PARTITION_REASSIGNMENTS,
                     ApiKey.LIST_PARTITION_REASSIGNMENTS,
                     ApiKey.DESCRIBE_CLUSTER,
+                    ApiKey.JOIN_GROUP,
+                    ApiKey.SYNC_GROUP,
+                    ApiKey.HEARTBEAT,
+                    ApiKey.LEAVE_GROUP,
+                    ApiKey.OFFSET_COMMIT,
+                    ApiKey.OFFSET_FETCH,
+                    ApiKey.LIST_GROUPS,
+                    ApiKey.DESCRIBE_GROUPS,
                 ]
             )
             s = SUPPORTED[api_key]

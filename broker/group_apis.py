@@ -1,0 +1,302 @@
+"""The consumer group APIs (Kafka's KafkaApis for groups): FindCoordinator, JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups and
+DescribeGroups, turned into calls on the group coordinator (groups/coordinator.py).
+
+Static membership (KIP-345, a `group.instance.id`) is not served: the versions that carry
+one are not advertised, so a client configured with one is told by its own library.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from broker.admin_apis import AdminApis
+from broker.metadata_cache import MetadataCache
+from groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from groups.offset_records import CommittedOffset
+from wire.errors import ErrorCode
+from zkdata.znodes import TopicPartition
+
+log = logging.getLogger(__name__)
+
+Body = dict[str, Any]
+
+# The topic's own settings, as Kafka's GroupMetadataManager gives it (compaction is not
+# run here: with "compact" alone, retention never deletes a commit either).
+OFFSETS_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "compression.type": "producer",
+    "segment.bytes": str(100 * 1024 * 1024),
+}
+_KEY_TYPE_GROUP = 0
+
+
+class GroupApis:
+    def __init__(
+        self,
+        coordinator: GroupCoordinator,
+        metadata: MetadataCache,
+        admin: AdminApis | None,
+        *,
+        offsets_replication_factor: int,
+    ) -> None:
+        self.coordinator = coordinator
+        self.metadata = metadata
+        self.admin = admin
+        self.offsets_replication_factor = offsets_replication_factor
+
+    # --- FindCoordinator ---------------------------------------------------------------
+
+    def _find(self, key: str, key_type: int, listener: str | None) -> Body:
+        """The coordinator of group ``key``: the leader of its partition of
+        __consumer_offsets, at its address on the request's listener. The topic is made
+        when first needed, and COORDINATOR_NOT_AVAILABLE answered until it has leaders."""
+
+        def missing(error: ErrorCode, message: str) -> Body:
+            return {
+                "node_id": -1,
+                "host": "",
+                "port": -1,
+                "error_code": int(error),
+                "error_message": message,
+            }
+
+        if key_type != _KEY_TYPE_GROUP:
+            return missing(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not served by this broker"
+            )
+        index = self.coordinator.partition_of(key)
+        partition = self.metadata.partition(OFFSETS_TOPIC, index)
+        if partition is None:
+            if OFFSETS_TOPIC not in self.metadata.topics() and self.admin is not None:
+                error = self.admin.create_internal_topic(
+                    OFFSETS_TOPIC,
+                    self.coordinator.offsets_partitions,
+                    self.offsets_replication_factor,
+                    OFFSETS_TOPIC_CONFIGS,
+                )
+                if error != ErrorCode.NONE:
+                    log.warning("%s could not be created: %s", OFFSETS_TOPIC, error.name)
+                    return missing(
+                        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        f"{OFFSETS_TOPIC} could not be created: {error.name}",
+                    )
+            return missing(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} has no leaders yet"
+            )
+        endpoint = self.metadata.endpoint(partition.leader, listener)
+        if endpoint is None:
+            return missing(
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"{OFFSETS_TOPIC}-{index} has no live leader on this listener",
+            )
+        return {
+            "node_id": endpoint.broker_id,
+            "host": endpoint.host,
+            "port": endpoint.port,
+            "error_code": int(ErrorCode.NONE),
+            "error_message": None,
+        }
+
+    def find_coordinator(self, version: int, body: Body, listener: str | None) -> Body:
+        key_type = int(body.get("key_type", _KEY_TYPE_GROUP))
+        if version < 4:
+            found = self._find(body["key"], key_type, listener)
+            return {"throttle_time_ms": 0, **found}
+        return {
+            "throttle_time_ms": 0,
+            "coordinators": [
+                {"key": key, **self._find(key, key_type, listener)}
+                for key in body.get("coordinator_keys") or []
+            ],
+        }
+
+    # --- membership ------------------------------------------------------------------
+
+    def join_group(self, version: int, body: Body, header: Body, client_host: str) -> Body:
+        session_timeout_ms = int(body["session_timeout_ms"])
+        rebalance_timeout_ms = int(body.get("rebalance_timeout_ms", -1))
+        if version == 0 or rebalance_timeout_ms < 0:
+            rebalance_timeout_ms = session_timeout_ms  # v0 has one timeout for both
+        answer = self.coordinator.join_group(
+            body["group_id"],
+            body["member_id"] or "",
+            require_known_member_id=version >= 4,
+            client_id=header.get("client_id") or "",
+            client_host=client_host,
+            session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            protocol_type=body["protocol_type"],
+            protocols=tuple((p["name"], bytes(p["metadata"])) for p in body["protocols"]),
+        )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(answer.error),
+            "generation_id": answer.generation_id,
+            "protocol_type": answer.protocol_type,
+            "protocol_name": answer.protocol_name or "",
+            "leader": answer.leader,
+            "member_id": answer.member_id,
+            "members": [
+                {"member_id": m, "group_instance_id": None, "metadata": data}
+                for m, data in answer.members
+            ],
+        }
+
+    def sync_group(self, _version: int, body: Body, _header: Body) -> Body:
+        answer = self.coordinator.sync_group(
+            body["group_id"],
+            body["member_id"],
+            int(body["generation_id"]),
+            body.get("protocol_type"),
+            body.get("protocol_name"),
+            {a["member_id"]: bytes(a["assignment"]) for a in body.get("assignments") or []},
+        )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(answer.error),
+            "protocol_type": answer.protocol_type,
+            "protocol_name": answer.protocol_name,
+            "assignment": answer.assignment,
+        }
+
+    def heartbeat(self, _version: int, body: Body, _header: Body) -> Body:
+        error = self.coordinator.heartbeat(
+            body["group_id"], body["member_id"], int(body["generation_id"])
+        )
+        return {"throttle_time_ms": 0, "error_code": int(error)}
+
+    def leave_group(self, version: int, body: Body, _header: Body) -> Body:
+        if version >= 3:
+            member_ids = [m["member_id"] for m in body.get("members") or []]
+        else:
+            member_ids = [body["member_id"]]
+        error, errors = self.coordinator.leave_group(body["group_id"], member_ids)
+        if version < 3:
+            own = errors.get(member_ids[0], ErrorCode.NONE) if error == ErrorCode.NONE else error
+            return {"throttle_time_ms": 0, "error_code": int(own)}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(error),
+            "members": [
+                {"member_id": m, "group_instance_id": None, "error_code": int(e)}
+                for m, e in errors.items()
+            ],
+        }
+
+    # --- offsets ---------------------------------------------------------------------
+
+    def offset_commit(self, version: int, body: Body, _header: Body) -> Body:
+        now_ms = _now_ms()
+        offsets: dict[TopicPartition, CommittedOffset] = {}
+        order: list[tuple[str, list[int]]] = []
+        for topic in body["topics"]:
+            indexes = []
+            for p in topic["partitions"]:
+                tp = TopicPartition(topic["name"], p["partition_index"])
+                indexes.append(tp.partition)
+                offsets[tp] = CommittedOffset(
+                    offset=int(p["committed_offset"]),
+                    leader_epoch=int(p.get("committed_leader_epoch", -1)),
+                    metadata=p.get("committed_metadata") or "",
+                    commit_timestamp_ms=now_ms,
+                )
+            order.append((topic["name"], indexes))
+        errors = self.coordinator.commit_offsets(
+            body["group_id"],
+            body.get("member_id") or "",
+            int(body.get("generation_id_or_member_epoch", -1)),
+            offsets,
+        )
+        return {
+            "throttle_time_ms": 0,
+            "topics": [
+                {
+                    "name": name,
+                    "partitions": [
+                        {
+                            "partition_index": i,
+                            "error_code": int(errors[TopicPartition(name, i)]),
+                        }
+                        for i in indexes
+                    ],
+                }
+                for name, indexes in order
+            ],
+        }
+
+    def offset_fetch(self, version: int, body: Body, _header: Body) -> Body:
+        requested = body.get("topics")
+        partitions = (
+            None
+            if requested is None
+            else [TopicPartition(t["name"], i) for t in requested for i in t["partition_indexes"]]
+        )
+        error, found = self.coordinator.fetch_offsets(body["group_id"], partitions)
+        by_topic: dict[str, list[Body]] = {}
+        if error == ErrorCode.NONE:
+            for tp, value in found.items():
+                by_topic.setdefault(tp.topic, []).append(
+                    {
+                        "partition_index": tp.partition,
+                        "committed_offset": -1 if value is None else value.offset,
+                        "committed_leader_epoch": -1 if value is None else value.leader_epoch,
+                        "metadata": "" if value is None else value.metadata,
+                        "error_code": int(ErrorCode.NONE),
+                    }
+                )
+        elif version < 2 and partitions is not None:
+            # v0 and v1 have no top-level error: each partition carries it.
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(
+                    {
+                        "partition_index": tp.partition,
+                        "committed_offset": -1,
+                        "committed_leader_epoch": -1,
+                        "metadata": "",
+                        "error_code": int(error),
+                    }
+                )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(error),
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+
+    # --- listing ---------------------------------------------------------------------
+
+    def list_groups(self, _version: int, body: Body, _header: Body) -> Body:
+        error, groups = self.coordinator.list_groups()
+        wanted = {s.lower() for s in body.get("states_filter") or []}
+        return {
+            "throttle_time_ms": 0,
+            "error_code": int(error),
+            "groups": [
+                {"group_id": g, "protocol_type": t, "group_state": s}
+                for g, t, s in groups
+                if not wanted or s.lower() in wanted
+            ],
+        }
+
+    def describe_groups(self, _version: int, body: Body, _header: Body) -> Body:
+        described = []
+        for group_id in body["groups"]:
+            error, snapshot = self.coordinator.describe_group(group_id)
+            entry: Body = {
+                "error_code": int(error),
+                "group_id": group_id,
+                "group_state": "",
+                "protocol_type": "",
+                "protocol_data": "",
+                "members": [],
+            }
+            if error == ErrorCode.NONE:
+                entry.update(snapshot)
+            described.append(entry)
+        return {"throttle_time_ms": 0, "groups": described}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

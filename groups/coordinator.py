@@ -1,0 +1,628 @@
+"""The group coordinator's shell (Kafka's GroupCoordinator and GroupMetadataManager): the
+groups whose `__consumer_offsets` partition this broker leads, their members' requests
+held until the membership state machine (groups/membership.py) answers them, and their
+committed offsets, written to that partition and answered once every in-sync replica
+has them.
+
+A group belongs to partition `partition_for(group_id)` of `__consumer_offsets`; its
+leader is the group's coordinator. When this broker becomes that leader it reads the
+partition from its start to rebuild the committed offsets (COORDINATOR_LOAD_IN_PROGRESS
+meanwhile); when it stops leading it, the partition's groups are dropped and their
+waiting members told NOT_COORDINATOR, so they find the new coordinator. Membership is
+not written to the log (Kafka writes it too): a new coordinator starts each group Empty,
+and its members rejoin when their heartbeats get UNKNOWN_MEMBER_ID; committed offsets
+are never lost.
+
+Threads: request handlers (connection threads) call in and may wait on the one
+condition; a ticker thread times sessions and join phases; a loader thread reads
+partitions. All group state is guarded by that condition's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.replica_manager import Partition, ReplicaManager
+from groups.membership import Answers, Group, GroupLimits, GroupState, JoinAnswer, SyncAnswer
+from groups.offset_records import (
+    CommittedOffset,
+    MalformedOffsetRecord,
+    OffsetKey,
+    decode_offset_record,
+    offset_commit_batch,
+    partition_for,
+)
+from storage.errors import OffsetOutOfRangeError
+from storage.records import iter_batches, iter_records
+from wire.errors import ErrorCode
+from zkdata.znodes import TopicPartition
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# How much of a partition one read takes while loading.
+_LOAD_READ_BYTES = 4 * 1024 * 1024
+# Kafka's offset.metadata.max.bytes default.
+OFFSET_METADATA_MAX_BYTES = 4096
+# Kafka's offsets.commit.timeout.ms default: how long a commit waits for the ISR.
+COMMIT_TIMEOUT_S = 5.0
+# A held JoinGroup or SyncGroup is answered by the state machine (at the latest when its
+# join or sync phase times out); this bounds the wait should that never come.
+_HELD_REQUEST_SLACK_S = 30.0
+
+# What a failed write of commits means to the committer (Kafka's mapping).
+_COMMIT_WRITE_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+@dataclass
+class _Stored:
+    """A committed offset and where in the partition its record is: a later record
+    replaces an earlier one, whichever commit finished first."""
+
+    value: CommittedOffset | None  # None: a deletion (a tombstone), until merged
+    log_offset: int
+
+
+@dataclass
+class _Held:
+    """A JoinGroup or SyncGroup waiting for its answer."""
+
+    answer: JoinAnswer | SyncAnswer | None = None
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        broker_id: int,
+        replicas: ReplicaManager,
+        *,
+        offsets_partitions: int,
+        limits: GroupLimits,
+        commit_timeout_s: float = COMMIT_TIMEOUT_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.broker_id = broker_id
+        self.replicas = replicas
+        self.offsets_partitions = offsets_partitions
+        self.limits = limits
+        self.commit_timeout_s = commit_timeout_s
+        self._clock = clock
+        self._cond = threading.Condition()
+        # Partitions of __consumer_offsets led here: loaded, or being loaded (their
+        # leader epoch: a load finishes only if still leading at that epoch).
+        self._loaded: dict[int, int] = {}
+        self._loading: dict[int, int] = {}
+        self._groups: dict[str, Group] = {}
+        self._offsets: dict[str, dict[TopicPartition, _Stored]] = {}
+        self._held: dict[tuple[str, str, str], _Held] = {}
+        # One append at a time per partition, so records reach the log in the order
+        # their commits were checked.
+        self._append_locks = {i: threading.Lock() for i in range(offsets_partitions)}
+        self._loads: queue.Queue[tuple[int, int] | None] = queue.Queue()
+        self._stopped = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._tick_loop, name="group-ticker", daemon=True),
+            threading.Thread(target=self._load_loop, name="group-loader", daemon=True),
+        ]
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._loads.put(None)
+        with self._cond:
+            for index in list(self._loaded) + list(self._loading):
+                self._unload(index)
+            self._cond.notify_all()
+        for t in self._threads:
+            if t.is_alive():
+                t.join(timeout=5)
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # --- partition leadership ----------------------------------------------------------
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.offsets_partitions)
+
+    def on_become(self, leaders: Iterable[Partition], followers: Iterable[Partition]) -> None:
+        """LeaderAndIsr applied: load the offsets partitions now led here, drop the ones
+        now followed."""
+        with self._cond:
+            for p in followers:
+                if p.topic_partition.topic == OFFSETS_TOPIC:
+                    self._unload(p.topic_partition.partition)
+            for p in leaders:
+                tp = p.topic_partition
+                if tp.topic != OFFSETS_TOPIC or tp.partition >= self.offsets_partitions:
+                    continue
+                if p.leader_epoch in (
+                    self._loading.get(tp.partition),
+                    self._loaded.get(tp.partition),
+                ):
+                    continue
+                # Led here at a new leader epoch (the controller bumps it when a replica
+                # leaves the ISR, for one): read the partition again, as Kafka does, but
+                # keep the groups, whose members need not rejoin; offsets merge by their
+                # records' places in the log.
+                self._loaded.pop(tp.partition, None)
+                self._loading[tp.partition] = p.leader_epoch
+                self._loads.put((tp.partition, p.leader_epoch))
+
+    def on_stop(self, tps: Iterable[TopicPartition]) -> None:
+        with self._cond:
+            for tp in tps:
+                if tp.topic == OFFSETS_TOPIC:
+                    self._unload(tp.partition)
+
+    def _unload(self, index: int) -> None:
+        was_loaded = self._loaded.pop(index, None) is not None
+        self._loading.pop(index, None)
+        if not was_loaded:
+            return
+        dropped = [g for g in self._groups if self.partition_of(g) == index]
+        for group_id in dropped:
+            self._deliver(group_id, self._groups.pop(group_id).unload())
+        for group_id in [g for g in self._offsets if self.partition_of(g) == index]:
+            del self._offsets[group_id]
+        log.info(
+            "no longer the coordinator of %s-%d: %d groups unloaded",
+            OFFSETS_TOPIC,
+            index,
+            len(dropped),
+        )
+
+    def _load_loop(self) -> None:
+        while True:
+            item = self._loads.get()
+            if item is None or self._stopped.is_set():
+                return
+            index, leader_epoch = item
+            try:
+                self._load(index, leader_epoch)
+            except Exception:
+                log.exception("loading %s-%d failed", OFFSETS_TOPIC, index)
+                with self._cond:
+                    if self._loading.get(index) == leader_epoch:
+                        del self._loading[index]  # answered NOT_COORDINATOR from now on
+
+    def _load(self, index: int, leader_epoch: int) -> None:
+        """Read the partition from its start and keep each group's latest offsets."""
+        with self._cond:
+            if self._loading.get(index) != leader_epoch:
+                return
+        tp = TopicPartition(OFFSETS_TOPIC, index)
+        started = time.monotonic()
+        offsets: dict[str, dict[TopicPartition, _Stored]] = {}
+        p = self.replicas.partitions.get(tp)
+        records = 0
+        if p is not None and p.log is not None and p.leader_epoch == leader_epoch:
+            plog = p.log
+            position = plog.log_start_offset
+            end = plog.log_end_offset
+            while position < end:
+                try:
+                    read = plog.read(position, _LOAD_READ_BYTES, end)
+                except OffsetOutOfRangeError:
+                    position = plog.log_start_offset  # the start moved on meanwhile
+                    continue
+                if read.region is None or read.next_offset <= position:
+                    break
+                data = memoryview(read.region.to_bytes())
+                for header in iter_batches(data):
+                    if header.is_control:
+                        continue
+                    batch = data[header.position : header.position + header.size]
+                    try:
+                        batch_records = list(iter_records(batch))
+                    except (NotImplementedError, ValueError, IndexError) as e:
+                        log.error("%s: a batch at %d skipped: %s", tp, header.base_offset, e)
+                        continue
+                    for record in batch_records:
+                        records += 1
+                        try:
+                            decoded = decode_offset_record(record)
+                        except MalformedOffsetRecord as e:
+                            log.error("%s: a malformed offset record skipped: %s", tp, e)
+                            continue
+                        if decoded is None:
+                            continue
+                        key, value = decoded
+                        if not isinstance(key, OffsetKey):
+                            continue
+                        group = offsets.setdefault(key.group, {})
+                        ktp = TopicPartition(key.topic, key.partition)
+                        group[ktp] = _Stored(value, record.offset)  # None: deleted
+                position = read.next_offset
+        with self._cond:
+            current = self.replicas.partitions.get(tp)
+            if (
+                self._loading.get(index) != leader_epoch
+                or current is None
+                or current.leader != self.broker_id
+                or current.leader_epoch != leader_epoch
+            ):
+                return
+            del self._loading[index]
+            self._loaded[index] = leader_epoch
+            for group_id, stored in offsets.items():
+                self._merge(group_id, stored)
+        log.info(
+            "coordinator of %s: %d records read, offsets of %d groups loaded in %.3f s",
+            tp,
+            records,
+            sum(1 for g in offsets.values() if any(s.value for s in g.values())),
+            time.monotonic() - started,
+        )
+
+    def _merge(self, group_id: str, stored: dict[TopicPartition, _Stored]) -> None:
+        """Take offsets into the cache (lock held): the record later in the log wins,
+        whether read by a load or just written by a commit; a deletion removes."""
+        cache = self._offsets.setdefault(group_id, {})
+        for tp, new in stored.items():
+            current = cache.get(tp)
+            if current is None or current.log_offset < new.log_offset:
+                cache[tp] = new
+        for tp in [tp for tp, s in cache.items() if s.value is None]:
+            del cache[tp]
+        if not cache:
+            del self._offsets[group_id]
+
+    def _state_of(self, group_id: str) -> ErrorCode:
+        """Whether this broker coordinates ``group_id`` now (call with the lock held)."""
+        if self._stopped.is_set():
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        index = self.partition_of(group_id)
+        if index in self._loaded:
+            return ErrorCode.NONE
+        if index in self._loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NOT_COORDINATOR
+
+    def coordinates(self, group_id: str) -> ErrorCode:
+        with self._cond:
+            return self._state_of(group_id)
+
+    # --- answers held and delivered -----------------------------------------------------
+
+    def _deliver(self, group_id: str, answers: Answers) -> None:
+        if not answers:
+            return
+        for member_id, join in answers.joins.items():
+            held = self._held.pop((group_id, member_id, "join"), None)
+            if held is not None:
+                held.answer = join
+        for member_id, sync in answers.syncs.items():
+            held = self._held.pop((group_id, member_id, "sync"), None)
+            if held is not None:
+                held.answer = sync
+        self._cond.notify_all()
+
+    def _hold(self, key: tuple[str, str, str], timeout_s: float) -> JoinAnswer | SyncAnswer | None:
+        """Wait (lock held) for the answer to the caller's request; None if none came."""
+        older = self._held.get(key)
+        if older is not None:
+            # The member asked again (its first request's answer would reach nobody).
+            older.answer = (
+                JoinAnswer(ErrorCode.REBALANCE_IN_PROGRESS, member_id=key[1])
+                if key[2] == "join"
+                else SyncAnswer(ErrorCode.REBALANCE_IN_PROGRESS)
+            )
+        held = self._held[key] = _Held()
+        self._cond.notify_all()
+        deadline = time.monotonic() + timeout_s
+        while held.answer is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._stopped.is_set():
+                if self._held.get(key) is held:
+                    del self._held[key]
+                return None
+            self._cond.wait(remaining)
+        return held.answer
+
+    def _forget_if_unused(self, group_id: str) -> None:
+        """A group a refused join made, with no member, generation or offset, is not
+        kept (nor listed)."""
+        group = self._groups.get(group_id)
+        if (
+            group is not None
+            and group.state is GroupState.EMPTY
+            and not group.members
+            and not group.pending_members
+            and group.generation_id == 0
+            and group_id not in self._offsets
+        ):
+            del self._groups[group_id]
+
+    def _group(self, group_id: str) -> Group:
+        group = self._groups.get(group_id)
+        if group is None:
+            group = self._groups[group_id] = Group(group_id, self.limits)
+        return group
+
+    # --- membership ------------------------------------------------------------------
+
+    def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        *,
+        require_known_member_id: bool,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: tuple[tuple[str, bytes], ...],
+    ) -> JoinAnswer:
+        if not group_id:
+            return JoinAnswer(ErrorCode.INVALID_GROUP_ID, member_id=member_id)
+        new_member_id = f"{client_id}-{uuid.uuid4()}"
+        with self._cond:
+            error = self._state_of(group_id)
+            if error != ErrorCode.NONE:
+                return JoinAnswer(error, member_id=member_id)
+            group = self._groups.get(group_id)
+            if group is None and member_id:
+                return JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+            group = self._group(group_id)
+            answers = group.join(
+                member_id=member_id,
+                new_member_id=new_member_id,
+                require_known_member_id=require_known_member_id,
+                client_id=client_id,
+                client_host=client_host,
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                protocol_type=protocol_type,
+                protocols=protocols,
+                now_ms=self._now_ms(),
+            )
+            key = member_id or new_member_id
+            own = answers.joins.pop(key, None)
+            self._deliver(group_id, answers)
+            if own is not None:
+                self._forget_if_unused(group_id)
+                return own
+            self._cond.notify_all()  # the ticker: a new deadline
+            wait_s = max(rebalance_timeout_ms, session_timeout_ms) / 1000 + _HELD_REQUEST_SLACK_S
+            held = self._hold((group_id, key, "join"), wait_s)
+        if isinstance(held, JoinAnswer):
+            return held
+        return JoinAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=key)
+
+    def sync_group(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> SyncAnswer:
+        if not group_id:
+            return SyncAnswer(ErrorCode.INVALID_GROUP_ID)
+        with self._cond:
+            error = self._state_of(group_id)
+            if error != ErrorCode.NONE:
+                return SyncAnswer(error)
+            group = self._groups.get(group_id)
+            if group is None:
+                return SyncAnswer(ErrorCode.UNKNOWN_MEMBER_ID)
+            answers = group.sync(
+                member_id=member_id,
+                generation_id=generation_id,
+                protocol_type=protocol_type,
+                protocol_name=protocol_name,
+                assignments=assignments,
+                now_ms=self._now_ms(),
+            )
+            own = answers.syncs.pop(member_id, None)
+            self._deliver(group_id, answers)
+            if own is not None:
+                return own
+            self._cond.notify_all()
+            member = group.members[member_id]
+            wait_s = member.rebalance_timeout_ms / 1000 + _HELD_REQUEST_SLACK_S
+            held = self._hold((group_id, member_id, "sync"), wait_s)
+        if isinstance(held, SyncAnswer):
+            return held
+        return SyncAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+        with self._cond:
+            error = self._state_of(group_id)
+            if error != ErrorCode.NONE:
+                return error
+            group = self._groups.get(group_id)
+            if group is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            return group.heartbeat(
+                member_id=member_id, generation_id=generation_id, now_ms=self._now_ms()
+            )
+
+    def leave_group(
+        self, group_id: str, member_ids: list[str]
+    ) -> tuple[ErrorCode, dict[str, ErrorCode]]:
+        with self._cond:
+            error = self._state_of(group_id)
+            if error != ErrorCode.NONE:
+                return error, {}
+            group = self._groups.get(group_id)
+            if group is None:
+                return ErrorCode.NONE, dict.fromkeys(member_ids, ErrorCode.UNKNOWN_MEMBER_ID)
+            errors, answers = group.leave(member_ids, self._now_ms())
+            self._deliver(group_id, answers)
+            return ErrorCode.NONE, errors
+
+    def _tick_loop(self) -> None:
+        with self._cond:
+            while not self._stopped.is_set():
+                now_ms = self._now_ms()
+                next_ms: int | None = None
+                for group_id, group in list(self._groups.items()):
+                    deadline = group.next_deadline_ms()
+                    if deadline is not None and deadline <= now_ms:
+                        self._deliver(group_id, group.tick(now_ms))
+                        deadline = group.next_deadline_ms()
+                    if deadline is not None:
+                        next_ms = deadline if next_ms is None else min(next_ms, deadline)
+                wait_s = 1.0 if next_ms is None else (next_ms - now_ms) / 1000
+                self._cond.wait(min(1.0, max(wait_s, 0.01)))
+
+    # --- offsets ---------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        offsets: dict[TopicPartition, CommittedOffset],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Write the offsets to the group's partition; answered once every in-sync
+        replica has them (then a new coordinator reads them), or with the error."""
+        with self._cond:
+            error = self._state_of(group_id)
+            if error == ErrorCode.NONE:
+                # (An empty group id is one here, as in Kafka 2.8's OffsetCommit.)
+                group = self._groups.get(group_id)
+                if group is None and generation_id < 0:
+                    group = self._group(group_id)  # a consumer assigning its partitions
+                if group is None:
+                    error = ErrorCode.ILLEGAL_GENERATION
+                else:
+                    error = group.check_commit(member_id, generation_id, self._now_ms())
+            if error != ErrorCode.NONE:
+                return dict.fromkeys(offsets, error)
+        out: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, CommittedOffset] = {}
+        for tp, value in offsets.items():
+            if len(value.metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+                out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = value
+        if not valid:
+            return out
+        index = self.partition_of(group_id)
+        offsets_tp = TopicPartition(OFFSETS_TOPIC, index)
+        try:
+            batch = offset_commit_batch(
+                [(OffsetKey(group_id, tp.topic, tp.partition), v) for tp, v in valid.items()],
+                self._now_ms(),
+            )
+        except ValueError as e:  # a name or offset too long for the record's fields
+            log.warning("offset commit of group %s refused: %s", group_id, e)
+            out.update(dict.fromkeys(valid, ErrorCode.INVALID_COMMIT_OFFSET_SIZE))
+            return out
+        with self._append_locks[index]:
+            write_error, p, info, _message = self.replicas.append_as_leader(offsets_tp, batch, -1)
+        if p is not None and info is not None:
+            write_error = self.replicas.wait_for_replication(
+                p, info.last_offset, self.commit_timeout_s
+            )
+        if write_error != ErrorCode.NONE or info is None:
+            mapped = _COMMIT_WRITE_ERRORS.get(write_error, ErrorCode.UNKNOWN_SERVER_ERROR)
+            log.warning("offset commit of group %s failed: %s", group_id, write_error.name)
+            out.update(dict.fromkeys(valid, mapped))
+            return out
+        with self._cond:
+            if self._state_of(group_id) not in (
+                ErrorCode.NONE,
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+            ):
+                # Unloaded meanwhile: the new coordinator reads the record from the log.
+                out.update(dict.fromkeys(valid, ErrorCode.NOT_COORDINATOR))
+                return out
+            # Replicated, so in the log whatever a load running now has read of it.
+            self._merge(
+                group_id,
+                {tp: _Stored(v, info.first_offset + i) for i, (tp, v) in enumerate(valid.items())},
+            )
+            out.update(dict.fromkeys(valid, ErrorCode.NONE))
+        return out
+
+    def fetch_offsets(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, CommittedOffset | None]]:
+        """The committed offsets of ``partitions`` (None: every partition the group has
+        an offset for); a partition without one maps to None."""
+        with self._cond:
+            error = self._state_of(group_id)
+            if error != ErrorCode.NONE:
+                return error, {}
+            stored = self._offsets.get(group_id, {})
+            if partitions is None:
+                return ErrorCode.NONE, {tp: s.value for tp, s in stored.items()}
+            return ErrorCode.NONE, {
+                tp: (stored[tp].value if tp in stored else None) for tp in partitions
+            }
+
+    # --- listing -----------------------------------------------------------------------
+
+    def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
+        """(group id, protocol type, state) of every group coordinated here."""
+        with self._cond:
+            if self._loading:
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+            names = set(self._groups) | set(self._offsets)
+            out = []
+            for name in sorted(names):
+                group = self._groups.get(name)
+                if group is None:  # known by its offsets alone
+                    out.append((name, "", GroupState.EMPTY.value))
+                else:
+                    out.append((name, group.protocol_type or "", group.state.value))
+            return ErrorCode.NONE, out
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, dict[str, Any]]:
+        """DescribeGroups' view of a group: its state, protocol and members, with each
+        member's metadata and assignment once the group is Stable (Kafka's summary); a
+        group unknown here is Dead."""
+        with self._cond:
+            error = self._state_of(group_id)
+            if error != ErrorCode.NONE:
+                return error, {}
+            group = self._groups.get(group_id)
+            if group is None:
+                state = GroupState.EMPTY if group_id in self._offsets else GroupState.DEAD
+                return ErrorCode.NONE, {"group_state": state.value, "members": []}
+            stable = group.state is GroupState.STABLE and group.protocol_name is not None
+            return ErrorCode.NONE, {
+                "group_state": group.state.value,
+                "protocol_type": group.protocol_type or "",
+                "protocol_data": group.protocol_name if stable else "",
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": None,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": (
+                            m.metadata(group.protocol_name)
+                            if stable and group.protocol_name
+                            else b""
+                        ),
+                        "member_assignment": m.assignment if stable else b"",
+                    }
+                    for m in group.members.values()
+                ],
+            }

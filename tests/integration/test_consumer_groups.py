@@ -1,0 +1,369 @@
+"""Consumer groups with real clients and real brokers: confluent-kafka consumers that
+subscribe() share a topic's partitions through the group coordinator, commit offsets to
+the replicated __consumer_offsets topic, and find those offsets again after the
+coordinating broker is SIGKILLed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from groups.offset_records import partition_for
+from tests.integration.conftest import ClusterFactory
+from tests.integration.dataplane import bootstrap, produce
+from tests.integration.harness import Cluster, wait_for
+from wire.api import ApiKey
+from wire.client import KafkaConnection
+from wire.errors import ErrorCode
+
+pytestmark = pytest.mark.integration
+
+OFFSETS_PARTITIONS = 5
+GROUP_SETTINGS = {
+    "group_initial_rebalance_delay_ms": "0",
+    "offsets_topic_num_partitions": str(OFFSETS_PARTITIONS),
+}
+
+
+def group_consumer(c: Cluster, group: str, **conf: object) -> Consumer:
+    settings: dict[str, object] = {
+        "bootstrap.servers": bootstrap(c),
+        "group.id": group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 10_000,
+        "heartbeat.interval.ms": 500,
+        "fetch.wait.max.ms": 100,
+        "topic.metadata.refresh.interval.ms": 1000,
+    }
+    settings.update({k.replace("_", "."): v for k, v in conf.items()})
+    return Consumer(settings)
+
+
+def poll_until(
+    consumers: Iterable[Consumer],
+    seen: dict[tuple[int, int], bytes],
+    done: Any,
+    timeout: float,
+    what: str,
+) -> None:
+    """Poll every consumer (each must be polled for its group to make progress) until
+    ``done()``, recording (partition, offset) -> value of each message."""
+    deadline = time.monotonic() + timeout
+    group = list(consumers)
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: {len(seen)} messages seen")
+        for consumer in group:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None:
+                assert error.code() == KafkaError._PARTITION_EOF or error.retriable(), error
+                continue
+            seen[(msg.partition(), msg.offset())] = msg.value()
+
+
+def find_coordinator(c: Cluster, group: str, via: int) -> tuple[int, int]:
+    """(error code, node id) a FindCoordinator for ``group`` gets from broker ``via``."""
+    with KafkaConnection("127.0.0.1", c[via].port()) as conn:
+        answer = conn.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+    return int(answer["error_code"]), int(answer["node_id"])
+
+
+def coordinator_of(c: Cluster, group: str, via: int) -> int:
+    def found() -> int | None:
+        error, node = find_coordinator(c, group, via)
+        return node if error == ErrorCode.NONE else None
+
+    return wait_for(found, 60, f"the coordinator of group {group}")
+
+
+def committed(c: Cluster, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = group_consumer(c, group)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                return {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        consumer.close()
+
+
+def test_subscribed_consumers_share_partitions_and_their_commits_survive_the_coordinator(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory(**GROUP_SETTINGS)
+    c.wait_controller()
+    topic = "orders"
+    c.create_topic(topic, {p: (1, 2, 3) for p in range(4)})
+    c.wait_topic_online(topic)
+    values = [b"order-%d" % i for i in range(80)]
+    acked = produce(c, topic, values)
+    assert acked.errors == []
+
+    first = group_consumer(c, "billing")
+    second = group_consumer(c, "billing")
+    try:
+        first.subscribe([topic])
+        second.subscribe([topic])
+        seen: dict[tuple[int, int], bytes] = {}
+
+        def shared() -> bool:
+            a, b = first.assignment(), second.assignment()
+            return len(a) == 2 and len(b) == 2 and len(seen) == len(values)
+
+        poll_until([first, second], seen, shared, 120, "two members, two partitions each")
+        owned = {tp.partition for tp in first.assignment()} | {
+            tp.partition for tp in second.assignment()
+        }
+        assert owned == {0, 1, 2, 3}
+        assert sorted(seen.values()) == sorted(values)
+        first.commit(asynchronous=False)
+        second.commit(asynchronous=False)
+    finally:
+        first.close()
+        second.close()
+
+    # Each partition's end; -1001 (librdkafka's "no offset") where the producer put
+    # nothing: a member commits the partitions it consumed from.
+    counts = {p: sum(1 for (q, _o) in acked.by_offset if q == p) for p in range(4)}
+    ends = {p: n or -1001 for p, n in counts.items()}
+    assert committed(c, "billing", topic, 4) == ends
+
+    # The coordinator dies: the group's offsets partition is led elsewhere, the new
+    # leader reads the commits back, and a new member starts where the group left off.
+    coordinator = coordinator_of(c, "billing", via=1)
+    c[coordinator].kill()
+    survivor = next(b for b in (1, 2, 3) if b != coordinator)
+    index = partition_for("billing", OFFSETS_PARTITIONS)
+    c.wait_partitions(
+        "__consumer_offsets",
+        lambda states: states[index].leader not in (-1, coordinator),
+        "the group's offsets partition led by a live broker",
+    )
+    assert coordinator_of(c, "billing", via=survivor) != coordinator
+    assert committed(c, "billing", topic, 4) == ends
+
+    more = [b"late-%d" % i for i in range(8)]
+    assert produce(c, topic, more).errors == []
+    late = group_consumer(c, "billing")
+    try:
+        late.subscribe([topic])
+        after: dict[tuple[int, int], bytes] = {}
+        poll_until([late], after, lambda: len(after) >= len(more), 120, "the late member")
+        assert sorted(after.values()) == sorted(more)  # nothing consumed again
+    finally:
+        late.close()
+
+
+def test_group_requests_get_kafkas_errors(cluster_factory: ClusterFactory) -> None:
+    c = cluster_factory(**GROUP_SETTINGS)
+    c.wait_controller()
+    coordinator = coordinator_of(c, "checks", via=1)
+    other = next(b for b in (1, 2, 3) if b != coordinator)
+    join: dict[str, Any] = {
+        "group_id": "checks",
+        "session_timeout_ms": 10_000,
+        "rebalance_timeout_ms": 10_000,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"m"}],
+    }
+    with KafkaConnection("127.0.0.1", c[other].port()) as conn:
+        assert conn.request(ApiKey.JOIN_GROUP, 4, join)["error_code"] == ErrorCode.NOT_COORDINATOR
+    with KafkaConnection("127.0.0.1", c[coordinator].port()) as conn:
+        bad = conn.request(ApiKey.JOIN_GROUP, 4, {**join, "session_timeout_ms": 10})
+        assert bad["error_code"] == ErrorCode.INVALID_SESSION_TIMEOUT
+        first = conn.request(ApiKey.JOIN_GROUP, 4, join)
+        assert first["error_code"] == ErrorCode.MEMBER_ID_REQUIRED
+        member = first["member_id"]
+        assert member
+        joined = conn.request(ApiKey.JOIN_GROUP, 4, {**join, "member_id": member})
+        assert joined["error_code"] == ErrorCode.NONE
+        assert joined["leader"] == member
+        assert joined["generation_id"] == 1
+        assert [m["member_id"] for m in joined["members"]] == [member]
+        sync = {
+            "group_id": "checks",
+            "generation_id": 1,
+            "member_id": member,
+            "assignments": [{"member_id": member, "assignment": b"a"}],
+        }
+        synced = conn.request(ApiKey.SYNC_GROUP, 2, sync)
+        assert (synced["error_code"], synced["assignment"]) == (ErrorCode.NONE, b"a")
+        beat = {"group_id": "checks", "generation_id": 1, "member_id": member}
+        assert conn.request(ApiKey.HEARTBEAT, 2, beat)["error_code"] == ErrorCode.NONE
+        stale = conn.request(ApiKey.HEARTBEAT, 2, {**beat, "generation_id": 0})
+        assert stale["error_code"] == ErrorCode.ILLEGAL_GENERATION
+        stranger = conn.request(ApiKey.HEARTBEAT, 2, {**beat, "member_id": "nobody"})
+        assert stranger["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+        commit = {
+            "group_id": "checks",
+            "generation_id_or_member_epoch": 1,
+            "member_id": "nobody",
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 7}]}
+            ],
+        }
+        refused = conn.request(ApiKey.OFFSET_COMMIT, 6, commit)
+        assert refused["topics"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+        accepted = conn.request(ApiKey.OFFSET_COMMIT, 6, {**commit, "member_id": member})
+        assert accepted["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+        fetched = conn.request(
+            ApiKey.OFFSET_FETCH,
+            7,
+            {"group_id": "checks", "topics": [{"name": "t", "partition_indexes": [0, 1]}]},
+        )
+        assert fetched["error_code"] == ErrorCode.NONE
+        assert [
+            (p["partition_index"], p["committed_offset"])
+            for p in fetched["topics"][0]["partitions"]
+        ] == [(0, 7), (1, -1)]
+        # A group this coordinator would have but does not is Dead; one of another
+        # coordinator's partitions is NOT_COORDINATOR.
+        index = partition_for("checks", OFFSETS_PARTITIONS)
+        names = (f"none-{i}" for i in range(1000))
+        unknown = next(n for n in names if partition_for(n, OFFSETS_PARTITIONS) == index)
+        leaders = {p: s.leader for p, s in c.partition_states("__consumer_offsets").items()}
+        elsewhere = next(
+            n for n in names if leaders[partition_for(n, OFFSETS_PARTITIONS)] != coordinator
+        )
+        described = conn.request(
+            ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["checks", unknown, elsewhere]}
+        )
+        states = {g["group_id"]: (g["error_code"], g["group_state"]) for g in described["groups"]}
+        assert states == {
+            "checks": (ErrorCode.NONE, "Stable"),
+            unknown: (ErrorCode.NONE, "Dead"),
+            elsewhere: (ErrorCode.NOT_COORDINATOR, ""),
+        }
+        listed = conn.request(ApiKey.LIST_GROUPS, 4, {"states_filter": []})
+        assert ("checks", "Stable") in {(g["group_id"], g["group_state"]) for g in listed["groups"]}
+        leave = conn.request(ApiKey.LEAVE_GROUP, 2, {"group_id": "checks", "member_id": member})
+        assert leave["error_code"] == ErrorCode.NONE
+        assert conn.request(ApiKey.HEARTBEAT, 2, beat)["error_code"] == (
+            ErrorCode.UNKNOWN_MEMBER_ID
+        )
+
+
+def test_a_consuming_group_follows_its_coordinator_through_a_sigkill(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """The coordinator dies under a member that is consuming and committing: the member
+    finds the new coordinator, joins again there, and goes on from its last commit."""
+    c = cluster_factory(**GROUP_SETTINGS)
+    c.wait_controller()
+    topic = "events"
+    c.create_topic(topic, {p: (1, 2, 3) for p in range(2)})
+    c.wait_topic_online(topic)
+    first = [b"before-%d" % i for i in range(20)]
+    assert produce(c, topic, first).errors == []
+    member = group_consumer(c, "audit")
+    try:
+        member.subscribe([topic])
+        seen: dict[tuple[int, int], bytes] = {}
+        poll_until([member], seen, lambda: len(seen) == len(first), 120, "before the kill")
+        member.commit(asynchronous=False)
+        coordinator = coordinator_of(c, "audit", via=1)
+        c[coordinator].kill()
+        second = [b"after-%d" % i for i in range(20)]
+        assert produce(c, topic, second).errors == []
+        # (A produce retried across the kill may be written twice: compare the values.)
+        poll_until(
+            [member],
+            seen,
+            lambda: set(seen.values()) >= set(second),
+            120,
+            "after the kill",
+        )
+        assert set(seen.values()) == set(first + second)
+
+        def commit() -> bool:
+            try:
+                member.commit(asynchronous=False)
+            except Exception:
+                member.poll(0.2)  # the rejoin goes on meanwhile
+                return False
+            return True
+
+        wait_for(commit, 120, "a commit to the new coordinator")
+        survivor = next(b for b in (1, 2, 3) if b != coordinator)
+        assert coordinator_of(c, "audit", via=survivor) != coordinator
+    finally:
+        member.close()
+    ends: dict[int, int] = {}
+    for p, o in seen:
+        ends[p] = max(ends.get(p, 0), o + 1)
+    assert committed(c, "audit", topic, 2) == {p: ends.get(p, -1001) for p in range(2)}
+
+
+def test_kcat_consumes_as_a_group_member_and_commits(cluster_factory: ClusterFactory) -> None:
+    """`kcat -G`: librdkafka's balanced consumer as a command-line member of a group."""
+    c = cluster_factory(**GROUP_SETTINGS)
+    c.wait_controller()
+    topic = "lines"
+    c.create_topic(topic, {p: (1, 2, 3) for p in range(3)})
+    c.wait_topic_online(topic)
+    values = [b"line-%d" % i for i in range(30)]
+    acked = produce(c, topic, values)
+    assert acked.errors == []
+    kcat = shutil.which("kcat") or shutil.which("kafkacat")
+    assert kcat, "kcat is installed by the set-up script"
+    run = subprocess.run(
+        [
+            kcat,
+            "-b",
+            bootstrap(c),
+            "-G",
+            "kcat-readers",
+            "-X",
+            "auto.offset.reset=earliest",
+            "-X",
+            "session.timeout.ms=10000",
+            "-e",
+            "-q",
+            "-f",
+            "%s\\n",
+            topic,
+        ],
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr.decode(errors="replace")
+    assert sorted(run.stdout.split()) == sorted(values)
+    # What kcat committed: each partition's end (the producer may have left one empty:
+    # nothing consumed there, nothing committed, -1001 for librdkafka's "no offset").
+    ends = {p: sum(1 for (q, _o) in acked.by_offset if q == p) for p in range(3)}
+    assert committed(c, "kcat-readers", topic, 3) == {p: n or -1001 for p, n in ends.items()}
+
+    # confluent-kafka's admin sees the group (ListGroups from every broker; FindCoordinator
+    # then DescribeGroups and OffsetFetch from its coordinator).
+    admin = AdminClient({"bootstrap.servers": bootstrap(c)})
+    listed = admin.list_consumer_groups(request_timeout=30).result(timeout=60)
+    assert "kcat-readers" in {g.group_id for g in listed.valid}
+    assert listed.errors == []
+    described = admin.describe_consumer_groups(["kcat-readers"], request_timeout=30)
+    group = described["kcat-readers"].result(timeout=60)
+    assert group.members == []  # kcat left the group
+    assert str(group.state) == "ConsumerGroupState.EMPTY"
+    asked = [ConsumerGroupTopicPartitions("kcat-readers")]
+    found = admin.list_consumer_group_offsets(asked, request_timeout=30)
+    offsets = found["kcat-readers"].result(timeout=60)
+    assert {tp.partition: tp.offset for tp in offsets.topic_partitions} == {
+        p: n for p, n in ends.items() if n
+    }

@@ -1,0 +1,942 @@
+"""The group coordinator's shell (groups/coordinator.py) over real parts: a LogManager on
+``tmp_path`` and a ReplicaManager (no ZooKeeper) leading or following partitions of
+``__consumer_offsets`` as LeaderAndIsr requests say, wired to the coordinator as the
+broker wires them (``on_become``, ``on_stop``).
+
+Held JoinGroup and SyncGroup requests run on threads of their own (as connection threads
+do), and every wait is bounded: a thread join with a timeout, or a poll with a deadline.
+The offsets partitions this broker leads have an ISR of this broker alone (its own append
+moves the high watermark), unless a test says otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Generic, TypeVar, cast
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.replica_manager import ReplicaManager
+from broker.state_change_log import StateChangeLog
+from groups import coordinator as coordinator_module
+from groups.coordinator import OFFSET_METADATA_MAX_BYTES, OFFSETS_TOPIC, GroupCoordinator
+from groups.membership import GroupLimits, GroupState, JoinAnswer, SyncAnswer
+from groups.offset_records import (
+    CommittedOffset,
+    OffsetKey,
+    encode_offset_key,
+    encode_offset_value,
+    offset_commit_batch,
+    partition_for,
+)
+from storage.log_manager import LogManager
+from storage.records import RecordSpec, build_batch
+from wire.errors import ErrorCode
+from zkdata.znodes import TopicPartition
+
+BROKER = 1
+OTHER = 2
+CONFIG = BrokerConfig.from_properties(
+    {"zookeeper.connect": "127.0.0.1:2181", "broker.id": str(BROKER)}
+)
+PARTITIONS = 2
+# Sessions as short as 10 ms allowed; a new group's first join phase ends at once.
+FAST = GroupLimits(
+    min_session_timeout_ms=10, max_session_timeout_ms=60_000, initial_rebalance_delay_ms=0
+)
+WAIT_S = 5.0  # the bound of every wait for something that should come at once
+SESSION_MS = 10_000
+REBALANCE_MS = 10_000
+PROTOCOLS: tuple[tuple[str, bytes], ...] = (("range", b"range-meta"),)
+
+T = TypeVar("T")
+
+
+def on_partition(index: int, prefix: str = "group-", partitions: int = PARTITIONS) -> str:
+    """A group id whose offsets partition is ``index``."""
+    for i in range(1000):
+        name = f"{prefix}{i}"
+        if partition_for(name, partitions) == index:
+            return name
+    raise AssertionError(f"no group id {prefix}N maps to partition {index}")
+
+
+G0 = on_partition(0)
+G1 = on_partition(1)
+
+
+def tp(topic: str, partition: int) -> TopicPartition:
+    return TopicPartition(topic, partition)
+
+
+def offset(value: int, metadata: str = "", *, epoch: int = 3, ts: int = 1_000) -> CommittedOffset:
+    return CommittedOffset(value, epoch, metadata, ts)
+
+
+def leader_and_isr(
+    states: dict[int, tuple[int, int]], *, controller_epoch: int = 1
+) -> dict[str, Any]:
+    """Partitions of __consumer_offsets -> (leader, leader epoch). Led here: replicas and
+    ISR [BROKER]; led by another broker: replicas and ISR [OTHER, BROKER]."""
+    return {
+        "controller_id": 9,
+        "controller_epoch": controller_epoch,
+        "broker_epoch": 100,
+        "topic_states": [
+            {
+                "topic_name": OFFSETS_TOPIC,
+                "topic_id": None,
+                "partition_states": [
+                    {
+                        "partition_index": p,
+                        "controller_epoch": controller_epoch,
+                        "leader": leader,
+                        "leader_epoch": epoch,
+                        "isr": [BROKER] if leader == BROKER else [OTHER, BROKER],
+                        "partition_epoch": epoch,
+                        "replicas": [BROKER] if leader == BROKER else [OTHER, BROKER],
+                        "adding_replicas": [],
+                        "removing_replicas": [],
+                        "is_new": False,
+                    }
+                    for p, (leader, epoch) in states.items()
+                ],
+            }
+        ],
+    }
+
+
+def wait_until(what: str, predicate: Callable[[], bool], timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        time.sleep(0.005)
+
+
+class Call(Generic[T]):
+    """A request made on a thread of its own (a connection thread), answered later."""
+
+    def __init__(self, fn: Callable[[], T]) -> None:
+        self._result: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[[], T]) -> None:
+        try:
+            self._result = fn()
+        except BaseException as e:
+            self._error = e
+
+    def waiting(self, for_s: float = 0.2) -> bool:
+        """Still unanswered after ``for_s``."""
+        self._thread.join(for_s)
+        return self._thread.is_alive()
+
+    def answer(self, timeout_s: float = WAIT_S) -> T:
+        self._thread.join(timeout_s)
+        assert not self._thread.is_alive(), f"no answer within {timeout_s} s"
+        if self._error is not None:
+            raise self._error
+        return cast(T, self._result)
+
+
+class Node:
+    """This broker's storage, replica manager and group coordinator over one directory."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        limits: GroupLimits = FAST,
+        partitions: int = PARTITIONS,
+        commit_timeout_s: float = WAIT_S,
+        start: bool = True,
+    ) -> None:
+        self.state_log = StateChangeLog(root, BROKER)
+        self.logs = LogManager([root / "logs"], CONFIG)
+        self.replicas = ReplicaManager(BROKER, cast(Any, None), self.state_log, logs=self.logs)
+        self.groups = GroupCoordinator(
+            BROKER,
+            self.replicas,
+            offsets_partitions=partitions,
+            limits=limits,
+            commit_timeout_s=commit_timeout_s,
+        )
+        self.replicas.on_become = self.groups.on_become
+        self.replicas.on_stop = lambda tps, _deleted: self.groups.on_stop(tps)
+        self.replicas.start()
+        if start:
+            self.groups.start()
+        self.controller_epoch = 1
+        self.closed = False
+
+    def leader_and_isr(self, states: dict[int, tuple[int, int]]) -> None:
+        answer = self.replicas.become_leader_or_follower(
+            leader_and_isr(states, controller_epoch=self.controller_epoch)
+        )
+        errors = [e["error_code"] for t in answer["topics"] for e in t["partition_errors"]]
+        assert answer["error_code"] == 0
+        assert errors == [0] * len(states)
+
+    def lead(self, *partitions: int, epoch: int = 0) -> None:
+        self.leader_and_isr({p: (BROKER, epoch) for p in partitions or range(PARTITIONS)})
+
+    def follow(self, *partitions: int, epoch: int) -> None:
+        self.leader_and_isr({p: (OTHER, epoch) for p in partitions or range(PARTITIONS)})
+
+    def wait_loaded(self, group_id: str) -> None:
+        wait_until(
+            f"{group_id} loaded", lambda: self.groups.coordinates(group_id) == ErrorCode.NONE
+        )
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.groups.close()
+        finally:
+            self.replicas.close()
+            self.logs.close()
+            self.state_log.close()
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[Callable[..., Node]]:
+    """Makes nodes over ``tmp_path`` (one at a time: a new one after closing the last
+    reads the same logs); all are closed at the end."""
+    made: list[Node] = []
+
+    def make(**kwargs: Any) -> Node:
+        node = Node(tmp_path, **kwargs)
+        made.append(node)
+        return node
+
+    try:
+        yield make
+    finally:
+        for node in reversed(made):
+            node.close()
+
+
+@pytest.fixture
+def node(nodes: Callable[..., Node]) -> Node:
+    """A node leading both offsets partitions at leader epoch 0, loaded."""
+    n = nodes()
+    n.lead()
+    n.wait_loaded(G0)
+    n.wait_loaded(G1)
+    return n
+
+
+# --- requests -------------------------------------------------------------------------
+
+
+def join(
+    groups: GroupCoordinator,
+    group_id: str,
+    member_id: str = "",
+    *,
+    require_known: bool = False,
+    session_ms: int = SESSION_MS,
+    rebalance_ms: int = REBALANCE_MS,
+    client_id: str = "consumer",
+) -> JoinAnswer:
+    return groups.join_group(
+        group_id,
+        member_id,
+        require_known_member_id=require_known,
+        client_id=client_id,
+        client_host="/127.0.0.1",
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        protocol_type="consumer",
+        protocols=PROTOCOLS,
+    )
+
+
+def sync(
+    groups: GroupCoordinator,
+    group_id: str,
+    member_id: str,
+    generation: int,
+    assignments: dict[str, bytes] | None = None,
+) -> SyncAnswer:
+    return groups.sync_group(
+        group_id, member_id, generation, "consumer", "range", assignments or {}
+    )
+
+
+def stable_member(groups: GroupCoordinator, group_id: str, **kwargs: Any) -> JoinAnswer:
+    """A first member joins (answered at once: no initial delay) and syncs: Stable."""
+    joined = join(groups, group_id, **kwargs)
+    assert joined.error == ErrorCode.NONE
+    assert joined.leader == joined.member_id
+    synced = sync(groups, group_id, joined.member_id, joined.generation_id)
+    assert synced.error == ErrorCode.NONE
+    return joined
+
+
+def state_of(groups: GroupCoordinator, group_id: str) -> dict[str, Any]:
+    error, described = groups.describe_group(group_id)
+    assert error == ErrorCode.NONE
+    return described
+
+
+def member_ids(groups: GroupCoordinator, group_id: str) -> set[str]:
+    return {m["member_id"] for m in state_of(groups, group_id)["members"]}
+
+
+def commit(
+    groups: GroupCoordinator,
+    group_id: str,
+    offsets: dict[TopicPartition, CommittedOffset],
+    member_id: str = "",
+    generation: int = -1,
+) -> dict[TopicPartition, ErrorCode]:
+    return groups.commit_offsets(group_id, member_id, generation, offsets)
+
+
+def fetched(
+    groups: GroupCoordinator, group_id: str, partitions: list[TopicPartition] | None = None
+) -> dict[TopicPartition, CommittedOffset | None]:
+    error, offsets = groups.fetch_offsets(group_id, partitions)
+    assert error == ErrorCode.NONE
+    return offsets
+
+
+def append_raw(node: Node, index: int, records: list[RecordSpec]) -> None:
+    """Records appended to an offsets partition as they are, bypassing the coordinator."""
+    error, _p, info, message = node.replicas.append_as_leader(
+        tp(OFFSETS_TOPIC, index), build_batch(records), -1
+    )
+    assert error == ErrorCode.NONE, message
+    assert info is not None
+
+
+# --- 1. which groups this broker coordinates ------------------------------------------
+
+
+def test_not_coordinator_before_leader_and_isr_then_loading_until_loaded(
+    nodes: Callable[..., Node],
+) -> None:
+    # The loader thread is started only after the LeaderAndIsr: the load is seen pending.
+    n = nodes(start=False)
+    groups = n.groups
+    for group_id in (G0, G1):
+        assert groups.coordinates(group_id) == ErrorCode.NOT_COORDINATOR
+    assert join(groups, G0).error == ErrorCode.NOT_COORDINATOR
+    assert sync(groups, G0, "m", 1).error == ErrorCode.NOT_COORDINATOR
+    assert groups.heartbeat(G0, "m", 1) == ErrorCode.NOT_COORDINATOR
+    assert commit(groups, G0, {tp("t", 0): offset(1)}) == {tp("t", 0): ErrorCode.NOT_COORDINATOR}
+    assert groups.fetch_offsets(G0, None) == (ErrorCode.NOT_COORDINATOR, {})
+
+    n.lead(0)  # partition 0 only
+    assert groups.coordinates(G0) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert groups.coordinates(G1) == ErrorCode.NOT_COORDINATOR
+    assert join(groups, G0).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert groups.heartbeat(G0, "m", 1) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert commit(groups, G0, {tp("t", 0): offset(1)}) == {
+        tp("t", 0): ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    }
+    assert groups.fetch_offsets(G0, None) == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, {})
+    assert groups.list_groups() == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [])
+
+    groups.start()
+    n.wait_loaded(G0)
+    assert groups.coordinates(G1) == ErrorCode.NOT_COORDINATOR
+    assert groups.fetch_offsets(G0, None) == (ErrorCode.NONE, {})
+    assert groups.list_groups() == (ErrorCode.NONE, [])
+    # A repeat of the same LeaderAndIsr changes nothing: still loaded.
+    n.lead(0)
+    assert groups.coordinates(G0) == ErrorCode.NONE
+
+
+# --- 2. standalone commits and fetches ---------------------------------------------------
+
+
+def test_a_standalone_commit_is_answered_and_fetched(node: Node) -> None:
+    groups = node.groups
+    a0, a1, b0 = tp("a", 0), tp("a", 1), tp("b", 0)
+    committed = {a0: offset(42, "m-a0", epoch=5, ts=111), a1: offset(7, "", epoch=-1, ts=222)}
+    assert commit(groups, G0, committed) == dict.fromkeys(committed, ErrorCode.NONE)
+
+    assert fetched(groups, G0, [a0, b0, a1]) == {a0: committed[a0], b0: None, a1: committed[a1]}
+    assert fetched(groups, G0) == committed
+    # Another group (on either partition) has none of them.
+    assert fetched(groups, G1) == {}
+    assert fetched(groups, on_partition(0, "other-"), [a0]) == {a0: None}
+    # A later commit replaces the offset; the other one stays.
+    assert commit(groups, G0, {a0: offset(43, "later")}) == {a0: ErrorCode.NONE}
+    assert fetched(groups, G0) == {a0: offset(43, "later"), a1: committed[a1]}
+    # The group is known (Empty) to ListGroups and DescribeGroups.
+    assert (G0, "", GroupState.EMPTY.value) in groups.list_groups()[1]
+    assert state_of(groups, G0)["group_state"] == GroupState.EMPTY.value
+
+
+def test_a_commit_is_answered_once_the_isr_has_it(nodes: Callable[..., Node]) -> None:
+    """With another broker in the ISR, a commit waits for it to fetch the record; one it
+    never fetches times out (COORDINATOR_NOT_AVAILABLE) and is not in the cache."""
+    n = nodes(commit_timeout_s=0.5)
+    request = leader_and_isr({0: (BROKER, 0)})
+    state = request["topic_states"][0]["partition_states"][0]
+    state["isr"] = state["replicas"] = [BROKER, OTHER]
+    n.replicas.become_leader_or_follower(request)
+    n.wait_loaded(G0)
+    groups = n.groups
+    t0, t1 = tp("t", 0), tp("t", 1)
+
+    started = time.monotonic()
+    assert commit(groups, G0, {t0: offset(1)}) == {t0: ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    assert time.monotonic() - started >= 0.4
+    assert fetched(groups, G0, [t0]) == {t0: None}
+
+    waiting = Call(lambda: commit(groups, G0, {t1: offset(2)}))
+    assert waiting.waiting()
+    p = n.replicas.partitions[tp(OFFSETS_TOPIC, 0)]
+    wait_until("the second commit appended", lambda: p.log_end_offset == 2)
+    n.replicas.record_follower_fetch(p, OTHER, p.log_end_offset)
+    assert waiting.answer() == {t1: ErrorCode.NONE}
+    assert fetched(groups, G0) == {t1: offset(2)}
+
+
+# --- 3. offsets read back from the log ---------------------------------------------------
+
+
+def commit_history(groups: GroupCoordinator) -> dict[str, dict[TopicPartition, CommittedOffset]]:
+    """Several commits of two groups on partition 0 and one on partition 1, overwriting
+    the same partitions: the last of each must win. Returns the last values."""
+    g0b = on_partition(0, "second-")
+    a0, a1, b0 = tp("a", 0), tp("a", 1), tp("b", 0)
+    history: list[tuple[str, dict[TopicPartition, CommittedOffset]]] = [
+        (G0, {a0: offset(10, "first"), a1: offset(5)}),
+        (g0b, {a0: offset(1000)}),
+        (G0, {a0: offset(20, "second", epoch=4, ts=2000)}),
+        (G1, {b0: offset(7, "g1")}),
+        (G0, {a0: offset(30, "third", epoch=5, ts=3000), b0: offset(3)}),
+        (g0b, {a0: offset(1001, "x" * OFFSET_METADATA_MAX_BYTES)}),
+        (G1, {b0: offset(8, "g1-last")}),
+    ]
+    last: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+    for group_id, offsets in history:
+        assert commit(groups, group_id, offsets) == dict.fromkeys(offsets, ErrorCode.NONE)
+        last.setdefault(group_id, {}).update(offsets)
+    assert last[G0] == {a0: offset(30, "third", epoch=5, ts=3000), a1: offset(5), b0: offset(3)}
+    for group_id, offsets in last.items():
+        assert fetched(groups, group_id) == offsets
+    return last
+
+
+def test_offsets_are_reloaded_when_the_partition_is_led_again(node: Node) -> None:
+    groups = node.groups
+    last = commit_history(groups)
+
+    node.follow(epoch=1)  # another broker leads both partitions
+    for group_id in last:
+        assert groups.coordinates(group_id) == ErrorCode.NOT_COORDINATOR
+        assert groups.fetch_offsets(group_id, None) == (ErrorCode.NOT_COORDINATOR, {})
+    assert groups.list_groups() == (ErrorCode.NONE, [])
+
+    node.lead(epoch=2)
+    for group_id, offsets in last.items():
+        node.wait_loaded(group_id)
+        assert fetched(groups, group_id) == offsets
+    # The reloaded cache goes on from there.
+    assert commit(groups, G0, {tp("a", 0): offset(31)}) == {tp("a", 0): ErrorCode.NONE}
+    assert fetched(groups, G0, [tp("a", 0)]) == {tp("a", 0): offset(31)}
+
+
+def test_offsets_are_reloaded_after_a_restart(nodes: Callable[..., Node]) -> None:
+    first = nodes()
+    first.lead()
+    first.wait_loaded(G0)
+    first.wait_loaded(G1)
+    last = commit_history(first.groups)
+    first.close()
+
+    second = nodes()  # the same log directory
+    second.lead(epoch=1)
+    for group_id, offsets in last.items():
+        second.wait_loaded(group_id)
+        assert fetched(second.groups, group_id) == offsets
+
+
+def test_a_new_leader_epoch_while_leading_reloads_the_partition(node: Node) -> None:
+    """As when the controller takes a failed follower out of the ISR: the partition is
+    read again, and its groups keep their members (no rebalance)."""
+    groups = node.groups
+    joined = stable_member(groups, G0)
+    member, generation = joined.member_id, joined.generation_id
+    assert commit(groups, G0, {tp("a", 0): offset(1)}, member, generation) == {
+        tp("a", 0): ErrorCode.NONE
+    }
+    node.lead(0, epoch=1)
+    node.wait_loaded(G0)
+    assert fetched(groups, G0) == {tp("a", 0): offset(1)}
+    assert member_ids(groups, G0) == {joined.member_id}
+    assert groups.heartbeat(G0, joined.member_id, joined.generation_id) == ErrorCode.NONE
+    # The other partition was not in the request: untouched.
+    assert groups.coordinates(G1) == ErrorCode.NONE
+
+
+def test_concurrent_commits_leave_the_cache_as_the_log_reads(node: Node) -> None:
+    """Commits of the same partitions from many threads: whichever record is last in the
+    log is the offset, in the cache as after a reload."""
+    groups = node.groups
+    a0, a1 = tp("a", 0), tp("a", 1)
+
+    def commits(thread: int) -> list[dict[TopicPartition, ErrorCode]]:
+        return [
+            commit(groups, G0, {a0: offset(thread * 100 + i), a1: offset(thread * 100 + i + 50)})
+            for i in range(5)
+        ]
+
+    calls = [Call(functools.partial(commits, t)) for t in range(8)]
+    for call in calls:
+        assert call.answer() == [{a0: ErrorCode.NONE, a1: ErrorCode.NONE}] * 5
+    cached = fetched(groups, G0)
+    last_a0, last_a1 = cached[a0], cached[a1]
+    assert last_a0 is not None
+    assert last_a1 is not None
+    # Both from the same commit: one batch, the last in the log.
+    assert last_a1.offset == last_a0.offset + 50
+
+    node.follow(0, epoch=1)
+    node.lead(0, epoch=2)
+    node.wait_loaded(G0)
+    assert fetched(groups, G0) == cached
+
+
+def test_a_partition_of_many_segments_is_read_in_small_pieces(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(coordinator_module, "_LOAD_READ_BYTES", 1)  # one batch per read
+    groups = node.groups
+    partition_log = node.replicas.partitions[tp(OFFSETS_TOPIC, 0)].log
+    assert partition_log is not None
+    expected: dict[TopicPartition, CommittedOffset] = {}
+    for i in range(12):
+        offsets = {tp("a", i % 4): offset(i, f"round {i}"), tp("b", i): offset(-i)}
+        assert commit(groups, G0, offsets) == dict.fromkeys(offsets, ErrorCode.NONE)
+        expected.update(offsets)
+        if i % 3 == 2:
+            partition_log.roll()
+    assert len(partition_log.segment_base_offsets()) >= 4
+
+    node.follow(0, epoch=1)
+    node.lead(0, epoch=2)
+    node.wait_loaded(G0)
+    assert fetched(groups, G0) == expected
+
+
+def test_tombstones_and_group_records_at_load(node: Node) -> None:
+    groups = node.groups
+    a0, a1 = tp("a", 0), tp("a", 1)
+    assert commit(groups, G0, {a0: offset(1), a1: offset(2)}) == dict.fromkeys(
+        (a0, a1), ErrorCode.NONE
+    )
+    group_key = b"\x00\x02" + len(G0).to_bytes(2, "big") + G0.encode()
+    append_raw(node, 0, [RecordSpec(key=group_key, value=b"group metadata, not read")])
+    error, _p, _info, _message = node.replicas.append_as_leader(
+        tp(OFFSETS_TOPIC, 0), offset_commit_batch([(OffsetKey(G0, "a", 0), None)], 5), -1
+    )
+    assert error == ErrorCode.NONE
+    # A tombstone of the whole group's metadata: its offsets have tombstones of their own.
+    append_raw(node, 0, [RecordSpec(key=group_key, value=None)])
+
+    node.follow(0, epoch=1)
+    node.lead(0, epoch=2)
+    node.wait_loaded(G0)
+    assert fetched(groups, G0) == {a1: offset(2)}
+
+
+# --- 4. a malformed record in the log ----------------------------------------------------
+
+
+def test_a_malformed_record_is_skipped_at_load_and_the_commits_around_it_are_loaded(
+    node: Node,
+) -> None:
+    groups = node.groups
+    a0, a1, a2, a3 = (tp("a", i) for i in range(4))
+    assert commit(groups, G0, {a0: offset(1, "before")}) == {a0: ErrorCode.NONE}
+
+    def good(partition: int, value: int) -> RecordSpec:
+        return RecordSpec(
+            key=encode_offset_key(OffsetKey(G0, "a", partition)),
+            value=encode_offset_value(offset(value, "raw")),
+        )
+
+    append_raw(node, 0, [RecordSpec(key=b"\x00\x09", value=b"junk")])  # key version 9
+    # Bad records among good ones in one batch: each is skipped alone.
+    append_raw(
+        node,
+        0,
+        [
+            good(2, 200),
+            RecordSpec(key=b"\x00\x09", value=b"junk"),
+            RecordSpec(key=None, value=b"no key"),
+            RecordSpec(key=b"\x00\x01\x00", value=b"truncated key"),
+            RecordSpec(key=encode_offset_key(OffsetKey(G0, "a", 9)), value=b"\x00\x03 bad value"),
+            good(3, 300),
+        ],
+    )
+    assert commit(groups, G0, {a1: offset(2, "after")}) == {a1: ErrorCode.NONE}
+    # Not read by the coordinator yet: its cache has what it committed itself.
+    assert fetched(groups, G0) == {a0: offset(1, "before"), a1: offset(2, "after")}
+
+    node.follow(0, epoch=1)
+    node.lead(0, epoch=2)
+    node.wait_loaded(G0)
+    assert fetched(groups, G0) == {
+        a0: offset(1, "before"),
+        a1: offset(2, "after"),
+        a2: offset(200, "raw"),
+        a3: offset(300, "raw"),
+    }
+
+
+# --- 5. membership through the shell -------------------------------------------------------
+
+
+def test_two_members_join_in_the_initial_delay_and_sync(nodes: Callable[..., Node]) -> None:
+    """The first member's JoinGroup (v4: MEMBER_ID_REQUIRED, then again with its id) is
+    held through the initial rebalance delay; the second joins meanwhile and both are
+    answered together when the join phase ends (the ticker). The follower's SyncGroup is
+    held until the leader's; then heartbeats are answered NONE."""
+    delay_ms = 400
+    n = nodes(limits=GroupLimits(min_session_timeout_ms=10, initial_rebalance_delay_ms=delay_ms))
+    n.lead()
+    n.wait_loaded(G0)
+    groups = n.groups
+
+    required = join(groups, G0, require_known=True, client_id="first")
+    assert required.error == ErrorCode.MEMBER_ID_REQUIRED
+    first_id = required.member_id
+    assert first_id.startswith("first-")
+    started = time.monotonic()
+    first = Call(lambda: join(groups, G0, first_id, require_known=True, client_id="first"))
+    wait_until("the first member in the group", lambda: member_ids(groups, G0) == {first_id})
+    assert state_of(groups, G0)["group_state"] == GroupState.PREPARING_REBALANCE.value
+    second = Call(lambda: join(groups, G0, client_id="second"))
+    wait_until("two members in the group", lambda: len(member_ids(groups, G0)) == 2)
+    assert first.waiting(0.05)
+
+    a, b = first.answer(), second.answer()
+    assert time.monotonic() - started >= delay_ms / 1000 * 0.9
+    assert (a.error, b.error) == (ErrorCode.NONE, ErrorCode.NONE)
+    second_id = b.member_id
+    assert second_id.startswith("second-")
+    assert a.member_id == first_id
+    assert a.generation_id == b.generation_id == 1
+    assert a.leader == b.leader == first_id
+    assert a.protocol_name == b.protocol_name == "range"
+    assert dict(a.members) == {first_id: b"range-meta", second_id: b"range-meta"}
+    assert b.members == ()
+    assert state_of(groups, G0)["group_state"] == GroupState.COMPLETING_REBALANCE.value
+
+    follower = Call(lambda: sync(groups, G0, second_id, 1))
+    assert follower.waiting()
+    leader = sync(groups, G0, first_id, 1, {first_id: b"to-first", second_id: b"to-second"})
+    assert leader == SyncAnswer(ErrorCode.NONE, b"to-first", "consumer", "range")
+    assert follower.answer() == SyncAnswer(ErrorCode.NONE, b"to-second", "consumer", "range")
+
+    assert state_of(groups, G0)["group_state"] == GroupState.STABLE.value
+    assert groups.heartbeat(G0, first_id, 1) == ErrorCode.NONE
+    assert groups.heartbeat(G0, second_id, 1) == ErrorCode.NONE
+    assert groups.heartbeat(G0, second_id, 0) == ErrorCode.ILLEGAL_GENERATION
+    assert groups.heartbeat(G0, "stranger", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    # Both commit in generation 1.
+    assert commit(groups, G0, {tp("t", 0): offset(5)}, first_id, 1) == {tp("t", 0): ErrorCode.NONE}
+    assert commit(groups, G0, {tp("t", 1): offset(6)}, second_id, 1) == {tp("t", 1): ErrorCode.NONE}
+
+
+def test_a_held_join_is_answered_when_the_last_member_rejoins(node: Node) -> None:
+    groups = node.groups
+    first = stable_member(groups, G0, client_id="first")
+    first_id = first.member_id
+
+    second = Call(lambda: join(groups, G0, client_id="second"))
+    wait_until("the second member in the group", lambda: len(member_ids(groups, G0)) == 2)
+    assert second.waiting()
+    assert groups.heartbeat(G0, first_id, 1) == ErrorCode.REBALANCE_IN_PROGRESS
+    # The first member rejoins: every member has joined, the phase ends at once.
+    rejoined = join(groups, G0, first_id, client_id="first")
+    b = second.answer()
+    assert (rejoined.error, b.error) == (ErrorCode.NONE, ErrorCode.NONE)
+    assert rejoined.generation_id == b.generation_id == 2
+    assert rejoined.leader == b.leader == first_id
+    assert {m for m, _ in rejoined.members} == {first_id, b.member_id}
+
+    follower = Call(lambda: sync(groups, G0, b.member_id, 2))
+    assert follower.waiting()
+    assert sync(groups, G0, first_id, 2, {b.member_id: b"yours"}).error == ErrorCode.NONE
+    assert follower.answer().assignment == b"yours"
+    assert groups.heartbeat(G0, first_id, 2) == ErrorCode.NONE
+    assert groups.heartbeat(G0, b.member_id, 2) == ErrorCode.NONE
+
+
+def test_a_held_join_is_answered_at_the_join_deadline(node: Node) -> None:
+    """The member that does not rejoin is dropped when the rebalance timeout ends the
+    join phase (the ticker): the one waiting is answered as the group's only member."""
+    groups = node.groups
+    rebalance_ms = 300
+    first = stable_member(groups, G0, client_id="first", rebalance_ms=rebalance_ms)
+    started = time.monotonic()
+    second = Call(lambda: join(groups, G0, client_id="second", rebalance_ms=rebalance_ms))
+    assert second.waiting(0.1)
+    b = second.answer()
+    assert time.monotonic() - started >= rebalance_ms / 1000 * 0.9
+    assert b.error == ErrorCode.NONE
+    assert b.generation_id == 2
+    assert b.leader == b.member_id
+    assert dict(b.members) == {b.member_id: b"range-meta"}
+    assert member_ids(groups, G0) == {b.member_id}
+    assert groups.heartbeat(G0, first.member_id, 2) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_held_sync_is_answered_when_the_leaders_never_comes(node: Node) -> None:
+    """The sync phase ends at the rebalance timeout: the leader, which never sent its
+    SyncGroup, is dropped and the follower waiting is told to rejoin."""
+    groups = node.groups
+    rebalance_ms = 300
+    first = stable_member(groups, G0, rebalance_ms=rebalance_ms)
+    second = Call(lambda: join(groups, G0, client_id="second", rebalance_ms=rebalance_ms))
+    wait_until("the second member in the group", lambda: len(member_ids(groups, G0)) == 2)
+    assert join(groups, G0, first.member_id, rebalance_ms=rebalance_ms).generation_id == 2
+    follower = second.answer().member_id
+    started = time.monotonic()
+    held = Call(lambda: sync(groups, G0, follower, 2))
+    assert held.waiting(0.1)
+    assert held.answer().error == ErrorCode.REBALANCE_IN_PROGRESS
+    assert time.monotonic() - started >= rebalance_ms / 1000 * 0.5
+    assert member_ids(groups, G0) == {follower}
+    assert groups.heartbeat(G0, first.member_id, 2) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_member_asking_again_gets_its_first_request_answered_rebalance_in_progress(
+    node: Node,
+) -> None:
+    groups = node.groups
+    first = stable_member(groups, G0)
+    second = Call(lambda: join(groups, G0, client_id="second"))
+    wait_until("the second member in the group", lambda: len(member_ids(groups, G0)) == 2)
+    second_id = (member_ids(groups, G0) - {first.member_id}).pop()
+    again = Call(lambda: join(groups, G0, second_id, client_id="second"))
+    assert second.answer() == JoinAnswer(ErrorCode.REBALANCE_IN_PROGRESS, member_id=second_id)
+    assert again.waiting()
+    assert join(groups, G0, first.member_id).error == ErrorCode.NONE
+    assert again.answer().generation_id == 2
+
+
+def test_leave_group_answers_and_rebalances(node: Node) -> None:
+    groups = node.groups
+    first = stable_member(groups, G0)
+    second = Call(lambda: join(groups, G0, client_id="second"))
+    wait_until("the second member in the group", lambda: len(member_ids(groups, G0)) == 2)
+    # The first member leaves: the join phase has nobody else to wait for.
+    assert groups.leave_group(G0, [first.member_id, "stranger"]) == (
+        ErrorCode.NONE,
+        {first.member_id: ErrorCode.NONE, "stranger": ErrorCode.UNKNOWN_MEMBER_ID},
+    )
+    b = second.answer()
+    assert (b.error, b.generation_id, b.leader) == (ErrorCode.NONE, 2, b.member_id)
+    assert groups.leave_group(G1, ["x"]) == (ErrorCode.NONE, {"x": ErrorCode.UNKNOWN_MEMBER_ID})
+
+
+def test_join_refusals(node: Node) -> None:
+    groups = node.groups
+    assert join(groups, "").error == ErrorCode.INVALID_GROUP_ID
+    assert join(groups, G0, "never-joined").error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert join(groups, G0, session_ms=5).error == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert sync(groups, G1, "never-joined", 1).error == ErrorCode.UNKNOWN_MEMBER_ID
+    assert groups.heartbeat(G1, "never-joined", 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert sync(groups, "", "m", 1).error == ErrorCode.INVALID_GROUP_ID
+
+
+# --- 6. the partition moving away ---------------------------------------------------------
+
+
+def held_join_and_sync(groups: GroupCoordinator) -> tuple[Call[JoinAnswer], Call[SyncAnswer]]:
+    """A JoinGroup held in G0 (a second member waiting for the first to rejoin) and a
+    SyncGroup held in G1 (a follower waiting for its leader's)."""
+    stable_member(groups, G0)
+    held_join = Call(lambda: join(groups, G0, client_id="second"))
+    wait_until("the second member in G0", lambda: len(member_ids(groups, G0)) == 2)
+
+    leader = stable_member(groups, G1)
+    joining = Call(lambda: join(groups, G1, client_id="follower"))
+    wait_until("the follower in G1", lambda: len(member_ids(groups, G1)) == 2)
+    assert join(groups, G1, leader.member_id).error == ErrorCode.NONE
+    follower = joining.answer()
+    assert follower.generation_id == 2
+    held_sync = Call(lambda: sync(groups, G1, follower.member_id, 2))
+    assert held_join.waiting(0.05)
+    assert held_sync.waiting()
+    return held_join, held_sync
+
+
+def test_the_partition_moving_away_answers_held_requests_not_coordinator(node: Node) -> None:
+    groups = node.groups
+    assert commit(groups, G0, {tp("t", 0): offset(1)}) == {tp("t", 0): ErrorCode.NONE}
+    held_join, held_sync = held_join_and_sync(groups)
+
+    node.follow(epoch=1)
+    assert held_join.answer().error == ErrorCode.NOT_COORDINATOR
+    assert held_sync.answer().error == ErrorCode.NOT_COORDINATOR
+    for group_id in (G0, G1):
+        assert groups.coordinates(group_id) == ErrorCode.NOT_COORDINATOR
+        assert join(groups, group_id).error == ErrorCode.NOT_COORDINATOR
+        assert sync(groups, group_id, "m", 2).error == ErrorCode.NOT_COORDINATOR
+        assert groups.heartbeat(group_id, "m", 2) == ErrorCode.NOT_COORDINATOR
+        assert groups.leave_group(group_id, ["m"]) == (ErrorCode.NOT_COORDINATOR, {})
+        assert groups.describe_group(group_id) == (ErrorCode.NOT_COORDINATOR, {})
+        assert groups.fetch_offsets(group_id, None) == (ErrorCode.NOT_COORDINATOR, {})
+        assert commit(groups, group_id, {tp("t", 0): offset(2)}) == {
+            tp("t", 0): ErrorCode.NOT_COORDINATOR
+        }
+
+    # Led again: the offsets are back, the membership starts over (Empty).
+    node.lead(epoch=2)
+    node.wait_loaded(G0)
+    node.wait_loaded(G1)
+    assert fetched(groups, G0) == {tp("t", 0): offset(1)}
+    assert state_of(groups, G0)["group_state"] == GroupState.EMPTY.value
+    assert state_of(groups, G1)["group_state"] == GroupState.DEAD.value
+
+
+def test_stop_replica_answers_held_requests_not_coordinator(node: Node) -> None:
+    groups = node.groups
+    held_join, held_sync = held_join_and_sync(groups)
+    answer = node.replicas.stop_replicas(
+        {
+            "controller_id": 9,
+            "controller_epoch": 1,
+            "topic_states": [
+                {
+                    "topic_name": OFFSETS_TOPIC,
+                    "partition_states": [
+                        {"partition_index": p, "leader_epoch": 0, "delete_partition": False}
+                        for p in range(PARTITIONS)
+                    ],
+                }
+            ],
+        }
+    )
+    assert [e["error_code"] for e in answer["partition_errors"]] == [0] * PARTITIONS
+    assert held_join.answer().error == ErrorCode.NOT_COORDINATOR
+    assert held_sync.answer().error == ErrorCode.NOT_COORDINATOR
+    assert groups.coordinates(G0) == ErrorCode.NOT_COORDINATOR
+    assert join(groups, G1).error == ErrorCode.NOT_COORDINATOR
+
+
+# --- 7. close ------------------------------------------------------------------------------
+
+
+def test_close_answers_held_requests_promptly(node: Node) -> None:
+    groups = node.groups
+    held_join, held_sync = held_join_and_sync(groups)
+    started = time.monotonic()
+    groups.close()
+    # Either error sends the client to look for the coordinator again.
+    gone = (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
+    assert held_join.answer(2.0).error in gone
+    assert held_sync.answer(2.0).error in gone
+    assert time.monotonic() - started < 2.0
+    assert groups.coordinates(G0) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert join(groups, G0).error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert groups.heartbeat(G1, "m", 1) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert commit(groups, G0, {tp("t", 0): offset(1)}) == {
+        tp("t", 0): ErrorCode.COORDINATOR_NOT_AVAILABLE
+    }
+    assert groups.fetch_offsets(G0, None) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, {})
+    assert not any(t.is_alive() for t in groups._threads)
+    groups.close()  # twice: nothing more
+
+
+# --- 8. commit refusals --------------------------------------------------------------------
+
+
+def test_commit_refusals(node: Node) -> None:
+    groups = node.groups
+    t0, t1, t2 = tp("t", 0), tp("t", 1), tp("t", 2)
+
+    # Kafka 2.8 takes an empty group id for an offset commit (not for a join).
+    if groups.coordinates("") == ErrorCode.NONE:
+        assert commit(groups, "", {t0: offset(1)}) == {t0: ErrorCode.NONE}
+    # A group unknown here, with a generation: not a standalone consumer.
+    assert commit(groups, G1, {t0: offset(1)}, "m", 3) == {t0: ErrorCode.ILLEGAL_GENERATION}
+
+    joined = join(groups, G0)
+    member, generation = joined.member_id, joined.generation_id
+    assert generation == 1
+    # CompletingRebalance: the assignment is not known yet.
+    assert commit(groups, G0, {t0: offset(1)}, member, generation) == {
+        t0: ErrorCode.REBALANCE_IN_PROGRESS
+    }
+    assert sync(groups, G0, member, generation).error == ErrorCode.NONE
+
+    assert commit(groups, G0, {t0: offset(1)}, "stranger", generation) == {
+        t0: ErrorCode.UNKNOWN_MEMBER_ID
+    }
+    # A standalone commit into a group with members.
+    assert commit(groups, G0, {t0: offset(1)}) == {t0: ErrorCode.UNKNOWN_MEMBER_ID}
+    assert commit(groups, G0, {t0: offset(1)}, member, generation + 1) == {
+        t0: ErrorCode.ILLEGAL_GENERATION
+    }
+    assert fetched(groups, G0) == {}
+
+    too_large = "x" * (OFFSET_METADATA_MAX_BYTES + 1)
+    too_large_utf8 = "é" * (OFFSET_METADATA_MAX_BYTES // 2 + 1)  # 4098 bytes, 2049 chars
+    largest = "y" * OFFSET_METADATA_MAX_BYTES
+    answer = commit(
+        groups,
+        G0,
+        {t0: offset(10, too_large), t1: offset(11, largest), t2: offset(12, too_large_utf8)},
+        member,
+        generation,
+    )
+    assert answer == {
+        t0: ErrorCode.OFFSET_METADATA_TOO_LARGE,
+        t1: ErrorCode.NONE,
+        t2: ErrorCode.OFFSET_METADATA_TOO_LARGE,
+    }
+    assert fetched(groups, G0) == {t1: offset(11, largest)}
+    assert commit(groups, G0, {t0: offset(10, too_large)}, member, generation) == {
+        t0: ErrorCode.OFFSET_METADATA_TOO_LARGE
+    }
+    assert fetched(groups, G0, [t0, t1]) == {t0: None, t1: offset(11, largest)}
+
+
+# --- 9. session expiry --------------------------------------------------------------------
+
+
+def test_an_expired_session_drops_the_member(node: Node) -> None:
+    groups = node.groups
+    session_ms = 400
+    joined = stable_member(groups, G0, session_ms=session_ms)
+    member = joined.member_id
+    assert groups.heartbeat(G0, member, 1) == ErrorCode.NONE
+    # Heartbeats within the session keep it.
+    for _ in range(3):
+        time.sleep(session_ms / 1000 / 4)
+        assert groups.heartbeat(G0, member, 1) == ErrorCode.NONE
+    assert member_ids(groups, G0) == {member}
+
+    started = time.monotonic()
+    wait_until("the member dropped", lambda: not member_ids(groups, G0))
+    assert time.monotonic() - started >= session_ms / 1000 * 0.5
+    assert state_of(groups, G0)["group_state"] == GroupState.EMPTY.value
+    assert groups.heartbeat(G0, member, 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert groups.heartbeat(G0, member, 2) == ErrorCode.UNKNOWN_MEMBER_ID
+    # It joins again as a new member, in the next generation.
+    again = join(groups, G0)
+    assert again.error == ErrorCode.NONE
+    assert again.member_id != member
+    assert again.generation_id == 3  # 1, the empty join phase that dropped it (2), then 3
