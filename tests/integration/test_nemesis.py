@@ -80,6 +80,7 @@ from tests.integration.workload import (
     PARTITIONS,
     REPLICA_LAG_S,
     TOPIC,
+    Committer,
     Stream,
     client_log,
     diagnose,
@@ -483,16 +484,20 @@ def run_overlapping(
         schedule: list[dict[str, Any]] = []
         stream = Stream(c)
         stream.start()
+        committer = Committer(c)
+        committer.start()
         unanswered: int | None = None
         try:
             with overlapping_faults(c, seed, link, broker_links, schedule, ensemble, disks or {}):
                 try:
                     wait_healed(c, ensemble)
                 finally:
+                    committer.stop()
                     unanswered = stream.stop()
                 # While the brokers the workers restarted still run (see overlapping_faults).
-                check_outcome(c, seed, stream, unanswered, schedule)
+                check_outcome(c, seed, stream, unanswered, schedule, committer)
         finally:
+            committer.stop()
             if unanswered is None:
                 stream.stop()
 
@@ -680,6 +685,8 @@ def _run_schedule(
     schedule: list[dict[str, Any]] = []
     stream = Stream(c)
     stream.start()
+    committer = Committer(c)
+    committer.start()
     try:
         for _ in range(FAULTS):
             wait_healed(c, ensemble)
@@ -708,15 +715,22 @@ def _run_schedule(
                 log.info("nemesis: %s", record)
         wait_healed(c, ensemble)
     finally:
+        committer.stop()
         unanswered = stream.stop()
-    check_outcome(c, seed, stream, unanswered, schedule)
+    check_outcome(c, seed, stream, unanswered, schedule, committer)
 
 
 def check_outcome(
-    c: Cluster, seed: int, stream: Stream, unanswered: int, schedule: list[dict[str, Any]]
+    c: Cluster,
+    seed: int,
+    stream: Stream,
+    unanswered: int,
+    schedule: list[dict[str, Any]],
+    committer: Committer,
 ) -> None:
-    """After the faults, the cluster healed and the stream stopped: what was acknowledged
-    is all there, the cluster serves, and every broker's history is safe."""
+    """After the faults, the cluster healed and the stream and committer stopped: what
+    was acknowledged is all there (messages and the group's last offset commit), the
+    cluster serves, and every broker's history is safe."""
     assert unanswered == 0, f"seed {seed}: {unanswered} messages never answered; {schedule}"
     assert all(r.get("exit_code", 0) == 0 or r.get("before_its_handler") for r in schedule), (
         schedule
@@ -730,6 +744,8 @@ def check_outcome(
     assert len(stream.acked.by_offset) > 1000, f"seed {seed}: the stream hardly ran; {schedule}"
     lost = lost_acknowledged(consume(c, TOPIC, range(PARTITIONS)), stream.acked, last)
     assert not lost, f"seed {seed}: {len(lost)} acknowledged messages lost, e.g. {lost[:3]}"
+    commit_problems = committer.problems()
+    assert commit_problems == [], f"seed {seed}: {commit_problems}; {schedule}\n{diagnose(c)}"
     rows = [r for b in BROKERS for r in c[b].state_changes()]
     problems = history_problems(c, rows)
     assert problems == [], f"seed {seed}, schedule {schedule}:\n" + "\n".join(problems[:20])
@@ -742,5 +758,6 @@ def check_outcome(
     )
     print(
         f"nemesis seed {seed}: {len(schedule)} faults, {len(stream.acked.by_offset)} acknowledged"
-        f" ({len(stream.acked.errors)} refused), {len(rows)} state-change lines checked"
+        f" ({len(stream.acked.errors)} refused), {len(rows)} state-change lines checked,"
+        f" {committer.acknowledged} of {committer.attempted} offset commits acknowledged"
     )

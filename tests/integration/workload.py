@@ -1,7 +1,8 @@
 """The workload the fault tests share: a topic on three brokers, a producer that writes
-to it without pause, the wait for a healed cluster, and the safety checks of the brokers'
-state-change logs (the fault schedules in test_nemesis.py, the partitions in
-test_zookeeper_partition.py and test_broker_partition.py)."""
+to it without pause, a consumer group's offset commits, the wait for a healed cluster,
+and the safety checks of the brokers' state-change logs (the fault schedules in
+test_nemesis.py, the partitions in test_zookeeper_partition.py and
+test_broker_partition.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from confluent_kafka import KafkaException, Producer
 from kazoo.exceptions import KazooException
 
 from cluster import zookeeper as zkp
-from cluster.supervised import SupervisedBroker
+from cluster.supervised import BrokerExited, SupervisedBroker
 from tests.history_checks import check_history
-from tests.integration.dataplane import Acked, producer
+from tests.integration.dataplane import Acked, bootstrap, producer
 from tests.integration.harness import Cluster, wait_for
 from wire.api import ApiKey
 from wire.client import KafkaConnection
+from wire.errors import ErrorCode
 from zkdata import paths
 
 BROKERS = (1, 2, 3)
@@ -295,6 +297,132 @@ class Stream:
         unanswered = int(self._producer.flush(150))
         del self._producer
         return unanswered
+
+
+class Committer:
+    """A consumer group's offset commits through the faults: one standalone commit
+    (generation -1, as a consumer that assigns its own partitions commits) after another,
+    each of a larger offset, to the group's coordinator as FindCoordinator names it
+    (asked again after any error). An acknowledged commit is one every in-sync replica of
+    the group's __consumer_offsets partition has: afterwards OffsetFetch must answer the
+    last one acknowledged, or a later one attempted (written, its answer lost)."""
+
+    GROUP = "nemesis-committer"
+    PROGRESS = ("nemesis-progress", 0)
+
+    def __init__(self, c: Cluster) -> None:
+        self.c = c
+        self.acknowledged = 0
+        self.attempted = 0
+        self.errors: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="committer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def _count(self, error: str) -> None:
+        self.errors[error] = self.errors.get(error, 0) + 1
+
+    def coordinator(self, timeout_s: float = 10.0) -> KafkaConnection | None:
+        """A connection to the group's coordinator, or None if no broker names one."""
+        try:
+            addresses = bootstrap(self.c).split(",")
+        except BrokerExited as e:  # every broker is restarting
+            self._count(type(e).__name__)
+            return None
+        for address in addresses:
+            host, port = address.rsplit(":", 1)
+            try:
+                with KafkaConnection(host, int(port), timeout_s=timeout_s) as conn:
+                    found = conn.request(
+                        ApiKey.FIND_COORDINATOR, 3, {"key": self.GROUP, "key_type": 0}
+                    )
+                if found["error_code"] == ErrorCode.NONE:
+                    return KafkaConnection(found["host"], found["port"], timeout_s=timeout_s)
+                self._count(ErrorCode(found["error_code"]).name)
+            except (OSError, BrokerExited) as e:
+                self._count(type(e).__name__)
+        return None
+
+    def _commit_body(self, offset: int) -> dict[str, Any]:
+        topic, partition = self.PROGRESS
+        return {
+            "group_id": self.GROUP,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": partition, "committed_offset": offset}],
+                }
+            ],
+        }
+
+    def _run(self) -> None:
+        conn: KafkaConnection | None = None
+        while not self._stop.is_set():
+            try:
+                if conn is None:
+                    conn = self.coordinator()
+                    if conn is None:
+                        self._stop.wait(0.2)
+                        continue
+                self.attempted += 1
+                answer = conn.request(ApiKey.OFFSET_COMMIT, 6, self._commit_body(self.attempted))
+                code = answer["topics"][0]["partitions"][0]["error_code"]
+                if code == ErrorCode.NONE:
+                    self.acknowledged = self.attempted
+                    self._stop.wait(0.02)
+                    continue
+                self._count(ErrorCode(code).name)
+            except OSError as e:  # the coordinator died, paused, or was cut off
+                self._count(type(e).__name__)
+            if conn is not None:
+                conn.close()
+                conn = None
+            self._stop.wait(0.1)
+        if conn is not None:
+            conn.close()
+
+    def problems(self, timeout_s: float = 120) -> list[str]:
+        """After the faults (the cluster healed): what OffsetFetch answers, checked."""
+        if self.acknowledged == 0:
+            return [f"no commit was acknowledged ({self.attempted} tried: {self.errors})"]
+        topic, partition = self.PROGRESS
+        deadline = time.monotonic() + timeout_s
+        while True:
+            conn = self.coordinator()
+            if conn is not None:
+                try:
+                    with conn:
+                        answer = conn.request(
+                            ApiKey.OFFSET_FETCH,
+                            7,
+                            {
+                                "group_id": self.GROUP,
+                                "topics": [{"name": topic, "partition_indexes": [partition]}],
+                            },
+                        )
+                    if answer["error_code"] == ErrorCode.NONE:
+                        (entry,) = answer["topics"][0]["partitions"]
+                        offset = int(entry["committed_offset"])
+                        if not self.acknowledged <= offset <= self.attempted:
+                            return [
+                                f"the committed offset is {offset}: the last acknowledged"
+                                f" commit was {self.acknowledged}, the last tried"
+                                f" {self.attempted}"
+                            ]
+                        return []
+                except OSError:
+                    pass
+            if time.monotonic() > deadline:
+                return [f"no coordinator answered OffsetFetch in {timeout_s} s: {self.errors}"]
+            time.sleep(0.5)
 
 
 def history_problems(c: Cluster, rows: list[dict[str, Any]] | None = None) -> list[str]:
