@@ -398,7 +398,8 @@ class GroupCoordinator:
                 now_ms=self._now_ms(),
             )
             key = member_id or new_member_id
-            own = answers.joins.pop(key, None)
+            # (An earlier request of the member's still held gets the same answer.)
+            own = answers.joins.get(key)
             self._deliver(group_id, answers)
             if own is not None:
                 self._forget_if_unused(group_id)
@@ -436,7 +437,7 @@ class GroupCoordinator:
                 assignments=assignments,
                 now_ms=self._now_ms(),
             )
-            own = answers.syncs.pop(member_id, None)
+            own = answers.syncs.get(member_id)
             self._deliver(group_id, answers)
             if own is not None:
                 return own
