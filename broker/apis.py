@@ -565,7 +565,7 @@ class KafkaApis:
         }
 
     def _handle_list_offsets(
-        self, _version: int, body: dict[str, Any], _h: dict[str, Any]
+        self, version: int, body: dict[str, Any], _h: dict[str, Any]
     ) -> dict[str, Any]:
         """Earliest (-2), latest (-1: the high watermark, what a consumer can read) or the
         first offset at or after a timestamp."""
@@ -583,6 +583,9 @@ class KafkaApis:
                     "offset": -1,
                     "leader_epoch": -1,
                 }
+                if version < 4:
+                    # No leader epoch in the answer before v4: encoding one would fail.
+                    del answer["leader_epoch"]
                 if p is not None and p.log is not None:
                     requested = lp["timestamp"]
                     readable_end = p.log_end_offset if replica_id >= 0 else p.high_watermark
@@ -590,7 +593,8 @@ class KafkaApis:
                         answer["offset"] = p.log_start_offset
                     elif requested == -1:
                         answer["offset"] = readable_end
-                        answer["leader_epoch"] = p.leader_epoch
+                        if version >= 4:
+                            answer["leader_epoch"] = p.leader_epoch
                     else:
                         try:
                             found = p.log.offset_for_timestamp(requested)
@@ -598,11 +602,9 @@ class KafkaApis:
                             answer["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
                             found = None
                         if found is not None and found.offset < readable_end:
-                            answer.update(
-                                timestamp=found.timestamp,
-                                offset=found.offset,
-                                leader_epoch=found.leader_epoch,
-                            )
+                            answer.update(timestamp=found.timestamp, offset=found.offset)
+                            if version >= 4:
+                                answer["leader_epoch"] = found.leader_epoch
                 parts.append(answer)
             topics.append({"name": topic["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}

@@ -488,3 +488,37 @@ def test_produce_to_a_non_leader_is_refused_and_metadata_names_the_leader(
     assert not [v for _, v in got if v.startswith((b"wrong", b"stale"))]
     at = dict(got)
     assert all(at.get(o) == v for (_, o), v in acked.by_offset.items())
+
+
+@pytest.mark.parametrize("version", range(1, 7))
+def test_list_offsets_is_answered_in_every_version_served(cluster: Cluster, version: int) -> None:
+    """Earliest, latest and by timestamp, in each version advertised (v1-v3 answers have
+    no leader epoch: a broker that put one in could not encode them)."""
+    topic = new_topic(cluster)
+    with connect(cluster, 1) as conn:
+        assert produce(conn, topic, good_batch("lo", 3))["error_code"] == 0
+        for timestamp, expected in ((-2, 0), (-1, 3), (0, 0)):
+            body = conn.request(
+                ApiKey.LIST_OFFSETS,
+                version,
+                {
+                    "replica_id": -1,
+                    "isolation_level": 0,
+                    "topics": [
+                        {
+                            "name": topic,
+                            "partitions": [
+                                {
+                                    "partition_index": 0,
+                                    "current_leader_epoch": -1,
+                                    "timestamp": timestamp,
+                                }
+                            ],
+                        }
+                    ],
+                },
+            )
+            (answer,) = body["topics"][0]["partitions"]
+            assert (answer["error_code"], answer["offset"]) == (0, expected)
+            if version >= 4 and timestamp == -1:
+                assert answer["leader_epoch"] == 0
