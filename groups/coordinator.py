@@ -6,12 +6,13 @@ has them.
 
 A group belongs to partition `partition_for(group_id)` of `__consumer_offsets`; its
 leader is the group's coordinator. When this broker becomes that leader it reads the
-partition from its start to rebuild the committed offsets (COORDINATOR_LOAD_IN_PROGRESS
-meanwhile); when it stops leading it, the partition's groups are dropped and their
-waiting members told NOT_COORDINATOR, so they find the new coordinator. Membership is
-not written to the log (Kafka writes it too): a new coordinator starts each group Empty,
-and its members rejoin when their heartbeats get UNKNOWN_MEMBER_ID; committed offsets
-are never lost.
+partition from its start to rebuild the committed offsets and the groups
+(COORDINATOR_LOAD_IN_PROGRESS meanwhile); when it stops leading it, the partition's groups
+are dropped and their waiting members told NOT_COORDINATOR, so they find the new
+coordinator. A generation's assignment is written (Kafka's group metadata record) before
+its members get it, and so is a group left Empty, so a new coordinator takes the group
+up where it was: its members go on heartbeating there, without a rebalance. Committed
+offsets are never lost.
 
 Threads: request handlers (connection threads) call in and may wait on the one
 condition; a ticker thread times sessions and join phases; a loader thread reads
@@ -33,9 +34,12 @@ from broker.replica_manager import Partition, ReplicaManager
 from groups.membership import Answers, Group, GroupLimits, GroupState, JoinAnswer, SyncAnswer
 from groups.offset_records import (
     CommittedOffset,
+    GroupKey,
+    GroupMetadata,
     MalformedOffsetRecord,
     OffsetKey,
     decode_offset_record,
+    group_metadata_batch,
     offset_commit_batch,
     partition_for,
 )
@@ -116,9 +120,12 @@ class GroupCoordinator:
         self._append_locks = {i: threading.Lock() for i in range(offsets_partitions)}
         self._loads: queue.Queue[tuple[int, int] | None] = queue.Queue()
         self._stopped = threading.Event()
+        # Empty groups' metadata records, written in the background.
+        self._empty_writes: queue.Queue[tuple[str, GroupMetadata] | None] = queue.Queue()
         self._threads = [
             threading.Thread(target=self._tick_loop, name="group-ticker", daemon=True),
             threading.Thread(target=self._load_loop, name="group-loader", daemon=True),
+            threading.Thread(target=self._write_loop, name="group-writer", daemon=True),
         ]
 
     def start(self) -> None:
@@ -128,6 +135,7 @@ class GroupCoordinator:
     def close(self) -> None:
         self._stopped.set()
         self._loads.put(None)
+        self._empty_writes.put(None)
         with self._cond:
             for index in list(self._loaded) + list(self._loading):
                 self._unload(index)
@@ -213,6 +221,8 @@ class GroupCoordinator:
         tp = TopicPartition(OFFSETS_TOPIC, index)
         started = time.monotonic()
         offsets: dict[str, dict[TopicPartition, _Stored]] = {}
+        # group -> (generation, log offset, its latest metadata; None: deleted)
+        metadata: dict[str, tuple[int, int, GroupMetadata | None]] = {}
         p = self.replicas.partitions.get(tp)
         records = 0
         if p is not None and p.log is not None and p.leader_epoch == leader_epoch:
@@ -244,11 +254,17 @@ class GroupCoordinator:
                         except MalformedOffsetRecord as e:
                             log.error("%s: a malformed offset record skipped: %s", tp, e)
                             continue
-                        if decoded is None:
-                            continue
                         key, value = decoded
-                        if not isinstance(key, OffsetKey):
+                        if isinstance(key, GroupKey):
+                            # The latest generation wins (an Empty group's record is
+                            # written in the background, maybe after a later one's).
+                            assert value is None or isinstance(value, GroupMetadata)
+                            generation = -1 if value is None else value.generation
+                            seen = metadata.get(key.group)
+                            if seen is None or (generation, record.offset) >= seen[:2]:
+                                metadata[key.group] = (generation, record.offset, value)
                             continue
+                        assert value is None or isinstance(value, CommittedOffset)
                         group = offsets.setdefault(key.group, {})
                         ktp = TopicPartition(key.topic, key.partition)
                         group[ktp] = _Stored(value, record.offset)  # None: deleted
@@ -266,6 +282,13 @@ class GroupCoordinator:
             self._loaded[index] = leader_epoch
             for group_id, stored in offsets.items():
                 self._merge(group_id, stored)
+            now_ms = self._now_ms()
+            for group_id, (_generation, _at, value) in metadata.items():
+                # A group still in memory (read again at a new leader epoch) is newer.
+                if value is not None and group_id not in self._groups:
+                    self._groups[group_id] = Group.from_metadata(
+                        group_id, value, self.limits, now_ms
+                    )
         log.info(
             "coordinator of %s: %d records read, offsets of %d groups loaded in %.3f s",
             tp,
@@ -356,7 +379,7 @@ class GroupCoordinator:
     def _group(self, group_id: str) -> Group:
         group = self._groups.get(group_id)
         if group is None:
-            group = self._groups[group_id] = Group(group_id, self.limits)
+            group = self._groups[group_id] = Group(group_id, self.limits, persist=True)
         return group
 
     # --- membership ------------------------------------------------------------------
@@ -401,6 +424,7 @@ class GroupCoordinator:
             # (An earlier request of the member's still held gets the same answer.)
             own = answers.joins.get(key)
             self._deliver(group_id, answers)
+            self._maybe_store_empty(group_id, group)
             if own is not None:
                 self._forget_if_unused(group_id)
                 return own
@@ -429,25 +453,82 @@ class GroupCoordinator:
             group = self._groups.get(group_id)
             if group is None:
                 return SyncAnswer(ErrorCode.UNKNOWN_MEMBER_ID)
+            now_ms = self._now_ms()
             answers = group.sync(
                 member_id=member_id,
                 generation_id=generation_id,
                 protocol_type=protocol_type,
                 protocol_name=protocol_name,
                 assignments=assignments,
-                now_ms=self._now_ms(),
+                now_ms=now_ms,
             )
+            stored: tuple[int, GroupMetadata] | None = None
+            if answers.store:
+                stored = (group.generation_id, group.to_metadata(now_ms))
+        if stored is not None:
+            # The leader's assignment is written before any member gets it (Kafka's
+            # storeGroup), so a new coordinator reads this generation back.
+            generation, metadata = stored
+            write_error = self._store_group(group_id, metadata)
+            with self._cond:
+                if self._groups.get(group_id) is not group:
+                    return SyncAnswer(ErrorCode.NOT_COORDINATOR)
+                if write_error == ErrorCode.NONE:
+                    answers = group.assignment_stored(generation, self._now_ms())
+                else:
+                    answers = group.assignment_store_failed(generation, write_error, self._now_ms())
+                    self._maybe_store_empty(group_id, group)
+        with self._cond:
             own = answers.syncs.get(member_id)
             self._deliver(group_id, answers)
             if own is not None:
                 return own
             self._cond.notify_all()
-            member = group.members[member_id]
+            member = group.members.get(member_id)
+            if member is None or self._groups.get(group_id) is not group:
+                return SyncAnswer(ErrorCode.NOT_COORDINATOR)
             wait_s = member.rebalance_timeout_ms / 1000 + _HELD_REQUEST_SLACK_S
             held = self._hold((group_id, member_id, "sync"), wait_s)
         if isinstance(held, SyncAnswer):
             return held
         return SyncAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    def _store_group(self, group_id: str, metadata: GroupMetadata | None) -> ErrorCode:
+        """Write the group's metadata record to its partition; NONE once every in-sync
+        replica has it, else the error a waiting member is told (Kafka's mapping)."""
+        offsets_tp = TopicPartition(OFFSETS_TOPIC, self.partition_of(group_id))
+        try:
+            batch = group_metadata_batch(group_id, metadata, self._now_ms())
+        except ValueError as e:  # a member's metadata too long for the record's fields
+            log.warning("the metadata of group %s cannot be written: %s", group_id, e)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        with self._append_locks[offsets_tp.partition]:
+            error, p, info, _message = self.replicas.append_as_leader(offsets_tp, batch, -1)
+        if p is not None and info is not None:
+            error = self.replicas.wait_for_replication(p, info.last_offset, self.commit_timeout_s)
+        if error != ErrorCode.NONE:
+            log.warning("writing the metadata of group %s failed: %s", group_id, error.name)
+            return _COMMIT_WRITE_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
+        return ErrorCode.NONE
+
+    def _maybe_store_empty(self, group_id: str, group: Group) -> None:
+        """A group that became Empty at a generation not yet written is written so (by
+        the writer thread), so that a new coordinator does not bring back its members
+        (lock held)."""
+        if group.state is GroupState.EMPTY and group.generation_id > group.persisted_generation:
+            group.persisted_generation = group.generation_id
+            self._empty_writes.put((group_id, group.to_metadata(self._now_ms())))
+
+    def _write_loop(self) -> None:
+        while True:
+            item = self._empty_writes.get()
+            if item is None or self._stopped.is_set():
+                return
+            group_id, metadata = item
+            with self._cond:
+                if self._state_of(group_id) != ErrorCode.NONE:
+                    continue
+            self._store_group(group_id, metadata)
 
     def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
         with self._cond:
@@ -473,6 +554,7 @@ class GroupCoordinator:
                 return ErrorCode.NONE, dict.fromkeys(member_ids, ErrorCode.UNKNOWN_MEMBER_ID)
             errors, answers = group.leave(member_ids, self._now_ms())
             self._deliver(group_id, answers)
+            self._maybe_store_empty(group_id, group)
             return ErrorCode.NONE, errors
 
     def _tick_loop(self) -> None:
@@ -484,6 +566,7 @@ class GroupCoordinator:
                     deadline = group.next_deadline_ms()
                     if deadline is not None and deadline <= now_ms:
                         self._deliver(group_id, group.tick(now_ms))
+                        self._maybe_store_empty(group_id, group)
                         deadline = group.next_deadline_ms()
                     if deadline is not None:
                         next_ms = deadline if next_ms is None else min(next_ms, deadline)

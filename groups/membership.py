@@ -19,6 +19,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from groups.offset_records import GroupMetadata, MemberMetadata
 from wire.errors import ErrorCode
 
 
@@ -64,9 +65,12 @@ class SyncAnswer:
 class Answers:
     joins: dict[str, JoinAnswer] = field(default_factory=dict)
     syncs: dict[str, SyncAnswer] = field(default_factory=dict)
+    # A group that persists its assignments: the leader's assignment is to be written
+    # (`to_metadata`), then `assignment_stored` or `assignment_store_failed` called.
+    store: bool = False
 
     def __bool__(self) -> bool:
-        return bool(self.joins or self.syncs)
+        return bool(self.joins or self.syncs or self.store)
 
 
 @dataclass
@@ -99,9 +103,19 @@ class Group:
     """One group's membership. `generation_id` only grows; `leader` is always a member
     (or "" when there is none)."""
 
-    def __init__(self, group_id: str, limits: GroupLimits | None = None) -> None:
+    def __init__(
+        self, group_id: str, limits: GroupLimits | None = None, *, persist: bool = False
+    ) -> None:
         self.group_id = group_id
         self.limits = limits or GroupLimits()
+        # Whether a generation's assignment is written before its members get it (the
+        # coordinator's groups, as Kafka's storeGroup); the leader's SyncGroup then
+        # leaves the group CompletingRebalance until the write is done.
+        self.persist = persist
+        self.storing: dict[str, bytes] | None = None
+        # The generation last written (or read back): an Empty group of a later one
+        # is written too, so a new coordinator does not bring back members that left.
+        self.persisted_generation = 0
         self.state = GroupState.EMPTY
         self.generation_id = 0
         self.protocol_type: str | None = None
@@ -259,6 +273,7 @@ class Group:
 
     def _prepare_rebalance(self, now_ms: int, answers: Answers, *, new_member: bool) -> None:
         if self.state is GroupState.COMPLETING_REBALANCE:
+            self.storing = None  # a write under way is for a generation that ends
             # The assignment being computed is for members that are changing: the
             # members waiting on it rejoin.
             self._answer_syncs(answers, ErrorCode.REBALANCE_IN_PROGRESS)
@@ -357,14 +372,110 @@ class Group:
             return answer(ErrorCode.NONE, member.assignment)
         # CompletingRebalance
         member.awaiting_sync = True
-        if member_id == self.leader:
-            for m in self.members.values():
-                m.assignment = assignments.get(m.member_id, b"")
-            self.state = GroupState.STABLE
-            for m in self.members.values():
-                m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
-            self._answer_syncs(answers, ErrorCode.NONE)
+        if member_id == self.leader and self.storing is None:
+            if self.persist:
+                self.storing = dict(assignments)
+                answers.store = True
+                return answers
+            self._set_assignment(assignments, now_ms, answers)
         return answers
+
+    def _set_assignment(self, assignments: dict[str, bytes], now_ms: int, answers: Answers) -> None:
+        for m in self.members.values():
+            m.assignment = assignments.get(m.member_id, b"")
+        self.state = GroupState.STABLE
+        for m in self.members.values():
+            m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
+        self._answer_syncs(answers, ErrorCode.NONE)
+
+    def assignment_stored(self, generation_id: int, now_ms: int) -> Answers:
+        """The leader's assignment of ``generation_id`` is written: the group is Stable
+        and its members get their assignments (unless it moved on meanwhile)."""
+        answers = Answers()
+        storing = self.storing
+        if (
+            self.state is GroupState.COMPLETING_REBALANCE
+            and generation_id == self.generation_id
+            and storing is not None
+        ):
+            self.storing = None
+            self.persisted_generation = generation_id
+            self._set_assignment(storing, now_ms, answers)
+        return answers
+
+    def assignment_store_failed(self, generation_id: int, error: ErrorCode, now_ms: int) -> Answers:
+        """Writing the assignment failed: the members waiting for it get ``error`` and
+        the group rebalances (Kafka's resetAndPropagateAssignmentError)."""
+        answers = Answers()
+        if (
+            self.state is GroupState.COMPLETING_REBALANCE
+            and generation_id == self.generation_id
+            and self.storing is not None
+        ):
+            self.storing = None
+            self._answer_syncs(answers, error)
+            self._prepare_rebalance(now_ms, answers, new_member=False)
+        return answers
+
+    def to_metadata(self, now_ms: int) -> GroupMetadata:
+        """The group as Kafka's group metadata record holds it: the generation, its
+        protocol and leader, and each member with its subscription and assignment (the
+        one being stored, while it is)."""
+        protocol = self.protocol_name
+        assignments = self.storing
+        members = tuple(
+            MemberMetadata(
+                member_id=m.member_id,
+                group_instance_id=None,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                session_timeout_ms=m.session_timeout_ms,
+                subscription=m.metadata(protocol) if protocol is not None else b"",
+                assignment=(
+                    assignments.get(m.member_id, b"") if assignments is not None else m.assignment
+                ),
+            )
+            for m in self.members.values()
+        )
+        return GroupMetadata(
+            protocol_type=self.protocol_type or "",
+            generation=self.generation_id,
+            protocol=protocol,
+            leader=self.leader or None,
+            current_state_timestamp_ms=now_ms,
+            members=members,
+        )
+
+    @classmethod
+    def from_metadata(
+        cls, group_id: str, metadata: GroupMetadata, limits: GroupLimits, now_ms: int
+    ) -> Group:
+        """A group read back by a new coordinator: Stable with its members (each has a
+        session's time to heartbeat here), or Empty at its generation."""
+        group = cls(group_id, limits, persist=True)
+        group.generation_id = metadata.generation
+        group.persisted_generation = metadata.generation
+        if not metadata.members or metadata.protocol is None:
+            return group
+        group.protocol_type = metadata.protocol_type
+        group.protocol_name = metadata.protocol
+        for mm in metadata.members:
+            group.members[mm.member_id] = Member(
+                mm.member_id,
+                mm.client_id,
+                mm.client_host,
+                mm.session_timeout_ms,
+                mm.rebalance_timeout_ms,
+                metadata.protocol_type,
+                ((metadata.protocol, mm.subscription),),
+                assignment=mm.assignment,
+                heartbeat_deadline_ms=now_ms + mm.session_timeout_ms,
+            )
+        leader = metadata.leader
+        group.leader = leader if leader in group.members else next(iter(group.members))
+        group.state = GroupState.STABLE
+        return group
 
     def _answer_syncs(self, answers: Answers, error: ErrorCode) -> None:
         for m in self.members.values():
@@ -477,6 +588,7 @@ class Group:
                 answers.syncs[m.member_id] = SyncAnswer(ErrorCode.NOT_COORDINATOR)
             m.awaiting_join = m.awaiting_sync = False
         self.state = GroupState.DEAD
+        self.storing = None
         return answers
 
     # --- OffsetCommit ------------------------------------------------------------------

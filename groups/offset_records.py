@@ -1,9 +1,11 @@
-"""Committed offsets as records of the `__consumer_offsets` topic, in Kafka's formats.
+"""Committed offsets and group metadata as records of `__consumer_offsets`, in Kafka's formats.
 
 The bytes are those of Kafka 2.8's GroupMetadataManager (the OffsetCommitKey,
-OffsetCommitValue and GroupMetadataKey schemas), so a log written here reads as Kafka's
-and the other way round. Every key and value starts with an int16 schema version;
-strings are an int16 byte length and UTF-8; integers are big-endian::
+OffsetCommitValue, GroupMetadataKey and GroupMetadataValue schemas), so a log written here
+reads as Kafka's and the other way round. Every key and value starts with an int16 schema
+version; strings are an int16 byte length and UTF-8 (a nullable string's length -1 is
+null); bytes are an int32 length and the bytes; an array is an int32 count and its
+elements; integers are big-endian::
 
     key   v0, v1  group string, topic string, partition int32          (an offset commit)
     key   v2      group string                                         (group metadata)
@@ -12,15 +14,29 @@ strings are an int16 byte length and UTF-8; integers are big-endian::
     value v2      offset int64, metadata string, commit_timestamp int64
     value v3      offset int64, leader_epoch int32, metadata string, commit_timestamp int64
 
-Written are key v1 and value v3, as Kafka 2.8 writes them (inter-broker protocol 2.1 and
-later); a commit with an explicit expire timestamp is written as value v1, as Kafka does,
-since only v1 holds one (v1 has no leader epoch: it is dropped, as in Kafka, where no
-commit carries both). A null value is a tombstone: the offset (or group) was deleted.
+and the value of a group metadata key (v2), the group's generation and its members::
+
+    group value   protocol_type string, generation int32, protocol nullable string,
+                  leader nullable string, current_state_timestamp int64 (v2 and later),
+                  members array of:
+    member        member_id string, group_instance_id nullable string (v3),
+                  client_id string, client_host string, rebalance_timeout int32 (v1 and
+                  later), session_timeout int32, subscription bytes, assignment bytes
+
+Written are key v1, value v3 and group value v3, as Kafka 2.8 writes them (inter-broker
+protocol 2.1 and later for offsets, 2.3 and later for groups); a commit with an explicit
+expire timestamp is written as value v1, as Kafka does, since only v1 holds one (v1 has
+no leader epoch: it is dropped, as in Kafka, where no commit carries both). A group value
+older than v3 reads with no group instance ids; older than v2, with
+current_state_timestamp -1; v0, with each member's rebalance timeout its session timeout
+(as Kafka reads them). A null value is a tombstone: the offset (or group) was deleted.
 
 Decoding is strict: an unknown version, a buffer too short for its fields or longer than
-them, a null or non-UTF-8 string raise `MalformedOffsetRecord`. (Kafka ignores trailing
-bytes and decodes bad UTF-8 with replacement characters; neither is ever written by Kafka
-or here, so either means the record is not what it claims to be.)
+them, a null string, bytes or array where none is nullable, a negative length other than
+-1, or a non-UTF-8 string raise `MalformedOffsetRecord`. (Kafka ignores trailing bytes,
+reads any negative length of a nullable string as null and decodes bad UTF-8 with
+replacement characters; none of these is ever written by Kafka or here, so each means
+the record is not what it claims to be.)
 
 A group's coordinator is the leader of partition `partition_for(group_id, partitions)` of
 the topic, Kafka's `Utils.abs(groupId.hashCode) % partitions`, and every record of that
@@ -45,18 +61,26 @@ from storage.records import (
 
 __all__ = [
     "GROUP_KEY_VERSION",
+    "GROUP_VALUE_VERSION",
     "NO_LEADER_EPOCH",
     "NO_TIMESTAMP",
     "OFFSET_KEY_VERSION",
     "OFFSET_VALUE_VERSION",
     "CommittedOffset",
     "GroupKey",
+    "GroupMetadata",
     "MalformedOffsetRecord",
+    "MemberMetadata",
     "OffsetKey",
+    "decode_group_value",
     "decode_key",
+    "decode_offset_record",
     "decode_offset_value",
+    "encode_group_key",
+    "encode_group_value",
     "encode_offset_key",
     "encode_offset_value",
+    "group_metadata_batch",
     "offset_commit_batch",
     "partition_for",
     "read_offset_records",
@@ -65,14 +89,18 @@ __all__ = [
 OFFSET_KEY_VERSION: Final = 1  # the offset commit key version written (0 and 1 are read)
 GROUP_KEY_VERSION: Final = 2  # the group metadata key's only version
 OFFSET_VALUE_VERSION: Final = 3  # the offset commit value version written (0 to 3 are read)
+GROUP_VALUE_VERSION: Final = 3  # the group metadata value version written (0 to 3 are read)
 _EXPIRING_VALUE_VERSION: Final = 1  # the only value version with an expire timestamp
 NO_LEADER_EPOCH: Final = -1  # RecordBatch.NO_PARTITION_LEADER_EPOCH
 NO_TIMESTAMP: Final = -1  # OffsetCommitRequest.DEFAULT_TIMESTAMP: no expire timestamp
+# (also a group's current_state_timestamp when it has none: Kafka's default, and what a
+# group value older than v2 reads as)
 
 _INT16: Final = struct.Struct(">h")
 _INT32: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
 _MAX_STRING_BYTES: Final = 0x7FFF  # an int16 length
+_NULL_LENGTH: Final = -1  # the length (or count) of a null string, bytes or array
 _INT32_MIN: Final = -(2**31)
 _INT32_MAX: Final = 2**31 - 1
 _INT64_MIN: Final = -(2**63)
@@ -110,6 +138,38 @@ class CommittedOffset:
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int = NO_TIMESTAMP
+
+
+@dataclass(frozen=True)
+class MemberMetadata:
+    """One member of a group as its group metadata record holds it (Kafka's
+    GroupMetadataValue.MemberMetadata): ``group_instance_id`` None for a dynamic member;
+    ``subscription`` its metadata for the group's protocol, ``assignment`` what the
+    leader assigned it (both opaque here)."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class GroupMetadata:
+    """A group's metadata record (Kafka's GroupMetadataValue): its generation, chosen
+    protocol and leader (None while it has none) and members. ``protocol_type`` is ""
+    for a group without one (as Kafka writes it); ``current_state_timestamp_ms`` -1
+    (`NO_TIMESTAMP`): unknown."""
+
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp_ms: int
+    members: tuple[MemberMetadata, ...]
 
 
 # --------------------------------------------------------------------------- partitioning
@@ -156,6 +216,16 @@ def _encode_string(name: str, text: str) -> bytes:
             f"{name} is {len(data)} bytes in UTF-8, over the {_MAX_STRING_BYTES} a string holds"
         )
     return _INT16.pack(len(data)) + data
+
+
+def _encode_nullable_string(name: str, text: str | None) -> bytes:
+    return _INT16.pack(_NULL_LENGTH) if text is None else _encode_string(name, text)
+
+
+def _encode_bytes(name: str, data: bytes) -> bytes:
+    if len(data) > _INT32_MAX:
+        raise ValueError(f"{name} is {len(data)} bytes, over the {_INT32_MAX} bytes hold")
+    return _INT32.pack(len(data)) + bytes(data)
 
 
 def encode_offset_key(key: OffsetKey) -> bytes:
@@ -207,6 +277,77 @@ def encode_offset_value(value: CommittedOffset) -> bytes:
             _INT64.pack(value.commit_timestamp_ms),
         )
     )
+
+
+def encode_group_key(group: str) -> bytes:
+    """A group metadata key, version 2: the group.
+
+    Raises ValueError if the group is over 32767 bytes of UTF-8 (or not encodable).
+    """
+    return _INT16.pack(GROUP_KEY_VERSION) + _encode_string("group", group)
+
+
+def _encode_member(index: int, member: MemberMetadata) -> bytes:
+    name = f"member {index}"
+    _check_int(f"{name} rebalance timeout", member.rebalance_timeout_ms, _INT32_MIN, _INT32_MAX)
+    _check_int(f"{name} session timeout", member.session_timeout_ms, _INT32_MIN, _INT32_MAX)
+    return b"".join(
+        (
+            _encode_string(f"{name} member id", member.member_id),
+            _encode_nullable_string(f"{name} group instance id", member.group_instance_id),
+            _encode_string(f"{name} client id", member.client_id),
+            _encode_string(f"{name} client host", member.client_host),
+            _INT32.pack(member.rebalance_timeout_ms),
+            _INT32.pack(member.session_timeout_ms),
+            _encode_bytes(f"{name} subscription", member.subscription),
+            _encode_bytes(f"{name} assignment", member.assignment),
+        )
+    )
+
+
+def encode_group_value(value: GroupMetadata) -> bytes:
+    """A group metadata value, version 3, as Kafka 2.8 writes it: protocol type,
+    generation, protocol, leader, current state timestamp, then each member (member id,
+    group instance id, client id, client host, rebalance timeout, session timeout,
+    subscription, assignment) in the order given.
+
+    Raises ValueError if a field does not fit (int32 generation and timeouts, int64
+    timestamp, strings up to 32767 bytes of UTF-8), or if the group has members but no
+    protocol (Kafka refuses to write that too: a member's subscription is its metadata
+    for the group's protocol).
+    """
+    _check_int("generation", value.generation, _INT32_MIN, _INT32_MAX)
+    _check_int("current state timestamp", value.current_state_timestamp_ms, _INT64_MIN, _INT64_MAX)
+    if value.members and value.protocol is None:
+        raise ValueError(
+            f"a group with {len(value.members)} members needs a protocol (it has none)"
+        )
+    parts = [
+        _INT16.pack(GROUP_VALUE_VERSION),
+        _encode_string("protocol type", value.protocol_type),
+        _INT32.pack(value.generation),
+        _encode_nullable_string("protocol", value.protocol),
+        _encode_nullable_string("leader", value.leader),
+        _INT64.pack(value.current_state_timestamp_ms),
+        _INT32.pack(len(value.members)),
+    ]
+    parts.extend(_encode_member(i, member) for i, member in enumerate(value.members))
+    return b"".join(parts)
+
+
+def group_metadata_batch(group: str, value: GroupMetadata | None, timestamp_ms: int) -> bytearray:
+    """One uncompressed record batch (magic 2) holding one group metadata record, as
+    `offset_commit_batch` builds them, at ``timestamp_ms``. A None value writes a
+    tombstone: the group is deleted.
+
+    Raises ValueError for a field that does not fit its encoding (see
+    `encode_group_value`).
+    """
+    spec = RecordSpec(
+        key=encode_group_key(group),
+        value=None if value is None else encode_group_value(value),
+    )
+    return build_batch([spec], base_timestamp=timestamp_ms, compression=Compression.NONE)
 
 
 def offset_commit_batch(
@@ -269,12 +410,43 @@ class _Reader:
         value: int = _INT64.unpack_from(self._data, self._need(8, field))[0]
         return value
 
+    def _not_nullable(self, field: str, length: int) -> MalformedOffsetRecord:
+        return MalformedOffsetRecord(
+            f"{self.what}: {field} is null (length {length}), but it is not nullable"
+        )
+
     def string(self, field: str) -> str:
         length = self.int16(f"the length of {field}")
         if length < 0:
+            raise self._not_nullable(field, length)
+        return self._utf8(field, length)
+
+    def nullable_string(self, field: str) -> str | None:
+        length = self.int16(f"the length of {field}")
+        if length == _NULL_LENGTH:
+            return None
+        if length < 0:
             raise MalformedOffsetRecord(
-                f"{self.what}: {field} is null (length {length}), but it is not nullable"
+                f"{self.what}: {field} has length {length} (-1 is null, no other is negative)"
             )
+        return self._utf8(field, length)
+
+    def bytes_(self, field: str) -> bytes:
+        length = self.int32(f"the length of {field}")
+        if length < 0:
+            raise self._not_nullable(field, length)
+        pos = self._need(length, field)
+        return self._data[pos : pos + length]
+
+    def count(self, field: str) -> int:
+        count = self.int32(f"the count of {field}")
+        if count < 0:
+            raise MalformedOffsetRecord(
+                f"{self.what}: {field} is null (count {count}), but it is not nullable"
+            )
+        return count
+
+    def _utf8(self, field: str, length: int) -> str:
         pos = self._need(length, field)
         try:
             return self._data[pos : pos + length].decode("utf-8")
@@ -333,20 +505,61 @@ def decode_offset_value(data: bytes | bytearray | memoryview) -> CommittedOffset
     return CommittedOffset(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
 
 
+def decode_group_value(data: bytes | bytearray | memoryview) -> GroupMetadata:
+    """A group metadata value of version 0 to 3. A field a version lacks reads as Kafka
+    reads it: group instance ids (v3) None, the current state timestamp (v2) -1
+    (`NO_TIMESTAMP`), a member's rebalance timeout (v1) its session timeout. Raises
+    MalformedOffsetRecord for another version or a malformed buffer."""
+    reader = _Reader(data, "group metadata value")
+    version = reader.int16("the version")
+    if not 0 <= version <= GROUP_VALUE_VERSION:
+        raise MalformedOffsetRecord(
+            f"unknown group metadata value version {version} (0 to {GROUP_VALUE_VERSION} known)"
+        )
+    reader.what = f"group metadata value v{version}"
+    protocol_type = reader.string("protocol_type")
+    generation = reader.int32("generation")
+    protocol = reader.nullable_string("protocol")
+    leader = reader.nullable_string("leader")
+    timestamp = reader.int64("current_state_timestamp") if version >= 2 else NO_TIMESTAMP
+    members = []
+    for index in range(reader.count("members")):
+        field = f"members[{index}]"
+        member_id = reader.string(f"{field}.member_id")
+        instance_id = reader.nullable_string(f"{field}.group_instance_id") if version >= 3 else None
+        client_id = reader.string(f"{field}.client_id")
+        client_host = reader.string(f"{field}.client_host")
+        rebalance_timeout = reader.int32(f"{field}.rebalance_timeout") if version >= 1 else None
+        session_timeout = reader.int32(f"{field}.session_timeout")
+        members.append(
+            MemberMetadata(
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                session_timeout if rebalance_timeout is None else rebalance_timeout,
+                session_timeout,
+                reader.bytes_(f"{field}.subscription"),
+                reader.bytes_(f"{field}.assignment"),
+            )
+        )
+    reader.finish()
+    return GroupMetadata(protocol_type, generation, protocol, leader, timestamp, tuple(members))
+
+
 def read_offset_records(
     batch: bytes | bytearray | memoryview,
-) -> Iterator[tuple[OffsetKey | GroupKey, CommittedOffset | None]]:
+) -> Iterator[tuple[OffsetKey | GroupKey, CommittedOffset | GroupMetadata | None]]:
     """The records of one `__consumer_offsets` batch (the bytes of exactly one batch), in
     offset order, as ``(key, value)``:
 
     * ``(OffsetKey, CommittedOffset)``: an offset commit;
     * ``(OffsetKey, None)``: a tombstone, the offset was deleted;
+    * ``(GroupKey, GroupMetadata)``: a group's metadata (generation and members);
     * ``(GroupKey, None)``: a tombstone, the group was deleted.
 
-    Group metadata records with a value are skipped: this coordinator does not persist
-    group metadata yet (groups are rebuilt by their members rejoining), so their values
-    are not decoded. Control batches (transaction markers) are skipped whole; the records
-    of a transactional batch are yielded like any (no transactional offset commits are
+    Control batches (transaction markers) are skipped whole; the records of a
+    transactional batch are yielded like any (no transactional offset commits are
     written here, so none are held back for their marker).
 
     A record without a key, or whose key or value is malformed, raises
@@ -357,17 +570,15 @@ def read_offset_records(
     if read_header(batch).is_control:
         return
     for record in iter_records(batch):
-        decoded = decode_offset_record(record)
-        if decoded is not None:
-            yield decoded
+        yield decode_offset_record(record)
 
 
 def decode_offset_record(
     record: Record,
-) -> tuple[OffsetKey | GroupKey, CommittedOffset | None] | None:
-    """One record of `__consumer_offsets`, as `read_offset_records` yields it (None for
-    a group metadata record with a value, which is skipped); MalformedOffsetRecord
-    names the record's offset."""
+) -> tuple[OffsetKey | GroupKey, CommittedOffset | GroupMetadata | None]:
+    """One record of `__consumer_offsets`, as `read_offset_records` yields it: an
+    `OffsetKey`'s value is a `CommittedOffset`, a `GroupKey`'s a `GroupMetadata`, either
+    None for a tombstone. MalformedOffsetRecord names the record's offset."""
     if record.key is None:
         raise MalformedOffsetRecord(f"the record at offset {record.offset} has no key")
     try:
@@ -376,12 +587,12 @@ def decode_offset_record(
         raise MalformedOffsetRecord(f"the record at offset {record.offset}: {exc}") from exc
     if record.value is None:
         return key, None
-    if isinstance(key, OffsetKey):
-        try:
+    value: CommittedOffset | GroupMetadata
+    try:
+        if isinstance(key, OffsetKey):
             value = decode_offset_value(record.value)
-        except MalformedOffsetRecord as exc:
-            raise MalformedOffsetRecord(
-                f"the record at offset {record.offset} ({key}): {exc}"
-            ) from exc
-        return key, value
-    return None
+        else:
+            value = decode_group_value(record.value)
+    except MalformedOffsetRecord as exc:
+        raise MalformedOffsetRecord(f"the record at offset {record.offset} ({key}): {exc}") from exc
+    return key, value

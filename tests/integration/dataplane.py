@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -182,3 +182,44 @@ def consume(
         return out
     finally:
         consumer.close()
+
+
+def group_consumer(c: SupervisedCluster, group: str, **conf: object) -> Consumer:
+    """A consumer of ``group`` that subscribes (commits are the test's own)."""
+    settings: dict[str, object] = {
+        "bootstrap.servers": bootstrap(c),
+        "group.id": group,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": 10_000,
+        "heartbeat.interval.ms": 500,
+        "fetch.wait.max.ms": 100,
+        "topic.metadata.refresh.interval.ms": 1000,
+    }
+    settings.update({k.replace("_", "."): v for k, v in conf.items()})
+    return Consumer(settings)
+
+
+def poll_until(
+    consumers: Iterable[Consumer],
+    seen: dict[tuple[int, int], bytes],
+    done: Callable[[], bool],
+    timeout: float,
+    what: str,
+) -> None:
+    """Poll every consumer (each must be polled for its group to make progress) until
+    ``done()``, recording (partition, offset) -> value of each message."""
+    deadline = time.monotonic() + timeout
+    group = list(consumers)
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: {len(seen)} messages seen")
+        for consumer in group:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None:
+                assert error.code() == KafkaError._PARTITION_EOF or error.retriable(), error
+                continue
+            seen[(msg.partition(), msg.offset())] = msg.value()

@@ -8,16 +8,15 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from groups.offset_records import partition_for
 from tests.integration.conftest import ClusterFactory
-from tests.integration.dataplane import bootstrap, produce
+from tests.integration.dataplane import bootstrap, group_consumer, poll_until, produce
 from tests.integration.harness import Cluster, wait_for
 from wire.api import ApiKey
 from wire.client import KafkaConnection
@@ -30,46 +29,6 @@ GROUP_SETTINGS = {
     "group_initial_rebalance_delay_ms": "0",
     "offsets_topic_num_partitions": str(OFFSETS_PARTITIONS),
 }
-
-
-def group_consumer(c: Cluster, group: str, **conf: object) -> Consumer:
-    settings: dict[str, object] = {
-        "bootstrap.servers": bootstrap(c),
-        "group.id": group,
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-        "session.timeout.ms": 10_000,
-        "heartbeat.interval.ms": 500,
-        "fetch.wait.max.ms": 100,
-        "topic.metadata.refresh.interval.ms": 1000,
-    }
-    settings.update({k.replace("_", "."): v for k, v in conf.items()})
-    return Consumer(settings)
-
-
-def poll_until(
-    consumers: Iterable[Consumer],
-    seen: dict[tuple[int, int], bytes],
-    done: Any,
-    timeout: float,
-    what: str,
-) -> None:
-    """Poll every consumer (each must be polled for its group to make progress) until
-    ``done()``, recording (partition, offset) -> value of each message."""
-    deadline = time.monotonic() + timeout
-    group = list(consumers)
-    while not done():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: {len(seen)} messages seen")
-        for consumer in group:
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            error = msg.error()
-            if error is not None:
-                assert error.code() == KafkaError._PARTITION_EOF or error.retriable(), error
-                continue
-            seen[(msg.partition(), msg.offset())] = msg.value()
 
 
 def find_coordinator(c: Cluster, group: str, via: int) -> tuple[int, int]:
@@ -264,7 +223,8 @@ def test_a_consuming_group_follows_its_coordinator_through_a_sigkill(
     cluster_factory: ClusterFactory,
 ) -> None:
     """The coordinator dies under a member that is consuming and committing: the member
-    finds the new coordinator, joins again there, and goes on from its last commit."""
+    finds the new coordinator, which read the group's generation back, and goes on
+    there without a rebalance."""
     c = cluster_factory(**GROUP_SETTINGS)
     c.wait_controller()
     topic = "events"
@@ -273,10 +233,15 @@ def test_a_consuming_group_follows_its_coordinator_through_a_sigkill(
     first = [b"before-%d" % i for i in range(20)]
     assert produce(c, topic, first).errors == []
     member = group_consumer(c, "audit")
+    assignments: list[list[int]] = []
     try:
-        member.subscribe([topic])
+        member.subscribe(
+            [topic],
+            on_assign=lambda _c, tps: assignments.append(sorted(tp.partition for tp in tps)),
+        )
         seen: dict[tuple[int, int], bytes] = {}
         poll_until([member], seen, lambda: len(seen) == len(first), 120, "before the kill")
+        assert assignments == [[0, 1]]
         member.commit(asynchronous=False)
         coordinator = coordinator_of(c, "audit", via=1)
         c[coordinator].kill()
@@ -301,6 +266,7 @@ def test_a_consuming_group_follows_its_coordinator_through_a_sigkill(
             return True
 
         wait_for(commit, 120, "a commit to the new coordinator")
+        assert assignments == [[0, 1]]  # no rebalance: the member kept its generation
         survivor = next(b for b in (1, 2, 3) if b != coordinator)
         assert coordinator_of(c, "audit", via=survivor) != coordinator
     finally:

@@ -1595,3 +1595,101 @@ def test_the_random_operations_reach_every_state_change() -> None:
         (preparing, dead),
         (empty, dead),
     } <= seen
+
+
+# --- a group that writes its generations (the coordinator's) ------------------------------
+
+
+def persisting_completing_group(*ids: str) -> Group:
+    group = completing_group(*ids)
+    group.persist = True
+    return group
+
+
+def test_a_persisting_group_answers_the_syncs_once_the_assignment_is_stored() -> None:
+    group = persisting_completing_group("a", "b")
+    assert not sync(group, "b", 1, DELAY)
+    answers = sync(group, "a", 1, DELAY, {"a": b"A", "b": b"B"})
+    assert answers.store
+    assert not answers.syncs
+    assert state(group) is GroupState.COMPLETING_REBALANCE
+    assert group.heartbeat(member_id="b", generation_id=1, now_ms=DELAY) == ErrorCode.NONE
+    # What is written: this generation, its leader, each member's subscription and the
+    # assignment being stored.
+    written = group.to_metadata(DELAY)
+    assert (written.generation, written.protocol, written.leader) == (1, "range", "a")
+    assert {(m.member_id, m.subscription, m.assignment) for m in written.members} == {
+        ("a", b"range-meta", b"A"),
+        ("b", b"range-meta", b"B"),
+    }
+    # The leader asking again meanwhile writes nothing more.
+    assert not sync(group, "a", 1, DELAY, {"a": b"A", "b": b"B"}).store
+    stored = group.assignment_stored(1, DELAY + 1)
+    assert {m: a.assignment for m, a in stored.syncs.items()} == {"a": b"A", "b": b"B"}
+    assert state(group) is GroupState.STABLE
+    assert group.persisted_generation == 1
+
+
+def test_a_failed_store_answers_the_error_and_rebalances() -> None:
+    group = persisting_completing_group("a", "b")
+    assert not sync(group, "b", 1, DELAY)
+    assert sync(group, "a", 1, DELAY, {"a": b"A"}).store
+    failed = group.assignment_store_failed(1, ErrorCode.NOT_COORDINATOR, DELAY + 1)
+    assert {m: a.error for m, a in failed.syncs.items()} == {
+        "a": ErrorCode.NOT_COORDINATOR,
+        "b": ErrorCode.NOT_COORDINATOR,
+    }
+    assert state(group) is GroupState.PREPARING_REBALANCE
+    assert group.storing is None
+    # A store that ends after the group moved on changes nothing.
+    assert not group.assignment_stored(1, DELAY + 2)
+    assert state(group) is GroupState.PREPARING_REBALANCE
+
+
+def test_a_rebalance_during_the_store_drops_it() -> None:
+    group = persisting_completing_group("a", "b")
+    assert sync(group, "a", 1, DELAY, {"a": b"A", "b": b"B"}).store
+    answers = join_new(group, "c", DELAY + 1)  # a new member: the generation ends
+    assert answers.syncs["a"].error == ErrorCode.REBALANCE_IN_PROGRESS
+    assert group.storing is None
+    assert not group.assignment_stored(1, DELAY + 2)
+    assert state(group) is GroupState.PREPARING_REBALANCE
+
+
+def test_a_group_read_back_is_stable_with_its_members_and_generation() -> None:
+    group = persisting_completing_group("a", "b")
+    assert not sync(group, "b", 1, DELAY)
+    assert sync(group, "a", 1, DELAY, {"a": b"A", "b": b"B"}).store
+    group.assignment_stored(1, DELAY)
+    written = group.to_metadata(DELAY)
+
+    back = Group.from_metadata("g", written, LIMITS, 100_000)
+    assert state(back) is GroupState.STABLE
+    assert (back.generation_id, back.leader, back.protocol_name) == (1, "a", "range")
+    assert back.persist
+    assert {m.member_id: m.assignment for m in back.members.values()} == {"a": b"A", "b": b"B"}
+    # Its members go on heartbeating with their generation; their SyncGroup (a member
+    # that lost its answer) gets the assignment again.
+    assert back.heartbeat(member_id="b", generation_id=1, now_ms=100_001) == ErrorCode.NONE
+    assert sync(back, "b", 1, 100_001).syncs["b"].assignment == b"B"
+    # One that never shows up is dropped a session later, and the others rebalance.
+    assert back.heartbeat(member_id="a", generation_id=1, now_ms=100_000 + SESSION) == (
+        ErrorCode.NONE
+    )
+    back.tick(100_001 + SESSION)
+    assert set(back.members) == {"a"}
+    assert state(back) is GroupState.PREPARING_REBALANCE
+
+
+def test_an_empty_group_read_back_keeps_its_generation() -> None:
+    group = persisting_completing_group("a")
+    group.leave(["a"], DELAY)
+    assert state(group) is GroupState.EMPTY
+    written = group.to_metadata(DELAY)
+    assert (written.generation, written.members, written.protocol) == (2, (), None)
+    back = Group.from_metadata("g", written, LIMITS, 0)
+    assert state(back) is GroupState.EMPTY
+    assert back.generation_id == 2
+    assert not join_new(back, "n", 0).joins  # held for the initial delay
+    answers = back.tick(DELAY)
+    assert answers.joins["n"].generation_id == 3

@@ -1,5 +1,6 @@
-"""`__consumer_offsets` records: Kafka 2.8's key and value formats, the group's partition,
-and batches of offset commits."""
+"""`__consumer_offsets` records: Kafka 2.8's key and value formats (offset commits and
+group metadata), the group's partition, and batches of offset commits and group
+metadata."""
 
 from __future__ import annotations
 
@@ -14,12 +15,19 @@ from groups.offset_records import (
     NO_TIMESTAMP,
     CommittedOffset,
     GroupKey,
+    GroupMetadata,
     MalformedOffsetRecord,
+    MemberMetadata,
     OffsetKey,
+    decode_group_value,
     decode_key,
+    decode_offset_record,
     decode_offset_value,
+    encode_group_key,
+    encode_group_value,
     encode_offset_key,
     encode_offset_value,
+    group_metadata_batch,
     offset_commit_batch,
     partition_for,
     read_offset_records,
@@ -43,6 +51,19 @@ def _string(text: str) -> bytes:
 
 def _group_key(group: str) -> bytes:
     return struct.pack(">h", 2) + _string(group)
+
+
+def _nullable(text: str | None) -> bytes:
+    return struct.pack(">h", -1) if text is None else _string(text)
+
+
+def _bytes(data: bytes) -> bytes:
+    return struct.pack(">i", len(data)) + data
+
+
+MEMBER = MemberMetadata(
+    "consumer-1-6f0d", "instance-a", "consumer-1", "/10.0.0.7", 300_000, 10_000, b"sub", b"as"
+)
 
 
 # --------------------------------------------------------------------------- partition_for
@@ -271,17 +292,19 @@ def test_empty_commit_batch_is_refused() -> None:
         offset_commit_batch([], 0)
 
 
-def test_group_metadata_values_are_skipped_and_tombstones_kept() -> None:
+def test_group_metadata_values_and_tombstones_are_read() -> None:
     offset_key = encode_offset_key(OffsetKey("g", "t", 0))
+    group = GroupMetadata("consumer", 1, "range", "m", 5, (MEMBER,))
     batch = build_batch(
         [
-            RecordSpec(key=_group_key("g"), value=b"\x00\x03opaque group metadata"),
+            RecordSpec(key=_group_key("g"), value=encode_group_value(group)),
             RecordSpec(key=offset_key, value=encode_offset_value(CommittedOffset(1, 0, "", 5))),
             RecordSpec(key=_group_key("g"), value=None),
         ],
         base_timestamp=5,
     )
     assert list(read_offset_records(batch)) == [
+        (GroupKey("g"), group),
         (OffsetKey("g", "t", 0), CommittedOffset(1, 0, "", 5)),
         (GroupKey("g"), None),
     ]
@@ -363,8 +386,575 @@ def test_batch_round_trip_property(
 
 @given(st.binary(max_size=40))
 def test_arbitrary_bytes_decode_or_raise_malformed(data: bytes) -> None:
-    for decode in (decode_key, decode_offset_value):
+    for decode in (decode_key, decode_offset_value, decode_group_value):
         try:
             decode(data)
         except MalformedOffsetRecord:
             pass
+
+
+# --------------------------------------------------------------------------- group metadata
+
+
+def _member_bytes(version: int, member: MemberMetadata) -> bytes:
+    """A member as Kafka's MEMBER_METADATA_V<version> schema lays it out."""
+    parts = [_string(member.member_id)]
+    if version >= 3:
+        parts.append(_nullable(member.group_instance_id))
+    parts += [_string(member.client_id), _string(member.client_host)]
+    if version >= 1:
+        parts.append(struct.pack(">i", member.rebalance_timeout_ms))
+    parts += [
+        struct.pack(">i", member.session_timeout_ms),
+        _bytes(member.subscription),
+        _bytes(member.assignment),
+    ]
+    return b"".join(parts)
+
+
+def _group_value_bytes(version: int, group: GroupMetadata) -> bytes:
+    """A group value as Kafka's GROUP_METADATA_VALUE_SCHEMA_V<version> lays it out."""
+    parts = [
+        struct.pack(">h", version),
+        _string(group.protocol_type),
+        struct.pack(">i", group.generation),
+        _nullable(group.protocol),
+        _nullable(group.leader),
+    ]
+    if version >= 2:
+        parts.append(struct.pack(">q", group.current_state_timestamp_ms))
+    parts.append(struct.pack(">i", len(group.members)))
+    parts += [_member_bytes(version, m) for m in group.members]
+    return b"".join(parts)
+
+
+def _as_read_from(version: int, group: GroupMetadata) -> GroupMetadata:
+    """What a group written as ``version`` reads back as: the fields it lacks defaulted
+    as Kafka defaults them."""
+    members = tuple(
+        MemberMetadata(
+            m.member_id,
+            m.group_instance_id if version >= 3 else None,
+            m.client_id,
+            m.client_host,
+            m.rebalance_timeout_ms if version >= 1 else m.session_timeout_ms,
+            m.session_timeout_ms,
+            m.subscription,
+            m.assignment,
+        )
+        for m in group.members
+    )
+    timestamp = group.current_state_timestamp_ms if version >= 2 else NO_TIMESTAMP
+    return GroupMetadata(
+        group.protocol_type, group.generation, group.protocol, group.leader, timestamp, members
+    )
+
+
+STATIC = MEMBER
+DYNAMIC = MemberMetadata("consumer-2-aa", None, "consumer-2", "/10.0.0.8", 60_000, 45_000, b"", b"")
+GROUP = GroupMetadata(
+    "consumer", 7, "range", STATIC.member_id, 1_700_000_000_123, (STATIC, DYNAMIC)
+)
+
+
+def test_group_key_bytes() -> None:
+    expected = struct.pack(">hh7s", 2, 7, "gr\u00fcppe".encode())
+    assert encode_group_key("gr\u00fcppe") == expected
+    assert expected.hex() == "000200076772c3bc707065"
+    assert decode_key(expected) == GroupKey("gr\u00fcppe")
+    with pytest.raises(ValueError, match="over the 32767"):
+        encode_group_key("g" * 32768)
+
+
+def test_group_value_v3_bytes() -> None:
+    expected = b"".join(
+        (
+            # version 3 | protocol_type | generation | protocol; then leader | timestamp
+            struct.pack(">hh8sih5s", 3, 8, b"consumer", 7, 5, b"range"),
+            struct.pack(">h15sq", 15, b"consumer-1-6f0d", 1_700_000_000_123),
+            struct.pack(">i", 2),  # two members
+            # member_id | group_instance_id | client_id | client_host
+            struct.pack(">h15sh10sh10sh9s", 15, b"consumer-1-6f0d", 10, b"instance-a", 10,
+                        b"consumer-1", 9, b"/10.0.0.7"),
+            # rebalance_timeout | session_timeout | subscription | assignment
+            struct.pack(">iii3si2s", 300_000, 10_000, 3, b"sub", 2, b"as"),
+            # a dynamic member: group_instance_id null (-1), empty subscription, assignment
+            struct.pack(">h13shh10sh9siiii", 13, b"consumer-2-aa", -1, 10, b"consumer-2", 9,
+                        b"/10.0.0.8", 60_000, 45_000, 0, 0),
+        )
+    )  # fmt: skip
+    assert encode_group_value(GROUP) == expected
+    assert expected == _group_value_bytes(3, GROUP)
+    assert decode_group_value(expected) == GROUP
+
+
+def test_empty_group_value_bytes() -> None:
+    # what Kafka writes for a group whose members all left: no protocol, no leader
+    empty = GroupMetadata("", 3, None, None, NO_TIMESTAMP, ())
+    data = encode_group_value(empty)
+    assert data.hex() == "0003000000000003ffffffffffffffffffffffff00000000"
+    assert decode_group_value(data) == empty
+
+
+def test_group_value_v0() -> None:
+    # no current_state_timestamp, no group_instance_id, no rebalance_timeout
+    data = (
+        struct.pack(">h", 0)
+        + _string("consumer")
+        + struct.pack(">i", 2)
+        + _string("range")
+        + _string("m1")
+        + struct.pack(">i", 1)
+        + _string("m1")
+        + _string("c1")
+        + _string("/h1")
+        + struct.pack(">i", 30_000)
+        + _bytes(b"\x00\x01")
+        + _bytes(b"\x02")
+    )
+    member = MemberMetadata("m1", None, "c1", "/h1", 30_000, 30_000, b"\x00\x01", b"\x02")
+    assert decode_group_value(data) == GroupMetadata("consumer", 2, "range", "m1", -1, (member,))
+
+
+def test_group_value_v1() -> None:
+    # rebalance_timeout before session_timeout; still no timestamp or instance id
+    data = (
+        struct.pack(">h", 1)
+        + _string("consumer")
+        + struct.pack(">i", 2)
+        + _string("range")
+        + _string("m1")
+        + struct.pack(">i", 1)
+        + _string("m1")
+        + _string("c1")
+        + _string("/h1")
+        + struct.pack(">ii", 90_000, 30_000)
+        + _bytes(b"s")
+        + _bytes(b"a")
+    )
+    member = MemberMetadata("m1", None, "c1", "/h1", 90_000, 30_000, b"s", b"a")
+    assert decode_group_value(data) == GroupMetadata("consumer", 2, "range", "m1", -1, (member,))
+
+
+def test_group_value_v2() -> None:
+    # current_state_timestamp after leader; members as v1
+    data = (
+        struct.pack(">h", 2)
+        + _string("consumer")
+        + struct.pack(">i", 2)
+        + _string("range")
+        + _string("m1")
+        + struct.pack(">q", 1_234)
+        + struct.pack(">i", 1)
+        + _string("m1")
+        + _string("c1")
+        + _string("/h1")
+        + struct.pack(">ii", 90_000, 30_000)
+        + _bytes(b"s")
+        + _bytes(b"a")
+    )
+    member = MemberMetadata("m1", None, "c1", "/h1", 90_000, 30_000, b"s", b"a")
+    assert decode_group_value(data) == GroupMetadata("consumer", 2, "range", "m1", 1_234, (member,))
+
+
+def test_group_value_v3() -> None:
+    # group_instance_id after member_id
+    data = (
+        struct.pack(">h", 3)
+        + _string("consumer")
+        + struct.pack(">i", 2)
+        + _string("range")
+        + _string("m1")
+        + struct.pack(">q", 1_234)
+        + struct.pack(">i", 2)
+        + _string("m1")
+        + _string("static-1")
+        + _string("c1")
+        + _string("/h1")
+        + struct.pack(">ii", 90_000, 30_000)
+        + _bytes(b"s")
+        + _bytes(b"a")
+        + _string("m2")
+        + struct.pack(">h", -1)
+        + _string("c2")
+        + _string("/h2")
+        + struct.pack(">ii", 1, 2)
+        + _bytes(b"")
+        + _bytes(b"")
+    )
+    assert decode_group_value(data) == GroupMetadata(
+        "consumer",
+        2,
+        "range",
+        "m1",
+        1_234,
+        (
+            MemberMetadata("m1", "static-1", "c1", "/h1", 90_000, 30_000, b"s", b"a"),
+            MemberMetadata("m2", None, "c2", "/h2", 1, 2, b"", b""),
+        ),
+    )
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_group_value_every_version_with_nulls(version: int) -> None:
+    group = GroupMetadata("", -5, None, None, NO_TIMESTAMP, ())
+    assert decode_group_value(_group_value_bytes(version, group)) == group
+    # an empty protocol and leader are not null
+    group = GroupMetadata("", 0, "", "", NO_TIMESTAMP, ())
+    assert decode_group_value(_group_value_bytes(version, group)) == group
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_group_value_every_version_reads_as_kafka(version: int) -> None:
+    assert decode_group_value(_group_value_bytes(version, GROUP)) == _as_read_from(version, GROUP)
+
+
+GOOD_GROUP_VALUE = encode_group_value(GROUP)
+
+
+@pytest.mark.parametrize("cut", range(len(GOOD_GROUP_VALUE)))
+def test_truncated_group_value(cut: int) -> None:
+    with pytest.raises(MalformedOffsetRecord, match="truncated"):
+        decode_group_value(GOOD_GROUP_VALUE[:cut])
+
+
+def test_truncated_group_value_names_its_field() -> None:
+    with pytest.raises(
+        MalformedOffsetRecord,
+        match=r"group metadata value v3 of 180 bytes is truncated: the length of"
+        r" members\[1\]\.assignment needs 4 bytes at byte 177, 3 left",
+    ):
+        decode_group_value(GOOD_GROUP_VALUE[:-1])
+    static_last = encode_group_value(GroupMetadata("consumer", 1, "range", None, 0, (STATIC,)))
+    with pytest.raises(
+        MalformedOffsetRecord, match=r"truncated: members\[0\]\.assignment needs 2 bytes"
+    ):
+        decode_group_value(static_last[:-1])
+    empty = encode_group_value(GroupMetadata("", 0, None, None, -1, ()))
+    with pytest.raises(MalformedOffsetRecord, match="the count of members needs 4 bytes"):
+        decode_group_value(empty[:-1])
+
+
+def test_group_value_trailing_bytes() -> None:
+    with pytest.raises(MalformedOffsetRecord, match="group metadata value v3 has 1 bytes after"):
+        decode_group_value(GOOD_GROUP_VALUE + b"\x00")
+
+
+def test_group_value_more_members_than_bytes() -> None:
+    data = _group_value_bytes(3, GroupMetadata("c", 1, "p", None, 0, ()))
+    data = data[:-4] + struct.pack(">i", 2**31 - 1)  # a huge count, no members
+    with pytest.raises(MalformedOffsetRecord, match=r"truncated: the length of members\[0\]"):
+        decode_group_value(data)
+
+
+@pytest.mark.parametrize("version", [-1, 4, 5, 0x7FFF])
+def test_unknown_group_value_version(version: int) -> None:
+    data = struct.pack(">h", version) + GOOD_GROUP_VALUE[2:]
+    with pytest.raises(
+        MalformedOffsetRecord, match=f"unknown group metadata value version {version}"
+    ):
+        decode_group_value(data)
+
+
+def _v3_with_member(member: bytes, count: int = 1) -> bytes:
+    head = struct.pack(">h", 3) + _string("c") + struct.pack(">i", 1) + _string("p")
+    return head + _string("m") + struct.pack(">qi", 0, count) + member
+
+
+_MEMBER_TAIL = _string("c") + _string("h") + struct.pack(">ii", 1, 1) + _bytes(b"") + _bytes(b"")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        # protocol_type is not nullable
+        (
+            struct.pack(">h", 3) + struct.pack(">h", -1) + struct.pack(">i", 1),
+            r"group metadata value v3: protocol_type is null \(length -1\)",
+        ),
+        # a nullable string's only negative length is -1
+        (
+            struct.pack(">h", 3) + _string("c") + struct.pack(">ih", 1, -2),
+            "protocol has length -2",
+        ),
+        (
+            _v3_with_member(struct.pack(">h", -1) + _nullable(None) + _MEMBER_TAIL),
+            r"members\[0\]\.member_id is null",
+        ),
+        (
+            _v3_with_member(_string("m") + struct.pack(">h", -3) + _MEMBER_TAIL),
+            r"members\[0\]\.group_instance_id has length -3",
+        ),
+        (
+            _v3_with_member(
+                _string("m") + _nullable(None) + struct.pack(">h", -1) + _MEMBER_TAIL[3:]
+            ),
+            r"members\[0\]\.client_id is null",
+        ),
+        (
+            _v3_with_member(
+                _string("m")
+                + _nullable(None)
+                + _string("c")
+                + _string("h")
+                + struct.pack(">iii", 1, 1, -1)
+                + _bytes(b"")
+            ),
+            r"members\[0\]\.subscription is null \(length -1\)",
+        ),
+        (
+            _v3_with_member(
+                _string("m")
+                + _nullable(None)
+                + _string("c")
+                + _string("h")
+                + struct.pack(">ii", 1, 1)
+                + _bytes(b"x")
+                + struct.pack(">i", -7)
+            ),
+            r"members\[0\]\.assignment is null \(length -7\)",
+        ),
+        (_v3_with_member(b"", count=-1), r"members is null \(count -1\)"),
+        (
+            _v3_with_member(
+                _string("m") + _nullable(None) + _string("c") + b"\x00\x01\xff" + _MEMBER_TAIL[6:]
+            ),
+            r"members\[0\]\.client_host is not valid UTF-8",
+        ),
+    ],
+)
+def test_malformed_group_values(data: bytes, message: str) -> None:
+    with pytest.raises(MalformedOffsetRecord, match=message):
+        decode_group_value(data)
+
+
+def test_the_malformed_cases_are_otherwise_well_formed() -> None:
+    # the member built by the cases above decodes when nothing is wrong with it
+    good = _v3_with_member(_string("m") + _nullable(None) + _MEMBER_TAIL)
+    member = MemberMetadata("m", None, "c", "h", 1, 1, b"", b"")
+    assert decode_group_value(good) == GroupMetadata("c", 1, "p", "m", 0, (member,))
+
+
+def test_group_encoding_refuses_what_does_not_fit() -> None:
+    def group(**changes: object) -> GroupMetadata:
+        fields: dict[str, object] = {**GROUP.__dict__, **changes}
+        return GroupMetadata(**fields)  # type: ignore[arg-type]
+
+    def member(**changes: object) -> GroupMetadata:
+        fields: dict[str, object] = {**DYNAMIC.__dict__, **changes}
+        return group(members=(STATIC, MemberMetadata(**fields)))  # type: ignore[arg-type]
+
+    with pytest.raises(ValueError, match="generation"):
+        encode_group_value(group(generation=2**31))
+    with pytest.raises(ValueError, match="current state timestamp"):
+        encode_group_value(group(current_state_timestamp_ms=-(2**63) - 1))
+    with pytest.raises(ValueError, match=r"protocol type .* over the 32767"):
+        encode_group_value(group(protocol_type="t" * 32768))
+    with pytest.raises(ValueError, match=r"leader .* not encodable"):
+        encode_group_value(group(leader="\udc00"))
+    with pytest.raises(ValueError, match="member 1 rebalance timeout"):
+        encode_group_value(member(rebalance_timeout_ms=2**31))
+    with pytest.raises(ValueError, match="member 1 session timeout"):
+        encode_group_value(member(session_timeout_ms=-(2**31) - 1))
+    with pytest.raises(ValueError, match="member 1 group instance id"):
+        encode_group_value(member(group_instance_id="i" * 40_000))
+    with pytest.raises(ValueError, match="member 1 client host"):
+        encode_group_value(member(client_host="\ud800"))
+    # Kafka refuses to write members without the protocol their subscriptions are for
+    with pytest.raises(ValueError, match="2 members needs a protocol"):
+        encode_group_value(group(protocol=None))
+    # the extremes fit
+    edge = group(generation=-(2**31), current_state_timestamp_ms=2**63 - 1, leader="l" * 32767)
+    assert decode_group_value(encode_group_value(edge)) == edge
+
+
+def test_group_metadata_batch() -> None:
+    batch = group_metadata_batch("g", GROUP, 1_000)
+    header = read_header(batch)
+    assert (header.magic, header.compression, header.record_count) == (2, 0, 1)
+    assert header.base_timestamp == header.max_timestamp == 1_000
+    assert [h.record_count for h in iter_batches(batch)] == [1]  # whole, CRC good
+    (record,) = iter_records(batch)
+    assert (record.key, record.value) == (encode_group_key("g"), encode_group_value(GROUP))
+    assert record.timestamp == 1_000
+    assert decode_offset_record(record) == (GroupKey("g"), GROUP)
+    assert list(read_offset_records(batch)) == [(GroupKey("g"), GROUP)]
+
+
+def test_group_metadata_tombstone_batch() -> None:
+    batch = group_metadata_batch("g", None, 7)
+    (record,) = iter_records(batch)
+    assert (record.key, record.value) == (_group_key("g"), None)
+    assert list(read_offset_records(batch)) == [(GroupKey("g"), None)]
+
+
+def test_group_metadata_batch_refuses_what_does_not_fit() -> None:
+    with pytest.raises(ValueError, match="generation"):
+        group_metadata_batch("g", GroupMetadata("", 2**31, None, None, -1, ()), 0)
+    with pytest.raises(ValueError, match=r"group .* over the 32767"):
+        group_metadata_batch("g" * 32768, None, 0)
+
+
+COMMIT_0 = CommittedOffset(10, 2, "", 1_000)
+COMMIT_1 = CommittedOffset(11, 2, "m", 1_000)
+
+
+def test_offsets_and_group_metadata_in_one_batch_in_order() -> None:
+    empty = GroupMetadata("consumer", 8, None, None, 2_000, ())
+    orders_0, orders_1 = OffsetKey("g", "orders", 0), OffsetKey("g", "orders", 1)
+    expected = [
+        (orders_0, COMMIT_0),
+        (GroupKey("g"), GROUP),
+        (orders_1, COMMIT_1),
+        (orders_0, None),
+        (GroupKey("g"), empty),
+        (GroupKey("h"), None),
+    ]
+    specs = [
+        RecordSpec(key=encode_offset_key(orders_0), value=encode_offset_value(COMMIT_0)),
+        RecordSpec(key=encode_group_key("g"), value=encode_group_value(GROUP)),
+        RecordSpec(key=encode_offset_key(orders_1), value=encode_offset_value(COMMIT_1)),
+        RecordSpec(key=encode_offset_key(orders_0), value=None),
+        RecordSpec(key=encode_group_key("g"), value=encode_group_value(empty)),
+        RecordSpec(key=encode_group_key("h"), value=None),
+    ]
+    batch = build_batch(specs, base_offset=50, base_timestamp=1_000)
+    assert list(read_offset_records(batch)) == expected
+    assert [decode_offset_record(r) for r in iter_records(batch)] == expected
+
+
+def test_a_log_of_commit_and_group_batches_reads_back_in_order() -> None:
+    commits: list[tuple[OffsetKey, CommittedOffset | None]] = [
+        (OffsetKey("g", "orders", 0), COMMIT_0),
+        (OffsetKey("g", "orders", 1), COMMIT_1),
+    ]
+    log = bytearray()
+    log += offset_commit_batch(commits, 1_000)
+    log += group_metadata_batch("g", GROUP, 1_001)
+    log += offset_commit_batch([(OffsetKey("g", "orders", 1), None)], 1_002)
+    log += group_metadata_batch("g", None, 1_003)
+    info = assign_offsets(log, 100, 4)
+    assert (info.first_offset, info.last_offset) == (100, 104)
+    read = []
+    for header in iter_batches(log):
+        batch = memoryview(log)[header.position : header.position + header.size]
+        read += [(r.offset, decode_offset_record(r)) for r in iter_records(batch)]
+        assert [v for _, v in read[-header.record_count :]] == list(read_offset_records(batch))
+    assert read == [
+        (100, commits[0]),
+        (101, commits[1]),
+        (102, (GroupKey("g"), GROUP)),
+        (103, (OffsetKey("g", "orders", 1), None)),
+        (104, (GroupKey("g"), None)),
+    ]
+
+
+def test_malformed_group_value_in_a_batch_names_its_offset_and_group() -> None:
+    batch = build_batch(
+        [
+            RecordSpec(key=_group_key("g"), value=GOOD_GROUP_VALUE),
+            RecordSpec(key=_group_key("g"), value=GOOD_GROUP_VALUE[:-3]),
+        ],
+        base_offset=200,
+        base_timestamp=0,
+    )
+    with pytest.raises(
+        MalformedOffsetRecord,
+        match=r"offset 201 \(GroupKey\(group='g'\)\): group metadata value v3 .* truncated",
+    ):
+        list(read_offset_records(batch))
+    bad_version = build_batch(
+        [RecordSpec(key=_group_key("g"), value=b"\x00\x04")], base_timestamp=0
+    )
+    with pytest.raises(MalformedOffsetRecord, match="unknown group metadata value version 4"):
+        list(read_offset_records(bad_version))
+
+
+# --------------------------------------------------------------------------- group properties
+
+_nullable_text = st.one_of(st.none(), _text)
+_members = st.builds(
+    MemberMetadata,
+    _text,
+    _nullable_text,
+    _text,
+    _text,
+    _int32,
+    _int32,
+    st.binary(max_size=40),
+    st.binary(max_size=40),
+)
+_groups = st.one_of(
+    st.builds(
+        GroupMetadata,
+        _text,
+        _int32,
+        _text,
+        _nullable_text,
+        _int64,
+        st.lists(_members, max_size=4).map(tuple),
+    ),
+    # a group without a protocol has no members (Kafka writes no other)
+    st.builds(GroupMetadata, _text, _int32, st.none(), _nullable_text, _int64, st.just(())),
+)
+
+
+@given(_text, _groups)
+def test_group_key_and_value_round_trip(group_id: str, group: GroupMetadata) -> None:
+    assert decode_key(encode_group_key(group_id)) == GroupKey(group_id)
+    data = encode_group_value(group)
+    assert data == _group_value_bytes(3, group)  # the layout of Kafka's v3 schema
+    assert decode_group_value(data) == group
+
+
+@given(st.integers(0, 3), _groups)
+def test_every_group_value_version_reads_as_kafka_reads_it(
+    version: int, group: GroupMetadata
+) -> None:
+    assert decode_group_value(_group_value_bytes(version, group)) == _as_read_from(version, group)
+
+
+@settings(max_examples=50)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(_keys, st.one_of(st.none(), _values)),
+            st.tuples(_text.map(GroupKey), st.one_of(st.none(), _groups)),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    _int64,
+)
+def test_mixed_batch_round_trip_property(
+    records: list[tuple[OffsetKey | GroupKey, CommittedOffset | GroupMetadata | None]],
+    timestamp: int,
+) -> None:
+    specs = []
+    for key, value in records:
+        if isinstance(key, OffsetKey):
+            assert value is None or isinstance(value, CommittedOffset)
+            encoded = None if value is None else encode_offset_value(value)
+            specs.append(RecordSpec(key=encode_offset_key(key), value=encoded))
+        else:
+            assert value is None or isinstance(value, GroupMetadata)
+            encoded = None if value is None else encode_group_value(value)
+            specs.append(RecordSpec(key=encode_group_key(key.group), value=encoded))
+    batch = build_batch(specs, base_timestamp=timestamp)
+    assert list(read_offset_records(batch)) == records
+
+
+@given(_text, st.one_of(st.none(), _groups), _int64)
+def test_group_batch_round_trip_property(
+    group_id: str, group: GroupMetadata | None, timestamp: int
+) -> None:
+    batch = group_metadata_batch(group_id, group, timestamp)
+    assert list(read_offset_records(batch)) == [(GroupKey(group_id), group)]
+
+
+@given(st.integers(0, 3), st.binary(max_size=60))
+def test_arbitrary_group_value_bodies_decode_or_raise_malformed(version: int, body: bytes) -> None:
+    try:
+        decode_group_value(struct.pack(">h", version) + body)
+    except MalformedOffsetRecord:
+        pass
