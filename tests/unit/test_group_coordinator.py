@@ -468,6 +468,40 @@ def test_offsets_are_reloaded_after_a_restart(nodes: Callable[..., Node]) -> Non
         assert fetched(second.groups, group_id) == offsets
 
 
+def test_groups_are_read_back_after_a_restart(nodes: Callable[..., Node]) -> None:
+    """A Stable group comes back with its generation (its member heartbeats on); one
+    left Empty comes back Empty at its generation, not with the members that left."""
+    first = nodes()
+    first.lead()
+    first.wait_loaded(G0)
+    first.wait_loaded(G1)
+    stable = stable_member(first.groups, G0)
+    left = stable_member(first.groups, G1)
+    offsets_tp = tp(OFFSETS_TOPIC, first.groups.partition_of(G1))
+    before = first.replicas.partitions[offsets_tp].high_watermark
+    assert first.groups.leave_group(G1, [left.member_id]) == (
+        ErrorCode.NONE,
+        {left.member_id: ErrorCode.NONE},
+    )
+    # The Empty group's record is written in the background.
+    wait_until(
+        "G1's Empty record", lambda: first.replicas.partitions[offsets_tp].high_watermark > before
+    )
+    first.close()
+
+    second = nodes()  # the same log directory
+    second.lead(epoch=1)
+    second.wait_loaded(G0)
+    second.wait_loaded(G1)
+    g0 = state_of(second.groups, G0)
+    assert g0["group_state"] == GroupState.STABLE.value
+    assert [m["member_id"] for m in g0["members"]] == [stable.member_id]
+    assert second.groups.heartbeat(G0, stable.member_id, stable.generation_id) == ErrorCode.NONE
+    g1 = state_of(second.groups, G1)
+    assert (g1["group_state"], g1["members"]) == (GroupState.EMPTY.value, [])
+    assert stable_member(second.groups, G1).generation_id == left.generation_id + 2
+
+
 def test_a_new_leader_epoch_while_leading_reloads_the_partition(node: Node) -> None:
     """As when the controller takes a failed follower out of the ISR: the partition is
     read again, and its groups keep their members (no rebalance)."""
