@@ -28,6 +28,7 @@ from zkctl.common import CommandError, UsageError, add_global_options, common_op
 COMMAND_MODULES: list[str] = [
     "zkctl.topic_commands",
     "zkctl.admin_commands",
+    "zkctl.group_commands",
     "zkctl.cluster_commands",
     "zkctl.identity_commands",  # adds `broker identities`: after cluster_commands' `broker`
     "zkctl.demo_command",

@@ -1,0 +1,347 @@
+"""``zkctl groups``: consumer groups read over the Kafka protocol, as Kafka 2.8's
+``kafka-consumer-groups.sh --bootstrap-server`` reads them (--list, --describe with its
+offsets view or --members). The requests are admin/group_admin.py's; this module checks
+the arguments and renders the answers as its tables or JSON."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from zkctl.common import CommandError, UsageError, out, positive_float, print_json, warn
+
+if TYPE_CHECKING:
+    from admin.group_admin import GroupDescription, GroupListing, Member, OffsetRow
+    from zkctl.common import Subparsers
+    from zkdata.znodes import TopicPartition
+
+MISSING = "-"  # kafka-consumer-groups.sh's MISSING_COLUMN_VALUE
+DEFAULT_TIMEOUT_S = 30.0
+_REBALANCING = ("PreparingRebalance", "CompletingRebalance")
+
+
+def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
+    groups = subparsers.add_parser(
+        "groups",
+        parents=[common],
+        help="list and describe consumer groups (kafka-consumer-groups.sh)",
+        description=(
+            "Read consumer groups from the brokers over the Kafka protocol, as Kafka 2.8's"
+            " kafka-consumer-groups.sh --bootstrap-server does. --list asks every live"
+            " broker (ListGroups) for the groups it coordinates. --describe asks each"
+            " group's coordinator (FindCoordinator, DescribeGroups, OffsetFetch) for its"
+            " state, members and committed offsets, and each partition's leader for its"
+            " log end offset (ListOffsets): per partition, the committed offset, the log"
+            " end offset, the lag and the member assigned it; --members lists the members"
+            " and their partitions instead. ZooKeeper is not used."
+        ),
+    )
+    groups.add_argument(
+        "--bootstrap-server",
+        metavar="HOST:PORT",
+        required=True,
+        help="brokers to start from (comma-separated)",
+    )
+    mode = groups.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--list", action="store_true", help="list every group, with its state")
+    mode.add_argument(
+        "--describe", action="store_true", help="describe the groups named by --group"
+    )
+    groups.add_argument(
+        "--group",
+        metavar="GROUP",
+        action="append",
+        help="with --describe: a group to describe (repeat for more)",
+    )
+    view = groups.add_mutually_exclusive_group()
+    view.add_argument(
+        "--offsets",
+        action="store_true",
+        help="with --describe: each partition's offsets, lag and member (the default)",
+    )
+    view.add_argument(
+        "--members",
+        action="store_true",
+        help="with --describe: the members (id, client id, host) and their partitions",
+    )
+    groups.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=positive_float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"each request's timeout (default: {DEFAULT_TIMEOUT_S:g})",
+    )
+    groups.add_argument("--json", action="store_true", help="print JSON")
+    groups.set_defaults(handler=_groups, parser=groups)
+
+
+def checked_groups(args: argparse.Namespace) -> list[str]:
+    """The groups to describe, each once, in the order given ([] with --list); a
+    UsageError for a combination that does not make sense."""
+    named: list[str] = list(args.group or [])
+    if args.list:
+        given = [
+            flag for flag, on in (("--members", args.members), ("--offsets", args.offsets)) if on
+        ]
+        if named:
+            given.insert(0, "--group")
+        if given:
+            verb = "goes" if len(given) == 1 else "go"
+            raise UsageError(f"{', '.join(given)} {verb} with --describe, not --list")
+        return []
+    if not named:
+        raise UsageError("--describe needs --group GROUP (one or more)")
+    if any(not g.strip() for g in named):
+        raise UsageError("--group: a group id cannot be empty")
+    return list(dict.fromkeys(named))
+
+
+def _groups(args: argparse.Namespace) -> int:
+    from admin.cluster_admin import parse_bootstrap
+    from admin.group_admin import GroupAdmin
+
+    names = checked_groups(args)
+    admin = GroupAdmin(parse_bootstrap(args.bootstrap_server), timeout_s=args.timeout)
+    if args.list:
+        listing = admin.list_groups()
+        if args.json:
+            print_json(list_json(listing))
+        else:
+            for line in list_lines(listing):
+                out(line)
+        if listing.failures:
+            raise CommandError(
+                "ListGroups failed at "
+                + "; ".join(listing.failures)
+                + ": the groups coordinated there are not listed"
+            )
+        return 0
+
+    described = [admin.describe(name, offsets=not args.members) for name in names]
+    if args.json:
+        print_json({"groups": [describe_json(d, members=args.members) for d in described]})
+    else:
+        for line in describe_lines(described, members=args.members):
+            out(line)
+    for d in described:
+        for note in notes(d):
+            warn(note)
+    dead = [d.group_id for d in described if not d.exists]
+    if dead:
+        quoted = ", ".join(repr(g) for g in dead)
+        raise CommandError(
+            f"consumer group {quoted} does not exist"
+            if len(dead) == 1
+            else f"consumer groups {quoted} do not exist"
+        )
+    return 0
+
+
+# --- text -------------------------------------------------------------------------------------
+
+
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], min_widths: Sequence[int] = ()
+) -> list[str]:
+    """Left-aligned columns, each as wide as its widest cell (and at least its
+    ``min_widths`` entry), one space apart; no trailing spaces."""
+    widths = []
+    for i, header in enumerate(headers):
+        least = min_widths[i] if i < len(min_widths) else 0
+        widths.append(max(least, len(header), *(len(row[i]) for row in rows)))
+    return [
+        " ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in (headers, *rows)
+    ]
+
+
+def _text(value: object) -> str:
+    return MISSING if value is None else str(value)
+
+
+def list_lines(listing: GroupListing) -> list[str]:
+    """kafka-consumer-groups.sh --list --state's table."""
+    return table(
+        ("GROUP", "STATE"), [(g.group_id, g.state or MISSING) for g in listing.groups], (15,)
+    )
+
+
+def state_lines(d: GroupDescription) -> list[str]:
+    """The group's line of kafka-consumer-groups.sh --describe --state's table."""
+    return table(
+        ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+        [(d.group_id, str(d.coordinator), d.protocol or MISSING, d.state, str(len(d.members)))],
+        (15, 25, 20, 15),
+    )
+
+
+def offsets_lines(d: GroupDescription) -> list[str]:
+    """kafka-consumer-groups.sh --describe --offsets' table."""
+    return table(
+        (
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        ),
+        [_offsets_cells(d.group_id, row) for row in d.rows],
+        (15, 15, 10, 15, 15, 15, 15, 15),
+    )
+
+
+def _offsets_cells(group_id: str, row: OffsetRow) -> tuple[str, ...]:
+    tp, m = row.partition, row.member
+    return (
+        group_id,
+        MISSING if tp is None else tp.topic,
+        MISSING if tp is None else str(tp.partition),
+        _text(row.committed),
+        _text(row.log_end),
+        _text(row.lag),
+        MISSING if m is None else m.member_id or MISSING,
+        MISSING if m is None else m.host or MISSING,
+        MISSING if m is None else m.client_id or MISSING,
+    )
+
+
+def assignment_text(partitions: Sequence[TopicPartition] | None) -> str:
+    """``orders(0,2),audit(1)`` as kafka-consumer-groups.sh --members --verbose shows
+    them; ``-`` for none, ``(unreadable)`` for an assignment that did not decode."""
+    if partitions is None:
+        return "(unreadable)"
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    if not by_topic:
+        return MISSING
+    return ",".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items())
+
+
+def members_lines(d: GroupDescription) -> list[str]:
+    """kafka-consumer-groups.sh --describe --members --verbose's table."""
+    return table(
+        ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"),
+        [
+            (
+                d.group_id,
+                m.member_id or MISSING,
+                m.host or MISSING,
+                m.client_id or MISSING,
+                MISSING if m.partitions is None else str(len(m.partitions)),
+                assignment_text(m.partitions),
+            )
+            for m in d.members
+        ],
+        (15, 15, 15, 15, 12),
+    )
+
+
+def describe_lines(described: Sequence[GroupDescription], *, members: bool) -> list[str]:
+    """Each existing group's tables, blank-line separated: its coordinator and state,
+    then its offsets (or, with ``members``, its members alone). A table with no rows is
+    left out, as kafka-consumer-groups.sh does."""
+    blocks: list[list[str]] = []
+    for d in described:
+        if not d.exists:
+            continue
+        if members:
+            if d.members:
+                blocks.append(members_lines(d))
+            continue
+        blocks.append(state_lines(d))
+        if d.rows:
+            blocks.append(offsets_lines(d))
+    lines: list[str] = []
+    for block in blocks:
+        if lines:
+            lines.append("")
+        lines.extend(block)
+    return lines
+
+
+def notes(d: GroupDescription) -> list[str]:
+    """What stderr says of a group beside its tables (its absence is the command's
+    error, not a note)."""
+    if not d.exists:
+        return []
+    said = []
+    if d.state == "Empty":
+        said.append(f"consumer group {d.group_id!r} has no active members")
+    elif d.state in _REBALANCING:
+        said.append(
+            f"consumer group {d.group_id!r} is rebalancing ({d.state}): its members'"
+            " assignments are not known until it is Stable"
+        )
+    said.extend(f"consumer group {d.group_id!r}: {w}" for w in d.warnings)
+    return said
+
+
+# --- JSON -------------------------------------------------------------------------------------
+
+
+def list_json(listing: GroupListing) -> dict[str, Any]:
+    return {
+        "groups": [
+            {
+                "group": g.group_id,
+                "state": g.state,
+                "protocol_type": g.protocol_type,
+                "coordinator": g.coordinator,
+            }
+            for g in listing.groups
+        ],
+        "errors": list(listing.failures),
+    }
+
+
+def _member_json(m: Member) -> dict[str, Any]:
+    return {
+        "consumer_id": m.member_id,
+        "client_id": m.client_id,
+        "host": m.host,
+        "partitions": None
+        if m.partitions is None
+        else [{"topic": tp.topic, "partition": tp.partition} for tp in m.partitions],
+        "assignment_error": m.problem,
+    }
+
+
+def _row_json(row: OffsetRow) -> dict[str, Any]:
+    tp, m = row.partition, row.member
+    return {
+        "topic": None if tp is None else tp.topic,
+        "partition": None if tp is None else tp.partition,
+        "current_offset": row.committed,
+        "log_end_offset": row.log_end,
+        "lag": row.lag,
+        "consumer_id": None if m is None else m.member_id,
+        "host": None if m is None else m.host,
+        "client_id": None if m is None else m.client_id,
+    }
+
+
+def describe_json(d: GroupDescription, *, members: bool) -> dict[str, Any]:
+    """One group: None where the table shows ``-``; ``offsets`` left out with
+    ``members``."""
+    doc: dict[str, Any] = {
+        "group": d.group_id,
+        "state": d.state,
+        "protocol_type": d.protocol_type,
+        "assignment_strategy": d.protocol,
+        "coordinator": {
+            "id": d.coordinator.node_id,
+            "host": d.coordinator.host,
+            "port": d.coordinator.port,
+        },
+        "members": [_member_json(m) for m in d.members],
+    }
+    if not members:
+        doc["offsets"] = [_row_json(r) for r in d.rows]
+    doc["warnings"] = list(d.warnings)
+    return doc
