@@ -119,3 +119,51 @@ def test_up_kill_pause_stop_start_down(tmp_path: Path) -> None:
     assert not [p for p in every_pid if processes.is_alive(p)]
     zk_pids = [s["pid"] for s in state["zookeeper"].get("servers", [])]
     assert not [p for p in zk_pids if p and processes.is_alive(p)]
+
+
+def test_a_one_broker_cluster_serves_consumer_groups(tmp_path: Path) -> None:
+    """`zkctl up --brokers 1`: __consumer_offsets is made with one replica (as Kafka's
+    quickstart config), so a subscribing consumer joins, consumes and commits."""
+    from confluent_kafka import Consumer, Producer
+
+    ok(zkctl(tmp_path, "up", "--brokers", "1", "--override", "group.initial.rebalance.delay.ms=0"))
+    try:
+        state = json.loads((tmp_path / "c" / "cluster.json").read_text())
+        assert state["overrides"]["offsets.topic.replication.factor"] == "1"
+        create = ("topic", "create", "--topic", "q", "--partitions", "2")
+        ok(zkctl(tmp_path, *create, "--replication-factor", "1"))
+        servers = f"127.0.0.1:{state['brokers'][0]['port']}"
+        producer = Producer({"bootstrap.servers": servers, "acks": "all"})
+        for i in range(10):
+            producer.produce("q", b"m-%d" % i)
+        assert producer.flush(60) == 0
+        consumer = Consumer(
+            {
+                "bootstrap.servers": servers,
+                "group.id": "solo",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        try:
+            consumer.subscribe(["q"])
+            seen: list[bytes] = []
+
+            def consumed() -> bool:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    seen.append(msg.value())
+                return len(seen) == 10
+
+            wait_for(consumed, 120, "ten messages through the group")
+            consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+        described = ok(
+            zkctl(
+                tmp_path, "groups", "--bootstrap-server", servers, "--describe", "--group", "solo"
+            )
+        )
+        assert "solo" in described
+    finally:
+        ok(zkctl(tmp_path, "down"))
