@@ -21,6 +21,7 @@ partitions. All group state is guarded by that condition's lock.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import threading
@@ -44,13 +45,15 @@ from groups.offset_records import (
     partition_for,
 )
 from storage.errors import OffsetOutOfRangeError
-from storage.records import iter_batches, iter_records
+from storage.records import Record, iter_batches, iter_records
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+# The first bytes of a group metadata record's key (key version 2).
+_GROUP_KEY_VERSION = b"\x00\x02"
 # How much of a partition one read takes while loading.
 _LOAD_READ_BYTES = 4 * 1024 * 1024
 # Kafka's offset.metadata.max.bytes default.
@@ -225,6 +228,8 @@ class GroupCoordinator:
         metadata: dict[str, tuple[int, int, GroupMetadata | None]] = {}
         p = self.replicas.partitions.get(tp)
         records = 0
+        latest: dict[bytes, Record] = {}  # an offset key's bytes -> its last record
+        group_records: list[Record] = []
         if p is not None and p.log is not None and p.leader_epoch == leader_epoch:
             plog = p.log
             position = plog.log_start_offset
@@ -247,28 +252,37 @@ class GroupCoordinator:
                     except (NotImplementedError, ValueError, IndexError) as e:
                         log.error("%s: a batch at %d skipped: %s", tp, header.base_offset, e)
                         continue
+                    records += len(batch_records)
                     for record in batch_records:
-                        records += 1
-                        try:
-                            decoded = decode_offset_record(record)
-                        except MalformedOffsetRecord as e:
-                            log.error("%s: a malformed offset record skipped: %s", tp, e)
-                            continue
-                        key, value = decoded
-                        if isinstance(key, GroupKey):
-                            # The latest generation wins (an Empty group's record is
-                            # written in the background, maybe after a later one's).
-                            assert value is None or isinstance(value, GroupMetadata)
-                            generation = -1 if value is None else value.generation
-                            seen = metadata.get(key.group)
-                            if seen is None or (generation, record.offset) >= seen[:2]:
-                                metadata[key.group] = (generation, record.offset, value)
-                            continue
-                        assert value is None or isinstance(value, CommittedOffset)
-                        group = offsets.setdefault(key.group, {})
-                        ktp = TopicPartition(key.topic, key.partition)
-                        group[ktp] = _Stored(value, record.offset)  # None: deleted
+                        # Only a key's last record counts, so most are never decoded:
+                        # remember where each key was last, by its bytes. Group records
+                        # (few) are all kept: their latest generation wins, see below.
+                        key_bytes = record.key
+                        if key_bytes is not None and key_bytes[:2] == _GROUP_KEY_VERSION:
+                            group_records.append(record)
+                        elif key_bytes is not None:
+                            latest[key_bytes] = record
+                        else:
+                            log.error("%s: a record without a key at %d", tp, record.offset)
                 position = read.next_offset
+        for record in itertools.chain(latest.values(), group_records):
+            try:
+                key, value = decode_offset_record(record)
+            except MalformedOffsetRecord as e:
+                log.error("%s: a malformed offset record skipped: %s", tp, e)
+                continue
+            if isinstance(key, GroupKey):
+                # The latest generation wins (an Empty group's record is written in the
+                # background, maybe after a later one's).
+                assert value is None or isinstance(value, GroupMetadata)
+                generation = -1 if value is None else value.generation
+                seen = metadata.get(key.group)
+                if seen is None or (generation, record.offset) >= seen[:2]:
+                    metadata[key.group] = (generation, record.offset, value)
+                continue
+            assert value is None or isinstance(value, CommittedOffset)
+            group = offsets.setdefault(key.group, {})
+            group[TopicPartition(key.topic, key.partition)] = _Stored(value, record.offset)
         with self._cond:
             current = self.replicas.partitions.get(tp)
             if (
