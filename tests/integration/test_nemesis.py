@@ -81,6 +81,7 @@ from tests.integration.workload import (
     REPLICA_LAG_S,
     TOPIC,
     Committer,
+    GroupMembers,
     Stream,
     client_log,
     diagnose,
@@ -486,6 +487,8 @@ def run_overlapping(
         stream.start()
         committer = Committer(c)
         committer.start()
+        members = GroupMembers(c)
+        members.start()
         unanswered: int | None = None
         try:
             with overlapping_faults(c, seed, link, broker_links, schedule, ensemble, disks or {}):
@@ -495,8 +498,9 @@ def run_overlapping(
                     committer.stop()
                     unanswered = stream.stop()
                 # While the brokers the workers restarted still run (see overlapping_faults).
-                check_outcome(c, seed, stream, unanswered, schedule, committer)
+                check_outcome(c, seed, stream, unanswered, schedule, committer, members)
         finally:
+            members.stop()
             committer.stop()
             if unanswered is None:
                 stream.stop()
@@ -687,6 +691,8 @@ def _run_schedule(
     stream.start()
     committer = Committer(c)
     committer.start()
+    members = GroupMembers(c)
+    members.start()
     try:
         for _ in range(FAULTS):
             wait_healed(c, ensemble)
@@ -717,7 +723,10 @@ def _run_schedule(
     finally:
         committer.stop()
         unanswered = stream.stop()
-    check_outcome(c, seed, stream, unanswered, schedule, committer)
+    try:
+        check_outcome(c, seed, stream, unanswered, schedule, committer, members)
+    finally:
+        members.stop()
 
 
 def check_outcome(
@@ -727,10 +736,12 @@ def check_outcome(
     unanswered: int,
     schedule: list[dict[str, Any]],
     committer: Committer,
+    members: GroupMembers,
 ) -> None:
     """After the faults, the cluster healed and the stream and committer stopped: what
     was acknowledged is all there (messages and the group's last offset commit), the
-    cluster serves, and every broker's history is safe."""
+    cluster serves, the group's members come together in one generation and completed
+    none unsafely, and every broker's history is safe."""
     assert unanswered == 0, f"seed {seed}: {unanswered} messages never answered; {schedule}"
     assert all(r.get("exit_code", 0) == 0 or r.get("before_its_handler") for r in schedule), (
         schedule
@@ -746,6 +757,19 @@ def check_outcome(
     assert not lost, f"seed {seed}: {len(lost)} acknowledged messages lost, e.g. {lost[:3]}"
     commit_problems = committer.problems()
     assert commit_problems == [], f"seed {seed}: {commit_problems}; {schedule}\n{diagnose(c)}"
+    members.churn = False
+    deadline = time.monotonic() + 90
+    while not (together := members.together()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    members.stop()
+    member_problems = members.problems()
+    assert member_problems == [], (
+        f"seed {seed}: {member_problems}; completed {members.completed}; {schedule}"
+    )
+    assert together, (
+        f"seed {seed}: the group's members not in one generation 90 s after healing;"
+        f" completed {members.completed}; errors {members.errors}; {schedule}"
+    )
     rows = [r for b in BROKERS for r in c[b].state_changes()]
     problems = history_problems(c, rows)
     assert problems == [], f"seed {seed}, schedule {schedule}:\n" + "\n".join(problems[:20])
@@ -759,5 +783,6 @@ def check_outcome(
     print(
         f"nemesis seed {seed}: {len(schedule)} faults, {len(stream.acked.by_offset)} acknowledged"
         f" ({len(stream.acked.errors)} refused), {len(rows)} state-change lines checked,"
-        f" {committer.acknowledged} of {committer.attempted} offset commits acknowledged"
+        f" {committer.acknowledged} of {committer.attempted} offset commits acknowledged,"
+        f" {sum(map(len, members.completed.values()))} generations completed by the members"
     )

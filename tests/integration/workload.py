@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaException, Producer
@@ -299,6 +301,235 @@ class Stream:
         return unanswered
 
 
+def find_coordinator(
+    c: Cluster, group: str, count: Callable[[str], None], timeout_s: float = 10.0
+) -> KafkaConnection | None:
+    """A connection to ``group``'s coordinator as the first broker that answers names
+    it, or None (each failure counted by its name)."""
+    try:
+        addresses = bootstrap(c).split(",")
+    except BrokerExited as e:  # every broker is restarting
+        count(type(e).__name__)
+        return None
+    for address in addresses:
+        host, port = address.rsplit(":", 1)
+        try:
+            with KafkaConnection(host, int(port), timeout_s=timeout_s) as conn:
+                found = conn.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+            if found["error_code"] == ErrorCode.NONE:
+                return KafkaConnection(found["host"], found["port"], timeout_s=timeout_s)
+            count(ErrorCode(found["error_code"]).name)
+        except (OSError, BrokerExited) as e:
+            count(type(e).__name__)
+    return None
+
+
+# A member asks its coordinator again after these (it keeps its member id and generation).
+_COORDINATOR_MOVED = {
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+}
+
+
+class GroupMembers:
+    """Two members of a consumer group through the faults, speaking the group protocol
+    as a consumer does: JoinGroup (KIP-394's member id first), SyncGroup (the leader
+    assigns), Heartbeat, joining again when told to, and finding the coordinator again
+    after any error while keeping their member id and generation, and every few
+    seconds changing their subscription, so that the group rebalances during the
+    faults (until the final check, which lets it settle). Each generation a
+    member completes (its SyncGroup answered NONE: written, so a new coordinator reads it
+    back) is recorded with the leader its JoinGroup answer named and, for the leader, the
+    members. Afterwards: no two members completed one generation under different leaders
+    or outside the leader's member list, no member's completed generations go back, and,
+    the cluster healed, both end in one generation together."""
+
+    GROUP = "nemesis-members"
+    SESSION_MS = 10_000
+
+    def __init__(self, c: Cluster, members: int = 2) -> None:
+        self.c = c
+        self.errors: dict[str, int] = {}
+        self._lock = threading.Lock()
+        # member index -> [(generation, leader, the leader's member list or None, the
+        # member's id)] in the order completed
+        self.completed: dict[int, list[tuple[int, str, tuple[str, ...] | None, str]]] = {
+            i: [] for i in range(members)
+        }
+        self.current: dict[int, tuple[str, int] | None] = dict.fromkeys(range(members))
+        self._stop = threading.Event()
+        # Whether members change their subscriptions now and then (stopped before the
+        # final check, so the group can settle).
+        self.churn = True
+        self._threads = [
+            threading.Thread(target=self._member, args=(i,), name=f"member-{i}", daemon=True)
+            for i in range(members)
+        ]
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(60)
+
+    def _count(self, error: str) -> None:
+        with self._lock:
+            self.errors[error] = self.errors.get(error, 0) + 1
+
+    def _member(self, i: int) -> None:
+        conn: KafkaConnection | None = None
+        member_id = ""
+        generation: int | None = None
+        join: dict[str, Any] = {
+            "group_id": self.GROUP,
+            "session_timeout_ms": self.SESSION_MS,
+            "rebalance_timeout_ms": self.SESSION_MS,
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"member-%d" % i}],
+        }
+        # Every few seconds a member changes its subscription (new metadata), which
+        # makes the group rebalance: generations end while the faults go on.
+        rng = random.Random(i)
+        churn_at = time.monotonic() + rng.uniform(2, 6)
+        churned = 0
+        while not self._stop.is_set():
+            try:
+                if conn is None:
+                    # Past the rebalance timeout: a JoinGroup may be held that long.
+                    conn = find_coordinator(
+                        self.c, self.GROUP, self._count, timeout_s=self.SESSION_MS / 500
+                    )
+                    if conn is None:
+                        self._stop.wait(0.2)
+                        continue
+                if generation is not None and self.churn and time.monotonic() > churn_at:
+                    churn_at = time.monotonic() + rng.uniform(2, 6)
+                    churned += 1
+                    join["protocols"] = [
+                        {"name": "range", "metadata": b"member-%d-%d" % (i, churned)}
+                    ]
+                    generation = None  # joins again with the new subscription
+                if generation is not None:
+                    beat = {"group_id": self.GROUP, "generation_id": generation}
+                    beat["member_id"] = member_id
+                    code = ErrorCode(conn.request(ApiKey.HEARTBEAT, 2, beat)["error_code"])
+                    if code == ErrorCode.NONE:
+                        self._stop.wait(0.2)
+                        continue
+                    self._count(f"heartbeat {code.name}")
+                    if code in _COORDINATOR_MOVED:
+                        conn.close()
+                        conn = None
+                        continue
+                    if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                        member_id = ""
+                    generation = None  # join again
+                    with self._lock:
+                        self.current[i] = None
+                    continue
+                joined = conn.request(ApiKey.JOIN_GROUP, 4, {**join, "member_id": member_id})
+                code = ErrorCode(joined["error_code"])
+                if code == ErrorCode.MEMBER_ID_REQUIRED:
+                    member_id = joined["member_id"]
+                    continue
+                if code != ErrorCode.NONE:
+                    self._count(f"join {code.name}")
+                    if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                        member_id = ""
+                    if code in _COORDINATOR_MOVED:
+                        conn.close()
+                        conn = None
+                    self._stop.wait(0.1)
+                    continue
+                listed = tuple(sorted(m["member_id"] for m in joined["members"]))
+                synced = conn.request(
+                    ApiKey.SYNC_GROUP,
+                    2,
+                    {
+                        "group_id": self.GROUP,
+                        "generation_id": joined["generation_id"],
+                        "member_id": member_id,
+                        "assignments": [{"member_id": m, "assignment": b"a"} for m in listed],
+                    },
+                )
+                code = ErrorCode(synced["error_code"])
+                if code == ErrorCode.NONE:
+                    generation = int(joined["generation_id"])
+                    with self._lock:
+                        self.completed[i].append(
+                            (generation, joined["leader"], listed or None, member_id)
+                        )
+                        self.current[i] = (member_id, generation)
+                    continue
+                self._count(f"sync {code.name}")
+                if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                    member_id = ""
+                if code in _COORDINATOR_MOVED:
+                    conn.close()
+                    conn = None
+            except OSError as e:  # the coordinator died, paused, or was cut off
+                self._count(type(e).__name__)
+                if conn is not None:
+                    conn.close()
+                conn = None
+                self._stop.wait(0.1)
+        if conn is not None:
+            conn.close()
+
+    def together(self) -> bool:
+        """Both members hold the same, latest generation, which lists both."""
+        with self._lock:
+            held = list(self.current.values())
+            if any(h is None for h in held):
+                return False
+            generations = {h[1] for h in held if h is not None}
+            if len(generations) != 1:
+                return False
+            (generation,) = generations
+            listed = [
+                members
+                for done in self.completed.values()
+                for g, _leader, members, _id in done
+                if g == generation and members is not None
+            ]
+            ids = {h[0] for h in held if h is not None}
+            return bool(listed) and set(listed[-1]) == ids
+
+    def problems(self) -> list[str]:
+        """The safety checks over every generation completed (call after stop)."""
+        out: list[str] = []
+        leaders: dict[int, set[str]] = {}
+        lists: dict[int, set[tuple[str, ...]]] = {}
+        completers: dict[int, set[str]] = {}
+        for i, done in self.completed.items():
+            # (The same one twice is allowed: a follower that joins again with an
+            # unchanged subscription gets the current generation again, as in Kafka.)
+            generations = [g for g, _l, _m, _id in done]
+            if generations != sorted(generations):
+                out.append(f"member {i} completed generations out of order: {generations}")
+            for g, leader, members, member_id in done:
+                leaders.setdefault(g, set()).add(leader)
+                completers.setdefault(g, set()).add(member_id)
+                if members is not None:
+                    lists.setdefault(g, set()).add(members)
+        for g, seen in sorted(leaders.items()):
+            if len(seen) > 1:
+                out.append(f"generation {g} completed under leaders {sorted(seen)}")
+        for g, seen_lists in sorted(lists.items()):
+            if len(seen_lists) > 1:
+                out.append(f"generation {g} completed with member lists {sorted(seen_lists)}")
+            outside = completers[g] - set(next(iter(seen_lists)))
+            if outside:
+                out.append(f"generation {g} completed by {sorted(outside)}, not its members")
+        if not any(self.completed.values()):
+            out.append(f"no generation was ever completed: {self.errors}")
+        return out
+
+
 class Committer:
     """A consumer group's offset commits through the faults: one standalone commit
     (generation -1, as a consumer that assigns its own partitions commits) after another,
@@ -328,26 +559,8 @@ class Committer:
     def _count(self, error: str) -> None:
         self.errors[error] = self.errors.get(error, 0) + 1
 
-    def coordinator(self, timeout_s: float = 10.0) -> KafkaConnection | None:
-        """A connection to the group's coordinator, or None if no broker names one."""
-        try:
-            addresses = bootstrap(self.c).split(",")
-        except BrokerExited as e:  # every broker is restarting
-            self._count(type(e).__name__)
-            return None
-        for address in addresses:
-            host, port = address.rsplit(":", 1)
-            try:
-                with KafkaConnection(host, int(port), timeout_s=timeout_s) as conn:
-                    found = conn.request(
-                        ApiKey.FIND_COORDINATOR, 3, {"key": self.GROUP, "key_type": 0}
-                    )
-                if found["error_code"] == ErrorCode.NONE:
-                    return KafkaConnection(found["host"], found["port"], timeout_s=timeout_s)
-                self._count(ErrorCode(found["error_code"]).name)
-            except (OSError, BrokerExited) as e:
-                self._count(type(e).__name__)
-        return None
+    def coordinator(self) -> KafkaConnection | None:
+        return find_coordinator(self.c, self.GROUP, self._count)
 
     def _commit_body(self, offset: int) -> dict[str, Any]:
         topic, partition = self.PROGRESS
