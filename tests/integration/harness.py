@@ -1,12 +1,27 @@
 """The supervised cluster, under the names the tests use (it lives in cluster/supervised.py),
-and a helper for ZooKeeper ensemble faults."""
+a helper for ZooKeeper ensemble faults, and the CLI run as a user runs it."""
+
+import subprocess
+import sys
 
 from cluster import zookeeper as zkp
+from cluster.supervised import PROJECT_ROOT, wait_for
 from cluster.supervised import SupervisedBroker as BrokerProcess
 from cluster.supervised import SupervisedCluster as Cluster
-from cluster.supervised import wait_for
 
-__all__ = ["BrokerProcess", "Cluster", "serving_member", "wait_for"]
+__all__ = ["BrokerProcess", "Cluster", "run_zkctl", "serving_member", "wait_for"]
+
+
+def run_zkctl(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m zkctl ...`, as a user runs it (no ZooKeeper given)."""
+    return subprocess.run(
+        [sys.executable, "-m", "zkctl", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=PROJECT_ROOT,
+    )
 
 
 def serving_member(ensemble: zkp.LocalZooKeeper, session_id: int) -> zkp.LocalServer:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,10 @@ from confluent_kafka.admin import (
 )
 
 from admin import reassign
-from cluster.supervised import PROJECT_ROOT
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap
 from tests.integration.harness import Cluster, wait_for
+from tests.integration.harness import run_zkctl as zkctl
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
@@ -541,18 +540,6 @@ def test_reassignments_are_started_listed_and_cancelled_over_the_wire(
 
 def exists(c: Cluster, path: str) -> bool:
     return c.zk.exists(path) is not None
-
-
-def zkctl(*args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m zkctl ...`, as a user runs it (no ZooKeeper given)."""
-    return subprocess.run(
-        [sys.executable, "-m", "zkctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=PROJECT_ROOT,
-    )
 
 
 def zkctl_wire(c: Cluster, *args: str) -> subprocess.CompletedProcess[str]:

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from typing import Any
 
 import pytest
 
-from cluster.supervised import PROJECT_ROOT
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap, group_consumer, poll_until, produce
 from tests.integration.harness import Cluster, wait_for
+from tests.integration.harness import run_zkctl as zkctl
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
@@ -34,18 +33,6 @@ PARTITIONS = 4
 # Messages per partition (all consumed and committed), and those produced after the commit.
 CONSUMED = {p: 5 * (p + 1) for p in range(PARTITIONS)}
 LATE = {0: 3, 2: 1}
-
-
-def zkctl(*args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m zkctl ...`, as a user runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "zkctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=PROJECT_ROOT,
-    )
 
 
 def groups(c: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
