@@ -312,6 +312,9 @@ def find_coordinator(
         count(type(e).__name__)
         return None
     for address in addresses:
+        if ":" not in address:  # no broker up at that moment (bootstrap gave "")
+            count("no broker address")
+            continue
         host, port = address.rsplit(":", 1)
         try:
             with KafkaConnection(host, int(port), timeout_s=timeout_s) as conn:
@@ -362,6 +365,7 @@ class GroupMembers:
         # Whether members change their subscriptions now and then (stopped before the
         # final check, so the group can settle).
         self.churn = True
+        self.crashed: list[str] = []
         self._threads = [
             threading.Thread(target=self._member, args=(i,), name=f"member-{i}", daemon=True)
             for i in range(members)
@@ -381,6 +385,13 @@ class GroupMembers:
             self.errors[error] = self.errors.get(error, 0) + 1
 
     def _member(self, i: int) -> None:
+        try:
+            self._member_loop(i)
+        except Exception as e:  # a bug of the workload's: the check must fail
+            self.crashed.append(f"member {i}: {e!r}")
+            raise
+
+    def _member_loop(self, i: int) -> None:
         conn: KafkaConnection | None = None
         member_id = ""
         generation: int | None = None
@@ -501,7 +512,7 @@ class GroupMembers:
 
     def problems(self) -> list[str]:
         """The safety checks over every generation completed (call after stop)."""
-        out: list[str] = []
+        out: list[str] = [f"a member's thread died: {c}" for c in self.crashed]
         leaders: dict[int, set[str]] = {}
         lists: dict[int, set[tuple[str, ...]]] = {}
         completers: dict[int, set[str]] = {}
@@ -546,6 +557,7 @@ class Committer:
         self.acknowledged = 0
         self.attempted = 0
         self.errors: dict[str, int] = {}
+        self.crashed: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="committer", daemon=True)
 
@@ -577,6 +589,13 @@ class Committer:
         }
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as e:  # a bug of the workload's: the check must fail
+            self.crashed = repr(e)
+            raise
+
+    def _loop(self) -> None:
         conn: KafkaConnection | None = None
         while not self._stop.is_set():
             try:
@@ -604,6 +623,8 @@ class Committer:
 
     def problems(self, timeout_s: float = 120) -> list[str]:
         """After the faults (the cluster healed): what OffsetFetch answers, checked."""
+        if self.crashed is not None:
+            return [f"the committer's thread died: {self.crashed}"]
         if self.acknowledged == 0:
             return [f"no commit was acknowledged ({self.attempted} tried: {self.errors})"]
         topic, partition = self.PROGRESS
