@@ -434,6 +434,12 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               "Maximum age of a record before it must be compacted.", AtLeast(1)),
     ConfigDef("log.cleaner.min.cleanable.ratio", _D, 0.5, _MEDIUM,
               "Minimum dirty share of a log before it is cleaned.", Between(0, 1)),
+    ConfigDef("log.cleaner.threads", _I, 1, _MEDIUM,
+              "Threads cleaning compacted logs (0: none clean).", AtLeast(0)),
+    ConfigDef("log.cleaner.backoff.ms", _L, 15_000, _MEDIUM,
+              "How long a cleaner thread waits when no log is due.", AtLeast(0)),
+    ConfigDef("log.cleaner.dedupe.buffer.size", _L, 128 * 1024 * 1024, _MEDIUM,
+              "Memory the cleaner threads' offset maps may use in all.", AtLeast(1)),
     ConfigDef("log.index.size.max.bytes", _I, 10 * 1024 * 1024, _MEDIUM,
               "Maximum size of an offset index file.", AtLeast(4)),
     ConfigDef("log.index.interval.bytes", _I, 4096, _MEDIUM,
@@ -505,6 +511,9 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               "Replication factor of __consumer_offsets.", AtLeast(1)),
     ConfigDef("offsets.topic.num.partitions", _I, 50, _HIGH,
               "Partitions of __consumer_offsets.", AtLeast(1)),
+    ConfigDef("offsets.topic.segment.bytes", _I, 100 * 1024 * 1024, _HIGH,
+              "segment.bytes of __consumer_offsets (kept small: compaction cleans whole"
+              " segments, and a new coordinator reads them all).", AtLeast(1)),
     ConfigDef("transaction.state.log.replication.factor", _S, 3, _HIGH,
               "Replication factor of __transaction_state.", AtLeast(1)),
     ConfigDef("transaction.state.log.min.isr", _I, 2, _HIGH,
@@ -1028,6 +1037,9 @@ class BrokerConfig:
     log_cleaner_min_compaction_lag_ms: int
     log_cleaner_max_compaction_lag_ms: int
     log_cleaner_min_cleanable_ratio: float
+    log_cleaner_threads: int
+    log_cleaner_backoff_ms: int
+    log_cleaner_dedupe_buffer_size: int
     log_index_size_max_bytes: int
     log_index_interval_bytes: int
     log_flush_interval_messages: int
@@ -1065,6 +1077,7 @@ class BrokerConfig:
     # Group coordinator, offsets, transactions, fetch
     offsets_topic_replication_factor: int
     offsets_topic_num_partitions: int
+    offsets_topic_segment_bytes: int
     transaction_state_log_replication_factor: int
     transaction_state_log_min_isr: int
     group_initial_rebalance_delay_ms: int

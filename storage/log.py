@@ -50,11 +50,14 @@ from storage.records import (
     validate_follower_batches,
 )
 from storage.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
     FileRegion,
     LogSegment,
+    cleaned_paths,
+    segment_paths,
     shared_ms,
 )
 from zkdata.znodes import SharedValues
@@ -80,7 +83,11 @@ log = logging.getLogger(__name__)
 LONG_MAX: Final = 2**63 - 1
 _INT32_MAX: Final = 2**31 - 1
 _SEGMENT_NAME = re.compile(r"(\d{20})\.(log|index|timeindex)")
-_LEFTOVER_SUFFIXES: Final = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
+_LEFTOVER_SUFFIXES: Final = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX, ".swap")
+# A cleaned segment that replaces the segments from its base offset up to (not including)
+# the second offset: once renamed to this name, it is the truth for that range (see
+# replace_segments), and opening the log completes the swap.
+_SWAP_NAME = re.compile(r"(\d{20})\.log\.(\d{20})\.swap")
 _BASE_OFFSET: Final = operator.attrgetter("base_offset")  # bisect key over segments
 
 #: ``defer(action, delay_ms)`` runs ``action`` later on a background thread.
@@ -122,6 +129,12 @@ class LogConfig:
     log_append_time: bool = False  # message.timestamp.type=LogAppendTime
     max_timestamp_difference_ms: int = LONG_MAX
     file_delete_delay_ms: int = 60_000
+    # Compaction (cleanup.policy includes "compact"): storage/cleaner.py reads these.
+    compact: bool = False
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
 
     @classmethod
     def from_topic_config(cls, config: TopicConfig) -> LogConfig:
@@ -142,6 +155,11 @@ class LogConfig:
             log_append_time=config.message_timestamp_type == "LogAppendTime",
             max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
             file_delete_delay_ms=config.file_delete_delay_ms,
+            compact="compact" in config.cleanup_policy,
+            delete_retention_ms=config.delete_retention_ms,
+            min_cleanable_dirty_ratio=config.min_cleanable_dirty_ratio,
+            min_compaction_lag_ms=config.min_compaction_lag_ms,
+            max_compaction_lag_ms=config.max_compaction_lag_ms,
         )
         return _SHARED_LOG_CONFIGS(made)
 
@@ -215,6 +233,27 @@ class RecoveryReport:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _complete_swaps(names: list[str], directory: str) -> list[str]:
+    """Finish a compaction's swap that a crash interrupted: the ``.swap`` segment replaces
+    every segment file in its range (some may already be gone), then takes its base
+    offset's name; its indexes, missing, are rebuilt when it is opened. Returns the
+    directory's names after."""
+    for name in names:
+        match = _SWAP_NAME.fullmatch(name)
+        if match is None:
+            continue
+        base, end = int(match.group(1)), int(match.group(2))
+        for other in names:
+            segment = _SEGMENT_NAME.fullmatch(other)
+            if segment is not None and base <= int(segment.group(1)) < end:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(directory, other))
+        os.rename(os.path.join(directory, name), segment_paths(directory, base)[0])
+        log.info("completed the swap of %s's cleaned segment %d", directory, base)
+    fsync_dir(Path(directory))
+    return os.listdir(directory)
 
 
 class PartitionLog:
@@ -368,6 +407,8 @@ class PartitionLog:
     def _load_segments(
         self, names: list[str], where: PartitionDir, directory: str
     ) -> list[LogSegment]:
+        if any(name.endswith(".swap") for name in names):
+            names = _complete_swaps(names, directory)
         bases: set[int] = set()
         others: list[tuple[int, str]] = []
         for name in names:
@@ -885,6 +926,65 @@ class PartitionLog:
                     self._failed("removal of old segments of", exc)  # reported: no raise
 
             self._defer(remove, self.config.file_delete_delay_ms)
+
+    # --- compaction (storage/cleaner.py writes the cleaned segments) ------------------
+
+    def segments_snapshot(self) -> tuple[LogSegment, ...]:
+        """The log's segments now (the active one last); the tuple never changes."""
+        return self._segments
+
+    def replace_segments(self, old: Sequence[LogSegment], following: LogSegment) -> bool:
+        """Swap in the cleaned segment the cleaner wrote (``cleaned_paths`` of ``old``'s
+        first base offset) for ``old``, consecutive segments followed by ``following``.
+        False (nothing changed; the caller removes its files) if the log moved
+        meanwhile: closed, ``old`` no longer all there in that order (a retention or
+        truncation took some), or not followed by that very segment (a truncation into
+        them removed it, made one of them the active segment and perhaps appended and
+        rolled since: the same offsets, other records).
+
+        Crash-safe in three renames: the cleaned log file becomes
+        ``<base>.log.<next base>.swap`` (from then on it is the truth for that range,
+        and opening the log finishes what follows), ``old`` become ``.deleted`` (closed
+        after file.delete.delay.ms, so a region read from them stays readable), and the
+        cleaned files take their final names. Only renames and two directory fsyncs run
+        under the log's lock; appends wait for nothing else."""
+        base = old[0].base_offset
+        with self._lock:
+            if self._closed:
+                return False
+            segments = self._segments
+            start = next((i for i, s in enumerate(segments) if s is old[0]), None)
+            end = None if start is None else start + len(old)
+            if (
+                start is None
+                or end is None
+                or end >= len(segments)
+                or any(a is not b for a, b in zip(segments[start:end], old, strict=True))
+                or segments[end] is not following
+            ):
+                return False
+            directory = self.directory
+            cleaned_log, cleaned_index, cleaned_time_index = cleaned_paths(directory, base)
+            final_log, final_index, final_time_index = segment_paths(directory, base)
+            swap = f"{final_log}.{following.base_offset:020d}.swap"
+            try:
+                os.rename(cleaned_log, swap)
+                fsync_dir(Path(directory))
+                self._remove_segments(old)
+                os.rename(cleaned_index, final_index)
+                os.rename(cleaned_time_index, final_time_index)
+                os.rename(swap, final_log)
+                fsync_dir(Path(directory))
+                cleaned = self._open_segment(self.where, base, (True, True))
+            except OSError as exc:
+                raise self._failed("compaction of", exc) from exc
+            self._publish((*segments[:start], cleaned, *segments[end:]))
+            return True
+
+    def report_failure(self, what: str, error: OSError) -> KafkaStorageError:
+        """An I/O error of work on this log done elsewhere (the cleaner's): its log
+        directory is reported failed, as for the log's own errors; the error to raise."""
+        return self._failed(what, error)
 
     # --- durability -------------------------------------------------------------------
 

@@ -46,6 +46,7 @@ from storage.checkpoints import (
     sync_filesystems,
     write_offset_rows,
 )
+from storage.cleaner import LogCleaner
 from storage.errors import KafkaStorageError, LogDirLockedError, StorageError
 from storage.log import (
     LONG_MAX,
@@ -156,6 +157,14 @@ class LogManager:
         self._started = False
         #: what loading each partition found (torn tails truncated, segments recovered)
         self.recovery_reports: dict[TopicPartition, RecoveryReport] = {}
+        #: compaction of the logs of compacted topics (started by ``start()``)
+        self.cleaner = LogCleaner(
+            lambda: self.all_logs().values(),
+            threads=config.log_cleaner_threads if config.log_cleaner_enable else 0,
+            backoff_ms=config.log_cleaner_backoff_ms,
+            dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
+            time_ms=time_ms,
+        )
         try:
             for configured, directory in zip(log_dirs, self.log_dirs, strict=True):
                 failed = (offline_at_start or {}).get(os.fspath(configured))
@@ -639,6 +648,7 @@ class LogManager:
         self._started = True
         self.schedule_tasks()
         self.scheduler.start()
+        self.cleaner.start()
 
     def schedule_tasks(self) -> None:
         """Put the periodic tasks on the scheduler (``start()`` does; tests that drive
@@ -686,6 +696,7 @@ class LogManager:
                 return
             self._closed = True
         try:
+            self.cleaner.close()
             self.scheduler.close()
             self.scheduler.drain_one_offs()
             by_dir: dict[str, list[PartitionLog]] = {}

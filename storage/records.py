@@ -397,9 +397,10 @@ def validate_follower_batches(
 ) -> BatchesInfo:
     """The follower's path: batches already carry the leader's offsets and epochs.
 
-    Checks each batch (length, magic, CRC) and that the offsets continue the log exactly:
-    the first batch starts at ``expected_first_offset`` and each next batch right after
-    the previous one (UnexpectedAppendOffsetError otherwise). An incomplete trailing batch
+    Checks each batch (length, magic, CRC) and that the offsets go on from the log's: no
+    batch starts below ``expected_first_offset`` or below the end of the batch before it
+    (UnexpectedAppendOffsetError otherwise). Gaps are allowed, as Kafka's follower allows
+    them: a compacted log's leader has dropped whole batches. An incomplete trailing batch
     (a fetch response cut at its size limit) is left out, as Kafka does: ``info.size``
     says how many bytes to write. An empty blob gives an empty info.
     """
@@ -411,11 +412,11 @@ def validate_follower_batches(
     offset_of_max_ts = -1
     records = 0
     for header in headers:
-        if header.base_offset != expected:
+        if header.base_offset < expected:
             reason = (
-                "the first batch does not start at the log end offset"
+                "the first batch starts below the log end offset"
                 if header.position == 0
-                else f"the batch at position {header.position} does not follow the previous"
+                else f"the batch at position {header.position} starts inside the previous"
             )
             raise UnexpectedAppendOffsetError(reason, expected=expected, found=header.base_offset)
         expected = header.next_offset
@@ -424,7 +425,7 @@ def validate_follower_batches(
             max_ts = header.max_timestamp
             offset_of_max_ts = header.last_offset
     return BatchesInfo(
-        expected_first_offset,
+        headers[0].base_offset if headers else expected_first_offset,
         expected - 1,
         records,
         max_ts,

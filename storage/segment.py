@@ -35,11 +35,13 @@ from storage.records import (
 )
 
 __all__ = [
+    "CLEANED_SUFFIX",
     "DELETED_SUFFIX",
     "FileRegion",
     "LogSegment",
     "RecoveredSegment",
     "SegmentFile",
+    "cleaned_paths",
     "segment_paths",
 ]
 
@@ -47,6 +49,7 @@ LOG_SUFFIX: Final = ".log"
 INDEX_SUFFIX: Final = ".index"
 TIME_INDEX_SUFFIX: Final = ".timeindex"
 DELETED_SUFFIX: Final = ".deleted"
+CLEANED_SUFFIX: Final = ".cleaned"  # a compacted segment being written (storage.cleaner)
 _RECOVERY_CHUNK: Final = 1 << 20
 _INT32_MAX: Final = 2**31 - 1
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")
@@ -71,6 +74,12 @@ def segment_paths(directory: Path | str, base_offset: int) -> tuple[str, str, st
     """The .log, .index and .timeindex paths of the segment at ``base_offset``."""
     stem = os.path.join(directory, f"{base_offset:020d}")
     return stem + LOG_SUFFIX, stem + INDEX_SUFFIX, stem + TIME_INDEX_SUFFIX
+
+
+def cleaned_paths(directory: Path | str, base_offset: int) -> tuple[str, str, str]:
+    """Where the cleaner writes a compacted segment's three files before the swap."""
+    log_path, index_path, time_index_path = segment_paths(directory, base_offset)
+    return log_path + CLEANED_SUFFIX, index_path + CLEANED_SUFFIX, time_index_path + CLEANED_SUFFIX
 
 
 _OPENING = threading.Lock()  # a descriptor opened twice by racing readers would leak
@@ -613,9 +622,10 @@ def _batch_problem(
         return f"CRC-32C mismatch in the batch at offset {header.base_offset}"
     if header.last_offset_delta < 0 or header.record_count < 0:
         return f"negative lastOffsetDelta or count at offset {header.base_offset}"
+    # Offsets only grow; gaps are a compacted log's dropped batches.
     want = segment_base if expected is None else expected
-    if header.base_offset != want:
-        return f"batch offset {header.base_offset} where {want} should follow"
+    if header.base_offset < want:
+        return f"batch offset {header.base_offset} where at least {want} should follow"
     if header.base_offset + header.last_offset_delta - segment_base > _INT32_MAX:
         return f"offset {header.base_offset} too far from the segment's base {segment_base}"
     return None

@@ -475,8 +475,12 @@ def test_follower_appends_keep_offsets_and_record_epochs(tmp_path: Path) -> None
     assert [tuple(e) for e in log.epoch_cache.entries()] == [(1, 0), (4, 3)]
     size = log.size_in_bytes
     with pytest.raises(UnexpectedAppendOffsetError):
-        log.append_as_follower(build_batch([b"e"], base_offset=7, partition_leader_epoch=4))
+        log.append_as_follower(build_batch([b"e"], base_offset=3, partition_leader_epoch=4))
     assert (log.log_end_offset, log.size_in_bytes) == (4, size)
+    # A gap (a compacted leader's dropped batches) is taken as it is.
+    gap = build_batch([b"e"], base_offset=7, partition_leader_epoch=4)
+    assert log.append_as_follower(gap).first_offset == 7
+    assert log.log_end_offset == 8
     assert log.append_as_follower(b"").batch_count == 0
 
 

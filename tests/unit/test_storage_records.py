@@ -208,16 +208,20 @@ def test_timestamp_difference_check() -> None:
     assign_offsets(batch, 0, 0, now_ms=1_500, max_timestamp_difference_ms=1000)
 
 
-def test_follower_batches_must_continue_the_log() -> None:
+def test_follower_batches_must_go_on_from_the_log() -> None:
     blob = build_batch([b"a"] * 3, base_offset=10) + build_batch([b"b"], base_offset=13)
     info = validate_follower_batches(blob, 10)
     assert (info.first_offset, info.last_offset, info.batch_count) == (10, 13, 2)
     with pytest.raises(errors.UnexpectedAppendOffsetError) as caught:
-        validate_follower_batches(blob, 9)
-    assert (caught.value.expected, caught.value.found) == (9, 10)
-    gap = build_batch([b"a"], base_offset=10) + build_batch([b"b"], base_offset=12)
-    with pytest.raises(errors.UnexpectedAppendOffsetError, match="does not follow"):
-        validate_follower_batches(gap, 10)
+        validate_follower_batches(blob, 11)
+    assert (caught.value.expected, caught.value.found) == (11, 10)
+    overlap = build_batch([b"a"] * 2, base_offset=10) + build_batch([b"b"], base_offset=11)
+    with pytest.raises(errors.UnexpectedAppendOffsetError, match="starts inside the previous"):
+        validate_follower_batches(overlap, 10)
+    # Gaps, before the first batch and between batches, are a compacted leader's.
+    gap = build_batch([b"a"], base_offset=12) + build_batch([b"b"], base_offset=15)
+    info = validate_follower_batches(gap, 10)
+    assert (info.first_offset, info.last_offset, info.batch_count) == (12, 15, 2)
 
 
 def test_follower_drops_an_incomplete_trailing_batch() -> None:

@@ -88,6 +88,10 @@ def test_recovered_log_is_the_longest_valid_prefix(
     batch = max(i for i, s in enumerate(starts) if s <= position)
     if 12 <= position - starts[batch] < 16:
         return  # partitionLeaderEpoch is outside the CRC, by design: not a detectable change
+    if position - starts[batch] < 8:
+        # So is baseOffset: a lower one is caught (offsets go back), a higher one reads as
+        # a compacted log's gap (Kafka's recovery does not check it either).
+        return
     original[position] ^= data.draw(st.integers(1, 255), label="xor")
     log_file.write_bytes(original)
     log = open_log(directory)

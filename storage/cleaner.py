@@ -1,0 +1,476 @@
+"""The log cleaner: compaction of the logs whose topics have ``cleanup.policy=compact``.
+
+Kafka's LogCleaner, with its decisions in ``storage.compaction`` (pure) and the I/O here.
+``log.cleaner.threads`` threads go over the compacted logs, each cleaning those that are
+due (no two the same log at once), and wait ``log.cleaner.backoff.ms`` after a pass that
+found none due. (Kafka's threads take the dirtiest log first; these take them in turn.)
+One cleaning of a log:
+
+1. Its cleanable part: the segments below the first uncleanable offset (the active
+   segment, the high watermark, ``min.compaction.lag.ms``), split at the first dirty
+   offset, where the last cleaning ended (``cleaner-offset-checkpoint`` in each log
+   directory, as Kafka's; a log it does not name is dirty from its start).
+2. The offset map: every key's latest offset in the dirty part, read segment by segment
+   until the map's budget (``log.cleaner.dedupe.buffer.size`` shared by the threads) is
+   spent; the cleaning ends where the map ended.
+3. Every segment below that end, clean and dirty, in runs of at most ``segment.bytes``:
+   each run is read batch by batch and written, with only the records that stay, to one
+   new segment (``<base>.log.cleaned`` with both indexes, fsynced, its modification time
+   the run's latest), which ``PartitionLog.replace_segments`` swaps in crash-safely.
+   The run's old files are read through their own descriptors: an append, a fetch or a
+   retention goes on beside it, and a truncation or retention that took any of them
+   makes the swap refuse (the cleaning stops there; the next one starts again).
+4. The checkpoint moves to the end.
+
+Offsets are never changed, so replicas clean on their own (as in Kafka) and agree on
+every offset they both hold; a follower fetching a cleaned range gets its gaps.
+
+An I/O error fails the log's directory (Kafka's LogDirFailureChannel); a log closed or
+deleted meanwhile is left alone.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from storage.checkpoints import read_offset_checkpoint, write_atomically
+from storage.compaction import (
+    KeyedRecord,
+    OffsetMap,
+    SegmentStat,
+    batch_keys,
+    cleanable_range,
+    delete_horizon_ms,
+    filter_batch,
+    group_segments,
+    read_headers,
+    retain,
+    should_clean,
+)
+from storage.errors import CheckpointError, KafkaStorageError
+from storage.index import OffsetIndex, TimeIndex
+from storage.log import PartitionLog
+from storage.records import NO_TIMESTAMP, BatchHeader, read_header
+from storage.segment import LogSegment, cleaned_paths
+
+__all__ = ["CLEANER_OFFSET_CHECKPOINT", "CleaningResult", "LogCleaner", "clean_log"]
+
+log = logging.getLogger(__name__)
+
+CLEANER_OFFSET_CHECKPOINT: Final = "cleaner-offset-checkpoint"
+_READ_CHUNK: Final = 1 << 20
+_WRITE_CHUNK: Final = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningResult:
+    """What one cleaning of one log did."""
+
+    topic: str
+    partition: int
+    first_dirty_offset: int
+    end_offset: int  # the next cleaning's first dirty offset
+    keys_mapped: int
+    bytes_read: int
+    bytes_written: int
+    records_read: int
+    records_dropped: int
+    segments_before: int
+    segments_after: int
+    seconds: float
+    complete: bool  # False: a swap was refused (the log moved); the checkpoint stays
+
+
+def _stat(segment: LogSegment) -> SegmentStat:
+    mtime = int(segment.log.stat().st_mtime * 1000)
+    first = segment.rolling_timestamp()
+    largest = segment.max_timestamp if segment.max_timestamp >= 0 else mtime
+    return SegmentStat(
+        segment.base_offset, segment.size, -1 if first is None else first, largest, mtime
+    )
+
+
+def _batches(segment: LogSegment, end: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Every whole batch of a (non-active) segment, read a chunk at a time."""
+    size = segment.size if end is None else end
+    position = 0
+    while position < size:
+        chunk = segment.log.pread(min(_READ_CHUNK, size - position), position)
+        headers = read_headers(chunk)
+        if not headers:  # a batch larger than the chunk
+            header = read_header(chunk)
+            chunk = segment.log.pread(header.size, position)
+            headers = [header]
+        view = memoryview(chunk)
+        for header in headers:
+            yield header, bytes(view[header.position : header.position + header.size])
+        position += headers[-1].position + headers[-1].size
+
+
+class _CleanedSegment:
+    """The cleaned segment being written at ``cleaned_paths``: its batches and both
+    indexes, as LogSegment.append writes them."""
+
+    def __init__(self, log_: PartitionLog, base_offset: int) -> None:
+        self.base_offset = base_offset
+        directory = log_.directory
+        self.paths = cleaned_paths(directory, base_offset)
+        for path in self.paths:
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644))
+        self._fd = os.open(self.paths[0], os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        max_index = log_.config.segment_index_bytes
+        self._offset_index = OffsetIndex(self.paths[1], base_offset, max_index)
+        self._time_index = TimeIndex(self.paths[2], base_offset, max_index)
+        self._interval = log_.config.index_interval_bytes
+        self._pending = bytearray()
+        self.size = 0  # bytes written or pending
+        self._since_index = 0
+        self._max_timestamp = NO_TIMESTAMP
+        self._offset_of_max_timestamp = -1
+
+    def append(self, batch: bytes) -> None:
+        header = read_header(batch)
+        last_offset = header.base_offset + header.last_offset_delta
+        if header.max_timestamp > self._max_timestamp:
+            self._max_timestamp = header.max_timestamp
+            self._offset_of_max_timestamp = last_offset
+        if self._since_index > self._interval:
+            self._offset_index.append(last_offset, self.size)
+            self._time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            self._since_index = 0
+        self._since_index += len(batch)
+        self._pending += batch
+        self.size += len(batch)
+        if len(self._pending) >= _WRITE_CHUNK:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        view = memoryview(self._pending)
+        written = 0
+        while written < len(view):
+            written += os.write(self._fd, view[written:])
+        self._pending = bytearray()
+
+    def finish(self, last_modified_ms: int) -> None:
+        """Write what is pending, the time index's last entry, fsync all three files and
+        give the log file the run's latest modification time (the delete horizon of the
+        next cleaning reads it, as Kafka's)."""
+        self._write_pending()
+        if self._max_timestamp >= 0:
+            self._time_index.maybe_append(
+                self._max_timestamp, self._offset_of_max_timestamp, skip_full_check=True
+            )
+        os.fsync(self._fd)
+        self._offset_index.flush()
+        self._time_index.flush()
+        self.close()
+        seconds = last_modified_ms / 1000
+        os.utime(self.paths[0], (seconds, seconds))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._offset_index.close()
+        self._time_index.close()
+
+    def remove(self) -> None:
+        self.close()
+        for path in self.paths:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+
+def clean_log(
+    partition_log: PartitionLog,
+    *,
+    checkpoint: int | None,
+    map_bytes: int,
+    now_ms: int | None = None,
+    force: bool = False,
+    stopping: Callable[[], bool] | None = None,
+) -> CleaningResult | None:
+    """Clean ``partition_log`` once if it is due (``force``: if it has anything dirty at
+    all); None if it was not. ``checkpoint`` is its first dirty offset on record;
+    ``stopping()`` true ends the cleaning after the run under way (incomplete).
+    OSError and KafkaStorageError propagate (the caller reports them)."""
+    started = time.perf_counter()
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    config = partition_log.config
+    segments = partition_log.segments_snapshot()
+    # The active segment's times are never read (it is never cleaned): not opened here.
+    active = segments[-1]
+    stats = [_stat(s) for s in segments[:-1]]
+    stats.append(SegmentStat(active.base_offset, active.size, -1, -1, -1))
+    first_dirty, first_uncleanable = cleanable_range(
+        stats,
+        log_start_offset=partition_log.log_start_offset,
+        checkpoint=checkpoint,
+        high_watermark=partition_log.high_watermark,
+        now_ms=now,
+        min_compaction_lag_ms=config.min_compaction_lag_ms,
+    )
+    if not should_clean(
+        stats,
+        first_dirty,
+        first_uncleanable,
+        min_cleanable_ratio=0.0 if force else config.min_cleanable_dirty_ratio,
+        now_ms=now,
+        max_compaction_lag_ms=config.max_compaction_lag_ms,
+    ):
+        return None
+    offset_map = OffsetMap(map_bytes)
+    end_offset = _build_offset_map(segments, first_dirty, first_uncleanable, offset_map)
+    horizon = delete_horizon_ms(stats, first_dirty, config.delete_retention_ms)
+    runs = group_segments(stats, end_offset, max_bytes=config.segment_bytes)
+    read = written = records_read = dropped = 0
+    complete = True
+    for start, end in runs:
+        if stopping is not None and stopping():
+            complete = False
+            break
+        old = segments[start:end]
+        cleaned = _CleanedSegment(partition_log, old[0].base_offset)
+        try:
+            for segment, stat in zip(old, stats[start:end], strict=True):
+                keep_tombstones = stat.last_modified_ms > horizon
+
+                def keep(record: KeyedRecord, keep_tombstones: bool = keep_tombstones) -> bool:
+                    latest = -1 if record.key is None else offset_map.get(record.key)
+                    return retain(record, latest, keep_tombstones)
+
+                for header, batch in _batches(segment):
+                    read += header.size
+                    records_read += header.record_count
+                    kept = filter_batch(batch, header, keep)
+                    if kept is None:
+                        dropped += header.record_count
+                        continue
+                    if kept is not batch:
+                        dropped += header.record_count - read_header(kept).record_count
+                    cleaned.append(kept)
+            cleaned.finish(max(s.last_modified_ms for s in stats[start:end]))
+            written += cleaned.size
+            swapped = partition_log.replace_segments(old, segments[end])
+        except BaseException:
+            cleaned.remove()
+            raise
+        if not swapped:
+            cleaned.remove()
+            complete = False
+            break
+    return CleaningResult(
+        partition_log.topic,
+        partition_log.partition,
+        first_dirty,
+        end_offset,
+        len(offset_map),
+        read,
+        written,
+        records_read,
+        dropped,
+        len(segments),
+        len(partition_log.segments_snapshot()),
+        time.perf_counter() - started,
+        complete,
+    )
+
+
+def _build_offset_map(
+    segments: Sequence[LogSegment], first_dirty: int, first_uncleanable: int, offset_map: OffsetMap
+) -> int:
+    """Map the dirty segments' keys, whole segments while the budget lasts (the first
+    even if it does not fit: any map is safe, a partial one drops less); returns the
+    offset the cleaning ends at (a segment boundary)."""
+    end = first_dirty
+    for i, segment in enumerate(segments[:-1]):
+        following = segments[i + 1].base_offset
+        if following <= first_dirty:
+            continue
+        if segment.base_offset >= first_uncleanable:
+            break
+        fits = True
+        for header, batch in _batches(segment):
+            if header.last_offset < first_dirty:
+                continue
+            for key, offset in batch_keys(batch, header):
+                if offset >= first_dirty and not offset_map.put(key, offset):
+                    fits = False
+                    break
+            if not fits:
+                break
+        if not fits and end > first_dirty:
+            break  # this segment waits for the next cleaning
+        end = following
+        if not fits:
+            break
+    return end
+
+
+class LogCleaner:
+    """Threads that keep the compacted logs clean (see the module's docstring).
+
+    ``logs()`` gives the broker's logs now; ``clean_once()`` runs one pass in the
+    caller's thread (tests, and a shutdown that wants it)."""
+
+    def __init__(
+        self,
+        logs: Callable[[], Iterable[PartitionLog]],
+        *,
+        threads: int = 1,
+        backoff_ms: int = 15_000,
+        dedupe_buffer_size: int = 128 * 1024 * 1024,
+        time_ms: Callable[[], int] | None = None,
+    ) -> None:
+        self._logs = logs
+        self._threads_wanted = threads
+        self._backoff_s = backoff_ms / 1000
+        self._map_bytes = max(dedupe_buffer_size // max(threads, 1), 1)
+        self._time_ms = time_ms if time_ms is not None else (lambda: int(time.time() * 1000))
+        self._lock = threading.Lock()
+        self._in_progress: set[tuple[str, int]] = set()
+        self._checkpoints: dict[str, dict[tuple[str, int], int]] = {}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        #: the last cleaning of each log
+        self.last_results: dict[tuple[str, int], CleaningResult] = {}
+
+    # --- checkpoints ------------------------------------------------------------------
+
+    def _checkpoint_of(self, partition_log: PartitionLog) -> int | None:
+        with self._lock:
+            entries = self._checkpoints.get(partition_log.log_dir)
+            if entries is None:
+                path = Path(partition_log.log_dir) / CLEANER_OFFSET_CHECKPOINT
+                try:
+                    entries = read_offset_checkpoint(path)
+                except (CheckpointError, OSError) as exc:
+                    log.warning("%s unreadable, every log there is dirty: %s", path, exc)
+                    entries = {}
+                self._checkpoints[partition_log.log_dir] = entries
+            return entries.get((partition_log.topic, partition_log.partition))
+
+    def _record(self, partition_log: PartitionLog, offset: int) -> None:
+        """Write the log directory's checkpoint with ``offset`` for this log, keeping the
+        entries of its logs that are still there."""
+        key = (partition_log.topic, partition_log.partition)
+        with self._lock:
+            entries = self._checkpoints.setdefault(partition_log.log_dir, {})
+            entries[key] = offset
+            present = {
+                (other.topic, other.partition)
+                for other in self._logs()
+                if other.log_dir == partition_log.log_dir and not other.closed
+            }
+            for gone in [k for k in entries if k not in present]:
+                del entries[gone]
+            lines = [f"0\n{len(entries)}\n"]
+            lines += [f"{topic} {partition} {off}\n" for (topic, partition), off in entries.items()]
+            write_atomically(Path(partition_log.log_dir) / CLEANER_OFFSET_CHECKPOINT, lines)
+
+    # --- cleaning ---------------------------------------------------------------------
+
+    def _candidates(self) -> list[PartitionLog]:
+        return [each for each in self._logs() if each.config.compact and not each.closed]
+
+    def clean_one(
+        self, partition_log: PartitionLog, *, force: bool = False
+    ) -> CleaningResult | None:
+        """Clean this log now if it is due (``force``: if anything is dirty); None if it
+        was not, or another thread is cleaning it."""
+        key = (partition_log.topic, partition_log.partition)
+        with self._lock:
+            if key in self._in_progress:
+                return None
+            self._in_progress.add(key)
+        try:
+            result = clean_log(
+                partition_log,
+                checkpoint=self._checkpoint_of(partition_log),
+                map_bytes=self._map_bytes,
+                now_ms=self._time_ms(),
+                force=force,
+                stopping=self._stop.is_set,
+            )
+            if result is None:
+                return None
+            if result.complete:
+                self._record(partition_log, result.end_offset)
+            self.last_results[key] = result
+            log.info(
+                "cleaned %s-%d: offsets %d-%d mapped (%d keys), %d of %d records dropped,"
+                " %d bytes to %d, %d segments to %d in %.3f s%s",
+                result.topic,
+                result.partition,
+                result.first_dirty_offset,
+                result.end_offset,
+                result.keys_mapped,
+                result.records_dropped,
+                result.records_read,
+                result.bytes_read,
+                result.bytes_written,
+                result.segments_before,
+                result.segments_after,
+                result.seconds,
+                "" if result.complete else " (stopped: the log moved)",
+            )
+            return result
+        except KafkaStorageError as exc:
+            log.error("cleaning %s failed: %s", partition_log, exc)  # its dir is reported
+            return None
+        except OSError as exc:
+            if partition_log.closed or exc.errno in (errno.EBADF, errno.ENOENT):
+                log.info("cleaning %s stopped: the log went away (%s)", partition_log, exc)
+                return None
+            log.error(
+                "cleaning %s failed: %s",
+                partition_log,
+                partition_log.report_failure("cleaning of", exc),
+            )
+            return None
+        finally:
+            with self._lock:
+                self._in_progress.discard(key)
+
+    def clean_once(self, *, force: bool = False) -> list[CleaningResult]:
+        """One pass: every compacted log that is due, one after another."""
+        results = []
+        for partition_log in self._candidates():
+            if self._stop.is_set():
+                break
+            result = self.clean_one(partition_log, force=force)
+            if result is not None:
+                results.append(result)
+        return results
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                cleaned = self.clean_once()
+            except Exception:
+                log.exception("the log cleaner's pass failed")
+                cleaned = []
+            if not cleaned:
+                self._stop.wait(self._backoff_s)
+
+    def start(self) -> None:
+        for i in range(self._threads_wanted):
+            thread = threading.Thread(target=self._run, name=f"log-cleaner-{i}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop the threads (a cleaning under way finishes its current run first)."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout_s)

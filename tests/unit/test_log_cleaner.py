@@ -1,0 +1,398 @@
+"""The log cleaner over real PartitionLogs on disk: what a cleaning keeps, the swap and
+its crash recovery, the checkpoint, reads and follower appends across the gaps, and the
+cases where the log moves under a cleaning."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, clean_log
+from storage.log import LogConfig, PartitionLog
+from storage.records import iter_batches, iter_records
+from storage.segment import cleaned_paths, segment_paths
+from storage.testing import RecordSpec, build_batch
+
+NOW = 1_700_000_000_000
+DAY_MS = 24 * 3600 * 1000
+
+
+def compacted(**overrides: int | float | bool) -> LogConfig:
+    settings_: dict[str, int | float | bool] = {
+        "segment_bytes": 1024,
+        "index_interval_bytes": 128,
+        "compact": True,
+        "delete_enabled": False,
+        "min_cleanable_dirty_ratio": 0.5,
+        "file_delete_delay_ms": 0,
+    }
+    settings_.update(overrides)
+    return LogConfig(**settings_)  # type: ignore[arg-type]
+
+
+def open_log(directory: Path, config: LogConfig | None = None) -> PartitionLog:
+    return PartitionLog(directory, config or compacted(), time_ms=lambda: NOW)
+
+
+def put(log: PartitionLog, *pairs: tuple[bytes | None, bytes | None], ts: int = NOW) -> int:
+    """One batch of (key, value) records; returns its base offset."""
+    batch = build_batch([RecordSpec(v, key=k) for k, v in pairs], base_timestamp=ts)
+    info = log.append_as_leader(batch, 0)
+    log.update_high_watermark(log.log_end_offset)
+    return info.first_offset
+
+
+def everything(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every record, read as a consumer reads."""
+    found: list[tuple[int, bytes | None, bytes | None]] = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        read = log.read(offset, 1 << 30)
+        if read.region is None:
+            break
+        for header in iter_batches(read.to_bytes()):
+            data = read.to_bytes()[header.position : header.position + header.size]
+            found += [(r.offset, r.key, r.value) for r in iter_records(data)]
+        offset = read.next_offset
+    return found
+
+
+def latest(
+    records: list[tuple[int, bytes | None, bytes | None]],
+) -> dict[bytes, tuple[int, bytes | None]]:
+    out: dict[bytes, tuple[int, bytes | None]] = {}
+    for offset, key, value in records:
+        if key is not None:
+            out[key] = (offset, value)
+    return out
+
+
+def fill(log: PartitionLog, rounds: int, keys: int = 5, size: int = 40) -> None:
+    for i in range(rounds):
+        key = b"k%d" % (i % keys)
+        put(log, (key, b"%d:" % i + b"v" * size))
+
+
+def test_cleaning_keeps_each_keys_latest_record_at_its_offset(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    fill(log, 200)
+    before = everything(log)
+    segments_before = len(log.segments_snapshot())
+    result = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW)
+    assert result is not None
+    assert result.complete
+    after = everything(log)
+    active_base = log.segments_snapshot()[-1].base_offset
+    # Below the active segment only each key's latest record stays; the active one whole.
+    cleaned = [r for r in after if r[0] < active_base]
+    assert len({r[1] for r in cleaned}) == len(cleaned)
+    assert [r for r in after if r[0] >= active_base] == [r for r in before if r[0] >= active_base]
+    assert latest(after) == latest(before)
+    assert set(after) <= set(before)  # offsets, keys and values unchanged
+    assert result.records_dropped == len(before) - len(after)
+    assert result.end_offset == active_base
+    # Runs are grouped by their sizes before cleaning (as Kafka's): the next cleaning
+    # merges the small cleaned segments.
+    assert len(log.segments_snapshot()) == segments_before
+    again = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert again is not None
+    assert again.records_dropped == 0
+    assert len(log.segments_snapshot()) < segments_before / 4
+    assert everything(log) == after
+
+
+def test_a_later_record_in_the_active_segment_still_counts(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    fill(log, 100)
+    put(log, (b"k0", b"newest"))
+    clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW)
+    # k0's older records below the active segment may stay (the map covers only the
+    # dirty part below it); what matters: its newest is read last.
+    assert latest(everything(log))[b"k0"][1] == b"newest"
+
+
+def test_reopening_after_cleaning_finds_the_same_records(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    fill(log, 150)
+    clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW)
+    after = everything(log)
+    end = log.log_end_offset
+    log.flush()
+    log.close()
+    for clean_shutdown in (True, False):
+        again = PartitionLog(tmp_path / "t-0", compacted(), clean_shutdown=clean_shutdown)
+        assert again.log_end_offset == end
+        assert everything(again) == after
+        report = again.recovery_report
+        assert report is not None
+        assert report.truncated_bytes == 0
+        again.close()
+
+
+def test_keyless_records_go_and_tombstones_stay_until_the_horizon(tmp_path: Path) -> None:
+    config = compacted(delete_retention_ms=DAY_MS)
+    log = open_log(tmp_path / "t-0", config)
+    put(log, (b"gone", b"value"), (None, b"no key"))
+    put(log, (b"gone", None))  # a tombstone
+    fill(log, 80)
+    first = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW)
+    assert first is not None
+    records = everything(log)
+    assert (None, b"no key") not in [(r[1], r[2]) for r in records]
+    assert latest(records)[b"gone"] == (2, None)  # kept: nothing was clean before
+    # Once the tombstone's segment is older than the horizon (the last clean segment's
+    # modification time less delete.retention.ms), the next cleaning drops it.
+    old = (NOW - 3 * DAY_MS) / 1000
+    for segment in log.segments_snapshot()[:1]:
+        os.utime(segment.log.path, (old, old))
+    fill(log, 80)
+    second = clean_log(log, checkpoint=first.end_offset, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert second is not None
+    assert b"gone" not in latest(everything(log))
+
+
+def test_nothing_due_below_the_ratio_and_nothing_past_the_high_watermark(
+    tmp_path: Path,
+) -> None:
+    log = open_log(tmp_path / "t-0")
+    fill(log, 100)
+    first = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW)
+    assert first is not None
+    assert clean_log(log, checkpoint=first.end_offset, map_bytes=1 << 20, now_ms=NOW) is None
+    # Data not yet replicated everywhere is not cleaned.
+    hw = log.high_watermark
+    for i in range(60):
+        log.append_as_leader(build_batch([RecordSpec(b"x", key=b"k%d" % (i % 3))]), 0)
+    assert log.high_watermark == hw
+    again = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert again is not None
+    assert again.end_offset <= hw
+
+
+def test_min_compaction_lag_keeps_young_segments_dirty(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", compacted(min_compaction_lag_ms=DAY_MS))
+    fill(log, 100)
+    assert clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW, force=True) is None
+    later = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW + 2 * DAY_MS)
+    assert later is not None
+    assert later.records_dropped > 0
+
+
+def test_a_small_offset_map_cleans_less_and_never_loses_a_latest(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    for i in range(300):
+        put(log, (b"key-%03d" % (i % 60), b"%d" % i))
+    before = everything(log)
+    result = clean_log(log, checkpoint=None, map_bytes=1, now_ms=NOW)  # one key fits... none
+    assert result is not None
+    assert latest(everything(log)) == latest(before)
+    end = result.end_offset
+    # Cleaning on from where it ended gets the rest done.
+    while end < log.segments_snapshot()[-1].base_offset:
+        more = clean_log(log, checkpoint=end, map_bytes=1 << 20, now_ms=NOW, force=True)
+        assert more is not None
+        end = more.end_offset
+    assert latest(everything(log)) == latest(before)
+
+
+def test_a_crash_after_the_swap_began_is_finished_on_opening(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    fill(log, 150)
+    # What a cleaning would leave: copy the result of a real cleaning aside first.
+    expected = None
+    shadow_dir = tmp_path / "shadow" / "t-0"
+    shutil.copytree(log.directory, shadow_dir)
+    shadow = open_log(shadow_dir)
+    clean_log(shadow, checkpoint=None, map_bytes=1 << 20, now_ms=NOW)
+    expected = everything(shadow)
+    first_run = shadow.segments_snapshot()[0]
+    run_end = shadow.segments_snapshot()[1].base_offset
+    shadow.flush()
+    shadow.close()
+    log.flush()
+    log.close()
+    # The crash: the cleaned run renamed to its swap name, the old segments still there.
+    directory = str(tmp_path / "t-0")
+    base = first_run.base_offset
+    swap = f"{segment_paths(directory, base)[0]}.{run_end:020d}.swap"
+    with open(swap, "wb") as out, open(segment_paths(str(shadow_dir), base)[0], "rb") as src:
+        out.write(src.read())
+    open(cleaned_paths(directory, base)[1], "wb").close()  # a leftover index
+    again = PartitionLog(tmp_path / "t-0", compacted(), clean_shutdown=True)
+    assert [s.base_offset for s in again.segments_snapshot()] == [
+        s.base_offset for s in PartitionLog(shadow_dir, compacted()).segments_snapshot()
+    ]
+    assert everything(again) == expected
+    assert not [n for n in os.listdir(directory) if n.endswith((".swap", ".cleaned"))]
+
+
+def test_the_swap_is_refused_when_the_log_moved(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    fill(log, 150)
+    segments = log.segments_snapshot()
+    old = segments[:2]
+    # Files as a cleaning would have written them, then the log truncated into them.
+    for path in cleaned_paths(log.directory, old[0].base_offset):
+        open(path, "wb").close()
+    log.truncate_to(old[1].base_offset + 1)
+    assert not log.replace_segments(old, segments[2])
+    assert log.segments_snapshot()[0] is old[0]
+    # Appends since, rolling segments on past the offset the one that followed had:
+    # still refused (other records at those offsets now).
+    while log.segments_snapshot()[-1].base_offset <= segments[2].base_offset:
+        put(log, (b"k", b"after the truncation"))
+    assert log.segments_snapshot()[:2] == old
+    assert not log.replace_segments(old, segments[2])
+
+
+def test_reads_and_a_follower_cross_the_gaps(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader" / "t-0")
+    fill(leader, 200, keys=3)
+    clean_log(leader, checkpoint=None, map_bytes=1 << 20, now_ms=NOW)
+    follower = PartitionLog(tmp_path / "follower" / "t-0", compacted())
+    while follower.log_end_offset < leader.log_end_offset:
+        read = leader.read(follower.log_end_offset, 300)
+        follower.append_as_follower(read.to_bytes())
+    assert everything(follower) == everything(leader)
+    # A fetch from inside a gap gets the next batch.
+    offsets = [r[0] for r in everything(leader)]
+    assert offsets[0] > leader.log_start_offset == 0
+    assert leader.read(0, 1 << 20).first_offset == offsets[0]
+
+
+def test_appends_and_reads_go_on_during_cleanings(tmp_path: Path) -> None:
+    # As a broker's logs: replaced segments are closed file.delete.delay.ms later, so a
+    # read that picked one just before goes on.
+    timers: list[threading.Timer] = []
+
+    def defer(action: Callable[[], None], delay_ms: int) -> None:
+        timers.append(threading.Timer(delay_ms / 1000, action))
+        timers[-1].start()
+
+    log = PartitionLog(
+        tmp_path / "t-0", compacted(file_delete_delay_ms=1000), time_ms=lambda: NOW, defer=defer
+    )
+    fill(log, 100)
+    stop = threading.Event()
+    problems: list[BaseException] = []
+
+    def writer() -> None:
+        i = 0
+        try:
+            while not stop.is_set():
+                put(log, (b"k%d" % (i % 7), b"w%d" % i))
+                everything(log)
+                i += 1
+        except BaseException as exc:  # reported below
+            problems.append(exc)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        checkpoint = None
+        for _ in range(20):
+            result = clean_log(
+                log, checkpoint=checkpoint, map_bytes=1 << 20, now_ms=NOW, force=True
+            )
+            if result is not None and result.complete:
+                checkpoint = result.end_offset
+    finally:
+        stop.set()
+        thread.join(30)
+        for timer in timers:
+            timer.cancel()
+    assert not problems
+    records = everything(log)
+    assert [r[0] for r in records] == sorted({r[0] for r in records})
+    assert latest(records)[b"k0"][1] is not None
+
+
+def test_the_cleaner_checkpoints_where_each_cleaning_ended(tmp_path: Path) -> None:
+    logs = {n: open_log(tmp_path / f"t-{n}") for n in range(2)}
+    plain = PartitionLog(tmp_path / "plain-0", LogConfig(segment_bytes=1024), time_ms=lambda: NOW)
+    for each in logs.values():
+        fill(each, 120)
+    for _ in range(60):
+        plain.append_as_leader(build_batch([RecordSpec(b"x", key=b"same")]), 0)
+    cleaner = LogCleaner(lambda: [*logs.values(), plain], time_ms=lambda: NOW)
+    results = cleaner.clean_once()
+    assert sorted((r.topic, r.partition) for r in results) == [("t", 0), ("t", 1)]
+    text = (tmp_path / CLEANER_OFFSET_CHECKPOINT).read_text().split("\n")
+    assert text[:2] == ["0", "2"]
+    rows = {tuple(line.split()[:2]): int(line.split()[2]) for line in text[2:] if line}
+    assert rows == {
+        ("t", str(n)): r.end_offset
+        for n, r in zip(range(2), sorted(results, key=lambda r: r.partition), strict=True)
+    }
+    assert cleaner.clean_once() == []  # nothing due now
+    # A new cleaner reads the checkpoint: still nothing due.
+    assert LogCleaner(lambda: [*logs.values(), plain], time_ms=lambda: NOW).clean_once() == []
+
+
+def test_the_cleaner_threads_start_and_stop(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    fill(log, 120)
+    cleaner = LogCleaner(lambda: [log], threads=2, backoff_ms=10, time_ms=lambda: NOW)
+    cleaner.start()
+    try:
+        for _ in range(500):
+            if ("t", 0) in cleaner.last_results:
+                break
+            threading.Event().wait(0.01)
+    finally:
+        cleaner.close(10)
+    assert ("t", 0) in cleaner.last_results
+    assert all(not t.is_alive() for t in cleaner._threads)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    writes=st.lists(
+        st.tuples(st.sampled_from([b"a", b"b", b"c", b"d", None]), st.booleans()),
+        min_size=1,
+        max_size=120,
+    ),
+    cleanings=st.integers(1, 4),
+    seed=st.integers(0, 2**16),
+)
+def test_any_history_keeps_every_keys_latest_value(
+    tmp_path_factory: pytest.TempPathFactory,
+    writes: list[tuple[bytes | None, bool]],
+    cleanings: int,
+    seed: int,
+) -> None:
+    rng = random.Random(seed)
+    log = open_log(tmp_path_factory.mktemp("prop") / "t-0", compacted(segment_bytes=400))
+    checkpoint = None
+    chunks = [writes[i : i + rng.randint(1, 4)] for i in range(0, len(writes), 4)]
+    per_cleaning = max(len(chunks) // cleanings, 1)
+    for n, chunk in enumerate(chunks):
+        pairs = [(k, None if tomb else b"v%d" % n) for k, tomb in chunk]
+        put(log, *pairs)
+        if n % per_cleaning == per_cleaning - 1:
+            result = clean_log(
+                log, checkpoint=checkpoint, map_bytes=1 << 20, now_ms=NOW, force=True
+            )
+            if result is not None:
+                checkpoint = result.end_offset
+    model: dict[bytes, tuple[int, bytes | None]] = {}
+    offset = 0
+    for n, chunk in enumerate(chunks):
+        for k, tomb in chunk:
+            if k is not None:
+                model[k] = (offset, None if tomb else b"v%d" % n)
+            offset += 1
+    records = everything(log)
+    assert latest(records) == model  # tombstones kept: nothing is past the horizon
+    assert [r[0] for r in records] == sorted(r[0] for r in records)
+    assert log.log_end_offset == offset
