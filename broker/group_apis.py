@@ -23,13 +23,18 @@ log = logging.getLogger(__name__)
 
 Body = dict[str, Any]
 
-# The topic's own settings, as Kafka's GroupMetadataManager gives it (compaction is not
-# run here: with "compact" alone, retention never deletes a commit either).
-OFFSETS_TOPIC_CONFIGS = {
-    "cleanup.policy": "compact",
-    "compression.type": "producer",
-    "segment.bytes": str(100 * 1024 * 1024),
-}
+
+def offsets_topic_configs(segment_bytes: int) -> dict[str, str]:
+    """The topic's own settings, as Kafka's GroupMetadataManager gives it: compacted (the
+    log cleaner keeps each commit's and group's latest record), its segments
+    ``offsets.topic.segment.bytes``."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "producer",
+        "segment.bytes": str(segment_bytes),
+    }
+
+
 _KEY_TYPE_GROUP = 0
 
 
@@ -41,11 +46,13 @@ class GroupApis:
         admin: AdminApis | None,
         *,
         offsets_replication_factor: int,
+        offsets_segment_bytes: int = 100 * 1024 * 1024,
     ) -> None:
         self.coordinator = coordinator
         self.metadata = metadata
         self.admin = admin
         self.offsets_replication_factor = offsets_replication_factor
+        self.offsets_topic_configs = offsets_topic_configs(offsets_segment_bytes)
 
     # --- FindCoordinator ---------------------------------------------------------------
 
@@ -75,7 +82,7 @@ class GroupApis:
                     OFFSETS_TOPIC,
                     self.coordinator.offsets_partitions,
                     self.offsets_replication_factor,
-                    OFFSETS_TOPIC_CONFIGS,
+                    self.offsets_topic_configs,
                 )
                 if error != ErrorCode.NONE:
                     log.warning("%s could not be created: %s", OFFSETS_TOPIC, error.name)

@@ -238,6 +238,7 @@ class KafkaServer:
                 self.metadata,
                 admin,
                 offsets_replication_factor=self.config.offsets_topic_replication_factor,
+                offsets_segment_bytes=self.config.offsets_topic_segment_bytes,
             ),
         )
         self.replicas.on_data = self.apis.wake_fetches

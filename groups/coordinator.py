@@ -272,8 +272,9 @@ class GroupCoordinator:
                 log.error("%s: a malformed offset record skipped: %s", tp, e)
                 continue
             if isinstance(key, GroupKey):
-                # The latest generation wins (an Empty group's record is written in the
-                # background, maybe after a later one's).
+                # The latest generation wins. Appends are in generation order (see
+                # _store_group), so it is also the last; a log written before that was
+                # so may hold an Empty group's record after a later generation's.
                 assert value is None or isinstance(value, GroupMetadata)
                 generation = -1 if value is None else value.generation
                 seen = metadata.get(key.group)
@@ -517,6 +518,17 @@ class GroupCoordinator:
             log.warning("the metadata of group %s cannot be written: %s", group_id, e)
             return ErrorCode.UNKNOWN_SERVER_ERROR
         with self._append_locks[offsets_tp.partition]:
+            # A group's records are appended in generation order: compaction keeps only
+            # a key's last record, so an Empty record written late by the writer thread
+            # must not land after a later generation's (that group moved on: skipped).
+            with self._cond:
+                group = self._groups.get(group_id)
+                if (
+                    metadata is not None
+                    and group is not None
+                    and group.generation_id > metadata.generation
+                ):
+                    return ErrorCode.NONE
             error, p, info, _message = self.replicas.append_as_leader(offsets_tp, batch, -1)
         if p is not None and info is not None:
             error = self.replicas.wait_for_replication(p, info.last_offset, self.commit_timeout_s)

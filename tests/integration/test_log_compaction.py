@@ -1,0 +1,213 @@
+"""Log compaction with real brokers and real clients: a compacted topic produced to by
+confluent-kafka keeps every key's latest value on every replica while the rest goes; a
+replica that was down catches up across the gaps, then leads, and a consumer reading it
+from the start gets every key's latest value. The offsets topic is compacted too: a
+group's commits, written over and over, read back after its coordinator dies."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from storage.records import iter_batches, iter_records
+from tests.integration.conftest import ClusterFactory
+from tests.integration.dataplane import bootstrap, producer
+from tests.integration.harness import Cluster, wait_for
+
+pytestmark = pytest.mark.integration
+
+Record = tuple[int, bytes | None, bytes | None]  # offset, key, value
+
+COMPACTED = {
+    "cleanup.policy": "compact",
+    "segment.bytes": "4096",
+    "min.cleanable.dirty.ratio": "0.01",
+}
+FAST_CLEANER = {"log_cleaner_backoff_ms": "100"}
+
+
+def records_on_disk(c: Cluster, broker: int, topic: str, partition: int) -> list[Record]:
+    """Every record in a broker's segment files of the partition, read as they are on
+    disk (a file swapped away while being read: read again)."""
+    directory = c[broker].data_dir / f"{topic}-{partition}"
+
+    def read() -> list[Record] | None:
+        found: list[Record] = []
+        try:
+            for path in sorted(directory.glob("*.log")):
+                data = path.read_bytes()
+                for header in iter_batches(data):
+                    batch = data[header.position : header.position + header.size]
+                    found += [(r.offset, r.key, r.value) for r in iter_records(batch)]
+        except (FileNotFoundError, ValueError):
+            return None
+        return found
+
+    return wait_for(read, 30, f"broker {broker}'s files of {topic}-{partition}")
+
+
+def latest(records: list[Record]) -> dict[bytes, tuple[int, bytes | None]]:
+    out: dict[bytes, tuple[int, bytes | None]] = {}
+    for offset, key, value in sorted(records, key=lambda r: r[0]):
+        if key is not None:
+            out[key] = (offset, value)
+    return out
+
+
+def produce_keyed(c: Cluster, topic: str, pairs: list[tuple[bytes, bytes | None]]) -> list[Record]:
+    """Produce (key, value) pairs in order to partition 0; their acknowledged records."""
+    acked: list[Record] = []
+    errors: list[object] = []
+
+    def delivered(err: KafkaError | None, msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            acked.append((msg.offset(), msg.key(), msg.value()))  # type: ignore[attr-defined]
+
+    # Small batches: segments roll between batches, and these are a few records each.
+    p = producer(c, linger_ms=2, batch_num_messages=5, enable_idempotence=False, max_in_flight=1)
+    for key, value in pairs:
+        p.produce(topic, value, key=key, partition=0, on_delivery=delivered)
+        p.poll(0)
+    assert p.flush(120) == 0
+    assert errors == []
+    return acked
+
+
+def read_from_start(c: Cluster, topic: str) -> list[Record]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap(c),
+            "group.id": f"reader-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        out: list[Record] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    return out
+                if msg.error().retriable():
+                    continue
+                raise AssertionError(f"consumer error: {msg.error()}")
+            out.append((msg.offset(), msg.key(), msg.value()))
+        raise TimeoutError(f"read {len(out)} records, no end of partition in 120 s")
+    finally:
+        consumer.close()
+
+
+def test_compaction_keeps_each_keys_latest_value_on_every_replica_and_across_catch_up(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory(**FAST_CLEANER)
+    c.wait_controller()
+    topic = "profiles"
+    c.create_topic(topic, {0: (1, 2, 3)}, COMPACTED)
+    c.wait_topic_online(topic)
+    c[3].stop()  # it catches up later, from logs compacted meanwhile
+    c.wait_partitions(topic, lambda s: 3 not in s[0].isr, "broker 3 out of the ISR")
+
+    pairs = [(b"user-%02d" % (i % 20), b"profile-%d-" % i + b"x" * 60) for i in range(1500)]
+    pairs += [(b"user-00", None), (b"user-01", None)]  # tombstones
+    acked = produce_keyed(c, topic, pairs)
+    assert len(acked) == len(pairs)
+    model = latest(acked)
+
+    def compacted_on(broker: int) -> list[Record] | None:
+        on_disk = records_on_disk(c, broker, topic, 0)
+        return on_disk if len(on_disk) < len(pairs) // 4 else None
+
+    for broker in (1, 2):
+        on_disk = wait_for(lambda b=broker: compacted_on(b), 60, f"broker {broker} compacted")
+        assert latest(on_disk) == model  # tombstones kept: within delete.retention.ms
+        assert set(on_disk) <= set(acked)  # offsets, keys and values as produced
+
+    # Broker 3 fetches the leader's compacted log from the start: across its gaps.
+    c[3].start()
+    c.wait_partitions(topic, lambda s: 3 in s[0].isr, "broker 3 back in the ISR", timeout=60)
+    on_three = records_on_disk(c, 3, topic, 0)
+    assert latest(on_three) == model
+    assert set(on_three) <= set(acked)
+    # It leads now, and a consumer reads every key's latest value from it.
+    c[1].kill()
+    c[2].kill()
+    c.wait_partitions(topic, lambda s: s[0].leader == 3, "broker 3 leading", timeout=60)
+    read = read_from_start(c, topic)
+    assert latest(read) == model
+    assert len(read) < len(pairs) // 4
+    assert [r[0] for r in read] == sorted({r[0] for r in read})
+
+
+def test_the_offsets_topic_is_compacted_and_its_commits_read_back(
+    cluster_factory: ClusterFactory,
+) -> None:
+    c = cluster_factory(
+        **FAST_CLEANER,
+        offsets_topic_segment_bytes="4096",
+        offsets_topic_num_partitions="1",
+        group_initial_rebalance_delay_ms="0",
+    )
+    c.wait_controller()
+    topic = "work"
+    c.create_topic(topic, {p: (1, 2, 3) for p in range(3)})
+    c.wait_topic_online(topic)
+    settings = {
+        "bootstrap.servers": bootstrap(c),
+        "group.id": "committer",
+        "enable.auto.commit": False,
+        "topic.metadata.refresh.interval.ms": 1000,
+    }
+    consumer = Consumer(settings)
+    try:
+        for i in range(400):
+            offsets = [TopicPartition(topic, p, i * 10 + p) for p in range(3)]
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    consumer.commit(offsets=offsets, asynchronous=False)
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+    finally:
+        consumer.close()
+    last = {p: 399 * 10 + p for p in range(3)}
+
+    leader = c.partition_states("__consumer_offsets")[0].leader
+    wait_for(
+        lambda: len(records_on_disk(c, leader, "__consumer_offsets", 0)) < 600 or None,
+        60,
+        "__consumer_offsets compacted",
+    )
+    c[leader].kill()
+    c.wait_partitions(
+        "__consumer_offsets",
+        lambda s: s[0].leader not in (-1, leader),
+        "the offsets partition led by a live broker",
+    )
+    reader = Consumer(settings)
+    try:
+
+        def fetched() -> dict[int, int] | None:
+            try:
+                got = reader.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+            except Exception:
+                return None
+            return {tp.partition: tp.offset for tp in got}
+
+        assert wait_for(fetched, 60, "the commits read back") == last
+    finally:
+        reader.close()
