@@ -71,6 +71,7 @@ from admin.cluster_admin import ClusterAdmin, error_name, parse_bootstrap
 from admin.errors import AdminError
 from cluster import zookeeper as zkp
 from cluster.netsplit import InterBrokerLink, ZooKeeperLink, linked, linked_brokers
+from groups.coordinator import OFFSETS_TOPIC
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap, consume, lost_acknowledged, produce
 from tests.integration.harness import Cluster
@@ -98,6 +99,16 @@ from zkdata.znodes import TopicPartition
 ZK_ERRORS = (KazooException, KazooTimeoutError)
 
 pytestmark = pytest.mark.integration
+
+# The brokers' settings in every schedule. __consumer_offsets rolls small segments and
+# the cleaner looks often, so the committer's and the members' records are compacted
+# during the faults: a coordinator that takes over loads a compacted partition, followers
+# fetch its gaps, a broker killed mid-swap finishes it at its restart.
+SCHEDULE_SETTINGS = {
+    "replica_lag_time_max_ms": str(REPLICA_LAG_S * 1000),
+    "offsets_topic_segment_bytes": "16384",
+    "log_cleaner_backoff_ms": "500",
+}
 
 
 def _ints(variable: str, default: str) -> list[int]:
@@ -377,9 +388,7 @@ def test_a_schedule_of_faults_under_load_keeps_every_safety_property(
 ) -> None:
     # Brokers come back on their ports, as deployed ones do: the producer, which knows
     # brokers by address, must be able to find them again after a fault.
-    c = cluster_factory(
-        BROKERS, start=False, keep_ports=True, replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000)
-    )
+    c = cluster_factory(BROKERS, start=False, keep_ports=True, **SCHEDULE_SETTINGS)
     run_schedule(c, seed, BROKER_FAULTS)
 
 
@@ -390,9 +399,7 @@ def test_a_schedule_with_full_disks_too_keeps_every_safety_property(
 ) -> None:
     """The broker faults and a disk filling: each broker has a second log directory on a
     small disk of its own (a tmpfs, see tests/small_disks.py), which a fault fills."""
-    c = cluster_factory(
-        BROKERS, start=False, keep_ports=True, replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000)
-    )
+    c = cluster_factory(BROKERS, start=False, keep_ports=True, **SCHEDULE_SETTINGS)
     with small_disks(c, tmp_path) as disks:
         run_schedule(c, seed, BROKER_FAULTS + DISK_FAULTS, disks=disks)
 
@@ -427,8 +434,8 @@ def on_the_ensemble(cluster_factory: ClusterFactory, ensemble: zkp.LocalZooKeepe
         start=False,
         connect=connect,
         keep_ports=True,
-        replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000),
         zookeeper_session_timeout_ms="8000",
+        **SCHEDULE_SETTINGS,
     )
 
 
@@ -440,9 +447,7 @@ def test_overlapping_faults_under_load_keep_every_safety_property(
     """Two fault schedules at once, neither waiting for the cluster to heal: a fault lands
     during another's failover, a broker's restart, a controlled shutdown or an ISR being
     refilled. Each broker has one fault at a time."""
-    c = cluster_factory(
-        BROKERS, start=False, keep_ports=True, replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000)
-    )
+    c = cluster_factory(BROKERS, start=False, keep_ports=True, **SCHEDULE_SETTINGS)
     run_overlapping(c, seed)
 
 
@@ -465,9 +470,7 @@ def test_overlapping_faults_with_full_disks_too_keep_every_safety_property(
     """The two overlapping broker schedules with a small second disk for each broker, whose
     filling is among their faults: a directory goes offline during another broker's
     failover, restart or controlled shutdown, or a reassignment moving a replica there."""
-    c = cluster_factory(
-        BROKERS, start=False, keep_ports=True, replica_lag_time_max_ms=str(REPLICA_LAG_S * 1000)
-    )
+    c = cluster_factory(BROKERS, start=False, keep_ports=True, **SCHEDULE_SETTINGS)
     with small_disks(c, tmp_path) as disks:
         run_overlapping(c, seed, disks=disks)
 
@@ -784,5 +787,11 @@ def check_outcome(
         f"nemesis seed {seed}: {len(schedule)} faults, {len(stream.acked.by_offset)} acknowledged"
         f" ({len(stream.acked.errors)} refused), {len(rows)} state-change lines checked,"
         f" {committer.acknowledged} of {committer.attempted} offset commits acknowledged,"
-        f" {sum(map(len, members.completed.values()))} generations completed by the members"
+        f" {sum(map(len, members.completed.values()))} generations completed by the members,"
+        f" {cleanings(c)} cleanings of {OFFSETS_TOPIC} partitions"
     )
+
+
+def cleanings(c: Cluster) -> int:
+    """How many times the brokers' log cleaners cleaned a partition of the offsets topic."""
+    return sum(c[b].output().count(f"cleaned {OFFSETS_TOPIC}-") for b in BROKERS)
