@@ -302,15 +302,27 @@ def cleanable_range(
 ) -> tuple[int, int]:
     """(first dirty offset, first uncleanable offset), both segment boundaries or the log
     start offset; ``segments`` are the log's, the active one last. The range is empty
-    (first uncleanable <= first dirty) when nothing may be cleaned."""
+    (first uncleanable <= first dirty) when nothing may be cleaned. ``checkpoint`` (where
+    the last cleaning ended) counts only if it is the log start or a segment's base."""
     if not segments:
         return log_start_offset, log_start_offset
     # Whole segments only: the one holding the bound is not cleanable (the log start
     # offset, and so the high watermark, is never below the first segment's base).
     bound = min(segments[-1].base_offset, high_watermark)
     first_uncleanable = segments[max(_segment_index(segments, bound), 0)].base_offset
+    # A cleaning ends at a segment's base offset. A checkpoint that is no segment's base
+    # (nor the log start) is not trusted: the log was truncated below it and written
+    # again (an unclean election), and what is below it now was never cleaned; Kafka
+    # lowers the checkpoint at the truncation, which this catches after a restart too.
     first_dirty = log_start_offset
-    if checkpoint is not None and log_start_offset <= checkpoint <= segments[-1].base_offset:
+    if (
+        checkpoint is not None
+        and log_start_offset <= checkpoint <= segments[-1].base_offset
+        and (
+            checkpoint == log_start_offset
+            or segments[_segment_index(segments, checkpoint)].base_offset == checkpoint
+        )
+    ):
         first_dirty = checkpoint
     if min_compaction_lag_ms > 0:
         for segment in segments:

@@ -396,3 +396,24 @@ def test_any_history_keeps_every_keys_latest_value(
     assert latest(records) == model  # tombstones kept: nothing is past the horizon
     assert [r[0] for r in records] == sorted(r[0] for r in records)
     assert log.log_end_offset == offset
+
+
+def test_a_truncation_below_the_checkpoint_makes_the_log_dirty_again(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    fill(log, 150)
+    first = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW)
+    assert first is not None
+    # An unclean election: truncated below where the cleaning ended, then written again
+    # (other records at those offsets), rolling at other boundaries.
+    log.truncate_to(first.end_offset - 7)
+    for i in range(60):
+        put(log, (b"new-%d" % (i % 4), b"after %d" % i))
+    again = clean_log(log, checkpoint=first.end_offset, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert again is not None
+    assert again.first_dirty_offset == 0  # the checkpoint is no segment's base: not trusted
+    assert {k for k in latest(everything(log)) if k.startswith(b"new-")} == {
+        b"new-0",
+        b"new-1",
+        b"new-2",
+        b"new-3",
+    }
