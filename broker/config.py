@@ -511,6 +511,11 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               "Replication factor of __consumer_offsets.", AtLeast(1)),
     ConfigDef("offsets.topic.num.partitions", _I, 50, _HIGH,
               "Partitions of __consumer_offsets.", AtLeast(1)),
+    ConfigDef("offsets.retention.minutes", _I, 7 * 24 * 60, _HIGH,
+              "How long a group's committed offsets are kept once it is Empty (or, for a"
+              " consumer committing alone, after the commit).", AtLeast(1)),
+    ConfigDef("offsets.retention.check.interval.ms", _L, 600_000, _HIGH,
+              "How often expired committed offsets are looked for.", AtLeast(1)),
     ConfigDef("offsets.topic.segment.bytes", _I, 100 * 1024 * 1024, _HIGH,
               "segment.bytes of __consumer_offsets (kept small: compaction cleans whole"
               " segments, and a new coordinator reads them all).", AtLeast(1)),
@@ -1078,6 +1083,8 @@ class BrokerConfig:
     offsets_topic_replication_factor: int
     offsets_topic_num_partitions: int
     offsets_topic_segment_bytes: int
+    offsets_retention_minutes: int
+    offsets_retention_check_interval_ms: int
     transaction_state_log_replication_factor: int
     transaction_state_log_min_isr: int
     group_initial_rebalance_delay_ms: int

@@ -15,7 +15,7 @@ from typing import Any
 from broker.admin_apis import AdminApis
 from broker.metadata_cache import MetadataCache
 from groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
-from groups.offset_records import CommittedOffset
+from groups.offset_records import NO_TIMESTAMP, CommittedOffset
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
@@ -197,6 +197,9 @@ class GroupApis:
 
     def offset_commit(self, version: int, body: Body, _header: Body) -> Body:
         now_ms = _now_ms()
+        # v2-v4 may set the offsets' retention; -1 (and v5+) leaves it to the broker's.
+        retention_ms = int(body.get("retention_time_ms", -1))
+        expire_ms = now_ms + retention_ms if retention_ms != -1 else NO_TIMESTAMP
         offsets: dict[TopicPartition, CommittedOffset] = {}
         order: list[tuple[str, list[int]]] = []
         for topic in body["topics"]:
@@ -209,6 +212,7 @@ class GroupApis:
                     leader_epoch=int(p.get("committed_leader_epoch", -1)),
                     metadata=p.get("committed_metadata") or "",
                     commit_timestamp_ms=now_ms,
+                    expire_timestamp_ms=expire_ms,
                 )
             order.append((topic["name"], indexes))
         errors = self.coordinator.commit_offsets(

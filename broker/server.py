@@ -147,6 +147,8 @@ class KafkaServer:
                 max_session_timeout_ms=config.group_max_session_timeout_ms,
                 initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
             ),
+            offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
+            offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
         )
         self.replicas.on_become = self._on_become
         self.replicas.on_stop = self._on_stop

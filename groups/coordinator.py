@@ -44,7 +44,9 @@ from groups.offset_records import (
     offset_commit_batch,
     partition_for,
 )
+from groups.retention import CONSUMER_PROTOCOL, expired_offsets, subscribed_topics
 from storage.errors import OffsetOutOfRangeError
+from storage.log import AppendInfo
 from storage.records import Record, iter_batches, iter_records
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
@@ -103,12 +105,16 @@ class GroupCoordinator:
         limits: GroupLimits,
         commit_timeout_s: float = COMMIT_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
+        offsets_retention_ms: int = 7 * 24 * 3600 * 1000,
+        offsets_retention_check_interval_ms: int = 600_000,
     ) -> None:
         self.broker_id = broker_id
         self.replicas = replicas
         self.offsets_partitions = offsets_partitions
         self.limits = limits
         self.commit_timeout_s = commit_timeout_s
+        self.offsets_retention_ms = offsets_retention_ms
+        self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._clock = clock
         self._cond = threading.Condition()
         # Partitions of __consumer_offsets led here: loaded, or being loaded (their
@@ -117,6 +123,9 @@ class GroupCoordinator:
         self._loading: dict[int, int] = {}
         self._groups: dict[str, Group] = {}
         self._offsets: dict[str, dict[TopicPartition, _Stored]] = {}
+        # Commits appended and not yet in the cache (group -> partition -> how many):
+        # their offsets do not expire meanwhile (Kafka's pendingOffsetCommits).
+        self._pending: dict[str, dict[TopicPartition, int]] = {}
         self._held: dict[tuple[str, str, str], _Held] = {}
         # One append at a time per partition, so records reach the log in the order
         # their commits were checked.
@@ -129,6 +138,7 @@ class GroupCoordinator:
             threading.Thread(target=self._tick_loop, name="group-ticker", daemon=True),
             threading.Thread(target=self._load_loop, name="group-loader", daemon=True),
             threading.Thread(target=self._write_loop, name="group-writer", daemon=True),
+            threading.Thread(target=self._expire_loop, name="group-expirer", daemon=True),
         ]
 
     def start(self) -> None:
@@ -274,12 +284,18 @@ class GroupCoordinator:
             if isinstance(key, GroupKey):
                 # The latest generation wins. Appends are in generation order (see
                 # _store_group), so it is also the last; a log written before that was
-                # so may hold an Empty group's record after a later generation's.
+                # so may hold an Empty group's record after a later generation's. A
+                # tombstone (the group deleted, expire_offsets) ends what came before it
+                # (group records are read in log order): a group made again after it starts
+                # again at generation 1.
                 assert value is None or isinstance(value, GroupMetadata)
-                generation = -1 if value is None else value.generation
                 seen = metadata.get(key.group)
-                if seen is None or (generation, record.offset) >= seen[:2]:
-                    metadata[key.group] = (generation, record.offset, value)
+                if value is None:
+                    metadata[key.group] = (-1, record.offset, None)
+                elif (
+                    seen is None or seen[2] is None or (value.generation, record.offset) >= seen[:2]
+                ):
+                    metadata[key.group] = (value.generation, record.offset, value)
                 continue
             assert value is None or isinstance(value, CommittedOffset)
             group = offsets.setdefault(key.group, {})
@@ -520,13 +536,12 @@ class GroupCoordinator:
         with self._append_locks[offsets_tp.partition]:
             # A group's records are appended in generation order: compaction keeps only
             # a key's last record, so an Empty record written late by the writer thread
-            # must not land after a later generation's (that group moved on: skipped).
+            # must not land after a later generation's (that group moved on: skipped),
+            # nor after the group's tombstone (deleted meanwhile, expire_offsets: skipped).
             with self._cond:
                 group = self._groups.get(group_id)
-                if (
-                    metadata is not None
-                    and group is not None
-                    and group.generation_id > metadata.generation
+                if metadata is not None and (
+                    group is None or group.generation_id > metadata.generation
                 ):
                     return ErrorCode.NONE
             error, p, info, _message = self.replicas.append_as_leader(offsets_tp, batch, -1)
@@ -645,6 +660,37 @@ class GroupCoordinator:
             return out
         with self._append_locks[index]:
             write_error, p, info, _message = self.replicas.append_as_leader(offsets_tp, batch, -1)
+            if info is not None:
+                with self._cond:
+                    self._count_pending(group_id, valid, 1)
+        try:
+            return self._finish_commit(group_id, valid, write_error, p, info, out)
+        finally:
+            if info is not None:
+                with self._cond:
+                    self._count_pending(group_id, valid, -1)
+
+    def _count_pending(self, group_id: str, offsets: Iterable[TopicPartition], delta: int) -> None:
+        pending = self._pending.setdefault(group_id, {})
+        for tp in offsets:
+            count = pending.get(tp, 0) + delta
+            if count > 0:
+                pending[tp] = count
+            else:
+                pending.pop(tp, None)
+        if not pending:
+            del self._pending[group_id]
+
+    def _finish_commit(
+        self,
+        group_id: str,
+        valid: dict[TopicPartition, CommittedOffset],
+        write_error: ErrorCode,
+        p: Partition | None,
+        info: AppendInfo | None,
+        out: dict[TopicPartition, ErrorCode],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """A commit appended (or refused): answered once replicated, then cached."""
         if p is not None and info is not None:
             write_error = self.replicas.wait_for_replication(
                 p, info.last_offset, self.commit_timeout_s
@@ -685,6 +731,121 @@ class GroupCoordinator:
             return ErrorCode.NONE, {
                 tp: (stored[tp].value if tp in stored else None) for tp in partitions
             }
+
+    # --- offsets retention (groups/retention.py decides) -----------------------------
+
+    def _expire_loop(self) -> None:
+        interval_s = self.offsets_retention_check_interval_ms / 1000
+        while not self._stopped.wait(interval_s):
+            try:
+                self.expire_offsets()
+            except Exception:  # the next check tries again
+                log.exception("expiring committed offsets failed")
+
+    def expire_offsets(self, now_ms: int | None = None) -> int:
+        """Kafka's cleanupGroupMetadata: in every partition led here, the expired offsets
+        (``offsets.retention.minutes``, see groups/retention.py) are tombstoned and
+        dropped, and a group left Empty with no offset is deleted (its metadata record
+        tombstoned). Returns how many offsets expired. The tombstones are appended
+        without waiting for the followers, as Kafka's are: one lost with its leader
+        expires again at the next check of the next coordinator."""
+        now = self._now_ms() if now_ms is None else now_ms
+        with self._cond:
+            indexes = sorted(self._loaded)
+        expired_count = 0
+        for index in indexes:
+            # The partition's append lock first: no commit lands between the decision and
+            # the tombstones, and one appended before them is pending, so kept.
+            with self._append_locks[index]:
+                with self._cond:
+                    epoch = self._loaded.get(index)
+                    if epoch is None:
+                        continue
+                    expired, dead = self._expired_in(index, now)
+                if not expired and not dead:
+                    continue
+                records = bytearray()
+                if expired:
+                    records += offset_commit_batch(
+                        [(OffsetKey(g, tp.topic, tp.partition), None) for g, tp in expired], now
+                    )
+                for group_id in dead:
+                    records += group_metadata_batch(group_id, None, now)
+                offsets_tp = TopicPartition(OFFSETS_TOPIC, index)
+                error, _p, info, message = self.replicas.append_as_leader(offsets_tp, records, -1)
+            if error != ErrorCode.NONE or info is None:
+                log.warning("expiring offsets in %s failed: %s %s", offsets_tp, error.name, message)
+                continue
+            with self._cond:
+                if self._loaded.get(index) != epoch:
+                    continue
+                for k, (group_id, tp) in enumerate(expired):
+                    self._merge(group_id, {tp: _Stored(None, info.first_offset + k)})
+                for group_id in dead:
+                    group = self._groups.get(group_id)
+                    if group is not None and not group.members and group_id not in self._offsets:
+                        group.state = GroupState.DEAD
+                        del self._groups[group_id]
+            expired_count += len(expired)
+            log.info(
+                "%s: %d committed offsets expired, %d groups deleted",
+                offsets_tp,
+                len(expired),
+                len(dead),
+            )
+        return expired_count
+
+    def _expired_in(
+        self, index: int, now_ms: int
+    ) -> tuple[list[tuple[str, TopicPartition]], list[str]]:
+        """(group, partition) of every expired offset of the groups of partition ``index``,
+        and the groups that go with them (lock held)."""
+        expired: list[tuple[str, TopicPartition]] = []
+        dead: list[str] = []
+        names = {g for g in self._offsets if self.partition_of(g) == index}
+        names |= {g for g in self._groups if self.partition_of(g) == index}
+        for group_id in sorted(names):
+            group = self._groups.get(group_id)
+            offsets = {tp: s.value for tp, s in self._offsets.get(group_id, {}).items() if s.value}
+            has_members = group is not None and bool(group.members)
+            subscribed = None
+            if (
+                group is not None
+                and has_members
+                and group.protocol_type == CONSUMER_PROTOCOL
+                and group.protocol_name is not None
+            ):
+                protocol = group.protocol_name
+                try:
+                    subscriptions = [m.metadata(protocol) for m in group.members.values()]
+                except KeyError:
+                    # A member joined (rebalancing) without the protocol still in use, only
+                    # one the others also support: subscriptions unknown, nothing expires.
+                    subscriptions = None
+                if subscriptions is not None:
+                    subscribed = subscribed_topics(subscriptions)
+            pending = self._pending.get(group_id, {})
+            gone = expired_offsets(
+                offsets,
+                now_ms=now_ms,
+                retention_ms=self.offsets_retention_ms,
+                has_members=has_members,
+                protocol_type=None if group is None else group.protocol_type,
+                empty_since_ms=(
+                    group.empty_since_ms if group is not None and group.generation_id > 0 else None
+                ),
+                subscribed=subscribed,
+                pending=pending,
+            )
+            expired += [(group_id, tp) for tp in gone]
+            if (
+                not has_members
+                and not pending
+                and len(gone) == len(offsets)
+                and (group is None or group.state is GroupState.EMPTY)
+            ):
+                dead.append(group_id)
+        return expired, dead
 
     # --- listing -----------------------------------------------------------------------
 

@@ -117,6 +117,9 @@ class Group:
         # is written too, so a new coordinator does not bring back members that left.
         self.persisted_generation = 0
         self.state = GroupState.EMPTY
+        # When the group last became Empty (its offsets expire counting from then); None
+        # while it never had a generation (a consumer committing alone: from each commit).
+        self.empty_since_ms: int | None = None
         self.generation_id = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
@@ -319,6 +322,7 @@ class Group:
         self.generation_id += 1
         if not self.members:
             self.state = GroupState.EMPTY
+            self.empty_since_ms = now_ms
             self.protocol_name = None
             self.protocol_type = None
             self.leader = ""
@@ -443,7 +447,11 @@ class Group:
             generation=self.generation_id,
             protocol=protocol,
             leader=self.leader or None,
-            current_state_timestamp_ms=now_ms,
+            current_state_timestamp_ms=(
+                self.empty_since_ms
+                if self.state is GroupState.EMPTY and self.empty_since_ms is not None
+                else now_ms
+            ),
             members=members,
         )
 
@@ -457,6 +465,8 @@ class Group:
         group.generation_id = metadata.generation
         group.persisted_generation = metadata.generation
         if not metadata.members or metadata.protocol is None:
+            if metadata.current_state_timestamp_ms >= 0:
+                group.empty_since_ms = metadata.current_state_timestamp_ms
             return group
         group.protocol_type = metadata.protocol_type
         group.protocol_name = metadata.protocol

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from groups.offset_records import partition_for
@@ -74,6 +74,7 @@ def test_subscribed_consumers_share_partitions_and_their_commits_survive_the_coo
     acked = produce(c, topic, values)
     assert acked.errors == []
 
+    counts = {p: sum(1 for (q, _o) in acked.by_offset if q == p) for p in range(4)}
     first = group_consumer(c, "billing")
     second = group_consumer(c, "billing")
     try:
@@ -81,9 +82,23 @@ def test_subscribed_consumers_share_partitions_and_their_commits_survive_the_coo
         second.subscribe([topic])
         seen: dict[tuple[int, int], bytes] = {}
 
+        def caught_up(member: Consumer) -> bool:
+            # Each partition consumed to its end since it was assigned (a member that
+            # read everything alone before the second joined reads its share again).
+            return all(
+                tp.offset == counts[tp.partition] or (counts[tp.partition] == 0 and tp.offset < 0)
+                for tp in member.position(member.assignment())
+            )
+
         def shared() -> bool:
             a, b = first.assignment(), second.assignment()
-            return len(a) == 2 and len(b) == 2 and len(seen) == len(values)
+            return (
+                len(a) == 2
+                and len(b) == 2
+                and len(seen) == len(values)
+                and caught_up(first)
+                and caught_up(second)
+            )
 
         poll_until([first, second], seen, shared, 120, "two members, two partitions each")
         owned = {tp.partition for tp in first.assignment()} | {
@@ -99,7 +114,6 @@ def test_subscribed_consumers_share_partitions_and_their_commits_survive_the_coo
 
     # Each partition's end; -1001 (librdkafka's "no offset") where the producer put
     # nothing: a member commits the partitions it consumed from.
-    counts = {p: sum(1 for (q, _o) in acked.by_offset if q == p) for p in range(4)}
     ends = {p: n or -1001 for p, n in counts.items()}
     assert committed(c, "billing", topic, 4) == ends
 
@@ -114,7 +128,13 @@ def test_subscribed_consumers_share_partitions_and_their_commits_survive_the_coo
         lambda states: states[index].leader not in (-1, coordinator),
         "the group's offsets partition led by a live broker",
     )
-    assert coordinator_of(c, "billing", via=survivor) != coordinator
+    # (The survivor learns the new leader from the controller's UpdateMetadata, which
+    # follows the partition state written in ZooKeeper.)
+    wait_for(
+        lambda: coordinator_of(c, "billing", via=survivor) != coordinator or None,
+        60,
+        "the survivor naming the new coordinator",
+    )
     assert committed(c, "billing", topic, 4) == ends
 
     more = [b"late-%d" % i for i in range(8)]
@@ -333,3 +353,66 @@ def test_kcat_consumes_as_a_group_member_and_commits(cluster_factory: ClusterFac
     assert {tp.partition: tp.offset for tp in offsets.topic_partitions} == {
         p: n for p, n in ends.items() if n
     }
+
+
+def test_committed_offsets_expire_and_stay_expired_after_the_coordinator_dies(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """An OffsetCommit v2 with a retention time expires then (the broker's check every
+    half second), and a group committing alone is deleted with its last offset; the
+    partition's next leader serves them as expired too (from the tombstones it fetched,
+    or, had it not fetched them yet, by expiring them again)."""
+    c = cluster_factory(**GROUP_SETTINGS, offsets_retention_check_interval_ms="500")
+    c.wait_controller()
+    coordinator = coordinator_of(c, "short-lived", via=1)
+
+    def fetch(conn: KafkaConnection) -> list[tuple[int, int]]:
+        answer = conn.request(
+            ApiKey.OFFSET_FETCH,
+            7,
+            {"group_id": "short-lived", "topics": [{"name": "t", "partition_indexes": [0, 1]}]},
+        )
+        assert answer["error_code"] == ErrorCode.NONE
+        return [
+            (p["partition_index"], p["committed_offset"]) for p in answer["topics"][0]["partitions"]
+        ]
+
+    with KafkaConnection("127.0.0.1", c[coordinator].port()) as conn:
+        commit = {
+            "group_id": "short-lived",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "retention_time_ms": 4000,
+            "topics": [
+                {
+                    "name": "t",
+                    "partitions": [
+                        {"partition_index": 0, "committed_offset": 42},
+                        {"partition_index": 1, "committed_offset": 43},
+                    ],
+                }
+            ],
+        }
+        answer = conn.request(ApiKey.OFFSET_COMMIT, 2, commit)
+        assert [p["error_code"] for p in answer["topics"][0]["partitions"]] == [0, 0]
+        assert fetch(conn) == [(0, 42), (1, 43)]  # well within its 4 s
+        wait_for(lambda: fetch(conn) == [(0, -1), (1, -1)] or None, 30, "the offsets expired")
+        listed = conn.request(ApiKey.LIST_GROUPS, 4, {"states_filter": []})
+        assert "short-lived" not in {g["group_id"] for g in listed["groups"]}
+    c[coordinator].kill()
+    index = partition_for("short-lived", OFFSETS_PARTITIONS)
+    states = c.wait_partitions(
+        "__consumer_offsets",
+        lambda s: s[index].leader not in (-1, coordinator),
+        "the group's offsets partition led by a live broker",
+    )
+
+    def fetch_or_none(conn: KafkaConnection) -> list[tuple[int, int]] | None:
+        try:
+            return fetch(conn)
+        except AssertionError:  # loading (COORDINATOR_LOAD_IN_PROGRESS)
+            return None
+
+    with KafkaConnection("127.0.0.1", c[states[index].leader].port()) as conn:
+        expired = [(0, -1), (1, -1)]
+        wait_for(lambda: fetch_or_none(conn) == expired or None, 60, "the new coordinator")

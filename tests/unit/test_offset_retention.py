@@ -1,0 +1,854 @@
+"""Committed offsets expire (``offsets.retention.minutes``, KIP-211): the rules as pure
+functions (groups/retention.py), then the coordinator (groups/coordinator.py) applying
+them over a real ReplicaManager and logs, as tests/unit/test_group_coordinator.py runs it,
+with a clock of the test's own: the tombstones it writes, the groups it deletes, and what
+a new coordinator reads back from the same log.
+"""
+
+from __future__ import annotations
+
+import queue
+import struct
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.group_apis import GroupApis
+from broker.replica_manager import ReplicaManager
+from broker.state_change_log import StateChangeLog
+from groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from groups.membership import GroupState, JoinAnswer
+from groups.offset_records import (
+    NO_TIMESTAMP,
+    CommittedOffset,
+    GroupKey,
+    GroupMetadata,
+    OffsetKey,
+    read_offset_records,
+)
+from groups.retention import CONSUMER_PROTOCOL, expired_offsets, subscribed_topics
+from storage.log_manager import LogManager
+from storage.records import iter_batches
+from tests.unit.test_group_coordinator import (
+    BROKER,
+    CONFIG,
+    FAST,
+    OTHER,
+    PARTITIONS,
+    WAIT_S,
+    Call,
+    leader_and_isr,
+    on_partition,
+    tp,
+    wait_until,
+)
+from wire.errors import ErrorCode
+from zkdata.znodes import TopicPartition
+
+RETENTION_MS = 1_000
+NOW = 1_700_000_000_000  # the test clock's start (ms)
+SESSION_MS = 10_000  # longer than any time the test clock moves on while a member is in
+G0 = on_partition(0)
+A0, A1, B0, C0 = tp("a", 0), tp("a", 1), tp("b", 0), tp("c", 0)
+
+
+def committed(
+    value: int, *, ts: int = NOW, expire: int = NO_TIMESTAMP, epoch: int = 3
+) -> CommittedOffset:
+    return CommittedOffset(value, epoch, "", ts, expire)
+
+
+# --- ConsumerProtocolSubscription bytes ---------------------------------------------------
+
+
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack(">h", len(data)) + data
+
+
+def subscription(
+    topics: Sequence[str],
+    *,
+    version: int = 0,
+    user_data: bytes | None = None,
+    owned: Sequence[tuple[str, Sequence[int]]] = (),
+) -> bytes:
+    """A consumer's subscription as the Java client writes it: v0 the topics and the
+    user data (int32 length, -1 for null); v1 adds the owned partitions."""
+    out = struct.pack(">h", version) + struct.pack(">i", len(topics))
+    out += b"".join(_string(t) for t in topics)
+    out += struct.pack(">i", -1) if user_data is None else struct.pack(">i", len(user_data))
+    out += user_data or b""
+    if version >= 1:
+        out += struct.pack(">i", len(owned))
+        for topic, partitions in owned:
+            out += _string(topic) + struct.pack(">i", len(partitions))
+            out += b"".join(struct.pack(">i", p) for p in partitions)
+    return out
+
+
+# --- 1. expired_offsets -------------------------------------------------------------------
+
+
+def expired(
+    offsets: dict[TopicPartition, CommittedOffset],
+    now_ms: int,
+    *,
+    has_members: bool = False,
+    protocol_type: str | None = None,
+    empty_since_ms: int | None = None,
+    subscribed: frozenset[str] | None = None,
+    pending: Sequence[TopicPartition] = (),
+) -> set[TopicPartition]:
+    return set(
+        expired_offsets(
+            offsets,
+            now_ms=now_ms,
+            retention_ms=RETENTION_MS,
+            has_members=has_members,
+            protocol_type=protocol_type,
+            empty_since_ms=empty_since_ms,
+            subscribed=subscribed,
+            pending=pending,
+        )
+    )
+
+
+def test_a_standalone_offset_expires_retention_after_its_commit() -> None:
+    offsets = {A0: committed(1, ts=5_000), A1: committed(2, ts=5_500)}
+    assert expired(offsets, 5_000 + RETENTION_MS - 1) == set()
+    assert expired(offsets, 5_000 + RETENTION_MS) == {A0}  # the boundary expires
+    assert expired(offsets, 5_500 + RETENTION_MS - 1) == {A0}
+    assert expired(offsets, 5_500 + RETENTION_MS) == {A0, A1}
+    assert expired({}, 10**12) == set()
+
+
+def test_an_empty_group_counts_from_when_it_became_empty() -> None:
+    # Committed long ago, but the group became Empty only recently.
+    offsets = {A0: committed(1, ts=0)}
+    assert expired(offsets, 5_000 + RETENTION_MS - 1, empty_since_ms=5_000) == set()
+    assert expired(offsets, 5_000 + RETENTION_MS, empty_since_ms=5_000) == {A0}
+    # (A protocol type left from before does not change that.)
+    kept = expired(
+        offsets, 5_000 + RETENTION_MS - 1, empty_since_ms=5_000, protocol_type=CONSUMER_PROTOCOL
+    )
+    assert kept == set()
+
+
+def test_an_explicit_expire_timestamp_wins() -> None:
+    # Sooner than the retention: expires at it, and not before.
+    soon = {A0: committed(1, ts=0, expire=300)}
+    assert expired(soon, 299) == set()
+    assert expired(soon, 300) == {A0}
+    # Later than the retention (or than the Empty group's): kept until it.
+    late = {A0: committed(1, ts=0, expire=10 * RETENTION_MS)}
+    assert expired(late, 10 * RETENTION_MS - 1) == set()
+    assert expired(late, 10 * RETENTION_MS - 1, empty_since_ms=0) == set()
+    assert expired(late, 10 * RETENTION_MS, empty_since_ms=0) == {A0}
+    # Even with members: a consumer group's unsubscribed topic expires at it.
+    members: dict[str, Any] = {
+        "has_members": True,
+        "protocol_type": CONSUMER_PROTOCOL,
+        "subscribed": frozenset({"b"}),
+    }
+    assert expired(soon, 299, **members) == set()
+    assert expired(soon, 300, **members) == {A0}
+    assert expired(late, 10 * RETENTION_MS - 1, **members) == set()
+    assert expired(late, 10 * RETENTION_MS, **members) == {A0}
+    # A subscribed topic does not expire while its members are there (Kafka 2.8 filters
+    # the subscribed topics out first), whatever its expire timestamp.
+    assert expired({B0: committed(1, ts=0, expire=300)}, 10**12, **members) == set()
+
+
+def test_a_consumer_group_with_members_expires_only_unsubscribed_topics() -> None:
+    offsets = {A0: committed(1, ts=0), A1: committed(2, ts=0), B0: committed(3, ts=0)}
+    offsets[C0] = committed(4, ts=5_000)
+    args: dict[str, Any] = {"has_members": True, "protocol_type": CONSUMER_PROTOCOL}
+    subscribed = frozenset({"a"})
+    assert expired(offsets, RETENTION_MS - 1, subscribed=subscribed, **args) == set()
+    assert expired(offsets, 10**12, subscribed=subscribed, **args) == {B0, C0}
+    # Counted from the commit (empty_since is not for a group with members).
+    at = 5_000 + RETENTION_MS - 1
+    assert expired(offsets, at, subscribed=subscribed, empty_since_ms=at, **args) == {B0}
+    assert expired(offsets, 10**12, subscribed=frozenset({"a", "b", "c"}), **args) == set()
+    assert expired(offsets, 10**12, subscribed=frozenset(), **args) == set(offsets)
+
+
+def test_a_group_with_members_of_another_protocol_expires_nothing() -> None:
+    offsets = {A0: committed(1, ts=0), B0: committed(2, ts=0, expire=1)}
+    for protocol_type in ("connect", "", None):
+        assert (
+            expired(
+                offsets,
+                10**12,
+                has_members=True,
+                protocol_type=protocol_type,
+                subscribed=frozenset(),
+            )
+            == set()
+        )
+    # Without members, the same offsets expire.
+    assert expired(offsets, 10**12, protocol_type="connect") == {A0, B0}
+
+
+def test_a_consumer_group_with_members_of_unknown_subscriptions_expires_nothing() -> None:
+    offsets = {A0: committed(1, ts=0), B0: committed(2, ts=0, expire=1)}
+    assert (
+        expired(offsets, 10**12, has_members=True, protocol_type=CONSUMER_PROTOCOL, subscribed=None)
+        == set()
+    )
+
+
+def test_pending_partitions_never_expire() -> None:
+    offsets = {A0: committed(1, ts=0), A1: committed(2, ts=0, expire=1), B0: committed(3, ts=0)}
+    assert expired(offsets, 10**12, pending=[A0, A1]) == {B0}
+    assert expired(offsets, 10**12, pending=[A0, A1], empty_since_ms=0) == {B0}
+    assert expired(
+        offsets,
+        10**12,
+        pending=[B0],
+        has_members=True,
+        protocol_type=CONSUMER_PROTOCOL,
+        subscribed=frozenset(),
+    ) == {A0, A1}
+    # A pending partition with no offset yet changes nothing.
+    assert expired(offsets, 10**12, pending=[C0]) == set(offsets)
+
+
+# --- 2. subscribed_topics ----------------------------------------------------------------
+
+
+def test_subscribed_topics_is_the_union_of_the_members_topics() -> None:
+    v0 = subscription(["a", "b"])
+    v0_user_data = subscription(["c"], user_data=b"\x00\x01user")
+    v1 = subscription(["b", "d"], version=1, owned=[("b", [0, 1]), ("d", [2])])
+    v1_no_owned = subscription(["e"], version=1, user_data=b"")
+    unicode_topic = subscription(["t\u00e9l\u00e9"])
+    assert subscribed_topics([v0]) == frozenset({"a", "b"})
+    assert subscribed_topics([v0, v0_user_data, v1, v1_no_owned, unicode_topic]) == frozenset(
+        {"a", "b", "c", "d", "e", "t\u00e9l\u00e9"}
+    )
+    assert subscribed_topics([subscription([])]) == frozenset()
+    assert subscribed_topics([]) == frozenset()
+    # Versions past 1 lead with the same fields (v3 would add a rack): still read.
+    assert subscribed_topics([subscription(["x"], version=3, owned=[])]) == frozenset({"x"})
+
+
+def test_a_malformed_subscription_is_unknown() -> None:
+    good = subscription(["a", "b"])
+    malformed = {
+        "empty": b"",
+        "version only": b"\x00\x00",
+        "truncated count": b"\x00\x00\x00\x00",
+        "truncated in a topic's length": good[:7],
+        "truncated in a topic's name": good[:8],
+        "a topic missing": subscription(["a"])[:-4][:-3],  # count 1, no topic after it
+        "negative version": struct.pack(">hi", -1, 0),
+        "negative count": struct.pack(">hi", 0, -1),
+        "count past the data": struct.pack(">hi", 0, 1_000_000),
+        "negative length": struct.pack(">hih", 0, 1, -1),
+        "length past the data": struct.pack(">hih", 0, 1, 50) + b"ab",
+        "bad utf-8": struct.pack(">hih", 0, 1, 2) + b"\xff\xfe" + struct.pack(">i", -1),
+    }
+    for name, data in malformed.items():
+        assert subscribed_topics([data]) is None, name
+        # One malformed member makes the whole group's subscription unknown.
+        assert subscribed_topics([good, data]) is None, name
+        assert subscribed_topics([data, good]) is None, name
+
+
+_topic = st.text(min_size=0, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(_topic, max_size=5), max_size=5),
+    st.sampled_from([0, 1, 2, 3]),
+    st.one_of(st.none(), st.binary(max_size=8)),
+)
+def test_subscriptions_decode_to_the_union_of_their_topics(
+    members: list[list[str]], version: int, user_data: bytes | None
+) -> None:
+    data = [
+        subscription(topics, version=version, user_data=user_data, owned=[(t, [0]) for t in topics])
+        for topics in members
+    ]
+    assert subscribed_topics(data) == frozenset(t for topics in members for t in topics)
+
+
+# --- 3. the coordinator ------------------------------------------------------------------
+
+
+class Clock:
+    """The coordinator's clock, moved on by the test (``ms``)."""
+
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def __call__(self) -> float:
+        return self.ms / 1000
+
+
+class Node:
+    """This broker's storage, replica manager and group coordinator over one directory,
+    as in test_group_coordinator.py, with the test's clock and retention."""
+
+    def __init__(
+        self, root: Path, clock: Clock, *, retention_ms: int, check_interval_ms: int
+    ) -> None:
+        self.state_log = StateChangeLog(root, BROKER)
+        self.logs = LogManager([root / "logs"], CONFIG)
+        self.replicas = ReplicaManager(BROKER, cast(Any, None), self.state_log, logs=self.logs)
+        self.groups = GroupCoordinator(
+            BROKER,
+            self.replicas,
+            offsets_partitions=PARTITIONS,
+            limits=FAST,
+            commit_timeout_s=WAIT_S,
+            clock=clock,
+            offsets_retention_ms=retention_ms,
+            offsets_retention_check_interval_ms=check_interval_ms,
+        )
+        self.replicas.on_become = self.groups.on_become
+        self.replicas.on_stop = lambda tps, _deleted: self.groups.on_stop(tps)
+        self.replicas.start()
+        self.groups.start()
+        self.closed = False
+
+    def leader_and_isr(self, request: dict[str, Any]) -> None:
+        answer = self.replicas.become_leader_or_follower(request)
+        assert answer["error_code"] == 0
+        errors = [e["error_code"] for t in answer["topics"] for e in t["partition_errors"]]
+        assert set(errors) == {0}
+
+    def lead(self, *, epoch: int) -> None:
+        """Leads both offsets partitions (ISR: this broker alone), loaded."""
+        self.leader_and_isr(leader_and_isr(dict.fromkeys(range(PARTITIONS), (BROKER, epoch))))
+        self.wait_loaded()
+
+    def follow(self, *, epoch: int) -> None:
+        self.leader_and_isr(leader_and_isr(dict.fromkeys(range(PARTITIONS), (OTHER, epoch))))
+
+    def wait_loaded(self) -> None:
+        for index in range(PARTITIONS):
+            group_id = on_partition(index)
+
+            def loaded(group_id: str = group_id) -> bool:
+                return self.groups.coordinates(group_id) == ErrorCode.NONE
+
+            wait_until(f"{group_id} loaded", loaded)
+
+    def offsets_partition(self, index: int = 0) -> Any:
+        return self.replicas.partitions[TopicPartition(OFFSETS_TOPIC, index)]
+
+    def records(
+        self, index: int = 0
+    ) -> list[tuple[OffsetKey | GroupKey, CommittedOffset | GroupMetadata | None]]:
+        """Every record of the offsets partition, decoded, in log order."""
+        plog = self.offsets_partition(index).log
+        assert plog is not None
+        out: list[tuple[OffsetKey | GroupKey, CommittedOffset | GroupMetadata | None]] = []
+        position = plog.log_start_offset
+        while position < plog.log_end_offset:
+            read = plog.read(position, 1 << 24)
+            assert read.region is not None
+            data = memoryview(read.region.to_bytes())
+            for header in iter_batches(data):
+                out += read_offset_records(data[header.position : header.position + header.size])
+            assert read.next_offset > position
+            position = read.next_offset
+        return out
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.groups.close()
+        finally:
+            self.replicas.close()
+            self.logs.close()
+            self.state_log.close()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(NOW)
+
+
+@pytest.fixture
+def nodes(tmp_path: Path, clock: Clock) -> Iterator[Callable[..., Node]]:
+    """Makes nodes over ``tmp_path`` sharing ``clock`` (one at a time: a new one after
+    closing the last reads the same logs); all are closed at the end. The expirer thread
+    runs only when a test asks (its interval is an hour by default)."""
+    made: list[Node] = []
+
+    def make(retention_ms: int = RETENTION_MS, check_interval_ms: int = 3_600_000) -> Node:
+        node = Node(tmp_path, clock, retention_ms=retention_ms, check_interval_ms=check_interval_ms)
+        made.append(node)
+        return node
+
+    try:
+        yield make
+    finally:
+        for node in reversed(made):
+            node.close()
+
+
+@pytest.fixture
+def node(nodes: Callable[..., Node]) -> Node:
+    n = nodes()
+    n.lead(epoch=0)
+    return n
+
+
+def commit(
+    groups: GroupCoordinator,
+    offsets: dict[TopicPartition, CommittedOffset],
+    member_id: str = "",
+    generation: int = -1,
+) -> None:
+    assert groups.commit_offsets(G0, member_id, generation, offsets) == dict.fromkeys(
+        offsets, ErrorCode.NONE
+    )
+
+
+def fetched(groups: GroupCoordinator) -> dict[TopicPartition, CommittedOffset | None]:
+    error, offsets = groups.fetch_offsets(G0, None)
+    assert error == ErrorCode.NONE
+    return offsets
+
+
+def listed(groups: GroupCoordinator) -> dict[str, tuple[str, str]]:
+    error, rows = groups.list_groups()
+    assert error == ErrorCode.NONE
+    return {group_id: (protocol_type, state) for group_id, protocol_type, state in rows}
+
+
+def group_state(groups: GroupCoordinator) -> str:
+    error, described = groups.describe_group(G0)
+    assert error == ErrorCode.NONE
+    return cast(str, described["group_state"])
+
+
+def consumer_member(groups: GroupCoordinator, topics: Sequence[str]) -> JoinAnswer:
+    """A consumer subscribed to ``topics`` joins (at once: no initial delay) and syncs."""
+    joined = groups.join_group(
+        G0,
+        "",
+        require_known_member_id=False,
+        client_id="consumer",
+        client_host="/127.0.0.1",
+        session_timeout_ms=SESSION_MS,
+        rebalance_timeout_ms=SESSION_MS,
+        protocol_type=CONSUMER_PROTOCOL,
+        protocols=(("range", subscription(topics)),),
+    )
+    assert joined.error == ErrorCode.NONE
+    assert joined.leader == joined.member_id
+    synced = groups.sync_group(
+        G0, joined.member_id, joined.generation_id, CONSUMER_PROTOCOL, "range", {}
+    )
+    assert synced.error == ErrorCode.NONE
+    assert group_state(groups) == GroupState.STABLE.value
+    return joined
+
+
+def test_a_standalone_commit_expires_and_stays_expired_after_a_restart(
+    nodes: Callable[..., Node],
+) -> None:
+    first = nodes()
+    first.lead(epoch=0)
+    groups = first.groups
+    commit(groups, {A0: committed(5, ts=NOW), A1: committed(6, ts=NOW + 100)})
+    end_before = first.offsets_partition().log_end_offset
+
+    # b. Not before the retention has passed since the commit.
+    assert groups.expire_offsets(NOW + RETENTION_MS - 1) == 0
+    assert fetched(groups) == {A0: committed(5, ts=NOW), A1: committed(6, ts=NOW + 100)}
+    assert listed(groups) == {G0: ("", GroupState.EMPTY.value)}
+    assert first.offsets_partition().log_end_offset == end_before  # nothing written
+
+    # a. One at a time, each retention after its own commit.
+    assert groups.expire_offsets(NOW + RETENTION_MS) == 1
+    assert fetched(groups) == {A1: committed(6, ts=NOW + 100)}
+    assert listed(groups) == {G0: ("", GroupState.EMPTY.value)}
+    assert groups.expire_offsets(NOW + RETENTION_MS + 100) == 1
+    assert groups.fetch_offsets(G0, [A0, A1]) == (ErrorCode.NONE, {A0: None, A1: None})
+    assert listed(groups) == {}
+    assert group_state(groups) == GroupState.DEAD.value
+    assert groups.expire_offsets(NOW + 100 * RETENTION_MS) == 0  # nothing more
+    # The tombstones are in the log: the offsets', then the group's metadata.
+    assert first.records()[-3:] == [
+        (OffsetKey(G0, "a", 0), None),
+        (OffsetKey(G0, "a", 1), None),
+        (GroupKey(G0), None),
+    ]
+    first.close()
+
+    second = nodes()  # a new coordinator over the same log
+    second.lead(epoch=1)
+    assert fetched(second.groups) == {}
+    assert listed(second.groups) == {}
+    # The group is usable again, from scratch.
+    commit(second.groups, {A0: committed(7, ts=NOW + 5 * RETENTION_MS)})
+    assert fetched(second.groups) == {A0: committed(7, ts=NOW + 5 * RETENTION_MS)}
+
+
+def test_a_consumer_group_with_a_member_keeps_its_subscribed_topics(node: Node) -> None:
+    groups = node.groups
+    joined = consumer_member(groups, ["a"])
+    values = {A0: committed(10), A1: committed(11), B0: committed(20)}
+    commit(groups, values, joined.member_id, joined.generation_id)
+
+    assert groups.expire_offsets(NOW + RETENTION_MS - 1) == 0
+    assert groups.expire_offsets(NOW + RETENTION_MS) == 1  # b only
+    assert fetched(groups) == {A0: committed(10), A1: committed(11)}
+    assert groups.expire_offsets(NOW + 100 * RETENTION_MS) == 0
+    assert listed(groups) == {G0: (CONSUMER_PROTOCOL, GroupState.STABLE.value)}
+    assert groups.heartbeat(G0, joined.member_id, joined.generation_id) == ErrorCode.NONE
+    assert node.records()[-1] == (OffsetKey(G0, "b", 0), None)
+
+
+def test_a_consumer_group_with_an_unreadable_subscription_keeps_everything(node: Node) -> None:
+    groups = node.groups
+    joined = groups.join_group(
+        G0,
+        "",
+        require_known_member_id=False,
+        client_id="consumer",
+        client_host="/127.0.0.1",
+        session_timeout_ms=SESSION_MS,
+        rebalance_timeout_ms=SESSION_MS,
+        protocol_type=CONSUMER_PROTOCOL,
+        protocols=(("range", b"\x00\x00\x00\x00\x00\x05junk"),),
+    )
+    assert joined.error == ErrorCode.NONE
+    assert (
+        groups.sync_group(G0, joined.member_id, joined.generation_id, None, None, {}).error
+        == ErrorCode.NONE
+    )
+    commit(groups, {A0: committed(1), B0: committed(2)}, joined.member_id, joined.generation_id)
+    assert groups.expire_offsets(NOW + 100 * RETENTION_MS) == 0
+    assert set(fetched(groups)) == {A0, B0}
+
+
+def test_a_member_joining_without_the_groups_protocol_does_not_break_expiry(
+    node: Node,
+) -> None:
+    """A member may join a Stable group with none of the protocol in use, only one every
+    member supports (a rolling change of assignor): while it rebalances, the group has a
+    member without metadata for the current protocol. Its subscriptions are unknown then
+    (nothing of the group expires), and the other groups expire as ever."""
+    groups = node.groups
+    other = on_partition(0, "other-")
+    commit(groups, {A0: committed(1)})  # G0's own, standalone
+    assert groups.commit_offsets(other, "", -1, {A0: committed(2)}) == {A0: ErrorCode.NONE}
+    both = (("range", subscription(["a"])), ("roundrobin", subscription(["a"])))
+    first = groups.join_group(
+        other,
+        "",
+        require_known_member_id=False,
+        client_id="consumer",
+        client_host="/127.0.0.1",
+        session_timeout_ms=SESSION_MS,
+        rebalance_timeout_ms=SESSION_MS,
+        protocol_type=CONSUMER_PROTOCOL,
+        protocols=both,
+    )
+    assert first.error == ErrorCode.NONE
+    synced = groups.sync_group(other, first.member_id, first.generation_id, None, None, {})
+    assert synced.error == ErrorCode.NONE
+    assert synced.protocol_name == "range"
+    second = Call(
+        lambda: groups.join_group(
+            other,
+            "",
+            require_known_member_id=False,
+            client_id="consumer",
+            client_host="/127.0.0.1",
+            session_timeout_ms=SESSION_MS,
+            rebalance_timeout_ms=SESSION_MS,
+            protocol_type=CONSUMER_PROTOCOL,
+            protocols=(("roundrobin", subscription(["b"])),),
+        )
+    )
+    assert second.waiting(0.05)  # held until the first member rejoins
+    error, described = groups.describe_group(other)
+    assert (error, described["group_state"]) == (
+        ErrorCode.NONE,
+        GroupState.PREPARING_REBALANCE.value,
+    )
+    assert len(described["members"]) == 2
+
+    assert groups.expire_offsets(NOW + 10 * RETENTION_MS) == 1  # G0's
+    assert fetched(groups) == {}
+    assert groups.fetch_offsets(other, None) == (ErrorCode.NONE, {A0: committed(2)})
+
+
+def wait_for_empty_record(node: Node, generation: int) -> GroupMetadata:
+    """The Empty group's metadata record, written in the background."""
+    found: list[GroupMetadata] = []
+
+    def written() -> bool:
+        for key, value in node.records():
+            if (
+                key == GroupKey(G0)
+                and isinstance(value, GroupMetadata)
+                and value.generation == generation
+                and not value.members
+            ):
+                found.append(value)
+                return True
+        return False
+
+    wait_until(f"{G0}'s Empty record at generation {generation}", written)
+    return found[0]
+
+
+def left_empty(node: Node, clock: Clock, left_at: int) -> JoinAnswer:
+    """A member subscribed to "a" commits a and b (at NOW), b expires, and the member
+    leaves at ``left_at``: the group is Empty, its record written."""
+    groups = node.groups
+    joined = consumer_member(groups, ["a"])
+    commit(groups, {A0: committed(10), B0: committed(20)}, joined.member_id, joined.generation_id)
+    assert groups.expire_offsets(NOW + RETENTION_MS) == 1
+    assert fetched(groups) == {A0: committed(10)}
+
+    clock.ms = left_at
+    assert groups.leave_group(G0, [joined.member_id]) == (
+        ErrorCode.NONE,
+        {joined.member_id: ErrorCode.NONE},
+    )
+    assert group_state(groups) == GroupState.EMPTY.value
+    record = wait_for_empty_record(node, joined.generation_id + 1)
+    assert record.current_state_timestamp_ms == left_at
+    return joined
+
+
+def test_an_empty_group_expires_retention_after_it_became_empty_then_is_deleted(
+    nodes: Callable[..., Node], clock: Clock
+) -> None:
+    first = nodes()
+    first.lead(epoch=0)
+    groups = first.groups
+    left_at = NOW + 3 * RETENTION_MS  # a's commit is older than the retention by then
+    left_empty(first, clock, left_at)
+
+    assert groups.expire_offsets(left_at + RETENTION_MS - 1) == 0
+    assert fetched(groups) == {A0: committed(10)}
+    assert listed(groups) == {G0: ("", GroupState.EMPTY.value)}
+
+    assert groups.expire_offsets(left_at + RETENTION_MS) == 1
+    assert fetched(groups) == {}
+    assert listed(groups) == {}
+    assert group_state(groups) == GroupState.DEAD.value
+    assert first.records()[-2:] == [(OffsetKey(G0, "a", 0), None), (GroupKey(G0), None)]
+
+    # Read again by the same coordinator (a new leader epoch) ...
+    first.follow(epoch=1)
+    first.lead(epoch=2)
+    assert fetched(groups) == {}
+    assert listed(groups) == {}
+    first.close()
+    # ... and by a new one: the group is not brought back by its earlier records.
+    second = nodes()
+    second.lead(epoch=3)
+    assert fetched(second.groups) == {}
+    assert listed(second.groups) == {}
+    # A member joining makes a new group: its first generation.
+    assert consumer_member(second.groups, ["a"]).generation_id == 1
+    assert listed(second.groups) == {G0: (CONSUMER_PROTOCOL, GroupState.STABLE.value)}
+
+
+def test_an_empty_groups_time_is_read_back_by_a_new_coordinator(
+    nodes: Callable[..., Node], clock: Clock
+) -> None:
+    first = nodes()
+    first.lead(epoch=0)
+    left_at = NOW + 3 * RETENTION_MS
+    left_empty(first, clock, left_at)
+    first.close()
+
+    clock.ms = left_at + RETENTION_MS // 2
+    second = nodes()
+    second.lead(epoch=1)
+    groups = second.groups
+    assert listed(groups) == {G0: ("", GroupState.EMPTY.value)}
+    assert groups.expire_offsets(left_at + RETENTION_MS - 1) == 0
+    assert groups.expire_offsets(left_at + RETENTION_MS) == 1
+    assert listed(groups) == {}
+
+
+def test_an_empty_group_without_offsets_is_deleted(node: Node) -> None:
+    groups = node.groups
+    joined = consumer_member(groups, ["a"])
+    assert groups.leave_group(G0, [joined.member_id])[0] == ErrorCode.NONE
+    wait_for_empty_record(node, joined.generation_id + 1)
+    assert groups.expire_offsets(NOW) == 0
+    assert listed(groups) == {}
+    assert node.records()[-1] == (GroupKey(G0), None)
+
+
+def test_an_empty_record_written_late_does_not_bring_a_deleted_group_back(
+    nodes: Callable[..., Node],
+) -> None:
+    """An Empty group with no offset is deleted at the next check, maybe before the
+    writer thread has written its Empty record: that record, written after the
+    tombstone, must not bring the group back."""
+    first = nodes()
+    first.lead(epoch=0)
+    groups = first.groups
+    joined = consumer_member(groups, ["a"])
+    writer_queue = groups._empty_writes
+    groups._empty_writes = queue.Queue()  # the writer thread does not see the next write
+    try:
+        assert groups.leave_group(G0, [joined.member_id])[0] == ErrorCode.NONE
+        item = groups._empty_writes.get_nowait()
+        assert item is not None
+        group_id, metadata = item
+        assert (group_id, metadata.generation) == (G0, joined.generation_id + 1)
+        assert groups.expire_offsets(NOW) == 0
+        assert listed(groups) == {}
+        assert first.records()[-1] == (GroupKey(G0), None)
+        # The writer thread gets to it now (as its _write_loop would).
+        assert groups._store_group(group_id, metadata) == ErrorCode.NONE
+    finally:
+        groups._empty_writes = writer_queue
+    assert listed(groups) == {}
+    first.close()
+    second = nodes()
+    second.lead(epoch=1)
+    assert listed(second.groups) == {}
+
+
+def test_a_pending_commit_is_not_expired(node: Node) -> None:
+    groups = node.groups
+    commit(groups, {A0: committed(1), B0: committed(2)})
+    with groups._cond:
+        groups._count_pending(G0, [A0], 1)
+    assert groups.expire_offsets(NOW + 10 * RETENTION_MS) == 1  # b only
+    assert fetched(groups) == {A0: committed(1)}
+    assert node.records()[-1] == (OffsetKey(G0, "b", 0), None)
+    # a released; b committed again, in flight: a expires, but the group stays.
+    with groups._cond:
+        groups._count_pending(G0, [A0], -1)
+        groups._count_pending(G0, [B0], 1)
+        assert groups._pending == {G0: {B0: 1}}
+    assert groups.expire_offsets(NOW + 10 * RETENTION_MS) == 1
+    assert fetched(groups) == {}
+    assert listed(groups) == {G0: ("", GroupState.EMPTY.value)}
+    with groups._cond:
+        groups._count_pending(G0, [B0], -1)
+        assert groups._pending == {}
+    # Released: the group, left with nothing, is deleted.
+    assert groups.expire_offsets(NOW + 10 * RETENTION_MS) == 0
+    assert listed(groups) == {}
+    assert node.records()[-1] == (GroupKey(G0), None)
+
+
+def test_a_commit_waiting_for_the_isr_is_not_expired(nodes: Callable[..., Node]) -> None:
+    """A real commit in flight: with another broker in the ISR, it waits (pending) until
+    that broker fetches it; an expiry meanwhile leaves its partition alone."""
+    n = nodes()
+    request = leader_and_isr({0: (BROKER, 0)})
+    state = request["topic_states"][0]["partition_states"][0]
+    state["isr"] = state["replicas"] = [BROKER, OTHER]
+    n.leader_and_isr(request)
+    wait_until("loaded", lambda: n.groups.coordinates(G0) == ErrorCode.NONE)
+    groups = n.groups
+    p = n.offsets_partition()
+
+    def replicated(values: dict[TopicPartition, CommittedOffset]) -> Call[Any]:
+        end = p.log_end_offset
+        call = Call(lambda: groups.commit_offsets(G0, "", -1, values))
+        wait_until("the commit appended", lambda: p.log_end_offset > end)
+        return call
+
+    first = replicated({A0: committed(1), B0: committed(2)})
+    n.replicas.record_follower_fetch(p, OTHER, p.log_end_offset)
+    assert first.answer() == {A0: ErrorCode.NONE, B0: ErrorCode.NONE}
+
+    second = replicated({A0: committed(3)})
+    assert second.waiting(0.05)
+    with groups._cond:
+        assert groups._pending == {G0: {A0: 1}}
+    assert groups.expire_offsets(NOW + 10 * RETENTION_MS) == 1  # b only
+    assert fetched(groups) == {A0: committed(1)}
+    n.replicas.record_follower_fetch(p, OTHER, p.log_end_offset)
+    assert second.answer() == {A0: ErrorCode.NONE}
+    with groups._cond:
+        assert groups._pending == {}
+    # The commit landed after the tombstones: its offset is the one kept, and it expires
+    # in its turn.
+    assert fetched(groups) == {A0: committed(3)}
+    assert groups.expire_offsets(NOW + 10 * RETENTION_MS) == 1
+    assert fetched(groups) == {}
+
+
+def test_an_offset_commit_v2_expires_at_its_own_retention(nodes: Callable[..., Node]) -> None:
+    n = nodes(retention_ms=24 * 3600 * 1000)  # the broker's retention: long
+    n.lead(epoch=0)
+    apis = GroupApis(n.groups, cast(Any, None), None, offsets_replication_factor=1)
+
+    def offset_commit(version: int, topic: str, retention_ms: int) -> None:
+        body: dict[str, Any] = {
+            "group_id": G0,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {"partition_index": 0, "committed_offset": 5, "committed_metadata": "m"}
+                    ],
+                }
+            ],
+        }
+        if version <= 4:
+            body["retention_time_ms"] = retention_ms
+        answer = apis.offset_commit(version, body, {})
+        assert answer["topics"][0]["partitions"][0]["error_code"] == 0
+
+    before = int(time.time() * 1000)
+    offset_commit(2, "a", 2_000)
+    offset_commit(2, "b", -1)  # -1: the broker's retention
+    offset_commit(5, "c", 0)
+    after = int(time.time() * 1000)
+    values = fetched(n.groups)
+    a = values[A0]
+    assert a is not None
+    assert before <= a.commit_timestamp_ms <= after
+    assert a.expire_timestamp_ms == a.commit_timestamp_ms + 2_000
+    for other in (B0, C0):
+        value = values[other]
+        assert value is not None
+        assert value.expire_timestamp_ms == NO_TIMESTAMP
+
+    # A new coordinator reads the expire timestamp back with the offset.
+    n.follow(epoch=1)
+    n.lead(epoch=2)
+    groups = n.groups
+    reloaded = fetched(groups)[A0]
+    assert reloaded is not None
+    assert reloaded.expire_timestamp_ms == a.expire_timestamp_ms
+    assert groups.expire_offsets(a.expire_timestamp_ms - 1) == 0
+    assert groups.expire_offsets(a.expire_timestamp_ms) == 1
+    assert set(fetched(groups)) == {B0, C0}
+    assert listed(groups) == {G0: ("", GroupState.EMPTY.value)}
+
+
+def test_the_expirer_thread_expires_on_its_own(nodes: Callable[..., Node], clock: Clock) -> None:
+    n = nodes(check_interval_ms=20)
+    n.lead(epoch=0)
+    commit(n.groups, {A0: committed(1, ts=NOW - RETENTION_MS + 300)})
+    time.sleep(0.1)  # checks run, with nothing to expire yet
+    assert set(fetched(n.groups)) == {A0}
+    clock.ms = NOW + 300
+    wait_until("a0 expired", lambda: fetched(n.groups) == {})
+    wait_until("the group deleted", lambda: listed(n.groups) == {})
