@@ -16,15 +16,17 @@ failover of the group's coordinator costs after that many.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 from common import emit
 
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, TopicConfig
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
 from groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
@@ -68,62 +70,86 @@ def leader_and_isr(epoch: int) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def offsets_leader(
+    root: Path, topic_config: TopicConfig | None = None
+) -> Iterator[tuple[ReplicaManager, GroupCoordinator]]:
+    """A replica manager over real logs in ``root`` leading __consumer_offsets-0 (one
+    partition), and its group coordinator."""
+    state_log = StateChangeLog(root, BROKER)
+    logs = LogManager(
+        [root / "logs"],
+        CONFIG,
+        topic_config=None if topic_config is None else (lambda _t: topic_config),
+    )
+    replicas = ReplicaManager(BROKER, cast(Any, None), state_log, logs=logs)
+    coordinator = GroupCoordinator(BROKER, replicas, offsets_partitions=1, limits=GroupLimits())
+    replicas.on_become = coordinator.on_become
+    replicas.start()
+    coordinator.start()
+    try:
+        replicas.become_leader_or_follower(leader_and_isr(0))
+        yield replicas, coordinator
+    finally:
+        coordinator.close()
+        replicas.close()
+        logs.close()
+        state_log.close()
+
+
+def write_commits(replicas: ReplicaManager, commits: int, partitions: int, groups: int) -> None:
+    """``commits`` offset commits, each of ``partitions`` partitions of topic "orders" by
+    one of ``groups`` groups in turn (commit i is group i % groups's, at offset i)."""
+    now = int(time.time() * 1000)
+    for i in range(commits):
+        group = f"group-{i % groups}"
+        batch = offset_commit_batch(
+            [
+                (OffsetKey(group, "orders", p), CommittedOffset(i, 0, "", now))
+                for p in range(partitions)
+            ],
+            now,
+        )
+        error, _p, _info, message = replicas.append_as_leader(OFFSETS_TP, batch, -1)
+        if error != ErrorCode.NONE:
+            raise RuntimeError(f"append {i}: {error.name} {message}")
+
+
 def run(commits: int, partitions: int, groups: int, rounds: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        state_log = StateChangeLog(root, BROKER)
-        logs = LogManager([root / "logs"], CONFIG)
-        replicas = ReplicaManager(BROKER, cast(Any, None), state_log, logs=logs)
-        coordinator = GroupCoordinator(BROKER, replicas, offsets_partitions=1, limits=GroupLimits())
-        replicas.on_become = coordinator.on_become
-        replicas.start()
-        coordinator.start()
-        try:
-            replicas.become_leader_or_follower(leader_and_isr(0))
-            now = int(time.time() * 1000)
-            for i in range(commits):
-                group = f"group-{i % groups}"
-                batch = offset_commit_batch(
-                    [
-                        (OffsetKey(group, "orders", p), CommittedOffset(i, 0, "", now))
-                        for p in range(partitions)
-                    ],
-                    now,
-                )
-                error, _p, _info, message = replicas.append_as_leader(OFFSETS_TP, batch, -1)
-                if error != ErrorCode.NONE:
-                    raise RuntimeError(f"append {i}: {error.name} {message}")
-            p = replicas.partitions[OFFSETS_TP]
-            assert p.log is not None
-            size_mb = p.log.size_in_bytes / 1e6
-            load_s: list[float] = []
-            floor_s: list[float] = []
-            for r in range(rounds):
-                started = time.perf_counter()
-                replicas.become_leader_or_follower(leader_and_isr(r + 1))
-                while coordinator.coordinates("group-0") != ErrorCode.NONE:
-                    time.sleep(0.001)
-                load_s.append(time.perf_counter() - started)
-                error, found = coordinator.fetch_offsets("group-0", None)
-                last = max(i for i in range(commits) if i % groups == 0)
-                if error != ErrorCode.NONE or {v.offset for v in found.values() if v} != {last}:
-                    raise RuntimeError(f"loaded wrong offsets: {error}, {found}")
-                started = time.perf_counter()
-                position, end, batches = p.log.log_start_offset, p.log.log_end_offset, 0
-                while position < end:
-                    read = p.log.read(position, 4 * 1024 * 1024, end)
-                    if read.region is None:
-                        break
-                    batches += sum(1 for _ in iter_batches(read.region.to_bytes()))
-                    position = read.next_offset
-                floor_s.append(time.perf_counter() - started)
-                if batches != commits:
-                    raise RuntimeError(f"read {batches} batches of {commits}")
-        finally:
-            coordinator.close()
-            replicas.close()
-            logs.close()
-            state_log.close()
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        offsets_leader(Path(tmp)) as (
+            replicas,
+            coordinator,
+        ),
+    ):
+        write_commits(replicas, commits, partitions, groups)
+        p = replicas.partitions[OFFSETS_TP]
+        assert p.log is not None
+        size_mb = p.log.size_in_bytes / 1e6
+        load_s: list[float] = []
+        floor_s: list[float] = []
+        for r in range(rounds):
+            started = time.perf_counter()
+            replicas.become_leader_or_follower(leader_and_isr(r + 1))
+            while coordinator.coordinates("group-0") != ErrorCode.NONE:
+                time.sleep(0.001)
+            load_s.append(time.perf_counter() - started)
+            error, found = coordinator.fetch_offsets("group-0", None)
+            last = max(i for i in range(commits) if i % groups == 0)
+            if error != ErrorCode.NONE or {v.offset for v in found.values() if v} != {last}:
+                raise RuntimeError(f"loaded wrong offsets: {error}, {found}")
+            started = time.perf_counter()
+            position, end, batches = p.log.log_start_offset, p.log.log_end_offset, 0
+            while position < end:
+                read = p.log.read(position, 4 * 1024 * 1024, end)
+                if read.region is None:
+                    break
+                batches += sum(1 for _ in iter_batches(read.region.to_bytes()))
+                position = read.next_offset
+            floor_s.append(time.perf_counter() - started)
+            if batches != commits:
+                raise RuntimeError(f"read {batches} batches of {commits}")
     load = statistics.median(load_s)
     floor = statistics.median(floor_s)
     return {

@@ -28,50 +28,19 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
+from bench_group_load import CONFIG, OFFSETS_TP, leader_and_isr, offsets_leader, write_commits
 from common import emit
 
-from broker.config import BrokerConfig, effective_topic_config
+from broker.config import effective_topic_config
 from broker.group_apis import offsets_topic_configs
 from broker.replica_manager import ReplicaManager
-from broker.state_change_log import StateChangeLog
-from groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
-from groups.membership import GroupLimits
-from groups.offset_records import CommittedOffset, OffsetKey, offset_commit_batch
+from groups.coordinator import GroupCoordinator
 from storage.cleaner import clean_log
 from storage.log import PartitionLog
-from storage.log_manager import LogManager
 from storage.records import iter_batches, iter_records
 from wire.errors import ErrorCode
-from zkdata.znodes import TopicPartition
-
-BROKER = 1
-CONFIG = BrokerConfig.from_properties({"zookeeper.connect": "127.0.0.1:2181", "broker.id": "1"})
-OFFSETS_TP = TopicPartition(OFFSETS_TOPIC, 0)
-
-
-def leader_and_isr(epoch: int) -> dict[str, Any]:
-    state = {
-        "partition_index": 0,
-        "controller_epoch": 1,
-        "leader": BROKER,
-        "leader_epoch": epoch,
-        "isr": [BROKER],
-        "partition_epoch": epoch,
-        "replicas": [BROKER],
-        "adding_replicas": [],
-        "removing_replicas": [],
-        "is_new": epoch == 0,
-    }
-    return {
-        "controller_id": 9,
-        "controller_epoch": 1,
-        "broker_epoch": 100,
-        "topic_states": [
-            {"topic_name": OFFSETS_TOPIC, "topic_id": None, "partition_states": [state]}
-        ],
-    }
 
 
 def copy_segments(log: PartitionLog, target: Path) -> float:
@@ -132,58 +101,35 @@ def run(commits: int, partitions: int, groups: int, segment_mb: int, rounds: int
     }
     sizes: dict[str, float] = {}
     for _ in range(rounds):
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            state_log = StateChangeLog(root, BROKER)
-            logs = LogManager([root / "logs"], CONFIG, topic_config=lambda _t: topic_config)
-            replicas = ReplicaManager(BROKER, cast(Any, None), state_log, logs=logs)
-            coordinator = GroupCoordinator(
-                BROKER, replicas, offsets_partitions=1, limits=GroupLimits()
-            )
-            replicas.on_become = coordinator.on_become
-            replicas.start()
-            coordinator.start()
-            try:
-                replicas.become_leader_or_follower(leader_and_isr(0))
-                now = int(time.time() * 1000)
-                for i in range(commits):
-                    group = f"group-{i % groups}"
-                    batch = offset_commit_batch(
-                        [
-                            (OffsetKey(group, "orders", p), CommittedOffset(i, 0, "", now))
-                            for p in range(partitions)
-                        ],
-                        now,
-                    )
-                    error, _p, _info, message = replicas.append_as_leader(OFFSETS_TP, batch, -1)
-                    if error != ErrorCode.NONE:
-                        raise RuntimeError(f"append {i}: {error.name} {message}")
-                p = replicas.partitions[OFFSETS_TP]
-                assert p.log is not None
-                expected = {
-                    f"group-{g}": max(i for i in range(commits) if i % groups == g)
-                    for g in range(groups)
-                }
-                sizes["log_mb"] = p.log.size_in_bytes / 1e6
-                sizes["segments_before"] = len(p.log.segments_snapshot())
-                results["before"].append(load_time(replicas, coordinator, 1, expected))
-                results["copy"].append(copy_segments(p.log, root / "copy"))
-                results["decode"].append(decode_segments(p.log))
-                started = time.perf_counter()
-                result = clean_log(p.log, checkpoint=None, map_bytes=128 << 20, force=True)
-                results["clean"].append(time.perf_counter() - started)
-                if result is None or not result.complete:
-                    raise RuntimeError(f"the cleaning did not complete: {result}")
-                sizes["cleaned_mb_read"] = result.bytes_read / 1e6
-                sizes["cleaned_mb_written"] = result.bytes_written / 1e6
-                sizes["log_mb_after"] = p.log.size_in_bytes / 1e6
-                sizes["segments_after"] = len(p.log.segments_snapshot())
-                results["after"].append(load_time(replicas, coordinator, 2, expected))
-            finally:
-                coordinator.close()
-                replicas.close()
-                logs.close()
-                state_log.close()
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            offsets_leader(Path(tmp), topic_config) as (
+                replicas,
+                coordinator,
+            ),
+        ):
+            write_commits(replicas, commits, partitions, groups)
+            p = replicas.partitions[OFFSETS_TP]
+            assert p.log is not None
+            expected = {
+                f"group-{g}": max(i for i in range(commits) if i % groups == g)
+                for g in range(groups)
+            }
+            sizes["log_mb"] = p.log.size_in_bytes / 1e6
+            sizes["segments_before"] = len(p.log.segments_snapshot())
+            results["before"].append(load_time(replicas, coordinator, 1, expected))
+            results["copy"].append(copy_segments(p.log, Path(tmp) / "copy"))
+            results["decode"].append(decode_segments(p.log))
+            started = time.perf_counter()
+            result = clean_log(p.log, checkpoint=None, map_bytes=128 << 20, force=True)
+            results["clean"].append(time.perf_counter() - started)
+            if result is None or not result.complete:
+                raise RuntimeError(f"the cleaning did not complete: {result}")
+            sizes["cleaned_mb_read"] = result.bytes_read / 1e6
+            sizes["cleaned_mb_written"] = result.bytes_written / 1e6
+            sizes["log_mb_after"] = p.log.size_in_bytes / 1e6
+            sizes["segments_after"] = len(p.log.segments_snapshot())
+            results["after"].append(load_time(replicas, coordinator, 2, expected))
     clean = statistics.median(results["clean"])
     copy = statistics.median(results["copy"])
     decode = statistics.median(results["decode"])

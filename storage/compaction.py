@@ -46,6 +46,8 @@ from storage.records import (
     BatchHeader,
     Compression,
     batch_crc,
+    decode_varint,
+    encode_varint,
     read_header,
 )
 
@@ -87,25 +89,6 @@ class KeyedRecord(NamedTuple):
     tombstone: bool  # a null value
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint at ``pos``: (value, next position)."""
-    first = buf[pos]
-    if first < 0x80:
-        return (first >> 1) ^ -(first & 1), pos + 1
-    shift = 0
-    raw = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
 def decodable(header: BatchHeader) -> bool:
     """Whether this batch's records can be read here (uncompressed or gzip)."""
     return header.compression in _DECODABLE
@@ -132,7 +115,7 @@ def keyed_records(
         append_time = header.max_timestamp if header.is_log_append_time else None
         pos = 0
         for _ in range(header.record_count):
-            length, pos = _varint(body, pos)
+            length, pos = decode_varint(body, pos)
             start = pos
             end = pos + length
             if length < 0 or end > len(body):
@@ -142,12 +125,12 @@ def keyed_records(
                     offset=header.base_offset,
                 )
             pos += 1  # attributes
-            ts_delta, pos = _varint(body, pos)
-            offset_delta, pos = _varint(body, pos)
-            key_length, pos = _varint(body, pos)
+            ts_delta, pos = decode_varint(body, pos)
+            offset_delta, pos = decode_varint(body, pos)
+            key_length, pos = decode_varint(body, pos)
             key = None if key_length < 0 else body[pos : pos + key_length]
             pos += max(key_length, 0)
-            value_length, pos = _varint(body, pos)
+            value_length, pos = decode_varint(body, pos)
             if pos > end:
                 raise CorruptRecordError(
                     "record fields past the record's length",
@@ -213,7 +196,7 @@ def filter_batch(
         return batch
     if not kept:
         return None
-    new_body = b"".join(_length_prefix(r.end - r.start) + body[r.start : r.end] for r in kept)
+    new_body = b"".join(encode_varint(r.end - r.start) + body[r.start : r.end] for r in kept)
     if header.compression == Compression.GZIP:
         compressor = zlib.compressobj(wbits=31)
         new_body = compressor.compress(new_body) + compressor.flush()
@@ -225,16 +208,6 @@ def filter_batch(
     _LENGTH.pack_into(rebuilt, _RECORD_COUNT_OFFSET, len(kept))
     _UINT32.pack_into(rebuilt, _CRC_OFFSET, batch_crc(rebuilt))
     return bytes(rebuilt)
-
-
-def _length_prefix(length: int) -> bytes:
-    raw = (length << 1) ^ (length >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
 
 
 class OffsetMap:

@@ -73,6 +73,7 @@ __all__ = [
     "assign_offsets",
     "batch_crc",
     "build_batch",
+    "decode_varint",
     "encode_varint",
     "iter_batches",
     "iter_records",
@@ -457,7 +458,7 @@ class Record(NamedTuple):
     headers: tuple[tuple[str, bytes | None], ...]
 
 
-def _varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+def decode_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     """A zig-zag varint (protobuf's sint64) at ``pos``: (value, next position)."""
     first = buf[pos]
     if first < 0x80:  # one byte: most of a record's lengths and deltas
@@ -477,7 +478,7 @@ def _varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
 
 
 def _bytes_field(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
-    length, pos = _varint(buf, pos)
+    length, pos = decode_varint(buf, pos)
     if length < 0:
         return None, pos
     return bytes(buf[pos : pos + length]), pos + length
@@ -502,14 +503,14 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
         raise NotImplementedError(f"decoding compression codec {codec} is not supported")
     pos = 0
     for _ in range(header.record_count):
-        length, pos = _varint(body, pos)
+        length, pos = decode_varint(body, pos)
         end = pos + length
         pos += 1  # attributes
-        ts_delta, pos = _varint(body, pos)
-        offset_delta, pos = _varint(body, pos)
+        ts_delta, pos = decode_varint(body, pos)
+        offset_delta, pos = decode_varint(body, pos)
         key, pos = _bytes_field(body, pos)
         value, pos = _bytes_field(body, pos)
-        count, pos = _varint(body, pos)
+        count, pos = decode_varint(body, pos)
         hdrs: list[tuple[str, bytes | None]] = []
         for _h in range(count):
             hkey, pos = _bytes_field(body, pos)

@@ -158,7 +158,9 @@ class Node:
         partitions: int = PARTITIONS,
         commit_timeout_s: float = WAIT_S,
         start: bool = True,
+        **options: Any,
     ) -> None:
+        """``options``: the coordinator's other settings (its clock, its retention)."""
         self.state_log = StateChangeLog(root, BROKER)
         self.logs = LogManager([root / "logs"], CONFIG)
         self.replicas = ReplicaManager(BROKER, cast(Any, None), self.state_log, logs=self.logs)
@@ -168,6 +170,7 @@ class Node:
             offsets_partitions=partitions,
             limits=limits,
             commit_timeout_s=commit_timeout_s,
+            **options,
         )
         self.replicas.on_become = self.groups.on_become
         self.replicas.on_stop = lambda tps, _deleted: self.groups.on_stop(tps)

@@ -19,8 +19,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.group_apis import GroupApis
-from broker.replica_manager import ReplicaManager
-from broker.state_change_log import StateChangeLog
 from groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from groups.membership import GroupState, JoinAnswer
 from groups.offset_records import (
@@ -32,21 +30,18 @@ from groups.offset_records import (
     read_offset_records,
 )
 from groups.retention import CONSUMER_PROTOCOL, expired_offsets, subscribed_topics
-from storage.log_manager import LogManager
 from storage.records import iter_batches
 from tests.unit.test_group_coordinator import (
     BROKER,
-    CONFIG,
-    FAST,
     OTHER,
     PARTITIONS,
-    WAIT_S,
     Call,
     leader_and_isr,
     on_partition,
     tp,
     wait_until,
 )
+from tests.unit.test_group_coordinator import Node as CoordinatorNode
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
@@ -294,47 +289,35 @@ class Clock:
         return self.ms / 1000
 
 
-class Node:
-    """This broker's storage, replica manager and group coordinator over one directory,
-    as in test_group_coordinator.py, with the test's clock and retention."""
+class Node(CoordinatorNode):
+    """The node of test_group_coordinator.py, with the test's clock and retention, and
+    ways to lead or follow both offsets partitions and read their records."""
 
     def __init__(
         self, root: Path, clock: Clock, *, retention_ms: int, check_interval_ms: int
     ) -> None:
-        self.state_log = StateChangeLog(root, BROKER)
-        self.logs = LogManager([root / "logs"], CONFIG)
-        self.replicas = ReplicaManager(BROKER, cast(Any, None), self.state_log, logs=self.logs)
-        self.groups = GroupCoordinator(
-            BROKER,
-            self.replicas,
-            offsets_partitions=PARTITIONS,
-            limits=FAST,
-            commit_timeout_s=WAIT_S,
+        super().__init__(
+            root,
             clock=clock,
             offsets_retention_ms=retention_ms,
             offsets_retention_check_interval_ms=check_interval_ms,
         )
-        self.replicas.on_become = self.groups.on_become
-        self.replicas.on_stop = lambda tps, _deleted: self.groups.on_stop(tps)
-        self.replicas.start()
-        self.groups.start()
-        self.closed = False
 
-    def leader_and_isr(self, request: dict[str, Any]) -> None:
+    def apply(self, request: dict[str, Any]) -> None:
         answer = self.replicas.become_leader_or_follower(request)
         assert answer["error_code"] == 0
         errors = [e["error_code"] for t in answer["topics"] for e in t["partition_errors"]]
         assert set(errors) == {0}
 
-    def lead(self, *, epoch: int) -> None:
+    def lead_all(self, *, epoch: int) -> None:
         """Leads both offsets partitions (ISR: this broker alone), loaded."""
-        self.leader_and_isr(leader_and_isr(dict.fromkeys(range(PARTITIONS), (BROKER, epoch))))
-        self.wait_loaded()
+        self.apply(leader_and_isr(dict.fromkeys(range(PARTITIONS), (BROKER, epoch))))
+        self.wait_all_loaded()
 
-    def follow(self, *, epoch: int) -> None:
-        self.leader_and_isr(leader_and_isr(dict.fromkeys(range(PARTITIONS), (OTHER, epoch))))
+    def follow_all(self, *, epoch: int) -> None:
+        self.apply(leader_and_isr(dict.fromkeys(range(PARTITIONS), (OTHER, epoch))))
 
-    def wait_loaded(self) -> None:
+    def wait_all_loaded(self) -> None:
         for index in range(PARTITIONS):
             group_id = on_partition(index)
 
@@ -364,17 +347,6 @@ class Node:
             position = read.next_offset
         return out
 
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            self.groups.close()
-        finally:
-            self.replicas.close()
-            self.logs.close()
-            self.state_log.close()
-
 
 @pytest.fixture
 def clock() -> Clock:
@@ -403,7 +375,7 @@ def nodes(tmp_path: Path, clock: Clock) -> Iterator[Callable[..., Node]]:
 @pytest.fixture
 def node(nodes: Callable[..., Node]) -> Node:
     n = nodes()
-    n.lead(epoch=0)
+    n.lead_all(epoch=0)
     return n
 
 
@@ -436,10 +408,12 @@ def group_state(groups: GroupCoordinator) -> str:
     return cast(str, described["group_state"])
 
 
-def consumer_member(groups: GroupCoordinator, topics: Sequence[str]) -> JoinAnswer:
-    """A consumer subscribed to ``topics`` joins (at once: no initial delay) and syncs."""
-    joined = groups.join_group(
-        G0,
+def join(
+    groups: GroupCoordinator, protocols: tuple[tuple[str, bytes], ...], group_id: str = G0
+) -> JoinAnswer:
+    """A new consumer's JoinGroup (held until the join phase ends)."""
+    return groups.join_group(
+        group_id,
         "",
         require_known_member_id=False,
         client_id="consumer",
@@ -447,8 +421,13 @@ def consumer_member(groups: GroupCoordinator, topics: Sequence[str]) -> JoinAnsw
         session_timeout_ms=SESSION_MS,
         rebalance_timeout_ms=SESSION_MS,
         protocol_type=CONSUMER_PROTOCOL,
-        protocols=(("range", subscription(topics)),),
+        protocols=protocols,
     )
+
+
+def consumer_member(groups: GroupCoordinator, topics: Sequence[str]) -> JoinAnswer:
+    """A consumer subscribed to ``topics`` joins (at once: no initial delay) and syncs."""
+    joined = join(groups, (("range", subscription(topics)),))
     assert joined.error == ErrorCode.NONE
     assert joined.leader == joined.member_id
     synced = groups.sync_group(
@@ -463,7 +442,7 @@ def test_a_standalone_commit_expires_and_stays_expired_after_a_restart(
     nodes: Callable[..., Node],
 ) -> None:
     first = nodes()
-    first.lead(epoch=0)
+    first.lead_all(epoch=0)
     groups = first.groups
     commit(groups, {A0: committed(5, ts=NOW), A1: committed(6, ts=NOW + 100)})
     end_before = first.offsets_partition().log_end_offset
@@ -492,7 +471,7 @@ def test_a_standalone_commit_expires_and_stays_expired_after_a_restart(
     first.close()
 
     second = nodes()  # a new coordinator over the same log
-    second.lead(epoch=1)
+    second.lead_all(epoch=1)
     assert fetched(second.groups) == {}
     assert listed(second.groups) == {}
     # The group is usable again, from scratch.
@@ -517,17 +496,7 @@ def test_a_consumer_group_with_a_member_keeps_its_subscribed_topics(node: Node) 
 
 def test_a_consumer_group_with_an_unreadable_subscription_keeps_everything(node: Node) -> None:
     groups = node.groups
-    joined = groups.join_group(
-        G0,
-        "",
-        require_known_member_id=False,
-        client_id="consumer",
-        client_host="/127.0.0.1",
-        session_timeout_ms=SESSION_MS,
-        rebalance_timeout_ms=SESSION_MS,
-        protocol_type=CONSUMER_PROTOCOL,
-        protocols=(("range", b"\x00\x00\x00\x00\x00\x05junk"),),
-    )
+    joined = join(groups, (("range", b"\x00\x00\x00\x00\x00\x05junk"),))
     assert joined.error == ErrorCode.NONE
     assert (
         groups.sync_group(G0, joined.member_id, joined.generation_id, None, None, {}).error
@@ -550,34 +519,12 @@ def test_a_member_joining_without_the_groups_protocol_does_not_break_expiry(
     commit(groups, {A0: committed(1)})  # G0's own, standalone
     assert groups.commit_offsets(other, "", -1, {A0: committed(2)}) == {A0: ErrorCode.NONE}
     both = (("range", subscription(["a"])), ("roundrobin", subscription(["a"])))
-    first = groups.join_group(
-        other,
-        "",
-        require_known_member_id=False,
-        client_id="consumer",
-        client_host="/127.0.0.1",
-        session_timeout_ms=SESSION_MS,
-        rebalance_timeout_ms=SESSION_MS,
-        protocol_type=CONSUMER_PROTOCOL,
-        protocols=both,
-    )
+    first = join(groups, both, other)
     assert first.error == ErrorCode.NONE
     synced = groups.sync_group(other, first.member_id, first.generation_id, None, None, {})
     assert synced.error == ErrorCode.NONE
     assert synced.protocol_name == "range"
-    second = Call(
-        lambda: groups.join_group(
-            other,
-            "",
-            require_known_member_id=False,
-            client_id="consumer",
-            client_host="/127.0.0.1",
-            session_timeout_ms=SESSION_MS,
-            rebalance_timeout_ms=SESSION_MS,
-            protocol_type=CONSUMER_PROTOCOL,
-            protocols=(("roundrobin", subscription(["b"])),),
-        )
-    )
+    second = Call(lambda: join(groups, (("roundrobin", subscription(["b"])),), other))
     assert second.waiting(0.05)  # held until the first member rejoins
     error, described = groups.describe_group(other)
     assert (error, described["group_state"]) == (
@@ -635,7 +582,7 @@ def test_an_empty_group_expires_retention_after_it_became_empty_then_is_deleted(
     nodes: Callable[..., Node], clock: Clock
 ) -> None:
     first = nodes()
-    first.lead(epoch=0)
+    first.lead_all(epoch=0)
     groups = first.groups
     left_at = NOW + 3 * RETENTION_MS  # a's commit is older than the retention by then
     left_empty(first, clock, left_at)
@@ -651,14 +598,14 @@ def test_an_empty_group_expires_retention_after_it_became_empty_then_is_deleted(
     assert first.records()[-2:] == [(OffsetKey(G0, "a", 0), None), (GroupKey(G0), None)]
 
     # Read again by the same coordinator (a new leader epoch) ...
-    first.follow(epoch=1)
-    first.lead(epoch=2)
+    first.follow_all(epoch=1)
+    first.lead_all(epoch=2)
     assert fetched(groups) == {}
     assert listed(groups) == {}
     first.close()
     # ... and by a new one: the group is not brought back by its earlier records.
     second = nodes()
-    second.lead(epoch=3)
+    second.lead_all(epoch=3)
     assert fetched(second.groups) == {}
     assert listed(second.groups) == {}
     # A member joining makes a new group: its first generation.
@@ -670,14 +617,14 @@ def test_an_empty_groups_time_is_read_back_by_a_new_coordinator(
     nodes: Callable[..., Node], clock: Clock
 ) -> None:
     first = nodes()
-    first.lead(epoch=0)
+    first.lead_all(epoch=0)
     left_at = NOW + 3 * RETENTION_MS
     left_empty(first, clock, left_at)
     first.close()
 
     clock.ms = left_at + RETENTION_MS // 2
     second = nodes()
-    second.lead(epoch=1)
+    second.lead_all(epoch=1)
     groups = second.groups
     assert listed(groups) == {G0: ("", GroupState.EMPTY.value)}
     assert groups.expire_offsets(left_at + RETENTION_MS - 1) == 0
@@ -702,7 +649,7 @@ def test_an_empty_record_written_late_does_not_bring_a_deleted_group_back(
     writer thread has written its Empty record: that record, written after the
     tombstone, must not bring the group back."""
     first = nodes()
-    first.lead(epoch=0)
+    first.lead_all(epoch=0)
     groups = first.groups
     joined = consumer_member(groups, ["a"])
     writer_queue = groups._empty_writes
@@ -723,7 +670,7 @@ def test_an_empty_record_written_late_does_not_bring_a_deleted_group_back(
     assert listed(groups) == {}
     first.close()
     second = nodes()
-    second.lead(epoch=1)
+    second.lead_all(epoch=1)
     assert listed(second.groups) == {}
 
 
@@ -759,7 +706,7 @@ def test_a_commit_waiting_for_the_isr_is_not_expired(nodes: Callable[..., Node])
     request = leader_and_isr({0: (BROKER, 0)})
     state = request["topic_states"][0]["partition_states"][0]
     state["isr"] = state["replicas"] = [BROKER, OTHER]
-    n.leader_and_isr(request)
+    n.apply(request)
     wait_until("loaded", lambda: n.groups.coordinates(G0) == ErrorCode.NONE)
     groups = n.groups
     p = n.offsets_partition()
@@ -793,7 +740,7 @@ def test_a_commit_waiting_for_the_isr_is_not_expired(nodes: Callable[..., Node])
 
 def test_an_offset_commit_v2_expires_at_its_own_retention(nodes: Callable[..., Node]) -> None:
     n = nodes(retention_ms=24 * 3600 * 1000)  # the broker's retention: long
-    n.lead(epoch=0)
+    n.lead_all(epoch=0)
     apis = GroupApis(n.groups, cast(Any, None), None, offsets_replication_factor=1)
 
     def offset_commit(version: int, topic: str, retention_ms: int) -> None:
@@ -831,8 +778,8 @@ def test_an_offset_commit_v2_expires_at_its_own_retention(nodes: Callable[..., N
         assert value.expire_timestamp_ms == NO_TIMESTAMP
 
     # A new coordinator reads the expire timestamp back with the offset.
-    n.follow(epoch=1)
-    n.lead(epoch=2)
+    n.follow_all(epoch=1)
+    n.lead_all(epoch=2)
     groups = n.groups
     reloaded = fetched(groups)[A0]
     assert reloaded is not None
@@ -845,7 +792,7 @@ def test_an_offset_commit_v2_expires_at_its_own_retention(nodes: Callable[..., N
 
 def test_the_expirer_thread_expires_on_its_own(nodes: Callable[..., Node], clock: Clock) -> None:
     n = nodes(check_interval_ms=20)
-    n.lead(epoch=0)
+    n.lead_all(epoch=0)
     commit(n.groups, {A0: committed(1, ts=NOW - RETENTION_MS + 300)})
     time.sleep(0.1)  # checks run, with nothing to expire yet
     assert set(fetched(n.groups)) == {A0}
