@@ -60,6 +60,7 @@ __all__ = [
     "delete_horizon_ms",
     "dirty_ratio",
     "filter_batch",
+    "first_keyless_offset",
     "group_segments",
     "keyed_records",
     "retain",
@@ -167,6 +168,17 @@ def batch_keys(batch: bytes | memoryview, header: BatchHeader) -> list[tuple[byt
     except CorruptRecordError:
         return []
     return [(r.key, r.offset) for r in records if r.key is not None]
+
+
+def first_keyless_offset(batch: bytes | memoryview, header: BatchHeader) -> int | None:
+    """The offset of the batch's first record without a key, which a compacted topic
+    refuses (Kafka's LogValidator.validateKey); None if every record has one, or the
+    batch cannot be decoded here (snappy, lz4, zstd: let through, as the cleaner keeps
+    them whole). CorruptRecordError if its records do not parse."""
+    if header.is_control or not decodable(header):
+        return None
+    _, records = keyed_records(batch, header)
+    return next((r.offset for r in records if r.key is None), None)
 
 
 def retain(record: KeyedRecord, latest_offset: int, keep_tombstones: bool) -> bool:

@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 from storage.checkpoints import fsync_dir
+from storage.compaction import first_keyless_offset
 from storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from storage.errors import (
     FencedLeaderEpochError,
+    InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
 )
@@ -233,6 +235,21 @@ class RecoveryReport:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _check_keys(records: bytearray | memoryview, info: BatchesInfo, where: str) -> None:
+    """A compacted topic's records must have keys: InvalidRecordError (INVALID_RECORD)
+    for the first that has none, as Kafka's LogValidator refuses it."""
+    view = memoryview(records)
+    for header in info.batches:
+        batch = view[header.position : header.position + header.size]
+        offset = first_keyless_offset(batch, header)
+        if offset is not None:
+            raise InvalidRecordError(
+                f"compacted topic cannot accept a record without a key in topic partition {where}",
+                position=header.position,
+                offset=offset,
+            )
 
 
 def _complete_swaps(names: list[str], directory: str) -> list[str]:
@@ -573,6 +590,8 @@ class PartitionLog:
                     else config.max_timestamp_difference_ms
                 ),
             )
+            if config.compact:
+                _check_keys(records, info, f"{self.topic}-{self.partition}")
             self._append_locked(memoryview(records), info, now)
             if leader_epoch != latest:
                 self.epoch_cache.assign(leader_epoch, info.first_offset)

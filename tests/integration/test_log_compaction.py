@@ -116,6 +116,12 @@ def test_compaction_keeps_each_keys_latest_value_on_every_replica_and_across_cat
     topic = "profiles"
     c.create_topic(topic, {0: (1, 2, 3)}, COMPACTED)
     c.wait_topic_online(topic)
+    # A record without a key is refused (Kafka's INVALID_RECORD), as the client sees it.
+    refused: list[KafkaError] = []
+    p = producer(c, enable_idempotence=False)
+    p.produce(topic, b"no key", partition=0, on_delivery=lambda err, _m: refused.append(err))
+    assert p.flush(60) == 0
+    assert [e.code() for e in refused] == [KafkaError.INVALID_RECORD]
     c[3].stop()  # it catches up later, from logs compacted meanwhile
     c.wait_partitions(topic, lambda s: 3 not in s[0].isr, "broker 3 out of the ISR")
 

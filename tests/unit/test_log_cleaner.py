@@ -4,6 +4,7 @@ cases where the log moves under a cleaning."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import shutil
@@ -16,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, clean_log
+from storage.errors import InvalidRecordError
 from storage.log import LogConfig, PartitionLog
-from storage.records import iter_batches, iter_records
+from storage.records import Compression, iter_batches, iter_records
 from storage.segment import cleaned_paths, segment_paths
 from storage.testing import RecordSpec, build_batch
 
@@ -43,9 +45,16 @@ def open_log(directory: Path, config: LogConfig | None = None) -> PartitionLog:
 
 
 def put(log: PartitionLog, *pairs: tuple[bytes | None, bytes | None], ts: int = NOW) -> int:
-    """One batch of (key, value) records; returns its base offset."""
+    """One batch of (key, value) records; returns its base offset. A record without a
+    key is written as before the topic was compacted (a compacted log refuses it)."""
     batch = build_batch([RecordSpec(v, key=k) for k, v in pairs], base_timestamp=ts)
-    info = log.append_as_leader(batch, 0)
+    config = log.config
+    if any(k is None for k, _v in pairs):
+        log.config = dataclasses.replace(config, compact=False)
+    try:
+        info = log.append_as_leader(batch, 0)
+    finally:
+        log.config = config
     log.update_high_watermark(log.log_end_offset)
     return info.first_offset
 
@@ -417,3 +426,22 @@ def test_a_truncation_below_the_checkpoint_makes_the_log_dirty_again(tmp_path: P
         b"new-2",
         b"new-3",
     }
+
+
+def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    put(log, (b"k", b"v"))
+    for compression in (Compression.NONE, Compression.GZIP):
+        keyless = build_batch(
+            [RecordSpec(b"v", key=b"k"), RecordSpec(b"no key")], compression=compression
+        )
+        with pytest.raises(InvalidRecordError, match="without a key") as refused:
+            log.append_as_leader(keyless, 0)
+        assert refused.value.offset == 2  # the second record, at the log end + 1
+    assert log.log_end_offset == 1  # nothing written
+    # What cannot be decoded here passes (the cleaner keeps it whole, too).
+    snappy = build_batch([RecordSpec(b"no key")], compression=Compression.SNAPPY)
+    assert log.append_as_leader(snappy, 0).first_offset == 1
+    # A topic that is not compacted takes them.
+    plain = PartitionLog(tmp_path / "plain-0", LogConfig(), time_ms=lambda: NOW)
+    assert plain.append_as_leader(build_batch([RecordSpec(b"no key")]), 0).first_offset == 0
