@@ -146,6 +146,9 @@ class LogManager:
         # The logs with a finite flush.ms, which the flusher looks at every second: not
         # the 100,000 others (their config is fixed when they are made).
         self._timed_flush: dict[TopicPartition, PartitionLog] = {}
+        # The logs of compacted topics, which the cleaner looks at every
+        # log.cleaner.backoff.ms: not the 100,000 others.
+        self._compacted: dict[TopicPartition, PartitionLog] = {}
         self._dirs_to_sync: set[Path] = set()
         #: partitions per log directory: a new partition goes where there are fewest
         self._dir_counts: dict[Path, int] = {}
@@ -159,7 +162,7 @@ class LogManager:
         self.recovery_reports: dict[TopicPartition, RecoveryReport] = {}
         #: compaction of the logs of compacted topics (started by ``start()``)
         self.cleaner = LogCleaner(
-            lambda: self.all_logs().values(),
+            self.compacted_logs,
             threads=config.log_cleaner_threads if config.log_cleaner_enable else 0,
             backoff_ms=config.log_cleaner_backoff_ms,
             dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
@@ -428,6 +431,11 @@ class LogManager:
             counts[directory] = counts.get(directory, 0) + 1
             return partition_log
 
+    def compacted_logs(self) -> list[PartitionLog]:
+        """The logs of compacted topics (the cleaner's)."""
+        with self._lock:
+            return list(self._compacted.values())
+
     def update_topic_config(self, topic: str, config: LogConfig | TopicConfig) -> int:
         """Every log of ``topic`` takes its new config (Kafka's updateTopicConfig): segments
         roll, retention deletes and flushes go by it from now on. Returns how many logs."""
@@ -440,6 +448,10 @@ class LogManager:
                     self._timed_flush[tp] = partition_log
                 else:
                     self._timed_flush.pop(tp, None)
+                if log_config.compact:
+                    self._compacted[tp] = partition_log
+                else:
+                    self._compacted.pop(tp, None)
         return len(logs)
 
     @property
@@ -466,6 +478,7 @@ class LogManager:
             for tp, _pl in removed:
                 del self._logs[tp]
                 self._timed_flush.pop(tp, None)
+                self._compacted.pop(tp, None)
             path = Path(log_dir)
             self._dir_counts.pop(path, None)
             self._dirs_to_sync.discard(path)
@@ -489,6 +502,8 @@ class LogManager:
         self._logs[tp] = partition_log
         if partition_log.config.flush_ms != LONG_MAX:
             self._timed_flush[tp] = partition_log
+        if partition_log.config.compact:
+            self._compacted[tp] = partition_log
 
     def sync_new_dirs(self) -> None:
         """fsync the log directories in which partitions were created with
@@ -513,6 +528,7 @@ class LogManager:
         with self._lock:
             partition_log = self._logs.pop(tp, None)
             self._timed_flush.pop(tp, None)
+            self._compacted.pop(tp, None)
             if partition_log is not None:
                 parent = partition_log.dir.parent
                 self._dir_counts[parent] = self._dir_counts.get(parent, 1) - 1

@@ -789,9 +789,15 @@ def check_outcome(
         f" {committer.acknowledged} of {committer.attempted} offset commits acknowledged,"
         f" {sum(map(len, members.completed.values()))} generations completed by the members,"
         f" {cleanings(c)} cleanings of {OFFSETS_TOPIC} partitions"
+        f" ({swaps_finished(c)} swaps finished by a restart)"
     )
 
 
 def cleanings(c: Cluster) -> int:
     """How many times the brokers' log cleaners cleaned a partition of the offsets topic."""
     return sum(c[b].output().count(f"cleaned {OFFSETS_TOPIC}-") for b in BROKERS)
+
+
+def swaps_finished(c: Cluster) -> int:
+    """How many cleaned segments a broker's restart swapped in (a kill cut the swap)."""
+    return sum(c[b].output().count("completed the swap") for b in BROKERS)

@@ -16,12 +16,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker.config import BrokerConfig
 from storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, clean_log
 from storage.errors import InvalidRecordError
 from storage.log import LogConfig, PartitionLog
+from storage.log_manager import LogManager
 from storage.records import Compression, iter_batches, iter_records
 from storage.segment import cleaned_paths, segment_paths
 from storage.testing import RecordSpec, build_batch
+from zkdata.znodes import TopicPartition
 
 NOW = 1_700_000_000_000
 DAY_MS = 24 * 3600 * 1000
@@ -445,3 +448,23 @@ def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
     # A topic that is not compacted takes them.
     plain = PartitionLog(tmp_path / "plain-0", LogConfig(), time_ms=lambda: NOW)
     assert plain.append_as_leader(build_batch([RecordSpec(b"no key")]), 0).first_offset == 0
+
+
+def test_the_log_manager_gives_the_cleaner_only_compacted_logs(tmp_path: Path) -> None:
+    config = BrokerConfig.from_properties(
+        {"zookeeper.connect": "127.0.0.1:2181", "broker.id": "1", "log.dirs": str(tmp_path)}
+    )
+    manager = LogManager([tmp_path], config)
+    try:
+        plain = TopicPartition("plain", 0)
+        kept = TopicPartition("kept", 0)
+        manager.get_or_create(plain, LogConfig())
+        manager.get_or_create(kept, compacted())
+        assert [(g.topic, g.partition) for g in manager.compacted_logs()] == [("kept", 0)]
+        manager.update_topic_config("plain", compacted())
+        manager.update_topic_config("kept", LogConfig())
+        assert [(g.topic, g.partition) for g in manager.compacted_logs()] == [("plain", 0)]
+        manager.delete(plain)
+        assert manager.compacted_logs() == []
+    finally:
+        manager.close()
