@@ -511,8 +511,9 @@ def _status_file(
 ) -> dict[str, Any] | None:
     """The controller's broker-status.json, when it is a broker of the local cluster in
     --dir that this command is talking to. One written before the election (it would show
-    the broker not yet controller) is read again until a newer one is there, for a few
-    seconds; ``written_before_election`` says if none came (the broker may be paused)."""
+    the broker not yet controller), or one written while its failover was still under way,
+    is read again until a newer one is there, for a few seconds; ``written_before_election``
+    says if none came (the broker may be paused)."""
     from cluster import local
 
     if controller_id is None:
@@ -535,9 +536,15 @@ def _status_file(
         updated_at = data.get("updated_at")
         return isinstance(updated_at, int | float) and updated_at * 1000 < elected_at_ms
 
+    def not_yet_active(data: dict[str, Any] | None) -> bool:
+        # Written after the znode was made but before the broker's failover finished
+        # (it loads the cluster first): the next write shows it active.
+        controller = data.get("controller") if isinstance(data, dict) else None
+        return isinstance(controller, dict) and controller.get("active") is False
+
     deadline = time.monotonic() + _STATUS_FRESH_WAIT_S
     data, age = local.read_status_file(broker)
-    while before_election(data) and time.monotonic() < deadline:
+    while (before_election(data) or not_yet_active(data)) and time.monotonic() < deadline:
         time.sleep(0.1)
         data, age = local.read_status_file(broker)
     return {

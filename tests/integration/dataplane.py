@@ -122,6 +122,10 @@ _LEADERSHIP_MOVING = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
+    # librdkafka dropping its handle of a broker that left the metadata (seen once, in a
+    # full run, while the killed leader's broker was replaced): the query is asked again.
+    KafkaError._DESTROY_BROKER,
+    KafkaError._TRANSPORT,
 }
 
 

@@ -716,6 +716,24 @@ def test_zkctl_controller_waits_for_a_status_file_written_since_the_election(
     got = admin_commands._status_file(args, 1, elected_at_ms)
     assert got is not None
     assert (got["content"]["active"], got["written_before_election"]) == (False, True)
+    # Written after the election but during the failover (not yet active): read again.
+    monkeypatch.setattr(admin_commands, "_STATUS_FRESH_WAIT_S", 2.5)
+    during = {"updated_at": elected_at_ms / 1000 + 0.1, "controller": {"active": False}}
+    status_file.write_text(json.dumps(during))
+
+    def activate() -> None:
+        time.sleep(0.3)
+        after = {"updated_at": elected_at_ms / 1000 + 1, "controller": {"active": True}}
+        status_file.write_text(json.dumps(after))
+
+    activator = threading.Thread(target=activate)
+    activator.start()
+    try:
+        got = admin_commands._status_file(args, 1, elected_at_ms)
+    finally:
+        activator.join()
+    assert got is not None
+    assert got["content"]["controller"]["active"] is True
     # Another broker of the cluster, or no election time known: read as it is, at once.
     assert admin_commands._status_file(args, 3, elected_at_ms) is None
     got = admin_commands._status_file(args, 1, None)
