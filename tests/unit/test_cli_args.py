@@ -10,6 +10,7 @@ import threading
 import time
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -697,16 +698,21 @@ def test_zkctl_controller_waits_for_a_status_file_written_since_the_election(
     status_file.write_text(json.dumps({"updated_at": elected_at_ms / 1000 - 0.5, "active": False}))
     args = argparse.Namespace(dir=str(tmp_path), connect_string=cluster.connect_string)
 
-    def rewrite() -> None:
-        time.sleep(0.3)
-        status_file.write_text(json.dumps({"updated_at": elected_at_ms / 1000 + 1, "active": True}))
+    def read_while_rewritten(later: dict[str, Any]) -> dict[str, Any] | None:
+        """_status_file's answer while the broker writes ``later`` 0.3 s into it."""
 
-    rewriter = threading.Thread(target=rewrite)
-    rewriter.start()
-    try:
-        got = admin_commands._status_file(args, 1, elected_at_ms)
-    finally:
-        rewriter.join()
+        def rewrite() -> None:
+            time.sleep(0.3)
+            status_file.write_text(json.dumps(later))
+
+        rewriter = threading.Thread(target=rewrite)
+        rewriter.start()
+        try:
+            return admin_commands._status_file(args, 1, elected_at_ms)
+        finally:
+            rewriter.join()
+
+    got = read_while_rewritten({"updated_at": elected_at_ms / 1000 + 1, "active": True})
     assert got is not None
     assert (got["content"]["active"], got["written_before_election"]) == (True, False)
 
@@ -721,17 +727,8 @@ def test_zkctl_controller_waits_for_a_status_file_written_since_the_election(
     during = {"updated_at": elected_at_ms / 1000 + 0.1, "controller": {"active": False}}
     status_file.write_text(json.dumps(during))
 
-    def activate() -> None:
-        time.sleep(0.3)
-        after = {"updated_at": elected_at_ms / 1000 + 1, "controller": {"active": True}}
-        status_file.write_text(json.dumps(after))
-
-    activator = threading.Thread(target=activate)
-    activator.start()
-    try:
-        got = admin_commands._status_file(args, 1, elected_at_ms)
-    finally:
-        activator.join()
+    after = {"updated_at": elected_at_ms / 1000 + 1, "controller": {"active": True}}
+    got = read_while_rewritten(after)
     assert got is not None
     assert got["content"]["controller"]["active"] is True
     # Another broker of the cluster, or no election time known: read as it is, at once.
