@@ -3,7 +3,7 @@
 Kafka's LogCleaner, with its decisions in ``storage.compaction`` (pure) and the I/O here.
 ``log.cleaner.threads`` threads go over the compacted logs, each cleaning those that are
 due (no two the same log at once), and wait ``log.cleaner.backoff.ms`` after a pass that
-found none due. (Kafka's threads take the dirtiest log first; these take them in turn.)
+found none due. Each takes the filthiest log first (the highest dirty ratio), as Kafka's.
 One cleaning of a log:
 
 1. Its cleanable part: the segments below the first uncleanable offset (the active
@@ -49,6 +49,7 @@ from storage.compaction import (
     batch_keys,
     cleanable_range,
     delete_horizon_ms,
+    dirty_ratio,
     filter_batch,
     group_segments,
     read_headers,
@@ -61,7 +62,15 @@ from storage.log import PartitionLog
 from storage.records import NO_TIMESTAMP, BatchHeader, read_header
 from storage.segment import LogSegment, cleaned_paths
 
-__all__ = ["CLEANER_OFFSET_CHECKPOINT", "CleaningResult", "LogCleaner", "clean_log"]
+__all__ = [
+    "CLEANER_OFFSET_CHECKPOINT",
+    "CleaningResult",
+    "LogCleaner",
+    "LogToClean",
+    "clean",
+    "clean_log",
+    "survey",
+]
 
 log = logging.getLogger(__name__)
 
@@ -191,19 +200,33 @@ class _CleanedSegment:
                 pass
 
 
-def clean_log(
+@dataclass(frozen=True, slots=True)
+class LogToClean:
+    """A log that is due, as surveyed: its segments then, their stats (the active one's
+    times unread) and its cleanable range (Kafka's LogToClean)."""
+
+    log: PartitionLog
+    segments: tuple[LogSegment, ...]
+    stats: tuple[SegmentStat, ...]
+    first_dirty: int
+    first_uncleanable: int
+    ratio: float  # the dirty part's share of the cleanable bytes
+    started: float  # perf_counter() when surveyed
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.log.topic, self.log.partition)
+
+
+def survey(
     partition_log: PartitionLog,
     *,
     checkpoint: int | None,
-    map_bytes: int,
     now_ms: int | None = None,
     force: bool = False,
-    stopping: Callable[[], bool] | None = None,
-) -> CleaningResult | None:
-    """Clean ``partition_log`` once if it is due (``force``: if it has anything dirty at
-    all); None if it was not. ``checkpoint`` is its first dirty offset on record;
-    ``stopping()`` true ends the cleaning after the run under way (incomplete).
-    OSError and KafkaStorageError propagate (the caller reports them)."""
+) -> LogToClean | None:
+    """The log's cleanable part if it is due (``force``: if it has anything dirty at
+    all); None if it is not. ``checkpoint`` is its first dirty offset on record."""
     started = time.perf_counter()
     now = int(time.time() * 1000) if now_ms is None else now_ms
     config = partition_log.config
@@ -229,6 +252,45 @@ def clean_log(
         max_compaction_lag_ms=config.max_compaction_lag_ms,
     ):
         return None
+    return LogToClean(
+        partition_log,
+        tuple(segments),
+        tuple(stats),
+        first_dirty,
+        first_uncleanable,
+        dirty_ratio(stats, first_dirty, first_uncleanable),
+        started,
+    )
+
+
+def clean_log(
+    partition_log: PartitionLog,
+    *,
+    checkpoint: int | None,
+    map_bytes: int,
+    now_ms: int | None = None,
+    force: bool = False,
+    stopping: Callable[[], bool] | None = None,
+) -> CleaningResult | None:
+    """Clean ``partition_log`` once if it is due (``force``: if it has anything dirty at
+    all); None if it was not. ``checkpoint`` is its first dirty offset on record;
+    ``stopping()`` true ends the cleaning after the run under way (incomplete).
+    OSError and KafkaStorageError propagate (the caller reports them)."""
+    to_clean = survey(partition_log, checkpoint=checkpoint, now_ms=now_ms, force=force)
+    if to_clean is None:
+        return None
+    return clean(to_clean, map_bytes=map_bytes, stopping=stopping)
+
+
+def clean(
+    to_clean: LogToClean, *, map_bytes: int, stopping: Callable[[], bool] | None = None
+) -> CleaningResult:
+    """Clean a surveyed log (see clean_log). A segment the log dropped or truncated
+    since the survey makes its run's swap refuse: the cleaning ends there, incomplete."""
+    partition_log = to_clean.log
+    config = partition_log.config
+    segments, stats = to_clean.segments, to_clean.stats
+    first_dirty, first_uncleanable = to_clean.first_dirty, to_clean.first_uncleanable
     offset_map = OffsetMap(map_bytes)
     end_offset = _build_offset_map(segments, first_dirty, first_uncleanable, offset_map)
     horizon = delete_horizon_ms(stats, first_dirty, config.delete_retention_ms)
@@ -281,7 +343,7 @@ def clean_log(
         dropped,
         len(segments),
         len(partition_log.segments_snapshot()),
-        time.perf_counter() - started,
+        time.perf_counter() - to_clean.started,
         complete,
     )
 
@@ -383,35 +445,68 @@ class LogCleaner:
     def _candidates(self) -> list[PartitionLog]:
         return [each for each in self._logs() if each.config.compact and not each.closed]
 
-    def clean_one(
-        self, partition_log: PartitionLog, *, force: bool = False
-    ) -> CleaningResult | None:
-        """Clean this log now if it is due (``force``: if anything is dirty); None if it
-        was not, or another thread is cleaning it."""
-        key = (partition_log.topic, partition_log.partition)
+    def _grab(self, *, force: bool, skip: set[tuple[str, int]]) -> LogToClean | None:
+        """The filthiest due log (the highest dirty ratio) that no thread is cleaning and
+        ``skip`` does not name, claimed for this thread (Kafka's
+        grabFilthiestCompactedLog); None if none is due."""
         with self._lock:
-            if key in self._in_progress:
-                return None
-            self._in_progress.add(key)
-        try:
-            result = clean_log(
+            busy = self._in_progress | skip
+        due = []
+        now = self._time_ms()
+        for partition_log in self._candidates():
+            if (partition_log.topic, partition_log.partition) in busy:
+                continue
+            try:
+                to_clean = survey(
+                    partition_log,
+                    checkpoint=self._checkpoint_of(partition_log),
+                    now_ms=now,
+                    force=force,
+                )
+            except (OSError, KafkaStorageError) as exc:
+                self._failed(partition_log, "surveying", exc)
+                continue
+            if to_clean is not None:
+                due.append(to_clean)
+        # Stable: of equally dirty logs, the first listed.
+        due.sort(key=lambda each: each.ratio, reverse=True)
+        with self._lock:
+            for to_clean in due:
+                if to_clean.key not in self._in_progress:  # another thread may have won it
+                    self._in_progress.add(to_clean.key)
+                    return to_clean
+        return None
+
+    def _failed(self, partition_log: PartitionLog, what: str, exc: Exception) -> None:
+        if isinstance(exc, KafkaStorageError):
+            log.error("%s %s failed: %s", what, partition_log, exc)  # its dir is reported
+        elif partition_log.closed or (
+            isinstance(exc, OSError) and exc.errno in (errno.EBADF, errno.ENOENT)
+        ):
+            log.info("%s %s stopped: the log went away (%s)", what, partition_log, exc)
+        else:
+            assert isinstance(exc, OSError)
+            log.error(
+                "%s %s failed: %s",
+                what,
                 partition_log,
-                checkpoint=self._checkpoint_of(partition_log),
-                map_bytes=self._map_bytes,
-                now_ms=self._time_ms(),
-                force=force,
-                stopping=self._stop.is_set,
+                partition_log.report_failure("cleaning of", exc),
             )
-            if result is None:
-                return None
+
+    def _clean(self, to_clean: LogToClean) -> CleaningResult | None:
+        """Clean a log this thread claimed, then release it."""
+        partition_log = to_clean.log
+        try:
+            result = clean(to_clean, map_bytes=self._map_bytes, stopping=self._stop.is_set)
             if result.complete:
                 self._record(partition_log, result.end_offset)
-            self.last_results[key] = result
+            self.last_results[to_clean.key] = result
             log.info(
-                "cleaned %s-%d: offsets %d-%d mapped (%d keys), %d of %d records dropped,"
-                " %d bytes to %d, %d segments to %d in %.3f s%s",
+                "cleaned %s-%d (dirty ratio %.2f): offsets %d-%d mapped (%d keys), %d of %d"
+                " records dropped, %d bytes to %d, %d segments to %d in %.3f s%s",
                 result.topic,
                 result.partition,
+                to_clean.ratio,
                 result.first_dirty_offset,
                 result.end_offset,
                 result.keys_mapped,
@@ -425,30 +520,50 @@ class LogCleaner:
                 "" if result.complete else " (stopped: the log moved)",
             )
             return result
-        except KafkaStorageError as exc:
-            log.error("cleaning %s failed: %s", partition_log, exc)  # its dir is reported
-            return None
-        except OSError as exc:
-            if partition_log.closed or exc.errno in (errno.EBADF, errno.ENOENT):
-                log.info("cleaning %s stopped: the log went away (%s)", partition_log, exc)
-                return None
-            log.error(
-                "cleaning %s failed: %s",
-                partition_log,
-                partition_log.report_failure("cleaning of", exc),
-            )
+        except (OSError, KafkaStorageError) as exc:
+            self._failed(partition_log, "cleaning", exc)
             return None
         finally:
             with self._lock:
+                self._in_progress.discard(to_clean.key)
+
+    def clean_one(
+        self, partition_log: PartitionLog, *, force: bool = False
+    ) -> CleaningResult | None:
+        """Clean this log now if it is due (``force``: if anything is dirty); None if it
+        was not, or another thread is cleaning it."""
+        key = (partition_log.topic, partition_log.partition)
+        with self._lock:
+            if key in self._in_progress:
+                return None
+            self._in_progress.add(key)
+        try:
+            to_clean = survey(
+                partition_log,
+                checkpoint=self._checkpoint_of(partition_log),
+                now_ms=self._time_ms(),
+                force=force,
+            )
+        except (OSError, KafkaStorageError) as exc:
+            self._failed(partition_log, "surveying", exc)
+            to_clean = None
+        if to_clean is None:
+            with self._lock:
                 self._in_progress.discard(key)
+            return None
+        return self._clean(to_clean)
 
     def clean_once(self, *, force: bool = False) -> list[CleaningResult]:
-        """One pass: every compacted log that is due, one after another."""
+        """One pass: every compacted log that is due, the filthiest first (surveyed
+        again after each cleaning), each at most once."""
         results = []
-        for partition_log in self._candidates():
-            if self._stop.is_set():
+        done: set[tuple[str, int]] = set()
+        while not self._stop.is_set():
+            to_clean = self._grab(force=force, skip=done)
+            if to_clean is None:
                 break
-            result = self.clean_one(partition_log, force=force)
+            done.add(to_clean.key)
+            result = self._clean(to_clean)
             if result is not None:
                 results.append(result)
         return results

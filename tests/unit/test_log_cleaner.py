@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.config import BrokerConfig
-from storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, clean_log
+from storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, clean_log, survey
 from storage.errors import InvalidRecordError
 from storage.log import LogConfig, PartitionLog
 from storage.log_manager import LogManager
@@ -347,6 +347,31 @@ def test_the_cleaner_checkpoints_where_each_cleaning_ended(tmp_path: Path) -> No
     assert cleaner.clean_once() == []  # nothing due now
     # A new cleaner reads the checkpoint: still nothing due.
     assert LogCleaner(lambda: [*logs.values(), plain], time_ms=lambda: NOW).clean_once() == []
+
+
+def test_a_pass_cleans_the_filthiest_log_first(tmp_path: Path) -> None:
+    # Each log first holds 120 distinct keys, all cleaned (nothing to drop), then a
+    # different amount of new keys: its dirty ratio grows with it. (Kafka's cleaner
+    # takes the filthiest log first.)
+    config = compacted(min_cleanable_dirty_ratio=0.05)
+    logs = [open_log(tmp_path / f"t-{n}", config) for n in range(4)]
+    for each in logs:
+        fill(each, 120, keys=120)
+    cleaner = LogCleaner(lambda: logs, time_ms=lambda: NOW)
+    assert len(cleaner.clean_once()) == 4
+    for each, rounds in zip(logs, (30, 150, 60, 0), strict=True):
+        for i in range(rounds):
+            put(each, (b"new%d" % i, b"v" * 40))
+    surveyed = {
+        n: survey(each, checkpoint=cleaner._checkpoint_of(each), now_ms=NOW)
+        for n, each in enumerate(logs)
+    }
+    ratios = {n: s.ratio for n, s in surveyed.items() if s is not None}
+    assert set(ratios) == {0, 1, 2}  # the fourth has nothing dirty
+    assert ratios[1] > ratios[2] > ratios[0]
+    results = cleaner.clean_once()
+    assert [r.partition for r in results] == [1, 2, 0]
+    assert cleaner.clean_once() == []
 
 
 def test_the_cleaner_threads_start_and_stop(tmp_path: Path) -> None:
