@@ -496,7 +496,6 @@ class KafkaServer:
         if not self.config.log_dirs:
             return
         path = Path(self.config.log_dirs[0]) / STATUS_FILE
-        ticks = 0
         failing = False
         while True:
             # At once, then every second: `zkctl controller` reads it as soon as the
@@ -515,9 +514,7 @@ class KafkaServer:
                 failing = False
             if self._status_stop.wait(1.0):
                 return
-            ticks += 1
-            if ticks % 10 == 0:
-                _return_free_memory()
+            _return_free_memory()
 
     # --- shutdown -----------------------------------------------------------------------
 
@@ -714,7 +711,10 @@ def set_switch_interval() -> None:
 
 def _return_free_memory() -> None:
     """Give freed heap back to the OS (glibc keeps it otherwise): after a failover's large
-    transient requests, a broker would go on holding its peak memory for good."""
+    transient requests, a broker would go on holding its peak memory for good. Every
+    second: it took 0.2-0.9 ms in brokers of 100,000 partitions (2026-11-29), and done
+    every 10 s it left a transient's pages resident for up to 10 s (a cold start's first
+    controller sampled at 267.7 or 279.7 MB depending on the second)."""
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)

@@ -99,6 +99,10 @@ class _Checkpointed:
     partitions: list[TopicPartition]
     order: array[int]
     rows: OffsetRows
+    # The manager's logs were these while its generation was this; their offsets then, in
+    # the manager's order: an unchanged checkpoint is found without copying anything.
+    generation: int
+    offsets_by_log: array[int]
 
 
 class LogManager:
@@ -143,6 +147,9 @@ class LogManager:
         self._defer = self.scheduler.defer  # one bound method for every log, not one each
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        # Bumped whenever a log is added or removed (under _lock): same generation, same
+        # logs in the same order.
+        self._generation = 0
         # The logs with a finite flush.ms, which the flusher looks at every second: not
         # the 100,000 others (their config is fixed when they are made).
         self._timed_flush: dict[TopicPartition, PartitionLog] = {}
@@ -475,6 +482,7 @@ class LogManager:
                 return []
             self._handled_dirs.add(log_dir)
             removed = [(tp, pl) for tp, pl in self._logs.items() if pl.log_dir == log_dir]
+            self._generation += 1
             for tp, _pl in removed:
                 del self._logs[tp]
                 self._timed_flush.pop(tp, None)
@@ -499,6 +507,7 @@ class LogManager:
         return [tp for tp, _pl in removed]
 
     def _add(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
+        self._generation += 1
         self._logs[tp] = partition_log
         if partition_log.config.flush_ms != LONG_MAX:
             self._timed_flush[tp] = partition_log
@@ -527,6 +536,7 @@ class LogManager:
         ``log.segment.delete.delay.ms`` (at once on close). Returns whether it existed."""
         with self._lock:
             partition_log = self._logs.pop(tp, None)
+            self._generation += 1
             self._timed_flush.pop(tp, None)
             self._compacted.pop(tp, None)
             if partition_log is not None:
@@ -584,10 +594,20 @@ class LogManager:
     def _write_checkpoint_in(
         self, name: str, value: Callable[[PartitionLog], int], directory: Path
     ) -> None:
+        path = directory / name
+        with self._checkpoint_lock:
+            last = self._checkpointed.get(path)
+            if (
+                last is not None
+                and self._unchanged(last, value, os.fspath(directory))
+                and path.exists()
+            ):
+                return
+        # Read before the logs: a log added or removed between is a mismatch next time.
+        generation = self._generation
         partitions, logs = self._logs_in(directory)
         offsets = list(map(value, logs))
         del logs
-        path = directory / name
         with self._checkpoint_lock:
             last = self._checkpointed.get(path)
             previous: OffsetRows | None = None
@@ -599,15 +619,42 @@ class LogManager:
                     # the same megabytes every few seconds; a file that would not
                     # change is left alone, and a changed one keeps its unchanged rows.
                     if in_order == last.rows.offsets:
+                        self._checkpointed[path] = _Checkpointed(
+                            partitions, order, last.rows, generation, array("q", offsets)
+                        )
                         return
                     previous = last.rows
             else:
                 # Rows by topic and partition, whatever order the logs were made in.
                 order = array("i", sorted(range(len(partitions)), key=partitions.__getitem__))
                 in_order = list(map(offsets.__getitem__, order))
+            offsets_by_log = array("q", offsets)
             del offsets
             rows = write_offset_rows(path, partitions, order, in_order, previous)
-            self._checkpointed[path] = _Checkpointed(partitions, order, rows)
+            self._checkpointed[path] = _Checkpointed(
+                partitions, order, rows, generation, offsets_by_log
+            )
+
+    def _unchanged(
+        self, last: _Checkpointed, value: Callable[[PartitionLog], int], directory: str
+    ) -> bool:
+        """Whether the logs of ``directory`` are those of ``last``'s write and each
+        offset is the one it wrote: read in place, without the copies of the logs and
+        offsets a write makes (a broker with 100,000 idle logs checkpoints every few
+        seconds; those copies took 10 MB each time, which glibc kept until trimmed)."""
+        generation = self._generation
+        if generation != last.generation:
+            return False
+        logs = self._logs.values()
+        if len(self.log_dirs) > 1:
+            logs = (pl for pl in logs if pl.log_dir == directory)  # type: ignore[assignment]
+        try:
+            same = all(map(int.__eq__, map(value, logs), last.offsets_by_log))
+        except RuntimeError:  # a log added or removed meanwhile ("changed size")
+            return False
+        # The same generation as the write's: the same logs, as many as it wrote (its
+        # generation was read before its logs, so a change between is a mismatch here).
+        return same and generation == self._generation
 
     def checkpoint_high_watermarks(self) -> None:
         """Write each log's high watermark to its directory's

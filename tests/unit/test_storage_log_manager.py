@@ -543,3 +543,76 @@ def test_a_partition_found_in_two_log_directories_is_refused_naming_both(tmp_pat
         LogManager(dirs, broker_config())
     assert str(dirs[0] / "a-0") in str(refused.value)
     assert str(dirs[1] / "a-0") in str(refused.value)
+
+
+@pytest.mark.parametrize("dir_count", [1, 2])
+def test_an_unchanged_checkpoint_is_found_without_copying_the_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dir_count: int
+) -> None:
+    """A broker of 100,000 idle logs checks every few seconds whether its checkpoints
+    changed: while no log came or went, the check reads the offsets in place (the copies
+    of the logs' table and offsets a write makes took 10 MB each time)."""
+    dirs = [tmp_path / f"d{n}" for n in range(dir_count)]
+    manager = LogManager(dirs, broker_config())
+    copies: list[Path] = []
+    logs_in = manager._logs_in
+
+    def counted(directory: Path) -> tuple[list[TopicPartition], list[object]]:
+        copies.append(directory)
+        return logs_in(directory)  # type: ignore[return-value]
+
+    monkeypatch.setattr(manager, "_logs_in", counted)
+
+    def held() -> dict[tuple[str, int], int]:
+        out: dict[tuple[str, int], int] = {}
+        for d in dirs:
+            out.update(read_offset_checkpoint(d / "replication-offset-checkpoint"))
+        return out
+
+    try:
+        produce(manager, A0, count=3)
+        manager.get_or_create(B0)
+        manager.checkpoint_high_watermarks()
+        assert held() == {("a", 0): 0, ("b-with-dash", 0): 0}
+        copies.clear()
+        manager.checkpoint_high_watermarks()
+        assert copies == []  # nothing came, went or moved
+        log = manager.get_log(A0)
+        assert log is not None
+        log.update_high_watermark(3)
+        manager.checkpoint_high_watermarks()
+        assert held()[("a", 0)] == 3
+        assert copies  # a moved offset: written
+        copies.clear()
+        manager.checkpoint_high_watermarks()
+        assert copies == []
+        manager.get_or_create(A1)  # a new log: the next check writes it
+        manager.checkpoint_high_watermarks()
+        assert held() == {("a", 0): 3, ("a", 1): 0, ("b-with-dash", 0): 0}
+        copies.clear()
+        manager.checkpoint_high_watermarks()
+        assert copies == []
+        assert manager.delete(B0)
+        manager.checkpoint_high_watermarks()
+        assert held() == {("a", 0): 3, ("a", 1): 0}
+
+        # A log made while a write copies the logs (after it read the generation): that
+        # write does not hold it, and the next check must not take the file as current.
+        late = TopicPartition("late", 0)
+
+        def add_meanwhile(directory: Path) -> tuple[list[TopicPartition], list[object]]:
+            found = logs_in(directory)
+            if manager.get_log(late) is None:
+                manager.get_or_create(late)
+            return found  # type: ignore[return-value]
+
+        monkeypatch.setattr(manager, "_logs_in", add_meanwhile)
+        log.update_high_watermark(2)
+        manager.checkpoint_high_watermarks()
+        if dir_count == 1:  # with two, the other directory's write may come after it
+            assert ("late", 0) not in held()
+        monkeypatch.setattr(manager, "_logs_in", counted)
+        manager.checkpoint_high_watermarks()
+        assert held() == {("a", 0): 2, ("a", 1): 0, ("late", 0): 0}
+    finally:
+        manager.close()
