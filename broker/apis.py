@@ -85,11 +85,11 @@ SUPPORTED: dict[ApiKey, Supported] = {
     ApiKey.DESCRIBE_CLUSTER: Supported(0, 0),
     # Consumer groups (broker/group_apis.py), up to the versions before static
     # membership (KIP-345); OffsetCommit and OffsetFetch from those Kafka-stored.
-    ApiKey.JOIN_GROUP: Supported(0, 4),
-    ApiKey.SYNC_GROUP: Supported(0, 2),
-    ApiKey.HEARTBEAT: Supported(0, 2),
-    ApiKey.LEAVE_GROUP: Supported(0, 2),
-    ApiKey.OFFSET_COMMIT: Supported(2, 6),
+    ApiKey.JOIN_GROUP: Supported(0, 5),
+    ApiKey.SYNC_GROUP: Supported(0, 3),
+    ApiKey.HEARTBEAT: Supported(0, 3),
+    ApiKey.LEAVE_GROUP: Supported(0, 3),
+    ApiKey.OFFSET_COMMIT: Supported(2, 7),
     ApiKey.OFFSET_FETCH: Supported(1, 7),
     ApiKey.LIST_GROUPS: Supported(0, 4),
     ApiKey.DESCRIBE_GROUPS: Supported(0, 5),

@@ -2,8 +2,8 @@
 SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups and
 DescribeGroups, turned into calls on the group coordinator (groups/coordinator.py).
 
-Static membership (KIP-345, a `group.instance.id`) is not served: the versions that carry
-one are not advertised, so a client configured with one is told by its own library.
+Static membership (KIP-345): a member's `group.instance.id` (JoinGroup v5+, SyncGroup and
+Heartbeat v3+, LeaveGroup v3+, OffsetCommit v7+) is passed to the coordinator.
 """
 
 from __future__ import annotations
@@ -137,6 +137,7 @@ class GroupApis:
             rebalance_timeout_ms=rebalance_timeout_ms,
             protocol_type=body["protocol_type"],
             protocols=tuple((p["name"], bytes(p["metadata"])) for p in body["protocols"]),
+            group_instance_id=_instance_id(body),
         )
         return {
             "throttle_time_ms": 0,
@@ -147,8 +148,13 @@ class GroupApis:
             "leader": answer.leader,
             "member_id": answer.member_id,
             "members": [
-                {"member_id": m, "group_instance_id": None, "metadata": data}
-                for m, data in answer.members
+                # (The field is ignorable: a leader on v4 or older is not sent it.)
+                {"member_id": m, "group_instance_id": instance_id, "metadata": data}
+                for (m, data), instance_id in zip(
+                    answer.members,
+                    answer.instance_ids or (None,) * len(answer.members),
+                    strict=True,
+                )
             ],
         }
 
@@ -160,6 +166,7 @@ class GroupApis:
             body.get("protocol_type"),
             body.get("protocol_name"),
             {a["member_id"]: bytes(a["assignment"]) for a in body.get("assignments") or []},
+            group_instance_id=_instance_id(body),
         )
         return {
             "throttle_time_ms": 0,
@@ -171,25 +178,31 @@ class GroupApis:
 
     def heartbeat(self, _version: int, body: Body, _header: Body) -> Body:
         error = self.coordinator.heartbeat(
-            body["group_id"], body["member_id"], int(body["generation_id"])
+            body["group_id"],
+            body["member_id"],
+            int(body["generation_id"]),
+            group_instance_id=_instance_id(body),
         )
         return {"throttle_time_ms": 0, "error_code": int(error)}
 
     def leave_group(self, version: int, body: Body, _header: Body) -> Body:
+        members: list[tuple[str, str | None]]
         if version >= 3:
-            member_ids = [m["member_id"] for m in body.get("members") or []]
+            members = [
+                (m.get("member_id") or "", _instance_id(m)) for m in body.get("members") or []
+            ]
         else:
-            member_ids = [body["member_id"]]
-        error, errors = self.coordinator.leave_group(body["group_id"], member_ids)
+            members = [(body["member_id"], None)]
+        error, errors = self.coordinator.leave_group_members(body["group_id"], members)
         if version < 3:
-            own = errors.get(member_ids[0], ErrorCode.NONE) if error == ErrorCode.NONE else error
+            own = errors[0] if error == ErrorCode.NONE and errors else error
             return {"throttle_time_ms": 0, "error_code": int(own)}
         return {
             "throttle_time_ms": 0,
             "error_code": int(error),
             "members": [
-                {"member_id": m, "group_instance_id": None, "error_code": int(e)}
-                for m, e in errors.items()
+                {"member_id": m, "group_instance_id": instance_id, "error_code": int(e)}
+                for (m, instance_id), e in zip(members, errors, strict=True)
             ],
         }
 
@@ -220,6 +233,7 @@ class GroupApis:
             body.get("member_id") or "",
             int(body.get("generation_id_or_member_epoch", -1)),
             offsets,
+            group_instance_id=_instance_id(body),
         )
         return {
             "throttle_time_ms": 0,
@@ -304,10 +318,16 @@ class GroupApis:
                 "members": [],
             }
             if error == ErrorCode.NONE:
-                entry.update(snapshot)
+                entry.update(snapshot)  # (instance ids are ignorable before v4)
             described.append(entry)
         return {"throttle_time_ms": 0, "groups": described}
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _instance_id(body: Body) -> str | None:
+    """A request's group instance id: None (a dynamic member) when absent or empty."""
+    value = body.get("group_instance_id")
+    return value if isinstance(value, str) and value else None

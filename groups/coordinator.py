@@ -21,6 +21,7 @@ partitions. All group state is guarded by that condition's lock.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import queue
@@ -427,10 +428,12 @@ class GroupCoordinator:
         rebalance_timeout_ms: int,
         protocol_type: str,
         protocols: tuple[tuple[str, bytes], ...],
+        group_instance_id: str | None = None,
     ) -> JoinAnswer:
         if not group_id:
             return JoinAnswer(ErrorCode.INVALID_GROUP_ID, member_id=member_id)
-        new_member_id = f"{client_id}-{uuid.uuid4()}"
+        # (Kafka's: a static member's id starts with its instance id.)
+        new_member_id = f"{group_instance_id or client_id}-{uuid.uuid4()}"
         with self._cond:
             error = self._state_of(group_id)
             if error != ErrorCode.NONE:
@@ -450,21 +453,42 @@ class GroupCoordinator:
                 protocol_type=protocol_type,
                 protocols=protocols,
                 now_ms=self._now_ms(),
+                group_instance_id=group_instance_id,
             )
             key = member_id or new_member_id
-            # (An earlier request of the member's still held gets the same answer.)
-            own = answers.joins.get(key)
-            self._deliver(group_id, answers)
-            self._maybe_store_empty(group_id, group)
-            if own is not None:
-                self._forget_if_unused(group_id)
-                return own
-            self._cond.notify_all()  # the ticker: a new deadline
-            wait_s = max(rebalance_timeout_ms, session_timeout_ms) / 1000 + _HELD_REQUEST_SLACK_S
-            held = self._hold((group_id, key, "join"), wait_s)
-        if isinstance(held, JoinAnswer):
-            return held
-        return JoinAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=key)
+            replacement = answers.replacement
+            if replacement is None:
+                # (An earlier request of the member's still held gets the same answer.)
+                own = answers.joins.get(key)
+                self._deliver(group_id, answers)
+                self._maybe_store_empty(group_id, group)
+                if own is not None:
+                    self._forget_if_unused(group_id)
+                    return own
+                self._cond.notify_all()  # the ticker: a new deadline
+                wait_s = (
+                    max(rebalance_timeout_ms, session_timeout_ms) / 1000 + _HELD_REQUEST_SLACK_S
+                )
+                held = self._hold((group_id, key, "join"), wait_s)
+                if isinstance(held, JoinAnswer):
+                    return held
+                return JoinAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=key)
+            # A static member took its old place in a Stable group: written before it is
+            # answered (Kafka's storeGroup), so a new coordinator knows its id. (The old
+            # id's requests still waiting are answered now.)
+            metadata = group.to_metadata(self._now_ms())
+            replaced = answers.joins.pop(key)
+            self._deliver(group_id, dataclasses.replace(answers, replacement=None))
+        write_error = self._store_group(group_id, metadata)
+        with self._cond:
+            if self._groups.get(group_id) is not group:
+                return JoinAnswer(ErrorCode.NOT_COORDINATOR, member_id=key)
+            if write_error == ErrorCode.NONE:
+                return replaced
+            reverted = group.static_replacement_failed(replacement, write_error)
+            failed = reverted.joins.pop(key)
+            self._deliver(group_id, reverted)
+            return failed
 
     def sync_group(
         self,
@@ -474,6 +498,7 @@ class GroupCoordinator:
         protocol_type: str | None,
         protocol_name: str | None,
         assignments: dict[str, bytes],
+        group_instance_id: str | None = None,
     ) -> SyncAnswer:
         if not group_id:
             return SyncAnswer(ErrorCode.INVALID_GROUP_ID)
@@ -492,6 +517,7 @@ class GroupCoordinator:
                 protocol_name=protocol_name,
                 assignments=assignments,
                 now_ms=now_ms,
+                group_instance_id=group_instance_id,
             )
             stored: tuple[int, GroupMetadata] | None = None
             if answers.store:
@@ -571,7 +597,13 @@ class GroupCoordinator:
                     continue
             self._store_group(group_id, metadata)
 
-    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+    def heartbeat(
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None = None,
+    ) -> ErrorCode:
         with self._cond:
             error = self._state_of(group_id)
             if error != ErrorCode.NONE:
@@ -580,20 +612,32 @@ class GroupCoordinator:
             if group is None:
                 return ErrorCode.UNKNOWN_MEMBER_ID
             return group.heartbeat(
-                member_id=member_id, generation_id=generation_id, now_ms=self._now_ms()
+                member_id=member_id,
+                generation_id=generation_id,
+                now_ms=self._now_ms(),
+                group_instance_id=group_instance_id,
             )
 
     def leave_group(
         self, group_id: str, member_ids: list[str]
     ) -> tuple[ErrorCode, dict[str, ErrorCode]]:
+        """LeaveGroup by member ids (see leave_group_members)."""
+        error, errors = self.leave_group_members(group_id, [(m, None) for m in member_ids])
+        return error, dict(zip(member_ids, errors, strict=True)) if errors else {}
+
+    def leave_group_members(
+        self, group_id: str, members: list[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """LeaveGroup of (member id, group instance id) pairs: the group's error, and
+        each member's, in order (none when the group's is not NONE)."""
         with self._cond:
             error = self._state_of(group_id)
             if error != ErrorCode.NONE:
-                return error, {}
+                return error, []
             group = self._groups.get(group_id)
             if group is None:
-                return ErrorCode.NONE, dict.fromkeys(member_ids, ErrorCode.UNKNOWN_MEMBER_ID)
-            errors, answers = group.leave(member_ids, self._now_ms())
+                return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
+            errors, answers = group.leave_members(members, self._now_ms())
             self._deliver(group_id, answers)
             self._maybe_store_empty(group_id, group)
             return ErrorCode.NONE, errors
@@ -622,6 +666,7 @@ class GroupCoordinator:
         member_id: str,
         generation_id: int,
         offsets: dict[TopicPartition, CommittedOffset],
+        group_instance_id: str | None = None,
     ) -> dict[TopicPartition, ErrorCode]:
         """Write the offsets to the group's partition; answered once every in-sync
         replica has them (then a new coordinator reads them), or with the error."""
@@ -635,7 +680,9 @@ class GroupCoordinator:
                 if group is None:
                     error = ErrorCode.ILLEGAL_GENERATION
                 else:
-                    error = group.check_commit(member_id, generation_id, self._now_ms())
+                    error = group.check_commit(
+                        member_id, generation_id, self._now_ms(), group_instance_id
+                    )
             if error != ErrorCode.NONE:
                 return dict.fromkeys(offsets, error)
         out: dict[TopicPartition, ErrorCode] = {}
@@ -884,7 +931,7 @@ class GroupCoordinator:
                 "members": [
                     {
                         "member_id": m.member_id,
-                        "group_instance_id": None,
+                        "group_instance_id": m.group_instance_id,
                         "client_id": m.client_id,
                         "client_host": m.client_host,
                         "member_metadata": (

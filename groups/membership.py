@@ -49,8 +49,11 @@ class JoinAnswer:
     protocol_name: str | None = None
     leader: str = ""
     member_id: str = ""
-    # The leader's answer lists every member with its metadata for the chosen protocol.
+    # The leader's answer lists every member with its metadata for the chosen protocol,
+    # and (in the same order, when any is static) each one's group instance id, None for
+    # a dynamic member.
     members: tuple[tuple[str, bytes], ...] = ()
+    instance_ids: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,18 @@ class SyncAnswer:
     protocol_name: str | None = None
 
 
+@dataclass(frozen=True)
+class StaticReplacement:
+    """A static member that rejoined a Stable group under a new member id, its
+    assignment kept (KIP-345): the group is written before it is answered, and put back
+    as it was if the write fails (`static_replacement_failed`)."""
+
+    group_instance_id: str
+    old_member_id: str
+    new_member_id: str
+    old_protocols: tuple[tuple[str, bytes], ...]
+
+
 @dataclass
 class Answers:
     joins: dict[str, JoinAnswer] = field(default_factory=dict)
@@ -68,9 +83,11 @@ class Answers:
     # A group that persists its assignments: the leader's assignment is to be written
     # (`to_metadata`), then `assignment_stored` or `assignment_store_failed` called.
     store: bool = False
+    # Set: the group is to be written before ``joins`` are delivered.
+    replacement: StaticReplacement | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.joins or self.syncs or self.store)
+        return bool(self.joins or self.syncs or self.store or self.replacement)
 
 
 @dataclass
@@ -88,6 +105,8 @@ class Member:
     awaiting_sync: bool = False
     # When the member is dropped unless it heartbeats (or joins, syncs, commits) again.
     heartbeat_deadline_ms: int = 0
+    # A static member's group.instance.id (KIP-345): it keeps its place across restarts.
+    group_instance_id: str | None = None
 
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]
@@ -101,7 +120,13 @@ class Member:
 
 class Group:
     """One group's membership. `generation_id` only grows; `leader` is always a member
-    (or "" when there is none)."""
+    (or "" when there is none).
+
+    Static members (KIP-345, a ``group.instance.id``): one that rejoins without its
+    member id (it restarted) takes its old place under a new id, and in a Stable group
+    whose protocol stays the same keeps its assignment without a rebalance; its old id
+    is fenced (FENCED_INSTANCE_ID). A join phase does not drop a static member that has
+    not rejoined: only its session timeout does."""
 
     def __init__(
         self, group_id: str, limits: GroupLimits | None = None, *, persist: bool = False
@@ -125,6 +150,8 @@ class Group:
         self.protocol_name: str | None = None
         self.leader = ""
         self.members: dict[str, Member] = {}
+        # group instance id -> member id, for the static members.
+        self.static_members: dict[str, str] = {}
         # Members told MEMBER_ID_REQUIRED (JoinGroup v4+) that have not rejoined yet:
         # member id -> deadline; the join phase waits for them, as for known members.
         self.pending_members: dict[str, int] = {}
@@ -140,6 +167,13 @@ class Group:
 
     def is_empty(self) -> bool:
         return not self.members
+
+    def fenced(self, member_id: str, group_instance_id: str | None) -> bool:
+        """Whether ``group_instance_id`` is a static member's under another member id
+        (Kafka's isStaticMemberFenced): the caller is an older instance of it."""
+        if group_instance_id is None:
+            return False
+        return self.static_members.get(group_instance_id, member_id) != member_id
 
     def candidate_protocols(self) -> set[str]:
         """Protocols every member supports."""
@@ -183,6 +217,7 @@ class Group:
         protocol_type: str,
         protocols: tuple[tuple[str, bytes], ...],
         now_ms: int,
+        group_instance_id: str | None = None,
     ) -> Answers:
         """A JoinGroup. ``new_member_id`` is the id a member joining without one gets."""
         answers = Answers()
@@ -203,18 +238,33 @@ class Group:
         if not self._supports(protocol_type, names) or len(set(names)) != len(names):
             return refuse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if not member_id:
-            if require_known_member_id:
+            old_member_id = (
+                None if group_instance_id is None else self.static_members.get(group_instance_id)
+            )
+            if old_member_id is not None:
+                assert group_instance_id is not None
+                return self._replace_static_member(
+                    group_instance_id, old_member_id, new_member_id, protocols, now_ms, answers
+                )
+            if require_known_member_id and group_instance_id is None:
                 # KIP-394: the member gets its id first and joins with it, so a join
-                # whose answer is lost leaves no member behind that nobody owns.
+                # whose answer is lost leaves no member behind that nobody owns. (A
+                # static member needs no such round: its instance id names it.)
                 self.pending_members[new_member_id] = now_ms + session_timeout_ms
                 answers.joins[new_member_id] = JoinAnswer(
                     ErrorCode.MEMBER_ID_REQUIRED, member_id=new_member_id
                 )
                 return answers
             member_id = new_member_id
+        elif self.fenced(member_id, group_instance_id):
+            return refuse(ErrorCode.FENCED_INSTANCE_ID)
         elif member_id in self.pending_members:
             del self.pending_members[member_id]
-        elif member_id not in self.members:
+        elif member_id not in self.members or (
+            group_instance_id is not None and group_instance_id not in self.static_members
+        ):
+            # (A static member that joins with an id but an instance id this group does
+            # not know: it starts again without its id, as Kafka tells it to.)
             return refuse(ErrorCode.UNKNOWN_MEMBER_ID)
 
         member = self.members.get(member_id)
@@ -227,8 +277,11 @@ class Group:
                 rebalance_timeout_ms,
                 protocol_type,
                 protocols,
+                group_instance_id=group_instance_id,
             )
             self.members[member_id] = member
+            if group_instance_id is not None:
+                self.static_members[group_instance_id] = member_id
             if not self.leader:
                 self.leader = member_id
             if self.protocol_type is None:
@@ -260,10 +313,13 @@ class Group:
     def _join_answer(self, member: Member) -> JoinAnswer:
         assert self.protocol_name is not None
         members: tuple[tuple[str, bytes], ...] = ()
+        instance_ids: tuple[str | None, ...] = ()
         if member.member_id == self.leader:
             members = tuple(
                 (m.member_id, m.metadata(self.protocol_name)) for m in self.members.values()
             )
+            if self.static_members:
+                instance_ids = tuple(m.group_instance_id for m in self.members.values())
         return JoinAnswer(
             ErrorCode.NONE,
             self.generation_id,
@@ -272,7 +328,83 @@ class Group:
             self.leader,
             member.member_id,
             members,
+            instance_ids,
         )
+
+    def _replace_static_member(
+        self,
+        group_instance_id: str,
+        old_member_id: str,
+        new_member_id: str,
+        protocols: tuple[tuple[str, bytes], ...],
+        now_ms: int,
+        answers: Answers,
+    ) -> Answers:
+        """A known static member joins without a member id (it restarted): it takes its
+        old place under ``new_member_id`` (Kafka 2.8's updateStaticMemberAndRebalance).
+        Requests of the old id still waiting are answered FENCED_INSTANCE_ID."""
+        leader_before = self.leader
+        member = self.members.pop(old_member_id)
+        if member.awaiting_join:
+            answers.joins[old_member_id] = JoinAnswer(
+                ErrorCode.FENCED_INSTANCE_ID, member_id=old_member_id
+            )
+        if member.awaiting_sync:
+            answers.syncs[old_member_id] = SyncAnswer(ErrorCode.FENCED_INSTANCE_ID)
+        member.awaiting_join = member.awaiting_sync = False
+        old_protocols = member.protocols
+        member.member_id = new_member_id
+        member.protocols = protocols
+        member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
+        self.members[new_member_id] = member
+        self.static_members[group_instance_id] = new_member_id
+        if self.leader == old_member_id:
+            self.leader = new_member_id
+        if self.state is GroupState.STABLE and self.select_protocol() == self.protocol_name:
+            # Its assignment stays; the answer names the leader as it was, so that a
+            # member replacing the leader does not compute an assignment a Stable group
+            # would not hand out.
+            answers.joins[new_member_id] = JoinAnswer(
+                ErrorCode.NONE,
+                self.generation_id,
+                self.protocol_type,
+                self.protocol_name,
+                leader_before,
+                new_member_id,
+            )
+            if self.persist:
+                answers.replacement = StaticReplacement(
+                    group_instance_id, old_member_id, new_member_id, old_protocols
+                )
+            return answers
+        # Stable with another protocol to choose, CompletingRebalance (the leader may be
+        # assigning to the old id): a rebalance. PreparingRebalance: it joins this one.
+        member.awaiting_join = True
+        self._prepare_rebalance(now_ms, answers, new_member=False)
+        self._maybe_complete_join(now_ms, answers)
+        return answers
+
+    def static_replacement_failed(
+        self, replacement: StaticReplacement, error: ErrorCode
+    ) -> Answers:
+        """Writing the group after a static member's replacement failed: the old member
+        id is put back (the new one's owner is told ``error`` and joins again)."""
+        answers = Answers()
+        answers.joins[replacement.new_member_id] = JoinAnswer(error, member_id="")
+        member = self.members.get(replacement.new_member_id)
+        if (
+            member is None
+            or self.static_members.get(replacement.group_instance_id) != replacement.new_member_id
+        ):
+            return answers  # the group moved on meanwhile
+        del self.members[replacement.new_member_id]
+        member.member_id = replacement.old_member_id
+        member.protocols = replacement.old_protocols
+        self.members[replacement.old_member_id] = member
+        self.static_members[replacement.group_instance_id] = replacement.old_member_id
+        if self.leader == replacement.new_member_id:
+            self.leader = replacement.old_member_id
+        return answers
 
     def _prepare_rebalance(self, now_ms: int, answers: Answers, *, new_member: bool) -> None:
         if self.state is GroupState.COMPLETING_REBALANCE:
@@ -314,8 +446,22 @@ class Group:
     def _complete_join(self, now_ms: int, answers: Answers) -> None:
         """The join phase ends: members that did not rejoin are dropped, and the rest form
         the next generation (or the group is Empty)."""
-        for member_id in [m for m, member in self.members.items() if not member.awaiting_join]:
+        for member_id in [
+            m
+            for m, member in self.members.items()
+            if not member.awaiting_join and member.group_instance_id is None
+        ]:
             del self.members[member_id]
+        # Static members that did not rejoin stay (only their session timeout drops them),
+        # but they get no answer: the leader must be one that rejoined. With none, the
+        # phase waits another rebalance timeout (Kafka's "no members rejoined").
+        joined = [m for m in self.members.values() if m.awaiting_join]
+        if self.members and not joined:
+            self.initial_join_limit_ms = None
+            self.join_deadline_ms = now_ms + max(
+                m.rebalance_timeout_ms for m in self.members.values()
+            )
+            return
         # Pending members stay until their own deadline (Kafka keeps them until their
         # session timeout): one that rejoins after this phase joins the next.
         self.initial_join_limit_ms = None
@@ -327,16 +473,19 @@ class Group:
             self.protocol_type = None
             self.leader = ""
             return
-        if self.leader not in self.members:
-            self.leader = next(iter(self.members))
+        leader = self.members.get(self.leader)
+        if leader is None or not leader.awaiting_join:
+            self.leader = joined[0].member_id
         self.protocol_name = self.select_protocol()
         self.state = GroupState.COMPLETING_REBALANCE
         self.sync_deadline_ms = now_ms + max(m.rebalance_timeout_ms for m in self.members.values())
         for member in self.members.values():
+            rejoined = member.awaiting_join
             member.awaiting_join = False
             member.assignment = b""
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
-            answers.joins[member.member_id] = self._join_answer(member)
+            if rejoined:
+                answers.joins[member.member_id] = self._join_answer(member)
 
     # --- SyncGroup -------------------------------------------------------------------
 
@@ -349,6 +498,7 @@ class Group:
         protocol_name: str | None,
         assignments: dict[str, bytes],
         now_ms: int,
+        group_instance_id: str | None = None,
     ) -> Answers:
         answers = Answers()
 
@@ -360,6 +510,8 @@ class Group:
 
         if self.state is GroupState.DEAD:
             return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if self.fenced(member_id, group_instance_id):
+            return answer(ErrorCode.FENCED_INSTANCE_ID)
         member = self.members.get(member_id)
         if member is None:
             return answer(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -430,7 +582,7 @@ class Group:
         members = tuple(
             MemberMetadata(
                 member_id=m.member_id,
-                group_instance_id=None,
+                group_instance_id=m.group_instance_id,
                 client_id=m.client_id,
                 client_host=m.client_host,
                 rebalance_timeout_ms=m.rebalance_timeout_ms,
@@ -481,7 +633,10 @@ class Group:
                 ((metadata.protocol, mm.subscription),),
                 assignment=mm.assignment,
                 heartbeat_deadline_ms=now_ms + mm.session_timeout_ms,
+                group_instance_id=mm.group_instance_id,
             )
+            if mm.group_instance_id is not None:
+                group.static_members[mm.group_instance_id] = mm.member_id
         leader = metadata.leader
         group.leader = leader if leader in group.members else next(iter(group.members))
         group.state = GroupState.STABLE
@@ -500,9 +655,18 @@ class Group:
 
     # --- Heartbeat, LeaveGroup, expiry -------------------------------------------------
 
-    def heartbeat(self, *, member_id: str, generation_id: int, now_ms: int) -> ErrorCode:
+    def heartbeat(
+        self,
+        *,
+        member_id: str,
+        generation_id: int,
+        now_ms: int,
+        group_instance_id: str | None = None,
+    ) -> ErrorCode:
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.fenced(member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
         member = self.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -514,26 +678,43 @@ class Group:
         return ErrorCode.NONE
 
     def leave(self, member_ids: Iterable[str], now_ms: int) -> tuple[dict[str, ErrorCode], Answers]:
-        """LeaveGroup: each member's own error; a member that leaves makes the others
-        rebalance."""
+        """LeaveGroup by member ids: each member's own error (see leave_members)."""
+        ids = list(member_ids)
+        errors, answers = self.leave_members([(m, None) for m in ids], now_ms)
+        return dict(zip(ids, errors, strict=True)), answers
+
+    def leave_members(
+        self, members: Iterable[tuple[str, str | None]], now_ms: int
+    ) -> tuple[list[ErrorCode], Answers]:
+        """LeaveGroup (v3+: a batch of member ids and group instance ids; a static member
+        may be named by its instance id alone, as an administrator removes one): each
+        one's own error, in order. A member that leaves makes the others rebalance."""
         answers = Answers()
-        errors: dict[str, ErrorCode] = {}
-        for member_id in member_ids:
+        errors: list[ErrorCode] = []
+        for member_id, group_instance_id in members:
             if self.state is GroupState.DEAD:
-                errors[member_id] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+                errors.append(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            elif member_id and self.fenced(member_id, group_instance_id):
+                errors.append(ErrorCode.FENCED_INSTANCE_ID)
             elif member_id in self.pending_members:
                 del self.pending_members[member_id]
-                errors[member_id] = ErrorCode.NONE
+                errors.append(ErrorCode.NONE)
                 self._maybe_complete_join(now_ms, answers)
+            elif group_instance_id is not None and group_instance_id in self.static_members:
+                errors.append(ErrorCode.NONE)
+                self._remove(self.static_members[group_instance_id], now_ms, answers)
             elif member_id in self.members:
-                errors[member_id] = ErrorCode.NONE
+                errors.append(ErrorCode.NONE)
                 self._remove(member_id, now_ms, answers)
             else:
-                errors[member_id] = ErrorCode.UNKNOWN_MEMBER_ID
+                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
         return errors, answers
 
     def _remove(self, member_id: str, now_ms: int, answers: Answers) -> None:
         member = self.members.pop(member_id)
+        instance_id = member.group_instance_id
+        if instance_id is not None and self.static_members.get(instance_id) == member_id:
+            del self.static_members[instance_id]
         if member.awaiting_join:
             answers.joins[member_id] = JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
         if member.awaiting_sync:
@@ -603,11 +784,19 @@ class Group:
 
     # --- OffsetCommit ------------------------------------------------------------------
 
-    def check_commit(self, member_id: str, generation_id: int, now_ms: int) -> ErrorCode:
+    def check_commit(
+        self,
+        member_id: str,
+        generation_id: int,
+        now_ms: int,
+        group_instance_id: str | None = None,
+    ) -> ErrorCode:
         """Whether a member (or, with generation -1 and no members, a consumer that
         assigns its own partitions) may commit offsets now (Kafka 2.8's rules)."""
         if self.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.fenced(member_id, group_instance_id):
+            return ErrorCode.FENCED_INSTANCE_ID
         if generation_id < 0 and self.state is GroupState.EMPTY:
             return ErrorCode.NONE
         if member_id not in self.members:

@@ -980,3 +980,84 @@ def test_an_expired_session_drops_the_member(node: Node) -> None:
     assert again.error == ErrorCode.NONE
     assert again.member_id != member
     assert again.generation_id == 3  # 1, the empty join phase that dropped it (2), then 3
+
+
+# --- static membership (KIP-345) -----------------------------------------------------
+
+
+def join_static(groups: GroupCoordinator, instance: str, member_id: str = "") -> JoinAnswer:
+    return groups.join_group(
+        G0,
+        member_id,
+        require_known_member_id=True,
+        client_id="consumer",
+        client_host="/127.0.0.1",
+        session_timeout_ms=SESSION_MS,
+        rebalance_timeout_ms=REBALANCE_MS,
+        protocol_type="consumer",
+        protocols=PROTOCOLS,
+        group_instance_id=instance,
+    )
+
+
+def instances(groups: GroupCoordinator) -> dict[str, str]:
+    """Instance id -> member id, as DescribeGroups shows them."""
+    return {m["group_instance_id"]: m["member_id"] for m in state_of(groups, G0)["members"]}
+
+
+def test_a_restarted_static_member_is_written_then_answered_and_read_back(
+    nodes: Callable[..., Node],
+) -> None:
+    first = nodes()
+    first.lead()
+    first.wait_loaded(G0)
+    joined = join_static(first.groups, "a")
+    assert joined.error == ErrorCode.NONE  # no MEMBER_ID_REQUIRED round for it
+    assert joined.member_id.startswith("a-")  # Kafka's: the instance id, then a uuid
+    assert sync(first.groups, G0, joined.member_id, 1, {joined.member_id: b"A"}).assignment == (
+        b"A"
+    )
+    offsets_tp = tp(OFFSETS_TOPIC, first.groups.partition_of(G0))
+    before = first.replicas.partitions[offsets_tp].high_watermark
+    again = join_static(first.groups, "a")
+    assert again.error == ErrorCode.NONE
+    assert again.generation_id == 1  # no rebalance
+    assert again.member_id != joined.member_id
+    # Answered once written: the record is in the log, replicated.
+    assert first.replicas.partitions[offsets_tp].high_watermark > before
+    assert instances(first.groups) == {"a": again.member_id}
+    assert (
+        first.groups.heartbeat(G0, joined.member_id, 1, group_instance_id="a")
+        == ErrorCode.FENCED_INSTANCE_ID
+    )
+    assert sync(first.groups, G0, again.member_id, 1).assignment == b"A"
+    first.close()
+
+    second = nodes()  # a new coordinator over the same log
+    second.lead(epoch=1)
+    second.wait_loaded(G0)
+    assert state_of(second.groups, G0)["group_state"] == GroupState.STABLE.value
+    assert instances(second.groups) == {"a": again.member_id}
+    assert second.groups.heartbeat(G0, again.member_id, 1, group_instance_id="a") == ErrorCode.NONE
+    assert (
+        second.groups.heartbeat(G0, joined.member_id, 1, group_instance_id="a")
+        == ErrorCode.FENCED_INSTANCE_ID
+    )
+
+
+def test_a_failed_write_puts_the_old_member_id_back(nodes: Callable[..., Node]) -> None:
+    node = nodes()
+    node.lead()
+    node.wait_loaded(G0)
+    joined = join_static(node.groups, "a")
+    sync(node.groups, G0, joined.member_id, 1, {joined.member_id: b"A"})
+
+    def failing(_group_id: str, _metadata: Any) -> ErrorCode:
+        return ErrorCode.NOT_COORDINATOR
+
+    node.groups._store_group = failing  # type: ignore[method-assign]
+    again = join_static(node.groups, "a")
+    assert again.error == ErrorCode.NOT_COORDINATOR
+    assert again.member_id == ""
+    assert instances(node.groups) == {"a": joined.member_id}
+    assert node.groups.heartbeat(G0, joined.member_id, 1, group_instance_id="a") == (ErrorCode.NONE)

@@ -1,0 +1,181 @@
+"""The group APIs' wire mapping for static membership (broker/group_apis.py): requests
+decoded at the versions that carry a group instance id pass it on, and responses encode
+at every version served (an older version's member gets no instance ids, which it has
+no field for)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from broker.group_apis import GroupApis
+from groups.membership import JoinAnswer, SyncAnswer
+from wire.api import ApiKey
+from wire.errors import ErrorCode
+from wire.protocol import (
+    decode_request_body,
+    decode_request_header,
+    decode_response,
+    encode_request,
+    encode_response,
+)
+
+
+class Coordinator:
+    """Records the calls the APIs make and answers as told."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+
+    def join_group(self, *args: Any, **kwargs: Any) -> JoinAnswer:
+        self.calls.append(("join", args, kwargs))
+        return JoinAnswer(
+            ErrorCode.NONE,
+            3,
+            "consumer",
+            "range",
+            "a-1",
+            "a-1",
+            (("a-1", b"meta-a"), ("d-1", b"meta-d")),
+            ("a", None),
+        )
+
+    def leave_group_members(
+        self, group_id: str, members: list[tuple[str, str | None]]
+    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        self.calls.append(("leave", (group_id, members), {}))
+        return ErrorCode.NONE, [ErrorCode.NONE, ErrorCode.FENCED_INSTANCE_ID][: len(members)]
+
+    def describe_group(self, group_id: str) -> tuple[ErrorCode, dict[str, Any]]:
+        return ErrorCode.NONE, {
+            "group_state": "Stable",
+            "protocol_type": "consumer",
+            "protocol_data": "range",
+            "members": [
+                {
+                    "member_id": "a-1",
+                    "group_instance_id": "a",
+                    "client_id": "c",
+                    "client_host": "/127.0.0.1",
+                    "member_metadata": b"",
+                    "member_assignment": b"",
+                }
+            ],
+        }
+
+
+def through_the_wire(api: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    frame = encode_request(api, version, 7, "client", body)[4:]
+    _header, offset = decode_request_header(frame)
+    return decode_request_body(api, version, frame, offset)
+
+
+def answered(api: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    frame = encode_response(api, version, 7, body)[4:]
+    return decode_response(api, version, frame)[1]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
+def test_join_group_passes_the_instance_id_and_answers_at_each_version(version: int) -> None:
+    coordinator = Coordinator()
+    apis = GroupApis(cast(Any, coordinator), cast(Any, None), None, offsets_replication_factor=1)
+    request: dict[str, Any] = {
+        "group_id": "g",
+        "session_timeout_ms": 10_000,
+        "rebalance_timeout_ms": 30_000,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"meta-a"}],
+    }
+    if version >= 5:
+        request["group_instance_id"] = "a"
+    body = through_the_wire(ApiKey.JOIN_GROUP, version, request)
+    response = apis.join_group(version, body, {"client_id": "c"}, "/127.0.0.1")
+    decoded = answered(ApiKey.JOIN_GROUP, version, response)
+    assert coordinator.calls[0][2]["group_instance_id"] == ("a" if version >= 5 else None)
+    members = {m["member_id"]: m.get("group_instance_id") for m in decoded["members"]}
+    assert members == ({"a-1": "a", "d-1": None} if version >= 5 else {"a-1": None, "d-1": None})
+
+
+def test_leave_group_v3_names_members_by_instance_id() -> None:
+    coordinator = Coordinator()
+    apis = GroupApis(cast(Any, coordinator), cast(Any, None), None, offsets_replication_factor=1)
+    body = through_the_wire(
+        ApiKey.LEAVE_GROUP,
+        3,
+        {
+            "group_id": "g",
+            "members": [
+                {"member_id": "", "group_instance_id": "a"},
+                {"member_id": "b-old", "group_instance_id": "b"},
+            ],
+        },
+    )
+    decoded = answered(ApiKey.LEAVE_GROUP, 3, apis.leave_group(3, body, {}))
+    assert coordinator.calls[0][1] == ("g", [("", "a"), ("b-old", "b")])
+    assert [
+        (m["member_id"], m["group_instance_id"], m["error_code"]) for m in decoded["members"]
+    ] == [
+        ("", "a", 0),
+        ("b-old", "b", int(ErrorCode.FENCED_INSTANCE_ID)),
+    ]
+    v2 = apis.leave_group(
+        2, through_the_wire(ApiKey.LEAVE_GROUP, 2, {"group_id": "g", "member_id": "m"}), {}
+    )
+    assert v2["error_code"] == 0
+    assert coordinator.calls[1][1] == ("g", [("m", None)])
+
+
+@pytest.mark.parametrize("version", [0, 3, 4, 5])
+def test_describe_groups_shows_instance_ids_from_v4(version: int) -> None:
+    apis = GroupApis(cast(Any, Coordinator()), cast(Any, None), None, offsets_replication_factor=1)
+    body = through_the_wire(ApiKey.DESCRIBE_GROUPS, version, {"groups": ["g"]})
+    decoded = answered(ApiKey.DESCRIBE_GROUPS, version, apis.describe_groups(version, body, {}))
+    member = decoded["groups"][0]["members"][0]
+    assert member.get("group_instance_id") == ("a" if version >= 4 else None)
+
+
+@pytest.mark.parametrize(
+    ("api", "version", "extra"),
+    [
+        (ApiKey.HEARTBEAT, 3, {"group_id": "g", "generation_id": 1, "member_id": "m"}),
+        (
+            ApiKey.SYNC_GROUP,
+            3,
+            {"group_id": "g", "generation_id": 1, "member_id": "m", "assignments": []},
+        ),
+        (
+            ApiKey.OFFSET_COMMIT,
+            7,
+            {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "topics": []},
+        ),
+    ],
+)
+def test_heartbeat_sync_and_commit_pass_the_instance_id(
+    api: ApiKey, version: int, extra: dict[str, Any]
+) -> None:
+    body = through_the_wire(api, version, {**extra, "group_instance_id": "a"})
+    seen: list[Any] = []
+
+    class Recording:
+        def heartbeat(self, *args: Any, **kwargs: Any) -> ErrorCode:
+            seen.append(kwargs.get("group_instance_id"))
+            return ErrorCode.NONE
+
+        def sync_group(self, *args: Any, **kwargs: Any) -> Any:
+            seen.append(kwargs.get("group_instance_id"))
+            return SyncAnswer(ErrorCode.NONE)
+
+        def commit_offsets(self, *args: Any, **kwargs: Any) -> dict[Any, ErrorCode]:
+            seen.append(kwargs.get("group_instance_id"))
+            return {}
+
+    apis = GroupApis(cast(Any, Recording()), cast(Any, None), None, offsets_replication_factor=1)
+    handler = {
+        ApiKey.HEARTBEAT: apis.heartbeat,
+        ApiKey.SYNC_GROUP: apis.sync_group,
+        ApiKey.OFFSET_COMMIT: apis.offset_commit,
+    }[api]
+    answered(api, version, handler(version, body, {}))
+    assert seen == ["a"]
