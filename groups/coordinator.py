@@ -374,6 +374,10 @@ class GroupCoordinator:
 
     def _hold(self, key: tuple[str, str, str], timeout_s: float) -> JoinAnswer | SyncAnswer | None:
         """Wait (lock held) for the answer to the caller's request; None if none came."""
+        return self._wait(key, self._register(key), timeout_s)
+
+    def _register(self, key: tuple[str, str, str]) -> _Held:
+        """Where the answer to the caller's request is to be put (lock held)."""
         older = self._held.get(key)
         if older is not None:
             # The member asked again (its first request's answer would reach nobody).
@@ -384,6 +388,12 @@ class GroupCoordinator:
             )
         held = self._held[key] = _Held()
         self._cond.notify_all()
+        return held
+
+    def _wait(
+        self, key: tuple[str, str, str], held: _Held, timeout_s: float
+    ) -> JoinAnswer | SyncAnswer | None:
+        """Wait (lock held) until ``held`` is answered; None if it was not in time."""
         deadline = time.monotonic() + timeout_s
         while held.answer is None:
             remaining = deadline - time.monotonic()
@@ -519,9 +529,14 @@ class GroupCoordinator:
                 now_ms=now_ms,
                 group_instance_id=group_instance_id,
             )
+            key = (group_id, member_id, "sync")
             stored: tuple[int, GroupMetadata] | None = None
+            waiting: _Held | None = None
             if answers.store:
                 stored = (group.generation_id, group.to_metadata(now_ms))
+                # While the assignment is written, the group may move on (a member joins:
+                # the leader is answered REBALANCE_IN_PROGRESS): that answer waits here.
+                waiting = self._register(key)
         if stored is not None:
             # The leader's assignment is written before any member gets it (Kafka's
             # storeGroup), so a new coordinator reads this generation back.
@@ -529,6 +544,8 @@ class GroupCoordinator:
             write_error = self._store_group(group_id, metadata)
             with self._cond:
                 if self._groups.get(group_id) is not group:
+                    if self._held.get(key) is waiting:
+                        del self._held[key]
                     return SyncAnswer(ErrorCode.NOT_COORDINATOR)
                 if write_error == ErrorCode.NONE:
                     answers = group.assignment_stored(generation, self._now_ms())
@@ -540,12 +557,16 @@ class GroupCoordinator:
             self._deliver(group_id, answers)
             if own is not None:
                 return own
+            if waiting is not None and isinstance(waiting.answer, SyncAnswer):
+                return waiting.answer  # answered during the write
             self._cond.notify_all()
             member = group.members.get(member_id)
             if member is None or self._groups.get(group_id) is not group:
+                if waiting is not None and self._held.get(key) is waiting:
+                    del self._held[key]
                 return SyncAnswer(ErrorCode.NOT_COORDINATOR)
             wait_s = member.rebalance_timeout_ms / 1000 + _HELD_REQUEST_SLACK_S
-            held = self._hold((group_id, member_id, "sync"), wait_s)
+            held = self._hold(key, wait_s) if waiting is None else self._wait(key, waiting, wait_s)
         if isinstance(held, SyncAnswer):
             return held
         return SyncAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE)

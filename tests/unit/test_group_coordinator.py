@@ -1061,3 +1061,41 @@ def test_a_failed_write_puts_the_old_member_id_back(nodes: Callable[..., Node]) 
     assert again.member_id == ""
     assert instances(node.groups) == {"a": joined.member_id}
     assert node.groups.heartbeat(G0, joined.member_id, 1, group_instance_id="a") == (ErrorCode.NONE)
+
+
+def test_a_join_during_the_leaders_assignment_write_answers_the_leader_at_once(
+    node: Node,
+) -> None:
+    """The leader's SyncGroup is written before it is answered; a member joining during
+    that write starts a rebalance, which answers the leader REBALANCE_IN_PROGRESS. That
+    answer came before the leader's request waited for one, and was lost: the leader
+    heard nothing for its rebalance timeout and more (the join phase waited for it until
+    its session ended). Found by the static membership tests (librdkafka members joining
+    together)."""
+    groups = node.groups
+    leader = join(groups, G0)
+    assert leader.error == ErrorCode.NONE
+    assert leader.leader == leader.member_id
+    writing = threading.Event()
+    release = threading.Event()
+    store = groups._store_group
+
+    def slow_store(group_id: str, metadata: Any) -> ErrorCode:
+        writing.set()
+        assert release.wait(WAIT_S)
+        return store(group_id, metadata)
+
+    groups._store_group = slow_store  # type: ignore[method-assign]
+    leader_sync = Call(
+        lambda: sync(groups, G0, leader.member_id, leader.generation_id, {leader.member_id: b"A"})
+    )
+    assert writing.wait(WAIT_S)
+    newcomer = Call(lambda: join(groups, G0, client_id="newcomer"))
+    assert newcomer.waiting()  # held in the join phase the newcomer started
+    release.set()
+    assert leader_sync.answer().error == ErrorCode.REBALANCE_IN_PROGRESS
+    groups._store_group = store  # type: ignore[method-assign]
+    rejoined = join(groups, G0, leader.member_id)  # the leader rejoins: generation 2
+    assert rejoined.error == ErrorCode.NONE
+    assert rejoined.generation_id == leader.generation_id + 1
+    assert newcomer.answer().generation_id == rejoined.generation_id
