@@ -178,6 +178,7 @@ class Member:
     # None: its assignment could not be read (``problem`` says why).
     partitions: tuple[TopicPartition, ...] | None
     problem: str | None = None
+    group_instance_id: str | None = None  # a static member's (KIP-345)
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,7 @@ def members_of(protocol_type: str, described: Sequence[Body]) -> tuple[Member, .
                 host=str(m.get("client_host") or ""),
                 partitions=partitions,
                 problem=problem,
+                group_instance_id=m.get("group_instance_id") or None,
             )
         )
     return tuple(sorted(members, key=lambda m: m.member_id))

@@ -224,21 +224,26 @@ def assignment_text(partitions: Sequence[TopicPartition] | None) -> str:
 
 
 def members_lines(d: GroupDescription) -> list[str]:
-    """kafka-consumer-groups.sh --describe --members --verbose's table."""
+    """kafka-consumer-groups.sh --describe --members --verbose's table (with a
+    GROUP-INSTANCE-ID column when a member is static, as that command does)."""
+    static = any(m.group_instance_id for m in d.members)
+    rows = [
+        (
+            d.group_id,
+            m.member_id or MISSING,
+            *((m.group_instance_id or MISSING,) if static else ()),
+            m.host or MISSING,
+            m.client_id or MISSING,
+            MISSING if m.partitions is None else str(len(m.partitions)),
+            assignment_text(m.partitions),
+        )
+        for m in d.members
+    ]
+    headers = ("GROUP", "CONSUMER-ID", *(("GROUP-INSTANCE-ID",) if static else ()), "HOST")
     return table(
-        ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"),
-        [
-            (
-                d.group_id,
-                m.member_id or MISSING,
-                m.host or MISSING,
-                m.client_id or MISSING,
-                MISSING if m.partitions is None else str(len(m.partitions)),
-                assignment_text(m.partitions),
-            )
-            for m in d.members
-        ],
-        (15, 15, 15, 15, 12),
+        (*headers, "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"),
+        rows,
+        (15, 15, *((17,) if static else ()), 15, 15, 12),
     )
 
 
@@ -303,6 +308,7 @@ def list_json(listing: GroupListing) -> dict[str, Any]:
 def _member_json(m: Member) -> dict[str, Any]:
     return {
         "consumer_id": m.member_id,
+        "group_instance_id": m.group_instance_id,
         "client_id": m.client_id,
         "host": m.host,
         "partitions": None

@@ -244,6 +244,27 @@ def test_the_members_table_shows_each_members_partitions() -> None:
     assert assignment_text(()) == "-"
 
 
+def test_the_members_table_shows_instance_ids_when_a_member_is_static() -> None:
+    static = Member(
+        "s-1111", "rdkafka", "127.0.0.1", (TP("orders", 2),), group_instance_id="host-7"
+    )
+    d = _description(members=(*_description().members, static))
+    assert members_lines(d) == [
+        "GROUP           CONSUMER-ID     GROUP-INSTANCE-ID HOST            CLIENT-ID"
+        "       #PARTITIONS  ASSIGNMENT",
+        "billing         consumer-1-aaaa -                 127.0.0.1       rdkafka"
+        "         2            orders(0,1)",
+        "billing         consumer-2-bbbb -                 127.0.0.1       rdkafka"
+        "         -            (unreadable)",
+        "billing         s-1111          host-7            127.0.0.1       rdkafka"
+        "         1            orders(2)",
+    ]
+    members = describe_json(d, members=True)["members"]
+    assert [m["group_instance_id"] for m in members] == [None, None, "host-7"]
+    described = [{**_described("s", b""), "group_instance_id": "host-7"}, _described("d", b"")]
+    assert [m.group_instance_id for m in members_of("consumer", described)] == [None, "host-7"]
+
+
 def test_dead_groups_and_empty_tables_are_left_out() -> None:
     dead = _description(group_id="gone", state="Dead", members=(), rows=())
     empty = _description(group_id="idle", state="Empty", members=(), rows=())
