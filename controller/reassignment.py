@@ -343,7 +343,12 @@ def bump_leader_epochs(
 ) -> None:
     """Same leader and ISR, next leader epoch: each partition's replicas learn its changed
     replica set. The first round writes over `states` (read in this event), each write
-    conditional on the zkVersion read; one a leader's ISR change beat is read again."""
+    conditional on the zkVersion read; one a leader's ISR change beat is read again.
+
+    The ISR written keeps only replicas of the new set: a replica this event dropped was
+    taken out of the ISR (or found outside it) before this bump, and a leader that still
+    counted it among its replicas may have added it back meanwhile, which a re-read here
+    would otherwise carry over (its log deleted; found by a fault schedule)."""
     ops = partition_sm.ops
     ctx = ops.ctx
     remaining = dict(assignments)
@@ -352,13 +357,14 @@ def bump_leader_epochs(
         if not remaining:
             break
         updates: dict[TopicPartition, LeaderAndIsr] = {}
-        for tp in remaining:
+        for tp, ra in remaining.items():
             state = current.get(tp)
             if state is None or state.controller_epoch > ctx.epoch:
                 log.error("cannot bump the leader epoch of %s: its state is missing or newer", tp)
                 continue
             lai = state.leader_and_isr
-            updates[tp] = lai.new_leader_and_isr(lai.leader, lai.isr)
+            isr = tuple(r for r in lai.isr if r in ra.replicas)
+            updates[tp] = lai.new_leader_and_isr(lai.leader, isr if lai.leader in isr else lai.isr)
         written = ops.store.update_partition_states(updates, ctx.epoch, ctx.epoch_zk_version)
         to_send = []
         rows = []

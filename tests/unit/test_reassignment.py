@@ -28,7 +28,7 @@ from tests.unit.test_state_machines import EPOCH, Cluster
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata.client import ControllerMovedError
-from zkdata.znodes import PartitionState, TopicPartition
+from zkdata.znodes import LeaderAndIsr, PartitionState, TopicPartition
 
 P = PartitionStateName
 R = ReplicaStateName
@@ -467,3 +467,29 @@ def test_a_block_decides_what_the_partitions_one_at_a_time_decide(data: st.DataO
         return outcome(c)
 
     assert run(one_at_a_time=False) == run(one_at_a_time=True)
+
+
+def test_a_dropped_replica_the_leader_adds_meanwhile_does_not_stay_in_the_isr(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found by a fault schedule (overlapping faults with full disks, seed 20): a
+    partition moved back onto broker 1 is moved off it again before 1 caught up. 1 is not
+    in the ISR then, so it is stopped and deleted at once; but the leader, which still
+    has 1 among its replicas, adds it to the ISR just before the controller's leader epoch
+    bump, whose write loses and is made again over the leader's state. That state's ISR
+    held 1, a replica the partition no longer had (its log deleted): moved back once more,
+    the partition counted 1 as caught up at once and could have elected it."""
+    c = started_on((1, 2, 3), (2, 3, 1))
+    assert reassign(c, T0, (2, 3))
+    assert not reassign(c, T0, (2, 3, 1))  # back onto 1: a new replica, not in the ISR
+    c.store.race(
+        T0,
+        lambda lai: LeaderAndIsr(lai.leader, lai.leader_epoch, (*lai.isr, 1), lai.zk_version),
+    )
+    assert reassign(c, T0, (2, 3))  # overridden: 1 dropped before it caught up
+    assert c.store.pending_races() == 0  # the bump lost to the leader's ISR change
+    assert set(c.leader_and_isr(T0).isr) == {2, 3}
+    assert c.ctx.replica_state(PartitionReplica(T0, 1)) is R.NON_EXISTENT
+    assert not reassign(c, T0, (2, 3, 1))  # a new replica again, not caught up at once
+    assert c.ctx.replica_state(PartitionReplica(T0, 1)) is R.NEW
+    assert "invalid replica state transition" not in caplog.text
