@@ -787,7 +787,9 @@ def check_outcome(
         f"nemesis seed {seed}: {len(schedule)} faults, {len(stream.acked.by_offset)} acknowledged"
         f" ({len(stream.acked.errors)} refused), {len(rows)} state-change lines checked,"
         f" {committer.acknowledged} of {committer.attempted} offset commits acknowledged,"
-        f" {sum(map(len, members.completed.values()))} generations completed by the members,"
+        f" {sum(map(len, members.completed.values()))} generations completed by the members"
+        f" (the static one back in its place {members.static_rejoins} times,"
+        f" {members.static_rejoins_kept} of them in its generation),"
         f" {cleanings(c)} cleanings of {OFFSETS_TOPIC} partitions"
         f" ({swaps_finished(c)} swaps finished by a restart)"
     )

@@ -341,26 +341,35 @@ class GroupMembers:
     assigns), Heartbeat, joining again when told to, and finding the coordinator again
     after any error while keeping their member id and generation, and every few
     seconds changing their subscription, so that the group rebalances during the
-    faults (until the final check, which lets it settle). Each generation a
+    faults (until the final check, which lets it settle). Member 1 is static (KIP-345,
+    group instance id ``STATIC``): told UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID it joins
+    again without its member id and takes its own place back. Each generation a
     member completes (its SyncGroup answered NONE: written, so a new coordinator reads it
     back) is recorded with the leader its JoinGroup answer named and, for the leader, the
     members. Afterwards: no two members completed one generation under different leaders
-    or outside the leader's member list, no member's completed generations go back, and,
-    the cluster healed, both end in one generation together."""
+    or outside the leader's member list (a static member counted by its instance id,
+    whatever member id it had), no member's completed generations go back, and, the
+    cluster healed, both end in one generation together."""
 
     GROUP = "nemesis-members"
     SESSION_MS = 10_000
+    STATIC = "nemesis-static"
 
     def __init__(self, c: Cluster, members: int = 2) -> None:
         self.c = c
         self.errors: dict[str, int] = {}
         self._lock = threading.Lock()
         # member index -> [(generation, leader, the leader's member list or None, the
-        # member's id)] in the order completed
+        # member's identity)] in the order completed; a member's identity is its
+        # instance id if static, else its member id
         self.completed: dict[int, list[tuple[int, str, tuple[str, ...] | None, str]]] = {
             i: [] for i in range(members)
         }
         self.current: dict[int, tuple[str, int] | None] = dict.fromkeys(range(members))
+        # The static member's joins without its member id after it had one (it takes its
+        # own place back), and how many of those kept its generation (no rebalance).
+        self.static_rejoins = 0
+        self.static_rejoins_kept = 0
         self._stop = threading.Event()
         # Whether members change their subscriptions now and then (stopped before the
         # final check, so the group can settle).
@@ -395,12 +404,14 @@ class GroupMembers:
         conn: KafkaConnection | None = None
         member_id = ""
         generation: int | None = None
+        instance_id = self.STATIC if i == 1 else None
         join: dict[str, Any] = {
             "group_id": self.GROUP,
             "session_timeout_ms": self.SESSION_MS,
             "rebalance_timeout_ms": self.SESSION_MS,
             "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": b"member-%d" % i}],
+            "group_instance_id": instance_id,
         }
         # Every few seconds a member changes its subscription (new metadata), which
         # makes the group rebalance: generations end while the faults go on.
@@ -425,9 +436,13 @@ class GroupMembers:
                     ]
                     generation = None  # joins again with the new subscription
                 if generation is not None:
-                    beat = {"group_id": self.GROUP, "generation_id": generation}
-                    beat["member_id"] = member_id
-                    code = ErrorCode(conn.request(ApiKey.HEARTBEAT, 2, beat)["error_code"])
+                    beat = {
+                        "group_id": self.GROUP,
+                        "generation_id": generation,
+                        "member_id": member_id,
+                        "group_instance_id": instance_id,
+                    }
+                    code = ErrorCode(conn.request(ApiKey.HEARTBEAT, 3, beat)["error_code"])
                     if code == ErrorCode.NONE:
                         self._stop.wait(0.2)
                         continue
@@ -436,35 +451,47 @@ class GroupMembers:
                         conn.close()
                         conn = None
                         continue
-                    if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                    if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
                         member_id = ""
                     generation = None  # join again
                     with self._lock:
                         self.current[i] = None
                     continue
-                joined = conn.request(ApiKey.JOIN_GROUP, 4, {**join, "member_id": member_id})
+                rejoining = instance_id is not None and not member_id and bool(self.completed[i])
+                joined = conn.request(ApiKey.JOIN_GROUP, 5, {**join, "member_id": member_id})
                 code = ErrorCode(joined["error_code"])
+                if rejoining and code == ErrorCode.NONE:
+                    with self._lock:
+                        self.static_rejoins += 1
+                        if joined["generation_id"] == self.completed[i][-1][0]:
+                            self.static_rejoins_kept += 1
                 if code == ErrorCode.MEMBER_ID_REQUIRED:
                     member_id = joined["member_id"]
                     continue
                 if code != ErrorCode.NONE:
                     self._count(f"join {code.name}")
-                    if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                    if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
                         member_id = ""
                     if code in _COORDINATOR_MOVED:
                         conn.close()
                         conn = None
                     self._stop.wait(0.1)
                     continue
-                listed = tuple(sorted(m["member_id"] for m in joined["members"]))
+                member_id = joined["member_id"]  # a static member's is made at its join
+                listed_ids = sorted(m["member_id"] for m in joined["members"])
+                # Members by identity: a static one by its instance id.
+                listed = tuple(
+                    sorted(m["group_instance_id"] or m["member_id"] for m in joined["members"])
+                )
                 synced = conn.request(
                     ApiKey.SYNC_GROUP,
-                    2,
+                    3,
                     {
                         "group_id": self.GROUP,
                         "generation_id": joined["generation_id"],
                         "member_id": member_id,
-                        "assignments": [{"member_id": m, "assignment": b"a"} for m in listed],
+                        "group_instance_id": instance_id,
+                        "assignments": [{"member_id": m, "assignment": b"a"} for m in listed_ids],
                     },
                 )
                 code = ErrorCode(synced["error_code"])
@@ -472,12 +499,12 @@ class GroupMembers:
                     generation = int(joined["generation_id"])
                     with self._lock:
                         self.completed[i].append(
-                            (generation, joined["leader"], listed or None, member_id)
+                            (generation, joined["leader"], listed or None, instance_id or member_id)
                         )
-                        self.current[i] = (member_id, generation)
+                        self.current[i] = (instance_id or member_id, generation)
                     continue
                 self._count(f"sync {code.name}")
-                if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
                     member_id = ""
                 if code in _COORDINATOR_MOVED:
                     conn.close()
@@ -523,7 +550,11 @@ class GroupMembers:
             if generations != sorted(generations):
                 out.append(f"member {i} completed generations out of order: {generations}")
             for g, leader, members, member_id in done:
-                leaders.setdefault(g, set()).add(leader)
+                # A static leader replaced within a generation is named by its old id,
+                # then its new one: both are its (a static member's id starts with its
+                # instance id, as in Kafka).
+                static = leader.startswith(self.STATIC + "-")
+                leaders.setdefault(g, set()).add(self.STATIC if static else leader)
                 completers.setdefault(g, set()).add(member_id)
                 if members is not None:
                     lists.setdefault(g, set()).add(members)
