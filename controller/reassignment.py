@@ -268,9 +268,46 @@ def _complete(
         replica_sm,
         [PartitionReplica(tp, r) for tp, ra in reassignments.items() for r in ra.removing],
     )
+    _drop_isr_strays(replica_sm, finals)
     write_assignments(partition_sm, finals)
     ctx.partitions_being_reassigned.difference_update(finals)
     ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, list(finals))
+    ops.flush()
+
+
+def _drop_isr_strays(
+    replica_sm: ReplicaStateMachine, finals: Mapping[TopicPartition, ReplicaAssignment]
+) -> None:
+    """Out of the ISR, any replica that is no longer the partition's. A replica an
+    overriding reassignment dropped was stopped (and taken out of the ISR, or found
+    outside it) before this step's leader epoch bump or election, while the leader, still
+    counting it among its replicas, may have added it back: that bump or election then
+    wrote the ISR it read again, the replica in it (Kafka stops removed replicas after
+    its bump, so it removes one then). Found by a fault schedule: a replica whose log was
+    deleted stayed in the ISR, and moving the partition back counted it caught up."""
+    ctx, ops = replica_sm.ctx, replica_sm.ops
+    strays: dict[int, list[TopicPartition]] = {}
+    for tp, final in finals.items():
+        lice = ctx.leadership.get(tp)
+        if lice is None:
+            continue
+        lai = lice.leader_and_isr
+        for r in lai.isr:
+            if r not in final.replicas and r != lai.leader:
+                strays.setdefault(r, []).append(tp)
+    for replica_id, tps in sorted(strays.items()):
+        log.warning(
+            "replica %d is in the ISR of %s, not among its replicas: removed", replica_id, tps
+        )
+        updated, _untouched = replica_sm.remove_replica_from_isr(replica_id, tps, "reassign")
+        ops.batch.add_leader_and_isr_updates(
+            ctx,
+            [
+                (finals[tp].replicas, tp, lice, finals[tp])
+                for tp, lice in updated.items()
+                if not ctx.is_topic_queued_for_deletion(tp.topic)
+            ],
+        )
     ops.flush()
 
 
@@ -343,12 +380,7 @@ def bump_leader_epochs(
 ) -> None:
     """Same leader and ISR, next leader epoch: each partition's replicas learn its changed
     replica set. The first round writes over `states` (read in this event), each write
-    conditional on the zkVersion read; one a leader's ISR change beat is read again.
-
-    The ISR written keeps only replicas of the new set: a replica this event dropped was
-    taken out of the ISR (or found outside it) before this bump, and a leader that still
-    counted it among its replicas may have added it back meanwhile, which a re-read here
-    would otherwise carry over (its log deleted; found by a fault schedule)."""
+    conditional on the zkVersion read; one a leader's ISR change beat is read again."""
     ops = partition_sm.ops
     ctx = ops.ctx
     remaining = dict(assignments)
@@ -357,14 +389,13 @@ def bump_leader_epochs(
         if not remaining:
             break
         updates: dict[TopicPartition, LeaderAndIsr] = {}
-        for tp, ra in remaining.items():
+        for tp in remaining:
             state = current.get(tp)
             if state is None or state.controller_epoch > ctx.epoch:
                 log.error("cannot bump the leader epoch of %s: its state is missing or newer", tp)
                 continue
             lai = state.leader_and_isr
-            isr = tuple(r for r in lai.isr if r in ra.replicas)
-            updates[tp] = lai.new_leader_and_isr(lai.leader, isr if lai.leader in isr else lai.isr)
+            updates[tp] = lai.new_leader_and_isr(lai.leader, lai.isr)
         written = ops.store.update_partition_states(updates, ctx.epoch, ctx.epoch_zk_version)
         to_send = []
         rows = []

@@ -493,3 +493,23 @@ def test_a_dropped_replica_the_leader_adds_meanwhile_does_not_stay_in_the_isr(
     assert not reassign(c, T0, (2, 3, 1))  # a new replica again, not caught up at once
     assert c.ctx.replica_state(PartitionReplica(T0, 1)) is R.NEW
     assert "invalid replica state transition" not in caplog.text
+
+
+def test_nor_when_the_completion_elects_a_new_leader(caplog: pytest.LogCaptureFixture) -> None:
+    """As above, but the new target leaves the leader out: the completion elects one
+    (Kafka's ReassignPartitionLeaderElection), over the state the leader's ISR change
+    left, which held the dropped replica."""
+    c = started_on((1, 2, 3), (2, 3, 1))
+    assert reassign(c, T0, (2, 3))
+    assert not reassign(c, T0, (2, 3, 1))
+    assert c.leader_and_isr(T0).leader == 2
+    c.store.race(
+        T0,
+        lambda lai: LeaderAndIsr(lai.leader, lai.leader_epoch, (*lai.isr, 1), lai.zk_version),
+    )
+    assert reassign(c, T0, (3,))  # 2 leaves (in the ISR), 1 is dropped (not in it)
+    assert c.store.pending_races() == 0
+    state = c.leader_and_isr(T0)
+    assert (state.leader, state.isr) == (3, (3,))
+    assert c.ctx.replica_state(PartitionReplica(T0, 1)) is R.NON_EXISTENT
+    assert "invalid replica state transition" not in caplog.text
