@@ -342,7 +342,8 @@ class GroupMembers:
     after any error while keeping their member id and generation, and every few
     seconds changing their subscription, so that the group rebalances during the
     faults (until the final check, which lets it settle). Member 1 is static (KIP-345,
-    group instance id ``STATIC``): told UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID it joins
+    group instance id ``STATIC``): every other time it would change its subscription it
+    restarts instead, and when told UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID, it joins
     again without its member id and takes its own place back. Each generation a
     member completes (its SyncGroup answered NONE: written, so a new coordinator reads it
     back) is recorded with the leader its JoinGroup answer named and, for the leader, the
@@ -431,10 +432,15 @@ class GroupMembers:
                 if generation is not None and self.churn and time.monotonic() > churn_at:
                     churn_at = time.monotonic() + rng.uniform(2, 6)
                     churned += 1
-                    join["protocols"] = [
-                        {"name": "range", "metadata": b"member-%d-%d" % (i, churned)}
-                    ]
-                    generation = None  # joins again with the new subscription
+                    if instance_id is not None and churned % 2:
+                        # The static member restarts: it joins again without its member
+                        # id, the same subscription, and takes its own place back.
+                        member_id = ""
+                    else:
+                        join["protocols"] = [
+                            {"name": "range", "metadata": b"member-%d-%d" % (i, churned)}
+                        ]
+                    generation = None  # joins again
                 if generation is not None:
                     beat = {
                         "group_id": self.GROUP,
