@@ -28,10 +28,13 @@ from wire.errors import ErrorCode
 ROUNDROBIN: tuple[tuple[str, bytes], ...] = (("roundrobin", b"rr-meta"),)
 
 
-def join_static(group: Group, instance: str, new_id: str, now: int, **kw: Any) -> Answers:
-    """A JoinGroup without a member id from the static member ``instance``."""
+def join_static(
+    group: Group, instance: str, new_id: str, now: int, *, member_id: str = "", **kw: Any
+) -> Answers:
+    """A JoinGroup from the static member ``instance``, without a member id unless given
+    (``new_id``: the id the coordinator hands out)."""
     answers = group.join(
-        member_id="",
+        member_id=member_id,
         new_member_id=new_id,
         require_known_member_id=True,  # v4+: a static member is not asked for an id
         client_id="client",
@@ -119,19 +122,8 @@ def test_a_restarted_static_member_keeps_its_assignment_without_a_rebalance() ->
 
 
 def _fenced_rejoin(group: Group, member_id: str, instance: str, now: int) -> Answers:
-    return group.join(
-        member_id=member_id,
-        new_member_id="unused",
-        require_known_member_id=True,
-        client_id="client",
-        client_host="/127.0.0.1",
-        session_timeout_ms=SESSION,
-        rebalance_timeout_ms=REBALANCE,
-        protocol_type="consumer",
-        protocols=RANGE,
-        now_ms=now,
-        group_instance_id=instance,
-    )
+    """A JoinGroup of ``instance`` with the member id ``member_id``."""
+    return join_static(group, instance, "unused", now, member_id=member_id)
 
 
 def test_the_leader_restarting_keeps_leading_but_is_answered_with_the_old_leader_id() -> None:
