@@ -47,6 +47,7 @@ from controller.reactions import (
 )
 from controller.reassignment import (
     api_reassignment_targets,
+    can_complete,
     coalesced_topic_writes,
     reassign_partitions,
 )
@@ -1213,8 +1214,7 @@ class KafkaController:
         )
 
     def _caught_up(self, tp: TopicPartition, state: PartitionState | None) -> bool:
-        target = self.ctx.full_assignment(tp).target_replicas
-        return state is not None and all(r in state.leader_and_isr.isr for r in target)
+        return can_complete(self.ctx, tp, self.ctx.full_assignment(tp), state)
 
     def _arm_reassignment_watches(self) -> None:
         """Watches on the states of partitions whose reassignment waits for its new

@@ -200,20 +200,16 @@ def reassign_partitions(
         ],
         R.ONLINE,
     )
-    # Nothing to add or remove (a new order of the same replicas): complete, as in Kafka's
-    # isReassignmentComplete; else once every target replica is in the ISR.
     complete: dict[TopicPartition, ReplicaAssignment] = {}
     in_progress: dict[TopicPartition, ReplicaAssignment] = {}
     for tp, ra in reassignments.items():
-        current = known.get(tp)
-        if not ra.is_being_reassigned or (
-            current is not None and all(r in current.leader_and_isr.isr for r in ra.target_replicas)
-        ):
+        if can_complete(ctx, tp, ra, known.get(tp)):
             complete[tp] = ra
         else:
             in_progress[tp] = ra
     if in_progress:
         bump_leader_epochs(partition_sm, in_progress, known)
+        _drop_isr_strays(replica_sm, in_progress)
         # A reassignment resumed (by a failover, or its broker back) finds its new
         # replicas Online or Offline already: they are started, not new (Kafka tries them
         # anyway and logs an invalid transition).
@@ -226,9 +222,36 @@ def reassign_partitions(
             ],
             R.NEW,
         )
-    if complete:
-        _complete(partition_sm, replica_sm, complete, known)
-    return set(complete)
+    if not complete:
+        return set()
+    return _complete(partition_sm, replica_sm, complete, known)
+
+
+def can_complete(
+    ctx: ControllerContext,
+    tp: TopicPartition,
+    ra: ReplicaAssignment,
+    state: PartitionState | None,
+) -> bool:
+    """Whether the reassignment's next step completes it. Nothing to add or remove (a new
+    order of the same replicas) does; else every target replica must be in the ISR
+    (Kafka's isReassignmentComplete) and, unlike Kafka, the partition must be able to be
+    led from the target then: its leader stays, a target replica can be elected, or it has
+    no online leader to lose. Kafka completes a reassignment whose target replicas are in
+    the ISR but shutting down, stopping the leader it could not replace: the partition is
+    left without one, yet Online to the state machine, so no election follows."""
+    if not ra.is_being_reassigned:
+        return True
+    if state is None:
+        return False
+    lai = state.leader_and_isr
+    if not all(r in lai.isr for r in ra.target_replicas):
+        return False
+    if lai.leader in ra.target_replicas or not ctx.is_replica_online(
+        lai.leader, tp, include_shutting_down=True
+    ):
+        return True
+    return any(ctx.is_replica_online(r, tp) for r in ra.target_replicas)
 
 
 def _complete(
@@ -236,8 +259,9 @@ def _complete(
     replica_sm: ReplicaStateMachine,
     reassignments: Mapping[TopicPartition, ReplicaAssignment],
     states: Mapping[TopicPartition, PartitionState | None],
-) -> None:
-    """Caught-up reassignments made the assignment (Kafka's B1-B8)."""
+) -> set[TopicPartition]:
+    """Caught-up reassignments made the assignment (Kafka's B1-B8); the partitions whose
+    reassignment completed (see `_still_led_by_origin` for the others)."""
     ops = partition_sm.ops
     ctx = ops.ctx
     # The new replicas are started (B1); one whose broker is down stays New or Offline
@@ -262,7 +286,17 @@ def _complete(
             to_elect.append(tp)
         else:
             to_bump[tp] = final
-    partition_sm.handle_state_changes(to_elect, P.ONLINE, ElectionStrategy.REASSIGN)
+    elected = partition_sm.handle_state_changes(to_elect, P.ONLINE, ElectionStrategy.REASSIGN)
+    kept = {tp: reassignments[tp] for tp in _still_led_by_origin(ctx, reassignments, elected)}
+    if kept:
+        for tp, ra in kept.items():
+            ctx.update_assignment(tp, ra)
+            del finals[tp]
+        # Its replicas learn the replica set it keeps (the stop of those an override
+        # dropped wrote nothing the leader would see), over the state the election read.
+        bump_leader_epochs(partition_sm, kept, ops.store.read_partition_states(list(kept)))
+        _drop_isr_strays(replica_sm, kept)
+        reassignments = {tp: reassignments[tp] for tp in finals}
     bump_leader_epochs(partition_sm, to_bump, states)
     stop_removed_replicas(
         replica_sm,
@@ -273,21 +307,58 @@ def _complete(
     ctx.partitions_being_reassigned.difference_update(finals)
     ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, list(finals))
     ops.flush()
+    return set(finals)
+
+
+def _still_led_by_origin(
+    ctx: ControllerContext,
+    reassignments: Mapping[TopicPartition, ReplicaAssignment],
+    elected: Mapping[TopicPartition, LeaderAndIsr | Exception],
+) -> list[TopicPartition]:
+    """Reassignments that cannot complete after all: `can_complete` said they could, but
+    the leader shrank the ISR before the election's write, so no target replica could be
+    elected, and the partition's leader, one of the replicas being removed, is online or
+    shutting down. They stay in progress under that leader until the target is back in
+    the ISR (see `can_complete` for what Kafka does). Found by the stateful model."""
+    kept = []
+    for tp, outcome in elected.items():
+        lice = ctx.leadership.get(tp)
+        if not isinstance(outcome, Exception) or lice is None:
+            continue
+        ra = reassignments[tp]
+        leader = lice.leader_and_isr.leader
+        if (
+            leader in ra.replicas
+            and leader not in ra.target_replicas
+            and ctx.is_replica_online(leader, tp, include_shutting_down=True)
+        ):
+            log.warning(
+                "no replica of the target %s of %s is in its ISR any more: the reassignment "
+                "stays in progress, led by %d",
+                list(ra.target_replicas),
+                tp,
+                leader,
+            )
+            kept.append(tp)
+    return kept
 
 
 def _drop_isr_strays(
-    replica_sm: ReplicaStateMachine, finals: Mapping[TopicPartition, ReplicaAssignment]
+    replica_sm: ReplicaStateMachine, assignments: Mapping[TopicPartition, ReplicaAssignment]
 ) -> None:
-    """Out of the ISR, any replica that is no longer the partition's. A replica an
-    overriding reassignment dropped was stopped (and taken out of the ISR, or found
-    outside it) before this step's leader epoch bump or election, while the leader, still
-    counting it among its replicas, may have added it back: that bump or election then
-    wrote the ISR it read again, the replica in it (Kafka stops removed replicas after
-    its bump, so it removes one then). Found by a fault schedule: a replica whose log was
-    deleted stayed in the ISR, and moving the partition back counted it caught up."""
+    """Out of the ISR, any replica that is no longer the partition's (``assignments``:
+    each partition's replicas after this step). A replica an overriding reassignment
+    dropped was stopped (and taken out of the ISR, or found outside it) before this step's
+    leader epoch bump or election, while the leader, still counting it among its
+    replicas, may have added it back: that bump or election then wrote the ISR it read
+    again, the replica in it (Kafka stops removed replicas after its bump at completion,
+    so it removes one then; not after the bump of a step that leaves the reassignment in
+    progress). Found by a fault schedule (a replica whose log was deleted stayed in the
+    ISR, and moving the partition back counted it caught up) and, for a step in progress,
+    by the stateful model."""
     ctx, ops = replica_sm.ctx, replica_sm.ops
     strays: dict[int, list[TopicPartition]] = {}
-    for tp, final in finals.items():
+    for tp, final in assignments.items():
         lice = ctx.leadership.get(tp)
         if lice is None:
             continue
@@ -303,7 +374,7 @@ def _drop_isr_strays(
         ops.batch.add_leader_and_isr_updates(
             ctx,
             [
-                (finals[tp].replicas, tp, lice, finals[tp])
+                (assignments[tp].replicas, tp, lice, assignments[tp])
                 for tp, lice in updated.items()
                 if not ctx.is_topic_queued_for_deletion(tp.topic)
             ],

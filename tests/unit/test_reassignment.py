@@ -513,3 +513,77 @@ def test_nor_when_the_completion_elects_a_new_leader(caplog: pytest.LogCaptureFi
     assert (state.leader, state.isr) == (3, (3,))
     assert c.ctx.replica_state(PartitionReplica(T0, 1)) is R.NON_EXISTENT
     assert "invalid replica state transition" not in caplog.text
+
+
+def test_a_completion_whose_target_left_the_isr_meanwhile_stays_in_progress(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found by the controller's stateful model: the target (2) is in the ISR when the
+    completion reads it, but the leader (1, being removed) shrinks the ISR to itself
+    before the election's write. No target replica can lead then. Completing anyway (as
+    Kafka does) would stop the leader and leave the partition without one, Online to the
+    state machine, so nothing would elect it again. The reassignment stays in progress
+    under its leader instead, and completes once 2 is back in the ISR."""
+    c = started_on((1, 2, 3), (1, 2, 3))
+    c.store.race(T0, lambda lai: LeaderAndIsr(1, lai.leader_epoch, (1,), lai.zk_version))
+    assert not reassign(c, T0, (2,))
+    assert c.store.pending_races() == 0  # the election's write lost to the shrink
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    state = c.leader_and_isr(T0)
+    assert (state.leader, state.isr) == (1, (1,))
+    assignment = c.ctx.full_assignment(T0)
+    assert assignment.target_replicas == (2,)
+    assert T0 in c.ctx.partitions_being_reassigned
+    assert c.store.topics[T].partitions[0] == assignment.replicas
+    assert "stays in progress, led by 1" in caplog.text
+    c.isr_change_notification([T0])
+    caught_up(c, T0)
+    assert resume(c, T0)
+    state = c.leader_and_isr(T0)
+    assert (state.leader, state.isr) == (2, (2,))
+    assert c.store.topics[T].partitions[0] == (2,)
+    assert T0 not in c.ctx.partitions_being_reassigned
+    assert "invalid replica state transition" not in caplog.text
+
+
+def test_nor_when_the_target_is_shutting_down() -> None:
+    """Found by the model too: the target's only replica is on a broker shutting down (so
+    it cannot be elected) when the completion elects a leader for a partition led by a
+    replica being removed. The partition keeps its leader and the reassignment waits."""
+    c = started_on((1, 2, 3), (1, 2, 3))
+    remaining = c.controlled_shutdown(1)  # 1 led nothing: it just leaves the ISRs
+    assert remaining == []
+    assert c.leader_and_isr(T0).leader == 2
+    c.leader_sets_isr(T0, (2, 1))  # ... and is let back in, as in a race with the leader
+    assert not reassign(c, T0, (1,))
+    state = c.leader_and_isr(T0)
+    assert state.leader == 2
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    assert T0 in c.ctx.partitions_being_reassigned
+
+
+def test_a_dropped_replica_the_leader_adds_during_a_step_in_progress_leaves_the_isr(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found by the stateful model: as in the test above, but the override leaves the
+    reassignment in progress (its new target has a replica yet to catch up). That step's
+    leader epoch bump loses to the leader's ISR change that let in the replica the
+    override dropped (stopped and deleted at once, not being in the ISR as read), and is
+    written again over it: the replica must not stay in the ISR, or the partition's
+    leader dying would let a replica with a deleted log be elected."""
+    c = started_on(BROKERS, (1, 2, 4))
+    assert not reassign(c, T0, (1, 2, 3))  # 3 being added, not in the ISR yet
+    c.store.race(
+        T0,
+        lambda lai: LeaderAndIsr(lai.leader, lai.leader_epoch, (*lai.isr, 3), lai.zk_version),
+    )
+    assert not reassign(c, T0, (1, 2, 5))  # 3 dropped before it caught up; 5 to add
+    assert c.store.pending_races() == 0  # the step's bump lost to the leader's change
+    assert set(c.leader_and_isr(T0).isr) == {1, 2, 4}
+    assert c.ctx.replica_state(PartitionReplica(T0, 3)) is R.NON_EXISTENT
+    assert "replica 3 is in the ISR" in caplog.text
+    caught_up(c, T0)
+    assert resume(c, T0)
+    assert c.store.topics[T].partitions[0] == (1, 2, 5)
+    assert set(c.leader_and_isr(T0).isr) == {1, 2, 5}
+    assert "invalid replica state transition" not in caplog.text

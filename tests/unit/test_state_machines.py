@@ -1427,6 +1427,10 @@ class ControllerMachine(RuleBasedStateMachine):
         # each broker's partitions whose log directory failed (the broker's truth: the
         # controller learns it from the broker's answers)
         self.failed_dirs: dict[int, set[TopicPartition]] = {}
+        # each broker's view of each partition: the leader epoch and replicas of the last
+        # LeaderAndIsr it applied (a leader lets followers in by the replica set it knows,
+        # which may be older than the controller's)
+        self.broker_views: dict[tuple[int, TopicPartition], tuple[int, tuple[int, ...]]] = {}
         # transitions the state machines refused as invalid: each a wrong step to attempt
         self.invalid = InvalidTransitions()
         logging.getLogger("controller.state_machines").addHandler(self.invalid)
@@ -1481,6 +1485,7 @@ class ControllerMachine(RuleBasedStateMachine):
             self.gone |= set(self.c.ctx.replicas_on_brokers(dead))
             for b in dead:
                 self.failed_dirs.pop(b, None)  # it comes back with its directories repaired
+                self.forget(b)
             self.c.kill(*dead)
             self.assert_elected_where_possible()
 
@@ -1499,8 +1504,13 @@ class ControllerMachine(RuleBasedStateMachine):
             before = self.c.ctx.broker_epochs[broker]
             self.bounced.add(broker)
             self.failed_dirs.pop(broker, None)
+            self.forget(broker)
             self.resume(self.c.bounce(broker))
             assert self.c.ctx.broker_epochs[broker] > before
+
+    def forget(self, broker: int) -> None:
+        """A broker that died or restarted: what it knew of partitions is gone with it."""
+        self.broker_views = {k: v for k, v in self.broker_views.items() if k[0] != broker}
 
     def resume(self, started: reactions.BrokersStarted) -> None:
         """What a broker's return lets move on, as the shell resumes it."""
@@ -1683,7 +1693,7 @@ class ControllerMachine(RuleBasedStateMachine):
     @rule(
         data=st.data(),
         times=st.integers(1, 3),
-        action=st.sampled_from(["kill", "shutdown", "elect"]),
+        action=st.sampled_from(["kill", "shutdown", "elect", "reassign", "resume"]),
     )
     def leader_races_the_controller(self, data: st.DataObject, times: int, action: str) -> None:
         """A leader's ISR change lands between the controller's read and write of the same
@@ -1698,7 +1708,10 @@ class ControllerMachine(RuleBasedStateMachine):
         # every successful ISR change of a leader is followed by a notification
         self.isr_changed(tp)
 
-    @rule(data=st.data(), action=st.sampled_from(["kill", "shutdown", "elect"]))
+    @rule(
+        data=st.data(),
+        action=st.sampled_from(["kill", "shutdown", "elect", "reassign", "resume"]),
+    )
     def controller_acts_before_a_notification(self, data: st.DataObject, action: str) -> None:
         """A leader's ISR change lands, and the controller acts before its notification
         arrives: the context's state of that partition is stale."""
@@ -1711,12 +1724,27 @@ class ControllerMachine(RuleBasedStateMachine):
         self.isr_changed(tp)
 
     def act(self, data: st.DataObject, action: str, tp: TopicPartition) -> None:
-        live = sorted(self.c.ctx.live_brokers)
+        ctx = self.c.ctx
+        live = sorted(ctx.live_brokers)
         if action == "kill" and live:
             self.kill({data.draw(st.sampled_from(live))})
         elif action == "shutdown" and live:
             self.c.controlled_shutdown(data.draw(st.sampled_from(live)))
-        elif not self.c.ctx.is_topic_queued_for_deletion(tp.topic):
+        elif ctx.is_topic_queued_for_deletion(tp.topic):
+            return
+        elif action == "reassign":
+            # a new target for the partition (overriding one in progress, KIP-455)
+            target = tuple(
+                data.draw(st.lists(st.sampled_from(BROKERS), min_size=1, max_size=3, unique=True))
+            )
+            current = ctx.full_assignment(tp)
+            if current.is_being_reassigned or current.replicas != target:
+                self.reassigned(tp, reassign_partition(self.c.psm, self.c.rsm, tp, target))
+        elif action == "resume":
+            # the reassignment's next step (its completion, if the target is in the ISR)
+            if tp in ctx.partitions_being_reassigned:
+                self.resume_reassignment(tp)
+        else:
             self.elect_and_check([tp], data.draw(st.sampled_from(ElectionStrategy)))
 
     def draw_isr_change(
@@ -1733,7 +1761,11 @@ class ControllerMachine(RuleBasedStateMachine):
         tp = data.draw(st.sampled_from(led), label="partition")
         known = self.c.leader_and_isr(tp)
         leader = known.leader
-        followers = [r for r in ctx.replicas(tp) if r != leader]
+        # the replica set the leader last learned, which a reassignment may have changed
+        # since (its LeaderAndIsr not yet applied); the controller's if none was recorded
+        view = self.broker_views.get((leader, tp))
+        replicas = view[1] if view is not None else ctx.replicas(tp)
+        followers = [r for r in replicas if r != leader]
         chosen = (
             data.draw(st.lists(st.sampled_from(followers), unique=True), label="followers")
             if followers
@@ -1764,10 +1796,10 @@ class ControllerMachine(RuleBasedStateMachine):
         on (KafkaController._on_PartitionReassignmentIsrChange)."""
         c = self.c
         c.isr_change_notification([tp])
-        if tp in c.ctx.partitions_being_reassigned:
-            target = c.ctx.full_assignment(tp).target_replicas
-            if set(target) <= set(c.leader_and_isr(tp).isr):
-                self.resume_reassignment(tp)
+        if tp in c.ctx.partitions_being_reassigned and reassignment.can_complete(
+            c.ctx, tp, c.ctx.full_assignment(tp), c.store.state(tp)
+        ):
+            self.resume_reassignment(tp)
 
     @rule(data=st.data())
     def reassign(self, data: st.DataObject) -> None:
@@ -1955,6 +1987,7 @@ class ControllerMachine(RuleBasedStateMachine):
         c.store.elect_other_controller()
         killed = data.draw(st.sampled_from(live))
         self.failed_dirs.pop(killed, None)  # it comes back with its directories repaired
+        self.forget(killed)
         try:
             c.kill(killed)
         except ControllerMovedError:
@@ -2184,6 +2217,8 @@ class ControllerMachine(RuleBasedStateMachine):
                 assert r.body["controller_epoch"] == ctx.epoch
                 if r.api_key == ApiKey.STOP_REPLICA:
                     continue
+                if r.api_key == ApiKey.LEADER_AND_ISR:
+                    self.apply_leader_and_isr(r)
                 version = "partition_epoch" if r.api_key == ApiKey.LEADER_AND_ISR else "zk_version"
                 for t in r.body["topic_states"]:
                     for p in t["partition_states"]:
@@ -2195,6 +2230,17 @@ class ControllerMachine(RuleBasedStateMachine):
                         key = (p["leader"], p["leader_epoch"], tuple(p["isr"]), p[version])
                         assert key in held[tp], f"{r.api_key.name} to {r.broker_id}: {tp} {key}"
         self.checked_batches = len(self.c.sent)
+
+    def apply_leader_and_isr(self, request: BrokerRequest) -> None:
+        """The broker applies the partitions of a LeaderAndIsr whose leader epoch is newer
+        than the one it has (its view of their replicas)."""
+        for t in request.body["topic_states"]:
+            for p in t["partition_states"]:
+                tp = TopicPartition(t["topic_name"], p["partition_index"])
+                key = (request.broker_id, tp)
+                had = self.broker_views.get(key)
+                if had is None or p["leader_epoch"] > had[0]:
+                    self.broker_views[key] = (p["leader_epoch"], tuple(p["replicas"]))
 
 
 def test_random_histories_keep_the_invariants() -> None:
