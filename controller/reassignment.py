@@ -297,6 +297,16 @@ def _complete(
         bump_leader_epochs(partition_sm, kept, ops.store.read_partition_states(list(kept)))
         _drop_isr_strays(replica_sm, kept)
         reassignments = {tp: reassignments[tp] for tp in finals}
+    # One that could not be elected otherwise either (its leader shutting down, or none
+    # online) has its leader epoch bumped all the same, as one that keeps its leader: its
+    # replicas learn the new replica set, and a leader still counting a removed replica
+    # among its replicas has its next ISR change fenced by the new zkVersion (Kafka leaves
+    # it unbumped; the stateful model found such a leader putting a removed replica back).
+    to_bump.update(
+        (tp, finals[tp])
+        for tp, outcome in elected.items()
+        if isinstance(outcome, Exception) and tp in finals
+    )
     bump_leader_epochs(partition_sm, to_bump, states)
     stop_removed_replicas(
         replica_sm,

@@ -587,3 +587,34 @@ def test_a_dropped_replica_the_leader_adds_during_a_step_in_progress_leaves_the_
     assert c.store.topics[T].partitions[0] == (1, 2, 5)
     assert set(c.leader_and_isr(T0).isr) == {1, 2, 5}
     assert "invalid replica state transition" not in caplog.text
+
+
+def test_a_completion_that_keeps_a_leader_it_could_not_replace_bumps_its_epoch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found by the stateful model: the leader (1, the target) is shutting down, so the
+    completion tries to elect another from the target and finds none. Kafka writes nothing
+    then; but the leader still counts the removed replicas among its replicas, and its
+    next ISR change, conditional on the zkVersion it knows, let 2 (removed) back into the
+    ISR. The completion bumps the leader epoch as for a leader that stays: 1 learns its
+    replicas, and its stale change loses."""
+    c = started_on((1, 2, 3), (1, 2, 3))
+    c.leader_sets_isr(T0, (1,))
+    assert c.controlled_shutdown(1) == [T0]  # no one to take over
+    before = c.leader_and_isr(T0)
+    c.store.race(
+        T0,
+        lambda lai: (
+            LeaderAndIsr(lai.leader, lai.leader_epoch, (1, 2), lai.zk_version)
+            if lai.zk_version == before.zk_version
+            else None
+        ),
+    )
+    assert reassign(c, T0, (1,))
+    c.store.settle_races()
+    after = c.leader_and_isr(T0)
+    assert (after.leader, after.isr) == (1, (1,))
+    assert after.leader_epoch > before.leader_epoch
+    sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+    assert tuple(sent[1]["replicas"]) == (1,)
+    assert "invalid replica state transition" not in caplog.text

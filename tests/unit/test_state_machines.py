@@ -2255,3 +2255,52 @@ def test_random_histories_keep_the_invariants() -> None:
             suppress_health_check=[HealthCheck.too_slow],
         ),
     )
+
+
+class ReassignmentRaces(ControllerMachine):
+    """The same model with only the rules that move replicas, change ISRs and race the two
+    (broker deaths, returns, bounces and shutdowns, elections, failovers), so that its
+    histories are denser in the races of architecture.md's 18 and 24: a leader letting in,
+    by the replica set it last learned, a replica a reassignment is dropping. The other
+    rules are switched off (a plain method carries no rule marker)."""
+
+    def add_partitions(self, data: st.DataObject) -> None:
+        raise AssertionError("not a rule here")
+
+    def log_dir_fails(self, data: st.DataObject) -> None:
+        raise AssertionError("not a rule here")
+
+    def admin_elects(self, data: st.DataObject, unclean: bool) -> None:
+        raise AssertionError("not a rule here")
+
+    def auto_rebalance(self, data: st.DataObject, percentage: int) -> None:
+        raise AssertionError("not a rule here")
+
+    def admin_reassigns(self, data: st.DataObject) -> None:
+        raise AssertionError("not a rule here")
+
+    def delete_topic(self, data: st.DataObject) -> None:
+        raise AssertionError("not a rule here")
+
+    def stop_replica_answered(self, data: st.DataObject, ok: bool) -> None:
+        raise AssertionError("not a rule here")
+
+    def every_stop_replica_answered(self) -> None:
+        raise AssertionError("not a rule here")
+
+
+def test_random_reassignment_races_keep_the_invariants() -> None:
+    # A search, not a proof: each race it found is pinned by a test in test_reassignment.py
+    # (random runs of 3,000 histories found 18's with its fix undone, derandomized ones
+    # not always). 1,000 histories, about 13 s.
+    run_state_machine_as_test(
+        ReassignmentRaces,
+        settings=settings(
+            max_examples=1000,
+            stateful_step_count=40,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
