@@ -1403,8 +1403,9 @@ class InvalidTransitions(logging.Handler):
 
 class ControllerMachine(RuleBasedStateMachine):
     """Random broker deaths, returns and bounces, controlled shutdowns, topics created and
-    grown, elections with random strategies, ISR changes by leaders (some racing the
-    controller's writes), fencing and failovers, reassignments (requested, overridden,
+    grown, elections with random strategies, ISR changes by leaders by the replica set
+    they last learned (some racing the controller's writes: elections, broker changes,
+    reassignments and their next steps), fencing and failovers, reassignments (requested, overridden,
     resumed) and topic deletions (their StopReplicas answered or failed), with the
     invariants of sections 3, 5 and 6 of the model checked after every step, and no
     transition asked of the state machines that they refuse."""
