@@ -39,6 +39,7 @@ from controller.reactions import (
     brokers_failed,
     brokers_started,
     controlled_shutdown_moves,
+    isr_changes_noticed,
     log_dir_failure,
     new_partitions,
     preferred_election,
@@ -1081,6 +1082,7 @@ class KafkaController:
             if tp.topic in ctx.assignments and tp.partition in ctx.assignments[tp.topic]
         ]
         self._adopt_partition_states(self.store.read_partition_states(known))
+        isr_changes_noticed(self.partition_sm, known)
         if known:
             self.ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, known)
             self.ops.flush()

@@ -128,6 +128,30 @@ def brokers_failed(
     )
 
 
+def isr_changes_noticed(
+    partition_sm: PartitionStateMachine, tps: Iterable[TopicPartition]
+) -> dict[TopicPartition, LeaderAndIsr | Exception]:
+    """After an ISR change notification (the changed states adopted): an Offline partition
+    whose ISR now holds an online replica is elected. Its leader was alive but not online
+    (shutting down, with no one to take over) when a broker change took it offline, and
+    let a follower in after that election read its ISR; Kafka elects such a partition only
+    at the next broker change."""
+    ctx = partition_sm.ops.ctx
+    electable = []
+    for tp in tps:
+        lice = ctx.leadership.get(tp)
+        if (
+            lice is not None
+            and ctx.partition_state(tp) is P.OFFLINE
+            and not ctx.is_topic_queued_for_deletion(tp.topic)
+            and ctx.online_replicas(tp, lice.leader_and_isr.isr)
+        ):
+            electable.append(tp)
+    if not electable:
+        return {}
+    return partition_sm.handle_state_changes(electable, P.ONLINE, ElectionStrategy.OFFLINE)
+
+
 def preferred_election(
     partition_sm: PartitionStateMachine, tps: Iterable[TopicPartition]
 ) -> dict[TopicPartition, LeaderAndIsr | Exception]:

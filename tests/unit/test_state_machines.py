@@ -150,12 +150,15 @@ class Cluster:
         return self.psm.handle_state_changes(tps, P.ONLINE, ElectionStrategy.PREFERRED)
 
     def isr_change_notification(self, tps: Iterable[TopicPartition]) -> None:
-        """A leader changed an ISR: the controller refreshes its cache from the store."""
-        for tp, state in self.store.read_partition_states(list(tps)).items():
+        """A leader changed an ISR: the controller refreshes its cache from the store and
+        elects an Offline partition the change made electable."""
+        tps = list(tps)
+        for tp, state in self.store.read_partition_states(tps).items():
             assert state is not None
             self.ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
                 state.leader_and_isr, state.controller_epoch
             )
+        reactions.isr_changes_noticed(self.psm, tps)
 
     def leader_sets_isr(self, tp: TopicPartition, isr: Sequence[int]) -> None:
         self.store.leader_change(
@@ -1382,6 +1385,29 @@ def test_a_failover_in_an_event_sends_each_partition_state_once() -> None:
     c.assert_context_matches_store()
 
 
+def test_an_offline_partition_an_isr_change_made_electable_is_elected() -> None:
+    """Found by the stateful model: the leader (1) is shutting down with no one to take
+    over; a broker change (2 dies) takes its partition offline (Kafka counts a leader
+    shutting down as offline) and finds no one to elect in the ISR (1, 2) it reads. Then
+    the leader, still alive, lets 3 in: the ISR change notification elects 3 at once,
+    not at the next broker change as Kafka would."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.create_topic(T0.topic, {0: (1, 2, 3)})
+    c.leader_sets_isr(T0, (1,))
+    assert c.controlled_shutdown(1) == [T0]  # no one in the ISR to take over
+    c.leader_sets_isr(T0, (1, 2))  # 2 caught up again
+    c.kill(2)
+    assert c.ctx.partition_state(T0) is P.OFFLINE
+    assert c.leader_and_isr(T0).leader == 1
+    c.store.leader_change(T0, lambda lai: LeaderAndIsr(1, lai.leader_epoch, (1, 3), lai.zk_version))
+    c.isr_change_notification([T0])
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    state = c.leader_and_isr(T0)
+    assert state.leader == 3
+    assert 3 in state.isr
+    c.assert_context_matches_store()
+
+
 # --- random histories -----------------------------------------------------------------
 
 BROKERS = (1, 2, 3, 4)
@@ -1405,10 +1431,10 @@ class ControllerMachine(RuleBasedStateMachine):
     """Random broker deaths, returns and bounces, controlled shutdowns, topics created and
     grown, elections with random strategies, ISR changes by leaders by the replica set
     they last learned (some racing the controller's writes: elections, broker changes,
-    reassignments and their next steps), fencing and failovers, reassignments (requested, overridden,
-    resumed) and topic deletions (their StopReplicas answered or failed), with the
-    invariants of sections 3, 5 and 6 of the model checked after every step, and no
-    transition asked of the state machines that they refuse."""
+    reassignments and their next steps), fencing and failovers, reassignments
+    (requested, overridden, resumed) and topic deletions (their StopReplicas answered or
+    failed), with the invariants of sections 3, 5 and 6 of the model checked after every
+    step, and no transition asked of the state machines that they refuse."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -1481,6 +1507,11 @@ class ControllerMachine(RuleBasedStateMachine):
 
     @rule(brokers=st.sets(st.sampled_from(BROKERS), min_size=1, max_size=2))
     def kill(self, brokers: set[int]) -> None:
+        if self.kill_quietly(brokers):
+            self.assert_elected_where_possible()
+
+    def kill_quietly(self, brokers: set[int]) -> bool:
+        """The brokers die and the controller hears of it; whether any was live."""
         dead = brokers & set(self.c.ctx.live_brokers)
         if dead:
             self.gone |= set(self.c.ctx.replicas_on_brokers(dead))
@@ -1488,7 +1519,7 @@ class ControllerMachine(RuleBasedStateMachine):
                 self.failed_dirs.pop(b, None)  # it comes back with its directories repaired
                 self.forget(b)
             self.c.kill(*dead)
-            self.assert_elected_where_possible()
+        return bool(dead)
 
     @rule(broker=st.sampled_from(BROKERS))
     def start(self, broker: int) -> None:
@@ -1708,6 +1739,8 @@ class ControllerMachine(RuleBasedStateMachine):
         self.c.store.settle_races()
         # every successful ISR change of a leader is followed by a notification
         self.isr_changed(tp)
+        if action == "kill":
+            self.assert_elected_where_possible()
 
     @rule(
         data=st.data(),
@@ -1723,12 +1756,16 @@ class ControllerMachine(RuleBasedStateMachine):
         self.c.store.leader_change(tp, isr_change)
         self.act(data, action, tp)
         self.isr_changed(tp)
+        if action == "kill":
+            self.assert_elected_where_possible()
 
     def act(self, data: st.DataObject, action: str, tp: TopicPartition) -> None:
         ctx = self.c.ctx
         live = sorted(ctx.live_brokers)
         if action == "kill" and live:
-            self.kill({data.draw(st.sampled_from(live))})
+            # a leader's ISR change landing amid the controller's steps may make a partition
+            # they left Offline electable: checked after its notification
+            self.kill_quietly({data.draw(st.sampled_from(live))})
         elif action == "shutdown" and live:
             self.c.controlled_shutdown(data.draw(st.sampled_from(live)))
         elif ctx.is_topic_queued_for_deletion(tp.topic):
@@ -1776,7 +1813,8 @@ class ControllerMachine(RuleBasedStateMachine):
 
         def isr_change(current: LeaderAndIsr) -> LeaderAndIsr | None:
             # the leader's write is conditional on the zkVersion it knows; it only lets
-            # in followers that fetch from it (on live brokers, not shutting down)
+            # in followers that fetch from it (on live brokers, shutting down or not: a
+            # leader is not told, and a broker fetches until it stops)
             nonlocal expected
             if current.zk_version != expected or current.leader != leader:
                 return None
@@ -1785,7 +1823,7 @@ class ControllerMachine(RuleBasedStateMachine):
             expected += 1
             isr = (
                 leader,
-                *(r for r in chosen if r in ctx.live_broker_ids and self.online(r, tp)),
+                *(r for r in chosen if self.online(r, tp)),
             )
             return LeaderAndIsr(leader, current.leader_epoch, isr, current.zk_version)
 
