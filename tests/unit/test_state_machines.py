@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -1415,6 +1416,10 @@ TOPICS = ("a", "b", "c")
 StateKey = tuple[int, int, tuple[int, ...], int]  # leader, leader epoch, ISR, zkVersion
 
 
+# what the controller does while a leader's ISR change is in flight
+RACING_ACTIONS = ["kill", "start", "bounce", "shutdown", "elect", "reassign", "resume"]
+
+
 class InvalidTransitions(logging.Handler):
     """Collects the state machines' errors for refused transitions."""
 
@@ -1458,6 +1463,7 @@ class ControllerMachine(RuleBasedStateMachine):
         # LeaderAndIsr it applied (a leader lets followers in by the replica set it knows,
         # which may be older than the controller's)
         self.broker_views: dict[tuple[int, TopicPartition], tuple[int, tuple[int, ...]]] = {}
+        self.notifying = False  # see notification_pending
         # transitions the state machines refused as invalid: each a wrong step to attempt
         self.invalid = InvalidTransitions()
         logging.getLogger("controller.state_machines").addHandler(self.invalid)
@@ -1507,11 +1513,6 @@ class ControllerMachine(RuleBasedStateMachine):
 
     @rule(brokers=st.sets(st.sampled_from(BROKERS), min_size=1, max_size=2))
     def kill(self, brokers: set[int]) -> None:
-        if self.kill_quietly(brokers):
-            self.assert_elected_where_possible()
-
-    def kill_quietly(self, brokers: set[int]) -> bool:
-        """The brokers die and the controller hears of it; whether any was live."""
         dead = brokers & set(self.c.ctx.live_brokers)
         if dead:
             self.gone |= set(self.c.ctx.replicas_on_brokers(dead))
@@ -1519,7 +1520,7 @@ class ControllerMachine(RuleBasedStateMachine):
                 self.failed_dirs.pop(b, None)  # it comes back with its directories repaired
                 self.forget(b)
             self.c.kill(*dead)
-        return bool(dead)
+            self.assert_elected_where_possible()
 
     @rule(broker=st.sampled_from(BROKERS))
     def start(self, broker: int) -> None:
@@ -1725,7 +1726,7 @@ class ControllerMachine(RuleBasedStateMachine):
     @rule(
         data=st.data(),
         times=st.integers(1, 3),
-        action=st.sampled_from(["kill", "shutdown", "elect", "reassign", "resume"]),
+        action=st.sampled_from(RACING_ACTIONS),
     )
     def leader_races_the_controller(self, data: st.DataObject, times: int, action: str) -> None:
         """A leader's ISR change lands between the controller's read and write of the same
@@ -1735,16 +1736,16 @@ class ControllerMachine(RuleBasedStateMachine):
             return
         tp, isr_change = change
         self.c.store.race(tp, isr_change, times)
-        self.act(data, action, tp)
-        self.c.store.settle_races()
+        with self.notification_pending():
+            self.act(data, action, tp)
+            self.c.store.settle_races()
         # every successful ISR change of a leader is followed by a notification
         self.isr_changed(tp)
-        if action == "kill":
-            self.assert_elected_where_possible()
+        self.assert_elected_where_possible()
 
     @rule(
         data=st.data(),
-        action=st.sampled_from(["kill", "shutdown", "elect", "reassign", "resume"]),
+        action=st.sampled_from(RACING_ACTIONS),
     )
     def controller_acts_before_a_notification(self, data: st.DataObject, action: str) -> None:
         """A leader's ISR change lands, and the controller acts before its notification
@@ -1754,18 +1755,31 @@ class ControllerMachine(RuleBasedStateMachine):
             return
         tp, isr_change = change
         self.c.store.leader_change(tp, isr_change)
-        self.act(data, action, tp)
+        with self.notification_pending():
+            self.act(data, action, tp)
         self.isr_changed(tp)
-        if action == "kill":
-            self.assert_elected_where_possible()
+        self.assert_elected_where_possible()
+
+    @contextmanager
+    def notification_pending(self) -> Iterator[None]:
+        """A leader's ISR change landed amid the controller's steps, its notification not
+        yet processed: it may have made electable a partition those steps left Offline,
+        so that check waits for the notification."""
+        self.notifying = True
+        try:
+            yield
+        finally:
+            self.notifying = False
 
     def act(self, data: st.DataObject, action: str, tp: TopicPartition) -> None:
         ctx = self.c.ctx
         live = sorted(ctx.live_brokers)
         if action == "kill" and live:
-            # a leader's ISR change landing amid the controller's steps may make a partition
-            # they left Offline electable: checked after its notification
-            self.kill_quietly({data.draw(st.sampled_from(live))})
+            self.kill({data.draw(st.sampled_from(live))})
+        elif action == "start" and len(live) < len(BROKERS):
+            self.start(data.draw(st.sampled_from([b for b in BROKERS if b not in live])))
+        elif action == "bounce" and live:
+            self.bounce(data.draw(st.sampled_from(live)))
         elif action == "shutdown" and live:
             self.c.controlled_shutdown(data.draw(st.sampled_from(live)))
         elif ctx.is_topic_queued_for_deletion(tp.topic):
@@ -1810,6 +1824,7 @@ class ControllerMachine(RuleBasedStateMachine):
             else []
         )
         expected = known.zk_version
+        incarnation = ctx.broker_epochs[leader]
 
         def isr_change(current: LeaderAndIsr) -> LeaderAndIsr | None:
             # the leader's write is conditional on the zkVersion it knows; it only lets
@@ -1818,8 +1833,8 @@ class ControllerMachine(RuleBasedStateMachine):
             nonlocal expected
             if current.zk_version != expected or current.leader != leader:
                 return None
-            if leader not in ctx.live_brokers:
-                return None  # its session is gone, and its writes with it
+            if ctx.broker_epochs.get(leader) != incarnation:
+                return None  # its session is gone (it died or restarted), its writes too
             expected += 1
             isr = (
                 leader,
@@ -2091,6 +2106,8 @@ class ControllerMachine(RuleBasedStateMachine):
         """After a broker change or a failover every New or Offline partition had its
         election: none is left without a leader while a live ISR member (or, for a new
         partition, a live replica) could lead. After partitions were added, those had."""
+        if self.notifying:
+            return
         ctx = self.c.ctx
         for tp in ctx.all_partitions() if tps is None else tps:
             if ctx.is_topic_queued_for_deletion(tp.topic):
