@@ -208,7 +208,19 @@ def reassign_partitions(
         else:
             in_progress[tp] = ra
     if in_progress:
-        bump_leader_epochs(partition_sm, in_progress, known)
+        # A partition that never had a leader (its replicas were all down since it was
+        # created) and now has a live replica to add gets its first leader and ISR below,
+        # as a broker's return would give it; the others learn their replica set by a bump.
+        first_elections = [
+            tp
+            for tp in in_progress
+            if ctx.partition_state(tp) is P.NEW and ctx.online_replicas(tp, ctx.replicas(tp))
+        ]
+        bump_leader_epochs(
+            partition_sm,
+            {tp: ra for tp, ra in in_progress.items() if tp not in first_elections},
+            known,
+        )
         _drop_isr_strays(replica_sm, in_progress)
         # A reassignment resumed (by a failover, or its broker back) finds its new
         # replicas Online or Offline already: they are started, not new (Kafka tries them
@@ -221,6 +233,19 @@ def reassign_partitions(
                 if ctx.replica_state(pr) is R.NON_EXISTENT
             ],
             R.NEW,
+        )
+        # As onNewPartitionCreation: New replicas, the partition Online, those in its
+        # ISR Online.
+        elected = partition_sm.handle_state_changes(first_elections, P.ONLINE)
+        replica_sm.handle_state_changes(
+            [
+                PartitionReplica(tp, r)
+                for tp, lai in elected.items()
+                if not isinstance(lai, Exception)
+                for r in lai.isr
+                if ctx.replica_state(PartitionReplica(tp, r)) is R.NEW
+            ],
+            R.ONLINE,
         )
     if not complete:
         return set()

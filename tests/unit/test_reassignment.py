@@ -618,3 +618,26 @@ def test_a_completion_that_keeps_a_leader_it_could_not_replace_bumps_its_epoch(
     sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
     assert tuple(sent[1]["replicas"]) == (1,)
     assert "invalid replica state transition" not in caplog.text
+
+
+def test_a_partition_that_never_had_a_leader_gets_one_on_its_new_replica(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found by the stateful model: a partition created while its replicas' brokers were
+    all down has no state (New). Moved onto a live broker, it stayed New, with nothing to
+    elect it until a broker change (Kafka likewise, logging that it cannot bump a leader
+    epoch it does not have). The reassignment's first step elects it on the new replica,
+    and the next, once that replica is in the ISR, completes it."""
+    c = Cluster(brokers=(4,))
+    c.create_topic(T, {0: (1, 2, 3)})
+    assert c.ctx.partition_state(T0) is P.NEW
+    assert T0 not in c.store.znodes
+    assert not reassign(c, T0, (4,))
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    state = c.leader_and_isr(T0)
+    assert (state.leader, state.isr) == (4, (4,))
+    assert 4 in c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+    assert resume(c, T0)
+    assert c.store.topics[T].partitions[0] == (4,)
+    assert "cannot bump" not in caplog.text
+    assert "invalid" not in caplog.text
