@@ -1417,7 +1417,7 @@ StateKey = tuple[int, int, tuple[int, ...], int]  # leader, leader epoch, ISR, z
 
 
 # what the controller does while a leader's ISR change is in flight
-RACING_ACTIONS = ["kill", "start", "bounce", "shutdown", "elect", "reassign", "resume"]
+RACING_ACTIONS = ["kill", "start", "bounce", "shutdown", "elect", "reassign", "resume", "failover"]
 
 
 class InvalidTransitions(logging.Handler):
@@ -1436,7 +1436,7 @@ class ControllerMachine(RuleBasedStateMachine):
     """Random broker deaths, returns and bounces, controlled shutdowns, topics created and
     grown, elections with random strategies, ISR changes by leaders by the replica set
     they last learned (some racing the controller's writes: elections, broker changes,
-    reassignments and their next steps), fencing and failovers, reassignments
+    failovers, reassignments and their next steps), fencing and failovers, reassignments
     (requested, overridden, resumed) and topic deletions (their StopReplicas answered or
     failed), with the invariants of sections 3, 5 and 6 of the model checked after every
     step, and no transition asked of the state machines that they refuse."""
@@ -1782,6 +1782,11 @@ class ControllerMachine(RuleBasedStateMachine):
             self.bounce(data.draw(st.sampled_from(live)))
         elif action == "shutdown" and live:
             self.c.controlled_shutdown(data.draw(st.sampled_from(live)))
+        elif action == "failover":
+            # the controller lost its session and won the election again, a new epoch: it
+            # loads every state, the leader's change landed or not, and resumes everything
+            self.c.store.elect_other_controller()
+            self.failover()
         elif ctx.is_topic_queued_for_deletion(tp.topic):
             return
         elif action == "reassign":
