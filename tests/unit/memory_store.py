@@ -97,6 +97,8 @@ class MemoryStore:
     def leader_change(self, tp: TopicPartition, change: LeaderChange) -> bool:
         """A partition leader rewrites its state (2.6 model): it keeps the controller epoch and
         the leader epoch of the controller's decision and bumps only the zkVersion."""
+        if tp not in self.znodes:
+            return False  # the topic was deleted: NoNode
         current = self.state(tp)
         new = change(current.leader_and_isr)
         if new is None:

@@ -153,12 +153,13 @@ class Cluster:
     def isr_change_notification(self, tps: Iterable[TopicPartition]) -> None:
         """A leader changed an ISR: the controller refreshes its cache from the store and
         elects an Offline partition the change made electable."""
-        tps = list(tps)
+        # as the controller: only partitions it knows, and the states they still have
+        tps = [tp for tp in tps if tp.partition in self.ctx.assignments.get(tp.topic, {})]
         for tp, state in self.store.read_partition_states(tps).items():
-            assert state is not None
-            self.ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
-                state.leader_and_isr, state.controller_epoch
-            )
+            if state is not None:
+                self.ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
+                    state.leader_and_isr, state.controller_epoch
+                )
         reactions.isr_changes_noticed(self.psm, tps)
 
     def leader_sets_isr(self, tp: TopicPartition, isr: Sequence[int]) -> None:
@@ -1417,7 +1418,8 @@ StateKey = tuple[int, int, tuple[int, ...], int]  # leader, leader epoch, ISR, z
 
 
 # what the controller does while a leader's ISR change is in flight
-RACING_ACTIONS = ["kill", "start", "bounce", "shutdown", "elect", "reassign", "resume", "failover"]
+RACING_ACTIONS = ["kill", "start", "bounce", "shutdown", "elect", "reassign", "resume"]
+RACING_ACTIONS += ["failover", "delete"]
 
 
 class InvalidTransitions(logging.Handler):
@@ -1436,10 +1438,12 @@ class ControllerMachine(RuleBasedStateMachine):
     """Random broker deaths, returns and bounces, controlled shutdowns, topics created and
     grown, elections with random strategies, ISR changes by leaders by the replica set
     they last learned (some racing the controller's writes: elections, broker changes,
-    failovers, reassignments and their next steps), fencing and failovers, reassignments
-    (requested, overridden, resumed) and topic deletions (their StopReplicas answered or
-    failed), with the invariants of sections 3, 5 and 6 of the model checked after every
-    step, and no transition asked of the state machines that they refuse."""
+    failovers, reassignments and their next steps, topic deletions), fencing and failovers,
+    reassignments (requested, overridden, resumed) and topic deletions (their StopReplicas
+    answered or failed), with the invariants of sections 3, 5 and 6 of the model checked
+    after every step, and no transition asked of the state machines that they refuse."""
+
+    races_deletions = True  # "delete" among the racing actions does something
 
     def __init__(self) -> None:
         super().__init__()
@@ -1789,6 +1793,12 @@ class ControllerMachine(RuleBasedStateMachine):
             self.failover()
         elif ctx.is_topic_queued_for_deletion(tp.topic):
             return
+        elif action == "delete":
+            # its replicas taken out of the ISRs and stopped; the StopReplicas answered
+            if self.races_deletions:
+                self.delete(tp.topic)
+                if data.draw(st.booleans(), label="answered"):
+                    self.every_stop_replica_answered()
         elif action == "reassign":
             # a new target for the partition (overriding one in progress, KIP-455)
             target = tuple(
@@ -1968,9 +1978,11 @@ class ControllerMachine(RuleBasedStateMachine):
         any of its partitions is being reassigned."""
         ctx = self.c.ctx
         topics = sorted(t for t in ctx.all_topics if not ctx.is_topic_queued_for_deletion(t))
-        if not topics:
-            return
-        topic = data.draw(st.sampled_from(topics), label="deleted topic")
+        if topics:
+            self.delete(data.draw(st.sampled_from(topics), label="deleted topic"))
+
+    def delete(self, topic: str) -> None:
+        ctx = self.c.ctx
         ctx.topics_to_be_deleted.add(topic)
         if any(tp.topic == topic for tp in ctx.partitions_being_reassigned):
             self.c.deletion.mark_ineligible([topic], "partitions are being reassigned")
@@ -2285,8 +2297,10 @@ class ControllerMachine(RuleBasedStateMachine):
                     for p in t["partition_states"]:
                         tp = TopicPartition(t["topic_name"], p["partition_index"])
                         if p["leader"] == LEADER_DURING_DELETE:
-                            # a topic being deleted, as every broker must learn it
-                            assert ctx.is_topic_queued_for_deletion(tp.topic), (r, tp)
+                            # a topic being deleted (or deleted since, in the same step),
+                            # as every broker must learn it
+                            deleting = ctx.is_topic_queued_for_deletion(tp.topic)
+                            assert deleting or tp.topic in self.deleted, (r, tp)
                             continue
                         key = (p["leader"], p["leader_epoch"], tuple(p["isr"]), p[version])
                         assert key in held[tp], f"{r.api_key.name} to {r.broker_id}: {tp} {key}"
@@ -2329,6 +2343,8 @@ class ReassignmentRaces(ControllerMachine):
     histories are denser in the races of architecture.md's 18, 24 and 25: a leader letting
     in, by the replica set it last learned, a replica a reassignment is dropping. The other
     rules are switched off (a plain method carries no rule marker)."""
+
+    races_deletions = False
 
     def add_partitions(self, data: st.DataObject) -> None:
         raise AssertionError("not a rule here")
