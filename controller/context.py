@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from zkdata.znodes import BrokerRegistration, LeaderAndIsr, SharedValues, TopicPartition
+from zkdata.znodes import (
+    BrokerRegistration,
+    LeaderAndIsr,
+    PartitionState,
+    SharedValues,
+    TopicPartition,
+)
 
 
 class IdentityHashedEnum(enum.Enum):
@@ -241,6 +247,35 @@ class ControllerContext:
                 tp = TopicPartition(topic, p)
                 out.append(known.get(tp, tp))
         return iter(out)
+
+    def known_partitions(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Those of `tps` with an assignment here (a notification may name a partition of
+        a topic deleted since)."""
+        assignments = self.assignments
+        return [tp for tp in tps if tp.partition in assignments.get(tp.topic, ())]
+
+    def adopt_partition_states(
+        self, states: Mapping[TopicPartition, PartitionState | None]
+    ) -> None:
+        """Partition states read from ZooKeeper become the partitions' leaderships. Equal
+        states come back as one object; their leaderships are one object too (immutable:
+        a later decision replaces a partition's, never changes it)."""
+        values = list(states.values())
+        # One leadership per distinct state object, then set in one pass that loops in C.
+        distinct = dict(zip(map(id, values), values, strict=True))
+        shared = {
+            key: LeaderIsrAndControllerEpoch(state.leader_and_isr, state.controller_epoch)
+            for key, state in distinct.items()
+            if state is not None
+        }
+        if len(shared) == len(distinct):
+            self.leadership.update(
+                zip(states.keys(), map(shared.__getitem__, map(id, values)), strict=True)
+            )
+        else:  # some partitions have no state: they get no leadership
+            self.leadership.update(
+                (tp, shared[id(state)]) for tp, state in states.items() if state is not None
+            )
 
     def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
         return [TopicPartition(topic, p) for p in self.assignments.get(topic, {})]

@@ -29,7 +29,6 @@ from controller import events as ev
 from controller.channel import ControllerChannelManager
 from controller.context import (
     ControllerContext,
-    LeaderIsrAndControllerEpoch,
     PartitionReplica,
     ReplicaAssignment,
 )
@@ -676,30 +675,7 @@ class KafkaController:
         topics = self.zk.get_children(paths.BROKER_TOPICS, watch=True) or []
         # The context was empty: its partitions are the ones just added, in its order.
         partitions = self._add_topics(self._read_topics(topics))
-        self._adopt_partition_states(self.store.read_partition_states(partitions))
-
-    def _adopt_partition_states(
-        self, states: Mapping[TopicPartition, PartitionState | None]
-    ) -> None:
-        """Partition states read from ZooKeeper become the partitions' leaderships. Equal
-        states come back as one object; their leaderships are one object too (immutable:
-        a later decision replaces a partition's, never changes it)."""
-        values = list(states.values())
-        # One leadership per distinct state object, then set in one pass that loops in C.
-        distinct = dict(zip(map(id, values), values, strict=True))
-        shared = {
-            key: LeaderIsrAndControllerEpoch(state.leader_and_isr, state.controller_epoch)
-            for key, state in distinct.items()
-            if state is not None
-        }
-        if len(shared) == len(distinct):
-            self.ctx.leadership.update(
-                zip(states.keys(), map(shared.__getitem__, map(id, values)), strict=True)
-            )
-        else:  # some partitions have no state: they get no leadership
-            self.ctx.leadership.update(
-                (tp, shared[id(state)]) for tp, state in states.items() if state is not None
-            )
+        ctx.adopt_partition_states(self.store.read_partition_states(partitions))
 
     def _read_brokers(self, broker_ids: Iterable[str]) -> dict[int, tuple[BrokerRegistration, int]]:
         """Registrations and broker epochs (czxid), watched for modifications."""
@@ -1074,15 +1050,9 @@ class KafkaController:
         )
         if not children:
             return
-        changed = {tp for tps in decoded for tp in tps}
         ctx = self.ctx
-        known = [
-            tp
-            for tp in changed
-            if tp.topic in ctx.assignments and tp.partition in ctx.assignments[tp.topic]
-        ]
-        self._adopt_partition_states(self.store.read_partition_states(known))
-        isr_changes_noticed(self.partition_sm, known)
+        known = ctx.known_partitions({tp for tps in decoded for tp in tps})
+        isr_changes_noticed(self.partition_sm, self.store.read_partition_states(known))
         if known:
             self.ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, known)
             self.ops.flush()

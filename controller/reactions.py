@@ -12,7 +12,7 @@ the znodes of admin requests) stays in the shell.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -29,7 +29,7 @@ from controller.state_machines import (
     StateChangeFailed,
 )
 from wire.errors import ErrorCode
-from zkdata.znodes import BrokerRegistration, LeaderAndIsr, TopicPartition
+from zkdata.znodes import BrokerRegistration, LeaderAndIsr, PartitionState, TopicPartition
 
 P = PartitionStateName
 R = ReplicaStateName
@@ -129,16 +129,17 @@ def brokers_failed(
 
 
 def isr_changes_noticed(
-    partition_sm: PartitionStateMachine, tps: Iterable[TopicPartition]
+    partition_sm: PartitionStateMachine, states: Mapping[TopicPartition, PartitionState | None]
 ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
-    """After an ISR change notification (the changed states adopted): an Offline partition
-    whose ISR now holds an online replica is elected. Its leader was alive but not online
-    (shutting down, with no one to take over) when a broker change took it offline, and
-    let a follower in after that election read its ISR; Kafka elects such a partition only
-    at the next broker change."""
+    """An ISR change notification: the states read of the partitions it names become their
+    leaderships, and an Offline partition whose ISR now holds an online replica is elected.
+    Its leader was alive but not online (shutting down, with no one to take over) when a
+    broker change took it offline, and let a follower in after that election read its ISR;
+    Kafka elects such a partition only at the next broker change."""
     ctx = partition_sm.ops.ctx
+    ctx.adopt_partition_states(states)
     electable = []
-    for tp in tps:
+    for tp in states:
         lice = ctx.leadership.get(tp)
         if (
             lice is not None

@@ -19,7 +19,13 @@ from controller.context import (
     ReplicaAssignment,
     ReplicaStateName,
 )
-from zkdata.znodes import BrokerRegistration, EndPoint, LeaderAndIsr, TopicPartition
+from zkdata.znodes import (
+    BrokerRegistration,
+    EndPoint,
+    LeaderAndIsr,
+    PartitionState,
+    TopicPartition,
+)
 
 P = PartitionStateName
 R = ReplicaStateName
@@ -353,3 +359,21 @@ def test_a_replica_state_put_is_the_partitions_states_with_that_one_changed(
         assert ctx.replica_states_of(tp) == expected[tp]
         assert list(ctx.replica_states_of(tp)) == list(expected[tp])  # in first-put order
         assert ctx.replica_state(PartitionReplica(tp, replica)) is state
+
+
+def test_adopted_states_become_leaderships_equal_ones_shared() -> None:
+    ctx = ControllerContext()
+    a, b, c, gone = (TopicPartition("t", p) for p in range(4))
+    for tp in (a, b, c):
+        ctx.update_assignment(tp, ReplicaAssignment((1, 2)))
+    shared = PartitionState(LeaderAndIsr(1, 3, (1, 2), 7), 5)
+    ctx.adopt_partition_states({a: shared, b: shared, c: None})
+    assert ctx.leadership[a] == LeaderIsrAndControllerEpoch(shared.leader_and_isr, 5)
+    assert ctx.leadership[a] is ctx.leadership[b]  # one object for equal states
+    assert c not in ctx.leadership  # no state read: no leadership
+    other = PartitionState(LeaderAndIsr(2, 4, (2,), 8), 6)
+    ctx.adopt_partition_states({a: shared, b: other})
+    assert ctx.leadership[b].leader_and_isr.leader == 2
+    assert ctx.leadership[a] is not ctx.leadership[b]
+    # a notification naming a partition no topic has is ignored
+    assert ctx.known_partitions([gone, a, TopicPartition("x", 0), c]) == [a, c]

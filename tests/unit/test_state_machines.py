@@ -153,14 +153,8 @@ class Cluster:
     def isr_change_notification(self, tps: Iterable[TopicPartition]) -> None:
         """A leader changed an ISR: the controller refreshes its cache from the store and
         elects an Offline partition the change made electable."""
-        # as the controller: only partitions it knows, and the states they still have
-        tps = [tp for tp in tps if tp.partition in self.ctx.assignments.get(tp.topic, {})]
-        for tp, state in self.store.read_partition_states(tps).items():
-            if state is not None:
-                self.ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
-                    state.leader_and_isr, state.controller_epoch
-                )
-        reactions.isr_changes_noticed(self.psm, tps)
+        known = self.ctx.known_partitions(tps)
+        reactions.isr_changes_noticed(self.psm, self.store.read_partition_states(known))
 
     def leader_sets_isr(self, tp: TopicPartition, isr: Sequence[int]) -> None:
         self.store.leader_change(
@@ -2100,11 +2094,7 @@ class ControllerMachine(RuleBasedStateMachine):
             for tp in ctx.partitions_being_reassigned
             if tp.topic in ctx.topics_to_be_deleted
         }
-        for tp, state in c.store.read_partition_states(list(ctx.all_partitions())).items():
-            if state is not None:
-                ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
-                    state.leader_and_isr, state.controller_epoch
-                )
+        ctx.adopt_partition_states(c.store.read_partition_states(list(ctx.all_partitions())))
         self.gone = {pr for pr in self.gone if pr.replica not in ctx.live_brokers}
         c.ctx = ctx
         c.ops.ctx = ctx
