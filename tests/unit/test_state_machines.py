@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -1409,6 +1409,7 @@ def test_an_offline_partition_an_isr_change_made_electable_is_elected() -> None:
 BROKERS = (1, 2, 3, 4)
 TOPICS = ("a", "b", "c")
 StateKey = tuple[int, int, tuple[int, ...], int]  # leader, leader epoch, ISR, zkVersion
+IsrChange = Callable[[LeaderAndIsr], LeaderAndIsr | None]  # a leader's write, or None
 
 
 # what the controller does while a leader's ISR change is in flight
@@ -1689,7 +1690,7 @@ class ControllerMachine(RuleBasedStateMachine):
                 return LeaderAndIsr(leader, current.leader_epoch, isr, current.zk_version)
 
             if c.store.leader_change(tp, let_in):
-                self.isr_changed(tp)
+                self.isr_changed([tp])
         if ctx.partitions_being_reassigned:
             return
         for broker, tps in sorted(election.imbalanced_partitions(ctx, percentage).items()):
@@ -1719,7 +1720,7 @@ class ControllerMachine(RuleBasedStateMachine):
         if change is not None:
             tp, isr_change = change
             self.c.store.leader_change(tp, isr_change)
-            self.isr_changed(tp)
+            self.isr_changed([tp])
 
     @rule(
         data=st.data(),
@@ -1727,18 +1728,19 @@ class ControllerMachine(RuleBasedStateMachine):
         action=st.sampled_from(RACING_ACTIONS),
     )
     def leader_races_the_controller(self, data: st.DataObject, times: int, action: str) -> None:
-        """A leader's ISR change lands between the controller's read and write of the same
-        partition (BadVersion), up to `times` times; what meets no write lands afterwards."""
-        change = self.draw_isr_change(data)
-        if change is None:
+        """Leaders' ISR changes land between the controller's read and write of the same
+        partitions (BadVersion), up to `times` times each; what meets no write lands
+        afterwards."""
+        changes = self.draw_isr_changes(data)
+        if not changes:
             return
-        tp, isr_change = change
-        self.c.store.race(tp, isr_change, times)
+        for tp, isr_change in changes:
+            self.c.store.race(tp, isr_change, times)
         with self.notification_pending():
-            self.act(data, action, tp)
+            self.act(data, action, changes[0][0])
             self.c.store.settle_races()
         # every successful ISR change of a leader is followed by a notification
-        self.isr_changed(tp)
+        self.isr_changed([tp for tp, _ in changes])
         self.assert_elected_where_possible()
 
     @rule(
@@ -1746,16 +1748,16 @@ class ControllerMachine(RuleBasedStateMachine):
         action=st.sampled_from(RACING_ACTIONS),
     )
     def controller_acts_before_a_notification(self, data: st.DataObject, action: str) -> None:
-        """A leader's ISR change lands, and the controller acts before its notification
-        arrives: the context's state of that partition is stale."""
-        change = self.draw_isr_change(data)
-        if change is None:
+        """Leaders' ISR changes land, and the controller acts before their notification
+        arrives: the context's states of those partitions are stale."""
+        changes = self.draw_isr_changes(data)
+        if not changes:
             return
-        tp, isr_change = change
-        self.c.store.leader_change(tp, isr_change)
+        for tp, isr_change in changes:
+            self.c.store.leader_change(tp, isr_change)
         with self.notification_pending():
-            self.act(data, action, tp)
-        self.isr_changed(tp)
+            self.act(data, action, changes[0][0])
+        self.isr_changed([tp for tp, _ in changes])
         self.assert_elected_where_possible()
 
     @contextmanager
@@ -1808,14 +1810,25 @@ class ControllerMachine(RuleBasedStateMachine):
         else:
             self.elect_and_check([tp], data.draw(st.sampled_from(ElectionStrategy)))
 
+    def draw_isr_changes(self, data: st.DataObject) -> list[tuple[TopicPartition, IsrChange]]:
+        """One to three leaders' ISR changes, each of another partition (leaders write at
+        once: one batch of the controller's writes may meet several)."""
+        changes: list[tuple[TopicPartition, IsrChange]] = []
+        for _ in range(data.draw(st.integers(1, 3), label="ISR changes")):
+            change = self.draw_isr_change(data, {tp for tp, _ in changes})
+            if change is None:
+                break
+            changes.append(change)
+        return changes
+
     def draw_isr_change(
-        self, data: st.DataObject
-    ) -> tuple[TopicPartition, Callable[[LeaderAndIsr], LeaderAndIsr | None]] | None:
+        self, data: st.DataObject, taken: Collection[TopicPartition] = ()
+    ) -> tuple[TopicPartition, IsrChange] | None:
         ctx = self.c.ctx
         led = [
             tp
             for tp, lice in sorted(ctx.leadership.items())
-            if self.online(lice.leader_and_isr.leader, tp)
+            if self.online(lice.leader_and_isr.leader, tp) and tp not in taken
         ]
         if not led:
             return None
@@ -1853,16 +1866,17 @@ class ControllerMachine(RuleBasedStateMachine):
 
         return tp, isr_change
 
-    def isr_changed(self, tp: TopicPartition) -> None:
-        """The notification of a leader's ISR change, and the watch on a reassigned
+    def isr_changed(self, tps: Sequence[TopicPartition]) -> None:
+        """The notification of leaders' ISR changes, and the watch on a reassigned
         partition's state: a reassignment whose target replicas all joined the ISR moves
         on (KafkaController._on_PartitionReassignmentIsrChange)."""
         c = self.c
-        c.isr_change_notification([tp])
-        if tp in c.ctx.partitions_being_reassigned and reassignment.can_complete(
-            c.ctx, tp, c.ctx.full_assignment(tp), c.store.state(tp)
-        ):
-            self.resume_reassignment(tp)
+        c.isr_change_notification(tps)
+        for tp in tps:
+            if tp in c.ctx.partitions_being_reassigned and reassignment.can_complete(
+                c.ctx, tp, c.ctx.full_assignment(tp), c.store.state(tp)
+            ):
+                self.resume_reassignment(tp)
 
     @rule(data=st.data())
     def reassign(self, data: st.DataObject) -> None:
