@@ -1414,7 +1414,7 @@ IsrChange = Callable[[LeaderAndIsr], LeaderAndIsr | None]  # a leader's write, o
 
 # what the controller does while a leader's ISR change is in flight
 RACING_ACTIONS = ["kill", "start", "bounce", "shutdown", "elect", "reassign", "resume"]
-RACING_ACTIONS += ["failover", "delete"]
+RACING_ACTIONS += ["failover", "fenced", "delete", "log_dir"]
 
 
 class InvalidTransitions(logging.Handler):
@@ -1433,12 +1433,14 @@ class ControllerMachine(RuleBasedStateMachine):
     """Random broker deaths, returns and bounces, controlled shutdowns, topics created and
     grown, elections with random strategies, ISR changes by leaders by the replica set
     they last learned (some racing the controller's writes: elections, broker changes,
-    failovers, reassignments and their next steps, topic deletions), fencing and failovers,
-    reassignments (requested, overridden, resumed) and topic deletions (their StopReplicas
-    answered or failed), with the invariants of sections 3, 5 and 6 of the model checked
-    after every step, and no transition asked of the state machines that they refuse."""
+    fencing and failovers, reassignments and their next steps, topic deletions, failed log
+    directories), fencing and failovers, reassignments (requested, overridden, resumed)
+    and topic deletions (their StopReplicas answered or failed), with the invariants of
+    sections 3, 5 and 6 of the model checked after every step, and no transition asked of
+    the state machines that they refuse."""
 
-    races_deletions = True  # "delete" among the racing actions does something
+    # racing actions that do nothing here (their rules are switched off in a subclass)
+    quiet_actions: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         super().__init__()
@@ -1774,6 +1776,8 @@ class ControllerMachine(RuleBasedStateMachine):
     def act(self, data: st.DataObject, action: str, tp: TopicPartition) -> None:
         ctx = self.c.ctx
         live = sorted(ctx.live_brokers)
+        if action in self.quiet_actions:
+            return
         if action == "kill" and live:
             self.kill({data.draw(st.sampled_from(live))})
         elif action == "start" and len(live) < len(BROKERS):
@@ -1782,6 +1786,10 @@ class ControllerMachine(RuleBasedStateMachine):
             self.bounce(data.draw(st.sampled_from(live)))
         elif action == "shutdown" and live:
             self.c.controlled_shutdown(data.draw(st.sampled_from(live)))
+        elif action == "log_dir":
+            self.log_dir_fails(data)
+        elif action == "fenced":
+            self.fenced(data)
         elif action == "failover":
             # the controller lost its session and won the election again, a new epoch: it
             # loads every state, the leader's change landed or not, and resumes everything
@@ -1791,10 +1799,9 @@ class ControllerMachine(RuleBasedStateMachine):
             return
         elif action == "delete":
             # its replicas taken out of the ISRs and stopped; the StopReplicas answered
-            if self.races_deletions:
-                self.delete(tp.topic)
-                if data.draw(st.booleans(), label="answered"):
-                    self.every_stop_replica_answered()
+            self.delete(tp.topic)
+            if data.draw(st.booleans(), label="answered"):
+                self.every_stop_replica_answered()
         elif action == "reassign":
             # a new target for the partition (overriding one in progress, KIP-455)
             target = tuple(
@@ -2348,7 +2355,7 @@ class ReassignmentRaces(ControllerMachine):
     in, by the replica set it last learned, a replica a reassignment is dropping. The other
     rules are switched off (a plain method carries no rule marker)."""
 
-    races_deletions = False
+    quiet_actions = frozenset({"delete", "log_dir"})
 
     def add_partitions(self, data: st.DataObject) -> None:
         raise AssertionError("not a rule here")
