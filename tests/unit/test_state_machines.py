@@ -1794,6 +1794,8 @@ class ControllerMachine(RuleBasedStateMachine):
             # the controller lost its session and won the election again, a new epoch: it
             # loads every state, the leader's change landed or not, and resumes everything
             self.c.store.elect_other_controller()
+            self.c.sent.clear()  # checked: the step sent nothing before
+            self.checked_batches = 0
             self.failover()
         elif ctx.is_topic_queued_for_deletion(tp.topic):
             return
@@ -1986,6 +1988,34 @@ class ControllerMachine(RuleBasedStateMachine):
         if complete:
             c.deletion.resume_for([tp.topic])
             self.deletions_done()
+        self.answer_storage_errors(tp)
+
+    def answer_storage_errors(self, tp: TopicPartition) -> None:
+        """A broker whose log directory of ``tp`` failed answers the LeaderAndIsr of it this
+        controller sent (a reassignment's new replica, which the controller may not know
+        of: a failover forgets, and asks only the brokers that were replicas then)."""
+        c = self.c
+        for broker, failed in sorted(self.failed_dirs.items()):
+            if (
+                tp in failed
+                and broker in c.ctx.live_brokers
+                and broker in c.ctx.replicas(tp)
+                and not c.ctx.is_on_offline_dir(broker, tp)
+                and any(
+                    r.broker_id == broker
+                    and r.api_key == ApiKey.LEADER_AND_ISR
+                    and any(
+                        t["topic_name"] == tp.topic
+                        and any(p["partition_index"] == tp.partition for p in t["partition_states"])
+                        for t in r.body["topic_states"]
+                    )
+                    for batch in c.sent
+                    for r in batch
+                )
+            ):
+                reactions.replicas_reported_offline(
+                    c.psm, c.rsm, broker, [tp], [], c.deletion.fail_replica_deletion
+                )
 
     @rule(data=st.data())
     def delete_topic(self, data: st.DataObject) -> None:
