@@ -72,7 +72,7 @@ from controller.events import ElectionReply, ListingReply, ReassignmentReply
 from controller.reactions import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from wire.errors import ErrorCode
 from zkdata import paths
-from zkdata.client import ZkClient
+from zkdata.client import ZOOKEEPER_UNAVAILABLE, ZkClient
 from zkdata.znodes import MalformedZnode, TopicPartition, decode_topic_config
 
 log = logging.getLogger(__name__)
@@ -140,6 +140,14 @@ def error_of(e: Exception) -> TopicError:
     for kind, code in codes:
         if isinstance(e, kind):
             return TopicError(code, str(e))
+    if isinstance(e, ZOOKEEPER_UNAVAILABLE):
+        # Kafka answers UNKNOWN_SERVER_ERROR, which a client takes as final; the write
+        # may or may not have landed, which is what REQUEST_TIMED_OUT says: ask again.
+        return TopicError(
+            ErrorCode.REQUEST_TIMED_OUT,
+            f"ZooKeeper did not answer ({type(e).__name__}); whether the change was made"
+            " is not known: send the request again",
+        )
     return TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}")
 
 
@@ -148,8 +156,11 @@ _EXPECTED = (TopicError, AdminError, ConfigError, MalformedZnode)
 
 
 def _refused(e: Exception, what: str) -> TopicError:
-    """The Kafka error a failure is; one no request should cause is logged in full."""
-    if not isinstance(e, _EXPECTED):
+    """The Kafka error a failure is; one no request should cause is logged in full, and
+    ZooKeeper out of reach in one line."""
+    if isinstance(e, ZOOKEEPER_UNAVAILABLE):
+        log.warning("%s failed: ZooKeeper did not answer (%s)", what, type(e).__name__)
+    elif not isinstance(e, _EXPECTED):
         log.exception("%s failed", what)
     return error_of(e)
 
@@ -271,7 +282,7 @@ class AdminApis:
             try:
                 brokers, existing, marked = self._cluster()
             except Exception as e:  # ZooKeeper out of reach: each topic says so
-                log.warning("CreateTopics: reading the cluster from ZooKeeper failed: %s", e)
+                log.warning("CreateTopics: reading the cluster from ZooKeeper failed: %r", e)
                 for t in todo:
                     results[t["name"]] = _not_created(error_of(e))
                 todo = []
@@ -374,7 +385,7 @@ class AdminApis:
         try:
             brokers, existing, marked = self._cluster()
         except Exception as e:  # ZooKeeper out of reach: the client asks again
-            log.warning("auto topic creation: reading the cluster from ZooKeeper failed: %s", e)
+            log.warning("auto topic creation: reading the cluster from ZooKeeper failed: %r", e)
             out.update((r.name, ErrorCode.LEADER_NOT_AVAILABLE) for r in requests)
             return out
         for request in requests:

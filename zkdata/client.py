@@ -84,6 +84,17 @@ class CancelledWhileDisconnected(Exception):
     """A request retried until connected was cancelled while there was no connection."""
 
 
+# ZooKeeper out of reach: the connection lost with a request in flight (it may have been
+# applied), the session gone, no answer in time. What a request met is not known.
+ZOOKEEPER_UNAVAILABLE: tuple[type[Exception], ...] = (
+    ConnectionLoss,
+    SessionExpiredError,
+    OperationTimeoutError,
+    KazooTimeoutError,
+    CancelledWhileDisconnected,
+)
+
+
 class _MultiRead:
     """kazoo request object for ZooKeeper's multiRead (opcode 22), in kazoo's conventions:
     reads of one kind (``op``), none of them watched (ZooKeeper ignores the flag in a
@@ -862,6 +873,7 @@ def event_kind(event: WatchedEvent) -> str:
 
 # Errors a caller of this module may want to catch without importing kazoo.
 __all__ = [
+    "ZOOKEEPER_UNAVAILABLE",
     "BadVersionError",
     "Check",
     "ConnectionLoss",

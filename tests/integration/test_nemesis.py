@@ -9,8 +9,9 @@ listener; past replica.lag.time.max.ms or not; or only its answers to them lost)
 controller is made to move by deleting /controller, or a client asks for a preferred
 election of every partition (ElectLeaders, through the controller's queue), or moves a
 partition's replica off a broker and back (AlterPartitionReassignments, twice: the
-replica is deleted, then fetches the whole log again); the target is the controller half
-of the time. A second schedule runs against a three-server
+replica is deleted, then fetches the whole log again), or creates a short-lived topic and
+deletes it (CreateTopics, DeleteTopics: it must end gone everywhere); the target is the
+controller half of the time. A second schedule runs against a three-server
 ZooKeeper ensemble and adds its faults: a member killed or paused (the leader half the
 time), and the whole ensemble paused, sometimes past the session timeout; after each,
 the ensemble must commit a fresh client's write again, or its leader is restarted as an
@@ -63,7 +64,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import ElectionType, KafkaException
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -92,6 +93,9 @@ from tests.integration.workload import (
     wait_healed,
 )
 from tests.small_disks import fill, tmpfs
+from wire.api import ApiKey
+from wire.client import KafkaConnection, KafkaConnectionError
+from wire.errors import ErrorCode
 from zkdata import paths
 from zkdata.znodes import TopicPartition
 
@@ -150,11 +154,13 @@ BROKER_FAULTS = [
     "broker_answers_cut",
     "admin_elect",
     "admin_reassign",
+    "topic_churn",
 ]
 # What an admin's preferred election of every partition may answer for one, racing the
 # other faults: elected, refused where the preferred replica cannot lead (down, out of the
 # ISR), or the controller gone meanwhile (resigned, fenced, or the client's request lost
-# with a cut or killed broker).
+# with a cut or killed broker); a partition of a topic being deleted (topic_churn's):
+# INVALID_TOPIC_EXCEPTION, which librdkafka names TOPIC_EXCEPTION.
 ELECTION_ANSWERS = {
     "NO_ERROR",
     "PREFERRED_LEADER_NOT_AVAILABLE",
@@ -162,12 +168,24 @@ ELECTION_ANSWERS = {
     "REQUEST_TIMED_OUT",
     "_TIMED_OUT",
     "_TRANSPORT",
-    "INVALID_TOPIC_EXCEPTION",
+    "TOPIC_EXCEPTION",
 }
 # What an admin's reassignment of a partition may be answered, racing the other faults:
 # started, or (moving a replica back onto a broker) refused while that broker is not live;
 # NO_ANSWER: no controller answered within the client's 30 s (sent again).
 REASSIGNMENT_ANSWERS = {"NONE", "INVALID_REPLICA_ASSIGNMENT", "NO_ANSWER"}
+# What a client's CreateTopics or DeleteTopics of a short-lived topic may be answered,
+# racing the other faults: done; already so (its first answer lost, sent again: or never
+# created); too few brokers registered for three replicas (a broker restarting; not
+# created). Sent again: no controller reached, or the outcome not known
+# (REQUEST_TIMED_OUT: accepted but not done in time, or ZooKeeper out of reach).
+CHURN_DONE = {
+    "NO_ERROR",
+    "TOPIC_ALREADY_EXISTS",
+    "UNKNOWN_TOPIC_OR_PART",
+    "INVALID_REPLICATION_FACTOR",
+}
+CHURN_AGAIN = {"NOT_CONTROLLER", "REQUEST_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT"}
 # With a second log directory on a small disk of its own for each broker: that disk
 # filled (drawn as often as four of the others together).
 DISK_FAULTS = ["disk_full"] * 4
@@ -250,6 +268,8 @@ def inject(
         record["answers"] = admin_preferred_election(c)
     elif fault == "admin_reassign":
         record.update(admin_reassignment(c, rng, target))
+    elif fault == "topic_churn":
+        record.update(topic_churn(c, rng))
     elif fault in ("zk_cut", "zk_answers_cut"):
         # zk_answers_cut: only ZooKeeper's answers are lost. The broker's requests, pings
         # and reconnection attempts still arrive, so its session never expires, however
@@ -332,6 +352,83 @@ def admin_reassignment(c: Cluster, rng: random.Random, broker: int) -> dict[str,
     unexpected = {*record["off"], *(name for answers in back for name in answers)}
     assert not unexpected - REASSIGNMENT_ANSWERS, f"AlterPartitionReassignments answered {record}"
     return record
+
+
+def topic_churn(c: Cluster, rng: random.Random) -> dict[str, Any]:
+    """A client creates a topic (RF 3, one to four partitions), then a moment later deletes
+    it, each sent again until answered (the controller may be moving meanwhile, in an
+    overlapping schedule a broker down). The check after healing (churn_leftovers) wants
+    it gone everywhere: its znodes, its logs, the brokers' metadata."""
+    topic = f"churn-{rng.randrange(10**9)}"
+    partitions = rng.randint(1, 4)
+    admin = AdminClient(
+        {
+            "bootstrap.servers": bootstrap(c),
+            "socket.timeout.ms": 30_000,
+            "topic.metadata.refresh.interval.ms": 1000,  # to find a new controller
+        }
+    )
+
+    def until_answered(request: Any) -> list[str]:
+        answers: list[str] = []
+        deadline = time.monotonic() + 180
+        while not answers or answers[-1] in CHURN_AGAIN:
+            assert time.monotonic() < deadline, f"{topic}: no answer in 180 s: {answers}"
+            if answers:
+                time.sleep(1.0)
+            try:
+                request()[topic].result(timeout=90)
+            except KafkaException as e:
+                answers.append(e.args[0].name())
+            else:
+                answers.append("NO_ERROR")
+        unexpected = set(answers) - CHURN_DONE - CHURN_AGAIN
+        assert not unexpected, f"{topic}: answered {answers}"
+        return answers
+
+    created = until_answered(
+        lambda: admin.create_topics(
+            [NewTopic(topic, partitions, 3)], operation_timeout=10, request_timeout=30
+        )
+    )
+    time.sleep(rng.uniform(0.5, 3.0))
+    deleted = until_answered(
+        lambda: admin.delete_topics([topic], operation_timeout=10, request_timeout=30)
+    )
+    return {"topic": topic, "partitions": partitions, "created": created, "deleted": deleted}
+
+
+def churn_leftovers(c: Cluster, topic: str) -> list[str]:
+    """What is left of a deleted topic: its znodes, its partitions' logs (not those renamed
+    for deletion, removed after log.segment.delete.delay.ms), and each broker's metadata
+    of it."""
+    left = [
+        path
+        for path in (paths.topic(topic), paths.delete_topic(topic), paths.topic_config(topic))
+        if c.zk.exists(path) is not None
+    ]
+    for b in BROKERS:
+        broker = c[b]
+        for directory in broker.overrides.get("log.dirs", str(broker.data_dir)).split(","):
+            for entry in Path(directory).iterdir():
+                name, _, partition = entry.name.rpartition("-")
+                if name == topic and partition.isdigit():
+                    left.append(str(entry))
+        try:
+            with KafkaConnection("127.0.0.1", broker.port(), timeout_s=10) as conn:
+                # v4: the first that can ask not to create the topic it names
+                metadata = conn.request(
+                    ApiKey.METADATA,
+                    4,
+                    {"topics": [{"name": topic}], "allow_auto_topic_creation": False},
+                )
+        except KafkaConnectionError as e:
+            left.append(f"broker {b}: no Metadata answer ({e})")
+            continue
+        for t in metadata["topics"]:
+            if t["error_code"] != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                left.append(f"broker {b}'s metadata: {t['name']}, error {t['error_code']}")
+    return left
 
 
 def reassign_once(c: Cluster, targets: dict[TopicPartition, tuple[int, ...]]) -> list[str]:
@@ -773,6 +870,14 @@ def check_outcome(
         f"seed {seed}: the group's members not in one generation 90 s after healing;"
         f" completed {members.completed}; errors {members.errors}; {schedule}"
     )
+    # Every topic a client created and deleted is gone everywhere once the cluster healed
+    # (a deletion waits for the brokers holding its replicas).
+    for topic in [r["topic"] for r in schedule if r["fault"] == "topic_churn"]:
+        left: list[str] = []
+        deadline = time.monotonic() + 120
+        while (left := churn_leftovers(c, topic)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not left, f"seed {seed}: {topic} deleted, yet 120 s later {left}; {schedule}"
     rows = [r for b in BROKERS for r in c[b].state_changes()]
     problems = history_problems(c, rows)
     assert problems == [], f"seed {seed}, schedule {schedule}:\n" + "\n".join(problems[:20])

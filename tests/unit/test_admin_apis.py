@@ -11,6 +11,8 @@ import uuid
 from typing import Any, cast
 
 import pytest
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from admin.errors import (
     AdminError,
@@ -156,6 +158,10 @@ def test_the_plans_failures_get_kafkas_errors() -> None:
         (AdminError("x"), ErrorCode.INVALID_REQUEST),
         (ConfigError([]), ErrorCode.INVALID_CONFIG),
         (OSError("connection lost"), ErrorCode.UNKNOWN_SERVER_ERROR),
+        # ZooKeeper out of reach: whether the write landed is not known, ask again
+        (ConnectionLoss(), ErrorCode.REQUEST_TIMED_OUT),
+        (SessionExpiredError(), ErrorCode.REQUEST_TIMED_OUT),
+        (KazooTimeoutError(), ErrorCode.REQUEST_TIMED_OUT),
     ],
 )
 def test_error_codes(e: Exception, code: ErrorCode) -> None:
@@ -226,6 +232,29 @@ def test_not_the_controller_and_duplicates_are_answered_without_zookeeper() -> N
     assert by_id["responses"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
     both = a.delete_topics(6, {"topics": [{"name": "a", "topic_id": unknown_id}]})
     assert both["responses"][0]["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+class ZooKeeperGone:
+    """A ZooKeeper client whose session ended with a request in flight."""
+
+    def __getattr__(self, name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            raise SessionExpiredError()
+
+        return call
+
+
+def test_zookeeper_out_of_reach_is_request_timed_out_in_one_log_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    a = AdminApis(cast(ZkClient, ZooKeeperGone()), MetadataCache(1), lambda: True)
+    deleted = a.delete_topics(5, {"topic_names": ["a"], "timeout_ms": 1000})
+    created = a.create_topics(7, {"topics": [topic("b")], "timeout_ms": 1000})
+    answers = [deleted["responses"][0], created["topics"][0]]
+    assert [r["error_code"] for r in answers] == [ErrorCode.REQUEST_TIMED_OUT] * 2
+    assert all("send the request again" in r["error_message"] for r in answers)
+    assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
+    assert not any(r.exc_info for r in caplog.records)  # no stack trace for an outage
 
 
 def every_version(api: ApiKey) -> range:
