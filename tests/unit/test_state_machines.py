@@ -1794,8 +1794,6 @@ class ControllerMachine(RuleBasedStateMachine):
             # the controller lost its session and won the election again, a new epoch: it
             # loads every state, the leader's change landed or not, and resumes everything
             self.c.store.elect_other_controller()
-            self.c.sent.clear()  # checked: the step sent nothing before
-            self.checked_batches = 0
             self.failover()
         elif ctx.is_topic_queued_for_deletion(tp.topic):
             return
@@ -2001,17 +1999,7 @@ class ControllerMachine(RuleBasedStateMachine):
                 and broker in c.ctx.live_brokers
                 and broker in c.ctx.replicas(tp)
                 and not c.ctx.is_on_offline_dir(broker, tp)
-                and any(
-                    r.broker_id == broker
-                    and r.api_key == ApiKey.LEADER_AND_ISR
-                    and any(
-                        t["topic_name"] == tp.topic
-                        and any(p["partition_index"] == tp.partition for p in t["partition_states"])
-                        for t in r.body["topic_states"]
-                    )
-                    for batch in c.sent
-                    for r in batch
-                )
+                and broker in c.partition_states_sent(ApiKey.LEADER_AND_ISR, tp)
             ):
                 reactions.replicas_reported_offline(
                     c.psm, c.rsm, broker, [tp], [], c.deletion.fail_replica_deletion
@@ -2120,13 +2108,15 @@ class ControllerMachine(RuleBasedStateMachine):
                 c.rsm.handle_state_changes([PartitionReplica(tp, replica)], R.OFFLINE)
             assert c.sent == [], "a fenced controller sent requests"
         assert c.store.snapshot() == before, "a fenced controller changed the store"
-        c.sent.clear()
-        self.checked_batches = 0
         self.failover()
 
     def failover(self) -> None:
-        """onControllerFailover: load everything from the store, then start both machines."""
+        """onControllerFailover: load everything from the store, then start both machines.
+        What was sent before is checked (a step sends nothing before its failover), and
+        what the new controller sends is its own."""
         c = self.c
+        c.sent.clear()
+        self.checked_batches = 0
         old = c.ctx
         ctx = ControllerContext(epoch=old.epoch + 1, epoch_zk_version=c.store.epoch_zk_version)
         ctx.add_live_brokers(
