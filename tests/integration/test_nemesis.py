@@ -296,17 +296,22 @@ def inject(
     return record
 
 
-def admin_preferred_election(c: Cluster) -> dict[str, int]:
-    """A client's ElectLeaders of every partition (preferred): an event on the controller's
-    queue and fenced writes, racing whatever else is under way. Answered within the
-    client's timeout, never hung; how many partitions got each answer."""
-    admin = AdminClient(
+def admin_client(c: Cluster) -> AdminClient:
+    """A client's AdminClient on the live brokers, finding a new controller quickly."""
+    return AdminClient(
         {
             "bootstrap.servers": bootstrap(c),
             "socket.timeout.ms": 30_000,  # elect_leaders' own timeouts cannot be passed
             "topic.metadata.refresh.interval.ms": 1000,  # to find a new controller
         }
     )
+
+
+def admin_preferred_election(c: Cluster) -> dict[str, int]:
+    """A client's ElectLeaders of every partition (preferred): an event on the controller's
+    queue and fenced writes, racing whatever else is under way. Answered within the
+    client's timeout, never hung; how many partitions got each answer."""
+    admin = admin_client(c)
     answers: dict[str, int] = {}
     try:
         results = admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=90)
@@ -361,13 +366,7 @@ def topic_churn(c: Cluster, rng: random.Random) -> dict[str, Any]:
     it gone everywhere: its znodes, its logs, the brokers' metadata."""
     topic = f"churn-{rng.randrange(10**9)}"
     partitions = rng.randint(1, 4)
-    admin = AdminClient(
-        {
-            "bootstrap.servers": bootstrap(c),
-            "socket.timeout.ms": 30_000,
-            "topic.metadata.refresh.interval.ms": 1000,  # to find a new controller
-        }
-    )
+    admin = admin_client(c)
 
     def until_answered(request: Any) -> list[str]:
         answers: list[str] = []
