@@ -64,7 +64,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import ElectionType, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -186,6 +186,18 @@ CHURN_DONE = {
     "INVALID_REPLICATION_FACTOR",
 }
 CHURN_AGAIN = {"NOT_CONTROLLER", "REQUEST_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT"}
+# What a CreatePartitions racing the topic's deletion may be answered: grown; already grown
+# (its first answer lost, sent again); marked for deletion (INVALID_TOPIC_EXCEPTION, which
+# librdkafka names TOPIC_EXCEPTION) or deleted already; too few brokers registered for the
+# new partitions' three replicas. Sent again as CHURN_AGAIN's (REQUEST_TIMED_OUT also: the
+# new partitions had no leader within the request's timeout, the deletion under way).
+GROWTH_DONE = {
+    "NO_ERROR",
+    "INVALID_PARTITIONS",
+    "TOPIC_EXCEPTION",
+    "UNKNOWN_TOPIC_OR_PART",
+    "INVALID_REPLICATION_FACTOR",
+}
 # With a second log directory on a small disk of its own for each broker: that disk
 # filled (drawn as often as four of the others together).
 DISK_FAULTS = ["disk_full"] * 4
@@ -362,13 +374,17 @@ def admin_reassignment(c: Cluster, rng: random.Random, broker: int) -> dict[str,
 def topic_churn(c: Cluster, rng: random.Random) -> dict[str, Any]:
     """A client creates a topic (RF 3, one to four partitions), then a moment later deletes
     it, each sent again until answered (the controller may be moving meanwhile, in an
-    overlapping schedule a broker down). The check after healing (churn_leftovers) wants
-    it gone everywhere: its znodes, its logs, the brokers' metadata."""
+    overlapping schedule a broker down). Half the time another client adds one or two
+    partitions to it at about the moment the deletion is sent (on its own connection: the
+    growth's check that the topic is not being deleted races the marking, and the new
+    partitions' creation the deletion's start). The check after healing (churn_leftovers)
+    wants it gone everywhere: its znodes, its logs, the brokers' metadata."""
     topic = f"churn-{rng.randrange(10**9)}"
     partitions = rng.randint(1, 4)
-    admin = admin_client(c)
+    grow_by = rng.choice([0, 0, 1, 2])
+    grow_at = rng.uniform(-0.3, 0.3)  # s after the deletion is sent (before it: negative)
 
-    def until_answered(request: Any) -> list[str]:
+    def until_answered(request: Any, done: set[str]) -> list[str]:
         answers: list[str] = []
         deadline = time.monotonic() + 180
         while not answers or answers[-1] in CHURN_AGAIN:
@@ -381,20 +397,57 @@ def topic_churn(c: Cluster, rng: random.Random) -> dict[str, Any]:
                 answers.append(e.args[0].name())
             else:
                 answers.append("NO_ERROR")
-        unexpected = set(answers) - CHURN_DONE - CHURN_AGAIN
+        unexpected = set(answers) - done - CHURN_AGAIN
         assert not unexpected, f"{topic}: answered {answers}"
         return answers
 
-    created = until_answered(
+    admin = admin_client(c)
+    record: dict[str, Any] = {"topic": topic, "partitions": partitions}
+    record["created"] = until_answered(
         lambda: admin.create_topics(
             [NewTopic(topic, partitions, 3)], operation_timeout=10, request_timeout=30
-        )
+        ),
+        CHURN_DONE,
     )
+    grown: list[list[str] | BaseException] = []
+    growth = threading.Thread()
+    if grow_by:
+        other = admin_client(c)
+        growth_request = [NewPartitions(topic, partitions + grow_by)]
+        # Connected to the controller beforehand (a validation changes nothing), so that
+        # the growth lands near the deletion, not after it.
+        with contextlib.suppress(KafkaException):
+            other.create_partitions(growth_request, validate_only=True)[topic].result(timeout=30)
+
+        def grow() -> None:
+            time.sleep(max(grow_at, 0.0))
+            try:
+                answers: list[str] | BaseException = until_answered(
+                    lambda: other.create_partitions(
+                        growth_request, operation_timeout=10, request_timeout=30
+                    ),
+                    GROWTH_DONE,
+                )
+            except BaseException as e:  # raised again by the schedule's thread
+                answers = e
+            grown.append(answers)
+
+        growth = threading.Thread(target=grow, name=f"grow {topic}", daemon=True)
     time.sleep(rng.uniform(0.5, 3.0))
-    deleted = until_answered(
-        lambda: admin.delete_topics([topic], operation_timeout=10, request_timeout=30)
+    if grow_by:
+        growth.start()
+        time.sleep(max(-grow_at, 0.0))
+    record["deleted"] = until_answered(
+        lambda: admin.delete_topics([topic], operation_timeout=10, request_timeout=30),
+        CHURN_DONE,
     )
-    return {"topic": topic, "partitions": partitions, "created": created, "deleted": deleted}
+    if grow_by:
+        growth.join(timeout=200)
+        assert grown, f"{topic}: the CreatePartitions beside its deletion never ended"
+        if isinstance(grown[0], BaseException):
+            raise grown[0]
+        record.update(grown_by=grow_by, grown=grown[0])
+    return record
 
 
 def churn_leftovers(c: Cluster, topic: str) -> list[str]:
