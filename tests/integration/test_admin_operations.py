@@ -194,6 +194,73 @@ def test_delete_topic_and_a_deletion_held_by_a_broker_that_is_down(
     assert exists(c, paths.topic("kept"))
 
 
+def test_partitions_added_to_a_topic_being_deleted_are_deleted_with_it(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """An add-partitions whose check that the topic is not being deleted raced the
+    deletion's marking writes the topic znode anyway (its write is conditional on the
+    topic znode only, which the marking does not touch). The controller leaves the new
+    partition alone (Kafka's processPartitionModifications); a controller that fails over
+    loads it with the topic and deletes it with the rest: no state written for it, no log
+    of it anywhere, every znode of the topic gone."""
+    c = cluster_factory()
+    controller_id, _ = c.wait_controller()
+    victim, other = (b for b in (1, 2, 3) if b != controller_id)
+    c.create_topic("raced", {0: (victim, other)})
+    c.wait_topic_online("raced")
+    # broker `victim` down holds the deletion, so the growth lands in a topic being deleted
+    assert c[victim].stop() == 0
+    wait_for(lambda: victim not in c.registered(), 30, f"broker {victim} gone")
+    topics.delete_topic(c.zk, "raced")
+    halted = "deletion of topics ['raced'] halted: a replica is on a dead broker"
+    wait_for(lambda: halted in c[controller_id].output(), 30, "the controller to hold the deletion")
+
+    data, stat = c.zk.get(paths.topic("raced"))
+    grown = znodes.decode_topic("raced", data)
+    partitions = {**grown.partitions, 1: (controller_id, other)}
+    c.zk.set(
+        paths.topic("raced"),
+        znodes.encode_topic(znodes.TopicAssignment("raced", partitions, topic_id=grown.topic_id)),
+        version=stat.version,
+    )
+    ignored = "topic raced is being deleted: not adding partitions [1]"
+    wait_for(lambda: ignored in c[controller_id].output(), 30, "the controller to ignore it")
+
+    # The controller moves while the deletion is held: the next one loads the new
+    # partition with the topic (and holds the deletion too: two replicas are down now).
+    assert c[controller_id].stop() == 0
+    new_id, _ = c.wait_controller(not_id=controller_id)
+    assert new_id == other
+    wait_for(lambda: halted in c[new_id].output(), 30, "the new controller to hold the deletion")
+    assert c.assignment("raced") is not None
+    c[victim].start()
+    c[controller_id].start()
+    wait_for(
+        lambda: (
+            not any(
+                exists(c, p)
+                for p in (
+                    paths.delete_topic("raced"),
+                    paths.topic("raced"),
+                    paths.topic_config("raced"),
+                )
+            )
+        ),
+        60,
+        "the deletion to complete once the brokers returned",
+    )
+    assert [r["topic"] for r in logged(c, new_id, "topic_deleted", 1)] == ["raced"]
+    for b in (1, 2, 3):
+        written = [r for r in c[b].state_changes("partition_state") if r["topic"] == "raced"]
+        assert all(r["partition"] == 0 for r in written), (b, written)
+        assert not (c[b].data_dir / "raced-1").exists()
+    wait_for(
+        lambda: all("raced" not in metadata_topics(c, b) for b in (1, 2, 3)),
+        30,
+        "every broker's metadata to drop the topic",
+    )
+
+
 def test_reassignment_to_a_broker_started_later_moving_the_leader(
     cluster_factory: ClusterFactory, tmp_path: Path
 ) -> None:
