@@ -1465,6 +1465,9 @@ class ControllerMachine(RuleBasedStateMachine):
         # which may be older than the controller's)
         self.broker_views: dict[tuple[int, TopicPartition], tuple[int, tuple[int, ...]]] = {}
         self.notifying = False  # see notification_pending
+        # partitions in a topic znode that the controller left alone: added to a topic
+        # being deleted (an admin's check raced the marking); the next failover loads them
+        self.unseen: dict[TopicPartition, tuple[int, ...]] = {}
         # transitions the state machines refused as invalid: each a wrong step to attempt
         self.invalid = InvalidTransitions()
         logging.getLogger("controller.state_machines").addHandler(self.invalid)
@@ -1511,6 +1514,24 @@ class ControllerMachine(RuleBasedStateMachine):
         self.assert_elected_where_possible(
             TopicPartition(topic, p) for p in range(first, first + added)
         )
+
+    @rule(data=st.data())
+    def partitions_added_while_deleting(self, data: st.DataObject) -> None:
+        """Partitions added to a topic being deleted: the admin's check that it is not
+        raced the marking, and its write of the topic znode landed. The controller leaves
+        them alone (KafkaController's processPartitionModifications), so only the store
+        has them until a failover loads them with the topic."""
+        ctx = self.c.ctx
+        topics = sorted(t for t in ctx.topics_to_be_deleted if t in ctx.all_topics)
+        if not topics:
+            return
+        topic = data.draw(st.sampled_from(topics), label="grown while deleting")
+        first = 1 + max(
+            [*ctx.assignments[topic], *(tp.partition for tp in self.unseen if tp.topic == topic)]
+        )
+        for p in range(first, first + data.draw(st.integers(1, 2), label="added partitions")):
+            replicas = data.draw(st.permutations(BROKERS), label=f"replicas of {p}")[:3]
+            self.unseen[TopicPartition(topic, p)] = tuple(replicas)
 
     @rule(brokers=st.sets(st.sampled_from(BROKERS), min_size=1, max_size=2))
     def kill(self, brokers: set[int]) -> None:
@@ -2082,6 +2103,7 @@ class ControllerMachine(RuleBasedStateMachine):
             if topic not in c.ctx.all_topics:
                 assert topic in c.store.deleted_topics, topic
                 self.deleted.add(topic)
+                self.unseen = {tp: r for tp, r in self.unseen.items() if tp.topic != topic}
                 self.gone = {pr for pr in self.gone if pr.topic_partition.topic != topic}
                 self.last_epoch = {tp: e for tp, e in self.last_epoch.items() if tp.topic != topic}
 
@@ -2142,6 +2164,10 @@ class ControllerMachine(RuleBasedStateMachine):
             {b: (reg, old.broker_epochs[b]) for b, reg in old.live_brokers.items()}
         )
         ctx.assignments = {t: dict(parts) for t, parts in old.assignments.items()}
+        for tp, replicas in self.unseen.items():  # the topic znodes have them
+            if tp.topic in ctx.assignments:
+                ctx.assignments[tp.topic][tp.partition] = ReplicaAssignment(replicas)
+        self.unseen.clear()
         ctx.topic_ids = dict(old.topic_ids)
         # what the topic znodes say is being reassigned (as _add_topics reads it)
         ctx.partitions_being_reassigned = {
