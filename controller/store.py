@@ -37,6 +37,7 @@ from zkdata.znodes import (
     TopicPartition,
     decode_partition_state,
     decode_reassignment,
+    decode_topic,
     decode_topic_config,
     encode_partition_state,
     encode_reassignment,
@@ -45,8 +46,10 @@ from zkdata.znodes import (
 
 log = logging.getLogger(__name__)
 
-# Read-and-rewrite rounds of /admin/reassign_partitions while an admin keeps rewriting it.
+# Read-and-rewrite rounds of /admin/reassign_partitions while an admin keeps rewriting it,
+# and of a topic's znode while admins keep adding partitions to it.
 MAX_REASSIGNMENT_ZNODE_ROUNDS = 10
+MAX_TOPIC_ZNODE_ROUNDS = 10
 
 _DATA = itemgetter(0)
 _STAT = itemgetter(1)
@@ -128,13 +131,35 @@ class ControllerStore(Protocol):
     def write_topic_assignments(
         self, assignments: Sequence[TopicAssignment], epoch_zk_version: int
     ) -> None:
-        """Each topic's znode rewritten with its assignment (fenced, unconditional on the
-        znode's own version: the controller owns a topic's assignment once it exists)."""
+        """Each topic's znode rewritten with its assignment (fenced), keeping partitions
+        the znode has and the assignment lacks (``keeping_added_partitions``)."""
         ...
 
     def delete_topic(self, topic: str, partitions: Iterable[int], epoch_zk_version: int) -> None:
         """A deleted topic's znodes removed (fenced), its partitions' states first."""
         ...
+
+
+def keeping_added_partitions(
+    ours: TopicAssignment, current: TopicAssignment | None
+) -> TopicAssignment:
+    """The controller's assignment of a topic plus the partitions its znode (``current``)
+    has and the controller does not know yet: an admin added them after the controller
+    last read the znode, and the controller hears of them from the znode's watch, after
+    this write. Kafka rewrites the znode unconditionally, and they are lost. ``ours``
+    itself when there are none."""
+    if current is None:
+        return ours
+    added = {p: r for p, r in current.partitions.items() if p not in ours.partitions}
+    if not added:
+        return ours
+    return TopicAssignment(
+        ours.topic,
+        {**ours.partitions, **added},
+        ours.topic_id,
+        ours.adding_replicas,
+        ours.removing_replicas,
+    )
 
 
 class ZkControllerStore:
@@ -315,14 +340,50 @@ class ZkControllerStore:
     def write_topic_assignments(
         self, assignments: Sequence[TopicAssignment], epoch_zk_version: int
     ) -> None:
-        items: list[list[WriteOp]] = [
-            [SetData(paths.topic(a.topic), encode_topic(a))] for a in assignments
-        ]
-        for a, r in zip(
-            assignments, self.zk.multi_fenced_batched(epoch_zk_version, items), strict=True
-        ):
-            if is_error(r[0]):
-                raise RuntimeError(f"could not write the assignment of topic {a.topic}: {r[0]!r}")
+        """Conditional on each znode's version as read just before: an admin's
+        add-partitions writes the topic znode too, and one that lands between the read
+        and the write is read again and kept (see ``keeping_added_partitions``)."""
+        pending = list(assignments)
+        for _ in range(MAX_TOPIC_ZNODE_ROUNDS):
+            topic_paths = [paths.topic(a.topic) for a in pending]
+            items: list[list[WriteOp]] = []
+            for a, path, got in zip(
+                pending, topic_paths, self.zk.get_many(topic_paths), strict=True
+            ):
+                if got is None:
+                    raise RuntimeError(
+                        f"could not write the assignment of topic {a.topic}: no znode"
+                    )
+                try:
+                    current: TopicAssignment | None = decode_topic(a.topic, got[0], path)
+                except MalformedZnode as e:
+                    log.error("%s; rewriting it from the controller's assignment", e)
+                    current = None
+                merged = keeping_added_partitions(a, current)
+                if merged is not a:
+                    log.info(
+                        "topic %s: keeping partitions %s, added since the controller read it",
+                        a.topic,
+                        sorted(set(merged.partitions) - set(a.partitions)),
+                    )
+                items.append([SetData(path, encode_topic(merged), got[1].version)])
+            again: list[TopicAssignment] = []
+            for a, r in zip(
+                pending, self.zk.multi_fenced_batched(epoch_zk_version, items), strict=True
+            ):
+                if isinstance(r[0], BadVersionError):
+                    again.append(a)  # written meanwhile: read it again
+                elif is_error(r[0]):
+                    raise RuntimeError(
+                        f"could not write the assignment of topic {a.topic}: {r[0]!r}"
+                    )
+            if not again:
+                return
+            pending = again
+        raise RuntimeError(
+            f"could not write the assignments of topics {sorted(a.topic for a in pending)}:"
+            " their znodes kept changing under the controller"
+        )
 
     def delete_topic(self, topic: str, partitions: Iterable[int], epoch_zk_version: int) -> None:
         """Remove a deleted topic's znodes, leaves first: states, partitions, topic, config,

@@ -261,6 +261,46 @@ def test_partitions_added_to_a_topic_being_deleted_are_deleted_with_it(
     )
 
 
+def test_partitions_added_as_a_reassignment_starts_are_kept(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """An add-partitions whose check that no reassignment is pending came just before a
+    reassignment request, and whose write of the topic znode landed just after it: the
+    controller starts the reassignment, rewriting the topic znode, before it hears of the
+    new partition. The rewrite must keep the new partition, which then goes online (the
+    controller is paused meanwhile, so that both land before it reads either)."""
+    c = cluster_factory()
+    controller_id, _ = c.wait_controller()
+    c.create_topic("grown", {0: (1, 2)})
+    c.wait_topic_online("grown")
+    c[controller_id].pause()
+    try:
+        c.zk.create(
+            paths.REASSIGN_PARTITIONS,
+            znodes.encode_reassignment({TopicPartition("grown", 0): (2, 3)}),
+        )
+        data, stat = c.zk.get(paths.topic("grown"))
+        before = znodes.decode_topic("grown", data)
+        c.zk.set(
+            paths.topic("grown"),
+            znodes.encode_topic(
+                znodes.TopicAssignment(
+                    "grown", {**before.partitions, 1: (3, 1)}, topic_id=before.topic_id
+                )
+            ),
+            version=stat.version,
+        )
+    finally:
+        c[controller_id].resume()
+    wait_for(lambda: not exists(c, paths.REASSIGN_PARTITIONS), 60, "the reassignment to complete")
+    states = c.wait_topic_online("grown")
+    assert sorted(states) == [0, 1]
+    after = c.assignment("grown")
+    assert after is not None
+    assert after.partitions == {0: (2, 3), 1: (3, 1)}
+    assert after.topic_id == before.topic_id
+
+
 def test_reassignment_to_a_broker_started_later_moving_the_leader(
     cluster_factory: ClusterFactory, tmp_path: Path
 ) -> None:

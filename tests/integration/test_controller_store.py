@@ -32,6 +32,7 @@ from zkdata.znodes import (
     TopicAssignment,
     TopicPartition,
     decode_reassignment,
+    decode_topic,
     encode_broker,
     encode_controller_epoch,
     encode_log_dir_event,
@@ -379,6 +380,78 @@ def test_done_reassignments_leave_the_znode_and_an_admins_rewrite_stays(
         assert store.remove_from_reassignment_znode({c: (1, 2)}, 0)
         assert zk.get(paths.REASSIGN_PARTITIONS) is None
         assert not store.remove_from_reassignment_znode({c: (1, 2)}, 0)
+    finally:
+        zk.close()
+
+
+def test_a_topic_rewrite_keeps_partitions_an_admin_added_before_or_during_it(
+    zk_connect: str,
+) -> None:
+    """The controller rewrites a topic's znode (a reassignment's step) from its own
+    assignment: partitions an admin added that it has not heard of yet stay, whether they
+    were written before its read or between its read and its write (then its conditional
+    write fails and it reads again)."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        zk.create(paths.CONTROLLER_EPOCH, encode_controller_epoch(1), make_parents=True)
+        store = ZkControllerStore(zk)
+        topic_id = uuid.uuid4()
+        zk.create(
+            paths.topic("t"),
+            encode_topic(TopicAssignment("t", {0: (1, 2), 1: (2, 3)}, topic_id)),
+            make_parents=True,
+        )
+
+        def stored() -> TopicAssignment:
+            got = zk.get(paths.topic("t"))
+            assert got is not None
+            return decode_topic("t", got[0])
+
+        def admin_adds(partition: int, replicas: tuple[int, ...]) -> None:
+            current = stored()
+            grown = {**current.partitions, partition: replicas}
+            zk.set(
+                paths.topic("t"),
+                encode_topic(
+                    TopicAssignment(
+                        "t",
+                        grown,
+                        current.topic_id,
+                        current.adding_replicas,
+                        current.removing_replicas,
+                    )
+                ),
+            )
+
+        # Added before the controller's write: kept beside its reassignment of 0.
+        admin_adds(2, (3, 1))
+        moving = TopicAssignment("t", {0: (1, 2, 3), 1: (2, 3)}, topic_id, {0: (3,)})
+        store.write_topic_assignments([moving], 0)
+        assert stored() == TopicAssignment(
+            "t", {0: (1, 2, 3), 1: (2, 3), 2: (3, 1)}, topic_id, {0: (3,)}
+        )
+        # Added between the controller's read and its write.
+        real_get_many = zk.get_many
+        added = []
+
+        def read_then_admin_adds(path_list: list[str], **kwargs: object) -> object:
+            got = real_get_many(path_list, **kwargs)  # type: ignore[arg-type]
+            if not added:
+                added.append(path_list)
+                admin_adds(3, (1, 2))
+            return got
+
+        zk.get_many = read_then_admin_adds  # type: ignore[method-assign,assignment]
+        try:
+            done = TopicAssignment("t", {0: (2, 3), 1: (2, 3), 2: (3, 1)}, topic_id)
+            store.write_topic_assignments([done], 0)
+        finally:
+            zk.get_many = real_get_many  # type: ignore[method-assign]
+        assert added == [[paths.topic("t")]]
+        assert stored() == TopicAssignment(
+            "t", {0: (2, 3), 1: (2, 3), 2: (3, 1), 3: (1, 2)}, topic_id
+        )
     finally:
         zk.close()
 
