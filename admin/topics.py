@@ -58,6 +58,7 @@ from controller.assignment import (
 from zkdata import paths, znodes
 from zkdata.client import (
     BadVersionError,
+    Check,
     Create,
     NodeExistsError,
     NoNodeError,
@@ -798,7 +799,9 @@ def alter_topic_config(
     zk: ZkClient, name: str, additions: Mapping[str, str], deletions: Sequence[str]
 ) -> AlterConfigResult:
     """Rewrite /config/topics/<t> (conditionally on its version) and, in the same multi,
-    create the /config/changes notification the brokers watch (Kafka's changeTopicConfig)."""
+    create the /config/changes notification the brokers watch (Kafka's changeTopicConfig).
+    The multi also checks that the topic still exists: a config znode created for a topic
+    the controller deleted meanwhile would outlive it (Kafka checks before, not in it)."""
     problems = Problems()
     if zk.exists(paths.topic(name)) is None:
         raise UnknownTopicError(f"topic {name!r} does not exist")
@@ -822,8 +825,10 @@ def alter_topic_config(
         znodes.encode_config_change(f"topics/{name}"),
         sequential=True,
     )
-    results = zk.multi([config_op, notification])
-    if is_error(results[0]):
+    results = zk.multi([Check(paths.topic(name), -1), config_op, notification])
+    if isinstance(results[0], NoNodeError):
+        raise UnknownTopicError(f"topic {name!r} was deleted meanwhile; nothing was written")
+    if is_error(results[1]):
         raise ConcurrentChangeError(
             f"the config of topic {name!r} was changed by someone else meanwhile; nothing was"
             " written, run the command again"

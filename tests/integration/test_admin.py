@@ -317,6 +317,31 @@ def test_alter_config_writes_and_notifies(zk: ZkClient) -> None:
         topics.alter_topic_config(zk, "ghost", {"segment.ms": "1"}, [])
 
 
+def test_alter_config_of_a_topic_deleted_meanwhile_leaves_no_config(
+    zk: ZkClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller deletes a topic's znode, then its config's, between the alteration's
+    check that the topic exists and its write: no config znode is made for the topic
+    gone (one would outlive it), and nothing is notified."""
+    register(zk, 1)
+    create(zk, "t", partitions=1, replication_factor=1)
+    real_get = zk.get
+
+    def read_then_controller_deletes(path: str, *args: object, **kwargs: object) -> object:
+        got = real_get(path, *args, **kwargs)  # type: ignore[arg-type]
+        if path == paths.topic_config("t"):
+            zk.kazoo.delete(paths.topic("t"), recursive=True)
+            zk.kazoo.delete(path)
+            return None  # the config read just after its deletion
+        return got
+
+    monkeypatch.setattr(zk, "get", read_then_controller_deletes)
+    with pytest.raises(UnknownTopicError, match="deleted meanwhile"):
+        topics.alter_topic_config(zk, "t", {"segment.ms": "5000"}, [])
+    assert zk.exists(paths.topic_config("t")) is None
+    assert zk.get_children(paths.CONFIG_CHANGES) in (None, [])
+
+
 # --- reassignment -----------------------------------------------------------------------------
 
 
