@@ -865,6 +865,11 @@ class KafkaController:
         if new:
             added = self._add_topics(self._read_topics(new))
             self._on_new_partition_creation(added)
+            # A topic created after a failover read the topics and marked for deletion
+            # before it read the deletion requests: nothing fires for that request again
+            # (Kafka's failover deletes it, and the topic stays), so it is looked for now.
+            if new & set(self.zk.get_children(paths.DELETE_TOPICS) or []):
+                self._on_TopicDeletion(ev.TopicDeletion())
 
     def _on_new_partition_creation(self, tps: list[TopicPartition]) -> None:
         new_partitions(self.partition_sm, self.replica_sm, tps)

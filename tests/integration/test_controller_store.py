@@ -270,6 +270,47 @@ def test_a_failover_encodes_its_update_metadata_before_the_state_machines_start(
         close(controller, zk)
 
 
+def test_a_topic_created_and_marked_for_deletion_during_a_failover_is_deleted(
+    zk_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topic created just after the failover read /brokers/topics and marked for deletion
+    just before it read /admin/delete_topics: the failover sees a request for a topic it
+    does not know, and no watch fires for that request again. When the topic's creation
+    is heard of (its TopicChange), its deletion starts."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    controller = KafkaController(
+        ControllerConfig(broker_id=1), zk, StateChangeLog(tmp_path, 1), lambda: 0
+    )
+    monkeypatch.setattr(controller.ops, "send", lambda requests: None)
+    try:
+        brokers_and_topic(zk, {0: (1, 2, 3)})
+        late = TopicAssignment("late", {0: (1, 2, 3)}, uuid.uuid4())
+        zk.create(paths.topic("late"), encode_topic(late), make_parents=True)
+        zk.create(paths.delete_topic("late"), make_parents=True)
+        real_get_children = zk.get_children
+        reads: list[str] = []
+
+        def topics_read_before_late_was_created(path: str, **kwargs: object) -> object:
+            children = real_get_children(path, **kwargs)  # type: ignore[arg-type]
+            if path == paths.BROKER_TOPICS and not reads:
+                reads.append(path)
+                return [t for t in children or [] if t != "late"]
+            return children
+
+        monkeypatch.setattr(zk, "get_children", topics_read_before_late_was_created)
+        controller._elect()
+        assert controller.is_active
+        assert reads
+        assert "late" not in controller.ctx.all_topics
+        assert zk.exists(paths.delete_topic("late")) is not None  # left, not dropped
+        controller._on_TopicChange(ev.TopicChange())  # the creation's watch, heard now
+        assert "late" in controller.ctx.topics_to_be_deleted
+        assert "t" not in controller.ctx.topics_to_be_deleted
+    finally:
+        close(controller, zk)
+
+
 def test_a_failover_of_a_cluster_without_partitions_tells_the_brokers_of_each_other(
     zk_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
