@@ -352,6 +352,8 @@ class ReplicaManager:
         # without the lock: only the key object, and whether it has a log, are taken.)
         # Per topic: (partition, its state, whether its log may be missing).
         topics: list[list[tuple[TopicPartition, dict[str, Any], bool]]] = []
+        if self.logs is not None and controller_epoch >= self.controller_epoch:
+            self._set_aside_earlier_incarnations(request["topic_states"])
         known = self.partitions.get
         for topic_state in request["topic_states"]:
             topic = topic_state["topic_name"]
@@ -440,6 +442,7 @@ class ReplicaManager:
         if self.logs is not None:
             # New partitions' folders are durable before the controller hears they exist.
             self.logs.sync_new_dirs()
+            self.logs.write_topic_ids()
         self.state_log.leader_and_isr(rows)
         if leaders or followers:
             # Fetches waiting on these answer or look again (only a change can give a
@@ -448,6 +451,42 @@ class ReplicaManager:
             if self.on_become is not None:
                 self.on_become(leaders, followers)
         return {"error_code": 0, "topics": topics_out}
+
+    def _set_aside_earlier_incarnations(self, topic_states: list[dict[str, Any]]) -> None:
+        """Logs of an earlier incarnation of a topic the request names by another id (the
+        topic was deleted while this broker was away, so it never got the StopReplica,
+        and was created again) are set aside, and any state of them dropped: the new
+        topic's partitions start from empty logs here, as everywhere else. Kafka 2.8
+        answers INCONSISTENT_TOPIC_ID and leaves the replica unusable; before topic ids,
+        the new topic served the old one's records."""
+        assert self.logs is not None
+        earlier: list[TopicPartition] = []
+        for topic_state in topic_states:
+            topic_id = topic_state.get("topic_id")
+            if topic_id is not None and topic_id.int != 0:
+                earlier += self.logs.claim_topic(topic_state["topic_name"], topic_id)
+        if not earlier:
+            return
+        with self._lock:
+            for tp in earlier:
+                with self._follower_lock(tp):
+                    self.partitions.pop(tp, None)
+        for tp in earlier:
+            try:
+                where = self.logs.set_aside(tp)
+            except KafkaStorageError as e:
+                log.error("the log of %s is of an earlier incarnation of its topic: %s", tp, e)
+                continue
+            log.warning(
+                "the log of %s is of an earlier incarnation of topic %s (deleted while this"
+                " broker was away): set aside as %s",
+                tp,
+                tp.topic,
+                where,
+            )
+        self._notify_progress(earlier)  # fetches of these get an error
+        if self.on_stop is not None:
+            self.on_stop(earlier, True)
 
     def _apply_partition_state(
         self, tp: TopicPartition, topic_id: uuid.UUID, ps: dict[str, Any]

@@ -25,12 +25,14 @@ import ctypes
 import errno
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from storage.errors import CheckpointError
+from zkdata.znodes import topic_id_from_str, topic_id_to_str
 
 if TYPE_CHECKING:
     from zkdata.znodes import TopicPartition
@@ -185,6 +187,29 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
             raise CheckpointError(f"{path}: malformed line {line!r}")
         result[(topic, partition)] = offset
     return result
+
+
+def read_topic_ids(path: Path) -> dict[str, uuid.UUID]:
+    """``topic -> topic id`` of a log directory's logs (``topic_ids_text``); an absent file
+    is empty."""
+    if not path.exists():
+        return {}
+    result: dict[str, uuid.UUID] = {}
+    for line in _lines(path):
+        parts = line.split()
+        try:
+            topic, text = parts
+            result[topic] = topic_id_from_str(text)
+        except ValueError:  # not two fields, or not an id
+            raise CheckpointError(f"{path}: malformed line {line!r}") from None
+    return result
+
+
+def topic_ids_text(ids: Mapping[str, uuid.UUID]) -> str:
+    """A checkpoint's layout: the version, the count, then ``<topic> <topic id>`` lines
+    (the id as Kafka prints it)."""
+    rows = [f"{topic} {topic_id_to_str(tid)}" for topic, tid in sorted(ids.items())]
+    return "\n".join([str(VERSION), str(len(rows)), *rows]) + "\n"
 
 
 # Lines formatted and written per piece: a checkpoint of 100,000 partitions never holds

@@ -43,11 +43,14 @@ from storage.checkpoints import (
     can_sync_filesystems,
     fsync_dir,
     read_offset_checkpoint,
+    read_topic_ids,
     sync_filesystems,
+    topic_ids_text,
+    write_atomically,
     write_offset_rows,
 )
 from storage.cleaner import LogCleaner
-from storage.errors import KafkaStorageError, LogDirLockedError, StorageError
+from storage.errors import CheckpointError, KafkaStorageError, LogDirLockedError, StorageError
 from storage.log import (
     LONG_MAX,
     LogConfig,
@@ -64,13 +67,24 @@ from storage.partition_dir import PartitionDir, join_partition_dir
 from storage.scheduler import Scheduler
 from zkdata.znodes import TopicPartition
 
-__all__ = ["CLEAN_SHUTDOWN_FILE", "DELETE_SUFFIX", "LOCK_FILE", "LogManager"]
+__all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "DELETE_SUFFIX",
+    "LOCK_FILE",
+    "STRAY_SUFFIX",
+    "TOPIC_IDS_FILE",
+    "LogManager",
+]
 
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
 LOCK_FILE: Final = ".lock"
 DELETE_SUFFIX: Final = "-delete"
+# A log of another incarnation of its topic, set aside (kept for an operator to remove).
+STRAY_SUFFIX: Final = "-stray"
+# In each log directory: the topic id of its logs of each topic.
+TOPIC_IDS_FILE: Final = "topic-ids"
 _INITIAL_TASK_DELAY_MS: Final = 30_000  # Kafka's LogManager.InitialTaskDelayMs
 
 
@@ -163,6 +177,10 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()
         self._checkpointed: dict[Path, _Checkpointed] = {}
         self._lock_fds: dict[Path, int] = {}
+        # Each log directory's topic ids (TOPIC_IDS_FILE), by its str path: every log of
+        # a topic in a directory is of the incarnation named there (see claim_topic).
+        self._topic_ids: dict[str, dict[str, uuid.UUID]] = {}
+        self._topic_ids_changed: set[str] = set()
         self._closed = False
         self._started = False
         #: what loading each partition found (torn tails truncated, segments recovered)
@@ -256,6 +274,11 @@ class LogManager:
         clean = marker.exists()
         if clean:
             clean_markers.append(marker)
+        try:
+            self._topic_ids[os.fspath(directory)] = read_topic_ids(directory / TOPIC_IDS_FILE)
+        except CheckpointError as e:
+            log.warning("%s; its logs take their topic ids from the next LeaderAndIsr", e)
+            self._topic_ids[os.fspath(directory)] = {}
         recovery = read_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
         starts = read_offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
         hws = read_offset_checkpoint(directory / REPLICATION_CHECKPOINT)
@@ -269,6 +292,13 @@ class LogManager:
                 continue
             if name.endswith(DELETE_SUFFIX):
                 shutil.rmtree(directory / name, ignore_errors=True)
+                continue
+            if name.endswith(STRAY_SUFFIX):
+                log.warning(
+                    "%s is a log of a deleted incarnation of its topic, set aside; remove it"
+                    " when its data is not wanted",
+                    directory / name,
+                )
                 continue
             parsed = parse_log_dir_name(name)
             if parsed is None:
@@ -534,6 +564,23 @@ class LogManager:
         """Delete a partition's log: close it, rename its directory to
         ``<topic>-<partition>.<uuid>-delete`` and remove that after
         ``log.segment.delete.delay.ms`` (at once on close). Returns whether it existed."""
+        target = self._rename_out(tp, DELETE_SUFFIX, "deleting")
+        if target is None:
+            return False
+        self.scheduler.schedule(
+            f"delete {tp}",
+            lambda: shutil.rmtree(target, ignore_errors=True),
+            self.config.log_segment_delete_delay_ms,
+        )
+        return True
+
+    def set_aside(self, tp: TopicPartition) -> Path | None:
+        """Take a log of another incarnation of its topic out: close it and rename its
+        directory to ``<topic>-<partition>.<uuid>-stray``, which is kept (an operator
+        removes it). Where it went, or None if there was no log."""
+        return self._rename_out(tp, STRAY_SUFFIX, "setting aside")
+
+    def _rename_out(self, tp: TopicPartition, suffix: str, doing: str) -> Path | None:
         with self._lock:
             partition_log = self._logs.pop(tp, None)
             self._generation += 1
@@ -543,24 +590,65 @@ class LogManager:
                 parent = partition_log.dir.parent
                 self._dir_counts[parent] = self._dir_counts.get(parent, 1) - 1
         if partition_log is None:
-            return False
+            return None
         source = partition_log.dir
-        target = source.with_name(f"{source.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}")
+        target = source.with_name(f"{source.name}.{uuid.uuid4().hex}{suffix}")
         try:
             partition_log.close()
             os.rename(source, target)
             fsync_dir(source.parent)
         except OSError as exc:
-            message = f"deleting the log of {tp} in {source.parent} failed: {exc}"
+            message = f"{doing} the log of {tp} in {source.parent} failed: {exc}"
             self._dir_failed(partition_log.log_dir, message, exc)
             raise KafkaStorageError(message) from exc
-        self.scheduler.schedule(
-            f"delete {tp}",
-            lambda: shutil.rmtree(target, ignore_errors=True),
-            self.config.log_segment_delete_delay_ms,
-        )
         self._write_checkpoints([source.parent])
-        return True
+        return target
+
+    # --- topic ids ------------------------------------------------------------------
+
+    def claim_topic(self, topic: str, topic_id: uuid.UUID) -> list[TopicPartition]:
+        """The controller says ``topic`` is ``topic_id`` (a LeaderAndIsr): each live log
+        directory records it, and the logs of the topic in a directory that recorded
+        another id are of an earlier incarnation (deleted while this broker was away,
+        and created again), returned for the caller to set aside: else the new topic
+        would take the old one's records as its own. A directory that recorded none
+        adopts the id with its logs (Kafka's partition.metadata, one file a directory
+        instead of one a partition). ``write_topic_ids`` makes the records durable."""
+        with self._lock:
+            earlier: set[str] = set()
+            for directory in self.live_log_dirs:
+                key = os.fspath(directory)
+                ids = self._topic_ids.setdefault(key, {})
+                recorded = ids.get(topic)
+                if recorded == topic_id:
+                    continue
+                if recorded is not None:
+                    earlier.add(key)
+                ids[topic] = topic_id
+                self._topic_ids_changed.add(key)
+            if not earlier:
+                return []
+            return [
+                tp
+                for tp, partition_log in self._logs.items()
+                if tp.topic == topic and partition_log.log_dir in earlier
+            ]
+
+    def write_topic_ids(self) -> None:
+        """Write the topic ids ``claim_topic`` recorded since the last call (a directory
+        whose write fails goes offline, as with any I/O error in it)."""
+        with self._lock:
+            changed = {
+                key: dict(self._topic_ids[key])
+                for key in self._topic_ids_changed
+                if key not in self.offline_dirs
+            }
+            self._topic_ids_changed.clear()
+        for key, ids in changed.items():
+            try:
+                write_atomically(Path(key) / TOPIC_IDS_FILE, topic_ids_text(ids))
+            except OSError as exc:
+                self._dir_failed(key, f"writing the topic ids in {key} failed: {exc}", exc)
 
     # --- checkpoints --------------------------------------------------------------
 

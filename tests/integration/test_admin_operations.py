@@ -14,6 +14,7 @@ import pytest
 
 from admin import reassign, topics
 from tests.integration.conftest import ClusterFactory
+from tests.integration.dataplane import consume, produce
 from tests.integration.harness import Cluster, wait_for
 from wire.api import ApiKey
 from wire.client import KafkaConnection
@@ -299,6 +300,45 @@ def test_partitions_added_as_a_reassignment_starts_are_kept(
     assert after is not None
     assert after.partitions == {0: (2, 3), 1: (3, 1)}
     assert after.topic_id == before.topic_id
+
+
+def test_a_topic_created_again_does_not_serve_the_deleted_ones_records(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """A replica moved off a broker while it was down keeps its log there (the StopReplica
+    never reached it), and the topic's deletion asks only the replicas it has then. The
+    topic created again with that broker leading: the broker finds the old log under the
+    new topic id, sets it aside and starts empty, so readers get only the new records
+    (before topic ids, the new topic served the old one's)."""
+    c = cluster_factory()
+    controller_id, _ = c.wait_controller()
+    away = 2 if controller_id != 2 else 3
+    others = tuple(b for b in (1, 2, 3) if b != away)
+    c.create_topic("again", {0: (others[0], away)})
+    c.wait_topic_online("again")
+    produce(c, "again", [f"old-{i}".encode() for i in range(100)])
+    assert c[away].stop() == 0
+    wait_for(lambda: away not in c.registered(), 30, f"broker {away} gone")
+    reassign.start_reassignment(c.zk, {TopicPartition("again", 0): others})
+    wait_for(lambda: not exists(c, paths.REASSIGN_PARTITIONS), 60, "the reassignment")
+    topics.delete_topic(c.zk, "again")
+    wait_for(lambda: not exists(c, paths.topic("again")), 60, "the deletion")
+    assert (c[away].data_dir / "again-0").is_dir()  # its stray log
+
+    c[away].start()
+    c.wait_registered([away])
+    c.create_topic("again", {0: (away, others[0])})
+    c.wait_topic_online("again")
+    produce(c, "again", [f"new-{i}".encode() for i in range(3)])
+    assert [v for _, v in consume(c, "again", [0])[0]] == [f"new-{i}".encode() for i in range(3)]
+    (stray,) = c[away].data_dir.glob("again-0.*-stray")
+    assert "set aside as" in c[away].output()
+    # A restart leaves the stray directory alone, and the new log is its own.
+    assert c[away].stop() == 0
+    c[away].start()
+    c.wait_registered([away])
+    assert stray.is_dir()
+    assert [v for _, v in consume(c, "again", [0])[0]] == [f"new-{i}".encode() for i in range(3)]
 
 
 def test_reassignment_to_a_broker_started_later_moving_the_leader(

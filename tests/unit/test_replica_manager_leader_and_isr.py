@@ -277,3 +277,32 @@ def test_the_isr_expiry_scan_leaves_the_lock_to_produces_and_fetches(
     rm.maybe_shrink_isr()
     assert taken_meanwhile == [True, True]
     assert asked == [(2, [0, 1])]
+
+
+def test_a_log_of_an_earlier_incarnation_of_the_topic_is_set_aside(tmp_path: Path) -> None:
+    # Topic "t" (TOPIC_ID) led here with records; a LeaderAndIsr of "t" under another id
+    # (deleted while this broker was away, created again) starts it from an empty log,
+    # from epoch 0 too: the old epochs are the old topic's.
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    stopped: list[tuple[list[TopicPartition], bool]] = []
+    rm.on_stop = lambda tps, deleted: stopped.append((tps, deleted))
+    tp = TopicPartition("t", 0)
+    try:
+        assert errors(rm.become_leader_or_follower(request({0: (BROKER, 5, [1])}))) == {0: 0}
+        logs.get_or_create(tp).append_as_leader(build_batch([b"old"] * 4), 5)
+        again = request({0: (BROKER, 0, [1])})
+        again["topic_states"][0]["topic_id"] = uuid.UUID(int=8)
+        assert errors(rm.become_leader_or_follower(again)) == {0: 0}
+        assert stopped == [([tp], True)]
+        assert rm.partitions[tp].leader_epoch == 0
+        assert logs.get_or_create(tp).log_end_offset == 0
+        (stray,) = (tmp_path / "data").glob("t-0.*-stray")
+        assert (stray / "00000000000000000000.log").stat().st_size > 0
+        # The same id again is the same topic: nothing more is set aside.
+        assert errors(rm.become_leader_or_follower(again)) == {0: 0}
+        assert len(stopped) == 1
+    finally:
+        rm.close()
+        logs.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from storage import checkpoints
 from storage.checkpoints import read_offset_checkpoint, write_atomically
 from storage.errors import LogDirLockedError, StorageError
 from storage.log import LogConfig
-from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from storage.log_manager import CLEAN_SHUTDOWN_FILE, STRAY_SUFFIX, TOPIC_IDS_FILE, LogManager
 from storage.testing import build_batch
 from zkdata.znodes import TopicPartition, shared_index
 
@@ -616,3 +617,80 @@ def test_an_unchanged_checkpoint_is_found_without_copying_the_logs(
         assert held() == {("a", 0): 2, ("a", 1): 0, ("late", 0): 0}
     finally:
         manager.close()
+
+
+# --- topic ids --------------------------------------------------------------------------
+
+OLD_ID = uuid.UUID(int=1)
+NEW_ID = uuid.UUID(int=2)
+
+
+def test_a_topic_id_is_adopted_then_kept_across_a_restart(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = LogManager(dirs, broker_config())
+    produce(manager, A0)
+    produce(manager, A1)
+    # None recorded: the logs found take the id (as a log from before topic ids does).
+    assert manager.claim_topic("a", OLD_ID) == []
+    assert manager.claim_topic("a", OLD_ID) == []  # the same again: nothing to do
+    manager.write_topic_ids()
+    manager.close()
+    for directory in dirs:
+        assert checkpoints.read_topic_ids(directory / TOPIC_IDS_FILE) == {"a": OLD_ID}
+    again = LogManager(dirs, broker_config())
+    assert again.claim_topic("a", OLD_ID) == []
+    assert set(again.all_logs()) == {A0, A1}
+    again.close()
+
+
+def test_logs_of_an_earlier_incarnation_are_named_and_set_aside_not_deleted(
+    tmp_path: Path,
+) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = LogManager(dirs, broker_config())
+    for tp in (A0, A1, B0):
+        produce(manager, tp, count=3)
+    assert manager.claim_topic("a", OLD_ID) == []
+    assert manager.claim_topic("b-with-dash", OLD_ID) == []
+    manager.write_topic_ids()
+    manager.close()
+
+    manager = LogManager(dirs, broker_config())
+    # "a" was deleted while this broker was away and created again: a new id.
+    assert sorted(manager.claim_topic("a", NEW_ID)) == [A0, A1]
+    assert manager.claim_topic("a", NEW_ID) == []  # recorded at once: named only once
+    assert manager.claim_topic("b-with-dash", OLD_ID) == []
+    where = manager.set_aside(A0)
+    assert where is not None
+    assert where.name.startswith("a-0.")
+    assert where.name.endswith(STRAY_SUFFIX)
+    assert (where / "00000000000000000000.log").stat().st_size > 0  # kept whole
+    assert manager.get_log(A0) is None
+    assert manager.set_aside(A0) is None
+    manager.get_or_create(A0)  # the new incarnation's log starts empty
+    assert manager.get_log(A0) is not None
+    assert manager.get_or_create(A0).log_end_offset == 0
+    manager.write_topic_ids()
+    manager.close()
+
+    again = LogManager(dirs, broker_config())  # the stray directory is left alone
+    assert set(again.all_logs()) == {A0, A1, B0}
+    assert where.exists()
+    assert again.claim_topic("a", NEW_ID) == []
+    again.close()
+
+
+def test_an_unreadable_topic_ids_file_is_taken_from_the_next_leader_and_isr(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory = tmp_path / "d1"
+    manager = LogManager([directory], broker_config())
+    produce(manager, A0)
+    manager.close()
+    (directory / TOPIC_IDS_FILE).write_text("0\n1\na not-an-id\n")
+    again = LogManager([directory], broker_config())
+    assert "malformed line" in caplog.text
+    assert again.claim_topic("a", NEW_ID) == []  # adopted: nothing recorded to differ
+    again.write_topic_ids()
+    assert checkpoints.read_topic_ids(directory / TOPIC_IDS_FILE) == {"a": NEW_ID}
+    again.close()
