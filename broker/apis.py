@@ -138,6 +138,9 @@ class KafkaApis:
         self.groups = groups
         # Called once an UpdateMetadata is applied (brokers' addresses may have changed).
         self.on_metadata_updated: Callable[[], None] | None = None
+        # Called with the topics an UpdateMetadata marked deleted (the group coordinator
+        # drops their committed offsets, as Kafka's handleDeletedPartitions).
+        self.on_topics_deleted: Callable[[list[str]], object] | None = None
         # Long-polling fetches wait on these (one lock): followers on `fetch_wakeup`, which
         # new data and partition state changes notify; consumers on `consumer_wakeup`,
         # which those and high watermark moves notify. A follower's fetch is not answered
@@ -787,6 +790,11 @@ class KafkaApis:
         deleted = self.metadata.update(body)
         if deleted:
             log.info("topics deleted: %s", deleted)
+            if self.on_topics_deleted is not None:
+                try:
+                    self.on_topics_deleted(deleted)
+                except Exception:  # the metadata is applied; the offsets expire in time
+                    log.exception("dropping the committed offsets of %s failed", deleted)
         if self.on_metadata_updated is not None:
             self.on_metadata_updated()
         return {"error_code": 0}

@@ -245,6 +245,7 @@ class KafkaServer:
         )
         self.replicas.on_data = self.apis.wake_fetches
         self.apis.on_metadata_updated = self.fetchers.refresh_endpoints
+        self.apis.on_topics_deleted = self.groups.handle_deleted_topics
         for server in self.socket_servers.values():
             server.start()
         rack = self.config.broker_rack

@@ -28,7 +28,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -818,9 +818,34 @@ class GroupCoordinator:
         without waiting for the followers, as Kafka's are: one lost with its leader
         expires again at the next check of the next coordinator."""
         now = self._now_ms() if now_ms is None else now_ms
+        return self._remove_offsets(lambda index: self._expired_in(index, now), now, "expired")
+
+    def handle_deleted_topics(self, topics: Collection[str]) -> int:
+        """Kafka's handleDeletedPartitions (on the UpdateMetadata that marks the topics
+        deleted): every offset committed here for their partitions is tombstoned and
+        dropped, and a group left Empty with no offset is deleted, as expire_offsets does.
+        Else a group would resume a topic created again under the same name from the
+        old topic's offsets. Returns how many offsets were removed."""
+        gone = {t for t in topics if t != OFFSETS_TOPIC}
+        if not gone:
+            return 0
+        return self._remove_offsets(
+            lambda index: self._offsets_of_topics(index, gone),
+            self._now_ms(),
+            "of deleted topics removed",
+        )
+
+    def _remove_offsets(
+        self,
+        chosen: Callable[[int], tuple[list[tuple[str, TopicPartition]], list[str]]],
+        now: int,
+        what: str,
+    ) -> int:
+        """Tombstone the offsets and groups ``chosen(index)`` names (lock held) in each
+        partition of the offsets topic led here."""
         with self._cond:
             indexes = sorted(self._loaded)
-        expired_count = 0
+        removed_count = 0
         for index in indexes:
             # The partition's append lock first: no commit lands between the decision and
             # the tombstones, and one appended before them is pending, so kept.
@@ -829,39 +854,62 @@ class GroupCoordinator:
                     epoch = self._loaded.get(index)
                     if epoch is None:
                         continue
-                    expired, dead = self._expired_in(index, now)
-                if not expired and not dead:
+                    removed, dead = chosen(index)
+                if not removed and not dead:
                     continue
                 records = bytearray()
-                if expired:
+                if removed:
                     records += offset_commit_batch(
-                        [(OffsetKey(g, tp.topic, tp.partition), None) for g, tp in expired], now
+                        [(OffsetKey(g, tp.topic, tp.partition), None) for g, tp in removed], now
                     )
                 for group_id in dead:
                     records += group_metadata_batch(group_id, None, now)
                 offsets_tp = TopicPartition(OFFSETS_TOPIC, index)
                 error, _p, info, message = self.replicas.append_as_leader(offsets_tp, records, -1)
             if error != ErrorCode.NONE or info is None:
-                log.warning("expiring offsets in %s failed: %s %s", offsets_tp, error.name, message)
+                log.warning("offsets %s in %s: %s %s", what, offsets_tp, error.name, message)
                 continue
             with self._cond:
                 if self._loaded.get(index) != epoch:
                     continue
-                for k, (group_id, tp) in enumerate(expired):
+                for k, (group_id, tp) in enumerate(removed):
                     self._merge(group_id, {tp: _Stored(None, info.first_offset + k)})
                 for group_id in dead:
                     group = self._groups.get(group_id)
                     if group is not None and not group.members and group_id not in self._offsets:
                         group.state = GroupState.DEAD
                         del self._groups[group_id]
-            expired_count += len(expired)
+            removed_count += len(removed)
             log.info(
-                "%s: %d committed offsets expired, %d groups deleted",
+                "%s: %d committed offsets %s, %d groups deleted",
                 offsets_tp,
-                len(expired),
+                len(removed),
+                what,
                 len(dead),
             )
-        return expired_count
+        return removed_count
+
+    def _offsets_of_topics(
+        self, index: int, topics: set[str]
+    ) -> tuple[list[tuple[str, TopicPartition]], list[str]]:
+        """(group, partition) of every offset of these topics committed by the groups of
+        partition ``index``, and the groups left Empty with none (lock held)."""
+        removed: list[tuple[str, TopicPartition]] = []
+        dead: list[str] = []
+        for group_id in sorted(g for g in self._offsets if self.partition_of(g) == index):
+            offsets = [tp for tp, s in self._offsets[group_id].items() if s.value]
+            gone = sorted(tp for tp in offsets if tp.topic in topics)
+            if not gone:
+                continue
+            removed += [(group_id, tp) for tp in gone]
+            group = self._groups.get(group_id)
+            if (
+                len(gone) == len(offsets)
+                and not self._pending.get(group_id)
+                and (group is None or (not group.members and group.state is GroupState.EMPTY))
+            ):
+                dead.append(group_id)
+        return removed, dead
 
     def _expired_in(
         self, index: int, now_ms: int

@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from admin import topics as topics_admin
 from groups.offset_records import partition_for
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap, group_consumer, poll_until, produce
@@ -21,6 +22,7 @@ from tests.integration.harness import Cluster, wait_for
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
+from zkdata import paths
 
 pytestmark = pytest.mark.integration
 
@@ -410,3 +412,46 @@ def test_committed_offsets_expire_and_stay_expired_after_the_coordinator_dies(
     with KafkaConnection("127.0.0.1", c[states[index].leader].port()) as conn:
         expired = [(0, -1), (1, -1)]
         wait_for(lambda: fetch_or_none(conn) == expired or None, 60, "the new coordinator")
+
+
+def test_a_deleted_topics_committed_offsets_go_with_it(cluster_factory: ClusterFactory) -> None:
+    """A group's offsets of a topic go when the topic is deleted (Kafka's
+    handleDeletedPartitions, on the UpdateMetadata that marks it deleted): a topic created
+    again under the same name is read from its start, not from the old offsets (which
+    would be past its end, and a consumer reset to the end would skip its records)."""
+    c = cluster_factory(**GROUP_SETTINGS)
+    c.wait_controller()
+    coordinator = coordinator_of(c, "readers", via=1)
+    c.create_topic("kept", {0: (1, 2)})
+    c.create_topic("gone", {0: (2, 3), 1: (3, 1)})
+    for topic in ("kept", "gone"):
+        c.wait_topic_online(topic)
+
+    def commit(topic: str, offsets: dict[int, int]) -> None:
+        with KafkaConnection("127.0.0.1", c[coordinator].port()) as conn:
+            body = {
+                "group_id": "readers",
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "topics": [
+                    {
+                        "name": topic,
+                        "partitions": [
+                            {"partition_index": p, "committed_offset": o}
+                            for p, o in offsets.items()
+                        ],
+                    }
+                ],
+            }
+            answer = conn.request(ApiKey.OFFSET_COMMIT, 7, body)
+        assert [p["error_code"] for p in answer["topics"][0]["partitions"]] == [0] * len(offsets)
+
+    commit("kept", {0: 40})
+    commit("gone", {0: 41, 1: 42})
+    assert committed(c, "readers", "gone", 2) == {0: 41, 1: 42}
+    topics_admin.delete_topic(c.zk, "gone")
+    wait_for(lambda: c.zk.exists(paths.topic("gone")) is None or None, 60, "the deletion")
+    c.create_topic("gone", {0: (2, 3), 1: (3, 1)})
+    c.wait_topic_online("gone")
+    assert committed(c, "readers", "gone", 2) == {0: -1001, 1: -1001}
+    assert committed(c, "readers", "kept", 1) == {0: 40}

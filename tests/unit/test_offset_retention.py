@@ -799,3 +799,41 @@ def test_the_expirer_thread_expires_on_its_own(nodes: Callable[..., Node], clock
     clock.ms = NOW + 300
     wait_until("a0 expired", lambda: fetched(n.groups) == {})
     wait_until("the group deleted", lambda: listed(n.groups) == {})
+
+
+# --- offsets of deleted topics (Kafka's handleDeletedPartitions) --------------------------
+
+
+def test_a_deleted_topics_offsets_are_removed_for_good(nodes: Callable[..., Node]) -> None:
+    first = nodes()
+    first.lead_all(epoch=0)
+    groups = first.groups
+    commit(groups, {A0: committed(5), A1: committed(6), B0: committed(7)})
+    assert groups.handle_deleted_topics(["c", OFFSETS_TOPIC]) == 0  # none of theirs
+    assert groups.handle_deleted_topics(["a"]) == 2
+    # A topic created again under the name is not resumed from the old offsets.
+    assert fetched(groups) == {B0: committed(7)}
+    assert groups.fetch_offsets(G0, [A0]) == (ErrorCode.NONE, {A0: None})
+    assert listed(groups) == {G0: ("", GroupState.EMPTY.value)}  # it has B0's
+    assert groups.handle_deleted_topics(["a"]) == 0  # already gone
+    assert groups.handle_deleted_topics(["b"]) == 1
+    assert listed(groups) == {}  # no offset left, no member: deleted
+    assert first.records()[-4:] == [
+        (OffsetKey(G0, "a", 0), None),
+        (OffsetKey(G0, "a", 1), None),
+        (OffsetKey(G0, "b", 0), None),
+        (GroupKey(G0), None),
+    ]
+    first.close()
+    second = nodes()  # a new coordinator over the same log
+    second.lead_all(epoch=1)
+    assert fetched(second.groups) == {}
+
+
+def test_a_group_with_members_stays_when_its_topic_is_deleted(node: Node) -> None:
+    groups = node.groups
+    member = consumer_member(groups, ["a"])
+    commit(groups, {A0: committed(5)}, member.member_id, member.generation_id)
+    assert groups.handle_deleted_topics(["a"]) == 1
+    assert fetched(groups) == {}
+    assert group_state(groups) == GroupState.STABLE.value
