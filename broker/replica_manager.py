@@ -452,6 +452,35 @@ class ReplicaManager:
                 self.on_become(leaders, followers)
         return {"error_code": 0, "topics": topics_out}
 
+    def delete_orphaned_logs(self, topics: Collection[str]) -> list[TopicPartition]:
+        """An UpdateMetadata marked these topics deleted: delete their logs here that no
+        partition state holds. The controller's StopReplicas delete the replicas the
+        topic has; a log of a replica moved off this broker while it was away (its
+        StopReplica never came) is none of them, and would stay for good."""
+        if self.logs is None:
+            return []
+        wanted = set(topics)
+        with self._lock:
+            orphans = [
+                tp
+                for tp in self.logs.all_logs()
+                if tp.topic in wanted and tp not in self.partitions
+            ]
+        deleted: list[TopicPartition] = []
+        for tp in orphans:
+            try:
+                if self.logs.delete(tp):
+                    deleted.append(tp)
+            except KafkaStorageError as e:
+                log.error("deleting the orphaned log of %s: %s", tp, e)
+        if deleted:
+            log.warning(
+                "deleted the logs of %s: their topics are being deleted and no replica here"
+                " holds them (moved off this broker while it was away)",
+                sorted(deleted),
+            )
+        return deleted
+
     def _set_aside_earlier_incarnations(self, topic_states: list[dict[str, Any]]) -> None:
         """Logs of an earlier incarnation of a topic the request names by another id (the
         topic was deleted while this broker was away, so it never got the StopReplica,

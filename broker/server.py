@@ -245,7 +245,7 @@ class KafkaServer:
         )
         self.replicas.on_data = self.apis.wake_fetches
         self.apis.on_metadata_updated = self.fetchers.refresh_endpoints
-        self.apis.on_topics_deleted = self.groups.handle_deleted_topics
+        self.apis.on_topics_deleted = self._on_topics_deleted
         for server in self.socket_servers.values():
             server.start()
         rack = self.config.broker_rack
@@ -358,6 +358,10 @@ class KafkaServer:
         self.fetchers.follow(
             [(p.topic_partition, p.leader, p.leader_epoch, p.log_end_offset) for p in followers]
         )
+
+    def _on_topics_deleted(self, topics: list[str]) -> None:
+        self.replicas.delete_orphaned_logs(topics)
+        self.groups.handle_deleted_topics(topics)
 
     def _on_stop(self, tps: list[TopicPartition], deleted: bool) -> None:
         self.groups.on_stop(tps)

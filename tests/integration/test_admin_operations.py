@@ -309,7 +309,8 @@ def test_a_topic_created_again_does_not_serve_the_deleted_ones_records(
     never reached it), and the topic's deletion asks only the replicas it has then. The
     topic created again with that broker leading: the broker finds the old log under the
     new topic id, sets it aside and starts empty, so readers get only the new records
-    (before topic ids, the new topic served the old one's)."""
+    (before topic ids, the new topic served the old one's). Such a log left while the
+    broker is up goes when the topic is deleted."""
     c = cluster_factory()
     controller_id, _ = c.wait_controller()
     away = 2 if controller_id != 2 else 3
@@ -339,6 +340,19 @@ def test_a_topic_created_again_does_not_serve_the_deleted_ones_records(
     c.wait_registered([away])
     assert stray.is_dir()
     assert [v for _, v in consume(c, "again", [0])[0]] == [f"new-{i}".encode() for i in range(3)]
+    # Moved off it again while it is away, then deleted: its log, which no StopReplica
+    # names, goes with the deletion (the UpdateMetadata marking the topic deleted).
+    assert c[away].stop() == 0
+    wait_for(lambda: away not in c.registered(), 30, f"broker {away} gone again")
+    reassign.start_reassignment(c.zk, {TopicPartition("again", 0): others})
+    wait_for(lambda: not exists(c, paths.REASSIGN_PARTITIONS), 60, "the second reassignment")
+    c[away].start()
+    c.wait_registered([away])
+    assert (c[away].data_dir / "again-0").is_dir()
+    topics.delete_topic(c.zk, "again")
+    wait_for(lambda: not exists(c, paths.topic("again")), 60, "the second deletion")
+    wait_for(lambda: not (c[away].data_dir / "again-0").exists(), 30, "the orphaned log deleted")
+    assert stray.is_dir()
 
 
 def test_reassignment_to_a_broker_started_later_moving_the_leader(

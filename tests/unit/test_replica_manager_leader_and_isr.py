@@ -306,3 +306,25 @@ def test_a_log_of_an_earlier_incarnation_of_the_topic_is_set_aside(tmp_path: Pat
     finally:
         rm.close()
         logs.close()
+
+
+def test_a_deleted_topics_logs_no_partition_state_holds_are_deleted(tmp_path: Path) -> None:
+    # "t"-0 is hosted (its StopReplica deletes it); "t"-1 is a log found on disk that no
+    # LeaderAndIsr named (a replica moved off this broker while it was away); "u"-0 is of
+    # a topic not deleted.
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    hosted, orphan, other = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
+    try:
+        assert errors(rm.become_leader_or_follower(request({0: (BROKER, 1, [1])}))) == {0: 0}
+        logs.get_or_create(orphan)
+        logs.get_or_create(other)
+        assert rm.delete_orphaned_logs(["t"]) == [orphan]
+        assert logs.get_log(orphan) is None
+        assert logs.get_log(hosted) is not None
+        assert logs.get_log(other) is not None
+        assert rm.delete_orphaned_logs(["t"]) == []
+    finally:
+        rm.close()
+        logs.close()
