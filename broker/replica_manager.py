@@ -372,6 +372,7 @@ class ReplicaManager:
             # seconds for thousands), so produce and fetch go on meanwhile.
             for topic_state, entries in zip(request["topic_states"], topics, strict=True):
                 topic = topic_state["topic_name"]
+                new_topic_id = topic_state.get("topic_id")
                 config = None
                 for tp, ps, maybe_missing in entries:
                     if maybe_missing and tp not in self.logs:
@@ -381,7 +382,11 @@ class ReplicaManager:
                             config = self.topic_config(topic)
                         try:
                             self.logs.get_or_create(
-                                tp, config, sync_dir=False, is_new=ps.get("is_new", False)
+                                tp,
+                                config,
+                                sync_dir=False,
+                                is_new=ps.get("is_new", False),
+                                topic_id=new_topic_id,
                             )
                         except KafkaStorageError:
                             pass  # tried again below, where it is answered
@@ -560,7 +565,11 @@ class ReplicaManager:
                 config = self.topic_config(tp.topic) if self.topic_config is not None else None
                 try:
                     existing = self.logs.get_or_create(
-                        tp, config, sync_dir=False, is_new=ps.get("is_new", False)
+                        tp,
+                        config,
+                        sync_dir=False,
+                        is_new=ps.get("is_new", False),
+                        topic_id=topic_id,
                     )
                 except KafkaStorageError as e:
                     # Not new while a log directory is offline (its log may be there), or
@@ -642,6 +651,9 @@ class ReplicaManager:
             errors = []
             stopped: list[TopicPartition] = []
             deleted: list[TopicPartition] = []
+            # The ids of the topics whose logs go: a directory left with none of a
+            # topic's logs forgets its id.
+            deleted_ids: dict[str, uuid.UUID] = {}
             for topic_state in request.get("topic_states", []):
                 for ps in topic_state["partition_states"]:
                     tp = TopicPartition(topic_state["topic_name"], ps["partition_index"])
@@ -675,6 +687,8 @@ class ReplicaManager:
                         with self._follower_lock(tp):
                             self.partitions.pop(tp, None)
                         deleted.append(tp)
+                        if current is not None and current.topic_id.int != 0:
+                            deleted_ids[tp.topic] = current.topic_id
                         if self.logs is not None:
                             try:
                                 self.logs.delete(tp)
@@ -697,6 +711,9 @@ class ReplicaManager:
                     errors.append(
                         {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": 0}
                     )
+        if deleted_ids and self.logs is not None:
+            self.logs.forget_topic_ids(deleted_ids)
+            self.logs.write_topic_ids()
         if stopped or deleted:
             self._notify_progress([*stopped, *deleted])  # fetches of these get an error
         if self.on_stop is not None:

@@ -275,10 +275,10 @@ class LogManager:
         if clean:
             clean_markers.append(marker)
         try:
-            self._topic_ids[os.fspath(directory)] = read_topic_ids(directory / TOPIC_IDS_FILE)
+            recorded = read_topic_ids(directory / TOPIC_IDS_FILE)
         except CheckpointError as e:
             log.warning("%s; its logs take their topic ids from the next LeaderAndIsr", e)
-            self._topic_ids[os.fspath(directory)] = {}
+            recorded = {}
         recovery = read_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
         starts = read_offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
         hws = read_offset_checkpoint(directory / REPLICATION_CHECKPOINT)
@@ -314,6 +314,13 @@ class LogManager:
                 "high_watermark": hws.get(parsed, 0),
             }
             jobs.append((directory, child, tp, offsets, clean))
+        # Only the topics this directory holds logs of need their ids (the others were
+        # deleted, or moved away, after their last record here).
+        held = {tp.topic for _d, _c, tp, _o, _cl in jobs}
+        key = os.fspath(directory)
+        self._topic_ids[key] = {t: i for t, i in recorded.items() if t in held}
+        if len(self._topic_ids[key]) != len(recorded):
+            self._topic_ids_changed.add(key)
         return jobs
 
     def _load(
@@ -415,6 +422,7 @@ class LogManager:
         *,
         sync_dir: bool = True,
         is_new: bool = True,
+        topic_id: uuid.UUID | None = None,
     ) -> PartitionLog:
         """The partition's log; a new one goes in the online log directory holding the
         fewest partitions. An existing log keeps the config it was made with.
@@ -427,7 +435,12 @@ class LogManager:
         ``sync_dir=False`` leaves the fsync of the log directory (which makes the new
         partition's folder durable) to ``sync_new_dirs``: one fsync for a LeaderAndIsr
         that creates thousands of partitions, not one each (an fsync of a directory with
-        thousands of entries takes milliseconds)."""
+        thousands of entries takes milliseconds).
+
+        ``topic_id`` (the controller's id of the topic) is recorded for the directory of a
+        new log if it recorded none: a directory holding a log of a topic always names
+        its incarnation, even if ``forget_topic_ids`` dropped the record after the
+        LeaderAndIsr's ``claim_topic``."""
         with self._lock:
             existing = self._logs.get(tp)
             if existing is not None:
@@ -466,6 +479,12 @@ class LogManager:
                 self._dirs_to_sync.add(directory)
             self._add(tp, partition_log)
             counts[directory] = counts.get(directory, 0) + 1
+            if topic_id is not None and topic_id.int != 0:
+                key = os.fspath(directory)
+                ids = self._topic_ids.setdefault(key, {})
+                if tp.topic not in ids:
+                    ids[tp.topic] = topic_id
+                    self._topic_ids_changed.add(key)
             return partition_log
 
     def compacted_logs(self) -> list[PartitionLog]:
@@ -633,6 +652,25 @@ class LogManager:
                 for tp, partition_log in self._logs.items()
                 if tp.topic == topic and partition_log.log_dir in earlier
             ]
+
+    def forget_topic_ids(self, topic_ids: Mapping[str, uuid.UUID]) -> None:
+        """These topics' logs here were deleted (a StopReplica): each directory that holds
+        no log of such a topic any more forgets its id, if it is still the one given (a
+        new incarnation's id recorded meanwhile stays). Else ``topic-ids`` would keep
+        every topic ever deleted. ``write_topic_ids`` makes it durable."""
+        if not topic_ids:
+            return
+        with self._lock:
+            holding = {
+                (partition_log.log_dir, tp.topic)
+                for tp, partition_log in self._logs.items()
+                if tp.topic in topic_ids
+            }
+            for key, ids in self._topic_ids.items():
+                for topic, topic_id in topic_ids.items():
+                    if ids.get(topic) == topic_id and (key, topic) not in holding:
+                        del ids[topic]
+                        self._topic_ids_changed.add(key)
 
     def write_topic_ids(self) -> None:
         """Write the topic ids ``claim_topic`` recorded since the last call (a directory

@@ -15,7 +15,8 @@ import pytest
 from broker.config import BrokerConfig
 from broker.replica_manager import Followers, FollowerState, ReplicaManager
 from broker.state_change_log import StateChangeLog
-from storage.log_manager import LogManager
+from storage.checkpoints import read_topic_ids
+from storage.log_manager import TOPIC_IDS_FILE, LogManager
 from storage.testing import build_batch
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
@@ -325,6 +326,43 @@ def test_a_deleted_topics_logs_no_partition_state_holds_are_deleted(tmp_path: Pa
         assert logs.get_log(hosted) is not None
         assert logs.get_log(other) is not None
         assert rm.delete_orphaned_logs(["t"]) == []
+    finally:
+        rm.close()
+        logs.close()
+
+
+def test_a_stop_replica_deleting_a_topics_last_log_here_forgets_its_id(tmp_path: Path) -> None:
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    ids_file = tmp_path / "data" / TOPIC_IDS_FILE
+
+    def stop(*partitions: int) -> None:
+        answer = rm.stop_replicas(
+            {
+                "controller_id": 9,
+                "controller_epoch": 3,
+                "topic_states": [
+                    {
+                        "topic_name": "t",
+                        "partition_states": [
+                            {"partition_index": p, "leader_epoch": -2, "delete_partition": True}
+                            for p in partitions
+                        ],
+                    }
+                ],
+            }
+        )
+        assert [e["error_code"] for e in answer["partition_errors"]] == [0] * len(partitions)
+
+    try:
+        states = {0: (BROKER, 1, [1]), 1: (BROKER, 1, [1])}
+        assert errors(rm.become_leader_or_follower(request(states))) == {0: 0, 1: 0}
+        assert read_topic_ids(ids_file) == {"t": TOPIC_ID}
+        stop(0)  # "t"-1 is still here
+        assert read_topic_ids(ids_file) == {"t": TOPIC_ID}
+        stop(1)
+        assert read_topic_ids(ids_file) == {}
     finally:
         rm.close()
         logs.close()

@@ -694,3 +694,81 @@ def test_an_unreadable_topic_ids_file_is_taken_from_the_next_leader_and_isr(
     again.write_topic_ids()
     assert checkpoints.read_topic_ids(directory / TOPIC_IDS_FILE) == {"a": NEW_ID}
     again.close()
+
+
+def recorded_ids(directory: Path) -> dict[str, uuid.UUID]:
+    return checkpoints.read_topic_ids(directory / TOPIC_IDS_FILE)
+
+
+def test_a_directory_left_with_no_log_of_a_topic_forgets_its_id(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = LogManager(dirs, broker_config())
+    try:
+        produce(manager, A0)
+        produce(manager, A1)
+        produce(manager, B0)
+        assert manager.claim_topic("a", OLD_ID) == []
+        assert manager.claim_topic("b-with-dash", OLD_ID) == []
+        manager.write_topic_ids()
+        a0_dir = Path(manager.get_or_create(A0).log_dir)
+        a1_dir = Path(manager.get_or_create(A1).log_dir)
+        assert a0_dir != a1_dir
+        assert manager.delete(A0)
+        # Another incarnation's id forgets nothing; the deleted one's only where no log
+        # of the topic is left.
+        manager.forget_topic_ids({"a": NEW_ID})
+        manager.forget_topic_ids({"a": OLD_ID})
+        manager.write_topic_ids()
+        assert recorded_ids(a0_dir) == {"b-with-dash": OLD_ID}
+        assert recorded_ids(a1_dir) == {"a": OLD_ID, "b-with-dash": OLD_ID}
+        assert manager.delete(A1)
+        manager.forget_topic_ids({"a": OLD_ID})
+        manager.write_topic_ids()
+        assert recorded_ids(a1_dir) == {"b-with-dash": OLD_ID}
+    finally:
+        manager.close()
+
+
+def test_a_log_made_after_its_topics_id_was_forgotten_records_the_id(tmp_path: Path) -> None:
+    # A LeaderAndIsr claims the id, a StopReplica deleting the topic's last log here
+    # forgets it, then the LeaderAndIsr makes its log: the log's directory names its id.
+    directory = tmp_path / "d1"
+    manager = LogManager([directory], broker_config())
+    try:
+        produce(manager, A0)
+        assert manager.claim_topic("a", OLD_ID) == []
+        assert manager.delete(A0)
+        manager.forget_topic_ids({"a": OLD_ID})
+        manager.get_or_create(A1, topic_id=OLD_ID)
+        manager.get_or_create(B0, topic_id=uuid.UUID(int=0))  # no id given: none recorded
+        manager.write_topic_ids()
+        assert recorded_ids(directory) == {"a": OLD_ID}
+    finally:
+        manager.close()
+    again = LogManager([directory], broker_config())
+    try:
+        # The topic deleted meanwhile and created again: its log here is set aside.
+        assert again.claim_topic("a", NEW_ID) == [A1]
+    finally:
+        again.close()
+
+
+def test_ids_of_topics_a_directory_holds_no_log_of_are_dropped_at_start(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = LogManager(dirs, broker_config())
+    produce(manager, A0)
+    assert manager.claim_topic("a", OLD_ID) == []
+    assert manager.claim_topic("gone", OLD_ID) == []
+    manager.write_topic_ids()
+    a0_dir = Path(manager.get_or_create(A0).log_dir)
+    manager.close()
+    for directory in dirs:
+        assert recorded_ids(directory).keys() == {"a", "gone"}
+    again = LogManager(dirs, broker_config())
+    try:
+        again.write_topic_ids()
+        for directory in dirs:
+            assert recorded_ids(directory) == ({"a": OLD_ID} if directory == a0_dir else {})
+        assert again.claim_topic("a", OLD_ID) == []
+    finally:
+        again.close()
