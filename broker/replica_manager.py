@@ -478,6 +478,9 @@ class ReplicaManager:
                     deleted.append(tp)
             except KafkaStorageError as e:
                 log.error("deleting the orphaned log of %s: %s", tp, e)
+        # A directory left with no log of these topics forgets their ids.
+        self.logs.forget_topic_ids(wanted)
+        self.logs.write_topic_ids()
         if deleted:
             log.warning(
                 "deleted the logs of %s: their topics are being deleted and no replica here"
@@ -651,9 +654,6 @@ class ReplicaManager:
             errors = []
             stopped: list[TopicPartition] = []
             deleted: list[TopicPartition] = []
-            # The ids of the topics whose logs go: a directory left with none of a
-            # topic's logs forgets its id.
-            deleted_ids: dict[str, uuid.UUID] = {}
             for topic_state in request.get("topic_states", []):
                 for ps in topic_state["partition_states"]:
                     tp = TopicPartition(topic_state["topic_name"], ps["partition_index"])
@@ -687,8 +687,6 @@ class ReplicaManager:
                         with self._follower_lock(tp):
                             self.partitions.pop(tp, None)
                         deleted.append(tp)
-                        if current is not None and current.topic_id.int != 0:
-                            deleted_ids[tp.topic] = current.topic_id
                         if self.logs is not None:
                             try:
                                 self.logs.delete(tp)
@@ -711,8 +709,9 @@ class ReplicaManager:
                     errors.append(
                         {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": 0}
                     )
-        if deleted_ids and self.logs is not None:
-            self.logs.forget_topic_ids(deleted_ids)
+        if deleted and self.logs is not None:
+            # A directory left with no log of a topic forgets its id.
+            self.logs.forget_topic_ids({tp.topic for tp in deleted})
             self.logs.write_topic_ids()
         if stopped or deleted:
             self._notify_progress([*stopped, *deleted])  # fetches of these get an error

@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from array import array
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -653,22 +653,23 @@ class LogManager:
                 if tp.topic == topic and partition_log.log_dir in earlier
             ]
 
-    def forget_topic_ids(self, topic_ids: Mapping[str, uuid.UUID]) -> None:
-        """These topics' logs here were deleted (a StopReplica): each directory that holds
-        no log of such a topic any more forgets its id, if it is still the one given (a
-        new incarnation's id recorded meanwhile stays). Else ``topic-ids`` would keep
-        every topic ever deleted. ``write_topic_ids`` makes it durable."""
-        if not topic_ids:
+    def forget_topic_ids(self, topics: Collection[str]) -> None:
+        """These topics' logs here were deleted: each directory that holds no log of such
+        a topic forgets its id (a directory needs a topic's id only to tell its logs'
+        incarnation; a log made later records its id, see ``get_or_create``). Else
+        ``topic-ids`` would keep every topic ever deleted. ``write_topic_ids`` makes it
+        durable."""
+        if not topics:
             return
         with self._lock:
             holding = {
                 (partition_log.log_dir, tp.topic)
                 for tp, partition_log in self._logs.items()
-                if tp.topic in topic_ids
+                if tp.topic in topics
             }
             for key, ids in self._topic_ids.items():
-                for topic, topic_id in topic_ids.items():
-                    if ids.get(topic) == topic_id and (key, topic) not in holding:
+                for topic in topics:
+                    if topic in ids and (key, topic) not in holding:
                         del ids[topic]
                         self._topic_ids_changed.add(key)
 

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from admin import reassign, topics
+from storage.checkpoints import read_topic_ids
+from storage.log_manager import TOPIC_IDS_FILE
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import consume, produce
 from tests.integration.harness import Cluster, wait_for
@@ -353,6 +355,15 @@ def test_a_topic_created_again_does_not_serve_the_deleted_ones_records(
     wait_for(lambda: not exists(c, paths.topic("again")), 60, "the second deletion")
     wait_for(lambda: not (c[away].data_dir / "again-0").exists(), 30, "the orphaned log deleted")
     assert stray.is_dir()
+    # No log directory names the deleted topic's id any more (those with its replicas
+    # forget it at their StopReplica, the orphan's at the deletion's UpdateMetadata).
+    wait_for(
+        lambda: all(
+            "again" not in read_topic_ids(c[b].data_dir / TOPIC_IDS_FILE) for b in (1, 2, 3)
+        ),
+        30,
+        "the topic ids forgotten",
+    )
 
 
 def test_reassignment_to_a_broker_started_later_moving_the_leader(

@@ -73,6 +73,9 @@ from admin.errors import AdminError
 from cluster import zookeeper as zkp
 from cluster.netsplit import InterBrokerLink, ZooKeeperLink, linked, linked_brokers
 from groups.coordinator import OFFSETS_TOPIC
+from storage.checkpoints import read_topic_ids
+from storage.errors import CheckpointError
+from storage.log_manager import TOPIC_IDS_FILE
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap, consume, lost_acknowledged, produce
 from tests.integration.harness import Cluster
@@ -452,8 +455,8 @@ def topic_churn(c: Cluster, rng: random.Random) -> dict[str, Any]:
 
 def churn_leftovers(c: Cluster, topic: str) -> list[str]:
     """What is left of a deleted topic: its znodes, its partitions' logs (not those renamed
-    for deletion, removed after log.segment.delete.delay.ms), and each broker's metadata
-    of it."""
+    for deletion, removed after log.segment.delete.delay.ms), its id in a log directory's
+    topic-ids, and each broker's metadata of it."""
     left = [
         path
         for path in (paths.topic(topic), paths.delete_topic(topic), paths.topic_config(topic))
@@ -466,6 +469,11 @@ def churn_leftovers(c: Cluster, topic: str) -> list[str]:
                 name, _, partition = entry.name.rpartition("-")
                 if name == topic and partition.isdigit():
                     left.append(str(entry))
+            try:
+                if topic in read_topic_ids(Path(directory) / TOPIC_IDS_FILE):
+                    left.append(f"{directory}/{TOPIC_IDS_FILE} names it")
+            except CheckpointError as e:  # written by rename: never seen half-written
+                left.append(str(e))
         try:
             with KafkaConnection("127.0.0.1", broker.port(), timeout_s=10) as conn:
                 # v4: the first that can ask not to create the topic it names

@@ -326,6 +326,11 @@ def test_a_deleted_topics_logs_no_partition_state_holds_are_deleted(tmp_path: Pa
         assert logs.get_log(hosted) is not None
         assert logs.get_log(other) is not None
         assert rm.delete_orphaned_logs(["t"]) == []
+        # "t"-0's log is still here (its StopReplica to come): its id stays.
+        assert read_topic_ids(tmp_path / "data" / TOPIC_IDS_FILE) == {"t": TOPIC_ID}
+        logs.delete(hosted)
+        assert rm.delete_orphaned_logs(["t"]) == []
+        assert read_topic_ids(tmp_path / "data" / TOPIC_IDS_FILE) == {}
     finally:
         rm.close()
         logs.close()
@@ -337,7 +342,7 @@ def test_a_stop_replica_deleting_a_topics_last_log_here_forgets_its_id(tmp_path:
     rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
     ids_file = tmp_path / "data" / TOPIC_IDS_FILE
 
-    def stop(*partitions: int) -> None:
+    def stop(rm: ReplicaManager, *partitions: int) -> None:
         answer = rm.stop_replicas(
             {
                 "controller_id": 9,
@@ -359,9 +364,14 @@ def test_a_stop_replica_deleting_a_topics_last_log_here_forgets_its_id(tmp_path:
         states = {0: (BROKER, 1, [1]), 1: (BROKER, 1, [1])}
         assert errors(rm.become_leader_or_follower(request(states))) == {0: 0, 1: 0}
         assert read_topic_ids(ids_file) == {"t": TOPIC_ID}
-        stop(0)  # "t"-1 is still here
+        stop(rm, 0)  # "t"-1 is still here
         assert read_topic_ids(ids_file) == {"t": TOPIC_ID}
-        stop(1)
+        # A broker restarted while the topic is being deleted holds its logs but no
+        # partition state of them (no LeaderAndIsr names a topic being deleted).
+        restarted = ReplicaManager(
+            BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs
+        )
+        stop(restarted, 1)
         assert read_topic_ids(ids_file) == {}
     finally:
         rm.close()
