@@ -46,7 +46,7 @@ from groups.offset_records import (
     partition_for,
 )
 from groups.retention import CONSUMER_PROTOCOL, expired_offsets, subscribed_topics
-from storage.errors import OffsetOutOfRangeError
+from storage.errors import CorruptRecordError, OffsetOutOfRangeError
 from storage.log import AppendInfo
 from storage.records import Record, iter_batches, iter_records
 from wire.errors import ErrorCode
@@ -260,7 +260,7 @@ class GroupCoordinator:
                     batch = data[header.position : header.position + header.size]
                     try:
                         batch_records = list(iter_records(batch))
-                    except (NotImplementedError, ValueError, IndexError) as e:
+                    except (NotImplementedError, ValueError, IndexError, CorruptRecordError) as e:
                         log.error("%s: a batch at %d skipped: %s", tp, header.base_offset, e)
                         continue
                     records += len(batch_records)

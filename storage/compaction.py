@@ -25,26 +25,26 @@ decides the same way; ``storage.cleaner`` does the reading, writing and swapping
   record's timestamp as base; keeping the old base is equally valid in the format and
   leaves the records' bytes alone.
 
-Batches compressed with snappy, lz4 or zstd cannot be decoded here (the project does not
-depend on those codecs): they are kept whole and their keys are not put in the map, so
-their records are never dropped and never make another record drop. That errs on the
-side of keeping data: a topic compressed with them compacts only its other batches.
+Uncompressed, gzip, snappy and lz4 batches are read (``storage.codecs``), and a rewritten
+batch keeps its codec. Batches compressed with zstd cannot be decoded here: they are kept
+whole and their keys are not put in the map, so their records are never dropped and never
+make another record drop. That errs on the side of keeping data: a topic compressed with
+zstd compacts only its other batches.
 """
 
 from __future__ import annotations
 
 import struct
 import sys
-import zlib
 from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple
 
+from storage import codecs
 from storage.errors import CorruptRecordError
 from storage.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
-    Compression,
     batch_crc,
     decode_varint,
     encode_varint,
@@ -75,7 +75,6 @@ _MAX_TIMESTAMP_OFFSET: Final = 35
 _RECORD_COUNT_OFFSET: Final = 57
 _UINT32: Final = struct.Struct(">I")
 _INT64: Final = struct.Struct(">q")
-_DECODABLE: Final = (Compression.NONE, Compression.GZIP)
 
 
 class KeyedRecord(NamedTuple):
@@ -91,15 +90,12 @@ class KeyedRecord(NamedTuple):
 
 
 def decodable(header: BatchHeader) -> bool:
-    """Whether this batch's records can be read here (uncompressed or gzip)."""
-    return header.compression in _DECODABLE
+    """Whether this batch's records can be read here (not zstd)."""
+    return codecs.readable(header.compression)
 
 
 def _body(batch: bytes | memoryview, header: BatchHeader) -> bytes:
-    view = memoryview(batch)[BATCH_HEADER_SIZE : header.size]
-    if header.compression == Compression.GZIP:
-        return zlib.decompress(view, wbits=47)
-    return bytes(view)
+    return codecs.decompress(header.compression, memoryview(batch)[BATCH_HEADER_SIZE : header.size])
 
 
 def keyed_records(
@@ -145,7 +141,7 @@ def keyed_records(
                 )
             )
             pos = end
-    except (IndexError, ValueError, zlib.error) as exc:
+    except (IndexError, ValueError) as exc:  # codecs.CodecError is a ValueError
         raise CorruptRecordError(
             f"records body: {exc}", position=header.position, offset=header.base_offset
         ) from None
@@ -173,8 +169,9 @@ def batch_keys(batch: bytes | memoryview, header: BatchHeader) -> list[tuple[byt
 def first_keyless_offset(batch: bytes | memoryview, header: BatchHeader) -> int | None:
     """The offset of the batch's first record without a key, which a compacted topic
     refuses (Kafka's LogValidator.validateKey); None if every record has one, or the
-    batch cannot be decoded here (snappy, lz4, zstd: let through, as the cleaner keeps
-    them whole). CorruptRecordError if its records do not parse."""
+    batch cannot be decoded here (zstd: let through, as the cleaner keeps them whole).
+    CorruptRecordError if its records do not parse (or its body is not a valid stream
+    of its codec)."""
     if header.is_control or not decodable(header):
         return None
     _, records = keyed_records(batch, header)
@@ -209,9 +206,7 @@ def filter_batch(
     if not kept:
         return None
     new_body = b"".join(encode_varint(r.end - r.start) + body[r.start : r.end] for r in kept)
-    if header.compression == Compression.GZIP:
-        compressor = zlib.compressobj(wbits=31)
-        new_body = compressor.compress(new_body) + compressor.flush()
+    new_body = codecs.compress(header.compression, new_body)
     rebuilt = bytearray(batch[:BATCH_HEADER_SIZE])
     rebuilt += new_body
     _LENGTH.pack_into(rebuilt, 8, len(rebuilt) - LOG_OVERHEAD)

@@ -29,10 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
+from storage import codecs
 from storage.checkpoints import fsync_dir
 from storage.compaction import first_keyless_offset
 from storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from storage.errors import (
+    CorruptRecordError,
     FencedLeaderEpochError,
     InvalidRecordError,
     KafkaStorageError,
@@ -46,7 +48,6 @@ from storage.partition_dir import (
 )
 from storage.records import (
     BatchesInfo,
-    Compression,
     assign_offsets,
     iter_records,
     validate_follower_batches,
@@ -742,10 +743,9 @@ class PartitionLog:
 
         The time index finds where to start; batches are then checked by their
         maxTimestamp, and inside the first that qualifies the records are decoded to find
-        the exact one (uncompressed and gzip batches). For snappy, lz4 and zstd batches
-        the answer is the batch's first offset at or above the log start and its
-        maxTimestamp: no record before it qualifies, but a few at its start may not
-        either (decoding those would need codecs this package does not depend on)."""
+        the exact one (any codec but zstd). For zstd batches the answer is the batch's
+        first offset at or above the log start and its maxTimestamp: no record before it
+        qualifies, but a few at its start may not either (zstd is not read here)."""
         segments = self._segments
         leo = self._leo
         log_start = self._log_start
@@ -764,17 +764,20 @@ class PartitionLog:
                     if header.max_timestamp < timestamp:
                         continue
                     epoch = header.partition_leader_epoch
-                    codec = header.compression
-                    if header.is_log_append_time or codec not in (
-                        Compression.NONE,
-                        Compression.GZIP,
-                    ):
-                        first = max(header.base_offset, start)
-                        return TimestampOffset(header.max_timestamp, first, epoch)
+                    first = max(header.base_offset, start)
+                    whole = TimestampOffset(header.max_timestamp, first, epoch)
+                    if header.is_log_append_time or not codecs.readable(header.compression):
+                        return whole
                     batch = segment.log.pread(header.size, header.position)
-                    for record in iter_records(batch):
-                        if record.offset >= start and record.timestamp >= timestamp:
-                            return TimestampOffset(record.timestamp, record.offset, epoch)
+                    try:
+                        for record in iter_records(batch):
+                            if record.offset >= start and record.timestamp >= timestamp:
+                                return TimestampOffset(record.timestamp, record.offset, epoch)
+                    except CorruptRecordError as e:
+                        # Its CRC held (the producer's), its body does not decode: the
+                        # batch is the answer, as for one of a codec not read here.
+                        log.warning("%s: %s", self.dir, e)
+                        return whole
         except OSError as exc:
             raise self._failed("read by timestamp of", exc) from exc
         return None

@@ -28,8 +28,9 @@ tests, for ListOffsets by timestamp and for readers of internal topics.
 ``build_batch`` is the other direction: it encodes records into one batch as a producer
 would (varint-framed records, the 61-byte header, CRC-32C), for writers inside the broker
 (``groups.offset_records``, for ``__consumer_offsets``) and for tests and benchmarks.
-Uncompressed and gzip batches are real; snappy, lz4 and zstd batches only carry the
-uncompressed record bytes under the codec's attribute bits (see its docstring).
+Uncompressed, gzip, snappy and lz4 batches are real (``storage.codecs``); zstd batches
+only carry the uncompressed record bytes under the codec's attribute bits (see its
+docstring).
 
 CRC-32C comes from the ``crc32c`` package (a C extension using the CPU's crc32
 instruction, ~10-26 GB/s): the storage layer's one dependency. The standard library has
@@ -41,13 +42,13 @@ from __future__ import annotations
 
 import struct
 import time
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
 from crc32c import crc32c
 
+from storage import codecs
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -487,20 +488,17 @@ def _bytes_field(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
 def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
     """Decode the records of one batch (the bytes of exactly one batch).
 
-    Uncompressed and gzip batches are decoded (gzip with the standard library's zlib);
-    snappy, lz4 and zstd would need codecs this package does not depend on: they raise
-    NotImplementedError (the append and read paths never need to decompress).
+    Uncompressed, gzip, snappy and lz4 batches are decoded (``storage.codecs``; a body
+    that is not a valid stream of its codec raises CorruptRecordError); zstd raises
+    UnsupportedCodecError, a NotImplementedError (the append and read paths never need
+    to decompress).
     """
     view = memoryview(batch)
     header = read_header(view)
-    codec = header.compression
-    body: bytes | memoryview
-    if codec == Compression.NONE:
-        body = bytes(view[BATCH_HEADER_SIZE : header.size])  # bytes index faster
-    elif codec == Compression.GZIP:
-        body = zlib.decompress(view[BATCH_HEADER_SIZE : header.size], wbits=47)
-    else:
-        raise NotImplementedError(f"decoding compression codec {codec} is not supported")
+    try:
+        body = codecs.decompress(header.compression, view[BATCH_HEADER_SIZE : header.size])
+    except codecs.CodecError as e:
+        raise CorruptRecordError(str(e), position=header.position) from None
     pos = 0
     for _ in range(header.record_count):
         length, pos = decode_varint(body, pos)
@@ -589,11 +587,11 @@ def build_batch(
 ) -> bytearray:
     """One record batch holding ``records`` (bytes are values), as a bytearray.
 
-    ``base_timestamp`` None: now. gzip batches are really compressed (zlib); snappy, lz4
-    and zstd batches carry the uncompressed record bytes under the codec's attribute bits,
-    which only tests of the storage layer's pass-through of compressed batches want: a
-    writer of real data uses ``Compression.NONE`` or ``Compression.GZIP``. No check is
-    made of the arguments (tests build invalid batches on purpose, e.g. ``magic``).
+    ``base_timestamp`` None: now. gzip, snappy and lz4 batches are real streams of their
+    codec (``storage.codecs.compress``); zstd batches carry the uncompressed record bytes
+    under the codec's attribute bits, which only tests of the storage layer's
+    pass-through of batches it cannot read want. No check is made of the arguments
+    (tests build invalid batches on purpose, e.g. ``magic``).
     """
     specs = [r if isinstance(r, RecordSpec) else RecordSpec(r) for r in records]
     if base_timestamp is None:
@@ -605,9 +603,8 @@ def build_batch(
         max_ts = max(max_ts, ts)
         encoded += _encode_record(delta, ts - base_timestamp, spec)
     payload: bytes = bytes(encoded)
-    if compression == Compression.GZIP:
-        compressor = zlib.compressobj(wbits=31)
-        payload = compressor.compress(payload) + compressor.flush()
+    if codecs.readable(compression):
+        payload = codecs.compress(compression, payload)
     attributes = compression
     if log_append_time:
         attributes |= ATTR_TIMESTAMP_TYPE

@@ -11,7 +11,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from storage.records import iter_batches, iter_records
+from storage.records import Compression, iter_batches, iter_records
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap, producer
 from tests.integration.harness import Cluster, wait_for
@@ -56,7 +56,29 @@ def latest(records: list[Record]) -> dict[bytes, tuple[int, bytes | None]]:
     return out
 
 
-def produce_keyed(c: Cluster, topic: str, pairs: list[tuple[bytes, bytes | None]]) -> list[Record]:
+def codecs_on_disk(c: Cluster, broker: int, topic: str, partition: int) -> set[int]:
+    """The compression codecs of the batches in a broker's segment files."""
+    directory = c[broker].data_dir / f"{topic}-{partition}"
+    found: set[int] = set()
+    for path in sorted(directory.glob("*.log")):
+        found |= {header.compression for header in iter_batches(path.read_bytes())}
+    return found
+
+
+def rewritten_batches(c: Cluster, broker: int, topic: str, partition: int) -> int:
+    """How many batches in a broker's segment files hold fewer records than their offset
+    range: rewritten by the cleaner."""
+    directory = c[broker].data_dir / f"{topic}-{partition}"
+    return sum(
+        header.record_count < header.last_offset - header.base_offset + 1
+        for path in sorted(directory.glob("*.log"))
+        for header in iter_batches(path.read_bytes())
+    )
+
+
+def produce_keyed(
+    c: Cluster, topic: str, pairs: list[tuple[bytes, bytes | None]], **conf: object
+) -> list[Record]:
     """Produce (key, value) pairs in order to partition 0; their acknowledged records."""
     acked: list[Record] = []
     errors: list[object] = []
@@ -68,7 +90,9 @@ def produce_keyed(c: Cluster, topic: str, pairs: list[tuple[bytes, bytes | None]
             acked.append((msg.offset(), msg.key(), msg.value()))  # type: ignore[attr-defined]
 
     # Small batches: segments roll between batches, and these are a few records each.
-    p = producer(c, linger_ms=2, batch_num_messages=5, enable_idempotence=False, max_in_flight=1)
+    p = producer(
+        c, linger_ms=2, batch_num_messages=5, enable_idempotence=False, max_in_flight=1, **conf
+    )
     for key, value in pairs:
         p.produce(topic, value, key=key, partition=0, on_delivery=delivered)
         p.poll(0)
@@ -217,3 +241,44 @@ def test_the_offsets_topic_is_compacted_and_its_commits_read_back(
         assert wait_for(fetched, 60, "the commits read back") == last
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize("codec", ["lz4", "snappy"])
+def test_batches_librdkafka_compressed_are_compacted_and_read_back(
+    cluster_factory: ClusterFactory, codec: str
+) -> None:
+    """librdkafka's lz4 frames and snappy streams are read here: a compacted topic refuses
+    such a batch's record without a key, the cleaner compacts them, and its rewritten
+    batches (still of the codec) are read back by librdkafka."""
+    c = cluster_factory(brokers=(1,), **FAST_CLEANER)
+    c.wait_controller()
+    topic = f"compressed-{codec}"
+    c.create_topic(topic, {0: (1,)}, COMPACTED)
+    c.wait_topic_online(topic)
+    refused: list[KafkaError] = []
+    p = producer(c, enable_idempotence=False, compression_type=codec)
+    p.produce(topic, b"no key " * 20, partition=0, on_delivery=lambda e, _m: refused.append(e))
+    assert p.flush(60) == 0
+    assert [e.code() for e in refused] == [KafkaError.INVALID_RECORD]
+
+    # 7 keys in batches of 5: the last batches keep some of their records, so the cleaner
+    # rewrites them, once keys of their own after them close their segments.
+    pairs = [(b"user-%02d" % (i % 7), b"profile-%d-" % i + b"x" * 200) for i in range(1500)]
+    pairs += [(b"filler-%d" % i, b"%d" % i * 100) for i in range(200)]
+    acked = produce_keyed(c, topic, pairs, compression_type=codec)
+    assert len(acked) == len(pairs)
+    model = latest(acked)
+
+    def compacted() -> list[Record] | None:
+        on_disk = records_on_disk(c, 1, topic, 0)
+        return on_disk if len(on_disk) < len(pairs) // 4 else None
+
+    on_disk = wait_for(compacted, 60, "the topic compacted")
+    assert latest(on_disk) == model
+    assert set(on_disk) <= set(acked)
+    codes = {"lz4": Compression.LZ4, "snappy": Compression.SNAPPY}
+    assert codecs_on_disk(c, 1, topic, 0) == {codes[codec]}
+    assert rewritten_batches(c, 1, topic, 0) > 0  # in their codec, as written here
+    read = read_from_start(c, topic)
+    assert latest(read) == model
+    assert len(read) == len(on_disk)

@@ -33,7 +33,14 @@ from storage.log import (
     parse_log_dir_name,
     recovery_point_of,
 )
-from storage.records import iter_batches, iter_records, read_header
+from storage.records import (
+    BATCH_HEADER_SIZE,
+    CRC_OFFSET,
+    batch_crc,
+    iter_batches,
+    iter_records,
+    read_header,
+)
 from storage.segment import LogSegment, shared_ms
 from storage.testing import RecordSpec, build_batch
 
@@ -255,10 +262,11 @@ def test_any_offset_finds_its_batch(
     log.close()
 
 
-def test_offset_for_timestamp_exact_in_uncompressed_batches(tmp_path: Path) -> None:
+@pytest.mark.parametrize("codec", [0, 1, 2, 3])  # none, gzip, snappy, lz4
+def test_offset_for_timestamp_exact_in_batches_read_here(tmp_path: Path, codec: int) -> None:
     log = open_log(tmp_path / "t-0", index_interval_bytes=0)
     specs = [RecordSpec(b"a", timestamp=NOW + t) for t in (5, 1, 9, 3)]
-    log.append_as_leader(build_batch(specs, base_timestamp=NOW), 2)
+    log.append_as_leader(build_batch(specs, base_timestamp=NOW, compression=codec), 2)
     log.append_as_leader(build_batch([RecordSpec(b"b", timestamp=NOW + 20)]), 3)
     found = log.offset_for_timestamp(NOW + 6)
     assert found is not None
@@ -294,11 +302,27 @@ def test_offset_for_timestamp_matches_a_scan(
     log.close()
 
 
-def test_offset_for_timestamp_in_compressed_batches_is_the_batch_start(tmp_path: Path) -> None:
+def test_offset_for_timestamp_in_zstd_batches_is_the_batch_start(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     produce(log, ts=NOW)
     specs = [RecordSpec(b"a", timestamp=NOW + t) for t in (1, 50, 2)]
     log.append_as_leader(build_batch(specs, base_timestamp=NOW + 1, compression=4), 0)
+    found = log.offset_for_timestamp(NOW + 40)
+    assert found is not None
+    assert (found.offset, found.timestamp) == (1, NOW + 50)
+
+
+def test_offset_for_timestamp_in_a_batch_whose_body_does_not_decode_is_the_batch_start(
+    tmp_path: Path,
+) -> None:
+    # The producer's CRC covers a body that is no lz4 frame: answered, not raised.
+    log = open_log(tmp_path / "t-0")
+    produce(log, ts=NOW)
+    specs = [RecordSpec(b"a", timestamp=NOW + t) for t in (1, 50, 2)]
+    batch = build_batch(specs, base_timestamp=NOW + 1, compression=3)
+    batch[BATCH_HEADER_SIZE:] = b"\x00" * (len(batch) - BATCH_HEADER_SIZE)
+    struct.pack_into(">I", batch, CRC_OFFSET, batch_crc(batch))
+    log.append_as_leader(batch, 0)
     found = log.offset_for_timestamp(NOW + 40)
     assert found is not None
     assert (found.offset, found.timestamp) == (1, NOW + 50)

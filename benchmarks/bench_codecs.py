@@ -1,0 +1,83 @@
+"""Decoding snappy and lz4 record bodies (pure Python, ``storage.codecs``), against gzip
+(zlib, in C) and against reading the records out of the decoded body, in the same run.
+
+What a compacted topic's cleaner and key check pay for a batch in these codecs. The body
+is records as a producer lays them out (keys, values with repeats), 8 MB by default,
+compressed by the greedy compressor the codec tests use (real matches: literal runs,
+overlapping copies); gzip is zlib's. Prints one JSON object; times are the best of
+--repeat runs, in seconds.
+
+    .venv/bin/python benchmarks/bench_codecs.py [--mb 8] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from common import best_of, emit
+
+from storage import codecs
+from storage.compaction import keyed_records
+from storage.records import RecordSpec, build_batch, read_header
+from tests.unit.test_codecs import lz4_frame, snappy_raw
+
+
+def records_body(megabytes: int) -> tuple[bytes, bytearray]:
+    """An uncompressed batch of records ``megabytes`` long, and its records body."""
+    rng = random.Random(7)
+    words = [rng.randbytes(rng.randint(3, 12)).hex().encode() for _ in range(2000)]
+    specs: list[RecordSpec] = []
+    size = 0
+    while size < megabytes * 1_000_000:
+        value = b" ".join(rng.choice(words) for _ in range(rng.randint(2, 12)))
+        key = b"user-%06d" % rng.randrange(100_000)
+        specs.append(RecordSpec(value, key=key))
+        size += len(key) + len(value) + 8
+    batch = build_batch(specs)
+    return bytes(batch[61:]), batch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mb", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    body, batch = records_body(args.mb)
+    streams = {
+        "lz4": (codecs.LZ4, lz4_frame(body)),
+        "snappy": (codecs.SNAPPY, snappy_raw(body)),
+        "gzip": (codecs.GZIP, codecs.compress(codecs.GZIP, body)),
+    }
+    result: dict[str, object] = {
+        "benchmark": "codecs",
+        "what": "decompressing a records body (s), and MB/s of the uncompressed body",
+        "python": platform.python_version(),
+        "body_mb": round(len(body) / 1e6, 2),
+    }
+    for name, (codec, stream) in streams.items():
+        seconds, out = best_of(args.repeat, lambda c=codec, s=stream: codecs.decompress(c, s))
+        assert out == body
+        result[name] = {
+            "compressed_mb": round(len(stream) / 1e6, 2),
+            "decompress_s": round(seconds, 4),
+            "mb_per_s": round(len(body) / seconds / 1e6, 1),
+        }
+    header = read_header(batch)
+    seconds, (_, records) = best_of(args.repeat, lambda: keyed_records(batch, header))
+    result["baseline_reading_the_records_s"] = round(seconds, 4)
+    result["records"] = len(records)
+    for name in ("lz4", "snappy"):
+        decode = result[name]["decompress_s"]  # type: ignore[index]
+        result[f"{name}_vs_gzip"] = round(decode / result["gzip"]["decompress_s"], 1)  # type: ignore[index]
+        result[f"{name}_vs_reading_the_records"] = round(decode / seconds, 2)
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,384 @@
+"""The record batch compression codecs the storage layer reads: gzip, snappy and lz4.
+
+A broker passes compressed batches through untouched; it needs their records only to
+check a compacted topic's keys, to compact, and to find an offset by timestamp. gzip
+comes from the standard library (zlib). snappy and lz4 are decoded here, in pure Python
+(no dependency for two small formats; the work is one slice copy per literal run or
+match, not per byte):
+
+- snappy: a raw snappy stream (what librdkafka writes), or xerial snappy-java's framing
+  (what Kafka's Java producer writes: the magic ``\\x82SNAPPY\\x00``, two version words,
+  then length-prefixed raw chunks).
+- lz4: the LZ4 frame format (Kafka's KafkaLZ4BlockOutputStream, librdkafka's LZ4F):
+  the frame header's checksum is checked; compressed and stored blocks, dependent or
+  not; block and content checksums are skipped (the batch's CRC-32C covers the bytes).
+
+``compress`` writes streams every reader accepts without looking for repeats (stored lz4
+blocks, snappy literal runs): what a compaction rewrites keeps its batch's codec, at
+about its uncompressed size. zstd is not read here (``UnsupportedCodecError``): its
+format needs entropy decoders a pure-Python module would run too slowly to be worth it.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Final
+
+__all__ = [
+    "CodecError",
+    "UnsupportedCodecError",
+    "compress",
+    "decompress",
+    "lz4_frame",
+    "readable",
+    "snappy_xerial",
+    "xxh32",
+]
+
+NONE: Final = 0
+GZIP: Final = 1
+SNAPPY: Final = 2
+LZ4: Final = 3
+ZSTD: Final = 4
+_READABLE: Final = (NONE, GZIP, SNAPPY, LZ4)
+
+_MASK32: Final = 0xFFFFFFFF
+_U32LE: Final = struct.Struct("<I")
+_U32BE: Final = struct.Struct(">I")
+_LZ4_MAGIC: Final = 0x184D2204
+_LZ4_STORED: Final = 0x80000000
+_LZ4_BLOCK: Final = 64 * 1024  # what Kafka's and librdkafka's producers use
+_XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
+_XERIAL_HEADER: Final = _XERIAL_MAGIC + _U32BE.pack(1) + _U32BE.pack(1)
+_SNAPPY_CHUNK: Final = 32 * 1024  # snappy-java's default block
+
+
+class CodecError(ValueError):
+    """Bytes that are not a valid stream of their codec."""
+
+
+class UnsupportedCodecError(NotImplementedError):
+    """A codec this module does not read (zstd), or no codec at all."""
+
+
+def readable(codec: int) -> bool:
+    """Whether ``decompress`` reads this codec."""
+    return codec in _READABLE
+
+
+def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
+    """The bytes a batch's records body compressed with ``codec`` holds; CodecError if it
+    is not a valid stream, UnsupportedCodecError for zstd or an unknown codec."""
+    if codec == NONE:
+        return bytes(data)
+    if codec == GZIP:
+        try:
+            return zlib.decompress(data, wbits=47)
+        except zlib.error as e:
+            raise CodecError(f"gzip: {e}") from None
+    try:
+        if codec == SNAPPY:
+            return _snappy_decompress(bytes(data))
+        if codec == LZ4:
+            return _lz4_frame_decompress(bytes(data))
+    except (IndexError, struct.error) as e:
+        raise CodecError(f"{_NAMES[codec]}: truncated ({e})") from None
+    raise UnsupportedCodecError(f"decoding compression codec {codec} is not supported")
+
+
+def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
+    """``data`` as a stream of ``codec`` (see the module's docstring)."""
+    if codec == NONE:
+        return bytes(data)
+    if codec == GZIP:
+        compressor = zlib.compressobj(wbits=31)
+        return compressor.compress(data) + compressor.flush()
+    if codec == SNAPPY:
+        return snappy_xerial(bytes(data))
+    if codec == LZ4:
+        return lz4_frame(bytes(data))
+    raise UnsupportedCodecError(f"encoding compression codec {codec} is not supported")
+
+
+_NAMES: Final = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+
+
+# --- copies -------------------------------------------------------------------------
+
+
+def _repeat(out: bytearray, start: int, offset: int, length: int) -> None:
+    """A match overlapping what it writes (``length`` > ``offset``): the ``offset``
+    bytes from ``start`` repeat, as a byte-by-byte copy would make them."""
+    pattern = bytes(out[start:])
+    whole, rest = divmod(length, offset)
+    out += pattern * whole + pattern[:rest]
+
+
+# --- snappy -----------------------------------------------------------------------
+
+
+def _snappy_decompress(src: bytes) -> bytes:
+    if not src.startswith(_XERIAL_MAGIC):
+        return _snappy_raw(src, 0, len(src))
+    if len(src) < len(_XERIAL_HEADER):
+        raise CodecError("snappy: a truncated xerial header")
+    out = bytearray()
+    pos = len(_XERIAL_HEADER)
+    while pos < len(src):
+        (length,) = _U32BE.unpack_from(src, pos)
+        pos += 4
+        if pos + length > len(src):
+            raise CodecError(f"snappy: a chunk of {length} bytes past the stream's end")
+        out += _snappy_raw(src, pos, pos + length)
+        pos += length
+    return bytes(out)
+
+
+def _snappy_raw(src: bytes, pos: int, end: int) -> bytes:
+    """One raw snappy stream, ``src[pos:end]``: a varint of the uncompressed length,
+    then literals and copies."""
+    expected = 0
+    shift = 0
+    while True:
+        b = src[pos]
+        pos += 1
+        expected |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 28:
+            raise CodecError("snappy: a length varint over 5 bytes")
+    out = bytearray()
+    while pos < end:
+        tag = src[pos]
+        pos += 1
+        kind = tag & 3
+        if kind == 0:  # a literal run
+            length = tag >> 2
+            if length >= 60:
+                extra = length - 59
+                length = int.from_bytes(src[pos : pos + extra], "little")
+                pos += extra
+            literal_end = pos + length + 1
+            if literal_end > end:
+                raise CodecError("snappy: a literal past the stream's end")
+            out += src[pos:literal_end]
+            pos = literal_end
+            continue
+        if kind == 1:
+            length = ((tag >> 2) & 7) + 4
+            offset = ((tag >> 5) << 8) | src[pos]
+            pos += 1
+        elif kind == 2:
+            length = (tag >> 2) + 1
+            offset = src[pos] | (src[pos + 1] << 8)
+            pos += 2
+        else:
+            length = (tag >> 2) + 1
+            (offset,) = _U32LE.unpack_from(src, pos)
+            pos += 4
+        if pos > end:
+            raise CodecError("snappy: a copy past the stream's end")
+        written = len(out)
+        if offset == 0 or offset > written:
+            raise CodecError(f"snappy: a copy {offset} bytes back, {written} written")
+        start = written - offset
+        if length <= offset:
+            out += out[start : start + length]
+        else:
+            _repeat(out, start, offset, length)
+    if len(out) != expected:
+        raise CodecError(f"snappy: {len(out)} bytes decoded, the stream says {expected}")
+    return bytes(out)
+
+
+def _snappy_literals(data: bytes) -> bytes:
+    """``data`` as one raw snappy stream of literal runs."""
+    out = bytearray()
+    n = len(data)
+    while True:  # the uncompressed length, a varint
+        if n < 0x80:
+            out.append(n)
+            break
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    for start in range(0, len(data), 65536):
+        run = data[start : start + 65536]
+        length = len(run) - 1
+        if length < 60:
+            out.append(length << 2)
+        elif length < 256:
+            out += bytes((60 << 2, length))
+        else:
+            out.append(61 << 2)
+            out += length.to_bytes(2, "little")
+        out += run
+    return bytes(out)
+
+
+def snappy_xerial(data: bytes) -> bytes:
+    """``data`` in snappy-java's framing (as Kafka's Java producer writes it), each chunk
+    a raw snappy stream of literals."""
+    out = bytearray(_XERIAL_HEADER)
+    for start in range(0, max(len(data), 1), _SNAPPY_CHUNK):
+        chunk = _snappy_literals(data[start : start + _SNAPPY_CHUNK])
+        out += _U32BE.pack(len(chunk))
+        out += chunk
+    return bytes(out)
+
+
+# --- lz4 --------------------------------------------------------------------------
+
+
+def _lz4_frame_decompress(src: bytes) -> bytes:
+    out = bytearray()
+    pos = 0
+    while pos < len(src):  # a stream may hold several frames
+        (magic,) = _U32LE.unpack_from(src, pos)
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame
+            (size,) = _U32LE.unpack_from(src, pos + 4)
+            pos += 8 + size
+            continue
+        if magic != _LZ4_MAGIC:
+            raise CodecError(f"lz4: not a frame (magic {magic:#x})")
+        flags = src[pos + 4]
+        if flags >> 6 != 1:
+            raise CodecError(f"lz4: frame version {flags >> 6}")
+        block_checksums = flags & 0x10
+        header_end = pos + 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
+        content_checksum = flags & 0x04
+        descriptor = src[pos + 4 : header_end]
+        if len(descriptor) != header_end - pos - 4 or header_end >= len(src):
+            raise CodecError("lz4: a truncated frame header")
+        if src[header_end] != (xxh32(descriptor) >> 8) & 0xFF:
+            raise CodecError("lz4: the frame header's checksum does not match")
+        pos = header_end + 1
+        while True:
+            (size,) = _U32LE.unpack_from(src, pos)
+            pos += 4
+            if size == 0:  # the end mark
+                break
+            stored = size & _LZ4_STORED
+            size &= ~_LZ4_STORED & _MASK32
+            end = pos + size
+            if end > len(src):
+                raise CodecError(f"lz4: a block of {size} bytes past the stream's end")
+            if stored:
+                out += src[pos:end]
+            else:
+                _lz4_block(src, pos, end, out)
+            pos = end + (4 if block_checksums else 0)
+        pos += 4 if content_checksum else 0
+        if pos > len(src):
+            raise CodecError("lz4: a truncated frame")
+    return bytes(out)
+
+
+def _lz4_block(src: bytes, pos: int, end: int, out: bytearray) -> None:
+    """Decode one compressed block, ``src[pos:end]``, onto ``out`` (which holds the
+    frame's earlier blocks: a dependent block's matches may reach into them). The
+    copies are inline: this loop runs once per sequence."""
+    while True:
+        token = src[pos]
+        pos += 1
+        length = token >> 4
+        if length == 15:
+            while True:
+                b = src[pos]
+                pos += 1
+                length += b
+                if b != 255:
+                    break
+        if length:
+            literal_end = pos + length
+            if literal_end > end:
+                raise CodecError("lz4: a literal past the block's end")
+            out += src[pos:literal_end]
+            pos = literal_end
+        if pos == end:  # the last sequence has literals only
+            return
+        offset = src[pos] | (src[pos + 1] << 8)
+        pos += 2
+        length = token & 15
+        if length == 15:
+            while True:
+                b = src[pos]
+                pos += 1
+                length += b
+                if b != 255:
+                    break
+        length += 4
+        if pos >= end:
+            raise CodecError("lz4: a block ends with a match")
+        written = len(out)
+        if offset == 0 or offset > written:
+            raise CodecError(f"lz4: a match {offset} bytes back, {written} written")
+        start = written - offset
+        if length <= offset:
+            out += out[start : start + length]
+        else:
+            _repeat(out, start, offset, length)
+
+
+def lz4_frame(data: bytes) -> bytes:
+    """``data`` as an LZ4 frame of stored 64 KB blocks (independent, no checksums but the
+    header's), which Kafka's and librdkafka's readers take."""
+    descriptor = bytes((0x60, 0x40))  # version 1, independent blocks; 64 KB blocks
+    out = bytearray(_U32LE.pack(_LZ4_MAGIC))
+    out += descriptor
+    out.append((xxh32(descriptor) >> 8) & 0xFF)
+    for start in range(0, len(data), _LZ4_BLOCK):
+        block = data[start : start + _LZ4_BLOCK]
+        out += _U32LE.pack(len(block) | _LZ4_STORED)
+        out += block
+    out += _U32LE.pack(0)
+    return bytes(out)
+
+
+# --- xxHash32 (the lz4 frame header's checksum) ------------------------------------
+
+_P1: Final = 2654435761
+_P2: Final = 2246822519
+_P3: Final = 3266489917
+_P4: Final = 668265263
+_P5: Final = 374761393
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """xxHash32 of ``data`` (the reference algorithm)."""
+    n = len(data)
+    pos = 0
+    if n >= 16:
+        v1 = (seed + _P1 + _P2) & _MASK32
+        v2 = (seed + _P2) & _MASK32
+        v3 = seed & _MASK32
+        v4 = (seed - _P1) & _MASK32
+        while pos + 16 <= n:
+            a, b, c, d = struct.unpack_from("<4I", data, pos)
+            v1 = (_rotl((v1 + a * _P2) & _MASK32, 13) * _P1) & _MASK32
+            v2 = (_rotl((v2 + b * _P2) & _MASK32, 13) * _P1) & _MASK32
+            v3 = (_rotl((v3 + c * _P2) & _MASK32, 13) * _P1) & _MASK32
+            v4 = (_rotl((v4 + d * _P2) & _MASK32, 13) * _P1) & _MASK32
+            pos += 16
+        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & _MASK32
+    else:
+        h = (seed + _P5) & _MASK32
+    h = (h + n) & _MASK32
+    while pos + 4 <= n:
+        (word,) = _U32LE.unpack_from(data, pos)
+        h = (_rotl((h + word * _P3) & _MASK32, 17) * _P4) & _MASK32
+        pos += 4
+    while pos < n:
+        h = (_rotl((h + data[pos] * _P5) & _MASK32, 11) * _P1) & _MASK32
+        pos += 1
+    h ^= h >> 15
+    h = (h * _P2) & _MASK32
+    h ^= h >> 13
+    h = (h * _P3) & _MASK32
+    h ^= h >> 16
+    return h

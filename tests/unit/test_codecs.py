@@ -1,0 +1,235 @@
+"""The snappy and lz4 decoders against streams with real matches (made by a small greedy
+compressor here, as librdkafka's and Kafka's would be: overlapping copies, long lengths,
+matches into an earlier block), corrupt and truncated streams, and xxHash32's vectors.
+The integration tests read batches librdkafka compressed."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from storage import codecs
+from storage.codecs import GZIP, LZ4, NONE, SNAPPY, ZSTD, CodecError, UnsupportedCodecError
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _matches(data: bytes, min_match: int, window: int) -> list[tuple[bytes, int, int]]:
+    """Greedy parse: (literals, offset, match length) sequences; the last has no match
+    (offset 0). A match may overlap its own output (offset < length)."""
+    sequences: list[tuple[bytes, int, int]] = []
+    last: dict[bytes, int] = {}
+    pos = literal_start = 0
+    while pos + min_match <= len(data):
+        key = data[pos : pos + min_match]
+        candidate = last.get(key)
+        last[key] = pos
+        if candidate is not None and pos - candidate <= window:
+            length = min_match
+            while pos + length < len(data) and data[candidate + length] == data[pos + length]:
+                length += 1
+            sequences.append((data[literal_start:pos], pos - candidate, length))
+            pos += length
+            literal_start = pos
+        else:
+            pos += 1
+    sequences.append((data[literal_start:], 0, 0))
+    return sequences
+
+
+def _lz4_length(n: int) -> bytes:
+    out = bytearray()
+    while n >= 255:
+        out.append(255)
+        n -= 255
+    out.append(n)
+    return bytes(out)
+
+
+def lz4_block(data: bytes) -> bytes:
+    out = bytearray()
+    for literals, offset, length in _matches(data, 4, 65535):
+        lit = len(literals)
+        match = length - 4 if offset else 0
+        out.append((min(lit, 15) << 4) | min(match, 15))
+        if lit >= 15:
+            out += _lz4_length(lit - 15)
+        out += literals
+        if offset:
+            out += struct.pack("<H", offset)
+            if match >= 15:
+                out += _lz4_length(match - 15)
+    return bytes(out)
+
+
+def lz4_frame(data: bytes, *, block: int = 65536, checksums: bool = False) -> bytes:
+    """A frame of compressed blocks, each compressed on its own; with ``checksums``, block
+    and content checksums and the content size (the decoder skips them)."""
+    flags = 0x60 | (0x1C if checksums else 0)
+    descriptor = bytes((flags, 0x40)) + (struct.pack("<Q", len(data)) if checksums else b"")
+    out = bytearray(struct.pack("<I", 0x184D2204)) + descriptor
+    out.append((codecs.xxh32(descriptor) >> 8) & 0xFF)
+    for start in range(0, len(data), block):
+        compressed = lz4_block(data[start : start + block])
+        out += struct.pack("<I", len(compressed)) + compressed
+        if checksums:
+            out += struct.pack("<I", codecs.xxh32(compressed))
+    out += struct.pack("<I", 0)
+    if checksums:
+        out += struct.pack("<I", codecs.xxh32(data))
+    return bytes(out)
+
+
+def snappy_raw(data: bytes) -> bytes:
+    out = bytearray(_varint(len(data)))
+    for literals, offset, length in _matches(data, 4, 1 << 20):
+        for start in range(0, len(literals), 65536):
+            run = literals[start : start + 65536]
+            n = len(run) - 1
+            if n < 60:
+                out.append(n << 2)
+            else:
+                out.append(61 << 2)
+                out += struct.pack("<H", n)
+            out += run
+        left = length
+        while left:
+            piece = min(left, 64)
+            if left - piece < 4 and left > 64:  # no copy shorter than 4 left behind
+                piece = left - 4
+            if 4 <= piece <= 11 and offset < 2048:
+                out.append(1 | ((piece - 4) << 2) | ((offset >> 8) << 5))
+                out.append(offset & 0xFF)
+            elif offset < 65536:
+                out.append(2 | ((piece - 1) << 2))
+                out += struct.pack("<H", offset)
+            else:
+                out.append(3 | ((piece - 1) << 2))
+                out += struct.pack("<I", offset)
+            left -= piece
+    return bytes(out)
+
+
+def xerial(chunks: list[bytes]) -> bytes:
+    out = bytearray(b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1))
+    for chunk in chunks:
+        raw = snappy_raw(chunk)
+        out += struct.pack(">i", len(raw)) + raw
+    return bytes(out)
+
+
+# Records-like data: repeats near and far, runs (overlapping copies), noise.
+_DATA = st.lists(
+    st.one_of(
+        st.binary(max_size=40),
+        st.builds(lambda b, n: b * n, st.binary(min_size=1, max_size=3), st.integers(1, 400)),
+        st.sampled_from([b"key-0001", b"value-value-value", b"\x00" * 300]),
+    ),
+    max_size=40,
+).map(b"".join)
+
+
+def test_xxh32_vectors() -> None:
+    # the header checksum byte of the frames Kafka and librdkafka write (64 KB blocks)
+    assert (codecs.xxh32(bytes((0x60, 0x40))) >> 8) & 0xFF == 0x82
+    assert codecs.xxh32(b"") == 0x02CC5D05
+    assert codecs.xxh32(b"abc") == 0x32D153FF
+    assert codecs.xxh32(b"Nobody inspects the spammish repetition") == 0xE2293B2F
+    assert codecs.xxh32(b"", seed=1) != codecs.xxh32(b"")
+
+
+@settings(max_examples=200)
+@given(_DATA)
+def test_lz4_frames_with_matches_decode(data: bytes) -> None:
+    assert codecs.decompress(LZ4, lz4_frame(data)) == data
+    assert codecs.decompress(LZ4, lz4_frame(data, block=97, checksums=True)) == data
+
+
+def test_an_lz4_match_may_reach_into_the_previous_block() -> None:
+    # A dependent block (librdkafka's default): the second block is a match of the first.
+    first = bytes(range(200))
+    frame = bytearray(struct.pack("<I", 0x184D2204)) + bytes((0x40, 0x40))
+    frame.append((codecs.xxh32(bytes((0x40, 0x40))) >> 8) & 0xFF)
+    block1 = lz4_block(first)
+    # no literals, a match of 196 bytes 200 back (15 + 177 + 4), then 5 literals
+    block2 = bytes((0x0F,)) + struct.pack("<H", 200) + _lz4_length(177)
+    block2 += bytes((0x50,)) + b"tail!"
+    for block in (block1, block2):
+        frame += struct.pack("<I", len(block)) + block
+    frame += struct.pack("<I", 0)
+    assert codecs.decompress(LZ4, bytes(frame)) == first + first[:196] + b"tail!"
+
+
+@settings(max_examples=200)
+@given(_DATA, st.integers(1, 5))
+def test_snappy_raw_and_xerial_streams_with_matches_decode(data: bytes, pieces: int) -> None:
+    assert codecs.decompress(SNAPPY, snappy_raw(data)) == data
+    cut = [data[i * len(data) // pieces : (i + 1) * len(data) // pieces] for i in range(pieces)]
+    assert codecs.decompress(SNAPPY, xerial(cut)) == data
+
+
+@settings(max_examples=100)
+@given(_DATA, st.sampled_from([NONE, GZIP, SNAPPY, LZ4]))
+def test_what_compress_writes_decodes(data: bytes, codec: int) -> None:
+    assert codecs.decompress(codec, codecs.compress(codec, data)) == data
+
+
+def test_long_runs_and_literals_take_extended_lengths() -> None:
+    data = b"x" * 70_000 + bytes(range(256)) * 300 + b"y" * 5
+    assert codecs.decompress(LZ4, lz4_frame(data)) == data
+    assert codecs.decompress(SNAPPY, snappy_raw(data)) == data
+    assert codecs.decompress(SNAPPY, codecs.compress(SNAPPY, data)) == data
+    assert codecs.decompress(LZ4, codecs.compress(LZ4, data)) == data
+
+
+@settings(max_examples=300)
+@given(_DATA, st.data())
+def test_a_damaged_stream_raises_codec_error_and_nothing_else(
+    data: bytes, draw: st.DataObject
+) -> None:
+    codec = draw.draw(st.sampled_from([SNAPPY, LZ4]))
+    stream = bytearray(snappy_raw(data) if codec == SNAPPY else lz4_frame(data))
+    if draw.draw(st.booleans()) and stream:
+        del stream[draw.draw(st.integers(0, len(stream) - 1)) :]  # truncated
+    else:
+        for _ in range(draw.draw(st.integers(1, 4))):
+            if stream:
+                stream[draw.draw(st.integers(0, len(stream) - 1))] ^= draw.draw(st.integers(1, 255))
+    try:
+        codecs.decompress(codec, bytes(stream))
+    except CodecError:
+        pass  # a damaged byte may also make another valid stream: either is fine
+
+
+@pytest.mark.parametrize(
+    ("codec", "stream", "says"),
+    [
+        (LZ4, b"\x04\x22\x4d\x18\x60\x40\x00\x00\x00\x00\x00", "checksum"),
+        (LZ4, b"not a frame at all", "not a frame"),
+        (LZ4, b"\x04\x22\x4d\x18\x60", "truncated"),
+        (SNAPPY, b"\x05\x08abc", "decoded"),  # says 5 bytes, holds 3
+        (SNAPPY, b"\x04\x01\x05", "back"),  # a copy before anything was written
+        (SNAPPY, b"\x82SNAPPY\x00\x00", "xerial"),
+    ],
+)
+def test_bad_streams_are_named(codec: int, stream: bytes, says: str) -> None:
+    with pytest.raises(CodecError, match=says):
+        codecs.decompress(codec, stream)
+
+
+def test_zstd_is_not_read() -> None:
+    assert not codecs.readable(ZSTD)
+    with pytest.raises(UnsupportedCodecError):
+        codecs.decompress(ZSTD, b"\x28\xb5\x2f\xfd")
+    with pytest.raises(NotImplementedError):  # what readers of records catch
+        codecs.compress(ZSTD, b"")
