@@ -107,12 +107,20 @@ _NAMES: Final = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD:
 # --- copies -------------------------------------------------------------------------
 
 
-def _repeat(out: bytearray, start: int, offset: int, length: int) -> None:
-    """A match overlapping what it writes (``length`` > ``offset``): the ``offset``
-    bytes from ``start`` repeat, as a byte-by-byte copy would make them."""
-    pattern = bytes(out[start:])
-    whole, rest = divmod(length, offset)
-    out += pattern * whole + pattern[:rest]
+def _copy_back(out: bytearray, offset: int, length: int, codec: str) -> None:
+    """Append ``length`` bytes from ``offset`` back in ``out``; overlapping what it
+    writes (``length`` > ``offset``), the ``offset`` bytes repeat, as a byte-by-byte
+    copy would make them."""
+    written = len(out)
+    if offset == 0 or offset > written:
+        raise CodecError(f"{codec}: a copy {offset} bytes back, {written} written")
+    start = written - offset
+    if length <= offset:
+        out += out[start : start + length]
+    else:
+        pattern = bytes(out[start:])
+        whole, rest = divmod(length, offset)
+        out += pattern * whole + pattern[:rest]
 
 
 # --- snappy -----------------------------------------------------------------------
@@ -180,14 +188,7 @@ def _snappy_raw(src: bytes, pos: int, end: int) -> bytes:
             pos += 4
         if pos > end:
             raise CodecError("snappy: a copy past the stream's end")
-        written = len(out)
-        if offset == 0 or offset > written:
-            raise CodecError(f"snappy: a copy {offset} bytes back, {written} written")
-        start = written - offset
-        if length <= offset:
-            out += out[start : start + length]
-        else:
-            _repeat(out, start, offset, length)
+        _copy_back(out, offset, length, "snappy")
     if len(out) != expected:
         raise CodecError(f"snappy: {len(out)} bytes decoded, the stream says {expected}")
     return bytes(out)
@@ -277,8 +278,7 @@ def _lz4_frame_decompress(src: bytes) -> bytes:
 
 def _lz4_block(src: bytes, pos: int, end: int, out: bytearray) -> None:
     """Decode one compressed block, ``src[pos:end]``, onto ``out`` (which holds the
-    frame's earlier blocks: a dependent block's matches may reach into them). The
-    copies are inline: this loop runs once per sequence."""
+    frame's earlier blocks: a dependent block's matches may reach into them)."""
     while True:
         token = src[pos]
         pos += 1
@@ -311,14 +311,7 @@ def _lz4_block(src: bytes, pos: int, end: int, out: bytearray) -> None:
         length += 4
         if pos >= end:
             raise CodecError("lz4: a block ends with a match")
-        written = len(out)
-        if offset == 0 or offset > written:
-            raise CodecError(f"lz4: a match {offset} bytes back, {written} written")
-        start = written - offset
-        if length <= offset:
-            out += out[start : start + length]
-        else:
-            _repeat(out, start, offset, length)
+        _copy_back(out, offset, length, "lz4")
 
 
 def lz4_frame(data: bytes) -> bytes:
