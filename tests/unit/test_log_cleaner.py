@@ -8,6 +8,7 @@ import dataclasses
 import os
 import random
 import shutil
+import struct
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -18,10 +19,17 @@ from hypothesis import strategies as st
 
 from broker.config import BrokerConfig
 from storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, clean_log, survey
-from storage.errors import InvalidRecordError
+from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.log import LogConfig, PartitionLog
 from storage.log_manager import LogManager
-from storage.records import Compression, iter_batches, iter_records
+from storage.records import (
+    BATCH_HEADER_SIZE,
+    CRC_OFFSET,
+    Compression,
+    batch_crc,
+    iter_batches,
+    iter_records,
+)
 from storage.segment import cleaned_paths, segment_paths
 from storage.testing import RecordSpec, build_batch
 from zkdata.znodes import TopicPartition
@@ -454,6 +462,24 @@ def test_a_truncation_below_the_checkpoint_makes_the_log_dirty_again(tmp_path: P
         b"new-2",
         b"new-3",
     }
+
+
+@pytest.mark.parametrize("compression", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4])
+def test_a_compacted_log_refuses_a_batch_whose_body_does_not_decode(
+    tmp_path: Path, compression: int
+) -> None:
+    # The producer's CRC covers a body that is no stream of its codec: CORRUPT_MESSAGE,
+    # and the log goes on taking batches.
+    log = open_log(tmp_path / "t-0")
+    batch = build_batch([RecordSpec(b"v", key=b"k")], compression=compression)
+    batch[BATCH_HEADER_SIZE:] = b"\x07" * (len(batch) - BATCH_HEADER_SIZE)
+    struct.pack_into(">I", batch, CRC_OFFSET, batch_crc(batch))
+    with pytest.raises(CorruptRecordError) as refused:
+        log.append_as_leader(batch, 0)
+    assert refused.value.error_code == 2
+    assert log.log_end_offset == 0
+    put(log, (b"k", b"v"))
+    assert log.log_end_offset == 1
 
 
 def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
