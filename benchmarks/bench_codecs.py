@@ -1,11 +1,14 @@
-"""Decoding snappy and lz4 record bodies (pure Python, ``storage.codecs``), against gzip
-(zlib, in C) and against reading the records out of the decoded body, in the same run.
+"""Decoding snappy, lz4 and zstd record bodies (pure Python, ``storage.codecs``), against
+gzip (zlib, in C) and against reading the records out of the decoded body, in the same run.
 
 What a compacted topic's cleaner and key check pay for a batch in these codecs. The body
 is records as a producer lays them out (keys, values with repeats), 8 MB by default,
 compressed by the greedy compressor the codec tests use (real matches: literal runs,
-overlapping copies); gzip is zlib's. Prints one JSON object; times are the best of
---repeat runs, in seconds.
+overlapping copies); gzip is zlib's. zstd has no compressor here: its figures are the
+batches librdkafka wrote in tests/unit/data/zstd, each file's (``text``: words, the
+Huffman-coded literals and FSE-coded sequences of the common case; ``runs``: long
+matches), against zlib on the same bytes. Prints one JSON object;
+times are the best of --repeat runs, in seconds.
 
     .venv/bin/python benchmarks/bench_codecs.py [--mb 8] [--repeat 5]
 """
@@ -24,7 +27,7 @@ from common import best_of, emit
 
 from storage import codecs
 from storage.compaction import keyed_records
-from storage.records import RecordSpec, build_batch, read_header
+from storage.records import RecordSpec, build_batch, iter_batches, read_header
 from tests.unit.test_codecs import lz4_frame, snappy_raw
 
 
@@ -68,6 +71,33 @@ def main() -> None:
             "decompress_s": round(seconds, 4),
             "mb_per_s": round(len(body) / seconds / 1e6, 1),
         }
+    fixtures = Path(__file__).resolve().parent.parent / "tests" / "unit" / "data" / "zstd"
+    zstd_results = {}
+    for path in sorted(fixtures.glob("*.batches")):
+        data = path.read_bytes()
+        bodies = [
+            data[h.position + 61 : h.position + h.size]
+            for h in iter_batches(data)
+            if h.compression == codecs.ZSTD
+        ]
+        seconds, decoded = best_of(
+            args.repeat, lambda b=bodies: [codecs.decompress(codecs.ZSTD, x) for x in b]
+        )
+        size = sum(len(d) for d in decoded)
+        gzipped = [codecs.compress(codecs.GZIP, d) for d in decoded]
+        gzip_s, _ = best_of(
+            args.repeat, lambda g=gzipped: [codecs.decompress(codecs.GZIP, x) for x in g]
+        )
+        zstd_results[path.stem] = {
+            "batches": len(bodies),
+            "compressed_kb": round(sum(len(b) for b in bodies) / 1e3, 1),
+            "decoded_kb": round(size / 1e3, 1),
+            "decompress_s": round(seconds, 4),
+            "mb_per_s": round(size / seconds / 1e6, 1),
+            "gzip_same_bytes_s": round(gzip_s, 5),
+            "vs_gzip": round(seconds / gzip_s, 1),
+        }
+    result["zstd_librdkafka_batches"] = zstd_results
     header = read_header(batch)
     seconds, (_, records) = best_of(args.repeat, lambda: keyed_records(batch, header))
     result["baseline_reading_the_records_s"] = round(seconds, 4)

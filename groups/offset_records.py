@@ -565,7 +565,7 @@ def read_offset_records(
     A record without a key, or whose key or value is malformed, raises
     MalformedOffsetRecord naming the record's offset. The batch itself is expected to be
     whole and checked, as batches read back from a log are; framing errors are the
-    storage layer's (CorruptRecordError; NotImplementedError for zstd).
+    storage layer's (CorruptRecordError; NotImplementedError for a batch naming no codec).
     """
     if read_header(batch).is_control:
         return

@@ -25,11 +25,10 @@ decides the same way; ``storage.cleaner`` does the reading, writing and swapping
   record's timestamp as base; keeping the old base is equally valid in the format and
   leaves the records' bytes alone.
 
-Uncompressed, gzip, snappy and lz4 batches are read (``storage.codecs``), and a rewritten
-batch keeps its codec. Batches compressed with zstd cannot be decoded here: they are kept
-whole and their keys are not put in the map, so their records are never dropped and never
-make another record drop. That errs on the side of keeping data: a topic compressed with
-zstd compacts only its other batches.
+Batches of every codec are read (``storage.codecs``), and a rewritten batch keeps its
+codec. A batch whose attributes name no codec (5-7), or whose body does not decode, is
+kept whole and its keys are not put in the map, so its records are never dropped and
+never make another record drop: that errs on the side of keeping data.
 """
 
 from __future__ import annotations
@@ -90,7 +89,7 @@ class KeyedRecord(NamedTuple):
 
 
 def decodable(header: BatchHeader) -> bool:
-    """Whether this batch's records can be read here (not zstd)."""
+    """Whether this batch's records can be read here (its attributes name a codec)."""
     return codecs.readable(header.compression)
 
 
@@ -169,7 +168,7 @@ def batch_keys(batch: bytes | memoryview, header: BatchHeader) -> list[tuple[byt
 def first_keyless_offset(batch: bytes | memoryview, header: BatchHeader) -> int | None:
     """The offset of the batch's first record without a key, which a compacted topic
     refuses (Kafka's LogValidator.validateKey); None if every record has one, or the
-    batch cannot be decoded here (zstd: let through, as the cleaner keeps them whole).
+    batch names no codec (let through, as the cleaner keeps it whole).
     CorruptRecordError if its records do not parse (or its body is not a valid stream
     of its codec)."""
     if header.is_control or not decodable(header):

@@ -743,9 +743,10 @@ class PartitionLog:
 
         The time index finds where to start; batches are then checked by their
         maxTimestamp, and inside the first that qualifies the records are decoded to find
-        the exact one (any codec but zstd). For zstd batches the answer is the batch's
-        first offset at or above the log start and its maxTimestamp: no record before it
-        qualifies, but a few at its start may not either (zstd is not read here)."""
+        the exact one. For a batch that cannot be decoded (its attributes name no codec,
+        or its body does not decode) the answer is the batch's first offset at or above
+        the log start and its maxTimestamp: no record before it qualifies, but a few at
+        its start may not either."""
         segments = self._segments
         leo = self._leo
         log_start = self._log_start

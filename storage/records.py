@@ -28,9 +28,7 @@ tests, for ListOffsets by timestamp and for readers of internal topics.
 ``build_batch`` is the other direction: it encodes records into one batch as a producer
 would (varint-framed records, the 61-byte header, CRC-32C), for writers inside the broker
 (``groups.offset_records``, for ``__consumer_offsets``) and for tests and benchmarks.
-Uncompressed, gzip, snappy and lz4 batches are real (``storage.codecs``); zstd batches
-only carry the uncompressed record bytes under the codec's attribute bits (see its
-docstring).
+Batches of every codec are real (``storage.codecs``; see its docstring).
 
 CRC-32C comes from the ``crc32c`` package (a C extension using the CPU's crc32
 instruction, ~10-26 GB/s): the storage layer's one dependency. The standard library has
@@ -488,10 +486,10 @@ def _bytes_field(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
 def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
     """Decode the records of one batch (the bytes of exactly one batch).
 
-    Uncompressed, gzip, snappy and lz4 batches are decoded (``storage.codecs``; a body
-    that is not a valid stream of its codec raises CorruptRecordError); zstd raises
-    UnsupportedCodecError, a NotImplementedError (the append and read paths never need
-    to decompress).
+    Every codec's batches are decoded (``storage.codecs``; a body that is not a valid
+    stream of its codec raises CorruptRecordError); attributes naming no codec (5-7)
+    raise UnsupportedCodecError, a NotImplementedError (the append and read paths never
+    need to decompress).
     """
     view = memoryview(batch)
     header = read_header(view)
@@ -587,11 +585,11 @@ def build_batch(
 ) -> bytearray:
     """One record batch holding ``records`` (bytes are values), as a bytearray.
 
-    ``base_timestamp`` None: now. gzip, snappy and lz4 batches are real streams of their
-    codec (``storage.codecs.compress``); zstd batches carry the uncompressed record bytes
-    under the codec's attribute bits, which only tests of the storage layer's
-    pass-through of batches it cannot read want. No check is made of the arguments
-    (tests build invalid batches on purpose, e.g. ``magic``).
+    ``base_timestamp`` None: now. Compressed batches are real streams of their codec
+    (``storage.codecs.compress``); a ``compression`` naming no codec (5-7) carries the
+    uncompressed record bytes under those attribute bits, which only tests of the
+    storage layer's pass-through of batches it cannot read want. No check is made of the
+    arguments (tests build invalid batches on purpose, e.g. ``magic``).
     """
     specs = [r if isinstance(r, RecordSpec) else RecordSpec(r) for r in records]
     if base_timestamp is None:

@@ -243,13 +243,13 @@ def test_the_offsets_topic_is_compacted_and_its_commits_read_back(
         reader.close()
 
 
-@pytest.mark.parametrize("codec", ["lz4", "snappy"])
+@pytest.mark.parametrize("codec", ["lz4", "snappy", "zstd"])
 def test_batches_librdkafka_compressed_are_compacted_and_read_back(
     cluster_factory: ClusterFactory, codec: str
 ) -> None:
-    """librdkafka's lz4 frames and snappy streams are read here: a compacted topic refuses
-    such a batch's record without a key, the cleaner compacts them, and its rewritten
-    batches (still of the codec) are read back by librdkafka."""
+    """librdkafka's lz4 and zstd frames and snappy streams are read here: a compacted topic
+    refuses such a batch's record without a key, the cleaner compacts them, and its
+    rewritten batches (still of the codec) are read back by librdkafka."""
     c = cluster_factory(brokers=(1,), **FAST_CLEANER)
     c.wait_controller()
     topic = f"compressed-{codec}"
@@ -276,9 +276,39 @@ def test_batches_librdkafka_compressed_are_compacted_and_read_back(
     on_disk = wait_for(compacted, 60, "the topic compacted")
     assert latest(on_disk) == model
     assert set(on_disk) <= set(acked)
-    codes = {"lz4": Compression.LZ4, "snappy": Compression.SNAPPY}
+    codes = {"lz4": Compression.LZ4, "snappy": Compression.SNAPPY, "zstd": Compression.ZSTD}
     assert codecs_on_disk(c, 1, topic, 0) == {codes[codec]}
     assert rewritten_batches(c, 1, topic, 0) > 0  # in their codec, as written here
     read = read_from_start(c, topic)
     assert latest(read) == model
     assert len(read) == len(on_disk)
+
+
+def test_large_zstd_batches_librdkafka_wrote_at_a_high_level_decode(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """Batches of about 1 MB at level 12: frames of several blocks whose literals and
+    sequence tables carry over from block to block, decoded back to what was produced."""
+    c = cluster_factory(brokers=(1,))
+    c.wait_controller()
+    c.create_topic("big-zstd", {0: (1,)})
+    c.wait_topic_online("big-zstd")
+    words = [b"%x" % (i * 2654435761 % 2**32) for i in range(300)]
+    pairs = [
+        (b"big-%d" % i, b"".join(words[(i * 7 + j * 13) % 300] for j in range(200 + i * 5)))
+        for i in range(300)
+    ]
+    p = producer(
+        c,
+        compression_type="zstd",
+        compression_level=12,
+        linger_ms=200,
+        batch_size=1_000_000,
+        enable_idempotence=False,
+    )
+    for key, value in pairs:
+        p.produce("big-zstd", value, key=key, partition=0)
+    assert p.flush(120) == 0
+    on_disk = records_on_disk(c, 1, "big-zstd", 0)
+    assert [(key, value) for _, key, value in sorted(on_disk)] == pairs
+    assert codecs_on_disk(c, 1, "big-zstd", 0) == {Compression.ZSTD}

@@ -179,7 +179,7 @@ def test_snappy_raw_and_xerial_streams_with_matches_decode(data: bytes, pieces: 
 
 
 @settings(max_examples=100)
-@given(_DATA, st.sampled_from([NONE, GZIP, SNAPPY, LZ4]))
+@given(_DATA, st.sampled_from([NONE, GZIP, SNAPPY, LZ4, ZSTD]))
 def test_what_compress_writes_decodes(data: bytes, codec: int) -> None:
     assert codecs.decompress(codec, codecs.compress(codec, data)) == data
 
@@ -227,9 +227,10 @@ def test_bad_streams_are_named(codec: int, stream: bytes, says: str) -> None:
         codecs.decompress(codec, stream)
 
 
-def test_zstd_is_not_read() -> None:
-    assert not codecs.readable(ZSTD)
+def test_an_attribute_naming_no_codec_is_not_read() -> None:
+    assert codecs.readable(ZSTD)
+    assert not codecs.readable(5)
     with pytest.raises(UnsupportedCodecError):
-        codecs.decompress(ZSTD, b"\x28\xb5\x2f\xfd")
+        codecs.decompress(5, b"\x28\xb5\x2f\xfd")
     with pytest.raises(NotImplementedError):  # what readers of records catch
-        codecs.compress(ZSTD, b"")
+        codecs.compress(7, b"")

@@ -262,7 +262,7 @@ def test_any_offset_finds_its_batch(
     log.close()
 
 
-@pytest.mark.parametrize("codec", [0, 1, 2, 3])  # none, gzip, snappy, lz4
+@pytest.mark.parametrize("codec", [0, 1, 2, 3, 4])  # none, gzip, snappy, lz4, zstd
 def test_offset_for_timestamp_exact_in_batches_read_here(tmp_path: Path, codec: int) -> None:
     log = open_log(tmp_path / "t-0", index_interval_bytes=0)
     specs = [RecordSpec(b"a", timestamp=NOW + t) for t in (5, 1, 9, 3)]
@@ -302,11 +302,13 @@ def test_offset_for_timestamp_matches_a_scan(
     log.close()
 
 
-def test_offset_for_timestamp_in_zstd_batches_is_the_batch_start(tmp_path: Path) -> None:
+def test_offset_for_timestamp_in_a_batch_of_no_known_codec_is_the_batch_start(
+    tmp_path: Path,
+) -> None:
     log = open_log(tmp_path / "t-0")
     produce(log, ts=NOW)
     specs = [RecordSpec(b"a", timestamp=NOW + t) for t in (1, 50, 2)]
-    log.append_as_leader(build_batch(specs, base_timestamp=NOW + 1, compression=4), 0)
+    log.append_as_leader(build_batch(specs, base_timestamp=NOW + 1, compression=5), 0)
     found = log.offset_for_timestamp(NOW + 40)
     assert found is not None
     assert (found.offset, found.timestamp) == (1, NOW + 50)

@@ -1,0 +1,603 @@
+"""zstd decompression (RFC 8878) in pure Python, for the batches ``storage.codecs`` reads.
+
+What producers write: frames of raw, RLE and compressed blocks; literals raw, RLE or
+Huffman-coded (one or four streams, the tree's weights direct or FSE-coded, or the
+previous block's tree); sequences with predefined, RLE, FSE-coded or repeated tables and
+the three repeat offsets. Not read: dictionaries (no Kafka client uses them). The frame's
+checksum is skipped (the batch's CRC-32C covers the bytes); its content size, when
+given, is checked.
+
+The work is per literal (Huffman) and per sequence; a body decodes at a few MB/s. The
+bit readers take a few bytes at a time, never the whole stream as one integer (shifts
+of which cost its length).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+__all__ = ["ZstdError", "copy_match", "decompress", "raw_frame"]
+
+MAGIC: Final = 0xFD2FB528
+_U32: Final = struct.Struct("<I")
+
+
+class ZstdError(ValueError):
+    """Bytes that are not a valid zstd stream (or use a dictionary)."""
+
+
+# --- literal and match length codes (RFC 8878 3.1.1.3.2.1.1) --------------------------
+
+_LL_BASE: Final = (
+    *range(16),
+    *(16, 18, 20, 22, 24, 28, 32, 40, 48, 64, 128, 256, 512, 1024, 2048, 4096),
+    *(8192, 16384, 32768, 65536),
+)
+_LL_BITS: Final = (0,) * 16 + (1, 1, 1, 1, 2, 2, 3, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+_ML_BASE: Final = (
+    *range(3, 35),
+    *(35, 37, 39, 41, 43, 47, 51, 59, 67, 83, 99, 131, 259, 515, 1027, 2051, 4099, 8195),
+    *(16387, 32771, 65539),
+)
+_ML_BITS: Final = (0,) * 32 + (
+    *(1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16),
+)
+
+# The predefined distributions (RFC 8878 3.1.1.3.2.2): normalized counts, accuracy log.
+_LL_DEFAULT: Final = (
+    (4, 3, *(2,) * 11, 1, 1, 1, *(2,) * 9, 3, 2, 1, 1, 1, 1, 1, -1, -1, -1, -1),
+    6,
+)
+_ML_DEFAULT: Final = ((1, 4, 3, *(2,) * 6, *(1,) * 37, *(-1,) * 7), 6)
+_OF_DEFAULT: Final = ((*(1,) * 6, 2, 2, 2, *(1,) * 15, *(-1,) * 5), 5)
+_LL_MAX_LOG: Final = 9
+_ML_MAX_LOG: Final = 9
+_OF_MAX_LOG: Final = 8
+_MAX_BLOCK: Final = 128 * 1024
+
+
+def copy_match(out: bytearray, offset: int, length: int) -> None:
+    """Append ``length`` bytes from ``offset`` back in ``out`` (0 < offset <= len(out),
+    which the caller checked); overlapping what it writes (``length`` > ``offset``), the
+    ``offset`` bytes repeat, as a byte-by-byte copy would make them (snappy's, lz4's and
+    zstd's matches alike)."""
+    start = len(out) - offset
+    if length <= offset:
+        out += out[start : start + length]
+    else:
+        pattern = bytes(out[start:])
+        whole, rest = divmod(length, offset)
+        out += pattern * whole + pattern[:rest]
+
+
+# --- bit streams ------------------------------------------------------------------
+
+
+class _Backward:
+    """A backward bit stream (FSE and Huffman payloads): read from its last bit, after the
+    padding marker (the last byte's highest set bit), towards its first. Bits past the
+    start read as zeros; ``overflowed()`` tells."""
+
+    __slots__ = ("bits", "data")
+
+    def __init__(self, data: bytes) -> None:
+        if not data or data[-1] == 0:
+            raise ZstdError("a bit stream without its end marker")
+        self.data = data
+        self.bits = 8 * (len(data) - 1) + data[-1].bit_length() - 1
+
+    def read(self, n: int) -> int:
+        if n == 0:
+            return 0
+        self.bits -= n
+        low = self.bits
+        if low >= 0:
+            start = low >> 3
+            word = int.from_bytes(self.data[start : start + 8], "little")
+            return (word >> (low & 7)) & ((1 << n) - 1)
+        if low + n <= 0:
+            return 0
+        word = int.from_bytes(self.data[:8], "little")
+        return (word & ((1 << (low + n)) - 1)) << -low
+
+    def overflowed(self) -> bool:
+        return self.bits < 0
+
+
+def _read_forward(data: bytes, bit: int, n: int) -> int:
+    start = bit >> 3
+    word = int.from_bytes(data[start : start + 4], "little")
+    return (word >> (bit & 7)) & ((1 << n) - 1)
+
+
+# --- FSE tables -------------------------------------------------------------------
+
+
+class _Fse:
+    """A decoding table: each state's symbol, bits to read and next-state baseline."""
+
+    __slots__ = ("accuracy_log", "base", "bits", "symbols")
+
+    def __init__(self, counts: tuple[int, ...] | list[int], accuracy_log: int) -> None:
+        size = 1 << accuracy_log
+        symbols = [0] * size
+        next_desc = [0] * len(counts)
+        high = size
+        for s, count in enumerate(counts):
+            if count == -1:  # "less than 1": a cell at the table's end
+                high -= 1
+                symbols[high] = s
+                next_desc[s] = 1
+        step = (size >> 1) + (size >> 3) + 3
+        mask = size - 1
+        position = 0
+        for s, count in enumerate(counts):
+            if count <= 0:
+                continue
+            next_desc[s] = count
+            for _ in range(count):
+                symbols[position] = s
+                position = (position + step) & mask
+                while position >= high:
+                    position = (position + step) & mask
+        if position != 0:
+            raise ZstdError("an FSE table whose counts do not fill it")
+        bits = [0] * size
+        base = [0] * size
+        for state in range(size):
+            s = symbols[state]
+            desc = next_desc[s]
+            next_desc[s] = desc + 1
+            nb = accuracy_log - (desc.bit_length() - 1)
+            bits[state] = nb
+            base[state] = (desc << nb) - size
+        self.accuracy_log = accuracy_log
+        self.symbols = symbols
+        self.bits = bits
+        self.base = base
+
+    @classmethod
+    def rle(cls, symbol: int) -> _Fse:
+        table = cls.__new__(cls)
+        table.accuracy_log = 0
+        table.symbols = [symbol]
+        table.bits = [0]
+        table.base = [0]
+        return table
+
+
+def _read_fse_table(
+    data: bytes, pos: int, end: int, max_log: int, max_symbol: int
+) -> tuple[_Fse, int]:
+    """An FSE table description at ``data[pos:end]``: the table and where it ended."""
+    bit = pos * 8
+    accuracy_log = _read_forward(data, bit, 4) + 5
+    bit += 4
+    if accuracy_log > max_log:
+        raise ZstdError(f"an FSE accuracy log of {accuracy_log} (at most {max_log})")
+    remaining = 1 << accuracy_log
+    counts: list[int] = []
+    while remaining > 0:
+        if len(counts) > max_symbol:
+            raise ZstdError("an FSE table with too many symbols")
+        width = (remaining + 1).bit_length()
+        value = _read_forward(data, bit, width)
+        lower_mask = (1 << (width - 1)) - 1
+        threshold = (1 << width) - 1 - (remaining + 1)
+        if value & lower_mask < threshold:
+            value &= lower_mask
+            bit += width - 1
+        else:
+            if value > lower_mask:
+                value -= threshold
+            bit += width
+        count = value - 1
+        remaining -= -count if count < 0 else count
+        counts.append(count)
+        if count == 0:
+            while True:
+                repeat = _read_forward(data, bit, 2)
+                bit += 2
+                counts += [0] * repeat
+                if repeat != 3:
+                    break
+    after = (bit + 7) >> 3
+    if remaining != 0 or after > end or len(counts) > max_symbol + 1:
+        raise ZstdError("a corrupt FSE table description")
+    return _Fse(counts, accuracy_log), after
+
+
+# --- Huffman literals -------------------------------------------------------------
+
+
+class _Huffman:
+    __slots__ = ("bits", "max_bits", "symbols")
+
+    def __init__(self, weights: list[int]) -> None:
+        total = sum(1 << (w - 1) for w in weights if w)
+        if total == 0:
+            raise ZstdError("a Huffman tree without weights")
+        max_bits = total.bit_length()
+        left = (1 << max_bits) - total
+        if left & (left - 1):
+            raise ZstdError("Huffman weights that do not complete a tree")
+        weights = [*weights, left.bit_length()]
+        if max_bits > 11:
+            raise ZstdError(f"a Huffman code of {max_bits} bits (at most 11)")
+        size = 1 << max_bits
+        symbols = [0] * size
+        bits = [0] * size
+        # Codes by length, longest (smallest weight) first, each length's by symbol.
+        position = 0
+        for weight in range(1, max_bits + 1):
+            nb = max_bits + 1 - weight
+            span = 1 << (max_bits - nb)
+            for s, w in enumerate(weights):
+                if w == weight:
+                    symbols[position : position + span] = [s] * span
+                    bits[position : position + span] = [nb] * span
+                    position += span
+        if position != size:
+            raise ZstdError("a corrupt Huffman tree")
+        self.max_bits = max_bits
+        self.symbols = symbols
+        self.bits = bits
+
+    def decode(self, stream: bytes, count: int, out: bytearray) -> None:
+        """``count`` literals of one backward stream onto ``out``."""
+        if not stream or stream[-1] == 0:
+            raise ZstdError("a Huffman stream without its end marker")
+        position = 8 * (len(stream) - 1) + stream[-1].bit_length() - 1
+        max_bits = self.max_bits
+        mask = (1 << max_bits) - 1
+        symbols = self.symbols
+        bits = self.bits
+        first = int.from_bytes(stream[:3], "little")
+        for _ in range(count):
+            low = position - max_bits
+            if low >= 0:
+                start = low >> 3
+                peek = (int.from_bytes(stream[start : start + 3], "little") >> (low & 7)) & mask
+            else:
+                peek = ((first & ((1 << position) - 1)) << -low) & mask if position > 0 else 0
+            out.append(symbols[peek])
+            position -= bits[peek]
+        if position != 0:
+            raise ZstdError("a Huffman stream not consumed exactly")
+
+
+def _read_huffman_tree(data: bytes, pos: int, end: int) -> tuple[_Huffman, int]:
+    header = data[pos]
+    pos += 1
+    if header >= 128:  # the weights direct, 4 bits each
+        count = header - 127
+        size = (count + 1) // 2
+        if pos + size > end:
+            raise ZstdError("Huffman weights past the block's end")
+        weights = []
+        for i in range(count):
+            byte = data[pos + i // 2]
+            weights.append(byte >> 4 if i % 2 == 0 else byte & 15)
+        return _Huffman(weights), pos + size
+    stop = pos + header
+    if stop > end:
+        raise ZstdError("Huffman weights past the block's end")
+    table, start = _read_fse_table(data, pos, stop, 6, 255)
+    stream = _Backward(data[start:stop])
+    one = stream.read(table.accuracy_log)
+    two = stream.read(table.accuracy_log)
+    weights = []
+    symbols, nbits, base = table.symbols, table.bits, table.base
+    while True:  # two interleaved states, until the stream is used up
+        weights.append(symbols[one])
+        one = base[one] + stream.read(nbits[one])
+        if stream.overflowed():
+            weights.append(symbols[two])
+            break
+        weights.append(symbols[two])
+        two = base[two] + stream.read(nbits[two])
+        if stream.overflowed():
+            weights.append(symbols[one])
+            break
+        if len(weights) > 255:
+            raise ZstdError("too many Huffman weights")
+    return _Huffman(weights), stop
+
+
+# --- blocks -----------------------------------------------------------------------
+
+
+class _FrameState:
+    """What a frame's compressed blocks hand on to the next: the Huffman tree, the
+    sequence tables and the repeat offsets."""
+
+    __slots__ = ("huffman", "ll", "ml", "of", "offsets")
+
+    def __init__(self) -> None:
+        self.huffman: _Huffman | None = None
+        self.ll: _Fse | None = None
+        self.ml: _Fse | None = None
+        self.of: _Fse | None = None
+        self.offsets = [1, 4, 8]
+
+
+_DEFAULT_TABLES: dict[str, _Fse] = {}
+
+
+def _default(name: str) -> _Fse:
+    table = _DEFAULT_TABLES.get(name)
+    if table is None:
+        counts, log = {"ll": _LL_DEFAULT, "ml": _ML_DEFAULT, "of": _OF_DEFAULT}[name]
+        table = _DEFAULT_TABLES[name] = _Fse(counts, log)
+    return table
+
+
+def _literals(data: bytes, pos: int, end: int, state: _FrameState) -> tuple[bytes, int]:
+    kind = data[pos] & 3
+    size_format = (data[pos] >> 2) & 3
+    if kind < 2:  # raw or RLE
+        if size_format in (0, 2):
+            size, pos = data[pos] >> 3, pos + 1
+        elif size_format == 1:
+            size, pos = (data[pos] | data[pos + 1] << 8) >> 4, pos + 2
+        else:
+            size, pos = (data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16) >> 4, pos + 3
+        if kind == 0:
+            if pos + size > end:
+                raise ZstdError("raw literals past the block's end")
+            return data[pos : pos + size], pos + size
+        if pos >= end:
+            raise ZstdError("RLE literals past the block's end")
+        return bytes((data[pos],)) * size, pos + 1
+    header_size = (3, 3, 4, 5)[size_format]
+    value = int.from_bytes(data[pos : pos + header_size], "little")
+    width = (10, 10, 14, 18)[size_format]
+    regenerated = (value >> 4) & ((1 << width) - 1)
+    compressed = (value >> (4 + width)) & ((1 << width) - 1)
+    pos += header_size
+    stop = pos + compressed
+    if stop > end:
+        raise ZstdError("Huffman literals past the block's end")
+    if kind == 2:
+        state.huffman, pos = _read_huffman_tree(data, pos, stop)
+    elif state.huffman is None:
+        raise ZstdError("treeless literals with no earlier tree")
+    huffman = state.huffman
+    out = bytearray()
+    if size_format == 0:
+        huffman.decode(data[pos:stop], regenerated, out)
+    else:
+        if pos + 6 > stop:
+            raise ZstdError("a jump table past the literals' end")
+        sizes = struct.unpack_from("<3H", data, pos)
+        pos += 6
+        each = (regenerated + 3) // 4
+        for i, size in enumerate((*sizes, stop - pos - sum(sizes))):
+            if size < 0 or pos + size > stop:
+                raise ZstdError("a Huffman stream past the literals' end")
+            huffman.decode(data[pos : pos + size], each if i < 3 else regenerated - 3 * each, out)
+            pos += size
+    if len(out) != regenerated:
+        raise ZstdError("literals of the wrong length")
+    return bytes(out), stop
+
+
+def _table(
+    data: bytes,
+    pos: int,
+    end: int,
+    mode: int,
+    name: str,
+    max_log: int,
+    max_symbol: int,
+    previous: _Fse | None,
+) -> tuple[_Fse, int]:
+    if mode == 0:
+        return _default(name), pos
+    if mode == 1:
+        if pos >= end:
+            raise ZstdError("an RLE sequence table past the block's end")
+        if data[pos] > max_symbol:
+            raise ZstdError("an RLE sequence code out of range")
+        return _Fse.rle(data[pos]), pos + 1
+    if mode == 2:
+        return _read_fse_table(data, pos, end, max_log, max_symbol)
+    if previous is None:
+        raise ZstdError("a repeated sequence table with no earlier one")
+    return previous, pos
+
+
+def _compressed_block(
+    data: bytes, pos: int, end: int, out: bytearray, frame_start: int, state: _FrameState
+) -> None:
+    literals, pos = _literals(data, pos, end, state)
+    if pos >= end:
+        raise ZstdError("a block without its sequences section")
+    first = data[pos]
+    if first == 0:
+        out += literals
+        if pos + 1 != end:
+            raise ZstdError("bytes after a block's sequences")
+        return
+    if first < 128:
+        count, pos = first, pos + 1
+    elif first < 255:
+        count, pos = ((first - 128) << 8) + data[pos + 1], pos + 2
+    else:
+        count, pos = data[pos + 1] + (data[pos + 2] << 8) + 0x7F00, pos + 3
+    modes = data[pos]
+    pos += 1
+    if modes & 3:
+        raise ZstdError("reserved bits set in the sequence modes")
+    ll, pos = _table(data, pos, end, modes >> 6, "ll", _LL_MAX_LOG, 35, state.ll)
+    of, pos = _table(data, pos, end, (modes >> 4) & 3, "of", _OF_MAX_LOG, 31, state.of)
+    ml, pos = _table(data, pos, end, (modes >> 2) & 3, "ml", _ML_MAX_LOG, 52, state.ml)
+    state.ll, state.of, state.ml = ll, of, ml
+    stream = _Backward(data[pos:end])
+    read = stream.read
+    ll_state = read(ll.accuracy_log)
+    of_state = read(of.accuracy_log)
+    ml_state = read(ml.accuracy_log)
+    ll_symbols, ll_bits, ll_base = ll.symbols, ll.bits, ll.base
+    of_symbols, of_bits, of_base = of.symbols, of.bits, of.base
+    ml_symbols, ml_bits, ml_base = ml.symbols, ml.bits, ml.base
+    offsets = state.offsets
+    used = 0
+    for i in range(count):
+        of_code = of_symbols[of_state]
+        ml_code = ml_symbols[ml_state]
+        ll_code = ll_symbols[ll_state]
+        if of_code > 31:
+            raise ZstdError("an offset code out of range")
+        ml_extra = _ML_BITS[ml_code]
+        ll_extra = _LL_BITS[ll_code]
+        last = i == count - 1
+        need = of_code + ml_extra + ll_extra
+        if not last:
+            ll_nb = ll_bits[ll_state]
+            ml_nb = ml_bits[ml_state]
+            of_nb = of_bits[of_state]
+            need += ll_nb + ml_nb + of_nb
+        low = stream.bits - need
+        if low >= 0 and need <= 56:
+            # One read of the sequence's bits (nearly always): the fields from the top.
+            start = low >> 3
+            word = int.from_bytes(stream.data[start : start + 8], "little") >> (low & 7)
+            stream.bits = low
+            need -= of_code
+            offset_value = (1 << of_code) + ((word >> need) & ((1 << of_code) - 1))
+            need -= ml_extra
+            match = _ML_BASE[ml_code] + ((word >> need) & ((1 << ml_extra) - 1))
+            need -= ll_extra
+            length = _LL_BASE[ll_code] + ((word >> need) & ((1 << ll_extra) - 1))
+            if not last:
+                need -= ll_nb
+                ll_state = ll_base[ll_state] + ((word >> need) & ((1 << ll_nb) - 1))
+                need -= ml_nb
+                ml_state = ml_base[ml_state] + ((word >> need) & ((1 << ml_nb) - 1))
+                of_state = of_base[of_state] + (word & ((1 << of_nb) - 1))
+        else:
+            offset_value = (1 << of_code) + read(of_code)
+            match = _ML_BASE[ml_code] + read(ml_extra)
+            length = _LL_BASE[ll_code] + read(ll_extra)
+            if not last:
+                ll_state = ll_base[ll_state] + read(ll_bits[ll_state])
+                ml_state = ml_base[ml_state] + read(ml_bits[ml_state])
+                of_state = of_base[of_state] + read(of_bits[of_state])
+        if offset_value > 3:
+            offset = offset_value - 3
+            offsets[2], offsets[1], offsets[0] = offsets[1], offsets[0], offset
+        else:
+            index = offset_value - 1 + (length == 0)
+            if index == 0:
+                offset = offsets[0]
+            else:
+                offset = offsets[index] if index < 3 else offsets[0] - 1
+                if index > 1:
+                    offsets[2] = offsets[1]
+                offsets[1] = offsets[0]
+                offsets[0] = offset
+        if used + length > len(literals):
+            raise ZstdError("a sequence past the block's literals")
+        out += literals[used : used + length]
+        used += length
+        written = len(out) - frame_start
+        if offset <= 0 or offset > written:
+            raise ZstdError(f"a match {offset} bytes back, {written} written")
+        copy_match(out, offset, match)
+    if stream.bits != 0:
+        raise ZstdError("a sequence stream not consumed exactly")
+    out += literals[used:]
+
+
+def _frame(data: bytes, pos: int, out: bytearray) -> int:
+    """One frame's content onto ``out``; returns where it ended."""
+    descriptor = data[pos]
+    pos += 1
+    if descriptor & 0x08:
+        raise ZstdError("a reserved bit set in the frame header")
+    single_segment = descriptor & 0x20
+    if not single_segment:
+        pos += 1  # the window descriptor: every byte of the frame is kept anyway
+    dict_size = (0, 1, 2, 4)[descriptor & 3]
+    if dict_size and int.from_bytes(data[pos : pos + dict_size], "little"):
+        raise ZstdError("a frame needing a dictionary")
+    pos += dict_size
+    fcs_flag = descriptor >> 6
+    fcs_size = (1 if single_segment else 0, 2, 4, 8)[fcs_flag]
+    content_size = None
+    if fcs_size:
+        content_size = int.from_bytes(data[pos : pos + fcs_size], "little")
+        if fcs_size == 2:
+            content_size += 256
+        pos += fcs_size
+    start = len(out)
+    state = _FrameState()
+    while True:
+        if pos + 3 > len(data):
+            raise ZstdError("a truncated block header")
+        header = data[pos] | data[pos + 1] << 8 | data[pos + 2] << 16
+        pos += 3
+        last = header & 1
+        kind = (header >> 1) & 3
+        size = header >> 3
+        if kind == 0:
+            if pos + size > len(data):
+                raise ZstdError("a raw block past the frame's end")
+            out += data[pos : pos + size]
+            pos += size
+        elif kind == 1:
+            if pos >= len(data):
+                raise ZstdError("an RLE block past the frame's end")
+            out += bytes((data[pos],)) * size
+            pos += 1
+        elif kind == 2:
+            if size > _MAX_BLOCK or pos + size > len(data):
+                raise ZstdError("a compressed block past the frame's end")
+            _compressed_block(data, pos, pos + size, out, start, state)
+            pos += size
+        else:
+            raise ZstdError("a reserved block type")
+        if last:
+            break
+    if descriptor & 0x04:
+        pos += 4  # the content checksum (xxh64), not checked
+    if pos > len(data):
+        raise ZstdError("a truncated frame")
+    if content_size is not None and len(out) - start != content_size:
+        raise ZstdError(f"{len(out) - start} bytes decoded, the frame says {content_size}")
+    return pos
+
+
+def decompress(data: bytes) -> bytes:
+    """The content of the zstd frames in ``data`` (skippable frames skipped)."""
+    out = bytearray()
+    pos = 0
+    try:
+        while pos < len(data):
+            (magic,) = _U32.unpack_from(data, pos)
+            if magic & 0xFFFFFFF0 == 0x184D2A50:
+                (size,) = _U32.unpack_from(data, pos + 4)
+                pos += 8 + size
+                continue
+            if magic != MAGIC:
+                raise ZstdError(f"not a zstd frame (magic {magic:#x})")
+            pos = _frame(data, pos + 4, out)
+    except (IndexError, struct.error) as e:
+        raise ZstdError(f"truncated ({e})") from None
+    return bytes(out)
+
+
+def raw_frame(data: bytes) -> bytes:
+    """``data`` as one zstd frame of raw blocks (single segment, its size given; no
+    compression), which every zstd reader takes."""
+    out = bytearray(_U32.pack(MAGIC))
+    out.append(0xA0)  # a 4-byte content size, single segment
+    out += _U32.pack(len(data))
+    for start in range(0, max(len(data), 1), _MAX_BLOCK):
+        block = data[start : start + _MAX_BLOCK]
+        last = start + _MAX_BLOCK >= len(data)
+        out += (len(block) << 3 | last).to_bytes(3, "little")
+        out += block
+    return bytes(out)
