@@ -116,15 +116,6 @@ _NAMES: Final = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD:
 # --- copies -------------------------------------------------------------------------
 
 
-def _copy_back(out: bytearray, offset: int, length: int, codec: str) -> None:
-    """A match: ``length`` bytes from ``offset`` back in ``out``, once the offset is
-    checked to reach into what was written."""
-    written = len(out)
-    if offset == 0 or offset > written:
-        raise CodecError(f"{codec}: a copy {offset} bytes back, {written} written")
-    zstd.copy_match(out, offset, length)
-
-
 # --- snappy -----------------------------------------------------------------------
 
 
@@ -190,7 +181,7 @@ def _snappy_raw(src: bytes, pos: int, end: int) -> bytes:
             pos += 4
         if pos > end:
             raise CodecError("snappy: a copy past the stream's end")
-        _copy_back(out, offset, length, "snappy")
+        zstd.copy_match(out, offset, length, 0, CodecError, "snappy: a copy")
     if len(out) != expected:
         raise CodecError(f"snappy: {len(out)} bytes decoded, the stream says {expected}")
     return bytes(out)
@@ -303,7 +294,7 @@ def _lz4_block(src: bytes, pos: int, end: int, out: bytearray) -> None:
         length += 4
         if pos >= end:
             raise CodecError("lz4: a block ends with a match")
-        _copy_back(out, offset, length, "lz4")
+        zstd.copy_match(out, offset, length, 0, CodecError, "lz4: a match")
 
 
 def _lz4_length(src: bytes, pos: int, length: int) -> tuple[int, int]:

@@ -57,12 +57,21 @@ _OF_MAX_LOG: Final = 8
 _MAX_BLOCK: Final = 128 * 1024
 
 
-def copy_match(out: bytearray, offset: int, length: int) -> None:
-    """Append ``length`` bytes from ``offset`` back in ``out`` (0 < offset <= len(out),
-    which the caller checked); overlapping what it writes (``length`` > ``offset``), the
-    ``offset`` bytes repeat, as a byte-by-byte copy would make them (snappy's, lz4's and
-    zstd's matches alike)."""
+def copy_match(
+    out: bytearray,
+    offset: int,
+    length: int,
+    floor: int = 0,
+    error: type[ValueError] = ZstdError,
+    what: str = "a match",
+) -> None:
+    """Append ``length`` bytes from ``offset`` back in ``out``; overlapping what it
+    writes (``length`` > ``offset``), the ``offset`` bytes repeat, as a byte-by-byte
+    copy would make them (snappy's, lz4's and zstd's matches alike). An offset reaching
+    before ``floor`` (the frame's start) or before anything was written is ``error``."""
     start = len(out) - offset
+    if offset <= 0 or start < floor:
+        raise error(f"{what} {offset} bytes back, {len(out) - floor} written")
     if length <= offset:
         out += out[start : start + length]
     else:
@@ -502,10 +511,7 @@ def _compressed_block(
             raise ZstdError("a sequence past the block's literals")
         out += literals[used : used + length]
         used += length
-        written = len(out) - frame_start
-        if offset <= 0 or offset > written:
-            raise ZstdError(f"a match {offset} bytes back, {written} written")
-        copy_match(out, offset, match)
+        copy_match(out, offset, match, frame_start)
     if stream.bits != 0:
         raise ZstdError("a sequence stream not consumed exactly")
     out += literals[used:]
