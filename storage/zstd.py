@@ -451,68 +451,82 @@ def _compressed_block(
     ll_symbols, ll_bits, ll_base = ll.symbols, ll.bits, ll.base
     of_symbols, of_bits, of_base = of.symbols, of.bits, of.base
     ml_symbols, ml_bits, ml_base = ml.symbols, ml.bits, ml.base
-    offsets = state.offsets
+    # This loop runs once per sequence: what it reads often is in locals.
+    ml_base_of, ml_extra_of = _ML_BASE, _ML_BITS
+    ll_base_of, ll_extra_of = _LL_BASE, _LL_BITS
+    stream_data = stream.data
+    bitpos = stream.bits
+    rep0, rep1, rep2 = state.offsets
+    literal_count = len(literals)
     used = 0
+    last = count - 1
     for i in range(count):
         of_code = of_symbols[of_state]
         ml_code = ml_symbols[ml_state]
         ll_code = ll_symbols[ll_state]
         if of_code > 31:
             raise ZstdError("an offset code out of range")
-        ml_extra = _ML_BITS[ml_code]
-        ll_extra = _LL_BITS[ll_code]
-        last = i == count - 1
+        ml_extra = ml_extra_of[ml_code]
+        ll_extra = ll_extra_of[ll_code]
         need = of_code + ml_extra + ll_extra
-        if not last:
+        if i != last:
             ll_nb = ll_bits[ll_state]
             ml_nb = ml_bits[ml_state]
             of_nb = of_bits[of_state]
             need += ll_nb + ml_nb + of_nb
-        low = stream.bits - need
+        low = bitpos - need
         if low >= 0 and need <= 56:
             # One read of the sequence's bits (nearly always): the fields from the top.
             start = low >> 3
-            word = int.from_bytes(stream.data[start : start + 8], "little") >> (low & 7)
-            stream.bits = low
+            word = int.from_bytes(stream_data[start : start + 8], "little") >> (low & 7)
+            bitpos = low
             need -= of_code
             offset_value = (1 << of_code) + ((word >> need) & ((1 << of_code) - 1))
             need -= ml_extra
-            match = _ML_BASE[ml_code] + ((word >> need) & ((1 << ml_extra) - 1))
+            match = ml_base_of[ml_code] + ((word >> need) & ((1 << ml_extra) - 1))
             need -= ll_extra
-            length = _LL_BASE[ll_code] + ((word >> need) & ((1 << ll_extra) - 1))
-            if not last:
+            length = ll_base_of[ll_code] + ((word >> need) & ((1 << ll_extra) - 1))
+            if i != last:
                 need -= ll_nb
                 ll_state = ll_base[ll_state] + ((word >> need) & ((1 << ll_nb) - 1))
                 need -= ml_nb
                 ml_state = ml_base[ml_state] + ((word >> need) & ((1 << ml_nb) - 1))
                 of_state = of_base[of_state] + (word & ((1 << of_nb) - 1))
         else:
+            stream.bits = bitpos
             offset_value = (1 << of_code) + read(of_code)
-            match = _ML_BASE[ml_code] + read(ml_extra)
-            length = _LL_BASE[ll_code] + read(ll_extra)
-            if not last:
+            match = ml_base_of[ml_code] + read(ml_extra)
+            length = ll_base_of[ll_code] + read(ll_extra)
+            if i != last:
                 ll_state = ll_base[ll_state] + read(ll_bits[ll_state])
                 ml_state = ml_base[ml_state] + read(ml_bits[ml_state])
                 of_state = of_base[of_state] + read(of_bits[of_state])
+            bitpos = stream.bits
         if offset_value > 3:
             offset = offset_value - 3
-            offsets[2], offsets[1], offsets[0] = offsets[1], offsets[0], offset
+            rep0, rep1, rep2 = offset, rep0, rep1
         else:
             index = offset_value - 1 + (length == 0)
             if index == 0:
-                offset = offsets[0]
+                offset = rep0
+            elif index == 1:
+                offset = rep1
+                rep0, rep1 = rep1, rep0
             else:
-                offset = offsets[index] if index < 3 else offsets[0] - 1
-                if index > 1:
-                    offsets[2] = offsets[1]
-                offsets[1] = offsets[0]
-                offsets[0] = offset
-        if used + length > len(literals):
-            raise ZstdError("a sequence past the block's literals")
-        out += literals[used : used + length]
-        used += length
-        copy_match(out, offset, match, frame_start)
-    if stream.bits != 0:
+                offset = rep2 if index == 2 else rep0 - 1
+                rep0, rep1, rep2 = offset, rep0, rep1
+        if length:
+            if used + length > literal_count:
+                raise ZstdError("a sequence past the block's literals")
+            out += literals[used : used + length]
+            used += length
+        start = len(out) - offset
+        if match <= offset and offset > 0 and start >= frame_start:
+            out += out[start : start + match]
+        else:  # overlapping, or an offset out of range (which it raises)
+            copy_match(out, offset, match, frame_start)
+    state.offsets = [rep0, rep1, rep2]
+    if bitpos != 0:
         raise ZstdError("a sequence stream not consumed exactly")
     out += literals[used:]
 
