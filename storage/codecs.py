@@ -30,6 +30,7 @@ from storage import zstd
 
 __all__ = [
     "CodecError",
+    "Compression",
     "UnsupportedCodecError",
     "compress",
     "decompress",
@@ -39,11 +40,22 @@ __all__ = [
     "xxh32",
 ]
 
-NONE: Final = 0
-GZIP: Final = 1
-SNAPPY: Final = 2
-LZ4: Final = 3
-ZSTD: Final = 4
+
+class Compression:
+    """Compression codec numbers (a batch's attributes, bits 0-2)."""
+
+    NONE: Final = 0
+    GZIP: Final = 1
+    SNAPPY: Final = 2
+    LZ4: Final = 3
+    ZSTD: Final = 4
+
+
+NONE: Final = Compression.NONE
+GZIP: Final = Compression.GZIP
+SNAPPY: Final = Compression.SNAPPY
+LZ4: Final = Compression.LZ4
+ZSTD: Final = Compression.ZSTD
 _READABLE: Final = (NONE, GZIP, SNAPPY, LZ4, ZSTD)
 
 _MASK32: Final = 0xFFFFFFFF
@@ -111,9 +123,6 @@ def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
 
 
 _NAMES: Final = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
-
-
-# --- copies -------------------------------------------------------------------------
 
 
 # --- snappy -----------------------------------------------------------------------

@@ -47,6 +47,7 @@ from typing import Final, NamedTuple
 from crc32c import crc32c
 
 from storage import codecs
+from storage.codecs import Compression
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -101,16 +102,6 @@ _INT32: Final = struct.Struct(">i")
 _UINT32: Final = struct.Struct(">I")
 _INT16: Final = struct.Struct(">h")
 _INT32_MAX: Final = 2**31 - 1
-
-
-class Compression:
-    """Compression codec numbers (attributes bits 0-2)."""
-
-    NONE: Final = 0
-    GZIP: Final = 1
-    SNAPPY: Final = 2
-    LZ4: Final = 3
-    ZSTD: Final = 4
 
 
 class BatchHeader(NamedTuple):
