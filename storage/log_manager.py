@@ -582,9 +582,19 @@ class LogManager:
     def delete(self, tp: TopicPartition) -> bool:
         """Delete a partition's log: close it, rename its directory to
         ``<topic>-<partition>.<uuid>-delete`` and remove that after
-        ``log.segment.delete.delay.ms`` (at once on close). Returns whether it existed."""
+        ``log.segment.delete.delay.ms`` (at once on close). Returns whether it existed.
+
+        No log here while a log directory is offline: KafkaStorageError, since the log may
+        be in that directory (Kafka's asyncDelete); a deletion answered done would leave
+        it there for good."""
         target = self._rename_out(tp, DELETE_SUFFIX, "deleting")
         if target is None:
+            offline = self.dir_failures.offline()
+            if offline:
+                raise KafkaStorageError(
+                    f"cannot delete the log of {tp}: it may be in the offline log"
+                    f" directories {', '.join(offline)}"
+                )
             return False
         self.scheduler.schedule(
             f"delete {tp}",

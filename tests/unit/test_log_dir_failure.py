@@ -415,6 +415,46 @@ def test_stop_replica_of_an_offline_partition_is_a_storage_error(
     assert failed.logs.get_log(failed.online[0]) is None  # deleted
 
 
+def test_stop_replica_deleting_a_log_not_here_while_a_directory_is_offline_is_a_storage_error(
+    failed: FailedDirectoryBroker,
+) -> None:
+    # Partition 10 is not hosted here and its LeaderAndIsr was refused (its log may be in
+    # the failed directory): its deletion cannot be answered done, or the controller
+    # would take the topic as deleted and that log would stay for good (Kafka's
+    # asyncDelete). 11 is hosted in the healthy directory and goes.
+    failed.handle_failure()
+    rm = failed.replicas
+    answer = rm.become_leader_or_follower(
+        leader_and_isr({10: (0, False), 11: (0, True)}, controller_epoch=2)
+    )
+    assert errors(answer) == {10: STORAGE_ERROR, 11: 0}
+    request = {
+        "controller_id": 9,
+        "controller_epoch": 2,
+        "broker_epoch": 100,
+        "topic_states": [
+            {
+                "topic_name": TOPIC,
+                "partition_states": [
+                    {"partition_index": p, "leader_epoch": -2, "delete_partition": True}
+                    for p in (10, 11)
+                ],
+            }
+        ],
+    }
+    answer = rm.stop_replicas(request)
+    got = {e["partition_index"]: e["error_code"] for e in answer["partition_errors"]}
+    assert got == {10: STORAGE_ERROR, 11: 0}
+    assert failed.logs.get_log(TopicPartition(TOPIC, 11)) is None
+    # Asked again, 11 is a storage error too: with a directory offline, a log deleted
+    # cannot be told from one the broker cannot see (as in Kafka).
+    again = rm.stop_replicas(request)
+    assert {e["partition_index"]: e["error_code"] for e in again["partition_errors"]} == {
+        10: STORAGE_ERROR,
+        11: STORAGE_ERROR,
+    }
+
+
 def test_produce_fetch_list_offsets_and_epochs_of_offline_partitions_are_storage_errors(
     failed: FailedDirectoryBroker,
 ) -> None:
