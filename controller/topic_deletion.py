@@ -86,9 +86,27 @@ class TopicDeletionManager:
         return moved
 
     def complete_replica_deletion(self, replicas: list[PartitionReplica]) -> None:
-        if replicas:
-            self.replicas.handle_state_changes(replicas, R.DELETION_SUCCESSFUL)
-            self.resume()
+        """Replicas a broker answered it deleted. Only those still being deleted complete:
+        an answer can land after another failure made its replica ineligible (its
+        broker's log directory failed meanwhile, say), and the retry that follows asks
+        the broker again. Kafka attempts the transition, which its state machine refuses
+        and logs as an error."""
+        if not replicas:
+            return
+        ctx = self.ctx
+        started = [pr for pr in replicas if ctx.replica_state(pr) is R.DELETION_STARTED]
+        if len(started) < len(replicas):
+            stale = [pr for pr in replicas if ctx.replica_state(pr) is not R.DELETION_STARTED]
+            log.info(
+                "%d answered deletions of replicas no longer being deleted (first: %s, %s):"
+                " asked again if still wanted",
+                len(stale),
+                stale[0],
+                ctx.replica_state(stale[0]).value,
+            )
+        if started:
+            self.replicas.handle_state_changes(started, R.DELETION_SUCCESSFUL)
+        self.resume()
 
     def is_eligible(self, topic: str) -> bool:
         ctx = self.ctx

@@ -1201,6 +1201,36 @@ def test_deleting_a_topic_created_while_a_replica_was_down_waits_for_it(
     assert refused_transitions(caplog) == []
 
 
+def test_a_deletion_answered_after_its_replica_became_ineligible_is_asked_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Broker 3 is sent StopReplica (delete); before its answer lands, its LeaderAndIsr
+    # answer says the partitions are on a failed log directory: ineligible. The late
+    # "deleted" completes nothing (Kafka attempts ineligible -> successful, refused and
+    # logged); once the deletion resumes, broker 3 is asked again, and that answer
+    # completes it.
+    c = three_partitions()
+    delete(c, T)
+    on = {b: [PartitionReplica(tp, b) for tp in (T0, T1, T2)] for b in (1, 2, 3)}
+    assert {c.ctx.replica_state(pr) for b in on for pr in on[b]} == {R.DELETION_STARTED}
+    c.deletion.complete_replica_deletion(on[2])
+    c.deletion.fail_replica_deletion(on[3])
+    assert {c.ctx.replica_state(pr) for pr in on[3]} == {R.DELETION_INELIGIBLE}
+    c.deletion.complete_replica_deletion(on[3])  # the late answers
+    assert {c.ctx.replica_state(pr) for pr in on[3]} == {R.DELETION_INELIGIBLE}
+    c.deletion.complete_replica_deletion(on[1])
+    assert T in c.ctx.all_topics  # held for broker 3
+    c.sent.clear()
+    c.deletion.resume_for([T])  # its directory repaired, say: the broker started again
+    assert {c.ctx.replica_state(pr) for pr in on[3]} == {R.DELETION_STARTED}
+    deletes = [r for r in c.requests(ApiKey.STOP_REPLICA) if r.delete_partitions]
+    assert [(r.broker_id, set(r.partitions)) for r in deletes] == [(3, {T0, T1, T2})]
+    c.deletion.complete_replica_deletion(on[3])
+    assert T not in c.ctx.all_topics
+    assert c.store.deleted_topics == [T]
+    assert refused_transitions(caplog) == []
+
+
 def test_a_replica_deleted_before_its_broker_died_holds_nothing(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -1471,6 +1501,20 @@ class ControllerMachine(RuleBasedStateMachine):
         # transitions the state machines refused as invalid: each a wrong step to attempt
         self.invalid = InvalidTransitions()
         logging.getLogger("controller.state_machines").addHandler(self.invalid)
+        # StopReplicas (delete) sent and not answered yet, by replica: an answer may land
+        # after the replica's state moved on (see stop_replica_answered_late)
+        self.pending_deletes: set[PartitionReplica] = set()
+        send = self.c.ops.send
+
+        def sent(batch: list[BrokerRequest]) -> None:
+            send(batch)
+            for r in batch:
+                if r.api_key == ApiKey.STOP_REPLICA and r.delete_partitions:
+                    self.pending_deletes |= {
+                        PartitionReplica(tp, r.broker_id) for tp in r.partitions
+                    }
+
+        self.c.ops.send = sent
 
     # --- rules ------------------------------------------------------------------------
 
@@ -1564,8 +1608,10 @@ class ControllerMachine(RuleBasedStateMachine):
             assert self.c.ctx.broker_epochs[broker] > before
 
     def forget(self, broker: int) -> None:
-        """A broker that died or restarted: what it knew of partitions is gone with it."""
+        """A broker that died or restarted: what it knew of partitions is gone with it, and
+        it answers none of the requests it had."""
         self.broker_views = {k: v for k, v in self.broker_views.items() if k[0] != broker}
+        self.pending_deletes = {pr for pr in self.pending_deletes if pr.replica != broker}
 
     def resume(self, started: reactions.BrokersStarted) -> None:
         """What a broker's return lets move on, as the shell resumes it."""
@@ -2075,9 +2121,31 @@ class ControllerMachine(RuleBasedStateMachine):
         if not started:
             return
         answered = data.draw(st.lists(st.sampled_from(started), min_size=1, unique=True))
+        self.pending_deletes -= set(answered)
         if ok:
             self.c.deletion.complete_replica_deletion(answered)
         else:
+            self.c.deletion.fail_replica_deletion(answered)
+        self.deletions_done()
+
+    @rule(data=st.data(), ok=st.booleans())
+    def stop_replica_answered_late(self, data: st.DataObject, ok: bool) -> None:
+        """A live broker answers a StopReplica (delete) it was sent, whatever became of its
+        replica since: another failure made it ineligible (its log directory failed, its
+        broker was out a while), or a retry asked again. The controller's handler passes
+        on the answers of replicas whose topic is still being deleted."""
+        ctx = self.c.ctx
+        pending = sorted(pr for pr in self.pending_deletes if pr.replica in ctx.live_brokers)
+        if not pending:
+            return
+        answered = data.draw(st.lists(st.sampled_from(pending), min_size=1, unique=True))
+        self.pending_deletes -= set(answered)
+        answered = [
+            pr for pr in answered if ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
+        ]
+        if ok:
+            self.c.deletion.complete_replica_deletion(answered)
+        elif answered:
             self.c.deletion.fail_replica_deletion(answered)
         self.deletions_done()
 
@@ -2093,6 +2161,7 @@ class ControllerMachine(RuleBasedStateMachine):
             if ctx.replica_state(pr) is R.DELETION_STARTED and pr.replica in ctx.live_brokers
         )
         if started:
+            self.pending_deletes -= set(started)
             self.c.deletion.complete_replica_deletion(started)
             self.deletions_done()
 
@@ -2158,6 +2227,7 @@ class ControllerMachine(RuleBasedStateMachine):
         c = self.c
         c.sent.clear()
         self.checked_batches = 0
+        self.pending_deletes.clear()  # their answers go to the controller that resigned
         old = c.ctx
         ctx = ControllerContext(epoch=old.epoch + 1, epoch_zk_version=c.store.epoch_zk_version)
         ctx.add_live_brokers(
@@ -2441,6 +2511,9 @@ class ReassignmentRaces(ControllerMachine):
         raise AssertionError("not a rule here")
 
     def stop_replica_answered(self, data: st.DataObject, ok: bool) -> None:
+        raise AssertionError("not a rule here")
+
+    def stop_replica_answered_late(self, data: st.DataObject, ok: bool) -> None:
         raise AssertionError("not a rule here")
 
     def every_stop_replica_answered(self) -> None:
