@@ -391,11 +391,9 @@ def test_a_log_found_in_a_failed_directory_is_not_hosted_even_before_handling(
         logs.close()
 
 
-def test_stop_replica_of_an_offline_partition_is_a_storage_error(
-    failed: FailedDirectoryBroker,
-) -> None:
-    failed.handle_failure()
-    request = {
+def stop_replica_deleting(partitions: list[int], leader_epoch: int) -> dict[str, Any]:
+    """A StopReplica (delete) of these partitions of TOPIC, from controller epoch 2."""
+    return {
         "controller_id": 9,
         "controller_epoch": 2,
         "broker_epoch": 100,
@@ -403,12 +401,19 @@ def test_stop_replica_of_an_offline_partition_is_a_storage_error(
             {
                 "topic_name": TOPIC,
                 "partition_states": [
-                    {"partition_index": tp.partition, "leader_epoch": 1, "delete_partition": True}
-                    for tp in (failed.offline[0], failed.online[0])
+                    {"partition_index": p, "leader_epoch": leader_epoch, "delete_partition": True}
+                    for p in partitions
                 ],
             }
         ],
     }
+
+
+def test_stop_replica_of_an_offline_partition_is_a_storage_error(
+    failed: FailedDirectoryBroker,
+) -> None:
+    failed.handle_failure()
+    request = stop_replica_deleting([failed.offline[0].partition, failed.online[0].partition], 1)
     answer = failed.replicas.stop_replicas(request)
     got = {e["partition_index"]: e["error_code"] for e in answer["partition_errors"]}
     assert got == {failed.offline[0].partition: STORAGE_ERROR, failed.online[0].partition: 0}
@@ -428,20 +433,7 @@ def test_stop_replica_deleting_a_log_not_here_while_a_directory_is_offline_is_a_
         leader_and_isr({10: (0, False), 11: (0, True)}, controller_epoch=2)
     )
     assert errors(answer) == {10: STORAGE_ERROR, 11: 0}
-    request = {
-        "controller_id": 9,
-        "controller_epoch": 2,
-        "broker_epoch": 100,
-        "topic_states": [
-            {
-                "topic_name": TOPIC,
-                "partition_states": [
-                    {"partition_index": p, "leader_epoch": -2, "delete_partition": True}
-                    for p in (10, 11)
-                ],
-            }
-        ],
-    }
+    request = stop_replica_deleting([10, 11], -2)
     answer = rm.stop_replicas(request)
     got = {e["partition_index"]: e["error_code"] for e in answer["partition_errors"]}
     assert got == {10: STORAGE_ERROR, 11: 0}

@@ -302,28 +302,20 @@ def test_offset_for_timestamp_matches_a_scan(
     log.close()
 
 
-def test_offset_for_timestamp_in_a_batch_of_no_known_codec_is_the_batch_start(
-    tmp_path: Path,
+@pytest.mark.parametrize("undecodable", ["no known codec", "a body that does not decode"])
+def test_offset_for_timestamp_in_a_batch_not_read_here_is_the_batch_start(
+    tmp_path: Path, undecodable: str
 ) -> None:
+    # Attributes naming no codec (5), or an lz4 batch whose body is no lz4 frame (the
+    # producer's CRC covers it): answered, not raised.
     log = open_log(tmp_path / "t-0")
     produce(log, ts=NOW)
     specs = [RecordSpec(b"a", timestamp=NOW + t) for t in (1, 50, 2)]
-    log.append_as_leader(build_batch(specs, base_timestamp=NOW + 1, compression=5), 0)
-    found = log.offset_for_timestamp(NOW + 40)
-    assert found is not None
-    assert (found.offset, found.timestamp) == (1, NOW + 50)
-
-
-def test_offset_for_timestamp_in_a_batch_whose_body_does_not_decode_is_the_batch_start(
-    tmp_path: Path,
-) -> None:
-    # The producer's CRC covers a body that is no lz4 frame: answered, not raised.
-    log = open_log(tmp_path / "t-0")
-    produce(log, ts=NOW)
-    specs = [RecordSpec(b"a", timestamp=NOW + t) for t in (1, 50, 2)]
-    batch = build_batch(specs, base_timestamp=NOW + 1, compression=3)
-    batch[BATCH_HEADER_SIZE:] = b"\x00" * (len(batch) - BATCH_HEADER_SIZE)
-    struct.pack_into(">I", batch, CRC_OFFSET, batch_crc(batch))
+    codec = 5 if undecodable == "no known codec" else 3
+    batch = build_batch(specs, base_timestamp=NOW + 1, compression=codec)
+    if codec == 3:
+        batch[BATCH_HEADER_SIZE:] = b"\x00" * (len(batch) - BATCH_HEADER_SIZE)
+        struct.pack_into(">I", batch, CRC_OFFSET, batch_crc(batch))
     log.append_as_leader(batch, 0)
     found = log.offset_for_timestamp(NOW + 40)
     assert found is not None
