@@ -10,6 +10,9 @@ given, is checked.
 The work is per literal (Huffman) and per sequence: about 12 MB/s on text, more where
 matches are long (``bench_codecs.py``). The bit readers take a few bytes at a time, never
 the whole stream as one integer (shifts of which cost its length).
+
+``compress`` writes what the log cleaner rewrites: a greedy parse's matches as sequences
+coded with the predefined tables, the literals raw (see the section at the end).
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-__all__ = ["ZstdError", "copy_match", "decompress", "raw_frame"]
+from storage import lz77
+
+__all__ = ["ZstdError", "compress", "copy_match", "decompress"]
 
 MAGIC: Final = 0xFD2FB528
 _U32: Final = struct.Struct("<I")
@@ -609,15 +614,167 @@ def decompress(data: bytes) -> bytes:
     return bytes(out)
 
 
-def raw_frame(data: bytes) -> bytes:
-    """``data`` as one zstd frame of raw blocks (single segment, its size given; no
-    compression), which every zstd reader takes."""
+# --- compression ------------------------------------------------------------------
+#
+# Frames of compressed blocks: the greedy parse's matches (``storage.lz77``) as sequences
+# coded with the predefined FSE tables, their literals raw (not Huffman-coded: zstd's
+# fastest levels skip that too where it gains little). A block the sequences do not make
+# smaller is written raw.
+
+#: a length code's baseline and extra bits for lengths under 64 (literal) / 128 (match
+#: - 3); above, the code follows the length's highest bit (RFC 8878 3.1.1.3.2.1.1).
+_LL_CODE: Final = tuple(
+    max(code for code, base in enumerate(_LL_BASE) if base <= n) for n in range(64)
+)
+_ML_CODE: Final = tuple(
+    max(code for code, base in enumerate(_ML_BASE) if base <= n + 3) for n in range(128)
+)
+
+
+class _FseEncoder:
+    """A predefined table turned around: for a symbol and the state the decoder goes to
+    next, the state that decodes the symbol there and the bits that lead to it."""
+
+    __slots__ = ("accuracy_log", "first", "step")
+
+    def __init__(self, table: _Fse) -> None:
+        self.accuracy_log = table.accuracy_log
+        size = 1 << table.accuracy_log
+        count = max(table.symbols) + 1
+        #: step[symbol][next state] = (state, its bits count, the bits)
+        self.step: list[list[tuple[int, int, int]]] = [[(0, 0, 0)] * size for _ in range(count)]
+        self.first = [-1] * count  # a state decoding the symbol, to begin with
+        for state, symbol in enumerate(table.symbols):
+            nb = table.bits[state]
+            base = table.base[state]
+            row = self.step[symbol]
+            for value in range(1 << nb):
+                row[base + value] = (state, nb, value)
+            if self.first[symbol] < 0:
+                self.first[symbol] = state
+
+
+_ENCODERS: dict[str, _FseEncoder] = {}
+
+
+def _encoder(name: str) -> _FseEncoder:
+    encoder = _ENCODERS.get(name)
+    if encoder is None:
+        encoder = _ENCODERS[name] = _FseEncoder(_default(name))
+    return encoder
+
+
+def _sequences_section(codes: list[tuple[int, int, int, int, int]]) -> bytearray:
+    """The sequences' header (count, predefined tables) and bit stream; each sequence as
+    its literal length, match length and offset codes, then their extra bits (the literal
+    length's lowest) and how many there are."""
+    out = bytearray()
+    count = len(codes)
+    if count < 128:
+        out.append(count)
+    elif count < 0x7F00:
+        out += bytes(((count >> 8) + 128, count & 0xFF))
+    else:
+        out.append(255)
+        out += (count - 0x7F00).to_bytes(2, "little")
+    out.append(0)  # every table predefined
+    ll, ml, of = _encoder("ll"), _encoder("ml"), _encoder("of")
+    ll_step, ml_step, of_step = ll.step, ml.step, of.step
+    # A backward bit stream, written forwards (the decoder reads the last bits first):
+    # the last sequence first, each one's state transitions (offset, match length,
+    # literal length) below its extra bits. ``bits`` holds what is not yet in ``out``.
+    ll_code, ml_code, of_code, extra, bits_count = codes[-1]
+    ll_state, ml_state, of_state = ll.first[ll_code], ml.first[ml_code], of.first[of_code]
+    bits = extra
+    count = bits_count
+    for i in range(len(codes) - 2, -1, -1):
+        ll_code, ml_code, of_code, extra, extra_count = codes[i]
+        of_state, group_count, group = of_step[of_code][of_state]
+        ml_state, nb, value = ml_step[ml_code][ml_state]
+        group |= value << group_count
+        group_count += nb
+        ll_state, nb, value = ll_step[ll_code][ll_state]
+        group |= (value | extra << nb) << group_count
+        bits |= group << count
+        count += group_count + nb + extra_count
+        if count >= 64:
+            whole = count >> 3
+            out += (bits & ((1 << (whole << 3)) - 1)).to_bytes(whole, "little")
+            bits >>= whole << 3
+            count -= whole << 3
+    bits |= (ml_state | of_state << ml.accuracy_log) << count
+    count += ml.accuracy_log + of.accuracy_log
+    bits |= (ll_state | 1 << ll.accuracy_log) << count  # and the end marker
+    count += ll.accuracy_log + 1
+    out += bits.to_bytes((count + 7) >> 3, "little")
+    return out
+
+
+def _compressed_block_body(
+    data: bytes, start: int, end: int, matches: list[lz77.Match]
+) -> bytearray:
+    """The body of a compressed block holding ``data[start:end]``: raw literals, then the
+    matches as sequences (an offset as itself plus 3: repeat offsets are not used)."""
+    literals = bytearray()
+    codes: list[tuple[int, int, int, int, int]] = []
+    anchor = start
+    ll_base, ll_bits, ml_base, ml_bits = _LL_BASE, _LL_BITS, _ML_BASE, _ML_BITS
+    for pos, offset, length in matches:
+        literals += data[anchor:pos]
+        literal_length = pos - anchor
+        ll_code = (
+            _LL_CODE[literal_length] if literal_length < 64 else literal_length.bit_length() + 18
+        )
+        match_base = length - 3
+        ml_code = _ML_CODE[match_base] if match_base < 128 else match_base.bit_length() + 35
+        offset_value = offset + 3
+        of_code = offset_value.bit_length() - 1
+        ll_nb = ll_bits[ll_code]
+        ml_nb = ml_bits[ml_code]
+        extra = (
+            literal_length - ll_base[ll_code]
+            | (length - ml_base[ml_code]) << ll_nb
+            | (offset_value - (1 << of_code)) << (ll_nb + ml_nb)
+        )
+        codes.append((ll_code, ml_code, of_code, extra, ll_nb + ml_nb + of_code))
+        anchor = pos + length
+    literals += data[anchor:end]
+    out = bytearray()
+    size = len(literals)  # raw literals' header: the size in 5, 12 or 20 bits
+    if size < 32:
+        out.append(size << 3)
+    elif size < 4096:
+        out += (size << 4 | 0b0100).to_bytes(2, "little")
+    else:
+        out += (size << 4 | 0b1100).to_bytes(3, "little")
+    out += literals
+    if codes:
+        out += _sequences_section(codes)
+    else:
+        out.append(0)
+    return out
+
+
+def compress(data: bytes) -> bytes:
+    """``data`` as one zstd frame (single segment, its size given; no checksum) of blocks
+    of at most 128 KB: compressed (matches reach back anywhere in the frame), or raw
+    where that is no larger."""
     out = bytearray(_U32.pack(MAGIC))
     out.append(0xA0)  # a 4-byte content size, single segment
     out += _U32.pack(len(data))
+    table: dict[bytes, int] = {}
+    window = (1 << 29) - 4  # the largest offset the predefined offset codes reach
     for start in range(0, max(len(data), 1), _MAX_BLOCK):
-        block = data[start : start + _MAX_BLOCK]
-        last = start + _MAX_BLOCK >= len(data)
-        out += (len(block) << 3 | last).to_bytes(3, "little")
-        out += block
+        end = min(start + _MAX_BLOCK, len(data))
+        last = end == len(data)
+        matches = lz77.find_matches(
+            data, start, end, table=table, floor=0, window=window, last_start=end, last_end=end
+        )
+        body = _compressed_block_body(data, start, end, matches) if matches else None
+        if body is not None and len(body) < end - start:
+            out += (len(body) << 3 | 2 << 1 | last).to_bytes(3, "little")
+            out += body
+        else:
+            out += ((end - start) << 3 | last).to_bytes(3, "little")
+            out += data[start:end]
     return bytes(out)

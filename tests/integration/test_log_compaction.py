@@ -11,7 +11,14 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from storage.records import BatchHeader, Compression, iter_batches, iter_records
+from storage import codecs
+from storage.records import (
+    BATCH_HEADER_SIZE,
+    BatchHeader,
+    Compression,
+    iter_batches,
+    iter_records,
+)
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap, producer
 from tests.integration.harness import Cluster, wait_for
@@ -86,6 +93,27 @@ def rewritten_batches(c: Cluster, broker: int, topic: str, partition: int) -> in
         header.record_count < header.last_offset - header.base_offset + 1
         for header in headers_on_disk(c, broker, topic, partition)
     )
+
+
+def rewritten_sizes(c: Cluster, broker: int, topic: str, partition: int) -> list[tuple[int, int]]:
+    """Each batch the cleaner rewrote in a broker's segment files: its records body's size
+    as stored, and decompressed."""
+    directory = c[broker].data_dir / f"{topic}-{partition}"
+
+    def read() -> list[tuple[int, int]] | None:
+        sizes: list[tuple[int, int]] = []
+        try:
+            for path in sorted(directory.glob("*.log")):
+                data = path.read_bytes()
+                for h in iter_batches(data):
+                    if h.record_count < h.last_offset - h.base_offset + 1:
+                        body = data[h.position + BATCH_HEADER_SIZE : h.position + h.size]
+                        sizes.append((len(body), len(codecs.decompress(h.compression, body))))
+        except (FileNotFoundError, ValueError):
+            return None
+        return sizes
+
+    return wait_for(read, 30, f"broker {broker}'s files of {topic}-{partition}")
 
 
 def produce_keyed(
@@ -261,7 +289,7 @@ def test_batches_librdkafka_compressed_are_compacted_and_read_back(
 ) -> None:
     """librdkafka's lz4 and zstd frames and snappy streams are read here: a compacted topic
     refuses such a batch's record without a key, the cleaner compacts them, and its
-    rewritten batches (still of the codec) are read back by librdkafka."""
+    rewritten batches (still of the codec, compressed here) are read back by librdkafka."""
     c = cluster_factory(brokers=(1,), **FAST_CLEANER)
     c.wait_controller()
     topic = f"compressed-{codec}"
@@ -293,6 +321,10 @@ def test_batches_librdkafka_compressed_are_compacted_and_read_back(
     # those holding the keys' latest records.
     wait_for(lambda: rewritten_batches(c, 1, topic, 0) > 0, 60, "a batch rewritten")
     assert codecs_on_disk(c, 1, topic, 0) == {codes[codec]}
+    # Compressed again: the values' runs of "x" are matches, not stored as they are.
+    sizes = rewritten_sizes(c, 1, topic, 0)
+    assert sizes
+    assert all(stored < plain / 2 for stored, plain in sizes), sizes
     read = read_from_start(c, topic)
     assert latest(read) == model
     # As produced (the cleaner may have gone on since the files were read).

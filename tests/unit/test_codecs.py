@@ -1,10 +1,13 @@
 """The snappy and lz4 decoders against streams with real matches (made by a small greedy
 compressor here, as librdkafka's and Kafka's would be: overlapping copies, long lengths,
-matches into an earlier block), corrupt and truncated streams, and xxHash32's vectors.
-The integration tests read batches librdkafka compressed."""
+matches into an earlier block), corrupt and truncated streams, and xxHash32's vectors;
+the encoders (``codecs.compress``, what the cleaner rewrites): what they write decodes,
+is smaller where the data repeats, and keeps lz4's end-of-block rules. The integration
+tests read batches librdkafka compressed, and librdkafka reads what the cleaner wrote."""
 
 from __future__ import annotations
 
+import random
 import struct
 
 import pytest
@@ -234,3 +237,73 @@ def test_an_attribute_naming_no_codec_is_not_read() -> None:
         codecs.decompress(5, b"\x28\xb5\x2f\xfd")
     with pytest.raises(NotImplementedError):  # what readers of records catch
         codecs.compress(7, b"")
+
+
+_RECORDS = b"".join(
+    b'{"user": "user-%04d", "plan": "%s", "visits": %d}' % (i % 97, b"pro" if i % 3 else b"free", i)
+    for i in range(3000)
+)
+
+
+@pytest.mark.parametrize("codec", [SNAPPY, LZ4, ZSTD])
+def test_repeats_are_compressed_and_noise_costs_little(codec: int) -> None:
+    written = codecs.compress(codec, _RECORDS)
+    assert codecs.decompress(codec, written) == _RECORDS
+    assert len(written) < len(_RECORDS) / 3
+    noise = random.Random(3).randbytes(200_000)
+    written = codecs.compress(codec, noise)
+    assert codecs.decompress(codec, written) == noise
+    assert len(written) < len(noise) * 1.01  # stored / raw blocks, literal runs
+
+
+def _lz4_sequences(block: bytes) -> list[tuple[int, int]]:
+    """A compressed lz4 block's sequences: (where its match begins in the output, the
+    match's length), the last one (0, 0): literals only. Asserts the block is whole."""
+    sequences: list[tuple[int, int]] = []
+    pos = written = 0
+    while True:
+        token = block[pos]
+        pos += 1
+        literals = token >> 4
+        if literals == 15:
+            literals, pos = codecs._lz4_length(block, pos, literals)
+        pos += literals
+        written += literals
+        if pos == len(block):
+            sequences.append((0, 0))
+            return sequences
+        pos += 2
+        length = token & 15
+        if length == 15:
+            length, pos = codecs._lz4_length(block, pos, length)
+        sequences.append((written, length + 4))
+        written += length + 4
+
+
+@settings(max_examples=200)
+@given(_DATA)
+def test_lz4_blocks_keep_the_formats_end_conditions(data: bytes) -> None:
+    # The last match begins 12 bytes before the block's end at the latest; its last 5
+    # bytes are literals (LZ4's block format; decoders may rely on them).
+    frame = codecs.compress(LZ4, data)
+    assert codecs.decompress(LZ4, frame) == data
+    pos = 7
+    start = 0
+    while True:
+        (size,) = struct.unpack_from("<I", frame, pos)
+        pos += 4
+        if size == 0:
+            break
+        stored = size & 0x80000000
+        size &= 0x7FFFFFFF
+        if not stored:
+            sequences = _lz4_sequences(frame[pos : pos + size])
+            block_size = min(65536, len(data) - start)
+            for at, length in sequences[:-1]:
+                assert at <= block_size - 12
+                assert at + length <= block_size - 5
+            start += block_size
+        else:
+            start += size
+        pos += size
+    assert start == len(data)

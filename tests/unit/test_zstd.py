@@ -8,6 +8,7 @@ of every size and level."""
 from __future__ import annotations
 
 import hashlib
+import random
 import struct
 from pathlib import Path
 
@@ -153,8 +154,43 @@ def test_bad_frames_are_named(data: bytes, says: str) -> None:
         zstd.decompress(data)
 
 
+def _block_kinds(frame: bytes) -> list[int]:
+    """The kinds of a frame's blocks (0 raw, 1 RLE, 2 compressed) as ``compress`` writes
+    it (a 4-byte content size, no checksum)."""
+    kinds = []
+    pos = 9
+    while True:
+        header = int.from_bytes(frame[pos : pos + 3], "little")
+        kinds.append((header >> 1) & 3)
+        pos += 3 + (header >> 3)
+        if header & 1:
+            assert pos == len(frame)
+            return kinds
+
+
 @pytest.mark.parametrize("size", [0, 1, 1000, 128 * 1024, 128 * 1024 + 1, 300_000])
-def test_raw_frames_decode(size: int) -> None:
-    data = bytes(i % 251 for i in range(size))
-    assert zstd.decompress(zstd.raw_frame(data)) == data
-    assert codecs.decompress(codecs.ZSTD, codecs.compress(codecs.ZSTD, data)) == data
+def test_what_compress_writes_decodes(size: int) -> None:
+    repeats = bytes(i % 251 for i in range(size))
+    noise = random.Random(size).randbytes(size)
+    for data in (repeats, noise, repeats[: size // 2] + noise[size // 2 :]):
+        assert zstd.decompress(zstd.compress(data)) == data
+        assert codecs.decompress(codecs.ZSTD, codecs.compress(codecs.ZSTD, data)) == data
+    if size > 1000:  # compressed blocks where bytes repeat, raw blocks for noise
+        assert _block_kinds(zstd.compress(repeats))[0] == 2
+        assert set(_block_kinds(zstd.compress(noise))) == {0}
+
+
+def test_matches_reach_back_into_earlier_blocks_and_every_length_and_offset_code() -> None:
+    # Literal and match lengths and offsets of every size: their codes from the tables
+    # (under 64 / 128) and from the highest bit, each with its extra bits.
+    rng = random.Random(5)
+    pieces = [rng.randbytes(400_000)]
+    for _ in range(600):
+        far = rng.randrange(len(pieces[0]) - 70_000)
+        pieces.append(rng.randbytes(rng.choice([0, 1, 5, 17, 63, 64, 65, 300, 5000])))
+        pieces.append(pieces[0][far : far + rng.choice([4, 5, 35, 130, 131, 1000, 70_000])])
+    data = b"".join(pieces)
+    frame = zstd.compress(data)
+    assert zstd.decompress(frame) == data
+    assert len(frame) < len(data) * 0.8  # the repeats of the first block were found
+    assert _block_kinds(frame)[:3] == [0, 0, 0]  # 400,000 bytes of noise, raw
