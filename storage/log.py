@@ -48,8 +48,10 @@ from storage.partition_dir import (
 )
 from storage.records import (
     BatchesInfo,
+    Compression,
     assign_offsets,
     iter_records,
+    recompress,
     validate_follower_batches,
 )
 from storage.segment import (
@@ -138,6 +140,9 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = LONG_MAX
+    # compression.type: the codec a producer's batches are compressed again with; None
+    # ("producer"): kept as the producer compressed them.
+    compression: int | None = None
 
     @classmethod
     def from_topic_config(cls, config: TopicConfig) -> LogConfig:
@@ -163,8 +168,19 @@ class LogConfig:
             min_cleanable_dirty_ratio=config.min_cleanable_dirty_ratio,
             min_compaction_lag_ms=config.min_compaction_lag_ms,
             max_compaction_lag_ms=config.max_compaction_lag_ms,
+            compression=_COMPRESSION_TYPES.get(config.compression_type),
         )
         return _SHARED_LOG_CONFIGS(made)
+
+
+#: compression.type's values naming a codec ("producer" names none)
+_COMPRESSION_TYPES: Final = {
+    "uncompressed": Compression.NONE,
+    "gzip": Compression.GZIP,
+    "snappy": Compression.SNAPPY,
+    "lz4": Compression.LZ4,
+    "zstd": Compression.ZSTD,
+}
 
 
 _SHARED_LOG_CONFIGS: SharedValues[LogConfig] = SharedValues(10_000)
@@ -571,6 +587,8 @@ class PartitionLog:
         validation error raises before anything is written."""
         config = self.config
         now = self._time_ms() if now_ms is None else now_ms
+        if config.compression is not None:  # outside the lock: compressing takes a while
+            records = recompress(records, config.compression)
         with self._lock:
             self._check_open()
             latest = self.epoch_cache.latest_epoch

@@ -78,6 +78,7 @@ __all__ = [
     "iter_batches",
     "iter_records",
     "read_header",
+    "recompress",
     "validate_follower_batches",
 ]
 
@@ -378,6 +379,53 @@ def assign_offsets(
         tuple(assigned),
         NO_TIMESTAMP if log_append_time_ms is None else log_append_time_ms,
     )
+
+
+def recompress(buf: bytearray | memoryview, codec: int) -> bytearray | memoryview:
+    """A producer's batches with their records compressed with ``codec`` (a topic's
+    ``compression.type``; ``Compression.NONE``: uncompressed), as Kafka's LogValidator
+    rebuilds them: offsets, timestamps, producer fields and record count as they were,
+    the attributes' codec bits, length and CRC new. ``buf`` itself if no batch changes
+    (each is of ``codec`` already, or a control batch).
+
+    The batches are validated first (length, magic, CRC: CorruptRecordError, as
+    ``assign_offsets`` would raise, which checks the rebuilt ones again, their size too);
+    a body that is not a valid stream of its codec, or a codec Kafka does not know, is
+    CorruptRecordError."""
+    view = memoryview(buf)
+    found, _ = _scan(view, max_batch_size=None, allow_partial_tail=False)
+    if all(
+        fields[5] & ATTR_COMPRESSION_MASK == codec or fields[5] & ATTR_CONTROL
+        for _, fields in found
+    ):
+        return buf
+    out = bytearray()
+    for pos, fields in found:
+        size = fields[1] + LOG_OVERHEAD
+        attributes = fields[5]
+        source = attributes & ATTR_COMPRESSION_MASK
+        if source == codec or attributes & ATTR_CONTROL:
+            out += view[pos : pos + size]
+            continue
+        try:
+            body = codecs.decompress(source, view[pos + BATCH_HEADER_SIZE : pos + size])
+        except (codecs.CodecError, codecs.UnsupportedCodecError) as e:
+            raise CorruptRecordError(
+                f"the batch's records cannot be read to compress them again ({e})",
+                position=pos,
+                offset=fields[0],
+            ) from None
+        start = len(out)
+        out += view[pos : pos + BATCH_HEADER_SIZE]
+        out += codecs.compress(codec, body)
+        _INT32.pack_into(out, start + 8, len(out) - start - LOG_OVERHEAD)
+        _INT16.pack_into(
+            out, start + ATTRIBUTES_OFFSET, attributes & ~ATTR_COMPRESSION_MASK | codec
+        )
+        _UINT32.pack_into(
+            out, start + CRC_OFFSET, crc32c(memoryview(out)[start + ATTRIBUTES_OFFSET :])
+        )
+    return out
 
 
 def validate_follower_batches(

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from cluster.supervised import BrokerExited, SupervisedCluster
+from cluster.supervised import BrokerExited, SupervisedCluster, wait_for
+from storage.records import BatchHeader, iter_batches
 
 
 def bootstrap(c: SupervisedCluster) -> str:
@@ -227,3 +228,23 @@ def poll_until(
                 assert error.code() == KafkaError._PARTITION_EOF or error.retriable(), error
                 continue
             seen[(msg.partition(), msg.offset())] = msg.value()
+
+
+def headers_on_disk(
+    c: SupervisedCluster, broker: int, topic: str, partition: int
+) -> list[BatchHeader]:
+    """The headers of the batches in a broker's segment files (a file swapped away while
+    being read: read again)."""
+    directory = c[broker].data_dir / f"{topic}-{partition}"
+
+    def read() -> list[BatchHeader] | None:
+        try:
+            return [
+                header
+                for path in sorted(directory.glob("*.log"))
+                for header in iter_batches(path.read_bytes())
+            ]
+        except (FileNotFoundError, ValueError):
+            return None
+
+    return wait_for(read, 30, f"broker {broker}'s files of {topic}-{partition}")

@@ -10,11 +10,13 @@ import time
 import pytest
 
 from admin import topics
+from storage.records import Compression
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import (
     Acked,
     bootstrap,
     consume,
+    headers_on_disk,
     lost_acknowledged,
     produce,
     producer,
@@ -224,6 +226,44 @@ def test_a_topic_config_changed_while_its_brokers_run_is_applied(
     c.create_topic("t", {0: (1, 2)}, {"min.insync.replicas": "1"})
     c.wait_topic_online("t")
     assert produce(c, "t", values(5, "e"), partition=0, message_timeout_ms=30_000).errors == []
+
+
+def test_the_topics_compression_type_is_what_its_replicas_store(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """compression.type=gzip: lz4 and uncompressed producers' batches are stored gzip by the
+    leader, so by its followers; consumers read every one. Changed to zstd while the
+    brokers run, a snappy producer's batches are stored zstd from then on."""
+    c = cluster_factory()
+    c.wait_controller()
+    c.create_topic("t", {0: (1, 2, 3)}, {"compression.type": "gzip"})
+    c.wait_topic_online("t")
+    acked = produce(c, "t", values(300, "a"), partition=0, compression_type="lz4")
+    produce(c, "t", values(300, "b"), partition=0, acked=acked)
+    assert acked.errors == []
+
+    def codecs_of(broker: int, records: int) -> set[int] | None:
+        headers = headers_on_disk(c, broker, "t", 0)
+        got = sum(h.record_count for h in headers)
+        return {h.compression for h in headers} if got == records else None
+
+    for b in (1, 2, 3):
+        assert wait_for(lambda b=b: codecs_of(b, 600), 60, f"broker {b}'s copy") == {
+            Compression.GZIP
+        }
+    topics.alter_topic_config(c.zk, "t", {"compression.type": "zstd"}, [])
+    wait_for(
+        lambda: all("config of topic t changed" in c[b].output() for b in (1, 2, 3)),
+        60,
+        "the change applied",
+    )
+    produce(c, "t", values(300, "c"), partition=0, acked=acked, compression_type="snappy")
+    assert acked.errors == []
+    for b in (1, 2, 3):
+        wait_for(lambda b=b: codecs_of(b, 900), 60, f"broker {b}'s copy")
+        headers = headers_on_disk(c, b, "t", 0)
+        assert {h.compression for h in headers if h.base_offset >= 600} == {Compression.ZSTD}
+    check_acked_readable(c, "t", acked, [0])
 
 
 def test_a_batch_over_max_message_bytes_is_refused(cluster_factory: ClusterFactory) -> None:

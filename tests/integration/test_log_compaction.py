@@ -14,13 +14,12 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from storage import codecs
 from storage.records import (
     BATCH_HEADER_SIZE,
-    BatchHeader,
     Compression,
     iter_batches,
     iter_records,
 )
 from tests.integration.conftest import ClusterFactory
-from tests.integration.dataplane import bootstrap, producer
+from tests.integration.dataplane import bootstrap, headers_on_disk, producer
 from tests.integration.harness import Cluster, wait_for
 
 pytestmark = pytest.mark.integration
@@ -61,24 +60,6 @@ def latest(records: list[Record]) -> dict[bytes, tuple[int, bytes | None]]:
         if key is not None:
             out[key] = (offset, value)
     return out
-
-
-def headers_on_disk(c: Cluster, broker: int, topic: str, partition: int) -> list[BatchHeader]:
-    """The headers of the batches in a broker's segment files (a file swapped away while
-    being read: read again)."""
-    directory = c[broker].data_dir / f"{topic}-{partition}"
-
-    def read() -> list[BatchHeader] | None:
-        try:
-            return [
-                header
-                for path in sorted(directory.glob("*.log"))
-                for header in iter_batches(path.read_bytes())
-            ]
-        except (FileNotFoundError, ValueError):
-            return None
-
-    return wait_for(read, 30, f"broker {broker}'s files of {topic}-{partition}")
 
 
 def codecs_on_disk(c: Cluster, broker: int, topic: str, partition: int) -> set[int]:
