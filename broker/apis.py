@@ -9,6 +9,7 @@ controller is only ever asked through its event queue.
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
@@ -31,6 +32,12 @@ from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from controller.controller import KafkaController
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError
+from storage.records import (
+    ATTR_COMPRESSION_MASK,
+    BATCH_HEADER_SIZE,
+    LOG_OVERHEAD,
+    Compression,
+)
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import response_codec
@@ -47,6 +54,12 @@ _SESSION_RECHECK_MS = 5000
 # An incremental fetch reads the partitions notified as changed instead of looking at
 # every partition of its session while they are at most 1/_SCAN_COST_RATIO of it.
 _SCAN_COST_RATIO = 4
+# zstd batches came with Produce v7 and Fetch v10 (KIP-110).
+_PRODUCE_ZSTD_VERSION = 7
+_FETCH_ZSTD_VERSION = 10
+_MAGIC_AT = 16  # a batch's magic byte, and the low byte of its attributes
+_ATTRIBUTES_LOW_BYTE = 22
+_BATCH_LENGTH = struct.Struct(">i")
 
 
 class CloseConnection(Exception):
@@ -291,6 +304,7 @@ class KafkaApis:
             replica_id=replica_id,
         )
         ctx.max_bytes = body.get("max_bytes", 0x7FFFFFFF)
+        ctx.zstd_readable = version >= _FETCH_ZSTD_VERSION or replica_id >= 0
         updates: dict[TopicPartition, PartitionData] = {}
         if ctx.error == ErrorCode.NONE:  # a session error is answered at once
             updates = self._fetch_and_wait(ctx, replica_id, deadline)
@@ -377,7 +391,13 @@ class KafkaApis:
         for tp, req in ctx.fetch_data.items():
             error, p = self.replicas.leader_partition(tp, req.current_leader_epoch)
             updates[tp] = data = _partition_data(
-                tp, error, p, req.fetch_offset, budget.take(req.max_bytes), replica_id >= 0
+                tp,
+                error,
+                p,
+                req.fetch_offset,
+                budget.take(req.max_bytes),
+                replica_id >= 0,
+                ctx.zstd_readable,
             )
             budget.spend(data)
             if p is not None and replica_id >= 0:
@@ -443,7 +463,13 @@ class KafkaApis:
                 if follower:
                     cp.partition = p
                 data = _partition_data(
-                    tp, error, p, cp.fetch_offset, budget.take(cp.max_bytes), follower
+                    tp,
+                    error,
+                    p,
+                    cp.fetch_offset,
+                    budget.take(cp.max_bytes),
+                    follower,
+                    ctx.zstd_readable,
                 )
                 budget.spend(data)
                 if cp.maybe_update_response(data, False):
@@ -514,7 +540,7 @@ class KafkaApis:
         return maybe
 
     def _handle_produce(
-        self, _version: int, body: dict[str, Any], _h: dict[str, Any]
+        self, version: int, body: dict[str, Any], _h: dict[str, Any]
     ) -> dict[str, Any] | None:
         """Append each partition's batches as its leader; answer after the local append
         (acks=1), after every ISR member has them (acks=all: the high watermark passed
@@ -528,8 +554,9 @@ class KafkaApis:
             for pd in topic["partition_data"]:
                 tp = TopicPartition(topic["name"], pd["index"])
                 records = pd["records"]
-                if not records:
-                    answers[tp] = _produce_answer(tp, ErrorCode.INVALID_RECORD, "no records")
+                invalid = _check_produce_records(version, records)
+                if invalid is not None:
+                    answers[tp] = _produce_answer(tp, *invalid)
                     continue
                 error, p, info, message = self.replicas.append_as_leader(tp, records, acks)
                 if info is None or p is None:
@@ -870,6 +897,29 @@ def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+def _check_produce_records(version: int, records: bytes | None) -> tuple[ErrorCode, str] | None:
+    """Kafka's ProduceRequest.validateRecords (versions 3 and up): one record batch
+    (INVALID_RECORD for more), zstd only from version 7 (KIP-110). A batch too short to
+    tell, or a few bytes after it, is left to the log's validation (CORRUPT_MESSAGE)."""
+    if not records:
+        return ErrorCode.INVALID_RECORD, "no records"
+    if len(records) < BATCH_HEADER_SIZE or records[_MAGIC_AT] != 2:
+        return None  # the log says what is wrong with it
+    size = _BATCH_LENGTH.unpack_from(records, 8)[0] + LOG_OVERHEAD
+    if size > 0 and len(records) - size > _MAGIC_AT:  # room for another batch's header
+        return (
+            ErrorCode.INVALID_RECORD,
+            f"produce requests with version {version} may hold exactly one record batch",
+        )
+    codec = records[_ATTRIBUTES_LOW_BYTE] & ATTR_COMPRESSION_MASK
+    if version < _PRODUCE_ZSTD_VERSION and codec == Compression.ZSTD:
+        return (
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            f"produce requests with version {version} may not use zstd (version 7 and up)",
+        )
+    return None
+
+
 def _produce_answer(
     tp: TopicPartition,
     error: ErrorCode,
@@ -920,13 +970,22 @@ def _partition_data(
     fetch_offset: int = 0,
     max_bytes: int = 0,
     follower: bool = False,
+    zstd_readable: bool = True,
 ) -> PartitionData:
     """One partition of a fetch response: whole batches from `fetch_offset`, up to the log
     end for a follower and up to the high watermark for a consumer (no transactions here,
-    so the last stable offset is the high watermark)."""
+    so the last stable offset is the high watermark). A fetch too old for zstd of a topic
+    whose compression.type is zstd: UNSUPPORTED_COMPRESSION_TYPE, as Kafka answers."""
     # An empty record set, never null: Kafka sends empty ones, and older librdkafka
     # (kcat's) cannot parse a null one ("invalid MessageSetSize -1").
     records: bytes = b""
+    if (
+        not zstd_readable
+        and p is not None
+        and p.log is not None
+        and p.log.config.compression == Compression.ZSTD
+    ):
+        error = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     if p is None or error != ErrorCode.NONE:
         hw, log_start = -1, -1
     else:

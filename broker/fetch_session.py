@@ -335,6 +335,9 @@ class FetchContext(ABC):
     incremental = False
     session: FetchSession | None = None
     max_bytes = 0x7FFFFFFF  # the request's total, across its partitions
+    # False for a consumer's fetch below version 10, which predates zstd (KIP-110): a
+    # topic whose compression.type is zstd answers it UNSUPPORTED_COMPRESSION_TYPE.
+    zstd_readable = True
 
     def __init__(self, fetch_data: Mapping[TopicPartition, PartitionRequest]) -> None:
         self.fetch_data = fetch_data

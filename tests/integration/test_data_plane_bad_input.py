@@ -24,7 +24,7 @@ import pytest
 from admin import elect, reassign
 from broker.apis import SUPPORTED
 from cluster import zookeeper as zkp
-from storage.records import iter_batches, iter_records
+from storage.records import Compression, iter_batches, iter_records
 from storage.testing import build_batch, legacy_message
 from tests.integration.conftest import FAST
 from tests.integration.dataplane import Acked, producer
@@ -139,9 +139,23 @@ def log_end(conn: KafkaConnection, topic: str) -> tuple[int | None, int | None]:
 
 def fetch_values(conn: KafkaConnection, topic: str, offset: int = 0) -> list[tuple[int, bytes]]:
     """Every record readable from `offset` (up to the high watermark), as (offset, value)."""
+    p = fetch_partition(conn, topic, offset)
+    assert p["error_code"] == ErrorCode.NONE, ErrorCode.of(p["error_code"]).name
+    records = bytes(p["records"] or b"")
+    out = []
+    for h in iter_batches(records):
+        for r in iter_records(records[h.position : h.position + h.size]):
+            out.append((r.offset, r.value or b""))
+    return out
+
+
+def fetch_partition(
+    conn: KafkaConnection, topic: str, offset: int = 0, version: int = FETCH_V
+) -> dict[str, Any]:
+    """A consumer's Fetch of partition 0 from `offset`: the partition's answer."""
     body = conn.request(
         ApiKey.FETCH,
-        FETCH_V,
+        version,
         {
             "replica_id": -1,
             "max_wait_ms": 0,
@@ -169,13 +183,7 @@ def fetch_values(conn: KafkaConnection, topic: str, offset: int = 0) -> list[tup
         },
     )
     [p] = body["responses"][0]["partitions"]
-    assert p["error_code"] == ErrorCode.NONE, ErrorCode.of(p["error_code"]).name
-    records = bytes(p["records"] or b"")
-    out = []
-    for h in iter_batches(records):
-        for r in iter_records(records[h.position : h.position + h.size]):
-            out.append((r.offset, r.value or b""))
-    return out
+    return dict(p)
 
 
 def error_name(answer: dict[str, Any]) -> str:
@@ -215,6 +223,11 @@ def second_batch_corrupt() -> bytes:
     return bytes(good_batch("first") + flipped(good_batch("second"), CRC_FIELD))
 
 
+def two_batches() -> bytes:
+    """A produce request holds one batch (Kafka's ProduceRequest.validateRecords)."""
+    return bytes(good_batch("first") + good_batch("second"))
+
+
 def batch_cut_short() -> bytes:
     """A well-framed request whose record set ends inside its batch."""
     batch = good_batch("cut", 10)
@@ -244,7 +257,8 @@ def over_message_max_bytes() -> bytes:
 REFUSED: list[tuple[Callable[[], bytes], ErrorCode]] = [
     (crc_byte_flipped, ErrorCode.CORRUPT_MESSAGE),
     (record_byte_flipped, ErrorCode.CORRUPT_MESSAGE),
-    (second_batch_corrupt, ErrorCode.CORRUPT_MESSAGE),
+    (second_batch_corrupt, ErrorCode.INVALID_RECORD),
+    (two_batches, ErrorCode.INVALID_RECORD),
     (batch_cut_short, ErrorCode.CORRUPT_MESSAGE),
     (trailing_garbage, ErrorCode.CORRUPT_MESSAGE),
     (legacy_format, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT),
@@ -299,16 +313,49 @@ def assert_same_on(
     assert on_disk == expected
 
 
+def test_zstd_needs_produce_v7_and_a_zstd_topic_needs_fetch_v10(cluster: Cluster) -> None:
+    """KIP-110: a zstd batch in a Produce below version 7 is refused
+    (UNSUPPORTED_COMPRESSION_TYPE), and so is a consumer's Fetch below version 10 of a
+    topic whose compression.type is zstd; an uncompressed batch is stored zstd there, and
+    the followers, fetching at their version, replicate it all."""
+    topic = new_topic(cluster, compression_type="zstd")
+    zstd_batch = bytes(build_batch([value("z", i) for i in range(3)], compression=Compression.ZSTD))
+    with connect(cluster, 1) as conn:
+        for version in (3, 6):
+            body = conn.request(ApiKey.PRODUCE, version, produce_body(topic, zstd_batch))
+            [answer] = body["responses"][0]["partition_responses"]
+            assert error_name(answer) == "UNSUPPORTED_COMPRESSION_TYPE"
+        for version, base_offset, batch in ((7, 0, zstd_batch), (6, 3, bytes(good_batch("u")))):
+            body = conn.request(ApiKey.PRODUCE, version, produce_body(topic, batch))
+            [answer] = body["responses"][0]["partition_responses"]
+            assert (error_name(answer), answer["base_offset"]) == ("NONE", base_offset)
+        old = fetch_partition(conn, topic, version=9)
+        assert error_name(old) == "UNSUPPORTED_COMPRESSION_TYPE"
+        assert (old["high_watermark"], bytes(old["records"] or b"")) == (-1, b"")
+        assert error_name(fetch_partition(conn, topic, version=10)) == "NONE"
+        got = fetch_values(conn, topic)
+    assert got == [(i, value("z", i)) for i in range(3)] + [
+        (3 + i, value("u", i)) for i in range(3)
+    ]
+    for follower in (2, 3):
+        assert_same_on(cluster, topic, follower, got)
+    directory = cluster[2].data_dir / f"{topic}-0"
+    data = b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+    assert {h.compression for h in iter_batches(data)} == {Compression.ZSTD}
+
+
 def test_message_max_bytes_limits_each_batch_and_a_topic_may_raise_it(cluster: Cluster) -> None:
-    """Kafka's rule: the limit is per batch, not per request, and a topic's
-    max.message.bytes overrides the broker's message.max.bytes."""
+    """Kafka's rule: the limit is each batch's (a request may hold more: one batch a
+    partition), and a topic's max.message.bytes overrides the broker's
+    message.max.bytes."""
     topic = new_topic(cluster)
-    half = MESSAGE_MAX_BYTES // 2
-    two_small = build_batch([b"a" * half]) + build_batch([b"b" * half])
+    just_fits = build_batch([b"a" * (MESSAGE_MAX_BYTES - 100)])
+    assert len(just_fits) <= MESSAGE_MAX_BYTES
     one_large = build_batch([b"c" * (MESSAGE_MAX_BYTES + 1)])
     with connect(cluster, 1) as conn:
-        answer = produce(conn, topic, bytes(two_small))
-        assert (error_name(answer), answer["base_offset"]) == ("NONE", 0)
+        for offset in (0, 1):
+            answer = produce(conn, topic, bytes(just_fits))
+            assert (error_name(answer), answer["base_offset"]) == ("NONE", offset)
         answer = produce(conn, topic, bytes(one_large))
         assert error_name(answer) == "MESSAGE_TOO_LARGE"
         assert str(MESSAGE_MAX_BYTES) in (answer["error_message"] or "")
