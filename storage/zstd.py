@@ -12,12 +12,15 @@ matches are long (``bench_codecs.py``). The bit readers take a few bytes at a ti
 the whole stream as one integer (shifts of which cost its length).
 
 ``compress`` writes what the log cleaner rewrites: a greedy parse's matches as sequences
-coded with the predefined tables, the literals raw (see the section at the end).
+coded with the predefined tables, the literals Huffman-coded (see the section at the
+end).
 """
 
 from __future__ import annotations
 
+import heapq
 import struct
+from collections import Counter
 from typing import Final
 
 from storage import lz77
@@ -617,9 +620,9 @@ def decompress(data: bytes) -> bytes:
 # --- compression ------------------------------------------------------------------
 #
 # Frames of compressed blocks: the greedy parse's matches (``storage.lz77``) as sequences
-# coded with the predefined FSE tables, their literals raw (not Huffman-coded: zstd's
-# fastest levels skip that too where it gains little). A block the sequences do not make
-# smaller is written raw.
+# coded with the predefined FSE tables (repeat offsets not used), their literals
+# Huffman-coded (a code of at most 11 bits, its weights direct or FSE-coded) where that is
+# smaller than raw. A block the sequences do not make smaller is written raw.
 
 #: a length code's baseline and extra bits for lengths under 64 (literal) / 128 (match
 #: - 3); above, the code follows the length's highest bit (RFC 8878 3.1.1.3.2.1.1).
@@ -710,10 +713,208 @@ def _sequences_section(codes: list[tuple[int, int, int, int, int]]) -> bytearray
     return out
 
 
+_HUFFMAN_MAX_BITS: Final = 11
+_HUFFMAN_MAX_SYMBOL: Final = 128  # the most the weights' direct form describes
+
+
+def _huffman_lengths(counts: dict[int, int]) -> dict[int, int]:
+    """Each symbol's code length in a Huffman code of its count, at most 11 bits (counts
+    flattened, halved, until the code is that short)."""
+    while True:
+        heap: list[tuple[int, int, tuple[int, ...]]] = [
+            (count, i, (symbol,)) for i, (symbol, count) in enumerate(sorted(counts.items()))
+        ]
+        heapq.heapify(heap)
+        lengths = dict.fromkeys(counts, 0)
+        serial = len(heap)
+        while len(heap) > 1:
+            count_a, _, a = heapq.heappop(heap)
+            count_b, _, b = heapq.heappop(heap)
+            for symbol in a + b:
+                lengths[symbol] += 1
+            heapq.heappush(heap, (count_a + count_b, serial, a + b))
+            serial += 1
+        if max(lengths.values()) <= _HUFFMAN_MAX_BITS:
+            return lengths
+        counts = {symbol: (count + 1) // 2 for symbol, count in counts.items()}
+
+
+def _huffman_literals(literals: bytes) -> bytearray | None:
+    """A literals section of Huffman-coded literals (the weights direct where the
+    highest byte is 128 at most, else FSE-coded; one stream up to 1023 literals, four
+    above), or None where raw literals are no larger or the code cannot be described
+    (fewer than two distinct bytes, or weights whose description takes 128 bytes)."""
+    size = len(literals)
+    if size < 64:
+        return None
+    counts = dict(Counter(literals))
+    last = max(counts)
+    if len(counts) < 2:
+        return None
+    lengths = _huffman_lengths(counts)
+    max_bits = max(lengths.values())
+    # Codes as the decoder assigns them: by weight (longest first), each weight's by symbol.
+    code = [0] * 256
+    length = [0] * 256
+    position = 0
+    for nb in range(max_bits, 0, -1):
+        for symbol in sorted(s for s, n in lengths.items() if n == nb):
+            code[symbol] = position >> (max_bits - nb)
+            length[symbol] = nb
+            position += 1 << (max_bits - nb)
+    weights = [max_bits + 1 - length[s] if length[s] else 0 for s in range(last)]
+    tree: bytearray | None
+    if last <= _HUFFMAN_MAX_SYMBOL:  # the weights direct, 4 bits each
+        tree = bytearray((127 + last,))
+        for i in range(0, last, 2):
+            tree.append(weights[i] << 4 | (weights[i + 1] if i + 1 < last else 0))
+    else:
+        tree = _fse_weights(weights)
+    if tree is None:
+        return None
+    if size <= 1023:
+        streams = [_huffman_stream(literals, code, length)]
+    else:
+        each = (size + 3) // 4
+        streams = [
+            _huffman_stream(literals[i * each : (i + 1) * each], code, length) for i in range(4)
+        ]
+    # Four streams: a jump table of the first three's sizes.
+    jump = b"".join(len(stream).to_bytes(2, "little") for stream in streams[:3] if size > 1023)
+    compressed = len(tree) + len(jump) + sum(len(stream) for stream in streams)
+    if size <= 1023:
+        size_format, width = 0, 10  # raw literals are smaller should it not fit 10 bits
+    elif compressed <= 16383 and size <= 16383:
+        size_format, width = 2, 14
+    else:
+        size_format, width = 3, 18
+    header_size = (3, 3, 4, 5)[size_format]
+    if header_size + compressed >= size + 3:
+        return None
+    header = 2 | size_format << 2 | size << 4 | compressed << (4 + width)
+    out = bytearray(header.to_bytes(header_size, "little"))
+    out += tree
+    out += jump
+    for stream in streams:
+        out += stream
+    return out
+
+
+_WEIGHTS_LOG: Final = 6  # the FSE table's accuracy for Huffman weights (at most 6)
+
+
+def _fse_weights(weights: list[int]) -> bytearray | None:
+    """Huffman weights FSE-coded (RFC 8878 4.2.1.2): their table's description, then a
+    backward stream of two interleaved states; None if that takes 128 bytes or more."""
+    n = len(weights)
+    size = 1 << _WEIGHTS_LOG
+    counts = Counter(weights)
+    # Normalized counts: each weight present at least 1, the most common takes the rest.
+    normalized = [0] * (max(counts) + 1)
+    for weight, count in counts.items():
+        normalized[weight] = max(1, count * size // n)
+    top = max(counts, key=lambda w: counts[w])
+    normalized[top] += size - sum(normalized)
+    if normalized[top] < 1:
+        return None
+    table = _Fse(normalized, _WEIGHTS_LOG)
+    encoder = _FseEncoder(table)
+    # The decoder's states: "one" decodes weights 0, 2, 4..., "two" 1, 3, 5...; after a
+    # weight its state moves to the one decoding the weight two later, reading bits. The
+    # last two weights' states are where it starts from the end; the one decoding the
+    # second to last must read bits to move on (the read past the stream's start is how
+    # the decoder knows it is done).
+    states = [0] * n
+    states[n - 1] = encoder.first[weights[n - 1]]
+    states[n - 2] = next(
+        (
+            state
+            for state, symbol in enumerate(table.symbols)
+            if symbol == weights[n - 2] and table.bits[state] > 0
+        ),
+        -1,
+    )
+    if states[n - 2] < 0:
+        return None
+    step = encoder.step
+    out = bytearray()
+    bits = 0
+    count = 0
+    for k in range(n - 3, -1, -1):
+        states[k], nb, value = step[weights[k]][states[k + 2]]
+        bits |= value << count
+        count += nb
+    bits |= (states[1] | states[0] << _WEIGHTS_LOG) << count
+    count += 2 * _WEIGHTS_LOG
+    bits |= 1 << count  # the end marker
+    count += 1
+    stream = bits.to_bytes((count + 7) >> 3, "little")
+    description = _fse_description(normalized, _WEIGHTS_LOG)
+    if len(description) + len(stream) >= 128:
+        return None
+    out.append(len(description) + len(stream))
+    out += description
+    out += stream
+    return out
+
+
+def _fse_description(counts: list[int], accuracy_log: int) -> bytes:
+    """An FSE table's description (RFC 8878 4.1.1), as ``_read_fse_table`` reads it: the
+    accuracy log, then each symbol's count plus one in as few bits as what is left allows,
+    a zero followed by 2-bit counts of more zeros."""
+    bits = accuracy_log - 5
+    count_bits = 4
+    remaining = 1 << accuracy_log
+    symbol = 0
+    while remaining > 0:
+        value = counts[symbol] + 1
+        width = (remaining + 1).bit_length()
+        lower_mask = (1 << (width - 1)) - 1
+        threshold = (1 << width) - 1 - (remaining + 1)
+        if value < threshold:
+            bits |= value << count_bits
+            count_bits += width - 1
+        else:
+            bits |= (value if value <= lower_mask else value + threshold) << count_bits
+            count_bits += width
+        remaining -= abs(counts[symbol])
+        symbol += 1
+        if value == 1:  # a zero: how many more follow
+            zeros = 0
+            while symbol + zeros < len(counts) and counts[symbol + zeros] == 0:
+                zeros += 1
+            symbol += zeros
+            while True:
+                bits |= min(zeros, 3) << count_bits
+                count_bits += 2
+                if zeros < 3:
+                    break
+                zeros -= 3
+    return bits.to_bytes((count_bits + 7) >> 3, "little")
+
+
+def _huffman_stream(literals: bytes, code: list[int], length: list[int]) -> bytes:
+    """One backward stream of Huffman codes: the first literal read first, so written last."""
+    out = bytearray()
+    bits = 0
+    count = 0
+    for symbol in reversed(literals):
+        bits |= code[symbol] << count
+        count += length[symbol]
+        if count >= 64:
+            out += (bits & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "little")
+            bits >>= 64
+            count -= 64
+    bits |= 1 << count  # the end marker
+    count += 1
+    out += bits.to_bytes((count + 7) >> 3, "little")
+    return bytes(out)
+
+
 def _compressed_block_body(
     data: bytes, start: int, end: int, matches: list[lz77.Match]
 ) -> bytearray:
-    """The body of a compressed block holding ``data[start:end]``: raw literals, then the
+    """The body of a compressed block holding ``data[start:end]``: the literals, then the
     matches as sequences (an offset as itself plus 3: repeat offsets are not used)."""
     literals = bytearray()
     codes: list[tuple[int, int, int, int, int]] = []
@@ -740,14 +941,18 @@ def _compressed_block_body(
         anchor = pos + length
     literals += data[anchor:end]
     out = bytearray()
-    size = len(literals)  # raw literals' header: the size in 5, 12 or 20 bits
-    if size < 32:
-        out.append(size << 3)
-    elif size < 4096:
-        out += (size << 4 | 0b0100).to_bytes(2, "little")
+    coded = _huffman_literals(bytes(literals))
+    if coded is not None:
+        out += coded
     else:
-        out += (size << 4 | 0b1100).to_bytes(3, "little")
-    out += literals
+        size = len(literals)  # raw literals' header: the size in 5, 12 or 20 bits
+        if size < 32:
+            out.append(size << 3)
+        elif size < 4096:
+            out += (size << 4 | 0b0100).to_bytes(2, "little")
+        else:
+            out += (size << 4 | 0b1100).to_bytes(3, "little")
+        out += literals
     if codes:
         out += _sequences_section(codes)
     else:

@@ -194,3 +194,61 @@ def test_matches_reach_back_into_earlier_blocks_and_every_length_and_offset_code
     assert zstd.decompress(frame) == data
     assert len(frame) < len(data) * 0.8  # the repeats of the first block were found
     assert _block_kinds(frame)[:3] == [0, 0, 0]  # 400,000 bytes of noise, raw
+
+
+def _literals_of_blocks(frame: bytes) -> list[tuple[int, int, int | None]]:
+    """Each compressed block's literals: (type: 0 raw, 1 RLE, 2 Huffman; size format;
+    for Huffman, the tree's header byte: 128 and up, weights direct; below, FSE-coded)."""
+    found = []
+    pos = 9
+    while True:
+        header = int.from_bytes(frame[pos : pos + 3], "little")
+        if (header >> 1) & 3 == 2:
+            kind, size_format = frame[pos + 3] & 3, (frame[pos + 3] >> 2) & 3
+            tree = frame[pos + 3 + (3, 3, 4, 5)[size_format]] if kind == 2 else None
+            found.append((kind, size_format, tree))
+        pos += 3 + (header >> 3)
+        if header & 1:
+            return found
+
+
+def _text(rng: random.Random, size: int, alphabet: bytes) -> bytes:
+    words = [bytes(rng.choices(alphabet, k=rng.randint(2, 9))) for _ in range(5000)]
+    return b" ".join(rng.choice(words) for _ in range(size // 4))[:size]
+
+
+@pytest.mark.parametrize(
+    ("size", "streams"), [(700, "one stream"), (5000, "four streams"), (100_000, "four streams")]
+)
+def test_literals_are_huffman_coded_with_weights_direct_or_fse_coded(
+    size: int, streams: str
+) -> None:
+    rng = random.Random(size)
+    ascii_text = _text(rng, size, b"abcdefghijklmnopqrstuvwxyz0123456789")
+    binary = _text(rng, size, bytes(range(20, 60)) + bytes(range(200, 240)))
+    for data, direct in ((ascii_text, True), (binary, False)):
+        frame = zstd.compress(data)
+        assert zstd.decompress(frame) == data
+        blocks = _literals_of_blocks(frame)
+        assert blocks
+        for kind, size_format, tree in blocks:
+            assert kind == 2  # Huffman-coded
+            assert (size_format == 0) == (streams == "one stream")
+            assert tree is not None
+            assert (tree >= 128) == direct  # bytes over 128: the weights FSE-coded
+        assert len(frame) < len(data) * 0.9
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(min_size=1, max_size=300),
+            st.lists(st.sampled_from(b"ab \x81\xff"), min_size=1, max_size=2000).map(bytes),
+            st.builds(lambda b, n: b * n, st.binary(min_size=1, max_size=9), st.integers(1, 200)),
+        ),
+        max_size=20,
+    ).map(b"".join)
+)
+def test_what_compress_writes_decodes_whatever_the_bytes(data: bytes) -> None:
+    assert zstd.decompress(zstd.compress(data)) == data
