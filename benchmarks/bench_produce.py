@@ -18,6 +18,7 @@ no protocol and no log, in chunks of the producer's ``batch.size``.
 
     .venv/bin/python benchmarks/bench_produce.py [--seconds 20] [--partitions 1,3]
     .venv/bin/python benchmarks/bench_produce.py --seconds 3 --partitions 1   # smoke run
+    .venv/bin/python benchmarks/bench_produce.py --topic-compression lz4   # recompressed
 """
 
 from __future__ import annotations
@@ -313,8 +314,12 @@ def rotating(partitions: int) -> dict[int, tuple[int, ...]]:
     return {p: tuple(BROKERS[(p + i) % 3] for i in range(3)) for p in range(partitions)}
 
 
-def make_topic(c: Cluster, name: str, partitions: int) -> None:
-    c.create_topic(name, rotating(partitions), {"min.insync.replicas": "2"})
+def make_topic(c: Cluster, name: str, partitions: int, compression_type: str) -> None:
+    c.create_topic(
+        name,
+        rotating(partitions),
+        {"min.insync.replicas": "2", "compression.type": compression_type},
+    )
     c.wait_partitions(
         name,
         lambda s: all(x.leader >= 0 and len(x.isr) == 3 for x in s.values()),
@@ -332,6 +337,12 @@ def main() -> None:
     parser.add_argument("--batch-bytes", type=int, default=1_000_000, help="batch.size")
     parser.add_argument("--linger-ms", type=float, default=5)
     parser.add_argument("--rate-mb", type=float, default=20, help="the fixed offered rate")
+    parser.add_argument(
+        "--topic-compression",
+        default="producer",
+        help="the topics' compression.type: the leaders compress the (uncompressed) "
+        "batches again with it unless producer",
+    )
     args = parser.parse_args()
     counts = [int(x) for x in args.partitions.split(",")]
     load_before = os.getloadavg()
@@ -349,7 +360,7 @@ def main() -> None:
             conf = producer_config(bootstrap, args.batch_bytes, args.linger_ms)
             for n in counts:
                 topic = f"produce-{n}"
-                make_topic(c, topic, n)
+                make_topic(c, topic, n, args.topic_compression)
                 cpu0 = {b: cpu_seconds(c[b].pid) for b in BROKERS}
                 saturation = run_producer(conf, topic, n, args.seconds, args.message_bytes, None)
                 cpu1 = {b: cpu_seconds(c[b].pid) for b in BROKERS}
@@ -374,7 +385,8 @@ def main() -> None:
             "what": (
                 "confluent-kafka producer, acks=all, RF 3, min.insync.replicas=2, "
                 f"{args.message_bytes}-byte random messages, linger.ms={args.linger_ms}, "
-                f"batch.size={args.batch_bytes}; mb_s counts acknowledged message bytes; "
+                f"batch.size={args.batch_bytes}, topic compression.type="
+                f"{args.topic_compression}; mb_s counts acknowledged message bytes; "
                 "latency is per message, produce() to delivery callback"
             ),
             "load_avg_before": [round(x, 2) for x in load_before],
