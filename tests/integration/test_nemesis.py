@@ -40,11 +40,14 @@ fault at a time); the same checks follow once it has healed. A fourth does the s
 against a three-server ensemble, with a third worker doing the ensemble's faults meanwhile,
 and a fifth with the small disks and their filling among the workers' faults.
 
-The schedule is printed and follows from the seed (the overlapping one's faults do; when
-they overlap depends on timing); ZKCTL_NEMESIS_SEEDS (e.g. "1,2,3"),
-ZKCTL_NEMESIS_ZK_SEEDS (the ensemble's), ZKCTL_NEMESIS_DISK_SEEDS, ZKCTL_NEMESIS_OVERLAP_SEEDS,
-ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS, ZKCTL_NEMESIS_OVERLAP_DISK_SEEDS and ZKCTL_NEMESIS_FAULTS
-run others and longer ones (a seed variable set empty runs none of its kind).
+The seed also picks the stream's codecs: its topic's compression.type (a leader compresses
+what it is sent again when that names a codec; every replica must then store only that
+codec) and its producer's. The schedule is printed and follows from the seed (the
+overlapping one's faults do; when they overlap depends on timing); ZKCTL_NEMESIS_SEEDS
+(e.g. "1,2,3"), ZKCTL_NEMESIS_ZK_SEEDS (the ensemble's), ZKCTL_NEMESIS_DISK_SEEDS,
+ZKCTL_NEMESIS_OVERLAP_SEEDS, ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS,
+ZKCTL_NEMESIS_OVERLAP_DISK_SEEDS and ZKCTL_NEMESIS_FAULTS run others and longer ones (a
+seed variable set empty runs none of its kind).
 ZKCTL_NEMESIS_CLIENT_LOG=<file> writes the producer's librdkafka debug log there, with
 the faults and, each second, how many messages were sent, acknowledged, refused and
 queued: to tell the client's part in a stall from the brokers'.
@@ -76,9 +79,10 @@ from groups.coordinator import OFFSETS_TOPIC
 from storage.checkpoints import read_topic_ids
 from storage.errors import CheckpointError
 from storage.log_manager import TOPIC_IDS_FILE
+from storage.records import iter_batches
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap, consume, lost_acknowledged, produce
-from tests.integration.harness import Cluster
+from tests.integration.harness import Cluster, wait_for
 from tests.integration.workload import (
     ASSIGNMENT,
     BROKERS,
@@ -116,6 +120,20 @@ SCHEDULE_SETTINGS = {
     "offsets_topic_segment_bytes": "16384",
     "log_cleaner_backoff_ms": "500",
 }
+
+
+# The stream's codecs, drawn from the seed (apart from the schedule's draws): the topic's
+# compression.type (a leader compresses what it is sent again with one naming a codec)
+# and the producer's. So the faults meet every codec's decoding, encoding and
+# recompression on the leader's path.
+TOPIC_CODECS = ("producer", "producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+PRODUCER_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def stream_codecs(seed: int) -> tuple[str, str]:
+    """(the topic's compression.type, the producer's compression.codec) for a seed."""
+    rng = random.Random(f"codecs {seed}")
+    return rng.choice(TOPIC_CODECS), rng.choice(PRODUCER_CODECS)
 
 
 def _ints(variable: str, default: str) -> list[int]:
@@ -453,6 +471,29 @@ def topic_churn(c: Cluster, rng: random.Random) -> dict[str, Any]:
     return record
 
 
+def stored_codecs(c: Cluster, topic: str) -> set[str]:
+    """The codecs of the batches of a topic's logs, on every broker (a segment deleted or
+    swapped while being read: read again)."""
+    names = {0: "uncompressed", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+    def read() -> set[str] | None:
+        found: set[str] = set()
+        try:
+            for b in BROKERS:
+                broker = c[b]
+                for directory in broker.overrides.get("log.dirs", str(broker.data_dir)).split(","):
+                    for segment in Path(directory).glob(f"{topic}-*/*.log"):
+                        found.update(
+                            names.get(h.compression, str(h.compression))
+                            for h in iter_batches(segment.read_bytes())
+                        )
+        except (FileNotFoundError, ValueError):
+            return None
+        return found
+
+    return wait_for(read, 30, f"the batches of {topic}")
+
+
 def churn_leftovers(c: Cluster, topic: str) -> list[str]:
     """What is left of a deleted topic: its znodes, its partitions' logs (not those renamed
     for deletion, removed after log.segment.delete.delay.ms), its id in a log directory's
@@ -640,10 +681,13 @@ def run_overlapping(
 ) -> None:
     with linked(c) as link, linked_brokers(c) as broker_links:
         c.start()
-        c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
+        topic_codec, producer_codec = stream_codecs(seed)
+        c.create_topic(
+            TOPIC, ASSIGNMENT, {"min.insync.replicas": "2", "compression.type": topic_codec}
+        )
         wait_healed(c, ensemble)
         schedule: list[dict[str, Any]] = []
-        stream = Stream(c)
+        stream = Stream(c, producer_codec)
         stream.start()
         committer = Committer(c)
         committer.start()
@@ -843,11 +887,12 @@ def _run_schedule(
     ensemble: zkp.LocalZooKeeper | None,
     disks: dict[int, Path],
 ) -> None:
-    c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2"})
+    topic_codec, producer_codec = stream_codecs(seed)
+    c.create_topic(TOPIC, ASSIGNMENT, {"min.insync.replicas": "2", "compression.type": topic_codec})
     wait_healed(c, ensemble)
     rng = random.Random(seed)
     schedule: list[dict[str, Any]] = []
-    stream = Stream(c)
+    stream = Stream(c, producer_codec)
     stream.start()
     committer = Committer(c)
     committer.start()
@@ -913,6 +958,11 @@ def check_outcome(
         f"partitions {sorted(set(last.error_partitions))}; {schedule}\n{diagnose(c)}"
     )
     assert len(stream.acked.by_offset) > 1000, f"seed {seed}: the stream hardly ran; {schedule}"
+    # Every replica stores the codec the topic names (the leaders compressed again).
+    topic_codec, producer_codec = stream_codecs(seed)
+    stored = sorted(stored_codecs(c, TOPIC))
+    if topic_codec != "producer":
+        assert stored == [topic_codec], f"seed {seed}: batches of {stored} stored"
     lost = lost_acknowledged(consume(c, TOPIC, range(PARTITIONS)), stream.acked, last)
     assert not lost, f"seed {seed}: {len(lost)} acknowledged messages lost, e.g. {lost[:3]}"
     commit_problems = committer.problems()
@@ -956,7 +1006,8 @@ def check_outcome(
         f" (the static one back in its place {members.static_rejoins} times,"
         f" {members.static_rejoins_kept} of them in its generation),"
         f" {cleanings(c)} cleanings of {OFFSETS_TOPIC} partitions"
-        f" ({swaps_finished(c)} swaps finished by a restart)"
+        f" ({swaps_finished(c)} swaps finished by a restart);"
+        f" topic compression.type {topic_codec}, producer {producer_codec}, stored {stored}"
     )
 
 

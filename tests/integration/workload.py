@@ -251,7 +251,7 @@ class Stream:
     """A producer writing numbered messages until stopped, 50 at a time with a poll for
     answers between (a few thousand a second here)."""
 
-    def __init__(self, c: Cluster) -> None:
+    def __init__(self, c: Cluster, compression: str = "none") -> None:
         self.acked = Acked()
         self.sent = 0
         self._stop = threading.Event()
@@ -259,7 +259,7 @@ class Stream:
         debug: dict[str, object] = {}
         if self._log is not None:
             debug = {"debug": "broker,topic,metadata,protocol", "logger": self._log}
-        self._producer: Producer = producer(c, **debug)
+        self._producer: Producer = producer(c, compression_codec=compression, **debug)
         self._thread = threading.Thread(target=self._run, name="stream", daemon=True)
 
     def start(self) -> None:
