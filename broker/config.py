@@ -516,6 +516,9 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               " consumer committing alone, after the commit).", AtLeast(1)),
     ConfigDef("offsets.retention.check.interval.ms", _L, 600_000, _HIGH,
               "How often expired committed offsets are looked for.", AtLeast(1)),
+    ConfigDef("offsets.topic.compression.codec", _I, 0, _HIGH,
+              "Codec of the group coordinator's records: 0 none, 1 gzip, 2 snappy, 3 lz4,"
+              " 4 zstd.", Between(0, 4)),
     ConfigDef("offsets.topic.segment.bytes", _I, 100 * 1024 * 1024, _HIGH,
               "segment.bytes of __consumer_offsets (kept small: compaction cleans whole"
               " segments, and a new coordinator reads them all).", AtLeast(1)),
@@ -1083,6 +1086,7 @@ class BrokerConfig:
     offsets_topic_replication_factor: int
     offsets_topic_num_partitions: int
     offsets_topic_segment_bytes: int
+    offsets_topic_compression_codec: int
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
     transaction_state_log_replication_factor: int

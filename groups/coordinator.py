@@ -108,8 +108,11 @@ class GroupCoordinator:
         clock: Callable[[], float] = time.time,
         offsets_retention_ms: int = 7 * 24 * 3600 * 1000,
         offsets_retention_check_interval_ms: int = 600_000,
+        offsets_compression: int = 0,
     ) -> None:
         self.broker_id = broker_id
+        # offsets.topic.compression.codec: the codec of the records written here.
+        self.offsets_compression = offsets_compression
         self.replicas = replicas
         self.offsets_partitions = offsets_partitions
         self.limits = limits
@@ -576,7 +579,9 @@ class GroupCoordinator:
         replica has it, else the error a waiting member is told (Kafka's mapping)."""
         offsets_tp = TopicPartition(OFFSETS_TOPIC, self.partition_of(group_id))
         try:
-            batch = group_metadata_batch(group_id, metadata, self._now_ms())
+            batch = group_metadata_batch(
+                group_id, metadata, self._now_ms(), self.offsets_compression
+            )
         except ValueError as e:  # a member's metadata too long for the record's fields
             log.warning("the metadata of group %s cannot be written: %s", group_id, e)
             return ErrorCode.UNKNOWN_SERVER_ERROR
@@ -721,6 +726,7 @@ class GroupCoordinator:
             batch = offset_commit_batch(
                 [(OffsetKey(group_id, tp.topic, tp.partition), v) for tp, v in valid.items()],
                 self._now_ms(),
+                self.offsets_compression,
             )
         except ValueError as e:  # a name or offset too long for the record's fields
             log.warning("offset commit of group %s refused: %s", group_id, e)
@@ -860,10 +866,12 @@ class GroupCoordinator:
                 records = bytearray()
                 if removed:
                     records += offset_commit_batch(
-                        [(OffsetKey(g, tp.topic, tp.partition), None) for g, tp in removed], now
+                        [(OffsetKey(g, tp.topic, tp.partition), None) for g, tp in removed],
+                        now,
+                        self.offsets_compression,
                     )
                 for group_id in dead:
-                    records += group_metadata_batch(group_id, None, now)
+                    records += group_metadata_batch(group_id, None, now, self.offsets_compression)
                 offsets_tp = TopicPartition(OFFSETS_TOPIC, index)
                 error, _p, info, message = self.replicas.append_as_leader(offsets_tp, records, -1)
             if error != ErrorCode.NONE or info is None:

@@ -335,10 +335,16 @@ def encode_group_value(value: GroupMetadata) -> bytes:
     return b"".join(parts)
 
 
-def group_metadata_batch(group: str, value: GroupMetadata | None, timestamp_ms: int) -> bytearray:
-    """One uncompressed record batch (magic 2) holding one group metadata record, as
-    `offset_commit_batch` builds them, at ``timestamp_ms``. A None value writes a
-    tombstone: the group is deleted.
+def group_metadata_batch(
+    group: str,
+    value: GroupMetadata | None,
+    timestamp_ms: int,
+    compression: int = Compression.NONE,
+) -> bytearray:
+    """One record batch (magic 2) holding one group metadata record, as
+    `offset_commit_batch` builds them, at ``timestamp_ms``, compressed with
+    ``compression`` (offsets.topic.compression.codec). A None value writes a tombstone:
+    the group is deleted.
 
     Raises ValueError for a field that does not fit its encoding (see
     `encode_group_value`).
@@ -347,16 +353,19 @@ def group_metadata_batch(group: str, value: GroupMetadata | None, timestamp_ms: 
         key=encode_group_key(group),
         value=None if value is None else encode_group_value(value),
     )
-    return build_batch([spec], base_timestamp=timestamp_ms, compression=Compression.NONE)
+    return build_batch([spec], base_timestamp=timestamp_ms, compression=compression)
 
 
 def offset_commit_batch(
-    commits: Sequence[tuple[OffsetKey, CommittedOffset | None]], timestamp_ms: int
+    commits: Sequence[tuple[OffsetKey, CommittedOffset | None]],
+    timestamp_ms: int,
+    compression: int = Compression.NONE,
 ) -> bytearray:
-    """One uncompressed record batch (magic 2) of offset commit records, as a producer
-    sends it (base offset 0, no producer id), every record at ``timestamp_ms`` (the
-    CreateTime Kafka gives them: the commit's time). A None value writes a tombstone:
-    the offset is deleted.
+    """One record batch (magic 2) of offset commit records, as a producer sends it (base
+    offset 0, no producer id), every record at ``timestamp_ms`` (the CreateTime Kafka
+    gives them: the commit's time), compressed with ``compression``
+    (offsets.topic.compression.codec, as Kafka's GroupMetadataManager). A None value
+    writes a tombstone: the offset is deleted.
 
     Raises ValueError for no commits (a batch must hold a record) or a field that does not
     fit its encoding.
@@ -370,7 +379,7 @@ def offset_commit_batch(
         )
         for key, value in commits
     ]
-    return build_batch(specs, base_timestamp=timestamp_ms, compression=Compression.NONE)
+    return build_batch(specs, base_timestamp=timestamp_ms, compression=compression)
 
 
 # --------------------------------------------------------------------------- decoding

@@ -35,7 +35,7 @@ from groups.offset_records import (
     partition_for,
 )
 from storage.log_manager import LogManager
-from storage.records import RecordSpec, build_batch
+from storage.records import Compression, RecordSpec, build_batch, iter_batches
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
@@ -469,6 +469,31 @@ def test_offsets_are_reloaded_after_a_restart(nodes: Callable[..., Node]) -> Non
     for group_id, offsets in last.items():
         second.wait_loaded(group_id)
         assert fetched(second.groups, group_id) == offsets
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.LZ4, Compression.ZSTD])
+def test_offsets_topic_compression_codec_compresses_the_records_and_they_load(
+    nodes: Callable[..., Node], codec: int
+) -> None:
+    first = nodes(offsets_compression=codec)
+    first.lead()
+    first.wait_loaded(G0)
+    first.wait_loaded(G1)
+    last = commit_history(first.groups)
+    stable_member(first.groups, G0)  # a group metadata record too
+    stored = set()
+    for p in range(PARTITIONS):
+        data = first.replicas.partitions[tp(OFFSETS_TOPIC, p)].log.read(0, 1 << 20).to_bytes()
+        stored |= {h.compression for h in iter_batches(data)}
+    assert stored == {codec}
+    first.close()
+
+    second = nodes()  # reads whatever codec it finds
+    second.lead(epoch=1)
+    for group_id, offsets in last.items():
+        second.wait_loaded(group_id)
+        assert fetched(second.groups, group_id) == offsets
+    assert state_of(second.groups, G0)["group_state"] == GroupState.STABLE.value
 
 
 def test_groups_are_read_back_after_a_restart(nodes: Callable[..., Node]) -> None:
