@@ -42,12 +42,13 @@ and a fifth with the small disks and their filling among the workers' faults.
 
 The seed also picks the stream's codecs: its topic's compression.type (a leader compresses
 what it is sent again when that names a codec; every replica must then store only that
-codec) and its producer's. The schedule is printed and follows from the seed (the
-overlapping one's faults do; when they overlap depends on timing); ZKCTL_NEMESIS_SEEDS
-(e.g. "1,2,3"), ZKCTL_NEMESIS_ZK_SEEDS (the ensemble's), ZKCTL_NEMESIS_DISK_SEEDS,
-ZKCTL_NEMESIS_OVERLAP_SEEDS, ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS,
-ZKCTL_NEMESIS_OVERLAP_DISK_SEEDS and ZKCTL_NEMESIS_FAULTS run others and longer ones (a
-seed variable set empty runs none of its kind).
+codec) and its producer's, and the group coordinator's (offsets.topic.compression.codec:
+the cleaner compacts, and a new coordinator loads, batches of it). The schedule is
+printed and follows from the seed (the overlapping one's faults do; when they overlap
+depends on timing); ZKCTL_NEMESIS_SEEDS (e.g. "1,2,3"), ZKCTL_NEMESIS_ZK_SEEDS (the
+ensemble's), ZKCTL_NEMESIS_DISK_SEEDS, ZKCTL_NEMESIS_OVERLAP_SEEDS,
+ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS, ZKCTL_NEMESIS_OVERLAP_DISK_SEEDS and ZKCTL_NEMESIS_FAULTS
+run others and longer ones (a seed variable set empty runs none of its kind).
 ZKCTL_NEMESIS_CLIENT_LOG=<file> writes the producer's librdkafka debug log there, with
 the faults and, each second, how many messages were sent, acknowledged, refused and
 queued: to tell the client's part in a stall from the brokers'.
@@ -134,6 +135,14 @@ def stream_codecs(seed: int) -> tuple[str, str]:
     """(the topic's compression.type, the producer's compression.codec) for a seed."""
     rng = random.Random(f"codecs {seed}")
     return rng.choice(TOPIC_CODECS), rng.choice(PRODUCER_CODECS)
+
+
+def schedule_settings(seed: int) -> dict[str, str]:
+    """The brokers' settings for a seed's schedule: SCHEDULE_SETTINGS, and the group
+    coordinator's codec (offsets.topic.compression.codec, 0-4), so the cleaner rewrites
+    and a new coordinator loads batches of that codec."""
+    codec = random.Random(f"offsets codec {seed}").choice((0, 1, 2, 3, 4))
+    return {**SCHEDULE_SETTINGS, "offsets_topic_compression_codec": str(codec)}
 
 
 def _ints(variable: str, default: str) -> list[int]:
@@ -586,7 +595,7 @@ def test_a_schedule_of_faults_under_load_keeps_every_safety_property(
 ) -> None:
     # Brokers come back on their ports, as deployed ones do: the producer, which knows
     # brokers by address, must be able to find them again after a fault.
-    c = cluster_factory(BROKERS, start=False, keep_ports=True, **SCHEDULE_SETTINGS)
+    c = cluster_factory(BROKERS, start=False, keep_ports=True, **schedule_settings(seed))
     run_schedule(c, seed, BROKER_FAULTS)
 
 
@@ -597,7 +606,7 @@ def test_a_schedule_with_full_disks_too_keeps_every_safety_property(
 ) -> None:
     """The broker faults and a disk filling: each broker has a second log directory on a
     small disk of its own (a tmpfs, see tests/small_disks.py), which a fault fills."""
-    c = cluster_factory(BROKERS, start=False, keep_ports=True, **SCHEDULE_SETTINGS)
+    c = cluster_factory(BROKERS, start=False, keep_ports=True, **schedule_settings(seed))
     with small_disks(c, tmp_path) as disks:
         run_schedule(c, seed, BROKER_FAULTS + DISK_FAULTS, disks=disks)
 
@@ -619,11 +628,13 @@ def small_disks(c: Cluster, tmp_path: Path) -> Iterator[dict[int, Path]]:
 def test_a_schedule_with_zookeeper_faults_too_keeps_every_safety_property(
     cluster_factory: ClusterFactory, zk_ensemble: zkp.LocalZooKeeper, seed: int
 ) -> None:
-    c = on_the_ensemble(cluster_factory, zk_ensemble)
+    c = on_the_ensemble(cluster_factory, zk_ensemble, seed)
     run_schedule(c, seed, BROKER_FAULTS + ZOOKEEPER_FAULTS, zk_ensemble)
 
 
-def on_the_ensemble(cluster_factory: ClusterFactory, ensemble: zkp.LocalZooKeeper) -> Cluster:
+def on_the_ensemble(
+    cluster_factory: ClusterFactory, ensemble: zkp.LocalZooKeeper, seed: int
+) -> Cluster:
     """The (unstarted) cluster of the schedules, on the three-server ensemble."""
     connect = zkp.chroot_connect_string(ensemble.connect_string, "/cluster")
     # A session long enough to outlast the ensemble's own leader election.
@@ -633,7 +644,7 @@ def on_the_ensemble(cluster_factory: ClusterFactory, ensemble: zkp.LocalZooKeepe
         connect=connect,
         keep_ports=True,
         zookeeper_session_timeout_ms="8000",
-        **SCHEDULE_SETTINGS,
+        **schedule_settings(seed),
     )
 
 
@@ -645,7 +656,7 @@ def test_overlapping_faults_under_load_keep_every_safety_property(
     """Two fault schedules at once, neither waiting for the cluster to heal: a fault lands
     during another's failover, a broker's restart, a controlled shutdown or an ISR being
     refilled. Each broker has one fault at a time."""
-    c = cluster_factory(BROKERS, start=False, keep_ports=True, **SCHEDULE_SETTINGS)
+    c = cluster_factory(BROKERS, start=False, keep_ports=True, **schedule_settings(seed))
     run_overlapping(c, seed)
 
 
@@ -657,7 +668,7 @@ def test_overlapping_faults_with_zookeeper_faults_keep_every_safety_property(
     """The two overlapping broker schedules against a three-server ensemble, and a third
     worker doing the ensemble's faults meanwhile: a member killed or paused, or the whole
     ensemble paused, during a failover, a restart or a controlled shutdown."""
-    run_overlapping(on_the_ensemble(cluster_factory, zk_ensemble), seed, zk_ensemble)
+    run_overlapping(on_the_ensemble(cluster_factory, zk_ensemble, seed), seed, zk_ensemble)
 
 
 @pytest.mark.slow
@@ -668,7 +679,7 @@ def test_overlapping_faults_with_full_disks_too_keep_every_safety_property(
     """The two overlapping broker schedules with a small second disk for each broker, whose
     filling is among their faults: a directory goes offline during another broker's
     failover, restart or controlled shutdown, or a reassignment moving a replica there."""
-    c = cluster_factory(BROKERS, start=False, keep_ports=True, **SCHEDULE_SETTINGS)
+    c = cluster_factory(BROKERS, start=False, keep_ports=True, **schedule_settings(seed))
     with small_disks(c, tmp_path) as disks:
         run_overlapping(c, seed, disks=disks)
 
@@ -1007,7 +1018,9 @@ def check_outcome(
         f" {members.static_rejoins_kept} of them in its generation),"
         f" {cleanings(c)} cleanings of {OFFSETS_TOPIC} partitions"
         f" ({swaps_finished(c)} swaps finished by a restart);"
-        f" topic compression.type {topic_codec}, producer {producer_codec}, stored {stored}"
+        f" topic compression.type {topic_codec}, producer {producer_codec}, stored {stored};"
+        f" offsets.topic.compression.codec"
+        f" {schedule_settings(seed)['offsets_topic_compression_codec']}"
     )
 
 
