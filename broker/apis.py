@@ -898,11 +898,17 @@ def _now_ms() -> int:
 
 
 def _check_produce_records(version: int, records: bytes | None) -> tuple[ErrorCode, str] | None:
-    """Kafka's ProduceRequest.validateRecords (versions 3 and up): one record batch
-    (INVALID_RECORD for more), zstd only from version 7 (KIP-110). A batch too short to
-    tell, or a few bytes after it, is left to the log's validation (CORRUPT_MESSAGE)."""
+    """Kafka's ProduceRequest.validateRecords (versions 3 and up): one record batch of
+    magic 2 (INVALID_RECORD for more, or for a message of magic 0 or 1), zstd only from
+    version 7 (KIP-110). A batch too short to tell, with another magic, or with a few
+    bytes after it is left to the log's validation (CORRUPT_MESSAGE)."""
     if not records:
         return ErrorCode.INVALID_RECORD, "no records"
+    if len(records) > _MAGIC_AT and records[_MAGIC_AT] in (0, 1):
+        return (
+            ErrorCode.INVALID_RECORD,
+            f"produce requests with version {version} may only hold record batches of magic 2",
+        )
     if len(records) < BATCH_HEADER_SIZE or records[_MAGIC_AT] != 2:
         return None  # the log says what is wrong with it
     size = _BATCH_LENGTH.unpack_from(records, 8)[0] + LOG_OVERHEAD

@@ -261,7 +261,7 @@ REFUSED: list[tuple[Callable[[], bytes], ErrorCode]] = [
     (two_batches, ErrorCode.INVALID_RECORD),
     (batch_cut_short, ErrorCode.CORRUPT_MESSAGE),
     (trailing_garbage, ErrorCode.CORRUPT_MESSAGE),
-    (legacy_format, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT),
+    (legacy_format, ErrorCode.INVALID_RECORD),  # Kafka's ProduceRequest.validateRecords
     (nonzero_base_offset, ErrorCode.INVALID_RECORD),
     (no_records, ErrorCode.INVALID_RECORD),
     (over_message_max_bytes, ErrorCode.MESSAGE_TOO_LARGE),
