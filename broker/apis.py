@@ -137,8 +137,12 @@ class KafkaApis:
         on_live_leaders: Callable[[list[dict[str, Any]]], None] | None = None,
         admin: AdminApis | None = None,
         groups: GroupApis | None = None,
+        registered: threading.Event | None = None,
     ) -> None:
         self.broker_id = broker_id
+        # Set once this process has registered (its broker epoch known): see
+        # _stale_broker_epoch.
+        self.registered = registered
         self.metadata = metadata
         self.replicas = replicas
         self.controller = controller
@@ -743,7 +747,15 @@ class KafkaApis:
     def _stale_broker_epoch(self, api: str, body: dict[str, Any]) -> bool:
         requested = body.get("broker_epoch", -1)
         current = self.broker_epoch()
-        if requested != -1 and requested < current:
+        if requested != -1 and current == -1 and self.registered is not None:
+            # Not registered yet (a restart waits for its earlier incarnation's
+            # registration to expire): a controller cannot know this process's epoch, so
+            # the request is the earlier incarnation's, unless the registration is being
+            # made this instant. Kafka processes no request before it registers: wait for
+            # it, then compare.
+            self.registered.wait(self.request_timeout_s)
+            current = self.broker_epoch()
+        if requested != -1 and (requested < current or current == -1):
             log.info(
                 "%s from controller %d carries broker epoch %d, older than ours (%d): refused",
                 api,

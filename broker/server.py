@@ -115,6 +115,7 @@ class KafkaServer:
             connection_timeout_ms=config.zookeeper_connection_timeout_ms,
         )
         self.broker_epoch = -1
+        self.registered = threading.Event()  # set at the first registration
         self.started_at = time.time()
         self.metadata = MetadataCache(self.broker_id, config.inter_broker_listener_name)
         self.logs: LogManager | None = None
@@ -226,6 +227,7 @@ class KafkaServer:
             self.controller,
             self.state_log,
             lambda: self.broker_epoch,
+            registered=self.registered,
             request_timeout_s=self.config.request_timeout_ms / 1000,
             # About the longest a healthy cluster takes to send a new broker its first
             # UpdateMetadata (a dead controller's session must expire first), and well
@@ -331,6 +333,7 @@ class KafkaServer:
             cancelled=self.stop_requested,
             until_connected=until_connected,
         )
+        self.registered.set()
         self.state_log.broker_registered(self.broker_epoch, reg.host, reg.port)
         return self.broker_epoch
 

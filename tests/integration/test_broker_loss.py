@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +17,9 @@ from cluster.netsplit import ZooKeeperLink, linked
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import consume, lost_acknowledged, produce
 from tests.integration.harness import Cluster, wait_for
+from wire.api import ApiKey
+from wire.client import KafkaConnection
+from wire.errors import ErrorCode
 from zkdata import paths
 from zkdata.client import ZkClient
 
@@ -307,6 +311,71 @@ def test_kcat_and_confluent_kafka_see_brokers_controller_and_partitions(
     assert {p["partition"]: p["leader"] for p in topic["partitions"]} == {
         p: s.leader for p, s in states.items()
     }
+
+
+@pytest.mark.slow
+def test_a_restarted_broker_applies_no_request_of_its_earlier_incarnation(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """Restarted within its session timeout, a broker waits for its earlier registration
+    to expire before it registers. A controller request meant for the earlier incarnation
+    (its broker epoch) that reaches the new process meanwhile, as a request the
+    controller's channel sends again after the kill would, is not applied: it waits for
+    the registration (Kafka processes no request before it registers) and is refused,
+    STALE_BROKER_EPOCH. Applied, it would make the new process leader of a partition it
+    knows nothing of."""
+    c = cluster_factory(keep_ports=True, zookeeper_session_timeout_ms="15000")
+    controller_id, controller_epoch = c.wait_controller()
+    victim = next(b for b in (1, 2, 3) if b != controller_id)
+    others = [b for b in (1, 2, 3) if b != victim]
+    c.create_topic("t", {0: (*others, victim)})
+    state = c.wait_topic_online("t")[0]
+    old_epoch = c.broker_epoch(victim)
+    assert old_epoch is not None
+    port = c[victim].port()
+    c[victim].kill()
+    start_and_wait_for_the_earlier_registration(c, victim)
+    assert c.broker_epoch(victim) == old_epoch  # the earlier registration, still there
+    replicas = [*others, victim]
+    body = {
+        "controller_id": controller_id,
+        "controller_epoch": controller_epoch,
+        "broker_epoch": old_epoch,
+        "type": 0,
+        "topic_states": [
+            {
+                "topic_name": "t",
+                "topic_id": uuid.UUID(int=0),
+                "partition_states": [
+                    {
+                        "partition_index": 0,
+                        "controller_epoch": controller_epoch,
+                        "leader": victim,
+                        "leader_epoch": state.leader_epoch + 5,
+                        "isr": replicas,
+                        "partition_epoch": 0,
+                        "replicas": replicas,
+                        "adding_replicas": [],
+                        "removing_replicas": [],
+                        "is_new": False,
+                    }
+                ],
+            }
+        ],
+        "live_leaders": [{"broker_id": victim, "host_name": "127.0.0.1", "port": port}],
+    }
+    with KafkaConnection("127.0.0.1", port, timeout_s=c.session_timeout_s + 60) as conn:
+        answer = conn.request(ApiKey.LEADER_AND_ISR, 5, body)
+    assert ErrorCode.of(answer["error_code"]).name == "STALE_BROKER_EPOCH"
+    new_epoch = c.broker_epoch(victim)
+    assert new_epoch is not None
+    assert new_epoch > old_epoch
+    applied = [
+        r
+        for r in c[victim].state_changes("leader_and_isr")
+        if r.get("leader_epoch") == state.leader_epoch + 5
+    ]
+    assert applied == []
 
 
 @contextlib.contextmanager
