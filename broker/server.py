@@ -408,18 +408,16 @@ class KafkaServer:
     def _topic_config(self, topic: str) -> TopicConfig:
         """A topic's effective config: the broker's defaults and the topic's overrides in
         /config/topics/<t> (read once per topic, again when a config change notification
-        names it or its logs are deleted; unreadable overrides are reported and the
-        defaults used)."""
+        names it or its logs are deleted; malformed overrides are reported and the
+        defaults used). Out of reach of ZooKeeper, the read waits until it is back, as
+        Kafka's does: the defaults would make a log that keeps, compresses or retains the
+        topic's records otherwise than its config says, for good."""
         cached = self._topic_configs.get(topic)
         if cached is not None:
             return cached
-        try:
-            return self._read_topic_config(topic)
-        except Exception as e:
-            log.warning(
-                "could not read %s (%s); using the broker's defaults", paths.topic_config(topic), e
-            )
-            return effective_topic_config(self.config, {})
+        return self.zk.until_connected(
+            lambda: self._read_topic_config(topic), cancelled=self.stop_requested
+        )
 
     def _forget_topic_config(self, topic: str) -> None:
         """Drop the topic's cached config; a read that began before this is not cached
@@ -451,8 +449,10 @@ class KafkaServer:
     def _on_topic_config_change(self, topic: str) -> None:
         """A config change notification named ``topic`` (Kafka's TopicConfigHandler): its
         config is read again, its logs take it, and the controller, if here, elects the
-        topic's offline partitions again once unclean election is on for it."""
-        self._forget_topic_config(topic)
+        topic's offline partitions again once unclean election is on for it. Until the
+        read succeeds (a failed one is retried) the config known before stays in use."""
+        # A read begun before this notification must not cache what it read.
+        self._topic_config_generation[topic] = self._topic_config_generation.get(topic, 0) + 1
         config = self._read_topic_config(topic)
         updated = self.logs.update_topic_config(topic, config) if self.logs is not None else 0
         log.info("topic %s: config applied to %d logs", topic, updated)

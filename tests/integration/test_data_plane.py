@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from admin import topics
+from admin import elect, reassign, topics
+from cluster.netsplit import linked
 from storage.records import Compression
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import (
@@ -22,6 +23,8 @@ from tests.integration.dataplane import (
     producer,
 )
 from tests.integration.harness import Cluster, wait_for
+from zkdata import paths
+from zkdata.znodes import TopicPartition
 
 pytestmark = pytest.mark.integration
 
@@ -264,6 +267,54 @@ def test_the_topics_compression_type_is_what_its_replicas_store(
         headers = headers_on_disk(c, b, "t", 0)
         assert {h.compression for h in headers if h.base_offset >= 600} == {Compression.ZSTD}
     check_acked_readable(c, "t", acked, [0])
+
+
+def test_a_log_made_while_zookeeper_is_out_of_reach_waits_for_its_topics_config(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """A replica's log is made when its broker is told of it (LeaderAndIsr), with its
+    topic's config read from ZooKeeper. A broker that cannot reach ZooKeeper then waits for
+    it (Kafka's read retries until connected) rather than make the log with the broker's
+    defaults (which would have stored this topic's batches as sent, not gzip; or kept a
+    compacted topic's records by retention, not by key)."""
+    c = cluster_factory(start=False, zookeeper_session_timeout_ms="20000")
+    with linked(c) as link:
+        c.start()
+        controller_id, _ = c.wait_controller()
+        newcomer = next(b for b in (1, 2, 3) if b != controller_id)
+        rest = tuple(b for b in (1, 2, 3) if b != newcomer)
+        c.create_topic("t", {0: rest}, {"compression.type": "gzip"})
+        c.wait_topic_online("t")
+        link[newcomer].cut()
+        try:
+            reassign.start_reassignment(c.zk, {TopicPartition("t", 0): (newcomer, *rest)})
+            wait_for(
+                lambda: any(
+                    said in c[newcomer].output()
+                    for said in ("retrying once connected", "using the broker's defaults")
+                ),
+                30,
+                f"broker {newcomer} to read the topic's config",
+            )
+        finally:
+            link[newcomer].heal()
+        c.wait_partitions(
+            "t",
+            lambda s: s[0].isr and set(s[0].isr) == {newcomer, *rest},
+            "the reassignment done",
+            timeout=60,
+        )
+        wait_for(
+            lambda: c.zk.exists(paths.REASSIGN_PARTITIONS) is None or None,
+            60,
+            "the reassignment finished",
+        )
+        elect.start_preferred_election(c.zk, elect.parse_scope(topic="t"))
+        c.wait_partitions("t", lambda s: s[0].leader == newcomer, f"broker {newcomer} leading")
+        acked = produce(c, "t", values(50, "g"), partition=0)
+        assert acked.errors == []
+        headers = headers_on_disk(c, newcomer, "t", 0)
+        assert {h.compression for h in headers} == {Compression.GZIP}
 
 
 def test_a_batch_over_max_message_bytes_is_refused(cluster_factory: ClusterFactory) -> None:
