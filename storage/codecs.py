@@ -17,7 +17,7 @@ per literal and per sequence, so a few times slower):
 ``compress`` is what a compaction's rewritten batch is written with (it keeps its codec,
 as in Kafka): the matches of a greedy parse (``storage.lz77``) as snappy copies (32 KB
 xerial chunks), lz4 blocks (independent, 64 KB; stored where that is no larger) or zstd
-sequences (``storage.zstd.compress``), about 7 MB/s; gzip is zlib's. An attribute naming
+sequences (``storage.zstd.compress``), 4-7 MB/s; gzip is zlib's. An attribute naming
 no codec (5-7) is ``UnsupportedCodecError``.
 """
 
