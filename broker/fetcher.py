@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from broker.compact import compacted
 from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
-from storage.errors import KafkaStorageError
+from storage.errors import CorruptRecordError, KafkaStorageError, StorageError
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
@@ -333,11 +333,11 @@ class ReplicaFetcherThread:
                     self._dirty.add(tp)
 
     def _mark_partition_failed(
-        self, tp: TopicPartition, state: FetchState, error: KafkaStorageError
+        self, tp: TopicPartition, state: FetchState, error: StorageError
     ) -> None:
-        """Its log failed (Kafka's markPartitionFailed): its directory was reported where
-        the error happened, and the failure handler takes it offline; this fetcher stops
-        fetching it meanwhile, and goes on with the others."""
+        """Kafka's markPartitionFailed: this fetcher stops fetching it, and goes on with
+        the others, until a LeaderAndIsr follows it again. A failed log's directory was
+        reported where the error happened, and the failure handler takes it offline."""
         log.error("stopped fetching %s from leader %d: %s", tp, self.leader_id, error)
         with self._lock:
             if self.partitions.get(tp) is state:
@@ -491,7 +491,23 @@ class ReplicaFetcherThread:
                 offset = self.sink(
                     tp, self.leader_id, state.leader_epoch, pr.get("records"), pr["high_watermark"]
                 )
-            except KafkaStorageError as e:
+            except CorruptRecordError as e:
+                # Kafka's processFetchRequest: logged, and this partition fetched again
+                # after the backoff (a leader's log caught mid-truncation or mid-write is
+                # read right later); the others go on.
+                log.error(
+                    "invalid records from leader %d for %s at %d: %s",
+                    self.leader_id,
+                    tp,
+                    state.fetch_offset,
+                    e,
+                )
+                self._delay(tp, state)
+                return
+            except StorageError as e:
+                # Its log failed, or cannot take what the leader has (a batch starting
+                # inside what it holds): Kafka's markPartitionFailed, until the controller
+                # says more of it. Raised on, it stopped every partition from this leader.
                 self._mark_partition_failed(tp, state, e)
                 return
             with self._lock:
