@@ -30,7 +30,12 @@ from broker.fetcher import FetchState, ReplicaFetcherThread
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
-from storage.errors import KafkaStorageError, StorageError
+from storage.errors import (
+    CorruptRecordError,
+    KafkaStorageError,
+    StorageError,
+    UnexpectedAppendOffsetError,
+)
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from storage.testing import build_batch
 from tests.small_disks import fill, tmpfs
@@ -866,3 +871,42 @@ def test_the_fetcher_stops_fetching_a_partition_whose_log_failed_and_goes_on_wit
         assert set(fetcher.partitions) == {working}
         assert fetcher.partitions[working].fetch_offset == 1
         assert logs.dir_failures.take_next_offline_log_dir(0.1) == os.fspath(small_disk)
+
+
+def test_the_fetcher_sets_apart_a_partition_its_log_refuses_and_goes_on_with_the_others() -> None:
+    """Beyond a failed log, as Kafka's AbstractFetcherThread: invalid records, fetched
+    again after the backoff; any other storage error (a batch starting inside what the log
+    holds), no longer fetched until a LeaderAndIsr follows it again. Raised to the
+    fetcher, one such partition stopped the others from the same leader."""
+    a0, a1, b0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+    appended: list[TopicPartition] = []
+
+    def sink(tp: TopicPartition, *_: object) -> int:
+        if tp == a0:
+            raise UnexpectedAppendOffsetError(
+                "the first batch starts below the log end offset", expected=20, found=7
+            )
+        if tp == a1:
+            raise CorruptRecordError("CRC-32C mismatch", position=0)
+        appended.append(tp)
+        return 30
+
+    fetcher = ReplicaFetcherThread(
+        BROKER,
+        2,
+        ("127.0.0.1", 1),
+        sink,
+        None,
+        backoff_ms=60_000,
+        connect=lambda _endpoint, _client, _timeout: LeaderAnswering(),
+    )
+    fetcher.add_all([(tp, FetchState(20, 5, truncating=False)) for tp in (a0, a1, b0)])
+    fetch = fetcher._build_fetch()
+    assert fetch is not None
+    fetcher._fetch_once(fetch)  # raises nothing
+    assert a0 not in fetcher.partitions  # not fetched until followed again
+    assert fetcher.partitions[a1].delayed_until > time.monotonic()  # fetched again later
+    assert appended == [b0]
+    assert fetcher.partitions[b0].fetch_offset == 30
+    fetcher.add_all([(a0, FetchState(20, 6, truncating=False))])  # a new LeaderAndIsr
+    assert a0 in fetcher.partitions
