@@ -95,8 +95,15 @@ class SupervisedBroker:
     def first_log_dir(self) -> Path:
         """Where the broker keeps its status file and state-change log: the first of its
         log.dirs (``data_dir`` unless overridden)."""
+        return self.log_dirs[0]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        """Every one of its log.dirs (``data_dir`` unless overridden)."""
         configured = self.overrides.get("log.dirs")
-        return Path(configured.split(",")[0].strip()) if configured else self.data_dir
+        if not configured:
+            return [self.data_dir]
+        return [Path(d.strip()) for d in configured.split(",")]
 
     @property
     def props(self) -> Path:

@@ -296,8 +296,8 @@ def inject(
         # left in the ISRs and may lead with nothing, which loses what was acknowledged,
         # in Kafka 2.8 as here. Then it fetches everything again.
         broker.kill()
-        for directory in broker.overrides.get("log.dirs", str(broker.data_dir)).split(","):
-            for entry in Path(directory).iterdir():
+        for directory in broker.log_dirs:
+            for entry in directory.iterdir():
                 if entry.name == STATE_CHANGE_LOG:
                     continue
                 if entry.is_dir():
@@ -537,8 +537,8 @@ def stored_codecs(c: Cluster, topic: str) -> set[str]:
         try:
             for b in BROKERS:
                 broker = c[b]
-                for directory in broker.overrides.get("log.dirs", str(broker.data_dir)).split(","):
-                    for segment in Path(directory).glob(f"{topic}-*/*.log"):
+                for directory in broker.log_dirs:
+                    for segment in directory.glob(f"{topic}-*/*.log"):
                         found.update(
                             names.get(h.compression, str(h.compression))
                             for h in iter_batches(segment.read_bytes())
@@ -561,13 +561,13 @@ def churn_leftovers(c: Cluster, topic: str) -> list[str]:
     ]
     for b in BROKERS:
         broker = c[b]
-        for directory in broker.overrides.get("log.dirs", str(broker.data_dir)).split(","):
-            for entry in Path(directory).iterdir():
+        for directory in broker.log_dirs:
+            for entry in directory.iterdir():
                 name, _, partition = entry.name.rpartition("-")
                 if name == topic and partition.isdigit():
                     left.append(str(entry))
             try:
-                if topic in read_topic_ids(Path(directory) / TOPIC_IDS_FILE):
+                if topic in read_topic_ids(directory / TOPIC_IDS_FILE):
                     left.append(f"{directory}/{TOPIC_IDS_FILE} names it")
             except CheckpointError as e:  # written by rename: never seen half-written
                 left.append(str(e))
