@@ -703,7 +703,10 @@ def test_zkctl_controller_waits_for_a_status_file_written_since_the_election(
 
         def rewrite() -> None:
             time.sleep(0.3)
-            status_file.write_text(json.dumps(later))
+            # Replaced whole, as the broker writes it (a reader never sees it half-written).
+            fresh = status_file.with_suffix(".tmp")
+            fresh.write_text(json.dumps(later))
+            fresh.replace(status_file)
 
         rewriter = threading.Thread(target=rewrite)
         rewriter.start()
