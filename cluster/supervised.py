@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from broker.config import format_properties
+from broker.state_change_log import FILE_NAME as STATE_CHANGE_LOG
 from cluster import processes
 from cluster.local import free_ports
 from zkdata import paths
@@ -179,6 +181,23 @@ class SupervisedBroker:
             self.proc.kill()
             self.proc.wait(30)
 
+    def replace_disks(self) -> None:
+        """Its log directories emptied, as new disks would be: nothing of its logs,
+        checkpoints or meta.properties is left; its state-change log is kept (the history
+        checks read it). Only while it is not running."""
+        if self.alive():
+            raise RuntimeError(f"broker {self.broker_id} is running")
+        for directory in self.log_dirs:
+            if not directory.exists():
+                continue
+            for entry in directory.iterdir():
+                if entry.name == STATE_CHANGE_LOG:
+                    continue
+                if entry.is_dir():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+
     def terminate(self) -> None:
         """SIGTERM: a controlled shutdown, then exit."""
         self.signal(signal.SIGTERM)
@@ -233,7 +252,7 @@ class SupervisedBroker:
         lines that can be of that kind (the log is compact JSON, its own quotes inside
         strings escaped, so such a line contains ``"event":"<kind>"``).
         """
-        path = self.first_log_dir / "state-change.log"
+        path = self.first_log_dir / STATE_CHANGE_LOG
         try:
             stat = path.stat()
         except FileNotFoundError:

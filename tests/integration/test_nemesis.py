@@ -61,7 +61,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import shutil
 import signal
 import threading
 import time
@@ -77,7 +76,6 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from admin.cluster_admin import ClusterAdmin, error_name, parse_bootstrap
 from admin.errors import AdminError
-from broker.state_change_log import FILE_NAME as STATE_CHANGE_LOG
 from cluster import zookeeper as zkp
 from cluster.netsplit import InterBrokerLink, ZooKeeperLink, linked, linked_brokers
 from groups.coordinator import OFFSETS_TOPIC
@@ -296,14 +294,7 @@ def inject(
         # left in the ISRs and may lead with nothing, which loses what was acknowledged,
         # in Kafka 2.8 as here. Then it fetches everything again.
         broker.kill()
-        for directory in broker.log_dirs:
-            for entry in directory.iterdir():
-                if entry.name == STATE_CHANGE_LOG:
-                    continue
-                if entry.is_dir():
-                    shutil.rmtree(entry)
-                else:
-                    entry.unlink()
+        broker.replace_disks()
         wait_for(
             lambda: target not in c.registered() and not in_an_isr(c, target),
             c.session_timeout_s + 90,
