@@ -34,7 +34,9 @@ from controller.context import (
 )
 from controller.election import imbalanced_partitions
 from controller.reactions import (
+    Registrations,
     admin_election,
+    bounced_unseen,
     brokers_failed,
     brokers_started,
     controlled_shutdown_moves,
@@ -610,7 +612,7 @@ class KafkaController:
         self._delete_isr_change_notifications(
             self.zk.get_children(paths.ISR_CHANGE_NOTIFICATION, watch=True) or []
         )
-        self._initialize_context()
+        bounced = self._initialize_context()
         mark("load_ms")
         pending_deletions = self.zk.get_children(paths.DELETE_TOPICS, watch=True) or []
         queued = {t for t in pending_deletions if t in self.ctx.assignments}
@@ -639,6 +641,19 @@ class KafkaController:
         self._initialize_reassignments()
         self.deletion.resume()
         self._run_pending_preferred_election()
+        if bounced:
+            # Registered again while no controller watched, and still in ISRs as the
+            # incarnation before: out of them and their leaderships by the failover (not
+            # live), now started, as a BrokerChange would have handled the bounce.
+            log.warning(
+                "brokers %s registered since the partition states listing them were "
+                "written: taken for bounced",
+                sorted(bounced),
+            )
+            self.state_log.broker_change(
+                self.ctx.epoch, (), (), bounced, [*self.ctx.live_broker_ids, *bounced]
+            )
+            self._on_broker_startup(bounced)
         self._schedule_rebalance()
         mark("total_ms")
         t = self.last_failover
@@ -658,11 +673,12 @@ class KafkaController:
             t.total_ms,
         )
 
-    def _initialize_context(self) -> None:
+    def _initialize_context(self) -> Registrations:
+        """Load the context; return the brokers that bounced while no controller watched
+        (`bounced_unseen`), left out of the live set for the failover to start them."""
         ctx = self.ctx
         broker_ids = self.zk.get_children(paths.BROKER_IDS, watch=True) or []
         brokers = self._read_brokers(broker_ids)
-        ctx.add_live_brokers(brokers)
         self.channel = ControllerChannelManager(
             self.broker_id,
             self._on_response,
@@ -675,7 +691,14 @@ class KafkaController:
         topics = self.zk.get_children(paths.BROKER_TOPICS, watch=True) or []
         # The context was empty: its partitions are the ones just added, in its order.
         partitions = self._add_topics(self._read_topics(topics))
-        ctx.adopt_partition_states(self.store.read_partition_states(partitions))
+        newest_registration = max((epoch for _, epoch in brokers.values()), default=0)
+        states, written_at = self.store.read_partition_states_written_before(
+            partitions, newest_registration
+        )
+        ctx.adopt_partition_states(states)
+        bounced = bounced_unseen(states, written_at, {b: e for b, (_, e) in brokers.items()})
+        ctx.add_live_brokers({b: r for b, r in brokers.items() if b not in bounced})
+        return {b: brokers[b] for b in sorted(bounced)}
 
     def _read_brokers(self, broker_ids: Iterable[str]) -> dict[int, tuple[BrokerRegistration, int]]:
         """Registrations and broker epochs (czxid), watched for modifications."""

@@ -54,6 +54,7 @@ MAX_TOPIC_ZNODE_ROUNDS = 10
 _DATA = itemgetter(0)
 _STAT = itemgetter(1)
 _VERSION = attrgetter("version")
+_MZXID = attrgetter("mzxid")
 
 # Partition states read and decoded at a time (each slice in pipelined multiReads).
 READ_SLICE = 10_000
@@ -162,6 +163,26 @@ def keeping_added_partitions(
     )
 
 
+def _written_before(
+    part: Sequence[TopicPartition],
+    got: list[tuple[bytes, ZnodeStat] | None],
+    zxid: int,
+    into: dict[TopicPartition, int],
+) -> None:
+    """Into `into`, each partition of `part` whose znode was last written before `zxid`,
+    with its mzxid. Usually none is: the comparison loops in C unless a znode is missing."""
+    if None in got:
+        for tp, item in zip(part, got, strict=True):
+            if item is not None and item[1].mzxid < zxid:
+                into[tp] = item[1].mzxid
+        return
+    present = cast(list[tuple[bytes, ZnodeStat]], got)
+    mzxids = list(map(_MZXID, map(_STAT, present)))
+    if min(mzxids, default=zxid) >= zxid:
+        return
+    into.update((tp, m) for tp, m in zip(part, mzxids, strict=True) if m < zxid)
+
+
 class ZkControllerStore:
     def __init__(self, zk: ZkClient) -> None:
         self.zk = zk
@@ -171,7 +192,16 @@ class ZkControllerStore:
     def read_partition_states(
         self, tps: Sequence[TopicPartition]
     ) -> dict[TopicPartition, PartitionState | None]:
+        return self.read_partition_states_written_before(tps, 0)[0]
+
+    def read_partition_states_written_before(
+        self, tps: Sequence[TopicPartition], zxid: int
+    ) -> tuple[dict[TopicPartition, PartitionState | None], dict[TopicPartition, int]]:
+        """The partitions' states, and for those whose state was last written before
+        `zxid`, when it was (the znode's mzxid): a failover tells by it which brokers
+        registered since a state listing them was written."""
         out: dict[TopicPartition, PartitionState | None] = {}
+        written_before: dict[TopicPartition, int] = {}
         # Most partitions of a cluster share a handful of states (leader, epochs, ISR):
         # equal znode data and version decode once, to one shared immutable state.
         decoded: dict[tuple[bytes, int], PartitionState] = {}
@@ -185,8 +215,11 @@ class ZkControllerStore:
             if i + 1 < len(slices):
                 in_flight.append(self._send_reads(slices[i + 1]))
             state_paths, results = in_flight.pop(0)
-            out.update(zip(part, self._decode_slice(state_paths, results(), decoded), strict=True))
-        return out
+            got = results()
+            out.update(zip(part, self._decode_slice(state_paths, got, decoded), strict=True))
+            if zxid:
+                _written_before(part, got, zxid, written_before)
+        return out, written_before
 
     def _decode_slice(
         self,

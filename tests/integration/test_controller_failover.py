@@ -8,11 +8,13 @@ import pytest
 
 from admin import topics
 from tests.integration.conftest import ClusterFactory
+from tests.integration.dataplane import consume, lost_acknowledged, produce
 from tests.integration.harness import Cluster, wait_for
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
 from zkdata import paths, znodes
+from zkdata.client import Create, Delete, ZkClient
 from zkdata.znodes import TopicPartition
 
 pytestmark = pytest.mark.integration
@@ -342,3 +344,77 @@ def test_a_broker_stopping_while_the_controller_is_a_zombie_is_moved_by_the_next
         for r in zombie.state_changes("partition_state")
         if r["controller_epoch"] == zombie_epoch and r["reason"] == "controlled_shutdown"
     ]
+
+
+@pytest.mark.slow
+def test_a_broker_back_on_new_disks_while_no_controller_watched_does_not_lead_with_nothing(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """A broker that left and registered again while no controller watched (here: an
+    admin session holds /controller meanwhile) is still in the ISRs its earlier
+    incarnation was in, as their leader too: nothing judged it since. Its registration is
+    newer than the states listing it were written, so the next controller takes it for a
+    broker that failed and started again, as a controller watching would have: out of the
+    ISR and the leadership, back once it has fetched everything. Taken for the broker that
+    left (Kafka 2.8 does), it led on its new, empty disks: what was acknowledged was gone."""
+    c = cluster_factory()
+    controller_id, epoch = c.wait_controller()
+    target = next(b for b in (1, 2, 3) if b != controller_id)
+    others = tuple(b for b in (1, 2, 3) if b != target)
+    c.create_topic("t", {0: (target, *others)})
+    c.wait_partitions(
+        "t", lambda s: s[0].leader == target and len(s[0].isr) == 3, "t led by its first replica"
+    )
+    acked = produce(c, "t", [b"m%d" % i for i in range(300)], partition=0)
+    assert not acked.errors
+    assert len(acked.by_offset) == 300
+    c.wait_partitions("t", lambda s: len(s[0].isr) == 3, "every replica in sync")
+    before, _ = c.partition_state("t", 0)
+    old_epoch = c.broker_epoch(target)
+
+    hold = ZkClient(c.zk_connect, session_timeout_ms=30_000)
+    hold.start()
+    try:
+        # One multi: no broker wins in between. 99 is no broker.
+        hold.multi(
+            [
+                Delete(paths.CONTROLLER),
+                Create(paths.CONTROLLER, znodes.encode_controller(99), ephemeral=True),
+            ]
+        )
+        wait_for(
+            lambda: (
+                not any(
+                    ((b.status() or {}).get("controller") or {}).get("active")
+                    for b in c.brokers.values()
+                )
+            ),
+            30,
+            "no active controller",
+        )
+        c[target].kill()
+        c[target].replace_disks()
+        c[target].start()
+        wait_for(
+            lambda: c.broker_epoch(target) not in (None, old_epoch),
+            c.session_timeout_s + 60,
+            f"broker {target} registered again",
+        )
+        assert c.partition_state("t", 0)[0] == before  # its earlier self still leads
+    finally:
+        hold.close()  # its /controller goes with its session: the brokers race again
+    new_id, new_epoch = c.wait_controller(min_epoch=epoch + 1)
+    after = c.wait_partitions(
+        "t",
+        lambda s: s[0].leader in others and s[0].leader_epoch > before.leader_epoch,
+        "a leader that kept its log",
+    )
+    assert after[0].isr != before.isr or after[0].leader != target
+    bounced = [
+        r for r in c[new_id].state_changes("broker_change") if r["controller_epoch"] == new_epoch
+    ]
+    assert [r["bounced"] for r in bounced] == [[target]]
+    read = consume(c, "t", [0])
+    assert lost_acknowledged(read, acked) == []
+    # It fetched everything again and is back in sync.
+    c.wait_partitions("t", lambda s: target in s[0].isr, f"broker {target} back in the ISR")

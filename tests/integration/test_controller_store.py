@@ -109,6 +109,43 @@ def test_partition_states_read_in_slices_come_back_whole_and_in_order(
         assert state.controller_epoch == 7
 
 
+@pytest.mark.parametrize("missing", [False, True], ids=["every-state", "one-missing"])
+def test_the_states_written_before_a_zxid_come_with_when_they_were(
+    zk_connect: str, monkeypatch: pytest.MonkeyPatch, missing: bool
+) -> None:
+    """A failover asks which states were last written before the newest registration:
+    those come back with their mzxid; those written since, or missing, do not."""
+    monkeypatch.setattr(store_module, "READ_SLICE", 3)
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        tps = [TopicPartition("t", p) for p in range(8)]
+        data = encode_partition_state(LeaderAndIsr(1, 0, (1, 2)), 1)
+        for tp in tps:
+            if missing and tp.partition == 6:
+                continue
+            zk.create(paths.partition_state(tp.topic, tp.partition), data, make_parents=True)
+        registered = zk.create(paths.broker(2), b"{}", make_parents=True, ephemeral=True)[1]
+        for p in (1, 4, 7):  # written since the registration
+            zk.set(paths.partition_state("t", p), data)
+        store = ZkControllerStore(zk)
+        states, written_at = store.read_partition_states_written_before(tps, registered.czxid)
+        stats = {tp: zk.exists(paths.partition_state(tp.topic, tp.partition)) for tp in tps}
+        nothing_before = store.read_partition_states_written_before(tps, 0)[1]
+        plain = store.read_partition_states(tps)
+    finally:
+        zk.close()
+    assert states == plain
+    expected = {p for p in (0, 2, 3, 5, 6) if not (missing and p == 6)}
+    assert {tp.partition for tp in written_at} == expected
+    for tp, zxid in written_at.items():
+        stat = stats[tp]
+        assert stat is not None
+        assert zxid == stat.mzxid < registered.czxid
+    assert (states[TopicPartition("t", 6)] is None) == missing
+    assert nothing_before == {}
+
+
 def test_equal_partition_states_decode_to_one_shared_object(zk_connect: str) -> None:
     zk = ZkClient(zk_connect, session_timeout_ms=10_000)
     zk.start()
