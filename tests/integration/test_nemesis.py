@@ -287,19 +287,22 @@ def inject(
         broker.start()
     elif fault == "disk_replaced":
         # A new disk: nothing of its logs, checkpoints or meta.properties is left (the
-        # state-change log is kept: the history check reads it). It comes back once the
-        # cluster saw it gone (out of every ISR), as a disk replacement takes: back
-        # sooner, as the controller itself or with the controller moving meanwhile, it
-        # cannot be told from the broker that left (same id, no record of its disk), is
-        # left in the ISRs and may lead with nothing, which loses what was acknowledged,
-        # in Kafka 2.8 as here. Then it fetches everything again.
+        # state-change log is kept: the history check reads it). Half the time it comes
+        # back at once: registered again before the cluster saw it go, as the controller
+        # itself or with the controller moving meanwhile, it is still in the ISRs its
+        # earlier incarnation was in, and the next controller must take it for a broker
+        # that bounced (its registration is newer than those states), not let it lead
+        # with nothing. The other half, once the cluster saw it gone (out of every ISR).
+        # Then it fetches everything again.
         broker.kill()
         broker.replace_disks()
-        wait_for(
-            lambda: target not in c.registered() and not in_an_isr(c, target),
-            c.session_timeout_s + 90,
-            f"broker {target} out of every ISR",
-        )
+        record["at_once"] = rng.random() < 0.5
+        if not record["at_once"]:
+            wait_for(
+                lambda: target not in c.registered() and not in_an_isr(c, target),
+                c.session_timeout_s + 90,
+                f"broker {target} out of every ISR",
+            )
         time.sleep(rng.uniform(0.5, 3.0))
         broker.start()
     elif fault == "kill_two":
