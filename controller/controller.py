@@ -612,7 +612,7 @@ class KafkaController:
         self._delete_isr_change_notifications(
             self.zk.get_children(paths.ISR_CHANGE_NOTIFICATION, watch=True) or []
         )
-        bounced = self._initialize_context()
+        brokers, written_at = self._initialize_context()
         mark("load_ms")
         pending_deletions = self.zk.get_children(paths.DELETE_TOPICS, watch=True) or []
         queued = {t for t in pending_deletions if t in self.ctx.assignments}
@@ -625,6 +625,7 @@ class KafkaController:
         self.ctx.topics_ineligible_for_deletion.update(
             t for t in queued if any(tp.topic == t for tp in self.ctx.partitions_being_reassigned)
         )
+        bounced = self._add_live_brokers(brokers, written_at)
         # Every broker learns the whole cluster before any LeaderAndIsr (Kafka's order).
         self.ops.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids, None)
         update_metadata = self.ops.barrier()
@@ -673,9 +674,9 @@ class KafkaController:
             t.total_ms,
         )
 
-    def _initialize_context(self) -> Registrations:
-        """Load the context; return the brokers that bounced while no controller watched
-        (`bounced_unseen`), left out of the live set for the failover to start them."""
+    def _initialize_context(self) -> tuple[Registrations, dict[TopicPartition, int]]:
+        """Load the context, all but its live brokers: return the registrations read, and
+        the partition states last written before the newest of them, with when."""
         ctx = self.ctx
         broker_ids = self.zk.get_children(paths.BROKER_IDS, watch=True) or []
         brokers = self._read_brokers(broker_ids)
@@ -696,8 +697,16 @@ class KafkaController:
             partitions, newest_registration
         )
         ctx.adopt_partition_states(states)
-        bounced = bounced_unseen(states, written_at, {b: e for b, (_, e) in brokers.items()})
-        ctx.add_live_brokers({b: r for b, r in brokers.items() if b not in bounced})
+        return brokers, written_at
+
+    def _add_live_brokers(
+        self, brokers: Registrations, written_at: dict[TopicPartition, int]
+    ) -> Registrations:
+        """The registered brokers become live, but those that bounced while no controller
+        watched (`bounced_unseen`), returned for the failover to start them at its end."""
+        epochs = {b: epoch for b, (_, epoch) in brokers.items()}
+        bounced = bounced_unseen(self.ctx, written_at, epochs)
+        self.ctx.add_live_brokers({b: r for b, r in brokers.items() if b not in bounced})
         return {b: brokers[b] for b in sorted(bounced)}
 
     def _read_brokers(self, broker_ids: Iterable[str]) -> dict[int, tuple[BrokerRegistration, int]]:

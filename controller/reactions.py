@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from controller.context import (
     REPLICA_VALID_PREVIOUS,
+    ControllerContext,
     PartitionReplica,
     PartitionStateName,
     ReplicaStateName,
@@ -110,29 +111,31 @@ def brokers_started(
 
 
 def bounced_unseen(
-    states: Mapping[TopicPartition, PartitionState | None],
+    ctx: ControllerContext,
     written_at: Mapping[TopicPartition, int],
     broker_epochs: Mapping[int, int],
 ) -> set[int]:
     """The brokers that bounced while no controller watched, which a failover takes for
     failed and started again (as the controller watching would have, KIP-380): each one
     registered (its broker epoch, the czxid) after the last write of a partition state
-    whose ISR lists it (`written_at`: the states' mzxids, where older than some broker's
-    registration). The ISR holds an earlier incarnation there, one no controller or leader
-    judged since; the new one may have come back with less than it had, or nothing (a new
-    disk), and must not lead or count as in sync until it has fetched again.
+    whose ISR lists it (`written_at`: the loaded states' mzxids, where older than some
+    broker's registration). The ISR holds an earlier incarnation there, one no controller
+    or leader judged since; the new one may have come back with less than it had, or
+    nothing (a new disk), and must not lead or count as in sync until it has fetched again.
 
     A controller that saw the registration change would have taken the broker out of
     every ISR (a write after it), and a leader lets a replica in only for fetches, which a
     new incarnation makes after it registered: so no broker of a state written since its
-    registration is taken here."""
+    registration is taken here. Topics queued for deletion are left out: their states are
+    not rewritten when a broker dies (its replicas become ineligible for deletion)."""
     bounced: set[int] = set()
     newest: dict[tuple[int, ...], int] = {}  # an ISR -> its newest member's broker epoch
+    leadership = ctx.leadership
     for tp, zxid in written_at.items():
-        state = states.get(tp)
-        if state is None:
+        lice = leadership.get(tp)
+        if lice is None or ctx.is_topic_queued_for_deletion(tp.topic):
             continue
-        isr = state.leader_and_isr.isr
+        isr = lice.leader_and_isr.isr
         latest = newest.get(isr)
         if latest is None:
             latest = newest[isr] = max((broker_epochs.get(b, -1) for b in isr), default=-1)

@@ -418,3 +418,26 @@ def test_a_broker_back_on_new_disks_while_no_controller_watched_does_not_lead_wi
     assert lost_acknowledged(read, acked) == []
     # It fetched everything again and is back in sync.
     c.wait_partitions("t", lambda s: target in s[0].isr, f"broker {target} back in the ISR")
+
+
+def test_a_failover_takes_no_broker_a_controller_saw_register_for_bounced(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """Brokers registered, restarted and seen by a controller are live at the next
+    failover, whatever ISRs list them: no broker is taken for bounced."""
+    c = cluster_factory()
+    c.wait_controller()
+    c.create_topic("t", ASSIGNMENT)
+    c.wait_partitions("t", lambda s: all(len(st.isr) == 3 for st in s.values()), "full ISRs")
+    controller_id, epoch = c.wait_controller()
+    restarted = next(b for b in (1, 2, 3) if b != controller_id)
+    c[restarted].kill()
+    c[restarted].start()
+    c.wait_partitions(
+        "t", lambda s: all(len(st.isr) == 3 for st in s.values()), "full ISRs again", timeout=90
+    )
+    for _ in range(2):
+        c.zk.delete(paths.CONTROLLER)  # an operator forcing a new election
+        controller_id, epoch = c.wait_controller(min_epoch=epoch + 1)
+    rows = [r for b in c.brokers.values() for r in b.state_changes("broker_change")]
+    assert [r for r in rows if r["bounced"]] == []

@@ -57,6 +57,10 @@ class MemoryStore:
         self.epoch_zk_version = 0
         self.writes: list[Write] = []  # the controller's successful writes, in order
         self.history: list[tuple[TopicPartition, Znode]] = []  # every value of every znode
+        # ZooKeeper's transaction ids: each write takes the next (a znode's mzxid is its
+        # last write's), and so does a broker's registration (its czxid, the broker epoch).
+        self.zxid = 0
+        self.mzxids: dict[TopicPartition, int] = {}
         self.reads = 0  # read_partition_states calls (each one pipelined round)
         self.updates = 0  # update_partition_states calls
         self._races: dict[TopicPartition, deque[LeaderChange]] = {}
@@ -68,6 +72,11 @@ class MemoryStore:
         self.fence_moves_after_updates: int | None = None
 
     # --- what tests do ------------------------------------------------------------------
+
+    def next_zxid(self) -> int:
+        """A transaction of its own, a broker's registration for one: its zxid."""
+        self.zxid += 1
+        return self.zxid
 
     def elect_other_controller(self) -> None:
         """Another broker won an election: /controller_epoch's zkVersion moves on."""
@@ -138,6 +147,13 @@ class MemoryStore:
             except MalformedZnode:
                 out[tp] = None  # as ZkControllerStore.decode_state: logged and skipped
         return out
+
+    def read_partition_states_written_before(
+        self, tps: Sequence[TopicPartition], zxid: int
+    ) -> tuple[dict[TopicPartition, PartitionState | None], dict[TopicPartition, int]]:
+        states = self.read_partition_states(tps)
+        older = {tp: self.mzxids[tp] for tp in tps if tp in self.znodes and self.mzxids[tp] < zxid}
+        return states, older
 
     def create_partition_states(
         self,
@@ -226,4 +242,5 @@ class MemoryStore:
 
     def _set(self, tp: TopicPartition, node: Znode) -> None:
         self.znodes[tp] = node
+        self.mzxids[tp] = self.next_zxid()
         self.history.append((tp, node))

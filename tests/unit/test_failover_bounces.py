@@ -3,10 +3,13 @@ they registered after the last write of a partition state whose ISR lists them."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.reactions import bounced_unseen
+from controller.context import ControllerContext
+from controller.reactions import bounced_unseen as _bounced_unseen
 from zkdata.znodes import LeaderAndIsr, PartitionState, TopicPartition
 
 T0 = TopicPartition("t", 0)
@@ -16,6 +19,19 @@ T2 = TopicPartition("u", 0)
 
 def state(leader: int, isr: tuple[int, ...]) -> PartitionState:
     return PartitionState(LeaderAndIsr(leader, 3, isr, 5), 2)
+
+
+def bounced_unseen(
+    states: Mapping[TopicPartition, PartitionState | None],
+    written_at: Mapping[TopicPartition, int],
+    broker_epochs: Mapping[int, int],
+    deleting: set[str] | None = None,
+) -> set[int]:
+    """`bounced_unseen` over a context a failover loaded with these states."""
+    ctx = ControllerContext(epoch=3, epoch_zk_version=2)
+    ctx.adopt_partition_states(states)
+    ctx.topics_to_be_deleted = set(deleting or ())
+    return _bounced_unseen(ctx, written_at, broker_epochs)
 
 
 def test_a_broker_registered_after_a_state_listing_it_was_written_is_taken() -> None:
@@ -49,6 +65,16 @@ def test_missing_states_and_unregistered_brokers_are_left_out() -> None:
     states: dict[TopicPartition, PartitionState | None] = {T0: None, T1: state(4, (4, 2))}
     # 4 is not registered (no broker epoch); 2 registered before t-1 was written.
     assert bounced_unseen(states, {T0: 1, T1: 40}, {1: 10, 2: 30}) == set()
+
+
+def test_nor_in_a_topic_queued_for_deletion() -> None:
+    """A broker's death leaves the states of a topic being deleted as they were (its
+    replicas become ineligible for deletion, not Offline): after its return they are
+    older than its registration, and say nothing of it."""
+    states = {T0: state(2, (2, 1)), T2: state(2, (2, 1))}
+    epochs = {1: 10, 2: 100}
+    assert bounced_unseen(states, {T0: 40}, epochs, deleting={"t"}) == set()
+    assert bounced_unseen(states, {T0: 40, T2: 40}, epochs, deleting={"t"}) == {2}
 
 
 def test_several_brokers_and_isrs() -> None:

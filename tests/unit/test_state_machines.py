@@ -88,7 +88,6 @@ class Cluster:
     ) -> None:
         self.store = MemoryStore()
         self.ctx = ControllerContext(epoch=EPOCH, epoch_zk_version=self.store.epoch_zk_version)
-        self.broker_epoch = 100
         self.sent: list[list[BrokerRequest]] = []
         self.state_log = StateChangeLog(log_dir, CONTROLLER_ID)
         self.ops = ControllerOps(
@@ -110,8 +109,7 @@ class Cluster:
 
     def add_brokers(self, brokers: Iterable[int]) -> None:
         for b in brokers:
-            self.broker_epoch += 1
-            self.ctx.add_live_brokers({b: (registration(b), self.broker_epoch)})
+            self.ctx.add_live_brokers({b: (registration(b), self.store.next_zxid())})
 
     def create_topic(self, topic: str, assignment: dict[int, Sequence[int]]) -> None:
         """A new topic, or partitions added to one: onNewPartitionCreation."""
@@ -130,8 +128,7 @@ class Cluster:
         """onBrokerStartup, with a new broker epoch: what it lets resume."""
         started = {}
         for b in brokers:
-            self.broker_epoch += 1
-            started[b] = (registration(b), self.broker_epoch)
+            started[b] = (registration(b), self.store.next_zxid())
         return reactions.brokers_started(self.psm, self.rsm, started)
 
     def bounce(self, *brokers: int) -> reactions.BrokersStarted:
@@ -1607,6 +1604,32 @@ class ControllerMachine(RuleBasedStateMachine):
             self.resume(self.c.bounce(broker))
             assert self.c.ctx.broker_epochs[broker] > before
 
+    @rule(broker=st.sampled_from(BROKERS))
+    def registers_while_no_controller_watches(self, broker: int) -> None:
+        """The controller's term ends and, before the next controller loads, the broker
+        registers again: restarted (perhaps on new disks, perhaps as that controller), or
+        back after being away. The next controller reads a registration no controller saw;
+        where a state listing the broker in its ISR is older, it takes the broker for
+        bounced: it leads no such partition afterwards and has left its ISR, unless it
+        alone was left there (as after a bounce a controller saw)."""
+        c = self.c
+        listed = [
+            tp
+            for tp in c.store.znodes
+            if tp.topic not in c.ctx.topics_to_be_deleted and broker in c.leader_and_isr(tp).isr
+        ]
+        self.failed_dirs.pop(broker, None)
+        self.forget(broker)
+        taken = self.failover(registered_unseen=[broker])
+        assert set(taken) == ({broker} if listed else set())
+        for tp in listed:
+            if tp not in c.store.znodes:
+                continue
+            lai = c.leader_and_isr(tp)
+            if lai.isr != (broker,):
+                assert broker not in lai.isr, f"{tp}: {lai}"
+                assert lai.leader != broker, f"{tp}: {lai}"
+
     def forget(self, broker: int) -> None:
         """A broker that died or restarted: what it knew of partitions is gone with it, and
         it answers none of the requests it had."""
@@ -2220,19 +2243,20 @@ class ControllerMachine(RuleBasedStateMachine):
         assert c.store.snapshot() == before, "a fenced controller changed the store"
         self.failover()
 
-    def failover(self) -> None:
+    def failover(self, registered_unseen: Iterable[int] = ()) -> reactions.Registrations:
         """onControllerFailover: load everything from the store, then start both machines.
         What was sent before is checked (a step sends nothing before its failover), and
-        what the new controller sends is its own."""
+        what the new controller sends is its own. `registered_unseen`: brokers that
+        registered again while no controller watched (a new broker epoch the last
+        controller never read). Returns the brokers it took for bounced."""
         c = self.c
         c.sent.clear()
         self.checked_batches = 0
         self.pending_deletes.clear()  # their answers go to the controller that resigned
         old = c.ctx
         ctx = ControllerContext(epoch=old.epoch + 1, epoch_zk_version=c.store.epoch_zk_version)
-        ctx.add_live_brokers(
-            {b: (reg, old.broker_epochs[b]) for b, reg in old.live_brokers.items()}
-        )
+        registrations = {b: (reg, old.broker_epochs[b]) for b, reg in old.live_brokers.items()}
+        registrations.update({b: (registration(b), c.store.next_zxid()) for b in registered_unseen})
         ctx.assignments = {t: dict(parts) for t, parts in old.assignments.items()}
         for tp, replicas in self.unseen.items():  # the topic znodes have them
             if tp.topic in ctx.assignments:
@@ -2250,7 +2274,14 @@ class ControllerMachine(RuleBasedStateMachine):
             for tp in ctx.partitions_being_reassigned
             if tp.topic in ctx.topics_to_be_deleted
         }
-        ctx.adopt_partition_states(c.store.read_partition_states(list(ctx.all_partitions())))
+        newest = max((epoch for _, epoch in registrations.values()), default=0)
+        states, written_at = c.store.read_partition_states_written_before(
+            list(ctx.all_partitions()), newest
+        )
+        ctx.adopt_partition_states(states)
+        epochs = {b: epoch for b, (_, epoch) in registrations.items()}
+        bounced = reactions.bounced_unseen(ctx, written_at, epochs)
+        ctx.add_live_brokers({b: r for b, r in registrations.items() if b not in bounced})
         self.gone = {pr for pr in self.gone if pr.replica not in ctx.live_brokers}
         c.ctx = ctx
         c.ops.ctx = ctx
@@ -2264,6 +2295,14 @@ class ControllerMachine(RuleBasedStateMachine):
         c.deletion.resume()
         self.deletions_done()
         self.assert_elected_where_possible()
+        # Only a registration no controller read can be older than a state listing it.
+        assert bounced <= set(registered_unseen), f"taken for bounced: {bounced}"
+        started = {b: registrations[b] for b in bounced}
+        if started:  # as the shell does at the failover's end
+            self.gone = {pr for pr in self.gone if pr.replica not in bounced}
+            self.bounced |= bounced
+            self.resume(reactions.brokers_started(c.psm, c.rsm, started))
+        return started
 
     def assert_elected_where_possible(self, tps: Iterable[TopicPartition] | None = None) -> None:
         """After a broker change or a failover every New or Offline partition had its
