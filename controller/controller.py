@@ -34,17 +34,17 @@ from controller.context import (
 )
 from controller.election import imbalanced_partitions
 from controller.reactions import (
-    Registrations,
     admin_election,
-    bounced_unseen,
     brokers_failed,
     brokers_started,
     controlled_shutdown_moves,
+    drop_stale_isr_members,
     isr_changes_noticed,
     log_dir_failure,
     new_partitions,
     preferred_election,
     replicas_reported_offline,
+    stale_isr_members,
     start_state_machines,
 )
 from controller.reassignment import (
@@ -612,7 +612,7 @@ class KafkaController:
         self._delete_isr_change_notifications(
             self.zk.get_children(paths.ISR_CHANGE_NOTIFICATION, watch=True) or []
         )
-        brokers, written_at = self._initialize_context()
+        written_at = self._initialize_context()
         mark("load_ms")
         pending_deletions = self.zk.get_children(paths.DELETE_TOPICS, watch=True) or []
         queued = {t for t in pending_deletions if t in self.ctx.assignments}
@@ -625,7 +625,7 @@ class KafkaController:
         self.ctx.topics_ineligible_for_deletion.update(
             t for t in queued if any(tp.topic == t for tp in self.ctx.partitions_being_reassigned)
         )
-        bounced = self._add_live_brokers(brokers, written_at)
+        self._drop_stale_isr_members(written_at)
         # Every broker learns the whole cluster before any LeaderAndIsr (Kafka's order).
         self.ops.batch.add_update_metadata(self.ctx.live_or_shutting_down_broker_ids, None)
         update_metadata = self.ops.barrier()
@@ -642,19 +642,6 @@ class KafkaController:
         self._initialize_reassignments()
         self.deletion.resume()
         self._run_pending_preferred_election()
-        if bounced:
-            # Registered again while no controller watched, and still in ISRs as the
-            # incarnation before: out of them and their leaderships by the failover (not
-            # live), now started, as a BrokerChange would have handled the bounce.
-            log.warning(
-                "brokers %s registered since the partition states listing them were "
-                "written: taken for bounced",
-                sorted(bounced),
-            )
-            self.state_log.broker_change(
-                self.ctx.epoch, (), (), bounced, [*self.ctx.live_broker_ids, *bounced]
-            )
-            self._on_broker_startup(bounced)
         self._schedule_rebalance()
         mark("total_ms")
         t = self.last_failover
@@ -674,12 +661,14 @@ class KafkaController:
             t.total_ms,
         )
 
-    def _initialize_context(self) -> tuple[Registrations, dict[TopicPartition, int]]:
-        """Load the context, all but its live brokers: return the registrations read, and
-        the partition states last written before the newest of them, with when."""
+    def _initialize_context(self) -> dict[TopicPartition, int]:
+        """Load the context; return the partition states last written before the newest
+        registration, with when (for `_drop_stale_isr_members`, once the topics being
+        deleted are known)."""
         ctx = self.ctx
         broker_ids = self.zk.get_children(paths.BROKER_IDS, watch=True) or []
         brokers = self._read_brokers(broker_ids)
+        ctx.add_live_brokers(brokers)
         self.channel = ControllerChannelManager(
             self.broker_id,
             self._on_response,
@@ -697,17 +686,23 @@ class KafkaController:
             partitions, newest_registration
         )
         ctx.adopt_partition_states(states)
-        return brokers, written_at
+        return written_at
 
-    def _add_live_brokers(
-        self, brokers: Registrations, written_at: dict[TopicPartition, int]
-    ) -> Registrations:
-        """The registered brokers become live, but those that bounced while no controller
-        watched (`bounced_unseen`), returned for the failover to start them at its end."""
-        epochs = {b: epoch for b, (_, epoch) in brokers.items()}
-        bounced = bounced_unseen(self.ctx, written_at, epochs)
-        self.ctx.add_live_brokers({b: r for b, r in brokers.items() if b not in bounced})
-        return {b: brokers[b] for b in sorted(bounced)}
+    def _drop_stale_isr_members(self, written_at: dict[TopicPartition, int]) -> None:
+        """Brokers that bounced while no controller watched (the earlier incarnation was
+        this controller, or the controller moved meanwhile) leave the ISRs and leaderships
+        their earlier incarnations held, as a BrokerChange would have had them leave."""
+        stale = stale_isr_members(self.ctx, written_at)
+        if not stale:
+            return
+        written = drop_stale_isr_members(self.partition_sm, stale)
+        log.warning(
+            "brokers %s registered since %d partition states listing them in the ISR were "
+            "written: out of %d of those ISRs (the others have no other live member)",
+            sorted(set().union(*stale.values())),
+            len(stale),
+            len(written),
+        )
 
     def _read_brokers(self, broker_ids: Iterable[str]) -> dict[int, tuple[BrokerRegistration, int]]:
         """Registrations and broker epochs (czxid), watched for modifications."""

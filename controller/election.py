@@ -194,6 +194,27 @@ def without_replica(current: LeaderAndIsr, replica: int) -> LeaderAndIsr:
     return current.new_leader_and_isr(leader, isr)
 
 
+def without_stale_replicas(
+    ctx: ControllerContext, tp: TopicPartition, current: LeaderAndIsr, stale: Collection[int]
+) -> LeaderAndIsr | None:
+    """A failover's repair of an ISR listing earlier incarnations of brokers that have
+    registered again since it was written (`stale`): they leave the ISR, and a leadership
+    of theirs goes to the first live ISR member left in assignment order (as an offline
+    election would choose). None when no live member would be left: kept as it is (every
+    live replica there came back unseen, after a whole cluster's restart say), as Kafka
+    keeps it. A leader that is gone (not registered) is left to the failover's elections."""
+    isr = tuple(r for r in current.isr if r not in stale)
+    live = [r for r in isr if r in ctx.live_brokers]
+    if not live:
+        return None
+    leader = current.leader
+    if leader in stale:
+        chosen, _ = offline_leader(ctx.replicas(tp), isr, live, False)
+        # None: its live members are outside the assignment (an admin's partial rewrite)
+        leader = live[0] if chosen is None else chosen
+    return current.new_leader_and_isr(leader, isr)
+
+
 def imbalanced_partitions(
     ctx: ControllerContext, imbalance_percentage: int
 ) -> dict[int, list[TopicPartition]]:

@@ -12,6 +12,7 @@ the znodes of admin requests) stays in the shell.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -23,14 +24,17 @@ from controller.context import (
     PartitionStateName,
     ReplicaStateName,
 )
-from controller.election import ElectionStrategy
+from controller.election import ElectionStrategy, without_stale_replicas
 from controller.state_machines import (
     PartitionStateMachine,
     ReplicaStateMachine,
     StateChangeFailed,
+    partition_state_row,
 )
 from wire.errors import ErrorCode
 from zkdata.znodes import BrokerRegistration, LeaderAndIsr, PartitionState, TopicPartition
+
+log = logging.getLogger(__name__)
 
 P = PartitionStateName
 R = ReplicaStateName
@@ -110,27 +114,24 @@ def brokers_started(
     )
 
 
-def bounced_unseen(
-    ctx: ControllerContext,
-    written_at: Mapping[TopicPartition, int],
-    broker_epochs: Mapping[int, int],
-) -> set[int]:
-    """The brokers that bounced while no controller watched, which a failover takes for
-    failed and started again (as the controller watching would have, KIP-380): each one
-    registered (its broker epoch, the czxid) after the last write of a partition state
-    whose ISR lists it (`written_at`: the loaded states' mzxids, where older than some
-    broker's registration). The ISR holds an earlier incarnation there, one no controller
-    or leader judged since; the new one may have come back with less than it had, or
-    nothing (a new disk), and must not lead or count as in sync until it has fetched again.
+def stale_isr_members(
+    ctx: ControllerContext, written_at: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, frozenset[int]]:
+    """For a failover: the ISR members that are earlier incarnations of brokers that
+    bounced while no controller watched. Such a broker registered (its broker epoch, the
+    czxid) after the last write of a partition state whose ISR lists it (`written_at`: the
+    loaded states' mzxids, where older than some broker's registration): nothing judged
+    its new incarnation in sync since, and it may have come back with less than it had, or
+    nothing (a new disk).
 
     A controller that saw the registration change would have taken the broker out of
     every ISR (a write after it), and a leader lets a replica in only for fetches, which a
-    new incarnation makes after it registered: so no broker of a state written since its
-    registration is taken here. Topics queued for deletion are left out: their states are
+    new incarnation makes after it registered: so no member of a state written since its
+    registration is found here. Topics queued for deletion are left out: their states are
     not rewritten when a broker dies (its replicas become ineligible for deletion)."""
-    bounced: set[int] = set()
+    stale: dict[TopicPartition, frozenset[int]] = {}
     newest: dict[tuple[int, ...], int] = {}  # an ISR -> its newest member's broker epoch
-    leadership = ctx.leadership
+    leadership, broker_epochs = ctx.leadership, ctx.broker_epochs
     for tp, zxid in written_at.items():
         lice = leadership.get(tp)
         if lice is None or ctx.is_topic_queued_for_deletion(tp.topic):
@@ -140,8 +141,44 @@ def bounced_unseen(
         if latest is None:
             latest = newest[isr] = max((broker_epochs.get(b, -1) for b in isr), default=-1)
         if latest > zxid:
-            bounced.update(b for b in isr if broker_epochs.get(b, -1) > zxid)
-    return bounced
+            stale[tp] = frozenset(b for b in isr if broker_epochs.get(b, -1) > zxid)
+    return stale
+
+
+def drop_stale_isr_members(
+    partition_sm: PartitionStateMachine, stale: Mapping[TopicPartition, frozenset[int]]
+) -> dict[TopicPartition, LeaderAndIsr]:
+    """Before a failover starts its state machines: the stale ISR members
+    (`stale_isr_members`) leave the ISRs and leaderships where a live member is left
+    (`without_stale_replicas`), as if the controller had seen their brokers
+    bounce; each such partition's state is written once, logged with the reason
+    "offline" (their earlier incarnations' replicas went offline). The state machines'
+    start then sends every replica the states, the brokers that bounced as followers.
+    A state a leader changed meanwhile (BadVersion) is read again and kept: its write
+    came after the registration. Returns the states written."""
+    ops = partition_sm.ops
+    ctx = ops.ctx
+    updates: dict[TopicPartition, LeaderAndIsr] = {}
+    for tp, members in stale.items():
+        lice = ctx.leadership.get(tp)
+        if lice is None:
+            continue
+        new = without_stale_replicas(ctx, tp, lice.leader_and_isr, members)
+        if new is not None:
+            updates[tp] = new
+    if not updates:
+        return {}
+    written = ops.store.update_partition_states(updates, ctx.epoch, ctx.epoch_zk_version)
+    rows = []
+    for tp, lai in written.finished.items():
+        ops.record_leadership(tp, lai)
+        rows.append(partition_state_row(tp, lai, "offline", ctx.replicas(tp)))
+    ops.log_states(rows)
+    for tp, err in written.failed.items():
+        log.error("could not take stale replicas out of the ISR of %s: %s", tp, err)
+    if written.retry:
+        ctx.adopt_partition_states(ops.store.read_partition_states(list(written.retry)))
+    return dict(written.finished)
 
 
 def brokers_failed(

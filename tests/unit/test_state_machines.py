@@ -1608,27 +1608,30 @@ class ControllerMachine(RuleBasedStateMachine):
     def registers_while_no_controller_watches(self, broker: int) -> None:
         """The controller's term ends and, before the next controller loads, the broker
         registers again: restarted (perhaps on new disks, perhaps as that controller), or
-        back after being away. The next controller reads a registration no controller saw;
-        where a state listing the broker in its ISR is older, it takes the broker for
-        bounced: it leads no such partition afterwards and has left its ISR, unless it
-        alone was left there (as after a bounce a controller saw)."""
+        back after being away. The next controller reads a registration no controller saw,
+        and finds it stale in each ISR listing it (a state written before): where another
+        live member is left, it leads no such partition afterwards and has left the ISR;
+        elsewhere (no other live member) the state is as Kafka leaves it."""
         c = self.c
-        listed = [
-            tp
+        listed = {
+            tp: c.leader_and_isr(tp)
             for tp in c.store.znodes
             if tp.topic not in c.ctx.topics_to_be_deleted and broker in c.leader_and_isr(tp).isr
-        ]
+        }
+        live_before = set(c.ctx.live_brokers) | {broker}
         self.failed_dirs.pop(broker, None)
         self.forget(broker)
-        taken = self.failover(registered_unseen=[broker])
-        assert set(taken) == ({broker} if listed else set())
-        for tp in listed:
+        if broker not in c.ctx.live_brokers:
+            self.gone -= set(c.ctx.replicas_on_brokers({broker}))
+        stale = self.failover(registered_unseen=[broker])
+        assert {tp for tp, members in stale.items() if broker in members} == set(listed)
+        for tp, before in listed.items():
             if tp not in c.store.znodes:
                 continue
             lai = c.leader_and_isr(tp)
-            if lai.isr != (broker,):
-                assert broker not in lai.isr, f"{tp}: {lai}"
-                assert lai.leader != broker, f"{tp}: {lai}"
+            if any(r != broker and r in live_before for r in before.isr):
+                assert broker not in lai.isr, f"{tp}: {before} -> {lai}"
+                assert lai.leader != broker, f"{tp}: {before} -> {lai}"
 
     def forget(self, broker: int) -> None:
         """A broker that died or restarted: what it knew of partitions is gone with it, and
@@ -2243,12 +2246,14 @@ class ControllerMachine(RuleBasedStateMachine):
         assert c.store.snapshot() == before, "a fenced controller changed the store"
         self.failover()
 
-    def failover(self, registered_unseen: Iterable[int] = ()) -> reactions.Registrations:
+    def failover(
+        self, registered_unseen: Iterable[int] = ()
+    ) -> dict[TopicPartition, frozenset[int]]:
         """onControllerFailover: load everything from the store, then start both machines.
         What was sent before is checked (a step sends nothing before its failover), and
         what the new controller sends is its own. `registered_unseen`: brokers that
         registered again while no controller watched (a new broker epoch the last
-        controller never read). Returns the brokers it took for bounced."""
+        controller never read). Returns the stale ISR members it found."""
         c = self.c
         c.sent.clear()
         self.checked_batches = 0
@@ -2257,6 +2262,7 @@ class ControllerMachine(RuleBasedStateMachine):
         ctx = ControllerContext(epoch=old.epoch + 1, epoch_zk_version=c.store.epoch_zk_version)
         registrations = {b: (reg, old.broker_epochs[b]) for b, reg in old.live_brokers.items()}
         registrations.update({b: (registration(b), c.store.next_zxid()) for b in registered_unseen})
+        ctx.add_live_brokers(registrations)
         ctx.assignments = {t: dict(parts) for t, parts in old.assignments.items()}
         for tp, replicas in self.unseen.items():  # the topic znodes have them
             if tp.topic in ctx.assignments:
@@ -2279,9 +2285,6 @@ class ControllerMachine(RuleBasedStateMachine):
             list(ctx.all_partitions()), newest
         )
         ctx.adopt_partition_states(states)
-        epochs = {b: epoch for b, (_, epoch) in registrations.items()}
-        bounced = reactions.bounced_unseen(ctx, written_at, epochs)
-        ctx.add_live_brokers({b: r for b, r in registrations.items() if b not in bounced})
         self.gone = {pr for pr in self.gone if pr.replica not in ctx.live_brokers}
         c.ctx = ctx
         c.ops.ctx = ctx
@@ -2289,20 +2292,19 @@ class ControllerMachine(RuleBasedStateMachine):
         c.psm = PartitionStateMachine(c.ops)
         c.rsm = ReplicaStateMachine(c.ops)
         c.deletion = TopicDeletionManager(c.ops, c.psm, c.rsm, c.store, lambda _topic: None)
+        stale = reactions.stale_isr_members(ctx, written_at)
+        written = reactions.drop_stale_isr_members(c.psm, stale)
+        # Only a registration no controller read can be newer than a state listing it,
+        # but where an earlier failover left the state as it was (no other live member).
+        for tp in written:
+            assert stale[tp] <= set(registered_unseen), (tp, stale[tp])
         reactions.start_state_machines(c.psm, c.rsm)
         self.answer_as_brokers()
         self.resume_reassignments()
         c.deletion.resume()
         self.deletions_done()
         self.assert_elected_where_possible()
-        # Only a registration no controller read can be older than a state listing it.
-        assert bounced <= set(registered_unseen), f"taken for bounced: {bounced}"
-        started = {b: registrations[b] for b in bounced}
-        if started:  # as the shell does at the failover's end
-            self.gone = {pr for pr in self.gone if pr.replica not in bounced}
-            self.bounced |= bounced
-            self.resume(reactions.brokers_started(c.psm, c.rsm, started))
-        return started
+        return stale
 
     def assert_elected_where_possible(self, tps: Iterable[TopicPartition] | None = None) -> None:
         """After a broker change or a failover every New or Offline partition had its
