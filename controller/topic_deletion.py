@@ -48,9 +48,17 @@ class TopicDeletionManager:
             log.info("deletion of topics %s halted: %s", sorted(topics), why)
 
     def resume_for(self, topics: Iterable[str]) -> None:
-        queued = [t for t in topics if t in self.ctx.topics_to_be_deleted]
+        """A broker back, or reassignments complete: their topics' deletions may go on.
+        A topic with a partition still being reassigned stays held (Kafka's
+        resumeDeletionForTopics lets it go, and marks it again only at the reassignment's
+        next step, by which time its partitions may be deleted under it)."""
+        ctx = self.ctx
+        queued = [t for t in topics if t in ctx.topics_to_be_deleted]
+        if ctx.partitions_being_reassigned and queued:
+            reassigning = {tp.topic for tp in ctx.partitions_being_reassigned}
+            queued = [t for t in queued if t not in reassigning]
         if queued:
-            self.ctx.topics_ineligible_for_deletion.difference_update(queued)
+            ctx.topics_ineligible_for_deletion.difference_update(queued)
             self.resume()
 
     def fail_replica_deletion(self, replicas: list[PartitionReplica]) -> None:

@@ -641,3 +641,32 @@ def test_a_partition_that_never_had_a_leader_gets_one_on_its_new_replica(
     assert c.store.topics[T].partitions[0] == (4,)
     assert "cannot bump" not in caplog.text
     assert "invalid" not in caplog.text
+
+
+def test_a_topic_being_deleted_stays_held_while_a_partition_of_it_is_reassigned() -> None:
+    """A deletion held for a reassignment is not let go by a broker's return: the
+    reassignment's next step would meet partitions deleted under it (found by the stateful
+    model, a broker registering while no controller watched among its steps: invalid
+    transitions, NonExistentPartition to OnlinePartition). Kafka's resumeDeletionForTopics
+    lets it go. Once the reassignment completes, the deletion goes on."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.create_topic(T, {0: (1, 2), 1: (1, 2)})
+    c.kill(3)
+    assert not reassign(c, T0, (3,))  # waits for 3, which is down
+    c.ctx.topics_to_be_deleted.add(T)
+    c.deletion.mark_ineligible([T], "partitions are being reassigned")
+    c.deletion.resume()
+    started = c.start(3)
+    assert started.deletions == [T]
+    c.deletion.resume_for(started.deletions)  # as the shell does
+    assert T in c.ctx.topics_ineligible_for_deletion
+    assert c.ctx.partition_state(T0) is PartitionStateName.ONLINE
+    assert not any(
+        c.ctx.replica_state(pr) is ReplicaStateName.DELETION_STARTED
+        for pr in c.ctx.replicas_for_topic(T)
+    )
+    caught_up(c, T0)
+    assert resume(c, T0)
+    c.deletion.resume_for([T])  # as the shell does for completed reassignments
+    assert T not in c.ctx.topics_ineligible_for_deletion
+    assert c.ctx.replica_state(PartitionReplica(T0, 3)) is ReplicaStateName.DELETION_STARTED
