@@ -63,6 +63,10 @@ _LOAD_READ_BYTES = 4 * 1024 * 1024
 OFFSET_METADATA_MAX_BYTES = 4096
 # Kafka's offsets.commit.timeout.ms default: how long a commit waits for the ISR.
 COMMIT_TIMEOUT_S = 5.0
+# A load that failed is tried again after this, doubling up to the most (its groups are
+# answered COORDINATOR_LOAD_IN_PROGRESS meanwhile, which clients retry).
+LOAD_RETRY_S = 0.5
+LOAD_RETRY_MAX_S = 30.0
 # A held JoinGroup or SyncGroup is answered by the state machine (at the latest when its
 # join or sync phase times out); this bounds the wait should that never come.
 _HELD_REQUEST_SLACK_S = 30.0
@@ -125,6 +129,7 @@ class GroupCoordinator:
         # leader epoch: a load finishes only if still leading at that epoch).
         self._loaded: dict[int, int] = {}
         self._loading: dict[int, int] = {}
+        self._load_failures: dict[int, int] = {}  # loads failed in a row, by partition
         self._groups: dict[str, Group] = {}
         self._offsets: dict[str, dict[TopicPartition, _Stored]] = {}
         # Commits appended and not yet in the cache (group -> partition -> how many):
@@ -190,6 +195,7 @@ class GroupCoordinator:
                 # keep the groups, whose members need not rejoin; offsets merge by their
                 # records' places in the log.
                 self._loaded.pop(tp.partition, None)
+                self._load_failures.pop(tp.partition, None)
                 self._loading[tp.partition] = p.leader_epoch
                 self._loads.put((tp.partition, p.leader_epoch))
 
@@ -200,6 +206,7 @@ class GroupCoordinator:
                     self._unload(tp.partition)
 
     def _unload(self, index: int) -> None:
+        self._load_failures.pop(index, None)
         was_loaded = self._loaded.pop(index, None) is not None
         self._loading.pop(index, None)
         if not was_loaded:
@@ -225,10 +232,24 @@ class GroupCoordinator:
             try:
                 self._load(index, leader_epoch)
             except Exception:
-                log.exception("loading %s-%d failed", OFFSETS_TOPIC, index)
+                # Tried again while still led at that epoch: given up, its groups would be
+                # answered NOT_COORDINATOR until the leadership moved (Kafka serves what
+                # it loaded, offsets missing).
                 with self._cond:
-                    if self._loading.get(index) == leader_epoch:
-                        del self._loading[index]  # answered NOT_COORDINATOR from now on
+                    if self._loading.get(index) != leader_epoch or self._stopped.is_set():
+                        continue
+                    failures = self._load_failures.get(index, 0) + 1
+                    self._load_failures[index] = failures
+                delay = min(LOAD_RETRY_MAX_S, LOAD_RETRY_S * 2 ** (failures - 1))
+                log.exception(
+                    "loading %s-%d failed; trying again in %.1f s", OFFSETS_TOPIC, index, delay
+                )
+                retry = threading.Timer(delay, self._loads.put, ((index, leader_epoch),))
+                retry.daemon = True
+                retry.start()
+            else:
+                with self._cond:
+                    self._load_failures.pop(index, None)
 
     def _load(self, index: int, leader_epoch: int) -> None:
         """Read the partition from its start and keep each group's latest offsets."""

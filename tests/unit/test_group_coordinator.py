@@ -471,6 +471,38 @@ def test_offsets_are_reloaded_after_a_restart(nodes: Callable[..., Node]) -> Non
         assert fetched(second.groups, group_id) == offsets
 
 
+def test_a_load_that_fails_is_tried_again_and_its_groups_wait_for_it(
+    nodes: Callable[..., Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed load of an offsets partition (a read error, say) is tried again after a
+    backoff while the partition is still led at that epoch; meanwhile its groups are
+    answered COORDINATOR_LOAD_IN_PROGRESS, which clients retry. It used to be given up:
+    NOT_COORDINATOR until the leadership moved, and the group's members stuck."""
+    monkeypatch.setattr(coordinator_module, "LOAD_RETRY_S", 0.05)
+    n = nodes()
+    n.lead()
+    n.wait_loaded(G0)
+    assert commit(n.groups, G0, {tp("t", 0): offset(7)}) == {tp("t", 0): ErrorCode.NONE}
+    real_load = GroupCoordinator._load
+    index = n.groups.partition_of(G0)
+    failures: list[int] = []
+    healed = threading.Event()
+
+    def failing(self: GroupCoordinator, index: int, leader_epoch: int) -> None:
+        if not healed.is_set():
+            failures.append(index)
+            raise OSError("a read failed")
+        real_load(self, index, leader_epoch)
+
+    monkeypatch.setattr(GroupCoordinator, "_load", failing)
+    n.lead(epoch=1)  # led again at a new leader epoch: read again
+    wait_until("three failed loads", lambda: failures.count(index) >= 3)
+    assert n.groups.coordinates(G0) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    healed.set()
+    n.wait_loaded(G0)
+    assert fetched(n.groups, G0) == {tp("t", 0): offset(7)}
+
+
 @pytest.mark.parametrize("codec", [Compression.GZIP, Compression.LZ4, Compression.ZSTD])
 def test_offsets_topic_compression_codec_compresses_the_records_and_they_load(
     nodes: Callable[..., Node], codec: int
