@@ -232,9 +232,9 @@ class GroupCoordinator:
             try:
                 self._load(index, leader_epoch)
             except Exception:
-                # Tried again while still led at that epoch: given up, its groups would be
-                # answered NOT_COORDINATOR until the leadership moved (Kafka serves what
-                # it loaded, offsets missing).
+                # Tried again, after a backoff, while still led at that epoch: given up,
+                # its groups would be answered NOT_COORDINATOR until the leadership moved
+                # (Kafka serves what it loaded, offsets missing).
                 with self._cond:
                     if self._loading.get(index) != leader_epoch or self._stopped.is_set():
                         continue

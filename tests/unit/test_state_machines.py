@@ -1621,9 +1621,7 @@ class ControllerMachine(RuleBasedStateMachine):
         live_before = set(c.ctx.live_brokers) | {broker}
         self.failed_dirs.pop(broker, None)
         self.forget(broker)
-        if broker not in c.ctx.live_brokers:
-            self.gone -= set(c.ctx.replicas_on_brokers({broker}))
-        stale = self.failover(registered_unseen=[broker])
+        stale = self.failover(registered_unseen=[broker])  # its replicas leave `gone` there
         assert {tp for tp, members in stale.items() if broker in members} == set(listed)
         for tp, before in listed.items():
             if tp not in c.store.znodes:
