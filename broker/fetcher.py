@@ -22,7 +22,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -69,6 +69,12 @@ class FollowerLog(Protocol):
     ) -> int | None:
         """Cut the log at ``offset`` as ``leader_id`` answered for ``leader_epoch``; the
         log end after, or None if the partition no longer follows it at that epoch."""
+        ...
+
+    def checkpoint_truncated(self, tps: Collection[TopicPartition]) -> None:
+        """Make the truncations of ``tps`` durable in the recovery-point checkpoints:
+        called once a round's truncations are done, before anything is fetched after
+        them."""
         ...
 
 
@@ -296,6 +302,7 @@ class ReplicaFetcherThread:
                     "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
                 },
             )
+            cut: list[TopicPartition] = []
             for topic in response.get("topics", []):
                 for pr in topic["partitions"]:
                     tp = TopicPartition(topic["topic"], pr["partition"])
@@ -323,6 +330,11 @@ class ReplicaFetcherThread:
                         continue
                     if offset is not None:
                         done[tp] = offset
+                        if offset < leo:
+                            cut.append(tp)
+            if cut:
+                # (A checkpoint that cannot be written fails its directory, reported.)
+                follower_log.checkpoint_truncated(cut)
         with self._lock:
             for tp, offset in done.items():
                 state = self.partitions.get(tp)

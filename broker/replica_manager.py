@@ -962,6 +962,19 @@ class ReplicaManager:
                 )
             return p.log.log_end_offset
 
+    def checkpoint_truncated(self, tps: Collection[TopicPartition]) -> None:
+        """Make the recovery points these truncations moved back durable, before the
+        fetcher appends after them (see LogManager.checkpoint_recovery_points_in)."""
+        if self.logs is None:
+            return
+        dirs = {
+            p.log.log_dir
+            for p in map(self.partitions.get, tps)
+            if p is not None and p.log is not None
+        }
+        if dirs:
+            self.logs.checkpoint_recovery_points_in(dirs)
+
     def maybe_shrink_isr(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms.
 

@@ -157,7 +157,10 @@ def sync_filesystems(directories: Iterable[Path]) -> None:
 
 def _lines(path: Path) -> list[str]:
     """The entry lines of a checkpoint, after checking its version and count."""
-    lines = path.read_text().splitlines()
+    try:
+        lines = path.read_text().splitlines()
+    except UnicodeDecodeError as e:  # garbage bytes where text was written
+        raise CheckpointError(f"{path}: not text ({e.reason} at byte {e.start})") from None
     if len(lines) < 2:
         raise CheckpointError(f"{path}: missing version or count line")
     if lines[0].strip() != str(VERSION):

@@ -34,6 +34,7 @@ from storage.checkpoints import fsync_dir
 from storage.compaction import first_keyless_offset
 from storage.epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from storage.errors import (
+    CheckpointError,
     CorruptRecordError,
     FencedLeaderEpochError,
     InvalidRecordError,
@@ -315,6 +316,7 @@ class PartitionLog:
         "_recovery_point",
         "_segments",
         "_time_ms",
+        "_truncations",
         "config",
         "epoch_cache",
         "partition",
@@ -357,13 +359,23 @@ class PartitionLog:
         self._lock = _log_lock(self.topic, self.partition)
         self._closed = False
         self._dir_dirty = False
+        self._truncations = 0
         names = self._list_or_make(found, path)
         new_directory = names is None  # made here: nothing in it to load
-        self.epoch_cache = LeaderEpochCache(
-            where,
-            file_name=LEADER_EPOCH_CHECKPOINT,
-            present=names is not None and LEADER_EPOCH_CHECKPOINT in names,
-        )
+        present = names is not None and LEADER_EPOCH_CHECKPOINT in names
+        try:
+            self.epoch_cache = LeaderEpochCache(
+                where, file_name=LEADER_EPOCH_CHECKPOINT, present=present
+            )
+            epochs_lost = False
+        except CheckpointError as e:
+            # Every batch carries its leader epoch: scanning them all rebuilds the cache
+            # (Kafka fails the broker's start-up here).
+            log.warning("%s; the leader epochs are read again from every batch", e)
+            self.epoch_cache = LeaderEpochCache(
+                where, file_name=LEADER_EPOCH_CHECKPOINT, present=False
+            )
+            epochs_lost = True
 
         segments = [] if names is None else self._load_segments(names, where, path)
         recovered = bytes_recovered = truncated = deleted = 0
@@ -371,7 +383,11 @@ class PartitionLog:
         for i, segment in enumerate(segments):
             next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
             unflushed = not clean_shutdown and (next_base is None or next_base > recovery_point)
-            if (not unflushed or segment.never_written) and segment.index_problem() is None:
+            if (
+                not epochs_lost
+                and (not unflushed or segment.never_written)
+                and segment.index_problem() is None
+            ):
                 continue
             result = segment.recover(self.epoch_cache.latest_epoch)
             recovered += 1
@@ -541,6 +557,12 @@ class PartitionLog:
     def recovery_point(self) -> int:
         """Every offset below it is on disk (fsynced)."""
         return self._recovery_point
+
+    @property
+    def truncations(self) -> int:
+        """How many times the log was truncated: a sync that began before a truncation
+        did not sync what was appended after it (see ``synced_to``)."""
+        return self._truncations
 
     @property
     def latest_epoch(self) -> int | None:
@@ -890,6 +912,7 @@ class PartitionLog:
         self._hw = offset
 
     def _after_truncation(self) -> None:
+        self._truncations += 1
         leo = self._leo
         self._log_start = min(self._log_start, leo)
         self._recovery_point = min(self._recovery_point, leo)
@@ -1052,6 +1075,7 @@ class PartitionLog:
             first = max(bisect.bisect_right(segments, point, key=_BASE_OFFSET) - 1, 0)
             last = bisect.bisect_left(segments, target, key=_BASE_OFFSET)
             todo = segments[first:last] if target > point else ()
+            truncations = self._truncations
             sync_dir = self._dir_dirty
             self._dir_dirty = False
         for segment in todo:
@@ -1066,15 +1090,22 @@ class PartitionLog:
             except OSError as exc:
                 raise self._failed("flush of", exc) from exc
         with self._lock:
-            if target > self._recovery_point:
+            # A truncation meanwhile (a follower's, on its fetcher thread) may have been
+            # followed by appends below ``target`` that these fsyncs missed: the
+            # recovery point stays where the truncation put it, for the next flush.
+            if target > self._recovery_point and truncations == self._truncations:
                 self._recovery_point = min(target, self._leo)
             self._last_flush_ms = self._time_ms()
 
-    def synced_to(self, offset: int) -> None:
+    def synced_to(self, offset: int, truncations: int | None = None) -> None:
         """The file system holding the log was synced (syncfs) after the log reached
         ``offset``: everything below it is on disk, as after ``flush(offset)``. The epoch
-        entries must have been made durable first (staged and committed, both synced)."""
+        entries must have been made durable first (staged and committed, both synced).
+        ``truncations``: the log's count when ``offset`` was read; if it was truncated
+        since, what was appended after may not have been synced, and nothing moves."""
         with self._lock:
+            if truncations is not None and truncations != self._truncations:
+                return
             if offset > self._recovery_point:
                 self._recovery_point = min(offset, self._leo)
             self._last_flush_ms = self._time_ms()

@@ -176,6 +176,11 @@ class LogManager:
         #: what each checkpoint file holds
         self._checkpoint_lock = threading.Lock()
         self._checkpointed: dict[Path, _Checkpointed] = {}
+        # One checkpoint file written at a time, from reading its offsets to its rename:
+        # a write that read a log's recovery point before a truncation must not land
+        # after the truncation's own write, or the file says the truncated offsets are
+        # on disk again (see checkpoint_recovery_points_in).
+        self._checkpoint_write_lock = threading.Lock()
         self._lock_fds: dict[Path, int] = {}
         # Each log directory's topic ids (TOPIC_IDS_FILE), by its str path: every log of
         # a topic in a directory is of the incarnation named there (see claim_topic).
@@ -279,9 +284,19 @@ class LogManager:
         except CheckpointError as e:
             log.warning("%s; its logs take their topic ids from the next LeaderAndIsr", e)
             recorded = {}
-        recovery = read_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
-        starts = read_offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
-        hws = read_offset_checkpoint(directory / REPLICATION_CHECKPOINT)
+        # A checkpoint that cannot be read costs its offsets, not the directory (Kafka
+        # warns and resets the first two the same way): every log is recovered from its
+        # first segment, starts at its first segment, and learns its high watermark
+        # again from its leader or its followers.
+        recovery = _read_or_reset(
+            directory / RECOVERY_POINT_CHECKPOINT, "are recovered from their first segments"
+        )
+        starts = _read_or_reset(
+            directory / LOG_START_OFFSET_CHECKPOINT, "start at their first segments"
+        )
+        hws = _read_or_reset(
+            directory / REPLICATION_CHECKPOINT, "learn their high watermarks again"
+        )
         # scandir: the entry's type comes with its name (no stat of each of 100,000s
         # of directories), and names sort as strings, not Paths.
         with os.scandir(directory) as found:
@@ -722,7 +737,8 @@ class LogManager:
             if self.offline_dirs and os.fspath(directory) in self.offline_dirs:
                 continue  # nothing more is written into a failed directory
             try:
-                self._write_checkpoint_in(name, value, directory)
+                with self._checkpoint_write_lock:
+                    self._write_checkpoint_in(name, value, directory)
             except OSError as exc:
                 self._dir_failed(
                     os.fspath(directory), f"writing {directory / name} failed: {exc}", exc
@@ -801,6 +817,19 @@ class LogManager:
 
     def checkpoint_recovery_points(self) -> None:
         self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, recovery_point_of, self.log_dirs)
+
+    def checkpoint_recovery_points_in(self, log_dirs: Iterable[str]) -> None:
+        """Write the recovery points of these log directories now (Kafka's
+        LogManager.truncateTo): a truncation moved a log's recovery point back, and until
+        the file says so a crash would have recovery trust the old one, and skip the
+        segments where the truncated offsets are written again, not yet on disk. Call it
+        after the truncations and before anything is appended after them."""
+        wanted = set(log_dirs)
+        self._write_checkpoint(
+            RECOVERY_POINT_CHECKPOINT,
+            recovery_point_of,
+            [d for d in self.log_dirs if os.fspath(d) in wanted],
+        )
 
     def checkpoint_log_start_offsets(self) -> None:
         self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, log_start_offset_of, self.log_dirs)
@@ -950,6 +979,7 @@ class LogManager:
         to the log ends (the checkpoints and the clean-shutdown marker are written after
         this). A crash at any step leaves whole checkpoints and no marker. Epoch entries
         no batch carries are not written (see LeaderEpochCache.stage)."""
+        truncations = [partition_log.truncations for partition_log in logs]
         ends = [partition_log.log_end_offset for partition_log in logs]
         staged = [
             (pl, entries)
@@ -961,8 +991,16 @@ class LogManager:
             partition_log.epoch_cache.commit(entries)
         if any(entries.written is not None for _pl, entries in staged):
             sync_filesystems(dirs)
-        for partition_log, end in zip(logs, ends, strict=True):
-            partition_log.synced_to(end)
+        for partition_log, end, count in zip(logs, ends, truncations, strict=True):
+            partition_log.synced_to(end, count)
+
+
+def _read_or_reset(path: Path, meaning: str) -> dict[tuple[str, int], int]:
+    try:
+        return read_offset_checkpoint(path)
+    except CheckpointError as e:
+        log.warning("%s; ignored: the logs there are %s", e, meaning)
+        return {}
 
 
 def _as_log_config(config: LogConfig | TopicConfig) -> LogConfig:

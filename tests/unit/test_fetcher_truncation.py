@@ -4,7 +4,7 @@ could not answer for yet, again after the backoff. An idle round asks nothing.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from broker.fetcher import FetchState, ReplicaFetcherThread
@@ -20,6 +20,7 @@ class Logs:
 
     def __init__(self) -> None:
         self.truncated: list[tuple[TopicPartition, int]] = []
+        self.checkpointed: list[set[TopicPartition]] = []
 
     def follower_position(self, tp: TopicPartition) -> tuple[int | None, int, int]:
         return 4, 10, 10
@@ -32,6 +33,9 @@ class Logs:
     ) -> int | None:
         self.truncated.append((tp, offset))
         return offset
+
+    def checkpoint_truncated(self, tps: Collection[TopicPartition]) -> None:
+        self.checkpointed.append(set(tps))
 
 
 class Leader:
@@ -94,6 +98,8 @@ def test_each_new_partition_is_asked_about_once_until_it_is_truncated() -> None:
     assert leader.asked == [{A0, A1, B0}]
     assert sorted(logs.truncated) == [(A0, 8), (A1, 8)]
     assert [fetcher.partitions[tp].fetch_offset for tp in (A0, A1)] == [8, 8]
+    # the round's truncations made durable at once, before anything is fetched after them
+    assert logs.checkpointed == [{A0, A1}]
 
     fetcher._truncate_new_partitions()  # a0 and a1 are done; b0 waits out its backoff
     assert len(leader.asked) == 1
@@ -110,3 +116,4 @@ def test_each_new_partition_is_asked_about_once_until_it_is_truncated() -> None:
     fetcher._truncate_new_partitions()
     assert len(leader.asked) == 3
     assert not any(s.truncating for s in fetcher.partitions.values())
+    assert logs.checkpointed == [{A0, A1}, {B0}, {A0}]

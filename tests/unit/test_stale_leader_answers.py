@@ -21,6 +21,7 @@ from broker.config import BrokerConfig
 from broker.fetcher import FetchState, ReplicaFetcherThread
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
+from storage.checkpoints import read_offset_checkpoint
 from storage.log_manager import LogManager
 from storage.testing import build_batch
 from wire.api import ApiKey
@@ -158,6 +159,11 @@ def test_the_same_answer_while_still_following_truncates(
 ) -> None:
     """The control: with nothing moved on, the answer is acted on (the test above could
     not pass by the fetcher never truncating)."""
+    checkpoint = tmp_path / "data" / "recovery-point-offset-checkpoint"
+    assert follower.logs is not None
+    follower.partitions[TP].log.flush()  # type: ignore[union-attr]
+    follower.logs.checkpoint_recovery_points()
+    assert read_offset_checkpoint(checkpoint) == {(TP.topic, TP.partition): 10}
     conn = HeldAnswers(answer_end_offset=3)
     conn.release.set()
     fetcher = start_fetcher(follower, conn)
@@ -168,6 +174,8 @@ def test_the_same_answer_while_still_following_truncates(
         fetcher.thread.join(10)
     assert log_end(follower) == 3
     assert len(truncations(tmp_path)) == 1
+    # its recovery point moved back with it, on disk before anything is fetched after it
+    assert read_offset_checkpoint(checkpoint) == {(TP.topic, TP.partition): 3}
 
 
 @pytest.mark.parametrize(

@@ -559,6 +559,35 @@ def test_flush_moves_the_recovery_point(tmp_path: Path, monkeypatch: pytest.Monk
     assert not synced  # nothing new to flush
 
 
+def test_a_flush_that_a_truncation_overtook_leaves_the_recovery_point_to_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flush fsyncs outside the lock. A follower's truncation and its appends landing
+    meanwhile (on its fetcher thread) are not in what was fsynced: the recovery point stays
+    where the truncation put it, and the roll's own flush then syncs them."""
+    log = open_log(tmp_path / "t-0", segment_bytes=1000)
+    for _ in range(5):
+        produce(log, size=80, epoch=1)
+    synced: dict[int, int] = {}  # segment base offset -> bytes it held when fsynced
+    real_flush = LogSegment.flush
+
+    def flush(segment: LogSegment) -> None:
+        real_flush(segment)
+        synced[segment.base_offset] = segment.size
+        if len(synced) == 1 and log.log_end_offset == 5:  # meanwhile, on the fetcher thread
+            log.truncate_to(2)
+            while len(log.segment_base_offsets()) < 2:  # rolls at offset 3
+                produce(log, size=330, epoch=2)
+
+    monkeypatch.setattr(LogSegment, "flush", flush)
+    log.flush()  # target: the log end then, 5
+    assert log.recovery_point == 0  # where the truncation put it (nothing was flushed)
+    log.flush(log.segment_base_offsets()[1])  # the roll's flush, deferred to the scheduler
+    first = log.segments_snapshot()[0]
+    assert log.recovery_point == first.next_offset()
+    assert synced[0] == first.size  # every byte below the recovery point was fsynced
+
+
 def test_flush_ms_policy(tmp_path: Path) -> None:
     clock = Clock()
     log = open_log(tmp_path / "t-0", clock, flush_ms=1000)

@@ -6,15 +6,18 @@ import os
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from broker.config import BrokerConfig, effective_topic_config
 from storage import checkpoints
+from storage import log_manager as log_manager_module
 from storage.checkpoints import read_offset_checkpoint, write_atomically
 from storage.errors import LogDirLockedError, StorageError
 from storage.log import LogConfig
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, STRAY_SUFFIX, TOPIC_IDS_FILE, LogManager
+from storage.records import iter_batches
 from storage.testing import build_batch
 from zkdata.znodes import TopicPartition, shared_index
 
@@ -90,6 +93,143 @@ def test_after_a_crash_logs_are_recovered_from_the_recovery_point(tmp_path: Path
     assert recovered_log is not None
     assert recovered_log.log_end_offset == 2
     recovered.close()
+
+
+def test_a_truncation_checkpointed_is_recovered_from_after_a_power_loss(tmp_path: Path) -> None:
+    """A follower's truncation moves its log's recovery point back, and the fetcher has
+    it written at once (Kafka's LogManager.truncateTo). The file saying the old point
+    instead, a power loss before the next periodic checkpoint had recovery skip the
+    truncated segment, now holding the new leader's records not yet on disk: a torn batch
+    was served, and the log end was past a hole."""
+    manager = LogManager([tmp_path], broker_config())
+    log = manager.get_or_create(A0, LogConfig(segment_bytes=1000, index_interval_bytes=100))
+    for _ in range(30):  # 150-byte batches: segments of six
+        log.append_as_leader(build_batch([b"o" * 80], base_timestamp=NOW), 1)
+    log.flush()
+    manager.checkpoint_recovery_points()
+    cut = log.segment_base_offsets()[1] + 2
+    log.truncate_to(cut)
+    manager.checkpoint_recovery_points_in([log.log_dir])
+    checkpoint = tmp_path / "recovery-point-offset-checkpoint"
+    assert read_offset_checkpoint(checkpoint)[("a", 0)] == cut
+    while len(log.segment_base_offsets()) < 4:  # the new leader's records; a roll
+        log.append_as_leader(build_batch([b"N" * 80], base_timestamp=NOW), 2)
+    # The power lost before the roll's flush: half of the first new batch reached the disk.
+    segment = log.dir / f"{cut - 2:020d}.log"
+    torn = next(h for h in iter_batches(segment.read_bytes()) if h.base_offset >= cut)
+    os.truncate(segment, torn.position + torn.size // 2)
+    manager._unlock_dirs()  # the process is gone, its lock with it
+
+    recovered = LogManager([tmp_path], broker_config())
+    assert recovered.recovery_reports[A0].truncated_bytes > 0
+    again = recovered.get_log(A0)
+    assert again is not None
+    assert again.log_end_offset == cut
+    assert again.segment_base_offsets() == [0, cut - 2]  # the later ones deleted
+    recovered.close()
+
+
+def test_a_checkpoint_read_before_a_truncation_does_not_land_after_its_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The periodic checkpoint reads every recovery point, then writes the file: one that
+    read before a truncation is written before the truncation's own, not after it."""
+    manager = LogManager([tmp_path], broker_config())
+    for _ in range(5):
+        produce(manager, A0)
+    log = manager.get_or_create(A0)
+    log.flush()
+    read, resume = threading.Event(), threading.Event()
+    real_value = log_manager_module.recovery_point_of
+
+    def slow_value(partition_log: Any) -> int:
+        offset = real_value(partition_log)
+        if threading.current_thread().name == "periodic":
+            read.set()  # its offsets are read, the file not written yet: truncate now
+            resume.wait(10)
+        return offset
+
+    monkeypatch.setattr(log_manager_module, "recovery_point_of", slow_value)
+    periodic = threading.Thread(target=manager.checkpoint_recovery_points, name="periodic")
+    periodic.start()
+    assert read.wait(10)
+    log.truncate_to(2)
+    truncation = threading.Thread(
+        target=manager.checkpoint_recovery_points_in, args=([log.log_dir],)
+    )
+    truncation.start()
+    truncation.join(0.2)  # it waits for the periodic write to end
+    resume.set()
+    periodic.join(10)
+    truncation.join(10)
+    checkpoint = tmp_path / "recovery-point-offset-checkpoint"
+    assert read_offset_checkpoint(checkpoint)[("a", 0)] == 2
+    manager.close()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "recovery-point-offset-checkpoint",
+        "log-start-offset-checkpoint",
+        "replication-offset-checkpoint",
+    ],
+)
+@pytest.mark.parametrize(
+    ("garbage", "complaint"),
+    [(b"0\n1\na 0\n", "malformed line"), (b"\x00\xff\xfe" * 10, "not text")],
+)
+def test_an_unreadable_offset_checkpoint_costs_its_offsets_not_the_directory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str, garbage: bytes, complaint: str
+) -> None:
+    """Kafka warns and resets a recovery point or log start checkpoint it cannot read;
+    here the high watermarks' too (they are learned again): the broker starts, every log
+    there, the recovery point's from its first segment."""
+    directory = tmp_path / "d1"
+    manager = LogManager([directory], broker_config())
+    for _ in range(3):
+        produce(manager, A0)
+    manager.get_or_create(A0).update_high_watermark(2)
+    manager.close()
+    (directory / name).write_bytes(garbage)
+    (directory / CLEAN_SHUTDOWN_FILE).unlink()  # and it crashed
+    again = LogManager([directory], broker_config())
+    assert f"{directory / name}: {complaint}" in caplog.text
+    log = again.get_log(A0)
+    assert log is not None
+    assert again.is_log_dir_online(directory)
+    assert log.log_end_offset == 3
+    assert log.high_watermark == (0 if name == "replication-offset-checkpoint" else 2)
+    # the recovery starts from the first segment: it is where the recovery point is left
+    assert log.recovery_point == (0 if name == "recovery-point-offset-checkpoint" else 3)
+    again.close()
+
+
+def test_an_unreadable_leader_epoch_checkpoint_is_read_again_from_the_batches(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every batch carries its leader epoch: a log whose epoch checkpoint cannot be read
+    rebuilds it from all of them (Kafka fails the broker's start-up), even after a clean
+    shutdown, and writes it again at its next flush."""
+    directory = tmp_path / "d1"
+    manager = LogManager([directory], broker_config())
+    log = manager.get_or_create(A0, LogConfig(segment_bytes=400))
+    for epoch in (1, 1, 3, 3, 3, 6, 6):
+        log.append_as_leader(build_batch([b"x" * 100], base_timestamp=NOW), epoch)
+    epochs = log.epoch_cache.entries()
+    assert len(log.segment_base_offsets()) > 2
+    manager.close()
+    checkpoint = log.dir / "leader-epoch-checkpoint"
+    checkpoint.write_text("0\n2\n5 10\n3 20\n")  # not increasing
+    again = LogManager([directory], broker_config())
+    assert "entries not increasing" in caplog.text
+    reloaded = again.get_log(A0)
+    assert reloaded is not None
+    assert reloaded.epoch_cache.entries() == epochs
+    assert reloaded.log_end_offset == 7
+    reloaded.flush()
+    assert checkpoints.read_epoch_checkpoint(checkpoint) == [tuple(e) for e in epochs]
+    again.close()
 
 
 def test_a_log_dir_is_locked_while_in_use(tmp_path: Path) -> None:
@@ -680,16 +820,20 @@ def test_logs_of_an_earlier_incarnation_are_named_and_set_aside_not_deleted(
     again.close()
 
 
+@pytest.mark.parametrize(
+    ("garbage", "complaint"),
+    [(b"0\n1\na not-an-id\n", "malformed line"), (b"\x00\xff\xfe" * 10, "not text")],
+)
 def test_an_unreadable_topic_ids_file_is_taken_from_the_next_leader_and_isr(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, garbage: bytes, complaint: str
 ) -> None:
     directory = tmp_path / "d1"
     manager = LogManager([directory], broker_config())
     produce(manager, A0)
     manager.close()
-    (directory / TOPIC_IDS_FILE).write_text("0\n1\na not-an-id\n")
+    (directory / TOPIC_IDS_FILE).write_bytes(garbage)
     again = LogManager([directory], broker_config())
-    assert "malformed line" in caplog.text
+    assert complaint in caplog.text
     assert again.claim_topic("a", NEW_ID) == []  # adopted: nothing recorded to differ
     again.write_topic_ids()
     assert checkpoints.read_topic_ids(directory / TOPIC_IDS_FILE) == {"a": NEW_ID}
