@@ -768,6 +768,11 @@ class ReplicaManager:
                 state = p.followers.get(replica_id)
                 if state is None:
                     continue  # not a replica of this partition
+                if not p.log_start_offset <= fetch_offset <= p.log_end_offset:
+                    # Answered OFFSET_OUT_OF_RANGE: not where the follower is (Kafka skips
+                    # a read that failed). Past the log end it has records this leader
+                    # lacks, not these: counted, the high watermark passed what it holds.
+                    continue
                 moved = state.record_fetch(fetch_offset, p.log_end_offset, now, clock)
                 if p.stale:
                     continue

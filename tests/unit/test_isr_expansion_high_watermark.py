@@ -158,6 +158,29 @@ def test_an_addition_whose_answer_was_lost_still_holds_the_high_watermark(
     assert p.high_watermark == 4
 
 
+@pytest.mark.parametrize("offset", [5, 9])
+def test_a_fetch_outside_the_log_is_no_position(
+    leader: tuple[ReplicaManager, Partition, Writes], offset: int
+) -> None:
+    """A follower fetching past the leader's log end (it kept records of an earlier
+    leader) is answered OFFSET_OUT_OF_RANGE: it holds other records there, not these, so
+    the fetch neither moves the high watermark nor lets it into the ISR (Kafka skips a read
+    that failed). One below the log start, the same."""
+    rm, p, _zk = leader
+    produce(rm, 4)
+    fetch(rm, IN_SYNC, offset)
+    fetch(rm, JOINING, offset)
+    assert p.high_watermark == 0
+    assert p.isr_adding == ()
+    assert p.followers[IN_SYNC].fetch_offset == -1  # never fetched, as far as it knows
+    assert p.log is not None
+    p.log.maybe_increment_log_start_offset(2)
+    fetch(rm, JOINING, 1)
+    assert p.isr_adding == ()
+    fetch(rm, IN_SYNC, 4)
+    assert p.high_watermark == 4
+
+
 def test_a_settled_addition_releases_the_high_watermark(
     leader: tuple[ReplicaManager, Partition, Writes],
 ) -> None:
