@@ -28,7 +28,12 @@ from typing import Any, Protocol
 
 from broker.compact import compacted
 from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
-from storage.errors import CorruptRecordError, KafkaStorageError, StorageError
+from storage.errors import (
+    CorruptRecordError,
+    KafkaStorageError,
+    StorageError,
+    UnexpectedAppendOffsetError,
+)
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
@@ -521,6 +526,17 @@ class ReplicaFetcherThread:
                 # inside what it holds): Kafka's markPartitionFailed, until the controller
                 # says more of it. Raised on, it stopped every partition from this leader.
                 self._mark_partition_failed(tp, state, e)
+                return
+            if offset is not None and offset != position[0] and not pr.get("records"):
+                # Nothing came, yet our log no longer ends where we fetched from: something
+                # else wrote it. Taken as our position, we would fetch on past records the
+                # leader never had (Kafka's "Offset mismatch": the partition fails).
+                mismatch = UnexpectedAppendOffsetError(
+                    f"the log of {tp} ends at {offset}, not where it was fetched from",
+                    expected=position[0],
+                    found=offset,
+                )
+                self._mark_partition_failed(tp, state, mismatch)
                 return
             with self._lock:
                 if (

@@ -848,12 +848,25 @@ class ReplicaManager:
                 None,
                 (f"ISR {list(p.isr)} is smaller than min.insync.replicas"),
             )
-        if p.followers:
-            leader_leo = p.log.log_end_offset
-            for state in list(p.followers.values()):
-                state.settle(leader_leo)
         try:
-            info = p.log.append_as_leader(records, p.leader_epoch)
+            # Before the lock: recompressing (pure Python for most codecs) takes a while.
+            prepared = p.log.recompressed(records)
+            # A LeaderAndIsr making this broker a follower, or a StopReplica, changes the
+            # partition under this lock: the check and the append are one step, or a batch
+            # checked here could land in a follower's log, at offsets the new leader gives
+            # other records (Kafka appends under leaderIsrUpdateLock's read lock).
+            with self._follower_lock(tp):
+                current = self.partitions.get(tp)
+                if current is None or current.leader != self.broker_id or current.stale:
+                    return ErrorCode.NOT_LEADER_OR_FOLLOWER, None, None, None
+                p = current
+                if p.log is None:
+                    return ErrorCode.KAFKA_STORAGE_ERROR, None, None, None
+                if p.followers:
+                    leader_leo = p.log.log_end_offset
+                    for state in list(p.followers.values()):
+                        state.settle(leader_leo)
+                info = p.log.append_as_leader(prepared, p.leader_epoch, recompressed=True)
         except RecordTooLargeError as e:
             return ErrorCode.MESSAGE_TOO_LARGE, p, None, str(e)
         except UnsupportedMagicError as e:

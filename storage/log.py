@@ -599,18 +599,31 @@ class PartitionLog:
 
     # --- appends ----------------------------------------------------------------------
 
+    def recompressed(self, records: bytearray | memoryview) -> bytearray | memoryview:
+        """A producer's batches in the codec the topic's ``compression.type`` names (as
+        they are if it names none): done before ``append_as_leader(...,
+        recompressed=True)``, outside any lock, since it takes a while."""
+        codec = self.config.compression
+        return records if codec is None else recompress(records, codec)
+
     def append_as_leader(
-        self, records: bytearray | memoryview, leader_epoch: int, *, now_ms: int | None = None
+        self,
+        records: bytearray | memoryview,
+        leader_epoch: int,
+        *,
+        now_ms: int | None = None,
+        recompressed: bool = False,
     ) -> AppendInfo:
         """Append a producer's batches: validate them (length, magic 2, CRC-32C, a
         client's header rules, ``max.message.bytes``), give them the next offsets and
         ``leader_epoch`` in place (``records`` must be writable) and write them. The first
         append in a new epoch records the epoch's start offset. All or nothing: a
-        validation error raises before anything is written."""
+        validation error raises before anything is written. ``recompressed``: the caller
+        already made them ``recompressed(records)``."""
         config = self.config
         now = self._time_ms() if now_ms is None else now_ms
-        if config.compression is not None:  # outside the lock: compressing takes a while
-            records = recompress(records, config.compression)
+        if not recompressed:  # outside the lock: compressing takes a while
+            records = self.recompressed(records)
         with self._lock:
             self._check_open()
             latest = self.epoch_cache.latest_epoch

@@ -1,0 +1,173 @@
+"""A producer's batch and a leadership change on the same broker: the leadership check
+and the append are one step under the lock a LeaderAndIsr takes to change the partition
+(Kafka's leaderIsrUpdateLock), so a batch checked while the broker led cannot land after
+it became a follower, at offsets the new leader gives other records. And a follower whose
+log no longer ends where it fetched from (something else wrote it) stops fetching that
+partition rather than fetching on past records the leader never had (Kafka's "Offset
+mismatch"). Real replica managers and logs; the interleaving is injected."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+import storage.log
+from broker.config import BrokerConfig
+from broker.fetcher import FetchState, ReplicaFetcherThread
+from broker.replica_manager import ReplicaManager
+from broker.state_change_log import StateChangeLog
+from storage.log_manager import LogManager
+from storage.testing import build_batch
+from wire.api import ApiKey
+from wire.errors import ErrorCode
+from zkdata.znodes import TopicPartition
+
+TP = TopicPartition("t", 0)
+OLD, NEW = 1, 2
+
+
+def leader_and_isr(leader: int, leader_epoch: int) -> dict[str, Any]:
+    return {
+        "controller_id": 9,
+        "controller_epoch": 3,
+        "broker_epoch": 100,
+        "topic_states": [
+            {
+                "topic_name": TP.topic,
+                "topic_id": uuid.UUID(int=7),
+                "partition_states": [
+                    {
+                        "partition_index": TP.partition,
+                        "controller_epoch": 3,
+                        "leader": leader,
+                        "leader_epoch": leader_epoch,
+                        "isr": [OLD, NEW],
+                        "partition_epoch": leader_epoch,
+                        "replicas": [OLD, NEW],
+                        "adding_replicas": [],
+                        "removing_replicas": [],
+                        "is_new": False,
+                    }
+                ],
+            }
+        ],
+    }
+
+
+@pytest.fixture
+def old(tmp_path: Path) -> Iterator[ReplicaManager]:
+    """Broker OLD leading TP at epoch 1 with five records, its topic compressed with gzip
+    (the leader recompresses what it is sent: the slow step before the append)."""
+    config = BrokerConfig.from_properties(
+        {"zookeeper.connect": "x:2181", "broker.id": str(OLD), "compression.type": "gzip"}
+    )
+    logs = LogManager([tmp_path / "data"], config)
+    rm = ReplicaManager(OLD, cast(Any, None), StateChangeLog(tmp_path, OLD), logs=logs)
+    rm.become_leader_or_follower(leader_and_isr(OLD, 1))
+    assert rm.append_as_leader(TP, build_batch([b"a"] * 5), 1)[0] == ErrorCode.NONE
+    yield rm
+    rm.close()
+    logs.close()
+
+
+def test_a_batch_checked_while_leading_does_not_land_after_the_broker_follows(
+    old: ReplicaManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = old.partitions[TP].log
+    assert log is not None
+    real = storage.log.recompress
+
+    def leadership_moves_meanwhile(records: Any, codec: int) -> Any:
+        old.become_leader_or_follower(leader_and_isr(NEW, 2))
+        return real(records, codec)
+
+    monkeypatch.setattr(storage.log, "recompress", leadership_moves_meanwhile)
+    error, _p, info, _why = old.append_as_leader(TP, build_batch([b"stray"]), 1)
+    assert error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert info is None
+    assert log.log_end_offset == 5
+
+
+def test_a_batch_checked_before_a_new_leader_epoch_of_the_same_leader_takes_the_new_one(
+    old: ReplicaManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Still the leader, at a newer epoch (the controller bumped it): appended, and with
+    that epoch, as Kafka appends with the epoch current under its lock."""
+    real = storage.log.recompress
+
+    def epoch_bumped_meanwhile(records: Any, codec: int) -> Any:
+        old.become_leader_or_follower(leader_and_isr(OLD, 2))
+        return real(records, codec)
+
+    monkeypatch.setattr(storage.log, "recompress", epoch_bumped_meanwhile)
+    error, p, info, _why = old.append_as_leader(TP, build_batch([b"next"]), 1)
+    assert error == ErrorCode.NONE
+    assert info is not None
+    assert info.first_offset == 5
+    assert p is old.partitions[TP]
+    assert p.log is not None
+    assert p.log.latest_epoch == 2
+
+
+class EmptyAnswers:
+    """A leader answering every fetch with no records and no error."""
+
+    def __init__(self) -> None:
+        self.fetched_at: list[int] = []
+
+    def request(self, api_key: int, _version: int, body: Mapping[str, Any]) -> Any:
+        assert api_key == ApiKey.FETCH
+        parts = [p for t in body["topics"] for p in t["partitions"]]
+        self.fetched_at += [p["fetch_offset"] for p in parts]
+        return {
+            "error_code": 0,
+            "session_id": 0,
+            "responses": [
+                {
+                    "topic": TP.topic,
+                    "partitions": [
+                        {
+                            "partition_index": TP.partition,
+                            "error_code": 0,
+                            "high_watermark": 5,
+                            "last_stable_offset": 5,
+                            "log_start_offset": 0,
+                            "aborted_transactions": [],
+                            "preferred_read_replica": -1,
+                            "records": None,
+                        }
+                    ],
+                }
+            ],
+        }
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("log_end", "failed"), [(5, False), (6, True)])
+def test_a_follower_whose_log_ends_elsewhere_than_it_fetched_stops_fetching_it(
+    log_end: int, failed: bool
+) -> None:
+    leader = EmptyAnswers()
+    fetcher = ReplicaFetcherThread(
+        NEW,
+        OLD,
+        ("127.0.0.1", 1),
+        lambda *_args: log_end,  # the follower's log end after appending nothing
+        None,
+        connect=lambda *_args: leader,
+    )
+    fetcher.add_all([(TP, FetchState(5, 2, truncating=False))])
+    fetch = fetcher._build_fetch()
+    assert fetch is not None
+    fetcher._fetch_once(fetch)
+    assert leader.fetched_at == [5]
+    if failed:
+        assert TP not in fetcher.partitions  # until a LeaderAndIsr follows it again
+    else:
+        assert fetcher.partitions[TP].fetch_offset == 5
