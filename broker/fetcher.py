@@ -67,7 +67,10 @@ class FollowerLog(Protocol):
         """(latest leader epoch in the log or None, log end offset, high watermark)."""
         ...
 
-    def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> int: ...
+    def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
+        """(the largest epoch of ours <= ``epoch``, where it ends in our log), as a leader
+        answers OffsetsForLeaderEpoch; (-1, -1) if we know no such epoch."""
+        ...
 
     def truncate(
         self, tp: TopicPartition, leader_id: int, leader_epoch: int, offset: int, why: str
@@ -316,15 +319,25 @@ class ReplicaFetcherThread:
                     if pr["error_code"]:
                         self._delay(tp, pending[tp])  # the leader does not know it leads yet
                         continue
-                    ours, leo, hw = asks[tp]
+                    _ours, leo, hw = asks[tp]
                     epoch, end = pr["leader_epoch"], pr["end_offset"]
+                    complete = True
                     if epoch < 0 or end < 0:
                         target = hw  # the leader has no epoch this old: fall back (KIP-101)
-                    elif ours is not None and epoch < ours:
-                        # It never had our epoch: cut where that earlier epoch ended for us.
-                        target = min(end, follower_log.follower_end_offset_for_epoch(tp, epoch))
                     else:
-                        target = end
+                        # KIP-279 (Kafka's getOffsetTruncationState): where our history
+                        # has the epoch the leader answered with, the logs agree up to the
+                        # earlier of its two ends. Where it lacks it, ours diverged before:
+                        # cut where our largest epoch below it ended, and ask again about
+                        # that one (one answer would keep our records of an epoch the
+                        # leader never had, below its new records).
+                        theirs, our_end = follower_log.follower_end_offset_for_epoch(tp, epoch)
+                        if theirs < 0:
+                            target = end
+                        elif theirs != epoch:
+                            target, complete = our_end, False
+                        else:
+                            target = min(our_end, end)
                     why = f"leader {self.leader_id} has epoch {epoch} ending at {end}"
                     try:
                         offset = follower_log.truncate(
@@ -334,7 +347,8 @@ class ReplicaFetcherThread:
                         self._mark_partition_failed(tp, pending[tp], e)
                         continue
                     if offset is not None:
-                        done[tp] = offset
+                        if complete:
+                            done[tp] = offset
                         if offset < leo:
                             cut.append(tp)
             if cut:

@@ -946,11 +946,11 @@ class ReplicaManager:
             return None, 0, 0
         return p.log.latest_epoch, p.log.log_end_offset, p.log.high_watermark
 
-    def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> int:
+    def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
         p = self.partitions.get(tp)
         if p is None or p.log is None:
-            return 0
-        return p.log.end_offset_for_epoch(epoch)[1]
+            return -1, -1
+        return p.log.end_offset_for_epoch(epoch)
 
     def truncate(
         self, tp: TopicPartition, leader_id: int, leader_epoch: int, offset: int, why: str
@@ -965,8 +965,10 @@ class ReplicaManager:
             if p is None or p.log is None:
                 return None
             before = p.log.log_end_offset
-            if offset < before:
-                p.log.truncate_to(offset)
+            # Also at or past the log end: the epochs that start there (with no record:
+            # this broker led them and wrote nothing) go, as Kafka's truncateTo drops
+            # them, or the next question would name them again.
+            if p.log.truncate_to(offset):
                 self.state_log.write(
                     "truncated",
                     topic=tp.topic,

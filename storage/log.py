@@ -879,12 +879,18 @@ class PartitionLog:
         """Remove every batch holding offsets >= ``offset`` (a batch straddling it goes
         whole, so the log end becomes the last batch boundary at or below ``offset``).
         Returns whether anything was removed. The epoch cache drops the epochs that
-        started at or after the new end."""
+        started at or after the new end (at or after the log end when nothing is cut)."""
         if offset < 0:
             raise ValueError(f"cannot truncate to a negative offset ({offset})")
         with self._lock:
             self._check_open()
             if offset >= self._leo:
+                # Nothing to cut; epochs starting at the log end have no record (a leader
+                # that wrote none there) and go, as in Kafka's Log.truncateTo.
+                try:
+                    self.epoch_cache.truncate_from_end(self._leo)
+                except OSError as exc:
+                    raise self._failed("epoch checkpoint of", exc) from exc
                 return False
             try:
                 if offset < self._segments[0].base_offset:

@@ -25,8 +25,8 @@ class Logs:
     def follower_position(self, tp: TopicPartition) -> tuple[int | None, int, int]:
         return 4, 10, 10
 
-    def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> int:
-        return 10
+    def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
+        return 4, 10
 
     def truncate(
         self, tp: TopicPartition, leader: int, leader_epoch: int, offset: int, why: str

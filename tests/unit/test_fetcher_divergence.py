@@ -1,0 +1,141 @@
+"""KIP-279: a follower whose history lacks the epoch its leader answers with diverged
+before it. Leaders that alternated without replicating from each other (an unclean
+election, or two quick failovers while they could not reach each other) leave such
+histories: the follower cuts where its largest epoch below that one ended and asks
+again, until the answer names an epoch it has. One answer taken as final kept the
+follower's records of an epoch the leader never had, under the leader's later records,
+and the follower joined the ISR with them. Real replica managers and logs; the leader's
+answers come from its real epoch cache."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.fetcher import FetchState, ReplicaFetcherThread
+from broker.replica_manager import ReplicaManager
+from broker.state_change_log import StateChangeLog
+from storage.log_manager import LogManager
+from storage.testing import build_batch
+from wire.api import ApiKey
+from zkdata.znodes import TopicPartition
+
+TP = TopicPartition("t", 0)
+L, F = 1, 2
+
+
+def leader_and_isr(leader: int, leader_epoch: int) -> dict[str, Any]:
+    return {
+        "controller_id": 9,
+        "controller_epoch": 3,
+        "broker_epoch": 100,
+        "topic_states": [
+            {
+                "topic_name": TP.topic,
+                "topic_id": uuid.UUID(int=7),
+                "partition_states": [
+                    {
+                        "partition_index": TP.partition,
+                        "controller_epoch": 3,
+                        "leader": leader,
+                        "leader_epoch": leader_epoch,
+                        "isr": [leader],
+                        "partition_epoch": leader_epoch,
+                        "replicas": [L, F],
+                        "adding_replicas": [],
+                        "removing_replicas": [],
+                        "is_new": False,
+                    }
+                ],
+            }
+        ],
+    }
+
+
+@pytest.fixture
+def brokers(tmp_path: Path) -> Iterator[tuple[ReplicaManager, ReplicaManager]]:
+    made: list[tuple[ReplicaManager, LogManager]] = []
+    for broker in (L, F):
+        config = BrokerConfig.from_properties(
+            {"zookeeper.connect": "x:2181", "broker.id": str(broker)}
+        )
+        logs = LogManager([tmp_path / f"data-{broker}"], config)
+        state_log = StateChangeLog(tmp_path / str(broker), broker)
+        made.append((ReplicaManager(broker, cast(Any, None), state_log, logs=logs), logs))
+    yield made[0][0], made[1][0]
+    for rm, logs in made:
+        rm.close()
+        logs.close()
+
+
+class EpochAnswers:
+    """The leader's OffsetsForLeaderEpoch answers, from its log; the epochs asked about."""
+
+    def __init__(self, leader: ReplicaManager) -> None:
+        self.leader = leader
+        self.asked: list[int] = []
+
+    def request(self, api_key: int, _version: int, body: Mapping[str, Any]) -> Any:
+        assert api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH
+        (asked,) = [p for t in body["topics"] for p in t["partitions"]]
+        self.asked.append(asked["leader_epoch"])
+        log = self.leader.partitions[TP].log
+        assert log is not None
+        epoch, end = log.end_offset_for_epoch(asked["leader_epoch"])
+        answer = {"partition": TP.partition, "error_code": 0, "leader_epoch": epoch}
+        return {"topics": [{"topic": TP.topic, "partitions": [{**answer, "end_offset": end}]}]}
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_follower_lacking_the_answered_epoch_cuts_back_and_asks_again(
+    brokers: tuple[ReplicaManager, ReplicaManager],
+) -> None:
+    leader, follower = brokers
+    # Epoch 1: F leads and writes 0..9 (one-record batches from 5); L replicates 0..4.
+    follower.become_leader_or_follower(leader_and_isr(F, 1))
+    follower.append_as_leader(TP, build_batch([b"f"] * 5), 1)
+    for _ in range(5):
+        follower.append_as_leader(TP, build_batch([b"f"]), 1)
+    f_log = follower.partitions[TP].log
+    assert f_log is not None
+    leader.become_leader_or_follower(leader_and_isr(F, 1))
+    assert leader.append_as_follower(TP, F, 1, f_log.read(0, 1 << 20, 5).to_bytes(), 5) == 5
+    # Epoch 2: L leads and writes 5..7, F hearing nothing of it.
+    leader.become_leader_or_follower(leader_and_isr(L, 2))
+    leader.append_as_leader(TP, build_batch([b"L2"] * 3), 1)
+    # Epoch 3: F leads again from 10 and writes nothing; epoch 4: L again, 8..9.
+    follower.become_leader_or_follower(leader_and_isr(F, 3))
+    leader.become_leader_or_follower(leader_and_isr(L, 4))
+    leader.append_as_leader(TP, build_batch([b"L4"] * 2), 1)
+    follower.become_leader_or_follower(leader_and_isr(L, 4))
+    l_log = leader.partitions[TP].log
+    assert l_log is not None
+    assert [tuple(e) for e in l_log.epoch_cache.entries()] == [(1, 0), (2, 5), (4, 8)]
+    assert [tuple(e) for e in f_log.epoch_cache.entries()] == [(1, 0), (3, 10)]
+
+    answers = EpochAnswers(leader)
+    fetcher = ReplicaFetcherThread(
+        F, L, ("127.0.0.1", 1), follower.append_as_follower, follower, connect=lambda *_: answers
+    )
+    fetcher.add_all([(TP, FetchState(f_log.log_end_offset, 4))])
+    # Asked about 3, the leader answers epoch 2 ending at 8: F has no epoch 2, its epoch 1
+    # ends at 10 there (where its epoch 3 began, with no record): cut there, ask again.
+    fetcher._truncate_new_partitions()
+    assert answers.asked == [3]
+    assert fetcher.partitions[TP].truncating
+    assert [tuple(e) for e in f_log.epoch_cache.entries()] == [(1, 0)]
+    # Asked about 1, the leader answers epoch 1 ending at 5: both have it; cut at 5.
+    fetcher._truncate_new_partitions()
+    assert answers.asked == [3, 1]
+    assert not fetcher.partitions[TP].truncating
+    assert fetcher.partitions[TP].fetch_offset == 5
+    assert f_log.log_end_offset == 5
+    # What it fetches next is the leader's epoch 2, where its own epoch 1 records were.
+    assert f_log.read(0, 1 << 20).to_bytes() == l_log.read(0, 1 << 20, 5).to_bytes()
