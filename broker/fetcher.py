@@ -58,6 +58,9 @@ class FetchState:
     delayed_until: float = 0.0
     # A new leader: first find where our log diverged from its, and truncate there.
     truncating: bool = True
+    # Fetched outside the leader's log (OFFSET_OUT_OF_RANGE): before fetching again, ask
+    # where its log starts and ends (with ``truncating``: not fetched meanwhile).
+    out_of_range: bool = False
 
 
 class FollowerLog(Protocol):
@@ -79,6 +82,14 @@ class FollowerLog(Protocol):
         log end after, or None if the partition no longer follows it at that epoch."""
         ...
 
+    def start_at(
+        self, tp: TopicPartition, leader_id: int, leader_epoch: int, offset: int, why: str
+    ) -> int | None:
+        """Empty the log and start it at ``offset`` (the leader's log start, above all we
+        hold); the log end after, or None if the partition no longer follows that leader
+        at that epoch."""
+        ...
+
     def checkpoint_truncated(self, tps: Collection[TopicPartition]) -> None:
         """Make the truncations of ``tps`` durable in the recovery-point checkpoints:
         called once a round's truncations are done, before anything is fetched after
@@ -87,6 +98,8 @@ class FollowerLog(Protocol):
 
 
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+LIST_OFFSETS_VERSION = 4  # the first with the current leader epoch (fencing)
+LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
 
 
 # (partition, leader id, leader epoch, fetched records, the leader's high watermark) ->
@@ -283,6 +296,12 @@ class ReplicaFetcherThread:
             }
         if not pending:
             return
+        resets = {tp: s for tp, s in pending.items() if s.out_of_range}
+        if resets:
+            pending = {tp: s for tp, s in pending.items() if not s.out_of_range}
+            self._reset_out_of_range(resets)
+        if not pending:
+            return
         positions = {tp: follower_log.follower_position(tp) for tp in pending}
         asks = {tp: pos for tp, pos in positions.items() if pos[0] is not None and pos[1] > 0}
         done: dict[TopicPartition, int] = {
@@ -354,14 +373,99 @@ class ReplicaFetcherThread:
             if cut:
                 # (A checkpoint that cannot be written fails its directory, reported.)
                 follower_log.checkpoint_truncated(cut)
+        self._truncated(pending, done)
+
+    def _truncated(
+        self, pending: Mapping[TopicPartition, FetchState], done: dict[TopicPartition, int]
+    ) -> None:
+        """These partitions are truncated (or reset): fetched again from ``done``'s offsets."""
         with self._lock:
             for tp, offset in done.items():
                 state = self.partitions.get(tp)
                 if state is pending[tp]:
-                    state.truncating = False
+                    state.truncating = state.out_of_range = False
                     self._truncating.discard(tp)
                     state.fetch_offset = offset
                     self._dirty.add(tp)
+
+    def _reset_out_of_range(self, resets: dict[TopicPartition, FetchState]) -> None:
+        """Kafka's fetchOffsetAndTruncate, for partitions whose fetch offset the leader
+        answered OFFSET_OUT_OF_RANGE: ask where its log ends and starts (ListOffsets as
+        its follower). Ending below ours (an unclean election made it leader): cut ours
+        there. Starting above ours (retention deleted what we lack: we were away, or are
+        a new replica of an old log): empty ours and start there. Else fetch again from
+        our end."""
+        follower_log = self.follower_log
+        assert follower_log is not None
+        if self._conn is None:
+            self._conn = self.connect(
+                self.endpoint, f"replica-fetcher-{self.broker_id}", self.socket_timeout_s
+            )
+        ends = self._list_offsets(resets, LATEST_TIMESTAMP)
+        starts = self._list_offsets(resets, EARLIEST_TIMESTAMP)
+        done: dict[TopicPartition, int] = {}
+        cut: list[TopicPartition] = []
+        for tp, state in resets.items():
+            end, start = ends.get(tp), starts.get(tp)
+            if end is None or start is None:
+                self._delay(tp, state)  # the leader does not know it leads yet
+                continue
+            _epoch, leo, _hw = follower_log.follower_position(tp)
+            why = f"leader {self.leader_id}'s log is [{start}, {end}), ours ends at {leo}"
+            try:
+                if end < leo:
+                    offset = follower_log.truncate(tp, self.leader_id, state.leader_epoch, end, why)
+                elif start > leo:
+                    offset = follower_log.start_at(
+                        tp, self.leader_id, state.leader_epoch, start, why
+                    )
+                else:
+                    offset = leo
+            except KafkaStorageError as e:
+                self._mark_partition_failed(tp, state, e)
+                continue
+            if offset is not None:
+                done[tp] = offset
+                if offset != leo:
+                    cut.append(tp)
+        if cut:
+            follower_log.checkpoint_truncated(cut)
+        self._truncated(resets, done)
+
+    def _list_offsets(
+        self, partitions: Collection[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, int]:
+        """The leader's offsets (as its follower: the latest is its log end) of the
+        partitions it answered without error."""
+        assert self._conn is not None
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp in partitions:
+            state = self.partitions.get(tp)
+            epoch = state.leader_epoch if state is not None else -1
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "current_leader_epoch": epoch,
+                    "timestamp": timestamp,
+                }
+            )
+        response = self._conn.request(
+            ApiKey.LIST_OFFSETS,
+            LIST_OFFSETS_VERSION,
+            {
+                "replica_id": self.broker_id,
+                "isolation_level": 0,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            },
+        )
+        found: dict[TopicPartition, int] = {}
+        for topic in response.get("topics", []):
+            for answer in topic["partitions"]:
+                if not answer["error_code"] and answer["offset"] >= 0:
+                    found[TopicPartition(topic["name"], answer["partition_index"])] = answer[
+                        "offset"
+                    ]
+        return found
 
     def _mark_partition_failed(
         self, tp: TopicPartition, state: FetchState, error: StorageError
@@ -559,6 +663,16 @@ class ReplicaFetcherThread:
                     and offset != state.fetch_offset
                 ):
                     state.fetch_offset = offset
+                    self._dirty.add(tp)
+            return
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE and self.follower_log is not None:
+            # Our log lies outside the leader's: find out how, before fetching again (a
+            # fetch from the same offset would be answered so forever).
+            log.info("fetch of %s from %d at %d: out of range", tp, self.leader_id, position[0])
+            with self._lock:
+                if self.partitions.get(tp) is state:
+                    state.out_of_range = state.truncating = True
+                    self._truncating.add(tp)
                     self._dirty.add(tp)
             return
         # Not (yet) the leader at our epoch: set it aside, out of the session, until the

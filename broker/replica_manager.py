@@ -982,6 +982,33 @@ class ReplicaManager:
                 )
             return p.log.log_end_offset
 
+    def start_at(
+        self, tp: TopicPartition, leader_id: int, leader_epoch: int, offset: int, why: str
+    ) -> int | None:
+        """A follower whose log lies wholly below its leader's log start (retention there
+        deleted what it lacks): empty it and start it at ``offset`` (Kafka's
+        truncateFullyAndStartAt). Returns the log end afterwards, or None if this broker no
+        longer follows that leader at that epoch."""
+        with self._follower_lock(tp):
+            p = self._followed(tp, leader_id, leader_epoch)
+            if p is None or p.log is None:
+                return None
+            before, start = p.log.log_end_offset, p.log.log_start_offset
+            if offset > before:
+                p.log.truncate_fully_and_start_at(offset)
+                self.state_log.write(
+                    "truncated",
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    from_offset=before,
+                    to_offset=offset,
+                    offsets_lost=before - start,
+                    leader=p.leader,
+                    leader_epoch=p.leader_epoch,
+                    why=why,
+                )
+            return p.log.log_end_offset
+
     def checkpoint_truncated(self, tps: Collection[TopicPartition]) -> None:
         """Make the recovery points these truncations moved back durable, before the
         fetcher appends after them (see LogManager.checkpoint_recovery_points_in)."""
