@@ -539,6 +539,7 @@ class KafkaApis:
                 or hw != cp.last_stable_offset
                 or cp.log_start_offset != p.log_start_offset
                 or cp.fetch_offset < readable_end
+                or cp.fetch_offset > p.log_end_offset  # OFFSET_OUT_OF_RANGE to report
             ):
                 maybe.append(cp)
         return maybe

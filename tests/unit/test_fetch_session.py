@@ -7,11 +7,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
 from broker.apis import KafkaApis
+from broker.config import BrokerConfig
 from broker.fetch_session import (
     DEFAULT_EVICTION_MS,
     FINAL_EPOCH,
@@ -702,6 +704,24 @@ def test_handler_answers_only_the_partition_whose_leadership_changed() -> None:
         ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=4, forgotten=[T2])
     )
     assert got["responses"] == []
+
+
+def test_handler_answers_a_session_partition_fetched_past_the_log_end_out_of_range(
+    tmp_path: Path,
+) -> None:
+    """A follower whose position moved past the leader's log end (it holds records the
+    leader never had) is told so at once, as a full fetch would tell it, not left to
+    wait: the answer sends it to ask where the leader's log ends."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path], config)
+    apis, _replicas, _zk = make_leader([T0, T1], logs=logs)
+    conn = Loopback(apis)
+    session_id = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0, T1: 0}))["session_id"]
+    got = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 3}, session_id=session_id, epoch=1))
+    assert {tp: p["error_code"] for tp, p in response_partitions(got).items()} == {
+        T0: ErrorCode.OFFSET_OUT_OF_RANGE
+    }
+    logs.close()
 
 
 def test_handler_records_the_follower_for_every_session_partition_every_round() -> None:
