@@ -380,6 +380,7 @@ class PartitionLog:
         segments = [] if names is None else self._load_segments(names, where, path)
         recovered = bytes_recovered = truncated = deleted = 0
         reason: str | None = None
+        leo: int | None = None  # read from the last segment if it is not recovered
         for i, segment in enumerate(segments):
             next_base = segments[i + 1].base_offset if i + 1 < len(segments) else None
             unflushed = not clean_shutdown and (next_base is None or next_base > recovery_point)
@@ -388,7 +389,15 @@ class PartitionLog:
                 and (not unflushed or segment.never_written)
                 and segment.index_problem() is None
             ):
-                continue
+                if next_base is not None:
+                    continue
+                try:
+                    leo = segment.next_offset()
+                    continue
+                except CorruptRecordError as e:
+                    # A torn or garbage batch at the end of a segment not scanned (a clean
+                    # shutdown): recovered as after a crash, not a broker that fails to start.
+                    log.warning("%s; the segment is recovered", e)
             result = segment.recover(self.epoch_cache.latest_epoch)
             recovered += 1
             bytes_recovered += result.valid_bytes + result.truncated_bytes
@@ -409,7 +418,7 @@ class PartitionLog:
         if not segments:
             segments.append(self._new_segment(log_start_offset, new_directory=new_directory))
         self._publish(segments)
-        self._leo = segments[-1].next_offset()
+        self._leo = segments[-1].next_offset() if leo is None else leo
         self._log_start = min(max(log_start_offset, segments[0].base_offset), self._leo)
         self.epoch_cache.truncate_from_end(self._leo)
         self.epoch_cache.truncate_from_start(self._log_start)

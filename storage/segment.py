@@ -137,6 +137,19 @@ class SegmentFile:
             got += len(more)
         return b"".join(parts)
 
+    def peek(self, length: int, position: int) -> bytes:
+        """Up to ``length`` bytes at ``position``, leaving the file closed if it was: a
+        load checks each segment's last index entry, and an idle segment keeps no
+        descriptor."""
+        if self._fd >= 0:
+            return self.pread(length, position)
+        with _OPENING:  # not between a rename and its new path (see rename)
+            fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return os.pread(fd, length, position)
+        finally:
+            os.close(fd)
+
     def stat(self) -> os.stat_result:
         """The file's status, without opening it if it is not open."""
         fd = self._fd
@@ -400,7 +413,33 @@ class LogSegment:
             return None  # no entries to doubt
         if self.indexes_missing:
             return f"{self.path.name}: index files missing"
-        return self.offset_index.sanity_problem(self.size) or self.time_index.sanity_problem()
+        return (
+            self.offset_index.sanity_problem(self.size)
+            or self.time_index.sanity_problem()
+            or self._last_index_entry_problem()
+        )
+
+    def _last_index_entry_problem(self) -> str | None:
+        """Whether the offset index's last entry points at the batch it names: the log
+        end offset is read from the batches after it, so an entry inside a batch (garbage
+        in the index) would have garbage parsed as batch headers. One small read."""
+        index = self.offset_index
+        if not index.entries:
+            return None
+        entry = index.last_entry
+        data = self.log.peek(BATCH_HEADER_SIZE, entry.position)
+        where = f"{index.path.name}: last entry ({entry.offset} at {entry.position})"
+        if len(data) < BATCH_HEADER_SIZE:
+            return f"{where} points to no batch header"
+        base, length, _epoch, magic, _crc, _attributes, last_delta = _HEADER.unpack(data)[:7]
+        if magic != 2 or length < MIN_BATCH_LENGTH:
+            return f"{where} points to no batch (magic {magic}, length {length})"
+        if entry.position + length + LOG_OVERHEAD > self.size:
+            return f"{where} points to a batch running past the log's end"
+        # Entries are written with the last offset of the batch at their position.
+        if base + last_delta != entry.offset:
+            return f"{where} points to the batch of offsets {base}..{base + last_delta}"
+        return None
 
     # --- append ---------------------------------------------------------------------
 
@@ -454,10 +493,17 @@ class LogSegment:
         return BatchHeader(position, length + LOG_OVERHEAD, base, *rest)
 
     def headers(self, start: int, end: int) -> Iterator[BatchHeader]:
-        """The batch headers from ``start`` (a batch boundary) up to ``end``."""
+        """The batch headers from ``start`` (a batch boundary) up to ``end`` (one too).
+        A batch running past ``end`` is torn or garbage: CorruptRecordError."""
         pos = start
         while pos < end:
             header = self.header_at(pos)
+            if pos + header.size > end:
+                raise CorruptRecordError(
+                    f"{self.path}: a batch of {header.size} bytes at {pos} runs past {end}",
+                    position=pos,
+                    offset=header.base_offset,
+                )
             yield header
             pos += header.size
 

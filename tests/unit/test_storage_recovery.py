@@ -183,6 +183,51 @@ def test_a_bad_index_is_rebuilt_even_after_a_clean_shutdown(tmp_path: Path, dama
         assert read.first_offset <= offset < read.next_offset
 
 
+@pytest.mark.parametrize("into", ["header", "body", "an-earlier-batch", "near-the-end"])
+def test_an_index_entry_not_at_its_batch_is_rebuilt_after_a_clean_shutdown(
+    tmp_path: Path, into: str
+) -> None:
+    """The log end offset is read from the batches after the last index entry: an entry
+    pointing inside the file but not at its batch had garbage parsed as batch headers (a
+    log end offset in the billions, or a CorruptRecordError failing the load). The
+    batch there must be the entry's, so the index is rebuilt instead."""
+    directory = tmp_path / "t-0"
+    ends = fill(directory, batches=12)
+    index = directory / f"{SEGMENT}.index"
+    good = index.read_bytes()
+    position = {
+        "header": ends[-3] + 7,
+        "body": ends[-3] + 70,
+        "an-earlier-batch": ends[2],  # a batch boundary, of other offsets
+        "near-the-end": ends[-1] - 20,  # less than a header left
+    }[into]
+    index.write_bytes(good[:-4] + position.to_bytes(4, "big"))
+    log = open_log(directory, clean_shutdown=True)
+    assert log.recovery_report.segments_recovered == 1
+    assert log.recovery_report.truncated_bytes == 0
+    assert index.read_bytes() == good
+    assert log.log_end_offset == 24
+    for offset in range(log.log_end_offset):
+        read = log.read(offset, 1)
+        assert read.first_offset <= offset < read.next_offset
+    log.close()
+
+
+def test_a_torn_last_batch_after_a_clean_shutdown_is_cut(tmp_path: Path) -> None:
+    """A clean shutdown skips the scan, and the log end offset is read from the last
+    segment's batch headers: a batch running past the file's end counted as whole (a log
+    end offset past the data). The segment is recovered as after a crash instead."""
+    directory = tmp_path / "t-0"
+    ends = fill(directory, batches=12)
+    os.truncate(directory / f"{SEGMENT}.log", ends[-1] - 1)
+    log = open_log(directory, clean_shutdown=True)
+    assert log.recovery_report.segments_recovered == 1
+    assert log.recovery_report.truncated_bytes == ends[-1] - 1 - ends[-2]
+    assert log.log_end_offset == 21  # the last batch (offsets 21..23) is gone
+    assert log.size_in_bytes == ends[-2]
+    log.close()
+
+
 def test_leftover_files_are_removed(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     fill(directory)
