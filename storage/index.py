@@ -24,6 +24,8 @@ import threading
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from storage.records import NO_TIMESTAMP
+
 __all__ = ["IndexEntry", "OffsetIndex", "TimeIndex", "TimestampEntry"]
 
 _OFFSET_ENTRY: Final = struct.Struct(">ii")
@@ -237,11 +239,14 @@ class TimeIndex(_Index):
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
         """Add an entry if ``timestamp`` is above the last entry's (Kafka's maybeAppend).
-        A full index takes no more entries, except the one written when a segment rolls."""
+        A full index takes no more entries, except the one written when a segment rolls.
+        An empty index compares with -1, as Kafka's (its last entry is then (-1, base)):
+        batches without timestamps (-1) get no entry, whose offset (-1, none known) would
+        be below the segment's base and have every load find the index corrupt."""
         if self.is_full and not skip_full_check:
             return
         last = self.last_entry
-        if last is not None and timestamp <= last.timestamp:
+        if timestamp <= (NO_TIMESTAMP if last is None else last.timestamp):
             return
         if last is not None and offset < last.offset:
             raise ValueError(

@@ -163,6 +163,32 @@ def test_rebuilt_indexes_equal_the_ones_written(tmp_path: Path) -> None:
         assert (directory / f"{SEGMENT}.{suffix}").read_bytes() == content
 
 
+def test_batches_without_timestamps_get_no_time_index_entry(tmp_path: Path) -> None:
+    """A batch's maxTimestamp is -1 when its records carry none: the empty time index got
+    an entry (-1, offset -1), below the segment's base, so every load found the index
+    corrupt and rescanned the segment. Kafka's maybeAppend compares with (-1, base) and
+    writes none; a rebuild writes the same entries as the appends did."""
+    directory = tmp_path / "t-0"
+    config = LogConfig(index_interval_bytes=100, segment_bytes=700)
+    log = open_log(directory, config=config)
+    for i in range(12):  # the first segments' batches have no timestamps, the last's do
+        log.append_as_leader(build_batch([b"v" * 80], base_timestamp=-1 if i < 8 else 1000 + i), 0)
+    bases = log.segment_base_offsets()
+    log.close()
+    assert len(bases) == 3
+    written = {base: (directory / f"{base:020d}.timeindex").read_bytes() for base in bases}
+    assert written[bases[0]] == written[bases[1]] == b""
+    assert written[bases[2]]
+    log = open_log(directory, config=config, clean_shutdown=True)
+    assert log.recovery_report.segments_recovered == 0
+    log.close()
+    log = open_log(directory, config=config)  # unclean, from offset 0: rebuilds them all
+    assert log.recovery_report.segments_recovered == 3
+    log.close()
+    for base, content in written.items():
+        assert (directory / f"{base:020d}.timeindex").read_bytes() == content
+
+
 @pytest.mark.parametrize("damage", ["missing", "torn", "past-the-end"])
 def test_a_bad_index_is_rebuilt_even_after_a_clean_shutdown(tmp_path: Path, damage: str) -> None:
     directory = tmp_path / "t-0"
