@@ -416,30 +416,48 @@ class LogSegment:
         return (
             self.offset_index.sanity_problem(self.size)
             or self.time_index.sanity_problem()
-            or self._last_index_entry_problem()
+            or self._indexed_batch_problem()
         )
 
-    def _last_index_entry_problem(self) -> str | None:
-        """Whether the offset index's last entry points at the batch it names: the log
-        end offset is read from the batches after it, so an entry inside a batch (garbage
-        in the index) would have garbage parsed as batch headers. One small read."""
+    def _indexed_batch_problem(self) -> str | None:
+        """What the batch at the offset index's last entry (at 0 if it has none) says
+        against the indexes. One small read, and none for a segment with no offset index
+        entry and a time index entry (a small segment, closed after its appends).
+
+        The log end offset is read from the batches after the last entry, so an entry
+        inside a batch (garbage in the index) would have garbage parsed as batch headers.
+        And a time index is empty only beside batches without timestamps (an offset index
+        entry, a roll and a close each write one for a timestamp): an empty one beside
+        timestamps would have the segment's largest timestamp read as none (-1), and
+        lookups by timestamp skip the segment."""
         index = self.offset_index
-        if not index.entries:
+        time_index = self.time_index
+        time_index_empty = time_index.entries == 0 and self.size > 0
+        if not index.entries and not time_index_empty:
             return None
-        entry = index.last_entry
-        data = self.log.peek(BATCH_HEADER_SIZE, entry.position)
-        where = f"{index.path.name}: last entry ({entry.offset} at {entry.position})"
-        if len(data) < BATCH_HEADER_SIZE:
-            return f"{where} points to no batch header"
-        base, length, _epoch, magic, _crc, _attributes, last_delta = _HEADER.unpack(data)[:7]
-        if magic != 2 or length < MIN_BATCH_LENGTH:
-            return f"{where} points to no batch (magic {magic}, length {length})"
-        if entry.position + length + LOG_OVERHEAD > self.size:
-            return f"{where} points to a batch running past the log's end"
-        # Entries are written with the last offset of the batch at their position.
-        if base + last_delta != entry.offset:
-            return f"{where} points to the batch of offsets {base}..{base + last_delta}"
+        entry = index.last_entry  # (base offset, 0) if it has none
+        header = self._peek_header(entry.position)
+        if index.entries:
+            where = f"{index.path.name}: last entry ({entry.offset} at {entry.position})"
+            if header is None:
+                return f"{where} points to no batch"
+            if header.position + header.size > self.size:
+                return f"{where} points to a batch running past the log's end"
+            # Entries are written with the last offset of the batch at their position.
+            if header.last_offset != entry.offset:
+                return f"{where} points to the batch ending at offset {header.last_offset}"
+        if time_index_empty and header is not None and header.max_timestamp >= 0:
+            return f"{time_index.path.name} is empty beside batches with timestamps"
         return None
+
+    def _peek_header(self, position: int) -> BatchHeader | None:
+        """The header of a batch (magic 2) at ``position``, or None (the file left closed)."""
+        data = self.log.peek(BATCH_HEADER_SIZE, position)
+        if len(data) < BATCH_HEADER_SIZE:
+            return None
+        base, length, *rest = _HEADER.unpack(data)
+        header = BatchHeader(position, length + LOG_OVERHEAD, base, *rest)
+        return header if header.magic == 2 and length >= MIN_BATCH_LENGTH else None
 
     # --- append ---------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from storage.records import iter_batches
 from storage.testing import build_batch
 
 SEGMENT = "00000000000000000000"
+NOW = 1_700_000_000_000
 
 
 def open_log(directory: Path, **kwargs: object) -> PartitionLog:
@@ -187,6 +188,53 @@ def test_batches_without_timestamps_get_no_time_index_entry(tmp_path: Path) -> N
     log.close()
     for base, content in written.items():
         assert (directory / f"{base:020d}.timeindex").read_bytes() == content
+
+
+@pytest.mark.parametrize("index_interval_bytes", [100, 4096])  # offset index entries or none
+def test_an_empty_time_index_beside_timestamps_is_rebuilt_after_a_clean_shutdown(
+    tmp_path: Path, index_interval_bytes: int
+) -> None:
+    """An empty time index passed the checks, so the segment's largest timestamp read as
+    none (-1) and a lookup by timestamp skipped it: a consumer resetting by time skipped
+    its records. Only a segment without timestamps has an empty time index (an offset
+    index entry, a roll and a close each write one), so it is rebuilt."""
+    directory = tmp_path / "t-0"
+    config = LogConfig(index_interval_bytes=index_interval_bytes, segment_bytes=700)
+    log = open_log(directory, config=config)
+    for i in range(12):
+        log.append_as_leader(build_batch([b"v" * 80], base_timestamp=NOW + i * 1000), 0)
+    bases = log.segment_base_offsets()
+    log.close()
+    assert len(bases) == 3
+    time_index = directory / f"{bases[0]:020d}.timeindex"
+    good = time_index.read_bytes()
+    time_index.write_bytes(b"")
+    log = open_log(directory, config=config, clean_shutdown=True)
+    assert log.recovery_report.segments_recovered == 1
+    assert time_index.read_bytes() == good
+    found = log.offset_for_timestamp(NOW + 1500)
+    assert found is not None
+    assert (found.offset, found.timestamp) == (2, NOW + 2000)
+    log.close()
+
+
+@pytest.mark.parametrize("index_interval_bytes", [100, 4096])
+def test_an_empty_time_index_beside_batches_without_timestamps_is_kept(
+    tmp_path: Path, index_interval_bytes: int
+) -> None:
+    """The other side of the check above: batches without timestamps write no time index
+    entry, and their segments load as they are after a clean shutdown."""
+    directory = tmp_path / "t-0"
+    config = LogConfig(index_interval_bytes=index_interval_bytes, segment_bytes=700)
+    log = open_log(directory, config=config)
+    for _ in range(12):
+        log.append_as_leader(build_batch([b"v" * 80], base_timestamp=-1), 0)
+    log.close()
+    log = open_log(directory, config=config, clean_shutdown=True)
+    assert log.recovery_report.segments == 3
+    assert log.recovery_report.segments_recovered == 0
+    assert log.offset_for_timestamp(0) is None
+    log.close()
 
 
 @pytest.mark.parametrize("damage", ["missing", "torn", "past-the-end"])
