@@ -208,8 +208,11 @@ class GroupCoordinator:
     def _unload(self, index: int) -> None:
         self._load_failures.pop(index, None)
         was_loaded = self._loaded.pop(index, None) is not None
-        self._loading.pop(index, None)
-        if not was_loaded:
+        was_loading = self._loading.pop(index, None) is not None
+        # A partition being read again at a new epoch still holds its groups: they go
+        # too (Kafka's removeGroupsAndOffsets). A load under way, or its retry, finds the
+        # partition no longer loading at its epoch and puts nothing back.
+        if not was_loaded and not was_loading:
             return
         dropped = [g for g in self._groups if self.partition_of(g) == index]
         for group_id in dropped:
@@ -249,7 +252,8 @@ class GroupCoordinator:
                 retry.start()
             else:
                 with self._cond:
-                    self._load_failures.pop(index, None)
+                    if self._loaded.get(index) == leader_epoch:
+                        self._load_failures.pop(index, None)
 
     def _load(self, index: int, leader_epoch: int) -> None:
         """Read the partition from its start and keep each group's latest offsets."""

@@ -28,7 +28,11 @@ from groups.coordinator import OFFSET_METADATA_MAX_BYTES, OFFSETS_TOPIC, GroupCo
 from groups.membership import GroupLimits, GroupState, JoinAnswer, SyncAnswer
 from groups.offset_records import (
     CommittedOffset,
+    GroupMetadata,
+    MemberMetadata,
     OffsetKey,
+    encode_group_key,
+    encode_group_value,
     encode_offset_key,
     encode_offset_value,
     offset_commit_batch,
@@ -931,6 +935,83 @@ def test_stop_replica_answers_held_requests_not_coordinator(node: Node) -> None:
     assert held_sync.answer().error == ErrorCode.NOT_COORDINATOR
     assert groups.coordinates(G0) == ErrorCode.NOT_COORDINATOR
     assert join(groups, G1).error == ErrorCode.NOT_COORDINATOR
+
+
+def reloading_forever(node: Node, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """G0's partition led again at leader epoch 1, its read failing (retried quickly)
+    until the event returned is set."""
+    monkeypatch.setattr(coordinator_module, "LOAD_RETRY_S", 0.02)
+    real_load = GroupCoordinator._load
+    healed = threading.Event()
+
+    def failing(self: GroupCoordinator, index: int, leader_epoch: int) -> None:
+        if not healed.is_set():
+            raise OSError("a read failed")
+        real_load(self, index, leader_epoch)
+
+    monkeypatch.setattr(GroupCoordinator, "_load", failing)
+    node.lead(node.groups.partition_of(G0), epoch=1)
+    assert node.groups.coordinates(G0) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return healed
+
+
+def test_the_partition_moving_away_while_read_again_drops_its_groups(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partition being read again at a new leader epoch keeps its groups meanwhile; if
+    it moves away before the read ends, they go (Kafka's removeGroupsAndOffsets). They
+    were kept, and when the partition was led here again, the load (which keeps groups
+    in memory over the log's) served the stale generation instead of the newer one the
+    other leader wrote."""
+    groups = node.groups
+    old = stable_member(groups, G0)
+    assert commit(groups, G0, {tp("t", 0): offset(1)}, old.member_id, 1) == {
+        tp("t", 0): ErrorCode.NONE
+    }
+    healed = reloading_forever(node, monkeypatch)
+    index = groups.partition_of(G0)
+    node.follow(index, epoch=2)
+    assert groups.coordinates(G0) == ErrorCode.NOT_COORDINATOR
+    with groups._cond:
+        assert G0 not in groups._groups
+        assert G0 not in groups._offsets
+    time.sleep(0.1)  # the failed load's retries come and go: nothing comes back
+    with groups._cond:
+        assert G0 not in groups._groups
+        assert index not in groups._load_failures
+
+    # The other leader moved the group on (generation 5, member "b"); led here again.
+    node.lead(index, epoch=3)
+    newer = GroupMetadata(
+        "consumer",
+        5,
+        "range",
+        "b",
+        1_000,
+        (MemberMetadata("b", None, "c", "/h", REBALANCE_MS, SESSION_MS, b"range-meta", b"a"),),
+    )
+    append_raw(node, index, [RecordSpec(key=encode_group_key(G0), value=encode_group_value(newer))])
+    healed.set()
+    node.wait_loaded(G0)
+    assert member_ids(groups, G0) == {"b"}
+    assert groups.heartbeat(G0, "b", 5) == ErrorCode.NONE
+    assert groups.heartbeat(G0, old.member_id, 1) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert fetched(groups, G0) == {tp("t", 0): offset(1)}
+
+
+def test_the_partition_moving_away_while_read_again_answers_held_joins_not_coordinator(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JoinGroup held in a group whose partition is being read again is answered
+    NOT_COORDINATOR when the partition moves away, as when it is loaded; it was left
+    waiting until its join phase ended."""
+    groups = node.groups
+    stable_member(groups, G0)
+    held = Call(lambda: join(groups, G0, client_id="second"))
+    wait_until("the second member in G0", lambda: len(member_ids(groups, G0)) == 2)
+    reloading_forever(node, monkeypatch)
+    node.follow(groups.partition_of(G0), epoch=2)
+    assert held.answer(1.0).error == ErrorCode.NOT_COORDINATOR
 
 
 # --- 7. close ------------------------------------------------------------------------------
