@@ -721,21 +721,6 @@ class GroupCoordinator:
     ) -> dict[TopicPartition, ErrorCode]:
         """Write the offsets to the group's partition; answered once every in-sync
         replica has them (then a new coordinator reads them), or with the error."""
-        with self._cond:
-            error = self._state_of(group_id)
-            if error == ErrorCode.NONE:
-                # (An empty group id is one here, as in Kafka 2.8's OffsetCommit.)
-                group = self._groups.get(group_id)
-                if group is None and generation_id < 0:
-                    group = self._group(group_id)  # a consumer assigning its partitions
-                if group is None:
-                    error = ErrorCode.ILLEGAL_GENERATION
-                else:
-                    error = group.check_commit(
-                        member_id, generation_id, self._now_ms(), group_instance_id
-                    )
-            if error != ErrorCode.NONE:
-                return dict.fromkeys(offsets, error)
         out: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, CommittedOffset] = {}
         for tp, value in offsets.items():
@@ -743,31 +728,58 @@ class GroupCoordinator:
                 out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 valid[tp] = value
-        if not valid:
-            return out
+        batch: bytearray | None = None
+        if valid:
+            try:
+                batch = offset_commit_batch(
+                    [(OffsetKey(group_id, tp.topic, tp.partition), v) for tp, v in valid.items()],
+                    self._now_ms(),
+                    self.offsets_compression,
+                )
+            except ValueError as e:  # a name or offset too long for the record's fields
+                log.warning("offset commit of group %s refused: %s", group_id, e)
+                out.update(dict.fromkeys(valid, ErrorCode.INVALID_COMMIT_OFFSET_SIZE))
         index = self.partition_of(group_id)
-        offsets_tp = TopicPartition(OFFSETS_TOPIC, index)
-        try:
-            batch = offset_commit_batch(
-                [(OffsetKey(group_id, tp.topic, tp.partition), v) for tp, v in valid.items()],
-                self._now_ms(),
-                self.offsets_compression,
-            )
-        except ValueError as e:  # a name or offset too long for the record's fields
-            log.warning("offset commit of group %s refused: %s", group_id, e)
-            out.update(dict.fromkeys(valid, ErrorCode.INVALID_COMMIT_OFFSET_SIZE))
-            return out
+        # Checked and appended under the partition's append lock: a commit checked before
+        # a rebalance is appended before any commit checked after it, so a commit of an
+        # ended generation never lands after (and overwrites) one of the next.
         with self._append_locks[index]:
-            write_error, p, info, _message = self.replicas.append_as_leader(offsets_tp, batch, -1)
-            if info is not None:
+            with self._cond:
+                error = self._check_commit(group_id, member_id, generation_id, group_instance_id)
+                if error != ErrorCode.NONE:
+                    return dict.fromkeys(offsets, error)
+                if batch is None:
+                    return out
+                self._count_pending(group_id, valid, 1)
+            offsets_tp = TopicPartition(OFFSETS_TOPIC, index)
+            try:
+                write_error, p, info, _message = self.replicas.append_as_leader(
+                    offsets_tp, batch, -1
+                )
+            except BaseException:
                 with self._cond:
-                    self._count_pending(group_id, valid, 1)
+                    self._count_pending(group_id, valid, -1)
+                raise
         try:
             return self._finish_commit(group_id, valid, write_error, p, info, out)
         finally:
-            if info is not None:
-                with self._cond:
-                    self._count_pending(group_id, valid, -1)
+            with self._cond:
+                self._count_pending(group_id, valid, -1)
+
+    def _check_commit(
+        self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None
+    ) -> ErrorCode:
+        """Whether the member may commit to the group now (lock held)."""
+        error = self._state_of(group_id)
+        if error != ErrorCode.NONE:
+            return error
+        # (An empty group id is one here, as in Kafka 2.8's OffsetCommit.)
+        group = self._groups.get(group_id)
+        if group is None and generation_id < 0:
+            group = self._group(group_id)  # a consumer assigning its partitions
+        if group is None:
+            return ErrorCode.ILLEGAL_GENERATION
+        return group.check_commit(member_id, generation_id, self._now_ms(), group_instance_id)
 
     def _count_pending(self, group_id: str, offsets: Iterable[TopicPartition], delta: int) -> None:
         pending = self._pending.setdefault(group_id, {})

@@ -1092,6 +1092,47 @@ def test_commit_refusals(node: Node) -> None:
     assert fetched(groups, G0, [t0, t1]) == {t0: None, t1: offset(11, largest)}
 
 
+def test_a_commit_of_an_ended_generation_never_lands_after_the_next_ones(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit is checked against the group and appended with no rebalance able to come
+    between (Kafka does both under the group's lock). The check came first, the append
+    later, unlocked: a member's commit held up between them while it left and another
+    member took its partition landed after the new owner's acknowledged commit and
+    replaced it."""
+    groups = node.groups
+    old = stable_member(groups, G0)
+    paused, release = threading.Event(), threading.Event()
+    real_batch = coordinator_module.offset_commit_batch
+
+    def slow_first_batch(*args: Any, **kwargs: Any) -> bytearray:
+        if not paused.is_set():
+            paused.set()
+            assert release.wait(WAIT_S)
+        return real_batch(*args, **kwargs)
+
+    monkeypatch.setattr(coordinator_module, "offset_commit_batch", slow_first_batch)
+    stale = Call(lambda: commit(groups, G0, {tp("t", 0): offset(100)}, old.member_id, 1))
+    assert paused.wait(WAIT_S)
+    # The old member leaves; a new one joins (generation 2) and commits the partition.
+    joining = Call(lambda: join(groups, G0))
+    assert joining.waiting(0.05)
+    assert groups.leave_group(G0, [old.member_id])[1] == {old.member_id: ErrorCode.NONE}
+    new = joining.answer()
+    assert new.generation_id == 2
+    assert sync(groups, G0, new.member_id, 2).error == ErrorCode.NONE
+    assert commit(groups, G0, {tp("t", 0): offset(200)}, new.member_id, 2) == {
+        tp("t", 0): ErrorCode.NONE
+    }
+    release.set()
+    answered = stale.answer()
+    assert fetched(groups, G0, [tp("t", 0)]) == {tp("t", 0): offset(200)}
+    assert answered == {tp("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}  # checked after the leave
+    node.lead(0, epoch=1)  # and so the log reads
+    node.wait_loaded(G0)
+    assert fetched(groups, G0, [tp("t", 0)]) == {tp("t", 0): offset(200)}
+
+
 # --- 9. session expiry --------------------------------------------------------------------
 
 
