@@ -542,6 +542,10 @@ class GroupCoordinator:
             return SyncAnswer(ErrorCode.INVALID_GROUP_ID)
         with self._cond:
             error = self._state_of(group_id)
+            if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                # Kafka's answer: the member joins again, as older clients do not expect
+                # COORDINATOR_LOAD_IN_PROGRESS from SyncGroup (the Java client's is fatal).
+                return SyncAnswer(ErrorCode.REBALANCE_IN_PROGRESS)
             if error != ErrorCode.NONE:
                 return SyncAnswer(error)
             group = self._groups.get(group_id)
@@ -657,6 +661,10 @@ class GroupCoordinator:
     ) -> ErrorCode:
         with self._cond:
             error = self._state_of(group_id)
+            if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                # Kafka answers NONE, blindly (older clients do not expect the error);
+                # the member's session is not renewed.
+                return ErrorCode.NONE
             if error != ErrorCode.NONE:
                 return error
             group = self._groups.get(group_id)

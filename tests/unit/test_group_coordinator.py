@@ -349,7 +349,8 @@ def test_not_coordinator_before_leader_and_isr_then_loading_until_loaded(
     assert groups.coordinates(G0) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     assert groups.coordinates(G1) == ErrorCode.NOT_COORDINATOR
     assert join(groups, G0).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    assert groups.heartbeat(G0, "m", 1) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert sync(groups, G0, "m", 1).error == ErrorCode.REBALANCE_IN_PROGRESS
+    assert groups.heartbeat(G0, "m", 1) == ErrorCode.NONE  # (Kafka's blind answer)
     assert commit(groups, G0, {tp("t", 0): offset(1)}) == {
         tp("t", 0): ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     }
@@ -1012,6 +1013,27 @@ def test_the_partition_moving_away_while_read_again_answers_held_joins_not_coord
     reloading_forever(node, monkeypatch)
     node.follow(groups.partition_of(G0), epoch=2)
     assert held.answer(1.0).error == ErrorCode.NOT_COORDINATOR
+
+
+def test_sync_group_and_heartbeat_during_a_load_answer_as_kafkas(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a group's partition is (re)loaded, SyncGroup is answered REBALANCE_IN_PROGRESS
+    (the member joins again) and Heartbeat NONE without renewing the member's session, as
+    Kafka 2.8 answers: older clients do not expect COORDINATOR_LOAD_IN_PROGRESS there (the
+    Java 2.8 consumer fails its poll() on it from SyncGroup). It was answered so."""
+    groups = node.groups
+    joined = join(groups, G0)  # generation 1, CompletingRebalance: to sync next
+    assert joined.error == ErrorCode.NONE
+    reloading_forever(node, monkeypatch)
+    with groups._cond:
+        deadline = groups._groups[G0].members[joined.member_id].heartbeat_deadline_ms
+    time.sleep(0.01)
+    assert sync(groups, G0, joined.member_id, 1).error == ErrorCode.REBALANCE_IN_PROGRESS
+    assert groups.heartbeat(G0, joined.member_id, 1) == ErrorCode.NONE
+    with groups._cond:
+        assert groups._groups[G0].members[joined.member_id].heartbeat_deadline_ms == deadline
+    assert join(groups, G0, joined.member_id).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
 
 # --- 7. close ------------------------------------------------------------------------------
