@@ -34,6 +34,7 @@ from wire.errors import ErrorCode
 
 GROUP = "bench"
 FLOOR_TOPIC = "floor"
+COMMITTED_TOPIC = "orders"
 SETTINGS = {
     "zookeeper.session.timeout.ms": "6000",
     "auto.leader.rebalance.enable": "false",
@@ -60,7 +61,7 @@ def commit_body(partitions: int, offset: int) -> dict[str, Any]:
         "member_id": "",
         "topics": [
             {
-                "name": "orders",
+                "name": COMMITTED_TOPIC,
                 "partitions": [
                     {"partition_index": p, "committed_offset": offset, "committed_leader_epoch": 0}
                     for p in range(partitions)
@@ -68,6 +69,19 @@ def commit_body(partitions: int, offset: int) -> dict[str, Any]:
             }
         ],
     }
+
+
+def wait_known(conn: KafkaConnection, partitions: int) -> None:
+    """Until the coordinator's metadata knows the committed topic's partitions."""
+    deadline = time.monotonic() + 60
+    while True:
+        answer = conn.request(ApiKey.OFFSET_COMMIT, 6, commit_body(partitions, 0))
+        codes = {p["error_code"] for t in answer["topics"] for p in t["partitions"]}
+        if codes == {0}:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"commits refused: {codes}")
+        time.sleep(0.05)
 
 
 def time_commits(conn: KafkaConnection, commits: int, partitions: int) -> list[float]:
@@ -87,7 +101,10 @@ def time_produces(conn: KafkaConnection, commits: int, partitions: int) -> list[
     for i in range(commits):
         batch = offset_commit_batch(
             [
-                (OffsetKey(GROUP, "orders", p), CommittedOffset(i, 0, "", int(time.time() * 1000)))
+                (
+                    OffsetKey(GROUP, COMMITTED_TOPIC, p),
+                    CommittedOffset(i, 0, "", int(time.time() * 1000)),
+                )
                 for p in range(partitions)
             ],
             int(time.time() * 1000),
@@ -211,12 +228,17 @@ def run(commits: int, partitions: int, members: int, rounds: int) -> dict[str, A
             leader = coordinator(c)
             others = tuple(b for b in (1, 2, 3) if b != leader)
             c.create_topic(FLOOR_TOPIC, {0: (leader, *others)})
+            # The committed topic must be known to the coordinator's metadata (else
+            # UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers).
+            c.create_topic(COMMITTED_TOPIC, {p: (leader, *others) for p in range(partitions)})
             c.wait_topic_online(FLOOR_TOPIC)
+            c.wait_topic_online(COMMITTED_TOPIC)
             wait_quiet(c.zk_connect)
             commit_ms: list[float] = []
             produce_ms: list[float] = []
             formed_s: list[float] = []
             with KafkaConnection("127.0.0.1", c[leader].port()) as conn:
+                wait_known(conn, partitions)
                 time_commits(conn, 50, partitions)  # warm up both paths
                 time_produces(conn, 50, partitions)
                 for _ in range(rounds):

@@ -215,11 +215,18 @@ class GroupApis:
         expire_ms = now_ms + retention_ms if retention_ms != -1 else NO_TIMESTAMP
         offsets: dict[TopicPartition, CommittedOffset] = {}
         order: list[tuple[str, list[int]]] = []
+        # A partition this broker's metadata does not know (its topic deleted, or never
+        # made) is refused, the rest written (Kafka's handleOffsetCommitRequest): else a
+        # commit racing a deletion outlives it, for a topic made again under the name.
+        errors: dict[TopicPartition, ErrorCode] = {}
         for topic in body["topics"]:
             indexes = []
             for p in topic["partitions"]:
                 tp = TopicPartition(topic["name"], p["partition_index"])
                 indexes.append(tp.partition)
+                if self.metadata.partition(tp.topic, tp.partition) is None:
+                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    continue
                 offsets[tp] = CommittedOffset(
                     offset=int(p["committed_offset"]),
                     leader_epoch=int(p.get("committed_leader_epoch", -1)),
@@ -228,13 +235,14 @@ class GroupApis:
                     expire_timestamp_ms=expire_ms,
                 )
             order.append((topic["name"], indexes))
-        errors = self.coordinator.commit_offsets(
-            body["group_id"],
-            body.get("member_id") or "",
-            int(body.get("generation_id_or_member_epoch", -1)),
-            offsets,
-            group_instance_id=_instance_id(body),
-        )
+        if offsets:
+            errors |= self.coordinator.commit_offsets(
+                body["group_id"],
+                body.get("member_id") or "",
+                int(body.get("generation_id_or_member_epoch", -1)),
+                offsets,
+                group_instance_id=_instance_id(body),
+            )
         return {
             "throttle_time_ms": 0,
             "topics": [

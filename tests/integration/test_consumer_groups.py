@@ -48,6 +48,21 @@ def coordinator_of(c: Cluster, group: str, via: int) -> int:
     return wait_for(found, 60, f"the coordinator of group {group}")
 
 
+def wait_known(c: Cluster, broker: int, topic: str, partitions: int) -> None:
+    """Until ``broker``'s metadata has the topic's partitions: an OffsetCommit of a
+    partition it does not know is refused UNKNOWN_TOPIC_OR_PARTITION, as Kafka's is."""
+
+    def known() -> bool:
+        with KafkaConnection("127.0.0.1", c[broker].port()) as conn:
+            answer = conn.request(ApiKey.METADATA, 9, {"topics": None})
+        return any(
+            t["name"] == topic and t["error_code"] == 0 and len(t["partitions"]) == partitions
+            for t in answer["topics"]
+        )
+
+    wait_for(known, 60, f"broker {broker}'s metadata of topic {topic}")
+
+
 def committed(c: Cluster, group: str, topic: str, partitions: int) -> dict[int, int]:
     consumer = group_consumer(c, group)
     try:
@@ -149,6 +164,9 @@ def test_group_requests_get_kafkas_errors(cluster_factory: ClusterFactory) -> No
     c = cluster_factory(**GROUP_SETTINGS)
     c.wait_controller()
     coordinator = coordinator_of(c, "checks", via=1)
+    c.create_topic("t", {0: (1, 2, 3)})
+    c.wait_topic_online("t")
+    wait_known(c, coordinator, "t", 1)
     other = next(b for b in (1, 2, 3) if b != coordinator)
     join: dict[str, Any] = {
         "group_id": "checks",
@@ -361,6 +379,9 @@ def test_committed_offsets_expire_and_stay_expired_after_the_coordinator_dies(
     c = cluster_factory(**GROUP_SETTINGS, offsets_retention_check_interval_ms="500")
     c.wait_controller()
     coordinator = coordinator_of(c, "short-lived", via=1)
+    c.create_topic("t", {0: (1, 2, 3), 1: (2, 3, 1)})
+    c.wait_topic_online("t")
+    wait_known(c, coordinator, "t", 2)
 
     def fetch(conn: KafkaConnection) -> list[tuple[int, int]]:
         answer = conn.request(
@@ -424,8 +445,9 @@ def test_a_deleted_topics_committed_offsets_go_with_it(cluster_factory: ClusterF
     coordinator = coordinator_of(c, "readers", via=1)
     c.create_topic("kept", {0: (1, 2)})
     c.create_topic("gone", {0: (2, 3), 1: (3, 1)})
-    for topic in ("kept", "gone"):
+    for topic, partitions in (("kept", 1), ("gone", 2)):
         c.wait_topic_online(topic)
+        wait_known(c, coordinator, topic, partitions)
 
     def commit(topic: str, offsets: dict[int, int]) -> None:
         with KafkaConnection("127.0.0.1", c[coordinator].port()) as conn:

@@ -587,7 +587,8 @@ class Committer:
     last one acknowledged, or a later one attempted (written, its answer lost)."""
 
     GROUP = "nemesis-committer"
-    PROGRESS = ("nemesis-progress", 0)
+    # A partition of the workload's topic: a commit of one no broker knows is refused.
+    PROGRESS = (TOPIC, 0)
 
     def __init__(self, c: Cluster) -> None:
         self.c = c

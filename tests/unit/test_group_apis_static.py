@@ -11,6 +11,7 @@ import pytest
 
 from broker.group_apis import GroupApis
 from groups.membership import JoinAnswer, SyncAnswer
+from tests.unit.test_group_coordinator import metadata_knowing
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import (
@@ -148,7 +149,12 @@ def test_describe_groups_shows_instance_ids_from_v4(version: int) -> None:
         (
             ApiKey.OFFSET_COMMIT,
             7,
-            {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "topics": []},
+            {
+                "group_id": "g",
+                "generation_id_or_member_epoch": 1,
+                "member_id": "m",
+                "topics": [{"name": "t", "partitions": [{"partition_index": 0}]}],
+            },
         ),
     ],
 )
@@ -169,9 +175,11 @@ def test_heartbeat_sync_and_commit_pass_the_instance_id(
 
         def commit_offsets(self, *args: Any, **kwargs: Any) -> dict[Any, ErrorCode]:
             seen.append(kwargs.get("group_instance_id"))
-            return {}
+            return dict.fromkeys(args[3], ErrorCode.NONE)
 
-    apis = GroupApis(cast(Any, Recording()), cast(Any, None), None, offsets_replication_factor=1)
+    apis = GroupApis(
+        cast(Any, Recording()), metadata_knowing({"t": 1}), None, offsets_replication_factor=1
+    )
     handler = {
         ApiKey.HEARTBEAT: apis.heartbeat,
         ApiKey.SYNC_GROUP: apis.sync_group,

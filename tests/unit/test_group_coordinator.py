@@ -21,6 +21,7 @@ from typing import Any, Generic, TypeVar, cast
 import pytest
 
 from broker.config import BrokerConfig
+from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
 from groups import coordinator as coordinator_module
@@ -317,6 +318,35 @@ def fetched(
     error, offsets = groups.fetch_offsets(group_id, partitions)
     assert error == ErrorCode.NONE
     return offsets
+
+
+def metadata_knowing(partitions: dict[str, int]) -> MetadataCache:
+    """A broker's metadata cache that knows these topics (name -> partition count)."""
+    cache = MetadataCache(BROKER)
+    cache.update(
+        {
+            "controller_id": 9,
+            "controller_epoch": 1,
+            "topic_states": [
+                {
+                    "topic_name": topic,
+                    "partition_states": [
+                        {
+                            "partition_index": p,
+                            "controller_epoch": 1,
+                            "leader": BROKER,
+                            "leader_epoch": 0,
+                            "isr": [BROKER],
+                            "replicas": [BROKER],
+                        }
+                        for p in range(count)
+                    ],
+                }
+                for topic, count in partitions.items()
+            ],
+        }
+    )
+    return cache
 
 
 def append_raw(node: Node, index: int, records: list[RecordSpec]) -> None:

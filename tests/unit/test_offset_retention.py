@@ -37,6 +37,7 @@ from tests.unit.test_group_coordinator import (
     PARTITIONS,
     Call,
     leader_and_isr,
+    metadata_knowing,
     on_partition,
     tp,
     wait_until,
@@ -741,7 +742,9 @@ def test_a_commit_waiting_for_the_isr_is_not_expired(nodes: Callable[..., Node])
 def test_an_offset_commit_v2_expires_at_its_own_retention(nodes: Callable[..., Node]) -> None:
     n = nodes(retention_ms=24 * 3600 * 1000)  # the broker's retention: long
     n.lead_all(epoch=0)
-    apis = GroupApis(n.groups, cast(Any, None), None, offsets_replication_factor=1)
+    apis = GroupApis(
+        n.groups, metadata_knowing({"a": 1, "b": 1, "c": 1}), None, offsets_replication_factor=1
+    )
 
     def offset_commit(version: int, topic: str, retention_ms: int) -> None:
         body: dict[str, Any] = {
@@ -828,6 +831,48 @@ def test_a_deleted_topics_offsets_are_removed_for_good(nodes: Callable[..., Node
     second = nodes()  # a new coordinator over the same log
     second.lead_all(epoch=1)
     assert fetched(second.groups) == {}
+
+
+def test_an_offset_commit_of_a_partition_the_metadata_does_not_know_is_refused(
+    node: Node,
+) -> None:
+    """OffsetCommit answers UNKNOWN_TOPIC_OR_PARTITION for a partition the broker's
+    metadata does not know (a topic deleted, or never made) and writes only the others,
+    as Kafka's handleOffsetCommitRequest does. It wrote them all: a commit racing a
+    topic's deletion outlived it, and a topic made again under the name resumed from it."""
+    groups = node.groups
+    apis = GroupApis(groups, metadata_knowing({"a": 1}), None, offsets_replication_factor=1)
+
+    def offset_commit(partitions: dict[str, list[int]]) -> dict[tuple[str, int], int]:
+        body = {
+            "group_id": G0,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [{"partition_index": i, "committed_offset": 9} for i in indexes],
+                }
+                for topic, indexes in partitions.items()
+            ],
+        }
+        answer = apis.offset_commit(7, body, {})
+        return {
+            (t["name"], p["partition_index"]): p["error_code"]
+            for t in answer["topics"]
+            for p in t["partitions"]
+        }
+
+    unknown = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    assert offset_commit({"a": [0, 1], "gone": [0]}) == {
+        ("a", 0): 0,
+        ("a", 1): unknown,
+        ("gone", 0): unknown,
+    }
+    assert set(fetched(groups)) == {A0}
+    assert offset_commit({"gone": [0]}) == {("gone", 0): unknown}
+    assert set(fetched(groups)) == {A0}
+    assert [key for key, _value in node.records()] == [OffsetKey(G0, "a", 0)]
 
 
 def test_a_group_with_members_stays_when_its_topic_is_deleted(node: Node) -> None:
