@@ -827,10 +827,16 @@ class GroupCoordinator:
                 # Unloaded meanwhile: the new coordinator reads the record from the log.
                 out.update(dict.fromkeys(valid, ErrorCode.NOT_COORDINATOR))
                 return out
-            # Replicated, so in the log whatever a load running now has read of it.
+            # Replicated, so in the log whatever a load running now has read of it. (One
+            # no longer pending had its topic deleted meanwhile: tombstoned, not taken.)
+            pending = self._pending.get(group_id, {})
             self._merge(
                 group_id,
-                {tp: _Stored(v, info.first_offset + i) for i, (tp, v) in enumerate(valid.items())},
+                {
+                    tp: _Stored(v, info.first_offset + i)
+                    for i, (tp, v) in enumerate(valid.items())
+                    if tp in pending
+                },
             )
             out.update(dict.fromkeys(valid, ErrorCode.NONE))
         return out
@@ -906,6 +912,12 @@ class GroupCoordinator:
                     if epoch is None:
                         continue
                     removed, dead = chosen(index)
+                    # Commits of these written and not yet answered are not taken into
+                    # the cache when answered (Kafka's removeOffsets drops them too).
+                    for group_id, tp in removed:
+                        pending = self._pending.get(group_id)
+                        if pending is not None and pending.pop(tp, 0) and not pending:
+                            del self._pending[group_id]
                 if not removed and not dead:
                     continue
                 records = bytearray()
@@ -946,20 +958,22 @@ class GroupCoordinator:
         self, index: int, topics: set[str]
     ) -> tuple[list[tuple[str, TopicPartition]], list[str]]:
         """(group, partition) of every offset of these topics committed by the groups of
-        partition ``index``, and the groups left Empty with none (lock held)."""
+        partition ``index``, in the cache or still being written (its record is before
+        the tombstone), and the groups left Empty with none (lock held)."""
         removed: list[tuple[str, TopicPartition]] = []
         dead: list[str] = []
-        for group_id in sorted(g for g in self._offsets if self.partition_of(g) == index):
-            offsets = [tp for tp, s in self._offsets[group_id].items() if s.value]
+        names = {g for g in self._offsets if self.partition_of(g) == index}
+        names |= {g for g in self._pending if self.partition_of(g) == index}
+        for group_id in sorted(names):
+            offsets = {tp for tp, s in self._offsets.get(group_id, {}).items() if s.value}
+            offsets |= set(self._pending.get(group_id, ()))
             gone = sorted(tp for tp in offsets if tp.topic in topics)
             if not gone:
                 continue
             removed += [(group_id, tp) for tp in gone]
             group = self._groups.get(group_id)
-            if (
-                len(gone) == len(offsets)
-                and not self._pending.get(group_id)
-                and (group is None or (not group.members and group.state is GroupState.EMPTY))
+            if len(gone) == len(offsets) and (
+                group is None or (not group.members and group.state is GroupState.EMPTY)
             ):
                 dead.append(group_id)
         return removed, dead

@@ -875,6 +875,42 @@ def test_an_offset_commit_of_a_partition_the_metadata_does_not_know_is_refused(
     assert [key for key, _value in node.records()] == [OffsetKey(G0, "a", 0)]
 
 
+def test_a_commit_being_written_when_its_topic_is_deleted_goes_too(
+    nodes: Callable[..., Node],
+) -> None:
+    """A commit of a deleted topic's partition still waiting for the ISR when the
+    deletion comes is tombstoned after its record and not taken into the cache when
+    answered (Kafka's removeOffsets drops pending commits too). It was taken in after
+    the deletion, and one of a partition with no offset yet was not tombstoned at all: a
+    topic made again under the name resumed from it, here and after a reload."""
+    n = nodes()
+    request = leader_and_isr({0: (BROKER, 0)})
+    state = request["topic_states"][0]["partition_states"][0]
+    state["isr"] = state["replicas"] = [BROKER, OTHER]
+    n.apply(request)
+    wait_until("loaded", lambda: n.groups.coordinates(G0) == ErrorCode.NONE)
+    groups = n.groups
+    p = n.offsets_partition()
+    first = Call(lambda: groups.commit_offsets(G0, "", -1, {A0: committed(1), B0: committed(2)}))
+    wait_until("the first commit appended", lambda: p.log_end_offset == 2)
+    n.replicas.record_follower_fetch(p, OTHER, p.log_end_offset)
+    assert first.answer() == {A0: ErrorCode.NONE, B0: ErrorCode.NONE}
+
+    # a-1 has no offset yet: its first is in flight with a-0's next.
+    second = Call(lambda: groups.commit_offsets(G0, "", -1, {A0: committed(3), A1: committed(4)}))
+    wait_until("the second commit appended", lambda: p.log_end_offset == 4)
+    removed = groups.handle_deleted_topics(["a"])
+    n.replicas.record_follower_fetch(p, OTHER, p.log_end_offset)
+    assert second.answer() == {A0: ErrorCode.NONE, A1: ErrorCode.NONE}
+    assert fetched(groups) == {B0: committed(2)}
+    assert removed == 2
+    with groups._cond:
+        assert groups._pending == {}
+    n.follow_all(epoch=1)
+    n.lead_all(epoch=2)  # a new coordinator reads the log
+    assert fetched(n.groups) == {B0: committed(2)}
+
+
 def test_a_group_with_members_stays_when_its_topic_is_deleted(node: Node) -> None:
     groups = node.groups
     member = consumer_member(groups, ["a"])
