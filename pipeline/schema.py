@@ -106,6 +106,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "request_rejected": ("controller_epoch", "error"),
     "isr_change": ("topic", "partition", "leader", "leader_epoch", "isr"),
     "controlled_shutdown": (),
+    "truncated": ("topic", "partition", "leader", "leader_epoch"),
 }
 EVENTS = tuple(REQUIRED)
 
