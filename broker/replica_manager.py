@@ -378,6 +378,8 @@ class ReplicaManager:
                     if maybe_missing and tp not in self.logs:
                         if self.offline_partitions and tp in self.offline_partitions:
                             continue  # answered KAFKA_STORAGE_ERROR below
+                        if self._would_lead_without_its_log(ps):
+                            continue  # answered REPLICA_NOT_AVAILABLE below
                         if config is None and self.topic_config is not None:
                             config = self.topic_config(topic)
                         try:
@@ -564,6 +566,16 @@ class ReplicaManager:
             # Nearly always there already (made above, or long ago): looked up without the
             # log manager's lock, which a broker loss would take 10,000s of times.
             existing = self.logs.get_log(tp)
+            if existing is None and self._would_lead_without_its_log(ps):
+                log.error(
+                    "LeaderAndIsr for %s refused: told to lead at leader epoch %d, this broker"
+                    " has no log of it (new disks?) while the ISR %s lists others that may"
+                    " hold its records",
+                    tp,
+                    epoch,
+                    list(ps["isr"]),
+                )
+                return ErrorCode.REPLICA_NOT_AVAILABLE, None
             if existing is None:
                 config = self.topic_config(tp.topic) if self.topic_config is not None else None
                 try:
@@ -615,6 +627,21 @@ class ReplicaManager:
         # one may lag, and every acknowledged record above it would stay unreadable.
         self._maybe_increment_high_watermark(partition)
         return ErrorCode.NONE, partition
+
+    def _would_lead_without_its_log(self, ps: Mapping[str, Any]) -> bool:
+        """A partition state (of a partition whose log this broker does not have) that
+        would make it the leader of a partition that is not new while the ISR lists other
+        replicas: it lost the log (came back on new disks, or its directory was emptied),
+        and leading with an empty one would have those replicas truncate to it, losing
+        what was acknowledged. Refused (REPLICA_NOT_AVAILABLE): the controller hands the
+        leadership to another ISR member and sends this broker the state as a follower.
+        Kafka 2.8 creates the empty log and leads; the ISR's only member still does here
+        (nothing better is left)."""
+        return (
+            ps["leader"] == self.broker_id
+            and not ps.get("is_new", False)
+            and any(r != self.broker_id for r in ps["isr"])
+        )
 
     def _follower_lock(self, tp: TopicPartition) -> threading.Lock:
         return self._follower_locks[hash(tp) % _FOLLOWER_LOCK_STRIPES]

@@ -40,6 +40,7 @@ from controller.reactions import (
     controlled_shutdown_moves,
     drop_stale_isr_members,
     isr_changes_noticed,
+    leaders_lacking_their_logs,
     log_dir_failure,
     new_partitions,
     preferred_election,
@@ -998,6 +999,9 @@ class KafkaController:
                 errors[0],
             )
         storage = ErrorCode.KAFKA_STORAGE_ERROR
+        lacking = ErrorCode.REPLICA_NOT_AVAILABLE
+        if any(e[2] == lacking for e in errors):
+            self._leaders_lacking_their_logs(event)
         if not self.ctx.replicas_on_offline_dirs.get(event.broker_id) and not any(
             e[2] == storage for e in errors
         ):
@@ -1032,6 +1036,29 @@ class KafkaController:
                 event.broker_id,
                 len(new),
                 min(new),
+            )
+
+    def _leaders_lacking_their_logs(self, event: ev.LeaderAndIsrResponseReceived) -> None:
+        """The partitions a broker refused to lead for want of their logs (a broker back on
+        new disks that the ISRs still listed): their leaderships go to other ISR members."""
+        if event.broker_epoch != self.ctx.broker_epochs.get(event.broker_id):
+            return  # an earlier incarnation's answer: the one registered now was sent its own
+        names = {topic_id: name for name, topic_id in self.ctx.topic_ids.items()}
+        refused = [
+            TopicPartition(topic, p["partition_index"])
+            for t in event.response.get("topics", [])
+            if (topic := names.get(t.get("topic_id"))) is not None
+            for p in t.get("partition_errors", [])
+            if p["error_code"] == ErrorCode.REPLICA_NOT_AVAILABLE
+        ]
+        moved = leaders_lacking_their_logs(self.partition_sm, event.broker_id, refused)
+        if moved:
+            log.warning(
+                "broker %d has no log of %d partitions it was to lead (first: %s): led by"
+                " another ISR member now, it follows",
+                event.broker_id,
+                len(moved),
+                min(moved),
             )
 
     def _read_notifications(

@@ -215,6 +215,27 @@ def without_stale_replicas(
     return current.new_leader_and_isr(leader, isr)
 
 
+def without_leader_lacking_its_log(
+    ctx: ControllerContext, tp: TopicPartition, current: LeaderAndIsr, lacking: int
+) -> LeaderAndIsr | None:
+    """The leader `lacking` answered that it has no log of the partition (back on new
+    disks; see the broker's refusal): it leaves the ISR, and the leadership goes to the
+    first live ISR member left in assignment order (as an offline election would choose),
+    or to none while no member left is live (elected when one returns, as after losing
+    every live ISR member). None when it leads no longer, or is the ISR's only member."""
+    if current.leader != lacking:
+        return None
+    isr = tuple(r for r in current.isr if r != lacking)
+    if not isr:
+        return None
+    live = [r for r in isr if r in ctx.live_brokers]
+    if not live:
+        return current.new_leader_and_isr(NO_LEADER, isr)
+    chosen, _ = offline_leader(ctx.replicas(tp), isr, live, False)
+    # None: its live members are outside the assignment (an admin's partial rewrite)
+    return current.new_leader_and_isr(live[0] if chosen is None else chosen, isr)
+
+
 def imbalanced_partitions(
     ctx: ControllerContext, imbalance_percentage: int
 ) -> dict[int, list[TopicPartition]]:

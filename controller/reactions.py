@@ -24,7 +24,11 @@ from controller.context import (
     PartitionStateName,
     ReplicaStateName,
 )
-from controller.election import ElectionStrategy, without_stale_replicas
+from controller.election import (
+    ElectionStrategy,
+    without_leader_lacking_its_log,
+    without_stale_replicas,
+)
 from controller.state_machines import (
     PartitionStateMachine,
     ReplicaStateMachine,
@@ -32,7 +36,13 @@ from controller.state_machines import (
     partition_state_row,
 )
 from wire.errors import ErrorCode
-from zkdata.znodes import BrokerRegistration, LeaderAndIsr, PartitionState, TopicPartition
+from zkdata.znodes import (
+    NO_LEADER,
+    BrokerRegistration,
+    LeaderAndIsr,
+    PartitionState,
+    TopicPartition,
+)
 
 log = logging.getLogger(__name__)
 
@@ -480,6 +490,50 @@ def replicas_reported_offline(
             fail_replica_deletion,
         )
     return new
+
+
+def leaders_lacking_their_logs(
+    partition_sm: PartitionStateMachine, broker_id: int, tps: Iterable[TopicPartition]
+) -> dict[TopicPartition, LeaderAndIsr]:
+    """A broker refused to lead these partitions (its LeaderAndIsr answer
+    REPLICA_NOT_AVAILABLE): it has no log of them while their ISRs list others, as a
+    broker back on new disks that a failover kept in the ISR (every member had registered
+    again unseen). Each leaves its ISR and the leadership goes to another member
+    (`without_leader_lacking_its_log`), one fenced write each, logged with the reason
+    "offline"; the new state goes to every live replica, the broker as a follower that
+    fetches the log again. A partition left without a live member waits Offline. A state
+    changed meanwhile (BadVersion) is read again and kept. Returns the states written."""
+    ops = partition_sm.ops
+    ctx = ops.ctx
+    if broker_id not in ctx.live_brokers:
+        return {}  # gone since it answered: its loss moved its leaderships
+    updates: dict[TopicPartition, LeaderAndIsr] = {}
+    for tp in tps:
+        lice = ctx.leadership.get(tp)
+        if lice is None or ctx.is_topic_queued_for_deletion(tp.topic):
+            continue
+        new = without_leader_lacking_its_log(ctx, tp, lice.leader_and_isr, broker_id)
+        if new is not None:
+            updates[tp] = new
+    if not updates:
+        return {}
+    written = ops.store.update_partition_states(updates, ctx.epoch, ctx.epoch_zk_version)
+    rows = []
+    to_send = []
+    for tp, lai in written.finished.items():
+        lice = ops.record_leadership(tp, lai)
+        ra = ctx.full_assignment(tp)
+        if lai.leader == NO_LEADER:
+            ctx.set_partition_state(tp, PartitionStateName.OFFLINE)
+        to_send.append(([r for r in ra.replicas if r in ctx.live_brokers], tp, lice, ra))
+        rows.append(partition_state_row(tp, lai, "offline", ra.replicas))
+    ops.batch.add_leader_and_isr_updates(ctx, to_send)
+    ops.log_states(rows)
+    for tp, err in written.failed.items():
+        log.error("could not move the leadership of %s off broker %d: %s", tp, broker_id, err)
+    if written.retry:
+        ctx.adopt_partition_states(ops.store.read_partition_states(list(written.retry)))
+    return dict(written.finished)
 
 
 def controlled_shutdown_moves(

@@ -425,6 +425,93 @@ def test_a_broker_back_on_new_disks_while_no_controller_watched_does_not_lead_wi
     c.wait_partitions("t", lambda s: target in s[0].isr, f"broker {target} back in the ISR")
 
 
+def test_a_leader_back_on_new_disks_with_every_isr_member_back_unseen_gives_way(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """As above, but every broker registers again while no controller watches (the
+    others restarted with their disks: after a ZooKeeper outage every session expires
+    alike). Nothing then tells the next controller which member holds what, so it keeps
+    the state (as Kafka does), and sends the broker on new disks its leadership; the
+    broker has no log of the partition while the ISR lists others, and refuses to lead
+    (REPLICA_NOT_AVAILABLE): the controller hands the leadership to another member and
+    takes it out of the ISR. A fault schedule found it (ensemble seed 114): the broker led
+    from its empty log and its followers truncated 53,463 acknowledged offsets to it."""
+    c = cluster_factory()
+    controller_id, epoch = c.wait_controller()
+    target = next(b for b in (1, 2, 3) if b != controller_id)
+    others = tuple(b for b in (1, 2, 3) if b != target)
+    c.create_topic("t", {0: (target, *others)})
+    c.wait_partitions(
+        "t", lambda s: s[0].leader == target and len(s[0].isr) == 3, "t led by its first replica"
+    )
+    acked = produce(c, "t", [b"m%d" % i for i in range(300)], partition=0)
+    assert not acked.errors
+    assert len(acked.by_offset) == 300
+    c.wait_partitions("t", lambda s: len(s[0].isr) == 3, "every replica in sync")
+    before, _ = c.partition_state("t", 0)
+    old_epochs = {b: c.broker_epoch(b) for b in (1, 2, 3)}
+
+    hold = ZkClient(c.zk_connect, session_timeout_ms=30_000)
+    hold.start()
+    try:
+        hold.multi(
+            [
+                Delete(paths.CONTROLLER),
+                Create(paths.CONTROLLER, znodes.encode_controller(99), ephemeral=True),
+            ]
+        )
+        wait_for(
+            lambda: (
+                not any(
+                    ((b.status() or {}).get("controller") or {}).get("active")
+                    for b in c.brokers.values()
+                )
+            ),
+            30,
+            "no active controller",
+        )
+        for b in (1, 2, 3):
+            c[b].kill()
+        c[target].replace_disks()
+        for b in (1, 2, 3):
+            c[b].start()
+        wait_for(
+            lambda: all(c.broker_epoch(b) not in (None, old_epochs[b]) for b in (1, 2, 3)),
+            c.session_timeout_s + 60,
+            "every broker registered again",
+        )
+        assert c.partition_state("t", 0)[0] == before
+    finally:
+        hold.close()
+    new_id, new_epoch = c.wait_controller(min_epoch=epoch + 1)
+    after = c.wait_partitions(
+        "t",
+        lambda s: s[0].leader in others and s[0].leader_epoch > before.leader_epoch,
+        "a leader that kept its log",
+    )
+    assert target not in after[0].isr or after[0].leader != target
+    refused = [
+        r
+        for r in c[target].state_changes("leader_and_isr")
+        if r["topic"] == "t" and r["result"] == "rejected"
+    ]
+    assert refused
+    assert refused[0]["error"] == "REPLICA_NOT_AVAILABLE"
+    assert refused[0]["leader"] == target
+    written = [
+        r
+        for r in c[new_id].state_changes("partition_state")
+        if r["controller_epoch"] == new_epoch and r["topic"] == "t"
+    ]
+    assert written[0]["reason"] == "offline"
+    assert written[0]["leader"] in others
+    assert sorted(written[0]["isr"]) == sorted(others)
+    read = consume(c, "t", [0])
+    assert lost_acknowledged(read, acked) == []
+    # It fetched everything again and is back in sync.
+    c.wait_partitions("t", lambda s: target in s[0].isr, f"broker {target} back in the ISR")
+
+
 def test_a_failover_finds_no_stale_isr_member_where_a_controller_saw_the_registration(
     cluster_factory: ClusterFactory,
 ) -> None:

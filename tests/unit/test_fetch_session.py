@@ -551,6 +551,7 @@ def leader_and_isr(
                 "isr": list(isr),
                 "partition_epoch": 0,
                 "replicas": list(replicas),
+                "is_new": True,  # its log is made here, as for a new partition
             }
         )
     return {

@@ -107,7 +107,7 @@ def leader_and_isr(
                         "replicas": [BROKER] if leader == BROKER else [OTHER, BROKER],
                         "adding_replicas": [],
                         "removing_replicas": [],
-                        "is_new": False,
+                        "is_new": True,  # its log is made here, as for a new partition
                     }
                     for p, (leader, epoch) in states.items()
                 ],

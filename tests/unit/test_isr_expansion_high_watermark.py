@@ -58,7 +58,7 @@ def leader_and_isr(isr: list[int]) -> dict[str, Any]:
                         "replicas": [LEADER, IN_SYNC, JOINING],
                         "adding_replicas": [],
                         "removing_replicas": [],
-                        "is_new": False,
+                        "is_new": True,  # its log is made here, as for a new partition
                     }
                 ],
             }

@@ -50,7 +50,7 @@ def leader_and_isr(leader: int, leader_epoch: int) -> dict[str, Any]:
                         "replicas": [OLD, NEW],
                         "adding_replicas": [],
                         "removing_replicas": [],
-                        "is_new": False,
+                        "is_new": True,  # its log is made here, as for a new partition
                     }
                 ],
             }

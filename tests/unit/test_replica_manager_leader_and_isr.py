@@ -30,6 +30,7 @@ def request(
     *,
     controller_epoch: int = 3,
     replicas: list[int] | None = None,
+    is_new: bool = False,
 ) -> dict[str, Any]:
     """Partition -> (leader, leader epoch, ISR) of topic "t"."""
     return {
@@ -51,7 +52,7 @@ def request(
                         "replicas": replicas if replicas is not None else [1, 2, 3],
                         "adding_replicas": [],
                         "removing_replicas": [],
-                        "is_new": False,
+                        "is_new": is_new,
                     }
                     for p, (leader, epoch, isr) in states.items()
                 ],
@@ -373,6 +374,43 @@ def test_a_stop_replica_deleting_a_topics_last_log_here_forgets_its_id(tmp_path:
         )
         stop(restarted, 1)
         assert read_topic_ids(ids_file) == {}
+    finally:
+        rm.close()
+        logs.close()
+
+
+def test_a_leader_without_its_log_is_refused_where_the_isr_lists_others(tmp_path: Path) -> None:
+    """Told to lead a partition that is not new, whose log it does not have (back on new
+    disks), while the ISR lists other replicas that may hold its records: refused
+    REPLICA_NOT_AVAILABLE, and no empty log made, so the controller hands the leadership
+    to one of them. Led from an empty log, its followers would truncate to it and what
+    was acknowledged would be lost (Kafka 2.8 leads)."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        response = rm.become_leader_or_follower(
+            request({0: (1, 4, [1, 2, 3]), 1: (1, 4, [1]), 2: (2, 4, [2, 1])})
+        )
+        # Partition 1: the ISR's only member leads with what it has (nothing better);
+        # partition 2: followed, fetched from its leader.
+        assert errors(response) == {0: ErrorCode.REPLICA_NOT_AVAILABLE, 1: 0, 2: 0}
+        assert TopicPartition("t", 0) not in logs
+        assert [(r["partition"], r["result"], r["error"]) for r in logged(tmp_path)] == [
+            (0, "rejected", "REPLICA_NOT_AVAILABLE"),
+            (1, "applied", None),
+            (2, "applied", None),
+        ]
+        # Sent again as a follower (another replica leads now), it follows.
+        assert errors(rm.become_leader_or_follower(request({0: (2, 5, [2, 3])}))) == {0: 0}
+        assert TopicPartition("t", 0) in logs
+        # A new partition's first leader has no log yet: it is made.
+        response = rm.become_leader_or_follower(request({3: (1, 0, [1, 2, 3])}, is_new=True))
+        assert errors(response) == {3: 0}
+        # With its log, it leads whoever else the ISR lists.
+        response = rm.become_leader_or_follower(request({0: (1, 6, [1, 2, 3])}))
+        assert errors(response) == {0: 0}
+        assert rm.partitions[TopicPartition("t", 0)].leader == BROKER
     finally:
         rm.close()
         logs.close()
