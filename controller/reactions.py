@@ -533,6 +533,13 @@ def leaders_lacking_their_logs(
         log.error("could not move the leadership of %s off broker %d: %s", tp, broker_id, err)
     if written.retry:
         ctx.adopt_partition_states(ops.store.read_partition_states(list(written.retry)))
+    offline = sorted(tp for tp, lai in written.finished.items() if lai.leader == NO_LEADER)
+    if offline:
+        # As for any Offline partition: elected now if one can be (uncleanly, where the
+        # topic allows it), else when an ISR member returns.
+        partition_sm.handle_state_changes(
+            offline, PartitionStateName.ONLINE, ElectionStrategy.OFFLINE
+        )
     return dict(written.finished)
 
 

@@ -1631,6 +1631,37 @@ class ControllerMachine(RuleBasedStateMachine):
                 assert broker not in lai.isr, f"{tp}: {before} -> {lai}"
                 assert lai.leader != broker, f"{tp}: {before} -> {lai}"
 
+    @rule(data=st.data())
+    def leader_lacks_its_log(self, data: st.DataObject) -> None:
+        """A live leader the ISR lists with others refuses to lead for want of the log
+        (back on new disks while the ISR still listed it): it leaves the ISR, and the
+        leadership goes to another member, or to none while no member left is live (then
+        elected as any Offline partition is: uncleanly where the topic allows, and only
+        that way may it lead again, alone in the ISR)."""
+        c = self.c
+        ctx = c.ctx
+        candidates = sorted(
+            tp
+            for tp, lice in ctx.leadership.items()
+            if lice.leader_and_isr.leader in ctx.live_brokers
+            and len(lice.leader_and_isr.isr) > 1
+            and not ctx.is_topic_queued_for_deletion(tp.topic)
+        )
+        if not candidates:
+            return
+        tp = data.draw(st.sampled_from(candidates), label="refused leadership")
+        broker = ctx.leadership[tp].leader_and_isr.leader
+        before = c.leader_and_isr(tp)
+        reactions.leaders_lacking_their_logs(c.psm, broker, [tp])
+        after = c.leader_and_isr(tp)
+        assert after.leader_epoch > before.leader_epoch, (before, after)
+        if after.isr == (broker,):
+            assert tp.topic in self.unclean_topics, (before, after)
+        else:
+            assert broker not in after.isr, (before, after)
+            assert after.leader != broker, (before, after)
+        self.assert_elected_where_possible([tp])
+
     def forget(self, broker: int) -> None:
         """A broker that died or restarted: what it knew of partitions is gone with it, and
         it answers none of the requests it had."""
