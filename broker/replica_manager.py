@@ -305,6 +305,10 @@ class ReplicaManager:
         # the broker restarts. Not in ``partitions``; read without the lock (a dict only
         # added to, under it): empty (falsy) while every log directory is online.
         self.offline_partitions: dict[TopicPartition, None] = {}
+        # Partitions that are not new whose log this broker made empty (it had lost it:
+        # new disks): it does not lead them while the ISR lists others, until it has
+        # caught up with a leader (see _would_lead_without_its_log).
+        self._lost_logs: set[TopicPartition] = set()
         # Called with the log directories when none is online any more (default: halt
         # the process with exit status 1, as Kafka does); the server's closes the
         # ZooKeeper session first, so the controller hears of it at once.
@@ -392,6 +396,9 @@ class ReplicaManager:
                             )
                         except KafkaStorageError:
                             pass  # tried again below, where it is answered
+                        else:
+                            if not ps.get("is_new", False):
+                                self._lost_logs.add(tp)
         with self._lock:
             if controller_epoch < self.controller_epoch:
                 self.state_log.request_rejected(
@@ -566,7 +573,9 @@ class ReplicaManager:
             # Nearly always there already (made above, or long ago): looked up without the
             # log manager's lock, which a broker loss would take 10,000s of times.
             existing = self.logs.get_log(tp)
-            if existing is None and self._would_lead_without_its_log(ps):
+            if ps.get("is_new", False):
+                self._lost_logs.discard(tp)
+            if (existing is None or tp in self._lost_logs) and self._would_lead_without_its_log(ps):
                 log.error(
                     "LeaderAndIsr for %s refused: told to lead at leader epoch %d, this broker"
                     " has no log of it (new disks?) while the ISR %s lists others that may"
@@ -586,6 +595,8 @@ class ReplicaManager:
                         is_new=ps.get("is_new", False),
                         topic_id=topic_id,
                     )
+                    if not ps.get("is_new", False):
+                        self._lost_logs.add(tp)
                 except KafkaStorageError as e:
                     # Not new while a log directory is offline (its log may be there), or
                     # its creation failed: Kafka's makeLeaders/makeFollowers answer so.
@@ -629,14 +640,14 @@ class ReplicaManager:
         return ErrorCode.NONE, partition
 
     def _would_lead_without_its_log(self, ps: Mapping[str, Any]) -> bool:
-        """A partition state (of a partition whose log this broker does not have) that
-        would make it the leader of a partition that is not new while the ISR lists other
-        replicas: it lost the log (came back on new disks, or its directory was emptied),
-        and leading with an empty one would have those replicas truncate to it, losing
-        what was acknowledged. Refused (REPLICA_NOT_AVAILABLE): the controller hands the
-        leadership to another ISR member and sends this broker the state as a follower.
-        Kafka 2.8 creates the empty log and leads; the ISR's only member still does here
-        (nothing better is left)."""
+        """A partition state (of a partition whose log this broker does not have, or made
+        empty and has not caught up since) that would make it the leader of a partition
+        that is not new while the ISR lists other replicas: it lost the log (came back on
+        new disks, or its directory was emptied), and leading with an empty or partial one
+        would have those replicas truncate to it, losing what was acknowledged. Refused
+        (REPLICA_NOT_AVAILABLE): the controller hands the leadership to another ISR
+        member and sends this broker the state as a follower. Kafka 2.8 creates the empty
+        log and leads; the ISR's only member still does here (nothing better is left)."""
         return (
             ps["leader"] == self.broker_id
             and not ps.get("is_new", False)
@@ -962,6 +973,8 @@ class ReplicaManager:
                 return None
             if records:
                 p.log.append_as_follower(records)
+            if self._lost_logs and p.log.log_end_offset >= leader_high_watermark:
+                self._lost_logs.discard(tp)  # caught up: what the ISR acknowledged, it has
             hw = min(leader_high_watermark, p.log.log_end_offset)
             if hw > p.log.high_watermark:
                 p.log.update_high_watermark(hw)

@@ -407,9 +407,37 @@ def test_a_leader_without_its_log_is_refused_where_the_isr_lists_others(tmp_path
         # A new partition's first leader has no log yet: it is made.
         response = rm.become_leader_or_follower(request({3: (1, 0, [1, 2, 3])}, is_new=True))
         assert errors(response) == {3: 0}
-        # With its log, it leads whoever else the ISR lists.
+        # Its log made empty then, and nothing fetched since: still no leader while the
+        # ISR lists others (the test below has it catch up).
         response = rm.become_leader_or_follower(request({0: (1, 6, [1, 2, 3])}))
-        assert errors(response) == {0: 0}
+        assert errors(response) == {0: ErrorCode.REPLICA_NOT_AVAILABLE}
+    finally:
+        rm.close()
+        logs.close()
+
+
+def test_a_follower_that_made_its_log_empty_does_not_lead_until_it_caught_up(
+    tmp_path: Path,
+) -> None:
+    """Back on new disks and first told to follow, it makes the log empty and fetches;
+    told to lead before it reached its leader's high watermark (the ISR still listing it
+    and others), it refuses as one without the log does; caught up, it leads."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        assert errors(rm.become_leader_or_follower(request({0: (2, 4, [2, 1, 3])}))) == {0: 0}
+        assert TopicPartition("t", 0) in logs
+        batch = bytes(build_batch([b"r"] * 3, base_offset=0, partition_leader_epoch=4))
+        # Three of the leader's ten records: not caught up yet.
+        assert rm.append_as_follower(TopicPartition("t", 0), 2, 4, batch, 10) == 3
+        response = rm.become_leader_or_follower(request({0: (1, 5, [1, 3])}))
+        assert errors(response) == {0: ErrorCode.REPLICA_NOT_AVAILABLE}
+        # Following again, it reaches the leader's high watermark.
+        assert errors(rm.become_leader_or_follower(request({0: (3, 6, [3, 1])}))) == {0: 0}
+        more = bytes(build_batch([b"r"] * 7, base_offset=3, partition_leader_epoch=4))
+        assert rm.append_as_follower(TopicPartition("t", 0), 3, 6, more, 10) == 10
+        assert errors(rm.become_leader_or_follower(request({0: (1, 7, [1, 3])}))) == {0: 0}
         assert rm.partitions[TopicPartition("t", 0)].leader == BROKER
     finally:
         rm.close()
