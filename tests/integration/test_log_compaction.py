@@ -36,20 +36,23 @@ FAST_CLEANER = {"log_cleaner_backoff_ms": "100"}
 
 def records_on_disk(c: Cluster, broker: int, topic: str, partition: int) -> list[Record]:
     """Every record in a broker's segment files of the partition, read as they are on
-    disk (a file swapped away while being read: read again)."""
+    disk (a file swapped away while being read: read again). A cleaned segment being
+    swapped in is read too: between the old segments' removal and its last rename, no
+    ``.log`` holds that range (read beside the old ones, an offset is kept once)."""
     directory = c[broker].data_dir / f"{topic}-{partition}"
 
     def read() -> list[Record] | None:
-        found: list[Record] = []
+        found: dict[int, Record] = {}
         try:
-            for path in sorted(directory.glob("*.log")):
+            for path in sorted([*directory.glob("*.log"), *directory.glob("*.swap")]):
                 data = path.read_bytes()
                 for header in iter_batches(data):
                     batch = data[header.position : header.position + header.size]
-                    found += [(r.offset, r.key, r.value) for r in iter_records(batch)]
+                    for r in iter_records(batch):
+                        found.setdefault(r.offset, (r.offset, r.key, r.value))
         except (FileNotFoundError, ValueError):
             return None
-        return found
+        return sorted(found.values(), key=lambda r: r[0])
 
     return wait_for(read, 30, f"broker {broker}'s files of {topic}-{partition}")
 
