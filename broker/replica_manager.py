@@ -1009,17 +1009,8 @@ class ReplicaManager:
             # this broker led them and wrote nothing) go, as Kafka's truncateTo drops
             # them, or the next question would name them again.
             if p.log.truncate_to(offset):
-                self.state_log.write(
-                    "truncated",
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    from_offset=before,
-                    to_offset=offset,
-                    offsets_lost=before - offset,
-                    leader=p.leader,
-                    leader_epoch=p.leader_epoch,
-                    why=why,
-                )
+                after = p.log.log_end_offset  # a batch straddling ``offset`` went whole
+                self._log_truncation(p, before, after, before - after, why)
             return p.log.log_end_offset
 
     def start_at(
@@ -1036,18 +1027,22 @@ class ReplicaManager:
             before, start = p.log.log_end_offset, p.log.log_start_offset
             if offset > before:
                 p.log.truncate_fully_and_start_at(offset)
-                self.state_log.write(
-                    "truncated",
-                    topic=tp.topic,
-                    partition=tp.partition,
-                    from_offset=before,
-                    to_offset=offset,
-                    offsets_lost=before - start,
-                    leader=p.leader,
-                    leader_epoch=p.leader_epoch,
-                    why=why,
-                )
+                self._log_truncation(p, before, offset, before - start, why)
             return p.log.log_end_offset
+
+    def _log_truncation(self, p: Partition, before: int, after: int, lost: int, why: str) -> None:
+        tp = p.topic_partition
+        self.state_log.write(
+            "truncated",
+            topic=tp.topic,
+            partition=tp.partition,
+            from_offset=before,
+            to_offset=after,
+            offsets_lost=lost,
+            leader=p.leader,
+            leader_epoch=p.leader_epoch,
+            why=why,
+        )
 
     def checkpoint_truncated(self, tps: Collection[TopicPartition]) -> None:
         """Make the recovery points these truncations moved back durable, before the

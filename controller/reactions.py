@@ -30,6 +30,7 @@ from controller.election import (
     without_stale_replicas,
 )
 from controller.state_machines import (
+    ControllerOps,
     PartitionStateMachine,
     ReplicaStateMachine,
     StateChangeFailed,
@@ -176,8 +177,18 @@ def drop_stale_isr_members(
         new = without_stale_replicas(ctx, tp, lice.leader_and_isr, members)
         if new is not None:
             updates[tp] = new
+    return _write_offline_states(ops, updates, "take stale replicas out of the ISR of")
+
+
+def _write_offline_states(
+    ops: ControllerOps, updates: Mapping[TopicPartition, LeaderAndIsr], failing: str
+) -> dict[TopicPartition, LeaderAndIsr]:
+    """Write these partition states (fenced, each conditional on its zkVersion), record
+    them in the context and log them with the reason "offline". A state changed
+    meanwhile (BadVersion) is read again and kept. Returns the states written."""
     if not updates:
         return {}
+    ctx = ops.ctx
     written = ops.store.update_partition_states(updates, ctx.epoch, ctx.epoch_zk_version)
     rows = []
     for tp, lai in written.finished.items():
@@ -185,7 +196,7 @@ def drop_stale_isr_members(
         rows.append(partition_state_row(tp, lai, "offline", ctx.replicas(tp)))
     ops.log_states(rows)
     for tp, err in written.failed.items():
-        log.error("could not take stale replicas out of the ISR of %s: %s", tp, err)
+        log.error("could not %s %s: %s", failing, tp, err)
     if written.retry:
         ctx.adopt_partition_states(ops.store.read_partition_states(list(written.retry)))
     return dict(written.finished)
@@ -515,32 +526,23 @@ def leaders_lacking_their_logs(
         new = without_leader_lacking_its_log(ctx, tp, lice.leader_and_isr, broker_id)
         if new is not None:
             updates[tp] = new
-    if not updates:
-        return {}
-    written = ops.store.update_partition_states(updates, ctx.epoch, ctx.epoch_zk_version)
-    rows = []
+    written = _write_offline_states(ops, updates, f"move off broker {broker_id} the lead of")
     to_send = []
-    for tp, lai in written.finished.items():
-        lice = ops.record_leadership(tp, lai)
+    for tp, lai in written.items():
         ra = ctx.full_assignment(tp)
         if lai.leader == NO_LEADER:
             ctx.set_partition_state(tp, PartitionStateName.OFFLINE)
-        to_send.append(([r for r in ra.replicas if r in ctx.live_brokers], tp, lice, ra))
-        rows.append(partition_state_row(tp, lai, "offline", ra.replicas))
+        live = [r for r in ra.replicas if r in ctx.live_brokers]
+        to_send.append((live, tp, ctx.leadership[tp], ra))
     ops.batch.add_leader_and_isr_updates(ctx, to_send)
-    ops.log_states(rows)
-    for tp, err in written.failed.items():
-        log.error("could not move the leadership of %s off broker %d: %s", tp, broker_id, err)
-    if written.retry:
-        ctx.adopt_partition_states(ops.store.read_partition_states(list(written.retry)))
-    offline = sorted(tp for tp, lai in written.finished.items() if lai.leader == NO_LEADER)
+    offline = sorted(tp for tp, lai in written.items() if lai.leader == NO_LEADER)
     if offline:
         # As for any Offline partition: elected now if one can be (uncleanly, where the
         # topic allows it), else when an ISR member returns.
         partition_sm.handle_state_changes(
             offline, PartitionStateName.ONLINE, ElectionStrategy.OFFLINE
         )
-    return dict(written.finished)
+    return written
 
 
 def controlled_shutdown_moves(

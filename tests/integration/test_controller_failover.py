@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -347,6 +349,35 @@ def test_a_broker_stopping_while_the_controller_is_a_zombie_is_moved_by_the_next
 
 
 @pytest.mark.slow
+@contextlib.contextmanager
+def no_controller_watching(c: Cluster) -> Iterator[None]:
+    """No controller acts meanwhile: an admin session holds /controller (one multi, delete
+    and create, so no broker wins in between; 99 is no broker). On leaving, its
+    /controller goes with its session and the brokers race again."""
+    hold = ZkClient(c.zk_connect, session_timeout_ms=30_000)
+    hold.start()
+    try:
+        hold.multi(
+            [
+                Delete(paths.CONTROLLER),
+                Create(paths.CONTROLLER, znodes.encode_controller(99), ephemeral=True),
+            ]
+        )
+        wait_for(
+            lambda: (
+                not any(
+                    ((b.status() or {}).get("controller") or {}).get("active")
+                    for b in c.brokers.values()
+                )
+            ),
+            30,
+            "no active controller",
+        )
+        yield
+    finally:
+        hold.close()
+
+
 def test_a_broker_back_on_new_disks_while_no_controller_watched_does_not_lead_with_nothing(
     cluster_factory: ClusterFactory,
 ) -> None:
@@ -373,26 +404,7 @@ def test_a_broker_back_on_new_disks_while_no_controller_watched_does_not_lead_wi
     before, _ = c.partition_state("t", 0)
     old_epoch = c.broker_epoch(target)
 
-    hold = ZkClient(c.zk_connect, session_timeout_ms=30_000)
-    hold.start()
-    try:
-        # One multi: no broker wins in between. 99 is no broker.
-        hold.multi(
-            [
-                Delete(paths.CONTROLLER),
-                Create(paths.CONTROLLER, znodes.encode_controller(99), ephemeral=True),
-            ]
-        )
-        wait_for(
-            lambda: (
-                not any(
-                    ((b.status() or {}).get("controller") or {}).get("active")
-                    for b in c.brokers.values()
-                )
-            ),
-            30,
-            "no active controller",
-        )
+    with no_controller_watching(c):
         c[target].kill()
         c[target].replace_disks()
         c[target].start()
@@ -402,8 +414,6 @@ def test_a_broker_back_on_new_disks_while_no_controller_watched_does_not_lead_wi
             f"broker {target} registered again",
         )
         assert c.partition_state("t", 0)[0] == before  # its earlier self still leads
-    finally:
-        hold.close()  # its /controller goes with its session: the brokers race again
     new_id, new_epoch = c.wait_controller(min_epoch=epoch + 1)
     after = c.wait_partitions(
         "t",
@@ -451,25 +461,7 @@ def test_a_leader_back_on_new_disks_with_every_isr_member_back_unseen_gives_way(
     before, _ = c.partition_state("t", 0)
     old_epochs = {b: c.broker_epoch(b) for b in (1, 2, 3)}
 
-    hold = ZkClient(c.zk_connect, session_timeout_ms=30_000)
-    hold.start()
-    try:
-        hold.multi(
-            [
-                Delete(paths.CONTROLLER),
-                Create(paths.CONTROLLER, znodes.encode_controller(99), ephemeral=True),
-            ]
-        )
-        wait_for(
-            lambda: (
-                not any(
-                    ((b.status() or {}).get("controller") or {}).get("active")
-                    for b in c.brokers.values()
-                )
-            ),
-            30,
-            "no active controller",
-        )
+    with no_controller_watching(c):
         for b in (1, 2, 3):
             c[b].kill()
         c[target].replace_disks()
@@ -481,8 +473,6 @@ def test_a_leader_back_on_new_disks_with_every_isr_member_back_unseen_gives_way(
             "every broker registered again",
         )
         assert c.partition_state("t", 0)[0] == before
-    finally:
-        hold.close()
     new_id, new_epoch = c.wait_controller(min_epoch=epoch + 1)
     after = c.wait_partitions(
         "t",

@@ -9,7 +9,6 @@ answers come from its real epoch cache."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -22,6 +21,7 @@ from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
+from tests.unit.leader_and_isr_requests import leader_and_isr_request
 from wire.api import ApiKey
 from zkdata.znodes import TopicPartition
 
@@ -30,31 +30,7 @@ L, F = 1, 2
 
 
 def leader_and_isr(leader: int, leader_epoch: int) -> dict[str, Any]:
-    return {
-        "controller_id": 9,
-        "controller_epoch": 3,
-        "broker_epoch": 100,
-        "topic_states": [
-            {
-                "topic_name": TP.topic,
-                "topic_id": uuid.UUID(int=7),
-                "partition_states": [
-                    {
-                        "partition_index": TP.partition,
-                        "controller_epoch": 3,
-                        "leader": leader,
-                        "leader_epoch": leader_epoch,
-                        "isr": [leader],
-                        "partition_epoch": leader_epoch,
-                        "replicas": [L, F],
-                        "adding_replicas": [],
-                        "removing_replicas": [],
-                        "is_new": False,
-                    }
-                ],
-            }
-        ],
-    }
+    return leader_and_isr_request(TP, leader, leader_epoch, [leader], [L, F])
 
 
 @pytest.fixture

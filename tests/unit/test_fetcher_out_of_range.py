@@ -8,7 +8,6 @@ real KafkaApis and the wire codec."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -24,6 +23,7 @@ from broker.state_change_log import StateChangeLog
 from storage.log import PartitionLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
+from tests.unit.leader_and_isr_requests import leader_and_isr_request
 from tests.unit.test_fetch_session import Loopback
 from wire.api import ApiKey
 from zkdata.znodes import TopicPartition
@@ -33,31 +33,7 @@ L, F = 1, 2
 
 
 def leader_and_isr(leader_epoch: int, replicas: list[int]) -> dict[str, Any]:
-    return {
-        "controller_id": 9,
-        "controller_epoch": 3,
-        "broker_epoch": 100,
-        "topic_states": [
-            {
-                "topic_name": TP.topic,
-                "topic_id": uuid.UUID(int=7),
-                "partition_states": [
-                    {
-                        "partition_index": TP.partition,
-                        "controller_epoch": 3,
-                        "leader": L,
-                        "leader_epoch": leader_epoch,
-                        "isr": [L],
-                        "partition_epoch": leader_epoch,
-                        "replicas": replicas,
-                        "adding_replicas": [],
-                        "removing_replicas": [],
-                        "is_new": False,
-                    }
-                ],
-            }
-        ],
-    }
+    return leader_and_isr_request(TP, L, leader_epoch, [L], replicas)
 
 
 Brokers = tuple[ReplicaManager, ReplicaManager]

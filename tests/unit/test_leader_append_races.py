@@ -8,7 +8,6 @@ mismatch"). Real replica managers and logs; the interleaving is injected."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -22,6 +21,7 @@ from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
+from tests.unit.leader_and_isr_requests import leader_and_isr_request
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
@@ -31,31 +31,8 @@ OLD, NEW = 1, 2
 
 
 def leader_and_isr(leader: int, leader_epoch: int) -> dict[str, Any]:
-    return {
-        "controller_id": 9,
-        "controller_epoch": 3,
-        "broker_epoch": 100,
-        "topic_states": [
-            {
-                "topic_name": TP.topic,
-                "topic_id": uuid.UUID(int=7),
-                "partition_states": [
-                    {
-                        "partition_index": TP.partition,
-                        "controller_epoch": 3,
-                        "leader": leader,
-                        "leader_epoch": leader_epoch,
-                        "isr": [OLD, NEW],
-                        "partition_epoch": leader_epoch,
-                        "replicas": [OLD, NEW],
-                        "adding_replicas": [],
-                        "removing_replicas": [],
-                        "is_new": True,  # its log is made here, as for a new partition
-                    }
-                ],
-            }
-        ],
-    }
+    # its log is made here, as for a new partition
+    return leader_and_isr_request(TP, leader, leader_epoch, [OLD, NEW], [OLD, NEW], is_new=True)
 
 
 @pytest.fixture

@@ -1,0 +1,50 @@
+"""A controller's LeaderAndIsr request of one partition, as the replica manager takes it
+(the unit tests of the data plane send it to real replica managers)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from zkdata.znodes import TopicPartition
+
+TOPIC_ID = uuid.UUID(int=7)
+
+
+def leader_and_isr_request(
+    tp: TopicPartition,
+    leader: int,
+    leader_epoch: int,
+    isr: Sequence[int],
+    replicas: Sequence[int],
+    *,
+    is_new: bool = False,
+) -> dict[str, Any]:
+    """``is_new``: the partition was just made (its first leader makes its log; a leader
+    that is told otherwise and has no log refuses, see ReplicaManager)."""
+    return {
+        "controller_id": 9,
+        "controller_epoch": 3,
+        "broker_epoch": 100,
+        "topic_states": [
+            {
+                "topic_name": tp.topic,
+                "topic_id": TOPIC_ID,
+                "partition_states": [
+                    {
+                        "partition_index": tp.partition,
+                        "controller_epoch": 3,
+                        "leader": leader,
+                        "leader_epoch": leader_epoch,
+                        "isr": list(isr),
+                        "partition_epoch": leader_epoch,
+                        "replicas": list(replicas),
+                        "adding_replicas": [],
+                        "removing_replicas": [],
+                        "is_new": is_new,
+                    }
+                ],
+            }
+        ],
+    }
