@@ -60,7 +60,6 @@ from controller.store import ZkControllerStore
 from controller.topic_deletion import TopicDeletionManager
 from election.controller_election import (
     NO_CONTROLLER,
-    UNKNOWN_CONTROLLER,
     FencingToken,
     delete_own_controller_znode,
     read_controller,
@@ -389,12 +388,18 @@ class KafkaController:
         # Disconnected for a whole session timeout: ZooKeeper has (or will have) expired
         # the session, so another broker may already be controller. Stop acting now.
         self._cancel_suspended_timer()
-        timer = threading.Timer(
-            self.config.session_timeout_ms / 1000,
-            lambda: self.events.clear_and_put(
-                ev.Expire("ZooKeeper unreachable for longer than the session timeout")
-            ),
-        )
+
+        def expire() -> None:
+            with self._state_lock:
+                # Cancelled too late (the connection came back as the wait ended): its
+                # reconnection event is queued, and must not be cleared away.
+                if self._suspended_timer is not timer or self._last_zk_state != "SUSPENDED":
+                    return
+                self.events.clear_and_put(
+                    ev.Expire("ZooKeeper unreachable for longer than the session timeout")
+                )
+
+        timer = threading.Timer(self.config.session_timeout_ms / 1000, expire)
         timer.daemon = True
         self._suspended_timer = timer
         timer.start()
@@ -567,13 +572,24 @@ class KafkaController:
 
     def _maybe_resign(self, *, fenced: bool = False) -> None:
         was_active = self.is_active
-        controller_id, _ = read_controller(self.zk, watch=True)
+        if fenced and was_active:
+            # First: the read below may fail (the connection dropped), and nothing of a
+            # fenced term may go on acting meanwhile (its channel, its handlers).
+            self._resign("fenced: another controller's epoch")
+        try:
+            controller_id, _ = read_controller(self.zk, watch=True)
+        except _ZK_ERRORS as e:
+            if not fenced:
+                raise
+            log.warning("could not read /controller after being fenced (%r)", e)
+            return  # the reconnection reads it again, and removes ours if it stands
         self.active_controller_id = controller_id
         if was_active and (fenced or controller_id != self.broker_id):
-            self._resign("fenced: another controller's epoch" if fenced else "controller moved")
-            if controller_id in (self.broker_id, UNKNOWN_CONTROLLER):
-                # Ours (by session) even if unreadable: left standing it blocks elections.
-                delete_own_controller_znode(self.zk, self.broker_id)
+            if not fenced:
+                self._resign("controller moved")
+            # Ours by session, whatever it names (unreadable, another id): left standing,
+            # it blocks every election. Another's is left alone.
+            delete_own_controller_znode(self.zk, self.broker_id)
         elif controller_id != self.broker_id:
             self.state_log.controller_seen(controller_id, "controller changed")
 

@@ -143,8 +143,9 @@ def delete_own_controller_znode(zk: ZkClient, broker_id: int) -> bool:
     survived an outage must not leave the cluster with a controller nobody is acting as:
     KAFKA-13407). Nobody else's is ever removed.
 
-    The session that owns the ephemeral is what makes it ours: one whose data someone made
-    unreadable is ours too, and left standing it would block every election.
+    The session that owns the ephemeral is what makes it ours, whatever its data says: one
+    whose data someone made unreadable, or rewrote to name another broker, is ours too, and
+    left standing it would block every election.
 
     The server that answers the reads may lag behind the ensemble's leader (one just back
     from a pause): it can still show our old `/controller` after an admin deleted it and
@@ -156,12 +157,8 @@ def delete_own_controller_znode(zk: ZkClient, broker_id: int) -> bool:
     got = zk.get(paths.CONTROLLER)
     if got is None:
         return False
-    data, stat = got
-    try:
-        owner_id = decode_controller(data)
-    except MalformedZnode:
-        owner_id = UNKNOWN_CONTROLLER
-    if int(stat.ephemeralOwner) != zk.session_id or owner_id not in (broker_id, UNKNOWN_CONTROLLER):
+    _data, stat = got
+    if int(stat.ephemeralOwner) != zk.session_id:
         return False
     return delete_controller_of_term(zk, None if epoch is None else epoch[1].version, stat.version)
 

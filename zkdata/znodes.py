@@ -191,10 +191,15 @@ def encode_controller(broker_id: int, timestamp_ms: int | None = None) -> bytes:
 
 
 def decode_controller(data: bytes | None, path: str = paths.CONTROLLER) -> int:
-    """The controller's broker id. Accepts Kafka 0.8's bare-integer form too."""
+    """The controller's broker id. Accepts Kafka 0.8's bare-integer form too. A negative
+    id names no broker (and -1 would read as no controller at all): malformed."""
     if data is not None and _INT_TEXT.fullmatch(data.strip().decode("ascii", "replace")):
-        return _int_text(path, data.strip().decode(), "controller id")
-    return _int(path, _loads_object(path, data), "brokerid")
+        controller_id = _int_text(path, data.strip().decode(), "controller id")
+    else:
+        controller_id = _int(path, _loads_object(path, data), "brokerid")
+    if controller_id < 0:
+        raise MalformedZnode(path, f"negative controller id {controller_id}")
+    return controller_id
 
 
 def encode_controller_epoch(epoch: int) -> bytes:

@@ -414,6 +414,9 @@ BAD_CONTROLLERS: list[bytes | None] = [
     b"1 2",
     b"0x10",
     b"2147483648",
+    # no broker has a negative id (and -1 would read as no controller at all)
+    b'{"version":1,"brokerid":-1,"timestamp":"0"}',
+    b"-3",
 ]
 
 
