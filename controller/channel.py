@@ -60,23 +60,31 @@ def _is_update_metadata(q: _Queued) -> bool:
     return q.request is not None and q.request.api_key == ApiKey.UPDATE_METADATA
 
 
-def _covered_by(newer: Iterable[BrokerRequest]) -> dict[str, set[int]]:
-    covered: dict[str, set[int]] = {}
+def _covered_by(newer: Iterable[BrokerRequest]) -> dict[str, dict[int, bool]]:
+    """topic -> partition -> whether the newer rows mark it being deleted."""
+    covered: dict[str, dict[int, bool]] = {}
     for r in newer:
         for row in r.update_metadata_rows or ():
             parts = covered.get(row[0])
             if parts is None:
-                parts = covered[row[0]] = set()
-            parts.add(row[1])
+                parts = covered[row[0]] = {}
+            parts[row[1]] = row[5] or parts.get(row[1], False)
     return covered
 
 
-def _says_nothing_more(request: BrokerRequest, covered: dict[str, set[int]]) -> bool:
+def _says_nothing_more(request: BrokerRequest, covered: dict[str, dict[int, bool]]) -> bool:
     rows = request.update_metadata_rows
     if rows is None:
         return False  # not built from rows: nothing to compare
-    no_parts: set[int] = set()
-    return all(row[1] in covered.get(row[0], no_parts) for row in rows)
+    no_parts: dict[int, bool] = {}
+    for topic, partition, *_, during_delete in rows:
+        newer = covered.get(topic, no_parts).get(partition)
+        # A topic marked deleted says so only once: a broker hosting none of its replicas
+        # learns of the deletion from it alone (its group offsets and orphaned logs go),
+        # and the topic made again under the name must not hide it.
+        if newer is None or (during_delete and not newer):
+            return False
+    return True
 
 
 def _stripped(request: BrokerRequest) -> BrokerRequest:
@@ -161,7 +169,7 @@ class _BrokerSender:
         # The newer rows' set is built only for a queued request they could cover: one
         # with more rows than all of them says something more without looking.
         newer_rows = sum(len(r.update_metadata_rows or ()) for r in newer)
-        covered: dict[str, set[int]] | None = None
+        covered: dict[str, dict[int, bool]] | None = None
         replaced: list[BrokerRequest] = []
         for q in reversed(tail):
             assert q.request is not None

@@ -265,12 +265,19 @@ class Tracker(str):
 
 
 def update_metadata(
-    partitions: list[int] | None, name: str, written: list[str] | None = None
+    partitions: list[int] | None,
+    name: str,
+    written: list[str] | None = None,
+    *,
+    deleting: bool = False,
 ) -> BrokerRequest:
     """Broker 7's UpdateMetadata for these partitions of ``orders`` (None: all three),
     built by the controller's request batch; its tracker is ``name``, noting in
-    ``written`` when it is written."""
+    ``written`` when it is written. ``deleting``: the topic is being deleted (its
+    partitions' leader is sent as -2)."""
     ctx = ControllerContext(epoch=3, epoch_zk_version=2)
+    if deleting:
+        ctx.topics_to_be_deleted.add(TOPIC)
     ctx.add_live_brokers({7: (BrokerRegistration(7, (EndPoint("PLAINTEXT", "h", 9),)), 70)})
     for p in range(3):
         tp = TopicPartition(TOPIC, p)
@@ -330,6 +337,29 @@ def test_update_metadata_said_again_behind_it_is_dropped(servers: Callable[..., 
     assert written == ["A", "B", "C", "D"]
     assert all(response == {"error_code": 0} for _, response in c.answered[2:])
     assert c.abandoned == []
+
+
+def test_update_metadata_marking_a_topic_deleted_is_dropped_only_for_another_marking_it(
+    servers: Callable[..., Server],
+) -> None:
+    """A broker hosting none of a topic's replicas learns of its deletion from the
+    UpdateMetadata marking it (leader -2) alone (its group offsets of the topic go then):
+    the topic made again under the name, queued behind, must not hide it."""
+    h = Held(servers)
+    c = h.c
+    try:
+        c.channel.send([update_metadata(None, "deleted", deleting=True)])
+        c.channel.send([update_metadata(None, "made again")])
+        assert c.channel.queue_sizes() == {7: 3}  # both, and the one taken ahead
+        # Deleted again: this one says all both said (the deletion included).
+        c.channel.send([update_metadata(None, "deleted again", deleting=True)])
+        assert c.channel.queue_sizes() == {7: 2}
+        assert c.channel.superseded() == 2
+        h.release.set()
+        wait_until(lambda: len(c.answered) == 5, "every answer")
+    finally:
+        c.channel.close()
+    assert h.trackers_answered() == [None, None, "deleted", "made again", "deleted again"]
 
 
 def test_update_metadata_with_another_request_behind_it_is_kept(
