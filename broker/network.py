@@ -36,6 +36,20 @@ class BindError(ValueError):
     """A listener's address cannot be bound (in use, not local, not permitted)."""
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket: of the host's address family (an IPv6 listener,
+    ``PLAINTEXT://[::1]:9092``, binds IPv6); no host, every interface, IPv6 too where the
+    system can (Kafka's wildcard address is dual-stack)."""
+    if not host:
+        if socket.has_dualstack_ipv6():
+            return socket.create_server(
+                ("", port), family=socket.AF_INET6, dualstack_ipv6=True, reuse_port=False
+            )
+        return socket.create_server(("0.0.0.0", port), reuse_port=False)
+    family, *_ = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    return socket.create_server((host, port), family=family, reuse_port=False)
+
+
 def _read_exactly(sock: socket.socket, n: int) -> bytearray:
     """Exactly n bytes, in a bytearray: a producer's records (a view into it) then get
     their offsets assigned in place, without a copy."""
@@ -65,7 +79,7 @@ class SocketServer:
         self.listener_name = listener_name
         self.max_request_size = max_request_size
         try:
-            self._listener = socket.create_server((host or "0.0.0.0", port), reuse_port=False)
+            self._listener = _bind(host, port)
         except OSError as e:
             where = f"{listener_name}://{host}:{port}" if listener_name else f"{host}:{port}"
             raise BindError(f"socket server failed to bind to {where}: {e.strerror}") from e
@@ -112,13 +126,25 @@ class SocketServer:
                 if self._stopped.is_set():
                     return
                 continue
-            conn.settimeout(None)
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 self._connections.add(conn)
-            threading.Thread(
-                target=self._serve, args=(conn, addr), name=f"conn-{addr[0]}:{addr[1]}", daemon=True
-            ).start()
+            try:
+                conn.settimeout(None)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                threading.Thread(
+                    target=self._serve,
+                    args=(conn, addr),
+                    name=f"conn-{addr[0]}:{addr[1]}",
+                    daemon=True,
+                ).start()
+            except (OSError, RuntimeError) as e:
+                # This connection is lost ("can't start new thread" under a process
+                # limit, say), not the acceptor: the next ones are served (Kafka's
+                # Acceptor goes on too).
+                log.error("closing %s: could not serve it: %s", addr, e)
+                with self._lock:
+                    self._connections.discard(conn)
+                conn.close()
 
     def _serve(self, conn: socket.socket, addr: Any) -> None:
         try:

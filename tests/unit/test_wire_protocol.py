@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from wire.api import ApiKey, version_range
@@ -175,3 +177,17 @@ def test_encode_error_paths() -> None:
     error = EncodeError("bad", ("isr",)).within("topic_states", "[3]")
     assert str(error) == "topic_states[3].isr: bad"
     assert error.path == ("topic_states", "[3]", "isr")
+
+
+def test_a_client_id_that_is_not_utf8_is_read_with_replacement_characters() -> None:
+    """Kafka reads the header's client id as Java's String does (bad bytes replaced) and
+    serves the request; taken for an unreadable header, the connection was closed."""
+    client_id = "caf\xe9".encode("latin-1")
+    frame = struct.pack(">hhih", ApiKey.API_VERSIONS, 0, 42, len(client_id)) + client_id
+    header, offset = decode_request_header(frame)
+    assert header["client_id"] == "caf\ufffd"
+    assert header["correlation_id"] == 42
+    assert offset == len(frame)
+    # A header that is bad otherwise is still refused.
+    with pytest.raises(DecodeError):
+        decode_request_header(frame[:-2])

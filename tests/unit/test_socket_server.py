@@ -1,0 +1,114 @@
+"""The broker's socket server at its edges: a connection whose thread cannot start is
+closed and the listener goes on accepting; an IPv6 listener binds IPv6, and one with no
+host every interface, IPv6 too where the system can."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import broker.network
+from broker.network import BindError, SocketServer
+from wire.api import ApiKey
+from wire.protocol import decode_response, encode_request
+
+
+class VersionsOnly:
+    """A request handler answering ApiVersions only."""
+
+    def supported(self, api_key: int, version: int) -> bool:
+        return api_key == ApiKey.API_VERSIONS and 0 <= version <= 3
+
+    def handle(self, *_args: Any, **_kwargs: Any) -> dict[str, Any]:
+        return {"error_code": 0, "api_keys": [], "throttle_time_ms": 0}
+
+
+def ask(host: str, port: int, correlation_id: int = 5) -> int:
+    """The correlation id of the answer to an ApiVersions request."""
+    with socket.create_connection((host, port), timeout=5) as c:
+        c.sendall(encode_request(ApiKey.API_VERSIONS, 0, correlation_id, "x", {}))
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            more = c.recv(65536)
+            assert more, "closed without an answer"
+            data += more
+        return decode_response(ApiKey.API_VERSIONS, 0, data[4:])[0]
+
+
+@pytest.fixture
+def served() -> Iterator[SocketServer]:
+    s = SocketServer("127.0.0.1", 0, VersionsOnly)  # type: ignore[arg-type]
+    s.start()
+    yield s
+    s.stop()
+
+
+def test_a_connection_whose_thread_cannot_start_is_closed_and_the_next_served(
+    served: SocketServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a process limit a thread may not start ("can't start new thread"): that
+    connection is lost, not the acceptor (Kafka's Acceptor goes on too). The acceptor's
+    thread died with it, and no later client was ever served."""
+    assert ask("127.0.0.1", served.port) == 5
+    failed = threading.Event()
+
+    class NoThread(threading.Thread):
+        def start(self) -> None:
+            failed.set()
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(broker.network.threading, "Thread", NoThread)
+    with socket.create_connection(("127.0.0.1", served.port), timeout=5) as lost:
+        assert failed.wait(5)
+        assert lost.recv(1) == b""  # closed
+    monkeypatch.undo()
+    assert ask("127.0.0.1", served.port, 6) == 6
+    # The lost connection was let go too (the last one's goes once its thread sees it close).
+    deadline = time.monotonic() + 5
+    while served._connections and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not served._connections
+
+
+def ipv6_loopback() -> bool:
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+def test_an_ipv6_listener_binds_ipv6() -> None:
+    """``PLAINTEXT://[::1]:9092`` (the configuration accepts it, as Kafka does): bound as
+    IPv6. It failed to bind ("address family for hostname not supported"), and the broker
+    did not start. Where the system has no IPv6, that is said clearly."""
+    if not ipv6_loopback():
+        with pytest.raises(BindError, match=r"failed to bind to \[?::1"):
+            SocketServer("::1", 0, VersionsOnly)  # type: ignore[arg-type]
+        return
+    s = SocketServer("::1", 0, VersionsOnly)  # type: ignore[arg-type]
+    s.start()
+    try:
+        assert ask("::1", s.port) == 5
+    finally:
+        s.stop()
+
+
+def test_a_listener_without_a_host_serves_every_interface() -> None:
+    s = SocketServer("", 0, VersionsOnly)  # type: ignore[arg-type]
+    s.start()
+    try:
+        assert ask("127.0.0.1", s.port) == 5
+        if socket.has_dualstack_ipv6() and ipv6_loopback():
+            assert ask("::1", s.port) == 5  # IPv6 clients too, as on Kafka's JVM
+    finally:
+        s.stop()
