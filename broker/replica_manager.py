@@ -933,16 +933,37 @@ class ReplicaManager:
         self, p: Partition, required_offset: int, timeout_s: float
     ) -> ErrorCode:
         """acks=all: wait until the high watermark passes `required_offset` (every ISR
-        member has it). NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
-        min.insync.replicas meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved;
-        REQUEST_TIMED_OUT after the producer's timeout."""
+        member has it); `p` is the partition append_as_leader appended to and returned.
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas
+        meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved; REQUEST_TIMED_OUT after the
+        producer's timeout.
+
+        A new leader epoch with this broker still the leader (the controller bumps it when
+        the ISR shrinks, for one) is a new Partition: the wait goes on with it, as Kafka's
+        DelayedProduce fails only once the broker no longer leads (it was answered
+        NOT_LEADER_OR_FOLLOWER, though the batch got committed, and producers wrote it
+        twice). Only while it has the same log, still holding the batch as appended:
+        leadership that left and came back between two looks may have truncated and
+        rewritten those offsets (their epoch is then a later one)."""
         deadline = time.monotonic() + timeout_s
-        min_isr = self.min_insync_replicas(p.topic_partition.topic)
+        tp = p.topic_partition
+        min_isr = self.min_insync_replicas(tp.topic)
+        appended_epoch = p.leader_epoch  # append_as_leader appends with its partition's
+        appended_log = p.log
         with self.replicated:
             while True:
-                current = self.partitions.get(p.topic_partition)
+                current = self.partitions.get(tp)
+                if (
+                    current is not p
+                    and current is not None
+                    and appended_log is not None
+                    and current.log is appended_log
+                    and required_offset < appended_log.log_end_offset
+                    and appended_log.epoch_cache.epoch_for_offset(required_offset) == appended_epoch
+                ):
+                    p = current  # whether this broker still leads it is checked next
                 if current is not p or p.stale or p.leader != self.broker_id:
-                    if self.offline_partitions and p.topic_partition in self.offline_partitions:
+                    if self.offline_partitions and tp in self.offline_partitions:
                         return ErrorCode.KAFKA_STORAGE_ERROR
                     return ErrorCode.NOT_LEADER_OR_FOLLOWER
                 if p.high_watermark > required_offset:

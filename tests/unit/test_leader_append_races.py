@@ -4,7 +4,9 @@ and the append are one step under the lock a LeaderAndIsr takes to change the pa
 it became a follower, at offsets the new leader gives other records. And a follower whose
 log no longer ends where it fetched from (something else wrote it) stops fetching that
 partition rather than fetching on past records the leader never had (Kafka's "Offset
-mismatch"). Real replica managers and logs; the interleaving is injected."""
+mismatch"). A produce waiting for acks=all outlives a new leader epoch of the same
+leader, not a log rewritten meanwhile. Real replica managers and logs; the interleaving
+is injected."""
 
 from __future__ import annotations
 
@@ -88,6 +90,44 @@ def test_a_batch_checked_before_a_new_leader_epoch_of_the_same_leader_takes_the_
     assert p is old.partitions[TP]
     assert p.log is not None
     assert p.log.latest_epoch == 2
+
+
+def test_an_acks_all_produce_waiting_across_a_new_epoch_of_the_same_leader_completes(
+    old: ReplicaManager,
+) -> None:
+    """A follower drops out: the controller shrinks the ISR with a new leader epoch, the
+    leader unchanged, and the replica manager makes a new Partition for it. The produce
+    waiting for the ISR is answered once the high watermark passes its batch, as Kafka's
+    DelayedProduce fails only once the broker no longer leads; answered
+    NOT_LEADER_OR_FOLLOWER, the producer sent the committed batch again (a duplicate)."""
+    error, p, info, _why = old.append_as_leader(TP, build_batch([b"acked"]), -1)
+    assert error == ErrorCode.NONE
+    assert p is not None
+    assert info is not None
+    old.become_leader_or_follower(leader_and_isr_request(TP, OLD, 2, [OLD], [OLD, NEW]))
+    assert old.partitions[TP] is not p
+    assert old.wait_for_replication(p, info.last_offset, 5.0) == ErrorCode.NONE
+    assert old.partitions[TP].high_watermark == info.last_offset + 1
+
+
+def test_an_acks_all_produce_whose_batch_was_rewritten_while_leading_elsewhere_fails(
+    old: ReplicaManager,
+) -> None:
+    """Leading again after following meanwhile (too quickly for the waiting produce to
+    look): the log was truncated below the batch and took the other leader's records at
+    the same offsets, so the batch is not what got committed: NOT_LEADER_OR_FOLLOWER, and
+    the producer sends it again."""
+    error, p, info, _why = old.append_as_leader(TP, build_batch([b"lost"]), -1)
+    assert error == ErrorCode.NONE
+    assert p is not None
+    assert info is not None
+    old.become_leader_or_follower(leader_and_isr_request(TP, NEW, 2, [NEW], [OLD, NEW]))
+    assert old.truncate(TP, NEW, 2, 5, "diverged") == 5
+    other = build_batch([b"other"], base_offset=5, partition_leader_epoch=2)
+    assert old.append_as_follower(TP, NEW, 2, bytes(other), 6) == 6
+    old.become_leader_or_follower(leader_and_isr_request(TP, OLD, 3, [OLD], [OLD, NEW]))
+    assert old.partitions[TP].high_watermark == 6  # offset 5 committed: not the batch
+    assert old.wait_for_replication(p, info.last_offset, 1.0) == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 class EmptyAnswers:
