@@ -60,6 +60,7 @@ _FETCH_ZSTD_VERSION = 10
 _MAGIC_AT = 16  # a batch's magic byte, and the low byte of its attributes
 _ATTRIBUTES_LOW_BYTE = 22
 _BATCH_LENGTH = struct.Struct(">i")
+_VALID_ACKS = (-1, 0, 1)
 
 
 class CloseConnection(Exception):
@@ -562,6 +563,13 @@ class KafkaApis:
                 invalid = _check_produce_records(version, records)
                 if invalid is not None:
                     answers[tp] = _produce_answer(tp, *invalid)
+                    continue
+                if acks not in _VALID_ACKS:
+                    # Kafka's appendRecords appends nothing and answers every partition so
+                    # (librdkafka lets request.required.acks be up to 1000).
+                    answers[tp] = _produce_answer(
+                        tp, ErrorCode.INVALID_REQUIRED_ACKS, f"acks {acks} is not -1, 0 or 1"
+                    )
                     continue
                 error, p, info, message = self.replicas.append_as_leader(tp, records, acks)
                 if info is None or p is None:

@@ -595,7 +595,9 @@ def change_partitions(
 
 
 class Loopback:
-    """A connection to a KafkaApis in this process, through the wire codec both ways."""
+    """A connection to a KafkaApis in this process, through the wire codec both ways
+    (requests decoded from a bytearray, as broker/network.py reads them: a producer's
+    records are then writable, as the leader's append wants)."""
 
     def __init__(self, apis: KafkaApis) -> None:
         self.apis = apis
@@ -605,7 +607,7 @@ class Loopback:
     def request(self, api_key: int, api_version: int, body: Mapping[str, Any]) -> Any:
         if self.closed:
             raise ConnectionError("closed")
-        frame = encode_request(api_key, api_version, 7, "test", body)[4:]
+        frame = bytearray(encode_request(api_key, api_version, 7, "test", body)[4:])
         header, offset = decode_request_header(frame)
         decoded, _ = _request_codec(api_key, api_version).decode_from(frame, offset)
         self.requests.append(decoded)

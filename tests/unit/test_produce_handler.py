@@ -1,0 +1,75 @@
+"""The Produce handler's answers as Kafka 2.8's handleProduceRequest and appendRecords
+give them: what it refuses whole, and what it appends. A real request handler and logs,
+the wire codec both ways."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.apis import KafkaApis
+from broker.config import BrokerConfig
+from broker.replica_manager import ReplicaManager
+from storage.log_manager import LogManager
+from storage.testing import build_batch
+from tests.unit.test_fetch_session import FOLLOWER, LEADER, T0, Loopback, make_leader
+from wire.api import ApiKey
+from wire.errors import ErrorCode
+from zkdata.znodes import TopicPartition
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Iterator[LogManager]:
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    manager = LogManager([tmp_path], config)
+    yield manager
+    manager.close()
+
+
+def leading(logs: LogManager, tp: TopicPartition = T0) -> tuple[KafkaApis, ReplicaManager]:
+    apis, replicas, _zk = make_leader([tp], isr=(LEADER, FOLLOWER), logs=logs)
+    return apis, replicas
+
+
+def produce(
+    tp: TopicPartition, acks: int, *batches: list[bytes], timeout_ms: int = 1000
+) -> dict[str, Any]:
+    """A Produce body of ``tp``, listing it once for each batch given."""
+    return {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout_ms": timeout_ms,
+        "topic_data": [
+            {
+                "name": tp.topic,
+                "partition_data": [
+                    {"index": tp.partition, "records": bytes(build_batch(values))}
+                    for values in batches
+                ],
+            }
+        ],
+    }
+
+
+def answers(response: dict[str, Any]) -> list[tuple[str, int, int]]:
+    return [
+        (t["name"], p["index"], p["error_code"])
+        for t in response["responses"]
+        for p in t["partition_responses"]
+    ]
+
+
+@pytest.mark.parametrize("acks", [2, -2, 1000])
+def test_acks_other_than_minus_one_zero_or_one_are_refused_and_nothing_is_appended(
+    logs: LogManager, acks: int
+) -> None:
+    """Kafka's appendRecords takes acks -1, 0 and 1 only; any other (librdkafka allows
+    request.required.acks up to 1000) is answered INVALID_REQUIRED_ACKS for every
+    partition and nothing is written. It was appended and acknowledged as acks=1."""
+    apis, replicas = leading(logs)
+    got = Loopback(apis).request(ApiKey.PRODUCE, 8, produce(T0, acks, [b"v1", b"v2"]))
+    assert answers(got) == [("a", 0, ErrorCode.INVALID_REQUIRED_ACKS)]
+    assert replicas.partitions[T0].log_end_offset == 0
