@@ -61,6 +61,8 @@ _MAGIC_AT = 16  # a batch's magic byte, and the low byte of its attributes
 _ATTRIBUTES_LOW_BYTE = 22
 _BATCH_LENGTH = struct.Struct(">i")
 _VALID_ACKS = (-1, 0, 1)
+# The client id that may produce to internal topics (Kafka's AdminUtils.AdminClientId).
+_ADMIN_CLIENT_ID = "__admin_client"
 
 
 class CloseConnection(Exception):
@@ -546,12 +548,14 @@ class KafkaApis:
         return maybe
 
     def _handle_produce(
-        self, version: int, body: dict[str, Any], _h: dict[str, Any]
+        self, version: int, body: dict[str, Any], header: dict[str, Any]
     ) -> dict[str, Any] | None:
         """Append each partition's batches as its leader; answer after the local append
         (acks=1), after every ISR member has them (acks=all: the high watermark passed
-        them), or not at all (acks=0)."""
+        them), or not at all (acks=0). Internal topics take a client's batches only from
+        the admin client id (the group coordinator appends its own directly)."""
         acks = body["acks"]
+        internal_allowed = header.get("client_id") == _ADMIN_CLIENT_ID
         timeout_s = max(0, body.get("timeout_ms", 30_000)) / 1000
         deadline = time.monotonic() + timeout_s
         answers: dict[TopicPartition, dict[str, Any]] = {}
@@ -569,6 +573,15 @@ class KafkaApis:
                     # (librdkafka lets request.required.acks be up to 1000).
                     answers[tp] = _produce_answer(
                         tp, ErrorCode.INVALID_REQUIRED_ACKS, f"acks {acks} is not -1, 0 or 1"
+                    )
+                    continue
+                if tp.topic in INTERNAL_TOPICS and not internal_allowed:
+                    # Kafka's appendToLocalLog: __consumer_offsets holds the coordinator's
+                    # records, which a client's could corrupt.
+                    answers[tp] = _produce_answer(
+                        tp,
+                        ErrorCode.INVALID_TOPIC_EXCEPTION,
+                        f"Cannot append to internal topic {tp.topic}",
                     )
                     continue
                 error, p, info, message = self.replicas.append_as_leader(tp, records, acks)

@@ -599,15 +599,16 @@ class Loopback:
     (requests decoded from a bytearray, as broker/network.py reads them: a producer's
     records are then writable, as the leader's append wants)."""
 
-    def __init__(self, apis: KafkaApis) -> None:
+    def __init__(self, apis: KafkaApis, client_id: str = "test") -> None:
         self.apis = apis
+        self.client_id = client_id
         self.requests: list[dict[str, Any]] = []
         self.closed = False
 
     def request(self, api_key: int, api_version: int, body: Mapping[str, Any]) -> Any:
         if self.closed:
             raise ConnectionError("closed")
-        frame = bytearray(encode_request(api_key, api_version, 7, "test", body)[4:])
+        frame = bytearray(encode_request(api_key, api_version, 7, self.client_id, body)[4:])
         header, offset = decode_request_header(frame)
         decoded, _ = _request_codec(api_key, api_version).decode_from(frame, offset)
         self.requests.append(decoded)

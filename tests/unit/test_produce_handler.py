@@ -20,6 +20,8 @@ from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
+OFFSETS0 = TopicPartition("__consumer_offsets", 0)
+
 
 @pytest.fixture
 def logs(tmp_path: Path) -> Iterator[LogManager]:
@@ -73,3 +75,17 @@ def test_acks_other_than_minus_one_zero_or_one_are_refused_and_nothing_is_append
     got = Loopback(apis).request(ApiKey.PRODUCE, 8, produce(T0, acks, [b"v1", b"v2"]))
     assert answers(got) == [("a", 0, ErrorCode.INVALID_REQUIRED_ACKS)]
     assert replicas.partitions[T0].log_end_offset == 0
+
+
+def test_a_clients_produce_to_an_internal_topic_is_refused(logs: LogManager) -> None:
+    """Kafka's appendToLocalLog refuses internal topics (INVALID_TOPIC_EXCEPTION) unless
+    the client id is the admin client's: a client's records in __consumer_offsets could
+    corrupt the group coordinator's. They were appended."""
+    apis, replicas = leading(logs, OFFSETS0)
+    got = Loopback(apis).request(ApiKey.PRODUCE, 8, produce(OFFSETS0, 1, [b"v"]))
+    assert answers(got) == [("__consumer_offsets", 0, ErrorCode.INVALID_TOPIC_EXCEPTION)]
+    assert replicas.partitions[OFFSETS0].log_end_offset == 0
+    admin = Loopback(apis, client_id="__admin_client")
+    got = admin.request(ApiKey.PRODUCE, 8, produce(OFFSETS0, 1, [b"v"]))
+    assert answers(got) == [("__consumer_offsets", 0, ErrorCode.NONE)]
+    assert replicas.partitions[OFFSETS0].log_end_offset == 1
