@@ -560,44 +560,47 @@ class KafkaApis:
         deadline = time.monotonic() + timeout_s
         answers: dict[TopicPartition, dict[str, Any]] = {}
         waiting: list[tuple[TopicPartition, Any, int]] = []
+        # A partition listed twice is appended once, with its last entry, and answered
+        # once, as Kafka's handleProduceRequest builds a map (both were appended).
+        requested: dict[TopicPartition, Any] = {}
         for topic in body["topic_data"]:
             for pd in topic["partition_data"]:
-                tp = TopicPartition(topic["name"], pd["index"])
-                records = pd["records"]
-                invalid = _check_produce_records(version, records)
-                if invalid is not None:
-                    answers[tp] = _produce_answer(tp, *invalid)
-                    continue
-                if acks not in _VALID_ACKS:
-                    # Kafka's appendRecords appends nothing and answers every partition so
-                    # (librdkafka lets request.required.acks be up to 1000).
-                    answers[tp] = _produce_answer(
-                        tp, ErrorCode.INVALID_REQUIRED_ACKS, f"acks {acks} is not -1, 0 or 1"
-                    )
-                    continue
-                if tp.topic in INTERNAL_TOPICS and not internal_allowed:
-                    # Kafka's appendToLocalLog: __consumer_offsets holds the coordinator's
-                    # records, which a client's could corrupt.
-                    answers[tp] = _produce_answer(
-                        tp,
-                        ErrorCode.INVALID_TOPIC_EXCEPTION,
-                        f"Cannot append to internal topic {tp.topic}",
-                    )
-                    continue
-                error, p, info, message = self.replicas.append_as_leader(tp, records, acks)
-                if info is None or p is None:
-                    answers[tp] = _produce_answer(tp, error, message)
-                    continue
+                requested[TopicPartition(topic["name"], pd["index"])] = pd["records"]
+        for tp, records in requested.items():
+            invalid = _check_produce_records(version, records)
+            if invalid is not None:
+                answers[tp] = _produce_answer(tp, *invalid)
+                continue
+            if acks not in _VALID_ACKS:
+                # Kafka's appendRecords appends nothing and answers every partition so
+                # (librdkafka lets request.required.acks be up to 1000).
+                answers[tp] = _produce_answer(
+                    tp, ErrorCode.INVALID_REQUIRED_ACKS, f"acks {acks} is not -1, 0 or 1"
+                )
+                continue
+            if tp.topic in INTERNAL_TOPICS and not internal_allowed:
+                # Kafka's appendToLocalLog: __consumer_offsets holds the coordinator's
+                # records, which a client's could corrupt.
                 answers[tp] = _produce_answer(
                     tp,
-                    ErrorCode.NONE,
-                    None,
-                    info.first_offset,
-                    info.log_append_time,
-                    info.log_start_offset,
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    f"Cannot append to internal topic {tp.topic}",
                 )
-                if acks == -1:
-                    waiting.append((tp, p, info.last_offset))
+                continue
+            error, p, info, message = self.replicas.append_as_leader(tp, records, acks)
+            if info is None or p is None:
+                answers[tp] = _produce_answer(tp, error, message)
+                continue
+            answers[tp] = _produce_answer(
+                tp,
+                ErrorCode.NONE,
+                None,
+                info.first_offset,
+                info.log_append_time,
+                info.log_start_offset,
+            )
+            if acks == -1:
+                waiting.append((tp, p, info.last_offset))
         if acks == 0:
             refused = [a for a in answers.values() if a["error_code"] != ErrorCode.NONE]
             if refused:

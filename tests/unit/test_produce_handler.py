@@ -89,3 +89,16 @@ def test_a_clients_produce_to_an_internal_topic_is_refused(logs: LogManager) -> 
     got = admin.request(ApiKey.PRODUCE, 8, produce(OFFSETS0, 1, [b"v"]))
     assert answers(got) == [("__consumer_offsets", 0, ErrorCode.NONE)]
     assert replicas.partitions[OFFSETS0].log_end_offset == 1
+
+
+def test_a_partition_listed_twice_is_appended_once_with_its_last_entry(
+    logs: LogManager,
+) -> None:
+    """Kafka's handleProduceRequest takes a request's partitions into a map: a partition
+    listed twice is appended once, with the later entry, and answered once. Both were
+    appended, under one answer, which told the producer of one batch."""
+    apis, replicas = leading(logs)
+    body = produce(T0, 1, [b"x"], [b"y", b"z"])
+    got = Loopback(apis).request(ApiKey.PRODUCE, 8, body)
+    assert answers(got) == [("a", 0, ErrorCode.NONE)]
+    assert replicas.partitions[T0].log_end_offset == 2  # b"y" and b"z"
