@@ -61,6 +61,8 @@ _MAGIC_AT = 16  # a batch's magic byte, and the low byte of its attributes
 _ATTRIBUTES_LOW_BYTE = 22
 _BATCH_LENGTH = struct.Struct(">i")
 _VALID_ACKS = (-1, 0, 1)
+# ListOffsets answers OFFSET_NOT_AVAILABLE from v5 (KIP-207), LEADER_NOT_AVAILABLE before.
+_LIST_OFFSETS_NOT_AVAILABLE_VERSION = 5
 # The client id that may produce to internal topics (Kafka's AdminUtils.AdminClientId).
 _ADMIN_CLIENT_ID = "__admin_client"
 
@@ -648,8 +650,20 @@ class KafkaApis:
                 if p is not None and p.log is not None:
                     requested = lp["timestamp"]
                     readable_end = p.log_end_offset if replica_id >= 0 else p.high_watermark
+                    # KIP-207: a new leader's high watermark may lag where its epoch began
+                    # (it learns the followers' positions only as they fetch): a client
+                    # is told to retry rather than given a lagging offset (Kafka's
+                    # fetchOffsetForTimestamp; OFFSET_NOT_AVAILABLE is v5's).
+                    lagging = replica_id < 0 and p.epoch_start_offset > readable_end
+                    not_available = int(
+                        ErrorCode.OFFSET_NOT_AVAILABLE
+                        if version >= _LIST_OFFSETS_NOT_AVAILABLE_VERSION
+                        else ErrorCode.LEADER_NOT_AVAILABLE
+                    )
                     if requested == -2:
                         answer["offset"] = p.log_start_offset
+                    elif lagging and requested == -1:
+                        answer["error_code"] = not_available
                     elif requested == -1:
                         answer["offset"] = readable_end
                         if version >= 4:
@@ -664,6 +678,9 @@ class KafkaApis:
                             answer.update(timestamp=found.timestamp, offset=found.offset)
                             if version >= 4:
                                 answer["leader_epoch"] = found.leader_epoch
+                        elif lagging and answer["error_code"] == ErrorCode.NONE:
+                            # None found below the high watermark: it may be above it.
+                            answer["error_code"] = not_available
                 parts.append(answer)
             topics.append({"name": topic["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}

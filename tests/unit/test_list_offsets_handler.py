@@ -1,0 +1,89 @@
+"""The ListOffsets handler's answers to clients while a new leader's high watermark lags
+the start of its leader epoch (KIP-207), as Kafka 2.8's Partition.fetchOffsetForTimestamp
+gives them. A real request handler and logs, the wire codec both ways."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.apis import KafkaApis
+from broker.config import BrokerConfig
+from broker.replica_manager import ReplicaManager
+from storage.log_manager import LogManager
+from storage.testing import build_batch
+from tests.unit.test_fetch_session import (
+    FOLLOWER,
+    LEADER,
+    T0,
+    Loopback,
+    change_partitions,
+    make_leader,
+)
+from wire.api import ApiKey
+from wire.errors import ErrorCode
+
+LATEST, EARLIEST = -1, -2
+
+
+@pytest.fixture
+def lagging(tmp_path: Path) -> Iterator[tuple[KafkaApis, ReplicaManager]]:
+    """Broker LEADER re-elected (leader epoch 1, starting at offset 2) over two records
+    its follower has not fetched: the high watermark, 0, lags the epoch's start."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path], config)
+    apis, replicas, _zk = make_leader([T0], isr=(LEADER, FOLLOWER), logs=logs)
+    error, _p, _info, _why = replicas.append_as_leader(T0, build_batch([b"v1", b"v2"]), 1)
+    assert error == ErrorCode.NONE
+    change_partitions(apis, {T0: (LEADER, 1, (LEADER, FOLLOWER))})
+    p = replicas.partitions[T0]
+    assert (p.high_watermark, p.epoch_start_offset) == (0, 2)
+    yield apis, replicas
+    logs.close()
+
+
+def list_offset(
+    apis: KafkaApis, timestamp: int, version: int = 5, replica_id: int = -1
+) -> dict[str, Any]:
+    body = {
+        "replica_id": replica_id,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "name": T0.topic,
+                "partitions": [
+                    {"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}
+                ],
+            }
+        ],
+    }
+    got = Loopback(apis).request(ApiKey.LIST_OFFSETS, version, body)
+    answer: dict[str, Any] = got["topics"][0]["partitions"][0]
+    return answer
+
+
+def test_a_client_is_told_to_retry_while_the_high_watermark_lags_the_epoch_start(
+    lagging: tuple[KafkaApis, ReplicaManager],
+) -> None:
+    """The latest offset, and an offset by timestamp not found below the high watermark,
+    are OFFSET_NOT_AVAILABLE (LEADER_NOT_AVAILABLE before v5) until the high watermark
+    reaches the epoch's start: the lagging high watermark was answered as the latest
+    offset, which a consumer resetting to it would start below what was acknowledged."""
+    apis, replicas = lagging
+    assert list_offset(apis, LATEST)["error_code"] == ErrorCode.OFFSET_NOT_AVAILABLE
+    assert list_offset(apis, LATEST, version=4)["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE
+    assert list_offset(apis, 0)["error_code"] == ErrorCode.OFFSET_NOT_AVAILABLE
+    earliest = list_offset(apis, EARLIEST)
+    assert (earliest["error_code"], earliest["offset"]) == (ErrorCode.NONE, 0)
+    # A follower's question is answered from the log end, as before.
+    follower = list_offset(apis, LATEST, replica_id=FOLLOWER)
+    assert (follower["error_code"], follower["offset"]) == (ErrorCode.NONE, 2)
+    # The follower catches up: the high watermark reaches the epoch's start.
+    replicas.record_follower_fetch(replicas.partitions[T0], FOLLOWER, 2)
+    latest = list_offset(apis, LATEST)
+    assert (latest["error_code"], latest["offset"]) == (ErrorCode.NONE, 2)
+    by_time = list_offset(apis, 0)
+    assert (by_time["error_code"], by_time["offset"]) == (ErrorCode.NONE, 0)
