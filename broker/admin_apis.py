@@ -623,14 +623,16 @@ class AdminApis:
     def elect_leaders(self, version: int, body: Body) -> Body:
         """The controller's elections (an event on its queue, answered once its writes are
         made), then a wait within ``timeout_ms`` until this broker's metadata shows each
-        elected leader. Asked for every partition (null), only those elected or failed
-        are listed, as Kafka does."""
+        elected leader. Asked for every partition (null): every partition this broker's
+        metadata knows, as Kafka expands it, and only those elected or failed are listed
+        (so a broker that is not the controller answers each NOT_CONTROLLER, not an empty
+        list that says nothing needed electing)."""
         election_type = int(body.get("election_type", PREFERRED_ELECTION)) if version >= 1 else 0
         timeout_ms = int(body.get("timeout_ms", 0))
         deadline = time.monotonic() + timeout_ms / 1000
         wanted = body.get("topic_partitions")
         partitions = (
-            None
+            self.metadata.all_partitions()
             if wanted is None
             else list(
                 dict.fromkeys(
@@ -641,9 +643,9 @@ class AdminApis:
         results: dict[TopicPartition, Elected]
         if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
             bad = (int(ErrorCode.INVALID_REQUEST), f"unknown election type {election_type}", -1)
-            results = {tp: bad for tp in partitions or ()}
+            results = dict.fromkeys(partitions, bad)
         elif not self.is_controller() or self.controller is None:
-            results = {tp: _election_failed(_not_controller()) for tp in partitions or ()}
+            results = dict.fromkeys(partitions, _election_failed(_not_controller()))
         else:
             results = self._elect(partitions, election_type, _answer_s(body))
         elected = {
@@ -674,7 +676,7 @@ class AdminApis:
         }
 
     def _elect(
-        self, partitions: list[TopicPartition] | None, election_type: int, answer_s: float
+        self, partitions: list[TopicPartition], election_type: int, answer_s: float
     ) -> dict[TopicPartition, Elected]:
         controller = self.controller
         assert controller is not None
@@ -682,7 +684,7 @@ class AdminApis:
             lambda reply: controller.elect_leaders(partitions, election_type, reply), answer_s
         )
         if answer is None:
-            return {tp: _election_failed(_controller_late()) for tp in partitions or ()}
+            return dict.fromkeys(partitions, _election_failed(_controller_late()))
         return dict(answer[0])
 
     @staticmethod

@@ -15,7 +15,13 @@ from typing import Any
 
 from wire.errors import ErrorCode
 from zkdata.paths import INTERNAL_TOPICS
-from zkdata.znodes import LEADER_DURING_DELETE, NO_LEADER, shared_indexes, shared_ints
+from zkdata.znodes import (
+    LEADER_DURING_DELETE,
+    NO_LEADER,
+    TopicPartition,
+    shared_indexes,
+    shared_ints,
+)
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -191,6 +197,11 @@ class MetadataCache:
     def topics(self) -> list[str]:
         with self._lock:
             return list(self._topics)
+
+    def all_partitions(self) -> list[TopicPartition]:
+        """Every partition of every topic known (Kafka's getAllPartitions)."""
+        with self._lock:
+            return [TopicPartition(t, p) for t, parts in self._topics.items() for p in parts]
 
     def partition(self, topic: str, partition: int) -> PartitionMetadata | None:
         with self._lock:

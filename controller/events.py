@@ -175,7 +175,8 @@ ElectionReply = Callable[[Mapping[TopicPartition, tuple[int, str | None, int]]],
 @dataclass
 class ElectLeaders(_Request):
     """An admin's ElectLeaders request (Kafka's ReplicaLeaderElection, admin-triggered):
-    ``partitions`` (None: all) elected by ``election_type`` (0 preferred, 1 unclean)."""
+    ``partitions`` (None: all those of the controller's context; the admin APIs name each,
+    so a refusal lists them) elected by ``election_type`` (0 preferred, 1 unclean)."""
 
     partitions: list[TopicPartition] | None
     election_type: int

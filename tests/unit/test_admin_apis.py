@@ -14,6 +14,7 @@ import pytest
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
+import broker.admin_apis
 from admin.errors import (
     AdminError,
     ConcurrentChangeError,
@@ -32,6 +33,7 @@ from broker.apis import SUPPORTED
 from broker.config import ConfigError, load_broker_config
 from broker.config_entries import broker_entries, create_topics_row, topic_entries
 from broker.metadata_cache import MetadataCache
+from controller import events as ev
 from controller.assignment import BrokerMetadata
 from controller.context import ReplicaAssignment
 from wire.api import ApiKey
@@ -420,6 +422,43 @@ def test_elect_leaders_refused() -> None:
     body["election_type"] = 7
     assert set(election_results(electing({}).elect_leaders(1, body)).values()) == {
         ErrorCode.INVALID_REQUEST
+    }
+
+
+class Resigning:
+    """A controller that resigns with the request on its queue: the event is answered as
+    one dropped from it (its preempt)."""
+
+    def elect_leaders(self, partitions: Any, election_type: int, reply: Any) -> None:
+        ev.ElectLeaders(partitions, election_type, reply).preempt()
+
+
+class Silent:
+    """A controller that does not answer in time."""
+
+    def elect_leaders(self, _partitions: Any, _election_type: int, _reply: Any) -> None:
+        pass
+
+
+def test_elect_leaders_of_every_partition_refused_names_each_partition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Asked for every partition (null) of a broker that is not the controller, or whose
+    controller resigns or answers late: each partition the broker's metadata knows is
+    answered so, as Kafka expands null from its metadata cache. The answer was an empty
+    list, which a client reads as "nothing needed electing"."""
+    body = {"election_type": 0, "topic_partitions": None, "timeout_ms": 100}
+    off = apis(controller=False)
+    update_with(off.metadata, {0: 2, 1: 1})
+    not_controller = {("t", 0): ErrorCode.NOT_CONTROLLER, ("t", 1): ErrorCode.NOT_CONTROLLER}
+    assert election_results(off.elect_leaders(1, body)) == not_controller
+    assert election_results(answered_by(cast(Any, Resigning())).elect_leaders(1, body)) == (
+        not_controller
+    )
+    monkeypatch.setattr(broker.admin_apis, "_answer_s", lambda _body: 0.05)
+    assert election_results(answered_by(cast(Any, Silent())).elect_leaders(1, body)) == {
+        ("t", 0): ErrorCode.REQUEST_TIMED_OUT,
+        ("t", 1): ErrorCode.REQUEST_TIMED_OUT,
     }
 
 
