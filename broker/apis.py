@@ -313,6 +313,7 @@ class KafkaApis:
             replica_id=replica_id,
         )
         ctx.max_bytes = body.get("max_bytes", 0x7FFFFFFF)
+        ctx.min_bytes = body.get("min_bytes", 1)
         ctx.zstd_readable = version >= _FETCH_ZSTD_VERSION or replica_id >= 0
         updates: dict[TopicPartition, PartitionData] = {}
         if ctx.error == ErrorCode.NONE:  # a session error is answered at once
@@ -331,13 +332,14 @@ class KafkaApis:
     def _fetch_and_wait(
         self, ctx: FetchContext, replica_id: int, deadline: float
     ) -> dict[TopicPartition, PartitionData]:
-        """Read the fetch's partitions; with nothing to return and no error, wait out
-        max_wait_ms (long polling, as Kafka does), reading again whenever partition state
-        changes. A follower's position is recorded once per round, after the wait: for
-        the partitions it lists or is sent records of, and through its session's clock
-        for the others (at the log end, positions unmoved), so the ISR sees it fetching
-        while the wire carries nothing; every position is recorded again after a look at
-        every partition."""
+        """Read the fetch's partitions; with nothing to return (fewer record bytes than
+        min_bytes, when that is over 1) and no error, wait out max_wait_ms (long polling,
+        as Kafka does), reading (and counting) again whenever partition state changes.
+        A follower's position is recorded once per round, after the wait: for the
+        partitions it lists or is sent records of, and through its session's clock for
+        the others (at the log end, positions unmoved), so the ISR sees it fetching while
+        the wire carries nothing; every position is recorded again after a look at every
+        partition."""
         # Reading under the condition's lock: a change notified meanwhile is not missed.
         with self.fetch_wakeup:
             updates, answer_now, positions = self._read_fetch(ctx, replica_id)
@@ -395,7 +397,8 @@ class KafkaApis:
             return self._read_session(ctx, replica_id, again)
         updates: dict[TopicPartition, PartitionData] = {}
         positions: list[tuple[Partition, int]] = []
-        answer_now = False
+        errored = False
+        readable = 0  # record bytes read
         budget = _ByteBudget(ctx.max_bytes)
         for tp, req in ctx.fetch_data.items():
             error, p = self.replicas.leader_partition(tp, req.current_leader_epoch)
@@ -411,9 +414,11 @@ class KafkaApis:
             budget.spend(data)
             if p is not None and replica_id >= 0:
                 positions.append((p, req.fetch_offset))
-            if error != ErrorCode.NONE or data["records"]:
-                answer_now = True
-        return updates, answer_now, positions
+            if data["error_code"]:
+                errored = True
+            elif records := data["records"]:
+                readable += len(records)
+        return updates, errored or _enough(readable, ctx.min_bytes), positions
 
     def _read_session(
         self, ctx: FetchContext, replica_id: int, again: Collection[TopicPartition] | None
@@ -465,6 +470,7 @@ class KafkaApis:
             session.checked_generation = generation
             updates: dict[TopicPartition, PartitionData] = {}
             answer_now = False
+            readable = 0  # record bytes read
             budget = _ByteBudget(ctx.max_bytes)
             for cp in maybe:
                 tp = cp.topic_partition
@@ -483,9 +489,16 @@ class KafkaApis:
                 budget.spend(data)
                 if cp.maybe_update_response(data, False):
                     updates[tp] = data
-                    # A follower waits for records (or an error), not a high watermark.
-                    if not follower or data["records"] or data["error_code"]:
+                    # A follower waits for records (or an error), not a high watermark;
+                    # a consumer asking for more than a byte, for that many.
+                    if data["error_code"]:
                         answer_now = True
+                    elif records := data["records"]:
+                        readable += len(records)
+                    elif not follower and ctx.min_bytes <= 1:
+                        answer_now = True
+            if _enough(readable, ctx.min_bytes):
+                answer_now = True
             if budget.ran_out:
                 # Partitions with records left out for max_bytes may have been notified
                 # before this look: look at every partition next time, not just what
@@ -949,6 +962,13 @@ class KafkaApis:
 
 def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
+
+
+def _enough(readable: int, min_bytes: int) -> bool:
+    """Whether a fetch's record bytes read answer it at once: Kafka's fetchMessages waits
+    (up to max_wait_ms) until min_bytes are readable, and at least one (records, not a
+    high watermark alone)."""
+    return readable > 0 and readable >= min_bytes
 
 
 def _check_produce_records(version: int, records: bytes | None) -> tuple[ErrorCode, str] | None:

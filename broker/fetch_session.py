@@ -335,6 +335,9 @@ class FetchContext(ABC):
     incremental = False
     session: FetchSession | None = None
     max_bytes = 0x7FFFFFFF  # the request's total, across its partitions
+    # Answer at once only once this many record bytes are readable (or on an error);
+    # 1 or less: any news answers, a high watermark move included (a consumer's).
+    min_bytes = 1
     # False for a consumer's fetch below version 10, which predates zstd (KIP-110): a
     # topic whose compression.type is zstd answers it UNSUPPORTED_COMPRESSION_TYPE.
     zstd_readable = True

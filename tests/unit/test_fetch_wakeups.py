@@ -1,18 +1,23 @@
 """Which changes wake a long-polling fetch: new data and partition state changes wake
 followers' and consumers' fetches; a high watermark move alone wakes only consumers'.
 A follower still gets the new high watermark: with its next records, or when its long
-poll ends."""
+poll ends. A fetch asking for min_bytes waits until that many are readable."""
 
 from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.unit.test_fetch_session import T0, Loopback, fetch_body, make_leader
+from broker.config import BrokerConfig
+from storage.log_manager import LogManager
+from storage.testing import build_batch
+from tests.unit.test_fetch_session import LEADER, T0, Loopback, fetch_body, make_leader
 from wire.api import ApiKey
+from wire.errors import ErrorCode
 
 
 def _long_poll(
@@ -71,3 +76,77 @@ def test_new_data_wakes_a_followers_fetch(monkeypatch: pytest.MonkeyPatch) -> No
     _took, rereads = _long_poll(2, True, monkeypatch)
     assert rereads
     assert rereads[0] < 0.3
+
+
+def _consumer_fetch(
+    tmp_path: Path, min_bytes: int, session: bool, append_after_s: float | None
+) -> tuple[float, int, int]:
+    """A consumer's fetch of T0 from offset 0 (one batch of 3 values there, readable),
+    waiting up to 2 s for ``min_bytes``, sessionless or in an incremental session; with
+    ``append_after_s``, a second batch is appended that long after it starts. Returns
+    (seconds it took, its error code, the record bytes answered)."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path], config)
+    try:
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=logs)
+        batch = build_batch([b"v" * 20] * 3)
+        assert replicas.append_as_leader(T0, bytearray(batch), 1)[0] == ErrorCode.NONE
+        conn = Loopback(apis)
+        body = fetch_body({T0: 0}, replica_id=-1)
+        if session:
+            # A first full fetch at the log end makes the session: nothing to read there.
+            first = fetch_body({T0: 3}, replica_id=-1)
+            session_id = conn.request(ApiKey.FETCH, 12, first)["session_id"]
+            body = fetch_body({T0: 0}, session_id=session_id, epoch=1, replica_id=-1)
+        body["min_bytes"] = min_bytes
+        body["max_wait_ms"] = 2000
+
+        def append_later(delay: float) -> None:
+            time.sleep(delay)
+            replicas.append_as_leader(T0, build_batch([b"w" * 20] * 3), 1)
+
+        appender = None
+        if append_after_s is not None:
+            appender = threading.Thread(target=append_later, args=(append_after_s,))
+            appender.start()
+        started = time.monotonic()
+        got = conn.request(ApiKey.FETCH, 12, body)
+        took = time.monotonic() - started
+        if appender is not None:
+            appender.join()
+        part = got["responses"][0]["partitions"][0]
+        return took, part["error_code"], len(part["records"])
+    finally:
+        logs.close()
+
+
+@pytest.mark.parametrize("session", [False, True])
+def test_a_consumers_fetch_waits_for_min_bytes_until_max_wait(
+    tmp_path: Path, session: bool
+) -> None:
+    """Fewer bytes readable than min_bytes: the fetch waits out max_wait_ms, then answers
+    with what there is, as Kafka's fetchMessages does. It was answered at once, as soon as
+    any byte was readable, so a consumer asking for large fetches spun on small ones."""
+    took, error, size = _consumer_fetch(tmp_path, 1_000_000, session, None)
+    assert error == ErrorCode.NONE
+    assert size > 0
+    assert took >= 1.9
+
+
+@pytest.mark.parametrize("session", [False, True])
+def test_a_consumers_fetch_is_answered_once_appends_bring_min_bytes(
+    tmp_path: Path, session: bool
+) -> None:
+    """Woken by an append, the fetch counts the bytes readable again: two batches reach
+    min_bytes (one does not), and it is answered then, not at max_wait_ms."""
+    one = len(build_batch([b"v" * 20] * 3))
+    took, error, size = _consumer_fetch(tmp_path, one + 1, session, 0.2)
+    assert error == ErrorCode.NONE
+    assert size >= 2 * one - 8  # both batches (timestamps' varints may differ)
+    assert 0.15 <= took < 1.5
+
+
+def test_a_min_bytes_of_one_answers_at_once(tmp_path: Path) -> None:
+    took, error, size = _consumer_fetch(tmp_path, 1, False, None)
+    assert (error, size > 0) == (ErrorCode.NONE, True)
+    assert took < 1.0
