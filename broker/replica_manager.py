@@ -573,9 +573,10 @@ class ReplicaManager:
             # Nearly always there already (made above, or long ago): looked up without the
             # log manager's lock, which a broker loss would take 10,000s of times.
             existing = self.logs.get_log(tp)
-            if ps.get("is_new", False):
-                self._lost_logs.discard(tp)
-            if (existing is None or tp in self._lost_logs) and self._would_lead_without_its_log(ps):
+            lost = self._lost_logs  # nearly always empty: no cost per partition then
+            if lost and ps.get("is_new", False):
+                lost.discard(tp)
+            if (existing is None or (lost and tp in lost)) and self._would_lead_without_its_log(ps):
                 log.error(
                     "LeaderAndIsr for %s refused: told to lead at leader epoch %d, this broker"
                     " has no log of it (new disks?) while the ISR %s lists others that may"
