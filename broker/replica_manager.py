@@ -271,6 +271,9 @@ class ReplicaManager:
     ) -> None:
         self.logs = logs
         self.topic_config = topic_config
+        # Whether the cluster's metadata has a partition (set by the server): an unhosted
+        # partition it has is NOT_LEADER_OR_FOLLOWER to clients, not unknown.
+        self.known_partition: Callable[[TopicPartition], bool] | None = None
         # Producers waiting for acks=all wait on this; a high watermark moving wakes them.
         self.replicated = threading.Condition()
         # Called (outside locks) when data or partition state moved (True) or only a high
@@ -769,18 +772,24 @@ class ReplicaManager:
         """The partition if this broker leads it at that epoch (-1: any epoch)."""
         with self._lock:
             p = self.partitions.get(tp)
-            if p is None:
-                if self.offline_partitions and tp in self.offline_partitions:
-                    return ErrorCode.KAFKA_STORAGE_ERROR, None
-                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-            if p.leader != self.broker_id or p.stale:
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
-            if current_leader_epoch >= 0:
-                if current_leader_epoch < p.leader_epoch:
-                    return ErrorCode.FENCED_LEADER_EPOCH, None
-                if current_leader_epoch > p.leader_epoch:
-                    return ErrorCode.UNKNOWN_LEADER_EPOCH, None
-            return ErrorCode.NONE, p
+            if p is not None:
+                if p.leader != self.broker_id or p.stale:
+                    return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+                if current_leader_epoch >= 0:
+                    if current_leader_epoch < p.leader_epoch:
+                        return ErrorCode.FENCED_LEADER_EPOCH, None
+                    if current_leader_epoch > p.leader_epoch:
+                        return ErrorCode.UNKNOWN_LEADER_EPOCH, None
+                return ErrorCode.NONE, p
+            if self.offline_partitions and tp in self.offline_partitions:
+                return ErrorCode.KAFKA_STORAGE_ERROR, None
+        # A partition the cluster has but this broker does not host (a reassignment moved
+        # it away, say) sends the client to refresh its metadata, as Kafka's
+        # getPartitionOrError does; only a partition nobody knows is unknown.
+        known = self.known_partition
+        if known is not None and known(tp):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
 
     def record_follower_fetch(self, p: Partition, replica_id: int, fetch_offset: int) -> None:
         """Note a follower's fetch; add it to the ISR once caught up (leader only)."""

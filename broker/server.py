@@ -129,6 +129,9 @@ class KafkaServer:
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             topic_config=self._topic_config,
         )
+        self.replicas.known_partition = lambda tp: (
+            self.metadata.partition(tp.topic, tp.partition) is not None
+        )
         self._leader_endpoints: dict[int, tuple[str, int]] = {}
         self.fetchers = ReplicaFetcherManager(
             self.broker_id,

@@ -461,6 +461,27 @@ def test_an_unknown_topic_or_partition_is_refused(cluster: Cluster) -> None:
         assert log_end(conn, topic) == (0, 0)
 
 
+def test_a_partition_this_broker_does_not_host_sends_the_client_to_its_metadata(
+    cluster: Cluster,
+) -> None:
+    """A partition the cluster has on other brokers (a reassignment moved it away, say) is
+    NOT_LEADER_OR_FOLLOWER to Produce, Fetch and ListOffsets, as Kafka's
+    getPartitionOrError answers: a client refreshes its metadata and finds the leader. As
+    UNKNOWN_TOPIC_OR_PARTITION a client may give up on a topic that exists."""
+    topic = new_topic(cluster, (2,))
+    with connect(cluster, 1) as elsewhere:
+        wait_for(
+            lambda: metadata_leader(elsewhere, topic)[0] == 2, 30, "broker 1 knowing the topic"
+        )
+        refused = produce(elsewhere, topic, bytes(good_batch("x")))
+        assert error_name(refused) == "NOT_LEADER_OR_FOLLOWER"
+        fetched = fetch_partition(elsewhere, topic)
+        assert ErrorCode.of(fetched["error_code"]).name == "NOT_LEADER_OR_FOLLOWER"
+        assert list_offset(elsewhere, topic) is None
+    with connect(cluster, 2) as leader:
+        assert log_end(leader, topic) == (0, 0)
+
+
 # --- not the leader -----------------------------------------------------------------------------
 
 
