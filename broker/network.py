@@ -73,8 +73,16 @@ class SocketServer:
         *,
         max_request_size: int = 100 * 1024 * 1024,
         listener_name: str | None = None,
+        connections_max_idle_ms: int = 10 * 60 * 1000,
     ) -> None:
         self.apis = apis
+        # A connection with nothing read or written for this long is closed (Kafka's
+        # connections.max.idle.ms): a client gone without a FIN (a host lost, a cable
+        # pulled) would otherwise hold its thread and socket for good.
+        # Negative: never (Kafka's Selector keeps no idle expiry then).
+        self.connections_max_idle_s: float | None = (
+            None if connections_max_idle_ms < 0 else max(connections_max_idle_ms, 1) / 1000
+        )
         #: which listener this serves: Metadata answers with that listener's addresses
         self.listener_name = listener_name
         self.max_request_size = max_request_size
@@ -129,7 +137,7 @@ class SocketServer:
             with self._lock:
                 self._connections.add(conn)
             try:
-                conn.settimeout(None)
+                conn.settimeout(self.connections_max_idle_s)
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 threading.Thread(
                     target=self._serve,
@@ -167,6 +175,8 @@ class SocketServer:
         except _Closed as e:
             if str(e) != "peer closed the connection":
                 log.info("connection from %s: %s", addr, e)
+        except TimeoutError:
+            log.info("closing %s: idle longer than connections.max.idle.ms", addr)
         except OSError:
             pass
         finally:

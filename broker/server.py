@@ -86,6 +86,7 @@ class KafkaServer:
                     lambda: self.apis,
                     max_request_size=config.socket_request_max_bytes,
                     listener_name=listener.name,
+                    connections_max_idle_ms=config.connections_max_idle_ms,
                 )
         except BaseException:
             self._stop_socket_servers()
