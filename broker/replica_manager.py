@@ -1150,7 +1150,8 @@ class ReplicaManager:
         # still to be added is what the queue holds. A smaller ISR, or a settled addition,
         # may let the high watermark move (no longer held back by the replica).
         with self._lock:
-            settled = set(changed)
+            written = set(changed)
+            settled = set(written)
             for intent in intents:
                 p = intent.partition
                 if p.isr_adding:
@@ -1158,15 +1159,20 @@ class ReplicaManager:
                     pending = queued is not None and queued.partition is p
                     p.isr_adding = queued.add if queued is not None and pending else ()
                     settled.add(p.topic_partition)
-            for tp in settled:
-                current = self.partitions.get(tp)
-                if current is not None:
-                    self._maybe_increment_high_watermark(current)
+            # A settled addition that changed nothing (withdrawn, or refused) may still
+            # release the high watermark: those partitions are told of too.
+            moved = [
+                tp
+                for tp in settled
+                if (current := self.partitions.get(tp)) is not None
+                and self._maybe_increment_high_watermark(current)
+                and tp not in written
+            ]
         # Also the partitions found fenced (stale): a fetch of one is answered with an error.
         touched = [i.partition.topic_partition for i in intents if i.partition.stale]
-        if changed or touched:
+        if changed or touched or moved:
             # Also wakes producers waiting on a shrinking ISR.
-            self._notify_progress([*changed, *touched])
+            self._notify_progress([*changed, *touched, *moved])
         return changed
 
     def _write_isr_changes_to_zookeeper(self, intents: list[_IsrIntent]) -> list[TopicPartition]:

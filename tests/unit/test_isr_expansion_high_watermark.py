@@ -210,6 +210,26 @@ def test_an_addition_asked_for_and_then_withdrawn_is_settled_by_the_next_round(
     assert p.high_watermark == 8
 
 
+def test_a_round_that_lets_the_high_watermark_move_announces_it(
+    leader: tuple[ReplicaManager, Partition, Writes],
+) -> None:
+    """The withdrawn addition's round writes nothing, yet releases the high watermark:
+    long-polling consumers (and producers waiting for acks=all) are told of that partition,
+    not left to the next follower fetch or the sweep."""
+    rm, p, _zk = leader
+    joining_at_4(rm)
+    rm._request_isr_changes([p], remove=JOINING, why="fell behind")
+    produce(rm, 4)
+    fetch(rm, IN_SYNC, 8)
+    told: list[tuple[bool, list[TopicPartition] | None]] = []
+    rm.on_data = lambda data, partitions: told.append(
+        (data, None if partitions is None else list(partitions))
+    )
+    assert write_round(rm) == []
+    assert p.high_watermark == 8
+    assert any(partitions is None or TP in partitions for _data, partitions in told), told
+
+
 # --- a property: what ZooKeeper names in the ISR holds everything below the high watermark
 
 
