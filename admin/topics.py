@@ -626,14 +626,21 @@ def plan_new_partitions(
     marked_for_deletion: bool = False,
     reassigning: bool = False,
     rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
+    internal_allowed: bool = False,
 ) -> dict[int, list[int]]:
     """The replicas of the partitions to add (Kafka's createNewPartitionsAssignment).
 
     ``replica_assignment`` (numbered from 0) may list every partition, as Kafka's tool
-    takes it (the existing ones are then ignored), or only the new ones.
+    takes it (the existing ones are then ignored), or only the new ones. An internal
+    topic's partitions are not added unless ``internal_allowed``: Kafka's TopicCommand
+    refuses them, its CreatePartitions request does not.
     """
     name = assignment.topic
     existing = len(assignment.partitions)
+    if name in INTERNAL_TOPICS and not internal_allowed:
+        raise AdminError(
+            f"the number of partitions of the internal topic {name!r} cannot be changed"
+        )
     if marked_for_deletion:
         raise MarkedForDeletionError(f"topic {name!r} is marked for deletion")
     if reassigning:
@@ -692,10 +699,12 @@ def add_partitions(
     replica_assignment: Mapping[int, Sequence[int]] | None = None,
     rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
     validate_only: bool = False,
+    internal_allowed: bool = False,
 ) -> AddPartitionsResult:
     """Grow the topic to ``total_partitions``: one setData of the topic znode, conditional
     on the version read, so a concurrent change (another add, a reassignment) is detected.
-    With ``validate_only``, everything but the write."""
+    With ``validate_only``, everything but the write. An internal topic is refused unless
+    ``internal_allowed`` (see plan_new_partitions)."""
     problems = Problems()
     records, _missing = metadata.read_topics(zk, [name], problems)
     record = records.get(name)
@@ -715,6 +724,7 @@ def add_partitions(
         marked_for_deletion=name in metadata.topics_marked_for_deletion(zk),
         reassigning=reassigning,
         rack_aware_mode=rack_aware_mode,
+        internal_allowed=internal_allowed,
     )
     new_partitions = dict(a.partitions)
     new_partitions.update({p: tuple(r) for p, r in added.items()})

@@ -561,6 +561,8 @@ class AdminApis:
                 int(topic["count"]),
                 replica_assignment=assignment,
                 validate_only=validate_only,
+                # Kafka's broker grows an internal topic too; only its TopicCommand refuses.
+                internal_allowed=True,
             )
         )
         return list(result.added)

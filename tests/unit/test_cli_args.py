@@ -15,17 +15,21 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kazoo.protocol.states import ZnodeStat
 
 from admin import elect, reassign, topics
 from admin.errors import AdminError, InvalidArgumentError, TopicExistsError
 from cluster import local
 from controller.assignment import BrokerMetadata, RackAwareMode, assign_new_partitions
+from tests.unit.fake_zk import FakeZk
 from zkctl import admin_commands, cli
+from zkdata import paths
 from zkdata.znodes import (
     LeaderAndIsr,
     PartitionState,
     TopicAssignment,
     TopicPartition,
+    encode_topic,
 )
 
 GENERATE = ("reassign", "--generate", "--topics-to-move-json-file")
@@ -424,6 +428,69 @@ def test_new_partitions_refusals() -> None:
         topics.plan_new_partitions(a, 3, brokers(1, 2), marked_for_deletion=True)
     with pytest.raises(AdminError, match="reassignment of topic 't' is in progress"):
         topics.plan_new_partitions(a, 3, brokers(1, 2), reassigning=True)
+
+
+class TreeZk(FakeZk):
+    """FakeZk with the reads and the conditional write the topic operations use."""
+
+    def get_children(self, path: str, *, watch: bool = False) -> list[str] | None:
+        prefix = path.rstrip("/") + "/"
+        if path not in self.nodes and not any(p.startswith(prefix) for p in self.nodes):
+            return None
+        return sorted({p[len(prefix) :].split("/")[0] for p in self.nodes if p.startswith(prefix)})
+
+    def get_many(self, path_list: list[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+        return [self.nodes.get(p) for p in path_list]
+
+    def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
+        stat = self._existing(path, version)[1]
+        stat = stat._replace(version=stat.version + 1)
+        self.nodes[path] = (data, stat)
+        return stat
+
+
+def tree_with_topic(name: str, parts: dict[int, list[int]], broker_ids: tuple[int, ...]) -> TreeZk:
+    zk = TreeZk()
+    for b in broker_ids:
+        registration = {
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "endpoints": [f"PLAINTEXT://127.0.0.1:{9000 + b}"],
+            "jmx_port": -1,
+            "host": "127.0.0.1",
+            "timestamp": "1",
+            "port": 9000 + b,
+            "version": 5,
+        }
+        zk.put(paths.broker(b), json.dumps(registration).encode())
+    zk.put(
+        paths.topic(name),
+        encode_topic(TopicAssignment(name, {p: tuple(r) for p, r in parts.items()})),
+    )
+    return zk
+
+
+def test_the_partitions_of_an_internal_topic_cannot_be_changed() -> None:
+    """Kafka's TopicCommand: "The number of partitions for the internal topic
+    __consumer_offsets cannot be changed." Its CreatePartitions request (the broker's
+    admin APIs) grows one all the same."""
+    offsets = TopicAssignment("__consumer_offsets", {p: (1 + p % 3,) for p in range(50)})
+    with pytest.raises(AdminError, match="internal topic '__consumer_offsets' cannot be changed"):
+        topics.plan_new_partitions(offsets, 60, brokers(1, 2, 3))
+    added = topics.plan_new_partitions(offsets, 51, brokers(1, 2, 3), internal_allowed=True)
+    assert sorted(added) == [50]
+
+    zk = tree_with_topic("__consumer_offsets", {p: [1 + p % 3] for p in range(50)}, (1, 2, 3))
+    before = zk.nodes[paths.topic("__consumer_offsets")]
+    with pytest.raises(AdminError, match="cannot be changed"):
+        topics.add_partitions(zk, "__consumer_offsets", 60)  # type: ignore[arg-type]
+    assert zk.nodes[paths.topic("__consumer_offsets")] == before
+    result = topics.add_partitions(
+        zk,  # type: ignore[arg-type]
+        "__consumer_offsets",
+        51,
+        internal_allowed=True,
+    )
+    assert sorted(result.added) == [50]
 
 
 # --- configs ----------------------------------------------------------------------------------
