@@ -7,6 +7,7 @@ deadline."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -24,6 +25,7 @@ Moving = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 _METADATA_VERSION = 1  # the first with the controller's id
 _RETRY_BACKOFF_S = 0.5
+_DIGITS = re.compile("[0-9]+")
 
 
 def parse_bootstrap(servers: str) -> list[Endpoint]:
@@ -31,7 +33,8 @@ def parse_bootstrap(servers: str) -> list[Endpoint]:
     endpoints: list[Endpoint] = []
     for item in servers.split(","):
         host, sep, port = item.strip().rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        # ASCII digits only: str.isdigit() also passes '²', which int() refuses.
+        if not sep or not host or _DIGITS.fullmatch(port) is None or not 0 < int(port) < 65536:
             raise InvalidArgumentError(
                 f"--bootstrap-server: {item.strip()!r} is not host:port (e.g. 127.0.0.1:9092)"
             )

@@ -15,6 +15,7 @@ explicit replica assignment is checked against the registered brokers.
 from __future__ import annotations
 
 import random
+import re
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -74,6 +75,7 @@ MAX_REPLICATION_FACTOR = 2**15 - 1  # a Java short, as in CreateTopics
 # this many partitions it cannot fit even with one replica each, so a bigger count is
 # refused before any assignment is computed for it (a request may ask for 2**31 - 1).
 MAX_PARTITIONS = 100_000
+_DIGITS = re.compile("[0-9]+")
 
 COLLISION_WARNING = (
     "Due to limitations in metric names, topics with a period ('.') or underscore"
@@ -142,7 +144,8 @@ def parse_replicas(text: str, what: str = "--replicas") -> list[int]:
     replicas: list[int] = []
     for token in text.split(","):
         item = token.strip()
-        if not item.isdigit():
+        # ASCII digits only: str.isdigit() also passes '²', which int() refuses.
+        if _DIGITS.fullmatch(item) is None:
             raise InvalidArgumentError(f"{what} {text!r}: {item!r} is not a broker id")
         replicas.append(int(item))
     dupes = sorted({r for r in replicas if replicas.count(r) > 1})

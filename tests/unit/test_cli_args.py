@@ -201,6 +201,13 @@ def test_bad_arguments_exit_2_with_one_clear_error_line(
             ["reassign", "--topic", "t", "--partition", "0", "--replicas", "1,x"],
             "'x' is not a broker id",
         ),
+        # '²' passes str.isdigit(), and int() refuses it: ASCII digits only.
+        (
+            ["reassign", "--topic", "t", "--partition", "0", "--replicas", "1,\u00b2"],
+            "'\u00b2' is not a broker id",
+        ),
+        (["reassign", "--list", "--bootstrap-server", "h:\u00b2"], "'h:\u00b2' is not host:port"),
+        (["groups", "--list", "--bootstrap-server", "h:\u00b2"], "'h:\u00b2' is not host:port"),
         (
             ["reassign", "--reassignment-json-file", "/nonexistent/r.json"],
             "cannot read reassignment file /nonexistent/r.json",
@@ -596,6 +603,18 @@ def test_topics_to_move_json_is_kafkas_format() -> None:
         with pytest.raises(InvalidArgumentError) as info:
             reassign.parse_topics_to_move_json(bad, "f.json")
         assert expected in str(info.value), bad
+
+
+def test_a_broker_list_of_other_digits_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "topics.json"
+    f.write_text('{"topics":[{"topic":"t"}],"version":1}')
+    code, _, err = run(
+        ["--zookeeper", UNREACHABLE, *GENERATE, str(f), "--broker-list", "1,\u00b2"], capsys
+    )
+    assert code == 2, err
+    assert "--broker-list '1,\u00b2': '\u00b2' is not a broker id" in error_line(err)
 
 
 @settings(max_examples=200, deadline=None)

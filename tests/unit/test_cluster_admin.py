@@ -18,7 +18,8 @@ def test_bootstrap_servers_are_host_port_pairs() -> None:
         ("b", 1),
         ("::1", 2),
     ]
-    for bad in ("", "h", "h:", ":1", "h:x", "h:0", "h:65536", "h:1,"):
+    # "h:\u00b2": '²' passes str.isdigit(), and int() refuses it.
+    for bad in ("", "h", "h:", ":1", "h:x", "h:0", "h:65536", "h:1,", "h:\u00b2", "h:+1"):
         with pytest.raises(InvalidArgumentError, match="is not host:port"):
             parse_bootstrap(bad)
 
