@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from admin import metadata
 from admin.errors import AdminError, InvalidArgumentError, Problems
-from admin.topics import check_topic_name
+from admin.topics import MAX_ID, check_topic_name
 from zkdata import paths, znodes
 from zkdata.client import NodeExistsError, ZkClient
 from zkdata.znodes import PartitionState, TopicAssignment, TopicPartition
@@ -48,11 +48,11 @@ def parse_election_json(text: str, source: str = "election JSON") -> list[TopicP
             not isinstance(topic, str)
             or not isinstance(partition, int)
             or isinstance(partition, bool)
-            or partition < 0
+            or not 0 <= partition <= MAX_ID
         ):
             raise InvalidArgumentError(
-                f"{source}: entry {json.dumps(item)} needs a string 'topic' and a"
-                " non-negative integer 'partition'"
+                f"{source}: entry {json.dumps(item)} needs a string 'topic' and an integer"
+                f" 'partition' from 0 to {MAX_ID}"
             )
         problem = paths.topic_name_problem(topic)
         if problem is not None:
@@ -82,8 +82,8 @@ def parse_scope(
         raise InvalidArgumentError("--partition needs --topic")
     if topic is not None:
         check_topic_name(topic)
-    if partition is not None and partition < 0:
-        raise InvalidArgumentError(f"--partition must be >= 0, not {partition}")
+    if partition is not None and not 0 <= partition <= MAX_ID:
+        raise InvalidArgumentError(f"--partition must be from 0 to {MAX_ID}, not {partition}")
     return ElectionScope(
         all_partitions=all_partitions,
         topic=topic,

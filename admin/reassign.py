@@ -12,11 +12,11 @@ import json
 import random
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from admin import metadata
 from admin.errors import AdminError, InvalidArgumentError, Problems
-from admin.topics import check_topic_name, parse_replicas
+from admin.topics import MAX_ID, check_topic_name, parse_replicas
 from controller.assignment import (
     AssignmentError,
     BrokerMetadata,
@@ -39,10 +39,16 @@ def _bad(source: str, message: str) -> InvalidArgumentError:
     return InvalidArgumentError(f"{source}: {message}")
 
 
+def _is_id(value: object) -> TypeGuard[int]:
+    """A broker or partition id: a JSON integer from 0 to a Java int's maximum, as
+    Kafka's parser reads it (and the wire carries it)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ID
+
+
 def _int_field(source: str, item: Mapping[str, Any], key: str) -> int:
     value = item.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise _bad(source, f"{key!r} must be a non-negative integer in {json.dumps(item)}")
+    if not _is_id(value):
+        raise _bad(source, f"{key!r} must be an integer from 0 to {MAX_ID} in {json.dumps(item)}")
     return value
 
 
@@ -77,13 +83,11 @@ def parse_reassignment_json(text: str, source: str = "reassignment JSON") -> Tar
             raise _bad(source, problem)
         partition = _int_field(source, item, "partition")
         replicas = item.get("replicas")
-        if (
-            not isinstance(replicas, list)
-            or not replicas
-            or not all(isinstance(r, int) and not isinstance(r, bool) and r >= 0 for r in replicas)
-        ):
+        if not isinstance(replicas, list) or not replicas or not all(_is_id(r) for r in replicas):
             raise _bad(
-                source, f"'replicas' must be a non-empty list of broker ids in {json.dumps(item)}"
+                source,
+                f"'replicas' must be a non-empty list of broker ids (0 to {MAX_ID}) in"
+                f" {json.dumps(item)}",
             )
         tp = TopicPartition(topic, partition)
         if len(set(replicas)) != len(replicas):
@@ -106,8 +110,8 @@ def parse_reassignment_json(text: str, source: str = "reassignment JSON") -> Tar
 def targets_from_args(topic: str, partition: int, replicas: str) -> Targets:
     """One partition from ``--topic T --partition P --replicas 1,2,3``."""
     check_topic_name(topic)
-    if partition < 0:
-        raise InvalidArgumentError(f"--partition must be >= 0, not {partition}")
+    if not 0 <= partition <= MAX_ID:
+        raise InvalidArgumentError(f"--partition must be from 0 to {MAX_ID}, not {partition}")
     return {TopicPartition(topic, partition): tuple(parse_replicas(replicas))}
 
 

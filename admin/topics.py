@@ -75,6 +75,8 @@ MAX_REPLICATION_FACTOR = 2**15 - 1  # a Java short, as in CreateTopics
 # this many partitions it cannot fit even with one replica each, so a bigger count is
 # refused before any assignment is computed for it (a request may ask for 2**31 - 1).
 MAX_PARTITIONS = 100_000
+# Broker and partition ids are Java ints on the wire and in Kafka's tools.
+MAX_ID = 2**31 - 1
 _DIGITS = re.compile("[0-9]+")
 
 COLLISION_WARNING = (
@@ -140,13 +142,17 @@ def _admin_error(e: AssignmentError) -> AdminError:
 
 
 def parse_replicas(text: str, what: str = "--replicas") -> list[int]:
-    """``"1,2,3"`` -> ``[1, 2, 3]``: distinct non-negative broker ids."""
+    """``"1,2,3"`` -> ``[1, 2, 3]``: distinct broker ids from 0 to MAX_ID."""
     replicas: list[int] = []
     for token in text.split(","):
         item = token.strip()
         # ASCII digits only: str.isdigit() also passes '²', which int() refuses.
         if _DIGITS.fullmatch(item) is None:
             raise InvalidArgumentError(f"{what} {text!r}: {item!r} is not a broker id")
+        if int(item) > MAX_ID:
+            raise InvalidArgumentError(
+                f"{what} {text!r}: {item} is not a broker id (at most {MAX_ID})"
+            )
         replicas.append(int(item))
     dupes = sorted({r for r in replicas if replicas.count(r) > 1})
     if dupes:

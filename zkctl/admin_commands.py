@@ -13,8 +13,8 @@ from zkctl.common import (
     UsageError,
     err,
     ids,
-    non_negative_int,
     out,
+    partition_id,
     print_json,
     read_text_file,
     report_problems,
@@ -49,7 +49,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     reassign.add_argument("--topic", help="the topic of the one partition to move")
     reassign.add_argument(
-        "--partition", type=non_negative_int, metavar="P", help="the partition to move"
+        "--partition", type=partition_id, metavar="P", help="the partition to move"
     )
     reassign.add_argument("--replicas", metavar="IDS", help="its new replicas, e.g. 1,2,3")
     mode = reassign.add_mutually_exclusive_group()
@@ -117,7 +117,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     elect.add_argument("--topic", help="one topic's partitions")
     elect.add_argument(
-        "--partition", type=non_negative_int, metavar="P", help="with --topic: one partition"
+        "--partition", type=partition_id, metavar="P", help="with --topic: one partition"
     )
     elect.add_argument(
         "--path-to-json-file",

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 ENV_CONNECT = "ZKCTL_ZOOKEEPER"
 DEFAULT_DIR = ".zkctl"
 DEFAULT_ZK_TIMEOUT_S = 10.0
+MAX_ID = 2**31 - 1  # admin.topics.MAX_ID, without importing it at startup
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -101,6 +102,15 @@ def non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
+
+
+def partition_id(text: str) -> int:
+    """A partition (or broker) id: from 0 to a Java int's maximum, as Kafka's tools
+    parse it; a bigger one could not be sent over the wire."""
+    value = non_negative_int(text)
+    if value > MAX_ID:
+        raise argparse.ArgumentTypeError(f"{value} is more than {MAX_ID}")
     return value
 
 

@@ -68,6 +68,14 @@ def error_line(stderr: str) -> str:
         (["topic", "delete"], "required: --topic"),
         (["reassign", "--execute", "--verify"], "not allowed with argument"),
         (["reassign", "--topic", "t", "--partition", "-1"], "-1 is negative"),
+        (
+            ["reassign", "--topic", "t", "--partition", "2147483648"],
+            "2147483648 is more than 2147483647",
+        ),
+        (
+            ["elect-leaders", "--preferred", "--topic", "t", "--partition", "2147483648"],
+            "2147483648 is more than 2147483647",
+        ),
         (["elect-leaders", "--all-topic-partitions"], "required: --preferred"),
         (["broker", "stop"], "required: --id"),
         (["broker", "explode", "--id", "1"], "invalid choice: 'explode'"),
@@ -201,6 +209,10 @@ def test_bad_arguments_exit_2_with_one_clear_error_line(
             ["reassign", "--topic", "t", "--partition", "0", "--replicas", "1,x"],
             "'x' is not a broker id",
         ),
+        (
+            ["reassign", "--topic", "t", "--partition", "0", "--replicas", "1,2147483648"],
+            "2147483648 is not a broker id (at most 2147483647)",
+        ),
         # '²' passes str.isdigit(), and int() refuses it: ASCII digits only.
         (
             ["reassign", "--topic", "t", "--partition", "0", "--replicas", "1,\u00b2"],
@@ -251,6 +263,25 @@ def test_invalid_requests_exit_2_before_touching_zookeeper(
     assert out == ""
     assert expected in error_line(err)
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("action", [["--execute", "--additional"], ["--verify"], ["--cancel"]])
+def test_ids_beyond_a_java_int_are_refused_before_asking_the_brokers(
+    action: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --bootstrap-server such an id reached the wire's encoder (EncodeError: an
+    internal error); it is refused with the file's other problems, nothing sent."""
+    f = tmp_path / "r.json"
+    f.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [2**40]}]}
+        )
+    )
+    argv = ["reassign", "--bootstrap-server", UNREACHABLE, "--reassignment-json-file", str(f)]
+    code, out, err = run([*argv, *action], capsys)
+    assert code == 2, err
+    assert out == ""
+    assert "must be a non-empty list of broker ids (0 to 2147483647)" in error_line(err)
 
 
 def test_up_rejects_overrides_of_per_broker_keys_before_starting_anything(
@@ -548,6 +579,15 @@ def test_reassignment_json_is_kafkas_format() -> None:
         ('{"partitions":[{"topic":"t","partition":0}]}', "'replicas' must be a non-empty list"),
         ('{"partitions":[{"topic":"t","partition":0,"replicas":[]}]}', "non-empty list"),
         ('{"partitions":[{"topic":"t","partition":-1,"replicas":[1]}]}', "'partition' must be"),
+        # Ids are Java ints: beyond, the request could not be sent to a broker.
+        (
+            '{"partitions":[{"topic":"t","partition":2147483648,"replicas":[1]}]}',
+            "'partition' must be an integer from 0 to 2147483647",
+        ),
+        (
+            '{"partitions":[{"topic":"t","partition":0,"replicas":[1,2147483648]}]}',
+            "'replicas' must be a non-empty list of broker ids (0 to 2147483647)",
+        ),
         ('{"partitions":[{"topic":"t t","partition":0,"replicas":[1]}]}', "illegal characters"),
         ('{"partitions":[{"topic":"t","partition":0,"replicas":[1,1]}]}', "contains duplicates"),
         (
@@ -686,6 +726,9 @@ def test_election_json_and_scope() -> None:
         )
     with pytest.raises(InvalidArgumentError, match="non-empty 'partitions' list"):
         elect.parse_election_json('{"partitions":[]}')
+    # Kafka reads the partition as a Java int.
+    with pytest.raises(InvalidArgumentError, match="'partition' from 0 to 2147483647"):
+        elect.parse_election_json('{"partitions":[{"topic":"t","partition":2147483648}]}')
     topics_now = {"t": assignment({0: [1], 1: [2]}), "d": assignment({0: [1]})}
     everything = elect.resolve_scope(elect.parse_scope(all_partitions=True), topics_now, ["d"])
     assert everything == [tp("t", 0), tp("t", 1)]
