@@ -218,18 +218,25 @@ class LocalCluster:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LocalCluster:
+    def from_dict(cls, data: object) -> LocalCluster:
+        """Raises ValueError, KeyError or TypeError when ``data`` is not a cluster."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"expected a JSON object, not {type(data).__name__}")
         version = data.get("version")
         if version != SCHEMA_VERSION:
             raise ValueError(
                 f"unsupported version {version!r} (this zkctl writes {SCHEMA_VERSION})"
             )
+        brokers = data["brokers"]
+        if not isinstance(brokers, list) or not all(isinstance(b, Mapping) for b in brokers):
+            raise TypeError("'brokers' must be a list of objects")
+        zkp.ZooKeeper.check_dict(data["zookeeper"])
         stopped = data.get("stopped_at")
         return cls(
             dir=Path(data["dir"]),
             connect_string=str(data["connect_string"]),
             zookeeper=dict(data["zookeeper"]),
-            brokers=[BrokerProcess.from_dict(b) for b in data["brokers"]],
+            brokers=[BrokerProcess.from_dict(b) for b in brokers],
             state=str(data["state"]),
             chroot=data.get("chroot"),
             session_timeout_ms=int(data["session_timeout_ms"]),
@@ -244,13 +251,14 @@ def load(directory: Path | str) -> LocalCluster | None:
     """The cluster described by ``<dir>/cluster.json``; None when there is none."""
     path = Path(directory) / CLUSTER_FILE
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as e:
         raise LocalClusterError(f"cannot read {path}: {e}") from e
     try:
-        return LocalCluster.from_dict(json.loads(text))
+        # A UnicodeDecodeError is a ValueError: not UTF-8 is not a valid cluster file.
+        return LocalCluster.from_dict(json.loads(raw.decode("utf-8")))
     except (ValueError, KeyError, TypeError) as e:
         raise LocalClusterError(
             f"{path} is not a valid cluster file ({type(e).__name__}: {e}); if no cluster runs"

@@ -233,6 +233,23 @@ class ZooKeeper(abc.ABC):
         """A small JSON-able dict from which :meth:`from_dict` rebuilds the handle."""
 
     @staticmethod
+    def check_dict(data: object) -> None:
+        """Raise ValueError (an unknown kind) or TypeError unless ``data`` has the fields
+        :meth:`from_dict` reads, of their types. Nothing is built: a local handle not
+        detached would register itself to be stopped at exit."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"a ZooKeeper handle is an object, not {type(data).__name__}")
+        kind = data.get("kind")
+        fields = _HANDLE_FIELDS.get(kind) if isinstance(kind, str) else None
+        if fields is None:
+            raise ValueError(f"unknown ZooKeeper handle kind {kind!r}")
+        _check_fields(data, fields, f"a {kind} ZooKeeper handle")
+        for server in data["servers"] if kind == LocalZooKeeper.kind else []:
+            if not isinstance(server, Mapping):
+                raise TypeError("each server of a local ZooKeeper handle is an object")
+            _check_fields(server, _SERVER_FIELDS, "each server of a local ZooKeeper handle")
+
+    @staticmethod
     def from_dict(data: Mapping[str, Any]) -> ZooKeeper:
         kind = data.get("kind")
         if kind == ExternalZooKeeper.kind:
@@ -256,6 +273,29 @@ class ZooKeeper(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.connect_string!r})"
+
+
+# What ZooKeeper.from_dict reads of each kind of handle (and LocalServer.from_dict of each
+# server of a local one), for ZooKeeper.check_dict.
+_HANDLE_FIELDS: dict[str, dict[str, type]] = {
+    "external": {"connect_string": str},
+    "container": {"connect_string": str, "container_id": str},
+    "local": {"base_dir": str, "detached": bool, "owns_dir": bool, "servers": list},
+}
+_SERVER_FIELDS: dict[str, type] = {
+    "myid": int,
+    "client_port": int,
+    "server_dir": str,
+    "argv": list,
+    "detached": bool,
+}
+
+
+def _check_fields(data: Mapping[str, Any], fields: Mapping[str, type], what: str) -> None:
+    wrong = [k for k, t in fields.items() if not isinstance(data.get(k), t)]
+    if wrong:
+        expected = ", ".join(f"{k} ({fields[k].__name__})" for k in wrong)
+        raise TypeError(f"{what} needs {expected}")
 
 
 class ExternalZooKeeper(ZooKeeper):

@@ -232,8 +232,10 @@ def test_connect_string_from_env_then_cluster_file(
     assert run(["--dir", str(tmp_path), "topic", "list"], capsys)[1] == "t\n"
 
     monkeypatch.delenv("ZKCTL_ZOOKEEPER")
+    # The handle ExternalZooKeeper.to_dict writes (load() refuses one lacking its fields).
+    handle = {"kind": "external", "connect_string": zk_connect}
     cluster = local.LocalCluster(
-        dir=tmp_path, connect_string=zk_connect, zookeeper={"kind": "external"}, brokers=[]
+        dir=tmp_path, connect_string=zk_connect, zookeeper=handle, brokers=[]
     )
     cluster.state = "running"
     local.save(cluster)

@@ -891,6 +891,77 @@ def test_a_corrupt_cluster_file_is_named(tmp_path: Path) -> None:
         local.load(tmp_path)
 
 
+def _cluster_json(tmp_path: Path, **changed: Any) -> bytes:
+    data = sample_cluster(tmp_path).to_dict()
+    data.update(changed)
+    return json.dumps(data).encode()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"null",
+        b"[]",
+        b'"x"',
+        b'{"version": 1, "brokers": 7}',
+        b"caf\xe9",  # not UTF-8
+        pytest.param(lambda d: _cluster_json(d, brokers=[1]), id="broker-not-an-object"),
+        pytest.param(lambda d: _cluster_json(d, zookeeper={}), id="zookeeper-without-kind"),
+        pytest.param(lambda d: _cluster_json(d, zookeeper=[]), id="zookeeper-not-an-object"),
+        pytest.param(
+            lambda d: _cluster_json(d, zookeeper={"kind": "local", "base_dir": str(d)}),
+            id="local-zookeeper-without-servers",
+        ),
+        pytest.param(
+            lambda d: _cluster_json(
+                d,
+                zookeeper={
+                    "kind": "local",
+                    "base_dir": str(d),
+                    "detached": True,
+                    "owns_dir": False,
+                    "servers": [{"myid": 1}],
+                },
+            ),
+            id="local-zookeeper-server-without-port",
+        ),
+    ],
+)
+def test_a_cluster_file_of_another_shape_is_not_a_valid_cluster_file(
+    tmp_path: Path,
+    content: bytes | Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Valid JSON but not a cluster (top level not an object, a broker entry not an
+    object, a ZooKeeper handle lacking its fields) raised AttributeError, or failed
+    later, out of load(): every command looking at the directory was an internal error."""
+    (tmp_path / "cluster.json").write_bytes(
+        content if isinstance(content, bytes) else content(tmp_path)
+    )
+    with pytest.raises(local.LocalClusterError, match=r"cluster.json is not a valid cluster file"):
+        local.load(tmp_path)
+    monkeypatch.setenv("ZKCTL_ZOOKEEPER", UNREACHABLE)
+    for argv in (["status"], ["down"], ["topic", "list"]):
+        code, _, err = run([*argv, "--dir", str(tmp_path), "--zk-timeout", "0.2"], capsys)
+        assert code in (1, 2), err
+        assert "internal error" not in err
+        assert "Traceback" not in err
+
+
+def test_a_cluster_file_with_a_local_zookeeper_loads(tmp_path: Path) -> None:
+    from cluster.zookeeper import LocalServer, LocalZooKeeper
+
+    server = LocalServer(
+        myid=1, client_port=2181, server_dir=tmp_path / "zk", argv=["java"], detached=True
+    )
+    handle = LocalZooKeeper([server], tmp_path / "zk", detached=True, owns_dir=False)
+    (tmp_path / "cluster.json").write_bytes(_cluster_json(tmp_path, zookeeper=handle.to_dict()))
+    loaded = local.load(tmp_path)
+    assert loaded is not None
+    assert loaded.zookeeper == handle.to_dict()
+
+
 def test_broker_properties_use_kafka_keys(tmp_path: Path) -> None:
     b = local.BrokerProcess(2, "127.0.0.1", 9093, tmp_path / "broker-2")
     props = local.broker_properties(b, "h:1/zkctl-x", 6000, {"num.partitions": "3"})
