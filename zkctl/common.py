@@ -165,6 +165,11 @@ def read_text_file(path: str, what: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise UsageError(f"cannot read {what} {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise UsageError(
+            f"cannot read {what} {path}: not UTF-8 text (byte {e.object[e.start]:#04x} at"
+            f" offset {e.start})"
+        ) from None
 
 
 def ids(values: Iterable[int]) -> str:

@@ -284,6 +284,29 @@ def test_ids_beyond_a_java_int_are_refused_before_asking_the_brokers(
     assert "must be a non-empty list of broker ids (0 to 2147483647)" in error_line(err)
 
 
+@pytest.mark.parametrize(
+    ("argv", "what"),
+    [
+        (["reassign", "--reassignment-json-file", "{f}"], "reassignment file"),
+        (["reassign", "--verify", "--reassignment-json-file", "{f}"], "reassignment file"),
+        (["elect-leaders", "--preferred", "--path-to-json-file", "{f}"], "election file"),
+        ([*GENERATE, "{f}", "--broker-list", "1"], "topics file"),
+    ],
+)
+def test_a_file_not_utf8_is_named_in_a_usage_error(
+    argv: list[str], what: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It raised UnicodeDecodeError, reported as an internal error."""
+    f = tmp_path / "latin1.json"
+    f.write_bytes('{"version":1,"partitions":[{"topic":"caf\xe9"}]}'.encode("latin-1"))
+    code, out, err = run(
+        ["--zookeeper", UNREACHABLE, *(a.replace("{f}", str(f)) for a in argv)], capsys
+    )
+    assert code == 2, err
+    assert out == ""
+    assert f"cannot read {what} {f}: not UTF-8 text (byte 0xe9 at offset 40)" in error_line(err)
+
+
 def test_up_rejects_overrides_of_per_broker_keys_before_starting_anything(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
