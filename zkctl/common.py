@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -128,6 +129,8 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text} is not positive")
+    if not math.isfinite(value):  # 'inf', or '1e309' read as inf: no such number of seconds
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number")
     return value
 
 

@@ -82,6 +82,11 @@ def error_line(stderr: str) -> str:
         (["up", "--brokers", "0"], "must be at least 1"),
         (["up", "--session-timeout-ms", "soon"], "'soon' is not an integer"),
         (["--zk-timeout", "0", "controller"], "is not positive"),
+        # Infinite: later converted to int milliseconds, an OverflowError (internal error).
+        (["--zk-timeout", "inf", "controller"], "inf is not a finite number"),
+        (["topic", "list", "--zk-timeout", "1e309"], "1e309 is not a finite number"),
+        (["groups", "--list", "--timeout", "inf"], "inf is not a finite number"),
+        (["down", "--timeout", "inf"], "inf is not a finite number"),
         (["status", "--bogus"], "unrecognized arguments: --bogus"),
         (["demo", "--faults", "kill,boom"], "unknown fault 'boom': choose from kill, stop"),
         (["demo", "--brokers", "1"], "must be at least 2: a failover needs another broker"),
