@@ -672,6 +672,13 @@ def up(
         # cannot have more replicas than the cluster has brokers.
         parsed.setdefault("offsets.topic.replication.factor", str(brokers))
     directory = Path(directory).resolve()
+    if "," in str(directory):
+        # log.dirs is a comma-separated list: each broker would get two log directories,
+        # the first outside the cluster's directory, where zkctl never looks.
+        raise ClusterArgumentError(
+            f"--dir {directory}: the cluster's directory cannot contain a comma (the brokers'"
+            " log.dirs, inside it, is a comma-separated list)"
+        )
     python = python or sys.executable
     # Check the config before anything starts; the real connect string comes later.
     for i in range(1, brokers + 1):

@@ -326,6 +326,21 @@ def test_up_rejects_overrides_of_per_broker_keys_before_starting_anything(
     assert not (tmp_path / "c" / "cluster.json").exists()
 
 
+def test_up_refuses_a_directory_with_a_comma(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """log.dirs is a comma-separated list: each broker got two log directories, the first
+    outside the cluster's directory, where zkctl status and zkctl controller never look."""
+    # Were it not refused, no ZooKeeper is started for it.
+    monkeypatch.delenv("ZKCTL_ZOOKEEPER", raising=False)
+    monkeypatch.setenv("ZKCTL_ZK_DISABLE", "docker,home,debian")
+    code, out, err = run(["up", "--dir", str(tmp_path / "a,b"), "--brokers", "1"], capsys)
+    assert code == 2, err
+    assert out == ""
+    assert "the cluster's directory cannot contain a comma" in error_line(err)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_no_zookeeper_anywhere_names_the_three_ways(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
