@@ -279,7 +279,8 @@ class ThrottledReplicas:
 
     def check(self, value: Any) -> str | None:
         items = list(value)
-        if items == ["*"] or all(_THROTTLED_REPLICA.fullmatch(i) for i in items):
+        # Empty items are valid, and "*" may come with them ("*," is "*" and "").
+        if "".join(items).strip() == "*" or all(_THROTTLED_REPLICA.fullmatch(i) for i in items):
             return None
         return "'*' or a list of [partitionId]:[brokerId]"
 
@@ -799,6 +800,8 @@ def format_properties(props: Mapping[str, str]) -> str:
 
 # --------------------------------------------------------------------------- typing values
 
+# LIST keys whose empty items are dropped (KafkaConfig reads them with parseCsvList).
+_CSV_LIST_KEYS: Final = frozenset({"log.dir", "log.dirs"})
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _INT_RANGES: Final = {
@@ -826,7 +829,13 @@ def _parse_typed(definition: ConfigDef, raw: str) -> Any:
             raise ValueError("a double (decimal number)")
         return float(value)
     if kind is ConfigType.LIST:
-        return tuple(item for item in (_java_trim(i) for i in value.split(",")) if item)
+        if not value:
+            return ()
+        # ConfigDef keeps empty items ("compact," is compact and ""), which a validator then
+        # refuses; log.dir and log.dirs are strings in Kafka, split by parseCsvList, which
+        # drops them.
+        items = tuple(_java_trim(i) for i in value.split(","))
+        return tuple(i for i in items if i) if definition.name in _CSV_LIST_KEYS else items
     return value
 
 

@@ -249,6 +249,11 @@ def test_typed_values(line: str, attr: str, value: Any) -> None:
         ("compression.type=brotli", "expected one of uncompressed, zstd, lz4, snappy"),
         ("log.message.timestamp.type=createtime", "expected one of CreateTime, LogAppendTime"),
         ("log.cleanup.policy=delete,archive", "expected a list of compact, delete"),
+        # An empty item is kept, as ConfigDef's LIST parsing keeps it, and refused, as
+        # ValidList.in refuses "".
+        ("log.cleanup.policy=delete,", "expected a list of compact, delete"),
+        ("log.cleanup.policy=,delete", "expected a list of compact, delete"),
+        ("log.cleanup.policy=compact,,delete", "expected a list of compact, delete"),
         ("broker.rack=", "expected a non-empty value"),
         ("security.inter.broker.protocol=TLS", "expected one of PLAINTEXT, SSL"),
     ],
@@ -712,6 +717,24 @@ def test_topic_config_errors_all_reported() -> None:
 def test_throttled_replicas() -> None:
     assert validate_topic_config({"follower.replication.throttled.replicas": "*"})
     assert validate_topic_config({"follower.replication.throttled.replicas": "0:1, 1:2"})
+    # Kafka's ThrottledReplicaListValidator takes empty items, and "*" with them.
+    assert validate_topic_config({"follower.replication.throttled.replicas": "0:1,"})
+    assert validate_topic_config({"leader.replication.throttled.replicas": "*,"})
+    with pytest.raises(ConfigError, match="expected '\\*' or a list"):
+        validate_topic_config({"leader.replication.throttled.replicas": "*,0:1"})
+
+
+@pytest.mark.parametrize("value", ["compact,", "compact,,delete", ",delete", " , "])
+def test_a_cleanup_policy_with_an_empty_item_is_refused(value: str) -> None:
+    """ConfigDef splits a LIST keeping empty items, and ValidList.in refuses ""; they were
+    dropped, and "compact," accepted."""
+    with pytest.raises(ConfigError, match="expected a list of compact, delete"):
+        validate_topic_config({"cleanup.policy": value})
+
+
+def test_an_empty_cleanup_policy_is_an_empty_list() -> None:
+    assert effective_topic_config(None, {"cleanup.policy": " "}).cleanup_policy == ()
+    assert cfg("log.cleanup.policy=\n").log_cleanup_policy == ()
 
 
 def test_topic_compaction_lag_conflict() -> None:
