@@ -440,7 +440,8 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("log.cleaner.backoff.ms", _L, 15_000, _MEDIUM,
               "How long a cleaner thread waits when no log is due.", AtLeast(0)),
     ConfigDef("log.cleaner.dedupe.buffer.size", _L, 128 * 1024 * 1024, _MEDIUM,
-              "Memory the cleaner threads' offset maps may use in all.", AtLeast(1)),
+              "Memory the cleaner threads' offset maps may use in all: more than 1 MiB per"
+              " cleaner thread.", AtLeast(1)),
     ConfigDef("log.index.size.max.bytes", _I, 10 * 1024 * 1024, _MEDIUM,
               "Maximum size of an offset index file.", AtLeast(4)),
     ConfigDef("log.index.interval.bytes", _I, 4096, _MEDIUM,
@@ -506,7 +507,7 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("controlled.shutdown.max.retries", _I, 3, _MEDIUM,
               "Retries of a failed controlled shutdown."),
     ConfigDef("controlled.shutdown.retry.backoff.ms", _L, 5000, _MEDIUM,
-              "Wait between controlled shutdown retries."),
+              "Wait between controlled shutdown retries.", AtLeast(0)),
     # Group coordinator, offsets and transactions (accepted so stock server.properties parse)
     ConfigDef("offsets.topic.replication.factor", _S, 3, _HIGH,
               "Replication factor of __consumer_offsets.", AtLeast(1)),
@@ -1273,6 +1274,20 @@ def _resolve_broker_values(vals: dict[str, Any], given: set[str], problems: _Pro
             "replica.fetch.wait.max.ms",
             "replica.fetch.wait.max.ms should always be at"
             " most replica.lag.time.max.ms to prevent frequent changes in ISR",
+        )
+    buffer_key, threads_key = "log.cleaner.dedupe.buffer.size", "log.cleaner.threads"
+    # KafkaConfig.validateValues, whether or not log.cleaner.enable: more than 1 MiB per
+    # thread, in integer division. With no thread Kafka divides by zero and does not start;
+    # here no cleaner runs then, and nothing is checked.
+    if (
+        _have(vals, buffer_key, threads_key)
+        and vals[threads_key] > 0
+        and vals[buffer_key] // vals[threads_key] <= 1024 * 1024
+    ):
+        problems.add(
+            buffer_key,
+            f"log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread: it is"
+            f" {vals[buffer_key]} for {vals[threads_key]} thread(s) (log.cleaner.threads)",
         )
     low_key, high_key = "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"
     if _have(vals, low_key, high_key) and vals[low_key] > vals[high_key]:

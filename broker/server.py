@@ -554,7 +554,10 @@ class KafkaServer:
             if remaining is not None:
                 log.info("controlled shutdown: %d partitions still led here", remaining)
             if attempt < cfg.controlled_shutdown_max_retries:
-                time.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000)
+                # The config refuses a negative backoff; were one here all the same (or one
+                # beyond what sleep takes), the rest of the shutdown must still run.
+                backoff_s = cfg.controlled_shutdown_retry_backoff_ms / 1000
+                time.sleep(min(max(0.0, backoff_s), threading.TIMEOUT_MAX))
         log.warning("controlled shutdown did not complete; shutting down anyway")
         return False
 

@@ -255,6 +255,8 @@ def test_typed_values(line: str, attr: str, value: Any) -> None:
         ("log.cleanup.policy=,delete", "expected a list of compact, delete"),
         ("log.cleanup.policy=compact,,delete", "expected a list of compact, delete"),
         ("broker.rack=", "expected a non-empty value"),
+        # Kafka has no validator: a negative backoff failed the controlled shutdown's sleep.
+        ("controlled.shutdown.retry.backoff.ms=-1", "expected a value >= 0"),
         ("security.inter.broker.protocol=TLS", "expected one of PLAINTEXT, SSL"),
     ],
 )
@@ -507,6 +509,33 @@ def test_roll_and_flush_fallbacks() -> None:
 )
 def test_cross_key_checks(text: str, problem: str) -> None:
     assert any(problem in m for m in problems_of(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("log.cleaner.dedupe.buffer.size=1024\n", True),
+        # More than 1 MiB per thread, in integer division, as KafkaConfig.validateValues.
+        ("log.cleaner.dedupe.buffer.size=1048576\n", True),
+        ("log.cleaner.dedupe.buffer.size=1048577\n", False),
+        ("log.cleaner.dedupe.buffer.size=3145727\nlog.cleaner.threads=3\n", True),
+        ("log.cleaner.dedupe.buffer.size=3145731\nlog.cleaner.threads=3\n", False),
+        # Checked whether the cleaner runs or not, as Kafka does.
+        ("log.cleaner.dedupe.buffer.size=1024\nlog.cleaner.enable=false\n", True),
+        # No cleaner thread: nothing to share (Kafka divides by zero).
+        ("log.cleaner.dedupe.buffer.size=1024\nlog.cleaner.threads=0\n", False),
+    ],
+)
+def test_the_dedupe_buffer_takes_more_than_1mib_per_cleaner_thread(
+    text: str, refused: bool
+) -> None:
+    if not refused:
+        cfg(text)
+        return
+    (msg,) = problems_of(text)
+    assert msg.startswith(
+        "log.cleaner.dedupe.buffer.size must be at least 1MB per cleaner thread: it is"
+    )
 
 
 def test_broker_id_above_reserved_when_generation_is_off() -> None:
