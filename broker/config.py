@@ -2,7 +2,11 @@
 
 * ``BROKER_CONFIG_DEFS`` / ``TOPIC_CONFIG_DEFS``: the definition tables (name, type,
   default, validator, importance, doc) with Kafka's defaults and types.
-* ``parse_properties`` reads Java ``.properties`` text (``Properties.load`` rules);
+* ``parse_properties`` reads Java ``.properties`` text (``Properties.load`` rules); a file
+  is read as ISO-8859-1, as ``Properties.load(InputStream)`` reads it: other characters
+  are written as ``\\uXXXX`` escapes (``format_properties`` does), and a UTF-8 file's
+  non-ASCII characters are read as Kafka reads them (each byte a character: only in
+  comments are they harmless);
   ``parse_overrides`` reads ``--override key=value`` pairs, which win over the file.
 * ``BrokerConfig`` is the typed, immutable result: one snake_case attribute per Kafka key
   (``log.retention.ms`` -> ``log_retention_ms``). Keys that Kafka resolves through a
@@ -21,8 +25,6 @@ Deliberate differences from Kafka:
 * A listener with no host is advertised as 127.0.0.1; Kafka advertises the machine's
   canonical hostname, which on a laptop or in CI often does not resolve back to it.
 * Only the PLAINTEXT security protocol is accepted for listeners (no TLS or SASL here).
-* Files are read as UTF-8 (Kafka's Properties.load reads ISO-8859-1); ``\\uXXXX`` escapes
-  work either way, and ``to_properties`` writes non-ASCII characters as such escapes.
 * A few validators are stricter (session and connection timeouts >= 1, non-empty
   ``zookeeper.connect`` and ``broker.rack``, ports 0-65535, min <= max compaction lag).
 """
@@ -1388,7 +1390,9 @@ def load_broker_config(
         raise ValueError("give a path or a text, not both")
     if path is not None:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            # Properties.load(InputStream): ISO-8859-1, one character per byte, so no
+            # file fails to decode (a Latin-1 comment is fine; \uXXXX escapes give the rest).
+            text = Path(path).read_bytes().decode("latin-1")
         except OSError as e:
             raise ConfigError([ConfigProblem(None, f"cannot read config file {path}: {e}")]) from e
     if text is not None:

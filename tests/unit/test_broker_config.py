@@ -196,6 +196,25 @@ def test_load_from_file(tmp_path: Path) -> None:
     assert BrokerConfig.load(path) == load_broker_config(path)
 
 
+def test_a_file_is_read_as_iso_8859_1(tmp_path: Path) -> None:
+    """As Properties.load(InputStream) reads it: a Latin-1 byte in a comment (or a value)
+    is one character. It was read as UTF-8, and its UnicodeDecodeError escaped."""
+    path = tmp_path / "server.properties"
+    path.write_bytes(
+        b"# broker of the caf\xe9\n" + ZK.encode() + b"broker.rack=caf\xe9 \\u00e9\\u20ac\n"
+    )
+    assert load_broker_config(path).broker_rack == "caf\u00e9 \u00e9\u20ac"
+    # A UTF-8 file with non-ASCII in comments only loads too.
+    path.write_bytes("# caf\u00e9 \u20ac\n".encode() + ZK.encode() + b"broker.id=1\n")
+    assert load_broker_config(path).broker_id == 1
+    # A bad value of another byte is a bad value, named.
+    path.write_bytes(ZK.encode() + b"broker.id=\xff\n")
+    with pytest.raises(ConfigError) as info:
+        load_broker_config(path)
+    (problem,) = info.value.problems
+    assert problem.message.startswith("invalid value '\xff' for config key 'broker.id'")
+
+
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_broker_config(tmp_path / "missing.properties")

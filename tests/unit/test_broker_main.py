@@ -47,3 +47,16 @@ def test_a_broker_runs_with_its_switch_interval(
     finally:
         sys.setswitchinterval(before)
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_a_value_not_utf8_is_an_invalid_configuration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The file was read as UTF-8 and the UnicodeDecodeError ended in a traceback; it is
+    read as ISO-8859-1 (Kafka's Properties.load), and the value is then refused."""
+    props = tmp_path / "server.properties"
+    props.write_bytes(b"zookeeper.connect=127.0.0.1:1\nbroker.id=\xff\n")
+    assert main([str(props)]) == 1
+    err = capsys.readouterr().err
+    assert "invalid value '\xff' for config key 'broker.id'" in err
+    assert "Traceback" not in err
