@@ -272,6 +272,71 @@ class Name:
         return "[A-Za-z0-9._-]+"
 
 
+# Kafka 2.8's ApiVersion.allVersions, oldest first: (short version, sub-version); the
+# versions before 0.10.0 have none.
+_API_VERSIONS: Final = (
+    *((v, "") for v in ("0.8.0", "0.8.1", "0.8.2", "0.9.0")),
+    *(("0.10.0", f"IV{i}") for i in range(2)),
+    *(("0.10.1", f"IV{i}") for i in range(3)),
+    ("0.10.2", "IV0"),
+    *(("0.11.0", f"IV{i}") for i in range(3)),
+    ("1.0", "IV0"),
+    ("1.1", "IV0"),
+    *(("2.0", f"IV{i}") for i in range(2)),
+    *(("2.1", f"IV{i}") for i in range(3)),
+    *(("2.2", f"IV{i}") for i in range(2)),
+    *(("2.3", f"IV{i}") for i in range(2)),
+    *(("2.4", f"IV{i}") for i in range(2)),
+    ("2.5", "IV0"),
+    ("2.6", "IV0"),
+    *(("2.7", f"IV{i}") for i in range(3)),
+    *(("2.8", f"IV{i}") for i in range(2)),
+)
+_FULL_VERSIONS: Final = tuple(f"{v}-{sub}" if sub else v for v, sub in _API_VERSIONS)
+# ApiVersion.versionMap: each full version, and each short one for its latest full version.
+_VERSION_MAP: Final = {
+    **{short: full for (short, _sub), full in zip(_API_VERSIONS, _FULL_VERSIONS, strict=True)},
+    **{full: full for full in _FULL_VERSIONS},
+}
+LATEST_API_VERSION: Final = _FULL_VERSIONS[-1]
+# The first version of each record format (message format v0, v1, v2: magic 0, 1, 2).
+_RECORD_VERSION_STARTS: Final = (
+    _FULL_VERSIONS.index("0.8.0"),
+    _FULL_VERSIONS.index("0.10.0-IV0"),
+    _FULL_VERSIONS.index("0.11.0-IV0"),
+)
+
+
+def api_version(text: str) -> str | None:
+    """Kafka's ApiVersion(text) as a full version ("2.8" -> "2.8-IV1", "0.10.2.1" ->
+    "0.10.2-IV0"); None when Kafka refuses it. Only the first three dot-separated parts of
+    a 0.x version count, and the first two of a later one, as in Kafka."""
+    parts = text.split(".")
+    while parts and not parts[-1]:
+        parts.pop()  # Java's String.split drops trailing empty strings
+    key = ".".join(parts[: 3 if text.startswith("0.") else 2])
+    return _VERSION_MAP.get(key)
+
+
+def _record_version(full_version: str) -> int:
+    """The record format (0, 1 or 2) of a full version, as ApiVersion.recordVersion."""
+    position = _FULL_VERSIONS.index(full_version)
+    return sum(1 for start in _RECORD_VERSION_STARTS[1:] if position >= start)
+
+
+@dataclass(frozen=True)
+class KafkaVersion:
+    """Kafka's ApiVersionValidator: a version ApiVersion(value) knows."""
+
+    def check(self, value: Any) -> str | None:
+        if api_version(value) is not None:
+            return None
+        return f"a Kafka version from {_FULL_VERSIONS[0]} to {LATEST_API_VERSION}, e.g. 2.8"
+
+    def describe(self) -> str:
+        return f"[{', '.join(_FULL_VERSIONS)}]"
+
+
 _THROTTLED_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
 
 
@@ -465,6 +530,9 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               "Max allowed gap between a record's CreateTime and the broker's clock."),
     ConfigDef("log.message.downconversion.enable", _B, True, _LOW,
               "Down-convert record formats for old consumers."),
+    ConfigDef("log.message.format.version", _STR, LATEST_API_VERSION, _MEDIUM,
+              "Record format version of the logs; no effect here (batches are kept as the"
+              " producer sent them, message format v2).", KafkaVersion()),
     ConfigDef("num.recovery.threads.per.data.dir", _I, 1, _HIGH,
               "Threads per data directory for log recovery at startup and flush at shutdown.",
               AtLeast(1)),
@@ -503,6 +571,9 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               "How often the controller checks leader imbalance."),
     ConfigDef("unclean.leader.election.enable", _B, False, _HIGH,
               "Elect an out-of-sync replica as a last resort, possibly losing data."),
+    ConfigDef("inter.broker.protocol.version", _STR, LATEST_API_VERSION, _MEDIUM,
+              "Protocol version brokers use between themselves; no effect here (they speak"
+              " Kafka 2.8's).", KafkaVersion()),
     # Controlled shutdown
     ConfigDef("controlled.shutdown.enable", _B, True, _MEDIUM,
               "Move leadership away before shutting down."),
@@ -526,10 +597,29 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("offsets.topic.segment.bytes", _I, 100 * 1024 * 1024, _HIGH,
               "segment.bytes of __consumer_offsets (kept small: compaction cleans whole"
               " segments, and a new coordinator reads them all).", AtLeast(1)),
-    ConfigDef("transaction.state.log.replication.factor", _S, 3, _HIGH,
-              "Replication factor of __transaction_state.", AtLeast(1)),
+    # Transactions: no transaction coordinator runs here, so none of these has an effect.
+    ConfigDef("transactional.id.expiration.ms", _I, 7 * 24 * _HOUR_MS, _HIGH,
+              "How long a transactional id is kept without a transaction (no effect here).",
+              AtLeast(1)),
+    ConfigDef("transaction.max.timeout.ms", _I, 15 * _MINUTE_MS, _HIGH,
+              "Largest transaction timeout a producer may ask for (no effect here).",
+              AtLeast(1)),
     ConfigDef("transaction.state.log.min.isr", _I, 2, _HIGH,
-              "min.insync.replicas of __transaction_state.", AtLeast(1)),
+              "min.insync.replicas of __transaction_state (no effect here).", AtLeast(1)),
+    ConfigDef("transaction.state.log.load.buffer.size", _I, 5 * 1024 * 1024, _HIGH,
+              "Read size when loading __transaction_state (no effect here).", AtLeast(1)),
+    ConfigDef("transaction.state.log.replication.factor", _S, 3, _HIGH,
+              "Replication factor of __transaction_state (no effect here).", AtLeast(1)),
+    ConfigDef("transaction.state.log.num.partitions", _I, 50, _HIGH,
+              "Partitions of __transaction_state (no effect here).", AtLeast(1)),
+    ConfigDef("transaction.state.log.segment.bytes", _I, 100 * 1024 * 1024, _HIGH,
+              "segment.bytes of __transaction_state (no effect here).", AtLeast(1)),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", _I, 10_000, _LOW,
+              "How often timed-out transactions are rolled back (no effect here).",
+              AtLeast(1)),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", _I, _HOUR_MS,
+              _LOW, "How often expired transactional ids are removed (no effect here).",
+              AtLeast(1)),
     ConfigDef("group.initial.rebalance.delay.ms", _I, 3000, _MEDIUM,
               "Wait for more members before a new group's first rebalance."),
     ConfigDef("group.min.session.timeout.ms", _I, 6000, _MEDIUM,
@@ -575,6 +665,9 @@ TOPIC_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("message.downconversion.enable", _B, True, _LOW,
               "Down-convert record formats for old consumers.", None,
               "log.message.downconversion.enable"),
+    ConfigDef("message.format.version", _STR, LATEST_API_VERSION, _MEDIUM,
+              "Record format version of the topic's log; no effect here (batches are kept"
+              " as the producer sent them).", KafkaVersion(), "log.message.format.version"),
     ConfigDef("message.timestamp.difference.max.ms", _L, LONG_MAX, _MEDIUM,
               "Max allowed gap between a record's CreateTime and the broker's clock.",
               AtLeast(0), "log.message.timestamp.difference.max.ms"),
@@ -1071,6 +1164,7 @@ class BrokerConfig:
     log_message_timestamp_type: str
     log_message_timestamp_difference_max_ms: int
     log_message_downconversion_enable: bool
+    log_message_format_version: str
     num_recovery_threads_per_data_dir: int
     min_insync_replicas: int
     # Replication
@@ -1090,6 +1184,7 @@ class BrokerConfig:
     leader_imbalance_per_broker_percentage: int
     leader_imbalance_check_interval_seconds: int
     unclean_leader_election_enable: bool
+    inter_broker_protocol_version: str
     # Controlled shutdown
     controlled_shutdown_enable: bool
     controlled_shutdown_max_retries: int
@@ -1101,8 +1196,15 @@ class BrokerConfig:
     offsets_topic_compression_codec: int
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
-    transaction_state_log_replication_factor: int
+    transactional_id_expiration_ms: int
+    transaction_max_timeout_ms: int
     transaction_state_log_min_isr: int
+    transaction_state_log_load_buffer_size: int
+    transaction_state_log_replication_factor: int
+    transaction_state_log_num_partitions: int
+    transaction_state_log_segment_bytes: int
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int
+    transaction_remove_expired_transaction_cleanup_interval_ms: int
     group_initial_rebalance_delay_ms: int
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
@@ -1296,7 +1398,34 @@ def _resolve_broker_values(vals: dict[str, Any], given: set[str], problems: _Pro
         problems.add(
             low_key, f"{low_key} ({vals[low_key]}) must not exceed {high_key} ({vals[high_key]})"
         )
+    _check_versions(vals, problems)
     _resolve_listeners(vals, given, problems)
+
+
+def _check_versions(vals: Mapping[str, Any], problems: _Problems) -> None:
+    """KafkaConfig.validateValues on the versions (which have no other effect here)."""
+    if not _have(vals, "inter.broker.protocol.version"):
+        return
+    # Both passed KafkaVersion: api_version knows them.
+    protocol = _record_version(api_version(vals["inter.broker.protocol.version"]) or "")
+    if _have(vals, "log.message.format.version"):
+        given = vals["log.message.format.version"]
+        needed = _record_version(api_version(given) or "")
+        if protocol < needed:
+            first = _API_VERSIONS[_RECORD_VERSION_STARTS[needed]][0]
+            problems.add(
+                "log.message.format.version",
+                f"log.message.format.version {given} can only be used when"
+                f" inter.broker.protocol.version is set to version {first} or higher",
+            )
+    if _have(vals, "offsets.topic.compression.codec") and (
+        vals["offsets.topic.compression.codec"] == 4 and protocol < 2
+    ):
+        problems.add(
+            "offsets.topic.compression.codec",
+            "offsets.topic.compression.codec zstd can only be used when"
+            " inter.broker.protocol.version is set to version 2.1 or higher",
+        )
 
 
 def _resolve_listeners(vals: dict[str, Any], given: set[str], problems: _Problems) -> None:
@@ -1427,6 +1556,7 @@ class TopicConfig:
     max_compaction_lag_ms: int
     max_message_bytes: int
     message_downconversion_enable: bool
+    message_format_version: str
     message_timestamp_difference_max_ms: int
     message_timestamp_type: str
     min_cleanable_dirty_ratio: float
@@ -1509,7 +1639,11 @@ def topic_config_defaults(broker: BrokerConfig | None = None) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for definition in TOPIC_CONFIG_DEFS:
         if broker is not None and definition.synonym is not None:
-            result[definition.name] = broker.get(definition.synonym)
+            value = broker.get(definition.synonym)
+            if isinstance(definition.validator, KafkaVersion):
+                # LogConfig takes the broker's version as ApiVersion reads it ("2.8-IV1").
+                value = api_version(value) or value
+            result[definition.name] = value
         else:
             result[definition.name] = definition.default
     return result

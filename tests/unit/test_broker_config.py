@@ -459,6 +459,69 @@ group.initial.rebalance.delay.ms=0
 # --------------------------------------------------------------------------- derived values
 
 
+# README: accepted, checked as Kafka checks them, and without effect.
+NO_EFFECT_DEFAULTS: dict[str, Any] = {
+    "inter.broker.protocol.version": "2.8-IV1",
+    "log.message.format.version": "2.8-IV1",
+    "transactional.id.expiration.ms": 604800000,
+    "transaction.max.timeout.ms": 900000,
+    "transaction.state.log.min.isr": 2,
+    "transaction.state.log.load.buffer.size": 5242880,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.num.partitions": 50,
+    "transaction.state.log.segment.bytes": 104857600,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10000,
+    "transaction.remove.expired.transaction.cleanup.interval.ms": 3600000,
+}
+
+
+@pytest.mark.parametrize(("key", "value"), NO_EFFECT_DEFAULTS.items())
+def test_kafkas_keys_without_effect_here_are_accepted_with_kafkas_defaults(
+    key: str, value: Any
+) -> None:
+    """They were unknown keys (the transaction settings but two, the versions), though
+    the README says they are accepted."""
+    assert cfg().get(key) == value
+    assert cfg(f"{key}={value}\n").get(key) == value
+    if isinstance(value, int):
+        (msg,) = problems_of(f"{key}=0\n")
+        assert msg == f"invalid value '0' for config key {key!r}: expected a value >= 1"
+    else:
+        (msg,) = problems_of(f"{key}=3.0\n")
+        assert "expected a Kafka version from 0.8.0 to 2.8-IV1" in msg
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            "inter.broker.protocol.version=0.10.2\n",
+            "log.message.format.version 2.8-IV1 can only be used when"
+            " inter.broker.protocol.version is set to version 0.11.0 or higher",
+        ),
+        (
+            "inter.broker.protocol.version=0.9.0\nlog.message.format.version=0.10.0\n",
+            "log.message.format.version 0.10.0 can only be used when"
+            " inter.broker.protocol.version is set to version 0.10.0 or higher",
+        ),
+        (
+            "inter.broker.protocol.version=0.10.2\nlog.message.format.version=0.10.2\n"
+            "offsets.topic.compression.codec=4\n",
+            "offsets.topic.compression.codec zstd can only be used when"
+            " inter.broker.protocol.version is set to version 2.1 or higher",
+        ),
+    ],
+)
+def test_versions_are_checked_together_as_kafka_checks_them(text: str, problem: str) -> None:
+    assert problems_of(text) == [problem]
+
+
+def test_older_versions_that_agree_are_accepted() -> None:
+    c = cfg("inter.broker.protocol.version=2.1\nlog.message.format.version=0.10.2\n")
+    assert (c.inter_broker_protocol_version, c.log_message_format_version) == ("2.1", "0.10.2")
+    cfg("inter.broker.protocol.version=0.11.0\noffsets.topic.compression.codec=4\n")
+
+
 def test_zookeeper_connection_timeout_defaults_to_session_timeout() -> None:
     assert cfg("zookeeper.session.timeout.ms=6000\n").zookeeper_connection_timeout_ms == 6000
     c = cfg("zookeeper.session.timeout.ms=6000\nzookeeper.connection.timeout.ms=1000\n")
@@ -783,6 +846,26 @@ def test_a_cleanup_policy_with_an_empty_item_is_refused(value: str) -> None:
 def test_an_empty_cleanup_policy_is_an_empty_list() -> None:
     assert effective_topic_config(None, {"cleanup.policy": " "}).cleanup_policy == ()
     assert cfg("log.cleanup.policy=\n").log_cleanup_policy == ()
+
+
+@pytest.mark.parametrize("value", ["2.8", "2.8-IV1", "2.8.1", " 0.10.2.1 ", "0.8.2", "1.0"])
+def test_message_format_version_is_a_topic_key(value: str) -> None:
+    """LogConfig defines it, with ApiVersionValidator (and no effect here); it was an
+    unknown key, so kafka-topics.sh --config message.format.version=2.8 was refused."""
+    assert validate_topic_config({"message.format.version": value})
+
+
+@pytest.mark.parametrize("value", ["2.9", "3.0", "2", "0.10", "2.8-IV2", "latest", ""])
+def test_message_format_version_is_checked_as_kafka_checks_it(value: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape("expected a Kafka version from 0.8.0 to 2.8")):
+        validate_topic_config({"message.format.version": value})
+
+
+def test_a_topics_message_format_version_defaults_to_the_brokers_as_kafka_reads_it() -> None:
+    assert effective_topic_config(None).message_format_version == "2.8-IV1"
+    broker = cfg("log.message.format.version=2.1\n")
+    assert broker.log_message_format_version == "2.1"
+    assert effective_topic_config(broker).message_format_version == "2.1-IV2"
 
 
 def test_topic_compaction_lag_conflict() -> None:
