@@ -1,17 +1,34 @@
-"""An in-memory stand-in for zkdata.client.ZkClient, for the controller's election and
-resignation logic: one session's view, multis atomic with an error per failed op. Several
-fakes can share one tree (`share`) to stand for several sessions of one ensemble."""
+"""An in-memory stand-in for zkdata.client.ZkClient: one session's view, multis atomic
+with an error per failed op, ZooKeeper's rules for creates (the parent must exist) and
+deletes (no children left), the batched reads and fenced writes the controller uses, and
+registered watch handlers fired by hand (`fire`). Several fakes can share one tree
+(`share`) to stand for several sessions of one ensemble. `fail_next` makes the next
+requests fail (a timeout, a lost connection) without losing the session."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
-from kazoo.protocol.states import ZnodeStat
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+)
+from kazoo.protocol.states import EventType, KeeperState, WatchedEvent, ZnodeStat
 
-from zkdata.client import Check, Create, Delete, SetData, WriteOp
+from zkdata import paths
+from zkdata.client import Check, ControllerMovedError, Create, Delete, SetData, WriteOp
+
+_EVENT_TYPES = {
+    "CREATED": EventType.CREATED,
+    "CHANGED": EventType.CHANGED,
+    "DELETED": EventType.DELETED,
+    "CHILD": EventType.CHILD,
+}
 
 
 class FakeZk:
@@ -22,6 +39,8 @@ class FakeZk:
         self._zxid = itertools.count(10)
         self.handlers: dict[str, list[Callable[..., None]]] = {}
         self.listeners: list[Callable[..., None]] = []
+        # Raised, in order, by the next requests (reads and multis) of this session.
+        self.fail_next: list[Exception] = []
 
     def share(self, session_id: int) -> FakeZk:
         """Another session of the same ensemble: the same tree."""
@@ -33,17 +52,63 @@ class FakeZk:
         z = next(self._zxid)
         self.nodes[path] = (data, ZnodeStat(z, z, 0, 0, 0, 0, 0, owner, len(data), 0, z))
 
+    def set_data(self, path: str, data: bytes) -> None:
+        """Someone's setData: a new version, the same czxid and owner."""
+        old = self.nodes[path][1]
+        self.nodes[path] = (data, old._replace(version=old.version + 1, mzxid=next(self._zxid)))
+
+    def fire(self, path: str, kind: str) -> None:
+        """The watch on ``path`` fires (kind: CREATED, CHANGED, DELETED or CHILD)."""
+        event = WatchedEvent(_EVENT_TYPES[kind], KeeperState.CONNECTED, path)
+        for handler in list(self.handlers.get(path, [])):
+            handler(event)
+
+    def children(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        return sorted(
+            {
+                p[len(prefix) :]
+                for p in self.nodes
+                if p.startswith(prefix) and "/" not in p[len(prefix) :]
+            }
+        )
+
+    def _maybe_fail(self) -> None:
+        if self.fail_next:
+            raise self.fail_next.pop(0)
+
     # --- what the code under test calls -------------------------------------------------
 
     def get(self, path: str, *, watch: bool = False) -> tuple[bytes, ZnodeStat] | None:
+        self._maybe_fail()
         return self.nodes.get(path)
 
     def exists(self, path: str, *, watch: bool = False) -> ZnodeStat | None:
+        self._maybe_fail()
         got = self.nodes.get(path)
         return None if got is None else got[1]
 
-    def get_children(self, path: str, *, watch: bool = False) -> list[str]:
-        return []
+    def get_children(self, path: str, *, watch: bool = False) -> list[str] | None:
+        self._maybe_fail()
+        return self.children(path) if path in self.nodes else None
+
+    def get_many(
+        self, path_list: Iterable[str], *, watch: bool = False, batch: int = 0
+    ) -> list[tuple[bytes, ZnodeStat] | None]:
+        self._maybe_fail()
+        return [self.nodes.get(p) for p in path_list]
+
+    def get_many_sent(
+        self, path_list: Iterable[str], *, batch: int = 0
+    ) -> Callable[[], list[tuple[bytes, ZnodeStat] | None]]:
+        got = self.get_many(path_list)
+        return lambda: got
+
+    def get_children_many(
+        self, path_list: Iterable[str], *, watch: bool = False, batch: int = 0
+    ) -> list[list[str] | None]:
+        self._maybe_fail()
+        return [self.children(p) if p in self.nodes else None for p in path_list]
 
     def create(
         self,
@@ -54,12 +119,12 @@ class FakeZk:
         sequential: bool = False,
         make_parents: bool = False,
     ) -> tuple[str, ZnodeStat]:
-        if path in self.nodes:
-            raise NodeExistsError()
-        self.put(path, data, owner=self.session_id if ephemeral else 0)
+        self._maybe_fail()
+        self._apply(Create(path, data, ephemeral=ephemeral))
         return path, self.nodes[path][1]
 
     def multi(self, ops: Sequence[WriteOp]) -> list[Any]:
+        self._maybe_fail()
         saved = dict(self.nodes)
         results: list[Any] = []
         for op in ops:
@@ -74,6 +139,28 @@ class FakeZk:
                     + [RolledBackError() for _ in ops[len(results) + 1 :]]
                 )
         return results
+
+    def multi_fenced_batched(
+        self,
+        epoch_zk_version: int,
+        items: Iterable[Sequence[WriteOp]],
+        *,
+        max_ops: int = 500,
+        on_answered: Callable[[list[int], list[list[Any]]], None] | None = None,
+    ) -> list[list[Any]]:
+        """Each item in a multi of its own after the epoch check (as ZkClient's results)."""
+        out: list[list[Any]] = []
+        for i, item in enumerate(list(items)):
+            res = self.multi([Check(paths.CONTROLLER_EPOCH, epoch_zk_version), *item])
+            if isinstance(res[0], (BadVersionError, NoNodeError)):
+                raise ControllerMovedError("the /controller_epoch zkVersion changed")
+            out.append(res[1:])
+            if on_answered is not None:
+                on_answered([i], [res[1:]])
+        return out
+
+    def multi_fenced(self, epoch_zk_version: int, ops: Sequence[WriteOp]) -> list[Any]:
+        return self.multi_fenced_batched(epoch_zk_version, [ops])[0]
 
     def _existing(self, path: str, version: int) -> tuple[bytes, ZnodeStat]:
         got = self.nodes.get(path)
@@ -90,10 +177,15 @@ class FakeZk:
         if isinstance(op, Create):
             if op.path in self.nodes:
                 raise NodeExistsError()
+            parent = op.path.rsplit("/", 1)[0]
+            if parent and parent not in self.nodes:
+                raise NoNodeError()
             self.put(op.path, op.data, owner=self.session_id if op.ephemeral else 0)
             return op.path
         if isinstance(op, Delete):
             self._existing(op.path, op.version)
+            if self.children(op.path):
+                raise NotEmptyError()
             del self.nodes[op.path]
             return True
         if isinstance(op, SetData):
