@@ -35,6 +35,11 @@ _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 # An integer written as text (a partition key, /controller_epoch): ASCII digits only, since
 # Python's int() would also take "1_0", " 1" and non-ASCII digits.
 _INT_TEXT = re.compile(r"-?[0-9]+")
+# Python's int() refuses a text of more than 4,300 digits with a plain ValueError (not
+# MalformedZnode): no 32-bit integer has more than 10 digits, leading zeros aside, so a
+# longer text is out of range before int() sees it.
+_INT32_DIGITS = 10
+_MAX_PORT = 65535
 # Kafka's Uuid.toString: 16 bytes in URL-safe base64 without padding.
 _TOPIC_ID_TEXT = re.compile(r"[A-Za-z0-9_-]{22}")
 
@@ -166,9 +171,18 @@ def _int_list(path: str, value: object, what: str) -> tuple[int, ...]:
 
 
 def _int_text(path: str, text: str, what: str) -> int:
-    if not _INT_TEXT.fullmatch(text) or not _INT32_MIN <= int(text) <= _INT32_MAX:
+    value = _small_int_text(text, _INT32_DIGITS) if _INT_TEXT.fullmatch(text) else None
+    if value is None or not _INT32_MIN <= value <= _INT32_MAX:
         raise MalformedZnode(path, f"{what} {text!r} is not a 32-bit integer")
-    return int(text)
+    return value
+
+
+def _small_int_text(text: str, max_digits: int) -> int | None:
+    """The integer a text of ASCII digits (after an optional minus) names, or None if it
+    has more than ``max_digits`` digits past its leading zeros (never given to int())."""
+    sign, digits = ("-", text[1:]) if text.startswith("-") else ("", text)
+    digits = digits.lstrip("0") or "0"
+    return int(sign + digits) if len(digits) <= max_digits else None
 
 
 def _str(path: str, obj: Mapping[str, Any], key: str) -> str:
@@ -296,10 +310,13 @@ def _parse_endpoint(path: str, text: object, protocols: Mapping[str, Any]) -> En
     host, sep, port_text = hostport.rpartition(":")
     if not sep or not (port_text.isascii() and port_text.isdigit()):
         raise MalformedZnode(path, f"endpoint {text!r} has no port")
+    port = _small_int_text(port_text, 5)
+    if port is None or port > _MAX_PORT:
+        raise MalformedZnode(path, f"endpoint {text!r} has a port outside 0..{_MAX_PORT}")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     protocol = protocols.get(listener, listener)
-    return EndPoint(listener, host, int(port_text), str(protocol))
+    return EndPoint(listener, host, port, str(protocol))
 
 
 def decode_broker(
@@ -317,7 +334,10 @@ def decode_broker(
             raise MalformedZnode(path, "endpoints must be a list")
         endpoints = tuple(_parse_endpoint(path, e, protocols) for e in raw_endpoints)
     else:
-        endpoints = (EndPoint("PLAINTEXT", _str(path, obj, "host"), _int(path, obj, "port")),)
+        port = _int(path, obj, "port")
+        if not 0 <= port <= _MAX_PORT:
+            raise MalformedZnode(path, f"port {port} is outside 0..{_MAX_PORT}")
+        endpoints = (EndPoint("PLAINTEXT", _str(path, obj, "host"), port),)
     rack = obj.get("rack")
     if rack is not None and not isinstance(rack, str):
         raise MalformedZnode(path, f"rack must be a string or null, got {rack!r}")
@@ -400,6 +420,8 @@ def _decode_partition_map(path: str, value: object, what: str) -> dict[int, tupl
         keys = "".join(value)  # JSON object keys are str
         if (
             all(value)  # no empty key
+            # None past 10 digits (int() refuses 4,300; the range check catches the rest)
+            and max(map(len, value)) <= _INT32_DIGITS
             and keys.isascii()
             and keys.isdigit()
             and set(map(type, lists)) == {list}

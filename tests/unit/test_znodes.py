@@ -359,6 +359,9 @@ BAD_TOPICS: list[bytes] = [
     with_field(GOOD_TOPIC, "partitions", {" 1": [1]}),
     with_field(GOOD_TOPIC, "partitions", {"\u0661": [1]}),  # ARABIC-INDIC DIGIT ONE
     with_field(GOOD_TOPIC, "partitions", {"2147483648": [1]}),
+    # past Python's 4,300-digit int() limit: malformed, not int()'s ValueError
+    with_field(GOOD_TOPIC, "partitions", {"1" * 5000: [1]}),
+    with_field(GOOD_TOPIC, "partitions", {"0": [1, 2], "9" * 11: [2, 3]}),
     with_field(GOOD_TOPIC, "partitions", {"0": []}),
     with_field(GOOD_TOPIC, "partitions", {"0": [1, 1]}),
     with_field(GOOD_TOPIC, "partitions", {"0": [1, 2, 1]}),
@@ -414,6 +417,7 @@ BAD_CONTROLLERS: list[bytes | None] = [
     b"1 2",
     b"0x10",
     b"2147483648",
+    b"1" * 5000,  # past Python's 4,300-digit int() limit
     # no broker has a negative id (and -1 would read as no controller at all)
     b'{"version":1,"brokerid":-1,"timestamp":"0"}',
     b"-3",
@@ -442,6 +446,9 @@ def test_malformed_controller(data: bytes | None) -> None:
         b'{"epoch":1}',
         b"\xff",
         b"\xd9\xa1",
+        b"2147483648",
+        b"1" * 5000,  # past Python's 4,300-digit int() limit
+        b"-" + b"1" * 5000,
     ],
     ids=short_id,
 )
@@ -466,6 +473,8 @@ BAD_BROKERS: list[bytes] = [
     with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://h:\u00b2"]),  # SUPERSCRIPT TWO
     with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://h:\u0661"]),  # ARABIC-INDIC DIGIT ONE
     with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://h:-1"]),
+    with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://h:65536"]),
+    with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://h:" + "1" * 5000]),  # int() refuses it
     with_field(GOOD_BROKER, "listener_security_protocol_map", ["PLAINTEXT"]),
     with_field(GOOD_BROKER, "rack", 5),
     with_field(GOOD_BROKER, "rack", True),
@@ -479,6 +488,8 @@ BAD_BROKERS: list[bytes] = [
     json.dumps({"version": 1, "host": "h", "port": "9092"}).encode(),
     json.dumps({"version": 1, "host": "h", "port": True}).encode(),
     json.dumps({"version": 1, "host": 5, "port": 9092}).encode(),
+    json.dumps({"version": 1, "host": "h", "port": 65536}).encode(),
+    json.dumps({"version": 1, "host": "h", "port": -1}).encode(),
 ]
 
 
@@ -490,6 +501,19 @@ def test_broker_that_is_not_a_json_object(data: bytes | None) -> None:
 @pytest.mark.parametrize("data", BAD_BROKERS, ids=short_id)
 def test_malformed_broker(data: bytes) -> None:
     assert_malformed(lambda: decode_broker(4, data), paths.broker(4))
+
+
+def test_numbers_with_leading_zeros_past_int_limit_are_read_as_java_parses_them() -> None:
+    """Java's parseInt reads "0...07" as 7: so do the codecs, the zeros never reaching
+    int() (which refuses a text of more than 4,300 digits)."""
+    zeros = "0" * 5000
+    assert decode_controller_epoch(f"{zeros}7".encode()) == 7
+    assert decode_topic(
+        "t", with_field(GOOD_TOPIC, "partitions", {f"{zeros}3": [1]})
+    ).partitions == {3: (1,)}
+    endpoint = with_field(GOOD_BROKER, "endpoints", [f"PLAINTEXT://h:{zeros}9092"])
+    assert decode_broker(4, endpoint).port == 9092
+    assert decode_broker(4, with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://h:0"])).port == 0
 
 
 BAD_PARTITION_LISTS: list[bytes] = [

@@ -1,0 +1,57 @@
+"""The real controller over an in-memory ZooKeeper (tests/unit/fake_cluster.py) meeting
+znodes it cannot read: each is reported and skipped, or kept as it was, never taken for
+gone, and a repair is seen."""
+
+from __future__ import annotations
+
+from controller import events as ev
+from tests.unit.fake_cluster import (
+    cluster,
+    empty_cluster,
+    register,
+    start_controller,
+)
+from zkdata import paths
+from zkdata.znodes import TopicAssignment, encode_topic, new_topic_id
+
+HUGE = "1" * 5000  # past Python's 4,300-digit int() limit
+HUGE_PARTITION_KEY = ('{"version":2,"partitions":{"' + HUGE + '":[1]}}').encode()
+HUGE_PORT = ('{"version":4,"endpoints":["PLAINTEXT://h:' + HUGE + '"],"jmx_port":-1}').encode()
+
+
+def test_a_topic_change_with_a_huge_partition_key_skips_only_that_topic() -> None:
+    zk, c = cluster()
+    zk.put(paths.topic("bad"), HUGE_PARTITION_KEY)
+    zk.put(paths.topic("good"), encode_topic(TopicAssignment("good", {0: (1, 2)}, new_topic_id())))
+    c.process(ev.TopicChange())
+    assert c.is_active
+    assert "good" in c.ctx.assignments
+    assert "bad" not in c.ctx.assignments
+
+
+def test_a_broker_change_with_a_huge_port_skips_only_that_broker() -> None:
+    zk, c = cluster()
+    register(zk, 9, HUGE_PORT)
+    del zk.nodes[paths.broker(3)]  # and broker 3 dies
+    c.process(ev.BrokerChange())
+    assert c.is_active
+    assert set(c.ctx.live_brokers) == {1, 2}
+
+
+def test_a_failover_with_a_huge_partition_key_takes_control() -> None:
+    zk = empty_cluster()
+    register(zk, 1)
+    zk.put(paths.topic("bad"), HUGE_PARTITION_KEY)
+    c = start_controller(zk)
+    assert c.is_active
+    assert c.ctx.all_topics == set()
+
+
+def test_a_huge_controller_epoch_holds_the_election_with_its_report() -> None:
+    """Item 10 of docs/architecture.md: no election, a watch on the znode, no exception."""
+    zk = empty_cluster()
+    register(zk, 1)
+    zk.put(paths.CONTROLLER_EPOCH, HUGE.encode())
+    c = start_controller(zk)
+    assert not c.is_active
+    assert paths.CONTROLLER not in zk.nodes
