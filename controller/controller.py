@@ -723,7 +723,20 @@ class KafkaController:
 
     def _read_brokers(self, broker_ids: Iterable[str]) -> dict[int, tuple[BrokerRegistration, int]]:
         """Registrations and broker epochs (czxid), watched for modifications."""
-        ids = [i for i in (paths.parse_broker_id(c) for c in broker_ids) if i is not None]
+        ids: list[int] = []
+        skipped: list[str] = []
+        for child in broker_ids:
+            broker_id = paths.parse_broker_id(child)
+            if broker_id is None:
+                skipped.append(child)
+            else:
+                ids.append(broker_id)
+        if skipped:
+            log.error(
+                "ignoring children of %s that are no broker id (a 32-bit integer >= 0): %s",
+                paths.BROKER_IDS,
+                ", ".join(repr(c if len(c) <= 20 else c[:20] + "...") for c in sorted(skipped)),
+            )
         got = self.zk.get_many([paths.broker(i) for i in ids], watch=True)
         out: dict[int, tuple[BrokerRegistration, int]] = {}
         for broker_id, item in zip(ids, got, strict=True):

@@ -101,13 +101,17 @@ def log_dir_event_notification(child: str) -> str:
     return f"{LOG_DIR_EVENT_NOTIFICATION}/{child}"
 
 
+# Kafka's broker ids are Java ints: every request and UpdateMetadata carries them as int32.
+MAX_BROKER_ID = 2**31 - 1
+
+
 def parse_broker_id(child: str) -> int | None:
-    """The broker id of a child of /brokers/ids, or None for a name that is not one."""
-    try:
-        value = int(child)
-    except ValueError:
+    """The broker id of a child of /brokers/ids, or None for a name that is not one: a
+    non-negative 32-bit integer written as Kafka writes it (ASCII digits, no leading zero)."""
+    if not (child.isascii() and child.isdigit()) or len(child) > len(str(MAX_BROKER_ID)):
         return None
-    return value if value >= 0 and str(value) == child else None
+    value = int(child)
+    return value if value <= MAX_BROKER_ID and str(value) == child else None
 
 
 # Kafka's topic-name rule (Topic.scala): legal characters, and at most 249 of them.

@@ -55,3 +55,26 @@ def test_a_huge_controller_epoch_holds_the_election_with_its_report() -> None:
     c = start_controller(zk)
     assert not c.is_active
     assert paths.CONTROLLER not in zk.nodes
+
+
+def test_a_broker_id_past_java_int_is_no_broker() -> None:
+    """/brokers/ids/2147483648 was taken for a live broker, and every UpdateMetadata
+    naming it then failed to encode (ids are int32 on the wire)."""
+    zk, c = cluster()
+    register(zk, 2**31)
+    del zk.nodes[paths.broker(3)]
+    c.process(ev.BrokerChange())
+    assert set(c.ctx.live_brokers) == {1, 2}
+
+
+def test_a_failover_beside_a_broker_id_past_java_int_sends_requests_that_encode() -> None:
+    zk = empty_cluster()
+    register(zk, 1)
+    register(zk, 2**31)
+    c = start_controller(zk)
+    assert c.is_active
+    assert set(c.ctx.live_brokers) == {1}
+    sent = [r for call in c.channel.send.call_args_list for r in call.args[0]]
+    assert sent
+    for request in sent:
+        request.wire_body()  # what each broker's sender encodes

@@ -813,7 +813,12 @@ def test_paths_are_kafkas() -> None:
         ("x", None),
         ("", None),
         ("\u0661", None),
+        ("2147483647", 2147483647),
+        # past Java's int: no request could carry it
+        ("2147483648", None),
+        ("9" * 5000, None),
     ],
+    ids=lambda v: v if not isinstance(v, str) or len(v) < 20 else f"{len(v)} digits",
 )
 def test_parse_broker_id(child: str, expected: int | None) -> None:
     assert paths.parse_broker_id(child) == expected
