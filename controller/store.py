@@ -420,11 +420,31 @@ class ZkControllerStore:
 
     def delete_topic(self, topic: str, partitions: Iterable[int], epoch_zk_version: int) -> None:
         """Remove a deleted topic's znodes, leaves first: states, partitions, topic, config,
-        and the deletion request itself."""
-        children = self.zk.get_children(paths.topic_partitions(topic)) or []
-        partition_ids = sorted({*partitions, *(int(c) for c in children if c.isdigit())})
+        and the deletion request itself. A child of its partitions znode that is no
+        partition (junk someone created: "x", "01", "\u00b2") is reported and deleted with
+        whatever is under it, or the partitions znode could never be deleted."""
+        parent = paths.topic_partitions(topic)
+        partition_ids = set(partitions)
+        junk: list[str] = []
+        for name in self.zk.get_children(parent) or []:
+            p = paths.parse_partition_id(name)
+            if p is None:
+                junk.append(name)
+            else:
+                partition_ids.add(p)
         ops: list[WriteOp] = []
-        for p in partition_ids:
+        if junk:
+            log.warning(
+                "topic %s: children of %s that are no partition, deleted with it: %s",
+                topic,
+                parent,
+                ", ".join(repr(n if len(n) <= 20 else n[:20] + "...") for n in sorted(junk)),
+            )
+            for name in sorted(junk):
+                ops.extend(
+                    Delete(path) for path in self._subtree_leaves_first(paths.child(parent, name))
+                )
+        for p in sorted(partition_ids):
             ops.append(Delete(paths.partition_state(topic, p)))
             ops.append(Delete(paths.partition(topic, p)))
         ops.append(Delete(paths.topic_partitions(topic)))
@@ -432,6 +452,14 @@ class ZkControllerStore:
         ops.append(Delete(paths.topic_config(topic)))
         ops.append(Delete(paths.delete_topic(topic)))
         self._delete_in_order(ops, epoch_zk_version)
+
+    def _subtree_leaves_first(self, path: str) -> list[str]:
+        """``path`` and every znode under it, each after its children."""
+        out: list[str] = []
+        for name in self.zk.get_children(path) or []:
+            out.extend(self._subtree_leaves_first(paths.child(path, name)))
+        out.append(path)
+        return out
 
     def _delete_in_order(self, ops: list[WriteOp], epoch_zk_version: int) -> None:
         # Each delete alone in a fenced multi, pipelined: order holds because ZooKeeper

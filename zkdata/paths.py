@@ -72,6 +72,18 @@ def partition(name: str, partition_id: int) -> str:
     return f"{BROKER_TOPICS}/{name}/partitions/{partition_id}"
 
 
+def child(parent: str, name: str) -> str:
+    """The path of child ``name`` of ``parent`` (one whose name is not known to be one of
+    the layout's, such as a stray child met while deleting a topic's znodes)."""
+    return f"{parent.rstrip('/')}/{name}"
+
+
+def parse_partition_id(child_name: str) -> int | None:
+    """The partition of a child of /brokers/topics/<t>/partitions, or None for a name that
+    is not one (as the controller writes it: ASCII digits, no leading zero, a Java int)."""
+    return parse_broker_id(child_name)  # the same rule: a non-negative 32-bit integer
+
+
 _PARTITION_STATE = BROKER_TOPICS + "/{}/partitions/{}/state"
 
 

@@ -78,3 +78,18 @@ def test_a_failover_beside_a_broker_id_past_java_int_sends_requests_that_encode(
     assert sent
     for request in sent:
         request.wire_body()  # what each broker's sender encodes
+
+
+def test_a_topics_znodes_are_deleted_whatever_junk_its_partitions_znode_holds() -> None:
+    """A child named "\u00b2" (isdigit() is true, int() refuses it) failed the deletion for
+    good. A junk child ("01" too: no partition is written so) goes with what is under it, or
+    the partitions znode could not be deleted (ZooKeeper deletes no znode with children)."""
+    zk, c = cluster(topics={"t": {0: (1, 2), 1: (2, 3)}})
+    partitions = paths.topic_partitions("t")
+    for junk in ("\u00b2", "01", "x", "9" * 5000):
+        zk.put(paths.child(partitions, junk), b"")
+    zk.put(paths.child(paths.child(partitions, "x"), "y"), b"")
+    zk.put(paths.delete_topic("t"), b"")
+    c.store.delete_topic("t", [0], c.ctx.epoch_zk_version)  # partition 1: read from the znode
+    assert [p for p in zk.nodes if p.startswith(paths.topic("t"))] == []
+    assert paths.delete_topic("t") not in zk.nodes
