@@ -92,6 +92,10 @@ T = TypeVar("T")
 
 # ZooKeeper could not be used: the controller cannot know its view is whole, so it resigns.
 _ZK_ERRORS = (KazooException, KazooTimeoutError)
+# After an event failed on ZooKeeper: the next look at the election (ReelectAfterZkError)
+# at once, then after a backoff doubling from the first to the last while ZooKeeper fails.
+ZK_ERROR_RETRY_FIRST_S = 0.1
+ZK_ERROR_RETRY_MAX_S = 5.0
 # How long a ControlledShutdown answer waits for the brokers to apply the leadership moves
 # (a broker that does not answer is not worth keeping the stopping broker for).
 CONTROLLED_SHUTDOWN_APPLIED_WAIT_S = 5.0
@@ -308,6 +312,11 @@ class KafkaController:
         self.resignations = 0
         self._rebalance_timer: threading.Timer | None = None
         self._suspended_timer: threading.Timer | None = None
+        # Events failed on ZooKeeper since the election was last looked at successfully,
+        # and the timer of the next look (ReelectAfterZkError).
+        self._zk_errors_in_a_row = 0
+        self._zk_retry_timer: threading.Timer | None = None
+        self._sessions_ended = 0
         self._last_zk_state = "CONNECTED"
         self._state_lock = threading.Lock()
         self._tracker: RequestTracker | None = None
@@ -328,6 +337,8 @@ class KafkaController:
     def shutdown(self) -> None:
         """Stop the event thread, then resign (the broker is going away)."""
         self._cancel_suspended_timer()
+        if self._zk_retry_timer is not None:
+            self._zk_retry_timer.cancel()
         self.events.close()
         if self.is_active:
             self._resign("broker shutting down")
@@ -438,9 +449,11 @@ class KafkaController:
         except _ZK_ERRORS as e:
             log.warning("ZooKeeper failed while processing %s (%r)", event.name, e)
             if self.is_active:
-                # The context may be half-updated: drop it rather than act on it. On
-                # reconnection our own /controller is removed and a new election runs.
+                # The context may be half-updated: drop it rather than act on it (item 35
+                # of docs/architecture.md). The session may live on, and with it our
+                # /controller: it is removed once ZooKeeper answers, and an election runs.
                 self._resign(f"ZooKeeper error: {type(e).__name__}")
+            self._reelect_after_zk_error()
         finally:
             self.ops.deferred = False
             tracker, self._tracker = self._tracker, None
@@ -497,6 +510,10 @@ class KafkaController:
         self._elect()
 
     def _on_Expire(self, event: ev.Expire) -> None:
+        self._sessions_ended += 1
+        self._zk_errors_in_a_row = 0
+        if self._zk_retry_timer is not None:
+            self._zk_retry_timer.cancel()
         if self.is_active:
             self._resign(event.reason)
         self.active_controller_id = NO_CONTROLLER
@@ -521,11 +538,43 @@ class KafkaController:
         )
         self._elect()
 
+    def _reelect_after_zk_error(self) -> None:
+        """Queue a ReelectAfterZkError: at once after the first failure, then with a
+        backoff (one timer at a time) while they go on failing. A ZooKeeper error that is
+        no disconnection (a request timing out while pings go on) brings no reconnection,
+        whose event would otherwise be the only one to remove a resigned controller's
+        /controller: the cluster had no controller until the session ended."""
+        failures = self._zk_errors_in_a_row
+        self._zk_errors_in_a_row += 1
+        event = ev.ReelectAfterZkError(self._sessions_ended)
+        if failures == 0:
+            self.events.put(event)
+            return
+        if self._zk_retry_timer is not None:
+            self._zk_retry_timer.cancel()
+        delay = min(ZK_ERROR_RETRY_FIRST_S * 2 ** min(failures - 1, 16), ZK_ERROR_RETRY_MAX_S)
+        timer = threading.Timer(delay, self.events.put, (event,))
+        timer.daemon = True
+        self._zk_retry_timer = timer
+        timer.start()
+
+    def _on_ReelectAfterZkError(self, event: ev.ReelectAfterZkError) -> None:
+        # A ZooKeeper error here comes back through process(), with a longer backoff.
+        if event.sessions_ended != self._sessions_ended:
+            return  # the session it was for ended: the new one's registration elects
+        self._release_and_reelect("after a ZooKeeper error")
+        self._zk_errors_in_a_row = 0
+
     def _on_Reconnected(self, _event: ev.Reconnected) -> None:
-        # The session survived a disconnection. If we resigned meanwhile, our /controller
-        # may still stand with nobody acting behind it: remove it so an election happens.
+        self._release_and_reelect("after reconnecting")
+
+    def _release_and_reelect(self, when: str) -> None:
+        """The session survived a disconnection or a failed request. If we resigned
+        meanwhile, our /controller may still stand with nobody acting behind it: remove
+        it so an election happens. The registration is made again (a no-op where it
+        stands: one that failed on the error is made now), then the election runs."""
         if not self.is_active and delete_own_controller_znode(self.zk, self.broker_id):
-            log.info("removed this broker's stale /controller after reconnecting")
+            log.info("removed this broker's stale /controller %s", when)
         if self._register_unless_stopping() is None:
             return
         if not self.is_active:
@@ -582,7 +631,8 @@ class KafkaController:
             if not fenced:
                 raise
             log.warning("could not read /controller after being fenced (%r)", e)
-            return  # the reconnection reads it again, and removes ours if it stands
+            self._reelect_after_zk_error()  # reads it again, and removes ours if it stands
+            return
         self.active_controller_id = controller_id
         if was_active and (fenced or controller_id != self.broker_id):
             if not fenced:

@@ -68,6 +68,17 @@ class Reconnected(ControllerEvent):
 
 
 @dataclass
+class ReelectAfterZkError(ControllerEvent):
+    """An event failed on a ZooKeeper error that did not end the session (a request timed
+    out, the connection dropped): this broker's `/controller`, if its session still holds
+    it, is removed and the election looked at again, once ZooKeeper answers."""
+
+    # Which session's: one queued before the session expired is void (the new session's
+    # RegisterBrokerAndReelect registers the broker, then elects).
+    sessions_ended: int = 0
+
+
+@dataclass
 class BrokerChange(ControllerEvent):
     pass
 

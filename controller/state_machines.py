@@ -31,7 +31,7 @@ from controller.context import (
 from controller.election import ElectionStrategy
 from controller.request_batch import BrokerRequest, RequestBatch
 from controller.store import ControllerStore
-from zkdata.client import ControllerMovedError
+from zkdata.client import ControllerMovedError, NodeExistsError
 from zkdata.znodes import LeaderAndIsr, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -313,9 +313,14 @@ class PartitionStateMachine:
             return results
         created = ops.store.create_partition_states(to_create, ctx.epoch, ctx.epoch_zk_version)
         rows = []
-        existing = [tp for tp, err in created.items() if err is not None]
+        existing = [tp for tp, err in created.items() if isinstance(err, NodeExistsError)]
         for tp, err in created.items():
-            if err is None:
+            if err is not None and not isinstance(err, NodeExistsError):
+                # Not created (a parent znode gone: the topic was deleted meanwhile): a
+                # failed state change, the partition left New (Kafka's logFailedStateChange).
+                results[tp] = err
+                log.error("could not initialise %s: creating its state failed (%r)", tp, err)
+            elif err is None:
                 lai = to_create[tp]
                 lice = ops.record_leadership(tp, lai)
                 ops.batch.add_leader_and_isr(

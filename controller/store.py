@@ -308,9 +308,13 @@ class ZkControllerStore:
             return
         results = self.zk.multi_fenced_batched(epoch_zk_version, [[Create(p)] for p in missing])
         for p, r in zip(missing, results, strict=True):
-            if is_error(r[0]) and not isinstance(r[0], NodeExistsError):
-                raise r[0]  # e.g. the topic znode vanished under us
-            del p
+            if isinstance(r[0], NoNodeError):
+                # Its parent vanished (the topic znode was deleted meanwhile): the states
+                # under it fail to be created, each a failed state change of its partition,
+                # as Kafka's createTopicPartitionStatesRaw leaves it.
+                log.warning("could not create %s: its parent is gone", p)
+            elif is_error(r[0]) and not isinstance(r[0], NodeExistsError):
+                raise r[0]
 
     def update_partition_states(
         self,

@@ -68,12 +68,18 @@ def add_topic(
         )
 
 
+def process(c: KafkaController, event: ev.ControllerEvent) -> None:
+    """``event`` processed, as the event thread would; a failover it runs gets a mocked
+    channel to the brokers (there are none to connect to)."""
+    with patch("controller.controller.ControllerChannelManager", MagicMock()):
+        c.process(event)
+
+
 def start_controller(zk: FakeZk, broker_id: int = 1, **config: Any) -> KafkaController:
     """Broker ``broker_id``'s controller over ``zk``, its Startup processed."""
     cfg = ControllerConfig(broker_id=broker_id, auto_leader_rebalance_enable=False, **config)
     c = KafkaController(cfg, zk, MagicMock(), lambda: 123)  # type: ignore[arg-type]
-    with patch("controller.controller.ControllerChannelManager", MagicMock()):
-        c.process(ev.Startup())
+    process(c, ev.Startup())
     drain(c)
     return c
 
@@ -113,5 +119,5 @@ def drain(c: KafkaController, rounds: int = 50) -> list[str]:
             break
         for e in events:
             names.append(e.name)
-            c.process(e)
+            process(c, e)
     return names

@@ -8,6 +8,7 @@ from controller import events as ev
 from tests.unit.fake_cluster import (
     cluster,
     empty_cluster,
+    process,
     register,
     start_controller,
 )
@@ -23,7 +24,7 @@ def test_a_topic_change_with_a_huge_partition_key_skips_only_that_topic() -> Non
     zk, c = cluster()
     zk.put(paths.topic("bad"), HUGE_PARTITION_KEY)
     zk.put(paths.topic("good"), encode_topic(TopicAssignment("good", {0: (1, 2)}, new_topic_id())))
-    c.process(ev.TopicChange())
+    process(c, ev.TopicChange())
     assert c.is_active
     assert "good" in c.ctx.assignments
     assert "bad" not in c.ctx.assignments
@@ -33,7 +34,7 @@ def test_a_broker_change_with_a_huge_port_skips_only_that_broker() -> None:
     zk, c = cluster()
     register(zk, 9, HUGE_PORT)
     del zk.nodes[paths.broker(3)]  # and broker 3 dies
-    c.process(ev.BrokerChange())
+    process(c, ev.BrokerChange())
     assert c.is_active
     assert set(c.ctx.live_brokers) == {1, 2}
 
@@ -63,7 +64,7 @@ def test_a_broker_id_past_java_int_is_no_broker() -> None:
     zk, c = cluster()
     register(zk, 2**31)
     del zk.nodes[paths.broker(3)]
-    c.process(ev.BrokerChange())
+    process(c, ev.BrokerChange())
     assert set(c.ctx.live_brokers) == {1, 2}
 
 

@@ -1,7 +1,8 @@
 """A controller's resignation, over an in-memory ZooKeeper (tests/unit/fake_zk.py): a
 fenced controller resigns even when it cannot read /controller afterwards; a /controller
-of its own session is removed whatever broker id its data names; and the "disconnected
-for a whole session timeout" timer never clears away the reconnection's event."""
+of its own session is removed whatever broker id its data names, and after any ZooKeeper
+error that made it resign; and the "disconnected for a whole session timeout" timer never
+clears away the reconnection's event."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 from unittest.mock import MagicMock, patch
 
 import pytest
-from kazoo.exceptions import ConnectionLoss
+from kazoo.exceptions import ConnectionLoss, OperationTimeoutError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from controller import events as ev
 from controller.controller import ControllerConfig, KafkaController
@@ -20,10 +22,18 @@ from election.controller_election import (
     read_controller,
     try_elect,
 )
+from tests.unit.fake_cluster import CONTROLLER_SESSION, cluster, drain, process
+from tests.unit.fake_cluster import queued as queued_events
 from tests.unit.fake_zk import FakeZk
 from zkdata import paths
-from zkdata.client import ControllerMovedError, SetData
-from zkdata.znodes import encode_controller
+from zkdata.client import ControllerMovedError, Create, SetData
+from zkdata.znodes import (
+    TopicAssignment,
+    TopicPartition,
+    encode_controller,
+    encode_topic,
+    new_topic_id,
+)
 
 OURS, THEIRS = 0x111, 0x222
 
@@ -130,3 +140,97 @@ def test_the_session_timeout_timer_never_clears_away_the_reconnection(
         SteppedTimer.go_on.set()
         timer.join(5)  # its call has run
     assert expected in queued(c)
+
+
+def test_a_request_timing_out_leaves_no_controller_znode_behind_its_resignation() -> None:
+    """A request that times out while the connection stays up brings no reconnection,
+    whose event was the only one to remove the resigned controller's /controller: no
+    broker could be elected while the session lived. Now it is removed once ZooKeeper
+    answers, and the election runs again (this broker may win it)."""
+    zk, c = cluster()
+    epoch = c.ctx.epoch
+    zk.fail_next = [KazooTimeoutError()]
+    del zk.nodes[paths.broker(3)]
+    process(c, ev.BrokerChange())
+    assert not c.is_active
+    drain(c)
+    assert c.is_active
+    assert c.ctx.epoch == epoch + 1
+    assert read_controller(zk) == (1, CONTROLLER_SESSION)
+    assert set(c.ctx.live_brokers) == {1, 2}
+
+
+def test_another_broker_can_be_elected_once_the_resigned_controller_removed_its_znode() -> None:
+    zk, c = cluster()
+    zk.fail_next = [KazooTimeoutError()]
+    process(c, ev.BrokerChange())
+    assert not c.is_active
+    [retry] = queued_events(c)
+    assert isinstance(retry, ev.ReelectAfterZkError)
+    with patch.object(c, "_elect"):  # this broker stays out of the race
+        process(c, retry)
+    assert try_elect(zk.share(THEIRS), 2).token is not None
+
+
+def next_event(c: KafkaController, timeout_s: float = 5.0) -> ev.ControllerEvent:
+    """The next event queued, waiting for a timer to queue it."""
+    item = c.events._queue.get(timeout=timeout_s)
+    return item.event
+
+
+def test_the_znode_is_removed_once_zookeeper_answers_again_after_a_backoff() -> None:
+    zk, c = cluster()
+    epoch = c.ctx.epoch
+    # the event fails, then its first retry (at once) and its second (after a backoff)
+    zk.fail_next = [OperationTimeoutError(), KazooTimeoutError(), ConnectionLoss()]
+    process(c, ev.BrokerChange())
+    process(c, next_event(c))
+    assert queued_events(c) == []  # the next one waits for its timer
+    process(c, next_event(c))
+    assert not c.is_active
+    assert paths.CONTROLLER in zk.nodes
+    process(c, next_event(c))
+    drain(c)
+    assert c.is_active
+    assert c.ctx.epoch == epoch + 1
+
+
+def test_a_retry_queued_before_the_session_expired_does_nothing() -> None:
+    zk, c = cluster()
+    zk.fail_next = [KazooTimeoutError()]
+    process(c, ev.BrokerChange())
+    retries = queued_events(c)
+    process(c, ev.Expire())
+    del zk.nodes[paths.CONTROLLER]  # the session's ephemeral went with it
+    for retry in retries:
+        process(c, retry)
+    assert not c.is_active
+    assert paths.CONTROLLER not in zk.nodes  # the new session's registration elects
+
+
+def test_a_topic_znode_deleted_under_its_partitions_creation_fails_those_partitions_only() -> None:
+    """Kafka's createTopicPartitionStatesRaw: the NoNode of a partition's parent creates
+    is a failed state change of those partitions (logged), not a ZooKeeper failure that
+    makes the controller resign."""
+    zk, c = cluster()
+    epoch = c.ctx.epoch
+    zk.put(paths.topic("new"), encode_topic(TopicAssignment("new", {0: (1, 2)}, new_topic_id())))
+    creating = zk.multi_fenced_batched
+
+    def deleting_the_topic_first(epoch_zk_version: int, items: Any, **kwargs: Any) -> Any:
+        items = list(items)
+        if any(
+            isinstance(op, Create) and op.path == paths.topic_partitions("new")
+            for item in items
+            for op in item
+        ):
+            del zk.nodes[paths.topic("new")]  # an admin deletes the topic znode meanwhile
+        return creating(epoch_zk_version, items, **kwargs)
+
+    zk.multi_fenced_batched = deleting_the_topic_first  # type: ignore[method-assign]
+    process(c, ev.TopicChange())
+    drain(c)
+    assert c.is_active
+    assert c.ctx.epoch == epoch
+    assert TopicPartition("new", 0) not in c.ctx.leadership
+    assert read_controller(zk) == (1, CONTROLLER_SESSION)
