@@ -734,7 +734,7 @@ class KafkaController:
         deleted are known)."""
         ctx = self.ctx
         broker_ids = self.zk.get_children(paths.BROKER_IDS, watch=True) or []
-        brokers = self._read_brokers(broker_ids)
+        brokers, unreadable = self._read_brokers(broker_ids)
         ctx.add_live_brokers(brokers)
         self.channel = ControllerChannelManager(
             self.broker_id,
@@ -744,6 +744,8 @@ class KafkaController:
         )
         for broker_id, (reg, _) in brokers.items():
             self.channel.add_broker(broker_id, *reg.address(self.config.inter_broker_listener_name))
+            self.handlers.register(zk_handlers.broker_modifications(self.events.put, broker_id))
+        for broker_id in unreadable:  # its repair starts it (BrokerModifications)
             self.handlers.register(zk_handlers.broker_modifications(self.events.put, broker_id))
         topics = self.zk.get_children(paths.BROKER_TOPICS, watch=True) or []
         # The context was empty: its partitions are the ones just added, in its order.
@@ -771,8 +773,11 @@ class KafkaController:
             len(written),
         )
 
-    def _read_brokers(self, broker_ids: Iterable[str]) -> dict[int, tuple[BrokerRegistration, int]]:
-        """Registrations and broker epochs (czxid), watched for modifications."""
+    def _read_brokers(
+        self, broker_ids: Iterable[str]
+    ) -> tuple[dict[int, tuple[BrokerRegistration, int]], dict[int, int]]:
+        """Registrations and broker epochs (czxid), watched for modifications; and the
+        epochs of the brokers listed whose registration cannot be read (reported)."""
         ids: list[int] = []
         skipped: list[str] = []
         for child in broker_ids:
@@ -789,14 +794,18 @@ class KafkaController:
             )
         got = self.zk.get_many([paths.broker(i) for i in ids], watch=True)
         out: dict[int, tuple[BrokerRegistration, int]] = {}
+        unreadable: dict[int, int] = {}
         for broker_id, item in zip(ids, got, strict=True):
             if item is None:
                 continue
             try:
                 out[broker_id] = (decode_broker(broker_id, item[0]), int(item[1].czxid))
             except MalformedZnode as e:
-                log.error("%s; ignoring broker %d", e, broker_id)
-        return out
+                log.error(
+                    "%s; broker %d is not taken for a new one until it is fixed", e, broker_id
+                )
+                unreadable[broker_id] = int(item[1].czxid)
+        return out, unreadable
 
     def _read_topics(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
         """Assignments of these topics, watched for partition additions; malformed ones are
@@ -895,12 +904,24 @@ class KafkaController:
         if not self.is_active:
             return
         ctx = self.ctx
-        current = self._read_brokers(self.zk.get_children(paths.BROKER_IDS, watch=True) or [])
+        children = self.zk.get_children(paths.BROKER_IDS, watch=True) or []
+        current, unreadable = self._read_brokers(children)
+        for b, czxid in unreadable.items():
+            if b in ctx.live_brokers and czxid == ctx.broker_epochs.get(b):
+                # Its registration, the same znode, made unreadable by someone's write:
+                # the broker lives on as it was registered (Kafka never takes a broker
+                # whose znode stands for dead). A new incarnation (another czxid) whose
+                # registration cannot be read leaves the old one dead, and starts once
+                # it can be read (BrokerModifications).
+                current[b] = (ctx.live_brokers[b], czxid)
         known = set(ctx.live_brokers)
         new = set(current) - known
         dead = known - set(current)
         bounced = {b for b in set(current) & known if current[b][1] > ctx.broker_epochs.get(b, -1)}
+        unstarted = set(unreadable) - set(current)
         if not (new or dead or bounced):
+            for b in unstarted:
+                self.handlers.register(zk_handlers.broker_modifications(self.events.put, b))
             return
         self.state_log.broker_change(ctx.epoch, new, dead, bounced, current)
         log.info("brokers: new %s, dead %s, bounced %s", sorted(new), sorted(dead), sorted(bounced))
@@ -911,6 +932,8 @@ class KafkaController:
         for b in new | bounced:
             reg = current[b][0]
             self.channel.add_broker(b, *reg.address(self.config.inter_broker_listener_name))
+            self.handlers.register(zk_handlers.broker_modifications(self.events.put, b))
+        for b in unstarted:  # its repair starts it (BrokerModifications)
             self.handlers.register(zk_handlers.broker_modifications(self.events.put, b))
         if new:
             self._on_broker_startup({b: current[b] for b in new})
@@ -945,8 +968,13 @@ class KafkaController:
             return
         ctx = self.ctx
         old = ctx.live_brokers.get(event.broker_id)
-        if old is None or int(got[1].czxid) != ctx.broker_epochs.get(event.broker_id):
+        czxid = int(got[1].czxid)
+        if old is None:
+            # Registered, but not live: its registration could not be read until now.
+            self._start_repaired_broker(event.broker_id, reg, czxid)
             return
+        if czxid != ctx.broker_epochs.get(event.broker_id):
+            return  # registered anew: the BrokerChange that follows handles it
         if old.endpoints != reg.endpoints or old.rack != reg.rack:
             log.info("broker %d changed its registration: %s", event.broker_id, reg.endpoints)
             ctx.live_brokers[event.broker_id] = reg
@@ -956,6 +984,17 @@ class KafkaController:
             )
             self.ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
             self.ops.flush()
+
+    def _start_repaired_broker(self, broker_id: int, reg: BrokerRegistration, czxid: int) -> None:
+        """A broker listed in /brokers/ids whose registration could not be read (so never
+        live, or its earlier incarnation taken for dead) can be now: it starts, as a
+        BrokerChange would have started it."""
+        ctx = self.ctx
+        log.info("broker %d's registration can be read now: it starts", broker_id)
+        self.state_log.broker_change(ctx.epoch, [broker_id], [], [], [*ctx.live_brokers, broker_id])
+        assert self.channel is not None
+        self.channel.add_broker(broker_id, *reg.address(self.config.inter_broker_listener_name))
+        self._on_broker_startup({broker_id: (reg, czxid)})
 
     # --- topics -------------------------------------------------------------------------
 

@@ -7,13 +7,23 @@ from __future__ import annotations
 from controller import events as ev
 from tests.unit.fake_cluster import (
     cluster,
+    drain,
     empty_cluster,
     process,
     register,
+    registration,
     start_controller,
 )
 from zkdata import paths
-from zkdata.znodes import TopicAssignment, encode_topic, new_topic_id
+from zkdata.znodes import (
+    TopicAssignment,
+    TopicPartition,
+    encode_broker,
+    encode_topic,
+    new_topic_id,
+)
+
+TP = TopicPartition("t", 0)
 
 HUGE = "1" * 5000  # past Python's 4,300-digit int() limit
 HUGE_PARTITION_KEY = ('{"version":2,"partitions":{"' + HUGE + '":[1]}}').encode()
@@ -94,3 +104,64 @@ def test_a_topics_znodes_are_deleted_whatever_junk_its_partitions_znode_holds() 
     c.store.delete_topic("t", [0], c.ctx.epoch_zk_version)  # partition 1: read from the znode
     assert [p for p in zk.nodes if p.startswith(paths.topic("t"))] == []
     assert paths.delete_topic("t") not in zk.nodes
+
+
+def test_a_live_broker_whose_registration_turns_malformed_stays_live() -> None:
+    """Someone's write garbles broker 2's registration (its znode, its czxid): it keeps
+    its registration and epoch through an unrelated BrokerChange, which took it for dead
+    (Kafka never takes a broker whose znode stands for dead), and a repair is applied."""
+    zk, c = cluster()
+    epoch = c.ctx.broker_epochs[2]
+    zk.set_data(paths.broker(2), b'{"version":4,"endpoints":"oops"}')
+    zk.fire(paths.broker(2), "CHANGED")
+    drain(c)
+    del zk.nodes[paths.broker(3)]  # broker 3's session ends
+    zk.fire(paths.BROKER_IDS, "CHILD")
+    drain(c)
+    assert set(c.ctx.live_brokers) == {1, 2}
+    assert c.ctx.broker_epochs[2] == epoch
+    assert c.ctx.leadership[TP].leader_and_isr.leader == 2
+    zk.set_data(paths.broker(2), encode_broker(registration(2, port=9999)))
+    zk.fire(paths.broker(2), "CHANGED")  # its modification handler is still there
+    drain(c)
+    assert c.ctx.live_brokers[2].port == 9999
+
+
+def test_a_broker_registered_with_a_malformed_registration_starts_once_it_is_repaired() -> None:
+    zk, c = cluster(brokers=(1, 2), topics={"t": {0: (3, 1)}})
+    register(zk, 3, b"not json")
+    zk.fire(paths.BROKER_IDS, "CHILD")
+    drain(c)
+    assert 3 not in c.ctx.live_brokers
+    zk.set_data(paths.broker(3), encode_broker(registration(3)))
+    zk.fire(paths.broker(3), "CHANGED")
+    drain(c)
+    assert 3 in c.ctx.live_brokers
+    assert c.ctx.broker_epochs[3] == zk.nodes[paths.broker(3)][1].czxid
+    c.channel.add_broker.assert_called_with(3, "b3", 9092)
+
+
+def test_a_broker_registered_again_unreadably_is_dead_until_its_new_registration_is_fixed() -> None:
+    zk, c = cluster()
+    old_epoch = c.ctx.broker_epochs[2]
+    register(zk, 2, b"not json")  # a new incarnation: another czxid
+    zk.fire(paths.BROKER_IDS, "CHILD")
+    drain(c)
+    assert 2 not in c.ctx.live_brokers  # the incarnation it knew is gone
+    assert c.ctx.leadership[TP].leader_and_isr.leader != 2
+    zk.set_data(paths.broker(2), encode_broker(registration(2)))
+    zk.fire(paths.broker(2), "CHANGED")
+    drain(c)
+    assert c.ctx.broker_epochs[2] > old_epoch
+
+
+def test_a_failover_starts_a_broker_whose_malformed_registration_is_repaired() -> None:
+    zk = empty_cluster()
+    register(zk, 1)
+    register(zk, 2, b"{}")
+    c = start_controller(zk)
+    assert set(c.ctx.live_brokers) == {1}
+    zk.set_data(paths.broker(2), encode_broker(registration(2)))
+    zk.fire(paths.broker(2), "CHANGED")
+    drain(c)
+    assert set(c.ctx.live_brokers) == {1, 2}
