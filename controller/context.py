@@ -168,6 +168,9 @@ class ControllerContext:
     topics_to_be_deleted: set[str] = field(default_factory=set)
     topics_with_deletion_started: set[str] = field(default_factory=set)
     topics_ineligible_for_deletion: set[str] = field(default_factory=set)
+    # Topics listed in /brokers/topics whose znode could not be read when they appeared:
+    # not in the assignments, created once their znode is repaired (its watch fires).
+    unreadable_topics: set[str] = field(default_factory=set)
 
     # Counters the state-change log and metrics read.
     unclean_elections: int = 0

@@ -688,6 +688,8 @@ class KafkaController:
                 [paths.delete_topic(t) for t in pending_deletions], self.ctx.epoch_zk_version
             )
             queued = set()
+        else:
+            self._delete_unreadable_topics(self.ctx.unreadable_topics & set(pending_deletions))
         self.ctx.topics_to_be_deleted.update(queued)
         self.ctx.topics_ineligible_for_deletion.update(
             t for t in queued if any(tp.topic == t for tp in self.ctx.partitions_being_reassigned)
@@ -823,7 +825,9 @@ class KafkaController:
                 assignment = decode_topic(topic, item[0])
             except MalformedZnode as e:
                 log.error("%s; ignoring topic %s until it is fixed", e, topic)
+                self.ctx.unreadable_topics.add(topic)
                 continue
+            self.ctx.unreadable_topics.discard(topic)
             if assignment.topic_id is None:
                 assignment = TopicAssignment(
                     topic,
@@ -1007,21 +1011,39 @@ class KafkaController:
         for t in known - topics:
             self._on_topic_removed(t)
             ctx.remove_topic(t)
+        for t in ctx.unreadable_topics - topics:
+            self._on_topic_removed(t)
+            ctx.unreadable_topics.discard(t)
+        # Those listed already but unreadable are read again too: their repair is seen
+        # by their data watch (PartitionModifications), but one deleted and made again
+        # meanwhile spent that watch on its deletion.
         new = topics - known
         if new:
-            added = self._add_topics(self._read_topics(new))
-            self._on_new_partition_creation(added)
-            # A topic created after a failover read the topics and marked for deletion
-            # before it read the deletion requests: nothing fires for that request again
-            # (Kafka's failover deletes it, and the topic stays), so it is looked for now.
-            if new & set(self.zk.get_children(paths.DELETE_TOPICS) or []):
-                self._on_TopicDeletion(ev.TopicDeletion())
+            self._on_new_topics(new)
+
+    def _on_new_topics(self, new: set[str]) -> None:
+        """Topics that appeared (or whose znode can be read at last): their partitions
+        created, and a deletion asked for them started."""
+        added = self._add_topics(self._read_topics(new))
+        self._on_new_partition_creation(added)
+        # A topic created after a failover read the topics and marked for deletion
+        # before it read the deletion requests: nothing fires for that request again
+        # (Kafka's failover deletes it, and the topic stays), so it is looked for now.
+        if new & set(self.zk.get_children(paths.DELETE_TOPICS) or []):
+            self._on_TopicDeletion(ev.TopicDeletion())
 
     def _on_new_partition_creation(self, tps: list[TopicPartition]) -> None:
         new_partitions(self.partition_sm, self.replica_sm, tps)
 
     def _on_PartitionModifications(self, event: ev.PartitionModifications) -> None:
-        if not self.is_active or event.topic not in self.ctx.assignments:
+        if not self.is_active:
+            return
+        if event.topic in self.ctx.unreadable_topics:
+            # Its znode could not be read when it appeared: perhaps it is repaired now
+            # (read again, with its watch), and then it is a new topic.
+            self._on_new_topics({event.topic})
+            return
+        if event.topic not in self.ctx.assignments:
             return
         got = self.zk.get(paths.topic(event.topic), watch=True)
         if got is None:
@@ -1056,13 +1078,13 @@ class KafkaController:
             return
         ctx = self.ctx
         requested = set(self.zk.get_children(paths.DELETE_TOPICS, watch=True) or [])
-        unknown = requested - ctx.all_topics
+        unknown = requested - ctx.all_topics - ctx.unreadable_topics
         if unknown:
             log.info("removing deletion requests for unknown topics %s", sorted(unknown))
             self.store.delete_paths(
                 [paths.delete_topic(t) for t in sorted(unknown)], ctx.epoch_zk_version
             )
-        requested &= ctx.all_topics
+        requested -= unknown
         if not requested:
             return
         if not self.config.delete_topic_enable:
@@ -1071,10 +1093,29 @@ class KafkaController:
                 [paths.delete_topic(t) for t in sorted(requested)], ctx.epoch_zk_version
             )
             return
+        self._delete_unreadable_topics(requested & ctx.unreadable_topics)
+        requested &= ctx.all_topics
+        if not requested:
+            return
         reassigning = {tp.topic for tp in ctx.partitions_being_reassigned}
         ctx.topics_to_be_deleted.update(requested)
         self.deletion.mark_ineligible(requested & reassigning, "partitions are being reassigned")
         self.deletion.resume()
+
+    def _delete_unreadable_topics(self, topics: set[str]) -> None:
+        """A topic whose znode cannot be read is one of the cluster's (Kafka's allTopics):
+        a deletion asked for it deletes its znodes. It has no partition the controller
+        knows of, so no replica to stop first (Kafka's deletion of a topic without
+        partitions goes straight to its znodes)."""
+        for topic in sorted(topics):
+            log.warning(
+                "deleting topic %s, whose znode cannot be read: its znodes only, no replica "
+                "of it is known",
+                topic,
+            )
+            self.store.delete_topic(topic, [], self.ctx.epoch_zk_version)
+            self._on_topic_removed(topic)
+            self.ctx.unreadable_topics.discard(topic)
 
     def _on_TopicDeletionStopReplicaResponseReceived(
         self, event: ev.TopicDeletionStopReplicaResponseReceived

@@ -165,3 +165,74 @@ def test_a_failover_starts_a_broker_whose_malformed_registration_is_repaired() -
     zk.fire(paths.broker(2), "CHANGED")
     drain(c)
     assert set(c.ctx.live_brokers) == {1, 2}
+
+
+def test_a_new_topic_whose_znode_is_repaired_is_created() -> None:
+    """A new topic with a malformed znode is ignored until it is fixed: the fix fires its
+    data watch, and PartitionModifications, which dropped topics the context lacks,
+    creates it."""
+    zk, c = cluster()
+    zk.put(paths.topic("late"), b'{"version":2,"partitions":{"0":"not a list"}}')
+    zk.fire(paths.BROKER_TOPICS, "CHILD")
+    drain(c)
+    assert "late" not in c.ctx.assignments
+    zk.set_data(
+        paths.topic("late"), encode_topic(TopicAssignment("late", {0: (1, 2)}, new_topic_id()))
+    )
+    zk.fire(paths.topic("late"), "CHANGED")
+    drain(c)
+    assert c.ctx.leadership[TopicPartition("late", 0)].leader_and_isr.isr == (1, 2)
+    assert paths.partition_state("late", 0) in zk.nodes
+    assert c.ctx.unreadable_topics == set()
+
+
+def test_a_topic_unreadable_at_the_failover_is_created_once_repaired() -> None:
+    zk = empty_cluster()
+    register(zk, 1)
+    zk.put(paths.topic("late"), b"{}")
+    c = start_controller(zk)
+    zk.set_data(paths.topic("late"), encode_topic(TopicAssignment("late", {0: (1,)})))
+    zk.fire(paths.topic("late"), "CHANGED")
+    drain(c)
+    assert TopicPartition("late", 0) in c.ctx.leadership
+    assert c.ctx.topic_ids["late"] is not None  # given one, as any topic without
+
+
+def test_deleting_a_topic_whose_znode_is_malformed_deletes_its_znodes() -> None:
+    """Its deletion request was removed as one for an unknown topic, and the topic stayed;
+    Kafka has it among its topics (the children of /brokers/topics) and deletes it."""
+    zk, c = cluster()
+    zk.put(paths.topic("bad"), b'{"version":2,"partitions":{"x":[1]}}')
+    zk.fire(paths.BROKER_TOPICS, "CHILD")
+    drain(c)
+    zk.put(paths.delete_topic("bad"), b"")
+    zk.fire(paths.DELETE_TOPICS, "CHILD")
+    drain(c)
+    assert paths.topic("bad") not in zk.nodes
+    assert paths.delete_topic("bad") not in zk.nodes
+    zk.fire(paths.BROKER_TOPICS, "CHILD")
+    drain(c)
+    assert c.ctx.unreadable_topics == set()
+    assert paths.topic("bad") not in zk.handlers or not zk.handlers[paths.topic("bad")]
+
+
+def test_a_deletion_pending_at_the_failover_for_an_unreadable_topic_deletes_it() -> None:
+    zk = empty_cluster()
+    register(zk, 1)
+    zk.put(paths.topic("bad"), b"[]")
+    zk.put(paths.delete_topic("bad"), b"")
+    start_controller(zk)
+    assert paths.topic("bad") not in zk.nodes
+    assert paths.delete_topic("bad") not in zk.nodes
+
+
+def test_an_unreadable_topic_removed_meanwhile_is_forgotten() -> None:
+    zk, c = cluster()
+    zk.put(paths.topic("bad"), b"{}")
+    zk.fire(paths.BROKER_TOPICS, "CHILD")
+    drain(c)
+    assert c.ctx.unreadable_topics == {"bad"}
+    del zk.nodes[paths.topic("bad")]
+    zk.fire(paths.BROKER_TOPICS, "CHILD")
+    drain(c)
+    assert c.ctx.unreadable_topics == set()
