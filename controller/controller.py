@@ -53,6 +53,7 @@ from controller.reassignment import (
     can_complete,
     coalesced_topic_writes,
     reassign_partitions,
+    topic_assignment,
 )
 from controller.request_batch import BrokerRequest, RequestBatch, encode_shared_bodies
 from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
@@ -1058,8 +1059,16 @@ class KafkaController:
         if not added:
             return
         if self.ctx.is_topic_queued_for_deletion(event.topic):
-            log.error(
-                "topic %s is being deleted: not adding partitions %s", event.topic, sorted(added)
+            # Kafka's restorePartitionReplicaAssignment: the znode gets the controller's
+            # assignment back, or the added partitions, never created, would stay in it
+            # (and a failover meanwhile would create them).
+            log.warning(
+                "topic %s is being deleted: not adding partitions %s, restoring its assignment",
+                event.topic,
+                sorted(added),
+            )
+            self.store.restore_topic_assignment(
+                topic_assignment(self.ctx, event.topic), got[1].version, self.ctx.epoch_zk_version
             )
             return
         new_tps = self._add_topics(

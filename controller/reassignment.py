@@ -440,23 +440,24 @@ def write_assignments(
         write_topics(ops, list(topics))
 
 
+def topic_assignment(ctx: ControllerContext, topic: str) -> TopicAssignment:
+    """What the topic's znode holds by the context: its partitions' replicas, its id and
+    its reassignments in progress."""
+    parts = ctx.assignments[topic]
+    return TopicAssignment(
+        topic,
+        {p: a.replicas for p, a in parts.items()},
+        ctx.topic_ids.get(topic),
+        {p: a.adding for p, a in parts.items() if a.adding},
+        {p: a.removing for p, a in parts.items() if a.removing},
+    )
+
+
 def write_topics(ops: ControllerOps, topics: Iterable[str]) -> None:
     """The topics' znodes rewritten from the context's assignments (one fenced multi)."""
-    ctx = ops.ctx
-    assignments = []
-    for topic in topics:
-        parts = ctx.assignments[topic]
-        assignments.append(
-            TopicAssignment(
-                topic,
-                {p: a.replicas for p, a in parts.items()},
-                ctx.topic_ids.get(topic),
-                {p: a.adding for p, a in parts.items() if a.adding},
-                {p: a.removing for p, a in parts.items() if a.removing},
-            )
-        )
+    assignments = [topic_assignment(ops.ctx, topic) for topic in topics]
     if assignments:
-        ops.store.write_topic_assignments(assignments, ctx.epoch_zk_version)
+        ops.store.write_topic_assignments(assignments, ops.ctx.epoch_zk_version)
 
 
 @contextmanager

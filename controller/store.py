@@ -422,6 +422,22 @@ class ZkControllerStore:
             " their znodes kept changing under the controller"
         )
 
+    def restore_topic_assignment(
+        self, assignment: TopicAssignment, version: int, epoch_zk_version: int
+    ) -> bool:
+        """Rewrite a topic's znode with ``assignment`` exactly (partitions it holds beyond
+        it are taken out), fenced and conditional on the znode's ``version`` as read.
+        False if it was written again meanwhile (its watch brings that change) or is gone."""
+        path = paths.topic(assignment.topic)
+        op = SetData(path, encode_topic(assignment), version)
+        result = self.zk.multi_fenced(epoch_zk_version, [op])[0]
+        if isinstance(result, BadVersionError | NoNodeError):
+            log.info("could not restore %s: %r", path, result)
+            return False
+        if is_error(result):
+            raise result
+        return True
+
     def delete_topic(self, topic: str, partitions: Iterable[int], epoch_zk_version: int) -> None:
         """Remove a deleted topic's znodes, leaves first: states, partitions, topic, config,
         and the deletion request itself. A child of its partitions znode that is no

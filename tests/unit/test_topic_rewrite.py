@@ -1,4 +1,5 @@
-"""The controller's rewrite of a topic's znode: partitions an admin added meanwhile stay."""
+"""The controller's rewrite of a topic's znode: partitions an admin added meanwhile stay,
+except where the topic is being deleted: then its assignment is restored, as Kafka does."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import uuid
 from hypothesis import given
 from hypothesis import strategies as st
 
+from controller.controller import KafkaController
 from controller.store import keeping_added_partitions
-from zkdata.znodes import TopicAssignment
+from tests.unit.fake_cluster import cluster, drain, start_controller
+from tests.unit.fake_zk import FakeZk
+from zkdata import paths
+from zkdata.znodes import TopicAssignment, TopicPartition, decode_topic, encode_topic
 
 REPLICAS = st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True).map(tuple)
 PARTITIONS = st.dictionaries(st.integers(0, 7), REPLICAS, min_size=1)
@@ -39,3 +44,49 @@ def test_the_controllers_partitions_win_and_only_unknown_ones_are_added(
 def test_a_znode_that_could_not_be_read_is_rewritten_from_the_controllers() -> None:
     mine = TopicAssignment("t", {0: (1, 2)}, TOPIC_ID)
     assert keeping_added_partitions(mine, None) is mine
+
+
+def add_partition_while_deleting(zk: FakeZk, c: KafkaController) -> None:
+    """Topic t queued for deletion (broker 3 down: held), then partition 1 added to its
+    znode by someone else."""
+    del zk.nodes[paths.broker(3)]
+    zk.fire(paths.BROKER_IDS, "CHILD")
+    zk.put(paths.delete_topic("t"), b"")
+    zk.fire(paths.DELETE_TOPICS, "CHILD")
+    drain(c)
+    assert c.ctx.is_topic_queued_for_deletion("t")
+    current = decode_topic("t", zk.nodes[paths.topic("t")][0])
+    added = {**current.partitions, 1: (1, 2, 3)}
+    zk.set_data(paths.topic("t"), encode_topic(TopicAssignment("t", added, current.topic_id)))
+    zk.fire(paths.topic("t"), "CHANGED")
+    drain(c)
+
+
+def test_partitions_added_to_a_topic_being_deleted_are_taken_back_out_of_its_znode() -> None:
+    """Kafka's processPartitionModifications restores the controller's assignment
+    (restorePartitionReplicaAssignment); the event only logged, and the znode kept a
+    partition no controller created, which a failover meanwhile created."""
+    zk, c = cluster()
+    add_partition_while_deleting(zk, c)
+    restored = decode_topic("t", zk.nodes[paths.topic("t")][0])
+    assert restored.partitions == {0: (2, 3, 1)}
+    assert restored.topic_id == c.ctx.topic_ids["t"]
+    c._resign("a failover follows")
+    del zk.nodes[paths.CONTROLLER]
+    successor = start_controller(zk.share(0x222), broker_id=2)
+    assert successor.is_active
+    assert TopicPartition("t", 1) not in set(successor.ctx.all_partitions())
+
+
+def test_a_restore_that_loses_to_another_write_waits_for_its_watch() -> None:
+    zk, c = cluster()
+    zk.put(paths.delete_topic("t"), b"")
+    zk.fire(paths.DELETE_TOPICS, "CHILD")
+    drain(c)
+    topic_id = c.ctx.topic_ids["t"]
+    zk.set_data(paths.topic("t"), encode_topic(TopicAssignment("t", {0: (2, 3, 1), 1: (1,)})))
+    version = zk.nodes[paths.topic("t")][1].version
+    assignment = TopicAssignment("t", {0: (2, 3, 1)}, topic_id)
+    assert not c.store.restore_topic_assignment(assignment, version - 1, c.ctx.epoch_zk_version)
+    assert c.store.restore_topic_assignment(assignment, version, c.ctx.epoch_zk_version)
+    assert decode_topic("t", zk.nodes[paths.topic("t")][0]).partitions == {0: (2, 3, 1)}
