@@ -805,7 +805,10 @@ class KafkaController:
                 out[broker_id] = (decode_broker(broker_id, item[0]), int(item[1].czxid))
             except MalformedZnode as e:
                 log.error(
-                    "%s; broker %d is not taken for a new one until it is fixed", e, broker_id
+                    "%s; broker %d keeps the registration known before, if any: it is not"
+                    " started until it is fixed",
+                    e,
+                    broker_id,
                 )
                 unreadable[broker_id] = int(item[1].czxid)
         return out, unreadable
@@ -969,7 +972,10 @@ class KafkaController:
         try:
             reg = decode_broker(event.broker_id, got[0])
         except MalformedZnode as e:
-            log.error("%s; keeping the broker's previous registration", e)
+            if event.broker_id in self.ctx.live_brokers:
+                log.error("%s; keeping the broker's previous registration", e)
+            else:
+                log.error("%s; the broker is not started until it is fixed", e)
             return
         ctx = self.ctx
         old = ctx.live_brokers.get(event.broker_id)
