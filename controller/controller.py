@@ -1352,10 +1352,19 @@ class KafkaController:
         if got is not None:
             try:
                 for tp, target in decode_reassignment(got[0]).items():
-                    if tp.topic in ctx.assignments and tp.partition in ctx.assignments[tp.topic]:
-                        self.reassignments.zk_triggered[tp] = target
-                    else:
+                    if (
+                        tp.topic not in ctx.assignments
+                        or tp.partition not in ctx.assignments[tp.topic]
+                    ):
                         done[tp] = target  # its partition is gone
+                    elif ctx.is_topic_queued_for_deletion(tp.topic):
+                        # Refused and taken out of the znode, as outside a failover (Kafka's
+                        # maybeTriggerPartitionReassignment); one the topic's znode shows in
+                        # progress already resumes below all the same, holding the deletion.
+                        log.error("reassignment of %s dropped: its topic is being deleted", tp)
+                        done[tp] = target
+                    else:
+                        self.reassignments.zk_triggered[tp] = target
             except MalformedZnode as e:
                 log.error("%s; removing the request", e)
                 self.store.delete_paths([paths.REASSIGN_PARTITIONS], ctx.epoch_zk_version)

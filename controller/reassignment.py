@@ -163,6 +163,16 @@ def reassign_partitions(
     tps = list(targets)
     if not tps:
         return set()
+    # While a reassignment is in progress its topic's deletion waits (Kafka's
+    # onPartitionReassignment marks it ineligible): the callers start none of a topic
+    # queued for deletion and resume those of topics held already; this holds any other.
+    unheld = sorted(
+        {tp.topic for tp in tps if ctx.is_topic_queued_for_deletion(tp.topic)}
+        - ctx.topics_ineligible_for_deletion
+    )
+    if unheld:
+        ctx.topics_ineligible_for_deletion.update(unheld)
+        log.info("deletion of topics %s halted: partitions are being reassigned", unheld)
     if states is None or not all(tp in states for tp in tps):
         known = ops.store.read_partition_states(tps)
     else:

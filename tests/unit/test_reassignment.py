@@ -670,3 +670,26 @@ def test_a_topic_being_deleted_stays_held_while_a_partition_of_it_is_reassigned(
     c.deletion.resume_for([T])  # as the shell does for completed reassignments
     assert T not in c.ctx.topics_ineligible_for_deletion
     assert c.ctx.replica_state(PartitionReplica(T0, 3)) is ReplicaStateName.DELETION_STARTED
+
+
+def test_a_reassignment_started_or_resumed_holds_its_topics_deletion() -> None:
+    """A reassignment of a topic queued for deletion whose deletion has not started yet
+    (a failover resumes reassignments before it resumes deletions) holds that deletion,
+    as Kafka's onPartitionReassignment marks the topic ineligible: the deletion would
+    otherwise delete the partition under the reassignment."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.create_topic(T, {0: (1, 2)})
+    c.ctx.topics_to_be_deleted.add(T)  # queued, its deletion not started
+    assert not reassign(c, T0, (2, 3))
+    assert T in c.ctx.topics_ineligible_for_deletion
+    c.deletion.resume()
+    assert not any(
+        c.ctx.replica_state(pr) is ReplicaStateName.DELETION_STARTED
+        for pr in c.ctx.replicas_for_topic(T)
+    )
+    caught_up(c, T0)
+    assert resume(c, T0)
+    c.deletion.resume_for([T])  # as the shell does for completed reassignments
+    assert {c.ctx.replica_state(pr) for pr in c.ctx.replicas_for_topic(T)} == {
+        ReplicaStateName.DELETION_STARTED
+    }
