@@ -690,7 +690,15 @@ class KafkaController:
             )
             queued = set()
         else:
-            self._delete_unreadable_topics(self.ctx.unreadable_topics & set(pending_deletions))
+            unreadable = self.ctx.unreadable_topics & set(pending_deletions)
+            self._delete_unreadable_topics(unreadable)
+            self._remove_finished_deletion_requests(
+                [
+                    t
+                    for t in pending_deletions
+                    if t not in self.ctx.assignments and t not in unreadable
+                ]
+            )
         self.ctx.topics_to_be_deleted.update(queued)
         self.ctx.topics_ineligible_for_deletion.update(
             t for t in queued if any(tp.topic == t for tp in self.ctx.partitions_being_reassigned)
@@ -730,6 +738,35 @@ class KafkaController:
             t.load_ms,
             t.total_ms,
         )
+
+    def _remove_finished_deletion_requests(self, unknown: list[str]) -> None:
+        """Deletion requests naming topics the failover did not load. One made after a
+        topic of its name was (a topic created after the failover read /brokers/topics,
+        then marked for deletion) is kept: the topic's creation, heard of later, starts
+        its deletion (item 29). One older than any topic of its name is removed, as Kafka's
+        failover completes a deletion with no replicas left: its topic's deletion finished
+        but the request was left behind (a deletion cut short by an earlier version, or
+        by Kafka itself), or it never named one; kept, it would block the name for good
+        and delete a topic made under it. Read after the requests, so a topic of the race
+        is there to compare with: only a controller deletes topics."""
+        if not unknown:
+            return
+        request_paths = [paths.delete_topic(t) for t in unknown]
+        got = self.zk.get_many([*request_paths, *(paths.topic(t) for t in unknown)])
+        requests, topics = got[: len(unknown)], got[len(unknown) :]
+        finished = [
+            (topic, path)
+            for topic, path, request, created in zip(
+                unknown, request_paths, requests, topics, strict=True
+            )
+            if request is not None and (created is None or request[1].czxid < created[1].czxid)
+        ]
+        if finished:
+            log.info(
+                "removing deletion requests older than any topic of their names: %s",
+                sorted(topic for topic, _ in finished),
+            )
+            self.store.delete_paths([path for _, path in finished], self.ctx.epoch_zk_version)
 
     def _initialize_context(self) -> dict[TopicPartition, int]:
         """Load the context; return the partition states last written before the newest

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Protocol, cast
 
+from kazoo.exceptions import RolledBackError
+
 from zkdata import paths
 from zkdata.client import (
     BadVersionError,
@@ -50,6 +52,8 @@ log = logging.getLogger(__name__)
 # and of a topic's znode while admins keep adding partitions to it.
 MAX_REASSIGNMENT_ZNODE_ROUNDS = 10
 MAX_TOPIC_ZNODE_ROUNDS = 10
+# Rounds of a deletion of znodes together while admins delete some of them meanwhile.
+MAX_DELETE_ROUNDS = 10
 
 _DATA = itemgetter(0)
 _STAT = itemgetter(1)
@@ -137,7 +141,8 @@ class ControllerStore(Protocol):
         ...
 
     def delete_topic(self, topic: str, partitions: Iterable[int], epoch_zk_version: int) -> None:
-        """A deleted topic's znodes removed (fenced), its partitions' states first."""
+        """A deleted topic's znodes removed (fenced), its partitions' states first; the
+        topic's own znode and its deletion request together."""
         ...
 
 
@@ -439,10 +444,12 @@ class ZkControllerStore:
         return True
 
     def delete_topic(self, topic: str, partitions: Iterable[int], epoch_zk_version: int) -> None:
-        """Remove a deleted topic's znodes, leaves first: states, partitions, topic, config,
-        and the deletion request itself. A child of its partitions znode that is no
-        partition (junk someone created: "x", "01", "\u00b2") is reported and deleted with
-        whatever is under it, or the partitions znode could never be deleted."""
+        """Remove a deleted topic's znodes, leaves first: states, partitions; then the
+        topic, its config and the deletion request itself, together (one fenced multi),
+        so that no deletion cut short leaves a request naming no topic (see
+        architecture.md, item 29). A child of its partitions znode that is no partition
+        (junk someone created: "x", "01", "\u00b2") is reported and deleted with whatever
+        is under it, or the partitions znode could never be deleted."""
         parent = paths.topic_partitions(topic)
         partition_ids = set(partitions)
         junk: list[str] = []
@@ -468,10 +475,35 @@ class ZkControllerStore:
             ops.append(Delete(paths.partition_state(topic, p)))
             ops.append(Delete(paths.partition(topic, p)))
         ops.append(Delete(paths.topic_partitions(topic)))
-        ops.append(Delete(paths.topic(topic)))
-        ops.append(Delete(paths.topic_config(topic)))
-        ops.append(Delete(paths.delete_topic(topic)))
         self._delete_in_order(ops, epoch_zk_version)
+        self._delete_together(
+            [paths.topic(topic), paths.topic_config(topic), paths.delete_topic(topic)],
+            epoch_zk_version,
+        )
+
+    def _delete_together(self, path_list: Sequence[str], epoch_zk_version: int) -> None:
+        """Delete those of the znodes that exist in one fenced multi: all of them, or none
+        if it fails. One deleted meanwhile (by an admin) fails it: read again."""
+        for _ in range(MAX_DELETE_ROUNDS):
+            existing = [
+                path
+                for path, got in zip(path_list, self.zk.get_many(path_list), strict=True)
+                if got is not None
+            ]
+            if not existing:
+                return
+            results = self.zk.multi_fenced(epoch_zk_version, [Delete(p) for p in existing])
+            failed = [
+                (path, r)
+                for path, r in zip(existing, results, strict=True)
+                if is_error(r) and not isinstance(r, RolledBackError)
+            ]
+            if not failed:
+                return
+            if not all(isinstance(r, NoNodeError) for _, r in failed):
+                path, r = failed[0]
+                raise RuntimeError(f"could not delete {path}: {r!r}")
+        raise RuntimeError(f"could not delete {list(path_list)}: they kept changing")
 
     def _subtree_leaves_first(self, path: str) -> list[str]:
         """``path`` and every znode under it, each after its children."""

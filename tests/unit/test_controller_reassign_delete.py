@@ -4,12 +4,17 @@ failovers: a KafkaController over an in-memory ZooKeeper (tests/unit/controller_
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
 from controller import events as ev
 from controller.context import PartitionReplica, ReplicaStateName
 from tests.unit.controller_harness import Controller, ZooKeeperData
 from zkdata import paths
+from zkdata.client import Delete, WriteOp
 from zkdata.znodes import LeaderAndIsr, TopicPartition
 
 R = ReplicaStateName
@@ -85,3 +90,101 @@ def test_a_reassignment_the_topic_znode_shows_in_progress_resumes_holding_the_de
         assert not data.has(paths.topic("t"))
         assert not data.has(paths.delete_topic("t"))
     assert refused_transitions(caplog) == []
+
+
+# --- a deletion cut short, and requests naming no topic ----------------------------------
+
+
+def test_a_deletion_cut_short_removes_the_topic_and_its_request_together() -> None:
+    """The topic's znode and its deletion request go in one fenced multi: a deletion cut
+    between them (ZooKeeper lost, the controller gone) left a request naming no topic,
+    which a failover keeps (item 29). Cut there, both are still there, and the next
+    controller deletes the topic again."""
+    data = ZooKeeperData()
+    data.topic("t", {0: (1, 2, 3)})
+    data.request_deletion("t")
+    first = Controller(data, broker_id=1).elect()
+    multi = first.zk.multi
+
+    def lost_with_the_request(ops: Sequence[WriteOp]) -> list[Any]:
+        if any(isinstance(op, Delete) and op.path == paths.delete_topic("t") for op in ops):
+            raise ConnectionLoss()
+        return multi(ops)
+
+    first.zk.multi = lost_with_the_request  # type: ignore[method-assign]
+    first.answer_stop_replicas("t")
+    first.close()
+    assert data.has(paths.topic("t")) == data.has(paths.delete_topic("t"))
+    assert not data.has(paths.partition_state("t", 0))  # the leaves went first
+    data.zk.nodes.pop(paths.CONTROLLER, None)  # its session expired
+    with Controller(data, broker_id=2).elect() as second:
+        second.answer_stop_replicas("t")
+        assert not data.has(paths.topic("t"))
+        assert not data.has(paths.delete_topic("t"))
+
+
+def test_a_failover_removes_a_deletion_request_left_behind_by_a_finished_deletion() -> None:
+    """A request naming no topic, older than any topic of its name (a deletion cut short
+    by an earlier version, or by Kafka, left it): the failover removes it, as Kafka's
+    completes a deletion with no replicas left. Kept, it blocked the name for good (the
+    admin tools refuse a name marked for deletion) and deleted a topic made under it."""
+    data = ZooKeeperData()
+    data.request_deletion("t")
+    with Controller(data).elect() as c:
+        assert not data.has(paths.delete_topic("t"))
+        data.topic("t", {0: (1, 2, 3)})  # made again under the name
+        c.run(ev.TopicChange())
+        c.drain()
+        assert "t" in c.controller.ctx.all_topics
+        assert "t" not in c.controller.ctx.topics_to_be_deleted
+        assert not c.stop_replica_deletes("t")
+
+
+def topics_read_before(c: Controller, hidden: str) -> None:
+    """The failover's read of /brokers/topics comes before ``hidden`` was made."""
+    get_children = c.zk.get_children
+
+    def without_hidden(path: str, *, watch: bool = False) -> list[str]:
+        children = get_children(path, watch=watch)
+        if path == paths.BROKER_TOPICS:
+            c.zk.get_children = get_children  # type: ignore[method-assign]
+            return [t for t in children if t != hidden]
+        return children
+
+    c.zk.get_children = without_hidden  # type: ignore[method-assign]
+
+
+def test_a_failover_keeps_the_request_of_a_topic_made_after_it_read_the_topics() -> None:
+    """Item 29: a topic created just after the failover read /brokers/topics, then marked
+    for deletion before it read /admin/delete_topics. The request is newer than the
+    topic: kept, and the topic's creation, heard of next, starts its deletion."""
+    data = ZooKeeperData()
+    data.topic("late", {0: (1, 2, 3)})
+    data.request_deletion("late")
+    with Controller(data) as c:
+        topics_read_before(c, "late")
+        c.elect()
+        assert "late" not in c.controller.ctx.all_topics
+        assert data.has(paths.delete_topic("late"))
+        c.run(ev.TopicChange())  # the creation's watch
+        c.drain()
+        assert "late" in c.controller.ctx.topics_to_be_deleted
+        c.answer_stop_replicas("late")
+        assert not data.has(paths.topic("late"))
+        assert not data.has(paths.delete_topic("late"))
+
+
+def test_but_not_a_leftover_request_older_than_a_topic_made_under_its_name() -> None:
+    """A leftover request, and a topic made again under its name just after the failover
+    read /brokers/topics: the request is older than the topic, so not for it."""
+    data = ZooKeeperData()
+    data.request_deletion("t")
+    data.topic("t", {0: (1, 2, 3)})
+    with Controller(data) as c:
+        topics_read_before(c, "t")
+        c.elect()
+        assert not data.has(paths.delete_topic("t"))
+        c.run(ev.TopicChange())
+        c.drain()
+        assert "t" in c.controller.ctx.all_topics
+        assert "t" not in c.controller.ctx.topics_to_be_deleted
