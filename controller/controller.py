@@ -1360,7 +1360,7 @@ class KafkaController:
                 done[tp] = target
                 continue
             if ctx.is_topic_queued_for_deletion(tp.topic):
-                log.error("reassignment of %s dropped: its topic is being deleted", tp)
+                log.warning("reassignment of %s dropped: its topic is being deleted", tp)
                 done[tp] = target
                 continue
             current = ctx.full_assignment(tp)
@@ -1398,7 +1398,7 @@ class KafkaController:
                         # Refused and taken out of the znode, as outside a failover (Kafka's
                         # maybeTriggerPartitionReassignment); one the topic's znode shows in
                         # progress already resumes below all the same, holding the deletion.
-                        log.error("reassignment of %s dropped: its topic is being deleted", tp)
+                        log.warning("reassignment of %s dropped: its topic is being deleted", tp)
                         done[tp] = target
                     else:
                         self.reassignments.zk_triggered[tp] = target
