@@ -423,6 +423,17 @@ class ControllerContext:
     def is_topic_queued_for_deletion(self, topic: str) -> bool:
         return topic in self.topics_to_be_deleted
 
+    def is_topic_in_service(self, topic: str) -> bool:
+        """Whether the topic's partitions are led as any topic's: elected when offline,
+        their leaders moved off lost and stopping brokers, their ISRs told to their
+        replicas. A topic queued for deletion is not, unless its deletion is held before
+        it started (ineligible, not in topics_with_deletion_started: a reassignment of it
+        in progress, item 33), which waits on its partitions being led (item 36)."""
+        return topic not in self.topics_to_be_deleted or (
+            topic in self.topics_ineligible_for_deletion
+            and topic not in self.topics_with_deletion_started
+        )
+
     def is_topic_deletion_in_progress(self, topic: str) -> bool:
         return any(
             self.replica_state(pr) == R.DELETION_STARTED for pr in self.replicas_for_topic(topic)

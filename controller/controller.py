@@ -1177,8 +1177,10 @@ class KafkaController:
         failed: list[PartitionReplica] = []
         done: list[PartitionReplica] = []
         for tp, code in event.partition_errors.items():
-            if not self.ctx.is_topic_queued_for_deletion(tp.topic):
-                continue  # a replica removed by a reassignment, not a topic deletion
+            if self.ctx.is_topic_in_service(tp.topic):
+                # A replica removed by a reassignment, not a topic deletion (none started):
+                # a failure would take it out of its ISR, one it may be back in.
+                continue
             pr = PartitionReplica(tp, event.broker_id)
             (failed if event.request_error or code else done).append(pr)
         if failed:

@@ -138,14 +138,15 @@ def stale_isr_members(
     A controller that saw the registration change would have taken the broker out of
     every ISR (a write after it), and a leader lets a replica in only for fetches, which a
     new incarnation makes after it registered: so no member of a state written since its
-    registration is found here. Topics queued for deletion are left out: their states are
-    not rewritten when a broker dies (its replicas become ineligible for deletion)."""
+    registration is found here. Topics queued for deletion are left out, but those whose
+    deletion is held before it started (`is_topic_in_service`): their states are not
+    rewritten when a broker dies (its replicas become ineligible for deletion)."""
     stale: dict[TopicPartition, frozenset[int]] = {}
     newest: dict[tuple[int, ...], int] = {}  # an ISR -> its newest member's broker epoch
     leadership, broker_epochs = ctx.leadership, ctx.broker_epochs
     for tp, zxid in written_at.items():
         lice = leadership.get(tp)
-        if lice is None or ctx.is_topic_queued_for_deletion(tp.topic):
+        if lice is None or not ctx.is_topic_in_service(tp.topic):
             continue
         isr = lice.leader_and_isr.isr
         latest = newest.get(isr)
@@ -237,7 +238,7 @@ def isr_changes_noticed(
         if (
             lice is not None
             and ctx.partition_state(tp) is P.OFFLINE
-            and not ctx.is_topic_queued_for_deletion(tp.topic)
+            and ctx.is_topic_in_service(tp.topic)
             and ctx.online_replicas(tp, lice.leader_and_isr.isr)
         ):
             electable.append(tp)
@@ -399,16 +400,17 @@ def replicas_become_offline(
 
     The partitions these replicas led go Offline and are elected anew; then the replicas
     go Offline, which takes them out of the ISRs still holding them. Replicas of topics
-    queued for deletion are handed to `fail_replica_deletion` instead.
+    queued for deletion are handed to `fail_replica_deletion` instead, but those of a
+    topic whose deletion is held before it started, which is led as any topic
+    (`is_topic_in_service`, item 36): Kafka asks to make them ineligible (refused from
+    Online, so their states stay as they were, leader and ISR); made Offline (item 19),
+    they left their partitions leaderless for good, and the reassignment holding the
+    deletion could never complete.
     """
     ops = partition_sm.ops
     ctx = ops.ctx
-    for_deletion = [
-        pr for pr in replicas if ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
-    ]
-    not_for_deletion = [
-        pr for pr in replicas if not ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
-    ]
+    for_deletion = [pr for pr in replicas if not ctx.is_topic_in_service(pr.topic_partition.topic)]
+    not_for_deletion = [pr for pr in replicas if ctx.is_topic_in_service(pr.topic_partition.topic)]
     online = ctx.live_broker_ids  # is_replica_online, for every partition of the cluster
     on_failed_dirs = ctx.replicas_on_offline_dirs
     offline_leader = [
@@ -418,7 +420,7 @@ def replicas_become_offline(
             lice.leader_and_isr.leader not in online
             or (on_failed_dirs and ctx.is_on_offline_dir(lice.leader_and_isr.leader, tp))
         )
-        and not ctx.is_topic_queued_for_deletion(tp.topic)
+        and ctx.is_topic_in_service(tp.topic)
     ]
     elected: dict[TopicPartition, LeaderAndIsr] = {}
     ops.elections_written = elected
@@ -521,7 +523,7 @@ def leaders_lacking_their_logs(
     updates: dict[TopicPartition, LeaderAndIsr] = {}
     for tp in tps:
         lice = ctx.leadership.get(tp)
-        if lice is None or ctx.is_topic_queued_for_deletion(tp.topic):
+        if lice is None or not ctx.is_topic_in_service(tp.topic):
             continue
         new = without_leader_lacking_its_log(ctx, tp, lice.leader_and_isr, broker_id)
         if new is not None:
@@ -552,7 +554,8 @@ def controlled_shutdown_moves(
     away and take it out of the ISRs of the partitions it follows.
 
     Returns the partitions it led, and those it still leads (no other ISR member could
-    take over). Topics queued for deletion and single-replica partitions are left alone.
+    take over). Topics queued for deletion (but those whose deletion is held before it
+    started, `is_topic_in_service`) and single-replica partitions are left alone.
     """
     ops = partition_sm.ops
     ctx = ops.ctx
@@ -560,9 +563,7 @@ def controlled_shutdown_moves(
     candidates = [
         tp
         for tp in ctx.partitions_on_broker(broker_id)
-        if len(ctx.replicas(tp)) > 1
-        and tp in ctx.leadership
-        and not ctx.is_topic_queued_for_deletion(tp.topic)
+        if len(ctx.replicas(tp)) > 1 and tp in ctx.leadership and ctx.is_topic_in_service(tp.topic)
     ]
     led = [tp for tp in candidates if ctx.leadership[tp].leader_and_isr.leader == broker_id]
     followed = [tp for tp in candidates if ctx.leadership[tp].leader_and_isr.leader != broker_id]
@@ -580,6 +581,6 @@ def controlled_shutdown_moves(
     remaining = [
         tp
         for tp in ctx.partitions_led_by(broker_id)
-        if len(ctx.replicas(tp)) > 1 and not ctx.is_topic_queued_for_deletion(tp.topic)
+        if len(ctx.replicas(tp)) > 1 and ctx.is_topic_in_service(tp.topic)
     ]
     return led, remaining

@@ -421,7 +421,7 @@ def _drop_isr_strays(
             [
                 (assignments[tp].replicas, tp, lice, assignments[tp])
                 for tp, lice in updated.items()
-                if not ctx.is_topic_queued_for_deletion(tp.topic)
+                if ctx.is_topic_in_service(tp.topic)
             ],
         )
     ops.flush()

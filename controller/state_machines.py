@@ -216,7 +216,8 @@ class PartitionStateMachine:
     def trigger_online_partition_state_change(
         self, topics: Iterable[str] | None = None
     ) -> dict[TopicPartition, LeaderAndIsr | Exception]:
-        """Try to bring every New or Offline partition online (not of topics being deleted)."""
+        """Try to bring every New or Offline partition online (not of topics being deleted,
+        but of those whose deletion is held before it started: `is_topic_in_service`)."""
         ctx = self.ctx
         candidates = (
             ctx.partition_states.items()
@@ -228,7 +229,7 @@ class PartitionStateMachine:
         tps = [
             tp
             for tp, state in candidates
-            if state in (P.NEW, P.OFFLINE) and tp.topic not in ctx.topics_to_be_deleted
+            if state in (P.NEW, P.OFFLINE) and ctx.is_topic_in_service(tp.topic)
         ]
         return self.handle_state_changes(tps, P.ONLINE, ElectionStrategy.OFFLINE)
 
@@ -639,7 +640,7 @@ class ReplicaStateMachine:
                 ctx.put_replica_state(PartitionReplica(tp, replica_id), R.OFFLINE)
             to_send = []
             for tp, lice in updated.items():
-                if not ctx.is_topic_queued_for_deletion(tp.topic):
+                if ctx.is_topic_in_service(tp.topic):
                     ra = ctx.full_assignment(tp)
                     recipients = [r for r in ra.replicas if r != replica_id]
                     to_send.append((recipients, tp, lice, ra))
@@ -735,7 +736,7 @@ class ReplicaStateMachine:
                 partial(self._isr_written, reason, out),
             )
             for tp, err in {**failures, **written.failed}.items():
-                if not ctx.is_topic_queued_for_deletion(tp.topic):
+                if ctx.is_topic_in_service(tp.topic):
                     log.error(
                         "could not remove replica %d from the ISR of %s: %s", replica_id, tp, err
                     )

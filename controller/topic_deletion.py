@@ -62,8 +62,9 @@ class TopicDeletionManager:
             self.resume()
 
     def fail_replica_deletion(self, replicas: list[PartitionReplica]) -> None:
-        """Replicas of topics queued for deletion that cannot be deleted now (their broker
-        failed, or answered the StopReplica with an error): their topics wait for them."""
+        """Replicas of topics being deleted that cannot be deleted now (their broker
+        failed, or answered the StopReplica with an error): their topics wait for them.
+        Not for topics whose deletion is held before it started (`is_topic_in_service`)."""
         failed = self._to_ineligible(
             [pr for pr in replicas if pr.topic_partition.topic in self.ctx.topics_to_be_deleted]
         )
@@ -77,10 +78,12 @@ class TopicDeletionManager:
         """Moves `replicas` to ReplicaDeletionIneligible by valid transitions; returns those
         it moved. A replica whose deletion succeeded stays deleted, and one already
         ineligible stays so. One its topic's deletion has not reached yet (New or Online:
-        the topic is held, or a partition was created while its broker was down) goes
-        Offline first, as its deletion would take it. Kafka moves them all at once, which
-        its state machine refuses (and logs) from those states: such a replica stayed
-        Online, its broker down."""
+        a partition was created while its broker was down) goes Offline first, as its
+        deletion would take it. Kafka moves them all at once, which its state machine
+        refuses (and logs) from those states: such a replica stayed Online, its broker
+        down. Replicas of a topic whose deletion is held before it started never come
+        here: that topic is led as any other (`is_topic_in_service`), and taking a leader
+        Offline here left its partition leaderless for good (item 36)."""
         ctx = self.ctx
         moved = [
             pr

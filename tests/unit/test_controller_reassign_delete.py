@@ -188,3 +188,67 @@ def test_but_not_a_leftover_request_older_than_a_topic_made_under_its_name() -> 
         c.drain()
         assert "t" in c.controller.ctx.all_topics
         assert "t" not in c.controller.ctx.topics_to_be_deleted
+
+
+# --- a deletion held for a reassignment, and its partitions' leaders lost ----------------
+
+
+def held_for_a_reassignment(data: ZooKeeperData) -> Controller:
+    """Topic t's partition 0 (replicas 1, 2) being moved to 2, 3, then t marked for
+    deletion: held for the reassignment (item 33)."""
+    data.topic("t", {0: (1, 2)})
+    c = Controller(data).elect()
+    data.request_reassignment({T0: (2, 3)})
+    c.run(ev.PartitionReassignment())
+    c.drain()
+    data.request_deletion("t")
+    c.run(ev.TopicDeletion())
+    c.drain()
+    assert "t" in c.controller.ctx.topics_ineligible_for_deletion
+    assert data.state(T0).leader == 1
+    return c
+
+
+def test_a_held_topics_partition_is_led_again_after_its_leaders_broker_is_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Its partitions are led as any topic's until its deletion starts (item 36): elected
+    when their leader's broker is lost, so the reassignment completes and the deletion
+    goes on. It was left leaderless for good, even across the broker's return."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    with held_for_a_reassignment(data) as c:
+        data.unregister(1)
+        c.run(ev.BrokerChange())
+        c.drain()
+        assert data.state(T0).leader == 2
+        data.register(1)
+        c.run(ev.BrokerChange())
+        c.drain()
+        assert data.state(T0).leader == 2
+        data.leader_sets_isr(T0, (2, 3))
+        c.run(ev.PartitionReassignmentIsrChange(T0))
+        c.drain()
+        assert data.assignment("t").partitions == {0: (2, 3)}
+        c.answer_stop_replicas("t")
+        assert not data.has(paths.topic("t"))
+        assert not data.has(paths.delete_topic("t"))
+    assert refused_transitions(caplog) == []
+
+
+def test_and_a_failover_elects_a_held_topics_offline_partitions() -> None:
+    """A failover that finds a held topic's partition without a leader (as an earlier
+    version of the controller left it), or its leader's broker gone, elects it."""
+    data = ZooKeeperData(brokers=(2, 3))
+    data.topic(
+        "t",
+        {0: (2, 3, 1), 1: (2, 3, 1)},
+        {0: LeaderAndIsr(-1, 3, (2,), 3), 1: LeaderAndIsr(1, 0, (1, 2), 0)},
+        adding={0: (3,), 1: (3,)},
+        removing={0: (1,), 1: (1,)},
+    )
+    data.request_deletion("t")
+    with Controller(data, broker_id=2).elect() as c:
+        assert "t" in c.controller.ctx.topics_ineligible_for_deletion
+        assert data.state(T0).leader == 2
+        assert data.state(TopicPartition("t", 1)).leader == 2
+        assert not c.stop_replica_deletes("t")

@@ -693,3 +693,54 @@ def test_a_reassignment_started_or_resumed_holds_its_topics_deletion() -> None:
     assert {c.ctx.replica_state(pr) for pr in c.ctx.replicas_for_topic(T)} == {
         ReplicaStateName.DELETION_STARTED
     }
+
+
+def test_a_topic_held_for_a_reassignment_is_led_through_its_leaders_loss(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A topic whose deletion a reassignment holds (item 33) loses the broker leading the
+    partition being reassigned: the partition is elected anew, as any topic's (item 36).
+    It was left leaderless for good (its leader taken Offline on the way to deletion
+    ineligible, item 19, and partitions of topics queued for deletion never elected), so
+    the reassignment never completed and the deletion it held never ran. Kafka leaves the
+    state as it was (its ineligible transition refused) and re-sends the leadership to the
+    broker when it returns."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.create_topic(T, {0: (1, 2)})
+    assert not reassign(c, T0, (2, 3))
+    c.ctx.topics_to_be_deleted.add(T)
+    c.deletion.mark_ineligible([T], "partitions are being reassigned")
+    c.deletion.resume()
+    c.sent.clear()
+    c.kill(1)
+    assert c.leader_and_isr(T0).leader == 2
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    assert c.ctx.replica_state(PartitionReplica(T0, 1)) is R.OFFLINE
+    sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+    assert sorted(sent) == [2, 3]
+    assert {s["leader"] for s in sent.values()} == {2}
+    c.deletion.resume_for(c.start(1).deletions)  # as the shell does
+    assert T in c.ctx.topics_ineligible_for_deletion
+    caught_up(c, T0)
+    assert resume(c, T0)
+    c.deletion.resume_for([T])
+    assert {c.ctx.replica_state(pr) for pr in c.ctx.replicas_for_topic(T)} == {R.DELETION_STARTED}
+    assert "invalid" not in caplog.text
+
+
+def test_a_topic_held_for_a_reassignment_has_its_offline_partitions_elected() -> None:
+    """A held topic's partition left without a leader (by an earlier version of this
+    controller, or as a failover loads it) is elected when a broker change, an ISR change
+    or a failover elects Offline partitions."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.create_topic(T, {0: (1, 2)})
+    assert not reassign(c, T0, (2, 3))
+    c.ctx.topics_to_be_deleted.add(T)
+    c.deletion.mark_ineligible([T], "partitions are being reassigned")
+    c.deletion.resume()
+    c.kill(1, 2)
+    assert c.leader_and_isr(T0).leader == -1
+    assert c.ctx.partition_state(T0) is P.OFFLINE
+    c.start(2)
+    assert c.leader_and_isr(T0).leader == 2
+    assert c.ctx.partition_state(T0) is P.ONLINE

@@ -1613,10 +1613,17 @@ class ControllerMachine(RuleBasedStateMachine):
         live member is left, it leads no such partition afterwards and has left the ISR;
         elsewhere (no other live member) the state is as Kafka leaves it."""
         c = self.c
+        # the next failover holds the deletions of topics being reassigned, and leads them
+        held = {
+            tp.topic
+            for tp in c.ctx.all_partitions()
+            if c.ctx.full_assignment(tp).is_being_reassigned
+        }
         listed = {
             tp: c.leader_and_isr(tp)
             for tp in c.store.znodes
-            if tp.topic not in c.ctx.topics_to_be_deleted and broker in c.leader_and_isr(tp).isr
+            if (tp.topic not in c.ctx.topics_to_be_deleted or tp.topic in held)
+            and broker in c.leader_and_isr(tp).isr
         }
         live_before = set(c.ctx.live_brokers) | {broker}
         self.failed_dirs.pop(broker, None)
@@ -1645,7 +1652,7 @@ class ControllerMachine(RuleBasedStateMachine):
             for tp, lice in ctx.leadership.items()
             if lice.leader_and_isr.leader in ctx.live_brokers
             and len(lice.leader_and_isr.isr) > 1
-            and not ctx.is_topic_queued_for_deletion(tp.topic)
+            and ctx.is_topic_in_service(tp.topic)
         )
         if not candidates:
             return
@@ -2155,6 +2162,20 @@ class ControllerMachine(RuleBasedStateMachine):
         if topics:
             self.delete(data.draw(st.sampled_from(topics), label="deleted topic"))
 
+    @rule(data=st.data())
+    def delete_a_topic_being_reassigned(self, data: st.DataObject) -> None:
+        """/admin/delete_topics gets a topic with a partition being reassigned: its deletion
+        is held until the reassignments end (item 33), its partitions led meanwhile as any
+        topic's, through broker losses, returns and failovers (item 36)."""
+        ctx = self.c.ctx
+        topics = sorted(
+            {tp.topic for tp in ctx.partitions_being_reassigned} - ctx.topics_to_be_deleted
+        )
+        if topics:
+            topic = data.draw(st.sampled_from(topics), label="deleted while reassigned")
+            self.delete(topic)
+            assert ctx.is_topic_in_service(topic)
+
     def delete(self, topic: str) -> None:
         ctx = self.c.ctx
         ctx.topics_to_be_deleted.add(topic)
@@ -2195,9 +2216,7 @@ class ControllerMachine(RuleBasedStateMachine):
             return
         answered = data.draw(st.lists(st.sampled_from(pending), min_size=1, unique=True))
         self.pending_deletes -= set(answered)
-        answered = [
-            pr for pr in answered if ctx.is_topic_queued_for_deletion(pr.topic_partition.topic)
-        ]
+        answered = [pr for pr in answered if not ctx.is_topic_in_service(pr.topic_partition.topic)]
         if ok:
             self.c.deletion.complete_replica_deletion(answered)
         elif answered:
@@ -2328,9 +2347,13 @@ class ControllerMachine(RuleBasedStateMachine):
         for tp in written:
             assert stale[tp] <= set(registered_unseen), (tp, stale[tp])
         reactions.start_state_machines(c.psm, c.rsm)
-        self.answer_as_brokers()
         self.resume_reassignments()
         c.deletion.resume()
+        self.deletions_done()
+        # The brokers' answers to its LeaderAndIsr are events after the failover's (by
+        # then every topic queued for deletion is being deleted, or held for a
+        # reassignment, and so led: item 36).
+        self.answer_as_brokers()
         self.deletions_done()
         self.assert_elected_where_possible()
         return stale
@@ -2338,12 +2361,13 @@ class ControllerMachine(RuleBasedStateMachine):
     def assert_elected_where_possible(self, tps: Iterable[TopicPartition] | None = None) -> None:
         """After a broker change or a failover every New or Offline partition had its
         election: none is left without a leader while a live ISR member (or, for a new
-        partition, a live replica) could lead. After partitions were added, those had."""
+        partition, a live replica) could lead. After partitions were added, those had. So
+        too in a topic whose deletion is held before it started (item 36)."""
         if self.notifying:
             return
         ctx = self.c.ctx
         for tp in ctx.all_partitions() if tps is None else tps:
-            if ctx.is_topic_queued_for_deletion(tp.topic):
+            if not ctx.is_topic_in_service(tp.topic):
                 continue
             state = ctx.partition_state(tp)
             if state is P.NEW:
@@ -2370,7 +2394,7 @@ class ControllerMachine(RuleBasedStateMachine):
         ctx = self.c.ctx
         live = ctx.live_or_shutting_down_broker_ids
         for tp in self.c.store.znodes:
-            if ctx.is_topic_queued_for_deletion(tp.topic):
+            if not ctx.is_topic_in_service(tp.topic):
                 continue  # going: no longer led, its replicas being stopped
             lai = self.c.leader_and_isr(tp)
             replicas = ctx.replicas(tp)
@@ -2410,6 +2434,16 @@ class ControllerMachine(RuleBasedStateMachine):
             assert asked <= known, (broker, asked, known)
 
     @invariant()
+    def deletions_not_started_are_held_for_reassignments(self) -> None:
+        """A topic queued for deletion is being deleted, or held for a reassignment of it
+        in progress (and then led as any topic: `is_topic_in_service`, item 36)."""
+        ctx = self.c.ctx
+        reassigning = {tp.topic for tp in ctx.partitions_being_reassigned}
+        for topic in ctx.topics_to_be_deleted - ctx.topics_with_deletion_started:
+            assert topic in ctx.topics_ineligible_for_deletion, topic
+            assert topic in reassigning, topic
+
+    @invariant()
     def offline_count_is_the_offline_partitions(self) -> None:
         ctx = self.c.ctx
         recount = sum(
@@ -2423,11 +2457,11 @@ class ControllerMachine(RuleBasedStateMachine):
     def replica_states(self) -> None:
         ctx = self.c.ctx
         for pr in self.gone:
-            if ctx.is_topic_queued_for_deletion(pr.topic_partition.topic):
+            if not ctx.is_topic_in_service(pr.topic_partition.topic):
                 continue  # DeletionIneligible, or already deleted
             assert ctx.replica_state(pr) is R.OFFLINE, f"{pr} is {ctx.replica_state(pr)}"
         for tp in ctx.all_partitions():
-            if ctx.is_topic_queued_for_deletion(tp.topic):
+            if not ctx.is_topic_in_service(tp.topic):
                 continue
             adding = ctx.full_assignment(tp).adding
             for r in ctx.replicas(tp):
@@ -2578,6 +2612,9 @@ class ReassignmentRaces(ControllerMachine):
         raise AssertionError("not a rule here")
 
     def delete_topic(self, data: st.DataObject) -> None:
+        raise AssertionError("not a rule here")
+
+    def delete_a_topic_being_reassigned(self, data: st.DataObject) -> None:
         raise AssertionError("not a rule here")
 
     def stop_replica_answered(self, data: st.DataObject, ok: bool) -> None:
