@@ -581,7 +581,8 @@ class AdminApis:
             result: Body = {"resource_type": kind, "resource_name": name, "configs": []}
             try:
                 entries = self._config_entries(kind, name)
-                if keys is not None:
+                # Null or empty: every config (Kafka's ConfigHelper; kafkajs sends []).
+                if keys:
                     wanted = set(keys)
                     entries = [e for e in entries if e.name in wanted]
                 result["configs"] = [

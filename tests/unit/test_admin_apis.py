@@ -596,3 +596,23 @@ def test_a_broker_describes_its_own_configs_at_every_version() -> None:
         if v >= 3:
             assert row["config_type"] == 3  # INT
             assert "partitions" in row["documentation"]
+
+
+def test_an_empty_configuration_keys_list_describes_every_config() -> None:
+    """Kafka's ConfigHelper: null or empty configuration keys mean every config (kafkajs
+    asks with an empty list); only a non-empty list filters."""
+    config = load_broker_config(overrides=["broker.id=1", "zookeeper.connect=z:2181"])
+    a = AdminApis(cast(ZkClient, NoZooKeeper()), MetadataCache(1), lambda: False, config)
+
+    def names(keys: list[str] | None) -> list[str]:
+        body = {
+            "resources": [{"resource_type": 4, "resource_name": "1", "configuration_keys": keys}]
+        }
+        (result,) = a.describe_configs(4, body)["results"]
+        assert result["error_code"] == 0
+        return [c["name"] for c in result["configs"]]
+
+    every = names(None)
+    assert len(every) > 100
+    assert names([]) == every
+    assert names(["num.partitions"]) == ["num.partitions"]
