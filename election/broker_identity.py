@@ -32,6 +32,7 @@ import contextlib
 import enum
 import logging
 import os
+import re
 import secrets
 import sys
 import time
@@ -81,9 +82,24 @@ def parse_meta_properties(text: str, where: str) -> MetaProperties:
     if version != "0":
         raise IdentityError(f"{where} has version {version!r}; only version 0 is known")
     raw = props.get("broker.id")
-    if raw is None or not raw.lstrip("-").isdigit():
+    broker_id = None if raw is None else _java_int(raw)
+    if broker_id is None:
         raise IdentityError(f"{where} has no valid broker.id (found {raw!r})")
-    return MetaProperties(int(raw), props.get("cluster.id") or None)
+    return MetaProperties(broker_id, props.get("cluster.id") or None)
+
+
+# An int as Kafka writes it: ASCII digits, perhaps a minus sign. (str.isdigit() takes
+# '²', which int() then refuses with a ValueError instead of this module's clear error.)
+_INT = re.compile(r"-?[0-9]+")
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _java_int(text: str) -> int | None:
+    """``text`` as a Java int (Kafka reads broker.id with Integer.parseInt), or None."""
+    if _INT.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if _INT32_MIN <= value <= _INT32_MAX else None
 
 
 def format_meta_properties(meta: MetaProperties) -> str:
@@ -231,10 +247,11 @@ def parse_identity(text: str, where: str) -> IdentityRecord:
     if missing:
         raise IdentityError(f"{where} is incomplete: no {', '.join(missing)}")
     raw = props["broker.id"]
-    if not raw.isdigit() or int(raw) < 1:
+    broker_id = _java_int(raw)
+    if broker_id is None or broker_id < 1:
         raise IdentityError(f"{where} has an invalid broker.id {raw!r}")
     return IdentityRecord(
-        props["cluster.name"], props["broker.name"], int(raw), props["check.code"]
+        props["cluster.name"], props["broker.name"], broker_id, props["check.code"]
     )
 
 

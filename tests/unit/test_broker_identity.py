@@ -86,6 +86,18 @@ def test_meta_properties_round_trip_and_kafka_layout() -> None:
         parse_meta_properties("version=0\n", "m")
 
 
+@pytest.mark.parametrize(
+    "raw", ["\u00b2", "1\u00b2", "--5", "-", "", "1 ", "+1", "2147483648", "\u0661"]
+)
+def test_a_broker_id_in_meta_properties_that_is_not_a_java_int_is_a_clear_error(raw: str) -> None:
+    """ASCII digits, perhaps a minus sign, within a Java int (Kafka's Integer.parseInt):
+    '\u00b2' passes str.isdigit() and made int() raise ValueError, not IdentityError."""
+    with pytest.raises(IdentityError, match=r"no valid broker\.id"):
+        parse_meta_properties(f"version=0\nbroker.id={raw}\n", "m")
+    assert parse_meta_properties("version=0\nbroker.id=-1\n", "m").broker_id == -1
+    assert parse_meta_properties("version=0\nbroker.id=2147483647\n", "m").broker_id == 2**31 - 1
+
+
 def test_decide_kafka_id() -> None:
     m = MetaProperties
     assert decide_kafka_id(5, {"a": None}, generation_enabled=True) == UseId(5, "config")
@@ -149,6 +161,13 @@ def test_an_unreadable_meta_properties_makes_its_directory_offline_not_the_broke
 
 names = st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True)
 codes = st.text(min_size=1, max_size=40).filter(lambda s: s.strip() == s and "\x00" not in s)
+
+
+@pytest.mark.parametrize("raw", ["\u00b2", "1\u00b2", "0", "-3", "2147483648", "\u0661"])
+def test_an_identity_files_broker_id_must_be_ascii_digits_from_1(raw: str) -> None:
+    text = f"cluster.name=c\nbroker.name=b\nbroker.id={raw}\ncheck.code=x\n"
+    with pytest.raises(IdentityError, match=r"invalid broker\.id"):
+        parse_identity(text, "f")
 
 
 @given(names, names, st.integers(1, 2**31 - 1), codes)
