@@ -861,7 +861,7 @@ class KafkaApis:
         }
 
     def _handle_update_metadata(
-        self, _version: int, body: dict[str, Any], _h: dict[str, Any]
+        self, version: int, body: dict[str, Any], _h: dict[str, Any]
     ) -> dict[str, Any]:
         if self._stale_broker_epoch("UpdateMetadata", body):
             return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH)}
@@ -881,6 +881,18 @@ class KafkaApis:
             body["topic_states"] = [
                 {"topic_name": t, "partition_states": ps} for t, ps in grouped.items()
             ]
+        if version == 0:
+            # v0 gives each live broker one address, PLAINTEXT (Kafka's UpdateMetadataRequest
+            # makes it the broker's one endpoint).
+            for b in body.get("live_brokers", []):
+                b["endpoints"] = [
+                    {
+                        "host": b.get("v0_host", ""),
+                        "port": b.get("v0_port", 0),
+                        "listener": "PLAINTEXT",
+                        "security_protocol": 0,
+                    }
+                ]
         deleted = self.metadata.update(body)
         if deleted:
             log.info("topics deleted: %s", deleted)
