@@ -242,7 +242,12 @@ class KafkaApis:
         """Brokers' addresses are those of the listener the request came in on, as
         Kafka answers: a client reaches the brokers the way it reached this one."""
         requested = body.get("topics")
-        names = None if requested is None else [t["name"] for t in requested if t.get("name")]
+        # An empty name is asked for like any other (and answered INVALID_TOPIC_EXCEPTION).
+        names = (
+            None
+            if requested is None
+            else [t["name"] for t in requested if t.get("name") is not None]
+        )
         if version == 0 and names == []:
             names = None  # v0 has no null: an empty list means all topics
         # A broker that started moments ago knows no broker and no topic until the

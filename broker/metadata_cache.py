@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wire.errors import ErrorCode
-from zkdata.paths import INTERNAL_TOPICS
+from zkdata.paths import INTERNAL_TOPICS, topic_name_problem
 from zkdata.znodes import (
     LEADER_DURING_DELETE,
     NO_LEADER,
@@ -261,9 +261,15 @@ class MetadataCache:
             for name in names:
                 parts = self._topics.get(name)
                 if parts is None:
+                    # A name no topic can have is INVALID_TOPIC_EXCEPTION, as Kafka's
+                    # getTopicMetadata answers it (Topic.validate): the Java producer
+                    # then fails the send at once instead of waiting max.block.ms.
+                    invalid = topic_name_problem(name) is not None
                     topic_entries.append(
                         {
-                            "error_code": int(missing),
+                            "error_code": int(
+                                ErrorCode.INVALID_TOPIC_EXCEPTION if invalid else missing
+                            ),
                             "name": name,
                             "topic_id": ZERO_UUID,
                             "is_internal": name in INTERNAL_TOPICS,
