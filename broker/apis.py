@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.admin_apis import AdminApis
+from broker.authorized_operations import CLUSTER_OPERATIONS, NOT_ASKED, TOPIC_OPERATIONS
 from broker.fetch_session import (
     CachedPartition,
     ChangeJournal,
@@ -196,7 +197,7 @@ class KafkaApis:
         if api_key == ApiKey.METADATA:
             return self._handle_metadata(version, body, listener)
         if api_key == ApiKey.DESCRIBE_CLUSTER:
-            return self._handle_describe_cluster(listener)
+            return self._handle_describe_cluster(body, listener)
         groups = self.groups
         if groups is not None:
             if api_key == ApiKey.FIND_COORDINATOR:
@@ -213,11 +214,14 @@ class KafkaApis:
 
     # --- client APIs --------------------------------------------------------------------
 
-    def _handle_describe_cluster(self, listener: str | None) -> dict[str, Any]:
+    def _handle_describe_cluster(
+        self, body: dict[str, Any], listener: str | None
+    ) -> dict[str, Any]:
         """The cluster id, the controller and the live brokers at their address on the
         request's listener, as this broker's Metadata answer gives them (any broker
-        answers). No authorizer: the cluster's authorized operations keep the schema's
-        default, "not asked", as in Metadata."""
+        answers). Asked for, the cluster's authorized operations are every operation a
+        cluster supports, as Kafka answers without an authorizer; else the schema's
+        default, "not asked"."""
         known = self.metadata.metadata_response([], 12, listener)
         return {
             "throttle_time_ms": 0,
@@ -229,6 +233,11 @@ class KafkaApis:
                 {"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
                 for b in known["brokers"]
             ],
+            "cluster_authorized_operations": (
+                CLUSTER_OPERATIONS
+                if body.get("include_cluster_authorized_operations")
+                else NOT_ASKED
+            ),
         }
 
     def _handle_api_versions(
@@ -274,6 +283,20 @@ class KafkaApis:
             if unknown:
                 for name, code in admin.auto_create_topics(list(unknown)).items():
                     unknown[name]["error_code"] = int(code)
+        # Without an authorizer Kafka answers, when asked (v8+), every operation a topic
+        # (each topic answered, found or not) and a cluster (v8-v10) supports.
+        topic_operations = (
+            TOPIC_OPERATIONS
+            if version >= 8 and body.get("include_topic_authorized_operations")
+            else NOT_ASKED
+        )
+        for topic in response["topics"]:
+            topic["topic_authorized_operations"] = topic_operations
+        response["cluster_authorized_operations"] = (
+            CLUSTER_OPERATIONS
+            if 8 <= version <= 10 and body.get("include_cluster_authorized_operations")
+            else NOT_ASKED
+        )
         return response
 
     # Fetch sessions (KIP-227), made on first use: see broker/fetch_session.py.

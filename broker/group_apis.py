@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from broker.admin_apis import AdminApis
+from broker.authorized_operations import GROUP_OPERATIONS, NOT_ASKED
 from broker.metadata_cache import MetadataCache
 from groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from groups.offset_records import NO_TIMESTAMP, CommittedOffset
@@ -313,7 +314,10 @@ class GroupApis:
             ],
         }
 
-    def describe_groups(self, _version: int, body: Body, _header: Body) -> Body:
+    def describe_groups(self, version: int, body: Body, _header: Body) -> Body:
+        # v3+, asked for: every operation a group supports (Kafka without an authorizer),
+        # for a group described without an error.
+        asked = version >= 3 and bool(body.get("include_authorized_operations"))
         described = []
         for group_id in body["groups"]:
             error, snapshot = self.coordinator.describe_group(group_id)
@@ -327,6 +331,9 @@ class GroupApis:
             }
             if error == ErrorCode.NONE:
                 entry.update(snapshot)  # (instance ids are ignorable before v4)
+            entry["authorized_operations"] = (
+                GROUP_OPERATIONS if asked and error == ErrorCode.NONE else NOT_ASKED
+            )
             described.append(entry)
         return {"throttle_time_ms": 0, "groups": described}
 

@@ -187,3 +187,18 @@ def test_heartbeat_sync_and_commit_pass_the_instance_id(
     }[api]
     answered(api, version, handler(version, body, {}))
     assert seen == ["a"]
+
+
+@pytest.mark.parametrize("version", [3, 5])
+@pytest.mark.parametrize("asked", [True, False])
+def test_describe_groups_answers_a_groups_authorized_operations_when_asked(
+    version: int, asked: bool
+) -> None:
+    """Kafka 2.8 without an authorizer: READ, DESCRIBE and DELETE (a group's supported
+    operations, bits 3, 8 and 6); the schema's default when not asked."""
+    apis = GroupApis(cast(Any, Coordinator()), cast(Any, None), None, offsets_replication_factor=1)
+    request = {"groups": ["g"], "include_authorized_operations": asked}
+    body = through_the_wire(ApiKey.DESCRIBE_GROUPS, version, request)
+    decoded = answered(ApiKey.DESCRIBE_GROUPS, version, apis.describe_groups(version, body, {}))
+    expected = (1 << 3 | 1 << 8 | 1 << 6) if asked else -(2**31)
+    assert decoded["groups"][0]["authorized_operations"] == expected

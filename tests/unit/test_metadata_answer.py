@@ -57,3 +57,48 @@ def test_a_topic_name_no_topic_can_have_is_invalid_topic_exception(
         "t": ErrorCode.NONE if informed else ErrorCode.LEADER_NOT_AVAILABLE,
         "valid-but-absent": missing,
     }
+
+
+# Kafka's AclOperation codes: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+# CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+CLUSTER_OPS = sum(1 << op for op in (5, 9, 10, 11, 12, 7, 8))
+NOT_ASKED = -(2**31)
+
+
+@pytest.mark.parametrize("asked", [True, False])
+@pytest.mark.parametrize("version", [8, 10, 11, 12])
+def test_authorized_operations_are_every_supported_one_when_asked(
+    version: int, asked: bool
+) -> None:
+    """Kafka 2.8 without an authorizer answers include_*_authorized_operations with every
+    operation the resource supports (AuthHelper.authorizedOperations), for each topic
+    answered (found or not) and the cluster (v8-v10); the schema's default (Int.MinValue,
+    which the Java AdminClient reads as "not provided") was answered even when asked."""
+    body = {
+        "topics": [{"name": "t"}, {"name": "absent"}],
+        "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": asked,
+    }
+    if version <= 10:
+        body["include_cluster_authorized_operations"] = asked
+    answer = metadata(apis(), version, body)
+    assert [t["topic_authorized_operations"] for t in answer["topics"]] == [
+        TOPIC_OPS if asked else NOT_ASKED
+    ] * 2
+    if version <= 10:
+        assert answer["cluster_authorized_operations"] == (CLUSTER_OPS if asked else NOT_ASKED)
+
+
+@pytest.mark.parametrize("asked", [True, False])
+def test_describe_cluster_answers_the_clusters_authorized_operations_when_asked(
+    asked: bool,
+) -> None:
+    codec = request_codec(ApiKey.DESCRIBE_CLUSTER, 0)
+    body = codec.decode(bytes(codec.encode({"include_cluster_authorized_operations": asked})))
+    answer = apis().handle(ApiKey.DESCRIBE_CLUSTER, 0, {}, body)
+    assert answer is not None
+    out = response_codec(ApiKey.DESCRIBE_CLUSTER, 0)
+    decoded = out.decode(bytes(out.encode(answer)))
+    assert decoded["cluster_authorized_operations"] == (CLUSTER_OPS if asked else NOT_ASKED)
+    assert [b["broker_id"] for b in decoded["brokers"]] == [1, 2, 3]
