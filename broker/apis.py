@@ -28,7 +28,7 @@ from broker.fetch_session import (
     PartitionRequest,
 )
 from broker.group_apis import GroupApis
-from broker.metadata_cache import MetadataCache
+from broker.metadata_cache import MetadataCache, StaleControllerEpoch
 from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from controller.controller import KafkaController
@@ -921,7 +921,18 @@ class KafkaApis:
                         "security_protocol": 0,
                     }
                 ]
-        deleted = self.metadata.update(body)
+        try:
+            deleted = self.metadata.update(body)
+        except StaleControllerEpoch:
+            # A newer controller's update was applied since the check above.
+            self.state_log.request_rejected(
+                "UpdateMetadata",
+                body["controller_id"],
+                body["controller_epoch"],
+                body.get("broker_epoch", -1),
+                "STALE_CONTROLLER_EPOCH",
+            )
+            return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH)}
         if deleted:
             log.info("topics deleted: %s", deleted)
             if self.on_topics_deleted is not None:

@@ -50,6 +50,10 @@ class PartitionMetadata:
     controller_epoch: int
 
 
+class StaleControllerEpoch(Exception):
+    """An UpdateMetadata from an older controller than one this cache was updated by."""
+
+
 class MetadataCache:
     def __init__(self, broker_id: int, listener: str = "PLAINTEXT") -> None:
         self.broker_id = broker_id
@@ -80,7 +84,11 @@ class MetadataCache:
     # --- updates ------------------------------------------------------------------------
 
     def update(self, request: dict[str, Any]) -> list[str]:
-        """Apply an UpdateMetadata request (already epoch-checked); returns deleted topics."""
+        """Apply an UpdateMetadata request; returns deleted topics. One from an older
+        controller than the last applied raises StaleControllerEpoch and changes nothing:
+        the caller's check of the epoch and this update are two steps, and a deposed
+        controller's request checked just before the new controller's first one could
+        otherwise land after it (Kafka checks and applies under one lock)."""
         brokers: dict[int, BrokerEndpoint] = {}
         by_listener: dict[str, dict[int, BrokerEndpoint]] = {}
         for b in request.get("live_brokers", []):
@@ -103,6 +111,11 @@ class MetadataCache:
                 brokers[b["id"]] = chosen
         deleted: list[str] = []
         with self._lock:
+            if request["controller_epoch"] < self.controller_epoch:
+                raise StaleControllerEpoch(
+                    f"controller epoch {request['controller_epoch']} is older than"
+                    f" {self.controller_epoch}"
+                )
             self.controller_id = request["controller_id"]
             self.controller_epoch = request["controller_epoch"]
             self._brokers = brokers

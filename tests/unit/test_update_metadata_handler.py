@@ -3,13 +3,18 @@ in the metadata cache."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, cast
 
+import pytest
+
 from broker.apis import KafkaApis
-from broker.metadata_cache import MetadataCache
+from broker.metadata_cache import MetadataCache, StaleControllerEpoch
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
+from tests.unit.test_metadata_cache import request, state
 from wire.api import ApiKey
+from wire.errors import ErrorCode
 from wire.protocol import request_codec
 
 
@@ -56,3 +61,72 @@ def test_v0_live_brokers_are_read_from_their_one_address() -> None:
     answer = cache.metadata_response(["t"], 1)
     (partition,) = answer["topics"][0]["partitions"]
     assert (partition["error_code"], partition["leader_id"]) == (0, 2)
+
+
+def leader_of_t0(cache: MetadataCache) -> int | None:
+    partition = cache.partition("t", 0)
+    return None if partition is None else partition.leader
+
+
+def from_controller(controller_id: int, epoch: int, leader: int) -> dict[str, Any]:
+    body = request(("t", [state(0, leader, leader_epoch=epoch, controller_epoch=epoch)]))
+    body["controller_id"], body["controller_epoch"] = controller_id, epoch
+    return body
+
+
+def test_the_cache_refuses_an_update_of_an_older_controller() -> None:
+    cache = MetadataCache(1)
+    cache.update(from_controller(3, 6, leader=3))
+    with pytest.raises(StaleControllerEpoch):
+        cache.update(from_controller(2, 5, leader=2))
+    assert (cache.controller_id, cache.controller_epoch) == (3, 6)
+    assert leader_of_t0(cache) == 3
+    cache.update(from_controller(3, 6, leader=1))  # the same controller again: applied
+    assert leader_of_t0(cache) == 1
+
+
+class PausingCache(MetadataCache):
+    """The thread applying the deposed controller's request (epoch 5) is preempted between
+    the handler's epoch check and the cache's update, until the new controller's request
+    (epoch 6) has been applied."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.old_checked = threading.Event()
+        self.new_applied = threading.Event()
+
+    def update(self, req: dict[str, Any]) -> list[str]:
+        if req["controller_epoch"] == 5:
+            self.old_checked.set()
+            self.new_applied.wait(10)
+        try:
+            return super().update(req)
+        finally:
+            if req["controller_epoch"] == 6:
+                self.new_applied.set()
+
+
+def test_a_deposed_controllers_update_checked_first_is_not_applied_after_the_new_ones() -> None:
+    """Two controllers' requests on two connections: the deposed one's passed the epoch
+    check just before the new one's came in; applied after it, the broker would serve the
+    deposed controller's leaders, and name it controller, until the next UpdateMetadata.
+    Kafka checks and applies under one lock (replicaStateChangeLock)."""
+    cache = PausingCache()
+    a = apis(cache)
+    answers: dict[int, Any] = {}
+    old = threading.Thread(
+        target=lambda: answers.__setitem__(
+            5, a.handle(ApiKey.UPDATE_METADATA, 7, {}, from_controller(2, 5, leader=2))
+        )
+    )
+    old.start()
+    assert cache.old_checked.wait(10)
+    answers[6] = a.handle(ApiKey.UPDATE_METADATA, 7, {}, from_controller(3, 6, leader=3))
+    old.join(10)
+    assert not old.is_alive()
+    assert answers == {
+        5: {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH)},
+        6: {"error_code": 0},
+    }
+    assert (cache.controller_id, cache.controller_epoch) == (3, 6)
+    assert leader_of_t0(cache) == 3
