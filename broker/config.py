@@ -15,7 +15,9 @@
   (else the session timeout), ``advertised_listeners`` (else listeners), and so on.
 * Topic-level configs (``/config/topics/<t>``, ``kafka-topics.sh --config``) are validated
   with ``validate_topic_config``; ``effective_topic_config`` layers a topic's overrides over
-  the broker's defaults. Topic config values stay strings, as Kafka stores them in ZooKeeper.
+  the broker's defaults, and ``topic_config_as_stored`` reads them as a broker reads
+  ZooKeeper (unknown keys ignored, as Kafka's LogConfig.fromProps ignores them). Topic
+  config values stay strings, as Kafka stores them in ZooKeeper.
 
 Every problem found (unknown keys, bad values, missing required keys, inconsistent values)
 is collected and raised together as one ConfigError.
@@ -60,6 +62,7 @@ __all__ = [
     "Listener",
     "NonEmpty",
     "OneOf",
+    "StoredTopicConfig",
     "SubsetOf",
     "ThrottledReplicas",
     "TopicConfig",
@@ -70,6 +73,7 @@ __all__ = [
     "parse_overrides",
     "parse_properties",
     "parse_topic_config_args",
+    "topic_config_as_stored",
     "topic_config_defaults",
     "validate_topic_config",
 ]
@@ -1664,6 +1668,47 @@ def effective_topic_config(
         raise ConfigError(problems)
     kwargs = {TOPIC_CONFIGS[k].attr: v for k, v in values.items()}
     return TopicConfig(**kwargs, overrides=FrozenMap(given))
+
+
+@dataclass(frozen=True)
+class StoredTopicConfig:
+    """A topic's config as read from ``/config/topics/<t>`` (``topic_config_as_stored``)."""
+
+    #: the effective config of the known keys whose values are good
+    config: TopicConfig
+    #: keys this broker does not know (a newer Kafka's, another tool's typo): ignored
+    unknown_keys: tuple[str, ...]
+    #: the known keys' bad values (their keys left at the broker's defaults in ``config``)
+    problems: tuple[ConfigProblem, ...]
+
+
+def topic_config_as_stored(
+    broker: BrokerConfig | None, overrides: Mapping[str, object]
+) -> StoredTopicConfig:
+    """A topic's overrides as found in ZooKeeper, read as Kafka's LogConfig.fromProps reads
+    them: unknown keys are ignored (AbstractConfig keeps only the keys it defines) and the
+    others kept. Where Kafka fails on a bad value of a known key, the problem is returned
+    and the key left at the broker's default (the caller decides: a broker keeps the
+    topic's config known before, as Kafka keeps it when a change fails); a
+    min.compaction.lag.ms over max.compaction.lag.ms drops both overrides. Writes (admin
+    tools, CreateTopics) are checked strictly, by ``validate_topic_config``."""
+    known = {k: v for k, v in overrides.items() if k in TOPIC_CONFIGS}
+    unknown = tuple(k for k in overrides if k not in TOPIC_CONFIGS)
+    problems = _Problems()
+    typed = _parse_topic_overrides(known, problems)
+    values = topic_config_defaults(broker)
+    values.update(typed)
+    conflict = _Problems()
+    _check_compaction_lag(values, conflict)
+    if conflict:
+        problems.extend(conflict)
+        lags = ("min.compaction.lag.ms", "max.compaction.lag.ms")
+        typed = {k: v for k, v in typed.items() if k not in lags}
+        values = topic_config_defaults(broker)
+        values.update(typed)
+    kwargs = {TOPIC_CONFIGS[k].attr: v for k, v in values.items()}
+    kept = FrozenMap({k: str(known[k]) for k in typed})
+    return StoredTopicConfig(TopicConfig(**kwargs, overrides=kept), unknown, tuple(problems))
 
 
 # The dataclasses must cover the tables exactly; catch drift at import, not in production.

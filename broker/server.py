@@ -25,7 +25,7 @@ from typing import Any
 
 from broker.admin_apis import AdminApis
 from broker.apis import KafkaApis
-from broker.config import BrokerConfig, ConfigError, TopicConfig, effective_topic_config
+from broker.config import BrokerConfig, TopicConfig, topic_config_as_stored
 from broker.config_changes import ConfigChangeListener
 from broker.fetcher import ReplicaFetcherManager
 from broker.group_apis import GroupApis
@@ -412,8 +412,8 @@ class KafkaServer:
     def _topic_config(self, topic: str) -> TopicConfig:
         """A topic's effective config: the broker's defaults and the topic's overrides in
         /config/topics/<t> (read once per topic, again when a config change notification
-        names it or its logs are deleted; malformed overrides are reported and the
-        defaults used). Out of reach of ZooKeeper, the read waits until it is back, as
+        names it or its logs are deleted; see _read_topic_config for what is made of a
+        bad one). Out of reach of ZooKeeper, the read waits until it is back, as
         Kafka's does: the defaults would make a log that keeps, compresses or retains the
         topic's records otherwise than its config says, for good."""
         cached = self._topic_configs.get(topic)
@@ -431,21 +431,50 @@ class KafkaServer:
 
     def _read_topic_config(self, topic: str) -> TopicConfig:
         """The topic's config read from ZooKeeper now, and cached unless it was forgotten
-        meanwhile; a ZooKeeper error raises (nothing cached)."""
+        meanwhile; a ZooKeeper error raises (nothing cached).
+
+        Read as Kafka's LogConfig.fromProps reads it: a key this broker does not know (a
+        newer Kafka's, another tool's typo) is ignored with a warning, the others kept. A
+        bad value of a known key, or a malformed znode, keeps the config known before for
+        the topic (warned), as Kafka keeps it when a change fails to apply; with none
+        known yet, the good overrides are used and the bad keys take the broker's
+        defaults (a malformed znode: all of them)."""
         generation = self._topic_config_generation.get(topic, 0)
         overrides: dict[str, str] = {}
         path = paths.topic_config(topic)
+        malformed: MalformedZnode | None = None
         try:
             got = self.zk.get(path)
             if got is not None:
                 overrides = decode_topic_config(topic, got[0], path)
         except MalformedZnode as e:
-            log.error("%s; using the broker's defaults for topic %s", e, topic)
-        try:
-            config = effective_topic_config(self.config, overrides)
-        except ConfigError as e:
-            log.error("bad config for topic %s in %s: %s; using the defaults", topic, path, e)
-            config = effective_topic_config(self.config, {})
+            malformed = e
+        stored = topic_config_as_stored(self.config, overrides)
+        if stored.unknown_keys:
+            log.warning(
+                "topic %s: ignoring config keys unknown to this broker in %s: %s",
+                topic,
+                path,
+                ", ".join(stored.unknown_keys),
+            )
+        config = stored.config
+        if malformed is not None or stored.problems:
+            why = (
+                str(malformed)
+                if malformed is not None
+                else "; ".join(p.message for p in stored.problems)
+            )
+            known = self._topic_configs.get(topic)
+            if known is not None:
+                log.warning("bad config for topic %s: %s; keeping its config as it was", topic, why)
+                config = known
+            else:
+                log.warning(
+                    "bad config for topic %s: %s; the broker's defaults stand for %s",
+                    topic,
+                    why,
+                    "every key" if malformed is not None else "the bad keys",
+                )
         if self._topic_config_generation.get(topic, 0) == generation:
             self._topic_configs[topic] = config
         return config

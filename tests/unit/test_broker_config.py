@@ -28,6 +28,7 @@ from broker.config import (
     parse_overrides,
     parse_properties,
     parse_topic_config_args,
+    topic_config_as_stored,
     topic_config_defaults,
     validate_topic_config,
 )
@@ -879,6 +880,43 @@ def test_topic_compaction_lag_conflict() -> None:
 def test_topic_config_non_string_value() -> None:
     with pytest.raises(ConfigError, match="expected a string"):
         effective_topic_config(None, {"retention.ms": 1000})  # type: ignore[dict-item]
+
+
+def test_a_stored_topic_config_ignores_unknown_keys_and_keeps_the_others() -> None:
+    """Kafka's LogConfig.fromProps ignores keys it does not define: one written by a newer
+    Kafka or another tool's typo must not drop the topic's other overrides (a compacted
+    topic read as cleanup.policy=delete has its records deleted by retention)."""
+    stored = topic_config_as_stored(
+        cfg(),
+        {"cleanup.policy": "compact", "retention.ms": "1000", "remote.storage.enable": "x"},
+    )
+    assert stored.unknown_keys == ("remote.storage.enable",)
+    assert stored.problems == ()
+    assert stored.config.cleanup_policy == ("compact",)
+    assert stored.config.retention_ms == 1000
+    assert stored.config.overrides == {"cleanup.policy": "compact", "retention.ms": "1000"}
+
+
+def test_a_stored_topic_configs_bad_values_are_reported_and_left_at_the_defaults() -> None:
+    broker = cfg("log.retention.ms=777\n")
+    stored = topic_config_as_stored(
+        broker, {"cleanup.policy": "compact", "retention.ms": "soon", "segment.bytes": 5}
+    )
+    assert [p.key for p in stored.problems] == ["retention.ms", "segment.bytes"]
+    assert stored.config.cleanup_policy == ("compact",)
+    assert stored.config.retention_ms == 777
+    assert stored.config.overrides == {"cleanup.policy": "compact"}
+    # A lag conflict drops both lag overrides, whatever else is kept.
+    stored = topic_config_as_stored(
+        broker,
+        {"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5", "retention.ms": "9"},
+    )
+    assert [p.key for p in stored.problems] == ["min.compaction.lag.ms"]
+    assert (stored.config.min_compaction_lag_ms, stored.config.retention_ms) == (0, 9)
+    assert stored.config.max_compaction_lag_ms == LONG_MAX
+    # What is good is read as effective_topic_config reads it.
+    good = {"cleanup.policy": "compact,delete", "min.insync.replicas": "2"}
+    assert topic_config_as_stored(broker, good).config == effective_topic_config(broker, good)
 
 
 def test_parse_topic_config_args() -> None:
