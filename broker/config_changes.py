@@ -19,10 +19,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from kazoo.exceptions import ConnectionClosedError
 from kazoo.protocol.states import WatchedEvent
 
 from zkdata import paths
-from zkdata.client import ZkClient
+from zkdata.client import ZOOKEEPER_UNAVAILABLE, ZkClient
 from zkdata.znodes import MalformedZnode, decode_config_change
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 # After a failed pass (ZooKeeper unreachable): the next try, unless a watch fires first.
 RETRY_S = 1.0
+# What fails a pass, to be taken again: ZooKeeper out of reach (or the client closed, as
+# the broker stops). Anything else fails one notification only.
+RETRIED: tuple[type[Exception], ...] = (*ZOOKEEPER_UNAVAILABLE, ConnectionClosedError)
 
 
 def notification_sequence(name: str) -> int | None:
@@ -57,8 +61,11 @@ def topic_of(entity_path: str) -> str | None:
 class ConfigChangeListener:
     """Watches /config/changes and calls ``on_topic_change(topic)`` for the topics of the
     notifications newer than the last processed, in order, each once a pass, on a thread
-    of its own (the watch callback only wakes it). A pass in which a call raises is taken
-    again whole (applying a topic's config twice changes nothing)."""
+    of its own (the watch callback only wakes it). A pass that meets ZooKeeper out of reach
+    (reading a notification, or in a call) is taken again whole (applying a topic's config
+    twice changes nothing); any other failure of one notification is logged and that
+    notification skipped, as Kafka's ZkNodeChangeNotificationListener wraps each in a Try:
+    one bad notification must not hold every later config change back, on every broker."""
 
     def __init__(
         self,
@@ -112,8 +119,8 @@ class ConfigChangeListener:
                 self._wake.set()
 
     def process(self) -> list[str]:
-        """One pass: the new notifications' topics, each applied in turn (returned), and the
-        expired notifications deleted."""
+        """One pass: the new notifications' topics, each applied in turn (those applied
+        returned), and the expired notifications deleted."""
         children = self.zk.get_children(paths.CONFIG_CHANGES, watch=True)
         if children is None:  # not made yet: the watch is on its creation
             return []
@@ -123,24 +130,39 @@ class ConfigChangeListener:
         topics: dict[str, str] = {}
         for _sequence, name in pending:
             path = f"{paths.CONFIG_CHANGES}/{name}"
-            got = self.zk.get(path)
-            if got is None:
-                continue
-            self._created_ms[name] = got[1].ctime
             try:
+                got = self.zk.get(path)
+                if got is None:
+                    continue
+                self._created_ms[name] = got[1].ctime
                 topic = topic_of(decode_config_change(path, got[0]))
+            except RETRIED:
+                raise  # the whole pass is taken again
             except MalformedZnode as e:
                 log.error("%s; skipping the notification", e)
                 continue
+            except Exception:
+                log.exception("reading the config change notification %s failed; skipping it", path)
+                continue
             if topic is not None:
                 topics.setdefault(topic, name)
+        applied = []
         for topic, name in topics.items():
             log.info("config of topic %s changed (%s)", topic, name)
-            self.on_topic_change(topic)  # raises: the whole pass is taken again
+            try:
+                self.on_topic_change(topic)
+            except RETRIED:
+                raise  # the whole pass is taken again
+            except Exception:
+                log.exception(
+                    "applying the config change %s of topic %r failed; skipping it", name, topic
+                )
+                continue
+            applied.append(topic)
         if pending:
             self._last_processed = pending[-1][0]
         self._purge(children)
-        return list(topics)
+        return applied
 
     def _purge(self, children: list[str]) -> None:
         present = set(children)

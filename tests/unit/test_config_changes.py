@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
+from typing import Any, cast
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kazoo.exceptions import ConnectionLoss
+from kazoo.protocol.states import ZnodeStat
 
-from broker.config_changes import notification_sequence, pending_notifications, topic_of
+from broker.config_changes import (
+    CHANGE_EXPIRATION_MS,
+    ConfigChangeListener,
+    notification_sequence,
+    pending_notifications,
+    topic_of,
+)
+from zkdata import paths
+from zkdata.client import ZkClient
 from zkdata.znodes import MalformedZnode, decode_config_change, encode_config_change
 
 PATH = "/config/changes/config_change_0000000007"
@@ -58,3 +71,92 @@ def test_a_malformed_notification_is_reported_with_its_path(data: bytes) -> None
     with pytest.raises(MalformedZnode) as e:
         decode_config_change(PATH, data)
     assert e.value.path == PATH
+
+
+class ChangesZk:
+    """/config/changes in memory: what the listener reads and deletes."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, tuple[bytes, int]] = {}
+        self._seq = itertools.count(0)
+        self.failing: set[str] = set()  # paths whose read loses the connection
+
+    def notify(self, entity_path: str | bytes, ctime: int = 0) -> str:
+        name = f"{paths.CONFIG_CHANGE_PREFIX}{next(self._seq):010d}"
+        data = entity_path if isinstance(entity_path, bytes) else encode_config_change(entity_path)
+        self.nodes[f"{paths.CONFIG_CHANGES}/{name}"] = (data, ctime)
+        return name
+
+    def get_children(self, path: str, *, watch: bool = False) -> list[str]:
+        prefix = path + "/"
+        return [p[len(prefix) :] for p in self.nodes if p.startswith(prefix)]
+
+    def get(self, path: str, *, watch: bool = False) -> tuple[bytes, ZnodeStat] | None:
+        if path in self.failing:
+            raise ConnectionLoss()
+        got = self.nodes.get(path)
+        if got is None:
+            return None
+        return got[0], ZnodeStat(1, 1, got[1], got[1], 0, 0, 0, 0, len(got[0]), 0, 1)
+
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+        self.nodes.pop(path, None)
+
+
+def listening(zk: ChangesZk, on_change: Any) -> ConfigChangeListener:
+    later = CHANGE_EXPIRATION_MS + 1  # every notification (ctime 0) has expired
+    return ConfigChangeListener(cast(ZkClient, zk), on_change, now_ms=lambda: later)
+
+
+def test_a_notification_that_fails_is_skipped_and_later_ones_applied() -> None:
+    """Kafka's ZkNodeChangeNotificationListener wraps each notification in a Try. Here one
+    that failed (a topic making an invalid znode path: kazoo's ValueError "relative paths
+    not allowed") failed the whole pass, retried every second for good: no later config
+    change was applied by any broker, and no expired notification was ever purged."""
+    zk = ChangesZk()
+    applied: list[str] = []
+
+    def on_change(topic: str) -> None:
+        if topic == "..":
+            raise ValueError("relative paths not allowed")
+        applied.append(topic)
+
+    listener = listening(zk, on_change)
+    zk.notify("topics/a")
+    zk.notify("topics/..")
+    zk.notify(b"\xff not json")
+    zk.notify("topics/b")
+    assert listener.process() == ["a", "b"]
+    assert applied == ["a", "b"]
+    assert zk.get_children(paths.CONFIG_CHANGES) == []  # all expired: purged
+    zk.notify("topics/c")
+    assert listener.process() == ["c"]  # nothing before it again
+    assert applied == ["a", "b", "c"]
+
+
+def test_zookeeper_out_of_reach_takes_the_pass_again() -> None:
+    zk = ChangesZk()
+    applied: list[str] = []
+    lost = [True]
+
+    def on_change(topic: str) -> None:
+        if topic == "b" and lost[0]:
+            raise ConnectionLoss()
+        applied.append(topic)
+
+    listener = listening(zk, on_change)
+    zk.notify("topics/a")
+    zk.notify("topics/b")
+    with pytest.raises(ConnectionLoss):
+        listener.process()
+    assert len(zk.get_children(paths.CONFIG_CHANGES)) == 2  # nothing purged
+    lost[0] = False
+    failing = f"{paths.CONFIG_CHANGES}/{zk.notify('topics/c')}"
+    zk.failing.add(failing)
+    with pytest.raises(ConnectionLoss):
+        listener.process()
+    zk.failing.clear()
+    assert listener.process() == ["a", "b", "c"]
+    # The pass that lost the connection reading c applied nothing: a notification is read
+    # before any topic is applied.
+    assert applied == ["a", "a", "b", "c"]
