@@ -82,6 +82,9 @@ ISR_WRITES_PER_ROUND = 10_000
 # Locks that partitions' follower appends share (a partition's is fixed by its hash): a
 # fetcher thread per leader takes them, so a few dozen keep contention negligible.
 _FOLLOWER_LOCK_STRIPES = 64
+# Looks at a topic's config after its new logs were made (_settle_new_logs_config): each
+# one past the first follows a config change made meanwhile, so a few are plenty.
+_SETTLE_ROUNDS = 8
 
 
 @dataclass(slots=True)
@@ -347,6 +350,26 @@ class ReplicaManager:
 
     # --- LeaderAndIsr -------------------------------------------------------------------
 
+    def _settle_new_logs_config(self, topic: str, used: TopicConfig) -> None:
+        """Logs of ``topic`` just made with ``used`` take the topic's config as it is now if
+        it changed meanwhile: a change notification applied while they were being made
+        reached only the logs there then, and these would keep the config read before it
+        for good (Kafka's LogManager re-reads the config of the logs it was initializing,
+        KAFKA-8813). The broker keeps a topic's new config before it applies it to the
+        topic's logs, so looking again until the config read is the one last applied
+        here leaves no change behind, whichever order the two threads go in."""
+        topic_config, logs = self.topic_config, self.logs
+        if topic_config is None or logs is None:
+            return
+        applied = used
+        for _ in range(_SETTLE_ROUNDS):
+            current = topic_config(topic)
+            if current is applied or current == applied:
+                return
+            logs.update_topic_config(topic, current)
+            log.info("topic %s: its config changed while its logs were made; applied", topic)
+            applied = current
+
     def become_leader_or_follower(self, request: dict[str, Any]) -> dict[str, Any]:
         controller_id = request["controller_id"]
         controller_epoch = request["controller_epoch"]
@@ -381,6 +404,7 @@ class ReplicaManager:
                 topic = topic_state["topic_name"]
                 new_topic_id = topic_state.get("topic_id")
                 config = None
+                made = False
                 for tp, ps, maybe_missing in entries:
                     if maybe_missing and tp not in self.logs:
                         if self.offline_partitions and tp in self.offline_partitions:
@@ -400,8 +424,11 @@ class ReplicaManager:
                         except KafkaStorageError:
                             pass  # tried again below, where it is answered
                         else:
+                            made = True
                             if not ps.get("is_new", False):
                                 self._lost_logs.add(tp)
+                if made and config is not None:
+                    self._settle_new_logs_config(topic, config)
         with self._lock:
             if controller_epoch < self.controller_epoch:
                 self.state_log.request_rejected(
@@ -606,6 +633,8 @@ class ReplicaManager:
                     # its creation failed: Kafka's makeLeaders/makeFollowers answer so.
                     log.error("LeaderAndIsr for %s refused: %s", tp, e)
                     return ErrorCode.KAFKA_STORAGE_ERROR, None
+                if config is not None:
+                    self._settle_new_logs_config(tp.topic, config)
             elif (
                 current is None
                 and self.logs.offline_dirs

@@ -7,14 +7,20 @@ import json
 import threading
 import types
 from collections.abc import Callable
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar, cast
 
 import pytest
 
-from broker.config import BrokerConfig, load_broker_config
+from broker.config import BrokerConfig, TopicConfig, load_broker_config
+from broker.replica_manager import ReplicaManager
 from broker.server import KafkaServer
+from broker.state_change_log import StateChangeLog
+from storage.log_manager import LogManager
 from tests.unit.fake_zk import FakeZk
+from tests.unit.leader_and_isr_requests import leader_and_isr_request
 from zkdata import paths
+from zkdata.znodes import TopicPartition
 
 T = TypeVar("T")
 
@@ -97,3 +103,50 @@ def test_a_bad_value_keeps_the_config_known_before() -> None:
     put_config(zk, "orders", {"cleanup.policy": "compact", "unknown.key": "x"})
     s._on_topic_config_change("orders")
     assert s._topic_config("orders").cleanup_policy == ("compact",)
+
+
+@pytest.mark.parametrize("second", [False, True])
+def test_logs_made_while_a_config_change_is_applied_take_the_new_config(
+    tmp_path: Path, second: bool
+) -> None:
+    """A LeaderAndIsr read the topic's config, then made its new logs with it; a change
+    notification handled in between (on the config-changes thread) reached only the logs
+    there then: the new ones kept the old config for good (a compacted topic's retention
+    deleting its records). Kafka's LogManager re-reads it for logs being initialized
+    (KAFKA-8813). ``second``: another change lands while the first is re-applied."""
+    zk = Zk()
+    put_config(zk, "t", {})
+    s = server(zk)
+    logs = LogManager([tmp_path / "logs"], s.config, topic_config=s._topic_config)
+    s.logs = logs
+    changes = [{"cleanup.policy": "compact"}, {"cleanup.policy": "compact", "retention.ms": "5"}]
+    reads = 0
+
+    def topic_config(topic: str) -> TopicConfig:
+        nonlocal reads
+        config: TopicConfig = s._topic_config(topic)  # the LeaderAndIsr thread's read
+        reads += 1
+        if reads == 1 or (second and reads == 2):
+            # ... and the config-changes thread runs now, in full.
+            put_config(zk, topic, changes[reads - 1])
+            s._on_topic_config_change(topic)
+        return config
+
+    replicas = ReplicaManager(
+        1, cast(Any, None), StateChangeLog(tmp_path, 1), logs=logs, topic_config=topic_config
+    )
+    tps = [TopicPartition("t", p) for p in range(3)]
+    try:
+        for tp in tps:
+            request = leader_and_isr_request(tp, 1, 0, [1], [1], is_new=True)
+            replicas.become_leader_or_follower(request)
+        expected = s._topic_config("t")
+        assert expected.cleanup_policy == ("compact",)
+        assert expected.retention_ms == (5 if second else s.config.log_retention_ms)
+        for tp in tps:
+            made = logs.get_log(tp)
+            assert made is not None
+            assert made.config.compact, f"{tp} made with cleanup.policy=delete"
+            assert made.config.retention_ms == expected.retention_ms
+    finally:
+        logs.close()
