@@ -260,12 +260,14 @@ class KafkaApis:
         if version == 0 and names == []:
             names = None  # v0 has no null: an empty list means all topics
         # A broker that started moments ago knows no broker and no topic until the
-        # controller's first UpdateMetadata. Answering from that empty cache (as Kafka 2.8
-        # does) tells a client the cluster has no brokers and its topics do not exist:
+        # controller's first UpdateMetadata, and only some topics until the last request
+        # of that full update. Answering from that cache (as Kafka 2.8 does from its empty
+        # one) tells a client the cluster has no brokers and its topics do not exist:
         # librdkafka then forgets every broker and fails its queued messages as for a
-        # deleted topic. So the request waits for that first update, within a bound.
+        # deleted topic. So the request waits for that first update to be whole, within a
+        # bound.
         if not self.metadata.wait_first_update(self.metadata_wait_s):
-            log.info("answering Metadata before any UpdateMetadata arrived")
+            log.info("answering Metadata before the first full UpdateMetadata was whole")
         response = self.metadata.metadata_response(names, version, listener)
         admin = self.admin
         # v4+ says whether the client wants unknown topics made (a consumer does not).

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from wire.api import UpdateMetadataType
 from wire.errors import ErrorCode
 from zkdata.paths import INTERNAL_TOPICS, topic_name_problem
 from zkdata.znodes import (
@@ -71,8 +72,11 @@ class MetadataCache:
         # Equal partition metadata is one immutable object: most partitions of a cluster
         # share a handful of (leader, epochs, ISR, replicas) values.
         self._shared: dict[tuple[Any, ...], PartitionMetadata] = {}
-        # Set by the first UpdateMetadata: until then the cache knows no broker and no
-        # topic, which is not what the cluster holds (see KafkaApis._handle_metadata).
+        # Set by the first UpdateMetadata that leaves the cache whole: until then it knows
+        # no broker and no topic, or only some of them, which is not what the cluster
+        # holds (see KafkaApis._handle_metadata). A full update comes in requests of whole
+        # topics, each but the last marked INCREMENTAL: the last (FULL) makes it whole; a
+        # request of an older version (or another controller's, UNKNOWN) is taken whole.
         self._first_update = threading.Event()
         # Notified after each update, for those waiting to see an outcome in it (the
         # admin APIs). Its own lock: a waiter's check takes the cache's.
@@ -169,13 +173,15 @@ class MetadataCache:
                     del self._topics[topic]
                     self._topic_ids.pop(topic, None)
                     deleted.append(topic)
-        self._first_update.set()
+        if request.get("type", UpdateMetadataType.UNKNOWN) != UpdateMetadataType.INCREMENTAL:
+            self._first_update.set()
         with self._updated:
             self._updated.notify_all()
         return deleted
 
     def wait_first_update(self, timeout_s: float) -> bool:
-        """Whether an UpdateMetadata has been applied, waiting up to `timeout_s` for one."""
+        """Whether the cache has been made whole (a first full update applied, every
+        request of it), waiting up to `timeout_s` for that."""
         return self._first_update.wait(timeout_s)
 
     def wait_until(self, ready: Callable[[], bool], timeout_s: float) -> bool:
@@ -252,17 +258,19 @@ class MetadataCache:
         their address on ``listener`` (None: the inter-broker one); a broker without
         that listener is left out, and a partition it leads answered, as by Kafka, with
         LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before)."""
-        # Before its first UpdateMetadata (no controller has reached it yet) the broker
-        # knows no topic: it cannot say one does not exist. A topic asked for is "not
-        # available yet" (clients retry), not unknown (librdkafka fails the messages
-        # it holds for an unknown topic), and the broker gives itself as the one it knows.
+        # Before its first full UpdateMetadata is whole (no controller has reached it yet,
+        # or only the first requests of it have come) the broker does not know every
+        # topic: it cannot say one does not exist. A topic it does not know is "not
+        # available yet" (clients retry), not unknown (librdkafka fails the messages it
+        # holds for an unknown topic); before any update, it gives itself as the one
+        # broker it knows.
         informed = self._first_update.is_set()
         missing = (
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if informed else ErrorCode.LEADER_NOT_AVAILABLE
         )
         with self._lock:
             alive = self._brokers
-            if not informed:
+            if not informed and self.controller_epoch < 0:  # no update applied yet
                 own = self.own.get(listener or self.listener)
                 brokers = {} if own is None else {own.broker_id: own}
             elif listener is None or listener == self.listener:

@@ -28,7 +28,7 @@ from typing import Any
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
 
 from controller.request_batch import BrokerRequest
-from wire.api import ApiKey
+from wire.api import ApiKey, UpdateMetadataType
 from wire.client import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,12 @@ class _BrokerSender:
     def _supersede(self, requests: list[BrokerRequest]) -> tuple[list[BrokerRequest], int]:
         """Drop the UpdateMetadata at the queue's tail that the UpdateMetadata at the head
         of ``requests`` (nothing between them) make redundant; return them, and which of
-        ``requests`` answers for them (the last of those). Holds the queue's lock."""
+        ``requests`` answers for them (the last of those). Holds the queue's lock.
+
+        A request ending a full update (FULL) tells a new broker that its metadata is
+        whole, so it ends the broker's Metadata hold (item 13): it goes only for newer
+        requests ending one, and one kept keeps those queued before it, which would
+        otherwise reach the broker only after it (in the newer requests)."""
         newer: list[BrokerRequest] = []
         for r in requests:
             if r.api_key != ApiKey.UPDATE_METADATA:
@@ -163,25 +168,42 @@ class _BrokerSender:
             newer.append(r)
         if not newer or not self._queue or not _is_update_metadata(self._queue[-1]):
             return [], 0
-        tail: list[_Queued] = []
+        tail: list[_Queued] = []  # newest first
         while self._queue and _is_update_metadata(self._queue[-1]):
             tail.append(self._queue.pop())
         # The newer rows' set is built only for a queued request they could cover: one
         # with more rows than all of them says something more without looking.
         newer_rows = sum(len(r.update_metadata_rows or ()) for r in newer)
+        newer_full = any(r.update_metadata_type == UpdateMetadataType.FULL for r in newer)
         covered: dict[str, dict[int, bool]] | None = None
-        replaced: list[BrokerRequest] = []
-        for q in reversed(tail):
+        kept: list[_Queued] = []
+        dropped: list[_Queued] = []
+        keep_the_rest = False
+        for q in tail:
             assert q.request is not None
+            full = q.request.update_metadata_type == UpdateMetadataType.FULL
+            if keep_the_rest:  # queued before a FULL kept
+                kept.append(q)
+                continue
             rows = q.request.update_metadata_rows
             if rows is not None and len(rows) <= newer_rows and covered is None:
                 covered = _covered_by(newer)
-            if covered is not None and _says_nothing_more(q.request, covered):
-                replaced += q.superseded
-                replaced.append(_stripped(q.request))
-                self.stats.superseded += 1
+            if (
+                covered is not None
+                and (newer_full or not full)
+                and _says_nothing_more(q.request, covered)
+            ):
+                dropped.append(q)
             else:
-                self._queue.append(q)
+                kept.append(q)
+                keep_the_rest = full
+        self._queue.extend(reversed(kept))
+        replaced: list[BrokerRequest] = []
+        for q in reversed(dropped):  # oldest first
+            assert q.request is not None
+            replaced += q.superseded
+            replaced.append(_stripped(q.request))
+            self.stats.superseded += 1
         return replaced, len(newer) - 1
 
     def _connection(self) -> KafkaConnection:

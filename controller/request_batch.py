@@ -12,17 +12,20 @@ import functools
 import struct
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from controller.context import ControllerContext, LeaderIsrAndControllerEpoch, ReplicaAssignment
-from wire.api import ApiKey
+from wire.api import ApiKey, UpdateMetadataType
 from wire.protocol import EncodedBody, request_codec
 from zkdata.znodes import LEADER_DURING_DELETE, TopicPartition
 
 LEADER_AND_ISR_VERSION = 5
-UPDATE_METADATA_VERSION = 7
+# v8 for its Type: a full update's last request is FULL (UpdateMetadataType).
+UPDATE_METADATA_VERSION = 8
 STOP_REPLICA_VERSION = 3
 
 NO_EPOCH = -1
@@ -70,6 +73,8 @@ class BrokerRequest:
     # For UpdateMetadata: the rows it carries (shared by its brokers' copies), so that the
     # channel can tell when a newer UpdateMetadata waiting behind it says all it says.
     update_metadata_rows: list[UpdateMetadataRow] | None = None
+    # For UpdateMetadata: its Type, FULL for the last request of a full update.
+    update_metadata_type: UpdateMetadataType = UpdateMetadataType.UNKNOWN
 
     def __post_init__(self) -> None:
         if (self.make_body is None) == (self.shared is None):
@@ -252,32 +257,37 @@ class RequestBatch:
         if self.update_metadata_brokers:
             targets = sorted(b for b in self.update_metadata_brokers if b in live)
             if targets:
-                rows = update_metadata_rows(
-                    ctx, None if self.update_metadata_all else self.update_metadata_partitions
-                )
+                full = self.update_metadata_all
+                rows = update_metadata_rows(ctx, None if full else self.update_metadata_partitions)
                 brokers = update_metadata_live_brokers(ctx)
                 topic_ids = dict(ctx.topic_ids)
-                chunks = [
-                    (
-                        chunk,
-                        SharedBody(
-                            ApiKey.UPDATE_METADATA,
-                            UPDATE_METADATA_VERSION,
-                            functools.partial(
-                                _update_metadata_body,
-                                controller_id,
-                                ctx.epoch,
-                                rows=chunk,
-                                topic_ids=topic_ids,
-                                live_brokers=brokers,
-                            ),
+                # brokers only: one, no partitions
+                row_chunks = update_metadata_chunks(rows) or [[]]
+                chunks = []
+                for i, chunk in enumerate(row_chunks):
+                    # A full update's last request says it is whole (the requests before
+                    # it carry the rest): a new broker holds Metadata until then.
+                    last_of_full = full and i == len(row_chunks) - 1
+                    kind = (
+                        UpdateMetadataType.FULL if last_of_full else UpdateMetadataType.INCREMENTAL
+                    )
+                    body = SharedBody(
+                        ApiKey.UPDATE_METADATA,
+                        UPDATE_METADATA_VERSION,
+                        functools.partial(
+                            _update_metadata_body,
+                            controller_id,
+                            ctx.epoch,
+                            rows=chunk,
+                            topic_ids=topic_ids,
+                            live_brokers=brokers,
+                            update_type=kind,
                         ),
                     )
-                    for chunk in _chunks(rows) or [[]]  # brokers only: one, no partitions
-                ]
+                    chunks.append((chunk, body, kind))
                 for broker_id in targets:
                     broker_epoch = ctx.broker_epochs.get(broker_id, -1)
-                    for chunk, um in chunks:
+                    for chunk, um, kind in chunks:
                         out.append(
                             BrokerRequest(
                                 broker_id,
@@ -287,6 +297,7 @@ class RequestBatch:
                                 shared=um,
                                 broker_epoch=broker_epoch,
                                 update_metadata_rows=chunk,
+                                update_metadata_type=kind,
                             )
                         )
         for broker_id, stops in sorted(self.stop_replica.items()):
@@ -388,14 +399,25 @@ class RequestBatch:
         )
 
 
-_T = TypeVar("_T")
-
-
-def _chunks(items: list[_T]) -> list[list[_T]]:
-    return [
-        items[i : i + MAX_PARTITIONS_PER_REQUEST]
-        for i in range(0, len(items), MAX_PARTITIONS_PER_REQUEST)
-    ]
+def update_metadata_chunks(rows: list[UpdateMetadataRow]) -> list[list[UpdateMetadataRow]]:
+    """``rows`` (grouped by topic, as update_metadata_rows makes them) in requests of at
+    most MAX_PARTITIONS_PER_REQUEST partitions, a topic never split: its partitions all go
+    in one request, whatever its size (a topic has at most 100,000). A broker that applied
+    part of a topic would answer Metadata with fewer partitions than the topic has, and a
+    keyed producer would map keys to other partitions meanwhile."""
+    if len(rows) <= MAX_PARTITIONS_PER_REQUEST:
+        return [rows] if rows else []
+    # Each topic's row count, in row order (Counter counts in C: no loop per row here).
+    sizes = Counter(map(itemgetter(0), rows)).values()
+    chunks: list[list[UpdateMetadataRow]] = []
+    start = end = 0
+    for size in sizes:
+        if end > start and end - start + size > MAX_PARTITIONS_PER_REQUEST:
+            chunks.append(rows[start:end])
+            start = end
+        end += size
+    chunks.append(rows[start:end])
+    return chunks
 
 
 # (topic, partition, leadership, replicas, offline replicas, being deleted): immutable, so a
@@ -453,9 +475,11 @@ def _update_metadata_body(
     rows: list[UpdateMetadataRow],
     topic_ids: dict[str, uuid.UUID],
     live_brokers: list[Body],
+    update_type: UpdateMetadataType,
 ) -> Body:
     return {
         "controller_id": controller_id,
+        "type": int(update_type),
         "controller_epoch": controller_epoch,
         "broker_epoch": broker_epoch,
         "topic_states": update_metadata_topic_states(rows, topic_ids),
@@ -504,7 +528,7 @@ class SharedBody:
             if self._encoded is None:
                 codec = request_codec(self._api_key, self._api_version)
                 self._encoded = codec.encode(self.body(_PROBE_BROKER_EPOCH))
-                if self._encoded[_BROKER_EPOCH_AT] != _PROBE_BYTES:
+                if self._encoded[self._epoch_at()] != _PROBE_BYTES:
                     # Not where this version keeps it: encode per broker instead.
                     self._encoded = b""
             return self._encoded
@@ -520,13 +544,21 @@ class SharedBody:
             own = codec.encode(self.body(broker_epoch))
             return EncodedBody(self._api_key, self._api_version, own)
         copy = bytearray(shared)
-        copy[_BROKER_EPOCH_AT] = _INT64.pack(broker_epoch)
+        copy[self._epoch_at()] = _INT64.pack(broker_epoch)
         return EncodedBody(self._api_key, self._api_version, copy)
 
+    def _epoch_at(self) -> slice:
+        """Where the broker epoch is: UpdateMetadata v8 has isKRaftController (a bool)
+        between controller_id and controller_epoch."""
+        at = _BROKER_EPOCH_AT
+        if self._api_key == ApiKey.UPDATE_METADATA and self._api_version >= 8:
+            return slice(at.start + 1, at.stop + 1)
+        return at
 
-# UpdateMetadata v5+ and LeaderAndIsr v2+ start with controller_id (int32),
-# controller_epoch (int32) and broker_epoch (int64); SharedBody checks this with a probe
-# value on each use.
+
+# UpdateMetadata v5-v7 and LeaderAndIsr v2+ start with controller_id (int32),
+# controller_epoch (int32) and broker_epoch (int64), v8 of UpdateMetadata with one more
+# byte after controller_id; SharedBody checks this with a probe value on each use.
 _INT64 = struct.Struct(">q")
 _BROKER_EPOCH_AT = slice(8, 16)
 _PROBE_BROKER_EPOCH = -0x0102030405060708

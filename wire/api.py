@@ -43,6 +43,17 @@ class ApiKey(IntEnum):
     DESCRIBE_CLUSTER = 60
 
 
+class UpdateMetadataType(IntEnum):
+    """UpdateMetadata v8's Type (Kafka's AbstractControlRequest.Type, KIP-866). This
+    project's controller sends a full update (every partition) in requests of whole topics,
+    the last marked FULL and those before it INCREMENTAL, as are other updates: a broker
+    knows when its first full update is whole (docs/architecture.md, item 13)."""
+
+    UNKNOWN = 0  # what a v0-v7 request, or a Kafka ZooKeeper-mode controller, says
+    INCREMENTAL = 1
+    FULL = 2
+
+
 def _by_key(kind: str) -> dict[int, MessageSpec]:
     found: dict[int, MessageSpec] = {}
     for spec in MESSAGES.values():

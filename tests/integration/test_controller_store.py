@@ -63,14 +63,19 @@ def brokers_and_topic(zk: ZkClient, assignment: dict[int, tuple[int, ...]]) -> N
     for b in (1, 2, 3):
         registration = BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 1),))
         zk.create(paths.broker(b), encode_broker(registration), make_parents=True)
+    add_topic(zk, "t", assignment)
+
+
+def add_topic(zk: ZkClient, topic: str, assignment: dict[int, tuple[int, ...]]) -> None:
+    """The topic, each partition led by its first replica with all of them in the ISR."""
     zk.create(
-        paths.topic("t"),
-        encode_topic(TopicAssignment("t", assignment, uuid.uuid4())),
+        paths.topic(topic),
+        encode_topic(TopicAssignment(topic, assignment, uuid.uuid4())),
         make_parents=True,
     )
     for p, replicas in assignment.items():
         state = encode_partition_state(LeaderAndIsr(replicas[0], 0, replicas), 0)
-        zk.create(paths.partition_state("t", p), state, make_parents=True)
+        zk.create(paths.partition_state(topic, p), state, make_parents=True)
 
 
 def test_partition_states_read_in_slices_come_back_whole_and_in_order(
@@ -286,13 +291,18 @@ def test_a_failover_encodes_its_update_metadata_before_the_state_machines_start(
     try:
         # The requests are caught before the channel.
         brokers_and_topic(zk, {p: (1, 2, 3) for p in range(5)})
+        add_topic(zk, "u", {0: (2, 3, 1), 1: (3, 1, 2)})
         controller._elect()
         assert controller.is_active
         update_metadata = [r for r in sent if r.api_key is UMR]
-        # Three chunks (2 + 2 + 1 partitions) to each of the three brokers, shared.
-        assert sorted(r.broker_id for r in update_metadata) == [1, 1, 1, 2, 2, 2, 3, 3, 3]
-        assert len({id(r.shared) for r in update_metadata}) == 3
-        assert at_replica_start == [[True] * 9]
+        # Two chunks (t's 5 partitions: a topic is never split; u's 2) to each of the
+        # three brokers, shared.
+        assert sorted(r.broker_id for r in update_metadata) == [1, 1, 2, 2, 3, 3]
+        assert len({id(r.shared) for r in update_metadata}) == 2
+        assert (
+            sorted(len(r.update_metadata_rows or ()) for r in update_metadata) == [2] * 3 + [5] * 3
+        )
+        assert at_replica_start == [[True] * 6]
         # The LeaderAndIsr the replica step queued come after them.
         first_lai = next(i for i, r in enumerate(sent) if r.api_key is ApiKey.LEADER_AND_ISR)
         assert first_lai > max(i for i, r in enumerate(sent) if r.api_key is UMR)

@@ -362,6 +362,57 @@ def test_update_metadata_marking_a_topic_deleted_is_dropped_only_for_another_mar
     assert h.trackers_answered() == [None, None, "deleted", "made again", "deleted again"]
 
 
+def test_the_end_of_a_full_update_is_dropped_only_for_the_end_of_another(
+    servers: Callable[..., Server],
+) -> None:
+    """A full update's last request (FULL) ends a new broker's Metadata hold (item 13):
+    dropped for an incremental update that says all it says, the broker would never hear
+    its metadata is whole, and would hold Metadata until the bound."""
+    h = Held(servers)
+    c = h.c
+    try:
+        c.channel.send([update_metadata(None, "full")])
+        c.channel.send([update_metadata([0, 1, 2], "incremental")])
+        assert c.channel.queue_sizes() == {7: 3}  # both, and the one taken ahead
+        c.channel.send([update_metadata(None, "full again")])  # it ends one: both go
+        assert c.channel.queue_sizes() == {7: 2}
+        assert c.channel.superseded() == 2
+        h.release.set()
+        wait_until(lambda: len(c.answered) == 5, "every answer")
+    finally:
+        c.channel.close()
+    assert h.trackers_answered() == [None, None, "full", "incremental", "full again"]
+
+
+def test_what_is_queued_before_a_full_updates_end_that_stays_is_kept(
+    servers: Callable[..., Server],
+) -> None:
+    """Dropped, an incremental update queued before a full update's end (FULL) that stays
+    would reach the broker after it, in the newer request: the broker would take its
+    metadata for whole without those partitions' news."""
+    h = Held(servers)
+    c = h.c
+    try:
+        # The full update does not say all "before" says (a deletion's mark)...
+        c.channel.send([update_metadata([0], "before", deleting=True)])
+        c.channel.send([update_metadata(None, "full")])
+        # ... this one does.
+        c.channel.send([update_metadata([0], "after", deleting=True)])
+        assert c.channel.queue_sizes() == {7: 4}
+        assert c.channel.superseded() == 0
+        h.release.set()
+        wait_until(lambda: len(c.answered) == 5, "every answer")
+    finally:
+        c.channel.close()
+    assert h.server.received == [
+        "hold",
+        "taken-ahead",
+        "um:orders-0",
+        "um:orders-0,orders-1,orders-2",
+        "um:orders-0",
+    ]
+
+
 def test_update_metadata_with_another_request_behind_it_is_kept(
     servers: Callable[..., Server],
 ) -> None:

@@ -20,8 +20,9 @@ from controller.request_batch import (
     RequestBatch,
     SharedBody,
     encode_shared_bodies,
+    update_metadata_chunks,
 )
-from wire.api import ApiKey
+from wire.api import ApiKey, UpdateMetadataType
 from wire.codec import ZERO_UUID
 from wire.protocol import (
     EncodedBody,
@@ -737,3 +738,72 @@ def test_updates_added_at_once_are_added_as_one_at_a_time(
     assert [(r.broker_id, r.api_key, r.body) for r in bulk.build(ctx, CONTROLLER_ID)] == [
         (r.broker_id, r.api_key, r.body) for r in one_by_one.build(ctx, CONTROLLER_ID)
     ]
+
+
+# --- UpdateMetadata in requests of whole topics ---------------------------------------------
+
+
+def many_topics(sizes: dict[str, int]) -> ControllerContext:
+    ctx = ControllerContext(epoch=7, epoch_zk_version=3)
+    ctx.add_live_brokers({b: (registration(b), 1000 + b) for b in (1, 2, 3)})
+    lice = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1, 2, 3), zk_version=0), 7)
+    for topic, n in sizes.items():
+        for p in range(n):
+            tp = TopicPartition(topic, p)
+            ctx.update_assignment(tp, ReplicaAssignment((1, 2, 3)))
+            ctx.leadership[tp] = lice
+    return ctx
+
+
+def topics_of(r: BrokerRequest) -> dict[str, int]:
+    return {t["topic_name"]: len(t["partition_states"]) for t in r.body["topic_states"]}
+
+
+@pytest.mark.parametrize("full", [True, False])
+def test_update_metadata_never_splits_a_topic_and_marks_a_full_updates_end(
+    monkeypatch: pytest.MonkeyPatch, full: bool
+) -> None:
+    """Requests of at most MAX_PARTITIONS_PER_REQUEST partitions, but a topic's partitions
+    all in one, whatever its size: a broker that applied part of a topic answered Metadata
+    with fewer partitions than it has (a keyed producer then maps keys to other
+    partitions). A full update's last request is FULL, the others INCREMENTAL: a new
+    broker holds Metadata until its first full update is whole (item 13)."""
+    monkeypatch.setattr(request_batch, "MAX_PARTITIONS_PER_REQUEST", 4)
+    sizes = {"a": 3, "b": 1, "c": 6, "d": 1, "e": 2, "f": 2}
+    ctx = many_topics(sizes)
+    batch = RequestBatch()
+    tps = [TopicPartition(t, p) for t, n in sizes.items() for p in range(n)]
+    batch.add_update_metadata([2], None if full else tps)
+    requests = batch.build(ctx, CONTROLLER_ID)
+    chunks = [topics_of(r) for r in requests]
+    # Each topic whole in one request; more than 4 partitions only as a topic alone.
+    assert sorted(t for c in chunks for t in c) == sorted(sizes)
+    assert all(c == {t: sizes[t] for t in c} for c in chunks)
+    assert all(sum(c.values()) <= 4 or len(c) == 1 for c in chunks)
+    if full:  # the context's order: packed as they come
+        assert chunks == [{"a": 3, "b": 1}, {"c": 6}, {"d": 1, "e": 2}, {"f": 2}]
+    kinds = [r.body["type"] for r in requests]
+    assert kinds == [r.update_metadata_type for r in requests]
+    last = UpdateMetadataType.FULL if full else UpdateMetadataType.INCREMENTAL
+    assert kinds == [UpdateMetadataType.INCREMENTAL] * (len(requests) - 1) + [last]
+    for r in requests:
+        assert r.api_version == 8
+        decoded = assert_on_the_wire(r)
+        assert decoded["type"] == r.update_metadata_type
+
+
+def test_a_topic_straddling_the_request_size_goes_whole_in_the_next_request() -> None:
+    """At the real size (10,000): 6,000 + 6,000 + 1 partitions made requests of 10,000 and
+    2,001, the second topic in both."""
+    lice = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1,), zk_version=0), 7)
+    rows = [
+        (topic, p, lice, (1,), (), False)
+        for topic, n in (("a", 6000), ("b", 6000), ("c", 1))
+        for p in range(n)
+    ]
+    chunks = update_metadata_chunks(rows)
+    assert [sorted({row[0] for row in chunk}) for chunk in chunks] == [["a"], ["b", "c"]]
+    assert [len(chunk) for chunk in chunks] == [6000, 6001]
+    assert [row for chunk in chunks for row in chunk] == rows
+    assert update_metadata_chunks(rows[:10]) == [rows[:10]]
+    assert update_metadata_chunks([]) == []
