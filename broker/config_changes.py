@@ -42,7 +42,10 @@ def notification_sequence(name: str) -> int | None:
     if not name.startswith(paths.CONFIG_CHANGE_PREFIX):
         return None
     digits = name[len(paths.CONFIG_CHANGE_PREFIX) :]
-    return int(digits) if digits.isascii() and digits.isdigit() else None
+    # A Java long at most (Kafka's toLong): int() refuses past 4,300 digits anyway.
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 19):
+        return None
+    return int(digits)
 
 
 def pending_notifications(children: Iterable[str], last_processed: int) -> list[tuple[int, str]]:

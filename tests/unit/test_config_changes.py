@@ -31,6 +31,11 @@ def test_a_notification_name_gives_its_sequence_number() -> None:
     for other in ("config_change_", "config_change_12a", "x_0000000001", "config_change_-1"):
         assert notification_sequence(other) is None
     assert notification_sequence("config_change_\u0661") is None  # a digit, not ASCII
+    # Past a Java long: no sequence (int() raised ValueError past 4,300 digits, failing
+    # every pass of the listener).
+    assert notification_sequence("config_change_" + "9" * 19) == 10**19 - 1
+    assert notification_sequence("config_change_" + "1" * 20) is None
+    assert notification_sequence("config_change_" + "1" * 5000) is None
 
 
 @given(st.lists(st.integers(0, 10**9), unique=True), st.integers(-1, 10**9))
