@@ -890,20 +890,23 @@ class KafkaApis:
             ],
         }
 
+    def _update_metadata_from_stale_controller(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.state_log.request_rejected(
+            "UpdateMetadata",
+            body["controller_id"],
+            body["controller_epoch"],
+            body.get("broker_epoch", -1),
+            "STALE_CONTROLLER_EPOCH",
+        )
+        return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH)}
+
     def _handle_update_metadata(
         self, version: int, body: dict[str, Any], _h: dict[str, Any]
     ) -> dict[str, Any]:
         if self._stale_broker_epoch("UpdateMetadata", body):
             return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH)}
         if not self.replicas.check_controller_epoch(body["controller_epoch"]):
-            self.state_log.request_rejected(
-                "UpdateMetadata",
-                body["controller_id"],
-                body["controller_epoch"],
-                body.get("broker_epoch", -1),
-                "STALE_CONTROLLER_EPOCH",
-            )
-            return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH)}
+            return self._update_metadata_from_stale_controller(body)
         if "topic_states" not in body or not body["topic_states"]:
             grouped: dict[str, list[dict[str, Any]]] = {}
             for ps in body.get("ungrouped_partition_states", []):
@@ -927,14 +930,7 @@ class KafkaApis:
             deleted = self.metadata.update(body)
         except StaleControllerEpoch:
             # A newer controller's update was applied since the check above.
-            self.state_log.request_rejected(
-                "UpdateMetadata",
-                body["controller_id"],
-                body["controller_epoch"],
-                body.get("broker_epoch", -1),
-                "STALE_CONTROLLER_EPOCH",
-            )
-            return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH)}
+            return self._update_metadata_from_stale_controller(body)
         if deleted:
             log.info("topics deleted: %s", deleted)
             if self.on_topics_deleted is not None:
