@@ -56,7 +56,7 @@ from storage.compaction import (
     retain,
     should_clean,
 )
-from storage.errors import CheckpointError, KafkaStorageError
+from storage.errors import CheckpointError, CorruptRecordError, KafkaStorageError
 from storage.index import OffsetIndex, TimeIndex
 from storage.log import PartitionLog
 from storage.records import NO_TIMESTAMP, BatchHeader, read_header
@@ -108,7 +108,8 @@ def _stat(segment: LogSegment) -> SegmentStat:
 
 
 def _batches(segment: LogSegment, end: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
-    """Every whole batch of a (non-active) segment, read a chunk at a time."""
+    """Every whole batch of a (non-active) segment, read a chunk at a time.
+    CorruptRecordError for a damaged batch header or a batch running past the end."""
     size = segment.size if end is None else end
     position = 0
     while position < size:
@@ -116,6 +117,13 @@ def _batches(segment: LogSegment, end: int | None = None) -> Iterator[tuple[Batc
         headers = read_headers(chunk)
         if not headers:  # a batch larger than the chunk
             header = read_header(chunk)
+            if header.size > size - position:
+                raise CorruptRecordError(
+                    f"{segment.path}: a batch of {header.size} bytes at {position} runs"
+                    f" past the segment's end ({size})",
+                    position=position,
+                    offset=header.base_offset,
+                )
             chunk = segment.log.pread(header.size, position)
             headers = [header]
         view = memoryview(chunk)

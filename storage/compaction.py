@@ -422,11 +422,20 @@ def group_segments(
 
 
 def read_headers(blob: bytes | memoryview) -> list[BatchHeader]:
-    """The headers of the whole batches in ``blob`` (positions relative to it)."""
+    """The headers of the whole batches in ``blob`` (positions relative to it).
+    CorruptRecordError for a batch length below a batch header's (a damaged header;
+    Kafka's reader refuses it too), which would otherwise never move the reading on."""
     headers: list[BatchHeader] = []
     pos = 0
     while len(blob) - pos >= BATCH_HEADER_SIZE:
         header = read_header(blob, pos)
+        if header.size < BATCH_HEADER_SIZE:
+            raise CorruptRecordError(
+                f"batch length {header.size - LOG_OVERHEAD} is below the minimum"
+                f" {BATCH_HEADER_SIZE - LOG_OVERHEAD}",
+                position=pos,
+                offset=header.base_offset,
+            )
         if pos + header.size > len(blob):
             break
         headers.append(header)

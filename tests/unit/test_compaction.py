@@ -280,6 +280,32 @@ def test_read_headers_gives_the_whole_batches_only() -> None:
     assert read_headers(b"") == []
 
 
+@pytest.mark.parametrize("length", [-12, 0, BATCH_HEADER_SIZE - LOG_OVERHEAD - 1])
+def test_read_headers_refuses_a_batch_length_below_a_header(
+    monkeypatch: pytest.MonkeyPatch, length: int
+) -> None:
+    # A damaged length field (-12: a batch of 0 bytes) never moved the reading on: the
+    # same header was appended again and again until memory ran out. A guard on
+    # read_header turns that into a failure here.
+    calls = 0
+    real_read_header = read_header
+
+    def counted(blob: bytes | memoryview, position: int = 0) -> object:
+        nonlocal calls
+        calls += 1
+        assert calls < 100, "read_headers does not move on"
+        return real_read_header(blob, position)
+
+    monkeypatch.setattr("storage.compaction.read_header", counted)
+    first = _batch([b"a", b"b"], base_offset=0)
+    damaged = bytearray(_batch([RecordSpec(b"c", key=b"k")], base_offset=2))
+    struct.pack_into(">i", damaged, 8, length)
+    with pytest.raises(CorruptRecordError, match="below the minimum") as refused:
+        read_headers(first + damaged + bytes(200))
+    assert refused.value.position == len(first)
+    assert refused.value.offset == 2
+
+
 # --------------------------------------------------------------------------- retain
 
 
