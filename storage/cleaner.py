@@ -26,7 +26,10 @@ Offsets are never changed, so replicas clean on their own (as in Kafka) and agre
 every offset they both hold; a follower fetching a cleaned range gets its gaps.
 
 An I/O error fails the log's directory (Kafka's LogDirFailureChannel); a log closed or
-deleted meanwhile is left alone.
+deleted meanwhile is left alone. Any other error (a damaged batch in a closed segment,
+say) marks the log uncleanable, as Kafka's (KIP-346): it is logged, the log is skipped
+until it is loaded again (a new log object: a restart, or the partition deleted and
+made again), and the other logs go on being cleaned.
 """
 
 from __future__ import annotations
@@ -410,6 +413,9 @@ class LogCleaner:
         self._lock = threading.Lock()
         self._in_progress: set[tuple[str, int]] = set()
         self._checkpoints: dict[str, dict[tuple[str, int], int]] = {}
+        # The logs whose cleaning failed other than by an I/O error (Kafka's
+        # uncleanablePartitions): skipped while that very log object is the partition's.
+        self._uncleanable: dict[tuple[str, int], PartitionLog] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         #: the last cleaning of each log
@@ -451,7 +457,43 @@ class LogCleaner:
     # --- cleaning ---------------------------------------------------------------------
 
     def _candidates(self) -> list[PartitionLog]:
-        return [each for each in self._logs() if each.config.compact and not each.closed]
+        """The compacted logs open now, but those marked uncleanable; the marks of logs
+        no longer there are dropped (Kafka's maintainUncleanablePartitions)."""
+        logs = [each for each in self._logs() if each.config.compact and not each.closed]
+        with self._lock:
+            uncleanable = self._uncleanable
+            if not uncleanable:
+                return logs
+            present = {(each.topic, each.partition): each for each in logs}
+            for key in [k for k, marked in uncleanable.items() if present.get(k) is not marked]:
+                del uncleanable[key]
+            return [each for each in logs if (each.topic, each.partition) not in uncleanable]
+
+    @property
+    def uncleanable_partitions(self) -> list[tuple[str, int]]:
+        """The partitions whose cleaning failed other than by an I/O error and which are
+        skipped until their log is loaded again (Kafka's uncleanable-partitions-count)."""
+        with self._lock:
+            return sorted(self._uncleanable)
+
+    def _uncleanable_now(self, partition_log: PartitionLog, what: str, exc: Exception) -> None:
+        """``partition_log``'s cleaning failed by ``exc``, which is no I/O error: mark it
+        uncleanable, as Kafka's cleaner thread does (KIP-346), so that one damaged log
+        does not stop the cleaning of the others."""
+        if partition_log.closed:
+            log.info("%s %s stopped: the log went away (%r)", what, partition_log, exc)
+            return
+        log.error(
+            "%s %s-%d failed, its partition is marked uncleanable (skipped until its log is"
+            " loaded again): %r",
+            what,
+            partition_log.topic,
+            partition_log.partition,
+            exc,
+            exc_info=exc,
+        )
+        with self._lock:
+            self._uncleanable[(partition_log.topic, partition_log.partition)] = partition_log
 
     def _grab(self, *, force: bool, skip: set[tuple[str, int]]) -> LogToClean | None:
         """The filthiest due log (the highest dirty ratio) that no thread is cleaning and
@@ -473,6 +515,9 @@ class LogCleaner:
                 )
             except (OSError, KafkaStorageError) as exc:
                 self._failed(partition_log, "surveying", exc)
+                continue
+            except Exception as exc:  # a damaged segment, say: the others go on
+                self._uncleanable_now(partition_log, "surveying", exc)
                 continue
             if to_clean is not None:
                 due.append(to_clean)
@@ -531,6 +576,9 @@ class LogCleaner:
         except (OSError, KafkaStorageError) as exc:
             self._failed(partition_log, "cleaning", exc)
             return None
+        except Exception as exc:  # a damaged segment, say: the others go on
+            self._uncleanable_now(partition_log, "cleaning", exc)
+            return None
         finally:
             with self._lock:
                 self._in_progress.discard(to_clean.key)
@@ -539,10 +587,10 @@ class LogCleaner:
         self, partition_log: PartitionLog, *, force: bool = False
     ) -> CleaningResult | None:
         """Clean this log now if it is due (``force``: if anything is dirty); None if it
-        was not, or another thread is cleaning it."""
+        was not, another thread is cleaning it, or it is marked uncleanable."""
         key = (partition_log.topic, partition_log.partition)
         with self._lock:
-            if key in self._in_progress:
+            if key in self._in_progress or self._uncleanable.get(key) is partition_log:
                 return None
             self._in_progress.add(key)
         try:
@@ -554,6 +602,9 @@ class LogCleaner:
             )
         except (OSError, KafkaStorageError) as exc:
             self._failed(partition_log, "surveying", exc)
+            to_clean = None
+        except Exception as exc:  # a damaged segment, say
+            self._uncleanable_now(partition_log, "surveying", exc)
             to_clean = None
         if to_clean is None:
             with self._lock:

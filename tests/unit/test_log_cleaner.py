@@ -528,3 +528,80 @@ def test_the_log_manager_gives_the_cleaner_only_compacted_logs(tmp_path: Path) -
         assert manager.compacted_logs() == []
     finally:
         manager.close()
+
+
+def _damage_second_batch(log: PartitionLog, length: int) -> None:
+    """Write ``length`` into the length field of the second batch of the log's first
+    segment (a closed one)."""
+    first = log.segments_snapshot()[0]
+    with open(first.log.path, "rb") as f:
+        data = f.read()
+    second = struct.unpack_from(">i", data, 8)[0] + 12
+    fd = os.open(first.log.path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, struct.pack(">i", length), second + 8)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("length", [-12, 0])
+def test_a_log_whose_cleaning_fails_is_uncleanable_and_the_others_are_cleaned(
+    tmp_path: Path, length: int
+) -> None:
+    # A damaged closed segment (its batch length -12: a CorruptRecordError; 0: garbage
+    # read as headers) made the cleaning raise out of the pass; the damaged log, the
+    # filthiest, came first again on every pass, so no other log was ever cleaned.
+    # Kafka's cleaner (KIP-346) marks the partition uncleanable and goes on.
+    bad = open_log(tmp_path / "bad-0")
+    good = open_log(tmp_path / "good-0")
+    fill(bad, 200, keys=2)  # the filthiest
+    fill(good, 120, keys=40)
+    _damage_second_batch(bad, length)
+    logs = [bad, good]
+    cleaner = LogCleaner(lambda: logs, time_ms=lambda: NOW)
+    results = cleaner.clean_once()
+    assert [(r.topic, r.partition) for r in results] == [("good", 0)]
+    assert cleaner.uncleanable_partitions == [("bad", 0)]
+    assert ("bad", 0) not in cleaner.last_results
+    assert CLEANER_OFFSET_CHECKPOINT in os.listdir(tmp_path)
+    # Skipped from then on, by the passes and by clean_one alike.
+    fill(good, 120, keys=40)
+    assert [(r.topic, r.partition) for r in cleaner.clean_once(force=True)] == [("good", 0)]
+    assert cleaner.clean_one(bad, force=True) is None
+    assert cleaner.uncleanable_partitions == [("bad", 0)]
+    # The log loaded again (a restart, say: another log object) is tried again (after a
+    # clean shutdown, so no recovery cuts the damage off).
+    bad.flush()
+    bad.close()
+    logs[0] = PartitionLog(tmp_path / "bad-0", compacted(), clean_shutdown=True)
+    logs[0].update_high_watermark(logs[0].log_end_offset)
+    assert cleaner.clean_once(force=True) == []
+    assert cleaner.uncleanable_partitions == [("bad", 0)]
+    assert cleaner._uncleanable[("bad", 0)] is logs[0]
+    # Gone from the logs: its mark goes too.
+    del logs[0]
+    cleaner.clean_once(force=True)
+    assert cleaner.uncleanable_partitions == []
+
+
+def test_a_log_whose_survey_fails_is_uncleanable_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import storage.cleaner
+
+    bad = open_log(tmp_path / "bad-0")
+    good = open_log(tmp_path / "good-0")
+    fill(bad, 120)
+    fill(good, 120)
+    real_survey = storage.cleaner.survey
+
+    def survey_(partition_log: PartitionLog, **kwargs: object) -> object:
+        if partition_log is bad:
+            raise ValueError("a bad segment")
+        return real_survey(partition_log, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(storage.cleaner, "survey", survey_)
+    cleaner = LogCleaner(lambda: [bad, good], time_ms=lambda: NOW)
+    assert [(r.topic, r.partition) for r in cleaner.clean_once()] == [("good", 0)]
+    assert cleaner.uncleanable_partitions == [("bad", 0)]
+    assert cleaner.clean_one(bad, force=True) is None
