@@ -25,7 +25,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
@@ -144,6 +144,16 @@ class LogConfig:
     # compression.type: the codec a producer's batches are compressed again with; None
     # ("producer"): kept as the producer compressed them.
     compression: int | None = None
+    #: how long the active segment may be written before it rolls (Kafka's
+    #: LogConfig.maxSegmentMs): ``segment.ms``, or ``max.compaction.lag.ms`` if lower for
+    #: a compacted topic, since the active segment is never cleaned (KIP-354)
+    max_segment_ms: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        max_segment_ms = self.segment_ms
+        if self.compact and self.max_compaction_lag_ms > 0:
+            max_segment_ms = min(self.max_compaction_lag_ms, max_segment_ms)
+        object.__setattr__(self, "max_segment_ms", max_segment_ms)
 
     @classmethod
     def from_topic_config(cls, config: TopicConfig) -> LogConfig:
@@ -721,7 +731,7 @@ class PartitionLog:
             waited = now - segment.created_ms
         if (
             segment.size > config.segment_bytes - info.size
-            or waited > config.segment_ms - segment.roll_jitter_ms
+            or waited > config.max_segment_ms - segment.roll_jitter_ms
             or segment.offset_index.is_full
             or segment.time_index.is_full
             or info.last_offset - segment.base_offset > _INT32_MAX

@@ -206,6 +206,38 @@ def test_min_compaction_lag_keeps_young_segments_dirty(tmp_path: Path) -> None:
     assert later.records_dropped > 0
 
 
+def test_max_compaction_lag_rolls_the_active_segment(tmp_path: Path) -> None:
+    # The active segment is never cleaned: a compacted topic's rolls after the lower of
+    # segment.ms and max.compaction.lag.ms (Kafka's LogConfig.maxSegmentMs, KIP-354), or
+    # a replaced value waited there up to segment.ms (7 days by default).
+    hour = 3600 * 1000
+    config = compacted(segment_bytes=1 << 30, max_compaction_lag_ms=hour)
+    assert config.segment_ms == 7 * DAY_MS
+    assert config.max_segment_ms == hour
+    log = open_log(tmp_path / "t-0", config)
+    put(log, (b"k", b"secret"), ts=NOW)
+    put(log, (b"other", b"1"), ts=NOW + hour - 1)
+    assert [s.base_offset for s in log.segments_snapshot()] == [0]
+    put(log, (b"k", None), ts=NOW + hour + 1)
+    assert [s.base_offset for s in log.segments_snapshot()] == [0, 2]
+    put(log, (b"other", b"2"), ts=NOW + 2 * hour + 2)
+    assert [s.base_offset for s in log.segments_snapshot()] == [0, 2, 3]
+    # The tombstone's segment closed, a cleaning drops the value it deleted.
+    result = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW + 3 * hour)
+    assert result is not None
+    assert (b"k", b"secret") not in [(r[1], r[2]) for r in everything(log)]
+    # Not compacted, or a max lag above segment.ms: segment.ms alone.
+    assert dataclasses.replace(config, compact=False).max_segment_ms == 7 * DAY_MS
+    assert compacted(max_compaction_lag_ms=8 * DAY_MS).max_segment_ms == 7 * DAY_MS
+    assert compacted(max_compaction_lag_ms=0).max_segment_ms == 7 * DAY_MS
+    plain = PartitionLog(
+        tmp_path / "plain-0", dataclasses.replace(config, compact=False), time_ms=lambda: NOW
+    )
+    for ts in (NOW, NOW + 2 * hour):
+        plain.append_as_leader(build_batch([RecordSpec(b"v", key=b"k")], base_timestamp=ts), 0)
+    assert [s.base_offset for s in plain.segments_snapshot()] == [0]
+
+
 def test_a_small_offset_map_cleans_less_and_never_loses_a_latest(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     for i in range(300):
