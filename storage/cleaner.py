@@ -18,8 +18,11 @@ One cleaning of a log:
    new segment (``<base>.log.cleaned`` with both indexes, fsynced, its modification time
    the run's latest), which ``PartitionLog.replace_segments`` swaps in crash-safely.
    The run's old files are read through their own descriptors: an append, a fetch or a
-   retention goes on beside it, and a truncation or retention that took any of them
-   makes the swap refuse (the cleaning stops there; the next one starts again).
+   retention goes on beside it. A truncation of the log since the survey (its
+   truncation count moved: the offset map may name later records the truncation
+   removed, and dropping what they replaced would lose a key's only record; Kafka
+   aborts a cleaning before it truncates), or a retention that took any of the run's
+   segments, makes the swap refuse (the cleaning stops there; the next one starts again).
 4. The checkpoint moves to the end.
 
 Offsets are never changed, so replicas clean on their own (as in Kafka) and agree on
@@ -214,9 +217,11 @@ class _CleanedSegment:
 @dataclass(frozen=True, slots=True)
 class LogToClean:
     """A log that is due, as surveyed: its segments then, their stats (the active one's
-    times unread) and its cleanable range (Kafka's LogToClean)."""
+    times unread), its cleanable range (Kafka's LogToClean) and its truncation count
+    before those were read (a swap is refused once it moved)."""
 
     log: PartitionLog
+    truncations: int
     segments: tuple[LogSegment, ...]
     stats: tuple[SegmentStat, ...]
     first_dirty: int
@@ -241,6 +246,8 @@ def survey(
     started = time.perf_counter()
     now = int(time.time() * 1000) if now_ms is None else now_ms
     config = partition_log.config
+    # First: a truncation after this (while the segments are read, say) refuses the swaps.
+    truncations = partition_log.truncations
     segments = partition_log.segments_snapshot()
     # The active segment's times are never read (it is never cleaned): not opened here.
     active = segments[-1]
@@ -265,6 +272,7 @@ def survey(
         return None
     return LogToClean(
         partition_log,
+        truncations,
         tuple(segments),
         tuple(stats),
         first_dirty,
@@ -296,8 +304,9 @@ def clean_log(
 def clean(
     to_clean: LogToClean, *, map_bytes: int, stopping: Callable[[], bool] | None = None
 ) -> CleaningResult:
-    """Clean a surveyed log (see clean_log). A segment the log dropped or truncated
-    since the survey makes its run's swap refuse: the cleaning ends there, incomplete."""
+    """Clean a surveyed log (see clean_log). A truncation of the log since the survey,
+    or a segment it dropped, makes the next run's swap refuse: the cleaning ends there,
+    incomplete."""
     partition_log = to_clean.log
     config = partition_log.config
     segments, stats = to_clean.segments, to_clean.stats
@@ -309,7 +318,9 @@ def clean(
     read = written = records_read = dropped = 0
     complete = True
     for start, end in runs:
-        if stopping is not None and stopping():
+        if (stopping is not None and stopping()) or (
+            partition_log.truncations != to_clean.truncations
+        ):
             complete = False
             break
         old = segments[start:end]
@@ -334,7 +345,9 @@ def clean(
                     cleaned.append(kept)
             cleaned.finish(max(s.last_modified_ms for s in stats[start:end]))
             written += cleaned.size
-            swapped = partition_log.replace_segments(old, segments[end])
+            swapped = partition_log.replace_segments(
+                old, segments[end], truncations=to_clean.truncations
+            )
         except BaseException:
             cleaned.remove()
             raise

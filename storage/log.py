@@ -1035,14 +1035,17 @@ class PartitionLog:
         """The log's segments now (the active one last); the tuple never changes."""
         return self._segments
 
-    def replace_segments(self, old: Sequence[LogSegment], following: LogSegment) -> bool:
+    def replace_segments(
+        self, old: Sequence[LogSegment], following: LogSegment, *, truncations: int
+    ) -> bool:
         """Swap in the cleaned segment the cleaner wrote (``cleaned_paths`` of ``old``'s
         first base offset) for ``old``, consecutive segments followed by ``following``.
         False (nothing changed; the caller removes its files) if the log moved
-        meanwhile: closed, ``old`` no longer all there in that order (a retention or
-        truncation took some), or not followed by that very segment (a truncation into
-        them removed it, made one of them the active segment and perhaps appended and
-        rolled since: the same offsets, other records).
+        meanwhile: closed, truncated since its truncation count was ``truncations``
+        (the cleaner reads it before the segments: its offset map may name records a
+        truncation removed, even one past ``following``, and dropping what they replaced
+        would lose a key's only record), ``old`` no longer all there in that order (a
+        retention took some), or not followed by that very segment.
 
         Crash-safe in three renames: the cleaned log file becomes
         ``<base>.log.<next base>.swap`` (from then on it is the truth for that range,
@@ -1052,7 +1055,7 @@ class PartitionLog:
         under the log's lock; appends wait for nothing else."""
         base = old[0].base_offset
         with self._lock:
-            if self._closed:
+            if self._closed or self._truncations != truncations:
                 return False
             segments = self._segments
             start = next((i for i, s in enumerate(segments) if s is old[0]), None)

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.config import BrokerConfig
-from storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, clean_log, survey
+from storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, clean, clean_log, survey
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.log import LogConfig, PartitionLog
 from storage.log_manager import LogManager
@@ -289,20 +289,63 @@ def test_a_crash_after_the_swap_began_is_finished_on_opening(tmp_path: Path) -> 
 def test_the_swap_is_refused_when_the_log_moved(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     fill(log, 150)
+    truncations = log.truncations
     segments = log.segments_snapshot()
     old = segments[:2]
     # Files as a cleaning would have written them, then the log truncated into them.
     for path in cleaned_paths(log.directory, old[0].base_offset):
         open(path, "wb").close()
     log.truncate_to(old[1].base_offset + 1)
-    assert not log.replace_segments(old, segments[2])
+    assert log.truncations == truncations + 1
+    for count in (truncations, log.truncations):  # also by the segments alone
+        assert not log.replace_segments(old, segments[2], truncations=count)
     assert log.segments_snapshot()[0] is old[0]
     # Appends since, rolling segments on past the offset the one that followed had:
     # still refused (other records at those offsets now).
     while log.segments_snapshot()[-1].base_offset <= segments[2].base_offset:
         put(log, (b"k", b"after the truncation"))
     assert log.segments_snapshot()[:2] == old
-    assert not log.replace_segments(old, segments[2])
+    for count in (truncations, log.truncations):
+        assert not log.replace_segments(old, segments[2], truncations=count)
+
+
+def test_a_truncation_during_a_cleaning_refuses_its_swaps(tmp_path: Path) -> None:
+    # The offset map covers every dirty segment; a truncation in a later one than the
+    # run being swapped left that run's segments and the one after them the very same
+    # objects, so the swap went ahead, dropping records whose later ones of their keys
+    # the truncation had removed: a key's only surviving record went. Kafka aborts a
+    # cleaning before it truncates; the truncation count the survey read refuses here.
+    log = open_log(tmp_path / "t-0", compacted(segment_bytes=300))
+    big = b"x" * 120
+    put(log, (b"K", b"v-at-0"), (b"a", big))  # segment 0: offsets 0-1
+    put(log, (b"b", big), (b"c", b"1"))  # 2-3
+    put(log, (b"K", b"v-at-4"), (b"d", big))  # 4-5
+    put(log, (b"e", big))  # 6: the active segment
+    assert [s.base_offset for s in log.segments_snapshot()] == [0, 2, 4, 6]
+    to_clean = survey(log, checkpoint=None, now_ms=NOW, force=True)
+    assert to_clean is not None
+    assert to_clean.truncations == log.truncations
+
+    def stopping() -> bool:
+        # Asked after the offset map was built (K at 4), before the first run's swap: a
+        # follower's truncation (after an unclean election) lands in segment 2.
+        if log.log_end_offset > 3:
+            log.truncate_to(3)
+        return False
+
+    result = clean(to_clean, map_bytes=1 << 20, stopping=stopping)
+    assert not result.complete
+    assert result.segments_after == 2
+    # The truncated log holds offsets 0-1 (the batch of 2-3 went whole): K's record at 0
+    # is its latest, and stays.
+    assert latest(everything(log)) == {b"K": (0, b"v-at-0"), b"a": (1, big)}
+    assert not [n for n in os.listdir(log.directory) if n.endswith(".cleaned")]
+    # The next cleaning (surveyed after the truncation) goes through.
+    put(log, (b"f", big))
+    again = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert again is not None
+    assert again.complete
+    assert latest(everything(log))[b"K"] == (0, b"v-at-0")
 
 
 def test_reads_and_a_follower_cross_the_gaps(tmp_path: Path) -> None:
