@@ -1068,7 +1068,12 @@ class ReplicaManager:
             # Also at or past the log end: the epochs that start there (with no record:
             # this broker led them and wrote nothing) go, as Kafka's truncateTo drops
             # them, or the next question would name them again.
-            if p.log.truncate_to(offset):
+            truncated = (
+                p.log.truncate_to(offset)
+                if self.logs is None
+                else self.logs.truncate_to(p.log, offset)  # the cleaner's checkpoint too
+            )
+            if truncated:
                 after = p.log.log_end_offset  # a batch straddling ``offset`` went whole
                 self._log_truncation(p, before, after, before - after, why)
             return p.log.log_end_offset
@@ -1086,7 +1091,10 @@ class ReplicaManager:
                 return None
             before, start = p.log.log_end_offset, p.log.log_start_offset
             if offset > before:
-                p.log.truncate_fully_and_start_at(offset)
+                if self.logs is None:
+                    p.log.truncate_fully_and_start_at(offset)
+                else:  # the cleaner's checkpoint too
+                    self.logs.truncate_fully_and_start_at(p.log, offset)
                 self._log_truncation(p, before, offset, before - start, why)
             return p.log.log_end_offset
 

@@ -23,7 +23,11 @@ One cleaning of a log:
    removed, and dropping what they replaced would lose a key's only record; Kafka
    aborts a cleaning before it truncates), or a retention that took any of the run's
    segments, makes the swap refuse (the cleaning stops there; the next one starts again).
-4. The checkpoint moves to the end.
+4. The checkpoint moves to the end, unless the log was truncated, deleted or set aside
+   meanwhile. A log deleted or set aside loses its entry (``forget``), and a truncation
+   lowers it to the log's active segment's base offset (``maybe_truncate_checkpoint``;
+   ``LogManager`` calls both, as Kafka's does): what is written again at truncated
+   offsets, or by another log of the partition, was never cleaned.
 
 Offsets are never changed, so replicas clean on their own (as in Kafka) and agree on
 every offset they both hold; a follower fetching a cleaned range gets its gaps.
@@ -436,36 +440,79 @@ class LogCleaner:
 
     # --- checkpoints ------------------------------------------------------------------
 
+    def _entries_locked(self, log_dir: str) -> dict[tuple[str, int], int]:
+        """The checkpoint entries of ``log_dir``, read from its file the first time."""
+        entries = self._checkpoints.get(log_dir)
+        if entries is None:
+            path = Path(log_dir) / CLEANER_OFFSET_CHECKPOINT
+            try:
+                entries = read_offset_checkpoint(path)
+            except (CheckpointError, OSError) as exc:
+                log.warning("%s unreadable, every log there is dirty: %s", path, exc)
+                entries = {}
+            self._checkpoints[log_dir] = entries
+        return entries
+
+    @staticmethod
+    def _write_locked(log_dir: str, entries: dict[tuple[str, int], int]) -> None:
+        lines = [f"0\n{len(entries)}\n"]
+        lines += [f"{topic} {partition} {off}\n" for (topic, partition), off in entries.items()]
+        write_atomically(Path(log_dir) / CLEANER_OFFSET_CHECKPOINT, lines)
+
     def _checkpoint_of(self, partition_log: PartitionLog) -> int | None:
         with self._lock:
-            entries = self._checkpoints.get(partition_log.log_dir)
-            if entries is None:
-                path = Path(partition_log.log_dir) / CLEANER_OFFSET_CHECKPOINT
-                try:
-                    entries = read_offset_checkpoint(path)
-                except (CheckpointError, OSError) as exc:
-                    log.warning("%s unreadable, every log there is dirty: %s", path, exc)
-                    entries = {}
-                self._checkpoints[partition_log.log_dir] = entries
+            entries = self._entries_locked(partition_log.log_dir)
             return entries.get((partition_log.topic, partition_log.partition))
 
-    def _record(self, partition_log: PartitionLog, offset: int) -> None:
+    def _record(self, partition_log: PartitionLog, offset: int, truncations: int) -> bool:
         """Write the log directory's checkpoint with ``offset`` for this log, keeping the
-        entries of its logs that are still there."""
+        entries of its logs that are still there; whether it was written. Not if the log
+        is no longer its partition's (deleted or set aside meanwhile: its entry went, and
+        another log of the partition must not take it) or was truncated since the
+        cleaning's survey (``truncations``: its entry was lowered), as Kafka's
+        doneCleaning records nothing for an aborted cleaning."""
         key = (partition_log.topic, partition_log.partition)
+        log_dir = partition_log.log_dir
         with self._lock:
-            entries = self._checkpoints.setdefault(partition_log.log_dir, {})
-            entries[key] = offset
             present = {
-                (other.topic, other.partition)
+                (other.topic, other.partition): other
                 for other in self._logs()
-                if other.log_dir == partition_log.log_dir and not other.closed
+                if other.log_dir == log_dir and not other.closed
             }
+            if present.get(key) is not partition_log or partition_log.truncations != truncations:
+                return False
+            entries = self._entries_locked(log_dir)
+            entries[key] = offset
             for gone in [k for k in entries if k not in present]:
                 del entries[gone]
-            lines = [f"0\n{len(entries)}\n"]
-            lines += [f"{topic} {partition} {off}\n" for (topic, partition), off in entries.items()]
-            write_atomically(Path(partition_log.log_dir) / CLEANER_OFFSET_CHECKPOINT, lines)
+            self._write_locked(log_dir, entries)
+            return True
+
+    def forget(self, partition_log: PartitionLog) -> None:
+        """``partition_log`` was deleted or set aside: its entry leaves its directory's
+        checkpoint (Kafka's updateCheckpoints with partitionToRemove), so that a log made
+        again for the partition (its topic deleted and created again) is not taken for
+        cleaned up to there. OSError if the file cannot be written."""
+        key = (partition_log.topic, partition_log.partition)
+        with self._lock:
+            if self._uncleanable.get(key) is partition_log:
+                del self._uncleanable[key]
+            entries = self._entries_locked(partition_log.log_dir)
+            if entries.pop(key, None) is not None:
+                self._write_locked(partition_log.log_dir, entries)
+
+    def maybe_truncate_checkpoint(self, partition_log: PartitionLog) -> None:
+        """After a truncation of ``partition_log``: its checkpoint is lowered to its active
+        segment's base offset if above it (Kafka's maybeTruncateCheckpoint, as
+        LogManager.truncateTo calls it), since the offsets the truncation removed are
+        written again, never cleaned. OSError if the file cannot be written."""
+        key = (partition_log.topic, partition_log.partition)
+        offset = partition_log.segments_snapshot()[-1].base_offset
+        with self._lock:
+            entries = self._entries_locked(partition_log.log_dir)
+            if entries.get(key, -1) > offset:
+                entries[key] = offset
+                self._write_locked(partition_log.log_dir, entries)
 
     # --- cleaning ---------------------------------------------------------------------
 
@@ -565,7 +612,7 @@ class LogCleaner:
         try:
             result = clean(to_clean, map_bytes=self._map_bytes, stopping=self._stop.is_set)
             if result.complete:
-                self._record(partition_log, result.end_offset)
+                self._record(partition_log, result.end_offset, to_clean.truncations)
             self.last_results[to_clean.key] = result
             log.info(
                 "cleaned %s-%d (dirty ratio %.2f): offsets %d-%d mapped (%d keys), %d of %d"

@@ -49,7 +49,7 @@ from storage.checkpoints import (
     write_atomically,
     write_offset_rows,
 )
-from storage.cleaner import LogCleaner
+from storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner
 from storage.errors import CheckpointError, KafkaStorageError, LogDirLockedError, StorageError
 from storage.log import (
     LONG_MAX,
@@ -646,7 +646,44 @@ class LogManager:
             self._dir_failed(partition_log.log_dir, message, exc)
             raise KafkaStorageError(message) from exc
         self._write_checkpoints([source.parent])
+        # Its cleaner checkpoint entry goes (Kafka's asyncDelete: updateCheckpoints with
+        # partitionToRemove): a log made again for the partition starts dirty.
+        try:
+            self.cleaner.forget(partition_log)
+        except OSError as exc:
+            path = source.parent / CLEANER_OFFSET_CHECKPOINT
+            self._dir_failed(partition_log.log_dir, f"writing {path} failed: {exc}", exc)
         return target
+
+    # --- truncation -----------------------------------------------------------------
+
+    def truncate_to(self, partition_log: PartitionLog, offset: int) -> bool:
+        """``partition_log.truncate_to(offset)``, then the cleaner's checkpoint of the
+        log lowered to its active segment's base offset if above it (Kafka's
+        LogManager.truncateTo): the truncated offsets are written again, never cleaned.
+        A cleaning of the log under way refuses its swaps and records nothing (the log's
+        truncation count moved), where Kafka aborts it first. Returns whether anything
+        was cut."""
+        truncated = partition_log.truncate_to(offset)
+        if truncated:
+            self._truncate_cleaner_checkpoint(partition_log)
+        return truncated
+
+    def truncate_fully_and_start_at(self, partition_log: PartitionLog, offset: int) -> None:
+        """``partition_log.truncate_fully_and_start_at(offset)``, then the cleaner's
+        checkpoint of the log lowered as ``truncate_to`` does (Kafka's
+        LogManager.truncateFullyAndStartAt)."""
+        partition_log.truncate_fully_and_start_at(offset)
+        self._truncate_cleaner_checkpoint(partition_log)
+
+    def _truncate_cleaner_checkpoint(self, partition_log: PartitionLog) -> None:
+        try:
+            self.cleaner.maybe_truncate_checkpoint(partition_log)
+        except OSError as exc:
+            path = Path(partition_log.log_dir) / CLEANER_OFFSET_CHECKPOINT
+            message = f"writing {path} failed: {exc}"
+            self._dir_failed(partition_log.log_dir, message, exc)
+            raise KafkaStorageError(message) from exc
 
     # --- topic ids ------------------------------------------------------------------
 

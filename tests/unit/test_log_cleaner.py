@@ -680,3 +680,152 @@ def test_a_log_whose_survey_fails_is_uncleanable_too(
     assert [(r.topic, r.partition) for r in cleaner.clean_once()] == [("good", 0)]
     assert cleaner.uncleanable_partitions == [("bad", 0)]
     assert cleaner.clean_one(bad, force=True) is None
+
+
+def _manager(tmp_path: Path) -> LogManager:
+    config = BrokerConfig.from_properties(
+        {"zookeeper.connect": "127.0.0.1:2181", "broker.id": "1", "log.dirs": str(tmp_path)}
+    )
+    return LogManager([tmp_path], config)
+
+
+def _cleaner_checkpoint(directory: Path) -> dict[tuple[str, int], int]:
+    from storage.checkpoints import read_offset_checkpoint
+
+    return read_offset_checkpoint(directory / CLEANER_OFFSET_CHECKPOINT)
+
+
+def _history(log: PartitionLog, first: list[tuple[bytes, bytes | None]], more: int = 2) -> None:
+    """``first`` (four records) in a segment of their own, then ``more`` segments of four
+    new keys each: the same segment boundaries (0, 4, 8, ...) whatever ``first`` holds."""
+    for pair in first:
+        put(log, pair)
+    log.roll()
+    for n in range(more):
+        for i in range(4):
+            put(log, (b"f%d-%d-%d" % (log.log_end_offset, n, i), b"x"))
+        log.roll()
+
+
+def _deleted(log: PartitionLog, key: bytes) -> bool:
+    found = latest(everything(log)).get(key)
+    return found is None or found[1] is None
+
+
+@pytest.mark.parametrize("how", ["delete", "set_aside"])
+def test_a_log_made_again_is_not_taken_for_cleaned(tmp_path: Path, how: str) -> None:
+    # The cleaner checkpoint's entry of a deleted log stayed (on file and in the
+    # cleaner): the topic made again, its new log, rolling at the same offsets, was
+    # taken for cleaned up to there. Below it nothing was ever mapped: K's tombstone
+    # went at the delete horizon while the value it deleted stayed. Kafka removes the
+    # entry when it deletes the log (updateCheckpoints with partitionToRemove).
+    manager = _manager(tmp_path)
+    tp = TopicPartition("t", 0)
+    config = compacted(segment_bytes=1 << 20, delete_retention_ms=0)
+    try:
+        old = manager.get_or_create(tp, config)
+        _history(old, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+        assert [r.end_offset for r in manager.cleaner.clean_once(force=True)] == [12]
+        assert _cleaner_checkpoint(tmp_path) == {("t", 0): 12}
+        getattr(manager, how)(tp)
+        assert _cleaner_checkpoint(tmp_path) == {}
+        assert manager.cleaner._checkpoint_of(old) is None
+        new = manager.get_or_create(tp, config)
+        assert new.log_end_offset == 0
+        _history(new, [(b"K", b"v"), (b"x", b"1"), (b"y", b"1"), (b"K", None)], more=3)
+        assert _deleted(new, b"K")
+        (first,) = manager.cleaner.clean_once(force=True)
+        assert first.first_dirty_offset == 0
+        _history(new, [(b"z", b"1")] * 4, more=0)  # and once more, past the horizon
+        manager.cleaner.clean_once(force=True)
+        assert _deleted(new, b"K")
+    finally:
+        manager.close()
+
+
+@pytest.mark.parametrize("how", ["truncate_to", "truncate_fully_and_start_at"])
+def test_a_truncation_lowers_the_cleaner_checkpoint(tmp_path: Path, how: str) -> None:
+    # A truncation below the checkpoint (after an unclean election) left it where it
+    # was: the offsets written again were taken for cleaned (the same deleted key came
+    # back). Kafka lowers it to the active segment's base (maybeTruncateCheckpoint).
+    manager = _manager(tmp_path)
+    tp = TopicPartition("t", 0)
+    try:
+        log = manager.get_or_create(tp, compacted(segment_bytes=1 << 20, delete_retention_ms=0))
+        _history(log, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+        assert [r.end_offset for r in manager.cleaner.clean_once(force=True)] == [12]
+        # Within the active segment, or nothing cut: the checkpoint stays.
+        put(log, (b"e", b"1"))
+        assert manager.truncate_to(log, 12)
+        assert not manager.truncate_to(log, 40)
+        assert _cleaner_checkpoint(tmp_path) == {("t", 0): 12}
+        if how == "truncate_to":
+            assert manager.truncate_to(log, 0)
+        else:
+            manager.truncate_fully_and_start_at(log, 0)
+        assert _cleaner_checkpoint(tmp_path) == {("t", 0): 0}
+        assert manager.cleaner._checkpoint_of(log) == 0
+        _history(log, [(b"K", b"v"), (b"x", b"1"), (b"y", b"1"), (b"K", None)], more=3)
+        (first,) = manager.cleaner.clean_once(force=True)
+        assert first.first_dirty_offset == 0
+        _history(log, [(b"z", b"1")] * 4, more=0)
+        manager.cleaner.clean_once(force=True)
+        assert _deleted(log, b"K")
+    finally:
+        manager.close()
+
+
+@pytest.mark.parametrize("meanwhile", ["truncate", "delete"])
+def test_a_cleaning_records_nothing_for_a_log_truncated_or_deleted_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, meanwhile: str
+) -> None:
+    # After the cleaning's last swap, before its checkpoint is written: a truncation
+    # lowered the entry, a deletion removed it, and neither may be undone.
+    import storage.cleaner
+
+    manager = _manager(tmp_path)
+    tp = TopicPartition("t", 0)
+    real_clean = storage.cleaner.clean
+    try:
+        log = manager.get_or_create(tp, compacted(segment_bytes=1 << 20))
+        _history(log, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+
+        def clean_(to_clean: storage.cleaner.LogToClean, **kwargs: object) -> object:
+            result = real_clean(to_clean, **kwargs)  # type: ignore[arg-type]
+            assert result.complete
+            if meanwhile == "truncate":
+                manager.truncate_to(log, 2)
+            else:
+                manager.delete(tp)
+            return result
+
+        monkeypatch.setattr(storage.cleaner, "clean", clean_)
+        (result,) = manager.cleaner.clean_once(force=True)
+        assert result.end_offset == 12
+        assert _cleaner_checkpoint(tmp_path) == {}  # no entry was written, nor is one now
+        assert manager.cleaner._checkpoint_of(log) is None
+    finally:
+        manager.close()
+
+
+def test_a_followers_truncation_lowers_the_cleaner_checkpoint(tmp_path: Path) -> None:
+    # The replica manager truncates through the log manager (Kafka's truncateTo).
+    from broker.replica_manager import ReplicaManager
+    from broker.state_change_log import StateChangeLog
+    from tests.unit.leader_and_isr_requests import leader_and_isr_request
+
+    manager = _manager(tmp_path / "data")
+    tp = TopicPartition("t", 0)
+    replicas = ReplicaManager(2, None, StateChangeLog(tmp_path, 2), logs=manager)  # type: ignore[arg-type]
+    try:
+        log = manager.get_or_create(tp, compacted(segment_bytes=1 << 20))
+        replicas.become_leader_or_follower(leader_and_isr_request(tp, 1, 1, [1], [1, 2]))
+        _history(log, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+        assert [r.end_offset for r in manager.cleaner.clean_once(force=True)] == [12]
+        # The cleaning merged 0-11 into one segment, the active one after the cut.
+        assert replicas.truncate(tp, 1, 1, 5, "test") == 5
+        assert _cleaner_checkpoint(tmp_path / "data") == {("t", 0): 0}
+        assert manager.cleaner._checkpoint_of(log) == 0
+    finally:
+        replicas.close()
+        manager.close()
