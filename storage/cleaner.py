@@ -12,7 +12,9 @@ One cleaning of a log:
    directory, as Kafka's; a log it does not name is dirty from its start).
 2. The offset map: every key's latest offset in the dirty part, read segment by segment
    until the map's budget (``log.cleaner.dedupe.buffer.size`` shared by the threads) is
-   spent; the cleaning ends where the map ended.
+   spent. The cleaning ends after the last offset the map holds: at the next segment's
+   base after a segment mapped whole, else inside the segment where the map filled
+   (Kafka's offsetMap.latestOffset + 1), whose records past it are kept as they are.
 3. Every segment below that end, clean and dirty, in runs of at most ``segment.bytes``:
    each run is read batch by batch and written, with only the records that stay, to one
    new segment (``<base>.log.cleaned`` with both indexes, fsynced, its modification time
@@ -117,11 +119,12 @@ def _stat(segment: LogSegment) -> SegmentStat:
     )
 
 
-def _batches(segment: LogSegment, end: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
-    """Every whole batch of a (non-active) segment, read a chunk at a time.
-    CorruptRecordError for a damaged batch header or a batch running past the end."""
-    size = segment.size if end is None else end
-    position = 0
+def _batches(segment: LogSegment, *, start: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Every whole batch of a (non-active) segment from the batch at ``start`` (a batch
+    boundary), read a chunk at a time. CorruptRecordError for a damaged batch header
+    or a batch running past the end."""
+    size = segment.size
+    position = start
     while position < size:
         chunk = segment.log.pread(min(_READ_CHUNK, size - position), position)
         headers = read_headers(chunk)
@@ -334,6 +337,8 @@ def clean(
                 keep_tombstones = stat.last_modified_ms > horizon
 
                 def keep(record: KeyedRecord, keep_tombstones: bool = keep_tombstones) -> bool:
+                    if record.offset >= end_offset:
+                        return True  # past the map's end: not cleaned (Kafka's too)
                     latest = -1 if record.key is None else offset_map.get(record.key)
                     return retain(record, latest, keep_tombstones)
 
@@ -379,9 +384,11 @@ def clean(
 def _build_offset_map(
     segments: Sequence[LogSegment], first_dirty: int, first_uncleanable: int, offset_map: OffsetMap
 ) -> int:
-    """Map the dirty segments' keys, whole segments while the budget lasts (the first
-    even if it does not fit: any map is safe, a partial one drops less); returns the
-    offset the cleaning ends at (a segment boundary)."""
+    """Map the dirty segments' keys until the map's budget is spent (Kafka's
+    buildOffsetMap); returns the offset the cleaning ends at: the next segment's base
+    after a segment mapped whole, else the offset after the last one mapped (inside a
+    segment), so that no record below it is missing from the map. The first key is
+    mapped whatever the budget: a cleaning always moves on."""
     end = first_dirty
     for i, segment in enumerate(segments[:-1]):
         following = segments[i + 1].base_offset
@@ -389,21 +396,20 @@ def _build_offset_map(
             continue
         if segment.base_offset >= first_uncleanable:
             break
-        fits = True
-        for header, batch in _batches(segment):
+        start = 0
+        if first_dirty > segment.base_offset:  # where the last cleaning ended, inside it
+            start = segment.offset_index.lookup(first_dirty).position
+        for header, batch in _batches(segment, start=start):
             if header.last_offset < first_dirty:
                 continue
             for key, offset in batch_keys(batch, header):
-                if offset >= first_dirty and not offset_map.put(key, offset):
-                    fits = False
-                    break
-            if not fits:
-                break
-        if not fits and end > first_dirty:
-            break  # this segment waits for the next cleaning
+                if offset < first_dirty:
+                    continue
+                if not offset_map.put(key, offset, force=not offset_map):
+                    return end  # full: the rest waits for the next cleaning
+                end = offset + 1
+            end = header.last_offset + 1
         end = following
-        if not fits:
-            break
     return end
 
 
@@ -513,6 +519,26 @@ class LogCleaner:
             if entries.get(key, -1) > offset:
                 entries[key] = offset
                 self._write_locked(partition_log.log_dir, entries)
+
+    def reconcile(self, log_dir: str, logs: Iterable[PartitionLog]) -> None:
+        """Once the logs of ``log_dir`` are loaded (at start-up): an entry past its log's
+        end offset is lowered as a truncation lowers it. A broker stopped between a
+        truncation below the checkpoint and the lowered checkpoint's write finds it so,
+        which could no longer be told once appends carried the log past it again (Kafka
+        resets such a checkpoint to the log start when it cleans). OSError if the file
+        cannot be written."""
+        with self._lock:
+            entries = self._entries_locked(log_dir)
+            if not entries:
+                return
+            lowered = False
+            for partition_log in logs:
+                key = (partition_log.topic, partition_log.partition)
+                if entries.get(key, -1) > partition_log.log_end_offset:
+                    entries[key] = partition_log.segments_snapshot()[-1].base_offset
+                    lowered = True
+            if lowered:
+                self._write_locked(log_dir, entries)
 
     # --- cleaning ---------------------------------------------------------------------
 

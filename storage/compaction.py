@@ -15,8 +15,11 @@ decides the same way; ``storage.cleaner`` does the reading, writing and swapping
 - Which records stay: a record stays unless a later record of its key is in the dirty
   part (the offset map holds each key's latest offset there), it has no key, or it is a
   tombstone (a null value) in a segment older than the delete horizon (``retain``).
-  Dropping a record is safe whenever a later record of its key exists, so a map that
-  fills up (``OffsetMap``) only makes a cleaning do less.
+  A map that fills up (``OffsetMap``) ends the cleaning after the last offset it holds,
+  inside a segment if need be (Kafka's offsetMap.latestOffset + 1): the records past
+  that stay whatever they are, and the next cleaning starts there. So every record
+  below where cleanings ended was in some cleaning's map, and a tombstone there may go
+  at the delete horizon: that cleaning dropped the records it deleted.
 - How a batch is rewritten (``filter_batch``): its base offset, last offset delta, base
   timestamp, leader epoch, producer fields and attributes stay; the retained records keep
   their bytes (their deltas are relative to those), so only the header's length, count,
@@ -222,7 +225,7 @@ class OffsetMap:
     Kafka's SkimpyOffsetMap keeps a 16-byte hash and an offset per key (24 bytes) in
     ``log.cleaner.dedupe.buffer.size``; this map keeps the key itself in a dict, so the
     budget is counted as what each entry costs here (its key's length and the entry's
-    objects). ``put`` refuses a new key once the budget is spent."""
+    objects). ``put`` refuses a new key once the budget is spent (unless forced)."""
 
     __slots__ = ("_latest", "_used", "capacity_bytes")
 
@@ -234,13 +237,14 @@ class OffsetMap:
         self._latest: dict[bytes, int] = {}
         self._used = 0
 
-    def put(self, key: bytes, offset: int) -> bool:
+    def put(self, key: bytes, offset: int, *, force: bool = False) -> bool:
         """Record ``offset`` as ``key``'s latest; False (nothing stored) if ``key`` is new
-        and the budget is spent."""
+        and the budget is spent, unless ``force`` (the cleaner's first key: a cleaning
+        always maps one, so it always moves on)."""
         latest = self._latest
         if key not in latest:
             cost = len(key) + self.ENTRY_OVERHEAD
-            if self._used + cost > self.capacity_bytes:
+            if self._used + cost > self.capacity_bytes and not force:
                 return False
             self._used += cost
         latest[key] = offset
@@ -279,29 +283,24 @@ def cleanable_range(
     now_ms: int,
     min_compaction_lag_ms: int,
 ) -> tuple[int, int]:
-    """(first dirty offset, first uncleanable offset), both segment boundaries or the log
-    start offset; ``segments`` are the log's, the active one last. The range is empty
-    (first uncleanable <= first dirty) when nothing may be cleaned. ``checkpoint`` (where
-    the last cleaning ended) counts only if it is the log start or a segment's base."""
+    """(first dirty offset, first uncleanable offset); ``segments`` are the log's, the
+    active one last. The first uncleanable offset is a segment boundary or the log start
+    offset; the range is empty (first uncleanable <= first dirty) when nothing may be
+    cleaned. ``checkpoint`` (where the last cleaning ended, inside a segment if its
+    offset map filled there) is the first dirty offset if it lies between the log start
+    offset and the active segment's base, else the log start offset is."""
     if not segments:
         return log_start_offset, log_start_offset
     # Whole segments only: the one holding the bound is not cleanable (the log start
     # offset, and so the high watermark, is never below the first segment's base).
     bound = min(segments[-1].base_offset, high_watermark)
     first_uncleanable = segments[max(_segment_index(segments, bound), 0)].base_offset
-    # A cleaning ends at a segment's base offset. A checkpoint that is no segment's base
-    # (nor the log start) is not trusted: the log was truncated below it and written
-    # again (an unclean election), and what is below it now was never cleaned; Kafka
-    # lowers the checkpoint at the truncation, which this catches after a restart too.
+    # Below the log start: retention or DeleteRecords moved it on. Above the active
+    # segment's base, where no cleaning ends: the log was truncated below it (Kafka
+    # resets a checkpoint past the log end too). A truncation lowers the checkpoint
+    # (LogManager.truncate_to, and LogCleaner.reconcile after a restart).
     first_dirty = log_start_offset
-    if (
-        checkpoint is not None
-        and log_start_offset <= checkpoint <= segments[-1].base_offset
-        and (
-            checkpoint == log_start_offset
-            or segments[_segment_index(segments, checkpoint)].base_offset == checkpoint
-        )
-    ):
+    if checkpoint is not None and log_start_offset <= checkpoint <= segments[-1].base_offset:
         first_dirty = checkpoint
     if min_compaction_lag_ms > 0:
         for segment in segments:
@@ -383,11 +382,12 @@ def should_clean(
 def delete_horizon_ms(
     segments: Sequence[SegmentStat], first_dirty: int, delete_retention_ms: int
 ) -> int:
-    """Tombstones in a segment last modified at or before this are dropped: the last
-    already-clean segment's modification time less ``delete.retention.ms`` (Kafka's
-    deleteHorizonMs; 0 when nothing is clean yet, so a tombstone survives at least one
-    cleaning and ``delete.retention.ms`` after it)."""
-    clean, _ = _split(segments, first_dirty, 2**63 - 1)
+    """Tombstones in a segment last modified at or before this are dropped: the
+    modification time, less ``delete.retention.ms``, of the last segment holding clean
+    offsets, the one holding the first dirty offset if it lies inside one (Kafka's
+    deleteHorizonMs); 0 when nothing is clean yet, so a tombstone survives at least one
+    cleaning and ``delete.retention.ms`` after it."""
+    clean = [s for s in segments[:-1] if s.base_offset < first_dirty]
     if not clean:
         return 0
     return clean[-1].last_modified_ms - delete_retention_ms
@@ -396,11 +396,11 @@ def delete_horizon_ms(
 def group_segments(
     segments: Sequence[SegmentStat], end_offset: int, *, max_bytes: int
 ) -> list[tuple[int, int]]:
-    """The segments wholly below ``end_offset`` (a segment boundary at or below the
-    active segment's base), in runs to clean into one segment each: ``(first index, end
-    index)`` pairs. A run holds at most ``max_bytes`` (``segment.bytes``; a larger
-    segment is a run of its own) and offsets within 2**31 of its first base (the indexes
-    keep offsets relative to it)."""
+    """The segments holding offsets below ``end_offset`` (at or below the active segment's
+    base; it may lie inside a segment, which is then the last), in runs to clean into one
+    segment each: ``(first index, end index)`` pairs. A run holds at most ``max_bytes``
+    (``segment.bytes``; a larger segment is a run of its own) and offsets within 2**31 of
+    its first base (the indexes keep offsets relative to it)."""
     below = 0
     while below < len(segments) - 1 and segments[below].base_offset < end_offset:
         below += 1  # the active segment (the last) is never among them

@@ -211,6 +211,7 @@ class LogManager:
                     self._offline_at_start(directory, "it cannot be created or locked", exc)
             self._check_some_dir_is_live()
             self._load_logs()
+            self._reconcile_cleaner_checkpoints()
             self._check_some_dir_is_live()
         except BaseException:
             self._unlock_dirs()
@@ -269,6 +270,19 @@ class LogManager:
             except OSError as exc:
                 self._offline_at_start(directory, "it cannot be read", exc)
         self._load(jobs, clean_markers)
+
+    def _reconcile_cleaner_checkpoints(self) -> None:
+        """The cleaner's checkpoint entries past their logs' ends are lowered (see
+        LogCleaner.reconcile); a directory whose file cannot be written is offline."""
+        for directory in self.live_log_dirs:
+            key = os.fspath(directory)
+            try:
+                self.cleaner.reconcile(key, (pl for pl in self._logs.values() if pl.log_dir == key))
+            except OSError as exc:
+                self.handle_log_dir_failure(key)  # its logs leave
+                self._offline_at_start(
+                    directory, f"writing its {CLEANER_OFFSET_CHECKPOINT} failed", exc
+                )
 
     def _jobs_in(
         self, directory: Path, clean_markers: list[Path]

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from broker.config import BrokerConfig
 from storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, clean, clean_log, survey
+from storage.compaction import OffsetMap
 from storage.errors import CorruptRecordError, InvalidRecordError
 from storage.log import LogConfig, PartitionLog
 from storage.log_manager import LogManager
@@ -518,25 +519,38 @@ def test_any_history_keeps_every_keys_latest_value(
     assert log.log_end_offset == offset
 
 
-def test_a_truncation_below_the_checkpoint_makes_the_log_dirty_again(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0")
-    fill(log, 150)
-    first = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW)
-    assert first is not None
-    # An unclean election: truncated below where the cleaning ended, then written again
-    # (other records at those offsets), rolling at other boundaries.
-    log.truncate_to(first.end_offset - 7)
-    for i in range(60):
-        put(log, (b"new-%d" % (i % 4), b"after %d" % i))
-    again = clean_log(log, checkpoint=first.end_offset, map_bytes=1 << 20, now_ms=NOW, force=True)
-    assert again is not None
-    assert again.first_dirty_offset == 0  # the checkpoint is no segment's base: not trusted
-    assert {k for k in latest(everything(log)) if k.startswith(b"new-")} == {
-        b"new-0",
-        b"new-1",
-        b"new-2",
-        b"new-3",
-    }
+def test_a_checkpoint_past_its_logs_end_at_start_up_is_lowered(tmp_path: Path) -> None:
+    # A broker stopped between a truncation below the checkpoint and the lowered
+    # checkpoint's write: the log manager's start finds the entry past the log's end and
+    # lowers it as the truncation would have, before appends carry the log past it
+    # again (then the offsets written again would be taken for cleaned).
+    manager = _manager(tmp_path)
+    tp = TopicPartition("t", 0)
+    config = compacted(segment_bytes=1 << 20)
+    try:
+        log = manager.get_or_create(tp, config)
+        _history(log, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+        assert [r.end_offset for r in manager.cleaner.clean_once(force=True)] == [12]
+        log.truncate_to(5)  # not through the manager: its checkpoint write never came
+        assert _cleaner_checkpoint(tmp_path) == {("t", 0): 12}
+    finally:
+        manager.close()
+    manager = LogManager([tmp_path], manager.config, topic_config=lambda _topic: config)
+    try:
+        log = manager.get_or_create(tp)
+        assert log.log_end_offset == 5
+        assert _cleaner_checkpoint(tmp_path) == {("t", 0): 0}  # the active segment's base
+        _history(log, [(b"K", b"v"), (b"x", b"1"), (b"y", b"1"), (b"K", None)], more=3)
+        log.update_high_watermark(log.log_end_offset)
+        (again,) = manager.cleaner.clean_once(force=True)
+        assert again.first_dirty_offset == 0
+        assert latest(everything(log))[b"K"][1] is None
+    finally:
+        manager.close()
+    # An entry at or below its log's end stays.
+    manager = LogManager([tmp_path], manager.config, topic_config=lambda _topic: config)
+    manager.close()
+    assert _cleaner_checkpoint(tmp_path) == {("t", 0): again.end_offset}
 
 
 @pytest.mark.parametrize(
@@ -829,3 +843,91 @@ def test_a_followers_truncation_lowers_the_cleaner_checkpoint(tmp_path: Path) ->
     finally:
         replicas.close()
         manager.close()
+
+
+def test_a_cleaning_whose_map_fills_inside_a_segment_ends_there(tmp_path: Path) -> None:
+    # The map filled inside the first dirty segment, but the cleaning ended, and the
+    # checkpoint moved, at that segment's end: its records past the map's end were
+    # never mapped. K's tombstone there then went at the delete horizon, while K's
+    # value it deleted, never replaced in any map, stayed. Kafka's cleaning ends after
+    # the map's last offset (offsetMap.latestOffset + 1), mid-segment if need be.
+    log = open_log(tmp_path / "t-0", compacted(segment_bytes=1 << 20, delete_retention_ms=0))
+    put(log, (b"K", b"v"))
+    for i in range(5):
+        put(log, (b"a%d" % i, b"x"))
+    put(log, (b"K", None))  # offsets 0-6 in segment 0
+    log.roll()
+    put(log, (b"b", b"1"))
+    log.roll()
+    put(log, (b"c", b"1"))  # the active segment
+    before = everything(log)
+    three_keys = 3 * (1 + OffsetMap.ENTRY_OVERHEAD) + 4
+    cleaner = LogCleaner(lambda: [log], dedupe_buffer_size=three_keys, time_ms=lambda: NOW)
+    (first,) = cleaner.clean_once(force=True)
+    assert (first.keys_mapped, first.end_offset) == (3, 3)  # K, a0, a1: on to 3
+    assert _cleaner_checkpoint(tmp_path) == {("t", 0): 3}
+    assert everything(log) == before  # nothing replaced below 3; kept as is from 3
+    ends = [first.end_offset]
+    while ends[-1] < log.segments_snapshot()[-1].base_offset:
+        (more,) = cleaner.clean_once(force=True)
+        assert more.first_dirty_offset == ends[-1]
+        ends.append(more.end_offset)
+        assert _deleted(log, b"K")
+    assert ends == [3, 6, 8]  # a2, a3, a4 | K (at 6), b: the next segment's base
+    after = latest(everything(log))
+    assert after.pop(b"K", (6, None)) == (6, None)
+    assert after == {k: v for k, v in latest(before).items() if k != b"K"}
+
+
+def test_a_cleaning_maps_one_key_whatever_its_budget(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    fill(log, 40)
+    result = clean_log(log, checkpoint=None, map_bytes=1, now_ms=NOW, force=True)
+    assert result is not None
+    assert (result.keys_mapped, result.end_offset) == (1, 1)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    writes=st.lists(
+        st.tuples(st.sampled_from([b"a", b"b", b"c", b"d", b"e"]), st.booleans()),
+        min_size=1,
+        max_size=80,
+    ),
+    map_keys=st.integers(1, 4),
+    seed=st.integers(0, 2**16),
+)
+def test_small_maps_never_bring_a_deleted_key_back(
+    tmp_path_factory: pytest.TempPathFactory,
+    writes: list[tuple[bytes, bool]],
+    map_keys: int,
+    seed: int,
+) -> None:
+    # Cleanings with maps of a few keys, tombstones going as soon as they may (a delete
+    # horizon past every segment's time once any is clean, whatever the files' times):
+    # each key's last record stays, or it goes if a tombstone.
+    rng = random.Random(seed)
+    directory = tmp_path_factory.mktemp("small") / "t-0"
+    log = open_log(directory, compacted(segment_bytes=300, delete_retention_ms=-DAY_MS))
+    cleaner = LogCleaner(
+        lambda: [log],
+        dedupe_buffer_size=map_keys * (1 + OffsetMap.ENTRY_OVERHEAD),
+        time_ms=lambda: NOW,
+    )
+    model: dict[bytes, tuple[int, bytes | None]] = {}
+    for n, (key, tombstone) in enumerate(writes):
+        value = None if tombstone else b"v%d" % n
+        model[key] = (put(log, (key, value)), value)
+        if rng.random() < 0.3:
+            cleaner.clean_once(force=True)
+    for _ in range(3):
+        cleaner.clean_once(force=True)
+    found = latest(everything(log))
+    for key, (offset, value) in model.items():
+        if value is None:
+            assert found.get(key, (offset, None)) == (offset, None), key
+        else:
+            assert found[key] == (offset, value)
+    assert set(found) <= set(model)
