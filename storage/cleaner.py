@@ -562,12 +562,19 @@ class LogCleaner:
         with self._lock:
             return sorted(self._uncleanable)
 
-    def _uncleanable_now(self, partition_log: PartitionLog, what: str, exc: Exception) -> None:
+    def _uncleanable_now(
+        self, partition_log: PartitionLog, what: str, exc: Exception, truncations: int
+    ) -> None:
         """``partition_log``'s cleaning failed by ``exc``, which is no I/O error: mark it
         uncleanable, as Kafka's cleaner thread does (KIP-346), so that one damaged log
-        does not stop the cleaning of the others."""
+        does not stop the cleaning of the others. Not if the log was closed, or truncated
+        since its count was ``truncations`` (a segment cut while it was read: the log
+        moved, as when a swap is refused, and it is cleaned again later)."""
         if partition_log.closed:
             log.info("%s %s stopped: the log went away (%r)", what, partition_log, exc)
+            return
+        if partition_log.truncations != truncations:
+            log.info("%s %s stopped: the log was truncated (%r)", what, partition_log, exc)
             return
         log.error(
             "%s %s-%d failed, its partition is marked uncleanable (skipped until its log is"
@@ -592,6 +599,7 @@ class LogCleaner:
         for partition_log in self._candidates():
             if (partition_log.topic, partition_log.partition) in busy:
                 continue
+            truncations = partition_log.truncations
             try:
                 to_clean = survey(
                     partition_log,
@@ -603,7 +611,7 @@ class LogCleaner:
                 self._failed(partition_log, "surveying", exc)
                 continue
             except Exception as exc:  # a damaged segment, say: the others go on
-                self._uncleanable_now(partition_log, "surveying", exc)
+                self._uncleanable_now(partition_log, "surveying", exc, truncations)
                 continue
             if to_clean is not None:
                 due.append(to_clean)
@@ -663,7 +671,7 @@ class LogCleaner:
             self._failed(partition_log, "cleaning", exc)
             return None
         except Exception as exc:  # a damaged segment, say: the others go on
-            self._uncleanable_now(partition_log, "cleaning", exc)
+            self._uncleanable_now(partition_log, "cleaning", exc, to_clean.truncations)
             return None
         finally:
             with self._lock:
@@ -679,6 +687,7 @@ class LogCleaner:
             if key in self._in_progress or self._uncleanable.get(key) is partition_log:
                 return None
             self._in_progress.add(key)
+        truncations = partition_log.truncations
         try:
             to_clean = survey(
                 partition_log,
@@ -690,7 +699,7 @@ class LogCleaner:
             self._failed(partition_log, "surveying", exc)
             to_clean = None
         except Exception as exc:  # a damaged segment, say
-            self._uncleanable_now(partition_log, "surveying", exc)
+            self._uncleanable_now(partition_log, "surveying", exc, truncations)
             to_clean = None
         if to_clean is None:
             with self._lock:

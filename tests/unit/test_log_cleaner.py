@@ -931,3 +931,30 @@ def test_small_maps_never_bring_a_deleted_key_back(
         else:
             assert found[key] == (offset, value)
     assert set(found) <= set(model)
+
+
+def test_a_cleaning_failing_on_a_log_truncated_meanwhile_leaves_it_cleanable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A segment cut while the cleaner read it reads as damaged; the log moved, as when a
+    # swap is refused: it is cleaned again later, not marked uncleanable.
+    import storage.cleaner
+
+    log = open_log(tmp_path / "t-0")
+    fill(log, 120)
+    real_clean = storage.cleaner.clean
+    calls = []
+
+    def clean_(to_clean: storage.cleaner.LogToClean, **kwargs: object) -> object:
+        calls.append(to_clean.first_dirty)
+        if len(calls) == 1:
+            log.truncate_to(log.log_end_offset - 1)
+            raise CorruptRecordError("shorter than a batch header", position=0)
+        return real_clean(to_clean, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(storage.cleaner, "clean", clean_)
+    cleaner = LogCleaner(lambda: [log], time_ms=lambda: NOW)
+    assert cleaner.clean_once() == []
+    assert cleaner.uncleanable_partitions == []
+    (result,) = cleaner.clean_once()
+    assert result.complete
