@@ -89,6 +89,8 @@ log = logging.getLogger(__name__)
 CLEANER_OFFSET_CHECKPOINT: Final = "cleaner-offset-checkpoint"
 _READ_CHUNK: Final = 1 << 20
 _WRITE_CHUNK: Final = 1 << 20
+#: which records of a batch a cleaning keeps (``filter_batch``'s ``keep``)
+Keep = Callable[[KeyedRecord], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,15 +335,22 @@ def clean(
         old = segments[start:end]
         cleaned = _CleanedSegment(partition_log, old[0].base_offset)
         try:
-            for segment, stat in zip(old, stats[start:end], strict=True):
+            for segment, stat, following in zip(
+                old, stats[start:end], stats[start + 1 : end + 1], strict=True
+            ):
                 keep_tombstones = stat.last_modified_ms > horizon
 
-                def keep(record: KeyedRecord, keep_tombstones: bool = keep_tombstones) -> bool:
-                    if record.offset >= end_offset:
-                        return True  # past the map's end: not cleaned (Kafka's too)
+                def keep_mapped(
+                    record: KeyedRecord, keep_tombstones: bool = keep_tombstones
+                ) -> bool:
                     latest = -1 if record.key is None else offset_map.get(record.key)
                     return retain(record, latest, keep_tombstones)
 
+                def keep_to_end(record: KeyedRecord, keep_mapped: Keep = keep_mapped) -> bool:
+                    # Past the map's end (inside this segment): kept as it is, as Kafka's.
+                    return record.offset >= end_offset or keep_mapped(record)
+
+                keep = keep_to_end if following.base_offset > end_offset else keep_mapped
                 for header, batch in _batches(segment):
                     read += header.size
                     records_read += header.record_count
@@ -390,6 +399,7 @@ def _build_offset_map(
     segment), so that no record below it is missing from the map. The first key is
     mapped whatever the budget: a cleaning always moves on."""
     end = first_dirty
+    put = offset_map.put
     for i, segment in enumerate(segments[:-1]):
         following = segments[i + 1].base_offset
         if following <= first_dirty:
@@ -399,16 +409,22 @@ def _build_offset_map(
         start = 0
         if first_dirty > segment.base_offset:  # where the last cleaning ended, inside it
             start = segment.offset_index.lookup(first_dirty).position
+        whole: BatchHeader | None = None  # the last batch mapped whole
         for header, batch in _batches(segment, start=start):
             if header.last_offset < first_dirty:
                 continue
-            for key, offset in batch_keys(batch, header):
-                if offset < first_dirty:
-                    continue
-                if not offset_map.put(key, offset, force=not offset_map):
-                    return end  # full: the rest waits for the next cleaning
-                end = offset + 1
-            end = header.last_offset + 1
+            keys = batch_keys(batch, header)
+            if header.base_offset < first_dirty:  # the last cleaning ended inside it
+                keys = [(key, offset) for key, offset in keys if offset >= first_dirty]
+            for key, offset in keys:
+                if not put(key, offset):
+                    if offset_map:  # full: the rest waits for the next cleaning
+                        mapped = [o for _key, o in keys if o < offset]
+                        if mapped:
+                            return mapped[-1] + 1
+                        return end if whole is None else whole.last_offset + 1
+                    put(key, offset, force=True)
+            whole = header
         end = following
     return end
 
