@@ -1,25 +1,38 @@
 """The real KafkaController over an in-memory ZooKeeper (tests/unit/fake_zk.py): brokers
 registered, topics with their partition states, and a controller elected through a real
 failover (its channel to the brokers mocked). Events are processed by `drain`, as the
-event thread would, and watches fired by hand (`FakeZk.fire`)."""
+event thread would, and watches fired by hand (`FakeZk.fire`).
+
+Two ways to drive it: the functions (`cluster`, `drain`) for a controller elected over a
+few topics, and `ZooKeeperData` with `Controller` for what the admin znodes hold before a
+failover (reassignments, deletions, partition states written by hand), recording each
+request the controller sends."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 from unittest.mock import MagicMock, patch
 
+from broker.state_change_log import StateChangeLog
 from controller import events as ev
 from controller.controller import ControllerConfig, KafkaController
+from controller.request_batch import BrokerRequest
 from tests.unit.fake_zk import FakeZk
 from zkdata import paths
+from zkdata.client import SetData
 from zkdata.znodes import (
     BrokerRegistration,
     EndPoint,
     LeaderAndIsr,
     TopicAssignment,
+    TopicPartition,
+    decode_partition_state,
+    decode_topic,
     encode_broker,
     encode_partition_state,
+    encode_reassignment,
     encode_topic,
     new_topic_id,
 )
@@ -121,3 +134,144 @@ def drain(c: KafkaController, rounds: int = 50) -> list[str]:
             names.append(e.name)
             process(c, e)
     return names
+
+
+# --- a controller driven step by step over prepared znodes (reassignments, deletions) ---
+
+
+class ZooKeeperData:
+    """What ZooKeeper holds: brokers registered, topics with their partition states, the
+    admin znodes, as written before a controller reads them."""
+
+    def __init__(self, brokers: Iterable[int] = (1, 2, 3, 4), controller_epoch: int = 4) -> None:
+        self.zk = empty_cluster()
+        self.zk.put(paths.CONTROLLER_EPOCH, str(controller_epoch).encode())
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        for b in brokers:
+            self.register(b)
+
+    def register(self, broker_id: int) -> None:
+        register(self.zk, broker_id)
+
+    def unregister(self, broker_id: int) -> None:
+        del self.zk.nodes[paths.broker(broker_id)]
+
+    def topic(
+        self,
+        name: str,
+        partitions: dict[int, tuple[int, ...]],
+        states: dict[int, LeaderAndIsr] | None = None,
+        *,
+        adding: dict[int, tuple[int, ...]] | None = None,
+        removing: dict[int, tuple[int, ...]] | None = None,
+    ) -> None:
+        """A topic, each partition led by its first replica with every replica in sync
+        unless ``states`` says otherwise (``adding``, ``removing``: the reassignments in
+        progress its znode shows)."""
+        topic_id = self.topic_ids.setdefault(name, uuid.uuid4())
+        assignment = TopicAssignment(name, partitions, topic_id, adding or {}, removing or {})
+        self.zk.put(paths.topic(name), encode_topic(assignment))
+        self.zk.put(paths.topic_partitions(name), b"")
+        for p, replicas in partitions.items():
+            lai = (states or {}).get(p) or LeaderAndIsr(replicas[0], 0, replicas, 0)
+            self.zk.put(paths.partition(name, p), b"")
+            self.zk.put(paths.partition_state(name, p), encode_partition_state(lai, 1))
+
+    def request_reassignment(self, targets: dict[TopicPartition, tuple[int, ...]]) -> None:
+        self.zk.put(paths.REASSIGN_PARTITIONS, encode_reassignment(targets))
+
+    def request_deletion(self, name: str) -> None:
+        self.zk.put(paths.delete_topic(name), b"")
+
+    def has(self, path: str) -> bool:
+        return path in self.zk.nodes
+
+    def state(self, tp: TopicPartition) -> LeaderAndIsr:
+        data, stat = self.zk.nodes[paths.partition_state(tp.topic, tp.partition)]
+        return decode_partition_state(str(tp), data, stat.version).leader_and_isr
+
+    def leader_sets_isr(self, tp: TopicPartition, isr: tuple[int, ...]) -> None:
+        """A leader's ISR change: same leader and epochs, a new zkVersion."""
+        path = paths.partition_state(tp.topic, tp.partition)
+        data, stat = self.zk.nodes[path]
+        state = decode_partition_state(str(tp), data, stat.version)
+        lai = state.leader_and_isr
+        new = LeaderAndIsr(lai.leader, lai.leader_epoch, isr, lai.zk_version)
+        self.zk.multi(
+            [SetData(path, encode_partition_state(new, state.controller_epoch), stat.version)]
+        )
+
+    def assignment(self, name: str) -> TopicAssignment:
+        return decode_topic(name, self.zk.nodes[paths.topic(name)][0])
+
+
+class Controller:
+    """Broker ``broker_id``'s KafkaController over ``data``'s ZooKeeper, its own session;
+    `elect` makes it the controller (and runs its failover). Call `close` when done."""
+
+    def __init__(self, data: ZooKeeperData, broker_id: int = 1) -> None:
+        self.data = data
+        self.zk = data.zk.share(0x100 + broker_id)
+        self.sent: list[BrokerRequest] = []
+        self._patch = patch("controller.controller.ControllerChannelManager")
+        channel = MagicMock()
+        channel.send.side_effect = self.sent.extend
+        self._patch.start().return_value = channel
+        self.controller = KafkaController(
+            ControllerConfig(broker_id=broker_id),
+            self.zk,  # type: ignore[arg-type]
+            StateChangeLog(None, broker_id),
+            lambda: 1,
+        )
+
+    def close(self) -> None:
+        self._patch.stop()
+
+    def __enter__(self) -> Controller:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def run(self, event: ev.ControllerEvent) -> None:
+        self.controller.process(event)
+
+    def drain(self, limit: int = 50) -> list[str]:
+        """Process the events the controller queued for itself (and the watches would
+        have brought: the tests queue those by hand); their names, in order."""
+        names = []
+        queue = self.controller.events._queue
+        for _ in range(limit):
+            if queue.empty():
+                break
+            item = queue.get_nowait()
+            names.append(item.event.name)
+            self.controller.process(item.event)
+        return names
+
+    def elect(self) -> Controller:
+        self.run(ev.Startup())
+        assert self.controller.is_active
+        self.drain()
+        return self
+
+    def stop_replica_deletes(self, topic: str) -> list[BrokerRequest]:
+        return [
+            r
+            for r in self.sent
+            if r.api_key.name == "STOP_REPLICA"
+            and r.delete_partitions
+            and any(tp.topic == topic for tp in r.partitions)
+        ]
+
+    def answer_stop_replicas(self, topic: str) -> None:
+        """Every StopReplica (delete) of the topic sent so far answered: deleted."""
+        answered = self.stop_replica_deletes(topic)
+        for r in answered:
+            self.controller.events.put(
+                ev.TopicDeletionStopReplicaResponseReceived(
+                    r.broker_id, 0, dict.fromkeys(r.partitions, 0)
+                )
+            )
+        self.sent[:] = [r for r in self.sent if r not in answered]
+        self.drain()

@@ -1,6 +1,6 @@
 """Reassignments and topic deletions as the whole controller carries them out over the admin
 znodes (/admin/reassign_partitions, /admin/delete_topics) and the topics' znodes, across
-failovers: a KafkaController over an in-memory ZooKeeper (tests/unit/controller_harness.py)."""
+failovers: a KafkaController over an in-memory ZooKeeper (tests/unit/fake_cluster.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kazoo.exceptions import ConnectionLoss
 
 from controller import events as ev
 from controller.context import PartitionReplica, ReplicaStateName
-from tests.unit.controller_harness import Controller, ZooKeeperData
+from tests.unit.fake_cluster import Controller, ZooKeeperData
 from zkdata import paths
 from zkdata.client import Delete, WriteOp
 from zkdata.znodes import LeaderAndIsr, TopicPartition
