@@ -887,8 +887,15 @@ class _Compiler:
                 f"{pad}pos += 1",
                 f"{pad}if {n} > 127:",
                 f"{pad}    {n}, pos = _ruv(buf, pos - 1)",
-                f"{pad}{n} -= 1",
             ]
+            if kind == "string":
+                # Kafka's readers refuse a string longer than 0x7FFF ("string field ... had
+                # invalid length"), as the encoder does; only a multi-byte length can say it.
+                lines += [
+                    f"{pad}    if {n} > {_MAX_STRING + 1}:",
+                    f"{pad}        raise _bad_length({what!r}, {n} - 1, pos)",
+                ]
+            lines.append(f"{pad}{n} -= 1")
         else:
             unpack = "_U16" if kind == "string" else "_U32"
             width = 2 if kind == "string" else 4

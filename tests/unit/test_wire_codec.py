@@ -302,3 +302,34 @@ def test_generated_source_is_kept_for_debugging() -> None:
     assert source.startswith("# UpdateMetadataRequest v7")
     assert "def _enc" in source
     assert "def _dec" in source
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def metadata_v9(name_length: bytes, name: bytes) -> bytes:
+    """MetadataRequest v9 naming one topic: a compact array of 1 [name, tags], then
+    allow_auto_topic_creation, the two include_*_authorized_operations, tags."""
+    return b"\x02" + name_length + name + b"\x00" + b"\x01\x00\x00" + b"\x00"
+
+
+def test_a_compact_string_longer_than_0x7fff_is_refused() -> None:
+    # Kafka's generated readers throw "string field name had invalid length 40000" (and
+    # this encoder refuses to write it): decode must not accept what encode cannot write.
+    name = b"t" * 0x8000
+    with pytest.raises(DecodeError, match=r"field 'name' has length 32768"):
+        decode("MetadataRequest", 9, metadata_v9(_uvarint(len(name) + 1), name))
+    at_limit = decode("MetadataRequest", 9, metadata_v9(_uvarint(0x7FFF + 1), name[:-1]))
+    assert len(at_limit["topics"][0]["name"]) == 0x7FFF
+    assert get_codec("MetadataRequest", 9).encode(at_limit) == metadata_v9(
+        _uvarint(0x7FFF + 1), name[:-1]
+    )
+    # A classic string's int16 length cannot say more than 0x7FFF: 0x8000 is negative.
+    with pytest.raises(DecodeError, match="has length -32768"):
+        decode("DescribeGroupsRequest", 0, b"\x00\x00\x00\x01\x80\x00" + b"g" * 0x8000)
