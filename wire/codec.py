@@ -120,6 +120,9 @@ def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
         pos += 1
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
+            if value > 0xFFFFFFFF:
+                # A fifth byte above 0x0F: bits past 32, which Kafka's int overflows.
+                raise DecodeError(f"unsigned varint beyond 32 bits ending at offset {pos}")
             return value, pos
         shift += 7
         if shift > 28:

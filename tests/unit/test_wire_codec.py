@@ -333,3 +333,18 @@ def test_a_compact_string_longer_than_0x7fff_is_refused() -> None:
     # A classic string's int16 length cannot say more than 0x7FFF: 0x8000 is negative.
     with pytest.raises(DecodeError, match="has length -32768"):
         decode("DescribeGroupsRequest", 0, b"\x00\x00\x00\x01\x80\x00" + b"g" * 0x8000)
+
+
+def test_an_unsigned_varint_beyond_32_bits_is_refused() -> None:
+    # ApiVersionsRequest v3: two empty compact strings, then a tagged section of one field
+    # whose tag is a five-byte varint. Kafka's readUnsignedVarint is an int: a fifth byte
+    # above 0x0F overflows it, and this encoder cannot write such a tag back.
+    codec = get_codec("ApiVersionsRequest", 3)
+    for fifth in (0x10, 0x7F):
+        data = b"\x01\x01\x01" + b"\xff\xff\xff\xff" + bytes([fifth]) + b"\x00"
+        with pytest.raises(DecodeError, match="beyond 32 bits"):
+            codec.decode(data)
+    largest = b"\x01\x01\x01" + b"\xff\xff\xff\xff\x0f" + b"\x00"
+    body = codec.decode(largest)
+    assert body[UNKNOWN_TAGGED_FIELDS] == {0xFFFFFFFF: b""}
+    assert codec.encode(body) == largest
