@@ -512,6 +512,9 @@ def decode_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise ValueError("varint longer than 10 bytes")
+    if raw > 0xFFFFFFFFFFFFFFFF:
+        # A tenth byte above 0x01: bits past 64, which Kafka's long overflows.
+        raise ValueError("varint beyond 64 bits")
     return (raw >> 1) ^ -(raw & 1), pos
 
 

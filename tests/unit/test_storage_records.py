@@ -14,6 +14,7 @@ from storage.records import (
     Compression,
     assign_offsets,
     batch_crc,
+    decode_varint,
     iter_batches,
     iter_records,
     read_header,
@@ -63,6 +64,21 @@ def test_varint_encoding_matches_protobuf_zigzag() -> None:
     assert encode_varint(63) == b"\x7e"
     assert encode_varint(-64) == b"\x7f"
     assert encode_varint(64) == b"\x80\x01"
+
+
+def test_varint_decoding_stops_at_ten_bytes_and_64_bits() -> None:
+    # Kafka's readVarlong: at most 10 bytes, and the tenth may say bit 63 only (any
+    # higher bit would overflow its long; this reader would return a value no int64 holds).
+    for value in (0, -1, 64, 2**63 - 1, -(2**63)):
+        data = encode_varint(value)
+        assert decode_varint(data + b"\x00", 0) == (value, len(data))
+    assert len(encode_varint(-(2**63))) == 10
+    with pytest.raises(ValueError, match="beyond 64 bits"):
+        decode_varint(b"\xff" * 9 + b"\x02", 0)
+    with pytest.raises(ValueError, match="beyond 64 bits"):
+        decode_varint(b"\x80" * 9 + b"\x7f", 0)
+    with pytest.raises(ValueError, match="longer than 10 bytes"):
+        decode_varint(b"\xff" * 10 + b"\x00", 0)
 
 
 def test_assign_offsets_patches_offset_and_epoch_in_place_keeping_the_crc() -> None:
