@@ -41,7 +41,6 @@ from storage.records import (
 )
 from wire.api import ApiKey
 from wire.errors import ErrorCode
-from wire.protocol import response_codec
 from zkdata.paths import INTERNAL_TOPICS
 from zkdata.znodes import TopicPartition
 
@@ -1152,15 +1151,3 @@ def api_versions_response(error: ErrorCode) -> dict[str, Any]:
         ],
         "throttle_time_ms": 0,
     }
-
-
-def error_response(api_key: int, version: int, error: ErrorCode) -> dict[str, Any] | None:
-    """A response of this API and version that says `error`, or None when the response has
-    no top-level error code to say it with (then the only answer is to close)."""
-    if api_key == ApiKey.API_VERSIONS:
-        return api_versions_response(error)
-    body = response_codec(api_key, version).new()
-    if "error_code" not in body:
-        return None
-    body["error_code"] = int(error)
-    return body

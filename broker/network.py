@@ -3,10 +3,14 @@
 A connection's requests are handled one at a time and answered in order, as Kafka does
 (it mutes a connection while a request is in flight). Bad input never takes the broker
 down: a request whose header we can read but whose body is malformed gets the API's
-error response (INVALID_REQUEST); an ApiVersions request of a version we do not know gets
-UNSUPPORTED_VERSION in v0 form, so the client can retry lower; an unknown API key, a
-version outside the schemas, an oversized or truncated frame closes that one connection
-(there is no way to answer it in the protocol), and every other connection goes on.
+error response (INVALID_REQUEST) where its version has a top-level error code, and is
+closed otherwise (Kafka closes on any request it cannot parse); a request whose handler
+fails gets the API's error response for it (broker/error_responses.py), or is closed
+where that response could carry no error; an ApiVersions request of a version we do not
+know gets UNSUPPORTED_VERSION in v0 form, so the client can retry lower; an unknown API
+key, a version outside the schemas, an oversized or truncated frame closes that one
+connection (there is no way to answer it in the protocol), and every other connection
+goes on.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from broker.apis import CloseConnection, KafkaApis, api_versions_response, error_response
+from broker.apis import CloseConnection, KafkaApis, api_versions_response
+from broker.error_responses import error_response
 from wire.api import ApiKey
 from wire.errors import DecodeError, ErrorCode, UnsupportedVersionError
 from wire.protocol import decode_request_header, encode_response_frame, request_codec
@@ -224,7 +229,10 @@ class SocketServer:
             self.requests_failed += 1
             answer = error_response(api_key, version, ErrorCode.INVALID_REQUEST)
             if answer is None:
-                return None  # no error field to answer with: closing is the only answer
+                # No top-level error code in this version, and the request's items (where
+                # its errors would go) are unknown: closing is the only answer, as Kafka
+                # closes on any request it cannot parse.
+                return None
             return self._encode(api_key, version, correlation_id, answer)
         try:
             result = apis.handle(
@@ -242,8 +250,11 @@ class SocketServer:
         except Exception:
             log.exception("error handling %s v%d", ApiKey(api_key).name, version)
             self.requests_failed += 1
-            result = error_response(api_key, version, ErrorCode.UNKNOWN_SERVER_ERROR)
+            # The API's error response for this request (Kafka's getErrorResponse), or a
+            # closed connection where no field of the version can say the error.
+            result = error_response(api_key, version, ErrorCode.UNKNOWN_SERVER_ERROR, body)
             if result is None:
+                log.warning("closing %s: no error response for this request", addr)
                 return None
         self.requests_handled += 1
         if result is None:
