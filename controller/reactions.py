@@ -354,10 +354,11 @@ def start_state_machines(
     replica_sm: ReplicaStateMachine,
     mark: Callable[[str], None] = lambda _phase: None,
 ) -> None:
-    """A failover's start of the state machines (KafkaController.onControllerFailover):
-    replicas on live brokers go Online and are sent their partition's state, every New or
-    Offline partition is elected, then the replicas on dead brokers go Offline, out of the
-    ISRs still holding them. ``mark(phase)`` is called as each of the three ends.
+    """A failover's start of the state machines (KafkaController.onControllerFailover),
+    once its full UpdateMetadata is on its way: replicas on live brokers go Online and are
+    sent their partition's state, every New or Offline partition is elected, then the
+    replicas on dead brokers go Offline, out of the ISRs still holding them.
+    ``mark(phase)`` is called as each of the three ends.
 
     Kafka takes the dead replicas Offline before the elections. A replica leaving the ISR
     of a partition it led leaves it without a leader, so each partition the dead broker
@@ -386,7 +387,9 @@ def start_state_machines(
     held = ops.batch.hold_leader_and_isr({pr.topic_partition for pr in dead} - elected.keys())
     ops.barrier()
     ops.batch.restore_leader_and_isr(held)
-    replica_sm.handle_state_changes(dead, R.OFFLINE, just_written=elected)
+    # The failover's full UpdateMetadata, sent before the state machines started, lists
+    # these replicas offline: only the ISRs this step changes are news to the brokers.
+    replica_sm.handle_state_changes(dead, R.OFFLINE, just_written=elected, offline_in_metadata=True)
     mark("offline_replicas_ms")
 
 

@@ -541,9 +541,14 @@ class ReplicaStateMachine:
         *,
         reason: str = "offline",
         just_written: Mapping[TopicPartition, LeaderAndIsr] | None = None,
+        offline_in_metadata: bool = False,
     ) -> None:
         """``just_written``: partition states this controller wrote moments ago in the same
-        event, which the Offline step may take as ZooKeeper's (see remove_replica_from_isr).
+        event, which the Offline step may take as ZooKeeper's (see remove_replica_from_isr);
+        their UpdateMetadata has gone out with them. ``offline_in_metadata``: every broker's
+        metadata shows these replicas offline already (a failover's full UpdateMetadata
+        went out after their brokers were known dead), so a partition whose ISR did not
+        hold one needs no UpdateMetadata (item 6 of docs/architecture.md).
         """
         by_broker: dict[int, list[PartitionReplica]] = defaultdict(list)
         for pr in replicas:
@@ -555,7 +560,9 @@ class ReplicaStateMachine:
             # partition losing two replicas from its ISR loses them in one order, alone or
             # in a block of reassignments (architecture item 22).
             for broker_id, prs in sorted(by_broker.items()):
-                self._do_handle(broker_id, prs, target, reason, just_written or {})
+                self._do_handle(
+                    broker_id, prs, target, reason, just_written or {}, offline_in_metadata
+                )
         except ControllerMovedError:
             self.ops.drop_batch()
             raise
@@ -569,6 +576,7 @@ class ReplicaStateMachine:
         target: ReplicaStateName,
         reason: str,
         just_written: Mapping[TopicPartition, LeaderAndIsr],
+        offline_in_metadata: bool = False,
     ) -> None:
         ctx, ops = self.ctx, self.ops
         allowed = REPLICA_VALID_PREVIOUS[target]
@@ -635,9 +643,21 @@ class ReplicaStateMachine:
                 replica_id, with_leadership, reason, just_written
             )
             for tp in untouched:
-                # Not in that ISR: nothing changed, nothing to tell (Kafka re-sends the same
-                # state, which every broker ignores; after a broker loss that is 10,000 of them).
                 ctx.put_replica_state(PartitionReplica(tp, replica_id), R.OFFLINE)
+            if not offline_in_metadata:
+                # Not in that ISR: the state is unchanged, but every broker's metadata must
+                # now list the replica among the partition's offline replicas (Kafka's
+                # doRemoveReplicasFromIsr returns these partitions too, and the Offline
+                # step adds their UpdateMetadata for every live broker). Their LeaderAndIsr,
+                # the same state again, is not re-sent: every replica would ignore it (5).
+                # A state just written went out with its UpdateMetadata already.
+                to_tell = [
+                    tp
+                    for tp in untouched
+                    if tp not in just_written and ctx.is_topic_in_service(tp.topic)
+                ]
+                if to_tell:
+                    ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, to_tell)
             to_send = []
             for tp, lice in updated.items():
                 if ctx.is_topic_in_service(tp.topic):

@@ -763,6 +763,59 @@ def test_controlled_shutdown_moves_leadership_and_shrinks_isrs() -> None:
         assert c.ctx.partition_state(tp) is P.ONLINE
 
 
+def offline_replicas_told(c: Cluster, tp: TopicPartition) -> dict[int, tuple[int, ...]]:
+    """broker -> the offline replicas of ``tp`` in the last UpdateMetadata it was sent."""
+    return {
+        b: tuple(p["offline_replicas"])
+        for b, p in c.partition_states_sent(ApiKey.UPDATE_METADATA, tp).items()
+    }
+
+
+def test_losing_a_follower_out_of_the_isr_tells_every_broker_it_is_offline() -> None:
+    """Found by review against Kafka 2.8: its Offline step's doRemoveReplicasFromIsr also
+    returns the partitions whose ISR did not hold the replica, and each gets an
+    UpdateMetadata for every live broker, whose offline replicas now list it. Nothing was
+    sent, so clients were told the dead replica was online."""
+    c = three_partitions()
+    c.leader_sets_isr(T0, (1, 2))  # 3 fell out of sync
+    c.sent.clear()
+    c.kill(3)
+    assert c.leader_and_isr(T0) == LeaderAndIsr(1, 0, (1, 2), 1)  # nothing to write
+    assert offline_replicas_told(c, T0) == {1: (3,), 2: (3,)}
+    # its unchanged state is not re-sent as a LeaderAndIsr (every replica would ignore it)
+    assert c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0) == {}
+
+
+def test_a_broker_loss_tells_each_broker_of_each_partition_once() -> None:
+    """The partition elected without the lost replica went out with its UpdateMetadata
+    before the ISR step, which finds the replica out of its ISR: not sent again."""
+    c = three_partitions()
+    c.leader_sets_isr(T2, (3, 2))  # 1 fell out of sync
+    c.sent.clear()
+    c.ops.deferred = True
+    c.kill(1)
+    c.ops.deferred = False
+    c.ops.flush()
+    told = [
+        (r.broker_id, t["topic_name"], p["partition_index"])
+        for r in c.requests(ApiKey.UPDATE_METADATA)
+        for t in r.body["topic_states"]
+        for p in t["partition_states"]
+    ]
+    assert sorted(told) == sorted((b, T, p) for b in (2, 3) for p in range(3))
+    assert offline_replicas_told(c, T2) == {2: (1,), 3: (1,)}
+
+
+def test_a_controlled_shutdown_tells_every_broker_of_its_followers_out_of_the_isr() -> None:
+    """As after a loss: a stopping broker's replica is offline in metadata (a broker shutting
+    down is not online), also where it was out of the ISR already."""
+    c = three_partitions()
+    c.leader_sets_isr(T1, (2, 1))  # 3 fell out of sync
+    c.sent.clear()
+    c.controlled_shutdown(3)
+    assert offline_replicas_told(c, T1) == {1: (3,), 2: (3,), 3: (3,)}
+
+
 def test_controlled_shutdown_of_the_only_isr_member_keeps_the_leader() -> None:
     c = three_partitions()
     c.leader_sets_isr(T0, (1,))
@@ -1405,6 +1458,9 @@ def test_a_failover_in_an_event_sends_each_partition_state_once() -> None:
     assert sorted(last) == sorted((b, tp) for b in (1, 2) for tp in (T1, U0))
     assert last[(1, T1)] == (1, 2)  # 3 taken out
     assert last[(1, U0)] == (2, 1)  # re-sent as it was
+    # 3 out of U0's ISR: its offline replica is no news after the failover's full
+    # UpdateMetadata (item 6 of docs/architecture.md), unlike after a broker loss
+    assert c.partition_states_sent(ApiKey.UPDATE_METADATA, U0) == {}
     c.assert_context_matches_store()
 
 

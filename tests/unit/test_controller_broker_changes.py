@@ -1,0 +1,38 @@
+"""Broker changes through the real KafkaController (tests/unit/fake_cluster.py): what each
+broker is sent when a broker is lost, starts or bounces. Found by review against Kafka
+2.8.2's sources (KafkaController.onBrokerStartup, onBrokerFailure, onReplicasBecomeOffline;
+ReplicaStateMachine's Offline step; ControllerChannelManager's sends)."""
+
+from __future__ import annotations
+
+from controller import events as ev
+from controller.request_batch import BrokerRequest
+from tests.unit.fake_cluster import Controller, ZooKeeperData
+from zkdata.znodes import LeaderAndIsr
+
+
+def update_metadata_rows(sent: list[BrokerRequest]) -> list[tuple[int, str, int, tuple[int, ...]]]:
+    """(broker, topic, partition, offline replicas) of each UpdateMetadata row sent."""
+    return [
+        (r.broker_id, row[0], row[1], tuple(row[4]))
+        for r in sent
+        if r.api_key.name == "UPDATE_METADATA"
+        for row in r.update_metadata_rows or []
+    ]
+
+
+def test_losing_an_out_of_sync_follower_reaches_every_brokers_metadata() -> None:
+    """Kafka's Offline step sends every partition of the lost replica with a leader, its
+    ISR holding the replica or not, in an UpdateMetadata to every live broker, whose
+    offline replicas then list it. Nothing was sent for t-0, whose ISR had left 3 out:
+    Metadata went on showing replica 3 online."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    data.topic("t", {0: (1, 2, 3)}, {0: LeaderAndIsr(1, 0, (1, 2), 0)})
+    with Controller(data) as c:
+        c.elect()
+        c.sent.clear()
+        data.unregister(3)
+        c.run(ev.BrokerChange())
+        c.drain()
+        told = {b for b, t, p, offline in update_metadata_rows(c.sent) if offline == (3,)}
+        assert told == {1, 2}
