@@ -202,9 +202,10 @@ def without_stale_replicas(
     of theirs goes to the first live ISR member left in assignment order (as an offline
     election would choose). None when no live member would be left: kept as it is (every
     live replica there came back unseen, after a whole cluster's restart say), as Kafka
-    keeps it. A leader that is gone (not registered) is left to the failover's elections."""
+    keeps it. A leader that is gone (not registered) is left to the failover's elections.
+    Live is online, as for any election: not shutting down, nor on a failed log directory."""
     isr = tuple(r for r in current.isr if r not in stale)
-    live = [r for r in isr if r in ctx.live_brokers]
+    live = _live(ctx, tp, isr)
     if not live:
         return None
     leader = current.leader
@@ -222,13 +223,15 @@ def without_leader_lacking_its_log(
     disks; see the broker's refusal): it leaves the ISR, and the leadership goes to the
     first live ISR member left in assignment order (as an offline election would choose),
     or to none while no member left is live (elected when one returns, as after losing
-    every live ISR member). None when it leads no longer, or is the ISR's only member."""
+    every live ISR member). None when it leads no longer, or is the ISR's only member.
+    Live is online, as for any election (Kafka's isReplicaOnline): a broker shutting down
+    (or whose log directory of the partition failed) is never made leader."""
     if current.leader != lacking:
         return None
     isr = tuple(r for r in current.isr if r != lacking)
     if not isr:
         return None
-    live = [r for r in isr if r in ctx.live_brokers]
+    live = _live(ctx, tp, isr)
     if not live:
         return current.new_leader_and_isr(NO_LEADER, isr)
     chosen, _ = offline_leader(ctx.replicas(tp), isr, live, False)

@@ -151,6 +151,21 @@ def test_kept_as_it_is_when_no_live_member_would_be_left() -> None:
     assert without_stale_replicas(ctx, T1, LeaderAndIsr(2, 3, (2, 4), 5), {2}) is None
 
 
+def test_a_stale_leader_gives_way_only_to_an_online_member() -> None:
+    """Live is online, as for every election: not shutting down, nor on a failed log
+    directory (a failover's context holds neither yet; the decision is kept in line with
+    the others all the same)."""
+    current = LeaderAndIsr(2, 3, (2, 1, 3), 5)
+    ctx = loaded({T0: state(2, (2, 1, 3))}, {1: 10, 2: 100, 3: 12})
+    ctx.shutting_down_broker_ids.add(1)
+    assert without_stale_replicas(ctx, T0, current, {2}) == LeaderAndIsr(3, 4, (1, 3), 5)
+    ctx.shutting_down_broker_ids.clear()
+    ctx.replicas_on_offline_dirs[1] = {T0}
+    assert without_stale_replicas(ctx, T0, current, {2}) == LeaderAndIsr(3, 4, (1, 3), 5)
+    ctx.replicas_on_offline_dirs[3] = {T0}
+    assert without_stale_replicas(ctx, T0, current, {2}) is None  # no online member left
+
+
 def test_a_gone_leader_is_left_to_the_elections() -> None:
     ctx = loaded({T0: state(4, (4, 2, 1))}, {1: 10, 2: 100})
     current = LeaderAndIsr(4, 3, (4, 2, 1), 5)

@@ -52,19 +52,50 @@ def test_nothing_for_the_isrs_only_member_or_a_broker_that_leads_no_longer() -> 
     assert without_leader_lacking_its_log(ctx, T0, LeaderAndIsr(1, 4, (1, 2), 6), 2) is None
 
 
+def test_a_broker_shutting_down_is_not_made_leader() -> None:
+    """Found by review: every Kafka election of a leader (isReplicaOnline) leaves out a
+    broker in controlled shutdown; this one counted it as live, ahead of a member that is
+    not stopping, and a partition with only such a member left was led by it."""
+    current = LeaderAndIsr(2, 3, (2, 1, 3), 5)
+    ctx = context({1, 2, 3})
+    ctx.shutting_down_broker_ids.add(1)
+    assert without_leader_lacking_its_log(ctx, T0, current, 2) == LeaderAndIsr(3, 4, (1, 3), 5)
+    ctx.shutting_down_broker_ids.add(3)
+    got = without_leader_lacking_its_log(ctx, T0, current, 2)
+    assert got == LeaderAndIsr(NO_LEADER, 4, (1, 3), 5)
+
+
+def test_a_member_whose_log_directory_failed_is_not_made_leader() -> None:
+    current = LeaderAndIsr(2, 3, (2, 1, 3), 5)
+    ctx = context({1, 2, 3})
+    ctx.replicas_on_offline_dirs[1] = {T0}
+    assert without_leader_lacking_its_log(ctx, T0, current, 2) == LeaderAndIsr(3, 4, (1, 3), 5)
+
+
+def test_the_leadership_goes_past_a_broker_in_controlled_shutdown() -> None:
+    c = Cluster(brokers=(1, 2, 3))
+    c.create_topic("t", {0: [1, 2, 3]})
+    c.controlled_shutdown(2)  # it led nothing; it leaves the ISR
+    c.leader_sets_isr(T0, (1, 2, 3))  # the leader let it in again meanwhile
+    leaders_lacking_their_logs(c.psm, 1, [T0])
+    assert c.leader_and_isr(T0).leader == 3
+
+
 @given(
     isr=st.lists(st.sampled_from([1, 2, 3, 4]), min_size=1, max_size=4, unique=True),
     live=st.sets(st.sampled_from([1, 2, 3, 4])),
+    shutting_down=st.sets(st.sampled_from([1, 2, 3, 4])),
     data=st.data(),
 )
 def test_the_broker_leaves_and_a_leader_is_live_and_in_the_isr_or_none(
-    isr: list[int], live: set[int], data: st.DataObject
+    isr: list[int], live: set[int], shutting_down: set[int], data: st.DataObject
 ) -> None:
     leader = data.draw(st.sampled_from(isr))
     current = LeaderAndIsr(leader, 7, tuple(isr), 9)
-    got = without_leader_lacking_its_log(
-        context(live | {leader}, (1, 2, 3, 4)), T0, current, leader
-    )
+    ctx = context(live | {leader}, (1, 2, 3, 4))
+    ctx.shutting_down_broker_ids = shutting_down & ctx.live_brokers.keys()
+    live = ctx.live_broker_ids - {leader}  # online: not shutting down
+    got = without_leader_lacking_its_log(ctx, T0, current, leader)
     if len(isr) == 1:
         assert got is None
         return
