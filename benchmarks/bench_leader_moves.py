@@ -19,8 +19,18 @@ replica election), broker 1 being the controller. Then:
 * controlled shutdown: SIGTERM broker 3. The figure is the ControlledShutdown round trip
   as the broker sees it (every leadership moved away before the answer), and the time until
   every broker acknowledged the new leaders.
+* broker return, after the balanced cluster's loss: broker 3 started again (3N partitions,
+  N of them preferring it). The figure is the time from the moment the controller learns
+  of its registration (its /brokers/ids watch fires) until every broker acknowledged that
+  event's requests (UpdateMetadata to every broker, the cluster's metadata and every
+  replica's state to broker 3), and the brokers already up apart (they need to hear only
+  that broker 3 is back). Floor, in the same run: broker 3's own acknowledgement of the
+  event's requests, which are the bulk of it.
 
     .venv/bin/python benchmarks/bench_leader_moves.py [--partitions 10000]
+        [--parts loss,balanced_loss,balanced_shutdown,shutdown]
+
+(broker return is measured with balanced_loss)
 """
 
 from __future__ import annotations
@@ -127,6 +137,36 @@ def kill_broker_3(c: SupervisedCluster) -> dict[str, Any]:
     return ack
 
 
+def restart_broker_3(c: SupervisedCluster) -> dict[str, Any]:
+    """Broker 3, lost, started again; the controller's (broker 1's) record of the
+    requests of the BrokerChange that started it, once every one was acknowledged."""
+    started_at_ms = time.time() * 1000
+    c[3].start()
+    row: dict[str, Any] = wait_for(
+        lambda: next(
+            (
+                r
+                for r in reversed(c[1].state_changes("requests_acknowledged"))
+                if r["after_event"] == "BrokerChange" and r["learned_at_ms"] > started_at_ms
+            ),
+            None,
+        ),
+        600,
+        "the return's requests to be acknowledged",
+    )
+    return row
+
+
+def broker_return(row: dict[str, Any]) -> dict[str, Any]:
+    by_broker = row["acked_ms_by_broker"]
+    return {
+        "learned_to_all_acked_s": round(row["acked_ms"] / 1000, 3),
+        "brokers_up_acked_s": round(max(by_broker.get("1", 0), by_broker.get("2", 0)) / 1000, 3),
+        "floor_returning_broker_acked_s": round(by_broker.get("3", 0) / 1000, 3),
+        "requests": row["requests"],
+    }
+
+
 def shut_down_broker_3(c: SupervisedCluster) -> tuple[dict[str, Any], dict[str, Any]]:
     """SIGTERM broker 3; its record of the successful controlled shutdown, and the
     controller's record of the shutdown's requests, once every one was acknowledged."""
@@ -184,6 +224,8 @@ def balanced_moves(connect: str, partitions: int, root: Path, *, graceful: bool)
         out["learned_to_new_leaders_applied_s"] = round(max(applied, default=0) / 1000, 3)
         out["learned_to_all_acked_s"] = round(ack["acked_ms"] / 1000, 3)
         out["requests"] = ack["requests"]
+        if not graceful:
+            out["broker_return"] = broker_return(restart_broker_3(c))
         return out
     finally:
         c.close()
@@ -221,7 +263,35 @@ def floor_writes(connect: str, partitions: int) -> dict[str, float]:
         zk.close()
 
 
-def run(connect_base: str, partitions: int, root: Path) -> dict[str, Any]:
+PARTS = ("loss", "balanced_loss", "balanced_shutdown", "shutdown")
+
+
+def run(
+    connect_base: str, partitions: int, root: Path, parts: tuple[str, ...] = PARTS
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"partitions_led_by_the_broker": partitions}
+    if "loss" in parts:
+        out["broker_loss"] = lone_leader_loss(connect_base, partitions, root)
+    if "balanced_loss" in parts:
+        out["broker_loss_balanced"] = balanced_moves(
+            chroot(connect_base, f"balanced-loss-{partitions}"),
+            partitions,
+            root / "balanced-loss",
+            graceful=False,
+        )
+    if "balanced_shutdown" in parts:
+        out["controlled_shutdown_balanced"] = balanced_moves(
+            chroot(connect_base, f"balanced-shutdown-{partitions}"),
+            partitions,
+            root / "balanced-shutdown",
+            graceful=True,
+        )
+    if "shutdown" in parts:
+        out["controlled_shutdown"] = lone_leader_shutdown(connect_base, partitions, root)
+    return out
+
+
+def lone_leader_loss(connect_base: str, partitions: int, root: Path) -> dict[str, Any]:
     connect = chroot(connect_base, f"loss-{partitions}")
     c = cluster_led_by_broker_3(connect, partitions, root / "loss")
     try:
@@ -248,20 +318,10 @@ def run(connect_base: str, partitions: int, root: Path) -> dict[str, Any]:
     floor = floor_writes(chroot(connect_base, "floor"), partitions)
     loss["floor"] = floor
     loss["vs_floor_packed"] = round(loss["learned_to_all_acked_s"] / floor["packed_multis_s"], 2)
+    return loss
 
-    balanced_loss = balanced_moves(
-        chroot(connect_base, f"balanced-loss-{partitions}"),
-        partitions,
-        root / "balanced-loss",
-        graceful=False,
-    )
-    balanced_shutdown = balanced_moves(
-        chroot(connect_base, f"balanced-shutdown-{partitions}"),
-        partitions,
-        root / "balanced-shutdown",
-        graceful=True,
-    )
 
+def lone_leader_shutdown(connect_base: str, partitions: int, root: Path) -> dict[str, Any]:
     connect = chroot(connect_base, f"shutdown-{partitions}")
     c = cluster_led_by_broker_3(connect, partitions, root / "shutdown")
     try:
@@ -277,13 +337,7 @@ def run(connect_base: str, partitions: int, root: Path) -> dict[str, Any]:
         }
     finally:
         c.close()
-    return {
-        "partitions_led_by_the_broker": partitions,
-        "broker_loss": loss,
-        "broker_loss_balanced": balanced_loss,
-        "controlled_shutdown": shutdown,
-        "controlled_shutdown_balanced": balanced_shutdown,
-    }
+    return shutdown
 
 
 def main() -> None:
@@ -291,9 +345,17 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--partitions", type=int, default=10_000)
+    parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help="which to run, comma-separated: " + ", ".join(PARTS),
+    )
     args = parser.parse_args()
+    parts = tuple(p for p in args.parts.split(",") if p)
+    if unknown := set(parts) - set(PARTS):
+        parser.error(f"unknown parts: {sorted(unknown)}")
     with zookeeper() as connect, tempfile.TemporaryDirectory(prefix="bench-leaders-") as tmp:
-        result = run(connect, args.partitions, Path(tmp))
+        result = run(connect, args.partitions, Path(tmp), parts)
     emit(
         {
             "benchmark": "leader_moves",

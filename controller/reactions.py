@@ -97,7 +97,12 @@ def brokers_started(
     ctx.add_live_brokers(started)
     ctx.shutting_down_broker_ids -= new
     existing = ctx.live_or_shutting_down_broker_ids - new
+    # Two sends, as Kafka's onBrokerStartup makes two requests: the brokers up already
+    # learn only of the new ones, the new ones the whole cluster. A batch's UpdateMetadata
+    # carries one set of partitions for all its brokers: together, each broker up got
+    # every partition again at each broker's start (10 requests at 100,000 partitions).
     ops.batch.add_update_metadata(existing, [])
+    ops.barrier()
     ops.batch.add_update_metadata(new, None)
     ops.barrier()
     # A replica whose deletion succeeded before its broker went stays deleted (Kafka tries

@@ -36,3 +36,25 @@ def test_losing_an_out_of_sync_follower_reaches_every_brokers_metadata() -> None
         c.drain()
         told = {b for b, t, p, offline in update_metadata_rows(c.sent) if offline == (3,)}
         assert told == {1, 2}
+
+
+def test_a_new_broker_is_sent_the_cluster_and_the_brokers_up_only_that_it_is_live() -> None:
+    """onBrokerStartup sends the brokers up an UpdateMetadata without partition states,
+    the new broker one with all of them. Every broker got all 50 partitions."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    data.topic("t", {p: (1, 2) for p in range(50)})
+    with Controller(data) as c:
+        c.elect()
+        c.sent.clear()
+        data.register(4)  # hosts nothing
+        c.run(ev.BrokerChange())
+        c.drain()
+        um = [r for r in c.sent if r.api_key.name == "UPDATE_METADATA"]
+        rows = update_metadata_rows(um)
+        assert {b: sum(1 for row in rows if row[0] == b) for b in (1, 2, 3, 4)} == {
+            1: 0,
+            2: 0,
+            3: 0,
+            4: 50,
+        }
+        assert sorted(r.broker_id for r in um) == [1, 2, 3, 4]

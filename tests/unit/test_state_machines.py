@@ -1363,6 +1363,34 @@ def test_new_replica_outside_the_assignment_is_added_to_it() -> None:
     assert c.ctx.replica_state(pr) is R.ONLINE
 
 
+def test_a_broker_start_sends_the_brokers_up_only_what_changed() -> None:
+    """Kafka's onBrokerStartup: the brokers up get an UpdateMetadata without partitions
+    (who is live), the new one every partition; then each partition with a replica on it
+    goes to every broker, its offline replicas changed. Both went in one batch, whose
+    UpdateMetadata has one set of partitions: every broker got every partition."""
+    c = three_partitions()
+    U0 = TopicPartition("other", 0)
+    c.create_topic(U0.topic, {0: (1, 2)})  # nothing on 3
+    c.kill(3)
+    c.sent.clear()
+    c.start(3)
+    told = {
+        (r.broker_id, TopicPartition(t["topic_name"], p["partition_index"]))
+        for r in c.requests(ApiKey.UPDATE_METADATA)
+        for t in r.body["topic_states"]
+        for p in t["partition_states"]
+    }
+    assert told == {(b, tp) for b in (1, 2, 3) for tp in (T0, T1, T2)} | {(3, U0)}
+    # and the brokers up heard first that 3 is back
+    first = c.sent[0]
+    assert [(r.broker_id, r.api_key) for r in first] == [
+        (1, ApiKey.UPDATE_METADATA),
+        (2, ApiKey.UPDATE_METADATA),
+    ]
+    assert all(r.body["topic_states"] == [] for r in first)
+    assert 3 in {b["id"] for b in first[0].body["live_brokers"]}
+
+
 def test_replica_going_online_again_hears_the_current_leadership() -> None:
     c = three_partitions()
     c.kill(3)
