@@ -218,13 +218,20 @@ def brokers_failed(
     their replicas become offline (`replicas_become_offline`). A broker that bounced (a
     new registration, so a new broker epoch) goes through this, then `brokers_started`:
     whatever its old incarnation held is gone (KIP-380)."""
-    ctx = partition_sm.ops.ctx
+    ops = partition_sm.ops
+    ctx = ops.ctx
     gone = set(dead)
     ctx.remove_live_brokers(gone)
     ctx.shutting_down_broker_ids -= gone
     replicas_become_offline(
         partition_sm, replica_sm, ctx.replicas_on_brokers(gone), fail_replica_deletion
     )
+    # Sent now, while the brokers are out of the live set, as Kafka's state machines send
+    # their batches within onBrokerFailure: what is owed to the failed brokers (the
+    # StopReplica of each of their replicas) is dropped. A bounced broker's new
+    # incarnation, live again by the event's end, was sent a StopReplica of every
+    # partition it hosts, meant for the old one.
+    ops.barrier()
 
 
 def isr_changes_noticed(

@@ -58,3 +58,22 @@ def test_a_new_broker_is_sent_the_cluster_and_the_brokers_up_only_that_it_is_liv
             4: 50,
         }
         assert sorted(r.broker_id for r in um) == [1, 2, 3, 4]
+
+
+def test_a_bounced_brokers_new_incarnation_is_sent_no_stop_replica() -> None:
+    """A bounce is onBrokerFailure then onBrokerStartup; the failure's StopReplicas are
+    addressed to the old incarnation, not live when Kafka sends them. Queued until the
+    event's end, they reached the new incarnation."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    data.topic("t", {0: (2, 3), 1: (3, 2)})
+    with Controller(data) as c:
+        c.elect()
+        c.sent.clear()
+        data.unregister(3)
+        data.register(3)  # the same id, a new czxid: bounced
+        c.run(ev.BrokerChange())
+        c.drain()
+        assert [r.broker_id for r in c.sent if r.api_key.name == "STOP_REPLICA"] == []
+        to_3 = [r.api_key.name for r in c.sent if r.broker_id == 3]
+        assert to_3[0] == "UPDATE_METADATA"
+        assert "LEADER_AND_ISR" in to_3

@@ -1341,6 +1341,23 @@ def test_a_bounced_broker_is_failed_and_started_with_its_new_epoch() -> None:
     } == {T0, T1, T2}
 
 
+def test_a_bounced_brokers_new_incarnation_is_sent_no_stop_replica() -> None:
+    """Within one event (as the controller runs it): the StopReplicas of the failure step
+    are owed to the old incarnation, which Kafka's send drops (the broker is not live when
+    onBrokerFailure sends its batch). Built at the event's end, they went to the new
+    incarnation, live again by then: a StopReplica of every partition it hosts."""
+    c = three_partitions()
+    c.ops.deferred = True
+    c.bounce(3)
+    c.ops.deferred = False
+    c.ops.flush()
+    assert [r.partitions for r in c.requests(ApiKey.STOP_REPLICA)] == []
+    # it is sent every partition it hosts, to follow
+    assert {
+        tp for tp in (T0, T1, T2) if 3 in c.partition_states_sent(ApiKey.LEADER_AND_ISR, tp)
+    } == {T0, T1, T2}
+
+
 def test_new_replica_that_would_lead_is_refused() -> None:
     c = Cluster()
     c.ctx.update_assignment(T0, ReplicaAssignment((1, 2)))
