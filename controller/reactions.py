@@ -441,7 +441,7 @@ def replicas_become_offline(
     ops.elections_written = elected
     try:
         partition_sm.handle_state_changes(offline_leader, P.OFFLINE)
-        partition_sm.trigger_online_partition_state_change()
+        online_results = partition_sm.trigger_online_partition_state_change()
     finally:
         ops.elections_written = None
     # The new leaders go out now, as Kafka sends each state machine's batch, even within
@@ -454,7 +454,13 @@ def replicas_become_offline(
     replica_sm.handle_state_changes(not_for_deletion, R.OFFLINE, just_written=elected)
     if for_deletion:
         fail_replica_deletion(for_deletion)
-    if not offline_leader:
+    # Every broker must hear that these replicas are offline (their brokers gone from its
+    # live brokers). The Offline step tells it of each partition of theirs, and an
+    # election made tells it; where neither happened, an UpdateMetadata without partitions
+    # does. Kafka 2.8 sends one only where no partition had an offline leader, so a broker
+    # hosting nothing was never reported gone while some other partition stayed offline
+    # (KAFKA-13225); this is Kafka 3.1's condition (item 37 of docs/architecture.md).
+    if not not_for_deletion and all(isinstance(r, Exception) for r in online_results.values()):
         ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, [])
         ops.flush()
 

@@ -77,3 +77,23 @@ def test_a_bounced_brokers_new_incarnation_is_sent_no_stop_replica() -> None:
         to_3 = [r.api_key.name for r in c.sent if r.broker_id == 3]
         assert to_3[0] == "UPDATE_METADATA"
         assert "LEADER_AND_ISR" in to_3
+
+
+def test_a_broker_hosting_nothing_is_reported_gone_while_a_partition_stays_offline() -> None:
+    """KAFKA-13225, fixed in Kafka 3.1: with solo-0 offline for good, Kafka 2.8 never told
+    the brokers that broker 3 (hosting nothing) was gone."""
+    data = ZooKeeperData(brokers=(1, 2, 3, 4))
+    data.topic("solo", {0: (4,)})
+    data.topic("b", {0: (1, 2)})
+    with Controller(data) as c:
+        c.elect()
+        data.unregister(4)
+        c.run(ev.BrokerChange())
+        c.drain()
+        c.sent.clear()
+        data.unregister(3)
+        c.run(ev.BrokerChange())
+        c.drain()
+        um = [r for r in c.sent if r.api_key.name == "UPDATE_METADATA"]
+        assert sorted(r.broker_id for r in um) == [1, 2]
+        assert all([b["id"] for b in r.body["live_brokers"]] == [1, 2] for r in um)

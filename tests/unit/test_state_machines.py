@@ -512,6 +512,26 @@ def test_equal_leaderships_decided_are_one_object(monkeypatch: pytest.MonkeyPatc
     c.assert_context_matches_store()
 
 
+def test_a_broker_hosting_nothing_is_reported_gone_while_a_partition_stays_offline() -> None:
+    """KAFKA-13225 (fixed in Kafka 3.1): Kafka 2.8 sent the UpdateMetadata that reports a
+    lost broker only where no partition had an offline leader; one left offline for good
+    (its only replica gone) kept every later loss of a broker hosting nothing unreported,
+    and clients were sent to it. Kafka 3.1 sends it where no replica went offline and no
+    election succeeded."""
+    c = Cluster(brokers=(1, 2, 3, 4))
+    c.create_topic("solo", {0: (4,)})
+    c.create_topic("b", {0: (1, 2)})
+    c.kill(4)  # solo-0 is offline for good
+    c.sent.clear()
+    c.kill(3)  # hosts nothing
+    [batch] = c.sent
+    assert [(r.broker_id, r.api_key) for r in batch] == [
+        (1, ApiKey.UPDATE_METADATA),
+        (2, ApiKey.UPDATE_METADATA),
+    ]
+    assert [b["id"] for b in batch[0].body["live_brokers"]] == [1, 2]
+
+
 def test_two_brokers_failing_together() -> None:
     c = three_partitions()
     c.kill(1, 2)
