@@ -455,6 +455,20 @@ class KafkaController:
                 # /controller: it is removed once ZooKeeper answers, and an election runs.
                 self._resign(f"ZooKeeper error: {type(e).__name__}")
             self._reelect_after_zk_error()
+        except Exception as e:
+            # A bug, not a fault. What the event decided so far is half made: partition
+            # states written and recorded whose requests were not all batched, the rest
+            # of the event's decisions never made. Left in the batch, it went out with
+            # the next event's. Kafka never sends such a batch (its next newBatch finds
+            # it not empty, and the controller clears it and moves: handleIllegalState,
+            # triggerControllerMove); here it is dropped at once, and the term ends as
+            # after a ZooKeeper error (item 35 of docs/architecture.md): the next one
+            # starts from what ZooKeeper holds, and sends every broker its states.
+            self.ops.drop_batch()
+            if self.is_active:
+                self._resign(f"error processing {event.name}: {type(e).__name__}")
+                self._reelect_after_zk_error()
+            raise  # logged by the event thread
         finally:
             self.ops.deferred = False
             tracker, self._tracker = self._tracker, None
@@ -541,7 +555,8 @@ class KafkaController:
 
     def _reelect_after_zk_error(self) -> None:
         """Queue a ReelectAfterZkError: at once after the first failure, then with a
-        backoff (one timer at a time) while they go on failing. A ZooKeeper error that is
+        backoff (one timer at a time) while they go on failing (an event that failed on
+        a bug, not on ZooKeeper, ends the term through it too). A ZooKeeper error that is
         no disconnection (a request timing out while pings go on) brings no reconnection,
         whose event would otherwise be the only one to remove a resigned controller's
         /controller: the cluster had no controller until the session ended."""

@@ -16,13 +16,21 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from controller import events as ev
 from controller.controller import ControllerConfig, KafkaController
+from controller.request_batch import RequestBatch
 from election.controller_election import (
     UNKNOWN_CONTROLLER,
     FencingToken,
     read_controller,
     try_elect,
 )
-from tests.unit.fake_cluster import CONTROLLER_SESSION, cluster, drain, process
+from tests.unit.fake_cluster import (
+    CONTROLLER_SESSION,
+    Controller,
+    ZooKeeperData,
+    cluster,
+    drain,
+    process,
+)
 from tests.unit.fake_cluster import queued as queued_events
 from tests.unit.fake_zk import FakeZk
 from zkdata import paths
@@ -234,3 +242,50 @@ def test_a_topic_znode_deleted_under_its_partitions_creation_fails_those_partiti
     assert c.ctx.epoch == epoch
     assert TopicPartition("new", 0) not in c.ctx.leadership
     assert read_controller(zk) == (1, CONTROLLER_SESSION)
+
+
+def test_an_event_failing_on_a_bug_sends_nothing_it_decided_and_ends_the_term() -> None:
+    """Found by review: an event that raised anything but a fence or a ZooKeeper error
+    left what it had batched (here the ISR step of a broker loss, written to ZooKeeper,
+    its requests half added) for the next event to send, the context half updated. Kafka
+    never sends such a batch: its next newBatch finds it not empty, and the controller
+    clears it and moves (handleIllegalState). Here the batch is dropped and the term
+    ends, as after a ZooKeeper error: the next term, this broker's, starts from what
+    ZooKeeper holds and sends every broker its states."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    data.topic("t", {0: (1, 2, 3), 1: (2, 3, 1)})
+    with Controller(data) as c:
+        c.elect()
+        epoch = c.controller.ctx.epoch
+        c.sent.clear()
+        adding = RequestBatch.add_leader_and_isr_updates
+
+        def failing(self: RequestBatch, *args: Any) -> None:
+            adding(self, *args)
+            raise RuntimeError("a bug")
+
+        data.unregister(3)
+        with (
+            patch.object(RequestBatch, "add_leader_and_isr_updates", failing),
+            pytest.raises(RuntimeError),
+        ):
+            c.run(ev.BrokerChange())
+        assert c.sent == []
+        assert not c.controller.is_active
+        assert c.controller.ops.batch.is_empty()
+        c.run(ev.BrokerChange())  # the next event sends nothing of it
+        assert c.sent == []
+        c.drain()  # the election runs again
+        assert c.controller.is_active
+        assert c.controller.ctx.epoch == epoch + 1
+        assert c.sent
+        assert {r.body["controller_epoch"] for r in c.sent} == {epoch + 1}
+        # what the failed event wrote (3 out of the ISRs) reaches the brokers now
+        sent = {
+            (r.broker_id, t["topic_name"], p["partition_index"]): tuple(p["isr"])
+            for r in c.sent
+            if r.api_key.name == "LEADER_AND_ISR"
+            for t in r.body["topic_states"]
+            for p in t["partition_states"]
+        }
+        assert sent == {(b, "t", p): isr for b in (1, 2) for p, isr in ((0, (1, 2)), (1, (2, 1)))}
