@@ -525,13 +525,44 @@ def _bytes_field(buf: bytes | memoryview, pos: int) -> tuple[bytes | None, int]:
     return bytes(buf[pos : pos + length]), pos + length
 
 
+def _read_record(
+    body: bytes, pos: int
+) -> tuple[int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]:
+    """The record at ``pos``: (timestamp delta, offset delta, key, value, headers, where
+    it ends). ValueError or IndexError (past the body's end) if it does not parse."""
+    length, pos = decode_varint(body, pos)
+    end = pos + length
+    pos += 1  # attributes
+    ts_delta, pos = decode_varint(body, pos)
+    offset_delta, pos = decode_varint(body, pos)
+    key, pos = _bytes_field(body, pos)
+    value, pos = _bytes_field(body, pos)
+    count, pos = decode_varint(body, pos)
+    if count < 0:
+        raise ValueError(f"a header count of {count}")
+    hdrs: list[tuple[str, bytes | None]] = []
+    for _h in range(count):
+        hkey, pos = _bytes_field(body, pos)
+        if hkey is None:
+            raise ValueError("a header without a key")
+        hvalue, pos = _bytes_field(body, pos)
+        hdrs.append((hkey.decode(errors="replace"), hvalue))
+    if pos != end:
+        raise ValueError(f"record length {length} does not match its fields")
+    return ts_delta, offset_delta, key, value, tuple(hdrs), pos
+
+
 def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
     """Decode the records of one batch (the bytes of exactly one batch).
 
     Every codec's batches are decoded (``storage.codecs``; a body that is not a valid
     stream of its codec raises CorruptRecordError); attributes naming no codec (5-7)
     raise UnsupportedCodecError, a NotImplementedError (the append and read paths never
-    need to decompress).
+    need to decompress). A record that does not parse (fields past its length or the
+    body's end, a varint over 10 bytes, a negative header count, a header without a key,
+    bytes left after the last record) raises InvalidRecordError, a CorruptRecordError,
+    as Kafka's DefaultRecord.readFrom throws InvalidRecordException; a header key that
+    is not UTF-8 is decoded with replacement characters, as Java's String does.
     """
     view = memoryview(batch)
     header = read_header(view)
@@ -540,28 +571,26 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
     except codecs.CodecError as e:
         raise CorruptRecordError(str(e), position=header.position) from None
     pos = 0
-    for _ in range(header.record_count):
-        length, pos = decode_varint(body, pos)
-        end = pos + length
-        pos += 1  # attributes
-        ts_delta, pos = decode_varint(body, pos)
-        offset_delta, pos = decode_varint(body, pos)
-        key, pos = _bytes_field(body, pos)
-        value, pos = _bytes_field(body, pos)
-        count, pos = decode_varint(body, pos)
-        hdrs: list[tuple[str, bytes | None]] = []
-        for _h in range(count):
-            hkey, pos = _bytes_field(body, pos)
-            hvalue, pos = _bytes_field(body, pos)
-            hdrs.append(((hkey or b"").decode(), hvalue))
-        if pos != end:
-            raise CorruptRecordError(
-                f"record length {length} does not match its fields", position=header.position
+    for i in range(header.record_count):
+        try:
+            ts_delta, offset_delta, key, value, hdrs, pos = _read_record(body, pos)
+        except (IndexError, ValueError) as e:  # IndexError: past the body's end
+            raise InvalidRecordError(
+                f"record {i} does not parse: {e}",
+                position=header.position,
+                offset=header.base_offset,
+            ) from None
+        if i == header.record_count - 1 and pos != len(body):
+            # Kafka's "Incorrect declared batch size, records still remaining"
+            raise InvalidRecordError(
+                f"{len(body) - pos} bytes after the last record",
+                position=header.position,
+                offset=header.base_offset,
             )
         timestamp = (
             header.max_timestamp if header.is_log_append_time else header.base_timestamp + ts_delta
         )
-        yield Record(header.base_offset + offset_delta, timestamp, key, value, tuple(hdrs))
+        yield Record(header.base_offset + offset_delta, timestamp, key, value, hdrs)
 
 
 # --------------------------------------------------------------------------- encoding

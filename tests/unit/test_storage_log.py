@@ -322,6 +322,23 @@ def test_offset_for_timestamp_in_a_batch_not_read_here_is_the_batch_start(
     assert (found.offset, found.timestamp) == (1, NOW + 50)
 
 
+def test_offset_for_timestamp_in_a_batch_whose_records_do_not_parse_is_the_batch_start(
+    tmp_path: Path,
+) -> None:
+    # A batch whose CRC holds but whose record is cut short, as a follower copies it
+    # (followers check no records): ListOffsets answers with the batch, where an
+    # IndexError escaped and the broker closed the client's connection.
+    log = open_log(tmp_path / "t-0", index_interval_bytes=0)
+    batch = build_batch([RecordSpec(b"v", timestamp=NOW)], base_timestamp=NOW)
+    batch = batch[:BATCH_HEADER_SIZE] + b"\x10\x00"
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">I", batch, CRC_OFFSET, batch_crc(batch))
+    log.append_as_follower(batch)
+    found = log.offset_for_timestamp(NOW)
+    assert found is not None
+    assert (found.offset, found.timestamp) == (0, NOW)
+
+
 def test_retention_by_time_never_deletes_the_active_segment(tmp_path: Path) -> None:
     clock = Clock()
     log = open_log(tmp_path / "t-0", clock, segment_bytes=400, retention_ms=60_000)

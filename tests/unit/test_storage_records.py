@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from storage import errors
 from storage.records import (
     ATTR_TIMESTAMP_TYPE,
+    BATCH_HEADER_SIZE,
+    CRC_OFFSET,
     Compression,
     assign_offsets,
     batch_crc,
@@ -130,6 +132,43 @@ def test_gzip_batches_decode() -> None:
         (b"k1", b"v1", ()),
         (None, None, (("h", b""),)),
     ]
+
+
+def with_records_body(body: bytes, count: int = 1) -> bytearray:
+    """An uncompressed batch of ``count`` records (header, length and CRC valid) whose
+    records body is ``body``: the producer's CRC covers whatever it sends."""
+    batch = build_batch([b"v"] * count, base_timestamp=10)[:BATCH_HEADER_SIZE] + body
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">I", batch, CRC_OFFSET, batch_crc(batch))
+    return batch
+
+
+#: record bodies that do not parse, each as Kafka's DefaultRecord.readFrom refuses it
+MALFORMED_RECORDS = {
+    "cut short": b"\x10\x00",  # a record of 8 bytes with one of them
+    "a varint over 10 bytes": b"\xff" * 12,
+    "fields past the record's length": bytes([0x06, 0, 0, 0, 1, 4, 0x76, 0x76, 0]),
+    "fewer fields than the record's length": bytes([0x10, 0, 0, 0, 1, 2, 0x76, 0, 0, 0]),
+    "a negative header count": bytes([0x0C, 0, 0, 0, 1, 2, 0x76, 1]),
+    "a header without a key": bytes([0x10, 0, 0, 0, 1, 2, 0x76, 2, 1, 1]),
+    "bytes after the last record": bytes([0x0C, 0, 0, 0, 1, 2, 0x76, 0, 0]),
+    "fewer records than the header counts": bytes([0x0C, 0, 0, 0, 1, 2, 0x76, 0]) * 1,
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED_RECORDS))
+def test_records_that_do_not_parse_raise_invalid_record_error(name: str) -> None:
+    count = 2 if name == "fewer records than the header counts" else 1
+    batch = with_records_body(MALFORMED_RECORDS[name], count)
+    with pytest.raises(errors.InvalidRecordError):
+        list(iter_records(batch))
+
+
+def test_a_header_key_that_is_not_utf8_is_read_with_replacement_characters() -> None:
+    # Java's String (Kafka's Utils.utf8) replaces what is not UTF-8; Kafka accepts it.
+    body = bytes([0x14, 0, 0, 0, 1, 2, 0x76, 2, 2, 0xFF, 1])
+    (record,) = iter_records(with_records_body(body))
+    assert (record.key, record.value, record.headers) == (None, b"v", (("\ufffd", None),))
 
 
 def test_a_crc_mismatch_is_refused_and_nothing_is_changed() -> None:
