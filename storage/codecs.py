@@ -2,7 +2,8 @@
 
 A broker passes compressed batches through untouched; it needs their records only to
 check a compacted topic's keys, to compact, and to find an offset by timestamp. gzip
-comes from the standard library (zlib). snappy and lz4 are decoded here, in pure Python
+comes from the standard library (zlib; every member of the stream, as Java's
+GZIPInputStream reads them). snappy and lz4 are decoded here, in pure Python
 (no dependency for two small formats; the work is one slice copy per literal run or
 match, not per byte), and zstd in ``storage.zstd`` (RFC 8878, its entropy coding decoded
 per literal and per sequence, so a few times slower):
@@ -90,7 +91,7 @@ def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
         return bytes(data)
     if codec == GZIP:
         try:
-            return zlib.decompress(data, wbits=47)
+            return _gunzip(data)
         except zlib.error as e:
             raise CodecError(f"gzip: {e}") from None
     try:
@@ -124,6 +125,28 @@ def compress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
 
 
 _NAMES: Final = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+
+
+# --- gzip -------------------------------------------------------------------------
+
+_GZIP_MEMBER: Final = b"\x1f\x8b\x08"  # a member's magic and method (deflate)
+
+
+def _gunzip(data: bytes | bytearray | memoryview) -> bytes:
+    """Every member of a gzip stream (RFC 1952 lets one hold several), as Java's
+    GZIPInputStream, which Kafka reads gzip batches with, reads them: zlib's one-shot
+    decompress stops after the first. Bytes after a member that start no member are
+    ignored, as GZIPInputStream ignores them; zlib checks each member's CRC-32 and size."""
+    out = []
+    rest: bytes | bytearray | memoryview = data
+    while True:
+        member = zlib.decompressobj(wbits=31)  # gzip only, as GZIPInputStream
+        out.append(member.decompress(rest))
+        if not member.eof:
+            raise CodecError("gzip: a truncated member")
+        rest = member.unused_data
+        if not rest.startswith(_GZIP_MEMBER):
+            return b"".join(out)
 
 
 # --- snappy -----------------------------------------------------------------------

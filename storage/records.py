@@ -73,6 +73,7 @@ __all__ = [
     "assign_offsets",
     "batch_crc",
     "build_batch",
+    "check_records",
     "decode_varint",
     "encode_varint",
     "iter_batches",
@@ -391,7 +392,8 @@ def recompress(buf: bytearray | memoryview, codec: int) -> bytearray | memoryvie
     The batches are validated first (length, magic, CRC: CorruptRecordError, as
     ``assign_offsets`` would raise, which checks the rebuilt ones again, their size too);
     a body that is not a valid stream of its codec, or a codec Kafka does not know, is
-    CorruptRecordError."""
+    CorruptRecordError; records that do not parse, or not as many as the header counts,
+    are InvalidRecordError."""
     view = memoryview(buf)
     found, _ = _scan(view, max_batch_size=None, allow_partial_tail=False)
     if all(
@@ -415,6 +417,10 @@ def recompress(buf: bytearray | memoryview, codec: int) -> bytearray | memoryvie
                 position=pos,
                 offset=fields[0],
             ) from None
+        # Its records as the header counts them, or none is stored: a body holding
+        # fewer (a stream read short) would be acknowledged whole and stored without
+        # them. Kafka reads every record here (InvalidRecordException).
+        check_records(body, fields[12], position=pos, offset=fields[0])
         start = len(out)
         out += view[pos : pos + BATCH_HEADER_SIZE]
         out += codecs.compress(codec, body)
@@ -426,6 +432,59 @@ def recompress(buf: bytearray | memoryview, codec: int) -> bytearray | memoryvie
             out, start + CRC_OFFSET, crc32c(memoryview(out)[start + ATTRIBUTES_OFFSET :])
         )
     return out
+
+
+def _walk_records(body: bytes | memoryview, count: int) -> int:
+    """Walk ``count`` records of a records body by their lengths and fields, reading no
+    key, value or header: the index of the first record without a key (-1: none).
+    ValueError or IndexError (past the body's end) where one does not parse, as
+    ``_read_record`` would, or bytes follow the last."""
+    varint = decode_varint
+    keyless = -1
+    pos = 0
+    for i in range(count):
+        length, pos = varint(body, pos)
+        end = pos + length
+        _, pos = varint(body, pos + 1)  # attributes, timestamp delta
+        _, pos = varint(body, pos)  # offset delta
+        key_length, pos = varint(body, pos)
+        if key_length >= 0:
+            pos += key_length
+        elif keyless < 0:
+            keyless = i
+        value_length, pos = varint(body, pos)
+        if value_length > 0:
+            pos += value_length
+        headers, pos = varint(body, pos)
+        if headers < 0:
+            raise ValueError(f"a header count of {headers}")
+        for _ in range(headers):
+            header_key_length, pos = varint(body, pos)
+            if header_key_length < 0:
+                raise ValueError("a header without a key")
+            header_value_length, pos = varint(body, pos + header_key_length)
+            if header_value_length > 0:
+                pos += header_value_length
+        if pos != end:
+            raise ValueError(f"record {i}'s length {length} does not match its fields")
+    if pos != len(body):
+        raise ValueError(f"{len(body) - pos} bytes after the last of {count} records")
+    return keyless
+
+
+def check_records(
+    body: bytes | memoryview, count: int, *, position: int, offset: int | None = None
+) -> int:
+    """That a batch's records body (decompressed) holds ``count`` records that parse and
+    nothing after them, as Kafka's LogValidator reads every record of a producer's
+    batch: InvalidRecordError otherwise (Kafka's InvalidRecordException). Returns the
+    index of the first record without a key (-1: none), for a compacted topic."""
+    try:
+        return _walk_records(body, count)
+    except (IndexError, ValueError) as e:  # IndexError: past the body's end
+        raise InvalidRecordError(
+            f"the batch's records do not parse: {e}", position=position, offset=offset
+        ) from None
 
 
 def validate_follower_batches(

@@ -7,8 +7,10 @@ tests read batches librdkafka compressed, and librdkafka reads what the cleaner 
 
 from __future__ import annotations
 
+import gzip
 import random
 import struct
+import zlib
 
 import pytest
 from hypothesis import given, settings
@@ -228,6 +230,19 @@ def test_a_damaged_stream_raises_codec_error_and_nothing_else(
 def test_bad_streams_are_named(codec: int, stream: bytes, says: str) -> None:
     with pytest.raises(CodecError, match=says):
         codecs.decompress(codec, stream)
+
+
+def test_every_member_of_a_gzip_stream_is_read() -> None:
+    # RFC 1952 lets a stream hold several members, and Java's GZIPInputStream (Kafka's
+    # gzip reader) reads them all; zlib's one-shot decompress stopped after the first.
+    members = gzip.compress(b"first ") + gzip.compress(b"") + gzip.compress(b"third")
+    assert codecs.decompress(GZIP, members) == b"first third"
+    # What follows a member and starts none is ignored, as GZIPInputStream ignores it.
+    assert codecs.decompress(GZIP, gzip.compress(b"one") + b"not a member") == b"one"
+    with pytest.raises(CodecError, match="truncated"):  # a later member cut short
+        codecs.decompress(GZIP, members[:-3])
+    with pytest.raises(CodecError, match="gzip"):  # a zlib stream is no gzip member
+        codecs.decompress(GZIP, zlib.compress(b"one"))
 
 
 def test_an_attribute_naming_no_codec_is_not_read() -> None:

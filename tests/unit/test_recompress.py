@@ -4,6 +4,8 @@ LogValidator does; ``producer`` keeps them as they came."""
 
 from __future__ import annotations
 
+import gzip
+import struct
 from pathlib import Path
 
 import pytest
@@ -12,11 +14,13 @@ from hypothesis import strategies as st
 
 from broker.config import effective_topic_config
 from storage import codecs
-from storage.errors import CorruptRecordError, RecordTooLargeError
+from storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
 from storage.log import LogConfig, PartitionLog
 from storage.records import (
     ATTR_CONTROL,
+    ATTRIBUTES_OFFSET,
     BATCH_HEADER_SIZE,
+    CRC_OFFSET,
     Compression,
     batch_crc,
     iter_batches,
@@ -102,6 +106,40 @@ def test_a_corrupt_batch_is_refused_before_anything_is_compressed() -> None:
     unknown[17:21] = batch_crc(unknown).to_bytes(4, "big")
     with pytest.raises(CorruptRecordError, match="cannot be read"):
         recompress(unknown, Compression.NONE)
+
+
+def _two_member_gzip_batch() -> bytearray:
+    """A gzip batch of 4 records whose body is two gzip members of 2 records each."""
+    plain = _batch(Compression.NONE, 4)
+    half = len(_batch(Compression.NONE, 2)) - BATCH_HEADER_SIZE  # the first 2 records
+    body = bytes(plain[BATCH_HEADER_SIZE:])
+    batch = plain[:BATCH_HEADER_SIZE] + gzip.compress(body[:half]) + gzip.compress(body[half:])
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">h", batch, ATTRIBUTES_OFFSET, Compression.GZIP)
+    struct.pack_into(">I", batch, CRC_OFFSET, batch_crc(batch))
+    return batch
+
+
+@pytest.mark.parametrize("target", [Compression.NONE, Compression.LZ4])
+def test_a_gzip_batch_of_several_members_is_recompressed_whole(target: int) -> None:
+    # Read to its first member only, it was rebuilt with 2 records under a header
+    # counting 4, and acknowledged.
+    batch = _two_member_gzip_batch()
+    out = recompress(batch, target)
+    assert _records(out) == _records(_batch(Compression.NONE, 4))
+
+
+def test_a_body_holding_fewer_records_than_its_header_counts_is_refused() -> None:
+    # What the header counts is what the producer is acknowledged for: a rebuilt batch
+    # holding fewer would lose the rest (Kafka reads every record here).
+    short = _batch(Compression.NONE, 3)
+    full = _batch(Compression.NONE, 4)
+    lying = full[:BATCH_HEADER_SIZE] + codecs.compress(Compression.GZIP, short[BATCH_HEADER_SIZE:])
+    struct.pack_into(">i", lying, 8, len(lying) - 12)
+    struct.pack_into(">h", lying, ATTRIBUTES_OFFSET, Compression.GZIP)
+    struct.pack_into(">I", lying, CRC_OFFSET, batch_crc(lying))
+    with pytest.raises(InvalidRecordError, match="records do not parse"):
+        recompress(lying, Compression.LZ4)
 
 
 def _log(tmp_path: Path, **config: object) -> PartitionLog:
