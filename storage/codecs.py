@@ -13,7 +13,8 @@ per literal and per sequence, so a few times slower):
   then length-prefixed raw chunks).
 - lz4: the LZ4 frame format (Kafka's KafkaLZ4BlockOutputStream, librdkafka's LZ4F):
   the frame header's checksum is checked; compressed and stored blocks, dependent or
-  not; block and content checksums are skipped (the batch's CRC-32C covers the bytes).
+  not, none holding or decoding to more than the frame's block maximum size; block and
+  content checksums are skipped (the batch's CRC-32C covers the bytes).
 
 ``compress`` is what a compaction's rewritten batch is written with (it keeps its codec,
 as in Kafka): the matches of a greedy parse (``storage.lz77``) as snappy copies (32 KB
@@ -66,6 +67,8 @@ _U32BE: Final = struct.Struct(">I")
 _LZ4_MAGIC: Final = 0x184D2204
 _LZ4_STORED: Final = 0x80000000
 _LZ4_BLOCK: Final = 64 * 1024  # what Kafka's and librdkafka's producers use
+#: a frame's Block Maximum Size, by its BD byte (the only four the format has)
+_LZ4_BLOCK_MAX: Final = {0x40: 64 * 1024, 0x50: 256 * 1024, 0x60: 1 << 20, 0x70: 4 << 20}
 _XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _XERIAL_HEADER: Final = _XERIAL_MAGIC + _U32BE.pack(1) + _U32BE.pack(1)
 _SNAPPY_CHUNK: Final = 32 * 1024  # snappy-java's default block
@@ -297,6 +300,12 @@ def _lz4_frame_decompress(src: bytes) -> bytes:
         flags = src[pos + 4]
         if flags >> 6 != 1:
             raise CodecError(f"lz4: frame version {flags >> 6}")
+        # No block holds, or decodes to, more than the frame's Block Maximum Size, as
+        # Kafka's KafkaLZ4BlockInputStream refuses: a match's length goes on in bytes
+        # of 255, so a block would otherwise make 255 times its size.
+        block_max = _LZ4_BLOCK_MAX.get(src[pos + 5])
+        if block_max is None:
+            raise CodecError(f"lz4: a block maximum size byte of {src[pos + 5]:#x}")
         block_checksums = flags & 0x10
         header_end = pos + 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
         content_checksum = flags & 0x04
@@ -314,12 +323,14 @@ def _lz4_frame_decompress(src: bytes) -> bytes:
             stored = size & _LZ4_STORED
             size &= ~_LZ4_STORED & _MASK32
             end = pos + size
+            if size > block_max:
+                raise CodecError(f"lz4: a block of {size} bytes in a frame of {block_max}")
             if end > len(src):
                 raise CodecError(f"lz4: a block of {size} bytes past the stream's end")
             if stored:
                 out += src[pos:end]
             else:
-                _lz4_block(src, pos, end, out)
+                _lz4_block(src, pos, end, out, len(out) + block_max)
             pos = end + (4 if block_checksums else 0)
         pos += 4 if content_checksum else 0
         if pos > len(src):
@@ -327,9 +338,10 @@ def _lz4_frame_decompress(src: bytes) -> bytes:
     return bytes(out)
 
 
-def _lz4_block(src: bytes, pos: int, end: int, out: bytearray) -> None:
+def _lz4_block(src: bytes, pos: int, end: int, out: bytearray, limit: int) -> None:
     """Decode one compressed block, ``src[pos:end]``, onto ``out`` (which holds the
-    frame's earlier blocks: a dependent block's matches may reach into them)."""
+    frame's earlier blocks: a dependent block's matches may reach into them), which may
+    not grow past ``limit``."""
     while True:
         token = src[pos]
         pos += 1
@@ -343,12 +355,19 @@ def _lz4_block(src: bytes, pos: int, end: int, out: bytearray) -> None:
             out += src[pos:literal_end]
             pos = literal_end
         if pos == end:  # the last sequence has literals only
+            if len(out) > limit:
+                raise CodecError("lz4: a block decoding to more than the frame's block size")
             return
         offset = src[pos] | (src[pos + 1] << 8)
         pos += 2
         length = token & 15
         if length == 15:
             length, pos = _lz4_length(src, pos, length)
+            # Checked before the copy where a match's length goes on in bytes, the only
+            # way a block makes far more than its size (shorter matches make at most 6
+            # times it, checked at its end).
+            if len(out) + length > limit:
+                raise CodecError("lz4: a block decoding to more than the frame's block size")
         length += 4
         if pos >= end:
             raise CodecError("lz4: a block ends with a match")

@@ -11,6 +11,12 @@ The work is per literal (Huffman) and per sequence: about 12 MB/s on text, more 
 matches are long (``bench_codecs.py``). The bit readers take a few bytes at a time, never
 the whole stream as one integer (shifts of which cost its length).
 
+What a frame may make is bounded as RFC 8878 bounds it: no block holds, or decodes to,
+more than Block_Maximum_Size (the frame's window, at most 128 KB), the window is at most
+128 MiB (zstd's own decoders' default limit, which Kafka's zstd-jni keeps), and a frame
+that gives its content size makes no more. An RLE block's 21-bit size alone would
+otherwise make 2 MB of 4 bytes, a compressed block's matches gigabytes.
+
 ``compress`` writes what the log cleaner rewrites: a greedy parse's matches as sequences
 coded with the predefined tables, the literals Huffman-coded (see the section at the
 end).
@@ -63,6 +69,9 @@ _LL_MAX_LOG: Final = 9
 _ML_MAX_LOG: Final = 9
 _OF_MAX_LOG: Final = 8
 _MAX_BLOCK: Final = 128 * 1024
+#: the largest window read: zstd's own decoders' default limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT,
+#: 2**27), which zstd-jni, Kafka's zstd, keeps ("Frame requires too much memory")
+_MAX_WINDOW: Final = 1 << 27
 
 
 def copy_match(
@@ -350,7 +359,9 @@ def _default(name: str) -> _Fse:
     return table
 
 
-def _literals(data: bytes, pos: int, end: int, state: _FrameState) -> tuple[bytes, int]:
+def _literals(
+    data: bytes, pos: int, end: int, state: _FrameState, block_max: int
+) -> tuple[bytes, int]:
     kind = data[pos] & 3
     size_format = (data[pos] >> 2) & 3
     if kind < 2:  # raw or RLE
@@ -366,6 +377,8 @@ def _literals(data: bytes, pos: int, end: int, state: _FrameState) -> tuple[byte
             return data[pos : pos + size], pos + size
         if pos >= end:
             raise ZstdError("RLE literals past the block's end")
+        if size > block_max:
+            raise ZstdError(f"{size} RLE literals in a block of {block_max} bytes at most")
         return bytes((data[pos],)) * size, pos + 1
     header_size = (3, 3, 4, 5)[size_format]
     value = int.from_bytes(data[pos : pos + header_size], "little")
@@ -376,6 +389,8 @@ def _literals(data: bytes, pos: int, end: int, state: _FrameState) -> tuple[byte
     stop = pos + compressed
     if stop > end:
         raise ZstdError("Huffman literals past the block's end")
+    if regenerated > block_max:
+        raise ZstdError(f"{regenerated} literals in a block of {block_max} bytes at most")
     if kind == 2:
         state.huffman, pos = _read_huffman_tree(data, pos, stop)
     elif state.huffman is None:
@@ -426,9 +441,19 @@ def _table(
 
 
 def _compressed_block(
-    data: bytes, pos: int, end: int, out: bytearray, frame_start: int, state: _FrameState
+    data: bytes,
+    pos: int,
+    end: int,
+    out: bytearray,
+    frame_start: int,
+    state: _FrameState,
+    block_max: int,
 ) -> None:
-    literals, pos = _literals(data, pos, end, state)
+    """One compressed block onto ``out``; what it decodes to may not exceed
+    ``block_max`` (RFC 8878's Block_Maximum_Size), checked as it goes: its matches
+    could otherwise make gigabytes of a 128 KB block."""
+    limit = len(out) + block_max
+    literals, pos = _literals(data, pos, end, state, block_max)
     if pos >= end:
         raise ZstdError("a block without its sequences section")
     first = data[pos]
@@ -528,7 +553,10 @@ def _compressed_block(
                 raise ZstdError("a sequence past the block's literals")
             out += literals[used : used + length]
             used += length
-        start = len(out) - offset
+        written = len(out)
+        if written + match > limit:  # before the copy: nothing is made past it
+            raise ZstdError(f"a block decoding to over {block_max} bytes, its maximum")
+        start = written - offset
         if match <= offset and offset > 0 and start >= frame_start:
             out += out[start : start + match]
         else:  # overlapping, or an offset out of range (which it raises)
@@ -537,6 +565,8 @@ def _compressed_block(
     if bitpos != 0:
         raise ZstdError("a sequence stream not consumed exactly")
     out += literals[used:]
+    if len(out) > limit:
+        raise ZstdError(f"a block decoding to over {block_max} bytes, its maximum")
 
 
 def _frame(data: bytes, pos: int, out: bytearray) -> int:
@@ -546,8 +576,11 @@ def _frame(data: bytes, pos: int, out: bytearray) -> int:
     if descriptor & 0x08:
         raise ZstdError("a reserved bit set in the frame header")
     single_segment = descriptor & 0x20
-    if not single_segment:
-        pos += 1  # the window descriptor: every byte of the frame is kept anyway
+    window = 0
+    if not single_segment:  # the window descriptor (RFC 8878 3.1.1.1.2)
+        exponent, mantissa = data[pos] >> 3, data[pos] & 7
+        window = (1 << (10 + exponent)) + (1 << (7 + exponent)) * mantissa
+        pos += 1
     dict_size = (0, 1, 2, 4)[descriptor & 3]
     if dict_size and int.from_bytes(data[pos : pos + dict_size], "little"):
         raise ZstdError("a frame needing a dictionary")
@@ -560,6 +593,12 @@ def _frame(data: bytes, pos: int, out: bytearray) -> int:
         if fcs_size == 2:
             content_size += 256
         pos += fcs_size
+    if single_segment:  # then the content size is given, and is the window
+        window = content_size or 0
+    if window > _MAX_WINDOW:
+        raise ZstdError(f"a window of {window} bytes, over the {_MAX_WINDOW} zstd reads")
+    # RFC 8878's Block_Maximum_Size: no block holds or decodes to more.
+    block_max = min(window, _MAX_BLOCK)
     start = len(out)
     state = _FrameState()
     while True:
@@ -570,6 +609,8 @@ def _frame(data: bytes, pos: int, out: bytearray) -> int:
         last = header & 1
         kind = (header >> 1) & 3
         size = header >> 3
+        if size > block_max:  # an RLE block's size is what it decodes to
+            raise ZstdError(f"a block of {size} bytes in a frame of {block_max}-byte blocks")
         if kind == 0:
             if pos + size > len(data):
                 raise ZstdError("a raw block past the frame's end")
@@ -581,12 +622,14 @@ def _frame(data: bytes, pos: int, out: bytearray) -> int:
             out += bytes((data[pos],)) * size
             pos += 1
         elif kind == 2:
-            if size > _MAX_BLOCK or pos + size > len(data):
+            if pos + size > len(data):
                 raise ZstdError("a compressed block past the frame's end")
-            _compressed_block(data, pos, pos + size, out, start, state)
+            _compressed_block(data, pos, pos + size, out, start, state, block_max)
             pos += size
         else:
             raise ZstdError("a reserved block type")
+        if content_size is not None and len(out) - start > content_size:
+            raise ZstdError(f"over the {content_size} bytes the frame says it holds")
         if last:
             break
     if descriptor & 0x04:

@@ -245,6 +245,35 @@ def test_every_member_of_a_gzip_stream_is_read() -> None:
         codecs.decompress(GZIP, zlib.compress(b"one"))
 
 
+def _lz4_frame_of(block_max_byte: int, *blocks: tuple[int, bytes]) -> bytes:
+    """An lz4 frame with this BD byte of these (size word, content) blocks."""
+    descriptor = bytes((0x60, block_max_byte))
+    out = bytearray(struct.pack("<I", 0x184D2204)) + descriptor
+    out.append((codecs.xxh32(descriptor) >> 8) & 0xFF)
+    for size, content in blocks:
+        out += struct.pack("<I", size) + content
+    return bytes(out + struct.pack("<I", 0))
+
+
+def test_no_lz4_block_holds_or_makes_more_than_the_frames_block_maximum_size() -> None:
+    # Kafka's KafkaLZ4BlockInputStream refuses both. One match of a length in bytes of
+    # 255 made 1 MB of this 4 KB block in a frame of 64 KB blocks.
+    match = bytes([0x1F]) + b"A" + b"\x01\x00" + b"\xff" * 4000 + b"\x00"
+    bomb = match + bytes([0x50]) + b"BBBBB"  # and the last literals, as the format wants
+    with pytest.raises(CodecError, match="more than the frame's block size"):
+        codecs.decompress(LZ4, _lz4_frame_of(0x40, (len(bomb), bomb)))
+    assert (
+        len(codecs.decompress(LZ4, _lz4_frame_of(0x60, (len(bomb), bomb))))
+        == 1 + 4 + 15 + 255 * 4000 + 5
+    )
+    stored = b"s" * (64 * 1024 + 1)
+    with pytest.raises(CodecError, match="a block of 65537 bytes"):
+        codecs.decompress(LZ4, _lz4_frame_of(0x40, (len(stored) | 1 << 31, stored)))
+    assert codecs.decompress(LZ4, _lz4_frame_of(0x50, (len(stored) | 1 << 31, stored))) == stored
+    with pytest.raises(CodecError, match="block maximum size byte of 0x30"):
+        codecs.decompress(LZ4, _lz4_frame_of(0x30, (len(stored) | 1 << 31, stored)))
+
+
 def test_an_attribute_naming_no_codec_is_not_read() -> None:
     assert codecs.readable(ZSTD)
     assert not codecs.readable(5)

@@ -154,6 +154,55 @@ def test_bad_frames_are_named(data: bytes, says: str) -> None:
         zstd.decompress(data)
 
 
+def windowed(window_descriptor: int, *blocks: bytes) -> bytes:
+    """A frame of these blocks with this window descriptor (no content size)."""
+    return struct.pack("<I", zstd.MAGIC) + bytes((0x00, window_descriptor)) + b"".join(blocks)
+
+
+def test_no_block_holds_or_makes_more_than_the_frames_block_maximum_size() -> None:
+    # RFC 8878's Block_Maximum_Size: the window (1 KB in frame()), at most 128 KB. An RLE
+    # block's 21-bit size made 2 MB of these 10 bytes.
+    bomb = frame(block(1, b"A", (1 << 21) - 1))
+    assert len(bomb) == 10
+    with pytest.raises(ZstdError, match="a block of 2097151 bytes"):
+        zstd.decompress(bomb)
+    assert zstd.decompress(frame(block(1, b"A", 1024))) == b"A" * 1024
+    for kind, content, size in ((1, b"A", 1025), (0, b"A" * 1025, None)):
+        with pytest.raises(ZstdError, match="a block of 1025 bytes"):
+            zstd.decompress(frame(block(kind, content, size)))
+    # A window above 128 KB: the blocks still hold 128 KB at most.
+    wide = 8 << 3  # 256 KB
+    assert len(zstd.decompress(windowed(wide, block(1, b"A", 128 * 1024)))) == 128 * 1024
+    with pytest.raises(ZstdError, match="a block of 131073 bytes"):
+        zstd.decompress(windowed(wide, block(1, b"A", 128 * 1024 + 1)))
+    # A single segment's window is its content size.
+    with pytest.raises(ZstdError, match="a block of 100 bytes in a frame of 50-byte"):
+        zstd.decompress(frame(block(1, b"A", 100), content_size=50))
+
+
+def test_a_compressed_block_makes_no_more_than_the_block_maximum_size() -> None:
+    # Its literals: 2,000 RLE literals (a 2-byte header) in a frame of 1 KB blocks.
+    literals = bytes((1 | 1 << 2 | (2000 & 15) << 4, 2000 >> 4)) + b"q"
+    with pytest.raises(ZstdError, match="2000 RLE literals"):
+        zstd.decompress(frame(block(2, literals + b"\x00")))
+    # Its matches: a block compress wrote for 64 KB, some dozens of bytes, in a frame
+    # said to have a 1 KB window (no content size); refused before it is all made.
+    written = zstd.compress(b"abcdefgh" * 8192)
+    assert _block_kinds(written) == [2]
+    assert len(written) < 1024
+    with pytest.raises(ZstdError, match="decoding to over 1024 bytes"):
+        zstd.decompress(windowed(0x00, written[9:]))
+    assert zstd.decompress(windowed(6 << 3, written[9:])) == b"abcdefgh" * 8192  # 64 KB
+
+
+def test_a_window_over_128_mib_is_refused() -> None:
+    # zstd's own decoders' default limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT), as Kafka's
+    # zstd-jni reads: 2**27 is read, 2**28 is not.
+    assert zstd.decompress(windowed(17 << 3, block(0, b"ok"))) == b"ok"
+    with pytest.raises(ZstdError, match="a window of 268435456 bytes"):
+        zstd.decompress(windowed(18 << 3, block(0, b"ok")))
+
+
 def _block_kinds(frame: bytes) -> list[int]:
     """The kinds of a frame's blocks (0 raw, 1 RLE, 2 compressed) as ``compress`` writes
     it (a 4-byte content size, no checksum)."""
