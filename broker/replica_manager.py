@@ -38,6 +38,7 @@ from broker.config import TopicConfig
 from broker.state_change_log import LeaderAndIsrRow, StateChangeLog
 from storage.errors import (
     CorruptRecordError,
+    DecompressedTooLargeError,
     FencedLeaderEpochError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -952,6 +953,8 @@ class ReplicaManager:
             return ErrorCode.INVALID_TIMESTAMP, p, None, str(e)
         except InvalidRecordError as e:
             return ErrorCode.INVALID_RECORD, p, None, str(e)
+        except DecompressedTooLargeError as e:
+            return ErrorCode.MESSAGE_TOO_LARGE, p, None, str(e)
         except CorruptRecordError as e:
             return ErrorCode.CORRUPT_MESSAGE, p, None, str(e)
         except FencedLeaderEpochError as e:

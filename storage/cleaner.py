@@ -321,7 +321,10 @@ def clean(
     segments, stats = to_clean.segments, to_clean.stats
     first_dirty, first_uncleanable = to_clean.first_dirty, to_clean.first_uncleanable
     offset_map = OffsetMap(map_bytes)
-    end_offset = _build_offset_map(segments, first_dirty, first_uncleanable, offset_map)
+    max_size = config.max_decompressed_bytes
+    end_offset = _build_offset_map(
+        segments, first_dirty, first_uncleanable, offset_map, max_size=max_size
+    )
     horizon = delete_horizon_ms(stats, first_dirty, config.delete_retention_ms)
     runs = group_segments(stats, end_offset, max_bytes=config.segment_bytes)
     read = written = records_read = dropped = 0
@@ -354,7 +357,7 @@ def clean(
                 for header, batch in _batches(segment):
                     read += header.size
                     records_read += header.record_count
-                    kept = filter_batch(batch, header, keep)
+                    kept = filter_batch(batch, header, keep, max_size=max_size)
                     if kept is None:
                         dropped += header.record_count
                         continue
@@ -391,7 +394,12 @@ def clean(
 
 
 def _build_offset_map(
-    segments: Sequence[LogSegment], first_dirty: int, first_uncleanable: int, offset_map: OffsetMap
+    segments: Sequence[LogSegment],
+    first_dirty: int,
+    first_uncleanable: int,
+    offset_map: OffsetMap,
+    *,
+    max_size: int,
 ) -> int:
     """Map the dirty segments' keys until the map's budget is spent (Kafka's
     buildOffsetMap); returns the offset the cleaning ends at: the next segment's base
@@ -413,7 +421,7 @@ def _build_offset_map(
         for header, batch in _batches(segment, start=start):
             if header.last_offset < first_dirty:
                 continue
-            keys = batch_keys(batch, header)
+            keys = batch_keys(batch, header, max_size=max_size)
             if header.base_offset < first_dirty:  # the last cleaning ended inside it
                 keys = [(key, offset) for key, offset in keys if offset >= first_dirty]
             for key, offset in keys:

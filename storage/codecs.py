@@ -32,8 +32,10 @@ from typing import Final
 from storage import lz77, zstd
 
 __all__ = [
+    "MAX_SIZE",
     "CodecError",
     "Compression",
+    "TooLargeError",
     "UnsupportedCodecError",
     "compress",
     "decompress",
@@ -78,8 +80,17 @@ class CodecError(ValueError):
     """Bytes that are not a valid stream of their codec."""
 
 
+class TooLargeError(CodecError):
+    """A stream that decompresses to more than the caller reads (``max_size``)."""
+
+
 class UnsupportedCodecError(NotImplementedError):
     """An attribute naming no codec (5-7)."""
+
+
+#: ``decompress``'s bound when its caller gives none: what a topic of the default
+#: max.message.bytes reads (``records.max_decompressed_bytes``, docs/storage.md).
+MAX_SIZE: Final = 16 * (1024 * 1024 + 12)
 
 
 def readable(codec: int) -> bool:
@@ -87,23 +98,32 @@ def readable(codec: int) -> bool:
     return codec in _READABLE
 
 
-def decompress(codec: int, data: bytes | bytearray | memoryview) -> bytes:
+def decompress(codec: int, data: bytes | bytearray | memoryview, max_size: int = MAX_SIZE) -> bytes:
     """The bytes a batch's records body compressed with ``codec`` holds; CodecError if it
-    is not a valid stream, UnsupportedCodecError for an unknown codec."""
+    is not a valid stream, TooLargeError (a CodecError) if they are more than
+    ``max_size``, UnsupportedCodecError for an unknown codec.
+
+    The whole body is made in memory (Kafka streams it, a record at a time), so what a
+    few bytes may make is bounded: each decoder stops once it has made ``max_size``
+    bytes, or a block or a slice of its stream past that (at most a few MB)."""
     if codec == NONE:
+        if len(data) > max_size:
+            raise TooLargeError(f"none: {len(data)} bytes, over the {max_size} read")
         return bytes(data)
     if codec == GZIP:
         try:
-            return _gunzip(data)
+            return _gunzip(data, max_size)
         except zlib.error as e:
             raise CodecError(f"gzip: {e}") from None
     try:
         if codec == SNAPPY:
-            return _snappy_decompress(bytes(data))
+            return _snappy_decompress(bytes(data), max_size)
         if codec == LZ4:
-            return _lz4_frame_decompress(bytes(data))
+            return _lz4_frame_decompress(bytes(data), max_size)
         if codec == ZSTD:
-            return zstd.decompress(bytes(data))
+            return zstd.decompress(bytes(data), max_size)
+    except zstd.ZstdTooLargeError as e:
+        raise TooLargeError(f"zstd: {e}") from None
     except zstd.ZstdError as e:
         raise CodecError(f"zstd: {e}") from None
     except (IndexError, struct.error) as e:
@@ -135,16 +155,20 @@ _NAMES: Final = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD:
 _GZIP_MEMBER: Final = b"\x1f\x8b\x08"  # a member's magic and method (deflate)
 
 
-def _gunzip(data: bytes | bytearray | memoryview) -> bytes:
+def _gunzip(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
     """Every member of a gzip stream (RFC 1952 lets one hold several), as Java's
     GZIPInputStream, which Kafka reads gzip batches with, reads them: zlib's one-shot
     decompress stops after the first. Bytes after a member that start no member are
     ignored, as GZIPInputStream ignores them; zlib checks each member's CRC-32 and size."""
     out = []
+    left = max_size
     rest: bytes | bytearray | memoryview = data
     while True:
         member = zlib.decompressobj(wbits=31)  # gzip only, as GZIPInputStream
-        out.append(member.decompress(rest))
+        out.append(member.decompress(rest, left + 1))  # zlib stops one byte past
+        left -= len(out[-1])
+        if left < 0:
+            raise TooLargeError(f"gzip: over the {max_size} bytes read")
         if not member.eof:
             raise CodecError("gzip: a truncated member")
         rest = member.unused_data
@@ -155,9 +179,9 @@ def _gunzip(data: bytes | bytearray | memoryview) -> bytes:
 # --- snappy -----------------------------------------------------------------------
 
 
-def _snappy_decompress(src: bytes) -> bytes:
+def _snappy_decompress(src: bytes, max_size: int) -> bytes:
     if not src.startswith(_XERIAL_MAGIC):
-        return _snappy_raw(src, 0, len(src))
+        return _snappy_raw(src, 0, len(src), max_size)
     if len(src) < len(_XERIAL_HEADER):
         raise CodecError("snappy: a truncated xerial header")
     out = bytearray()
@@ -167,14 +191,15 @@ def _snappy_decompress(src: bytes) -> bytes:
         pos += 4
         if pos + length > len(src):
             raise CodecError(f"snappy: a chunk of {length} bytes past the stream's end")
-        out += _snappy_raw(src, pos, pos + length)
+        out += _snappy_raw(src, pos, pos + length, max_size - len(out))
         pos += length
     return bytes(out)
 
 
-def _snappy_raw(src: bytes, pos: int, end: int) -> bytes:
+def _snappy_raw(src: bytes, pos: int, end: int, max_size: int) -> bytes:
     """One raw snappy stream, ``src[pos:end]``: a varint of the uncompressed length,
-    then literals and copies."""
+    then literals and copies; it may make no more than that length, nor that more than
+    ``max_size``."""
     expected = 0
     shift = 0
     while True:
@@ -186,38 +211,46 @@ def _snappy_raw(src: bytes, pos: int, end: int) -> bytes:
         shift += 7
         if shift > 28:
             raise CodecError("snappy: a length varint over 5 bytes")
+    if expected > max_size:
+        raise TooLargeError(f"snappy: a stream of {expected} bytes, over the {max_size} read")
     out = bytearray()
     while pos < end:
-        tag = src[pos]
-        pos += 1
-        kind = tag & 3
-        if kind == 0:  # a literal run
-            length = tag >> 2
-            if length >= 60:
-                extra = length - 59
-                length = int.from_bytes(src[pos : pos + extra], "little")
-                pos += extra
-            literal_end = pos + length + 1
-            if literal_end > end:
-                raise CodecError("snappy: a literal past the stream's end")
-            out += src[pos:literal_end]
-            pos = literal_end
-            continue
-        if kind == 1:
-            length = ((tag >> 2) & 7) + 4
-            offset = ((tag >> 5) << 8) | src[pos]
+        # What it made is checked every 64 KB of the stream (a copy makes at most 64
+        # bytes of 2 or 3: 1.4 MB at most in between), not at every copy.
+        if len(out) > expected:
+            raise CodecError(f"snappy: over the {expected} bytes the stream says it holds")
+        stop = min(pos + 65536, end)
+        while pos < stop:
+            tag = src[pos]
             pos += 1
-        elif kind == 2:
-            length = (tag >> 2) + 1
-            offset = src[pos] | (src[pos + 1] << 8)
-            pos += 2
-        else:
-            length = (tag >> 2) + 1
-            (offset,) = _U32LE.unpack_from(src, pos)
-            pos += 4
-        if pos > end:
-            raise CodecError("snappy: a copy past the stream's end")
-        zstd.copy_match(out, offset, length, 0, CodecError, "snappy: a copy")
+            kind = tag & 3
+            if kind == 0:  # a literal run
+                length = tag >> 2
+                if length >= 60:
+                    extra = length - 59
+                    length = int.from_bytes(src[pos : pos + extra], "little")
+                    pos += extra
+                literal_end = pos + length + 1
+                if literal_end > end:
+                    raise CodecError("snappy: a literal past the stream's end")
+                out += src[pos:literal_end]
+                pos = literal_end
+                continue
+            if kind == 1:
+                length = ((tag >> 2) & 7) + 4
+                offset = ((tag >> 5) << 8) | src[pos]
+                pos += 1
+            elif kind == 2:
+                length = (tag >> 2) + 1
+                offset = src[pos] | (src[pos + 1] << 8)
+                pos += 2
+            else:
+                length = (tag >> 2) + 1
+                (offset,) = _U32LE.unpack_from(src, pos)
+                pos += 4
+            if pos > end:
+                raise CodecError("snappy: a copy past the stream's end")
+            zstd.copy_match(out, offset, length, 0, CodecError, "snappy: a copy")
     if len(out) != expected:
         raise CodecError(f"snappy: {len(out)} bytes decoded, the stream says {expected}")
     return bytes(out)
@@ -286,7 +319,7 @@ def snappy_xerial(data: bytes) -> bytes:
 # --- lz4 --------------------------------------------------------------------------
 
 
-def _lz4_frame_decompress(src: bytes) -> bytes:
+def _lz4_frame_decompress(src: bytes, max_size: int) -> bytes:
     out = bytearray()
     pos = 0
     while pos < len(src):  # a stream may hold several frames
@@ -331,6 +364,8 @@ def _lz4_frame_decompress(src: bytes) -> bytes:
                 out += src[pos:end]
             else:
                 _lz4_block(src, pos, end, out, len(out) + block_max)
+            if len(out) > max_size:
+                raise TooLargeError(f"lz4: over the {max_size} bytes read")
             pos = end + (4 if block_checksums else 0)
         pos += 4 if content_checksum else 0
         if pos > len(src):

@@ -49,6 +49,7 @@ from storage.records import (
     BatchHeader,
     batch_crc,
     decode_varint,
+    decompressed,
     encode_varint,
     read_header,
 )
@@ -96,18 +97,15 @@ def decodable(header: BatchHeader) -> bool:
     return codecs.readable(header.compression)
 
 
-def _body(batch: bytes | memoryview, header: BatchHeader) -> bytes:
-    return codecs.decompress(header.compression, memoryview(batch)[BATCH_HEADER_SIZE : header.size])
-
-
 def keyed_records(
-    batch: bytes | memoryview, header: BatchHeader
+    batch: bytes | memoryview, header: BatchHeader, *, max_size: int = codecs.MAX_SIZE
 ) -> tuple[bytes, list[KeyedRecord]]:
     """The records body of one batch (``batch`` holds exactly it) and its records.
-    CorruptRecordError if the body does not parse (the caller keeps such a batch whole);
-    only decodable batches (``decodable``) may be given."""
+    CorruptRecordError if the body does not parse or decompresses to more than
+    ``max_size`` bytes (the caller keeps such a batch whole); only decodable batches
+    (``decodable``) may be given."""
+    body = decompressed(batch, header, max_size)
     try:
-        body = _body(batch, header)
         records: list[KeyedRecord] = []
         base_offset = header.base_offset
         base_timestamp = header.base_timestamp
@@ -143,7 +141,7 @@ def keyed_records(
                 )
             )
             pos = end
-    except (IndexError, ValueError) as exc:  # codecs.CodecError is a ValueError
+    except (IndexError, ValueError) as exc:
         raise CorruptRecordError(
             f"records body: {exc}", position=header.position, offset=header.base_offset
         ) from None
@@ -156,27 +154,31 @@ def keyed_records(
     return body, records
 
 
-def batch_keys(batch: bytes | memoryview, header: BatchHeader) -> list[tuple[bytes, int]]:
+def batch_keys(
+    batch: bytes | memoryview, header: BatchHeader, *, max_size: int = codecs.MAX_SIZE
+) -> list[tuple[bytes, int]]:
     """(key, offset) of every keyed record of a batch, in offset order; none for a batch
     that cannot be decoded or parsed (its keys do not go in the offset map)."""
     if header.is_control or not decodable(header):
         return []
     try:
-        _, records = keyed_records(batch, header)
+        _, records = keyed_records(batch, header, max_size=max_size)
     except CorruptRecordError:
         return []
     return [(r.key, r.offset) for r in records if r.key is not None]
 
 
-def first_keyless_offset(batch: bytes | memoryview, header: BatchHeader) -> int | None:
+def first_keyless_offset(
+    batch: bytes | memoryview, header: BatchHeader, *, max_size: int = codecs.MAX_SIZE
+) -> int | None:
     """The offset of the batch's first record without a key, which a compacted topic
     refuses (Kafka's LogValidator.validateKey); None if every record has one, or the
     batch names no codec (let through, as the cleaner keeps it whole).
     CorruptRecordError if its records do not parse (or its body is not a valid stream
-    of its codec)."""
+    of its codec, or decompresses to more than ``max_size`` bytes)."""
     if header.is_control or not decodable(header):
         return None
-    _, records = keyed_records(batch, header)
+    _, records = keyed_records(batch, header, max_size=max_size)
     return next((r.offset for r in records if r.key is None), None)
 
 
@@ -191,7 +193,11 @@ def retain(record: KeyedRecord, latest_offset: int, keep_tombstones: bool) -> bo
 
 
 def filter_batch(
-    batch: bytes, header: BatchHeader, keep: Callable[[KeyedRecord], bool]
+    batch: bytes,
+    header: BatchHeader,
+    keep: Callable[[KeyedRecord], bool],
+    *,
+    max_size: int = codecs.MAX_SIZE,
 ) -> bytes | None:
     """``batch`` (exactly one batch) with only the records ``keep`` accepts: the same
     object if it keeps them all (or the batch cannot be read: kept whole), None if it
@@ -199,7 +205,7 @@ def filter_batch(
     if header.is_control or not decodable(header):
         return batch
     try:
-        body, records = keyed_records(batch, header)
+        body, records = keyed_records(batch, header, max_size=max_size)
     except CorruptRecordError:
         return batch  # never drop what cannot be read
     kept = [r for r in records if keep(r)]

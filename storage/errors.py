@@ -16,6 +16,7 @@ from typing import ClassVar
 __all__ = [
     "CheckpointError",
     "CorruptRecordError",
+    "DecompressedTooLargeError",
     "FencedLeaderEpochError",
     "InvalidRecordError",
     "InvalidTimestampError",
@@ -64,6 +65,14 @@ class UnsupportedMagicError(CorruptRecordError):
             position=position,
             offset=offset,
         )
+
+
+class DecompressedTooLargeError(CorruptRecordError):
+    """A compressed batch whose records, decompressed, are more than the broker reads of
+    one batch (``records.max_decompressed_bytes``). MESSAGE_TOO_LARGE, which Kafka's Java
+    producer answers by splitting the batch and sending its halves again."""
+
+    error_code = 10  # MESSAGE_TOO_LARGE
 
 
 class InvalidRecordError(CorruptRecordError):

@@ -52,6 +52,7 @@ from storage.records import (
     Compression,
     assign_offsets,
     iter_records,
+    max_decompressed_bytes,
     recompress,
     validate_follower_batches,
 )
@@ -148,6 +149,12 @@ class LogConfig:
     #: LogConfig.maxSegmentMs): ``segment.ms``, or ``max.compaction.lag.ms`` if lower for
     #: a compacted topic, since the active segment is never cleaned (KIP-354)
     max_segment_ms: int = field(init=False, repr=False, compare=False)
+
+    @property
+    def max_decompressed_bytes(self) -> int:
+        """How many bytes a batch's records may take decompressed where they are read
+        whole (``records.max_decompressed_bytes``: 16 times ``max.message.bytes``)."""
+        return max_decompressed_bytes(self.max_message_bytes)
 
     def __post_init__(self) -> None:
         max_segment_ms = self.segment_ms
@@ -265,13 +272,15 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _check_keys(records: bytearray | memoryview, info: BatchesInfo, where: str) -> None:
+def _check_keys(
+    records: bytearray | memoryview, info: BatchesInfo, where: str, max_size: int
+) -> None:
     """A compacted topic's records must have keys: InvalidRecordError (INVALID_RECORD)
     for the first that has none, as Kafka's LogValidator refuses it."""
     view = memoryview(records)
     for header in info.batches:
         batch = view[header.position : header.position + header.size]
-        offset = first_keyless_offset(batch, header)
+        offset = first_keyless_offset(batch, header, max_size=max_size)
         if offset is not None:
             raise InvalidRecordError(
                 f"compacted topic cannot accept a record without a key in topic partition {where}",
@@ -622,8 +631,15 @@ class PartitionLog:
         """A producer's batches in the codec the topic's ``compression.type`` names (as
         they are if it names none): done before ``append_as_leader(...,
         recompressed=True)``, outside any lock, since it takes a while."""
-        codec = self.config.compression
-        return records if codec is None else recompress(records, codec)
+        config = self.config
+        if config.compression is None:
+            return records
+        return recompress(
+            records,
+            config.compression,
+            max_batch_size=config.max_message_bytes,
+            max_size=config.max_decompressed_bytes,
+        )
 
     def append_as_leader(
         self,
@@ -664,7 +680,9 @@ class PartitionLog:
                 ),
             )
             if config.compact:
-                _check_keys(records, info, f"{self.topic}-{self.partition}")
+                _check_keys(
+                    records, info, f"{self.topic}-{self.partition}", config.max_decompressed_bytes
+                )
             self._append_locked(memoryview(records), info, now)
             if leader_epoch != latest:
                 self.epoch_cache.assign(leader_epoch, info.first_offset)
@@ -843,7 +861,9 @@ class PartitionLog:
                         return whole
                     batch = segment.log.pread(header.size, header.position)
                     try:
-                        for record in iter_records(batch):
+                        for record in iter_records(
+                            batch, max_size=self.config.max_decompressed_bytes
+                        ):
                             if record.offset >= start and record.timestamp >= timestamp:
                                 return TimestampOffset(record.timestamp, record.offset, epoch)
                     except CorruptRecordError as e:

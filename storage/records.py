@@ -50,6 +50,7 @@ from storage import codecs
 from storage.codecs import Compression
 from storage.errors import (
     CorruptRecordError,
+    DecompressedTooLargeError,
     InvalidRecordError,
     InvalidTimestampError,
     RecordTooLargeError,
@@ -78,6 +79,7 @@ __all__ = [
     "encode_varint",
     "iter_batches",
     "iter_records",
+    "max_decompressed_bytes",
     "read_header",
     "recompress",
     "validate_follower_batches",
@@ -184,6 +186,45 @@ def read_header(buf: bytes | bytearray | memoryview, position: int = 0) -> Batch
         raise CorruptRecordError("shorter than a batch header", position=position)
     base, length, *rest = _HEADER.unpack_from(buf, position)
     return BatchHeader(position, length + LOG_OVERHEAD, base, *rest)
+
+
+#: how many times its topic's max.message.bytes a batch's records may take decompressed
+DECOMPRESSED_RATIO: Final = 16
+
+
+def max_decompressed_bytes(max_message_bytes: int) -> int:
+    """How many bytes a batch's records may take once decompressed, in a topic whose
+    batches take ``max_message_bytes`` at most: 16 times that (16 MiB by default).
+
+    The broker holds a batch's decompressed records whole where it reads them (a
+    compacted topic's keys, a recompression, the cleaner, ListOffsets); Kafka streams
+    them a record at a time and has no such bound. Without one, a few bytes made
+    gigabytes (a gzip or zstd stream of one repeated byte). Producers' batches are far
+    smaller: librdkafka's batch.size bounds a batch's uncompressed records (1 MB by
+    default), the Java producer's its compressed size (16 KB by default); and a batch
+    refused for it is MESSAGE_TOO_LARGE, which the Java producer answers by sending it
+    again in halves."""
+    return DECOMPRESSED_RATIO * max_message_bytes
+
+
+def decompressed(
+    batch: bytes | bytearray | memoryview, header: BatchHeader, max_size: int
+) -> bytes:
+    """The records body of one batch (``batch`` holds exactly it), decompressed: a body
+    that is not a valid stream of its codec is CorruptRecordError, one making more than
+    ``max_size`` bytes DecompressedTooLargeError; a codec naming none (5-7) raises
+    UnsupportedCodecError."""
+    data = memoryview(batch)[BATCH_HEADER_SIZE : header.size]
+    try:
+        return codecs.decompress(header.compression, data, max_size)
+    except codecs.TooLargeError as e:
+        raise DecompressedTooLargeError(
+            str(e), position=header.position, offset=header.base_offset
+        ) from None
+    except codecs.CodecError as e:
+        raise CorruptRecordError(
+            str(e), position=header.position, offset=header.base_offset
+        ) from None
 
 
 def _scan(
@@ -382,7 +423,13 @@ def assign_offsets(
     )
 
 
-def recompress(buf: bytearray | memoryview, codec: int) -> bytearray | memoryview:
+def recompress(
+    buf: bytearray | memoryview,
+    codec: int,
+    *,
+    max_batch_size: int | None = None,
+    max_size: int = codecs.MAX_SIZE,
+) -> bytearray | memoryview:
     """A producer's batches with their records compressed with ``codec`` (a topic's
     ``compression.type``; ``Compression.NONE``: uncompressed), as Kafka's LogValidator
     rebuilds them: offsets, timestamps, producer fields and record count as they were,
@@ -390,12 +437,15 @@ def recompress(buf: bytearray | memoryview, codec: int) -> bytearray | memoryvie
     (each is of ``codec`` already, or a control batch).
 
     The batches are validated first (length, magic, CRC: CorruptRecordError, as
-    ``assign_offsets`` would raise, which checks the rebuilt ones again, their size too);
-    a body that is not a valid stream of its codec, or a codec Kafka does not know, is
-    CorruptRecordError; records that do not parse, or not as many as the header counts,
-    are InvalidRecordError."""
+    ``assign_offsets`` would raise, which checks the rebuilt ones again, their size too;
+    a batch over ``max_batch_size``, max.message.bytes, is RecordTooLargeError before it
+    is read, as Kafka's Log.analyzeAndValidateRecords checks the producer's batches
+    before its LogValidator rebuilds them); a body that is not a valid stream of its
+    codec, or a codec Kafka does not know, is CorruptRecordError, one decompressing to
+    over ``max_size`` bytes DecompressedTooLargeError; records that do not parse, or not
+    as many as the header counts, are InvalidRecordError."""
     view = memoryview(buf)
-    found, _ = _scan(view, max_batch_size=None, allow_partial_tail=False)
+    found, _ = _scan(view, max_batch_size=max_batch_size, allow_partial_tail=False)
     if all(
         fields[5] & ATTR_COMPRESSION_MASK == codec or fields[5] & ATTR_CONTROL
         for _, fields in found
@@ -410,7 +460,13 @@ def recompress(buf: bytearray | memoryview, codec: int) -> bytearray | memoryvie
             out += view[pos : pos + size]
             continue
         try:
-            body = codecs.decompress(source, view[pos + BATCH_HEADER_SIZE : pos + size])
+            body = codecs.decompress(source, view[pos + BATCH_HEADER_SIZE : pos + size], max_size)
+        except codecs.TooLargeError as e:
+            raise DecompressedTooLargeError(
+                f"the batch's records are too large to compress them again ({e})",
+                position=pos,
+                offset=fields[0],
+            ) from None
         except (codecs.CodecError, codecs.UnsupportedCodecError) as e:
             raise CorruptRecordError(
                 f"the batch's records cannot be read to compress them again ({e})",
@@ -611,11 +667,14 @@ def _read_record(
     return ts_delta, offset_delta, key, value, tuple(hdrs), pos
 
 
-def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
+def iter_records(
+    batch: bytes | bytearray | memoryview, *, max_size: int = codecs.MAX_SIZE
+) -> Iterator[Record]:
     """Decode the records of one batch (the bytes of exactly one batch).
 
     Every codec's batches are decoded (``storage.codecs``; a body that is not a valid
-    stream of its codec raises CorruptRecordError); attributes naming no codec (5-7)
+    stream of its codec raises CorruptRecordError, one decompressing to more than
+    ``max_size`` bytes DecompressedTooLargeError); attributes naming no codec (5-7)
     raise UnsupportedCodecError, a NotImplementedError (the append and read paths never
     need to decompress). A record that does not parse (fields past its length or the
     body's end, a varint over 10 bytes, a negative header count, a header without a key,
@@ -623,12 +682,8 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
     as Kafka's DefaultRecord.readFrom throws InvalidRecordException; a header key that
     is not UTF-8 is decoded with replacement characters, as Java's String does.
     """
-    view = memoryview(batch)
-    header = read_header(view)
-    try:
-        body = codecs.decompress(header.compression, view[BATCH_HEADER_SIZE : header.size])
-    except codecs.CodecError as e:
-        raise CorruptRecordError(str(e), position=header.position) from None
+    header = read_header(batch)
+    body = decompressed(batch, header, max_size)
     pos = 0
     for i in range(header.record_count):
         try:

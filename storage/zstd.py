@@ -31,7 +31,7 @@ from typing import Final
 
 from storage import lz77
 
-__all__ = ["ZstdError", "compress", "copy_match", "decompress"]
+__all__ = ["ZstdError", "ZstdTooLargeError", "compress", "copy_match", "decompress"]
 
 MAGIC: Final = 0xFD2FB528
 _U32: Final = struct.Struct("<I")
@@ -39,6 +39,10 @@ _U32: Final = struct.Struct("<I")
 
 class ZstdError(ValueError):
     """Bytes that are not a valid zstd stream (or use a dictionary)."""
+
+
+class ZstdTooLargeError(ZstdError):
+    """A stream holding more than ``decompress``'s ``max_size``."""
 
 
 # --- literal and match length codes (RFC 8878 3.1.1.3.2.1.1) --------------------------
@@ -569,8 +573,9 @@ def _compressed_block(
         raise ZstdError(f"a block decoding to over {block_max} bytes, its maximum")
 
 
-def _frame(data: bytes, pos: int, out: bytearray) -> int:
-    """One frame's content onto ``out``; returns where it ended."""
+def _frame(data: bytes, pos: int, out: bytearray, max_size: int) -> int:
+    """One frame's content onto ``out``, which may not grow past ``max_size``; returns
+    where it ended."""
     descriptor = data[pos]
     pos += 1
     if descriptor & 0x08:
@@ -600,6 +605,8 @@ def _frame(data: bytes, pos: int, out: bytearray) -> int:
     # RFC 8878's Block_Maximum_Size: no block holds or decodes to more.
     block_max = min(window, _MAX_BLOCK)
     start = len(out)
+    if content_size is not None and start + content_size > max_size:
+        raise ZstdTooLargeError(f"a frame of {content_size} bytes, over the {max_size} read")
     state = _FrameState()
     while True:
         if pos + 3 > len(data):
@@ -630,6 +637,8 @@ def _frame(data: bytes, pos: int, out: bytearray) -> int:
             raise ZstdError("a reserved block type")
         if content_size is not None and len(out) - start > content_size:
             raise ZstdError(f"over the {content_size} bytes the frame says it holds")
+        if len(out) > max_size:
+            raise ZstdTooLargeError(f"over the {max_size} bytes read")
         if last:
             break
     if descriptor & 0x04:
@@ -641,8 +650,10 @@ def _frame(data: bytes, pos: int, out: bytearray) -> int:
     return pos
 
 
-def decompress(data: bytes) -> bytes:
-    """The content of the zstd frames in ``data`` (skippable frames skipped)."""
+def decompress(data: bytes, max_size: int = 1 << 62) -> bytes:
+    """The content of the zstd frames in ``data`` (skippable frames skipped);
+    ZstdTooLargeError once it is more than ``max_size`` bytes (checked as each block is
+    made: 128 KB past it at most)."""
     out = bytearray()
     pos = 0
     try:
@@ -654,7 +665,7 @@ def decompress(data: bytes) -> bytes:
                 continue
             if magic != MAGIC:
                 raise ZstdError(f"not a zstd frame (magic {magic:#x})")
-            pos = _frame(data, pos + 4, out)
+            pos = _frame(data, pos + 4, out, max_size)
     except (IndexError, struct.error) as e:
         raise ZstdError(f"truncated ({e})") from None
     return bytes(out)

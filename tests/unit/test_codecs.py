@@ -10,7 +10,9 @@ from __future__ import annotations
 import gzip
 import random
 import struct
+import tracemalloc
 import zlib
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -272,6 +274,73 @@ def test_no_lz4_block_holds_or_makes_more_than_the_frames_block_maximum_size() -
     assert codecs.decompress(LZ4, _lz4_frame_of(0x50, (len(stored) | 1 << 31, stored))) == stored
     with pytest.raises(CodecError, match="block maximum size byte of 0x30"):
         codecs.decompress(LZ4, _lz4_frame_of(0x30, (len(stored) | 1 << 31, stored)))
+
+
+def _peak(make: Callable[[], object]) -> int:
+    """The most memory ``make()`` held at once (tracemalloc), whatever it raised."""
+    tracemalloc.start()
+    try:
+        make()
+    except CodecError:
+        pass
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    return peak
+
+
+def zstd_rle_frame(blocks: int) -> bytes:
+    """A zstd frame of a 128 KB window and ``blocks`` RLE blocks of 128 KB: 4 bytes of
+    stream for each 128 KB, as RFC 8878 allows."""
+    out = bytearray(struct.pack("<I", 0xFD2FB528)) + bytes((0x00, 7 << 3))
+    for i in range(blocks):
+        out += ((128 * 1024) << 3 | 1 << 1 | (i == blocks - 1)).to_bytes(3, "little") + b"A"
+    return bytes(out)
+
+
+@pytest.mark.parametrize("codec", [NONE, GZIP, SNAPPY, LZ4, ZSTD])
+def test_no_codec_makes_more_than_max_size(codec: int) -> None:
+    data = _RECORDS[:100_000]
+    stream = codecs.compress(codec, data)
+    assert codecs.decompress(codec, stream, max_size=len(data)) == data
+    with pytest.raises(codecs.TooLargeError, match="over"):
+        codecs.decompress(codec, stream, max_size=len(data) - 1)
+    assert codecs.MAX_SIZE == 16 * (1024 * 1024 + 12)  # a topic of the default max.message.bytes
+
+
+MB = 1 << 20
+
+
+@pytest.mark.parametrize(
+    ("codec", "make"),
+    [
+        (GZIP, lambda: gzip.compress(bytes(8 * MB))),  # 8 KB
+        (ZSTD, lambda: zstd_rle_frame(64)),  # 263 bytes
+        (LZ4, lambda: lz4_frame(bytes(8 * MB))),  # 8 KB
+        (SNAPPY, lambda: snappy_raw(bytes(8 * MB))),  # its length given: 8 MB
+        (SNAPPY, lambda: xerial([bytes(100 * 1024)] * 80)),  # 80 chunks of 100 KB
+    ],
+)
+def test_a_few_bytes_making_megabytes_stop_at_max_size(
+    codec: int, make: Callable[[], bytes]
+) -> None:
+    # Each decoder stops once it has made max_size, or a block (zstd 128 KB, lz4 64 KB)
+    # or a chunk (snappy) past it: none makes the 8 MB it holds.
+    stream = make()
+    with pytest.raises(codecs.TooLargeError):
+        codecs.decompress(codec, stream, max_size=MB // 4)
+    assert _peak(lambda: codecs.decompress(codec, stream, max_size=MB // 4)) < MB + 2 * len(stream)
+
+
+def test_a_snappy_stream_making_more_than_it_says_stops_early() -> None:
+    # It says 10 bytes, then copies 64 bytes at a time (3 bytes each) 200,000 times: it is
+    # refused once a 64 KB slice of the stream has made more than it says (1.4 MB at
+    # most), not after making all 12.8 MB.
+    stream = b"\x0a" + b"\x00a" + bytes((2 | 63 << 2, 1, 0)) * 200_000
+    peak = _peak(lambda: codecs.decompress(SNAPPY, stream))
+    with pytest.raises(CodecError, match="over the 10 bytes the stream says"):
+        codecs.decompress(SNAPPY, stream)
+    assert peak < 2 * MB + 2 * len(stream)
 
 
 def test_an_attribute_naming_no_codec_is_not_read() -> None:

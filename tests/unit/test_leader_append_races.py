@@ -60,9 +60,9 @@ def test_a_batch_checked_while_leading_does_not_land_after_the_broker_follows(
     assert log is not None
     real = storage.log.recompress
 
-    def leadership_moves_meanwhile(records: Any, codec: int) -> Any:
+    def leadership_moves_meanwhile(records: Any, codec: int, **limits: Any) -> Any:
         old.become_leader_or_follower(leader_and_isr(NEW, 2))
-        return real(records, codec)
+        return real(records, codec, **limits)
 
     monkeypatch.setattr(storage.log, "recompress", leadership_moves_meanwhile)
     error, _p, info, _why = old.append_as_leader(TP, build_batch([b"stray"]), 1)
@@ -78,9 +78,9 @@ def test_a_batch_checked_before_a_new_leader_epoch_of_the_same_leader_takes_the_
     that epoch, as Kafka appends with the epoch current under its lock."""
     real = storage.log.recompress
 
-    def epoch_bumped_meanwhile(records: Any, codec: int) -> Any:
+    def epoch_bumped_meanwhile(records: Any, codec: int, **limits: Any) -> Any:
         old.become_leader_or_follower(leader_and_isr(OLD, 2))
-        return real(records, codec)
+        return real(records, codec, **limits)
 
     monkeypatch.setattr(storage.log, "recompress", epoch_bumped_meanwhile)
     error, p, info, _why = old.append_as_leader(TP, build_batch([b"next"]), 1)

@@ -10,6 +10,7 @@ import random
 import shutil
 import struct
 import threading
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 from broker.config import BrokerConfig
 from storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, clean, clean_log, survey
 from storage.compaction import OffsetMap
-from storage.errors import CorruptRecordError, InvalidRecordError
+from storage.errors import CorruptRecordError, DecompressedTooLargeError, InvalidRecordError
 from storage.log import LogConfig, PartitionLog
 from storage.log_manager import LogManager
 from storage.records import (
@@ -32,7 +33,8 @@ from storage.records import (
     iter_records,
 )
 from storage.segment import cleaned_paths, segment_paths
-from storage.testing import RecordSpec, build_batch
+from storage.testing import RecordSpec, build_batch, with_body
+from tests.unit.test_codecs import zstd_rle_frame
 from zkdata.znodes import TopicPartition
 
 NOW = 1_700_000_000_000
@@ -597,6 +599,30 @@ def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
     # A topic that is not compacted takes them.
     plain = PartitionLog(tmp_path / "plain-0", LogConfig(), time_ms=lambda: NOW)
     assert plain.append_as_leader(build_batch([RecordSpec(b"no key")]), 0).first_offset == 0
+
+
+def test_a_compacted_log_refuses_a_batch_holding_more_than_it_reads_in_bounded_memory(
+    tmp_path: Path,
+) -> None:
+    # With max.message.bytes 64 KB a batch's records may take 1 MB decompressed. This
+    # zstd body of 263 bytes holds 8 MB (128 KB RLE blocks of 4 bytes, as RFC 8878
+    # allows): it was made whole before its keys were looked at (with 2 MB blocks, a
+    # 99-byte batch made 33 MB). MESSAGE_TOO_LARGE, and the log goes on taking batches.
+    log = open_log(tmp_path / "t-0", compacted(max_message_bytes=64 * 1024))
+    one = build_batch([RecordSpec(b"v", key=b"k")])
+    bomb = with_body(one, zstd_rle_frame(64), compression=Compression.ZSTD)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DecompressedTooLargeError) as refused:
+            log.append_as_leader(bomb, 0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert refused.value.error_code == 10  # MESSAGE_TOO_LARGE
+    assert peak < 2 << 20
+    assert log.log_end_offset == 0
+    put(log, (b"k", b"v"))
+    assert log.log_end_offset == 1
 
 
 def test_the_log_manager_gives_the_cleaner_only_compacted_logs(tmp_path: Path) -> None:

@@ -13,8 +13,11 @@ import pytest
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig
 from broker.replica_manager import ReplicaManager
+from storage.codecs import Compression
+from storage.log import LogConfig
 from storage.log_manager import LogManager
-from storage.testing import build_batch
+from storage.testing import RecordSpec, build_batch, with_body
+from tests.unit.test_codecs import zstd_rle_frame
 from tests.unit.test_fetch_session import FOLLOWER, LEADER, T0, Loopback, make_leader
 from wire.api import ApiKey
 from wire.errors import ErrorCode
@@ -89,6 +92,39 @@ def test_a_clients_produce_to_an_internal_topic_is_refused(logs: LogManager) -> 
     got = admin.request(ApiKey.PRODUCE, 8, produce(OFFSETS0, 1, [b"v"]))
     assert answers(got) == [("__consumer_offsets", 0, ErrorCode.NONE)]
     assert replicas.partitions[OFFSETS0].log_end_offset == 1
+
+
+def produce_records(tp: TopicPartition, records: bytes) -> dict[str, Any]:
+    return {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 1000,
+        "topic_data": [
+            {"name": tp.topic, "partition_data": [{"index": tp.partition, "records": records}]}
+        ],
+    }
+
+
+def test_a_batch_holding_more_than_its_topic_reads_is_message_too_large(tmp_path: Path) -> None:
+    """A compacted topic's keys are read from a batch's records decompressed whole: a
+    zstd body of 263 bytes holding 8 MB (more than the 1 MB a topic of max.message.bytes
+    64 KB reads) is refused MESSAGE_TOO_LARGE, which the Java producer answers by
+    splitting the batch, and the broker goes on serving."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    topic = LogConfig(compact=True, max_message_bytes=64 * 1024)
+    manager = LogManager([tmp_path], config, topic_config=lambda _topic: topic)
+    try:
+        apis, replicas = leading(manager)
+        one = build_batch([RecordSpec(b"v", key=b"k")])
+        bomb = with_body(one, zstd_rle_frame(64), compression=Compression.ZSTD)
+        client = Loopback(apis)
+        got = client.request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(bomb)))
+        assert answers(got) == [("a", 0, ErrorCode.MESSAGE_TOO_LARGE)]
+        got = client.request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(one)))
+        assert answers(got) == [("a", 0, ErrorCode.NONE)]
+        assert replicas.partitions[T0].log_end_offset == 1
+    finally:
+        manager.close()
 
 
 def test_a_partition_listed_twice_is_appended_once_with_its_last_entry(

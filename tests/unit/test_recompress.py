@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,12 @@ from hypothesis import strategies as st
 
 from broker.config import effective_topic_config
 from storage import codecs
-from storage.errors import CorruptRecordError, InvalidRecordError, RecordTooLargeError
+from storage.errors import (
+    CorruptRecordError,
+    DecompressedTooLargeError,
+    InvalidRecordError,
+    RecordTooLargeError,
+)
 from storage.log import LogConfig, PartitionLog
 from storage.records import (
     ATTR_CONTROL,
@@ -27,7 +33,8 @@ from storage.records import (
     iter_records,
     recompress,
 )
-from storage.testing import RecordSpec, build_batch
+from storage.testing import RecordSpec, build_batch, with_body
+from tests.unit.test_codecs import zstd_rle_frame
 
 CODECS = [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
 NOW = 1_700_000_000_000
@@ -140,6 +147,40 @@ def test_a_body_holding_fewer_records_than_its_header_counts_is_refused() -> Non
     struct.pack_into(">I", lying, CRC_OFFSET, batch_crc(lying))
     with pytest.raises(InvalidRecordError, match="records do not parse"):
         recompress(lying, Compression.LZ4)
+
+
+def test_a_batch_holding_more_than_its_topic_reads_is_refused_before_it_is_made(
+    tmp_path: Path,
+) -> None:
+    # max.message.bytes 64 KB: a batch's records may take 1 MB decompressed; this zstd
+    # body of 263 bytes holds 8 MB. MESSAGE_TOO_LARGE, which the Java producer answers
+    # by sending the batch again in halves.
+    log = _log(tmp_path, compression=Compression.LZ4, max_message_bytes=64 * 1024)
+    bomb = with_body(_batch(Compression.NONE, 1), zstd_rle_frame(64), compression=Compression.ZSTD)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DecompressedTooLargeError, match="too large") as refused:
+            log.append_as_leader(bomb, 0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert refused.value.error_code == 10  # MESSAGE_TOO_LARGE
+    assert peak < 2 << 20
+    assert log.config.max_decompressed_bytes == 16 * 64 * 1024
+    assert log.log_end_offset == 0
+
+
+def test_a_producers_batch_over_max_message_bytes_is_refused_before_it_is_recompressed(
+    tmp_path: Path,
+) -> None:
+    # Kafka's Log.analyzeAndValidateRecords checks each batch as the producer sent it,
+    # before its LogValidator compresses it again (and the rebuilt one after).
+    batch = _batch(Compression.NONE, 40)
+    assert len(recompress(bytearray(batch), Compression.GZIP)) < 2000 < len(batch)
+    log = _log(tmp_path, compression=Compression.GZIP, max_message_bytes=2000)
+    with pytest.raises(RecordTooLargeError):
+        log.append_as_leader(batch, 0)
+    assert log.log_end_offset == 0
 
 
 def _log(tmp_path: Path, **config: object) -> PartitionLog:

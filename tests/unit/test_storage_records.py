@@ -31,6 +31,7 @@ def test_error_codes_are_kafkas() -> None:
         errors.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
         errors.UnsupportedMagicError: ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
         errors.InvalidRecordError: ErrorCode.INVALID_RECORD,
+        errors.DecompressedTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
         errors.RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
         errors.InvalidTimestampError: ErrorCode.INVALID_TIMESTAMP,
         errors.OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
