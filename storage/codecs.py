@@ -1,7 +1,9 @@
 """The record batch compression codecs the storage layer reads: gzip, snappy, lz4, zstd.
 
 A broker passes compressed batches through untouched; it needs their records only to
-check a compacted topic's keys, to compact, and to find an offset by timestamp. gzip
+check a compacted topic's keys, to compress them again in a topic's compression.type, to
+compact, and to find an offset by timestamp, and reads no more of them than its caller
+bounds (``decompress``'s ``max_size``). gzip
 comes from the standard library (zlib; every member of the stream, as Java's
 GZIPInputStream reads them). snappy and lz4 are decoded here, in pure Python
 (no dependency for two small formats; the work is one slice copy per literal run or

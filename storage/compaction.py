@@ -48,6 +48,7 @@ from storage.records import (
     LOG_OVERHEAD,
     BatchHeader,
     batch_crc,
+    check_records,
     decode_varint,
     decompressed,
     encode_varint,
@@ -171,15 +172,19 @@ def batch_keys(
 def first_keyless_offset(
     batch: bytes | memoryview, header: BatchHeader, *, max_size: int = codecs.MAX_SIZE
 ) -> int | None:
-    """The offset of the batch's first record without a key, which a compacted topic
-    refuses (Kafka's LogValidator.validateKey); None if every record has one, or the
-    batch names no codec (let through, as the cleaner keeps it whole).
-    CorruptRecordError if its records do not parse (or its body is not a valid stream
-    of its codec, or decompresses to more than ``max_size`` bytes)."""
+    """The offset of the batch's first record without a key (its base offset plus its
+    index), which a compacted topic refuses (Kafka's LogValidator.validateKey); None if
+    every record has one, or the batch names no codec (let through, as the cleaner keeps
+    it whole). InvalidRecordError if its records do not parse (``check_records``),
+    CorruptRecordError if its body is not a valid stream of its codec or decompresses to
+    more than ``max_size`` bytes."""
     if header.is_control or not decodable(header):
         return None
-    _, records = keyed_records(batch, header, max_size=max_size)
-    return next((r.offset for r in records if r.key is None), None)
+    # Walked, not read into a record each: this runs on the produce path.
+    body = decompressed(batch, header, max_size)
+    position, offset = header.position, header.base_offset
+    keyless = check_records(body, header.record_count, position=position, offset=offset)
+    return None if keyless < 0 else header.base_offset + keyless
 
 
 def retain(record: KeyedRecord, latest_offset: int, keep_tombstones: bool) -> bool:

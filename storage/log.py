@@ -276,9 +276,12 @@ def _check_keys(
     records: bytearray | memoryview, info: BatchesInfo, where: str, max_size: int
 ) -> None:
     """A compacted topic's records must have keys: InvalidRecordError (INVALID_RECORD)
-    for the first that has none, as Kafka's LogValidator refuses it."""
+    for the first that has none, as Kafka's LogValidator refuses it. Compressed batches
+    only: ``assign_offsets`` walks the uncompressed ones' records."""
     view = memoryview(records)
     for header in info.batches:
+        if header.compression == Compression.NONE:
+            continue
         batch = view[header.position : header.position + header.size]
         offset = first_keyless_offset(batch, header, max_size=max_size)
         if offset is not None:
@@ -678,6 +681,7 @@ class PartitionLog:
                     if config.max_timestamp_difference_ms == LONG_MAX
                     else config.max_timestamp_difference_ms
                 ),
+                compacted=config.compact,
             )
             if config.compact:
                 _check_keys(

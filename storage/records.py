@@ -20,10 +20,11 @@ A records blob (the ``records`` field of Produce and Fetch) is a sequence of bat
     61      records               (varint-encoded, compressed as a whole if compressed)
 
 The CRC starts at ``attributes``, so the leader rewrites ``baseOffset`` and
-``partitionLeaderEpoch`` in place without recomputing it. Nothing here looks at
-individual records on the append path: a batch is checked by its header and its CRC and
-written as the producer sent it, compressed or not. ``iter_records`` decodes records for
-tests, for ListOffsets by timestamp and for readers of internal topics.
+``partitionLeaderEpoch`` in place without recomputing it. On the append path a batch is
+checked by its header and its CRC, an uncompressed one's records by their lengths
+(``check_records``; field by field in a compacted topic, for the keys), and written as
+the producer sent it, compressed or not. ``iter_records`` decodes records for tests, for
+ListOffsets by timestamp and for readers of internal topics.
 
 ``build_batch`` is the other direction: it encodes records into one batch as a producer
 would (varint-framed records, the 61-byte header, CRC-32C), for writers inside the broker
@@ -341,9 +342,16 @@ def assign_offsets(
     log_append_time_ms: int | None = None,
     now_ms: int | None = None,
     max_timestamp_difference_ms: int | None = None,
+    compacted: bool = False,
 ) -> BatchesInfo:
     """The leader's path: validate every batch a producer sent, then, in place, give the
     batches consecutive offsets from ``base_offset`` and stamp ``leader_epoch``.
+
+    An uncompressed batch's records are walked (``check_records``): by their lengths
+    alone, or field by field in a ``compacted`` topic, whose keys are looked at. What
+    does not parse is InvalidRecordError, as Kafka's LogValidator refuses it, and so is a
+    record without a key in a compacted topic. A compressed batch's records are not
+    decompressed here (the caller reads them where it must: a compacted topic's keys).
 
     With ``log_append_time_ms`` (topic ``message.timestamp.type=LogAppendTime``) each
     batch's timestamp type becomes LogAppendTime and its maxTimestamp that time, and its
@@ -359,8 +367,21 @@ def assign_offsets(
     found, size = _scan(view, max_batch_size=max_batch_size, allow_partial_tail=False)
     if not found:
         raise CorruptRecordError("no record batch in the request", position=0)
+    offset = base_offset  # each batch's, once assigned
     for pos, fields in found:
         _check_client_batch(pos, fields)
+        if not fields[5] & ATTR_COMPRESSION_MASK:
+            body = view[pos + BATCH_HEADER_SIZE : pos + fields[1] + LOG_OVERHEAD]
+            keyless = check_records(
+                body, fields[12], position=pos, offset=offset, lengths_only=not compacted
+            )
+            if compacted and keyless >= 0:
+                raise InvalidRecordError(
+                    "a compacted topic cannot accept a record without a key",
+                    position=pos,
+                    offset=offset + keyless,
+                )
+        offset += fields[6] + 1
     if (
         max_timestamp_difference_ms is not None
         and log_append_time_ms is None
@@ -528,14 +549,55 @@ def _walk_records(body: bytes | memoryview, count: int) -> int:
     return keyless
 
 
+#: a record's fields take 6 bytes at least (attributes, and five varints of a byte)
+_MIN_RECORD: Final = 6
+
+
+def _walk_lengths(body: bytes | memoryview, count: int) -> None:
+    """Walk ``count`` records of a records body by their lengths alone: ValueError or
+    IndexError if one is shorter than a record's fields or runs past the body, or bytes
+    follow the last. A length of one or two bytes (a record under 8 KB) is read here,
+    the rarer longer ones by ``decode_varint``."""
+    pos = 0
+    for i in range(count):
+        first = body[pos]
+        if first < 0x80:
+            zigzag = first
+            pos += 1
+        elif body[pos + 1] < 0x80:
+            zigzag = (first & 0x7F) | body[pos + 1] << 7
+            pos += 2
+        else:
+            length, pos = decode_varint(body, pos)
+            zigzag = length << 1 if length >= 0 else 1
+        length = zigzag >> 1
+        if zigzag & 1 or length < _MIN_RECORD:  # odd: a negative length
+            raise ValueError(f"record {i}'s length is below the {_MIN_RECORD} bytes of its fields")
+        pos += length
+    if pos != len(body):
+        raise ValueError(f"the lengths of {count} records add up to {pos} bytes, not {len(body)}")
+
+
 def check_records(
-    body: bytes | memoryview, count: int, *, position: int, offset: int | None = None
+    body: bytes | memoryview,
+    count: int,
+    *,
+    position: int,
+    offset: int | None = None,
+    lengths_only: bool = False,
 ) -> int:
     """That a batch's records body (decompressed) holds ``count`` records that parse and
     nothing after them, as Kafka's LogValidator reads every record of a producer's
     batch: InvalidRecordError otherwise (Kafka's InvalidRecordException). Returns the
-    index of the first record without a key (-1: none), for a compacted topic."""
+    index of the first record without a key (-1: none), for a compacted topic.
+
+    ``lengths_only``: each record's length alone is read, and the lengths must fill the
+    body exactly (-1 returned): a record's fields are not, at a seventh of the cost
+    (docs/storage.md, Appends)."""
     try:
+        if lengths_only:
+            _walk_lengths(body, count)
+            return -1
         return _walk_records(body, count)
     except (IndexError, ValueError) as e:  # IndexError: past the body's end
         raise InvalidRecordError(

@@ -127,6 +127,20 @@ def test_a_batch_holding_more_than_its_topic_reads_is_message_too_large(tmp_path
         manager.close()
 
 
+def test_a_batch_whose_records_do_not_parse_is_invalid_record(logs: LogManager) -> None:
+    """Kafka's LogValidator reads every record of a producer's batch and refuses one that
+    does not parse (INVALID_RECORD). Its CRC holding, it was appended and acknowledged."""
+    apis, replicas = leading(logs)
+    one = build_batch([b"v"])
+    cut = with_body(one, b"\x10\x00")  # a record of 8 bytes with one of them
+    client = Loopback(apis)
+    got = client.request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(cut)))
+    assert answers(got) == [("a", 0, ErrorCode.INVALID_RECORD)]
+    got = client.request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(one)))
+    assert answers(got) == [("a", 0, ErrorCode.NONE)]
+    assert replicas.partitions[T0].log_end_offset == 1
+
+
 def test_a_partition_listed_twice_is_appended_once_with_its_last_entry(
     logs: LogManager,
 ) -> None:

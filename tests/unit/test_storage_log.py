@@ -16,11 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from storage import codecs
 from storage import segment as segment_module
 from storage.epoch_cache import LeaderEpochCache
 from storage.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
+    InvalidRecordError,
     OffsetOutOfRangeError,
     UnexpectedAppendOffsetError,
 )
@@ -42,7 +44,7 @@ from storage.records import (
     read_header,
 )
 from storage.segment import LogSegment, shared_ms
-from storage.testing import RecordSpec, build_batch
+from storage.testing import RecordSpec, build_batch, with_body
 
 NOW = 1_700_000_000_000
 
@@ -337,6 +339,26 @@ def test_offset_for_timestamp_in_a_batch_whose_records_do_not_parse_is_the_batch
     found = log.offset_for_timestamp(NOW)
     assert found is not None
     assert (found.offset, found.timestamp) == (0, NOW)
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_the_leader_refuses_a_batch_whose_records_do_not_parse(
+    tmp_path: Path, compact: bool
+) -> None:
+    # Uncompressed: walked on every topic. gzip: read where a compacted topic's keys are
+    # looked at. Refused INVALID_RECORD, as Kafka's LogValidator refuses it; the batch
+    # was acknowledged, and readers of the records failed on it later.
+    log = open_log(tmp_path / "t-0", compact=compact)
+    one = build_batch([RecordSpec(b"v", key=b"k", timestamp=NOW)], base_timestamp=NOW)
+    cut = b"\x10\x00"  # a record of 8 bytes with one of them
+    bad = [with_body(one, cut)]
+    if compact:
+        bad.append(with_body(one, codecs.compress(codecs.GZIP, cut), compression=codecs.GZIP))
+    for batch in bad:
+        with pytest.raises(InvalidRecordError, match="do not parse"):
+            log.append_as_leader(batch, 0)
+    assert log.log_end_offset == 0
+    assert log.append_as_leader(one, 0).first_offset == 0
 
 
 def test_retention_by_time_never_deletes_the_active_segment(tmp_path: Path) -> None:

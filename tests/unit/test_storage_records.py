@@ -165,6 +165,46 @@ def test_records_that_do_not_parse_raise_invalid_record_error(name: str) -> None
         list(iter_records(batch))
 
 
+@pytest.mark.parametrize("name", sorted(MALFORMED_RECORDS))
+def test_the_leader_refuses_a_batch_whose_records_do_not_parse(name: str) -> None:
+    # Kafka's LogValidator reads every record of a producer's batch (INVALID_RECORD); the
+    # leader took any body its CRC covered, and readers later failed on it.
+    count = 2 if name == "fewer records than the header counts" else 1
+    blob = build_batch([b"ok"]) + with_records_body(MALFORMED_RECORDS[name], count)
+    before = bytes(blob)
+    with pytest.raises(errors.InvalidRecordError, match="do not parse") as refused:
+        assign_offsets(blob, 7, 0)
+    assert refused.value.error_code == ErrorCode.INVALID_RECORD
+    assert (refused.value.position, refused.value.offset) == (len(build_batch([b"ok"])), 8)
+    assert bytes(blob) == before  # nothing changed
+
+
+def test_a_record_whose_fields_disagree_with_its_length_passes_where_only_lengths_are_read() -> (
+    None
+):
+    # Its value says 2 bytes where its length leaves 1 (then its header count reads the
+    # next record's length). A topic that is not compacted reads lengths only, a seventh
+    # of the cost of every field (docs/architecture.md, kept differences); a compacted
+    # one reads every field for the keys, and readers refuse it.
+    record = bytes([0x0E, 0, 0, 0, 1, 4, 0x76, 0])
+    blob = with_records_body(record + record, 2)
+    assert assign_offsets(bytearray(blob), 0, 0).record_count == 2
+    with pytest.raises(errors.InvalidRecordError, match="do not parse"):
+        assign_offsets(bytearray(blob), 0, 0, compacted=True)
+    with pytest.raises(errors.InvalidRecordError):
+        list(iter_records(blob))
+
+
+def test_a_compacted_topic_refuses_an_uncompressed_record_without_a_key() -> None:
+    blob = build_batch([RecordSpec(b"v", key=b"k")]) + build_batch(
+        [RecordSpec(b"v", key=b"k"), RecordSpec(b"no key")]
+    )
+    with pytest.raises(errors.InvalidRecordError, match="without a key") as refused:
+        assign_offsets(blob, 10, 0, compacted=True)
+    assert refused.value.offset == 12  # the second batch's second record
+    assert assign_offsets(blob, 10, 0).last_offset == 12  # a topic not compacted takes it
+
+
 def test_a_header_key_that_is_not_utf8_is_read_with_replacement_characters() -> None:
     # Java's String (Kafka's Utils.utf8) replaces what is not UTF-8; Kafka accepts it.
     body = bytes([0x14, 0, 0, 0, 1, 2, 0x76, 2, 2, 0xFF, 1])
