@@ -46,6 +46,7 @@ from broker.server import (  # noqa: E402
     set_switch_interval,
 )
 from election.registration import RegistrationCancelled  # noqa: E402
+from storage.errors import LogDirLockedError  # noqa: E402
 from zkdata.client import CancelledWhileDisconnected  # noqa: E402
 
 
@@ -87,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         # was registered or served.
         logging.getLogger(__name__).info("stopped while starting: %s", e)
         return 0
-    except ValueError as e:
+    except (ValueError, LogDirLockedError) as e:
+        # LogDirLockedError: another broker runs on these log directories; nothing of
+        # theirs was touched.
         print(f"broker: {e}", file=sys.stderr)
         return 1
     _catch_stop_signals()

@@ -40,7 +40,7 @@ from election.identity_store import establish_identity
 from election.registration import register_broker
 from groups.coordinator import GroupCoordinator
 from groups.membership import GroupLimits
-from storage.log_manager import LogManager
+from storage.log_manager import LockedLogDirs, LogManager, lock_log_dirs
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
@@ -74,6 +74,13 @@ class KafkaServer:
         # Set when the broker is asked to stop (SIGTERM): a start-up still waiting for its
         # earlier session's registration to expire gives up (RegistrationCancelled).
         self.stop_requested = stop_requested if stop_requested is not None else threading.Event()
+        # The log directories are locked before anything is read or written in them (as
+        # Kafka's LogManager locks them first): a second process started on a running
+        # broker's directories stops here (LogDirLockedError), before it opens the running
+        # broker's state-change log, writes its meta.properties or identity files, or
+        # overwrites its status file. A directory that cannot be created or locked is
+        # offline from the start (startup()).
+        self._dir_locks: LockedLogDirs = lock_log_dirs(config.log_dirs)
         # One socket server per listener, bound first: a port 0 listener's real port is
         # part of the registration, and of the address a persistent identity's claim
         # records. Each answers Metadata with its own listener's addresses.
@@ -90,6 +97,7 @@ class KafkaServer:
                 )
         except BaseException:
             self._stop_socket_servers()
+            self._dir_locks.release()
             raise
         self.socket_server = self.socket_servers[config.inter_broker_listener_name]
         self._chroot_ensured = False
@@ -104,12 +112,16 @@ class KafkaServer:
             )
         except BaseException:
             self._stop_socket_servers()
+            self._dir_locks.release()
             raise
         if self.identity.broker_id != config.broker_id:
             config = replace_broker_id(config, self.identity.broker_id)
         self.config = config
         self.broker_id = config.broker_id
-        self.state_log: StateChangeLog = open_for_broker(list(config.log_dirs), config.broker_id)
+        # In the first log directory, unless it could not be locked (it is offline).
+        self.state_log: StateChangeLog = open_for_broker(
+            [d for d in config.log_dirs[:1] if self._dir_locks.holds(d)], config.broker_id
+        )
         self.zk = ZkClient(
             config.zookeeper_connect,
             session_timeout_ms=config.zookeeper_session_timeout_ms,
@@ -182,6 +194,12 @@ class KafkaServer:
         self._shutdown_lock = threading.Lock()
         self._shut_down = False
         self._shutting_down = threading.Event()
+        # Set at the end of startup() (Kafka's startupComplete): only a broker that
+        # started asks the controller for a controlled shutdown. One whose start failed
+        # (a duplicate refused by BrokerIdInUse, say) must not: the controller would take
+        # the running broker of that id for leaving, move its leaderships away and keep it
+        # among the brokers shutting down, never to be elected.
+        self.startup_complete = threading.Event()
 
     # --- start-up -----------------------------------------------------------------------
 
@@ -198,9 +216,12 @@ class KafkaServer:
         )
         # Kafka's checkpoint of broker.id and cluster.id in every log directory (a log
         # directory of another cluster stops the broker here). One that cannot be written
-        # is offline from the start (KIP-112), as Kafka's initial offline directories.
+        # is offline from the start (KIP-112), as Kafka's initial offline directories; so
+        # is one that could not be locked, where nothing is written.
         offline_at_start: dict[str, OSError] = {}
         for log_dir in self.config.log_dirs:
+            if not self._dir_locks.holds(log_dir):
+                continue
             try:
                 checkpoint_meta_properties([log_dir], self.broker_id, self.metadata.cluster_id)
             except OSError as e:
@@ -212,6 +233,7 @@ class KafkaServer:
             self.config,
             topic_config=self._topic_config,
             offline_at_start=offline_at_start,
+            locked=self._dir_locks,
         )
         self.replicas.logs = self.logs
         self.logs.start()
@@ -265,6 +287,7 @@ class KafkaServer:
         self.config_changes.start()
         self._status_thread.start()
         threading.Thread(target=self._isr_check_loop, name="isr-expiration", daemon=True).start()
+        self.startup_complete.set()
         log.info(
             "broker %d started on %s, broker epoch %d",
             self.broker_id,
@@ -635,7 +658,12 @@ class KafkaServer:
         self.stop_requested.set()
         log.info("broker %d shutting down", self.broker_id)
         self._shutting_down.set()
-        if self.config.controlled_shutdown_enable and self.zk.connected:
+        # Only once started, as Kafka's (startupComplete && controlled.shutdown.enable).
+        if (
+            self.config.controlled_shutdown_enable
+            and self.startup_complete.is_set()
+            and self.zk.connected
+        ):
             self.controlled_shutdown()
         self._status_stop.set()
         failed = [
@@ -660,6 +688,8 @@ class KafkaServer:
                 status["stopped_at"] = time.time()
                 write_json_atomically(Path(self.config.log_dirs[0]) / STATUS_FILE, status)
         self.state_log.close()
+        # The locks the logs did not take over (a start that failed before them).
+        self._dir_locks.release()
         if failed:
             log.error(
                 "broker %d stopped; could not stop cleanly: %s", self.broker_id, ", ".join(failed)

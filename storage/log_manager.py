@@ -73,7 +73,9 @@ __all__ = [
     "LOCK_FILE",
     "STRAY_SUFFIX",
     "TOPIC_IDS_FILE",
+    "LockedLogDirs",
     "LogManager",
+    "lock_log_dirs",
 ]
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,75 @@ def _now_ms() -> int:
     return now
 
 
+class LockedLogDirs:
+    """The ``.lock`` of each log directory, held by this process (``lock_log_dirs``), and
+    the directories that could not be created or locked. A LogManager made with it takes
+    the locks over; ``release()`` closes those it did not take."""
+
+    def __init__(self, fds: dict[Path, int], failed: dict[Path, OSError]) -> None:
+        self._fds = fds
+        #: the directories that could not be created or locked (offline from the start)
+        self.failed: Final = failed
+        self._lock = threading.Lock()
+
+    def holds(self, directory: str | os.PathLike[str]) -> bool:
+        """Whether this process holds ``directory``'s lock (until taken over)."""
+        with self._lock:
+            return Path(directory) in self._fds
+
+    def take(self, directory: Path) -> int | None:
+        """The lock's file descriptor, now the caller's to close (None if not held)."""
+        with self._lock:
+            return self._fds.pop(directory, None)
+
+    def release(self) -> None:
+        with self._lock:
+            fds, self._fds = list(self._fds.values()), {}
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _lock_dir(directory: Path) -> int:
+    """Create ``directory`` if need be and lock it; the lock's file descriptor."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LogDirLockedError(
+            f"{directory} is in use by another broker (its {LOCK_FILE} is locked)"
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def lock_log_dirs(log_dirs: Sequence[str | os.PathLike[str]]) -> LockedLogDirs:
+    """Lock every log directory before anything is read or written in any of them
+    (Kafka's LogManager locks its directories first of all, lockLogDirs): a second
+    process started on a running broker's directories must stop before it touches the
+    running broker's files (its state-change log, status file, meta.properties). One
+    that cannot be created or locked (an I/O error) is listed in ``failed``; one that
+    another process holds raises LogDirLockedError, the locks taken released."""
+    fds: dict[Path, int] = {}
+    failed: dict[Path, OSError] = {}
+    try:
+        for configured in log_dirs:
+            directory = Path(configured)
+            try:
+                fds[directory] = _lock_dir(directory)
+            except OSError as exc:  # a LogDirLockedError is no OSError: it stops the start
+                failed[directory] = exc
+    except BaseException:
+        for fd in fds.values():
+            os.close(fd)
+        raise
+    return LockedLogDirs(fds, failed)
+
+
 @dataclass(slots=True)
 class _Checkpointed:
     """What a checkpoint file holds: its partitions, in the manager's order; its row k is
@@ -131,8 +202,10 @@ class LogManager:
         time_ms: Callable[[], int] = _now_ms,
         dir_failures: LogDirFailureChannel | None = None,
         offline_at_start: Mapping[str, OSError] | None = None,
+        locked: LockedLogDirs | None = None,
     ) -> None:
-        """Lock and load ``log_dirs``. ``topic_config(topic)`` gives a topic's config
+        """Lock and load ``log_dirs`` (their locks taken over from ``locked``, where the
+        caller took them first: ``lock_log_dirs``). ``topic_config(topic)`` gives a topic's config
         for the logs found on disk (default: the broker's defaults). I/O errors in a log
         directory go to ``dir_failures`` (a channel of its own by default).
 
@@ -200,13 +273,21 @@ class LogManager:
         )
         try:
             for configured, directory in zip(log_dirs, self.log_dirs, strict=True):
+                fd = locked.take(directory) if locked is not None else None
+                if fd is not None:
+                    self._lock_fds[directory] = fd
                 failed = (offline_at_start or {}).get(os.fspath(configured))
                 if failed is not None:
                     self._offline_at_start(directory, "its meta.properties failed", failed)
                     continue
+                if locked is not None and directory in locked.failed:
+                    exc = locked.failed[directory]
+                    self._offline_at_start(directory, "it cannot be created or locked", exc)
+                    continue
+                if fd is not None:
+                    continue
                 try:
-                    directory.mkdir(parents=True, exist_ok=True)
-                    self._lock_dir(directory)
+                    self._lock_fds[directory] = _lock_dir(directory)
                 except OSError as exc:
                     self._offline_at_start(directory, "it cannot be created or locked", exc)
             self._check_some_dir_is_live()
@@ -238,17 +319,6 @@ class LogManager:
             )
 
     # --- start-up -----------------------------------------------------------------
-
-    def _lock_dir(self, directory: Path) -> None:
-        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise LogDirLockedError(
-                f"{directory} is in use by another broker (its {LOCK_FILE} is locked)"
-            ) from None
-        self._lock_fds[directory] = fd
 
     def _unlock_dirs(self) -> None:
         for fd in self._lock_fds.values():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -51,3 +52,38 @@ def test_a_backoff_beyond_what_sleep_takes_is_slept_as_long_as_it_can(
     fake = attempts_still_leading(2**63 - 1, retries=2)
     assert server.KafkaServer.controlled_shutdown(fake) is False
     assert slept == [threading.TIMEOUT_MAX]
+
+
+def unstarted_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> server.KafkaServer:
+    """A broker made but never started, which takes its ZooKeeper for connected."""
+    config = load_broker_config(
+        text="broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nzookeeper.connect=127.0.0.1:1\n"
+        f"log.dirs={tmp_path / 'data'}\n"
+    )
+    broker = server.KafkaServer(config)
+    monkeypatch.setattr(type(broker.zk), "connected", property(lambda _self: True))
+    return broker
+
+
+def test_a_broker_whose_start_did_not_complete_asks_for_no_controlled_shutdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka asks only once started (startupComplete). A duplicate of a running broker's
+    id, refused at start-up (BrokerIdInUse), asked in its name: the controller moved
+    every leadership off the running broker and kept it among those shutting down."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+    asked: list[int] = []
+    monkeypatch.setattr(broker, "controlled_shutdown", lambda: asked.append(1) or True)
+    assert broker.shutdown()
+    assert asked == []
+
+
+def test_a_started_broker_asks_for_a_controlled_shutdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = unstarted_server(tmp_path, monkeypatch)
+    broker.startup_complete.set()  # as startup() ends
+    asked: list[int] = []
+    monkeypatch.setattr(broker, "controlled_shutdown", lambda: asked.append(1) or True)
+    assert broker.shutdown()
+    assert asked == [1]

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from broker.__main__ import main
+from broker.config import load_broker_config
 from broker.server import SWITCH_INTERVAL_S
+from storage.log_manager import LogManager
 
 
 def test_a_listener_on_a_port_in_use_is_a_clear_error(
@@ -59,4 +61,33 @@ def test_a_value_not_utf8_is_an_invalid_configuration(
     assert main([str(props)]) == 1
     err = capsys.readouterr().err
     assert "invalid value '\xff' for config key 'broker.id'" in err
+    assert "Traceback" not in err
+
+
+def test_a_broker_on_log_dirs_another_broker_holds_stops_before_touching_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second broker started on a running broker's log.dirs is refused by the .lock, as
+    in Kafka, before anything is written there: it opened the running broker's
+    state-change log in its constructor (and its failed start appended its controlled
+    shutdown attempts there, then overwrote the running broker's status file)."""
+    running = tmp_path / "running"
+    running.mkdir()
+    logs = LogManager([running], load_broker_config(text="zookeeper.connect=127.0.0.1:1\n"))
+    try:
+        before = sorted(p.name for p in running.iterdir())
+        props = tmp_path / "server.properties"
+        props.write_text(
+            "broker.id=1\n"
+            "listeners=PLAINTEXT://127.0.0.1:0\n"
+            "zookeeper.connect=127.0.0.1:1\n"
+            "zookeeper.connection.timeout.ms=500\n"
+            f"log.dirs={running}\n"
+        )
+        assert main([str(props)]) == 1
+        assert sorted(p.name for p in running.iterdir()) == before
+    finally:
+        logs.close()
+    err = capsys.readouterr().err
+    assert f"broker: {running} is in use by another broker (its .lock is locked)" in err
     assert "Traceback" not in err

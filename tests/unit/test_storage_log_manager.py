@@ -16,7 +16,13 @@ from storage import log_manager as log_manager_module
 from storage.checkpoints import read_offset_checkpoint, write_atomically
 from storage.errors import LogDirLockedError, StorageError
 from storage.log import LogConfig
-from storage.log_manager import CLEAN_SHUTDOWN_FILE, STRAY_SUFFIX, TOPIC_IDS_FILE, LogManager
+from storage.log_manager import (
+    CLEAN_SHUTDOWN_FILE,
+    STRAY_SUFFIX,
+    TOPIC_IDS_FILE,
+    LogManager,
+    lock_log_dirs,
+)
 from storage.records import iter_batches
 from storage.testing import build_batch
 from zkdata.znodes import TopicPartition, shared_index
@@ -238,6 +244,27 @@ def test_a_log_dir_is_locked_while_in_use(tmp_path: Path) -> None:
         LogManager([tmp_path], broker_config())
     manager.close()
     LogManager([tmp_path], broker_config()).close()
+
+
+def test_log_dirs_locked_first_are_taken_over_by_the_manager(tmp_path: Path) -> None:
+    """The broker locks its directories before anything else (lock_log_dirs); its
+    LogManager holds those locks then, and releases them when it closes."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    locked = lock_log_dirs([a, b])
+    assert locked.holds(a)
+    assert locked.holds(os.fspath(b))
+    # Another broker on one of them is refused, and keeps none of the others' locks.
+    with pytest.raises(LogDirLockedError, match="in use"):
+        lock_log_dirs([tmp_path / "c", b])
+    lock_log_dirs([tmp_path / "c"]).release()
+    manager = LogManager([a, b], broker_config(), locked=locked)
+    assert not locked.holds(a)
+    assert not locked.holds(b)
+    locked.release()  # nothing of the manager's
+    with pytest.raises(LogDirLockedError):
+        lock_log_dirs([a])
+    manager.close()
+    lock_log_dirs([a, b]).release()
 
 
 def test_delete_renames_then_removes(tmp_path: Path) -> None:

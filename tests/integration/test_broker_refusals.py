@@ -1,0 +1,86 @@
+"""Brokers Kafka refuses to start (a running broker's log directories or broker id): the
+refused process stops without harming the broker it duplicates."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster.supervised import SupervisedBroker
+from tests.integration.conftest import ClusterFactory
+
+pytestmark = pytest.mark.integration
+
+
+def _run_to_exit(broker: SupervisedBroker, timeout: float) -> int:
+    broker.start()
+    try:
+        return broker.wait_exit(timeout)
+    finally:
+        broker.kill()
+
+
+def test_a_second_broker_on_a_running_brokers_log_dirs_leaves_it_alone(
+    cluster_factory: ClusterFactory, tmp_path: Path
+) -> None:
+    """The same configuration started again (same broker.id, same log.dirs) is refused by
+    the .lock, as in Kafka. Its failed start then ran a controlled shutdown in the running
+    broker's name (Kafka asks only once startupComplete), which moved every leadership
+    off it, and wrote its attempts into the running broker's state-change log."""
+    c = cluster_factory((1, 2))
+    c.create_topic("t", {0: (1, 2), 1: (1, 2), 2: (1, 2)})
+    c.wait_partitions(
+        "t",
+        lambda s: all(x.leader == 1 and set(x.isr) == {1, 2} for x in s.values()),
+        "broker 1 leads every partition with a full ISR",
+    )
+    log_before = (c[1].first_log_dir / "state-change.log").read_bytes()
+    dup = SupervisedBroker(
+        1, tmp_path / "dup", c.zk_connect, {**c[1].overrides, "log.dirs": str(c[1].data_dir)}
+    )
+    code = _run_to_exit(dup, 60)
+    out = dup.output()
+    assert code == 1, out[-2000:]
+    assert "is in use by another broker (its .lock is locked)" in out, out[-2000:]
+    time.sleep(2)
+    states = c.partition_states("t")
+    assert all(s.leader == 1 and set(s.isr) == {1, 2} for s in states.values()), states
+    assert c[1].alive()
+    # Nothing of the duplicate's in the running broker's state-change log.
+    assert (c[1].first_log_dir / "state-change.log").read_bytes()[: len(log_before)] == log_before
+    assert c[1].state_changes("controlled_shutdown") == []
+
+
+def test_a_broker_refused_its_id_leaves_the_running_broker_electable(
+    cluster_factory: ClusterFactory, tmp_path: Path
+) -> None:
+    """A second broker with broker.id 1 (its own log.dirs) waits for /brokers/ids/1 and
+    gives up (BrokerIdInUse). Its shutdown sent ControlledShutdown(broker 1): the
+    controller moved the leaderships off broker 1 and kept it among the brokers shutting
+    down, so that, broker 2 lost, broker 1 (alive, in every ISR) was never elected."""
+    c = cluster_factory((1, 2))
+    c.create_topic("t", {0: (1, 2), 1: (2, 1)})
+    c.wait_partitions(
+        "t",
+        lambda s: (
+            s[0].leader == 1 and s[1].leader == 2 and all(set(x.isr) == {1, 2} for x in s.values())
+        ),
+        "broker 1 leads partition 0, broker 2 partition 1, ISRs full",
+    )
+    dup = SupervisedBroker(1, tmp_path / "dup", c.zk_connect, dict(c[1].overrides))
+    code = _run_to_exit(dup, 90)
+    assert code == 1, dup.output()[-2000:]
+    assert "BrokerIdInUse" in dup.output() or "same broker.id" in dup.output()
+    time.sleep(2)
+    states = c.partition_states("t")
+    assert states[0].leader == 1, states
+    assert all(set(s.isr) == {1, 2} for s in states.values()), states
+    c[2].kill()
+    c.wait_partitions(
+        "t",
+        lambda s: all(x.leader == 1 for x in s.values()),
+        "broker 1 (alive, in the ISR) leads both partitions after broker 2's loss",
+        30,
+    )
