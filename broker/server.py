@@ -45,7 +45,7 @@ from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
 from zkdata import paths
-from zkdata.client import NodeExistsError, ZkClient
+from zkdata.client import NodeExistsError, ZkClient, ZooKeeperClientTimeout
 from zkdata.znodes import (
     BrokerRegistration,
     EndPoint,
@@ -589,8 +589,15 @@ class KafkaServer:
         cfg = self.config
         for attempt in range(1, cfg.controlled_shutdown_max_retries + 1):
             asked = time.monotonic()
+            zookeeper_gone = False
             try:
                 remaining = self._ask_controller_to_shut_down()
+            except ZooKeeperClientTimeout as e:
+                # Kafka's getControllerId gives up after zookeeper.connection.timeout.ms,
+                # and its exception ends the controlled shutdown (CoreUtils.swallow): the
+                # rest of the shutdown must run, the logs be closed.
+                log.warning("controlled shutdown attempt %d failed: %s; giving up", attempt, e)
+                remaining, zookeeper_gone = None, True
             except Exception as e:
                 log.warning("controlled shutdown attempt %d failed: %s", attempt, e)
                 remaining = None
@@ -600,6 +607,8 @@ class KafkaServer:
                 remaining=remaining,
                 ms=round((time.monotonic() - asked) * 1000, 1),
             )
+            if zookeeper_gone:
+                break
             if remaining == 0:
                 log.info("controlled shutdown succeeded")
                 return True
@@ -614,12 +623,16 @@ class KafkaServer:
         return False
 
     def _ask_controller_to_shut_down(self) -> int | None:
-        controller_id, _ = read_controller(self.zk)
+        """One attempt: the remaining partitions the controller answered, or None. Each
+        ZooKeeper read waits at most zookeeper.connection.timeout.ms (for a connection
+        and its answer), then raises ZooKeeperClientTimeout, as Kafka's does."""
+        zk_timeout_s = self.config.zookeeper_connection_timeout_ms / 1000
+        controller_id, _ = read_controller(self.zk, timeout_s=zk_timeout_s)
         if controller_id < 0:
             return None
         endpoint = self._endpoint_of(controller_id)
         if endpoint is None:
-            got = self.zk.get(paths.broker(controller_id))
+            got = self.zk.get_within(paths.broker(controller_id), zk_timeout_s)
             if got is None:
                 return None
             reg = decode_broker(controller_id, got[0])

@@ -74,12 +74,19 @@ def read_controller_epoch(zk: ZkClient) -> FencingToken:
     return FencingToken(decode_controller_epoch(data), stat.version)
 
 
-def read_controller(zk: ZkClient, *, watch: bool = False) -> tuple[int, int]:
+def read_controller(
+    zk: ZkClient, *, watch: bool = False, timeout_s: float | None = None
+) -> tuple[int, int]:
     """(controller id, owner session id) of `/controller`; (NO_CONTROLLER, 0) if absent.
 
-    With `watch`, leaves a watch for its creation, change or deletion.
+    With `watch`, leaves a watch for its creation, change or deletion. With `timeout_s`
+    (no watch), ZooKeeperClientTimeout unless ZooKeeper answers within it.
     """
-    got = zk.get(paths.CONTROLLER, watch=watch)
+    if timeout_s is not None:
+        assert not watch
+        got = zk.get_within(paths.CONTROLLER, timeout_s)
+    else:
+        got = zk.get(paths.CONTROLLER, watch=watch)
     if got is None:
         return NO_CONTROLLER, 0
     data, stat = got

@@ -84,6 +84,11 @@ class CancelledWhileDisconnected(Exception):
     """A request retried until connected was cancelled while there was no connection."""
 
 
+class ZooKeeperClientTimeout(Exception):
+    """No connection, or no answer, within the time a request was given (Kafka's
+    ZooKeeperClientTimeoutException, after zookeeper.connection.timeout.ms)."""
+
+
 # ZooKeeper out of reach: the connection lost with a request in flight (it may have been
 # applied), the session gone, no answer in time. What a request met is not known.
 ZOOKEEPER_UNAVAILABLE: tuple[type[Exception], ...] = (
@@ -91,6 +96,7 @@ ZOOKEEPER_UNAVAILABLE: tuple[type[Exception], ...] = (
     SessionExpiredError,
     OperationTimeoutError,
     KazooTimeoutError,
+    ZooKeeperClientTimeout,
     CancelledWhileDisconnected,
 )
 
@@ -548,6 +554,34 @@ class ZkClient:
                 self._note_watched(path, True)
             return data, stat
 
+    def get_within(self, path: str, timeout_s: float) -> tuple[bytes, ZnodeStat] | None:
+        """Data and stat of a znode, or None if it does not exist, within ``timeout_s``:
+        else ZooKeeperClientTimeout. Kafka's ZooKeeperClient waits at most
+        zookeeper.connection.timeout.ms for a connection, and sends a request again when
+        its connection was lost; kazoo's ``get`` waits for a connection forever (a
+        request made while disconnected is queued until it is back). Here both the wait
+        for a connection and the answer are bounded, together."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self.wait_connected(remaining):
+                break
+            answer = self.kazoo.get_async(path)
+            try:
+                data, stat = answer.get(timeout=max(0.0, deadline - time.monotonic()))
+            except NoNodeError:
+                return None
+            except self.kazoo.handler.timeout_exception:
+                break
+            except (ConnectionLoss, SessionExpiredError, OperationTimeoutError) as e:
+                log.info("ZooKeeper request failed (%s); retrying once connected", type(e).__name__)
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+                continue
+            return data, stat
+        raise ZooKeeperClientTimeout(
+            f"no answer from ZooKeeper for {path} within {timeout_s * 1000:.0f} ms"
+        )
+
     def exists(self, path: str, *, watch: bool = False) -> ZnodeStat | None:
         stat: ZnodeStat | None = self.kazoo.exists(path, watch=self._dispatch if watch else None)
         if watch:
@@ -889,6 +923,7 @@ __all__ = [
     "WatchedEvent",
     "ZkClient",
     "ZnodeStat",
+    "ZooKeeperClientTimeout",
     "ZookeeperError",
     "event_kind",
     "is_error",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 import types
 from pathlib import Path
 from typing import Any
@@ -54,11 +55,13 @@ def test_a_backoff_beyond_what_sleep_takes_is_slept_as_long_as_it_can(
     assert slept == [threading.TIMEOUT_MAX]
 
 
-def unstarted_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> server.KafkaServer:
+def unstarted_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, more: str = ""
+) -> server.KafkaServer:
     """A broker made but never started, which takes its ZooKeeper for connected."""
     config = load_broker_config(
         text="broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nzookeeper.connect=127.0.0.1:1\n"
-        f"log.dirs={tmp_path / 'data'}\n"
+        f"log.dirs={tmp_path / 'data'}\n{more}"
     )
     broker = server.KafkaServer(config)
     monkeypatch.setattr(type(broker.zk), "connected", property(lambda _self: True))
@@ -87,3 +90,30 @@ def test_a_started_broker_asks_for_a_controlled_shutdown(
     monkeypatch.setattr(broker, "controlled_shutdown", lambda: asked.append(1) or True)
     assert broker.shutdown()
     assert asked == [1]
+
+
+def test_a_controlled_shutdown_gives_up_when_zookeeper_does_not_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ZooKeeper gone as the broker stops: its read of /controller waited for an answer
+    for good (kazoo queues a request until its connection is back), and the broker never
+    exited nor closed its logs. Kafka's getControllerId gives up after
+    zookeeper.connection.timeout.ms, which ends the controlled shutdown; the rest of the
+    shutdown runs."""
+    broker = unstarted_server(tmp_path, monkeypatch, "zookeeper.connection.timeout.ms=300\n")
+    broker.startup_complete.set()
+    zk = broker.zk
+    monkeypatch.setattr(zk, "wait_connected", lambda timeout_s: True)
+    monkeypatch.setattr(
+        zk.kazoo, "get_async", lambda path, watch=None: zk.kazoo.handler.async_result()
+    )
+    done: list[bool] = []
+    stopping = threading.Thread(target=lambda: done.append(broker.controlled_shutdown()))
+    stopping.daemon = True  # without the bound it never ends
+    started = time.monotonic()
+    stopping.start()
+    stopping.join(20)
+    assert done == [False], "the controlled shutdown still waits for ZooKeeper"
+    # One attempt (Kafka's exception ends the retries), bounded by the timeout.
+    assert time.monotonic() - started < 5
+    broker.shutdown()

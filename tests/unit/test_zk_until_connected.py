@@ -1,15 +1,17 @@
 """ZkClient.until_connected: a request that failed for want of a connection is tried again
-once connected; a cancel while disconnected ends the wait. No server: the connection's
+once connected; a cancel while disconnected ends the wait. ZkClient.get_within: the same,
+within a bound. No server: the connection's
 state is the client's own (never started here) or stood in for."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
 
-from zkdata.client import CancelledWhileDisconnected, ZkClient
+from zkdata.client import CancelledWhileDisconnected, ZkClient, ZooKeeperClientTimeout
 
 
 def test_a_request_is_tried_again_once_connected() -> None:
@@ -56,3 +58,45 @@ def test_a_cancel_ends_the_wait_for_a_connection() -> None:
     with pytest.raises(CancelledWhileDisconnected):
         client.until_connected(request, cancelled=cancelled)
     assert calls == 1  # not tried again while there was no connection
+
+
+# --- get_within: a read bounded by zookeeper.connection.timeout.ms, as Kafka's -------------
+
+
+def test_a_bounded_read_gives_up_without_a_connection() -> None:
+    client = ZkClient("127.0.0.1:1")  # never started: never connected
+    started = time.monotonic()
+    with pytest.raises(ZooKeeperClientTimeout, match="within 300 ms"):
+        client.get_within("/controller", 0.3)
+    assert 0.25 < time.monotonic() - started < 5
+
+
+def test_a_bounded_read_gives_up_on_a_request_never_answered() -> None:
+    """A request made while kazoo takes its connection for alive, or while it reconnects,
+    waits for its answer for good in kazoo's own get."""
+    client = ZkClient("127.0.0.1:1")
+    client.wait_connected = lambda timeout_s: True  # type: ignore[method-assign]
+    client.kazoo.get_async = lambda path, watch=None: client.kazoo.handler.async_result()
+    started = time.monotonic()
+    with pytest.raises(ZooKeeperClientTimeout):
+        client.get_within("/controller", 0.3)
+    assert time.monotonic() - started < 5
+
+
+def test_a_bounded_read_is_sent_again_after_a_lost_connection() -> None:
+    client = ZkClient("127.0.0.1:1")
+    client.wait_connected = lambda timeout_s: True  # type: ignore[method-assign]
+    answers: list[Exception | tuple[bytes, str]] = [ConnectionLoss(), (b"1", "stat")]
+
+    def get_async(path: str, watch: object = None) -> object:
+        result = client.kazoo.handler.async_result()
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            result.set_exception(answer)
+        else:
+            result.set(answer)
+        return result
+
+    client.kazoo.get_async = get_async
+    assert client.get_within("/controller", 5) == (b"1", "stat")
+    assert answers == []
