@@ -671,12 +671,10 @@ class KafkaServer:
         self.stop_requested.set()
         log.info("broker %d shutting down", self.broker_id)
         self._shutting_down.set()
-        # Only once started, as Kafka's (startupComplete && controlled.shutdown.enable).
-        if (
-            self.config.controlled_shutdown_enable
-            and self.startup_complete.is_set()
-            and self.zk.connected
-        ):
+        # Only once started, as Kafka's (startupComplete && controlled.shutdown.enable),
+        # whether or not ZooKeeper is connected right now: a blip is waited out within
+        # each attempt (zookeeper.connection.timeout.ms), as Kafka's getControllerId does.
+        if self.config.controlled_shutdown_enable and self.startup_complete.is_set():
             self.controlled_shutdown()
         self._status_stop.set()
         failed = [

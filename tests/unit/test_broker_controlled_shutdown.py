@@ -92,6 +92,20 @@ def test_a_started_broker_asks_for_a_controlled_shutdown(
     assert asked == [1]
 
 
+def test_a_started_broker_asks_for_a_controlled_shutdown_while_zookeeper_is_disconnected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGTERM during a ZooKeeper blip skipped the controlled shutdown (the stop was an
+    unclean one for the cluster); Kafka's waits for the connection within each attempt."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+    monkeypatch.setattr(type(broker.zk), "connected", property(lambda _self: False))
+    broker.startup_complete.set()
+    asked: list[int] = []
+    monkeypatch.setattr(broker, "controlled_shutdown", lambda: asked.append(1) or True)
+    assert broker.shutdown()
+    assert asked == [1]
+
+
 def test_a_controlled_shutdown_gives_up_when_zookeeper_does_not_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
