@@ -37,7 +37,7 @@ from controller.controller import ControllerConfig, KafkaController, write_json_
 from election.broker_identity import IdentityOutcome, checkpoint_meta_properties
 from election.controller_election import read_controller
 from election.identity_store import establish_identity
-from election.registration import register_broker
+from election.registration import check_endpoints_unclaimed, register_broker
 from groups.coordinator import GroupCoordinator
 from groups.membership import GroupLimits
 from storage.log_manager import LockedLogDirs, LogManager, lock_log_dirs
@@ -282,6 +282,12 @@ class KafkaServer:
             ep.listener: BrokerEndpoint(self.broker_id, ep.host, ep.port, ep.listener, rack)
             for ep in self.registration().endpoints
         }
+        # Kafka's createBrokerInfo: endpoints another broker registered are refused.
+        registration = self.registration()
+        self.zk.until_connected(
+            lambda: check_endpoints_unclaimed(self.zk, registration),
+            cancelled=self.stop_requested,
+        )
         self.register(until_connected=True)
         self.controller.start()
         self.config_changes.start()

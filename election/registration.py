@@ -18,7 +18,7 @@ from kazoo.protocol.states import ZnodeStat
 
 from zkdata import paths
 from zkdata.client import CancelledWhileDisconnected, NodeExistsError, ZkClient
-from zkdata.znodes import BrokerRegistration, encode_broker
+from zkdata.znodes import BrokerRegistration, MalformedZnode, decode_broker, encode_broker
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +29,45 @@ class BrokerIdInUse(RuntimeError):
     """Another live broker holds this broker id."""
 
 
+class EndpointsInUse(ValueError):
+    """Another registered broker advertises a host:port this broker would advertise."""
+
+
 class RegistrationCancelled(RuntimeError):
     """The broker was asked to stop while it registered: waiting for its earlier
     session's znode to go, or (start-up) for a lost connection to come back."""
+
+
+def check_endpoints_unclaimed(zk: ZkClient, registration: BrokerRegistration) -> None:
+    """Refuse (EndpointsInUse) to register endpoints another registered broker advertises,
+    as Kafka 2.8's KafkaServer.createBrokerInfo does before its registration: clients,
+    followers and the controller would reach that broker for this one. Kafka compares the
+    configured advertised listeners, so a port 0 one (host:0) never matches; here the
+    endpoints compared are those that would be registered, their real ports in. A
+    registration that cannot be read is skipped with a warning (Kafka's decoder throws,
+    and the start fails on another broker's znode)."""
+    mine = [f"{ep.host}:{ep.port}" for ep in registration.endpoints]
+    children = zk.get_children(paths.BROKER_IDS) or []
+    others = sorted(
+        broker_id
+        for child in children
+        if (broker_id := paths.parse_broker_id(child)) is not None
+        and broker_id != registration.broker_id
+    )
+    for broker_id, got in zip(others, zk.get_many([paths.broker(b) for b in others]), strict=True):
+        if got is None:
+            continue  # gone since the listing
+        try:
+            other = decode_broker(broker_id, got[0])
+        except MalformedZnode as e:
+            log.warning("%s; not checked for endpoints this broker advertises", e)
+            continue
+        common = [e for e in (f"{ep.host}:{ep.port}" for ep in other.endpoints) if e in mine]
+        if common:
+            raise EndpointsInUse(
+                f"Configured end points {','.join(common)} in advertised listeners are"
+                f" already registered by broker {broker_id}"
+            )
 
 
 def register_broker(

@@ -84,3 +84,27 @@ def test_a_broker_refused_its_id_leaves_the_running_broker_electable(
         "broker 1 (alive, in the ISR) leads both partitions after broker 2's loss",
         30,
     )
+
+
+def test_a_broker_advertising_another_brokers_endpoint_is_refused(
+    cluster_factory: ClusterFactory, tmp_path: Path
+) -> None:
+    """Kafka 2.8's createBrokerInfo refuses to register a host:port another broker
+    registered ("Configured end points ... are already registered by broker N"). It
+    registered, and clients and followers were sent to the other broker for it."""
+    c = cluster_factory((1,))
+    port1 = c[1].port()
+    dup = SupervisedBroker(
+        2,
+        tmp_path / "b2",
+        c.zk_connect,
+        {**c[1].overrides, "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port1}"},
+    )
+    code = _run_to_exit(dup, 60)
+    assert code == 1, dup.output()[-2000:]
+    assert (
+        f"Configured end points 127.0.0.1:{port1} in advertised listeners are already"
+        " registered by broker 1"
+    ) in dup.output()
+    assert c.registered() == {1}
+    assert c[1].alive()
