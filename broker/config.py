@@ -86,6 +86,9 @@ SHORT_MIN: Final = -(2**15)
 SHORT_MAX: Final = 2**15 - 1
 
 _HOUR_MS: Final = 60 * 60 * 1000
+# Kafka's connection.failed.authentication.delay.ms default, a key not configurable here
+# (no authentication): connections.max.idle.ms must exceed it (KafkaConfig.validateValues).
+FAILED_AUTHENTICATION_DELAY_MS: Final = 100
 _MINUTE_MS: Final = 60 * 1000
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -467,7 +470,7 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("socket.request.max.bytes", _I, 100 * 1024 * 1024, _HIGH,
               "Largest request the broker accepts.", AtLeast(1)),
     ConfigDef("connections.max.idle.ms", _L, 10 * 60 * 1000, _MEDIUM,
-              "Idle connections are closed after this long."),
+              "Idle connections are closed after this long (over 100; negative: never)."),
     # Log
     ConfigDef("num.partitions", _I, 1, _MEDIUM,
               "Default number of partitions of a new topic.", AtLeast(1)),
@@ -1382,6 +1385,19 @@ def _resolve_broker_values(vals: dict[str, Any], given: set[str], problems: _Pro
             "replica.fetch.wait.max.ms",
             "replica.fetch.wait.max.ms should always be at"
             " most replica.lag.time.max.ms to prevent frequent changes in ISR",
+        )
+    # KafkaConfig.validateValues: connection.failed.authentication.delay.ms (100 by
+    # default) < connections.max.idle.ms when that is >= 0. The delay key is not
+    # configurable here (no authentication; an unknown key stops the broker): Kafka's
+    # default stands for it.
+    idle_key = "connections.max.idle.ms"
+    if _have(vals, idle_key) and 0 <= vals[idle_key] <= FAILED_AUTHENTICATION_DELAY_MS:
+        problems.add(
+            idle_key,
+            f"connection.failed.authentication.delay.ms={FAILED_AUTHENTICATION_DELAY_MS} should"
+            f" always be less than {idle_key}={vals[idle_key]} to prevent failed authentication"
+            f" responses from timing out ({idle_key} must be over"
+            f" {FAILED_AUTHENTICATION_DELAY_MS}, or negative: never)",
         )
     buffer_key, threads_key = "log.cleaner.dedupe.buffer.size", "log.cleaner.threads"
     # KafkaConfig.validateValues, whether or not log.cleaner.enable: more than 1 MiB per

@@ -594,6 +594,28 @@ def test_cross_key_checks(text: str, problem: str) -> None:
     assert any(problem in m for m in problems_of(text))
 
 
+@pytest.mark.parametrize("idle_ms", ["0", "1", "100"])
+def test_connections_max_idle_ms_must_exceed_the_failed_authentication_delay(
+    idle_ms: str,
+) -> None:
+    """Kafka's validateValues: connection.failed.authentication.delay.ms (100, not
+    configurable here) < connections.max.idle.ms when that is >= 0. 0 was accepted, and
+    closed every connection after 1 ms of idleness."""
+    assert any(
+        f"connection.failed.authentication.delay.ms=100 should always be less than"
+        f" connections.max.idle.ms={idle_ms}" in m
+        for m in problems_of(f"connections.max.idle.ms={idle_ms}\n")
+    )
+
+
+@pytest.mark.parametrize("idle_ms", ["-1", "101", "600000"])
+def test_connections_max_idle_ms_negative_or_over_100_is_accepted(idle_ms: str) -> None:
+    config = load_broker_config(
+        text=f"zookeeper.connect=127.0.0.1:2181\nconnections.max.idle.ms={idle_ms}\n"
+    )
+    assert config.connections_max_idle_ms == int(idle_ms)
+
+
 @pytest.mark.parametrize(
     ("text", "refused"),
     [
