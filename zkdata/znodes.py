@@ -280,10 +280,18 @@ class BrokerRegistration:
 
 
 def encode_broker(reg: BrokerRegistration) -> bytes:
-    # Version 4, key order as a Kafka 2.x broker writes it. host and port, for readers
-    # older than endpoints, are the first PLAINTEXT endpoint's, else null and -1.
+    """Version 5, as Kafka 2.8 writes it (BrokerInfo: version 5, with the broker's
+    supported features, from inter.broker.protocol.version 2.7-IV0, its default's
+    included; none are supported, so {}). host and port, for readers older than
+    endpoints, are the first PLAINTEXT endpoint's, else null and -1.
+
+    The key order is that of the mutable HashMap BrokerIdZNode.encode builds, as the
+    Scala 2.13 build of Kafka (the one Apache recommends, and Confluent's images run)
+    iterates it: 16 buckets by the spread String hash, each in signed hash order. (The
+    Scala 2.12 build's table orders them otherwise; readers never depend on it.)"""
     plaintext = next((ep for ep in reg.endpoints if ep.security_protocol == "PLAINTEXT"), None)
     obj: dict[str, Any] = {
+        "features": {},
         "listener_security_protocol_map": {
             ep.listener: ep.security_protocol for ep in reg.endpoints
         },
@@ -294,10 +302,10 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
     obj.update(
         {
             "jmx_port": reg.jmx_port,
-            "host": plaintext.host if plaintext else None,
-            "timestamp": str(reg.timestamp_ms or now_ms()),
             "port": plaintext.port if plaintext else -1,
-            "version": 4,
+            "host": plaintext.host if plaintext else None,
+            "version": 5,
+            "timestamp": str(reg.timestamp_ms or now_ms()),
         }
     )
     return _dumps(obj)

@@ -109,13 +109,32 @@ def test_topic_bytes_version_3_with_an_id_and_a_reassignment() -> None:
     )
 
 
-def test_broker_registration_bytes_are_a_kafka_2x_brokers() -> None:
+def test_broker_registration_bytes_are_a_kafka_2_8_brokers() -> None:
+    """Version 5 with its (empty) features, as Kafka 2.8 writes it at its default
+    inter.broker.protocol.version (2.7-IV0 and later); it wrote version 4 before."""
     reg = BrokerRegistration(0, (EndPoint("PLAINTEXT", "localhost", 9092),), timestamp_ms=1)
     assert encode_broker(reg) == (
-        b'{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
-        b'"endpoints":["PLAINTEXT://localhost:9092"],"jmx_port":-1,"host":"localhost",'
-        b'"timestamp":"1","port":9092,"version":4}'
+        b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
+        b'"endpoints":["PLAINTEXT://localhost:9092"],"jmx_port":-1,"port":9092,'
+        b'"host":"localhost","version":5,"timestamp":"1"}'
     )
+    assert decode_broker(0, encode_broker(reg)) == reg
+
+
+def test_the_registration_key_order_is_the_scala_hash_maps() -> None:
+    """BrokerIdZNode.encode's keys in a Scala 2.13 mutable.HashMap of 16 buckets: by
+    bucket (the String hash spread by h ^ h >>> 16), then by signed hash within one."""
+
+    def java_hash(text: str) -> int:
+        h = 0
+        for c in text:
+            h = (31 * h + ord(c)) & 0xFFFFFFFF
+        h ^= h >> 16
+        return h - (1 << 32) if h >= 1 << 31 else h
+
+    reg = BrokerRegistration(0, (EndPoint("PLAINTEXT", "h", 1),), rack="r", timestamp_ms=1)
+    keys = list(json.loads(encode_broker(reg)))
+    assert keys == sorted(keys, key=lambda k: (java_hash(k) & 15, java_hash(k)))
 
 
 def test_broker_registration_bytes_with_rack_and_two_listeners() -> None:
@@ -126,10 +145,10 @@ def test_broker_registration_bytes_with_rack_and_two_listeners() -> None:
         timestamp_ms=1_600_000_000_000,
     )
     assert encode_broker(reg) == (
-        b'{"listener_security_protocol_map":{"INTERNAL":"PLAINTEXT","EXTERNAL":"SSL"},'
-        b'"endpoints":["INTERNAL://10.0.0.2:9093","EXTERNAL://b2.example:19093"],'
-        b'"rack":"eu-1a","jmx_port":-1,"host":"10.0.0.2","timestamp":"1600000000000",'
-        b'"port":9093,"version":4}'
+        b'{"features":{},"listener_security_protocol_map":{"INTERNAL":"PLAINTEXT",'
+        b'"EXTERNAL":"SSL"},"endpoints":["INTERNAL://10.0.0.2:9093",'
+        b'"EXTERNAL://b2.example:19093"],"rack":"eu-1a","jmx_port":-1,"port":9093,'
+        b'"host":"10.0.0.2","version":5,"timestamp":"1600000000000"}'
     )
 
 
@@ -144,9 +163,9 @@ def test_broker_host_and_port_are_the_first_plaintext_endpoints() -> None:
     assert decode_broker(1, encode_broker(reg)) == reg
     only_ssl = BrokerRegistration(1, (ssl,), timestamp_ms=1)
     assert encode_broker(only_ssl) == (
-        b'{"listener_security_protocol_map":{"SECURE":"SSL"},'
-        b'"endpoints":["SECURE://s.example:9093"],"jmx_port":-1,"host":null,'
-        b'"timestamp":"1","port":-1,"version":4}'
+        b'{"features":{},"listener_security_protocol_map":{"SECURE":"SSL"},'
+        b'"endpoints":["SECURE://s.example:9093"],"jmx_port":-1,"port":-1,"host":null,'
+        b'"version":5,"timestamp":"1"}'
     )
     assert decode_broker(1, encode_broker(only_ssl)) == only_ssl
 
@@ -218,6 +237,28 @@ def test_decodes_a_broker_registration_kafka_wrote() -> None:
     )
     assert (reg.rack, reg.jmx_port, reg.timestamp_ms) == ("r1", 9999, 1651234567890)
     assert (reg.host, reg.port) == ("kafka-1", 9092)
+
+
+def test_decodes_a_version_4_broker_registration_kafka_wrote() -> None:
+    """What Kafka before 2.7-IV0 writes (and this broker wrote): no features."""
+    data = (
+        b'{"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
+        b'"endpoints":["PLAINTEXT://localhost:9092"],"jmx_port":-1,"host":"localhost",'
+        b'"timestamp":"1","port":9092,"version":4}'
+    )
+    assert decode_broker(0, data) == BrokerRegistration(
+        0, (EndPoint("PLAINTEXT", "localhost", 9092),), timestamp_ms=1
+    )
+
+
+def test_decodes_a_version_2_broker_registration() -> None:
+    """Kafka 0.9's: endpoints without a security protocol map (their listener names are
+    security protocols)."""
+    data = (
+        b'{"version":2,"host":"b","port":9092,"endpoints":["PLAINTEXT://b:9092"],'
+        b'"jmx_port":-1,"timestamp":"2"}'
+    )
+    assert decode_broker(4, data).endpoints == (EndPoint("PLAINTEXT", "b", 9092),)
 
 
 def test_decodes_a_version_1_broker_registration() -> None:

@@ -1,8 +1,10 @@
-"""Brokers Kafka refuses to start (a running broker's log directories or broker id): the
-refused process stops without harming the broker it duplicates."""
+"""A broker's start-up as Kafka 2.8's: what it registers, and the brokers it refuses to
+start (a running broker's log directories, broker id or endpoint), which stop without
+harming the broker they duplicate."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -12,6 +14,18 @@ from cluster.supervised import SupervisedBroker
 from tests.integration.conftest import ClusterFactory
 
 pytestmark = pytest.mark.integration
+
+
+def test_the_registration_is_version_5_with_features(cluster_factory: ClusterFactory) -> None:
+    """Kafka 2.8's BrokerInfo: version 5 with the broker's features from
+    inter.broker.protocol.version 2.7-IV0 on (its default, 2.8-IV1, included); this
+    broker wrote version 4."""
+    c = cluster_factory((1,))
+    got = c.zk.get("/brokers/ids/1")
+    assert got is not None
+    registration = json.loads(got[0])
+    assert registration["version"] == 5, got[0]
+    assert registration["features"] == {}, got[0]
 
 
 def _run_to_exit(broker: SupervisedBroker, timeout: float) -> int:
