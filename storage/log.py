@@ -336,6 +336,7 @@ class PartitionLog:
         "_log_start",
         "_parent",
         "_recovery_point",
+        "_sealed",
         "_segments",
         "_time_ms",
         "_truncations",
@@ -380,6 +381,9 @@ class PartitionLog:
         self._time_ms = time_ms
         self._lock = _log_lock(self.topic, self.partition)
         self._closed = False
+        # Set when a clean shutdown begins (seal): nothing more is written, the flush
+        # then covers the whole log.
+        self._sealed = False
         self._dir_dirty = False
         self._truncations = 0
         names = self._list_or_make(found, path)
@@ -613,7 +617,7 @@ class PartitionLog:
         )
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._closed or self._sealed:
             raise KafkaStorageError(f"log {self.dir} is closed")
 
     def _failed(self, what: str, error: OSError) -> KafkaStorageError:
@@ -1079,7 +1083,7 @@ class PartitionLog:
         under the log's lock; appends wait for nothing else."""
         base = old[0].base_offset
         with self._lock:
-            if self._closed or self._truncations != truncations:
+            if self._closed or self._sealed or self._truncations != truncations:
                 return False
             segments = self._segments
             start = next((i for i, s in enumerate(segments) if s is old[0]), None)
@@ -1188,6 +1192,16 @@ class PartitionLog:
             return False
         self.flush()
         return True
+
+    def seal(self) -> None:
+        """Refuse appends, truncations, rolls and deletions from now on (the ones under
+        way end first: they hold the lock); flushes and ``close`` still run. A clean
+        shutdown seals every log before its flush, so the flush, the recovery point and
+        the clean-shutdown marker cover everything written: a request still being
+        handled (Kafka drains its request handlers before its LogManager shuts down) or
+        a fetcher's last answer is refused instead of landing after the flush."""
+        with self._lock:
+            self._sealed = True
 
     def close(self) -> None:
         """Record the active segment's largest timestamp and close every file. (Flush

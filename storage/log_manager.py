@@ -1051,6 +1051,9 @@ class LogManager:
             self.scheduler.drain_one_offs()
             by_dir: dict[str, list[PartitionLog]] = {}
             for partition_log in self.all_logs().values():
+                # Nothing more is written to it (an append under way ends first): what
+                # is flushed below, and then marked clean, is the whole log.
+                partition_log.seal()
                 by_dir.setdefault(partition_log.log_dir, []).append(partition_log)
             sync = can_sync_filesystems()
             for directory in self.live_log_dirs:

@@ -14,8 +14,8 @@ from broker.config import BrokerConfig, effective_topic_config
 from storage import checkpoints
 from storage import log_manager as log_manager_module
 from storage.checkpoints import read_offset_checkpoint, write_atomically
-from storage.errors import LogDirLockedError, StorageError
-from storage.log import LogConfig
+from storage.errors import KafkaStorageError, LogDirLockedError, StorageError
+from storage.log import LogConfig, PartitionLog
 from storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     STRAY_SUFFIX,
@@ -244,6 +244,58 @@ def test_a_log_dir_is_locked_while_in_use(tmp_path: Path) -> None:
         LogManager([tmp_path], broker_config())
     manager.close()
     LogManager([tmp_path], broker_config()).close()
+
+
+@pytest.mark.parametrize("syncs_filesystems", [True, False])
+def test_an_append_racing_the_clean_shutdown_is_refused_not_left_unflushed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, syncs_filesystems: bool
+) -> None:
+    """A producer's request still being handled while the broker closes its logs (its
+    connection cut, its handler thread not waited for) appended after the flush: the
+    records were neither synced nor under the recovery point, and yet the clean-shutdown
+    marker told the next start to trust the log. Kafka's request handlers are drained
+    before its LogManager shuts down; here the logs refuse appends (and truncations) from
+    the moment the close starts, so what the flush covers is the whole log."""
+    manager = LogManager([tmp_path], broker_config())
+    produce(manager, A0, count=3)
+    partition_log = manager.get_or_create(A0)
+    late: list[object] = []
+
+    def append_meanwhile() -> None:
+        if late:
+            return
+        try:
+            late.append(partition_log.append_as_leader(build_batch([b"late"]), 1))
+        except KafkaStorageError as e:
+            late.append(e)
+
+    monkeypatch.setattr(log_manager_module, "can_sync_filesystems", lambda: syncs_filesystems)
+    real_sync, real_flush = log_manager_module.sync_filesystems, PartitionLog.flush
+
+    def sync(dirs: Any) -> None:
+        append_meanwhile()
+        real_sync(dirs)
+
+    def flush(self: PartitionLog, offset: int | None = None) -> None:
+        real_flush(self, offset)
+        append_meanwhile()  # after this log's fsyncs, before its close
+
+    monkeypatch.setattr(log_manager_module, "sync_filesystems", sync)
+    monkeypatch.setattr(PartitionLog, "flush", flush)
+    manager.close()
+    assert len(late) == 1
+    assert isinstance(late[0], KafkaStorageError), "appended after the close began"
+    assert (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    recovery_points = read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint")
+    assert recovery_points[("a", 0)] == 3
+    monkeypatch.undo()
+    again = LogManager([tmp_path], broker_config())
+    try:
+        reloaded = again.get_log(A0)
+        assert reloaded is not None
+        assert reloaded.log_end_offset == reloaded.recovery_point == 3
+    finally:
+        again.close()
 
 
 def test_log_dirs_locked_first_are_taken_over_by_the_manager(tmp_path: Path) -> None:
