@@ -702,22 +702,37 @@ def up(
         else:
             _check_fresh(directory, brokers)
 
-        try:
-            handle = zkp.provision(
-                zookeeper, detached=True, base_dir=directory / "zookeeper", progress=progress
-            )
-        except zkp.ZooKeeperError as e:
-            raise LocalClusterError(str(e)) from None
         cluster = LocalCluster(
             dir=directory,
-            connect_string=handle.connect_string,
-            zookeeper=handle.to_dict(),
+            connect_string="",
+            zookeeper={},
             brokers=[],
             session_timeout_ms=session_timeout_ms,
             overrides=parsed,
             python=python,
         )
+
+        def record(handle: zkp.ZooKeeper) -> None:
+            # Saved as soon as the ZooKeeper runs, before the wait for it to serve: whatever
+            # stops this command then (a Ctrl-C, a kill), `zkctl down` and the next `zkctl up`
+            # find the ZooKeeper and its directory in cluster.json.
+            cluster.connect_string = handle.connect_string
+            cluster.zookeeper = handle.to_dict()
+            save(cluster)
+
         try:
+            try:
+                handle = zkp.provision(
+                    zookeeper,
+                    detached=True,
+                    base_dir=directory / "zookeeper",
+                    progress=progress,
+                    on_start=record,
+                )
+            except zkp.ZooKeeperError as e:
+                raise LocalClusterError(str(e)) from None
+            cluster.connect_string = handle.connect_string
+            cluster.zookeeper = handle.to_dict()
             if isinstance(handle, zkp.ExternalZooKeeper):
                 # A chroot of our own, so several clusters can share one ZooKeeper.
                 name = f"zkctl-{uuid.uuid4().hex[:8]}"
@@ -749,6 +764,8 @@ def up(
             save(cluster)
             return Started(cluster, view.controller_id, view.controller_epoch)
         except BaseException:
+            if not cluster.zookeeper:
+                raise  # no ZooKeeper was started (provision stops what it launched), no broker
             _say(progress, f"start-up failed; stopping what was started (logs stay in {directory})")
             with contextlib.suppress(Exception):
                 stop_brokers(cluster.brokers, 10.0)

@@ -386,12 +386,18 @@ class ContainerZooKeeper(ZooKeeper):
 
 
 def start_container(
-    *, detached: bool = False, progress: Progress | None = None, timeout: float = 120.0
+    *,
+    detached: bool = False,
+    progress: Progress | None = None,
+    timeout: float = 120.0,
+    on_start: Callable[[ZooKeeper], None] | None = None,
 ) -> ContainerZooKeeper:
     """Start a ``zookeeper:3.8`` container and wait until it serves.
 
     Not detached: a testcontainers container (its reaper removes it if we die). Detached: a
-    plain Docker container that outlives us and is removed by id.
+    plain Docker container that outlives us and is removed by id. ``on_start`` gets the
+    handle once the container runs, before the wait; a wait that fails or is interrupted
+    (any exception, a Ctrl-C too) removes the container.
     """
     _say(progress, f"starting a {CONTAINER_IMAGE} container (the image is pulled once)")
     if detached:
@@ -408,19 +414,29 @@ def start_container(
         handle = ContainerZooKeeper(
             f"{host}:{port}", str(container.get_wrapped_container().id), container=container
         )
+    try:
+        if on_start is not None:
+            on_start(handle)
+        _wait_container_serving(handle, timeout)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the error being raised says more
+            handle.close()
+        raise
+    _say(progress, f"ZooKeeper container ready at {handle.connect_string}")
+    return handle
+
+
+def _wait_container_serving(handle: ContainerZooKeeper, timeout: float) -> None:
     host, _, port_text = handle.connect_string.rpartition(":")
     deadline = time.monotonic() + timeout
     # Docker's port proxy accepts connections before ZooKeeper listens, so wait for a Mode line.
     while _mode_from_srvr(four_letter_word(host, int(port_text), "srvr")) is None:
         if time.monotonic() >= deadline:
-            handle.close()
             raise ZooKeeperStartError(
                 f"ZooKeeper container {handle.container_id[:12]} not serving after {timeout:.0f} s"
                 f" (docker logs {handle.container_id[:12]})"
             )
         time.sleep(0.2)
-    _say(progress, f"ZooKeeper container ready at {handle.connect_string}")
-    return handle
 
 
 def _start_detached_container() -> ContainerZooKeeper:
@@ -441,8 +457,13 @@ def _start_detached_container() -> ContainerZooKeeper:
             ports={f"{_CONTAINER_CLIENT_PORT}/tcp": ("0.0.0.0" if remote else HOST, None)},
             labels={"zkctl.zookeeper": "1"},
         )
-        container.reload()
-        port = int(container.ports[f"{_CONTAINER_CLIENT_PORT}/tcp"][0]["HostPort"])
+        try:
+            container.reload()
+            port = int(container.ports[f"{_CONTAINER_CLIENT_PORT}/tcp"][0]["HostPort"])
+        except BaseException:
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
+            raise
         return ContainerZooKeeper(f"{remote or HOST}:{port}", str(container.id))
     finally:
         client.close()
@@ -986,12 +1007,16 @@ def start_local(
     progress: Progress | None = None,
     timeout: float = 60.0,
     attempts: int = 3,
+    on_start: Callable[[ZooKeeper], None] | None = None,
 ) -> LocalZooKeeper:
     """Start ``servers`` local ZooKeeper servers (1, or an ensemble such as 3) and wait for them.
 
     ``base_dir`` gets one ``server-<myid>`` directory per member; without it a temporary
     directory is used and removed by ``close()``. A port taken between choosing and binding
     it is retried with fresh ports, up to ``attempts`` times. ``timeout`` bounds each attempt.
+    ``on_start`` gets each attempt's handle as soon as its processes run, before the wait
+    (``zkctl up`` records it, so that ``zkctl down`` finds a server whose starter died). A
+    start that fails or is interrupted (any exception, a Ctrl-C too) stops what it launched.
 
     Not detached, the servers get SIGKILL when the *thread* that started them exits (Linux's
     death signal follows the creating thread): start them from a long-lived thread.
@@ -1011,12 +1036,19 @@ def start_local(
         handle = _launch_local(servers, base, install, detached=detached, owns_dir=owns_dir)
         _say(progress, f"starting a {what} at {handle.connect_string} ({install.description})")
         try:
+            if on_start is not None:
+                on_start(handle)
             handle.wait_ready(timeout, progress)
         except ZooKeeperStartError as exc:
             handle.close(remove_dir=False)  # keep the logs the error points at
             if exc.port_in_use and attempt < attempts:
                 _say(progress, f"{exc}; retrying on other ports")
                 continue
+            raise
+        except BaseException:
+            # Anything else (a Ctrl-C's KeyboardInterrupt, a failing on_start): stop what
+            # was launched, or a detached server would run on with no handle to stop it.
+            handle.close()
             raise
         _say(
             progress,
@@ -1075,11 +1107,14 @@ def provision(
     base_dir: Path | str | None = None,
     progress: Progress | None = None,
     timeout: float = 60.0,
+    on_start: Callable[[ZooKeeper], None] | None = None,
 ) -> ZooKeeper:
     """A single ZooKeeper: the given connect string or ZKCTL_ZOOKEEPER, else a container when
     Docker answers, else a local server; :class:`ZooKeeperUnavailableError` when none works.
 
     ``base_dir`` is only used for a local server (the CLI keeps its state there).
+    ``on_start`` gets a container's or local server's handle as soon as it runs, before
+    the wait for it to serve (see :func:`start_local`); a connect string starts nothing.
     """
     given = connect_string or os.environ.get(ENV_CONNECT, "").strip()
     if given:
@@ -1087,7 +1122,12 @@ def provision(
         return ExternalZooKeeper(given)
     reasons = [f"no connect string given and {ENV_CONNECT} is not set"]
     if docker_available():
-        return start_container(detached=detached, progress=progress, timeout=max(timeout, 120.0))
+        return start_container(
+            detached=detached,
+            progress=progress,
+            timeout=max(timeout, 120.0),
+            on_start=on_start,
+        )
     if "docker" in _disabled():
         reasons.append(f"Docker: disabled by {ENV_DISABLE}")
     elif importlib.util.find_spec("testcontainers") is None:
@@ -1104,4 +1144,5 @@ def provision(
         install=install,
         progress=progress,
         timeout=timeout,
+        on_start=on_start,
     )

@@ -570,6 +570,51 @@ def test_up_refuses_a_directory_with_leftovers_but_no_cluster_file(
         local.up(cluster_dir, 1, zookeeper=zk_connect)
 
 
+def test_up_interrupted_while_its_zookeeper_starts_leaves_nothing_running(
+    cluster_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C while `zkctl up` waits for the ZooKeeper it started: the ZooKeeper (detached,
+    so nothing else would ever stop it) is stopped, the attempt is left as a stopped cluster,
+    and the next `zkctl up` in the directory starts afresh."""
+    monkeypatch.setenv(zkp.ENV_DISABLE, "docker")
+    if zkp.find_local_install() is None:
+        pytest.fail("a local ZooKeeper install is needed (scripts/setup.sh installs one)")
+    recorded: list[local.LocalCluster | None] = []
+
+    def interrupt(message: str) -> None:
+        if message.startswith("waiting for ZooKeeper server"):
+            recorded.append(local.load(cluster_dir))
+            raise KeyboardInterrupt  # the user's Ctrl-C
+
+    before = set(zkp.started_pids())
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            local.up(cluster_dir, 1, progress=interrupt)
+        launched = [pid for pid in zkp.started_pids() if pid not in before]
+        assert launched, "a ZooKeeper was launched"
+        assert [pid for pid in launched if _alive(pid)] == []
+        # It was in cluster.json while it started: `zkctl down` finds one whose `up` was killed.
+        assert len(recorded) == 1
+        assert recorded[0] is not None
+        assert [s["pid"] for s in recorded[0].zookeeper["servers"]] == launched
+        after = local.load(cluster_dir)
+        assert after is not None
+        assert after.state == "stopped"
+    finally:
+        for pid in zkp.started_pids():
+            if pid not in before and _alive(pid) and str(cluster_dir) in _cmdline(pid):
+                os.kill(pid, signal.SIGKILL)
+    started = local.up(cluster_dir, 1)
+    assert started.controller_id == 1
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
 @pytest.mark.slow
 def test_up_starts_and_down_stops_its_own_zookeeper(cluster_dir: Path) -> None:
     started = local.up(cluster_dir, 1)

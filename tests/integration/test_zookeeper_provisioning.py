@@ -396,3 +396,24 @@ def test_stop_by_pid_leaves_other_processes_alone(tmp_path: Path) -> None:
                 assert sleeper.poll() is None
             finally:
                 sleeper.kill()
+
+
+@pytest.mark.integration
+def test_a_start_interrupted_while_waiting_stops_what_it_launched(tmp_path: Path) -> None:
+    """A Ctrl-C (KeyboardInterrupt) while a detached server starts: what was launched is
+    stopped, or it would run on in a session of its own with no handle to stop it by."""
+
+    def interrupt(message: str) -> None:
+        if message.startswith("waiting for ZooKeeper server"):
+            raise KeyboardInterrupt
+
+    before = set(zkp.started_pids())
+    with pytest.raises(KeyboardInterrupt):
+        zkp.start_local(1, detached=True, base_dir=tmp_path, progress=interrupt)
+    launched = [pid for pid in zkp.started_pids() if pid not in before]
+    try:
+        assert launched, "a server was launched"
+        assert [pid for pid in launched if _alive(pid)] == []
+    finally:
+        for pid in launched:
+            _kill_if_ours(pid, str(tmp_path))
