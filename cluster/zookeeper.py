@@ -805,12 +805,20 @@ class LocalServer:
                 raise self._start_error(f"was not ready after {timeout:.0f} s")
             time.sleep(0.1)
 
-    def _start_error(self, what: str) -> ZooKeeperStartError:
-        code = self._proc.returncode if self._proc is not None else None
+    def _recent_log(self) -> str:
+        """What the process has written to its log since it was last started."""
         with contextlib.suppress(OSError), self.log_file.open("rb") as log:
             log.seek(self._log_offset)
-            recent = log.read().decode(errors="replace")
-        port_in_use = "Address already in use" in recent
+            return log.read().decode(errors="replace")
+        return ""
+
+    def port_was_in_use(self) -> bool:
+        """Whether, since it was last started, the server failed to bind a port."""
+        return "Address already in use" in self._recent_log()
+
+    def _start_error(self, what: str) -> ZooKeeperStartError:
+        code = self._proc.returncode if self._proc is not None else None
+        port_in_use = self.port_was_in_use()
         hint = "; a port was already in use" if port_in_use else ""
         status = f", exit code {code}" if code is not None else ""
         return ZooKeeperStartError(
@@ -897,10 +905,32 @@ class LocalZooKeeper(ZooKeeper):
     def wait_ready(self, timeout: float = 60.0, progress: Progress | None = None) -> None:
         """Wait until every member serves and, in an ensemble, one of them leads."""
         deadline = time.monotonic() + timeout
-        for s in self.servers:
-            _say(progress, f"waiting for ZooKeeper server {s.myid} on {s.address}")
-            s.wait_ready(max(deadline - time.monotonic(), 0.1))
-        self.wait_quorum(max(deadline - time.monotonic(), 0.1))
+        try:
+            for s in self.servers:
+                _say(progress, f"waiting for ZooKeeper server {s.myid} on {s.address}")
+                s.wait_ready(max(deadline - time.monotonic(), 0.1))
+            self.wait_quorum(max(deadline - time.monotonic(), 0.1))
+        except ZooKeeperStartError as exc:
+            raise self._with_bind_errors(exc) from None
+
+    def _with_bind_errors(self, exc: ZooKeeperStartError) -> ZooKeeperStartError:
+        """``exc``, or when members other than the one it is about failed to bind a port
+        since they started, an error that names their logs and says a port was in use (so
+        :func:`start_local` retries on other ports). In an ensemble the member waited for
+        is not always the one that lost the race: the elected leader binds its quorum port
+        when it leads, and a member waiting for a leader only times out."""
+        clashed = [s for s in self.servers if s.log_file != exc.log_file and s.port_was_in_use()]
+        if not clashed:
+            return exc
+        found = "".join(
+            f"; ZooKeeper server {s.myid} found a port already in use, see {s.log_file}"
+            for s in clashed
+        )
+        return ZooKeeperStartError(
+            f"{exc}{found}",
+            log_file=exc.log_file if exc.port_in_use else clashed[0].log_file,
+            port_in_use=True,
+        )
 
     def wait_quorum(self, timeout: float = 30.0) -> LocalServer:
         """Wait until a majority of members serves with one leader; dead members are ignored."""

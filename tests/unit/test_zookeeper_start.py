@@ -1,7 +1,9 @@
 """cluster.zookeeper without a ZooKeeper: what a start that fails or is interrupted leaves
-behind."""
+behind (a container; the errors of an ensemble whose ports were taken)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +59,72 @@ def test_a_container_never_serving_is_removed_and_named(
         zkp.start_container(detached=True, timeout=0, on_start=started.append)
     assert [h.connect_string for h in started] == ["127.0.0.1:1"]
     assert container.stopped
+
+
+# --- an ensemble's bind errors ------------------------------------------------------------
+
+
+def _member(base: Path, myid: int, before: str, since: str) -> zkp.LocalServer:
+    """A member that was started once, with ``before`` in its log from an earlier run and
+    ``since`` written since it started."""
+    server = zkp.LocalServer(
+        myid=myid,
+        client_port=20000 + myid,
+        quorum_port=21000 + myid,
+        election_port=22000 + myid,
+        server_dir=base / f"server-{myid}",
+        argv=["java"],
+        detached=True,
+    )
+    server.server_dir.mkdir(parents=True)
+    server.log_file.write_text(before)
+    server._log_offset = len(before.encode())
+    with server.log_file.open("a") as log:
+        log.write(since)
+    return server
+
+
+BIND_ERROR = "java.net.BindException: Address already in use\n"
+
+
+def _waiting_times_out(server: zkp.LocalServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    def wait_ready(timeout: float = 30.0) -> str:
+        raise server._start_error(f"was not ready after {timeout:.0f} s")
+
+    monkeypatch.setattr(server, "wait_ready", wait_ready)
+
+
+def test_an_ensemble_member_that_lost_a_port_is_named_and_the_start_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The elected leader could not bind its quorum port (taken since it was chosen); the
+    member waited for only times out looking for a leader. The error says a port was in use,
+    so start_local retries, and names the log that holds the bind error; an earlier run's
+    bind error, before a member's start, counts for nothing."""
+    waited = _member(tmp_path, 1, "", "LOOKING\n")
+    leader = _member(tmp_path, 2, "", "LEADING\n" + BIND_ERROR)
+    old = _member(tmp_path, 3, BIND_ERROR, "FOLLOWING\n")
+    _waiting_times_out(waited, monkeypatch)
+    ensemble = zkp.LocalZooKeeper([waited, leader, old], tmp_path, detached=True, owns_dir=False)
+    with pytest.raises(zkp.ZooKeeperStartError) as error:
+        ensemble.wait_ready(1)
+    assert error.value.port_in_use
+    message = str(error.value)
+    assert message.startswith("ZooKeeper server 1 (pid None) on 127.0.0.1:20001 was not ready")
+    assert f"ZooKeeper server 2 found a port already in use, see {leader.log_file}" in message
+    assert str(old.log_file) not in message
+    assert error.value.log_file == leader.log_file
+
+
+def test_an_ensemble_without_bind_errors_raises_the_members_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waited = _member(tmp_path, 1, "", "LOOKING\n")
+    others = [_member(tmp_path, i, BIND_ERROR, "LOOKING\n") for i in (2, 3)]
+    _waiting_times_out(waited, monkeypatch)
+    ensemble = zkp.LocalZooKeeper([waited, *others], tmp_path, detached=True, owns_dir=False)
+    with pytest.raises(zkp.ZooKeeperStartError) as error:
+        ensemble.wait_ready(1)
+    assert not error.value.port_in_use
+    assert error.value.log_file == waited.log_file
+    assert "already in use" not in str(error.value)
