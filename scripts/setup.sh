@@ -19,19 +19,55 @@ else
 fi
 
 # 2. The project's environment, exactly as locked. A .venv made in another directory (the
-# checkout moved, or the .venv copied in) keeps console scripts whose first line names that
-# directory's interpreter: pytest and mypy then fail with "No such file or directory", and
-# uv sync rewrites only the project's own (zkctl). Such a .venv is made again.
+# checkout moved, or the .venv copied in) keeps console scripts that name that directory's
+# interpreter: pytest and mypy then fail with "No such file or directory" (or "not found"),
+# and uv sync rewrites only the project's own (zkctl). Such a .venv is made again. uv names
+# the interpreter on the '#!' line or, when its path has a space or is longer than a '#!'
+# line may be, in a /bin/sh trampoline: '#!/bin/sh', then '''exec' <quoted path> "$0" "$@".
+
+# The word a shell-quoted path stands for: '...' parts, between them "'" or \' for a quote.
+unquote() {
+  local rest=$1 out=
+  while [ -n "$rest" ]; do
+    case "$rest" in
+      "'"*)
+        rest=${rest#"'"}
+        case "$rest" in *"'"*) ;; *) return 1 ;; esac
+        out+=${rest%%"'"*}
+        rest=${rest#*"'"}
+        ;;
+      "\"'\""*) out+="'"; rest=${rest#"\"'\""} ;;
+      "\\'"*) out+="'"; rest=${rest#"\\'"} ;;
+      *) out+=${rest:0:1}; rest=${rest:1} ;;
+    esac
+  done
+  printf '%s' "$out"
+}
+# The interpreter a .venv/bin script runs, from its first two lines; nothing if none.
+script_interpreter() {
+  local first="" second="" word
+  { IFS= read -r -n 256 first; IFS= read -r -n 8192 second; } < "$1" 2>/dev/null || true
+  case "$first" in
+    '#!'/*python*) printf '%s' "${first#\#!}" ;;
+    '#!/bin/sh')
+      case "$second" in
+        "'''exec' "*' "$0" "$@"')
+          word=${second#"'''exec' "}
+          unquote "${word%' "$0" "$@"'}" || true
+          ;;
+      esac
+      ;;
+  esac
+}
 stale_interpreter() {
-  local script first
+  local script python
   for script in .venv/bin/*; do
     [ -f "$script" ] || continue
-    first=
-    IFS= read -r -n 256 first < "$script" 2>/dev/null || true
-    case "$first" in
-      '#!'/*python*)
-        if [ ! -x "${first#\#!}" ]; then
-          printf '%s' "${first#\#!}"
+    python=$(script_interpreter "$script")
+    case "$python" in
+      *python*)
+        if [ ! -x "$python" ]; then
+          printf '%s' "$python"
           return 0
         fi
         ;;

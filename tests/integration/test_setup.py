@@ -1,12 +1,16 @@
 """The set-up command (scripts/setup.sh), run for real on a copy of this checkout: a .venv
-made in another directory is made again, and one made here is kept."""
+made in another directory is made again, and one made here is kept; and on a machine faked
+on PATH: a moved .venv whose scripts start with uv's /bin/sh trampoline."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # The console scripts the two commands run (scripts/test.sh, the Makefile's demo).
@@ -77,3 +81,124 @@ def test_a_venv_made_in_another_directory_is_made_again(tmp_path: Path) -> None:
     assert "made for another directory" in said, said
     # Made here, it is kept.
     assert "made for another directory" not in setup(moved)
+
+
+# --- a machine faked on PATH: root or not, apt-get, the docker CLI --------------------------
+#
+# The set-up script runs from a copy of itself (and of cluster/, for its Docker probe) with a
+# PATH of shims and the few tools it needs: nothing is installed, nothing asks the network.
+
+TOOLS = ("dirname", "mkdir", "touch", "sed", "head", "cat", "timeout", "rm")
+
+
+def shim(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(0o755)
+
+
+class FakeMachine:
+    """A checkout (``checkout``, else one in ``tmp_path``) holding scripts/setup.sh, cluster/
+    and (unless ``venv`` is false) this suite's .venv, and a PATH where `id` says root
+    (unless told otherwise), `uv` does nothing and `apt-get` logs its calls to ``calls``
+    (and fails an install while ``lists`` is missing, an update while ``offline`` exists)."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        root: bool = True,
+        checkout: Path | None = None,
+        venv: bool = True,
+    ) -> None:
+        self.checkout = tmp_path / "checkout" if checkout is None else checkout
+        (self.checkout / "scripts").mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "scripts" / "setup.sh", self.checkout / "scripts" / "setup.sh")
+        shutil.copytree(
+            ROOT / "cluster",
+            self.checkout / "cluster",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        if venv:
+            (self.checkout / ".venv").symlink_to(sys.prefix)
+        self.state = tmp_path / "state"
+        self.state.mkdir()
+        self.calls = self.state / "calls"
+        self.lists = self.state / "lists"
+        self.offline = self.state / "offline"
+        self.lists.touch()
+        self.bin = tmp_path / "bin"
+        self.bin.mkdir()
+        for tool in TOOLS:
+            found = shutil.which(tool)
+            assert found, f"{tool} is needed to run the set-up script"
+            (self.bin / tool).symlink_to(found)
+        shim(self.bin, "id", f"echo {0 if root else 1000}\n")
+        shim(self.bin, "uv", "exit 0\n")  # the Python environment is not what is tested here
+        shim(
+            self.bin,
+            "apt-get",
+            f'echo "$*" >> {self.calls}\n'
+            'case "$1" in\n'
+            f"  update) if [ -e {self.offline} ]; then\n"
+            "    echo 'E: network unreachable' >&2; exit 100\n"
+            "  fi\n"
+            f"  touch {self.lists}; exit 0;;\n"
+            f"  install) if [ ! -e {self.lists} ]; then\n"
+            "    echo 'E: Unable to locate package' >&2; exit 100\n"
+            "  fi\n"
+            "  exit 0;;\n"
+            "esac\n",
+        )
+        self.env = {
+            "PATH": str(self.bin),
+            "HOME": str(tmp_path),
+            "DOCKER_HOST": "unix:///nonexistent",
+        }
+
+    def setup(self, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["/bin/bash", "scripts/setup.sh"],
+            cwd=self.checkout,
+            env={**self.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    def apt_calls(self) -> list[str]:
+        return self.calls.read_text().splitlines() if self.calls.exists() else []
+
+
+@pytest.mark.parametrize("where", ["my projects", "it's mine", "x" * 130])
+def test_a_moved_venv_whose_scripts_start_with_uvs_sh_trampoline_is_made_again(
+    tmp_path: Path, where: str
+) -> None:
+    """When the interpreter's path has a space or is longer than 127 bytes, uv starts a
+    console script with '#!/bin/sh' and an exec of the quoted interpreter, not '#!<python>'."""
+    uv = shutil.which("uv") or str(ROOT / ".tools" / "bin" / "uv")
+    first = tmp_path / where / "first"
+    first.mkdir(parents=True)
+    subprocess.run(
+        [uv, "venv", "-q", str(first / ".venv"), "--python", sys.executable],
+        check=True,
+        timeout=120,
+    )
+    subprocess.run(  # from uv's cache, which the set-up filled: no network
+        [uv, "pip", "install", "-q", "--offline", "pytest"],
+        env={**os.environ, "VIRTUAL_ENV": str(first / ".venv")},
+        check=True,
+        timeout=300,
+    )
+    trampoline = "#!/bin/sh\n" + "'" * 3 + "exec' "
+    assert (first / ".venv" / "bin" / "pytest").read_text().startswith(trampoline)
+    moved = first.rename(tmp_path / where / "moved")  # the checkout moved
+    assert not runs(moved, "pytest")  # its scripts still name the first directory's python
+    machine = FakeMachine(tmp_path, root=False, checkout=moved, venv=False)
+    sync = tmp_path / "sync"  # `uv sync` says whether the .venv was still there
+    shim(machine.bin, "uv", f"if [ -e .venv ]; then echo kept; else echo made; fi > {sync}\n")
+    done = machine.setup()
+    assert done.returncode == 0, done.stderr
+    assert sync.read_text() == "made\n", done.stderr
+    assert f"its scripts name {first}/.venv/bin/python" in done.stderr
