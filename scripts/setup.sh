@@ -86,12 +86,30 @@ say "syncing .venv from uv.lock"
 # (--zookeeper / ZKCTL_ZOOKEEPER), a testcontainers zookeeper:3.8 when a Docker engine
 # answers, a local install (ZOOKEEPER_HOME or Debian's package). Only the last needs set-up.
 is_debian_root() { [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null; }
+# The package lists are marked fresh only once an update succeeded, and an install that fails
+# updates them first and tries again: a failed or old update never stays in the way.
+apt_updated_now=
+apt_update() {
+  if DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null; then
+    mkdir -p .tools && touch .tools/.apt-updated
+    apt_updated_now=1
+  else
+    say "apt-get update failed"
+    return 1
+  fi
+}
 apt_install() {
   if [ ! -f .tools/.apt-updated ]; then
-    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || true
-    mkdir -p .tools && touch .tools/.apt-updated
+    apt_update || true
   fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  if DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null; then
+    return 0
+  fi
+  if [ -n "$apt_updated_now" ]; then
+    return 1
+  fi
+  say "apt-get install $* failed; updating the package lists and trying again"
+  apt_update && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 docker_answers() { command -v docker >/dev/null 2>&1 && timeout 5 docker info >/dev/null 2>&1; }
 

@@ -1,6 +1,6 @@
 """The set-up command (scripts/setup.sh), run for real on a copy of this checkout: a .venv
 made in another directory is made again, and one made here is kept; and on a machine faked
-on PATH: a moved .venv whose scripts start with uv's /bin/sh trampoline."""
+on PATH: what it installs, and how it recovers from a failed apt-get."""
 
 from __future__ import annotations
 
@@ -88,6 +88,10 @@ def test_a_venv_made_in_another_directory_is_made_again(tmp_path: Path) -> None:
 # The set-up script runs from a copy of itself (and of cluster/, for its Docker probe) with a
 # PATH of shims and the few tools it needs: nothing is installed, nothing asks the network.
 
+# apt-get is only ever run where /etc/debian_version says Debian, as root.
+debian_only = pytest.mark.skipif(
+    not Path("/etc/debian_version").is_file(), reason="set-up uses apt-get on Debian only"
+)
 TOOLS = ("dirname", "mkdir", "touch", "sed", "head", "cat", "timeout", "rm")
 
 
@@ -169,6 +173,41 @@ class FakeMachine:
 
     def apt_calls(self) -> list[str]:
         return self.calls.read_text().splitlines() if self.calls.exists() else []
+
+
+@debian_only
+def test_a_failed_apt_update_is_tried_again_by_the_next_set_up(tmp_path: Path) -> None:
+    machine = FakeMachine(tmp_path)
+    machine.lists.unlink()  # a fresh machine: no package lists yet
+    machine.offline.touch()  # and the network blinks during its first set-up
+    first = machine.setup()
+    assert first.returncode != 0  # it fails, as it should
+    machine.offline.unlink()  # the network is back: set-up again now works
+    second = machine.setup()
+    assert second.returncode == 0, (machine.apt_calls(), second.stderr)
+    assert "apt-get update failed" in first.stderr
+    assert machine.apt_calls().count("update -qq") == 3  # twice in the first run, once now
+    assert (machine.checkout / ".tools" / ".apt-updated").is_file()
+
+
+@debian_only
+def test_old_package_lists_are_updated_when_an_install_fails(tmp_path: Path) -> None:
+    """Lists updated by an earlier set-up have gone stale (the mirror dropped the versions
+    they name): the failing install updates them and tries again."""
+    machine = FakeMachine(tmp_path)
+    (machine.checkout / ".tools").mkdir()
+    (machine.checkout / ".tools" / ".apt-updated").touch()
+    machine.lists.unlink()
+    done = machine.setup()
+    assert done.returncode == 0, (machine.apt_calls(), done.stderr)
+    calls = machine.apt_calls()
+    assert calls[:3] == [
+        "install -y -qq --no-install-recommends zookeeper default-jre-headless",
+        "update -qq",
+        "install -y -qq --no-install-recommends zookeeper default-jre-headless",
+    ]
+    assert calls.count("update -qq") == 1  # once per run is enough
+    assert "updating the package lists and trying again" in done.stderr
 
 
 @pytest.mark.parametrize("where", ["my projects", "it's mine", "x" * 130])
