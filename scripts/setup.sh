@@ -84,7 +84,10 @@ say "syncing .venv from uv.lock"
 
 # 3. ZooKeeper. Provisioning (cluster/zookeeper.py) tries, in order: a connect string
 # (--zookeeper / ZKCTL_ZOOKEEPER), a testcontainers zookeeper:3.8 when a Docker engine
-# answers, a local install (ZOOKEEPER_HOME or Debian's package). Only the last needs set-up.
+# answers, a local install (ZOOKEEPER_HOME or Debian's package). The tests also start local
+# servers of their own whatever the first two give (three-server ensembles, servers they
+# kill and pause), so the local install is made in any case where set-up can: as root on
+# Debian.
 is_debian_root() { [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null; }
 # The package lists are marked fresh only once an update succeeded, and an install that fails
 # updates them first and tries again: a failed or old update never stays in the way.
@@ -111,19 +114,38 @@ apt_install() {
   say "apt-get install $* failed; updating the package lists and trying again"
   apt_update && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
-docker_answers() { command -v docker >/dev/null 2>&1 && timeout 5 docker info >/dev/null 2>&1; }
+# Whether provisioning will use a container: the project's own probe (docker-py, as
+# DOCKER_HOST or /var/run/docker.sock say), not the docker CLI, whose context may name
+# another engine.
+docker_answers() {
+  local probe=(.venv/bin/python -c 'import sys; from cluster.zookeeper import docker_available; sys.exit(0 if docker_available() else 1)')
+  [ -x .venv/bin/python ] || return 1
+  if command -v timeout >/dev/null 2>&1; then
+    probe=(timeout 30 "${probe[@]}")
+  fi
+  "${probe[@]}" >/dev/null 2>&1
+}
+has_java() { command -v java >/dev/null 2>&1 || [ -x "${JAVA_HOME:-/nonexistent}/bin/java" ]; }
 
 if [ -n "${ZKCTL_ZOOKEEPER:-}" ]; then
   say "ZooKeeper: using ZKCTL_ZOOKEEPER=$ZKCTL_ZOOKEEPER"
+  given=1
 elif docker_answers; then
   say "ZooKeeper: a Docker engine answers; tests will use a testcontainers zookeeper:3.8"
-elif [ -n "${ZOOKEEPER_HOME:-}" ]; then
-  say "ZooKeeper: using ZOOKEEPER_HOME=$ZOOKEEPER_HOME"
-elif [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; then
-  say "ZooKeeper: Debian's zookeeper package is installed"
+  given=1
+else
+  given=
+fi
+if [ -n "${ZOOKEEPER_HOME:-}" ]; then
+  say "local ZooKeeper: using ZOOKEEPER_HOME=$ZOOKEEPER_HOME"
+elif [ -f /usr/share/java/zookeeper.jar ] && has_java; then
+  say "local ZooKeeper: Debian's zookeeper package is installed"
 elif is_debian_root; then
-  say "ZooKeeper: installing Debian's zookeeper package (and a Java runtime)"
+  say "local ZooKeeper: installing Debian's zookeeper package (and a Java runtime)"
   apt_install zookeeper default-jre-headless
+elif [ -n "$given" ]; then
+  say "local ZooKeeper: none found; the tests that start servers of their own (ensembles)"
+  say "need one: set ZOOKEEPER_HOME to an Apache ZooKeeper 3.8 install, or run this as root on Debian."
 else
   say "ZooKeeper: none found. Set ZKCTL_ZOOKEEPER=host:port, start a Docker engine,"
   say "set ZOOKEEPER_HOME to an Apache ZooKeeper 3.8 install, or run this as root on Debian."
@@ -136,7 +158,7 @@ if ! command -v kcat >/dev/null 2>&1 && is_debian_root; then
 fi
 
 # 5. Java 17+, which Spark (pyspark, for `zkctl report`) runs on. Debian's zookeeper
-# package brings one; a ZooKeeper from elsewhere (a container, ZKCTL_ZOOKEEPER) does not.
+# package brings one, which may be older than Spark needs.
 java_major() { java -version 2>&1 | sed -n 's/.* version "\([0-9]*\).*/\1/p' | head -n 1; }
 if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ] && is_debian_root; then
   say "installing a Java runtime for Spark (zkctl report)"

@@ -4,13 +4,20 @@ on PATH: what it installs, and how it recovers from a failed apt-get."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import os
 import shutil
+import socketserver
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from cluster import zookeeper as zkp
 
 ROOT = Path(__file__).resolve().parents[2]
 # The console scripts the two commands run (scripts/test.sh, the Makefile's demo).
@@ -241,3 +248,84 @@ def test_a_moved_venv_whose_scripts_start_with_uvs_sh_trampoline_is_made_again(
     assert done.returncode == 0, done.stderr
     assert sync.read_text() == "made\n", done.stderr
     assert f"its scripts name {first}/.venv/bin/python" in done.stderr
+
+
+class _Engine(http.server.BaseHTTPRequestHandler):
+    """Enough of Docker's API for docker-py's from_env() and ping()."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        body = b'{"ApiVersion": "1.44", "Version": "27.0.0"}' if "version" in self.path else b"OK"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json" if body != b"OK" else "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def docker_engine(path: Path) -> Iterator[str]:
+    """A Docker engine that answers on the unix socket ``path``; its DOCKER_HOST."""
+
+    class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+        daemon_threads = True
+
+    server = Server(str(path), _Engine)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"unix://{path}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+@debian_only
+@pytest.mark.parametrize("given", ["docker", "connect string"])
+def test_the_local_zookeeper_is_installed_whatever_else_is_there(
+    tmp_path: Path, given: str
+) -> None:
+    """A Docker engine or ZKCTL_ZOOKEEPER serves provision(), but the tests' ensembles
+    (and the servers tests kill and pause) are local processes whatever they give."""
+    machine = FakeMachine(tmp_path)
+    with docker_engine(tmp_path / "docker.sock") as docker_host:
+        env = {"DOCKER_HOST": docker_host}
+        if given == "connect string":
+            env["ZKCTL_ZOOKEEPER"] = "127.0.0.1:2181"
+        done = machine.setup(**env)
+    assert done.returncode == 0, done.stderr
+    said = "a Docker engine answers" if given == "docker" else "using ZKCTL_ZOOKEEPER"
+    assert said in done.stderr
+    assert (
+        "install -y -qq --no-install-recommends zookeeper default-jre-headless"
+        in machine.apt_calls()
+    ), done.stderr
+
+
+def test_set_up_asks_for_docker_as_provisioning_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The docker CLI follows its own context (Docker Desktop's, rootless Docker's socket);
+    provision() asks docker-py, which reads DOCKER_HOST or /var/run/docker.sock. Set-up says
+    a Docker engine answers exactly when provision() will use one."""
+    machine = FakeMachine(tmp_path, root=False)
+    shim(machine.bin, "docker", "exit 0\n")  # `docker info` answers, through its context
+    monkeypatch.delenv(zkp.ENV_DISABLE, raising=False)
+    monkeypatch.setenv("DOCKER_HOST", machine.env["DOCKER_HOST"])
+    done = machine.setup()
+    assert done.returncode == 0, done.stderr
+    assert not zkp.docker_available()
+    assert "a Docker engine answers" not in done.stderr
+
+    (machine.bin / "docker").unlink()  # no CLI at all, and an engine on DOCKER_HOST
+    with docker_engine(tmp_path / "docker.sock") as docker_host:
+        monkeypatch.setenv("DOCKER_HOST", docker_host)
+        assert zkp.docker_available()
+        done = machine.setup(DOCKER_HOST=docker_host)
+    assert done.returncode == 0, done.stderr
+    assert "a Docker engine answers" in done.stderr
