@@ -305,6 +305,9 @@ class SupervisedCluster:
         self.zk = ZkClient(zk_connect, session_timeout_ms=10_000)
         self.zk.start()
 
+    def __repr__(self) -> str:
+        return f"SupervisedCluster({str(self.root)!r}, brokers={sorted(self.brokers)})"
+
     def start(self, *, wait: bool = True) -> None:
         for b in self.brokers.values():
             b.start()

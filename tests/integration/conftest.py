@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import Cluster
+from tests.integration.harness import Cluster, close_all
 
 # Short sessions make failovers quick to observe; ZooKeeper's minimum here is 1 s.
 FAST = {
@@ -60,8 +60,7 @@ def cluster_factory(zk_connect: str, tmp_path: Path) -> Iterator[ClusterFactory]
         return c
 
     yield make
-    for c in made:
-        c.close()
+    failed = close_all(made)
     problems = [
         f"broker {b.broker_id}: {line}"
         for c in made
@@ -70,5 +69,10 @@ def cluster_factory(zk_connect: str, tmp_path: Path) -> Iterator[ClusterFactory]
         for line in b.output().splitlines()
         if any(marker in line for marker in CONTROLLER_BUG_MARKERS)
     ]
+    failures = []
+    if failed:
+        failures.append("closing a cluster failed:\n" + "\n".join(failed))
     if problems:
-        pytest.fail("the controller logged what it never should:\n" + "\n".join(problems[:20]))
+        failures.append("the controller logged what it never should:\n" + "\n".join(problems[:20]))
+    if failures:
+        pytest.fail("\n".join(failures))

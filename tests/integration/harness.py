@@ -3,13 +3,32 @@ a helper for ZooKeeper ensemble faults, and the CLI run as a user runs it."""
 
 import subprocess
 import sys
+from collections.abc import Iterable
+from typing import Protocol
 
 from cluster import zookeeper as zkp
 from cluster.supervised import PROJECT_ROOT, wait_for
 from cluster.supervised import SupervisedBroker as BrokerProcess
 from cluster.supervised import SupervisedCluster as Cluster
 
-__all__ = ["BrokerProcess", "Cluster", "run_zkctl", "serving_member", "wait_for"]
+__all__ = ["BrokerProcess", "Cluster", "close_all", "run_zkctl", "serving_member", "wait_for"]
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+def close_all(closables: Iterable[Closable]) -> list[str]:
+    """Close each one, whatever closing another raised (a test's teardown must stop every
+    cluster it made, not leave the rest running to the end of the session); what each that
+    failed raised."""
+    errors = []
+    for c in closables:
+        try:
+            c.close()
+        except Exception as e:
+            errors.append(f"{c!r}: {type(e).__name__}: {e}")
+    return errors
 
 
 def run_zkctl(*args: str) -> subprocess.CompletedProcess[str]:
