@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,13 +20,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def zkctl(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def zkctl_env() -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("ZKCTL_ZOOKEEPER", None)  # `up` provisions its own, as on a fresh machine
+    return env
+
+
+def zkctl(tmp_path: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "zkctl", "--dir", str(tmp_path / "c"), *args],
         cwd=tmp_path,
-        env=env,
+        env=zkctl_env(),
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -44,17 +49,18 @@ def controller(tmp_path: Path) -> dict[str, Any]:
 
 def test_up_kill_pause_stop_start_down(tmp_path: Path) -> None:
     cluster_file = tmp_path / "c" / "cluster.json"
-    ok(
-        zkctl(
-            tmp_path,
-            "up",
-            "--brokers",
-            "3",
-            "--override",
-            "controlled.shutdown.retry.backoff.ms=200",
-        )
-    )
     try:
+        # Inside the try: an `up` that times out is killed, leaving what it started for `down`.
+        ok(
+            zkctl(
+                tmp_path,
+                "up",
+                "--brokers",
+                "3",
+                "--override",
+                "controlled.shutdown.retry.backoff.ms=200",
+            )
+        )
         state = json.loads(cluster_file.read_text())
         pids = {b["id"]: b["pid"] for b in state["brokers"]}
         assert sorted(pids) == [1, 2, 3]
@@ -126,8 +132,9 @@ def test_a_one_broker_cluster_serves_consumer_groups(tmp_path: Path) -> None:
     quickstart config), so a subscribing consumer joins, consumes and commits."""
     from confluent_kafka import Consumer, Producer
 
-    ok(zkctl(tmp_path, "up", "--brokers", "1", "--override", "group.initial.rebalance.delay.ms=0"))
     try:
+        up = ("up", "--brokers", "1", "--override", "group.initial.rebalance.delay.ms=0")
+        ok(zkctl(tmp_path, *up))
         state = json.loads((tmp_path / "c" / "cluster.json").read_text())
         assert state["overrides"]["offsets.topic.replication.factor"] == "1"
         create = ("topic", "create", "--topic", "q", "--partitions", "2")
@@ -166,4 +173,50 @@ def test_a_one_broker_cluster_serves_consumer_groups(tmp_path: Path) -> None:
         )
         assert "solo" in described
     finally:
-        ok(zkctl(tmp_path, "down"))
+        down = zkctl(tmp_path, "down")
+    ok(down)
+
+
+def running_in(directory: Path) -> list[int]:
+    """Pids of the processes whose command line names ``directory`` (a cluster's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            argv = processes.cmdline(int(entry.name)) or []
+            if any(str(directory) in arg for arg in argv) and processes.is_alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+def test_an_up_killed_while_it_starts_leaves_what_down_stops(tmp_path: Path) -> None:
+    """A test's `up` that times out is SIGKILLed (subprocess.run), and what it started runs on
+    in sessions of its own. It is in cluster.json from the moment its ZooKeeper runs, before
+    the wait for it, so the `down` in the test's finally (or a user's) stops all of it."""
+    cluster_file = tmp_path / "c" / "cluster.json"
+
+    def recorded() -> bool:
+        return cluster_file.exists() and bool(json.loads(cluster_file.read_text())["zookeeper"])
+
+    up = subprocess.Popen(
+        [sys.executable, "-m", "zkctl", "--dir", str(tmp_path / "c"), "up", "--brokers", "1"],
+        cwd=tmp_path,
+        env=zkctl_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        try:
+            wait_for(recorded, 60, "the ZooKeeper in cluster.json")
+        finally:
+            up.kill()
+            up.wait(10)
+        down = zkctl(tmp_path, "down")
+        assert down.returncode == 0, down.stdout + down.stderr
+        state = json.loads(cluster_file.read_text())
+        pids = [s["pid"] for s in state["zookeeper"].get("servers", [])]
+        pids += [b["pid"] for b in state["brokers"] if b["pid"]]
+        assert not [p for p in pids if p and processes.is_alive(p)]
+        assert running_in(tmp_path / "c") == []
+    finally:
+        for pid in running_in(tmp_path / "c"):
+            os.kill(pid, signal.SIGKILL)
