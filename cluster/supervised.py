@@ -316,14 +316,25 @@ class SupervisedCluster:
             self.wait_controller()
 
     def close(self) -> None:
+        """Kill every broker and close the ZooKeeper client: each of them, whatever
+        stopping one raises (the first error is raised once all were tried)."""
+        errors: list[BaseException] = []
         for b in self.brokers.values():
-            if b.alive():
-                try:
-                    os.kill(b.pid, signal.SIGCONT)  # a paused process must be able to die
-                except ProcessLookupError:
-                    pass
-            b.kill()
-        self.zk.close()
+            try:
+                if b.alive():
+                    try:
+                        os.kill(b.pid, signal.SIGCONT)  # a paused process must be able to die
+                    except ProcessLookupError:
+                        pass
+                b.kill()
+            except Exception as e:
+                errors.append(e)
+        try:
+            self.zk.close()
+        except Exception as e:
+            errors.append(e)
+        if errors:
+            raise errors[0]
 
     def __getitem__(self, broker_id: int) -> SupervisedBroker:
         return self.brokers[broker_id]
