@@ -195,12 +195,19 @@ def _write_offline_states(
     if not updates:
         return {}
     ctx = ops.ctx
-    written = ops.store.update_partition_states(updates, ctx.epoch, ctx.epoch_zk_version)
-    rows = []
-    for tp, lai in written.finished.items():
-        ops.record_leadership(tp, lai)
-        rows.append(partition_state_row(tp, lai, "offline", ctx.replicas(tp)))
-    ops.log_states(rows)
+
+    def on_written(written: dict[TopicPartition, LeaderAndIsr]) -> None:
+        # Recorded and logged a multi at a time, as ZooKeeper answers it: a fence that
+        # fails between two multis still raises, and what was written is in the log.
+        rows = []
+        for tp, lai in written.items():
+            ops.record_leadership(tp, lai)
+            rows.append(partition_state_row(tp, lai, "offline", ctx.replicas(tp)))
+        ops.log_states(rows)
+
+    written = ops.store.update_partition_states(
+        updates, ctx.epoch, ctx.epoch_zk_version, on_written
+    )
     for tp, err in written.failed.items():
         log.error("could not %s %s: %s", failing, tp, err)
     if written.retry:

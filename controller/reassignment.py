@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from typing import NamedTuple
 
 from controller.context import (
@@ -513,15 +514,9 @@ def bump_leader_epochs(
                 continue
             lai = state.leader_and_isr
             updates[tp] = lai.new_leader_and_isr(lai.leader, lai.isr)
-        written = ops.store.update_partition_states(updates, ctx.epoch, ctx.epoch_zk_version)
-        to_send = []
-        rows = []
-        for tp, new in written.finished.items():
-            ra = remaining[tp]
-            to_send.append((ra.replicas, tp, ops.record_leadership(tp, new), ra))
-            rows.append(partition_state_row(tp, new, "reassign", ra.replicas))
-        ops.batch.add_leader_and_isr_updates(ctx, to_send)
-        ops.log_states(rows)
+        written = ops.store.update_partition_states(
+            updates, ctx.epoch, ctx.epoch_zk_version, partial(_bumped, ops, remaining)
+        )
         for tp, err in written.failed.items():
             log.error("bumping the leader epoch of %s failed: %s", tp, err)
         remaining = {tp: remaining[tp] for tp in written.retry}
@@ -530,3 +525,22 @@ def bump_leader_epochs(
     for tp in remaining:
         log.error("gave up bumping the leader epoch of %s: its state kept changing", tp)
     ops.flush()
+
+
+def _bumped(
+    ops: ControllerOps,
+    assignments: Mapping[TopicPartition, ReplicaAssignment],
+    written: dict[TopicPartition, LeaderAndIsr],
+) -> None:
+    """Leader epochs bumped: recorded, logged and batched a multi at a time, as ZooKeeper
+    answers it (a fence that fails between two multis still raises, and what was written
+    is in the state-change log)."""
+    ctx = ops.ctx
+    to_send = []
+    rows = []
+    for tp, new in written.items():
+        ra = assignments[tp]
+        to_send.append((ra.replicas, tp, ops.record_leadership(tp, new), ra))
+        rows.append(partition_state_row(tp, new, "reassign", ra.replicas))
+    ops.batch.add_leader_and_isr_updates(ctx, to_send)
+    ops.log_states(rows)

@@ -312,8 +312,12 @@ class PartitionStateMachine:
                 to_create[tp] = lai
         if not to_create:
             return results
-        created = ops.store.create_partition_states(to_create, ctx.epoch, ctx.epoch_zk_version)
-        rows = []
+        # What was created is recorded, logged and batched a multi at a time, as ZooKeeper
+        # answers it: a fence that fails between two multis still raises, and the states
+        # created before it are in the log.
+        created = ops.store.create_partition_states(
+            to_create, ctx.epoch, ctx.epoch_zk_version, partial(self._created, results)
+        )
         existing = [tp for tp, err in created.items() if isinstance(err, NodeExistsError)]
         for tp, err in created.items():
             if err is not None and not isinstance(err, NodeExistsError):
@@ -321,14 +325,6 @@ class PartitionStateMachine:
                 # failed state change, the partition left New (Kafka's logFailedStateChange).
                 results[tp] = err
                 log.error("could not initialise %s: creating its state failed (%r)", tp, err)
-            elif err is None:
-                lai = to_create[tp]
-                lice = ops.record_leadership(tp, lai)
-                ops.batch.add_leader_and_isr(
-                    ctx, lai.isr, tp, lice, ctx.full_assignment(tp), is_new=True
-                )
-                results[tp] = lai
-                rows.append(partition_state_row(tp, lai, "new", ctx.replicas(tp)))
         if existing:
             # A state left by an interrupted earlier attempt: adopt it rather than fail.
             failures: dict[TopicPartition, Exception] = {}
@@ -349,8 +345,25 @@ class PartitionStateMachine:
             for tp, err in failures.items():
                 results[tp] = err
                 log.error("could not initialise %s: %s", tp, err)
-        ops.log_states(rows)
         return results
+
+    def _created(
+        self,
+        results: dict[TopicPartition, LeaderAndIsr | Exception],
+        created: dict[TopicPartition, LeaderAndIsr],
+    ) -> None:
+        """New partitions' states created: into the context and the state-change log, and
+        their LeaderAndIsr into the batch."""
+        ctx, ops = self.ctx, self.ops
+        rows = []
+        for tp, lai in created.items():
+            lice = ops.record_leadership(tp, lai)
+            ops.batch.add_leader_and_isr(
+                ctx, lai.isr, tp, lice, ctx.full_assignment(tp), is_new=True
+            )
+            results[tp] = lai
+            rows.append(partition_state_row(tp, lai, "new", ctx.replicas(tp)))
+        ops.log_states(rows)
 
     def _unclean_allowed(
         self, current: dict[TopicPartition, LeaderAndIsr], allow_unclean: bool

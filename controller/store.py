@@ -115,7 +115,14 @@ class ControllerStore(Protocol):
         states: Mapping[TopicPartition, LeaderAndIsr],
         controller_epoch: int,
         epoch_zk_version: int,
-    ) -> dict[TopicPartition, Exception | None]: ...
+        on_created: WrittenCallback | None = None,
+    ) -> dict[TopicPartition, Exception | None]:
+        """Each state created (fenced); by partition, None where it was created or the
+        error it got (NodeExistsError: a state was there). ``on_created``: called with
+        each slice of the states created (at zkVersion 0) as the store answers it, as
+        update_partition_states' ``on_written``: every created state is in exactly one
+        call, and a fence that fails after some slices were reported still raises."""
+        ...
 
     def update_partition_states(
         self,
@@ -284,6 +291,7 @@ class ZkControllerStore:
         states: Mapping[TopicPartition, LeaderAndIsr],
         controller_epoch: int,
         epoch_zk_version: int,
+        on_created: WrittenCallback | None = None,
     ) -> dict[TopicPartition, Exception | None]:
         tps = list(states)
         # Parents first (each fenced too); they may exist from an earlier, interrupted try.
@@ -303,8 +311,22 @@ class ZkControllerStore:
             ]
             for tp in tps
         ]
-        results = self.zk.multi_fenced_batched(epoch_zk_version, items)
-        return {tp: (r[0] if is_error(r[0]) else None) for tp, r in zip(tps, results, strict=True)}
+        out: dict[TopicPartition, Exception | None] = {}
+
+        def answered(indices: list[int], results: list[list[OpResult]]) -> None:
+            created: dict[TopicPartition, LeaderAndIsr] = {}
+            for i, (outcome,) in zip(indices, results, strict=True):
+                tp = tps[i]
+                if is_error(outcome):
+                    out[tp] = outcome
+                else:
+                    out[tp] = None
+                    created[tp] = states[tp]
+            if on_created is not None and created:
+                on_created(created)
+
+        self.zk.multi_fenced_batched(epoch_zk_version, items, on_answered=answered)
+        return {tp: out[tp] for tp in tps}
 
     def _create_ignoring_existing(self, epoch_zk_version: int, path_list: list[str]) -> None:
         existing = self.zk.get_many(path_list)

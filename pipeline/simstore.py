@@ -63,15 +63,20 @@ class SimStore:
         states: Mapping[TopicPartition, LeaderAndIsr],
         controller_epoch: int,
         epoch_zk_version: int,
+        on_created: WrittenCallback | None = None,
     ) -> dict[TopicPartition, Exception | None]:
         check_fence(epoch_zk_version, self.epoch_zk_version, states)
         out: dict[TopicPartition, Exception | None] = {}
+        created: dict[TopicPartition, LeaderAndIsr] = {}
         for tp, lai in states.items():
             if tp in self.states:
                 out[tp] = NodeExistsError()
                 continue
-            self._set(tp, None, PartitionState(lai._replace(zk_version=0), controller_epoch))
+            created[tp] = lai._replace(zk_version=0)
+            self._set(tp, None, PartitionState(created[tp], controller_epoch))
             out[tp] = None
+        if on_created is not None and created:
+            on_created(created)
         return out
 
     def update_partition_states(

@@ -68,7 +68,8 @@ class MemoryStore:
         # packed multi at a time): small, so the tests go through several slices.
         self.answer_slice = 3
         # Set: another controller wins after this many more of the controller's state
-        # updates, between two of its packed multis (the later ones fail their check).
+        # creations or updates, between two of its packed multis (the later ones fail
+        # their check).
         self.fence_moves_after_updates: int | None = None
 
     # --- what tests do ------------------------------------------------------------------
@@ -160,16 +161,36 @@ class MemoryStore:
         states: Mapping[TopicPartition, LeaderAndIsr],
         controller_epoch: int,
         epoch_zk_version: int,
+        on_created: WrittenCallback | None = None,
     ) -> dict[TopicPartition, Exception | None]:
         check_fence(epoch_zk_version, self.epoch_zk_version, states)
         out: dict[TopicPartition, Exception | None] = {}
+        created: dict[TopicPartition, LeaderAndIsr] = {}
+
+        def report() -> None:
+            # A slice at a time, as ZooKeeper answers packed multis.
+            if on_created is not None and created:
+                on_created(dict(created))
+            created.clear()
+
         for tp, lai in states.items():
+            if len(created) >= self.answer_slice:
+                report()
+            if self.fence_moves_after_updates is not None:
+                if self.fence_moves_after_updates == 0:
+                    self.fence_moves_after_updates = None
+                    self.elect_other_controller()
+                    report()
+                    raise ControllerMovedError("/controller_epoch moved between two multis")
+                self.fence_moves_after_updates -= 1
             if tp in self.znodes:
                 out[tp] = NodeExistsError()
                 continue
             self._set(tp, Znode(encode_partition_state(lai, controller_epoch), 0))
             self.writes.append(Write("create", tp, None, self.state(tp)))
             out[tp] = None
+            created[tp] = lai
+        report()
         return out
 
     def update_partition_states(
