@@ -1226,6 +1226,23 @@ class ReplicaManager:
                 for i in intents
                 if self._isr_unsure.pop(i.partition.topic_partition, None) is i.partition
             ]
+        # Each row is logged even if a later step of the round raises (a write refused
+        # by a lost connection, the read after a refused write): a write found landed, or
+        # answered, is not found again by the next round, which would leave it unlogged.
+        try:
+            return self._write_isr_round(intents, unsure, changed, rows)
+        finally:
+            self.state_log.write_many("isr_change", rows)
+
+    def _write_isr_round(
+        self,
+        intents: list[_IsrIntent],
+        unsure: list[tuple[Partition, str]],
+        changed: list[TopicPartition],
+        rows: list[dict[str, object]],
+    ) -> list[TopicPartition]:
+        """The round's reads and writes; adds to ``changed`` and ``rows`` as it learns of
+        each write, so that what it learned stands if it raises part way."""
         for tp, row in self._reread_unsure(unsure) if unsure else ():
             rows.append(row)
             changed.append(tp)
@@ -1244,7 +1261,6 @@ class ReplicaManager:
                 path = paths.partition_state(tp.topic, tp.partition)
                 plans.append((p, desired, path, "; ".join(intent.why)))
         if not plans:
-            self.state_log.write_many("isr_change", rows)
             return changed
         items = [
             [SetData(path, encode_partition_state(desired, p.controller_epoch), desired.zk_version)]
@@ -1282,7 +1298,6 @@ class ReplicaManager:
             if found_row is not None:
                 rows.append(found_row)
                 changed.append(p.topic_partition)
-        self.state_log.write_many("isr_change", rows)
         return changed
 
     def _reread_unsure(
