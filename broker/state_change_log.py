@@ -25,6 +25,10 @@ SCHEMA_VERSION = 1
 FILE_NAME = "state-change.log"
 # After a failed write (its disk full, say): how often the file is tried again.
 RETRY_S = 5.0
+# A rolled file is named after the hour its lines were written in, local time, as Kafka's
+# log4j.properties rolls it (DailyRollingFileAppender, DatePattern '.'yyyy-MM-dd-HH).
+ROLL_SUFFIX = "%Y-%m-%d-%H"
+_COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".lz4", ".snappy", ".deflate")
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
@@ -136,9 +140,127 @@ class _Texts:
         return text
 
 
+def _hour_start(t: float) -> float:
+    """The start of the local-time hour holding ``t`` (seconds since the epoch)."""
+    lt = time.localtime(t)
+    return time.mktime((*lt[:4], 0, 0, lt.tm_wday, lt.tm_yday, lt.tm_isdst))
+
+
+def rolled_files(directory: str | Path) -> list[Path]:
+    """The rolled state-change logs in ``directory``, oldest first: state-change.log.<hour>
+    (``ROLL_SUFFIX``), then a second roll of the same hour (a clock set back) with .1,
+    .2, ...; files rotated by other tools (logrotate's .1, .2, ...) are listed too, in name
+    order, but not compressed ones (.gz, ...: `zkctl report` reads those)."""
+
+    def key(path: Path) -> tuple[str, int, str]:
+        hour, _, n = path.name[len(FILE_NAME) + 1 :].partition(".")
+        return (hour, int(n) if n.isdigit() else 0, n)
+
+    try:
+        entries = [
+            p
+            for p in Path(directory).glob(FILE_NAME + ".*")
+            if not p.name.endswith(_COMPRESSED) and p.is_file()
+        ]
+    except OSError:
+        return []
+    return sorted(entries, key=key)
+
+
+def log_files(directory: str | Path) -> list[Path]:
+    """Every state-change log of a log directory in the order written: the rolled ones,
+    then ``state-change.log`` (if there is one)."""
+    current = Path(directory) / FILE_NAME
+    return [*rolled_files(directory), *([current] if current.is_file() else [])]
+
+
+class LogReader:
+    """Reads one log directory's state-change logs as they grow, across hourly rolls and
+    outside rotations: each ``read_new`` returns the whole lines appended since the last
+    (on the first, every file's from its start), in the order written. A line still being
+    written waits for the next call. Files are known by (device, inode), so a file renamed
+    by a roll is read on from where it was left; one truncated in place is read again
+    from its start. When a file read before is gone (removed, or replaced by another),
+    every file there is read again from its start, and ``restarted`` says so: what the
+    caller kept of the earlier lines is no longer what the directory holds."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self._offsets: dict[tuple[int, int], int] = {}
+        self._current: tuple[int, int] | None = None
+        self.restarted = False  # by the last read_new
+
+    def read_new(self) -> list[bytes]:
+        lines: list[bytes] = []
+        self.restarted = False
+        opened: list[IO[bytes]] = []
+        try:
+            try:
+                current = open(self.directory / FILE_NAME, "rb")  # noqa: SIM115 - closed below
+                opened.append(current)
+                key = self._identity(current)
+            except FileNotFoundError:
+                key = None
+            if key is None or key != self._current:
+                # Rolled or rotated since (or the first call): the files it was rolled to,
+                # listed after opening the current one, so a roll in between is in the list.
+                rolled = []
+                for path in rolled_files(self.directory):
+                    try:
+                        f = open(path, "rb")  # noqa: SIM115 - closed below
+                    except OSError:
+                        continue
+                    opened.append(f)
+                    if self._identity(f) != key:
+                        rolled.append(f)
+                present = {self._identity(f) for f in opened}
+                if not present.issuperset(self._offsets):
+                    self._offsets.clear()
+                    self.restarted = True
+                for rolled_file in rolled:
+                    self._read(rolled_file, lines)
+                self._current = key
+            if key is not None:
+                self._read(opened[0], lines)
+        finally:
+            for file in opened:
+                file.close()
+        return lines
+
+    @staticmethod
+    def _identity(f: IO[bytes]) -> tuple[int, int]:
+        st = os.fstat(f.fileno())
+        return (st.st_dev, st.st_ino)
+
+    def _read(self, f: IO[bytes], lines: list[bytes]) -> None:
+        st = os.fstat(f.fileno())
+        key = (st.st_dev, st.st_ino)
+        start = self._offsets.get(key, 0)
+        if st.st_size < start:
+            start = 0  # truncated in place (logrotate's copytruncate)
+        if st.st_size == start:
+            return
+        f.seek(start)
+        data = f.read(st.st_size - start)
+        whole = data.rfind(b"\n") + 1
+        self._offsets[key] = start + whole
+        lines.extend(data[:whole].splitlines())
+
+
 class StateChangeLog:
+    """A broker's state-change log. ``hourly``: roll the file at the first write in each
+    new hour, as Kafka's log4j config does (the broker's; off by default so that a test
+    writing across an hour's end finds every line in one file). Every write also checks
+    that the path still names the open file: a file renamed or removed from outside (a
+    logrotate without copytruncate) is let go, and the path opened again."""
+
     def __init__(
-        self, log_dir: str | Path | None, broker_id: int, *, retry_s: float = RETRY_S
+        self,
+        log_dir: str | Path | None,
+        broker_id: int,
+        *,
+        retry_s: float = RETRY_S,
+        hourly: bool = False,
     ) -> None:
         self.broker_id = broker_id
         self._lock = threading.Lock()
@@ -152,10 +274,49 @@ class StateChangeLog:
         self._failing = False
         self._retry_at = 0.0
         self._lost_lines = 0
+        # The open file's (device, inode), to see it renamed or removed from outside.
+        self._identity: tuple[int, int] | None = None
+        # Hourly rolls: the start of the hour the open file's lines belong to, and when
+        # the next roll is due (infinity: never).
+        self._hourly = hourly
+        self._clock: Callable[[], float] = time.time
+        self._period = 0.0
+        self._roll_at = float("inf")
         if log_dir is not None:
             self.path = Path(log_dir) / FILE_NAME
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the broker
+            self._file = self._open()
+            if hourly:
+                # A file left by an earlier run belongs to the hour it was last written in
+                # (log4j's DailyRollingFileAppender does the same): rolled at the first
+                # write of a later hour.
+                self._start_period(os.fstat(self._file.fileno()).st_mtime)
+
+    def _open(self) -> IO[str]:
+        """The file opened for appending, starting on a line of its own: a write cut off
+        by a SIGKILL or a full disk (in this process or an earlier one) may have left a
+        torn piece without its newline, which readers skip as one malformed line, and a
+        line appended to it would be lost with it."""
+        assert self.path is not None
+        file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept until rolled or closed
+        try:
+            stat = os.fstat(file.fileno())
+            if stat.st_size > 0:
+                with open(self.path, "rb") as tail:
+                    tail.seek(-1, os.SEEK_END)
+                    if tail.read(1) != b"\n":
+                        file.write("\n")
+                        file.flush()
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError, ValueError):
+                file.close()
+            raise
+        self._identity = (stat.st_dev, stat.st_ino)
+        return file
+
+    def _start_period(self, t: float) -> None:
+        self._period = _hour_start(t)
+        self._roll_at = _hour_start(self._period + 3600 + 1800)
 
     def set_broker_id(self, broker_id: int) -> None:
         self.broker_id = broker_id
@@ -214,6 +375,8 @@ class StateChangeLog:
         if not text:
             return
         with self._lock:
+            if self._file is not None:
+                self._follow_path()
             if self._file is None and not (self._failing and self._reopened()):
                 if self._failing:
                     self._lost_lines += text.count("\n")
@@ -263,22 +426,61 @@ class StateChangeLog:
             return False
         self._retry_at = time.monotonic() + self._retry_s
         try:
-            file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept, as in __init__
-        except OSError:
-            return False
-        try:
-            if file.tell() > 0:
-                with open(self.path, "rb") as tail:
-                    tail.seek(-1, os.SEEK_END)
-                    if tail.read(1) != b"\n":
-                        file.write("\n")
-                        file.flush()
+            self._file = self._open()
         except (OSError, ValueError):
+            return False
+        return True
+
+    def _follow_path(self) -> None:
+        """Before a write: roll the file if its hour is over, and open the path again if
+        it no longer names the open file (renamed or removed from outside)."""
+        assert self.path is not None
+        if self._clock() >= self._roll_at:
+            self._roll()
+            return
+        try:
+            stat = os.stat(self.path)
+            if (stat.st_dev, stat.st_ino) == self._identity:
+                return
+        except OSError:
+            pass  # gone: made again
+        self._replace_file(f"{self.path} was renamed or removed; writing to a new one")
+
+    def _roll(self) -> None:
+        """The file renamed after its hour (state-change.log.YYYY-MM-DD-HH, another roll of
+        the same hour getting .1, .2, ...: none is overwritten), and a new one started.
+        Rolled files are kept: nothing here deletes any (neither does Kafka's log4j)."""
+        assert self.path is not None
+        now = self._clock()
+        base = f"{self.path}.{time.strftime(ROLL_SUFFIX, time.localtime(self._period))}"
+        target, n = Path(base), 0
+        while target.exists():
+            n += 1
+            target = Path(f"{base}.{n}")
+        self._start_period(now)
+        try:
+            stat = os.stat(self.path)
+            if (stat.st_dev, stat.st_ino) == self._identity:
+                os.rename(self.path, target)
+        except OSError as e:
+            log.error("could not roll the state-change log %s to %s: %s", self.path, target, e)
+            if self.path.exists():
+                return  # kept: written on, and tried again in the next hour
+        self._replace_file(None)
+
+    def _replace_file(self, why: str | None) -> None:
+        """Close the open file and open the path again (a new file if it is gone)."""
+        file, self._file = self._file, None
+        if file is not None:
             with contextlib.suppress(OSError, ValueError):
                 file.close()
-            return False
-        self._file = file
-        return True
+        try:
+            self._file = self._open()
+        except (OSError, ValueError) as e:
+            self._failed(e, 0)
+            return
+        if why is not None:
+            log.warning("the state-change log %s", why)
 
     # --- the controller's records -------------------------------------------------------
 
@@ -390,7 +592,7 @@ def open_for_broker(log_dirs: list[str], broker_id: int) -> StateChangeLog:
     if directory is not None:
         try:
             os.makedirs(directory, exist_ok=True)
-            return StateChangeLog(directory, broker_id)
+            return StateChangeLog(directory, broker_id, hourly=True)
         except OSError as e:
             log.error("cannot open the state-change log in %s (%s): not writing one", directory, e)
     return StateChangeLog(None, broker_id)

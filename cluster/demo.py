@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from admin import topics as admin_topics
+from broker.state_change_log import LogReader
 from cluster import netsplit
 from cluster import zookeeper as zkp
 from cluster.local import LocalClusterError
@@ -135,10 +136,10 @@ def describe_event(r: dict[str, Any]) -> str | None:
 class LogFollower:
     """Follows every broker's state-change log and notes the records worth showing."""
 
-    def __init__(self, logs: list[Path], note: Callable[[str, float], None]) -> None:
-        self.logs = logs
+    def __init__(self, log_dirs: list[Path], note: Callable[[str, float], None]) -> None:
+        # Each broker's log directory: its state-change.log and the files rolled from it.
+        self.readers = [LogReader(d) for d in log_dirs]
         self.note = note
-        self._offsets: dict[Path, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="demo-logs", daemon=True)
 
@@ -152,16 +153,8 @@ class LogFollower:
 
     def _read_new(self) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
-        for path in self.logs:
-            try:
-                with path.open("rb") as f:
-                    f.seek(self._offsets.get(path, 0))
-                    data = f.read()
-            except FileNotFoundError:
-                continue
-            end = data.rfind(b"\n") + 1  # leave a line still being written for next time
-            self._offsets[path] = self._offsets.get(path, 0) + end
-            for line in data[:end].splitlines():
+        for reader in self.readers:
+            for line in reader.read_new():
                 try:
                     rows.append(json.loads(line))
                 except ValueError:
@@ -325,7 +318,7 @@ def run_demo(options: DemoOptions, say: Say) -> int:
             stack.callback(view.close)
             note = view.note
             follower = LogFollower(
-                [b.data_dir / "state-change.log" for b in cluster.brokers.values()],
+                [b.data_dir for b in cluster.brokers.values()],
                 lambda text, ts: watcher.note(text, ts=ts, source="log"),
             )
             follower.start()

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from broker.config import format_properties
 from broker.state_change_log import FILE_NAME as STATE_CHANGE_LOG
+from broker.state_change_log import LogReader
 from cluster import processes
 from cluster.local import free_ports
 from zkdata import paths
@@ -60,11 +61,10 @@ def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval:
 
 @dataclass
 class _ParsedLines:
-    """What state_changes parsed of one state-change log file (device, inode): the rows,
-    and where the lines parsed end."""
+    """What state_changes parsed of the state-change logs of a directory (the current
+    file and those rolled from it): the rows, and the reader that knows where it is."""
 
-    file: tuple[int, int]
-    end: int = 0
+    reader: LogReader
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -191,7 +191,7 @@ class SupervisedBroker:
             if not directory.exists():
                 continue
             for entry in directory.iterdir():
-                if entry.name == STATE_CHANGE_LOG:
+                if entry.name.startswith(STATE_CHANGE_LOG):  # and the rolled ones
                     continue
                 if entry.is_dir():
                     shutil.rmtree(entry)
@@ -252,28 +252,23 @@ class SupervisedBroker:
         lines that can be of that kind (the log is compact JSON, its own quotes inside
         strings escaped, so such a line contains ``"event":"<kind>"``).
         """
-        path = self.first_log_dir / STATE_CHANGE_LOG
-        try:
-            stat = path.stat()
-        except FileNotFoundError:
-            self._state_change_cache.clear()
-            return []
+        directory = self.first_log_dir
         cached = self._state_change_cache.get(event)
-        if cached is None or cached.file != (stat.st_dev, stat.st_ino) or cached.end > stat.st_size:
-            cached = self._state_change_cache[event] = _ParsedLines((stat.st_dev, stat.st_ino))
-        if stat.st_size > cached.end:
-            with open(path, "rb") as f:
-                f.seek(cached.end)
-                data = f.read(stat.st_size - cached.end)
-            whole = data.rfind(b"\n") + 1  # a line still being written waits for the next poll
-            marker = None if event is None else f'"event":{json.dumps(event)}'
-            rows = [
-                json.loads(line)
-                for line in data[:whole].decode().split("\n")
-                if line.strip() and (marker is None or marker in line)
-            ]
-            cached.rows += (r for r in rows if event is None or r["event"] == event)
-            cached.end += whole
+        if cached is None or cached.reader.directory != directory:
+            cached = self._state_change_cache[event] = _ParsedLines(LogReader(directory))
+        lines = cached.reader.read_new()  # the rolled files too, in the order written
+        if cached.reader.restarted:  # a file read before was removed or replaced
+            cached.rows.clear()
+        marker = None if event is None else f'"event":{json.dumps(event)}'.encode()
+        for line in lines:
+            if not line.strip() or (marker is not None and marker not in line):
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue  # a torn piece a kill or a full disk left (readers skip them)
+            if event is None or row["event"] == event:
+                cached.rows.append(row)
         return list(cached.rows)
 
     def output(self) -> str:

@@ -10,10 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from broker.state_change_log import log_files
 from cluster.supervised import SupervisedBroker
 from tests.integration.conftest import ClusterFactory
 
 pytestmark = pytest.mark.integration
+
+
+def logged_bytes(log_dir: Path) -> bytes:
+    """A broker's state-change logs, the rolled ones first, as one."""
+    return b"".join(p.read_bytes() for p in log_files(log_dir))
 
 
 def test_the_registration_is_version_5_with_features(cluster_factory: ClusterFactory) -> None:
@@ -50,7 +56,7 @@ def test_a_second_broker_on_a_running_brokers_log_dirs_leaves_it_alone(
         lambda s: all(x.leader == 1 and set(x.isr) == {1, 2} for x in s.values()),
         "broker 1 leads every partition with a full ISR",
     )
-    log_before = (c[1].first_log_dir / "state-change.log").read_bytes()
+    log_before = logged_bytes(c[1].first_log_dir)
     dup = SupervisedBroker(
         1, tmp_path / "dup", c.zk_connect, {**c[1].overrides, "log.dirs": str(c[1].data_dir)}
     )
@@ -63,7 +69,7 @@ def test_a_second_broker_on_a_running_brokers_log_dirs_leaves_it_alone(
     assert all(s.leader == 1 and set(s.isr) == {1, 2} for s in states.values()), states
     assert c[1].alive()
     # Nothing of the duplicate's in the running broker's state-change log.
-    assert (c[1].first_log_dir / "state-change.log").read_bytes()[: len(log_before)] == log_before
+    assert logged_bytes(c[1].first_log_dir)[: len(log_before)] == log_before
     assert c[1].state_changes("controlled_shutdown") == []
 
 

@@ -62,7 +62,7 @@ def start_demo(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
 def logged_elections(tmp_path: Path) -> list[tuple[int, int]]:
     """(broker, epoch) of every election the demo's brokers logged, in epoch order."""
     elections = set()
-    for log in (tmp_path / "demo").glob("run-*/broker-*/data/state-change.log"):
+    for log in (tmp_path / "demo").glob("run-*/broker-*/data/state-change.log*"):
         for line in log.read_text().splitlines():
             record = json.loads(line)
             if record["event"] == "controller_elected":

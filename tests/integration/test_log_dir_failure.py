@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.state_change_log import RETRY_S
+from broker.state_change_log import RETRY_S, log_files
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import Acked, consume, lost_acknowledged, produce
 from tests.integration.harness import Cluster, wait_for
@@ -168,8 +168,11 @@ def test_a_full_first_directory_pauses_the_state_change_log_until_the_disk_has_r
     c.create_topic(TOPIC, {p: (1, 2, 3) for p in range(6)})
     c.wait_topic_online(TOPIC)
     on_disk = wait_for(lambda: partitions_in(disk), 30, "logs on the first disk")
-    state_log = disk / "state-change.log"
-    assert '"event":"leader_and_isr"' in state_log.read_text()
+
+    def state_log() -> str:  # the rolled files too
+        return "".join(p.read_text() for p in log_files(disk))
+
+    assert '"event":"leader_and_isr"' in state_log()
 
     fill(disk)
     acked = Acked()
@@ -202,7 +205,7 @@ def test_a_full_first_directory_pauses_the_state_change_log_until_the_disk_has_r
     def logged() -> list[dict[str, object]]:
         return [
             json.loads(line)
-            for line in state_log.read_text().splitlines()
+            for line in state_log().splitlines()
             if '"topic":"after"' in line and '"event":"leader_and_isr"' in line
         ]
 

@@ -1,0 +1,197 @@
+"""The state-change log's files: a torn tail left by an earlier process, rotation from
+outside, the hourly roll Kafka's log4j config makes (DailyRollingFileAppender, DatePattern
+'.'yyyy-MM-dd-HH), and the readers that follow the files across rolls."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from broker.state_change_log import FILE_NAME, LogReader, StateChangeLog, log_files
+from cluster.demo import LogFollower
+from cluster.supervised import SupervisedBroker
+from pipeline.inputs import LogSource, resolve
+from pipeline.schema import classify_line
+
+HOUR = time.mktime((2027, 1, 5, 10, 0, 0, 0, 0, -1))  # 10:00 local time
+
+
+class Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def events(path: Path) -> list[str]:
+    return [json.loads(line)["event"] for line in path.read_text().splitlines()]
+
+
+def test_the_first_line_after_a_restart_survives_a_torn_tail(tmp_path: Path) -> None:
+    """A broker killed (SIGKILL, or a full disk, then a restart) in the middle of a write
+    left a torn piece without its newline: the new process's first line was glued onto
+    it, and the analytics dropped both as one malformed line."""
+    path = tmp_path / FILE_NAME
+    path.write_text('{"ts":1,"v":1,"broker":1,"event":"controller_elected"}\n{"ts":2,"v":1,"bro')
+    log = StateChangeLog(tmp_path, 1)  # the broker restarted
+    log.broker_registered(77, "h", 9092)
+    log.close()
+    lines = path.read_text().splitlines()
+    assert [classify_line(line).status for line in lines] == ["invalid", "malformed", "ok"]
+    assert json.loads(lines[-1])["event"] == "broker_registered"
+
+
+def test_a_renamed_log_is_reopened(tmp_path: Path) -> None:
+    """A logrotate-style rename: the lines after it go to a new state-change.log, not on
+    into the renamed file (which the broker kept open for its whole life)."""
+    log = StateChangeLog(tmp_path, 1)
+    log.session_state("CONNECTED")
+    (tmp_path / FILE_NAME).rename(tmp_path / f"{FILE_NAME}.1")
+    for _ in range(3):
+        log.session_state("SUSPENDED")
+    (tmp_path / FILE_NAME).unlink()  # removed: made again
+    log.session_state("LOST")
+    log.close()
+    assert events(tmp_path / f"{FILE_NAME}.1") == ["zookeeper_session"]
+    assert [json.loads(line)["state"] for line in (tmp_path / FILE_NAME).read_text().split()] == [
+        "LOST"
+    ]
+
+
+def test_the_log_rolls_hourly_as_kafkas_log4j_config_does(tmp_path: Path) -> None:
+    clock = Clock(HOUR + 10)
+    log = StateChangeLog(tmp_path, 1, hourly=True)
+    log._clock = clock
+    log._start_period(clock.t)
+    log.session_state("CONNECTED")
+    clock.t = HOUR + 3599
+    log.session_state("SUSPENDED")
+    clock.t = HOUR + 3600  # 11:00: the 10:00 file is rolled at the first write
+    log.session_state("LOST")
+    log.session_state("CONNECTED")
+    clock.t = HOUR + 3 * 3600 + 5  # hours without a line: one roll, named after 11:00
+    log.session_state("CLOSED")
+    log.close()
+    assert [p.name for p in log_files(tmp_path)] == [
+        f"{FILE_NAME}.2027-01-05-10",
+        f"{FILE_NAME}.2027-01-05-11",
+        FILE_NAME,
+    ]
+    states = [
+        [json.loads(line)["state"] for line in p.read_text().splitlines()]
+        for p in log_files(tmp_path)
+    ]
+    assert states == [["CONNECTED", "SUSPENDED"], ["LOST", "CONNECTED"], ["CLOSED"]]
+
+
+def test_a_roll_never_overwrites_a_rolled_file(tmp_path: Path) -> None:
+    """The same hour rolled twice (a clock set back): the second gets .1, nothing is lost."""
+    (tmp_path / f"{FILE_NAME}.2027-01-05-10").write_text("earlier\n")
+    clock = Clock(HOUR + 10)
+    log = StateChangeLog(tmp_path, 1, hourly=True)
+    log._clock = clock
+    log._start_period(clock.t)
+    log.session_state("CONNECTED")
+    clock.t = HOUR + 3600
+    log.session_state("LOST")
+    log.close()
+    assert [p.name for p in log_files(tmp_path)] == [
+        f"{FILE_NAME}.2027-01-05-10",
+        f"{FILE_NAME}.2027-01-05-10.1",
+        FILE_NAME,
+    ]
+    assert (tmp_path / f"{FILE_NAME}.2027-01-05-10").read_text() == "earlier\n"
+
+
+def test_a_file_left_by_an_earlier_run_rolls_after_its_own_hour(tmp_path: Path) -> None:
+    """As log4j's appender: the file found at start-up belongs to the hour it was last
+    written in."""
+    path = tmp_path / FILE_NAME
+    path.write_text('{"ts":1,"v":1,"broker":1,"event":"broker_registered"}\n')
+    now = time.time()
+    os.utime(path, (now - 2 * 3600, now - 2 * 3600))
+    log = StateChangeLog(tmp_path, 1, hourly=True)
+    log.session_state("CONNECTED")
+    log.close()
+    suffix = time.strftime("%Y-%m-%d-%H", time.localtime(now - 2 * 3600))
+    assert [p.name for p in log_files(tmp_path)] == [f"{FILE_NAME}.{suffix}", FILE_NAME]
+    assert events(tmp_path / FILE_NAME) == ["zookeeper_session"]
+
+
+def rolling_log(tmp_path: Path) -> tuple[StateChangeLog, Clock]:
+    clock = Clock(HOUR + 10)
+    log = StateChangeLog(tmp_path, 1, hourly=True)
+    log._clock = clock
+    log._start_period(clock.t)
+    return log, clock
+
+
+def test_the_reader_follows_the_files_across_rolls_and_rotations(tmp_path: Path) -> None:
+    log, clock = rolling_log(tmp_path)
+    reader = LogReader(tmp_path)
+    assert reader.read_new() == []
+    log.session_state("CONNECTED")
+    with open(tmp_path / FILE_NAME, "a") as f:  # a line still being written
+        f.write('{"ts":3,')
+    assert [json.loads(line)["state"] for line in reader.read_new()] == ["CONNECTED"]
+    with open(tmp_path / FILE_NAME, "a") as f:
+        f.write('"v":1,"broker":1,"event":"zookeeper_session","state":"X"}\n')
+    clock.t = HOUR + 3600
+    log.session_state("LOST")  # rolled: the rest of the old file, then the new one
+    (tmp_path / FILE_NAME).rename(tmp_path / f"{FILE_NAME}.moved")  # and rotated
+    log.session_state("CLOSED")
+    log.close()
+    assert [json.loads(line)["state"] for line in reader.read_new()] == ["X", "LOST", "CLOSED"]
+    assert reader.read_new() == []
+    # A new reader reads every file, in the order written.
+    assert [json.loads(line)["state"] for line in LogReader(tmp_path).read_new()] == [
+        "CONNECTED",
+        "X",
+        "LOST",
+        "CLOSED",
+    ]
+
+
+def test_a_supervised_brokers_state_changes_include_the_rolled_files(tmp_path: Path) -> None:
+    broker = SupervisedBroker(1, tmp_path, "127.0.0.1:1")
+    log, clock = rolling_log(broker.first_log_dir)
+    log.session_state("CONNECTED")
+    assert [r["state"] for r in broker.state_changes("zookeeper_session")] == ["CONNECTED"]
+    clock.t = HOUR + 3600
+    log.session_state("LOST")
+    log.broker_registered(5, "h", 1)
+    log.close()
+    assert len(log_files(broker.first_log_dir)) == 2
+    assert [r["state"] for r in broker.state_changes("zookeeper_session")] == ["CONNECTED", "LOST"]
+    assert [r["event"] for r in broker.state_changes()] == [
+        "zookeeper_session",
+        "zookeeper_session",
+        "broker_registered",
+    ]
+
+
+def test_the_demo_follows_the_logs_across_rolls(tmp_path: Path) -> None:
+    noted: list[str] = []
+    follower = LogFollower([tmp_path], lambda text, ts: noted.append(text))
+    log, clock = rolling_log(tmp_path)
+    log.controller_resigned(1, "controller moved")
+    follower.flush()
+    clock.t = HOUR + 3600
+    log.controller_resigned(2, "session expired")
+    log.close()
+    follower.flush()
+    assert len(log_files(tmp_path)) == 2
+    assert len(noted) == 2, noted
+
+
+def test_the_report_reads_the_rolled_files(tmp_path: Path) -> None:
+    log, clock = rolling_log(tmp_path / "broker-1")
+    log.controller_elected(1, 0)
+    clock.t = HOUR + 3600
+    log.controller_elected(2, 1)
+    log.close()
+    files = resolve(LogSource("c", str(tmp_path))).files
+    assert sorted(Path(f).name for f in files) == [FILE_NAME, f"{FILE_NAME}.2027-01-05-10"]
