@@ -13,6 +13,9 @@ faults fell, so a violation is a bug, never bad luck:
 * each broker applies leader epochs (per partition) and controller epochs in order;
 * what ZooKeeper holds at the end is not older than what the logs say was written.
 
+A topic deleted and created again starts a new generation of each of its partitions'
+history at its `topic_deleted` line: zkVersions and leader epochs start again at 0.
+
 A check that the logs are complete (no gap in zkVersions) is left out on purpose: a broker
 killed between its write and its log line leaves one, and that is not a bug.
 """
@@ -26,6 +29,8 @@ from typing import Any
 
 Row = dict[str, Any]
 Partition = tuple[str, int]
+# A partition's incarnation: its topic's deletions before the line.
+Generation = tuple[str, int, int]
 
 
 def check_history(
@@ -36,18 +41,47 @@ def check_history(
 
     ``final_versions``: each partition state znode's version in ZooKeeper at the end.
     """
+    rows = list(rows)
+    # A stable sort: one broker's lines of the same millisecond keep its file's order.
     ordered = sorted(rows, key=lambda r: r["ts"])
     problems: list[str] = []
+    generations = _generations(ordered)
     elected = _elections(ordered, problems)
-    _controller_writes(ordered, elected, problems)
-    _write_versions(ordered, final_versions or {}, problems)
-    _one_leader_per_epoch(ordered, problems)
-    _applied_in_order(rows, elected, problems)
+    _controller_writes(rows, ordered, elected, problems)
+    _write_versions(ordered, generations, final_versions or {}, problems)
+    _one_leader_per_epoch(ordered, generations, problems)
+    _applied_in_order(rows, generations, elected, problems)
     return problems
 
 
 def _tp(r: Row) -> Partition:
     return (r["topic"], r["partition"])
+
+
+def _generations(ordered: list[Row]) -> dict[int, int]:
+    """Each partition line's generation (by the row's id): how many deletions of its topic
+    were logged before it. The controller logs `topic_deleted` once the topic's znodes are
+    gone, so every write of the old topic is before it in its own file, and every write of
+    a new topic of the same name after (the next creation is a later write); another
+    broker's lines are placed by time, which a few ms of clock skew cannot confuse, a
+    creation being well after a deletion."""
+    deletions: dict[str, int] = defaultdict(int)
+    generations: dict[int, int] = {}
+    for r in ordered:
+        if r["event"] == "topic_deleted":
+            deletions[r["topic"]] += 1
+        elif "topic" in r and "partition" in r:
+            generations[id(r)] = deletions.get(r["topic"], 0)
+    return generations
+
+
+def _gen(r: Row, generations: Mapping[int, int]) -> Generation:
+    return (r["topic"], r["partition"], generations.get(id(r), 0))
+
+
+def _named(g: Generation) -> str:
+    """A partition, and its incarnation if its topic was deleted before."""
+    return f"{(g[0], g[1])}" + (f" (incarnation {g[2] + 1} of its topic)" if g[2] else "")
 
 
 def _elections(ordered: list[Row], problems: list[str]) -> dict[int, Row]:
@@ -78,7 +112,26 @@ def _elections(ordered: list[Row], problems: list[str]) -> dict[int, Row]:
     return elected
 
 
-def _controller_writes(ordered: list[Row], elected: Mapping[int, Row], problems: list[str]) -> None:
+def _controller_writes(
+    rows: list[Row], ordered: list[Row], elected: Mapping[int, Row], problems: list[str]
+) -> None:
+    """Each partition state written by the broker elected with its epoch, between its
+    election and its resignation. Both ends are the writer's own lines, so they are taken
+    in its file's order (``rows``), not by time; only a line of another broker is placed
+    by its time (an election whose line the writer did not log)."""
+    resigned: dict[int, Row] = {}  # by epoch: its controller's own resignation
+    for r in rows:
+        event = r["event"]
+        if event == "controller_resigned":
+            resigned.setdefault(r["controller_epoch"], r)
+        elif event == "partition_state":
+            done = resigned.get(r["controller_epoch"])
+            if done is not None and done["broker"] == r["broker"]:
+                problems.append(
+                    f"broker {r['broker']} wrote {_tp(r)} with controller epoch "
+                    f"{r['controller_epoch']} at {r['ts']}, after it resigned that epoch at "
+                    f"{done['ts']} ({done['reason']}): a fenced controller's write landed"
+                )
     for r in ordered:
         if r["event"] != "partition_state":
             continue
@@ -93,9 +146,12 @@ def _controller_writes(ordered: list[Row], elected: Mapping[int, Row], problems:
 
 
 def _write_versions(
-    ordered: list[Row], final_versions: Mapping[Partition, int], problems: list[str]
+    ordered: list[Row],
+    generations: Mapping[int, int],
+    final_versions: Mapping[Partition, int],
+    problems: list[str],
 ) -> None:
-    by_version: dict[Partition, dict[int, Row]] = defaultdict(dict)
+    by_version: dict[Generation, dict[int, Row]] = defaultdict(dict)
     for r in ordered:
         if r["event"] not in ("partition_state", "isr_change") or r.get("zk_version") is None:
             continue
@@ -103,16 +159,19 @@ def _write_versions(
             problems.append(
                 f"broker {r['broker']} changed the ISR of {_tp(r)} led by {r['leader']}"
             )
-        seen = by_version[_tp(r)]
+        seen = by_version[_gen(r, generations)]
         other = seen.get(r["zk_version"])
         if other is not None:
             problems.append(
-                f"two writes of {_tp(r)} both got zkVersion {r['zk_version']}: "
+                f"two writes of {_named(_gen(r, generations))} both got zkVersion "
+                f"{r['zk_version']}: "
                 f"{_what(other)} and {_what(r)}"
             )
             continue
         seen[r["zk_version"]] = r
-    for tp, seen in by_version.items():
+    latest = {(g[0], g[1]): g[2] for g in sorted(by_version)}
+    for g, seen in by_version.items():
+        tp = _named(g)
         last_epoch, last = -1, None
         controller_epoch, controller_write = 0, None
         for version in sorted(seen):
@@ -134,7 +193,8 @@ def _write_versions(
                 )
             else:
                 controller_epoch, controller_write = r["controller_epoch"], r
-        final = final_versions.get(tp)
+        # ZooKeeper holds the last incarnation's znode.
+        final = final_versions.get((g[0], g[1])) if latest[(g[0], g[1])] == g[2] else None
         if final is not None and max(seen) > final:
             problems.append(
                 f"{tp} is at zkVersion {final} in ZooKeeper, yet a write of version "
@@ -142,8 +202,10 @@ def _write_versions(
             )
 
 
-def _one_leader_per_epoch(ordered: list[Row], problems: list[str]) -> None:
-    leaders: dict[tuple[Partition, int], Row] = {}
+def _one_leader_per_epoch(
+    ordered: list[Row], generations: Mapping[int, int], problems: list[str]
+) -> None:
+    leaders: dict[tuple[Generation, int], Row] = {}
     for r in ordered:
         event = r["event"]
         if not (
@@ -151,16 +213,21 @@ def _one_leader_per_epoch(ordered: list[Row], problems: list[str]) -> None:
             or (event == "leader_and_isr" and r["result"] == "applied")
         ):
             continue
-        key = (_tp(r), r["leader_epoch"])
+        key = (_gen(r, generations), r["leader_epoch"])
         first = leaders.setdefault(key, r)
         if first["leader"] != r["leader"]:
             problems.append(
-                f"{key[0]} has two leaders in leader epoch {key[1]}: {first['leader']} "
+                f"{_named(key[0])} has two leaders in leader epoch {key[1]}: {first['leader']} "
                 f"({_what(first)}) and {r['leader']} ({_what(r)})"
             )
 
 
-def _applied_in_order(rows: Iterable[Row], elected: Mapping[int, Row], problems: list[str]) -> None:
+def _applied_in_order(
+    rows: Iterable[Row],
+    generations: Mapping[int, int],
+    elected: Mapping[int, Row],
+    problems: list[str],
+) -> None:
     """Per broker, in the order it wrote its lines (its own file's order, not time)."""
     by_broker: dict[int, list[Row]] = defaultdict(list)
     for r in rows:
@@ -168,7 +235,7 @@ def _applied_in_order(rows: Iterable[Row], elected: Mapping[int, Row], problems:
             by_broker[r["broker"]].append(r)
     for broker, applied in by_broker.items():
         controller_epoch = 0
-        leader_epochs: dict[Partition, int] = {}
+        leader_epochs: dict[Generation, int] = {}
         for r in applied:
             election = elected.get(r["controller_epoch"])
             if election is None or election["broker"] != r["controller_id"]:
@@ -182,13 +249,14 @@ def _applied_in_order(rows: Iterable[Row], elected: Mapping[int, Row], problems:
                     f"{r['controller_epoch']} after one from epoch {controller_epoch}"
                 )
             controller_epoch = max(controller_epoch, r["controller_epoch"])
-            before = leader_epochs.get(_tp(r), -1)
+            g = _gen(r, generations)
+            before = leader_epochs.get(g, -1)
             if r["leader_epoch"] < before:
                 problems.append(
-                    f"broker {broker} applied leader epoch {r['leader_epoch']} of {_tp(r)} "
+                    f"broker {broker} applied leader epoch {r['leader_epoch']} of {_named(g)} "
                     f"after leader epoch {before}"
                 )
-            leader_epochs[_tp(r)] = max(before, r["leader_epoch"])
+            leader_epochs[g] = max(before, r["leader_epoch"])
 
 
 def _what(r: Row | None) -> str:

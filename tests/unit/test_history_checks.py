@@ -219,3 +219,72 @@ def test_lines_from_before_zk_version_was_logged_are_left_out_of_the_version_che
         if r["event"] == event:
             del r["zk_version"]
     assert check_history(rows) == []
+
+
+def test_a_topic_deleted_and_created_again_is_no_violation() -> None:
+    """docs/state-change-log.md: a topic deleted and created again starts again at 0. The
+    checks took the new topic's zkVersion 0 and leader epoch 0 for the old one's."""
+    rows = [
+        line(100, 1, "controller_elected", controller=1, controller_epoch=1, epoch_zk_version=0),
+        state(110, 1, 1, 2, 0, 0),
+        applied(111, 2, 1, 1, 2, 0),
+        state(120, 1, 1, 3, 1, 1),
+        applied(121, 2, 1, 1, 3, 1),
+        line(200, 1, "topic_deleted", topic="t", controller_epoch=1),
+        state(300, 1, 1, 2, 0, 0),  # the new topic "t"
+        applied(301, 2, 1, 1, 2, 0),
+    ]
+    assert check_history(rows, {("t", 0): 0}) == []
+
+
+def test_a_recreated_topics_own_violations_are_still_found() -> None:
+    rows = [
+        line(100, 1, "controller_elected", controller=1, controller_epoch=1, epoch_zk_version=0),
+        state(110, 1, 1, 2, 0, 0),
+        line(200, 1, "topic_deleted", topic="t", controller_epoch=1),
+        state(300, 1, 1, 2, 0, 0),
+        state(310, 1, 1, 3, 0, 0),  # the new topic: two writes of zkVersion 0, two leaders
+    ]
+    problems = check_history(rows, {("t", 0): 0})
+    assert any("both got zkVersion 0" in p and "incarnation 2" in p for p in problems), problems
+    assert any("two leaders in leader epoch 0" in p for p in problems), problems
+    assert not any("incarnation" not in p for p in problems), problems
+
+
+def test_a_fenced_controllers_write_logged_after_its_resignation_is_found() -> None:
+    """A partition state written under a controller epoch its broker had resigned: found
+    even though no newer controller wrote that partition."""
+    rows = [
+        line(100, 1, "controller_elected", controller=1, controller_epoch=1, epoch_zk_version=0),
+        state(110, 1, 1, 2, 0, 0),
+        line(200, 3, "controller_elected", controller=3, controller_epoch=2, epoch_zk_version=1),
+        line(
+            250,
+            1,
+            "controller_resigned",
+            controller=1,
+            controller_epoch=1,
+            reason="fenced: another controller's epoch",
+        ),
+        state(260, 1, 1, 3, 1, 1),  # after its own resignation
+    ]
+    problems = check_history(rows)
+    assert any("after it resigned that epoch" in p for p in problems), problems
+
+
+def test_a_write_after_a_resignation_is_found_by_file_order_not_time() -> None:
+    """The same broker's lines are ordered by its file: a write logged after its
+    resignation in the same millisecond (or with its clock stepped back) is found, and one
+    logged before it in a later millisecond is not a violation."""
+    elected = line(
+        100, 1, "controller_elected", controller=1, controller_epoch=1, epoch_zk_version=0
+    )
+    resigned = line(
+        250, 1, "controller_resigned", controller=1, controller_epoch=1, reason="controller moved"
+    )
+    after = state(240, 1, 1, 2, 0, 0)  # its clock stepped back 10 ms
+    assert any(
+        "after it resigned that epoch" in p for p in check_history([elected, resigned, after])
+    )
+    before = state(250, 1, 1, 2, 0, 0)
+    assert check_history([elected, before, resigned]) == []
