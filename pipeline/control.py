@@ -39,7 +39,29 @@ from typing import Any
 
 NO_CONTROLLER = -1
 GRACEFUL_WINDOW_MS = 60_000  # a controlled_shutdown this soon before a loss makes it graceful
+# Resignations of a broker that merely lost the controllership (it is alive): another
+# controller's term began, or its own event failed (a bug: "error processing <event>:
+# <type>") while its session lived on.
 ALIVE_RESIGN_REASONS = ("controller moved", "fenced: another controller's epoch")
+ALIVE_RESIGN_PREFIXES = ("error processing ",)
+# ZooKeeper failed mid-event ("ZooKeeper error: <type>"): alive, unless the session had
+# expired (then the broker was lost, its registration gone: a zombie when it resigns).
+ZK_ERROR_RESIGN_PREFIX = "ZooKeeper error: "
+SESSION_EXPIRED_ERRORS = ("SessionExpiredError",)
+
+
+def resigned_alive(reason: str | None, session_ended: bool) -> bool:
+    """Whether a controller's resignation with ``reason`` says its broker lived on, not
+    lost (``session_ended``: it logged its session LOST or CLOSED between the end of its
+    tenure and the resignation)."""
+    if reason is None:
+        return False
+    if reason in ALIVE_RESIGN_REASONS or reason.startswith(ALIVE_RESIGN_PREFIXES):
+        return True
+    if reason.startswith(ZK_ERROR_RESIGN_PREFIX):
+        error = reason[len(ZK_ERROR_RESIGN_PREFIX) :]
+        return error not in SESSION_EXPIRED_ERRORS and not session_ended
+    return False
 
 
 @dataclass
@@ -237,12 +259,14 @@ def losses_of(
     """Each broker's losses, from every kind of evidence, merged."""
     evidence: list[tuple[int, int, int, str]] = []  # (ts, order, broker, what); dead sorts first
     dead, alive = 0, 1
+    session_ends: dict[int, list[int]] = defaultdict(list)
     for e in events:
         kind, b = e["event"], e["broker"]
         if kind == "broker_registered":
             evidence.append((e["ts"], alive, b, "registered"))
         elif kind == "zookeeper_session" and e["state"] in ("LOST", "CLOSED"):
             evidence.append((e["ts"], dead, b, f"session {e['state'].lower()}"))
+            session_ends[b].append(e["ts"])
         elif kind == "broker_change":
             for x in e.get("dead") or ():
                 evidence.append((e["ts"], dead, x, "deregistered"))
@@ -256,7 +280,11 @@ def losses_of(
         # resigned): the broker is gone, unless its late resignation says it merely lost
         # the controllership (it is alive and will say so).
         if t.end_reason in ("lost", "superseded") and t.end_ts is not None:
-            if t.resign_reason is not None and t.resign_reason in ALIVE_RESIGN_REASONS:
+            end_ts, resigned_ts = t.end_ts, t.resigned_ts
+            session_ended = resigned_ts is not None and any(
+                end_ts - tol_ms <= ts <= resigned_ts for ts in session_ends.get(t.broker, ())
+            )
+            if resigned_alive(t.resign_reason, session_ended):
                 continue
             evidence.append((t.end_ts, dead, t.broker, "vanished as controller"))
     evidence.sort()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pipeline import control
 
 
@@ -208,3 +210,39 @@ def test_an_epoch_elected_twice_is_an_anomaly() -> None:
 def test_topic_deletions_are_collected() -> None:
     r = control.analyse([*start(), ev(50, 1, "topic_deleted", topic="t", controller_epoch=1)])
     assert r.deletions == {"t": [50]}
+
+
+@pytest.mark.parametrize(
+    "reason", ["error processing TopicChange: KeyError", "ZooKeeper error: ConnectionLoss"]
+)
+def test_a_controller_resigned_on_an_error_is_not_lost_as_a_broker(reason: str) -> None:
+    """Its event failed (a bug, or ZooKeeper mid-event with the session alive): the broker
+    resigned and lived on. Only these two reasons' exact texts were known as alive."""
+    events = [
+        *start(),
+        elected(5000, 2, 2),
+        ev(5010, 1, "controller_resigned", controller=1, controller_epoch=1, reason=reason),
+    ]
+    r = control.analyse(events, tol_ms=5)
+    assert r.tenures[0].end_reason == "superseded"
+    assert r.deaths == []
+
+
+def test_a_zookeeper_error_after_the_session_ended_is_a_loss() -> None:
+    events = [
+        *start(),
+        elected(5000, 2, 2),
+        ev(5008, 1, "zookeeper_session", state="LOST"),
+        ev(
+            5010,
+            1,
+            "controller_resigned",
+            controller=1,
+            controller_epoch=1,
+            reason="ZooKeeper error: ConnectionLoss",
+        ),
+    ]
+    r = control.analyse(events, tol_ms=5)
+    [inc] = r.incidents
+    assert "zombie" in inc.cause
+    assert [(d.broker, d.lost_ts) for d in r.deaths] == [(1, 5000)]
