@@ -302,6 +302,9 @@ class ReplicaManager:
         # connection): it may have landed unanswered, so the next round reads their state
         # before deciding anything about them (Kafka's client re-sends the same write).
         self._isr_unsure: dict[TopicPartition, Partition] = {}
+        # Partitions whose ISR write landed in a round that then failed: the ISR writer's
+        # next change notification names them (no later round finds them changed).
+        self._isr_changed_unannounced: set[TopicPartition] = set()
         self._changes = 0  # bumped whenever leadership or staleness may have changed
         self._counted_at = -1
         self._leader_count = 0
@@ -1179,12 +1182,16 @@ class ReplicaManager:
             self._isr_cond.notify_all()
 
     def _write_isr_changes(self, intents: list[_IsrIntent]) -> list[TopicPartition]:
+        changed: list[TopicPartition] = []
         try:
-            changed = self._write_isr_changes_to_zookeeper(intents)
+            self._write_isr_changes_to_zookeeper(intents, changed)
         except Exception:
             with self._lock:
                 for intent in intents:
                     self._isr_unsure[intent.partition.topic_partition] = intent.partition
+                # The writes the round saw land before it failed: no later round finds
+                # those ISRs changed, so the next notification names them from here.
+                self._isr_changed_unannounced.update(changed)
             raise
         # Every write of the round is settled (a lost connection raised instead): what is
         # still to be added is what the queue holds. A smaller ISR, or a settled addition,
@@ -1215,10 +1222,12 @@ class ReplicaManager:
             self._notify_progress([*changed, *touched, *moved])
         return changed
 
-    def _write_isr_changes_to_zookeeper(self, intents: list[_IsrIntent]) -> list[TopicPartition]:
+    def _write_isr_changes_to_zookeeper(
+        self, intents: list[_IsrIntent], changed: list[TopicPartition]
+    ) -> list[TopicPartition]:
         """One round of the ISR writer: every intent as a zkVersion-conditional write, all
-        in packed multis. Returns the partitions whose ISR changed."""
-        changed: list[TopicPartition] = []
+        in packed multis. Adds the partitions whose ISR changed to ``changed`` as it learns
+        of each write (what it learned stands if it raises part way), and returns it."""
         rows: list[dict[str, object]] = []
         with self._lock:
             unsure = [
@@ -1395,6 +1404,7 @@ class ReplicaManager:
                 with self._lock:
                     for intent in intents:
                         self._isr_intents.setdefault(intent.partition.topic_partition, intent)
+                    changed.update(self._take_unannounced_isr_changes())
                 time.sleep(1)
                 continue
             # Let go of the batch now, not when the next one comes (after a burst it held
@@ -1413,6 +1423,12 @@ class ReplicaManager:
                 except Exception:
                     log.exception("could not write an ISR change notification; retrying")
                     time.sleep(1)
+
+    def _take_unannounced_isr_changes(self) -> set[TopicPartition]:
+        """The partitions whose ISR writes landed in rounds that then failed, taken out:
+        for the ISR writer's next notification. Holds the lock."""
+        taken, self._isr_changed_unannounced = self._isr_changed_unannounced, set()
+        return taken
 
     def _notify_isr_changes(self, changed: list[TopicPartition]) -> None:
         prefix = f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}"

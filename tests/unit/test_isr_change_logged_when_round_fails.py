@@ -100,3 +100,45 @@ def test_a_landed_isr_write_found_by_a_round_that_then_fails_is_logged(
     logged = sorted(r["zk_version"] for r in rows if r["event"] == "isr_change")
     assert len(zk.versions) == 2
     assert logged == zk.versions
+
+
+@pytest.mark.parametrize("failure", ["down", "refused"])
+def test_a_landed_isr_write_found_by_a_round_that_then_fails_is_announced(
+    tmp_path: Path, failure: str
+) -> None:
+    """The same rounds: the addition found landed by the round that failed is named by the
+    ISR writer's next change notification, or the controller never learns the new ISR
+    (its brokers' metadata keeps the old one until the partition changes again). The
+    failed round's list of changed partitions went with its exception, and no later
+    round finds that ISR changed."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    zk = Zk()
+    scl = StateChangeLog(tmp_path, LEADER)
+    rm = ReplicaManager(LEADER, zk, scl, logs=logs)  # type: ignore[arg-type]
+    try:
+        rm.become_leader_or_follower(leader_and_isr([LEADER, IN_SYNC]))
+        p = rm.partitions[TP]
+        p.zk_version = 0
+        produce(rm, 4)
+        fetch(rm, IN_SYNC, 4)
+        fetch(rm, JOINING, 4)
+        zk.mode = "lost"
+        with contextlib.suppress(ConnectionLoss):
+            write_round(rm)
+        rm._request_isr_changes([p], remove=IN_SYNC, why="fell behind")
+        zk.mode = failure
+        with contextlib.suppress(ConnectionLoss):
+            write_round(rm)
+        with rm._lock:
+            rm._isr_intents.clear()  # the removal withdrawn: no later round changes TP
+        zk.mode = "ok"
+        announced = set(write_round(rm))  # what the ISR writer's loop gathers
+        assert TP not in announced
+        with rm._lock:
+            announced |= rm._take_unannounced_isr_changes()
+    finally:
+        rm.close()
+        logs.close()
+        scl.close()
+    assert TP in announced
