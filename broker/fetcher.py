@@ -220,6 +220,8 @@ class ReplicaFetcherThread:
                 if self.partitions.pop(tp, None) is not None:
                     self._dirty.add(tp)
                 self._truncating.discard(tp)
+            if not self._truncating:
+                self._truncating.clear()  # gives back its table (see _truncated)
             self.partitions = compacted(self.partitions)
 
     def is_empty(self) -> bool:
@@ -387,6 +389,10 @@ class ReplicaFetcherThread:
                     self._truncating.discard(tp)
                     state.fetch_offset = offset
                     self._dirty.add(tp)
+            if not self._truncating:
+                # A set never shrinks: one that held every partition of a LeaderAndIsr
+                # (tens of thousands, 1-2 MB) would keep its table while empty.
+                self._truncating.clear()
 
     def _reset_out_of_range(self, resets: dict[TopicPartition, FetchState]) -> None:
         """Kafka's fetchOffsetAndTruncate, for partitions whose fetch offset the leader
@@ -518,6 +524,8 @@ class ReplicaFetcherThread:
                         forgotten.append(tp)
                 elif held != (s.fetch_offset, s.leader_epoch):
                     listed[tp] = (s.fetch_offset, s.leader_epoch)
+            if not dirty:
+                dirty.clear()  # gives back the table its pops left (a set never shrinks)
             if not self._sent and not listed:
                 return None
             return _Fetch(

@@ -4,6 +4,7 @@ could not answer for yet, again after the backoff. An idle round asks nothing.""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -117,3 +118,28 @@ def test_each_new_partition_is_asked_about_once_until_it_is_truncated() -> None:
     assert len(leader.asked) == 3
     assert not any(s.truncating for s in fetcher.partitions.values())
     assert logs.checkpointed == [{A0, A1}, {B0}, {A0}]
+
+
+def test_the_sets_of_partitions_to_truncate_and_send_give_their_tables_back() -> None:
+    # A set never shrinks: emptied, one that held a LeaderAndIsr's tens of thousands of
+    # partitions would keep 1-2 MB for nothing.
+    logs, leader = Logs(), Leader()
+    fetcher = ReplicaFetcherThread(
+        2,
+        1,
+        ("127.0.0.1", 1),
+        lambda *_: None,
+        logs,
+        connect=lambda _endpoint, _client, _timeout: leader,
+    )
+    many = [TopicPartition("t", p) for p in range(5000)]
+    fetcher.add_all([(tp, FetchState(10, 5)) for tp in many])
+    fetcher._truncate_new_partitions()
+    assert not fetcher._truncating
+    assert sys.getsizeof(fetcher._truncating) < 1024
+    fetcher.session_id, fetcher.session_epoch = 7, 1  # an incremental fetch lists them
+    fetch = fetcher._build_fetch()
+    assert fetch is not None
+    assert len(fetch.listed) == 5000
+    assert not fetcher._dirty
+    assert sys.getsizeof(fetcher._dirty) < 1024
