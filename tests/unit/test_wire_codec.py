@@ -348,3 +348,15 @@ def test_an_unsigned_varint_beyond_32_bits_is_refused() -> None:
     body = codec.decode(largest)
     assert body[UNKNOWN_TAGGED_FIELDS] == {0xFFFFFFFF: b""}
     assert codec.encode(body) == largest
+
+
+def test_empty_records_decode_to_one_shared_writable_view() -> None:
+    # A follower's Fetch response holds one per partition (10,000s): a slice of the frame
+    # each cost 312 bytes.
+    first = decode("ProduceRequest", 9, encode("ProduceRequest", 9, produce(b"")))
+    again = decode("ProduceRequest", 9, encode("ProduceRequest", 9, produce(b"")))
+    got = first["topic_data"][0]["partition_data"][0]["records"]
+    assert isinstance(got, memoryview)
+    assert len(got) == 0
+    assert not got.readonly
+    assert again["topic_data"][0]["partition_data"][0]["records"] is got
