@@ -608,7 +608,7 @@ def _run(
             buckets=buckets,
             tol_ms=tol,
         )
-        walk_out = _walk_partitions(spark, parsed, ctx, tol).persist(StorageLevel.MEMORY_AND_DISK)
+        walk_out = _walk_partitions(spark, parsed, ctx).persist(StorageLevel.MEMORY_AND_DISK)
         stats_df = spark.createDataFrame(
             walk_out.filter(lambda t: t[0] == "stats").map(lambda t: t[1]),
             _struct(partitions.STATS_FIELDS, _STATS_TYPES),
@@ -771,9 +771,7 @@ def _deaths_by_broker(deaths: list[control.Death]) -> dict[int, list[control.Dea
     return dict(out)
 
 
-def _walk_partitions(
-    spark: SparkSession, parsed: DataFrame, ctx: partitions.WalkContext, tol: int
-) -> Any:
+def _walk_partitions(spark: SparkSession, parsed: DataFrame, ctx: partitions.WalkContext) -> Any:
     """The walker's tagged outputs (an RDD), from every partition's sorted rows."""
     from pyspark.sql import functions as F
 
@@ -799,7 +797,7 @@ def _walk_partitions(
         .when(event == "leader_and_isr", partitions.RANK_APPLIED)
         .otherwise(partitions.RANK_ISR)
         .alias("rank"),
-        F.when(event == "isr_change", col("zk_version")).alias("zk_version"),
+        F.when(event != "leader_and_isr", col("zk_version")).alias("zk_version"),
         "ts",
         "broker",
         "leader",
@@ -810,28 +808,14 @@ def _walk_partitions(
         "h1",
         "h2",
     )
-    # Generations: a partition created again after its topic was deleted starts anew
-    # (leader epochs restart at 0). Only partitions created more than once need this.
+    # A topic deleted and created again starts its leader epochs again: the walker splits
+    # a partition's rows into its topic's incarnations (partitions.generations_of).
     keys = ["cluster", "topic", "partition"]
-    news = (
-        rows.filter((col("rank") == partitions.RANK_STATE) & (col("reason") == "new"))
-        .groupBy(*keys)
-        .agg(F.sort_array(F.collect_list("ts")).alias("news"))
-        .filter(F.size("news") > 1)
-    )
-    rows = rows.join(news, keys, "left").withColumn(
-        "gen",
-        F.when(col("news").isNull(), F.lit(0)).otherwise(
-            F.size(F.filter(col("news"), lambda x: x <= col("ts") + F.lit(tol)))
-        ),
-    )
     n = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
     ordered = (
         rows.select(*partitions.ROW_FIELDS)
         .repartition(n, *keys)
-        .sortWithinPartitions(
-            *keys, "gen", "leader_epoch", "rank", "zk_version", "ts", "broker", "h1"
-        )
+        .sortWithinPartitions(*keys, "leader_epoch", "rank", "zk_version", "ts", "broker", "h1")
     )
     ctx_b = spark.sparkContext.broadcast(ctx)
     return ordered.rdd.mapPartitions(functools.partial(_walk, ctx_b))

@@ -1,8 +1,8 @@
 """One partition's history, walked in order (pure; no Spark).
 
 `pipeline.job` shuffles every partition's rows to one place and sorts them by
-(generation, leader epoch, rank, zkVersion, time); `walk` then streams through them, one
-partition at a time, holding only that partition's rows. The rows are:
+(leader epoch, rank, zkVersion, time); `walk` then streams through them, one partition at
+a time, holding only that partition's rows. The rows are:
 
 * rank 0, the controller's `partition_state` (a decision it wrote to ZooKeeper);
 * rank 1, the new leader's own `leader_and_isr` applied line for that leader epoch (when
@@ -12,7 +12,9 @@ partition at a time, holding only that partition's rows. The rows are:
 Ordering by epoch and not by time is what makes clock skew harmless: a follower's clock a
 few milliseconds ahead cannot put an ISR change before the decision it follows. Times are
 then made monotone along that order (`eff_ts`, a running maximum). A generation is one
-incarnation of the partition: a topic deleted and created again starts a new one.
+incarnation of the partition: a topic deleted and created again starts a new one, at its
+deletion (`topic_deleted`) or its `new` state (`generations_of`), and each generation is
+walked on its own, in that order.
 
 Each state holds from its time to the next state's (the last to the topic's deletion or the
 end of the logs: then the window is *open*). A partition is **unavailable** while its
@@ -41,7 +43,6 @@ ROW_FIELDS = (
     "cluster",
     "topic",
     "partition",
-    "gen",
     "leader_epoch",
     "rank",
     "zk_version",
@@ -59,7 +60,6 @@ ROW_FIELDS = (
     C_CLUSTER,
     C_TOPIC,
     C_PARTITION,
-    C_GEN,
     C_EPOCH,
     C_RANK,
     C_ZKV,
@@ -334,6 +334,100 @@ class BalanceDeltas:
                 yield cluster, broker, k, dl, dp, dpl
 
 
+def generations_of(
+    rows: Sequence[Sequence[Any]], deletions: Iterable[int], tol: int
+) -> list[tuple[list[Sequence[Any]], int | None]]:
+    """One partition's rows (in the walker's order) split into its topic's incarnations.
+
+    A topic deleted and created again starts its zkVersions and leader epochs again, so each
+    incarnation is walked on its own. Its boundaries are the topic's deletions (the
+    controller's `topic_deleted` lines) and each `new` state that no deletion precedes
+    since the last `new` (the deletion's line missing from the logs). A `new` state stamped
+    up to `tol` before a deletion follows it (a new controller's clock behind the old
+    one's). Rows are given a generation by their stamp, except near a boundary (within
+    `tol` of it), where their sequence decides:
+
+    * a `new` state begins its incarnation, a `deleted` state ends the one deleted (it is
+      before the deletion it belongs to);
+    * a leader's line (its applied state, its ISR change) goes to the incarnation on
+      either side of the boundary that has a decision of its leader epoch naming it leader
+      (and, for an ISR change, a zkVersion below its own): the old one's sequence
+      continued by a clock ahead, or the new one's begun by a clock behind. When both or
+      neither have one, its stamp decides.
+
+    Returns each generation's rows, in the order given, and where it ends: the boundary
+    after it, or None (the last, open to the end of the logs).
+    """
+    news = sorted(r[C_TS] for r in rows if r[C_RANK] == RANK_STATE and r[C_REASON] == "new")
+    dels = sorted(set(deletions))
+    if not dels and len(news) <= 1:
+        return [(list(rows), None)]
+    # Boundaries (ts, is a deletion), found in order: a `new` state counts as if stamped
+    # `tol` later, so that one logged a little before the deletion it follows is after it.
+    events = sorted([(d, 0, d) for d in dels] + [(n + tol, 1, n) for n in news])
+    bounds: list[tuple[int, bool]] = []
+    has_new = False
+    for _key, kind, ts in events:
+        if kind == 0:
+            bounds.append((ts, True))
+            has_new = False
+        else:
+            if has_new:
+                bounds.append((ts, False))
+            has_new = True
+    bounds.sort()
+    bts = [b[0] for b in bounds]
+    n = len(bounds)
+    starts = {b: i + 1 for i, (b, is_del) in enumerate(bounds) if not is_del}
+
+    def by_stamp(ts: int, dslack: int) -> int:
+        """Segment of a time: boundaries at or before it (deletions `dslack` later)."""
+        return sum(1 for b, is_del in bounds if (b + dslack if is_del else b) <= ts)
+
+    seg: list[int] = []
+    decisions: dict[tuple[int, int, int], list[int | None]] = {}  # (seg, epoch, leader)
+    for r in rows:
+        if r[C_RANK] != RANK_STATE:
+            seg.append(-1)
+            continue
+        ts, reason = r[C_TS], r[C_REASON]
+        if reason == "new":
+            # Its own boundary if it is one; else after the deletions it follows.
+            k = starts[ts] if ts in starts else by_stamp(ts, -tol)
+        elif reason == "deleted":
+            k = by_stamp(ts, tol + 1)
+        else:
+            k = by_stamp(ts, 0)
+        seg.append(k)
+        decisions.setdefault((k, r[C_EPOCH], r[C_LEADER]), []).append(r[C_ZKV])
+
+    def fits(k: int, r: Sequence[Any]) -> bool:
+        zkvs = decisions.get((k, r[C_EPOCH], r[C_LEADER]))
+        if zkvs is None:
+            return False
+        z = r[C_ZKV] if r[C_RANK] == RANK_ISR else None
+        return z is None or any(d is None or d < z for d in zkvs)
+
+    out: list[list[Sequence[Any]]] = [[] for _ in range(n + 1)]
+    for r, k in zip(rows, seg, strict=True):
+        if k >= 0:
+            out[k].append(r)
+            continue
+        ts = r[C_TS]
+        g = bisect.bisect_right(bts, ts)
+        near = [g]
+        if g > 0 and ts - bts[g - 1] <= tol:
+            near.append(g - 1)
+        if g < n and bts[g] - ts <= tol:
+            near.append(g + 1)
+        if len(near) > 1:
+            fit = [c for c in near if fits(c, r)]
+            if len(fit) == 1:
+                g = fit[0]
+        out[g].append(r)
+    return [(g, bts[k] if k < n else None) for k, g in enumerate(out) if g]
+
+
 def walk_partition(
     cluster: str,
     topic: str,
@@ -354,30 +448,21 @@ def walk_partition(
             continue
         seen.add(h)
         unique.append(r)
-    gens: list[list[Sequence[Any]]] = []
-    for r in unique:
-        if not gens or gens[-1][0][C_GEN] != r[C_GEN]:
-            gens.append([])
-        gens[-1].append(r)
     log_end = ctx.log_end.get(cluster)
-    deletions = ctx.deletions.get(cluster, {}).get(topic, [])
+    gens = generations_of(unique, ctx.deletions.get(cluster, {}).get(topic, ()), tol)
     unavailable = _Windows(UNAVAILABLE)
     under = _Windows(UNDER_REPLICATED)
-    generations = [_states(g, tol, stats) for g in gens]
-    generations = [g for g in generations if g]
-    for gi, states in enumerate(generations):
+    generations = [(st, end) for st, end in ((_states(g, tol, stats), e) for g, e in gens) if st]
+    for states, end in generations:
         stats.generations += 1
         stats.states += len(states)
-        # Where this generation's last state ends: the next generation, the topic's
-        # deletion, or the end of the logs (open).
+        # Where this generation's last state ends: the boundary after it (its topic's
+        # deletion, or the next incarnation's `new` state), or the end of the logs (open).
         last_ts = states[-1].ts
-        end_candidates = [d for d in deletions if d >= last_ts - tol]
-        if gi + 1 < len(generations):
-            end_candidates.append(generations[gi + 1][0].ts)
         gen_end: int
         gen_open = False
-        if end_candidates:
-            gen_end = max(min(end_candidates), last_ts)
+        if end is not None:
+            gen_end = max(end, last_ts)
         else:
             gen_end = max(log_end if log_end is not None else last_ts, last_ts)
             gen_open = True

@@ -19,19 +19,18 @@ def state(
     reason: str,
     *,
     replicas: list[int] | None = (1, 2, 3),  # type: ignore[assignment]
-    gen: int = 0,
     cepoch: int = 1,
     topic: str = "t",
     partition: int = 0,
+    zkv: int | None = None,
 ) -> dict[str, Any]:
     return {
         "cluster": "c",
         "topic": topic,
         "partition": partition,
-        "gen": gen,
         "leader_epoch": epoch,
         "rank": pp.RANK_STATE,
-        "zk_version": None,
+        "zk_version": zkv,
         "ts": ts,
         "broker": 9,
         "leader": leader,
@@ -64,17 +63,16 @@ def isr(ts: int, leader: int, epoch: int, isr_: list[int], zkv: int, **kw: Any) 
 
 
 def rows(*items: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """As Spark hands them to the walker: sorted by generation, epoch, rank, version, time."""
+    """As Spark hands them to the walker: sorted by epoch, rank, version, time."""
     out = [tuple(i[f] for f in pp.ROW_FIELDS) for i in items]
     return sorted(
         out,
         key=lambda r: (
             r[pp.C_TOPIC],
             r[pp.C_PARTITION],
-            r[pp.C_GEN],
             r[pp.C_EPOCH],
             r[pp.C_RANK],
-            r[pp.C_ZKV] or 0,
+            -1 if r[pp.C_ZKV] is None else r[pp.C_ZKV],
             r[pp.C_TS],
         ),
     )
@@ -217,14 +215,89 @@ def test_a_topic_being_deleted_is_not_unavailable_and_ends_at_its_deletion() -> 
 def test_a_topic_created_again_is_a_new_generation() -> None:
     st, windows = walk(
         ctx(deletions={"t": [900]}),
-        state(0, 1, 0, [1, 2, 3], "new", gen=1),
-        state(800, 1, 1, [1, 2], "deleted", gen=1),
-        state(2000, 3, 0, [3, 1], "new", gen=2, replicas=[3, 1]),
-        applied(2001, 3, 0, gen=2),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        state(800, 1, 1, [1, 2], "deleted"),
+        state(2000, 3, 0, [3, 1], "new", replicas=[3, 1]),
+        applied(2001, 3, 0),
     )
     assert st.generations == 2
     assert (st.final_leader, st.final_leader_epoch, st.replicas) == (3, 0, [3, 1])
     assert windows == []
+
+
+def test_a_topic_created_again_without_its_deletion_line_splits_at_its_new_state() -> None:
+    st, windows = walk(
+        ctx(),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        state(100, -1, 1, [1, 2, 3], "offline"),
+        state(2000, 3, 0, [3, 1], "new", replicas=[3, 1]),
+        applied(2001, 3, 0),
+    )
+    assert st.generations == 2
+    # The first incarnation's leaderless state ends at the second's creation.
+    assert [(w["kind"], w["start_ts"], w["end_ts"], w["open"]) for w in windows] == [
+        (pp.UNAVAILABLE, 100, 2000, False),
+    ]
+    assert (st.final_leader, st.final_leader_epoch, st.replicas) == (3, 0, [3, 1])
+
+
+def test_a_deletion_starts_a_new_generation_when_the_first_new_state_is_missing() -> None:
+    """The first incarnation's `new` state is in a rolled file long deleted: the topic's
+    deletion line alone separates the incarnations, whose leader epochs overlap."""
+    st, windows = walk(
+        ctx(deletions={"t": [900]}),
+        state(100, 2, 3, [2, 3], "preferred", replicas=[2, 3, 1]),
+        state(850, -1, 4, [2, 3], "deleted", replicas=[2, 3, 1]),
+        state(1000, 3, 0, [3, 1], "new", replicas=[3, 1]),
+        applied(1001, 3, 0),
+        isr(1500, 3, 0, [3], 1),
+    )
+    assert (st.generations, st.states) == (2, 4)
+    assert (st.leader_changes, st.isr_shrinks, st.isr_expands) == (0, 1, 0)
+    assert [(w["kind"], w["start_ts"], w["end_ts"], w["open"]) for w in windows] == [
+        (pp.UNDER_REPLICATED, 100, 850, False),
+        (pp.UNDER_REPLICATED, 1500, 10_000, True),
+    ]
+    assert (st.final_leader, st.final_leader_epoch, st.final_isr) == (3, 0, [3])
+
+
+def test_lines_stamped_across_a_deletion_go_with_the_sequence_they_continue() -> None:
+    """Broker 2's clock is ahead: its ISR change of the old incarnation (epoch 3, zkVersion
+    8, after the decision's 7) is stamped after the deletion. Broker 3's is behind: its
+    applied state and ISR change of the new incarnation's epoch 0 are stamped before it."""
+    st, windows = walk(
+        ctx(deletions={"t": [900]}, tol=50),
+        state(100, 2, 3, [2, 3], "preferred", replicas=[2, 3, 1], zkv=7),
+        isr(920, 2, 3, [2, 3, 1], 8),
+        state(899, -1, 4, [2, 3, 1], "deleted", replicas=[2, 3, 1], zkv=9),
+        state(905, 3, 0, [3, 1], "new", replicas=[3, 1], zkv=0),
+        applied(880, 3, 0),
+        isr(890, 3, 0, [3], 1),
+        isr(2000, 3, 0, [3, 1], 2),
+    )
+    assert (st.generations, st.states) == (2, 6)
+    assert (st.leader_changes, st.isr_shrinks, st.isr_expands, st.orphan_applied) == (0, 1, 2, 0)
+    # The old incarnation under-replicated until its ISR change (920), the new one from
+    # its shrink (made monotone: not before its `new` state at 905) to its expansion.
+    assert [(w["kind"], w["start_ts"], w["end_ts"]) for w in windows] == [
+        (pp.UNDER_REPLICATED, 100, 920),
+        (pp.UNDER_REPLICATED, 905, 2000),
+    ]
+    assert (st.final_leader, st.final_leader_epoch, st.final_isr) == (3, 0, [3, 1])
+
+
+def test_a_line_that_fits_both_incarnations_goes_by_its_stamp() -> None:
+    c = ctx(deletions={"t": [900]}, tol=50)
+    old = [
+        state(0, 1, 0, [1, 2], "new", replicas=[1, 2], zkv=0),
+        state(860, -1, 1, [1, 2], "deleted", replicas=[1, 2], zkv=1),
+    ]
+    new = [state(910, 1, 0, [1, 2], "new", replicas=[1, 2], zkv=0)]
+    # Leader 1, epoch 0, zkVersion 1: either incarnation's first ISR change.
+    _, before = walk(c, *old, *new, isr(890, 1, 0, [1], 1))
+    _, after = walk(c, *old, *new, isr(920, 1, 0, [1], 1))
+    assert [(w["start_ts"], w["end_ts"], w["open"]) for w in before] == [(890, 890, False)]
+    assert [(w["start_ts"], w["end_ts"], w["open"]) for w in after] == [(920, 10_000, True)]
 
 
 def test_without_a_replicas_field_every_replica_seen_in_an_isr_counts() -> None:

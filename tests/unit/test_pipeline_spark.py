@@ -469,3 +469,85 @@ def test_a_topic_deleted_and_created_again_is_two_generations(spark: Any, tmp_pa
     assert [(w["kind"], w["start_ts"], w["end_ts"]) for w in windows] == [
         ("under_replicated", 9000, 9500)
     ]
+
+
+def test_a_topic_created_again_is_split_at_its_deletion_when_its_first_creation_is_gone(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The first incarnation's `new` states are in a rolled file since deleted, so only the
+    `topic_deleted` line separates the incarnations, whose leader epochs overlap (the new
+    one's restart at 0). Broker 2's clock runs 30 ms ahead, broker 3's 20 ms behind, so
+    lines of each incarnation are stamped on the other side of the deletion (tolerance 50).
+
+    t-0: led by 2 (epoch 3, ISR [2, 3] of [2, 3, 1]: under-replicated from 1000); 2's ISR
+    expansion (zkVersion 8) was written just before the deletion but is stamped 4020,
+    after it (4005) and after the new incarnation's creation (4010). Created again led
+    by 3 (epoch 0, replicas [3, 1]), which applies it and shrinks the ISR to [3] at 4030
+    (stamped 3992 and 4010), and expands it again at 5000.
+    t-1: leaderless since 1000 (epoch 5), deleted at 4001, created again led by 1.
+    """
+
+    def line(ts: int, broker: int, event: str, **f: Any) -> str:
+        return json.dumps({"ts": ts, "v": 1, "broker": broker, "event": event, **f})
+
+    def ps(ts: int, p: int, leader: int, epoch: int, isr: list[int], reps: list[int], reason: str,
+           zkv: int) -> str:  # fmt: skip
+        return line(
+            ts, 1, "partition_state", topic="t", partition=p, leader=leader, leader_epoch=epoch,
+            isr=isr, replicas=reps, controller_epoch=1, reason=reason, zk_version=zkv,
+        )  # fmt: skip
+
+    def applied(ts: int, broker: int, p: int, epoch: int, isr: list[int], reps: list[int]) -> str:
+        return line(
+            ts, broker, "leader_and_isr", topic="t", partition=p, leader=broker,
+            leader_epoch=epoch, isr=isr, replicas=reps, controller_id=1, controller_epoch=1,
+            result="applied", error=None,
+        )  # fmt: skip
+
+    def isr(ts: int, broker: int, epoch: int, isr_: list[int], zkv: int) -> str:
+        return line(
+            ts, broker, "isr_change", topic="t", partition=0, leader=broker, leader_epoch=epoch,
+            isr=isr_, zk_version=zkv, why="test",
+        )  # fmt: skip
+
+    old0, new0, reps1 = [2, 3, 1], [3, 1], [1, 3]
+    lines = [
+        line(0, 1, "controller_elected", controller=1, controller_epoch=1, epoch_zk_version=0),
+        ps(1000, 0, 2, 3, [2, 3], old0, "preferred", 7),
+        applied(1031, 2, 0, 3, [2, 3], old0),
+        ps(1000, 1, -1, 5, [1], reps1, "offline", 4),
+        isr(4020, 2, 3, [2, 3, 1], 8),
+        ps(4000, 0, -1, 4, [2, 3, 1], old0, "deleted", 9),
+        ps(4001, 1, -1, 6, [1], reps1, "deleted", 5),
+        line(4005, 1, "topic_deleted", topic="t", controller_epoch=1),
+        ps(4010, 0, 3, 0, [3, 1], new0, "new", 0),
+        ps(4011, 1, 1, 0, [1, 3], reps1, "new", 0),
+        applied(3992, 3, 0, 0, [3, 1], new0),
+        applied(4012, 1, 1, 0, [1, 3], reps1),
+        isr(4010, 3, 0, [3], 1),
+        isr(5000, 3, 0, [3, 1], 2),
+        line(10000, 2, "broker_registered", broker_epoch=5, host="h", port=1),
+    ]
+    (tmp_path / "state-change.log").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    report(spark, out, str(tmp_path))
+    got = {st["partition"]: st for st in table(spark, out, "partition_stats")}
+    fields = (
+        "generations", "states", "leader_changes", "isr_shrinks", "isr_expands",
+        "unavailable_windows", "unavailable_ms", "open_unavailable", "under_replicated_windows",
+        "under_replicated_ms", "final_leader", "final_leader_epoch", "final_isr", "replicas",
+        "first_ts", "last_ts", "orphan_applied",
+    )  # fmt: skip
+    assert {p: tuple(st[f] for f in fields) for p, st in got.items()} == {
+        # Old: preferred, its expansion (4020), deleted; new: new, shrink, expansion.
+        0: (2, 6, 0, 1, 2, 0, 0, False, 2, 3020 + 990, 3, 0, [3, 1], [3, 1], 1000, 5000, 0),
+        # Old: leaderless from 1000 to its deletion; new: led by 1 to the end.
+        1: (2, 3, 0, 0, 0, 1, 3001, False, 1, 3001, 1, 0, [1, 3], [1, 3], 1000, 4011, 0),
+    }
+    windows = table(spark, out, "partition_windows")
+    assert sorted((w["partition"], w["kind"], w["start_ts"], w["end_ts"]) for w in windows) == [
+        (0, "under_replicated", 1000, 4020),
+        (0, "under_replicated", 4010, 5000),
+        (1, "unavailable", 1000, 4001),
+        (1, "under_replicated", 1000, 4001),
+    ]
