@@ -335,12 +335,14 @@ class ZkSource:
     def _arm(self, wanted: Sequence[str], read: Mapping[str, int]) -> bool:
         """Arm a data watch on each path of `wanted` not armed yet; True if one of them
         changed since `read` (path -> mzxid, absent: did not exist) was taken."""
+        # Every wanted path has our handler, armed or not: an armed path without it would
+        # never be re-armed, its watch firing unheard.
+        self._handle(wanted)
         with self._cond:
             new = [p for p in wanted if p not in self._armed]
             self._armed.update(new)
         if not new:
             return False
-        self._handle(new)
         try:
             results = self.zk.get_many(new, watch=True)
         except BaseException:
@@ -422,7 +424,11 @@ class ZkSource:
             try:
                 assignment = decode_topic(name, got[0], path)
             except MalformedZnode as e:
+                # Unreadable (a bad write) is not deleted: keep the last assignment read,
+                # as the controller does, and its watches, to see the repair.
                 out.append(ProblemSeen(ts, str(e)))
+                if name in self._topics:
+                    topics[name] = self._topics[name]
                 continue
             topics[name] = {p: assignment.partitions[p] for p in sorted(assignment.partitions)}
         if self._arm(topic_paths, read):
@@ -433,12 +439,14 @@ class ZkSource:
             for t, a in topics.items()
             for p in a
         ]
-        self._forget_stale()
+        self._forget_stale(topic_paths)
         return out
 
-    def _forget_stale(self) -> None:
-        """Unregister the handlers of topics and partitions that are gone."""
-        current = {paths.topic(t) for t in self._topics}
+    def _forget_stale(self, topic_paths: Iterable[str]) -> None:
+        """Unregister the handlers of topics and partitions that are gone (`topic_paths`:
+        the topics there are, readable or not), and forget that their watches are armed:
+        a topic created again under the name is watched again."""
+        current = set(topic_paths)
         current.update(path for _, path in self._partitions)
         stale = [
             p for p in self._handled if p.startswith(paths.BROKER_TOPICS + "/") and p not in current
@@ -446,6 +454,8 @@ class ZkSource:
         for path in stale:
             self.zk.unregister_handler(path, self._on_watch)
             self._handled.discard(path)
+        with self._cond:
+            self._armed.difference_update(stale)
 
     def _read_partitions(self) -> list[Observation]:
         partitions = self._partitions

@@ -531,3 +531,131 @@ def test_a_partition_change_with_no_other_trigger_is_seen_below_the_limit(zk_con
         watcher.stop()
         watch_zk.close()
         writer.close()
+
+
+# --- topics re-created, unreadable, and reads racing a creation ----------------------------
+
+
+def pump_until(watcher: Watcher, pred: Callable[[Watcher], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        watcher.pump(0.1)
+        if pred(watcher):
+            return True
+    return False
+
+
+def leader_of(watcher: Watcher, topic: str) -> int | None:
+    led = [pv.leader for tp, pv in watcher.state.partitions.items() if tp.topic == topic]
+    return led[0] if led else None
+
+
+def topic_t_creates(leader: int) -> list[Create | Delete | SetData]:
+    return [
+        Create(paths.topic("t"), encode_topic(TopicAssignment("t", {0: (1, 2)}))),
+        Create(paths.topic_partitions("t")),
+        Create(paths.partition("t", 0)),
+        Create(
+            paths.partition_state("t", 0),
+            encode_partition_state(LeaderAndIsr(leader, 0, (1, 2)), 1),
+        ),
+    ]
+
+
+def topic_t_deletes() -> list[Create | Delete | SetData]:
+    return [
+        Delete(paths.partition_state("t", 0)),
+        Delete(paths.partition("t", 0)),
+        Delete(paths.topic_partitions("t")),
+        Delete(paths.topic("t")),
+    ]
+
+
+def two_brokers(writer: ZkClient) -> None:
+    writer.ensure_paths(paths.PERSISTENT_PATHS)
+    for b in (1, 2):
+        reg = BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 9090 + b),))
+        writer.create(paths.broker(b), encode_broker(reg), ephemeral=True)
+    elect(writer, 1, 1)
+
+
+@pytest.fixture
+def watched(zk_connect: str) -> Iterator[tuple[ZkClient, ZkClient, Watcher]]:
+    """A writer, the watcher's client and the watcher (not started)."""
+    writer = ZkClient(zk_connect)
+    writer.start()
+    watch_zk = ZkClient(zk_connect)
+    watch_zk.start()
+    watcher = Watcher(watch_zk)
+    try:
+        yield writer, watch_zk, watcher
+    finally:
+        watcher.stop()
+        watch_zk.close()
+        writer.close()
+
+
+def test_a_topic_created_again_is_watched_again(
+    watched: tuple[ZkClient, ZkClient, Watcher],
+) -> None:
+    writer, _, watcher = watched
+    two_brokers(writer)
+    writer.multi(topic_t_creates(1))
+    watcher.start()
+    assert watcher.wait_ready(15)
+    assert pump_until(watcher, lambda w: leader_of(w, "t") == 1, 10)
+    seen = []
+    for i in range(6):
+        writer.multi(topic_t_deletes())
+        if i % 2:
+            time.sleep(0.5)  # the deletion read on its own, or with the creation
+        writer.multi(topic_t_creates(1))
+        time.sleep(0.5)
+        state = encode_partition_state(LeaderAndIsr(2, 1, (2,)), 1)
+        writer.set(paths.partition_state("t", 0), state)
+        seen.append(pump_until(watcher, lambda w: leader_of(w, "t") == 2, 5))
+        state = encode_partition_state(LeaderAndIsr(1, 2, (1, 2)), 1)
+        writer.set(paths.partition_state("t", 0), state)
+        pump_until(watcher, lambda w: leader_of(w, "t") == 1, 5)
+    assert all(seen), (seen, sorted(watcher.source.armed_paths()))
+
+
+def test_an_unreadable_topic_is_kept_and_its_repair_seen(
+    watched: tuple[ZkClient, ZkClient, Watcher],
+) -> None:
+    writer, _, watcher = watched
+    two_brokers(writer)
+    writer.multi(topic_t_creates(1))
+    watcher.start()
+    assert watcher.wait_ready(15)
+    assert pump_until(watcher, lambda w: "t" in w.state.topics, 10)
+    writer.set(paths.topic("t"), b"{not json")  # someone's bad write
+    assert pump_until(watcher, lambda w: any(e.kind == "problem" for e in w.state.timeline), 10)
+    assert "t" in watcher.state.topics, "the unreadable topic was dropped"
+    writer.set(paths.topic("t"), encode_topic(TopicAssignment("t", {0: (1, 2)})))  # repaired
+    # A leader change of the repaired topic is seen, and it was never said to be deleted.
+    state = encode_partition_state(LeaderAndIsr(2, 1, (2,)), 1)
+    writer.set(paths.partition_state("t", 0), state)
+    assert pump_until(watcher, lambda w: leader_of(w, "t") == 2, 8)
+    texts = [e.text for e in watcher.state.timeline]
+    assert not [t for t in texts if "topic t deleted" in t], texts
+
+
+def test_a_topic_unreadable_from_the_start_is_seen_once_repaired(
+    watched: tuple[ZkClient, ZkClient, Watcher],
+) -> None:
+    writer, _, watcher = watched
+    two_brokers(writer)
+    creates = topic_t_creates(1)
+    creates[0] = Create(paths.topic("t"), b"{not json")
+    writer.multi(creates)
+    watcher.start()
+    assert watcher.wait_ready(15)
+    assert pump_until(watcher, lambda w: any(e.kind == "problem" for e in w.state.timeline), 10)
+    time.sleep(1)
+    watcher.pump(0.1)
+    writer.set(paths.topic("t"), encode_topic(TopicAssignment("t", {0: (1, 2)})))
+    assert pump_until(watcher, lambda w: leader_of(w, "t") == 1, 8), (
+        sorted(watcher.source.armed_paths()),
+        [e.text for e in watcher.state.timeline][-4:],
+    )
