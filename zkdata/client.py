@@ -642,8 +642,18 @@ class ZkClient:
                 if op != _GET_CHILDREN:
                     self._note_watched(path, True)
             except NoNodeError as e:
-                self.exists(path, watch=True)  # a watch for its creation
-                out.append(e)
+                # A watch for its creation; one created between the read and that watch
+                # is read again (as ``get`` does), or it would be reported missing until
+                # it changed again.
+                if self.exists(path, watch=True) is None:
+                    out.append(e)
+                    continue
+                again = (
+                    self.get_children(path, watch=True)
+                    if op == _GET_CHILDREN
+                    else self.get(path, watch=True)
+                )
+                out.append(e if again is None else again)
         return out
 
     def _read(self, op: int, path_list: Sequence[str], watch: bool, batch: int) -> list[Any]:

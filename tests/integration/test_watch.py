@@ -659,3 +659,34 @@ def test_a_topic_unreadable_from_the_start_is_seen_once_repaired(
         sorted(watcher.source.armed_paths()),
         [e.text for e in watcher.state.timeline][-4:],
     )
+
+
+def test_a_partition_state_created_between_its_read_and_its_exists_watch_is_shown(
+    watched: tuple[ZkClient, ZkClient, Watcher],
+) -> None:
+    writer, watch_zk, watcher = watched
+    two_brokers(writer)
+    writer.create(paths.topic("t"), encode_topic(TopicAssignment("t", {0: (1, 2)})))
+    writer.create(paths.partition("t", 0), make_parents=True)
+    state_path = paths.partition_state("t", 0)
+    exists = watch_zk.exists
+    raced = []
+
+    def create_then_exists(path: str, *, watch: bool = False) -> object:
+        # The watched read found nothing; the state appears before the exists watch.
+        if path == state_path and watch and not raced:
+            raced.append(path)
+            state = encode_partition_state(LeaderAndIsr(1, 0, (1, 2)), 1)
+            writer.create(state_path, state)
+        return exists(path, watch=watch)
+
+    watch_zk.exists = create_then_exists  # type: ignore[method-assign]
+    watcher.start()
+    assert watcher.wait_ready(15)
+    shown = pump_until(
+        watcher,
+        lambda w: any(pv.has_state and pv.leader == 1 for pv in w.state.partitions.values()),
+        8,
+    )
+    assert raced, "the window between the read and the exists watch was not reached"
+    assert shown, {str(tp): pv for tp, pv in watcher.state.partitions.items()}

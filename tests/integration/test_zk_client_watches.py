@@ -67,6 +67,34 @@ def test_a_znode_created_between_the_read_and_its_exists_watch_is_read(
     assert fired.wait(10), "the deletion of the znode read after the race was not noticed"
 
 
+@pytest.mark.parametrize("many", ["get_many", "get_children_many"])
+def test_a_znode_created_between_a_watched_batch_read_and_its_exists_watch_is_read(
+    clients: tuple[ZkClient, ZkClient], many: str
+) -> None:
+    watcher, admin = clients
+    admin.ensure_paths(["/admin"])
+    exists = watcher.exists
+
+    def create_then_exists(path: str, *, watch: bool = False) -> Any:
+        # The batch's read found nothing; the znode appears before the exists watch.
+        if path == PATH and watch and not admin.exists(PATH):
+            admin.create(PATH, b'{"version":1,"partitions":[]}')
+        return exists(path, watch=watch)
+
+    watcher.exists = create_then_exists  # type: ignore[method-assign]
+    fired = threading.Event()
+    watcher.register_handler(PATH, lambda _event: fired.set())
+    got = getattr(watcher, many)([PATH], watch=True)
+    if many == "get_many":
+        assert got[0] is not None, "reported missing, though it was there when watched"
+        assert got[0][0] == b'{"version":1,"partitions":[]}'
+    else:
+        assert got == [[]]
+    # And it is watched: its deletion is noticed.
+    admin.delete(PATH)
+    assert fired.wait(10), "the deletion of the znode read after the race was not noticed"
+
+
 def test_a_missing_znode_is_watched_for_its_creation(
     clients: tuple[ZkClient, ZkClient],
 ) -> None:
