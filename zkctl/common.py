@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from admin.errors import Problems
@@ -137,12 +137,22 @@ def positive_float(text: str) -> float:
 # --- output -----------------------------------------------------------------------------------
 
 
+def _print(text: str, stream: TextIO) -> None:
+    """A line on `stream`; what its encoding cannot hold (a znode's text under a latin-1
+    locale, say) is written as backslash escapes rather than ending the command."""
+    try:
+        print(text, file=stream, flush=True)
+    except UnicodeEncodeError:
+        encoding = stream.encoding or "utf-8"
+        print(text.encode(encoding, "backslashreplace").decode(encoding), file=stream, flush=True)
+
+
 def out(text: str = "") -> None:
-    print(text, flush=True)
+    _print(text, sys.stdout)
 
 
 def err(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    _print(text, sys.stderr)
 
 
 def warn(text: str) -> None:

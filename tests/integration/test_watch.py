@@ -690,3 +690,26 @@ def test_a_partition_state_created_between_its_read_and_its_exists_watch_is_show
     )
     assert raced, "the window between the read and the exists watch was not reached"
     assert shown, {str(tp): pv for tp, pv in watcher.state.partitions.items()}
+
+
+def test_plain_watch_prints_what_its_locale_cannot_encode(zk_connect: str) -> None:
+    """A non-UTF-8 locale (PYTHONIOENCODING=latin-1 stands in for one not installed)."""
+    writer = ZkClient(zk_connect)
+    writer.start()
+    try:
+        writer.ensure_paths(paths.PERSISTENT_PATHS)
+        writer.create(paths.CONTROLLER_EPOCH, encode_controller_epoch(3))
+        bad = '{"version": 1, "brokerid": "日本", "timestamp": "1"}'
+        writer.create(paths.CONTROLLER, bad.encode())
+        proc = subprocess.run(
+            zkctl_argv("--zookeeper", zk_connect, "watch", "--plain", "--duration", "4"),
+            capture_output=True,
+            check=False,
+            timeout=60,
+            env={**zkctl_env(), "PYTHONIOENCODING": "latin-1"},
+            cwd=ROOT,
+        )
+        assert proc.returncode == 0, (proc.returncode, proc.stderr.decode("latin-1")[-600:])
+        assert "\\u65e5\\u672c" in proc.stdout.decode("latin-1")
+    finally:
+        writer.close()
