@@ -196,6 +196,9 @@ class DemoView:
         self.mode = mode
         self.say = say
         self.quit_requested = False
+        # What ended the view early (a BrokenPipeError from `zkctl demo | head`): the main
+        # thread is interrupted as by q, and run_demo raises it once everything is stopped.
+        self.failure: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="demo-view", daemon=True)
 
@@ -206,6 +209,14 @@ class DemoView:
         self.watcher.note(text, severity=severity)
 
     def _run(self) -> None:
+        try:
+            self._show()
+        except BaseException as e:
+            self.failure = e
+            if not self._stop.is_set():  # not already being closed: end the demo
+                _interrupt_main_thread()
+
+    def _show(self) -> None:
         from watch import render_plain
 
         if self.mode == "curses":
@@ -221,9 +232,7 @@ class DemoView:
             else:
                 if result == "quit":
                     self.quit_requested = True
-                    main = threading.main_thread().ident
-                    if main is not None:
-                        signal.pthread_kill(main, signal.SIGINT)
+                    _interrupt_main_thread()
                 return
         render_plain.run(self.watcher, self.say, stop=self._stop)
 
@@ -233,12 +242,28 @@ class DemoView:
         self._stop.set()
         self._thread.join(10)
         if self.mode == "curses":
+            # What was noted after the view stopped drawing (the clients' verdict, noted
+            # as the workload stops after a q) is still on the queue: apply it first.
+            self.watcher.pump(0)
             # The screen is gone: leave the story of the controller on the terminal.
             story = [
                 e for e in self.watcher.state.timeline if e.kind in ("controller", "demo", "log")
             ]
             for event in story[-60:]:
                 self.say(format_event(event))
+
+
+def _interrupt_main_thread() -> None:
+    """Raise KeyboardInterrupt in the main thread, as Ctrl-C does, wherever it waits: by
+    SIGINT, or by SIGTERM where SIGINT is not Python's (a job started in the background
+    inherits it ignored; `zkctl demo` turns SIGTERM into KeyboardInterrupt)."""
+    main = threading.main_thread().ident
+    if main is None:
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        if callable(signal.getsignal(sig)):
+            signal.pthread_kill(main, sig)
+            return
 
 
 # --- the demo -------------------------------------------------------------------------------
@@ -376,6 +401,9 @@ def run_demo(options: DemoOptions, say: Say) -> int:
                     time.sleep(0.2)
             note("time is up; stopping everything")
     except KeyboardInterrupt:
+        if view is not None and view.failure is not None:
+            # The view failed (its reader went away): everything is stopped; say why.
+            raise view.failure from None
         if view is None or not view.quit_requested:
             raise
     failovers = f"{cycle} failover{'' if cycle == 1 else 's'}"

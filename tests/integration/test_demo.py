@@ -169,6 +169,47 @@ def test_interrupted_demo_leaves_nothing_running(tmp_path: Path) -> None:
     )
 
 
+def test_demo_ends_and_cleans_up_when_its_reader_goes_away(tmp_path: Path) -> None:
+    """`zkctl demo | head`: once the pipe closes, the demo stops everything and ends."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    env.pop("ZKCTL_ZOOKEEPER", None)
+    argv = [sys.executable, "-m", "zkctl", "--dir", str(tmp_path), "demo", "--plain"]
+    with open(tmp_path / "stderr.txt", "wb") as stderr:
+        proc = subprocess.Popen(
+            [*argv, "--no-clients", "--interval", "1"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+    processes.track_process(proc.pid, "zkctl")
+    assert proc.stdout is not None
+    try:
+        seen = 0
+        deadline = time.monotonic() + 120
+        for line in proc.stdout:
+            if b"  demo  " in line:  # the timeline has begun (the view's thread writes it)
+                seen += 1
+            if seen >= 2 or time.monotonic() > deadline:
+                break
+        assert seen >= 2, (tmp_path / "stderr.txt").read_text()[-2000:]
+        proc.stdout.close()  # as `head` exits
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            err = (tmp_path / "stderr.txt").read_text()[-2000:]
+            pytest.fail(f"the demo still ran 60 s after its reader went away; stderr: {err}")
+        wait_for(
+            lambda: processes_mentioning(str(tmp_path)) == [],
+            30,
+            "every process the demo started to exit",
+        )
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+
 @pytest.fixture
 def tmux(tmp_path: Path) -> Iterator[Tmux]:
     t = Tmux(tmp_path)

@@ -1,8 +1,17 @@
-"""Pieces of `zkctl demo` that need no cluster: the clients' tally."""
+"""Pieces of `zkctl demo` that need no cluster: the clients' tally, the view's thread and
+its ending."""
 
 from __future__ import annotations
 
+import threading
+import time
+
+import pytest
+
+from cluster.demo import DemoView
 from cluster.demo_workload import Tally
+from watch import render_curses
+from watch.session import Watcher
 
 
 class Msg:
@@ -44,3 +53,64 @@ def test_every_acknowledged_message_read_back_is_no_loss() -> None:
     t.on_delivery(None, Msg(1, 2, b"demo-000000002"))  # the same answer twice: no loss
     assert t.lost() == []
     assert t.acknowledged() == 3
+
+
+# --- the view's thread -----------------------------------------------------------------------
+
+
+class NoZk:
+    """The source is never started: the view's queue and model are what matter."""
+
+    connected = True
+
+
+def interrupted_within(seconds: float) -> bool:
+    """Whether the main thread is interrupted (KeyboardInterrupt) within `seconds`."""
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        return True
+    return False
+
+
+def test_the_verdict_noted_after_q_is_left_on_the_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def drew_then_q(watcher: Watcher, stop: threading.Event | None = None) -> str:
+        watcher.pump(0.1)
+        return "quit"
+
+    monkeypatch.setattr(render_curses, "run", drew_then_q)
+    watcher = Watcher(NoZk())  # type: ignore[arg-type]
+    said: list[str] = []
+    view = DemoView(watcher, "curses", said.append)
+    view.note("--- failover 1: SIGKILL the controller: broker 1, epoch 1 ---")
+    view.start()
+    assert interrupted_within(10), "q did not interrupt the main thread"
+    assert view.quit_requested
+    # run_demo's ExitStack: the workload stops first and notes its verdict, then the view
+    # closes and leaves the story on the terminal.
+    view.note("clients: 2,000 sent, 1,990 acknowledged, 1,990 read back; no errors")
+    view.note("LOST: 3 acknowledged messages were not read back at their offsets")
+    view.close()
+    assert any("LOST: 3 acknowledged" in s for s in said), said
+    assert any("failover 1" in s for s in said), said
+
+
+def test_a_view_that_fails_interrupts_the_demo() -> None:
+    """`zkctl demo | head`: the reader gone, the view's next line raises BrokenPipeError;
+    the main thread is interrupted (as by q) so that the demo stops and cleans up."""
+
+    def say(_text: str) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    watcher = Watcher(NoZk())  # type: ignore[arg-type]
+    view = DemoView(watcher, "plain", say)
+    view.note("starting 3 brokers")
+    view.start()
+    assert interrupted_within(10), "the view failed and the demo went on"
+    assert isinstance(view.failure, BrokenPipeError)
+    assert not view.quit_requested
+    view.close()
