@@ -452,7 +452,7 @@ def _failover(
         f" {what} {{elapsed}} ago{wait}",
         since=time.time(),
     )
-    started = time.monotonic()
+    started = time.time()  # the brokers' state-change logs have wall-clock times
     if fault == "kill":
         victim.kill()
     elif fault == "stop":
@@ -464,7 +464,21 @@ def _failover(
     new_id, new_epoch = cluster.wait_controller(
         not_id=controller_id, min_epoch=epoch + 1, timeout=120
     )
-    elapsed = time.monotonic() - started
+    # Taken over when its failover is done, by its own state-change log: the broker's
+    # status file, which wait_controller reads, is rewritten only once a second.
+    done = wait_for(
+        lambda: next(
+            (
+                r
+                for r in cluster[new_id].state_changes("controller_failover")
+                if r["controller_epoch"] == new_epoch
+            ),
+            None,
+        ),
+        60,
+        f"broker {new_id} to finish its failover of epoch {new_epoch}",
+    )
+    elapsed = float(done["ts"]) / 1000 - started
     say(
         f"broker {new_id} took over as controller, epoch {new_epoch}, "
         f"{elapsed:.1f} s after the {verb}"

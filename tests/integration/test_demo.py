@@ -12,10 +12,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from unittest.mock import MagicMock
 
 import pytest
 
-from cluster import processes
+from admin import topics as admin_topics
+from cluster import demo, processes
+from cluster.supervised import SupervisedBroker, SupervisedCluster
 from tests.integration.harness import wait_for
 from tests.integration.test_watch import Tmux
 
@@ -208,6 +211,51 @@ def test_demo_ends_and_cleans_up_when_its_reader_goes_away(tmp_path: Path) -> No
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+
+
+def test_the_takeover_time_is_until_the_new_controller_finished_its_failover(
+    zk_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`broker N took over as controller, epoch E, X s after the graceful stop`: X is
+    from the stop to the new controller's `controller_failover` record, not to when the
+    demo happened to see it (broker-status.json, rewritten once a second)."""
+    cluster = SupervisedCluster(zk_connect, tmp_path / "c", [1, 2], dict(demo.DEFAULT_SETTINGS))
+    stopped_at: dict[str, float] = {}
+    terminate = SupervisedBroker.terminate
+
+    def timed_terminate(self: SupervisedBroker) -> None:
+        stopped_at["t"] = time.time()
+        terminate(self)
+
+    monkeypatch.setattr(SupervisedBroker, "terminate", timed_terminate)
+    watcher = MagicMock()
+    rows = []
+    try:
+        cluster.start()
+        admin_topics.create_topic(
+            cluster.zk,
+            admin_topics.CreateTopicRequest(demo.DEMO_TOPIC, partitions=2, replication_factor=2),
+        )
+        cluster.wait_topic_online(demo.DEMO_TOPIC)
+        for cycle in (1, 2, 3):
+            said: list[str] = []
+            demo._failover(cluster, {}, "stop", cycle, said.append, watcher)
+            line = next(s for s in said if "took over as controller" in s)
+            found = re.search(
+                r"broker (\d+) took over as controller, epoch (\d+), ([\d.]+) s", line
+            )
+            assert found is not None, line
+            new_id, epoch, claimed = int(found[1]), int(found[2]), float(found[3])
+            done = [
+                r
+                for r in cluster[new_id].state_changes("controller_failover")
+                if r["controller_epoch"] == epoch
+            ]
+            rows.append((cycle, claimed, round(done[0]["ts"] / 1000 - stopped_at["t"], 3)))
+        # The claim is rounded to 0.1 s; the stop is timed a moment before its signal.
+        assert all(abs(claimed - actual) <= 0.1 for _, claimed, actual in rows), rows
+    finally:
+        cluster.close()
 
 
 @pytest.fixture
