@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import secrets
 import signal
 import threading
 import time
@@ -284,7 +285,9 @@ def _zookeeper(options: DemoOptions, root: Path, say: Say) -> Iterator[str]:
             stack.callback(zk.close)
             base = zk.connect_string
         try:
-            connect = zkp.chroot_connect_string(base, f"/zkctl-demo-{int(time.time())}")
+            # Unique, not just by the second: two demos may share an external ZooKeeper.
+            chroot = f"/zkctl-demo-{int(time.time())}-{secrets.token_hex(4)}"
+            connect = zkp.chroot_connect_string(base, chroot)
         except Exception as e:
             hint = (
                 "; is it running? Leave out --zookeeper (and ZKCTL_ZOOKEEPER) and the demo"

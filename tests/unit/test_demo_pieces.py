@@ -1,14 +1,19 @@
 """Pieces of `zkctl demo` that need no cluster: the clients' tally, the view's thread and
-its ending."""
+its ending, and the demo's chroot on an external ZooKeeper."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from cluster.demo import DemoView
+from cluster import demo
+from cluster import zookeeper as zkp
+from cluster.demo import DemoOptions, DemoView
 from cluster.demo_workload import Tally
 from watch import render_curses
 from watch.session import Watcher
@@ -114,3 +119,27 @@ def test_a_view_that_fails_interrupts_the_demo() -> None:
     assert isinstance(view.failure, BrokenPipeError)
     assert not view.quit_requested
     view.close()
+
+
+# --- the chroot on an external ZooKeeper ---------------------------------------------------
+
+
+def test_two_demos_started_in_the_same_second_get_chroots_of_their_own(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    made: list[str] = []
+
+    def chroot_connect_string(base: str, chroot: str, **_: Any) -> str:
+        made.append(chroot)
+        return base + chroot
+
+    monkeypatch.setattr(zkp, "chroot_connect_string", chroot_connect_string)
+    monkeypatch.setattr(zkp, "delete_chroot", lambda *_a, **_k: None)
+    monkeypatch.setattr(demo.time, "time", lambda: 1_700_000_000.0)
+    options = DemoOptions(zookeeper="127.0.0.1:2181")
+    for _ in range(2):
+        with demo._zookeeper(options, tmp_path, lambda _text: None):
+            pass
+    assert len(made) == 2, made
+    assert made[0] != made[1], made
+    assert all(re.fullmatch(r"/zkctl-demo-1700000000-\w+", c) for c in made), made
