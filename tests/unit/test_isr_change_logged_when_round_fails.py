@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -67,10 +68,10 @@ class Zk:
         return [self._stored() for _ in path_list]
 
 
-@pytest.mark.parametrize("failure", ["down", "refused"])
-def test_a_landed_isr_write_found_by_a_round_that_then_fails_is_logged(
-    tmp_path: Path, failure: str
-) -> None:
+@contextlib.contextmanager
+def leader_with_addition_asked(tmp_path: Path) -> Iterator[tuple[ReplicaManager, Zk, Any]]:
+    """A leader of TP whose JOINING replica caught up: its addition to the ISR is asked
+    for; the replica manager closed at the end."""
     config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
     logs = LogManager([tmp_path / "data"], config)
     zk = Zk()
@@ -82,7 +83,19 @@ def test_a_landed_isr_write_found_by_a_round_that_then_fails_is_logged(
         p.zk_version = 0
         produce(rm, 4)
         fetch(rm, IN_SYNC, 4)
-        fetch(rm, JOINING, 4)  # caught up: its addition is asked for
+        fetch(rm, JOINING, 4)
+        yield rm, zk, p
+    finally:
+        rm.close()
+        logs.close()
+        scl.close()
+
+
+@pytest.mark.parametrize("failure", ["down", "refused"])
+def test_a_landed_isr_write_found_by_a_round_that_then_fails_is_logged(
+    tmp_path: Path, failure: str
+) -> None:
+    with leader_with_addition_asked(tmp_path) as (rm, zk, p):
         zk.mode = "lost"  # round 1: the addition lands, its answer is lost
         with contextlib.suppress(ConnectionLoss):
             write_round(rm)
@@ -92,10 +105,6 @@ def test_a_landed_isr_write_found_by_a_round_that_then_fails_is_logged(
             write_round(rm)
         zk.mode = "ok"  # round 3
         write_round(rm)
-    finally:
-        rm.close()
-        logs.close()
-        scl.close()
     rows = [json.loads(line) for line in (tmp_path / "state-change.log").read_text().splitlines()]
     logged = sorted(r["zk_version"] for r in rows if r["event"] == "isr_change")
     assert len(zk.versions) == 2
@@ -111,18 +120,7 @@ def test_a_landed_isr_write_found_by_a_round_that_then_fails_is_announced(
     (its brokers' metadata keeps the old one until the partition changes again). The
     failed round's list of changed partitions went with its exception, and no later
     round finds that ISR changed."""
-    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
-    logs = LogManager([tmp_path / "data"], config)
-    zk = Zk()
-    scl = StateChangeLog(tmp_path, LEADER)
-    rm = ReplicaManager(LEADER, zk, scl, logs=logs)  # type: ignore[arg-type]
-    try:
-        rm.become_leader_or_follower(leader_and_isr([LEADER, IN_SYNC]))
-        p = rm.partitions[TP]
-        p.zk_version = 0
-        produce(rm, 4)
-        fetch(rm, IN_SYNC, 4)
-        fetch(rm, JOINING, 4)
+    with leader_with_addition_asked(tmp_path) as (rm, zk, p):
         zk.mode = "lost"
         with contextlib.suppress(ConnectionLoss):
             write_round(rm)
@@ -137,8 +135,4 @@ def test_a_landed_isr_write_found_by_a_round_that_then_fails_is_announced(
         assert TP not in announced
         with rm._lock:
             announced |= rm._take_unannounced_isr_changes()
-    finally:
-        rm.close()
-        logs.close()
-        scl.close()
     assert TP in announced
