@@ -88,10 +88,14 @@ def process(c: KafkaController, event: ev.ControllerEvent) -> None:
         c.process(event)
 
 
-def start_controller(zk: FakeZk, broker_id: int = 1, **config: Any) -> KafkaController:
-    """Broker ``broker_id``'s controller over ``zk``, its Startup processed."""
+def start_controller(
+    zk: FakeZk, broker_id: int = 1, *, state_log: StateChangeLog | None = None, **config: Any
+) -> KafkaController:
+    """Broker ``broker_id``'s controller over ``zk``, its Startup processed; its
+    state-change log ``state_log`` (by default a mock)."""
     cfg = ControllerConfig(broker_id=broker_id, auto_leader_rebalance_enable=False, **config)
-    c = KafkaController(cfg, zk, MagicMock(), lambda: 123)  # type: ignore[arg-type]
+    log = MagicMock() if state_log is None else state_log
+    c = KafkaController(cfg, zk, log, lambda: 123)  # type: ignore[arg-type]
     process(c, ev.Startup())
     drain(c)
     return c

@@ -23,8 +23,7 @@ from broker.state_change_log import StateChangeLog
 from controller import events as ev
 from controller import reactions, reassignment
 from controller.context import ReplicaAssignment
-from controller.controller import ControllerConfig, KafkaController
-from tests.unit.fake_cluster import drain, empty_cluster, process, register
+from tests.unit.fake_cluster import empty_cluster, process, register, start_controller
 from tests.unit.test_state_machines import EPOCH, Cluster, P, T
 from zkdata import paths
 from zkdata.client import ControllerMovedError, WriteOp
@@ -99,10 +98,7 @@ def test_states_created_before_the_fence_moved_are_logged(tmp_path: Path) -> Non
     for b in (1, 2, 3):
         register(zk, b)
     scl = StateChangeLog(tmp_path, 1)
-    config = ControllerConfig(broker_id=1, auto_leader_rebalance_enable=False)
-    c = KafkaController(config, zk, scl, lambda: 123)  # type: ignore[arg-type]
-    process(c, ev.Startup())
-    drain(c)
+    c = start_controller(zk, state_log=scl)
     assert c.is_active
     assignment = TopicAssignment("n", {p: (1, 2, 3) for p in range(6)}, new_topic_id())
     zk.put(paths.topic("n"), encode_topic(assignment))

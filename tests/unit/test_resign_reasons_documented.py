@@ -12,8 +12,7 @@ import pytest
 
 from broker.state_change_log import StateChangeLog
 from controller import events as ev
-from controller.controller import ControllerConfig, KafkaController
-from tests.unit.fake_cluster import drain, empty_cluster, process, register
+from tests.unit.fake_cluster import empty_cluster, process, register, start_controller
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "state-change-log.md"
 
@@ -30,10 +29,7 @@ def test_the_bug_resignation_reason_is_documented(tmp_path: Path) -> None:
     for b in (1, 2):
         register(zk, b)
     scl = StateChangeLog(tmp_path, 1)
-    config = ControllerConfig(broker_id=1, auto_leader_rebalance_enable=False)
-    c = KafkaController(config, zk, scl, lambda: 123)  # type: ignore[arg-type]
-    process(c, ev.Startup())
-    drain(c)
+    c = start_controller(zk, state_log=scl)
     assert c.is_active
     c._on_TopicChange = MagicMock(side_effect=KeyError("bug"))  # type: ignore[method-assign]
     with pytest.raises(KeyError):
