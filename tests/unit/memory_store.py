@@ -176,13 +176,7 @@ class MemoryStore:
         for tp, lai in states.items():
             if len(created) >= self.answer_slice:
                 report()
-            if self.fence_moves_after_updates is not None:
-                if self.fence_moves_after_updates == 0:
-                    self.fence_moves_after_updates = None
-                    self.elect_other_controller()
-                    report()
-                    raise ControllerMovedError("/controller_epoch moved between two multis")
-                self.fence_moves_after_updates -= 1
+            self._count_down_fence(report)
             if tp in self.znodes:
                 out[tp] = NodeExistsError()
                 continue
@@ -192,6 +186,19 @@ class MemoryStore:
             created[tp] = lai
         report()
         return out
+
+    def _count_down_fence(self, report: Callable[[], None]) -> None:
+        """Before each partition's write: once ``fence_moves_after_updates`` writes went
+        through, another controller is elected, what was written is reported (as
+        ZooKeeper answered it) and the fenced write raises."""
+        if self.fence_moves_after_updates is None:
+            return
+        if self.fence_moves_after_updates == 0:
+            self.fence_moves_after_updates = None
+            self.elect_other_controller()
+            report()
+            raise ControllerMovedError("/controller_epoch moved between two multis")
+        self.fence_moves_after_updates -= 1
 
     def update_partition_states(
         self,
@@ -216,13 +223,7 @@ class MemoryStore:
         for tp, lai in states.items():
             if len(result.finished) - reported >= self.answer_slice:
                 report()
-            if self.fence_moves_after_updates is not None:
-                if self.fence_moves_after_updates == 0:
-                    self.fence_moves_after_updates = None
-                    self.elect_other_controller()
-                    report()
-                    raise ControllerMovedError("/controller_epoch moved between two multis")
-                self.fence_moves_after_updates -= 1
+            self._count_down_fence(report)
             races = self._races.get(tp)
             if races:
                 self.leader_change(tp, races.popleft())
