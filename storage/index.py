@@ -186,10 +186,15 @@ class OffsetIndex(_Index):
         self.last_entry = IndexEntry(offset, position)
 
     def lookup(self, offset: int) -> IndexEntry:
-        """The entry with the largest offset <= ``offset``; (base offset, 0) if none."""
+        """The entry with the largest offset <= ``offset``; (base offset, 0) if none. A
+        negative position (garbage in an entry the load does not check) is read as 0, as
+        Kafka's LogSegment.translateOffset does: a pread there fails with EINVAL, which
+        would be taken for the disk failing."""
         last = self.last_entry
         if self.entries == 0 or offset >= last.offset:
-            return last if self.entries else IndexEntry(self.base_offset, 0)
+            if not self.entries:
+                return IndexEntry(self.base_offset, 0)
+            return last if last.position >= 0 else IndexEntry(last.offset, 0)
         lo, hi = 0, self.entries - 1  # answer in [lo-1, hi-1]: entry hi is > offset
         found = IndexEntry(self.base_offset, 0)
         while lo < hi:
@@ -200,7 +205,7 @@ class OffsetIndex(_Index):
                 lo = mid + 1
             else:
                 hi = mid
-        return found
+        return found if found.position >= 0 else IndexEntry(found.offset, 0)
 
     def sanity_problem(self, log_size: int) -> str | None:
         """Why this index cannot be trusted for a log of ``log_size`` bytes, or None."""
@@ -212,6 +217,9 @@ class OffsetIndex(_Index):
         last = self.last_entry
         if first.offset < self.base_offset or last.offset < first.offset:
             return f"{self.path}: entries out of order ({first.offset}..{last.offset})"
+        # Garbage (a top bit set): the load reads the batch at the last entry's position.
+        if first.position < 0 or last.position < first.position:
+            return f"{self.path}: positions out of order ({first.position}..{last.position})"
         if last.position >= max(log_size, 1):
             return f"{self.path}: last entry points to {last.position}, past the log's end"
         return None

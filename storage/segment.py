@@ -451,7 +451,10 @@ class LogSegment:
         return None
 
     def _peek_header(self, position: int) -> BatchHeader | None:
-        """The header of a batch (magic 2) at ``position``, or None (the file left closed)."""
+        """The header of a batch (magic 2) at ``position``, or None (the file left closed).
+        A negative position (index garbage) is none: its pread's EINVAL is no disk error."""
+        if position < 0:
+            return None
         data = self.log.peek(BATCH_HEADER_SIZE, position)
         if len(data) < BATCH_HEADER_SIZE:
             return None
@@ -537,7 +540,7 @@ class LogSegment:
         """The offset after the segment's last batch (its base offset if empty)."""
         if self.size == 0:
             return self.base_offset
-        start = self.offset_index.last_entry.position
+        start = self.offset_index.lookup(self.offset_index.last_entry.offset).position
         last: BatchHeader | None = None
         for header in self.headers(start, self.size):
             last = header

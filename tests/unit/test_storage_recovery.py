@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -352,3 +353,61 @@ def test_reopening_keeps_appending_where_it_stopped(tmp_path: Path) -> None:
         assert log.read(12, 100).first_offset == 12
         assert log.offset_for_timestamp(0) is not None
         log.close()
+
+
+def _negate_index_position(index: Path, slot: int) -> int:
+    """Garbage in entry ``slot``'s position (its top bit set: negative); its offset."""
+    data = bytearray(index.read_bytes())
+    rel, _position = struct.unpack_from(">ii", data, 8 * slot)
+    struct.pack_into(">ii", data, 8 * slot, rel, -16)
+    index.write_bytes(bytes(data))
+    return rel
+
+
+def test_a_negative_last_index_position_is_rebuilt_after_a_clean_shutdown(
+    tmp_path: Path,
+) -> None:
+    """A negative position passed the index's checks, and the load read the batch header
+    there: EINVAL, an OSError, took the whole log directory offline (one directory: the
+    broker did not start). The index is rebuilt instead."""
+    directory = tmp_path / "t-0"
+    fill(directory, batches=12)
+    index = directory / f"{SEGMENT}.index"
+    good = index.read_bytes()
+    _negate_index_position(index, len(good) // 8 - 1)
+    log = open_log(directory, clean_shutdown=True)
+    assert log.recovery_report.segments_recovered == 1
+    assert log.recovery_report.truncated_bytes == 0
+    assert index.read_bytes() == good
+    assert log.log_end_offset == 24
+    log.close()
+
+
+def test_a_negative_middle_index_position_is_read_from_the_segment_start(
+    tmp_path: Path,
+) -> None:
+    """Kafka reads from max(position, 0) (LogSegment.translateOffset). A read looking up
+    a negative position failed with EINVAL, reported as a disk failure: every partition
+    of the directory went offline over one index entry."""
+    directory = tmp_path / "t-0"
+    fill(directory, batches=12)
+    index = directory / f"{SEGMENT}.index"
+    entries = len(index.read_bytes()) // 8
+    assert entries >= 3
+    rel = _negate_index_position(index, entries // 2)
+    failed: list[str] = []
+    log = open_log(
+        directory,
+        clean_shutdown=True,
+        found=True,
+        dir_failed=lambda _d, message, _e: failed.append(message),
+    )
+    try:
+        assert log.recovery_report.segments_recovered == 0  # only the last entry checked
+        for offset in range(rel - 1, rel + 2):
+            read = log.read(offset, 1)
+            assert read.first_offset <= offset < read.next_offset
+        assert log.offset_for_timestamp(NOW) is not None
+    finally:
+        log.close()
+    assert failed == []
