@@ -98,6 +98,7 @@ class FollowerLog(Protocol):
 
 
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+
 LIST_OFFSETS_VERSION = 4  # the first with the current leader epoch (fencing)
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
 
@@ -118,6 +119,34 @@ class FetchConnection(Protocol):
 
 
 Connect = Callable[[tuple[str, int], str, float], FetchConnection]
+
+
+_LogPosition = tuple[int | None, int, int]  # FollowerLog.follower_position's
+
+
+def _truncation_plan(
+    positions: Mapping[TopicPartition, _LogPosition],
+) -> tuple[
+    dict[TopicPartition, _LogPosition],
+    dict[TopicPartition, tuple[int, int]],
+    dict[TopicPartition, int],
+]:
+    """How each partition about to be fetched is truncated, from its (latest epoch, log
+    end, high watermark): asked about its epoch (KIP-101); without an epoch, cut at its
+    high watermark if records lie above it, as (log end, high watermark) (Kafka's
+    fetchTruncatingPartitions sets these apart for truncateToHighWatermark); or fetched
+    from its log end as it is (empty)."""
+    asks: dict[TopicPartition, _LogPosition] = {}
+    to_high_watermark: dict[TopicPartition, tuple[int, int]] = {}
+    done: dict[TopicPartition, int] = {}
+    for tp, (epoch, leo, hw) in positions.items():
+        if epoch is not None and leo > 0:
+            asks[tp] = (epoch, leo, hw)
+        elif epoch is None and leo > hw:
+            to_high_watermark[tp] = (leo, hw)
+        else:
+            done[tp] = leo
+    return asks, to_high_watermark, done
 
 
 def _connect(endpoint: tuple[str, int], client_id: str, timeout_s: float) -> FetchConnection:
@@ -283,7 +312,10 @@ class ReplicaFetcherThread:
     def _truncate_new_partitions(self) -> None:
         """KIP-101: for partitions just followed, ask the leader where our latest leader
         epoch ended in its log, and truncate ours there (not at a guess: a follower that
-        once led may hold records the new leader never had)."""
+        once led may hold records the new leader never had). A log with records but no
+        epoch (its epochs lost) has nothing to ask about: it is cut at its high
+        watermark, the most it can know the leader holds too (Kafka's
+        truncateToHighWatermark)."""
         follower_log = self.follower_log
         assert follower_log is not None
         now = time.monotonic()
@@ -305,10 +337,21 @@ class ReplicaFetcherThread:
         if not pending:
             return
         positions = {tp: follower_log.follower_position(tp) for tp in pending}
-        asks = {tp: pos for tp, pos in positions.items() if pos[0] is not None and pos[1] > 0}
-        done: dict[TopicPartition, int] = {
-            tp: pos[1] for tp, pos in positions.items() if tp not in asks
-        }
+        asks, to_high_watermark, done = _truncation_plan(positions)
+        cut: list[TopicPartition] = []
+        for tp, (leo, hw) in to_high_watermark.items():
+            why = f"no leader epoch in our log: cut at our high watermark {hw}"
+            try:
+                offset = follower_log.truncate(
+                    tp, self.leader_id, pending[tp].leader_epoch, hw, why
+                )
+            except KafkaStorageError as e:
+                self._mark_partition_failed(tp, pending[tp], e)
+                continue
+            if offset is not None:
+                done[tp] = offset
+                if offset < leo:
+                    cut.append(tp)
         if asks:
             if self._conn is None:
                 self._conn = self.connect(
@@ -331,7 +374,6 @@ class ReplicaFetcherThread:
                     "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
                 },
             )
-            cut: list[TopicPartition] = []
             for topic in response.get("topics", []):
                 for pr in topic["partitions"]:
                     tp = TopicPartition(topic["topic"], pr["partition"])
@@ -372,9 +414,9 @@ class ReplicaFetcherThread:
                             done[tp] = offset
                         if offset < leo:
                             cut.append(tp)
-            if cut:
-                # (A checkpoint that cannot be written fails its directory, reported.)
-                follower_log.checkpoint_truncated(cut)
+        if cut:
+            # (A checkpoint that cannot be written fails its directory, reported.)
+            follower_log.checkpoint_truncated(cut)
         self._truncated(pending, done)
 
     def _truncated(

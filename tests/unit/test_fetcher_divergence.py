@@ -115,3 +115,44 @@ def test_a_follower_lacking_the_answered_epoch_cuts_back_and_asks_again(
     assert f_log.log_end_offset == 5
     # What it fetches next is the leader's epoch 2, where its own epoch 1 records were.
     assert f_log.read(0, 1 << 20).to_bytes() == l_log.read(0, 1 << 20, 5).to_bytes()
+
+
+def test_a_follower_without_epochs_is_truncated_to_its_high_watermark(
+    brokers: tuple[ReplicaManager, ReplicaManager],
+) -> None:
+    """A log with records but no leader epochs (its epochs lost) was taken as truncated at
+    its own end: records above the high watermark that the new leader never had were
+    kept, and fetching went on past them, so the replicas held different records at the
+    same offsets for good. Kafka 2.8 truncates such a partition to its high watermark
+    (AbstractFetcherThread.truncateToHighWatermark), without asking the leader."""
+    leader, follower = brokers
+    # Epoch 1: F leads and writes 0..9; L replicates 0..4, so the high watermark is 5.
+    follower.become_leader_or_follower(
+        leader_and_isr_request(TP, F, 1, [F, L], [L, F], is_new=True)
+    )
+    follower.append_as_leader(TP, build_batch([b"f"] * 5), 1)
+    for _ in range(5):
+        follower.append_as_leader(TP, build_batch([b"f"]), 1)
+    f_log = follower.partitions[TP].log
+    assert f_log is not None
+    assert f_log.log_end_offset == 10
+    f_log.update_high_watermark(5)
+    leader.become_leader_or_follower(leader_and_isr_request(TP, F, 1, [F, L], [L, F], is_new=True))
+    assert leader.append_as_follower(TP, F, 1, f_log.read(0, 1 << 20, 5).to_bytes(), 5) == 5
+    # Epoch 2: L leads and writes 5..7; F follows, its epochs lost.
+    leader.become_leader_or_follower(leader_and_isr(L, 2))
+    leader.append_as_leader(TP, build_batch([b"L2"] * 3), 1)
+    follower.become_leader_or_follower(leader_and_isr(L, 2))
+    f_log.epoch_cache.clear()
+    assert (f_log.latest_epoch, f_log.log_end_offset, f_log.high_watermark) == (None, 10, 5)
+
+    answers = EpochAnswers(leader)
+    fetcher = ReplicaFetcherThread(
+        F, L, ("127.0.0.1", 1), follower.append_as_follower, follower,
+        connect=lambda *_: answers,
+    )  # fmt: skip
+    fetcher.add_all([(TP, FetchState(f_log.log_end_offset, 2))])
+    fetcher._truncate_new_partitions()
+    assert answers.asked == []  # no epoch to ask about
+    assert not fetcher.partitions[TP].truncating
+    assert (fetcher.partitions[TP].fetch_offset, f_log.log_end_offset) == (5, 5)
