@@ -404,6 +404,18 @@ class PartitionLog:
             epochs_lost = True
 
         segments = [] if names is None else self._load_segments(names, where, path)
+        if not present and not epochs_lost and any(segment.size for segment in segments):
+            # Records carry epochs, so a log with records has a checkpoint: this one was
+            # lost (deleted from outside, a partial restore). Without epochs it would be
+            # cut at its high watermark as a follower, and could not answer
+            # OffsetsForLeaderEpoch as a leader. (A log without records has none: no cost
+            # to the start of 100,000 idle logs.)
+            log.warning(
+                "%s: %s missing beside records; the leader epochs are read again from every batch",
+                path,
+                LEADER_EPOCH_CHECKPOINT,
+            )
+            epochs_lost = True
         recovered = bytes_recovered = truncated = deleted = 0
         reason: str | None = None
         leo: int | None = None  # read from the last segment if it is not recovered

@@ -411,3 +411,27 @@ def test_a_negative_middle_index_position_is_read_from_the_segment_start(
     finally:
         log.close()
     assert failed == []
+
+
+def test_a_missing_epoch_checkpoint_beside_records_is_rebuilt_after_a_clean_shutdown(
+    tmp_path: Path,
+) -> None:
+    """A clean shutdown skips the scan: a log whose leader-epoch-checkpoint was lost
+    (deleted from outside, a partial restore) loaded with records and no epochs, and as a
+    follower kept records its leader never had. Its epochs are read again from every
+    batch, as for an unreadable checkpoint; a log without records is not scanned."""
+    directory = tmp_path / "t-0"
+    fill(directory)  # epochs 0, 1, 2 starting at 0, 3, 7
+    (directory / "leader-epoch-checkpoint").unlink()
+    log = open_log(directory, clean_shutdown=True)
+    assert [tuple(e) for e in log.epoch_cache.entries()] == [(0, 0), (1, 3), (2, 7)]
+    assert log.recovery_report.segments_recovered == 1
+    log.close()
+    assert (directory / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n1 3\n2 7\n"
+
+    idle = tmp_path / "t-1"
+    open_log(idle).close()
+    assert "leader-epoch-checkpoint" not in os.listdir(idle)
+    log = open_log(idle, clean_shutdown=True)
+    assert log.recovery_report.segments_recovered == 0
+    log.close()
