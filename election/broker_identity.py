@@ -9,15 +9,17 @@ Two modes (``broker.identity.mode``; docs/broker-identity.md compares them):
   directory must agree with the others and with the configuration.
 * ``persistent`` (the RocketMQ 5 controller's scheme): with no ``broker.id``, the id is
   allocated once through a two-phase protocol and kept in the ``broker-identity`` file of
-  the first log directory: read the next id; write a temp file with the id and a random
-  check code; apply the id with a compare-and-set in ZooKeeper (``/brokers/identities/<id>``
-  is created holding cluster name, broker name, address and code; an existing claim with
-  the same code counts as ours); write the final file and remove the temp file. The
-  identity is ``cluster.name:broker.name:id`` from then on.
+  the first log directory: read the next id (one above every id the cluster knows:
+  claimed, registered, or named by a topic's replicas); write a temp file with the id and
+  a random check code; apply the id with a compare-and-set in ZooKeeper
+  (``/brokers/identities/<id>`` is created holding cluster name, broker name, address and
+  code; an existing claim with the same code counts as ours); write the final file and
+  remove the temp file. The identity is ``cluster.name:broker.name:id`` from then on.
 
-The decisions are pure functions (``decide_kafka_id``, ``next_step``, ``decide_claim``)
-over what was read from disk and ZooKeeper; ``establish_identity`` is the thin shell that
-reads, asks them, writes, and talks to ZooKeeper through an ``IdentityStore``.
+The decisions are pure functions (``decide_kafka_id``, ``next_step``, ``next_free_id``,
+``decide_claim``) over what was read from disk and ZooKeeper; ``establish_identity`` is
+the thin shell that reads, asks them, writes, and talks to ZooKeeper through an
+``IdentityStore``.
 
 Every crash point of the protocol can be reached on purpose: with
 ``ZKCTL_IDENTITY_CRASH_AT=<point>`` in its environment the broker exits with status 86 at
@@ -36,8 +38,9 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Protocol
 
@@ -324,9 +327,38 @@ def decide_claim(existing: IdentityClaim | None, check_code: str) -> ClaimDecisi
     return ClaimDecision.OURS if existing.check_code == check_code else ClaimDecision.TAKEN
 
 
-def next_free_id(claimed: Sequence[int]) -> int:
-    """GetNextBrokerId: one above the highest claimed id; ids start at 1."""
-    return max((i for i in claimed if i >= 1), default=0) + 1
+@dataclass(frozen=True)
+class KnownIds:
+    """The broker ids a cluster knows, as GetNextBrokerId reads them."""
+
+    claimed: frozenset[int]  # persistent claims, /brokers/identities/<id>
+    registered: frozenset[int]  # live brokers of any mode, /brokers/ids/<id>
+    assigned: frozenset[int]  # replicas named by topic assignments, /brokers/topics/<t>
+
+
+DEFAULT_RESERVED_BROKER_MAX_ID = 1000
+
+
+def next_free_id(
+    claimed: Iterable[int],
+    registered: Iterable[int],
+    assigned: Iterable[int],
+    *,
+    reserved_max: int = DEFAULT_RESERVED_BROKER_MAX_ID,
+) -> int | GenerateId:
+    """GetNextBrokerId: one above the highest id the cluster knows; ids start at 1.
+
+    Not only the claims: a static or generated broker's id (registered, or named by the
+    replicas it holds while it is down) is as taken, and a persistent broker given it
+    would either never register (BrokerIdInUse) or take over its replicas with an empty
+    disk. Kafka keeps configured ids (at most ``reserved_max``) and generated ones (above
+    it, from /brokers/seqid) apart by range; persistent ids stay in the configured range,
+    counting only the ids there (a generated 1001 does not push them into the generated
+    range, where a later generated id would meet them). Once that range is used up to its
+    top: GenerateId, an id from /brokers/seqid as Kafka generates them, so that the
+    counter keeps persistent and generated ids apart there too."""
+    highest = max(i for i in chain(claimed, registered, assigned, (0,)) if i <= reserved_max)
+    return highest + 1 if highest < reserved_max else GenerateId()
 
 
 def new_check_code(address: str) -> str:
@@ -343,9 +375,16 @@ class IdentityStore(Protocol):
 
     requests: int
 
-    def claimed_ids(self) -> list[int]: ...
+    def known_ids(self) -> KnownIds:
+        """Claimed, registered and assigned ids (malformed entries skipped, logged)."""
+
+    def is_registered(self, broker_id: int) -> bool:
+        """Whether a broker is registered under ``broker_id`` (/brokers/ids/<id>)."""
 
     def get_claim(self, broker_id: int) -> IdentityClaim | None: ...
+
+    def delete_claim(self, broker_id: int) -> None:
+        """Remove the claim of ``broker_id`` (gone already: nothing to do)."""
 
     def create_claim(self, claim: IdentityClaim) -> bool:
         """Create the claim; False if the id is already claimed (by anyone)."""
@@ -451,9 +490,12 @@ def obtain_persistent_id(
     cluster_name: str,
     broker_name: str,
     address: str,
+    reserved_max: int = DEFAULT_RESERVED_BROKER_MAX_ID,
     crash: CrashHook = crash_from_environment,
 ) -> IdentityOutcome:
-    """The two-phase protocol with recovery from whatever a crash left behind."""
+    """The two-phase protocol with recovery from whatever a crash left behind.
+    ``reserved_max``: reserved.broker.max.id, the top of the range persistent ids are
+    allocated in before they are taken from /brokers/seqid (``next_free_id``)."""
     started = time.monotonic()
     outcome = IdentityOutcome("persistent", -1, "", "")
 
@@ -470,7 +512,7 @@ def obtain_persistent_id(
             record.broker_id, record.cluster_name, record.broker_name, address, record.check_code
         )
 
-    def apply(record: IdentityRecord) -> bool:
+    def claim(record: IdentityRecord) -> bool:
         """ApplyBrokerId: the compare-and-set on /brokers/identities/<id>."""
         if store.create_claim(claim_of(record)):
             return True
@@ -478,6 +520,22 @@ def obtain_persistent_id(
         if decision is ClaimDecision.FREE:  # deleted in between: claim it again
             return store.create_claim(claim_of(record))
         return decision is ClaimDecision.OURS
+
+    def apply(record: IdentityRecord) -> str | None:
+        """The claim, and then a check that no broker registered under the id since it was
+        read (a static broker starting meanwhile); None when accepted, else why not.
+
+        This broker registers only once its final file is written, so a registration
+        under an id it holds only in a temp file is always another broker's. A claim kept
+        for such an id would pin this broker to an id it can never register; it is given
+        up (deleted: it is ours, and nobody else writes a claim holding our code) so that
+        the listing does not show this broker's name on the other broker's id."""
+        if not claim(record):
+            return "claimed by another broker first"
+        if store.is_registered(record.broker_id):
+            store.delete_claim(record.broker_id)
+            return "claimed, but another broker registered under it meanwhile"
+        return None
 
     def finish(record: IdentityRecord) -> None:
         crash("after_apply")
@@ -502,21 +560,35 @@ def obtain_persistent_id(
         outcome.attempts += 1
         if isinstance(step, Reapply):
             record = step.record
-            if apply(record):
+            rejected = apply(record)
+            if rejected is None:
                 finish(record)
                 return done(record, "temp-file")
-            log.info("the claim of id %d in the temp file was rejected", record.broker_id)
+            log.info("id %d of the temp file was rejected (%s)", record.broker_id, rejected)
             outcome.rejected.append(record.broker_id)
             files.remove_temp()
             continue
-        broker_id = next_free_id(store.claimed_ids())
+        known = store.known_ids()
+        chosen = next_free_id(
+            known.claimed, known.registered, known.assigned, reserved_max=reserved_max
+        )
+        if isinstance(chosen, GenerateId):
+            broker_id = store.generate_seq_id() + reserved_max
+            if broker_id in known.claimed | known.registered | known.assigned:
+                # a configured id above the range (broker.id.generation.enable=false)
+                log.info("generated id %d is in use; generating another", broker_id)
+                outcome.rejected.append(broker_id)
+                continue
+        else:
+            broker_id = chosen
         record = IdentityRecord(cluster_name, broker_name, broker_id, new_check_code(address))
         files.write_temp(record)
         crash("after_temp")
-        if apply(record):
+        rejected = apply(record)
+        if rejected is None:
             finish(record)
             return done(record, "allocated")
-        log.info("id %d was claimed by another broker first; starting over", broker_id)
+        log.info("id %d was rejected (%s); starting over", broker_id, rejected)
         outcome.rejected.append(broker_id)
         files.remove_temp()
     raise IdentityError(

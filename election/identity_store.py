@@ -2,8 +2,11 @@
 
 ``/brokers/identities/<id>`` (persistent) holds each allocated id's claim; creating it is
 the compare-and-set of ApplyBrokerId (ZooKeeper's replicated log orders competing claims:
-exactly one create of a path succeeds). GetNextBrokerId is one getChildren. Kafka's
-generated ids bump ``/brokers/seqid``'s version with an unconditional setData.
+exactly one create of a path succeeds). GetNextBrokerId reads every id the cluster knows:
+one multiRead of the children of ``/brokers/identities``, ``/brokers/ids`` and
+``/brokers/topics``, then the topics' assignments in pipelined multiReads (none when there
+is no topic). Kafka's generated ids bump ``/brokers/seqid``'s version with an
+unconditional setData.
 
 ``requests`` counts the ZooKeeper requests made (each one round trip), for the accounts in
 docs/broker-identity.md; the session's own handshake is not counted.
@@ -12,7 +15,8 @@ A request that fails for want of a connection is sent again once connected, as K
 client retries until connected: a ZooKeeper blip while a broker starts is waited out, not
 a failed start. Each request is safe to repeat, including one that was carried out and
 whose answer was lost: a claim's create then meets our own claim (NodeExists, and the
-check code tells it is ours), and a repeated seqid bump skips an id, as Kafka's does.
+check code tells it is ours), a repeated delete of our own claim finds it gone, and a
+repeated seqid bump skips an id, as Kafka's does.
 """
 
 from __future__ import annotations
@@ -29,13 +33,19 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from zkdata import paths
 from zkdata.client import CancelledWhileDisconnected, NodeExistsError, ZkClient
-from zkdata.znodes import IdentityClaim, decode_identity_claim, encode_identity_claim
+from zkdata.znodes import (
+    IdentityClaim,
+    MalformedZnode,
+    decode_identity_claim,
+    decode_topic,
+    encode_identity_claim,
+)
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
-    from election.broker_identity import IdentityOutcome
+    from election.broker_identity import IdentityOutcome, KnownIds
 
 T = TypeVar("T")
 
@@ -65,13 +75,48 @@ class ZkIdentityStore:
             return False
         return True
 
-    def claimed_ids(self) -> list[int]:
-        children = self._request(lambda: self.zk.get_children(paths.BROKER_IDENTITIES)) or []
-        return [i for i in (paths.parse_broker_id(c) for c in children) if i is not None]
+    def known_ids(self) -> KnownIds:
+        """The claimed, registered and assigned ids. A child that is not a broker id, or a
+        topic znode that cannot be decoded, is skipped with a warning: what it would name
+        is unknowable, and one bad znode must not stop every new broker from starting."""
+        from election.broker_identity import KnownIds
+
+        parents = [paths.BROKER_IDENTITIES, paths.BROKER_IDS, paths.BROKER_TOPICS]
+        identities, ids, topics = self._request(lambda: self.zk.get_children_many(parents))
+        names = sorted(topics or [])
+        assigned: set[int] = set()
+        if names:
+            got = self._request(lambda: self.zk.get_many([paths.topic(n) for n in names]))
+            for name, node in zip(names, got, strict=True):
+                if node is None:  # deleted since the children were read
+                    continue
+                try:
+                    assignment = decode_topic(name, node[0])
+                except MalformedZnode as e:
+                    log.warning("GetNextBrokerId: topic %s's replicas are not counted: %s", name, e)
+                    continue
+                for replica_map in (
+                    assignment.partitions,
+                    assignment.adding_replicas,
+                    assignment.removing_replicas,
+                ):
+                    for replicas in set(replica_map.values()):
+                        assigned.update(replicas)
+        return KnownIds(
+            _broker_ids(paths.BROKER_IDENTITIES, identities),
+            _broker_ids(paths.BROKER_IDS, ids),
+            frozenset(assigned),
+        )
+
+    def is_registered(self, broker_id: int) -> bool:
+        return self._request(lambda: self.zk.exists(paths.broker(broker_id))) is not None
 
     def get_claim(self, broker_id: int) -> IdentityClaim | None:
         got = self._request(lambda: self.zk.get(paths.broker_identity(broker_id)))
         return None if got is None else decode_identity_claim(broker_id, got[0])
+
+    def delete_claim(self, broker_id: int) -> None:
+        self._request(lambda: self.zk.delete(paths.broker_identity(broker_id)))
 
     def create_claim(self, claim: IdentityClaim) -> bool:
         """The compare-and-set. False: the id is claimed, perhaps by this very claim (its
@@ -99,6 +144,17 @@ class ZkIdentityStore:
         except NoNodeError:
             self._create(paths.BROKER_SEQID, make_parents=True)
             return self._request(bump)
+
+
+def _broker_ids(parent: str, children: list[str] | None) -> frozenset[int]:
+    ids = set()
+    for child in children or ():
+        broker_id = paths.parse_broker_id(child)
+        if broker_id is None:
+            log.warning("GetNextBrokerId: ignoring %s/%s: not a broker id", parent, child)
+        else:
+            ids.add(broker_id)
+    return frozenset(ids)
 
 
 @contextmanager
@@ -219,6 +275,7 @@ def _establish(
             cluster_name=config.cluster_name,
             broker_name=config.broker_name,
             address=address,
+            reserved_max=config.reserved_broker_max_id,
         )
     wrong = {d: i for d, i in stored.items() if i != outcome.broker_id}
     if wrong:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.exceptions import (
     BadVersionError,
@@ -22,6 +22,8 @@ from kazoo.protocol.states import EventType, KeeperState, WatchedEvent, ZnodeSta
 
 from zkdata import paths
 from zkdata.client import Check, ControllerMovedError, Create, Delete, SetData, WriteOp
+
+T = TypeVar("T")
 
 _EVENT_TYPES = {
     "CREATED": EventType.CREATED,
@@ -122,6 +124,23 @@ class FakeZk:
         self._maybe_fail()
         self._apply(Create(path, data, ephemeral=ephemeral))
         return path, self.nodes[path][1]
+
+    def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
+        self._maybe_fail()
+        return self._apply(SetData(path, data, version))  # type: ignore[no-any-return]
+
+    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> bool:
+        """False if it was already gone (as ZkClient.delete)."""
+        self._maybe_fail()
+        try:
+            self._apply(Delete(path, version))
+        except NoNodeError:
+            return False
+        return True
+
+    def until_connected(self, fn: Callable[[], T], *, cancelled: Any = None) -> T:
+        """The session never loses its connection here: ``fn()`` once."""
+        return fn()
 
     def multi(self, ops: Sequence[WriteOp]) -> list[Any]:
         self._maybe_fail()

@@ -19,6 +19,7 @@ from election.broker_identity import (
     IdentityError,
     IdentityFiles,
     IdentityRecord,
+    KnownIds,
     MetaProperties,
     Reapply,
     UseFinal,
@@ -37,6 +38,7 @@ from election.broker_identity import (
     parse_meta_properties,
     read_meta_properties,
 )
+from zkdata.paths import MAX_BROKER_ID
 from zkdata.znodes import IdentityClaim, decode_identity_claim, encode_identity_claim
 
 # --- configuration ------------------------------------------------------------------------
@@ -203,8 +205,47 @@ def test_claim_decision() -> None:
     assert decide_claim(None, "code") is ClaimDecision.FREE
     assert decide_claim(claim, "code") is ClaimDecision.OURS
     assert decide_claim(claim, "other") is ClaimDecision.TAKEN
-    assert next_free_id([]) == 1
-    assert next_free_id([1, 2, 7]) == 8
+
+
+def test_next_free_id_is_above_every_id_the_cluster_knows() -> None:
+    assert next_free_id([], [], []) == 1
+    assert next_free_id([1, 2, 7], [], []) == 8
+    assert next_free_id([0], [0], [0]) == 1  # ids start at 1: 0 is never handed out
+    # `zkctl up`'s static brokers 1..3 registered, no claim yet: not 1
+    assert next_free_id([], [1, 2, 3], []) == 4
+    # broker 9 is down but still named by an assignment: its replicas are not up for grabs
+    assert next_free_id([2], [1], [1, 9]) == 10
+    assert next_free_id([12], [1, 2], [3]) == 13
+
+
+def test_next_free_id_stays_in_the_configured_range_then_generates() -> None:
+    # generated ids (above reserved.broker.max.id) do not lift persistent ids into their
+    # range, where the next generated id (seqid version + 1000) would meet them
+    assert next_free_id([], [1, 2, 1001], [1002]) == 3
+    assert next_free_id([999], [], [], reserved_max=1000) == 1000
+    # the range used up to its top: take the id from /brokers/seqid, as Kafka does
+    assert next_free_id([1000], [], [], reserved_max=1000) == GenerateId()
+    assert next_free_id([], [3], [], reserved_max=3) == GenerateId()
+    assert next_free_id([], [], [], reserved_max=0) == GenerateId()
+
+
+_known = st.frozensets(st.integers(min_value=-5, max_value=MAX_BROKER_ID), max_size=20)
+
+
+@given(_known, _known, _known, st.integers(min_value=0, max_value=MAX_BROKER_ID))
+def test_the_next_id_is_in_none_of_the_known_sets_and_at_least_1(
+    claimed: frozenset[int], registered: frozenset[int], assigned: frozenset[int], reserved: int
+) -> None:
+    chosen = next_free_id(claimed, registered, assigned, reserved_max=reserved)
+    known = claimed | registered | assigned
+    in_range = {i for i in known if i <= reserved}
+    if isinstance(chosen, GenerateId):
+        assert max(in_range | {0}) == reserved  # only when the range is used up to its top
+        return
+    assert 1 <= chosen <= reserved
+    assert chosen not in known
+    # RocketMQ's model kept: one above the highest known id, so ids grow and never repeat
+    assert chosen == max(in_range | {0}) + 1
 
 
 # --- the protocol over an in-memory store --------------------------------------------------
@@ -217,15 +258,28 @@ class MemoryStore:
     requests: int = 0
     #: called after each GetNextBrokerId read: lets another broker run in between (a race)
     after_read: list[object] = field(default_factory=list)
+    #: ids registered under /brokers/ids, and named by topic assignments
+    registered: set[int] = field(default_factory=set)
+    assigned: set[int] = field(default_factory=set)
 
-    def claimed_ids(self) -> list[int]:
+    def known_ids(self) -> KnownIds:
         self.requests += 1
-        ids = sorted(self.claims)
+        known = KnownIds(
+            frozenset(self.claims), frozenset(self.registered), frozenset(self.assigned)
+        )
         if self.after_read:
             hook = self.after_read.pop(0)
             assert callable(hook)
             hook()
-        return ids
+        return known
+
+    def is_registered(self, broker_id: int) -> bool:
+        self.requests += 1
+        return broker_id in self.registered
+
+    def delete_claim(self, broker_id: int) -> None:
+        self.requests += 1
+        self.claims.pop(broker_id, None)
 
     def get_claim(self, broker_id: int) -> IdentityClaim | None:
         self.requests += 1
@@ -283,7 +337,8 @@ def test_first_start_costs_three_requests_and_a_restart_one(tmp_path: Path) -> N
     first = obtain_persistent_id(
         store, files, cluster_name="c", broker_name="b", address="h:1", crash=crash_at(None)
     )
-    assert (first.broker_id, first.source, first.zk_requests) == (1, "allocated", 2)
+    # the known ids, the claim, and the check that nobody registered under the id meanwhile
+    assert (first.broker_id, first.source, first.zk_requests) == (1, "allocated", 3)
     assert not files.temp_path.exists()
     assert files.read_final() == IdentityRecord("c", "b", 1, store.claims[1].check_code)
     store.requests = 0
@@ -326,6 +381,27 @@ def test_a_rejected_temp_file_is_dropped_and_the_broker_starts_over(tmp_path: Pa
     )
     assert (outcome.broker_id, outcome.rejected, outcome.source) == (2, [1], "allocated")
     assert {i: c.broker_name for i, c in store.claims.items()} == {1: "b", 2: "a"}
+
+
+@pytest.mark.parametrize("point", ["after_temp", "after_apply"])
+def test_a_temp_file_id_registered_by_another_broker_meanwhile_is_given_up(
+    tmp_path: Path, point: str
+) -> None:
+    """The broker crashed with a temp file naming id 1 (claimed or not); before it came back
+    a static broker registered as 1. Its claim is not kept: the broker starts over."""
+    store = MemoryStore()
+    assert run(store, tmp_path, "a", point) is None
+    store.registered.add(1)
+    outcome = obtain_persistent_id(
+        store,
+        IdentityFiles(tmp_path),
+        cluster_name="c",
+        broker_name="a",
+        address="h:1",
+        crash=crash_at(None),
+    )
+    assert (outcome.broker_id, outcome.rejected, outcome.source) == (2, [1], "allocated")
+    assert sorted(store.claims) == [2]
 
 
 def test_a_lost_race_starts_over_with_the_next_id(tmp_path: Path) -> None:

@@ -1,0 +1,156 @@
+"""The persistent-mode protocol (election/broker_identity.py) over the real ZooKeeper shell
+(election/identity_store.py ZkIdentityStore) and an in-memory ZooKeeper: GetNextBrokerId
+must not hand out an id the cluster already knows (a registered broker, or a replica of a
+topic's assignment), as Kafka keeps configured and generated ids apart."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from election.broker_identity import IdentityFiles, IdentityOutcome, obtain_persistent_id
+from election.identity_store import ZkIdentityStore
+from tests.unit.fake_cluster import add_topic, empty_cluster, register
+from tests.unit.fake_zk import FakeZk
+from zkdata import paths
+from zkdata.znodes import decode_identity_claim
+
+
+def _obtain(
+    zk: FakeZk, directory: Path, name: str = "red", reserved_max: int = 1000
+) -> IdentityOutcome:
+    return obtain_persistent_id(
+        ZkIdentityStore(zk),  # type: ignore[arg-type]
+        IdentityFiles(directory),
+        cluster_name="DefaultCluster",
+        broker_name=name,
+        address="127.0.0.1:9999",
+        reserved_max=reserved_max,
+        crash=lambda _p: None,
+    )
+
+
+def _kafka_generated_id(zk: FakeZk, reserved_max: int = 1000) -> int:
+    """The id a Kafka-mode broker with broker.id=-1 would generate now."""
+    return ZkIdentityStore(zk).generate_seq_id() + reserved_max  # type: ignore[arg-type]
+
+
+def test_a_persistent_broker_is_not_given_the_id_of_a_registered_static_broker(
+    tmp_path: Path,
+) -> None:
+    zk = empty_cluster()
+    for b in (1, 2, 3):  # `zkctl up`'s static brokers
+        register(zk, b)
+    outcome = _obtain(zk, tmp_path)
+    assert (outcome.broker_id, outcome.source, outcome.rejected) == (4, "allocated", [])
+    assert zk.children(paths.BROKER_IDENTITIES) == ["4"]
+
+
+def test_ids_named_by_topic_assignments_are_not_handed_out(tmp_path: Path) -> None:
+    """Broker 5 is down (not registered), but its replicas are still assigned to it: a
+    persistent broker given id 5 would take them over with an empty disk."""
+    zk = empty_cluster()
+    register(zk, 1)
+    add_topic(zk, "t", {0: (1, 5), 1: (5, 1)})
+    add_topic(zk, "u", {0: (2, 1)})
+    assert _obtain(zk, tmp_path).broker_id == 6
+
+
+def test_the_highest_of_claims_registrations_and_replicas_wins(tmp_path: Path) -> None:
+    zk = empty_cluster()
+    register(zk, 2)
+    add_topic(zk, "t", {0: (3,)})
+    assert _obtain(zk, tmp_path / "a", "a").broker_id == 4
+    assert _obtain(zk, tmp_path / "b", "b").broker_id == 5  # above its claim of 4
+    assert sorted(map(int, zk.children(paths.BROKER_IDENTITIES))) == [4, 5]
+
+
+def test_malformed_children_and_topic_znodes_are_skipped_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    zk = empty_cluster()
+    register(zk, 2)
+    zk.put(paths.BROKER_IDS + "/not-an-id", b"")
+    zk.put(paths.BROKER_IDS + "/007", b"")
+    zk.put(paths.BROKER_IDENTITIES, b"")
+    zk.put(paths.BROKER_IDENTITIES + "/x", b"")
+    zk.put(paths.topic("bad"), b"{not json")
+    zk.put(paths.topic("worse"), b'{"version": 1, "partitions": {"0": ["a"]}}')
+    add_topic(zk, "good", {0: (3,)})
+    with caplog.at_level(logging.WARNING, logger="election.identity_store"):
+        assert _obtain(zk, tmp_path).broker_id == 4
+    text = caplog.text
+    for what in ("/brokers/ids/not-an-id", "/brokers/ids/007", "/brokers/identities/x"):
+        assert what in text
+    assert "topic bad's replicas are not counted" in text
+    assert "/brokers/topics/worse" in text
+
+
+def test_an_empty_cluster_starts_at_id_1(tmp_path: Path) -> None:
+    zk = FakeZk()  # not even /brokers: a cluster no broker has started in yet
+    zk.put("/brokers", b"")
+    outcome = _obtain(zk, tmp_path)
+    assert outcome.broker_id == 1
+    claim = decode_identity_claim(1, zk.nodes[paths.broker_identity(1)][0])
+    assert claim.broker_name == "red"
+
+
+class _RegistersAfterRead(FakeZk):
+    """A static broker registers under ``broker_id`` right after GetNextBrokerId's reads,
+    before the claim: a race the read cannot see."""
+
+    def __init__(self, broker_id: int) -> None:
+        super().__init__()
+        self.broker_id = broker_id
+        self.pending = True
+
+    def get_children_many(self, path_list, *, watch=False, batch=0):  # type: ignore[no-untyped-def]
+        got = super().get_children_many(path_list, watch=watch, batch=batch)
+        if self.pending:
+            self.pending = False
+            register(self, self.broker_id)
+        return got
+
+
+def test_a_claim_won_for_an_id_registered_meanwhile_is_dropped_and_allocation_starts_over(
+    tmp_path: Path,
+) -> None:
+    base = empty_cluster()
+    zk = _RegistersAfterRead(1)
+    zk.nodes, zk._zxid = base.nodes, base._zxid
+    outcome = _obtain(zk, tmp_path)
+    assert (outcome.broker_id, outcome.rejected) == (2, [1])
+    # The claim of 1 is gone again: 1 belongs to the static broker, not to "red".
+    assert zk.children(paths.BROKER_IDENTITIES) == ["2"]
+    assert IdentityFiles(tmp_path).read_final().broker_id == 2  # type: ignore[union-attr]
+    assert not IdentityFiles(tmp_path).temp_path.exists()
+
+
+def test_a_generated_broker_does_not_lift_persistent_ids_into_the_generated_range(
+    tmp_path: Path,
+) -> None:
+    zk = empty_cluster()
+    for b in (1, 2, 3):
+        register(zk, b)
+    generated = _kafka_generated_id(zk)
+    register(zk, generated)
+    assert generated == 1001
+    assert _obtain(zk, tmp_path).broker_id == 4  # not 1002 ...
+    assert _kafka_generated_id(zk) == 1002  # ... which the next generated broker gets
+
+
+def test_past_the_configured_range_persistent_ids_come_from_seqid(tmp_path: Path) -> None:
+    """reserved.broker.max.id 3, brokers 1..3 static: the range is used up, so the id is
+    generated as Kafka generates one, and Kafka-mode brokers generate past it."""
+    zk = empty_cluster()
+    for b in (1, 2, 3):
+        register(zk, b)
+    register(zk, 5)  # a configured id above the range (broker.id.generation.enable=false)
+    first = _obtain(zk, tmp_path / "a", "a", reserved_max=3)
+    assert (first.broker_id, first.rejected) == (4, [])  # seqid version 1 + 3
+    second = _obtain(zk, tmp_path / "b", "b", reserved_max=3)
+    assert (second.broker_id, second.rejected) == (6, [5])  # 5 is in use: generated again
+    assert _kafka_generated_id(zk, 3) == 7
+    assert sorted(map(int, zk.children(paths.BROKER_IDENTITIES))) == [4, 6]
