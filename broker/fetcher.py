@@ -12,7 +12,10 @@ the session; after that a fetch lists only the partitions added or changed (fetc
 leader epoch) since the last one and forgets those removed or set aside, and the leader
 answers only partitions with news. An idle round is an empty request and an empty
 response, whatever the number of partitions. The session starts over with a full fetch
-when the leader does not know it, refuses its epoch, or the connection fails.
+when the leader does not know it, refuses its epoch, or the connection fails. A fetch
+lists at most max_partitions_per_fetch, the changed partitions waiting longest first;
+an answer is taken only if it was read from the partition's current fetch offset (Kafka's
+processFetchRequest), as the leader's session may still hold an older one.
 """
 
 from __future__ import annotations
@@ -208,7 +211,9 @@ class ReplicaFetcherThread:
         self._sent: dict[TopicPartition, _Position] = {}
         # Partitions that may differ from what the session holds: only these are looked
         # at to build an incremental request, so an idle round costs nothing per partition.
-        self._dirty: set[TopicPartition] = set()
+        # A dict for its order: a fetch capped at max_partitions_per_fetch lists those
+        # waiting longest, so none waits forever behind partitions that keep changing.
+        self._dirty: dict[TopicPartition, None] = {}
         # Partitions still to be truncated (their state's ``truncating``): each round looks
         # at these, not at every partition followed (tens of thousands, twice a second).
         self._truncating: set[TopicPartition] = set()
@@ -236,7 +241,7 @@ class ReplicaFetcherThread:
         with self._lock:
             for tp, state in added:
                 self.partitions[tp] = state
-                self._dirty.add(tp)
+                self._dirty[tp] = None
                 if state.truncating:
                     self._truncating.add(tp)
                 else:
@@ -247,7 +252,7 @@ class ReplicaFetcherThread:
         with self._lock:
             for tp in tps:
                 if self.partitions.pop(tp, None) is not None:
-                    self._dirty.add(tp)
+                    self._dirty[tp] = None
                 self._truncating.discard(tp)
             if not self._truncating:
                 self._truncating.clear()  # gives back its table (see _truncated)
@@ -430,7 +435,7 @@ class ReplicaFetcherThread:
                     state.truncating = state.out_of_range = False
                     self._truncating.discard(tp)
                     state.fetch_offset = offset
-                    self._dirty.add(tp)
+                    self._dirty[tp] = None
             if not self._truncating:
                 # A set never shrinks: one that held every partition of a LeaderAndIsr
                 # (tens of thousands, 1-2 MB) would keep its table while empty.
@@ -525,7 +530,7 @@ class ReplicaFetcherThread:
         with self._lock:
             if self.partitions.get(tp) is state:
                 del self.partitions[tp]
-                self._dirty.add(tp)
+                self._dirty[tp] = None
                 self._truncating.discard(tp)
 
     def _delay(self, tp: TopicPartition, state: FetchState) -> None:
@@ -533,14 +538,14 @@ class ReplicaFetcherThread:
             if self.partitions.get(tp) is state:
                 state.delayed_until = until = time.monotonic() + self.backoff_s
                 heapq.heappush(self._delays, (until, next(self._sequence), tp))
-                self._dirty.add(tp)
+                self._dirty[tp] = None
 
     def _build_fetch(self) -> _Fetch | None:
         """The next request, or None when there is nothing to fetch."""
         now = time.monotonic()
         with self._lock:
             while self._delays and self._delays[0][0] <= now:
-                self._dirty.add(heapq.heappop(self._delays)[2])
+                self._dirty[heapq.heappop(self._delays)[2]] = None
             most = len(self.partitions) if self._sessionless else self.max_partitions_per_fetch
             dirty = self._dirty
             if self.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
@@ -551,14 +556,17 @@ class ReplicaFetcherThread:
                         if len(listed) < most:
                             listed[tp] = (state.fetch_offset, state.leader_epoch)
                         else:
-                            dirty.add(tp)  # listed by the next, incremental, fetches
+                            dirty[tp] = None  # listed by the next, incremental, fetches
                 if not listed:
                     return None
                 return _Fetch(True, self.session_id, self.session_epoch, listed, more=bool(dirty))
             listed = {}
             forgotten: list[TopicPartition] = []
-            while dirty and len(listed) + len(forgotten) < most:
-                tp = dirty.pop()
+            taken: list[TopicPartition] = []
+            for tp in dirty:  # oldest first
+                if len(listed) + len(forgotten) >= most:
+                    break
+                taken.append(tp)
                 s = self.partitions.get(tp)
                 held = self._sent.get(tp)
                 if s is None or s.delayed_until > now or (s.truncating and self.follower_log):
@@ -566,8 +574,14 @@ class ReplicaFetcherThread:
                         forgotten.append(tp)
                 elif held != (s.fetch_offset, s.leader_epoch):
                     listed[tp] = (s.fetch_offset, s.leader_epoch)
+            for tp in taken:
+                del dirty[tp]
             if not dirty:
-                dirty.clear()  # gives back the table its pops left (a set never shrinks)
+                dirty.clear()  # gives back the table its deletions left (a dict never shrinks)
+            else:
+                # Mostly deleted entries (its front): copied, so neither its memory nor the
+                # next fetch's walk past them to the oldest left lasts.
+                self._dirty = compacted(dirty)
             if not self._sent and not listed:
                 return None
             return _Fetch(
@@ -666,10 +680,17 @@ class ReplicaFetcherThread:
         with self._lock:
             state = self.partitions.get(tp)
             position = fetch.listed.get(tp) or self._sent.get(tp)
-        # Moved away, or its leader epoch changed while the fetch was out: the change is
-        # already marked to be sent, and this answer is for what it replaced.
-        if state is None or position is None or position[1] != state.leader_epoch:
+            current = _answers_current_state(
+                position, state, time.monotonic(), self.follower_log is not None
+            )
+        if not current:
+            # The change is already marked to be sent, and this answer is for what it
+            # replaced: applied, records read from an older offset would land at our log
+            # end (the partition failed for it).
+            log.debug("fetch of %s from %d: answer for %s ignored", tp, self.leader_id, position)
             return
+        assert state is not None
+        assert position is not None
         code = pr["error_code"]
         if code == ErrorCode.NONE:
             try:
@@ -713,7 +734,7 @@ class ReplicaFetcherThread:
                     and offset != state.fetch_offset
                 ):
                     state.fetch_offset = offset
-                    self._dirty.add(tp)
+                    self._dirty[tp] = None
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE and self.follower_log is not None:
             # Our log lies outside the leader's: find out how, before fetching again (a
@@ -723,7 +744,7 @@ class ReplicaFetcherThread:
                 if self.partitions.get(tp) is state:
                     state.out_of_range = state.truncating = True
                     self._truncating.add(tp)
-                    self._dirty.add(tp)
+                    self._dirty[tp] = None
             return
         # Not (yet) the leader at our epoch: set it aside, out of the session, until the
         # backoff ends or the controller tells us more.
@@ -732,7 +753,25 @@ class ReplicaFetcherThread:
             if self.partitions.get(tp) is state:
                 state.delayed_until = until = time.monotonic() + self.backoff_s
                 heapq.heappush(self._delays, (until, next(self._sequence), tp))
-                self._dirty.add(tp)
+                self._dirty[tp] = None
+
+
+def _answers_current_state(
+    position: _Position | None, state: FetchState | None, now: float, truncates: bool
+) -> bool:
+    """Whether a leader's answer, read at ``position`` (what its session held), is for
+    the partition's current state: Kafka's processFetchRequest takes one only if its fetch
+    offset is the partition's and the partition is ready to fetch, and ignores the others.
+    A position differs when the partition moved away, its leader epoch changed while the
+    fetch was out, or its fetch offset moved and a fetch capped at
+    max_partitions_per_fetch has not told the leader yet (whose session may read it again
+    from the old offset)."""
+    return (
+        state is not None
+        and position == (state.fetch_offset, state.leader_epoch)
+        and state.delayed_until <= now
+        and not (state.truncating and truncates)
+    )
 
 
 class ReplicaFetcherManager:
