@@ -362,8 +362,9 @@ class KafkaApis:
         self, ctx: FetchContext, replica_id: int, deadline: float
     ) -> dict[TopicPartition, PartitionData]:
         """Read the fetch's partitions; with nothing to return (fewer record bytes than
-        min_bytes, when that is over 1) and no error, wait out max_wait_ms (long polling,
-        as Kafka does), reading (and counting) again whenever partition state changes.
+        min_bytes, when that is over 1; none, when it is 1) and no error, wait out
+        max_wait_ms (long polling, as Kafka does; min_bytes 0 never waits), reading (and
+        counting) again whenever partition state changes.
         A follower's position is recorded once per round, after the wait: for the
         partitions it lists or is sent records of, and through its session's clock for
         the others (at the log end, positions unmoved), so the ISR sees it fetching while
@@ -1015,8 +1016,9 @@ def _now_ms() -> int:
 def _enough(readable: int, min_bytes: int) -> bool:
     """Whether a fetch's record bytes read answer it at once: Kafka's fetchMessages waits
     (up to max_wait_ms) until min_bytes are readable, and at least one (records, not a
-    high watermark alone)."""
-    return readable > 0 and readable >= min_bytes
+    high watermark alone); a fetch asking for none (min_bytes 0, which a consumer's
+    fetch.min.bytes allows) is answered at once, as there (bytesReadable >= 0)."""
+    return min_bytes <= 0 or (readable > 0 and readable >= min_bytes)
 
 
 def _check_produce_records(version: int, records: bytes | None) -> tuple[ErrorCode, str] | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from broker.apis import _enough
 from broker.config import BrokerConfig
 from storage.log_manager import LogManager
 from storage.testing import build_batch
@@ -150,3 +151,40 @@ def test_a_min_bytes_of_one_answers_at_once(tmp_path: Path) -> None:
     took, error, size = _consumer_fetch(tmp_path, 1, False, None)
     assert (error, size > 0) == (ErrorCode.NONE, True)
     assert took < 1.0
+
+
+@pytest.mark.parametrize("replica_id", [-1, 2])
+@pytest.mark.parametrize("session", [False, True])
+def test_a_min_bytes_of_zero_answers_at_once_with_nothing_readable(
+    session: bool, replica_id: int
+) -> None:
+    """min_bytes 0 (a consumer's fetch.min.bytes may be 0) asks for no data: Kafka's
+    fetchMessages answers at once (bytesReadable >= fetchMinBytes). It long-polled for
+    max_wait_ms, waiting for a byte."""
+    apis, replicas, _zk = make_leader([T0])
+    try:
+        conn = Loopback(apis)
+        body = fetch_body({T0: 0}, replica_id=replica_id)
+        if session:
+            # An idle incremental round: nothing listed, nothing changed.
+            first = fetch_body({T0: 0}, replica_id=replica_id)
+            session_id = conn.request(ApiKey.FETCH, 12, first)["session_id"]
+            body = fetch_body({}, session_id=session_id, epoch=1, replica_id=replica_id)
+        body["min_bytes"] = 0
+        body["max_wait_ms"] = 3000
+        started = time.monotonic()
+        got = conn.request(ApiKey.FETCH, 12, body)
+        took = time.monotonic() - started
+        assert got["error_code"] == ErrorCode.NONE
+        assert took < 1.0
+    finally:
+        replicas.close()
+
+
+def test_enough_is_min_bytes_readable_and_at_least_one_unless_none_is_asked() -> None:
+    assert _enough(0, 0)
+    assert _enough(0, -1)
+    assert not _enough(0, 1)
+    assert _enough(1, 1)
+    assert not _enough(5, 6)
+    assert _enough(6, 6)
