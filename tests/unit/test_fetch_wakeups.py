@@ -22,11 +22,13 @@ from wire.errors import ErrorCode
 
 
 def _long_poll(
-    replica_id: int, wake: bool, monkeypatch: pytest.MonkeyPatch
+    replica_id: int, wake: bool, monkeypatch: pytest.MonkeyPatch, max_wait_ms: int = 400
 ) -> tuple[float, list[float]]:
-    """A session fetch waiting 400 ms, during which a high watermark move (wake=False) or
-    a data/state change (wake=True) is notified 50 ms in: (seconds it took, when it read
-    its partitions again, in seconds from its start)."""
+    """A session fetch waiting ``max_wait_ms``, during which a high watermark move
+    (wake=False) or a data/state change (wake=True) is notified 50 ms in: (seconds it took,
+    when it read its partitions again, in seconds from its start). Tests of a fetch woken
+    early wait 3 s (the whole wait: woken, it finds nothing to answer) and bound the wake
+    well below it, so a loaded machine's delays cannot pass for a long poll waited out."""
     apis, _replicas, _zk = make_leader([T0])
     conn = Loopback(apis)
     first = fetch_body({T0: 0}, replica_id=replica_id)
@@ -43,7 +45,7 @@ def _long_poll(
 
     monkeypatch.setattr(apis, "_read_fetch", counting)
     body = fetch_body({}, session_id=session_id, epoch=1, replica_id=replica_id)
-    body["max_wait_ms"] = 400
+    body["max_wait_ms"] = max_wait_ms
 
     def notify() -> None:
         time.sleep(0.05)
@@ -68,22 +70,27 @@ def test_a_high_watermark_move_does_not_wake_a_followers_fetch(
 
 
 def test_a_high_watermark_move_wakes_a_consumers_fetch(monkeypatch: pytest.MonkeyPatch) -> None:
-    _took, rereads = _long_poll(-1, False, monkeypatch)
+    _took, rereads = _long_poll(-1, False, monkeypatch, 3000)
     assert rereads
-    assert rereads[0] < 0.3
+    assert rereads[0] < 2.5
 
 
 def test_new_data_wakes_a_followers_fetch(monkeypatch: pytest.MonkeyPatch) -> None:
-    _took, rereads = _long_poll(2, True, monkeypatch)
+    _took, rereads = _long_poll(2, True, monkeypatch, 3000)
     assert rereads
-    assert rereads[0] < 0.3
+    assert rereads[0] < 2.5
 
 
 def _consumer_fetch(
-    tmp_path: Path, min_bytes: int, session: bool, append_after_s: float | None
+    tmp_path: Path,
+    min_bytes: int,
+    session: bool,
+    append_after_s: float | None,
+    max_wait_ms: int = 30_000,
 ) -> tuple[float, int, int]:
     """A consumer's fetch of T0 from offset 0 (one batch of 3 values there, readable),
-    waiting up to 2 s for ``min_bytes``, sessionless or in an incremental session; with
+    waiting up to ``max_wait_ms`` (30 s: a fetch answered early is bounded well below it,
+    whatever the machine's load) for ``min_bytes``, sessionless or in an incremental session; with
     ``append_after_s``, a second batch is appended that long after it starts. Returns
     (seconds it took, its error code, the record bytes answered)."""
     config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
@@ -100,7 +107,7 @@ def _consumer_fetch(
             session_id = conn.request(ApiKey.FETCH, 12, first)["session_id"]
             body = fetch_body({T0: 0}, session_id=session_id, epoch=1, replica_id=-1)
         body["min_bytes"] = min_bytes
-        body["max_wait_ms"] = 2000
+        body["max_wait_ms"] = max_wait_ms
 
         def append_later(delay: float) -> None:
             time.sleep(delay)
@@ -128,7 +135,7 @@ def test_a_consumers_fetch_waits_for_min_bytes_until_max_wait(
     """Fewer bytes readable than min_bytes: the fetch waits out max_wait_ms, then answers
     with what there is, as Kafka's fetchMessages does. It was answered at once, as soon as
     any byte was readable, so a consumer asking for large fetches spun on small ones."""
-    took, error, size = _consumer_fetch(tmp_path, 1_000_000, session, None)
+    took, error, size = _consumer_fetch(tmp_path, 1_000_000, session, None, 2000)
     assert error == ErrorCode.NONE
     assert size > 0
     assert took >= 1.9
@@ -144,13 +151,13 @@ def test_a_consumers_fetch_is_answered_once_appends_bring_min_bytes(
     took, error, size = _consumer_fetch(tmp_path, one + 1, session, 0.2)
     assert error == ErrorCode.NONE
     assert size >= 2 * one - 8  # both batches (timestamps' varints may differ)
-    assert 0.15 <= took < 1.5
+    assert 0.15 <= took < 15
 
 
 def test_a_min_bytes_of_one_answers_at_once(tmp_path: Path) -> None:
     took, error, size = _consumer_fetch(tmp_path, 1, False, None)
     assert (error, size > 0) == (ErrorCode.NONE, True)
-    assert took < 1.0
+    assert took < 15
 
 
 @pytest.mark.parametrize("replica_id", [-1, 2])
@@ -171,12 +178,12 @@ def test_a_min_bytes_of_zero_answers_at_once_with_nothing_readable(
             session_id = conn.request(ApiKey.FETCH, 12, first)["session_id"]
             body = fetch_body({}, session_id=session_id, epoch=1, replica_id=replica_id)
         body["min_bytes"] = 0
-        body["max_wait_ms"] = 3000
+        body["max_wait_ms"] = 30_000
         started = time.monotonic()
         got = conn.request(ApiKey.FETCH, 12, body)
         took = time.monotonic() - started
         assert got["error_code"] == ErrorCode.NONE
-        assert took < 1.0
+        assert took < 15
     finally:
         replicas.close()
 
