@@ -6,6 +6,13 @@ slow or dead broker holds up nobody else. A request is retried with backoff (ten
 until it is answered or its broker is removed from the channel; the answer goes to a
 callback, which only enqueues a controller event.
 
+A broker removed from the channel (dead, or bounced: a new incarnation) has its sender
+stopped as Kafka's RequestSendThread is shut down: its connection is closed under the
+request in flight, and no answer is delivered after stop() returns (the request is
+reported abandoned instead). A late answer would reach a controller that has moved on: a
+StopReplica meant for the broker's earlier incarnation, answered STALE_BROKER_EPOCH by
+the new one, failed the deletion the new one had just been asked to make.
+
 UpdateMetadata that waits in a broker's queue is dropped when newer UpdateMetadata queued
 right behind it says everything it says (each of its partitions, newer, and the live
 brokers, newer): sending both one after the other would leave the broker where the newer
@@ -29,7 +36,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exp
 
 from controller.request_batch import BrokerRequest
 from wire.api import ApiKey, UpdateMetadataType
-from wire.client import KafkaConnection
+from wire.client import KafkaConnection, KafkaConnectionError
 
 log = logging.getLogger(__name__)
 
@@ -114,14 +121,19 @@ class _BrokerSender:
     ) -> None:
         self.on_abandon = on_abandon
         self.broker_id = broker_id
+        # _conn changes under _conn_lock (stop() reads it on another thread).
         self.host = host
         self.port = port
+        self._conn_lock = threading.Lock()
         self.controller_id = controller_id
         self.on_response = on_response
         self.socket_timeout_s = socket_timeout_s
         self._queue: deque[_Queued] = deque()
         self._queued = threading.Condition(threading.Lock())
         self.stopped = threading.Event()
+        # Held while an answer is delivered, and by stop() to set ``stopped``: once stop()
+        # returns, no answer is delivered any more.
+        self._delivering = threading.Lock()
         self.stats = _Sent()
         self._conn: KafkaConnection | None = None
         # The next request, when taken from the queue early.
@@ -137,10 +149,21 @@ class _BrokerSender:
         self.thread.start()
 
     def stop(self) -> None:
-        self.stopped.set()
+        """Called by the controller's thread; the request in flight and those waiting are
+        reported abandoned, never answered, even when the answer was arriving."""
+        with self._delivering:
+            self.stopped.set()
+        self._interrupt()
         with self._queued:
             self._queue.append(_Queued(None))
             self._queued.notify()
+
+    def _interrupt(self) -> None:
+        """End the connection under the request in flight: it fails at once."""
+        with self._conn_lock:
+            conn = self._conn
+        if conn is not None:
+            conn.abort()
 
     def put(self, requests: list[BrokerRequest]) -> None:
         """Queue requests for this broker, in order; called by the controller's thread."""
@@ -207,22 +230,31 @@ class _BrokerSender:
         return replaced, len(newer) - 1
 
     def _connection(self) -> KafkaConnection:
-        if self._conn is None:
-            self._conn = KafkaConnection(
-                self.host,
-                self.port,
-                client_id=f"controller-{self.controller_id}",
-                timeout_s=self.socket_timeout_s,
-            )
-        return self._conn
+        with self._conn_lock:
+            if self._conn is not None:
+                return self._conn
+        conn = KafkaConnection(
+            self.host,
+            self.port,
+            client_id=f"controller-{self.controller_id}",
+            timeout_s=self.socket_timeout_s,
+        )
+        with self._conn_lock:
+            # Stopped while connecting: stop() saw no connection to close.
+            if not self.stopped.is_set():
+                self._conn = conn
+                return conn
+        conn.close()
+        raise KafkaConnectionError(f"broker {self.broker_id} left while connecting")
 
     def _drop_connection(self) -> None:
-        if self._conn is not None:
+        with self._conn_lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
             try:
-                self._conn.close()
+                conn.close()
             except OSError:
                 pass
-            self._conn = None
 
     def _send_once(self, current: _Queued) -> dict[str, Any]:
         if self.stopped.is_set():
@@ -317,7 +349,8 @@ class _BrokerSender:
 
     def _send_and_tell(self, retrying: Retrying, current: _Queued) -> bool:
         """Send one request until answered and report its fate; False if the sender stopped
-        first (the request is then still the caller's to abandon)."""
+        before its answer was delivered (the request is then still the caller's to
+        abandon)."""
         request = current.request
         assert request is not None
         try:
@@ -334,8 +367,13 @@ class _BrokerSender:
                 self._body_of = self._body = None
             self._tell(self.on_abandon, [current], None)
             return True
-        self.stats.requests += 1
-        self._tell(self.on_response, [current], response)
+        with self._delivering:
+            if self.stopped.is_set():
+                # Removed from the channel while the answer came: abandoned, never
+                # delivered, as Kafka's shut down send thread never calls back.
+                return False
+            self.stats.requests += 1
+            self._tell(self.on_response, [current], response)
         if self._body_of is request:
             self._body_of = self._body = None  # sent; the one ahead keeps its own
         return True

@@ -271,6 +271,16 @@ class _Reassignments:
     isr_changes_queued: bool = False
 
 
+def stop_replica_partition_errors(response: dict[str, Any]) -> dict[TopicPartition, int]:
+    """The partitions a StopReplica answer lists, with their error codes: only those
+    (Kafka's sendStopReplicaRequests callback reads no other). A partition of the request
+    the answer leaves out is not reported deleted, nor failed."""
+    return {
+        TopicPartition(p["topic_name"], p["partition_index"]): p["error_code"]
+        for p in response.get("partition_errors", [])
+    }
+
+
 class KafkaController:
     def __init__(
         self,
@@ -500,15 +510,23 @@ class KafkaController:
                 ev.LeaderAndIsrResponseReceived(request.broker_id, response, request.broker_epoch)
             )
         elif request.api_key == ApiKey.STOP_REPLICA and request.delete_partitions:
-            errors = {
-                TopicPartition(p["topic_name"], p["partition_index"]): p["error_code"]
-                for p in response.get("partition_errors", [])
-            }
+            code = response.get("error_code", 0)
+            errors = stop_replica_partition_errors(response)
+            if not errors:
+                # The whole request refused (STALE_BROKER_EPOCH from a broker's next
+                # incarnation, which lists no partition): it says nothing of any replica,
+                # and Kafka's callback sends no event for it.
+                if code:
+                    log.warning(
+                        "broker %d refused a StopReplica (delete) of %d partitions: %s",
+                        request.broker_id,
+                        len(request.partitions),
+                        ErrorCode(code).name,
+                    )
+                return
             self.events.put(
                 ev.TopicDeletionStopReplicaResponseReceived(
-                    request.broker_id,
-                    response.get("error_code", 0),
-                    {tp: errors.get(tp, 0) for tp in request.partitions},
+                    request.broker_id, code, errors, request.broker_epoch
                 )
             )
 
@@ -1188,6 +1206,16 @@ class KafkaController:
         self, event: ev.TopicDeletionStopReplicaResponseReceived
     ) -> None:
         if not self.is_active:
+            return
+        if event.broker_epoch != self.ctx.broker_epochs.get(event.broker_id):
+            # An earlier incarnation's answer, handled after the broker registered anew:
+            # the replicas are the new incarnation's to delete now, in
+            # ReplicaDeletionStarted for it, and only its answer may end them (Kafka
+            # would act on it, and a failure stalled the deletion: item 31).
+            log.info(
+                "a StopReplica (delete) answer of broker %d's earlier epoch: ignored",
+                event.broker_id,
+            )
             return
         failed: list[PartitionReplica] = []
         done: list[PartitionReplica] = []

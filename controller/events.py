@@ -285,7 +285,8 @@ class LeaderAndIsrResponseReceived(ControllerEvent):
 class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
     broker_id: int
     request_error: int
-    partition_errors: dict[TopicPartition, int]
+    partition_errors: dict[TopicPartition, int]  # those the answer lists, no others
+    broker_epoch: int  # the one the request was sent to
 
 
 @dataclass

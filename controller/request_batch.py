@@ -371,6 +371,7 @@ class RequestBatch:
         tps: list[TopicPartition],
         delete: bool,
     ) -> BrokerRequest:
+        broker_epoch = ctx.broker_epochs.get(broker_id, -1)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for tp in tps:
             if delete:
@@ -384,7 +385,7 @@ class RequestBatch:
         body = {
             "controller_id": controller_id,
             "controller_epoch": ctx.epoch,
-            "broker_epoch": ctx.broker_epochs.get(broker_id, -1),
+            "broker_epoch": broker_epoch,
             "topic_states": [
                 {"topic_name": t, "partition_states": parts} for t, parts in by_topic.items()
             ],
@@ -396,6 +397,7 @@ class RequestBatch:
             functools.partial(dict, body),
             tuple(tps),
             delete,
+            broker_epoch=broker_epoch,
         )
 
 

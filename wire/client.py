@@ -66,6 +66,9 @@ class KafkaConnection:
         self.timeout_s = timeout_s
         self.max_response_size = max_response_size
         self._lock = threading.Lock()
+        # Orders abort() (any thread, without _lock) and closing the socket: a shutdown
+        # after its close could otherwise reach another socket given the same descriptor.
+        self._closing = threading.Lock()
         self._correlation_ids = itertools.count(1)
         try:
             self._sock: socket.socket | None = socket.create_connection(
@@ -175,12 +178,25 @@ class KafkaConnection:
         return buf
 
     def _close_locked(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            try:
-                sock.close()
-            except OSError:
-                pass
+        with self._closing:
+            sock, self._sock = self._sock, None
+            if sock is not None:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+
+    def abort(self) -> None:
+        """End the connection from any thread, a request in flight on it too: that
+        request raises KafkaConnectionError at once rather than waiting for its answer
+        (close() waits for it, holding the connection's lock)."""
+        with self._closing:
+            sock = self._sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # not connected any more
 
     def close(self) -> None:
         with self._lock:

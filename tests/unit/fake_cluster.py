@@ -274,7 +274,7 @@ class Controller:
         for r in answered:
             self.controller.events.put(
                 ev.TopicDeletionStopReplicaResponseReceived(
-                    r.broker_id, 0, dict.fromkeys(r.partitions, 0)
+                    r.broker_id, 0, dict.fromkeys(r.partitions, 0), r.broker_epoch
                 )
             )
         self.sent[:] = [r for r in self.sent if r not in answered]

@@ -450,3 +450,41 @@ def test_update_metadata_dropped_for_one_never_answered_is_abandoned_with_it(
     wait_until(lambda: len(c.answered) + len(c.abandoned) == 4, "every request's fate")
     c.channel.close()
     assert [r.tracker for r in c.abandoned][-2:] == ["A", "B"]
+
+
+# --- a broker leaving, or moving, while a request is in flight -----------------------------
+
+
+def test_a_broker_leaving_ends_its_request_in_flight_and_its_answer_is_never_delivered(
+    servers: Callable[..., Server],
+) -> None:
+    """Kafka's removeBroker shuts the broker's RequestSendThread down (its NetworkClient
+    closed): the request in flight fails at once and its callback never runs. An answer
+    delivered later would reach a controller that has moved on: the broker's new
+    incarnation, or a later term of this controller (review scenario: a late
+    StopReplica answer stalled a topic deletion)."""
+    release = threading.Event()
+    arrived = threading.Event()
+
+    def hold(_topic: str) -> None:
+        arrived.set()
+        release.wait(DEADLINE_S)
+
+    server = servers(before_answer=hold)
+    c = Connected(server)
+    request = Built().request("t0")
+    try:
+        c.channel.send([request])
+        assert arrived.wait(DEADLINE_S)
+        started = time.monotonic()
+        c.channel.remove_broker(7)  # the broker left (died, or bounced: a new epoch)
+        wait_until(lambda: bool(c.answered or c.abandoned), "the request's fate")
+        # The connection was closed under it: no wait for the answer (or the timeout).
+        assert time.monotonic() - started < 5
+        release.set()  # the server answers now, on a connection closed
+        time.sleep(0.2)
+    finally:
+        release.set()
+        c.channel.close()
+    assert c.answered == [], "a removed broker's answer was delivered to the controller"
+    assert c.abandoned == [request]

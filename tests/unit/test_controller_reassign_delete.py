@@ -12,7 +12,9 @@ from kazoo.exceptions import ConnectionLoss
 
 from controller import events as ev
 from controller.context import PartitionReplica, ReplicaStateName
+from controller.request_batch import BrokerRequest
 from tests.unit.fake_cluster import Controller, ZooKeeperData
+from wire.errors import ErrorCode
 from zkdata import paths
 from zkdata.client import Delete, WriteOp
 from zkdata.znodes import LeaderAndIsr, TopicPartition
@@ -252,3 +254,97 @@ def test_and_a_failover_elects_a_held_topics_offline_partitions() -> None:
         assert data.state(T0).leader == 2
         assert data.state(TopicPartition("t", 1)).leader == 2
         assert not c.stop_replica_deletes("t")
+
+
+# --- a StopReplica answer of a broker's earlier incarnation ------------------------------
+
+
+def _bounce(c: Controller, data: ZooKeeperData, broker_id: int, *, seen_dead: bool) -> None:
+    """The broker registers anew: seen as a bounce (a session expiry with the process
+    alive), or as a death and a start (a restart on its port)."""
+    if seen_dead:
+        data.unregister(broker_id)
+        c.run(ev.BrokerChange())
+        c.drain()
+    data.register(broker_id)
+    c.run(ev.BrokerChange())
+    c.drain()
+
+
+def _deleting_on_2_then_bounced(
+    c: Controller, data: ZooKeeperData, seen_dead: bool
+) -> list[BrokerRequest]:
+    """Topic t's replica on broker 2 asked to delete, then broker 2 bounced and asked
+    again; the StopReplica requests meant for its earlier incarnation."""
+    data.request_deletion("t")
+    c.run(ev.TopicDeletion())
+    c.drain()
+    old_to_2 = [r for r in c.stop_replica_deletes("t") if r.broker_id == 2]
+    assert old_to_2
+    _bounce(c, data, 2, seen_dead=seen_dead)
+    c.sent[:] = [r for r in c.sent if r not in old_to_2]
+    assert [r for r in c.stop_replica_deletes("t") if r.broker_id == 2], "no retry"
+    return old_to_2
+
+
+@pytest.mark.parametrize("seen_dead", [False, True], ids=["bounce", "death-and-start"])
+@pytest.mark.parametrize(
+    "late_answer",
+    [
+        # The new process answers the old sender's request (resent to it on the same
+        # port) once registered: STALE_BROKER_EPOCH listing no partition, as Kafka's
+        # KafkaApis answers it. Kafka's callback sends no event for it.
+        {"error_code": int(ErrorCode.STALE_BROKER_EPOCH), "partition_errors": []},
+        # The old process answered before it went, its event handled after the bounce.
+        {
+            "error_code": 0,
+            "partition_errors": [
+                {
+                    "topic_name": "t",
+                    "partition_index": 0,
+                    "error_code": int(ErrorCode.KAFKA_STORAGE_ERROR),
+                }
+            ],
+        },
+    ],
+    ids=["stale-epoch-no-partitions", "earlier-incarnation-partition-error"],
+)
+def test_a_late_stop_replica_answer_of_a_bounced_broker_leaves_its_deletion_alone(
+    seen_dead: bool, late_answer: dict[str, Any]
+) -> None:
+    """A StopReplica (delete) answer meant for the broker's earlier incarnation, handled
+    after the controller asked the new one to delete again: it failed the replica just
+    put in ReplicaDeletionStarted, the topic became ineligible, and the new incarnation's
+    'deleted' then completed nothing (item 31): the deletion stalled for good."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    data.topic("t", {0: (2,)})
+    with Controller(data).elect() as c:
+        old_to_2 = _deleting_on_2_then_bounced(c, data, seen_dead)
+        for r in old_to_2:
+            c.controller._on_response(r, late_answer)
+        c.drain()
+        assert "t" not in c.controller.ctx.topics_ineligible_for_deletion
+        c.answer_stop_replicas("t")
+        assert not data.has(paths.topic("t")), "topic t never deleted"
+
+
+def test_a_refused_stop_replica_listing_no_partition_fails_no_replica(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A top-level error with no partition listed (the broker refused the whole request)
+    says nothing of any partition: Kafka's callback sends no event. It is logged."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    data.topic("t", {0: (2,)})
+    with Controller(data).elect() as c:
+        data.request_deletion("t")
+        c.run(ev.TopicDeletion())
+        c.drain()
+        (to_2,) = [r for r in c.stop_replica_deletes("t") if r.broker_id == 2]
+        c.controller._on_response(
+            to_2, {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "partition_errors": []}
+        )
+        assert c.drain() == []
+        assert "t" not in c.controller.ctx.topics_ineligible_for_deletion
+        assert any("STALE_CONTROLLER_EPOCH" in r.getMessage() for r in caplog.records)
+        c.answer_stop_replicas("t")
+        assert not data.has(paths.topic("t"))
