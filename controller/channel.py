@@ -11,7 +11,9 @@ stopped as Kafka's RequestSendThread is shut down: its connection is closed unde
 request in flight, and no answer is delivered after stop() returns (the request is
 reported abandoned instead). A late answer would reach a controller that has moved on: a
 StopReplica meant for the broker's earlier incarnation, answered STALE_BROKER_EPOCH by
-the new one, failed the deletion the new one had just been asked to make.
+the new one, failed the deletion the new one had just been asked to make. A live broker
+that registers other endpoints (the same incarnation) keeps its sender and its queue: the
+sender moves to the new address, and sends the request in flight there again first.
 
 UpdateMetadata that waits in a broker's queue is dropped when newer UpdateMetadata queued
 right behind it says everything it says (each of its partitions, newer, and the live
@@ -121,7 +123,7 @@ class _BrokerSender:
     ) -> None:
         self.on_abandon = on_abandon
         self.broker_id = broker_id
-        # _conn changes under _conn_lock (stop() reads it on another thread).
+        # host, port and _conn change under _conn_lock (move_to, stop: other threads).
         self.host = host
         self.port = port
         self._conn_lock = threading.Lock()
@@ -158,8 +160,26 @@ class _BrokerSender:
             self._queue.append(_Queued(None))
             self._queued.notify()
 
+    def move_to(self, host: str, port: int) -> None:
+        """The broker's new address (the same incarnation, its endpoints changed): what
+        waits is sent there, in order, after the request in flight, sent there again."""
+        with self._conn_lock:
+            if (host, port) == (self.host, self.port):
+                return
+            log.info(
+                "broker %d moved from %s:%d to %s:%d",
+                self.broker_id,
+                self.host,
+                self.port,
+                host,
+                port,
+            )
+            self.host, self.port = host, port
+        self._interrupt()
+
     def _interrupt(self) -> None:
-        """End the connection under the request in flight: it fails at once."""
+        """End the connection under the request in flight: it fails at once (and is sent
+        again, to the new address, unless the sender stopped)."""
         with self._conn_lock:
             conn = self._conn
         if conn is not None:
@@ -231,21 +251,25 @@ class _BrokerSender:
 
     def _connection(self) -> KafkaConnection:
         with self._conn_lock:
-            if self._conn is not None:
-                return self._conn
+            conn = self._conn
+            host, port = self.host, self.port
+        if conn is not None:
+            if (conn.host, conn.port) == (host, port):
+                return conn
+            self._drop_connection()  # the broker moved
         conn = KafkaConnection(
-            self.host,
-            self.port,
+            host,
+            port,
             client_id=f"controller-{self.controller_id}",
             timeout_s=self.socket_timeout_s,
         )
         with self._conn_lock:
-            # Stopped while connecting: stop() saw no connection to close.
-            if not self.stopped.is_set():
+            # Stopped or moved while connecting: stop() and move_to() saw no connection.
+            if not self.stopped.is_set() and (host, port) == (self.host, self.port):
                 self._conn = conn
                 return conn
         conn.close()
-        raise KafkaConnectionError(f"broker {self.broker_id} left while connecting")
+        raise KafkaConnectionError(f"broker {self.broker_id} moved or left while connecting")
 
     def _drop_connection(self) -> None:
         with self._conn_lock:
@@ -443,10 +467,12 @@ class ControllerChannelManager:
     def add_broker(self, broker_id: int, host: str, port: int) -> None:
         with self._lock:
             old = self._senders.get(broker_id)
-            if old is not None and (old.host, old.port) == (host, port):
-                return
             if old is not None:
-                old.stop()
+                # The same incarnation at another address (a new one is removed first):
+                # its queue is meant for it still, as Kafka's processBrokerModification
+                # leaves the channel untouched.
+                old.move_to(host, port)
+                return
             sender = _BrokerSender(
                 broker_id,
                 host,

@@ -488,3 +488,43 @@ def test_a_broker_leaving_ends_its_request_in_flight_and_its_answer_is_never_del
         c.channel.close()
     assert c.answered == [], "a removed broker's answer was delivered to the controller"
     assert c.abandoned == [request]
+
+
+def test_queued_requests_survive_an_endpoint_change_and_leave_in_order(
+    servers: Callable[..., Server],
+) -> None:
+    """A live broker registered again under other endpoints (same broker epoch): its
+    queue is meant for the same incarnation and is sent to the new address, the request
+    in flight first (again). Kafka 2.8's processBrokerModification leaves the channel
+    and its queue untouched."""
+    release = threading.Event()
+
+    def hold(topic: str) -> None:
+        if topic == "t0":
+            release.wait(DEADLINE_S)
+
+    old = servers(before_answer=hold)
+    new = servers()
+    c = Connected(old)
+    built = Built()
+    requests = [built.request(f"t{i}") for i in range(4)]
+    topics = [f"t{i}" for i in range(4)]
+    try:
+        c.channel.send(requests)
+        wait_until(lambda: "t0" in old.received, "t0 in flight")
+        c.channel.add_broker(7, "127.0.0.1", new.port)
+        wait_until(lambda: len(c.answered) + len(c.abandoned) >= 4, "every request's fate")
+        assert c.channel.queue_sizes() == {7: 0}
+        # Moved back while idle: the next request goes to the old address.
+        c.channel.add_broker(7, "127.0.0.1", old.port)
+        release.set()
+        requests.append(built.request("t4"))
+        c.channel.send(requests[-1:])
+        wait_until(lambda: len(c.answered) + len(c.abandoned) >= 5, "t4's fate")
+    finally:
+        release.set()
+        c.channel.close()
+    assert c.abandoned == [], f"{len(c.abandoned)} queued requests dropped"
+    assert [r for r, _ in c.answered] == requests
+    assert new.received == topics
+    assert old.received == ["t0", "t4"]
