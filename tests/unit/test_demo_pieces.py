@@ -4,6 +4,7 @@ its ending, and the demo's chroot on an external ZooKeeper."""
 from __future__ import annotations
 
 import re
+import signal
 import threading
 import time
 from pathlib import Path
@@ -71,7 +72,11 @@ class NoZk:
 
 def interrupted_within(view: DemoView, seconds: float) -> bool:
     """Whether the main thread is interrupted (KeyboardInterrupt) within `seconds` of
-    starting `view` (as early as its start: the view's thread may be that quick)."""
+    starting `view` (as early as its start: the view's thread may be that quick). SIGINT is
+    Python's for the while, as in a terminal: a test run started in the background inherits
+    it ignored (and SIGTERM left at its default), where the demo would be interrupted by the
+    SIGTERM handler `zkctl demo` installs, which this test does not."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         view.start()
         deadline = time.monotonic() + seconds
@@ -79,6 +84,8 @@ def interrupted_within(view: DemoView, seconds: float) -> bool:
             time.sleep(0.05)
     except KeyboardInterrupt:
         return True
+    finally:
+        signal.signal(signal.SIGINT, previous)
     return False
 
 
