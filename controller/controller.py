@@ -100,6 +100,9 @@ ZK_ERROR_RETRY_MAX_S = 5.0
 # How long a ControlledShutdown answer waits for the brokers to apply the leadership moves
 # (a broker that does not answer is not worth keeping the stopping broker for).
 CONTROLLED_SHUTDOWN_APPLIED_WAIT_S = 5.0
+# A new controller's first auto rebalance check, in seconds (Kafka's onControllerFailover:
+# scheduleAutoLeaderRebalanceTask(delay = 5)); later ones wait the configured interval.
+FIRST_REBALANCE_CHECK_S = 5.0
 
 
 @dataclass
@@ -753,7 +756,10 @@ class KafkaController:
         self._initialize_reassignments()
         self.deletion.resume()
         self._run_pending_preferred_election()
-        self._schedule_rebalance()
+        # The first check 5 s after the failover, the next ones every interval, as Kafka's
+        # onControllerFailover schedules it: an imbalance the brokers' restarts left is
+        # mended soon after a new controller takes over, not up to an interval later.
+        self._schedule_rebalance(FIRST_REBALANCE_CHECK_S)
         mark("total_ms")
         t = self.last_failover
         t.load_ms = marks["load_ms"]
@@ -965,11 +971,13 @@ class KafkaController:
             [paths.isr_change_notification(c) for c in children], self.ctx.epoch_zk_version
         )
 
-    def _schedule_rebalance(self) -> None:
+    def _schedule_rebalance(self, delay_s: float | None = None) -> None:
+        """The next auto rebalance check, ``delay_s`` from now (by default the configured
+        leader.imbalance.check.interval.seconds)."""
         if not self.config.auto_leader_rebalance_enable or not self.is_active:
             return
         timer = threading.Timer(
-            self.config.leader_imbalance_check_interval_s,
+            self.config.leader_imbalance_check_interval_s if delay_s is None else delay_s,
             lambda: self.events.put(ev.AutoPreferredReplicaLeaderElection()),
         )
         timer.daemon = True
