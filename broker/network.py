@@ -15,6 +15,7 @@ goes on.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import socket
 import struct
@@ -69,6 +70,39 @@ def _read_exactly(sock: socket.socket, n: int) -> bytearray:
     return buf
 
 
+def _send_all(sock: socket.socket, data: bytes | bytearray) -> None:
+    """``sock.sendall``, but the socket's timeout (connections.max.idle.ms) bounds each wait
+    for the peer to take more, not the whole answer: sendall's timeout covers all of it, so
+    a large answer read steadily by a slow client was cut off as idle. Kafka's idle expiry
+    closes only a connection with no read or write for that long."""
+    view = memoryview(data)
+    sent = 0
+    while sent < len(view):
+        sent += sock.send(view[sent:])
+
+
+def client_address(addr: Any) -> str:
+    """A client's address as Kafka's request context gives it to JoinGroup (Java's
+    InetAddress.toString() of the socket's address, shown by kafka-consumer-groups.sh):
+    "/127.0.0.1"; an IPv4 client of a dual-stack listener (::ffff:127.0.0.1) as its IPv4
+    address, as Java makes it; IPv6 in Java's uncompressed form ("/0:0:0:0:0:0:0:1"), with
+    its scope ("%eth0") where it has one."""
+    if not isinstance(addr, tuple) or not addr:
+        return ""
+    host = str(addr[0])
+    bare, percent, scope = host.partition("%")
+    try:
+        ip = ipaddress.ip_address(bare)
+    except ValueError:
+        return f"/{host}"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return f"/{ip.ipv4_mapped}"
+        groups = (f"{int.from_bytes(ip.packed[i : i + 2], 'big'):x}" for i in range(0, 16, 2))
+        return "/" + ":".join(groups) + percent + scope
+    return f"/{ip}"
+
+
 class SocketServer:
     def __init__(
         self,
@@ -121,6 +155,11 @@ class SocketServer:
             self._listener.close()
         except OSError:
             pass
+        # The acceptor may be waiting in accept() on the listener (up to its 0.5 s
+        # timeout), which keeps the port listening: wait for it, so that the port is
+        # closed when stop() returns (Kafka's awaitShutdown of its Acceptor).
+        if self._accept_thread.is_alive() and self._accept_thread is not threading.current_thread():
+            self._accept_thread.join(2.0)
         with self._lock:
             conns = list(self._connections)
         for c in conns:
@@ -176,7 +215,7 @@ class SocketServer:
                 if response is None:
                     return
                 if response:
-                    conn.sendall(response)
+                    _send_all(conn, response)
         except _Closed as e:
             if str(e) != "peer closed the connection":
                 log.info("connection from %s: %s", addr, e)
@@ -241,7 +280,7 @@ class SocketServer:
                 header,
                 body,
                 listener=self.listener_name,
-                client_host=str(addr[0]) if isinstance(addr, tuple) and addr else "",
+                client_host=client_address(addr),
             )
         except CloseConnection as e:
             log.info("closing %s: %s", addr, e)

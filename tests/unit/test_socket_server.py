@@ -149,3 +149,70 @@ def test_a_negative_connections_max_idle_ms_never_closes_an_idle_connection() ->
             assert ask("127.0.0.1", s.port) == 5
     finally:
         s.stop()
+
+
+class BigAnswer:
+    """A request handler answering ApiVersions with about 12 MB (2,000,000 api keys)."""
+
+    def supported(self, api_key: int, version: int) -> bool:
+        return api_key == ApiKey.API_VERSIONS and 0 <= version <= 3
+
+    def handle(self, *_args: Any, **_kwargs: Any) -> dict[str, Any]:
+        keys = [{"api_key": i % 60, "min_version": 0, "max_version": 1} for i in range(2_000_000)]
+        return {"error_code": 0, "api_keys": keys, "throttle_time_ms": 0}
+
+
+def test_an_answer_read_steadily_is_not_cut_off_as_idle() -> None:
+    """connections.max.idle.ms is the time without a read or write (Kafka's idle expiry),
+    not the time an answer takes to send: sendall's timeout covered the whole answer, so a
+    client reading 12 MB steadily over more than the idle limit (1 s here) was cut off."""
+    s = SocketServer("127.0.0.1", 0, BigAnswer, connections_max_idle_ms=1000)  # type: ignore[arg-type]
+    s.start()
+    try:
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as c:
+            c.sendall(encode_request(ApiKey.API_VERSIONS, 0, 1, "x", {}))
+            head = c.recv(4, socket.MSG_WAITALL)
+            size = struct.unpack(">i", head)[0]
+            got, started = 0, time.monotonic()
+            while got < size and time.monotonic() - started < 60:
+                more = c.recv(min(256 * 1024, size - got))
+                if not more:
+                    break
+                got += len(more)
+                time.sleep(0.05)  # about 5 MB/s at most: over 2 s for the answer
+            took = time.monotonic() - started
+            assert got == size, f"cut off after {got} of {size} bytes in {took:.1f} s"
+            assert took > 1.0  # it did take longer than the idle limit
+    finally:
+        s.stop()
+
+
+def test_stop_returns_with_the_port_closed() -> None:
+    """The acceptor waits in accept() up to 0.5 s; closing the listener under it left the
+    port listening until it woke (a client connecting then was reset, and binding the
+    port again failed). stop() waits for it, as Kafka's awaitShutdown of its Acceptor."""
+    for _ in range(5):
+        s = SocketServer("127.0.0.1", 0, VersionsOnly)  # type: ignore[arg-type]
+        s.start()
+        assert ask("127.0.0.1", s.port) == 5
+        port = s.port
+        s.stop()
+        again = SocketServer("127.0.0.1", port, VersionsOnly)  # type: ignore[arg-type]
+        again.stop()
+
+
+@pytest.mark.parametrize(
+    ("addr", "shown"),
+    [
+        (("127.0.0.1", 5000), "/127.0.0.1"),
+        (("::ffff:10.0.0.7", 5000, 0, 0), "/10.0.0.7"),
+        (("::1", 5000, 0, 0), "/0:0:0:0:0:0:0:1"),
+        (("fe80::1%eth0", 5000, 0, 2), "/fe80:0:0:0:0:0:0:1%eth0"),
+        (None, ""),
+    ],
+)
+def test_a_clients_address_is_given_as_kafka_gives_it(addr: Any, shown: str) -> None:
+    """JoinGroup's client_host (kafka-consumer-groups.sh --describe --members shows it) is
+    Java's InetAddress.toString(): "/127.0.0.1"; an IPv4 client of the default, dual-stack
+    listener was "::ffff:127.0.0.1", and one of an IPv4 listener "127.0.0.1"."""
+    assert broker.network.client_address(addr) == shown
