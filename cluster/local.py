@@ -915,6 +915,12 @@ def down(
         if cluster.state == "stopped" and not _live_processes(cluster):
             return DownResult(found=True, already_stopped=True)
         live = [b for b in cluster.brokers if process_status(b) != "dead"]
+        # Paused brokers go on first: a paused controller kept to the last would hold every
+        # other broker's controlled shutdown (its ControlledShutdown request waiting out
+        # controller.socket.timeout.ms, 30 s) until the timeout SIGKILLed them.
+        for b in live:
+            if process_status(b) == "paused":
+                signal_broker(b, signal.SIGCONT)
         controller = _controller_id(cluster) if len(live) > 1 else None
         first = [b for b in live if b.id != controller]
         last = [b for b in live if b.id == controller]

@@ -220,3 +220,22 @@ def test_an_up_killed_while_it_starts_leaves_what_down_stops(tmp_path: Path) -> 
     finally:
         for pid in running_in(tmp_path / "c"):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_down_with_a_paused_controller_stops_every_broker_cleanly(tmp_path: Path) -> None:
+    """`down` stops the controller last; a paused one was continued only at its turn, so
+    every other broker's controlled shutdown asked a frozen controller, waited out
+    controller.socket.timeout.ms (30 s) and was SIGKILLed at `down`'s timeout. Paused
+    brokers are now continued first."""
+    try:
+        ok(zkctl(tmp_path, "up", "--brokers", "2"))
+        paused = controller(tmp_path)["controller_id"]
+        ok(zkctl(tmp_path, "broker", "pause", "--id", str(paused)))
+        text = ok(zkctl(tmp_path, "down", "--timeout", "15"))
+        assert "killed" not in text, text
+        assert "broker 1: stopped" in text, text
+        assert "broker 2: stopped" in text, text
+    finally:
+        zkctl(tmp_path, "down", "--timeout", "5")
+        for pid in running_in(tmp_path / "c"):
+            os.kill(pid, signal.SIGKILL)
