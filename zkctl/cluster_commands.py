@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from zkctl.common import (
     out,
+    partition_id,
     positive_float,
     positive_int,
     print_json,
@@ -111,7 +112,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     }
     for action, text in helps.items():
         p = actions.add_parser(action, parents=[common], help=text, description=text)
-        p.add_argument("--id", type=int, required=True, metavar="N", help="the broker id")
+        p.add_argument("--id", type=partition_id, required=True, metavar="N", help="the broker id")
         if action in ("stop", "start"):
             default = local.DEFAULT_STOP_TIMEOUT_S if action == "stop" else 60.0
             p.add_argument(

@@ -79,6 +79,10 @@ def error_line(stderr: str) -> str:
         (["elect-leaders", "--all-topic-partitions"], "required: --preferred"),
         (["broker", "stop"], "required: --id"),
         (["broker", "explode", "--id", "1"], "invalid choice: 'explode'"),
+        # A negative id is no broker's: a usage error, not "no broker -1 in the cluster"
+        # with the exit code of a failed operation.
+        (["broker", "kill", "--id", "-1"], "-1 is negative"),
+        (["broker", "stop", "--id", "2147483648"], "2147483648 is more than 2147483647"),
         (["up", "--brokers", "0"], "must be at least 1"),
         (["up", "--session-timeout-ms", "soon"], "'soon' is not an integer"),
         (["--zk-timeout", "0", "controller"], "is not positive"),
