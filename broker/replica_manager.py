@@ -876,19 +876,31 @@ class ReplicaManager:
             self._notify_progress(advanced, data=False)
 
     def _maybe_increment_high_watermark(self, p: Partition) -> bool:
-        """High watermark = the lowest log end over the ISR (the leader's included) and the
-        replicas being added to it; it only ever grows. A follower in the ISR that has not
-        fetched yet holds it back."""
+        """High watermark = the lowest log end over the ISR (the leader's included), the
+        replicas being added to it, and the followers caught up within
+        replica.lag.time.max.ms (Kafka's maybeIncrementLeaderHW since KAFKA-7128); it only
+        ever grows. A follower in the ISR that has not fetched yet holds it back.
+
+        Counting a caught-up follower outside the ISR stops the high watermark short of
+        the leader's log end under steady load: the follower, a fetch behind it, reaches
+        the high watermark and rejoins the ISR (else it never would, the ISR being the
+        leader alone and the high watermark the log end, always one produce ahead)."""
         if p.log is None or p.leader != self.broker_id:
             return False
-        hw = p.log.log_end_offset
-        for r in p.isr:
-            if r != self.broker_id:
-                state = p.followers.get(r)
-                hw = min(hw, state.fetch_offset if state is not None else -1)
-        for r in p.isr_adding:
-            state = p.followers.get(r)
-            hw = min(hw, state.fetch_offset if state is not None else -1)
+        leo = p.log.log_end_offset
+        hw = leo
+        if p.followers:
+            isr, adding = p.isr, p.isr_adding
+            oldest_caught_up = _now_ms() - self.replica_lag_time_max_ms
+            for r, state in p.followers.pairs():
+                offset = state.fetch_offset
+                if offset < hw and (
+                    r in isr or r in adding or state.caught_up_ms(leo) >= oldest_caught_up
+                ):
+                    hw = offset
+        for r in itertools.chain(p.isr, p.isr_adding):
+            if r != self.broker_id and r not in p.followers:
+                hw = -1  # a member this leader has no state of holds it (never the case)
         if hw > p.log.high_watermark:
             p.log.update_high_watermark(hw)
             return True

@@ -200,6 +200,8 @@ def test_an_addition_asked_for_and_then_withdrawn_is_settled_by_the_next_round(
     round lets the replica go, so the high watermark no longer waits for it."""
     rm, p, zk = leader
     joining_at_4(rm)
+    # Behind for longer than the lag time (else the high watermark counts it anyway).
+    p.followers[JOINING].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
     rm._request_isr_changes([p], remove=JOINING, why="fell behind")
     produce(rm, 4)
     fetch(rm, IN_SYNC, 8)
@@ -218,6 +220,8 @@ def test_a_round_that_lets_the_high_watermark_move_announces_it(
     not left to the next follower fetch or the sweep."""
     rm, p, _zk = leader
     joining_at_4(rm)
+    # Behind for longer than the lag time (else the high watermark counts it anyway).
+    p.followers[JOINING].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
     rm._request_isr_changes([p], remove=JOINING, why="fell behind")
     produce(rm, 4)
     fetch(rm, IN_SYNC, 8)

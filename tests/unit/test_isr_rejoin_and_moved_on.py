@@ -1,0 +1,191 @@
+"""A leader's ISR and high watermark against Kafka 2.8's Partition: a follower outside
+the ISR rejoins it under steady produce load (the high watermark counts followers caught
+up within replica.lag.time.max.ms, KAFKA-7128); an ISR write that finds the controller
+moved the partition on (a new leader epoch, this broker still its leader) neither fails
+the producers waiting for acks=all nor lets the high watermark pass a replica ZooKeeper
+may name in the ISR, until the next LeaderAndIsr says what is true. No ZooKeeper: the
+ISR writer is not started; its rounds are run by hand."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.replica_manager import Partition, ReplicaManager
+from broker.state_change_log import StateChangeLog
+from storage.log import AppendInfo
+from storage.log_manager import LogManager
+from storage.testing import build_batch
+from wire.errors import ErrorCode
+from zkdata.client import BadVersionError
+from zkdata.znodes import LeaderAndIsr, TopicPartition, encode_partition_state
+
+LEADER, IN_SYNC, JOINING = 1, 2, 3
+TP = TopicPartition("t", 0)
+
+
+def leader_and_isr(
+    epoch: int, isr: list[int], replicas: list[int], *, leader: int = LEADER
+) -> dict[str, Any]:
+    return {
+        "controller_id": 9,
+        "controller_epoch": 3,
+        "broker_epoch": 100,
+        "topic_states": [
+            {
+                "topic_name": "t",
+                "topic_id": uuid.UUID(int=7),
+                "partition_states": [
+                    {
+                        "partition_index": 0,
+                        "controller_epoch": 3,
+                        "leader": leader,
+                        "leader_epoch": epoch,
+                        "isr": isr,
+                        "partition_epoch": 5 + epoch,
+                        "replicas": replicas,
+                        "adding_replicas": [],
+                        "removing_replicas": [],
+                        "is_new": epoch == 2,  # its log is made at the first one
+                    }
+                ],
+            }
+        ],
+    }
+
+
+class Zk:
+    """The ISR writer's ZooKeeper: every write answered with ``outcome`` (an exception
+    other than BadVersion is raised, as a lost connection is); reads give ``stored``."""
+
+    def __init__(self) -> None:
+        self.outcome: Any = BadVersionError()
+        self.stored: LeaderAndIsr | None = None
+
+    def multi_batched(self, items: list[Any]) -> list[list[Any]]:
+        if isinstance(self.outcome, Exception) and not isinstance(self.outcome, BadVersionError):
+            raise self.outcome
+        return [[self.outcome] for _ in items]
+
+    def get(self, path: str) -> tuple[bytes, Any]:
+        assert self.stored is not None
+        return encode_partition_state(self.stored, 3), SimpleNamespace(
+            version=self.stored.zk_version
+        )
+
+    def get_many(self, path_list: list[str]) -> list[tuple[bytes, Any]]:
+        return [self.get(p) for p in path_list]
+
+
+@pytest.fixture
+def rm_zk(tmp_path: Path) -> Iterator[tuple[ReplicaManager, Zk]]:
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    zk = Zk()
+    rm = ReplicaManager(LEADER, zk, StateChangeLog(tmp_path, LEADER), logs=logs)  # type: ignore[arg-type]
+    try:
+        yield rm, zk
+    finally:
+        rm.close()
+        logs.close()
+
+
+def produce(rm: ReplicaManager, n: int, acks: int) -> tuple[Partition, AppendInfo]:
+    error, p, info, why = rm.append_as_leader(TP, build_batch([b"v"] * n), acks)
+    assert error == 0, why
+    assert p is not None
+    assert info is not None
+    return p, info
+
+
+def fetch(rm: ReplicaManager, replica: int, offset: int) -> None:
+    rm.record_follower_fetches(replica, [(rm.partitions[TP], offset)])
+
+
+def write_round(rm: ReplicaManager) -> None:
+    """One round of the ISR writer, as its thread runs it: a round that fails puts its
+    intents back."""
+    with rm._lock:
+        intents = list(rm._isr_intents.values())
+        rm._isr_intents.clear()
+    try:
+        rm._write_isr_changes(intents)
+    except Exception:
+        with rm._lock:
+            for intent in intents:
+                rm._isr_intents.setdefault(intent.partition.topic_partition, intent)
+        raise
+
+
+def wait_in_background(
+    rm: ReplicaManager, p: Partition, offset: int, timeout_s: float
+) -> tuple[threading.Thread, list[ErrorCode]]:
+    result: list[ErrorCode] = []
+    waiter = threading.Thread(
+        target=lambda: result.append(rm.wait_for_replication(p, offset, timeout_s)), daemon=True
+    )
+    waiter.start()
+    time.sleep(0.2)
+    return waiter, result
+
+
+# --- a follower outside the ISR rejoins it under load ----------------------------------
+
+
+def test_a_follower_one_record_behind_a_steady_producer_rejoins_the_isr(
+    rm_zk: tuple[ReplicaManager, Zk],
+) -> None:
+    """ISR = [leader]; follower 2 fetches right behind a steady producer (each fetch from
+    where the previous answer ended, one record having arrived meanwhile). Counting it in
+    the high watermark (caught up within the lag time) stops the high watermark short of
+    the leader's log end, so the follower reaches it and is asked into the ISR."""
+    rm, _zk = rm_zk
+    rm.become_leader_or_follower(leader_and_isr(2, [LEADER], [LEADER, IN_SYNC]))
+    p = rm.partitions[TP]
+    for i in range(1, 51):
+        produce(rm, 1, 1)  # the log end becomes i
+        fetch(rm, IN_SYNC, i - 1)  # the follower has everything the previous answer gave
+        assert p.high_watermark <= i
+    assert IN_SYNC in p.isr_adding, (
+        f"follower 2, one record behind for 50 fetches, never asked into the ISR:"
+        f" HW {p.high_watermark}, LEO {p.log_end_offset}, isr {p.isr}"
+    )
+
+
+def test_a_follower_not_caught_up_within_the_lag_time_does_not_hold_the_high_watermark(
+    rm_zk: tuple[ReplicaManager, Zk],
+) -> None:
+    """Outside the ISR and lagging longer than replica.lag.time.max.ms: the high watermark
+    is the ISR's alone (the leader's log end here), as in Kafka."""
+    rm, _zk = rm_zk
+    rm.become_leader_or_follower(leader_and_isr(2, [LEADER], [LEADER, IN_SYNC]))
+    p = rm.partitions[TP]
+    produce(rm, 4, 1)
+    fetch(rm, IN_SYNC, 2)
+    p.followers[IN_SYNC].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
+    produce(rm, 4, 1)
+    assert p.high_watermark == 8
+
+
+def test_a_follower_caught_up_within_the_lag_time_never_lowers_the_high_watermark(
+    rm_zk: tuple[ReplicaManager, Zk],
+) -> None:
+    rm, _zk = rm_zk
+    rm.become_leader_or_follower(leader_and_isr(2, [LEADER], [LEADER, IN_SYNC]))
+    p = rm.partitions[TP]
+    produce(rm, 4, 1)
+    assert p.high_watermark == 4
+    fetch(rm, IN_SYNC, 2)
+    p.followers[IN_SYNC].last_caught_up_ms = time.monotonic_ns() // 1_000_000
+    produce(rm, 4, 1)
+    assert p.high_watermark == 4  # held at 4 by the follower now, not lowered to 2
+    fetch(rm, IN_SYNC, 6)
+    assert p.high_watermark == 6
