@@ -236,6 +236,7 @@ class Partition:
     # Leader only; a follower's partition shares one empty mapping (no dict each).
     followers: Followers = field(default_factory=lambda: NO_FOLLOWERS)
     # Set when our ISR write found the partition moved on: wait for the next LeaderAndIsr.
+    # Its high watermark stays where it is until then (the ISR may be other than ours).
     stale: bool = False
     log: PartitionLog | None = None
     # As leader: where this leader epoch began (a follower joins the ISR only past it).
@@ -885,7 +886,16 @@ class ReplicaManager:
         the leader's log end under steady load: the follower, a fetch behind it, reaches
         the high watermark and rejoins the ISR (else it never would, the ISR being the
         leader alone and the high watermark the log end, always one produce ahead)."""
-        if p.log is None or p.leader != self.broker_id:
+        if (
+            p.log is None
+            or p.leader != self.broker_id
+            or p.stale
+            or self.partitions.get(p.topic_partition) is not p
+        ):
+            # A stale partition's ISR may be other than ours (a controller bump read an
+            # expansion of ours that landed unanswered): frozen until the LeaderAndIsr
+            # brings the true one, as Kafka's pending ISR state holds it. A replaced one
+            # shares its log with the new state: only that one moves it.
             return False
         leo = p.log.log_end_offset
         hw = leo
@@ -1213,6 +1223,10 @@ class ReplicaManager:
             settled = set(written)
             for intent in intents:
                 p = intent.partition
+                if p.stale:
+                    # Moved on: ZooKeeper may name the replica being added in the ISR;
+                    # the high watermark waits for it until the next LeaderAndIsr.
+                    continue
                 if p.isr_adding:
                     queued = self._isr_intents.get(p.topic_partition)
                     pending = queued is not None and queued.partition is p

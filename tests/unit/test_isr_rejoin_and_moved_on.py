@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
 from broker.config import BrokerConfig
 from broker.replica_manager import Partition, ReplicaManager
@@ -189,3 +190,68 @@ def test_a_follower_caught_up_within_the_lag_time_never_lowers_the_high_watermar
     assert p.high_watermark == 4  # held at 4 by the follower now, not lowered to 2
     fetch(rm, IN_SYNC, 6)
     assert p.high_watermark == 6
+
+
+# --- an ISR write finds the partition moved on, this broker still its leader -----------
+
+
+def _expansion_landed_unanswered_then_bumped(rm: ReplicaManager, zk: Zk) -> Partition:
+    """ISR [1, 2], 4 records everywhere; replica 3 catches up and its addition is written,
+    the answer lost; the controller then bumps the leader epoch reading ISR [1, 2, 3];
+    replica 3 stops fetching."""
+    rm.become_leader_or_follower(leader_and_isr(2, [LEADER, IN_SYNC], [LEADER, IN_SYNC, JOINING]))
+    p = rm.partitions[TP]
+    version = p.zk_version
+    produce(rm, 4, 1)
+    fetch(rm, IN_SYNC, 4)
+    assert p.high_watermark == 4
+    fetch(rm, JOINING, 4)
+    assert p.isr_adding == (JOINING,)
+    zk.outcome = ConnectionLoss()
+    with pytest.raises(ConnectionLoss):
+        write_round(rm)
+    zk.stored = LeaderAndIsr(LEADER, 3, (LEADER, IN_SYNC, JOINING), version + 2)
+    # Replica 3 then stops fetching, for longer than the lag time: only its place in the
+    # ISR may hold the high watermark for it.
+    p.followers[JOINING].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
+    return p
+
+
+def test_the_high_watermark_never_passes_a_replica_zookeeper_names_in_the_isr(
+    rm_zk: tuple[ReplicaManager, Zk],
+) -> None:
+    """Kafka 2.8: after INVALID_UPDATE_VERSION the expansion stays pending (maximalIsr
+    holds replica 3), and the high watermark waits for it until a LeaderAndIsr comes."""
+    rm, zk = rm_zk
+    p = _expansion_landed_unanswered_then_bumped(rm, zk)
+    produce(rm, 4, 1)
+    fetch(rm, IN_SYNC, 8)
+    assert p.high_watermark == 4  # held for replica 3 (unsettled)
+    zk.outcome = BadVersionError()
+    write_round(rm)  # re-reads the unsure state: epoch 3, moved on
+    assert p.stale
+    assert p.high_watermark == 4
+    fetch(rm, IN_SYNC, 8)
+    assert p.high_watermark == 4
+    rm.become_leader_or_follower(
+        leader_and_isr(3, [LEADER, IN_SYNC, JOINING], [LEADER, IN_SYNC, JOINING])
+    )
+    assert rm.partitions[TP].high_watermark == 4
+
+
+def test_acks_all_not_acknowledged_while_a_replica_zookeeper_names_in_the_isr_lacks_it(
+    rm_zk: tuple[ReplicaManager, Zk],
+) -> None:
+    rm, zk = rm_zk
+    _expansion_landed_unanswered_then_bumped(rm, zk)
+    appended, info = produce(rm, 4, -1)
+    fetch(rm, IN_SYNC, 8)
+    zk.outcome = BadVersionError()
+    write_round(rm)
+    rm.become_leader_or_follower(
+        leader_and_isr(3, [LEADER, IN_SYNC, JOINING], [LEADER, IN_SYNC, JOINING])
+    )
+    fetch(rm, IN_SYNC, 8)
+    assert rm.wait_for_replication(appended, info.last_offset, 0.5) == ErrorCode.REQUEST_TIMED_OUT
+    fetch(rm, JOINING, 8)
+    assert rm.wait_for_replication(appended, info.last_offset, 0.5) == ErrorCode.NONE
