@@ -238,6 +238,11 @@ class Partition:
     # Set when our ISR write found the partition moved on: wait for the next LeaderAndIsr.
     # Its high watermark stays where it is until then (the ISR may be other than ours).
     stale: bool = False
+    # Stale only because the write found a newer leader epoch with this broker still the
+    # leader (the controller took a replica out, say): the next LeaderAndIsr most likely
+    # keeps it leading, so producers waiting for acks=all wait for it (Kafka's
+    # DelayedProduce does: its leader has only given up on the ISR change).
+    moved_on: bool = False
     log: PartitionLog | None = None
     # As leader: where this leader epoch began (a follower joins the ISR only past it).
     epoch_start_offset: int = 0
@@ -780,6 +785,7 @@ class ReplicaManager:
                         # Stop replicating; keep the epoch so older states stay refused.
                         with self._follower_lock(tp):
                             current.stale = True
+                            current.moved_on = False  # a real loss: its waiters answer
                         current.followers = NO_FOLLOWERS
                         stopped.append(tp)
                     errors.append(
@@ -1003,7 +1009,9 @@ class ReplicaManager:
         member has it); `p` is the partition append_as_leader appended to and returned.
         NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas
         meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved; REQUEST_TIMED_OUT after the
-        producer's timeout.
+        producer's timeout. A partition our ISR write found moved on with this broker
+        still its leader (``moved_on``) has not lost it: the wait goes on until the next
+        LeaderAndIsr says whether it still leads (a StopReplica ends it).
 
         A new leader epoch with this broker still the leader (the controller bumps it when
         the ISR shrinks, for one) is a new Partition: the wait goes on with it, as Kafka's
@@ -1029,7 +1037,7 @@ class ReplicaManager:
                     and appended_log.epoch_cache.epoch_for_offset(required_offset) == appended_epoch
                 ):
                     p = current  # whether this broker still leads it is checked next
-                if current is not p or p.stale or p.leader != self.broker_id:
+                if current is not p or (p.stale and not p.moved_on) or p.leader != self.broker_id:
                     if self.offline_partitions and tp in self.offline_partitions:
                         return ErrorCode.KAFKA_STORAGE_ERROR
                     return ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -1404,6 +1412,8 @@ class ReplicaManager:
                 stored.leader_epoch,
             )
             p.stale = True
+            # Still ours to lead as ZooKeeper has it: the next LeaderAndIsr says more.
+            p.moved_on = stored.leader == self.broker_id
             self._changes += 1
             return None
 

@@ -195,6 +195,109 @@ def test_a_follower_caught_up_within_the_lag_time_never_lowers_the_high_watermar
 # --- an ISR write finds the partition moved on, this broker still its leader -----------
 
 
+def test_acks_all_waiting_survives_an_isr_write_refused_by_a_controller_bump(
+    rm_zk: tuple[ReplicaManager, Zk],
+) -> None:
+    """Broker 3 dies. The controller takes it out of the ISR (leader epoch 2 -> 3, broker
+    1 still leader) while the leader's own lag check removes it too: the leader's write,
+    conditional on the old zkVersion, is refused and the re-read finds epoch 3. As in
+    Kafka 2.8 (INVALID_UPDATE_VERSION: 'giving up'; DelayedProduce waits on), the
+    producer waiting for acks=all is answered NONE once the LeaderAndIsr of epoch 3 came
+    and the high watermark passed its record, not NOT_LEADER_OR_FOLLOWER (a retry
+    would write the committed record twice)."""
+    rm, zk = rm_zk
+    rm.become_leader_or_follower(
+        leader_and_isr(2, [LEADER, IN_SYNC, JOINING], [LEADER, IN_SYNC, JOINING])
+    )
+    p = rm.partitions[TP]
+    appended, info = produce(rm, 4, -1)
+    fetch(rm, IN_SYNC, 4)  # follower 2 has the records; 3 is dead, holds the HW at 0
+    assert p.high_watermark == 0
+    waiter, result = wait_in_background(rm, appended, info.last_offset, 6.0)
+    zk.stored = LeaderAndIsr(LEADER, 3, (LEADER, IN_SYNC), p.zk_version + 1)
+    p.followers[JOINING].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
+    rm.maybe_shrink_isr()
+    write_round(rm)  # refused: BadVersion; the re-read finds epoch 3
+    assert p.stale
+    time.sleep(0.3)
+    assert not result, f"answered {result} before the LeaderAndIsr of epoch 3 came"
+    rm.become_leader_or_follower(leader_and_isr(3, [LEADER, IN_SYNC], [LEADER, IN_SYNC, JOINING]))
+    fetch(rm, IN_SYNC, 4)
+    waiter.join(10)
+    assert rm.partitions[TP].high_watermark == 4  # the record is committed
+    assert result == [ErrorCode.NONE]
+
+
+def test_acks_all_waiting_fails_once_the_next_leader_and_isr_makes_this_broker_a_follower(
+    rm_zk: tuple[ReplicaManager, Zk],
+) -> None:
+    rm, zk = rm_zk
+    rm.become_leader_or_follower(
+        leader_and_isr(2, [LEADER, IN_SYNC, JOINING], [LEADER, IN_SYNC, JOINING])
+    )
+    p = rm.partitions[TP]
+    appended, info = produce(rm, 4, -1)
+    waiter, result = wait_in_background(rm, appended, info.last_offset, 6.0)
+    zk.stored = LeaderAndIsr(LEADER, 3, (LEADER, IN_SYNC), p.zk_version + 1)
+    p.followers[JOINING].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
+    rm.maybe_shrink_isr()
+    write_round(rm)
+    assert p.stale
+    assert not result
+    rm.become_leader_or_follower(
+        leader_and_isr(4, [IN_SYNC], [LEADER, IN_SYNC, JOINING], leader=IN_SYNC)
+    )
+    waiter.join(10)
+    assert result == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+
+
+def test_acks_all_waiting_fails_at_once_when_zookeeper_names_another_leader(
+    rm_zk: tuple[ReplicaManager, Zk],
+) -> None:
+    rm, zk = rm_zk
+    rm.become_leader_or_follower(
+        leader_and_isr(2, [LEADER, IN_SYNC, JOINING], [LEADER, IN_SYNC, JOINING])
+    )
+    p = rm.partitions[TP]
+    appended, info = produce(rm, 4, -1)
+    waiter, result = wait_in_background(rm, appended, info.last_offset, 6.0)
+    zk.stored = LeaderAndIsr(IN_SYNC, 3, (IN_SYNC,), p.zk_version + 1)
+    p.followers[JOINING].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
+    rm.maybe_shrink_isr()
+    write_round(rm)
+    waiter.join(3)
+    assert result == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+
+
+def test_acks_all_waiting_fails_when_a_stop_replica_follows_a_moved_on_write(
+    rm_zk: tuple[ReplicaManager, Zk],
+) -> None:
+    rm, zk = rm_zk
+    rm.become_leader_or_follower(
+        leader_and_isr(2, [LEADER, IN_SYNC, JOINING], [LEADER, IN_SYNC, JOINING])
+    )
+    p = rm.partitions[TP]
+    appended, info = produce(rm, 4, -1)
+    waiter, result = wait_in_background(rm, appended, info.last_offset, 6.0)
+    zk.stored = LeaderAndIsr(LEADER, 3, (LEADER, IN_SYNC), p.zk_version + 1)
+    p.followers[JOINING].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
+    rm.maybe_shrink_isr()
+    write_round(rm)
+    assert not result
+    rm.stop_replicas(
+        {
+            "controller_id": 9,
+            "controller_epoch": 3,
+            "broker_epoch": 100,
+            "topic_states": [
+                {"topic_name": "t", "partition_states": [{"partition_index": 0, "leader_epoch": 4}]}
+            ],
+        }
+    )
+    waiter.join(3)
+    assert result == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
+
+
 def _expansion_landed_unanswered_then_bumped(rm: ReplicaManager, zk: Zk) -> Partition:
     """ISR [1, 2], 4 records everywhere; replica 3 catches up and its addition is written,
     the answer lost; the controller then bumps the leader epoch reading ISR [1, 2, 3];
