@@ -261,7 +261,8 @@ class AdminApis:
     def create_topics(self, version: int, body: Body) -> Body:
         topics: list[Body] = list(body.get("topics") or [])
         validate_only = bool(body.get("validate_only", False))
-        # timeout_ms <= 0: answer at once, without waiting for the outcome (as Kafka).
+        # timeout_ms <= 0: answered at once, each topic changed REQUEST_TIMED_OUT (Kafka's
+        # ZkAdminManager: the write is made, only the wait is skipped).
         timeout_ms = int(body.get("timeout_ms", 0))
         deadline = time.monotonic() + timeout_ms / 1000
         results: dict[str, Body] = {}
@@ -296,11 +297,9 @@ class AdminApis:
             existing.add(name)
             planned[name] = plan
             results[name] = self._created(plan)
-        if planned and not validate_only and timeout_ms > 0:
-            for name in self._wait(
-                deadline,
-                {n: range(len(p.assignment)) for n, p in planned.items()},
-            ):
+        if planned and not validate_only:
+            waited = {n: range(len(p.assignment)) for n, p in planned.items()}
+            for name in self._wait(deadline, waited) if timeout_ms > 0 else waited:
                 results[name] = _not_created(
                     TopicError(
                         ErrorCode.REQUEST_TIMED_OUT,
@@ -450,7 +449,8 @@ class AdminApis:
     # --- DeleteTopics -------------------------------------------------------------------
 
     def delete_topics(self, version: int, body: Body) -> Body:
-        # timeout_ms <= 0: answer at once, without waiting for the outcome (as Kafka).
+        # timeout_ms <= 0: answered at once, each topic changed REQUEST_TIMED_OUT (Kafka's
+        # ZkAdminManager: the write is made, only the wait is skipped).
         timeout_ms = int(body.get("timeout_ms", 0))
         deadline = time.monotonic() + timeout_ms / 1000
         if version >= 6:
@@ -470,8 +470,8 @@ class AdminApis:
                 result.update(error_code=int(ErrorCode.NONE), error_message=None)
             except Exception as e:
                 result.update(_failed(_refused(e, f"DeleteTopics of topic {name!r}")))
-        if marked and timeout_ms > 0:
-            late = self._wait_deleted(deadline, marked)
+        if marked:
+            late = self._wait_deleted(deadline, marked) if timeout_ms > 0 else set(marked)
             for result in results:
                 if result["name"] in late and result.get("error_code") == ErrorCode.NONE:
                     result.update(
@@ -511,7 +511,8 @@ class AdminApis:
     def create_partitions(self, version: int, body: Body) -> Body:
         topics: list[Body] = list(body.get("topics") or [])
         validate_only = bool(body.get("validate_only", False))
-        # timeout_ms <= 0: answer at once, without waiting for the outcome (as Kafka).
+        # timeout_ms <= 0: answered at once, each topic changed REQUEST_TIMED_OUT (Kafka's
+        # ZkAdminManager: the write is made, only the wait is skipped).
         timeout_ms = int(body.get("timeout_ms", 0))
         deadline = time.monotonic() + timeout_ms / 1000
         twice = duplicates(t["name"] for t in topics)
@@ -530,8 +531,8 @@ class AdminApis:
                 results[name] = {"error_code": int(ErrorCode.NONE), "error_message": None}
             except Exception as e:
                 results[name] = _failed(_refused(e, f"CreatePartitions of topic {name!r}"))
-        if grown and not validate_only and timeout_ms > 0:
-            for name in self._wait(deadline, grown):
+        if grown and not validate_only:
+            for name in self._wait(deadline, grown) if timeout_ms > 0 else grown:
                 results[name] = _failed(
                     TopicError(
                         ErrorCode.REQUEST_TIMED_OUT,
@@ -654,7 +655,9 @@ class AdminApis:
         elected = {
             tp: leader for tp, (code, _m, leader) in results.items() if code == ErrorCode.NONE
         }
-        if elected and timeout_ms > 0:
+        # timeout_ms <= 0: Kafka's DelayedElectLeader expires at once, after one look at
+        # the metadata.
+        if elected:
             for tp in self._wait_leaders(deadline, elected):
                 results[tp] = _election_failed(
                     TopicError(

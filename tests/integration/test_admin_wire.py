@@ -185,17 +185,36 @@ def test_bad_admin_requests_get_kafkas_errors_and_change_nothing(
     assert c.zk.exists(paths.delete_topic("t")) is None
 
     with KafkaConnection("127.0.0.1", c[controller[0]].port()) as conn:
-        # timeout_ms 0: answered at once, and the outcome comes after (as Kafka).
+        # timeout_ms 0: answered at once, REQUEST_TIMED_OUT, and the change is made all the
+        # same (Kafka 2.8's ZkAdminManager); validate_only is answered as checked.
         answer = conn.request(
             ApiKey.CREATE_TOPICS,
             4,
             {"topics": [creatable("quick")], "timeout_ms": 0},
         )
+        assert [t["error_code"] for t in answer["topics"]] == [ErrorCode.REQUEST_TIMED_OUT]
+        answer = conn.request(
+            ApiKey.CREATE_TOPICS,
+            4,
+            {"topics": [creatable("checked")], "timeout_ms": 0, "validate_only": True},
+        )
         assert [t["error_code"] for t in answer["topics"]] == [0]
         c.wait_topic_online("quick", timeout=30)
+        answer = conn.request(
+            ApiKey.CREATE_PARTITIONS,
+            2,
+            {
+                "topics": [{"name": "quick", "count": 2, "assignments": None}],
+                "timeout_ms": 0,
+                "validate_only": False,
+            },
+        )
+        assert [r["error_code"] for r in answer["results"]] == [ErrorCode.REQUEST_TIMED_OUT]
+        wait_for(lambda: len(replicas(c, "quick")) == 2, 30, "topic quick grown")
         answer = conn.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["quick"], "timeout_ms": 0})
-        assert [t["error_code"] for t in answer["responses"]] == [0]
+        assert [t["error_code"] for t in answer["responses"]] == [ErrorCode.REQUEST_TIMED_OUT]
         wait_for(lambda: c.zk.exists(paths.topic("quick")) is None, 30, "topic quick deleted")
+        assert c.zk.exists(paths.topic("checked")) is None
 
         # DeleteTopics v6 names a topic by its id.
         topic_id = topic_id_of(c, "t")

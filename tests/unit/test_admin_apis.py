@@ -293,6 +293,41 @@ def test_every_answer_encodes_at_every_version() -> None:
         response_codec(ApiKey.DELETE_TOPICS, v).encode(a.delete_topics(v, body))
 
 
+def test_a_zero_timeout_answers_each_change_made_request_timed_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka 2.8's ZkAdminManager with timeout_ms <= 0: the writes are made and each
+    topic changed is answered REQUEST_TIMED_OUT at once (only the wait is skipped);
+    validate_only, and topics refused, keep their own codes."""
+    a = apis(controller=True)
+    deleted: list[str] = []
+    plan = TopicCreationPlan("a", {0: [1]}, {}, uuid.uuid4())
+    monkeypatch.setattr(a, "_cluster", lambda: ([BrokerMetadata(1)], set(), set()))
+
+    def create_one(t: dict[str, Any], *_: Any) -> TopicCreationPlan:
+        if t["name"] != "a":
+            raise TopicExistsError(f"topic {t['name']!r} already exists")
+        return plan
+
+    monkeypatch.setattr(a, "_create_one", create_one)
+    monkeypatch.setattr(a, "_grow_one", lambda t, *_: [1])
+    monkeypatch.setattr(broker.admin_apis, "delete_topic", lambda _zk, n: deleted.append(n))
+    for timeout_ms in (0, -1):
+        body = {"topics": [topic("a"), topic("b")], "timeout_ms": timeout_ms}
+        got = {t["name"]: t["error_code"] for t in a.create_topics(7, body)["topics"]}
+        assert got == {"a": ErrorCode.REQUEST_TIMED_OUT, "b": ErrorCode.TOPIC_ALREADY_EXISTS}
+        checked = a.create_topics(7, {**body, "validate_only": True})["topics"]
+        assert [t["error_code"] for t in checked] == [0, ErrorCode.TOPIC_ALREADY_EXISTS]
+        asked = {"topics": [{"name": "a", "count": 2, "assignments": None}]}
+        grown = a.create_partitions(3, {**asked, "timeout_ms": timeout_ms})["results"]
+        assert [r["error_code"] for r in grown] == [ErrorCode.REQUEST_TIMED_OUT]
+        body = {**asked, "timeout_ms": timeout_ms, "validate_only": True}
+        assert [r["error_code"] for r in a.create_partitions(3, body)["results"]] == [0]
+        gone = a.delete_topics(5, {"topic_names": ["a"], "timeout_ms": timeout_ms})
+        assert [r["error_code"] for r in gone["responses"]] == [ErrorCode.REQUEST_TIMED_OUT]
+    assert deleted == ["a", "a"]  # the deletions were asked for all the same
+
+
 # --- waiting on the metadata cache --------------------------------------------------------
 
 
@@ -409,8 +444,16 @@ def test_elect_leaders_times_out_when_the_metadata_does_not_show_the_leader() ->
     a = electing({T0: (0, None, 3)})  # the metadata says 2 leads
     body = {"election_type": 0, "topic_partitions": ASKED[:1], "timeout_ms": 200}
     assert election_results(a.elect_leaders(2, body)) == {("t", 0): ErrorCode.REQUEST_TIMED_OUT}
-    body["timeout_ms"] = 0  # no wait asked: answered as decided
-    assert election_results(a.elect_leaders(2, body)) == {("t", 0): 0}
+    # timeout_ms <= 0: one look at the metadata (Kafka's DelayedElectLeader expires at
+    # once): a leader it shows is NONE, one it does not REQUEST_TIMED_OUT.
+    body["timeout_ms"] = 0
+    assert election_results(a.elect_leaders(2, body)) == {("t", 0): ErrorCode.REQUEST_TIMED_OUT}
+    a = electing({T0: (0, None, 2), T1: (0, None, 3)})
+    body = {"election_type": 0, "topic_partitions": ASKED, "timeout_ms": 0}
+    assert election_results(a.elect_leaders(2, body)) == {
+        ("t", 0): 0,
+        ("t", 1): ErrorCode.REQUEST_TIMED_OUT,
+    }
 
 
 def test_elect_leaders_refused() -> None:
