@@ -636,13 +636,16 @@ def plan_new_partitions(
     reassigning: bool = False,
     rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
     internal_allowed: bool = False,
+    new_partitions_only: bool = False,
 ) -> dict[int, list[int]]:
     """The replicas of the partitions to add (Kafka's createNewPartitionsAssignment).
 
     ``replica_assignment`` (numbered from 0) may list every partition, as Kafka's tool
-    takes it (the existing ones are then ignored), or only the new ones. An internal
-    topic's partitions are not added unless ``internal_allowed``: Kafka's TopicCommand
-    refuses them, its CreatePartitions request does not.
+    takes it (the existing ones are then ignored), or only the new ones; with
+    ``new_partitions_only`` (a CreatePartitions request's, as Kafka's ZkAdminManager
+    takes it) only the new ones. An internal topic's partitions are not added unless
+    ``internal_allowed``: Kafka's TopicCommand refuses them, its CreatePartitions request
+    does not.
     """
     name = assignment.topic
     existing = len(assignment.partitions)
@@ -668,6 +671,11 @@ def plan_new_partitions(
     if replica_assignment is not None:
         to_add = total_partitions - existing
         given = [list(replica_assignment[p]) for p in sorted(replica_assignment)]
+        if new_partitions_only and len(given) != to_add:
+            raise ReplicaAssignmentError(
+                f"Increasing the number of partitions by {to_add} but {len(given)}"
+                " assignments provided."
+            )
         if len(given) == total_partitions:
             given = given[existing:]
         elif len(given) != to_add:
@@ -709,11 +717,13 @@ def add_partitions(
     rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
     validate_only: bool = False,
     internal_allowed: bool = False,
+    new_partitions_only: bool = False,
 ) -> AddPartitionsResult:
     """Grow the topic to ``total_partitions``: one setData of the topic znode, conditional
     on the version read, so a concurrent change (another add, a reassignment) is detected.
     With ``validate_only``, everything but the write. An internal topic is refused unless
-    ``internal_allowed`` (see plan_new_partitions)."""
+    ``internal_allowed``, an assignment of the existing partitions too with
+    ``new_partitions_only`` (see plan_new_partitions)."""
     problems = Problems()
     records, _missing = metadata.read_topics(zk, [name], problems)
     record = records.get(name)
@@ -734,6 +744,7 @@ def add_partitions(
         reassigning=reassigning,
         rack_aware_mode=rack_aware_mode,
         internal_allowed=internal_allowed,
+        new_partitions_only=new_partitions_only,
     )
     new_partitions = dict(a.partitions)
     new_partitions.update({p: tuple(r) for p, r in added.items()})

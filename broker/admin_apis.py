@@ -551,7 +551,8 @@ class AdminApis:
         if not controller:
             raise _not_controller()
         given = topic.get("assignments")
-        # The wire's assignments list the new partitions only, in order.
+        # The wire's assignments list the new partitions only, in order; any other count
+        # is refused (Kafka's ZkAdminManager), unlike zkctl's, which may list them all.
         assignment = (
             None if given is None else {i: list(a["broker_ids"]) for i, a in enumerate(given)}
         )
@@ -564,6 +565,7 @@ class AdminApis:
                 validate_only=validate_only,
                 # Kafka's broker grows an internal topic too; only its TopicCommand refuses.
                 internal_allowed=True,
+                new_partitions_only=True,
             )
         )
         return list(result.added)

@@ -158,6 +158,10 @@ def test_bad_admin_requests_get_kafkas_errors_and_change_nothing(
         "t": ErrorCode.INVALID_PARTITIONS,
         "absent": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     }
+    # A replica list for every partition, not the new ones only: refused, as Kafka 2.8's
+    # ZkAdminManager does (zkctl's --replica-assignment may list them all).
+    every = a.create_partitions([NewPartitions("t", 4, [[1, 2], [2, 1], [1, 2], [2, 1]])])
+    assert outcome(every) == {"t": ErrorCode.INVALID_REPLICA_ASSIGNMENT}
     checked_growth = a.create_partitions([NewPartitions("t", 5)], validate_only=True)
     assert outcome(checked_growth) == {"t": 0}
     gone = a.delete_topics(["absent"])

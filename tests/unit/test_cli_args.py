@@ -18,7 +18,12 @@ from hypothesis import strategies as st
 from kazoo.protocol.states import ZnodeStat
 
 from admin import elect, reassign, topics
-from admin.errors import AdminError, InvalidArgumentError, TopicExistsError
+from admin.errors import (
+    AdminError,
+    InvalidArgumentError,
+    ReplicaAssignmentError,
+    TopicExistsError,
+)
 from cluster import local
 from controller.assignment import BrokerMetadata, RackAwareMode, assign_new_partitions
 from tests.unit.fake_zk import FakeZk
@@ -503,6 +508,29 @@ def test_explicit_new_partitions_may_list_new_or_all() -> None:
         topics.plan_new_partitions(a, 3, brokers(1, 2, 3), replica_assignment={0: [2, 3]})
     with pytest.raises(AdminError, match="replication factor 1, expected 2"):
         topics.plan_new_partitions(a, 2, brokers(1, 2, 3), replica_assignment={0: [3]})
+
+
+def test_a_create_partitions_request_lists_the_new_partitions_only() -> None:
+    """Kafka 2.8's ZkAdminManager.createPartitions: a request's assignments are the new
+    partitions', any other count INVALID_REPLICA_ASSIGNMENT (the tool's shortcut of
+    listing every partition is not the wire's)."""
+    a = assignment({0: [1, 2]})
+    every = {0: [1, 2], 1: [2, 3], 2: [3, 1]}
+    with pytest.raises(
+        ReplicaAssignmentError,
+        match=r"^Increasing the number of partitions by 2 but 3 assignments provided\.$",
+    ):
+        topics.plan_new_partitions(
+            a, 3, brokers(1, 2, 3), replica_assignment=every, new_partitions_only=True
+        )
+    with pytest.raises(ReplicaAssignmentError, match="by 2 but 0 assignments"):
+        topics.plan_new_partitions(
+            a, 3, brokers(1, 2, 3), replica_assignment={}, new_partitions_only=True
+        )
+    only_new = topics.plan_new_partitions(
+        a, 3, brokers(1, 2, 3), replica_assignment={0: [2, 3], 1: [3, 1]}, new_partitions_only=True
+    )
+    assert only_new == {1: [2, 3], 2: [3, 1]}
 
 
 def test_new_partitions_refusals() -> None:
