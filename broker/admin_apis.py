@@ -574,7 +574,8 @@ class AdminApis:
 
     def describe_configs(self, version: int, body: Body) -> Body:
         """A topic's configs (its znode over the broker's defaults) or this broker's own;
-        any broker answers (a broker's, only that broker). Each resource fails alone."""
+        any broker answers (a broker's, only that broker; the broker "", the cluster's
+        dynamic defaults: none). Each resource fails alone."""
         synonyms = bool(body.get("include_synonyms", False)) and version >= 1
         documentation = bool(body.get("include_documentation", False)) and version >= 3
         results: list[Body] = []
@@ -611,7 +612,11 @@ class AdminApis:
             overrides = {} if got is None else decode_topic_config(name, got[0])
             return topic_entries(self.config, overrides)
         if kind == _BROKER_RESOURCE:
-            if name not in ("", str(self.metadata.broker_id)):
+            if name == "":
+                # The cluster-wide dynamic defaults (Kafka's ConfigHelper:
+                # currentDynamicDefaultConfigs); dynamic broker configs are not kept here.
+                return []
+            if name != str(self.metadata.broker_id):
                 raise TopicError(
                     ErrorCode.INVALID_REQUEST,
                     f"this is broker {self.metadata.broker_id}: ask broker {name} for its configs",

@@ -365,6 +365,20 @@ def test_admin_client_describes_topic_and_broker_configs(cluster_factory: Cluste
     assert broker["broker.id"].value == "2"  # asked of broker 2 itself
     assert broker["log.retention.hours"].value == "1"
     assert broker["log.retention.hours"].is_read_only
+    # The broker "": the cluster-wide dynamic defaults (Kafka 2.8's ConfigHelper), none
+    # here; not the asked broker's static configs.
+    with KafkaConnection("127.0.0.1", c[1].port()) as conn:
+        defaults = conn.request(
+            ApiKey.DESCRIBE_CONFIGS,
+            1,
+            {
+                "resources": [
+                    {"resource_type": 4, "resource_name": "", "configuration_keys": None}
+                ],
+                "include_synonyms": False,
+            },
+        )
+    assert [(r["error_code"], r["configs"]) for r in defaults["results"]] == [(0, [])]
 
     # DescribeCluster v0 (Kafka 2.8's; the Java admin's describeCluster), from any broker:
     # what its Metadata says of the cluster.

@@ -659,3 +659,19 @@ def test_an_empty_configuration_keys_list_describes_every_config() -> None:
     assert len(every) > 100
     assert names([]) == every
     assert names(["num.partitions"]) == ["num.partitions"]
+
+
+def test_the_broker_resource_named_empty_is_the_clusters_dynamic_defaults() -> None:
+    """Kafka 2.8's ConfigHelper.describeConfigs: the broker "" is the cluster-wide dynamic
+    default configs, none without dynamic broker configs (not this broker's static ones)."""
+    config = load_broker_config(
+        overrides=["broker.id=1", "zookeeper.connect=z:2181", "log.retention.hours=1"]
+    )
+    a = AdminApis(cast(ZkClient, NoZooKeeper()), MetadataCache(1), lambda: False, config)
+    for v in every_version(ApiKey.DESCRIBE_CONFIGS):
+        body = {
+            "resources": [{"resource_type": 4, "resource_name": "", "configuration_keys": None}]
+        }
+        codec = response_codec(ApiKey.DESCRIBE_CONFIGS, v)
+        (got,) = codec.decode(bytes(codec.encode(a.describe_configs(v, body))))["results"]
+        assert (got["error_code"], got["configs"]) == (0, [])
