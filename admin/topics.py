@@ -415,10 +415,14 @@ class DeleteTopicResult:
     outcome: str
 
 
-def delete_topic(zk: ZkClient, name: str, *, if_exists: bool = False) -> DeleteTopicResult:
-    """Mark the topic for deletion: create /admin/delete_topics/<t> (the controller deletes)."""
+def delete_topic(
+    zk: ZkClient, name: str, *, if_exists: bool = False, internal_allowed: bool = False
+) -> DeleteTopicResult:
+    """Mark the topic for deletion: create /admin/delete_topics/<t> (the controller deletes).
+    An internal topic is refused unless ``internal_allowed``: Kafka's TopicCommand refuses
+    it, its DeleteTopics request (AdminZkClient.deleteTopic) does not."""
     check_topic_name(name)
-    if name in INTERNAL_TOPICS:
+    if name in INTERNAL_TOPICS and not internal_allowed:
         raise AdminError(
             f"topic {name!r} is a Kafka internal topic and is not allowed to be marked for deletion"
         )

@@ -503,7 +503,8 @@ class AdminApis:
                 ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST,
                 "topic deletion is disabled (delete.topic.enable=false)",
             )
-        delete_topic(self.zk, name)
+        # Kafka's broker deletes an internal topic too; only its TopicCommand refuses.
+        delete_topic(self.zk, name, internal_allowed=True)
         return name
 
     # --- CreatePartitions ---------------------------------------------------------------

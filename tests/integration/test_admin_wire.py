@@ -789,3 +789,76 @@ def test_a_clients_reassignment_in_progress_survives_a_controller_failover(
     c.wait_partitions("t", lambda s: set(s[0].isr) == {keep, other, new}, "the ISR the target")
     rows = c[successor].state_changes("partition_state")
     assert any(r["topic"] == "t" and r["reason"] == "reassign" for r in rows)
+
+
+def test_delete_topics_deletes_the_offsets_topic_and_its_groups_go_with_it(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """Kafka 2.8's DeleteTopics deletes an internal topic as any other (only its
+    TopicCommand refuses, as `zkctl topic delete` does): the controller deletes
+    __consumer_offsets, each coordinator unloads its groups on the StopReplica, and the
+    next FindCoordinator makes the topic again, empty, its groups coordinated anew."""
+    c = cluster_factory(
+        (1, 2),
+        group_initial_rebalance_delay_ms="0",
+        offsets_topic_num_partitions="2",
+        offsets_topic_replication_factor="2",
+    )
+    c.wait_controller()
+    c.create_topic("t", {0: (1, 2)})
+    c.wait_topic_online("t")
+
+    def coordinator() -> int:
+        def found() -> int | None:
+            with KafkaConnection("127.0.0.1", c[1].port()) as conn:
+                got = conn.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+            return int(got["node_id"]) if got["error_code"] == ErrorCode.NONE else None
+
+        return wait_for(found, 60, "group g's coordinator")
+
+    def commit(offset: int) -> None:
+        def committed() -> bool:
+            with KafkaConnection("127.0.0.1", c[coordinator()].port()) as conn:
+                body = {
+                    "group_id": "g",
+                    "generation_id_or_member_epoch": -1,
+                    "member_id": "",
+                    "topics": [
+                        {
+                            "name": "t",
+                            "partitions": [{"partition_index": 0, "committed_offset": offset}],
+                        }
+                    ],
+                }
+                got = conn.request(ApiKey.OFFSET_COMMIT, 7, body)
+            return got["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+
+        wait_for(committed, 60, f"group g's commit of offset {offset}")
+
+    def fetched() -> int:
+        with KafkaConnection("127.0.0.1", c[coordinator()].port()) as conn:
+            body = {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]}
+            got = conn.request(ApiKey.OFFSET_FETCH, 7, body)
+        assert got["error_code"] == ErrorCode.NONE
+        return int(got["topics"][0]["partitions"][0]["committed_offset"])
+
+    commit(5)
+    assert fetched() == 5
+    controller, _ = c.wait_controller()
+    with KafkaConnection("127.0.0.1", c[controller].port()) as conn:
+        gone = conn.request(
+            ApiKey.DELETE_TOPICS,
+            4,
+            {"topic_names": ["__consumer_offsets"], "timeout_ms": TIMEOUT_S * 1000},
+        )
+    assert [(r["error_code"], r["error_message"]) for r in gone["responses"]] == [(0, None)]
+    wait_for(
+        lambda: c.zk.exists(paths.topic("__consumer_offsets")) is None or None,
+        60,
+        "__consumer_offsets deleted",
+    )
+    # Made again at the next FindCoordinator, empty: the old commit went with the log.
+    wait_for(lambda: fetched() == -1 or None, 60, "group g's offsets coordinated anew")
+    commit(7)
+    assert fetched() == 7
+    assert all(b.alive() for b in c.brokers.values())

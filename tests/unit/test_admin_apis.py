@@ -27,7 +27,7 @@ from admin.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from admin.topics import TopicCreationPlan, plan_topic_creation
+from admin.topics import TopicCreationPlan, delete_topic, plan_topic_creation
 from broker.admin_apis import AdminApis, TopicError, creatable_topic, error_of
 from broker.apis import SUPPORTED
 from broker.config import ConfigError, load_broker_config
@@ -36,9 +36,11 @@ from broker.metadata_cache import MetadataCache
 from controller import events as ev
 from controller.assignment import BrokerMetadata
 from controller.context import ReplicaAssignment
+from tests.unit.fake_zk import FakeZk
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import request_codec, response_codec
+from zkdata import paths
 from zkdata.client import ZkClient
 from zkdata.znodes import TopicPartition
 
@@ -311,7 +313,7 @@ def test_a_zero_timeout_answers_each_change_made_request_timed_out(
 
     monkeypatch.setattr(a, "_create_one", create_one)
     monkeypatch.setattr(a, "_grow_one", lambda t, *_: [1])
-    monkeypatch.setattr(broker.admin_apis, "delete_topic", lambda _zk, n: deleted.append(n))
+    monkeypatch.setattr(broker.admin_apis, "delete_topic", lambda _zk, n, **_: deleted.append(n))
     for timeout_ms in (0, -1):
         body = {"topics": [topic("a"), topic("b")], "timeout_ms": timeout_ms}
         got = {t["name"]: t["error_code"] for t in a.create_topics(7, body)["topics"]}
@@ -326,6 +328,21 @@ def test_a_zero_timeout_answers_each_change_made_request_timed_out(
         gone = a.delete_topics(5, {"topic_names": ["a"], "timeout_ms": timeout_ms})
         assert [r["error_code"] for r in gone["responses"]] == [ErrorCode.REQUEST_TIMED_OUT]
     assert deleted == ["a", "a"]  # the deletions were asked for all the same
+
+
+def test_delete_topics_deletes_an_internal_topic_as_kafka_does() -> None:
+    """Kafka 2.8's DeleteTopics (AdminZkClient.deleteTopic) marks an internal topic for
+    deletion as any other; only its TopicCommand refuses (so does zkctl topic delete)."""
+    zk = FakeZk()
+    zk.put(paths.topic(OFFSETS_TOPIC), b"{}")
+    zk.put(paths.DELETE_TOPICS, b"")
+    a = AdminApis(cast(ZkClient, zk), MetadataCache(1), lambda: True)
+    body = {"topic_names": [OFFSETS_TOPIC], "timeout_ms": 0}
+    (got,) = a.delete_topics(5, body)["responses"]
+    assert (got["name"], got["error_code"]) == (OFFSETS_TOPIC, ErrorCode.REQUEST_TIMED_OUT)
+    assert zk.exists(paths.delete_topic(OFFSETS_TOPIC)) is not None
+    with pytest.raises(AdminError, match="internal topic"):
+        delete_topic(cast(ZkClient, zk), OFFSETS_TOPIC)
 
 
 # --- waiting on the metadata cache --------------------------------------------------------
@@ -426,6 +443,8 @@ def election_results(body: dict[str, Any]) -> dict[tuple[str, int], int]:
         for p in t["partition_result"]
     }
 
+
+OFFSETS_TOPIC = "__consumer_offsets"
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 ASKED = [{"topic": "t", "partitions": [0, 1]}]
