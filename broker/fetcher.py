@@ -106,10 +106,11 @@ LIST_OFFSETS_VERSION = 4  # the first with the current leader epoch (fencing)
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP = -1, -2
 
 
-# (partition, leader id, leader epoch, fetched records, the leader's high watermark) ->
-# the next fetch offset, or None when the partition no longer follows that leader at that
-# epoch (the answer was in flight while it moved on: dropped, not applied).
-RecordsSink = Callable[[TopicPartition, int, int, memoryview | bytes | None, int], int | None]
+# (partition, leader id, leader epoch, fetched records, the leader's high watermark, the
+# leader's log start offset) -> the next fetch offset, or None when the partition no longer
+# follows that leader at that epoch (the answer was in flight while it moved on: dropped,
+# not applied).
+RecordsSink = Callable[[TopicPartition, int, int, memoryview | bytes | None, int, int], int | None]
 
 # What the leader's session holds for a partition: (fetch offset, leader epoch).
 _Position = tuple[int, int]
@@ -695,7 +696,12 @@ class ReplicaFetcherThread:
         if code == ErrorCode.NONE:
             try:
                 offset = self.sink(
-                    tp, self.leader_id, state.leader_epoch, pr.get("records"), pr["high_watermark"]
+                    tp,
+                    self.leader_id,
+                    state.leader_epoch,
+                    pr.get("records"),
+                    pr["high_watermark"],
+                    pr.get("log_start_offset", -1),  # -1: not told (Fetch v0-v4)
                 )
             except CorruptRecordError as e:
                 # Kafka's processFetchRequest: logged, and this partition fetched again

@@ -1059,10 +1059,14 @@ class ReplicaManager:
         leader_epoch: int,
         records: memoryview | bytes | None,
         leader_high_watermark: int,
+        leader_log_start: int = 0,
     ) -> int | None:
         """Append what leader ``leader_id`` sent for ``leader_epoch``; returns the offset
         to fetch from next, or None if this broker no longer follows that leader at that
-        epoch (the answer is stale and nothing is appended)."""
+        epoch (the answer is stale and nothing is appended). The log start offset follows
+        the leader's (Kafka's ReplicaFetcherThread.processPartitionData), up to this log's
+        high watermark: what the leader's retention or DeleteRecords removed is not served
+        again should this replica lead, and its own retention removes those segments."""
         with self._follower_lock(tp):
             p = self._followed(tp, leader_id, leader_epoch)
             if p is None or p.log is None:
@@ -1074,6 +1078,9 @@ class ReplicaManager:
             hw = min(leader_high_watermark, p.log.log_end_offset)
             if hw > p.log.high_watermark:
                 p.log.update_high_watermark(hw)
+            start = min(leader_log_start, p.log.high_watermark)
+            if start > p.log.log_start_offset:
+                p.log.maybe_increment_log_start_offset(start)
             return p.log.log_end_offset
 
     def follower_position(self, tp: TopicPartition) -> tuple[int | None, int, int]:

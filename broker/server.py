@@ -433,9 +433,10 @@ class KafkaServer:
         leader_epoch: int,
         records: memoryview | bytes | None,
         high_watermark: int,
+        leader_log_start: int,
     ) -> int | None:
         return self.replicas.append_as_follower(
-            tp, leader_id, leader_epoch, records, high_watermark
+            tp, leader_id, leader_epoch, records, high_watermark, leader_log_start
         )
 
     def _topic_config(self, topic: str) -> TopicConfig:

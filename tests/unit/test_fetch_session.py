@@ -886,7 +886,7 @@ def follower_fetcher(
         FOLLOWER,
         LEADER,
         ("127.0.0.1", 1),
-        lambda _tp, _leader, _epoch, _records, _hw: 0,
+        lambda _tp, _leader, _epoch, _records, _hw, _start: 0,
         max_wait_ms=20,
         connect=connect,
         **options,

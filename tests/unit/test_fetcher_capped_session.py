@@ -76,7 +76,7 @@ class Logs:
         self.appended: list[TopicPartition] = []
 
     def sink(
-        self, tp: TopicPartition, _leader: int, _epoch: int, records: Any, _hw: int
+        self, tp: TopicPartition, _leader: int, _epoch: int, records: Any, _hw: int, _start: int
     ) -> int | None:
         if records:
             self.appended.append(tp)

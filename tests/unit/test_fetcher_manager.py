@@ -26,7 +26,7 @@ def endpoints() -> dict[int, tuple[str, int]]:
 def manager(endpoints: dict[int, tuple[str, int]]) -> Iterator[ReplicaFetcherManager]:
     m = ReplicaFetcherManager(
         3,
-        lambda tp, leader, epoch, records, hw: None,
+        lambda tp, leader, epoch, records, hw, log_start: None,
         endpoints.get,
         backoff_ms=60_000,
         connect=refuse,

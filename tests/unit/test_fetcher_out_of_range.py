@@ -166,3 +166,26 @@ def test_a_follower_holding_records_past_the_leaders_log_end_cuts_them(
     assert log_of(follower).latest_epoch is None
     fetch_rounds(leader, follower, 1)
     assert log_of(follower).log_end_offset == 5
+
+
+def test_a_follower_moves_its_log_start_up_to_its_leaders(brokers: Brokers) -> None:
+    """Each broker runs its retention on its own clock: once the leader's removed old
+    segments, the follower's log start follows the leader's log_start_offset in the Fetch
+    answers, as Kafka's ReplicaFetcherThread.processPartitionData moves it. It stayed at 0,
+    so a leadership moving to the follower before its own retention ran took consumers'
+    earliest offset back to 0 and served the removed records again."""
+    leader, follower = brokers
+    leader.become_leader_or_follower(leader_and_isr(1, [L, F]))
+    follower.become_leader_or_follower(leader_and_isr(1, [L, F]))
+    produce(leader, 20)
+    for _ in range(5):  # the leader's small segments: a few offsets a round
+        fetch_rounds(leader, follower, 1)
+    assert log_of(follower).log_end_offset == 20
+    assert log_of(leader).delete_old_segments() > 0  # the leader's check; not the follower's
+    start = log_of(leader).log_start_offset
+    assert start > 0
+    produce(leader, 1)
+    for _ in range(2):  # the new record, then the high watermark past it
+        fetch_rounds(leader, follower, 1)
+    assert log_of(follower).log_end_offset == 21
+    assert log_of(follower).log_start_offset == start
