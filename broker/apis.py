@@ -437,11 +437,11 @@ class KafkaApis:
                 error,
                 p,
                 req.fetch_offset,
-                budget.take(req.max_bytes),
+                budget,
+                req.max_bytes,
                 replica_id >= 0,
                 ctx.zstd_readable,
             )
-            budget.spend(data)
             if p is not None and replica_id >= 0:
                 positions.append((p, req.fetch_offset))
             if data["error_code"]:
@@ -512,11 +512,11 @@ class KafkaApis:
                     error,
                     p,
                     cp.fetch_offset,
-                    budget.take(cp.max_bytes),
+                    budget,
+                    cp.max_bytes,
                     follower,
                     ctx.zstd_readable,
                 )
-                budget.spend(data)
                 if cp.maybe_update_response(data, False):
                     updates[tp] = data
                     # A follower waits for records (or an error), not a high watermark;
@@ -1070,45 +1070,54 @@ def _produce_answer(
 
 
 class _ByteBudget:
-    """A fetch's max_bytes across its partitions. The first partition with data may go
-    over it by one batch (KIP-74), so that a large batch never blocks a consumer."""
+    """A fetch's max_bytes across its partitions, as Kafka 2.8's readFromLocalLog spends
+    it: each partition gets what is left (at most its own max bytes), and only the first
+    partition with records may go over that by its first batch (KIP-74), so that a large
+    batch never blocks a consumer. A batch that does not fit a later partition stays out:
+    an answer is at most max_bytes, or one batch."""
 
     def __init__(self, max_bytes: int) -> None:
         self.left = max_bytes if max_bytes > 0 else 0x7FFFFFFF
-        self.first = True
-        self.ran_out = False  # a partition was read with no bytes left for it
+        self.first = True  # no partition has returned records yet
+        self.ran_out = False  # records may have been left out for want of bytes
 
     def take(self, partition_max_bytes: int) -> int:
         if self.first:
-            return max(1, partition_max_bytes)
+            return max(1, min(partition_max_bytes, self.left))
         if self.left <= 0:
             self.ran_out = True
             return 0
         return max(0, min(partition_max_bytes, self.left))
 
-    def spend(self, data: PartitionData) -> None:
+    def spend(self, data: PartitionData, cut: bool) -> None:
+        """`cut`: the partition had records the bytes given to it did not reach."""
         records = data["records"]
         if records:
             self.left -= len(records)
             self.first = False
+        if cut:
+            self.ran_out = True
 
 
 def _partition_data(
     tp: TopicPartition,
     error: ErrorCode,
     p: Partition | None,
-    fetch_offset: int = 0,
-    max_bytes: int = 0,
+    fetch_offset: int,
+    budget: _ByteBudget,
+    partition_max_bytes: int,
     follower: bool = False,
     zstd_readable: bool = True,
 ) -> PartitionData:
     """One partition of a fetch response: whole batches from `fetch_offset`, up to the log
     end for a follower and up to the high watermark for a consumer (no transactions here,
-    so the last stable offset is the high watermark). A fetch too old for zstd of a topic
-    whose compression.type is zstd: UNSUPPORTED_COMPRESSION_TYPE, as Kafka answers."""
+    so the last stable offset is the high watermark), within what `budget` gives it. A
+    fetch too old for zstd of a topic whose compression.type is zstd:
+    UNSUPPORTED_COMPRESSION_TYPE, as Kafka answers."""
     # An empty record set, never null: Kafka sends empty ones, and older librdkafka
     # (kcat's) cannot parse a null one ("invalid MessageSetSize -1").
     records: bytes = b""
+    cut = False
     if (
         not zstd_readable
         and p is not None
@@ -1121,18 +1130,24 @@ def _partition_data(
     else:
         hw = p.high_watermark
         log_start = p.log_start_offset
+        max_bytes = budget.take(partition_max_bytes)
         if p.log is not None and max_bytes > 0:
+            min_one_batch = budget.first
             try:
-                read = p.log.read(fetch_offset, max_bytes, None if follower else hw)
+                read = p.log.read(
+                    fetch_offset, max_bytes, None if follower else hw, min_one_batch=min_one_batch
+                )
                 if read.region is not None:
                     records = read.to_bytes()
+                elif not min_one_batch:
+                    cut = fetch_offset < (read.log_end_offset if follower else hw)
             except OffsetOutOfRangeError:
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
             except (KafkaStorageError, OSError):
                 # Its log directory failed (reported by the log), or the log was closed
                 # with it while this read copied its bytes.
                 error = ErrorCode.KAFKA_STORAGE_ERROR
-    return {
+    data: PartitionData = {
         "partition_index": tp.partition,
         "error_code": int(error),
         "high_watermark": hw,
@@ -1142,6 +1157,8 @@ def _partition_data(
         "preferred_read_replica": -1,
         "records": records,
     }
+    budget.spend(data, cut)
+    return data
 
 
 def api_versions_response(error: ErrorCode) -> dict[str, Any]:

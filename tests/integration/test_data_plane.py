@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import subprocess
 import threading
 import time
 
 import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaPartition
 
 from admin import elect, reassign, topics
 from cluster.netsplit import linked
@@ -333,6 +336,55 @@ def test_a_batch_over_max_message_bytes_is_refused(cluster_factory: ClusterFacto
     p.flush(30)
     assert outcome == ["MSG_SIZE_TOO_LARGE"]
     assert consume(c, "t", [0]) == {0: []}
+
+
+def test_a_librdkafka_consumer_reads_partitions_whose_batches_pass_fetch_max_bytes(
+    cluster_factory: ClusterFactory,
+) -> None:
+    # librdkafka only asks receive.message.max.bytes >= fetch.max.bytes + 512: KIP-74's
+    # bound (a response goes over fetch.max.bytes by one batch at most, its first
+    # partition's). A second partition's batch answered over it made an answer it refused
+    # ("Invalid response size ... increase receive.message.max.bytes"), every retry.
+    c = cluster_factory((1,))
+    c.wait_controller()
+    c.create_topic("t", {0: (1,), 1: (1,)}, {"max.message.bytes": "200000"})
+    c.wait_topic_online("t")
+    p = producer(c)
+    p.produce("t", b"a" * 18_000, partition=0)
+    p.produce("t", b"b" * 50_000, partition=1)
+    assert p.flush(30) == 0
+    complaints: list[str] = []
+
+    class Complaints(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            complaints.append(record.getMessage())
+
+    log = logging.getLogger("test-fetch-max-bytes")
+    log.addHandler(Complaints())
+    log.propagate = False
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap(c),
+            "group.id": "g",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 20_000,
+            "message.max.bytes": 1000,
+            "receive.message.max.bytes": 60_000,
+            "logger": log,
+        }
+    )
+    consumer.assign([KafkaPartition("t", 0, 0), KafkaPartition("t", 1, 0)])
+    got: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(got) < 2 and time.monotonic() < deadline:
+            m = consumer.poll(0.3)
+            if m is not None and not m.error():
+                got.append((m.partition(), m.offset()))
+    finally:
+        consumer.close()
+    assert not [m for m in complaints if "receive.message.max.bytes" in m]
+    assert sorted(got) == [(0, 0), (1, 0)]
 
 
 def truncations(b: object) -> list[dict[str, object]]:

@@ -149,6 +149,27 @@ def test_records_a_max_bytes_cut_left_out_come_in_the_next_rounds(leader: Leader
     assert sorted(answered) == sorted(data)
 
 
+def test_a_batch_over_the_bytes_left_for_it_comes_in_the_next_round(leader: Leader) -> None:
+    session_id = leader.session()
+    small, big = PARTITIONS[:2]
+    leader.append(small)
+    error, _p, _info, message = leader.replicas.append_as_leader(
+        big, build_batch([b"x" * 50_000]), 1
+    )
+    assert error == ErrorCode.NONE, message
+    body = fetch_body({}, session_id=session_id, epoch=2)
+    body["max_bytes"] = 1000
+    got = response_partitions(leader.conn.request(ApiKey.FETCH, 12, body))
+    # Only the first partition with records may go over max_bytes (KIP-74).
+    assert [tp for tp, p in got.items() if p["records"]] == [small]
+    # Nothing changes after: the batch left out comes next, not after the session's next
+    # look at everything, seconds later.
+    body = fetch_body({small: 1}, session_id=session_id, epoch=3)
+    body["max_bytes"] = 1000
+    got = response_partitions(leader.conn.request(ApiKey.FETCH, 12, body))
+    assert [tp for tp, p in got.items() if p["records"]] == [big]
+
+
 def test_a_stopped_partition_is_answered_with_an_error_at_once(
     leader: Leader, monkeypatch: pytest.MonkeyPatch
 ) -> None:
