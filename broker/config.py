@@ -598,6 +598,9 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               " consumer committing alone, after the commit).", AtLeast(1)),
     ConfigDef("offsets.retention.check.interval.ms", _L, 600_000, _HIGH,
               "How often expired committed offsets are looked for.", AtLeast(1)),
+    ConfigDef("offset.metadata.max.bytes", _I, 4096, _HIGH,
+              "The longest metadata an offset commit may carry, in UTF-16 code units (a Java"
+              " string's length, as Kafka counts it)."),
     ConfigDef("offsets.topic.compression.codec", _I, 0, _HIGH,
               "Codec of the group coordinator's records: 0 none, 1 gzip, 2 snappy, 3 lz4,"
               " 4 zstd.", Between(0, 4)),
@@ -1203,6 +1206,7 @@ class BrokerConfig:
     offsets_topic_compression_codec: int
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
+    offset_metadata_max_bytes: int
     transactional_id_expiration_ms: int
     transaction_max_timeout_ms: int
     transaction_state_log_min_isr: int

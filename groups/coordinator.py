@@ -100,6 +100,15 @@ class _Held:
     answer: JoinAnswer | SyncAnswer | None = None
 
 
+def metadata_length(metadata: str) -> int:
+    """A commit's metadata length as Kafka 2.8 measures it against
+    offset.metadata.max.bytes (validateOffsetMetadataLength: a Java String's length(),
+    its UTF-16 code units; not its UTF-8 bytes, despite the setting's name)."""
+    if metadata.isascii():
+        return len(metadata)
+    return len(metadata.encode("utf-16-le", "surrogatepass")) // 2
+
+
 class GroupCoordinator:
     def __init__(
         self,
@@ -113,10 +122,13 @@ class GroupCoordinator:
         offsets_retention_ms: int = 7 * 24 * 3600 * 1000,
         offsets_retention_check_interval_ms: int = 600_000,
         offsets_compression: int = 0,
+        offset_metadata_max_bytes: int = OFFSET_METADATA_MAX_BYTES,
     ) -> None:
         self.broker_id = broker_id
         # offsets.topic.compression.codec: the codec of the records written here.
         self.offsets_compression = offsets_compression
+        # offset.metadata.max.bytes: the longest metadata a commit may carry.
+        self.offset_metadata_max_bytes = offset_metadata_max_bytes
         self.replicas = replicas
         self.offsets_partitions = offsets_partitions
         self.limits = limits
@@ -732,7 +744,7 @@ class GroupCoordinator:
         out: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, CommittedOffset] = {}
         for tp, value in offsets.items():
-            if len(value.metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+            if metadata_length(value.metadata) > self.offset_metadata_max_bytes:
                 out[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 valid[tp] = value

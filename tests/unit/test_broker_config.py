@@ -373,6 +373,7 @@ KAFKA_DEFAULTS: dict[str, Any] = {
     "replica.fetch.max.bytes": 1048576,
     "replica.fetch.wait.max.ms": 500,
     "message.max.bytes": 1048588,
+    "offset.metadata.max.bytes": 4096,
     "log.segment.bytes": 1073741824,
     "log.retention.ms": 168 * 3600 * 1000,
     "log.retention.minutes": None,

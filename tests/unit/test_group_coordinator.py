@@ -1122,13 +1122,14 @@ def test_commit_refusals(node: Node) -> None:
     }
     assert fetched(groups, G0) == {}
 
+    # Kafka counts a Java String's length: UTF-16 units, not UTF-8 bytes.
     too_large = "x" * (OFFSET_METADATA_MAX_BYTES + 1)
-    too_large_utf8 = "é" * (OFFSET_METADATA_MAX_BYTES // 2 + 1)  # 4098 bytes, 2049 chars
+    too_large_utf16 = "😀" * (OFFSET_METADATA_MAX_BYTES // 2 + 1)  # 4098 units
     largest = "y" * OFFSET_METADATA_MAX_BYTES
     answer = commit(
         groups,
         G0,
-        {t0: offset(10, too_large), t1: offset(11, largest), t2: offset(12, too_large_utf8)},
+        {t0: offset(10, too_large), t1: offset(11, largest), t2: offset(12, too_large_utf16)},
         member,
         generation,
     )
@@ -1138,10 +1139,31 @@ def test_commit_refusals(node: Node) -> None:
         t2: ErrorCode.OFFSET_METADATA_TOO_LARGE,
     }
     assert fetched(groups, G0) == {t1: offset(11, largest)}
+    # 3000 chars in 6000 UTF-8 bytes; 2048 astral chars in 4096 units (8192 bytes).
+    accented = "é" * 3000
+    astral = "😀" * (OFFSET_METADATA_MAX_BYTES // 2)
+    answer = commit(
+        groups, G0, {t1: offset(12, accented), t2: offset(13, astral)}, member, generation
+    )
+    assert answer == {t1: ErrorCode.NONE, t2: ErrorCode.NONE}
+    assert fetched(groups, G0, [t1, t2]) == {t1: offset(12, accented), t2: offset(13, astral)}
+    answer = commit(groups, G0, {t1: offset(11, largest)}, member, generation)
+    assert answer == {t1: ErrorCode.NONE}
     assert commit(groups, G0, {t0: offset(10, too_large)}, member, generation) == {
         t0: ErrorCode.OFFSET_METADATA_TOO_LARGE
     }
     assert fetched(groups, G0, [t0, t1]) == {t0: None, t1: offset(11, largest)}
+
+
+def test_offset_metadata_max_bytes_is_the_coordinators_limit(
+    nodes: Callable[..., Node],
+) -> None:
+    n = nodes(offset_metadata_max_bytes=3)
+    n.lead()
+    n.wait_loaded(G0)
+    t0, t1 = tp("t", 0), tp("t", 1)
+    answer = commit(n.groups, G0, {t0: offset(1, "abc"), t1: offset(1, "abcd")})
+    assert answer == {t0: ErrorCode.NONE, t1: ErrorCode.OFFSET_METADATA_TOO_LARGE}
 
 
 def test_a_commit_of_an_ended_generation_never_lands_after_the_next_ones(
