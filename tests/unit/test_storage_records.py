@@ -304,6 +304,47 @@ def test_timestamp_difference_check() -> None:
     assign_offsets(batch, 0, 0, now_ms=1_500, max_timestamp_difference_ms=1000)
 
 
+def test_timestamp_difference_is_checked_for_every_record_of_an_uncompressed_batch() -> None:
+    # Kafka 2.8's LogValidator checks each record's timestamp (base + delta), not the
+    # batch's: librdkafka's base timestamp is its first record's, so an older record
+    # after it has a negative delta, below the base and the max.
+    now = 10_000_000
+    old = build_batch([b"now", RecordSpec(b"old", timestamp=1_000), b"again"], base_timestamp=now)
+    assert read_header(old).max_timestamp == now
+    with pytest.raises(errors.InvalidTimestampError, match="1000"):
+        assign_offsets(old, 0, 0, now_ms=now, max_timestamp_difference_ms=60_000)
+    # Within the difference: taken. Unchecked at the default (no setting).
+    near = build_batch([b"now", RecordSpec(b"near", timestamp=now - 59_000)], base_timestamp=now)
+    assign_offsets(near, 0, 0, now_ms=now, max_timestamp_difference_ms=60_000)
+    assign_offsets(old, 0, 0, now_ms=now)
+    # A LogAppendTime topic's records are not checked (their time is the broker's).
+    old = build_batch([b"now", RecordSpec(b"old", timestamp=1_000)], base_timestamp=now)
+    assign_offsets(old, 0, 0, log_append_time_ms=now, now_ms=now, max_timestamp_difference_ms=1)
+
+
+def test_records_without_a_timestamp_are_not_checked_for_its_difference() -> None:
+    # Kafka skips a record timestamp of -1 (RecordBatch.NO_TIMESTAMP), a base of -1 too.
+    now = 10_000_000
+    none = build_batch([b"a", RecordSpec(b"b", timestamp=-1)], base_timestamp=-1)
+    assign_offsets(none, 0, 0, now_ms=now, max_timestamp_difference_ms=1000)
+    mixed = build_batch([RecordSpec(b"a", timestamp=-1), b"b"], base_timestamp=now)
+    assign_offsets(mixed, 0, 0, now_ms=now, max_timestamp_difference_ms=1000)
+    later_old = build_batch([b"a", RecordSpec(b"b", timestamp=5)], base_timestamp=-1)
+    with pytest.raises(errors.InvalidTimestampError):
+        assign_offsets(later_old, 0, 0, now_ms=now, max_timestamp_difference_ms=1000)
+
+
+def test_a_compressed_batchs_base_and_max_timestamps_are_checked() -> None:
+    # Its records are not decompressed for this (docs/architecture.md): base and max
+    # stand for them, -1 (no timestamp) skipped.
+    now = 10_000_000
+    far = build_batch([b"a"], base_timestamp=1_000, compression=Compression.GZIP)
+    with pytest.raises(errors.InvalidTimestampError):
+        assign_offsets(far, 0, 0, now_ms=now, max_timestamp_difference_ms=1000)
+    none = build_batch([b"a"], base_timestamp=-1, compression=Compression.GZIP)
+    assign_offsets(none, 0, 0, now_ms=now, max_timestamp_difference_ms=1000)
+
+
 def test_follower_batches_must_go_on_from_the_log() -> None:
     blob = build_batch([b"a"] * 3, base_offset=10) + build_batch([b"b"], base_offset=13)
     info = validate_follower_batches(blob, 10)
