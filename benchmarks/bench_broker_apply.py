@@ -206,7 +206,7 @@ def main() -> None:
             logs.close()
 
     def median(key: str) -> float:
-        return round(statistics.median(r[key] for r in rounds), 4)
+        return round(statistics.median_high(r[key] for r in rounds), 4)
 
     lair_apply = median("leader_and_isr_apply_s")
     lair_decode = median("leader_and_isr_decode_s")

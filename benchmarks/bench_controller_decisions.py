@@ -240,17 +240,17 @@ def main() -> None:
                 rounds.append(r)
                 shutdowns.append(s)
                 crashes.append(f)
-    decided = statistics.median(r["decided_s"] for r in rounds)
-    floor = statistics.median(r["floor_s"] for r in rounds)
+    decided = statistics.median_high(r["decided_s"] for r in rounds)
+    floor = statistics.median_high(r["floor_s"] for r in rounds)
     emit(
         {
             "benchmark": "controller_decisions",
             "partitions_led_by_the_lost_broker": args.partitions,
             "decided_and_written_s": round(decided, 3),
-            "requests_encoded_s": round(statistics.median(r["encoded_s"] for r in rounds), 3),
+            "requests_encoded_s": round(statistics.median_high(r["encoded_s"] for r in rounds), 3),
             # Not part of the loss: the replica step of the failover that loaded the context.
             "failover_replica_step_s": round(
-                statistics.median(r["failover_replica_step_s"] for r in rounds), 3
+                statistics.median_high(r["failover_replica_step_s"] for r in rounds), 3
             ),
             "floor_packed_writes_s": round(floor, 3),
             "decided_vs_floor": round(decided / floor, 2),
@@ -261,13 +261,13 @@ def main() -> None:
             "controlled_shutdown_balanced": {
                 "partitions": 3 * args.partitions,
                 "decided_and_written_s": round(
-                    statistics.median(s["decided_s"] for s in shutdowns), 3
+                    statistics.median_high(s["decided_s"] for s in shutdowns), 3
                 ),
                 "requests_encoded_s": round(
-                    statistics.median(s["encoded_s"] for s in shutdowns), 3
+                    statistics.median_high(s["encoded_s"] for s in shutdowns), 3
                 ),
                 "floor_packed_writes_s": round(
-                    statistics.median(s["floor_s"] for s in shutdowns), 3
+                    statistics.median_high(s["floor_s"] for s in shutdowns), 3
                 ),
                 "rounds": [
                     {k: round(v, 3) if isinstance(v, float) else v for k, v in s.items()}
@@ -277,11 +277,13 @@ def main() -> None:
             "failover_after_controller_crash": {
                 "partitions_led_by_the_crashed_controller": args.partitions,
                 "state_machines_started_s": round(
-                    statistics.median(f["decided_s"] for f in crashes), 3
+                    statistics.median_high(f["decided_s"] for f in crashes), 3
                 ),
-                "requests_encoded_s": round(statistics.median(f["encoded_s"] for f in crashes), 3),
+                "requests_encoded_s": round(
+                    statistics.median_high(f["encoded_s"] for f in crashes), 3
+                ),
                 "writes_per_partition": round(
-                    statistics.median(f["writes_per_partition"] for f in crashes), 2
+                    statistics.median_high(f["writes_per_partition"] for f in crashes), 2
                 ),
                 "floor_packed_writes_s": round(floor, 3),
                 "rounds": [

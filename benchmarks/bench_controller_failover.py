@@ -231,7 +231,7 @@ def run_size(
             "settle_s": round(settle_s, 1),
             "leaderships_balanced_first": balance,
             "preferred_election_s": round(balance_s, 1),
-            "floor_read_s": round(statistics.median(floors), 3),
+            "floor_read_s": round(statistics.median_high(floors), 3),
             "controller_id": controller_id,
             # It led what the brokers that started after it did not yet host.
             "first_controller_id": first_controller_id,
@@ -244,9 +244,15 @@ def run_size(
             "leaders_by_broker": leaders,
         }
         if failovers:
-            figure = statistics.median(f["resigned_to_update_metadata_acked_s"] for f in failovers)
-            queued = statistics.median(f["resigned_to_update_metadata_queued_s"] for f in failovers)
-            sent = statistics.median(f["resigned_to_update_metadata_sent_s"] for f in failovers)
+            figure = statistics.median_high(
+                f["resigned_to_update_metadata_acked_s"] for f in failovers
+            )
+            queued = statistics.median_high(
+                f["resigned_to_update_metadata_queued_s"] for f in failovers
+            )
+            sent = statistics.median_high(
+                f["resigned_to_update_metadata_sent_s"] for f in failovers
+            )
             result.update(
                 {
                     "failover_s": figure,

@@ -44,7 +44,7 @@ def timed(check: Callable[[], None], repeat: int) -> tuple[float, float]:
         _current, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    return statistics.median(times), peak / 2**20
+    return statistics.median_high(times), peak / 2**20
 
 
 def main() -> None:

@@ -114,14 +114,14 @@ def main() -> None:
                 reassign_once(chroot(connect, f"reassign-{i}"), args.partitions, Path(tmp) / str(i))
             )
             floors.append(floor(chroot(connect, f"floor-{i}"), args.partitions))
-    complete = statistics.median(r["complete_s"] for r in rounds)
-    floor_s = statistics.median(floors)
+    complete = statistics.median_high(r["complete_s"] for r in rounds)
+    floor_s = statistics.median_high(floors)
     emit(
         {
             "benchmark": "reassignment",
             "partitions": args.partitions,
             "rounds": rounds,
-            "answered_s_median": statistics.median(r["answered_s"] for r in rounds),
+            "answered_s_median": statistics.median_high(r["answered_s"] for r in rounds),
             "complete_s_median": complete,
             "floor_s_median": round(floor_s, 3),
             "vs_floor": round(complete / floor_s, 2),
