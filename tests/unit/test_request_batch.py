@@ -209,7 +209,9 @@ def test_live_leaders_leave_out_a_missing_leader() -> None:
     lice = lead(ctx, T0, -1, (1,))
     batch = RequestBatch()
     batch.add_leader_and_isr(ctx, [1, 2, 3], T0, lice, ctx.full_assignment(T0), is_new=False)
-    for r in by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR).values():
+    built = by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR)
+    assert sorted(built) == [1, 2, 3]  # else the checks below would hold of nothing
+    for r in built.values():
         assert r.body["live_leaders"] == []
         assert r.body["topic_states"][0]["partition_states"][0]["leader"] == -1
         assert_on_the_wire(r)
