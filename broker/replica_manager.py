@@ -1435,24 +1435,10 @@ class ReplicaManager:
                     self._isr_cond.wait()
                 if self._closed:
                     return
-                queued = self._isr_intents
-                intents = [
-                    queued.pop(tp) for tp in list(itertools.islice(queued, ISR_WRITES_PER_ROUND))
-                ]
-                more = bool(queued)
-            try:
-                changed.update(self._write_isr_changes(intents))
-            except Exception:
-                log.exception("ISR writes failed; retrying them")
-                with self._lock:
-                    for intent in intents:
-                        self._isr_intents.setdefault(intent.partition.topic_partition, intent)
-                    changed.update(self._take_unannounced_isr_changes())
+            failed, more = self._isr_round(changed)
+            if failed:
                 time.sleep(1)
                 continue
-            # Let go of the batch now, not when the next one comes (after a burst it held
-            # thousands of intents, each with its partition, for as long as all was quiet).
-            intents.clear()
             wait = ISR_PROPAGATION_INTERVAL_S - (time.monotonic() - last_notified)
             if changed and wait > 0:
                 if not more:
@@ -1466,6 +1452,30 @@ class ReplicaManager:
                 except Exception:
                     log.exception("could not write an ISR change notification; retrying")
                     time.sleep(1)
+
+    def _isr_round(self, changed: set[TopicPartition]) -> tuple[bool, bool]:
+        """One round of the ISR writer: writes up to ISR_WRITES_PER_ROUND queued intents,
+        adding the partitions whose ISR changed to ``changed``. A round that fails puts its
+        intents back (behind any newer one for the same partition) and adds the changes it
+        saw land, for the next notification. Returns (failed, more intents queued)."""
+        with self._lock:
+            queued = self._isr_intents
+            intents = [
+                queued.pop(tp) for tp in list(itertools.islice(queued, ISR_WRITES_PER_ROUND))
+            ]
+            more = bool(queued)
+        try:
+            changed.update(self._write_isr_changes(intents))
+        except Exception:
+            log.exception("ISR writes failed; retrying them")
+            with self._lock:
+                for intent in intents:
+                    self._isr_intents.setdefault(intent.partition.topic_partition, intent)
+                changed.update(self._take_unannounced_isr_changes())
+            return True, more
+        # The batch is let go of on return, not when the next one comes (after a burst the
+        # thread's loop held thousands of intents, each with its partition, while all was quiet).
+        return False, more
 
     def _take_unannounced_isr_changes(self) -> set[TopicPartition]:
         """The partitions whose ISR writes landed in rounds that then failed, taken out:

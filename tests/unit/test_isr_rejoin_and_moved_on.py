@@ -25,6 +25,7 @@ from broker.state_change_log import StateChangeLog
 from storage.log import AppendInfo
 from storage.log_manager import LogManager
 from storage.testing import build_batch
+from tests.unit.test_isr_expansion_high_watermark import write_round
 from wire.errors import ErrorCode
 from zkdata.client import BadVersionError
 from zkdata.znodes import LeaderAndIsr, TopicPartition, encode_partition_state
@@ -109,21 +110,6 @@ def produce(rm: ReplicaManager, n: int, acks: int) -> tuple[Partition, AppendInf
 
 def fetch(rm: ReplicaManager, replica: int, offset: int) -> None:
     rm.record_follower_fetches(replica, [(rm.partitions[TP], offset)])
-
-
-def write_round(rm: ReplicaManager) -> None:
-    """One round of the ISR writer, as its thread runs it: a round that fails puts its
-    intents back."""
-    with rm._lock:
-        intents = list(rm._isr_intents.values())
-        rm._isr_intents.clear()
-    try:
-        rm._write_isr_changes(intents)
-    except Exception:
-        with rm._lock:
-            for intent in intents:
-                rm._isr_intents.setdefault(intent.partition.topic_partition, intent)
-        raise
 
 
 def wait_in_background(
@@ -217,7 +203,7 @@ def test_acks_all_waiting_survives_an_isr_write_refused_by_a_controller_bump(
     zk.stored = LeaderAndIsr(LEADER, 3, (LEADER, IN_SYNC), p.zk_version + 1)
     p.followers[JOINING].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
     rm.maybe_shrink_isr()
-    write_round(rm)  # refused: BadVersion; the re-read finds epoch 3
+    assert not write_round(rm)[0]  # refused: BadVersion; the re-read finds epoch 3
     assert p.stale
     time.sleep(0.3)
     assert not result, f"answered {result} before the LeaderAndIsr of epoch 3 came"
@@ -241,7 +227,7 @@ def test_acks_all_waiting_fails_once_the_next_leader_and_isr_makes_this_broker_a
     zk.stored = LeaderAndIsr(LEADER, 3, (LEADER, IN_SYNC), p.zk_version + 1)
     p.followers[JOINING].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
     rm.maybe_shrink_isr()
-    write_round(rm)
+    assert not write_round(rm)[0]
     assert p.stale
     assert not result
     rm.become_leader_or_follower(
@@ -264,7 +250,7 @@ def test_acks_all_waiting_fails_at_once_when_zookeeper_names_another_leader(
     zk.stored = LeaderAndIsr(IN_SYNC, 3, (IN_SYNC,), p.zk_version + 1)
     p.followers[JOINING].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
     rm.maybe_shrink_isr()
-    write_round(rm)
+    assert not write_round(rm)[0]
     waiter.join(3)
     assert result == [ErrorCode.NOT_LEADER_OR_FOLLOWER]
 
@@ -282,7 +268,7 @@ def test_acks_all_waiting_fails_when_a_stop_replica_follows_a_moved_on_write(
     zk.stored = LeaderAndIsr(LEADER, 3, (LEADER, IN_SYNC), p.zk_version + 1)
     p.followers[JOINING].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
     rm.maybe_shrink_isr()
-    write_round(rm)
+    assert not write_round(rm)[0]
     assert not result
     rm.stop_replicas(
         {
@@ -311,8 +297,7 @@ def _expansion_landed_unanswered_then_bumped(rm: ReplicaManager, zk: Zk) -> Part
     fetch(rm, JOINING, 4)
     assert p.isr_adding == (JOINING,)
     zk.outcome = ConnectionLoss()
-    with pytest.raises(ConnectionLoss):
-        write_round(rm)
+    assert write_round(rm) == (True, set())  # failed
     zk.stored = LeaderAndIsr(LEADER, 3, (LEADER, IN_SYNC, JOINING), version + 2)
     # Replica 3 then stops fetching, for longer than the lag time: only its place in the
     # ISR may hold the high watermark for it.
@@ -331,7 +316,7 @@ def test_the_high_watermark_never_passes_a_replica_zookeeper_names_in_the_isr(
     fetch(rm, IN_SYNC, 8)
     assert p.high_watermark == 4  # held for replica 3 (unsettled)
     zk.outcome = BadVersionError()
-    write_round(rm)  # re-reads the unsure state: epoch 3, moved on
+    assert not write_round(rm)[0]  # re-reads the unsure state: epoch 3, moved on
     assert p.stale
     assert p.high_watermark == 4
     fetch(rm, IN_SYNC, 8)
@@ -350,7 +335,7 @@ def test_acks_all_not_acknowledged_while_a_replica_zookeeper_names_in_the_isr_la
     appended, info = produce(rm, 4, -1)
     fetch(rm, IN_SYNC, 8)
     zk.outcome = BadVersionError()
-    write_round(rm)
+    assert not write_round(rm)[0]
     rm.become_leader_or_follower(
         leader_and_isr(3, [LEADER, IN_SYNC, JOINING], [LEADER, IN_SYNC, JOINING])
     )
