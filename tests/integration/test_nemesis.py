@@ -173,6 +173,10 @@ OVERLAP_SEEDS = _ints("ZKCTL_NEMESIS_OVERLAP_SEEDS", "1")
 OVERLAP_ZK_SEEDS = _ints("ZKCTL_NEMESIS_OVERLAP_ZK_SEEDS", "1")
 DISK_SEEDS = _ints("ZKCTL_NEMESIS_DISK_SEEDS", "1")
 OVERLAP_DISK_SEEDS = _ints("ZKCTL_NEMESIS_OVERLAP_DISK_SEEDS", "1")
+# A schedule's own bounds (a worker's FAULTS faults within FAULTS * 150 s) catch a hang; the
+# suite-wide pytest-timeout (300 s) would cut a longer ZKCTL_NEMESIS_FAULTS schedule short.
+# The margin is for the cluster's start, the checks after the faults and the teardown.
+SCHEDULE_TIMEOUT_S = max(300, FAULTS * 150 + 300)
 BROKER_FAULTS = [
     "kill",
     "kill_two",
@@ -630,6 +634,7 @@ def inject_zookeeper(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(SCHEDULE_TIMEOUT_S)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_schedule_of_faults_under_load_keeps_every_safety_property(
     cluster_factory: ClusterFactory, seed: int
@@ -641,6 +646,7 @@ def test_a_schedule_of_faults_under_load_keeps_every_safety_property(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(SCHEDULE_TIMEOUT_S)
 @pytest.mark.parametrize("seed", DISK_SEEDS)
 def test_a_schedule_with_full_disks_too_keeps_every_safety_property(
     cluster_factory: ClusterFactory, tmp_path: Path, seed: int
@@ -665,6 +671,7 @@ def small_disks(c: Cluster, tmp_path: Path) -> Iterator[dict[int, Path]]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(SCHEDULE_TIMEOUT_S)
 @pytest.mark.parametrize("seed", ZK_SEEDS)
 def test_a_schedule_with_zookeeper_faults_too_keeps_every_safety_property(
     cluster_factory: ClusterFactory, zk_ensemble: zkp.LocalZooKeeper, seed: int
@@ -690,6 +697,7 @@ def on_the_ensemble(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(SCHEDULE_TIMEOUT_S)
 @pytest.mark.parametrize("seed", OVERLAP_SEEDS)
 def test_overlapping_faults_under_load_keep_every_safety_property(
     cluster_factory: ClusterFactory, seed: int
@@ -702,6 +710,7 @@ def test_overlapping_faults_under_load_keep_every_safety_property(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(SCHEDULE_TIMEOUT_S)
 @pytest.mark.parametrize("seed", OVERLAP_ZK_SEEDS)
 def test_overlapping_faults_with_zookeeper_faults_keep_every_safety_property(
     cluster_factory: ClusterFactory, zk_ensemble: zkp.LocalZooKeeper, seed: int
@@ -713,6 +722,7 @@ def test_overlapping_faults_with_zookeeper_faults_keep_every_safety_property(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(SCHEDULE_TIMEOUT_S)
 @pytest.mark.parametrize("seed", OVERLAP_DISK_SEEDS)
 def test_overlapping_faults_with_full_disks_too_keep_every_safety_property(
     cluster_factory: ClusterFactory, tmp_path: Path, seed: int
