@@ -221,7 +221,7 @@ def test_a_broker_asked_to_stop_while_it_cannot_reach_zookeeper_exits_0_at_once(
     wait_for(lambda: CONNECTING in b.output() or not b.alive(), 30, "the broker to connect")
     assert b.alive(), b.output()
     b.terminate()
-    assert b.wait_exit(timeout=5) == 0, b.output()
+    assert b.wait_exit(timeout=10) == 0, b.output()
     assert "stopped while starting" in b.output()
     assert brokers.claims() == {}
 
