@@ -917,7 +917,8 @@ def test_zkctl_controller_waits_for_a_status_file_written_since_the_election(
         try:
             return admin_commands._status_file(args, 1, elected_at_ms)
         finally:
-            rewriter.join()
+            rewriter.join(60)  # a bound that only catches a hang
+            assert not rewriter.is_alive(), "rewriter still running after 60 s"
 
     got = read_while_rewritten({"updated_at": elected_at_ms / 1000 + 1, "active": True})
     assert got is not None

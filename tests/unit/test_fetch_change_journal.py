@@ -217,7 +217,8 @@ def test_what_a_long_poll_found_before_it_was_woken_is_answered_too(leader: Lead
     try:
         got = leader.conn.request(ApiKey.FETCH, 12, body)
     finally:
-        appender.join()
+        appender.join(60)  # a bound that only catches a hang
+        assert not appender.is_alive(), "appender still running after 60 s"
     answered = response_partitions(got)
     assert set(answered) == {x, y}
     assert answered[x]["high_watermark"] == 1

@@ -784,7 +784,8 @@ def test_handler_long_polls_until_woken_by_a_change() -> None:
     changer = threading.Thread(target=change)
     changer.start()
     got = conn.request(ApiKey.FETCH, 12, body)
-    changer.join()
+    changer.join(60)  # a bound that only catches a hang
+    assert not changer.is_alive(), "changer still running after 60 s"
     # Woken by the change, well before max_wait_ms, with just that partition.
     assert set(response_partitions(got)) == {T0}
 

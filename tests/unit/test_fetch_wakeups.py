@@ -55,7 +55,8 @@ def _long_poll(
     notifier = threading.Thread(target=notify)
     notifier.start()
     conn.request(ApiKey.FETCH, 12, body)
-    notifier.join()
+    notifier.join(60)  # a bound that only catches a hang
+    assert not notifier.is_alive(), "notifier still running after 60 s"
     return time.monotonic() - started, rereads
 
 
@@ -121,7 +122,8 @@ def _consumer_fetch(
         got = conn.request(ApiKey.FETCH, 12, body)
         took = time.monotonic() - started
         if appender is not None:
-            appender.join()
+            appender.join(60)  # a bound that only catches a hang
+            assert not appender.is_alive(), "appender still running after 60 s"
         part = got["responses"][0]["partitions"][0]
         return took, part["error_code"], len(part["records"])
     finally:

@@ -754,7 +754,8 @@ def test_a_write_from_another_thread_survives_a_failed_state_change_log(
 
     thread = threading.Thread(target=writer)
     thread.start()
-    thread.join()
+    thread.join(60)  # a bound that only catches a hang
+    assert not thread.is_alive(), "thread still running after 60 s"
     assert failures == []
     state_log.close()
 

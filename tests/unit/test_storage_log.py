@@ -683,7 +683,8 @@ def test_reads_beside_appends_see_whole_valid_batches(tmp_path: Path) -> None:
             produce(log, count=1 + i % 4, size=50 + i % 200)
     finally:
         stop.set()
-        thread.join()
+        thread.join(60)  # a bound that only catches a hang
+        assert not thread.is_alive(), "thread still running after 60 s"
     assert not errors, errors[0]
     assert len(log.segment_base_offsets()) > 3
 
@@ -914,7 +915,8 @@ def test_a_file_renamed_while_a_reader_opens_it_is_found_under_one_name(tmp_path
             reader.start()
             segment_file.rename(tmp_path / f"{i:05d}.log.deleted")
             index.rename(tmp_path / f"{i:05d}.index.deleted")
-            reader.join()
+            reader.join(60)  # a bound that only catches a hang
+            assert not reader.is_alive(), "reader still running after 60 s"
             assert errors == [], errors
             assert not log_path.exists()
             assert not index_path.exists(), "an empty index made under the old name"
