@@ -3,15 +3,18 @@ failovers, and nothing the demo started keeps running after it ends or is interr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import selectors
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from unittest.mock import MagicMock
 
 import pytest
@@ -46,6 +49,41 @@ _ZKCTL_WITH_CTRL_C = (
 )
 
 
+@contextlib.contextmanager
+def running_demo(tmp_path: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """The demo, killed (by its pid) if still running when the test ends, failed or not."""
+    proc = start_demo(tmp_path, *args)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+
+def lines_until(
+    proc: subprocess.Popen[Any], enough: Callable[[list[str]], bool], timeout_s: float
+) -> list[str]:
+    """The whole lines ``proc`` writes until ``enough`` of them, its end or ``timeout_s``:
+    each read waits only as long as is left, so a silent demo cannot hang the test."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout_s
+    data = b""
+    lines: list[str] = []
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while not enough(lines) and (left := deadline - time.monotonic()) > 0:
+            if not selector.select(left):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            data += chunk
+            lines = data.decode(errors="replace").split("\n")[:-1]
+    return lines
+
+
 def start_demo(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     env.pop("ZKCTL_ZOOKEEPER", None)  # the demo provisions its own, as on a fresh machine
@@ -73,9 +111,10 @@ def logged_elections(tmp_path: Path) -> list[tuple[int, int]]:
     return sorted(elections, key=lambda be: be[1])
 
 
+@pytest.mark.timeout(420)  # the demo's own bound, 300 s, then its cleanup
 def test_scripted_demo_names_every_controller_change_and_leaves_nothing(tmp_path: Path) -> None:
-    proc = start_demo(tmp_path, "--duration", "25")
-    output, _ = proc.communicate(timeout=300)
+    with running_demo(tmp_path, "--duration", "25") as proc:
+        output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, output
     lines = output.splitlines()
     # Provisioning progress, then the timeline as plain lines, then the last word.
@@ -118,9 +157,10 @@ def test_scripted_demo_names_every_controller_change_and_leaves_nothing(tmp_path
     assert processes_mentioning(str(tmp_path)) == []
 
 
+@pytest.mark.timeout(420)  # the demo's own bound, 300 s, then its cleanup
 def test_a_controller_cut_off_from_zookeeper_in_the_demo(tmp_path: Path) -> None:
-    proc = start_demo(tmp_path, "--faults", "cut", "--duration", "5")
-    output, _ = proc.communicate(timeout=300)
+    with running_demo(tmp_path, "--faults", "cut", "--duration", "5") as proc:
+        output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, output
     # Cut off, the controller goes on running; another takes over, it resigns on its own
     # (never told its session expired) and registers again once the link heals.
@@ -142,34 +182,30 @@ def test_a_controller_cut_off_from_zookeeper_in_the_demo(tmp_path: Path) -> None
 
 
 def test_interrupted_demo_leaves_nothing_running(tmp_path: Path) -> None:
-    proc = start_demo(tmp_path)
-    assert proc.stdout is not None
-    # Wait until it is in the middle of things: brokers up and a failover under way.
-    deadline = time.monotonic() + 120
-    for line in proc.stdout:
-        if "--- failover 1" in line or time.monotonic() > deadline:
-            break
-    assert processes_mentioning(str(tmp_path)), "the demo should be running brokers by now"
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        # Whether SIGINT reached it: blocked, ignored or caught (masks in hex).
-        status = Path(f"/proc/{proc.pid}/status").read_text().splitlines()
-        signals = [line for line in status if line.startswith("Sig")]
-        proc.send_signal(signal.SIGUSR1)  # zkctl prints every thread's stack
-        time.sleep(2)
-        proc.kill()
-        out, _ = proc.communicate(timeout=30)
-        pytest.fail(
-            f"the demo was still running 120 s after SIGINT ({signals}); its output ends:\n"
-            f"{out[-12000:]}"
+    with running_demo(tmp_path) as proc:
+        # Wait until it is in the middle of things: brokers up and a failover under way.
+        lines_until(proc, lambda lines: any("--- failover 1" in line for line in lines), 120)
+        assert processes_mentioning(str(tmp_path)), "the demo should be running brokers by now"
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            # Whether SIGINT reached it: blocked, ignored or caught (masks in hex).
+            status = Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+            signals = [line for line in status if line.startswith("Sig")]
+            proc.send_signal(signal.SIGUSR1)  # zkctl prints every thread's stack
+            time.sleep(2)
+            proc.kill()
+            out, _ = proc.communicate(timeout=30)
+            pytest.fail(
+                f"the demo was still running 120 s after SIGINT ({signals}); its output ends:\n"
+                f"{out[-12000:]}"
+            )
+        wait_for(
+            lambda: processes_mentioning(str(tmp_path)) == [],
+            30,
+            "every process the demo started to exit",
         )
-    wait_for(
-        lambda: processes_mentioning(str(tmp_path)) == [],
-        30,
-        "every process the demo started to exit",
-    )
 
 
 def test_demo_ends_and_cleans_up_when_its_reader_goes_away(tmp_path: Path) -> None:
@@ -188,13 +224,11 @@ def test_demo_ends_and_cleans_up_when_its_reader_goes_away(tmp_path: Path) -> No
     processes.track_process(proc.pid, "zkctl")
     assert proc.stdout is not None
     try:
-        seen = 0
-        deadline = time.monotonic() + 120
-        for line in proc.stdout:
-            if b"  demo  " in line:  # the timeline has begun (the view's thread writes it)
-                seen += 1
-            if seen >= 2 or time.monotonic() > deadline:
-                break
+
+        def timeline(lines: list[str]) -> int:  # it has begun (the view's thread writes it)
+            return sum("  demo  " in line for line in lines)
+
+        seen = timeline(lines_until(proc, lambda lines: timeline(lines) >= 2, 120))
         assert seen >= 2, (tmp_path / "stderr.txt").read_text()[-2000:]
         proc.stdout.close()  # as `head` exits
         try:
