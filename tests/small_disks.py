@@ -29,6 +29,7 @@ def tmpfs(mount_point: Path, size: str, *, read_only: bool = False) -> Iterator[
         capture_output=True,
         text=True,
         check=False,
+        timeout=60,  # generous bounds that only catch a hang
     )
     if mounted.returncode != 0:
         pytest.fail(
@@ -39,7 +40,9 @@ def tmpfs(mount_point: Path, size: str, *, read_only: bool = False) -> Iterator[
     try:
         yield mount_point
     finally:
-        subprocess.run(["umount", "-l", os.fspath(mount_point)], capture_output=True, check=False)
+        subprocess.run(
+            ["umount", "-l", os.fspath(mount_point)], capture_output=True, check=False, timeout=60
+        )
 
 
 def fill(directory: Path) -> None:

@@ -505,7 +505,7 @@ def test_logs_that_cannot_be_closed_cleanly_do_not_keep_the_broker_registered(
     c.wait_topic_online("t")
     acked = produce(c, "t", values(50, "s"))
     partition_dir = c[1].data_dir / "t-0"
-    subprocess.run(["chattr", "+i", str(partition_dir)], check=True)
+    subprocess.run(["chattr", "+i", str(partition_dir)], check=True, timeout=30)
     try:
         c[1].terminate()
         assert c[1].wait_exit(120) == 0
@@ -515,7 +515,7 @@ def test_logs_that_cannot_be_closed_cleanly_do_not_keep_the_broker_registered(
         assert f"log directory {c[1].data_dir} is going offline" in c[1].output()
         assert not (c[1].data_dir / ".kafka_cleanshutdown").exists()
     finally:
-        subprocess.run(["chattr", "-i", str(partition_dir)], check=True)
+        subprocess.run(["chattr", "-i", str(partition_dir)], check=True, timeout=30)
     c[1].start()
     c.wait_registered([1], timeout=120)
     c.wait_topic_online("t")

@@ -256,7 +256,7 @@ def test_a_broker_restarted_without_one_of_its_disks_serves_the_rest(
 
     # The disk is gone when the broker starts again: where it was mounted is a file now.
     assert c[1].stop() == 0
-    subprocess.run(["umount", str(disk)], check=True)
+    subprocess.run(["umount", str(disk)], check=True, timeout=60)
     disk.rmdir()
     disk.write_text("not a log directory\n")
     c[1].start()

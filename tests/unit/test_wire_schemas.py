@@ -38,6 +38,7 @@ def test_committed_module_is_current_or_at_least_complete(tmp_path: Path) -> Non
             capture_output=True,
             text=True,
             check=False,
+            timeout=120,  # only catches a hang
             cwd=ROOT,
         )
         assert result.returncode == 0, result.stderr
