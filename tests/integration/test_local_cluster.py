@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,6 +14,8 @@ from typing import Any
 import pytest
 
 from cluster import processes
+from cluster.local import is_broker_process
+from cluster.zookeeper import LocalServer
 from tests.integration.harness import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -178,7 +181,8 @@ def test_a_one_broker_cluster_serves_consumer_groups(tmp_path: Path) -> None:
 
 
 def running_in(directory: Path) -> list[int]:
-    """Pids of the processes whose command line names ``directory`` (a cluster's)."""
+    """Pids of the processes whose command line names ``directory`` (a cluster's): to
+    assert that nothing is left, never to pick what to kill."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) != os.getpid():
@@ -186,6 +190,28 @@ def running_in(directory: Path) -> list[int]:
             if any(str(directory) in arg for arg in argv) and processes.is_alive(int(entry.name)):
                 found.append(int(entry.name))
     return found
+
+
+def kill_recorded(cluster_file: Path) -> None:
+    """SIGKILL what cluster.json records as this cluster's and is still running: each broker
+    and ZooKeeper server by its recorded pid, only once its command line proves it ours
+    (``python -m broker`` with its properties file; java QuorumPeerMain with its zoo.cfg),
+    as zkctl checks a pid before it signals one. Never a process found by name."""
+    if not cluster_file.exists():
+        return
+    state = json.loads(cluster_file.read_text())
+    ours = [
+        b["pid"]
+        for b in state["brokers"]
+        if b["pid"] and is_broker_process(b["pid"], b["properties"])
+    ]
+    for data in (state["zookeeper"] or {}).get("servers", []):
+        server = LocalServer.from_dict(data)
+        if server.pid and server._owns(server.pid):
+            ours.append(server.pid)
+    for pid in ours:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_an_up_killed_while_it_starts_leaves_what_down_stops(tmp_path: Path) -> None:
@@ -218,8 +244,7 @@ def test_an_up_killed_while_it_starts_leaves_what_down_stops(tmp_path: Path) -> 
         assert not [p for p in pids if p and processes.is_alive(p)]
         assert running_in(tmp_path / "c") == []
     finally:
-        for pid in running_in(tmp_path / "c"):
-            os.kill(pid, signal.SIGKILL)
+        kill_recorded(cluster_file)
 
 
 def test_down_with_a_paused_controller_stops_every_broker_cleanly(tmp_path: Path) -> None:
@@ -237,5 +262,5 @@ def test_down_with_a_paused_controller_stops_every_broker_cleanly(tmp_path: Path
         assert "broker 2: stopped" in text, text
     finally:
         zkctl(tmp_path, "down", "--timeout", "5")
-        for pid in running_in(tmp_path / "c"):
-            os.kill(pid, signal.SIGKILL)
+        kill_recorded(tmp_path / "c" / "cluster.json")
+    assert running_in(tmp_path / "c") == []
