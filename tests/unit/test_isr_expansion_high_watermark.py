@@ -8,7 +8,6 @@ is not started, so the addition stays queued; its round is run by hand."""
 from __future__ import annotations
 
 import tempfile
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,6 +24,7 @@ from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
+from tests.unit.leader_and_isr_requests import leader_and_isr_request
 from zkdata.client import BadVersionError
 from zkdata.znodes import (
     LeaderAndIsr,
@@ -38,31 +38,11 @@ TP = TopicPartition("t", 0)
 
 
 def leader_and_isr(isr: list[int]) -> dict[str, Any]:
-    return {
-        "controller_id": 9,
-        "controller_epoch": 3,
-        "broker_epoch": 100,
-        "topic_states": [
-            {
-                "topic_name": "t",
-                "topic_id": uuid.UUID(int=7),
-                "partition_states": [
-                    {
-                        "partition_index": 0,
-                        "controller_epoch": 3,
-                        "leader": LEADER,
-                        "leader_epoch": 2,
-                        "isr": isr,
-                        "partition_epoch": 5,
-                        "replicas": [LEADER, IN_SYNC, JOINING],
-                        "adding_replicas": [],
-                        "removing_replicas": [],
-                        "is_new": True,  # its log is made here, as for a new partition
-                    }
-                ],
-            }
-        ],
-    }
+    """Epoch 2, its log made here as for a new partition, partition epoch 5 (the state
+    znode's version)."""
+    request = leader_and_isr_request(TP, LEADER, 2, isr, [LEADER, IN_SYNC, JOINING], is_new=True)
+    request["topic_states"][0]["partition_states"][0]["partition_epoch"] = 5
+    return request
 
 
 class Writes:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,6 +24,7 @@ from broker.state_change_log import StateChangeLog
 from storage.log import AppendInfo
 from storage.log_manager import LogManager
 from storage.testing import build_batch
+from tests.unit.leader_and_isr_requests import leader_and_isr_request
 from tests.unit.test_isr_expansion_high_watermark import write_round
 from wire.errors import ErrorCode
 from zkdata.client import BadVersionError
@@ -37,31 +37,11 @@ TP = TopicPartition("t", 0)
 def leader_and_isr(
     epoch: int, isr: list[int], replicas: list[int], *, leader: int = LEADER
 ) -> dict[str, Any]:
-    return {
-        "controller_id": 9,
-        "controller_epoch": 3,
-        "broker_epoch": 100,
-        "topic_states": [
-            {
-                "topic_name": "t",
-                "topic_id": uuid.UUID(int=7),
-                "partition_states": [
-                    {
-                        "partition_index": 0,
-                        "controller_epoch": 3,
-                        "leader": leader,
-                        "leader_epoch": epoch,
-                        "isr": isr,
-                        "partition_epoch": 5 + epoch,
-                        "replicas": replicas,
-                        "adding_replicas": [],
-                        "removing_replicas": [],
-                        "is_new": epoch == 2,  # its log is made at the first one
-                    }
-                ],
-            }
-        ],
-    }
+    """Its log made at the first one (epoch 2); the partition epoch is the state znode's
+    version the fake ZooKeeper gives (5 + epoch)."""
+    request = leader_and_isr_request(TP, leader, epoch, isr, replicas, is_new=epoch == 2)
+    request["topic_states"][0]["partition_states"][0]["partition_epoch"] = 5 + epoch
+    return request
 
 
 class Zk:
