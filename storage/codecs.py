@@ -124,12 +124,18 @@ def decompress(codec: int, data: bytes | bytearray | memoryview, max_size: int =
             return _lz4_frame_decompress(bytes(data), max_size)
         if codec == ZSTD:
             return zstd.decompress(bytes(data), max_size)
+    except CodecError:
+        raise
     except zstd.ZstdTooLargeError as e:
         raise TooLargeError(f"zstd: {e}") from None
     except zstd.ZstdError as e:
         raise CodecError(f"zstd: {e}") from None
     except (IndexError, struct.error) as e:
         raise CodecError(f"{_NAMES[codec]}: truncated ({e})") from None
+    except ValueError as e:
+        # A backstop: a corrupt stream past a decoder's checks may end in one of Python's
+        # (bytearray.append(256)); callers take CodecError for a batch that does not decode.
+        raise CodecError(f"{_NAMES[codec]}: {e}") from None
     raise UnsupportedCodecError(f"decoding compression codec {codec} is not supported")
 
 

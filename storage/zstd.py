@@ -76,6 +76,8 @@ _MAX_BLOCK: Final = 128 * 1024
 #: the largest window read: zstd's own decoders' default limit (ZSTD_WINDOWLOG_LIMIT_DEFAULT,
 #: 2**27), which zstd-jni, Kafka's zstd, keeps ("Frame requires too much memory")
 _MAX_WINDOW: Final = 1 << 27
+#: a Huffman tree's weights, the last symbol's deduced (RFC 8878 4.2.1): literals are bytes
+_MAX_WEIGHTS: Final = 255
 
 
 def copy_match(
@@ -245,6 +247,10 @@ class _Huffman:
     __slots__ = ("bits", "max_bits", "symbols")
 
     def __init__(self, weights: list[int]) -> None:
+        # Checked here too, whichever way the weights were read: symbols past 255 are no
+        # bytes (their decoding raised a plain ValueError, not ZstdError).
+        if len(weights) > _MAX_WEIGHTS:
+            raise ZstdError(f"{len(weights)} Huffman weights (at most {_MAX_WEIGHTS})")
         total = sum(1 << (w - 1) for w in weights if w)
         if total == 0:
             raise ZstdError("a Huffman tree without weights")
@@ -330,8 +336,8 @@ def _read_huffman_tree(data: bytes, pos: int, end: int) -> tuple[_Huffman, int]:
         if stream.overflowed():
             weights.append(symbols[one])
             break
-        if len(weights) > 255:
-            raise ZstdError("too many Huffman weights")
+        if len(weights) > _MAX_WEIGHTS:  # the exits above append one more: _Huffman checks
+            raise ZstdError(f"{len(weights)} Huffman weights (at most {_MAX_WEIGHTS})")
     return _Huffman(weights), stop
 
 

@@ -234,6 +234,34 @@ def test_bad_streams_are_named(codec: int, stream: bytes, says: str) -> None:
         codecs.decompress(codec, stream)
 
 
+@pytest.mark.parametrize(
+    ("codec", "decoder"),
+    [(SNAPPY, "_snappy_decompress"), (LZ4, "_lz4_frame_decompress"), (ZSTD, "zstd.decompress")],
+)
+def test_a_decoders_stray_value_error_is_a_codec_error(
+    codec: int, decoder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A backstop: a decoder's own check that a corrupt stream slips past may end in a
+    # ValueError of Python's (zstd's Huffman tree of more than 255 weights did:
+    # bytearray.append(256)), which the callers' CodecError handlers do not take; the
+    # broker then failed a whole Produce or ListOffsets request for one batch.
+    def fails(*_args: object) -> bytes:
+        raise ValueError("byte must be in range(0, 256)")
+
+    owner = codecs.zstd if decoder.startswith("zstd.") else codecs
+    monkeypatch.setattr(owner, decoder.removeprefix("zstd."), fails)
+    with pytest.raises(CodecError, match="byte must be"):
+        codecs.decompress(codec, b"anything")
+    # A decoder's own CodecError keeps its type (TooLargeError is one).
+    monkeypatch.setattr(owner, decoder.removeprefix("zstd."), too_large)
+    with pytest.raises(codecs.TooLargeError):
+        codecs.decompress(codec, b"anything")
+
+
+def too_large(*_args: object) -> bytes:
+    raise codecs.TooLargeError("over")
+
+
 def test_every_member_of_a_gzip_stream_is_read() -> None:
     # RFC 1952 lets a stream hold several members, and Java's GZIPInputStream (Kafka's
     # gzip reader) reads them all; zlib's one-shot decompress stopped after the first.

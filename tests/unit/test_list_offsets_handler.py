@@ -13,8 +13,9 @@ import pytest
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig
 from broker.replica_manager import ReplicaManager
+from storage.codecs import Compression
 from storage.log_manager import LogManager
-from storage.testing import build_batch
+from storage.testing import RecordSpec, build_batch, with_body
 from tests.unit.test_fetch_session import (
     FOLLOWER,
     LEADER,
@@ -23,10 +24,12 @@ from tests.unit.test_fetch_session import (
     change_partitions,
     make_leader,
 )
+from tests.unit.test_zstd import frame_of_257_huffman_weights
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 
 LATEST, EARLIEST = -1, -2
+NOW = 1_700_000_000_000
 
 
 @pytest.fixture
@@ -87,3 +90,22 @@ def test_a_client_is_told_to_retry_while_the_high_watermark_lags_the_epoch_start
     assert (latest["error_code"], latest["offset"]) == (ErrorCode.NONE, 2)
     by_time = list_offset(apis, 0)
     assert (by_time["error_code"], by_time["offset"]) == (ErrorCode.NONE, 0)
+
+
+def test_a_timestamp_over_a_zstd_batch_that_does_not_decode_is_answered(tmp_path: Path) -> None:
+    """A topic of compression.type producer stores a producer's batch as sent (its CRC
+    holds): a zstd body whose Huffman tree has 257 weights is read by ListOffsets by
+    timestamp, which takes a batch that does not decode whole (its first offset). The
+    decoder's ValueError failed the whole request."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path], config)
+    try:
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=logs)
+        one = build_batch([RecordSpec(b"v", timestamp=NOW)], base_timestamp=NOW)
+        bad = with_body(one, frame_of_257_huffman_weights(), compression=Compression.ZSTD)
+        error, _p, _info, why = replicas.append_as_leader(T0, bad, 1)
+        assert error == ErrorCode.NONE, why
+        answer = list_offset(apis, NOW - 5)
+        assert (answer["error_code"], answer["offset"]) == (ErrorCode.NONE, 0)
+    finally:
+        logs.close()

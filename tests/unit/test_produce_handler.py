@@ -19,6 +19,7 @@ from storage.log_manager import LogManager
 from storage.testing import RecordSpec, build_batch, with_body
 from tests.unit.test_codecs import zstd_rle_frame
 from tests.unit.test_fetch_session import FOLLOWER, LEADER, T0, Loopback, make_leader
+from tests.unit.test_zstd import frame_of_257_huffman_weights
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
@@ -152,3 +153,29 @@ def test_a_partition_listed_twice_is_appended_once_with_its_last_entry(
     got = Loopback(apis).request(ApiKey.PRODUCE, 8, body)
     assert answers(got) == [("a", 0, ErrorCode.NONE)]
     assert replicas.partitions[T0].log_end_offset == 2  # b"y" and b"z"
+
+
+def test_a_corrupt_zstd_batch_of_a_compacted_topic_fails_its_partition_only(
+    tmp_path: Path,
+) -> None:
+    """A compacted topic's batch is decompressed for its keys: a zstd body whose Huffman
+    tree has 257 weights is CORRUPT_MESSAGE for its partition, while the request's other
+    partition is appended and answered. The decoder's ValueError escaped the handler: the
+    whole request was answered UNKNOWN_SERVER_ERROR, the first partition's batch written
+    (a producer retrying it wrote it twice)."""
+    t1 = TopicPartition(T0.topic, 1)
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    topic = LogConfig(compact=True)
+    manager = LogManager([tmp_path], config, topic_config=lambda _topic: topic)
+    try:
+        apis, replicas, _zk = make_leader([T0, t1], isr=(LEADER,), logs=manager)
+        good = build_batch([RecordSpec(b"v", key=b"k")])
+        bad = with_body(good, frame_of_257_huffman_weights(), compression=Compression.ZSTD)
+        body = produce_records(T0, bytes(good))
+        body["topic_data"][0]["partition_data"].append({"index": 1, "records": bytes(bad)})
+        got = Loopback(apis).request(ApiKey.PRODUCE, 8, body)
+        assert answers(got) == [("a", 0, ErrorCode.NONE), ("a", 1, ErrorCode.CORRUPT_MESSAGE)]
+        assert replicas.partitions[T0].log_end_offset == 1
+        assert replicas.partitions[t1].log_end_offset == 0
+    finally:
+        manager.close()

@@ -154,6 +154,38 @@ def test_bad_frames_are_named(data: bytes, says: str) -> None:
         zstd.decompress(data)
 
 
+# FSE-coded Huffman weights (a header of 55, then 55 bytes: the weights' FSE table and
+# their stream) whose stream runs out after 257 weights, so that with the deduced last
+# the tree has 258 symbols; the zstd format allows at most 255 weights (256 symbols).
+# A damaged librdkafka frame found it (review).
+_TREE_OF_257_WEIGHTS = bytes.fromhex(
+    "37"
+    "11407c5cb101539da1bfbd1200c09545de492e92561b59a2342c42a4af7868"
+    "86482f23d1dbc55c51fdffffffff4e7180d2c065f97172ed"
+)
+
+
+def frame_of_257_huffman_weights() -> bytes:
+    """A frame (70 bytes) of one literal, coded with ``_TREE_OF_257_WEIGHTS``'s 1-bit
+    code, symbol 257 (the stream's only bit: 0b1_1)."""
+    stream = b"\x03"
+    compressed = len(_TREE_OF_257_WEIGHTS) + len(stream)
+    header = (2 | 0 << 2 | 1 << 4 | compressed << 14).to_bytes(3, "little")
+    return frame(block(2, header + _TREE_OF_257_WEIGHTS + stream + b"\x00"))
+
+
+def test_a_huffman_tree_of_more_than_255_weights_is_refused() -> None:
+    # The weights' stream ran out (the loop's two exits) with one weight more appended
+    # after the count was last checked: the tree had symbols 256 and 257, and decoding
+    # one raised a plain ValueError from bytearray.append, which no caller takes for a
+    # corrupt stream.
+    data = frame_of_257_huffman_weights()
+    with pytest.raises(ZstdError, match="Huffman weights"):
+        zstd.decompress(data)
+    with pytest.raises(codecs.CodecError):
+        codecs.decompress(codecs.ZSTD, data)
+
+
 def windowed(window_descriptor: int, *blocks: bytes) -> bytes:
     """A frame of these blocks with this window descriptor (no content size)."""
     return struct.pack("<I", zstd.MAGIC) + bytes((0x00, window_descriptor)) + b"".join(blocks)
