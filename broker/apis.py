@@ -632,7 +632,15 @@ class KafkaApis:
                     f"Cannot append to internal topic {tp.topic}",
                 )
                 continue
-            error, p, info, message = self.replicas.append_as_leader(tp, records, acks)
+            try:
+                error, p, info, message = self.replicas.append_as_leader(tp, records, acks)
+            except Exception:
+                # As Kafka's appendToLocalLog (case t: Throwable): this partition's error
+                # (no message, as there), logged; the partitions appended before it must
+                # not be told they failed (their producers would write them again).
+                log.exception("append to %s failed", tp)
+                answers[tp] = _produce_answer(tp, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+                continue
             if info is None or p is None:
                 answers[tp] = _produce_answer(tp, error, message)
                 continue

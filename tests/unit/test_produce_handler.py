@@ -179,3 +179,41 @@ def test_a_corrupt_zstd_batch_of_a_compacted_topic_fails_its_partition_only(
         assert replicas.partitions[t1].log_end_offset == 0
     finally:
         manager.close()
+
+
+def test_an_unexpected_error_in_one_partitions_append_fails_that_partition_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka 2.8's appendToLocalLog answers any other exception of one partition's append
+    (``case t: Throwable``) with that partition's error, UNKNOWN_SERVER_ERROR, logged;
+    the others are answered as they went. It escaped the handler, which answered every
+    partition UNKNOWN_SERVER_ERROR, those already appended among them."""
+    tps = [TopicPartition(T0.topic, i) for i in range(3)]
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    manager = LogManager([tmp_path], config)
+    try:
+        apis, replicas, _zk = make_leader(tps, isr=(LEADER,), logs=manager)
+        append = replicas.append_as_leader
+
+        def failing(tp: TopicPartition, records: bytearray, acks: int) -> Any:
+            if tp.partition == 1:
+                raise RuntimeError("a bug")
+            return append(tp, records, acks)
+
+        monkeypatch.setattr(replicas, "append_as_leader", failing)
+        body = produce_records(T0, bytes(build_batch([b"v"])))
+        body["topic_data"][0]["partition_data"] += [
+            {"index": i, "records": bytes(build_batch([b"v"]))} for i in (1, 2)
+        ]
+        got = Loopback(apis).request(ApiKey.PRODUCE, 8, body)
+        assert answers(got) == [
+            ("a", 0, ErrorCode.NONE),
+            ("a", 1, ErrorCode.UNKNOWN_SERVER_ERROR),
+            ("a", 2, ErrorCode.NONE),
+        ]
+        assert [replicas.partitions[tp].log_end_offset for tp in tps] == [1, 0, 1]
+        (record,) = [r for r in caplog.records if r.exc_info]
+        assert "a-1" in record.getMessage()
+        assert "a bug" in caplog.text
+    finally:
+        manager.close()
