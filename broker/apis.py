@@ -9,6 +9,7 @@ controller is only ever asked through its event queue.
 from __future__ import annotations
 
 import logging
+import re
 import struct
 import threading
 import time
@@ -65,6 +66,8 @@ _VALID_ACKS = (-1, 0, 1)
 _LIST_OFFSETS_NOT_AVAILABLE_VERSION = 5
 # The client id that may produce to internal topics (Kafka's AdminUtils.AdminClientId).
 _ADMIN_CLIENT_ID = "__admin_client"
+# ApiVersions v3+'s client software name and version (ApiVersionsRequest's pattern).
+_SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 class CloseConnection(Exception):
@@ -240,8 +243,15 @@ class KafkaApis:
         }
 
     def _handle_api_versions(
-        self, _version: int, _body: dict[str, Any], _h: dict[str, Any]
+        self, version: int, body: dict[str, Any], _h: dict[str, Any]
     ) -> dict[str, Any]:
+        if not api_versions_request_valid(version, body):
+            # Kafka's getErrorResponse: the error and the throttle time, no API keys.
+            return {
+                "error_code": int(ErrorCode.INVALID_REQUEST),
+                "api_keys": [],
+                "throttle_time_ms": 0,
+            }
         return api_versions_response(ErrorCode.NONE)
 
     def _handle_metadata(
@@ -1167,6 +1177,17 @@ def _partition_data(
     }
     budget.spend(data, cut)
     return data
+
+
+def api_versions_request_valid(version: int, body: dict[str, Any]) -> bool:
+    """Kafka's ApiVersionsRequest.isValid: from v3 (KIP-511) the client's software name
+    and version each match _SOFTWARE_NAME_OR_VERSION (librdkafka sanitizes its own to it)."""
+    if version < 3:
+        return True
+    return all(
+        _SOFTWARE_NAME_OR_VERSION.fullmatch(body[field])
+        for field in ("client_software_name", "client_software_version")
+    )
 
 
 def api_versions_response(error: ErrorCode) -> dict[str, Any]:

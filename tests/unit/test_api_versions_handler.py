@@ -1,0 +1,78 @@
+"""The ApiVersions handler's answers as Kafka 2.8's handleApiVersionsRequest gives them:
+a v3+ request naming its client software other than
+[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])? (ApiVersionsRequest.isValid) is
+INVALID_REQUEST, with ApiVersionsRequest.getErrorResponse's body (the error and the
+throttle time; no API keys). Through the socket server's request path, the wire codec
+both ways."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from broker.network import SocketServer
+from tests.unit.test_fetch_session import LEADER, T0, make_leader
+from wire.api import ApiKey
+from wire.client import CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION
+from wire.errors import ErrorCode
+from wire.protocol import decode_response, encode_request
+
+
+def api_versions(version: int, name: str, software_version: str) -> dict[str, Any]:
+    apis, _replicas, _zk = make_leader([T0], isr=(LEADER,))
+    server = SocketServer("127.0.0.1", 0, lambda: apis)  # not started: _handle only
+    try:
+        body = {"client_software_name": name, "client_software_version": software_version}
+        frame = bytearray(encode_request(ApiKey.API_VERSIONS, version, 9, "c", body)[4:])
+        response = server._handle(frame, ("127.0.0.1", 1))
+    finally:
+        server.stop()
+    assert response is not None
+    correlation_id, got = decode_response(ApiKey.API_VERSIONS, version, bytes(response[4:]))
+    assert correlation_id == 9
+    answer: dict[str, Any] = got
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("name", "software_version"),
+    [
+        ("my client", "1.0"),  # a space
+        ("-leading-dash", "1.0"),
+        ("trailing.", "1.0"),
+        ("ok", "1.0_beta"),  # an underscore
+        ("", "1.0"),
+        ("ok", ""),
+    ],
+)
+def test_a_v3_request_naming_its_software_badly_is_invalid_request(
+    name: str, software_version: str
+) -> None:
+    got = api_versions(3, name, software_version)
+    assert got["error_code"] == ErrorCode.INVALID_REQUEST
+    assert (got["api_keys"], got["throttle_time_ms"]) == ([], 0)
+
+
+@pytest.mark.parametrize(
+    ("name", "software_version"),
+    [
+        ("confluent-kafka-python", "2.3.0-rdkafka-2.3.0"),  # librdkafka's, sanitized
+        ("librdkafka", "2.16.0"),
+        ("apache-kafka-java", "2.8.2"),
+        (CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION),  # this project's wire client
+        ("a", "1"),
+    ],
+)
+def test_a_v3_request_naming_its_software_well_is_answered(
+    name: str, software_version: str
+) -> None:
+    got = api_versions(3, name, software_version)
+    assert got["error_code"] == ErrorCode.NONE
+    assert {k["api_key"] for k in got["api_keys"]} >= {ApiKey.API_VERSIONS, ApiKey.PRODUCE}
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_before_v3_there_is_no_software_to_check(version: int) -> None:
+    got = api_versions(version, "", "")
+    assert got["error_code"] == ErrorCode.NONE
