@@ -185,6 +185,28 @@ def _small_int_text(text: str, max_digits: int) -> int | None:
     return int(sign + digits) if len(digits) <= max_digits else None
 
 
+# Kafka's wire strings are UTF-8 of at most Short.MAX_VALUE bytes (its writers throw past it).
+_MAX_WIRE_STRING_BYTES = 0x7FFF
+
+
+def _wire_string(path: str, value: str, what: str) -> str:
+    """``value``, if Kafka's protocol can carry it: a string that goes into requests every
+    broker gets (a broker's host, listener, rack) must encode, or one bad znode would keep
+    those requests from all of them; so must a topic's name, a child of /brokers/topics
+    that ZooKeeper takes at any length. JSON can name a lone surrogate ("\\ud800"), which
+    UTF-8 cannot encode."""
+    try:
+        # isascii: no copy for the usual name (a failover checks 100,000 topic names).
+        size = len(value) if value.isascii() else len(value.encode())
+    except UnicodeEncodeError:
+        raise MalformedZnode(path, f"{what} is not encodable as UTF-8 (a lone surrogate)") from None
+    if size > _MAX_WIRE_STRING_BYTES:
+        raise MalformedZnode(
+            path, f"{what} has {size} bytes of UTF-8, more than {_MAX_WIRE_STRING_BYTES}"
+        )
+    return value
+
+
 def _str(path: str, obj: Mapping[str, Any], key: str) -> str:
     value = obj.get(key)
     if not isinstance(value, str):
@@ -323,8 +345,13 @@ def _parse_endpoint(path: str, text: object, protocols: Mapping[str, Any]) -> En
         raise MalformedZnode(path, f"endpoint {text!r} has a port outside 0..{_MAX_PORT}")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    protocol = protocols.get(listener, listener)
-    return EndPoint(listener, host, port, str(protocol))
+    protocol = str(protocols.get(listener, listener))
+    return EndPoint(
+        _wire_string(path, listener, "an endpoint's listener name"),
+        _wire_string(path, host, "an endpoint's host"),
+        port,
+        _wire_string(path, protocol, "an endpoint's security protocol"),
+    )
 
 
 def decode_broker(
@@ -345,10 +372,14 @@ def decode_broker(
         port = _int(path, obj, "port")
         if not 0 <= port <= _MAX_PORT:
             raise MalformedZnode(path, f"port {port} is outside 0..{_MAX_PORT}")
-        endpoints = (EndPoint("PLAINTEXT", _str(path, obj, "host"), port),)
+        endpoints = (
+            EndPoint("PLAINTEXT", _wire_string(path, _str(path, obj, "host"), "host"), port),
+        )
     rack = obj.get("rack")
     if rack is not None and not isinstance(rack, str):
         raise MalformedZnode(path, f"rack must be a string or null, got {rack!r}")
+    if rack is not None:
+        _wire_string(path, rack, "rack")
     ts = obj.get("timestamp", "0")
     if isinstance(ts, bool) or not isinstance(ts, str | int):
         raise MalformedZnode(path, f"timestamp {ts!r} is not a number")
@@ -465,6 +496,7 @@ def _decode_partition_map_strictly(
 
 def decode_topic(topic: str, data: bytes | None, path: str | None = None) -> TopicAssignment:
     path = path or paths.topic(topic)
+    _wire_string(path, topic, "the topic's name")
     obj = _loads_object(path, data)
     partitions = _decode_partition_map(path, obj.get("partitions"), "partitions")
     if not partitions:
@@ -661,7 +693,8 @@ def encode_cluster_id(cluster_id: str) -> bytes:
 
 
 def decode_cluster_id(data: bytes | None, path: str = paths.CLUSTER_ID) -> str:
-    return _str(path, _loads_object(path, data), "id")
+    # Every Metadata answer carries it: a broker that could not encode it would serve none.
+    return _wire_string(path, _str(path, _loads_object(path, data), "id"), "the cluster id")
 
 
 def encode_config_change(entity_path: str) -> bytes:

@@ -4,8 +4,15 @@ gone, and a repair is seen."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from controller import events as ev
+from controller.controller import KafkaController
+from controller.request_batch import BrokerRequest
 from tests.unit.fake_cluster import (
+    add_topic,
     cluster,
     drain,
     empty_cluster,
@@ -14,6 +21,7 @@ from tests.unit.fake_cluster import (
     registration,
     start_controller,
 )
+from wire.api import ApiKey
 from zkdata import paths
 from zkdata.znodes import (
     TopicAssignment,
@@ -89,6 +97,104 @@ def test_a_failover_beside_a_broker_id_past_java_int_sends_requests_that_encode(
     assert sent
     for request in sent:
         request.wire_body()  # what each broker's sender encodes
+
+
+def _registration_with(
+    host: str = "b9", rack: str | None = None, listener: str = "PLAINTEXT"
+) -> bytes:
+    obj: dict[str, object] = {
+        "listener_security_protocol_map": {listener: "PLAINTEXT"},
+        "endpoints": [f"{listener}://{host}:9092"],
+        "jmx_port": -1,
+        "version": 5,
+    }
+    if rack is not None:
+        obj["rack"] = rack
+    return json.dumps(obj).encode()  # a lone surrogate is written as the escape \ud800
+
+
+LONG = "h" * 40_000
+NOT_WIRE_STRINGS = {
+    "long-host": _registration_with(host=LONG),
+    "long-rack": _registration_with(rack=LONG),
+    "long-listener": _registration_with(listener="L" * 40_000),
+    "surrogate-host": _registration_with(host="b\ud800"),
+    "surrogate-rack": _registration_with(rack="r\udc00"),
+}
+
+
+def _update_metadata_to(c: KafkaController, broker_id: int) -> list[BrokerRequest]:
+    return [
+        r
+        for call in c.channel.send.call_args_list  # type: ignore[attr-defined]
+        for r in call.args[0]
+        if r.broker_id == broker_id and r.api_key == ApiKey.UPDATE_METADATA
+    ]
+
+
+@pytest.mark.parametrize("data", NOT_WIRE_STRINGS.values(), ids=NOT_WIRE_STRINGS.keys())
+def test_a_failover_beside_a_registration_that_is_no_wire_string_sends_metadata(
+    data: bytes,
+) -> None:
+    """A host, listener or rack that is no Kafka wire string (over 32,767 UTF-8 bytes, or
+    a lone surrogate) made its broker live, and the UpdateMetadata meant for every broker
+    (each lists all live brokers) failed to encode: no broker learnt any change."""
+    zk = empty_cluster()
+    register(zk, 1)
+    register(zk, 2)
+    register(zk, 9, data)
+    c = start_controller(zk)
+    assert c.is_active
+    assert set(c.ctx.live_brokers) == {1, 2}
+    sent = _update_metadata_to(c, 2)
+    assert sent
+    for request in sent:
+        request.wire_body()  # what broker 2's sender encodes
+
+
+@pytest.mark.parametrize("data", NOT_WIRE_STRINGS.values(), ids=NOT_WIRE_STRINGS.keys())
+def test_a_broker_change_to_a_registration_that_is_no_wire_string_sends_metadata(
+    data: bytes,
+) -> None:
+    zk, c = cluster()
+    c.channel.send.reset_mock()  # type: ignore[attr-defined]
+    register(zk, 9, data)
+    process(c, ev.BrokerChange())
+    drain(c)
+    assert 9 not in c.ctx.live_brokers
+    del zk.nodes[paths.broker(3)]  # and broker 3 dies: the others must hear of it
+    process(c, ev.BrokerChange())
+    drain(c)
+    sent = _update_metadata_to(c, 2)
+    assert sent
+    for request in sent:
+        request.wire_body()
+
+
+def test_a_topic_whose_name_is_no_wire_string_is_kept_aside() -> None:
+    """ZooKeeper takes a child of /brokers/topics of 40,000 characters (Kafka's tools never
+    write one): it was created, and every LeaderAndIsr and UpdateMetadata naming it failed
+    to encode, for every broker. Its znode is now unreadable, kept aside as such."""
+    long_name = "t" * 40_000
+    for failover in (True, False):
+        zk = empty_cluster()
+        for b in (1, 2):
+            register(zk, b)
+        if failover:
+            add_topic(zk, long_name, {0: (1, 2)})
+        add_topic(zk, "good", {0: (1, 2)})
+        c = start_controller(zk)
+        if not failover:
+            c.channel.send.reset_mock()  # type: ignore[attr-defined]
+            zk.put(paths.topic(long_name), encode_topic(TopicAssignment(long_name, {0: (1, 2)})))
+            process(c, ev.TopicChange())
+            drain(c)
+        assert c.is_active
+        assert long_name in c.ctx.unreadable_topics
+        assert long_name not in c.ctx.assignments
+        sent = [r for call in c.channel.send.call_args_list for r in call.args[0]]  # type: ignore[attr-defined]
+        for request in sent:
+            request.wire_body()
 
 
 def test_a_topics_znodes_are_deleted_whatever_junk_its_partitions_znode_holds() -> None:

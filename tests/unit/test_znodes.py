@@ -22,6 +22,7 @@ from zkdata.znodes import (
     TopicAssignment,
     TopicPartition,
     decode_broker,
+    decode_cluster_id,
     decode_controller,
     decode_controller_epoch,
     decode_log_dir_event,
@@ -31,6 +32,7 @@ from zkdata.znodes import (
     decode_topic,
     decode_topic_config,
     encode_broker,
+    encode_cluster_id,
     encode_config_change,
     encode_controller,
     encode_controller_epoch,
@@ -531,6 +533,19 @@ BAD_BROKERS: list[bytes] = [
     json.dumps({"version": 1, "host": 5, "port": 9092}).encode(),
     json.dumps({"version": 1, "host": "h", "port": 65536}).encode(),
     json.dumps({"version": 1, "host": "h", "port": -1}).encode(),
+    # Not a Kafka wire string (UTF-8, at most 32,767 bytes): every UpdateMetadata lists
+    # each live broker, so one such broker would keep metadata from all of them. json.dumps
+    # writes a lone surrogate as the escape "\ud800": valid JSON, not encodable as UTF-8.
+    with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://" + "h" * 40_000 + ":9092"]),
+    with_field(GOOD_BROKER, "endpoints", ["PLAINTEXT://b\ud800:9092"]),
+    with_field(GOOD_BROKER, "endpoints", ["L" * 40_000 + "://h:9092"]),
+    with_field(GOOD_BROKER, "endpoints", ["L\udc00://h:9092"]),
+    with_field(GOOD_BROKER, "listener_security_protocol_map", {"PLAINTEXT": "P\ud800"}),
+    with_field(GOOD_BROKER, "listener_security_protocol_map", {"PLAINTEXT": "P" * 40_000}),
+    with_field(GOOD_BROKER, "rack", "r" * 40_000),
+    with_field(GOOD_BROKER, "rack", "r\udc00"),
+    json.dumps({"version": 1, "host": "h" * 40_000, "port": 9092}).encode(),
+    json.dumps({"version": 1, "host": "b\ud800", "port": 9092}).encode(),
 ]
 
 
@@ -542,6 +557,28 @@ def test_broker_that_is_not_a_json_object(data: bytes | None) -> None:
 @pytest.mark.parametrize("data", BAD_BROKERS, ids=short_id)
 def test_malformed_broker(data: bytes) -> None:
     assert_malformed(lambda: decode_broker(4, data), paths.broker(4))
+
+
+def test_a_broker_string_of_32767_utf8_bytes_is_a_wire_string() -> None:
+    """The limit is Kafka's (Short.MAX_VALUE bytes of UTF-8), not characters."""
+    host = "\u00e9" * (32_767 // 2) + "h"  # 32,767 bytes
+    endpoint = with_field(GOOD_BROKER, "endpoints", [f"PLAINTEXT://{host}:9092"])
+    assert decode_broker(4, endpoint).host == host
+    assert_malformed(
+        lambda: decode_broker(4, with_field(GOOD_BROKER, "rack", host + "h")), paths.broker(4)
+    )
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b'{"version":"1","id":"' + b"c" * 40_000 + b'"}', b'{"version":"1","id":"c\\ud800"}'],
+    ids=["long", "surrogate"],
+)
+def test_a_cluster_id_that_is_no_wire_string_is_malformed(data: bytes) -> None:
+    """Every Metadata answer carries the cluster id: a broker started with one it could not
+    encode answered no client's Metadata (it now fails its start-up naming the znode)."""
+    assert_malformed(lambda: decode_cluster_id(data), paths.CLUSTER_ID)
+    assert decode_cluster_id(encode_cluster_id("c" * 32_767)) == "c" * 32_767
 
 
 def test_numbers_with_leading_zeros_past_int_limit_are_read_as_java_parses_them() -> None:
