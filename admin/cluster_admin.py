@@ -7,7 +7,6 @@ deadline."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,6 +15,7 @@ from admin.errors import AdminError, InvalidArgumentError
 from wire.api import ApiKey
 from wire.client import KafkaConnection, KafkaConnectionError
 from wire.errors import ErrorCode
+from zkdata.int_text import int_text_in_range
 from zkdata.znodes import TopicPartition
 
 Body = dict[str, Any]
@@ -25,20 +25,21 @@ Moving = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 _METADATA_VERSION = 1  # the first with the controller's id
 _RETRY_BACKOFF_S = 0.5
-_DIGITS = re.compile("[0-9]+")
+_MAX_PORT = 65535
 
 
 def parse_bootstrap(servers: str) -> list[Endpoint]:
     """``host:port[,host:port...]``; InvalidArgumentError naming what is wrong."""
     endpoints: list[Endpoint] = []
     for item in servers.split(","):
-        host, sep, port = item.strip().rpartition(":")
-        # ASCII digits only: str.isdigit() also passes '²', which int() refuses.
-        if not sep or not host or _DIGITS.fullmatch(port) is None or not 0 < int(port) < 65536:
+        host, sep, port_text = item.strip().rpartition(":")
+        # ASCII digits only ('²' passes str.isdigit()), never more than int() takes.
+        port = int_text_in_range(port_text, 1, _MAX_PORT)
+        if not sep or not host or port is None:
             raise InvalidArgumentError(
                 f"--bootstrap-server: {item.strip()!r} is not host:port (e.g. 127.0.0.1:9092)"
             )
-        endpoints.append((host.strip("[]"), int(port)))
+        endpoints.append((host.strip("[]"), port))
     return endpoints
 
 

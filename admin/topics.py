@@ -67,6 +67,7 @@ from zkdata.client import (
     ZkClient,
     is_error,
 )
+from zkdata.int_text import int_text_in_range
 from zkdata.paths import INTERNAL_TOPICS
 from zkdata.znodes import PartitionState, TopicAssignment, TopicPartition
 
@@ -149,11 +150,12 @@ def parse_replicas(text: str, what: str = "--replicas") -> list[int]:
         # ASCII digits only: str.isdigit() also passes '²', which int() refuses.
         if _DIGITS.fullmatch(item) is None:
             raise InvalidArgumentError(f"{what} {text!r}: {item!r} is not a broker id")
-        if int(item) > MAX_ID:
+        broker_id = int_text_in_range(item, 0, MAX_ID)
+        if broker_id is None:
             raise InvalidArgumentError(
                 f"{what} {text!r}: {item} is not a broker id (at most {MAX_ID})"
             )
-        replicas.append(int(item))
+        replicas.append(broker_id)
     dupes = sorted({r for r in replicas if replicas.count(r) > 1})
     if dupes:
         raise InvalidArgumentError(

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import enum
 import random
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+from zkdata.int_text import INT32_MAX, int_text_in_range
 
 __all__ = [
     "AssignmentError",
@@ -98,9 +99,6 @@ class RackAwareMode(enum.Enum):
 # Kafka draws its start index and shift from one shared java.util.Random; a module-level
 # generator plays that part when the caller injects none.
 _RANDOM = random.Random()
-
-# Scala's toInt: optional minus sign and ASCII digits only (Python's int() also takes "1_0").
-_BROKER_ID = re.compile(r"-?[0-9]+")
 
 
 def broker_metadatas(
@@ -366,8 +364,11 @@ def parse_replica_assignment(text: str) -> dict[int, list[int]]:
         bad = False
         for item in entry.split(":"):
             token = item.strip()
-            if _BROKER_ID.fullmatch(token):
-                replicas.append(int(token))
+            # Scala's toInt reads ASCII digits (Python's int() also takes "1_0", and refuses
+            # 4,300 digits with a ValueError); a broker id is a Java int from 0.
+            broker_id = int_text_in_range(token, 0, INT32_MAX)
+            if broker_id is not None:
+                replicas.append(broker_id)
             else:
                 problems.append(
                     f"partition {partition}: {token!r} is not a broker id (in {entry!r})"

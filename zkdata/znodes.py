@@ -19,6 +19,7 @@ from itertools import chain
 from typing import Any, Generic, NamedTuple, TypeGuard, TypeVar
 
 from zkdata import paths
+from zkdata.int_text import INT32_MAX, INT32_MIN, INT_TEXT, int_text_in_range, small_int_text
 
 NO_LEADER = -1
 LEADER_DURING_DELETE = -2
@@ -28,16 +29,13 @@ MAX_ZNODE_BYTES = 1_000_000
 
 # Kafka reads every integer field as a Java int: a bigger number is malformed, not a broker id.
 _H = TypeVar("_H", bound=Hashable)
-_INT32_MIN = -(2**31)
-_INT32_MAX = 2**31 - 1
+_INT32_MIN = INT32_MIN
+_INT32_MAX = INT32_MAX
 # The C scanner behind json.loads, without its per-call Python wrapping.
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-# An integer written as text (a partition key, /controller_epoch): ASCII digits only, since
-# Python's int() would also take "1_0", " 1" and non-ASCII digits.
-_INT_TEXT = re.compile(r"-?[0-9]+")
-# Python's int() refuses a text of more than 4,300 digits with a plain ValueError (not
-# MalformedZnode): no 32-bit integer has more than 10 digits, leading zeros aside, so a
-# longer text is out of range before int() sees it.
+# An integer written as text (a partition key, /controller_epoch) is read as Java's
+# parseInt reads it (zkdata/int_text.py): no 32-bit integer has more than 10 digits,
+# leading zeros aside, so a longer text is out of range before int() sees it.
 _INT32_DIGITS = 10
 _MAX_PORT = 65535
 # Kafka's Uuid.toString: 16 bytes in URL-safe base64 without padding.
@@ -171,18 +169,10 @@ def _int_list(path: str, value: object, what: str) -> tuple[int, ...]:
 
 
 def _int_text(path: str, text: str, what: str) -> int:
-    value = _small_int_text(text, _INT32_DIGITS) if _INT_TEXT.fullmatch(text) else None
-    if value is None or not _INT32_MIN <= value <= _INT32_MAX:
+    value = int_text_in_range(text, _INT32_MIN, _INT32_MAX)
+    if value is None:
         raise MalformedZnode(path, f"{what} {text!r} is not a 32-bit integer")
     return value
-
-
-def _small_int_text(text: str, max_digits: int) -> int | None:
-    """The integer a text of ASCII digits (after an optional minus) names, or None if it
-    has more than ``max_digits`` digits past its leading zeros (never given to int())."""
-    sign, digits = ("-", text[1:]) if text.startswith("-") else ("", text)
-    digits = digits.lstrip("0") or "0"
-    return int(sign + digits) if len(digits) <= max_digits else None
 
 
 # Kafka's wire strings are UTF-8 of at most Short.MAX_VALUE bytes (its writers throw past it).
@@ -229,7 +219,7 @@ def encode_controller(broker_id: int, timestamp_ms: int | None = None) -> bytes:
 def decode_controller(data: bytes | None, path: str = paths.CONTROLLER) -> int:
     """The controller's broker id. Accepts Kafka 0.8's bare-integer form too. A negative
     id names no broker (and -1 would read as no controller at all): malformed."""
-    if data is not None and _INT_TEXT.fullmatch(data.strip().decode("ascii", "replace")):
+    if data is not None and INT_TEXT.fullmatch(data.strip().decode("ascii", "replace")):
         controller_id = _int_text(path, data.strip().decode(), "controller id")
     else:
         controller_id = _int(path, _loads_object(path, data), "brokerid")
@@ -340,7 +330,7 @@ def _parse_endpoint(path: str, text: object, protocols: Mapping[str, Any]) -> En
     host, sep, port_text = hostport.rpartition(":")
     if not sep or not (port_text.isascii() and port_text.isdigit()):
         raise MalformedZnode(path, f"endpoint {text!r} has no port")
-    port = _small_int_text(port_text, 5)
+    port = small_int_text(port_text, 5)
     if port is None or port > _MAX_PORT:
         raise MalformedZnode(path, f"endpoint {text!r} has a port outside 0..{_MAX_PORT}")
     if host.startswith("[") and host.endswith("]"):

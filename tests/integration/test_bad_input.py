@@ -579,8 +579,9 @@ NOT_JSON = "this is not JSON"
          "invalid replica assignment: partition 1: '' is not a broker id"),
         (["topic", "add-partitions", "--topic", "t", "--partitions", "2",
           "--replica-assignment", "x"], 2, "invalid replica assignment"),
-        (["topic", "create", "--topic", "u", "--replica-assignment", "1:-2"], 1,
-         "zkctl: error: invalid replica assignment: partition 0: broker(s) -2 not available"),
+        # Broker ids are Java ints from 0, as --replicas has them: a usage error.
+        (["topic", "create", "--topic", "u", "--replica-assignment", "1:-2"], 2,
+         "invalid replica assignment: partition 0: '-2' is not a broker id"),
         (["topic", "alter-config", "--topic", "t", "--add-config", "no.such.key=1"], 2,
          "unknown topic config key 'no.such.key'"),
         (["topic", "create", "--topic", "u", "--partitions", "1", "--replication-factor", "1",

@@ -303,6 +303,8 @@ def test_parse_replica_assignment() -> None:
     assert parse_replica_assignment("1:2,2:3") == {0: [1, 2], 1: [2, 3]}
     assert parse_replica_assignment(" 1 : 2 , 2:3 ") == {0: [1, 2], 1: [2, 3]}
     assert parse_replica_assignment("5") == {0: [5]}
+    assert parse_replica_assignment("2147483647:0") == {0: [2147483647, 0]}
+    assert parse_replica_assignment("0" * 5000 + "7") == {0: [7]}  # Java's parseInt's reading
 
 
 @pytest.mark.parametrize(
@@ -314,7 +316,12 @@ def test_parse_replica_assignment() -> None:
         ("1:2,,3:4", "partition 1: '' is not a broker id"),
         ("1_0", "'1_0' is not a broker id"),
         ("", "the replica assignment is empty"),
+        # Broker ids are Java ints from 0; int() refuses 4,300 digits with a plain ValueError.
+        ("-1:2", "partition 0: '-1' is not a broker id"),
+        ("1:2147483648", "partition 0: '2147483648' is not a broker id"),
+        ("1:" + "1" * 5000, "is not a broker id"),
     ],
+    ids=lambda v: v if len(v) < 40 else f"{v[:20]}...",
 )
 def test_parse_replica_assignment_errors(text: str, message: str) -> None:
     with pytest.raises(InvalidReplicaAssignmentError) as info:

@@ -39,6 +39,8 @@ from zkdata.znodes import (
 
 GENERATE = ("reassign", "--generate", "--topics-to-move-json-file")
 
+HUGE = "1" * 5000  # more digits than Python's int() takes (4,300)
+
 # Nothing listens here: a command that got as far as connecting would fail with exit 1.
 UNREACHABLE = "127.0.0.1:1"
 
@@ -232,6 +234,43 @@ def test_bad_arguments_exit_2_with_one_clear_error_line(
             ["reassign", "--topic", "t", "--partition", "0", "--replicas", "1,\u00b2"],
             "'\u00b2' is not a broker id",
         ),
+        # More than 4,300 digits: Python's int() refuses them with a plain ValueError, an
+        # internal error (exit 1); and ids are Java ints from 0, as --replicas has them.
+        (
+            ["topic", "create", "--topic", "t", "--replica-assignment", f"{HUGE}:1"],
+            "is not a broker id",
+        ),
+        (
+            ["topic", "create", "--topic", "t", "--replica-assignment", "1:-1"],
+            "'-1' is not a broker id",
+        ),
+        (
+            ["topic", "create", "--topic", "t", "--replica-assignment", "1:2147483648"],
+            "'2147483648' is not a broker id",
+        ),
+        (
+            [
+                "topic",
+                "add-partitions",
+                "--topic",
+                "t",
+                "--partitions",
+                "2",
+                "--replica-assignment",
+                HUGE,
+            ],
+            "is not a broker id",
+        ),
+        (
+            ["reassign", "--topic", "t", "--partition", "0", "--replicas", HUGE],
+            "is not a broker id (at most 2147483647)",
+        ),
+        (
+            ["reassign", "--verify", "--topic", "t", "--partition", "0", "--replicas", f"1,{HUGE}"],
+            "is not a broker id (at most 2147483647)",
+        ),
+        (["reassign", "--list", "--bootstrap-server", f"h:{HUGE}"], "is not host:port"),
+        (["groups", "--list", "--bootstrap-server", f"h:{HUGE}"], "is not host:port"),
         (["reassign", "--list", "--bootstrap-server", "h:\u00b2"], "'h:\u00b2' is not host:port"),
         (["groups", "--list", "--bootstrap-server", "h:\u00b2"], "'h:\u00b2' is not host:port"),
         (
@@ -720,16 +759,24 @@ def test_topics_to_move_json_is_kafkas_format() -> None:
         assert expected in str(info.value), bad
 
 
+@pytest.mark.parametrize(
+    ("broker_list", "expected"),
+    [
+        ("1,\u00b2", "--broker-list '1,\u00b2': '\u00b2' is not a broker id"),
+        (f"1,{HUGE}", "is not a broker id (at most 2147483647)"),  # int() refuses it
+    ],
+    ids=["superscript-two", "huge"],
+)
 def test_a_broker_list_of_other_digits_is_a_usage_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    broker_list: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     f = tmp_path / "topics.json"
     f.write_text('{"topics":[{"topic":"t"}],"version":1}')
     code, _, err = run(
-        ["--zookeeper", UNREACHABLE, *GENERATE, str(f), "--broker-list", "1,\u00b2"], capsys
+        ["--zookeeper", UNREACHABLE, *GENERATE, str(f), "--broker-list", broker_list], capsys
     )
     assert code == 2, err
-    assert "--broker-list '1,\u00b2': '\u00b2' is not a broker id" in error_line(err)
+    assert expected in error_line(err)
 
 
 @settings(max_examples=200, deadline=None)

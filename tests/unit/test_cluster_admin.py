@@ -18,8 +18,11 @@ def test_bootstrap_servers_are_host_port_pairs() -> None:
         ("b", 1),
         ("::1", 2),
     ]
+    assert parse_bootstrap("h:0009092") == [("h", 9092)]
     # "h:\u00b2": '²' passes str.isdigit(), and int() refuses it.
-    for bad in ("", "h", "h:", ":1", "h:x", "h:0", "h:65536", "h:1,", "h:\u00b2", "h:+1"):
+    # "h:1...1": Python's int() refuses more than 4,300 digits with a plain ValueError.
+    huge = "h:" + "1" * 5000
+    for bad in ("", "h", "h:", ":1", "h:x", "h:0", "h:65536", "h:1,", "h:\u00b2", "h:+1", huge):
         with pytest.raises(InvalidArgumentError, match="is not host:port"):
             parse_bootstrap(bad)
 
