@@ -9,8 +9,9 @@ What comes out, and how it is read from the logs:
 
 * **Tenures.** A tenure starts at its `controller_elected` line. It ends at the earliest of:
   its controller's `controller_resigned`; the first time another broker saw the controller
-  it believed in disappear (`controller_seen` -1, attributed through that broker's own
-  previous sighting, so a late notice of an older loss never ends a newer tenure); the
+  it believed in disappear (`controller_seen` -1, attributed to the tenure that broker's
+  own previous sighting saw, so a late notice of an older loss never ends a newer tenure,
+  even the same controller's next term); the
   election of the next epoch. `end_reason` says which. A controller that resigned after
   its successor was elected was a zombie: `overlap_ms` is how long it still believed
   itself controller.
@@ -175,14 +176,25 @@ def tenures_of(
             anomalies["epoch_order"] = anomalies.get("epoch_order", 0) + 1
     starts = [t.start_ts for t in tenures]
 
-    def current(broker: int, ts: int) -> Tenure | None:
-        """The latest tenure of `broker` started by `ts` (within the tolerance)."""
-        i = bisect.bisect_right(starts, ts + tol_ms)
-        while i > 0:
-            i -= 1
-            if tenures[i].broker == broker:
-                return tenures[i]
-        return None
+    terms: dict[int, list[Tenure]] = defaultdict(list)  # each controller's, in epoch order
+    for tenure in tenures:
+        terms[tenure.broker].append(tenure)
+
+    def sighted(controller: int, ts: int, floor: int) -> Tenure | None:
+        """The tenure of `controller` a broker saw at `ts`, of epoch `floor` or later (a
+        broker sees epochs in order, and after seeing /controller absent a newer one). The
+        controller's tenure in force at `ts`; else its next one begun within `tol_ms` (the
+        writer's clock behind); else its latest one begun before (the writer's clock
+        ahead). Of two terms of one controller within `tol_ms` of `ts`, the one in force:
+        a -1 that ended a term the writer had not seen would be a false loss."""
+        i = bisect.bisect_right(starts, ts)
+        if i and tenures[i - 1].broker == controller and tenures[i - 1].epoch >= floor:
+            return tenures[i - 1]
+        mine = [t for t in terms.get(controller, ()) if t.epoch >= floor]
+        j = bisect.bisect_right([t.start_ts for t in mine], ts)
+        if j < len(mine) and mine[j].start_ts <= ts + tol_ms:
+            return mine[j]
+        return mine[j - 1] if j else None
 
     ends: dict[int, list[tuple[int, str]]] = defaultdict(list)  # epoch -> (ts, reason)
     for e in events:
@@ -203,22 +215,32 @@ def tenures_of(
             if t is not None and t.broker == e["broker"] and t.failover_done_ts is None:
                 t.failover_done_ts = e["ts"]
                 t.failover_ms = e.get("total_ms")
-    # Sightings: each broker's belief about who is controller, in its own log's order.
-    belief: dict[int, int | None] = {}
+    # Sightings: the tenure each broker believed in (resolved when it saw it, so a -1
+    # ends only a tenure its writer saw, never a later term of the same controller), in
+    # its own log's order; `floor`: the lowest epoch its next sighting can be.
+    belief: dict[int, Tenure | None] = {}
+    floor: dict[int, int] = {}
     for e in events:
         kind, b = e["event"], e["broker"]
         if kind == "controller_elected":
-            belief[b] = b
+            belief[b] = None  # its own tenure: its own -1s end nothing
+            floor[b] = max(floor.get(b, 0), e["controller_epoch"])
         elif kind in ("controller_resigned", "broker_registered"):
             belief[b] = None
         elif kind == "controller_seen":
             seen = e["controller"]
             believed = belief.get(b)
-            if seen < 0 and believed is not None and believed >= 0 and believed != b:
-                t = current(believed, e["ts"])
-                if t is not None and e["ts"] + tol_ms >= t.start_ts:
-                    ends[t.epoch].append((e["ts"], "lost"))
-            belief[b] = seen
+            if seen >= 0:
+                saw = None if seen == b else sighted(seen, e["ts"], floor.get(b, 0))
+                belief[b] = saw
+                if saw is not None:
+                    floor[b] = saw.epoch
+                continue
+            if believed is not None:
+                if e["ts"] + tol_ms >= believed.start_ts:
+                    ends[believed.epoch].append((e["ts"], "lost"))
+                floor[b] = believed.epoch + 1
+            belief[b] = None
     for i, t in enumerate(tenures):
         candidates = list(ends.get(t.epoch, ()))
         successor = tenures[i + 1] if i + 1 < len(tenures) else None

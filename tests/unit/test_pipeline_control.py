@@ -246,3 +246,59 @@ def test_a_zookeeper_error_after_the_session_ended_is_a_loss() -> None:
     [inc] = r.incidents
     assert "zombie" in inc.cause
     assert [(d.broker, d.lost_ts) for d in r.deaths] == [(1, 5000)]
+
+
+def reelected(short_first_term: bool = False) -> list[dict[str, Any]]:
+    """Controller 1 resigns on a ZooKeeper error (its session alive), deletes its own
+    /controller and wins the next epoch at once; broker 2's watch reads no controller in
+    between. `short_first_term`: epoch 1 began just before (a failover that failed), so
+    broker 2's sighting of it is within the tolerance of epoch 2's election too."""
+    first = 9948 if short_first_term else 5
+    return [
+        ev(0, 1, "broker_registered"),
+        ev(1, 2, "broker_registered"),
+        elected(first, 1, 1),
+        seen(first + 2, 2, 1),
+        ev(
+            10000,
+            1,
+            "controller_resigned",
+            controller=1,
+            controller_epoch=1,
+            reason="ZooKeeper error: ConnectionLoss",
+        ),
+        seen(10002, 2, -1),
+        elected(10004, 1, 2),
+        seen(10006, 2, 1),
+        ev(10030, 1, "controller_failover", controller_epoch=2, total_ms=20.0),
+        seen(60000, 2, 1),
+    ]
+
+
+@pytest.mark.parametrize("short_first_term", [False, True])
+def test_a_controller_elected_again_is_not_ended_by_the_gap_between_its_terms(
+    short_first_term: bool,
+) -> None:
+    """Broker 2's -1 saw epoch 1 go, not epoch 2, which began after its last sighting: a
+    -1 ends only the tenure its writer last saw (it used to end the controller's latest
+    tenure begun by then: epoch 2 lost at its start, broker 1 lost for good)."""
+    r = control.analyse(reelected(short_first_term), tol_ms=100)
+    t1, t2 = r.tenures
+    assert (t1.end_ts, t1.end_reason) == (10000, "resigned")
+    assert (t2.end_ts, t2.end_reason) == (None, "open")
+    assert [(i.kind, i.controller_epoch, i.cause) for i in r.incidents] == [
+        ("controller", 1, "resigned: ZooKeeper error: ConnectionLoss")
+    ]
+    assert r.deaths == []
+
+
+def test_a_sighting_stamped_just_before_a_reelection_is_of_the_new_term() -> None:
+    """Broker 2's clock is behind: it saw epoch 2 (after seeing /controller absent, so not
+    epoch 1 again) at a stamp before epoch 2's election. Its later -1 ends epoch 2."""
+    events = [e for e in reelected() if not (e["broker"] == 2 and e["ts"] >= 10006)]
+    events += [seen(10003, 2, 1), seen(20000, 2, -1), elected(20004, 2, 3)]
+    r = control.analyse(events, tol_ms=100)
+    t1, t2, _t3 = r.tenures
+    assert (t1.end_ts, t1.end_reason) == (10000, "resigned")
+    assert (t2.end_ts, t2.end_reason) == (20000, "lost")
+    assert [(d.broker, d.lost_ts) for d in r.deaths] == [(1, 20000)]
