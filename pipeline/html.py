@@ -61,7 +61,10 @@ def fmt_ms(v: float | None) -> str:
 def fmt_ts(ts: int | None) -> str:
     if ts is None:
         return "-"
-    t = dt.datetime.fromtimestamp(ts / 1000, dt.UTC)
+    try:
+        t = dt.datetime.fromtimestamp(ts / 1000, dt.UTC)
+    except (ValueError, OverflowError, OSError):
+        return str(ts)  # past what a calendar shows: the number, rather than no page
     return t.strftime("%Y-%m-%d %H:%M:%S.") + f"{ts % 1000:03d}"
 
 

@@ -291,7 +291,9 @@ def classify(lines: DataFrame, torn: list[tuple[str, str]]) -> DataFrame:
             ]
         ),
     )
-    common = F.coalesce(*[F.when(field_(n).isNull(), F.lit(n)) for n in schema.COMMON])
+    # A stamp out of schema.TS_RANGE is as unusable as none (ts is the first common field).
+    ts_out = F.when(~field_("ts").between(*schema.TS_RANGE), F.lit("ts"))
+    common = F.coalesce(ts_out, *[F.when(field_(n).isNull(), F.lit(n)) for n in schema.COMMON])
     file_uri = F.regexp_replace(col("file"), "^file:/+", "file:/")
     is_torn: Column = F.lit(False)
     if torn:

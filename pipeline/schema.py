@@ -15,7 +15,9 @@ A line is exactly one of:
 * ``newer_version``: ``v`` above what this reader knows (kept aside and counted, never
   guessed at: a newer schema may change meanings);
 * ``unknown_event``: a current-version line of an event this reader does not know;
-* ``invalid``: a JSON object missing a field its event needs (``detail`` names it).
+* ``invalid``: a JSON object missing a field its event needs (``detail`` names it), or
+  whose ``ts`` is no time a broker's clock gives and a calendar shows (before 1970, after
+  year 9999: a corrupted stamp).
 """
 
 from __future__ import annotations
@@ -127,6 +129,9 @@ INT_ARRAYS = tuple(f for f, t in FIELDS.items() if t == "ints")
 
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
+# The stamps used (ms since 1970, UTC): from 1970 to the end of year 9999, the last a
+# datetime (the page) can show; a long outside them is a corrupted stamp, not a time.
+TS_RANGE = (0, 253_402_300_799_999)
 _NON_NUMERIC = frozenset({"NaN", "Infinity", "+Infinity", "-Infinity", "INF", "+INF", "-INF"})
 
 
@@ -209,6 +214,8 @@ def classify_line(text: str, *, torn: bool = False) -> Classified:
         return Classified("invalid", "v")
     for name in COMMON:
         if record[name] is None:
+            return Classified("invalid", name)
+        if name == "ts" and not TS_RANGE[0] <= record[name] <= TS_RANGE[1]:
             return Classified("invalid", name)
     if record["event"] not in REQUIRED:
         return Classified("unknown_event", str(record["event"]))

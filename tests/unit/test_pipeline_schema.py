@@ -61,6 +61,11 @@ def test_a_good_line_is_ok_with_typed_fields() -> None:
         (line(v=2, leader="anything"), "newer_version", "v=2"),
         (line(v=0), "invalid", "v"),
         (line(ts=...), "invalid", "ts"),
+        # A valid long, but no time a page can show (a stamp with three digits too many).
+        (line(ts=1_700_000_000_000_006), "invalid", "ts"),
+        (line(ts=253_402_300_800_000), "invalid", "ts"),  # year 10000
+        (line(ts=-1), "invalid", "ts"),  # before 1970: no wall clock of a broker
+        (line(ts=-1, event="future_event"), "invalid", "ts"),
         (line(event=...), "invalid", "event"),
         (line(event="future_event"), "unknown_event", "future_event"),
         (line(leader=None), "invalid", "leader"),
@@ -73,6 +78,11 @@ def test_classification(text: str, status: str, detail: str | None) -> None:
     c = schema.classify_line(text)
     assert (c.status, c.detail) == (status, detail)
     assert (c.record is not None) == (status == "ok")
+
+
+def test_the_first_and_last_stamps_a_page_can_show_are_ok() -> None:
+    for ts in (0, 253_402_300_799_999):  # 1970-01-01, 9999-12-31T23:59:59.999
+        assert schema.classify_line(line(ts=ts)).status == "ok", ts
 
 
 def test_a_string_field_takes_any_json_value_as_text_like_spark() -> None:
@@ -113,6 +123,7 @@ def test_any_json_object_is_classified_and_ok_means_complete(obj: dict[str, obje
     if c.status == "ok":
         assert c.record is not None
         assert schema.missing_field(c.record) is None
+        assert 0 <= c.record["ts"] <= 253_402_300_799_999
         assert c.record["event"] in schema.REQUIRED
 
 

@@ -284,6 +284,9 @@ def test_damaged_logs_give_the_same_answers_and_the_damage_is_counted(
         '{"ts": 5, "v": 3, "broker": 2, "event": "brand_new_event"}\n',
         '{"ts": 6, "v": 1, "broker": 2, "event": "some_future_event"}\n',
         '{"ts": "yesterday", "v": 1, "broker": 2, "event": "controller_seen"}\n',
+        # A valid long past year 9999: the page cannot show it (it crashed rendering).
+        '{"ts": 1700000000000006, "v": 1, "broker": 2, "event": "controller_seen",'
+        ' "controller": 1, "reason": "x"}\n',
         "[1, 2, 3]\n",
         "\n",
     ]
@@ -297,15 +300,18 @@ def test_damaged_logs_give_the_same_answers_and_the_damage_is_counted(
     assert lines["torn"] == 1
     assert lines["newer_version"] == 2
     assert lines["unknown_event"] == 1
-    assert lines["invalid"] == 1
+    assert lines["invalid"] == 2
     assert lines["malformed"] == 3
     assert lines["blank"] == 1
     clean_out, _s, _t = clean
     assert _analysis(spark, out) == _analysis(spark, clean_out)
     rejected = table(spark, out, "rejected_lines")
     assert sorted(r["status"] for r in rejected) == sorted(
-        ["malformed"] * 3 + ["invalid", "newer_version", "newer_version", "unknown_event", "torn"]
+        ["malformed"] * 3
+        + ["invalid", "invalid", "newer_version", "newer_version", "unknown_event", "torn"]
     )
+    assert {r["detail"] for r in rejected if r["status"] == "invalid"} == {"partition", "ts"}
+    assert (out / "report.html").exists()
     torn = next(r for r in rejected if r["status"] == "torn")
     assert torn["line"].endswith('"event":"leader_and_is')
 
@@ -359,6 +365,11 @@ CORPUS = [
     '{"ts":1,"v":1,"broker":1,"event":"controller_seen","controller":4294967296}',
     '{"ts":1.5,"v":1,"broker":1,"event":"controller_seen","controller":1}',
     '{"ts":99999999999999999999,"v":1,"broker":1,"event":"controller_seen","controller":1}',
+    '{"ts":1700000000000006,"v":1,"broker":1,"event":"controller_seen","controller":1}',
+    '{"ts":253402300800000,"v":1,"broker":1,"event":"controller_seen","controller":1}',
+    '{"ts":253402300799999,"v":1,"broker":1,"event":"controller_seen","controller":1}',
+    '{"ts":-1,"v":1,"broker":1,"event":"nope"}',
+    '{"ts":0,"v":1,"broker":1,"event":"controller_seen","controller":1}',
     '{"ts":1,"v":0,"broker":1,"event":"controller_seen","controller":1}',
     '{"ts":1,"v":2,"broker":1,"event":"controller_seen","controller":"anything"}',
     '{"ts":1,"v":1,"broker":1,"event":"nope"}',

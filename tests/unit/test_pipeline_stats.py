@@ -242,3 +242,9 @@ def test_the_page_copes_with_no_data() -> None:
     assert "No partition was ever without a leader" in page
     assert html.timeline_svg([], []).startswith("<p")
     assert html.histogram_svg([], "x").startswith("<p")
+
+
+def test_a_time_no_calendar_can_show_is_shown_as_its_number() -> None:
+    assert html.fmt_ts(1_700_000_000_123) == "2023-11-14 22:13:20.123"
+    assert html.fmt_ts(1_700_000_000_000_006) == "1700000000000006"
+    assert html.fmt_ts(-(10**17)) == "-100000000000000000"
