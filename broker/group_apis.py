@@ -198,6 +198,10 @@ class GroupApis:
         if version < 3:
             own = errors[0] if error == ErrorCode.NONE and errors else error
             return {"throttle_time_ms": 0, "error_code": int(own)}
+        if error != ErrorCode.NONE:
+            # Not (yet) the coordinator: the group's error, no members (Kafka's
+            # leaveError(error, List.empty)).
+            return {"throttle_time_ms": 0, "error_code": int(error), "members": []}
         return {
             "throttle_time_ms": 0,
             "error_code": int(error),

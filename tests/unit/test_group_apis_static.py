@@ -5,13 +5,14 @@ no field for)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
 from broker.group_apis import GroupApis
 from groups.membership import JoinAnswer, SyncAnswer
-from tests.unit.test_group_coordinator import metadata_knowing
+from tests.unit.test_group_coordinator import G0, Node, metadata_knowing
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import (
@@ -126,6 +127,28 @@ def test_leave_group_v3_names_members_by_instance_id() -> None:
     )
     assert v2["error_code"] == 0
     assert coordinator.calls[1][1] == ("g", [("m", None)])
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_leave_group_v3_to_a_broker_not_coordinating_answers_the_group_error(
+    tmp_path: Path, version: int
+) -> None:
+    """LeaveGroup v3+ naming members, sent to a broker that does not coordinate the group:
+    the group's error with no members (Kafka 2.8's handleLeaveGroup: validateGroupStatus,
+    then leaveError(error, List.empty)). The request's members were zipped strictly with
+    the coordinator's empty list: a ValueError, answered UNKNOWN_SERVER_ERROR."""
+    node = Node(tmp_path)  # leads nothing: NOT_COORDINATOR for every group
+    try:
+        apis = GroupApis(node.groups, metadata_knowing({}), None, offsets_replication_factor=1)
+        body = through_the_wire(
+            ApiKey.LEAVE_GROUP,
+            version,
+            {"group_id": G0, "members": [{"member_id": "m-1", "group_instance_id": None}]},
+        )
+        decoded = answered(ApiKey.LEAVE_GROUP, version, apis.leave_group(version, body, {}))
+    finally:
+        node.close()
+    assert (decoded["error_code"], decoded["members"]) == (int(ErrorCode.NOT_COORDINATOR), [])
 
 
 @pytest.mark.parametrize("version", [0, 3, 4, 5])
