@@ -2,7 +2,8 @@
 
 A partition of N offset commits (each of P partitions of one of G groups, as a group's
 members commit them, one batch each), written through a real replica manager's leader
-appends; then the partition led again at a new leader epoch, as after a failover, and
+appends; then the partition moved to another broker and led here again, as after a
+failover (a new leader epoch alone, the same leader, is no election: not read again), and
 timed until the coordinator has loaded it (every group's latest offsets). Floor, in the
 same run: reading the same log from its start as the load does, decoding every record
 batch's header and nothing more. No log cleaner compacts the topic here, so a
@@ -42,7 +43,10 @@ CONFIG = BrokerConfig.from_properties({"zookeeper.connect": "127.0.0.1:2181", "b
 OFFSETS_TP = TopicPartition(OFFSETS_TOPIC, 0)
 
 
-def leader_and_isr(epoch: int) -> dict[str, Any]:
+OTHER = 2
+
+
+def leader_and_isr(epoch: int, leader: int = BROKER) -> dict[str, Any]:
     return {
         "controller_id": 9,
         "controller_epoch": 1,
@@ -55,11 +59,11 @@ def leader_and_isr(epoch: int) -> dict[str, Any]:
                     {
                         "partition_index": 0,
                         "controller_epoch": 1,
-                        "leader": BROKER,
+                        "leader": leader,
                         "leader_epoch": epoch,
-                        "isr": [BROKER],
+                        "isr": [BROKER] if leader == BROKER else [leader, BROKER],
                         "partition_epoch": epoch,
-                        "replicas": [BROKER],
+                        "replicas": [BROKER] if leader == BROKER else [leader, BROKER],
                         "adding_replicas": [],
                         "removing_replicas": [],
                         "is_new": epoch == 0,
@@ -97,6 +101,13 @@ def offsets_leader(
         state_log.close()
 
 
+def led_again(replicas: ReplicaManager, epoch: int) -> None:
+    """The partition led by another broker at ``epoch``, then here again at ``epoch + 1``:
+    a new coordinator here, which reads it."""
+    replicas.become_leader_or_follower(leader_and_isr(epoch, OTHER))
+    replicas.become_leader_or_follower(leader_and_isr(epoch + 1))
+
+
 def write_commits(replicas: ReplicaManager, commits: int, partitions: int, groups: int) -> None:
     """``commits`` offset commits, each of ``partitions`` partitions of topic "orders" by
     one of ``groups`` groups in turn (commit i is group i % groups's, at offset i)."""
@@ -131,7 +142,7 @@ def run(commits: int, partitions: int, groups: int, rounds: int) -> dict[str, An
         floor_s: list[float] = []
         for r in range(rounds):
             started = time.perf_counter()
-            replicas.become_leader_or_follower(leader_and_isr(r + 1))
+            led_again(replicas, 2 * r + 1)
             while coordinator.coordinates("group-0") != ErrorCode.NONE:
                 time.sleep(0.001)
             load_s.append(time.perf_counter() - started)

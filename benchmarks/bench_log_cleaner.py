@@ -5,7 +5,7 @@ A partition of N offset commits (each of P partitions of one of G groups, one ba
 so G * P keys), written through a real replica manager's leader appends into segments of
 ``--segment-mb``; then:
 
-- the load before: the partition led again at a new epoch, timed until the coordinator
+- the load before: the partition moved away and led here again, timed until the coordinator
   has loaded it (as bench_group_load);
 - the cleaning: one cleaning of the whole log (every closed segment), by the broker's
   log cleaner. Two floors, in the same run: copying the same segment files (reading
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_group_load import CONFIG, OFFSETS_TP, leader_and_isr, offsets_leader, write_commits
+from bench_group_load import CONFIG, OFFSETS_TP, led_again, offsets_leader, write_commits
 from common import emit
 
 from broker.config import effective_topic_config
@@ -79,7 +79,7 @@ def load_time(
     replicas: ReplicaManager, coordinator: GroupCoordinator, epoch: int, expected: dict[str, int]
 ) -> float:
     started = time.perf_counter()
-    replicas.become_leader_or_follower(leader_and_isr(epoch))
+    led_again(replicas, epoch)
     while coordinator.coordinates("group-0") != ErrorCode.NONE:
         time.sleep(0.001)
     took = time.perf_counter() - started
@@ -129,7 +129,7 @@ def run(commits: int, partitions: int, groups: int, segment_mb: int, rounds: int
             sizes["cleaned_mb_written"] = result.bytes_written / 1e6
             sizes["log_mb_after"] = p.log.size_in_bytes / 1e6
             sizes["segments_after"] = len(p.log.segments_snapshot())
-            results["after"].append(load_time(replicas, coordinator, 2, expected))
+            results["after"].append(load_time(replicas, coordinator, 3, expected))
     clean = statistics.median_high(results["clean"])
     copy = statistics.median_high(results["copy"])
     decode = statistics.median_high(results["decode"])

@@ -137,8 +137,10 @@ class GroupCoordinator:
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
         self._clock = clock
         self._cond = threading.Condition()
-        # Partitions of __consumer_offsets led here: loaded, or being loaded (their
-        # leader epoch: a load finishes only if still leading at that epoch).
+        # Partitions of __consumer_offsets led here: loaded, or being loaded, each with
+        # its coordinator epoch (Kafka's): the leader epoch at which this broker became
+        # its leader, kept while it stays leader (a load finishes only while the
+        # partition is still led from that election).
         self._loaded: dict[int, int] = {}
         self._loading: dict[int, int] = {}
         self._load_failures: dict[int, int] = {}  # loads failed in a row, by partition
@@ -197,16 +199,14 @@ class GroupCoordinator:
                 tp = p.topic_partition
                 if tp.topic != OFFSETS_TOPIC or tp.partition >= self.offsets_partitions:
                     continue
-                if p.leader_epoch in (
-                    self._loading.get(tp.partition),
-                    self._loaded.get(tp.partition),
-                ):
+                if tp.partition in self._loaded or tp.partition in self._loading:
+                    # Still led here (a follow or a stop would have unloaded it), at a
+                    # new leader epoch: the controller bumps it, the leader unchanged,
+                    # whenever a follower goes offline. No election: Kafka 2.8's
+                    # Partition.makeLeader answers isNewLeader false and onElection is
+                    # not called; the groups stay served (or the load goes on) at the
+                    # coordinator epoch of the election.
                     continue
-                # Led here at a new leader epoch (the controller bumps it when a replica
-                # leaves the ISR, for one): read the partition again, as Kafka does, but
-                # keep the groups, whose members need not rejoin; offsets merge by their
-                # records' places in the log.
-                self._loaded.pop(tp.partition, None)
                 self._load_failures.pop(tp.partition, None)
                 self._loading[tp.partition] = p.leader_epoch
                 self._loads.put((tp.partition, p.leader_epoch))
@@ -221,9 +221,8 @@ class GroupCoordinator:
         self._load_failures.pop(index, None)
         was_loaded = self._loaded.pop(index, None) is not None
         was_loading = self._loading.pop(index, None) is not None
-        # A partition being read again at a new epoch still holds its groups: they go
-        # too (Kafka's removeGroupsAndOffsets). A load under way, or its retry, finds the
-        # partition no longer loading at its epoch and puts nothing back.
+        # A load under way, or its retry, finds the partition no longer loading at its
+        # epoch and puts nothing back.
         if not was_loaded and not was_loading:
             return
         dropped = [g for g in self._groups if self.partition_of(g) == index]
@@ -281,7 +280,13 @@ class GroupCoordinator:
         records = 0
         latest: dict[bytes, Record] = {}  # an offset key's bytes -> its last record
         group_records: list[Record] = []
-        if p is not None and p.log is not None and p.leader_epoch == leader_epoch:
+        # (Led at a later leader epoch meanwhile: the same leader, see on_become.)
+        if (
+            p is not None
+            and p.log is not None
+            and p.leader == self.broker_id
+            and p.leader_epoch >= leader_epoch
+        ):
             plog = p.log
             position = plog.log_start_offset
             end = plog.log_end_offset
@@ -347,7 +352,7 @@ class GroupCoordinator:
                 self._loading.get(index) != leader_epoch
                 or current is None
                 or current.leader != self.broker_id
-                or current.leader_epoch != leader_epoch
+                or current.leader_epoch < leader_epoch
             ):
                 return
             del self._loading[index]
@@ -356,7 +361,8 @@ class GroupCoordinator:
                 self._merge(group_id, stored)
             now_ms = self._now_ms()
             for group_id, (_generation, _at, value) in metadata.items():
-                # A group still in memory (read again at a new leader epoch) is newer.
+                # (None of the partition's groups is in memory: they went when it
+                # stopped being led here, and a partition still led is not read again.)
                 if value is not None and group_id not in self._groups:
                     self._groups[group_id] = Group.from_metadata(
                         group_id, value, self.limits, now_ms

@@ -530,7 +530,8 @@ def test_a_load_that_fails_is_tried_again_and_its_groups_wait_for_it(
         real_load(self, index, leader_epoch)
 
     monkeypatch.setattr(GroupCoordinator, "_load", failing)
-    n.lead(epoch=1)  # led again at a new leader epoch: read again
+    n.follow(epoch=1)  # moved away and back: read again
+    n.lead(epoch=2)
     wait_until("three failed loads", lambda: failures.count(index) >= 3)
     assert n.groups.coordinates(G0) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     healed.set()
@@ -597,22 +598,121 @@ def test_groups_are_read_back_after_a_restart(nodes: Callable[..., Node]) -> Non
     assert stable_member(second.groups, G1).generation_id == left.generation_id + 2
 
 
-def test_a_new_leader_epoch_while_leading_reloads_the_partition(node: Node) -> None:
-    """As when the controller takes a failed follower out of the ISR: the partition is
-    read again, and its groups keep their members (no rebalance)."""
+def loads_held(monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[int, int]], threading.Event]:
+    """Every load of an offsets partition from now on recorded (index, leader epoch) and
+    held until the event returned is set (bounded: WAIT_S)."""
+    real_load = GroupCoordinator._load
+    loads: list[tuple[int, int]] = []
+    released = threading.Event()
+
+    def held(self: GroupCoordinator, index: int, leader_epoch: int) -> None:
+        loads.append((index, leader_epoch))
+        released.wait(WAIT_S)
+        real_load(self, index, leader_epoch)
+
+    monkeypatch.setattr(GroupCoordinator, "_load", held)
+    return loads, released
+
+
+def test_a_new_leader_epoch_of_a_partition_led_here_changes_nothing(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same leader at a new leader epoch (the controller bumps it when a follower goes
+    offline) is no new election: Kafka 2.8's Partition.makeLeader returns isNewLeader
+    false, so GroupCoordinator.onElection is not called and the groups go on being served
+    from memory. The partition used to be read again: every follower's death answered its
+    groups COORDINATOR_LOAD_IN_PROGRESS and their heartbeats without renewing sessions
+    while the ticker went on expiring them, for as long as the read took."""
     groups = node.groups
     joined = stable_member(groups, G0)
     member, generation = joined.member_id, joined.generation_id
     assert commit(groups, G0, {tp("a", 0): offset(1)}, member, generation) == {
         tp("a", 0): ErrorCode.NONE
     }
-    node.lead(0, epoch=1)
+    loads, released = loads_held(monkeypatch)
+    try:
+        node.lead(0, epoch=1)
+        assert groups.coordinates(G0) == ErrorCode.NONE
+        assert loads == []
+        with groups._cond:
+            before = groups._groups[G0].members[member].heartbeat_deadline_ms
+        time.sleep(0.01)
+        assert groups.heartbeat(G0, member, generation) == ErrorCode.NONE
+        with groups._cond:
+            assert groups._groups[G0].members[member].heartbeat_deadline_ms > before
+        assert commit(groups, G0, {tp("a", 0): offset(2)}, member, generation) == {
+            tp("a", 0): ErrorCode.NONE
+        }
+        assert fetched(groups, G0) == {tp("a", 0): offset(2)}
+        assert member_ids(groups, G0) == {member}
+        # The coordinator epoch stays the election's (Kafka's onElection epoch).
+        with groups._cond:
+            assert groups._loaded[groups.partition_of(G0)] == 0
+    finally:
+        released.set()
+    # Moved away and back: a new election, read again.
+    node.follow(0, epoch=2)
+    node.lead(0, epoch=3)
+    node.wait_loaded(G0)
+    assert loads == [(0, 3)]
+    assert fetched(groups, G0) == {tp("a", 0): offset(2)}
+    assert member_ids(groups, G0) == {member}
+
+
+def test_a_new_leader_epoch_during_a_load_lets_the_load_finish(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same bump while the partition is being loaded: that load goes on and serves
+    (Kafka's load at the election's coordinator epoch); it was thrown away at its end and
+    the partition read again from its start."""
+    groups = node.groups
+    assert commit(groups, G0, {tp("a", 0): offset(1)}) == {tp("a", 0): ErrorCode.NONE}
+    node.follow(0, epoch=1)
+    loads, released = loads_held(monkeypatch)
+    try:
+        node.lead(0, epoch=2)
+        wait_until("the load started", lambda: loads == [(0, 2)])
+        node.lead(0, epoch=3)
+        assert groups.coordinates(G0) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    finally:
+        released.set()
     node.wait_loaded(G0)
     assert fetched(groups, G0) == {tp("a", 0): offset(1)}
-    assert member_ids(groups, G0) == {joined.member_id}
-    assert groups.heartbeat(G0, joined.member_id, joined.generation_id) == ErrorCode.NONE
-    # The other partition was not in the request: untouched.
-    assert groups.coordinates(G1) == ErrorCode.NONE
+    assert loads == [(0, 2)]
+
+
+def test_a_group_left_empty_after_a_new_leader_epoch_is_written_so(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member whose session ends after the same-leader epoch bump leaves the group Empty,
+    and that generation is written (Kafka's storeGroup appends it at once): the next
+    coordinator finds the group Empty. The bump used to have the partition read again, and
+    the writer thread dropped the Empty generation of a group whose partition was being
+    read, having marked it written: never written, the next coordinator brought the
+    departed member back, Stable."""
+    groups = node.groups
+    index = groups.partition_of(G0)
+    joined = stable_member(groups, G0, session_ms=100)
+    _loads, released = loads_held(monkeypatch)
+    plog = node.replicas.partitions[tp(OFFSETS_TOPIC, index)].log
+    assert plog is not None
+    end = plog.log_end_offset
+    try:
+        node.lead(index, epoch=1)
+        # The member never heartbeats again: its session ends, the group is left Empty
+        # (generation 2), and that is written.
+        wait_until("the Empty generation written", lambda: plog.log_end_offset > end)
+    finally:
+        released.set()
+    with groups._cond:
+        assert groups._groups[G0].state is GroupState.EMPTY
+    # A coordinator failover: moved away and back.
+    node.follow(index, epoch=2)
+    node.lead(index, epoch=3)
+    node.wait_loaded(G0)
+    described = state_of(groups, G0)
+    assert (described["group_state"], described["members"]) == (GroupState.EMPTY.value, [])
+    assert groups.heartbeat(G0, joined.member_id, 1) == ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_concurrent_commits_leave_the_cache_as_the_log_reads(node: Node) -> None:
@@ -969,8 +1069,8 @@ def test_stop_replica_answers_held_requests_not_coordinator(node: Node) -> None:
 
 
 def reloading_forever(node: Node, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """G0's partition led again at leader epoch 1, its read failing (retried quickly)
-    until the event returned is set."""
+    """G0's partition moved away (leader epoch 1) and led here again (leader epoch 2),
+    its read failing (retried quickly) until the event returned is set."""
     monkeypatch.setattr(coordinator_module, "LOAD_RETRY_S", 0.02)
     real_load = GroupCoordinator._load
     healed = threading.Event()
@@ -981,19 +1081,18 @@ def reloading_forever(node: Node, monkeypatch: pytest.MonkeyPatch) -> threading.
         real_load(self, index, leader_epoch)
 
     monkeypatch.setattr(GroupCoordinator, "_load", failing)
-    node.lead(node.groups.partition_of(G0), epoch=1)
+    node.follow(node.groups.partition_of(G0), epoch=1)
+    node.lead(node.groups.partition_of(G0), epoch=2)
     assert node.groups.coordinates(G0) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     return healed
 
 
-def test_the_partition_moving_away_while_read_again_drops_its_groups(
+def test_the_partition_moving_away_while_loaded_puts_nothing_back(
     node: Node, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A partition being read again at a new leader epoch keeps its groups meanwhile; if
-    it moves away before the read ends, they go (Kafka's removeGroupsAndOffsets). They
-    were kept, and when the partition was led here again, the load (which keeps groups
-    in memory over the log's) served the stale generation instead of the newer one the
-    other leader wrote."""
+    """A load (failing, retried) under way when the partition moves away puts nothing
+    back, and the load when it is led here again serves the generation the other leader
+    wrote meanwhile."""
     groups = node.groups
     old = stable_member(groups, G0)
     assert commit(groups, G0, {tp("t", 0): offset(1)}, old.member_id, 1) == {
@@ -1001,18 +1100,18 @@ def test_the_partition_moving_away_while_read_again_drops_its_groups(
     }
     healed = reloading_forever(node, monkeypatch)
     index = groups.partition_of(G0)
-    node.follow(index, epoch=2)
-    assert groups.coordinates(G0) == ErrorCode.NOT_COORDINATOR
     with groups._cond:
         assert G0 not in groups._groups
-        assert G0 not in groups._offsets
+    node.follow(index, epoch=3)
+    assert groups.coordinates(G0) == ErrorCode.NOT_COORDINATOR
     time.sleep(0.1)  # the failed load's retries come and go: nothing comes back
     with groups._cond:
         assert G0 not in groups._groups
+        assert G0 not in groups._offsets
         assert index not in groups._load_failures
 
     # The other leader moved the group on (generation 5, member "b"); led here again.
-    node.lead(index, epoch=3)
+    node.lead(index, epoch=4)
     newer = GroupMetadata(
         "consumer",
         5,
@@ -1030,39 +1129,19 @@ def test_the_partition_moving_away_while_read_again_drops_its_groups(
     assert fetched(groups, G0) == {tp("t", 0): offset(1)}
 
 
-def test_the_partition_moving_away_while_read_again_answers_held_joins_not_coordinator(
-    node: Node, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A JoinGroup held in a group whose partition is being read again is answered
-    NOT_COORDINATOR when the partition moves away, as when it is loaded; it was left
-    waiting until its join phase ended."""
-    groups = node.groups
-    stable_member(groups, G0)
-    held = Call(lambda: join(groups, G0, client_id="second"))
-    wait_until("the second member in G0", lambda: len(member_ids(groups, G0)) == 2)
-    reloading_forever(node, monkeypatch)
-    node.follow(groups.partition_of(G0), epoch=2)
-    assert held.answer().error == ErrorCode.NOT_COORDINATOR  # left waiting: REBALANCE_MS
-
-
 def test_sync_group_and_heartbeat_during_a_load_answer_as_kafkas(
     node: Node, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """While a group's partition is (re)loaded, SyncGroup is answered REBALANCE_IN_PROGRESS
-    (the member joins again) and Heartbeat NONE without renewing the member's session, as
-    Kafka 2.8 answers: older clients do not expect COORDINATOR_LOAD_IN_PROGRESS there (the
-    Java 2.8 consumer fails its poll() on it from SyncGroup). It was answered so."""
+    """While a group's partition is loaded, SyncGroup is answered REBALANCE_IN_PROGRESS
+    (the member joins again) and Heartbeat NONE, as Kafka 2.8 answers: older clients do
+    not expect COORDINATOR_LOAD_IN_PROGRESS there (the Java 2.8 consumer fails its poll()
+    on it from SyncGroup). It was answered so."""
     groups = node.groups
     joined = join(groups, G0)  # generation 1, CompletingRebalance: to sync next
     assert joined.error == ErrorCode.NONE
     reloading_forever(node, monkeypatch)
-    with groups._cond:
-        deadline = groups._groups[G0].members[joined.member_id].heartbeat_deadline_ms
-    time.sleep(0.01)
     assert sync(groups, G0, joined.member_id, 1).error == ErrorCode.REBALANCE_IN_PROGRESS
     assert groups.heartbeat(G0, joined.member_id, 1) == ErrorCode.NONE
-    with groups._cond:
-        assert groups._groups[G0].members[joined.member_id].heartbeat_deadline_ms == deadline
     assert join(groups, G0, joined.member_id).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
 
@@ -1203,7 +1282,8 @@ def test_a_commit_of_an_ended_generation_never_lands_after_the_next_ones(
     answered = stale.answer()
     assert fetched(groups, G0, [tp("t", 0)]) == {tp("t", 0): offset(200)}
     assert answered == {tp("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}  # checked after the leave
-    node.lead(0, epoch=1)  # and so the log reads
+    node.follow(0, epoch=1)  # and so the log reads
+    node.lead(0, epoch=2)
     node.wait_loaded(G0)
     assert fetched(groups, G0, [tp("t", 0)]) == {tp("t", 0): offset(200)}
 
