@@ -139,8 +139,8 @@ class GroupCoordinator:
         self._cond = threading.Condition()
         # Partitions of __consumer_offsets led here: loaded, or being loaded, each with
         # its coordinator epoch (Kafka's): the leader epoch at which this broker became
-        # its leader, kept while it stays leader (a load finishes only while the
-        # partition is still led from that election).
+        # its leader, kept while it stays leader (a load finishes, a write decided in
+        # it is appended, only while the partition is still led from that election).
         self._loaded: dict[int, int] = {}
         self._loading: dict[int, int] = {}
         self._load_failures: dict[int, int] = {}  # loads failed in a row, by partition
@@ -155,8 +155,9 @@ class GroupCoordinator:
         self._append_locks = {i: threading.Lock() for i in range(offsets_partitions)}
         self._loads: queue.Queue[tuple[int, int] | None] = queue.Queue()
         self._stopped = threading.Event()
-        # Empty groups' metadata records, written in the background.
-        self._empty_writes: queue.Queue[tuple[str, GroupMetadata] | None] = queue.Queue()
+        # Empty groups' metadata records, written in the background, each with the
+        # coordinator epoch of its partition when decided.
+        self._empty_writes: queue.Queue[tuple[str, int, GroupMetadata] | None] = queue.Queue()
         self._threads = [
             threading.Thread(target=self._tick_loop, name="group-ticker", daemon=True),
             threading.Thread(target=self._load_loop, name="group-loader", daemon=True),
@@ -533,9 +534,10 @@ class GroupCoordinator:
             # answered (Kafka's storeGroup), so a new coordinator knows its id. (The old
             # id's requests still waiting are answered now.)
             metadata = group.to_metadata(self._now_ms())
+            coordinator_epoch = self._loaded[self.partition_of(group_id)]
             replaced = answers.joins.pop(key)
             self._deliver(group_id, dataclasses.replace(answers, replacement=None))
-        write_error = self._store_group(group_id, metadata)
+        write_error = self._store_group(group_id, metadata, coordinator_epoch)
         with self._cond:
             if self._groups.get(group_id) is not group:
                 return JoinAnswer(ErrorCode.NOT_COORDINATOR, member_id=key)
@@ -582,6 +584,7 @@ class GroupCoordinator:
             key = (group_id, member_id, "sync")
             stored: tuple[int, GroupMetadata] | None = None
             waiting: _Held | None = None
+            coordinator_epoch = self._loaded[self.partition_of(group_id)]
             if answers.store:
                 stored = (group.generation_id, group.to_metadata(now_ms))
                 # While the assignment is written, the group may move on (a member joins:
@@ -591,7 +594,7 @@ class GroupCoordinator:
             # The leader's assignment is written before any member gets it (Kafka's
             # storeGroup), so a new coordinator reads this generation back.
             generation, metadata = stored
-            write_error = self._store_group(group_id, metadata)
+            write_error = self._store_group(group_id, metadata, coordinator_epoch)
             with self._cond:
                 if self._groups.get(group_id) is not group:
                     if self._held.get(key) is waiting:
@@ -621,9 +624,16 @@ class GroupCoordinator:
             return held
         return SyncAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
-    def _store_group(self, group_id: str, metadata: GroupMetadata | None) -> ErrorCode:
+    def _store_group(
+        self,
+        group_id: str,
+        metadata: GroupMetadata | None,
+        coordinator_epoch: int,
+    ) -> ErrorCode:
         """Write the group's metadata record to its partition; NONE once every in-sync
-        replica has it, else the error a waiting member is told (Kafka's mapping)."""
+        replica has it, else the error a waiting member is told (Kafka's mapping).
+        Written only while the partition is led from the election that decided it (its
+        ``coordinator_epoch``)."""
         offsets_tp = TopicPartition(OFFSETS_TOPIC, self.partition_of(group_id))
         try:
             batch = group_metadata_batch(
@@ -638,6 +648,19 @@ class GroupCoordinator:
             # must not land after a later generation's (that group moved on: skipped),
             # nor after the group's tombstone (deleted meanwhile, expire_offsets: skipped).
             with self._cond:
+                led_since = self._loaded.get(offsets_tp.partition)
+                if led_since != coordinator_epoch:
+                    # Decided by a coordinator since gone (the partition moved away and
+                    # back): the group may have moved on under another leader, and Kafka
+                    # appends the record in the election it was decided in.
+                    log.warning(
+                        "the metadata of group %s, decided at coordinator epoch %d, not"
+                        " written: the partition was led again since (epoch %s)",
+                        group_id,
+                        coordinator_epoch,
+                        led_since,
+                    )
+                    return ErrorCode.NOT_COORDINATOR
                 group = self._groups.get(group_id)
                 if metadata is not None and (
                     group is None or group.generation_id > metadata.generation
@@ -655,20 +678,23 @@ class GroupCoordinator:
         """A group that became Empty at a generation not yet written is written so (by
         the writer thread), so that a new coordinator does not bring back its members
         (lock held)."""
+        coordinator_epoch = self._loaded.get(self.partition_of(group_id))
+        if coordinator_epoch is None:
+            return  # (a group in memory is of a loaded partition)
         if group.state is GroupState.EMPTY and group.generation_id > group.persisted_generation:
             group.persisted_generation = group.generation_id
-            self._empty_writes.put((group_id, group.to_metadata(self._now_ms())))
+            metadata = group.to_metadata(self._now_ms())
+            self._empty_writes.put((group_id, coordinator_epoch, metadata))
 
     def _write_loop(self) -> None:
         while True:
             item = self._empty_writes.get()
             if item is None or self._stopped.is_set():
                 return
-            group_id, metadata = item
-            with self._cond:
-                if self._state_of(group_id) != ErrorCode.NONE:
-                    continue
-            self._store_group(group_id, metadata)
+            group_id, coordinator_epoch, metadata = item
+            # (A failed write is not tried again, as in Kafka, which only warns: a new
+            # coordinator reads the generation before, whose members' sessions end.)
+            self._store_group(group_id, metadata, coordinator_epoch)
 
     def heartbeat(
         self,

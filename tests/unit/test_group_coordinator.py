@@ -692,7 +692,7 @@ def test_a_group_left_empty_after_a_new_leader_epoch_is_written_so(
     departed member back, Stable."""
     groups = node.groups
     index = groups.partition_of(G0)
-    joined = stable_member(groups, G0, session_ms=100)
+    joined = stable_member(groups, G0, session_ms=300)
     _loads, released = loads_held(monkeypatch)
     plog = node.replicas.partitions[tp(OFFSETS_TOPIC, index)].log
     assert plog is not None
@@ -713,6 +713,67 @@ def test_a_group_left_empty_after_a_new_leader_epoch_is_written_so(
     described = state_of(groups, G0)
     assert (described["group_state"], described["members"]) == (GroupState.EMPTY.value, [])
     assert groups.heartbeat(G0, joined.member_id, 1) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_an_empty_generation_decided_before_a_failover_is_not_written_after_it(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group's Empty generation is written in the background; one whose turn comes after
+    the partition moved away and back is not written: the coordinator that decided it is
+    gone (Kafka appends it at once, in the election it was decided in), and the group may
+    have moved on meanwhile under another leader. It was written once the partition was
+    loaded again, after that leader's newer generation of the same number: the load after
+    the next failover took the stale Empty one (the later record) and lost the members."""
+    groups = node.groups
+    index = groups.partition_of(G0)
+    old = stable_member(groups, G0)  # generation 1
+    paused, release, done = threading.Event(), threading.Event(), threading.Event()
+    real_batch = coordinator_module.group_metadata_batch
+    real_store = GroupCoordinator._store_group
+
+    def slow_batch(*args: Any, **kwargs: Any) -> bytearray:
+        if not paused.is_set():
+            paused.set()
+            assert release.wait(WAIT_S)
+        return real_batch(*args, **kwargs)
+
+    def store(self: GroupCoordinator, *args: Any, **kwargs: Any) -> ErrorCode:
+        try:
+            return real_store(self, *args, **kwargs)
+        finally:
+            done.set()
+
+    monkeypatch.setattr(coordinator_module, "group_metadata_batch", slow_batch)
+    monkeypatch.setattr(GroupCoordinator, "_store_group", store)
+    assert groups.leave_group(G0, [old.member_id])[1] == {old.member_id: ErrorCode.NONE}
+    assert paused.wait(WAIT_S)  # the writer has the Empty generation 2, not yet written
+    node.follow(index, epoch=1)
+    # The other leader moved the group on: generation 2, member "b" (replicated here),
+    # read by the load here.
+    _loads, loaded = loads_held(monkeypatch)
+    node.lead(index, epoch=2)
+    newer = GroupMetadata(
+        "consumer",
+        2,
+        "range",
+        "b",
+        1_000,
+        (MemberMetadata("b", None, "c", "/h", REBALANCE_MS, SESSION_MS, b"range-meta", b"a"),),
+    )
+    append_raw(node, index, [RecordSpec(key=encode_group_key(G0), value=encode_group_value(newer))])
+    loaded.set()
+    node.wait_loaded(G0)
+    assert member_ids(groups, G0) == {"b"}
+    plog = node.replicas.partitions[tp(OFFSETS_TOPIC, index)].log
+    assert plog is not None
+    end = plog.log_end_offset
+    release.set()
+    assert done.wait(WAIT_S)
+    assert plog.log_end_offset == end
+    node.follow(index, epoch=3)
+    node.lead(index, epoch=4)
+    node.wait_loaded(G0)
+    assert member_ids(groups, G0) == {"b"}
 
 
 def test_concurrent_commits_leave_the_cache_as_the_log_reads(node: Node) -> None:
@@ -1386,7 +1447,7 @@ def test_a_failed_write_puts_the_old_member_id_back(nodes: Callable[..., Node]) 
     joined = join_static(node.groups, "a")
     sync(node.groups, G0, joined.member_id, 1, {joined.member_id: b"A"})
 
-    def failing(_group_id: str, _metadata: Any) -> ErrorCode:
+    def failing(_group_id: str, _metadata: Any, _coordinator_epoch: int) -> ErrorCode:
         return ErrorCode.NOT_COORDINATOR
 
     node.groups._store_group = failing  # type: ignore[method-assign]
@@ -1414,10 +1475,10 @@ def test_a_join_during_the_leaders_assignment_write_answers_the_leader_at_once(
     release = threading.Event()
     store = groups._store_group
 
-    def slow_store(group_id: str, metadata: Any) -> ErrorCode:
+    def slow_store(group_id: str, metadata: Any, coordinator_epoch: int) -> ErrorCode:
         writing.set()
         assert release.wait(WAIT_S)
-        return store(group_id, metadata)
+        return store(group_id, metadata, coordinator_epoch)
 
     groups._store_group = slow_store  # type: ignore[method-assign]
     leader_sync = Call(

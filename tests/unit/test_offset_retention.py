@@ -659,13 +659,13 @@ def test_an_empty_record_written_late_does_not_bring_a_deleted_group_back(
         assert groups.leave_group(G0, [joined.member_id])[0] == ErrorCode.NONE
         item = groups._empty_writes.get_nowait()
         assert item is not None
-        group_id, metadata = item
+        group_id, coordinator_epoch, metadata = item
         assert (group_id, metadata.generation) == (G0, joined.generation_id + 1)
         assert groups.expire_offsets(NOW) == 0
         assert listed(groups) == {}
         assert first.records()[-1] == (GroupKey(G0), None)
         # The writer thread gets to it now (as its _write_loop would).
-        assert groups._store_group(group_id, metadata) == ErrorCode.NONE
+        assert groups._store_group(group_id, metadata, coordinator_epoch) == ErrorCode.NONE
     finally:
         groups._empty_writes = writer_queue
     assert listed(groups) == {}
