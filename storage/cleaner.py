@@ -26,10 +26,14 @@ One cleaning of a log:
    aborts a cleaning before it truncates), or a retention that took any of the run's
    segments, makes the swap refuse (the cleaning stops there; the next one starts again).
 4. The checkpoint moves to the end, unless the log was truncated, deleted or set aside
-   meanwhile. A log deleted or set aside loses its entry (``forget``), and a truncation
+   meanwhile. A log deleted or set aside loses its entry before its directory is renamed
+   (``forget``, which first aborts a cleaning of it under way and waits for it to stop,
+   as Kafka's abortCleaning: it stops before its next segment), and a truncation
    lowers it to the log's active segment's base offset (``maybe_truncate_checkpoint``;
    ``LogManager`` calls both, as Kafka's does): what is written again at truncated
-   offsets, or by another log of the partition, was never cleaned.
+   offsets, or by another log of the partition, was never cleaned. At start-up
+   (``reconcile``) the entries naming no log of their directory go, and those past
+   their log's end are lowered.
 
 Offsets are never changed, so replicas clean on their own (as in Kafka) and agree on
 every offset they both hold; a follower fetching a cleaned range gets its gaps.
@@ -311,11 +315,16 @@ def clean_log(
 
 
 def clean(
-    to_clean: LogToClean, *, map_bytes: int, stopping: Callable[[], bool] | None = None
+    to_clean: LogToClean,
+    *,
+    map_bytes: int,
+    stopping: Callable[[], bool] | None = None,
+    aborted: Callable[[], bool] | None = None,
 ) -> CleaningResult:
     """Clean a surveyed log (see clean_log). A truncation of the log since the survey,
     or a segment it dropped, makes the next run's swap refuse: the cleaning ends there,
-    incomplete."""
+    incomplete. ``aborted()`` true (the log is being deleted) ends it at once, before
+    the next segment is read, its run's cleaned files removed (Kafka's checkDone)."""
     partition_log = to_clean.log
     config = partition_log.config
     segments, stats = to_clean.segments, to_clean.stats
@@ -330,17 +339,22 @@ def clean(
     read = written = records_read = dropped = 0
     complete = True
     for start, end in runs:
-        if (stopping is not None and stopping()) or (
-            partition_log.truncations != to_clean.truncations
+        if (
+            (stopping is not None and stopping())
+            or (aborted is not None and aborted())
+            or partition_log.truncations != to_clean.truncations
         ):
             complete = False
             break
         old = segments[start:end]
         cleaned = _CleanedSegment(partition_log, old[0].base_offset)
+        swapped = False
         try:
             for segment, stat, following in zip(
                 old, stats[start:end], stats[start + 1 : end + 1], strict=True
             ):
+                if aborted is not None and aborted():
+                    break  # not swapped: the run's files go, the cleaning ends
                 keep_tombstones = stat.last_modified_ms > horizon
 
                 def keep_mapped(
@@ -364,11 +378,12 @@ def clean(
                     if kept is not batch:
                         dropped += header.record_count - read_header(kept).record_count
                     cleaned.append(kept)
-            cleaned.finish(max(s.last_modified_ms for s in stats[start:end]))
-            written += cleaned.size
-            swapped = partition_log.replace_segments(
-                old, segments[end], truncations=to_clean.truncations
-            )
+            else:
+                cleaned.finish(max(s.last_modified_ms for s in stats[start:end]))
+                written += cleaned.size
+                swapped = partition_log.replace_segments(
+                    old, segments[end], truncations=to_clean.truncations
+                )
         except BaseException:
             cleaned.remove()
             raise
@@ -437,6 +452,31 @@ def _build_offset_map(
     return end
 
 
+def reconciled(
+    entries: dict[tuple[str, int], int], logs: dict[tuple[str, int], tuple[int, int]]
+) -> dict[tuple[str, int], int]:
+    """A log directory's checkpoint ``entries`` once its ``logs`` are loaded (each
+    partition's log end offset and active segment's base offset), at start-up:
+
+    * an entry naming no log of the directory goes, as ``forget`` would have removed it:
+      a broker killed inside a deletion (before Kafka's order was kept, or an entry
+      written by an older version) must not have the partition's log made again there
+      taken for cleaned up to it (an entry belongs to the directory whose file holds it);
+    * an entry past its log's end is lowered to the active segment's base, as a
+      truncation lowers it: a broker stopped between a truncation below the checkpoint
+      and the lowered checkpoint's write finds it so, which could no longer be told once
+      appends carried the log past it again (Kafka resets such a checkpoint to the log
+      start when it cleans).
+    """
+    kept = {}
+    for key, offset in entries.items():
+        if key not in logs:
+            continue
+        log_end, active_base = logs[key]
+        kept[key] = active_base if offset > log_end else offset
+    return kept
+
+
 class LogCleaner:
     """Threads that keep the compacted logs clean (see the module's docstring).
 
@@ -458,7 +498,11 @@ class LogCleaner:
         self._map_bytes = max(dedupe_buffer_size // max(threads, 1), 1)
         self._time_ms = time_ms if time_ms is not None else (lambda: int(time.time() * 1000))
         self._lock = threading.Lock()
-        self._in_progress: set[tuple[str, int]] = set()
+        # The logs being cleaned, each with its cleaning's thread; notified when one ends.
+        self._in_progress: dict[tuple[str, int], int] = {}
+        self._cleaning_ended = threading.Condition(self._lock)
+        # The logs being deleted or set aside whose cleaning under way is to stop.
+        self._aborting: dict[tuple[str, int], PartitionLog] = {}
         self._checkpoints: dict[str, dict[tuple[str, int], int]] = {}
         # The logs whose cleaning failed other than by an I/O error (Kafka's
         # uncleanablePartitions): skipped while that very log object is the partition's.
@@ -519,12 +563,24 @@ class LogCleaner:
             return True
 
     def forget(self, partition_log: PartitionLog) -> None:
-        """``partition_log`` was deleted or set aside: its entry leaves its directory's
-        checkpoint (Kafka's updateCheckpoints with partitionToRemove), so that a log made
+        """``partition_log`` is being deleted or set aside (no longer its partition's
+        log, not yet renamed): a cleaning of it under way is aborted and waited for
+        (Kafka's abortCleaning), then its entry leaves its directory's checkpoint, written
+        durably (Kafka's updateCheckpoints with partitionToRemove), so that a log made
         again for the partition (its topic deleted and created again) is not taken for
-        cleaned up to there. OSError if the file cannot be written."""
+        cleaned up to there, even after a crash in the deletion. Its uncleanable mark
+        goes too. OSError if the file cannot be written."""
         key = (partition_log.topic, partition_log.partition)
+        me = threading.get_ident()
         with self._lock:
+            self._aborting[key] = partition_log
+            try:
+                # Not a cleaning in this very thread (a deletion from inside it): that
+                # one records nothing either, its log being no longer the partition's.
+                while self._in_progress.get(key, me) != me:
+                    self._cleaning_ended.wait()
+            finally:
+                del self._aborting[key]
             if self._uncleanable.get(key) is partition_log:
                 del self._uncleanable[key]
             entries = self._entries_locked(partition_log.log_dir)
@@ -545,24 +601,25 @@ class LogCleaner:
                 self._write_locked(partition_log.log_dir, entries)
 
     def reconcile(self, log_dir: str, logs: Iterable[PartitionLog]) -> None:
-        """Once the logs of ``log_dir`` are loaded (at start-up): an entry past its log's
-        end offset is lowered as a truncation lowers it. A broker stopped between a
-        truncation below the checkpoint and the lowered checkpoint's write finds it so,
-        which could no longer be told once appends carried the log past it again (Kafka
-        resets such a checkpoint to the log start when it cleans). OSError if the file
-        cannot be written."""
+        """Once the logs of ``log_dir`` are loaded (at start-up): an entry naming no log
+        loaded from ``log_dir`` is dropped, and one past its log's end offset is lowered
+        as a truncation lowers it (``reconciled``). OSError if the file cannot be
+        written."""
         with self._lock:
             entries = self._entries_locked(log_dir)
             if not entries:
                 return
-            lowered = False
-            for partition_log in logs:
-                key = (partition_log.topic, partition_log.partition)
-                if entries.get(key, -1) > partition_log.log_end_offset:
-                    entries[key] = partition_log.segments_snapshot()[-1].base_offset
-                    lowered = True
-            if lowered:
-                self._write_locked(log_dir, entries)
+            ends = {
+                (each.topic, each.partition): (
+                    each.log_end_offset,
+                    each.segments_snapshot()[-1].base_offset,
+                )
+                for each in logs
+            }
+            kept = reconciled(entries, ends)
+            if kept != entries:
+                self._checkpoints[log_dir] = kept
+                self._write_locked(log_dir, kept)
 
     # --- cleaning ---------------------------------------------------------------------
 
@@ -617,7 +674,7 @@ class LogCleaner:
         ``skip`` does not name, claimed for this thread (Kafka's
         grabFilthiestCompactedLog); None if none is due."""
         with self._lock:
-            busy = self._in_progress | skip
+            busy = self._in_progress.keys() | skip
         due = []
         now = self._time_ms()
         for partition_log in self._candidates():
@@ -643,8 +700,10 @@ class LogCleaner:
         due.sort(key=lambda each: each.ratio, reverse=True)
         with self._lock:
             for to_clean in due:
-                if to_clean.key not in self._in_progress:  # another thread may have won it
-                    self._in_progress.add(to_clean.key)
+                if (  # another thread may have won it, or a deletion be aborting it
+                    to_clean.key not in self._in_progress and to_clean.key not in self._aborting
+                ):
+                    self._in_progress[to_clean.key] = threading.get_ident()
                     return to_clean
         return None
 
@@ -667,8 +726,14 @@ class LogCleaner:
     def _clean(self, to_clean: LogToClean) -> CleaningResult | None:
         """Clean a log this thread claimed, then release it."""
         partition_log = to_clean.log
+
+        def aborted() -> bool:
+            return self._aborting.get(to_clean.key) is partition_log
+
         try:
-            result = clean(to_clean, map_bytes=self._map_bytes, stopping=self._stop.is_set)
+            result = clean(
+                to_clean, map_bytes=self._map_bytes, stopping=self._stop.is_set, aborted=aborted
+            )
             if result.complete:
                 self._record(partition_log, result.end_offset, to_clean.truncations)
             self.last_results[to_clean.key] = result
@@ -699,7 +764,8 @@ class LogCleaner:
             return None
         finally:
             with self._lock:
-                self._in_progress.discard(to_clean.key)
+                del self._in_progress[to_clean.key]
+                self._cleaning_ended.notify_all()
 
     def clean_one(
         self, partition_log: PartitionLog, *, force: bool = False
@@ -708,9 +774,13 @@ class LogCleaner:
         was not, another thread is cleaning it, or it is marked uncleanable."""
         key = (partition_log.topic, partition_log.partition)
         with self._lock:
-            if key in self._in_progress or self._uncleanable.get(key) is partition_log:
+            if (
+                key in self._in_progress
+                or key in self._aborting
+                or self._uncleanable.get(key) is partition_log
+            ):
                 return None
-            self._in_progress.add(key)
+            self._in_progress[key] = threading.get_ident()
         truncations = partition_log.truncations
         try:
             to_clean = survey(
@@ -727,7 +797,8 @@ class LogCleaner:
             to_clean = None
         if to_clean is None:
             with self._lock:
-                self._in_progress.discard(key)
+                del self._in_progress[key]
+                self._cleaning_ended.notify_all()
             return None
         return self._clean(to_clean)
 

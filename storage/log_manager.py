@@ -342,8 +342,9 @@ class LogManager:
         self._load(jobs, clean_markers)
 
     def _reconcile_cleaner_checkpoints(self) -> None:
-        """The cleaner's checkpoint entries past their logs' ends are lowered (see
-        LogCleaner.reconcile); a directory whose file cannot be written is offline."""
+        """The cleaner's checkpoint entries of partitions with no log in their directory
+        are dropped, those past their logs' ends lowered (see LogCleaner.reconcile); a
+        directory whose file cannot be written is offline."""
         for directory in self.live_log_dirs:
             key = os.fspath(directory)
             try:
@@ -720,6 +721,17 @@ class LogManager:
         if partition_log is None:
             return None
         source = partition_log.dir
+        # Its cleaner checkpoint entry goes first, once a cleaning of it is aborted (Kafka's
+        # asyncDelete: abortCleaning, updateCheckpoints with partitionToRemove, then
+        # renameDir): a log made again for the partition starts dirty, even after a kill
+        # between this and the rename. Not under self._lock: the cleaning waited for
+        # reads the compacted logs. If the file cannot be written, the directory fails and
+        # the deletion goes on, as Kafka's; the next start drops the entry (reconcile).
+        try:
+            self.cleaner.forget(partition_log)
+        except OSError as exc:
+            path = source.parent / CLEANER_OFFSET_CHECKPOINT
+            self._dir_failed(partition_log.log_dir, f"writing {path} failed: {exc}", exc)
         target = source.with_name(f"{source.name}.{uuid.uuid4().hex}{suffix}")
         try:
             partition_log.close()
@@ -730,13 +742,6 @@ class LogManager:
             self._dir_failed(partition_log.log_dir, message, exc)
             raise KafkaStorageError(message) from exc
         self._write_checkpoints([source.parent])
-        # Its cleaner checkpoint entry goes (Kafka's asyncDelete: updateCheckpoints with
-        # partitionToRemove): a log made again for the partition starts dirty.
-        try:
-            self.cleaner.forget(partition_log)
-        except OSError as exc:
-            path = source.parent / CLEANER_OFFSET_CHECKPOINT
-            self._dir_failed(partition_log.log_dir, f"writing {path} failed: {exc}", exc)
         return target
 
     # --- truncation -----------------------------------------------------------------

@@ -783,6 +783,189 @@ def test_a_log_made_again_is_not_taken_for_cleaned(tmp_path: Path, how: str) -> 
         manager.close()
 
 
+_KILLED_AT_THE_RENAME = """
+import os, signal, sys
+from pathlib import Path
+from tests.unit.test_log_cleaner import _history, _manager, compacted
+from zkdata.znodes import TopicPartition
+tmp, how = Path(sys.argv[1]), sys.argv[2]
+manager = _manager(tmp)
+tp = TopicPartition("t", 0)
+old = manager.get_or_create(tp, compacted(segment_bytes=1 << 20, delete_retention_ms=0))
+_history(old, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+assert [r.end_offset for r in manager.cleaner.clean_once(force=True)] == [12]
+old.flush()
+real_rename = os.rename
+def rename(source, target, *args, **kwargs):
+    real_rename(source, target, *args, **kwargs)
+    if Path(source) == old.dir:  # kill -9 once the log's directory is renamed away
+        os.kill(os.getpid(), signal.SIGKILL)
+os.rename = rename
+getattr(manager, how)(tp)
+print("not killed")
+"""
+
+
+@pytest.mark.parametrize("how", ["delete", "set_aside"])
+def test_a_log_made_again_after_a_crash_in_its_deletion_is_not_taken_for_cleaned(
+    tmp_path: Path, how: str
+) -> None:
+    # The broker killed (kill -9) as the deletion renamed the log's directory away: the
+    # entry of the deleted log was removed from cleaner-offset-checkpoint only after that
+    # rename, so it survived, and the topic made again was taken for cleaned up to it
+    # (K's deleted value came back, as in test_a_log_made_again_is_not_taken_for_cleaned).
+    # Kafka's asyncDelete removes the entry before it renames the directory.
+    import signal
+    import subprocess
+    import sys
+
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_AT_THE_RENAME, str(tmp_path), how],
+        cwd=Path(__file__).resolve().parents[2],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stdout + child.stderr
+    assert _cleaner_checkpoint(tmp_path) == {}
+    manager = _manager(tmp_path)  # the restart
+    tp = TopicPartition("t", 0)
+    config = compacted(segment_bytes=1 << 20, delete_retention_ms=0)
+    try:
+        assert tp not in manager.all_logs()
+        new = manager.get_or_create(tp, config)
+        assert new.log_end_offset == 0
+        _history(new, [(b"K", b"v"), (b"x", b"1"), (b"y", b"1"), (b"K", None)], more=3)
+        (first,) = manager.cleaner.clean_once(force=True)
+        assert first.first_dirty_offset == 0
+        _history(new, [(b"z", b"1")] * 4, more=0)  # and once more, past the horizon
+        manager.cleaner.clean_once(force=True)
+        assert _deleted(new, b"K")
+    finally:
+        manager.close()
+
+
+def test_entries_of_logs_not_in_their_directory_are_dropped_at_start_up(
+    tmp_path: Path,
+) -> None:
+    # An entry left by a broker stopped inside a deletion (or by any older version) for
+    # a partition with no log in that directory was kept: the partition's log made
+    # there again was taken for cleaned up to it. Each directory's checkpoint keeps the
+    # entries of the logs loaded from it alone, whatever the other directories hold.
+    first, second = tmp_path / "a", tmp_path / "b"
+    config = compacted(segment_bytes=1 << 20, delete_retention_ms=0)
+    broker = BrokerConfig.from_properties(
+        {
+            "zookeeper.connect": "127.0.0.1:2181",
+            "broker.id": "1",
+            "log.dirs": f"{first},{second}",
+        }
+    )
+    manager = LogManager([first], broker, topic_config=lambda _topic: config)
+    try:
+        log = manager.get_or_create(TopicPartition("t", 0))
+        _history(log, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+        assert [r.end_offset for r in manager.cleaner.clean_once(force=True)] == [12]
+    finally:
+        manager.close()
+    second.mkdir()
+    LogCleaner._write_locked(str(first), {("t", 0): 12, ("gone", 0): 12})
+    LogCleaner._write_locked(str(second), {("t", 0): 12, ("gone", 1): 4})
+    manager = LogManager([first, second], broker, topic_config=lambda _topic: config)
+    try:
+        assert _cleaner_checkpoint(first) == {("t", 0): 12}
+        assert _cleaner_checkpoint(second) == {}
+        for partition in (0, 1):  # made again, in whichever directory
+            made_again = manager.get_or_create(TopicPartition("gone", partition))
+            assert manager.cleaner._checkpoint_of(made_again) is None
+    finally:
+        manager.close()
+
+
+def test_the_cleaner_checkpoint_loses_a_logs_entry_before_its_directory_is_renamed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka's asyncDelete: abortCleaning, updateCheckpoints(partitionToRemove), then
+    # renameDir; whatever the process dies after, no entry outlives its log.
+    manager = _manager(tmp_path)
+    tp = TopicPartition("t", 0)
+    seen: list[dict[tuple[str, int], int]] = []
+    real_rename = os.rename
+    try:
+        log = manager.get_or_create(tp, compacted(segment_bytes=1 << 20))
+        _history(log, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+        assert [r.end_offset for r in manager.cleaner.clean_once(force=True)] == [12]
+
+        def rename(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+            if Path(source) == log.dir:
+                seen.append(_cleaner_checkpoint(tmp_path))
+            real_rename(source, target)
+
+        monkeypatch.setattr(os, "rename", rename)
+        manager.delete(tp)
+        assert seen == [{}]
+    finally:
+        monkeypatch.undo()
+        manager.close()
+
+
+def test_a_cleaning_under_way_is_aborted_before_its_log_is_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka's asyncDelete aborts a cleaning of the log (abortCleaning) and waits for it
+    # to stop before it touches the checkpoint and the directory: the deletion waits,
+    # and the cleaning stops at its next segment, incomplete, leaving nothing behind.
+    import storage.cleaner
+
+    manager = _manager(tmp_path)
+    tp = TopicPartition("t", 0)
+    reading = threading.Event()
+    go_on = threading.Event()
+    real_batches = storage.cleaner._batches
+    results: list[object] = []
+    try:
+        log = manager.get_or_create(tp, compacted(segment_bytes=1 << 20))
+        _history(log, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+        log.update_high_watermark(log.log_end_offset)
+        source = log.dir
+
+        def batches(segment: object, **kwargs: int) -> object:
+            if not reading.is_set():  # the first segment the rewriting reads
+                reading.set()
+                assert go_on.wait(30)
+            return real_batches(segment, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(storage.cleaner, "_batches", batches)
+        cleaning = threading.Thread(
+            target=lambda: results.append(manager.cleaner.clean_one(log, force=True))
+        )
+        cleaning.start()
+        assert reading.wait(30)
+        deleting = threading.Thread(target=manager.delete, args=(tp,))
+        deleting.start()
+        deleting.join(0.3)
+        assert deleting.is_alive()  # it waits for the cleaning
+        assert source.exists()
+        go_on.set()
+        deleting.join(30)
+        cleaning.join(30)
+        assert not deleting.is_alive()
+        assert not cleaning.is_alive()
+        (result,) = results
+        assert isinstance(result, storage.cleaner.CleaningResult)
+        assert not result.complete
+        assert result.segments_after == result.segments_before  # no swap after the abort
+        assert not source.exists()
+        (gone,) = tmp_path.glob("t-0.*-delete")
+        assert not list(gone.glob("*.cleaned"))
+        assert _cleaner_checkpoint(tmp_path) == {}
+    finally:
+        go_on.set()
+        monkeypatch.undo()
+        manager.close()
+
+
 @pytest.mark.parametrize("how", ["truncate_to", "truncate_fully_and_start_at"])
 def test_a_truncation_lowers_the_cleaner_checkpoint(tmp_path: Path, how: str) -> None:
     # A truncation below the checkpoint (after an unclean election) left it where it
