@@ -509,7 +509,7 @@ class LogCleaner:
         self._uncleanable: dict[tuple[str, int], PartitionLog] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        #: the last cleaning of each log
+        #: the last cleaning of each log there is (forget drops a deleted log's)
         self.last_results: dict[tuple[str, int], CleaningResult] = {}
 
     # --- checkpoints ------------------------------------------------------------------
@@ -568,8 +568,8 @@ class LogCleaner:
         (Kafka's abortCleaning), then its entry leaves its directory's checkpoint, written
         durably (Kafka's updateCheckpoints with partitionToRemove), so that a log made
         again for the partition (its topic deleted and created again) is not taken for
-        cleaned up to there, even after a crash in the deletion. Its uncleanable mark
-        goes too. OSError if the file cannot be written."""
+        cleaned up to there, even after a crash in the deletion. Its last result and
+        uncleanable mark go too. OSError if the file cannot be written."""
         key = (partition_log.topic, partition_log.partition)
         me = threading.get_ident()
         with self._lock:
@@ -583,6 +583,7 @@ class LogCleaner:
                 del self._aborting[key]
             if self._uncleanable.get(key) is partition_log:
                 del self._uncleanable[key]
+            self.last_results.pop(key, None)
             entries = self._entries_locked(partition_log.log_dir)
             if entries.pop(key, None) is not None:
                 self._write_locked(partition_log.log_dir, entries)
@@ -736,7 +737,10 @@ class LogCleaner:
             )
             if result.complete:
                 self._record(partition_log, result.end_offset, to_clean.truncations)
-            self.last_results[to_clean.key] = result
+            with self._lock:
+                # Not for a log deleted from inside this very cleaning (forget is done).
+                if not partition_log.closed:
+                    self.last_results[to_clean.key] = result
             log.info(
                 "cleaned %s-%d (dirty ratio %.2f): offsets %d-%d mapped (%d keys), %d of %d"
                 " records dropped, %d bytes to %d, %d segments to %d in %.3f s%s",

@@ -966,6 +966,24 @@ def test_a_cleaning_under_way_is_aborted_before_its_log_is_deleted(
         manager.close()
 
 
+def test_a_deleted_logs_last_cleaning_is_forgotten(tmp_path: Path) -> None:
+    # LogCleaner.last_results kept the last cleaning of every log ever cleaned: a broker
+    # whose compacted topics are made and deleted over its life grew it for good.
+    manager = _manager(tmp_path)
+    config = compacted(segment_bytes=1 << 20)
+    try:
+        for n in range(5):
+            tp = TopicPartition(f"churn-{n}", 0)
+            log = manager.get_or_create(tp, config)
+            _history(log, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+            assert manager.cleaner.clean_once(force=True)
+            assert (f"churn-{n}", 0) in manager.cleaner.last_results
+            manager.delete(tp) if n % 2 else manager.set_aside(tp)
+        assert manager.cleaner.last_results == {}
+    finally:
+        manager.close()
+
+
 @pytest.mark.parametrize("how", ["truncate_to", "truncate_fully_and_start_at"])
 def test_a_truncation_lowers_the_cleaner_checkpoint(tmp_path: Path, how: str) -> None:
     # A truncation below the checkpoint (after an unclean election) left it where it
@@ -1027,6 +1045,8 @@ def test_a_cleaning_records_nothing_for_a_log_truncated_or_deleted_meanwhile(
         assert result.end_offset == 12
         assert _cleaner_checkpoint(tmp_path) == {}  # no entry was written, nor is one now
         assert manager.cleaner._checkpoint_of(log) is None
+        if meanwhile == "delete":  # nor is its result kept
+            assert manager.cleaner.last_results == {}
     finally:
         manager.close()
 
