@@ -159,6 +159,23 @@ def _mode_from_srvr(answer: str | None) -> str | None:
     return None
 
 
+def _data_dir_from_conf(answer: str | None) -> str | None:
+    """The ``dataDir`` a ``conf`` answer names (ZooKeeper shows it with its ``version-2``
+    subdirectory), or None."""
+    for line in (answer or "").splitlines():
+        if line.startswith("dataDir="):
+            return line.split("=", 1)[1].strip()
+    return None
+
+
+def _is_data_dir(shown: str, data_dir: Path) -> bool:
+    """Whether ``shown`` (from ``conf``) is ``data_dir``, the one we configured."""
+    path = Path(shown)
+    if path.name == "version-2":
+        path = path.parent
+    return path == data_dir or path.resolve() == data_dir.resolve()
+
+
 def split_chroot(connect_string: str) -> tuple[str, str]:
     """``"h1:1,h2:2/a/b"`` -> ``("h1:1,h2:2", "/a/b")``; the chroot is ``""`` when absent."""
     slash = connect_string.find("/")
@@ -793,14 +810,25 @@ class LocalServer:
         return _mode_from_srvr(self.srvr(timeout))
 
     def wait_ready(self, timeout: float = 30.0) -> str:
-        """Wait until the server serves; return its mode. Raise if it dies or times out."""
+        """Wait until the server serves; return its mode. Raise if it dies or times out, or
+        if another ZooKeeper server answers on its port (port_in_use: two starts chose the
+        same free port, and the other bound it first; ours is about to die of it)."""
         deadline = time.monotonic() + timeout
         while True:
             if not self.is_running():
                 raise self._start_error("exited before it was ready")
             mode = self.mode()
             if mode in _SERVING_MODES:
-                return mode
+                # The answer is the port's, not our process's: only ours may make us ready.
+                conf = four_letter_word(HOST, self.client_port, "conf", 1.0)
+                data_dir = _data_dir_from_conf(conf)
+                if data_dir is not None and _is_data_dir(data_dir, self.data_dir):
+                    return mode
+                if data_dir is not None:
+                    raise self._start_error(
+                        f"found another ZooKeeper server (data directory {data_dir}) on its port",
+                        port_in_use=True,
+                    )
             if time.monotonic() >= deadline:
                 raise self._start_error(f"was not ready after {timeout:.0f} s")
             time.sleep(0.1)
@@ -816,9 +844,9 @@ class LocalServer:
         """Whether, since it was last started, the server failed to bind a port."""
         return "Address already in use" in self._recent_log()
 
-    def _start_error(self, what: str) -> ZooKeeperStartError:
+    def _start_error(self, what: str, *, port_in_use: bool = False) -> ZooKeeperStartError:
         code = self._proc.returncode if self._proc is not None else None
-        port_in_use = self.port_was_in_use()
+        port_in_use = port_in_use or self.port_was_in_use()
         hint = "; a port was already in use" if port_in_use else ""
         status = f", exit code {code}" if code is not None else ""
         return ZooKeeperStartError(

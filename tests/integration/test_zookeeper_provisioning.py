@@ -417,3 +417,41 @@ def test_a_start_interrupted_while_waiting_stops_what_it_launched(tmp_path: Path
     finally:
         for pid in launched:
             _kill_if_ours(pid, str(tmp_path))
+
+
+@pytest.mark.integration
+def test_a_port_taken_by_another_zookeeper_is_not_taken_for_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two starts raced for one free port: the second server's wait asked `srvr` of the
+    port, got the first server's answer, and start_local returned a handle whose own server
+    had died on "Address already in use" (and whose connect string was the other's
+    ZooKeeper); the retry on other ports, made for this very race, never ran. A server is
+    ready only when the one answering is ours (its `conf` names our data directory)."""
+    first = zkp.start_local(1, base_dir=tmp_path / "first", timeout=60)
+    second = None
+    try:
+        taken = first.servers[0].client_port
+        real_free_ports = zkp._free_ports
+        calls: list[int] = []
+
+        def racing(count: int) -> list[int]:
+            calls.append(count)
+            return [taken] if len(calls) == 1 else real_free_ports(count)
+
+        monkeypatch.setattr(zkp, "_free_ports", racing)
+        messages: list[str] = []
+        second = zkp.start_local(
+            1, base_dir=tmp_path / "second", timeout=60, progress=messages.append
+        )
+        server = second.servers[0]
+        assert len(calls) == 2, "the start was not retried on other ports"
+        assert server.client_port != taken
+        assert any("retrying on other ports" in m for m in messages)
+        assert server.is_running()
+        conf = zkp.four_letter_word("127.0.0.1", server.client_port, "conf") or ""
+        assert str(server.data_dir) in conf
+    finally:
+        if second is not None:
+            second.close()
+        first.close()

@@ -128,3 +128,39 @@ def test_an_ensemble_without_bind_errors_raises_the_members_error(
     assert not error.value.port_in_use
     assert error.value.log_file == waited.log_file
     assert "already in use" not in str(error.value)
+
+
+# --- whose answer a server's wait takes ------------------------------------------------------
+
+
+def _answering(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> zkp.LocalServer:
+    """A running member whose port answers as a standalone server with ``data_dir``."""
+    server = _member(tmp_path, 1, "", "")
+    monkeypatch.setattr(server, "is_running", lambda: True)
+    answers = {
+        "srvr": "Zookeeper version: 3.8\nMode: standalone\n",
+        "conf": f"clientPort=20001\ndataDir={data_dir}/version-2\ntickTime=500\n",
+    }
+    monkeypatch.setattr(zkp, "four_letter_word", lambda _h, _p, word, _t=2.0: answers[word])
+    return server
+
+
+def test_a_server_is_ready_when_the_answer_on_its_port_is_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = _answering(tmp_path, monkeypatch, tmp_path / "server-1" / "data")
+    assert server.wait_ready(1) == "standalone"
+
+
+def test_another_servers_answer_on_its_port_is_a_port_in_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two starts chose the same free port and the other bound it first: its answer made
+    ours ready, start_local returned a handle to a server dying of "Address already in
+    use", and never retried on other ports."""
+    server = _answering(tmp_path, monkeypatch, tmp_path / "elsewhere" / "data")
+    with pytest.raises(zkp.ZooKeeperStartError) as error:
+        server.wait_ready(1)
+    assert error.value.port_in_use
+    assert "found another ZooKeeper server" in str(error.value)
+    assert str(tmp_path / "elsewhere" / "data") in str(error.value)
