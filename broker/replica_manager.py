@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -278,9 +278,13 @@ class ReplicaManager:
         replica_lag_time_max_ms: int = 30_000,
         logs: LogManager | None = None,
         topic_config: Callable[[str], TopicConfig] | None = None,
+        new_logs_topic_configs: Callable[[Sequence[str]], Mapping[str, TopicConfig]] | None = None,
     ) -> None:
         self.logs = logs
         self.topic_config = topic_config
+        # The configs of the topics a LeaderAndIsr makes logs of, read for them at once (one
+        # batch, not a ZooKeeper round trip a topic); without it, topic_config's, each.
+        self.new_logs_topic_configs = new_logs_topic_configs
         # Whether the cluster's metadata has a partition (set by the server): an unhosted
         # partition it has is NOT_LEADER_OR_FOLLOWER to clients, not unknown.
         self.known_partition: Callable[[TopicPartition], bool] | None = None
@@ -380,6 +384,16 @@ class ReplicaManager:
             log.info("topic %s: its config changed while its logs were made; applied", topic)
             applied = current
 
+    def _new_logs_configs(self, topics: Sequence[str]) -> Mapping[str, TopicConfig]:
+        """The configs to make these topics' new logs with (none known: the defaults)."""
+        if not topics:
+            return {}
+        if self.new_logs_topic_configs is not None:
+            return self.new_logs_topic_configs(topics)
+        if self.topic_config is not None:
+            return {topic: self.topic_config(topic) for topic in topics}
+        return {}
+
     def become_leader_or_follower(self, request: dict[str, Any]) -> dict[str, Any]:
         controller_id = request["controller_id"]
         controller_epoch = request["controller_epoch"]
@@ -410,19 +424,28 @@ class ReplicaManager:
         if self.logs is not None and controller_epoch >= self.controller_epoch:
             # Create the new partitions' logs before taking the lock (files and folders:
             # seconds for thousands), so produce and fetch go on meanwhile.
+            to_make: list[tuple[str, Any, list[tuple[TopicPartition, dict[str, Any]]]]] = []
             for topic_state, entries in zip(request["topic_states"], topics, strict=True):
-                topic = topic_state["topic_name"]
-                new_topic_id = topic_state.get("topic_id")
-                config = None
+                missing = [
+                    (tp, ps)
+                    for tp, ps, maybe_missing in entries
+                    if maybe_missing
+                    and tp not in self.logs
+                    # answered KAFKA_STORAGE_ERROR below
+                    and not (self.offline_partitions and tp in self.offline_partitions)
+                    # answered REPLICA_NOT_AVAILABLE below
+                    and not self._would_lead_without_its_log(ps)
+                ]
+                if missing:
+                    to_make.append(
+                        (topic_state["topic_name"], topic_state.get("topic_id"), missing)
+                    )
+            configs = self._new_logs_configs([topic for topic, _, _ in to_make])
+            for topic, new_topic_id, missing in to_make:
+                config = configs.get(topic)
                 made = False
-                for tp, ps, maybe_missing in entries:
-                    if maybe_missing and tp not in self.logs:
-                        if self.offline_partitions and tp in self.offline_partitions:
-                            continue  # answered KAFKA_STORAGE_ERROR below
-                        if self._would_lead_without_its_log(ps):
-                            continue  # answered REPLICA_NOT_AVAILABLE below
-                        if config is None and self.topic_config is not None:
-                            config = self.topic_config(topic)
+                for tp, ps in missing:
+                    if tp not in self.logs:
                         try:
                             self.logs.get_or_create(
                                 tp,

@@ -19,7 +19,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,15 +132,20 @@ class KafkaServer:
         self.started_at = time.time()
         self.metadata = MetadataCache(self.broker_id, config.inter_broker_listener_name)
         self.logs: LogManager | None = None
+        # The configs of the topics this broker holds (or is making) logs of, kept up to
+        # date by change notifications. Any other topic's is read when needed and not kept,
+        # and a deleted topic's is forgotten: a topic made again under the name has its own.
         self._topic_configs: dict[str, TopicConfig] = {}
-        # Bumped when a topic's cached config is dropped (see _forget_topic_config).
+        # Bumped when a topic's config is read again or dropped (see _keep_topic_config).
         self._topic_config_generation: dict[str, int] = {}
+        self._topic_configs_lock = threading.Lock()
         self.replicas = ReplicaManager(
             self.broker_id,
             self.zk,
             self.state_log,
             replica_lag_time_max_ms=config.replica_lag_time_max_ms,
             topic_config=self._topic_config,
+            new_logs_topic_configs=self._new_logs_topic_configs,
         )
         self.replicas.known_partition = lambda tp: (
             self.metadata.partition(tp.topic, tp.partition) is not None
@@ -398,6 +403,10 @@ class KafkaServer:
         )
 
     def _on_topics_deleted(self, topics: list[str]) -> None:
+        # Here too, not only where a StopReplica deletes logs: a broker that holds none of
+        # a topic's replicas may have read its config (a change notification's).
+        for topic in topics:
+            self._forget_topic_config(topic)
         self.replicas.delete_orphaned_logs(topics)
         self.groups.handle_deleted_topics(topics)
 
@@ -441,43 +450,81 @@ class KafkaServer:
         )
 
     def _topic_config(self, topic: str) -> TopicConfig:
-        """A topic's effective config: the broker's defaults and the topic's overrides in
-        /config/topics/<t> (read once per topic, again when a config change notification
-        names it or its logs are deleted; see _read_topic_config for what is made of a
-        bad one). Out of reach of ZooKeeper, the read waits until it is back, as
-        Kafka's does: the defaults would make a log that keeps, compresses or retains the
-        topic's records otherwise than its config says, for good."""
-        cached = self._topic_configs.get(topic)
-        if cached is not None:
-            return cached
+        """The effective config of a topic this broker holds (or makes) logs of: the
+        broker's defaults and the topic's overrides in /config/topics/<t>, kept from when
+        its logs were made or loaded, and as change notifications name it since (see
+        _config_from_znode for what is made of a bad one). Not kept (never read, or
+        forgotten), it is read now; out of reach of ZooKeeper, the read waits until it is
+        back, as Kafka's does: the defaults would make a log that keeps, compresses or
+        retains the topic's records otherwise than its config says, for good."""
+        kept = self._topic_configs.get(topic)
+        if kept is not None:
+            return kept
         return self.zk.until_connected(
-            lambda: self._read_topic_config(topic), cancelled=self.stop_requested
+            lambda: self._read_topic_configs([topic])[topic], cancelled=self.stop_requested
+        )
+
+    def _new_logs_topic_configs(self, topics: Sequence[str]) -> dict[str, TopicConfig]:
+        """The configs of the topics a LeaderAndIsr makes logs of, read now (Kafka's
+        LogManager reads /config/topics/<t> for each log it makes), whether kept or not:
+        a topic's config is kept only while this broker holds its logs, and a topic may
+        have been deleted and made again meanwhile. All in one batch of multiReads, not
+        a round trip a topic. Out of reach of ZooKeeper, it waits (see _topic_config)."""
+        return self.zk.until_connected(
+            lambda: self._read_topic_configs(topics), cancelled=self.stop_requested
         )
 
     def _forget_topic_config(self, topic: str) -> None:
-        """Drop the topic's cached config; a read that began before this is not cached
+        """Drop the topic's kept config; a read that began before this is not kept
         either (it may have read the znode before it changed)."""
-        self._topic_config_generation[topic] = self._topic_config_generation.get(topic, 0) + 1
-        self._topic_configs.pop(topic, None)
+        with self._topic_configs_lock:
+            self._topic_config_generation[topic] = self._topic_config_generation.get(topic, 0) + 1
+            self._topic_configs.pop(topic, None)
 
-    def _read_topic_config(self, topic: str) -> TopicConfig:
-        """The topic's config read from ZooKeeper now, and cached unless it was forgotten
-        meanwhile; a ZooKeeper error raises (nothing cached).
+    def _keep_topic_config(
+        self, topic: str, generation: int, config: TopicConfig, *, replace_only: bool
+    ) -> None:
+        """Keep ``config``, read at ``generation``, as ``topic``'s, unless the topic's
+        config was read again or forgotten since (this read may predate the change or
+        the deletion); ``replace_only``: only in place of a kept one (a change
+        notification's read of a topic this broker holds no log of is not kept)."""
+        with self._topic_configs_lock:
+            if self._topic_config_generation.get(topic, 0) != generation:
+                return
+            if replace_only and topic not in self._topic_configs:
+                return
+            self._topic_configs[topic] = config
 
-        Read as Kafka's LogConfig.fromProps reads it: a key this broker does not know (a
-        newer Kafka's, another tool's typo) is ignored with a warning, the others kept. A
-        bad value of a known key, or a malformed znode, keeps the config known before for
-        the topic (warned), as Kafka keeps it when a change fails to apply; with none
-        known yet, the good overrides are used and the bad keys take the broker's
-        defaults (a malformed znode: all of them)."""
-        generation = self._topic_config_generation.get(topic, 0)
+    def _read_topic_configs(
+        self, topics: Sequence[str], *, replace_only: bool = False
+    ) -> dict[str, TopicConfig]:
+        """The topics' configs read from ZooKeeper now (one batch of multiReads), each
+        kept as _keep_topic_config says; a ZooKeeper error raises (nothing kept)."""
+        with self._topic_configs_lock:
+            generations = [self._topic_config_generation.get(t, 0) for t in topics]
+        znodes = [paths.topic_config(t) for t in topics]
+        configs: dict[str, TopicConfig] = {}
+        for topic, generation, path, got in zip(
+            topics, generations, znodes, self.zk.get_many(znodes), strict=True
+        ):
+            config = self._config_from_znode(topic, path, None if got is None else got[0])
+            self._keep_topic_config(topic, generation, config, replace_only=replace_only)
+            configs[topic] = config
+        return configs
+
+    def _config_from_znode(self, topic: str, path: str, data: bytes | None) -> TopicConfig:
+        """The topic's config from its znode's ``data`` (None: no znode), read as Kafka's
+        LogConfig.fromProps reads it: a key this broker does not know (a newer Kafka's,
+        another tool's typo) is ignored with a warning, the others kept. A bad value of a
+        known key, or a malformed znode, keeps the config kept for the topic (warned), as
+        Kafka keeps it when a change fails to apply; with none kept, the good overrides
+        are used and the bad keys take the broker's defaults (a malformed znode: all of
+        them)."""
         overrides: dict[str, str] = {}
-        path = paths.topic_config(topic)
         malformed: MalformedZnode | None = None
         try:
-            got = self.zk.get(path)
-            if got is not None:
-                overrides = decode_topic_config(topic, got[0], path)
+            if data is not None:
+                overrides = decode_topic_config(topic, data, path)
         except MalformedZnode as e:
             malformed = e
         stored = topic_config_as_stored(self.config, overrides)
@@ -506,18 +553,19 @@ class KafkaServer:
                     why,
                     "every key" if malformed is not None else "the bad keys",
                 )
-        if self._topic_config_generation.get(topic, 0) == generation:
-            self._topic_configs[topic] = config
         return config
 
     def _on_topic_config_change(self, topic: str) -> None:
         """A config change notification named ``topic`` (Kafka's TopicConfigHandler): its
-        config is read again, its logs take it, and the controller, if here, elects the
-        topic's offline partitions again once unclean election is on for it. Until the
-        read succeeds (a failed one is retried) the config known before stays in use."""
-        # A read begun before this notification must not cache what it read.
-        self._topic_config_generation[topic] = self._topic_config_generation.get(topic, 0) + 1
-        config = self._read_topic_config(topic)
+        config is read again, its logs here take it, and the controller, if here, elects
+        the topic's offline partitions again once unclean election is on for it. The
+        config is kept only in place of a kept one (a topic this broker holds logs of),
+        as Kafka's updates only the logs it has. Until the read succeeds (a failed one is
+        retried) the config kept before stays in use."""
+        # A read begun before this notification must not keep what it read.
+        with self._topic_configs_lock:
+            self._topic_config_generation[topic] = self._topic_config_generation.get(topic, 0) + 1
+        config = self._read_topic_configs([topic], replace_only=True)[topic]
         updated = self.logs.update_topic_config(topic, config) if self.logs is not None else 0
         log.info("topic %s: config applied to %d logs", topic, updated)
         if config.unclean_leader_election_enable:
