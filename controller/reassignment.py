@@ -246,7 +246,12 @@ def reassign_partitions(
             R.NEW,
         )
         # As onNewPartitionCreation: New replicas, the partition Online, those in its
-        # ISR Online.
+        # ISR Online. The topic's znode shows the replicas being added first (Kafka's
+        # U1 comes before any state write): a ZooKeeper error after the election's
+        # write would otherwise leave a leader and ISR outside the replicas ZooKeeper
+        # shows, and the next term, seeing a leader, would never elect again.
+        if first_elections:
+            write_pending_topics(ops)
         elected = partition_sm.handle_state_changes(first_elections, P.ONLINE)
         replica_sm.handle_state_changes(
             [
@@ -464,6 +469,15 @@ def topic_assignment(ctx: ControllerContext, topic: str) -> TopicAssignment:
     )
 
 
+def write_pending_topics(ops: ControllerOps) -> None:
+    """Inside `coalesced_topic_writes`, the topics' znodes it holds written now (one
+    fenced multi), where a step needs them durable before what it does next."""
+    if ops.topics_to_write:
+        topics = sorted(ops.topics_to_write)
+        ops.topics_to_write.clear()
+        write_topics(ops, [t for t in topics if t in ops.ctx.assignments])
+
+
 def write_topics(ops: ControllerOps, topics: Iterable[str]) -> None:
     """The topics' znodes rewritten from the context's assignments (one fenced multi)."""
     assignments = [topic_assignment(ops.ctx, topic) for topic in topics]
@@ -477,8 +491,11 @@ def coalesced_topic_writes(ops: ControllerOps) -> Iterator[None]:
     end, not once per partition: a topic's znode holds every partition's replicas, so a
     request for all N partitions of a topic would write N znodes of N partitions each.
     The writes go out before the block's requests (the shell sends them at the end of
-    the event): no broker learns a replica set its topic's znode does not show. A block
-    ended by an error (fenced) writes nothing more."""
+    the event): no broker learns a replica set its topic's znode does not show. A step
+    that needs them durable before what it does next writes them sooner
+    (`write_pending_topics`): the replicas a reassignment adds before a first leader is
+    elected among them (Kafka's U1 comes before any state write). A block ended by an
+    error (fenced, or ZooKeeper failed) writes nothing more."""
     if ops.topics_to_write is not None:  # already coalescing
         yield
         return
