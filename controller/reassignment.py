@@ -11,8 +11,9 @@ reads the partition's state from the store and does what that state allows:
   will be added to the ISR by the leader once they have caught up.
 - All target replicas in the ISR: the target becomes the assignment (B1-B9); a leader
   outside it, or not alive, is replaced (the reassignment election), else the leader epoch
-  is bumped again; the removed replicas are stopped and deleted; every broker learns the
-  final assignment.
+  is bumped again; the removed replicas are stopped and deleted, these requests sent
+  before the final assignment is written (the only record of the replicas being removed
+  until then); every broker learns the final assignment.
 
 A block of reassignments (an admin's request, a failover, caught-up replicas) takes each
 step for all its partitions at once (`reassign_partitions`): a few pipelined ZooKeeper
@@ -179,6 +180,7 @@ def reassign_partitions(
     else:
         known = {tp: states[tp] for tp in tps}
     reassignments: dict[TopicPartition, ReplicaAssignment] = {}
+    changed: dict[TopicPartition, ReplicaAssignment] = {}
     unneeded: list[PartitionReplica] = []
     for tp in tps:
         before = ctx.full_assignment(tp)
@@ -190,10 +192,15 @@ def reassign_partitions(
             isr = current.leader_and_isr.isr if current is not None else ()
             reassignments[tp] = reassignment_to(before, target, isr)
         ctx.partitions_being_reassigned.add(tp)
+        if reassignments[tp] != before:
+            changed[tp] = reassignments[tp]
         unneeded.extend(
             PartitionReplica(tp, r) for r in before.replicas if r not in reassignments[tp].replicas
         )
-    write_assignments(partition_sm, reassignments)
+    # Kafka's U1 (updateCurrentReassignment): only an assignment that changes is written.
+    # A reassignment resumed as ZooKeeper shows it writes nothing here, so its completion
+    # writes its topic once.
+    write_assignments(partition_sm, changed)
     if unneeded:
         stop_removed_replicas(replica_sm, unneeded)
         known.update(
@@ -305,6 +312,9 @@ def _complete(
     reassignment completed (see `_still_led_by_origin` for the others)."""
     ops = partition_sm.ops
     ctx = ops.ctx
+    # The assignment being completed is durable before anything is sent for it (Kafka's
+    # U1 before B1-B5): see the barrier below.
+    write_pending_topics(ops)
     # The new replicas are started (B1); one whose broker is down stays New or Offline
     # until its broker returns (Kafka makes it Online there too, its broker down).
     replica_sm.handle_state_changes(
@@ -354,6 +364,14 @@ def _complete(
         [PartitionReplica(tp, r) for tp, ra in reassignments.items() for r in ra.removing],
     )
     _drop_isr_strays(replica_sm, finals)
+    # B3-B5's requests (the leader epoch bumps or elections, the removed replicas'
+    # StopReplicas) go out before the final assignment is written (B6), as Kafka's: it
+    # is the only record of the replicas being removed. A ZooKeeper error ends the term
+    # and drops what the event batched (item 35): before the write, the next term finds
+    # them being removed and stops them again; after it, they were told already, where
+    # sent at the event's end they were stopped by no one, their logs kept for good.
+    # One send for the whole block: each broker gets one request of each kind.
+    ops.barrier()
     write_assignments(partition_sm, finals)
     ctx.partitions_being_reassigned.difference_update(finals)
     ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, list(finals))
@@ -490,12 +508,13 @@ def coalesced_topic_writes(ops: ControllerOps) -> Iterator[None]:
     """Within the block, each reassigned partition's topic znode is written once, at the
     end, not once per partition: a topic's znode holds every partition's replicas, so a
     request for all N partitions of a topic would write N znodes of N partitions each.
-    The writes go out before the block's requests (the shell sends them at the end of
-    the event): no broker learns a replica set its topic's znode does not show. A step
-    that needs them durable before what it does next writes them sooner
-    (`write_pending_topics`): the replicas a reassignment adds before a first leader is
-    elected among them (Kafka's U1 comes before any state write). A block ended by an
-    error (fenced, or ZooKeeper failed) writes nothing more."""
+    Two steps write sooner (`write_pending_topics`), as Kafka's order demands: the
+    replicas a reassignment adds and removes (U1) before a first leader is elected among
+    them, and before a completion sends anything. So no broker learns a replica set
+    being added that its topic's znode does not show (the requests of the steps left in
+    progress go at the event's end); only a completion's (B3-B5) go before its final
+    assignment is written (B6), as in Kafka. A block ended by an error (fenced, or
+    ZooKeeper failed) writes nothing more."""
     if ops.topics_to_write is not None:  # already coalescing
         yield
         return
