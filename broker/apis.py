@@ -13,6 +13,7 @@ import re
 import struct
 import threading
 import time
+import uuid
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,7 @@ from broker.fetch_session import (
     PartitionRequest,
 )
 from broker.group_apis import GroupApis
-from broker.metadata_cache import MetadataCache, StaleControllerEpoch
+from broker.metadata_cache import ZERO_UUID, MetadataCache, StaleControllerEpoch
 from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from controller.controller import KafkaController
@@ -259,15 +260,10 @@ class KafkaApis:
     ) -> dict[str, Any]:
         """Brokers' addresses are those of the listener the request came in on, as
         Kafka answers: a client reaches the brokers the way it reached this one."""
-        requested = body.get("topics")
-        # An empty name is asked for like any other (and answered INVALID_TOPIC_EXCEPTION).
-        names = (
-            None
-            if requested is None
-            else [t["name"] for t in requested if t.get("name") is not None]
-        )
-        if version == 0 and names == []:
-            names = None  # v0 has no null: an empty list means all topics
+        asked = metadata_asked(version, body.get("topics"))
+        if asked.invalid is not None:
+            log.info("Metadata v%d refused: %s", version, asked.invalid)
+            return metadata_error_response(body.get("topics") or [], ErrorCode.INVALID_REQUEST)
         # A broker that started moments ago knows no broker and no topic until the
         # controller's first UpdateMetadata, and only some topics until the last request
         # of that full update. Answering from that cache (as Kafka 2.8 does from its empty
@@ -275,13 +271,23 @@ class KafkaApis:
         # librdkafka then forgets every broker and fails its queued messages as for a
         # deleted topic. So the request waits for that first update to be whole, within a
         # bound.
-        if not self.metadata.wait_first_update(self.metadata_wait_s):
+        informed = self.metadata.wait_first_update(self.metadata_wait_s)
+        if not informed:
             log.info("answering Metadata before the first full UpdateMetadata was whole")
+        names = asked.names
+        unknown_ids: list[uuid.UUID] = []
+        if asked.ids:
+            # v12 by id (Kafka 3.1): each id known is answered as its topic, by name.
+            known = self.metadata.topic_names(asked.ids)
+            names = list(dict.fromkeys(known[i] for i in asked.ids if i in known))
+            unknown_ids = [i for i in asked.ids if i not in known]
         response = self.metadata.metadata_response(names, version, listener)
         admin = self.admin
         # v4+ says whether the client wants unknown topics made (a consumer does not).
+        # A topic asked for by id existed: one gone since is not made again.
         if (
-            admin is not None
+            not asked.ids
+            and admin is not None
             and admin.auto_creates_topics
             and body.get("allow_auto_topic_creation", True)
         ):
@@ -303,6 +309,13 @@ class KafkaApis:
         )
         for topic in response["topics"]:
             topic["topic_authorized_operations"] = topic_operations
+        # First, as Kafka lists them; no operations (Kafka's default), there is no topic.
+        # Before the first full update is whole an id not known yet is not unknown: "not
+        # available yet" (retriable), as for a name.
+        missing = ErrorCode.UNKNOWN_TOPIC_ID if informed else ErrorCode.LEADER_NOT_AVAILABLE
+        response["topics"][:0] = [
+            _metadata_error_topic(None, topic_id, missing) for topic_id in unknown_ids
+        ]
         response["cluster_authorized_operations"] = (
             CLUSTER_OPERATIONS
             if 8 <= version <= 10 and body.get("include_cluster_authorized_operations")
@@ -1177,6 +1190,67 @@ def _partition_data(
     }
     budget.spend(data, cut)
     return data
+
+
+@dataclass(frozen=True)
+class MetadataAsked:
+    """The topics a Metadata request asks for (Kafka's handleTopicMetadataRequest)."""
+
+    names: list[str] | None  # None: every topic
+    ids: list[uuid.UUID]  # v12+ (KIP-516): asked for by id; the names are then not looked at
+    invalid: str | None = None  # why the whole request is INVALID_REQUEST
+
+
+def metadata_asked(version: int, requested: list[dict[str, Any]] | None) -> MetadataAsked:
+    """As Kafka 3.1 reads a request (Kafka 2.8's is the same up to its v11): before v12 a
+    null name or a topic id refuses the whole request; from v12, if any topic is given by
+    a (non-zero) id, the ids alone are what is asked for, each once; else the names."""
+    if requested is None or (version == 0 and not requested):
+        return MetadataAsked(None, [])  # v0 has no null: an empty list means all topics
+    ids = list(
+        dict.fromkeys(t["topic_id"] for t in requested if t.get("topic_id", ZERO_UUID) != ZERO_UUID)
+    )
+    if version < 12:
+        if any(t.get("name") is None for t in requested):
+            return MetadataAsked([], [], f"a null topic name at version {version}")
+        if ids:
+            return MetadataAsked([], [], f"a topic id at version {version}")
+    elif ids:
+        return MetadataAsked([], ids)
+    elif any(t.get("name") is None for t in requested):
+        # Neither name nor id: Kafka 3.1 fails on the null name (an UNKNOWN_SERVER_ERROR).
+        return MetadataAsked([], [], "a topic with neither a name nor an id")
+    # An empty name is asked for like any other (and answered INVALID_TOPIC_EXCEPTION).
+    return MetadataAsked([t["name"] for t in requested], [])
+
+
+def _metadata_error_topic(
+    name: str | None, topic_id: uuid.UUID, error: ErrorCode
+) -> dict[str, Any]:
+    return {
+        "error_code": int(error),
+        "name": name,
+        "topic_id": topic_id,
+        "is_internal": False,
+        "partitions": [],
+        "topic_authorized_operations": NOT_ASKED,
+    }
+
+
+def metadata_error_response(requested: list[dict[str, Any]], error: ErrorCode) -> dict[str, Any]:
+    """Kafka's MetadataRequest.getErrorResponse: each topic asked for with ``error`` (a
+    null name as "", the answer's schema before v12 has no null), no brokers."""
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [],
+        "cluster_id": None,
+        "controller_id": -1,
+        "topics": [
+            _metadata_error_topic(t.get("name") or "", t.get("topic_id", ZERO_UUID), error)
+            for t in requested
+        ],
+        "cluster_authorized_operations": NOT_ASKED,
+    }
 
 
 def api_versions_request_valid(version: int, body: dict[str, Any]) -> bool:

@@ -247,6 +247,12 @@ class MetadataCache:
                     return name
         return None
 
+    def topic_names(self, topic_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """The names of the topics of ``topic_ids`` known (one pass over the topics)."""
+        wanted = set(topic_ids)
+        with self._lock:
+            return {tid: name for name, tid in self._topic_ids.items() if tid in wanted}
+
     def partition_count(self, topic: str) -> int:
         with self._lock:
             return len(self._topics.get(topic, {}))

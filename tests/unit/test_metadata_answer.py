@@ -3,6 +3,7 @@ KafkaApis.handleTopicMetadataRequest."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, cast
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from broker.apis import KafkaApis
 from broker.metadata_cache import MetadataCache
 from broker.state_change_log import StateChangeLog
-from tests.unit.test_metadata_cache import request, state
+from tests.unit.test_metadata_cache import TOPIC_ID, request, state
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import request_codec, response_codec
@@ -102,3 +103,77 @@ def test_describe_cluster_answers_the_clusters_authorized_operations_when_asked(
     decoded = out.decode(bytes(out.encode(answer)))
     assert decoded["cluster_authorized_operations"] == (CLUSTER_OPS if asked else NOT_ASKED)
     assert [b["broker_id"] for b in decoded["brokers"]] == [1, 2, 3]
+
+
+UNKNOWN_ID = uuid.UUID("11111111-2222-3333-4444-555555555555")
+NO_ID = uuid.UUID(int=0)
+
+
+def topics_by_id(answer: dict[str, Any]) -> list[tuple[uuid.UUID, str | None, int, int]]:
+    return sorted(
+        (
+            (t["topic_id"], t["name"], t["error_code"], len(t["partitions"]))
+            for t in answer["topics"]
+        ),
+        key=str,
+    )
+
+
+def test_metadata_v12_asks_for_topics_by_id() -> None:
+    """Metadata v12 (KIP-516, Kafka 3.1) may name a topic by its id alone, as the Java
+    AdminClient's describeTopics(TopicCollection.ofTopicIds(..)) does. Kafka 3.1's
+    handleTopicMetadataRequest answers a known id with its topic (name, id, partitions)
+    and an unknown one UNKNOWN_TOPIC_ID with a null name; once the request holds an id,
+    the names it holds are not looked at. Such entries were dropped: no answer at all."""
+    a = apis()
+    for topics in (
+        [{"topic_id": TOPIC_ID, "name": None}, {"topic_id": UNKNOWN_ID, "name": None}],
+        # A name beside an id, or alone beside others' ids, is not asked for.
+        [
+            {"topic_id": TOPIC_ID, "name": "elsewhere"},
+            {"topic_id": UNKNOWN_ID, "name": "t"},
+            {"topic_id": NO_ID, "name": "absent"},
+            {"topic_id": TOPIC_ID, "name": None},  # asked twice, answered once
+        ],
+    ):
+        body = {
+            "topics": topics,
+            "allow_auto_topic_creation": True,
+            "include_topic_authorized_operations": False,
+        }
+        assert topics_by_id(metadata(a, 12, body)) == sorted(
+            [
+                (TOPIC_ID, "t", ErrorCode.NONE, 1),
+                (UNKNOWN_ID, None, ErrorCode.UNKNOWN_TOPIC_ID, 0),
+            ],
+            key=str,
+        )
+    # Before its first full UpdateMetadata a broker cannot say an id is no topic's.
+    body = {"topics": [{"topic_id": UNKNOWN_ID, "name": None}], "allow_auto_topic_creation": False}
+    assert topics_by_id(metadata(apis(informed=False), 12, body)) == [
+        (UNKNOWN_ID, None, ErrorCode.LEADER_NOT_AVAILABLE, 0)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("version", "topics"),
+    [
+        # Before v12 a topic is named, never given by id (Kafka 2.8 and 3.1).
+        (10, [{"topic_id": NO_ID, "name": None}, {"topic_id": NO_ID, "name": "t"}]),
+        (11, [{"topic_id": TOPIC_ID, "name": "t"}, {"topic_id": NO_ID, "name": "u"}]),
+        # At v12 a topic with neither is asked for by nothing (Kafka fails on the null name).
+        (12, [{"topic_id": NO_ID, "name": None}, {"topic_id": NO_ID, "name": "t"}]),
+    ],
+)
+def test_a_topic_asked_for_by_nothing_or_by_id_before_v12_is_invalid_request(
+    version: int, topics: list[dict[str, Any]]
+) -> None:
+    """Kafka's handleTopicMetadataRequest throws InvalidRequestException for the whole
+    request, answered as MetadataRequest.getErrorResponse does: each topic asked for with
+    that error, a null name given as "", no brokers."""
+    body = {"topics": topics, "allow_auto_topic_creation": False}
+    answer = metadata(apis(), version, body)
+    assert answer["brokers"] == []
+    assert [
+        (t["name"], t["topic_id"], t["error_code"], t["partitions"]) for t in answer["topics"]
+    ] == [(t["name"] or "", t["topic_id"], ErrorCode.INVALID_REQUEST, []) for t in topics]
