@@ -63,7 +63,8 @@ class MetadataCache:
         self.controller_id = -1
         self.controller_epoch = -1
         self.cluster_id: str | None = None
-        #: live brokers at their inter-broker address (``listener``): replication's view
+        #: live brokers at their inter-broker address (``listener``, else their first
+        #: endpoint): replication's view
         self._brokers: dict[int, BrokerEndpoint] = {}
         #: live brokers by listener name, each broker under each listener it has
         self._by_listener: dict[str, dict[int, BrokerEndpoint]] = {}
@@ -108,6 +109,7 @@ class MetadataCache:
                 by_listener.setdefault(endpoint.listener, {})[b["id"]] = endpoint
             # A broker without our inter-broker listener is misconfigured; its first
             # endpoint is still more use to replication than none (as the controller does).
+            # Only replication's: clients on any listener are given that listener's alone.
             chosen = next((e for e in endpoints if e.listener == self.listener), None)
             if chosen is None and endpoints:
                 chosen = endpoints[0]
@@ -207,9 +209,10 @@ class MetadataCache:
             return self._brokers.get(broker_id)
 
     def endpoint(self, broker_id: int, listener: str | None) -> BrokerEndpoint | None:
-        """A live broker's address on ``listener`` (None: the inter-broker one)."""
+        """A live broker's address on ``listener``, None if it has none there; with no
+        listener named, replication's (``broker``)."""
         with self._lock:
-            if listener is None or listener == self.listener:
+            if listener is None:
                 return self._brokers.get(broker_id)
             return self._by_listener.get(listener, {}).get(broker_id)
 
@@ -263,7 +266,8 @@ class MetadataCache:
         """A MetadataResponse body; `topics` None means all of them. Brokers are given at
         their address on ``listener`` (None: the inter-broker one); a broker without
         that listener is left out, and a partition it leads answered, as by Kafka, with
-        LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before)."""
+        LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before), the inter-broker listener
+        as any other (replication's fallback to a first endpoint is not a client's)."""
         # Before its first full UpdateMetadata is whole (no controller has reached it yet,
         # or only the first requests of it have come) the broker does not know every
         # topic: it cannot say one does not exist. A topic it does not know is "not
@@ -279,10 +283,8 @@ class MetadataCache:
             if not informed and self.controller_epoch < 0:  # no update applied yet
                 own = self.own.get(listener or self.listener)
                 brokers = {} if own is None else {own.broker_id: own}
-            elif listener is None or listener == self.listener:
-                brokers = dict(alive)
             else:
-                brokers = dict(self._by_listener.get(listener, {}))
+                brokers = dict(self._by_listener.get(listener or self.listener, {}))
             names = list(self._topics) if topics is None else list(topics)
             topic_entries = []
             for name in names:

@@ -169,3 +169,32 @@ def test_a_broker_without_the_inter_broker_listener_is_reached_at_its_first_endp
     cache = MetadataCache(1, "INTERNAL")
     cache.update(two_listener_request())
     assert cache.broker(3) == metadata_cache.BrokerEndpoint(3, "c", 9003, "CLIENT", None)
+
+
+def test_a_broker_without_the_inter_broker_listener_is_not_given_to_clients_on_it() -> None:
+    """Kafka 2.8 answers a Metadata request with each broker's address on the listener it
+    came in on (brokers.flatMap(_.endpoints.get(listener))), the inter-broker one as any
+    other: a broker lacking it is left out and a partition it leads is LISTENER_NOT_FOUND
+    (v6+; ZkMetadataCache.getPartitionMetadata). The cache gave such a broker at another
+    listener's address (its first endpoint, replication's fallback) with no error."""
+    cache = MetadataCache(1, "REPLICATION")
+    body = two_listener_request()
+    # broker 2 advertises CLIENT only, not the inter-broker listener REPLICATION
+    body["live_brokers"][1]["endpoints"] = body["live_brokers"][1]["endpoints"][:1]
+    cache.update(body)
+    for listener in ("REPLICATION", None):
+        answer = cache.metadata_response(["t"], 12, listener)
+        assert addresses(answer) == {1: ("r", 9101), 3: ("r", 9103)}
+        partitions = answer["topics"][0]["partitions"]
+        assert [(p["leader_id"], p["error_code"]) for p in partitions] == [
+            (1, 0),
+            (-1, int(ErrorCode.LISTENER_NOT_FOUND)),
+            (3, 0),
+        ]
+    # FindCoordinator's look-up: none on the listener named, the inter-broker one included.
+    assert cache.endpoint(2, "REPLICATION") is None
+    assert cache.endpoint(2, "CLIENT") == metadata_cache.BrokerEndpoint(
+        2, "c", 9002, "CLIENT", None
+    )
+    # Replication still reaches it at its first endpoint.
+    assert cache.broker(2) == cache.endpoint(2, None) == cache.endpoint(2, "CLIENT")

@@ -1,0 +1,48 @@
+"""FindCoordinator's answer (broker/group_apis.py), against Kafka 2.8's
+KafkaApis.handleFindCoordinatorRequest."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, cast
+
+from broker.group_apis import GroupApis
+from broker.metadata_cache import MetadataCache
+from groups.coordinator import OFFSETS_TOPIC
+from tests.unit.test_metadata_cache import request, state, two_listener_request
+from wire.errors import ErrorCode
+
+
+def group_apis(leader: int, *, without: str | None = None) -> GroupApis:
+    """A broker (1, inter-broker listener REPLICATION) whose group's __consumer_offsets
+    partition is led by ``leader``, which does not advertise ``without``."""
+    cache = MetadataCache(1, "REPLICATION")
+    body = two_listener_request()
+    body["topic_states"] = request((OFFSETS_TOPIC, [state(0, leader)]))["topic_states"]
+    for b in body["live_brokers"]:
+        if b["id"] == leader:
+            b["endpoints"] = [e for e in b["endpoints"] if e["listener"] != without]
+    cache.update(body)
+    coordinator = SimpleNamespace(partition_of=lambda _key: 0)
+    return GroupApis(cast(Any, coordinator), cache, None, offsets_replication_factor=1)
+
+
+def found(apis: GroupApis, listener: str | None) -> tuple[int, str, int, int]:
+    answer = apis.find_coordinator(3, {"key": "g", "key_type": 0}, listener)
+    return answer["node_id"], answer["host"], answer["port"], answer["error_code"]
+
+
+def test_the_coordinator_is_given_at_its_address_on_the_listener_asked_on() -> None:
+    apis = group_apis(2)
+    assert found(apis, "CLIENT") == (2, "c", 9002, ErrorCode.NONE)
+    assert found(apis, "REPLICATION") == (2, "r", 9102, ErrorCode.NONE)
+
+
+def test_a_coordinator_without_the_listener_asked_on_is_not_available() -> None:
+    """Kafka 2.8 takes the coordinator's endpoint on the request's listener
+    (_.endpoints.get(listenerName)) and answers COORDINATOR_NOT_AVAILABLE when it has
+    none, the inter-broker listener as any other. On the inter-broker listener the
+    coordinator lacking it was given at its first endpoint, another listener's address."""
+    for listener in ("CLIENT", "REPLICATION"):
+        apis = group_apis(2, without=listener)
+        assert found(apis, listener) == (-1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
