@@ -546,6 +546,17 @@ class StateChangeLog:
             )
         )
 
+    def partition_states_found(
+        self, epoch: int, rows: Iterable[PartitionStateRow], why: str
+    ) -> None:
+        """The partition_state lines of writes found in ZooKeeper after their answer was
+        lost: each the line ``partition_states`` writes, with ``why`` added."""
+        self.write_many(
+            "partition_state",
+            ({**r._asdict(), "why": why} for r in rows),
+            controller_epoch=int(epoch),
+        )
+
     # --- the broker's records -----------------------------------------------------------
 
     def leader_and_isr(self, rows: Iterable[LeaderAndIsrRow]) -> None:

@@ -56,7 +56,13 @@ from controller.reassignment import (
     topic_assignment,
 )
 from controller.request_batch import BrokerRequest, RequestBatch, encode_shared_bodies
-from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
+from controller.state_machines import (
+    FOUND_WRITTEN,
+    ControllerOps,
+    PartitionStateMachine,
+    ReplicaStateMachine,
+    found_written,
+)
 from controller.store import ZkControllerStore
 from controller.topic_deletion import TopicDeletionManager
 from election.controller_election import (
@@ -609,7 +615,10 @@ class KafkaController:
         """The session survived a disconnection or a failed request. If we resigned
         meanwhile, our /controller may still stand with nobody acting behind it: remove
         it so an election happens. The registration is made again (a no-op where it
-        stands: one that failed on the error is made now), then the election runs."""
+        stands: one that failed on the error is made now), then the election runs.
+        Writes whose answer was lost are read back first, while our /controller still
+        keeps any other broker from being elected and writing those partitions."""
+        self._log_unanswered_writes()
         if not self.is_active and delete_own_controller_znode(self.zk, self.broker_id):
             log.info("removed this broker's stale /controller %s", when)
         if self._register_unless_stopping() is None:
@@ -617,7 +626,29 @@ class KafkaController:
         if not self.is_active:
             self._elect()
 
+    def _log_unanswered_writes(self) -> None:
+        """The partition states of the last term's last write batch whose answer a lost
+        connection took, read back (pipelined multiReads), and those found landed logged,
+        once: their partition_state lines were to be written on the answer, and no other
+        line records those writes (a next term loads them and sends them to brokers).
+        Run on the event thread before any election, and on reconnection; a ZooKeeper
+        error keeps them for the next try (it comes back through process())."""
+        unanswered = self.ops.unanswered
+        if unanswered is None:
+            return
+        stored = self.store.read_partition_states(unanswered.partitions())
+        self.ops.unanswered = None
+        rows = found_written(unanswered, stored)
+        if rows:
+            log.info(
+                "%d partition states of controller epoch %d were written, their answer lost",
+                len(rows),
+                unanswered.controller_epoch,
+            )
+            self.state_log.partition_states_found(unanswered.controller_epoch, rows, FOUND_WRITTEN)
+
     def _elect(self) -> None:
+        self._log_unanswered_writes()
         controller_id, owner = read_controller(self.zk, watch=True)
         if controller_id != NO_CONTROLLER:
             if (

@@ -206,7 +206,13 @@ def _write_offline_states(
         ops.log_states(rows)
 
     written = ops.store.update_partition_states(
-        updates, ctx.epoch, ctx.epoch_zk_version, on_written
+        updates,
+        ctx.epoch,
+        ctx.epoch_zk_version,
+        on_written,
+        ops.keep_unanswered(
+            lambda tp, lai: partition_state_row(tp, lai, "offline", ctx.replicas(tp))
+        ),
     )
     for tp, err in written.failed.items():
         log.error("could not %s %s: %s", failing, tp, err)

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import NamedTuple
 
+from broker.state_change_log import PartitionStateRow
 from controller.context import (
     ControllerContext,
     PartitionReplica,
@@ -551,7 +552,11 @@ def bump_leader_epochs(
             lai = state.leader_and_isr
             updates[tp] = lai.new_leader_and_isr(lai.leader, lai.isr)
         written = ops.store.update_partition_states(
-            updates, ctx.epoch, ctx.epoch_zk_version, partial(_bumped, ops, remaining)
+            updates,
+            ctx.epoch,
+            ctx.epoch_zk_version,
+            partial(_bumped, ops, remaining),
+            ops.keep_unanswered(partial(_bump_row, remaining)),
         )
         for tp, err in written.failed.items():
             log.error("bumping the leader epoch of %s failed: %s", tp, err)
@@ -561,6 +566,13 @@ def bump_leader_epochs(
     for tp in remaining:
         log.error("gave up bumping the leader epoch of %s: its state kept changing", tp)
     ops.flush()
+
+
+def _bump_row(
+    assignments: Mapping[TopicPartition, ReplicaAssignment], tp: TopicPartition, new: LeaderAndIsr
+) -> PartitionStateRow:
+    """A bump's partition_state row (for one whose answer was lost; _bumped's own)."""
+    return partition_state_row(tp, new, "reassign", assignments[tp].replicas)
 
 
 def _bumped(

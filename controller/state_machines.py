@@ -30,9 +30,9 @@ from controller.context import (
 )
 from controller.election import ElectionStrategy
 from controller.request_batch import BrokerRequest, RequestBatch
-from controller.store import ControllerStore
+from controller.store import ControllerStore, WrittenCallback
 from zkdata.client import ControllerMovedError, NodeExistsError
-from zkdata.znodes import LeaderAndIsr, TopicPartition
+from zkdata.znodes import LeaderAndIsr, PartitionState, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,49 @@ _REASONS = {
 
 # Distinct leaderships ControllerOps shares at most (cleared when full: epochs move on).
 SHARED_LEADERSHIPS_MAX = 10_000
+
+
+# What a partition_state line found written after its answer was lost says of itself (the
+# broker's isr_change lines of such writes end their `why` the same way).
+FOUND_WRITTEN = "found written, its answer lost"
+
+
+@dataclass(frozen=True)
+class UnansweredStates:
+    """Partition states a controller term sent whose answer a lost connection took: the
+    partition_state rows they get if ZooKeeper applied them (each with the zkVersion the
+    write gives), and the controller epoch they were written with."""
+
+    controller_epoch: int
+    rows: tuple[PartitionStateRow, ...]
+
+    def partitions(self) -> list[TopicPartition]:
+        return [TopicPartition(r.topic, r.partition) for r in self.rows]
+
+
+def found_written(
+    unanswered: UnansweredStates, stored: Mapping[TopicPartition, PartitionState | None]
+) -> list[PartitionStateRow]:
+    """The rows of the unanswered writes that landed: ZooKeeper holds, at exactly the
+    zkVersion the write gives, the leader, leader epoch and ISR it sent, under its
+    controller epoch. Only that write can have put them there: another controller writes
+    another controller epoch, and a leader's ISR change keeps the leader epoch the
+    controller's write moved on from. Anything else (an older version: it never landed; a
+    newer one: written again since, the landing unknowable) gets no row."""
+    rows = []
+    for row in unanswered.rows:
+        state = stored.get(TopicPartition(row.topic, row.partition))
+        if state is None or state.controller_epoch != unanswered.controller_epoch:
+            continue
+        lai = state.leader_and_isr
+        if (
+            lai.zk_version == row.zk_version
+            and lai.leader == row.leader
+            and lai.leader_epoch == row.leader_epoch
+            and tuple(lai.isr) == tuple(row.isr)
+        ):
+            rows.append(row)
+    return rows
 
 
 class StateChangeFailed(Exception):
@@ -86,6 +129,10 @@ class ControllerOps:
     _shared_leaderships: dict[LeaderIsrAndControllerEpoch, LeaderIsrAndControllerEpoch] = field(
         default_factory=dict, init=False, repr=False
     )
+    # The last batch of partition-state writes whose answer a lost connection took, kept
+    # across the resignation that follows until KafkaController reads them back (and
+    # logs those that landed); one batch at most, as no term starts before that.
+    unanswered: UnansweredStates | None = None
 
     def flush(self) -> None:
         if not self.deferred:
@@ -109,6 +156,20 @@ class ControllerOps:
     def log_states(self, rows: list[PartitionStateRow]) -> None:
         if rows:
             self.state_log.partition_states(self.ctx.epoch, rows)
+
+    def keep_unanswered(
+        self, row: Callable[[TopicPartition, LeaderAndIsr], PartitionStateRow]
+    ) -> WrittenCallback:
+        """The store's ``on_unanswered`` of a partition-state write: ``row`` makes each
+        unanswered state's partition_state row (as its ``on_written`` would have), kept
+        with this term's epoch in ``unanswered``."""
+        epoch = self.ctx.epoch
+
+        def keep(states: dict[TopicPartition, LeaderAndIsr]) -> None:
+            rows = tuple(row(tp, lai) for tp, lai in states.items())
+            self.unanswered = UnansweredStates(epoch, rows)
+
+        return keep
 
     def record_leadership(
         self, tp: TopicPartition, lai: LeaderAndIsr
@@ -316,7 +377,13 @@ class PartitionStateMachine:
         # answers it: a fence that fails between two multis still raises, and the states
         # created before it are in the log.
         created = ops.store.create_partition_states(
-            to_create, ctx.epoch, ctx.epoch_zk_version, partial(self._created, results)
+            to_create,
+            ctx.epoch,
+            ctx.epoch_zk_version,
+            partial(self._created, results),
+            ops.keep_unanswered(
+                lambda tp, lai: partition_state_row(tp, lai, "new", ctx.replicas(tp))
+            ),
         )
         existing = [tp for tp, err in created.items() if isinstance(err, NodeExistsError)]
         for tp, err in created.items():
@@ -440,6 +507,7 @@ class PartitionStateMachine:
                 ctx.epoch,
                 ctx.epoch_zk_version,
                 partial(self._elected, decided, _REASONS[strategy], results),
+                ops.keep_unanswered(partial(self._election_row, decided, _REASONS[strategy])),
             )
             failures.update(written.failed)
             for tp, err in failures.items():
@@ -450,6 +518,19 @@ class PartitionStateMachine:
         for tp in remaining:
             results[tp] = StateChangeFailed(f"the state of {tp} kept changing during the election")
         return results
+
+    def _election_row(
+        self,
+        decided: Mapping[TopicPartition, election.ElectionResult],
+        reason: str,
+        tp: TopicPartition,
+        lai: LeaderAndIsr,
+        replicas: Sequence[int] | None = None,
+    ) -> PartitionStateRow:
+        reason = "unclean" if decided[tp].unclean else reason
+        return partition_state_row(
+            tp, lai, reason, self.ctx.replicas(tp) if replicas is None else replicas
+        )
 
     def _elected(
         self,
@@ -473,9 +554,7 @@ class PartitionStateMachine:
             to_send.append((outcome.live_replicas, tp, lice, ra))
             if outcome.unclean:
                 ctx.unclean_elections += 1
-            rows.append(
-                partition_state_row(tp, lai, "unclean" if outcome.unclean else reason, ra.replicas)
-            )
+            rows.append(self._election_row(decided, reason, tp, lai, ra.replicas))
             results[tp] = lai
         ops.batch.add_leader_and_isr_updates(ctx, to_send)
         ops.log_states(rows)
@@ -767,6 +846,9 @@ class ReplicaStateMachine:
                 ctx.epoch,
                 ctx.epoch_zk_version,
                 partial(self._isr_written, reason, out),
+                ops.keep_unanswered(
+                    lambda tp, lai: partition_state_row(tp, lai, reason, ctx.replicas(tp))
+                ),
             )
             for tp, err in {**failures, **written.failed}.items():
                 if ctx.is_topic_in_service(tp.topic):

@@ -18,6 +18,7 @@ from kazoo.exceptions import RolledBackError
 
 from zkdata import paths
 from zkdata.client import (
+    ZOOKEEPER_UNAVAILABLE,
     BadVersionError,
     ControllerMovedError,
     Create,
@@ -91,7 +92,9 @@ class UpdateResult:
             )
 
 
-# update_partition_states' on_written: a slice of the states written, by partition.
+# update_partition_states' on_written: a slice of the states written, by partition. Also
+# their on_unanswered: the states sent whose answer a lost connection took, each with the
+# zkVersion it has if it landed.
 WrittenCallback = Callable[[dict[TopicPartition, LeaderAndIsr]], None]
 
 
@@ -116,12 +119,14 @@ class ControllerStore(Protocol):
         controller_epoch: int,
         epoch_zk_version: int,
         on_created: WrittenCallback | None = None,
+        on_unanswered: WrittenCallback | None = None,
     ) -> dict[TopicPartition, Exception | None]:
         """Each state created (fenced); by partition, None where it was created or the
         error it got (NodeExistsError: a state was there). ``on_created``: called with
         each slice of the states created (at zkVersion 0) as the store answers it, as
         update_partition_states' ``on_written``: every created state is in exactly one
-        call, and a fence that fails after some slices were reported still raises."""
+        call, and a fence that fails after some slices were reported still raises.
+        ``on_unanswered``: as update_partition_states'."""
         ...
 
     def update_partition_states(
@@ -130,12 +135,16 @@ class ControllerStore(Protocol):
         controller_epoch: int,
         epoch_zk_version: int,
         on_written: WrittenCallback | None = None,
+        on_unanswered: WrittenCallback | None = None,
     ) -> UpdateResult:
         """Each state conditional on its zkVersion. ``on_written``: called with each slice
         of the states written (with their new zkVersions) as the store answers it, while
         the rest may still be in flight; every written state is in exactly one call and in
         the result's ``finished``. A fence that fails after some slices were reported
-        still raises ControllerMovedError: those states were written."""
+        still raises ControllerMovedError: those states were written. A lost connection
+        (ZOOKEEPER_UNAVAILABLE) raises too, after ``on_unanswered`` is called once with
+        every state whose answer never came (each with the zkVersion it has if it
+        landed, which it may have); none of them was given to ``on_written``."""
         ...
 
     def topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]: ...
@@ -193,6 +202,20 @@ def _written_before(
     if min(mzxids, default=zxid) >= zxid:
         return
     into.update((tp, m) for tp, m in zip(part, mzxids, strict=True) if m < zxid)
+
+
+def _report_unanswered(
+    on_unanswered: WrittenCallback,
+    sent: Iterable[tuple[TopicPartition, LeaderAndIsr]],
+    answered: Collection[TopicPartition],
+) -> None:
+    """A lost connection ended a batch of partition-state writes: the states of
+    ``sent`` not ``answered`` (ZooKeeper may have applied them, unreported), each with
+    the zkVersion the write gives, to ``on_unanswered``. Worked out only on this path:
+    a batch whose answers all come pays nothing for it."""
+    unanswered = {tp: lai for tp, lai in sent if tp not in answered}
+    if unanswered:
+        on_unanswered(unanswered)
 
 
 class ZkControllerStore:
@@ -292,6 +315,7 @@ class ZkControllerStore:
         controller_epoch: int,
         epoch_zk_version: int,
         on_created: WrittenCallback | None = None,
+        on_unanswered: WrittenCallback | None = None,
     ) -> dict[TopicPartition, Exception | None]:
         tps = list(states)
         # Parents first (each fenced too); they may exist from an earlier, interrupted try.
@@ -325,7 +349,14 @@ class ZkControllerStore:
             if on_created is not None and created:
                 on_created(created)
 
-        self.zk.multi_fenced_batched(epoch_zk_version, items, on_answered=answered)
+        try:
+            self.zk.multi_fenced_batched(epoch_zk_version, items, on_answered=answered)
+        except ZOOKEEPER_UNAVAILABLE:
+            if on_unanswered is not None:
+                _report_unanswered(
+                    on_unanswered, ((tp, states[tp]._replace(zk_version=0)) for tp in tps), out
+                )
+            raise
         return {tp: out[tp] for tp in tps}
 
     def _create_ignoring_existing(self, epoch_zk_version: int, path_list: list[str]) -> None:
@@ -349,6 +380,7 @@ class ZkControllerStore:
         controller_epoch: int,
         epoch_zk_version: int,
         on_written: WrittenCallback | None = None,
+        on_unanswered: WrittenCallback | None = None,
     ) -> UpdateResult:
         entries = list(states.items())
         # A generator: each packed multi goes out as soon as its states are encoded.
@@ -379,7 +411,23 @@ class ZkControllerStore:
             if on_written is not None and written:
                 on_written(written)
 
-        self.zk.multi_fenced_batched(epoch_zk_version, items, on_answered=answered)
+        try:
+            self.zk.multi_fenced_batched(epoch_zk_version, items, on_answered=answered)
+        except ZOOKEEPER_UNAVAILABLE:
+            if on_unanswered is not None:
+                answered_tps = finished.keys() | result.failed.keys() | set(result.retry)
+                _report_unanswered(
+                    on_unanswered,
+                    (
+                        (
+                            tp,
+                            LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, lai.zk_version + 1),
+                        )
+                        for tp, lai in entries
+                    ),
+                    answered_tps,
+                )
+            raise
         return result
 
     # --- topics -------------------------------------------------------------------------

@@ -64,6 +64,7 @@ class SimStore:
         controller_epoch: int,
         epoch_zk_version: int,
         on_created: WrittenCallback | None = None,
+        on_unanswered: WrittenCallback | None = None,  # never: every answer comes
     ) -> dict[TopicPartition, Exception | None]:
         check_fence(epoch_zk_version, self.epoch_zk_version, states)
         out: dict[TopicPartition, Exception | None] = {}
@@ -85,6 +86,7 @@ class SimStore:
         controller_epoch: int,
         epoch_zk_version: int,
         on_written: WrittenCallback | None = None,
+        on_unanswered: WrittenCallback | None = None,  # never: every answer comes
     ) -> UpdateResult:
         check_fence(epoch_zk_version, self.epoch_zk_version, states)
         result = UpdateResult()

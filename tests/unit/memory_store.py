@@ -162,6 +162,7 @@ class MemoryStore:
         controller_epoch: int,
         epoch_zk_version: int,
         on_created: WrittenCallback | None = None,
+        on_unanswered: WrittenCallback | None = None,  # never: every answer comes
     ) -> dict[TopicPartition, Exception | None]:
         check_fence(epoch_zk_version, self.epoch_zk_version, states)
         out: dict[TopicPartition, Exception | None] = {}
@@ -206,6 +207,7 @@ class MemoryStore:
         controller_epoch: int,
         epoch_zk_version: int,
         on_written: WrittenCallback | None = None,
+        on_unanswered: WrittenCallback | None = None,  # never: every answer comes
     ) -> UpdateResult:
         self.updates += 1
         check_fence(epoch_zk_version, self.epoch_zk_version, states)
