@@ -4,17 +4,20 @@ It provisions ZooKeeper as the project does everywhere, starts brokers as child 
 (so that nothing outlives the demo, even on Ctrl-C), creates a topic, and every few
 seconds takes the controller down, cycling through four ways a controller fails: SIGKILL
 (the session expires), a graceful stop (controlled shutdown, the session closes at once),
-SIGSTOP (a zombie: paused past its session, then resumed and fenced), and a network
-partition from ZooKeeper (each broker reaches ZooKeeper through a proxy of the demo's, see
-cluster/netsplit.py: cut off, the controller keeps running, resigns on its own once
-ZooKeeper has been out of reach for a session, and registers again when the link heals).
+SIGSTOP (a zombie: paused past its session, then resumed; idle while paused, it has
+nothing queued to send, finds its session gone and resigns, having written nothing), and a
+network partition from ZooKeeper (each broker reaches ZooKeeper through a proxy of the
+demo's, see cluster/netsplit.py: cut off, the controller keeps running, resigns on its own
+once ZooKeeper has been out of reach for a session, and registers again when the link
+heals).
 
 What happens is shown by the watch view (watch/): full-screen on a terminal, plain
 timestamped lines otherwise. The view starts before the brokers, so it shows the cluster
 coming up, and it follows ZooKeeper, so it shows what any observer could see. The demo adds
 its own actions ("demo" lines) and what only the brokers know, from their state-change logs
-("log" lines): why a controller resigned, how long its failover took, and the zombie's
-requests being refused.
+("log" lines): why a controller resigned, how long its failover took, and any request a
+broker refused for its stale controller epoch (tests/integration/test_controller_failover.py
+shows brokers refusing a zombie's epoch).
 """
 
 from __future__ import annotations

@@ -70,6 +70,17 @@ def test_each_broker_config_loads_and_matches_its_service(broker_id: int) -> Non
     assert re.search(rf"- {service}-data:/data$", block, re.MULTILINE)
 
 
+def test_zookeeper_keeps_its_data_in_named_volumes() -> None:
+    """The brokers' data outlives a `down` in named volumes: ZooKeeper's must too, or the
+    next `up` starts it empty under a new cluster id, which every broker refuses."""
+    block = services()["zookeeper"]
+    mounts = re.findall(r"^\s+- ([a-z0-9-]+):(/\S+)$", block, re.MULTILINE)
+    assert {path for _, path in mounts} == {"/data", "/datalog"}, block
+    declared = re.findall(r"^  ([a-z0-9-]+):$", compose_text().split("\nvolumes:\n", 1)[1], re.M)
+    for name, _ in mounts:
+        assert name in declared
+
+
 def test_the_image_runs_a_broker_from_the_mounted_config() -> None:
     dockerfile = (COMPOSE / "Dockerfile").read_text()
     assert re.findall(r"^FROM (\S+)", dockerfile, re.MULTILINE) == ["python:3.11-slim"]
