@@ -182,14 +182,22 @@ def tenures_of(
 
     def sighted(controller: int, ts: int, floor: int) -> Tenure | None:
         """The tenure of `controller` a broker saw at `ts`, of epoch `floor` or later (a
-        broker sees epochs in order, and after seeing /controller absent a newer one). The
-        controller's tenure in force at `ts`; else its next one begun within `tol_ms` (the
-        writer's clock behind); else its latest one begun before (the writer's clock
-        ahead). Of two terms of one controller within `tol_ms` of `ts`, the one in force:
-        a -1 that ended a term the writer had not seen would be a false loss."""
+        broker sees epochs in order, and after seeing /controller absent a newer one): the
+        controller's term live at `ts` by the stamps (begun, not yet superseded or
+        resigned); else its next one begun within `tol_ms` (the writer's clock behind, or
+        it read the new /controller before the election's line was written); else its
+        latest one begun before (the writer's clock ahead). Of two terms of one controller
+        within `tol_ms`, the live one (a -1 ending a term the writer had not seen would be
+        a false loss); after a resignation, the next (a resigned controller's /controller
+        stands unchanged until it is deleted, so a read its watch prompted found the next
+        term, and a -1 ending the resigned one would end nothing). No tolerance on
+        liveness: widened, it would keep a resigned term; narrowed, end a live one."""
         i = bisect.bisect_right(starts, ts)
-        if i and tenures[i - 1].broker == controller and tenures[i - 1].epoch >= floor:
-            return tenures[i - 1]
+        if i:
+            t = tenures[i - 1]
+            resigned = t.resigned_ts is not None and t.resigned_ts <= ts
+            if t.broker == controller and t.epoch >= floor and not resigned:
+                return t
         mine = [t for t in terms.get(controller, ()) if t.epoch >= floor]
         j = bisect.bisect_right([t.start_ts for t in mine], ts)
         if j < len(mine) and mine[j].start_ts <= ts + tol_ms:

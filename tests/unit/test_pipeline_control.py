@@ -302,3 +302,44 @@ def test_a_sighting_stamped_just_before_a_reelection_is_of_the_new_term() -> Non
     assert (t1.end_ts, t1.end_reason) == (10000, "resigned")
     assert (t2.end_ts, t2.end_reason) == (20000, "lost")
     assert [(d.broker, d.lost_ts) for d in r.deaths] == [(1, 20000)]
+
+
+def reread_after_reelection(sighting_ts: int, successor: bool = True) -> list[dict[str, Any]]:
+    """Controller 1 resigns on a ZooKeeper error and wins epoch 2; broker 2's watch fired
+    on the deletion, but its read found /controller made again: it logs controller_seen 1,
+    no -1 in between, at `sighting_ts`. Broker 1 is killed later: broker 2 sees
+    /controller go and (`successor`) wins epoch 3."""
+    events = [e for e in reelected() if not (e["broker"] == 2 and e["ts"] >= 10002)]
+    events += [seen(sighting_ts, 2, 1), seen(20000, 2, -1)]
+    return [*events, elected(20004, 2, 3)] if successor else events
+
+
+@pytest.mark.parametrize("successor", [True, False])
+@pytest.mark.parametrize("sighting_ts", [10001, 10003, 10005])
+def test_a_sighting_after_a_resignation_is_of_the_controllers_next_term(
+    sighting_ts: int, successor: bool
+) -> None:
+    """Stamped after epoch 1's resignation (and, but for 10005, before epoch 2's
+    controller_elected line: broker 1 makes /controller before it writes that line, and
+    broker 2's clock may be behind), the sighting is of epoch 2: epoch 1 was no longer in
+    force. It used to be taken for epoch 1 (the term begun last by its stamp, though it
+    had ended), so the -1 at 20000 ended epoch 1 again, epoch 2 was superseded (or left
+    open) and broker 1 was never lost."""
+    r = control.analyse(reread_after_reelection(sighting_ts, successor), tol_ms=100)
+    t1, t2 = r.tenures[:2]
+    assert (t1.end_ts, t1.end_reason) == (10000, "resigned")
+    assert (t2.end_ts, t2.end_reason) == (20000, "lost")
+    assert [(d.broker, d.lost_ts) for d in r.deaths] == [(1, 20000)]
+
+
+def test_a_sighting_after_a_resignation_with_no_next_term_near_is_of_the_ended_one() -> None:
+    """No term of the controller begins within the tolerance after the stamp: the sighting
+    is of its latest term begun before, though that had ended (the writer's clock ahead, or
+    a read of the /controller a resigned controller left standing)."""
+    events = [e for e in reelected() if not (e["broker"] == 2 and e["ts"] >= 10002)]
+    events = [e for e in events if e["ts"] < 10004] + [seen(10050, 2, 1), seen(10060, 2, -1)]
+    events += [elected(10400, 1, 2), seen(10402, 2, 1), seen(20000, 2, -1)]
+    r = control.analyse(events, tol_ms=100)
+    t1, t2 = r.tenures
+    assert (t1.end_ts, t1.end_reason) == (10000, "resigned")
+    assert (t2.end_ts, t2.end_reason) == (20000, "lost")
