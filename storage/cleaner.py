@@ -28,12 +28,12 @@ One cleaning of a log:
 4. The checkpoint moves to the end, unless the log was truncated, deleted or set aside
    meanwhile. A log deleted or set aside loses its entry before its directory is renamed
    (``forget``, which first aborts a cleaning of it under way and waits for it to stop,
-   as Kafka's abortCleaning: it stops before its next segment), and a truncation
-   lowers it to the log's active segment's base offset (``maybe_truncate_checkpoint``;
-   ``LogManager`` calls both, as Kafka's does): what is written again at truncated
-   offsets, or by another log of the partition, was never cleaned. At start-up
-   (``reconcile``) the entries naming no log of their directory go, and those past
-   their log's end are lowered.
+   as Kafka's abortCleaning: it stops before the next batch it would read, for the
+   offset map or the copy), and a truncation lowers it to the log's active segment's
+   base offset (``maybe_truncate_checkpoint``; ``LogManager`` calls both, as Kafka's
+   does): what is written again at truncated offsets, or by another log of the
+   partition, was never cleaned. At start-up (``reconcile``) the entries naming no log
+   of their directory go, and those past their log's end are lowered.
 
 Offsets are never changed, so replicas clean on their own (as in Kafka) and agree on
 every offset they both hold; a follower fetching a cleaned range gets its gaps.
@@ -324,16 +324,21 @@ def clean(
     """Clean a surveyed log (see clean_log). A truncation of the log since the survey,
     or a segment it dropped, makes the next run's swap refuse: the cleaning ends there,
     incomplete. ``aborted()`` true (the log is being deleted) ends it at once, before
-    the next segment is read, its run's cleaned files removed (Kafka's checkDone)."""
+    the next segment or batch is read, in the offset map's build or the copy, its run's
+    cleaned files removed (Kafka's checkDone, for each segment and read buffer): the
+    deletion waits for one batch, not for the whole map build."""
     partition_log = to_clean.log
     config = partition_log.config
     segments, stats = to_clean.segments, to_clean.stats
     first_dirty, first_uncleanable = to_clean.first_dirty, to_clean.first_uncleanable
     offset_map = OffsetMap(map_bytes)
     max_size = config.max_decompressed_bytes
-    end_offset = _build_offset_map(
-        segments, first_dirty, first_uncleanable, offset_map, max_size=max_size
+    mapped_to = _build_offset_map(
+        segments, first_dirty, first_uncleanable, offset_map, max_size=max_size, aborted=aborted
     )
+    if mapped_to is None:  # aborted: nothing copied, nothing to record
+        return _result(to_clean, first_dirty, offset_map, 0, 0, 0, 0, complete=False)
+    end_offset = mapped_to
     horizon = delete_horizon_ms(stats, first_dirty, config.delete_retention_ms)
     runs = group_segments(stats, end_offset, max_bytes=config.segment_bytes)
     read = written = records_read = dropped = 0
@@ -348,13 +353,14 @@ def clean(
             break
         old = segments[start:end]
         cleaned = _CleanedSegment(partition_log, old[0].base_offset)
-        swapped = False
+        swapped = stop = False
         try:
             for segment, stat, following in zip(
                 old, stats[start:end], stats[start + 1 : end + 1], strict=True
             ):
-                if aborted is not None and aborted():
-                    break  # not swapped: the run's files go, the cleaning ends
+                if stop or (aborted is not None and aborted()):
+                    stop = True  # not swapped: the run's files go, the cleaning ends
+                    break
                 keep_tombstones = stat.last_modified_ms > horizon
 
                 def keep_mapped(
@@ -369,6 +375,9 @@ def clean(
 
                 keep = keep_to_end if following.base_offset > end_offset else keep_mapped
                 for header, batch in _batches(segment):
+                    if aborted is not None and aborted():
+                        stop = True
+                        break
                     read += header.size
                     records_read += header.record_count
                     kept = filter_batch(batch, header, keep, max_size=max_size)
@@ -378,7 +387,7 @@ def clean(
                     if kept is not batch:
                         dropped += header.record_count - read_header(kept).record_count
                     cleaned.append(kept)
-            else:
+            if not stop:
                 cleaned.finish(max(s.last_modified_ms for s in stats[start:end]))
                 written += cleaned.size
                 swapped = partition_log.replace_segments(
@@ -391,17 +400,34 @@ def clean(
             cleaned.remove()
             complete = False
             break
+    return _result(
+        to_clean, end_offset, offset_map, read, written, records_read, dropped, complete=complete
+    )
+
+
+def _result(
+    to_clean: LogToClean,
+    end_offset: int,
+    offset_map: OffsetMap,
+    read: int,
+    written: int,
+    records_read: int,
+    dropped: int,
+    *,
+    complete: bool,
+) -> CleaningResult:
+    partition_log = to_clean.log
     return CleaningResult(
         partition_log.topic,
         partition_log.partition,
-        first_dirty,
+        to_clean.first_dirty,
         end_offset,
         len(offset_map),
         read,
         written,
         records_read,
         dropped,
-        len(segments),
+        len(to_clean.segments),
         len(partition_log.segments_snapshot()),
         time.perf_counter() - to_clean.started,
         complete,
@@ -415,12 +441,14 @@ def _build_offset_map(
     offset_map: OffsetMap,
     *,
     max_size: int,
-) -> int:
+    aborted: Callable[[], bool] | None = None,
+) -> int | None:
     """Map the dirty segments' keys until the map's budget is spent (Kafka's
     buildOffsetMap); returns the offset the cleaning ends at: the next segment's base
     after a segment mapped whole, else the offset after the last one mapped (inside a
     segment), so that no record below it is missing from the map. The first key is
-    mapped whatever the budget: a cleaning always moves on."""
+    mapped whatever the budget: a cleaning always moves on. None once ``aborted()`` is
+    true, looked at before each segment and each batch (Kafka's checkDone)."""
     end = first_dirty
     put = offset_map.put
     for i, segment in enumerate(segments[:-1]):
@@ -429,6 +457,8 @@ def _build_offset_map(
             continue
         if segment.base_offset >= first_uncleanable:
             break
+        if aborted is not None and aborted():
+            return None
         start = 0
         if first_dirty > segment.base_offset:  # where the last cleaning ended, inside it
             start = segment.offset_index.lookup(first_dirty).position
@@ -436,6 +466,8 @@ def _build_offset_map(
         for header, batch in _batches(segment, start=start):
             if header.last_offset < first_dirty:
                 continue
+            if aborted is not None and aborted():
+                return None
             keys = batch_keys(batch, header, max_size=max_size)
             if header.base_offset < first_dirty:  # the last cleaning ended inside it
                 keys = [(key, offset) for key, offset in keys if offset >= first_dirty]

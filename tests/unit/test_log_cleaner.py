@@ -966,6 +966,69 @@ def test_a_cleaning_under_way_is_aborted_before_its_log_is_deleted(
         manager.close()
 
 
+@pytest.mark.parametrize("phase", ["batch_keys", "filter_batch"])
+def test_a_cleaning_aborted_inside_a_segment_reads_no_further_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, phase: str
+) -> None:
+    # The abort was looked at only between the copy phase's segments: a deletion waited
+    # for the whole offset map's build over the dirty section (every batch of it) and
+    # the rest of the segment being copied. Kafka's cleaner checks it (checkDone) for
+    # each segment and each read buffer of buildOffsetMap and each buffer of cleanInto.
+    import storage.cleaner
+
+    manager = _manager(tmp_path)
+    tp = TopicPartition("t", 0)
+    held = threading.Event()
+    go_on = threading.Event()
+    real = getattr(storage.cleaner, phase)
+    calls: list[int] = []
+    results: list[object] = []
+    try:
+        log = manager.get_or_create(tp, compacted(segment_bytes=1 << 20))
+        _history(log, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+        log.update_high_watermark(log.log_end_offset)
+        source = log.dir
+
+        def holding(*args: object, **kwargs: object) -> object:
+            calls.append(1)
+            if not held.is_set():  # the first batch this phase reads
+                held.set()
+                assert go_on.wait(30)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(storage.cleaner, phase, holding)
+        cleaning = threading.Thread(
+            target=lambda: results.append(manager.cleaner.clean_one(log, force=True))
+        )
+        cleaning.start()
+        assert held.wait(30)
+        deleting = threading.Thread(target=manager.delete, args=(tp,))
+        deleting.start()
+        for _ in range(3000):  # until the deletion is waiting for the cleaning
+            if (tp.topic, tp.partition) in manager.cleaner._aborting:
+                break
+            deleting.join(0.01)
+        assert (tp.topic, tp.partition) in manager.cleaner._aborting
+        go_on.set()
+        deleting.join(30)
+        cleaning.join(30)
+        assert not deleting.is_alive()
+        assert not cleaning.is_alive()
+        assert len(calls) == 1  # the batch held, and no other after the abort
+        (result,) = results
+        assert isinstance(result, storage.cleaner.CleaningResult)
+        assert not result.complete
+        assert result.segments_after == result.segments_before  # nothing swapped
+        assert not source.exists()
+        (gone,) = tmp_path.glob("t-0.*-delete")
+        assert not list(gone.glob("*.cleaned"))
+        assert _cleaner_checkpoint(tmp_path) == {}
+    finally:
+        go_on.set()
+        monkeypatch.undo()
+        manager.close()
+
+
 def test_a_deleted_logs_last_cleaning_is_forgotten(tmp_path: Path) -> None:
     # LogCleaner.last_results kept the last cleaning of every log ever cleaned: a broker
     # whose compacted topics are made and deleted over its life grew it for good.
