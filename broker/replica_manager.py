@@ -300,6 +300,14 @@ class ReplicaManager:
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.controller_epoch = -1  # the highest controller epoch this broker has seen
         self._lock = threading.RLock()
+        # Held by each controller request's whole change of partition state here
+        # (LeaderAndIsr, StopReplica, the deletion of a deleted topic's orphaned logs) and
+        # by nothing else (Kafka's replicaStateChangeLock): they apply one at a time, so a
+        # LeaderAndIsr never makes a partition's log while a StopReplica is deleting it,
+        # and their fetcher changes go in their order. Taken before _lock, never under
+        # it: the log work done under it (deletions, which wait for a cleaning of the
+        # log to stop) blocks no produce or fetch.
+        self._state_change_lock = threading.RLock()
         # A partition's follower appends and truncations, and its change of state, hold
         # its stripe: a fetch answer from a leader this broker no longer follows (it was
         # in flight while a LeaderAndIsr moved the partition on) is then dropped, never
@@ -395,6 +403,10 @@ class ReplicaManager:
         return {}
 
     def become_leader_or_follower(self, request: dict[str, Any]) -> dict[str, Any]:
+        with self._state_change_lock:
+            return self._become_leader_or_follower(request)
+
+    def _become_leader_or_follower(self, request: dict[str, Any]) -> dict[str, Any]:
         controller_id = request["controller_id"]
         controller_epoch = request["controller_epoch"]
         topics_out = []
@@ -536,23 +548,27 @@ class ReplicaManager:
         StopReplica never came) is none of them, and would stay for good."""
         if self.logs is None:
             return []
+        with self._state_change_lock:  # no LeaderAndIsr makes one of them meanwhile
+            return self._delete_orphaned_logs(self.logs, topics)
+
+    def _delete_orphaned_logs(
+        self, logs: LogManager, topics: Collection[str]
+    ) -> list[TopicPartition]:
         wanted = set(topics)
         with self._lock:
             orphans = [
-                tp
-                for tp in self.logs.all_logs()
-                if tp.topic in wanted and tp not in self.partitions
+                tp for tp in logs.all_logs() if tp.topic in wanted and tp not in self.partitions
             ]
         deleted: list[TopicPartition] = []
         for tp in orphans:
             try:
-                if self.logs.delete(tp):
+                if logs.delete(tp):
                     deleted.append(tp)
             except KafkaStorageError as e:
                 log.error("deleting the orphaned log of %s: %s", tp, e)
         # A directory left with no log of these topics forgets their ids.
-        self.logs.forget_topic_ids(wanted)
-        self.logs.write_topic_ids()
+        logs.forget_topic_ids(wanted)
+        logs.write_topic_ids()
         if deleted:
             log.warning(
                 "deleted the logs of %s: their topics are being deleted and no replica here"
@@ -741,6 +757,10 @@ class ReplicaManager:
     # --- StopReplica --------------------------------------------------------------------
 
     def stop_replicas(self, request: dict[str, Any]) -> dict[str, Any]:
+        with self._state_change_lock:
+            return self._stop_replicas(request)
+
+    def _stop_replicas(self, request: dict[str, Any]) -> dict[str, Any]:
         controller_id = request["controller_id"]
         controller_epoch = request["controller_epoch"]
         with self._lock:
@@ -758,6 +778,7 @@ class ReplicaManager:
             errors = []
             stopped: list[TopicPartition] = []
             deleted: list[TopicPartition] = []
+            deletions: list[tuple[TopicPartition, dict[str, Any]]] = []  # with answers
             for topic_state in request.get("topic_states", []):
                 for ps in topic_state["partition_states"]:
                     tp = TopicPartition(topic_state["topic_name"], ps["partition_index"])
@@ -788,22 +809,12 @@ class ReplicaManager:
                         )
                         continue
                     if ps.get("delete_partition"):
+                        # Gone from the partitions, under its follower lock, before its
+                        # log is deleted: no produce, fetch or follower append (a fetch
+                        # answer in flight is dropped) reaches the log from now on.
                         with self._follower_lock(tp):
                             self.partitions.pop(tp, None)
                         deleted.append(tp)
-                        if self.logs is not None:
-                            try:
-                                self.logs.delete(tp)
-                            except KafkaStorageError as e:
-                                log.error("StopReplica of %s: %s", tp, e)
-                                errors.append(
-                                    {
-                                        "topic_name": tp.topic,
-                                        "partition_index": tp.partition,
-                                        "error_code": int(ErrorCode.KAFKA_STORAGE_ERROR),
-                                    }
-                                )
-                                continue
                     elif current is not None:
                         # Stop replicating; keep the epoch so older states stay refused.
                         with self._follower_lock(tp):
@@ -811,10 +822,24 @@ class ReplicaManager:
                             current.moved_on = False  # a real loss: its waiters answer
                         current.followers = NO_FOLLOWERS
                         stopped.append(tp)
-                    errors.append(
-                        {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": 0}
-                    )
+                    answer = {
+                        "topic_name": tp.topic,
+                        "partition_index": tp.partition,
+                        "error_code": 0,
+                    }
+                    errors.append(answer)
+                    if ps.get("delete_partition"):
+                        deletions.append((tp, answer))
         if deleted and self.logs is not None:
+            # Not under self._lock, which every produce and fetch takes: a deletion waits
+            # for a cleaning of the log to stop (LogCleaner.forget). The state change lock
+            # held keeps any LeaderAndIsr from making the partition's log meanwhile.
+            for tp, answer in deletions:
+                try:
+                    self.logs.delete(tp)
+                except KafkaStorageError as e:
+                    log.error("StopReplica of %s: %s", tp, e)
+                    answer["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
             # A directory left with no log of a topic forgets its id.
             self.logs.forget_topic_ids({tp.topic for tp in deleted})
             self.logs.write_topic_ids()

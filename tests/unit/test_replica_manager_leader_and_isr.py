@@ -17,7 +17,7 @@ from broker.replica_manager import Followers, FollowerState, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from storage.checkpoints import read_topic_ids
 from storage.log_manager import TOPIC_IDS_FILE, LogManager
-from storage.testing import build_batch
+from storage.testing import RecordSpec, build_batch
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
@@ -440,5 +440,131 @@ def test_a_follower_that_made_its_log_empty_does_not_lead_until_it_caught_up(
         assert errors(rm.become_leader_or_follower(request({0: (1, 7, [1, 3])}))) == {0: 0}
         assert rm.partitions[TopicPartition("t", 0)].leader == BROKER
     finally:
+        rm.close()
+        logs.close()
+
+
+def _leading(topic: str, epoch: int) -> dict[str, Any]:
+    """A LeaderAndIsr making this broker the only replica and leader of ``topic``-0."""
+    req = request({0: (BROKER, epoch, [BROKER])}, replicas=[BROKER], is_new=True)
+    req["topic_states"][0]["topic_name"] = topic
+    req["topic_states"][0]["topic_id"] = uuid.uuid5(uuid.NAMESPACE_DNS, topic)
+    return req
+
+
+def _deleting(topic: str) -> dict[str, Any]:
+    return {
+        "controller_id": 9,
+        "controller_epoch": 3,
+        "topic_states": [
+            {
+                "topic_name": topic,
+                "partition_states": [
+                    {"partition_index": 0, "leader_epoch": -2, "delete_partition": True}
+                ],
+            }
+        ],
+    }
+
+
+def test_a_stop_replica_waiting_for_a_cleaning_blocks_no_produce_and_no_leader_and_isr_races_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A StopReplica deleting a compacted log whose cleaning was building its offset map
+    # waited for that cleaning (the deletion aborts it: LogCleaner.forget) while holding
+    # the replica manager's lock, which every produce and fetch takes: the broker stood
+    # still for the whole map build. Kafka's stopPartitions holds replicaStateChangeLock
+    # alone, which no produce or fetch takes, and serializes it with LeaderAndIsr: a
+    # LeaderAndIsr making the partition again waits for the deletion, and never sees the
+    # old log's directory (which it would load as its own, then lose to the rename).
+    import storage.cleaner
+    from tests.unit.test_log_cleaner import _history, compacted
+
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    comp = compacted(segment_bytes=1 << 20)
+    plain = compacted(segment_bytes=1 << 20, compact=False, delete_enabled=True)
+    logs = LogManager(
+        [tmp_path / "data"], config, topic_config=lambda t: comp if t == "c" else plain
+    )
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    mapping = threading.Event()
+    go_on = threading.Event()
+    real_keys = storage.cleaner.batch_keys
+    threads: list[threading.Thread] = []
+
+    def held_keys(*args: Any, **kwargs: Any) -> Any:
+        if not mapping.is_set():  # the map build's first batch: held
+            mapping.set()
+            assert go_on.wait(60)
+        return real_keys(*args, **kwargs)
+
+    def start(target: Any, *args: Any) -> threading.Thread:
+        thread = threading.Thread(target=target, args=args)
+        threads.append(thread)
+        thread.start()
+        return thread
+
+    try:
+        for topic in ("c", "p"):
+            assert errors(rm.become_leader_or_follower(_leading(topic, 0))) == {0: 0}
+        c0 = TopicPartition("c", 0)
+        clog = logs.get_log(c0)
+        assert clog is not None
+        assert clog.config.compact
+        _history(clog, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+        clog.update_high_watermark(clog.log_end_offset)
+        old_end = clog.log_end_offset
+        monkeypatch.setattr(storage.cleaner, "batch_keys", held_keys)
+        start(logs.cleaner.clean_one, clog)
+        assert mapping.wait(30)
+
+        stopped: list[dict[str, Any]] = []
+        deleting = start(lambda: stopped.append(rm.stop_replicas(_deleting("c"))))
+        for _ in range(3000):  # until the deletion waits for the cleaning
+            if ("c", 0) in logs.cleaner._aborting:
+                break
+            deleting.join(0.01)
+        assert ("c", 0) in logs.cleaner._aborting
+
+        # A produce to another partition answers while the map build is still held (the
+        # bound only catches a hang).
+        answers: list[ErrorCode] = []
+        producing = start(
+            lambda: answers.append(
+                rm.append_as_leader(TopicPartition("p", 0), build_batch([b"v"]), 1)[0]
+            )
+        )
+        producing.join(10)
+        assert not go_on.is_set()
+        assert answers == [ErrorCode.NONE]
+        # The partition is gone from the replica manager before its log is deleted.
+        assert rm.leader_partition(c0, -1)[0] != ErrorCode.NONE
+
+        # The controller makes the topic again: its LeaderAndIsr waits for the deletion.
+        made: list[dict[str, Any]] = []
+        making = start(lambda: made.append(rm.become_leader_or_follower(_leading("c", 1))))
+        making.join(0.3)
+        assert making.is_alive()
+        assert deleting.is_alive()
+
+        go_on.set()
+        for thread in threads:
+            thread.join(30)
+            assert not thread.is_alive()
+        assert [e["error_code"] for e in stopped[0]["partition_errors"]] == [0]
+        assert errors(made[0]) == {0: 0}
+        new = logs.get_log(c0)
+        assert new is not None
+        assert new is not clog
+        assert old_end > 0
+        assert new.log_end_offset == 0  # a new, empty log
+        assert new.dir.exists()
+        keyed = build_batch([RecordSpec(b"v", key=b"k")])
+        assert rm.append_as_leader(c0, keyed, 1)[0] == ErrorCode.NONE
+    finally:
+        go_on.set()
+        for thread in threads:
+            thread.join(30)
+        monkeypatch.undo()
         rm.close()
         logs.close()
