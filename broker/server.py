@@ -691,8 +691,11 @@ class KafkaServer:
             got = self.zk.get_within(paths.broker(controller_id), zk_timeout_s)
             if got is None:
                 return None
+            # Its inter-broker listener, as Kafka's doControlledShutdown connects to
+            # broker.node(interBrokerListenerName): the first advertised endpoint may be
+            # an address for outside clients that brokers do not reach.
             reg = decode_broker(controller_id, got[0])
-            endpoint = (reg.host, reg.port)
+            endpoint = reg.address(self.config.inter_broker_listener_name)
         timeout = self.config.request_timeout_ms / 1000
         with KafkaConnection(
             *endpoint, client_id=f"broker-{self.broker_id}", timeout_s=timeout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 import threading
 import time
 import types
@@ -13,6 +14,9 @@ import pytest
 
 from broker import server
 from broker.config import load_broker_config
+from broker.network import SocketServer
+from wire.api import ApiKey
+from zkdata.znodes import BrokerRegistration, EndPoint, encode_broker
 
 BASE = load_broker_config(text="zookeeper.connect=127.0.0.1:2181\n")
 
@@ -131,3 +135,67 @@ def test_a_controlled_shutdown_gives_up_when_zookeeper_does_not_answer(
     # One attempt (Kafka's exception ends the retries), bounded by the timeout.
     assert time.monotonic() - started < 5
     broker.shutdown()
+
+
+class _ControllerApis:
+    """A controller that answers every ControlledShutdown: done, nothing remaining."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict[str, Any]] = []
+
+    def supported(self, api_key: int, version: int) -> bool:
+        return api_key == ApiKey.CONTROLLED_SHUTDOWN
+
+    def handle(self, api_key: int, version: int, header: Any, body: Any, **_: Any) -> Any:
+        self.asked.append(body)
+        return {"error_code": 0, "remaining_partitions": []}
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_controller_known_only_from_zookeeper_is_asked_on_its_inter_broker_listener(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    apis = _ControllerApis()
+    replication = SocketServer("127.0.0.1", 0, lambda: apis, listener_name="REPLICATION")
+    replication.start()
+    try:
+        # Controller 7 advertises its client listener first (an address brokers do not
+        # reach: nothing listens there), its inter-broker listener second.
+        controller = BrokerRegistration(
+            7,
+            (
+                EndPoint("CLIENT", "127.0.0.1", _closed_port()),
+                EndPoint("REPLICATION", "127.0.0.1", replication.port),
+            ),
+        )
+        config = load_broker_config(
+            text="broker.id=1\n"
+            "listeners=CLIENT://127.0.0.1:0,REPLICATION://127.0.0.1:0\n"
+            "listener.security.protocol.map=CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT\n"
+            "inter.broker.listener.name=REPLICATION\n"
+            "zookeeper.connect=127.0.0.1:1\n"
+            "controlled.shutdown.retry.backoff.ms=0\n"
+            "request.timeout.ms=2000\n"
+            f"log.dirs={tmp_path / 'data'}\n"
+        )
+        broker = server.KafkaServer(config)
+        try:
+            # This broker's metadata does not know the controller yet (it has had no
+            # UpdateMetadata: stopped right after it started): ZooKeeper names it.
+            monkeypatch.setattr(server, "read_controller", lambda zk, **_: (7, 0x1234))
+            stat = types.SimpleNamespace(version=0, czxid=5, ephemeralOwner=0x1234)
+            monkeypatch.setattr(
+                broker.zk, "get_within", lambda path, t: (encode_broker(controller), stat)
+            )
+            assert broker.controlled_shutdown() is True
+            assert len(apis.asked) == 1
+        finally:
+            broker.startup_complete.clear()
+            broker.shutdown()
+    finally:
+        replication.stop()
