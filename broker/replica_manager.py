@@ -302,9 +302,10 @@ class ReplicaManager:
         self._lock = threading.RLock()
         # Held by each controller request's whole change of partition state here
         # (LeaderAndIsr, StopReplica, the deletion of a deleted topic's orphaned logs) and
-        # by nothing else (Kafka's replicaStateChangeLock): they apply one at a time, so a
-        # LeaderAndIsr never makes a partition's log while a StopReplica is deleting it,
-        # and their fetcher changes go in their order. Taken before _lock, never under
+        # by a failed log directory's taking offline, and by nothing else (Kafka's
+        # replicaStateChangeLock): they apply one at a time, so a LeaderAndIsr never
+        # makes a partition's log while a StopReplica is deleting it, and their fetcher
+        # changes go in their order. Taken before _lock, never under
         # it: the log work done under it (deletions, which wait for a cleaning of the
         # log to stop) blocks no produce or fetch.
         self._state_change_lock = threading.RLock()
@@ -1573,6 +1574,27 @@ class ReplicaManager:
         logs = self.logs
         if logs is None:
             return []
+        # Under the state change lock, as Kafka's handleLogDirFailure: the fetcher changes
+        # of a LeaderAndIsr applied before (a follow) cannot land after this unfollow. The
+        # log manager's part and the halt are outside it, as Kafka's; this thread holds
+        # nothing else, and no holder of the lock waits for it.
+        with self._state_change_lock:
+            offline = self._take_offline(log_dir)
+        logs.handle_log_dir_failure(log_dir)
+        log.error(
+            "log directory %s failed: %d partitions offline on broker %d until it restarts",
+            log_dir,
+            len(offline),
+            self.broker_id,
+        )
+        if not logs.live_log_dirs and not self._closed:
+            halt = self.on_all_log_dirs_failed or _halt
+            halt([os.fspath(d) for d in logs.log_dirs])
+        return offline
+
+    def _take_offline(self, log_dir: str) -> list[TopicPartition]:
+        """The hosted partitions of ``log_dir`` leave ``partitions`` for
+        ``offline_partitions`` and stop being fetched."""
         offline: list[TopicPartition] = []
         with self._lock:
             for tp, p in list(self.partitions.items()):
@@ -1593,16 +1615,6 @@ class ReplicaManager:
             if self.on_stop is not None:
                 self.on_stop(offline, False)
             self._notify_progress(offline)
-        logs.handle_log_dir_failure(log_dir)
-        log.error(
-            "log directory %s failed: %d partitions offline on broker %d until it restarts",
-            log_dir,
-            len(offline),
-            self.broker_id,
-        )
-        if not logs.live_log_dirs and not self._closed:
-            halt = self.on_all_log_dirs_failed or _halt
-            halt([os.fspath(d) for d in logs.log_dirs])
         return offline
 
     def log_dir_event_notification(self) -> tuple[str, bytes]:

@@ -1,14 +1,15 @@
-"""Controller requests change the fetchers in the order they change partition state
-(Kafka 2.8's replicaStateChangeLock, held by becomeLeaderOrFollower and stopReplicas,
-fetcher changes included).
+"""Controller requests and log directory failures change the fetchers in the order they
+change partition state (Kafka 2.8's replicaStateChangeLock, held by
+becomeLeaderOrFollower, stopReplicas and handleLogDirFailure, fetcher changes included).
 
 Two LeaderAndIsr requests can overlap: an old controller's last and the new one's first
 at a failover, or a request the controller's channel sent again after a broken connection
-while the broker still works on the first copy (one thread per connection). Had the
-fetcher changes (``on_become``/``on_stop``, the server's follow/unfollow) of one of them
-run after it let go of the lock, they could land after those of a change applied later:
-the partition fetched from an earlier leader for good (every answer dropped), or from
-nobody.
+while the broker still works on the first copy (one thread per connection). A log
+directory's failure handler runs on a thread of its own. Had the fetcher changes
+(``on_become``/``on_stop``, the server's follow/unfollow) of one of them run after it
+let go of the lock, they could land after those of a change applied later: the partition
+fetched from an earlier leader for good (every answer dropped), from nobody, or an
+offline replica fetched (its leader may count it caught up and keep it in the ISR).
 
 The first request is held in its state-change log write, after its states are applied
 and before its fetcher changes; the second one runs meanwhile. No ZooKeeper, no network:
@@ -25,10 +26,12 @@ from typing import Any, cast
 
 import pytest
 
+from broker.config import BrokerConfig
 from broker.fetcher import ReplicaFetcherManager
 from broker.replica_manager import ReplicaManager
 from broker.server import KafkaServer
 from broker.state_change_log import LeaderAndIsrRow, StateChangeLog
+from storage.log_manager import LogManager
 from tests.unit.test_replica_manager_leader_and_isr import BROKER, errors, request
 from zkdata.znodes import TopicPartition
 
@@ -58,7 +61,7 @@ def _refuse(*_a: Any) -> Any:
 
 
 class _Setup:
-    def __init__(self, tmp_path: Path, logs: Any = None) -> None:
+    def __init__(self, tmp_path: Path, logs: LogManager | None) -> None:
         self.release = threading.Event()
         self.state_log = _HeldLog(tmp_path, self.release)
         self.rm = ReplicaManager(BROKER, cast(Any, None), self.state_log, logs=logs)
@@ -156,3 +159,32 @@ def test_an_earlier_requests_unfollow_does_not_undo_a_later_follow(setup: _Setup
     p = setup.rm.partitions[TP]
     assert (p.leader, p.leader_epoch) == (3, 6)
     assert setup.fetched() == {3: {TP}}  # not fetched from nobody
+
+
+def test_a_failed_log_dirs_replica_is_not_fetched_again_by_a_request_applied_before(
+    tmp_path: Path,
+) -> None:
+    # A LeaderAndIsr applied (follow broker 2) before the directory's failure handler took
+    # the partition offline must not have its follow land after the handler's unfollow:
+    # the offline replica would be fetched for good, and its leader might count it caught
+    # up and keep it in (or add it back to) the ISR.
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "a", tmp_path / "b"], config)
+    s = _Setup(tmp_path, logs)
+    try:
+        s.hold_first(request({0: (2, HELD_EPOCH, [2, 1])}, controller_epoch=3))
+        plog = s.rm.partitions[TP].log
+        assert plog is not None
+        log_dir = plog.log_dir
+        logs.dir_failures.maybe_add_offline_log_dir(log_dir, "test", OSError("EIO"))
+        offline: list[list[TopicPartition]] = []
+        handler = s.start(lambda: offline.append(s.rm.handle_log_dir_failure(log_dir)))
+        handler.join(0.3)  # waits for the request (bounded)
+        s.finish()
+        assert offline == [[TP]]
+        assert TP in s.rm.offline_partitions
+        assert TP not in s.rm.partitions
+        assert s.fetched() == {}
+    finally:
+        s.close()
+        logs.close()
