@@ -443,6 +443,8 @@ class ReplicaManager:
                     (tp, ps)
                     for tp, ps, maybe_missing in entries
                     if maybe_missing
+                    # not a replica here: answered UNKNOWN_TOPIC_OR_PARTITION below
+                    and self.broker_id in ps["replicas"]
                     and tp not in self.logs
                     # answered KAFKA_STORAGE_ERROR below
                     and not (self.offline_partitions and tp in self.offline_partitions)

@@ -416,6 +416,28 @@ def test_a_leader_without_its_log_is_refused_where_the_isr_lists_others(tmp_path
         logs.close()
 
 
+def test_a_state_naming_other_replicas_makes_no_log_here(tmp_path: Path) -> None:
+    """A partition state whose replicas do not include this broker is refused
+    UNKNOWN_TOPIC_OR_PARTITION with no log made: an empty directory would stay on disk
+    (and the partition be taken for one whose log was lost). Kafka 2.8's
+    becomeLeaderOrFollower checks the replicas before it makes anything."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        for is_new in (False, True):
+            response = rm.become_leader_or_follower(
+                request({0: (2, 1, [2, 3])}, replicas=[2, 3], is_new=is_new)
+            )
+            assert errors(response) == {0: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+            assert TopicPartition("t", 0) not in logs
+            assert not any((tmp_path / "data").glob("t-0*"))
+            assert not rm._lost_logs
+    finally:
+        rm.close()
+        logs.close()
+
+
 def test_a_follower_that_made_its_log_empty_does_not_lead_until_it_caught_up(
     tmp_path: Path,
 ) -> None:
