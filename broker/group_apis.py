@@ -81,6 +81,7 @@ class GroupApis:
             if OFFSETS_TOPIC not in self.metadata.topics() and self.admin is not None:
                 error = self.admin.create_internal_topic(
                     OFFSETS_TOPIC,
+                    # The count groups are hashed over (no topic at start-up: the setting).
                     self.coordinator.offsets_partitions,
                     self.offsets_replication_factor,
                     self.offsets_topic_configs,

@@ -38,7 +38,7 @@ from election.broker_identity import IdentityOutcome, checkpoint_meta_properties
 from election.controller_election import read_controller
 from election.identity_store import establish_identity
 from election.registration import check_endpoints_unclaimed, register_broker
-from groups.coordinator import GroupCoordinator
+from groups.coordinator import OFFSETS_TOPIC, GroupCoordinator, offsets_topic_partition_count
 from groups.membership import GroupLimits
 from storage.log_manager import LockedLogDirs, LogManager, lock_log_dirs
 from wire.api import ApiKey
@@ -251,7 +251,7 @@ class KafkaServer:
             self.config,
             self.controller,
         )
-        self.groups.start()
+        self._start_group_coordinator()
         self.apis = KafkaApis(
             self.broker_id,
             self.metadata,
@@ -511,6 +511,20 @@ class KafkaServer:
             self._keep_topic_config(topic, generation, config, replace_only=replace_only)
             configs[topic] = config
         return configs
+
+    def _start_group_coordinator(self) -> None:
+        """Starts the group coordinator, before anything is served, hashing groups over
+        the partitions of an existing __consumer_offsets (the setting only when there is
+        none yet), as Kafka 2.8's KafkaServer.startup does: a broker (re)started with
+        another offsets.topic.num.partitions still finds each group where it is."""
+        got = self.zk.until_connected(
+            lambda: self.zk.get(paths.topic(OFFSETS_TOPIC)), cancelled=self.stop_requested
+        )
+        self.groups.start(
+            offsets_topic_partition_count(
+                None if got is None else got[0], self.config.offsets_topic_num_partitions
+            )
+        )
 
     def _config_from_znode(self, topic: str, path: str, data: bytes | None) -> TopicConfig:
         """The topic's config from its znode's ``data`` (None: no znode), read as Kafka's

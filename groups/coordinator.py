@@ -50,7 +50,7 @@ from storage.errors import CorruptRecordError, OffsetOutOfRangeError
 from storage.log import AppendInfo
 from storage.records import Record, iter_batches, iter_records
 from wire.errors import ErrorCode
-from zkdata.znodes import TopicPartition
+from zkdata.znodes import MalformedZnode, TopicPartition, decode_topic
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,21 @@ class _Held:
     answer: JoinAnswer | SyncAnswer | None = None
 
 
+def offsets_topic_partition_count(data: bytes | None, configured: int) -> int:
+    """How many partitions a group's partition is hashed over, from the data of
+    /brokers/topics/__consumer_offsets (None: no topic yet): an existing topic's count,
+    else ``configured`` (offsets.topic.num.partitions), as Kafka 2.8's KafkaServer.startup
+    gives its coordinator getTopicPartitionCount(...).getOrElse(offsetsTopicPartitions).
+    A malformed znode is warned of and leaves the setting."""
+    if data is None:
+        return configured
+    try:
+        return len(decode_topic(OFFSETS_TOPIC, data).partitions)
+    except MalformedZnode as e:
+        log.warning("%s; hashing groups over offsets.topic.num.partitions=%d", e, configured)
+        return configured
+
+
 def metadata_length(metadata: str) -> int:
     """A commit's metadata length as Kafka 2.8 measures it against
     offset.metadata.max.bytes (validateOffsetMetadataLength: a Java String's length(),
@@ -130,6 +145,8 @@ class GroupCoordinator:
         # offset.metadata.max.bytes: the longest metadata a commit may carry.
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
         self.replicas = replicas
+        # How many partitions a group's partition is hashed over: the setting
+        # (offsets.topic.num.partitions) until start() is given the existing topic's.
         self.offsets_partitions = offsets_partitions
         self.limits = limits
         self.commit_timeout_s = commit_timeout_s
@@ -165,7 +182,13 @@ class GroupCoordinator:
             threading.Thread(target=self._expire_loop, name="group-expirer", daemon=True),
         ]
 
-    def start(self) -> None:
+    def start(self, offsets_partitions: int | None = None) -> None:
+        """``offsets_partitions``: the partition count of an existing __consumer_offsets,
+        which wins over the setting for good (Kafka 2.8's GroupMetadataManager.startup
+        keeps the count it is given once)."""
+        if offsets_partitions is not None and offsets_partitions != self.offsets_partitions:
+            self.offsets_partitions = offsets_partitions
+            self._append_locks = {i: threading.Lock() for i in range(offsets_partitions)}
         for t in self._threads:
             t.start()
 

@@ -477,3 +477,52 @@ def test_a_deleted_topics_committed_offsets_go_with_it(cluster_factory: ClusterF
     c.wait_topic_online("gone")
     assert committed(c, "readers", "gone", 2) == {0: -1001, 1: -1001}
     assert committed(c, "readers", "kept", 1) == {0: 40}
+
+
+def test_a_broker_restarted_with_another_partition_count_finds_groups_where_they_are(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """An existing __consumer_offsets decides a group's partition, whatever
+    offsets.topic.num.partitions the broker is (re)started with (Kafka 2.8's
+    KafkaServer.startup: getTopicPartitionCount(...).getOrElse(offsetsTopicPartitions)).
+    Restarted with the default 50, the broker hashed "g0" to partition 41 of a topic of 5
+    and answered COORDINATOR_NOT_AVAILABLE for good: its committed offsets out of reach."""
+    group = "g0"  # partition 1 of 5, 41 of 50
+    c = cluster_factory(
+        (1,), **GROUP_SETTINGS, offsets_topic_replication_factor="1", default_replication_factor="1"
+    )
+    c.create_topic("t", {0: (1,)})
+    c.wait_topic_online("t")
+    assert coordinator_of(c, group, via=1) == 1
+    wait_known(c, 1, "t", 1)
+
+    commit = {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "retention_time_ms": -1,
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 7}]}],
+    }
+    with KafkaConnection("127.0.0.1", c[1].port()) as conn:
+        answer = conn.request(ApiKey.OFFSET_COMMIT, 2, commit)
+    assert answer["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+
+    c[1].stop()
+    c[1].overrides["offsets.topic.num.partitions"] = "50"
+    c[1].start()
+    c.wait_registered([1])
+    assert len(c.partition_states("__consumer_offsets")) == OFFSETS_PARTITIONS
+    assert partition_for(group, OFFSETS_PARTITIONS) == 1
+    assert coordinator_of(c, group, via=1) == 1
+
+    def fetched() -> int | None:
+        with KafkaConnection("127.0.0.1", c[1].port()) as conn:
+            answer = conn.request(
+                ApiKey.OFFSET_FETCH,
+                1,
+                {"group_id": group, "topics": [{"name": "t", "partition_indexes": [0]}]},
+            )
+        p = answer["topics"][0]["partitions"][0]
+        return int(p["committed_offset"]) if p["error_code"] == ErrorCode.NONE else None
+
+    assert wait_for(fetched, 30, "the group's committed offset") == 7
