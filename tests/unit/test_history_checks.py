@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from controller.state_machines import FOUND_WRITTEN
 from tests.history_checks import check_history
 
 Row = dict[str, Any]
@@ -288,3 +289,26 @@ def test_a_write_after_a_resignation_is_found_by_file_order_not_time() -> None:
     )
     before = state(250, 1, 1, 2, 0, 0)
     assert check_history([elected, before, resigned]) == []
+
+
+def test_a_write_found_landed_after_its_answer_was_lost_is_no_fenced_write() -> None:
+    """The controller logs a write whose answer a lost connection took when it reads it
+    back, after the resignation the lost answer brought: the write was sent in its term."""
+    elected = line(
+        100, 1, "controller_elected", controller=1, controller_epoch=1, epoch_zk_version=0
+    )
+    resigned = line(
+        250,
+        1,
+        "controller_resigned",
+        controller=1,
+        controller_epoch=1,
+        reason="ZooKeeper error: ConnectionLoss",
+    )
+    found = {**state(300, 1, 1, 2, 0, 0), "why": FOUND_WRITTEN}
+    assert check_history([elected, resigned, found]) == []
+    # Without the mark, the same line is a fenced controller's write.
+    plain = state(300, 1, 1, 2, 0, 0)
+    assert any(
+        "after it resigned that epoch" in p for p in check_history([elected, resigned, plain])
+    )
