@@ -735,7 +735,9 @@ class KafkaApis:
                         else ErrorCode.LEADER_NOT_AVAILABLE
                     )
                     if requested == -2:
-                        answer["offset"] = p.log_start_offset
+                        answer["offset"], epoch = p.log.earliest_offset_and_epoch()
+                        if version >= 4:
+                            answer["leader_epoch"] = epoch
                     elif lagging and requested == -1:
                         answer["error_code"] = not_available
                     elif requested == -1:

@@ -615,6 +615,16 @@ class PartitionLog:
     def latest_epoch(self) -> int | None:
         return self.epoch_cache.latest_epoch
 
+    def earliest_offset_and_epoch(self) -> tuple[int, int]:
+        """ListOffsets EARLIEST: the log start offset and its leader epoch, the earliest
+        cached epoch if that starts at or below it, else -1 (records written without an
+        epoch, in an older message format, start the log): Kafka 2.8's
+        fetchOffsetByTimestamp(EARLIEST_TIMESTAMP)."""
+        log_start = self._log_start
+        entry = self.epoch_cache.earliest_entry
+        epoch = entry.epoch if entry is not None and entry.start_offset <= log_start else -1
+        return log_start, epoch
+
     @property
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments)

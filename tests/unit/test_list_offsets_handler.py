@@ -109,3 +109,48 @@ def test_a_timestamp_over_a_zstd_batch_that_does_not_decode_is_answered(tmp_path
         assert (answer["error_code"], answer["offset"]) == (ErrorCode.NONE, 0)
     finally:
         logs.close()
+
+
+def test_earliest_answers_the_leader_epoch_of_the_log_start(tmp_path: Path) -> None:
+    """Kafka 2.8's Log.fetchOffsetByTimestamp(EARLIEST_TIMESTAMP) answers the earliest
+    epoch cache entry's epoch when that entry starts at or below the log start offset,
+    and KafkaApis puts it in the answer from v4: it was always -1 here."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path], config)
+    try:
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=logs)
+        error, *_ = replicas.append_as_leader(T0, build_batch([b"v1", b"v2"]), 1)
+        assert error == ErrorCode.NONE
+        # Re-elected: the log still starts in epoch 0.
+        change_partitions(apis, {T0: (LEADER, 1, (LEADER,))})
+        earliest = list_offset(apis, EARLIEST)
+        assert (earliest["error_code"], earliest["offset"], earliest["leader_epoch"]) == (
+            ErrorCode.NONE,
+            0,
+            0,
+        )
+    finally:
+        logs.close()
+
+
+def test_earliest_answers_no_epoch_when_the_cache_starts_above_the_log_start(
+    tmp_path: Path,
+) -> None:
+    """Records written without a leader epoch (an older message format) leave the epoch
+    cache starting above the log start: no epoch is answered (Kafka's Optional.empty)."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path], config)
+    try:
+        log = logs.get_or_create(T0)
+        log.append_as_follower(bytes(build_batch([b"old"], partition_leader_epoch=-1)))
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=logs)
+        assert replicas.partitions[T0].log is log
+        assert log.epoch_cache.entries()[0].start_offset == 1  # epoch 0 starts past "old"
+        earliest = list_offset(apis, EARLIEST)
+        assert (earliest["error_code"], earliest["offset"], earliest["leader_epoch"]) == (
+            ErrorCode.NONE,
+            0,
+            -1,
+        )
+    finally:
+        logs.close()
