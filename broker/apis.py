@@ -705,12 +705,18 @@ class KafkaApis:
         """Earliest (-2), latest (-1: the high watermark, what a consumer can read) or the
         first offset at or after a timestamp."""
         replica_id = body.get("replica_id", -1)
+        duplicates = duplicate_partitions(body["topics"])
         topics = []
         for topic in body["topics"]:
             parts = []
             for lp in topic["partitions"]:
                 tp = TopicPartition(topic["name"], lp["partition_index"])
-                error, p = self.replicas.leader_partition(tp, lp.get("current_leader_epoch", -1))
+                if tp in duplicates:
+                    # Every entry of a partition listed twice, as Kafka 2.8 answers.
+                    error, p = ErrorCode.INVALID_REQUEST, None
+                else:
+                    current_epoch = lp.get("current_leader_epoch", -1)
+                    error, p = self.replicas.leader_partition(tp, current_epoch)
                 answer: dict[str, Any] = {
                     "partition_index": tp.partition,
                     "error_code": int(error),
@@ -1130,6 +1136,20 @@ class _ByteBudget:
             self.first = False
         if cut:
             self.ran_out = True
+
+
+def duplicate_partitions(topics: list[dict[str, Any]]) -> set[TopicPartition]:
+    """The partitions a ListOffsets request lists more than once, over all its topic
+    entries (Kafka 2.8's ListOffsetsRequest.duplicatePartitions)."""
+    seen: set[TopicPartition] = set()
+    duplicates: set[TopicPartition] = set()
+    for topic in topics:
+        for lp in topic["partitions"]:
+            tp = TopicPartition(topic["name"], lp["partition_index"])
+            if tp in seen:
+                duplicates.add(tp)
+            seen.add(tp)
+    return duplicates
 
 
 def _partition_data(

@@ -20,6 +20,7 @@ from tests.unit.test_fetch_session import (
     FOLLOWER,
     LEADER,
     T0,
+    T1,
     Loopback,
     change_partitions,
     make_leader,
@@ -152,5 +153,53 @@ def test_earliest_answers_no_epoch_when_the_cache_starts_above_the_log_start(
             0,
             -1,
         )
+    finally:
+        logs.close()
+
+
+def list_offsets(
+    apis: KafkaApis, partitions: list[dict[str, Any]], version: int = 6
+) -> list[dict[str, Any]]:
+    """Several entries in one request: the answers, in order."""
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [{"name": T0.topic, "partitions": partitions}],
+    }
+    got = Loopback(apis).request(ApiKey.LIST_OFFSETS, version, body)
+    answers: list[dict[str, Any]] = got["topics"][0]["partitions"]
+    return answers
+
+
+def test_a_partition_listed_twice_is_answered_invalid_request_each_time(tmp_path: Path) -> None:
+    """Kafka 2.8's handleListOffsetRequestV1AndAbove answers every entry of a partition in
+    offsetRequest.duplicatePartitions INVALID_REQUEST (timestamp and offset -1): it was
+    answered once per entry, as if asked separately. Other partitions are answered."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path], config)
+    try:
+        apis, replicas, _zk = make_leader([T0, T1], isr=(LEADER,), logs=logs)
+        replicas.append_as_leader(T0, build_batch([b"v1"]), 1)
+        entry = {"partition_index": 0, "current_leader_epoch": -1, "timestamp": EARLIEST}
+        answers = list_offsets(
+            apis, [entry, dict(entry, partition_index=T1.partition), dict(entry, timestamp=LATEST)]
+        )
+        assert [(a["partition_index"], a["error_code"]) for a in answers] == [
+            (0, ErrorCode.INVALID_REQUEST),
+            (T1.partition, ErrorCode.NONE),
+            (0, ErrorCode.INVALID_REQUEST),
+        ]
+        for a in (answers[0], answers[2]):
+            assert (a["timestamp"], a["offset"], a["leader_epoch"]) == (-1, -1, -1)
+        # Also when the topic is listed twice, the partition once in each.
+        body = {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [{"name": T0.topic, "partitions": [entry]}] * 2,
+        }
+        got = Loopback(apis).request(ApiKey.LIST_OFFSETS, 6, body)
+        assert [p["error_code"] for t in got["topics"] for p in t["partitions"]] == [
+            ErrorCode.INVALID_REQUEST
+        ] * 2
     finally:
         logs.close()
