@@ -453,6 +453,7 @@ class KafkaApis:
         errored = False
         readable = 0  # record bytes read
         budget = _ByteBudget(ctx.max_bytes)
+        follower = replica_id >= 0
         for tp, req in ctx.fetch_data.items():
             error, p = self.replicas.leader_partition(tp, req.current_leader_epoch)
             updates[tp] = data = _partition_data(
@@ -462,10 +463,11 @@ class KafkaApis:
                 req.fetch_offset,
                 budget,
                 req.max_bytes,
-                replica_id >= 0,
+                follower,
                 ctx.zstd_readable,
+                follower and p is not None and replica_id not in p.followers,
             )
-            if p is not None and replica_id >= 0:
+            if p is not None and follower:
                 positions.append((p, req.fetch_offset))
             if data["error_code"]:
                 errored = True
@@ -539,6 +541,7 @@ class KafkaApis:
                     cp.max_bytes,
                     follower,
                     ctx.zstd_readable,
+                    follower and p is not None and replica_id not in p.followers,
                 )
                 if cp.maybe_update_response(data, False):
                     updates[tp] = data
@@ -1161,12 +1164,16 @@ def _partition_data(
     partition_max_bytes: int,
     follower: bool = False,
     zstd_readable: bool = True,
+    not_a_replica: bool = False,
 ) -> PartitionData:
     """One partition of a fetch response: whole batches from `fetch_offset`, up to the log
     end for a follower and up to the high watermark for a consumer (no transactions here,
     so the last stable offset is the high watermark), within what `budget` gives it. A
     fetch too old for zstd of a topic whose compression.type is zstd:
-    UNSUPPORTED_COMPRESSION_TYPE, as Kafka answers."""
+    UNSUPPORTED_COMPRESSION_TYPE, as Kafka answers. A fetch with the replica id of a
+    broker that is not one of the partition's replicas (`not_a_replica`) gets no
+    records, as Kafka 2.8's updateFollowerFetchState answers it after the read
+    (withEmptyFetchInfo): the log end is for followers only."""
     # An empty record set, never null: Kafka sends empty ones, and older librdkafka
     # (kcat's) cannot parse a null one ("invalid MessageSetSize -1").
     records: bytes = b""
@@ -1200,6 +1207,9 @@ def _partition_data(
                 # Its log directory failed (reported by the log), or the log was closed
                 # with it while this read copied its bytes.
                 error = ErrorCode.KAFKA_STORAGE_ERROR
+            if not_a_replica and error == ErrorCode.NONE:
+                # Read (an offset out of range is still told), then dropped.
+                records, cut = b"", False
     data: PartitionData = {
         "partition_index": tp.partition,
         "error_code": int(error),

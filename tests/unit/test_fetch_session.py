@@ -32,6 +32,7 @@ from broker.metadata_cache import MetadataCache
 from broker.replica_manager import FollowerState, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
+from storage.testing import build_batch
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import decode_request_header, decode_response, encode_request, encode_response
@@ -744,6 +745,46 @@ def test_handler_records_the_follower_for_every_session_partition_every_round() 
         assert state.last_fetch_ms > before[tp]
         assert state.last_caught_up_ms == state.last_fetch_ms
         assert state.fetch_offset == 0
+
+
+def test_a_broker_not_a_replica_reads_no_records_of_the_partition(tmp_path: Path) -> None:
+    """A fetch with a replica id reads up to the log end, past the high watermark: from
+    a broker id that is not one of the partition's replicas it read records not yet
+    committed (its position was then not recorded). Kafka 2.8's updateFollowerFetchState
+    answers such a partition with no records (withEmptyFetchInfo), error NONE, also in
+    a session; a replica the reassignment added reads as any follower."""
+    stranger = 77
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path], config)
+    try:
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER, FOLLOWER), logs=logs)
+        error, *_ = replicas.append_as_leader(T0, build_batch([b"uncommitted"]), 1)
+        assert error == ErrorCode.NONE
+        p = replicas.partitions[T0]
+        assert (p.high_watermark, p.log_end_offset) == (0, 1)
+        conn = Loopback(apis)
+        full = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0}, replica_id=stranger))
+        data = response_partitions(full)[T0]
+        assert (data["error_code"], data["high_watermark"]) == (ErrorCode.NONE, 0)
+        assert not data["records"]
+        # In its session too, once more records came.
+        replicas.append_as_leader(T0, build_batch([b"more"]), 1)
+        body = fetch_body({T0: 0}, session_id=full["session_id"], epoch=1, replica_id=stranger)
+        got = response_partitions(conn.request(ApiKey.FETCH, 12, body))
+        assert T0 not in got or not got[T0]["records"]
+        assert stranger not in p.followers
+        # The follower reads them.
+        follower = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0}))
+        assert response_partitions(follower)[T0]["records"]
+        # A replica a reassignment adds (in the leader's next LeaderAndIsr) reads too.
+        added = 3
+        replicas.become_leader_or_follower(
+            leader_and_isr({T0: (LEADER, 1, (LEADER, FOLLOWER))}, (LEADER, FOLLOWER, added))
+        )
+        got = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0}, replica_id=added, leader_epoch=1))
+        assert response_partitions(got)[T0]["records"]
+    finally:
+        logs.close()
 
 
 def test_handler_session_errors() -> None:
