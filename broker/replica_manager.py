@@ -860,17 +860,25 @@ class ReplicaManager:
     def leader_partition(
         self, tp: TopicPartition, current_leader_epoch: int
     ) -> tuple[ErrorCode, Partition | None]:
-        """The partition if this broker leads it at that epoch (-1: any epoch)."""
+        """The partition if this broker leads it at that epoch (-1: any epoch).
+
+        The epoch is checked first, a follower's included (Kafka 2.8's
+        Partition.getLocalLog): an older one is FENCED_LEADER_EPOCH, a newer one
+        UNKNOWN_LEADER_EPOCH, and only then is a follower NOT_LEADER_OR_FOLLOWER. A
+        stale partition (stopped, or waiting for the controller) is that whatever the
+        epoch, as for one Kafka no longer hosts."""
         with self._lock:
             p = self.partitions.get(tp)
             if p is not None:
-                if p.leader != self.broker_id or p.stale:
+                if p.stale:
                     return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
                 if current_leader_epoch >= 0:
                     if current_leader_epoch < p.leader_epoch:
                         return ErrorCode.FENCED_LEADER_EPOCH, None
                     if current_leader_epoch > p.leader_epoch:
                         return ErrorCode.UNKNOWN_LEADER_EPOCH, None
+                if p.leader != self.broker_id:
+                    return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
                 return ErrorCode.NONE, p
             if self.offline_partitions and tp in self.offline_partitions:
                 return ErrorCode.KAFKA_STORAGE_ERROR, None

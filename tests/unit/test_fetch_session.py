@@ -698,17 +698,54 @@ def test_handler_answers_only_the_partition_whose_leadership_changed() -> None:
     assert {tp: p["error_code"] for tp, p in response_partitions(got).items()} == {
         T1: ErrorCode.NONE
     }
-    # T2 moves to another leader: NOT_LEADER_OR_FOLLOWER, for T2 only.
+    # T2 moves to another leader, at a new epoch: our epoch 0 is fenced (the epoch is
+    # checked before the leadership, as Kafka's getLocalLog does), for T2 only.
     change_partitions(apis, {T2: (FOLLOWER, 1, (FOLLOWER,))})
     got = conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=3))
+    assert {tp: p["error_code"] for tp, p in response_partitions(got).items()} == {
+        T2: ErrorCode.FENCED_LEADER_EPOCH
+    }
+    # Listed at the new epoch: NOT_LEADER_OR_FOLLOWER.
+    got = conn.request(
+        ApiKey.FETCH, 12, fetch_body({T2: 0}, session_id=session_id, epoch=4, leader_epoch=1)
+    )
     assert {tp: p["error_code"] for tp, p in response_partitions(got).items()} == {
         T2: ErrorCode.NOT_LEADER_OR_FOLLOWER
     }
     # Forgotten, it is answered no more.
     got = conn.request(
-        ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=4, forgotten=[T2])
+        ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=5, forgotten=[T2])
     )
     assert got["responses"] == []
+
+
+def test_a_follower_checks_the_current_leader_epoch_before_its_leadership() -> None:
+    """Kafka 2.8's Partition.getLocalLog checks the current leader epoch first for a
+    hosted partition, a follower's included: an older one is FENCED_LEADER_EPOCH (the
+    client's metadata is behind) and a newer one UNKNOWN_LEADER_EPOCH (this broker is
+    behind); only at its own epoch, or none given, is it NOT_LEADER_OR_FOLLOWER. A
+    follower answered NOT_LEADER_OR_FOLLOWER whatever the epoch."""
+    apis, replicas, _zk = make_leader([T0])
+    change_partitions(apis, {T0: (FOLLOWER, 1, (LEADER, FOLLOWER))})
+    assert replicas.leader_partition(T0, 0) == (ErrorCode.FENCED_LEADER_EPOCH, None)
+    assert replicas.leader_partition(T0, 2) == (ErrorCode.UNKNOWN_LEADER_EPOCH, None)
+    assert replicas.leader_partition(T0, 1) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
+    assert replicas.leader_partition(T0, -1) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
+    # Through the handler: a consumer at the older epoch is told it is fenced.
+    got = Loopback(apis).request(ApiKey.FETCH, 12, fetch_body({T0: 0}, replica_id=-1))
+    assert response_partitions(got)[T0]["error_code"] == ErrorCode.FENCED_LEADER_EPOCH
+    # Stopped (not hosted, in Kafka's terms): NOT_LEADER_OR_FOLLOWER, epoch or not.
+    replicas.stop_replicas(
+        {
+            "controller_id": 9,
+            "controller_epoch": 1,
+            "topic_states": [
+                {"topic_name": "a", "partition_states": [{"partition_index": 0, "leader_epoch": 1}]}
+            ],
+        }
+    )
+    assert replicas.leader_partition(T0, 0) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
+    assert replicas.leader_partition(T0, 2) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
 
 
 def test_handler_answers_a_session_partition_fetched_past_the_log_end_out_of_range(
