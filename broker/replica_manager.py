@@ -994,10 +994,24 @@ class ReplicaManager:
 
     # --- leader: appends ---------------------------------------------------------------
 
-    def min_insync_replicas(self, topic: str) -> int:
-        if self.topic_config is None:
-            return 1
-        return int(self.topic_config(topic).min_insync_replicas)
+    @staticmethod
+    def min_insync_replicas(partition_log: PartitionLog | None) -> int:
+        """A partition's min.insync.replicas: its log's config, in memory, which a config
+        change updates as it updates retention (Kafka's leaderLog.config.minInSyncReplicas).
+        Never read from ZooKeeper here: an outage would hold acks=all produces past their
+        timeout."""
+        return 1 if partition_log is None else partition_log.config.min_insync_replicas
+
+    @staticmethod
+    def _not_enough_replicas(
+        p: Partition,
+    ) -> tuple[ErrorCode, Partition | None, AppendInfo | None, str | None]:
+        return (
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+            p,
+            None,
+            f"ISR {list(p.isr)} is smaller than min.insync.replicas",
+        )
 
     def append_as_leader(
         self, tp: TopicPartition, records: bytearray, required_acks: int
@@ -1009,13 +1023,8 @@ class ReplicaManager:
         error, p = self.leader_partition(tp, -1)
         if p is None or p.log is None:
             return (error if p is None else ErrorCode.KAFKA_STORAGE_ERROR), None, None, None
-        if required_acks == -1 and len(p.isr) < self.min_insync_replicas(tp.topic):
-            return (
-                ErrorCode.NOT_ENOUGH_REPLICAS,
-                p,
-                None,
-                (f"ISR {list(p.isr)} is smaller than min.insync.replicas"),
-            )
+        if required_acks == -1 and len(p.isr) < self.min_insync_replicas(p.log):
+            return self._not_enough_replicas(p)
         try:
             # Before the lock: recompressing (pure Python for most codecs) takes a while.
             prepared = p.log.recompressed(records)
@@ -1081,7 +1090,6 @@ class ReplicaManager:
         rewritten those offsets (their epoch is then a later one)."""
         deadline = time.monotonic() + timeout_s
         tp = p.topic_partition
-        min_isr = self.min_insync_replicas(tp.topic)
         appended_epoch = p.leader_epoch  # append_as_leader appends with its partition's
         appended_log = p.log
         with self.replicated:
@@ -1101,7 +1109,8 @@ class ReplicaManager:
                         return ErrorCode.KAFKA_STORAGE_ERROR
                     return ErrorCode.NOT_LEADER_OR_FOLLOWER
                 if p.high_watermark > required_offset:
-                    if len(p.isr) < min_isr:
+                    # As it is now (Kafka's DelayedProduce reads the log's config each time).
+                    if len(p.isr) < self.min_insync_replicas(p.log or appended_log):
                         return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
                     return ErrorCode.NONE
                 remaining = deadline - time.monotonic()

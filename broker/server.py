@@ -414,8 +414,12 @@ class KafkaServer:
         self.groups.on_stop(tps)
         self.fetchers.unfollow(tps)
         if deleted:
-            # A topic made again under the same name reads its own config, not this one's.
-            for topic in {tp.topic for tp in tps}:
+            # A topic made again under the same name reads its own config, not this one's;
+            # but a topic's config is kept while any log of it is here (a reassignment
+            # moving one replica off deletes only that one).
+            topics = {tp.topic for tp in tps}
+            held = self.logs.held_topics(topics) if self.logs is not None else set()
+            for topic in topics - held:
                 self._forget_topic_config(topic)
 
     def _all_log_dirs_failed(self, log_dirs: list[str]) -> None:

@@ -145,6 +145,9 @@ class LogConfig:
     # compression.type: the codec a producer's batches are compressed again with; None
     # ("producer"): kept as the producer compressed them.
     compression: int | None = None
+    # min.insync.replicas: acks=all produce checks read it here, in memory (Kafka's
+    # leaderLog.config.minInSyncReplicas), never from ZooKeeper.
+    min_insync_replicas: int = 1
     #: how long the active segment may be written before it rolls (Kafka's
     #: LogConfig.maxSegmentMs): ``segment.ms``, or ``max.compaction.lag.ms`` if lower for
     #: a compacted topic, since the active segment is never cleaned (KIP-354)
@@ -187,6 +190,7 @@ class LogConfig:
             min_compaction_lag_ms=config.min_compaction_lag_ms,
             max_compaction_lag_ms=config.max_compaction_lag_ms,
             compression=_COMPRESSION_TYPES.get(config.compression_type),
+            min_insync_replicas=config.min_insync_replicas,
         )
         return _SHARED_LOG_CONFIGS(made)
 

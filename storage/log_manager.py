@@ -515,6 +515,15 @@ class LogManager:
     def __len__(self) -> int:
         return len(self._logs)
 
+    def held_topics(self, topics: Collection[str]) -> set[str]:
+        """Those of ``topics`` that some log here is of (the logs ``update_topic_config``
+        updates); one pass over the logs, whatever the number of topics."""
+        wanted = set(topics)
+        if not wanted:
+            return set()
+        with self._lock:
+            return {tp.topic for tp in self._logs if tp.topic in wanted}
+
     def get_or_create(
         self,
         tp: TopicPartition,

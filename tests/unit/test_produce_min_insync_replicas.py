@@ -1,0 +1,196 @@
+"""min.insync.replicas on the produce path (broker/replica_manager.py append_as_leader,
+wait_for_replication): taken from the partition log's own config, in memory, as Kafka
+2.8 reads leaderLog.config.minInSyncReplicas; and a topic's config kept while the broker
+holds any log of it (broker/server.py _on_stop)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import types
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from kazoo.exceptions import ConnectionLoss
+
+from broker.apis import KafkaApis
+from broker.metadata_cache import MetadataCache
+from broker.replica_manager import ReplicaManager
+from broker.server import KafkaServer
+from broker.state_change_log import StateChangeLog
+from storage.log_manager import LogManager
+from storage.testing import build_batch
+from tests.unit.leader_and_isr_requests import leader_and_isr_request
+from tests.unit.test_topic_configs import Zk, put_config, replica_manager, server
+from wire.errors import ErrorCode
+from zkdata.client import ZkClient
+from zkdata.znodes import TopicPartition
+
+P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+
+
+class DownableZk(Zk):
+    down = False
+
+    def _maybe_fail(self) -> None:
+        if self.down:
+            raise ConnectionLoss()
+        super()._maybe_fail()
+
+    def wait_connected(self, timeout_s: float) -> bool:
+        if self.down:
+            time.sleep(timeout_s)
+            return False
+        return True
+
+    # the real retry-until-connected loop
+    until_connected = ZkClient.until_connected
+
+
+def produce_body(tp: TopicPartition, timeout_ms: int) -> dict[str, Any]:
+    return {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": timeout_ms,
+        "topic_data": [
+            {
+                "name": tp.topic,
+                "partition_data": [
+                    {"index": tp.partition, "records": bytearray(build_batch([b"v"]))}
+                ],
+            }
+        ],
+    }
+
+
+def stop_replica_request(tp: TopicPartition) -> dict[str, Any]:
+    """A StopReplica deleting ``tp``'s replica here (a reassignment moved it off)."""
+    return {
+        "controller_id": 9,
+        "controller_epoch": 3,
+        "broker_epoch": 100,
+        "topic_states": [
+            {
+                "topic_name": tp.topic,
+                "partition_states": [
+                    {"partition_index": tp.partition, "leader_epoch": -2, "delete_partition": True}
+                ],
+            }
+        ],
+    }
+
+
+def wired_server(tmp_path: Path, zk: Zk) -> tuple[Any, LogManager, ReplicaManager]:
+    s = server(zk)
+    s.fetchers = types.SimpleNamespace(unfollow=lambda tps: None)
+    s.groups = types.SimpleNamespace(on_stop=lambda tps: None)
+    s._on_stop = types.MethodType(KafkaServer._on_stop, s)
+    logs, replicas = replica_manager(tmp_path, s)
+    replicas.on_stop = s._on_stop
+    return s, logs, replicas
+
+
+@pytest.mark.parametrize("before", ["nothing", "moved_away", "forgotten"])
+def test_acks_all_produce_answered_within_timeout_while_zookeeper_is_down(
+    tmp_path: Path, before: str
+) -> None:
+    """A reassignment moved orders-0 off this broker (StopReplica, delete_partition):
+    the whole topic's config was forgotten though orders-1 is still led here, and every
+    acks=all produce to it read min.insync.replicas from ZooKeeper again; in an outage
+    the request thread waited (no bound) until ZooKeeper came back, past the producer's
+    timeout_ms. Kafka reads it from the leader log's config, in memory: ``forgotten``,
+    the produce path must not read the broker's kept config at all."""
+    zk = DownableZk()
+    put_config(zk, "orders", {"min.insync.replicas": "1"})
+    s, logs, replicas = wired_server(tmp_path, zk)
+    result: list[Any] = []
+    t = None
+    try:
+        for tp in (P0, P1):
+            replicas.become_leader_or_follower(
+                leader_and_isr_request(tp, 1, 0, [1], [1], is_new=True)
+            )
+        if before == "moved_away":
+            replicas.stop_replicas(stop_replica_request(P0))
+            assert "orders" in s._topic_configs, "forgotten while orders-1's log is held"
+        elif before == "forgotten":
+            s._forget_topic_config("orders")
+        zk.down = True  # a ZooKeeper outage
+        apis = KafkaApis(
+            1,
+            MetadataCache(1, "PLAINTEXT"),
+            replicas,
+            cast(Any, None),
+            StateChangeLog(None, 1),
+            lambda: 1,
+        )
+
+        def run() -> None:
+            try:
+                result.append(apis._handle_produce(8, produce_body(P1, 500), {"client_id": "c"}))
+            except BaseException as e:
+                result.append(e)
+
+        t = threading.Thread(target=run, daemon=True)
+        started = time.monotonic()
+        t.start()
+        t.join(3.0)
+        elapsed = time.monotonic() - started
+        assert not t.is_alive(), (
+            f"acks=all produce with timeout_ms=500 still unanswered after {elapsed:.1f}s "
+            "(blocked reading /config/topics/orders from an unreachable ZooKeeper)"
+        )
+        answer = result[0]
+        assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
+    finally:
+        s.stop_requested.set()  # cancels the until_connected loop
+        zk.down = False
+        if t is not None:
+            t.join(5.0)
+        replicas.close()
+        logs.close()
+
+
+def test_a_topics_config_is_forgotten_with_its_last_log_here(tmp_path: Path) -> None:
+    """A StopReplica deleting one of the topic's logs keeps its config while others are
+    held (kept only while the broker holds logs of it), and forgets it with the last."""
+    zk = Zk()
+    put_config(zk, "orders", {"min.insync.replicas": "1"})
+    s, logs, replicas = wired_server(tmp_path, zk)
+    try:
+        for tp in (P0, P1):
+            replicas.become_leader_or_follower(
+                leader_and_isr_request(tp, 1, 0, [1], [1], is_new=True)
+            )
+        replicas.stop_replicas(stop_replica_request(P0))
+        assert "orders" in s._topic_configs
+        replicas.stop_replicas(stop_replica_request(P1))
+        assert "orders" not in s._topic_configs
+    finally:
+        replicas.close()
+        logs.close()
+
+
+def test_a_change_of_min_insync_replicas_reaches_the_produce_checks_of_existing_logs(
+    tmp_path: Path,
+) -> None:
+    """The produce path reads min.insync.replicas from the log's config, which a change
+    notification updates as it updates retention.ms (LogManager.update_topic_config)."""
+    zk = Zk()
+    put_config(zk, "orders", {"min.insync.replicas": "1"})
+    s, logs, replicas = wired_server(tmp_path, zk)
+    try:
+        replicas.become_leader_or_follower(leader_and_isr_request(P0, 1, 0, [1], [1], is_new=True))
+        assert replicas.append_as_leader(P0, build_batch([b"a"]), -1)[0] == ErrorCode.NONE
+        put_config(zk, "orders", {"min.insync.replicas": "2", "retention.ms": "5000"})
+        s._on_topic_config_change("orders")
+        made = logs.get_log(P0)
+        assert made is not None
+        assert (made.config.retention_ms, made.config.min_insync_replicas) == (5000, 2)
+        error = replicas.append_as_leader(P0, build_batch([b"b"]), -1)[0]
+        assert error == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert replicas.append_as_leader(P0, build_batch([b"c"]), 1)[0] == ErrorCode.NONE
+    finally:
+        replicas.close()
+        logs.close()
