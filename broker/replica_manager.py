@@ -1024,7 +1024,7 @@ class ReplicaManager:
         if p is None or p.log is None:
             return (error if p is None else ErrorCode.KAFKA_STORAGE_ERROR), None, None, None
         if required_acks == -1 and len(p.isr) < self.min_insync_replicas(p.log):
-            return self._not_enough_replicas(p)
+            return self._not_enough_replicas(p)  # before recompressing for nothing
         try:
             # Before the lock: recompressing (pure Python for most codecs) takes a while.
             prepared = p.log.recompressed(records)
@@ -1039,6 +1039,12 @@ class ReplicaManager:
                 p = current
                 if p.log is None:
                     return ErrorCode.KAFKA_STORAGE_ERROR, None, None, None
+                # Again: a LeaderAndIsr during the recompression (same leader, new epoch)
+                # may have shrunk the ISR; appended anyway, the batch would be answered
+                # NOT_ENOUGH_REPLICAS_AFTER_APPEND and sent again (Kafka checks and
+                # appends under one leaderIsrUpdateLock read lock).
+                if required_acks == -1 and len(p.isr) < self.min_insync_replicas(p.log):
+                    return self._not_enough_replicas(p)
                 if p.followers:
                     leader_leo = p.log.log_end_offset
                     for state in list(p.followers.values()):

@@ -1,7 +1,8 @@
 """min.insync.replicas on the produce path (broker/replica_manager.py append_as_leader,
 wait_for_replication): taken from the partition log's own config, in memory, as Kafka
-2.8 reads leaderLog.config.minInSyncReplicas; and a topic's config kept while the broker
-holds any log of it (broker/server.py _on_stop)."""
+2.8 reads leaderLog.config.minInSyncReplicas, and checked under the lock the append
+holds; and a topic's config kept while the broker holds any log of it
+(broker/server.py _on_stop)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from typing import Any, cast
 import pytest
 from kazoo.exceptions import ConnectionLoss
 
+import storage.log
 from broker.apis import KafkaApis
+from broker.config import BrokerConfig, effective_topic_config
 from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.server import KafkaServer
@@ -193,4 +196,52 @@ def test_a_change_of_min_insync_replicas_reaches_the_produce_checks_of_existing_
         assert replicas.append_as_leader(P0, build_batch([b"c"]), 1)[0] == ErrorCode.NONE
     finally:
         replicas.close()
+        logs.close()
+
+
+TP = TopicPartition("t", 0)
+OLD, NEW = 1, 2
+
+
+def test_isr_shrunk_below_min_insync_during_the_append_is_not_enough_replicas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ISR was checked on the partition read before the (slow, pure-Python)
+    recompression, and the append went to the one current under the lock: a LeaderAndIsr
+    meanwhile (same leader, new epoch, ISR shrunk below min.insync.replicas) let the
+    batch in, answered NOT_ENOUGH_REPLICAS_AFTER_APPEND, which a producer retries (a
+    duplicate). Kafka 2.8's appendRecordsToLeader checks and appends under one
+    leaderIsrUpdateLock read lock: NOT_ENOUGH_REPLICAS, nothing written."""
+    config = BrokerConfig.from_properties(
+        {"zookeeper.connect": "x:2181", "broker.id": str(OLD), "compression.type": "gzip"}
+    )
+    topic_config = effective_topic_config(config, {"min.insync.replicas": "2"})
+    logs = LogManager([tmp_path / "data"], config)
+    rm = ReplicaManager(
+        OLD,
+        cast(Any, None),
+        StateChangeLog(tmp_path, OLD),
+        logs=logs,
+        topic_config=lambda topic: topic_config,
+    )
+    try:
+        rm.become_leader_or_follower(
+            leader_and_isr_request(TP, OLD, 1, [OLD, NEW], [OLD, NEW], is_new=True)
+        )
+        real = storage.log.recompress
+
+        def isr_shrinks_meanwhile(records: Any, codec: int, **limits: Any) -> Any:
+            # the controller took NEW out of the ISR: same leader, new epoch, ISR [OLD]
+            rm.become_leader_or_follower(leader_and_isr_request(TP, OLD, 2, [OLD], [OLD, NEW]))
+            return real(records, codec, **limits)
+
+        monkeypatch.setattr(storage.log, "recompress", isr_shrinks_meanwhile)
+        error, _p, _info, _why = rm.append_as_leader(TP, build_batch([b"x"]), -1)
+        leo = rm.partitions[TP].log_end_offset
+        assert (error, leo) == (ErrorCode.NOT_ENOUGH_REPLICAS, 0), (
+            f"appended with ISR {list(rm.partitions[TP].isr)} < min.insync.replicas=2: "
+            f"answered {error.name}, log end {leo}"
+        )
+    finally:
+        rm.close()
         logs.close()
