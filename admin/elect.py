@@ -172,7 +172,8 @@ class ElectionResult:
 
 
 def start_preferred_election(zk: ZkClient, scope: ElectionScope) -> ElectionResult:
-    """Write /admin/preferred_replica_election; refuse while one is pending."""
+    """Write /admin/preferred_replica_election; refuse while one is pending. Nothing is
+    written when the scope names no partition (every partition, and there are none)."""
     problems = Problems()
     if zk.exists(paths.PREFERRED_REPLICA_ELECTION) is not None:
         raise AdminError(
@@ -191,7 +192,9 @@ def start_preferred_election(zk: ZkClient, scope: ElectionScope) -> ElectionResu
     malformed = {n for n in names if paths.topic(n) in problems.paths()}
     wanted = resolve_scope(scope, topics, metadata.topics_marked_for_deletion(zk), malformed)
     if not wanted:
-        raise AdminError("there are no partitions to elect leaders for")
+        # Every partition of a cluster that has none: nothing to do, as Kafka 2.8's tools
+        # find (both exit 0); an empty znode would only make the controller read it.
+        return ElectionResult([], [], problems)
     data = znodes.encode_partition_list(wanted)
     if len(data) > znodes.MAX_ZNODE_BYTES:
         raise AdminError(

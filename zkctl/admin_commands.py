@@ -484,6 +484,9 @@ def _elect(args: argparse.Namespace) -> int:
             }
         )
         return 0
+    if not result.partitions:
+        out("There are no partitions to elect leaders for.")
+        return 0
     out(
         "Successfully started preferred replica election for partitions "
         + ",".join(str(tp) for tp in result.partitions)

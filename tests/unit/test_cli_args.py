@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
 import threading
 import time
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -836,6 +838,17 @@ def test_reassignment_status() -> None:
     assert status(tp("t", 0), target, done, {}).status == "in_progress"
 
 
+def on_tree(monkeypatch: pytest.MonkeyPatch, zk: TreeZk) -> None:
+    """zkctl's commands talk to ``zk`` instead of connecting to ZooKeeper."""
+    zk.put("/admin", b"")  # the fake's create does not make parents
+
+    @contextlib.contextmanager
+    def session(args: argparse.Namespace) -> Iterator[TreeZk]:
+        yield zk
+
+    monkeypatch.setattr(admin_commands, "zk_session", session)
+
+
 # --- preferred election ---------------------------------------------------------------------
 
 
@@ -884,6 +897,38 @@ def test_election_predicts_which_partitions_stay() -> None:
         3: "preferred replica 1 is not in the ISR",
         4: "no leadership yet (no state znode)",
     }
+
+
+def test_electing_every_partition_of_a_cluster_without_any_is_nothing_to_do(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka 2.8's kafka-leader-election.sh and kafka-preferred-replica-election.sh both
+    exit 0 for --all-topic-partitions of a cluster with no partitions; no znode is written."""
+    zk = TreeZk()
+    zk.put(paths.broker(1), b"{}")
+    on_tree(monkeypatch, zk)
+    result = elect.start_preferred_election(zk, elect.parse_scope(all_partitions=True))  # type: ignore[arg-type]
+    assert result.partitions == []
+    code, out, err = run(
+        ["--zookeeper", UNREACHABLE, "elect-leaders", "--preferred", "--all-topic-partitions"],
+        capsys,
+    )
+    assert code == 0, err
+    assert out.splitlines() == ["There are no partitions to elect leaders for."]
+    code, out, err = run(
+        [
+            "--zookeeper",
+            UNREACHABLE,
+            "elect-leaders",
+            "--preferred",
+            "--all-topic-partitions",
+            "--json",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert json.loads(out)["partitions"] == []
+    assert paths.PREFERRED_REPLICA_ELECTION not in zk.nodes
 
 
 # --- the local cluster's state file and properties --------------------------------------------
