@@ -223,6 +223,7 @@ def start_reassignment(
     zk: ZkClient, targets: Mapping[TopicPartition, tuple[int, ...]]
 ) -> StartReassignmentResult:
     """Validate and write /admin/reassign_partitions; refuse while one is in progress."""
+    data = reassignment_znode_data(targets)
     problems = Problems()
     if zk.exists(paths.REASSIGN_PARTITIONS) is not None:
         raise AdminError(IN_PROGRESS_MESSAGE.format(path=paths.REASSIGN_PARTITIONS))
@@ -236,10 +237,23 @@ def start_reassignment(
     )
     current = {tp: topics[tp.topic].partitions[tp.partition] for tp in targets}
     try:
-        zk.create(paths.REASSIGN_PARTITIONS, znodes.encode_reassignment(targets), make_parents=True)
+        zk.create(paths.REASSIGN_PARTITIONS, data, make_parents=True)
     except NodeExistsError:
         raise AdminError(IN_PROGRESS_MESSAGE.format(path=paths.REASSIGN_PARTITIONS)) from None
     return StartReassignmentResult(dict(targets), current, problems)
+
+
+def reassignment_znode_data(targets: Mapping[TopicPartition, tuple[int, ...]]) -> bytes:
+    """Pure: /admin/reassign_partitions's data for ``targets``; AdminError when it is more
+    than ZooKeeper takes (its server would drop the connection, not answer an error)."""
+    data = znodes.encode_reassignment(targets)
+    if len(data) > znodes.MAX_ZNODE_BYTES:
+        raise AdminError(
+            f"the reassignment of {len(targets):,} partitions would take {len(data):,} bytes,"
+            f" more than a znode holds ({znodes.MAX_ZNODE_BYTES:,}, ZooKeeper's"
+            " jute.maxbuffer): split the file and run each part once the previous one is done"
+        )
+    return data
 
 
 def format_reassignment_json(targets: Mapping[TopicPartition, tuple[int, ...]]) -> str:

@@ -849,6 +849,28 @@ def on_tree(monkeypatch: pytest.MonkeyPatch, zk: TreeZk) -> None:
     monkeypatch.setattr(admin_commands, "zk_session", session)
 
 
+def test_a_reassignment_bigger_than_a_znode_is_refused_before_anything_is_written(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Legal but more than ZooKeeper's jute.maxbuffer holds: refused with its size (exit 1),
+    rather than sent and lost with the connection ZooKeeper drops."""
+    n = 30_000
+    targets = {tp("t", p): (2,) for p in range(n)}
+    with pytest.raises(AdminError, match=r"bytes, more than a znode holds .*split"):
+        reassign.reassignment_znode_data(targets)
+    assert len(reassign.reassignment_znode_data({tp("t", 0): (2,)})) < 100
+    zk = tree_with_topic("t", {p: [1] for p in range(n)}, (1, 2))
+    on_tree(monkeypatch, zk)
+    with pytest.raises(AdminError, match=r"[0-9,]+ bytes"):
+        reassign.start_reassignment(zk, targets)  # type: ignore[arg-type]
+    monkeypatch.setattr(admin_commands, "_targets", lambda args: targets)
+    code, _, err = run(["--zookeeper", UNREACHABLE, "reassign", "--topic", "t"], capsys)
+    assert code == 1
+    assert "more than a znode holds" in err
+    assert "Traceback" not in err
+    assert paths.REASSIGN_PARTITIONS not in zk.nodes
+
+
 # --- preferred election ---------------------------------------------------------------------
 
 
