@@ -257,8 +257,25 @@ def reassignment_znode_data(targets: Mapping[TopicPartition, tuple[int, ...]]) -
 
 
 def format_reassignment_json(targets: Mapping[TopicPartition, tuple[int, ...]]) -> str:
-    """Kafka's JSON form (what --reassignment-json-file reads), e.g. for a rollback file."""
-    return znodes.encode_reassignment(targets).decode()
+    """Kafka 2.8's formatAsReassignmentJson (what --generate and --execute print, and
+    --reassignment-json-file reads): compact, the partitions in topic-partition order, each
+    with "log_dirs" ("any" per replica: this cluster places no replica on a named
+    directory). The znode's encoding (znodes.encode_reassignment) has no log_dirs."""
+    return json.dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "replicas": list(replicas),
+                    "log_dirs": ["any"] * len(replicas),
+                }
+                for tp, replicas in sorted(targets.items())
+            ],
+        },
+        separators=(",", ":"),
+    )
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -220,8 +221,7 @@ def _reassign(args: argparse.Namespace) -> int:
     out("Current partition replica assignment\n")
     out(reassign.format_reassignment_json(started.current))
     out("\nSave this to use as the --reassignment-json-file option during rollback")
-    partitions = ",".join(str(tp) for tp in sorted(started.targets))
-    out(f"Successfully started partition reassignments for {partitions}")
+    out(started_line(started.targets))
     return 0
 
 
@@ -401,8 +401,7 @@ def _reassign_over_the_wire(args: argparse.Namespace) -> int:
         out(reassign.format_reassignment_json(rollback))
         out("\nSave this to use as the --reassignment-json-file option during rollback")
         if started:
-            partitions = ",".join(str(tp) for tp in started)
-            out(f"Successfully started partition reassignments for {partitions}")
+            out(started_line(started))
     if failed:
         raise AdminError("Error reassigning partition(s):\n" + "\n".join(failed))
     return 0
@@ -422,16 +421,31 @@ def _print_statuses(
         return
     out("Status of partition reassignment:")
     for s in statuses:
-        tp = s.partition
-        if s.status == "complete":
-            out(f"Reassignment of partition {tp} is complete.")
-        elif s.status == "in_progress":
-            detail = f" ({s.detail})" if s.detail else ""
-            out(f"Reassignment of partition {tp} is still in progress{detail}.")
-        elif s.status == "failed":
-            out(f"Reassignment of partition {tp} failed: {s.detail}.")
-        else:
-            out(f"Reassignment of partition {tp}: status unknown ({s.detail}).")
+        out(status_line(s))
+
+
+def status_line(s: PartitionReassignmentStatus) -> str:
+    """A partition's line of --verify, in Kafka 2.8's words
+    (partitionReassignmentStatesToString); --json gives the replicas being moved."""
+    tp = s.partition
+    if s.status == "complete":
+        return f"Reassignment of partition {tp} is complete."
+    if s.status == "in_progress":
+        return f"Reassignment of partition {tp} is still in progress."
+    if s.status == "failed" and s.current is not None:
+        return (
+            f"There is no active reassignment of partition {tp}, but replica set is"
+            f" {','.join(map(str, s.current))} rather than {','.join(map(str, s.target))}."
+        )
+    return f"Reassignment of partition {tp}: status unknown ({s.detail})."
+
+
+def started_line(partitions: Collection[TopicPartition]) -> str:
+    """Kafka 2.8's executeAssignment: "reassignment" for one partition, else plural."""
+    plural = "" if len(partitions) == 1 else "s"
+    return f"Successfully started partition reassignment{plural} for " + ",".join(
+        str(tp) for tp in sorted(partitions)
+    )
 
 
 def _cancelled(args: argparse.Namespace) -> list[TopicPartition]:

@@ -598,11 +598,13 @@ def test_zkctl_reassign_over_the_wire_starts_verifies_lists_and_cancels(
     t0 = ("--topic", "t", "--partition", "0")
     started = zkctl_wire(c, *t0, "--replicas", f"{a},{b}", "--execute")
     assert started.returncode == 0, started.stderr
-    assert "Successfully started partition reassignments for t-0" in started.stdout
+    assert "Successfully started partition reassignment for t-0" in started.stdout
     rollback = started.stdout.split("Current partition replica assignment")[1].split("Save")[0]
     assert json.loads(rollback) == {
         "version": 1,
-        "partitions": [{"topic": "t", "partition": 0, "replicas": [ctl, a]}],
+        "partitions": [
+            {"topic": "t", "partition": 0, "replicas": [ctl, a], "log_dirs": ["any", "any"]}
+        ],
     }
     wait_for(
         lambda: (x := c.assignment("t")) is not None and x.partitions[0] == (a, b),
@@ -710,7 +712,7 @@ def test_zkctl_reassign_generates_a_proposal_that_executes(
     current, proposed = text.stdout.split("Proposed partition reassignment configuration")
     assert current.startswith("Current partition replica assignment")
     assert json.loads(current.split("\n", 1)[1]) == json.loads(
-        znodes.encode_reassignment({znodes.TopicPartition("t", p): (1, 2) for p in range(4)})
+        reassign.format_reassignment_json({znodes.TopicPartition("t", p): (1, 2) for p in range(4)})
     )
     moved = reassign.parse_reassignment_json(proposed)
     assert sorted(moved) == [znodes.TopicPartition("t", p) for p in range(4)]

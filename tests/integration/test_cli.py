@@ -136,8 +136,11 @@ def test_reassign_elect_and_controller_commands(
     plan.write_text('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[3,1]}]}')
     code, out, _ = run([*z, "reassign", "--reassignment-json-file", str(plan), "--execute"], capsys)
     assert code == 0
-    assert '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}' in out
-    assert out.rstrip().endswith("Successfully started partition reassignments for t-0")
+    assert (
+        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],'
+        '"log_dirs":["any","any"]}]}' in out
+    )
+    assert out.rstrip().endswith("Successfully started partition reassignment for t-0")
 
     code, _, err = run(
         [*z, "reassign", "--topic", "t", "--partition", "1", "--replicas", "1,3"], capsys

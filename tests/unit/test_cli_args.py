@@ -36,6 +36,7 @@ from zkdata.znodes import (
     PartitionState,
     TopicAssignment,
     TopicPartition,
+    encode_reassignment,
     encode_topic,
 )
 
@@ -847,6 +848,114 @@ def on_tree(monkeypatch: pytest.MonkeyPatch, zk: TreeZk) -> None:
         yield zk
 
     monkeypatch.setattr(admin_commands, "zk_session", session)
+
+
+def test_a_printed_reassignment_json_is_kafkas_with_log_dirs() -> None:
+    """Kafka 2.8's formatAsReassignmentJson (the JSON --generate and --execute print):
+    version, then the partitions in topic-partition order, each with topic, partition,
+    replicas and "log_dirs" ("any" per replica). The znode keeps its own encoding."""
+    targets = {tp("u", 0): (3,), tp("t", 1): (2, 3, 1), tp("t", 0): (1, 2)}
+    assert reassign.format_reassignment_json(targets) == (
+        '{"version":1,"partitions":['
+        '{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]},'
+        '{"topic":"t","partition":1,"replicas":[2,3,1],"log_dirs":["any","any","any"]},'
+        '{"topic":"u","partition":0,"replicas":[3],"log_dirs":["any"]}]}'
+    )
+    assert encode_reassignment(targets) == (
+        b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]},'
+        b'{"topic":"t","partition":1,"replicas":[2,3,1]},'
+        b'{"topic":"u","partition":0,"replicas":[3]}]}'
+    )
+
+
+def test_generate_and_execute_print_kafkas_json_and_started_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--generate's two JSONs and --execute's rollback JSON carry log_dirs; "Successfully
+    started partition reassignment%s for %s", the "s" only for more than one (Kafka 2.8's
+    executeAssignment)."""
+    zk = tree_with_topic("t", {0: [1, 2], 1: [2, 3]}, (1, 2, 3))
+    on_tree(monkeypatch, zk)
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text('{"topics":[{"topic":"t"}],"version":1}')
+    code, out, err = run(
+        ["--zookeeper", UNREACHABLE, *GENERATE, str(topics_file), "--broker-list", "1,2,3"], capsys
+    )
+    assert code == 0, err
+    current, proposed = (json.loads(line) for line in out.splitlines() if line.startswith("{"))
+    assert current["partitions"][0] == {
+        "topic": "t",
+        "partition": 0,
+        "replicas": [1, 2],
+        "log_dirs": ["any", "any"],
+    }
+    assert all(p["log_dirs"] == ["any"] * len(p["replicas"]) for p in proposed["partitions"])
+
+    one = tmp_path / "one.json"
+    one.write_text('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}')
+    code, out, err = run(
+        ["--zookeeper", UNREACHABLE, "reassign", "--reassignment-json-file", str(one)], capsys
+    )
+    assert code == 0, err
+    assert out.splitlines() == [
+        "Current partition replica assignment",
+        "",
+        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],'
+        '"log_dirs":["any","any"]}]}',
+        "",
+        "Save this to use as the --reassignment-json-file option during rollback",
+        "Successfully started partition reassignment for t-0",
+    ]
+    assert zk.nodes[paths.REASSIGN_PARTITIONS][0] == encode_reassignment({tp("t", 0): (2, 3)})
+
+    del zk.nodes[paths.REASSIGN_PARTITIONS]
+    code, out, err = run(
+        [
+            "--zookeeper",
+            UNREACHABLE,
+            "reassign",
+            "--topic",
+            "t",
+            "--partition",
+            "1",
+            "--replicas",
+            "3,1",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert out.splitlines()[-1] == "Successfully started partition reassignment for t-1"
+    assert admin_commands.started_line([tp("t", 0), tp("t", 1)]) == (
+        "Successfully started partition reassignments for t-0,t-1"
+    )
+
+
+def test_verify_prints_kafkas_lines_for_each_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka 2.8's partitionReassignmentStatesToString: complete; still in progress; and,
+    for one neither moving nor at its target, "There is no active reassignment of partition
+    t-0, but replica set is 1,2 rather than 2,3." """
+    zk = tree_with_topic("t", {0: [1, 2], 1: [2, 3], 2: [3, 1]}, (1, 2, 3))
+    on_tree(monkeypatch, zk)
+    zk.put(paths.REASSIGN_PARTITIONS, encode_reassignment({tp("t", 2): (1, 2)}))
+    f = tmp_path / "r.json"
+    f.write_text(
+        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]},'
+        '{"topic":"t","partition":1,"replicas":[2,3]},'
+        '{"topic":"t","partition":2,"replicas":[1,2]}]}'
+    )
+    code, out, err = run(
+        ["--zookeeper", UNREACHABLE, "reassign", "--verify", "--reassignment-json-file", str(f)],
+        capsys,
+    )
+    assert code == 0, err
+    assert out.splitlines() == [
+        "Status of partition reassignment:",
+        "There is no active reassignment of partition t-0, but replica set is 1,2 rather than 2,3.",
+        "Reassignment of partition t-1 is complete.",
+        "Reassignment of partition t-2 is still in progress.",
+    ]
 
 
 def test_a_reassignment_bigger_than_a_znode_is_refused_before_anything_is_written(
