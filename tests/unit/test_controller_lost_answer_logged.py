@@ -174,15 +174,21 @@ def test_a_new_partition_whose_creation_answer_was_lost_is_logged(tmp_path: Path
     assert row["replicas"] == [1, 2, 3]
 
 
-def test_a_write_that_never_landed_gets_no_line(tmp_path: Path) -> None:
-    zk, c, log = three_partitions_led_by_2(tmp_path)
-    term = c.ctx.epoch
-    lost = lose_next_state_write(zk, "down")
+def lose_broker_2_and_reelect(zk: Any, c: Any, log: Any) -> None:
+    """Broker 2, the leader of every partition, is lost; the controller's writes meet the
+    ZooKeeper loss set up before, it resigns, and this broker is elected again."""
     del zk.nodes[paths.broker(2)]
     process(c, ev.BrokerChange())
     drain(c)
     reelect(c)
     log.close()
+
+
+def test_a_write_that_never_landed_gets_no_line(tmp_path: Path) -> None:
+    zk, c, log = three_partitions_led_by_2(tmp_path)
+    term = c.ctx.epoch
+    lost = lose_next_state_write(zk, "down")
+    lose_broker_2_and_reelect(zk, c, log)
     assert lost
     assert c.is_active
     rows = state_lines(tmp_path, "t")
@@ -197,11 +203,7 @@ def test_a_write_that_never_landed_gets_no_line(tmp_path: Path) -> None:
 def test_writes_answered_before_the_loss_are_not_logged_again(tmp_path: Path) -> None:
     zk, c, log = three_partitions_led_by_2(tmp_path)
     lost = lose_next_state_write(zk, answered=1)
-    del zk.nodes[paths.broker(2)]
-    process(c, ev.BrokerChange())
-    drain(c)
-    reelect(c)
-    log.close()
+    lose_broker_2_and_reelect(zk, c, log)
     assert lost
     assert c.is_active
     rows = state_lines(tmp_path, "t")
