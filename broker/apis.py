@@ -1252,8 +1252,9 @@ def metadata_asked(version: int, requested: list[dict[str, Any]] | None) -> Meta
     elif any(t.get("name") is None for t in requested):
         # Neither name nor id: Kafka 3.1 fails on the null name (an UNKNOWN_SERVER_ERROR).
         return MetadataAsked([], [], "a topic with neither a name nor an id")
-    # An empty name is asked for like any other (and answered INVALID_TOPIC_EXCEPTION).
-    return MetadataAsked([t["name"] for t in requested], [])
+    # An empty name is asked for like any other (and answered INVALID_TOPIC_EXCEPTION);
+    # a name given twice is asked for once (Kafka takes the topics as a set).
+    return MetadataAsked(list(dict.fromkeys(t["name"] for t in requested)), [])
 
 
 def _metadata_error_topic(

@@ -177,3 +177,14 @@ def test_a_topic_asked_for_by_nothing_or_by_id_before_v12_is_invalid_request(
     assert [
         (t["name"], t["topic_id"], t["error_code"], t["partitions"]) for t in answer["topics"]
     ] == [(t["name"] or "", t["topic_id"], ErrorCode.INVALID_REQUEST, []) for t in topics]
+
+
+@pytest.mark.parametrize("version", [0, 4, 12])
+def test_a_topic_named_twice_is_answered_once(version: int) -> None:
+    """Kafka 2.8's handleTopicMetadataRequest asks for metadataRequest.topics as a set:
+    a topic named twice is answered once (it was answered twice), known or not."""
+    body: dict[str, Any] = {"topics": [{"name": n} for n in ["t", "absent", "t", "absent"]]}
+    if version >= 4:
+        body["allow_auto_topic_creation"] = False
+    answer = metadata(apis(), version, body)
+    assert sorted(t["name"] for t in answer["topics"]) == ["absent", "t"]
