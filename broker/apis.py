@@ -65,6 +65,9 @@ _BATCH_LENGTH = struct.Struct(">i")
 _VALID_ACKS = (-1, 0, 1)
 # ListOffsets answers OFFSET_NOT_AVAILABLE from v5 (KIP-207), LEADER_NOT_AVAILABLE before.
 _LIST_OFFSETS_NOT_AVAILABLE_VERSION = 5
+# ListOffsets' replica ids that are no broker (Kafka's ListOffsetsRequest).
+CONSUMER_REPLICA_ID = -1
+DEBUGGING_REPLICA_ID = -2
 # The client id that may produce to internal topics (Kafka's AdminUtils.AdminClientId).
 _ADMIN_CLIENT_ID = "__admin_client"
 # ApiVersions v3+'s client software name and version (ApiVersionsRequest's pattern).
@@ -706,8 +709,15 @@ class KafkaApis:
         self, version: int, body: dict[str, Any], _h: dict[str, Any]
     ) -> dict[str, Any]:
         """Earliest (-2), latest (-1: the high watermark, what a consumer can read) or the
-        first offset at or after a timestamp."""
-        replica_id = body.get("replica_id", -1)
+        first offset at or after a timestamp.
+
+        As Kafka 2.8's handleListOffsetRequestV1AndAbove: only a consumer (replica id -1)
+        is bounded by the high watermark and told to retry while it lags; any other id
+        reads up to the log end, and the debugging id (-2) is answered by a follower too.
+        """
+        replica_id = body.get("replica_id", CONSUMER_REPLICA_ID)
+        from_client = replica_id == CONSUMER_REPLICA_ID
+        leader_only = replica_id != DEBUGGING_REPLICA_ID
         duplicates = duplicate_partitions(body["topics"])
         topics = []
         for topic in body["topics"]:
@@ -719,7 +729,7 @@ class KafkaApis:
                     error, p = ErrorCode.INVALID_REQUEST, None
                 else:
                     current_epoch = lp.get("current_leader_epoch", -1)
-                    error, p = self.replicas.leader_partition(tp, current_epoch)
+                    error, p = self.replicas.leader_partition(tp, current_epoch, leader_only)
                 answer: dict[str, Any] = {
                     "partition_index": tp.partition,
                     "error_code": int(error),
@@ -732,12 +742,12 @@ class KafkaApis:
                     del answer["leader_epoch"]
                 if p is not None and p.log is not None:
                     requested = lp["timestamp"]
-                    readable_end = p.log_end_offset if replica_id >= 0 else p.high_watermark
+                    readable_end = p.high_watermark if from_client else p.log_end_offset
                     # KIP-207: a new leader's high watermark may lag where its epoch began
                     # (it learns the followers' positions only as they fetch): a client
                     # is told to retry rather than given a lagging offset (Kafka's
                     # fetchOffsetForTimestamp; OFFSET_NOT_AVAILABLE is v5's).
-                    lagging = replica_id < 0 and p.epoch_start_offset > readable_end
+                    lagging = from_client and p.epoch_start_offset > readable_end
                     not_available = int(
                         ErrorCode.OFFSET_NOT_AVAILABLE
                         if version >= _LIST_OFFSETS_NOT_AVAILABLE_VERSION

@@ -858,9 +858,10 @@ class ReplicaManager:
     # --- leader: follower fetches and the ISR ---------------------------------------------
 
     def leader_partition(
-        self, tp: TopicPartition, current_leader_epoch: int
+        self, tp: TopicPartition, current_leader_epoch: int, leader_only: bool = True
     ) -> tuple[ErrorCode, Partition | None]:
-        """The partition if this broker leads it at that epoch (-1: any epoch).
+        """The partition if this broker leads it (or, not ``leader_only``, hosts it) at
+        that epoch (-1: any epoch).
 
         The epoch is checked first, a follower's included (Kafka 2.8's
         Partition.getLocalLog): an older one is FENCED_LEADER_EPOCH, a newer one
@@ -877,7 +878,7 @@ class ReplicaManager:
                         return ErrorCode.FENCED_LEADER_EPOCH, None
                     if current_leader_epoch > p.leader_epoch:
                         return ErrorCode.UNKNOWN_LEADER_EPOCH, None
-                if p.leader != self.broker_id:
+                if leader_only and p.leader != self.broker_id:
                     return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
                 return ErrorCode.NONE, p
             if self.offline_partitions and tp in self.offline_partitions:

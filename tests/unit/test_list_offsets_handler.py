@@ -203,3 +203,25 @@ def test_a_partition_listed_twice_is_answered_invalid_request_each_time(tmp_path
         ] * 2
     finally:
         logs.close()
+
+
+def test_the_debugging_replica_id_reads_to_the_log_end_and_is_answered_by_a_follower(
+    lagging: tuple[KafkaApis, ReplicaManager],
+) -> None:
+    """Kafka 2.8's handleListOffsetRequestV1AndAbove bounds only a consumer (-1) by the
+    high watermark (isolationLevelOpt None otherwise) and answers the debugging replica id
+    (-2) from a follower too (fetchOnlyFromLeader false): -2 was taken for a consumer,
+    told to retry while the high watermark lagged and refused by a follower."""
+    apis, _replicas = lagging
+    debugging = list_offset(apis, LATEST, replica_id=-2)
+    assert (debugging["error_code"], debugging["offset"]) == (ErrorCode.NONE, 2)
+    # This broker becomes the follower: a consumer is sent to the leader, -2 is answered.
+    change_partitions(apis, {T0: (FOLLOWER, 2, (LEADER, FOLLOWER))})
+    client = list_offset(apis, LATEST)
+    assert client["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    debugging = list_offset(apis, LATEST, replica_id=-2)
+    assert (debugging["error_code"], debugging["offset"]) == (ErrorCode.NONE, 2)
+    assert list_offset(apis, EARLIEST, replica_id=-2)["offset"] == 0
+    # A follower's own id still needs the leader.
+    follower = list_offset(apis, LATEST, replica_id=FOLLOWER)
+    assert follower["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
