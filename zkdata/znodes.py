@@ -675,6 +675,10 @@ def decode_topic_config(topic: str, data: bytes | None, path: str | None = None)
         isinstance(k, str) and isinstance(v, str) for k, v in config.items()
     ):
         raise MalformedZnode(path, "config must map strings to strings")
+    # DescribeConfigs answers each key and value as a wire string.
+    for key, value in config.items():
+        _wire_string(path, key, f"the config key {key!r}")
+        _wire_string(path, value, f"the value of {key!r}")
     return config
 
 

@@ -5,6 +5,7 @@ tests/integration/test_admin_wire.py."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -42,7 +43,7 @@ from wire.errors import ErrorCode
 from wire.protocol import request_codec, response_codec
 from zkdata import paths
 from zkdata.client import ZkClient
-from zkdata.znodes import TopicPartition
+from zkdata.znodes import MalformedZnode, TopicPartition, decode_topic_config
 
 
 def topic(name: str = "t", partitions: int = 3, rf: int = 2, **more: Any) -> dict[str, Any]:
@@ -694,3 +695,35 @@ def test_the_broker_resource_named_empty_is_the_clusters_dynamic_defaults() -> N
         codec = response_codec(ApiKey.DESCRIBE_CONFIGS, v)
         (got,) = codec.decode(bytes(codec.encode(a.describe_configs(v, body))))["results"]
         assert (got["error_code"], got["configs"]) == (0, [])
+
+
+def test_a_topic_config_no_wire_string_can_carry_is_a_malformed_znode() -> None:
+    """JSON can name a lone surrogate ("\\udc80"), which UTF-8 cannot encode: a topic
+    config znode holding one in a key or a value was taken as it was, and the
+    DescribeConfigs answer naming it could not be encoded (the broker closed the
+    connection, with every other resource's answer). It is a malformed znode, reported with
+    its path, and that resource alone is refused."""
+    config = load_broker_config(overrides=["broker.id=1", "zookeeper.connect=z:2181"])
+    for bad in ({"cleanup.policy": "delete\udc80"}, {"cleanup.policy\udc80": "delete"}):
+        zk = FakeZk()
+        zk.put(paths.topic("t"), b"{}")
+        data = json.dumps({"version": 1, "config": bad}).encode()
+        zk.put(paths.topic_config("t"), data)
+        with pytest.raises(MalformedZnode, match="/config/topics/t"):
+            decode_topic_config("t", data)
+        a = AdminApis(cast(ZkClient, zk), MetadataCache(1), lambda: False, config)
+        body = {
+            "resources": [
+                {"resource_type": 2, "resource_name": "t", "configuration_keys": None},
+                {
+                    "resource_type": 4,
+                    "resource_name": "1",
+                    "configuration_keys": ["num.partitions"],
+                },
+            ]
+        }
+        codec = response_codec(ApiKey.DESCRIBE_CONFIGS, 4)
+        got = codec.decode(bytes(codec.encode(a.describe_configs(4, body))))["results"]
+        assert got[0]["error_code"] != ErrorCode.NONE
+        assert "/config/topics/t" in got[0]["error_message"]
+        assert (got[1]["error_code"], len(got[1]["configs"])) == (ErrorCode.NONE, 1)
