@@ -136,15 +136,17 @@ def _truncation_plan(
     dict[TopicPartition, int],
 ]:
     """How each partition about to be fetched is truncated, from its (latest epoch, log
-    end, high watermark): asked about its epoch (KIP-101); without an epoch, cut at its
-    high watermark if records lie above it, as (log end, high watermark) (Kafka's
-    fetchTruncatingPartitions sets these apart for truncateToHighWatermark); or fetched
-    from its log end as it is (empty)."""
+    end, high watermark): asked about its epoch (KIP-101), an empty log's too; without an
+    epoch, cut at its high watermark if records lie above it, as (log end, high
+    watermark) (Kafka's fetchTruncatingPartitions sets these apart for
+    truncateToHighWatermark); or fetched from its log end as it is."""
     asks: dict[TopicPartition, _LogPosition] = {}
     to_high_watermark: dict[TopicPartition, tuple[int, int]] = {}
     done: dict[TopicPartition, int] = {}
     for tp, (epoch, leo, hw) in positions.items():
-        if epoch is not None and leo > 0:
+        if epoch is not None:
+            # An empty log is asked too (Kafka's fetchTruncatingPartitions): its truncation
+            # to 0 drops the entry of a leadership held here over no records.
             asks[tp] = (epoch, leo, hw)
         elif epoch is None and leo > hw:
             to_high_watermark[tp] = (leo, hw)

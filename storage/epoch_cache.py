@@ -3,7 +3,7 @@
 A partition's ``leader-epoch-checkpoint`` holds ``epoch start_offset`` pairs, epochs and
 start offsets both strictly increasing. A leader records ``(its epoch, log end offset)``
 when it first writes in its epoch (or when it becomes leader); a follower records an
-entry whenever a fetched batch carries a higher epoch than its latest. With it a follower
+entry whenever a fetched batch carries another epoch than its latest. With it a follower
 that has just seen a new leader asks OffsetsForLeaderEpoch for the end offset of its own
 latest epoch and truncates exactly where its log and the leader's diverged.
 

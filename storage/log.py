@@ -730,7 +730,10 @@ class PartitionLog:
         """Append batches fetched from the leader, offsets and epochs as they are. The
         first must start at the log end offset and each next follow the previous one
         (UnexpectedAppendOffsetError otherwise); an incomplete trailing batch is left
-        out. Epochs above the cache's latest are recorded with their start offsets."""
+        out. A batch whose epoch differs from the cache's latest records it with its
+        start offset (Kafka 2.8's Log.append -> maybeAssignEpochStartOffset): usually a
+        higher one, but a lower one too, which drops the entries above it (a leadership
+        held here over an empty log, whose entry the leader's older records overwrite)."""
         now = self._time_ms()
         with self._lock:
             self._check_open()
@@ -740,7 +743,7 @@ class PartitionLog:
                 latest = self.epoch_cache.latest_epoch
                 for header in info.batches:
                     epoch = header.partition_leader_epoch
-                    if epoch >= 0 and (latest is None or epoch > latest):
+                    if epoch >= 0 and epoch != latest:
                         self.epoch_cache.assign(epoch, header.base_offset)
                         latest = epoch
             result = self._append_info(info)
