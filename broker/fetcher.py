@@ -640,13 +640,13 @@ class ReplicaFetcherThread:
                 "fetch session %d with leader %d: %s; starting a new one",
                 fetch.session_id,
                 self.leader_id,
-                ErrorCode(code).name,
+                ErrorCode.of(code).name,
             )
             with self._lock:
                 self._restart_session(close=code == ErrorCode.INVALID_FETCH_SESSION_EPOCH)
             return
         if code:
-            raise OSError(f"fetch refused: {ErrorCode(code).name}")
+            raise OSError(f"fetch refused: {ErrorCode.of(code).name}")
         self._session_answered(fetch, response.get("session_id", INVALID_SESSION_ID))
         for topic_response in response.get("responses", []):
             topic = topic_response["topic"]
@@ -756,7 +756,7 @@ class ReplicaFetcherThread:
             return
         # Not (yet) the leader at our epoch: set it aside, out of the session, until the
         # backoff ends or the controller tells us more.
-        log.debug("fetch of %s from %d: %s", tp, self.leader_id, ErrorCode(code).name)
+        log.debug("fetch of %s from %d: %s", tp, self.leader_id, ErrorCode.of(code).name)
         with self._lock:
             if self.partitions.get(tp) is state:
                 state.delayed_until = until = time.monotonic() + self.backoff_s

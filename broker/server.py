@@ -728,7 +728,7 @@ class KafkaServer:
             log.warning(
                 "controller %d refused the controlled shutdown: %s",
                 controller_id,
-                ErrorCode(code).name,
+                ErrorCode.of(code).name,
             )
             return None
         return len(response["remaining_partitions"])

@@ -530,7 +530,7 @@ class KafkaController:
                         "broker %d refused a StopReplica (delete) of %d partitions: %s",
                         request.broker_id,
                         len(request.partitions),
-                        ErrorCode(code).name,
+                        ErrorCode.of(code).name,
                     )
                 return
             self.events.put(
@@ -1277,7 +1277,7 @@ class KafkaController:
         code = response.get("error_code", 0)
         if code:
             log.warning(
-                "broker %d refused a LeaderAndIsr: %s", event.broker_id, ErrorCode(code).name
+                "broker %d refused a LeaderAndIsr: %s", event.broker_id, ErrorCode.of(code).name
             )
             return
         errors = [
