@@ -1422,8 +1422,40 @@ def _resolve_broker_values(vals: dict[str, Any], given: set[str], problems: _Pro
         problems.add(
             low_key, f"{low_key} ({vals[low_key]}) must not exceed {high_key} ({vals[high_key]})"
         )
+    _check_task_periods(vals, problems)
     _check_versions(vals, problems)
     _resolve_listeners(vals, given, problems)
+
+
+# Keys Kafka 2.8's KafkaScheduler takes as a task's period (LogManager.startup,
+# ReplicaManager.startHighWatermarkCheckPointThread). A period of 0 makes
+# scheduleAtFixedRate throw: the broker does not start (the high watermark checkpoint
+# fails its first LeaderAndIsr instead; refused at start here, as the others). A negative
+# period runs the task once, and is accepted.
+_TASK_PERIOD_KEYS: Final = (
+    "log.flush.scheduler.interval.ms",
+    "log.flush.offset.checkpoint.interval.ms",
+    "replica.high.watermark.checkpoint.interval.ms",
+)
+
+
+def _check_task_periods(vals: Mapping[str, Any], problems: _Problems) -> None:
+    for key in _TASK_PERIOD_KEYS:
+        if _have(vals, key) and vals[key] == 0:
+            problems.add(
+                key,
+                f"{key} must not be 0: it is the period of a background task, and Kafka"
+                " refuses a period of 0 (a negative one runs the task once)",
+            )
+    lag_key = "replica.lag.time.max.ms"
+    # ReplicaManager's isr-expiration runs every replica.lag.time.max.ms / 2, in Java's
+    # long division (toward zero): -1, 0 and 1 make a period of 0.
+    if _have(vals, lag_key) and abs(vals[lag_key]) < 2:
+        problems.add(
+            lag_key,
+            f"{lag_key} must not be -1, 0 or 1: the ISR is checked every {lag_key} / 2 ms,"
+            f" and Kafka refuses a period of 0 ({lag_key}={vals[lag_key]})",
+        )
 
 
 def _check_versions(vals: Mapping[str, Any], problems: _Problems) -> None:

@@ -1020,13 +1020,22 @@ class LogManager:
         config = self.config
 
         def periodic(name: str, action: Callable[[], object], period_ms: int) -> None:
+            # A negative period runs the task once, after Kafka's initial delay
+            # (KafkaScheduler); 0 is refused by BrokerConfig, and by the scheduler.
             if period_ms < LONG_MAX:
                 delay = min(_INITIAL_TASK_DELAY_MS, period_ms)
+                if period_ms < 0:
+                    delay = _INITIAL_TASK_DELAY_MS
                 self.scheduler.schedule(name, action, delay, period_ms)
 
         periodic("log-retention", self.cleanup_logs, config.log_retention_check_interval_ms)
+        # Kafka's flusher would run once with a negative log.flush.scheduler.interval.ms;
+        # flush.ms is still checked at least once a second here.
+        scheduler_interval = config.log_flush_scheduler_interval_ms
         flush_check = min(
-            config.log_flush_scheduler_interval_ms, config.log_flush_interval_ms, 1000
+            scheduler_interval if scheduler_interval >= 0 else LONG_MAX,
+            config.log_flush_interval_ms,
+            1000,
         )
         periodic("log-flusher", self.flush_dirty_logs, max(flush_check, 1))
         periodic(

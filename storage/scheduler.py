@@ -46,7 +46,15 @@ class Scheduler:
     def schedule(
         self, name: str, action: Callable[[], object], delay_ms: int, period_ms: int | None = None
     ) -> None:
-        """Run ``action`` in ``delay_ms``, then every ``period_ms`` if given."""
+        """Run ``action`` in ``delay_ms``, then every ``period_ms`` if given.
+
+        As Kafka's KafkaScheduler: a negative period runs the task once; a period of 0 is
+        refused (scheduleAtFixedRate throws), for the task would be due again at once and
+        spin the thread forever."""
+        if period_ms == 0:
+            raise ValueError(f"task {name}: a period of 0 ms would spin the scheduler")
+        if period_ms is not None and period_ms < 0:
+            period_ms = None
         with self._cond:
             due = self._time_ms() + max(delay_ms, 0)
             heapq.heappush(self._tasks, _Task(due, next(self._seq), name, action, period_ms))

@@ -595,6 +595,41 @@ def test_cross_key_checks(text: str, problem: str) -> None:
     assert any(problem in m for m in problems_of(text))
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "log.flush.offset.checkpoint.interval.ms=0\n",
+        "replica.high.watermark.checkpoint.interval.ms=0\n",
+        "log.flush.scheduler.interval.ms=0\n",
+        # isr-expiration runs every replica.lag.time.max.ms / 2 (Java's long division)
+        "replica.lag.time.max.ms=1\nreplica.fetch.wait.max.ms=0\n",
+        "replica.lag.time.max.ms=0\nreplica.fetch.wait.max.ms=0\n",
+        "replica.lag.time.max.ms=-1\nreplica.fetch.wait.max.ms=-1\n",
+    ],
+)
+def test_a_background_task_period_of_zero_is_refused_naming_its_key(text: str) -> None:
+    # Kafka 2.8's KafkaScheduler hands a period of 0 to scheduleAtFixedRate, which throws
+    # IllegalArgumentException: the broker does not start.
+    key = text.split("=", maxsplit=1)[0]
+    with pytest.raises(ConfigError) as info:
+        cfg(text)
+    assert info.value.keys == (key,)
+    assert f"{key} must not be" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "replica.high.watermark.checkpoint.interval.ms=-1\n",
+        "log.flush.scheduler.interval.ms=-1\nlog.flush.interval.ms=1000\n",
+        "log.flush.offset.checkpoint.interval.ms=1\nreplica.lag.time.max.ms=2\n"
+        "replica.fetch.wait.max.ms=0\n",
+    ],
+)
+def test_a_negative_or_positive_background_task_period_is_accepted(text: str) -> None:
+    cfg(text)  # Kafka runs a task with a negative period once
+
+
 @pytest.mark.parametrize("idle_ms", ["0", "1", "100"])
 def test_connections_max_idle_ms_must_exceed_the_failed_authentication_delay(
     idle_ms: str,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import uuid
@@ -992,3 +993,66 @@ def test_ids_of_topics_a_directory_holds_no_log_of_are_dropped_at_start(tmp_path
         assert again.claim_topic("a", OLD_ID) == []
     finally:
         again.close()
+
+
+@pytest.mark.timeout(20)  # run_pending used to loop forever on it
+def test_a_negative_high_watermark_checkpoint_interval_checkpoints_once(tmp_path: Path) -> None:
+    # Kafka 2.8's KafkaScheduler runs a task with a negative period once, after its delay
+    # (LogManager.InitialTaskDelayMs); here it used to be due again at once, forever.
+    clock = Clock()
+    config = broker_config(**{"replica.high.watermark.checkpoint.interval.ms": "-1"})
+    manager = LogManager([tmp_path], config, time_ms=clock)
+    runs: list[int] = []
+    manager.checkpoint_high_watermarks = lambda: runs.append(1)  # type: ignore[method-assign]
+    manager.schedule_tasks()
+    manager.scheduler.run_pending(NOW + 29_999)
+    assert runs == []
+    manager.scheduler.run_pending(NOW + 30_000)
+    manager.scheduler.run_pending(NOW + 90_000)
+    assert runs == [1]
+    manager.close()
+
+
+def test_a_negative_checkpoint_interval_lets_the_manager_close(tmp_path: Path) -> None:
+    manager = LogManager(
+        [tmp_path], broker_config(**{"replica.high.watermark.checkpoint.interval.ms": "-1"})
+    )
+    manager.start()
+    closed = threading.Event()
+    threading.Thread(target=lambda: (manager.close(), closed.set()), daemon=True).start()
+    assert closed.wait(5), "LogManager.close() hung: the scheduler's thread is spinning"
+
+
+def test_a_period_of_zero_is_refused_at_start_not_spun_on(tmp_path: Path) -> None:
+    # BrokerConfig refuses it; a config built around that check still never spins.
+    config = dataclasses.replace(broker_config(), replica_high_watermark_checkpoint_interval_ms=0)
+    manager = LogManager([tmp_path], config)
+    with pytest.raises(ValueError, match="high-watermark-checkpoint"):
+        manager.start()
+    manager.close()
+
+
+def test_a_negative_flush_scheduler_interval_leaves_the_flusher_at_once_a_second(
+    tmp_path: Path,
+) -> None:
+    # Kafka's flusher would run once; here flush.ms is checked at least once a second
+    # (docs/storage.md), not every millisecond.
+    clock = Clock()
+    config = broker_config(
+        **{"log.flush.scheduler.interval.ms": "-1", "log.flush.interval.ms": "5000"}
+    )
+    manager = LogManager([tmp_path], config, time_ms=clock)
+    runs: list[int | None] = []
+
+    def flush_dirty_logs(now_ms: int | None = None) -> int:
+        runs.append(now_ms)
+        return 0
+
+    manager.flush_dirty_logs = flush_dirty_logs  # type: ignore[method-assign]
+    manager.schedule_tasks()
+    manager.scheduler.run_pending(NOW + 999)
+    assert runs == []
+    manager.scheduler.run_pending(NOW + 1000)
+    manager.scheduler.run_pending(NOW + 1999)
+    assert runs == [None]
+    manager.close()
