@@ -561,6 +561,7 @@ class PartitionLog:
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_bytes=self.config.segment_index_bytes,
             segment_jitter_ms=self.config.segment_jitter_ms,
+            segment_ms=self.config.segment_ms,
             now_ms=self._time_ms(),
             new_directory=new_directory,
         )

@@ -14,7 +14,7 @@ import random
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -42,6 +42,7 @@ __all__ = [
     "RecoveredSegment",
     "SegmentFile",
     "cleaned_paths",
+    "random_segment_jitter",
     "segment_paths",
 ]
 
@@ -68,6 +69,22 @@ def shared_ms(ms: int) -> int:
         return last
     _LAST_MS[0] = ms
     return ms
+
+
+def _draw_31_bits() -> int:
+    return random.getrandbits(31)
+
+
+def random_segment_jitter(
+    segment_jitter_ms: int, segment_ms: int, draw: Callable[[], int] = _draw_31_bits
+) -> int:
+    """A new segment's roll jitter, as Kafka 2.8's LogConfig.randomSegmentJitter:
+    ``abs(nextInt) % min(segment.jitter.ms, segment.ms)``. Bounded by ``segment.ms``, so a
+    jitter over it (which both keys allow) cannot make every append roll; ``draw`` gives
+    what Utils.abs(nextInt) gives, 0 to Int.MaxValue."""
+    if segment_jitter_ms == 0:
+        return 0
+    return draw() % min(segment_jitter_ms, segment_ms)
 
 
 def segment_paths(directory: Path | str, base_offset: int) -> tuple[str, str, str]:
@@ -351,6 +368,7 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_bytes: int,
         segment_jitter_ms: int = 0,
+        segment_ms: int = 7 * 24 * 3600 * 1000,
         now_ms: int | None = None,
         new_directory: bool = False,
     ) -> LogSegment:
@@ -366,7 +384,7 @@ class LogSegment:
         )
         for path in (log_path,) if new_directory else (log_path, index_path, time_index_path):
             os.close(os.open(path, _CREATE_EMPTY, 0o644))
-        jitter = random.randint(0, segment_jitter_ms) if segment_jitter_ms > 0 else 0
+        jitter = random_segment_jitter(segment_jitter_ms, segment_ms)
         return cls(
             where,
             base_offset,

@@ -201,6 +201,34 @@ def test_segments_roll_at_segment_ms(tmp_path: Path) -> None:
     assert log.segment_base_offsets() == [0, 2]
 
 
+def test_a_jitter_over_segment_ms_does_not_roll_every_append(tmp_path: Path) -> None:
+    # segment.jitter.ms may exceed segment.ms (both atLeast only, in Kafka): Kafka's
+    # LogConfig.randomSegmentJitter draws below min(segment.jitter.ms, segment.ms), so
+    # segment.ms - jitter stays positive. Drawn up to segment.jitter.ms, it went negative
+    # and every append rolled a segment.
+    log = open_log(tmp_path / "t-0", segment_ms=3_600_000, segment_jitter_ms=86_400_000_000)
+    for _ in range(20):  # at the same instant: no time has passed
+        produce(log)
+    assert log.segment_base_offsets() == [0]
+    log.close()
+
+
+@pytest.mark.parametrize(
+    ("jitter_ms", "segment_ms", "drawn", "expected"),
+    [
+        (0, 1000, 2**31 - 1, 0),
+        (500, 1000, 2**31 - 1, (2**31 - 1) % 500),
+        (5000, 1000, 2**31 - 1, (2**31 - 1) % 1000),
+        (5000, 1000, 0, 0),
+        (2**40, 2**50, 2**31 - 1, 2**31 - 1),  # nextInt: never more than Int.MaxValue
+    ],
+)
+def test_segment_jitter_is_drawn_as_kafka_draws_it(
+    jitter_ms: int, segment_ms: int, drawn: int, expected: int
+) -> None:
+    assert segment_module.random_segment_jitter(jitter_ms, segment_ms, lambda: drawn) == expected
+
+
 def test_explicit_roll(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     log.roll()  # empty: nothing to roll
