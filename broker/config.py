@@ -20,7 +20,8 @@
   config values stay strings, as Kafka stores them in ZooKeeper.
 
 Every problem found (unknown keys, bad values, missing required keys, inconsistent values)
-is collected and raised together as one ConfigError.
+is collected and raised together as one ConfigError. A broker key that is a topic key's
+default is also checked with the topic key's validator, as Kafka's LogManager checks it.
 
 Deliberate differences from Kafka:
 * ``auto.create.topics.enable`` defaults to false (Kafka: true): topics appear only when asked.
@@ -1423,8 +1424,43 @@ def _resolve_broker_values(vals: dict[str, Any], given: set[str], problems: _Pro
             low_key, f"{low_key} ({vals[low_key]}) must not exceed {high_key} ({vals[high_key]})"
         )
     _check_task_periods(vals, problems)
+    _check_topic_synonyms(vals, given, problems)
     _check_versions(vals, problems)
     _resolve_listeners(vals, given, problems)
+
+
+# A broker key left unset takes this key's value (``_fallback``), so a bad value is that
+# key's.
+_FALLBACK_SOURCES: Final = {
+    "log.flush.interval.ms": "log.flush.scheduler.interval.ms",
+    "log.roll.ms": "log.roll.hours",
+    "log.roll.jitter.ms": "log.roll.jitter.hours",
+}
+
+
+def _check_topic_synonyms(vals: Mapping[str, Any], given: set[str], problems: _Problems) -> None:
+    """Each topic key's broker default passes the topic key's validator. Kafka 2.8's
+    LogManager.apply builds LogConfig(extractLogConfigMap(config)), whose ConfigDef checks
+    them: the broker does not start (log.message.timestamp.difference.max.ms=-1 would
+    otherwise refuse every CreateTime produce)."""
+    reported = {p.key for p in problems}
+    for definition in TOPIC_CONFIG_DEFS:
+        key, validator = definition.synonym, definition.validator
+        if key is None or validator is None or not _have(vals, key) or key in reported:
+            continue
+        value = vals[key]
+        if value is None:
+            continue  # unset, its fallback not parsed: reported there
+        expected = validator.check(value)
+        if expected is None:
+            continue
+        source = key if key in given else _FALLBACK_SOURCES.get(key, key)
+        via = "" if source == key else f" (as {key}, which is unset)"
+        problems.add(
+            source,
+            f"invalid value {_format_value(value)!r} for config key {source!r}{via}: expected"
+            f" {expected}, as the default of topic config key {definition.name!r}",
+        )
 
 
 # Keys Kafka 2.8's KafkaScheduler takes as a task's period (LogManager.startup,

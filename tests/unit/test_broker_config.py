@@ -630,6 +630,46 @@ def test_a_negative_or_positive_background_task_period_is_accepted(text: str) ->
     cfg(text)  # Kafka runs a task with a negative period once
 
 
+@pytest.mark.parametrize(
+    ("text", "key", "topic_key"),
+    [
+        (
+            "log.message.timestamp.difference.max.ms=-1\n",
+            "log.message.timestamp.difference.max.ms",
+            "message.timestamp.difference.max.ms",
+        ),
+        ("log.flush.interval.ms=-1\n", "log.flush.interval.ms", "flush.ms"),
+        # log.flush.interval.ms unset takes it (KafkaConfig.logFlushIntervalMs)
+        ("log.flush.scheduler.interval.ms=-1\n", "log.flush.scheduler.interval.ms", "flush.ms"),
+        ("log.cleaner.delete.retention.ms=-1\n", "log.cleaner.delete.retention.ms",
+         "delete.retention.ms"),
+        ("log.cleaner.min.compaction.lag.ms=-1\n", "log.cleaner.min.compaction.lag.ms",
+         "min.compaction.lag.ms"),
+    ],
+)  # fmt: skip
+def test_a_broker_value_its_topic_key_refuses_stops_the_broker(
+    text: str, key: str, topic_key: str
+) -> None:
+    # Kafka 2.8's LogManager.apply builds LogConfig(extractLogConfigMap(config)), whose
+    # ConfigDef checks each synonym's value with the topic key's validator: the broker
+    # does not start. Accepted, they made topics of values no topic could be given (a
+    # negative timestamp difference refused every CreateTime produce).
+    with pytest.raises(ConfigError):
+        validate_topic_config({topic_key: "-1"})
+    with pytest.raises(ConfigError) as info:
+        cfg(text)
+    assert info.value.keys == (key,)
+    assert topic_key in str(info.value)
+
+
+def test_every_broker_default_of_a_topic_key_passes_the_topic_keys_validator() -> None:
+    # Every value topic_config_defaults hands a topic is one the topic key accepts.
+    defaults = topic_config_defaults(cfg(""))
+    for definition in TOPIC_CONFIG_DEFS:
+        if definition.validator is not None:
+            assert definition.validator.check(defaults[definition.name]) is None, definition
+
+
 @pytest.mark.parametrize("idle_ms", ["0", "1", "100"])
 def test_connections_max_idle_ms_must_exceed_the_failed_authentication_delay(
     idle_ms: str,
