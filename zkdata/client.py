@@ -876,13 +876,25 @@ class ZkClient:
                 on_answered(group, [results[i] or [] for i in group])
         if retry_alone:
             alone = [(i, self._multi_async([*prefix, *items[i]])) for i in retry_alone]
+            answered: list[int] = []
+            fenced_res: list[OpResult] | None = None
             for i, async_result in alone:
                 res = list(async_result.get(timeout=timeout))
                 if fenced:
-                    self._raise_if_fenced(res)
+                    try:
+                        self._raise_if_fenced(res)
+                    except ControllerMovedError:
+                        # ZooKeeper applied the retries before this one (in order): they
+                        # are reported before the raise, so each write is logged; the
+                        # ones after are fenced too.
+                        fenced_res = res
+                        break
                 results[i] = res[keep:]
-            if on_answered is not None:
-                on_answered(retry_alone, [results[i] or [] for i in retry_alone])
+                answered.append(i)
+            if on_answered is not None and answered:
+                on_answered(answered, [results[i] or [] for i in answered])
+            if fenced_res is not None:
+                self._raise_if_fenced(fenced_res)
         return [r if r is not None else [] for r in results]
 
     @staticmethod

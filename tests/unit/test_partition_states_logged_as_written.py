@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.exceptions import ConnectionLoss
@@ -23,10 +24,18 @@ from broker.state_change_log import StateChangeLog
 from controller import events as ev
 from controller import reactions, reassignment
 from controller.context import ReplicaAssignment
-from tests.unit.fake_cluster import empty_cluster, process, register, start_controller
+from tests.unit.fake_cluster import (
+    add_topic,
+    drain,
+    empty_cluster,
+    process,
+    register,
+    start_controller,
+)
+from tests.unit.fake_zk import FakeZk
 from tests.unit.test_state_machines import EPOCH, Cluster, P, T
 from zkdata import paths
-from zkdata.client import ControllerMovedError, WriteOp
+from zkdata.client import ControllerMovedError, WriteOp, ZkClient
 from zkdata.znodes import (
     LeaderAndIsr,
     TopicAssignment,
@@ -152,3 +161,102 @@ def test_created_states_logged_when_the_adopt_read_fails(
     c.state_log.close()
     assert created == tps[:2]
     assert logged_states(tmp_path, new=True) == created
+
+
+class _Answered:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get(self, timeout: float | None = None) -> Any:
+        return self.value
+
+
+class PackingZk(FakeZk):
+    """FakeZk whose fenced batched writes are the real ZkClient's (packing, then each item
+    of a multi one of whose items failed retried alone), each multi applied at once
+    (ZooKeeper applies a session's requests in order). ``after_multi(ops, results)``
+    runs after each."""
+
+    multi_fenced_batched = ZkClient.multi_fenced_batched
+    multi_fenced = ZkClient.multi_fenced
+    _multi_batched = ZkClient._multi_batched
+    _packed = staticmethod(ZkClient._packed)
+    _raise_if_fenced = staticmethod(ZkClient._raise_if_fenced)
+    after_multi: Any = None
+
+    def _multi_async(self, ops: Any) -> _Answered:
+        out = self.multi(ops)
+        if self.after_multi is not None:
+            self.after_multi(ops, out)
+        return _Answered(out)
+
+
+def fence_moves_after_two_written_alone(zk: FakeZk, written_alone: list[str]) -> None:
+    def after_multi(ops: Any, out: list[Any]) -> None:
+        state_ops = [op for op in ops if getattr(op, "path", "").endswith("/state")]
+        if len(state_ops) == 1 and not isinstance(out[-1], Exception):
+            written_alone.append(state_ops[0].path)
+            if len(written_alone) == 2:  # another controller is elected now
+                zk.set_data(paths.CONTROLLER_EPOCH, zk.nodes[paths.CONTROLLER_EPOCH][0])
+
+    zk.after_multi = after_multi  # type: ignore[attr-defined]
+
+
+def test_states_created_by_items_retried_alone_are_logged_when_the_fence_moves(
+    tmp_path: Path,
+) -> None:
+    """A packed multi one of whose items fails alone (NodeExists: a state an earlier
+    attempt left) is retried an item a multi; the fence moves after two of those were
+    written. They were applied and answered: they must be logged before the raise."""
+    zk = empty_cluster()
+    zk.__class__ = PackingZk
+    for b in (1, 2, 3):
+        register(zk, b)
+    # Topic n: partition 0 created and led before; its znode unreadable at the failover.
+    add_topic(zk, "n", {0: (1, 2, 3)})
+    zk.set_data(paths.topic("n"), b"{}")
+    scl = StateChangeLog(tmp_path, 1)
+    c = start_controller(zk, state_log=scl)
+    assert c.is_active
+    assert "n" in c.ctx.unreadable_topics
+    # Repaired, with 5 more partitions: p0's state exists, p1..p5 are to be created.
+    zk.set_data(
+        paths.topic("n"),
+        encode_topic(TopicAssignment("n", {p: (1, 2, 3) for p in range(6)}, new_topic_id())),
+    )
+    written_alone: list[str] = []
+    fence_moves_after_two_written_alone(zk, written_alone)
+    zk.fire(paths.topic("n"), "CHANGED")
+    drain(c)
+    scl.close()
+    written = sorted(TopicPartition("n", int(p.split("/")[-2])) for p in written_alone)
+    assert len(written) == 2
+    assert logged_states(tmp_path, new=True) == written
+
+
+def test_elections_written_by_items_retried_alone_are_logged_when_the_fence_moves(
+    tmp_path: Path,
+) -> None:
+    """The common path: a broker loss elects many partitions in one packed multi; one of
+    them had its ISR rewritten by its leader since the controller read it (BadVersion), so
+    every item of that multi is retried alone; the controller is replaced meanwhile."""
+    zk = empty_cluster()
+    zk.__class__ = PackingZk
+    for b in (1, 2, 3):
+        register(zk, b)
+    add_topic(zk, "t", {p: (2, 3, 1) for p in range(6)})
+    scl = StateChangeLog(tmp_path, 1)
+    c = start_controller(zk, state_log=scl)
+    assert c.is_active
+    # Leader 2 rewrites t-5's ISR (same data, a new zkVersion) before it dies.
+    path5 = paths.partition_state("t", 5)
+    zk.set_data(path5, zk.nodes[path5][0])
+    written_alone: list[str] = []
+    fence_moves_after_two_written_alone(zk, written_alone)
+    del zk.nodes[paths.broker(2)]
+    zk.fire(paths.BROKER_IDS, "CHILD")
+    drain(c)
+    scl.close()
+    written = sorted(TopicPartition("t", int(p.split("/")[-2])) for p in written_alone)
+    assert len(written) == 2
+    assert logged_states(tmp_path, new=False) == written
