@@ -346,6 +346,13 @@ class PartitionStateMachine:
         to_elect = [tp for tp in valid if ctx.partition_states[tp] in (P.OFFLINE, P.ONLINE)]
         if uninitialized:
             results.update(self._initialize(uninitialized))
+            # An adopted state whose leader is gone was set Offline: elect it now, as any
+            # Offline partition (nothing else would before an unrelated event).
+            adopted_offline = [tp for tp in uninitialized if ctx.partition_states[tp] is P.OFFLINE]
+            if adopted_offline and strategy is ElectionStrategy.OFFLINE:
+                to_elect += adopted_offline
+            elif adopted_offline:
+                results.update(self._elect(adopted_offline, ElectionStrategy.OFFLINE, False))
         if to_elect:
             if strategy is None:
                 raise ValueError("an election needs a strategy")
@@ -398,7 +405,8 @@ class PartitionStateMachine:
             for tp, lai in ops.read_current(existing, failures).items():
                 lice = ops.record_leadership(tp, lai)
                 if not ctx.is_replica_online(lai.leader, tp, include_shutting_down=True):
-                    # Its leader is gone (or -1): Offline, so the next election picks one.
+                    # Its leader is gone (or -1): Offline, so the election that follows
+                    # (_do_handle) picks one.
                     ctx.set_partition_state(tp, P.OFFLINE)
                     failures[tp] = StateChangeFailed(
                         f"{tp} already has a state in ZooKeeper, led by {lai.leader}, which "

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from controller import events as ev
+from controller.context import PartitionStateName
 from controller.controller import KafkaController
 from controller.request_batch import BrokerRequest
 from tests.unit.fake_cluster import (
@@ -26,6 +27,7 @@ from zkdata import paths
 from zkdata.znodes import (
     TopicAssignment,
     TopicPartition,
+    decode_partition_state,
     encode_broker,
     encode_topic,
     new_topic_id,
@@ -342,3 +344,30 @@ def test_an_unreadable_topic_removed_meanwhile_is_forgotten() -> None:
     zk.fire(paths.BROKER_TOPICS, "CHILD")
     drain(c)
     assert c.ctx.unreadable_topics == set()
+
+
+def test_a_repaired_topic_whose_adopted_state_has_a_dead_leader_is_elected() -> None:
+    """A topic unreadable at the failover whose partition states exist (created and led
+    before), repaired after its leader died: the controller adopts the state, finds its
+    leader dead, and elects a live ISR member in the same event."""
+    zk = empty_cluster()
+    for b in (1, 2, 3):
+        register(zk, b)
+    add_topic(zk, "u", {0: (2, 3, 1)})  # led by 2, ISR 2,3,1
+    good = zk.nodes[paths.topic("u")][0]
+    zk.set_data(paths.topic("u"), b"{}")
+    c = start_controller(zk)
+    assert "u" in c.ctx.unreadable_topics
+    # u-0's leader dies; the controller cannot touch u (unreadable).
+    del zk.nodes[paths.broker(2)]
+    process(c, ev.BrokerChange())
+    drain(c)
+    zk.set_data(paths.topic("u"), good)  # repaired: u is created as a new topic
+    zk.fire(paths.topic("u"), "CHANGED")
+    drain(c)
+    tp = TopicPartition("u", 0)
+    data, stat = zk.nodes[paths.partition_state("u", 0)]
+    state = decode_partition_state("u-0", data, stat.version).leader_and_isr
+    assert c.ctx.partition_state(tp) is PartitionStateName.ONLINE
+    assert state.leader == 3
+    assert c.ctx.leadership[tp].leader_and_isr == state

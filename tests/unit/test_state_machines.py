@@ -273,10 +273,25 @@ def test_new_partition_whose_state_znode_already_exists_adopts_it() -> None:
     c.assert_context_matches_store()
 
 
-def test_new_partition_whose_existing_state_has_a_dead_leader_is_not_online() -> None:
-    """An adopted state must not make a partition Online under a leader that is gone."""
+def test_new_partition_whose_existing_state_has_a_dead_leader_is_elected_at_once() -> None:
+    """An adopted state must not make a partition Online under a leader that is gone: it is
+    Offline, and elected in the same step as any Offline partition (nothing else would
+    elect it before an unrelated event)."""
     c = Cluster(brokers=(1, 2, 3))
     c.store.put(T0, LeaderAndIsr(4, 3, (4, 2)), EPOCH)  # broker 4 is dead
+    c.ctx.update_assignment(T0, ReplicaAssignment((4, 2, 3)))
+    c.psm.handle_state_changes([T0], P.NEW)
+    result = c.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.OFFLINE)
+    assert result[T0] == LeaderAndIsr(2, 4, (2,), 1)
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 4, (2,), 1)
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    assert [w.tp for w in c.store.writes] == [T0]  # the election's conditional write
+    c.assert_context_matches_store()
+
+
+def test_new_partition_whose_existing_state_has_no_live_isr_member_stays_offline() -> None:
+    c = Cluster(brokers=(1, 2, 3))
+    c.store.put(T0, LeaderAndIsr(4, 3, (4,)), EPOCH)  # broker 4 is dead, alone in the ISR
     c.ctx.update_assignment(T0, ReplicaAssignment((4, 2, 3)))
     c.psm.handle_state_changes([T0], P.NEW)
     result = c.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.OFFLINE)
@@ -285,10 +300,6 @@ def test_new_partition_whose_existing_state_has_a_dead_leader_is_not_online() ->
     assert c.store.writes == []
     assert c.requests(ApiKey.LEADER_AND_ISR) == []
     c.assert_context_matches_store()
-    # the next election treats it as any Offline partition
-    c.psm.trigger_online_partition_state_change()
-    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 4, (2,), 1)
-    assert c.ctx.partition_state(T0) is P.ONLINE
 
 
 # --- losing a broker -----------------------------------------------------------------
