@@ -1142,6 +1142,12 @@ class KafkaController:
         created, and a deletion asked for them started."""
         added = self._add_topics(self._read_topics(new))
         self._on_new_partition_creation(added)
+        # One whose znode shows a reassignment in progress (repaired after it turned
+        # unreadable mid-reassignment, or written so) resumes it as a failover would: the
+        # context marks it being reassigned, and only a step or its ISR watch ends that.
+        reassigning = [tp for tp in added if tp in self.ctx.partitions_being_reassigned]
+        if reassigning:
+            self._resume_reassignments(reassigning)
         # A topic created after a failover read the topics and marked for deletion
         # before it read the deletion requests: nothing fires for that request again
         # (Kafka's failover deletes it, and the topic stays), so it is looked for now.

@@ -28,6 +28,7 @@ from zkdata.znodes import (
     TopicAssignment,
     TopicPartition,
     decode_partition_state,
+    decode_topic,
     encode_broker,
     encode_topic,
     new_topic_id,
@@ -371,3 +372,69 @@ def test_a_repaired_topic_whose_adopted_state_has_a_dead_leader_is_elected() -> 
     assert c.ctx.partition_state(tp) is PartitionStateName.ONLINE
     assert state.leader == 3
     assert c.ctx.leadership[tp].leader_and_isr == state
+
+
+def test_a_repaired_topic_showing_a_reassignment_resumes_it() -> None:
+    """A topic unreadable at the failover, repaired showing a reassignment in progress
+    (adding and removing replicas): the reassignment is resumed as a failover resumes one.
+    Marked as being reassigned with nothing to move it on, it never completed, and a
+    deletion asked for the topic was held for good."""
+    zk = empty_cluster()
+    for b in (1, 2, 3, 4):
+        register(zk, b)
+    add_topic(zk, "u", {0: (1, 2, 3, 4)})  # mid-reassignment 1,2,3 -> 2,3,4
+    zk.set_data(paths.topic("u"), b"{}")
+    c = start_controller(zk)
+    assert "u" in c.ctx.unreadable_topics
+    topic_id = new_topic_id()
+    zk.set_data(
+        paths.topic("u"),
+        encode_topic(TopicAssignment("u", {0: (1, 2, 3, 4)}, topic_id, {0: (4,)}, {0: (1,)})),
+    )
+    zk.fire(paths.topic("u"), "CHANGED")
+    drain(c)
+    tp = TopicPartition("u", 0)
+    # Every replica is in the ISR: the resumed reassignment completes at once.
+    assert tp not in c.ctx.partitions_being_reassigned
+    assert c.ctx.replicas(tp) == (2, 3, 4)
+    assert decode_topic("u", zk.nodes[paths.topic("u")][0]) == TopicAssignment(
+        "u", {0: (2, 3, 4)}, topic_id
+    )
+    zk.put(paths.delete_topic("u"), b"")
+    process(c, ev.TopicDeletion())
+    drain(c)
+    assert "u" not in c.ctx.topics_ineligible_for_deletion
+    assert "u" in c.ctx.topics_to_be_deleted or "u" not in c.ctx.assignments
+
+
+def test_a_repaired_topic_whose_reassignment_waits_completes_when_caught_up() -> None:
+    """Resumed with a new replica not in the ISR yet: it waits, its state watched, holding
+    a deletion (item 33), and completes when that replica joins the ISR."""
+    zk = empty_cluster()
+    for b in (1, 2, 3, 4):
+        register(zk, b)
+    add_topic(zk, "u", {0: (1, 2, 3)})  # its state: ISR 1,2,3
+    zk.set_data(paths.topic("u"), b"{}")
+    c = start_controller(zk)
+    zk.set_data(
+        paths.topic("u"),
+        encode_topic(TopicAssignment("u", {0: (1, 2, 3, 4)}, new_topic_id(), {0: (4,)}, {0: (1,)})),
+    )
+    zk.fire(paths.topic("u"), "CHANGED")
+    drain(c)
+    tp = TopicPartition("u", 0)
+    assert tp in c.ctx.partitions_being_reassigned  # 4 is not in the ISR
+    zk.put(paths.delete_topic("u"), b"")
+    process(c, ev.TopicDeletion())
+    drain(c)
+    assert "u" in c.ctx.topics_ineligible_for_deletion
+    # Broker 4 catches up: its leader adds it to the ISR.
+    path = paths.partition_state("u", 0)
+    state = json.loads(zk.nodes[path][0])
+    state["isr"] = [*state["isr"], 4]
+    zk.set_data(path, json.dumps(state).encode())
+    zk.fire(path, "CHANGED")  # the watch the resumed reassignment armed
+    drain(c)
+    assert tp not in c.ctx.partitions_being_reassigned
+    assert c.ctx.replicas(tp) == (2, 3, 4)
+    assert "u" not in c.ctx.topics_ineligible_for_deletion
