@@ -65,6 +65,7 @@ from zkdata.client import (
     NoNodeError,
     SetData,
     ZkClient,
+    ZnodeStat,
     is_error,
 )
 from zkdata.int_text import int_text_in_range
@@ -714,6 +715,34 @@ class AddPartitionsResult:
     warnings: list[str] = field(default_factory=list)
 
 
+def incarnation_change(
+    name: str,
+    read: ZnodeStat,
+    assignment: TopicAssignment,
+    now: tuple[bytes, ZnodeStat] | None,
+) -> AdminError | None:
+    """Why a write of the topic znode read (``read``, ``assignment``) must not be made,
+    given what it holds ``now``: gone, another incarnation (czxid or id), or changed."""
+    if now is None:
+        return UnknownTopicError(f"topic {name!r} was deleted meanwhile; nothing was written")
+    data, stat = now
+    try:
+        topic_id = znodes.decode_topic(name, data).topic_id
+    except znodes.MalformedZnode:
+        topic_id = None
+    if stat.czxid != read.czxid or topic_id != assignment.topic_id:
+        return ConcurrentChangeError(
+            f"topic {name!r} was deleted and created again while partitions were being"
+            " added; nothing was written, run the command again"
+        )
+    if stat.version != read.version:
+        return ConcurrentChangeError(
+            f"topic {name!r} was changed by someone else while partitions were being added;"
+            " nothing was written, run the command again"
+        )
+    return None
+
+
 def add_partitions(
     zk: ZkClient,
     name: str,
@@ -766,6 +795,15 @@ def add_partitions(
     _check_fits(name, data)
     if validate_only:
         return AddPartitionsResult(name, added, problems, [ADD_PARTITIONS_WARNING])
+    # The write is conditional on the version read, but a topic deleted and created again
+    # meanwhile has a new znode at version 0 again: the write would land on the new
+    # incarnation with this one's id and replicas. ZooKeeper's check op sees only the
+    # version, so the incarnation (czxid, id) is read again just before the write (Kafka
+    # 2.8's writeTopicPartitionAssignment re-reads the id); the controller undoes a write
+    # naming another id all the same.
+    changed = incarnation_change(name, record.stat, a, zk.get(paths.topic(name)))
+    if changed is not None:
+        raise changed
     try:
         zk.set(paths.topic(name), data, version=record.stat.version)
     except BadVersionError:

@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -278,6 +279,12 @@ class _Reassignments:
     # Reassigned partitions whose ISR changed, looked at together by one queued event.
     isr_changed: set[TopicPartition] = field(default_factory=set)
     isr_changes_queued: bool = False
+
+
+def foreign_topic_write(known_id: uuid.UUID | None, assignment: TopicAssignment) -> bool:
+    """A known topic's znode naming another topic id: written for another incarnation of
+    the topic. (One naming none keeps the id known, as an old tool's write.)"""
+    return known_id is not None and assignment.topic_id not in (None, known_id)
 
 
 def stop_replica_partition_errors(response: dict[str, Any]) -> dict[TopicPartition, int]:
@@ -963,7 +970,9 @@ class KafkaController:
         shared: dict[ReplicaAssignment, ReplicaAssignment] = {}
         for topic, a in assignments.items():
             if a.topic_id is not None:
-                ctx.topic_ids[topic] = a.topic_id
+                # A known topic's id is never replaced (Kafka 2.8's processTopicIds sets
+                # ids only for topics lacking one).
+                ctx.topic_ids.setdefault(topic, a.topic_id)
             parts = ctx.assignments.setdefault(topic, {})
             if not (a.adding_replicas or a.removing_replicas):
                 # Nothing being reassigned (the usual topic, 1,000s of partitions): one
@@ -1176,6 +1185,23 @@ class KafkaController:
             log.error("%s; ignoring the change", e)
             return
         known = self.ctx.assignments[event.topic]
+        known_id = self.ctx.topic_ids.get(event.topic)
+        if foreign_topic_write(known_id, assignment):
+            # Another incarnation's assignment (an admin's write that raced the topic's
+            # deletion and re-creation): the id known stays (Kafka 2.8 sets ids only for
+            # topics lacking one), and the znode gets the controller's assignment back, or
+            # a failover would take that id and brokers would set this topic's logs aside.
+            log.error(
+                "topic %s's znode names topic id %s, not %s: a write meant for another "
+                "incarnation of it; restoring its assignment",
+                event.topic,
+                assignment.topic_id,
+                known_id,
+            )
+            self.store.restore_topic_assignment(
+                topic_assignment(self.ctx, event.topic), got[1].version, self.ctx.epoch_zk_version
+            )
+            return
         added = {p: r for p, r in assignment.partitions.items() if p not in known}
         if not added:
             return
@@ -1192,9 +1218,7 @@ class KafkaController:
                 topic_assignment(self.ctx, event.topic), got[1].version, self.ctx.epoch_zk_version
             )
             return
-        new_tps = self._add_topics(
-            {event.topic: TopicAssignment(event.topic, added, assignment.topic_id)}
-        )
+        new_tps = self._add_topics({event.topic: TopicAssignment(event.topic, added, known_id)})
         self._on_new_partition_creation(new_tps)
 
     def _on_topic_removed(self, topic: str) -> None:

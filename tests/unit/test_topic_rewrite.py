@@ -1,16 +1,23 @@
 """The controller's rewrite of a topic's znode: partitions an admin added meanwhile stay,
-except where the topic is being deleted: then its assignment is restored, as Kafka does."""
+except where the topic is being deleted: then its assignment is restored, as Kafka does.
+And a topic's id: an admin's write never lands on a later incarnation of its topic, and
+the controller never takes a known topic's id from its znode."""
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from admin import topics as admin_topics
+from admin.errors import ConcurrentChangeError
+from controller import events as ev
 from controller.controller import KafkaController
 from controller.store import keeping_added_partitions
-from tests.unit.fake_cluster import cluster, drain, start_controller
+from tests.unit.fake_cluster import Controller, ZooKeeperData, cluster, drain, start_controller
 from tests.unit.fake_zk import FakeZk
 from zkdata import paths
 from zkdata.znodes import TopicAssignment, TopicPartition, decode_topic, encode_topic
@@ -90,3 +97,75 @@ def test_a_restore_that_loses_to_another_write_waits_for_its_watch() -> None:
     assert not c.store.restore_topic_assignment(assignment, version - 1, c.ctx.epoch_zk_version)
     assert c.store.restore_topic_assignment(assignment, version, c.ctx.epoch_zk_version)
     assert decode_topic("t", zk.nodes[paths.topic("t")][0]).partitions == {0: (2, 3, 1)}
+
+
+def leader_and_isr_topic_ids(c: Controller, topic: str) -> set[uuid.UUID]:
+    ids = set()
+    for r in c.sent:
+        if r.api_key.name != "LEADER_AND_ISR":
+            continue
+        body = r.make_body() if r.make_body is not None else r.shared._make_body(r.broker_epoch)  # type: ignore[union-attr]
+        ids.update(ts["topic_id"] for ts in body["topic_states"] if ts["topic_name"] == topic)
+    return ids
+
+
+def delete_and_create_again(data: ZooKeeperData, c: Controller, new_id: uuid.UUID) -> None:
+    """Topic r deleted (the controller's whole deletion), then created again by someone
+    else: a new znode, at version 0 again, with a new id and other replicas."""
+    data.request_deletion("r")
+    c.run(ev.TopicDeletion())
+    c.drain()
+    c.answer_stop_replicas("r")
+    assert not data.has(paths.topic("r"))
+    data.zk.put(paths.topic("r"), encode_topic(TopicAssignment("r", {0: (2, 3)}, new_id)))
+    c.run(ev.TopicChange())
+    c.drain()
+    assert c.controller.ctx.topic_ids["r"] == new_id
+
+
+def test_adding_partitions_refuses_a_topic_deleted_and_created_again_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """add_partitions writes conditional on the version it read; a topic deleted and
+    created again meanwhile has a new znode at version 0 again, and the write landed on it
+    with the old incarnation's id and partitions. (Kafka 2.8's writeTopicPartitionAssignment
+    re-reads the id.) The incarnation (czxid, id) is read again just before the write."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    data.topic("r", {0: (1, 2)})
+    new_id = uuid.uuid4()
+    with Controller(data) as c:
+        c.elect()
+        real = admin_topics.metadata.topics_marked_for_deletion
+
+        def racing(zk: Any) -> Any:
+            marked = real(zk)
+            if not data.has(paths.delete_topic("r")) and data.assignment("r").topic_id != new_id:
+                delete_and_create_again(data, c, new_id)
+            return marked
+
+        monkeypatch.setattr(admin_topics.metadata, "topics_marked_for_deletion", racing)
+        with pytest.raises(ConcurrentChangeError, match="deleted and created again"):
+            admin_topics.add_partitions(data.zk, "r", 2)  # type: ignore[arg-type]
+        assert data.assignment("r") == TopicAssignment("r", {0: (2, 3)}, new_id)
+
+
+def test_a_topic_znode_naming_another_id_is_a_foreign_write_the_controller_undoes() -> None:
+    """Whatever wrote it (an old incarnation's assignment landing on a new one), the
+    controller keeps the id it knows (Kafka 2.8 sets ids only for topics lacking one) and
+    restores its assignment: it never sends the other id, nor creates the partitions."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    data.topic("r", {0: (2, 3)})
+    known = data.topic_ids["r"]
+    other = uuid.uuid4()
+    with Controller(data) as c:
+        c.elect()
+        c.sent.clear()
+        data.zk.set_data(
+            paths.topic("r"), encode_topic(TopicAssignment("r", {0: (1, 2), 1: (2, 1)}, other))
+        )
+        c.run(ev.PartitionModifications("r"))
+        c.drain()
+        assert c.controller.ctx.topic_ids["r"] == known
+        assert leader_and_isr_topic_ids(c, "r") <= {known}
+        assert TopicPartition("r", 1) not in set(c.controller.ctx.all_partitions())
+        assert data.assignment("r") == TopicAssignment("r", {0: (2, 3)}, known)
