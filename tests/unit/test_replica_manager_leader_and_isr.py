@@ -217,6 +217,31 @@ def test_isr_expiry_names_each_lagging_follower_of_the_partitions_this_broker_le
     assert sorted(asked) == [(2, [1]), (3, [0, 1])]
 
 
+def test_isr_expiry_asks_out_a_follower_at_the_log_end_that_stopped_fetching(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Deliberately unlike Kafka 2.8 (architecture item 44): its isFollowerOutOfSync keeps
+    a follower whose log end equals the leader's whatever its last fetch; here one that
+    has not fetched within replica.lag.time.max.ms leaves the ISR, idle partition or not."""
+    rm = manager(tmp_path)
+    rm.replica_lag_time_max_ms = 1_000
+    rm.become_leader_or_follower(request({0: (1, 1, [1, 2, 3])}))
+    p = rm.partitions[TopicPartition("t", 0)]
+    now = 50_000
+    for r, at in ((2, now - 5_000), (3, now - 10)):
+        p.followers[r].fetch_offset = p.log_end_offset  # at the leader's log end
+        p.followers[r].last_caught_up_ms = at
+    asked: list[tuple[int | None, list[int]]] = []
+
+    def request_isr_changes(partitions: Any, *, remove: int | None = None, **_: Any) -> None:
+        asked.append((remove, [q.topic_partition.partition for q in partitions]))
+
+    monkeypatch.setattr(rm, "_request_isr_changes", request_isr_changes)
+    monkeypatch.setattr("broker.replica_manager._now_ms", lambda: now)
+    rm.maybe_shrink_isr()
+    assert asked == [(2, [0])]
+
+
 @pytest.mark.parametrize(("isr", "readable"), [([1], 4), ([1, 2], 0)])
 def test_a_new_leader_alone_in_the_isr_moves_the_high_watermark_to_its_log_end(
     tmp_path: Path, isr: list[int], readable: int
