@@ -46,6 +46,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
+from broker.config import format_properties
 from cluster import ports
 from cluster.processes import (
     DEATHSIG_SHIM,
@@ -1014,29 +1015,32 @@ class LocalZooKeeper(ZooKeeper):
 def _config_text(
     data_dir: Path, client_port: int, peers: Sequence[tuple[int, int, int]] | None
 ) -> str:
-    lines = [
-        f"tickTime={TICK_MS}",
-        "initLimit=20",
-        "syncLimit=10",
-        f"dataDir={data_dir}",
-        f"clientPort={client_port}",
-        f"clientPortAddress={HOST}",
-        f"minSessionTimeout={MIN_SESSION_TIMEOUT_MS}",
-        f"maxSessionTimeout={MAX_SESSION_TIMEOUT_MS}",
-        "admin.enableServer=false",
-        "4lw.commands.whitelist=*",
+    """zoo.cfg, ASCII only: ZooKeeper reads it with Properties.load(InputStream), as
+    ISO-8859-1 with backslash escapes, so a data dir written raw ("Übungen", "a\\b") would
+    name another directory."""
+    props = {
+        "tickTime": str(TICK_MS),
+        "initLimit": "20",
+        "syncLimit": "10",
+        "dataDir": str(data_dir),
+        "clientPort": str(client_port),
+        "clientPortAddress": HOST,
+        "minSessionTimeout": str(MIN_SESSION_TIMEOUT_MS),
+        "maxSessionTimeout": str(MAX_SESSION_TIMEOUT_MS),
+        "admin.enableServer": "false",
+        "4lw.commands.whitelist": "*",
         # Tests open many clients from one address.
-        "maxClientCnxns=0",
+        "maxClientCnxns": "0",
         # fsync per write costs milliseconds; a killed process's writes survive in the page
         # cache, and these servers never outlive a machine crash that would lose them.
-        "forceSync=no",
+        "forceSync": "no",
         # A background cluster (zkctl up) may run for days: keep its data dir bounded.
-        "autopurge.snapRetainCount=3",
-        "autopurge.purgeInterval=1",
-    ]
+        "autopurge.snapRetainCount": "3",
+        "autopurge.purgeInterval": "1",
+    }
     for myid, quorum_port, election_port in peers or ():
-        lines.append(f"server.{myid}={HOST}:{quorum_port}:{election_port}")
-    return "\n".join(lines) + "\n"
+        props[f"server.{myid}"] = f"{HOST}:{quorum_port}:{election_port}"
+    return format_properties(props)
 
 
 def _java_argv(install: LocalInstall, server_dir: Path) -> list[str]:
@@ -1132,7 +1136,8 @@ def _launch_local(
         server_dir = base / f"server-{myid}"
         (server_dir / "data").mkdir(parents=True, exist_ok=True)
         (server_dir / "data" / "myid").write_text(f"{myid}\n")
-        (server_dir / "zoo.cfg").write_text(_config_text(server_dir / "data", clients[i], peers))
+        config = _config_text(server_dir / "data", clients[i], peers)
+        (server_dir / "zoo.cfg").write_text(config, encoding="ascii")
         members.append(
             LocalServer(
                 myid=myid,

@@ -142,6 +142,24 @@ def test_pause_resume_and_restart_keep_port_data_and_session() -> None:
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("name", ["projekt-\u00fcbung", "back\\slash"])
+def test_a_server_in_a_directory_named_beyond_ascii_keeps_its_data_there(
+    tmp_path: Path, name: str
+) -> None:
+    """zoo.cfg is read as ISO-8859-1 with backslash escapes: written raw, such a directory
+    gave ZooKeeper a data directory outside it, and the wait took the server's own answer
+    for another server's ("a port was already in use"), three times over."""
+    base = tmp_path / name
+    with zkp.start_local(1, base_dir=base, attempts=1, timeout=30) as handle:
+        server = handle.servers[0]
+        assert server.mode() == "standalone"
+        with _client(handle.connect_string) as zk:
+            zk.create("/hello", b"world")
+        assert (server.data_dir / "version-2").is_dir()
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+@pytest.mark.integration
 def test_chroots_isolate_two_clients(zookeeper: zkp.ZooKeeper) -> None:
     hosts, base = zkp.split_chroot(zookeeper.connect_string)
     top = f"/isolation-{uuid.uuid4().hex[:8]}"

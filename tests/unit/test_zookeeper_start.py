@@ -1,5 +1,6 @@
 """cluster.zookeeper without a ZooKeeper: what a start that fails or is interrupted leaves
-behind (a container; the errors of an ensemble whose ports were taken)."""
+behind (a container; the errors of an ensemble whose ports were taken), and the zoo.cfg a
+local server is given."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.config import parse_properties
 from cluster import zookeeper as zkp
 
 
@@ -164,3 +166,21 @@ def test_another_servers_answer_on_its_port_is_a_port_in_use(
     assert error.value.port_in_use
     assert "found another ZooKeeper server" in str(error.value)
     assert str(tmp_path / "elsewhere" / "data") in str(error.value)
+
+
+# --- zoo.cfg ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["projekt-\u00fcbung", "back\\slash", "emoji-\U0001f600"])
+def test_zoo_cfg_names_the_data_dir_as_java_reads_it(tmp_path: Path, name: str) -> None:
+    """ZooKeeper reads zoo.cfg with Properties.load(InputStream): ISO-8859-1, backslash
+    escapes. Written raw, a cluster directory named "projekt-übung" or "back\\slash" gave
+    ZooKeeper another data directory, outside the cluster's, and `zkctl up` failed as if a
+    port were in use."""
+    data_dir = tmp_path / name / "server-1" / "data"
+    text = zkp._config_text(data_dir, 2181, [(1, 2888, 3888), (2, 2889, 3889)])
+    read = parse_properties(text.encode("utf-8").decode("iso-8859-1"))
+    assert read["dataDir"] == str(data_dir)
+    assert read["clientPort"] == "2181"
+    assert read["server.2"] == "127.0.0.1:2889:3889"
+    assert read["4lw.commands.whitelist"] == "*"
