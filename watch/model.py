@@ -56,7 +56,7 @@ class ControllerSeen:
 
     ts: float
     broker: int | None  # None: no /controller
-    epoch: int | None  # None: no /controller_epoch (a fresh cluster)
+    epoch: int | None  # None: no /controller_epoch (a fresh cluster), or unknown
     problem: str | None = None  # /controller or /controller_epoch could not be decoded
 
 
@@ -80,7 +80,8 @@ class PartitionsSeen:
     """Every topic's assignment and every partition state znode, read together.
 
     A partition in `topics` but not in `states` has no state znode yet (a new partition the
-    controller has not started).
+    controller has not started) or one never readable: for a state znode that turned
+    unreadable, the last state read stands in `states`.
     """
 
     ts: float

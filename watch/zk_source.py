@@ -21,15 +21,18 @@ Watches, and why there is not one per partition:
   it leads and a few it follows (a controlled shutdown or a rebalance moves them all), and a
   few of each kind of unsettled partition (no state yet, leaderless, a dead replica in the
   ISR, a short ISR, a leader other than the preferred replica), which are the ones the
-  controller is about to rewrite. A canary firing re-reads everything and picks canaries
-  again, so a failover written in several batches is followed to its end. The cost: at
-  most a hundred or so watches, and a change that touches no canary and fires no other
-  watch (rare: the controller's writes come with one of the triggers above or move a whole
-  group) is shown at the next trigger.
+  controller is about to rewrite, and a few state znodes that could not be read. A canary
+  firing re-reads everything and picks canaries again, so a failover written in several
+  batches is followed to its end. The cost: at most a hundred or so watches, and a change
+  that touches no canary and fires no other watch (rare: the controller's writes come with
+  one of the triggers above or move a whole group) is shown at the next trigger.
 
 Reads arm their watch first and then read the data, so a change after the read always
-fires a watch. A lost connection is reported and everything is re-read (and re-watched:
-kazoo drops its watch callbacks on a disconnection) when the connection comes back.
+fires a watch. A znode that cannot be decoded (someone's bad write) is reported, and what
+was last read from it stands (a topic's assignment, a partition's state, the controller
+epoch while /controller names the same broker): it is unreadable, not gone or changed.
+A lost connection is reported and everything is re-read (and re-watched: kazoo drops its
+watch callbacks on a disconnection) when the connection comes back.
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ def choose_canaries(
     states: Mapping[TopicPartition, LeaderAndIsr],
     alive: Iterable[int],
     *,
+    unreadable: Sequence[TopicPartition] = (),
     per_broker: int = CANARIES_PER_BROKER,
     per_kind: int = CANARIES_PER_KIND,
 ) -> list[TopicPartition]:
@@ -127,7 +131,8 @@ def choose_canaries(
     For each broker, `per_broker` partitions it leads and as many it follows; and up to
     `per_kind` partitions of each unsettled kind: no state yet, leaderless (leader -1 or
     not registered), a replica in the ISR that is not registered, an ISR shorter than the
-    replicas, a live preferred replica that does not lead. One pass, in `topics` order.
+    replicas, a live preferred replica that does not lead, and a state znode that could not
+    be read (`unreadable`, whose repair is to be seen). One pass, in `topics` order.
     """
     live = frozenset(alive)
     led: dict[int, list[TopicPartition]] = {}
@@ -138,6 +143,7 @@ def choose_canaries(
         "dead in isr": [],
         "short isr": [],
         "not preferred": [],
+        "unreadable": list(unreadable[:per_kind]),
     }
 
     def take(bucket: list[TopicPartition], tp: TopicPartition, limit: int) -> None:
@@ -195,6 +201,9 @@ class ZkSource:
         self._armed: set[str] = set()
         self._handled: set[str] = set()  # paths with our handler registered in the ZkClient
         self._topics: dict[str, dict[int, tuple[int, ...]]] = {}
+        # The last states and controller read, kept for a znode that turns unreadable.
+        self._states: dict[TopicPartition, LeaderAndIsr] = {}
+        self._controller: tuple[int | None, int | None] = (None, None)
         self._partitions: list[tuple[TopicPartition, str]] = []  # with state znode paths
         self._alive: frozenset[int] = frozenset()
         self._thread = threading.Thread(target=self._run, name="watch-source", daemon=True)
@@ -372,6 +381,13 @@ class ZkSource:
                 epoch_value = decode_controller_epoch(epoch[0])
             except MalformedZnode as e:
                 problems.append(str(e))
+                # Unreadable is not changed: while /controller names the broker it named,
+                # the epoch is the one last read (no failover happened). After a change of
+                # controller the epoch is not known.
+                last_broker, last_epoch = self._controller
+                if broker == last_broker:
+                    epoch_value = last_epoch
+        self._controller = (broker, epoch_value)
         return ControllerSeen(ts, broker, epoch_value, "; ".join(problems) or None)
 
     def _read_brokers(self) -> list[Observation]:
@@ -465,6 +481,7 @@ class ZkSource:
         states: dict[TopicPartition, LeaderAndIsr] = {}
         read: dict[str, int] = {}
         malformed: list[str] = []
+        unreadable: list[TopicPartition] = []
         for (tp, path), got in zip(partitions, results, strict=True):
             if got is None:
                 continue
@@ -473,10 +490,16 @@ class ZkSource:
                 states[tp] = decode_partition_state(path, got[0], got[1].version).leader_and_isr
             except MalformedZnode as e:
                 malformed.append(str(e))
+                unreadable.append(tp)
+                # Unreadable (a bad write) is not a partition without a state: keep the
+                # last state read, as for a topic.
+                if tp in self._states:
+                    states[tp] = self._states[tp]
+        self._states = states
         if len(partitions) <= self.per_partition_watches:
             wanted = state_paths
         else:
-            canaries = choose_canaries(self._topics, states, self._alive)
+            canaries = choose_canaries(self._topics, states, self._alive, unreadable=unreadable)
             wanted = [paths.partition_state(tp.topic, tp.partition) for tp in canaries]
         if self._arm(wanted, read):
             self._mark([PARTITIONS])

@@ -79,3 +79,12 @@ def test_unsettled_partitions_of_every_kind_are_watched() -> None:
         TopicPartition("t", 2),
         TopicPartition("t", 3),
     }
+
+
+def test_unreadable_state_znodes_are_watched_to_see_their_repair() -> None:
+    topics, states = big_cluster()
+    unreadable = [TopicPartition("t", p) for p in range(5000, 5040)]
+    canaries = choose_canaries(
+        topics, states, {1, 2, 3}, unreadable=unreadable, per_broker=4, per_kind=16
+    )
+    assert [tp for tp in canaries if tp.partition >= 5000] == unreadable[:16]

@@ -1,0 +1,134 @@
+"""What `zkctl watch` reads from ZooKeeper (watch/zk_source.py) and what the view makes of
+it, over an in-memory ZooKeeper: a znode that turns unreadable (someone's bad write) is
+reported, and is not taken for one that is gone or changed."""
+
+from __future__ import annotations
+
+from tests.unit.fake_zk import FakeZk
+from watch import model
+from watch.model import WatchState, running_clocks
+from watch.zk_source import ALL_GROUPS, ZkSource
+from zkdata import paths
+from zkdata.znodes import (
+    BrokerRegistration,
+    EndPoint,
+    LeaderAndIsr,
+    TopicAssignment,
+    TopicPartition,
+    encode_broker,
+    encode_controller,
+    encode_controller_epoch,
+    encode_partition_state,
+    encode_topic,
+)
+
+T0 = 1_800_000_000.0
+T0_P = TopicPartition("t", 0)
+
+
+class Watched:
+    """A ZkSource over a FakeZk, its observations reduced into the view's state."""
+
+    def __init__(self, zk: FakeZk, per_partition_watches: int = 1000) -> None:
+        self.zk = zk
+        self.now = T0
+        self.source = ZkSource(
+            zk,  # type: ignore[arg-type]
+            lambda _: None,
+            per_partition_watches=per_partition_watches,
+            clock=lambda: self.now,
+        )
+        self.state: WatchState = model.initial_state(T0)
+        self.events: list[model.Event] = []
+
+    def read(self, dt: float = 1.0) -> list[model.Event]:
+        """Everything read again (as after a watch), `dt` seconds on."""
+        self.now += dt
+        self.state, events = model.reduce_all(self.state, self.source._refresh(ALL_GROUPS))
+        self.events.extend(events)
+        return events
+
+
+def a_cluster(leader: int, isr: tuple[int, ...], partitions: int = 1) -> FakeZk:
+    """Brokers 1 and 2, broker 1 the controller (epoch 5), topic t: t-0 with `leader` and
+    `isr`, any others led by broker 1 with both in the ISR."""
+    zk = FakeZk()
+    for path in (paths.BROKER_IDS, paths.BROKER_TOPICS, paths.topic_partitions("t")):
+        zk.put(path, b"")
+    for b in (1, 2):
+        reg = BrokerRegistration(b, (EndPoint("PLAINTEXT", "127.0.0.1", 9090 + b),))
+        zk.put(paths.broker(b), encode_broker(reg))
+    zk.put(paths.CONTROLLER, encode_controller(1))
+    zk.put(paths.CONTROLLER_EPOCH, encode_controller_epoch(5))
+    assignment = dict.fromkeys(range(partitions), (1, 2))
+    zk.put(paths.topic("t"), encode_topic(TopicAssignment("t", assignment)))
+    for p in range(partitions):
+        lai = LeaderAndIsr(leader, 3, isr) if p == 0 else LeaderAndIsr(1, 0, (1, 2))
+        zk.put(paths.partition("t", p), b"")
+        zk.put(paths.partition_state("t", p), encode_partition_state(lai, 5))
+    return zk
+
+
+def texts(events: list[model.Event], kind: str | None = None) -> list[str]:
+    return [e.text for e in events if kind is None or e.kind == kind]
+
+
+def test_an_offline_partition_whose_state_turns_unreadable_stays_offline() -> None:
+    """The unreadable state was left out of what was read, so the view took the partition
+    for a new one without a state znode: no longer offline, its without-leader clock gone,
+    and "t-0 started" when the state was repaired."""
+    zk = a_cluster(-1, (2,))
+    w = Watched(zk)
+    w.read()
+    assert w.state.summary.offline_count == 1
+    lost_at = w.state.partitions[T0_P].leaderless_since
+    assert lost_at is not None
+
+    zk.set_data(paths.partition_state("t", 0), b'{"leader":')  # someone's bad write
+    events = w.read()
+    assert [t for t in texts(events, "problem") if paths.partition_state("t", 0) in t]
+    pv = w.state.partitions[T0_P]
+    assert (pv.has_state, pv.leader, pv.leaderless_since) == (True, -1, lost_at)
+    assert (w.state.summary.offline_count, w.state.summary.no_state) == (1, 0)
+    clocks = running_clocks(w.state, w.now)
+    assert any(c.startswith("partition t-0 without leader") for c in clocks), clocks
+
+    zk.set_data(paths.partition_state("t", 0), encode_partition_state(LeaderAndIsr(-1, 3, (2,)), 5))
+    assert texts(w.read(), "partition") == []
+    assert w.state.partitions[T0_P].leaderless_since == lost_at
+
+
+def test_an_unreadable_epoch_while_the_controller_stays_is_no_failover() -> None:
+    """A malformed /controller_epoch was read as no epoch: the view logged the controller's
+    resignation and a new election, and kept a tenure that never ended."""
+    zk = a_cluster(1, (1, 2))
+    w = Watched(zk)
+    w.read()
+    assert w.state.controller is not None
+    assert w.state.controller.epoch == 5
+
+    zk.set_data(paths.CONTROLLER_EPOCH, b"five")  # someone's bad write
+    events = w.read()
+    assert [t for t in texts(events, "problem") if paths.CONTROLLER_EPOCH in t]
+    assert texts(events, "controller") == []
+    assert w.state.history == ()
+    assert w.state.controller is not None
+    assert w.state.controller.epoch == 5
+    assert w.state.epoch == 5
+
+    zk.set_data(paths.CONTROLLER_EPOCH, encode_controller_epoch(5))  # repaired
+    assert texts(w.read(), "controller") == []
+    assert w.state.history == ()
+
+
+def test_an_unreadable_state_is_watched_when_not_every_state_is() -> None:
+    """Kept as it was, a healthy partition's unreadable state is no unsettled partition,
+    yet its repair is to be seen."""
+    zk = a_cluster(1, (1, 2), partitions=20)
+    w = Watched(zk, per_partition_watches=10)
+    w.read()
+    state_path = paths.partition_state("t", 17)
+    assert state_path not in w.source.armed_paths()
+    zk.set_data(state_path, b"{")
+    w.read()
+    assert state_path in w.source.armed_paths()
