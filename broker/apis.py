@@ -14,7 +14,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -418,16 +418,23 @@ class KafkaApis:
             wakeup = self.fetch_wakeup if replica_id >= 0 else self.consumer_wakeup
             changes = self.fetch_changes
             seen = changes.generation
+            # A read of every partition listed (no session, or its first fetch) follows
+            # only a change that may concern one of them, as Kafka's purgatory keys a
+            # waiting fetch by its partitions: every librdkafka consumer fetches without a
+            # session, and each append anywhere re-read all of each one's partitions.
+            watched = None if ctx.session is not None and ctx.incremental else ctx.fetch_data
             while not answer_now:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not wakeup.wait(remaining):
                     # Out of time: answer with what changed meanwhile without waking this
                     # fetch (a follower's high watermark).
-                    if changes.generation != seen:
+                    if _changed_since(changes, seen, watched):
                         updates, _, positions = self._read_fetch(ctx, replica_id, updates)
                     break
+                concerned = _changed_since(changes, seen, watched)
                 seen = changes.generation
-                updates, answer_now, positions = self._read_fetch(ctx, replica_id, updates)
+                if concerned:
+                    updates, answer_now, positions = self._read_fetch(ctx, replica_id, updates)
         session = ctx.session
         if replica_id >= 0 and session is not None and ctx.incremental:
             self.replicas.record_follower_fetches(replica_id, positions, session.clock)
@@ -1059,6 +1066,20 @@ class KafkaApis:
             if followers:
                 self.fetch_wakeup.notify_all()
             self.consumer_wakeup.notify_all()
+
+
+def _changed_since(
+    changes: ChangeJournal, seen: int, listed: Mapping[TopicPartition, Any] | None
+) -> bool:
+    """Whether anything changed after generation ``seen`` that a fetch listing ``listed``
+    (None: whatever its session holds, which its own read sorts out) may have to answer;
+    a change the journal no longer knows of, or of unknown partitions, may."""
+    if changes.generation == seen:
+        return False
+    if listed is None:
+        return True
+    changed = changes.since(seen)
+    return changed is None or any(tp in listed for tp in changed)
 
 
 def _now_ms() -> int:

@@ -19,6 +19,7 @@ from storage.testing import build_batch
 from tests.unit.test_fetch_session import LEADER, T0, Loopback, fetch_body, make_leader
 from wire.api import ApiKey
 from wire.errors import ErrorCode
+from zkdata.znodes import TopicPartition
 
 
 def _long_poll(
@@ -197,3 +198,59 @@ def test_enough_is_min_bytes_readable_and_at_least_one_unless_none_is_asked() ->
     assert _enough(1, 1)
     assert not _enough(5, 6)
     assert _enough(6, 6)
+
+
+def test_a_sessionless_fetch_is_read_again_only_for_a_change_of_its_partitions(
+    tmp_path: Path,
+) -> None:
+    """Every librdkafka consumer fetches without a session: each append anywhere re-read
+    every partition each waiting consumer listed (20 appends to another partition: 2,000
+    reads of a fetch of 100). Kafka 2.8's purgatory keys a waiting fetch by its partitions
+    (tryCompleteElseWatch; an append checks only its own). An append to one it lists
+    still answers it."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path], config)
+    idle = [TopicPartition("idle", i) for i in range(100)]
+    hot = TopicPartition("hot", 0)
+    apis, replicas, _zk = make_leader([*idle, hot], isr=(LEADER,), logs=logs)
+    try:
+        reads: list[TopicPartition] = []
+        leader_partition = replicas.leader_partition
+
+        def counting(tp: TopicPartition, *args: Any) -> Any:
+            if tp != hot:  # an append to hot looks it up too
+                reads.append(tp)
+            return leader_partition(tp, *args)
+
+        replicas.leader_partition = counting  # type: ignore[method-assign]
+        body = fetch_body({tp: 0 for tp in idle}, replica_id=-1, epoch=-1)  # sessionless
+        body["max_wait_ms"] = 30_000  # answered by the append to idle-7 below
+        answers: list[Any] = []
+        fetch = threading.Thread(
+            target=lambda: answers.append(Loopback(apis).request(ApiKey.FETCH, 11, body))
+        )
+        fetch.start()
+        deadline = time.monotonic() + 10
+        while len(reads) < len(idle) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(reads) == len(idle)  # its first read
+        time.sleep(0.1)  # now waiting
+        batch = build_batch([b"x"])
+        for _ in range(20):
+            assert replicas.append_as_leader(hot, bytearray(batch), 1)[0] == ErrorCode.NONE
+        time.sleep(0.1)
+        assert len(reads) == len(idle)  # not read again
+        assert not answers
+        assert replicas.append_as_leader(idle[7], bytearray(batch), 1)[0] == ErrorCode.NONE
+        fetch.join(10)  # a bound that only catches a hang
+        assert not fetch.is_alive()
+        (answer,) = answers
+        got = {
+            (t["topic"], p["partition_index"]): len(p["records"] or b"")
+            for t in answer["responses"]
+            for p in t["partitions"]
+        }
+        assert [k for k, size in got.items() if size] == [("idle", 7)]
+    finally:
+        replicas.close()
+        logs.close()
