@@ -457,6 +457,27 @@ class PartitionLog:
                 truncated += result.truncated_bytes
                 reason = f"{segment.path.name}: {result.reason}"
         found_on_disk = bool(segments)
+        if segments and log_start_offset > (
+            end := segments[-1].next_offset() if leo is None else leo
+        ):
+            # The log start offset checkpoint is fsynced, the records are not (by
+            # default): a power loss, or segment files lost, can leave it past the end
+            # recovered. As Kafka 2.8's deleteSegmentsIfLogStartGreaterThanLogEnd: every
+            # segment goes and the log restarts empty at its log start, so the offsets
+            # already handed out (maybe consumed and committed) are not handed out again.
+            log.warning(
+                "%s: deleting all segments because the log end offset %d is smaller than"
+                " the log start offset %d (records lost in a power loss, or segment files"
+                " deleted)",
+                path,
+                end,
+                log_start_offset,
+            )
+            self._remove_segments(segments)
+            deleted += len(segments)
+            segments = []
+            leo = None
+            self.epoch_cache.clear()
         if not segments:
             segments.append(self._new_segment(log_start_offset, new_directory=new_directory))
         self._publish(segments)

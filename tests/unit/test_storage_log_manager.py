@@ -1056,3 +1056,33 @@ def test_a_negative_flush_scheduler_interval_leaves_the_flusher_at_once_a_second
     manager.scheduler.run_pending(NOW + 1999)
     assert runs == [None]
     manager.close()
+
+
+def test_a_log_start_checkpointed_past_the_data_left_after_a_power_loss_is_kept(
+    tmp_path: Path,
+) -> None:
+    """The log start offset checkpoint is fsynced, the records are not (by default): a
+    power loss can leave it past the log end recovered. The log restarts empty at its
+    log start (Kafka 2.8's deleteSegmentsIfLogStartGreaterThanLogEnd), not at the end
+    recovered: offsets already handed out are not handed out again."""
+    manager = LogManager([tmp_path], broker_config())
+    log = manager.get_or_create(A0)
+    for _ in range(10):
+        log.append_as_leader(build_batch([b"x" * 50], base_timestamp=NOW), 1)
+    log.update_high_watermark(10)
+    assert log.maybe_increment_log_start_offset(10)  # DeleteRecords up to 10
+    manager.checkpoint_log_start_offsets()
+    manager.checkpoint_high_watermarks()
+    assert read_offset_checkpoint(tmp_path / "log-start-offset-checkpoint")[("a", 0)] == 10
+    segment = log.dir / "00000000000000000000.log"
+    os.truncate(segment, segment.stat().st_size * 4 // 10)  # 4 batches reached the disk
+    manager._unlock_dirs()  # the process is gone, its lock with it
+
+    again = LogManager([tmp_path], broker_config())
+    recovered = again.get_log(A0)
+    assert recovered is not None
+    assert (recovered.log_start_offset, recovered.log_end_offset) == (10, 10)
+    assert recovered.high_watermark == 10
+    info = recovered.append_as_leader(build_batch([b"new"], base_timestamp=NOW), 2)
+    assert info.first_offset == 10
+    again.close()

@@ -435,3 +435,40 @@ def test_a_missing_epoch_checkpoint_beside_records_is_rebuilt_after_a_clean_shut
     log = open_log(idle, clean_shutdown=True)
     assert log.recovery_report.segments_recovered == 0
     log.close()
+
+
+@pytest.mark.parametrize("clean", [False, True])
+def test_a_log_start_past_the_recovered_end_restarts_the_log_there(
+    tmp_path: Path, clean: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The log start offset checkpoint (fsynced) says more than the segments hold (their
+    unflushed tail lost in a power cut, or files lost). Kafka 2.8's
+    deleteSegmentsIfLogStartGreaterThanLogEnd deletes every segment, clears the epoch
+    cache and starts an empty log at the log start offset: the offsets handed out
+    (maybe consumed, committed) are never handed out again."""
+    directory = tmp_path / "t-0"
+    fill(directory)  # 12 records, offsets 0-11, epochs 0-2
+    data = (directory / f"{SEGMENT}.log").read_bytes()
+    fourth = [h.position for h in iter_batches(data)][3]
+    os.truncate(directory / f"{SEGMENT}.log", fourth)  # offsets 0-5 left
+    with caplog.at_level("WARNING", logger="storage.log"):
+        log = open_log(
+            directory,
+            log_start_offset=20,
+            high_watermark=20,
+            recovery_point=0,
+            clean_shutdown=clean,
+        )
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (20, 20, 20)
+    assert log.recovery_point == (20 if clean else 0)
+    assert log.segment_base_offsets() == [20]
+    assert not (directory / f"{SEGMENT}.log").exists()
+    assert log.epoch_cache.entries() == []
+    assert any("smaller than the log start offset 20" in r.getMessage() for r in caplog.records)
+    info = log.append_as_leader(build_batch([b"new"]), 3)
+    assert info.first_offset == 20
+    log.close()
+    log = open_log(directory, log_start_offset=20, clean_shutdown=True)
+    assert (log.log_start_offset, log.log_end_offset) == (20, 21)
+    assert [tuple(e) for e in log.epoch_cache.entries()] == [(3, 20)]
+    log.close()
