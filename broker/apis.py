@@ -30,11 +30,12 @@ from broker.fetch_session import (
     PartitionRequest,
 )
 from broker.group_apis import GroupApis
+from broker.log_limit import OncePer
 from broker.metadata_cache import ZERO_UUID, MetadataCache, StaleControllerEpoch
 from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from controller.controller import KafkaController
-from storage.errors import KafkaStorageError, OffsetOutOfRangeError
+from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from storage.records import (
     ATTR_COMPRESSION_MASK,
     BATCH_HEADER_SIZE,
@@ -53,6 +54,8 @@ _FETCH_SESSIONS_INIT = threading.Lock()
 # the ones its requests list and those notified as changed (at most a quarter of
 # replica.lag.time.max.ms, so a follower is always recorded on its live partitions).
 _SESSION_RECHECK_MS = 5000
+# A partition whose log cannot be read is logged at most once a minute per log.
+_UNREADABLE_LOGGED = OncePer(60.0)
 # An incremental fetch reads the partitions notified as changed instead of looking at
 # every partition of its session while they are at most 1/_SCAN_COST_RATIO of it.
 _SCAN_COST_RATIO = 4
@@ -776,6 +779,12 @@ class KafkaApis:
                         except KafkaStorageError:  # its log directory failed (reported)
                             answer["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
                             found = None
+                        except Exception as exc:
+                            # A batch damaged on disk, or a bug: this partition's error,
+                            # the others answered (Kafka 2.8 catches per partition).
+                            code = unreadable_partition(tp, p, "offset lookup", requested, exc)
+                            answer["error_code"] = int(code)
+                            found = None
                         if found is not None and found.offset < readable_end:
                             answer.update(timestamp=found.timestamp, offset=found.offset)
                             if version >= 4:
@@ -1238,6 +1247,11 @@ def _partition_data(
                 # Its log directory failed (reported by the log), or the log was closed
                 # with it while this read copied its bytes.
                 error = ErrorCode.KAFKA_STORAGE_ERROR
+            except Exception as exc:
+                # A batch damaged on disk (CorruptRecordError), or a bug: this partition
+                # is answered the error, the others are served (Kafka 2.8's
+                # readFromLocalLog catches per partition).
+                error = unreadable_partition(tp, p, "fetch", fetch_offset, exc)
             if not_a_replica and error == ErrorCode.NONE:
                 # Read (an offset out of range is still told), then dropped.
                 records, cut = b"", False
@@ -1253,6 +1267,39 @@ def _partition_data(
     }
     budget.spend(data, cut)
     return data
+
+
+def read_error_code(exc: Exception) -> ErrorCode:
+    """The error a partition whose read raised ``exc`` is answered, as Kafka's
+    Errors.forException maps it: a storage error's own code (CORRUPT_MESSAGE for a
+    damaged batch), UNKNOWN_SERVER_ERROR for anything else."""
+    if isinstance(exc, StorageError):
+        return ErrorCode.of(exc.error_code)
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def unreadable_partition(
+    tp: TopicPartition, p: Partition, what: str, offset: int, exc: Exception
+) -> ErrorCode:
+    """Log a read of ``tp`` that failed with ``exc`` (once a minute per log: a follower
+    retries every replica.fetch.backoff.ms) and return the error it is answered."""
+    code = read_error_code(exc)
+    directory = p.log.directory if p.log is not None else "?"
+    if _UNREADABLE_LOGGED(directory):
+        log.error(
+            "%s of %s at %d answered %s: %s (in %s; logged once a minute)",
+            what,
+            tp,
+            offset,
+            code.name,
+            exc,
+            directory,
+            # A damaged batch's reason says what is wrong; anything else is a bug.
+            exc_info=not isinstance(exc, StorageError),
+        )
+    else:
+        log.debug("%s of %s at %d answered %s: %s", what, tp, offset, code.name, exc)
+    return code
 
 
 @dataclass(frozen=True)

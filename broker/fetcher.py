@@ -3,8 +3,9 @@
 One fetcher thread per leader broker fetches every partition this broker follows from it,
 with the Fetch API and this broker's replica id, as Kafka does. The leader counts those
 fetches to decide who is in sync. A partition whose leader answers that it is not the
-leader (or that our leader epoch is fenced or unknown) is set aside for
-replica.fetch.backoff.ms, or until the controller's next LeaderAndIsr for it.
+leader (or that our leader epoch is fenced or unknown), or any other error (the leader
+cannot read it: CORRUPT_MESSAGE; logged), is set aside for replica.fetch.backoff.ms, or
+until the controller's next LeaderAndIsr for it; the others are fetched on.
 
 Each fetcher keeps an incremental fetch session with its leader (KIP-227, the fetcher's
 half of Kafka's FetchSessionHandler): one full fetch lists every partition and creates
@@ -31,6 +32,7 @@ from typing import Any, Protocol
 
 from broker.compact import compacted
 from broker.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, next_epoch
+from broker.log_limit import OncePer
 from storage.errors import (
     CorruptRecordError,
     KafkaStorageError,
@@ -52,6 +54,18 @@ FETCH_VERSION = 12  # flexible, topics by name (v13 switches to topic ids)
 # The rest join the session in the next fetches (KIP-227: an incremental fetch may add
 # partitions), sent without long-polling until every partition is in.
 MAX_PARTITIONS_PER_FETCH = 10_000
+# A partition answered these is led elsewhere now, or not yet here: the next LeaderAndIsr
+# tells. Any other error (a leader's damaged batch: CORRUPT_MESSAGE) will not clear by
+# itself, and is logged as an error as Kafka's AbstractFetcherThread does.
+_LEADERSHIP_ERRORS = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+    }
+)
 
 
 @dataclass(slots=True)
@@ -224,6 +238,8 @@ class ReplicaFetcherThread:
         self._delays: list[tuple[float, int, TopicPartition]] = []
         self._sequence = itertools.count()
         self.full_fetches = 0  # how many full fetches were made (sessions started)
+        # Once a minute per partition: it is fetched again at each backoff's end.
+        self._error_logged = OncePer(60.0)
         # The leader had no room for a session: every fetch is a full one, so each lists
         # every partition (a partition left for a later fetch would never be fetched).
         self._sessionless = False
@@ -754,9 +770,19 @@ class ReplicaFetcherThread:
                     self._truncating.add(tp)
                     self._dirty[tp] = None
             return
-        # Not (yet) the leader at our epoch: set it aside, out of the session, until the
-        # backoff ends or the controller tells us more.
-        log.debug("fetch of %s from %d: %s", tp, self.leader_id, ErrorCode.of(code).name)
+        # Not (yet) the leader at our epoch, or the leader cannot read it: set it aside,
+        # out of the session, until the backoff ends or the controller tells us more.
+        error = ErrorCode.of(code)
+        if error not in _LEADERSHIP_ERRORS and self._error_logged(tp):
+            log.error(
+                "fetch of %s from leader %d at %d: %s (logged once a minute)",
+                tp,
+                self.leader_id,
+                position[0],
+                error.name,
+            )
+        else:
+            log.debug("fetch of %s from %d: %s", tp, self.leader_id, error.name)
         with self._lock:
             if self.partitions.get(tp) is state:
                 state.delayed_until = until = time.monotonic() + self.backoff_s
