@@ -19,6 +19,7 @@ from broker.config import BrokerConfig
 from broker.fetcher import FetchState, ReplicaFetcherThread
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
+from storage.log import PartitionLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
 from tests.unit.leader_and_isr_requests import leader_and_isr_request
@@ -156,3 +157,73 @@ def test_a_follower_without_epochs_is_truncated_to_its_high_watermark(
     assert answers.asked == []  # no epoch to ask about
     assert not fetcher.partitions[TP].truncating
     assert (fetcher.partitions[TP].fetch_offset, f_log.log_end_offset) == (5, 5)
+
+
+# A follower whose log is empty but whose epoch cache holds the entry of its own (empty)
+# leadership, (E, 0), fetches records of an older epoch from the new leader. Kafka 2.8 drops
+# (E, 0): the fetcher asks about any log with an epoch, an empty one included, and the
+# truncation's no-op branch truncates the cache from the log end; and Log.append assigns
+# every fetched batch's epoch that differs from the latest (maybeAssignEpochStartOffset).
+# Here neither happened: the cache went on claiming epoch E started at 0 over records of
+# epoch 0, and the broker, leading later, answered OffsetsForLeaderEpoch(0) with end offset 0
+# instead of 10 (a KIP-320 consumer at offset 5 of epoch 0 told its log was truncated).
+
+
+def follow_after_an_empty_leadership(
+    leader: ReplicaManager, follower: ReplicaManager
+) -> tuple[PartitionLog, PartitionLog]:
+    """F led at epoch 1 over its empty log, then follows L (epoch 2), which still holds
+    records of epoch 0 F never had: F's truncation step, then its fetch of all of them.
+    The leader's log and the follower's."""
+    # Epoch 0: L leads a new partition and writes 0..9; F (in the ISR) has fetched nothing.
+    new = leader_and_isr_request(TP, L, 0, [L, F], [L, F], is_new=True)
+    leader.become_leader_or_follower(new)
+    follower.become_leader_or_follower(new)
+    leader.append_as_leader(TP, build_batch([b"e0"] * 10), 1)
+    # Epoch 1: F is elected (L lost, say) with its empty log: its cache gets (1, 0).
+    follower.become_leader_or_follower(leader_and_isr_request(TP, F, 1, [F, L], [L, F]))
+    f_log = follower.partitions[TP].log
+    assert f_log is not None
+    assert [tuple(e) for e in f_log.epoch_cache.entries()] == [(1, 0)]
+    # Epoch 2: L leads again before it ever followed F (it still has 0..9 of epoch 0);
+    # F, still running, follows it.
+    leader.become_leader_or_follower(leader_and_isr_request(TP, L, 2, [L, F], [L, F]))
+    leader.append_as_leader(TP, build_batch([b"e2"] * 2), 1)
+    follower.become_leader_or_follower(leader_and_isr_request(TP, L, 2, [L, F], [L, F]))
+    l_log = leader.partitions[TP].log
+    assert l_log is not None
+    assert [tuple(e) for e in l_log.epoch_cache.entries()] == [(0, 0), (2, 10)]
+    answers = EpochAnswers(leader)
+    fetcher = ReplicaFetcherThread(
+        F, L, ("127.0.0.1", 1), follower.append_as_follower, follower, connect=lambda *_: answers
+    )
+    fetcher.add_all([(TP, FetchState(f_log.log_end_offset, 2))])
+    fetcher._truncate_new_partitions()
+    assert not fetcher.partitions[TP].truncating
+    # F fetches what L has (as the fetcher's sink would apply the answer).
+    assert follower.append_as_follower(TP, L, 2, l_log.read(0, 1 << 20).to_bytes(), 12) == 12
+    assert f_log.read(0, 1 << 20).to_bytes() == l_log.read(0, 1 << 20).to_bytes()
+    return l_log, f_log
+
+
+def test_an_empty_follower_takes_the_leaders_epoch_history(
+    brokers: tuple[ReplicaManager, ReplicaManager],
+) -> None:
+    """Same records, so the same history (Kafka 2.8: [(0, 0), (2, 10)] on both); the
+    follower's was [(1, 0), (2, 10)]."""
+    _l_log, f_log = follow_after_an_empty_leadership(*brokers)
+    assert [tuple(e) for e in f_log.epoch_cache.entries()] == [(0, 0), (2, 10)]
+
+
+def test_leading_later_it_answers_offsets_for_leader_epoch_as_the_old_leader(
+    brokers: tuple[ReplicaManager, ReplicaManager],
+) -> None:
+    """F, made leader later, answers OffsetsForLeaderEpoch(0) (a KIP-320 consumer's, or a
+    follower's) with epoch 0's true end, 10 (it answered 0), and ListOffsets EARLIEST's
+    leader epoch (v4+) is 0 (it was 1)."""
+    leader, follower = brokers
+    l_log, f_log = follow_after_an_empty_leadership(leader, follower)
+    follower.become_leader_or_follower(leader_and_isr_request(TP, F, 3, [F, L], [L, F]))
+    assert l_log.end_offset_for_epoch(0) == (0, 10)
+    assert f_log.end_offset_for_epoch(0) == (0, 10)
+    assert f_log.earliest_offset_and_epoch() == (0, 0)

@@ -206,6 +206,13 @@ def test_isr_expiry_names_each_lagging_follower_of_the_partitions_this_broker_le
     }
     for (p, r), at in caught_up.items():
         led[p].followers[r].last_caught_up_ms = at
+    assert sorted(isr_expiry(rm, now, monkeypatch)) == [(2, [1]), (3, [0, 1])]
+
+
+def isr_expiry(
+    rm: ReplicaManager, now: int, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[int | None, list[int]]]:
+    """What an ISR expiry check at ``now`` asks: (follower removed, partitions) each."""
     asked: list[tuple[int | None, list[int]]] = []
 
     def request_isr_changes(partitions: Any, *, remove: int | None = None, **_: Any) -> None:
@@ -214,7 +221,7 @@ def test_isr_expiry_names_each_lagging_follower_of_the_partitions_this_broker_le
     monkeypatch.setattr(rm, "_request_isr_changes", request_isr_changes)
     monkeypatch.setattr("broker.replica_manager._now_ms", lambda: now)
     rm.maybe_shrink_isr()
-    assert sorted(asked) == [(2, [1]), (3, [0, 1])]
+    return asked
 
 
 def test_isr_expiry_asks_out_a_follower_at_the_log_end_that_stopped_fetching(
@@ -231,15 +238,7 @@ def test_isr_expiry_asks_out_a_follower_at_the_log_end_that_stopped_fetching(
     for r, at in ((2, now - 5_000), (3, now - 10)):
         p.followers[r].fetch_offset = p.log_end_offset  # at the leader's log end
         p.followers[r].last_caught_up_ms = at
-    asked: list[tuple[int | None, list[int]]] = []
-
-    def request_isr_changes(partitions: Any, *, remove: int | None = None, **_: Any) -> None:
-        asked.append((remove, [q.topic_partition.partition for q in partitions]))
-
-    monkeypatch.setattr(rm, "_request_isr_changes", request_isr_changes)
-    monkeypatch.setattr("broker.replica_manager._now_ms", lambda: now)
-    rm.maybe_shrink_isr()
-    assert asked == [(2, [0])]
+    assert isr_expiry(rm, now, monkeypatch) == [(2, [0])]
 
 
 @pytest.mark.parametrize(("isr", "readable"), [([1], 4), ([1, 2], 0)])
