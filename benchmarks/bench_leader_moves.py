@@ -351,6 +351,10 @@ def main() -> None:
         help="which to run, comma-separated: " + ", ".join(PARTS),
     )
     args = parser.parse_args()
+    if args.partitions <= 0 or args.partitions % 1000:
+        # Topics of 1000 partitions each: another count would build fewer than reported,
+        # and the floor would make more writes than the controller.
+        parser.error(f"--partitions must be a positive multiple of 1000, not {args.partitions}")
     parts = tuple(p for p in args.parts.split(",") if p)
     if unknown := set(parts) - set(PARTS):
         parser.error(f"unknown parts: {sorted(unknown)}")

@@ -110,10 +110,11 @@ def _apply(zk: ZkClient, items: list[list[Any]]) -> None:
 def round_robin(
     n_partitions: int, per_topic: int, brokers: tuple[int, ...] = (1, 2, 3)
 ) -> dict[str, dict[int, tuple[int, ...]]]:
-    """RF = len(brokers), leaders spread evenly."""
+    """RF = len(brokers), leaders spread evenly; topics of ``per_topic`` partitions, the
+    last one holding the remainder."""
     out: dict[str, dict[int, tuple[int, ...]]] = {}
     n = len(brokers)
-    for t in range(max(1, n_partitions // per_topic)):
+    for t in range(max(1, -(-n_partitions // per_topic))):
         count = min(per_topic, n_partitions - t * per_topic)
         out[f"topic-{t:05d}"] = {
             p: tuple(brokers[(p + t + i) % n] for i in range(n)) for p in range(count)
