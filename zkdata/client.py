@@ -16,6 +16,9 @@ Built on kazoo, with four additions a Kafka controller needs:
   connection moved would never hear of a broker leaving or coming back.
 * `multi_fenced` is the one path for controller writes: every multi starts with a check
   of the `/controller_epoch` zkVersion, so a controller that lost its term changes nothing.
+  A term is also bound to the session it was won in (`session_generation`): its writes
+  are refused once that session expired, though kazoo opened a new one at once, in which
+  the zkVersion check alone would pass until another controller was elected.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     EXCEPTIONS,
     BadVersionError,
+    ConnectionClosedError,
     ConnectionLoss,
     KazooException,
     NodeExistsError,
@@ -53,7 +57,7 @@ from kazoo.protocol.serialization import (
     stat_struct,
     write_string,
 )
-from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
+from kazoo.protocol.states import EventType, KeeperState, WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE
 
@@ -216,6 +220,8 @@ _CHECK_HEADER = multiheader_struct.pack(_CHECK, False, -1)
 _DELETE_HEADER = multiheader_struct.pack(_DELETE, False, -1)
 _CREATE_HEADER = multiheader_struct.pack(_CREATE, False, -1)
 _MULTI_END: bytes = multiheader_struct.pack(-1, True, -1)
+# States in which kazoo's _call refuses a request instead of queueing it.
+_REFUSING_STATES = (KeeperState.AUTH_FAILED, KeeperState.CLOSED, KeeperState.EXPIRED_SESSION)
 
 
 class _Multi:
@@ -363,6 +369,10 @@ class ZkClient:
         #: connections lost (suspended, or the session with them) since the start: a
         #: waiter that reads it twice knows whether ZooKeeper went away in between
         self.disconnections = 0
+        # Sessions ended (expired or closed) since the start, moved on under _submit_lock
+        # by _on_state; a request bound to a generation is queued under the same lock.
+        self._generation = 0
+        self._submit_lock = threading.Lock()
         self.kazoo.add_listener(self._on_state)
 
     # --- lifecycle --------------------------------------------------------------------
@@ -404,6 +414,14 @@ class ZkClient:
     def connected(self) -> bool:
         return bool(self.kazoo.connected)
 
+    @property
+    def session_generation(self) -> int:
+        """Which session this is: moved on each time one ends (expired or closed), before
+        any state listener hears of it. A request bound to a generation (``session=``)
+        is refused with SessionExpiredError once it moved on, so nothing made for one
+        session is ever applied in the next (kazoo opens it at once, transparently)."""
+        return self._generation
+
     def add_state_listener(self, listener: Callable[[str], None]) -> None:
         """`listener(state)` with state one of "CONNECTED", "SUSPENDED", "LOST", "CLOSED".
 
@@ -417,6 +435,12 @@ class ZkClient:
         )
         if name != "CONNECTED":
             self.disconnections += 1
+        if name in ("LOST", "CLOSED"):
+            # kazoo runs its listeners before it fails the requests still queued for the
+            # ended session (_notify_pending): one queued before this point is failed by
+            # kazoo, one bound to the old generation after it is refused by _call_in.
+            with self._submit_lock:
+                self._generation += 1
         if name == "SUSPENDED":
             self._remember_watches()
         elif name == "CONNECTED":
@@ -734,11 +758,13 @@ class ZkClient:
             return False
         return True
 
-    def multi(self, ops: Sequence[WriteOp]) -> list[OpResult]:
-        """One atomic multi; a result or an error per op (errors are returned, not raised)."""
-        return list(self._multi_async(ops).get(timeout=self.session_timeout_ms / 1000))
+    def multi(self, ops: Sequence[WriteOp], *, session: int | None = None) -> list[OpResult]:
+        """One atomic multi; a result or an error per op (errors are returned, not raised).
+        ``session``: applied only in that session (`session_generation`), else
+        SessionExpiredError is raised."""
+        return list(self._multi_async(ops, session).get(timeout=self.session_timeout_ms / 1000))
 
-    def _multi_async(self, ops: Sequence[WriteOp]) -> Any:
+    def _multi_async(self, ops: Sequence[WriteOp], session: int | None = None) -> Any:
         out = bytearray()
         pack_int = int_struct.pack
         chrooted = self._chrooted
@@ -764,18 +790,47 @@ class ZkClient:
                 out += KazooCreate(chrooted(op.path), op.data, acl, flags).serialize()
         out += _MULTI_END
         result = self.kazoo.handler.async_result()
-        self.kazoo._call(_Multi(out), result)
+        if session is None:
+            self.kazoo._call(_Multi(out), result)
+        else:
+            self._call_in(session, _Multi(out), result)
         return result
+
+    def _call_in(self, session: int, request: Any, result: Any) -> None:
+        """kazoo's ``_call``, for the session of generation ``session`` only: the check
+        and the queueing are one step under _submit_lock, which _on_state takes to move
+        the generation on. kazoo's wake-up write is made after the lock is released: it
+        blocks while the connection thread is not reading (reconnecting), and that thread
+        takes the lock when the session ends."""
+        kazoo = self.kazoo
+        with self._submit_lock:
+            if session != self._generation:
+                result.set_exception(
+                    SessionExpiredError("the session this request was made for has ended")
+                )
+                return
+            if kazoo._state in _REFUSING_STATES:
+                kazoo._call(request, result)  # fails it at once, queueing nothing
+                return
+            kazoo._queue.append((request, result))
+        write_sock = kazoo._connection._write_sock
+        try:
+            write_sock.send(b"\0")
+        except Exception:  # None (closed meanwhile) or a closed socket, as kazoo's _call
+            result.set_exception(ConnectionClosedError("Connection has been closed"))
 
     # --- the fenced write path --------------------------------------------------------
 
-    def multi_fenced(self, epoch_zk_version: int, ops: Sequence[WriteOp]) -> list[OpResult]:
+    def multi_fenced(
+        self, epoch_zk_version: int, ops: Sequence[WriteOp], *, session: int | None = None
+    ) -> list[OpResult]:
         """One multi that applies `ops` only while `/controller_epoch` has that zkVersion.
 
         Raises ControllerMovedError if the check failed: nothing was changed. Otherwise
-        returns the results of `ops` (without the check), errors included.
+        returns the results of `ops` (without the check), errors included. ``session``:
+        as in multi_fenced_batched.
         """
-        return self.multi_fenced_batched(epoch_zk_version, [ops])[0]
+        return self.multi_fenced_batched(epoch_zk_version, [ops], session=session)[0]
 
     def multi_fenced_batched(
         self,
@@ -784,9 +839,16 @@ class ZkClient:
         *,
         max_ops: int = WRITE_BATCH_OPS,
         on_answered: AnsweredCallback | None = None,
+        session: int | None = None,
     ) -> list[list[OpResult]]:
         """Apply independent items (each a list of ops, atomic on its own), fenced by the
         `/controller_epoch` zkVersion; raises ControllerMovedError if a check failed.
+
+        ``session``: the `session_generation` the term was won in. Once that session has
+        ended, every multi not yet handed to kazoo is refused and raises
+        SessionExpiredError (as do those kazoo held for it): the zkVersion alone would let
+        the term write on in the next session until another controller is elected.
+        None: any session (tools and tests that hold no term).
 
         ``on_answered(indices, results)``: called with the final results of each packed
         multi's items as ZooKeeper answers it, while the later multis are still being
@@ -800,6 +862,7 @@ class ZkClient:
             max_ops,
             fenced=True,
             on_answered=on_answered,
+            session=session,
         )
 
     def multi_batched(
@@ -828,9 +891,11 @@ class ZkClient:
         *,
         fenced: bool,
         on_answered: AnsweredCallback | None = None,
+        session: int | None = None,
     ) -> list[list[OpResult]]:
         """multi_batched; ``fenced``: a failed check raises ControllerMovedError (looked
-        at once per multi), and the results leave the check's out."""
+        at once per multi), and the results leave the check's out; ``session``: each
+        multi bound to that session (`_call_in`)."""
         prefix: list[WriteOp] = [check] if check is not None else []
         skip = len(prefix)
         keep = skip if fenced else 0  # where an item's results start in a multi's
@@ -846,13 +911,16 @@ class ZkClient:
             # One op an item is the common case (a partition state each): no generator.
             item_bytes = _op_bytes(item[0]) if len(item) == 1 else sum(_op_bytes(op) for op in item)
             if current and (size + len(item) > max_ops or nbytes + item_bytes > WRITE_BATCH_BYTES):
-                pending.append((current, self._multi_async(self._packed(prefix, items, current))))
+                packed = self._packed(prefix, items, current)
+                pending.append((current, self._multi_async(packed, session)))
                 current, size, nbytes = [], 0, 0
             current.append(i)
             size += len(item)
             nbytes += item_bytes
         if current:
-            pending.append((current, self._multi_async(self._packed(prefix, items, current))))
+            pending.append(
+                (current, self._multi_async(self._packed(prefix, items, current), session))
+            )
 
         results: list[list[OpResult] | None] = [None] * len(items)
         retry_alone: list[int] = []
@@ -875,7 +943,7 @@ class ZkClient:
             if on_answered is not None:
                 on_answered(group, [results[i] or [] for i in group])
         if retry_alone:
-            alone = [(i, self._multi_async([*prefix, *items[i]])) for i in retry_alone]
+            alone = [(i, self._multi_async([*prefix, *items[i]], session)) for i in retry_alone]
             answered: list[int] = []
             fenced_res: list[OpResult] | None = None
             for i, async_result in alone:

@@ -3,7 +3,10 @@ with an error per failed op, ZooKeeper's rules for creates (the parent must exis
 deletes (no children left), the batched reads and fenced writes the controller uses, and
 registered watch handlers fired by hand (`fire`). Several fakes can share one tree
 (`share`) to stand for several sessions of one ensemble. `fail_next` makes the next
-requests fail (a timeout, a lost connection) without losing the session."""
+requests fail (a timeout, a lost connection) without losing the session. `expire` ends
+the session as kazoo does (its ephemerals gone, the listeners told LOST) and starts the
+next one at once; a write bound to an ended session (``session=``) is refused as
+ZkClient refuses it."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from kazoo.exceptions import (
     NoNodeError,
     NotEmptyError,
     RolledBackError,
+    SessionExpiredError,
 )
 from kazoo.protocol.states import EventType, KeeperState, WatchedEvent, ZnodeStat
 
@@ -43,6 +47,23 @@ class FakeZk:
         self.listeners: list[Callable[..., None]] = []
         # Raised, in order, by the next requests (reads and multis) of this session.
         self.fail_next: list[Exception] = []
+        self.session_generation = 0
+
+    def expire(self, new_session_id: int) -> None:
+        """The session ends (its ephemerals with it; the listeners hear LOST, after the
+        generation moved on, as ZkClient's do) and the next one, ``new_session_id``,
+        starts at once."""
+        old = self.session_id
+        for path in [p for p, (_d, st) in self.nodes.items() if st.ephemeralOwner == old]:
+            del self.nodes[path]
+        self.session_generation += 1
+        for listener in list(self.listeners):
+            listener("LOST")
+        self.session_id = new_session_id
+
+    def _check_session(self, session: int | None) -> None:
+        if session is not None and session != self.session_generation:
+            raise SessionExpiredError("the session this request was made for has ended")
 
     def share(self, session_id: int) -> FakeZk:
         """Another session of the same ensemble: the same tree."""
@@ -142,7 +163,8 @@ class FakeZk:
         """The session never loses its connection here: ``fn()`` once."""
         return fn()
 
-    def multi(self, ops: Sequence[WriteOp]) -> list[Any]:
+    def multi(self, ops: Sequence[WriteOp], *, session: int | None = None) -> list[Any]:
+        self._check_session(session)
         self._maybe_fail()
         saved = dict(self.nodes)
         results: list[Any] = []
@@ -166,10 +188,12 @@ class FakeZk:
         *,
         max_ops: int = 500,
         on_answered: Callable[[list[int], list[list[Any]]], None] | None = None,
+        session: int | None = None,
     ) -> list[list[Any]]:
         """Each item in a multi of its own after the epoch check (as ZkClient's results)."""
         out: list[list[Any]] = []
         for i, item in enumerate(list(items)):
+            self._check_session(session)
             res = self.multi([Check(paths.CONTROLLER_EPOCH, epoch_zk_version), *item])
             if isinstance(res[0], (BadVersionError, NoNodeError)):
                 raise ControllerMovedError("the /controller_epoch zkVersion changed")
@@ -178,8 +202,10 @@ class FakeZk:
                 on_answered([i], [res[1:]])
         return out
 
-    def multi_fenced(self, epoch_zk_version: int, ops: Sequence[WriteOp]) -> list[Any]:
-        return self.multi_fenced_batched(epoch_zk_version, [ops])[0]
+    def multi_fenced(
+        self, epoch_zk_version: int, ops: Sequence[WriteOp], *, session: int | None = None
+    ) -> list[Any]:
+        return self.multi_fenced_batched(epoch_zk_version, [ops], session=session)[0]
 
     def _existing(self, path: str, version: int) -> tuple[bytes, ZnodeStat]:
         got = self.nodes.get(path)

@@ -114,8 +114,8 @@ def test_states_created_before_the_fence_moved_are_logged(tmp_path: Path) -> Non
     real_multi = zk.multi
     created = []
 
-    def multi(ops: list[WriteOp]) -> list[object]:
-        out = real_multi(ops)
+    def multi(ops: list[WriteOp], **kwargs: Any) -> list[object]:
+        out = real_multi(ops, **kwargs)
         if any(getattr(op, "path", "").endswith("/state") for op in ops) and not isinstance(
             out[-1], Exception
         ):
@@ -184,8 +184,8 @@ class PackingZk(FakeZk):
     _raise_if_fenced = staticmethod(ZkClient._raise_if_fenced)
     after_multi: Any = None
 
-    def _multi_async(self, ops: Any) -> _Answered:
-        out = self.multi(ops)
+    def _multi_async(self, ops: Any, session: int | None = None) -> _Answered:
+        out = self.multi(ops, session=session)
         if self.after_multi is not None:
             self.after_multi(ops, out)
         return _Answered(out)
