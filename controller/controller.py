@@ -345,6 +345,7 @@ class KafkaController:
         self._zk_retry_timer: threading.Timer | None = None
         self._sessions_ended = 0
         self._last_zk_state = "CONNECTED"
+        self._sends_dropped = False  # logged once a term (_send)
         self._state_lock = threading.Lock()
         self._tracker: RequestTracker | None = None
 
@@ -479,7 +480,10 @@ class KafkaController:
                 # The context may be half-updated: drop it rather than act on it (item 35
                 # of docs/architecture.md). The session may live on, and with it our
                 # /controller: it is removed once ZooKeeper answers, and an election runs.
-                self._resign(f"ZooKeeper error: {type(e).__name__}")
+                # Or the term's session ended under the event (its write refused): the
+                # Expire queued meanwhile finds nothing more to resign.
+                ended = self._term_session_ended()
+                self._resign("session expired" if ended else f"ZooKeeper error: {type(e).__name__}")
             self._reelect_after_zk_error()
         except Exception as e:
             # A bug, not a fault. What the event decided so far is half made: partition
@@ -503,8 +507,27 @@ class KafkaController:
             if not processed:
                 event.preempt()
 
+    def _term_session_ended(self) -> bool:
+        """The ZooKeeper session this term was won in has ended (kazoo may be in the next
+        one already): nothing of the term may act any more."""
+        token = self.token
+        return token is not None and token.session != self.zk.session_generation
+
     def _send(self, requests: list[BrokerRequest]) -> None:
-        if self.channel is None or not self.is_active:
+        token = self.token
+        if self.channel is None or token is None:
+            return
+        if self._term_session_ended():
+            # The session of the term ended: its Expire is queued, and this event goes on
+            # until its next write is refused. Kafka's cannot send meanwhile (its new
+            # session waits for the Expire), and another broker may already be
+            # controller of the next epoch: nothing of this term goes out any more.
+            if not self._sends_dropped:
+                self._sends_dropped = True
+                log.warning(
+                    "the ZooKeeper session of epoch %d ended: its requests to brokers are dropped",
+                    token.epoch,
+                )
             return
         tracker = self._tracker
         if tracker is not None:
@@ -676,6 +699,10 @@ class KafkaController:
             self.state_log.controller_seen(outcome.controller_id, "lost the election")
             return
         self.token = outcome.token
+        # The term's writes are bound to the session it was won in (docs/architecture.md,
+        # "Election and fencing").
+        self.store.session = outcome.token.session
+        self._sends_dropped = False
         self.ctx.epoch = outcome.token.epoch
         self.ctx.epoch_zk_version = outcome.token.zk_version
         self.last_failover = FailoverTimings(elected_at=time.time())

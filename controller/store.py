@@ -3,7 +3,9 @@
 `ControllerStore` is the port the state machines use; `ZkControllerStore` is its one
 implementation on ZooKeeper. Every write goes through `ZkClient.multi_fenced_batched`, so
 each is conditional on the `/controller_epoch` zkVersion this controller was elected with:
-the one epoch-checked path. Reads are batched in multiReads.
+the one epoch-checked path. Each is also bound to the ZooKeeper session the term was won
+in (`session`, set by the controller on its election): refused once that session ended.
+Reads are batched in multiReads.
 """
 
 from __future__ import annotations
@@ -221,6 +223,10 @@ def _report_unanswered(
 class ZkControllerStore:
     def __init__(self, zk: ZkClient) -> None:
         self.zk = zk
+        #: the session generation of the term writing through this store (its token's):
+        #: its writes are refused (SessionExpiredError) once that session ended. None:
+        #: any session (a store used without a term: tools, tests).
+        self.session: int | None = None
 
     # --- partition states ---------------------------------------------------------------
 
@@ -350,7 +356,9 @@ class ZkControllerStore:
                 on_created(created)
 
         try:
-            self.zk.multi_fenced_batched(epoch_zk_version, items, on_answered=answered)
+            self.zk.multi_fenced_batched(
+                epoch_zk_version, items, on_answered=answered, session=self.session
+            )
         except ZOOKEEPER_UNAVAILABLE:
             if on_unanswered is not None:
                 _report_unanswered(
@@ -364,7 +372,9 @@ class ZkControllerStore:
         missing = [p for p, got in zip(path_list, existing, strict=True) if got is None]
         if not missing:
             return
-        results = self.zk.multi_fenced_batched(epoch_zk_version, [[Create(p)] for p in missing])
+        results = self.zk.multi_fenced_batched(
+            epoch_zk_version, [[Create(p)] for p in missing], session=self.session
+        )
         for p, r in zip(missing, results, strict=True):
             if isinstance(r[0], NoNodeError):
                 # Its parent vanished (the topic znode was deleted meanwhile): the states
@@ -412,7 +422,9 @@ class ZkControllerStore:
                 on_written(written)
 
         try:
-            self.zk.multi_fenced_batched(epoch_zk_version, items, on_answered=answered)
+            self.zk.multi_fenced_batched(
+                epoch_zk_version, items, on_answered=answered, session=self.session
+            )
         except ZOOKEEPER_UNAVAILABLE:
             if on_unanswered is not None:
                 answered_tps = finished.keys() | result.failed.keys() | set(result.retry)
@@ -481,7 +493,9 @@ class ZkControllerStore:
                 items.append([SetData(path, encode_topic(merged), got[1].version)])
             again: list[TopicAssignment] = []
             for a, r in zip(
-                pending, self.zk.multi_fenced_batched(epoch_zk_version, items), strict=True
+                pending,
+                self.zk.multi_fenced_batched(epoch_zk_version, items, session=self.session),
+                strict=True,
             ):
                 if isinstance(r[0], BadVersionError):
                     again.append(a)  # written meanwhile: read it again
@@ -505,7 +519,7 @@ class ZkControllerStore:
         False if it was written again meanwhile (its watch brings that change) or is gone."""
         path = paths.topic(assignment.topic)
         op = SetData(path, encode_topic(assignment), version)
-        result = self.zk.multi_fenced(epoch_zk_version, [op])[0]
+        result = self.zk.multi_fenced(epoch_zk_version, [op], session=self.session)[0]
         if isinstance(result, BadVersionError | NoNodeError):
             log.info("could not restore %s: %r", path, result)
             return False
@@ -562,7 +576,9 @@ class ZkControllerStore:
             ]
             if not existing:
                 return
-            results = self.zk.multi_fenced(epoch_zk_version, [Delete(p) for p in existing])
+            results = self.zk.multi_fenced(
+                epoch_zk_version, [Delete(p) for p in existing], session=self.session
+            )
             failed = [
                 (path, r)
                 for path, r in zip(existing, results, strict=True)
@@ -586,7 +602,9 @@ class ZkControllerStore:
     def _delete_in_order(self, ops: list[WriteOp], epoch_zk_version: int) -> None:
         # Each delete alone in a fenced multi, pipelined: order holds because ZooKeeper
         # applies one session's requests in order, and a missing znode is not an error here.
-        results = self.zk.multi_fenced_batched(epoch_zk_version, [[op] for op in ops], max_ops=1)
+        results = self.zk.multi_fenced_batched(
+            epoch_zk_version, [[op] for op in ops], max_ops=1, session=self.session
+        )
         for op, r in zip(ops, results, strict=True):
             if is_error(r[0]) and not isinstance(r[0], NoNodeError):
                 raise RuntimeError(f"could not delete {getattr(op, 'path', op)}: {r[0]!r}")
@@ -628,7 +646,7 @@ class ZkControllerStore:
                 if remaining
                 else Delete(paths.REASSIGN_PARTITIONS, version)
             )
-            result = self.zk.multi_fenced(epoch_zk_version, [op])[0]
+            result = self.zk.multi_fenced(epoch_zk_version, [op], session=self.session)[0]
             if isinstance(result, NoNodeError):
                 return False  # deleted by an admin meanwhile: nothing left to track
             if isinstance(result, BadVersionError):

@@ -4,7 +4,10 @@ Kafka's KafkaZkClient.registerControllerAndIncrementControllerEpoch: one multi c
 ephemeral `/controller` AND bumps `/controller_epoch` conditionally on its zkVersion, so
 winning the race and taking the next epoch are one atomic step. The winner's
 `FencingToken` (epoch, zkVersion of `/controller_epoch`) is what every later write of its
-term is conditioned on.
+term is conditioned on, and the term is bound to the ZooKeeper session it was won in
+(the client's session generation): once that session ends its writes are refused, as
+Kafka's requests on an expired handle fail, although the zkVersion check alone would pass
+in the client's next session until another controller is elected.
 """
 
 from __future__ import annotations
@@ -41,10 +44,12 @@ UNKNOWN_CONTROLLER = -2
 
 @dataclass(frozen=True, slots=True)
 class FencingToken:
-    """A controller's term: its epoch and the zkVersion of /controller_epoch it wrote."""
+    """A controller's term: its epoch, the zkVersion of /controller_epoch it wrote, and
+    the session generation (`ZkClient.session_generation`) it was won in."""
 
     epoch: int
     zk_version: int
+    session: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +65,9 @@ class ElectionOutcome:
 
 
 def read_controller_epoch(zk: ZkClient) -> FencingToken:
-    """The current epoch and its zkVersion; creates `/controller_epoch` as 0 if missing."""
+    """The current epoch and its zkVersion (the session: the one it was read in); creates
+    `/controller_epoch` as 0 if missing."""
+    session = zk.session_generation
     got = zk.get(paths.CONTROLLER_EPOCH)
     if got is None:
         try:
@@ -71,7 +78,7 @@ def read_controller_epoch(zk: ZkClient) -> FencingToken:
         if got is None:
             raise RuntimeError("/controller_epoch vanished right after it was created")
     data, stat = got
-    return FencingToken(decode_controller_epoch(data), stat.version)
+    return FencingToken(decode_controller_epoch(data), stat.version, session)
 
 
 def read_controller(
@@ -105,7 +112,12 @@ def try_elect(zk: ZkClient, broker_id: int) -> ElectionOutcome:
     request of the new controller refused as stale. The problem is logged naming the znode,
     a watch is left on it (the controller retries when it changes: `zk_handlers.
     controller_epoch_change`), and the outcome says there is no controller.
+
+    The term won is bound to the session the attempt started in: the election multi is
+    refused (SessionExpiredError) if that session ended before it was sent, so a term
+    is never won in a session other than its token's.
     """
+    session = zk.session_generation
     try:
         current = read_controller_epoch(zk)
     except MalformedZnode as e:
@@ -115,20 +127,22 @@ def try_elect(zk: ZkClient, broker_id: int) -> ElectionOutcome:
         [
             Create(paths.CONTROLLER, encode_controller(broker_id), ephemeral=True),
             SetData(paths.CONTROLLER_EPOCH, encode_controller_epoch(new_epoch), current.zk_version),
-        ]
+        ],
+        session=session,
     )
     if not any(is_error(r) for r in results):
-        return ElectionOutcome(broker_id, FencingToken(new_epoch, results[1].version))
+        return ElectionOutcome(broker_id, FencingToken(new_epoch, results[1].version, session))
     # Lost, or our own earlier attempt succeeded before a lost connection hid the answer:
     # it was ours if /controller names us under our session and the epoch is the one we wrote.
+    owner_session = zk.session_id
     controller_id, owner = read_controller(zk, watch=True)
-    if controller_id == broker_id and owner == zk.session_id:
+    if controller_id == broker_id and owner == owner_session and zk.session_generation == session:
         try:
             epoch = read_controller_epoch(zk)
         except MalformedZnode as e:
             return _unelectable(zk, e)
         if epoch.epoch == new_epoch:
-            return ElectionOutcome(broker_id, epoch)
+            return ElectionOutcome(broker_id, FencingToken(epoch.epoch, epoch.zk_version, session))
     if controller_id == NO_CONTROLLER and any(isinstance(r, NoNodeError) for r in results):
         log.warning("election multi failed with %r", results)
     return ElectionOutcome(controller_id, None)
@@ -158,8 +172,10 @@ def delete_own_controller_znode(zk: ZkClient, broker_id: int) -> bool:
     from a pause): it can still show our old `/controller` after an admin deleted it and
     another broker won the next term, whose `/controller` has the same version (0). So the
     delete is also conditional on `/controller_epoch`'s version, read first: it removes
-    the `/controller` of the term read, or nothing.
+    the `/controller` of the term read, or nothing. And it is made in the session whose
+    ownership was seen, or not at all (SessionExpiredError).
     """
+    session = zk.session_generation
     epoch = zk.get(paths.CONTROLLER_EPOCH)
     got = zk.get(paths.CONTROLLER)
     if got is None:
@@ -167,16 +183,21 @@ def delete_own_controller_znode(zk: ZkClient, broker_id: int) -> bool:
     _data, stat = got
     if int(stat.ephemeralOwner) != zk.session_id:
         return False
-    return delete_controller_of_term(zk, None if epoch is None else epoch[1].version, stat.version)
+    epoch_zk_version = None if epoch is None else epoch[1].version
+    return delete_controller_of_term(zk, epoch_zk_version, stat.version, session=session)
 
 
 def delete_controller_of_term(
-    zk: ZkClient, epoch_zk_version: int | None, controller_version: int
+    zk: ZkClient,
+    epoch_zk_version: int | None,
+    controller_version: int,
+    *,
+    session: int | None = None,
 ) -> bool:
     """Delete `/controller` (at that version) only while `/controller_epoch` still has the
     version read with it (None: there was none to check): no election happened since.
-    Whether it was deleted."""
+    ``session``: only in that session generation. Whether it was deleted."""
     ops: list[WriteOp] = [Delete(paths.CONTROLLER, controller_version)]
     if epoch_zk_version is not None:
         ops.insert(0, Check(paths.CONTROLLER_EPOCH, epoch_zk_version))
-    return not any(is_error(r) for r in zk.multi(ops))
+    return not any(is_error(r) for r in zk.multi(ops, session=session))

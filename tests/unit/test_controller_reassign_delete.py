@@ -108,10 +108,10 @@ def test_a_deletion_cut_short_removes_the_topic_and_its_request_together() -> No
     first = Controller(data, broker_id=1).elect()
     multi = first.zk.multi
 
-    def lost_with_the_request(ops: Sequence[WriteOp]) -> list[Any]:
+    def lost_with_the_request(ops: Sequence[WriteOp], **kwargs: Any) -> list[Any]:
         if any(isinstance(op, Delete) and op.path == paths.delete_topic("t") for op in ops):
             raise ConnectionLoss()
-        return multi(ops)
+        return multi(ops, **kwargs)
 
     first.zk.multi = lost_with_the_request  # type: ignore[method-assign]
     first.answer_stop_replicas("t")

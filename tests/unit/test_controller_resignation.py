@@ -52,7 +52,7 @@ def active_controller(zk: FakeZk) -> KafkaController:
     zk.multi([SetData(paths.CONTROLLER_EPOCH, b"5", 0)])  # version 1
     zk.put(paths.CONTROLLER, encode_controller(1), owner=OURS)
     c = KafkaController(ControllerConfig(broker_id=1), zk, MagicMock(), lambda: 123)  # type: ignore[arg-type]
-    c.token = FencingToken(5, 1)
+    c.token = FencingToken(5, 1, zk.session_generation)
     c.ctx.epoch, c.ctx.epoch_zk_version = 5, 1
     return c
 

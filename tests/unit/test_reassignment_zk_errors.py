@@ -57,7 +57,7 @@ def _fail_once(c: Controller, name: str, when: Callable[..., bool]) -> list[bool
     return armed
 
 
-def _writes_topic(ops: list[Any]) -> bool:
+def _writes_topic(ops: list[Any], **_kwargs: Any) -> bool:
     return any(isinstance(op, SetData) and op.path == paths.topic("t") for op in ops)
 
 

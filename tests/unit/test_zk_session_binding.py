@@ -15,6 +15,7 @@ import pytest
 from kazoo.exceptions import SessionExpiredError
 from kazoo.protocol.states import KeeperState
 
+from election import controller_election
 from zkdata.client import SetData, ZkClient
 
 
@@ -136,3 +137,20 @@ def test_the_session_ends_while_a_write_waits_on_the_wake_up_pipe(idle: Idle) ->
     assert not alive, "the session's end waited on a write blocked on the wake-up pipe"
     assert idle.zk.session_generation == term + 1
     assert idle.queued() == 0  # kazoo failed the queued multi with the session
+
+
+def test_the_election_is_made_in_the_session_it_started_in(
+    idle: Idle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """try_elect binds its multi to the session it started in: a session that ended after
+    its read of /controller_epoch gives no term (SessionExpiredError), never one won in
+    the next session."""
+
+    def read_then_expire(zk: ZkClient) -> controller_election.FencingToken:
+        idle.expire()  # the epoch was read in the session that just ended
+        return controller_election.FencingToken(0, 0, zk.session_generation)
+
+    monkeypatch.setattr(controller_election, "read_controller_epoch", read_then_expire)
+    with pytest.raises(SessionExpiredError):
+        controller_election.try_elect(idle.zk, 1)
+    assert idle.queued() == 0
