@@ -576,6 +576,13 @@ class KafkaController:
 
     def _on_ControllerChange(self, _event: ev.ControllerChange) -> None:
         self._maybe_resign()
+        if self.active_controller_id == NO_CONTROLLER:
+            # The /controller whose creation (or change) this reports is gone already, and
+            # its deletion brings no Reelect: the watch its creation fired was re-armed
+            # (by the read above) only after it went. Kafka's processControllerChange
+            # only resigns, and its cluster would stay without a controller; an election
+            # where none stands is always safe (docs/architecture.md, item 45).
+            self._elect()
 
     def _on_Reelect(self, _event: ev.Reelect) -> None:
         self._maybe_resign()

@@ -30,6 +30,7 @@ from tests.unit.fake_cluster import (
     cluster,
     drain,
     process,
+    start_controller,
 )
 from tests.unit.fake_cluster import queued as queued_events
 from tests.unit.fake_zk import FakeZk
@@ -38,6 +39,7 @@ from zkdata.client import ControllerMovedError, Create, SetData
 from zkdata.znodes import (
     TopicAssignment,
     TopicPartition,
+    decode_controller,
     encode_controller,
     encode_topic,
     new_topic_id,
@@ -289,3 +291,20 @@ def test_an_event_failing_on_a_bug_sends_nothing_it_decided_and_ends_the_term() 
             for p in t["partition_states"]
         }
         assert sent == {(b, "t", p): isr for b in (1, 2) for p, isr in ((0, (1, 2)), (1, (2, 1)))}
+
+
+def test_a_controller_change_finding_no_controller_elects() -> None:
+    """/controller created and deleted again (an admin deleting it twice): a broker's
+    exists watch fires on the creation and is consumed; the event's read, re-arming it,
+    finds the znode gone, and no deletion event ever comes. Kafka's
+    processControllerChange only resigns: every broker stayed without a controller (seen
+    on real ZooKeeper, one run in five of a churn test). It now elects."""
+    zk, active = cluster()
+    other = start_controller(zk, broker_id=2)
+    assert active.is_active
+    assert not other.is_active
+    del zk.nodes[paths.CONTROLLER]  # its deletion's watch event lost, as above
+    process(other, ev.ControllerChange())
+    drain(other)
+    assert other.is_active
+    assert decode_controller(zk.nodes[paths.CONTROLLER][0]) == 2
