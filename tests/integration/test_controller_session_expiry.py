@@ -11,6 +11,7 @@ is gone."""
 
 from __future__ import annotations
 
+import random
 import socket
 import struct
 import threading
@@ -31,6 +32,7 @@ from zkdata.client import ZkClient
 from zkdata.znodes import (
     BrokerRegistration,
     EndPoint,
+    decode_controller,
     decode_partition_state,
     encode_broker,
 )
@@ -246,6 +248,82 @@ def test_a_controller_whose_session_expired_mid_failover_writes_nothing_of_its_o
             if st.controller_epoch == 1 and stat.mzxid > lost_zxid[0]:
                 written_late.append((p, st.leader_and_isr.leader))
         assert written_late == [], f"epoch 1's controller wrote {written_late} after its expiry"
+    finally:
+        for n in nodes:
+            n.close()
+        direct.close()
+
+
+def one_controller_problem(direct: ZkClient, nodes: list[Node]) -> str | None:
+    """What keeps the nodes from being settled: exactly one active controller, whose
+    /controller stands in its session, and every broker registered in its own; None."""
+    active = [n for n in nodes if n.c.is_active]
+    if len(active) != 1:
+        return f"active controllers: {[n.id for n in active]}"
+    (controller,) = active
+    got = direct.get(paths.CONTROLLER)
+    if got is None:
+        return "no /controller"
+    if (
+        decode_controller(got[0]) != controller.id
+        or got[1].ephemeralOwner != controller.zk.session_id
+    ):
+        return f"/controller {got[0]!r} is not broker {controller.id}'s"
+    for n in nodes:
+        registration = direct.get(paths.broker(n.id))
+        if registration is None or registration[1].ephemeralOwner != n.zk.session_id:
+            return f"broker {n.id} is not registered in its session"
+    return None
+
+
+# A deletion again at once is the fault most likely to find a lost watch event: weighted.
+FAULTS = (
+    "delete",
+    "delete_twice",
+    "delete_twice",
+    "delete_twice",
+    "expire_controller",
+    "expire_other",
+)
+
+
+@pytest.mark.parametrize("seed", [7, 11])
+def test_deletions_and_expiries_in_turn_always_settle_on_one_controller(
+    zk_connect: str, tmp_path: Path, seed: int
+) -> None:
+    """Three controllers; in turn /controller deleted (once, or again the moment a new
+    one stands), the controller's session expired, another's: after each, exactly one
+    controller, in its session. A deletion right after a creation left every broker
+    without a controller (one run in five), fixed by a ControllerChange that finds none
+    electing (architecture item 45)."""
+    rnd = random.Random(seed)
+    direct = ZkClient(zk_connect, session_timeout_ms=10_000)
+    direct.start()
+    nodes: list[Node] = []
+    history: list[tuple[str, int]] = []
+    try:
+        nodes = [Node(i, zk_connect, tmp_path) for i in (1, 2, 3)]
+        for n in nodes:
+            n.c.start()
+        for _ in range(20):
+            deadline = time.monotonic() + 25  # a bound that only catches a hang
+            while (problem := one_controller_problem(direct, nodes)) is not None:
+                assert time.monotonic() < deadline, f"after {history[-1:]}: {problem}"
+                time.sleep(0.05)
+            (controller,) = [n for n in nodes if n.c.is_active]
+            fault = rnd.choice(FAULTS)
+            history.append((fault, controller.id))
+            if fault == "expire_controller":
+                expire(zk_connect, controller)
+            elif fault == "expire_other":
+                expire(zk_connect, rnd.choice([n for n in nodes if n is not controller]))
+            else:
+                direct.delete(paths.CONTROLLER)
+                again = time.monotonic() + 2
+                while fault == "delete_twice" and time.monotonic() < again:
+                    if direct.delete(paths.CONTROLLER):
+                        break
+                    time.sleep(0.001)
     finally:
         for n in nodes:
             n.close()
