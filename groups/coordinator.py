@@ -21,10 +21,12 @@ partitions. All group state is guarded by that condition's lock.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import logging
 import queue
+import struct
 import threading
 import time
 import uuid
@@ -47,8 +49,15 @@ from groups.offset_records import (
 )
 from groups.retention import CONSUMER_PROTOCOL, expired_offsets, subscribed_topics
 from storage.errors import CorruptRecordError, OffsetOutOfRangeError
-from storage.log import AppendInfo
-from storage.records import Record, iter_batches, iter_records
+from storage.log import AppendInfo, PartitionLog
+from storage.records import (
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    Record,
+    iter_batches,
+    iter_records,
+)
 from wire.errors import ErrorCode
 from zkdata.znodes import MalformedZnode, TopicPartition, decode_topic
 
@@ -115,6 +124,39 @@ def offsets_topic_partition_count(data: bytes | None, configured: int) -> int:
         return configured
 
 
+def readable_batches(
+    data: memoryview,
+) -> tuple[list[BatchHeader], list[CorruptRecordError], bool]:
+    """The whole batches of ``data`` (batches read from a log) that pass validation, with
+    their positions in ``data``; the damage found (positions in ``data``); and whether
+    the rest was given up. A damaged batch whose length field leads to a next batch (a
+    CRC mismatch, a bad magic) is passed over alone; after one whose length leads nowhere
+    no later batch can be found, and the rest of ``data`` is given up."""
+    headers: list[BatchHeader] = []
+    damage: list[CorruptRecordError] = []
+    position = 0
+    while position < len(data):
+        try:
+            found = list(iter_batches(data[position:]))
+        except CorruptRecordError as e:
+            bad = position + e.position
+            found = list(iter_batches(data[position:bad]))
+            headers += [h._replace(position=position + h.position) for h in found]
+            damage.append(CorruptRecordError(e.reason, position=bad, offset=e.offset))
+            length = (
+                struct.unpack_from(">i", data, bad + 8)[0]
+                if bad + LOG_OVERHEAD <= len(data)
+                else -1
+            )
+            if length < MIN_BATCH_LENGTH or bad + LOG_OVERHEAD + length > len(data):
+                return headers, damage, True
+            position = bad + LOG_OVERHEAD + length
+            continue
+        headers += [h._replace(position=position + h.position) for h in found]
+        break
+    return headers, damage, False
+
+
 def metadata_length(metadata: str) -> int:
     """A commit's metadata length as Kafka 2.8 measures it against
     offset.metadata.max.bytes (validateOffsetMetadataLength: a Java String's length(),
@@ -122,6 +164,50 @@ def metadata_length(metadata: str) -> int:
     if metadata.isascii():
         return len(metadata)
     return len(metadata.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _read_up_to_damage(plog: PartitionLog, position: int, end: int) -> tuple[bytes, int, int]:
+    """After a read of ``plog`` at ``position`` met a batch whose length field is
+    damaged: the whole batches from ``position`` up to it (no more than a load's read,
+    below ``end``), the offset after them, and the offset to read on from: the next
+    segment's base offset (no batch after the damage in its segment can be found),
+    ``end`` if there is none. A
+    read of the segment itself, as PartitionLog.read (which gives up the batches before
+    the damage too) makes it."""
+    segments = plog.segments_snapshot()
+    index = max(bisect.bisect_right(segments, position, key=lambda s: s.base_offset) - 1, 0)
+    for k in range(index, len(segments)):
+        segment = segments[k]
+        after = segments[k + 1].base_offset if k + 1 < len(segments) else end
+        first: BatchHeader | None = None
+        last: BatchHeader | None = None
+        try:
+            # As PartitionLog.read: the first segment with a batch at or past position.
+            first = segment.find_batch(position, segment.size)
+            if first is None:
+                continue
+            last = first
+            for header in segment.headers(first.position + first.size, segment.size):
+                if (
+                    header.last_offset >= end
+                    or header.position + header.size - first.position > _LOAD_READ_BYTES
+                ):
+                    # (No damage met: the log changed meanwhile. Read on from here.)
+                    after = header.base_offset
+                    break
+                last = header
+        except CorruptRecordError:
+            pass
+        except OSError as e:
+            raise plog.report_failure("read of", e) from e
+        if first is None or last is None:
+            return b"", position, max(after, position + 1)
+        try:
+            data = segment.log.pread(last.position + last.size - first.position, first.position)
+        except OSError as e:
+            raise plog.report_failure("read of", e) from e
+        return data, last.next_offset, max(after, last.next_offset)
+    return b"", position, end
 
 
 class GroupCoordinator:
@@ -270,9 +356,11 @@ class GroupCoordinator:
             try:
                 self._load(index, leader_epoch)
             except Exception:
-                # Tried again, after a backoff, while still led at that epoch: given up,
-                # its groups would be answered NOT_COORDINATOR until the leadership moved
-                # (Kafka serves what it loaded, offsets missing).
+                # An I/O error (the log's directory failing, the log closed meanwhile):
+                # tried again, after a backoff, while still led at that epoch; given up,
+                # its groups would be answered NOT_COORDINATOR until the leadership moved.
+                # (Damaged batches do not come here: _load skips them and serves the
+                # rest, as a retry would meet them again, forever.)
                 with self._cond:
                     if self._loading.get(index) != leader_epoch or self._stopped.is_set():
                         continue
@@ -320,13 +408,41 @@ class GroupCoordinator:
                 except OffsetOutOfRangeError:
                     position = plog.log_start_offset  # the start moved on meanwhile
                     continue
-                if read.region is None or read.next_offset <= position:
-                    break
-                data = memoryview(read.region.to_bytes())
-                for header in iter_batches(data):
+                except CorruptRecordError as e:
+                    # A batch's length field damaged on disk: no batch after it in its
+                    # segment can be found. Kafka 2.8 logs the error and serves what it
+                    # loaded; here the batches before it are kept, and the load reads on
+                    # from the next segment (a retry would fail the same way, forever).
+                    data, read_to, after = _read_up_to_damage(plog, position, end)
+                    if read_to < after:
+                        log.error(
+                            "%s: %s; offsets %d to %d cannot be read: loaded without them",
+                            tp,
+                            e,
+                            read_to,
+                            after - 1,
+                        )
+                else:
+                    if read.region is None or read.next_offset <= position:
+                        break
+                    data, after = read.to_bytes(), read.next_offset
+                view = memoryview(data)
+                headers, damage, rest_lost = readable_batches(view)
+                for bad in damage:
+                    log.error(
+                        "%s: a damaged batch%s skipped: %s",
+                        tp,
+                        "" if bad.offset is None else f" at offset {bad.offset}",
+                        bad.reason,
+                    )
+                if rest_lost:
+                    log.error(
+                        "%s: the batches after it, to offset %d, cannot be found", tp, after - 1
+                    )
+                for header in headers:
                     if header.is_control:
                         continue
-                    batch = data[header.position : header.position + header.size]
+                    batch = view[header.position : header.position + header.size]
                     try:
                         batch_records = list(iter_records(batch))
                     except (NotImplementedError, ValueError, IndexError, CorruptRecordError) as e:
@@ -344,7 +460,7 @@ class GroupCoordinator:
                             latest[key_bytes] = record
                         else:
                             log.error("%s: a record without a key at %d", tp, record.offset)
-                position = read.next_offset
+                position = after
         for record in itertools.chain(latest.values(), group_records):
             try:
                 key, value = decode_offset_record(record)

@@ -12,6 +12,7 @@ moves the high watermark), unless a test says otherwise.
 from __future__ import annotations
 
 import functools
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +26,12 @@ from broker.metadata_cache import MetadataCache
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
 from groups import coordinator as coordinator_module
-from groups.coordinator import OFFSET_METADATA_MAX_BYTES, OFFSETS_TOPIC, GroupCoordinator
+from groups.coordinator import (
+    OFFSET_METADATA_MAX_BYTES,
+    OFFSETS_TOPIC,
+    GroupCoordinator,
+    readable_batches,
+)
 from groups.membership import GroupLimits, GroupState, JoinAnswer, SyncAnswer
 from groups.offset_records import (
     CommittedOffset,
@@ -890,6 +896,108 @@ def test_a_malformed_record_is_skipped_at_load_and_the_commits_around_it_are_loa
         a2: offset(200, "raw"),
         a3: offset(300, "raw"),
     }
+
+
+def _offsets_segments(root: Path, index: int) -> list[Path]:
+    return sorted((root / "logs" / f"{OFFSETS_TOPIC}-{index}").glob("*.log"))
+
+
+def _damage(path: Path, batch: int, how: str) -> None:
+    """Damage the ``batch``-th batch of a segment file: a byte of its last record
+    flipped (its CRC no longer matches), or its length field below the minimum (no
+    batch after it in the segment can be found)."""
+    data = bytearray(path.read_bytes())
+    header = list(iter_batches(data))[batch]
+    if how == "crc":
+        data[header.position + header.size - 1] ^= 0xFF
+    else:
+        struct.pack_into(">i", data, header.position + 8, 3)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how", ["crc", "length"])
+def test_a_damaged_batch_is_skipped_at_load_and_the_partition_served(
+    nodes: Callable[..., Node], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A batch damaged on disk in a segment not rescanned at start (below the recovery
+    point after a clean shutdown): one whose CRC does not match is skipped alone; past a
+    bad length field nothing more of its segment can be found, so the load keeps the
+    batches before it and reads on from the next segment. Either way the partition is
+    served, with an error logged (Kafka 2.8's loadGroupsAndOffsets catches any error,
+    logs it and marks the partition loaded). The error escaped the load, which was tried
+    again forever: every group of the partition answered COORDINATOR_LOAD_IN_PROGRESS, and
+    ListGroups failed on the whole broker."""
+    monkeypatch.setattr(coordinator_module, "LOAD_RETRY_S", 60.0)  # no retry in time
+    first = nodes()
+    first.lead(0)
+    first.wait_loaded(G0)
+    t0, t1, t2, u0 = tp("t", 0), tp("t", 1), tp("t", 2), tp("u", 0)
+    for i, partition in enumerate((t0, t1, t2)):  # three batches, one commit each
+        assert commit(first.groups, G0, {partition: offset(10 + i)}) == {partition: ErrorCode.NONE}
+    partition_log = first.replicas.partitions[tp(OFFSETS_TOPIC, 0)].log
+    assert partition_log is not None
+    partition_log.roll()  # the damaged segment is an older one
+    assert commit(first.groups, G0, {u0: offset(99)}) == {u0: ErrorCode.NONE}
+    first.close()  # a clean shutdown: the segment is not rescanned at the next start
+    segments = _offsets_segments(tmp_path, 0)
+    assert len(segments) == 2
+    _damage(segments[0], 1, how)
+
+    n = nodes()
+    n.lead(0, epoch=1)
+    n.wait_loaded(G0)
+    expected = {t0: offset(10), u0: offset(99)}
+    if how == "crc":
+        expected[t2] = offset(12)  # the batch after the damaged one
+    assert fetched(n.groups, G0) == expected
+    assert n.groups.list_groups() == (ErrorCode.NONE, [(G0, "", GroupState.EMPTY.value)])
+    # The group goes on being served: a commit lands and is read back.
+    assert commit(n.groups, G0, {t1: offset(21)}) == {t1: ErrorCode.NONE}
+
+
+def test_a_bad_length_in_the_last_segment_ends_the_load_there(
+    node: Node, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past a bad length field in the last segment (damaged while the broker runs: the
+    segment was scanned at start) there is nothing to read on from: what was read before
+    it is served."""
+    monkeypatch.setattr(coordinator_module, "LOAD_RETRY_S", 60.0)
+    for i in range(3):
+        assert commit(node.groups, G0, {tp("t", i): offset(10 + i)}) == {tp("t", i): ErrorCode.NONE}
+    segments = _offsets_segments(tmp_path, 0)
+    assert len(segments) == 1
+    _damage(segments[0], 2, "length")
+
+    node.follow(0, epoch=1)
+    node.lead(0, epoch=2)  # a new coordinator reads the partition again
+    node.wait_loaded(G0)
+    assert fetched(node.groups, G0) == {tp("t", 0): offset(10), tp("t", 1): offset(11)}
+
+
+def test_readable_batches_skips_damaged_batches() -> None:
+    """The pure part: the batches of a blob that pass validation, with their positions
+    in the blob; a damaged one is passed over when its length field leads to the next,
+    else the rest of the blob is given up."""
+    batches = [
+        build_batch([RecordSpec(key=b"k%d" % i, value=b"v")], base_offset=i) for i in range(3)
+    ]
+    blob = b"".join(batches)
+    good = list(iter_batches(blob))
+    assert readable_batches(memoryview(blob)) == (good, [], False)
+
+    crc = bytearray(blob)
+    crc[good[1].position + good[1].size - 1] ^= 0xFF
+    headers, damage, rest_lost = readable_batches(memoryview(crc))
+    assert headers == [good[0], good[2]]
+    assert [(d.position, d.offset) for d in damage] == [(good[1].position, 1)]
+    assert not rest_lost
+
+    length = bytearray(blob)
+    struct.pack_into(">i", length, good[1].position + 8, 3)
+    headers, damage, rest_lost = readable_batches(memoryview(length))
+    assert headers == [good[0]]
+    assert [(d.position, d.offset) for d in damage] == [(good[1].position, 1)]
+    assert rest_lost
 
 
 # --- 5. membership through the shell -------------------------------------------------------
