@@ -1054,16 +1054,17 @@ class GroupCoordinator:
         """Kafka's cleanupGroupMetadata: in every partition led here, the expired offsets
         (``offsets.retention.minutes``, see groups/retention.py) are tombstoned and
         dropped, and a group left Empty with no offset is deleted (its metadata record
-        tombstoned). Returns how many offsets expired. The tombstones are appended
-        without waiting for the followers, as Kafka's are: one lost with its leader
-        expires again at the next check of the next coordinator."""
+        tombstoned). Returns how many offsets expired. The tombstones are appended with
+        acks=0, as Kafka's are (no min.insync.replicas check, no wait for the followers):
+        one lost with its leader expires again at the next check of the next
+        coordinator."""
         now = self._now_ms() if now_ms is None else now_ms
         return self._remove_offsets(lambda index: self._expired_in(index, now), now, "expired")
 
     def handle_deleted_topics(self, topics: Collection[str]) -> int:
         """Kafka's handleDeletedPartitions (on the UpdateMetadata that marks the topics
-        deleted): every offset committed here for their partitions is tombstoned and
-        dropped, and a group left Empty with no offset is deleted, as expire_offsets does.
+        deleted): every offset committed here for their partitions is dropped and
+        tombstoned, and a group left Empty with no offset is deleted, as expire_offsets does.
         Else a group would resume a topic created again under the same name from the
         old topic's offsets. Returns how many offsets were removed."""
         gone = {t for t in topics if t != OFFSETS_TOPIC}
@@ -1081,8 +1082,15 @@ class GroupCoordinator:
         now: int,
         what: str,
     ) -> int:
-        """Tombstone the offsets and groups ``chosen(index)`` names (lock held) in each
-        partition of the offsets topic led here."""
+        """Drop the offsets and groups ``chosen(index)`` names (lock held) in each
+        partition of the offsets topic led here, then append their tombstones. As Kafka
+        2.8's cleanupGroupMetadata: the cache first, and the tombstones with acks=0 (no
+        min.insync.replicas check, no wait for the followers), so a partition whose ISR is
+        below min.insync.replicas, or an append that fails (only logged), does not keep
+        them: a deleted topic's offsets are removed once, with the UpdateMetadata. A
+        tombstone lost is an expired offset's that expires again at the next check (of
+        this coordinator's successor: this one no longer has it), or a deleted topic's
+        that a new coordinator brings back, as in Kafka."""
         with self._cond:
             indexes = sorted(self._loaded)
         removed_count = 0
@@ -1091,16 +1099,30 @@ class GroupCoordinator:
             # the tombstones, and one appended before them is pending, so kept.
             with self._append_locks[index]:
                 with self._cond:
-                    epoch = self._loaded.get(index)
-                    if epoch is None:
+                    if index not in self._loaded:
                         continue
                     removed, dead = chosen(index)
-                    # Commits of these written and not yet answered are not taken into
-                    # the cache when answered (Kafka's removeOffsets drops them too).
                     for group_id, tp in removed:
+                        # Commits of these written and not yet answered are not taken
+                        # into the cache when answered (Kafka's removeOffsets drops them
+                        # too).
                         pending = self._pending.get(group_id)
                         if pending is not None and pending.pop(tp, 0) and not pending:
                             del self._pending[group_id]
+                        cached = self._offsets.get(group_id)
+                        if cached is not None:
+                            cached.pop(tp, None)
+                            if not cached:
+                                del self._offsets[group_id]
+                    for group_id in dead:
+                        group = self._groups.get(group_id)
+                        if (
+                            group is not None
+                            and not group.members
+                            and group_id not in self._offsets
+                        ):
+                            group.state = GroupState.DEAD
+                            del self._groups[group_id]
                 if not removed and not dead:
                     continue
                 records = bytearray()
@@ -1113,21 +1135,20 @@ class GroupCoordinator:
                 for group_id in dead:
                     records += group_metadata_batch(group_id, None, now, self.offsets_compression)
                 offsets_tp = TopicPartition(OFFSETS_TOPIC, index)
-                error, _p, info, message = self.replicas.append_as_leader(offsets_tp, records, -1)
-            if error != ErrorCode.NONE or info is None:
-                log.warning("offsets %s in %s: %s %s", what, offsets_tp, error.name, message)
-                continue
-            with self._cond:
-                if self._loaded.get(index) != epoch:
-                    continue
-                for k, (group_id, tp) in enumerate(removed):
-                    self._merge(group_id, {tp: _Stored(None, info.first_offset + k)})
-                for group_id in dead:
-                    group = self._groups.get(group_id)
-                    if group is not None and not group.members and group_id not in self._offsets:
-                        group.state = GroupState.DEAD
-                        del self._groups[group_id]
+                error, _p, _info, message = self.replicas.append_as_leader(offsets_tp, records, 0)
             removed_count += len(removed)
+            if error != ErrorCode.NONE:
+                log.warning(
+                    "%s: %d committed offsets %s and %d groups deleted, but their tombstones"
+                    " were not written: %s %s",
+                    offsets_tp,
+                    len(removed),
+                    what,
+                    len(dead),
+                    error.name,
+                    message,
+                )
+                continue
             log.info(
                 "%s: %d committed offsets %s, %d groups deleted",
                 offsets_tp,

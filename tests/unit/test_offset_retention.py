@@ -7,6 +7,7 @@ a new coordinator reads back from the same log.
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import struct
 import time
@@ -831,6 +832,70 @@ def test_a_deleted_topics_offsets_are_removed_for_good(nodes: Callable[..., Node
     second = nodes()  # a new coordinator over the same log
     second.lead_all(epoch=1)
     assert fetched(second.groups) == {}
+
+
+def isr_below_min(n: Node) -> None:
+    """min.insync.replicas=2 for __consumer_offsets (a topic config change), whose
+    partitions have an ISR of this broker alone: an acks=all append is refused."""
+    for index in range(PARTITIONS):
+        plog = n.offsets_partition(index).log
+        assert plog is not None
+        assert len(n.offsets_partition(index).isr) == 1
+        n.logs.update_topic_config(
+            OFFSETS_TOPIC, dataclasses.replace(plog.config, min_insync_replicas=2)
+        )
+
+
+def test_tombstones_are_written_with_the_isr_below_min_insync_replicas(
+    nodes: Callable[..., Node],
+) -> None:
+    """The coordinator's tombstones (a deleted topic's offsets, expired offsets, a dead
+    group's metadata) are appended with acks=0, as Kafka 2.8's cleanupGroupMetadata
+    appends them (requiredAcks = 0: no min.insync.replicas check). They were appended
+    with acks=all: with the ISR below min.insync.replicas all were refused and nothing
+    was removed; a deleted topic's offsets stayed for good (handle_deleted_topics runs
+    once), and a topic made again under the name resumed from them."""
+    first = nodes()
+    first.lead_all(epoch=0)
+    groups = first.groups
+    commit(groups, {A0: committed(5), B0: committed(7, ts=NOW + 10 * RETENTION_MS)})
+    isr_below_min(first)
+    assert groups.handle_deleted_topics(["a"]) == 1
+    assert fetched(groups) == {B0: committed(7, ts=NOW + 10 * RETENTION_MS)}
+    assert groups.expire_offsets(NOW + 11 * RETENTION_MS) == 1
+    assert fetched(groups) == {}
+    assert listed(groups) == {}  # no offset left, no member: deleted
+    assert first.records()[-3:] == [
+        (OffsetKey(G0, "a", 0), None),
+        (OffsetKey(G0, "b", 0), None),
+        (GroupKey(G0), None),
+    ]
+    first.close()
+    second = nodes()  # a new coordinator over the same log
+    second.lead_all(epoch=1)
+    assert fetched(second.groups) == {}
+    assert listed(second.groups) == {}
+
+
+def test_a_deleted_topics_offsets_are_dropped_even_if_the_tombstones_are_not_written(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Kafka 2.8's cleanupGroupMetadata: the offsets go from the cache first, then
+    their tombstones are appended; one that fails is only logged (an expired offset's is
+    written again at a next check; a deleted topic's, by the next coordinator's none: as
+    in Kafka)."""
+    groups = node.groups
+    commit(groups, {A0: committed(5), B0: committed(7)})
+
+    def refused(*_args: Any) -> tuple[ErrorCode, None, None, str]:
+        return ErrorCode.KAFKA_STORAGE_ERROR, None, None, "the log directory failed"
+
+    monkeypatch.setattr(node.replicas, "append_as_leader", refused)
+    assert groups.handle_deleted_topics(["a"]) == 1
+    assert fetched(groups) == {B0: committed(7)}
+    assert groups.handle_deleted_topics(["b"]) == 1
+    assert fetched(groups) == {}
+    assert listed(groups) == {}
 
 
 def test_an_offset_commit_of_a_partition_the_metadata_does_not_know_is_refused(
