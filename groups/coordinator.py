@@ -171,9 +171,8 @@ def _read_up_to_damage(plog: PartitionLog, position: int, end: int) -> tuple[byt
     damaged: the whole batches from ``position`` up to it (no more than a load's read,
     below ``end``), the offset after them, and the offset to read on from: the next
     segment's base offset (no batch after the damage in its segment can be found),
-    ``end`` if there is none. A
-    read of the segment itself, as PartitionLog.read (which gives up the batches before
-    the damage too) makes it."""
+    ``end`` if there is none. It reads the segment itself, walking its batches as
+    PartitionLog.read does, which gives up the batches before the damage too."""
     segments = plog.segments_snapshot()
     index = max(bisect.bisect_right(segments, position, key=lambda s: s.base_offset) - 1, 0)
     for k in range(index, len(segments)):
@@ -192,7 +191,8 @@ def _read_up_to_damage(plog: PartitionLog, position: int, end: int) -> tuple[byt
                     header.last_offset >= end
                     or header.position + header.size - first.position > _LOAD_READ_BYTES
                 ):
-                    # (No damage met: the log changed meanwhile. Read on from here.)
+                    # Where PartitionLog.read stops: no damage met, the log changed
+                    # meanwhile (truncated, cleaned). Read on from here.
                     after = header.base_offset
                     break
                 last = header
