@@ -793,7 +793,7 @@ class KafkaController:
         pending_deletions = self.zk.get_children(paths.DELETE_TOPICS, watch=True) or []
         queued = {t for t in pending_deletions if t in self.ctx.assignments}
         if not self.config.delete_topic_enable:
-            self.store.delete_paths(
+            self.store.delete_notifications(
                 [paths.delete_topic(t) for t in pending_deletions], self.ctx.epoch_zk_version
             )
             queued = set()
@@ -877,7 +877,9 @@ class KafkaController:
                 "removing deletion requests older than any topic of their names: %s",
                 sorted(topic for topic, _ in finished),
             )
-            self.store.delete_paths([path for _, path in finished], self.ctx.epoch_zk_version)
+            self.store.delete_notifications(
+                [path for _, path in finished], self.ctx.epoch_zk_version
+            )
 
     def _initialize_context(self) -> dict[TopicPartition, int]:
         """Load the context; return the partition states last written before the newest
@@ -1036,12 +1038,12 @@ class KafkaController:
         return added
 
     def _delete_log_dir_event_notifications(self, children: list[str]) -> None:
-        self.store.delete_paths(
+        self.store.delete_notifications(
             [paths.log_dir_event_notification(c) for c in children], self.ctx.epoch_zk_version
         )
 
     def _delete_isr_change_notifications(self, children: list[str]) -> None:
-        self.store.delete_paths(
+        self.store.delete_notifications(
             [paths.isr_change_notification(c) for c in children], self.ctx.epoch_zk_version
         )
 
@@ -1269,7 +1271,7 @@ class KafkaController:
         unknown = requested - ctx.all_topics - ctx.unreadable_topics
         if unknown:
             log.info("removing deletion requests for unknown topics %s", sorted(unknown))
-            self.store.delete_paths(
+            self.store.delete_notifications(
                 [paths.delete_topic(t) for t in sorted(unknown)], ctx.epoch_zk_version
             )
         requested -= unknown
@@ -1277,7 +1279,7 @@ class KafkaController:
             return
         if not self.config.delete_topic_enable:
             log.info("delete.topic.enable is false: ignoring deletion of %s", sorted(requested))
-            self.store.delete_paths(
+            self.store.delete_notifications(
                 [paths.delete_topic(t) for t in sorted(requested)], ctx.epoch_zk_version
             )
             return
@@ -1488,7 +1490,7 @@ class KafkaController:
             targets = decode_reassignment(got[0])
         except MalformedZnode as e:
             log.error("%s; removing the request", e)
-            self.store.delete_paths([paths.REASSIGN_PARTITIONS], self.ctx.epoch_zk_version)
+            self.store.delete_recursive(paths.REASSIGN_PARTITIONS, self.ctx.epoch_zk_version)
             return
         done: dict[TopicPartition, tuple[int, ...]] = {}
         with coalesced_topic_writes(self.ops):
@@ -1552,7 +1554,7 @@ class KafkaController:
                         self.reassignments.zk_triggered[tp] = target
             except MalformedZnode as e:
                 log.error("%s; removing the request", e)
-                self.store.delete_paths([paths.REASSIGN_PARTITIONS], ctx.epoch_zk_version)
+                self.store.delete_recursive(paths.REASSIGN_PARTITIONS, ctx.epoch_zk_version)
         # Requested targets the topic znodes do not show yet take over; the reassignments
         # they do show resume.
         new_targets = {
@@ -1720,7 +1722,7 @@ class KafkaController:
             log.error("%s; removing the request", e)
             requested = []
         self._elect_preferred(requested)
-        self.store.delete_paths([paths.PREFERRED_REPLICA_ELECTION], ctx.epoch_zk_version)
+        self.store.delete_recursive(paths.PREFERRED_REPLICA_ELECTION, ctx.epoch_zk_version)
 
     def _elect_preferred(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Any]:
         return preferred_election(self.partition_sm, tps)

@@ -110,6 +110,14 @@ def check_fence(epoch_zk_version: int, current_zk_version: int, writes: Collecti
         )
 
 
+def delete_failure(result: object) -> Exception | None:
+    """What a delete alone in a fenced multi failed with: None if it deleted the znode
+    or found it gone already (NoNode)."""
+    if is_error(result) and not isinstance(result, NoNodeError):
+        return cast(Exception, result)
+    return None
+
+
 class ControllerStore(Protocol):
     def read_partition_states(
         self, tps: Sequence[TopicPartition]
@@ -227,6 +235,8 @@ class ZkControllerStore:
         #: its writes are refused (SessionExpiredError) once that session ended. None:
         #: any session (a store used without a term: tools, tests).
         self.session: int | None = None
+        #: notification znodes whose deletion failed, already logged (delete_notifications)
+        self._undeletable_logged: set[str] = set()
 
     # --- partition states ---------------------------------------------------------------
 
@@ -599,20 +609,48 @@ class ZkControllerStore:
         out.append(path)
         return out
 
-    def _delete_in_order(self, ops: list[WriteOp], epoch_zk_version: int) -> None:
+    def _delete_in_order(
+        self, ops: list[WriteOp], epoch_zk_version: int, *, skip_failed: bool = False
+    ) -> None:
         # Each delete alone in a fenced multi, pipelined: order holds because ZooKeeper
         # applies one session's requests in order, and a missing znode is not an error here.
         results = self.zk.multi_fenced_batched(
             epoch_zk_version, [[op] for op in ops], max_ops=1, session=self.session
         )
         for op, r in zip(ops, results, strict=True):
-            if is_error(r[0]) and not isinstance(r[0], NoNodeError):
-                raise RuntimeError(f"could not delete {getattr(op, 'path', op)}: {r[0]!r}")
+            path = getattr(op, "path", str(op))
+            failure = delete_failure(r[0])
+            if failure is None:
+                continue
+            if not skip_failed:
+                raise RuntimeError(f"could not delete {path}: {failure!r}")
+            if path not in self._undeletable_logged:
+                if len(self._undeletable_logged) >= 1024:  # bounded; logged again, rarely
+                    self._undeletable_logged.clear()
+                self._undeletable_logged.add(path)
+                log.warning("could not delete %s: %r; leaving it", path, failure)
 
-    def delete_paths(self, path_list: Sequence[str], epoch_zk_version: int) -> None:
-        """Delete admin or notification znodes; ones already gone are fine."""
+    def delete_recursive(self, path: str, epoch_zk_version: int) -> None:
+        """Delete ``path`` and whatever is under it (fenced), leaves first: Kafka 2.8's
+        deleteRecursive, which it deletes /admin/preferred_replica_election and
+        /admin/reassign_partitions with. A child put under the znode must not keep the
+        request there, to be acted on, and fail to be deleted, at every failover."""
+        self._delete_in_order(
+            [Delete(p) for p in self._subtree_leaves_first(path)], epoch_zk_version
+        )
+
+    def delete_notifications(self, path_list: Sequence[str], epoch_zk_version: int) -> None:
+        """Delete notification znodes (ISR changes, log dir events, topic deletion
+        requests), fenced. A delete that fails (a child an operator or a tool put under
+        the znode: NotEmpty) is logged once per path and left: Kafka 2.8's
+        deleteIsrChangeNotifications, deleteLogDirEventNotifications and
+        deleteTopicDeletions ignore the deletes' results, only the /controller_epoch
+        check failing raises (ControllerMovedError here too). Raising would end every
+        failover that meets the znode, and no broker would stay controller."""
         if path_list:
-            self._delete_in_order([Delete(p) for p in path_list], epoch_zk_version)
+            self._delete_in_order(
+                [Delete(p) for p in path_list], epoch_zk_version, skip_failed=True
+            )
 
     def remove_from_reassignment_znode(
         self, done: Mapping[TopicPartition, Sequence[int]], epoch_zk_version: int
@@ -641,6 +679,13 @@ class ZkControllerStore:
             if len(remaining) == len(requested):
                 return False
             version = got[1].version
+            if not remaining:
+                # Its children first (Kafka deletes it recursively): the conditional
+                # delete below would fail NotEmpty. They do not move its data version.
+                self._delete_in_order(
+                    [Delete(p) for p in self._subtree_leaves_first(paths.REASSIGN_PARTITIONS)[:-1]],
+                    epoch_zk_version,
+                )
             op: WriteOp = (
                 SetData(paths.REASSIGN_PARTITIONS, encode_reassignment(remaining), version)
                 if remaining
