@@ -53,6 +53,7 @@ from wire.errors import ErrorCode
 from zkdata import paths
 from zkdata.client import BadVersionError, Create, NoNodeError, SetData, ZkClient
 from zkdata.znodes import (
+    MAX_ZNODE_BYTES,
     LeaderAndIsr,
     MalformedZnode,
     SharedValues,
@@ -73,8 +74,12 @@ log = logging.getLogger(__name__)
 # How often the leader batches ISR changes into one notification znode. Kafka waits up to
 # 5 s (IsrChangePropagationBlackOut); a short window keeps metadata fresh for clients.
 ISR_PROPAGATION_INTERVAL_S = 0.2
-# Partitions per ISR change notification: its znode must stay under jute.maxbuffer (1 MB).
+# Partitions per ISR change notification, and its bytes: its znode must stay under
+# jute.maxbuffer (1 MiB; MAX_ZNODE_BYTES less a margin for the request's framing). Count
+# alone does not bound it: 10,000 partitions of topics named with 249 characters (Kafka's
+# limit) are 2.8 MB, which ZooKeeper refuses by dropping the connection.
 ISR_NOTIFICATION_PARTITIONS = 10_000
+ISR_NOTIFICATION_BYTES = MAX_ZNODE_BYTES - 100_000
 # ISR changes the writer takes per round. When followers of 100,000 partitions join at
 # once, all of them in one round would be ~100 MB of plans, ops, results and log rows at
 # the same time, made while the partitions' new ISRs are: the process would keep that
@@ -266,6 +271,44 @@ class Partition:
 
 
 Become = Callable[[list[Partition], list[Partition]], None]
+
+
+_EMPTY_PARTITION_LIST_BYTES = len(encode_partition_list(()))
+
+
+def isr_notification_chunks(
+    changed: Sequence[TopicPartition],
+    max_partitions: int = ISR_NOTIFICATION_PARTITIONS,
+    max_bytes: int = ISR_NOTIFICATION_BYTES,
+) -> list[list[TopicPartition]]:
+    """``changed`` cut, in order, into the partitions of each ISR change notification:
+    each chunk as long as it can be with at most ``max_partitions`` partitions and an
+    encoding (encode_partition_list) of at most ``max_bytes``. A partition's share of the
+    encoding is worked out exactly (its topic's once for each run of its partitions)."""
+    chunks: list[list[TopicPartition]] = []
+    chunk: list[TopicPartition] = []
+    size = _EMPTY_PARTITION_LIST_BYTES
+    topic: str | None = None
+    topic_bytes = 0
+    for tp in changed:
+        if tp.topic != topic:
+            topic = tp.topic
+            # The entry of partition 0 (one digit), without the comma between entries.
+            topic_bytes = (
+                len(encode_partition_list((TopicPartition(topic, 0),)))
+                - _EMPTY_PARTITION_LIST_BYTES
+                - 1
+            )
+        entry = topic_bytes + len(str(tp.partition)) + (1 if chunk else 0)
+        if chunk and (len(chunk) >= max_partitions or size + entry > max_bytes):
+            chunks.append(chunk)
+            chunk, size = [], _EMPTY_PARTITION_LIST_BYTES
+            entry -= 1  # no comma before the first entry
+        chunk.append(tp)
+        size += entry
+    if chunk:
+        chunks.append(chunk)
+    return chunks
 
 
 class ReplicaManager:
@@ -1560,10 +1603,7 @@ class ReplicaManager:
 
     def _notify_isr_changes(self, changed: list[TopicPartition]) -> None:
         prefix = f"{paths.ISR_CHANGE_NOTIFICATION}/{paths.ISR_CHANGE_PREFIX}"
-        chunks = [
-            changed[i : i + ISR_NOTIFICATION_PARTITIONS]
-            for i in range(0, len(changed), ISR_NOTIFICATION_PARTITIONS)
-        ]
+        chunks = isr_notification_chunks(changed)
         for result in self.zk.multi_batched(
             [[Create(prefix, encode_partition_list(chunk), sequential=True)] for chunk in chunks]
         ):

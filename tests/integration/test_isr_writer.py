@@ -8,6 +8,7 @@ import json
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -194,3 +195,30 @@ def test_an_isr_write_whose_answer_was_lost_is_adopted_logged_and_notified(
         zk.close()
         link.close()
         direct.close()
+
+
+def test_notifications_of_the_longest_topic_names_fit_in_znodes(zk_connect: str) -> None:
+    # 10,000 partitions of a topic named with 249 characters (Kafka's limit) are 2.8 MB
+    # of JSON: cut at 10,000 partitions only, ZooKeeper dropped the connection at the
+    # write, and the ISR writer retried it forever.
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        zk.ensure_paths([paths.ISR_CHANGE_NOTIFICATION])
+        changed = [TopicPartition("x" * 249, p) for p in range(10_000)]
+        ReplicaManager._notify_isr_changes(SimpleNamespace(zk=zk), changed)  # type: ignore[arg-type]
+        children = sorted(zk.get_children(paths.ISR_CHANGE_NOTIFICATION) or [])
+        written = [zk.get(paths.isr_change_notification(c)) for c in children]
+        notified = [
+            tp
+            for got in written
+            if got is not None
+            for tp in decode_partition_list(paths.ISR_CHANGE_NOTIFICATION, got[0])
+        ]
+        assert notified == changed
+        # The largest a chunk may be was written too.
+        assert max(len(got[0]) for got in written if got is not None) > 0.99 * (
+            replica_manager_module.ISR_NOTIFICATION_BYTES
+        )
+    finally:
+        zk.close()
