@@ -194,7 +194,7 @@ BROKER_FAULTS = [
 ]
 # Only where each fault waits for a healed cluster (every partition with a full ISR): a
 # broker's disks replaced (killed, every log directory emptied, restarted once out of
-# every ISR). With the overlapping schedules another broker may be down at the time, and
+# every ISR it shares; left a partition's last ISR member, it keeps its disk). With the overlapping schedules another broker may be down at the time, and
 # a broker whose disk is lost while it is a partition's last ISR member loses what it
 # acknowledged, in Kafka as here (unclean election's risk without the election).
 SEQUENTIAL_FAULTS = ["disk_replaced"]
@@ -298,15 +298,24 @@ def inject(
         # that bounced (its registration is newer than those states), not let it lead
         # with nothing. The other half, once the cluster saw it gone (out of every ISR).
         # Then it fetches everything again.
+        # If the cluster saw it gone while it was a partition's last ISR member (a
+        # leader's shrink, decided in a cut just healed, landing after the heal was seen),
+        # it keeps that place, and a new disk would lose what only it held, in Kafka as
+        # here: it comes back with its disk then (seed disk 87 met it).
         broker.kill()
-        broker.replace_disks()
         record["at_once"] = rng.random() < 0.5
-        if not record["at_once"]:
+        if record["at_once"]:
+            broker.replace_disks()
+        else:
             wait_for(
-                lambda: target not in c.registered() and not in_an_isr(c, target),
+                lambda: target not in c.registered() and not in_an_isr(c, target, shared=True),
                 c.session_timeout_s + 90,
-                f"broker {target} out of every ISR",
+                f"broker {target} out of every ISR it shares",
             )
+            if sole := last_isr_member_of(c, target):
+                record["disk_kept"] = sole
+            else:
+                broker.replace_disks()
         time.sleep(rng.uniform(0.5, 3.0))
         broker.start()
     elif fault == "kill_two":
@@ -512,17 +521,31 @@ def topic_churn(c: Cluster, rng: random.Random) -> dict[str, Any]:
     return record
 
 
-def in_an_isr(c: Cluster, broker: int) -> bool:
+def in_an_isr(c: Cluster, broker: int, *, shared: bool = False) -> bool:
     """Whether the broker is in the ISR of a partition of the stream's topic or of the
-    offsets topic (ZooKeeper out of reach: True, asked again)."""
+    offsets topic (ZooKeeper out of reach: True, asked again); ``shared``: only where it
+    leads or shares the ISR (a partition left leaderless with it as the last member does
+    not count: the controller keeps that, as Kafka's does)."""
     try:
         for topic in (TOPIC, OFFSETS_TOPIC):
             with contextlib.suppress(LookupError):
-                if any(broker in s.isr for s in c.partition_states(topic).values()):
-                    return True
+                for s in c.partition_states(topic).values():
+                    if broker in s.isr and (not shared or s.leader == broker or len(s.isr) > 1):
+                        return True
     except ZK_ERRORS:
         return True
     return False
+
+
+def last_isr_member_of(c: Cluster, broker: int) -> list[str]:
+    """The partitions of the stream's topic and the offsets topic whose ISR is the broker
+    alone."""
+    found: list[str] = []
+    for topic in (TOPIC, OFFSETS_TOPIC):
+        with contextlib.suppress(LookupError):
+            states = c.partition_states(topic)
+            found += [f"{topic}-{p}" for p, s in sorted(states.items()) if s.isr == (broker,)]
+    return found
 
 
 def stored_codecs(c: Cluster, topic: str) -> set[str]:
