@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import time
 import uuid
@@ -20,6 +21,8 @@ from typing import Any, Generic, NamedTuple, TypeGuard, TypeVar
 
 from zkdata import paths
 from zkdata.int_text import INT32_MAX, INT32_MIN, INT_TEXT, int_text_in_range, small_int_text
+
+log = logging.getLogger(__name__)
 
 NO_LEADER = -1
 LEADER_DURING_DELETE = -2
@@ -675,11 +678,19 @@ def decode_topic_config(topic: str, data: bytes | None, path: str | None = None)
         isinstance(k, str) and isinstance(v, str) for k, v in config.items()
     ):
         raise MalformedZnode(path, "config must map strings to strings")
-    # DescribeConfigs answers each key and value as a wire string.
+    # DescribeConfigs answers each key and value as a wire string: an entry no wire
+    # string can carry is left out, with a warning, as a key unknown to the broker is
+    # (no key Kafka knows is one); the rest of the topic's config stands.
+    kept: dict[str, str] = {}
     for key, value in config.items():
-        _wire_string(path, key, f"the config key {key!r}")
-        _wire_string(path, value, f"the value of {key!r}")
-    return config
+        try:
+            _wire_string(path, key, f"the config key {key!r}")
+            _wire_string(path, value, f"the value of {key!r}")
+        except MalformedZnode as e:
+            log.warning("%s; that entry is ignored", e)
+            continue
+        kept[key] = value
+    return kept
 
 
 def encode_cluster_id(cluster_id: str) -> bytes:

@@ -43,7 +43,7 @@ from wire.errors import ErrorCode
 from wire.protocol import request_codec, response_codec
 from zkdata import paths
 from zkdata.client import ZkClient
-from zkdata.znodes import MalformedZnode, TopicPartition, decode_topic_config
+from zkdata.znodes import TopicPartition, decode_topic_config
 
 
 def topic(name: str = "t", partitions: int = 3, rf: int = 2, **more: Any) -> dict[str, Any]:
@@ -697,20 +697,19 @@ def test_the_broker_resource_named_empty_is_the_clusters_dynamic_defaults() -> N
         assert (got["error_code"], got["configs"]) == (0, [])
 
 
-def test_a_topic_config_no_wire_string_can_carry_is_a_malformed_znode() -> None:
+def test_a_topic_config_entry_no_wire_string_can_carry_is_ignored() -> None:
     """JSON can name a lone surrogate ("\\udc80"), which UTF-8 cannot encode: a topic
     config znode holding one in a key or a value was taken as it was, and the
     DescribeConfigs answer naming it could not be encoded (the broker closed the
-    connection, with every other resource's answer). It is a malformed znode, reported with
-    its path, and that resource alone is refused."""
+    connection, with every other resource's answer). That entry is left out, with a
+    warning, as an unknown key is; the rest of the topic's config stands."""
     config = load_broker_config(overrides=["broker.id=1", "zookeeper.connect=z:2181"])
     for bad in ({"cleanup.policy": "delete\udc80"}, {"cleanup.policy\udc80": "delete"}):
         zk = FakeZk()
         zk.put(paths.topic("t"), b"{}")
-        data = json.dumps({"version": 1, "config": bad}).encode()
+        data = json.dumps({"version": 1, "config": {**bad, "retention.ms": "1000"}}).encode()
         zk.put(paths.topic_config("t"), data)
-        with pytest.raises(MalformedZnode, match="/config/topics/t"):
-            decode_topic_config("t", data)
+        assert decode_topic_config("t", data) == {"retention.ms": "1000"}
         a = AdminApis(cast(ZkClient, zk), MetadataCache(1), lambda: False, config)
         body = {
             "resources": [
@@ -724,6 +723,6 @@ def test_a_topic_config_no_wire_string_can_carry_is_a_malformed_znode() -> None:
         }
         codec = response_codec(ApiKey.DESCRIBE_CONFIGS, 4)
         got = codec.decode(bytes(codec.encode(a.describe_configs(4, body))))["results"]
-        assert got[0]["error_code"] != ErrorCode.NONE
-        assert "/config/topics/t" in got[0]["error_message"]
-        assert (got[1]["error_code"], len(got[1]["configs"])) == (ErrorCode.NONE, 1)
+        assert [r["error_code"] for r in got] == [ErrorCode.NONE, ErrorCode.NONE]
+        values = {row["name"]: row["value"] for row in got[0]["configs"]}
+        assert (values["retention.ms"], values["cleanup.policy"]) == ("1000", "delete")
