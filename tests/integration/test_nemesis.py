@@ -194,9 +194,10 @@ BROKER_FAULTS = [
 ]
 # Only where each fault waits for a healed cluster (every partition with a full ISR): a
 # broker's disks replaced (killed, every log directory emptied, restarted once out of
-# every ISR it shares; left a partition's last ISR member, it keeps its disk). With the overlapping schedules another broker may be down at the time, and
-# a broker whose disk is lost while it is a partition's last ISR member loses what it
-# acknowledged, in Kafka as here (unclean election's risk without the election).
+# every ISR it shares; left a partition's last ISR member, it keeps its disk). With the
+# overlapping schedules another broker may be down at the time, and a broker whose disk
+# is lost while it is a partition's last ISR member loses what it acknowledged, in Kafka
+# as here (unclean election's risk without the election).
 SEQUENTIAL_FAULTS = ["disk_replaced"]
 # What an admin's preferred election of every partition may answer for one, racing the
 # other faults: elected, refused where the preferred replica cannot lead (down, out of the
