@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Protocol, cast
 
-from kazoo.exceptions import RolledBackError
+from kazoo.exceptions import NotEmptyError, RolledBackError
 
 from zkdata import paths
 from zkdata.client import (
@@ -116,6 +116,24 @@ def delete_failure(result: object) -> Exception | None:
     if is_error(result) and not isinstance(result, NoNodeError):
         return cast(Exception, result)
     return None
+
+
+def stray_topic_znodes(topic: str, under: Iterable[str]) -> list[str]:
+    """Those of ``under`` (znodes under a topic's znode, config and deletion request)
+    that a controller never writes: anything but the partitions znode, a partition's
+    and its state (a child someone put there, a partition named "01" or "x")."""
+    own = paths.topic_partitions(topic) + "/"
+    strays = []
+    for path in under:
+        if path == paths.topic_partitions(topic):
+            continue
+        if path.startswith(own):
+            rest = path[len(own) :].split("/")
+            p = paths.parse_partition_id(rest[0])
+            if p is not None and (len(rest) == 1 or rest[1:] == ["state"]):
+                continue
+        strays.append(path)
+    return strays
 
 
 class ControllerStore(Protocol):
@@ -538,68 +556,69 @@ class ZkControllerStore:
         return True
 
     def delete_topic(self, topic: str, partitions: Iterable[int], epoch_zk_version: int) -> None:
-        """Remove a deleted topic's znodes, leaves first: states, partitions; then the
-        topic, its config and the deletion request itself, together (one fenced multi),
-        so that no deletion cut short leaves a request naming no topic (see
-        architecture.md, item 29). A child of its partitions znode that is no partition
-        (junk someone created: "x", "01", "\u00b2") is reported and deleted with whatever
-        is under it, or the partitions znode could never be deleted."""
-        parent = paths.topic_partitions(topic)
-        partition_ids = set(partitions)
-        junk: list[str] = []
-        for name in self.zk.get_children(parent) or []:
-            p = paths.parse_partition_id(name)
-            if p is None:
-                junk.append(name)
-            else:
-                partition_ids.add(p)
-        ops: list[WriteOp] = []
-        if junk:
-            log.warning(
-                "topic %s: children of %s that are no partition, deleted with it: %s",
-                topic,
-                parent,
-                ", ".join(repr(n if len(n) <= 20 else n[:20] + "...") for n in sorted(junk)),
-            )
-            for name in sorted(junk):
-                ops.extend(
-                    Delete(path) for path in self._subtree_leaves_first(paths.child(parent, name))
-                )
-        for p in sorted(partition_ids):
-            ops.append(Delete(paths.partition_state(topic, p)))
-            ops.append(Delete(paths.partition(topic, p)))
-        ops.append(Delete(paths.topic_partitions(topic)))
-        self._delete_in_order(ops, epoch_zk_version)
-        self._delete_together(
-            [paths.topic(topic), paths.topic_config(topic), paths.delete_topic(topic)],
-            epoch_zk_version,
-        )
-
-    def _delete_together(self, path_list: Sequence[str], epoch_zk_version: int) -> None:
-        """Delete those of the znodes that exist in one fenced multi: all of them, or none
-        if it fails. One deleted meanwhile (by an admin) fails it: read again."""
+        """Remove a deleted topic's znodes, leaves first: states, partitions, and whatever
+        else is under the topic, its config or its deletion request (a child someone put
+        there: Kafka 2.8 deletes the topic znode with deleteRecursive and ignores the
+        config's and request's delete results; NotEmpty ended every term that met it
+        here); then the topic, its config and the request itself, together (one fenced
+        multi), so that no deletion cut short leaves a request naming no topic (see
+        architecture.md, item 29). Every delete is fenced; a child created meanwhile (the
+        multi fails NotEmpty) is read and deleted in the next round."""
+        roots = [paths.topic(topic), paths.topic_config(topic), paths.delete_topic(topic)]
+        known = [
+            path
+            for p in sorted(set(partitions))
+            for path in (paths.partition_state(topic, p), paths.partition(topic, p))
+        ]
+        reported: set[str] = set()
         for _ in range(MAX_DELETE_ROUNDS):
-            existing = [
-                path
-                for path, got in zip(path_list, self.zk.get_many(path_list), strict=True)
-                if got is not None
-            ]
-            if not existing:
+            under = [path for root in roots for path in self._subtree_leaves_first(root)[:-1]]
+            strays = [path for path in stray_topic_znodes(topic, under) if path not in reported]
+            if strays:
+                reported.update(strays)
+                log.warning(
+                    "topic %s: znodes under its znodes that the controller did not write,"
+                    " deleted with them: %s",
+                    topic,
+                    ", ".join(
+                        repr(path if len(path) <= 200 else path[:200] + "...") for path in strays
+                    ),
+                )
+            listed = set(under)
+            ops: list[WriteOp] = [Delete(path) for path in known if path not in listed]
+            ops.extend(Delete(path) for path in under)
+            failures = self._send_deletes(ops, epoch_zk_version)
+            if not failures and self._delete_together(roots, epoch_zk_version):
                 return
-            results = self.zk.multi_fenced(
-                epoch_zk_version, [Delete(p) for p in existing], session=self.session
-            )
-            failed = [
-                (path, r)
-                for path, r in zip(existing, results, strict=True)
-                if is_error(r) and not isinstance(r, RolledBackError)
-            ]
-            if not failed:
-                return
-            if not all(isinstance(r, NoNodeError) for _, r in failed):
-                path, r = failed[0]
-                raise RuntimeError(f"could not delete {path}: {r!r}")
-        raise RuntimeError(f"could not delete {list(path_list)}: they kept changing")
+            other = [(path, f) for path, f in failures if not isinstance(f, NotEmptyError)]
+            if other:
+                raise RuntimeError(f"could not delete {other[0][0]}: {other[0][1]!r}")
+            # A child created meanwhile under one of them: read them again.
+        raise RuntimeError(f"could not delete {roots}: they kept changing")
+
+    def _delete_together(self, path_list: Sequence[str], epoch_zk_version: int) -> bool:
+        """Delete those of the znodes that exist in one fenced multi: all of them, or none
+        if it fails. False if it failed because one was deleted (by an admin) or was
+        given a child meanwhile: read again."""
+        existing = [
+            path
+            for path, got in zip(path_list, self.zk.get_many(path_list), strict=True)
+            if got is not None
+        ]
+        if not existing:
+            return True
+        results = self.zk.multi_fenced(
+            epoch_zk_version, [Delete(p) for p in existing], session=self.session
+        )
+        failed = [
+            (path, r)
+            for path, r in zip(existing, results, strict=True)
+            if is_error(r) and not isinstance(r, RolledBackError)
+        ]
+        other = [(path, r) for path, r in failed if not isinstance(r, NoNodeError | NotEmptyError)]
+        if other:
+            raise RuntimeError(f"could not delete {other[0][0]}: {other[0][1]!r}")
+        return not failed
 
     def _subtree_leaves_first(self, path: str) -> list[str]:
         """``path`` and every znode under it, each after its children."""
@@ -609,19 +628,26 @@ class ZkControllerStore:
         out.append(path)
         return out
 
-    def _delete_in_order(
-        self, ops: list[WriteOp], epoch_zk_version: int, *, skip_failed: bool = False
-    ) -> None:
-        # Each delete alone in a fenced multi, pipelined: order holds because ZooKeeper
-        # applies one session's requests in order, and a missing znode is not an error here.
+    def _send_deletes(
+        self, ops: list[WriteOp], epoch_zk_version: int
+    ) -> list[tuple[str, Exception]]:
+        """Each delete alone in a fenced multi, pipelined; the paths that failed, with
+        their errors. Order holds because ZooKeeper applies one session's requests in
+        order, and a missing znode is not an error here."""
         results = self.zk.multi_fenced_batched(
             epoch_zk_version, [[op] for op in ops], max_ops=1, session=self.session
         )
+        failures: list[tuple[str, Exception]] = []
         for op, r in zip(ops, results, strict=True):
-            path = getattr(op, "path", str(op))
             failure = delete_failure(r[0])
-            if failure is None:
-                continue
+            if failure is not None:
+                failures.append((getattr(op, "path", str(op)), failure))
+        return failures
+
+    def _delete_in_order(
+        self, ops: list[WriteOp], epoch_zk_version: int, *, skip_failed: bool = False
+    ) -> None:
+        for path, failure in self._send_deletes(ops, epoch_zk_version):
             if not skip_failed:
                 raise RuntimeError(f"could not delete {path}: {failure!r}")
             if path not in self._undeletable_logged:

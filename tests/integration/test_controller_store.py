@@ -713,3 +713,43 @@ def test_a_log_dir_event_asks_its_broker_and_only_its_current_epochs_answer_coun
         assert (json.loads(state[0])["leader"], json.loads(state[0])["isr"]) == (2, [2, 3])
     finally:
         close(controller, zk)
+
+
+def test_a_topic_with_children_someone_put_under_its_znodes_is_deleted(
+    zk_connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka deletes a topic's znode recursively and ignores the config's and request's
+    delete results: children there do not keep the deletion from completing. One put
+    under the request while the deletion runs (its multi fails NotEmpty) goes too."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        zk.create(paths.CONTROLLER_EPOCH, b"1", make_parents=True)
+        add_topic(zk, "t", {0: (1, 2, 3), 1: (2, 3, 1)})
+        zk.create(paths.topic_config("t"), b'{"version":1,"config":{}}', make_parents=True)
+        zk.create(paths.delete_topic("t"), make_parents=True)
+        for stray in (
+            paths.topic("t") + "/stray",
+            paths.partition_state("t", 0) + "/stray/deeper",
+            paths.topic_partitions("t") + "/x",
+            paths.topic_config("t") + "/stray",
+            paths.delete_topic("t") + "/stray",
+        ):
+            zk.create(stray, make_parents=True)
+        real_multi_fenced = zk.multi_fenced
+        raced: list[str] = []
+
+        def child_created_meanwhile(epoch_zk_version: int, ops: list, **kwargs: object) -> object:
+            if not raced and any(getattr(op, "path", None) == paths.topic("t") for op in ops):
+                raced.append(zk.create(paths.delete_topic("t") + "/late")[0])
+            return real_multi_fenced(epoch_zk_version, ops, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(zk, "multi_fenced", child_created_meanwhile)
+        stat = zk.exists(paths.CONTROLLER_EPOCH)
+        assert stat is not None
+        ZkControllerStore(zk).delete_topic("t", [0, 1], stat.version)
+        assert raced
+        for root in (paths.topic("t"), paths.topic_config("t"), paths.delete_topic("t")):
+            assert zk.exists(root) is None, root
+    finally:
+        zk.close()
