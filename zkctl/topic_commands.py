@@ -84,7 +84,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     describe = sub.add_parser(
         "describe",
         parents=[common],
-        help="show assignment, leaders, leader epochs, ISR and configs",
+        help="show assignment, leaders, ISR and configs (--json: leader epochs too)",
     )
     describe.add_argument(
         "--topic",
@@ -104,6 +104,22 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         "--unavailable-partitions",
         action="store_true",
         help="only partitions without a leader, or whose leader is not a live broker",
+    )
+    describe.add_argument(
+        "--under-min-isr-partitions",
+        action="store_true",
+        help="only partitions below min.insync.replicas: as Kafka 2.8's --zookeeper mode,"
+        " which reads no topic config for it, those without a leader",
+    )
+    describe.add_argument(
+        "--at-min-isr-partitions",
+        action="store_true",
+        help="only partitions at min.insync.replicas: as Kafka 2.8's --zookeeper mode, none",
+    )
+    describe.add_argument(
+        "--topics-with-overrides",
+        action="store_true",
+        help="only the topics with configs of their own, without their partitions",
     )
     describe.add_argument(
         "--exclude-internal", action="store_true", help="leave out Kafka's internal topics"
@@ -210,23 +226,52 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _filtering(args: argparse.Namespace) -> bool:
+    """Whether only some partitions are reported (Kafka's DescribeOptions: no topic
+    header then)."""
+    return bool(
+        args.under_replicated_partitions
+        or args.unavailable_partitions
+        or args.under_min_isr_partitions
+        or args.at_min_isr_partitions
+    )
+
+
 def _selected(args: argparse.Namespace, p: PartitionDescription, live: set[int]) -> bool:
-    if not (args.under_replicated_partitions or args.unavailable_partitions):
+    """Kafka 2.8's shouldPrintPartition, in its --zookeeper mode (no topic config: below
+    min.insync.replicas means without a leader, at it never)."""
+    if not _filtering(args):
         return True
-    return (args.under_replicated_partitions and p.is_under_replicated()) or (
-        args.unavailable_partitions and p.is_unavailable(live)
+    return bool(
+        (args.under_replicated_partitions and p.is_under_replicated())
+        or (args.unavailable_partitions and p.is_unavailable(live))
+        or (args.under_min_isr_partitions and p.leader is None)
     )
 
 
 def _describe(args: argparse.Namespace) -> int:
     from admin import topics
+    from admin.errors import UnknownTopicError
     from zkdata import paths
 
+    names = args.topic
+    if args.exclude_internal and names:
+        # Kafka filters the names before it checks they exist: an internal topic named
+        # with --exclude-internal is one that does not exist as expected.
+        internal = [n for n in names if n in paths.INTERNAL_TOPICS]
+        if internal and not args.if_exists:
+            raise UnknownTopicError(
+                f"topic(s) {', '.join(repr(n) for n in internal)} do not exist as expected"
+                " (--exclude-internal leaves out internal topics)"
+            )
+        names = [n for n in names if n not in paths.INTERNAL_TOPICS]
     with zk_session(args) as zk:
-        result = topics.describe_topics(zk, args.topic, if_exists=args.if_exists)
+        result = topics.describe_topics(zk, names, if_exists=args.if_exists)
     report_problems(result.problems)
     if args.exclude_internal:
         result.topics = [t for t in result.topics if t.name not in paths.INTERNAL_TOPICS]
+    if args.topics_with_overrides:
+        result.topics = [t for t in result.topics if t.config]
     if args.json:
         _describe_json(args, result)
     else:
@@ -235,11 +280,13 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _describe_json(args: argparse.Namespace, result: DescribeResult) -> None:
-    filtering = args.under_replicated_partitions or args.unavailable_partitions
+    filtering = _filtering(args)
     docs = []
     for t in result.topics:
         doc = t.to_json(result.live_brokers)
         keep = [p for p in t.partitions if _selected(args, p, result.live_brokers)]
+        if args.topics_with_overrides:
+            keep = []  # the topics alone, as the text
         doc["partitions"] = [p.to_json(result.live_brokers) for p in keep]
         if keep or not filtering:
             docs.append(doc)
@@ -255,27 +302,30 @@ def _describe_json(args: argparse.Namespace, result: DescribeResult) -> None:
 def _describe_text(args: argparse.Namespace, result: DescribeResult) -> None:
     from zkdata.znodes import topic_id_to_str
 
-    filtering = args.under_replicated_partitions or args.unavailable_partitions
+    # Kafka 2.8's TopicCommand lines, field for field (scripts split them on tabs): no
+    # TopicId without one, no leader epoch (--json has it).
+    filtering = _filtering(args)
     deletion = "\tMarkedForDeletion: true"
     for t in result.topics:
         if not filtering:
             configs = ",".join(f"{k}={v}" for k, v in sorted(t.config.items()))
             if t.config_problem:
                 configs = f"(malformed config znode: {t.config_problem})"
-            topic_id = topic_id_to_str(t.topic_id) if t.topic_id else "none"
+            topic_id = f"\tTopicId: {topic_id_to_str(t.topic_id)}" if t.topic_id else ""
             out(
-                f"Topic: {t.name}\tTopicId: {topic_id}\tPartitionCount: {len(t.partitions)}"
+                f"Topic: {t.name}{topic_id}\tPartitionCount: {len(t.partitions)}"
                 f"\tReplicationFactor: {t.replication_factor}\tConfigs: {configs}"
                 + (deletion if t.marked_for_deletion else "")
             )
+        if args.topics_with_overrides:
+            continue
         for p in t.partitions:
             if not _selected(args, p, result.live_brokers):
                 continue
             leader = "none" if p.leader is None else str(p.leader)
-            epoch = "none" if p.leader_epoch is None else str(p.leader_epoch)
             line = (
                 f"\tTopic: {t.name}\tPartition: {p.partition}\tLeader: {leader}"
-                f"\tLeaderEpoch: {epoch}\tReplicas: {ids(p.replicas)}\tIsr: {ids(p.isr)}"
+                f"\tReplicas: {ids(p.replicas)}\tIsr: {ids(p.isr)}"
             )
             if p.adding_replicas:
                 line += f"\tAdding Replicas: {ids(p.adding_replicas)}"
