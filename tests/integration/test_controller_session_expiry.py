@@ -25,6 +25,7 @@ from kazoo.client import KazooClient
 from broker.state_change_log import StateChangeLog
 from controller.controller import ControllerConfig, KafkaController
 from election.registration import register_broker
+from tests.integration.test_controller_lost_answer import wait_until
 from tests.integration.test_controller_store import add_topic, close
 from wire.protocol import decode_request_body, decode_request_header
 from zkdata import paths
@@ -40,16 +41,6 @@ from zkdata.znodes import (
 pytestmark = pytest.mark.integration
 
 SESSION_MS = 3000
-
-
-def wait_until(check: Any, what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 class Node:
