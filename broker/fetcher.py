@@ -150,7 +150,7 @@ def _truncation_plan(
     dict[TopicPartition, int],
 ]:
     """How each partition about to be fetched is truncated, from its (latest epoch, log
-    end, high watermark): asked about its epoch (KIP-101), an empty log's too; without an
+    end, high watermark): asked about its epoch (KIP-101) if it has records; without an
     epoch, cut at its high watermark if records lie above it, as (log end, high
     watermark) (Kafka's fetchTruncatingPartitions sets these apart for
     truncateToHighWatermark); or fetched from its log end as it is."""
@@ -158,9 +158,12 @@ def _truncation_plan(
     to_high_watermark: dict[TopicPartition, tuple[int, int]] = {}
     done: dict[TopicPartition, int] = {}
     for tp, (epoch, leo, hw) in positions.items():
-        if epoch is not None:
-            # An empty log is asked too (Kafka's fetchTruncatingPartitions): its truncation
-            # to 0 drops the entry of a leadership held here over no records.
+        if epoch is not None and leo > 0:
+            # An empty log is not asked, unlike Kafka's fetchTruncatingPartitions: there is
+            # nothing to cut, and asking made every leadership move of 10,000s of empty
+            # partitions cost a round trip and an epoch checkpoint write each. The entry of
+            # a leadership held over no records goes with the first batch fetched (any
+            # other epoch is assigned) or the next leadership here.
             asks[tp] = (epoch, leo, hw)
         elif epoch is None and leo > hw:
             to_high_watermark[tp] = (leo, hw)

@@ -167,6 +167,8 @@ def test_a_follower_without_epochs_is_truncated_to_its_high_watermark(
 # Here neither happened: the cache went on claiming epoch E started at 0 over records of
 # epoch 0, and the broker, leading later, answered OffsetsForLeaderEpoch(0) with end offset 0
 # instead of 10 (a KIP-320 consumer at offset 5 of epoch 0 told its log was truncated).
+# The fetched batch's epoch is assigned now (an empty log is still not asked about: see
+# broker/fetcher.py's _truncation_plan), which is enough.
 
 
 def follow_after_an_empty_leadership(

@@ -146,14 +146,14 @@ def test_the_sets_of_partitions_to_truncate_and_send_give_their_tables_back() ->
 
 
 def test_partitions_without_an_epoch_are_cut_at_their_high_watermark() -> None:
-    """Kafka's fetchTruncatingPartitions: a log with an epoch is asked about, an empty one
-    too (its entry may be a leadership's over no records); one with records but no epoch
-    is cut at its high watermark (truncateToHighWatermark), not fetched on from its end;
-    one with no epoch and nothing above its high watermark is fetched from its end."""
+    """Kafka's fetchTruncatingPartitions: a log with records and an epoch is asked about;
+    one with records but no epoch is cut at its high watermark (truncateToHighWatermark),
+    not fetched on from its end; an empty one (nothing to cut: unlike Kafka, not asked),
+    or one with nothing above its high watermark, is fetched from its end."""
     c0, d0 = TopicPartition("c", 0), TopicPartition("d", 0)
     asks, to_hw, done = _truncation_plan(
         {A0: (4, 10, 7), A1: (None, 10, 7), B0: (None, 7, 7), c0: (None, 0, 0), d0: (3, 0, 0)}
     )
-    assert asks == {A0: (4, 10, 7), d0: (3, 0, 0)}
+    assert asks == {A0: (4, 10, 7)}
     assert to_hw == {A1: (10, 7)}
-    assert done == {B0: 7, c0: 0}
+    assert done == {B0: 7, c0: 0, d0: 0}
