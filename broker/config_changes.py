@@ -8,8 +8,10 @@ notifications newer than the last it processed, in sequence order, and applies e
 topic's config as it now is in ZooKeeper: its logs roll, retain and flush by it, its
 produce checks use its min.insync.replicas, and, on the controller's broker, a topic whose
 unclean.leader.election.enable became true has its offline partitions elected again.
-Notifications older than 15 minutes are deleted by whichever broker sees them (Kafka's
-changeExpirationMs); a broker starting reads every topic's config afresh anyway.
+Notifications older than 15 minutes are deleted, with whatever is under them, by whichever
+broker sees them (Kafka's changeExpirationMs); one that cannot be deleted is logged once
+and tried again in later passes. A broker starting reads every topic's config afresh
+anyway.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from kazoo.protocol.states import WatchedEvent
 
 from zkdata import paths
 from zkdata.client import ZOOKEEPER_UNAVAILABLE, ZkClient
+from zkdata.tree import subtrees_leaves_first
 from zkdata.znodes import MalformedZnode, decode_config_change
 
 log = logging.getLogger(__name__)
@@ -82,6 +85,7 @@ class ConfigChangeListener:
         self._now_ms = now_ms
         self._last_processed = -1
         self._created_ms: dict[str, int] = {}  # processed notifications still there
+        self._purge_failed: set[str] = set()  # of those, the ones whose delete failed
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="config-changes", daemon=True)
@@ -170,11 +174,26 @@ class ConfigChangeListener:
     def _purge(self, children: list[str]) -> None:
         present = set(children)
         self._created_ms = {n: ms for n, ms in self._created_ms.items() if n in present}
+        self._purge_failed = {n for n in self._purge_failed if n in self._created_ms}
         expired = [
             name
             for name, created in self._created_ms.items()
             if self._now_ms() - created > CHANGE_EXPIRATION_MS
         ]
         for name in expired:
-            self.zk.delete(f"{paths.CONFIG_CHANGES}/{name}")
+            path = f"{paths.CONFIG_CHANGES}/{name}"
+            try:
+                # With whatever is under it, as Kafka's deletePath (deleteRecursive): a
+                # child someone put there failed the delete (NotEmpty), every pass.
+                for znode in subtrees_leaves_first(self.zk, [path]):
+                    self.zk.delete(znode)
+            except RETRIED:
+                raise  # the whole pass is taken again
+            except Exception as e:
+                # Kafka logs a failed purge and goes on. Tried again in later passes (a
+                # new notification's), said once.
+                if name not in self._purge_failed:
+                    self._purge_failed.add(name)
+                    log.warning("could not delete the expired notification %s: %r", path, e)
+                continue
             del self._created_ms[name]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import logging
 from typing import Any, cast
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kazoo.exceptions import ConnectionLoss
+from kazoo.exceptions import ConnectionLoss, NoAuthError
 from kazoo.protocol.states import ZnodeStat
 
 from broker.config_changes import (
@@ -18,6 +19,7 @@ from broker.config_changes import (
     pending_notifications,
     topic_of,
 )
+from tests.unit.fake_zk import FakeZk
 from zkdata import paths
 from zkdata.client import ZkClient
 from zkdata.znodes import MalformedZnode, decode_config_change, encode_config_change
@@ -96,6 +98,14 @@ class ChangesZk:
         prefix = path + "/"
         return [p[len(prefix) :] for p in self.nodes if p.startswith(prefix)]
 
+    def get_children_many(
+        self, path_list: list[str], *, watch: bool = False, batch: int = 0
+    ) -> list[list[str] | None]:
+        return [
+            [n for n in self.get_children(path) if "/" not in n] if path in self.nodes else None
+            for path in path_list
+        ]
+
     def get(self, path: str, *, watch: bool = False) -> tuple[bytes, ZnodeStat] | None:
         if path in self.failing:
             raise ConnectionLoss()
@@ -165,3 +175,60 @@ def test_zookeeper_out_of_reach_takes_the_pass_again() -> None:
     # The pass that lost the connection reading c applied nothing: a notification is read
     # before any topic is applied.
     assert applied == ["a", "a", "b", "c"]
+
+
+def _changes_in(zk: FakeZk, count: int) -> list[str]:
+    """``count`` notifications in ``zk``, made at ctime 0, their paths in order."""
+    zk.put("/config", b"")
+    zk.put(paths.CONFIG_CHANGES, b"")
+    made = [f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}{n:010d}" for n in range(count)]
+    for n, path in enumerate(made):
+        zk.put(path, encode_config_change(f"topics/t{n}"))
+    return made
+
+
+def test_an_expired_notification_is_purged_with_whatever_is_under_it() -> None:
+    """Kafka 2.8's purgeObsoleteNotifications deletes with deletePath, recursively. Here
+    a child someone put under a notification (or a chain of them deeper than Python's
+    recursion limit) failed its delete NotEmpty: every pass failed, retried every second
+    on every broker, and no later notification was ever purged."""
+    zk = FakeZk()
+    first, second, _third = _changes_in(zk, 3)
+    zk.put(first + "/stray", b"")
+    deep = second
+    for _ in range(1200):  # a chain deeper than the recursion limit
+        deep += "/a"
+        zk.put(deep, b"")
+    applied: list[str] = []
+    listener = listening(cast(Any, zk), applied.append)
+    assert listener.process() == ["t0", "t1", "t2"]
+    assert zk.children(paths.CONFIG_CHANGES) == []
+    assert [p for p in zk.nodes if p.startswith(paths.CONFIG_CHANGES + "/")] == []
+
+
+def test_a_purge_that_fails_is_logged_once_and_holds_no_other_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kafka 2.8's processNotifications catches and logs a failed purge. A notification
+    that cannot be deleted (here: no permission) neither fails the pass nor keeps later
+    ones; it is tried again in later passes, its failure said once."""
+    zk = FakeZk()
+    first, _second = _changes_in(zk, 2)
+    delete = zk.delete
+    refused = [first]
+
+    def refusing(path: str, version: int = -1, *, recursive: bool = False) -> bool:
+        if path in refused:
+            raise NoAuthError()
+        return delete(path, version, recursive=recursive)
+
+    zk.delete = refusing  # type: ignore[method-assign]
+    listener = listening(cast(Any, zk), lambda _topic: None)
+    with caplog.at_level(logging.WARNING, logger="broker.config_changes"):
+        for _ in range(3):
+            listener.process()
+    assert zk.children(paths.CONFIG_CHANGES) == [first.rsplit("/", 1)[1]]
+    assert sum(first in r.getMessage() for r in caplog.records) == 1, caplog.text
+    refused.clear()
+    listener.process()
+    assert zk.children(paths.CONFIG_CHANGES) == []
