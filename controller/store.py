@@ -34,6 +34,7 @@ from zkdata.client import (
     ZnodeStat,
     is_error,
 )
+from zkdata.tree import subtrees_leaves_first
 from zkdata.znodes import (
     LeaderAndIsr,
     MalformedZnode,
@@ -134,6 +135,20 @@ def stray_topic_znodes(topic: str, under: Iterable[str]) -> list[str]:
                 continue
         strays.append(path)
     return strays
+
+
+# The most stray znodes a warning names (a chain of them can be 1,000s deep).
+MAX_STRAYS_SAID = 20
+
+
+def said_of(strays: Sequence[str]) -> str:
+    """The stray znodes as a warning names them: the first MAX_STRAYS_SAID, each cut at
+    200 characters, and how many more."""
+    said = ", ".join(
+        repr(path if len(path) <= 200 else path[:200] + "...") for path in strays[:MAX_STRAYS_SAID]
+    )
+    more = len(strays) - MAX_STRAYS_SAID
+    return said if more <= 0 else f"{said} and {more} more"
 
 
 class ControllerStore(Protocol):
@@ -572,7 +587,7 @@ class ZkControllerStore:
         ]
         reported: set[str] = set()
         for _ in range(MAX_DELETE_ROUNDS):
-            under = [path for root in roots for path in self._subtree_leaves_first(root)[:-1]]
+            under = [path for path in subtrees_leaves_first(self.zk, roots) if path not in roots]
             strays = [path for path in stray_topic_znodes(topic, under) if path not in reported]
             if strays:
                 reported.update(strays)
@@ -580,9 +595,7 @@ class ZkControllerStore:
                     "topic %s: znodes under its znodes that the controller did not write,"
                     " deleted with them: %s",
                     topic,
-                    ", ".join(
-                        repr(path if len(path) <= 200 else path[:200] + "...") for path in strays
-                    ),
+                    said_of(strays),
                 )
             listed = set(under)
             ops: list[WriteOp] = [Delete(path) for path in known if path not in listed]
@@ -620,14 +633,6 @@ class ZkControllerStore:
             raise RuntimeError(f"could not delete {other[0][0]}: {other[0][1]!r}")
         return not failed
 
-    def _subtree_leaves_first(self, path: str) -> list[str]:
-        """``path`` and every znode under it, each after its children."""
-        out: list[str] = []
-        for name in self.zk.get_children(path) or []:
-            out.extend(self._subtree_leaves_first(paths.child(path, name)))
-        out.append(path)
-        return out
-
     def _send_deletes(
         self, ops: list[WriteOp], epoch_zk_version: int
     ) -> list[tuple[str, Exception]]:
@@ -662,7 +667,7 @@ class ZkControllerStore:
         /admin/reassign_partitions with. A child put under the znode must not keep the
         request there, to be acted on, and fail to be deleted, at every failover."""
         self._delete_in_order(
-            [Delete(p) for p in self._subtree_leaves_first(path)], epoch_zk_version
+            [Delete(p) for p in subtrees_leaves_first(self.zk, [path])], epoch_zk_version
         )
 
     def delete_notifications(self, path_list: Sequence[str], epoch_zk_version: int) -> None:
@@ -709,7 +714,10 @@ class ZkControllerStore:
                 # Its children first (Kafka deletes it recursively): the conditional
                 # delete below would fail NotEmpty. They do not move its data version.
                 self._delete_in_order(
-                    [Delete(p) for p in self._subtree_leaves_first(paths.REASSIGN_PARTITIONS)[:-1]],
+                    [
+                        Delete(p)
+                        for p in subtrees_leaves_first(self.zk, [paths.REASSIGN_PARTITIONS])[:-1]
+                    ],
                     epoch_zk_version,
                 )
             op: WriteOp = (

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from controller import events as ev
-from controller.store import ZkControllerStore, stray_topic_znodes
+from controller.store import MAX_STRAYS_SAID, ZkControllerStore, said_of, stray_topic_znodes
 from tests.unit.fake_cluster import (
     Controller,
     ZooKeeperData,
@@ -184,3 +184,71 @@ def test_stray_topic_znodes_are_those_a_controller_never_writes() -> None:
         paths.topic_partitions("t2"),
     ]
     assert stray_topic_znodes("t", own + strays) == strays
+
+
+def _chain(zk: FakeZk, path: str, depth: int) -> str:
+    """A chain of ``depth`` children under ``path``; the deepest's path."""
+    for _ in range(depth):
+        path += "/a"
+        zk.put(path, b"")
+    return path
+
+
+def test_a_stray_chain_deeper_than_the_recursion_limit_is_deleted() -> None:
+    """The children were read by recursion, once a level: a chain deeper than Python's
+    limit raised RecursionError on the event thread, the term ended, and the failover
+    resumed the deletion and failed again (the epoch climbing, the topic never deleted).
+    Kafka 2.8's deleteRecursive deletes it."""
+    data = ZooKeeperData()
+    data.topic("t", {0: (1, 2, 3)})
+    data.zk.put(paths.topic_config("t"), CONFIG)
+    data.request_deletion("t")
+    _chain(data.zk, paths.delete_topic("t"), 1200)
+    _chain(data.zk, paths.partition_state("t", 0), 1200)
+    with Controller(data).elect() as c:
+        epoch = data.zk.nodes[paths.CONTROLLER_EPOCH][0]
+        c.answer_stop_replicas("t")
+        c.drain()
+        assert c.controller.is_active
+        assert c.controller.resignations == 0
+        assert data.zk.nodes[paths.CONTROLLER_EPOCH][0] == epoch
+        assert "t" not in c.controller.ctx.all_topics
+    assert _znodes_of_t(data.zk) == []
+
+
+def test_a_warning_names_the_first_strays_and_counts_the_others() -> None:
+    strays = [f"/config/topics/t/{n}" for n in range(MAX_STRAYS_SAID + 5)]
+    assert said_of(strays[:2]) == "'/config/topics/t/0', '/config/topics/t/1'"
+    said = said_of(strays)
+    assert said.endswith("'/config/topics/t/19' and 5 more")
+    assert "/20'" not in said
+    assert said_of(["/x/" + "a" * 300]) == repr("/x/" + "a" * 197 + "...")
+
+
+def test_the_znodes_of_a_deleted_topic_are_read_a_level_at_a_time() -> None:
+    """One read (pipelined multiReads) a level of the three subtrees, not a round trip a
+    znode (2N+2 for N partitions, one after the other)."""
+    partitions = {p: (1, 2, 3) for p in range(100)}
+    zk, c = cluster(topics={"t": partitions})
+    zk.put(paths.topic_config("t"), CONFIG)
+    zk.put(paths.delete_topic("t"), b"")
+    single: list[str] = []
+    levels: list[int] = []
+    get_children, get_children_many = zk.get_children, zk.get_children_many
+
+    def one(path: str, *, watch: bool = False) -> list[str] | None:
+        single.append(path)
+        return get_children(path, watch=watch)
+
+    def many(
+        path_list: Sequence[str], *, watch: bool = False, batch: int = 0
+    ) -> list[list[str] | None]:
+        levels.append(len(path_list))
+        return get_children_many(path_list, watch=watch, batch=batch)
+
+    zk.get_children = one  # type: ignore[method-assign]
+    zk.get_children_many = many  # type: ignore[method-assign]
+    c.store.delete_topic("t", list(partitions), c.ctx.epoch_zk_version)
+    assert _znodes_of_t(zk) == []
+    # The three; partitions; the partitions; their states.
+    assert (single, levels) == ([], [3, 1, 100, 100])

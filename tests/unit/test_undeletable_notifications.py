@@ -157,3 +157,36 @@ def test_a_finished_reassignment_znode_with_a_child_is_deleted() -> None:
     version = zk.nodes[paths.CONTROLLER_EPOCH][1].version
     assert store.remove_from_reassignment_znode({tp: (2, 3, 1)}, version)
     assert not [p for p in zk.nodes if p.startswith(paths.REASSIGN_PARTITIONS)]
+
+
+@pytest.mark.parametrize(
+    "path", [paths.PREFERRED_REPLICA_ELECTION, paths.REASSIGN_PARTITIONS], ids=["ple", "reassign"]
+)
+def test_failover_deletes_an_admin_znode_with_a_chain_deeper_than_the_recursion_limit(
+    path: str,
+) -> None:
+    """Its subtree was read by recursion: RecursionError, the failover failed, for good."""
+    zk = _three_brokers()
+    zk.put(path, b"garbage")
+    deep = path
+    for _ in range(1200):
+        deep += "/a"
+        zk.put(deep, b"")
+    c = start_controller(zk)
+    assert c.is_active
+    assert c.resignations == 0
+    assert not [p for p in zk.nodes if p.startswith(path)]
+
+
+def test_a_finished_reassignment_znode_with_a_deep_chain_is_deleted() -> None:
+    zk, _ = cluster()
+    tp = TopicPartition("t", 0)
+    zk.put(paths.REASSIGN_PARTITIONS, encode_reassignment({tp: (2, 3, 1)}))
+    deep = paths.REASSIGN_PARTITIONS
+    for _ in range(1200):
+        deep += "/a"
+        zk.put(deep, b"")
+    store = ZkControllerStore(zk)  # type: ignore[arg-type]
+    version = zk.nodes[paths.CONTROLLER_EPOCH][1].version
+    assert store.remove_from_reassignment_znode({tp: (2, 3, 1)}, version)
+    assert not [p for p in zk.nodes if p.startswith(paths.REASSIGN_PARTITIONS)]
