@@ -40,6 +40,8 @@ def test_notifications_are_applied_in_order_once_each_and_purged_when_expired(
         notify(zk, "brokers/1")  # not a topic: nothing to apply
         zk.create(f"{paths.CONFIG_CHANGES}/{paths.CONFIG_CHANGE_PREFIX}", b"{", sequential=True)
         notify(zk, "topics/b")
+        # A child someone put under one: deleted with it (Kafka's deletePath).
+        zk.create(f"{paths.CONFIG_CHANGES}/{first}/stray/deeper", make_parents=True)
         now[0] = zk.get(f"{paths.CONFIG_CHANGES}/{first}")[1].ctime  # type: ignore[index]
         # The malformed one is reported and skipped; the others are applied in order.
         assert listener.process() == ["a", "b"]
