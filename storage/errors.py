@@ -23,6 +23,7 @@ __all__ = [
     "KafkaStorageError",
     "LogDirLockedError",
     "OffsetOutOfRangeError",
+    "OffsetOverflowError",
     "RecordTooLargeError",
     "StorageError",
     "UnexpectedAppendOffsetError",
@@ -129,6 +130,16 @@ class UnexpectedAppendOffsetError(StorageError):
         self.expected = expected
         self.found = found
         super().__init__(f"{reason}: expected offset {expected}, found {found}")
+
+
+class OffsetOverflowError(StorageError):
+    """An offset a segment cannot hold: its indexes keep offsets as 32-bit offsets
+    relative to its base, so it holds offsets from its base to base + 2**31 - 1 (Kafka's
+    LogSegmentOffsetOverflowException and IndexOffsetOverflowException). Rolls keep every
+    append within that; this refuses one that would not be, before anything is written,
+    instead of a bare ``struct.error`` from the index."""
+
+    error_code = -1  # UNKNOWN_SERVER_ERROR, as for Kafka's KafkaException
 
 
 class FencedLeaderEpochError(StorageError):

@@ -24,12 +24,14 @@ import threading
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from storage.errors import OffsetOverflowError
 from storage.records import NO_TIMESTAMP
 
 __all__ = ["IndexEntry", "OffsetIndex", "TimeIndex", "TimestampEntry"]
 
 _OFFSET_ENTRY: Final = struct.Struct(">ii")
 _TIME_ENTRY: Final = struct.Struct(">qi")
+_INT32_MAX: Final = 2**31 - 1
 
 
 class IndexEntry(NamedTuple):
@@ -120,6 +122,18 @@ class _Index:
     def _entry(self, slot: int) -> IndexEntry | TimestampEntry:
         raise NotImplementedError
 
+    def _relative(self, offset: int) -> int:
+        """``offset`` as an entry holds it, relative to the base (Kafka's
+        AbstractIndex.relativeOffset): OffsetOverflowError if 32 bits cannot hold it,
+        instead of a bare struct.error (segment rolls keep offsets within it)."""
+        relative = offset - self.base_offset
+        if not 0 <= relative <= _INT32_MAX:
+            raise OffsetOverflowError(
+                f"{self.path}: offset {offset} is not within 2**31 above the base"
+                f" offset {self.base_offset}"
+            )
+        return relative
+
     def truncate_to(self, offset: int) -> None:
         """Remove the entries with offsets >= ``offset`` (both kinds are sorted by offset)."""
         lo, hi = 0, self.entries  # first slot whose offset >= offset
@@ -181,7 +195,7 @@ class OffsetIndex(_Index):
             raise ValueError(
                 f"offset index {self.path}: entry {offset} is not above {self.last_entry.offset}"
             )
-        os.write(self._file(), _OFFSET_ENTRY.pack(offset - self.base_offset, position))
+        os.write(self._file(), _OFFSET_ENTRY.pack(self._relative(offset), position))
         self.entries += 1
         self.last_entry = IndexEntry(offset, position)
 
@@ -260,7 +274,7 @@ class TimeIndex(_Index):
             raise ValueError(
                 f"time index {self.path}: entry offset {offset} is below {last.offset}"
             )
-        os.write(self._file(), _TIME_ENTRY.pack(timestamp, offset - self.base_offset))
+        os.write(self._file(), _TIME_ENTRY.pack(timestamp, self._relative(offset)))
         self.entries += 1
         self.last_entry = TimestampEntry(timestamp, offset)
 

@@ -40,6 +40,7 @@ from storage.errors import (
     InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
+    OffsetOverflowError,
 )
 from storage.partition_dir import (
     PartitionDir,
@@ -798,6 +799,20 @@ class PartitionLog:
 
     def _maybe_roll(self, info: BatchesInfo, now: int) -> LogSegment:
         segment = self._segments[-1]
+        if info.last_offset - info.first_offset > _INT32_MAX:
+            # No segment can hold them all (Kafka's LogSegment.ensureOffsetInRange): a
+            # leader's read stays in one of its segments, so only a damaged one sends this.
+            raise OffsetOverflowError(
+                f"{self.topic}-{self.partition}: an append of offsets {info.first_offset}"
+                f" to {info.last_offset} spans more than a segment holds (2**31 offsets)"
+            )
+        if info.last_offset - segment.base_offset > _INT32_MAX:
+            # Whatever the segment's size, as Kafka 2.8's LogSegment.shouldRoll: a new
+            # replica of a compacted topic has an empty segment at 0 (or where its log
+            # was started), and the leader's first batch may lie 2**31 or more above it.
+            # The new segment starts at the batch (Log.maybeRoll); an empty one below
+            # stays, as Log.roll keeps it, holding no offsets (reads pass over it).
+            return self._roll_locked(info.first_offset)
         if segment.size == 0:
             return segment
         config = self.config
@@ -811,7 +826,6 @@ class PartitionLog:
             or waited > config.max_segment_ms - segment.roll_jitter_ms
             or segment.offset_index.is_full
             or segment.time_index.is_full
-            or info.last_offset - segment.base_offset > _INT32_MAX
         ):
             return self._roll_locked(info.first_offset)
         return segment

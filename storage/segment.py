@@ -21,7 +21,7 @@ from typing import Final, NamedTuple
 
 from crc32c import crc32c
 
-from storage.errors import CorruptRecordError
+from storage.errors import CorruptRecordError, OffsetOverflowError
 from storage.index import OffsetIndex, TimeIndex
 from storage.partition_dir import PartitionDir, join_partition_dir
 from storage.records import (
@@ -485,6 +485,16 @@ class LogSegment:
     def append(self, data: memoryview, headers: tuple[BatchHeader, ...]) -> None:
         """Write whole validated batches (``headers`` positions are relative to ``data``)
         and index them. On a failed write the file is cut back and OSError re-raised."""
+        if headers and (
+            headers[0].base_offset < self.base_offset
+            or headers[-1].last_offset - self.base_offset > _INT32_MAX
+        ):
+            # Kafka's ensureOffsetInRange: refused before a byte is written (an index
+            # entry could not hold the offset relative to the base).
+            raise OffsetOverflowError(
+                f"{self.path}: offsets {headers[0].base_offset} to {headers[-1].last_offset}"
+                f" are not within 2**31 above the segment's base {self.base_offset}"
+            )
         start = self.size
         if start == 0 and headers:
             self._rolling_timestamp = headers[0].max_timestamp

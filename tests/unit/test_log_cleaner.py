@@ -366,6 +366,36 @@ def test_reads_and_a_follower_cross_the_gaps(tmp_path: Path) -> None:
     assert leader.read(0, 1 << 20).first_offset == offsets[0]
 
 
+def test_a_new_replica_takes_a_cleaned_gap_of_more_than_2_to_the_31(tmp_path: Path) -> None:
+    # The leader's key K at 0, then again at 3,000,000,000 (its segment rolled there: no
+    # segment holds both); cleaned, the segment at 0 is empty. A new replica (a
+    # reassignment) fetches from 0 into its empty segment at 0: the batch at
+    # 3,000,000,000 needs a segment of its own, as in the leader.
+    far = 3_000_000_000
+    leader = open_log(tmp_path / "leader" / "t-0")
+    for offset, value in ((0, b"old"), (far, b"new")):
+        batch = build_batch([RecordSpec(value, key=b"K")], base_offset=offset, base_timestamp=NOW)
+        leader.append_as_follower(batch)
+    leader.roll()
+    leader.update_high_watermark(leader.log_end_offset)
+    assert clean_log(leader, checkpoint=None, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert everything(leader) == [(far, b"K", b"new")]
+    follower = open_log(tmp_path / "follower" / "t-0")
+    while follower.log_end_offset < leader.log_end_offset:
+        read = leader.read(follower.log_end_offset, 1 << 20)
+        follower.append_as_follower(read.to_bytes())
+    assert follower.segment_base_offsets() == [0, far]
+    put(follower, (b"K", b"newer"))  # then leading it
+    assert everything(follower) == [(far, b"K", b"new"), (far + 1, b"K", b"newer")]
+    # Cleaned in its turn: the empty segment and the gapped one stay apart.
+    follower.roll()
+    assert clean_log(follower, checkpoint=None, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert everything(follower) == [(far + 1, b"K", b"newer")]
+    follower.close()
+    again = PartitionLog(tmp_path / "follower" / "t-0", compacted(), time_ms=lambda: NOW)
+    assert everything(again) == [(far + 1, b"K", b"newer")]
+
+
 def test_appends_and_reads_go_on_during_cleanings(tmp_path: Path) -> None:
     # As a broker's logs: replaced segments are closed file.delete.delay.ms later, so a
     # read that picked one just before goes on.

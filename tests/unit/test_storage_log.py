@@ -24,6 +24,7 @@ from storage.errors import (
     FencedLeaderEpochError,
     InvalidRecordError,
     OffsetOutOfRangeError,
+    OffsetOverflowError,
     UnexpectedAppendOffsetError,
 )
 from storage.log import (
@@ -567,6 +568,139 @@ def test_follower_appends_keep_offsets_and_record_epochs(tmp_path: Path) -> None
     assert log.append_as_follower(gap).first_offset == 7
     assert log.log_end_offset == 8
     assert log.append_as_follower(b"").batch_count == 0
+
+
+# A compacted leader's gap of more than 2**31 offsets, as a new replica fetches it: its
+# active segment is empty at base 0 (or at the offset truncate_fully_and_start_at gave
+# it), the first batch arrives at 3,000,000,000.
+FAR = 3_000_000_000
+
+
+def far_batch(offset: int, count: int = 1, epoch: int = 0) -> bytearray:
+    return build_batch(
+        [b"v%d" % i for i in range(count)],
+        base_offset=offset,
+        partition_leader_epoch=epoch,
+        base_timestamp=NOW,
+    )
+
+
+def test_a_follower_batch_far_above_an_empty_segment_gets_a_segment_at_its_offset(
+    tmp_path: Path,
+) -> None:
+    # Kafka 2.8's LogSegment.shouldRoll rolls on an offset the segment cannot hold
+    # relative to its base whatever its size; Log.roll keeps the empty segment below.
+    log = open_log(tmp_path / "t-0", index_interval_bytes=1)
+    log.append_as_follower(far_batch(FAR, 3))
+    assert log.segment_base_offsets() == [0, FAR]
+    log.append_as_follower(far_batch(FAR + 3))
+    assert (log.log_start_offset, log.log_end_offset) == (0, FAR + 4)
+    # a read anywhere in the gap gets the batch after it
+    for offset in (0, 5, FAR - 1, FAR, FAR + 2):
+        read = log.read(offset, 1 << 20, min_one_batch=False)
+        assert read.first_offset == FAR
+        assert batches_of(read.to_bytes()) == [(FAR, FAR + 2), (FAR + 3, FAR + 3)]
+    assert all_batches(log) == [(FAR, FAR + 2), (FAR + 3, FAR + 3)]
+    assert log.offset_for_timestamp(NOW) == (NOW, FAR, 0)
+    log.flush()
+    log.close()  # the time index's closing entry is relative to FAR
+    for clean in (True, False):  # each segment read as it is, or every one recovered
+        again = PartitionLog(
+            tmp_path / "t-0",
+            LogConfig(index_interval_bytes=1),
+            time_ms=Clock(),
+            clean_shutdown=clean,
+            recovery_point=FAR + 4 if clean else 0,
+        )
+        assert (again.log_start_offset, again.log_end_offset) == (0, FAR + 4)
+        assert again.segment_base_offsets() == [0, FAR]
+        assert all_batches(again) == [(FAR, FAR + 2), (FAR + 3, FAR + 3)]
+        again.close()
+
+
+def test_a_follower_gap_of_more_than_2_to_the_31_is_recovered_after_a_crash(
+    tmp_path: Path,
+) -> None:
+    log = open_log(tmp_path / "t-0", index_interval_bytes=1)
+    log.truncate_fully_and_start_at(7)  # every index file made: the one at 7 is opened
+    log.append_as_follower(far_batch(7 + FAR, 3))
+    log.flush()
+    # a crash: no clean shutdown, every segment from the recovery point scanned
+    again = PartitionLog(
+        tmp_path / "t-0",
+        LogConfig(index_interval_bytes=1),
+        time_ms=Clock(),
+        clean_shutdown=False,
+        recovery_point=7,
+        log_start_offset=7,
+        high_watermark=7 + FAR + 3,
+    )
+    report = again.recovery_report
+    assert report is not None
+    assert (report.truncated_bytes, report.segments_deleted) == (0, 0), report
+    assert (again.log_start_offset, again.log_end_offset) == (7, 7 + FAR + 3)
+    assert again.segment_base_offsets() == [7, 7 + FAR]
+    assert all_batches(again) == [(7 + FAR, 7 + FAR + 2)]
+    again.append_as_follower(far_batch(7 + FAR + 3))
+    assert again.log_end_offset == 7 + FAR + 4
+
+
+def test_an_empty_segment_before_a_gapped_one_is_truncated_and_retained_as_others(
+    tmp_path: Path,
+) -> None:
+    log = open_log(tmp_path / "t-0", retention_ms=-1)
+    log.append_as_follower(far_batch(FAR, 3))
+    # Truncated into the gap: the gapped segment goes, the empty one is active again and
+    # rolls again for the next batch.
+    assert log.truncate_to(5)
+    assert (log.log_end_offset, log.segment_base_offsets()) == (0, [0])
+    log.append_as_follower(far_batch(FAR, 3))
+    assert log.segment_base_offsets() == [0, FAR]
+    # Truncated inside the gapped segment's batch: it goes whole, the segment stays.
+    assert log.truncate_to(FAR + 1)
+    assert (log.log_end_offset, log.segment_base_offsets()) == (FAR, [0, FAR])
+    log.append_as_follower(far_batch(FAR, 3))
+    # The log start offset following the leader's past the gap: the empty segment goes.
+    log.update_high_watermark(FAR + 3)
+    assert log.maybe_increment_log_start_offset(FAR)
+    assert log.delete_old_segments() == 1
+    assert (log.log_start_offset, log.segment_base_offsets()) == (FAR, [FAR])
+    assert all_batches(log) == [(FAR, FAR + 2)]
+
+
+def test_a_follower_append_spanning_more_than_2_to_the_31_is_refused_whole(
+    tmp_path: Path,
+) -> None:
+    # No segment can hold both batches (Kafka's LogSegment.ensureOffsetInRange refuses
+    # them with LogSegmentOffsetOverflowException): nothing is written, nothing rolls.
+    log = open_log(tmp_path / "t-0")
+    log.append_as_follower(far_batch(0))
+    blob = far_batch(1) + far_batch(1 + FAR)
+    with pytest.raises(OffsetOverflowError):
+        log.append_as_follower(blob)
+    assert (log.log_end_offset, log.segment_base_offsets()) == (1, [0])
+    assert all_batches(log) == [(0, 0)]
+
+
+def test_an_index_entry_too_far_from_its_base_is_a_storage_error(tmp_path: Path) -> None:
+    segment = LogSegment.create(
+        tmp_path, 10, index_interval_bytes=1, max_index_bytes=1 << 20, new_directory=True
+    )
+    with pytest.raises(OffsetOverflowError):
+        segment.offset_index.append(10 + 2**31, 0)
+    with pytest.raises(OffsetOverflowError):
+        segment.offset_index.append(9, 0)
+    with pytest.raises(OffsetOverflowError):
+        segment.time_index.maybe_append(NOW, 10 + 2**31)
+    segment.offset_index.append(10 + 2**31 - 1, 0)  # the largest relative offset
+    segment.time_index.maybe_append(NOW, 10 + 2**31 - 1)
+    assert segment.offset_index.entries == segment.time_index.entries == 1
+    # a segment refuses batches it cannot index before writing them
+    batch = far_batch(10 + 2**31)
+    with pytest.raises(OffsetOverflowError):
+        segment.append(memoryview(batch), tuple(iter_batches(batch)))
+    assert segment.size == 0
+    segment.close()
 
 
 def test_leader_appends_record_epoch_starts_and_refuse_older_epochs(tmp_path: Path) -> None:
