@@ -115,7 +115,7 @@ def _config_error(e: ConfigError) -> InvalidArgumentError:
 
 
 def _assignment_error(e: InvalidReplicaAssignmentError) -> str:
-    return "invalid replica assignment: " + one_line(list(e.problems))
+    return "invalid replica assignment: " + one_line(e.summary())
 
 
 def _too_many_partitions(partitions: int) -> str:

@@ -111,13 +111,29 @@ class ControllerRequests(Protocol):
     ) -> None: ...
 
 
+# An error message in an admin answer is cut to this many UTF-8 bytes: a Kafka string
+# holds 32,767, and a message past that cannot be encoded (the broker could only close
+# the connection, the answers of the request's other topics lost with it).
+MAX_MESSAGE_BYTES = 4096
+
+
+def capped_message(message: str) -> str:
+    """``message``, or its first MAX_MESSAGE_BYTES at a character, marked as cut."""
+    text = message.encode("utf-8", "replace").decode()  # a lone surrogate: '?'
+    data = text.encode()
+    if len(data) <= MAX_MESSAGE_BYTES:
+        return text
+    kept = data[: MAX_MESSAGE_BYTES - 40].decode("utf-8", "ignore")
+    return f"{kept} [... {len(data) - len(kept.encode())} bytes more]"
+
+
 class TopicError(Exception):
-    """One topic's request fails with this Kafka error code and message."""
+    """One topic's request fails with this Kafka error code and message (capped)."""
 
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
-        self.message = message
+        self.message = capped_message(message)
 
 
 def error_of(e: Exception) -> TopicError:
@@ -679,7 +695,11 @@ class AdminApis:
         by_topic: dict[str, list[Body]] = {}
         for tp, (code, message, _leader) in results.items():
             by_topic.setdefault(tp.topic, []).append(
-                {"partition_id": tp.partition, "error_code": int(code), "error_message": message}
+                {
+                    "partition_id": tp.partition,
+                    "error_code": int(code),
+                    "error_message": None if message is None else capped_message(message),
+                }
             )
         return {
             "throttle_time_ms": 0,
@@ -750,7 +770,7 @@ class AdminApis:
                 {
                     "partition_index": tp.partition,
                     "error_code": error_code,
-                    "error_message": message,
+                    "error_message": None if message is None else capped_message(message),
                 }
             )
         return {

@@ -62,6 +62,17 @@ class IncompleteRackInfoError(AssignmentError):
     """Some brokers have a rack and some do not (Kafka's AdminOperationException)."""
 
 
+# How many problems of an assignment, and ids in one, a message names before "and N more".
+MAX_PROBLEMS_SHOWN = 10
+MAX_IDS_SHOWN = 20
+
+
+def listed(items: Sequence[object], limit: int = MAX_IDS_SHOWN) -> str:
+    """``items`` comma-separated; past ``limit``, the first ones and how many more."""
+    text = ", ".join(map(str, items[:limit]))
+    return text if len(items) <= limit else f"{text} and {len(items) - limit} more"
+
+
 class InvalidReplicaAssignmentError(AssignmentError):
     """A manual assignment is wrong (Kafka's InvalidReplicaAssignmentException, code 39).
 
@@ -70,11 +81,20 @@ class InvalidReplicaAssignmentError(AssignmentError):
 
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems: tuple[str, ...] = tuple(problems)
-        if len(self.problems) == 1:
-            message = f"invalid replica assignment: {self.problems[0]}"
+        shown = self.summary()
+        if len(shown) == 1:
+            message = f"invalid replica assignment: {shown[0]}"
         else:
-            message = "invalid replica assignment:\n" + "\n".join(f"  - {p}" for p in self.problems)
+            message = "invalid replica assignment:\n" + "\n".join(f"  - {p}" for p in shown)
         super().__init__(message)
+
+    def summary(self) -> list[str]:
+        """The first problems and how many more: an assignment of 100,000 partitions can
+        have a problem each, and the message goes to a terminal or into an answer."""
+        if len(self.problems) <= MAX_PROBLEMS_SHOWN:
+            return list(self.problems)
+        hidden = len(self.problems) - MAX_PROBLEMS_SHOWN
+        return [*self.problems[:MAX_PROBLEMS_SHOWN], f"... and {hidden} more"]
 
 
 @dataclass(frozen=True, order=True)
@@ -412,7 +432,10 @@ def validate_replica_assignment(
     """
     problems: list[str] = []
     available = set(broker_ids)
-    available_text = ", ".join(map(str, sorted(available))) or "none"
+    # Each unknown broker is named once, with the partitions naming it, as Kafka's
+    # "Unknown broker(s) in replica assignment" does, not once per partition.
+    unknown: dict[int, None] = {}
+    naming_unknown: list[int] = []
     ordered = {p: list(assignment[p]) for p in sorted(assignment)}
     if not ordered:
         raise InvalidReplicaAssignmentError(["no partitions are assigned"])
@@ -437,16 +460,20 @@ def validate_replica_assignment(
                 f"partition {partition}: duplicate broker(s) {', '.join(map(str, dupes))}"
                 f" in {replicas}"
             )
-        unknown = sorted(set(replicas) - available)
-        if unknown:
-            problems.append(
-                f"partition {partition}: broker(s) {', '.join(map(str, unknown))} not available"
-                f" (available brokers: {available_text})"
-            )
+        missing = set(replicas) - available
+        if missing:
+            unknown.update(dict.fromkeys(sorted(missing)))
+            naming_unknown.append(partition)
         if len(replicas) != rf:
             problems.append(
                 f"partition {partition} has replication factor {len(replicas)}, expected {rf}"
             )
+    if unknown:
+        partitions = "partition" if len(naming_unknown) == 1 else "partitions"
+        problems.append(
+            f"broker(s) {listed(sorted(unknown))} not available (available brokers:"
+            f" {listed(sorted(available)) or 'none'}), in {partitions} {listed(naming_unknown)}"
+        )
     if problems:
         raise InvalidReplicaAssignmentError(problems)
     return ordered

@@ -133,6 +133,14 @@ class FakeZk:
         self._maybe_fail()
         return [self.children(p) if p in self.nodes else None for p in path_list]
 
+    def ensure_paths(self, path_list: Iterable[str]) -> None:
+        for path in path_list:
+            parts = path.strip("/").split("/")
+            for i in range(1, len(parts) + 1):
+                prefix = "/" + "/".join(parts[:i])
+                if prefix not in self.nodes:
+                    self._apply(Create(prefix, b""))
+
     def create(
         self,
         path: str,

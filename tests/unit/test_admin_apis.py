@@ -37,6 +37,7 @@ from broker.metadata_cache import MetadataCache
 from controller import events as ev
 from controller.assignment import BrokerMetadata
 from controller.context import ReplicaAssignment
+from tests.unit.fake_cluster import add_topic, register
 from tests.unit.fake_zk import FakeZk
 from wire.api import ApiKey
 from wire.errors import ErrorCode
@@ -726,3 +727,71 @@ def test_a_topic_config_entry_no_wire_string_can_carry_is_ignored() -> None:
         assert [r["error_code"] for r in got] == [ErrorCode.NONE, ErrorCode.NONE]
         values = {row["name"]: row["value"] for row in got[0]["configs"]}
         assert (values["retention.ms"], values["cleanup.policy"]) == ("1000", "delete")
+
+
+# --- found by review: Kafka 2.8's answers where they differed ----------------------------
+
+
+def zk_cluster(*topics: str) -> tuple[FakeZk, AdminApis]:
+    """Brokers 1-3 registered, ``topics`` (one partition each), this broker the controller."""
+    zk = FakeZk()
+    for path in (paths.BROKER_IDS, paths.BROKER_TOPICS, paths.DELETE_TOPICS):
+        zk.ensure_paths([path])
+    for b in (1, 2, 3):
+        register(zk, b)
+    for name in topics:
+        add_topic(zk, name, {0: (1, 2)})
+    config = load_broker_config(overrides=["broker.id=1", "zookeeper.connect=z:2181"])
+    return zk, AdminApis(cast(ZkClient, zk), MetadataCache(1), lambda: True, config)
+
+
+def encodes(api: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    """The response as the client decodes it (the codec refuses a string past 32,767
+    bytes: the broker could only close the connection)."""
+    codec = response_codec(api, version)
+    return cast(dict[str, Any], codec.decode(bytes(codec.encode(body))))
+
+
+def test_create_partitions_naming_an_unregistered_broker_is_answered() -> None:
+    """A 1,000-partition assignment naming broker 9 (down, or a typo) was refused with a
+    problem per partition, 100 KB no wire string holds: no answer, the connection closed.
+    Kafka 2.8's ZkAdminManager.createPartitions names each unknown broker once."""
+    _zk, a = zk_cluster("t")
+    new = [{"broker_ids": [9, 1]} for _ in range(1000)]
+    body = {"topics": [{"name": "t", "count": 1001, "assignments": new}], "timeout_ms": 0}
+    (got,) = encodes(ApiKey.CREATE_PARTITIONS, 3, a.create_partitions(3, body))["results"]
+    assert got["error_code"] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert got["error_message"] == (
+        "invalid replica assignment: broker(s) 9 not available (available brokers: 1, 2, 3),"
+        " in partitions 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20"
+        " and 980 more"
+    )
+
+
+def test_a_created_topic_is_answered_beside_a_refusal_of_any_length() -> None:
+    """CreateTopics of [valid, 6,000 partitions each naming a broker twice]: the first
+    was created, and the second's message (a problem per partition) could not be
+    encoded, so the client never learnt of the first (its retry: TOPIC_ALREADY_EXISTS).
+    Any message in an admin answer is capped."""
+    zk, a = zk_cluster()
+    given = [{"partition_index": p, "broker_ids": [1, 1]} for p in range(6000)]
+    big = topic("big", partitions=-1, rf=-1, assignments=given)
+    answer = a.create_topics(7, {"topics": [topic("other", 1, 1), big], "timeout_ms": 0})
+    got = {t["name"]: t for t in encodes(ApiKey.CREATE_TOPICS, 7, answer)["topics"]}
+    assert got["other"]["error_code"] == ErrorCode.REQUEST_TIMED_OUT  # created, not waited
+    assert zk.exists(paths.topic("other")) is not None
+    assert got["big"]["error_code"] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    message = got["big"]["error_message"]
+    assert message.startswith("invalid replica assignment: partition 0: duplicate broker(s) 1")
+    assert message.endswith("; ... and 5990 more")
+
+
+@pytest.mark.parametrize("text", ["x" * 100_000, "é" * 40_000, "ok"])
+def test_an_error_message_is_capped_at_a_character(text: str) -> None:
+    e = TopicError(ErrorCode.INVALID_REQUEST, text)
+    assert len(e.message.encode()) <= broker.admin_apis.MAX_MESSAGE_BYTES
+    assert text.startswith(e.message.split(" [")[0])
+    if text == "ok":
+        assert e.message == "ok"
+    else:
+        assert e.message.endswith("bytes more]")
