@@ -263,6 +263,18 @@ class TopicCreationPlan:
     warnings: tuple[str, ...] = ()
 
 
+def check_topic_absent(
+    name: str, existing_topics: Collection[str], marked_for_deletion: Collection[str]
+) -> None:
+    """Raise TopicExistsError if a topic has the name, or one being deleted still has it."""
+    if name in marked_for_deletion:
+        raise TopicExistsError(
+            f"topic {name!r} is marked for deletion; wait until the controller has deleted it"
+        )
+    if name in existing_topics:
+        raise TopicExistsError(f"topic {name!r} already exists")
+
+
 def plan_topic_creation(
     request: CreateTopicRequest,
     brokers: Sequence[BrokerMetadata],
@@ -277,14 +289,9 @@ def plan_topic_creation(
     AdminError (collision, too few brokers, unknown brokers, incomplete rack info).
     """
     name = request.name
-    if name in marked_for_deletion:
-        raise TopicExistsError(
-            f"topic {name!r} is marked for deletion; wait until the controller has deleted it"
-        )
-    if name in existing_topics:
-        if request.if_not_exists:
-            return None
-        raise TopicExistsError(f"topic {name!r} already exists")
+    if request.if_not_exists and name in existing_topics and name not in marked_for_deletion:
+        return None
+    check_topic_absent(name, existing_topics, marked_for_deletion)
     warnings: list[str] = []
     if has_collision_chars(name):
         warnings.append(COLLISION_WARNING)

@@ -50,6 +50,7 @@ from admin.topics import (
     CreateTopicRequest,
     TopicCreationPlan,
     add_partitions,
+    check_topic_absent,
     delete_topic,
     plan_topic_creation,
     write_topic_creation,
@@ -345,6 +346,11 @@ class AdminApis:
         marked: set[str],
         validate_only: bool,
     ) -> TopicCreationPlan:
+        name = str(topic["name"])
+        if paths.topic_name_problem(name) is None:
+            # Kafka's ZkAdminManager.createTopics looks the name up in its metadata cache
+            # before anything else of the request (one marked for deletion is still there).
+            check_topic_absent(name, existing, marked)
         defaults = self.config
         request = creatable_topic(
             topic,

@@ -795,3 +795,24 @@ def test_an_error_message_is_capped_at_a_character(text: str) -> None:
         assert e.message == "ok"
     else:
         assert e.message.endswith("bytes more]")
+
+
+@pytest.mark.parametrize(
+    "t",
+    [
+        # a config a newer Kafka knows (tiered storage, 3.x): an "ensure the topic" tool's
+        topic("t", configs=[{"name": "local.retention.ms", "value": "1000"}]),
+        topic("t", configs=[{"name": "retention.ms", "value": "soon"}]),
+        topic("t", partitions=0),
+        topic("t", rf=0),
+        topic("t", partitions=-1, rf=-1, assignments=[{"partition_index": 0, "broker_ids": [9]}]),
+        topic("gone"),  # marked for deletion: still in Kafka's metadata cache
+    ],
+)
+def test_create_of_an_existing_topic_is_topic_already_exists(t: dict[str, Any]) -> None:
+    """Kafka 2.8's ZkAdminManager.createTopics looks the name up in its metadata cache
+    first (TopicExistsException), before configs, partitions or replication factor."""
+    zk, a = zk_cluster("t", "gone")
+    zk.ensure_paths([paths.delete_topic("gone")])
+    (got,) = a.create_topics(7, {"topics": [t], "timeout_ms": 0})["topics"]
+    assert ErrorCode(got["error_code"]) == ErrorCode.TOPIC_ALREADY_EXISTS, got
