@@ -525,6 +525,7 @@ class AdminApis:
                 ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST,
                 "topic deletion is disabled (delete.topic.enable=false)",
             )
+        _refuse_impossible_name(name)
         # Kafka's broker deletes an internal topic too; only its TopicCommand refuses.
         delete_topic(self.zk, name, internal_allowed=True)
         return name
@@ -573,6 +574,7 @@ class AdminApis:
         indexes."""
         if not controller:
             raise _not_controller()
+        _refuse_impossible_name(str(topic["name"]))
         given = topic.get("assignments")
         # The wire's assignments list the new partitions only, in order; any other count
         # is refused (Kafka's ZkAdminManager), unlike zkctl's, which may list them all.
@@ -873,6 +875,15 @@ class AdminApis:
 
 def _not_controller() -> TopicError:
     return TopicError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
+
+
+def _refuse_impossible_name(name: str) -> None:
+    """A name no topic can have is one no topic has: Kafka's DeleteTopics and
+    CreatePartitions answer any name their metadata lacks UNKNOWN_TOPIC_OR_PARTITION,
+    without checking it (zkctl refuses it as a bad argument). Nor is it a znode path
+    to read ('a/b', '..')."""
+    if paths.topic_name_problem(name) is not None:
+        raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
 
 
 def _controller_late() -> TopicError:

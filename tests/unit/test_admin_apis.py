@@ -816,3 +816,23 @@ def test_create_of_an_existing_topic_is_topic_already_exists(t: dict[str, Any]) 
     zk.ensure_paths([paths.delete_topic("gone")])
     (got,) = a.create_topics(7, {"topics": [t], "timeout_ms": 0})["topics"]
     assert ErrorCode(got["error_code"]) == ErrorCode.TOPIC_ALREADY_EXISTS, got
+
+
+@pytest.mark.parametrize("name", ["a/b", "", "x" * 300, "with space", ".."])
+def test_delete_of_a_name_no_topic_can_have_is_unknown_topic(
+    name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka 2.8's handleDeleteTopicsRequest (and ZkAdminManager.createPartitions): a
+    name not in its metadata cache is UNKNOWN_TOPIC_OR_PARTITION, whatever the name; it
+    was UNKNOWN_SERVER_ERROR, logged with a traceback."""
+    _zk, a = zk_cluster("t")
+    (got,) = a.delete_topics(5, {"topic_names": [name], "timeout_ms": 0})["responses"]
+    assert ErrorCode(got["error_code"]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, got
+    # Nor is it a path to read: CreatePartitions' ZooKeeper read of "..", "" was refused.
+    a = apis(controller=True)
+    (got,) = a.delete_topics(5, {"topic_names": [name], "timeout_ms": 0})["responses"]
+    assert ErrorCode(got["error_code"]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, got
+    body = {"topics": [{"name": name, "count": 2, "assignments": None}], "timeout_ms": 0}
+    (grown,) = a.create_partitions(3, body)["results"]
+    assert ErrorCode(grown["error_code"]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, grown
+    assert not [r for r in caplog.records if r.exc_info]
