@@ -313,7 +313,7 @@ class AdminApis:
                 continue
             existing.add(name)
             planned[name] = plan
-            results[name] = self._created(plan)
+            results[name] = self._created(plan, validate_only=validate_only)
         if planned and not validate_only:
             waited = {n: range(len(p.assignment)) for n, p in planned.items()}
             for name in self._wait(deadline, waited) if timeout_ms > 0 else waited:
@@ -363,10 +363,11 @@ class AdminApis:
             _retried(lambda: write_topic_creation(self.zk, plan, if_not_exists=False))
         return plan
 
-    def _created(self, plan: TopicCreationPlan) -> Body:
+    def _created(self, plan: TopicCreationPlan, *, validate_only: bool = False) -> Body:
         replicas = next(iter(plan.assignment.values()), [])
         return {
-            "topic_id": plan.topic_id,
+            # Kafka 2.8 gives the id of the topic it wrote; none was written: zero.
+            "topic_id": ZERO_UUID if validate_only else plan.topic_id,
             "error_code": int(ErrorCode.NONE),
             "error_message": None,
             "num_partitions": len(plan.assignment),

@@ -33,7 +33,7 @@ from broker.admin_apis import AdminApis, TopicError, creatable_topic, error_of
 from broker.apis import SUPPORTED
 from broker.config import ConfigError, load_broker_config
 from broker.config_entries import broker_entries, create_topics_row, topic_entries
-from broker.metadata_cache import MetadataCache
+from broker.metadata_cache import ZERO_UUID, MetadataCache
 from controller import events as ev
 from controller.assignment import BrokerMetadata
 from controller.context import ReplicaAssignment
@@ -836,3 +836,16 @@ def test_delete_of_a_name_no_topic_can_have_is_unknown_topic(
     (grown,) = a.create_partitions(3, body)["results"]
     assert ErrorCode(grown["error_code"]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, grown
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_validate_only_create_returns_the_zero_topic_id() -> None:
+    """Kafka 2.8 gives a topic its id when it writes it: validate_only answers the zero
+    UUID, not an id no topic has."""
+    zk, a = zk_cluster()
+    body = {"topics": [topic("new", 1, 1)], "timeout_ms": 0, "validate_only": True}
+    (got,) = a.create_topics(7, body)["topics"]
+    assert (got["error_code"], got["num_partitions"]) == (ErrorCode.NONE, 1)
+    assert zk.exists(paths.topic("new")) is None
+    assert got["topic_id"] == ZERO_UUID
+    created = a.create_topics(7, {**body, "validate_only": False})["topics"][0]
+    assert created["error_code"] == ErrorCode.REQUEST_TIMED_OUT  # created, not waited for
