@@ -153,10 +153,13 @@ def test_bad_admin_requests_get_kafkas_errors_and_change_nothing(
     }
     checked = a.create_topics([NewTopic("checked", 3, 3)], validate_only=True)
     assert outcome(checked) == {"checked": 0}
-    grow = a.create_partitions([NewPartitions("t", 1), NewPartitions("absent", 3)])
+    grow = a.create_partitions(
+        [NewPartitions("t", 1), NewPartitions("absent", 3), NewPartitions("..", 2)]
+    )
     assert outcome(grow) == {
         "t": ErrorCode.INVALID_PARTITIONS,
         "absent": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        "..": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,  # no topic has it (Kafka's answer)
     }
     # A replica list for every partition, not the new ones only: refused, as Kafka 2.8's
     # ZkAdminManager does (zkctl's --replica-assignment may list them all).
@@ -164,8 +167,11 @@ def test_bad_admin_requests_get_kafkas_errors_and_change_nothing(
     assert outcome(every) == {"t": ErrorCode.INVALID_REPLICA_ASSIGNMENT}
     checked_growth = a.create_partitions([NewPartitions("t", 5)], validate_only=True)
     assert outcome(checked_growth) == {"t": 0}
-    gone = a.delete_topics(["absent"])
-    assert outcome(gone) == {"absent": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    gone = a.delete_topics(["absent", "bad/name"])
+    assert outcome(gone) == {
+        "absent": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        "bad/name": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    }
     # Nothing of the refused or validated requests was written.
     assert sorted(c.zk.get_children(paths.BROKER_TOPICS) or []) == ["t"]
     assert sorted(c.zk.get_children(paths.CONFIG_TOPICS) or []) == ["t"]
@@ -219,6 +225,21 @@ def test_bad_admin_requests_get_kafkas_errors_and_change_nothing(
         assert [t["error_code"] for t in answer["responses"]] == [ErrorCode.REQUEST_TIMED_OUT]
         wait_for(lambda: c.zk.exists(paths.topic("quick")) is None, 30, "topic quick deleted")
         assert c.zk.exists(paths.topic("checked")) is None
+        # 1,000 new partitions on broker 9, not registered: answered, broker 9 named once
+        # (a problem a partition was more than a Kafka string holds: the connection closed).
+        new = [{"broker_ids": [9, 1]}] * 1000
+        answer = conn.request(
+            ApiKey.CREATE_PARTITIONS,
+            2,
+            {
+                "topics": [{"name": "t", "count": 1002, "assignments": new}],
+                "timeout_ms": 0,
+                "validate_only": True,
+            },
+        )
+        (refused,) = answer["results"]
+        assert refused["error_code"] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        assert refused["error_message"].count("broker(s) 9 not available") == 1
 
         # DeleteTopics v6 names a topic by its id.
         topic_id = topic_id_of(c, "t")
