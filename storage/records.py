@@ -23,7 +23,8 @@ The CRC starts at ``attributes``, so the leader rewrites ``baseOffset`` and
 ``partitionLeaderEpoch`` in place without recomputing it. On the append path a batch is
 checked by its header and its CRC, an uncompressed one's records by their lengths
 (``check_records``; field by field in a compacted topic, for the keys), and written as
-the producer sent it, compressed or not. ``iter_records`` decodes records for tests, for
+the producer sent it, compressed or not, but for an uncompressed batch's maxTimestamp,
+set to its records' largest as Kafka sets it. ``iter_records`` decodes records for tests, for
 ListOffsets by timestamp and for readers of internal topics.
 
 ``build_batch`` is the other direction: it encodes records into one batch as a producer
@@ -107,6 +108,7 @@ _INT32: Final = struct.Struct(">i")
 _UINT32: Final = struct.Struct(">I")
 _INT16: Final = struct.Struct(">h")
 _INT32_MAX: Final = 2**31 - 1
+_INT64_MAX: Final = 2**63 - 1
 
 
 class BatchHeader(NamedTuple):
@@ -360,6 +362,16 @@ def _check_timestamps(
         raise InvalidRecordError(f"the batch's records do not parse: {e}", position=pos) from None
 
 
+def _records_max_timestamp(pos: int, base_ts: int, max_delta: int) -> int:
+    """A CreateTime batch's maxTimestamp from its records': the base timestamp plus their
+    largest delta, -1 (none) if that is lower, as Kafka's max starts at NO_TIMESTAMP.
+    One beyond 64 bits is InvalidRecordError (Kafka's long would wrap)."""
+    max_ts = base_ts + max_delta
+    if max_ts > _INT64_MAX:
+        raise InvalidRecordError(f"a record's timestamp {max_ts} is beyond 64 bits", position=pos)
+    return max(max_ts, NO_TIMESTAMP)
+
+
 def assign_offsets(
     buf: bytearray | memoryview,
     base_offset: int,
@@ -380,6 +392,12 @@ def assign_offsets(
     record without a key in a compacted topic. A compressed batch's records are not
     decompressed here (the caller reads them where it must: a compacted topic's keys).
 
+    An uncompressed batch's maxTimestamp becomes its records' largest timestamp (read in
+    the same walk), and its CRC is recomputed if that changed it, as Kafka's
+    LogValidator sets it: a producer's header claiming another (10 years ahead) pinned
+    time retention and escaped ``max_timestamp_difference_ms``. A compressed batch's
+    is kept (its records are not decompressed here; docs/architecture.md, item 40).
+
     With ``log_append_time_ms`` (topic ``message.timestamp.type=LogAppendTime``) each
     batch's timestamp type becomes LogAppendTime and its maxTimestamp that time, and its
     CRC is recomputed (those fields are inside the CRC). ``max_timestamp_difference_ms``
@@ -395,19 +413,23 @@ def assign_offsets(
     if not found:
         raise CorruptRecordError("no record batch in the request", position=0)
     offset = base_offset  # each batch's, once assigned
+    # An uncompressed CreateTime batch's maxTimestamp, its records' largest (None: kept).
+    records_max: list[int | None] = []
     for pos, fields in found:
         _check_client_batch(pos, fields)
+        batch_max: int | None = None
         if not fields[5] & ATTR_COMPRESSION_MASK:
             body = view[pos + BATCH_HEADER_SIZE : pos + fields[1] + LOG_OVERHEAD]
-            keyless = check_records(
-                body, fields[12], position=pos, offset=offset, lengths_only=not compacted
-            )
+            keyless, max_delta = _checked_records(body, fields[12], pos, offset, not compacted)
             if compacted and keyless >= 0:
                 raise InvalidRecordError(
                     "a compacted topic cannot accept a record without a key",
                     position=pos,
                     offset=offset + keyless,
                 )
+            if log_append_time_ms is None:
+                batch_max = _records_max_timestamp(pos, fields[7], max_delta)
+        records_max.append(batch_max)
         offset += fields[6] + 1
     if (
         max_timestamp_difference_ms is not None
@@ -424,7 +446,7 @@ def assign_offsets(
     records = 0
     pack_offset = _INT64.pack_into
     pack_epoch = _INT32.pack_into
-    for pos, fields in found:
+    for (pos, fields), batch_max in zip(found, records_max, strict=True):
         (_, length, _, magic, crc, attributes, last_offset_delta, base_ts, batch_max_ts,
          producer_id, producer_epoch, base_sequence, count) = fields  # fmt: skip
         pack_offset(view, pos, next_offset)
@@ -433,6 +455,13 @@ def assign_offsets(
             attributes |= ATTR_TIMESTAMP_TYPE
             batch_max_ts = log_append_time_ms
             _INT16.pack_into(view, pos + ATTRIBUTES_OFFSET, attributes)
+            _INT64.pack_into(view, pos + MAX_TIMESTAMP_OFFSET, batch_max_ts)
+            crc = crc32c(view[pos + ATTRIBUTES_OFFSET : pos + length + LOG_OVERHEAD])
+            _UINT32.pack_into(view, pos + CRC_OFFSET, crc)
+        elif batch_max is not None and batch_max != batch_max_ts:
+            # Kafka's assignOffsetsNonCompressed (batch.setMaxTimestamp): the header's
+            # claim, which retention, the time index and ListOffsets trust, is not taken.
+            batch_max_ts = batch_max
             _INT64.pack_into(view, pos + MAX_TIMESTAMP_OFFSET, batch_max_ts)
             crc = crc32c(view[pos + ATTRIBUTES_OFFSET : pos + length + LOG_OVERHEAD])
             _UINT32.pack_into(view, pos + CRC_OFFSET, crc)
@@ -538,18 +567,21 @@ def recompress(
     return out
 
 
-def _walk_records(body: bytes | memoryview, count: int) -> int:
+def _walk_records(body: bytes | memoryview, count: int) -> tuple[int, int]:
     """Walk ``count`` records of a records body by their lengths and fields, reading no
-    key, value or header: the index of the first record without a key (-1: none).
-    ValueError or IndexError (past the body's end) where one does not parse, as
-    ``_read_record`` would, or bytes follow the last."""
+    key, value or header: the index of the first record without a key (-1: none) and
+    the largest timestamp delta (``_NO_DELTA``: no record). ValueError or IndexError
+    (past the body's end) where one does not parse, as ``_read_record`` would, or bytes
+    follow the last."""
     varint = decode_varint
     keyless = -1
+    max_delta = _NO_DELTA
     pos = 0
     for i in range(count):
         length, pos = varint(body, pos)
         end = pos + length
-        _, pos = varint(body, pos + 1)  # attributes, timestamp delta
+        delta, pos = varint(body, pos + 1)  # attributes, timestamp delta
+        max_delta = max(max_delta, delta)
         _, pos = varint(body, pos)  # offset delta
         key_length, pos = varint(body, pos)
         if key_length >= 0:
@@ -573,19 +605,27 @@ def _walk_records(body: bytes | memoryview, count: int) -> int:
             raise ValueError(f"record {i}'s length {length} does not match its fields")
     if pos != len(body):
         raise ValueError(f"{len(body) - pos} bytes after the last of {count} records")
-    return keyless
+    return keyless, max_delta
 
 
 #: a record's fields take 6 bytes at least (attributes, and five varints of a byte)
 _MIN_RECORD: Final = 6
 
 
-def _walk_lengths(body: bytes | memoryview, count: int) -> None:
-    """Walk ``count`` records of a records body by their lengths alone: ValueError or
-    IndexError if one is shorter than a record's fields or runs past the body, or bytes
-    follow the last. A length of one or two bytes (a record under 8 KB) is read here,
-    the rarer longer ones by ``decode_varint``."""
+#: below any timestamp delta (a 64-bit varint): the largest of no record
+_NO_DELTA: Final = -(2**64)
+
+
+def _walk_lengths(body: bytes | memoryview, count: int) -> int:
+    """Walk ``count`` records of a records body by their lengths, reading each one's
+    timestamp delta too (after its attributes byte): the largest delta (``_NO_DELTA``: no
+    record), for the batch's maxTimestamp. ValueError or IndexError if a record is
+    shorter than a record's fields or runs past the body, its delta does not parse or
+    ends past it, or bytes follow the last. A length of one or two bytes (a record
+    under 8 KB) and a delta of one or two (under 8 s) are read here, the rarer longer
+    ones by ``decode_varint`` (docs/storage.md, Appends: what the delta costs)."""
     pos = 0
+    max_delta = _NO_DELTA
     for i in range(count):
         first = body[pos]
         if first < 0x80:
@@ -600,9 +640,22 @@ def _walk_lengths(body: bytes | memoryview, count: int) -> None:
         length = zigzag >> 1
         if zigzag & 1 or length < _MIN_RECORD:  # odd: a negative length
             raise ValueError(f"record {i}'s length is below the {_MIN_RECORD} bytes of its fields")
+        first = body[pos + 1]  # the delta's first byte, after the attributes
+        if first < 0x80:
+            delta = (first >> 1) ^ -(first & 1)
+        elif body[pos + 2] < 0x80:
+            zigzag = (first & 0x7F) | body[pos + 2] << 7
+            delta = (zigzag >> 1) ^ -(zigzag & 1)
+        else:
+            delta, end = decode_varint(body, pos + 1)
+            if end > pos + length:
+                raise ValueError(f"record {i}'s timestamp delta runs past its length")
+        if delta > max_delta:  # noqa: PLR1730 (a call to max() costs more, per record)
+            max_delta = delta
         pos += length
     if pos != len(body):
         raise ValueError(f"the lengths of {count} records add up to {pos} bytes, not {len(body)}")
+    return max_delta
 
 
 def check_records(
@@ -618,13 +671,19 @@ def check_records(
     batch: InvalidRecordError otherwise (Kafka's InvalidRecordException). Returns the
     index of the first record without a key (-1: none), for a compacted topic.
 
-    ``lengths_only``: each record's length alone is read, and the lengths must fill the
-    body exactly (-1 returned): a record's fields are not, at a seventh of the cost
-    (docs/storage.md, Appends)."""
+    ``lengths_only``: each record's length alone is read (and its timestamp delta), and
+    the lengths must fill the body exactly (-1 returned): a record's fields are not, at
+    a seventh of the cost (docs/storage.md, Appends)."""
+    return _checked_records(body, count, position, offset, lengths_only)[0]
+
+
+def _checked_records(
+    body: bytes | memoryview, count: int, position: int, offset: int | None, lengths_only: bool
+) -> tuple[int, int]:
+    """``check_records``' answer, and the records' largest timestamp delta."""
     try:
         if lengths_only:
-            _walk_lengths(body, count)
-            return -1
+            return -1, _walk_lengths(body, count)
         return _walk_records(body, count)
     except (IndexError, ValueError) as e:  # IndexError: past the body's end
         raise InvalidRecordError(

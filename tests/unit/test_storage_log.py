@@ -39,6 +39,7 @@ from storage.log import (
 from storage.records import (
     BATCH_HEADER_SIZE,
     CRC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
     batch_crc,
     iter_batches,
     iter_records,
@@ -408,6 +409,30 @@ def test_retention_by_time_never_deletes_the_active_segment(tmp_path: Path) -> N
     assert log.segment_base_offsets() == [5]  # the active one stays
     names = os.listdir(tmp_path / "t-0")
     assert not [n for n in names if n.endswith(".deleted")]
+
+
+def test_a_batch_header_claiming_a_later_max_timestamp_does_not_pin_time_retention(
+    tmp_path: Path,
+) -> None:
+    # A segment's largest timestamp decides its time retention. Taken from a producer's
+    # header 10 years ahead of its records, it kept the segment for 10 years; Kafka 2.8
+    # sets an uncompressed batch's maxTimestamp to its records' largest.
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock, retention_ms=3_600_000)
+    lying = build_batch([RecordSpec(b"v", timestamp=NOW)], base_timestamp=NOW)
+    struct.pack_into(">q", lying, MAX_TIMESTAMP_OFFSET, NOW + 10 * 365 * 86_400_000)
+    struct.pack_into(">I", lying, CRC_OFFSET, batch_crc(lying))
+    assert log.append_as_leader(lying, 0).max_timestamp == NOW
+    region = log.read(0, 1 << 20).region
+    assert region is not None
+    (stored,) = iter_batches(region.to_bytes())
+    assert stored.max_timestamp == NOW
+    log.roll()
+    clock.now = NOW + 2 * 3_600_000
+    produce(log, ts=clock.now)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.delete_old_segments() == 1
+    assert log.log_start_offset == 1
 
 
 def test_retention_stops_at_the_high_watermark(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from storage.records import (
     ATTR_TIMESTAMP_TYPE,
     BATCH_HEADER_SIZE,
     CRC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
     Compression,
     assign_offsets,
     batch_crc,
@@ -295,6 +296,62 @@ def test_log_append_time_rewrites_type_and_max_timestamp_and_the_crc() -> None:
     assert header.crc == batch_crc(batch)
     assert info.log_append_time == 99_999
     assert [r.timestamp for r in iter_records(batch)] == [99_999, 99_999]
+
+
+def _with_max_timestamp(batch: bytearray, max_ts: int) -> bytearray:
+    struct.pack_into(">q", batch, MAX_TIMESTAMP_OFFSET, max_ts)
+    struct.pack_into(">I", batch, CRC_OFFSET, batch_crc(batch))
+    return batch
+
+
+TEN_YEARS = 10 * 365 * 24 * 3_600_000
+
+
+def test_an_uncompressed_batchs_max_timestamp_is_its_records_largest() -> None:
+    # Kafka 2.8's LogValidator.assignOffsetsNonCompressed sets a batch's maxTimestamp to
+    # its records' largest (batch.setMaxTimestamp). Kept as the producer wrote it, a
+    # header 10 years ahead pinned time retention and escaped
+    # message.timestamp.difference.max.ms, which reads the records.
+    now = 1_700_000_000_000
+    specs = [RecordSpec(b"a", timestamp=now), RecordSpec(b"b", timestamp=now + 7), b"c"]
+    ahead = _with_max_timestamp(build_batch(specs, base_timestamp=now), now + TEN_YEARS)
+    behind = _with_max_timestamp(build_batch(specs, base_timestamp=now), now - 1)
+    info = assign_offsets(ahead + behind, 0, 0, now_ms=now, max_timestamp_difference_ms=60_000)
+    assert info.max_timestamp == now + 7
+    assert info.offset_of_max_timestamp == 2  # the first batch's: its max is not exceeded
+    for batch in (ahead, behind):
+        info = assign_offsets(batch, 0, 0)
+        header = read_header(batch)
+        assert header.max_timestamp == info.max_timestamp == now + 7
+        assert header.crc == batch_crc(batch)  # recomputed: maxTimestamp is inside it
+        assert info.batches[0].crc == header.crc
+    # In a compacted topic, whose records are read field by field, as well.
+    keyed = [RecordSpec(b"a", key=b"k", timestamp=now + 3), RecordSpec(b"b", key=b"k")]
+    batch = _with_max_timestamp(build_batch(keyed, base_timestamp=now), now + TEN_YEARS)
+    assert assign_offsets(batch, 0, 0, compacted=True).max_timestamp == now + 3
+    assert read_header(batch).max_timestamp == now + 3
+    # Records without timestamps: -1, as Kafka's max starts at NO_TIMESTAMP.
+    none = _with_max_timestamp(build_batch([b"a"], base_timestamp=-1), now)
+    assert assign_offsets(none, 0, 0).max_timestamp == -1
+    assert read_header(none).max_timestamp == -1
+    negative = _with_max_timestamp(build_batch([RecordSpec(b"a", timestamp=-5)]), now)
+    assert assign_offsets(negative, 0, 0).max_timestamp == -1
+    # An error in a later batch changes nothing, the rewritten header neither.
+    lying = _with_max_timestamp(build_batch(specs, base_timestamp=now), now + TEN_YEARS)
+    blob = lying + build_batch([b"x"], control=True)
+    before = bytes(blob)
+    with pytest.raises(errors.InvalidRecordError):
+        assign_offsets(blob, 0, 0)
+    assert bytes(blob) == before
+
+
+def test_a_compressed_batchs_max_timestamp_is_kept_as_sent() -> None:
+    # Its records are not decompressed for it (docs/architecture.md, item 40).
+    now = 1_700_000_000_000
+    batch = _with_max_timestamp(
+        build_batch([b"a"], base_timestamp=now, compression=Compression.GZIP), now + 5
+    )
+    assert assign_offsets(batch, 0, 0).max_timestamp == now + 5
 
 
 def test_timestamp_difference_check() -> None:
