@@ -100,7 +100,7 @@ class RecordTooLargeError(StorageError):
 
 class InvalidTimestampError(StorageError):
     """A CreateTime batch's timestamps are further from the broker's clock than
-    ``message.timestamp.difference.max.ms``."""
+    ``message.timestamp.difference.max.ms``, or a producer's batch claims LogAppendTime."""
 
     error_code = 32  # INVALID_TIMESTAMP
 

@@ -322,6 +322,13 @@ def _check_client_batch(pos: int, fields: tuple[int, ...]) -> None:
         raise InvalidRecordError("clients may not write control batches", position=pos)
     if producer_id >= 0 and base_sequence < 0:
         raise InvalidRecordError(f"producer id {producer_id} without a base sequence", position=pos)
+    if attributes & ATTR_TIMESTAMP_TYPE:
+        # LogValidator.validateTimestamp, whatever the topic's message.timestamp.type:
+        # taken, its maxTimestamp (the producer's) would pass for the broker's time.
+        raise InvalidTimestampError(
+            f"the batch at position {pos}: a producer should not set the timestamp type"
+            " to LogAppendTime"
+        )
 
 
 def _check_timestamp(ts: int, now_ms: int, max_difference_ms: int, where: str) -> None:

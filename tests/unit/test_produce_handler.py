@@ -142,6 +142,22 @@ def test_a_batch_whose_records_do_not_parse_is_invalid_record(logs: LogManager) 
     assert replicas.partitions[T0].log_end_offset == 1
 
 
+def test_a_producers_batch_claiming_log_append_time_is_invalid_timestamp(
+    logs: LogManager,
+) -> None:
+    """Kafka 2.8's LogValidator.validateTimestamp refuses a producer's batch whose
+    timestamp type is LogAppendTime (INVALID_TIMESTAMP, "Producer should not set
+    timestamp type to LogAppendTime"), whatever the topic's message.timestamp.type. It
+    was appended as sent: its maxTimestamp, the producer's, passed for the broker's."""
+    apis, replicas = leading(logs)
+    batch = build_batch([b"v"], log_append_time=True)
+    got = Loopback(apis).request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(batch)))
+    assert answers(got) == [("a", 0, ErrorCode.INVALID_TIMESTAMP)]
+    (answer,) = got["responses"][0]["partition_responses"]
+    assert "LogAppendTime" in answer["error_message"]
+    assert replicas.partitions[T0].log_end_offset == 0
+
+
 def test_a_partition_listed_twice_is_appended_once_with_its_last_entry(
     logs: LogManager,
 ) -> None:

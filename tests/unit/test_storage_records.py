@@ -354,6 +354,17 @@ def test_a_compressed_batchs_max_timestamp_is_kept_as_sent() -> None:
     assert assign_offsets(batch, 0, 0).max_timestamp == now + 5
 
 
+def test_a_producers_batch_of_log_append_time_is_invalid_timestamp() -> None:
+    # Kafka 2.8's LogValidator.validateTimestamp: "Producer should not set timestamp type
+    # to LogAppendTime", whatever the topic's message.timestamp.type.
+    for topic_time in (None, 1_000):
+        batch = build_batch([b"a"], base_timestamp=500, log_append_time=True)
+        before = bytes(batch)
+        with pytest.raises(errors.InvalidTimestampError, match="LogAppendTime"):
+            assign_offsets(batch, 0, 0, log_append_time_ms=topic_time)
+        assert bytes(batch) == before
+
+
 def test_timestamp_difference_check() -> None:
     batch = build_batch([b"a"], base_timestamp=1_000)
     with pytest.raises(errors.InvalidTimestampError):
