@@ -45,6 +45,7 @@ from storage.errors import (
     KafkaStorageError,
     RecordTooLargeError,
     StorageError,
+    UnknownCompressionError,
     UnsupportedMagicError,
 )
 from storage.log import AppendInfo, PartitionLog
@@ -1108,6 +1109,8 @@ class ReplicaManager:
             return ErrorCode.CORRUPT_MESSAGE, p, None, str(e)
         except FencedLeaderEpochError as e:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, p, None, str(e)
+        except UnknownCompressionError as e:
+            return ErrorCode.UNKNOWN_SERVER_ERROR, p, None, str(e)
         except KafkaStorageError as e:
             # Its log directory is reported (and logged) where the error happened.
             return ErrorCode.KAFKA_STORAGE_ERROR, p, None, str(e)

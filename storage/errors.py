@@ -27,6 +27,7 @@ __all__ = [
     "RecordTooLargeError",
     "StorageError",
     "UnexpectedAppendOffsetError",
+    "UnknownCompressionError",
     "UnsupportedMagicError",
 ]
 
@@ -103,6 +104,25 @@ class InvalidTimestampError(StorageError):
     ``message.timestamp.difference.max.ms``, or a producer's batch claims LogAppendTime."""
 
     error_code = 32  # INVALID_TIMESTAMP
+
+
+class UnknownCompressionError(StorageError):
+    """A producer's batch whose attributes name no compression codec (ids 5-7). Kafka
+    2.8's CompressionType.forId throws IllegalArgumentException for them, which
+    appendToLocalLog answers UNKNOWN_SERVER_ERROR (a final error for its producers, where
+    CORRUPT_MESSAGE would have the Java producer send the batch again until its delivery
+    timeout). Only the leader's path refuses it: a batch already in a log is read
+    around (docs/storage.md)."""
+
+    error_code = -1  # UNKNOWN_SERVER_ERROR
+
+    def __init__(self, codec: int, *, position: int) -> None:
+        self.codec = codec
+        self.position = position
+        super().__init__(
+            f"the batch at position {position} names compression codec {codec}, which is"
+            " none (0-4: none, gzip, snappy, lz4, zstd)"
+        )
 
 
 class OffsetOutOfRangeError(StorageError):

@@ -57,6 +57,7 @@ from storage.errors import (
     InvalidTimestampError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
+    UnknownCompressionError,
     UnsupportedMagicError,
 )
 
@@ -100,6 +101,7 @@ ATTR_COMPRESSION_MASK: Final = 0x07
 ATTR_TIMESTAMP_TYPE: Final = 0x08  # 1: LogAppendTime
 ATTR_TRANSACTIONAL: Final = 0x10
 ATTR_CONTROL: Final = 0x20
+_LAST_CODEC: Final = Compression.ZSTD  # 5-7 name none
 
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header
 _LENGTH: Final = struct.Struct(">qi")
@@ -304,6 +306,14 @@ def _header(position: int, fields: tuple[int, ...]) -> BatchHeader:
     return BatchHeader(position, length + LOG_OVERHEAD, base, *rest)
 
 
+def _check_codec(pos: int, fields: tuple[int, ...]) -> None:
+    # Kafka's Log.analyzeAndValidateRecords reads batch.compressionType, which throws for
+    # the ids naming no codec (CompressionType.forId).
+    codec = fields[5] & ATTR_COMPRESSION_MASK
+    if codec > _LAST_CODEC:
+        raise UnknownCompressionError(codec, position=pos)
+
+
 def _check_client_batch(pos: int, fields: tuple[int, ...]) -> None:
     # Kafka's LogValidator.validateBatch for AppendOrigin.Client.
     (base, _, _, _, _, attributes, last_offset_delta, _, _, producer_id, _, base_sequence,
@@ -312,6 +322,7 @@ def _check_client_batch(pos: int, fields: tuple[int, ...]) -> None:
         raise InvalidRecordError(
             f"a producer's batch must have baseOffset 0, not {base}", position=pos, offset=base
         )
+    _check_codec(pos, fields)
     if count <= 0 or count != last_offset_delta + 1:
         raise InvalidRecordError(
             f"record count {count} does not match the offset range [0, {last_offset_delta}]",
@@ -524,12 +535,15 @@ def recompress(
     ``assign_offsets`` would raise, which checks the rebuilt ones again, their size too;
     a batch over ``max_batch_size``, max.message.bytes, is RecordTooLargeError before it
     is read, as Kafka's Log.analyzeAndValidateRecords checks the producer's batches
-    before its LogValidator rebuilds them); a body that is not a valid stream of its
-    codec, or a codec Kafka does not know, is CorruptRecordError, one decompressing to
+    before its LogValidator rebuilds them); a codec Kafka does not know (5-7) is
+    UnknownCompressionError, as in ``assign_offsets``; a body that is not a valid stream
+    of its codec is CorruptRecordError, one decompressing to
     over ``max_size`` bytes DecompressedTooLargeError; records that do not parse, or not
     as many as the header counts, are InvalidRecordError."""
     view = memoryview(buf)
     found, _ = _scan(view, max_batch_size=max_batch_size, allow_partial_tail=False)
+    for pos, fields in found:
+        _check_codec(pos, fields)
     if all(
         fields[5] & ATTR_COMPRESSION_MASK == codec or fields[5] & ATTR_CONTROL
         for _, fields in found

@@ -21,7 +21,12 @@ from hypothesis import strategies as st
 from broker.config import BrokerConfig
 from storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, clean, clean_log, survey
 from storage.compaction import OffsetMap
-from storage.errors import CorruptRecordError, DecompressedTooLargeError, InvalidRecordError
+from storage.errors import (
+    CorruptRecordError,
+    DecompressedTooLargeError,
+    InvalidRecordError,
+    UnknownCompressionError,
+)
 from storage.log import LogConfig, PartitionLog
 from storage.log_manager import LogManager
 from storage.records import (
@@ -622,10 +627,12 @@ def test_a_compacted_log_refuses_records_without_a_key(tmp_path: Path) -> None:
             log.append_as_leader(keyless, 0)
         assert refused.value.offset == 2  # the second record, at the log end + 1
     assert log.log_end_offset == 1  # nothing written
-    # What cannot be decoded here (an attribute naming no codec) passes (the cleaner
-    # keeps it whole, too).
+    # An attribute naming no codec is refused whatever the records (Kafka's
+    # CompressionType.forId throws: UNKNOWN_SERVER_ERROR); it passed, unread. The
+    # cleaner keeps a batch it cannot read whole (test_compaction.py).
     unknown = build_batch([RecordSpec(b"no key")], compression=5)
-    assert log.append_as_leader(unknown, 0).first_offset == 1
+    with pytest.raises(UnknownCompressionError):
+        log.append_as_leader(unknown, 0)
     # A topic that is not compacted takes them.
     plain = PartitionLog(tmp_path / "plain-0", LogConfig(), time_ms=lambda: NOW)
     assert plain.append_as_leader(build_batch([RecordSpec(b"no key")]), 0).first_offset == 0

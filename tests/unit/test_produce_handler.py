@@ -158,6 +158,39 @@ def test_a_producers_batch_claiming_log_append_time_is_invalid_timestamp(
     assert replicas.partitions[T0].log_end_offset == 0
 
 
+@pytest.mark.parametrize("topic_codec", [None, Compression.GZIP])
+def test_a_batch_naming_no_compression_codec_fails_its_partition(
+    tmp_path: Path, topic_codec: int | None
+) -> None:
+    """Kafka 2.8's Log.analyzeAndValidateRecords reads batch.compressionType, which
+    throws for codec ids 5-7 (CompressionType.forId): appendToLocalLog answers the
+    partition UNKNOWN_SERVER_ERROR, nothing written, whatever the topic's
+    compression.type; the request's other partitions are appended. It was acknowledged
+    and stored for consumers to fail on (CORRUPT_MESSAGE, retriable, with a topic
+    compression.type, which the Java producer sent again until its delivery timeout)."""
+    t1 = TopicPartition(T0.topic, 1)
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    topic = LogConfig(compression=topic_codec)
+    manager = LogManager([tmp_path], config, topic_config=lambda _topic: topic)
+    try:
+        apis, replicas, _zk = make_leader([T0, t1], isr=(LEADER,), logs=manager)
+        body = produce_records(T0, bytes(build_batch([b"v"], compression=5)))
+        body["topic_data"][0]["partition_data"].append(
+            {"index": 1, "records": bytes(build_batch([b"v"]))}
+        )
+        got = Loopback(apis).request(ApiKey.PRODUCE, 8, body)
+        assert answers(got) == [
+            ("a", 0, ErrorCode.UNKNOWN_SERVER_ERROR),
+            ("a", 1, ErrorCode.NONE),
+        ]
+        answer = got["responses"][0]["partition_responses"][0]
+        assert "compression codec 5" in answer["error_message"]
+        assert replicas.partitions[T0].log_end_offset == 0
+        assert replicas.partitions[t1].log_end_offset == 1
+    finally:
+        manager.close()
+
+
 def test_a_partition_listed_twice_is_appended_once_with_its_last_entry(
     logs: LogManager,
 ) -> None:

@@ -339,16 +339,17 @@ def test_offset_for_timestamp_in_a_batch_not_read_here_is_the_batch_start(
     tmp_path: Path, undecodable: str
 ) -> None:
     # Attributes naming no codec (5), or an lz4 batch whose body is no lz4 frame (the
-    # producer's CRC covers it): answered, not raised.
+    # producer's CRC covers it): answered, not raised. A leader refuses the first from a
+    # producer; a follower copies it as its leader holds it.
     log = open_log(tmp_path / "t-0")
     produce(log, ts=NOW)
     specs = [RecordSpec(b"a", timestamp=NOW + t) for t in (1, 50, 2)]
     codec = 5 if undecodable == "no known codec" else 3
-    batch = build_batch(specs, base_timestamp=NOW + 1, compression=codec)
+    batch = build_batch(specs, base_offset=1, base_timestamp=NOW + 1, compression=codec)
     if codec == 3:
         batch[BATCH_HEADER_SIZE:] = b"\x00" * (len(batch) - BATCH_HEADER_SIZE)
         struct.pack_into(">I", batch, CRC_OFFSET, batch_crc(batch))
-    log.append_as_leader(batch, 0)
+    log.append_as_follower(batch)
     found = log.offset_for_timestamp(NOW + 40)
     assert found is not None
     assert (found.offset, found.timestamp) == (1, NOW + 50)

@@ -39,6 +39,7 @@ def test_error_codes_are_kafkas() -> None:
         errors.FencedLeaderEpochError: ErrorCode.FENCED_LEADER_EPOCH,
         errors.KafkaStorageError: ErrorCode.KAFKA_STORAGE_ERROR,
         errors.UnexpectedAppendOffsetError: ErrorCode.UNKNOWN_SERVER_ERROR,
+        errors.UnknownCompressionError: ErrorCode.UNKNOWN_SERVER_ERROR,
     }
     for cls, code in expected.items():
         assert ErrorCode(cls.error_code) is code, cls
@@ -363,6 +364,20 @@ def test_a_producers_batch_of_log_append_time_is_invalid_timestamp() -> None:
         with pytest.raises(errors.InvalidTimestampError, match="LogAppendTime"):
             assign_offsets(batch, 0, 0, log_append_time_ms=topic_time)
         assert bytes(batch) == before
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_a_producers_batch_naming_no_codec_is_refused(codec: int) -> None:
+    # Kafka 2.8's Log.analyzeAndValidateRecords reads batch.compressionType, which throws
+    # for these ids (CompressionType.forId): UNKNOWN_SERVER_ERROR, nothing written. The
+    # storage layer's readers keep such a batch whole (test_compaction.py): the refusal
+    # is the leader's, of a producer's batch.
+    batch = build_batch([b"a"], compression=codec)
+    before = bytes(batch)
+    with pytest.raises(errors.UnknownCompressionError, match=f"codec {codec}"):
+        assign_offsets(batch, 0, 0)
+    assert bytes(batch) == before
+    assert validate_follower_batches(batch, 0).record_count == 1
 
 
 def test_timestamp_difference_check() -> None:
