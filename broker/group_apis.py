@@ -273,17 +273,25 @@ class GroupApis:
             if requested is None
             else [TopicPartition(t["name"], i) for t in requested for i in t["partition_indexes"]]
         )
-        error, found = self.coordinator.fetch_offsets(body["group_id"], partitions)
+        error, found, unstable = self.coordinator.fetch_offsets_stable(body["group_id"], partitions)
+        # v7+: require_stable (the Java consumer always, librdkafka for read_committed):
+        # a partition with a commit still being written is answered UNSTABLE_OFFSET_COMMIT
+        # and no offset, and the client asks again (Kafka 2.8's getOffsets).
+        if not body.get("require_stable"):
+            unstable = set()
         by_topic: dict[str, list[Body]] = {}
         if error == ErrorCode.NONE:
-            for tp, value in found.items():
+            for tp, committed in found.items():
+                value = None if tp in unstable else committed
                 by_topic.setdefault(tp.topic, []).append(
                     {
                         "partition_index": tp.partition,
                         "committed_offset": -1 if value is None else value.offset,
                         "committed_leader_epoch": -1 if value is None else value.leader_epoch,
                         "metadata": "" if value is None else value.metadata,
-                        "error_code": int(ErrorCode.NONE),
+                        "error_code": int(
+                            ErrorCode.UNSTABLE_OFFSET_COMMIT if tp in unstable else ErrorCode.NONE
+                        ),
                     }
                 )
         elif version < 2 and partitions is not None:

@@ -951,11 +951,7 @@ class GroupCoordinator:
                 with self._cond:
                     self._count_pending(group_id, valid, -1)
                 raise
-        try:
-            return self._finish_commit(group_id, valid, write_error, p, info, out)
-        finally:
-            with self._cond:
-                self._count_pending(group_id, valid, -1)
+        return self._finish_commit(group_id, valid, write_error, p, info, out)
 
     def _check_commit(
         self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None
@@ -992,17 +988,29 @@ class GroupCoordinator:
         info: AppendInfo | None,
         out: dict[TopicPartition, ErrorCode],
     ) -> dict[TopicPartition, ErrorCode]:
-        """A commit appended (or refused): answered once replicated, then cached."""
-        if p is not None and info is not None:
-            write_error = self.replicas.wait_for_replication(
-                p, info.last_offset, self.commit_timeout_s
-            )
+        """A commit appended (or refused): answered once replicated, then cached. It is
+        pending (counted in _pending) until then: no longer pending and cached in one
+        step under the lock, as Kafka's onOffsetCommitAppend, so a fetch requiring stable
+        offsets never finds the new offset pending after it was cached."""
+        try:
+            if p is not None and info is not None:
+                write_error = self.replicas.wait_for_replication(
+                    p, info.last_offset, self.commit_timeout_s
+                )
+        except BaseException:
+            with self._cond:
+                self._count_pending(group_id, valid, -1)
+            raise
         if write_error != ErrorCode.NONE or info is None:
+            with self._cond:
+                self._count_pending(group_id, valid, -1)
             mapped = _COMMIT_WRITE_ERRORS.get(write_error, ErrorCode.UNKNOWN_SERVER_ERROR)
             log.warning("offset commit of group %s failed: %s", group_id, write_error.name)
             out.update(dict.fromkeys(valid, mapped))
             return out
         with self._cond:
+            pending = dict(self._pending.get(group_id, {}))
+            self._count_pending(group_id, valid, -1)
             if self._state_of(group_id) not in (
                 ErrorCode.NONE,
                 ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -1012,7 +1020,6 @@ class GroupCoordinator:
                 return out
             # Replicated, so in the log whatever a load running now has read of it. (One
             # no longer pending had its topic deleted meanwhile: tombstoned, not taken.)
-            pending = self._pending.get(group_id, {})
             self._merge(
                 group_id,
                 {
@@ -1029,16 +1036,28 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode, dict[TopicPartition, CommittedOffset | None]]:
         """The committed offsets of ``partitions`` (None: every partition the group has
         an offset for); a partition without one maps to None."""
+        error, found, _unstable = self.fetch_offsets_stable(group_id, partitions)
+        return error, found
+
+    def fetch_offsets_stable(
+        self, group_id: str, partitions: list[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, CommittedOffset | None], set[TopicPartition]]:
+        """As fetch_offsets, and which of the partitions answered have a commit written
+        and not yet answered (Kafka's hasPendingOffsetCommitsForTopicPartition): OffsetFetch
+        v7's require_stable answers those UNSTABLE_OFFSET_COMMIT, the client retrying.
+        None lists the partitions with an offset in the cache, as Kafka's allOffsets: one
+        whose first commit is pending is not among them."""
         with self._cond:
             error = self._state_of(group_id)
             if error != ErrorCode.NONE:
-                return error, {}
+                return error, {}, set()
             stored = self._offsets.get(group_id, {})
             if partitions is None:
-                return ErrorCode.NONE, {tp: s.value for tp, s in stored.items()}
-            return ErrorCode.NONE, {
-                tp: (stored[tp].value if tp in stored else None) for tp in partitions
-            }
+                found = {tp: s.value for tp, s in stored.items()}
+            else:
+                found = {tp: (stored[tp].value if tp in stored else None) for tp in partitions}
+            pending = self._pending.get(group_id, {})
+            return ErrorCode.NONE, found, {tp for tp in found if tp in pending}
 
     # --- offsets retention (groups/retention.py decides) -----------------------------
 

@@ -451,6 +451,120 @@ def test_a_commit_is_answered_once_the_isr_has_it(nodes: Callable[..., Node]) ->
     assert fetched(groups, G0) == {t1: offset(2)}
 
 
+def leading_with_a_follower(nodes: Callable[..., Node], commit_timeout_s: float) -> Node:
+    """A node leading offsets partition 0 with OTHER in its ISR: a commit is answered once
+    the test says OTHER has fetched it."""
+    n = nodes(commit_timeout_s=commit_timeout_s)
+    request = leader_and_isr({0: (BROKER, 0)})
+    state = request["topic_states"][0]["partition_states"][0]
+    state["isr"] = state["replicas"] = [BROKER, OTHER]
+    n.replicas.become_leader_or_follower(request)
+    n.wait_loaded(G0)
+    return n
+
+
+def offset_fetch_v7(
+    groups: GroupCoordinator, topics: list[tuple[str, list[int]]] | None, *, stable: bool
+) -> dict[TopicPartition, tuple[int, int, str, int]]:
+    """OffsetFetch v7 of G0 through the broker's API: (offset, leader epoch, metadata,
+    error) by partition."""
+    from broker.group_apis import GroupApis
+
+    apis = GroupApis(groups, metadata_knowing({"t": 3}), None, offsets_replication_factor=1)
+    body = {
+        "group_id": G0,
+        "topics": (
+            None
+            if topics is None
+            else [{"name": name, "partition_indexes": indexes} for name, indexes in topics]
+        ),
+        "require_stable": stable,
+    }
+    answer = apis.offset_fetch(7, body, {})
+    assert answer["error_code"] == ErrorCode.NONE
+    return {
+        tp(t["name"], p["partition_index"]): (
+            p["committed_offset"],
+            p["committed_leader_epoch"],
+            p["metadata"],
+            p["error_code"],
+        )
+        for t in answer["topics"]
+        for p in t["partitions"]
+    }
+
+
+def test_require_stable_answers_unstable_while_a_commit_is_written(
+    nodes: Callable[..., Node],
+) -> None:
+    """OffsetFetch v7 with require_stable while a commit of a partition is appended and
+    not yet replicated: that partition is answered UNSTABLE_OFFSET_COMMIT with offset -1
+    (the client retries), as Kafka 2.8's getOffsets (hasPendingOffsetCommitsForTopic-
+    Partition); the others, and every partition without require_stable, get the offset
+    committed. The all-partitions form lists the partitions with an offset in the cache
+    (Kafka's allOffsets), a partition whose first commit is still pending not at all."""
+    n = leading_with_a_follower(nodes, commit_timeout_s=WAIT_S)
+    groups = n.groups
+    t0, t1, t2 = tp("t", 0), tp("t", 1), tp("t", 2)
+    p = n.replicas.partitions[tp(OFFSETS_TOPIC, 0)]
+
+    first = Call(lambda: commit(groups, G0, {t0: offset(5, "m5"), t1: offset(6, "m6")}))
+    wait_until("the first commit appended", lambda: p.log_end_offset == 2)
+    n.replicas.record_follower_fetch(p, OTHER, p.log_end_offset)
+    assert first.answer() == {t0: ErrorCode.NONE, t1: ErrorCode.NONE}
+
+    # A second commit (t0 at 9, t2's first) appended, not yet replicated: pending.
+    second = Call(lambda: commit(groups, G0, {t0: offset(9, "m9"), t2: offset(1)}))
+    wait_until("the second commit appended", lambda: p.log_end_offset == 4)
+    assert second.waiting(0.05)
+    unstable = (-1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
+    try:
+        named = [("t", [0, 1, 2])]
+        assert offset_fetch_v7(groups, named, stable=True) == {
+            t0: unstable,
+            t1: (6, 3, "m6", ErrorCode.NONE),
+            t2: unstable,
+        }
+        assert offset_fetch_v7(groups, None, stable=True) == {
+            t0: unstable,
+            t1: (6, 3, "m6", ErrorCode.NONE),
+        }
+        # Without require_stable: the offsets committed (the pending ones not yet).
+        assert offset_fetch_v7(groups, named, stable=False) == {
+            t0: (5, 3, "m5", ErrorCode.NONE),
+            t1: (6, 3, "m6", ErrorCode.NONE),
+            t2: (-1, -1, "", ErrorCode.NONE),
+        }
+        assert offset_fetch_v7(groups, None, stable=False) == {
+            t0: (5, 3, "m5", ErrorCode.NONE),
+            t1: (6, 3, "m6", ErrorCode.NONE),
+        }
+    finally:
+        n.replicas.record_follower_fetch(p, OTHER, p.log_end_offset)
+        assert second.answer() == {t0: ErrorCode.NONE, t2: ErrorCode.NONE}
+    # Replicated and answered: stable again, with the new offsets.
+    assert offset_fetch_v7(groups, None, stable=True) == {
+        t0: (9, 3, "m9", ErrorCode.NONE),
+        t1: (6, 3, "m6", ErrorCode.NONE),
+        t2: (1, 3, "", ErrorCode.NONE),
+    }
+
+
+def test_require_stable_after_a_commit_that_failed(nodes: Callable[..., Node]) -> None:
+    """A commit that timed out waiting for the ISR is no longer pending: the offset
+    committed before it is answered, stable."""
+    n = leading_with_a_follower(nodes, commit_timeout_s=0.2)
+    groups = n.groups
+    t0 = tp("t", 0)
+    p = n.replicas.partitions[tp(OFFSETS_TOPIC, 0)]
+    first = Call(lambda: commit(groups, G0, {t0: offset(5)}))
+    wait_until("the first commit appended", lambda: p.log_end_offset == 1)
+    n.replicas.record_follower_fetch(p, OTHER, p.log_end_offset)
+    assert first.answer() == {t0: ErrorCode.NONE}
+    assert commit(groups, G0, {t0: offset(9)}) == {t0: ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    assert offset_fetch_v7(groups, [("t", [0])], stable=True) == {t0: (5, 3, "", ErrorCode.NONE)}
+
+
 # --- 3. offsets read back from the log ---------------------------------------------------
 
 
