@@ -220,6 +220,7 @@ class GroupCoordinator:
         limits: GroupLimits,
         commit_timeout_s: float = COMMIT_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         offsets_retention_ms: int = 7 * 24 * 3600 * 1000,
         offsets_retention_check_interval_ms: int = 600_000,
         offsets_compression: int = 0,
@@ -238,7 +239,12 @@ class GroupCoordinator:
         self.commit_timeout_s = commit_timeout_s
         self.offsets_retention_ms = offsets_retention_ms
         self.offsets_retention_check_interval_ms = offsets_retention_check_interval_ms
+        # ``clock``, the wall clock, for what is written or kept (commit and record
+        # timestamps, when a group became Empty, offsets retention); ``monotonic`` for
+        # every deadline (sessions, join and sync phases), as Kafka's purgatories run on
+        # System.nanoTime: a step of the wall clock must not stall or fire them.
         self._clock = clock
+        self._monotonic = monotonic
         self._cond = threading.Condition()
         # Partitions of __consumer_offsets led here: loaded, or being loaded, each with
         # its coordinator epoch (Kafka's): the leader epoch at which this broker became
@@ -291,6 +297,11 @@ class GroupCoordinator:
                 t.join(timeout=5)
 
     def _now_ms(self) -> int:
+        """The monotonic clock's time: for deadlines only."""
+        return int(self._monotonic() * 1000)
+
+    def _wall_ms(self) -> int:
+        """The wall clock's time: for what is recorded or compared with records."""
         return int(self._clock() * 1000)
 
     # --- partition leadership ----------------------------------------------------------
@@ -650,6 +661,7 @@ class GroupCoordinator:
                 protocols=protocols,
                 now_ms=self._now_ms(),
                 group_instance_id=group_instance_id,
+                wall_ms=self._wall_ms(),
             )
             key = member_id or new_member_id
             replacement = answers.replacement
@@ -672,7 +684,7 @@ class GroupCoordinator:
             # A static member took its old place in a Stable group: written before it is
             # answered (Kafka's storeGroup), so a new coordinator knows its id. (The old
             # id's requests still waiting are answered now.)
-            metadata = group.to_metadata(self._now_ms())
+            metadata = group.to_metadata(self._wall_ms())
             coordinator_epoch = self._loaded[self.partition_of(group_id)]
             replaced = answers.joins.pop(key)
             self._deliver(group_id, dataclasses.replace(answers, replacement=None))
@@ -725,7 +737,7 @@ class GroupCoordinator:
             waiting: _Held | None = None
             coordinator_epoch = self._loaded[self.partition_of(group_id)]
             if answers.store:
-                stored = (group.generation_id, group.to_metadata(now_ms))
+                stored = (group.generation_id, group.to_metadata(self._wall_ms()))
                 # While the assignment is written, the group may move on (a member joins:
                 # the leader is answered REBALANCE_IN_PROGRESS): that answer waits here.
                 waiting = self._register(key)
@@ -776,7 +788,7 @@ class GroupCoordinator:
         offsets_tp = TopicPartition(OFFSETS_TOPIC, self.partition_of(group_id))
         try:
             batch = group_metadata_batch(
-                group_id, metadata, self._now_ms(), self.offsets_compression
+                group_id, metadata, self._wall_ms(), self.offsets_compression
             )
         except ValueError as e:  # a member's metadata too long for the record's fields
             log.warning("the metadata of group %s cannot be written: %s", group_id, e)
@@ -822,7 +834,7 @@ class GroupCoordinator:
             return  # (a group in memory is of a loaded partition)
         if group.state is GroupState.EMPTY and group.generation_id > group.persisted_generation:
             group.persisted_generation = group.generation_id
-            metadata = group.to_metadata(self._now_ms())
+            metadata = group.to_metadata(self._wall_ms())
             self._empty_writes.put((group_id, coordinator_epoch, metadata))
 
     def _write_loop(self) -> None:
@@ -879,7 +891,7 @@ class GroupCoordinator:
             group = self._groups.get(group_id)
             if group is None:
                 return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
-            errors, answers = group.leave_members(members, self._now_ms())
+            errors, answers = group.leave_members(members, self._now_ms(), wall_ms=self._wall_ms())
             self._deliver(group_id, answers)
             self._maybe_store_empty(group_id, group)
             return ErrorCode.NONE, errors
@@ -888,11 +900,12 @@ class GroupCoordinator:
         with self._cond:
             while not self._stopped.is_set():
                 now_ms = self._now_ms()
+                wall_ms = self._wall_ms()
                 next_ms: int | None = None
                 for group_id, group in list(self._groups.items()):
                     deadline = group.next_deadline_ms()
                     if deadline is not None and deadline <= now_ms:
-                        self._deliver(group_id, group.tick(now_ms))
+                        self._deliver(group_id, group.tick(now_ms, wall_ms=wall_ms))
                         self._maybe_store_empty(group_id, group)
                         deadline = group.next_deadline_ms()
                     if deadline is not None:
@@ -924,7 +937,7 @@ class GroupCoordinator:
             try:
                 batch = offset_commit_batch(
                     [(OffsetKey(group_id, tp.topic, tp.partition), v) for tp, v in valid.items()],
-                    self._now_ms(),
+                    self._wall_ms(),
                     self.offsets_compression,
                 )
             except ValueError as e:  # a name or offset too long for the record's fields
@@ -1077,7 +1090,7 @@ class GroupCoordinator:
         acks=0, as Kafka's are (no min.insync.replicas check, no wait for the followers):
         one lost with its leader expires again at the next check of the next
         coordinator."""
-        now = self._now_ms() if now_ms is None else now_ms
+        now = self._wall_ms() if now_ms is None else now_ms
         return self._remove_offsets(lambda index: self._expired_in(index, now), now, "expired")
 
     def handle_deleted_topics(self, topics: Collection[str]) -> int:
@@ -1091,7 +1104,7 @@ class GroupCoordinator:
             return 0
         return self._remove_offsets(
             lambda index: self._offsets_of_topics(index, gone),
-            self._now_ms(),
+            self._wall_ms(),
             "of deleted topics removed",
         )
 

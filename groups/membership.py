@@ -6,6 +6,13 @@ SyncGroup responses it completes, keyed by member id, the caller's own among the
 is answered at once. A member whose request is not in the answers waits; the shell (the
 coordinator) holds its request until a later operation or `tick` answers it.
 
+`now_ms` is a monotonic clock's time, for every deadline (sessions, join and sync phases,
+pending members), as Kafka times them in its purgatories on System.nanoTime: a step of the
+wall clock neither stalls nor fires them. The operations that can leave the group Empty
+also take `wall_ms`, the wall clock's time, which is what the group records (when it
+became Empty: written in its metadata record, counted from by offsets retention), as does
+`to_metadata`. A caller with one clock (the tests) may leave `wall_ms` out: it is `now_ms`.
+
 The states are Kafka's: Empty (no members; offsets may still be committed), PreparingRebalance
 (members are rejoining; the join phase ends when every known member has, or at the rebalance
 timeout, dropping those that did not), CompletingRebalance (the new generation is formed and
@@ -218,9 +225,11 @@ class Group:
         protocols: tuple[tuple[str, bytes], ...],
         now_ms: int,
         group_instance_id: str | None = None,
+        wall_ms: int | None = None,
     ) -> Answers:
         """A JoinGroup. ``new_member_id`` is the id a member joining without one gets."""
         answers = Answers()
+        wall = now_ms if wall_ms is None else wall_ms
         key = member_id or new_member_id
 
         def refuse(error: ErrorCode) -> Answers:
@@ -244,7 +253,13 @@ class Group:
             if old_member_id is not None:
                 assert group_instance_id is not None
                 return self._replace_static_member(
-                    group_instance_id, old_member_id, new_member_id, protocols, now_ms, answers
+                    group_instance_id,
+                    old_member_id,
+                    new_member_id,
+                    protocols,
+                    now_ms,
+                    wall,
+                    answers,
                 )
             if require_known_member_id and group_instance_id is None:
                 # KIP-394: the member gets its id first and joins with it, so a join
@@ -289,7 +304,7 @@ class Group:
             member.awaiting_join = True
             member.heartbeat_deadline_ms = now_ms + session_timeout_ms
             self._prepare_rebalance(now_ms, answers, new_member=True)
-            self._maybe_complete_join(now_ms, answers)
+            self._maybe_complete_join(now_ms, wall, answers)
             return answers
 
         same = member.protocols == protocols
@@ -307,7 +322,7 @@ class Group:
         member.protocols = protocols
         member.awaiting_join = True
         self._prepare_rebalance(now_ms, answers, new_member=False)
-        self._maybe_complete_join(now_ms, answers)
+        self._maybe_complete_join(now_ms, wall, answers)
         return answers
 
     def _join_answer(self, member: Member) -> JoinAnswer:
@@ -338,6 +353,7 @@ class Group:
         new_member_id: str,
         protocols: tuple[tuple[str, bytes], ...],
         now_ms: int,
+        wall_ms: int,
         answers: Answers,
     ) -> Answers:
         """A known static member joins without a member id (it restarted): it takes its
@@ -381,7 +397,7 @@ class Group:
         # assigning to the old id): a rebalance. PreparingRebalance: it joins this one.
         member.awaiting_join = True
         self._prepare_rebalance(now_ms, answers, new_member=False)
-        self._maybe_complete_join(now_ms, answers)
+        self._maybe_complete_join(now_ms, wall_ms, answers)
         return answers
 
     def static_replacement_failed(
@@ -430,7 +446,7 @@ class Group:
             self.join_deadline_ms = now_ms + rebalance_timeout
         self.state = GroupState.PREPARING_REBALANCE
 
-    def _maybe_complete_join(self, now_ms: int, answers: Answers) -> None:
+    def _maybe_complete_join(self, now_ms: int, wall_ms: int, answers: Answers) -> None:
         if self.state is not GroupState.PREPARING_REBALANCE:
             return
         waiting_initial = self.initial_join_limit_ms is not None and now_ms < self.join_deadline_ms
@@ -441,9 +457,9 @@ class Group:
             or (self._all_joined() and not waiting_initial)
             or now_ms >= self.join_deadline_ms
         ):
-            self._complete_join(now_ms, answers)
+            self._complete_join(now_ms, wall_ms, answers)
 
-    def _complete_join(self, now_ms: int, answers: Answers) -> None:
+    def _complete_join(self, now_ms: int, wall_ms: int, answers: Answers) -> None:
         """The join phase ends: members that did not rejoin are dropped, and the rest form
         the next generation (or the group is Empty)."""
         for member_id in [
@@ -468,7 +484,7 @@ class Group:
         self.generation_id += 1
         if not self.members:
             self.state = GroupState.EMPTY
-            self.empty_since_ms = now_ms
+            self.empty_since_ms = wall_ms
             self.protocol_name = None
             self.protocol_type = None
             self.leader = ""
@@ -573,10 +589,11 @@ class Group:
             self._prepare_rebalance(now_ms, answers, new_member=False)
         return answers
 
-    def to_metadata(self, now_ms: int) -> GroupMetadata:
+    def to_metadata(self, wall_ms: int) -> GroupMetadata:
         """The group as Kafka's group metadata record holds it: the generation, its
         protocol and leader, and each member with its subscription and assignment (the
-        one being stored, while it is)."""
+        one being stored, while it is); ``wall_ms``, the wall clock's time, is its state's
+        timestamp unless it is Empty (then when it became so)."""
         protocol = self.protocol_name
         assignments = self.storing
         members = tuple(
@@ -602,7 +619,7 @@ class Group:
             current_state_timestamp_ms=(
                 self.empty_since_ms
                 if self.state is GroupState.EMPTY and self.empty_since_ms is not None
-                else now_ms
+                else wall_ms
             ),
             members=members,
         )
@@ -612,7 +629,8 @@ class Group:
         cls, group_id: str, metadata: GroupMetadata, limits: GroupLimits, now_ms: int
     ) -> Group:
         """A group read back by a new coordinator: Stable with its members (each has a
-        session's time to heartbeat here), or Empty at its generation."""
+        session's time, from ``now_ms`` on the monotonic clock, to heartbeat here), or
+        Empty at its generation."""
         group = cls(group_id, limits, persist=True)
         group.generation_id = metadata.generation
         group.persisted_generation = metadata.generation
@@ -677,19 +695,26 @@ class Group:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
-    def leave(self, member_ids: Iterable[str], now_ms: int) -> tuple[dict[str, ErrorCode], Answers]:
+    def leave(
+        self, member_ids: Iterable[str], now_ms: int, *, wall_ms: int | None = None
+    ) -> tuple[dict[str, ErrorCode], Answers]:
         """LeaveGroup by member ids: each member's own error (see leave_members)."""
         ids = list(member_ids)
-        errors, answers = self.leave_members([(m, None) for m in ids], now_ms)
+        errors, answers = self.leave_members([(m, None) for m in ids], now_ms, wall_ms=wall_ms)
         return dict(zip(ids, errors, strict=True)), answers
 
     def leave_members(
-        self, members: Iterable[tuple[str, str | None]], now_ms: int
+        self,
+        members: Iterable[tuple[str, str | None]],
+        now_ms: int,
+        *,
+        wall_ms: int | None = None,
     ) -> tuple[list[ErrorCode], Answers]:
         """LeaveGroup (v3+: a batch of member ids and group instance ids; a static member
         may be named by its instance id alone, as an administrator removes one): each
         one's own error, in order. A member that leaves makes the others rebalance."""
         answers = Answers()
+        wall = now_ms if wall_ms is None else wall_ms
         errors: list[ErrorCode] = []
         for member_id, group_instance_id in members:
             if self.state is GroupState.DEAD:
@@ -699,18 +724,18 @@ class Group:
             elif member_id in self.pending_members:
                 del self.pending_members[member_id]
                 errors.append(ErrorCode.NONE)
-                self._maybe_complete_join(now_ms, answers)
+                self._maybe_complete_join(now_ms, wall, answers)
             elif group_instance_id is not None and group_instance_id in self.static_members:
                 errors.append(ErrorCode.NONE)
-                self._remove(self.static_members[group_instance_id], now_ms, answers)
+                self._remove(self.static_members[group_instance_id], now_ms, wall, answers)
             elif member_id in self.members:
                 errors.append(ErrorCode.NONE)
-                self._remove(member_id, now_ms, answers)
+                self._remove(member_id, now_ms, wall, answers)
             else:
                 errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
         return errors, answers
 
-    def _remove(self, member_id: str, now_ms: int, answers: Answers) -> None:
+    def _remove(self, member_id: str, now_ms: int, wall_ms: int, answers: Answers) -> None:
         member = self.members.pop(member_id)
         instance_id = member.group_instance_id
         if instance_id is not None and self.static_members.get(instance_id) == member_id:
@@ -723,13 +748,14 @@ class Group:
             self.leader = next(iter(self.members), "")
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(now_ms, answers, new_member=False)
-        self._maybe_complete_join(now_ms, answers)
+        self._maybe_complete_join(now_ms, wall_ms, answers)
 
-    def tick(self, now_ms: int) -> Answers:
+    def tick(self, now_ms: int, *, wall_ms: int | None = None) -> Answers:
         """Time passes: members whose session expired are dropped, pending members that
         never rejoined forgotten, a join phase past its deadline completed, and members
         that did not send SyncGroup within the rebalance timeout dropped."""
         answers = Answers()
+        wall = now_ms if wall_ms is None else wall_ms
         if self.state is GroupState.DEAD:
             return answers
         for member_id, deadline in list(self.pending_members.items()):
@@ -739,15 +765,15 @@ class Group:
             for member_id in [m for m, x in self.members.items() if not x.awaiting_sync]:
                 # (a join phase that a removal ends at once may have dropped it already)
                 if member_id in self.members:
-                    self._remove(member_id, now_ms, answers)
+                    self._remove(member_id, now_ms, wall, answers)
         for member_id in [
             m
             for m, x in self.members.items()
             if not (x.awaiting_join or x.awaiting_sync) and now_ms >= x.heartbeat_deadline_ms
         ]:
             if member_id in self.members:
-                self._remove(member_id, now_ms, answers)
-        self._maybe_complete_join(now_ms, answers)
+                self._remove(member_id, now_ms, wall, answers)
+        self._maybe_complete_join(now_ms, wall, answers)
         return answers
 
     def next_deadline_ms(self) -> int | None:

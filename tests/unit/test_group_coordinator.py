@@ -1599,6 +1599,113 @@ def test_an_expired_session_drops_the_member(node: Node) -> None:
     assert again.generation_id == 3  # 1, the empty join phase that dropped it (2), then 3
 
 
+class WallClock:
+    """time.time() as the machine sees it: real time plus the steps the test makes (an
+    NTP correction); the coordinator's deadlines must not follow it."""
+
+    def __init__(self) -> None:
+        self.step_s = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return time.time() + self.step_s
+
+    def step(self, seconds: float) -> None:
+        with self._lock:
+            self.step_s += seconds
+
+
+def test_a_wall_clock_step_back_does_not_keep_a_dead_member(nodes: Callable[..., Node]) -> None:
+    """The wall clock stepped back an hour, then a member stops heartbeating: it is
+    dropped a session later, as Kafka's heartbeat purgatory (on System.nanoTime) drops it,
+    not an hour later. The group left Empty records the wall clock's time (its retention
+    counts from it)."""
+    clock = WallClock()
+    n = nodes(clock=clock)
+    n.lead()
+    n.wait_loaded(G0)
+    groups = n.groups
+    joined = stable_member(groups, G0, session_ms=300)
+    assert member_ids(groups, G0) == {joined.member_id}
+    clock.step(-3600)
+    wait_until("the dead member dropped", lambda: member_ids(groups, G0) == set())
+    with groups._cond:
+        empty_since = groups._groups[G0].empty_since_ms
+    assert empty_since is not None
+    assert abs(empty_since - clock() * 1000) < WAIT_S * 1000
+
+
+def test_a_wall_clock_step_forward_does_not_drop_a_live_member(
+    nodes: Callable[..., Node],
+) -> None:
+    """The wall clock stepped forward an hour: a member whose session has seconds to run
+    stays (Kafka's would); it was dropped at the ticker's next look."""
+    clock = WallClock()
+    n = nodes(clock=clock)
+    n.lead()
+    n.wait_loaded(G0)
+    groups = n.groups
+    joined = stable_member(groups, G0, session_ms=10_000)
+    assert groups.heartbeat(G0, joined.member_id, joined.generation_id) == ErrorCode.NONE
+    clock.step(3600)
+    time.sleep(1.3)  # the ticker looks at least once a second
+    assert member_ids(groups, G0) == {joined.member_id}
+    assert groups.heartbeat(G0, joined.member_id, joined.generation_id) == ErrorCode.NONE
+
+
+def test_a_wall_clock_step_back_does_not_stall_a_join_phase(
+    nodes: Callable[..., Node],
+) -> None:
+    """Two members; a rebalance starts (one rejoins), the wall clock steps back an hour,
+    and the other never rejoins: the join phase ends at the rebalance timeout (1 s), as
+    Kafka's does, without it."""
+    clock = WallClock()
+    n = nodes(clock=clock)
+    n.lead()
+    n.wait_loaded(G0)
+    g = n.groups
+    timeouts = {"session_ms": 30_000, "rebalance_ms": 1000}
+    a = stable_member(g, G0, **timeouts)
+    b_join = Call(lambda: join(g, G0, **timeouts))
+    assert b_join.waiting()
+    a_rejoin = Call(lambda: join(g, G0, a.member_id, **timeouts))
+    b = b_join.answer()
+    a2 = a_rejoin.answer()
+    assert sync(g, G0, a2.member_id, a2.generation_id).error == ErrorCode.NONE
+    assert member_ids(g, G0) == {a2.member_id, b.member_id}
+    a_again = Call(lambda: join(g, G0, a2.member_id, **timeouts))
+    assert a_again.waiting(0.1)
+    clock.step(-3600)
+    answer = a_again.answer(timeout_s=WAIT_S)
+    assert answer.error == ErrorCode.NONE
+    assert answer.generation_id == a2.generation_id + 1
+    assert member_ids(g, G0) == {a2.member_id}
+
+
+def test_deadlines_follow_the_monotonic_clock_and_records_the_wall_clock(
+    nodes: Callable[..., Node],
+) -> None:
+    """Both clocks the test's own: a session ends when the monotonic clock says so,
+    whatever the wall clock does; the Empty group's record and commits carry the wall
+    clock's time."""
+    wall = {"s": 1_000_000.0}
+    mono = {"s": 50.0}
+    n = nodes(clock=lambda: wall["s"], monotonic=lambda: mono["s"])
+    n.lead()
+    n.wait_loaded(G0)
+    groups = n.groups
+    joined = stable_member(groups, G0, session_ms=1000)
+    wall["s"] += 10_000  # the wall clock leaps; no time passes
+    time.sleep(1.2)  # the ticker looks
+    assert member_ids(groups, G0) == {joined.member_id}
+    wall["s"] -= 20_000
+    mono["s"] += 1.0  # a session passes
+    wait_until("the member dropped", lambda: member_ids(groups, G0) == set())
+    with groups._cond:
+        assert groups._groups[G0].empty_since_ms == int(wall["s"] * 1000)
+
+
 # --- static membership (KIP-345) -----------------------------------------------------
 
 

@@ -1693,3 +1693,41 @@ def test_an_empty_group_read_back_keeps_its_generation() -> None:
     assert not join_new(back, "n", 0).joins  # held for the initial delay
     answers = back.tick(DELAY)
     assert answers.joins["n"].generation_id == 3
+
+
+def test_deadlines_take_now_and_the_empty_group_records_the_wall_clock() -> None:
+    """``now_ms`` (monotonic) times every deadline; ``wall_ms`` is what the group records
+    when it becomes Empty (and writes in its metadata record), so a step of the wall
+    clock moves no deadline."""
+    group = Group("g", LIMITS, persist=True)
+    answers = group.join(
+        member_id="",
+        new_member_id="a",
+        require_known_member_id=False,
+        client_id="client",
+        client_host="/127.0.0.1",
+        session_timeout_ms=SESSION,
+        rebalance_timeout_ms=REBALANCE,
+        protocol_type="consumer",
+        protocols=RANGE,
+        now_ms=100,
+        wall_ms=9_000_000,
+    )
+    assert not answers.joins  # the initial delay
+    assert group.next_deadline_ms() == 100 + DELAY
+    answers = group.tick(100 + DELAY, wall_ms=5_000_000)
+    assert answers.joins["a"].generation_id == 1
+    assert group.members["a"].heartbeat_deadline_ms == 100 + DELAY + SESSION
+    assert group.to_metadata(7_000_000).current_state_timestamp_ms == 7_000_000
+    # The session ends on the monotonic clock; the group left Empty records the wall's.
+    assert not group.tick(100 + DELAY + SESSION - 1, wall_ms=1)
+    group.tick(100 + DELAY + SESSION, wall_ms=4_000_000)
+    assert group.state is GroupState.EMPTY
+    assert group.empty_since_ms == 4_000_000
+    assert group.to_metadata(8_000_000).current_state_timestamp_ms == 4_000_000
+    # A leave too.
+    join_new(group, "b", 20_000)
+    group.tick(20_000 + DELAY)
+    assert group.state is GroupState.COMPLETING_REBALANCE
+    _, _ = group.leave(["b"], 20_000 + DELAY + 1, wall_ms=6_000_000)
+    assert group.empty_since_ms == 6_000_000
