@@ -64,7 +64,7 @@ from storage.log import (
 )
 from storage.log_dir_failure import LogDirFailureChannel
 from storage.partition_dir import PartitionDir, join_partition_dir
-from storage.scheduler import Scheduler
+from storage.scheduler import Scheduler, monotonic_ms
 from zkdata.znodes import TopicPartition
 
 __all__ = [
@@ -200,6 +200,7 @@ class LogManager:
         *,
         topic_config: Callable[[str], LogConfig | TopicConfig] | None = None,
         time_ms: Callable[[], int] = _now_ms,
+        scheduler_time_ms: Callable[[], int] | None = None,
         dir_failures: LogDirFailureChannel | None = None,
         offline_at_start: Mapping[str, OSError] | None = None,
         locked: LockedLogDirs | None = None,
@@ -230,7 +231,12 @@ class LogManager:
         self._default_config = LogConfig.from_topic_config(effective_topic_config(config))
         self._topic_config = topic_config
         self._time_ms = time_ms
-        self.scheduler = Scheduler("log-manager", time_ms)
+        # The scheduler's due times are monotonic (KafkaScheduler's are), not on the wall
+        # clock the logs keep their times by; a test that gives its own ``time_ms`` drives
+        # the scheduler with it too, unless it gives ``scheduler_time_ms``.
+        if scheduler_time_ms is None:
+            scheduler_time_ms = monotonic_ms if time_ms is _now_ms else time_ms
+        self.scheduler = Scheduler("log-manager", scheduler_time_ms)
         self._defer = self.scheduler.defer  # one bound method for every log, not one each
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}

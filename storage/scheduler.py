@@ -3,6 +3,11 @@ with one thread): retention checks, flushes, checkpoints, delayed file deletion.
 
 ``run_pending(now_ms)`` runs whatever is due; tests call it directly with their own clock
 instead of starting the thread.
+
+Due times are on a monotonic clock by default, as KafkaScheduler's
+ScheduledThreadPoolExecutor runs on System.nanoTime: a step of the wall clock back would
+stall every flush, retention check and checkpoint for the step, and one forward would run
+them all at once and delete files deferred for their readers early.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "monotonic_ms"]
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +34,16 @@ class _Task:
     period_ms: int | None = field(compare=False, default=None)
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 class Scheduler:
-    def __init__(self, name: str = "log-manager", time_ms: Callable[[], int] = _now_ms) -> None:
+    def __init__(
+        self, name: str = "log-manager", time_ms: Callable[[], int] = monotonic_ms
+    ) -> None:
+        """``time_ms``: the clock of the due times (monotonic; a test's own), which
+        ``run_pending(now_ms)`` is given the times of."""
         self.name = name
         self._time_ms = time_ms
         self._tasks: list[_Task] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -1086,3 +1087,32 @@ def test_a_log_start_checkpointed_past_the_data_left_after_a_power_loss_is_kept(
     info = recovered.append_as_leader(build_batch([b"new"], base_timestamp=NOW), 2)
     assert info.first_offset == 10
     again.close()
+
+
+def test_the_scheduler_runs_on_the_monotonic_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manager on the broker's clocks: the scheduler's due times are monotonic (Kafka's
+    KafkaScheduler), so a step of the wall clock forward does not delete a deleted log's
+    files before log.segment.delete.delay.ms (readers may still hold them), and a step
+    back does not hold the deletion for the step."""
+    real = time.time
+    step = {"s": 0.0}
+    monkeypatch.setattr(time, "time", lambda: real() + step["s"])
+    manager = LogManager([tmp_path], broker_config())
+    try:
+        produce(manager, A0)
+        assert manager.delete(A0)
+        renamed = [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
+        assert len(renamed) == 1
+        step["s"] = 3600
+        manager.scheduler.run_pending()
+        assert renamed[0].exists()
+        step["s"] = -3600
+        monotonic_ns = time.monotonic_ns
+        monkeypatch.setattr(time, "monotonic_ns", lambda: monotonic_ns() + 61 * 10**9)
+        manager.scheduler.run_pending()
+        assert not renamed[0].exists()
+    finally:
+        monkeypatch.undo()
+        manager.close()
