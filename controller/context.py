@@ -89,7 +89,9 @@ class ReplicaAssignment(NamedTuple):
     """A partition's replicas; during a reassignment also the replicas being added/removed.
 
     While reassigning, `replicas` is the full set (target first, then the rest of the
-    origin), as Kafka's ReplicaAssignment (KIP-455).
+    origin), as Kafka's ReplicaAssignment (KIP-455): `adding` is what is not in the origin,
+    `removing` what is not in the target. A replica an overriding target dropped but kept
+    (docs/architecture.md, item 18) is in neither, so in both lists.
     """
 
     replicas: tuple[int, ...]
@@ -116,12 +118,16 @@ class ReplicaAssignment(NamedTuple):
         )
 
     @staticmethod
-    def for_reassignment(origin: tuple[int, ...], target: tuple[int, ...]) -> ReplicaAssignment:
-        full = tuple(dict.fromkeys(target + origin))
+    def for_reassignment(
+        origin: tuple[int, ...], target: tuple[int, ...], kept: tuple[int, ...] = ()
+    ) -> ReplicaAssignment:
+        """From `origin` to `target` (Kafka's reassignTo), `kept` (replicas of neither)
+        staying until the target has caught up."""
+        full = tuple(dict.fromkeys(target + origin + kept))
         return ReplicaAssignment(
             full,
-            adding=tuple(r for r in target if r not in origin),
-            removing=tuple(r for r in origin if r not in target),
+            adding=tuple(r for r in full if r not in origin),
+            removing=tuple(r for r in full if r not in target),
         )
 
 

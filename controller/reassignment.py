@@ -64,9 +64,11 @@ def reassignment_to(
     the new target overrides; the replicas it was adding that the new target drops are
     stopped at once (Kafka's updateCurrentReassignment), except those in the ISR: they stay,
     removed like origin replicas once the target has caught up. Kafka stops them too, and a
-    partition such a replica alone leads goes offline, its ISR outside its replicas."""
+    partition such a replica alone leads goes offline, its ISR outside its replicas. A kept
+    replica is no origin replica (listed adding and removing, in the topic's znode too), so
+    a cancel, whose target is the origin, goes back to the true origin, as Kafka's."""
     kept = tuple(r for r in current.adding if r in isr and r not in target)
-    return ReplicaAssignment.for_reassignment(current.origin_replicas + kept, target)
+    return ReplicaAssignment.for_reassignment(current.origin_replicas, target, kept)
 
 
 class ReassignmentRefused(NamedTuple):
@@ -209,13 +211,14 @@ def reassign_partitions(
                 list(dict.fromkeys(pr.topic_partition for pr in unneeded))
             )
         )
-    # A new replica an override kept (it is in the ISR) is one of the partition's own now.
+    # A new replica an override kept (it is in the ISR, being removed) is started no more.
     replica_sm.handle_state_changes(
         [
             pr
             for tp, ra in reassignments.items()
             for pr in (PartitionReplica(tp, r) for r in ra.replicas)
-            if pr.replica not in ra.adding and ctx.replica_state(pr) is R.NEW
+            if (pr.replica not in ra.adding or pr.replica in ra.removing)
+            and ctx.replica_state(pr) is R.NEW
         ],
         R.ONLINE,
     )
@@ -248,7 +251,7 @@ def reassign_partitions(
             [
                 pr
                 for tp, ra in in_progress.items()
-                for pr in (PartitionReplica(tp, r) for r in ra.adding)
+                for pr in (PartitionReplica(tp, r) for r in ra.adding if r not in ra.removing)
                 if ctx.replica_state(pr) is R.NON_EXISTENT
             ],
             R.NEW,
@@ -317,13 +320,14 @@ def _complete(
     # U1 before B1-B5): see the barrier below.
     write_pending_topics(ops)
     # The new replicas are started (B1); one whose broker is down stays New or Offline
-    # until its broker returns (Kafka makes it Online there too, its broker down).
+    # until its broker returns (Kafka makes it Online there too, its broker down). One an
+    # override kept, being removed, is stopped below, not started.
     replica_sm.handle_state_changes(
         [
             PartitionReplica(tp, r)
             for tp, ra in reassignments.items()
             for r in ra.adding
-            if ctx.is_replica_online(r, tp, include_shutting_down=True)
+            if r not in ra.removing and ctx.is_replica_online(r, tp, include_shutting_down=True)
         ],
         R.ONLINE,
     )

@@ -205,9 +205,35 @@ def test_a_new_target_replaces_the_reassignment_in_progress() -> None:
     assert reassignment_to(current, (1, 2, 3), isr=(1, 2, 3)) == ReplicaAssignment(
         (1, 2, 3), adding=(), removing=()
     )
-    # An added replica that joined the ISR is kept until the new target catches up.
+    # An added replica that joined the ISR is kept until the new target catches up:
+    # neither origin nor target, it is listed both added and removed.
     assert reassignment_to(current, (1, 2, 3), isr=(5, 1)) == ReplicaAssignment(
-        (1, 2, 3, 5), adding=(), removing=(5,)
+        (1, 2, 3, 5), adding=(5,), removing=(5,)
+    )
+
+
+def test_a_cancel_after_an_override_goes_back_to_the_true_origin() -> None:
+    # Origin (1, 2, 3) moved to (4, 5, 1), 4 caught up; (1, 2, 6) keeps 4 (in the ISR) as
+    # neither origin nor target, so the origin is still (1, 2, 3) (found by review: 4
+    # became an origin replica, and a cancel kept it for good).
+    first = ReplicaAssignment((4, 5, 1, 2, 3), adding=(4, 5), removing=(2, 3))
+    isr = (1, 2, 3, 4)
+    override = reassignment_to(first, (1, 2, 6), isr)
+    assert override == ReplicaAssignment((1, 2, 6, 3, 4), adding=(6, 4), removing=(3, 4))
+    assert override.origin_replicas == (1, 2, 3)
+    assert override.target_replicas == (1, 2, 6)
+    # A cancel (the target is the origin) keeps 4 until the origin is in the ISR, then
+    # removes it with the others.
+    assert reassignment_to(override, override.origin_replicas, isr) == ReplicaAssignment(
+        (1, 2, 3, 4), adding=(4,), removing=(4,)
+    )
+    # 4 out of the ISR: stopped at once, the origin is the assignment.
+    assert reassignment_to(override, override.origin_replicas, (1, 2, 3)) == ReplicaAssignment(
+        (1, 2, 3)
+    )
+    # A later override that targets 4 again adds it, as any replica outside the origin.
+    assert reassignment_to(override, (4, 1, 2), isr) == ReplicaAssignment(
+        (4, 1, 2, 3), adding=(4,), removing=(3,)
     )
 
 
@@ -236,7 +262,7 @@ def test_an_override_keeps_a_dropped_replica_that_alone_can_lead() -> None:
     c.kill(1)
     assert c.leader_and_isr(T0).leader == 2
     assert not reassign(c, T0, (1,))
-    assert c.ctx.full_assignment(T0) == ReplicaAssignment((1, 2), removing=(2,))
+    assert c.ctx.full_assignment(T0) == ReplicaAssignment((1, 2), adding=(2,), removing=(2,))
     assert c.leader_and_isr(T0).leader == 2
     c.start(1)
     assert not resume(c, T0)  # broker 1 is back, not yet caught up
