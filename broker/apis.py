@@ -36,6 +36,7 @@ from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from controller.controller import KafkaController
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
+from storage.log import ReadInfo
 from storage.records import (
     ATTR_COMPRESSION_MASK,
     BATCH_HEADER_SIZE,
@@ -390,10 +391,10 @@ class KafkaApis:
     def _fetch_and_wait(
         self, ctx: FetchContext, replica_id: int, deadline: float
     ) -> dict[TopicPartition, PartitionData]:
-        """Read the fetch's partitions; with nothing to return (fewer record bytes than
-        min_bytes, when that is over 1; none, when it is 1) and no error, wait out
-        max_wait_ms (long polling, as Kafka does; min_bytes 0 never waits), reading (and
-        counting) again whenever partition state changes.
+        """Read the fetch's partitions; with nothing to return (fewer bytes readable than
+        min_bytes, when that is over 1, as _Readable counts them; none, when it is 1) and
+        no error, wait out max_wait_ms (long polling, as Kafka does; min_bytes 0 never
+        waits), reading (and counting) again whenever partition state changes.
         A follower's position is recorded once per round, after the wait: for the
         partitions it lists or is sent records of, and through its session's clock for
         the others (at the log end, positions unmoved), so the ISR sees it fetching while
@@ -464,7 +465,9 @@ class KafkaApis:
         updates: dict[TopicPartition, PartitionData] = {}
         positions: list[tuple[Partition, int]] = []
         errored = False
-        readable = 0  # record bytes read
+        readable = _Readable(ctx.min_bytes)
+        # With min_bytes 1 the bytes read tell (followers, every round): nothing to count.
+        counted = readable if ctx.min_bytes > 1 else None
         budget = _ByteBudget(ctx.max_bytes)
         follower = replica_id >= 0
         for tp, req in ctx.fetch_data.items():
@@ -479,14 +482,15 @@ class KafkaApis:
                 follower,
                 ctx.zstd_readable,
                 follower and p is not None and replica_id not in p.followers,
+                counted,
             )
             if p is not None and follower:
                 positions.append((p, req.fetch_offset))
             if data["error_code"]:
                 errored = True
             elif records := data["records"]:
-                readable += len(records)
-        return updates, errored or _enough(readable, ctx.min_bytes), positions
+                readable.read += len(records)
+        return updates, errored or readable.enough(), positions
 
     def _read_session(
         self, ctx: FetchContext, replica_id: int, again: Collection[TopicPartition] | None
@@ -538,7 +542,8 @@ class KafkaApis:
             session.checked_generation = generation
             updates: dict[TopicPartition, PartitionData] = {}
             answer_now = False
-            readable = 0  # record bytes read
+            readable = _Readable(ctx.min_bytes)
+            counted = readable if ctx.min_bytes > 1 else None
             budget = _ByteBudget(ctx.max_bytes)
             for cp in maybe:
                 tp = cp.topic_partition
@@ -555,6 +560,7 @@ class KafkaApis:
                     follower,
                     ctx.zstd_readable,
                     follower and p is not None and replica_id not in p.followers,
+                    counted,
                 )
                 if cp.maybe_update_response(data, False):
                     updates[tp] = data
@@ -563,10 +569,10 @@ class KafkaApis:
                     if data["error_code"]:
                         answer_now = True
                     elif records := data["records"]:
-                        readable += len(records)
+                        readable.read += len(records)
                     elif not follower and ctx.min_bytes <= 1:
                         answer_now = True
-            if _enough(readable, ctx.min_bytes):
+            if readable.enough():
                 answer_now = True
             if budget.ran_out:
                 # Partitions with records left out for max_bytes may have been notified
@@ -1103,6 +1109,42 @@ def _enough(readable: int, min_bytes: int) -> bool:
     return min_bytes <= 0 or (readable > 0 and readable >= min_bytes)
 
 
+class _Readable:
+    """What a fetch's reads found readable, for its min_bytes, counted as Kafka 2.8
+    counts it. fetchMessages answers once the record bytes read reach min_bytes;
+    DelayedFetch.tryComplete once the bytes from each partition's fetch position to its
+    readable end (the high watermark; a follower's, the log end), each at most the
+    partition's max bytes, sum to min_bytes (Case G), and at once when a readable end
+    lies in a later segment than the fetch position (Case F). The bytes read alone are
+    not enough: reads stay within a segment (a position in a segment's last batch never
+    reached min_bytes), and whole batches never quite reach a partition's max bytes."""
+
+    __slots__ = ("available", "later_segment", "min_bytes", "read")
+
+    def __init__(self, min_bytes: int) -> None:
+        self.min_bytes = min_bytes
+        self.read = 0  # record bytes read
+        self.available = 0  # readable bytes, each partition's at most its max bytes
+        self.later_segment = False
+
+    def count_to(self, partition_max_bytes: int) -> int:
+        """How far a read must count what is readable (no further than min_bytes)."""
+        return min(partition_max_bytes, self.min_bytes)
+
+    def add(self, read: ReadInfo, partition_max_bytes: int) -> None:
+        self.available += min(read.bytes_to_end, partition_max_bytes)
+        self.later_segment = self.later_segment or read.end_in_later_segment
+
+    def enough(self) -> bool:
+        if self.min_bytes <= 0:
+            return True
+        return (
+            self.later_segment
+            or _enough(self.read, self.min_bytes)
+            or _enough(self.available, self.min_bytes)
+        )
+
+
 def _check_produce_records(version: int, records: bytes | None) -> tuple[ErrorCode, str] | None:
     """Kafka's ProduceRequest.validateRecords (versions 3 and up): one record batch of
     magic 2 (INVALID_RECORD for more, or for a message of magic 0 or 1), zstd only from
@@ -1205,6 +1247,7 @@ def _partition_data(
     follower: bool = False,
     zstd_readable: bool = True,
     not_a_replica: bool = False,
+    readable: _Readable | None = None,
 ) -> PartitionData:
     """One partition of a fetch response: whole batches from `fetch_offset`, up to the log
     end for a follower and up to the high watermark for a consumer (no transactions here,
@@ -1213,7 +1256,8 @@ def _partition_data(
     UNSUPPORTED_COMPRESSION_TYPE, as Kafka answers. A fetch with the replica id of a
     broker that is not one of the partition's replicas (`not_a_replica`) gets no
     records, as Kafka 2.8's updateFollowerFetchState answers it after the read
-    (withEmptyFetchInfo): the log end is for followers only."""
+    (withEmptyFetchInfo): the log end is for followers only. What the read finds readable
+    is counted in `readable`, for the fetch's min_bytes."""
     # An empty record set, never null: Kafka sends empty ones, and older librdkafka
     # (kcat's) cannot parse a null one ("invalid MessageSetSize -1").
     records: bytes = b""
@@ -1235,8 +1279,14 @@ def _partition_data(
             min_one_batch = budget.first
             try:
                 read = p.log.read(
-                    fetch_offset, max_bytes, None if follower else hw, min_one_batch=min_one_batch
+                    fetch_offset,
+                    max_bytes,
+                    None if follower else hw,
+                    min_one_batch=min_one_batch,
+                    count_to=0 if readable is None else readable.count_to(partition_max_bytes),
                 )
+                if readable is not None and not not_a_replica:
+                    readable.add(read, partition_max_bytes)
                 if read.region is not None:
                     records = read.to_bytes()
                 elif not min_one_batch:

@@ -240,6 +240,12 @@ class ReadInfo(NamedTuple):
     region: FileRegion | None
     log_start_offset: int
     log_end_offset: int
+    # What a fetch with min_bytes counts (Kafka 2.8's DelayedFetch.tryComplete): the
+    # bytes from the first batch at or past the offset asked for to the readable end
+    # within its segment (exact up to the read's ``count_to``, at least that beyond it),
+    # and whether the readable end lies in a later segment (its Case F).
+    bytes_to_end: int = 0
+    end_in_later_segment: bool = False
 
     @property
     def size(self) -> int:
@@ -858,11 +864,14 @@ class PartitionLog:
         max_offset_exclusive: int | None = None,
         *,
         min_one_batch: bool = True,
+        count_to: int = 0,
     ) -> ReadInfo:
         """Whole batches from the one holding ``start_offset``, up to ``max_bytes`` (the
         first batch always, however large, when ``min_one_batch``: KIP-74), and only
         batches wholly below ``max_offset_exclusive`` (the high watermark, for consumers)
-        and the log end offset. Reads stay within one segment, as Kafka's do.
+        and the log end offset. Reads stay within one segment, as Kafka's do. The answer
+        also says how far the readable end is (ReadInfo.bytes_to_end, counted exactly up to
+        ``count_to``: past what the read saw, through the offset index, not a scan).
         OffsetOutOfRangeError outside [log start offset, log end offset]."""
         segments = self._segments
         leo = self._leo
@@ -879,15 +888,40 @@ class PartitionLog:
                 first = segment.find_batch(start_offset, end)
                 if first is None:
                     continue
-                if first.last_offset >= limit or (not min_one_batch and first.size > max_bytes):
+                if first.last_offset >= limit:
                     break
-                length = first.size
+                # A later segment holding offsets below the limit (or starting at it):
+                # the limit is beyond this one, and all of its rest is readable.
+                later = index < len(segments) and segments[index].base_offset <= limit
+                length = 0
                 next_offset = first.next_offset
-                for header in segment.headers(first.position + first.size, end):
-                    if header.last_offset >= limit or length + header.size > max_bytes:
-                        break
-                    length += header.size
-                    next_offset = header.next_offset
+                seen = first.size  # bytes known to be readable from the first batch on
+                reached = True  # whether `seen` goes to the limit or the segment's end
+                if min_one_batch or first.size <= max_bytes:
+                    length = first.size
+                    for header in segment.headers(first.position + first.size, end):
+                        if header.last_offset >= limit:
+                            break
+                        if length + header.size > max_bytes:
+                            seen, reached = length + header.size, False
+                            break
+                        length += header.size
+                        next_offset = header.next_offset
+                    if reached:
+                        seen = length
+                else:
+                    reached = False
+                if later:
+                    seen = end - first.position
+                elif not reached and seen < count_to:
+                    # The limit is in this segment: where its batch starts (the log
+                    # end is the segment's end).
+                    at = segment.find_batch(limit, end) if limit < leo else None
+                    seen = (end if at is None else at.position) - first.position
+                if not length:  # a first batch too large for what is left: none read
+                    return ReadInfo(
+                        start_offset, start_offset, start_offset, None, log_start, leo, seen, later
+                    )
                 return ReadInfo(
                     start_offset,
                     first.base_offset,
@@ -895,6 +929,8 @@ class PartitionLog:
                     FileRegion(segment.log, first.position, length),
                     log_start,
                     leo,
+                    seen,
+                    later,
                 )
         except OSError as exc:
             raise self._failed("read of", exc) from exc

@@ -191,6 +191,139 @@ def test_a_min_bytes_of_zero_answers_at_once_with_nothing_readable(
         replicas.close()
 
 
+def _min_bytes_fetch(
+    tmp_path: Path,
+    *,
+    segment_bytes: int,
+    batches: int,
+    value_size: int,
+    min_bytes: int,
+    partition_max_bytes: int,
+    max_bytes: int = 50 << 20,
+    at_segment_tail: bool = False,
+    session: bool = False,
+    replica_id: int = -1,
+    max_wait_ms: int = 30_000,
+) -> tuple[float, int, int, int]:
+    """A fetch of T0 (``batches`` batches of one ``value_size`` value, in segments of
+    ``segment_bytes``) asking for ``min_bytes``, from offset 0 or (``at_segment_tail``)
+    from the last batch of the first segment, sessionless or in an incremental session,
+    by a consumer or a follower. Returns (seconds it took, error, record bytes answered,
+    the size of a batch)."""
+    config = BrokerConfig.from_properties(
+        {"zookeeper.connect": "x:2181", "broker.id": "1", "log.segment.bytes": str(segment_bytes)}
+    )
+    logs = LogManager([tmp_path], config)
+    try:
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=logs)
+        for _ in range(batches):
+            assert replicas.append_as_leader(T0, build_batch([b"x" * value_size]), 1)[0] == 0
+        log = replicas.partitions[T0].log
+        assert log is not None
+        bases = log.segment_base_offsets()
+        offset = bases[1] - 1 if at_segment_tail else 0
+        conn = Loopback(apis)
+        body = fetch_body({T0: offset}, replica_id=replica_id)
+        if session:
+            first = fetch_body({T0: log.log_end_offset}, replica_id=replica_id)
+            session_id = conn.request(ApiKey.FETCH, 12, first)["session_id"]
+            assert session_id
+            body = fetch_body({T0: offset}, session_id=session_id, epoch=1, replica_id=replica_id)
+        body["topics"][0]["partitions"][0]["partition_max_bytes"] = partition_max_bytes
+        body.update(min_bytes=min_bytes, max_bytes=max_bytes, max_wait_ms=max_wait_ms)
+        started = time.monotonic()
+        got = conn.request(ApiKey.FETCH, 12, body)
+        took = time.monotonic() - started
+        part = got["responses"][0]["partitions"][0]
+        size = len(log.read(0, 1).to_bytes())
+        return took, part["error_code"], len(part["records"]), size
+    finally:
+        logs.close()
+
+
+@pytest.mark.parametrize("replica_id", [-1, 2])
+@pytest.mark.parametrize("session", [False, True])
+def test_a_fetch_at_a_segments_last_batch_is_answered_at_once_with_more_further_on(
+    tmp_path: Path, session: bool, replica_id: int
+) -> None:
+    """The fetch offset in the last batch of a segment, the high watermark (a follower: the
+    log end) segments further on: Kafka 2.8's DelayedFetch completes it at once (Case F,
+    "the fetch offset locates not on the last segment of the log"). Reads stay within a
+    segment, and the one batch read was counted against min_bytes: the fetch waited out
+    max_wait_ms however much came after."""
+    took, error, size, batch = _min_bytes_fetch(
+        tmp_path,
+        segment_bytes=2000,
+        batches=12,
+        value_size=400,
+        min_bytes=1500,  # under what is readable in all, over what is left in the segment
+        partition_max_bytes=1 << 20,
+        at_segment_tail=True,
+        session=session,
+        replica_id=replica_id,
+    )
+    assert (error, size) == (ErrorCode.NONE, batch)
+    assert took < 15
+
+
+@pytest.mark.parametrize("session", [False, True])
+def test_min_bytes_of_a_partitions_max_bytes_is_reached_by_a_lagging_consumer(
+    tmp_path: Path, session: bool
+) -> None:
+    """fetch.min.bytes = max.partition.fetch.bytes = 1 MiB, 3 MB readable: Kafka 2.8's
+    DelayedFetch (Case G) counts min(bytes readable, partition max bytes) = 1 MiB and
+    completes at once. The whole batches read (just under 1 MiB) were counted: every
+    fetch of a consumer catching up waited out max_wait_ms."""
+    took, error, size, batch = _min_bytes_fetch(
+        tmp_path,
+        segment_bytes=1 << 30,
+        batches=300,
+        value_size=10_000,
+        min_bytes=1 << 20,
+        partition_max_bytes=1 << 20,
+        session=session,
+    )
+    assert error == ErrorCode.NONE
+    assert (1 << 20) - batch < size <= 1 << 20
+    assert took < 15
+
+
+def test_min_bytes_counts_a_partitions_readable_bytes_beyond_the_requests_max_bytes(
+    tmp_path: Path,
+) -> None:
+    """Kafka's DelayedFetch counts each partition's readable bytes up to its partition max
+    bytes, whatever the request's max_bytes lets this answer carry: 500 kB asked for, 100 kB
+    answered (the request's max), 1 MiB counted, answered at once."""
+    took, error, size, batch = _min_bytes_fetch(
+        tmp_path,
+        segment_bytes=1 << 30,
+        batches=300,
+        value_size=10_000,
+        min_bytes=500_000,
+        partition_max_bytes=1 << 20,
+        max_bytes=100_000,
+    )
+    assert error == ErrorCode.NONE
+    assert 100_000 - batch < size <= 100_000
+    assert took < 15
+
+
+def test_min_bytes_still_waits_for_bytes_not_yet_readable(tmp_path: Path) -> None:
+    """Less readable (in one segment, up to the high watermark) than min_bytes: the fetch
+    waits out max_wait_ms, then answers with what there is."""
+    took, error, size, batch = _min_bytes_fetch(
+        tmp_path,
+        segment_bytes=1 << 30,
+        batches=3,
+        value_size=400,
+        min_bytes=4 * 450,
+        partition_max_bytes=1 << 20,
+        max_wait_ms=1000,
+    )
+    assert (error, size) == (ErrorCode.NONE, 3 * batch)
+    assert took >= 0.9
+
+
 def test_enough_is_min_bytes_readable_and_at_least_one_unless_none_is_asked() -> None:
     assert _enough(0, 0)
     assert _enough(0, -1)

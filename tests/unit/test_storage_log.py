@@ -185,6 +185,47 @@ def test_segments_roll_at_segment_bytes_and_reads_stay_in_one(tmp_path: Path) ->
     assert read.next_offset == bases[1]  # one segment per read
 
 
+def test_a_read_tells_what_is_readable_up_to_the_end_and_whether_the_end_is_further_on(
+    tmp_path: Path,
+) -> None:
+    """What a fetch with min_bytes counts (Kafka 2.8's DelayedFetch.tryComplete): the bytes
+    from the batch read first to the readable end within its segment (exact up to
+    ``count_to``), and whether that end lies in a later segment (Case F: answer at once).
+    A read reaching neither gives no more than what it saw unless asked to count further."""
+    log = open_log(tmp_path / "t-0", segment_bytes=1000)
+    for _ in range(12):  # three batches a segment
+        produce(log, count=2, size=100)
+    bases = log.segment_base_offsets()
+    assert bases == [0, 6, 12, 18]
+    size = len(log.read(0, 1).to_bytes())  # every batch is the same size here
+    per_segment = bases[1] // 2  # batches in the first segment
+    # The last batch of the first segment, the high watermark segments further on.
+    tail = log.read(bases[1] - 2, 1 << 20, log.log_end_offset, count_to=1 << 20)
+    assert (tail.end_in_later_segment, tail.bytes_to_end, tail.size) == (True, size, size)
+    # The high watermark inside the first segment: counted to it, not past it.
+    inside = log.read(0, 1 << 20, 4, count_to=1 << 20)
+    assert (inside.end_in_later_segment, inside.bytes_to_end) == (False, 2 * size)
+    # Reads cut by max_bytes: without count_to, what the read saw (the batch left out
+    # included); with it, counted on to the readable end.
+    last = bases[-1]
+    cut = log.read(last, size, count_to=0)
+    assert (cut.end_in_later_segment, cut.size) == (False, size)
+    assert size < cut.bytes_to_end <= 2 * size
+    whole = log.read(last, size, count_to=1 << 20)
+    assert whole.bytes_to_end == (log.log_end_offset - last) // 2 * size
+    assert (
+        log.read(0, size, bases[1] - 2, count_to=1 << 20).bytes_to_end == (per_segment - 1) * size
+    )
+    # A batch too large for what is left (not the first of the answer): nothing read,
+    # still counted.
+    skipped = log.read(0, size - 1, min_one_batch=False, count_to=1 << 20)
+    assert skipped.region is None
+    assert (skipped.end_in_later_segment, skipped.bytes_to_end) == (True, per_segment * size)
+    # At the readable end: nothing.
+    at_end = log.read(log.log_end_offset, 1 << 20, count_to=1 << 20)
+    assert (at_end.end_in_later_segment, at_end.bytes_to_end) == (False, 0)
+
+
 def test_a_batch_larger_than_a_segment_gets_one_to_itself(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", segment_bytes=500)
     produce(log, size=10)
