@@ -21,6 +21,8 @@ from typing import Any
 from broker.admin_apis import AdminApis
 from broker.authorized_operations import CLUSTER_OPERATIONS, NOT_ASKED, TOPIC_OPERATIONS
 from broker.fetch_session import (
+    DEFAULT_EVICTION_MS,
+    DEFAULT_MAX_ENTRIES,
     CachedPartition,
     ChangeJournal,
     FetchContext,
@@ -154,8 +156,13 @@ class KafkaApis:
         admin: AdminApis | None = None,
         groups: GroupApis | None = None,
         registered: threading.Event | None = None,
+        fetch_session_cache_slots: int = DEFAULT_MAX_ENTRIES,
+        fetch_session_eviction_ms: int = DEFAULT_EVICTION_MS,
     ) -> None:
         self.broker_id = broker_id
+        # max.incremental.fetch.session.cache.slots, min.incremental.fetch.session.eviction.ms
+        self.fetch_session_cache_slots = fetch_session_cache_slots
+        self.fetch_session_eviction_ms = fetch_session_eviction_ms
         # Set once this process has registered (its broker epoch known): see
         # _stale_broker_epoch.
         self.registered = registered
@@ -339,7 +346,9 @@ class KafkaApis:
             with _FETCH_SESSIONS_INIT:
                 cache = self._fetch_sessions
                 if cache is None:
-                    cache = self._fetch_sessions = FetchSessionCache()
+                    cache = self._fetch_sessions = FetchSessionCache(
+                        self.fetch_session_cache_slots, self.fetch_session_eviction_ms
+                    )
         return cache
 
     def _handle_fetch(

@@ -28,6 +28,8 @@ Deliberate differences from Kafka:
 * A listener with no host is advertised as 127.0.0.1; Kafka advertises the machine's
   canonical hostname, which on a laptop or in CI often does not resolve back to it.
 * Only the PLAINTEXT security protocol is accepted for listeners (no TLS or SASL here).
+* ``min.incremental.fetch.session.eviction.ms`` (KIP-227's name; 120000, atLeast(0)) is a
+  key here; Kafka 2.8 fixes it at 120000 and only warns of the key as unused.
 * A few validators are stricter (session and connection timeouts >= 1, non-empty
   ``zookeeper.connect`` and ``broker.rack``, ports 0-65535, min <= max compaction lag).
 """
@@ -639,6 +641,15 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               "Largest session timeout a group member may ask for."),
     ConfigDef("fetch.max.bytes", _I, 55 * 1024 * 1024, _MEDIUM,
               "Max bytes returned by one fetch request.", AtLeast(1024)),
+    # Fetch sessions (KIP-227, broker/fetch_session.py).
+    ConfigDef("max.incremental.fetch.session.cache.slots", _I, 1000, _MEDIUM,
+              "The most incremental fetch sessions the broker keeps (0: every fetch is"
+              " sessionless).", AtLeast(0)),
+    # KIP-227's name; Kafka 2.8 fixes it at 120000 (KafkaServer's
+    # MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS) and only warns of the key as unused.
+    ConfigDef("min.incremental.fetch.session.eviction.ms", _L, 120_000, _MEDIUM,
+              "How long a fetch session is kept from eviction, and (here) how long an idle"
+              " one is kept at all.", AtLeast(0)),
 )  # fmt: skip
 
 BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = MappingProxyType(
@@ -1221,6 +1232,8 @@ class BrokerConfig:
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
     fetch_max_bytes: int
+    max_incremental_fetch_session_cache_slots: int
+    min_incremental_fetch_session_eviction_ms: int
     # The raw strings given (file plus overrides); not part of equality.
     originals: Mapping[str, str] = field(default_factory=FrozenMap, compare=False, repr=False)
 

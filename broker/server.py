@@ -260,6 +260,8 @@ class KafkaServer:
             self.state_log,
             lambda: self.broker_epoch,
             registered=self.registered,
+            fetch_session_cache_slots=self.config.max_incremental_fetch_session_cache_slots,
+            fetch_session_eviction_ms=self.config.min_incremental_fetch_session_eviction_ms,
             request_timeout_s=self.config.request_timeout_ms / 1000,
             # About the longest a healthy cluster takes to send a new broker its first
             # UpdateMetadata (a dead controller's session must expire first), and well

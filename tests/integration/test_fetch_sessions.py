@@ -354,3 +354,31 @@ def test_a_client_session_gets_only_the_partitions_that_changed(
             fetch(conn, session_id=session_id, epoch=epoch + 1)["error_code"]
             == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
         )
+
+
+def test_the_session_cache_keys_of_a_server_properties_size_the_brokers_cache(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """max.incremental.fetch.session.cache.slots and
+    min.incremental.fetch.session.eviction.ms were unknown keys (a Kafka server.properties
+    with them stopped the broker) and the cache always had 1000 slots. With no slots, a
+    fetch asking for a session gets none (session id 0) and is answered in full."""
+    c = cluster_factory(
+        (1,),
+        max_incremental_fetch_session_cache_slots="0",
+        min_incremental_fetch_session_eviction_ms="60000",
+    )
+    c.wait_controller()
+    c.create_topic("solo", {0: (1,)})
+    tp = TopicPartition("solo", 0)
+    with KafkaConnection("127.0.0.1", c[1].port(), timeout_s=30) as conn:
+        response = wait_for(
+            lambda: (
+                (r := fetch(conn, {tp: -1}))["error_code"] == 0
+                and answered(r) == {tp: ErrorCode.NONE}
+                and r
+            ),
+            60,
+            "broker 1 leading solo-0",
+        )
+        assert response["session_id"] == 0

@@ -245,6 +245,17 @@ def test_path_and_text_are_exclusive(tmp_path: Path) -> None:
         ("log.dirs= /a , ,/b ,", "log_dirs", ("/a", "/b")),
         ("log.cleanup.policy=compact, delete", "log_cleanup_policy", ("compact", "delete")),
         ("broker.rack=eu-west-1a", "broker_rack", "eu-west-1a"),
+        # No sessions at all (every fetch sessionless), as Kafka allows.
+        (
+            "max.incremental.fetch.session.cache.slots=0",
+            "max_incremental_fetch_session_cache_slots",
+            0,
+        ),
+        (
+            "min.incremental.fetch.session.eviction.ms=9223372036854775807",
+            "min_incremental_fetch_session_eviction_ms",
+            LONG_MAX,
+        ),
     ],
 )
 def test_typed_values(line: str, attr: str, value: Any) -> None:
@@ -278,6 +289,8 @@ def test_typed_values(line: str, attr: str, value: Any) -> None:
         # Kafka has no validator: a negative backoff failed the controlled shutdown's sleep.
         ("controlled.shutdown.retry.backoff.ms=-1", "expected a value >= 0"),
         ("security.inter.broker.protocol=TLS", "expected one of PLAINTEXT, SSL"),
+        ("max.incremental.fetch.session.cache.slots=-1", "expected a value >= 0"),
+        ("min.incremental.fetch.session.eviction.ms=-1", "expected a value >= 0"),
     ],
 )
 def test_bad_values_name_key_value_and_expectation(line: str, expected: str) -> None:
@@ -393,6 +406,10 @@ KAFKA_DEFAULTS: dict[str, Any] = {
     "security.inter.broker.protocol": "PLAINTEXT",
     "listeners": (Listener("PLAINTEXT", "", 9092),),
     "advertised.listeners": (Listener("PLAINTEXT", "127.0.0.1", 9092),),
+    # Fetch sessions (KIP-227): a server.properties with them stopped the broker (unknown
+    # keys), and the cache's limits were fixed.
+    "max.incremental.fetch.session.cache.slots": 1000,
+    "min.incremental.fetch.session.eviction.ms": 120_000,
 }
 
 

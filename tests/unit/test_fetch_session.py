@@ -493,6 +493,32 @@ def test_the_default_limits_are_kafkas() -> None:
     assert cache.eviction_ms == DEFAULT_EVICTION_MS == 120_000
 
 
+def test_the_handlers_session_cache_has_the_configured_limits() -> None:
+    """max.incremental.fetch.session.cache.slots and
+    min.incremental.fetch.session.eviction.ms size the handler's cache (it was always
+    FetchSessionCache() with 1000 slots); with no slots every fetch is sessionless."""
+    apis, replicas, _zk = make_leader([T0])
+    try:
+        cache = apis._fetch_session_cache()
+        assert (cache.max_entries, cache.eviction_ms) == (1000, 120_000)
+        apis = KafkaApis(
+            LEADER,
+            MetadataCache(LEADER, "PLAINTEXT"),
+            replicas,
+            cast(Any, None),
+            StateChangeLog(None, LEADER),
+            lambda: 1,
+            fetch_session_cache_slots=0,
+            fetch_session_eviction_ms=5000,
+        )
+        cache = apis._fetch_session_cache()
+        assert (cache.max_entries, cache.eviction_ms) == (0, 5000)
+        response = Loopback(apis).request(ApiKey.FETCH, 12, fetch_body({T0: 0}))
+        assert (response["error_code"], response["session_id"]) == (0, INVALID_SESSION_ID)
+    finally:
+        replicas.close()
+
+
 # --- the leader's fetch handler -----------------------------------------------------------
 
 LEADER = 1
