@@ -249,6 +249,9 @@ class Partition:
     # keeps it leading, so producers waiting for acks=all wait for it (Kafka's
     # DelayedProduce does: its leader has only given up on the ISR change).
     moved_on: bool = False
+    # The zkVersion of the newer state (another leader epoch) our ISR write found stored,
+    # -1 if none: a LeaderAndIsr of our own epoch is then older than ZooKeeper's state.
+    found_zk_version: int = -1
     log: PartitionLog | None = None
     # As leader: where this leader epoch began (a follower joins the ISR only past it).
     epoch_start_offset: int = 0
@@ -275,6 +278,21 @@ Become = Callable[[list[Partition], list[Partition]], None]
 
 
 _EMPTY_PARTITION_LIST_BYTES = len(encode_partition_list(()))
+
+
+def stale_takes_its_epoch_again(held_zk_version: int, found_zk_version: int, offered: int) -> bool:
+    """Whether a stale partition takes a LeaderAndIsr state of the leader epoch it holds,
+    whose zkVersion (partition epoch) is ``offered``.
+
+    A StopReplica of the epoch a partition holds stops it (Kafka ignores one), so a new
+    controller's resend of that epoch must restart it: taken if no older than the state
+    held (its leader may have written the ISR since). One older than a state this broker
+    held, or than the newer state its ISR write found stored, is a delayed repeat (a
+    failover's resend read before that write): applied, it would take back an ISR
+    ZooKeeper no longer holds, and the high watermark could pass a replica ZooKeeper
+    names in the ISR. Kafka 2.8 applies only a newer leader epoch.
+    """
+    return offered >= held_zk_version and offered > found_zk_version
 
 
 def isr_notification_chunks(
@@ -666,7 +684,8 @@ class ReplicaManager:
         """The fencing of one partition state; returns the error and the applied partition.
 
         An equal leader epoch is a repeat (a new controller resends every partition at
-        failover): not an error worth logging, and nothing changes.
+        failover): not an error worth logging, and nothing changes. A stale partition
+        takes one again when ``stale_takes_its_epoch_again`` says so.
         """
         current = self.partitions.get(tp)
         # An offline partition is never in ``partitions``: hosted ones skip the check.
@@ -682,8 +701,13 @@ class ReplicaManager:
                 return ErrorCode.STALE_CONTROLLER_EPOCH, None
             if epoch == current.leader_epoch:
                 return ErrorCode.NONE, None
-        if current is not None and current.stale and epoch < current.leader_epoch:
-            return ErrorCode.STALE_CONTROLLER_EPOCH, None
+        if current is not None and current.stale:
+            if epoch < current.leader_epoch:
+                return ErrorCode.STALE_CONTROLLER_EPOCH, None
+            if epoch == current.leader_epoch and not stale_takes_its_epoch_again(
+                current.zk_version, current.found_zk_version, ps.get("partition_epoch", 0)
+            ):
+                return ErrorCode.NONE, None  # a repeat, as for a partition not stale
         now = _now_ms()
         partition = Partition(
             tp,
@@ -1540,6 +1564,7 @@ class ReplicaManager:
                 stored.leader_epoch,
             )
             p.stale = True
+            p.found_zk_version = stored.zk_version
             # Still ours to lead as ZooKeeper has it: the next LeaderAndIsr says more.
             p.moved_on = stored.leader == self.broker_id
             self._changes += 1

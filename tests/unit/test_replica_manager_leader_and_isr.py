@@ -13,7 +13,12 @@ from typing import Any, cast
 import pytest
 
 from broker.config import BrokerConfig
-from broker.replica_manager import Followers, FollowerState, ReplicaManager
+from broker.replica_manager import (
+    Followers,
+    FollowerState,
+    ReplicaManager,
+    stale_takes_its_epoch_again,
+)
 from broker.state_change_log import StateChangeLog
 from storage.checkpoints import read_topic_ids
 from storage.log_manager import TOPIC_IDS_FILE, LogManager
@@ -154,8 +159,8 @@ def test_a_partition_not_hosted_here_is_refused_even_at_the_same_epoch(tmp_path:
 
 
 def test_a_stale_partition_takes_the_same_epoch_again(tmp_path: Path) -> None:
-    # Our ISR write found the partition moved on: the next LeaderAndIsr, even at the epoch
-    # we had, is applied (it is the controller's word on where the partition stands).
+    # Stopped by a StopReplica of its epoch: a new controller's resend of that epoch, no
+    # older than the state held (zkVersion 4), restarts it.
     rm = manager(tmp_path)
     rm.become_leader_or_follower(request({0: (1, 4, [1, 2, 3])}))
     (old,) = rm.partitions.values()
@@ -165,6 +170,40 @@ def test_a_stale_partition_takes_the_same_epoch_again(tmp_path: Path) -> None:
     (new,) = rm.partitions.values()
     assert new is not old
     assert (new.stale, new.isr) == (False, (1, 2))
+
+
+@pytest.mark.parametrize(
+    ("held", "found", "offered"),
+    [
+        (4, -1, 3),  # older than the state held (one its own ISR write made, say)
+        (4, 6, 4),  # its ISR write found a newer state (another epoch) stored
+        (4, 6, 5),
+    ],
+)
+def test_a_stale_partition_takes_no_same_epoch_state_older_than_one_it_knows(
+    tmp_path: Path, held: int, found: int, offered: int
+) -> None:
+    """A repeat, answered NONE and not logged: applied, a delayed resend would take back
+    an ISR ZooKeeper no longer holds."""
+    rm = manager(tmp_path)
+    rm.become_leader_or_follower(request({0: (1, 4, [1, 2, 3])}))
+    (old,) = rm.partitions.values()
+    old.zk_version, old.found_zk_version, old.stale = held, found, True
+    rows = len(logged(tmp_path))
+    same_epoch = request({0: (1, 4, [1, 2])}, controller_epoch=4)
+    same_epoch["topic_states"][0]["partition_states"][0]["partition_epoch"] = offered
+    assert errors(rm.become_leader_or_follower(same_epoch)) == {0: 0}
+    assert rm.partitions[TopicPartition("t", 0)] is old
+    assert (old.stale, old.isr) == (True, (1, 2, 3))
+    assert len(logged(tmp_path)) == rows
+
+
+@pytest.mark.parametrize(
+    ("held", "found", "offered", "taken"),
+    [(5, -1, 5, True), (5, -1, 6, True), (5, -1, 4, False), (5, 7, 7, False), (5, 7, 8, True)],
+)
+def test_stale_takes_its_epoch_again(held: int, found: int, offered: int, taken: bool) -> None:
+    assert stale_takes_its_epoch_again(held, found, offered) is taken
 
 
 def test_an_older_controller_epoch_is_refused_whole(tmp_path: Path) -> None:
