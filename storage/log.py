@@ -1228,26 +1228,30 @@ class PartitionLog:
         fsyncs run outside the lock: appends go on meanwhile."""
         if self.closed:
             return  # nothing more is written to a closed log (its directory may be gone)
-        # The epoch entries first: once the recovery point passes a batch, recovery no
-        # longer re-reads its epoch from it.
-        try:
-            self.epoch_cache.flush()
-        except OSError as exc:
-            raise self._failed("epoch checkpoint of", exc) from exc
         with self._lock:
             if self._closed:
                 return
             target = self._leo if offset is None else min(offset, self._leo)
             point = self._recovery_point
-            if target <= point and not self._dir_dirty:
-                return
-            segments = self._segments
-            first = max(bisect.bisect_right(segments, point, key=_BASE_OFFSET) - 1, 0)
-            last = bisect.bisect_left(segments, target, key=_BASE_OFFSET)
-            todo = segments[first:last] if target > point else ()
-            truncations = self._truncations
-            sync_dir = self._dir_dirty
-            self._dir_dirty = False
+            idle = target <= point and not self._dir_dirty
+            if not idle:
+                segments = self._segments
+                first = max(bisect.bisect_right(segments, point, key=_BASE_OFFSET) - 1, 0)
+                last = bisect.bisect_left(segments, target, key=_BASE_OFFSET)
+                todo = segments[first:last] if target > point else ()
+                truncations = self._truncations
+                sync_dir = self._dir_dirty
+                self._dir_dirty = False
+        # The epoch entries before the recovery point moves (recovery no longer re-reads
+        # the epochs of batches below it), and after ``target`` is read: an entry assigned
+        # after this write starts at or past ``target`` (as Kafka's assign, which writes
+        # the checkpoint at once).
+        try:
+            self.epoch_cache.flush()
+        except OSError as exc:
+            raise self._failed("epoch checkpoint of", exc) from exc
+        if idle:
+            return
         for segment in todo:
             try:
                 segment.flush()
