@@ -20,8 +20,6 @@ import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kazoo.exceptions import RolledBackError
-
 from admin import metadata
 from admin.errors import (
     AdminError,
@@ -66,7 +64,7 @@ from zkdata.client import (
     SetData,
     ZkClient,
     ZnodeStat,
-    is_error,
+    is_own_failure,
 )
 from zkdata.int_text import int_text_in_range
 from zkdata.paths import INTERNAL_TOPICS
@@ -400,7 +398,7 @@ def write_topic_creation(zk: ZkClient, plan: TopicCreationPlan, *, if_not_exists
         if if_not_exists:
             return False
         raise TopicExistsError(f"topic {plan.name!r} already exists")
-    if is_error(results[0]):
+    if is_own_failure(results[0]):
         raise ConcurrentChangeError(
             f"the config znode {config_path} changed while topic {plan.name!r} was being"
             " created; nothing was written, run the command again"
@@ -411,7 +409,7 @@ def write_topic_creation(zk: ZkClient, plan: TopicCreationPlan, *, if_not_exists
 
 def _raise_first_error(results: Sequence[object]) -> None:
     for r in results:
-        if isinstance(r, Exception) and not isinstance(r, RolledBackError):
+        if isinstance(r, Exception) and is_own_failure(r):
             raise r
 
 
@@ -909,7 +907,7 @@ def alter_topic_config(
     results = zk.multi([Check(paths.topic(name), -1), config_op, notification])
     if isinstance(results[0], NoNodeError):
         raise UnknownTopicError(f"topic {name!r} was deleted meanwhile; nothing was written")
-    if is_error(results[1]):
+    if is_own_failure(results[1]):
         raise ConcurrentChangeError(
             f"the config of topic {name!r} was changed by someone else meanwhile; nothing was"
             " written, run the command again"

@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
 
 from cluster import zookeeper as zkp  # noqa: E402
 from zkdata import paths  # noqa: E402
-from zkdata.client import Create, ZkClient  # noqa: E402
+from zkdata.client import Create, ZkClient, is_own_failure  # noqa: E402
 from zkdata.znodes import (  # noqa: E402
     LeaderAndIsr,
     TopicAssignment,
@@ -102,7 +102,7 @@ def write_cluster_state(
 
 def _apply(zk: ZkClient, items: list[list[Any]]) -> None:
     for results in zk.multi_batched(items):
-        bad = [r for r in results if isinstance(r, Exception)]
+        bad = [r for r in results if is_own_failure(r)]
         if bad:
             raise RuntimeError(f"bulk write failed: {bad[0]!r}")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Protocol, cast
 
-from kazoo.exceptions import NotEmptyError, RolledBackError
+from kazoo.exceptions import NotEmptyError
 
 from zkdata import paths
 from zkdata.client import (
@@ -33,6 +33,7 @@ from zkdata.client import (
     ZkClient,
     ZnodeStat,
     is_error,
+    is_own_failure,
 )
 from zkdata.tree import subtrees_leaves_first
 from zkdata.znodes import (
@@ -623,11 +624,7 @@ class ZkControllerStore:
         results = self.zk.multi_fenced(
             epoch_zk_version, [Delete(p) for p in existing], session=self.session
         )
-        failed = [
-            (path, r)
-            for path, r in zip(existing, results, strict=True)
-            if is_error(r) and not isinstance(r, RolledBackError)
-        ]
+        failed = [(path, r) for path, r in zip(existing, results, strict=True) if is_own_failure(r)]
         other = [(path, r) for path, r in failed if not isinstance(r, NoNodeError | NotEmptyError)]
         if other:
             raise RuntimeError(f"could not delete {other[0][0]}: {other[0][1]!r}")

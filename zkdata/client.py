@@ -43,6 +43,7 @@ from kazoo.exceptions import (
     NoNodeError,
     OperationTimeoutError,
     RolledBackError,
+    RuntimeInconsistency,
     SessionExpiredError,
     ZookeeperError,
 )
@@ -331,9 +332,14 @@ def _op_bytes(op: WriteOp) -> int:
 AnsweredCallback = Callable[[list[int], list[list[OpResult]]], None]
 
 
-def _is_failed(result: object) -> bool:
-    """An op's own failure; RolledBackError only says another op of its multi failed."""
-    return isinstance(result, Exception) and not isinstance(result, RolledBackError)
+def is_own_failure(result: object) -> bool:
+    """Whether a multi's result is its op's own failure. When an op of a multi fails,
+    ZooKeeper answers the ops before it RolledBackError (code 0) and the ops after it
+    RuntimeInconsistency (code -2: it stops preparing the multi at the first failure);
+    neither says anything about its own op, only that another one failed."""
+    return isinstance(result, Exception) and not isinstance(
+        result, RolledBackError | RuntimeInconsistency
+    )
 
 
 class ZkClient:
@@ -929,8 +935,8 @@ class ZkClient:
             res = list(async_result.get(timeout=timeout))
             if fenced:
                 self._raise_if_fenced(res)
-            check_failed = bool(prefix) and _is_failed(res[0])
-            failed = any(_is_failed(r) for r in res[skip:])
+            check_failed = bool(prefix) and is_own_failure(res[0])
+            failed = any(is_own_failure(r) for r in res[skip:])
             if failed and not check_failed and len(group) > 1:
                 retry_alone.extend(group)
                 continue
@@ -1017,4 +1023,5 @@ __all__ = [
     "ZookeeperError",
     "event_kind",
     "is_error",
+    "is_own_failure",
 ]

@@ -753,3 +753,44 @@ def test_a_topic_with_children_someone_put_under_its_znodes_is_deleted(
             assert zk.exists(root) is None, root
     finally:
         zk.close()
+
+
+def test_a_child_put_under_the_topics_znode_before_the_roots_multi_is_deleted_next_round(
+    zk_connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The topic's znode is the roots multi's first op: a child put under it meanwhile
+    fails it NotEmpty, and the server answers the config's and the request's deletes
+    RuntimeInconsistency (not tried), no failure of theirs. The child goes in the next
+    round; the controller's event raised (and its term ended) on RuntimeInconsistency."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        zk.create(paths.CONTROLLER_EPOCH, b"1", make_parents=True)
+        add_topic(zk, "t", {0: (1, 2, 3)})
+        zk.create(paths.topic_config("t"), b'{"version":1,"config":{}}', make_parents=True)
+        zk.create(paths.delete_topic("t"), make_parents=True)
+        real_multi_fenced = zk.multi_fenced
+        answers: list[list[object]] = []
+
+        def child_created_meanwhile(epoch_zk_version: int, ops: list, **kwargs: object) -> object:
+            roots = any(getattr(op, "path", None) == paths.topic("t") for op in ops)
+            if roots and not answers:
+                zk.create(paths.topic("t") + "/stray")
+            results = real_multi_fenced(epoch_zk_version, ops, **kwargs)  # type: ignore[arg-type]
+            if roots:
+                answers.append(list(results))
+            return results
+
+        monkeypatch.setattr(zk, "multi_fenced", child_created_meanwhile)
+        stat = zk.exists(paths.CONTROLLER_EPOCH)
+        assert stat is not None
+        ZkControllerStore(zk).delete_topic("t", [0], stat.version)
+        assert [type(r).__name__ for r in answers[0]] == [
+            "NotEmptyError",
+            "RuntimeInconsistency",
+            "RuntimeInconsistency",
+        ]
+        for root in (paths.topic("t"), paths.topic_config("t"), paths.delete_topic("t")):
+            assert zk.exists(root) is None, root
+    finally:
+        zk.close()

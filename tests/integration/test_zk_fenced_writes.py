@@ -6,11 +6,26 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kazoo.exceptions import BadVersionError, NodeExistsError, RolledBackError
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
 from kazoo.protocol.states import ZnodeStat
 
 from zkdata import paths
-from zkdata.client import Check, ControllerMovedError, Create, SetData, WriteOp, ZkClient
+from zkdata.client import (
+    Check,
+    ControllerMovedError,
+    Create,
+    Delete,
+    SetData,
+    WriteOp,
+    ZkClient,
+    is_own_failure,
+)
 
 
 @pytest.fixture
@@ -116,3 +131,32 @@ def test_a_fence_that_moves_between_multis_raises_after_reporting_what_was_writt
         )
     assert calls == [[0, 1]]
     assert [data_and_version(zk, f"/p{i}")[1] for i in range(6)] == [1, 1, 0, 0, 0, 0]
+
+
+def test_a_failed_multi_answers_rolled_back_before_the_failing_op_and_inconsistency_after(
+    zk: ZkClient,
+) -> None:
+    """What the server answers, which FakeZk.multi mimics and is_own_failure reads: the
+    ops before the failing one RolledBackError, the ops after it RuntimeInconsistency."""
+    zk.create("/p1/c", b"", make_parents=True)
+    results = zk.multi([Delete("/p0"), Delete("/p1"), Delete("/p2"), Create("/p3")])
+    assert [type(r) for r in results] == [
+        RolledBackError,
+        NotEmptyError,
+        RuntimeInconsistency,
+        RuntimeInconsistency,
+    ]
+    assert [is_own_failure(r) for r in results] == [False, True, False, False]
+    assert all(zk.exists(f"/p{i}") is not None for i in range(4))
+
+
+def test_items_packed_after_a_failing_item_are_retried_and_written(zk: ZkClient) -> None:
+    items: list[list[WriteOp]] = [[SetData(f"/p{i}", b"x", 0)] for i in range(5)]
+    items[1] = [SetData("/p1", b"x", 0), Create("/p0"), SetData("/p6", b"x", 0)]
+    results = zk.multi_fenced_batched(0, items)
+    assert [type(r) for r in results[1]] == [
+        RolledBackError,
+        NodeExistsError,
+        RuntimeInconsistency,
+    ]
+    assert [data_and_version(zk, f"/p{i}")[1] for i in range(7)] == [1, 0, 1, 1, 1, 0, 0]

@@ -20,6 +20,7 @@ from kazoo.exceptions import (
     NoNodeError,
     NotEmptyError,
     RolledBackError,
+    RuntimeInconsistency,
     SessionExpiredError,
 )
 from kazoo.protocol.states import EventType, KeeperState, WatchedEvent, ZnodeStat
@@ -182,10 +183,11 @@ class FakeZk:
             except Exception as e:  # an op's error is its result
                 self.nodes.clear()
                 self.nodes.update(saved)
+                # ZooKeeper's answer: the ops before rolled back, those after not tried.
                 return (
                     [RolledBackError() for _ in results]
                     + [e]
-                    + [RolledBackError() for _ in ops[len(results) + 1 :]]
+                    + [RuntimeInconsistency() for _ in ops[len(results) + 1 :]]
                 )
         return results
 

@@ -1,0 +1,129 @@
+"""A multi one of whose ops fails, as ZooKeeper answers it: the ops before the failing one
+RolledBackError (code 0), the failing one its own error, the ops after it
+RuntimeInconsistency (code -2) (PrepRequestProcessor stops preparing at the first
+failure). Only the failing op's result says what went wrong; and the items of a packed
+multi retried alone that ZooKeeper answered are reported even if a later answer is lost."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, cast
+
+import pytest
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+from kazoo.protocol.states import ZnodeStat
+
+from admin.topics import TopicCreationPlan, write_topic_creation
+from controller.store import ZkControllerStore
+from tests.unit.fake_zk import FakeZk
+from zkdata import paths
+from zkdata.client import Create, Delete, SetData, ZkClient, is_own_failure
+
+
+def test_the_fake_answers_a_failed_multi_as_zookeeper_does() -> None:
+    zk = FakeZk()
+    for path in ("/a", "/p", "/p/c", "/q", "/r"):
+        zk.put(path, b"")
+    results = zk.multi([Delete("/a"), Delete("/p"), Delete("/q"), Delete("/r")])
+    assert [type(r) for r in results] == [
+        RolledBackError,
+        NotEmptyError,
+        RuntimeInconsistency,
+        RuntimeInconsistency,
+    ]
+    assert {"/a", "/q", "/r"} <= zk.nodes.keys()  # nothing applied
+
+
+def test_only_the_failing_op_is_an_own_failure() -> None:
+    assert is_own_failure(NotEmptyError())
+    assert is_own_failure(BadVersionError())
+    assert not is_own_failure(RolledBackError())
+    assert not is_own_failure(RuntimeInconsistency())
+    assert not is_own_failure(True)
+    assert not is_own_failure("/created")
+
+
+def epoch_version(zk: FakeZk) -> int:
+    zk.ensure_paths([paths.CONTROLLER_EPOCH])
+    return zk.nodes[paths.CONTROLLER_EPOCH][1].version
+
+
+def test_a_child_put_under_the_topic_before_the_roots_multi_goes_in_the_next_round() -> None:
+    """The topic's znode is the roots multi's first op: its NotEmpty leaves the config's
+    and request's deletes RuntimeInconsistency, which ended the controller's term."""
+    zk = FakeZk()
+    zk.ensure_paths([paths.partition_state("t", 0), paths.topic_config("t")])
+    zk.ensure_paths([paths.delete_topic("t")])
+    version = epoch_version(zk)
+    store = ZkControllerStore(cast(ZkClient, zk))
+    real = zk.multi_fenced
+    raced: list[str] = []
+
+    def child_created_meanwhile(epoch_zk_version: int, ops: Any, **kwargs: Any) -> Any:
+        if not raced and any(getattr(op, "path", None) == paths.topic("t") for op in ops):
+            raced.append(zk.create(paths.topic("t") + "/stray")[0])
+        return real(epoch_zk_version, ops, **kwargs)
+
+    zk.multi_fenced = child_created_meanwhile  # type: ignore[method-assign]
+    store.delete_topic("t", [0], version)
+    assert raced
+    assert not [p for p in zk.nodes if p.startswith(paths.topic("t"))]
+    assert paths.topic_config("t") not in zk.nodes
+    assert paths.delete_topic("t") not in zk.nodes
+
+
+def test_a_topic_created_under_a_vanished_parent_raises_the_creates_own_error() -> None:
+    """The config op is answered RolledBackError when the topic's create fails: that is
+    no sign the config changed meanwhile."""
+    zk = FakeZk()
+    real = zk.multi
+
+    def topics_znode_deleted_meanwhile(ops: Any, **kwargs: Any) -> Any:
+        for path in [p for p in zk.nodes if p.startswith(paths.BROKER_TOPICS)]:
+            del zk.nodes[path]
+        return real(ops, **kwargs)
+
+    zk.multi = topics_znode_deleted_meanwhile  # type: ignore[method-assign]
+    plan = TopicCreationPlan("t", {0: [1]}, {}, uuid.uuid4())
+    with pytest.raises(NoNodeError):
+        write_topic_creation(cast(ZkClient, zk), plan, if_not_exists=False)
+
+
+class Answer:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get(self, timeout: float | None = None) -> Any:
+        return self.value
+
+
+def test_a_packed_multi_failing_on_its_last_item_retries_the_items_before_it() -> None:
+    """ZooKeeper answers RolledBackError for the items before the failing one and nothing
+    after it: the retry is decided by the failing op, wherever it is."""
+    zk = FakeZk()
+    for i in range(3):
+        zk.put(f"/s{i}", b"")
+    zk.ensure_paths([paths.CONTROLLER_EPOCH])
+    zk.__class__ = type(
+        "PackingZk",
+        (FakeZk,),
+        {
+            "multi_fenced_batched": ZkClient.multi_fenced_batched,
+            "_multi_batched": ZkClient._multi_batched,
+            "_packed": staticmethod(ZkClient._packed),
+            "_raise_if_fenced": staticmethod(ZkClient._raise_if_fenced),
+            "_multi_async": lambda self, ops, session=None: Answer(self.multi(ops)),
+        },
+    )
+    items = [[SetData("/s0", b"x", 0)], [Create("/s1")], [SetData("/s2", b"x", 0)]]
+    results = zk.multi_fenced_batched(0, items)
+    assert isinstance(results[0][0], ZnodeStat)
+    assert isinstance(results[1][0], NodeExistsError)
+    assert isinstance(results[2][0], ZnodeStat)
