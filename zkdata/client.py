@@ -860,7 +860,8 @@ class ZkClient:
         multi's items as ZooKeeper answers it, while the later multis are still being
         applied, so the caller's work on the written items overlaps ZooKeeper's on the
         rest. Each item is reported exactly once, in no particular order across calls; a
-        check that fails afterwards still raises (the items reported were written).
+        check that fails afterwards, or a later answer lost (ZOOKEEPER_UNAVAILABLE), still
+        raises (the items reported were answered: written, or refused by their own op).
         """
         return self._multi_batched(
             items,
@@ -952,21 +953,25 @@ class ZkClient:
             alone = [(i, self._multi_async([*prefix, *items[i]], session)) for i in retry_alone]
             answered: list[int] = []
             fenced_res: list[OpResult] | None = None
-            for i, async_result in alone:
-                res = list(async_result.get(timeout=timeout))
-                if fenced:
-                    try:
-                        self._raise_if_fenced(res)
-                    except ControllerMovedError:
-                        # ZooKeeper applied the retries before this one (in order): they
-                        # are reported before the raise, so each write is logged; the
-                        # ones after are fenced too.
-                        fenced_res = res
-                        break
-                results[i] = res[keep:]
-                answered.append(i)
-            if on_answered is not None and answered:
-                on_answered(answered, [results[i] or [] for i in answered])
+            try:
+                for i, async_result in alone:
+                    res = list(async_result.get(timeout=timeout))
+                    if fenced:
+                        try:
+                            self._raise_if_fenced(res)
+                        except ControllerMovedError:
+                            # ZooKeeper applied the retries before this one (in order):
+                            # they are reported before the raise, so each write is
+                            # logged; the ones after are fenced too.
+                            fenced_res = res
+                            break
+                    results[i] = res[keep:]
+                    answered.append(i)
+            finally:
+                # An answer lost (ConnectionLoss, a timeout, the session expired) leaves
+                # the retries answered before it applied: reported before the raise too.
+                if on_answered is not None and answered:
+                    on_answered(answered, [results[i] or [] for i in answered])
             if fenced_res is not None:
                 self._raise_if_fenced(fenced_res)
         return [r if r is not None else [] for r in results]

@@ -12,11 +12,14 @@ from typing import Any, cast
 import pytest
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionLoss,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    OperationTimeoutError,
     RolledBackError,
     RuntimeInconsistency,
+    SessionExpiredError,
 )
 from kazoo.protocol.states import ZnodeStat
 
@@ -101,7 +104,50 @@ class Answer:
         self.value = value
 
     def get(self, timeout: float | None = None) -> Any:
+        if isinstance(self.value, Exception):
+            raise self.value
         return self.value
+
+
+def stat(version: int) -> ZnodeStat:
+    return ZnodeStat(0, 0, 0, 0, version, 0, 0, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    "lost", [ConnectionLoss(), OperationTimeoutError(), SessionExpiredError()], ids=type
+)
+def test_retries_answered_before_zookeeper_became_unavailable_are_reported(
+    lost: Exception,
+) -> None:
+    """Items retried alone after their packed multi failed on one of them: ZooKeeper
+    answered (and applied, in order) the first two retries before the third's answer was
+    lost. Those two are reported, then the loss raised: each item reported exactly once,
+    every write reported (the state-change log holds each successful write)."""
+    zk = ZkClient("127.0.0.1:1")  # never started: the multis are answered below
+    answers = iter(
+        [
+            # the packed multi: the check passed, item 0 BadVersion, the rest not applied
+            Answer([RolledBackError(), BadVersionError(), *[RuntimeInconsistency()] * 2]),
+            # the retries, one item a multi, answered in order until the answers stop
+            Answer([RolledBackError(), BadVersionError()]),
+            Answer([True, stat(4)]),
+            Answer(lost),
+        ]
+    )
+    zk._multi_async = lambda ops, session=None: next(answers)  # type: ignore[method-assign]
+    reported: dict[int, list[Any]] = {}
+
+    def on_answered(indices: list[int], results: list[list[Any]]) -> None:
+        for i, r in zip(indices, results, strict=True):
+            assert i not in reported
+            reported[i] = r
+
+    items = [[SetData(f"/s{i}", b"x", 3)] for i in range(3)]
+    with pytest.raises(type(lost)):
+        zk.multi_fenced_batched(7, items, on_answered=on_answered)
+    assert sorted(reported) == [0, 1]
+    assert isinstance(reported[0][0], BadVersionError)
+    assert reported[1] == [stat(4)]
 
 
 def test_a_packed_multi_failing_on_its_last_item_retries_the_items_before_it() -> None:
