@@ -34,7 +34,13 @@ from broker.network import SocketServer
 from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog, open_for_broker
 from controller.controller import ControllerConfig, KafkaController, write_json_atomically
-from election.broker_identity import IdentityOutcome, checkpoint_meta_properties
+from election.broker_identity import (
+    META_PROPERTIES,
+    IdentityOutcome,
+    meta_to_write,
+    read_meta_properties,
+    write_meta_properties,
+)
 from election.controller_election import read_controller
 from election.identity_store import establish_identity
 from election.registration import check_endpoints_unclaimed, register_broker
@@ -217,21 +223,20 @@ class KafkaServer:
         self.zk.until_connected(
             lambda: self.zk.ensure_paths(paths.PERSISTENT_PATHS), cancelled=self.stop_requested
         )
-        self.metadata.cluster_id = self.zk.until_connected(
-            self._cluster_id, cancelled=self.stop_requested
-        )
-        # Kafka's checkpoint of broker.id and cluster.id in every log directory (a log
-        # directory of another cluster stops the broker here). One that cannot be written
-        # is offline from the start (KIP-112), as Kafka's initial offline directories; so
-        # is one that could not be locked, where nothing is written.
+        cluster_id = self.zk.until_connected(self._cluster_id, cancelled=self.stop_requested)
+        self.metadata.cluster_id = cluster_id
+        # Each log directory's meta.properties is only read and checked here (a log
+        # directory of another cluster stops the broker): it is written once the broker
+        # is registered (_checkpoint_meta_properties), as Kafka's is. A broker refused
+        # its registration (a live broker's broker.id, by mistake) leaves no id behind
+        # that would stop it once broker.id is fixed. One whose meta.properties cannot be
+        # read is offline from the start (KIP-112), as Kafka's initial offline
+        # directories; so is one that could not be locked, where nothing is read.
         offline_at_start: dict[str, OSError] = {}
-        for log_dir in self.config.log_dirs:
-            if not self._dir_locks.holds(log_dir):
-                continue
-            try:
-                checkpoint_meta_properties([log_dir], self.broker_id, self.metadata.cluster_id)
-            except OSError as e:
-                offline_at_start[log_dir] = e
+        metas = read_meta_properties(
+            [d for d in self.config.log_dirs if self._dir_locks.holds(d)], offline_at_start
+        )
+        meta_todo = meta_to_write(metas, self.broker_id, cluster_id)
         # The logs before anything else: recovery (after an unclean stop) validates their
         # tails, and the broker must not serve before its logs are sound.
         self.logs = LogManager(
@@ -297,6 +302,7 @@ class KafkaServer:
             cancelled=self.stop_requested,
         )
         self.register(until_connected=True)
+        self._checkpoint_meta_properties(meta_todo, cluster_id)
         self.controller.start()
         self.config_changes.start()
         self._status_thread.start()
@@ -308,6 +314,25 @@ class KafkaServer:
             ", ".join(f"{name} port {s.port}" for name, s in self.socket_servers.items()),
             self.broker_epoch,
         )
+
+    def _checkpoint_meta_properties(self, log_dirs: list[str], cluster_id: str) -> None:
+        """Write broker.id and cluster.id to ``log_dirs`` (those start-up found without
+        them or outdated), once registered: Kafka's checkpointBrokerMetadata. A directory
+        whose write fails goes offline through the log dir failure handler (its logs
+        leave, the controller is told), as Kafka's does; the broker runs on the others,
+        or halts if none is left."""
+        assert self.logs is not None
+        failures = self.logs.dir_failures
+        for log_dir in log_dirs:
+            key = os.fspath(Path(log_dir))
+            if failures.has_offline_log_dir(key):
+                continue  # failed since (nothing is written in it any more)
+            try:
+                write_meta_properties(log_dir, self.broker_id, cluster_id)
+            except OSError as e:
+                failures.maybe_add_offline_log_dir(
+                    key, f"writing {Path(log_dir) / META_PROPERTIES} failed", e
+                )
 
     def _ensure_chroot(self, config: BrokerConfig) -> None:
         hosts, chroot = _split_chroot(config.zookeeper_connect)

@@ -205,10 +205,15 @@ def checkpoint_meta_properties(log_dirs: Sequence[str], broker_id: int, cluster_
         raise next(iter(unreadable.values()))
     todo = meta_to_write(metas, broker_id, cluster_id)
     for d in todo:
-        Path(d).mkdir(parents=True, exist_ok=True)
-        text = format_meta_properties(MetaProperties(broker_id, cluster_id))
-        write_atomically(Path(d) / META_PROPERTIES, text)
+        write_meta_properties(d, broker_id, cluster_id)
     return len(todo)
+
+
+def write_meta_properties(log_dir: str, broker_id: int, cluster_id: str) -> None:
+    """Write one log directory's meta.properties (atomically); OSError if it fails."""
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    text = format_meta_properties(MetaProperties(broker_id, cluster_id))
+    write_atomically(Path(log_dir) / META_PROPERTIES, text)
 
 
 # --------------------------------------------------------------------------- identity files

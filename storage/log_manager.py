@@ -211,7 +211,7 @@ class LogManager:
         directory go to ``dir_failures`` (a channel of its own by default).
 
         A directory that cannot be created, locked or read (or one of
-        ``offline_at_start``, by path as configured: the broker could not write its
+        ``offline_at_start``, by path as configured: the broker could not read its
         meta.properties) is offline from the start, its partitions unknown (Kafka's
         createAndValidateLogDirs and loadLogs); StorageError if none is left. One that
         another process has locked still stops the start (LogDirLockedError)."""
@@ -284,7 +284,7 @@ class LogManager:
                     self._lock_fds[directory] = fd
                 failed = (offline_at_start or {}).get(os.fspath(configured))
                 if failed is not None:
-                    self._offline_at_start(directory, "its meta.properties failed", failed)
+                    self._offline_at_start(directory, "its meta.properties cannot be read", failed)
                     continue
                 if locked is not None and directory in locked.failed:
                     exc = locked.failed[directory]

@@ -128,3 +128,31 @@ def test_a_broker_advertising_another_brokers_endpoint_is_refused(
     ) in dup.output()
     assert c.registered() == {1}
     assert c[1].alive()
+
+
+def test_a_broker_refused_its_id_starts_once_its_id_is_fixed(
+    cluster_factory: ClusterFactory, tmp_path: Path
+) -> None:
+    """A new broker on empty disks, started by mistake with a live broker's broker.id, is
+    refused its registration; it had already written that id to meta.properties, so once
+    the operator fixed broker.id it refused to start ("configured broker.id 2 does not
+    match broker.id 1 stored in meta.properties"). Kafka 2.8 writes meta.properties only
+    once registered; so does the broker now."""
+    c = cluster_factory((1,))
+    newcomer = SupervisedBroker(1, tmp_path / "new", c.zk_connect, dict(c[1].overrides))
+    code = _run_to_exit(newcomer, 90)
+    assert code == 1, newcomer.output()[-2000:]
+    assert not (newcomer.data_dir / "meta.properties").exists()
+    newcomer.broker_id = 2  # the operator fixes it; the same (empty) disks
+    newcomer.start()
+    try:
+        meta = newcomer.data_dir / "meta.properties"
+        deadline = time.monotonic() + 60
+        # Written right after the registration.
+        while newcomer.alive() and not meta.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert newcomer.alive(), newcomer.output()[-2000:]
+        assert c.registered() == {1, 2}
+        assert "broker.id=2" in meta.read_text()
+    finally:
+        newcomer.kill()

@@ -1,0 +1,135 @@
+"""broker/server.py writes meta.properties only once the broker is registered, as Kafka
+2.8's KafkaServer.startup does ("Now that the broker is successfully registered,
+checkpoint its metadata"): before, it is only read and checked. A broker started by
+mistake with a live broker's broker.id on empty disks, refused its registration, wrote
+that id there, and once the operator fixed broker.id it refused to start ("configured
+broker.id 2 does not match broker.id 1 stored in meta.properties")."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker import server
+from broker.config import load_broker_config
+from election import broker_identity
+from election.broker_identity import (
+    META_PROPERTIES,
+    IdentityError,
+    MetaProperties,
+    checkpoint_meta_properties,
+    read_meta_properties,
+)
+from election.registration import BrokerIdInUse
+from tests.unit.fake_zk import FakeZk
+from zkdata import paths
+from zkdata.znodes import encode_cluster_id
+
+
+def new_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dirs: list[Path], broker_id: int = 1
+) -> tuple[server.KafkaServer, list[str]]:
+    """A broker on ``dirs`` whose ZooKeeper is a FakeZk of cluster "cid" and whose
+    registration, controller and background threads are stand-ins; ``events`` records
+    its registrations and meta.properties writes, in order."""
+    config = load_broker_config(
+        text=f"broker.id={broker_id}\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+        f"zookeeper.connect=127.0.0.1:1\nlog.dirs={','.join(str(d) for d in dirs)}\n"
+    )
+    broker = server.KafkaServer(config)
+    zk: Any = FakeZk()
+    zk.put(paths.CLUSTER_ID, encode_cluster_id("cid"))
+    zk.start = lambda **_: None
+    zk.close = lambda: None
+    zk.connected = True
+    broker.zk = zk
+    events: list[str] = []
+    real_write = broker_identity.write_atomically
+
+    def write(path: Path, text: str) -> None:
+        events.append(f"write {path.parent.name}")
+        real_write(path, text)
+
+    monkeypatch.setattr(broker_identity, "write_atomically", write)
+    monkeypatch.setattr(broker.controller, "start", lambda: None)
+    monkeypatch.setattr(broker.config_changes, "start", lambda: None)
+    monkeypatch.setattr(broker._status_thread, "start", lambda: None)
+    monkeypatch.setattr(broker, "controlled_shutdown", lambda: True)
+    return broker, events
+
+
+def test_a_broker_refused_its_registration_writes_no_meta_properties(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    broker, events = new_server(tmp_path, monkeypatch, [data])
+
+    def refused(**_: Any) -> int:
+        events.append("refused")
+        raise BrokerIdInUse("broker.id 1 is registered by another live broker")
+
+    monkeypatch.setattr(broker, "register", refused)
+    try:
+        with pytest.raises(BrokerIdInUse):
+            broker.startup()
+    finally:
+        broker.shutdown()
+    assert events == ["refused"]
+    assert not (data / META_PROPERTIES).exists()
+    # The operator fixes broker.id: the same (empty) disk starts as broker 2.
+    broker, events = new_server(tmp_path, monkeypatch, [data], broker_id=2)
+    try:
+        monkeypatch.setattr(broker, "register", lambda **_: events.append("registered") or 5)
+        broker.startup()
+    finally:
+        broker.shutdown()
+    assert events == ["registered", "write data"]
+    assert read_meta_properties([str(data)]) == {str(data): MetaProperties(2, "cid")}
+
+
+def test_a_log_dir_of_another_cluster_still_stops_the_start_before_registering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    checkpoint_meta_properties([str(data)], 1, "another")
+    broker, events = new_server(tmp_path, monkeypatch, [data])
+    monkeypatch.setattr(broker, "register", lambda **_: events.append("registered") or 5)
+    try:
+        with pytest.raises(IdentityError, match="belongs to another cluster"):
+            broker.startup()
+    finally:
+        broker.shutdown()
+    assert events == []
+    assert read_meta_properties([str(data)]) == {str(data): MetaProperties(1, "another")}
+
+
+def test_a_meta_properties_write_failing_after_registration_takes_its_dir_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's checkpointBrokerMetadata: an IOException writing a directory's
+    meta.properties goes to the LogDirFailureChannel; the broker runs on the others."""
+    bad, good = tmp_path / "bad", tmp_path / "good"
+    broker, events = new_server(tmp_path, monkeypatch, [bad, good])
+    recording_write = broker_identity.write_atomically
+
+    def write(path: Path, text: str) -> None:
+        if path.parent == bad:
+            events.append("write bad failed")
+            raise OSError(5, "Input/output error")
+        recording_write(path, text)
+
+    monkeypatch.setattr(broker_identity, "write_atomically", write)
+    monkeypatch.setattr(broker, "register", lambda **_: events.append("registered") or 5)
+    try:
+        broker.startup()
+        assert broker.startup_complete.is_set()
+        assert events == ["registered", "write bad failed", "write good"]
+        assert broker.logs is not None
+        assert broker.logs.dir_failures.has_offline_log_dir(os.fspath(bad))
+        assert not broker.logs.dir_failures.has_offline_log_dir(os.fspath(good))
+    finally:
+        broker.shutdown()
+    assert read_meta_properties([str(good)]) == {str(good): MetaProperties(1, "cid")}
