@@ -1,6 +1,8 @@
 """`python -m broker server.properties [--override key=value]...`: run one broker.
 
-SIGTERM or SIGINT starts a controlled shutdown; the process exits 0 once it is done.
+SIGTERM, SIGINT or SIGHUP (its terminal closed, its ssh session dropped) starts a
+controlled shutdown; the process exits 0 once it is done. SIGHUP ignored at start (nohup)
+stays ignored.
 A bad configuration is a clear message and exit code 1 before anything starts.
 """
 
@@ -10,7 +12,7 @@ import signal
 import threading
 from types import FrameType
 
-# Set by SIGTERM or SIGINT: stop (a controlled shutdown once started).
+# Set by a stop signal (stop_signals): stop (a controlled shutdown once started).
 _stop = threading.Event()
 _signals: list[int] = []
 
@@ -20,9 +22,20 @@ def _on_signal(signum: int, _frame: FrameType | None) -> None:
     _stop.set()
 
 
+def stop_signals(*, hup_ignored: bool) -> tuple[signal.Signals, ...]:
+    """The signals that stop the broker cleanly. SIGHUP is one, as for Kafka (the JVM runs
+    its shutdown hook on HUP): left to its default action it killed the broker at once,
+    with no controlled shutdown nor clean-shutdown marker. Unless it was ignored at start:
+    nohup's broker must outlive its terminal."""
+    if hup_ignored:
+        return (signal.SIGTERM, signal.SIGINT)
+    return (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def _catch_stop_signals() -> None:
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    hup_ignored = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    for signum in stop_signals(hup_ignored=hup_ignored):
+        signal.signal(signum, _on_signal)
 
 
 if __name__ == "__main__":
