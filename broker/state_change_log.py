@@ -375,14 +375,17 @@ class StateChangeLog:
         if not text:
             return
         with self._lock:
-            if self._file is not None:
-                self._follow_path()
-            if self._file is None and not (self._failing and self._reopened()):
-                if self._failing:
-                    self._lost_lines += text.count("\n")
-                return
-            assert self._file is not None
+            # No error of the file's handling (roll, open, write, flush) reaches the
+            # thread writing (the controller's event thread, a broker's LeaderAndIsr
+            # handling), as none of log4j's reaches Kafka's: it is logged, the lines lost.
             try:
+                if self._file is not None:
+                    self._follow_path()
+                if self._file is None and not (self._failing and self._reopened()):
+                    if self._failing:
+                        self._lost_lines += text.count("\n")
+                    return
+                assert self._file is not None
                 self._file.write(text)
                 self._file.flush()
             except (OSError, ValueError) as e:
@@ -451,22 +454,37 @@ class StateChangeLog:
         the same hour getting .1, .2, ...: none is overwritten), and a new one started.
         Rolled files are kept: nothing here deletes any (neither does Kafka's log4j)."""
         assert self.path is not None
-        now = self._clock()
         base = f"{self.path}.{time.strftime(ROLL_SUFFIX, time.localtime(self._period))}"
-        target, n = Path(base), 0
-        while target.exists():
-            n += 1
-            target = Path(f"{base}.{n}")
-        self._start_period(now)
+        # The next roll is set before anything that can fail: a roll that fails (a failing
+        # disk) is tried again in the next hour, not at every write.
+        self._start_period(self._clock())
+        target = Path(base)
         try:
+            n = 0
+            while target.exists():
+                n += 1
+                target = Path(f"{base}.{n}")
             stat = os.stat(self.path)
             if (stat.st_dev, stat.st_ino) == self._identity:
                 os.rename(self.path, target)
+        except FileNotFoundError:
+            pass  # removed from outside: a new one is begun
         except OSError as e:
+            if not self._names_open_file():
+                self._failed(e, 0)  # the disk failing: tried again every retry_s
+                return
             log.error("could not roll the state-change log %s to %s: %s", self.path, target, e)
-            if self.path.exists():
-                return  # kept: written on, and tried again in the next hour
+            return  # kept: written on, and tried again in the next hour
         self._replace_file(None)
+
+    def _names_open_file(self) -> bool:
+        """Whether the path still names the open file (False when that cannot be told)."""
+        assert self.path is not None
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return False
+        return (stat.st_dev, stat.st_ino) == self._identity
 
     def _replace_file(self, why: str | None) -> None:
         """Close the open file and open the path again (a new file if it is gone)."""

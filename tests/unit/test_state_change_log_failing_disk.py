@@ -1,0 +1,116 @@
+"""The state-change log on a failing disk: its writer never raises into the thread
+writing (the controller's event thread, a broker's LeaderAndIsr handling), as Kafka's
+log4j appenders never do; it logs an error, loses the lines and tries the file again
+(docs/state-change-log.md)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.state_change_log import FILE_NAME, StateChangeLog
+from controller import events as ev
+from tests.unit.fake_cluster import add_topic, empty_cluster, process, register, start_controller
+
+
+def failing_disk(monkeypatch: pytest.MonkeyPatch, directory: Path, code: int) -> None:
+    """Every stat of a path under ``directory`` fails with ``code`` (a disk returning EIO,
+    a directory lost its search permission: errors Path.exists does not swallow)."""
+    real_stat = os.stat
+
+    def stat(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if str(path).startswith(str(directory)):
+            raise OSError(code, os.strerror(code), str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.EACCES])
+def test_a_roll_on_a_failing_disk_does_not_raise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """The hour's roll looked for a free name with Path.exists outside any try: the write
+    raised, and every later one too (the roll stayed due)."""
+    log = StateChangeLog(tmp_path, 1, hourly=True)
+    log.session_state("CONNECTED")
+    log._clock = lambda: time.time() + 2 * 3600  # the hour is over: the next write rolls
+    with monkeypatch.context() as m:
+        failing_disk(m, tmp_path, code)
+        log.session_state("SUSPENDED")  # lost, logged
+        log.session_state("LOST")
+    log._retry_at = 0.0  # the retry is due, the disk back: written again
+    log.session_state("CONNECTED")
+    log.close()
+    assert [p.name for p in tmp_path.iterdir()] == [FILE_NAME]  # rolled in the next hour
+    states = [json.loads(line)["state"] for line in (tmp_path / FILE_NAME).read_text().split()]
+    assert states == ["CONNECTED", "CONNECTED"]
+
+
+def test_a_roll_whose_rename_fails_keeps_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rename refused (a directory not writable) while the file is still there: written
+    on, rolled in the next hour, no line lost."""
+    log = StateChangeLog(tmp_path, 1, hourly=True)
+    log.session_state("CONNECTED")
+    log._clock = lambda: time.time() + 2 * 3600
+
+    def rename(src: Any, dst: Any) -> None:
+        raise OSError(errno.EACCES, "Permission denied", str(src))
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "rename", rename)
+        log.session_state("SUSPENDED")
+        log.session_state("LOST")
+    log.close()
+    assert [p.name for p in tmp_path.iterdir()] == [FILE_NAME]
+    states = [json.loads(line)["state"] for line in (tmp_path / FILE_NAME).read_text().split()]
+    assert states == ["CONNECTED", "SUSPENDED", "LOST"]
+
+
+def test_no_file_error_escapes_a_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever of the file's handling fails (here the check that the path still names the
+    open file, by an error no branch expects), the write logs it and returns."""
+    log = StateChangeLog(tmp_path, 1, retry_s=0.0)
+    log.session_state("CONNECTED")
+
+    def follow_path() -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    with monkeypatch.context() as m:
+        m.setattr(log, "_follow_path", follow_path)
+        log.session_state("LOST")
+    log.session_state("CONNECTED")
+    log.close()
+    states = [json.loads(line)["state"] for line in (tmp_path / FILE_NAME).read_text().split()]
+    assert states == ["CONNECTED", "CONNECTED"]
+
+
+def test_a_broker_loss_at_the_hours_end_on_a_failing_disk_keeps_the_controller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reviewer's case: the roll's error raised into the event thread, the BrokerChange
+    failed and the controller resigned ("error processing BrokerChange: OSError")."""
+    zk = empty_cluster()
+    for b in (1, 2, 3):
+        register(zk, b)
+    add_topic(zk, "t", {0: (2, 3, 1)})
+    log = StateChangeLog(tmp_path, 1, hourly=True)
+    c = start_controller(zk, state_log=log)
+    assert c.is_active
+    log._clock = lambda: time.time() + 2 * 3600  # an hour has ended
+    with monkeypatch.context() as m:
+        failing_disk(m, tmp_path, errno.EIO)
+        zk.delete("/brokers/ids/2")  # the leader of t-0 is lost
+        process(c, ev.BrokerChange())
+    log.close()
+    assert c.is_active
+    state = json.loads(zk.get("/brokers/topics/t/partitions/0/state")[0])
+    assert state["leader"] == 3
