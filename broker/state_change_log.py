@@ -285,34 +285,53 @@ class StateChangeLog:
         if log_dir is not None:
             self.path = Path(log_dir) / FILE_NAME
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self._open()
+            file, stat = self._open_file()
             if hourly:
                 # A file left by an earlier run belongs to the hour it was last written in
-                # (log4j's DailyRollingFileAppender does the same): rolled at the first
-                # write of a later hour.
-                self._start_period(os.fstat(self._file.fileno()).st_mtime)
+                # (log4j's DailyRollingFileAppender does the same, from lastModified before
+                # writing): rolled at the first write of a later hour. Taken before a torn
+                # line is ended, which makes the mtime now.
+                self._start_period(stat.st_mtime)
+            self._file = self._ended_torn_line(file, stat)
 
     def _open(self) -> IO[str]:
-        """The file opened for appending, starting on a line of its own: a write cut off
-        by a SIGKILL or a full disk (in this process or an earlier one) may have left a
-        torn piece without its newline, which readers skip as one malformed line, and a
-        line appended to it would be lost with it."""
-        assert self.path is not None
-        file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept until rolled or closed
+        """The file opened for appending, starting on a line of its own."""
+        return self._ended_torn_line(*self._open_file())
+
+    def _ended_torn_line(self, file: IO[str], stat: os.stat_result) -> IO[str]:
+        """``file``, its torn last line ended (closed if that fails)."""
         try:
-            stat = os.fstat(file.fileno())
-            if stat.st_size > 0:
-                with open(self.path, "rb") as tail:
-                    tail.seek(-1, os.SEEK_END)
-                    if tail.read(1) != b"\n":
-                        file.write("\n")
-                        file.flush()
+            self._end_torn_line(file, stat)
         except (OSError, ValueError):
             with contextlib.suppress(OSError, ValueError):
                 file.close()
             raise
-        self._identity = (stat.st_dev, stat.st_ino)
         return file
+
+    def _open_file(self) -> tuple[IO[str], os.stat_result]:
+        """The file opened for appending, and its stat before anything is written."""
+        assert self.path is not None
+        file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept until rolled or closed
+        try:
+            stat = os.fstat(file.fileno())
+        except OSError:
+            with contextlib.suppress(OSError, ValueError):
+                file.close()
+            raise
+        self._identity = (stat.st_dev, stat.st_ino)
+        return file, stat
+
+    def _end_torn_line(self, file: IO[str], stat: os.stat_result) -> None:
+        """A write cut off by a SIGKILL or a full disk (in this process or an earlier one)
+        may have left a torn piece without its newline, which readers skip as one
+        malformed line: a line appended to it would be lost with it, so it is ended."""
+        assert self.path is not None
+        if stat.st_size > 0:
+            with open(self.path, "rb") as tail:
+                tail.seek(-1, os.SEEK_END)
+                if tail.read(1) != b"\n":
+                    file.write("\n")
+                    file.flush()
 
     def _start_period(self, t: float) -> None:
         self._period = _hour_start(t)

@@ -121,6 +121,22 @@ def test_a_file_left_by_an_earlier_run_rolls_after_its_own_hour(tmp_path: Path) 
     assert events(tmp_path / FILE_NAME) == ["zookeeper_session"]
 
 
+def test_a_torn_file_left_by_an_earlier_run_rolls_after_its_own_hour(tmp_path: Path) -> None:
+    """The newline that ends a torn last line was written before the file's hour was read
+    from its mtime, which it made now: the crashed run's file was not rolled at the first
+    write, and later rolled under the new run's hour."""
+    path = tmp_path / FILE_NAME
+    path.write_text('{"ts":1,"v":1,"broker":1,"event":"broker_registered"}\n{"ts":2,"v"')
+    then = time.time() - 3 * 3600
+    os.utime(path, (then, then))
+    log = StateChangeLog(tmp_path, 1, hourly=True)
+    log.session_state("CONNECTED")
+    log.close()
+    suffix = time.strftime("%Y-%m-%d-%H", time.localtime(then))
+    assert [p.name for p in log_files(tmp_path)] == [f"{FILE_NAME}.{suffix}", FILE_NAME]
+    assert events(tmp_path / FILE_NAME) == ["zookeeper_session"]
+
+
 def rolling_log(tmp_path: Path) -> tuple[StateChangeLog, Clock]:
     clock = Clock(HOUR + 10)
     log = StateChangeLog(tmp_path, 1, hourly=True)
