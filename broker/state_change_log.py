@@ -286,13 +286,20 @@ class StateChangeLog:
             self.path = Path(log_dir) / FILE_NAME
             self.path.parent.mkdir(parents=True, exist_ok=True)
             file, stat = self._open_file()
+            self._file = file
             if hourly:
                 # A file left by an earlier run belongs to the hour it was last written in
                 # (log4j's DailyRollingFileAppender does the same, from lastModified before
                 # writing): rolled at the first write of a later hour. Taken before a torn
                 # line is ended, which makes the mtime now.
                 self._start_period(stat.st_mtime)
-            self._file = self._ended_torn_line(file, stat)
+            try:
+                self._end_torn_line(file, stat)
+            except (OSError, ValueError) as e:
+                # The disk is full (the crash that tore the line, say): the broker starts
+                # without writing, and the file is tried again as after any failed write;
+                # that retry ends the torn line.
+                self._failed(e, 0)
 
     def _open(self) -> IO[str]:
         """The file opened for appending, starting on a line of its own."""
@@ -398,9 +405,12 @@ class StateChangeLog:
             # thread writing (the controller's event thread, a broker's LeaderAndIsr
             # handling), as none of log4j's reaches Kafka's: it is logged, the lines lost.
             try:
+                if self._file is None and self._failing:
+                    self._reopen()
+                # Also after a reopening: a file reopened after its hour is rolled first.
                 if self._file is not None:
                     self._follow_path()
-                if self._file is None and not (self._failing and self._reopened()):
+                if self._file is None:
                     if self._failing:
                         self._lost_lines += text.count("\n")
                     return
@@ -440,18 +450,15 @@ class StateChangeLog:
             with contextlib.suppress(OSError, ValueError):
                 file.close()
 
-    def _reopened(self) -> bool:
+    def _reopen(self) -> None:
         """Open the file again once its retry is due (the write that follows says whether
         it is back); it then starts on a line of its own (a refused write may have left a
         torn piece, which readers skip as one)."""
         if self._closed or self.path is None or time.monotonic() < self._retry_at:
-            return False
+            return
         self._retry_at = time.monotonic() + self._retry_s
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self._file = self._open()
-        except (OSError, ValueError):
-            return False
-        return True
 
     def _follow_path(self) -> None:
         """Before a write: roll the file if its hour is over, and open the path again if
@@ -635,7 +642,8 @@ class StateChangeLog:
 
 def open_for_broker(log_dirs: list[str], broker_id: int) -> StateChangeLog:
     """The log in the broker's first log directory, created if need be. A directory that
-    cannot be (it failed) leaves the broker without one, logged: it starts anyway."""
+    cannot be (it failed) leaves the broker without one, logged: it starts anyway. A file
+    that can be opened but not written (a full disk) is tried again while lines come."""
     directory = log_dirs[0] if log_dirs else None
     if directory is not None:
         try:

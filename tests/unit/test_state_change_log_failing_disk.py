@@ -8,13 +8,16 @@ from __future__ import annotations
 import errno
 import json
 import os
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from broker.state_change_log import FILE_NAME, StateChangeLog
+from broker.state_change_log import FILE_NAME, ROLL_SUFFIX, StateChangeLog
 from controller import events as ev
 from tests.unit.fake_cluster import add_topic, empty_cluster, process, register, start_controller
 
@@ -114,3 +117,56 @@ def test_a_broker_loss_at_the_hours_end_on_a_failing_disk_keeps_the_controller(
     assert c.is_active
     state = json.loads(zk.get("/brokers/topics/t/partitions/0/state")[0])
     assert state["leader"] == 3
+
+
+# A real full disk: RLIMIT_FSIZE at the file's size makes every write past it fail (EFBIG;
+# SIGXFSZ ignored), in a process of its own; lifting it is the operator freeing space.
+FULL_DISK_START = textwrap.dedent(
+    """
+    import json, os, resource, signal, sys
+    from broker import state_change_log as scl
+
+    d = sys.argv[1]
+    path = os.path.join(d, scl.FILE_NAME)
+    with open(path, "wb") as f:  # a line, then the piece the full disk cut off
+        f.write(b'{"ts":1,"v":1,"broker":1,"event":"zookeeper_session","state":"OLD"}\\n{"ts":2')
+    then = float(sys.argv[2])
+    os.utime(path, (then, then))  # last written in an earlier hour
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path), hard))
+    log = scl.open_for_broker([d], 1)  # the broker starts on the full disk
+    started_with = str(log.path)
+    log.session_state("LOST")  # lost: the disk is full
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # space freed
+    log._retry_at = 0.0  # the retry is due
+    log.session_state("FREED")
+    log.close()
+    print(json.dumps({"path": started_with}))
+    """
+)
+
+
+def test_a_broker_started_on_a_full_disk_with_a_torn_log_writes_it_once_freed(
+    tmp_path: Path,
+) -> None:
+    """The newline ending the torn last line could not be written: open_for_broker gave the
+    broker a log without a file, never tried again. Now it is tried again as any failed
+    write is, the retry ends the torn line, and the file, of an earlier hour, is rolled."""
+    then = time.time() - 3 * 3600
+    out = subprocess.run(
+        [sys.executable, "-c", FULL_DISK_START, str(tmp_path), str(then)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["path"] == str(tmp_path / FILE_NAME)
+    # The torn line ended in the crashed run's file, which was then rolled after its hour.
+    rolled = tmp_path / f"{FILE_NAME}.{time.strftime(ROLL_SUFFIX, time.localtime(then))}"
+    assert sorted(tmp_path.iterdir()) == [tmp_path / FILE_NAME, rolled]
+    assert rolled.read_text().splitlines()[1:] == ['{"ts":2']
+    states = [json.loads(line)["state"] for line in (tmp_path / FILE_NAME).read_text().split()]
+    assert states == ["FREED"]
