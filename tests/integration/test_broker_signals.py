@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -14,7 +15,21 @@ from tests.integration.conftest import ClusterFactory
 pytestmark = pytest.mark.integration
 
 
-def test_sighup_stops_the_broker_cleanly(cluster_factory: ClusterFactory) -> None:
+@pytest.fixture
+def sighup_default() -> Iterator[None]:
+    """Brokers inherit the test runner's SIGHUP disposition, and one started with SIGHUP
+    ignored (the runner under nohup, as a CI job may be) rightly keeps ignoring it: the
+    brokers of this test start with the default."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+def test_sighup_stops_the_broker_cleanly(
+    sighup_default: None, cluster_factory: ClusterFactory
+) -> None:
     """It died at once of the signal: no controlled shutdown, no clean-shutdown marker
     (every log recovered at the next start), /brokers/ids/1 left until its session
     timed out."""
