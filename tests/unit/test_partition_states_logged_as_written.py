@@ -234,12 +234,9 @@ def test_states_created_by_items_retried_alone_are_logged_when_the_fence_moves(
     assert logged_states(tmp_path, new=True) == written
 
 
-def test_elections_written_by_items_retried_alone_are_logged_when_the_fence_moves(
-    tmp_path: Path,
-) -> None:
-    """The common path: a broker loss elects many partitions in one packed multi; one of
-    them had its ISR rewritten by its leader since the controller read it (BadVersion), so
-    every item of that multi is retried alone; the controller is replaced meanwhile."""
+def _packing_cluster_led_by_broker_2(tmp_path: Path) -> tuple[Any, StateChangeLog, Any]:
+    """Brokers 1-3 over a ZooKeeper that packs multis, topic t's six partitions led by
+    broker 2, and an active controller logging to ``tmp_path``."""
     zk = empty_cluster()
     zk.__class__ = PackingZk
     for b in (1, 2, 3):
@@ -248,6 +245,16 @@ def test_elections_written_by_items_retried_alone_are_logged_when_the_fence_move
     scl = StateChangeLog(tmp_path, 1)
     c = start_controller(zk, state_log=scl)
     assert c.is_active
+    return zk, scl, c
+
+
+def test_elections_written_by_items_retried_alone_are_logged_when_the_fence_moves(
+    tmp_path: Path,
+) -> None:
+    """The common path: a broker loss elects many partitions in one packed multi; one of
+    them had its ISR rewritten by its leader since the controller read it (BadVersion), so
+    every item of that multi is retried alone; the controller is replaced meanwhile."""
+    zk, scl, c = _packing_cluster_led_by_broker_2(tmp_path)
     # Leader 2 rewrites t-5's ISR (same data, a new zkVersion) before it dies.
     path5 = paths.partition_state("t", 5)
     zk.set_data(path5, zk.nodes[path5][0])
@@ -274,14 +281,7 @@ def test_elections_written_by_items_retried_alone_are_logged_when_an_answer_is_l
     (the later ones never sent): those two were written and answered, and are logged
     at once, not left to the read back of writes whose answer was lost (which a process
     that stops first never makes)."""
-    zk = empty_cluster()
-    zk.__class__ = PackingZk
-    for b in (1, 2, 3):
-        register(zk, b)
-    add_topic(zk, "t", {p: (2, 3, 1) for p in range(6)})
-    scl = StateChangeLog(tmp_path, 1)
-    c = start_controller(zk, state_log=scl)
-    assert c.is_active
+    zk, scl, c = _packing_cluster_led_by_broker_2(tmp_path)
     path5 = paths.partition_state("t", 5)
     zk.set_data(path5, zk.nodes[path5][0])
     written_alone: list[str] = []
