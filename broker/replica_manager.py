@@ -869,8 +869,18 @@ class ReplicaManager:
                         continue
                     current = self.partitions.get(tp)
                     epoch = ps.get("leader_epoch", -1)
-                    # -1: no epoch given; -2: deletion, which always applies.
+                    # -1: no epoch given; -2: a topic deletion's, which always applies.
+                    # An older epoch is a request overtaken (a late copy of a
+                    # reassignment's delete after the replica came back, say): fenced.
                     if current is not None and epoch >= 0 and epoch < current.leader_epoch:
+                        log.warning(
+                            "StopReplica (delete=%s) of %s ignored: its leader epoch %d is"
+                            " older than the current %d",
+                            bool(ps.get("delete_partition")),
+                            tp,
+                            epoch,
+                            current.leader_epoch,
+                        )
                         errors.append(
                             {
                                 "topic_name": tp.topic,

@@ -374,7 +374,11 @@ class RequestBatch:
         broker_epoch = ctx.broker_epochs.get(broker_id, -1)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for tp in tps:
-            if delete:
+            # Kafka 2.8's addStopReplicaRequestForBrokers: -2, which skips the broker's
+            # epoch check, only for a topic queued for deletion (its epoch is not bumped);
+            # else the leader epoch, whatever the delete flag, so a late copy of a
+            # reassignment's delete is fenced once the broker has the replica back.
+            if ctx.is_topic_queued_for_deletion(tp.topic):
                 epoch = EPOCH_DURING_DELETE
             else:
                 lice = ctx.leadership.get(tp)

@@ -429,6 +429,13 @@ def test_reassignment_to_a_broker_started_later_moving_the_leader(
         30,
         "broker 1 to stop hosting the partitions moved away",
     )
+    # Its logs are deleted: the StopReplicas (delete) carry the leader epoch, not the -2
+    # of a topic deletion, and still apply (broker 1 holds an older one).
+    wait_for(
+        lambda: not any((c[1].data_dir / f"t-{p}").exists() for p in target),
+        30,
+        "broker 1's logs of the partitions moved away deleted",
+    )
     # The new replicas caught up: the ISR is the whole target.
     c.wait_partitions(
         "t",

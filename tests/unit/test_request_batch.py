@@ -495,9 +495,12 @@ def test_a_sender_wanting_a_body_being_encoded_waits_for_it() -> None:
 def test_stop_replica_bodies() -> None:
     ctx = cluster()
     lead(ctx, T0, 2, (2, 3))
+    lead(ctx, P0, 3, (3, 1))
+    ctx.topics_to_be_deleted.add("payments")
     batch = RequestBatch()
     batch.add_stop_replica([1], T0, delete_partition=False)
     batch.add_stop_replica([1], T1, delete_partition=False)  # no leadership known
+    batch.add_stop_replica([1], P0, delete_partition=False)
     batch.add_stop_replica([3], T0, delete_partition=True)
     batch.add_stop_replica([3], P0, delete_partition=True)
     batch.add_stop_replica([3], P0, delete_partition=False)  # a delete is never downgraded
@@ -507,7 +510,9 @@ def test_stop_replica_bodies() -> None:
     assert all(r.api_version == STOP_REPLICA_VERSION for r in requests)
     assert [(r.broker_id, r.delete_partitions) for r in requests] == [(1, False), (3, True)]
     keep, delete = requests
-    assert keep.partitions == (T0, T1)
+    assert keep.partitions == (T0, T1, P0)
+    # Kafka 2.8's addStopReplicaRequestForBrokers: -2 (EpochDuringDelete) for a topic
+    # queued for deletion, else the leader epoch (-1 if none), whatever the delete flag.
     assert keep.body["topic_states"] == [
         {
             "topic_name": "orders",
@@ -515,11 +520,18 @@ def test_stop_replica_bodies() -> None:
                 {"partition_index": 0, "leader_epoch": 5, "delete_partition": False},
                 {"partition_index": 1, "leader_epoch": -1, "delete_partition": False},
             ],
-        }
+        },
+        {
+            "topic_name": "payments",
+            "partition_states": [
+                {"partition_index": 0, "leader_epoch": -2, "delete_partition": False},
+            ],
+        },
     ]
     assert delete.partitions == (T0, P0)
     states = [p for t in delete.body["topic_states"] for p in t["partition_states"]]
-    assert [p["leader_epoch"] for p in states] == [-2, -2]
+    # T0: a replica a reassignment removed (its topic stays), fenced by the leader epoch.
+    assert [p["leader_epoch"] for p in states] == [5, -2]
     assert all(p["delete_partition"] for p in states)
     for r in requests:
         assert r.body["broker_epoch"] == 1000 + r.broker_id
