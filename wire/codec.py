@@ -29,8 +29,9 @@ would otherwise go out as the default). Errors name the field, e.g.
 Decoding: every field of the struct appears in the result; fields absent from the version
 get their defaults, so callers see one shape across versions. Unknown tagged fields are
 skipped; their raw bytes are kept under the `_unknown_tagged_fields` key ({tag: bytes}, only
-present when there are some) and written back out if the dict is encoded again. Truncated or
-malformed input raises DecodeError.
+present when there are some) and written back out if the dict is encoded again. A string
+that is not UTF-8 is read with U+FFFD for its bad bytes, as Kafka's Readable.readString
+(Java's String) reads it, not refused. Truncated or malformed input raises DecodeError.
 """
 
 from __future__ import annotations
@@ -941,7 +942,10 @@ class _Compiler:
         if kind in ("string", "bytes", "records"):
             end = self.fresh("end")
             if kind == "string":
-                value = f"buf[pos:{end}].decode()"
+                # As Kafka's readString (Java's new String(bytes, UTF_8)): bytes that are
+                # not UTF-8 become U+FFFD and the message is read; a name so read is then
+                # refused for itself (a topic no topic can have), not the whole request.
+                value = f'buf[pos:{end}].decode("utf-8", "replace")'
             elif kind == "bytes":
                 value = f"buf[pos:{end}]"
             else:
@@ -1148,8 +1152,6 @@ class Codec:
             ) from None
         except struct.error as exc:
             raise DecodeError(f"{self.label}: truncated input: {exc}") from None
-        except UnicodeDecodeError as exc:
-            raise DecodeError(f"{self.label}: malformed input: invalid UTF-8 ({exc})") from None
         except _DECODE_FAILURES as exc:
             raise DecodeError(f"{self.label}: malformed input: {_describe(exc)}") from None
 

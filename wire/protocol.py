@@ -152,41 +152,9 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Body, 
         raise DecodeError(f"unknown API key {api_key}") from None
     if api_version < 0:
         raise DecodeError(f"negative API version {api_version}")
-    codec = get_codec("RequestHeader", version)
-    try:
-        return codec.decode_from(frame, 0)
-    except DecodeError:
-        lenient = _with_lenient_client_id(frame, version)
-        if lenient is None:
-            raise
-        header, offset = codec.decode_from(lenient[0], 0)
-        header["client_id"] = lenient[1]
-        return header, offset
-
-
-_CLIENT_ID_AT = 8  # after the api key, version and correlation id
-
-
-def _with_lenient_client_id(
-    frame: bytes | bytearray | memoryview, header_version: int
-) -> tuple[bytearray, str] | None:
-    """A client id that is not UTF-8 is read as Kafka reads it (Java's String replaces
-    bad bytes), not taken for an unreadable header: the frame with those bytes masked,
-    and the id with replacement characters. None if the client id is not the trouble."""
-    if header_version < 1 or len(frame) < _CLIENT_ID_AT + 2:
-        return None
-    (length,) = struct.unpack_from(">h", frame, _CLIENT_ID_AT)
-    start = _CLIENT_ID_AT + 2
-    if length < 0 or start + length > len(frame):
-        return None
-    raw = bytes(frame[start : start + length])
-    try:
-        raw.decode()
-        return None
-    except UnicodeDecodeError:
-        masked = bytearray(frame)
-        masked[start : start + length] = b"?" * length
-        return masked, raw.decode(errors="replace")
+    # A client id that is not UTF-8 is read with U+FFFD, as Kafka reads it (the codec
+    # decodes every string so), and the request served.
+    return get_codec("RequestHeader", version).decode_from(frame, 0)
 
 
 def decode_request_body(

@@ -261,9 +261,38 @@ def test_malformed_input_messages(data: bytes, match: str) -> None:
         decode("ApiVersionsResponse", 3, data)
 
 
-def test_bad_utf8_and_bad_lengths() -> None:
-    with pytest.raises(DecodeError, match="invalid UTF-8"):
-        decode("DescribeGroupsRequest", 0, b"\x00\x00\x00\x01\x00\x01\xff")
+def test_a_string_not_utf8_is_read_with_replacement_characters_as_kafka_reads_it() -> None:
+    """Kafka's Readable.readString is Java's new String(bytes, UTF_8): what is not UTF-8
+    becomes U+FFFD and the message is read (a broker then answers, say, a topic no topic
+    can have); it was a DecodeError, and the broker closed the connection."""
+    assert decode("DescribeGroupsRequest", 0, b"\x00\x00\x00\x01\x00\x01\xff")["groups"] == [
+        "\ufffd"
+    ]
+    # A sequence cut short is one U+FFFD, as in Java; the good text around it stays.
+    cut = decode("DescribeGroupsRequest", 0, b"\x00\x00\x00\x01\x00\x04a\xe2\x82b")
+    assert cut["groups"] == ["a\ufffdb"]
+
+    def latin1(message: str, version: int, body: dict[str, Any]) -> Any:
+        data = bytearray(encode(message, version, body))
+        i = data.index(b"cafX")
+        data[i + 3] = 0xE9  # "café" in Latin-1
+        return decode(message, version, data)
+
+    # Compact (flexible) and nullable strings, in requests and responses alike.
+    assert latin1("DescribeGroupsRequest", 5, {"groups": ["cafX"]})["groups"] == ["caf\ufffd"]
+    produce = latin1("ProduceRequest", 9, {"transactional_id": "cafX", "topic_data": []})
+    assert produce["transactional_id"] == "caf\ufffd"
+    response = {"topics": [{"name": "cafX", "error_code": 17, "partitions": []}]}
+    for version in (4, 9):
+        got = latin1("MetadataResponse", version, response)["topics"]
+        assert [t["name"] for t in got] == ["caf\ufffd"]
+    # What was read encodes again: U+FFFD is UTF-8's EF BF BD.
+    again = encode("DescribeGroupsRequest", 0, {"groups": ["caf\ufffd"]})
+    assert again == b"\x00\x00\x00\x01\x00\x06caf\xef\xbf\xbd"
+    assert decode("DescribeGroupsRequest", 0, again)["groups"] == ["caf\ufffd"]
+
+
+def test_bad_lengths() -> None:
     with pytest.raises(DecodeError, match="has length -2"):
         decode("DescribeGroupsRequest", 0, b"\x00\x00\x00\x01\xff\xfe")
     with pytest.raises(DecodeError, match="has length -5"):

@@ -191,3 +191,11 @@ def test_a_client_id_that_is_not_utf8_is_read_with_replacement_characters() -> N
     # A header that is bad otherwise is still refused.
     with pytest.raises(DecodeError):
         decode_request_header(frame[:-2])
+    # The flexible header (v2: no tagged fields here) reads it so too.
+    flexible = struct.pack(">hhih", ApiKey.API_VERSIONS, 3, 43, len(client_id)) + client_id
+    header, offset = decode_request_header(flexible + b"\x00")
+    assert (header["client_id"], header["correlation_id"], offset) == (
+        "caf\ufffd",
+        43,
+        len(flexible) + 1,
+    )
