@@ -46,10 +46,11 @@ from groups.offset_records import (
     group_metadata_batch,
     offset_commit_batch,
     partition_for,
+    tombstone_batches,
 )
 from groups.retention import CONSUMER_PROTOCOL, expired_offsets, subscribed_topics
 from storage.errors import CorruptRecordError, OffsetOutOfRangeError
-from storage.log import AppendInfo, PartitionLog
+from storage.log import AppendInfo, LogConfig, PartitionLog
 from storage.records import (
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
@@ -1116,7 +1117,8 @@ class GroupCoordinator:
     ) -> int:
         """Drop the offsets and groups ``chosen(index)`` names (lock held) in each
         partition of the offsets topic led here, then append their tombstones. As Kafka
-        2.8's cleanupGroupMetadata: the cache first, and the tombstones with acks=0 (no
+        2.8's cleanupGroupMetadata: the cache first, then one batch per group (split at
+        max.message.bytes should it exceed it, where Kafka's is refused), with acks=0 (no
         min.insync.replicas check, no wait for the followers), so a partition whose ISR is
         below min.insync.replicas, or an append that fails (only logged), does not keep
         them: a deleted topic's offsets are removed once, with the UpdateMetadata. A
@@ -1157,28 +1159,42 @@ class GroupCoordinator:
                             del self._groups[group_id]
                 if not removed and not dead:
                     continue
-                records = bytearray()
-                if removed:
-                    records += offset_commit_batch(
-                        [(OffsetKey(g, tp.topic, tp.partition), None) for g, tp in removed],
+                offsets_tp = TopicPartition(OFFSETS_TOPIC, index)
+                # One batch per group, as Kafka's cleanupGroupMetadata: all of a partition's
+                # in one went past max.message.bytes with enough groups, and was refused
+                # whole.
+                by_group: dict[str, list[OffsetKey]] = {}
+                for group_id, tp in removed:
+                    by_group.setdefault(group_id, []).append(
+                        OffsetKey(group_id, tp.topic, tp.partition)
+                    )
+                deleted = set(dead)
+                limit = self._max_batch_bytes(offsets_tp)
+                failed: list[str] = []
+                for group_id in sorted(by_group.keys() | deleted):
+                    for batch in tombstone_batches(
+                        by_group.get(group_id, []),
+                        group_id if group_id in deleted else None,
                         now,
                         self.offsets_compression,
-                    )
-                for group_id in dead:
-                    records += group_metadata_batch(group_id, None, now, self.offsets_compression)
-                offsets_tp = TopicPartition(OFFSETS_TOPIC, index)
-                error, _p, _info, message = self.replicas.append_as_leader(offsets_tp, records, 0)
+                        limit,
+                    ):
+                        error, _p, _info, message = self.replicas.append_as_leader(
+                            offsets_tp, batch, 0
+                        )
+                        if error != ErrorCode.NONE:
+                            failed.append(f"{group_id}: {error.name} {message}")
             removed_count += len(removed)
-            if error != ErrorCode.NONE:
+            if failed:
                 log.warning(
-                    "%s: %d committed offsets %s and %d groups deleted, but their tombstones"
-                    " were not written: %s %s",
+                    "%s: %d committed offsets %s and %d groups deleted, but the tombstones of"
+                    " %d batches were not written (first %s)",
                     offsets_tp,
                     len(removed),
                     what,
                     len(dead),
-                    error.name,
-                    message,
+                    len(failed),
+                    failed[0],
                 )
                 continue
             log.info(
@@ -1189,6 +1205,14 @@ class GroupCoordinator:
                 len(dead),
             )
         return removed_count
+
+    def _max_batch_bytes(self, offsets_tp: TopicPartition) -> int:
+        """The partition's max.message.bytes (the default if it has no log here: then
+        the append fails anyway)."""
+        p = self.replicas.partitions.get(offsets_tp)
+        if p is None or p.log is None:
+            return LogConfig().max_message_bytes
+        return p.log.config.max_message_bytes
 
     def _offsets_of_topics(
         self, index: int, topics: set[str]

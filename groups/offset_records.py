@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from storage.records import (
+    BATCH_HEADER_SIZE,
     Compression,
     Record,
     RecordSpec,
@@ -84,6 +85,7 @@ __all__ = [
     "offset_commit_batch",
     "partition_for",
     "read_offset_records",
+    "tombstone_batches",
 ]
 
 OFFSET_KEY_VERSION: Final = 1  # the offset commit key version written (0 and 1 are read)
@@ -98,6 +100,10 @@ NO_TIMESTAMP: Final = -1  # OffsetCommitRequest.DEFAULT_TIMESTAMP: no expire tim
 
 _INT16: Final = struct.Struct(">h")
 _INT32: Final = struct.Struct(">i")
+# The most a tombstone record takes besides its key: its length, attributes, timestamp
+# delta (0), offset delta and key length (varints of at most 5 bytes each), the null
+# value's length and the header count.
+_TOMBSTONE_OVERHEAD: Final = 5 + 1 + 1 + 5 + 5 + 1 + 1
 _INT64: Final = struct.Struct(">q")
 _MAX_STRING_BYTES: Final = 0x7FFF  # an int16 length
 _NULL_LENGTH: Final = -1  # the length (or count) of a null string, bytes or array
@@ -380,6 +386,49 @@ def offset_commit_batch(
         for key, value in commits
     ]
     return build_batch(specs, base_timestamp=timestamp_ms, compression=compression)
+
+
+def tombstone_batches(
+    offsets: Sequence[OffsetKey],
+    group: str | None,
+    timestamp_ms: int,
+    compression: int,
+    max_batch_bytes: int,
+) -> list[bytearray]:
+    """The tombstones of one group's ``offsets``, then of the group itself if ``group``
+    names it, as Kafka 2.8's cleanupGroupMetadata writes them: one batch at
+    ``timestamp_ms``, compressed with ``compression``. Should that exceed
+    ``max_batch_bytes`` (the partition's max.message.bytes, which would refuse it whole;
+    Kafka's does), they are split into consecutive batches within it, in the same order
+    (the group's tombstone last). Each chunk is cut by its records' uncompressed size, so
+    it fits compressed or not (the topic's compression.type may undo the codec); a
+    compressed one over the limit all the same is halved. A single record over the limit
+    is a batch alone (refused: nothing smaller holds it).
+    """
+    keys = [encode_offset_key(key) for key in offsets]
+    if group is not None:
+        keys.append(encode_group_key(group))
+    chunks: list[list[bytes]] = []
+    size = 0
+    for key in keys:
+        record = len(key) + _TOMBSTONE_OVERHEAD
+        if chunks and size + record <= max_batch_bytes:
+            chunks[-1].append(key)
+            size += record
+        else:
+            chunks.append([key])
+            size = BATCH_HEADER_SIZE + record
+    batches: list[bytearray] = []
+    while chunks:
+        chunk = chunks.pop(0)
+        specs = [RecordSpec(key=key, value=None) for key in chunk]
+        batch = build_batch(specs, base_timestamp=timestamp_ms, compression=compression)
+        if len(batch) > max_batch_bytes and len(chunk) > 1:
+            half = len(chunk) // 2
+            chunks[:0] = [chunk[:half], chunk[half:]]
+            continue
+        batches.append(batch)
+    return batches
 
 
 # --------------------------------------------------------------------------- decoding

@@ -31,8 +31,10 @@ from groups.offset_records import (
     offset_commit_batch,
     partition_for,
     read_offset_records,
+    tombstone_batches,
 )
 from storage.records import (
+    Compression,
     RecordSpec,
     assign_offsets,
     build_batch,
@@ -958,3 +960,42 @@ def test_arbitrary_group_value_bodies_decode_or_raise_malformed(version: int, bo
         decode_group_value(struct.pack(">h", version) + body)
     except MalformedOffsetRecord:
         pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    count=st.integers(0, 300),
+    delete_group=st.booleans(),
+    limit=st.integers(200, 5_000),
+    compression=st.sampled_from([Compression.NONE, Compression.GZIP, Compression.ZSTD]),
+)
+def test_tombstone_batches_hold_a_groups_tombstones_in_order_within_the_limit(
+    count: int, delete_group: bool, limit: int, compression: int
+) -> None:
+    """One group's tombstones (its offsets', then its own), in one batch if it fits
+    max.message.bytes, else split within it (decompressed too), in order."""
+    keys = [OffsetKey("payments", f"topic-{i % 7}", i) for i in range(count)]
+    batches = tombstone_batches(keys, "payments" if delete_group else None, 5, compression, limit)
+    expected: list[OffsetKey | GroupKey] = [
+        *keys,
+        *([GroupKey("payments")] if delete_group else []),
+    ]
+    read: list[OffsetKey | GroupKey] = []
+    for batch in batches:
+        assert len(batch) <= limit
+        assert read_header(batch).compression == compression
+        for key, value in read_offset_records(batch):
+            assert value is None
+            read.append(key)
+    assert read == expected
+    if len(batches) > 1:  # split only when one might not fit (19: a record's most overhead)
+        encoded = [encode_offset_key(k) for k in keys] + [encode_group_key("payments")]
+        assert 61 + sum(len(k) + 19 for k in encoded[: len(expected)]) > limit
+    whole = tombstone_batches(keys, "payments", 5, Compression.NONE, 1 << 20)
+    assert len(whole) == 1  # a group's tombstones fit one default-sized batch
+
+
+def test_a_tombstone_over_the_limit_is_a_batch_alone() -> None:
+    batches = tombstone_batches([OffsetKey("g", "t" * 200, 0)], "g", 5, Compression.NONE, 100)
+    assert [len(list(iter_records(b))) for b in batches] == [1, 1]
+    assert len(batches[0]) > 100  # refused when appended: nothing smaller holds it

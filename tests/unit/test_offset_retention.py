@@ -983,3 +983,112 @@ def test_a_group_with_members_stays_when_its_topic_is_deleted(node: Node) -> Non
     assert groups.handle_deleted_topics(["a"]) == 1
     assert fetched(groups) == {}
     assert group_state(groups) == GroupState.STABLE.value
+
+
+# --- tombstones: one batch per group (Kafka's cleanupGroupMetadata) ----------------------
+
+
+def small_max_message_bytes(n: Node, limit: int) -> None:
+    """max.message.bytes=``limit`` for __consumer_offsets (a topic config change)."""
+    plog = n.offsets_partition(0).log
+    assert plog is not None
+    n.logs.update_topic_config(
+        OFFSETS_TOPIC, dataclasses.replace(plog.config, max_message_bytes=limit)
+    )
+
+
+def batches(n: Node) -> list[tuple[int, list[OffsetKey | GroupKey]]]:
+    """(size, keys) of every batch of offsets partition 0, in log order."""
+    plog = n.offsets_partition(0).log
+    assert plog is not None
+    read = plog.read(plog.log_start_offset, 1 << 24)
+    assert read.region is not None
+    data = memoryview(read.region.to_bytes())
+    out = []
+    for header in iter_batches(data):
+        records = read_offset_records(data[header.position : header.position + header.size])
+        out.append((header.size, [key for key, _value in records]))
+    return out
+
+
+MANY = [on_partition(0, prefix=f"many{i}-") for i in range(30)]
+TWENTY = [tp("a", i) for i in range(20)]
+
+
+def commit_many(n: Node) -> None:
+    for group_id in MANY:
+        offsets = {p: committed(10 + p.partition) for p in TWENTY}
+        errors = n.groups.commit_offsets(group_id, "", -1, offsets)
+        assert errors == dict.fromkeys(TWENTY, ErrorCode.NONE)
+
+
+def assert_tombstoned_per_group(n: Node, written_before: int, limit: int) -> None:
+    """Each group's offset tombstones, then its own, in a batch of its own."""
+    written = batches(n)[written_before:]
+    assert [keys for _size, keys in written] == [
+        [OffsetKey(g, p.topic, p.partition) for p in TWENTY] + [GroupKey(g)] for g in sorted(MANY)
+    ]
+    assert max(size for size, _keys in written) <= limit
+
+
+@pytest.mark.parametrize("removal", ["expired", "deleted topic"])
+def test_the_tombstones_of_many_groups_are_written_one_group_at_a_time(
+    nodes: Callable[..., Node], removal: str
+) -> None:
+    """Kafka 2.8's cleanupGroupMetadata appends each group's tombstones (its offsets',
+    then its own) as one batch. All those of an offsets partition went in one batch:
+    past max.message.bytes (some 20,000 offsets at the default 1 MB) it was refused
+    MESSAGE_TOO_LARGE, nothing was tombstoned, and as the cache had dropped them
+    anyway, the next coordinator read every one back: expired offsets returned, and a
+    topic made again under a deleted one's name resumed from the old offsets. Here the
+    limit is made small (1,000 bytes) rather than the offsets many."""
+    first = nodes()
+    first.lead_all(epoch=0)
+    groups = first.groups
+    commit_many(first)
+    limit = 1_000
+    small_max_message_bytes(first, limit)
+    written_before = len(batches(first))
+    if removal == "expired":
+        assert groups.expire_offsets(NOW + RETENTION_MS) == len(MANY) * len(TWENTY)
+    else:
+        assert groups.handle_deleted_topics(["a"]) == len(MANY) * len(TWENTY)
+    assert listed(groups) == {}
+    assert_tombstoned_per_group(first, written_before, limit)
+    first.close()
+
+    second = nodes()  # a new coordinator over the same log
+    second.lead_all(epoch=1)
+    assert listed(second.groups) == {}
+    for group_id in MANY:
+        assert second.groups.fetch_offsets(group_id, None) == (ErrorCode.NONE, {})
+
+
+def test_one_groups_tombstones_over_max_message_bytes_are_split_at_it(
+    nodes: Callable[..., Node],
+) -> None:
+    """A group whose tombstones alone exceed max.message.bytes gets them in consecutive
+    batches within it, its own last (Kafka 2.8's one batch would be refused, and the
+    offsets come back with the next coordinator)."""
+    first = nodes()
+    first.lead_all(epoch=0)
+    groups = first.groups
+    partitions = [tp("a", i) for i in range(100)]
+    for start in range(0, 100, 20):
+        commit(groups, {p: committed(p.partition) for p in partitions[start : start + 20]})
+    limit = 1_000
+    small_max_message_bytes(first, limit)
+    written_before = len(batches(first))
+    assert groups.handle_deleted_topics(["a"]) == 100
+    written = batches(first)[written_before:]
+    assert len(written) > 1
+    assert all(size <= limit for size, _keys in written)
+    assert [key for _size, keys in written for key in keys] == [
+        OffsetKey(G0, p.topic, p.partition) for p in sorted(partitions)
+    ] + [GroupKey(G0)]
+    first.close()
+
+    second = nodes()
+    second.lead_all(epoch=1)
+    assert fetched(second.groups) == {}
+    assert listed(second.groups) == {}
