@@ -284,6 +284,10 @@ class Group:
 
         member = self.members.get(member_id)
         if member is None:
+            if not self.members:
+                # The first member sets the group's protocol type (Kafka's add()); the
+                # type of the members gone before stays until then.
+                self.protocol_type = protocol_type
             member = Member(
                 member_id,
                 client_id,
@@ -299,8 +303,6 @@ class Group:
                 self.static_members[group_instance_id] = member_id
             if not self.leader:
                 self.leader = member_id
-            if self.protocol_type is None:
-                self.protocol_type = protocol_type
             member.awaiting_join = True
             member.heartbeat_deadline_ms = now_ms + session_timeout_ms
             self._prepare_rebalance(now_ms, answers, new_member=True)
@@ -485,8 +487,10 @@ class Group:
         if not self.members:
             self.state = GroupState.EMPTY
             self.empty_since_ms = wall_ms
+            # The protocol type stays (Kafka's initNextGeneration clears only the
+            # protocol): the Empty group's record, ListGroups and DescribeGroups name
+            # it, and Kafka expires an Empty group's offsets by it.
             self.protocol_name = None
-            self.protocol_type = None
             self.leader = ""
             return
         leader = self.members.get(self.leader)
@@ -634,11 +638,12 @@ class Group:
         group = cls(group_id, limits, persist=True)
         group.generation_id = metadata.generation
         group.persisted_generation = metadata.generation
+        # An Empty group's too, as Kafka's loadGroup ("": none).
+        group.protocol_type = metadata.protocol_type or None
         if not metadata.members or metadata.protocol is None:
             if metadata.current_state_timestamp_ms >= 0:
                 group.empty_since_ms = metadata.current_state_timestamp_ms
             return group
-        group.protocol_type = metadata.protocol_type
         group.protocol_name = metadata.protocol
         for mm in metadata.members:
             group.members[mm.member_id] = Member(

@@ -523,7 +523,11 @@ def test_nobody_rejoining_in_time_leaves_the_group_empty() -> None:
     assert group.generation_id == 2
     assert group.leader == ""
     assert group.protocol_name is None
-    assert group.protocol_type is None
+    assert group.protocol_type == "consumer"  # kept, as Kafka's initNextGeneration keeps it
+    empty = group.to_metadata(4000 + REBALANCE)
+    assert (empty.protocol_type, empty.protocol, empty.members) == ("consumer", None, ())
+    back = Group.from_metadata("g", empty, LIMITS, 0)
+    assert (back.state, back.protocol_type) == (GroupState.EMPTY, "consumer")
 
 
 # --- session expiry ------------------------------------------------------------------------
@@ -1095,7 +1099,8 @@ def test_the_last_member_leaving_during_the_initial_delay_empties_the_group() ->
     assert errors == {"a": ErrorCode.NONE}
     assert answers.joins == {"a": JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID, member_id="a")}
     assert state(group) is GroupState.EMPTY
-    assert (group.generation_id, group.protocol_type) == (1, None)
+    assert (group.generation_id, group.protocol_type) == (1, "consumer")
+    # The first member replaces the protocol type (Kafka's add()).
     join_new(group, "b", 20, protocol_type="connect", protocols=(("x", b""),))
     assert group.protocol_type == "connect"
     answers = group.tick(20 + DELAY)

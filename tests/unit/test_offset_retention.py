@@ -577,7 +577,51 @@ def left_empty(node: Node, clock: Clock, left_at: int) -> JoinAnswer:
     assert group_state(groups) == GroupState.EMPTY.value
     record = wait_for_empty_record(node, joined.generation_id + 1)
     assert record.current_state_timestamp_ms == left_at
+    assert record.protocol_type == CONSUMER_PROTOCOL
     return joined
+
+
+def test_an_empty_group_keeps_its_protocol_type(nodes: Callable[..., Node], clock: Clock) -> None:
+    """A group left Empty is written, listed and described with the protocol type its
+    members had, and read back so, as Kafka 2.8's (GroupMetadata.protocolType is set by
+    add() when the group has no member and by loadGroup, never cleared). It was cleared:
+    the record said "", which a Kafka broker reading the log takes for a group that
+    never had members (its offsets expiring from their commit), and ListGroups and
+    DescribeGroups answered "" (Kafka's AdminClient calls that a simple consumer group).
+    A new first member's protocol type replaces it, as Kafka's add() does."""
+    first = nodes()
+    first.lead_all(epoch=0)
+    left_at = NOW + 3 * RETENTION_MS
+    left_empty(first, clock, left_at)
+    assert listed(first.groups) == {G0: (CONSUMER_PROTOCOL, GroupState.EMPTY.value)}
+    error, described = first.groups.describe_group(G0)
+    assert error == ErrorCode.NONE
+    assert (described["protocol_type"], described["members"]) == (CONSUMER_PROTOCOL, [])
+    first.close()
+
+    second = nodes()  # a new coordinator reads the Empty record back
+    second.lead_all(epoch=1)
+    groups = second.groups
+    assert listed(groups) == {G0: (CONSUMER_PROTOCOL, GroupState.EMPTY.value)}
+    assert groups.describe_group(G0)[1]["protocol_type"] == CONSUMER_PROTOCOL
+    assert fetched(groups) == {A0: committed(10)}
+    # Its offsets expire retention after it became Empty (Kafka's removeExpiredOffsets:
+    # a protocol type and Empty), not after their commit.
+    assert groups.expire_offsets(left_at + RETENTION_MS - 1) == 0
+    # A member of another protocol type makes it its own.
+    other = groups.join_group(
+        G0,
+        "",
+        require_known_member_id=False,
+        client_id="connect-worker",
+        client_host="/127.0.0.1",
+        session_timeout_ms=SESSION_MS,
+        rebalance_timeout_ms=SESSION_MS,
+        protocol_type="connect",
+        protocols=(("sessioned", b""),),
+    )
+    assert (other.error, other.protocol_type) == (ErrorCode.NONE, "connect")
+    assert listed(groups)[G0][0] == "connect"
 
 
 def test_an_empty_group_expires_retention_after_it_became_empty_then_is_deleted(
@@ -591,7 +635,7 @@ def test_an_empty_group_expires_retention_after_it_became_empty_then_is_deleted(
 
     assert groups.expire_offsets(left_at + RETENTION_MS - 1) == 0
     assert fetched(groups) == {A0: committed(10)}
-    assert listed(groups) == {G0: ("", GroupState.EMPTY.value)}
+    assert listed(groups) == {G0: (CONSUMER_PROTOCOL, GroupState.EMPTY.value)}
 
     assert groups.expire_offsets(left_at + RETENTION_MS) == 1
     assert fetched(groups) == {}
@@ -628,7 +672,7 @@ def test_an_empty_groups_time_is_read_back_by_a_new_coordinator(
     second = nodes()
     second.lead_all(epoch=1)
     groups = second.groups
-    assert listed(groups) == {G0: ("", GroupState.EMPTY.value)}
+    assert listed(groups) == {G0: (CONSUMER_PROTOCOL, GroupState.EMPTY.value)}
     assert groups.expire_offsets(left_at + RETENTION_MS - 1) == 0
     assert groups.expire_offsets(left_at + RETENTION_MS) == 1
     assert listed(groups) == {}
