@@ -830,7 +830,7 @@ def parse_config_alteration(
     """Check ``topic alter-config`` arguments: (configs to set, keys to remove)."""
     check_topic_name(name)
     try:
-        additions = parse_key_value_pairs(add_config, "--add-config")
+        additions = parse_key_value_pairs(add_config, "--add-config", trim_value=True)
     except ConfigError as e:
         raise _config_error(e) from None
     deletions = list(dict.fromkeys(k.strip() for k in delete_config))

@@ -78,6 +78,7 @@ __all__ = [
     "parse_topic_config_args",
     "topic_config_as_stored",
     "topic_config_defaults",
+    "topic_override_bool",
     "validate_topic_config",
 ]
 
@@ -856,9 +857,13 @@ def parse_properties(text: str) -> dict[str, str]:
     return props
 
 
-def parse_key_value_pairs(pairs: Iterable[str], what: str) -> dict[str, str]:
-    """``["k=v", ...]`` -> dict, split at the first '='; the key is trimmed. ``what`` names
-    the option in errors ("--override")."""
+def parse_key_value_pairs(
+    pairs: Iterable[str], what: str, *, trim_value: bool = False
+) -> dict[str, str]:
+    """``["k=v", ...]`` -> dict, split at the first '='; the key is trimmed, and the value
+    too with ``trim_value`` (the topic tools: Kafka's TopicCommand and ConfigCommand split
+    at \\s*=\\s* and trim, so what they store is what is meant). ``what`` names the option
+    in errors ("--override")."""
     result: dict[str, str] = {}
     problems = _Problems()
     for pair in pairs:
@@ -867,7 +872,7 @@ def parse_key_value_pairs(pairs: Iterable[str], what: str) -> dict[str, str]:
         if not sep or not key:
             problems.add(None, f"{what} {pair!r} is not of the form key=value")
             continue
-        result[key] = value
+        result[key] = value.strip() if trim_value else value
     if problems:
         raise ConfigError(problems)
     return result
@@ -880,7 +885,7 @@ def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
 
 def parse_topic_config_args(pairs: Iterable[str]) -> dict[str, str]:
     """``kafka-topics.sh --config key=value`` pairs, validated as topic configs."""
-    return validate_topic_config(parse_key_value_pairs(pairs, "--config"))
+    return validate_topic_config(parse_key_value_pairs(pairs, "--config", trim_value=True))
 
 
 def _escape(s: str, *, is_key: bool) -> str:
@@ -1736,6 +1741,21 @@ def validate_topic_config(overrides: Mapping[str, str]) -> dict[str, str]:
     if problems:
         raise ConfigError(problems)
     return dict(overrides)
+
+
+def topic_override_bool(overrides: Mapping[str, object], key: str, default: bool) -> bool:
+    """A boolean topic config as Kafka's LogConfig reads it from ``/config/topics/<t>``:
+    trimmed, in any case (ConfigDef's BOOLEAN). ``default`` when it is not set, or not a
+    boolean, as ``topic_config_as_stored`` reads a bad value (a tool that does not trim
+    may have stored " true")."""
+    raw = overrides.get(key)
+    if not isinstance(raw, str):
+        return default
+    try:
+        value = _parse_typed(TOPIC_CONFIGS[key], raw)
+    except ValueError:
+        return default
+    return value if isinstance(value, bool) else default
 
 
 def topic_config_defaults(broker: BrokerConfig | None = None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
+from broker.config import topic_override_bool
 from broker.state_change_log import PartitionStateRow, StateChangeLog
 from controller import election
 from controller.context import (
@@ -458,12 +459,14 @@ class PartitionStateMachine:
         if allow_unclean:
             return set(no_live_isr)
         configs = self.ops.store.topic_configs({tp.topic for tp in no_live_isr})
-        default = "true" if self.ops.unclean_default else "false"
+        # Read as the brokers read it (trimmed, any case), so both agree on " true".
+        default = self.ops.unclean_default
         return {
             tp
             for tp in no_live_isr
-            if configs.get(tp.topic, {}).get("unclean.leader.election.enable", default).lower()
-            == "true"
+            if topic_override_bool(
+                configs.get(tp.topic, {}), "unclean.leader.election.enable", default
+            )
         }
 
     def _elect(

@@ -30,6 +30,7 @@ from broker.config import (
     parse_topic_config_args,
     topic_config_as_stored,
     topic_config_defaults,
+    topic_override_bool,
     validate_topic_config,
 )
 
@@ -1043,6 +1044,42 @@ def test_parse_topic_config_args() -> None:
         parse_topic_config_args(["retention.ms"])
     with pytest.raises(ConfigError, match="unknown topic config key"):
         parse_topic_config_args(["retention=1"])
+
+
+def test_topic_config_args_are_trimmed_key_and_value() -> None:
+    """Kafka 2.8's TopicCommand (and ConfigCommand) split at \\s*=\\s* and trim both: the
+    value is stored as "true", not " true"."""
+    given = ["unclean.leader.election.enable = true", " retention.ms=\t1000 "]
+    assert parse_topic_config_args(given) == {
+        "unclean.leader.election.enable": "true",
+        "retention.ms": "1000",
+    }
+
+
+@pytest.mark.parametrize(
+    ("stored", "default", "expected"),
+    [
+        ({}, False, False),
+        ({}, True, True),
+        ({"unclean.leader.election.enable": "true"}, False, True),
+        ({"unclean.leader.election.enable": " TRUE\n"}, False, True),
+        ({"unclean.leader.election.enable": "\tFalse "}, True, False),
+        # a value no tool of ours writes: the default, as topic_config_as_stored reads it
+        ({"unclean.leader.election.enable": "yes"}, True, True),
+        ({"unclean.leader.election.enable": "yes"}, False, False),
+    ],
+)
+def test_a_stored_topic_boolean_is_read_as_configdef_reads_it(
+    stored: dict[str, str], default: bool, expected: bool
+) -> None:
+    key = "unclean.leader.election.enable"
+    assert topic_override_bool(stored, key, default) is expected
+    assert (
+        topic_config_as_stored(
+            cfg(f"{key}={str(default).lower()}\n"), stored
+        ).config.unclean_leader_election_enable
+        is expected
+    )
 
 
 def test_effective_topic_config_overrides_win() -> None:

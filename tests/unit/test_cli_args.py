@@ -29,13 +29,14 @@ from admin.errors import (
 from cluster import local
 from controller.assignment import BrokerMetadata, RackAwareMode, assign_new_partitions
 from tests.unit.fake_zk import FakeZk
-from zkctl import admin_commands, cli
+from zkctl import admin_commands, cli, topic_commands
 from zkdata import paths
 from zkdata.znodes import (
     LeaderAndIsr,
     PartitionState,
     TopicAssignment,
     TopicPartition,
+    decode_topic_config,
     encode_reassignment,
     encode_topic,
 )
@@ -662,6 +663,31 @@ def test_config_alteration_merges_and_validates_the_result() -> None:
     # Each value is fine alone; together they conflict.
     with pytest.raises(AdminError, match=r"min\.compaction\.lag\.ms"):
         topics.plan_config_alteration(current, {"min.compaction.lag.ms": "500"}, [])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["alter-config", "--topic", "t", "--add-config", "unclean.leader.election.enable = true"],
+        [
+            "create", "--topic", "u", "--partitions", "1", "--replication-factor", "1",
+            "--config", "unclean.leader.election.enable = true",
+        ],
+    ],
+)  # fmt: skip
+def test_a_config_value_is_stored_trimmed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """Kafka 2.8's TopicCommand splits at \\s*=\\s* and trims: "true" is stored, which the
+    controller reads as the broker does (" true" was stored as typed)."""
+    zk = tree_with_topic("t", {0: [1, 2]}, (1, 2, 3))
+    on_tree(monkeypatch, zk)
+    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)
+    code, _, err = run(["--zookeeper", UNREACHABLE, "topic", *argv], capsys)
+    assert code == 0, err
+    name = argv[argv.index("--topic") + 1]
+    stored = decode_topic_config(name, zk.nodes[paths.topic_config(name)][0])
+    assert stored == {"unclean.leader.election.enable": "true"}
 
 
 # --- reassignment ------------------------------------------------------------------------------
