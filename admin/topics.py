@@ -362,7 +362,9 @@ def create_topic(
 
     The config op comes first, as Kafka writes the config before the assignment (the
     controller reacts to the topic znode and must find its config); doing both in one
-    transaction means a topic created concurrently by someone else keeps its own config.
+    transaction means a topic created concurrently by someone else keeps its own config,
+    and this one is told the topic exists (TopicExistsError, or nothing done with
+    ``if_not_exists``), as Kafka's AdminZkClient.createTopic is.
     """
     problems = Problems()
     registrations = metadata.live_brokers(zk, problems)
@@ -394,7 +396,13 @@ def write_topic_creation(zk: ZkClient, plan: TopicCreationPlan, *, if_not_exists
     )
     topic_data = _topic_data(plan)
     results = zk.multi([config_op, Create(paths.topic(plan.name), topic_data)])
-    if isinstance(results[1], NodeExistsError):
+    exists = isinstance(results[1], NodeExistsError)
+    if not exists and is_own_failure(results[0]):
+        # ZooKeeper stops at the first failed op: when another creator wrote both znodes
+        # after our reads, the config op fails and the topic's Create answers only
+        # RuntimeInconsistency, so whether the topic exists now is read.
+        exists = zk.exists(paths.topic(plan.name)) is not None
+    if exists:
         if if_not_exists:
             return False
         raise TopicExistsError(f"topic {plan.name!r} already exists")

@@ -649,6 +649,43 @@ def test_the_partitions_of_an_internal_topic_cannot_be_changed() -> None:
     assert sorted(result.added) == [50]
 
 
+@pytest.mark.parametrize("if_not_exists", [True, False])
+def test_the_loser_of_two_racing_creates_is_told_the_topic_exists(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], if_not_exists: bool
+) -> None:
+    """Another `topic create` wrote the whole topic between this one's reads and its multi:
+    Kafka 2.8's TopicCommand answers TopicExistsException, which --if-not-exists swallows
+    (exit 0). Both used to exit 1 with "the config znode changed ... run the command
+    again"."""
+
+    class RacingZk(TreeZk):
+        winner: Any = None
+
+        def multi(self, ops: Any, *, session: int | None = None) -> list[Any]:
+            winner, self.winner = self.winner, None
+            if winner is not None:
+                winner()
+            return super().multi(ops, session=session)
+
+    zk = RacingZk()
+    zk.nodes.update(tree_with_topic("t", {0: [1, 2]}, (1, 2, 3)).nodes)
+    on_tree(monkeypatch, zk)
+    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)
+    theirs = topics.parse_create_request("new", partitions=1, replication_factor=1)
+    zk.winner = lambda: topics.create_topic(zk, theirs)  # type: ignore[arg-type]
+    flag = ["--if-not-exists"] if if_not_exists else []
+    argv = ["topic", "create", "--topic", "new", "--partitions", "1", "--replication-factor", "1"]
+    code, out, err = run(["--zookeeper", UNREACHABLE, *argv, *flag], capsys)
+    assert paths.topic("new") in zk.nodes  # the winner's
+    if if_not_exists:
+        assert (code, err) == (0, "")
+        assert "already exists" in out
+    else:
+        assert code == 1
+        assert "already exists" in err
+        assert "run the command again" not in err
+
+
 # --- configs ----------------------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
+from admin.errors import TopicExistsError
 from admin.topics import TopicCreationPlan, write_topic_creation
 from controller.store import ZkControllerStore
 from tests.unit.fake_zk import FakeZk
@@ -97,6 +98,35 @@ def test_a_topic_created_under_a_vanished_parent_raises_the_creates_own_error() 
     plan = TopicCreationPlan("t", {0: [1]}, {}, uuid.uuid4())
     with pytest.raises(NoNodeError):
         write_topic_creation(cast(ZkClient, zk), plan, if_not_exists=False)
+
+
+@pytest.mark.parametrize("stale_config", [False, True], ids=["no_config", "stale_config"])
+@pytest.mark.parametrize("if_not_exists", [False, True])
+def test_a_topic_another_creator_wrote_meanwhile_is_recognised(
+    stale_config: bool, if_not_exists: bool
+) -> None:
+    """Another creator wrote the config and the topic after our reads: our config op fails
+    (NodeExists, or BadVersion over a config left by an earlier incarnation) and the
+    topic's Create only answers RuntimeInconsistency. The topic exists, as Kafka 2.8's
+    AdminZkClient.createTopic says (TopicExistsException), not "run the command again"."""
+    zk = FakeZk()
+    if stale_config:
+        zk.ensure_paths([paths.topic_config("t")])
+    real = zk.multi
+
+    def created_meanwhile(ops: Any, **kwargs: Any) -> Any:
+        zk.multi = real  # type: ignore[method-assign]
+        theirs = TopicCreationPlan("t", {0: [2]}, {"retention.ms": "1"}, uuid.uuid4())
+        assert write_topic_creation(cast(ZkClient, zk), theirs, if_not_exists=False)
+        return real(ops, **kwargs)
+
+    zk.multi = created_meanwhile  # type: ignore[method-assign]
+    plan = TopicCreationPlan("t", {0: [1]}, {}, uuid.uuid4())
+    if if_not_exists:
+        assert write_topic_creation(cast(ZkClient, zk), plan, if_not_exists=True) is False
+    else:
+        with pytest.raises(TopicExistsError, match="already exists"):
+            write_topic_creation(cast(ZkClient, zk), plan, if_not_exists=False)
 
 
 class Answer:
