@@ -37,6 +37,8 @@ def parse_election_json(text: str, source: str = "election JSON") -> list[TopicP
         obj = json.loads(text)
     except ValueError as e:
         raise InvalidArgumentError(f"{source}: not valid JSON ({e})") from None
+    except RecursionError:  # json.loads's answer to deep nesting, not a ValueError
+        raise InvalidArgumentError(f"{source}: JSON nested too deeply") from None
     items = obj.get("partitions") if isinstance(obj, dict) else None
     if not isinstance(items, list) or not items:
         raise InvalidArgumentError(f"{source}: expected a non-empty 'partitions' list")

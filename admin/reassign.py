@@ -60,6 +60,8 @@ def parse_reassignment_json(text: str, source: str = "reassignment JSON") -> Tar
         obj = json.loads(text)
     except ValueError as e:
         raise _bad(source, f"not valid JSON ({e})") from None
+    except RecursionError:  # json.loads's answer to deep nesting, not a ValueError
+        raise _bad(source, "JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise _bad(source, "expected a JSON object with a 'partitions' list")
     version = obj.get("version", 1)
@@ -122,6 +124,8 @@ def parse_topics_to_move_json(text: str, source: str = "topics JSON") -> list[st
         obj = json.loads(text)
     except ValueError as e:
         raise _bad(source, f"not valid JSON ({e})") from None
+    except RecursionError:  # json.loads's answer to deep nesting, not a ValueError
+        raise _bad(source, "JSON nested too deeply") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("topics"), list):
         raise _bad(source, "expected a JSON object with a 'topics' list")
     version = obj.get("version", 1)

@@ -436,16 +436,18 @@ def delete_topic(
 ) -> DeleteTopicResult:
     """Mark the topic for deletion: create /admin/delete_topics/<t> (the controller deletes).
     An internal topic is refused unless ``internal_allowed``: Kafka's TopicCommand refuses
-    it, its DeleteTopics request (AdminZkClient.deleteTopic) does not."""
+    it, its DeleteTopics request (AdminZkClient.deleteTopic) does not. Whether the topic
+    exists is checked first, as TopicCommand's ensureTopicExists: an absent internal topic
+    is nothing to do with ``if_exists``."""
     check_topic_name(name)
-    if name in INTERNAL_TOPICS and not internal_allowed:
-        raise AdminError(
-            f"topic {name!r} is a Kafka internal topic and is not allowed to be marked for deletion"
-        )
     if zk.exists(paths.topic(name)) is None:
         if if_exists:
             return DeleteTopicResult(name, "absent")
         raise UnknownTopicError(f"topic {name!r} does not exist")
+    if name in INTERNAL_TOPICS and not internal_allowed:
+        raise AdminError(
+            f"topic {name!r} is a Kafka internal topic and is not allowed to be marked for deletion"
+        )
     try:
         zk.create(paths.delete_topic(name), make_parents=True)
     except NodeExistsError:

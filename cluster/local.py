@@ -259,7 +259,7 @@ def load(directory: Path | str) -> LocalCluster | None:
     try:
         # A UnicodeDecodeError is a ValueError: not UTF-8 is not a valid cluster file.
         return LocalCluster.from_dict(json.loads(raw.decode("utf-8")))
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, RecursionError) as e:  # RecursionError: too deep
         raise LocalClusterError(
             f"{path} is not a valid cluster file ({type(e).__name__}: {e}); if no cluster runs"
             " there, remove it"

@@ -686,6 +686,35 @@ def test_the_loser_of_two_racing_creates_is_told_the_topic_exists(
         assert "run the command again" not in err
 
 
+def test_deleting_an_internal_topic_checks_it_exists_first(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka 2.8's ZookeeperTopicService.deleteTopic runs ensureTopicExists before it
+    refuses an internal topic: an absent one is nothing to do with --if-exists (exit 0)
+    and "does not exist" without; one that exists is refused (its DeleteTopics request
+    is not)."""
+    zk = tree_with_topic("t", {0: [1, 2]}, (1, 2, 3))
+    on_tree(monkeypatch, zk)
+    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)
+    delete = ["--zookeeper", UNREACHABLE, "topic", "delete", "--topic", "__consumer_offsets"]
+    code, out, err = run([*delete, "--if-exists"], capsys)
+    assert (code, err) == (0, "")
+    assert "does not exist; nothing done" in out
+    code, _, err = run(delete, capsys)
+    assert code == 1
+    assert "'__consumer_offsets' does not exist" in err
+
+    zk.nodes.update(tree_with_topic("__consumer_offsets", {0: [1]}, ()).nodes)
+    for argv in (delete, [*delete, "--if-exists"]):
+        code, _, err = run(argv, capsys)
+        assert code == 1
+        assert "internal topic and is not allowed to be marked for deletion" in err
+    assert paths.delete_topic("__consumer_offsets") not in zk.nodes
+    zk.put(paths.DELETE_TOPICS, b"")  # the fake's create does not make parents
+    result = topics.delete_topic(zk, "__consumer_offsets", internal_allowed=True)  # type: ignore[arg-type]
+    assert result.outcome == "marked"
+
+
 # --- configs ----------------------------------------------------------------------------------
 
 
@@ -785,6 +814,31 @@ def test_reassignment_json_errors(text: str, expected: str) -> None:
     with pytest.raises(InvalidArgumentError, match=r"^f\.json: ") as info:
         reassign.parse_reassignment_json(text, "f.json")
     assert expected in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["reassign", "--reassignment-json-file"],
+        ["elect-leaders", "--preferred", "--path-to-json-file"],
+        ["reassign", "--generate", "--broker-list", "1,2", "--topics-to-move-json-file"],
+    ],
+)
+def test_a_deeply_nested_json_file_is_a_usage_error_naming_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:
+    """json.loads raises RecursionError, not ValueError, for JSON nested too deeply: it was
+    "internal error: RecursionError" (exit 1), not the usage error any bad JSON is."""
+    on_tree(monkeypatch, tree_with_topic("t", {0: [1, 2]}, (1, 2, 3)))
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    code, _, err = run(["--zookeeper", UNREACHABLE, *argv, str(deep)], capsys)
+    assert code == 2, err
+    assert "internal error" not in err
+    assert f"{deep}: JSON nested too deeply" in err
 
 
 def test_reassignment_targets_are_checked_against_the_cluster() -> None:
@@ -1250,6 +1304,10 @@ def test_a_corrupt_cluster_file_is_named(tmp_path: Path) -> None:
         local.load(tmp_path)
     (tmp_path / "cluster.json").write_text('{"version": 99}')
     with pytest.raises(local.LocalClusterError, match="unsupported version 99"):
+        local.load(tmp_path)
+    # Nested too deeply for json.loads (RecursionError): named too, not an internal error.
+    (tmp_path / "cluster.json").write_text("[" * 100_000)
+    with pytest.raises(local.LocalClusterError, match=r"cluster.json is not a valid cluster file"):
         local.load(tmp_path)
 
 
