@@ -16,7 +16,10 @@ response, whatever the number of partitions. The session starts over with a full
 when the leader does not know it, refuses its epoch, or the connection fails. A fetch
 lists at most max_partitions_per_fetch, the changed partitions waiting longest first;
 an answer is taken only if it was read from the partition's current fetch offset (Kafka's
-processFetchRequest), as the leader's session may still hold an older one.
+processFetchRequest), as the leader's session may still hold an older one. A partition
+whose answer brought records goes to the back of the order a full fetch lists them in
+(Kafka's partitionStates.updateAndMoveToEnd), so a batch over partition_max_bytes gets
+its turn to come first (KIP-74) when there is no session.
 """
 
 from __future__ import annotations
@@ -611,9 +614,15 @@ class ReplicaFetcherThread:
             )
 
     def _request_body(self, fetch: _Fetch) -> dict[str, Any]:
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        # One topic entry per run of its partitions, as Kafka's FetchRequest.Builder
+        # makes them: the leader reads in the request's order, which must stay ours.
+        topics: list[dict[str, Any]] = []
+        partitions: list[dict[str, Any]] = []
         for tp, (offset, epoch) in fetch.listed.items():
-            by_topic.setdefault(tp.topic, []).append(
+            if not topics or topics[-1]["topic"] != tp.topic:
+                partitions = []
+                topics.append({"topic": tp.topic, "partitions": partitions})
+            partitions.append(
                 {
                     "partition": tp.partition,
                     "current_leader_epoch": epoch,
@@ -634,7 +643,7 @@ class ReplicaFetcherThread:
             "isolation_level": 0,
             "session_id": fetch.session_id,
             "session_epoch": fetch.epoch,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "topics": topics,
             "forgotten_topics_data": [
                 {"topic": t, "partitions": ps} for t, ps in forgotten.items()
             ],
@@ -762,6 +771,13 @@ class ReplicaFetcherThread:
                 ):
                     state.fetch_offset = offset
                     self._dirty[tp] = None
+                    # To the back of the order full fetches list partitions in (Kafka's
+                    # partitionStates.updateAndMoveToEnd): only the first partition with
+                    # records may exceed partition_max_bytes (KIP-74), so in a fixed order
+                    # a batch over it behind a busy partition would never be fetched.
+                    # An incremental fetch lists what changed, whatever this order.
+                    del self.partitions[tp]
+                    self.partitions[tp] = state
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE and self.follower_log is not None:
             # Our log lies outside the leader's: find out how, before fetching again (a
