@@ -476,6 +476,7 @@ class ReplicaManager:
         rows: list[LeaderAndIsrRow] = []
         leaders: list[Partition] = []
         followers: list[Partition] = []
+        taken_offline: list[TopicPartition] = []  # hosted ones that went offline
         # One TopicPartition per partition for the logs, the partitions and whatever keys
         # on them (a broker holds 100,000s): the one already in use, else a new one. (Read
         # without the lock: only the key object, and whether it has a log, are taken.)
@@ -567,7 +568,7 @@ class ReplicaManager:
                         # nothing changes, nothing to log.
                         errors.append({"partition_index": tp.partition, "error_code": 0})
                         continue
-                    error, applied = self._apply_partition_state(tp, topic_id, ps)
+                    error, applied = self._apply_partition_state(tp, topic_id, ps, taken_offline)
                     errors.append({"partition_index": tp.partition, "error_code": int(error)})
                     if applied is not None:
                         (leaders if applied.leader == self.broker_id else followers).append(applied)
@@ -598,6 +599,11 @@ class ReplicaManager:
             self.logs.sync_new_dirs()
             self.logs.write_topic_ids()
         self.state_log.leader_and_isr(rows)
+        if taken_offline:
+            # As the failure handler's: the fetchers drop them, their waiters answer.
+            if self.on_stop is not None:
+                self.on_stop(taken_offline, False)
+            self._notify_progress(taken_offline)
         if leaders or followers:
             # Fetches waiting on these answer or look again (only a change can give a
             # waiting fetch something to say).
@@ -679,13 +685,19 @@ class ReplicaManager:
             self.on_stop(earlier, True)
 
     def _apply_partition_state(
-        self, tp: TopicPartition, topic_id: uuid.UUID, ps: dict[str, Any]
+        self,
+        tp: TopicPartition,
+        topic_id: uuid.UUID,
+        ps: dict[str, Any],
+        taken_offline: list[TopicPartition],
     ) -> tuple[ErrorCode, Partition | None]:
         """The fencing of one partition state; returns the error and the applied partition.
 
         An equal leader epoch is a repeat (a new controller resends every partition at
         failover): not an error worth logging, and nothing changes. A stale partition
-        takes one again when ``stale_takes_its_epoch_again`` says so.
+        takes one again when ``stale_takes_its_epoch_again`` says so. A partition whose
+        log cannot be had for a failed directory goes offline (a hosted one is added to
+        ``taken_offline``, for the caller to stop its fetcher outside the lock).
         """
         current = self.partitions.get(tp)
         # An offline partition is never in ``partitions``: hosted ones skip the check.
@@ -750,8 +762,13 @@ class ReplicaManager:
                         self._lost_logs.add(tp)
                 except KafkaStorageError as e:
                     # Not new while a log directory is offline (its log may be there), or
-                    # its creation failed: Kafka's makeLeaders/makeFollowers answer so.
+                    # its creation failed: Kafka's makeLeaders/makeFollowers answer so,
+                    # and becomeLeaderOrFollower marks it offline (no local log) until
+                    # the broker restarts. Else a later LeaderAndIsr sending it as new
+                    # would make a second, empty log of it in a healthy directory.
                     log.error("LeaderAndIsr for %s refused: %s", tp, e)
+                    if self._mark_offline(tp):
+                        taken_offline.append(tp)
                     return ErrorCode.KAFKA_STORAGE_ERROR, None
                 if config is not None:
                     self._settle_new_logs_config(tp.topic, config)
@@ -762,7 +779,7 @@ class ReplicaManager:
             ):
                 # Its directory failed and the failure handler has not taken it yet (a
                 # hosted partition is: the handler takes those it finds hosted).
-                self.offline_partitions[tp] = None
+                self._mark_offline(tp)
                 log.warning("LeaderAndIsr for %s refused: its log directory is offline", tp)
                 return ErrorCode.KAFKA_STORAGE_ERROR, None
             partition.log = existing
@@ -1703,15 +1720,7 @@ class ReplicaManager:
         with self._lock:
             for tp, p in list(self.partitions.items()):
                 if p.log is not None and p.log.log_dir == log_dir:
-                    with self._follower_lock(tp):
-                        # No follower append or truncation is under way, and none can
-                        # start on it after this.
-                        del self.partitions[tp]
-                        p.stale = True
-                    p.followers = NO_FOLLOWERS
-                    self._isr_intents.pop(tp, None)
-                    self._isr_unsure.pop(tp, None)
-                    self.offline_partitions[tp] = None
+                    self._mark_offline(tp)
                     offline.append(tp)
             self._changes += 1
         if offline:
@@ -1720,6 +1729,24 @@ class ReplicaManager:
                 self.on_stop(offline, False)
             self._notify_progress(offline)
         return offline
+
+    def _mark_offline(self, tp: TopicPartition) -> bool:
+        """Kafka's markPartitionOffline (call with the lock held): ``tp`` leaves
+        ``partitions`` for ``offline_partitions`` until the broker restarts, and every
+        request for it is answered KAFKA_STORAGE_ERROR. True if it was hosted: the caller
+        then tells its fetcher and its waiters, outside the lock."""
+        p = self.partitions.get(tp)
+        if p is not None:
+            with self._follower_lock(tp):
+                # No follower append or truncation is under way, and none can start on
+                # it after this.
+                del self.partitions[tp]
+                p.stale = True
+            p.followers = NO_FOLLOWERS
+            self._isr_intents.pop(tp, None)
+            self._isr_unsure.pop(tp, None)
+        self.offline_partitions[tp] = None
+        return p is not None
 
     def log_dir_event_notification(self) -> tuple[str, bytes]:
         """The path (before ZooKeeper's sequence number) and data of the log dir event

@@ -820,6 +820,146 @@ def test_a_directory_whose_meta_properties_failed_is_offline_from_the_start(
     assert not (small_disk / ".lock").exists()  # not even locked
 
 
+# A partition refused KAFKA_STORAGE_ERROR because its log could not be made (not new while
+# a directory is offline: its log may be there) stays offline until the broker restarts,
+# as Kafka 2.8's becomeLeaderOrFollower marks it (`if (localLog(tp).isEmpty)
+# markPartitionOffline(tp)`). Else a later LeaderAndIsr sending it as new (a reassignment
+# moving the replica back) made a second, empty log of it in a healthy directory, and once
+# the failed one was back the broker could not start (two logs of one partition).
+
+
+def following_state(epoch: int, is_new: bool) -> dict[str, Any]:
+    """A LeaderAndIsr of partition 0 of "t": broker 2 leads, this broker follows."""
+    request = leader_and_isr({0: (epoch, is_new)}, controller_epoch=2)
+    state = request["topic_states"][0]["partition_states"][0]
+    state |= {"leader": 2, "isr": [2], "replicas": [2, BROKER]}
+    return request
+
+
+def stop_replica(partition: int, leader_epoch: int, *, delete: bool) -> dict[str, Any]:
+    request = stop_replica_deleting([partition], leader_epoch)
+    request["topic_states"][0]["partition_states"][0]["delete_partition"] = delete
+    return request
+
+
+def stop_errors(answer: dict[str, Any]) -> dict[int, int]:
+    return {e["partition_index"]: e["error_code"] for e in answer["partition_errors"]}
+
+
+def with_a_record(log_dir: Path) -> None:
+    """Partition 0 of "t" in ``log_dir``, holding one (acknowledged) record."""
+    logs = LogManager([log_dir], CONFIG)
+    logs.get_or_create(TopicPartition(TOPIC, 0)).append_as_leader(
+        build_batch([b"acked"], partition_leader_epoch=0), 0
+    )
+    logs.close()
+
+
+def assert_offline_for_good(rm: ReplicaManager, logs: LogManager) -> None:
+    """Partition 0 is offline: every later request for it is KAFKA_STORAGE_ERROR (a
+    LeaderAndIsr sending it as new included) and no log of it is made."""
+    tp = TopicPartition(TOPIC, 0)
+    assert stop_errors(rm.stop_replicas(stop_replica(0, 6, delete=False))) == {0: STORAGE_ERROR}
+    assert stop_errors(rm.stop_replicas(stop_replica(0, 6, delete=True))) == {0: STORAGE_ERROR}
+    answer = rm.become_leader_or_follower(following_state(8, True))
+    made = logs.get_log(tp)
+    assert errors(answer) == {0: STORAGE_ERROR}, f"a second log made in {made and made.log_dir}"
+    assert made is None
+    # The leader's answer too, were it told to lead: never a log made from nothing.
+    assert errors(
+        rm.become_leader_or_follower(leader_and_isr({0: (9, True)}, controller_epoch=2))
+    ) == {0: STORAGE_ERROR}
+    assert logs.get_log(tp) is None
+    # Produce and fetch answer KAFKA_STORAGE_ERROR, not an unknown partition.
+    assert rm.leader_partition(tp, -1) == (ErrorCode.KAFKA_STORAGE_ERROR, None)
+    assert rm.leader_partition(tp, -1, leader_only=False) == (ErrorCode.KAFKA_STORAGE_ERROR, None)
+    assert rm.append_as_leader(tp, big_batch(), 1)[0] == ErrorCode.KAFKA_STORAGE_ERROR
+    assert tp in rm.offline_partitions
+    assert tp not in rm.partitions
+
+
+def test_a_partition_refused_at_start_for_an_offline_directory_stays_offline(
+    tmp_path: Path,
+) -> None:
+    a, c = tmp_path / "a", tmp_path / "c"
+    with_a_record(a)
+    # Started again with a's meta.properties unreadable (its disk failing): a is offline
+    # from the start, c is healthy.
+    failure = OSError(errno.EIO, "Input/output error")
+    logs = LogManager([a, c], CONFIG, offline_at_start={os.fspath(a): failure})
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        # The controller's LeaderAndIsr of the existing replica: refused, its log may be in a.
+        assert errors(rm.become_leader_or_follower(following_state(5, False))) == {0: STORAGE_ERROR}
+        assert_offline_for_good(rm, logs)
+    finally:
+        rm.close()
+        logs.close()
+    # Directory a readable again: the broker starts, with the one log of the partition.
+    logs = LogManager([a, c], CONFIG)
+    try:
+        kept = logs.get_log(TopicPartition(TOPIC, 0))
+        assert kept is not None
+        assert kept.log_dir == os.fspath(a)
+        assert kept.log_end_offset == 1
+    finally:
+        logs.close()
+
+
+def test_a_partition_loaded_but_not_hosted_when_its_directory_failed_stays_offline(
+    tmp_path: Path,
+) -> None:
+    """A directory failing at run time after the partition's log was loaded from it and
+    before the controller's LeaderAndIsr of it came: the failure handler found nothing
+    hosted there, the log manager dropped the log."""
+    a, c = tmp_path / "a", tmp_path / "c"
+    with_a_record(a)
+    logs = LogManager([a, c], CONFIG)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        loaded = logs.get_log(TopicPartition(TOPIC, 0))
+        assert loaded is not None
+        assert loaded.log_dir == os.fspath(a)
+        logs.dir_failures.maybe_add_offline_log_dir(os.fspath(a), "EIO", OSError(errno.EIO, "EIO"))
+        assert logs.dir_failures.take_next_offline_log_dir(0.1) == os.fspath(a)
+        assert rm.handle_log_dir_failure(os.fspath(a)) == []  # what the handler thread does
+        assert errors(rm.become_leader_or_follower(following_state(5, False))) == {0: STORAGE_ERROR}
+        assert_offline_for_good(rm, logs)
+    finally:
+        rm.close()
+        logs.close()
+
+
+def test_a_hosted_partition_refused_for_its_missing_log_goes_offline_as_the_handler_takes_it(
+    tmp_path: Path,
+) -> None:
+    """A partition still hosted whose log left the log manager with its directory's
+    failure (the handler's own part runs after it takes the hosted partitions, under no
+    lock of this request): refused, it leaves the hosted partitions as the failure handler
+    takes them, its fetcher is told and its waiters answer."""
+    a, c = tmp_path / "a", tmp_path / "c"
+    with_a_record(a)
+    logs = LogManager([a, c], CONFIG)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    stopped: list[tuple[list[TopicPartition], bool]] = []
+    rm.on_stop = lambda tps_, deleted: stopped.append((tps_, deleted))
+    woken: list[Any] = []
+    rm.on_data = lambda data, partitions: woken.append(partitions)
+    try:
+        assert errors(rm.become_leader_or_follower(following_state(5, False))) == {0: 0}
+        assert TopicPartition(TOPIC, 0) in rm.partitions
+        logs.dir_failures.maybe_add_offline_log_dir(os.fspath(a), "EIO", OSError(errno.EIO, "EIO"))
+        logs.handle_log_dir_failure(os.fspath(a))
+        woken.clear()
+        assert errors(rm.become_leader_or_follower(following_state(6, False))) == {0: STORAGE_ERROR}
+        assert stopped == [(tps(0), False)]
+        assert tps(0) in woken
+        assert_offline_for_good(rm, logs)
+    finally:
+        rm.close()
+        logs.close()
+
+
 # --- the follower's fetcher ----------------------------------------------------------------
 
 
