@@ -344,6 +344,11 @@ class KafkaController:
         self._zk_errors_in_a_row = 0
         self._zk_retry_timer: threading.Timer | None = None
         self._sessions_ended = 0
+        # The session (`ZkClient.session_generation`) this broker last registered in: read
+        # here, as the server registers after building the controller (before starting
+        # it), and again by _register_unless_stopping. Elections are held in it only
+        # (refused once it ended), as Kafka's RegisterBrokerAndReelect registers first.
+        self._registered_session = zk.session_generation
         self._last_zk_state = "CONNECTED"
         self._sends_dropped = False  # logged once a term (_send)
         self._state_lock = threading.Lock()
@@ -599,12 +604,17 @@ class KafkaController:
         event.done.set()
 
     def _register_unless_stopping(self) -> int | None:
-        """Register again; None if the broker is stopping (nothing to register any more)."""
+        """Register again; None if the broker is stopping (nothing to register any more).
+        The session is read first: should it end during the registration, the election
+        that follows is refused, and the next session's registration elects."""
+        session = self.zk.session_generation
         try:
-            return self.register_broker()
+            broker_epoch = self.register_broker()
         except RegistrationCancelled:
             log.info("broker %d is stopping: not registering again", self.broker_id)
             return None
+        self._registered_session = session
+        return broker_epoch
 
     def _on_RegisterBrokerAndReelect(self, _event: ev.RegisterBrokerAndReelect) -> None:
         broker_epoch = self._register_unless_stopping()
@@ -700,7 +710,10 @@ class KafkaController:
                 self.state_log.controller_seen(controller_id, "election found a controller")
             self.active_controller_id = controller_id
             return
-        outcome = try_elect(self.zk, self.broker_id)
+        # Only in the session this broker registered in: an event of an ended session
+        # (or one taken before its Expire was queued) would otherwise win the term in the
+        # next before this broker registered there, and the failover would count it dead.
+        outcome = try_elect(self.zk, self.broker_id, session=self._registered_session)
         self.active_controller_id = outcome.controller_id
         if outcome.token is None:
             self.state_log.controller_seen(outcome.controller_id, "lost the election")

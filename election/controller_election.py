@@ -104,7 +104,7 @@ def read_controller(
         return UNKNOWN_CONTROLLER, int(stat.ephemeralOwner)
 
 
-def try_elect(zk: ZkClient, broker_id: int) -> ElectionOutcome:
+def try_elect(zk: ZkClient, broker_id: int, *, session: int | None = None) -> ElectionOutcome:
     """One attempt to become controller. Never raises for a lost race.
 
     A `/controller_epoch` that is not a valid epoch stops the election: no broker can know
@@ -113,11 +113,15 @@ def try_elect(zk: ZkClient, broker_id: int) -> ElectionOutcome:
     a watch is left on it (the controller retries when it changes: `zk_handlers.
     controller_epoch_change`), and the outcome says there is no controller.
 
-    The term won is bound to the session the attempt started in: the election multi is
-    refused (SessionExpiredError) if that session ended before it was sent, so a term
-    is never won in a session other than its token's.
+    The term won is bound to ``session`` (a `session_generation`; None: the one the
+    attempt started in): the election multi is refused (SessionExpiredError) if that
+    session ended before it was sent, so a term is never won in a session other than its
+    token's. The controller passes the session this broker last registered in: kazoo
+    opens the next session at once, and a term won there before the broker registered
+    again would have its failover count the broker dead.
     """
-    session = zk.session_generation
+    if session is None:
+        session = zk.session_generation
     try:
         current = read_controller_epoch(zk)
     except MalformedZnode as e:
