@@ -35,7 +35,7 @@ _TYPES = {
 }
 
 # Broker keys a topic key's synonym falls back to when unset (broker/config.py resolves
-# them): any of them set in the broker's file makes the default the broker's.
+# them; Kafka 2.8's DynamicBrokerConfig.brokerConfigSynonyms lists them the same way).
 _FALLBACKS = {
     "log.retention.ms": ("log.retention.minutes", "log.retention.hours"),
     "log.roll.ms": ("log.roll.hours",),
@@ -79,30 +79,45 @@ def _sensitive(name: str) -> bool:
 def topic_entries(broker: BrokerConfig | None, overrides: Mapping[str, str]) -> list[ConfigEntry]:
     """A topic's configs: its own overrides, else the broker's value of each key's
     synonym (from the broker's file, or Kafka's default). Each lists the values beneath
-    it, as Kafka's synonyms do: the topic's, the broker keys set in its file, the default."""
+    it, as Kafka's synonyms do: the topic's, then ``_broker_synonyms``."""
     originals = broker.originals if broker is not None else {}
     entries: list[ConfigEntry] = []
     for key, resolved in topic_config_defaults(broker).items():
         definition = TOPIC_CONFIGS[key]
-        below: list[tuple[str, str | None, int]] = []
-        if key in overrides:
-            below.append((key, overrides[key], TOPIC_CONFIG))
-        chain = _chain(definition.synonym)
-        static = [(k, originals[k], STATIC_BROKER_CONFIG) for k in chain if k in originals]
-        below += static
-        with_default = [k for k in chain if BROKER_CONFIGS[k].default is not None]
-        if with_default:
-            k = with_default[-1]
-            below.append((k, config_text(BROKER_CONFIGS[k].default), DEFAULT_CONFIG))
+        below = _broker_synonyms(definition.synonym, originals)
         value: str | None
         if key in overrides:
             value, source = overrides[key], TOPIC_CONFIG
+            below = [(key, value, TOPIC_CONFIG), *below]
         else:
-            # The synonym as the broker resolved it (log.retention.hours -> retention.ms).
+            # The synonym as the broker resolved it (log.retention.hours -> retention.ms),
+            # whatever source is answered (Kafka's LogConfig value).
             value = config_text(resolved)
-            source = STATIC_BROKER_CONFIG if static else DEFAULT_CONFIG
+            source = below[0][2] if below else DEFAULT_CONFIG
         entries.append(_entry(definition, value, source, tuple(below), read_only=False))
     return entries
+
+
+def _broker_synonyms(
+    synonym: str | None, originals: Mapping[str, str]
+) -> list[tuple[str, str | None, int]]:
+    """The broker values beneath a topic key, as Kafka 2.8's ConfigHelper.configSynonyms
+    lists them: each of the chain's keys set in the broker's file, then each one's Kafka
+    default, then dropWhile(name != synonym). The fallback-only keys' synonyms
+    (log.retention.ms, log.roll.ms, ...) have no default, so unless the key itself is set
+    the whole list goes: the topic key is DEFAULT_CONFIG (kafka-topics.sh does not show it
+    as an override) even when log.retention.hours is in the broker's file."""
+    chain = _chain(synonym)
+    found: list[tuple[str, str | None, int]] = [
+        (k, originals[k], STATIC_BROKER_CONFIG) for k in chain if k in originals
+    ]
+    found += [
+        (k, config_text(BROKER_CONFIGS[k].default), DEFAULT_CONFIG)
+        for k in chain
+        if BROKER_CONFIGS[k].default is not None
+    ]
+    names = [name for name, _v, _s in found]
+    return found[names.index(synonym) :] if synonym in names else []
 
 
 def _chain(synonym: str | None) -> tuple[str, ...]:
