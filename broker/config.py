@@ -76,6 +76,7 @@ __all__ = [
     "parse_overrides",
     "parse_properties",
     "parse_topic_config_args",
+    "parse_topic_value",
     "topic_config_as_stored",
     "topic_config_defaults",
     "topic_override_bool",
@@ -1756,6 +1757,12 @@ def topic_override_bool(overrides: Mapping[str, object], key: str, default: bool
     except ValueError:
         return default
     return value if isinstance(value, bool) else default
+
+
+def parse_topic_value(key: str, raw: str) -> Any:
+    """A topic override's typed value as ConfigDef parses it (trimmed; a boolean in any
+    case; a list split at commas), unvalidated; ValueError if it does not parse."""
+    return _parse_typed(TOPIC_CONFIGS[key], raw)
 
 
 def topic_config_defaults(broker: BrokerConfig | None = None) -> dict[str, Any]:

@@ -4,8 +4,10 @@ and its documentation. Pure functions over broker/config.py's tables."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from broker.config import (
@@ -15,6 +17,7 @@ from broker.config import (
     BrokerConfig,
     ConfigDef,
     ConfigType,
+    parse_topic_value,
     topic_config_defaults,
 )
 
@@ -69,7 +72,36 @@ def config_text(value: Any) -> str | None:
         return "true" if value else "false"
     if isinstance(value, tuple | list):
         return ",".join(map(str, value))
+    if isinstance(value, float):
+        return _java_double(value)
     return str(value)
+
+
+def _java_double(value: float) -> str:
+    """Java's Double.toString (ConfigDef.convertToString of a DOUBLE): plain from 10^-3 to
+    10^7, else d.dddE<exponent>."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(value)  # "0.5", "-0.0", "1234.0": Python's shortest digits, as Java's
+    shortest = Decimal(repr(value))
+    digits = "".join(map(str, shortest.as_tuple().digits)).rstrip("0")
+    sign = "-" if value < 0 else ""
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{shortest.adjusted()}"
+
+
+def _override_text(key: str, stored: str) -> str:
+    """A topic override as Kafka 2.8's createTopicConfigEntry answers it: convertToString
+    of the value LogConfig parsed ("TRUE" is "true", "0.50" is "0.5", "delete, compact" is
+    "delete,compact"). One that does not parse (stored by another tool; Kafka would fail
+    the whole resource) is answered as stored."""
+    try:
+        text = config_text(parse_topic_value(key, stored))
+    except ValueError:
+        return stored
+    return stored if text is None else text
 
 
 def _sensitive(name: str) -> bool:
@@ -87,7 +119,7 @@ def topic_entries(broker: BrokerConfig | None, overrides: Mapping[str, str]) -> 
         below = _broker_synonyms(definition.synonym, originals)
         value: str | None
         if key in overrides:
-            value, source = overrides[key], TOPIC_CONFIG
+            value, source = _override_text(key, overrides[key]), TOPIC_CONFIG
             below = [(key, value, TOPIC_CONFIG), *below]
         else:
             # The synonym as the broker resolved it (log.retention.hours -> retention.ms),

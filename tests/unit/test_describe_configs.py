@@ -131,3 +131,68 @@ def test_a_key_whose_broker_synonym_has_a_default_keeps_it() -> None:
         DEFAULT_CONFIG,
         [("log.segment.bytes", str(2**30), DEFAULT_CONFIG)],
     )
+
+
+# --- a topic override as Kafka parses it: createTopicConfigEntry's convertToString --------
+
+
+def test_a_topic_override_is_answered_as_kafka_parses_it() -> None:
+    """Kafka 2.8's createTopicConfigEntry answers ConfigDef.convertToString of the parsed
+    LogConfig value (for the entry and its TOPIC_CONFIG synonym): a stored "TRUE" (which
+    kafka-configs.sh and CreateTopics accept: ConfigDef's boolean ignores case) is "true",
+    a stored "0.50" ratio is "0.5"."""
+    rows = describe(
+        [], {"unclean.leader.election.enable": "TRUE", "min.cleanable.dirty.ratio": "0.50"}
+    )
+    assert answer(rows["unclean.leader.election.enable"]) == (
+        "true",
+        TOPIC_CONFIG,
+        [
+            ("unclean.leader.election.enable", "true", TOPIC_CONFIG),
+            ("unclean.leader.election.enable", "false", DEFAULT_CONFIG),
+        ],
+    )
+    assert answer(rows["min.cleanable.dirty.ratio"]) == (
+        "0.5",
+        TOPIC_CONFIG,
+        [
+            ("min.cleanable.dirty.ratio", "0.5", TOPIC_CONFIG),
+            ("log.cleaner.min.cleanable.ratio", "0.5", DEFAULT_CONFIG),
+        ],
+    )
+
+
+def test_each_type_of_override_is_answered_in_kafkas_text() -> None:
+    """A LIST is split at commas with the whitespace around them (ConfigDef's
+    COMMA_WITH_WHITESPACE) and joined with ","; a long is Long.toString of what
+    Long.parseLong read; a string is trimmed; a double is Double.toString's (scientific
+    below 10^-3)."""
+    overrides = {
+        "cleanup.policy": "delete, compact",
+        "leader.replication.throttled.replicas": "0:1 , 1:2",
+        "retention.ms": " +0100 ",
+        "compression.type": " gzip ",
+        "preallocate": "False",
+        "min.cleanable.dirty.ratio": "0.0001",
+        "segment.bytes": "01048576",
+        "follower.replication.throttled.replicas": " ",
+    }
+    rows = describe([], overrides)
+    got = {k: (rows[k]["value"], synonyms(rows[k])[0][1]) for k in overrides}
+    assert got["follower.replication.throttled.replicas"] == ("", "")  # an empty list
+    assert got["cleanup.policy"] == ("delete,compact", "delete,compact")
+    assert got["leader.replication.throttled.replicas"] == ("0:1,1:2", "0:1,1:2")
+    assert got["retention.ms"] == ("100", "100")
+    assert got["compression.type"] == ("gzip", "gzip")
+    assert got["preallocate"] == ("false", "false")
+    assert got["min.cleanable.dirty.ratio"] == ("1.0E-4", "1.0E-4")
+    assert got["segment.bytes"] == ("1048576", "1048576")
+
+
+def test_an_override_stored_unparsable_is_answered_as_stored() -> None:
+    """Another tool may have stored a value Kafka's LogConfig could not parse (Kafka 2.8
+    fails the whole resource); here it is answered as stored, the rest as usual."""
+    rows = describe([], {"retention.ms": "soon", "preallocate": "maybe", "segment.ms": "1"})
+    assert answer(rows["retention.ms"]) == ("soon", TOPIC_CONFIG, [("retention.ms", "soon", 1)])
+    assert rows["preallocate"]["value"] == "maybe"
+    assert rows["segment.ms"]["value"] == "1"
