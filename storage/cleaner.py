@@ -29,10 +29,11 @@ One cleaning of a log:
    meanwhile. A log deleted or set aside loses its entry before its directory is renamed
    (``forget``, which first aborts a cleaning of it under way and waits for it to stop,
    as Kafka's abortCleaning: it stops before the next batch it would read, for the
-   offset map or the copy), and a truncation lowers it to the log's active segment's
-   base offset (``maybe_truncate_checkpoint``; ``LogManager`` calls both, as Kafka's
-   does): what is written again at truncated offsets, or by another log of the
-   partition, was never cleaned. At start-up (``reconcile``) the entries naming no log
+   offset map or the copy; ``abort_cleaning`` does the same, keeping the entry, for a
+   log whose ``cleanup.policy`` leaves compact), and a truncation lowers it to the log's
+   active segment's base offset (``maybe_truncate_checkpoint``; ``LogManager`` calls
+   these, as Kafka's does): what is written again at truncated offsets, or by another
+   log of the partition, was never cleaned. At start-up (``reconcile``) the entries naming no log
    of their directory go, and those past their log's end are lowered.
 
 Offsets are never changed, so replicas clean on their own (as in Kafka) and agree on
@@ -323,7 +324,8 @@ def clean(
 ) -> CleaningResult:
     """Clean a surveyed log (see clean_log). A truncation of the log since the survey,
     or a segment it dropped, makes the next run's swap refuse: the cleaning ends there,
-    incomplete. ``aborted()`` true (the log is being deleted) ends it at once, before
+    incomplete. ``aborted()`` true (the log is being deleted, or its
+    policy left compact) ends it at once, before
     the next segment or batch is read, in the offset map's build or the copy, its run's
     cleaned files removed (Kafka's checkDone, for each segment and read buffer): the
     deletion waits for one batch, not for the whole map build."""
@@ -533,8 +535,10 @@ class LogCleaner:
         # The logs being cleaned, each with its cleaning's thread; notified when one ends.
         self._in_progress: dict[tuple[str, int], int] = {}
         self._cleaning_ended = threading.Condition(self._lock)
-        # The logs being deleted or set aside whose cleaning under way is to stop.
-        self._aborting: dict[tuple[str, int], PartitionLog] = {}
+        # The logs whose cleaning under way is to stop (being deleted or set aside, or
+        # their cleanup.policy no longer compact): one entry for each caller waiting for
+        # it. Tuples, replaced whole: the cleaning reads them without the lock.
+        self._aborting: dict[tuple[str, int], tuple[PartitionLog, ...]] = {}
         self._checkpoints: dict[str, dict[tuple[str, int], int]] = {}
         # The logs whose cleaning failed other than by an I/O error (Kafka's
         # uncleanablePartitions): skipped while that very log object is the partition's.
@@ -603,22 +607,50 @@ class LogCleaner:
         cleaned up to there, even after a crash in the deletion. Its last result and
         uncleanable mark go too. OSError if the file cannot be written."""
         key = (partition_log.topic, partition_log.partition)
-        me = threading.get_ident()
         with self._lock:
-            self._aborting[key] = partition_log
-            try:
-                # Not a cleaning in this very thread (a deletion from inside it): that
-                # one records nothing either, its log being no longer the partition's.
-                while self._in_progress.get(key, me) != me:
-                    self._cleaning_ended.wait()
-            finally:
-                del self._aborting[key]
+            # Not a cleaning in this very thread (a deletion from inside it): that one
+            # records nothing either, its log being no longer the partition's.
+            self._abort_locked([partition_log])
             if self._uncleanable.get(key) is partition_log:
                 del self._uncleanable[key]
             self.last_results.pop(key, None)
             entries = self._entries_locked(partition_log.log_dir)
             if entries.pop(key, None) is not None:
                 self._write_locked(partition_log.log_dir, entries)
+
+    def abort_cleaning(self, partition_logs: Iterable[PartitionLog]) -> None:
+        """These logs' ``cleanup.policy`` no longer holds compact: a cleaning of any of them
+        under way is stopped and waited for, as ``forget``'s (its ``.cleaned`` files
+        removed; nothing it cleaned is swapped in once this returns), and their checkpoint
+        entries stay where the last complete cleaning put them (Kafka 3.1's
+        updateTopicConfig calling abortCleaning, KAFKA-12840: abortAndPauseCleaning, then
+        resumeCleaning; doneCleaning records nothing for an aborted cleaning). Not a
+        cleaning in this very thread, which stops by itself (``_clean``'s ``aborted``).
+        The caller must hold no lock a cleaning takes (the log manager's: ``_record``
+        reads the compacted logs under this cleaner's lock)."""
+        partition_logs = list(partition_logs)
+        if partition_logs:
+            with self._lock:
+                self._abort_locked(partition_logs)
+
+    def _abort_locked(self, partition_logs: Sequence[PartitionLog]) -> None:
+        """Under ``_lock``: mark these logs' cleanings to stop, wait until none of their
+        partitions is being cleaned by another thread, then take the marks back."""
+        me = threading.get_ident()
+        keys = [(each.topic, each.partition) for each in partition_logs]
+        for key, partition_log in zip(keys, partition_logs, strict=True):
+            self._aborting[key] = (*self._aborting.get(key, ()), partition_log)
+        try:
+            while any(self._in_progress.get(key, me) != me for key in keys):
+                self._cleaning_ended.wait()
+        finally:
+            for key, partition_log in zip(keys, partition_logs, strict=True):
+                marks = list(self._aborting[key])
+                del marks[next(i for i, each in enumerate(marks) if each is partition_log)]
+                if marks:
+                    self._aborting[key] = tuple(marks)
+                else:
+                    del self._aborting[key]
 
     def maybe_truncate_checkpoint(self, partition_log: PartitionLog) -> None:
         """After a truncation of ``partition_log``: its checkpoint is lowered to its active
@@ -733,8 +765,12 @@ class LogCleaner:
         due.sort(key=lambda each: each.ratio, reverse=True)
         with self._lock:
             for to_clean in due:
-                if (  # another thread may have won it, or a deletion be aborting it
-                    to_clean.key not in self._in_progress and to_clean.key not in self._aborting
+                if (  # another thread may have won it, or a deletion be aborting it, or
+                    # its policy have left compact since the survey (abort_cleaning, which
+                    # found nothing to abort then: the config changes before it locks)
+                    to_clean.key not in self._in_progress
+                    and to_clean.key not in self._aborting
+                    and to_clean.log.config.compact
                 ):
                     self._in_progress[to_clean.key] = threading.get_ident()
                     return to_clean
@@ -761,7 +797,11 @@ class LogCleaner:
         partition_log = to_clean.log
 
         def aborted() -> bool:
-            return self._aborting.get(to_clean.key) is partition_log
+            # Its policy no longer compact stops it too, even when the change comes from
+            # this very thread (abort_cleaning does not wait for it).
+            return not partition_log.config.compact or any(
+                each is partition_log for each in self._aborting.get(to_clean.key, ())
+            )
 
         try:
             result = clean(
@@ -789,7 +829,7 @@ class LogCleaner:
                 result.segments_before,
                 result.segments_after,
                 result.seconds,
-                "" if result.complete else " (stopped: the log moved)",
+                "" if result.complete else " (stopped: the log moved or the cleaning was aborted)",
             )
             return result
         except (OSError, KafkaStorageError) as exc:
@@ -807,13 +847,15 @@ class LogCleaner:
         self, partition_log: PartitionLog, *, force: bool = False
     ) -> CleaningResult | None:
         """Clean this log now if it is due (``force``: if anything is dirty); None if it
-        was not, another thread is cleaning it, or it is marked uncleanable."""
+        was not, another thread is cleaning it, it is marked uncleanable, or its policy is
+        not compact."""
         key = (partition_log.topic, partition_log.partition)
         with self._lock:
             if (
                 key in self._in_progress
                 or key in self._aborting
                 or self._uncleanable.get(key) is partition_log
+                or not partition_log.config.compact
             ):
                 return None
             self._in_progress[key] = threading.get_ident()

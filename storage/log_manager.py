@@ -609,10 +609,17 @@ class LogManager:
 
     def update_topic_config(self, topic: str, config: LogConfig | TopicConfig) -> int:
         """Every log of ``topic`` takes its new config (Kafka's updateTopicConfig): segments
-        roll, retention deletes and flushes go by it from now on. Returns how many logs."""
+        roll, retention deletes and flushes go by it from now on. A log whose policy leaves
+        compact (``compact`` or ``compact,delete`` to ``delete``) has a cleaning of it
+        under way aborted and waited for, its checkpoint kept (Kafka 3.1's, KAFKA-12840:
+        Kafka 2.8 let it go on and swap in its cleaned segments, dropping records of a
+        topic that had become delete-only). Returns how many logs."""
         log_config = _as_log_config(config)
         with self._lock:
             logs = [(tp, plog) for tp, plog in self._logs.items() if tp.topic == topic]
+            leaving_compact = [
+                plog for _tp, plog in logs if plog.config.compact and not log_config.compact
+            ]
             for tp, partition_log in logs:
                 partition_log.config = log_config
                 if log_config.flush_ms != LONG_MAX:
@@ -623,6 +630,10 @@ class LogManager:
                     self._compacted[tp] = partition_log
                 else:
                     self._compacted.pop(tp, None)
+        # After the config changed (a cleaning claimed from now on sees it) and outside
+        # self._lock, which a cleaning takes under the cleaner's lock (_record reads the
+        # compacted logs): the wait is for the batch a cleaning is reading, at most.
+        self.cleaner.abort_cleaning(leaving_compact)
         return len(logs)
 
     @property
