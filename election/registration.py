@@ -111,7 +111,7 @@ def register_broker(
             raise RegistrationCancelled(f"asked to stop while registering {path}: {e}") from e
 
     def watch_gone(gone: threading.Event) -> ZnodeStat | None:
-        return zk.kazoo.exists(path, watch=lambda _event: gone.set())
+        return zk.exists(path, watcher=lambda _event: gone.set())
 
     while True:
         try:

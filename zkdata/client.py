@@ -517,7 +517,8 @@ class ZkClient:
         self, fn: Callable[[], T], *, cancelled: threading.Event | None = None
     ) -> T:
         """``fn()``, called again once connected each time it fails for want of a
-        connection (ConnectionLoss, SessionExpiredError, OperationTimeoutError), as Kafka's
+        connection (ConnectionLoss, SessionExpiredError, OperationTimeoutError: no answer
+        within the session timeout, ``_answer``), as Kafka's
         ZooKeeperClient retries requests until connected: for steps that are safe to
         repeat (idempotent reads and creates) and that must not fail a broker's start-up
         over a ZooKeeper blip. ``cancelled`` set: CancelledWhileDisconnected."""
@@ -564,6 +565,23 @@ class ZkClient:
             except Exception:
                 log.exception("watch handler for %s failed", event.path)
 
+    # --- answers ----------------------------------------------------------------------
+
+    def _answer(self, result: Any) -> Any:
+        """What ZooKeeper answered a request, waiting at most a session timeout: else
+        OperationTimeoutError. kazoo holds a request made while its connection is down
+        until it is back or the session is declared expired (its own sync calls wait for
+        good meanwhile), so an unbounded wait would keep a controller's event thread
+        from its resignation for as long as ZooKeeper is out of reach (items 2 and 35 of
+        docs/architecture.md). The request may still be sent, and applied, once the
+        connection is back: the error is a lost answer's, as ConnectionLoss is."""
+        try:
+            return result.get(timeout=self.session_timeout_ms / 1000)
+        except KazooTimeoutError as e:  # the timeout_exception of kazoo's threading handler
+            raise OperationTimeoutError(
+                f"no answer from ZooKeeper within the session timeout, {self.session_timeout_ms} ms"
+            ) from e
+
     # --- single reads -----------------------------------------------------------------
 
     def get(self, path: str, *, watch: bool = False) -> tuple[bytes, ZnodeStat] | None:
@@ -575,7 +593,9 @@ class ZkClient:
         moment the controller deleted the last one)."""
         while True:
             try:
-                data, stat = self.kazoo.get(path, watch=self._dispatch if watch else None)
+                data, stat = self._answer(
+                    self.kazoo.get_async(path, watch=self._dispatch if watch else None)
+                )
             except NoNodeError:
                 if watch and self.exists(path, watch=True) is not None:
                     continue  # created meanwhile
@@ -612,9 +632,19 @@ class ZkClient:
             f"no answer from ZooKeeper for {path} within {timeout_s * 1000:.0f} ms"
         )
 
-    def exists(self, path: str, *, watch: bool = False) -> ZnodeStat | None:
-        stat: ZnodeStat | None = self.kazoo.exists(path, watch=self._dispatch if watch else None)
-        if watch:
+    def exists(
+        self,
+        path: str,
+        *,
+        watch: bool = False,
+        watcher: Callable[[WatchedEvent], None] | None = None,
+    ) -> ZnodeStat | None:
+        """The znode's stat, or None. ``watcher``: a one-shot callback of the caller's own
+        instead of the path's handlers (not armed again after a reconnection)."""
+        if watcher is None and watch:
+            watcher = self._dispatch
+        stat: ZnodeStat | None = self._answer(self.kazoo.exists_async(path, watch=watcher))
+        if watcher == self._dispatch:  # bound methods: equal, never the same object
             self._note_watched(path, stat is not None)
         return stat
 
@@ -622,7 +652,11 @@ class ZkClient:
         """Children of a znode, or None if it does not exist (watched as ``get`` does)."""
         while True:
             try:
-                return list(self.kazoo.get_children(path, watch=self._dispatch if watch else None))
+                return list(
+                    self._answer(
+                        self.kazoo.get_children_async(path, watch=self._dispatch if watch else None)
+                    )
+                )
             except NoNodeError:
                 if watch and self.exists(path, watch=True) is not None:
                     continue  # created meanwhile
@@ -655,7 +689,7 @@ class ZkClient:
         def results() -> list[Any]:
             out: list[Any] = []
             for result in pending:
-                out.extend(result.get(timeout=self.session_timeout_ms / 1000))
+                out.extend(self._answer(result))
             return out
 
         return results
@@ -668,7 +702,7 @@ class ZkClient:
         out: list[Any] = []
         for path, result in zip(path_list, pending, strict=True):
             try:
-                out.append(result.get(timeout=self.session_timeout_ms / 1000))
+                out.append(self._answer(result))
                 if op != _GET_CHILDREN:
                     self._note_watched(path, True)
             except NoNodeError as e:
@@ -732,7 +766,7 @@ class ZkClient:
 
     def ensure_paths(self, path_list: Iterable[str]) -> None:
         for path in path_list:
-            self.kazoo.ensure_path(path)
+            self._answer(self.kazoo.ensure_path_async(path))
 
     def create(
         self,
@@ -743,23 +777,26 @@ class ZkClient:
         sequential: bool = False,
         make_parents: bool = False,
     ) -> tuple[str, ZnodeStat]:
-        created, stat = self.kazoo.create(
-            path,
-            data,
-            ephemeral=ephemeral,
-            sequence=sequential,
-            makepath=make_parents,
-            include_data=True,
+        created, stat = self._answer(
+            self.kazoo.create_async(
+                path,
+                data,
+                ephemeral=ephemeral,
+                sequence=sequential,
+                makepath=make_parents,
+                include_data=True,
+            )
         )
         return str(created), stat
 
     def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
-        return self.kazoo.set(path, data, version=version)
+        stat: ZnodeStat = self._answer(self.kazoo.set_async(path, data, version=version))
+        return stat
 
-    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> bool:
+    def delete(self, path: str, version: int = -1) -> bool:
         """Delete a znode; False if it was already gone."""
         try:
-            self.kazoo.delete(path, version=version, recursive=recursive)
+            self._answer(self.kazoo.delete_async(path, version=version))
         except NoNodeError:
             return False
         return True
@@ -768,7 +805,7 @@ class ZkClient:
         """One atomic multi; a result or an error per op (errors are returned, not raised).
         ``session``: applied only in that session (`session_generation`), else
         SessionExpiredError is raised."""
-        return list(self._multi_async(ops, session).get(timeout=self.session_timeout_ms / 1000))
+        return list(self._answer(self._multi_async(ops, session)))
 
     def _multi_async(self, ops: Sequence[WriteOp], session: int | None = None) -> Any:
         out = bytearray()
@@ -931,9 +968,8 @@ class ZkClient:
 
         results: list[list[OpResult] | None] = [None] * len(items)
         retry_alone: list[int] = []
-        timeout = self.session_timeout_ms / 1000
         for group, async_result in pending:
-            res = list(async_result.get(timeout=timeout))
+            res = list(self._answer(async_result))
             if fenced:
                 self._raise_if_fenced(res)
             check_failed = bool(prefix) and is_own_failure(res[0])
@@ -955,7 +991,7 @@ class ZkClient:
             fenced_res: list[OpResult] | None = None
             try:
                 for i, async_result in alone:
-                    res = list(async_result.get(timeout=timeout))
+                    res = list(self._answer(async_result))
                     if fenced:
                         try:
                             self._raise_if_fenced(res)

@@ -30,21 +30,20 @@ def clients(zk_connect: str) -> Iterator[tuple[ZkClient, ZkClient]]:
 
 def race_creation(watcher: ZkClient, admin: ZkClient, method: str) -> None:
     """Make the watcher's next read miss a znode the admin creates just after it."""
-    real = getattr(watcher.kazoo, method)
+    real = getattr(watcher.kazoo, f"{method}_async")
     calls = {"n": 0}
 
     def read_then_lose_the_race(path: str, watch: Any = None) -> Any:
         calls["n"] += 1
+        answer = real(path, watch=watch)
         if calls["n"] == 1:
-            try:
-                return real(path, watch=watch)
-            finally:
-                admin.create(PATH, b'{"version":1,"partitions":[]}', make_parents=True)
-        return real(path, watch=watch)
+            answer.wait(10)
+            admin.create(PATH, b'{"version":1,"partitions":[]}', make_parents=True)
+        return answer
 
     # The first read finds nothing (the znode does not exist yet); the znode appears
     # before the exists watch is set, as when an admin tool re-creates it at once.
-    setattr(watcher.kazoo, method, read_then_lose_the_race)
+    setattr(watcher.kazoo, f"{method}_async", read_then_lose_the_race)
 
 
 @pytest.mark.parametrize("method", ["get", "get_children"])

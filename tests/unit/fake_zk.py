@@ -107,7 +107,13 @@ class FakeZk:
         self._maybe_fail()
         return self.nodes.get(path)
 
-    def exists(self, path: str, *, watch: bool = False) -> ZnodeStat | None:
+    def exists(
+        self,
+        path: str,
+        *,
+        watch: bool = False,
+        watcher: Callable[[WatchedEvent], None] | None = None,
+    ) -> ZnodeStat | None:
         self._maybe_fail()
         got = self.nodes.get(path)
         return None if got is None else got[1]
@@ -159,7 +165,7 @@ class FakeZk:
         self._maybe_fail()
         return self._apply(SetData(path, data, version))  # type: ignore[no-any-return]
 
-    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> bool:
+    def delete(self, path: str, version: int = -1) -> bool:
         """False if it was already gone (as ZkClient.delete)."""
         self._maybe_fail()
         try:

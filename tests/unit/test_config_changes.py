@@ -114,7 +114,7 @@ class ChangesZk:
             return None
         return got[0], ZnodeStat(1, 1, got[1], got[1], 0, 0, 0, 0, len(got[0]), 0, 1)
 
-    def delete(self, path: str, version: int = -1, *, recursive: bool = False) -> None:
+    def delete(self, path: str, version: int = -1) -> None:
         self.nodes.pop(path, None)
 
 
@@ -217,10 +217,10 @@ def test_a_purge_that_fails_is_logged_once_and_holds_no_other_back(
     delete = zk.delete
     refused = [first]
 
-    def refusing(path: str, version: int = -1, *, recursive: bool = False) -> bool:
+    def refusing(path: str, version: int = -1) -> bool:
         if path in refused:
             raise NoAuthError()
-        return delete(path, version, recursive=recursive)
+        return delete(path, version)
 
     zk.delete = refusing  # type: ignore[method-assign]
     listener = listening(cast(Any, zk), lambda _topic: None)

@@ -182,6 +182,7 @@ class PackingZk(FakeZk):
     _multi_batched = ZkClient._multi_batched
     _packed = staticmethod(ZkClient._packed)
     _raise_if_fenced = staticmethod(ZkClient._raise_if_fenced)
+    _answer = ZkClient._answer
     after_multi: Any = None
 
     def _multi_async(self, ops: Any, session: int | None = None) -> _Answered:

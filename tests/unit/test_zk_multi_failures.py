@@ -195,6 +195,7 @@ def test_a_packed_multi_failing_on_its_last_item_retries_the_items_before_it() -
             "_multi_batched": ZkClient._multi_batched,
             "_packed": staticmethod(ZkClient._packed),
             "_raise_if_fenced": staticmethod(ZkClient._raise_if_fenced),
+            "_answer": ZkClient._answer,
             "_multi_async": lambda self, ops, session=None: Answer(self.multi(ops)),
         },
     )
