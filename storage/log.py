@@ -872,14 +872,16 @@ class PartitionLog:
         and the log end offset. Reads stay within one segment, as Kafka's do. The answer
         also says how far the readable end is (ReadInfo.bytes_to_end, counted exactly up to
         ``count_to``: past what the read saw, through the offset index, not a scan).
-        OffsetOutOfRangeError outside [log start offset, log end offset]."""
+        OffsetOutOfRangeError outside [log start offset, log end offset], and below the
+        first segment (Kafka 2.8's floorEntry: the log start read here may predate a
+        change of the segments read before it, a full truncation's)."""
         segments = self._segments
         leo = self._leo
         log_start = self._log_start
-        if start_offset < log_start or start_offset > leo:
+        index = bisect.bisect_right(segments, start_offset, key=_BASE_OFFSET) - 1
+        if start_offset < log_start or start_offset > leo or index < 0:
             raise OffsetOutOfRangeError(start_offset, log_start, leo)
         limit = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
-        index = max(bisect.bisect_right(segments, start_offset, key=_BASE_OFFSET) - 1, 0)
         try:
             while start_offset < limit and index < len(segments):
                 segment = segments[index]
@@ -1132,11 +1134,15 @@ class PartitionLog:
                 break
             count += 1
         if count:
-            doomed = segments[:count]
-            self._publish(segments[count:])
-            self._remove_segments(doomed)
-            self._log_start = max(self._log_start, self._segments[0].base_offset)
+            doomed, kept = segments[:count], segments[count:]
+            # The log start moves before the shorter list is published: a lock-free
+            # reader takes the segments, then the start, so one that sees the new list
+            # sees the new start too (ListOffsets EARLIEST, a fetch's range check), and
+            # an offset of a doomed segment is out of range, not the next one's records.
+            self._log_start = max(self._log_start, kept[0].base_offset)
             self.epoch_cache.truncate_from_start(self._log_start)
+            self._publish(kept)
+            self._remove_segments(doomed)
         return count
 
     def _remove_segments(self, doomed: Sequence[LogSegment]) -> None:
