@@ -283,6 +283,36 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+Retainable = Callable[[LogSegment, LogSegment | None], bool]
+"""A retention rule: whether a segment (given the next one, None for the active segment)
+may be deleted."""
+
+
+def deletable_segments(
+    segments: Sequence[LogSegment],
+    high_watermark: int,
+    log_end_offset: int,
+    predicate: Retainable,
+) -> int:
+    """How many of the oldest segments retention deletes (Kafka 2.8's
+    Log.deletableSegments): while ``predicate`` holds, each wholly below the high
+    watermark (its end: the next segment's base, the log end for the active one, so the
+    log start never passes the high watermark). The active segment may be among them,
+    unless it is empty (it would only be made again)."""
+    count = 0
+    for i, segment in enumerate(segments):
+        following = segments[i + 1] if i + 1 < len(segments) else None
+        end = log_end_offset if following is None else following.base_offset
+        if (
+            high_watermark < end
+            or (following is None and segment.size == 0)
+            or not predicate(segment, following)
+        ):
+            break
+        count += 1
+    return count
+
+
 def _check_keys(
     records: bytearray | memoryview, info: BatchesInfo, where: str, max_size: int
 ) -> None:
@@ -1093,9 +1123,11 @@ class PartitionLog:
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention: delete the oldest segments past ``retention.ms`` (by their largest
         timestamp), then those past ``retention.bytes``, then those wholly below the log
-        start offset. Never the active segment, never a segment holding offsets at or
-        above the high watermark. The log start offset moves up to the first segment
-        left. Returns the number of segments deleted."""
+        start offset (``deletable_segments``: never a segment holding offsets at or
+        above the high watermark). The active segment goes too, once every record is
+        below the high watermark: a new one is rolled at the log end first. The log
+        start offset moves up to the first segment left. Returns the number of segments
+        deleted."""
         now = self._time_ms() if now_ms is None else now_ms
         with self._lock:
             self._check_open()
@@ -1110,7 +1142,7 @@ class PartitionLog:
                 if config.delete_enabled and config.retention_bytes >= 0:
                     excess = sum(s.size for s in self._segments) - config.retention_bytes
 
-                    def over(segment: LogSegment, _next: LogSegment) -> bool:
+                    def over(segment: LogSegment, _next: LogSegment | None) -> bool:
                         nonlocal excess
                         if excess - segment.size >= 0:
                             excess -= segment.size
@@ -1120,19 +1152,23 @@ class PartitionLog:
                     if excess > 0:
                         deleted += self._delete_while(over)
                 log_start = self._log_start
-                deleted += self._delete_while(lambda _s, nxt: nxt.base_offset <= log_start)
+                deleted += self._delete_while(
+                    lambda _s, nxt: nxt is not None and nxt.base_offset <= log_start
+                )
                 return deleted
             except OSError as exc:
                 raise self._failed("retention of", exc) from exc
 
-    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
+    def _delete_while(self, predicate: Retainable) -> int:
         segments = self._segments
-        count = 0
-        while count + 1 < len(segments):
-            segment, following = segments[count], segments[count + 1]
-            if following.base_offset > self._hw or not predicate(segment, following):
-                break
-            count += 1
+        count = deletable_segments(segments, self._hw, self._leo, predicate)
+        if count == len(segments):
+            # Kafka's deleteSegments: a log always has a segment, so an empty one is
+            # rolled at the log end (an append's roll: under the lock) before the last
+            # goes, and the log start moves there. Else an idle partition kept its last
+            # records for ever: nothing rolls a segment but an append.
+            self._roll_locked(self._leo)
+            segments = self._segments
         if count:
             doomed, kept = segments[:count], segments[count:]
             # The log start moves before the shorter list is published: a lock-free

@@ -147,3 +147,143 @@ def test_reads_beside_retention_never_skip_forward(tmp_path: Path) -> None:
         scheduler.drain_one_offs()
     assert outcomes.get("ok"), outcomes
     assert not bad, (bad[:5], outcomes)
+
+
+# --- the active segment ---------------------------------------------------------------
+
+
+def idle_log(directory: Path, clock: Clock, **config: int) -> PartitionLog:
+    """One record (offset 0, epoch 1, timestamp NOW) in the only segment, below the high
+    watermark; then nothing more is written."""
+    log = PartitionLog(directory, LogConfig(**config), time_ms=clock)  # type: ignore[arg-type]
+    produce(log, 100)
+    log.update_high_watermark(1)
+    return log
+
+
+def test_an_idle_partition_past_retention_ms_rolls_and_deletes_its_last_segment(
+    tmp_path: Path,
+) -> None:
+    """A segment rolls only on an append: an idle partition kept its last records
+    whatever retention.ms and segment.ms said (the reviewer's, 30 days past a 1 h
+    retention). Kafka 2.8's deletableSegments takes the active segment when it is not
+    empty and the high watermark is at the log end; deleteSegments rolls first ("we must
+    always have at least one segment")."""
+    clock = Clock()
+    log = idle_log(tmp_path / "a-0", clock, retention_ms=HOUR, segment_ms=HOUR)
+    clock.now = NOW + HOUR  # not past: now - largest timestamp must exceed retention.ms
+    assert log.delete_old_segments() == 0
+    clock.now = NOW + 30 * 24 * HOUR
+    assert log.delete_old_segments() == 1
+    # The new active segment starts at the log end, where the log start now is.
+    assert log.segment_base_offsets() == [1]
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (1, 1, 1)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 1 << 20)
+    assert log.read(1, 1 << 20).region is None
+    # The leader epoch stays, starting at the log start (ListOffsets EARLIEST's epoch).
+    assert log.latest_epoch == 1
+    assert log.earliest_offset_and_epoch() == (1, 1)
+    assert log.end_offset_for_epoch(1) == (1, 1)
+    # Nothing more to delete: an empty active segment is never rolled again.
+    assert log.delete_old_segments() == 0
+    assert log.segment_base_offsets() == [1]
+    assert produce(log, 100) == 1
+    assert log.read(1, 1 << 20).first_offset == 1
+    assert not [n for n in (tmp_path / "a-0").iterdir() if n.name.endswith(".deleted")]
+
+
+def test_retention_bytes_zero_empties_an_idle_partition(tmp_path: Path) -> None:
+    clock = Clock()
+    log = idle_log(tmp_path / "a-0", clock, retention_ms=-1, retention_bytes=0)
+    assert log.delete_old_segments() == 1
+    assert (log.segment_base_offsets(), log.log_start_offset, log.size_in_bytes) == ([1], 1, 0)
+
+
+def test_every_segment_past_retention_goes_with_the_active_one(tmp_path: Path) -> None:
+    clock = Clock()
+    log = PartitionLog(
+        tmp_path / "a-0", LogConfig(segment_bytes=400, retention_ms=HOUR), time_ms=clock
+    )
+    for i in range(4):
+        produce(log, ts=NOW + i)
+    log.update_high_watermark(4)
+    assert log.segment_base_offsets() == [0, 1, 2, 3]
+    clock.now = NOW + 2 * HOUR
+    assert log.delete_old_segments() == 4
+    assert (log.segment_base_offsets(), log.log_start_offset) == ([4], 4)
+
+
+def test_the_active_segment_stays_while_the_high_watermark_is_below_the_log_end(
+    tmp_path: Path,
+) -> None:
+    """A follower (or a leader waiting for its ISR) whose high watermark is below its log
+    end keeps the active segment: the log start never passes the high watermark."""
+    clock = Clock()
+    log = PartitionLog(tmp_path / "a-0", LogConfig(retention_ms=HOUR), time_ms=clock)
+    produce(log, 100)
+    produce(log, 100)
+    log.update_high_watermark(1)
+    clock.now = NOW + 2 * HOUR
+    assert log.delete_old_segments() == 0
+    assert (log.segment_base_offsets(), log.log_start_offset) == ([0], 0)
+    log.update_high_watermark(2)
+    assert log.delete_old_segments() == 1
+    assert (log.segment_base_offsets(), log.log_start_offset) == ([2], 2)
+
+
+def test_a_segment_with_a_recent_record_stays(tmp_path: Path) -> None:
+    """The active segment's time retention counts from its largest timestamp."""
+    clock = Clock()
+    log = PartitionLog(tmp_path / "a-0", LogConfig(retention_ms=HOUR), time_ms=clock)
+    produce(log, 100, ts=NOW)
+    produce(log, 100, ts=NOW + HOUR)
+    log.update_high_watermark(2)
+    clock.now = NOW + 2 * HOUR
+    assert log.delete_old_segments() == 0
+    clock.now = NOW + 2 * HOUR + 1
+    assert log.delete_old_segments() == 1
+
+
+def test_the_log_start_alone_never_takes_the_active_segment(tmp_path: Path) -> None:
+    """Kafka 2.8's deleteLogStartOffsetBreachedSegments needs a next segment at or below
+    the log start: DeleteRecords up to the log end leaves the active segment (nothing
+    below the start is readable anyway)."""
+    log = idle_log(tmp_path / "a-0", Clock(), retention_ms=-1)
+    assert log.maybe_increment_log_start_offset(1)
+    assert log.delete_old_segments() == 0
+    assert log.segment_base_offsets() == [0]
+
+
+def test_a_compact_only_idle_partition_keeps_its_records(tmp_path: Path) -> None:
+    clock = Clock()
+    log = idle_log(tmp_path / "a-0", clock, retention_ms=HOUR, delete_enabled=False)
+    clock.now = NOW + 2 * HOUR
+    assert log.delete_old_segments() == 0
+    assert log.segment_base_offsets() == [0]
+
+
+def test_an_idle_partition_emptied_by_retention_opens_again_at_its_log_end(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    log = idle_log(tmp_path / "a-0", clock, retention_ms=HOUR)
+    clock.now = NOW + 2 * HOUR
+    assert log.delete_old_segments() == 1
+    log.flush()
+    log.close()
+    again = PartitionLog(
+        tmp_path / "a-0",
+        LogConfig(retention_ms=HOUR),
+        time_ms=clock,
+        found=True,
+        clean_shutdown=True,
+        recovery_point=1,
+        log_start_offset=1,
+        high_watermark=1,
+    )
+    assert again.segment_base_offsets() == [1]
+    assert (again.log_start_offset, again.log_end_offset) == (1, 1)
+    with pytest.raises(OffsetOutOfRangeError):
+        again.read(0, 1 << 20)
+    assert produce(again, 100) == 1
