@@ -64,7 +64,7 @@ from controller.state_machines import (
     ReplicaStateMachine,
     found_written,
 )
-from controller.store import ZkControllerStore
+from controller.store import ZkControllerStore, keeping_added_partitions
 from controller.topic_deletion import TopicDeletionManager
 from election.controller_election import (
     NO_CONTROLLER,
@@ -283,8 +283,21 @@ class _Reassignments:
 
 def foreign_topic_write(known_id: uuid.UUID | None, assignment: TopicAssignment) -> bool:
     """A known topic's znode naming another topic id: written for another incarnation of
-    the topic. (One naming none keeps the id known, as an old tool's write.)"""
+    the topic. (One naming none is an old tool's write: it gets the id known back,
+    ``topic_id_restored``.)"""
     return known_id is not None and assignment.topic_id not in (None, known_id)
+
+
+def topic_id_restored(ours: TopicAssignment, current: TopicAssignment) -> TopicAssignment | None:
+    """What a known topic's znode gets back when it names no topic id (a tool older than
+    Kafka 2.8 rewrote it, e.g. 2.7's kafka-topics.sh --alter --partitions): the
+    controller's assignment and id (``ours``) with the partitions the znode added. Left
+    without one, the next failover would give the topic a new id and every broker would
+    set its logs aside as an earlier incarnation's. None when the znode names an id, or
+    the controller knows none."""
+    if current.topic_id is not None or ours.topic_id is None:
+        return None
+    return keeping_added_partitions(ours, current)
 
 
 def stop_replica_partition_errors(response: dict[str, Any]) -> dict[TopicPartition, int]:
@@ -996,10 +1009,11 @@ class KafkaController:
                 continue
             self.ctx.unreadable_topics.discard(topic)
             if assignment.topic_id is None:
+                # A known topic keeps its id (item 42); only a new one gets a new id.
                 assignment = TopicAssignment(
                     topic,
                     assignment.partitions,
-                    new_topic_id(),
+                    self.ctx.topic_ids.get(topic) or new_topic_id(),
                     assignment.adding_replicas,
                     assignment.removing_replicas,
                 )
@@ -1252,9 +1266,7 @@ class KafkaController:
             )
             return
         added = {p: r for p, r in assignment.partitions.items() if p not in known}
-        if not added:
-            return
-        if self.ctx.is_topic_queued_for_deletion(event.topic):
+        if added and self.ctx.is_topic_queued_for_deletion(event.topic):
             # Kafka's restorePartitionReplicaAssignment: the znode gets the controller's
             # assignment back, or the added partitions, never created, would stay in it
             # (and a failover meanwhile would create them).
@@ -1266,6 +1278,20 @@ class KafkaController:
             self.store.restore_topic_assignment(
                 topic_assignment(self.ctx, event.topic), got[1].version, self.ctx.epoch_zk_version
             )
+            return
+        restored = topic_id_restored(topic_assignment(self.ctx, event.topic), assignment)
+        if restored is not None:
+            # Written before the partitions are created: a failover after this event
+            # finds the id (the write's own event then finds nothing to do). One that
+            # loses to a later write leaves it to that write's event.
+            log.warning(
+                "topic %s's znode names no topic id (written by a tool older than Kafka"
+                " 2.8): writing its id %s back",
+                event.topic,
+                known_id,
+            )
+            self.store.restore_topic_assignment(restored, got[1].version, self.ctx.epoch_zk_version)
+        if not added:
             return
         new_tps = self._add_topics({event.topic: TopicAssignment(event.topic, added, known_id)})
         self._on_new_partition_creation(new_tps)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from admin import topics as admin_topics
 from admin.errors import ConcurrentChangeError
 from controller import events as ev
-from controller.controller import KafkaController
+from controller.controller import KafkaController, topic_id_restored
 from controller.store import keeping_added_partitions
 from tests.unit.fake_cluster import Controller, ZooKeeperData, cluster, drain, start_controller
 from tests.unit.fake_zk import FakeZk
@@ -169,3 +169,110 @@ def test_a_topic_znode_naming_another_id_is_a_foreign_write_the_controller_undoe
         assert leader_and_isr_topic_ids(c, "r") <= {known}
         assert TopicPartition("r", 1) not in set(c.controller.ctx.all_partitions())
         assert data.assignment("r") == TopicAssignment("r", {0: (2, 3)}, known)
+
+
+def old_tool_write(data: ZooKeeperData, partitions: dict[int, tuple[int, ...]]) -> None:
+    """Topic r's znode rewritten by a tool older than Kafka 2.8 (2.7's kafka-topics.sh
+    --zookeeper --alter --partitions): its partitions, and no topic_id."""
+    data.zk.set_data(paths.topic("r"), encode_topic(TopicAssignment("r", partitions, None)))
+
+
+def test_an_old_tools_add_partitions_gets_the_topic_id_written_back() -> None:
+    """The reviewer's: the event created the added partition and kept the id in memory
+    only; the next failover found no id in the znode, made a new one and sent it in every
+    LeaderAndIsr, and each broker set the topic's logs aside as an earlier incarnation's
+    (item 30). Now the id is written back with the added partition kept."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    data.topic("r", {0: (2, 3)})
+    known = data.topic_ids["r"]
+    with Controller(data) as c:
+        c.elect()
+        old_tool_write(data, {0: (2, 3), 1: (3, 2)})
+        c.run(ev.PartitionModifications("r"))
+        c.drain()
+        assert TopicPartition("r", 1) in set(c.controller.ctx.all_partitions())
+        assert c.controller.ctx.topic_ids["r"] == known
+        assert data.assignment("r") == TopicAssignment("r", {0: (2, 3), 1: (3, 2)}, known)
+    # the controller moves: broker 2 takes over with a fresh failover
+    del data.zk.nodes[paths.CONTROLLER]
+    with Controller(data, broker_id=2) as c2:
+        c2.elect()
+        assert c2.controller.ctx.topic_ids["r"] == known
+        assert leader_and_isr_topic_ids(c2, "r") == {known}
+        assert data.assignment("r").topic_id == known
+
+
+def test_an_old_tools_rewrite_adding_nothing_gets_the_topic_id_written_back() -> None:
+    """An old tool's write of the same partitions (or of a partition's replicas the
+    controller has moved since) adds nothing: the znode still gets the controller's
+    assignment and id back."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    data.topic("r", {0: (2, 3)})
+    known = data.topic_ids["r"]
+    with Controller(data) as c:
+        c.elect()
+        old_tool_write(data, {0: (3, 1)})
+        c.run(ev.PartitionModifications("r"))
+        c.drain()
+        assert data.assignment("r") == TopicAssignment("r", {0: (2, 3)}, known)
+
+
+def test_an_old_tools_add_to_a_topic_being_deleted_is_restored_with_its_id() -> None:
+    zk, c = cluster()
+    known = c.ctx.topic_ids["t"]
+    del zk.nodes[paths.broker(3)]
+    zk.fire(paths.BROKER_IDS, "CHILD")
+    zk.put(paths.delete_topic("t"), b"")
+    zk.fire(paths.DELETE_TOPICS, "CHILD")
+    drain(c)
+    assert c.ctx.is_topic_queued_for_deletion("t")
+    zk.set_data(paths.topic("t"), encode_topic(TopicAssignment("t", {0: (2, 3, 1), 1: (1, 2)})))
+    zk.fire(paths.topic("t"), "CHANGED")
+    drain(c)
+    assert decode_topic("t", zk.nodes[paths.topic("t")][0]) == TopicAssignment(
+        "t", {0: (2, 3, 1)}, known
+    )
+
+
+def test_a_lost_write_back_of_the_id_waits_for_the_znodes_watch() -> None:
+    """The write is conditional on the version the event read: one that lands meanwhile
+    (another old tool's add) is not overwritten, and its own event writes the id back."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    data.topic("r", {0: (2, 3)})
+    known = data.topic_ids["r"]
+    with Controller(data) as c:
+        c.elect()
+        old_tool_write(data, {0: (2, 3), 1: (3, 2)})
+        real = c.controller.store.restore_topic_assignment
+
+        def racing(assignment: TopicAssignment, version: int, epoch_zk_version: int) -> bool:
+            if 2 not in data.assignment("r").partitions:
+                old_tool_write(data, {0: (2, 3), 1: (3, 2), 2: (1, 2)})
+            return real(assignment, version, epoch_zk_version)
+
+        c.controller.store.restore_topic_assignment = racing  # type: ignore[method-assign]
+        c.run(ev.PartitionModifications("r"))
+        assert data.assignment("r") == TopicAssignment("r", {0: (2, 3), 1: (3, 2), 2: (1, 2)})
+        c.run(ev.PartitionModifications("r"))
+        c.drain()
+        assert {tp.partition for tp in c.controller.ctx.partitions_for_topic("r")} == {0, 1, 2}
+        assert data.assignment("r") == TopicAssignment(
+            "r", {0: (2, 3), 1: (3, 2), 2: (1, 2)}, known
+        )
+
+
+@given(ours=PARTITIONS, theirs=PARTITIONS, named=st.booleans())
+def test_the_id_is_written_back_only_where_the_znode_names_none(
+    ours: dict[int, tuple[int, ...]], theirs: dict[int, tuple[int, ...]], named: bool
+) -> None:
+    mine = TopicAssignment("t", ours, TOPIC_ID)
+    current = TopicAssignment("t", theirs, TOPIC_ID if named else None)
+    restored = topic_id_restored(mine, current)
+    if named:
+        assert restored is None
+    else:
+        assert restored == keeping_added_partitions(mine, current)
+        assert restored is not None
+        assert restored.topic_id == TOPIC_ID
+    # a topic the controller knows no id of (none in the context) gets none written
+    assert topic_id_restored(TopicAssignment("t", ours, None), current) is None
