@@ -991,7 +991,8 @@ class KafkaController:
 
     def _read_topics(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
         """Assignments of these topics, watched for partition additions; malformed ones are
-        reported and skipped. Topics without an id (older tools) get one, as Kafka 2.8."""
+        reported and skipped, and gone ones skipped. Topics without an id (older tools) get
+        one, as Kafka 2.8."""
         names = sorted(set(topics))
         for t in names:
             self.handlers.register(zk_handlers.partition_modifications(self.events.put, t))
@@ -1020,7 +1021,10 @@ class KafkaController:
                 missing_ids.append(assignment)
             out[topic] = assignment
         if missing_ids:
-            self.store.write_topic_assignments(missing_ids, self.ctx.epoch_zk_version)
+            # One removed since it was read is skipped, as one gone before the read: its
+            # TopicChange follows, and nothing of it is in the context.
+            for topic in self.store.write_topic_assignments(missing_ids, self.ctx.epoch_zk_version):
+                del out[topic]
         return out
 
     def _add_topics(self, assignments: dict[str, TopicAssignment]) -> list[TopicPartition]:

@@ -195,9 +195,11 @@ class ControllerStore(Protocol):
 
     def write_topic_assignments(
         self, assignments: Sequence[TopicAssignment], epoch_zk_version: int
-    ) -> None:
+    ) -> set[str]:
         """Each topic's znode rewritten with its assignment (fenced), keeping partitions
-        the znode has and the assignment lacks (``keeping_added_partitions``)."""
+        the znode has and the assignment lacks (``keeping_added_partitions``). The topics
+        whose znode is gone are skipped and returned: being removed, their TopicChange
+        follows."""
         ...
 
     def delete_topic(self, topic: str, partitions: Iterable[int], epoch_zk_version: int) -> None:
@@ -507,21 +509,25 @@ class ZkControllerStore:
 
     def write_topic_assignments(
         self, assignments: Sequence[TopicAssignment], epoch_zk_version: int
-    ) -> None:
+    ) -> set[str]:
         """Conditional on each znode's version as read just before: an admin's
         add-partitions writes the topic znode too, and one that lands between the read
-        and the write is read again and kept (see ``keeping_added_partitions``)."""
+        and the write is read again and kept (see ``keeping_added_partitions``). A znode
+        gone (at the read, or NoNode at the write) is a topic being removed: skipped and
+        returned, as Kafka 2.8's setTopicIds ignores its results (raising ended the term)."""
+        gone: set[str] = set()
         pending = list(assignments)
         for _ in range(MAX_TOPIC_ZNODE_ROUNDS):
             topic_paths = [paths.topic(a.topic) for a in pending]
             items: list[list[WriteOp]] = []
+            present: list[TopicAssignment] = []
             for a, path, got in zip(
                 pending, topic_paths, self.zk.get_many(topic_paths), strict=True
             ):
                 if got is None:
-                    raise RuntimeError(
-                        f"could not write the assignment of topic {a.topic}: no znode"
-                    )
+                    gone.add(a.topic)
+                    continue
+                present.append(a)
                 try:
                     current: TopicAssignment | None = decode_topic(a.topic, got[0], path)
                 except MalformedZnode as e:
@@ -537,18 +543,25 @@ class ZkControllerStore:
                 items.append([SetData(path, encode_topic(merged), got[1].version)])
             again: list[TopicAssignment] = []
             for a, r in zip(
-                pending,
+                present,
                 self.zk.multi_fenced_batched(epoch_zk_version, items, session=self.session),
                 strict=True,
             ):
                 if isinstance(r[0], BadVersionError):
                     again.append(a)  # written meanwhile: read it again
+                elif isinstance(r[0], NoNodeError):
+                    gone.add(a.topic)
                 elif is_error(r[0]):
                     raise RuntimeError(
                         f"could not write the assignment of topic {a.topic}: {r[0]!r}"
                     )
             if not again:
-                return
+                if gone:
+                    log.info(
+                        "topics %s: znode gone before the controller wrote it, being removed",
+                        sorted(gone),
+                    )
+                return gone
             pending = again
         raise RuntimeError(
             f"could not write the assignments of topics {sorted(a.topic for a in pending)}:"

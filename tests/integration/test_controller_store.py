@@ -544,6 +544,46 @@ def test_a_topic_rewrite_keeps_partitions_an_admin_added_before_or_during_it(
         zk.close()
 
 
+def test_a_topic_rewrite_skips_a_topic_whose_znode_is_gone(zk_connect: str) -> None:
+    """A topic znode gone when the controller rewrites it (gone at its read, or deleted
+    between its read and its write: ZooKeeper's NoNode) is a topic being removed: skipped
+    and returned, the others written (it raised, and the event ended the term)."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        zk.create(paths.CONTROLLER_EPOCH, encode_controller_epoch(1), make_parents=True)
+        store = ZkControllerStore(zk)
+        for topic in ("kept", "raced"):
+            zk.create(
+                paths.topic(topic),
+                encode_topic(TopicAssignment(topic, {0: (1, 2)}, None)),
+                make_parents=True,
+            )
+        ids = {t: uuid.uuid4() for t in ("kept", "raced", "never")}
+        real_get_many = zk.get_many
+
+        def read_then_deleted(path_list: list[str], **kwargs: object) -> object:
+            got = real_get_many(path_list, **kwargs)  # type: ignore[arg-type]
+            if zk.exists(paths.topic("raced")) is not None:
+                zk.delete(paths.topic("raced"))
+            return got
+
+        zk.get_many = read_then_deleted  # type: ignore[method-assign,assignment]
+        try:
+            gone = store.write_topic_assignments(
+                [TopicAssignment(t, {0: (1, 2)}, ids[t]) for t in ("kept", "never", "raced")], 0
+            )
+        finally:
+            zk.get_many = real_get_many  # type: ignore[method-assign]
+        assert gone == {"never", "raced"}
+        got = zk.get(paths.topic("kept"))
+        assert got is not None
+        assert decode_topic("kept", got[0]).topic_id == ids["kept"]
+        assert zk.exists(paths.topic("raced")) is None
+    finally:
+        zk.close()
+
+
 def test_reassignments_watch_the_partitions_left_waiting_and_none_that_complete(
     zk_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -256,11 +256,12 @@ class MemoryStore:
 
     def write_topic_assignments(
         self, assignments: Sequence[TopicAssignment], epoch_zk_version: int
-    ) -> None:
+    ) -> set[str]:
         check_fence(epoch_zk_version, self.epoch_zk_version, assignments)
         for a in assignments:
             self.topics[a.topic] = a
             self.topic_writes.append(a)
+        return set()
 
     # --- internals ----------------------------------------------------------------------
 
