@@ -26,15 +26,18 @@ One cleaning of a log:
    aborts a cleaning before it truncates), or a retention that took any of the run's
    segments, makes the swap refuse (the cleaning stops there; the next one starts again).
 4. The checkpoint moves to the end, unless the log was truncated, deleted or set aside
-   meanwhile. A log deleted or set aside loses its entry before its directory is renamed
-   (``forget``, which first aborts a cleaning of it under way and waits for it to stop,
-   as Kafka's abortCleaning: it stops before the next batch it would read, for the
-   offset map or the copy; ``abort_cleaning`` does the same, keeping the entry, for a
-   log whose ``cleanup.policy`` leaves compact), and a truncation lowers it to the log's
-   active segment's base offset (``maybe_truncate_checkpoint``; ``LogManager`` calls
-   these, as Kafka's does): what is written again at truncated offsets, or by another
-   log of the partition, was never cleaned. At start-up (``reconcile``) the entries naming no log
-   of their directory go, and those past their log's end are lowered.
+   meanwhile; the write keeps the entry of every partition with a log in the directory,
+   whatever its policy (Kafka's updateCheckpoints: a log that left compact may come
+   back, dirty from where it was). A log deleted or set aside loses its entry before its
+   directory is renamed (``forget``, which first aborts a cleaning of it under way and
+   waits for it to stop, as Kafka's abortCleaning: it stops before the next batch it
+   would read, for the offset map or the copy; ``abort_cleaning`` does the same, keeping
+   the entry, for a log whose ``cleanup.policy`` leaves compact), and a truncation
+   lowers it to the log's active segment's base offset (``maybe_truncate_checkpoint``;
+   ``LogManager`` calls these, as Kafka's does): what is written again at truncated
+   offsets, or by another log of the partition, was never cleaned. At start-up
+   (``reconcile``) the entries naming no log of their directory go, and those past their
+   log's end are lowered.
 
 Offsets are never changed, so replicas clean on their own (as in Kafka) and agree on
 every offset they both hold; a follower fetching a cleaned range gets its gaps.
@@ -514,19 +517,24 @@ def reconciled(
 class LogCleaner:
     """Threads that keep the compacted logs clean (see the module's docstring).
 
-    ``logs()`` gives the broker's logs now; ``clean_once()`` runs one pass in the
-    caller's thread (tests, and a shutdown that wants it)."""
+    ``logs()`` gives the logs to clean now (the log manager's compacted logs);
+    ``log_of(topic, partition)`` the partition's current log whatever its policy (the
+    log manager's; without it, those ``logs()`` gives): the checkpoint keeps the entries
+    of the partitions it names. ``clean_once()`` runs one pass in the caller's thread
+    (tests, and a shutdown that wants it)."""
 
     def __init__(
         self,
         logs: Callable[[], Iterable[PartitionLog]],
         *,
+        log_of: Callable[[str, int], PartitionLog | None] | None = None,
         threads: int = 1,
         backoff_ms: int = 15_000,
         dedupe_buffer_size: int = 128 * 1024 * 1024,
         time_ms: Callable[[], int] | None = None,
     ) -> None:
         self._logs = logs
+        self._log_of = log_of
         self._threads_wanted = threads
         self._backoff_s = backoff_ms / 1000
         self._map_bytes = max(dedupe_buffer_size // max(threads, 1), 1)
@@ -576,24 +584,36 @@ class LogCleaner:
 
     def _record(self, partition_log: PartitionLog, offset: int, truncations: int) -> bool:
         """Write the log directory's checkpoint with ``offset`` for this log, keeping the
-        entries of its logs that are still there; whether it was written. Not if the log
-        is no longer its partition's (deleted or set aside meanwhile: its entry went, and
-        another log of the partition must not take it) or was truncated since the
-        cleaning's survey (``truncations``: its entry was lowered), as Kafka's
-        doneCleaning records nothing for an aborted cleaning."""
+        entries of the partitions that still have a log there, whatever its policy (Kafka's
+        updateCheckpoints keeps an entry while its partition has a log: one whose
+        ``cleanup.policy`` left compact keeps where its last cleaning ended, for when it
+        compacts again); whether it was written. Not if the log is no longer its
+        partition's (deleted or set aside meanwhile: its entry went, and another log of
+        the partition must not take it) or was truncated since the cleaning's survey
+        (``truncations``: its entry was lowered), as Kafka's doneCleaning records nothing
+        for an aborted cleaning."""
         key = (partition_log.topic, partition_log.partition)
         log_dir = partition_log.log_dir
         with self._lock:
-            present = {
-                (other.topic, other.partition): other
-                for other in self._logs()
-                if other.log_dir == log_dir and not other.closed
-            }
-            if present.get(key) is not partition_log or partition_log.truncations != truncations:
+            log_of = self._log_of
+            if log_of is None:
+                present = {(each.topic, each.partition): each for each in self._logs()}
+
+                def log_of(topic: str, partition: int) -> PartitionLog | None:
+                    return present.get((topic, partition))
+
+            def here(topic: str, partition: int) -> PartitionLog | None:
+                other = log_of(topic, partition)
+                if other is None or other.log_dir != log_dir or other.closed:
+                    return None
+                return other
+
+            if here(*key) is not partition_log or partition_log.truncations != truncations:
                 return False
             entries = self._entries_locked(log_dir)
             entries[key] = offset
-            for gone in [k for k in entries if k not in present]:
+            # One look-up per entry, whatever the number of logs.
+            for gone in [k for k in entries if here(*k) is None]:
                 del entries[gone]
             self._write_locked(log_dir, entries)
             return True
@@ -626,8 +646,8 @@ class LogCleaner:
         updateTopicConfig calling abortCleaning, KAFKA-12840: abortAndPauseCleaning, then
         resumeCleaning; doneCleaning records nothing for an aborted cleaning). Not a
         cleaning in this very thread, which stops by itself (``_clean``'s ``aborted``).
-        The caller must hold no lock a cleaning takes (the log manager's: ``_record``
-        reads the compacted logs under this cleaner's lock)."""
+        The caller must hold no lock a cleaning takes (``_record`` calls ``log_of``, or
+        ``logs()`` without it, under this cleaner's lock)."""
         partition_logs = list(partition_logs)
         if partition_logs:
             with self._lock:

@@ -272,6 +272,9 @@ class LogManager:
         #: compaction of the logs of compacted topics (started by ``start()``)
         self.cleaner = LogCleaner(
             self.compacted_logs,
+            # Its checkpoint keeps the entry of a log whatever its policy (Kafka's cleaner
+            # has all the logs): one that left compact may come back.
+            log_of=lambda topic, partition: self._logs.get(TopicPartition(topic, partition)),
             threads=config.log_cleaner_threads if config.log_cleaner_enable else 0,
             backoff_ms=config.log_cleaner_backoff_ms,
             dedupe_buffer_size=config.log_cleaner_dedupe_buffer_size,
@@ -631,8 +634,8 @@ class LogManager:
                 else:
                     self._compacted.pop(tp, None)
         # After the config changed (a cleaning claimed from now on sees it) and outside
-        # self._lock, which a cleaning takes under the cleaner's lock (_record reads the
-        # compacted logs): the wait is for the batch a cleaning is reading, at most.
+        # self._lock, which every get_or_create and deletion takes: the wait is for the
+        # batch a cleaning is reading, at most, but it is not theirs to wait for.
         self.cleaner.abort_cleaning(leaving_compact)
         return len(logs)
 

@@ -19,7 +19,14 @@ import storage.cleaner as cleaner_mod
 from broker.config import BrokerConfig
 from storage.log import LogConfig
 from storage.log_manager import LogManager
-from tests.unit.test_log_cleaner import _cleaner_checkpoint, _history, compacted, everything, fill
+from tests.unit.test_log_cleaner import (
+    _cleaner_checkpoint,
+    _history,
+    compacted,
+    everything,
+    fill,
+    put,
+)
 from zkdata.znodes import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -223,5 +230,117 @@ def test_a_switch_from_inside_the_cleaning_thread_does_not_wait_for_itself(
         assert result.records_dropped == 0
         assert everything(log) == before
         assert manager.cleaner._aborting == {}
+    finally:
+        manager.close()
+
+
+# --- the checkpoint entry of a log that left compact ------------------------------------
+#
+# Kafka 2.8's LogCleanerManager.updateCheckpoints keeps an entry while its partition has
+# a log (its cleaner is built with all the current logs), whatever the log's policy. The
+# cleaner's checkpoint write kept only the compacted logs' entries: the next cleaning of
+# another compacted log of the directory dropped the entry of a log that had left
+# compact, and switched back the log was taken as dirty from its start.
+
+U = TopicPartition("u", 0)
+FOUR_KEYS = [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")]
+
+
+def test_the_entry_of_a_log_that_left_compact_outlives_another_logs_cleaning(
+    tmp_path: Path,
+) -> None:
+    # The reviewer's case.
+    manager = _manager(tmp_path)
+    try:
+        config = compacted(segment_bytes=1 << 20)
+        t = manager.get_or_create(TP, config)
+        u = manager.get_or_create(U, config)
+        for log in (t, u):
+            _history(log, FOUR_KEYS, more=4)
+            log.update_high_watermark(log.log_end_offset)
+        first = manager.cleaner.clean_one(t, force=True)
+        assert first is not None
+        assert first.complete
+        assert _cleaner_checkpoint(tmp_path)[KEY] == first.end_offset
+
+        manager.update_topic_config(
+            "t", dataclasses.replace(config, compact=False, delete_enabled=True)
+        )
+        assert _cleaner_checkpoint(tmp_path)[KEY] == first.end_offset
+
+        assert manager.cleaner.clean_one(u, force=True) is not None
+        assert _cleaner_checkpoint(tmp_path).get(KEY) == first.end_offset
+        assert manager.cleaner._checkpoint_of(t) == first.end_offset
+    finally:
+        manager.close()
+
+
+@pytest.mark.parametrize("other_cleaned", [False, True], ids=["alone", "another-cleaned"])
+def test_back_to_compact_a_log_is_dirty_from_its_checkpoint(
+    tmp_path: Path, other_cleaned: bool
+) -> None:
+    # Back to compact with a little new data, the log is not due (its dirty share from
+    # its checkpoint is below min.cleanable.dirty.ratio); taken as dirty from its start
+    # (share 1.0) it was cleaned again whole. "alone" passed before too (the control).
+    manager = _manager(tmp_path)
+    try:
+        config = compacted(segment_bytes=1 << 20)
+        t = manager.get_or_create(TP, config)
+        u = manager.get_or_create(U, config)
+        for log in (t, u):
+            _history(log, FOUR_KEYS, more=6)
+            log.update_high_watermark(log.log_end_offset)
+        assert manager.cleaner.clean_one(t, force=True) is not None
+        manager.update_topic_config(
+            "t", dataclasses.replace(config, compact=False, delete_enabled=True)
+        )
+        if other_cleaned:
+            assert manager.cleaner.clean_one(u, force=True) is not None
+        manager.update_topic_config("t", config)
+        put(t, (b"z", b"1"))
+        t.roll()
+        put(t, (b"y", b"1"))
+        t.update_high_watermark(t.log_end_offset)
+        again = manager.cleaner.clean_one(t)  # not forced: only if due
+        assert again is None, f"cleaned again from offset {again.first_dirty_offset}"
+    finally:
+        manager.close()
+
+
+def test_a_deleted_logs_entry_still_goes_and_another_directorys_log_keeps_none(
+    tmp_path: Path,
+) -> None:
+    # What the write keeps is the entries of the partitions with a log in its directory:
+    # a partition whose log is elsewhere (or gone) has no entry here.
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    config = BrokerConfig.from_properties(
+        {
+            "zookeeper.connect": "127.0.0.1:2181",
+            "broker.id": "1",
+            "log.dirs": f"{one},{two}",
+            "log.cleaner.enable": "false",
+        }
+    )
+    manager = LogManager([one, two], config)
+    try:
+        log_config = compacted(segment_bytes=1 << 20)
+        t = manager.get_or_create(TP, log_config)
+        u = manager.get_or_create(U, log_config)
+        assert t.log_dir != u.log_dir
+        for log in (t, u):
+            _history(log, FOUR_KEYS, more=4)
+            log.update_high_watermark(log.log_end_offset)
+        assert manager.cleaner.clean_one(t, force=True) is not None
+        t_dir = Path(t.log_dir)
+        # An entry for u in t's directory (an older version's, say) goes at t's next write.
+        manager.cleaner._checkpoints[t.log_dir][(U.topic, U.partition)] = 1
+        put(t, (b"e", b"1"))
+        t.roll()
+        t.update_high_watermark(t.log_end_offset)
+        assert manager.cleaner.clean_one(t, force=True) is not None
+        assert (U.topic, U.partition) not in _cleaner_checkpoint(t_dir)
+        assert KEY in _cleaner_checkpoint(t_dir)
     finally:
         manager.close()
