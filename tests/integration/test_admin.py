@@ -168,11 +168,16 @@ def test_delete_marks_and_list_shows_it(zk: ZkClient) -> None:
     with pytest.raises(UnknownTopicError, match="'ghost' does not exist"):
         topics.delete_topic(zk, "ghost")
     assert topics.delete_topic(zk, "ghost", if_exists=True).outcome == "absent"
+    # Existence first, as Kafka's deleteTopic (ensureTopicExists), then the refusal.
+    with pytest.raises(UnknownTopicError, match="'__consumer_offsets' does not exist"):
+        topics.delete_topic(zk, "__consumer_offsets")
+    create(zk, "__consumer_offsets", partitions=1, replication_factor=1)
     with pytest.raises(AdminError, match="internal topic"):
         topics.delete_topic(zk, "__consumer_offsets")
     with pytest.raises(InvalidArgumentError):
         topics.delete_topic(zk, "no/slash")
     assert topics.list_topics(zk) == [
+        topics.TopicListing("__consumer_offsets", False),
         topics.TopicListing("doomed", True),
         topics.TopicListing("kept", False),
     ]
