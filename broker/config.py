@@ -861,19 +861,22 @@ def parse_properties(text: str) -> dict[str, str]:
 def parse_key_value_pairs(
     pairs: Iterable[str], what: str, *, trim_value: bool = False
 ) -> dict[str, str]:
-    """``["k=v", ...]`` -> dict, split at the first '='; the key is trimmed, and the value
-    too with ``trim_value`` (the topic tools: Kafka's TopicCommand and ConfigCommand split
-    at \\s*=\\s* and trim, so what they store is what is meant). ``what`` names the option
-    in errors ("--override")."""
+    """``["k=v", ...]`` -> dict, split at the first '='; the key is trimmed. With
+    ``trim_value`` (the topic tools) the value is trimmed too and must be one non-empty
+    word without '=': Kafka's TopicCommand and ConfigCommand split at \\s*=\\s* and
+    require exactly two parts, so what they store is what is meant. ``what`` names the
+    option in errors ("--override")."""
     result: dict[str, str] = {}
     problems = _Problems()
     for pair in pairs:
         key, sep, value = pair.partition("=")
         key = key.strip()
-        if not sep or not key:
+        if trim_value:
+            value = value.strip()
+        if not sep or not key or (trim_value and (not value or "=" in value)):
             problems.add(None, f"{what} {pair!r} is not of the form key=value")
             continue
-        result[key] = value.strip() if trim_value else value
+        result[key] = value
     if problems:
         raise ConfigError(problems)
     return result

@@ -1056,6 +1056,22 @@ def test_topic_config_args_are_trimmed_key_and_value() -> None:
     }
 
 
+@pytest.mark.parametrize("pair", ["retention.ms=1000=2", "retention.ms=", "retention.ms = "])
+def test_topic_config_args_need_exactly_one_value(pair: str) -> None:
+    """Kafka 2.8's TopicCommand and ConfigCommand split at \\s*=\\s* and require two
+    parts ("all configs to be added must be in the format key=val"): a second '=' or an
+    empty value is refused there, not stored."""
+    with pytest.raises(ConfigError, match=re.escape(f"--config {pair!r} is not of the form")):
+        parse_topic_config_args([pair])
+
+
+def test_alter_config_args_need_exactly_one_value() -> None:
+    from admin.topics import InvalidArgumentError, parse_config_alteration
+
+    with pytest.raises(InvalidArgumentError, match="is not of the form key=value"):
+        parse_config_alteration("t", ["cleanup.policy=compact=delete"], [])
+
+
 @pytest.mark.parametrize(
     ("stored", "default", "expected"),
     [
