@@ -356,6 +356,6 @@ class MetadataCache:
                     for b in sorted(brokers.values(), key=lambda b: b.broker_id)
                 ],
                 "cluster_id": self.cluster_id,
-                "controller_id": self.controller_id if self.controller_id in brokers else -1,
+                "controller_id": self.controller_id,
                 "topics": topic_entries,
             }
