@@ -499,7 +499,9 @@ class KafkaApis:
                 errored = True
             elif records := data["records"]:
                 readable.read += len(records)
-        return updates, errored or readable.enough(), positions
+        # A fetch of no partition (a consumer closing its fetch session, one forgetting
+        # its last partition) has nothing to wait for: Kafka's fetchInfos.isEmpty.
+        return updates, errored or not ctx.fetch_data or readable.enough(), positions
 
     def _read_session(
         self, ctx: FetchContext, replica_id: int, again: Collection[TopicPartition] | None
