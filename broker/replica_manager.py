@@ -43,6 +43,7 @@ from storage.errors import (
     InvalidRecordError,
     InvalidTimestampError,
     KafkaStorageError,
+    RecordBatchTooLargeError,
     RecordTooLargeError,
     StorageError,
     UnknownCompressionError,
@@ -1148,6 +1149,8 @@ class ReplicaManager:
                 info = p.log.append_as_leader(prepared, p.leader_epoch, recompressed=True)
         except RecordTooLargeError as e:
             return ErrorCode.MESSAGE_TOO_LARGE, p, None, str(e)
+        except RecordBatchTooLargeError as e:
+            return ErrorCode.RECORD_LIST_TOO_LARGE, p, None, str(e)
         except UnsupportedMagicError as e:
             return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, p, None, str(e)
         except InvalidTimestampError as e:

@@ -1207,12 +1207,13 @@ class GroupCoordinator:
         return removed_count
 
     def _max_batch_bytes(self, offsets_tp: TopicPartition) -> int:
-        """The partition's max.message.bytes (the default if it has no log here: then
-        the append fails anyway)."""
+        """The most a batch appended to the partition may take: its max.message.bytes, or
+        its segment.bytes if lower (offsets.topic.segment.bytes may be), which the log
+        refuses past too (the defaults if it has no log here: then the append fails
+        anyway)."""
         p = self.replicas.partitions.get(offsets_tp)
-        if p is None or p.log is None:
-            return LogConfig().max_message_bytes
-        return p.log.config.max_message_bytes
+        config = LogConfig() if p is None or p.log is None else p.log.config
+        return min(config.max_message_bytes, config.segment_bytes)
 
     def _offsets_of_topics(
         self, index: int, topics: set[str]

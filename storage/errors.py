@@ -24,6 +24,7 @@ __all__ = [
     "LogDirLockedError",
     "OffsetOutOfRangeError",
     "OffsetOverflowError",
+    "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "StorageError",
     "UnexpectedAppendOffsetError",
@@ -97,6 +98,14 @@ class RecordTooLargeError(StorageError):
             f"record batch at position {position} is {size} bytes, larger than"
             f" max.message.bytes {limit}"
         )
+
+
+class RecordBatchTooLargeError(StorageError):
+    """A producer's batches larger than the topic's ``segment.bytes``: Kafka 2.8's
+    Log.append refuses them (RecordBatchTooLargeException) rather than write a segment
+    past its size. A final error for the Java producer, which does not split them."""
+
+    error_code = 18  # RECORD_LIST_TOO_LARGE
 
 
 class InvalidTimestampError(StorageError):

@@ -41,6 +41,7 @@ from storage.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     OffsetOverflowError,
+    RecordBatchTooLargeError,
 )
 from storage.partition_dir import (
     PartitionDir,
@@ -775,6 +776,12 @@ class PartitionLog:
             if config.compact:
                 _check_keys(
                     records, info, f"{self.topic}-{self.partition}", config.max_decompressed_bytes
+                )
+            if len(records) > config.segment_bytes:
+                raise RecordBatchTooLargeError(
+                    f"record batches of {len(records)} bytes appended to"
+                    f" {self.topic}-{self.partition}, more than its segment.bytes"
+                    f" {config.segment_bytes}"
                 )
             self._append_locked(memoryview(records), info, now)
             if leader_epoch != latest:

@@ -1032,26 +1032,28 @@ def test_a_group_with_members_stays_when_its_topic_is_deleted(node: Node) -> Non
 # --- tombstones: one batch per group (Kafka's cleanupGroupMetadata) ----------------------
 
 
-def small_max_message_bytes(n: Node, limit: int) -> None:
-    """max.message.bytes=``limit`` for __consumer_offsets (a topic config change)."""
+def small_max_message_bytes(n: Node, limit: int, key: str = "max_message_bytes") -> None:
+    """max.message.bytes=``limit`` for __consumer_offsets (a topic config change); or
+    the LogConfig field ``key`` names."""
     plog = n.offsets_partition(0).log
     assert plog is not None
-    n.logs.update_topic_config(
-        OFFSETS_TOPIC, dataclasses.replace(plog.config, max_message_bytes=limit)
-    )
+    n.logs.update_topic_config(OFFSETS_TOPIC, dataclasses.replace(plog.config, **{key: limit}))
 
 
 def batches(n: Node) -> list[tuple[int, list[OffsetKey | GroupKey]]]:
     """(size, keys) of every batch of offsets partition 0, in log order."""
     plog = n.offsets_partition(0).log
     assert plog is not None
-    read = plog.read(plog.log_start_offset, 1 << 24)
-    assert read.region is not None
-    data = memoryview(read.region.to_bytes())
     out = []
-    for header in iter_batches(data):
-        records = read_offset_records(data[header.position : header.position + header.size])
-        out.append((header.size, [key for key, _value in records]))
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:  # a read stays within one segment
+        read = plog.read(offset, 1 << 24)
+        assert read.region is not None
+        data = memoryview(read.region.to_bytes())
+        for header in iter_batches(data):
+            records = read_offset_records(data[header.position : header.position + header.size])
+            out.append((header.size, [key for key, _value in records]))
+            offset = header.last_offset + 1
     return out
 
 
@@ -1108,12 +1110,14 @@ def test_the_tombstones_of_many_groups_are_written_one_group_at_a_time(
         assert second.groups.fetch_offsets(group_id, None) == (ErrorCode.NONE, {})
 
 
+@pytest.mark.parametrize("key", ["max_message_bytes", "segment_bytes"])
 def test_one_groups_tombstones_over_max_message_bytes_are_split_at_it(
-    nodes: Callable[..., Node],
+    nodes: Callable[..., Node], key: str
 ) -> None:
     """A group whose tombstones alone exceed max.message.bytes gets them in consecutive
     batches within it, its own last (Kafka 2.8's one batch would be refused, and the
-    offsets come back with the next coordinator)."""
+    offsets come back with the next coordinator). The same under a segment.bytes
+    lower than max.message.bytes, which the log refuses a batch past too."""
     first = nodes()
     first.lead_all(epoch=0)
     groups = first.groups
@@ -1121,7 +1125,7 @@ def test_one_groups_tombstones_over_max_message_bytes_are_split_at_it(
     for start in range(0, 100, 20):
         commit(groups, {p: committed(p.partition) for p in partitions[start : start + 20]})
     limit = 1_000
-    small_max_message_bytes(first, limit)
+    small_max_message_bytes(first, limit, key)
     written_before = len(batches(first))
     assert groups.handle_deleted_topics(["a"]) == 100
     written = batches(first)[written_before:]

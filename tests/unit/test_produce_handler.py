@@ -266,3 +266,24 @@ def test_an_unexpected_error_in_one_partitions_append_fails_that_partition_only(
         assert "a bug" in caplog.text
     finally:
         manager.close()
+
+
+def test_a_batch_larger_than_a_segment_is_record_list_too_large(tmp_path: Path) -> None:
+    """Kafka 2.8's Log.append refuses a batch larger than the topic's segment.bytes
+    (RecordBatchTooLargeException: RECORD_LIST_TOO_LARGE) rather than write a segment
+    past its size; the broker goes on taking batches that fit."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    topic = LogConfig(segment_bytes=1024)
+    manager = LogManager([tmp_path], config, topic_config=lambda _topic: topic)
+    try:
+        apis, replicas = leading(manager)
+        big = build_batch([b"x" * 2000])
+        client = Loopback(apis)
+        got = client.request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(big)))
+        assert answers(got) == [("a", 0, ErrorCode.RECORD_LIST_TOO_LARGE)]
+        assert replicas.partitions[T0].log_end_offset == 0
+        got = client.request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(build_batch([b"v"]))))
+        assert answers(got) == [("a", 0, ErrorCode.NONE)]
+        assert replicas.partitions[T0].log_end_offset == 1
+    finally:
+        manager.close()

@@ -25,6 +25,7 @@ from storage.errors import (
     InvalidRecordError,
     OffsetOutOfRangeError,
     OffsetOverflowError,
+    RecordBatchTooLargeError,
     UnexpectedAppendOffsetError,
 )
 from storage.log import (
@@ -226,11 +227,24 @@ def test_a_read_tells_what_is_readable_up_to_the_end_and_whether_the_end_is_furt
     assert (at_end.end_in_later_segment, at_end.bytes_to_end) == (False, 0)
 
 
-def test_a_batch_larger_than_a_segment_gets_one_to_itself(tmp_path: Path) -> None:
+def test_a_batch_larger_than_a_segment_is_refused_a_leader(tmp_path: Path) -> None:
+    """Kafka 2.8's Log.append: RecordBatchTooLargeException (RECORD_LIST_TOO_LARGE),
+    nothing written; batches that fit go on."""
     log = open_log(tmp_path / "t-0", segment_bytes=500)
     produce(log, size=10)
-    produce(log, size=2000)
+    with pytest.raises(RecordBatchTooLargeError, match=r"segment\.bytes 500"):
+        produce(log, size=2000)
     produce(log, size=10)
+    assert log.log_end_offset == 2
+    assert all_batches(log) == [(0, 0), (1, 1)]
+
+
+def test_a_follower_batch_larger_than_a_segment_gets_one_to_itself(tmp_path: Path) -> None:
+    """One the leader took before its segment.bytes was lowered: refusing it would stop
+    the partition's replication for good; it gets a segment to itself."""
+    log = open_log(tmp_path / "t-0", segment_bytes=500)
+    for offset, size in enumerate((10, 2000, 10)):
+        log.append_as_follower(build_batch([b"v" * size], base_offset=offset))
     assert log.segment_base_offsets() == [0, 1, 2]
 
 
@@ -312,7 +326,8 @@ def test_offset_index_has_kafkas_layout(tmp_path: Path) -> None:
     counts=st.lists(st.integers(1, 5), min_size=1, max_size=40),
     sizes=st.lists(st.integers(1, 300), min_size=1, max_size=40),
     interval=st.sampled_from([0, 50, 400, 4096]),
-    segment_bytes=st.sampled_from([600, 2000, 1 << 20]),
+    # A batch is 1.6 KB at most: a leader refuses one larger than a segment.
+    segment_bytes=st.sampled_from([1700, 3000, 1 << 20]),
 )
 def test_any_offset_finds_its_batch(
     tmp_path_factory: pytest.TempPathFactory,

@@ -34,6 +34,7 @@ def test_error_codes_are_kafkas() -> None:
         errors.InvalidRecordError: ErrorCode.INVALID_RECORD,
         errors.DecompressedTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
         errors.RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE,
+        errors.RecordBatchTooLargeError: ErrorCode.RECORD_LIST_TOO_LARGE,
         errors.InvalidTimestampError: ErrorCode.INVALID_TIMESTAMP,
         errors.OffsetOutOfRangeError: ErrorCode.OFFSET_OUT_OF_RANGE,
         errors.FencedLeaderEpochError: ErrorCode.FENCED_LEADER_EPOCH,
