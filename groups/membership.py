@@ -429,7 +429,7 @@ class Group:
             self.storing = None  # a write under way is for a generation that ends
             # The assignment being computed is for members that are changing: the
             # members waiting on it rejoin.
-            self._answer_syncs(answers, ErrorCode.REBALANCE_IN_PROGRESS)
+            self._answer_syncs(answers, ErrorCode.REBALANCE_IN_PROGRESS, now_ms)
         rebalance_timeout = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
         if self.state is GroupState.EMPTY:
             self.initial_join_limit_ms = now_ms + rebalance_timeout
@@ -562,7 +562,7 @@ class Group:
         self.state = GroupState.STABLE
         for m in self.members.values():
             m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
-        self._answer_syncs(answers, ErrorCode.NONE)
+        self._answer_syncs(answers, ErrorCode.NONE, now_ms)
 
     def assignment_stored(self, generation_id: int, now_ms: int) -> Answers:
         """The leader's assignment of ``generation_id`` is written: the group is Stable
@@ -589,7 +589,7 @@ class Group:
             and self.storing is not None
         ):
             self.storing = None
-            self._answer_syncs(answers, error)
+            self._answer_syncs(answers, error, now_ms)
             self._prepare_rebalance(now_ms, answers, new_member=False)
         return answers
 
@@ -665,10 +665,15 @@ class Group:
         group.state = GroupState.STABLE
         return group
 
-    def _answer_syncs(self, answers: Answers, error: ErrorCode) -> None:
+    def _answer_syncs(self, answers: Answers, error: ErrorCode, now_ms: int) -> None:
+        """Answer the members waiting on SyncGroup, each given a new session from now,
+        error or not (Kafka's propagateAssignment): its session was not counted while it
+        waited, and one told to rejoin after waiting longer than its session would
+        otherwise be dropped before its JoinGroup arrives."""
         for m in self.members.values():
             if m.awaiting_sync:
                 m.awaiting_sync = False
+                m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
                 answers.syncs[m.member_id] = SyncAnswer(
                     error,
                     m.assignment if error == ErrorCode.NONE else b"",

@@ -574,6 +574,50 @@ def test_members_awaiting_a_join_or_sync_answer_do_not_expire() -> None:
     assert rejoin(group, "b", 20_000).joins["a"].generation_id == 2
 
 
+def test_a_member_told_to_rejoin_after_a_long_sync_wait_gets_a_new_session() -> None:
+    """b synced at once and waited; the leader died after its JoinGroup answer. When the
+    leader's session ends b is told REBALANCE_IN_PROGRESS, with a new session from then
+    (Kafka 2.8's propagateAssignment schedules each answered member's next heartbeat
+    expiration, error or not): it was dropped in the next tick, its deadline long
+    passed, and its JoinGroup met UNKNOWN_MEMBER_ID."""
+    group = completing_group("a", "b")
+    assert not sync(group, "b", 1, DELAY + 50)
+    told = DELAY + SESSION
+    answers = group.tick(told)  # a's session ends
+    assert answers.syncs["b"].error == ErrorCode.REBALANCE_IN_PROGRESS
+    assert list(group.members) == ["b"]
+    assert group.members["b"].heartbeat_deadline_ms == told + SESSION
+    assert not group.tick(told + 100)
+    assert "b" in group.members
+    assert rejoin(group, "b", told + 200).joins["b"].error == ErrorCode.NONE
+
+
+@pytest.mark.parametrize("how", ["new member", "leave", "store failed"])
+def test_members_told_to_rejoin_while_completing_get_a_new_session(how: str) -> None:
+    """The other ways a CompletingRebalance group answers its waiting syncs with an
+    error (a member joining or leaving, the leader's assignment not written): each
+    member answered gets a session from then."""
+    group = completing_group("a", "b", "c")
+    assert not sync(group, "b", 1, DELAY)
+    now = DELAY + SESSION + 500  # b waited longer than its session
+    for m in ("a", "c"):
+        assert group.heartbeat(member_id=m, generation_id=1, now_ms=now) == ErrorCode.NONE
+    if how == "new member":
+        answers = join_new(group, "d", now)
+    elif how == "leave":
+        _errors, answers = group.leave(["c"], now)
+    else:
+        group.persist = True
+        assert sync(group, "c", 1, now).syncs == {}
+        stored = sync(group, "a", 1, now, {"a": b"x"})
+        assert stored.store
+        answers = group.assignment_store_failed(1, ErrorCode.NOT_COORDINATOR, now)
+    assert answers.syncs["b"].error != ErrorCode.NONE
+    assert group.members["b"].heartbeat_deadline_ms == now + SESSION
+    group.tick(now + 100)
+    assert "b" in group.members
+
+
 def test_session_expiry_while_others_rejoin_completes_the_join_phase() -> None:
     group = stable_group("a", "b")
     rejoin(group, "a", 4000)
