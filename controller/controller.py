@@ -65,7 +65,7 @@ from controller.state_machines import (
     found_written,
 )
 from controller.store import ZkControllerStore, keeping_added_partitions
-from controller.topic_deletion import TopicDeletionManager
+from controller.topic_deletion import TopicDeletionManager, stale_deletion_requests
 from election.controller_election import (
     NO_CONTROLLER,
     FencingToken,
@@ -877,34 +877,39 @@ class KafkaController:
         )
 
     def _remove_finished_deletion_requests(self, unknown: list[str]) -> None:
-        """Deletion requests naming topics the failover did not load. One made after a
-        topic of its name was (a topic created after the failover read /brokers/topics,
-        then marked for deletion) is kept: the topic's creation, heard of later, starts
-        its deletion (item 29). One older than any topic of its name is removed, as Kafka's
-        failover completes a deletion with no replicas left: its topic's deletion finished
-        but the request was left behind (a deletion cut short by an earlier version, or
-        by Kafka itself), or it never named one; kept, it would block the name for good
-        and delete a topic made under it. Read after the requests, so a topic of the race
-        is there to compare with: only a controller deletes topics."""
+        """Deletion requests naming topics the controller does not know (the failover did
+        not load them, or their creation's event is still queued). One made after a topic
+        of its name was is kept: the topic's creation, heard of later, starts its deletion
+        (`_on_new_topics`). One older than any topic of its name is removed, as Kafka's
+        failover completes a deletion with no replicas left (item 29,
+        `stale_deletion_requests`). The topics are read after the requests, in the same
+        round trip, so a topic of the race is there to compare with: only a controller
+        deletes topics."""
         if not unknown:
             return
         request_paths = [paths.delete_topic(t) for t in unknown]
         got = self.zk.get_many([*request_paths, *(paths.topic(t) for t in unknown)])
         requests, topics = got[: len(unknown)], got[len(unknown) :]
-        finished = [
-            (topic, path)
-            for topic, path, request, created in zip(
-                unknown, request_paths, requests, topics, strict=True
+        czxids = [
+            (
+                topic,
+                None if request is None else request[1].czxid,
+                None if created is None else created[1].czxid,
             )
-            if request is not None and (created is None or request[1].czxid < created[1].czxid)
+            for topic, request, created in zip(unknown, requests, topics, strict=True)
         ]
-        if finished:
+        stale = stale_deletion_requests(czxids)
+        kept = sorted(t for t, r, c in czxids if r is not None and c is not None and t not in stale)
+        if kept:
+            log.info("keeping deletion requests of topics not heard of yet: %s", kept)
+        if stale:
             log.info(
-                "removing deletion requests older than any topic of their names: %s",
-                sorted(topic for topic, _ in finished),
+                "removing deletion requests naming no topic or older than the topic of"
+                " their names: %s",
+                sorted(stale),
             )
             self.store.delete_notifications(
-                [path for _, path in finished], self.ctx.epoch_zk_version
+                [paths.delete_topic(t) for t in stale], self.ctx.epoch_zk_version
             )
 
     def _initialize_context(self) -> dict[TopicPartition, int]:
@@ -1312,11 +1317,9 @@ class KafkaController:
         ctx = self.ctx
         requested = set(self.zk.get_children(paths.DELETE_TOPICS, watch=True) or [])
         unknown = requested - ctx.all_topics - ctx.unreadable_topics
-        if unknown:
-            log.info("removing deletion requests for unknown topics %s", sorted(unknown))
-            self.store.delete_notifications(
-                [paths.delete_topic(t) for t in sorted(unknown)], ctx.epoch_zk_version
-            )
+        # Kafka 2.8 deletes them all; one whose topic's creation is still queued behind
+        # this event is kept, as after a failover (item 29).
+        self._remove_finished_deletion_requests(sorted(unknown))
         requested -= unknown
         if not requested:
             return

@@ -21,6 +21,22 @@ R = ReplicaStateName
 P = PartitionStateName
 
 
+def stale_deletion_requests(
+    unknown: Iterable[tuple[str, int | None, int | None]],
+) -> list[str]:
+    """Of deletion requests naming topics the controller does not know, given as (name,
+    the request's czxid, the czxid of the topic's znode now; None for a znode absent),
+    those to remove (item 29). One newer than the topic of its name is kept: the topic
+    was made, then marked, and its creation, not yet heard of, starts its deletion. One
+    older than any topic of its name is what a finished deletion left behind, or named
+    no topic: kept, it would block the name for good and delete a topic made under it."""
+    return [
+        name
+        for name, request, topic in unknown
+        if request is not None and (topic is None or request < topic)
+    ]
+
+
 class TopicDeletionManager:
     def __init__(
         self,

@@ -13,7 +13,8 @@ from kazoo.exceptions import ConnectionLoss
 from controller import events as ev
 from controller.context import PartitionReplica, ReplicaStateName
 from controller.request_batch import BrokerRequest
-from tests.unit.fake_cluster import Controller, ZooKeeperData
+from controller.topic_deletion import stale_deletion_requests
+from tests.unit.fake_cluster import Controller, ZooKeeperData, add_topic
 from wire.errors import ErrorCode
 from zkdata import paths
 from zkdata.client import Delete, WriteOp
@@ -190,6 +191,59 @@ def test_but_not_a_leftover_request_older_than_a_topic_made_under_its_name() -> 
         c.drain()
         assert "t" in c.controller.ctx.all_topics
         assert "t" not in c.controller.ctx.topics_to_be_deleted
+
+
+def test_a_running_controller_keeps_the_request_of_a_topic_whose_creation_is_queued() -> None:
+    """Item 29 outside a failover: t1 marked for deletion (its TopicDeletion queued), then
+    t2 created (its TopicChange queued behind) and marked at once, before the
+    TopicDeletion reads the requests (the children watch spent, no second TopicDeletion
+    comes). The request names a topic the controller has not heard of yet; it removed it
+    as one for an unknown topic (as Kafka 2.8's processTopicDeletion does), and t2 stayed
+    for good. It is newer than t2's znode: kept, and t2's creation starts its deletion."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    data.topic("t1", {0: (1, 2, 3)})
+    with Controller(data).elect() as c:
+        data.request_deletion("t1")
+        c.controller.events.put(ev.TopicDeletion())
+        add_topic(data.zk, "t2", {0: (1, 2, 3)})
+        c.controller.events.put(ev.TopicChange())
+        data.request_deletion("t2")
+        c.drain()
+        c.answer_stop_replicas("t1")
+        c.answer_stop_replicas("t2")
+        assert not data.has(paths.topic("t1"))
+        assert not data.has(paths.topic("t2"))
+        assert not data.has(paths.delete_topic("t2"))
+
+
+def test_a_running_controller_removes_a_request_naming_no_topic_or_older_than_its_topic() -> None:
+    """The requests the rule of item 29 removes, outside a failover too: one naming no
+    topic, and one older than the topic (not yet heard of) now holding its name."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    with Controller(data).elect() as c:
+        data.request_deletion("gone")
+        data.request_deletion("t")
+        add_topic(data.zk, "t", {0: (1, 2, 3)})  # its TopicChange not yet run
+        c.run(ev.TopicDeletion())
+        assert not data.has(paths.delete_topic("gone"))
+        assert not data.has(paths.delete_topic("t"))
+        c.run(ev.TopicChange())
+        c.drain()
+        assert "t" in c.controller.ctx.all_topics
+        assert "t" not in c.controller.ctx.topics_to_be_deleted
+
+
+def test_stale_deletion_requests_are_those_naming_no_topic_or_older_than_it() -> None:
+    got = stale_deletion_requests(
+        [
+            ("none", 5, None),  # names no topic
+            ("older", 5, 7),  # older than the topic holding its name now
+            ("newer", 9, 7),  # the topic's creation not heard of yet: kept
+            ("gone", None, 7),  # the request went meanwhile: nothing to remove
+            ("neither", None, None),
+        ]
+    )
+    assert got == ["none", "older"]
 
 
 # --- a deletion held for a reassignment, and its partitions' leaders lost ----------------
