@@ -527,7 +527,17 @@ class AdminApis:
                 "topic deletion is disabled (delete.topic.enable=false)",
             )
         _refuse_impossible_name(name)
+        if not self.metadata.contains(name):
+            # Kafka 2.8's handleDeleteTopicsRequest answers a name its metadata cache
+            # lacks so before looking at ZooKeeper: one not made yet as far as the
+            # brokers know, or whose deletion began (its UpdateMetadata dropped it).
+            raise TopicError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"topic {name!r} does not exist, or its deletion is under way",
+            )
         # Kafka's broker deletes an internal topic too; only its TopicCommand refuses.
+        # Already marked (its deletion not yet begun) is answered NONE, as
+        # ZkAdminManager.deleteTopics swallows TopicAlreadyMarkedForDeletion.
         delete_topic(self.zk, name, internal_allowed=True)
         return name
 

@@ -220,6 +220,12 @@ class MetadataCache:
         with self._lock:
             return list(self._topics)
 
+    def contains(self, topic: str) -> bool:
+        """Whether the topic is listed (Kafka's MetadataCache.contains): not once an
+        UpdateMetadata marked it deleted (leader -2)."""
+        with self._lock:
+            return topic in self._topics
+
     def all_partitions(self) -> list[TopicPartition]:
         """Every partition of every topic known (Kafka's getAllPartitions)."""
         with self._lock:

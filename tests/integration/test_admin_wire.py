@@ -221,6 +221,9 @@ def test_bad_admin_requests_get_kafkas_errors_and_change_nothing(
         )
         assert [r["error_code"] for r in answer["results"]] == [ErrorCode.REQUEST_TIMED_OUT]
         wait_for(lambda: len(replicas(c, "quick")) == 2, 30, "topic quick grown")
+        # Listed by this broker first: Kafka 2.8's DeleteTopics answers a topic its
+        # metadata cache lacks UNKNOWN_TOPIC_OR_PARTITION.
+        wait_for(lambda: in_metadata(conn, "quick"), 30, "topic quick in the metadata")
         answer = conn.request(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["quick"], "timeout_ms": 0})
         assert [t["error_code"] for t in answer["responses"]] == [ErrorCode.REQUEST_TIMED_OUT]
         wait_for(lambda: c.zk.exists(paths.topic("quick")) is None, 30, "topic quick deleted")
@@ -251,6 +254,13 @@ def test_bad_admin_requests_get_kafkas_errors_and_change_nothing(
     assert [(r["name"], r["error_code"]) for r in answer["responses"]] == [("t", 0)]
     wait_for(lambda: c.zk.exists(paths.topic("t")) is None, 10, "topic t's znode gone")
     assert all(b.alive() for b in c.brokers.values())
+
+
+def in_metadata(conn: KafkaConnection, topic: str) -> bool:
+    """Whether the broker's metadata lists the topic."""
+    body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+    got = conn.request(ApiKey.METADATA, 4, body)
+    return bool(got["topics"][0]["error_code"] == ErrorCode.NONE)
 
 
 def creatable(name: str) -> dict[str, Any]:
@@ -867,6 +877,7 @@ def test_delete_topics_deletes_the_offsets_topic_and_its_groups_go_with_it(
     assert fetched() == 5
     controller, _ = c.wait_controller()
     with KafkaConnection("127.0.0.1", c[controller].port()) as conn:
+        wait_for(lambda: in_metadata(conn, "__consumer_offsets"), 30, "the offsets topic listed")
         gone = conn.request(
             ApiKey.DELETE_TOPICS,
             4,

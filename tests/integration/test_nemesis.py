@@ -64,7 +64,7 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -219,9 +219,11 @@ ELECTION_ANSWERS = {
 REASSIGNMENT_ANSWERS = {"NONE", "INVALID_REPLICA_ASSIGNMENT", "NO_ANSWER"}
 # What a client's CreateTopics or DeleteTopics of a short-lived topic may be answered,
 # racing the other faults: done; already so (its first answer lost, sent again: or never
-# created); too few brokers registered for three replicas (a broker restarting; not
-# created). Sent again: no controller reached, or the outcome not known
-# (REQUEST_TIMED_OUT: accepted but not done in time, or ZooKeeper out of reach).
+# created; a deletion: the topic being deleted, gone from the metadata, is
+# UNKNOWN_TOPIC_OR_PARTITION as in Kafka 2.8); too few brokers registered for three
+# replicas (a broker restarting; not created). Sent again: no controller reached, or the
+# outcome not known (REQUEST_TIMED_OUT: accepted but not done in time, or ZooKeeper out of
+# reach).
 CHURN_DONE = {
     "NO_ERROR",
     "TOPIC_ALREADY_EXISTS",
@@ -456,10 +458,12 @@ def topic_churn(c: Cluster, rng: random.Random) -> dict[str, Any]:
     grow_by = rng.choice([0, 0, 1, 2])
     grow_at = rng.uniform(-0.3, 0.3)  # s after the deletion is sent (before it: negative)
 
-    def until_answered(request: Any, done: set[str]) -> list[str]:
+    def until_answered(
+        request: Any, done: set[str], again: Callable[[str], bool] = lambda _: False
+    ) -> list[str]:
         answers: list[str] = []
         deadline = time.monotonic() + 180
-        while not answers or answers[-1] in CHURN_AGAIN:
+        while not answers or answers[-1] in CHURN_AGAIN or again(answers[-1]):
             assert time.monotonic() < deadline, f"{topic}: no answer in 180 s: {answers}"
             if answers:
                 time.sleep(1.0)
@@ -509,9 +513,26 @@ def topic_churn(c: Cluster, rng: random.Random) -> dict[str, Any]:
     if grow_by:
         growth.start()
         time.sleep(max(-grow_at, 0.0))
+
+    def unlisted_yet(answer: str) -> bool:
+        """DeleteTopics answers UNKNOWN_TOPIC_OR_PARTITION for a topic the controller's
+        broker's metadata does not list (Kafka 2.8's handleDeleteTopicsRequest): gone or
+        being deleted, or not listed there yet (a controller just elected, its failover's
+        UpdateMetadata not yet in): then, its znode standing unmarked, sent again."""
+        if answer != "UNKNOWN_TOPIC_OR_PART":
+            return False
+        try:
+            return (
+                c.zk.exists(paths.topic(topic)) is not None
+                and c.zk.exists(paths.delete_topic(topic)) is None
+            )
+        except ZK_ERRORS:
+            return True
+
     record["deleted"] = until_answered(
         lambda: admin.delete_topics([topic], operation_timeout=10, request_timeout=30),
         CHURN_DONE,
+        unlisted_yet,
     )
     if grow_by:
         growth.join(timeout=200)

@@ -39,12 +39,14 @@ from controller.assignment import BrokerMetadata
 from controller.context import ReplicaAssignment
 from tests.unit.fake_cluster import add_topic, register
 from tests.unit.fake_zk import FakeZk
+from tests.unit.test_metadata_cache import request as metadata_request
+from tests.unit.test_metadata_cache import state as partition_state
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import request_codec, response_codec
 from zkdata import paths
 from zkdata.client import ZkClient
-from zkdata.znodes import TopicPartition, decode_topic_config
+from zkdata.znodes import LEADER_DURING_DELETE, TopicPartition, decode_topic_config
 
 
 def topic(name: str = "t", partitions: int = 3, rf: int = 2, **more: Any) -> dict[str, Any]:
@@ -251,7 +253,9 @@ class ZooKeeperGone:
 def test_zookeeper_out_of_reach_is_request_timed_out_in_one_log_line(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    a = AdminApis(cast(ZkClient, ZooKeeperGone()), MetadataCache(1), lambda: True)
+    cache = MetadataCache(1)
+    update_with(cache, {0: 1}, "a")  # listed: DeleteTopics then asks ZooKeeper
+    a = AdminApis(cast(ZkClient, ZooKeeperGone()), cache, lambda: True)
     deleted = a.delete_topics(5, {"topic_names": ["a"], "timeout_ms": 1000})
     created = a.create_topics(7, {"topics": [topic("b")], "timeout_ms": 1000})
     answers = [deleted["responses"][0], created["topics"][0]]
@@ -302,6 +306,7 @@ def test_a_zero_timeout_answers_each_change_made_request_timed_out(
     topic changed is answered REQUEST_TIMED_OUT at once (only the wait is skipped);
     validate_only, and topics refused, keep their own codes."""
     a = apis(controller=True)
+    update_with(a.metadata, {0: 1}, "a")
     deleted: list[str] = []
     plan = TopicCreationPlan("a", {0: [1]}, {}, uuid.uuid4())
     monkeypatch.setattr(a, "_cluster", lambda: ([BrokerMetadata(1)], set(), set()))
@@ -336,7 +341,9 @@ def test_delete_topics_deletes_an_internal_topic_as_kafka_does() -> None:
     zk = FakeZk()
     zk.put(paths.topic(OFFSETS_TOPIC), b"{}")
     zk.put(paths.DELETE_TOPICS, b"")
-    a = AdminApis(cast(ZkClient, zk), MetadataCache(1), lambda: True)
+    cache = MetadataCache(1)
+    update_with(cache, {0: 1}, OFFSETS_TOPIC)
+    a = AdminApis(cast(ZkClient, zk), cache, lambda: True)
     body = {"topic_names": [OFFSETS_TOPIC], "timeout_ms": 0}
     (got,) = a.delete_topics(5, body)["responses"]
     assert (got["name"], got["error_code"]) == (OFFSETS_TOPIC, ErrorCode.REQUEST_TIMED_OUT)
@@ -847,3 +854,42 @@ def test_validate_only_create_returns_the_zero_topic_id() -> None:
     assert got["topic_id"] == ZERO_UUID
     created = a.create_topics(7, {**body, "validate_only": False})["topics"][0]
     assert created["error_code"] == ErrorCode.REQUEST_TIMED_OUT  # created, not waited for
+
+
+def test_delete_topics_of_a_topic_being_deleted_is_unknown_topic_as_in_kafka() -> None:
+    """A topic whose deletion is under way: the controller's UpdateMetadata (leader -2)
+    dropped it from this broker's metadata cache, its znodes still stand. Kafka 2.8's
+    handleDeleteTopicsRequest answers UNKNOWN_TOPIC_OR_PARTITION for a name its metadata
+    cache lacks, before ZkAdminManager looks at ZooKeeper; it was answered NONE at once."""
+    zk = FakeZk()
+    zk.put(paths.DELETE_TOPICS, b"")
+    add_topic(zk, "t", {0: (1, 2, 3)})
+    zk.put(paths.delete_topic("t"), b"")  # its deletion asked, not finished
+    cache = MetadataCache(1)
+    cache.update(metadata_request(("t", [partition_state(0, 1)])))
+    cache.update(metadata_request(("t", [partition_state(0, LEADER_DURING_DELETE)])))
+    assert "t" not in cache.topics()
+    a = AdminApis(cast(ZkClient, zk), cache, lambda: True)
+    (got,) = a.delete_topics(5, {"topic_names": ["t"], "timeout_ms": 1000})["responses"]
+    assert ErrorCode(got["error_code"]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, got
+
+
+def test_delete_topics_of_a_topic_already_marked_but_listed_is_answered_none() -> None:
+    """Marked for deletion, its deletion not yet begun (still in the metadata cache):
+    Kafka 2.8's ZkAdminManager.deleteTopics swallows TopicAlreadyMarkedForDeletion, and
+    the answer waits for the deletion as the first one's does."""
+    zk = FakeZk()
+    zk.put(paths.DELETE_TOPICS, b"")
+    add_topic(zk, "t", {0: (1, 2, 3)})
+    zk.put(paths.delete_topic("t"), b"")
+    cache = MetadataCache(1)
+    cache.update(metadata_request(("t", [partition_state(0, 1)])))
+    a = AdminApis(cast(ZkClient, zk), cache, lambda: True)
+    (got,) = a.delete_topics(5, {"topic_names": ["t"], "timeout_ms": 0})["responses"]
+    assert ErrorCode(got["error_code"]) == ErrorCode.REQUEST_TIMED_OUT, got  # not waited
+    threading.Timer(
+        0.05,
+        lambda: cache.update(metadata_request(("t", [partition_state(0, LEADER_DURING_DELETE)]))),
+    ).start()
+    (got,) = a.delete_topics(5, {"topic_names": ["t"], "timeout_ms": 5000})["responses"]
+    assert ErrorCode(got["error_code"]) == ErrorCode.NONE, got
