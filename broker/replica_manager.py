@@ -1402,8 +1402,16 @@ class ReplicaManager:
                 for intent in intents:
                     self._isr_unsure[intent.partition.topic_partition] = intent.partition
                 # The writes the round saw land before it failed: no later round finds
-                # those ISRs changed, so the next notification names them from here.
+                # those ISRs changed, so the next notification names them from here, and
+                # a smaller ISR moves the high watermark now (as Kafka's maybeShrinkIsr
+                # does once its write is done), else acknowledged records stay unreadable
+                # and acks=all produces time out until the next append or fetch.
                 self._isr_changed_unannounced.update(changed)
+                for tp in changed:
+                    if (current := self.partitions.get(tp)) is not None:
+                        self._maybe_increment_high_watermark(current)
+            if changed:
+                self._notify_progress(changed)
             raise
         # Every write of the round is settled (a lost connection raised instead): what is
         # still to be added is what the queue holds. A smaller ISR, or a settled addition,
