@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -258,11 +259,52 @@ def _leader_text(leader: int) -> str:
     return "none" if leader < 0 else str(leader)
 
 
+# C0 controls, DEL and C1 controls (0x9b is an 8-bit CSI). The codecs take any string a
+# znode's JSON holds (a broker's host is any valid UTF-8), and a view that wrote it raw
+# would let a registration clear the screen or retitle the window; curses refuses a NUL.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+def printable(text: str) -> str:
+    """`text` with each control character written as a \\xNN escape."""
+    return _CONTROL.sub(_escape, text) if _CONTROL.search(text) else text
+
+
+def _printable(obs: Observation) -> Observation:
+    """`obs` with the text it brings from outside (znodes, a broker's log, an error
+    message) made printable: done here, where every observation enters the state, so
+    whatever a renderer shows of it is. Topic names are path components, which ZooKeeper
+    keeps free of control characters; they are checked all the same (cheaply, and the
+    maps rebuilt only when one needs it)."""
+    if isinstance(obs, BrokersSeen):
+        if any(_CONTROL.search(i.address) for i in obs.brokers.values()):
+            brokers = {b: replace(i, address=printable(i.address)) for b, i in obs.brokers.items()}
+            return replace(obs, brokers=brokers)
+    elif isinstance(obs, PartitionsSeen):
+        if any(_CONTROL.search(t) for t in obs.topics):
+            topics = {printable(t): a for t, a in obs.topics.items()}
+            states = {
+                TopicPartition(printable(tp.topic), tp.partition): s for tp, s in obs.states.items()
+            }
+            return replace(obs, topics=topics, states=states)
+    elif isinstance(obs, ControllerSeen):
+        if obs.problem is not None:
+            return replace(obs, problem=printable(obs.problem))
+    elif isinstance(obs, Note | ProblemSeen):
+        return replace(obs, text=printable(obs.text))
+    return obs
+
+
 # --- the reducer ----------------------------------------------------------------------------
 
 
 def reduce(state: WatchState, obs: Observation) -> tuple[WatchState, list[Event]]:
     """The state after `obs`, and the timeline events it caused (also in the new timeline)."""
+    obs = _printable(obs)
     if isinstance(obs, ControllerSeen):
         new, events = _controller(state, obs)
     elif isinstance(obs, BrokersSeen):

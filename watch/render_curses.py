@@ -66,6 +66,10 @@ def _draw(screen: curses.window, lines: list[Line], styles: dict[str, int]) -> N
             screen.addnstr(y, 0, text, max(cols - 1, 0), styles.get(style, curses.A_NORMAL))
         except curses.error:
             pass  # a line that does not fit a terminal being resized
+        except ValueError:
+            # A NUL, which curses refuses: the model escapes what it takes from outside,
+            # this is the net under it. One line left out, not the view ended.
+            pass
     screen.noutrefresh()
     curses.doupdate()
 

@@ -519,3 +519,38 @@ def test_the_view_always_agrees_with_what_was_observed(obs_list: list[model.Obse
         }
         assert len(state.timeline) <= model.TIMELINE_MAX
         assert all(e.ts == ts for e in events)
+
+
+# --- text from outside ----------------------------------------------------------------------
+
+# NUL (curses refuses it), BEL, ESC (an OSC retitling the window, a CSI clearing the screen),
+# DEL and the 8-bit CSI: characters a broker registration's JSON may carry.
+HOSTILE = "a\x00b\x07\x1b]0;owned\x07\x1b[2J\x7f\x9b2J"
+
+
+def test_control_characters_from_znodes_and_logs_are_escaped() -> None:
+    """Text read from ZooKeeper (a broker's host, a topic's name, a problem naming a znode)
+    or a broker's log reaches the terminal through the state: its control characters are
+    shown as \\xNN escapes, nowhere raw."""
+    state = healthy_cluster()
+    state, _ = reduce_all(
+        state,
+        [
+            BrokersSeen(T0 + 1, {4: BrokerInfo(4, f"{HOSTILE}:9094", 104)}),
+            partitions({(f"t{HOSTILE}", 0): (1, 0, (1, 2, 3))}),
+            ProblemSeen(T0 + 2, f"malformed data in znode /x: {HOSTILE}"),
+            ControllerSeen(T0 + 3, 1, 5, f"malformed data in znode /controller: {HOSTILE}"),
+            Note(T0 + 4, f"broker 4 at {HOSTILE}", "log"),
+        ],
+    )
+    escaped = "a\\x00b\\x07\\x1b]0;owned\\x07\\x1b[2J\\x7f\\x9b2J"
+    assert state.brokers[4].info is not None
+    assert state.brokers[4].info.address == f"{escaped}:9094"
+    assert TopicPartition(f"t{escaped}", 0) in state.partitions
+    assert f"t{escaped}" in state.topics
+    shown = [e.text for e in state.timeline]
+    assert any(escaped in t for t in shown), shown
+    for t in [*shown, state.brokers[4].info.address, *state.topics, *map(str, state.partitions)]:
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in t), repr(t)
+    # Printable text is left as it is, non-ASCII included.
+    assert model.printable("brøker-1.example:9092 ✓") == "brøker-1.example:9092 ✓"

@@ -132,3 +132,22 @@ def test_an_unreadable_state_is_watched_when_not_every_state_is() -> None:
     zk.set_data(state_path, b"{")
     w.read()
     assert state_path in w.source.armed_paths()
+
+
+def test_a_registration_with_control_characters_reaches_no_terminal_raw() -> None:
+    """A host the codec accepts (any valid UTF-8) carrying ESC and BEL: the plain timeline
+    and the full-screen view show it escaped, so a registration cannot clear the screen
+    or retitle the window; a NUL, which curses refuses, likewise."""
+    from watch import render_plain
+    from watch.screen import screen_lines
+
+    w = Watched(a_cluster(leader=1, isr=(1, 2)))
+    w.read()
+    host = "\x1b]0;owned\x07\x1b[2J\x00"
+    reg = BrokerRegistration(3, (EndPoint("PLAINTEXT", host, 9093),))
+    w.zk.put(paths.broker(3), encode_broker(reg))
+    lines: list[str] = []
+    render_plain.write_events(w.read(), lines.append)
+    lines += [t for t, _ in screen_lines(w.state, w.now, 40, 120, title="t")]
+    assert any("\\x1b]0;owned\\x07\\x1b[2J\\x00:9093" in line for line in lines), lines
+    assert not [ln for ln in lines if any(ord(c) < 0x20 for c in ln)], lines
