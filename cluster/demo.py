@@ -228,16 +228,17 @@ class DemoView:
 
             from watch import render_curses
 
-            try:
-                result = render_curses.run(self.watcher, stop=self._stop)
-            except curses.error as e:
+            def fell_back(e: curses.error) -> None:
                 self.say(f"(the full-screen view failed: {e}; plain lines instead)")
                 self.mode = "plain"
-            else:
-                if result == "quit":
-                    self.quit_requested = True
-                    _interrupt_main_thread()
-                return
+
+            result = render_curses.run_or_plain(
+                self.watcher, self.say, fell_back=fell_back, stop=self._stop
+            )
+            if result == "quit":
+                self.quit_requested = True
+                _interrupt_main_thread()
+            return
         render_plain.run(self.watcher, self.say, stop=self._stop)
 
     def close(self) -> None:

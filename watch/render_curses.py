@@ -6,12 +6,16 @@ applies them, redraws (curses sends only what changed), and reads the keyboard: 
 
 from __future__ import annotations
 
+import contextlib
 import curses
 import os
 import sys
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
+from watch import render_plain
 from watch.screen import Line, screen_lines
 from watch.session import Watcher
 
@@ -138,3 +142,29 @@ def run(
     for name in ("LINES", "COLUMNS"):
         os.environ.pop(name, None)
     return curses.wrapper(loop)
+
+
+def run_or_plain(
+    watcher: Watcher,
+    write: render_plain.Write,
+    *,
+    fell_back: Callable[[curses.error], None],
+    stop: threading.Event | None = None,
+    duration_s: float | None = None,
+    plain_signals: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+) -> str:
+    """The full-screen view, or the plain lines (render_plain) where curses cannot drive
+    the terminal: TERM unset or unknown (`kubectl exec -it`, a minimal container, a serial
+    console) fails in setupterm before anything is drawn. `fell_back` is told why; the
+    plain lines run under `plain_signals` (the full-screen view is ended by Ctrl-C, the
+    plain lines stopped by it) for what is left of `duration_s`. "quit" or "stopped" from
+    the full-screen view, "plain" after the plain lines."""
+    deadline = None if duration_s is None else time.monotonic() + duration_s
+    try:
+        return run(watcher, stop=stop, duration_s=duration_s)
+    except curses.error as e:
+        fell_back(e)
+    left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+    with plain_signals():
+        render_plain.run(watcher, write, stop=stop, duration_s=left)
+    return "plain"

@@ -32,9 +32,9 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
             " problem partitions only), and a timeline of what just happened. While a"
             " failover is under way, a running clock says how long the cluster has been"
             " without a controller or a partition without a leader. On a terminal it is a"
-            " full-screen view (q quits); otherwise, or with --plain, it prints the timeline as"
-            " plain lines. It survives losing its own ZooKeeper connection: it says so and"
-            " recovers."
+            " full-screen view (q quits); otherwise (or on a terminal curses cannot drive: TERM"
+            " unset or unknown), or with --plain, it prints the timeline as plain lines. It"
+            " survives losing its own ZooKeeper connection: it says so and recovers."
         ),
         epilog=(
             "The cluster is found through --zookeeper, $ZKCTL_ZOOKEEPER, or the local"
@@ -129,7 +129,16 @@ def run(args: argparse.Namespace) -> int:
                 progress("watching; Ctrl-C stops")
                 render_plain.run(watcher, out, stop=stop, duration_s=args.duration)
             else:
-                render_curses.run(watcher, duration_s=args.duration)
+                render_curses.run_or_plain(
+                    watcher,
+                    out,
+                    fell_back=lambda e: progress(
+                        f"the full-screen view failed ({e}); plain lines instead, Ctrl-C stops"
+                    ),
+                    stop=stop,
+                    duration_s=args.duration,
+                    plain_signals=lambda: stop_on_signals(stop),
+                )
         except KeyboardInterrupt:
             pass  # Ctrl-C in the full-screen view, or a second signal: it ends the view
         finally:

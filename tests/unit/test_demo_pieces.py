@@ -92,7 +92,9 @@ def interrupted_within(view: DemoView, seconds: float) -> bool:
 def test_the_verdict_noted_after_q_is_left_on_the_terminal(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    def drew_then_q(watcher: Watcher, stop: threading.Event | None = None) -> str:
+    def drew_then_q(
+        watcher: Watcher, stop: threading.Event | None = None, duration_s: float | None = None
+    ) -> str:
         watcher.pump(0.1)
         return "quit"
 
@@ -110,6 +112,37 @@ def test_the_verdict_noted_after_q_is_left_on_the_terminal(
     view.close()
     assert any("LOST: 3 acknowledged" in s for s in said), said
     assert any("failover 1" in s for s in said), said
+
+
+def test_a_terminal_curses_cannot_drive_gets_the_plain_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TERM unset or unknown: the full-screen view fails before drawing (setupterm), and
+    the demo says so and goes on in plain lines (render_curses.run_or_plain, which
+    `zkctl watch` shares)."""
+    import curses
+
+    def no_terminfo(
+        watcher: Watcher, stop: threading.Event | None = None, duration_s: float | None = None
+    ) -> str:
+        raise curses.error("setupterm: could not find terminal")
+
+    monkeypatch.setattr(render_curses, "run", no_terminfo)
+    watcher = Watcher(NoZk())  # type: ignore[arg-type]
+    said: list[str] = []
+    view = DemoView(watcher, "curses", said.append)
+    view.start()
+    view.note("starting 3 brokers")
+    deadline = time.monotonic() + 10
+    while not any("starting 3 brokers" in s for s in said) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    view.close()
+    assert view.mode == "plain"
+    assert not view.quit_requested
+    assert said[0] == (
+        "(the full-screen view failed: setupterm: could not find terminal; plain lines instead)"
+    ), said
+    assert sum("starting 3 brokers" in s for s in said) == 1, said
 
 
 def test_a_view_that_fails_interrupts_the_demo() -> None:

@@ -1,5 +1,5 @@
 """`zkctl watch` on a real terminal (a pty): the full-screen view survives what ZooKeeper
-holds."""
+holds, and a terminal curses cannot drive gets the plain lines instead of an error."""
 
 from __future__ import annotations
 
@@ -104,6 +104,16 @@ def test_a_nul_in_a_broker_host_does_not_end_the_full_screen_view(tmp_path: Path
     result, shown = watch_in_a_pty(tmp_path, "xterm", "a\x00b")
     assert result.startswith("exit 0"), result
     assert "a\\x00b:9092" in shown, shown
+
+
+def test_a_terminal_curses_cannot_drive_gets_the_plain_lines(tmp_path: Path) -> None:
+    # TERM unset (`kubectl exec -it`, a minimal container): setupterm failed and the
+    # command ended in an internal error, showing nothing.
+    result, shown = watch_in_a_pty(tmp_path, None, "127.0.0.2")
+    assert result.startswith("exit 0"), result
+    assert "the full-screen view failed" in result, result
+    assert "plain lines instead" in result, result
+    assert "2 brokers registered: [1, 2]" in shown, shown  # the plain lines, on the terminal
 
 
 class RefusingScreen:
