@@ -79,11 +79,13 @@ def watch_in_a_pty(tmp_path: Path, term: str | None, host: str) -> tuple[str, st
     finally:
         os.close(slave)
     shown = bytearray()
+    # poll, not select: the whole unit suite may have descriptors past select's 1024.
+    poller = select.poll()
+    poller.register(master, select.POLLIN)
     try:
         deadline = time.monotonic() + 60
         while proc.poll() is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
+            if poller.poll(100):
                 try:
                     shown += os.read(master, 65536)
                 except OSError:  # the child closed the terminal
