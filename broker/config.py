@@ -859,13 +859,15 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def parse_key_value_pairs(
-    pairs: Iterable[str], what: str, *, trim_value: bool = False
+    pairs: Iterable[str], what: str, *, trim_value: bool = False, empty_value: bool = True
 ) -> dict[str, str]:
     """``["k=v", ...]`` -> dict, split at the first '='; the key is trimmed. With
-    ``trim_value`` (the topic tools) the value is trimmed too and must be one non-empty
-    word without '=': Kafka's TopicCommand and ConfigCommand split at \\s*=\\s* and
-    require exactly two parts, so what they store is what is meant. ``what`` names the
-    option in errors ("--override")."""
+    ``trim_value`` (the topic tools) the value is trimmed too and may hold no '=':
+    Kafka's TopicCommand and ConfigCommand split at \\s*=\\s* and require exactly two
+    parts, so what they store is what is meant. TopicCommand's split drops a trailing
+    empty part, so its ``--config k=`` is refused too (``empty_value=False``);
+    ConfigCommand's keeps it (split(..., -1): "to support empty value", an empty list
+    config). ``what`` names the option in errors ("--override")."""
     result: dict[str, str] = {}
     problems = _Problems()
     for pair in pairs:
@@ -873,7 +875,8 @@ def parse_key_value_pairs(
         key = key.strip()
         if trim_value:
             value = value.strip()
-        if not sep or not key or (trim_value and (not value or "=" in value)):
+        refused_value = trim_value and ("=" in value or (not value and not empty_value))
+        if not sep or not key or refused_value:
             problems.add(None, f"{what} {pair!r} is not of the form key=value")
             continue
         result[key] = value
@@ -889,7 +892,9 @@ def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
 
 def parse_topic_config_args(pairs: Iterable[str]) -> dict[str, str]:
     """``kafka-topics.sh --config key=value`` pairs, validated as topic configs."""
-    return validate_topic_config(parse_key_value_pairs(pairs, "--config", trim_value=True))
+    return validate_topic_config(
+        parse_key_value_pairs(pairs, "--config", trim_value=True, empty_value=False)
+    )
 
 
 def _escape(s: str, *, is_key: bool) -> str:

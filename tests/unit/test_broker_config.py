@@ -1066,10 +1066,20 @@ def test_topic_config_args_need_exactly_one_value(pair: str) -> None:
 
 
 def test_alter_config_args_need_exactly_one_value() -> None:
+    """ConfigCommand (kafka-configs.sh --add-config) refuses a second '=' but keeps an
+    empty value (its split(..., -1): "to support empty value"), an empty list config."""
     from admin.topics import InvalidArgumentError, parse_config_alteration
 
     with pytest.raises(InvalidArgumentError, match="is not of the form key=value"):
         parse_config_alteration("t", ["cleanup.policy=compact=delete"], [])
+    empty = ["leader.replication.throttled.replicas=", "follower.replication.throttled.replicas = "]
+    assert parse_config_alteration("t", empty, []) == (
+        {
+            "leader.replication.throttled.replicas": "",
+            "follower.replication.throttled.replicas": "",
+        },
+        [],
+    )
 
 
 @pytest.mark.parametrize(
