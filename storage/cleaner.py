@@ -19,6 +19,9 @@ One cleaning of a log:
    each run is read batch by batch and written, with only the records that stay, to one
    new segment (``<base>.log.cleaned`` with both indexes, fsynced, its modification time
    the run's latest), which ``PartitionLog.replace_segments`` swaps in crash-safely.
+   A batch it cannot read is kept whole, and so is every tombstone above it
+   (``storage.compaction``); the first such batch is in the result (``kept_unread``),
+   and ``LogCleaner`` logs it once as a warning.
    The run's old files are read through their own descriptors: an append, a fetch or a
    retention goes on beside it. A truncation of the log since the survey (its
    truncation count moved: the offset map may name later records the truncation
@@ -118,6 +121,9 @@ class CleaningResult:
     segments_after: int
     seconds: float
     complete: bool  # False: a swap was refused (the log moved); the checkpoint stays
+    #: the first batch kept unread (its base offset, why), whose records stay as they are
+    #: and past which no tombstone goes (``storage.compaction.retain``); None if none
+    kept_unread: tuple[int, str] | None = None
 
 
 def _stat(segment: LogSegment) -> SegmentStat:
@@ -348,6 +354,11 @@ def clean(
     runs = group_segments(stats, end_offset, max_bytes=config.segment_bytes)
     read = written = records_read = dropped = 0
     complete = True
+    # The first batch this cleaning keeps unread: the records it holds stay, so the
+    # tombstones above it stay too (a record one deleted may be in it). Batches are
+    # copied in offset order, so it is known before any tombstone above it is looked at.
+    kept_unread: tuple[int, str] | None = None
+    first_unread = [-1]  # its base offset, read by ``keep`` as the copy goes on
     for start, end in runs:
         if (
             (stopping is not None and stopping())
@@ -369,10 +380,12 @@ def clean(
                 keep_tombstones = stat.last_modified_ms > horizon
 
                 def keep_mapped(
-                    record: KeyedRecord, keep_tombstones: bool = keep_tombstones
+                    record: KeyedRecord,
+                    keep_tombstones: bool = keep_tombstones,
+                    first_unread: list[int] = first_unread,
                 ) -> bool:
                     latest = -1 if record.key is None else offset_map.get(record.key)
-                    return retain(record, latest, keep_tombstones)
+                    return retain(record, latest, keep_tombstones, first_unread[0])
 
                 def keep_to_end(record: KeyedRecord, keep_mapped: Keep = keep_mapped) -> bool:
                     # Past the map's end (inside this segment): kept as it is, as Kafka's.
@@ -385,7 +398,10 @@ def clean(
                         break
                     read += header.size
                     records_read += header.record_count
-                    kept = filter_batch(batch, header, keep, max_size=max_size)
+                    kept, unread = filter_batch(batch, header, keep, max_size=max_size)
+                    if unread is not None and kept_unread is None:
+                        kept_unread = (header.base_offset, unread)
+                        first_unread[0] = header.base_offset
                     if kept is None:
                         dropped += header.record_count
                         continue
@@ -406,7 +422,15 @@ def clean(
             complete = False
             break
     return _result(
-        to_clean, end_offset, offset_map, read, written, records_read, dropped, complete=complete
+        to_clean,
+        end_offset,
+        offset_map,
+        read,
+        written,
+        records_read,
+        dropped,
+        complete=complete,
+        kept_unread=kept_unread,
     )
 
 
@@ -420,6 +444,7 @@ def _result(
     dropped: int,
     *,
     complete: bool,
+    kept_unread: tuple[int, str] | None = None,
 ) -> CleaningResult:
     partition_log = to_clean.log
     return CleaningResult(
@@ -436,6 +461,7 @@ def _result(
         len(partition_log.segments_snapshot()),
         time.perf_counter() - to_clean.started,
         complete,
+        kept_unread,
     )
 
 
@@ -830,9 +856,23 @@ class LogCleaner:
             if result.complete:
                 self._record(partition_log, result.end_offset, to_clean.truncations)
             with self._lock:
+                before = self.last_results.get(to_clean.key)
                 # Not for a log deleted from inside this very cleaning (forget is done).
                 if not partition_log.closed:
                     self.last_results[to_clean.key] = result
+            if result.kept_unread is not None and (
+                before is None or before.kept_unread != result.kept_unread
+            ):
+                # Once, not at every cleaning: the operator learns why the log keeps
+                # records and tombstones it would otherwise drop.
+                log.warning(
+                    "cleaning %s-%d: the batch at offset %d cannot be read (%s): it is kept"
+                    " whole, and every tombstone above it is kept (a record one deleted may"
+                    " be in it); docs/storage.md, Compaction",
+                    result.topic,
+                    result.partition,
+                    *result.kept_unread,
+                )
             log.info(
                 "cleaned %s-%d (dirty ratio %.2f): offsets %d-%d mapped (%d keys), %d of %d"
                 " records dropped, %d bytes to %d, %d segments to %d in %.3f s%s",

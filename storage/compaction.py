@@ -19,7 +19,8 @@ decides the same way; ``storage.cleaner`` does the reading, writing and swapping
   inside a segment if need be (Kafka's offsetMap.latestOffset + 1): the records past
   that stay whatever they are, and the next cleaning starts there. So every record
   below where cleanings ended was in some cleaning's map, and a tombstone there may go
-  at the delete horizon: that cleaning dropped the records it deleted.
+  at the delete horizon: that cleaning dropped the records it deleted, unless they were
+  in a batch it could not read (below).
 - How a batch is rewritten (``filter_batch``): its base offset, last offset delta, base
   timestamp, leader epoch, producer fields and attributes stay; the retained records keep
   their bytes (their deltas are relative to those), so only the header's length, count,
@@ -29,9 +30,19 @@ decides the same way; ``storage.cleaner`` does the reading, writing and swapping
   leaves the records' bytes alone.
 
 Batches of every codec are read (``storage.codecs``), and a rewritten batch keeps its
-codec. A batch whose attributes name no codec (5-7), or whose body does not decode, is
-kept whole and its keys are not put in the map, so its records are never dropped and
-never make another record drop: that errs on the side of keeping data.
+codec. A batch whose attributes name no codec (5-7), whose body does not decode, or whose
+records decompress to more than the cleaner reads (16 times the topic's *current*
+``max.message.bytes``: a batch written before it was lowered, or while the topic was
+delete-only, may be over it) is kept whole and unread (``filter_batch`` says why), and
+its keys are not put in the map, so its records are never dropped and never make
+another record drop: that errs on the side of keeping data. A record in it may be one
+that a later tombstone deleted, which Kafka's cleaner (it reads every batch, a record
+at a time, unbounded) drops in the cleaning that maps the tombstone; here it stays, so
+the tombstone must too, or the record is its key's latest again once the tombstone goes.
+So a cleaning keeps every tombstone above the first batch it kept unread, whatever the
+horizon (``retain``'s ``first_unread``); one below it cannot have deleted a record in
+it and goes as usual. Batches are copied in offset order, so that batch is known before
+any tombstone above it is looked at.
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ from collections.abc import Callable, Sequence
 from typing import Final, NamedTuple
 
 from storage import codecs
-from storage.errors import CorruptRecordError
+from storage.errors import CorruptRecordError, DecompressedTooLargeError
 from storage.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -56,6 +67,7 @@ from storage.records import (
 )
 
 __all__ = [
+    "Filtered",
     "KeyedRecord",
     "OffsetMap",
     "SegmentStat",
@@ -187,14 +199,29 @@ def first_keyless_offset(
     return None if keyless < 0 else header.base_offset + keyless
 
 
-def retain(record: KeyedRecord, latest_offset: int, keep_tombstones: bool) -> bool:
+def retain(
+    record: KeyedRecord, latest_offset: int, keep_tombstones: bool, first_unread: int = -1
+) -> bool:
     """Kafka's LogCleaner.shouldRetainRecord: ``latest_offset`` is the offset map's entry
-    for the record's key (-1: none)."""
+    for the record's key (-1: none). ``first_unread`` is the base offset of the first
+    batch this cleaning kept unread (-1: none): a tombstone above it stays whatever the
+    horizon, since a record it deleted may be in that batch, still there."""
     if record.key is None:
         return False  # a compacted topic's record without a key (Kafka drops it too)
     if record.offset < latest_offset:
         return False  # a later record of its key exists
-    return keep_tombstones or not record.tombstone
+    if not record.tombstone or keep_tombstones:
+        return True
+    return 0 <= first_unread < record.offset
+
+
+class Filtered(NamedTuple):
+    """What ``filter_batch`` made of a batch: ``batch`` is the same object if every record
+    stays or it was kept unread, None if none stays, else the rebuilt batch; ``unread``
+    says why it was kept unread (None: it was read, or is a control batch)."""
+
+    batch: bytes | None
+    unread: str | None = None
 
 
 def filter_batch(
@@ -203,21 +230,24 @@ def filter_batch(
     keep: Callable[[KeyedRecord], bool],
     *,
     max_size: int = codecs.MAX_SIZE,
-) -> bytes | None:
-    """``batch`` (exactly one batch) with only the records ``keep`` accepts: the same
-    object if it keeps them all (or the batch cannot be read: kept whole), None if it
-    keeps none, else the rebuilt batch (see the module's docstring)."""
-    if header.is_control or not decodable(header):
-        return batch
+) -> Filtered:
+    """``batch`` (exactly one batch) with only the records ``keep`` accepts (see the
+    module's docstring); one that cannot be read is kept whole, never dropped."""
+    if header.is_control:
+        return Filtered(batch)
+    if not decodable(header):
+        return Filtered(batch, f"its attributes name no codec ({header.compression})")
     try:
         body, records = keyed_records(batch, header, max_size=max_size)
-    except CorruptRecordError:
-        return batch  # never drop what cannot be read
+    except DecompressedTooLargeError:
+        return Filtered(batch, f"its records decompress to more than {max_size} bytes")
+    except CorruptRecordError as exc:
+        return Filtered(batch, str(exc))
     kept = [r for r in records if keep(r)]
     if len(kept) == len(records):
-        return batch
+        return Filtered(batch)
     if not kept:
-        return None
+        return Filtered(None)
     new_body = b"".join(encode_varint(r.end - r.start) + body[r.start : r.end] for r in kept)
     new_body = codecs.compress(header.compression, new_body)
     rebuilt = bytearray(batch[:BATCH_HEADER_SIZE])
@@ -227,7 +257,7 @@ def filter_batch(
         _INT64.pack_into(rebuilt, _MAX_TIMESTAMP_OFFSET, max(r.timestamp for r in kept))
     _LENGTH.pack_into(rebuilt, _RECORD_COUNT_OFFSET, len(kept))
     _UINT32.pack_into(rebuilt, _CRC_OFFSET, batch_crc(rebuilt))
-    return bytes(rebuilt)
+    return Filtered(bytes(rebuilt))
 
 
 class OffsetMap:

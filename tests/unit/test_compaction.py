@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from storage import codecs
 from storage.compaction import (
+    Filtered,
     KeyedRecord,
     OffsetMap,
     SegmentStat,
@@ -209,7 +210,7 @@ def test_keyed_records_of_a_corrupt_body_raise_corrupt_record_error(
     assert info.value.offset == 40
     assert info.value.position == header.position
     # a corrupt batch is kept whole and its keys go nowhere
-    assert filter_batch(batch, header, _keep_none) is batch
+    assert _kept_unread(filter_batch(batch, header, _keep_none)) is batch
     assert batch_keys(batch, header) == []
 
 
@@ -223,7 +224,7 @@ def test_keyed_records_of_a_bad_gzip_body_raise_corrupt_record_error(body: bytes
     header = read_header(batch)
     with pytest.raises(CorruptRecordError):
         keyed_records(batch, header)
-    assert filter_batch(batch, header, _keep_none) is batch
+    assert _kept_unread(filter_batch(batch, header, _keep_none)) is batch
 
 
 @pytest.mark.parametrize("compression", [Compression.SNAPPY, Compression.LZ4, Compression.ZSTD])
@@ -236,7 +237,7 @@ def test_keyed_records_of_a_bad_snappy_lz4_or_zstd_body_raise_corrupt_record_err
         header = read_header(batch)
         with pytest.raises(CorruptRecordError):
             keyed_records(batch, header)
-        assert filter_batch(batch, header, _keep_none) is batch
+        assert _kept_unread(filter_batch(batch, header, _keep_none)) is batch
 
 
 def test_keyed_records_of_a_gzip_body_holding_a_corrupt_record() -> None:
@@ -336,6 +337,29 @@ def test_retain_drops_a_latest_tombstone_only_when_tombstones_go() -> None:
     assert not retain(_keyed(5, b"k", tombstone=True), -1, keep_tombstones=False)
 
 
+def test_retain_keeps_a_tombstone_above_a_batch_kept_unread() -> None:
+    # The batch kept unread (base offset 3) may hold a record the tombstone deleted: that
+    # record stays, so the tombstone does too, past the horizon. One below it cannot
+    # have deleted a record in it.
+    tombstone = _keyed(5, b"k", tombstone=True)
+    assert retain(tombstone, 5, keep_tombstones=False, first_unread=3)
+    assert retain(tombstone, -1, keep_tombstones=False, first_unread=4)
+    assert not retain(tombstone, 5, keep_tombstones=False, first_unread=6)
+    assert not retain(tombstone, 5, keep_tombstones=False, first_unread=-1)
+    # a later record of its key still drops it, as it does any record
+    assert not retain(tombstone, 8, keep_tombstones=False, first_unread=3)
+    assert retain(_keyed(5, b"k"), 5, keep_tombstones=False, first_unread=3)
+
+
+def test_filter_batch_keeps_a_batch_over_its_bound_unread() -> None:
+    batch = _batch([b"x" * 1000], compression=Compression.GZIP)
+    header = read_header(batch)
+    assert filter_batch(batch, header, _keep_none).batch is None
+    filtered = filter_batch(batch, header, _keep_none, max_size=500)
+    assert filtered.batch is batch
+    assert filtered.unread == "its records decompress to more than 500 bytes"
+
+
 # --------------------------------------------------------------------------- filter_batch
 
 
@@ -346,15 +370,15 @@ def _by_offset(batch: bytes) -> dict[int, Record]:
 def test_filter_batch_keeping_every_record_returns_the_same_object() -> None:
     for compression in (Compression.NONE, Compression.GZIP):
         batch = _batch(MIXED, compression=compression)
-        assert filter_batch(batch, read_header(batch), _keep_all) is batch
+        assert filter_batch(batch, read_header(batch), _keep_all).batch is batch
     empty = _batch([])
-    assert filter_batch(empty, read_header(empty), _keep_none) is empty
+    assert filter_batch(empty, read_header(empty), _keep_none).batch is empty
 
 
 def test_filter_batch_keeping_no_record_returns_none() -> None:
     for compression in (Compression.NONE, Compression.GZIP):
         batch = _batch(MIXED, compression=compression)
-        assert filter_batch(batch, read_header(batch), _keep_none) is None
+        assert filter_batch(batch, read_header(batch), _keep_none).batch is None
 
 
 @pytest.mark.parametrize("compression", READABLE)
@@ -376,7 +400,7 @@ def test_filter_batch_keeps_the_records_bytes_offsets_and_header(
         base_sequence=100,
     )
     before = read_header(batch)
-    out = filter_batch(batch, before, _keep_offsets(*kept))
+    out = filter_batch(batch, before, _keep_offsets(*kept)).batch
     assert out is not None
     (after,) = iter_batches(out)  # a valid batch: length, magic, CRC
     assert after == read_header(out)
@@ -418,11 +442,11 @@ def test_filter_batch_keeps_the_records_bytes_offsets_and_header(
 def test_filter_batch_lowers_the_max_timestamp_of_a_create_time_batch() -> None:
     batch = _batch(MIXED, base_offset=0)
     assert read_header(batch).max_timestamp == BASE_TS + 10**12
-    out = filter_batch(batch, read_header(batch), _keep_offsets(0, 1))
+    out = filter_batch(batch, read_header(batch), _keep_offsets(0, 1)).batch
     assert out is not None
     assert read_header(out).max_timestamp == BASE_TS + 5
     # a max below the base timestamp stays what the records say
-    out = filter_batch(batch, read_header(batch), _keep_offsets(1))
+    out = filter_batch(batch, read_header(batch), _keep_offsets(1)).batch
     assert out is not None
     assert read_header(out).max_timestamp == BASE_TS - 3
     assert read_header(out).base_timestamp == BASE_TS
@@ -437,7 +461,7 @@ def test_filter_batch_keeps_the_max_timestamp_of_a_log_append_time_batch(
     batch = bytes(buf)
     before = read_header(batch)
     assert before == info.batches[0]
-    out = filter_batch(batch, before, _keep_offsets(301, 303))
+    out = filter_batch(batch, before, _keep_offsets(301, 303)).batch
     assert out is not None
     (after,) = iter_batches(out)
     assert after.is_log_append_time
@@ -453,8 +477,8 @@ def test_filter_batch_keeps_an_undecodable_batch_whole() -> None:
     batch = _batch(MIXED, compression=UNKNOWN_CODEC)
     header = read_header(batch)
     assert header.compression == UNKNOWN_CODEC
-    assert filter_batch(batch, header, _keep_none) is batch
-    assert filter_batch(batch, header, _keep_offsets(0)) is batch
+    assert _kept_unread(filter_batch(batch, header, _keep_none)) is batch
+    assert _kept_unread(filter_batch(batch, header, _keep_offsets(0))) is batch
 
 
 @pytest.mark.parametrize("compression", READABLE)
@@ -466,7 +490,7 @@ def test_filter_batch_keeps_a_control_batch_whole(compression: int) -> None:
     )
     header = read_header(batch)
     assert header.is_control
-    assert filter_batch(batch, header, _keep_none) is batch
+    assert filter_batch(batch, header, _keep_none) == Filtered(batch)  # not unread: no data
 
 
 def test_filter_batch_of_a_batch_inside_a_blob() -> None:
@@ -474,7 +498,7 @@ def test_filter_batch_of_a_batch_inside_a_blob() -> None:
     second = _batch(MIXED, base_offset=1)
     (_, header) = read_headers(first + second)
     assert header.position == len(first)
-    out = filter_batch(second, header, _keep_offsets(3))
+    out = filter_batch(second, header, _keep_offsets(3)).batch
     assert out is not None
     assert [r.offset for r in iter_records(out)] == [3]
 
@@ -512,6 +536,12 @@ def _logs(draw: st.DrawFn) -> list[bytes]:
     return batches
 
 
+def _kept_unread(filtered: Filtered) -> bytes | None:
+    """The batch ``filter_batch`` kept unread (it says why)."""
+    assert filtered.unread
+    return filtered.batch
+
+
 def _keeper(offset_map: OffsetMap, keep_tombstones: bool) -> Callable[[KeyedRecord], bool]:
     def keep(record: KeyedRecord) -> bool:
         latest = -1 if record.key is None else offset_map.get(record.key)
@@ -524,7 +554,7 @@ def _compact(
     batches: list[bytes], offset_map: OffsetMap, keep_tombstones: bool
 ) -> list[bytes | None]:
     keep = _keeper(offset_map, keep_tombstones)
-    return [filter_batch(batch, read_header(batch), keep) for batch in batches]
+    return [filter_batch(batch, read_header(batch), keep).batch for batch in batches]
 
 
 def _check_shape(batches: list[bytes], out: list[bytes | None]) -> list[Record]:

@@ -1287,3 +1287,121 @@ def test_a_cleaning_failing_on_a_log_truncated_meanwhile_leaves_it_cleanable(
     assert cleaner.uncleanable_partitions == []
     (result,) = cleaner.clean_once()
     assert result.complete
+
+
+@pytest.mark.parametrize("how", ["max.message.bytes lowered", "delete to compact"])
+def test_a_deleted_key_stays_deleted_when_its_old_value_cannot_be_read(
+    tmp_path: Path, how: str
+) -> None:
+    # k's old value lies in a batch the cleaner cannot decompress within its bound (16 x
+    # the topic's current max.message.bytes): a 3 MB value gzipped to ~3 KB, written
+    # before the operator lowered max.message.bytes, or while the topic was delete-only
+    # (whose batches are never decompressed). The cleaner kept that batch unread, so k's
+    # old value stayed when its tombstone was mapped; the tombstone then went at the
+    # delete horizon and the old value was k's latest again. Kafka 2.8's cleaner reads
+    # every batch, dropping the value in the cleaning that maps the tombstone.
+    lowered = how == "max.message.bytes lowered"
+    config = compacted(
+        compact=lowered,
+        delete_enabled=not lowered,
+        delete_retention_ms=3600 * 1000,
+        min_cleanable_dirty_ratio=0.0,
+        segment_bytes=3400,  # each segment below is a run of its own
+        **({} if lowered else {"max_message_bytes": 100_000}),
+    )
+    log = open_log(tmp_path / "t-0", config)
+
+    def write(*records: RecordSpec, compression: int = Compression.NONE) -> None:
+        batch = build_batch(list(records), base_timestamp=NOW, compression=compression)
+        log.append_as_leader(batch, 0)
+        log.update_high_watermark(log.log_end_offset)
+        log.roll()
+
+    write(RecordSpec(b"\0" * (3 << 20), key=b"k"), compression=Compression.GZIP)
+    # The operator lowers max.message.bytes, or makes the topic compacted
+    # (LogManager.update_topic_config gives the log its new config).
+    log.config = dataclasses.replace(
+        log.config, max_message_bytes=100_000, compact=True, delete_enabled=False
+    )
+    write(RecordSpec(None, key=b"k"), RecordSpec(b"p" * 3200, key=b"pad"))  # k deleted
+    write(RecordSpec(b"x", key=b"other"))
+    assert latest(everything(log))[b"k"][1] is None
+
+    first = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert first is not None
+    assert first.complete
+    assert first.kept_unread is not None
+    assert first.kept_unread[0] == 0
+    end = first.end_offset
+    # Two hours pass (delete.retention.ms is one); the topic is written to and cleaned.
+    for segment in log.segments_snapshot()[:-1]:
+        two_hours_ago = os.stat(segment.path).st_mtime - 2 * 3600
+        os.utime(segment.path, (two_hours_ago, two_hours_ago))
+    for value in (b"y", b"z"):
+        write(RecordSpec(value, key=b"other"))
+        result = clean_log(log, checkpoint=end, map_bytes=1 << 20, now_ms=NOW, force=True)
+        assert result is not None
+        assert result.complete
+        end = result.end_offset
+
+    found = [(o, k, None if v is None else len(v)) for o, k, v in everything(log)]
+    assert [r for r in found if r[1] == b"k"] == [(0, b"k", 3 << 20), (1, b"k", None)]
+    assert latest(everything(log))[b"k"] == (1, None)  # still deleted
+    assert b"pad" in latest(everything(log))
+
+
+def test_tombstones_below_a_batch_kept_unread_still_go_at_the_horizon(tmp_path: Path) -> None:
+    # Only the tombstones above the first batch kept unread stay: one below it cannot
+    # have deleted a record in it.
+    log = open_log(
+        tmp_path / "t-0",
+        compacted(delete_retention_ms=0, min_cleanable_dirty_ratio=0.0, segment_bytes=1 << 20),
+    )
+    put(log, (b"a", b"1"))
+    put(log, (b"a", None))
+    big = build_batch(
+        [RecordSpec(b"\0" * (3 << 20), key=b"b")], base_timestamp=NOW, compression=Compression.GZIP
+    )
+    log.append_as_leader(big, 0)
+    log.config = dataclasses.replace(log.config, max_message_bytes=100_000)
+    put(log, (b"c", b"1"))
+    put(log, (b"c", None))
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    end = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert end is not None
+    put(log, (b"d", b"1"))
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    result = clean_log(log, checkpoint=end.end_offset, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert result is not None
+    assert result.kept_unread is not None
+    assert result.kept_unread[0] == 2
+    found = [(o, k, None if v is None else len(v)) for o, k, v in everything(log)]
+    # a's tombstone (below the batch) went; c's (above it) stays, though c has no record left
+    assert found == [(2, b"b", 3 << 20), (4, b"c", None), (5, b"d", 1)]
+
+
+def test_a_batch_kept_unread_is_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The operator is told, once and not at every cleaning, which batch keeps tombstones.
+    log = open_log(
+        tmp_path / "t-0", compacted(min_cleanable_dirty_ratio=0.0, segment_bytes=1 << 20)
+    )
+    big = build_batch(
+        [RecordSpec(b"\0" * (3 << 20), key=b"b")], base_timestamp=NOW, compression=Compression.GZIP
+    )
+    log.append_as_leader(big, 0)
+    log.config = dataclasses.replace(log.config, max_message_bytes=100_000)
+    cleaner = LogCleaner(lambda: [log], time_ms=lambda: NOW)
+    with caplog.at_level("WARNING", logger="storage.cleaner"):
+        for value in (b"1", b"2", b"3"):
+            put(log, (b"a", value))
+            log.roll()
+            log.update_high_watermark(log.log_end_offset)
+            assert cleaner.clean_one(log, force=True) is not None
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert "t-0: the batch at offset 0 cannot be read" in warnings[0]
+    assert "decompress to more than 1600000 bytes" in warnings[0]
