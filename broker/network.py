@@ -20,8 +20,9 @@ import logging
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final, Protocol
 
 from broker.apis import CloseConnection, KafkaApis, api_versions_response
 from broker.error_responses import error_response
@@ -32,6 +33,18 @@ from wire.protocol import decode_request_header, encode_response_frame, request_
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+
+#: The longest socket wait CPython keeps exactly: it hands poll() a C int of milliseconds,
+#: so a longer timeout wraps (2**32 ms became 0) or raises OverflowError.
+MAX_SOCKET_WAIT_S: Final = (2**31 - 1) / 1000
+
+
+def idle_wait_left(idle_s: float | None, waited_s: float) -> float | None:
+    """How long a connection idle for ``waited_s`` may wait on for its peer: None without
+    an idle limit, 0 once idle for the limit (close it), at most one socket wait."""
+    if idle_s is None:
+        return None
+    return min(max(idle_s - waited_s, 0.0), MAX_SOCKET_WAIT_S)
 
 
 class _Closed(Exception):
@@ -56,7 +69,45 @@ def _bind(host: str, port: int) -> socket.socket:
     return socket.create_server((host, port), family=family, reuse_port=False)
 
 
-def _read_exactly(sock: socket.socket, n: int) -> bytearray:
+class _Conn(Protocol):
+    def recv_into(self, buffer: memoryview, nbytes: int, /) -> int: ...
+    def send(self, data: memoryview, /) -> int: ...
+
+
+class _LongIdleConn:
+    """A connection whose idle limit is longer than one socket wait (about 24.8 days):
+    a wait that times out goes on, in steps of at most one socket wait, until the peer has
+    been silent for the whole limit (Kafka keeps connections.max.idle.ms as a long)."""
+
+    def __init__(self, sock: socket.socket, idle_s: float) -> None:
+        self._sock = sock
+        self._idle_s = idle_s
+
+    def recv_into(self, buffer: memoryview, nbytes: int, /) -> int:
+        return self._wait(lambda: self._sock.recv_into(buffer, nbytes))
+
+    def send(self, data: memoryview, /) -> int:
+        return self._wait(lambda: self._sock.send(data))
+
+    def _wait(self, op: Callable[[], int]) -> int:
+        started = time.monotonic()
+        shortened = False
+        try:
+            while True:
+                try:
+                    return op()
+                except TimeoutError:
+                    left = idle_wait_left(self._idle_s, time.monotonic() - started)
+                    if not left:
+                        raise
+                    self._sock.settimeout(left)
+                    shortened = True
+        finally:
+            if shortened:
+                self._sock.settimeout(MAX_SOCKET_WAIT_S)
+
+
+def _read_exactly(sock: _Conn, n: int) -> bytearray:
     """Exactly n bytes, in a bytearray: a producer's records (a view into it) then get
     their offsets assigned in place, without a copy."""
     buf = bytearray(n)
@@ -70,7 +121,7 @@ def _read_exactly(sock: socket.socket, n: int) -> bytearray:
     return buf
 
 
-def _send_all(sock: socket.socket, data: bytes | bytearray) -> None:
+def _send_all(sock: _Conn, data: bytes | bytearray) -> None:
     """``sock.sendall``, but the socket's timeout (connections.max.idle.ms) bounds each wait
     for the peer to take more, not the whole answer: sendall's timeout covers all of it, so
     a large answer read steadily by a slow client was cut off as idle. Kafka's idle expiry
@@ -118,10 +169,13 @@ class SocketServer:
         # A connection with nothing read or written for this long is closed (Kafka's
         # connections.max.idle.ms): a client gone without a FIN (a host lost, a cable
         # pulled) would otherwise hold its thread and socket for good.
-        # Negative: never (Kafka's Selector keeps no idle expiry then).
+        # Negative: never (Kafka's Selector keeps no idle expiry then). Above one socket
+        # wait, a connection waits in steps (_LongIdleConn).
         self.connections_max_idle_s: float | None = (
             None if connections_max_idle_ms < 0 else max(connections_max_idle_ms, 1) / 1000
         )
+        #: each socket wait's timeout
+        self._socket_timeout_s = idle_wait_left(self.connections_max_idle_s, 0.0)
         #: which listener this serves: Metadata answers with that listener's addresses
         self.listener_name = listener_name
         self.max_request_size = max_request_size
@@ -181,27 +235,34 @@ class SocketServer:
             with self._lock:
                 self._connections.add(conn)
             try:
-                conn.settimeout(self.connections_max_idle_s)
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                threading.Thread(
-                    target=self._serve,
-                    args=(conn, addr),
-                    name=f"conn-{addr[0]}:{addr[1]}",
-                    daemon=True,
-                ).start()
-            except (OSError, RuntimeError) as e:
+                self._start_serving(conn, addr)
+            except Exception as e:
                 # This connection is lost ("can't start new thread" under a process
                 # limit, say), not the acceptor: the next ones are served (Kafka's
                 # Acceptor goes on too).
-                log.error("closing %s: could not serve it: %s", addr, e)
+                log.error("closing %s: could not serve it: %r", addr, e)
                 with self._lock:
                     self._connections.discard(conn)
                 conn.close()
 
+    def _start_serving(self, conn: socket.socket, addr: Any) -> None:
+        conn.settimeout(self._socket_timeout_s)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(
+            target=self._serve,
+            args=(conn, addr),
+            name=f"conn-{addr[0]}:{addr[1]}",
+            daemon=True,
+        ).start()
+
     def _serve(self, conn: socket.socket, addr: Any) -> None:
+        idle_s = self.connections_max_idle_s
+        io: _Conn = conn
+        if idle_s is not None and idle_s > MAX_SOCKET_WAIT_S:
+            io = _LongIdleConn(conn, idle_s)
         try:
             while not self._stopped.is_set():
-                size = _SIZE.unpack(_read_exactly(conn, 4))[0]
+                size = _SIZE.unpack(_read_exactly(io, 4))[0]
                 if size < 0 or size > self.max_request_size:
                     log.warning(
                         "closing %s: request size %d outside 0..%d",
@@ -210,12 +271,12 @@ class SocketServer:
                         self.max_request_size,
                     )
                     return
-                frame = _read_exactly(conn, size)
+                frame = _read_exactly(io, size)
                 response = self._handle(frame, addr)
                 if response is None:
                     return
                 if response:
-                    _send_all(conn, response)
+                    _send_all(io, response)
         except _Closed as e:
             if str(e) != "peer closed the connection":
                 log.info("connection from %s: %s", addr, e)

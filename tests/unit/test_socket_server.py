@@ -1,6 +1,7 @@
-"""The broker's socket server at its edges: a connection whose thread cannot start is
-closed and the listener goes on accepting; an IPv6 listener binds IPv6, and one with no
-host every interface, IPv6 too where the system can."""
+"""The broker's socket server at its edges: a connection whose thread cannot start (or
+whose set-up fails at all) is closed and the listener goes on accepting; an IPv6 listener
+binds IPv6, and one with no host every interface, IPv6 too where the system can; the idle
+limit is kept whatever its length."""
 
 from __future__ import annotations
 
@@ -215,3 +216,113 @@ def test_a_clients_address_is_given_as_kafka_gives_it(addr: Any, shown: str) -> 
     Java's InetAddress.toString(): "/127.0.0.1"; an IPv4 client of the default, dual-stack
     listener was "::ffff:127.0.0.1", and one of an IPv4 listener "127.0.0.1"."""
     assert broker.network.client_address(addr) == shown
+
+
+def ask_after_idle(port: int, idle_s: float, correlation_id: int = 7) -> int | None:
+    """Connect, send nothing for idle_s, then ask ApiVersions: the answer's correlation id,
+    or None if the broker closed the connection meanwhile."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+        time.sleep(idle_s)
+        try:
+            c.sendall(encode_request(ApiKey.API_VERSIONS, 0, correlation_id, "x", {}))
+            data = b""
+            while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+                more = c.recv(65536)
+                if not more:
+                    return None
+                data += more
+        except (ConnectionResetError, BrokenPipeError):
+            return None
+        return decode_response(ApiKey.API_VERSIONS, 0, data[4:])[0]
+
+
+@pytest.mark.parametrize(
+    ("idle_ms", "idle_s"),
+    [
+        (2**32, 0.3),  # handed to poll() as 0 ms: closed at the first wait for a request
+        (2**32 + 1000, 1.5),  # as 1000 ms: closed after 1 s idle, not about 49.7 days
+    ],
+)
+def test_an_idle_limit_above_what_one_socket_wait_can_be_is_not_wrapped(
+    idle_ms: int, idle_s: float
+) -> None:
+    """connections.max.idle.ms is a long in Kafka, honoured exactly (its Selector's
+    IdleExpiryManager). A socket's timeout reaches poll() as a C int of milliseconds:
+    above 2**31-1 ms it wrapped, and a connection idle far less than the limit was closed."""
+    s = SocketServer("127.0.0.1", 0, VersionsOnly, connections_max_idle_ms=idle_ms)  # type: ignore[arg-type]
+    s.start()
+    try:
+        assert ask_after_idle(s.port, 0.0) == 7
+        assert ask_after_idle(s.port, idle_s) == 7, f"closed after {idle_s} s idle"
+    finally:
+        s.stop()
+
+
+def test_a_huge_idle_limit_leaves_the_acceptor_serving() -> None:
+    """1e13 ms: settimeout raised OverflowError in the acceptor's thread, which it did not
+    catch: the acceptor died, and neither that client nor any later one was served."""
+    s = SocketServer("127.0.0.1", 0, VersionsOnly, connections_max_idle_ms=10**13)  # type: ignore[arg-type]
+    s.start()
+    try:
+        assert ask_after_idle(s.port, 0.0) == 7
+        assert ask_after_idle(s.port, 0.0, 8) == 8
+        assert s._accept_thread.is_alive()
+    finally:
+        s.stop()
+
+
+def test_an_idle_limit_above_one_socket_wait_is_kept_exactly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Above the longest socket wait (about 24.8 days; 0.2 s here) a connection waits in
+    steps of it, closed only once idle for the whole limit (1 s here)."""
+    monkeypatch.setattr(broker.network, "MAX_SOCKET_WAIT_S", 0.2)
+    s = SocketServer("127.0.0.1", 0, VersionsOnly, connections_max_idle_ms=1000)  # type: ignore[arg-type]
+    s.start()
+    try:
+        assert ask_after_idle(s.port, 0.6) == 7  # past three steps, within the limit
+        with socket.create_connection(("127.0.0.1", s.port), timeout=10) as idle:
+            started = time.monotonic()
+            assert idle.recv(1) == b""  # closed by the broker (else: a timeout, 10 s)
+            took = time.monotonic() - started
+        assert 0.9 <= took < 5, f"closed after {took:.2f} s idle"
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize(
+    ("idle_s", "waited_s", "left"),
+    [
+        (None, 0.0, None),
+        (1.0, 0.0, 1.0),
+        (1e10, 0.0, 2147483.647),  # (2**31 - 1) ms, the longest poll() takes
+        (1e10, 1e10 - 5, 5.0),
+        (1e10, 1e10, 0.0),
+        (1.0, 2.0, 0.0),
+    ],
+)
+def test_the_wait_left_is_capped_at_one_socket_wait(
+    idle_s: float | None, waited_s: float, left: float | None
+) -> None:
+    assert broker.network.idle_wait_left(idle_s, waited_s) == pytest.approx(left)
+
+
+def test_a_connection_failing_unexpectedly_is_lost_not_the_acceptor(
+    served: SocketServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever goes wrong setting up one connection (an OverflowError from settimeout was
+    one) closes that connection; the acceptor's thread died of anything but OSError and
+    RuntimeError, and no later client was served."""
+    failed = threading.Event()
+
+    def fail(*_args: Any) -> None:
+        failed.set()
+        raise ValueError("unexpected")
+
+    monkeypatch.setattr(served, "_start_serving", fail)
+    with socket.create_connection(("127.0.0.1", served.port), timeout=5) as lost:
+        assert failed.wait(5)
+        assert lost.recv(1) == b""  # closed
+    monkeypatch.undo()
+    assert served._accept_thread.is_alive()
+    assert ask("127.0.0.1", served.port, 6) == 6
