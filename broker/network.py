@@ -55,11 +55,23 @@ class BindError(ValueError):
     """A listener's address cannot be bound (in use, not local, not permitted)."""
 
 
+def is_wildcard(host: str) -> bool:
+    """Whether a listener's host means every interface: none, or an unspecified address
+    ("::", "0.0.0.0"), all of which Kafka's JVM binds as its dual-stack wildcard."""
+    if not host:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
 def _bind(host: str, port: int) -> socket.socket:
     """The listening socket: of the host's address family (an IPv6 listener,
-    ``PLAINTEXT://[::1]:9092``, binds IPv6); no host, every interface, IPv6 too where the
-    system can (Kafka's wildcard address is dual-stack)."""
-    if not host:
+    ``PLAINTEXT://[::1]:9092``, binds IPv6); for every interface ("", "::", "0.0.0.0"),
+    IPv4 and IPv6 where the system can, as Kafka's (a java.nio channel binds an AF_INET6
+    socket with IPV6_V6ONLY off, and 0.0.0.0 as the IPv6 wildcard)."""
+    if is_wildcard(host):
         if socket.has_dualstack_ipv6():
             return socket.create_server(
                 ("", port), family=socket.AF_INET6, dualstack_ipv6=True, reuse_port=False
@@ -185,7 +197,8 @@ class SocketServer:
             where = f"{listener_name}://{host}:{port}" if listener_name else f"{host}:{port}"
             raise BindError(f"socket server failed to bind to {where}: {e.strerror}") from e
         self._listener.settimeout(0.5)
-        #: the bound address (host as bound: "0.0.0.0" for every interface)
+        #: the bound address (host as bound: "::", or "0.0.0.0" without IPv6, for every
+        #: interface)
         self.host: str = self._listener.getsockname()[0]
         self.port: int = self._listener.getsockname()[1]
         self._stopped = threading.Event()

@@ -326,3 +326,36 @@ def test_a_connection_failing_unexpectedly_is_lost_not_the_acceptor(
     monkeypatch.undo()
     assert served._accept_thread.is_alive()
     assert ask("127.0.0.1", served.port, 6) == 6
+
+
+@pytest.mark.parametrize("host", ["::", "0.0.0.0", ""])
+def test_a_wildcard_listener_serves_ipv4_and_ipv6_clients(host: str) -> None:
+    """Kafka binds every listener with a java.nio ServerSocketChannel: on a host with IPv6
+    an AF_INET6 socket with IPV6_V6ONLY off, and 0.0.0.0 bound as the IPv6 wildcard. So
+    ``PLAINTEXT://[::]:9092`` serves IPv4 clients and ``PLAINTEXT://0.0.0.0:9092`` IPv6
+    ones; here "::" was IPv6 only (IPV6_V6ONLY on) and 0.0.0.0 IPv4 only."""
+    s = SocketServer(host, 0, VersionsOnly)  # type: ignore[arg-type]
+    s.start()
+    try:
+        assert ask("127.0.0.1", s.port) == 5
+        if socket.has_dualstack_ipv6() and ipv6_loopback():
+            assert ask("::1", s.port) == 5
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize(
+    ("host", "wildcard"),
+    [
+        ("", True),
+        ("::", True),
+        ("0.0.0.0", True),
+        ("0:0:0:0:0:0:0:0", True),
+        ("::1", False),
+        ("127.0.0.1", False),
+        ("localhost", False),
+        ("kafka1", False),
+    ],
+)
+def test_which_hosts_are_every_interface(host: str, wildcard: bool) -> None:
+    assert broker.network.is_wildcard(host) is wildcard
