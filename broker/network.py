@@ -66,19 +66,45 @@ def is_wildcard(host: str) -> bool:
         return False
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def buffer_size_problem(key: str, size: int) -> str | None:
+    """What is wrong with a socket buffer size: a positive size, or -1 for the OS's."""
+    if size > 0 or size == -1:
+        return None
+    return f"{key}={size}: a buffer size must be above 0, or -1 for the OS default"
+
+
+def _listen(
+    address: tuple[str, int], family: socket.AddressFamily, *, dualstack: bool, rcvbuf: int
+) -> socket.socket:
+    """socket.create_server, with SO_RCVBUF set before binding: the size a connection's
+    window scale is agreed for, which its socket inherits (Kafka sets it there too)."""
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if dualstack else 1)
+        if rcvbuf != -1:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.bind(address)
+        sock.listen()
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _bind(host: str, port: int, rcvbuf: int = -1) -> socket.socket:
     """The listening socket: of the host's address family (an IPv6 listener,
     ``PLAINTEXT://[::1]:9092``, binds IPv6); for every interface ("", "::", "0.0.0.0"),
     IPv4 and IPv6 where the system can, as Kafka's (a java.nio channel binds an AF_INET6
-    socket with IPV6_V6ONLY off, and 0.0.0.0 as the IPv6 wildcard)."""
+    socket with IPV6_V6ONLY off, and 0.0.0.0 as the IPv6 wildcard). ``rcvbuf``: its
+    SO_RCVBUF, -1 the OS default."""
     if is_wildcard(host):
         if socket.has_dualstack_ipv6():
-            return socket.create_server(
-                ("", port), family=socket.AF_INET6, dualstack_ipv6=True, reuse_port=False
-            )
-        return socket.create_server(("0.0.0.0", port), reuse_port=False)
+            return _listen(("", port), socket.AF_INET6, dualstack=True, rcvbuf=rcvbuf)
+        return _listen(("0.0.0.0", port), socket.AF_INET, dualstack=False, rcvbuf=rcvbuf)
     family, *_ = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    return socket.create_server((host, port), family=family, reuse_port=False)
+    return _listen((host, port), family, dualstack=False, rcvbuf=rcvbuf)
 
 
 class _Conn(Protocol):
@@ -176,8 +202,22 @@ class SocketServer:
         max_request_size: int = 100 * 1024 * 1024,
         listener_name: str | None = None,
         connections_max_idle_ms: int = 10 * 60 * 1000,
+        socket_send_buffer_bytes: int = -1,
+        socket_receive_buffer_bytes: int = -1,
     ) -> None:
         self.apis = apis
+        where = f"{listener_name}://{host}:{port}" if listener_name else f"{host}:{port}"
+        # Kafka's listener fails to start with such a receive size, and its acceptor
+        # fails every connection with such a send size: refused here, both.
+        for key, size in (
+            ("socket.send.buffer.bytes", socket_send_buffer_bytes),
+            ("socket.receive.buffer.bytes", socket_receive_buffer_bytes),
+        ):
+            problem = buffer_size_problem(key, size)
+            if problem is not None:
+                raise BindError(f"socket server failed to bind to {where}: {problem}")
+        #: SO_SNDBUF of each connection (-1: the OS default), as Kafka's Acceptor sets it
+        self.socket_send_buffer_bytes = socket_send_buffer_bytes
         # A connection with nothing read or written for this long is closed (Kafka's
         # connections.max.idle.ms): a client gone without a FIN (a host lost, a cable
         # pulled) would otherwise hold its thread and socket for good.
@@ -192,9 +232,8 @@ class SocketServer:
         self.listener_name = listener_name
         self.max_request_size = max_request_size
         try:
-            self._listener = _bind(host, port)
+            self._listener = _bind(host, port, socket_receive_buffer_bytes)
         except OSError as e:
-            where = f"{listener_name}://{host}:{port}" if listener_name else f"{host}:{port}"
             raise BindError(f"socket server failed to bind to {where}: {e.strerror}") from e
         self._listener.settimeout(0.5)
         #: the bound address (host as bound: "::", or "0.0.0.0" without IPv6, for every
@@ -260,7 +299,11 @@ class SocketServer:
 
     def _start_serving(self, conn: socket.socket, addr: Any) -> None:
         conn.settimeout(self._socket_timeout_s)
+        # As Kafka's Acceptor.accept configures each connection.
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if self.socket_send_buffer_bytes != -1:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.socket_send_buffer_bytes)
         threading.Thread(
             target=self._serve,
             args=(conn, addr),

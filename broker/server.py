@@ -100,6 +100,8 @@ class KafkaServer:
                     max_request_size=config.socket_request_max_bytes,
                     listener_name=listener.name,
                     connections_max_idle_ms=config.connections_max_idle_ms,
+                    socket_send_buffer_bytes=config.socket_send_buffer_bytes,
+                    socket_receive_buffer_bytes=config.socket_receive_buffer_bytes,
                 )
         except BaseException:
             self._stop_socket_servers()

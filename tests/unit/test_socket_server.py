@@ -359,3 +359,76 @@ def test_a_wildcard_listener_serves_ipv4_and_ipv6_clients(host: str) -> None:
 )
 def test_which_hosts_are_every_interface(host: str, wildcard: bool) -> None:
     assert broker.network.is_wildcard(host) is wildcard
+
+
+def test_the_socket_buffer_sizes_are_applied() -> None:
+    """Kafka sets socket.receive.buffer.bytes as SO_RCVBUF of the listening socket, before
+    it binds (its accepted sockets inherit it), and socket.send.buffer.bytes as SO_SNDBUF
+    of each accepted one. Both were parsed and never applied. (Linux doubles the value
+    given, for its bookkeeping.)"""
+    # Above Linux's defaults (tcp_rmem 128 KiB, tcp_wmem 16 KiB), below its usual caps
+    # (rmem_max and wmem_max, 208 KiB at least).
+    size = 200_000
+    s = SocketServer(
+        "127.0.0.1",
+        0,
+        VersionsOnly,  # type: ignore[arg-type]
+        socket_send_buffer_bytes=size,
+        socket_receive_buffer_bytes=size,
+    )
+    accepted: list[socket.socket] = []
+    real_start = s._start_serving
+
+    def keep(conn: socket.socket, addr: Any) -> None:
+        accepted.append(conn)
+        real_start(conn, addr)
+
+    s._start_serving = keep  # type: ignore[method-assign]
+    s.start()
+    try:
+        listener_rcvbuf = s._listener.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        assert listener_rcvbuf >= size
+        with socket.create_connection(("127.0.0.1", s.port), timeout=5) as client:
+            # Once answered, the connection is set up (and open until the client closes).
+            client.sendall(encode_request(ApiKey.API_VERSIONS, 0, 5, "x", {}))
+            assert len(client.recv(4, socket.MSG_WAITALL)) == 4
+            (conn,) = accepted
+            assert conn.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) >= size
+            assert conn.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+    finally:
+        s.stop()
+
+
+def test_socket_buffer_sizes_of_minus_1_leave_the_os_defaults() -> None:
+    with socket.socket() as fresh:
+        default_rcvbuf = fresh.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    s = SocketServer(
+        "127.0.0.1",
+        0,
+        VersionsOnly,  # type: ignore[arg-type]
+        socket_send_buffer_bytes=-1,
+        socket_receive_buffer_bytes=-1,
+    )
+    try:
+        assert s._listener.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == default_rcvbuf
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("socket_receive_buffer_bytes", 0),
+        ("socket_receive_buffer_bytes", -2),
+        ("socket_send_buffer_bytes", 0),
+        ("socket_send_buffer_bytes", -5),
+    ],
+)
+def test_a_socket_buffer_size_of_0_or_below_other_than_minus_1_is_refused(
+    key: str, value: int
+) -> None:
+    """Kafka's listener fails to start with such a receive size (Java's
+    setReceiveBufferSize throws), and its acceptor fails every connection with such a send
+    size: refused at start here, both."""
+    with pytest.raises(BindError, match=key.replace("_", ".")):
+        SocketServer("127.0.0.1", 0, VersionsOnly, **{key: value})  # type: ignore[arg-type]
