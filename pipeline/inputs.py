@@ -41,25 +41,33 @@ class ResolvedSource:
 
 
 def parse_log_args(args: list[str]) -> list[LogSource]:
-    """`[NAME=]PATH` arguments; a PATH alone names its cluster after its last component."""
-    out: list[LogSource] = []
-    used: dict[str, str] = {}
+    """`[NAME=]PATH` arguments; a PATH alone names its cluster after its last component.
+
+    Explicit NAMEs are taken first and a default name never joins one of them (nor one
+    given to another path by default: it gets a -2, -3, ... suffix), so the clusters do
+    not depend on the arguments' order.
+    """
+    parsed: list[tuple[str, str]] = []
     for arg in args:
         name, sep, path = arg.partition("=")
         if not sep or not _NAME.match(name) or os.path.exists(arg):
             name, path = "", arg
         if not path:
             raise InputError(f"--logs {arg!r}: no path")
-        explicit = bool(name)
+        parsed.append((name, path))
+    explicit = {name for name, _ in parsed if name}
+    by_default: dict[str, str] = {}
+    out: list[LogSource] = []
+    for given, path in parsed:
+        name = given
         if not name:
             stripped = path.rstrip("/") or path
-            name = os.path.basename(stripped.split("://", 1)[-1]) or stripped
-        if not explicit:
-            base, n = name, 2
-            while name in used and used[name] != path:
+            base = os.path.basename(stripped.split("://", 1)[-1]) or stripped
+            name, n = base, 2
+            while name in explicit or by_default.get(name, path) != path:
                 name = f"{base}-{n}"
                 n += 1
-        used[name] = path
+            by_default[name] = path
         out.append(LogSource(name, path))
     return out
 

@@ -194,3 +194,14 @@ def test_torn_tails() -> None:
     assert inputs.torn_tail(b'{"a":1}\n{"b"') == b'{"b"'
     assert inputs.torn_tail(b'{"b"') == b'{"b"'
     assert inputs.normalize_uri("file:///x/y") == inputs.normalize_uri("file:/x/y") == "file:/x/y"
+
+
+def test_a_default_name_never_joins_an_explicit_one_whatever_the_order() -> None:
+    # An explicit NAME given after a path whose default name it equals used to merge the
+    # two clusters (the other order kept them apart).
+    for args in (["prod=/logs/a", "/logs/b/prod"], ["/logs/b/prod", "prod=/logs/a"]):
+        got = {s.path: s.cluster for s in inputs.parse_log_args(args)}
+        assert got == {"/logs/a": "prod", "/logs/b/prod": "prod-2"}, args
+    # Nor a suffixed name someone gave explicitly; the same path twice stays one cluster.
+    got = inputs.parse_log_args(["/x/prod", "prod-2=/y", "prod=/z", "/x/prod"])
+    assert [s.cluster for s in got] == ["prod-3", "prod-2", "prod", "prod-3"]
