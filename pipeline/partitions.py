@@ -78,6 +78,7 @@ UNAVAILABLE = "unavailable"
 # Reasons of the controller's decisions that follow a broker's loss.
 DEATH_REASONS = ("offline", "unclean")
 UNDER_REPLICATED = "under_replicated"
+_NEVER = float("inf")  # the return of a broker never seen back
 
 
 @dataclass
@@ -90,34 +91,39 @@ class WalkContext:
     # cluster -> (first ts, bucket width ms, bucket count) for leader balance
     buckets: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     tol_ms: int = 100
-    _lost: dict[tuple[str, int], list[int]] = field(default_factory=dict, repr=False)
+    _index: dict[tuple[str, int], tuple[list[int], list[float]]] = field(
+        default_factory=dict, repr=False
+    )
 
     def death_of(
         self, cluster: str, broker: int, start: int, end: int, slack: int = 0
     ) -> Death | None:
         """The loss of `broker` that voids a leadership held over [start, end], if any.
 
-        The latest loss by `end` (+ `slack`: when the next state is the controller handling
-        a loss, the loss may be logged by a clock a little ahead) applies if it happened in
-        the interval, or if the broker was still lost at `start` (a state naming a leader
-        already lost: the controller had not handled that loss yet). A broker back within
-        the tolerance of `start` is taken as back: the state at `start` elected its new
-        incarnation.
+        The first loss not over by `start` (within the tolerance) that began by `end` (+
+        `slack`: when the next state is the controller handling a loss, the loss may be
+        logged by a clock a little ahead): one in the interval, or one the broker was still
+        in at `start` (a state naming a leader already lost: the controller had not handled
+        that loss yet). A broker back within the tolerance of `start` is taken as back: the
+        state at `start` elected its new incarnation. That covers a bounce (Kafka's
+        processBrokerChange takes the broker offline and elects it again in one event, so
+        its loss, its return and the state electing it are all within the tolerance), and
+        the broker's own session loss and registration stamped just after by a clock ahead.
         """
         deaths = self.deaths.get(cluster, {}).get(broker)
         if not deaths:
             return None
-        tol = self.tol_ms
-        lost = self._lost.get((cluster, broker))
-        if lost is None:
-            lost = self._lost[(cluster, broker)] = [d.lost_ts for d in deaths]
-        i = bisect.bisect_right(lost, end + slack)
-        if i == 0:
-            return None
-        d = deaths[i - 1]
-        if d.lost_ts >= start - tol or d.back_ts is None or d.back_ts > start + tol:
-            return d
-        return None
+        index = self._index.get((cluster, broker))
+        if index is None:
+            # A broker's losses are disjoint and in order, so their returns are too.
+            index = self._index[(cluster, broker)] = (
+                [d.lost_ts for d in deaths],
+                [d.back_ts if d.back_ts is not None else _NEVER for d in deaths],
+            )
+        lost, back = index
+        began = bisect.bisect_right(lost, end + slack)
+        first = bisect.bisect_right(back, start + self.tol_ms)
+        return deaths[first] if first < began else None
 
 
 class State:

@@ -364,3 +364,45 @@ def test_walk_streams_many_partitions_and_tags_its_output() -> None:
     assert tags.count("stats") == 2
     assert tags.count("window") == 1
     assert tags[-1] == "balance"
+
+
+def test_a_bounced_leader_elected_again_in_the_same_event_is_back() -> None:
+    # Kafka's processBrokerChange on a bounce: onBrokerFailure (leader -1, `offline`), then
+    # onBrokerStartup elects the restarted broker again (`offline`), both within the
+    # tolerance of its loss and return. The new incarnation's leadership is live: the
+    # window ends when it applied the state, not at the end of the logs.
+    st, windows = walk(
+        ctx(Death(2, 500, 500, 1), end=60_000),
+        state(0, 2, 0, [2], "new", replicas=[2, 3]),
+        state(501, -1, 1, [2], "offline", replicas=[2, 3]),
+        state(502, 2, 2, [2], "offline", replicas=[2, 3]),
+        applied(505, 2, 2, replicas=[2, 3]),
+    )
+    [w] = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert (w["start_ts"], w["end_ts"], w["open"], w["incident_id"]) == (500, 505, False, 1)
+    assert not st.open_unavailable
+    # The broker's own clock a little ahead: its session loss and registration, stamped
+    # just after the decision that elected its new incarnation, are the same bounce.
+    st, windows = walk(
+        ctx(Death(2, 500, 500, 1), Death(2, 503, 504, 1), end=60_000),
+        state(0, 2, 0, [2], "new", replicas=[2, 3]),
+        state(501, -1, 1, [2], "offline", replicas=[2, 3]),
+        state(502, 2, 2, [2], "offline", replicas=[2, 3]),
+        applied(505, 2, 2, replicas=[2, 3]),
+    )
+    assert [(w["start_ts"], w["end_ts"]) for w in windows if w["kind"] == pp.UNAVAILABLE] == [
+        (500, 505)
+    ]
+
+
+def test_a_leader_lost_after_its_election_and_back_later_is_unavailable_until_handled() -> None:
+    # Lost after the state that elected it and back only after the tolerance: its
+    # leadership is void from the loss until the controller's next decision.
+    _, windows = walk(
+        ctx(Death(1, 600, 900, 4)),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        state(650, 2, 1, [2, 3], "offline"),
+        applied(652, 2, 1),
+    )
+    [w] = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert (w["start_ts"], w["end_ts"], w["incident_id"]) == (600, 652, 4)
