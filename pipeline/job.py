@@ -190,7 +190,9 @@ def _hadoop_tail(spark: SparkSession, uri: str, limit: int = 1 << 20) -> bytes |
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     conf = spark.sparkContext._jsc.hadoopConfiguration()
-    path = jvm.org.apache.hadoop.fs.Path(uri)
+    # `uri` is as Spark lists it, percent-encoded (`kafka%20logs`): parsed as a URI, not
+    # taken as a path string, which Hadoop would encode again (`kafka%2520logs`).
+    path = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(uri))
     fs = path.getFileSystem(conf)
     length = int(fs.getFileStatus(path).getLen())
     if length == 0:
@@ -207,11 +209,17 @@ def _hadoop_tail(spark: SparkSession, uri: str, limit: int = 1 << 20) -> bytes |
 
 def torn_lines(spark: SparkSession, files: Iterable[str]) -> list[tuple[str, str]]:
     """(file URI, text) of every last line without its newline."""
+    from py4j.protocol import Py4JError
+
     out = []
     for uri in files:
         if inputs.is_compressed(uri):
             continue
-        tail = inputs.torn_tail(_hadoop_tail(spark, uri) or b"")
+        try:
+            data = _hadoop_tail(spark, uri)
+        except Py4JError as e:
+            raise ReportError(f"cannot read {uri}: {_java_message(e)}") from e
+        tail = inputs.torn_tail(data or b"")
         if tail is not None:
             out.append((inputs.normalize_uri(uri), tail.decode("utf-8", errors="replace")))
     return out
@@ -234,7 +242,7 @@ def read_lines(spark: SparkSession, sources: list[inputs.ResolvedSource]) -> Dat
         try:
             df = reader.text(paths)
         except Exception as e:
-            raise ReportError(f"cannot read {s.path}: {_first_line(e)}") from e
+            raise ReportError(f"cannot read {s.path}: {_java_message(e)}") from e
         frames.append(
             df.select(
                 F.lit(s.cluster).alias("cluster"),
@@ -251,6 +259,18 @@ def read_lines(spark: SparkSession, sources: list[inputs.ResolvedSource]) -> Dat
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return text[0] if text else type(e).__name__
+
+
+def _java_message(e: BaseException) -> str:
+    """What a Java exception raised through Py4J says (its class and message), not
+    Py4J's "An error occurred while calling o123.getFileStatus" and the stack trace."""
+    java = getattr(e, "java_exception", None)
+    if java is not None:
+        try:
+            return _first_line(Exception(str(java.toString())))
+        except Exception:  # the JVM may be gone
+            pass
+    return _first_line(e)
 
 
 def classify(lines: DataFrame, torn: list[tuple[str, str]]) -> DataFrame:
@@ -520,14 +540,21 @@ def _run(
     sources: list[inputs.ResolvedSource],
     progress: Progress,
 ) -> dict[str, Any]:
+    from py4j.protocol import Py4JError
     from pyspark import StorageLevel
+    from pyspark.errors import PySparkException
     from pyspark.sql import functions as F
 
     t0 = time.monotonic()
     tol = options.tol_ms
     out = options.out.rstrip("/")
     lines = read_lines(spark, sources)
-    files = [inputs.normalize_uri(f) for f in lines.inputFiles()]
+    try:
+        listed = lines.inputFiles()
+    except (Py4JError, PySparkException) as e:  # a remote listing that failed
+        raise ReportError(f"cannot list the log files: {_java_message(e)}") from e
+    # As `_metadata.file_path` spells them (percent-encoded URIs), so torn lines match.
+    files = [inputs.normalize_uri(f) for f in listed]
     torn = torn_lines(spark, files)
     # Deserialized: Spark then sizes the cached column batches as it goes and keeps on disk
     # what does not fit (a serialized cache unrolls a whole block in the heap first, which

@@ -425,6 +425,32 @@ def test_logs_with_nothing_usable_are_an_error(spark: Any, tmp_path: Path) -> No
         report(spark, tmp_path / "out", str(tmp_path))
 
 
+def test_logs_under_a_path_a_uri_escapes_are_read_and_a_torn_end_counted(
+    spark: Any, tmp_path: Path
+) -> None:
+    # Spark lists files as percent-encoded URIs (`kafka%20logs`); the torn-line check read
+    # them as Hadoop path strings, encoded again: FileNotFoundException, a raw stack trace.
+    f = tmp_path / "kafka logs" / "caf\u00e9 #1" / "state-change.log"
+    f.parent.mkdir(parents=True)
+    elected = {"event": "controller_elected", "controller": 1, "controller_epoch": 1}
+    f.write_text(
+        json.dumps({"ts": 1_800_000_000_000, "v": 1, "broker": 1, **elected, "epoch_zk_version": 0})
+        + "\n"
+        + '{"ts":1800000000009,"v":1,"bro'
+    )
+    summary = report(spark, tmp_path / "report out", str(tmp_path / "kafka logs"))
+    assert (summary["lines"]["ok"], summary["lines"]["torn"]) == (1, 1)
+    assert summary["lines"]["malformed"] == 0
+
+
+def test_a_log_file_that_cannot_be_read_is_a_one_line_error(spark: Any, tmp_path: Path) -> None:
+    missing = (tmp_path / "gone" / "state-change.log").as_uri()
+    with pytest.raises(job.ReportError) as e:
+        job.torn_lines(spark, [missing])
+    assert str(e.value).startswith(f"cannot read {missing}: java.io.FileNotFoundException")
+    assert "\n" not in str(e.value)
+
+
 def test_a_topic_deleted_and_created_again_is_two_generations(spark: Any, tmp_path: Path) -> None:
     """Leader epochs restart at 0 when a topic is created again: each incarnation is walked
     on its own, and a topic being deleted is neither unavailable nor under-replicated."""
