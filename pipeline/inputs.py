@@ -18,6 +18,7 @@ from pathlib import Path
 FILE_GLOB = "state-change.log*"
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]+$")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_GLOB_CHAR = re.compile(r"([{}\[\]*?\\])")
 _COMPRESSED = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst")
 
 
@@ -115,6 +116,12 @@ def resolve(source: LogSource) -> ResolvedSource:
             raise InputError(f"cannot read {f}: permission denied")
     size = sum(os.path.getsize(f) for f in files)
     return ResolvedSource(source.cluster, source.path, tuple(files), False, size)
+
+
+def glob_escape(path: str) -> str:
+    """`path` as a Hadoop glob matching only itself (the characters Spark's
+    SparkHadoopUtil.isGlobPath looks for, backslash-escaped)."""
+    return _GLOB_CHAR.sub(r"\\\1", path)
 
 
 def is_compressed(path: str) -> bool:

@@ -238,7 +238,9 @@ def read_lines(spark: SparkSession, sources: list[inputs.ResolvedSource]) -> Dat
             )
             paths = [s.path]
         else:
-            paths = list(s.files)
+            # Files already found (a --logs glob expanded by inputs.resolve): Spark globs
+            # every path it is handed, so their own `[`, `{`, `*`, `?` and `\` are escaped.
+            paths = [inputs.glob_escape(f) for f in s.files]
         try:
             df = reader.text(paths)
         except Exception as e:

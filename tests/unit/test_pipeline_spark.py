@@ -443,6 +443,16 @@ def test_logs_under_a_path_a_uri_escapes_are_read_and_a_torn_end_counted(
     assert summary["lines"]["malformed"] == 0
 
 
+def test_local_paths_with_glob_characters_are_read_as_they_are(spark: Any, tmp_path: Path) -> None:
+    # Spark globs every path it is handed: a directory named `logs[1]` matched nothing.
+    for name in ("logs[1]", "a{b,c}", "s*t?", "back\\slash"):
+        f = tmp_path / name / "state-change.log"
+        f.parent.mkdir()
+        f.write_text("{}\n{}\n")
+        source = inputs.resolve(inputs.LogSource("c", str(tmp_path / name)))
+        assert job.read_lines(spark, [source]).count() == 2, name
+
+
 def test_a_log_file_that_cannot_be_read_is_a_one_line_error(spark: Any, tmp_path: Path) -> None:
     missing = (tmp_path / "gone" / "state-change.log").as_uri()
     with pytest.raises(job.ReportError) as e:
