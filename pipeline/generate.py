@@ -13,10 +13,11 @@ and leaders shrink and expand ISRs. Every line is written through a `StateChange
 lines have the real events and fields; only time is simulated.
 
 Faults cycle through SIGKILL of the controller, a graceful stop of the controller, a paused
-controller that comes back as a zombie (and is fenced), and SIGKILL and graceful stop of
-other brokers; each lost broker comes back, followers catch up, and between faults ISRs
-flap and the controller rebalances leaders. Each broker's clock is off by up to
-`--skew-ms`, as real clocks are.
+controller that comes back as a zombie (and is fenced), SIGKILL and graceful stop of
+other brokers, and a broker bounced (its session expired and registered again before the
+controller read the change: lost and back in one event); each lost broker comes back,
+followers catch up, and between faults ISRs flap and the controller rebalances leaders.
+Each broker's clock is off by up to `--skew-ms`, as real clocks are.
 
 DIR gets `broker-<id>/data/state-change.log` (the layout `zkctl demo` leaves) and
 `truth.json`: what really happened, in true time, kept by the simulation itself (not read
@@ -61,7 +62,14 @@ from zkdata.znodes import BrokerRegistration, EndPoint, LeaderAndIsr, TopicParti
 P = PartitionStateName
 R = ReplicaStateName
 
-FAULTS = ("kill_controller", "stop_controller", "pause_controller", "kill_broker", "stop_broker")
+FAULTS = (
+    "kill_controller",
+    "stop_controller",
+    "pause_controller",
+    "kill_broker",
+    "stop_broker",
+    "bounce_broker",
+)
 UNCLEAN_TOPIC = "unclean"
 WRITE_MS = 0.01  # the controller's time per partition state written (batched ZooKeeper I/O)
 APPLY_MS = 0.01  # a broker's time per partition state applied
@@ -753,6 +761,55 @@ class Simulation:
             c.broker_failure({victim.broker_id})
             self.deliver(c, learned, "BrokerChange")
             self.restart(victim, self.max_t + self.rng.uniform(500, 4000))
+        elif fault == "bounce_broker":
+            # Its session expired (a long pause) and it registered again at once, before the
+            # controller read the brokers' list: one BrokerChange sees it bounced (a new
+            # broker epoch), and Kafka's processBrokerChange runs onBrokerFailure, then
+            # onBrokerStartup, in that one event. Its partitions with no other ISR member
+            # go offline and elect its new incarnation. (The broker logs its registration,
+            # not its session's loss: the brokers write no zookeeper_session line.)
+            # First its followers of one clean partition it leads fall behind, so that
+            # partition has no other ISR member and elects the new incarnation.
+            sole = [
+                tp
+                for tp, st in sorted(self.store.states.items())
+                if tp.topic != UNCLEAN_TOPIC
+                and st.leader_and_isr.leader == victim.broker_id
+                and len(st.leader_and_isr.isr) > 1
+            ]
+            if sole:
+                tp = self.rng.choice(sole)
+                drop = [
+                    r for r in self.store.states[tp].leader_and_isr.isr if r != victim.broker_id
+                ]
+                self.at(self.now + self.rng.uniform(1, 30))
+                why = "; ".join(f"replica {r} fell behind" for r in drop)
+                self.isr_write(tp, victim, (victim.broker_id,), why)
+                self.at(self.now + 200)
+                learned = self.now
+                c.isr_changed([tp])
+                self.deliver(c, learned, "IsrChangeNotification")
+                self.pending_flaps.append((tp, drop))
+            self.at(self.max_t + o.session_timeout_ms + self.rng.uniform(0, 50))
+            victim.epoch = self._broker_epoch()  # the process lives on: its state is kept
+            victim.log.broker_registered(victim.epoch, "127.0.0.1", 9092 + victim.broker_id)
+            self.at(self.now + self.rng.uniform(0.3, 2))
+            learned = self.now
+            live = sorted(b.broker_id for b in self.registered())
+            self.brokers[cid].log.broker_change(c.ctx.epoch, [], [], [victim.broker_id], live)
+            inc = self.new_incident(
+                kind="broker",
+                broker=victim.broker_id,
+                fault=fault,
+                epoch=c.ctx.epoch,
+                lost=self.now,
+                back=self.now,
+            )
+            self.lost(victim.broker_id, self.now, inc)
+            c.broker_failure({victim.broker_id})
+            c.broker_startup({victim.broker_id})
+            self.deliver(c, learned, "BrokerChange")
+            self.catch_up(victim.broker_id, self.now + self.rng.uniform(200, 1500))
         else:
             raise ValueError(f"unknown fault {fault!r}")
 
