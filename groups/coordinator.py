@@ -976,8 +976,11 @@ class GroupCoordinator:
             return error
         # (An empty group id is one here, as in Kafka 2.8's OffsetCommit.)
         group = self._groups.get(group_id)
-        if group is None and generation_id < 0:
-            group = self._group(group_id)  # a consumer assigning its partitions
+        if group is None and (generation_id < 0 or group_id in self._offsets):
+            # A consumer assigning its partitions; or a group known by its offsets alone
+            # (read back so), which Kafka's load makes an Empty group: a member naming
+            # itself is then UNKNOWN_MEMBER_ID, as before the partition was read back.
+            group = self._group(group_id)
         if group is None:
             return ErrorCode.ILLEGAL_GENERATION
         return group.check_commit(member_id, generation_id, self._now_ms(), group_instance_id)
@@ -1294,10 +1297,11 @@ class GroupCoordinator:
     # --- listing -----------------------------------------------------------------------
 
     def list_groups(self) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
-        """(group id, protocol type, state) of every group coordinated here."""
+        """(group id, protocol type, state) of every group coordinated here; while an
+        offsets partition loads, COORDINATOR_LOAD_IN_PROGRESS with the groups of those
+        loaded (Kafka's handleListGroups answers currentGroups with it)."""
         with self._cond:
-            if self._loading:
-                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+            error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self._loading else ErrorCode.NONE
             names = set(self._groups) | set(self._offsets)
             out = []
             for name in sorted(names):
@@ -1306,7 +1310,7 @@ class GroupCoordinator:
                     out.append((name, "", GroupState.EMPTY.value))
                 else:
                     out.append((name, group.protocol_type or "", group.state.value))
-            return ErrorCode.NONE, out
+            return error, out
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, dict[str, Any]]:
         """DescribeGroups' view of a group: its state, protocol and members, with each

@@ -1823,3 +1823,40 @@ def test_a_join_during_the_leaders_assignment_write_answers_the_leader_at_once(
     assert rejoined.error == ErrorCode.NONE
     assert rejoined.generation_id == leader.generation_id + 1
     assert newcomer.answer().generation_id == rejoined.generation_id
+
+
+def test_a_group_known_by_its_offsets_read_back_is_an_empty_group(node: Node) -> None:
+    """A group of generation -1 commits only (a consumer assigning its partitions) has
+    no metadata record: read back, Kafka 2.8's load makes it an Empty group
+    (loadGroupsAndOffsets), so a commit naming a member and a generation is
+    UNKNOWN_MEMBER_ID after the partition moved as before (it was ILLEGAL_GENERATION,
+    the answer for a group that does not exist)."""
+    assert commit(node.groups, G0, {tp("t", 0): offset(5)}) == {tp("t", 0): ErrorCode.NONE}
+    named = {"member_id": "m-1", "generation": 1}
+    before = commit(node.groups, G0, {tp("t", 0): offset(6)}, **named)
+    assert before == {tp("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+    node.follow(0, epoch=1)
+    node.lead(0, epoch=2)
+    node.wait_loaded(G0)
+    error, described = node.groups.describe_group(G0)
+    assert (error, described["group_state"]) == (ErrorCode.NONE, "Empty")
+    after = commit(node.groups, G0, {tp("t", 0): offset(7)}, **named)
+    assert after == {tp("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+
+
+def test_list_groups_while_a_partition_loads_lists_the_loaded_ones(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka 2.8's handleListGroups answers COORDINATOR_LOAD_IN_PROGRESS with the groups
+    already loaded (currentGroups); the answer listed none."""
+    stable_member(node.groups, G1)
+    loads, released = loads_held(monkeypatch)
+    try:
+        node.follow(node.groups.partition_of(G0), epoch=1)
+        node.lead(node.groups.partition_of(G0), epoch=2)
+        wait_until("load held", lambda: bool(loads))
+        error, groups = node.groups.list_groups()
+        assert error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        assert [g[0] for g in groups] == [G1]
+    finally:
+        released.set()
