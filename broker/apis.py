@@ -37,6 +37,7 @@ from broker.metadata_cache import ZERO_UUID, MetadataCache, StaleControllerEpoch
 from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from controller.controller import KafkaController
+from groups.coordinator import OFFSETS_TOPIC
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from storage.log import ReadInfo
 from storage.records import (
@@ -309,8 +310,19 @@ class KafkaApis:
                 t["name"]: t
                 for t in response["topics"]
                 if t["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                and t["name"] not in INTERNAL_TOPICS
             }
+            # __consumer_offsets with its own settings, as Kafka's creatableTopic makes
+            # it (a console consumer reading it before any group); __transaction_state
+            # never (no transaction coordinator here).
+            offsets = unknown.pop(OFFSETS_TOPIC, None)
+            groups = self.groups
+            if offsets is not None and groups is not None:
+                code = groups.create_offsets_topic()
+                offsets["error_code"] = int(
+                    ErrorCode.LEADER_NOT_AVAILABLE if code == ErrorCode.NONE else code
+                )
+            for name in [n for n in unknown if n in INTERNAL_TOPICS]:
+                del unknown[name]
             if unknown:
                 for name, code in admin.auto_create_topics(list(unknown)).items():
                     unknown[name]["error_code"] = int(code)

@@ -79,13 +79,7 @@ class GroupApis:
         partition = self.metadata.partition(OFFSETS_TOPIC, index)
         if partition is None:
             if OFFSETS_TOPIC not in self.metadata.topics() and self.admin is not None:
-                error = self.admin.create_internal_topic(
-                    OFFSETS_TOPIC,
-                    # The count groups are hashed over (no topic at start-up: the setting).
-                    self.coordinator.offsets_partitions,
-                    self.offsets_replication_factor,
-                    self.offsets_topic_configs,
-                )
+                error = self.create_offsets_topic()
                 if error != ErrorCode.NONE:
                     log.warning("%s could not be created: %s", OFFSETS_TOPIC, error.name)
                     return missing(
@@ -108,6 +102,20 @@ class GroupApis:
             "error_code": int(ErrorCode.NONE),
             "error_message": None,
         }
+
+    def create_offsets_topic(self) -> ErrorCode:
+        """Make __consumer_offsets with its own settings (FindCoordinator, or a client's
+        Metadata naming it, as Kafka's AutoTopicCreationManager.creatableTopic): NONE once
+        asked for, else the error. Without admin APIs, COORDINATOR_NOT_AVAILABLE."""
+        if self.admin is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return self.admin.create_internal_topic(
+            OFFSETS_TOPIC,
+            # The count groups are hashed over (no topic at start-up: the setting).
+            self.coordinator.offsets_partitions,
+            self.offsets_replication_factor,
+            self.offsets_topic_configs,
+        )
 
     def find_coordinator(self, version: int, body: Body, listener: str | None) -> Body:
         key_type = int(body.get("key_type", _KEY_TYPE_GROUP))

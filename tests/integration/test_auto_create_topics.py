@@ -52,8 +52,10 @@ def test_a_producer_to_an_unknown_topic_creates_it_and_is_acknowledged(
     c.wait_topic_online("asked")
     assert metadata(c, 3, "not-wanted", allow=False) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert metadata(c, 3, "bad name!", allow=True) == ErrorCode.INVALID_TOPIC_EXCEPTION
-    # An internal topic is its coordinator's to make (the consumer above, having a group
-    # id, made __consumer_offsets through FindCoordinator), never a Metadata request's.
+    # __transaction_state is never made (no transaction coordinator here); a Metadata
+    # naming __consumer_offsets makes it with its own settings, as Kafka 2.8's
+    # creatableTopic (tests/unit/test_metadata_auto_create_offsets.py): the consumer
+    # above, having a group id, made it through FindCoordinator already.
     assert metadata(c, 3, "__transaction_state", allow=True) == (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     )

@@ -1,0 +1,87 @@
+"""A client's Metadata naming an absent __consumer_offsets, with auto.create.topics.enable
+and allow_auto_topic_creation, makes it with the offsets topic's own settings and answers
+LEADER_NOT_AVAILABLE, as Kafka 2.8 (KafkaApis.getTopicMetadata, AutoTopicCreationManager.
+creatableTopic: offsets.topic.num.partitions, offsets.topic.replication.factor, the
+coordinator's offsetsTopicConfigs): a console consumer reading it before any group waited
+for good. __transaction_state is never made (no transaction coordinator here)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from broker.admin_apis import AdminApis
+from broker.apis import KafkaApis
+from broker.config import load_broker_config
+from broker.group_apis import GroupApis
+from broker.metadata_cache import MetadataCache
+from broker.state_change_log import StateChangeLog
+from tests.unit.fake_cluster import empty_cluster, register
+from tests.unit.test_metadata_cache import request, state
+from wire.api import ApiKey
+from wire.errors import ErrorCode
+from wire.protocol import request_codec, response_codec
+from zkdata import paths
+from zkdata.client import ZkClient
+
+
+def metadata_of(topic: str, *, auto_create: bool = True) -> tuple[dict[str, Any], Any]:
+    zk = empty_cluster()
+    for b in (1, 2, 3):
+        register(zk, b)
+    cache = MetadataCache(1)
+    cache.update(request(("t", [state(0, 1)])))
+    config = load_broker_config(
+        overrides=[
+            "broker.id=1",
+            "zookeeper.connect=z:2181",
+            f"auto.create.topics.enable={str(auto_create).lower()}",
+            "offsets.topic.num.partitions=5",
+            "offsets.topic.replication.factor=2",
+        ]
+    )
+    admin = AdminApis(cast(ZkClient, zk), cache, lambda: False, config)
+    coordinator = SimpleNamespace(offsets_partitions=5, partition_of=lambda _key: 0)
+    groups = GroupApis(
+        cast(Any, coordinator),
+        cache,
+        admin,
+        offsets_replication_factor=2,
+        offsets_segment_bytes=config.offsets_topic_segment_bytes,
+    )
+    none = cast(Any, None)
+    apis = KafkaApis(
+        1, cache, none, none, StateChangeLog(None, 1), lambda: 10,
+        metadata_wait_s=0, admin=admin, groups=groups,
+    )  # fmt: skip
+    version = 9
+    codec = request_codec(ApiKey.METADATA, version)
+    body = {"topics": [{"name": topic}], "allow_auto_topic_creation": True}
+    answer = apis.handle(ApiKey.METADATA, version, {}, codec.decode(bytes(codec.encode(body))))
+    out = response_codec(ApiKey.METADATA, version)
+    (answered,) = out.decode(bytes(out.encode(answer)))["topics"]
+    return answered, zk
+
+
+def test_an_absent_offsets_topic_is_made_with_its_own_settings() -> None:
+    topic, zk = metadata_of("__consumer_offsets")
+    assert topic["is_internal"]
+    assert topic["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE
+    data, _ = zk.get(paths.topic("__consumer_offsets"))
+    partitions = json.loads(data)["partitions"]
+    assert len(partitions) == 5
+    assert all(len(replicas) == 2 for replicas in partitions.values())
+    config, _ = zk.get(paths.topic_config("__consumer_offsets"))
+    assert json.loads(config)["config"]["cleanup.policy"] == "compact"
+
+
+@pytest.mark.parametrize(
+    ("topic", "auto_create"), [("__transaction_state", True), ("__consumer_offsets", False)]
+)
+def test_no_internal_topic_is_made_otherwise(topic: str, auto_create: bool) -> None:
+    answered, zk = metadata_of(topic, auto_create=auto_create)
+    assert answered["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert zk.exists(paths.topic(topic)) is None
