@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kazoo.exceptions import KazooException
+
 from broker.admin_apis import AdminApis
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig, TopicConfig, topic_config_as_stored
@@ -39,10 +41,11 @@ from election.broker_identity import (
     IdentityOutcome,
     meta_to_write,
     read_meta_properties,
+    record_claim_address,
     write_meta_properties,
 )
 from election.controller_election import read_controller
-from election.identity_store import establish_identity
+from election.identity_store import ZkIdentityStore, establish_identity
 from election.registration import check_endpoints_unclaimed, register_broker
 from groups.coordinator import OFFSETS_TOPIC, GroupCoordinator, offsets_topic_partition_count
 from groups.membership import GroupLimits
@@ -305,6 +308,7 @@ class KafkaServer:
         )
         self.register(until_connected=True)
         self._checkpoint_meta_properties(meta_todo, cluster_id)
+        self._record_claim_address()
         self.controller.start()
         self.config_changes.start()
         self._status_thread.start()
@@ -335,6 +339,20 @@ class KafkaServer:
                 failures.maybe_add_offline_log_dir(
                     key, f"writing {Path(log_dir) / META_PROPERTIES} failed", e
                 )
+
+    def _record_claim_address(self) -> None:
+        """A persistent identity's claim records this broker's address, written only now
+        that the broker is registered: one started from a copy of a live broker's disk
+        holds the same check code and is refused only by its registration (BrokerIdInUse),
+        and must not have rewritten the live broker's claim first. The address is for the
+        listing (zkctl broker identities); failing to write it does not stop the broker."""
+        claim = self.identity.claim
+        if claim is None:
+            return
+        try:
+            record_claim_address(ZkIdentityStore(self.zk, self.stop_requested), claim)
+        except KazooException as e:
+            log.warning("the claim of broker id %d keeps its old address: %r", claim.broker_id, e)
 
     def _ensure_chroot(self, config: BrokerConfig) -> None:
         hosts, chroot = _split_chroot(config.zookeeper_connect)

@@ -427,6 +427,9 @@ class IdentityOutcome:
     #: ZooKeeper sessions opened for it (0 or 1), and the time including that session
     zk_sessions: int = 0
     total_ms: float = 0.0
+    #: persistent mode: the claim as this broker records it (its address), written by
+    #: ``record_claim_address`` once the broker is registered
+    claim: IdentityClaim | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -506,6 +509,7 @@ def obtain_persistent_id(
 
     def done(record: IdentityRecord, source: str) -> IdentityOutcome:
         outcome.broker_id = record.broker_id
+        outcome.claim = claim_of(record)
         outcome.identity = record.identity
         outcome.source = source
         outcome.zk_requests = store.requests
@@ -604,15 +608,17 @@ def obtain_persistent_id(
 
 def _verify_claim(store: IdentityStore, record: IdentityRecord, address: str, where: str) -> None:
     """A restart with a final file: the claim in ZooKeeper must still be ours. Its address
-    is brought up to date (a restart on another address is the point of the scheme)."""
+    is not written here but once this broker is registered (``record_claim_address``): a
+    broker started from a copy of a live broker's disk holds the same check code, passes
+    this check, and is refused only by its registration (BrokerIdInUse)."""
     claim = store.get_claim(record.broker_id)
-    mine = IdentityClaim(
-        record.broker_id, record.cluster_name, record.broker_name, address, record.check_code
-    )
     decision = decide_claim(claim, record.check_code)
     if decision is ClaimDecision.FREE:
         log.warning(
             "the claim of %s is missing from ZooKeeper; claiming the id again", record.identity
+        )
+        mine = IdentityClaim(
+            record.broker_id, record.cluster_name, record.broker_name, address, record.check_code
         )
         if not store.create_claim(mine):
             claim = store.get_claim(record.broker_id)
@@ -624,9 +630,42 @@ def _verify_claim(store: IdentityStore, record: IdentityRecord, address: str, wh
             f" ZooKeeper by {holder} with another check code: two brokers share an identity"
             " file, or ZooKeeper's data was replaced"
         )
-    if claim is not None and decision is ClaimDecision.OURS and claim.address != address:
-        log.info("%s moved from %s to %s", record.identity, claim.address or "?", address or "?")
-        store.set_claim(mine)
+
+
+def claim_update(current: IdentityClaim | None, mine: IdentityClaim) -> IdentityClaim | None:
+    """Once registered: the claim to write so that it records this broker's address, or
+    None (up to date; gone, deleted by hand; or holding another check code, which only a
+    claim replaced by hand can: this broker is registered under the id, and an operator's
+    claim is not overwritten)."""
+    if current is None or current.check_code != mine.check_code:
+        return None
+    return None if current.address == mine.address else mine
+
+
+def record_claim_address(store: IdentityStore, mine: IdentityClaim) -> bool:
+    """Bring the claim's address up to date (a restart on another address is the point of
+    the scheme); called only after this process registered under ``mine.broker_id``, so
+    that a broker refused its registration never rewrites a live broker's claim. True if
+    it wrote."""
+    current = store.get_claim(mine.broker_id)
+    update = claim_update(current, mine)
+    if update is None:
+        if current is not None and current.check_code != mine.check_code:
+            log.warning(
+                "the claim of broker id %d holds another check code (%s); its address is"
+                " left as it is",
+                mine.broker_id,
+                current.identity,
+            )
+        return False
+    log.info(
+        "%s moved from %s to %s",
+        f"{mine.cluster_name}:{mine.broker_name}:{mine.broker_id}",
+        current.address if current is not None and current.address else "?",
+        mine.address or "?",
+    )
+    store.set_claim(update)
+    return True
 
 
 def obtain_kafka_id(

@@ -5,6 +5,7 @@ with every crash point of the protocol, and a broker moving to another port."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -266,6 +267,31 @@ def test_an_identity_file_of_another_cluster_stops_the_broker(brokers: Brokers) 
     assert sorted(brokers.claims()) == [1]
 
 
+def test_a_copy_of_a_live_brokers_disk_is_refused_and_leaves_its_claim_alone(
+    brokers: Brokers,
+) -> None:
+    """The copy's identity file holds the original's check code, so the restart check
+    passes; its registration refuses it (BrokerIdInUse, once the wait for an earlier
+    session's registration is over), and the claim still records the original's address
+    (before, the copy rewrote it before ever registering)."""
+    original = brokers.persistent("red")
+    original.start()
+    assert original.allocated_id() == 1
+    brokers.wait_registered({1})
+    port = brokers.registered()[1][1]
+    address = f"127.0.0.1:{port}"
+    wait_for(lambda: brokers.claims()[1].address == address, 30, "the original's address")
+    copy = brokers.make("copy", broker_identity_mode="persistent", broker_name="red")
+    shutil.copytree(original.data_dir, copy.data_dir)
+    (copy.data_dir / "broker-status.json").unlink(missing_ok=True)
+    copy.start()
+    assert copy.wait_exit(60) == 1, copy.output()[-2000:]
+    assert "by another ZooKeeper session" in copy.output()
+    assert original.alive()
+    assert brokers.registered()[1][1] == port
+    assert brokers.claims()[1].address == address
+
+
 @pytest.mark.slow
 def test_a_broker_restarted_on_a_new_port_keeps_its_id_partitions_and_isr(
     brokers: Brokers,
@@ -311,7 +337,8 @@ def test_a_broker_restarted_on_a_new_port_keeps_its_id_partitions_and_isr(
     assert mover.allocated_id() == 2
     assert mover.identity()["source"] == "identity-file"
     wait_for(lambda: brokers.registered().get(2) == ("127.0.0.1", new_port), 60, "new address")
-    assert brokers.claims()[2].address == f"127.0.0.1:{new_port}"
+    # Written once registered, after the registration (not before: see the copied disk).
+    wait_for(lambda: brokers.claims()[2].address == f"127.0.0.1:{new_port}", 30, "claim's address")
     wait_for(
         lambda: (s := states()) and all(sorted(v.isr) == [1, 2, 3] for v in s.values()),
         90,

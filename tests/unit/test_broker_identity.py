@@ -25,6 +25,7 @@ from election.broker_identity import (
     UseFinal,
     UseId,
     checkpoint_meta_properties,
+    claim_update,
     decide_claim,
     decide_kafka_id,
     format_identity,
@@ -37,6 +38,7 @@ from election.broker_identity import (
     parse_identity,
     parse_meta_properties,
     read_meta_properties,
+    record_claim_address,
 )
 from zkdata.paths import MAX_BROKER_ID
 from zkdata.znodes import IdentityClaim, decode_identity_claim, encode_identity_claim
@@ -207,6 +209,16 @@ def test_claim_decision() -> None:
     assert decide_claim(claim, "other") is ClaimDecision.TAKEN
 
 
+def test_claim_update_once_registered() -> None:
+    """Only our own claim (our check code) is rewritten, and only when its address moved."""
+    ours = IdentityClaim(1, "c", "b", "h:1", "code")
+    moved = IdentityClaim(1, "c", "b", "h:2", "code")
+    assert claim_update(ours, moved) == moved
+    assert claim_update(moved, moved) is None
+    assert claim_update(None, moved) is None  # deleted by hand meanwhile
+    assert claim_update(IdentityClaim(1, "c", "x", "h:1", "other"), moved) is None
+
+
 def test_next_free_id_is_above_every_id_the_cluster_knows() -> None:
     assert next_free_id([], [], []) == 1
     assert next_free_id([1, 2, 7], [], []) == 8
@@ -350,8 +362,15 @@ def test_first_start_costs_three_requests_and_a_restart_one(tmp_path: Path) -> N
     moved = obtain_persistent_id(
         store, files, cluster_name="c", broker_name="b", address="h:2", crash=crash_at(None)
     )
-    assert (moved.broker_id, moved.zk_requests) == (1, 2)
-    assert store.claims[1].address == "h:2"
+    # The address is written only once the broker is registered (not before: a copy of a
+    # live broker's disk must not rewrite its claim), one more get and a set.
+    assert (moved.broker_id, moved.zk_requests) == (1, 1)
+    assert store.claims[1].address == "h:1"
+    assert moved.claim is not None
+    assert record_claim_address(store, moved.claim)
+    assert (store.claims[1].address, store.requests) == ("h:2", 3)
+    assert not record_claim_address(store, moved.claim)  # up to date: only the get
+    assert store.requests == 4
 
 
 @pytest.mark.parametrize("point", [p for p in CRASH_POINTS if p != "after_generate"])

@@ -6,6 +6,7 @@ topic's assignment), as Kafka keeps configured and generated ids apart."""
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,14 +20,18 @@ from zkdata.znodes import decode_identity_claim
 
 
 def _obtain(
-    zk: FakeZk, directory: Path, name: str = "red", reserved_max: int = 1000
+    zk: FakeZk,
+    directory: Path,
+    name: str = "red",
+    reserved_max: int = 1000,
+    address: str = "127.0.0.1:9999",
 ) -> IdentityOutcome:
     return obtain_persistent_id(
         ZkIdentityStore(zk),  # type: ignore[arg-type]
         IdentityFiles(directory),
         cluster_name="DefaultCluster",
         broker_name=name,
-        address="127.0.0.1:9999",
+        address=address,
         reserved_max=reserved_max,
         crash=lambda _p: None,
     )
@@ -154,3 +159,26 @@ def test_past_the_configured_range_persistent_ids_come_from_seqid(tmp_path: Path
     assert (second.broker_id, second.rejected) == (6, [5])  # 5 is in use: generated again
     assert _kafka_generated_id(zk, 3) == 7
     assert sorted(map(int, zk.children(paths.BROKER_IDENTITIES))) == [4, 6]
+
+
+def test_a_copy_of_a_live_brokers_disk_leaves_the_live_brokers_claim_alone(
+    tmp_path: Path,
+) -> None:
+    """A broker started from a copy of a live persistent broker's first log directory holds
+    its identity file, check code included: the claim counts as its own and it is given
+    the id (its registration is what refuses it: BrokerIdInUse, the original holds
+    /brokers/ids/<id>). Before, establishing the identity wrote the copy's address into
+    the claim, and the live broker was listed at the address of a copy that never ran."""
+    zk = empty_cluster()
+    original = _obtain(zk, tmp_path / "a", address="10.0.0.1:9092")
+    register(zk, original.broker_id)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    copy = _obtain(zk, tmp_path / "b", address="10.0.0.2:9092")
+    assert copy.broker_id == original.broker_id
+    got = zk.get(paths.broker_identity(original.broker_id))
+    assert got is not None
+    claim = decode_identity_claim(original.broker_id, got[0])
+    assert claim.address == "10.0.0.1:9092"
+    # What the copy would write once registered (it never is, while the original lives).
+    assert copy.claim is not None
+    assert copy.claim.address == "10.0.0.2:9092"
