@@ -260,7 +260,10 @@ def _establish(
         return finished(kafka_outcome)
     assert config.broker_name is not None  # the config requires it in this mode
     files = IdentityFiles(config.log_dirs[0])
-    stored = {d: m.broker_id for d, m in read_meta_properties(list(config.log_dirs)).items() if m}
+    # A directory whose meta.properties cannot be read has no say (start-up takes it
+    # offline, KIP-112), as in Kafka's mode.
+    metas = read_meta_properties(list(config.log_dirs), {})
+    stored = {d: m.broker_id for d, m in metas.items() if m}
     if stored and files.read_final() is None and files.read_temp() is None:
         raise IdentityError(
             f"log directories {', '.join(sorted(stored))} belong to broker id"

@@ -5,14 +5,16 @@ topic's assignment), as Kafka keeps configured and generated ids apart."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 from pathlib import Path
 
 import pytest
 
+from broker.config import BrokerConfig, load_broker_config
 from election.broker_identity import IdentityFiles, IdentityOutcome, obtain_persistent_id
-from election.identity_store import ZkIdentityStore
+from election.identity_store import ZkIdentityStore, _establish
 from tests.unit.fake_cluster import add_topic, empty_cluster, register
 from tests.unit.fake_zk import FakeZk
 from zkdata import paths
@@ -182,3 +184,36 @@ def test_a_copy_of_a_live_brokers_disk_leaves_the_live_brokers_claim_alone(
     # What the copy would write once registered (it never is, while the original lives).
     assert copy.claim is not None
     assert copy.claim.address == "10.0.0.2:9092"
+
+
+def _config_with_an_unreadable_meta_properties(tmp_path: Path, mode_lines: str) -> BrokerConfig:
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.mkdir()
+    bad.mkdir()
+    (bad / "meta.properties").mkdir()  # reading it fails with an OSError (IsADirectoryError)
+    text = f"log.dirs={good},{bad}\nzookeeper.connect=127.0.0.1:1\n{mode_lines}"
+    return load_broker_config(text=text)
+
+
+def _establish_over(zk: FakeZk, config: BrokerConfig) -> IdentityOutcome:
+    return _establish(
+        config,
+        "127.0.0.1:9092",
+        lambda: contextlib.nullcontext(ZkIdentityStore(zk)),  # type: ignore[arg-type]
+        lambda outcome: outcome,
+    )
+
+
+@pytest.mark.parametrize(
+    "mode_lines",
+    ["broker.id=1\n", "broker.identity.mode=persistent\nbroker.name=red\n"],
+    ids=["kafka", "persistent"],
+)
+def test_an_unreadable_meta_properties_leaves_its_directory_to_go_offline(
+    tmp_path: Path, mode_lines: str
+) -> None:
+    """A log directory whose meta.properties cannot be read has no say in the id, and
+    start-up takes it offline (KIP-112; Kafka 2.8's getBrokerMetadataAndOfflineDirs), in
+    either mode. Before, persistent mode read without room for it: IdentityError, exit 1."""
+    config = _config_with_an_unreadable_meta_properties(tmp_path, mode_lines)
+    assert _establish_over(empty_cluster(), config).broker_id == 1
