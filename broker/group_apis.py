@@ -37,6 +37,7 @@ def offsets_topic_configs(segment_bytes: int) -> dict[str, str]:
 
 
 _KEY_TYPE_GROUP = 0
+_KEY_TYPE_TRANSACTION = 1
 
 
 class GroupApis:
@@ -71,9 +72,14 @@ class GroupApis:
                 "error_message": message,
             }
 
-        if key_type != _KEY_TYPE_GROUP:
+        if key_type == _KEY_TYPE_TRANSACTION:
             return missing(
                 ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not served by this broker"
+            )
+        if key_type != _KEY_TYPE_GROUP:
+            # Kafka's CoordinatorType.forId throws InvalidRequestException.
+            return missing(
+                ErrorCode.INVALID_REQUEST, f"Unknown coordinator type received: {key_type}"
             )
         index = self.coordinator.partition_of(key)
         partition = self.metadata.partition(OFFSETS_TOPIC, index)

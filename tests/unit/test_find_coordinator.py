@@ -46,3 +46,20 @@ def test_a_coordinator_without_the_listener_asked_on_is_not_available() -> None:
     for listener in ("CLIENT", "REPLICATION"):
         apis = group_apis(2, without=listener)
         assert found(apis, listener) == (-1, "", -1, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+
+def test_an_unknown_key_type_is_an_invalid_request_and_transactions_not_available() -> None:
+    """Kafka 2.8's CoordinatorType.forId throws InvalidRequestException for a key type
+    other than GROUP (0) and TRANSACTION (1); this broker has no transaction coordinator,
+    so a transactional id's coordinator is not available."""
+    apis = group_apis(2)
+    for version in (0, 3):
+        unknown = apis.find_coordinator(version, {"key": "g", "key_type": 7}, "CLIENT")
+        assert unknown["error_code"] == ErrorCode.INVALID_REQUEST
+        assert unknown["node_id"] == -1
+        assert "7" in unknown["error_message"]
+        transaction = apis.find_coordinator(version, {"key": "t", "key_type": 1}, "CLIENT")
+        assert transaction["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    batched = apis.find_coordinator(4, {"key_type": 7, "coordinator_keys": ["a", "b"]}, "CLIENT")
+    assert [c["error_code"] for c in batched["coordinators"]] == [ErrorCode.INVALID_REQUEST] * 2
+    assert found(apis, "CLIENT") == (2, "c", 9002, ErrorCode.NONE)
