@@ -523,8 +523,13 @@ class Group:
         answers = Answers()
 
         def answer(error: ErrorCode, assignment: bytes = b"") -> Answers:
+            # Only a success names the protocol (Kafka's SyncGroupResult(error) has none).
+            known = error == ErrorCode.NONE
             answers.syncs[member_id] = SyncAnswer(
-                error, assignment, self.protocol_type, self.protocol_name
+                error,
+                assignment,
+                self.protocol_type if known else None,
+                self.protocol_name if known else None,
             )
             return answers
 
@@ -674,11 +679,12 @@ class Group:
             if m.awaiting_sync:
                 m.awaiting_sync = False
                 m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
+                known = error == ErrorCode.NONE
                 answers.syncs[m.member_id] = SyncAnswer(
                     error,
-                    m.assignment if error == ErrorCode.NONE else b"",
-                    self.protocol_type,
-                    self.protocol_name,
+                    m.assignment if known else b"",
+                    self.protocol_type if known else None,
+                    self.protocol_name if known else None,
                 )
 
     # --- Heartbeat, LeaveGroup, expiry -------------------------------------------------
