@@ -1139,6 +1139,10 @@ class GroupCoordinator:
                     if index not in self._loaded:
                         continue
                     removed, dead = chosen(index)
+                    # Only a group that had a generation has a record to tombstone; one
+                    # known by its offsets alone gets none (Kafka's cleanupGroupMetadata
+                    # skips generation 0: "only using Kafka for offset storage").
+                    deleted: set[str] = set()
                     for group_id, tp in removed:
                         # Commits of these written and not yet answered are not taken
                         # into the cache when answered (Kafka's removeOffsets drops them
@@ -1160,6 +1164,8 @@ class GroupCoordinator:
                         ):
                             group.state = GroupState.DEAD
                             del self._groups[group_id]
+                            if group.generation_id > 0:
+                                deleted.add(group_id)
                 if not removed and not dead:
                     continue
                 offsets_tp = TopicPartition(OFFSETS_TOPIC, index)
@@ -1171,7 +1177,6 @@ class GroupCoordinator:
                     by_group.setdefault(group_id, []).append(
                         OffsetKey(group_id, tp.topic, tp.partition)
                     )
-                deleted = set(dead)
                 limit = self._max_batch_bytes(offsets_tp)
                 failed: list[str] = []
                 for group_id in sorted(by_group.keys() | deleted):

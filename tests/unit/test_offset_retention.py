@@ -464,12 +464,13 @@ def test_a_standalone_commit_expires_and_stays_expired_after_a_restart(
     assert listed(groups) == {}
     assert group_state(groups) == GroupState.DEAD.value
     assert groups.expire_offsets(NOW + 100 * RETENTION_MS) == 0  # nothing more
-    # The tombstones are in the log: the offsets', then the group's metadata.
-    assert first.records()[-3:] == [
+    # The offsets' tombstones are in the log, and none of the group's: known by its
+    # offsets alone (generation 0), it has no record (Kafka's cleanupGroupMetadata).
+    assert first.records()[-2:] == [
         (OffsetKey(G0, "a", 0), None),
         (OffsetKey(G0, "a", 1), None),
-        (GroupKey(G0), None),
     ]
+    assert GroupKey(G0) not in [key for key, _value in first.records()]
     first.close()
 
     second = nodes()  # a new coordinator over the same log
@@ -739,10 +740,10 @@ def test_a_pending_commit_is_not_expired(node: Node) -> None:
     with groups._cond:
         groups._count_pending(G0, [B0], -1)
         assert groups._pending == {}
-    # Released: the group, left with nothing, is deleted.
+    # Released: the group, left with nothing, is deleted (with no record to tombstone).
     assert groups.expire_offsets(NOW + 10 * RETENTION_MS) == 0
     assert listed(groups) == {}
-    assert node.records()[-1] == (GroupKey(G0), None)
+    assert node.records()[-1] == (OffsetKey(G0, "a", 0), None)
 
 
 def test_a_commit_waiting_for_the_isr_is_not_expired(nodes: Callable[..., Node]) -> None:
@@ -866,11 +867,10 @@ def test_a_deleted_topics_offsets_are_removed_for_good(nodes: Callable[..., Node
     assert groups.handle_deleted_topics(["a"]) == 0  # already gone
     assert groups.handle_deleted_topics(["b"]) == 1
     assert listed(groups) == {}  # no offset left, no member: deleted
-    assert first.records()[-4:] == [
+    assert first.records()[-3:] == [
         (OffsetKey(G0, "a", 0), None),
         (OffsetKey(G0, "a", 1), None),
         (OffsetKey(G0, "b", 0), None),
-        (GroupKey(G0), None),
     ]
     first.close()
     second = nodes()  # a new coordinator over the same log
@@ -909,10 +909,9 @@ def test_tombstones_are_written_with_the_isr_below_min_insync_replicas(
     assert groups.expire_offsets(NOW + 11 * RETENTION_MS) == 1
     assert fetched(groups) == {}
     assert listed(groups) == {}  # no offset left, no member: deleted
-    assert first.records()[-3:] == [
+    assert first.records()[-2:] == [
         (OffsetKey(G0, "a", 0), None),
         (OffsetKey(G0, "b", 0), None),
-        (GroupKey(G0), None),
     ]
     first.close()
     second = nodes()  # a new coordinator over the same log
@@ -1069,10 +1068,11 @@ def commit_many(n: Node) -> None:
 
 
 def assert_tombstoned_per_group(n: Node, written_before: int, limit: int) -> None:
-    """Each group's offset tombstones, then its own, in a batch of its own."""
+    """Each group's offset tombstones in a batch of its own (none of the group's own:
+    known by its offsets alone, it has no record)."""
     written = batches(n)[written_before:]
     assert [keys for _size, keys in written] == [
-        [OffsetKey(g, p.topic, p.partition) for p in TWENTY] + [GroupKey(g)] for g in sorted(MANY)
+        [OffsetKey(g, p.topic, p.partition) for p in TWENTY] for g in sorted(MANY)
     ]
     assert max(size for size, _keys in written) <= limit
 
@@ -1117,13 +1117,25 @@ def test_one_groups_tombstones_over_max_message_bytes_are_split_at_it(
     """A group whose tombstones alone exceed max.message.bytes gets them in consecutive
     batches within it, its own last (Kafka 2.8's one batch would be refused, and the
     offsets come back with the next coordinator). The same under a segment.bytes
-    lower than max.message.bytes, which the log refuses a batch past too."""
+    lower than max.message.bytes, which the log refuses a batch past too. (The group
+    had members, so it has a record to tombstone.)"""
     first = nodes()
     first.lead_all(epoch=0)
     groups = first.groups
+    joined = consumer_member(groups, ["b"])
     partitions = [tp("a", i) for i in range(100)]
     for start in range(0, 100, 20):
-        commit(groups, {p: committed(p.partition) for p in partitions[start : start + 20]})
+        commit(
+            groups,
+            {p: committed(p.partition) for p in partitions[start : start + 20]},
+            joined.member_id,
+            joined.generation_id,
+        )
+    assert groups.leave_group(G0, [joined.member_id]) == (
+        ErrorCode.NONE,
+        {joined.member_id: ErrorCode.NONE},
+    )
+    wait_for_empty_record(first, joined.generation_id + 1)
     limit = 1_000
     small_max_message_bytes(first, limit, key)
     written_before = len(batches(first))
