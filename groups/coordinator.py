@@ -93,6 +93,15 @@ _COMMIT_WRITE_ERRORS = {
     ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
 }
 
+# What a failed write of a group's metadata means to its members (Kafka's storeGroup):
+# a timeout sends them to rejoin, and a record too large is no commit's size.
+_GROUP_WRITE_ERRORS = {
+    **_COMMIT_WRITE_ERRORS,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.REBALANCE_IN_PROGRESS,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
 
 @dataclass
 class _Stored:
@@ -823,7 +832,7 @@ class GroupCoordinator:
             error = self.replicas.wait_for_replication(p, info.last_offset, self.commit_timeout_s)
         if error != ErrorCode.NONE:
             log.warning("writing the metadata of group %s failed: %s", group_id, error.name)
-            return _COMMIT_WRITE_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
+            return _GROUP_WRITE_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
         return ErrorCode.NONE
 
     def _maybe_store_empty(self, group_id: str, group: Group) -> None:

@@ -1152,3 +1152,43 @@ def test_one_groups_tombstones_over_max_message_bytes_are_split_at_it(
     second.lead_all(epoch=1)
     assert fetched(second.groups) == {}
     assert listed(second.groups) == {}
+
+
+# --- a group's record refused: what SyncGroup answers (Kafka's storeGroup) ------------------
+
+
+@pytest.mark.parametrize(
+    ("refusal", "answered"),
+    [
+        ("max_message_bytes", ErrorCode.UNKNOWN_SERVER_ERROR),
+        ("segment_bytes", ErrorCode.UNKNOWN_SERVER_ERROR),
+        ("timeout", ErrorCode.REBALANCE_IN_PROGRESS),
+    ],
+)
+def test_a_refused_group_record_is_answered_as_kafkas_store_group_answers(
+    nodes: Callable[..., Node], monkeypatch: pytest.MonkeyPatch, refusal: str, answered: ErrorCode
+) -> None:
+    """Kafka 2.8's storeGroup tells the members UNKNOWN_SERVER_ERROR when the group's
+    record is too large for the offsets log (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE)
+    and REBALANCE_IN_PROGRESS when its replication timed out; INVALID_COMMIT_OFFSET_SIZE
+    and COORDINATOR_NOT_AVAILABLE are storeOffsets' answers, which SyncGroup was given."""
+    n = nodes()
+    n.lead_all(epoch=0)
+    groups = n.groups
+    if refusal == "timeout":
+        monkeypatch.setattr(
+            groups.replicas, "wait_for_replication", lambda *_a: ErrorCode.REQUEST_TIMED_OUT
+        )
+    else:
+        small_max_message_bytes(n, 1_000, refusal)
+    joined = join(groups, (("range", subscription(["a"])),))
+    assert joined.error == ErrorCode.NONE
+    synced = groups.sync_group(
+        G0,
+        joined.member_id,
+        joined.generation_id,
+        CONSUMER_PROTOCOL,
+        "range",
+        {joined.member_id: b"x" * 5_000},
+    )
+    assert synced.error == answered
