@@ -416,7 +416,13 @@ class AdminApis:
             except TopicExistsError:
                 out[request.name] = ErrorCode.LEADER_NOT_AVAILABLE
             except Exception as e:
-                out[request.name] = _refused(e, f"auto creation of topic {request.name!r}").code
+                code = _refused(e, f"auto creation of topic {request.name!r}").code
+                # A write whose answer was lost may have landed: the client asks again
+                # (Kafka's createTopicsInZk answers REQUEST_TIMED_OUT so too), where
+                # REQUEST_TIMED_OUT is no metadata error to a client, which would wait
+                # out metadata.max.age.ms.
+                timed_out = code == ErrorCode.REQUEST_TIMED_OUT
+                out[request.name] = ErrorCode.LEADER_NOT_AVAILABLE if timed_out else code
         return out
 
     def create_internal_topic(

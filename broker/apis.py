@@ -318,9 +318,9 @@ class KafkaApis:
             groups = self.groups
             if offsets is not None and groups is not None:
                 code = groups.create_offsets_topic()
-                offsets["error_code"] = int(
-                    ErrorCode.LEADER_NOT_AVAILABLE if code == ErrorCode.NONE else code
-                )
+                # A write whose answer was lost may have landed (auto_create_topics).
+                landed = code in (ErrorCode.NONE, ErrorCode.REQUEST_TIMED_OUT)
+                offsets["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE if landed else code)
             for name in [n for n in unknown if n in INTERNAL_TOPICS]:
                 del unknown[name]
             if unknown:

@@ -12,7 +12,9 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
+from broker import admin_apis
 from broker.admin_apis import AdminApis
 from broker.apis import KafkaApis
 from broker.config import load_broker_config
@@ -28,10 +30,13 @@ from zkdata import paths
 from zkdata.client import ZkClient
 
 
-def metadata_of(topic: str, *, auto_create: bool = True) -> tuple[dict[str, Any], Any]:
+def metadata_of(
+    topic: str, *, auto_create: bool = True, zk_fails: int = 0
+) -> tuple[dict[str, Any], Any]:
     zk = empty_cluster()
     for b in (1, 2, 3):
         register(zk, b)
+    zk.fail_next = [ConnectionLoss() for _ in range(zk_fails)]
     cache = MetadataCache(1)
     cache.update(request(("t", [state(0, 1)])))
     config = load_broker_config(
@@ -85,3 +90,23 @@ def test_no_internal_topic_is_made_otherwise(topic: str, auto_create: bool) -> N
     answered, zk = metadata_of(topic, auto_create=auto_create)
     assert answered["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert zk.exists(paths.topic(topic)) is None
+
+
+@pytest.mark.parametrize("topic", ["__consumer_offsets", "an-ordinary-topic"])
+def test_zookeeper_not_answering_is_leader_not_available(
+    topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A creation whose ZooKeeper request failed (the read, or the write whose answer was
+    lost and may have landed) is LEADER_NOT_AVAILABLE, which a client's Metadata retries
+    at once (an InvalidMetadataException), as Kafka's createTopicsInZk answers a
+    REQUEST_TIMED_OUT; it was REQUEST_TIMED_OUT, which no client takes for stale
+    metadata: it waited out metadata.max.age.ms (5 minutes)."""
+    read_failed, _ = metadata_of(topic, zk_fails=1)
+    assert read_failed["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE
+
+    def lost(*_args: Any, **_kwargs: Any) -> bool:
+        raise ConnectionLoss()
+
+    monkeypatch.setattr(admin_apis, "write_topic_creation", lost)
+    write_lost, _ = metadata_of(topic)
+    assert write_lost["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE
