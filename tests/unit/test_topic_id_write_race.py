@@ -131,7 +131,7 @@ def test_a_failover_skips_a_topic_removed_before_its_id_was_written() -> None:
 
 def test_a_reassignment_whose_topic_was_removed_goes_on() -> None:
     """The same skip for a reassignment's rewrite of its topic's znode (Kafka 2.8's
-    updateReplicaAssignmentForTopic throws on NoNode): the topic, removed under it with
+    updateReplicaAssignmentForPartition throws on NoNode): the topic, removed under it with
     its partitions' znodes, leaves at its TopicChange and the term goes on."""
     zk, c = cluster()
     real: Callable[..., Any] = zk.multi_fenced_batched
