@@ -521,29 +521,43 @@ def obtain_persistent_id(
             record.broker_id, record.cluster_name, record.broker_name, address, record.check_code
         )
 
-    def claim(record: IdentityRecord) -> bool:
-        """ApplyBrokerId: the compare-and-set on /brokers/identities/<id>."""
+    def claim(record: IdentityRecord) -> ClaimDecision:
+        """ApplyBrokerId: the compare-and-set on /brokers/identities/<id>. FREE: this call
+        created the claim; OURS: it was there already, holding our check code; TAKEN."""
         if store.create_claim(claim_of(record)):
-            return True
+            return ClaimDecision.FREE
         decision = decide_claim(store.get_claim(record.broker_id), record.check_code)
         if decision is ClaimDecision.FREE:  # deleted in between: claim it again
-            return store.create_claim(claim_of(record))
-        return decision is ClaimDecision.OURS
+            created = store.create_claim(claim_of(record))
+            return ClaimDecision.FREE if created else ClaimDecision.TAKEN
+        return decision
 
-    def apply(record: IdentityRecord) -> str | None:
+    def apply(record: IdentityRecord, *, new_code: bool) -> str | None:
         """The claim, and then a check that no broker registered under the id since it was
         read (a static broker starting meanwhile); None when accepted, else why not.
 
-        This broker registers only once its final file is written, so a registration
-        under an id it holds only in a temp file is always another broker's. A claim kept
-        for such an id would pin this broker to an id it can never register; it is given
-        up (deleted: it is ours, and nobody else writes a claim holding our code) so that
-        the listing does not show this broker's name on the other broker's id."""
-        if not claim(record):
+        This process registers only once its final file is written, so a registration
+        under an id it holds only in a temp file is another process's. A claim kept for
+        such an id would pin this broker to an id it can never register: the id is given
+        up. The claim is deleted only if this process made it (this call created it, or
+        the check code is new in this attempt), so that the listing does not show this
+        broker's name on the other broker's id. One that re-applying a temp file finds
+        there already was made by an earlier start of this disk and is left: a copy of the
+        disk may have finished with it and be the registered broker (a live claim), which
+        nothing here tells from a static broker registered after a crash at after_apply
+        (then the claim is left over, as a lost disk's is)."""
+        decision = claim(record)
+        if decision is ClaimDecision.TAKEN:
             return "claimed by another broker first"
         if store.is_registered(record.broker_id):
-            store.delete_claim(record.broker_id)
-            return "claimed, but another broker registered under it meanwhile"
+            if decision is ClaimDecision.FREE or new_code:
+                store.delete_claim(record.broker_id)
+                return "claimed, but another broker registered under it meanwhile"
+            return (
+                "claimed with this check code before this start, and a broker is registered"
+                " under it (a copy of this disk that finished with it, or another): its"
+                " claim is left alone"
+            )
         return None
 
     def finish(record: IdentityRecord) -> None:
@@ -569,7 +583,7 @@ def obtain_persistent_id(
         outcome.attempts += 1
         if isinstance(step, Reapply):
             record = step.record
-            rejected = apply(record)
+            rejected = apply(record, new_code=False)
             if rejected is None:
                 finish(record)
                 return done(record, "temp-file")
@@ -593,7 +607,7 @@ def obtain_persistent_id(
         record = IdentityRecord(cluster_name, broker_name, broker_id, new_check_code(address))
         files.write_temp(record)
         crash("after_temp")
-        rejected = apply(record)
+        rejected = apply(record, new_code=True)
         if rejected is None:
             finish(record)
             return done(record, "allocated")

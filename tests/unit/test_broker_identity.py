@@ -407,7 +407,10 @@ def test_a_temp_file_id_registered_by_another_broker_meanwhile_is_given_up(
     tmp_path: Path, point: str
 ) -> None:
     """The broker crashed with a temp file naming id 1 (claimed or not); before it came back
-    a static broker registered as 1. Its claim is not kept: the broker starts over."""
+    a static broker registered as 1. The id is given up: the broker starts over. A claim
+    its restart made is deleted again; one its crashed start made is left (the restart
+    cannot tell the static broker from a copy of its disk that finished with the claim and
+    registered: that claim is live, test_identity_store.py)."""
     store = MemoryStore()
     assert run(store, tmp_path, "a", point) is None
     store.registered.add(1)
@@ -420,6 +423,39 @@ def test_a_temp_file_id_registered_by_another_broker_meanwhile_is_given_up(
         crash=crash_at(None),
     )
     assert (outcome.broker_id, outcome.rejected, outcome.source) == (2, [1], "allocated")
+    assert sorted(store.claims) == ([2] if point == "after_temp" else [1, 2])
+    assert not IdentityFiles(tmp_path).temp_path.exists()
+
+
+def test_a_new_claim_met_again_by_its_resent_create_is_deleted_when_the_id_is_registered(
+    tmp_path: Path,
+) -> None:
+    """The claim's create carried out, its answer lost, sent again: NodeExists, and the
+    claim holds our code. With a code new in this attempt, that claim is this process's
+    own: a static broker registered under the id meanwhile, so it is deleted again."""
+
+    @dataclass
+    class LostAnswer(MemoryStore):
+        lost: bool = True
+
+        def create_claim(self, claim: IdentityClaim) -> bool:
+            created = super().create_claim(claim)
+            if self.lost:
+                self.lost = False
+                return False  # as the resent create after a lost answer sees it
+            return created
+
+    store = LostAnswer()
+    store.after_read.append(lambda: store.registered.add(1))
+    outcome = obtain_persistent_id(
+        store,
+        IdentityFiles(tmp_path),
+        cluster_name="c",
+        broker_name="a",
+        address="h:1",
+        crash=crash_at(None),
+    )
+    assert (outcome.broker_id, outcome.rejected) == (2, [1])
     assert sorted(store.claims) == [2]
 
 

@@ -27,7 +27,12 @@ def _obtain(
     name: str = "red",
     reserved_max: int = 1000,
     address: str = "127.0.0.1:9999",
+    crash_at: str | None = None,
 ) -> IdentityOutcome:
+    def crash(point: str) -> None:
+        if point == crash_at:
+            raise _Crash(point)
+
     return obtain_persistent_id(
         ZkIdentityStore(zk),  # type: ignore[arg-type]
         IdentityFiles(directory),
@@ -35,8 +40,12 @@ def _obtain(
         broker_name=name,
         address=address,
         reserved_max=reserved_max,
-        crash=lambda _p: None,
+        crash=crash,
     )
+
+
+class _Crash(Exception):
+    pass
 
 
 def _kafka_generated_id(zk: FakeZk, reserved_max: int = 1000) -> int:
@@ -184,6 +193,33 @@ def test_a_copy_of_a_live_brokers_disk_leaves_the_live_brokers_claim_alone(
     # What the copy would write once registered (it never is, while the original lives).
     assert copy.claim is not None
     assert copy.claim.address == "10.0.0.2:9092"
+
+
+def test_a_copy_of_a_temp_only_disk_leaves_the_live_brokers_claim_alone(
+    tmp_path: Path,
+) -> None:
+    """A copy of a persistent broker's disk taken while it held only its temp file (it
+    crashed once its claim was accepted), started while the original, restarted from that
+    temp file, is registered: the claim holds the copy's check code too, and the id is
+    registered. The copy cannot tell the original from another broker registered under
+    the id, and it did not make the claim: it gives the id up without deleting it, and
+    starts over. Before, it deleted the live original's claim."""
+    zk = empty_cluster()
+    with pytest.raises(_Crash):
+        _obtain(zk, tmp_path / "a", address="10.0.0.1:9092", crash_at="after_apply")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")  # the temp file only
+    original = _obtain(zk, tmp_path / "a", address="10.0.0.1:9092")
+    assert (original.broker_id, original.source) == (1, "temp-file")
+    register(zk, original.broker_id)
+    copy = _obtain(zk, tmp_path / "b", address="10.0.0.2:9092")
+    assert (copy.broker_id, copy.source, copy.rejected) == (2, "allocated", [1])
+    got = zk.get(paths.broker_identity(1))
+    assert got is not None, "the live original's claim was deleted"
+    assert original.claim is not None
+    assert decode_identity_claim(1, got[0]).check_code == original.claim.check_code
+    assert decode_identity_claim(1, got[0]).address == "10.0.0.1:9092"
+    assert sorted(map(int, zk.children(paths.BROKER_IDENTITIES))) == [1, 2]
+    assert not IdentityFiles(tmp_path / "b").temp_path.exists()
 
 
 def _config_with_an_unreadable_meta_properties(tmp_path: Path, mode_lines: str) -> BrokerConfig:
