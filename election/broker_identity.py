@@ -171,6 +171,14 @@ def meta_to_write(
     return todo
 
 
+def _read_properties(path: Path) -> str:
+    """A properties file's text as Properties.load(InputStream) reads it, which Kafka 2.8
+    reads meta.properties with: ISO-8859-1, one character per byte, so no file fails to
+    decode (``format_properties`` writes other characters as \\uXXXX escapes). OSError
+    if it cannot be read."""
+    return path.read_bytes().decode("latin-1")
+
+
 def read_meta_properties(
     log_dirs: Sequence[str], unreadable: dict[str, OSError] | None = None
 ) -> dict[str, MetaProperties | None]:
@@ -181,7 +189,7 @@ def read_meta_properties(
     for d in log_dirs:
         path = Path(d) / META_PROPERTIES
         try:
-            text = path.read_text(encoding="utf-8")
+            text = _read_properties(path)
         except FileNotFoundError:
             result[d] = None
             continue
@@ -457,7 +465,7 @@ class IdentityFiles:
 
     def _read(self, path: Path) -> IdentityRecord | None:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = _read_properties(path)
         except FileNotFoundError:
             return None
         except OSError as e:

@@ -161,6 +161,24 @@ def test_an_unreadable_meta_properties_makes_its_directory_offline_not_the_broke
     assert (outcome.broker_id, outcome.source) == (7, "meta.properties")
 
 
+def test_meta_properties_is_read_as_iso_8859_1_as_kafkas_properties_load(tmp_path: Path) -> None:
+    """Kafka 2.8 reads meta.properties with Properties.load(InputStream): ISO-8859-1, every
+    byte a character. A byte that is not UTF-8 in a comment reads as Kafka reads it; bytes
+    that are no properties at all are the error naming the file that other bad content is.
+    Before, reading as UTF-8 raised a bare UnicodeDecodeError naming no file: exit 1."""
+    damaged, garbage = tmp_path / "d1", tmp_path / "d2"
+    damaged.mkdir()
+    garbage.mkdir()
+    (damaged / "meta.properties").write_bytes(
+        b"#\xff damaged\nversion=0\nbroker.id=7\ncluster.id=cid\n"
+    )
+    assert read_meta_properties([str(damaged)]) == {str(damaged): MetaProperties(7, "cid")}
+    (garbage / "meta.properties").write_bytes(b"\xff\xfe garbage \x80\x81\n")
+    with pytest.raises(IdentityError, match=r"no valid broker\.id") as e:
+        read_meta_properties([str(damaged), str(garbage)], {})
+    assert str(garbage / "meta.properties") in str(e.value)
+
+
 # --- the persistent mode: files and decisions ----------------------------------------------
 
 names = st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True)
@@ -473,6 +491,27 @@ def test_a_claim_taken_by_another_code_stops_the_broker(tmp_path: Path) -> None:
     store.claims[1] = IdentityClaim(1, "c", "b", "h:9", "someone else's")
     with pytest.raises(IdentityError, match="another check code"):
         run(store, tmp_path, "b")
+
+
+def test_identity_files_are_read_as_iso_8859_1_as_any_properties_file(tmp_path: Path) -> None:
+    """The identity files are written with \\uXXXX escapes (ASCII) and read as
+    Properties.load reads a file (ISO-8859-1), so no bytes fail to decode: a damaged temp
+    file is dropped (it only promised a retry) and the broker allocates; a damaged final
+    file stops it with an error naming the file. Before, a UnicodeDecodeError escaped both,
+    naming no file."""
+    files = IdentityFiles(tmp_path)
+    record = IdentityRecord("c", "r\u00f8d", 3, "x\u00e9")
+    files.write_final(record)
+    assert files.final_path.read_bytes().isascii()
+    assert files.read_final() == record
+    files.final_path.unlink()
+    files.temp_path.write_bytes(b"cluster.name=\xff\x00\x80\n")
+    assert run(MemoryStore(), tmp_path, "b") == 1
+    assert not files.temp_path.exists()
+    files.final_path.write_bytes(b"\xff\xfe\x80\n")
+    with pytest.raises(IdentityError, match="is incomplete") as e:
+        run(MemoryStore(), tmp_path, "b")
+    assert str(files.final_path) in str(e.value)
 
 
 def test_kafka_generated_id_and_its_crash_leak(tmp_path: Path) -> None:

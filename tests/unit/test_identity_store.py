@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig, load_broker_config
-from election.broker_identity import IdentityFiles, IdentityOutcome, obtain_persistent_id
+from election.broker_identity import (
+    IdentityError,
+    IdentityFiles,
+    IdentityOutcome,
+    obtain_persistent_id,
+)
 from election.identity_store import ZkIdentityStore, _establish
 from tests.unit.fake_cluster import add_topic, empty_cluster, register
 from tests.unit.fake_zk import FakeZk
@@ -253,3 +258,24 @@ def test_an_unreadable_meta_properties_leaves_its_directory_to_go_offline(
     either mode. Before, persistent mode read without room for it: IdentityError, exit 1."""
     config = _config_with_an_unreadable_meta_properties(tmp_path, mode_lines)
     assert _establish_over(empty_cluster(), config).broker_id == 1
+
+
+@pytest.mark.parametrize(
+    "mode_lines",
+    ["broker.id=1\n", "broker.identity.mode=persistent\nbroker.name=red\n"],
+    ids=["kafka", "persistent"],
+)
+def test_a_meta_properties_that_is_not_utf_8_is_an_error_naming_it(
+    tmp_path: Path, mode_lines: str
+) -> None:
+    """Bytes that are not UTF-8 decode as Kafka's Properties.load decodes them (ISO-8859-1):
+    garbage is then a meta.properties with no broker.id, an error naming the file. Before,
+    the broker stopped with a bare "'utf-8' codec can't decode byte 0xff"."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.mkdir()
+    bad.mkdir()
+    (bad / "meta.properties").write_bytes(b"\xff\xfe garbage \x80\x81\n")
+    text = f"log.dirs={good},{bad}\nzookeeper.connect=127.0.0.1:1\n{mode_lines}"
+    with pytest.raises(IdentityError, match=r"no valid broker\.id") as e:
+        _establish_over(empty_cluster(), load_broker_config(text=text))
+    assert str(bad / "meta.properties") in str(e.value)
