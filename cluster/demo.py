@@ -314,8 +314,9 @@ def _suppressed(fn: Callable[[str], None], arg: str) -> None:
 
 
 def run_demo(options: DemoOptions, say: Say) -> int:
-    """Run the demo until `options.duration_s` passes (or Ctrl-C); 0 when it ended by
-    itself or by q. Whatever it started is stopped before it returns or raises."""
+    """Run the demo until `options.duration_s` passes and at least one failover was shown
+    (or Ctrl-C); 0 when it ended by itself or by q. Whatever it started is stopped before
+    it returns or raises."""
     from zkdata.client import ZkClient
 
     deadline = None if options.duration_s is None else time.monotonic() + options.duration_s
@@ -389,7 +390,9 @@ def run_demo(options: DemoOptions, say: Say) -> int:
                 # Stopped first (before the view and the brokers); quickly after a Ctrl-C.
                 stack.push(lambda exc_type, *_: workload.stop(interrupted=exc_type is not None))
 
-            while deadline is None or time.monotonic() < deadline:
+            # At least one failover, however long the start-up took: it is what the demo
+            # is for (a loaded machine can take longer than a short --duration to start).
+            while cycle == 0 or deadline is None or time.monotonic() < deadline:
                 fault = options.faults[cycle % len(options.faults)]
                 cycle += 1
                 _checked(

@@ -48,7 +48,8 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         type=positive_float,
         default=None,
         metavar="SECONDS",
-        help="stop after this long (default: run until Ctrl-C)",
+        help="stop after this long, once at least one failover was shown (default: run"
+        " until Ctrl-C)",
     )
     demo.add_argument(
         "--interval",
