@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from watch import model
-from watch.model import Event, Note, Observation, SummaryRequested, WatchState
+from watch.model import Event, Note, Observation, WatchState
 from watch.zk_source import PER_PARTITION_WATCHES, ZkSource
 from zkdata.client import ZkClient
 
@@ -60,8 +60,9 @@ class Watcher:
         self._queue.put([Note(self._clock() if ts is None else ts, text, source, severity)])
 
     def request_summary(self) -> None:
-        """A timeline line summarising the cluster once what was observed so far is applied."""
-        self._queue.put([SummaryRequested(self._clock())])
+        """A timeline line summarising the cluster once what was observed so far is applied
+        (the source sends it between its re-reads: see ZkSource.request_summary)."""
+        self.source.request_summary()
 
     def pump(self, timeout: float) -> list[Event]:
         """Apply what has been observed, waiting up to `timeout` for something; the new

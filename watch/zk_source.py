@@ -56,6 +56,7 @@ from watch.model import (
     Observation,
     PartitionsSeen,
     ProblemSeen,
+    SummaryRequested,
 )
 from zkdata import paths
 from zkdata.client import (
@@ -196,6 +197,7 @@ class ZkSource:
         self._dirty: set[str] = set()
         self._connected = False
         self._stopping = False
+        self._summary_requested = False
         # Paths whose one-shot watch is armed (topics and partition states; the few fixed
         # paths are simply re-armed on every read of their group).
         self._armed: set[str] = set()
@@ -232,6 +234,16 @@ class ZkSource:
     def _stopped(self) -> bool:
         with self._cond:
             return self._stopping
+
+    def request_summary(self) -> None:
+        """A SummaryRequested, emitted by the reader thread between re-reads and stamped
+        then. A re-read stamps each group when read, then reads on and arms watches before
+        handing all on: a summary stamped by its caller in between was applied before
+        them yet timed after them ("56 under-replicated" printed just after "ISR grew for
+        50 partitions: broker 1 rejoined")."""
+        with self._cond:
+            self._summary_requested = True
+            self._cond.notify_all()
 
     def armed_paths(self) -> set[str]:
         with self._cond:
@@ -274,12 +286,19 @@ class ZkSource:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._stopping and not (self._dirty and self._connected):
+                while not self._stopping and not (
+                    self._summary_requested or (self._dirty and self._connected)
+                ):
                     self._cond.wait()
                 if self._stopping:
                     return
-                groups = frozenset(self._dirty)
-                self._dirty.clear()
+                summary, self._summary_requested = self._summary_requested, False
+                groups = frozenset(self._dirty) if self._connected else frozenset()
+                self._dirty -= groups
+            if summary:
+                self._emit([SummaryRequested(self._clock())])
+            if not groups:
+                continue
             try:
                 observations = self._refresh(groups)
             except Exception as e:
