@@ -503,7 +503,8 @@ def _brokers(state: WatchState, obs: BrokersSeen) -> tuple[WatchState, list[Even
             )
             if regained:
                 text = (
-                    f"{fmt_count(len(regained), 'partition')} have their leader back:"
+                    f"{fmt_count(len(regained), 'partition')}"
+                    f" {'has its' if len(regained) == 1 else 'have their'} leader back:"
                     f" it registered again ({_examples(regained)})"
                 )
                 events.append(Event(ts, "partition", text, "good"))

@@ -212,6 +212,19 @@ def test_a_broker_back_before_its_leaderships_moved_leads_again() -> None:
     assert state.brokers[2].alive
 
 
+def test_one_partition_back_is_said_in_the_singular() -> None:
+    state = model.initial_state(T0)
+    state, _ = run(
+        state,
+        (T0, ControllerSeen(0.0, 1, 5)),
+        (T0, brokers(1, 2)),
+        (T0, partitions({("t", 0): (2, 0, (1, 2))})),
+    )
+    state, _ = run(state, (T0 + 10, brokers(1)))
+    state, out = run(state, (T0 + 12.5, brokers(1, 2, epochs={2: 555})))
+    assert out[-1] == "1 partition has its leader back: it registered again (t-0)"
+
+
 def test_a_bounced_broker_and_a_moved_broker_are_named() -> None:
     state = healthy_cluster()
     _, out = run(state, (T0 + 1, brokers(1, 2, 3, epochs={3: 999})))
