@@ -399,8 +399,10 @@ class IdentityStore(Protocol):
     def delete_claim(self, broker_id: int) -> None:
         """Remove the claim of ``broker_id`` (gone already: nothing to do)."""
 
-    def create_claim(self, claim: IdentityClaim) -> bool:
-        """Create the claim; False if the id is already claimed (by anyone)."""
+    def create_claim(self, claim: IdentityClaim) -> bool | None:
+        """Create the claim; False if the id is already claimed (by anyone); None if it
+        is claimed as found by the create sent again after its answer was lost (by anyone,
+        or by the lost send)."""
 
     def set_claim(self, claim: IdentityClaim) -> None: ...
 
@@ -529,15 +531,22 @@ def obtain_persistent_id(
             record.broker_id, record.cluster_name, record.broker_name, address, record.check_code
         )
 
-    def claim(record: IdentityRecord) -> ClaimDecision:
+    def claim(record: IdentityRecord, *, absent: bool) -> ClaimDecision:
         """ApplyBrokerId: the compare-and-set on /brokers/identities/<id>. FREE: this call
-        created the claim; OURS: it was there already, holding our check code; TAKEN."""
-        if store.create_claim(claim_of(record)):
+        created the claim; OURS: it was there already, holding our check code; TAKEN.
+
+        ``absent``: no claim was there when read before this call. A create whose answer
+        was lost, sent again, meets a claim its first send may have made: if that claim
+        holds our code and was absent before, that send made it (FREE)."""
+        created = store.create_claim(claim_of(record))
+        if created:
             return ClaimDecision.FREE
         decision = decide_claim(store.get_claim(record.broker_id), record.check_code)
         if decision is ClaimDecision.FREE:  # deleted in between: claim it again
             created = store.create_claim(claim_of(record))
             return ClaimDecision.FREE if created else ClaimDecision.TAKEN
+        if decision is ClaimDecision.OURS and created is None and absent:
+            return ClaimDecision.FREE
         return decision
 
     def apply(record: IdentityRecord, *, new_code: bool) -> str | None:
@@ -553,8 +562,11 @@ def obtain_persistent_id(
         there already was made by an earlier start of this disk and is left: a copy of the
         disk may have finished with it and be the registered broker (a live claim), which
         nothing here tells from a static broker registered after a crash at after_apply
-        (then the claim is left over, as a lost disk's is)."""
-        decision = claim(record)
+        (then the claim is left over, as a lost disk's is). Re-applying reads the claim
+        first, so that a create sent again after a lost answer tells one made by its
+        first send (absent at that read) from an earlier start's (present)."""
+        absent = new_code or store.get_claim(record.broker_id) is None
+        decision = claim(record, absent=absent)
         if decision is ClaimDecision.TAKEN:
             return "claimed by another broker first"
         if store.is_registered(record.broker_id):

@@ -15,8 +15,9 @@ A request that fails for want of a connection is sent again once connected, as K
 client retries until connected: a ZooKeeper blip while a broker starts is waited out, not
 a failed start. Each request is safe to repeat, including one that was carried out and
 whose answer was lost: a claim's create then meets our own claim (NodeExists, and the
-check code tells it is ours), a repeated delete of our own claim finds it gone, and a
-repeated seqid bump skips an id, as Kafka's does.
+check code tells it is ours; ``create_claim`` tells NodeExists met only by the create sent
+again, as a claim the lost send made is), a repeated delete of our own claim finds it
+gone, and a repeated seqid bump skips an id, as Kafka's does.
 """
 
 from __future__ import annotations
@@ -67,12 +68,21 @@ class ZkIdentityStore:
 
         return self.zk.until_connected(attempt, cancelled=self.cancelled)
 
-    def _create(self, path: str, data: bytes = b"", *, make_parents: bool = False) -> bool:
-        """False: the znode exists (made by another, or by our own earlier attempt)."""
+    def _create(self, path: str, data: bytes = b"", *, make_parents: bool = False) -> bool | None:
+        """True: this call created the znode. False: it existed when the create arrived
+        (made by another, or by our own earlier attempt). None: it exists, met only by the
+        create sent again after an answer was lost: the lost send may have made it."""
+        sends = 0
+
+        def create() -> None:
+            nonlocal sends
+            sends += 1
+            self.zk.create(path, data, make_parents=make_parents)
+
         try:
-            self._request(lambda: self.zk.create(path, data, make_parents=make_parents))
+            self._request(create)
         except NodeExistsError:
-            return False
+            return None if sends > 1 else False
         return True
 
     def known_ids(self) -> KnownIds:
@@ -118,9 +128,10 @@ class ZkIdentityStore:
     def delete_claim(self, broker_id: int) -> None:
         self._request(lambda: self.zk.delete(paths.broker_identity(broker_id)))
 
-    def create_claim(self, claim: IdentityClaim) -> bool:
-        """The compare-and-set. False: the id is claimed, perhaps by this very claim (its
-        answer lost to a blip): the caller reads the claim and compares check codes."""
+    def create_claim(self, claim: IdentityClaim) -> bool | None:
+        """The compare-and-set. False: the id was claimed before; None: claimed, met by the
+        create sent again after its answer was lost to a blip, so perhaps by this very
+        claim. Either way the caller reads the claim and compares check codes."""
         path = paths.broker_identity(claim.broker_id)
         data = encode_identity_claim(claim)
         try:

@@ -315,7 +315,7 @@ class MemoryStore:
         self.requests += 1
         return self.claims.get(broker_id)
 
-    def create_claim(self, claim: IdentityClaim) -> bool:
+    def create_claim(self, claim: IdentityClaim) -> bool | None:
         self.requests += 1
         if claim.broker_id in self.claims:
             return False
@@ -475,6 +475,43 @@ def test_a_new_claim_met_again_by_its_resent_create_is_deleted_when_the_id_is_re
     )
     assert (outcome.broker_id, outcome.rejected) == (2, [1])
     assert sorted(store.claims) == [2]
+
+
+@pytest.mark.parametrize("point", ["after_temp", "after_apply"])
+def test_a_reapplied_claim_met_by_a_resent_create_is_deleted_only_if_absent_before(
+    tmp_path: Path, point: str
+) -> None:
+    """A restart re-applying its temp file; a static broker registered under the id since
+    the crash. The claim's create loses its answer and, sent again, meets the claim holding
+    our code (the store answers None). Absent when the restart read it before (a crash at
+    after_temp): the lost send made it, so it is deleted as the id is given up. Present
+    (after_apply): the crashed start's, perhaps a live copy's, so it is left alone."""
+
+    @dataclass
+    class ResentCreate(MemoryStore):
+        resend: bool = False
+
+        def create_claim(self, claim: IdentityClaim) -> bool | None:
+            created = super().create_claim(claim)
+            if self.resend:
+                self.resend = False
+                return None  # the create sent again after its answer was lost met it
+            return created
+
+    store = ResentCreate()
+    assert run(store, tmp_path, "a", point) is None
+    store.registered.add(1)
+    store.resend = True
+    outcome = obtain_persistent_id(
+        store,
+        IdentityFiles(tmp_path),
+        cluster_name="c",
+        broker_name="a",
+        address="h:1",
+        crash=crash_at(None),
+    )
+    assert (outcome.broker_id, outcome.rejected, outcome.source) == (2, [1], "allocated")
+    assert sorted(store.claims) == ([2] if point == "after_temp" else [1, 2])
 
 
 def test_a_lost_race_starts_over_with_the_next_id(tmp_path: Path) -> None:

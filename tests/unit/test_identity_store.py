@@ -8,9 +8,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
+from kazoo.exceptions import ConnectionLoss, NodeExistsError
+from kazoo.protocol.states import ZnodeStat
 
 from broker.config import BrokerConfig, load_broker_config
 from election.broker_identity import (
@@ -24,6 +28,8 @@ from tests.unit.fake_cluster import add_topic, empty_cluster, register
 from tests.unit.fake_zk import FakeZk
 from zkdata import paths
 from zkdata.znodes import decode_identity_claim
+
+T = TypeVar("T")
 
 
 def _obtain(
@@ -225,6 +231,82 @@ def test_a_copy_of_a_temp_only_disk_leaves_the_live_brokers_claim_alone(
     assert decode_identity_claim(1, got[0]).address == "10.0.0.1:9092"
     assert sorted(map(int, zk.children(paths.BROKER_IDENTITIES))) == [1, 2]
     assert not IdentityFiles(tmp_path / "b").temp_path.exists()
+
+
+class _LosesAnAnswer(FakeZk):
+    """A connection that loses the answer of one create (of the znode ``lose``): ZooKeeper
+    carries it out (or refuses it: NodeExists), the client sees ConnectionLoss and, as
+    ZkClient.until_connected does, sends it again once connected (here at once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        base = empty_cluster()
+        self.nodes, self._zxid = base.nodes, base._zxid
+        self.lose: str | None = None
+        self.resent = 0
+
+    def create(  # type: ignore[no-untyped-def]
+        self, path: str, data: bytes = b"", **kwargs
+    ) -> tuple[str, ZnodeStat]:
+        if path != self.lose:
+            return super().create(path, data, **kwargs)
+        with contextlib.suppress(NodeExistsError):  # refused: that answer is lost too
+            super().create(path, data, **kwargs)  # NoNode (no parent yet) is answered
+        self.lose = None
+        raise ConnectionLoss("the answer was lost")
+
+    def until_connected(self, fn: Callable[[], T], *, cancelled: object = None) -> T:
+        while True:
+            try:
+                return fn()
+            except ConnectionLoss:
+                self.resent += 1
+
+
+def test_a_restart_whose_claim_lost_its_answer_deletes_it_when_the_id_is_registered(
+    tmp_path: Path,
+) -> None:
+    """A crash at after_temp (no claim yet), then a static broker registers as 1; the
+    restart re-applies the temp file: its create of the claim is carried out but the
+    answer is lost, and the create sent again meets the claim (NodeExists), holding our
+    check code. The restart found no claim when it read it just before: this start made
+    it, so it is deleted as the id is given up. Before, it was taken for an earlier
+    start's and left for good: id 1 kept from persistent allocation, and the listing
+    showing broker red on the static broker's id."""
+    zk = _LosesAnAnswer()
+    with pytest.raises(_Crash):
+        _obtain(zk, tmp_path, crash_at="after_temp")
+    assert zk.children(paths.BROKER_IDENTITIES) == []
+    register(zk, 1)
+    zk.lose = paths.broker_identity(1)
+    outcome = _obtain(zk, tmp_path)
+    assert (outcome.broker_id, outcome.source, outcome.rejected) == (2, "allocated", [1])
+    assert zk.resent == 1
+    assert zk.children(paths.BROKER_IDENTITIES) == ["2"], "this start's claim of 1 was left"
+
+
+def test_a_copy_whose_resent_create_meets_the_live_brokers_claim_leaves_it_alone(
+    tmp_path: Path,
+) -> None:
+    """As test_a_copy_of_a_temp_only_disk_leaves_the_live_brokers_claim_alone, with the
+    answer to the copy's create lost: the create sent again meets the claim, but the copy
+    read it, holding its check code, before sending the first: an earlier start's claim
+    (the live original's), which the copy leaves alone."""
+    zk = _LosesAnAnswer()
+    with pytest.raises(_Crash):
+        _obtain(zk, tmp_path / "a", address="10.0.0.1:9092", crash_at="after_apply")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")  # the temp file only
+    original = _obtain(zk, tmp_path / "a", address="10.0.0.1:9092")
+    assert (original.broker_id, original.source) == (1, "temp-file")
+    register(zk, original.broker_id)
+    zk.lose = paths.broker_identity(1)
+    copy = _obtain(zk, tmp_path / "b", address="10.0.0.2:9092")
+    assert (copy.broker_id, copy.source, copy.rejected) == (2, "allocated", [1])
+    assert zk.resent == 1
+    got = zk.get(paths.broker_identity(1))
+    assert got is not None, "the live original's claim was deleted"
+    assert decode_identity_claim(1, got[0]).address == "10.0.0.1:9092"
+    assert sorted(map(int, zk.children(paths.BROKER_IDENTITIES))) == [1, 2]
 
 
 def _config_with_an_unreadable_meta_properties(tmp_path: Path, mode_lines: str) -> BrokerConfig:
