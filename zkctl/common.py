@@ -193,7 +193,8 @@ def ids(values: Iterable[int]) -> str:
 
 
 def resolve_connect(args: argparse.Namespace) -> str:
-    """--zookeeper, else $ZKCTL_ZOOKEEPER, else <dir>/cluster.json; else a UsageError."""
+    """--zookeeper, else $ZKCTL_ZOOKEEPER, else <dir>/cluster.json; else a UsageError, or a
+    CommandError when that cluster is stopped."""
     from cluster import local
 
     given = (getattr(args, "zookeeper", None) or "").strip()
@@ -201,12 +202,14 @@ def resolve_connect(args: argparse.Namespace) -> str:
         return given
     directory = Path(getattr(args, "dir", DEFAULT_DIR))
     try:
-        local_connect = local.running_connect_string(directory)
+        cluster = local.load(directory)
     except local.LocalClusterError as e:
-        local_connect = None
+        cluster = None
         local_problem: str | None = str(e)
     else:
         local_problem = None
+    stopped = cluster is not None and cluster.state == "stopped"
+    local_connect = None if cluster is None or stopped else cluster.connect_string
     env = os.environ.get(ENV_CONNECT, "").strip()
     if env:
         if local_connect is not None and local_connect != env:
@@ -217,6 +220,14 @@ def resolve_connect(args: argparse.Namespace) -> str:
         return env
     if local_connect is not None:
         return local_connect
+    if stopped:
+        # No argument is wrong: the cluster is there but was stopped (zkctl down).
+        again = "zkctl up" if str(directory) == DEFAULT_DIR else f"zkctl up --dir {directory}"
+        raise CommandError(
+            f"the local cluster in {directory} is stopped: start a new one with `{again}`"
+            " (it replaces the stopped one's data), or pass --zookeeper host:port[/chroot]"
+            f" (or set {ENV_CONNECT}) for another ZooKeeper"
+        )
     hint = f" ({local_problem})" if local_problem else ""
     raise UsageError(
         "no ZooKeeper to talk to: pass --zookeeper host:port[/chroot], set"

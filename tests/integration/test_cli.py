@@ -272,8 +272,8 @@ def test_connect_string_from_env_then_cluster_file(
     cluster.state = "stopped"
     local.save(cluster)
     code, _, err = run(["--dir", str(tmp_path), "topic", "list"], capsys)
-    assert code == 2
-    assert "no ZooKeeper to talk to" in err
+    assert code == 1
+    assert err.startswith(f"zkctl: error: the local cluster in {tmp_path} is stopped")
 
 
 def test_unreachable_zookeeper_and_missing_chroot(

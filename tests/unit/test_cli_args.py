@@ -407,6 +407,28 @@ def test_no_zookeeper_anywhere_names_the_three_ways(
     assert ".zkctl/cluster.json" in line
 
 
+def test_a_stopped_local_cluster_is_an_operational_error_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After `zkctl down` cluster.json is there, its state "stopped": no argument is wrong,
+    so it is exit 1 and one line (not the usage) saying the cluster is stopped, rather
+    than pointing at `zkctl up` for writing a file that already exists."""
+    monkeypatch.delenv("ZKCTL_ZOOKEEPER", raising=False)
+    local.save(sample_cluster(tmp_path, state="stopped"))
+    for argv in (["topic", "list"], ["controller"], ["watch", "--plain"]):
+        code, out, err = run([*argv, "--dir", str(tmp_path)], capsys)
+        assert code == 1, (argv, err)
+        assert out == ""
+        assert "usage:" not in err
+        assert err.count("\n") == 1, err
+        line = error_line(err)
+        assert line.startswith("zkctl: error: ")
+        assert f"the local cluster in {tmp_path} is stopped" in line
+        assert f"zkctl up --dir {tmp_path}" in line
+        assert "--zookeeper" in line
+        assert "it writes" not in line
+
+
 def test_global_options_work_before_and_after_the_command() -> None:
     parser = cli.build_parser()
     before = parser.parse_args(["--zookeeper", "a:1", "--dir", "d", "topic", "list"])
