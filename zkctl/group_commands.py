@@ -1,6 +1,6 @@
 """``zkctl groups``: consumer groups read over the Kafka protocol, as Kafka 2.8's
 ``kafka-consumer-groups.sh --bootstrap-server`` reads them (--list, --describe with its
-offsets view or --members). The requests are admin/group_admin.py's; this module checks
+offsets view, --members or --state). The requests are admin/group_admin.py's; this module checks
 the arguments and renders the answers as its tables or JSON."""
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
             " state, members and committed offsets, and each partition's leader for its"
             " log end offset (ListOffsets): per partition, the committed offset, the log"
             " end offset, the lag and the member assigned it; --members lists the members"
-            " and their partitions instead. ZooKeeper is not used."
+            " and their partitions instead, --state the coordinator, assignment strategy,"
+            " state and number of members. ZooKeeper is not used."
         ),
     )
     groups.add_argument(
@@ -65,6 +66,11 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --describe: the members (id, client id, host) and their partitions",
     )
+    view.add_argument(
+        "--state",
+        action="store_true",
+        help="with --describe: the coordinator, assignment strategy, state and #members",
+    )
     groups.add_argument(
         "--timeout",
         metavar="SECONDS",
@@ -81,9 +87,8 @@ def checked_groups(args: argparse.Namespace) -> list[str]:
     UsageError for a combination that does not make sense."""
     named: list[str] = list(args.group or [])
     if args.list:
-        given = [
-            flag for flag, on in (("--members", args.members), ("--offsets", args.offsets)) if on
-        ]
+        views = (("--members", args.members), ("--offsets", args.offsets), ("--state", args.state))
+        given = [flag for flag, on in views if on]
         if named:
             given.insert(0, "--group")
         if given:
@@ -118,11 +123,13 @@ def _groups(args: argparse.Namespace) -> int:
             )
         return 0
 
-    described = [admin.describe(name, offsets=not args.members) for name in names]
+    view = "members" if args.members else "state" if args.state else "offsets"
+    offsets = view == "offsets"
+    described = [admin.describe(name, offsets=offsets) for name in names]
     if args.json:
-        print_json({"groups": [describe_json(d, members=args.members) for d in described]})
+        print_json({"groups": [describe_json(d, offsets=offsets) for d in described]})
     else:
-        for line in describe_lines(described, members=args.members):
+        for line in describe_lines(described, view=view):
             out(line)
     for d in described:
         for note in notes(d):
@@ -247,20 +254,21 @@ def members_lines(d: GroupDescription) -> list[str]:
     )
 
 
-def describe_lines(described: Sequence[GroupDescription], *, members: bool) -> list[str]:
-    """Each existing group's tables, blank-line separated: its coordinator and state,
-    then its offsets (or, with ``members``, its members alone). A table with no rows is
-    left out, as kafka-consumer-groups.sh does."""
+def describe_lines(described: Sequence[GroupDescription], *, view: str) -> list[str]:
+    """Each existing group's table of the ``view`` ("offsets", "members" or "state"),
+    blank-line separated: one view only, as Kafka 2.8's describeGroups prints (the state
+    with --state alone). A table with no rows is left out, as kafka-consumer-groups.sh
+    does; the state's always has its one."""
     blocks: list[list[str]] = []
     for d in described:
         if not d.exists:
             continue
-        if members:
+        if view == "state":
+            blocks.append(state_lines(d))
+        elif view == "members":
             if d.members:
                 blocks.append(members_lines(d))
-            continue
-        blocks.append(state_lines(d))
-        if d.rows:
+        elif d.rows:
             blocks.append(offsets_lines(d))
     lines: list[str] = []
     for block in blocks:
@@ -332,9 +340,9 @@ def _row_json(row: OffsetRow) -> dict[str, Any]:
     }
 
 
-def describe_json(d: GroupDescription, *, members: bool) -> dict[str, Any]:
-    """One group: None where the table shows ``-``; ``offsets`` left out with
-    ``members``."""
+def describe_json(d: GroupDescription, *, offsets: bool) -> dict[str, Any]:
+    """One group: None where the table shows ``-``; ``offsets`` only when they were read
+    (not with --members or --state)."""
     doc: dict[str, Any] = {
         "group": d.group_id,
         "state": d.state,
@@ -347,7 +355,7 @@ def describe_json(d: GroupDescription, *, members: bool) -> dict[str, Any]:
         },
         "members": [_member_json(m) for m in d.members],
     }
-    if not members:
+    if offsets:
         doc["offsets"] = [_row_json(r) for r in d.rows]
     doc["warnings"] = list(d.warnings)
     return doc

@@ -224,11 +224,11 @@ def test_the_offsets_table_is_kafka_consumer_groups_sh() -> None:
         "billing         -               -          -               -               -"
         "               consumer-2-bbbb 127.0.0.1       rdkafka",
     ]
-    assert describe_lines([d], members=False) == [
+    # The offsets alone, as Kafka 2.8's describeGroups prints them (the state: --state).
+    assert describe_lines([d], view="offsets") == offsets_lines(d)
+    assert describe_lines([d], view="state") == [
         "GROUP           COORDINATOR (ID)          ASSIGNMENT-STRATEGY  STATE           #MEMBERS",
         "billing         127.0.0.1:40102 (2)       range                Stable          2",
-        "",
-        *offsets_lines(d),
     ]
 
 
@@ -239,7 +239,7 @@ def test_the_members_table_shows_each_members_partitions() -> None:
         "billing         consumer-1-aaaa 127.0.0.1       rdkafka         2            orders(0,1)",
         "billing         consumer-2-bbbb 127.0.0.1       rdkafka         -            (unreadable)",
     ]
-    assert describe_lines([d], members=True) == members_lines(d)
+    assert describe_lines([d], view="members") == members_lines(d)
     assert assignment_text([TP("a", 2), TP("b", 0), TP("a", 0)]) == "a(0,2),b(0)"
     assert assignment_text(()) == "-"
 
@@ -259,7 +259,7 @@ def test_the_members_table_shows_instance_ids_when_a_member_is_static() -> None:
         "billing         s-1111          host-7            127.0.0.1       rdkafka"
         "         1            orders(2)",
     ]
-    members = describe_json(d, members=True)["members"]
+    members = describe_json(d, offsets=False)["members"]
     assert [m["group_instance_id"] for m in members] == [None, None, "host-7"]
     described = [{**_described("s", b""), "group_instance_id": "host-7"}, _described("d", b"")]
     assert [m.group_instance_id for m in members_of("consumer", described)] == [None, "host-7"]
@@ -268,11 +268,14 @@ def test_the_members_table_shows_instance_ids_when_a_member_is_static() -> None:
 def test_dead_groups_and_empty_tables_are_left_out() -> None:
     dead = _description(group_id="gone", state="Dead", members=(), rows=())
     empty = _description(group_id="idle", state="Empty", members=(), rows=())
-    lines = describe_lines([dead, empty, _description()], members=False)
+    lines = describe_lines([dead, empty, _description()], view="state")
     assert not any(line.startswith("gone") for line in lines)
     assert lines[1].startswith("idle ")
     assert lines[2] == ""
-    assert describe_lines([dead, empty], members=True) == []
+    assert describe_lines([dead, empty, _description()], view="offsets") == offsets_lines(
+        _description()
+    )
+    assert describe_lines([dead, empty], view="members") == []
     assert notes(dead) == []
     assert notes(empty) == ["consumer group 'idle' has no active members"]
     rebalancing = _description(state="PreparingRebalance", warnings=("log end offset unknown",))
@@ -281,7 +284,7 @@ def test_dead_groups_and_empty_tables_are_left_out() -> None:
 
 
 def test_json_has_null_where_the_table_has_a_dash() -> None:
-    doc = describe_json(_description(), members=False)
+    doc = describe_json(_description(), offsets=True)
     json.dumps(doc)  # serialisable
     assert doc["coordinator"] == {"id": 2, "host": "127.0.0.1", "port": 40102}
     assert doc["offsets"][1] == {
@@ -296,7 +299,7 @@ def test_json_has_null_where_the_table_has_a_dash() -> None:
     }
     assert doc["members"][1]["partitions"] is None
     assert doc["members"][1]["assignment_error"] == "version -1 is negative"
-    assert "offsets" not in describe_json(_description(), members=True)
+    assert "offsets" not in describe_json(_description(), offsets=False)
     listing = GroupListing([ListedGroup("billing", "Stable", "consumer", 2)], ["broker 3: x"])
     assert list_lines(listing) == ["GROUP           STATE", "billing         Stable"]
     assert list_json(listing) == {
@@ -434,6 +437,9 @@ BOOT = ["groups", "--bootstrap-server", "127.0.0.1:1"]  # nothing listens there
         ([*BOOT, "--list", "--members"], "--members goes with --describe, not --list"),
         ([*BOOT, "--describe", "--group", " "], "--group: a group id cannot be empty"),
         ([*BOOT, "--describe", "--group", "g", "--members", "--offsets"], "not allowed with"),
+        ([*BOOT, "--list", "--state"], "--state goes with --describe, not --list"),
+        ([*BOOT, "--describe", "--group", "g", "--state", "--members"], "not allowed with"),
+        ([*BOOT, "--describe", "--group", "g", "--offsets", "--state"], "not allowed with"),
         ([*BOOT, "--list", "--timeout", "0"], "argument --timeout: 0 is not positive"),
         (["groups", "--bootstrap-server", "nohost", "--list"], "'nohost' is not host:port"),
     ],
@@ -467,3 +473,78 @@ def test_no_broker_to_ask_exits_1_with_one_line(
     assert err.count("\n") == 1
     assert err.startswith("zkctl: error: ")
     assert "no bootstrap server answered" in err
+
+
+def _described_as(
+    monkeypatch: pytest.MonkeyPatch, *groups: GroupDescription
+) -> list[tuple[str, bool]]:
+    """GroupAdmin.describe answering with ``groups`` (any other group Dead); the
+    (group, offsets) it was asked for are recorded."""
+    by_id = {d.group_id: d for d in groups}
+    asked: list[tuple[str, bool]] = []
+
+    def describe(self: GroupAdmin, group_id: str, *, offsets: bool = True) -> GroupDescription:
+        asked.append((group_id, offsets))
+        dead = _description(group_id=group_id, state="Dead", members=(), rows=())
+        return by_id.get(group_id, dead)
+
+    monkeypatch.setattr(GroupAdmin, "describe", describe)
+    return asked
+
+
+def test_describe_prints_the_offsets_alone_and_the_state_only_with_state(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As Kafka 2.8's ConsumerGroupCommand.describeGroups: --describe, or --describe
+    --offsets, prints the offsets table only; --state prints the state table only (without
+    reading any offset); --members the members table."""
+    d = _description()
+    asked = _described_as(monkeypatch, d)
+    for view in ([], ["--offsets"]):
+        code, out, err = run([*BOOT, "--describe", "--group", "billing", *view], capsys)
+        assert (code, err) == (0, "")
+        assert out.splitlines() == offsets_lines(d)
+    code, out, _ = run([*BOOT, "--describe", "--group", "billing", "--state"], capsys)
+    assert code == 0
+    assert out.splitlines() == [
+        "GROUP           COORDINATOR (ID)          ASSIGNMENT-STRATEGY  STATE           #MEMBERS",
+        "billing         127.0.0.1:40102 (2)       range                Stable          2",
+    ]
+    code, out, _ = run([*BOOT, "--describe", "--group", "billing", "--members"], capsys)
+    assert out.splitlines() == members_lines(d)
+    assert asked == [("billing", True), ("billing", True), ("billing", False), ("billing", False)]
+    code, out, _ = run([*BOOT, "--describe", "--group", "billing", "--state", "--json"], capsys)
+    (doc,) = json.loads(out)["groups"]
+    assert (doc["state"], "offsets" in doc) == ("Stable", False)
+
+
+@pytest.mark.parametrize(
+    ("view", "stdout"),
+    [
+        ([], ""),  # no committed offset: no row, no table
+        (["--offsets"], ""),
+        (["--members"], ""),
+        (
+            ["--state"],
+            "GROUP           COORDINATOR (ID)          ASSIGNMENT-STRATEGY  STATE"
+            "           #MEMBERS\n"
+            "idle            127.0.0.1:40102 (2)       -                    Empty"
+            "           0\n",
+        ),
+    ],
+)
+def test_an_empty_group_is_said_on_stderr_in_every_view(
+    view: list[str],
+    stdout: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Kafka 2.8 (shouldPrintMemberState) writes "Consumer group 'G' has no active
+    members." to stderr for an Empty group, whichever the view, and prints a table only
+    where it has rows: the state's always, the offsets' when some are committed, the
+    members' never."""
+    empty = _description(group_id="idle", state="Empty", protocol="", members=(), rows=())
+    _described_as(monkeypatch, empty)
+    code, out, err = run([*BOOT, "--describe", "--group", "idle", *view], capsys)
+    assert (code, out) == (0, stdout)
+    assert err == "zkctl: warning: consumer group 'idle' has no active members\n"
