@@ -230,7 +230,8 @@ def _status(args: argparse.Namespace) -> int:
         return 0
     c = st.cluster
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(c.created_at / 1000))
-    out(f"Cluster in {c.dir}: {c.state} (created {since}, {len(c.brokers)} brokers)")
+    brokers = "1 broker" if len(c.brokers) == 1 else f"{len(c.brokers)} brokers"
+    out(f"Cluster in {c.dir}: {c.state} (created {since}, {brokers})")
     out(f"ZooKeeper: {st.zookeeper}")
     if st.view is not None:
         if st.controller_id is None:

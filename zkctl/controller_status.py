@@ -53,6 +53,13 @@ def _count(value: object) -> str:
     return "?" if n is None else f"{int(n):,}"
 
 
+def _counted(value: object, noun: str) -> str:
+    """The count with its noun: singular for one alone ("1 broker", "0 partitions")."""
+    n = _number(value)
+    one = n is not None and int(n) == 1
+    return f"{_count(value)} {noun}{'' if one else 's'}"
+
+
 def _timings(stats: object) -> str | None:
     """p50/p99/max of an event timing snapshot (controller/events.py's QueueTimeStats)."""
     if not isinstance(stats, Mapping) or not _number(stats.get("count")):
@@ -60,9 +67,9 @@ def _timings(stats: object) -> str | None:
     count, recent = _number(stats.get("count")), _number(stats.get("recent"))
     # The percentiles are of the events the controller keeps (the last 4,096), the max of all.
     of = (
-        f"the last {_count(recent)} of {_count(count)} events"
+        f"the last {_count(recent)} of {_counted(count, 'event')}"
         if recent is not None and count is not None and recent < count
-        else f"{_count(count)} events"
+        else _counted(count, "event")
     )
     return (
         f"p50 {_ms(stats.get('p50_ms'))}, p99 {_ms(stats.get('p99_ms'))} ({of}), "
@@ -73,7 +80,7 @@ def _timings(stats: object) -> str | None:
 def _controller_lines(c: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     if c.get("active") is True:
-        partitions = f"{_count(c.get('partitions'))} partitions"
+        partitions = _counted(c.get("partitions"), "partition")
         offline = _number(c.get("offline_partitions"))
         if offline is not None:
             partitions += f" ({_count(offline)} offline)"
@@ -120,8 +127,9 @@ def _controller_lines(c: Mapping[str, Any]) -> list[str]:
         at = f" at {clock}" if clock else ""
         lines.append(
             f"Last failover{at}: {_ms(last.get('total_ms'))} for "
-            f"{_count(last.get('partitions'))} partitions and {_count(last.get('brokers'))} "
-            f"brokers (context loaded after {_ms(last.get('load_ms'))}, UpdateMetadata "
+            f"{_counted(last.get('partitions'), 'partition')} and "
+            f"{_counted(last.get('brokers'), 'broker')} "
+            f"(context loaded after {_ms(last.get('load_ms'))}, UpdateMetadata "
             f"queued after {_ms(last.get('update_metadata_ms'))})"
         )
     return lines
@@ -155,13 +163,13 @@ def _broker_line(status: Mapping[str, Any], now: float) -> str:
         parts.append("ZooKeeper connected" if connected else "ZooKeeper NOT connected")
     replicas, leaders = _number(status.get("partitions")), _number(status.get("leaders"))
     if replicas is not None:
-        hosted = f"hosts {_count(replicas)} replicas"
+        hosted = f"hosts {_counted(replicas, 'replica')}"
         if leaders is not None:
             hosted += f", leads {_count(leaders)}"
         parts.append(hosted)
     served = _number(status.get("requests_handled"))
     if served is not None:
-        parts.append(f"{_count(served)} requests served")
+        parts.append(f"{_counted(served, 'request')} served")
     failed = failed_log_dirs(status)
     if failed is not None:
         parts.append(failed)

@@ -1250,6 +1250,19 @@ def test_cluster_file_round_trips_atomically(tmp_path: Path) -> None:
     assert local.load(tmp_path / "elsewhere") is None
 
 
+def test_status_of_a_one_broker_cluster_says_1_broker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = sample_cluster(tmp_path, state="stopped")
+    local.save(cluster)
+    code, out, _ = run(["status", "--dir", str(tmp_path)], capsys)
+    assert (code, out.splitlines()[0].endswith(", 2 brokers)")) == (0, True), out
+    cluster.brokers = cluster.brokers[:1]
+    local.save(cluster)
+    code, out, _ = run(["status", "--dir", str(tmp_path)], capsys)
+    assert (code, out.splitlines()[0].endswith(", 1 broker)")) == (0, True), out
+
+
 def test_zkctl_controller_waits_for_a_status_file_written_since_the_election(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -81,6 +81,31 @@ def test_an_acting_controller_is_read_in_a_few_lines() -> None:
     )
 
 
+def test_one_of_a_kind_is_said_in_the_singular() -> None:
+    """A fresh one-broker cluster's controller: 1 broker, 1 partition, 1 event."""
+    waited = QueueTimeStats()
+    waited.record(3.0)
+    doc = status(
+        partitions=1,
+        offline_partitions=0,
+        event_queue_time_ms=waited.snapshot(),
+        last_failover={"total_ms": 5.0, "partitions": 0, "brokers": 1, "load_ms": 1.0},
+    )
+    doc.update(partitions=1, leaders=1, requests_handled=1)
+    lines = describe(doc, now=1060.0)
+    assert lines[0] == "Acting as controller in epoch 2: 1 partition (0 offline)"
+    assert "Time an event waited: p50 3.0 ms, p99 3.0 ms (1 event), max 3.0 ms" in lines
+    assert "Last failover: 5.0 ms for 0 partitions and 1 broker (context loaded after" in (
+        " ".join(lines)
+    )
+    assert lines[-1] == (
+        "Broker: broker epoch 20; pid 4242; up 60 s; ZooKeeper connected; hosts 1 replica,"
+        " leads 1; 1 request served"
+    )
+    # Not a number: the plural, as for any count but one.
+    assert describe(status(partitions="x"), now=1060.0)[0].endswith(": ? partitions (1 offline)")
+
+
 def test_failed_log_directories_are_said() -> None:
     doc = status()
     doc.update(offline_log_dirs=["/disks/b", "/disks/c"], offline_partitions=1500)
