@@ -41,6 +41,7 @@ from cluster import netsplit
 from cluster import zookeeper as zkp
 from cluster.local import LocalClusterError
 from cluster.supervised import SupervisedCluster, wait_for
+from watch.model import fmt_count
 from watch.session import Watcher
 
 Say = Callable[[str], None]
@@ -112,7 +113,8 @@ def describe_event(r: dict[str, Any]) -> str | None:
         return f"broker {b} resigned as controller of epoch {r['controller_epoch']} ({r['reason']})"
     if kind == "controller_failover":
         return (
-            f"controller {b} loaded {r['partitions']} partitions and {r['live_brokers']} brokers "
+            f"controller {b} loaded {fmt_count(r['partitions'], 'partition')} and"
+            f" {fmt_count(r['live_brokers'], 'broker')} "
             f"in {r['load_ms']:.0f} ms (failover done in {r['total_ms']:.0f} ms)"
         )
     if kind == "request_rejected":

@@ -183,3 +183,21 @@ def test_two_demos_started_in_the_same_second_get_chroots_of_their_own(
     assert len(made) == 2, made
     assert made[0] != made[1], made
     assert all(re.fullmatch(r"/zkctl-demo-1700000000-\w+", c) for c in made), made
+
+
+def test_a_failover_record_is_told_with_its_counts_in_the_right_number() -> None:
+    record = {
+        "event": "controller_failover",
+        "broker": 2,
+        "partitions": 1,
+        "live_brokers": 1,
+        "load_ms": 12.0,
+        "total_ms": 30.0,
+    }
+    assert demo.describe_event(record) == (
+        "controller 2 loaded 1 partition and 1 broker in 12 ms (failover done in 30 ms)"
+    )
+    many = {**record, "partitions": 1200, "live_brokers": 3}
+    assert demo.describe_event(many) == (
+        "controller 2 loaded 1,200 partitions and 3 brokers in 12 ms (failover done in 30 ms)"
+    )
