@@ -4,7 +4,9 @@ on PATH: what it installs, and how it recovers from a failed apt-get."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import http.server
 import os
 import shutil
@@ -12,6 +14,7 @@ import socketserver
 import subprocess
 import sys
 import threading
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -217,6 +220,32 @@ def test_old_package_lists_are_updated_when_an_install_fails(tmp_path: Path) -> 
     assert "updating the package lists and trying again" in done.stderr
 
 
+def console_script_wheel(directory: Path, script: str) -> Path:
+    """A wheel of standin-tool, whose console script ``script`` exits 0 (to --help too)."""
+    module = "standin_tool"
+    info = f"{module}-1.0.dist-info"
+    files = {
+        f"{module}.py": "def main() -> int:\n    return 0\n",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: standin-tool\nVersion: 1.0\n",
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+        f"{info}/entry_points.txt": f"[console_scripts]\n{script} = {module}:main\n",
+    }
+    record = []
+    for name, text in files.items():
+        digest = hashlib.sha256(text.encode()).digest()
+        encoded = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+        record.append(f"{name},sha256={encoded},{len(text.encode())}")
+    record.append(f"{info}/RECORD,,")
+    files[f"{info}/RECORD"] = "\n".join(record) + "\n"
+    wheel = directory / f"{module}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return wheel
+
+
 @pytest.mark.parametrize("where", ["my projects", "it's mine", "x" * 130])
 def test_a_moved_venv_whose_scripts_start_with_uvs_sh_trampoline_is_made_again(
     tmp_path: Path, where: str
@@ -231,8 +260,15 @@ def test_a_moved_venv_whose_scripts_start_with_uvs_sh_trampoline_is_made_again(
         check=True,
         timeout=120,
     )
-    subprocess.run(  # from uv's cache, which the set-up filled: no network
-        [uv, "pip", "install", "-q", "--offline", "pytest"],
+    # A console script named pytest, from a wheel made here: nothing to fetch, and nothing
+    # to find in uv's cache (the set-up's `uv sync` installs from the lock and leaves no
+    # index page of pytest there, so `--offline pytest` found nothing on a cold cache).
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    console_script_wheel(wheels, "pytest")
+    offline = ["--offline", "--no-index", "--find-links", str(wheels)]
+    subprocess.run(
+        [uv, "pip", "install", "-q", *offline, "standin-tool"],
         env={**os.environ, "VIRTUAL_ENV": str(first / ".venv")},
         check=True,
         timeout=300,
