@@ -69,7 +69,8 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     view.add_argument(
         "--state",
         action="store_true",
-        help="with --describe: the coordinator, assignment strategy, state and #members",
+        help="with --describe: the coordinator, assignment strategy, state and #members"
+        " (with --list: each group's state, which --list shows anyway)",
     )
     groups.add_argument(
         "--timeout",
@@ -87,7 +88,9 @@ def checked_groups(args: argparse.Namespace) -> list[str]:
     UsageError for a combination that does not make sense."""
     named: list[str] = list(args.group or [])
     if args.list:
-        views = (("--members", args.members), ("--offsets", args.offsets), ("--state", args.state))
+        # (--state with --list: the list shows each group's state anyway, as Kafka 2.8's
+        # --list --state does.)
+        views = (("--members", args.members), ("--offsets", args.offsets))
         given = [flag for flag, on in views if on]
         if named:
             given.insert(0, "--group")

@@ -437,7 +437,6 @@ BOOT = ["groups", "--bootstrap-server", "127.0.0.1:1"]  # nothing listens there
         ([*BOOT, "--list", "--members"], "--members goes with --describe, not --list"),
         ([*BOOT, "--describe", "--group", " "], "--group: a group id cannot be empty"),
         ([*BOOT, "--describe", "--group", "g", "--members", "--offsets"], "not allowed with"),
-        ([*BOOT, "--list", "--state"], "--state goes with --describe, not --list"),
         ([*BOOT, "--describe", "--group", "g", "--state", "--members"], "not allowed with"),
         ([*BOOT, "--describe", "--group", "g", "--offsets", "--state"], "not allowed with"),
         ([*BOOT, "--list", "--timeout", "0"], "argument --timeout: 0 is not positive"),
@@ -548,3 +547,16 @@ def test_an_empty_group_is_said_on_stderr_in_every_view(
     code, out, err = run([*BOOT, "--describe", "--group", "idle", *view], capsys)
     assert (code, out) == (0, stdout)
     assert err == "zkctl: warning: consumer group 'idle' has no active members\n"
+
+
+def test_list_with_state_prints_the_list_as_kafka_accepts_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka 2.8's ConsumerGroupCommand takes --state with --list too (stateOpt
+    .availableIf(describeOpt, listOpt)): the groups with their states, the table --list
+    prints here anyway. It was refused as a usage error."""
+    listing = GroupListing([ListedGroup("billing", "Stable", "consumer", 2)], [])
+    monkeypatch.setattr(GroupAdmin, "list_groups", lambda self: listing)
+    code, out, err = run([*BOOT, "--list", "--state"], capsys)
+    assert (code, err) == (0, "")
+    assert out.splitlines() == ["GROUP           STATE", "billing         Stable"]
