@@ -544,6 +544,11 @@ def obtain_persistent_id(
         decision = decide_claim(store.get_claim(record.broker_id), record.check_code)
         if decision is ClaimDecision.FREE:  # deleted in between: claim it again
             created = store.create_claim(claim_of(record))
+            if created is None:
+                # Absent at the read just before: a claim holding our code now was made
+                # by the lost send (as below).
+                again = decide_claim(store.get_claim(record.broker_id), record.check_code)
+                created = again is ClaimDecision.OURS
             return ClaimDecision.FREE if created else ClaimDecision.TAKEN
         if decision is ClaimDecision.OURS and created is None and absent:
             return ClaimDecision.FREE

@@ -514,6 +514,53 @@ def test_a_reapplied_claim_met_by_a_resent_create_is_deleted_only_if_absent_befo
     assert sorted(store.claims) == ([2] if point == "after_temp" else [1, 2])
 
 
+def test_a_claim_made_again_by_a_lost_create_is_deleted_when_the_id_is_registered(
+    tmp_path: Path,
+) -> None:
+    """The claim's create meets another broker's claim (False); that broker deletes it
+    (a static broker registered under the id meanwhile) before our read finds it gone;
+    our create again is carried out, its answer lost, and the resend meets our own claim
+    (None). It was absent at that read, so it is ours, and deleted as the id is given up;
+    it was counted TAKEN and left on the static broker's id for good."""
+
+    @dataclass
+    class Race(MemoryStore):
+        creates: int = 0
+        gets: int = 0
+
+        def create_claim(self, claim: IdentityClaim) -> bool | None:
+            self.creates += 1
+            created = super().create_claim(claim)
+            if self.creates == 2:  # the create again: carried out, its answer lost
+                assert created is True
+                return None
+            return created
+
+        def get_claim(self, broker_id: int) -> IdentityClaim | None:
+            self.gets += 1
+            if self.gets == 1:  # the other broker deletes its claim just before
+                self.claims.pop(1, None)
+            return super().get_claim(broker_id)
+
+    store = Race()
+
+    def other_broker_claims_then_a_static_one_registers() -> None:
+        store.claims[1] = IdentityClaim(1, "c", "a", "h:2", "a's code")
+        store.registered.add(1)
+
+    store.after_read.append(other_broker_claims_then_a_static_one_registers)
+    outcome = obtain_persistent_id(
+        store,
+        IdentityFiles(tmp_path),
+        cluster_name="c",
+        broker_name="b",
+        address="h:1",
+        crash=crash_at(None),
+    )
+    assert (outcome.broker_id, outcome.rejected) == (2, [1])
+    assert {i: c.broker_name for i, c in store.claims.items()} == {2: "b"}
+
+
 def test_a_lost_race_starts_over_with_the_next_id(tmp_path: Path) -> None:
     store = MemoryStore()
     # a reads next id 1; before it applies, b allocates 1.
