@@ -275,6 +275,46 @@ def _java_message(e: BaseException) -> str:
     return _first_line(e)
 
 
+def _java_line(text: str) -> str:
+    """A Java exception's text as one line: its first, or for a Python task's traceback
+    (Spark's PythonException) the exception that ends it."""
+    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+    if lines and lines[0].endswith("Traceback (most recent call last):"):
+        lines = [x for x in lines if not x.startswith("SQLSTATE:")][-1:]
+    return lines[0] if lines else ""
+
+
+def _spark_failure(spark: SparkSession, e: BaseException) -> str:
+    """One line for a Spark job that failed (docs/analytics.md: errors are one line): the
+    file it could not read and why (a compressed file cut short, one gone since it was
+    listed), else the first line of the Java exception at the bottom of the chain (the
+    cause, not Spark's "Job aborted due to stage failure" around it). Needs the JVM."""
+    from py4j.java_gateway import is_instance_of
+
+    # Py4J's error holds the Java exception; PySpark's own (AnalysisException, ...) keep it
+    # as `_origin`.
+    java = getattr(e, "java_exception", None) or getattr(e, "_origin", None)
+    try:
+        chain: list[Any] = []
+        while java is not None and len(chain) < 32:
+            chain.append(java)
+            java = java.getCause()
+        gateway = spark.sparkContext._gateway
+        for j in chain:
+            if not is_instance_of(gateway, j, "org.apache.spark.SparkThrowable"):
+                continue
+            condition = str(j.getCondition() or "")
+            path = j.getMessageParameters().get("path")
+            if condition.startswith("FAILED_READ_FILE") and path:
+                cause = _java_line(str(chain[-1].toString()))
+                return f"cannot read {inputs.normalize_uri(str(path))}: {cause}"
+        if chain:
+            return f"Spark failed: {_java_line(str(chain[-1].toString()))}"
+    except Exception:  # a Java exception without those methods, or the JVM gone
+        pass
+    return f"Spark failed: {_java_message(e)}"
+
+
 def classify(lines: DataFrame, torn: list[tuple[str, str]]) -> DataFrame:
     """Every line with its status (pipeline.schema), typed fields, and two hashes of its
     text (the identity used to drop repeated lines). The text and file are kept only for
@@ -503,12 +543,22 @@ class Report:
 
 def check_out(master: str, out: str) -> None:
     """With a cluster master, executors write the tables: `out` must name storage they all
-    reach, so a URI (hdfs://, s3a://, file:// on a shared mount), not a local path."""
+    reach, so a URI (hdfs://, s3a://, file:// on a shared mount), not a local path. A local
+    `out` must not be, or lie under, a file."""
     if not master.startswith("local") and not inputs.is_uri(out):
         raise ReportError(
             "with a cluster --master, --out must be a URI every executor can write"
             " (hdfs://..., s3a://..., file:// on a shared mount)"
         )
+    if inputs.is_remote(out):
+        return
+    # Under a file, Spark would fail only at the first table written, after the whole job.
+    path = Path(inputs.local_path(out)).absolute()
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise ReportError(f"cannot write the report to {out}: {p} is not a directory")
+            return
 
 
 def run(options: ReportOptions, progress: Progress, spark: SparkSession | None = None) -> Report:
@@ -528,8 +578,15 @@ def run(options: ReportOptions, progress: Progress, spark: SparkSession | None =
     if spark is None:
         progress(f"starting Spark ({options.master})")
         spark = start_session(options.master, options.conf)
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
     try:
         summary = _run(spark, options, sources, progress)
+    except (Py4JError, PySparkException) as e:
+        # Said here, while the session lives: the text of a Java exception is fetched from
+        # the JVM, which `stop_session` ends.
+        raise ReportError(_spark_failure(spark, e)) from e
     finally:
         if own:
             stop_session(spark)

@@ -99,6 +99,29 @@ def test_a_cluster_master_needs_an_output_every_executor_reaches(tmp_path: Path)
             job.check_out("yarn", out)
 
 
+def test_an_output_under_a_file_is_refused_before_spark_starts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Spark found it only when it wrote the first table, after the whole job, and zkctl
+    # ended in two tracebacks (the Py4J error's text asked of a JVM already stopped).
+    (tmp_path / "state-change.log").write_text("{}\n")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for out in (afile, afile / "sub", afile / "sub" / "deeper"):
+        with pytest.raises(job.ReportError, match=f"{afile} is not a directory"):
+            job.check_out("local[2]", str(out))
+    with pytest.raises(job.ReportError, match="is not a directory"):
+        job.check_out("local[2]", (afile / "sub").as_uri())
+    code, _out, err = run(capsys, "report", "--logs", str(tmp_path), "--out", str(afile / "sub"))
+    assert code == 1
+    assert err.splitlines()[-1] == (
+        f"zkctl: error: cannot write the report to {afile / 'sub'}: {afile} is not a directory"
+    )
+    assert "Traceback" not in err
+    assert "starting Spark" not in err
+    job.check_out("local[2]", str(tmp_path / "new" / "dir"))  # made when written
+
+
 def test_the_text_summary() -> None:
     lat = {"count": 2, "p50": 5, "p90": 9, "p99": 9, "max": 9}
     none = {"count": 0, "p50": None, "p90": None, "p99": None, "max": None}

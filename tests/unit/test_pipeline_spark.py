@@ -12,8 +12,12 @@ One Spark session (local[2], pipeline.testing) serves every test of the run.
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -459,6 +463,77 @@ def test_a_log_file_that_cannot_be_read_is_a_one_line_error(spark: Any, tmp_path
         job.torn_lines(spark, [missing])
     assert str(e.value).startswith(f"cannot read {missing}: java.io.FileNotFoundException")
     assert "\n" not in str(e.value)
+
+
+def _elected_line(ts: int = 1_800_000_000_000) -> str:
+    elected = {"event": "controller_elected", "controller": 1, "controller_epoch": 1}
+    return json.dumps({"ts": ts, "v": 1, "broker": 1, **elected, "epoch_zk_version": 0}) + "\n"
+
+
+def _cut_rotated_log(logs: Path) -> Path:
+    """A log directory holding a partial copy of a rotated log: its gzip stream ends early."""
+    logs.mkdir()
+    (logs / "state-change.log").write_text(_elected_line())
+    whole = gzip.compress(
+        "".join(_elected_line(1_800_000_000_000 - n) for n in range(1, 400)).encode()
+    )
+    cut = logs / "state-change.log.1.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    return cut
+
+
+def test_a_compressed_log_cut_short_is_a_one_line_error(spark: Any, tmp_path: Path) -> None:
+    # Spark raised it while the job read the lines: a raw Py4JJavaError, never a ReportError.
+    cut = _cut_rotated_log(tmp_path / "logs")
+    with pytest.raises(job.ReportError) as e:
+        report(spark, tmp_path / "out", str(tmp_path / "logs"))
+    assert str(e.value) == (
+        f"cannot read {inputs.normalize_uri(cut.as_uri())}:"
+        " java.io.EOFException: Unexpected end of input stream"
+    )
+
+
+def test_a_java_exception_in_one_line() -> None:
+    assert job._java_line("java.io.EOFException: cut\n\tat x.y(Z.java:1)") == (
+        "java.io.EOFException: cut"
+    )
+    # A Python task's traceback (PythonException): the exception it ends with.
+    trace = (
+        "org.apache.spark.api.python.PythonException: [PYTHON_EXCEPTION] An exception was"
+        " thrown from the Python worker: Traceback (most recent call last):\n"
+        '  File "w.py", line 1, in f\n    1 / 0\nZeroDivisionError: division by zero\n'
+        " SQLSTATE: 38000"
+    )
+    assert job._java_line(trace) == "ZeroDivisionError: division by zero"
+    assert job._java_line("") == ""
+
+
+def test_a_spark_error_ends_zkctl_report_in_one_line(tmp_path: Path) -> None:
+    # In a process of its own, as a user runs it: the report's own Spark session was stopped
+    # before zkctl formatted the error, and str() of a Py4J error needs the JVM: a second
+    # traceback (ConnectionRefusedError) after the first.
+    _cut_rotated_log(tmp_path / "logs")
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "zkctl", "report", "--master", "local[1]"),
+            *("--logs", str(tmp_path / "logs"), "--out", str(tmp_path / "out")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        cwd=tmp_path,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "\tat " not in proc.stderr  # nor a Java stack trace
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("zkctl: error: cannot read file:/"), proc.stderr
+    assert last.endswith(
+        "state-change.log.1.gz: java.io.EOFException: Unexpected end of input stream"
+    )
 
 
 def test_a_topic_deleted_and_created_again_is_two_generations(spark: Any, tmp_path: Path) -> None:
