@@ -714,8 +714,10 @@ def _run(
         windows_df.write.mode("overwrite").parquet(f"{out}/partition_windows")
         stats_df.write.mode("overwrite").parquet(f"{out}/partition_stats")
         walk_out.unpersist()
-        windows_df = spark.read.parquet(f"{out}/partition_windows")
-        stats_df = spark.read.parquet(f"{out}/partition_stats")
+        # Spark globs every path it reads: --out names a directory, never a pattern, so
+        # its own `[`, `{`, `*`, `?` and `\` are escaped (writing takes the path as it is).
+        windows_df = spark.read.parquet(inputs.glob_escape(f"{out}/partition_windows"))
+        stats_df = spark.read.parquet(inputs.glob_escape(f"{out}/partition_stats"))
 
         progress("aggregating")
         per_incident = {

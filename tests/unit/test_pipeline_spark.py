@@ -457,17 +457,31 @@ def test_local_paths_with_glob_characters_are_read_as_they_are(spark: Any, tmp_p
         assert job.read_lines(spark, [source]).count() == 2, name
 
 
+def _elected_line(ts: int = 1_800_000_000_000) -> str:
+    elected = {"event": "controller_elected", "controller": 1, "controller_epoch": 1}
+    return json.dumps({"ts": ts, "v": 1, "broker": 1, **elected, "epoch_zk_version": 0}) + "\n"
+
+
+def test_an_output_directory_with_glob_characters_is_read_back_as_it_is(
+    spark: Any, tmp_path: Path
+) -> None:
+    # The job reads its partition tables back from --out, and Spark globs every path it
+    # is handed: `report[1]/partition_windows` matched nothing ([PATH_NOT_FOUND]).
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "state-change.log").write_text(_elected_line())
+    for name in ("report[1]", "a{b,c}", "s*t?", "back\\slash"):
+        summary = report(spark, tmp_path / name, str(logs))
+        assert summary["lines"]["ok"] == 1, name
+        assert (tmp_path / name / "report.html").is_file(), name
+
+
 def test_a_log_file_that_cannot_be_read_is_a_one_line_error(spark: Any, tmp_path: Path) -> None:
     missing = (tmp_path / "gone" / "state-change.log").as_uri()
     with pytest.raises(job.ReportError) as e:
         job.torn_lines(spark, [missing])
     assert str(e.value).startswith(f"cannot read {missing}: java.io.FileNotFoundException")
     assert "\n" not in str(e.value)
-
-
-def _elected_line(ts: int = 1_800_000_000_000) -> str:
-    elected = {"event": "controller_elected", "controller": 1, "controller_epoch": 1}
-    return json.dumps({"ts": ts, "v": 1, "broker": 1, **elected, "epoch_zk_version": 0}) + "\n"
 
 
 def _cut_rotated_log(logs: Path) -> Path:
