@@ -239,8 +239,9 @@ def read_lines(spark: SparkSession, sources: list[inputs.ResolvedSource]) -> Dat
             paths = [s.path]
         else:
             # Files already found (a --logs glob expanded by inputs.resolve): Spark globs
-            # every path it is handed, so their own `[`, `{`, `*`, `?` and `\` are escaped.
-            paths = [inputs.glob_escape(f) for f in s.files]
+            # every path it is handed, so their own `[`, `{`, `*`, `?` and `\` are escaped;
+            # and absolute, as Hadoop takes `logs-10:` of `logs-10:00/...` for a scheme.
+            paths = [inputs.glob_escape(os.path.abspath(f)) for f in s.files]
         try:
             df = reader.text(paths)
         except Exception as e:
@@ -607,6 +608,8 @@ def _run(
     t0 = time.monotonic()
     tol = options.tol_ms
     out = options.out.rstrip("/")
+    if not inputs.is_uri(out):
+        out = os.path.abspath(out)  # `report-10:00` is no URI scheme (read_lines)
     lines = read_lines(spark, sources)
     try:
         listed = lines.inputFiles()

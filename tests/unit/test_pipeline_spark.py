@@ -476,6 +476,20 @@ def test_an_output_directory_with_glob_characters_is_read_back_as_it_is(
         assert (tmp_path / name / "report.html").is_file(), name
 
 
+def test_relative_paths_with_a_colon_are_read_and_written(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Hadoop takes `logs-10:` of a relative `logs-10:00/state-change.log` for a URI scheme:
+    # "java.net.URISyntaxException: Relative path in absolute URI"; --out the same.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "logs-10:00").mkdir()
+    (tmp_path / "logs-10:00" / "state-change.log").write_text(_elected_line())
+    summary = report(spark, Path("report-10:00"), "logs-10:00")
+    assert summary["lines"]["ok"] == 1
+    assert (tmp_path / "report-10:00" / "report.html").is_file()
+    assert len(table(spark, tmp_path / "report-10:00", "tenures")) == 1
+
+
 def test_a_log_file_that_cannot_be_read_is_a_one_line_error(spark: Any, tmp_path: Path) -> None:
     missing = (tmp_path / "gone" / "state-change.log").as_uri()
     with pytest.raises(job.ReportError) as e:
