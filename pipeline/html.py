@@ -58,6 +58,11 @@ def fmt_ms(v: float | None) -> str:
     return f"{v:,.0f} ms"
 
 
+def fmt_counts(counts: Mapping[str, int]) -> str:
+    """Counts by name as "NAME: n" pairs ("0" for none), never a Python dict."""
+    return ", ".join(f"{k}: {v:,}" for k, v in counts.items()) or "0"
+
+
 def fmt_ts(ts: int | None) -> str:
     if ts is None:
         return "-"
@@ -284,7 +289,7 @@ def render(summary: Mapping[str, Any], plots: Mapping[str, Any]) -> str:
         for k in ("isr_shrinks", "isr_expands", "unclean_elections", "partitions_unavailable")
     }
     gaps = sum(c["controller"]["no_controller_ms"]["total"] for c in clusters.values())
-    fencing = sum(c["fencing"]["total"] for c in clusters.values())
+    fencing = sum(c["fencing"]["stale"] for c in clusters.values())
     p = lat.get("to_new_controller", {})
     q = lat.get("to_all_leaders", {})
     body.append('<div class="headline">')
@@ -325,7 +330,7 @@ def render(summary: Mapping[str, Any], plots: Mapping[str, Any]) -> str:
                     ("time span", f"{fmt_ts(c['first_ts'])} - {fmt_ts(c['last_ts'])}"),
                     ("controller tenures", ctl["tenures"]),
                     ("epochs", ctl["epochs"]),
-                    ("how tenures ended", ctl["end_reasons"]),
+                    ("how tenures ended", fmt_counts(ctl["end_reasons"])),
                     ("zombie controllers (resigned after a successor)", ctl["zombies"]),
                     (
                         "without a controller: total / p50 / max",
@@ -349,12 +354,26 @@ def render(summary: Mapping[str, Any], plots: Mapping[str, Any]) -> str:
                         "partition time under-replicated",
                         fmt_ms(c["partitions"]["under_replicated_ms"]),
                     ),
-                    ("stale requests rejected", c["fencing"]["request_rejected"] or 0),
                     (
-                        "stale partition states rejected",
-                        c["fencing"]["leader_and_isr_rejected"] or 0,
+                        "stale requests rejected (fencing)",
+                        fmt_counts(c["fencing"]["request_rejected"]),
                     ),
-                    ("anomalies", ctl["anomalies"] or "none"),
+                    (
+                        "stale partition states rejected (fencing: an older leader epoch)",
+                        # The refused partition states that are not other_refusals.
+                        fmt_counts(
+                            {
+                                k: v
+                                for k, v in c["fencing"]["leader_and_isr_rejected"].items()
+                                if k not in c["fencing"]["other_refusals"]
+                            }
+                        ),
+                    ),
+                    (
+                        "partition states refused for another reason",
+                        fmt_counts(c["fencing"]["other_refusals"]),
+                    ),
+                    ("anomalies", fmt_counts(ctl["anomalies"]) if ctl["anomalies"] else "none"),
                 ],
             )
         )

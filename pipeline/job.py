@@ -519,6 +519,12 @@ BALANCE_TYPES = {
     "ts": "long",
     "imbalance_pct": "double",
 }
+# The errors of a refusal for a stale epoch, the fencing (Kafka 2.8's): a request from an
+# older controller epoch, or meant for the broker's previous incarnation, and a partition
+# state whose leader epoch is older than the one held (ReplicaManager.becomeLeaderOrFollower
+# answers that STALE_CONTROLLER_EPOCH too). A broker refuses a partition state for other
+# reasons as well (not a replica, a failed log directory, no log to lead from).
+STALE_EPOCH_ERRORS = ("STALE_CONTROLLER_EPOCH", "STALE_BROKER_EPOCH")
 FENCING_COLUMNS = (
     "cluster",
     "ts",
@@ -1077,11 +1083,7 @@ def build_summary(
                     partitions.UNDER_REPLICATED, {"count": 0}
                 ),
             },
-            "fencing": {
-                "request_rejected": _fence(fence, "request_rejected"),
-                "leader_and_isr_rejected": _fence(fence, "leader_and_isr"),
-                "total": sum(int(f["n"]) for f in fence),
-            },
+            "fencing": fencing_summary(fence),
         }
     every = incidents
     return {
@@ -1115,10 +1117,25 @@ def _count(items: Iterable[Any]) -> dict[str, int]:
     return dict(out)
 
 
-def _fence(rows: list[dict[str, Any]], event: str) -> dict[str, int]:
+def fencing_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One cluster's fencing table counted: every refusal by event and error (`total`
+    all of them), and apart the ones that are fencing (`stale`) from the partition states
+    a broker refused for another reason (`other_refusals`, by error), such as
+    REPLICA_NOT_AVAILABLE: told to lead a partition whose log it does not have (item 34).
+    """
+    stale = [r for r in rows if r["error"] in STALE_EPOCH_ERRORS]
+    return {
+        "request_rejected": _fence(r for r in rows if r["event"] == "request_rejected"),
+        "leader_and_isr_rejected": _fence(r for r in rows if r["event"] == "leader_and_isr"),
+        "total": sum(int(r["n"]) for r in rows),
+        "stale": sum(int(r["n"]) for r in stale),
+        "other_refusals": _fence(r for r in rows if r["error"] not in STALE_EPOCH_ERRORS),
+    }
+
+
+def _fence(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
     out: dict[str, int] = defaultdict(int)
     for r in rows:
-        if r["event"] == event:
-            label = f"{r['api']} {r['error']}" if r.get("api") else str(r["error"])
-            out[label] += int(r["n"])
-    return dict(out)
+        label = f"{r['api']} {r['error']}" if r.get("api") else str(r["error"])
+        out[label] += int(r["n"])
+    return dict(sorted(out.items()))

@@ -126,6 +126,8 @@ def _ms(v: Any) -> str:
 
 
 def text_summary(summary: dict[str, Any]) -> list[str]:
+    from pipeline.html import fmt_counts
+
     lat = summary["failover_latency_ms"]
     lines = summary["lines"]
     text = [
@@ -143,13 +145,21 @@ def text_summary(summary: dict[str, Any]) -> list[str]:
     for name, c in summary["clusters"].items():
         p = c["partitions"]
         ctl = c["controller"]
+        fencing = c["fencing"]
+        other = fencing["other_refusals"]
+        refused = (
+            f", {sum(other.values())} partition states refused for another reason"
+            f" ({fmt_counts(other)})"
+            if other
+            else ""
+        )
         text.append(
             f"cluster {name}: {ctl['tenures']} controller tenures,"
             f" {c['incidents']['total']} incidents, no controller for"
             f" {_ms(ctl['no_controller_ms']['total'])} in all; {p['count']} partitions,"
             f" {p['partitions_unavailable']} ever leaderless ({_ms(p['unavailable_ms'])} in all),"
             f" ISR {p['isr_shrinks']} shrinks / {p['isr_expands']} expands,"
-            f" {p['unclean_elections']} unclean elections, {c['fencing']['total']} stale"
-            " requests rejected"
+            f" {p['unclean_elections']} unclean elections, {fencing['stale']} stale"
+            f" requests rejected (fencing){refused}"
         )
     return text

@@ -140,7 +140,7 @@ def test_the_text_summary() -> None:
                     "isr_expands": 4,
                     "unclean_elections": 0,
                 },
-                "fencing": {"total": 1},
+                "fencing": {"total": 1, "stale": 1, "other_refusals": {}},
             }
         },
     }

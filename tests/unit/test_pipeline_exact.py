@@ -508,6 +508,8 @@ def test_summary(report: tuple[Path, Path, Any]) -> None:
         },
         "leader_and_isr_rejected": {},
         "total": 2,
+        "stale": 2,
+        "other_refusals": {},
     }
 
 

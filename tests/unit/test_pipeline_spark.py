@@ -172,7 +172,13 @@ def test_fencing_is_counted(spark: Any, clean: tuple[Path, dict[str, Any], dict[
     requests = [f for f in fencing if f["event"] == "request_rejected"]
     assert len(requests) == truth["totals"]["rejected_requests"] > 0
     assert all(f["error"] == "STALE_CONTROLLER_EPOCH" for f in requests)
-    assert summary["clusters"]["sim"]["fencing"]["total"] == len(fencing)
+    counted = summary["clusters"]["sim"]["fencing"]
+    assert counted["total"] == len(fencing)
+    # Fencing is the refusals for a stale epoch; a replica not told it is one is not.
+    stale = [f for f in fencing if f["error"] in job.STALE_EPOCH_ERRORS]
+    assert counted["stale"] == len(stale) >= len(requests)
+    others = [f["error"] for f in fencing if f["error"] not in job.STALE_EPOCH_ERRORS]
+    assert counted["other_refusals"] == {e: others.count(e) for e in sorted(set(others))}
 
 
 def test_summary_percentiles_are_the_incidents(
@@ -214,6 +220,7 @@ def test_html_report_shows_the_summary(clean: tuple[Path, dict[str, Any], dict[s
     lat = summary["failover_latency_ms"]["to_new_controller"]
     for p in ("p50", "p99"):
         assert f"{lat[p]:,.0f} ms" in page
+    assert "{&#x27;" not in page  # counts by name are "NAME: n", not a Python dict
     assert json.loads((out / "summary.json").read_text()) == json.loads(
         json.dumps(summary, default=str)
     )

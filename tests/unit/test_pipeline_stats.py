@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline import html, stats
+from pipeline import html, job, stats
+from zkctl.report_command import text_summary
 
 
 def test_nearest_rank_percentiles() -> None:
@@ -171,6 +172,8 @@ def summary() -> dict[str, Any]:
                     "request_rejected": {"LeaderAndIsr STALE": 2},
                     "leader_and_isr_rejected": {},
                     "total": 2,
+                    "stale": 2,
+                    "other_refusals": {},
                 },
             }
         },
@@ -248,3 +251,100 @@ def test_a_time_no_calendar_can_show_is_shown_as_its_number() -> None:
     assert html.fmt_ts(1_700_000_000_123) == "2023-11-14 22:13:20.123"
     assert html.fmt_ts(1_700_000_000_000_006) == "1700000000000006"
     assert html.fmt_ts(-(10**17)) == "-100000000000000000"
+
+
+# --- fencing ----------------------------------------------------------------------------------
+
+
+def fencing_row(event: str, error: str, n: int, api: str | None = None) -> dict[str, Any]:
+    """A row of the job's count of the fencing table (by cluster, event, api and error)."""
+    return {
+        "cluster": "c",
+        "event": event,
+        "api": api,
+        "error": error,
+        "n": n,
+        "min_epoch": 3,
+        "max_epoch": 3,
+    }
+
+
+def summary_of(fencing_counts: list[dict[str, Any]]) -> dict[str, Any]:
+    lines = {"lines": {"ok": 10}, "first_ts": 1_800_000_000_000, "last_ts": 1_800_000_001_000}
+    return job.build_summary(
+        job.ReportOptions([], "report"), [], {"c": lines}, {}, [], {}, {}, fencing_counts, 1.0
+    )
+
+
+def card(page: str, label: str) -> str:
+    found = re.search(r'<div class="v">([^<]*)</div><div class="k">' + re.escape(label), page)
+    assert found, label
+    return found.group(1)
+
+
+def cell(page: str, label: str) -> str:
+    found = re.search(r"<td>" + re.escape(html.esc(label)) + r"</td><td>([^<]*)</td>", page)
+    assert found, label
+    return found.group(1)
+
+
+def test_a_partition_state_refused_for_another_reason_than_its_epoch_is_no_fencing() -> None:
+    # A `make demo` run with no controller fenced: three brokers told to lead partitions
+    # whose logs they do not have refused (item 34), one broker not a replica.
+    s = summary_of(
+        [
+            fencing_row("leader_and_isr", "REPLICA_NOT_AVAILABLE", 3),
+            fencing_row("leader_and_isr", "UNKNOWN_TOPIC_OR_PARTITION", 1),
+        ]
+    )
+    assert s["clusters"]["c"]["fencing"] == {
+        "request_rejected": {},
+        "leader_and_isr_rejected": {"REPLICA_NOT_AVAILABLE": 3, "UNKNOWN_TOPIC_OR_PARTITION": 1},
+        "total": 4,
+        "stale": 0,
+        "other_refusals": {"REPLICA_NOT_AVAILABLE": 3, "UNKNOWN_TOPIC_OR_PARTITION": 1},
+    }
+    line = text_summary(s)[-1]
+    assert line.endswith(
+        "0 stale requests rejected (fencing), 4 partition states refused for another reason"
+        " (REPLICA_NOT_AVAILABLE: 3, UNKNOWN_TOPIC_OR_PARTITION: 1)"
+    )
+    page = html.render(s, {})
+    assert card(page, "stale requests rejected (fencing)") == "0"
+    assert cell(page, "stale requests rejected (fencing)") == "0"
+    assert cell(page, "stale partition states rejected (fencing: an older leader epoch)") == "0"
+    assert (
+        cell(page, "partition states refused for another reason")
+        == "REPLICA_NOT_AVAILABLE: 3, UNKNOWN_TOPIC_OR_PARTITION: 1"
+    )
+    assert "{&#x27;" not in page  # no Python dict anywhere
+
+
+def test_stale_epochs_are_fencing() -> None:
+    s = summary_of(
+        [
+            fencing_row("request_rejected", "STALE_CONTROLLER_EPOCH", 2, api="LeaderAndIsr"),
+            fencing_row("request_rejected", "STALE_BROKER_EPOCH", 1, api="UpdateMetadata"),
+            fencing_row("leader_and_isr", "STALE_CONTROLLER_EPOCH", 4),
+            fencing_row("leader_and_isr", "REPLICA_NOT_AVAILABLE", 3),
+        ]
+    )
+    f = s["clusters"]["c"]["fencing"]
+    assert (f["total"], f["stale"], f["other_refusals"]) == (10, 7, {"REPLICA_NOT_AVAILABLE": 3})
+    assert text_summary(s)[-1].endswith(
+        "7 stale requests rejected (fencing), 3 partition states refused for another reason"
+        " (REPLICA_NOT_AVAILABLE: 3)"
+    )
+    page = html.render(s, {})
+    assert card(page, "stale requests rejected (fencing)") == "7"
+    assert (
+        cell(page, "stale requests rejected (fencing)")
+        == "LeaderAndIsr STALE_CONTROLLER_EPOCH: 2, UpdateMetadata STALE_BROKER_EPOCH: 1"
+    )
+    assert (
+        cell(page, "stale partition states rejected (fencing: an older leader epoch)")
+        == "STALE_CONTROLLER_EPOCH: 4"
+    )
+    assert cell(page, "partition states refused for another reason") == "REPLICA_NOT_AVAILABLE: 3"
+    no_refusal = summary_of([])
+    assert text_summary(no_refusal)[-1].endswith("0 stale requests rejected (fencing)")
