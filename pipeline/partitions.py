@@ -77,6 +77,7 @@ ROW_FIELDS = (
 UNAVAILABLE = "unavailable"
 # Reasons of the controller's decisions that follow a broker's loss.
 DEATH_REASONS = ("offline", "unclean")
+SHUTDOWN_REASON = "controlled_shutdown"
 UNDER_REPLICATED = "under_replicated"
 _NEVER = float("inf")  # the return of a broker never seen back
 
@@ -102,13 +103,15 @@ class WalkContext:
 
         The first loss not over by `start` (within the tolerance) that began by `end` (+
         `slack`: when the next state is the controller handling a loss, the loss may be
-        logged by a clock a little ahead): one in the interval, or one the broker was still
-        in at `start` (a state naming a leader already lost: the controller had not handled
-        that loss yet). A broker back within the tolerance of `start` is taken as back: the
-        state at `start` elected its new incarnation. That covers a bounce (Kafka's
-        processBrokerChange takes the broker offline and elects it again in one event, so
-        its loss, its return and the state electing it are all within the tolerance), and
-        the broker's own session loss and registration stamped just after by a clock ahead.
+        logged by a clock a little ahead; minus the tolerance when the next state is the
+        broker's controlled shutdown moving the leadership away, which comes before its
+        loss): one in the interval, or one the broker was still in at `start` (a state
+        naming a leader already lost: the controller had not handled that loss yet). A
+        broker back within the tolerance of `start` is taken as back: the state at `start`
+        elected its new incarnation. That covers a bounce (Kafka's processBrokerChange takes
+        the broker offline and elects it again in one event, so its loss, its return and
+        the state electing it are all within the tolerance), and the broker's own session
+        loss and registration stamped just after by a clock ahead.
         """
         deaths = self.deaths.get(cluster, {}).get(broker)
         if not deaths:
@@ -505,8 +508,14 @@ def walk_partition(
             elif s.leader < 0:
                 seg = a
             else:
-                handled = not last and states[i + 1].reason in DEATH_REASONS
-                death = ctx.death_of(cluster, s.leader, a, b, tol if handled else 0)
+                nxt = None if last else states[i + 1]
+                handled = nxt is not None and nxt.reason in DEATH_REASONS
+                # A controlled shutdown moves a broker's leaderships away before it goes:
+                # its loss logged up to the tolerance before that move came after it, by
+                # clocks behind the controller's.
+                moved = nxt is not None and nxt.reason == SHUTDOWN_REASON and nxt.leader != s.leader
+                slack = tol if handled else -tol if moved else 0
+                death = ctx.death_of(cluster, s.leader, a, b, slack)
                 if death is not None:
                     # Possibly empty here: the window then lasts until the next leader applied.
                     seg, incident, lost = min(max(a, death.lost_ts), b), death.incident_id, s.leader

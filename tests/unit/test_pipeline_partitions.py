@@ -190,6 +190,40 @@ def test_a_leader_moved_away_before_it_was_lost_was_no_outage() -> None:
     assert st.unavailable_windows == 0
 
 
+def test_a_leader_its_controlled_shutdown_moved_away_is_no_outage_whatever_the_clocks() -> None:
+    # Broker 2 (the controller, stopping) moves its leadership away and then goes; the
+    # others log its loss by clocks 18 ms behind its own, so the loss is stamped before
+    # the move. It was an unavailable window from the loss to the move.
+    st, windows = walk(
+        ctx(Death(2, 490, None, 1), tol=25),
+        state(0, 2, 0, [1, 2, 3], "new"),
+        state(500, 1, 1, [1, 3], "controlled_shutdown"),
+        applied(483, 1, 1),
+    )
+    assert [w for w in windows if w["kind"] == pp.UNAVAILABLE] == []
+    assert st.unavailable_windows == 0
+    # Lost longer than the tolerance before the move: lost before it, an outage.
+    st, windows = walk(
+        ctx(Death(2, 400, None, 1), tol=25),
+        state(0, 2, 0, [1, 2, 3], "new"),
+        state(500, 1, 1, [1, 3], "controlled_shutdown"),
+        applied(483, 1, 1),
+    )
+    un = [(w["start_ts"], w["end_ts"]) for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert un == [(400, 500)]
+    # A controlled shutdown that left the leader in place (a follower stopping) is no
+    # reason to take the leader's own loss for a later one.
+    st, windows = walk(
+        ctx(Death(1, 490, None, 1), tol=25),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        state(500, 1, 1, [1, 3], "controlled_shutdown"),
+        state(520, 3, 2, [3], "offline"),
+        applied(523, 3, 2),
+    )
+    un = [(w["start_ts"], w["end_ts"]) for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert un == [(490, 523)]
+
+
 def test_a_broker_back_before_the_state_that_elected_it_is_alive() -> None:
     st, _ = walk(
         ctx(Death(1, 100, 400, 1)),
