@@ -19,7 +19,9 @@ What comes out, and how it is read from the logs:
 * **Broker losses**: a broker is lost at its first loss evidence (its own session
   `LOST`/`CLOSED`, the controller's `broker_change` dead or bounced, or vanishing as
   controller) and back at its next registration evidence (`broker_registered`, or
-  `broker_change` new). Later evidence within one loss is merged into it.
+  `broker_change` new or bounced). Later evidence within one loss is merged into it, and
+  so is a bounce that is the controller's late notice of a loss the broker logged and
+  came back from (`losses_of`).
 * **Incidents**: every tenure that ended is a controller incident (lost at the tenure's
   end; the new controller is the next tenure's); a broker loss that is not its
   controller incident's is a broker incident. `pipeline.partitions` attributes each
@@ -286,7 +288,17 @@ def gaps_of(tenures: list[Tenure]) -> list[Gap]:
 def losses_of(
     events: list[dict[str, Any]], tenures: list[Tenure], tol_ms: int
 ) -> dict[int, list[Loss]]:
-    """Each broker's losses, from every kind of evidence, merged."""
+    """Each broker's losses, from every kind of evidence, merged.
+
+    A bounce (`broker_change` bounced: the controller found a new registration under the
+    id) is the controller's late notice of a loss it never saw: a broker whose session
+    expired while its process lived on logs its session LOST and its registration first
+    (each broker's Controller._on_zk_state and RegisterBrokerAndReelect), one stopped and
+    restarted at once its session CLOSED and its registration. So a bounce after the
+    registration that closed such a loss, with nothing of the broker's between, is part of
+    that loss; so is a session end stamped up to `tol_ms` after a bounce that was the
+    broker's latest evidence (the same loss, seen by a clock ahead). A loss with a bounce
+    in it is `bounced`: the controller took the broker offline and back in one event."""
     evidence: list[tuple[int, int, int, str]] = []  # (ts, order, broker, what); dead sorts first
     dead, alive = 0, 1
     session_ends: dict[int, list[int]] = defaultdict(list)
@@ -301,10 +313,9 @@ def losses_of(
             for x in e.get("dead") or ():
                 evidence.append((e["ts"], dead, x, "deregistered"))
             for x in e.get("bounced") or ():
-                evidence.append((e["ts"], dead, x, "bounced"))
-                evidence.append((e["ts"], alive, x, "registered"))
+                evidence.append((e["ts"], dead, x, "bounced"))  # lost and back at once
             for x in e.get("new") or ():
-                evidence.append((e["ts"], alive, x, "registered"))
+                evidence.append((e["ts"], alive, x, "seen registered"))
     for t in tenures:
         # Vanished as controller (others noticed, or a successor was elected, before it
         # resigned): the broker is gone, unless its late resignation says it merely lost
@@ -319,14 +330,35 @@ def losses_of(
             evidence.append((t.end_ts, dead, t.broker, "vanished as controller"))
     evidence.sort()
     out: dict[int, list[Loss]] = defaultdict(list)
+    unseen: dict[int, bool] = {}  # the open loss is only the broker's own (no controller's)
+    closed_unseen: dict[int, Loss] = {}  # such a loss its own registration closed, just now
+    bounced_at: dict[int, int] = {}  # a bounce that was the broker's latest evidence
     for ts, order, b, what in evidence:
         losses = out[b]
         open_loss = losses[-1] if losses and losses[-1].back_ts is None else None
-        if order == dead:
-            if open_loss is None:
+        # Either holds only until the broker's next evidence.
+        late = closed_unseen.pop(b, None)
+        bounce_ts = bounced_at.pop(b, None)
+        own = what.startswith("session ")
+        if what == "bounced":
+            loss = open_loss or late
+            if loss is None:
+                loss = Loss(b, ts, what)
+                losses.append(loss)
+            loss.evidence = what
+            if loss.back_ts is None:
+                loss.back_ts = ts
+            bounced_at[b] = ts
+        elif order == dead:
+            if open_loss is not None:
+                unseen[b] = unseen.get(b, False) and own
+            elif bounce_ts is None or not own or ts > bounce_ts + tol_ms:
                 losses.append(Loss(b, ts, what))
+                unseen[b] = own
         elif open_loss is not None:
             open_loss.back_ts = ts
+            if what == "registered" and unseen.get(b):
+                closed_unseen[b] = open_loss
     return out
 
 

@@ -14,10 +14,10 @@ lines have the real events and fields; only time is simulated.
 
 Faults cycle through SIGKILL of the controller, a graceful stop of the controller, a paused
 controller that comes back as a zombie (and is fenced), SIGKILL and graceful stop of
-other brokers, and a broker bounced (its session expired and registered again before the
-controller read the change: lost and back in one event); each lost broker comes back,
-followers catch up, and between faults ISRs flap and the controller rebalances leaders.
-Each broker's clock is off by up to `--skew-ms`, as real clocks are.
+other brokers, and a broker bounced (its session expired and it registered again before
+the controller read the change, which takes it offline and back in one event); each lost
+broker comes back, followers catch up, and between faults ISRs flap and the controller
+rebalances leaders. Each broker's clock is off by up to `--skew-ms`, as real clocks are.
 
 DIR gets `broker-<id>/data/state-change.log` (the layout `zkctl demo` leaves) and
 `truth.json`: what really happened, in true time, kept by the simulation itself (not read
@@ -766,8 +766,7 @@ class Simulation:
             # controller read the brokers' list: one BrokerChange sees it bounced (a new
             # broker epoch), and Kafka's processBrokerChange runs onBrokerFailure, then
             # onBrokerStartup, in that one event. Its partitions with no other ISR member
-            # go offline and elect its new incarnation. (The broker logs its registration,
-            # not its session's loss: the brokers write no zookeeper_session line.)
+            # go offline and elect its new incarnation.
             # First its followers of one clean partition it leads fall behind, so that
             # partition has no other ISR member and elects the new incarnation.
             sole = [
@@ -790,22 +789,37 @@ class Simulation:
                 c.isr_changed([tp])
                 self.deliver(c, learned, "IsrChangeNotification")
                 self.pending_flaps.append((tp, drop))
+            # The broker logs it first, as every broker's Controller does (_on_zk_state,
+            # then RegisterBrokerAndReelect): waking, its connection gone, its session lost,
+            # a new session, its registration and the controller it finds. It is lost at
+            # its session's loss (the first evidence) and back at its registration.
             self.at(self.max_t + o.session_timeout_ms + self.rng.uniform(0, 50))
+            victim.log.session_state("SUSPENDED")
+            self.at(self.now + self.rng.uniform(1, 5))
+            victim.log.session_state("LOST")
+            lost = self.now
+            self.at(self.now + self.rng.uniform(0.5, 2))
+            victim.log.session_state("CONNECTED")
+            self.at(self.now + self.rng.uniform(1, 3))
             victim.epoch = self._broker_epoch()  # the process lives on: its state is kept
             victim.log.broker_registered(victim.epoch, "127.0.0.1", 9092 + victim.broker_id)
-            self.at(self.now + self.rng.uniform(0.3, 2))
-            learned = self.now
-            live = sorted(b.broker_id for b in self.registered())
-            self.brokers[cid].log.broker_change(c.ctx.epoch, [], [], [victim.broker_id], live)
+            back = self.now
             inc = self.new_incident(
                 kind="broker",
                 broker=victim.broker_id,
                 fault=fault,
                 epoch=c.ctx.epoch,
-                lost=self.now,
-                back=self.now,
+                lost=lost,
+                back=back,
             )
-            self.lost(victim.broker_id, self.now, inc)
+            self.lost(victim.broker_id, lost, inc)
+            self.at(self.now + self.rng.uniform(0.5, 2))
+            victim.believed = cid
+            victim.log.controller_seen(cid, "election found a controller")
+            self.at(self.now + self.rng.uniform(0.3, 2))
+            learned = self.now
+            live = sorted(b.broker_id for b in self.registered())
+            self.brokers[cid].log.broker_change(c.ctx.epoch, [], [], [victim.broker_id], live)
             c.broker_failure({victim.broker_id})
             c.broker_startup({victim.broker_id})
             self.deliver(c, learned, "BrokerChange")

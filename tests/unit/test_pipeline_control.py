@@ -193,6 +193,71 @@ def test_broker_losses_kill_stop_and_bounce() -> None:
     assert all(i.controller_epoch == 1 for i in r.incidents)
 
 
+def bounce(lost: int, registered: int, bounced: int) -> list[dict[str, Any]]:
+    """Broker 2's session expired while its process lived on (a long pause), logged as the
+    brokers log it: its session LOST and CONNECTED (every broker's Controller._on_zk_state),
+    its registration (RegisterBrokerAndReelect), and the controller's BrokerChange that
+    finds it bounced (a new broker epoch). The stamps are the writers' clocks."""
+    return [
+        *start(),
+        ev(lost, 2, "zookeeper_session", state="LOST"),
+        ev(lost + 1, 2, "zookeeper_session", state="CONNECTED"),
+        ev(registered, 2, "broker_registered"),
+        seen(registered + 1, 2, 1),
+        ev(bounced, 1, "broker_change", controller_epoch=1, new=[], dead=[], bounced=[2]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("lost", "registered", "bounced"),
+    [
+        (60000, 60003, 60005),  # as they happened
+        (60000, 60006, 60004),  # the controller's clock behind: bounced before the registration
+        (60003, 60006, 60001),  # further behind: bounced before the session's loss
+        (60000, 60003, 64000),  # the controller busy for seconds before it read the brokers
+    ],
+)
+def test_a_bounced_broker_is_one_incident(lost: int, registered: int, bounced: int) -> None:
+    # The broker's registration closed its loss, and the controller's later `bounced`
+    # opened a second one: two incidents (session lost, bounced) for one expiry.
+    r = control.analyse(bounce(lost, registered, bounced), tol_ms=10)
+    got = [(i.kind, i.broker, i.lost_ts, i.back_ts, i.cause) for i in r.incidents]
+    first, back = min(lost, bounced), min(registered, bounced)
+    assert got == [("broker", 2, first, back, "bounced")]
+    assert [(d.broker, d.lost_ts, d.back_ts) for d in r.deaths] == [(2, first, back)]
+
+
+def test_a_bounce_after_the_controller_saw_the_broker_back_is_one_of_its_own() -> None:
+    # The controller read the registration (broker_change new) before the broker bounced
+    # again: a restart within its old session, a loss of its own.
+    events = [
+        *bounce(60000, 60003, 60005)[:-1],
+        ev(60005, 1, "broker_change", controller_epoch=1, new=[2], dead=[], bounced=[]),
+        ev(90000, 1, "broker_change", controller_epoch=1, new=[], dead=[], bounced=[2]),
+    ]
+    got = [(i.broker, i.lost_ts, i.back_ts, i.cause) for i in control.analyse(events).incidents]
+    assert got == [(2, 60000, 60003, "session lost"), (2, 90000, 90000, "bounced")]
+    # A loss the controller saw (dead) and a registration no broker_change logged (the
+    # controller read it at a failover): a later bounce is not that loss's notice.
+    events = [
+        *start(),
+        ev(7000, 1, "broker_change", controller_epoch=1, new=[], dead=[3], bounced=[]),
+        ev(9000, 3, "broker_registered"),
+        ev(15000, 1, "broker_change", controller_epoch=1, new=[], dead=[], bounced=[3]),
+    ]
+    got = [(i.broker, i.lost_ts, i.back_ts, i.cause) for i in control.analyse(events).incidents]
+    assert got == [(3, 7000, 9000, "deregistered"), (3, 15000, 15000, "bounced")]
+    # A session lost long after a bounce is a loss of its own.
+    events = [
+        *start(),
+        ev(15000, 1, "broker_change", controller_epoch=1, new=[], dead=[], bounced=[3]),
+        ev(40000, 3, "zookeeper_session", state="LOST"),
+        ev(40003, 3, "broker_registered"),
+    ]
+    got = [(i.broker, i.lost_ts, i.back_ts, i.cause) for i in control.analyse(events).incidents]
+    assert got == [(3, 15000, 15000, "bounced"), (3, 40000, 40003, "session lost")]
+
+
 def test_repeated_lines_are_dropped_and_counted() -> None:
     once = control.analyse(killed_controller())
     twice = control.analyse(killed_controller() + killed_controller()[3:8])
