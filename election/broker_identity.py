@@ -70,9 +70,11 @@ class IdentityError(ValueError):
 
 @dataclass(frozen=True)
 class MetaProperties:
-    """Kafka's ``meta.properties`` (version 0): the broker id and the cluster id."""
+    """Kafka's ``meta.properties`` (version 0): the broker id and the cluster id. Either
+    may be missing: a file without broker.id holds no id (Kafka 2.8's RawMetaProperties),
+    and the configured or a generated one is used and written there once registered."""
 
-    broker_id: int
+    broker_id: int | None
     cluster_id: str | None = None
 
 
@@ -85,8 +87,10 @@ def parse_meta_properties(text: str, where: str) -> MetaProperties:
     if version != "0":
         raise IdentityError(f"{where} has version {version!r}; only version 0 is known")
     raw = props.get("broker.id")
-    broker_id = None if raw is None else _java_int(raw)
-    if broker_id is None:
+    if raw is None:
+        return MetaProperties(None, props.get("cluster.id") or None)
+    broker_id = _java_int(raw)
+    if broker_id is None:  # Kafka's intValue: "Failed to parse broker.id property as an int"
         raise IdentityError(f"{where} has no valid broker.id (found {raw!r})")
     return MetaProperties(broker_id, props.get("cluster.id") or None)
 
@@ -129,23 +133,24 @@ def decide_kafka_id(
 ) -> UseId | GenerateId:
     """Kafka's KafkaServer.getOrGenerateBrokerId: the log directories must agree with each
     other and with a configured id; a stored id wins; else the configured one; else one is
-    generated."""
+    generated. A file without broker.id stores none, but disagrees with one that has it
+    (Kafka 2.8's getBrokerMetadataAndOfflineDirs wants the files alike)."""
     stored = {d: m.broker_id for d, m in metas.items() if m is not None}
-    distinct = sorted(set(stored.values()))
-    if len(distinct) > 1:
-        where = ", ".join(f"{d}: {i}" for d, i in sorted(stored.items()))
+    if len(set(stored.values())) > 1:
+        where = ", ".join(f"{d}: {'none' if i is None else i}" for d, i in sorted(stored.items()))
         raise IdentityError(
             f"the log directories' {META_PROPERTIES} files disagree on broker.id ({where});"
             " each log directory must belong to the same broker"
         )
-    if distinct:
-        if configured >= 0 and configured != distinct[0]:
+    stored_id = next(iter(stored.values()), None)
+    if stored_id is not None:
+        if configured >= 0 and configured != stored_id:
             raise IdentityError(
-                f"configured broker.id {configured} does not match broker.id {distinct[0]}"
+                f"configured broker.id {configured} does not match broker.id {stored_id}"
                 f" stored in {META_PROPERTIES} ({', '.join(sorted(stored))}); if you moved"
                 " the log directories between brokers, change broker.id to match"
             )
-        return UseId(distinct[0], META_PROPERTIES)
+        return UseId(stored_id, META_PROPERTIES)
     if configured >= 0:
         return UseId(configured, "config")
     if generation_enabled:

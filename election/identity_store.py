@@ -272,9 +272,10 @@ def _establish(
     assert config.broker_name is not None  # the config requires it in this mode
     files = IdentityFiles(config.log_dirs[0])
     # A directory whose meta.properties cannot be read has no say (start-up takes it
-    # offline, KIP-112), as in Kafka's mode.
+    # offline, KIP-112), as in Kafka's mode; nor one whose file holds no broker.id (no
+    # Kafka-mode broker's: it is written over once registered).
     metas = read_meta_properties(list(config.log_dirs), {})
-    stored = {d: m.broker_id for d, m in metas.items() if m}
+    stored = {d: m.broker_id for d, m in metas.items() if m and m.broker_id is not None}
     if stored and files.read_final() is None and files.read_temp() is None:
         raise IdentityError(
             f"log directories {', '.join(sorted(stored))} belong to broker id"

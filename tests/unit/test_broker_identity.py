@@ -86,8 +86,10 @@ def test_meta_properties_round_trip_and_kafka_layout() -> None:
     assert parse_meta_properties(text, "m") == meta
     with pytest.raises(IdentityError, match="version"):
         parse_meta_properties("version=1\nbroker.id=1\n", "m")
-    with pytest.raises(IdentityError, match=r"broker\.id"):
-        parse_meta_properties("version=0\n", "m")
+    # No broker.id line: no stored id (Kafka 2.8's RawMetaProperties.brokerId is None),
+    # with the version implicit (0) or not.
+    assert parse_meta_properties("version=0\n", "m") == MetaProperties(None)
+    assert parse_meta_properties("cluster.id=c\n", "m") == MetaProperties(None, "c")
 
 
 @pytest.mark.parametrize(
@@ -115,6 +117,37 @@ def test_decide_kafka_id() -> None:
         decide_kafka_id(-1, {"a": m(1), "b": m(2)}, generation_enabled=True)
     with pytest.raises(IdentityError, match="generation"):
         decide_kafka_id(-1, {"a": None}, generation_enabled=False)
+
+
+def test_decide_kafka_id_over_a_meta_properties_without_broker_id() -> None:
+    """Kafka 2.8's getOrGenerateBrokerId: a meta.properties with no broker.id holds no id,
+    so the configured one is used, or one generated. But the log directories' files must
+    agree (getBrokerMetadataAndOfflineDirs' InconsistentBrokerMetadataException): one
+    without broker.id beside one with it is a disagreement. Before, parsing such a file
+    stopped the broker."""
+    m = MetaProperties
+    no_id = {"a": m(None, "c"), "b": None, "c": m(None)}
+    assert decide_kafka_id(5, no_id, generation_enabled=False) == UseId(5, "config")
+    assert decide_kafka_id(-1, no_id, generation_enabled=True) == GenerateId()
+    with pytest.raises(IdentityError, match="generation"):
+        decide_kafka_id(-1, no_id, generation_enabled=False)
+    with pytest.raises(IdentityError, match=r"disagree on broker\.id \(a: 1, b: none\)"):
+        decide_kafka_id(1, {"a": m(1), "b": m(None)}, generation_enabled=True)
+
+
+def test_an_id_generated_over_a_meta_properties_without_broker_id(tmp_path: Path) -> None:
+    (tmp_path / "meta.properties").write_text("version=0\n")
+    store = MemoryStore()
+    outcome = obtain_kafka_id(
+        -1,
+        [str(tmp_path)],
+        generation_enabled=True,
+        reserved_max_id=1000,
+        store_factory=lambda: store,
+        crash=crash_at(None),
+    )
+    assert (outcome.broker_id, outcome.source) == (1001, "generated")
+    assert meta_to_write(read_meta_properties([str(tmp_path)]), 1001, "c") == [str(tmp_path)]
 
 
 def test_meta_to_write_refuses_another_clusters_directory() -> None:
@@ -173,10 +206,14 @@ def test_meta_properties_is_read_as_iso_8859_1_as_kafkas_properties_load(tmp_pat
         b"#\xff damaged\nversion=0\nbroker.id=7\ncluster.id=cid\n"
     )
     assert read_meta_properties([str(damaged)]) == {str(damaged): MetaProperties(7, "cid")}
+    # Garbage reads as Kafka reads it too: a property "\xff\xfe", so no broker.id, which
+    # disagrees with the other directory's 7 (Kafka's InconsistentBrokerMetadataException).
     (garbage / "meta.properties").write_bytes(b"\xff\xfe garbage \x80\x81\n")
-    with pytest.raises(IdentityError, match=r"no valid broker\.id") as e:
-        read_meta_properties([str(damaged), str(garbage)], {})
-    assert str(garbage / "meta.properties") in str(e.value)
+    metas = read_meta_properties([str(damaged), str(garbage)], {})
+    assert metas == {str(damaged): MetaProperties(7, "cid"), str(garbage): MetaProperties(None)}
+    with pytest.raises(IdentityError, match="disagree") as e:
+        decide_kafka_id(7, metas, generation_enabled=True)
+    assert f"{garbage}: none" in str(e.value)
 
 
 # --- the persistent mode: files and decisions ----------------------------------------------

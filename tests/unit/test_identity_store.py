@@ -347,17 +347,52 @@ def test_an_unreadable_meta_properties_leaves_its_directory_to_go_offline(
     ["broker.id=1\n", "broker.identity.mode=persistent\nbroker.name=red\n"],
     ids=["kafka", "persistent"],
 )
-def test_a_meta_properties_that_is_not_utf_8_is_an_error_naming_it(
+def test_a_meta_properties_that_is_not_utf_8_is_read_as_kafka_reads_it(
     tmp_path: Path, mode_lines: str
 ) -> None:
     """Bytes that are not UTF-8 decode as Kafka's Properties.load decodes them (ISO-8859-1):
-    garbage is then a meta.properties with no broker.id, an error naming the file. Before,
-    the broker stopped with a bare "'utf-8' codec can't decode byte 0xff"."""
+    garbage is then a meta.properties with no broker.id, which holds no id (Kafka 2.8's
+    RawMetaProperties). Before, the broker stopped with a bare "'utf-8' codec can't
+    decode byte 0xff"."""
     good, bad = tmp_path / "good", tmp_path / "bad"
     good.mkdir()
     bad.mkdir()
     (bad / "meta.properties").write_bytes(b"\xff\xfe garbage \x80\x81\n")
     text = f"log.dirs={good},{bad}\nzookeeper.connect=127.0.0.1:1\n{mode_lines}"
-    with pytest.raises(IdentityError, match=r"no valid broker\.id") as e:
-        _establish_over(empty_cluster(), load_broker_config(text=text))
-    assert str(bad / "meta.properties") in str(e.value)
+    assert _establish_over(empty_cluster(), load_broker_config(text=text)).broker_id == 1
+
+
+@pytest.mark.parametrize(
+    ("mode_lines", "source"),
+    [
+        ("broker.id=4\n", "config"),
+        ("broker.identity.mode=persistent\nbroker.name=red\n", "allocated"),
+    ],
+    ids=["kafka", "persistent"],
+)
+@pytest.mark.parametrize("meta", ["version=0\n", "version=0\ncluster.id=cid\n"])
+def test_a_meta_properties_without_broker_id_names_no_broker(
+    tmp_path: Path, mode_lines: str, source: str, meta: str
+) -> None:
+    """A meta.properties with no broker.id holds no id (Kafka 2.8's RawMetaProperties):
+    Kafka's mode takes the configured broker.id (getOrGenerateBrokerId), the persistent
+    mode allocates one, the file being no sign of a Kafka-mode broker's directory. Both
+    rewrite it once registered. Before, either stopped: "has no valid broker.id"."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.properties").write_text(meta)
+    text = f"log.dirs={data}\nzookeeper.connect=127.0.0.1:1\n{mode_lines}"
+    outcome = _establish_over(empty_cluster(), load_broker_config(text=text))
+    assert (outcome.broker_id, outcome.source) == (4 if source == "config" else 1, source)
+
+
+def test_a_kafka_mode_directory_still_stops_the_persistent_mode(tmp_path: Path) -> None:
+    """A meta.properties with a broker.id and no identity file is a Kafka-mode broker's
+    directory: the persistent mode refuses it, as before."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.properties").write_text("version=0\nbroker.id=1\n")
+    text = f"log.dirs={data}\nzookeeper.connect=127.0.0.1:1\n"
+    config = load_broker_config(text=text + "broker.identity.mode=persistent\nbroker.name=red\n")
+    with pytest.raises(IdentityError, match="hold no persistent identity"):
+        _establish_over(empty_cluster(), config)

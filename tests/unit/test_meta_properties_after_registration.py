@@ -133,3 +133,51 @@ def test_a_meta_properties_write_failing_after_registration_takes_its_dir_offlin
     finally:
         broker.shutdown()
     assert read_meta_properties([str(good)]) == {str(good): MetaProperties(1, "cid")}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["version=0\n", "version=0\ncluster.id=cid\n", "cluster.id=cid\n", "#\n"],
+    ids=["version", "version+cluster.id", "cluster.id", "comment"],
+)
+def test_a_meta_properties_without_broker_id_leaves_the_id_to_broker_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    """Kafka 2.8's RawMetaProperties.brokerId is None for a meta.properties with no
+    broker.id line, and getOrGenerateBrokerId then takes the configured broker.id (the
+    version defaults to 0); checkpointBrokerMetadata rewrites the file with it once
+    registered. Before, such a file stopped the broker: "has no valid broker.id"."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / META_PROPERTIES).write_text(text)
+    broker, events = new_server(tmp_path, monkeypatch, [data], broker_id=3)
+    try:
+        assert (broker.broker_id, broker.identity.source) == (3, "config")
+        monkeypatch.setattr(broker, "register", lambda **_: events.append("registered") or 5)
+        broker.startup()
+    finally:
+        broker.shutdown()
+    assert events == ["registered", "write data"]
+    assert read_meta_properties([str(data)]) == {str(data): MetaProperties(3, "cid")}
+
+
+def test_a_meta_properties_without_broker_id_of_another_cluster_still_stops_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cluster id is checked as ever (Kafka's InconsistentClusterIdException), and a
+    broker.id that is no int stays an error (RawMetaProperties.intValue: "Failed to parse
+    broker.id property as an int")."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / META_PROPERTIES).write_text("version=0\ncluster.id=another\n")
+    broker, events = new_server(tmp_path, monkeypatch, [data])
+    monkeypatch.setattr(broker, "register", lambda **_: events.append("registered") or 5)
+    try:
+        with pytest.raises(IdentityError, match="belongs to another cluster"):
+            broker.startup()
+    finally:
+        broker.shutdown()
+    assert events == []
+    (data / META_PROPERTIES).write_text("version=0\nbroker.id=abc\ncluster.id=cid\n")
+    with pytest.raises(IdentityError, match=r"no valid broker\.id \(found 'abc'\)"):
+        new_server(tmp_path, monkeypatch, [data])
