@@ -2,7 +2,7 @@
 Kafka 2.8's kafka-consumer-groups.sh --bootstrap-server):
 
 * list: ListGroups asked of every live broker (each answers for the groups it
-  coordinates), the brokers taken from a Metadata answer;
+  coordinates, in the states asked for), the brokers taken from a Metadata answer;
 * describe: FindCoordinator (v3, key type group) names the group's coordinator, which
   answers DescribeGroups (state, members, each member's assignment) and OffsetFetch (the
   committed offsets); each partition's log end offset is ListOffsets(latest) from its
@@ -360,8 +360,10 @@ class GroupAdmin(ClusterAdmin):
 
     # --- listing ------------------------------------------------------------------------
 
-    def list_groups(self) -> GroupListing:
-        """Every group of every live broker, each once (by id), sorted by id."""
+    def list_groups(self, states: Sequence[str] = ()) -> GroupListing:
+        """Every group of every live broker, each once (by id), sorted by id; with
+        ``states``, only those in these states (ListGroups v4's filter, which the
+        brokers apply, as Kafka's admin client leaves it to them)."""
         brokers = sorted(
             (int(b["node_id"]), (str(b["host"]), int(b["port"])))
             for b in self.metadata([])["brokers"]
@@ -371,7 +373,7 @@ class GroupAdmin(ClusterAdmin):
         for node_id, endpoint in brokers:
             try:
                 answer = self._retrying(
-                    _LIST_ATTEMPTS, functools.partial(self._list_groups_at, endpoint)
+                    _LIST_ATTEMPTS, functools.partial(self._list_groups_at, endpoint, states)
                 )
             except AdminError as e:
                 listing.failures.append(f"broker {node_id} ({endpoint[0]}:{endpoint[1]}): {e}")
@@ -392,11 +394,11 @@ class GroupAdmin(ClusterAdmin):
         listing.groups.sort(key=lambda g: g.group_id)
         return listing
 
-    def _list_groups_at(self, endpoint: Endpoint) -> Body:
+    def _list_groups_at(self, endpoint: Endpoint, states: Sequence[str]) -> Body:
         try:
             with self._connect(endpoint) as conn:
                 answer = conn.request(
-                    ApiKey.LIST_GROUPS, _LIST_GROUPS_VERSION, {"states_filter": []}
+                    ApiKey.LIST_GROUPS, _LIST_GROUPS_VERSION, {"states_filter": list(states)}
                 )
         except KafkaConnectionError as e:
             raise _Retry(str(e)) from None

@@ -1,7 +1,8 @@
 """``zkctl groups``: consumer groups read over the Kafka protocol, as Kafka 2.8's
-``kafka-consumer-groups.sh --bootstrap-server`` reads them (--list, --describe with its
-offsets view, --members or --state). The requests are admin/group_admin.py's; this module checks
-the arguments and renders the answers as its tables or JSON."""
+``kafka-consumer-groups.sh --bootstrap-server`` reads them (--list, with --state STATES the
+groups in those states only; --describe with its offsets view, --members or --state). The
+requests are admin/group_admin.py's; this module checks the arguments and renders the
+answers as its tables or JSON."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 MISSING = "-"  # kafka-consumer-groups.sh's MISSING_COLUMN_VALUE
 DEFAULT_TIMEOUT_S = 30.0
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
+# Kafka 2.8's ConsumerGroupState names but Unknown, in its order (the valid --state values).
+CONSUMER_GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
 
 
 def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -29,7 +32,8 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         description=(
             "Read consumer groups from the brokers over the Kafka protocol, as Kafka 2.8's"
             " kafka-consumer-groups.sh --bootstrap-server does. --list asks every live"
-            " broker (ListGroups) for the groups it coordinates. --describe asks each"
+            " broker (ListGroups) for the groups it coordinates (with --state STATES, those"
+            " in these states only). --describe asks each"
             " group's coordinator (FindCoordinator, DescribeGroups, OffsetFetch) for its"
             " state, members and committed offsets, and each partition's leader for its"
             " log end offset (ListOffsets): per partition, the committed offset, the log"
@@ -45,7 +49,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         help="brokers to start from (comma-separated)",
     )
     mode = groups.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--list", action="store_true", help="list every group, with its state")
+    mode.add_argument("--list", action="store_true", help="list the groups, with their states")
     mode.add_argument(
         "--describe", action="store_true", help="describe the groups named by --group"
     )
@@ -68,9 +72,12 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     view.add_argument(
         "--state",
-        action="store_true",
-        help="with --describe: the coordinator, assignment strategy, state and #members"
-        " (with --list: each group's state, which --list shows anyway)",
+        nargs="?",
+        const=True,  # given without a value (Kafka's withOptionalArg)
+        metavar="STATES",
+        help="with --describe (no value): the coordinator, assignment strategy, state and"
+        " #members; with --list: only the groups in these states, comma-separated, as"
+        f" Kafka names them ({', '.join(CONSUMER_GROUP_STATES)}); no value: every group",
     )
     groups.add_argument(
         "--timeout",
@@ -88,8 +95,7 @@ def checked_groups(args: argparse.Namespace) -> list[str]:
     UsageError for a combination that does not make sense."""
     named: list[str] = list(args.group or [])
     if args.list:
-        # (--state with --list: the list shows each group's state anyway, as Kafka 2.8's
-        # --list --state does.)
+        # (--state with --list is a filter, checked by list_states.)
         views = (("--members", args.members), ("--offsets", args.offsets))
         given = [flag for flag, on in views if on]
         if named:
@@ -100,9 +106,36 @@ def checked_groups(args: argparse.Namespace) -> list[str]:
         return []
     if not named:
         raise UsageError("--describe needs --group GROUP (one or more)")
+    if args.state is not None and args.state is not True:
+        # Kafka 2.8's checkArgs: "Option [describe] does not take a value for [state]".
+        raise UsageError("--describe does not take a value for --state")
     if any(not g.strip() for g in named):
         raise UsageError("--group: a group id cannot be empty")
     return list(dict.fromkeys(named))
+
+
+def list_states(args: argparse.Namespace) -> list[str]:
+    """The states --list --state keeps, each once, in the order given; [] for every
+    group (no --state, or one with no value or an empty one)."""
+    if not isinstance(args.state, str):
+        return []
+    return consumer_group_states(args.state)
+
+
+def consumer_group_states(value: str) -> list[str]:
+    """Kafka 2.8's consumerGroupStatesFromString: comma-separated names, each trimmed and
+    spelled as ConsumerGroupState spells it (its parse is case-sensitive); a UsageError
+    naming the valid states for any other, as Kafka's usage error does."""
+    names = value.split(",")
+    while names and not names[-1]:  # Java's String.split drops trailing empty strings
+        names.pop()
+    states = [name.strip() for name in names]
+    if any(state not in CONSUMER_GROUP_STATES for state in states):
+        raise UsageError(
+            f"--state: Invalid state list '{value}'."
+            f" Valid states are: {', '.join(CONSUMER_GROUP_STATES)}"
+        )
+    return list(dict.fromkeys(states))
 
 
 def _groups(args: argparse.Namespace) -> int:
@@ -110,9 +143,10 @@ def _groups(args: argparse.Namespace) -> int:
     from admin.group_admin import GroupAdmin
 
     names = checked_groups(args)
+    states = list_states(args) if args.list else []
     admin = GroupAdmin(parse_bootstrap(args.bootstrap_server), timeout_s=args.timeout)
     if args.list:
-        listing = admin.list_groups()
+        listing = admin.list_groups(states)
         if args.json:
             print_json(list_json(listing))
         else:
@@ -126,7 +160,7 @@ def _groups(args: argparse.Namespace) -> int:
             )
         return 0
 
-    view = "members" if args.members else "state" if args.state else "offsets"
+    view = "members" if args.members else "state" if args.state is not None else "offsets"
     offsets = view == "offsets"
     described = [admin.describe(name, offsets=offsets) for name in names]
     if args.json:

@@ -1,9 +1,10 @@
 """`zkctl groups --bootstrap-server` against real brokers, run as a user runs it: two
 confluent-kafka consumers share a 4-partition topic in a group and commit; while they are
-still members, --list shows the group Stable, and --describe shows each partition's
-committed offset, log end offset and lag beside the member (of the two) assigned it;
---members shows the two members and their partitions. Once they leave, the group is
-Empty with its offsets kept; a group never seen does not exist (exit 1)."""
+still members, --list shows the group Stable (so does --list --state Stable, not --state
+Empty,Dead), and --describe shows each partition's committed offset, log end offset and
+lag beside the member (of the two) assigned it; --members shows the two members and their
+partitions. Once they leave, the group is Empty (--list --state Empty shows it) with its
+offsets kept; a group never seen does not exist (exit 1)."""
 
 from __future__ import annotations
 
@@ -97,6 +98,11 @@ def test_zkctl_groups_lists_and_describes_a_group_of_two_consumers(
         listed = groups(c, "--list")
         assert listed.returncode == 0, listed.stderr
         assert table_rows(listed.stdout, "GROUP") == [{"GROUP": GROUP, "STATE": "Stable"}]
+        # --state STATES: the brokers' ListGroups keeps the groups in those states.
+        for states, expected in (("Stable", [GROUP]), ("Empty,Dead", [])):
+            filtered = groups(c, "--list", "--state", states)
+            assert filtered.returncode == 0, filtered.stderr
+            assert [r["GROUP"] for r in table_rows(filtered.stdout, "GROUP")] == expected
         listed_json = groups(c, "--list", "--json")
         assert listed_json.returncode == 0, listed_json.stderr
         (entry,) = json.loads(listed_json.stdout)["groups"]
@@ -175,6 +181,8 @@ def test_zkctl_groups_lists_and_describes_a_group_of_two_consumers(
     ]
     text = groups(c, "--describe", "--group", GROUP)
     assert text.returncode == 0, text.stderr
+    empties = groups(c, "--list", "--state", "Empty")
+    assert table_rows(empties.stdout, "GROUP") == [{"GROUP": GROUP, "STATE": "Empty"}]
     assert text.stderr == f"zkctl: warning: consumer group '{GROUP}' has no active members\n"
 
     # --- a group never seen ----------------------------------------------------------------

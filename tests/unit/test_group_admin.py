@@ -549,14 +549,128 @@ def test_an_empty_group_is_said_on_stderr_in_every_view(
     assert err == "zkctl: warning: consumer group 'idle' has no active members\n"
 
 
-def test_list_with_state_prints_the_list_as_kafka_accepts_it(
+def _brokers_listing(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Every GroupAdmin connection answered by two brokers, each the coordinator of some
+    of four groups, whose ListGroups keeps the groups in the states asked for (all when
+    none are), as a Kafka 2.8 broker does (GroupCoordinator.handleListGroups); each
+    ListGroups' states_filter is recorded."""
+    coordinated = {
+        1: [("billing", "Stable"), ("idle", "Empty")],
+        2: [("audit", "PreparingRebalance"), ("orders", "Stable")],
+    }
+    filters: list[list[str]] = []
+
+    def connect(self: GroupAdmin, endpoint: tuple[str, int]) -> _Conn:
+        def handle(api: int, body: dict[str, Any]) -> dict[str, Any]:
+            if api == ApiKey.METADATA:
+                brokers = [{"node_id": n, "host": "b", "port": n} for n in coordinated]
+                return {"brokers": brokers, "topics": []}
+            assert api == ApiKey.LIST_GROUPS
+            wanted = list(body["states_filter"])
+            filters.append(wanted)
+            groups = [
+                {"group_id": g, "protocol_type": "consumer", "group_state": s}
+                for g, s in coordinated[endpoint[1]]
+                if not wanted or s in wanted
+            ]
+            return {"error_code": 0, "groups": groups}
+
+        return _Conn(handle)
+
+    monkeypatch.setattr(GroupAdmin, "_connect", connect)
+    return filters
+
+
+@pytest.mark.parametrize(
+    ("state", "filtered", "listed"),
+    [
+        # Kafka 2.8's --list --state with no value (or an empty one): every group.
+        (["--state"], [], ["audit", "billing", "idle", "orders"]),
+        (["--state="], [], ["audit", "billing", "idle", "orders"]),
+        (["--state", "Stable"], ["Stable"], ["billing", "orders"]),
+        (["--state=Stable,Empty"], ["Stable", "Empty"], ["billing", "idle", "orders"]),
+        # Each name trimmed, each once; String.split drops trailing empty strings.
+        (
+            ["--state", "Empty, PreparingRebalance ,Empty,"],
+            ["Empty", "PreparingRebalance"],
+            ["audit", "idle"],
+        ),
+        (["--state", "Dead,CompletingRebalance"], ["Dead", "CompletingRebalance"], []),
+    ],
+)
+def test_list_with_state_lists_the_groups_in_the_states_given(
+    state: list[str],
+    filtered: list[str],
+    listed: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Kafka 2.8's ConsumerGroupCommand takes --state with --list (stateOpt.availableIf(
+    describeOpt, listOpt), withOptionalArg): its value, comma-separated states, is parsed
+    by consumerGroupStatesFromString and sent as ListGroups' states filter; the groups
+    listed are those in the states given, with their states. The value was refused
+    (unrecognized arguments), and every group listed whatever the states."""
+    filters = _brokers_listing(monkeypatch)
+    code, out, err = run([*BOOT, "--list", *state], capsys)
+    assert (code, err) == (0, "")
+    assert filters == [filtered, filtered]  # each broker asked for those states
+    rows = [line.split() for line in out.splitlines()]
+    assert rows[0] == ["GROUP", "STATE"]
+    assert [r[0] for r in rows[1:]] == listed
+
+
+def test_list_without_state_lists_every_group(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Kafka 2.8's ConsumerGroupCommand takes --state with --list too (stateOpt
-    .availableIf(describeOpt, listOpt)): the groups with their states, the table --list
-    prints here anyway. It was refused as a usage error."""
-    listing = GroupListing([ListedGroup("billing", "Stable", "consumer", 2)], [])
-    monkeypatch.setattr(GroupAdmin, "list_groups", lambda self: listing)
-    code, out, err = run([*BOOT, "--list", "--state"], capsys)
-    assert (code, err) == (0, "")
-    assert out.splitlines() == ["GROUP           STATE", "billing         Stable"]
+    filters = _brokers_listing(monkeypatch)
+    code, out, _ = run([*BOOT, "--list", "--json"], capsys)
+    assert code == 0
+    assert [g["group"] for g in json.loads(out)["groups"]] == [
+        "audit",
+        "billing",
+        "idle",
+        "orders",
+    ]
+    assert filters == [[], []]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        # ConsumerGroupState.parse is case-sensitive in Kafka 2.8: "stable" is UNKNOWN.
+        (
+            ["--list", "--state", "stable"],
+            "Invalid state list 'stable'. Valid states are:"
+            " PreparingRebalance, CompletingRebalance, Stable, Dead, Empty",
+        ),
+        (["--list", "--state", "Stable,Bogus"], "Invalid state list 'Stable,Bogus'."),
+        (["--list", "--state", "Unknown"], "Invalid state list 'Unknown'."),
+        (["--list", "--state", "Stable,,Empty"], "Invalid state list 'Stable,,Empty'."),
+        (["--list", "--state", " "], "Invalid state list ' '."),
+        # checkArgs: "Option [describe] does not take a value for [state]".
+        (
+            ["--describe", "--group", "g", "--state", "Stable"],
+            "--describe does not take a value for --state",
+        ),
+        (
+            ["--describe", "--group", "g", "--state="],
+            "--describe does not take a value for --state",
+        ),
+    ],
+)
+def test_a_bad_state_filter_is_a_usage_error(
+    argv: list[str],
+    expected: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Kafka 2.8's consumerGroupStatesFromString refuses a state list with an unknown
+    state (IllegalArgumentException, which run() answers with the usage), and checkArgs a
+    value for --state with --describe; nothing is asked of the brokers."""
+    filters = _brokers_listing(monkeypatch)
+    code, out, err = run([*BOOT, *argv], capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith("usage: zkctl groups")
+    (line,) = [line for line in err.splitlines() if ": error: " in line]
+    assert expected in line
+    assert filters == []
