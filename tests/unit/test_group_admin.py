@@ -674,3 +674,23 @@ def test_a_bad_state_filter_is_a_usage_error(
     (line,) = [line for line in err.splitlines() if ": error: " in line]
     assert expected in line
     assert filters == []
+
+
+@pytest.mark.parametrize("view", [[], ["--members"], ["--state"], ["--json"]])
+def test_a_group_that_does_not_exist_is_an_error_exit_1(
+    view: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A deliberate difference (README): Kafka 2.8's shouldPrintMemberState prints
+    "Error: Consumer group 'G' does not exist." for a Dead group on stdout and the tool
+    exits 0; here it is the command's error, on stderr, exit 1, after the groups that do
+    exist, so a script sees it and --json's stdout stays JSON."""
+    _described_as(monkeypatch, _description())
+    code, out, err = run(
+        [*BOOT, "--describe", "--group", "nobody", "--group", "billing", *view], capsys
+    )
+    assert code == 1
+    assert err == "zkctl: error: consumer group 'nobody' does not exist\n"
+    if view == ["--json"]:
+        assert [g["group"] for g in json.loads(out)["groups"]] == ["nobody", "billing"]
+    else:
+        assert out.splitlines()[1].startswith("billing ")
