@@ -330,14 +330,15 @@ class GroupApis:
 
     def list_groups(self, _version: int, body: Body, _header: Body) -> Body:
         error, groups = self.coordinator.list_groups()
-        wanted = {s.lower() for s in body.get("states_filter") or []}
+        # Kafka 2.8's handleListGroups keeps the groups whose state is named exactly.
+        wanted = set(body.get("states_filter") or [])
         return {
             "throttle_time_ms": 0,
             "error_code": int(error),
             "groups": [
                 {"group_id": g, "protocol_type": t, "group_state": s}
                 for g, t, s in groups
-                if not wanted or s.lower() in wanted
+                if not wanted or s in wanted
             ],
         }
 
