@@ -122,6 +122,11 @@ def list_states(args: argparse.Namespace) -> list[str]:
     return consumer_group_states(args.state)
 
 
+# Java's String.trim: every character up to U+0020, and no other (str.strip's whitespace
+# takes no controls but takes U+00A0 and the like).
+_JAVA_TRIMMED = "".join(map(chr, range(0x21)))
+
+
 def consumer_group_states(value: str) -> list[str]:
     """Kafka 2.8's consumerGroupStatesFromString: comma-separated names, each trimmed and
     spelled as ConsumerGroupState spells it (its parse is case-sensitive); a UsageError
@@ -129,7 +134,7 @@ def consumer_group_states(value: str) -> list[str]:
     names = value.split(",")
     while names and not names[-1]:  # Java's String.split drops trailing empty strings
         names.pop()
-    states = [name.strip() for name in names]
+    states = [name.strip(_JAVA_TRIMMED) for name in names]
     if any(state not in CONSUMER_GROUP_STATES for state in states):
         raise UsageError(
             f"--state: Invalid state list '{value}'."

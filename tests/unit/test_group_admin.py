@@ -596,6 +596,8 @@ def _brokers_listing(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
             ["audit", "idle"],
         ),
         (["--state", "Dead,CompletingRebalance"], ["Dead", "CompletingRebalance"], []),
+        # Java's String.trim takes every character up to U+0020, controls included.
+        (["--state", "\x01Stable\t"], ["Stable"], ["billing", "orders"]),
     ],
 )
 def test_list_with_state_lists_the_groups_in_the_states_given(
@@ -647,6 +649,8 @@ def test_list_without_state_lists_every_group(
         (["--list", "--state", "Unknown"], "Invalid state list 'Unknown'."),
         (["--list", "--state", "Stable,,Empty"], "Invalid state list 'Stable,,Empty'."),
         (["--list", "--state", " "], "Invalid state list ' '."),
+        # ... and no space above it: a no-break space stays, an UNKNOWN state.
+        (["--list", "--state", "Stable\u00a0"], "Invalid state list 'Stable"),
         # checkArgs: "Option [describe] does not take a value for [state]".
         (
             ["--describe", "--group", "g", "--state", "Stable"],
