@@ -378,12 +378,28 @@ def analyse(events: Iterable[Mapping[str, Any]], tol_ms: int = 100) -> ControlRe
         if e["event"] == "topic_deleted":
             result.deletions.setdefault(e["topic"], []).append(e["ts"])
     shutdowns: dict[int, list[int]] = defaultdict(list)
+    # A broker's returns, each with how far its clock may be from the broker's own: its
+    # registration (its own clock) and the controller seeing it back (the controller's).
+    returns: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for e in evs:
-        if e["event"] == "controlled_shutdown":
+        kind = e["event"]
+        if kind == "controlled_shutdown":
             shutdowns[e["broker"]].append(e["ts"])
+        elif kind == "broker_registered":
+            returns[e["broker"]].append((e["ts"], 0))
+        elif kind == "broker_change":
+            for x in (*(e.get("new") or ()), *(e.get("bounced") or ())):
+                returns[x].append((e["ts"], tol_ms))
 
     def graceful(broker: int, ts: int) -> bool:
-        return any(ts - GRACEFUL_WINDOW_MS <= s <= ts + tol_ms for s in shutdowns.get(broker, ()))
+        """A controlled shutdown shortly before the loss, and the broker not back since:
+        a return after it means that stop was over, and this loss is another."""
+        back = returns.get(broker, ())
+        return any(
+            ts - GRACEFUL_WINDOW_MS <= s <= ts + tol_ms
+            and not any(s + skew < r < ts for r, skew in back)
+            for s in shutdowns.get(broker, ())
+        )
 
     starts = [t.start_ts for t in tenures]
 

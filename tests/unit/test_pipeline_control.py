@@ -193,6 +193,58 @@ def test_broker_losses_kill_stop_and_bounce() -> None:
     assert all(i.controller_epoch == 1 for i in r.incidents)
 
 
+def stopped_then(returns: list[dict[str, Any]], *loss: dict[str, Any]) -> list[dict[str, Any]]:
+    """Broker 2 stopped gracefully, came back (`returns`: its own registration, the
+    controller's BrokerChange that saw it new, or both), then lost again within the
+    graceful window (`loss`)."""
+    return [
+        *start(),
+        ev(12000, 2, "controlled_shutdown", attempt=1, remaining=0),
+        ev(12003, 2, "zookeeper_session", state="LOST"),
+        ev(12005, 1, "broker_change", controller_epoch=1, new=[], dead=[2], bounced=[]),
+        *returns,
+        *loss,
+    ]
+
+
+REGISTERED = ev(14000, 2, "broker_registered")
+SEEN_NEW = ev(14002, 1, "broker_change", controller_epoch=1, new=[2], dead=[], bounced=[])
+
+
+@pytest.mark.parametrize(
+    "returns", [[REGISTERED, SEEN_NEW], [REGISTERED], [SEEN_NEW]], ids=["both", "own", "seen"]
+)
+def test_a_controlled_shutdown_that_finished_does_not_make_a_later_loss_graceful(
+    returns: list[dict[str, Any]],
+) -> None:
+    # SIGKILLed 6 s after its return: its session expired, the controller saw it go.
+    killed = ev(21000, 1, "broker_change", controller_epoch=1, new=[], dead=[2], bounced=[])
+    got = [(i.lost_ts, i.cause) for i in control.analyse(stopped_then(returns, killed)).incidents]
+    assert got == [(12003, "controlled shutdown"), (21000, "deregistered")]
+    # Its session expired in a long pause and it registered again: a bounce.
+    bounced = [
+        ev(30000, 2, "zookeeper_session", state="LOST"),
+        ev(30003, 2, "broker_registered"),
+        ev(30005, 1, "broker_change", controller_epoch=1, new=[], dead=[], bounced=[2]),
+    ]
+    got = [(i.lost_ts, i.cause) for i in control.analyse(stopped_then(returns, *bounced)).incidents]
+    assert got == [(12003, "controlled shutdown"), (30000, "bounced")]
+
+
+def test_a_controllers_notice_of_a_registration_before_the_shutdown_is_no_return() -> None:
+    # The controller's clock is ahead of broker 2's: its notice of broker 2's registration
+    # is stamped after the broker's controlled shutdown, within --skew-ms. The shutdown is
+    # still the loss's.
+    events = [
+        *start(),
+        ev(12000, 2, "controlled_shutdown", attempt=1, remaining=0),
+        ev(12004, 1, "broker_change", controller_epoch=1, new=[2], dead=[], bounced=[]),
+        ev(12005, 2, "zookeeper_session", state="LOST"),
+    ]
+    got = [(i.lost_ts, i.cause) for i in control.analyse(events, tol_ms=5).incidents]
+    assert got == [(12005, "controlled shutdown")]
+
+
 def bounce(lost: int, registered: int, bounced: int) -> list[dict[str, Any]]:
     """Broker 2's session expired while its process lived on (a long pause), logged as the
     brokers log it: its session LOST and CONNECTED (every broker's Controller._on_zk_state),
