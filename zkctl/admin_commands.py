@@ -334,9 +334,12 @@ def _reassign_over_the_wire(args: argparse.Namespace) -> int:
         else:
             out("Current partition reassignments:")
             for tp, (replicas, adding, removing) in sorted(moving.items()):
+                # Kafka 2.8's curReassignmentsToString names adding and removing only
+                # when there are some.
                 out(
-                    f"{tp}: replicas: {ids(replicas)}. adding: {ids(adding)}."
-                    f" removing: {ids(removing)}."
+                    f"{tp}: replicas: {ids(replicas)}."
+                    + (f" adding: {ids(adding)}." if adding else "")
+                    + (f" removing: {ids(removing)}." if removing else "")
                 )
         return 0
 
@@ -351,13 +354,18 @@ def _reassign_over_the_wire(args: argparse.Namespace) -> int:
             )
         elif not active:
             out("None of the specified partition reassignments are active.")
-        elif cancelled:
+        if failed:
+            # Kafka 2.8's cancelAssignment: any refusal is the command's error, and then
+            # no success line is printed.
+            raise AdminError(
+                f"Error cancelling partition reassignment{plural(failed)} for:\n"
+                + "\n".join(failed)
+            )
+        if cancelled and not args.json:
             out(
-                "Successfully cancelled partition reassignments for: "
+                f"Successfully cancelled partition reassignment{plural(cancelled)} for: "
                 + ",".join(str(tp) for tp in cancelled)
             )
-        if failed:
-            raise AdminError("Error cancelling partition reassignment(s):\n" + "\n".join(failed))
         return 0
 
     targets = _targets(args)
@@ -384,6 +392,17 @@ def _reassign_over_the_wire(args: argparse.Namespace) -> int:
                     partitions=",".join(str(tp) for tp in sorted(in_progress))
                 )
             )
+    # Kafka 2.8's executeAssignment checks every target broker (verifyBrokerIds) and topic
+    # (describeTopics) before it asks for anything: a file with one bad entry starts none.
+    registered = {b["node_id"] for b in admin.metadata([])["brokers"]}
+    unknown = sorted({b for replicas in targets.values() for b in replicas} - registered)
+    if unknown:
+        raise AdminError(f"Unknown broker id {unknown[0]}")
+    absent = sorted({tp.topic for tp in asked} - {tp.topic for tp in current})
+    if absent:
+        raise AdminError(
+            "cannot reassign: " + "; ".join(f"topic {t!r} does not exist" for t in absent)
+        )
     results = admin.alter_partition_reassignments(targets)
     failed = report_lines(results)
     rollback = {tp: current[tp] for tp in asked if tp in current}
@@ -400,10 +419,10 @@ def _reassign_over_the_wire(args: argparse.Namespace) -> int:
         out("Current partition replica assignment\n")
         out(reassign.format_reassignment_json(rollback))
         out("\nSave this to use as the --reassignment-json-file option during rollback")
-        if started:
-            out(started_line(started))
     if failed:
         raise AdminError("Error reassigning partition(s):\n" + "\n".join(failed))
+    if started and not args.json:
+        out(started_line(started))
     return 0
 
 
@@ -440,10 +459,14 @@ def status_line(s: PartitionReassignmentStatus) -> str:
     return f"Reassignment of partition {tp}: status unknown ({s.detail})."
 
 
+def plural(items: Collection[object]) -> str:
+    """Kafka 2.8's reassignment messages: "" for one item, else "s"."""
+    return "" if len(items) == 1 else "s"
+
+
 def started_line(partitions: Collection[TopicPartition]) -> str:
     """Kafka 2.8's executeAssignment: "reassignment" for one partition, else plural."""
-    plural = "" if len(partitions) == 1 else "s"
-    return f"Successfully started partition reassignment{plural} for " + ",".join(
+    return f"Successfully started partition reassignment{plural(partitions)} for " + ",".join(
         str(tp) for tp in sorted(partitions)
     )
 
