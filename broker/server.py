@@ -54,18 +54,14 @@ from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
 from zkdata import paths
-from zkdata.client import NodeExistsError, ZkClient, ZooKeeperClientTimeout
+from zkdata.client import ZkClient, ZooKeeperClientTimeout
 from zkdata.znodes import (
     BrokerRegistration,
     EndPoint,
     MalformedZnode,
     TopicPartition,
     decode_broker,
-    decode_cluster_id,
     decode_topic_config,
-    encode_cluster_id,
-    new_topic_id,
-    topic_id_to_str,
 )
 
 log = logging.getLogger(__name__)
@@ -228,7 +224,7 @@ class KafkaServer:
         self.zk.until_connected(
             lambda: self.zk.ensure_paths(paths.PERSISTENT_PATHS), cancelled=self.stop_requested
         )
-        cluster_id = self.zk.until_connected(self._cluster_id, cancelled=self.stop_requested)
+        cluster_id = ZkIdentityStore(self.zk, self.stop_requested).cluster_id()
         self.metadata.cluster_id = cluster_id
         # Each log directory's meta.properties is only read and checked here (a log
         # directory of another cluster stops the broker): it is written once the broker
@@ -382,19 +378,6 @@ class KafkaServer:
     def _stop_socket_servers(self) -> None:
         for server in self.socket_servers.values():
             server.stop()
-
-    def _cluster_id(self) -> str:
-        got = self.zk.get(paths.CLUSTER_ID)
-        if got is None:
-            with contextlib.suppress(NodeExistsError):
-                self.zk.create(
-                    paths.CLUSTER_ID,
-                    encode_cluster_id(topic_id_to_str(new_topic_id())),
-                    make_parents=True,
-                )
-            got = self.zk.get(paths.CLUSTER_ID)
-        assert got is not None
-        return decode_cluster_id(got[0])
 
     def registration(self) -> BrokerRegistration:
         endpoints = []

@@ -158,12 +158,9 @@ def decide_kafka_id(
     raise IdentityError("broker.id is not set and broker.id.generation.enable is false")
 
 
-def meta_to_write(
-    metas: Mapping[str, MetaProperties | None], broker_id: int, cluster_id: str
-) -> list[str]:
-    """The log directories whose meta.properties must be (re)written; raises IdentityError
-    if one belongs to another cluster (Kafka's InconsistentClusterIdException)."""
-    todo = []
+def check_cluster_id(metas: Mapping[str, MetaProperties | None], cluster_id: str) -> None:
+    """Raises IdentityError if a log directory belongs to another cluster (Kafka's
+    InconsistentClusterIdException); a file without cluster.id belongs to none yet."""
     for d, meta in sorted(metas.items()):
         if meta is not None and meta.cluster_id is not None and meta.cluster_id != cluster_id:
             raise IdentityError(
@@ -171,9 +168,15 @@ def meta_to_write(
                 f" match the cluster id {cluster_id!r} in ZooKeeper: this log directory"
                 " belongs to another cluster (or zookeeper.connect points at the wrong one)"
             )
-        if meta != MetaProperties(broker_id, cluster_id):
-            todo.append(d)
-    return todo
+
+
+def meta_to_write(
+    metas: Mapping[str, MetaProperties | None], broker_id: int, cluster_id: str
+) -> list[str]:
+    """The log directories whose meta.properties must be (re)written; raises IdentityError
+    if one belongs to another cluster (``check_cluster_id``)."""
+    check_cluster_id(metas, cluster_id)
+    return [d for d, meta in sorted(metas.items()) if meta != MetaProperties(broker_id, cluster_id)]
 
 
 def _read_properties(path: Path) -> str:
@@ -413,6 +416,9 @@ class IdentityStore(Protocol):
 
     def generate_seq_id(self) -> int:
         """Bump /brokers/seqid; return its new version."""
+
+    def cluster_id(self) -> str:
+        """/cluster/id, created with a new id if missing (Kafka's getOrGenerateClusterId)."""
 
 
 CrashHook = Callable[[str], None]
@@ -712,6 +718,17 @@ def record_claim_address(store: IdentityStore, mine: IdentityClaim) -> bool:
     return True
 
 
+def check_cluster_id_before_the_id(
+    store: IdentityStore, metas: Mapping[str, MetaProperties | None]
+) -> None:
+    """Kafka 2.8's KafkaServer.startup checks the log directories' cluster id before
+    getOrGenerateBrokerId: no id is generated or claimed for a directory of another
+    cluster. /cluster/id is read (or created, as the start-up would) only when a directory
+    names a cluster id: there is nothing to check otherwise."""
+    if any(m is not None and m.cluster_id is not None for m in metas.values()):
+        check_cluster_id(metas, store.cluster_id())
+
+
 def obtain_kafka_id(
     configured: int,
     log_dirs: Sequence[str],
@@ -722,16 +739,16 @@ def obtain_kafka_id(
     crash: CrashHook = crash_from_environment,
 ) -> IdentityOutcome:
     """Kafka's mode: configured or stored id, else one generated from /brokers/seqid.
-    meta.properties is written later, once the cluster id is known (as Kafka does)."""
+    meta.properties is written later, once the broker is registered (as Kafka does)."""
     started = time.monotonic()
     # A directory whose meta.properties cannot be read has no say (it will be offline).
-    decision = decide_kafka_id(
-        configured, read_meta_properties(log_dirs, {}), generation_enabled=generation_enabled
-    )
+    metas = read_meta_properties(log_dirs, {})
+    decision = decide_kafka_id(configured, metas, generation_enabled=generation_enabled)
     if isinstance(decision, UseId):
         outcome = IdentityOutcome("kafka", decision.broker_id, decision.source, "")
     else:
         store = store_factory()
+        check_cluster_id_before_the_id(store, metas)
         broker_id = store.generate_seq_id() + reserved_max_id
         crash("after_generate")
         outcome = IdentityOutcome("kafka", broker_id, "generated", "")

@@ -37,9 +37,13 @@ from zkdata.client import CancelledWhileDisconnected, NodeExistsError, ZkClient
 from zkdata.znodes import (
     IdentityClaim,
     MalformedZnode,
+    decode_cluster_id,
     decode_identity_claim,
     decode_topic,
+    encode_cluster_id,
     encode_identity_claim,
+    new_topic_id,
+    topic_id_to_str,
 )
 
 log = logging.getLogger(__name__)
@@ -156,6 +160,24 @@ class ZkIdentityStore:
             self._create(paths.BROKER_SEQID, make_parents=True)
             return self._request(bump)
 
+    def cluster_id(self) -> str:
+        """Kafka's KafkaServer.getOrGenerateClusterId: /cluster/id, or a new id created
+        there; a create that meets one (made meanwhile, or by our own lost send) reads it."""
+        from election.broker_identity import IdentityError
+
+        got = self._request(lambda: self.zk.get(paths.CLUSTER_ID))
+        if got is None:
+            proposed = topic_id_to_str(new_topic_id())
+            if self._create(paths.CLUSTER_ID, encode_cluster_id(proposed), make_parents=True):
+                return proposed
+            got = self._request(lambda: self.zk.get(paths.CLUSTER_ID))
+            if got is None:  # Kafka's createOrGetClusterId
+                raise IdentityError(
+                    f"failed to get the cluster id from ZooKeeper: {paths.CLUSTER_ID} was"
+                    " deleted while it was being created"
+                )
+        return decode_cluster_id(got[0])
+
 
 def _broker_ids(parent: str, children: list[str] | None) -> frozenset[int]:
     ids = set()
@@ -254,6 +276,7 @@ def _establish(
     from election.broker_identity import (
         IdentityError,
         IdentityFiles,
+        check_cluster_id_before_the_id,
         obtain_kafka_id,
         obtain_persistent_id,
         read_meta_properties,
@@ -284,6 +307,7 @@ def _establish(
             " mode, or empty them"
         )
     with session() as store:
+        check_cluster_id_before_the_id(store, metas)
         outcome = obtain_persistent_id(
             store,
             files,

@@ -150,6 +150,34 @@ def test_an_id_generated_over_a_meta_properties_without_broker_id(tmp_path: Path
     assert meta_to_write(read_meta_properties([str(tmp_path)]), 1001, "c") == [str(tmp_path)]
 
 
+def test_no_id_is_generated_for_a_log_dir_of_another_cluster(tmp_path: Path) -> None:
+    """Kafka 2.8's KafkaServer.startup checks the cluster id before getOrGenerateBrokerId
+    (InconsistentClusterIdException). Before, the id was generated first: one leaked."""
+    (tmp_path / "meta.properties").write_text("version=0\ncluster.id=another\n")
+    store = MemoryStore()
+    with pytest.raises(IdentityError, match="belongs to another cluster"):
+        obtain_kafka_id(
+            -1,
+            [str(tmp_path)],
+            generation_enabled=True,
+            reserved_max_id=1000,
+            store_factory=lambda: store,
+            crash=crash_at(None),
+        )
+    assert (store.seq_version, store.requests) == (0, 1)  # only the cluster id was read
+    (tmp_path / "meta.properties").write_text("version=0\ncluster.id=cid\n")
+    store.requests = 0
+    outcome = obtain_kafka_id(
+        -1,
+        [str(tmp_path)],
+        generation_enabled=True,
+        reserved_max_id=1000,
+        store_factory=lambda: store,
+        crash=crash_at(None),
+    )
+    assert (outcome.broker_id, outcome.zk_requests) == (1001, 2)  # and the setData
+
+
 def test_meta_to_write_refuses_another_clusters_directory() -> None:
     m = MetaProperties
     assert meta_to_write({"a": None, "b": m(1, "c1")}, 1, "c1") == ["a"]
@@ -367,6 +395,10 @@ class MemoryStore:
         self.requests += 1
         self.seq_version += 1
         return self.seq_version
+
+    def cluster_id(self) -> str:
+        self.requests += 1
+        return "cid"
 
 
 class Crash(Exception):

@@ -21,13 +21,14 @@ from election.broker_identity import (
     IdentityError,
     IdentityFiles,
     IdentityOutcome,
+    checkpoint_meta_properties,
     obtain_persistent_id,
 )
 from election.identity_store import ZkIdentityStore, _establish
 from tests.unit.fake_cluster import add_topic, empty_cluster, register
 from tests.unit.fake_zk import FakeZk
 from zkdata import paths
-from zkdata.znodes import decode_identity_claim
+from zkdata.znodes import decode_cluster_id, decode_identity_claim, encode_cluster_id
 
 T = TypeVar("T")
 
@@ -382,7 +383,9 @@ def test_a_meta_properties_without_broker_id_names_no_broker(
     data.mkdir()
     (data / "meta.properties").write_text(meta)
     text = f"log.dirs={data}\nzookeeper.connect=127.0.0.1:1\n{mode_lines}"
-    outcome = _establish_over(empty_cluster(), load_broker_config(text=text))
+    zk = empty_cluster()
+    zk.put(paths.CLUSTER_ID, encode_cluster_id("cid"))  # the cluster the file may name
+    outcome = _establish_over(zk, load_broker_config(text=text))
     assert (outcome.broker_id, outcome.source) == (4 if source == "config" else 1, source)
 
 
@@ -396,3 +399,81 @@ def test_a_kafka_mode_directory_still_stops_the_persistent_mode(tmp_path: Path) 
     config = load_broker_config(text=text + "broker.identity.mode=persistent\nbroker.name=red\n")
     with pytest.raises(IdentityError, match="hold no persistent identity"):
         _establish_over(empty_cluster(), config)
+
+
+@pytest.mark.parametrize("in_zookeeper", [True, False], ids=["read", "created"])
+@pytest.mark.parametrize(
+    "mode_lines",
+    ["broker.id=-1\n", "broker.identity.mode=persistent\nbroker.name=red\n"],
+    ids=["kafka-generated", "persistent"],
+)
+def test_a_log_dir_of_another_cluster_stops_the_broker_before_an_id_is_spent(
+    tmp_path: Path, mode_lines: str, in_zookeeper: bool
+) -> None:
+    """Kafka 2.8's KafkaServer.startup checks the log directories' cluster id against
+    /cluster/id (read, or created: getOrGenerateClusterId) before getOrGenerateBrokerId
+    (InconsistentClusterIdException): nothing is generated. A meta.properties with no
+    broker.id names no broker but may name a cluster. Before, the id was settled first:
+    /brokers/seqid bumped (the id leaked), or a claim made and broker-identity written into
+    the other cluster's directory; only the broker's start-up then refused it."""
+    zk = empty_cluster()
+    if in_zookeeper:
+        zk.put(paths.CLUSTER_ID, encode_cluster_id("cid"))
+    else:
+        zk.put("/cluster", b"")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.properties").write_text("version=0\ncluster.id=another\n")
+    config = load_broker_config(
+        text=f"log.dirs={data}\nzookeeper.connect=127.0.0.1:1\n{mode_lines}"
+    )
+    with pytest.raises(IdentityError, match=r"'another' in .* belongs to another cluster"):
+        _establish_over(zk, config)
+    seqid = zk.get(paths.BROKER_SEQID)
+    assert seqid is not None
+    assert seqid[1].version == 0, "an id was generated"
+    assert zk.children(paths.BROKER_IDENTITIES) == [], "an id was claimed"
+    assert sorted(p.name for p in data.iterdir()) == ["meta.properties"]
+    got = zk.get(paths.CLUSTER_ID)
+    assert got is not None
+    assert decode_cluster_id(got[0]) != "another"
+
+
+def test_the_cluster_id_is_read_or_created_once(tmp_path: Path) -> None:
+    """Kafka's getOrGenerateClusterId: /cluster/id as it is, or created with a new id; a
+    create that meets one made meanwhile takes that one."""
+    zk = FakeZk()
+    zk.put("/cluster", b"")
+    store = ZkIdentityStore(zk)  # type: ignore[arg-type]
+    created = store.cluster_id()
+    assert (len(created), store.requests) == (22, 2)  # a get, the create
+    assert ZkIdentityStore(zk).cluster_id() == created  # type: ignore[arg-type]
+    racing = FakeZk()
+    racing.put("/cluster", b"")
+    real_get = racing.get
+
+    def get(path: str, *, watch: bool = False):  # type: ignore[no-untyped-def]
+        got = real_get(path)
+        if got is None:  # another broker creates it just after this read
+            racing.put(paths.CLUSTER_ID, encode_cluster_id("theirs"))
+        return got
+
+    racing.get = get  # type: ignore[method-assign]
+    assert ZkIdentityStore(racing).cluster_id() == "theirs"  # type: ignore[arg-type]
+
+
+def test_a_persistent_restart_checks_the_cluster_id_before_its_claim(tmp_path: Path) -> None:
+    """The requests of docs/broker-identity.md's round trips: a first start on an empty
+    directory reads no cluster id (no meta.properties names one); a restart, whose
+    meta.properties names it, reads /cluster/id and then its claim."""
+    zk = empty_cluster()
+    zk.put(paths.CLUSTER_ID, encode_cluster_id("cid"))
+    zk.put(paths.BROKER_IDENTITIES, b"")  # not the first claim of the cluster
+    data = tmp_path / "data"
+    text = f"log.dirs={data}\nzookeeper.connect=127.0.0.1:1\n"
+    config = load_broker_config(text=text + "broker.identity.mode=persistent\nbroker.name=red\n")
+    first = _establish_over(zk, config)
+    assert (first.broker_id, first.source, first.zk_requests) == (1, "allocated", 3)
+    checkpoint_meta_properties([str(data)], 1, "cid")  # as the registered broker does
+    again = _establish_over(zk, config)
+    assert (again.broker_id, again.source, again.zk_requests) == (1, "identity-file", 2)
