@@ -86,13 +86,16 @@ def parse_meta_properties(text: str, where: str) -> MetaProperties:
     version = props.get("version", "0")
     if version != "0":
         raise IdentityError(f"{where} has version {version!r}; only version 0 is known")
+    # An empty cluster.id is still a cluster id, no cluster's (Kafka's
+    # RawMetaProperties.clusterId is Some(""), which the cluster id check refuses).
+    cluster_id = props.get("cluster.id")
     raw = props.get("broker.id")
     if raw is None:
-        return MetaProperties(None, props.get("cluster.id") or None)
+        return MetaProperties(None, cluster_id)
     broker_id = _java_int(raw)
     if broker_id is None:  # Kafka's intValue: "Failed to parse broker.id property as an int"
         raise IdentityError(f"{where} has no valid broker.id (found {raw!r})")
-    return MetaProperties(broker_id, props.get("cluster.id") or None)
+    return MetaProperties(broker_id, cluster_id)
 
 
 # An int as Kafka writes it: ASCII digits, perhaps a minus sign. (str.isdigit() takes
@@ -111,7 +114,7 @@ def _java_int(text: str) -> int | None:
 
 def format_meta_properties(meta: MetaProperties) -> str:
     props = {"version": "0", "broker.id": str(meta.broker_id)}
-    if meta.cluster_id:
+    if meta.cluster_id is not None:
         props["cluster.id"] = meta.cluster_id
     stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
     return f"#\n#{stamp}\n" + format_properties(props)

@@ -186,6 +186,21 @@ def test_meta_to_write_refuses_another_clusters_directory() -> None:
         meta_to_write({"a": m(1, "c0")}, 1, "c1")
 
 
+@pytest.mark.parametrize("line", ["cluster.id=", "cluster.id", "cluster.id = "])
+def test_an_empty_cluster_id_is_a_cluster_id(line: str) -> None:
+    """Kafka 2.8's RawMetaProperties.clusterId is Option(getProperty("cluster.id")):
+    Some("") for an empty value, which KafkaServer.startup finds unequal to ZooKeeper's
+    (InconsistentClusterIdException). Before, "" was read as no cluster id, and the file
+    was accepted and written over."""
+    m = MetaProperties
+    assert parse_meta_properties(f"version=0\n{line}\n", "m") == m(None, "")
+    assert parse_meta_properties(f"broker.id=1\n{line}\n", "m") == m(1, "")
+    with pytest.raises(IdentityError, match=r"cluster id '' in .* belongs to another cluster"):
+        meta_to_write({"a": m(1, "")}, 1, "cid")
+    # and one written so reads back the same (Kafka writes the cluster id it has)
+    assert parse_meta_properties(format_meta_properties(m(1, "")), "m") == m(1, "")
+
+
 def test_checkpoint_writes_every_log_dir(tmp_path: Path) -> None:
     dirs = [str(tmp_path / "d1"), str(tmp_path / "d2")]
     assert checkpoint_meta_properties(dirs, 1001, "cid") == 2

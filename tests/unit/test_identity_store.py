@@ -477,3 +477,18 @@ def test_a_persistent_restart_checks_the_cluster_id_before_its_claim(tmp_path: P
     checkpoint_meta_properties([str(data)], 1, "cid")  # as the registered broker does
     again = _establish_over(zk, config)
     assert (again.broker_id, again.source, again.zk_requests) == (1, "identity-file", 2)
+
+
+def test_an_empty_cluster_id_stops_the_persistent_mode_before_its_claim(tmp_path: Path) -> None:
+    """An empty cluster.id is a cluster id, no cluster's (Kafka 2.8's RawMetaProperties:
+    Some("")). Before, it read as none: the broker claimed an id and wrote over the file."""
+    zk = empty_cluster()
+    zk.put(paths.CLUSTER_ID, encode_cluster_id("cid"))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.properties").write_text("version=0\ncluster.id=\n")
+    text = f"log.dirs={data}\nzookeeper.connect=127.0.0.1:1\n"
+    config = load_broker_config(text=text + "broker.identity.mode=persistent\nbroker.name=red\n")
+    with pytest.raises(IdentityError, match=r"cluster id '' in .* belongs to another cluster"):
+        _establish_over(zk, config)
+    assert zk.children(paths.BROKER_IDENTITIES) == []

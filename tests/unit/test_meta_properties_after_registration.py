@@ -181,3 +181,23 @@ def test_a_meta_properties_without_broker_id_of_another_cluster_still_stops_the_
     (data / META_PROPERTIES).write_text("version=0\nbroker.id=abc\ncluster.id=cid\n")
     with pytest.raises(IdentityError, match=r"no valid broker\.id \(found 'abc'\)"):
         new_server(tmp_path, monkeypatch, [data])
+
+
+def test_a_meta_properties_with_an_empty_cluster_id_stops_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty cluster.id is a cluster id, not none (Kafka 2.8's RawMetaProperties:
+    Some("")), and not ZooKeeper's: InconsistentClusterIdException. Before, the broker
+    registered and wrote its id and cluster id over the file."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / META_PROPERTIES).write_text("version=0\ncluster.id=\n")
+    broker, events = new_server(tmp_path, monkeypatch, [data], broker_id=3)
+    monkeypatch.setattr(broker, "register", lambda **_: events.append("registered") or 5)
+    try:
+        with pytest.raises(IdentityError, match=r"cluster id '' in .* belongs to another cluster"):
+            broker.startup()
+    finally:
+        broker.shutdown()
+    assert events == []
+    assert (data / META_PROPERTIES).read_text() == "version=0\ncluster.id=\n"
