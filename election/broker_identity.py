@@ -131,20 +131,28 @@ class GenerateId:
     pass
 
 
+def _describe_meta(meta: MetaProperties) -> str:
+    broker_id = "none" if meta.broker_id is None else meta.broker_id
+    cluster_id = "none" if meta.cluster_id is None else repr(meta.cluster_id)
+    return f"broker.id {broker_id}, cluster.id {cluster_id}"
+
+
 def decide_kafka_id(
     configured: int, metas: Mapping[str, MetaProperties | None], *, generation_enabled: bool
 ) -> UseId | GenerateId:
     """Kafka's KafkaServer.getOrGenerateBrokerId: the log directories must agree with each
     other and with a configured id; a stored id wins; else the configured one; else one is
-    generated. A file without broker.id stores none, but disagrees with one that has it
-    (Kafka 2.8's getBrokerMetadataAndOfflineDirs wants the files alike)."""
-    stored = {d: m.broker_id for d, m in metas.items() if m is not None}
-    if len(set(stored.values())) > 1:
-        where = ", ".join(f"{d}: {'none' if i is None else i}" for d, i in sorted(stored.items()))
+    generated. A file without broker.id stores none. The files must be alike, cluster.id
+    included (Kafka 2.8's getBrokerMetadataAndOfflineDirs:
+    InconsistentBrokerMetadataException), with or without a broker.id."""
+    found = {d: m for d, m in metas.items() if m is not None}
+    if len(set(found.values())) > 1:
+        where = "; ".join(f"{d}: {_describe_meta(m)}" for d, m in sorted(found.items()))
         raise IdentityError(
-            f"the log directories' {META_PROPERTIES} files disagree on broker.id ({where});"
-            " each log directory must belong to the same broker"
+            f"the log directories' {META_PROPERTIES} files disagree ({where}); each log"
+            " directory must belong to the same broker of the same cluster"
         )
+    stored = {d: m.broker_id for d, m in found.items()}
     stored_id = next(iter(stored.values()), None)
     if stored_id is not None:
         if configured >= 0 and configured != stored_id:

@@ -126,13 +126,34 @@ def test_decide_kafka_id_over_a_meta_properties_without_broker_id() -> None:
     without broker.id beside one with it is a disagreement. Before, parsing such a file
     stopped the broker."""
     m = MetaProperties
-    no_id = {"a": m(None, "c"), "b": None, "c": m(None)}
+    no_id = {"a": m(None, "c"), "b": None, "c": m(None, "c")}
     assert decide_kafka_id(5, no_id, generation_enabled=False) == UseId(5, "config")
     assert decide_kafka_id(-1, no_id, generation_enabled=True) == GenerateId()
     with pytest.raises(IdentityError, match="generation"):
         decide_kafka_id(-1, no_id, generation_enabled=False)
-    with pytest.raises(IdentityError, match=r"disagree on broker\.id \(a: 1, b: none\)"):
+    with pytest.raises(IdentityError, match=r"\(a: broker\.id 1, cluster\.id none; b: broker"):
         decide_kafka_id(1, {"a": m(1), "b": m(None)}, generation_enabled=True)
+
+
+def test_log_dirs_whose_meta_properties_differ_only_in_cluster_id_disagree() -> None:
+    """Kafka 2.8's getBrokerMetadataAndOfflineDirs wants every directory's meta.properties
+    alike (brokerMetadataMap.values.toSet.size > 1: InconsistentBrokerMetadataException),
+    the cluster id included, whether or not they hold a broker.id. Before, only broker.id
+    was compared: such directories were accepted and written over."""
+    m = MetaProperties
+    with pytest.raises(IdentityError, match="disagree") as e:
+        decide_kafka_id(3, {"a": m(None, "cid"), "b": m(None), "c": None}, generation_enabled=True)
+    assert "(a: broker.id none, cluster.id 'cid'; b: broker.id none, cluster.id none)" in str(
+        e.value
+    )
+    with pytest.raises(
+        IdentityError, match=r"a: broker\.id 1, cluster\.id 'cid'; b: broker\.id 1,"
+    ):
+        decide_kafka_id(-1, {"a": m(1, "cid"), "b": m(1)}, generation_enabled=True)
+    with pytest.raises(IdentityError, match=r"cluster\.id ''; b: broker\.id 1, cluster\.id 'cid'"):
+        decide_kafka_id(1, {"a": m(1, ""), "b": m(1, "cid")}, generation_enabled=True)
+    alike = {"a": m(1, "cid"), "b": m(1, "cid"), "c": None}
+    assert decide_kafka_id(-1, alike, generation_enabled=True) == UseId(1, "meta.properties")
 
 
 def test_an_id_generated_over_a_meta_properties_without_broker_id(tmp_path: Path) -> None:
@@ -256,7 +277,7 @@ def test_meta_properties_is_read_as_iso_8859_1_as_kafkas_properties_load(tmp_pat
     assert metas == {str(damaged): MetaProperties(7, "cid"), str(garbage): MetaProperties(None)}
     with pytest.raises(IdentityError, match="disagree") as e:
         decide_kafka_id(7, metas, generation_enabled=True)
-    assert f"{garbage}: none" in str(e.value)
+    assert f"{garbage}: broker.id none, cluster.id none" in str(e.value)
 
 
 # --- the persistent mode: files and decisions ----------------------------------------------

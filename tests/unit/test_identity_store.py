@@ -492,3 +492,22 @@ def test_an_empty_cluster_id_stops_the_persistent_mode_before_its_claim(tmp_path
     with pytest.raises(IdentityError, match=r"cluster id '' in .* belongs to another cluster"):
         _establish_over(zk, config)
     assert zk.children(paths.BROKER_IDENTITIES) == []
+
+
+def test_the_persistent_mode_does_not_compare_the_meta_properties_files(
+    tmp_path: Path,
+) -> None:
+    """Kafka's mode wants the log directories' meta.properties alike (Kafka 2.8's
+    InconsistentBrokerMetadataException); the persistent mode's identity is its identity
+    file, and docs/broker-identity.md gives meta.properties no say beyond the broker.id it
+    holds (which must be the identity's) and its cluster id (checked): files that differ
+    otherwise are written over once registered."""
+    zk = empty_cluster()
+    zk.put(paths.CLUSTER_ID, encode_cluster_id("cid"))
+    dirs = [tmp_path / "d0", tmp_path / "d1"]
+    for d, text in zip(dirs, ["version=0\ncluster.id=cid\n", "version=0\n"], strict=True):
+        d.mkdir()
+        (d / "meta.properties").write_text(text)
+    text = f"log.dirs={','.join(map(str, dirs))}\nzookeeper.connect=127.0.0.1:1\n"
+    config = load_broker_config(text=text + "broker.identity.mode=persistent\nbroker.name=red\n")
+    assert _establish_over(zk, config).broker_id == 1

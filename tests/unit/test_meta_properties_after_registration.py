@@ -201,3 +201,19 @@ def test_a_meta_properties_with_an_empty_cluster_id_stops_the_start(
         broker.shutdown()
     assert events == []
     assert (data / META_PROPERTIES).read_text() == "version=0\ncluster.id=\n"
+
+
+def test_log_dirs_whose_meta_properties_differ_only_in_cluster_id_stop_the_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka 2.8's getBrokerMetadataAndOfflineDirs wants the directories' meta.properties
+    alike (InconsistentBrokerMetadataException), cluster.id included. Before, only
+    broker.id was compared: the broker registered and wrote over both."""
+    dirs = [tmp_path / "d0", tmp_path / "d1"]
+    for d, text in zip(dirs, ["version=0\ncluster.id=cid\n", "version=0\n"], strict=True):
+        d.mkdir()
+        (d / META_PROPERTIES).write_text(text)
+    with pytest.raises(IdentityError, match="disagree") as e:
+        new_server(tmp_path, monkeypatch, dirs, broker_id=3)
+    assert f"{dirs[0]}: broker.id none, cluster.id 'cid'; {dirs[1]}: broker.id none" in str(e.value)
+    assert (dirs[1] / META_PROPERTIES).read_text() == "version=0\n"
