@@ -17,7 +17,9 @@ properties file, so a reused pid is never hit. Nothing is ever killed by name.
 cluster.json, version 1 (all paths absolute; times are epoch milliseconds)::
 
     {"version": 1, "state": "starting" | "running" | "stopped",
-     "dir": str, "connect_string": str (with the chroot, if any: what brokers and admin use),
+     "dir": str (where it was written: found in another directory, moved or copied there,
+            it is not acted on),
+     "connect_string": str (with the chroot, if any: what brokers and admin use),
      "chroot": str | null (created by up in a ZooKeeper given by --zookeeper or
                ZKCTL_ZOOKEEPER; deleted by down),
      "zookeeper": {...} (cluster.zookeeper handle, ZooKeeper.to_dict()),
@@ -89,6 +91,15 @@ class LocalClusterError(RuntimeError):
 
 class ClusterArgumentError(LocalClusterError):
     """The arguments are wrong (bad override, broker count); nothing was started."""
+
+
+class MovedClusterError(LocalClusterError):
+    """cluster.json was written in another directory (this one was moved or copied), so
+    every path and pid in it is that directory's cluster's; ``recorded`` is that cluster."""
+
+    def __init__(self, message: str, recorded: LocalCluster) -> None:
+        super().__init__(message)
+        self.recorded = recorded
 
 
 def _say(progress: Progress | None, message: str) -> None:
@@ -258,12 +269,23 @@ def load(directory: Path | str) -> LocalCluster | None:
         raise LocalClusterError(f"cannot read {path}: {e}") from e
     try:
         # A UnicodeDecodeError is a ValueError: not UTF-8 is not a valid cluster file.
-        return LocalCluster.from_dict(json.loads(raw.decode("utf-8")))
+        cluster = LocalCluster.from_dict(json.loads(raw.decode("utf-8")))
     except (ValueError, KeyError, TypeError, RecursionError) as e:  # RecursionError: too deep
         raise LocalClusterError(
             f"{path} is not a valid cluster file ({type(e).__name__}: {e}); if no cluster runs"
             " there, remove it"
         ) from None
+    here = Path(directory).resolve()
+    if cluster.dir.resolve() != here:
+        # Its paths are absolute: acted on, it would stop, start or write the cluster of the
+        # directory it was written in (after a move, recreating that directory).
+        back = "" if cluster.dir.exists() else " (move the directory back first)"
+        raise MovedClusterError(
+            f"{here / CLUSTER_FILE} was written for the cluster in {cluster.dir}; was the"
+            f" directory moved or copied? run the command in {cluster.dir}{back}",
+            cluster,
+        )
+    return cluster
 
 
 def save(cluster: LocalCluster) -> None:
@@ -615,16 +637,55 @@ def _inside(path: Path, directory: Path) -> bool:
     return True
 
 
-def _remove_old_data(cluster: LocalCluster, directory: Path, progress: Progress | None) -> None:
-    """Delete a stopped cluster's broker and ZooKeeper directories (only inside its dir)."""
-    doomed = [b.dir for b in cluster.brokers]
+def _data_dirs(cluster: LocalCluster) -> list[Path]:
+    """The cluster's broker directories and its local ZooKeeper's."""
+    dirs = [b.dir for b in cluster.brokers]
     if cluster.zookeeper.get("kind") == "local":
-        doomed.append(Path(cluster.zookeeper["base_dir"]))
-    doomed = [d for d in doomed if d.exists() and _inside(d, directory)]
+        dirs.append(Path(cluster.zookeeper["base_dir"]))
+    return dirs
+
+
+def _remove_old_data(dirs: Iterable[Path], directory: Path, progress: Progress | None) -> None:
+    """Delete a stopped cluster's broker and ZooKeeper directories (only inside its dir)."""
+    doomed = [d for d in dirs if d.exists() and _inside(d, directory)]
     if doomed:
         _say(progress, f"removing the data of the previous cluster in {directory}")
     for d in doomed:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def _copied_data(
+    moved: MovedClusterError, directory: Path, progress: Progress | None
+) -> list[Path]:
+    """For up in a directory whose cluster.json was written in another (moved or copied
+    here): the recorded cluster's data dirs as they are in ``directory``, to be removed.
+    Its processes are not ours to stop; but when they still run and no cluster.json of
+    their directory records them any more (it was moved), refuse: the data would go from
+    under the running brokers, and nothing would name their pids for `zkctl down`."""
+    recorded = moved.recorded
+    alive = _live_processes(recorded)
+    if alive:
+        try:
+            there = load(recorded.dir)
+        except LocalClusterError:
+            there = None
+        if there is None or there.created_at != recorded.created_at:
+            raise LocalClusterError(
+                f"{directory / CLUSTER_FILE} was written for the cluster in {recorded.dir},"
+                f" which still runs ({', '.join(alive)}) and is recorded nowhere else: was the"
+                f" directory moved? move it back to {recorded.dir} and run `zkctl down` there"
+                " first"
+            )
+    _say(
+        progress,
+        f"{directory / CLUSTER_FILE} was written for the cluster in {recorded.dir} (a moved"
+        f" or copied directory); starting a new cluster in {directory}, leaving that one alone",
+    )
+    copied = []
+    for d in _data_dirs(recorded):
+        with contextlib.suppress(ValueError):  # not under its dir: not copied here
+            copied.append(directory / d.relative_to(recorded.dir))
+    return copied
 
 
 def _check_fresh(directory: Path, n_brokers: int) -> None:
@@ -687,20 +748,26 @@ def up(
     _project_root()
 
     with _locked(directory, create=True):
-        previous = load(directory)
-        if previous is not None:
-            if previous.state != "stopped":
-                alive = _live_processes(previous)
-                if alive:
-                    raise LocalClusterError(
-                        f"a cluster is already running in {directory} ({', '.join(alive)});"
-                        " run `zkctl down` first"
-                    )
-                _say(progress, f"the previous cluster in {directory} has died; cleaning it up")
-                _teardown(previous, progress)
-            _remove_old_data(previous, directory, progress)
+        try:
+            previous = load(directory)
+        except MovedClusterError as e:
+            # Another directory's cluster: nothing of it is stopped or torn down from here;
+            # only the copy of its data in this directory goes.
+            _remove_old_data(_copied_data(e, directory, progress), directory, progress)
         else:
-            _check_fresh(directory, brokers)
+            if previous is not None:
+                if previous.state != "stopped":
+                    alive = _live_processes(previous)
+                    if alive:
+                        raise LocalClusterError(
+                            f"a cluster is already running in {directory} ({', '.join(alive)});"
+                            " run `zkctl down` first"
+                        )
+                    _say(progress, f"the previous cluster in {directory} has died; cleaning it up")
+                    _teardown(previous, progress)
+                _remove_old_data(_data_dirs(previous), directory, progress)
+            else:
+                _check_fresh(directory, brokers)
 
         cluster = LocalCluster(
             dir=directory,

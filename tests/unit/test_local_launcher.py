@@ -1,0 +1,185 @@
+"""cluster/local.py without processes: what up, down, broker and status do with the state
+they find in cluster.json (no ZooKeeper or broker is started here)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster import local
+from cluster import zookeeper as zkp
+from zkctl import cli
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        code = cli.main(argv)
+    except SystemExit as e:  # argparse's own errors
+        code = int(e.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def local_zookeeper(directory: Path, pid: int | None) -> dict[str, Any]:
+    """A local ZooKeeper handle as up records it, its server pid ``pid``."""
+    server_dir = directory / "zookeeper" / "server-1"
+    return {
+        "kind": "local",
+        "connect_string": "127.0.0.1:1",
+        "base_dir": str(directory / "zookeeper"),
+        "detached": True,
+        "owns_dir": False,
+        "servers": [
+            {
+                "myid": 1,
+                "pid": pid,
+                "client_port": 1,
+                "quorum_port": None,
+                "election_port": None,
+                "server_dir": str(server_dir),
+                "data_dir": str(server_dir / "data"),
+                "log_file": str(server_dir / "zookeeper.log"),
+                "argv": ["java", zkp.MAIN_CLASS, str(server_dir / "zoo.cfg")],
+                "detached": True,
+            }
+        ],
+    }
+
+
+def make_cluster(directory: Path, state: str = "running") -> local.LocalCluster:
+    """A two-broker cluster in ``directory`` with its data there; no process runs it."""
+    cluster = local.LocalCluster(
+        dir=directory,
+        connect_string="127.0.0.1:1",
+        zookeeper=local_zookeeper(directory, None),
+        brokers=[
+            local.BrokerProcess(
+                i, "127.0.0.1", 9000 + i, directory / f"broker-{i}", pid=None, started_at=1
+            )
+            for i in (1, 2)
+        ],
+        state=state,
+    )
+    for b in cluster.brokers:
+        (b.data_dir / "demo-0").mkdir(parents=True)
+        b.properties.write_text("broker.id=1\n")
+    (directory / "zookeeper" / "server-1" / "data").mkdir(parents=True)
+    local.save(cluster)
+    return cluster
+
+
+# --- a cluster directory moved or copied --------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["moved", "copied"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["down"],
+        ["status"],
+        ["broker", "stop", "--id", "1"],
+        ["broker", "kill", "--id", "1"],
+        ["broker", "start", "--id", "1"],
+    ],
+)
+def test_a_moved_or_copied_cluster_dir_does_not_act_on_the_old_one(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    how: str,
+    argv: list[str],
+) -> None:
+    """cluster.json names its directory and every path under it absolutely: in a moved or
+    copied directory it describes the cluster of the old one. down wrote the old
+    directory's cluster.json (recreating it after a move) and would stop that cluster's
+    processes; broker start would start the old directory's broker. Each refuses now,
+    one line saying where the cluster is, and touches neither directory."""
+    old, new = tmp_path / "c2" / ".zkctl", tmp_path / "c3" / ".zkctl"
+    make_cluster(old)
+    if how == "moved":
+        shutil.move(old.parent, new.parent)
+    else:
+        shutil.copytree(old, new)
+    # (The lock file, empty, is the one thing a command may leave.)
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    monkeypatch.setattr(local, "_launch", lambda *a: pytest.fail(f"launched {a}"))
+
+    code, out, err = run([*argv, "--dir", str(new)], capsys)
+
+    assert code == 1, (out, err)
+    assert out == ""
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"zkctl: error: {new / 'cluster.json'} was written for the cluster in")
+    assert f"run the command in {old}" in err
+    assert "moved or copied" in err
+    after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.name != ".lock"}
+    assert after == before
+
+
+def test_up_in_a_moved_stopped_cluster_dir_starts_from_fresh_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`mv c2 c3; cd c3; zkctl up` reused the moved ZooKeeper data and broker logs (the
+    topics and controller epoch of before): the data to remove was looked for under c2."""
+    old, new = tmp_path / "c2" / ".zkctl", tmp_path / "c3" / ".zkctl"
+    make_cluster(old, state="stopped")
+    shutil.move(old.parent, new.parent)
+    seen: dict[str, Any] = {}
+
+    def provision(connect: str | None, **kwargs: Any) -> zkp.ZooKeeper:
+        seen["base_dir"] = kwargs["base_dir"]
+        seen["left"] = sorted(str(p.relative_to(new)) for p in new.iterdir())
+        raise zkp.ZooKeeperError("stop here")
+
+    monkeypatch.setattr(zkp, "provision", provision)
+    with pytest.raises(local.LocalClusterError, match="stop here"):
+        local.up(new, 2)
+    assert seen["base_dir"] == new / "zookeeper"
+    assert seen["left"] == [".lock", "cluster.json"]
+    assert not old.parent.exists()
+
+
+@pytest.mark.parametrize("still_recorded", [True, False])
+def test_up_in_a_copy_of_a_running_cluster_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, still_recorded: bool
+) -> None:
+    """The cluster recorded still runs. A copy (its own directory still records it, so
+    `zkctl down` there stops it): up starts a new cluster here, from fresh data, leaving
+    that one alone. Moved (nothing records it any more): up refuses, rather than delete
+    the data under the running brokers and lose track of their processes."""
+    old, new = tmp_path / "c4" / ".zkctl", tmp_path / "c6" / ".zkctl"
+    make_cluster(old)
+    shutil.copytree(old, new)
+    if not still_recorded:
+        (old / "cluster.json").unlink()
+    monkeypatch.setattr(
+        local,
+        "_live_processes",
+        lambda c: ["broker 1 (pid 4242)"] if c.dir == old else [],
+    )
+    stopped: list[Any] = []
+    monkeypatch.setattr(local, "stop_brokers", lambda *a, **k: stopped.append(a))
+    monkeypatch.setattr(local, "_teardown", lambda *a, **k: stopped.append(a))
+
+    def provision(connect: str | None, **kwargs: Any) -> zkp.ZooKeeper:
+        raise zkp.ZooKeeperError("stop here")
+
+    monkeypatch.setattr(zkp, "provision", provision)
+    if still_recorded:
+        with pytest.raises(local.LocalClusterError, match="stop here"):
+            local.up(new, 2)
+        assert sorted(p.name for p in new.iterdir()) == [".lock", "cluster.json"]
+    else:
+        with pytest.raises(local.LocalClusterError) as raised:
+            local.up(new, 2)
+        message = str(raised.value)
+        assert f"was written for the cluster in {old}" in message
+        assert "broker 1 (pid 4242)" in message
+        assert "zkctl down" in message
+        assert (new / "broker-1" / "data" / "demo-0").is_dir()
+    assert stopped == []
+    assert (old / "broker-1" / "data" / "demo-0").is_dir()
+    assert (old / "zookeeper" / "server-1" / "data").is_dir()
