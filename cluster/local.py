@@ -1078,6 +1078,7 @@ def broker_start(
         broker = cluster.broker(broker_id)
         if process_status(broker) != "dead":
             raise LocalClusterError(f"broker {broker_id} is already running (pid {broker.pid})")
+        _check_local_zookeeper(cluster)
         # A killed broker's registration lingers until its session expires; the new one is
         # recognised by a different czxid.
         view, _error = _try_zk_view(cluster.connect_string, 5.0)
@@ -1090,6 +1091,23 @@ def broker_start(
         return broker
 
 
+def _check_local_zookeeper(cluster: LocalCluster) -> None:
+    """Refuse when the cluster's own ZooKeeper has no server running (after a reboot
+    cluster.json still says running): a broker started then could never register."""
+    if cluster.zookeeper.get("kind") != "local":
+        return
+    handle = zkp.ZooKeeper.from_dict(cluster.zookeeper)
+    assert isinstance(handle, zkp.LocalZooKeeper)
+    if any(s.is_running() for s in handle.servers):
+        return
+    pids = ", ".join(f"pid {s.pid}" for s in handle.servers if s.pid is not None)
+    raise LocalClusterError(
+        f"the cluster's ZooKeeper at {handle.connect_string} is not running"
+        f"{f' ({pids} gone)' if pids else ''}; was the machine restarted? `zkctl down`, then"
+        " `zkctl up`, starts the cluster again (from fresh data)"
+    )
+
+
 def _wait_registered(
     cluster: LocalCluster,
     broker: BrokerProcess,
@@ -1099,7 +1117,8 @@ def _wait_registered(
     progress: Progress | None,
 ) -> None:
     deadline = time.monotonic() + timeout
-    zk = _zk_client(cluster.connect_string, min(timeout, 30.0))
+    zk: ZkClient | None = None
+    unreachable = ""
     try:
         _say(progress, f"waiting for broker {broker.id} to register")
         while True:
@@ -1109,18 +1128,31 @@ def _wait_registered(
                 if "Address already in use" in out:
                     hint = f" (port {broker.port} is in use by another process)"
                 raise _died_during_startup(broker, out, hint)
-            with contextlib.suppress(Exception):
-                czxid = read_zk_view(zk).registered.get(broker.id)
-                if czxid is not None and czxid != old_czxid:
-                    return
+            if zk is None:
+                # A short attempt each round: a broker that exits meanwhile (it cannot reach
+                # ZooKeeper either) is seen at once, not after one long connection time-out.
+                try:
+                    zk = _zk_client(
+                        cluster.connect_string, min(1.0, max(deadline - time.monotonic(), 0.1))
+                    )
+                except Exception as e:
+                    unreachable = f", which did not answer ({type(e).__name__}: {e})"
+            if zk is not None:
+                with contextlib.suppress(Exception):
+                    czxid = read_zk_view(zk).registered.get(broker.id)
+                    if czxid is not None and czxid != old_czxid:
+                        return
             if time.monotonic() >= deadline:
+                zk_state = "" if zk is not None else unreachable
                 raise LocalClusterError(
-                    f"broker {broker.id} did not register within {timeout:.0f} s (it still runs"
-                    f" as pid {broker.pid}); see {broker.out_file}"
+                    f"broker {broker.id} did not register within {timeout:.0f} s in ZooKeeper"
+                    f" at {cluster.connect_string}{zk_state} (it still runs as pid"
+                    f" {broker.pid}); see {broker.out_file}"
                 )
             time.sleep(0.2)
     finally:
-        zk.close()
+        if zk is not None:
+            zk.close()
 
 
 # --- status -------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ they find in cluster.json (no ZooKeeper or broker is started here)."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -183,3 +184,55 @@ def test_up_in_a_copy_of_a_running_cluster_dir(
     assert stopped == []
     assert (old / "broker-1" / "data" / "demo-0").is_dir()
     assert (old / "zookeeper" / "server-1" / "data").is_dir()
+
+
+# --- broker start when ZooKeeper is gone ----------------------------------------------------
+
+
+def test_broker_start_refuses_when_the_clusters_local_zookeeper_is_not_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After a reboot cluster.json still says running but its ZooKeeper's pid is gone:
+    broker start started the broker, which could never register, then waited 36 s and
+    ended with a bare KazooTimeoutError. It refuses now at once, saying what to do."""
+    directory = tmp_path / ".zkctl"
+    make_cluster(directory)
+    monkeypatch.setattr(local, "_launch", lambda *a: pytest.fail(f"launched {a}"))
+    started = time.monotonic()
+    code, out, err = run(["broker", "start", "--id", "2", "--dir", str(directory)], capsys)
+    assert time.monotonic() - started < 3.0
+    assert (code, out) == (1, "")
+    assert err.count("\n") == 1, err
+    assert err.startswith("zkctl: error: the cluster's ZooKeeper at 127.0.0.1:1 is not running")
+    assert "`zkctl down`" in err
+    assert "`zkctl up`" in err
+
+
+def test_waiting_for_a_registration_sees_the_broker_exit_while_zookeeper_does_not_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait connected to ZooKeeper first, for up to 30 s, before looking at the broker:
+    a broker that had exited (unable to reach ZooKeeper itself) was not noticed, and the
+    wait ended in the connection's time-out. Now its exit ends the wait, with its output;
+    and when the broker still runs, the time-out names the connect string."""
+    directory = tmp_path / ".zkctl"
+    cluster = make_cluster(directory)
+    cluster.connect_string = f"127.0.0.1:{local.free_ports(1)[0]}"  # nothing listens there
+    broker = cluster.brokers[1]
+    broker.out_file.write_text("connecting to ZooKeeper\nKazooTimeoutError: gave up\n")
+    started = time.monotonic()
+    with pytest.raises(local.LocalClusterError) as raised:
+        local._wait_registered(cluster, broker, 0, None, 8.0, None)
+    assert time.monotonic() - started < 4.0
+    assert "broker 2" in str(raised.value)
+    assert "during start-up" in str(raised.value)
+    assert "KazooTimeoutError: gave up" in str(raised.value)
+
+    monkeypatch.setattr(local, "_gone", lambda b: False)
+    started = time.monotonic()
+    with pytest.raises(local.LocalClusterError) as raised:
+        local._wait_registered(cluster, broker, 0, None, 2.0, None)
+    assert time.monotonic() - started < 6.0
+    message = str(raised.value)
+    assert "broker 2 did not register within 2 s" in message
+    assert f"ZooKeeper at {cluster.connect_string}" in message
