@@ -41,6 +41,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -100,6 +101,38 @@ class MovedClusterError(LocalClusterError):
     def __init__(self, message: str, recorded: LocalCluster) -> None:
         super().__init__(message)
         self.recorded = recorded
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP while ``up`` runs, raised as a Ctrl-C is: what it started is
+    stopped again on the way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _signal_handlers(handlers: Mapping[signal.Signals, Any]) -> Iterator[None]:
+    """``handlers`` for the block, the old ones after. Only the main thread can set them
+    (elsewhere nothing changes), and a signal ignored (SIGHUP under nohup) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old: dict[signal.Signals, Any] = {}
+    try:
+        for sig, handler in handlers.items():
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                old[sig] = signal.signal(sig, handler)
+        yield
+    finally:
+        for sig, handler in old.items():
+            # None: a handler not set from Python, which cannot be put back; the default is.
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
 
 
 def _say(progress: Progress | None, message: str) -> None:
@@ -747,7 +780,10 @@ def up(
         validate_properties(broker_properties(probe, "127.0.0.1:2181", session_timeout_ms, parsed))
     _project_root()
 
-    with _locked(directory, create=True):
+    # A `timeout`, a CI job cancelled or a terminal closed would otherwise end up at once,
+    # leaving what it started running in the state "starting", nothing said.
+    terminate = {signal.SIGTERM: _raise_terminated, signal.SIGHUP: _raise_terminated}
+    with _signal_handlers(terminate), _locked(directory, create=True):
         try:
             previous = load(directory)
         except MovedClusterError as e:
@@ -834,14 +870,17 @@ def up(
             if not cluster.zookeeper:
                 raise  # no ZooKeeper was started (provision stops what it launched), no broker
             _say(progress, f"start-up failed; stopping what was started (logs stay in {directory})")
-            with contextlib.suppress(Exception):
-                stop_brokers(cluster.brokers, 10.0)
-            with contextlib.suppress(Exception):
-                _teardown(cluster, progress)
-            with contextlib.suppress(Exception):
-                cluster.state = "stopped"
-                cluster.stopped_at = now_ms()
-                save(cluster)
+            # Not cut short by a second Ctrl-C (or SIGTERM): processes would be left running.
+            ignored = dict.fromkeys((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), signal.SIG_IGN)
+            with _signal_handlers(ignored):
+                with contextlib.suppress(Exception):
+                    stop_brokers(cluster.brokers, 10.0)
+                with contextlib.suppress(Exception):
+                    _teardown(cluster, progress)
+                with contextlib.suppress(Exception):
+                    cluster.state = "stopped"
+                    cluster.stopped_at = now_ms()
+                    save(cluster)
             raise
 
 

@@ -124,9 +124,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         return int(args.handler(args))
-    except KeyboardInterrupt:
-        err("zkctl: interrupted")
-        return 130
+    except KeyboardInterrupt as e:
+        # `zkctl up` turns SIGTERM and SIGHUP into one (cluster.local.Terminated), to clean up.
+        signum = getattr(e, "signum", None)
+        if signum is None:
+            err("zkctl: interrupted")
+            return 130
+        err(f"zkctl: stopped by {signal.Signals(signum).name}")
+        return 128 + int(signum)
     except BrokenPipeError:
         # The reader went away (zkctl ... | head): not an error worth a message. Point
         # stdout at /dev/null so the interpreter's final flush does not complain again.

@@ -247,6 +247,46 @@ def test_an_up_killed_while_it_starts_leaves_what_down_stops(tmp_path: Path) -> 
         kill_recorded(cluster_file)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_an_up_terminated_while_it_starts_stops_what_it_started(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """SIGTERM (`timeout`, a CI job cancelled) or SIGHUP (its terminal closed) once the
+    brokers run: up stops them and its ZooKeeper, as after a Ctrl-C, and says so; they
+    were left running before, cluster.json saying "starting"."""
+    cluster_file = tmp_path / "c" / "cluster.json"
+
+    def brokers_recorded() -> bool:
+        return cluster_file.exists() and any(
+            b["pid"] for b in json.loads(cluster_file.read_text())["brokers"]
+        )
+
+    up = subprocess.Popen(
+        [sys.executable, "-m", "zkctl", "--dir", str(tmp_path / "c"), "up", "--brokers", "2"],
+        cwd=tmp_path,
+        env=zkctl_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        try:
+            wait_for(brokers_recorded, 60, "the brokers in cluster.json")
+            up.send_signal(sig)
+            _, err = up.communicate(timeout=60)
+        finally:
+            if up.poll() is None:
+                up.kill()
+            up.wait(10)
+        assert up.returncode == 128 + sig, err
+        assert "stopping what was started" in err
+        assert err.splitlines()[-1] == f"zkctl: stopped by {sig.name}"
+        assert json.loads(cluster_file.read_text())["state"] == "stopped"
+        assert running_in(tmp_path / "c") == []
+    finally:
+        kill_recorded(cluster_file)
+
+
 def test_down_with_a_paused_controller_stops_every_broker_cleanly(tmp_path: Path) -> None:
     """`down` stops the controller last; a paused one was continued only at its turn, so
     every other broker's controlled shutdown asked a frozen controller, waited out

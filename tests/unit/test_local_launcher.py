@@ -3,7 +3,10 @@ they find in cluster.json (no ZooKeeper or broker is started here)."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -236,3 +239,52 @@ def test_waiting_for_a_registration_sees_the_broker_exit_while_zookeeper_does_no
     message = str(raised.value)
     assert "broker 2 did not register within 2 s" in message
     assert f"ZooKeeper at {cluster.connect_string}" in message
+
+
+# --- up stopped by a signal -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_up_stopped_by_sigterm_or_sighup_stops_what_it_started(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sig: signal.Signals,
+) -> None:
+    """`timeout 4 zkctl up`, a CI job cancelled, a terminal closed: SIGTERM or SIGHUP ended
+    up at once, its ZooKeeper and brokers left running in cluster.json's state "starting",
+    nothing said. They unwind up as a Ctrl-C does now, so it stops what it started; and a
+    Ctrl-C during that cleanup no longer cuts it short."""
+    directory = tmp_path / ".zkctl"
+    received: list[int] = []
+    cleanup_sigint: list[Any] = []
+
+    def provision(connect: str | None, **kwargs: Any) -> zkp.ZooKeeper:
+        kwargs["on_start"](zkp.ExternalZooKeeper("127.0.0.1:1"))  # a ZooKeeper that runs
+        os.kill(os.getpid(), sig)
+        time.sleep(5)  # the signal lands here
+        raise AssertionError(f"{sig.name} did not interrupt up")
+
+    def teardown(cluster: local.LocalCluster, progress: Any) -> list[str]:
+        os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C, impatient
+        time.sleep(0.2)
+        cleanup_sigint.append(signal.getsignal(signal.SIGINT))
+        return []
+
+    monkeypatch.setattr(zkp, "provision", provision)
+    monkeypatch.setattr(local, "_teardown", teardown)
+    # Before the fix the signal would end pytest itself: this handler keeps it alive.
+    before = signal.signal(sig, lambda signum, frame: received.append(signum))
+    try:
+        code, _, err = run(["up", "--brokers", "1", "--dir", str(directory)], capsys)
+        handler_after = signal.getsignal(sig)
+        sigint_after = signal.getsignal(signal.SIGINT)
+    finally:
+        restored = signal.signal(sig, before)
+    assert received == []
+    assert (code, err.splitlines()[-1]) == (128 + sig, f"zkctl: stopped by {sig.name}")
+    assert "stopping what was started" in err
+    assert cleanup_sigint == [signal.SIG_IGN]
+    assert json.loads((directory / "cluster.json").read_text())["state"] == "stopped"
+    assert handler_after is restored  # the handler of before, put back
+    assert sigint_after is signal.default_int_handler
