@@ -377,14 +377,15 @@ def analyse(events: Iterable[Mapping[str, Any]], tol_ms: int = 100) -> ControlRe
     for e in evs:
         if e["event"] == "topic_deleted":
             result.deletions.setdefault(e["topic"], []).append(e["ts"])
-    shutdowns: dict[int, list[int]] = defaultdict(list)
+    # Each broker's controlled_shutdown lines: (ts, remaining; null: the attempt failed).
+    shutdowns: dict[int, list[tuple[int, int | None]]] = defaultdict(list)
     # A broker's returns, each with how far its clock may be from the broker's own: its
     # registration (its own clock) and the controller seeing it back (the controller's).
     returns: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for e in evs:
         kind = e["event"]
         if kind == "controlled_shutdown":
-            shutdowns[e["broker"]].append(e["ts"])
+            shutdowns[e["broker"]].append((e["ts"], e.get("remaining")))
         elif kind == "broker_registered":
             returns[e["broker"]].append((e["ts"], 0))
         elif kind == "broker_change":
@@ -392,14 +393,19 @@ def analyse(events: Iterable[Mapping[str, Any]], tol_ms: int = 100) -> ControlRe
                 returns[x].append((e["ts"], tol_ms))
 
     def graceful(broker: int, ts: int) -> bool:
-        """A controlled shutdown shortly before the loss, and the broker not back since:
-        a return after it means that stop was over, and this loss is another."""
+        """A controlled shutdown that succeeded shortly before the loss, and the broker not
+        back since: a return after it means that stop was over, and this loss is another.
+        Only the latest attempt counts: one that left partitions led (or failed) was
+        retried, and when all failed (Kafka's "Proceeding to do an unclean shutdown as all
+        the controlled shutdown attempts failed") the leaderships were not moved."""
+        tried = [
+            a for a in shutdowns.get(broker, ()) if ts - GRACEFUL_WINDOW_MS <= a[0] <= ts + tol_ms
+        ]
+        if not tried:
+            return False
+        s, remaining = max(tried, key=lambda a: a[0])
         back = returns.get(broker, ())
-        return any(
-            ts - GRACEFUL_WINDOW_MS <= s <= ts + tol_ms
-            and not any(s + skew < r < ts for r, skew in back)
-            for s in shutdowns.get(broker, ())
-        )
+        return remaining == 0 and not any(s + skew < r < ts for r, skew in back)
 
     starts = [t.start_ts for t in tenures]
 

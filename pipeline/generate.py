@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.config import BROKER_CONFIGS
 from broker.state_change_log import (
     SCHEMA_VERSION,
     LeaderAndIsrRow,
@@ -74,6 +75,9 @@ UNCLEAN_TOPIC = "unclean"
 WRITE_MS = 0.01  # the controller's time per partition state written (batched ZooKeeper I/O)
 APPLY_MS = 0.01  # a broker's time per partition state applied
 START_MS = 1_800_000_000_000  # 2027-01-15: a fixed epoch, so runs are reproducible
+# A stopping broker's controlled shutdown attempts, as its defaults make them.
+SHUTDOWN_ATTEMPTS = int(BROKER_CONFIGS["controlled.shutdown.max.retries"].default)
+SHUTDOWN_BACKOFF_MS = int(BROKER_CONFIGS["controlled.shutdown.retry.backoff.ms"].default)
 
 
 @dataclass
@@ -685,16 +689,7 @@ class Simulation:
             else:
                 self.restart(victim, self.max_t + self.rng.uniform(500, 4000))
         elif fault == "stop_controller":
-            learned = self.now
-            remaining = c.controlled_shutdown(cid)
-            self.deliver(c, learned, "ControlledShutdown")
-            self.at(self.now + 0.5)
-            victim.log.write(
-                "controlled_shutdown",
-                attempt=1,
-                remaining=remaining,
-                ms=round(self.now - learned, 1),
-            )
+            self.controlled_shutdown(c, victim)
             self.at(self.now + 1)
             victim.log.controller_resigned(c.ctx.epoch, "broker shutting down")
             resigned = self.now
@@ -703,7 +698,7 @@ class Simulation:
             )
             self.end_tenure(c.ctx.epoch, resigned, "resigned")
             self.at(self.now + self.rng.uniform(1, 4))
-            victim.log.session_state("LOST")
+            victim.log.session_state("CLOSED")
             victim.alive = False
             victim.registered = False
             self.lost(cid, self.now, inc)
@@ -726,24 +721,16 @@ class Simulation:
                 fault=fault,
                 epoch=c.ctx.epoch,
                 lost=self.now,
+                cause="deregistered",
             )
             self.lost(victim.broker_id, self.now, inc)
             c.broker_failure({victim.broker_id})
             self.deliver(c, learned, "BrokerChange")
             self.restart(victim, self.max_t + self.rng.uniform(500, 4000))
         elif fault == "stop_broker":
-            learned = self.now
-            remaining = c.controlled_shutdown(victim.broker_id)
-            self.deliver(c, learned, "ControlledShutdown")
-            self.at(self.now + 0.5)
-            victim.log.write(
-                "controlled_shutdown",
-                attempt=1,
-                remaining=remaining,
-                ms=round(self.now - learned, 1),
-            )
+            moved = self.controlled_shutdown(c, victim)
             self.at(self.now + self.rng.uniform(1, 4))
-            victim.log.session_state("LOST")
+            victim.log.session_state("CLOSED")
             victim.alive = False
             victim.registered = False
             inc = self.new_incident(
@@ -752,6 +739,8 @@ class Simulation:
                 fault=fault,
                 epoch=c.ctx.epoch,
                 lost=self.now,
+                # Every attempt failed: an unclean shutdown, its leaderships not moved.
+                cause="controlled shutdown" if moved else "session closed",
             )
             self.lost(victim.broker_id, self.now, inc)
             self.at(self.now + self.rng.uniform(1, 4))
@@ -811,6 +800,7 @@ class Simulation:
                 epoch=c.ctx.epoch,
                 lost=lost,
                 back=back,
+                cause="bounced",
             )
             self.lost(victim.broker_id, lost, inc)
             self.at(self.now + self.rng.uniform(0.5, 2))
@@ -826,6 +816,28 @@ class Simulation:
             self.catch_up(victim.broker_id, self.now + self.rng.uniform(200, 1500))
         else:
             raise ValueError(f"unknown fault {fault!r}")
+
+    def controlled_shutdown(self, c: Controller, victim: SimBroker) -> bool:
+        """A stopping broker's controlled shutdown, as broker/server.py (Kafka 2.8's
+        KafkaServer.controlledShutdown) makes it: an attempt that leaves partitions led
+        (no other ISR member to take them) is retried after the backoff, up to the
+        attempts allowed. Whether the last one moved every leadership."""
+        for attempt in range(1, SHUTDOWN_ATTEMPTS + 1):
+            learned = self.now
+            remaining = c.controlled_shutdown(victim.broker_id)
+            self.deliver(c, learned, "ControlledShutdown")
+            self.at(self.now + 0.5)
+            victim.log.write(
+                "controlled_shutdown",
+                attempt=attempt,
+                remaining=remaining,
+                ms=round(self.now - learned, 1),
+            )
+            if remaining == 0:
+                return True
+            if attempt < SHUTDOWN_ATTEMPTS:
+                self.at(self.now + SHUTDOWN_BACKOFF_MS)
+        return False
 
     def zombie(self, z: SimBroker, old: Controller, at: float) -> None:
         """A paused controller resumes: its queued request reaches brokers that have heard

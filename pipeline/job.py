@@ -685,6 +685,7 @@ def _run(
             "bounced",
             "state",
             "topic",
+            "remaining",
         ]
         ctl_rows = parsed.filter(ok & F.col("event").isin(*schema.CONTROL_EVENTS)).select(
             "cluster", *control_cols

@@ -245,6 +245,56 @@ def test_a_controllers_notice_of_a_registration_before_the_shutdown_is_no_return
     assert got == [(12005, "controlled shutdown")]
 
 
+def attempts(*remaining: int | None, start_ts: int = 12000) -> list[dict[str, Any]]:
+    """Broker 2's controlled shutdown attempts (KafkaServer.controlledShutdown), 5 s apart
+    (controlled.shutdown.retry.backoff.ms), with the partitions each left it leading."""
+    return [
+        ev(start_ts + 5000 * i, 2, "controlled_shutdown", attempt=i + 1, remaining=r)
+        for i, r in enumerate(remaining)
+    ]
+
+
+@pytest.mark.parametrize("remaining", [2, None], ids=["still leading", "refused"])
+def test_a_stop_whose_controlled_shutdown_attempts_all_failed_is_not_graceful(
+    remaining: int | None,
+) -> None:
+    # Every attempt (controlled.shutdown.max.retries, 3) left it leading partitions or
+    # failed: Kafka 2.8 proceeds "to do an unclean shutdown as all the controlled shutdown
+    # attempts failed", its leaderships not moved. The loss's own evidence says what it was.
+    events = [
+        *start(),
+        *attempts(remaining, remaining, remaining),
+        ev(22010, 2, "zookeeper_session", state="CLOSED"),
+        ev(22012, 1, "broker_change", controller_epoch=1, new=[], dead=[2], bounced=[]),
+    ]
+    got = [(i.lost_ts, i.cause) for i in control.analyse(events).incidents]
+    assert got == [(22010, "session closed")]
+    # A later attempt that succeeded makes it graceful.
+    events[-5:-2] = attempts(remaining, 0)
+    got = [(i.lost_ts, i.cause) for i in control.analyse(events).incidents]
+    assert got == [(22010, "controlled shutdown")]
+
+
+def test_a_session_expired_between_attempts_is_a_bounce_and_the_stop_graceful() -> None:
+    # The first attempt failed; in the backoff its session expired, the controller's
+    # thread registered it again (a stopping broker still does: only a wait for a stale
+    # registration is cancelled) and the controller found it bounced; the next attempt
+    # succeeded. The expiry moved no leadership: a bounce. The exit was graceful.
+    events = [
+        *start(),
+        *attempts(None),
+        ev(14000, 2, "zookeeper_session", state="LOST"),
+        ev(14001, 2, "zookeeper_session", state="CONNECTED"),
+        ev(14003, 2, "broker_registered"),
+        ev(14005, 1, "broker_change", controller_epoch=1, new=[], dead=[], bounced=[2]),
+        ev(17000, 2, "controlled_shutdown", attempt=2, remaining=0),
+        ev(17010, 2, "zookeeper_session", state="CLOSED"),
+        ev(17012, 1, "broker_change", controller_epoch=1, new=[], dead=[2], bounced=[]),
+    ]
+    got = [(i.lost_ts, i.cause) for i in control.analyse(events).incidents]
+    assert got == [(14000, "bounced"), (17010, "controlled shutdown")]
+
+
 def bounce(lost: int, registered: int, bounced: int) -> list[dict[str, Any]]:
     """Broker 2's session expired while its process lived on (a long pause), logged as the
     brokers log it: its session LOST and CONNECTED (every broker's Controller._on_zk_state),

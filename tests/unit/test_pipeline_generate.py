@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections import Counter, defaultdict
@@ -136,6 +137,40 @@ def test_truth_is_consistent_with_the_final_partition_states(
         assert (p["final_leader"], p["final_isr"]) == (last[key]["leader"], last[key]["isr"])
     kinds = Counter(i["fault"] for i in truth["incidents"])
     assert set(kinds) == set(generate.FAULTS)
+
+
+def test_a_stopping_broker_retries_its_controlled_shutdown_as_a_broker_does(
+    logs: tuple[Path, dict[str, Any]],
+) -> None:
+    """Attempts numbered from 1, each a backoff after the last, while one leaves partitions
+    led (no other ISR member to take them), up to controlled.shutdown.max.retries
+    (broker/server.py); the truth's stop is graceful only if the last one moved them all."""
+    out, truth = logs
+    runs: dict[int, list[list[dict[str, Any]]]] = defaultdict(list)  # each stop's attempts
+    for b, rows in read(out).items():
+        for r in rows:
+            if r["event"] == "controlled_shutdown":
+                if r["attempt"] == 1:
+                    runs[b].append([])
+                runs[b][-1].append(r)
+    for run in itertools.chain.from_iterable(runs.values()):
+        assert [r["attempt"] for r in run] == list(range(1, len(run) + 1)), run
+        assert all(r["remaining"] != 0 for r in run[:-1]), run
+        assert run[-1]["remaining"] == 0 or len(run) == generate.SHUTDOWN_ATTEMPTS, run
+        for a, z in itertools.pairwise(run):
+            assert z["ts"] - a["ts"] >= generate.SHUTDOWN_BACKOFF_MS, run
+    causes = []
+    for inc in truth["incidents"]:
+        if inc["fault"] == "stop_broker":
+            # Its stop: the broker's latest attempts before its loss.
+            run = max(
+                (r for r in runs[inc["broker"]] if r[-1]["ts"] < inc["lost"] + 10),
+                key=lambda r: r[-1]["ts"],
+            )
+            moved = run[-1]["remaining"] == 0
+            assert inc["cause"] == ("controlled shutdown" if moved else "session closed"), inc
+            causes.append(inc["cause"])
+    assert set(causes) == {"controlled shutdown", "session closed"}
 
 
 def test_a_line_target_stops_the_run_early(tmp_path: Path) -> None:

@@ -129,8 +129,14 @@ def test_incidents_match_the_truth(
             assert abs(g["all_leaders_ts"] - w["all_leaders_ts"]) <= TOL, (g, w)
             assert abs(g["time_to_leaders_ms"] - (w["all_leaders_ts"] - w["lost"])) <= 2 * TOL
         if w["kind"] == "broker":
-            # Only a graceful stop, not a later loss of a broker stopped and back since.
-            assert (g["cause"] == "controlled shutdown") == (w["fault"] == "stop_broker"), (g, w)
+            # Only a stop whose controlled shutdown moved every leadership is graceful, not
+            # one whose attempts all failed, nor a later loss of a broker stopped and back
+            # since. A failed stop's session close and the controller's notice of it are
+            # a few ms apart: whichever clock stamped first names it.
+            causes = (
+                {w["cause"], "deregistered"} if w["cause"] == "session closed" else {w["cause"]}
+            )
+            assert g["cause"] in causes, (g, w)
         if w["fault"] == "pause_controller":
             assert "zombie" in g["cause"]
     assert any(w["affected"] for w in want), "some losses should leave partitions leaderless"
