@@ -97,6 +97,10 @@ class Loss:
     evidence: str
     back_ts: int | None = None
     incident_id: int = 0
+    own: bool = False  # lost_ts is the broker's own stamp (its session's end), not another's
+    # A bounce's: the broker's registration just before it that closed no loss, which it
+    # reports (it came after the loss).
+    reported_ts: int | None = None
 
 
 @dataclass
@@ -297,8 +301,10 @@ def losses_of(
     restarted at once its session CLOSED and its registration. So a bounce after the
     registration that closed such a loss, with nothing of the broker's between, is part of
     that loss; so is a session end stamped up to `tol_ms` after a bounce that was the
-    broker's latest evidence (the same loss, seen by a clock ahead). A loss with a bounce
-    in it is `bounced`: the controller took the broker offline and back in one event."""
+    broker's latest evidence (the same loss, seen by a clock ahead). A bounce right after a
+    registration that closed no loss (a process that died unseen, restarted) reports that
+    registration (`reported_ts`): the loss came before it. A loss with a bounce in it is
+    `bounced`: the controller took the broker offline and back in one event."""
     evidence: list[tuple[int, int, int, str]] = []  # (ts, order, broker, what); dead sorts first
     dead, alive = 0, 1
     session_ends: dict[int, list[int]] = defaultdict(list)
@@ -333,17 +339,19 @@ def losses_of(
     unseen: dict[int, bool] = {}  # the open loss is only the broker's own (no controller's)
     closed_unseen: dict[int, Loss] = {}  # such a loss its own registration closed, just now
     bounced_at: dict[int, int] = {}  # a bounce that was the broker's latest evidence
+    registered_at: dict[int, int] = {}  # a registration that closed no loss, its latest
     for ts, order, b, what in evidence:
         losses = out[b]
         open_loss = losses[-1] if losses and losses[-1].back_ts is None else None
-        # Either holds only until the broker's next evidence.
+        # Each holds only until the broker's next evidence.
         late = closed_unseen.pop(b, None)
         bounce_ts = bounced_at.pop(b, None)
+        unnoticed = registered_at.pop(b, None)
         own = what.startswith("session ")
         if what == "bounced":
             loss = open_loss or late
             if loss is None:
-                loss = Loss(b, ts, what)
+                loss = Loss(b, ts, what, reported_ts=unnoticed)
                 losses.append(loss)
             loss.evidence = what
             if loss.back_ts is None:
@@ -353,12 +361,14 @@ def losses_of(
             if open_loss is not None:
                 unseen[b] = unseen.get(b, False) and own
             elif bounce_ts is None or not own or ts > bounce_ts + tol_ms:
-                losses.append(Loss(b, ts, what))
+                losses.append(Loss(b, ts, what, own=own))
                 unseen[b] = own
         elif open_loss is not None:
             open_loss.back_ts = ts
             if what == "registered" and unseen.get(b):
                 closed_unseen[b] = open_loss
+        elif what == "registered":
+            registered_at[b] = ts
     return out
 
 
@@ -379,33 +389,42 @@ def analyse(events: Iterable[Mapping[str, Any]], tol_ms: int = 100) -> ControlRe
             result.deletions.setdefault(e["topic"], []).append(e["ts"])
     # Each broker's controlled_shutdown lines: (ts, remaining; null: the attempt failed).
     shutdowns: dict[int, list[tuple[int, int | None]]] = defaultdict(list)
-    # A broker's returns, each with how far its clock may be from the broker's own: its
-    # registration (its own clock) and the controller seeing it back (the controller's).
-    returns: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    # A broker's returns, each with whether it is the broker's own stamp: its registration
+    # (its own clock), or the controller seeing it back (the controller's).
+    returns: dict[int, list[tuple[int, bool]]] = defaultdict(list)
     for e in evs:
         kind = e["event"]
         if kind == "controlled_shutdown":
             shutdowns[e["broker"]].append((e["ts"], e.get("remaining")))
         elif kind == "broker_registered":
-            returns[e["broker"]].append((e["ts"], 0))
+            returns[e["broker"]].append((e["ts"], True))
         elif kind == "broker_change":
             for x in (*(e.get("new") or ()), *(e.get("bounced") or ())):
-                returns[x].append((e["ts"], tol_ms))
+                returns[x].append((e["ts"], False))
 
-    def graceful(broker: int, ts: int) -> bool:
+    def graceful(loss: Loss) -> bool:
         """A controlled shutdown that succeeded shortly before the loss, and the broker not
         back since: a return after it means that stop was over, and this loss is another.
         Only the latest attempt counts: one that left partitions led (or failed) was
         retried, and when all failed (Kafka's "Proceeding to do an unclean shutdown as all
         the controlled shutdown attempts failed") the leaderships were not moved."""
+        ts = loss.lost_ts
         tried = [
-            a for a in shutdowns.get(broker, ()) if ts - GRACEFUL_WINDOW_MS <= a[0] <= ts + tol_ms
+            a
+            for a in shutdowns.get(loss.broker, ())
+            if ts - GRACEFUL_WINDOW_MS <= a[0] <= ts + tol_ms
         ]
         if not tried:
             return False
         s, remaining = max(tried, key=lambda a: a[0])
-        back = returns.get(broker, ())
-        return remaining == 0 and not any(s + skew < r < ts for r, skew in back)
+        # A return stamped by another clock than the shutdown's or the loss's is between
+        # them only if more than tol_ms inside, whatever the clocks' order; the
+        # registration a bounce reports came after its loss.
+        return remaining == 0 and not any(
+            s + (0 if own else tol_ms) < r < ts - (0 if own == loss.own else tol_ms)
+            and not (own and r == loss.reported_ts)
+            for r, own in returns.get(loss.broker, ())
+        )
 
     starts = [t.start_ts for t in tenures]
 
@@ -460,7 +479,7 @@ def analyse(events: Iterable[Mapping[str, Any]], tol_ms: int = 100) -> ControlRe
         for loss in bl:
             if id(loss) in taken:
                 continue
-            cause = "controlled shutdown" if graceful(b, loss.lost_ts) else loss.evidence
+            cause = "controlled shutdown" if graceful(loss) else loss.evidence
             lost_broker = Incident(
                 0, "broker", b, loss.lost_ts, cause, epoch_at(loss.lost_ts), back_ts=loss.back_ts
             )

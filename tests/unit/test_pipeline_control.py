@@ -295,6 +295,47 @@ def test_a_session_expired_between_attempts_is_a_bounce_and_the_stop_graceful() 
     assert got == [(14000, "bounced"), (17010, "controlled shutdown")]
 
 
+@pytest.mark.parametrize(
+    ("registered", "bounced"),
+    [
+        (40000, 40002),  # as they happened
+        (40002, 40000),  # the controller's clock behind broker 2's, within --skew-ms
+        (40000, 44000),  # the controller busy for seconds before it read the brokers
+    ],
+)
+def test_a_bounce_after_a_stop_and_a_kill_is_that_stops_loss(registered: int, bounced: int) -> None:
+    # `zkctl broker stop`: the controlled shutdown succeeded, then SIGKILL (the stop timed
+    # out) before the session was closed. Restarted, the new process registers as soon as
+    # the old session expires (KAFKA-7165) and the controller finds it bounced: the
+    # registration the bounce reports came after the loss, no return before it.
+    events = [
+        *start(),
+        ev(12000, 2, "controlled_shutdown", attempt=1, remaining=0),
+        ev(registered, 2, "broker_registered"),
+        ev(bounced, 1, "broker_change", controller_epoch=1, new=[], dead=[], bounced=[2]),
+    ]
+    got = [(i.lost_ts, i.cause) for i in control.analyse(events, tol_ms=5).incidents]
+    assert got == [(bounced, "controlled shutdown")]
+
+
+@pytest.mark.parametrize("registered", [40000, 40004])
+def test_a_registration_within_skew_of_the_controllers_notice_of_the_loss_is_no_return(
+    registered: int,
+) -> None:
+    # The same stop and kill, the controller reading the brokers between the old session's
+    # expiry and the new registration: dead, then new. Broker 2's registration is stamped
+    # within --skew-ms of the controller's dead on either side: it came after the loss.
+    events = [
+        *start(),
+        ev(12000, 2, "controlled_shutdown", attempt=1, remaining=0),
+        ev(40002, 1, "broker_change", controller_epoch=1, new=[], dead=[2], bounced=[]),
+        ev(registered, 2, "broker_registered"),
+        ev(40006, 1, "broker_change", controller_epoch=1, new=[2], dead=[], bounced=[]),
+    ]
+    got = [(i.lost_ts, i.cause) for i in control.analyse(events, tol_ms=5).incidents]
+    assert got == [(40002, "controlled shutdown")]
+
+
 def bounce(lost: int, registered: int, bounced: int) -> list[dict[str, Any]]:
     """Broker 2's session expired while its process lived on (a long pause), logged as the
     brokers log it: its session LOST and CONNECTED (every broker's Controller._on_zk_state),
