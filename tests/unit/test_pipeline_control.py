@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pipeline import control
+
+ANALYTICS = Path(__file__).resolve().parents[2] / "docs" / "analytics.md"
 
 
 def ev(ts: int, broker: int, event: str, **fields: Any) -> dict[str, Any]:
@@ -399,6 +403,42 @@ def test_a_bounce_after_the_controller_saw_the_broker_back_is_one_of_its_own() -
     ]
     got = [(i.broker, i.lost_ts, i.back_ts, i.cause) for i in control.analyse(events).incidents]
     assert got == [(3, 15000, 15000, "bounced"), (3, 40000, 40003, "session lost")]
+
+
+def test_every_cause_of_a_broker_incident_is_documented() -> None:
+    # docs/analytics.md's list of causes (the Incidents paragraph from "`cause`:" on).
+    text = ANALYTICS.read_text()
+    causes = text[text.index("`cause`:") : text.index("For each: `time_to_controller_ms`")]
+    documented = set(re.findall(r"`([^`]+)`", causes))
+    # Stopped gracefully, restarted, stopped again before its start-up completed (so no
+    # controlled shutdown: broker/server.py asks for one only once started): its session
+    # CLOSED. And a stop whose controlled shutdown attempts all failed.
+    restarted_and_stopped = [
+        *stopped_then([REGISTERED, SEEN_NEW]),
+        ev(15000, 2, "zookeeper_session", state="CLOSED"),
+        ev(15002, 1, "broker_change", controller_epoch=1, new=[], dead=[2], bounced=[]),
+    ]
+    failed_stop = [
+        *start(),
+        *attempts(2, 2, 2),
+        ev(22010, 2, "zookeeper_session", state="CLOSED"),
+    ]
+    killed = [*start(), ev(7000, 1, "broker_change", controller_epoch=1, new=[], dead=[3])]
+    # Its session expired, and the controller saw it registered again, not bounced.
+    expired = [
+        *bounce(60000, 60003, 60005)[:-1],
+        ev(60005, 1, "broker_change", controller_epoch=1, new=[2], dead=[], bounced=[]),
+    ]
+    scenarios = (restarted_and_stopped, failed_stop, killed, bounce(60000, 60003, 60005), expired)
+    got = {i.cause for events in scenarios for i in control.analyse(events).incidents}
+    assert got == {
+        "controlled shutdown",
+        "session closed",
+        "deregistered",
+        "bounced",
+        "session lost",
+    }
+    assert got <= documented, got - documented
 
 
 def test_repeated_lines_are_dropped_and_counted() -> None:
