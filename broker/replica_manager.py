@@ -739,6 +739,19 @@ class ReplicaManager:
             lost = self._lost_logs  # nearly always empty: no cost per partition then
             if lost and ps.get("is_new", False):
                 lost.discard(tp)
+            if (
+                lost
+                and current is not None
+                and self.broker_id not in current.isr
+                and self.broker_id in ps["isr"]
+                and tp in lost
+            ):
+                # Taken into the ISR since it began following with the log made empty: its
+                # leader saw it reach the high watermark (Kafka's maybeExpandIsr). Its own
+                # fetch answer may not have told it yet: on an idle partition the leader
+                # holds it up to replica.fetch.wait.max.ms, and a preferred election right
+                # after the ISR change was refused, the leadership bounced back.
+                lost.discard(tp)
             if (existing is None or (lost and tp in lost)) and self._would_lead_without_its_log(ps):
                 log.error(
                     "LeaderAndIsr for %s refused: told to lead at leader epoch %d, this broker"

@@ -471,8 +471,8 @@ def test_a_leader_without_its_log_is_refused_where_the_isr_lists_others(tmp_path
         response = rm.become_leader_or_follower(request({3: (1, 0, [1, 2, 3])}, is_new=True))
         assert errors(response) == {3: 0}
         # Its log made empty then, and nothing fetched since: still no leader while the
-        # ISR lists others (the test below has it catch up).
-        response = rm.become_leader_or_follower(request({0: (1, 6, [1, 2, 3])}))
+        # ISR lists others (the tests below have it catch up, or be taken into the ISR).
+        response = rm.become_leader_or_follower(request({0: (1, 6, [2, 3])}))
         assert errors(response) == {0: ErrorCode.REPLICA_NOT_AVAILABLE}
     finally:
         rm.close()
@@ -524,6 +524,28 @@ def test_a_follower_that_made_its_log_empty_does_not_lead_until_it_caught_up(
         assert rm.append_as_follower(TopicPartition("t", 0), 3, 6, more, 10) == 10
         assert errors(rm.become_leader_or_follower(request({0: (1, 7, [1, 3])}))) == {0: 0}
         assert rm.partitions[TopicPartition("t", 0)].leader == BROKER
+    finally:
+        rm.close()
+        logs.close()
+
+
+def test_a_follower_taken_into_the_isr_since_it_made_its_log_empty_leads(
+    tmp_path: Path,
+) -> None:
+    """Back on new disks and told to follow with an ISR that does not list it, it makes
+    the log empty; a later state listing it in the ISR means its leader saw it reach the
+    high watermark (Kafka's maybeExpandIsr), though no fetch answer has told it yet (an
+    idle partition's is held up to replica.fetch.wait.max.ms): told to lead, it leads.
+    It was refused, and a preferred election right after the ISR change bounced back."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        assert errors(rm.become_leader_or_follower(request({0: (2, 1, [2])}))) == {0: 0}
+        assert TopicPartition("t", 0) in rm._lost_logs
+        assert errors(rm.become_leader_or_follower(request({0: (1, 2, [2, 1])}))) == {0: 0}
+        assert rm.partitions[TopicPartition("t", 0)].leader == BROKER
+        assert not rm._lost_logs
     finally:
         rm.close()
         logs.close()
