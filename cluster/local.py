@@ -137,7 +137,10 @@ def _signal_handlers(handlers: Mapping[signal.Signals, Any]) -> Iterator[None]:
 
 def _say(progress: Progress | None, message: str) -> None:
     if progress is not None:
-        progress(message)
+        # A line that cannot be written (its terminal hung up: EIO; a closed pipe) is
+        # dropped: it must not cut short the work it reports on, a cleanup above all.
+        with contextlib.suppress(OSError):
+            progress(message)
 
 
 def now_ms() -> int:

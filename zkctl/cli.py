@@ -127,11 +127,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         # `zkctl up` turns SIGTERM and SIGHUP into one (cluster.local.Terminated), to clean up.
         signum = getattr(e, "signum", None)
-        if signum is None:
-            err("zkctl: interrupted")
-            return 130
-        err(f"zkctl: stopped by {signal.Signals(signum).name}")
-        return 128 + int(signum)
+        with contextlib.suppress(OSError):  # a terminal that hung up takes no line
+            err(
+                "zkctl: interrupted"
+                if signum is None
+                else f"zkctl: stopped by {signal.Signals(signum).name}"
+            )
+        return 130 if signum is None else 128 + int(signum)
     except BrokenPipeError:
         # The reader went away (zkctl ... | head): not an error worth a message. Point
         # stdout at /dev/null so the interpreter's final flush does not complain again.

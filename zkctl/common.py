@@ -203,6 +203,9 @@ def resolve_connect(args: argparse.Namespace) -> str:
     directory = Path(getattr(args, "dir", DEFAULT_DIR))
     try:
         cluster = local.load(directory)
+    except local.MovedClusterError as e:
+        # No argument is wrong: the directory holds another directory's cluster.json.
+        raise CommandError(str(e)) from None
     except local.LocalClusterError as e:
         cluster = None
         local_problem: str | None = str(e)

@@ -3,10 +3,12 @@ they find in cluster.json (no ZooKeeper or broker is started here)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import pytest
 
 from cluster import local
 from cluster import zookeeper as zkp
-from zkctl import cli
+from zkctl import cli, common
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -288,3 +290,64 @@ def test_up_stopped_by_sigterm_or_sighup_stops_what_it_started(
     assert json.loads((directory / "cluster.json").read_text())["state"] == "stopped"
     assert handler_after is restored  # the handler of before, put back
     assert sigint_after is signal.default_int_handler
+
+
+def test_up_in_a_terminal_that_hung_up_still_stops_what_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A terminal closed sends SIGHUP, and every write to it fails after (EIO): the
+    cleanup's first progress line raised out of it before anything was stopped, the
+    state left "starting" and zkctl ending in a traceback. Progress lines that cannot be
+    written are dropped; the cleanup runs to its end and zkctl exits 129."""
+    directory = tmp_path / ".zkctl"
+    hung_up: list[bool] = []
+    torn_down: list[str] = []
+    real_print = common._print
+
+    def print_line(text: str, stream: Any) -> None:
+        if hung_up and stream is sys.stderr:
+            raise OSError(errno.EIO, "Input/output error")
+        real_print(text, stream)
+
+    def provision(connect: str | None, **kwargs: Any) -> zkp.ZooKeeper:
+        kwargs["on_start"](zkp.ExternalZooKeeper("127.0.0.1:1"))
+        hung_up.append(True)
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(5)
+        raise AssertionError("SIGHUP did not interrupt up")
+
+    def teardown(cluster: local.LocalCluster, progress: Any) -> list[str]:
+        local._say(progress, "stopping ZooKeeper")  # as the real one says first
+        torn_down.append(cluster.connect_string)
+        return []
+
+    monkeypatch.setattr(common, "_print", print_line)
+    monkeypatch.setattr(zkp, "provision", provision)
+    monkeypatch.setattr(local, "_teardown", teardown)
+    before = signal.signal(signal.SIGHUP, lambda signum, frame: None)
+    try:
+        code, _, _ = run(["up", "--brokers", "1", "--dir", str(directory)], capsys)
+    finally:
+        signal.signal(signal.SIGHUP, before)
+    assert code == 128 + signal.SIGHUP
+    assert torn_down == ["127.0.0.1:1"]
+    assert json.loads((directory / "cluster.json").read_text())["state"] == "stopped"
+
+
+def test_a_command_in_a_moved_cluster_dir_is_an_error_not_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`zkctl topic list --dir <moved>` printed the usage and exited 2 (bad arguments),
+    the reason tucked into "no ZooKeeper to talk to"; it is the command's error, exit 1,
+    one line, as `zkctl status` there."""
+    original = tmp_path / "a" / ".zkctl"
+    local.save(make_cluster(original))
+    moved = tmp_path / "b" / ".zkctl"
+    moved.parent.mkdir()
+    shutil.copytree(original, moved)
+    code, out, err = run(["topic", "list", "--dir", str(moved)], capsys)
+    assert (code, out) == (1, "")
+    assert "usage:" not in err
+    assert err.startswith("zkctl: error: ")
+    assert len(err.splitlines()) == 1
+    assert f"written for the cluster in {original}" in err
