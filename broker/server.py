@@ -110,7 +110,10 @@ class KafkaServer:
         self._chroot_ensured = False
         try:
             # Who we are (broker.identity.mode; election/broker_identity.py). An
-            # IdentityError (a ValueError) stops the broker with its message.
+            # IdentityError (a ValueError) stops the broker with its message: a log
+            # directory of another cluster stops it here, before its state-change log is
+            # opened there or its status file written (Kafka 2.8 checks the cluster id
+            # before anything else).
             self.identity: IdentityOutcome = establish_identity(
                 config,
                 self._claim_address(config),
@@ -227,9 +230,10 @@ class KafkaServer:
         cluster_id = ZkIdentityStore(self.zk, self.stop_requested).cluster_id()
         self.metadata.cluster_id = cluster_id
         # Each log directory's meta.properties is only read and checked here (a log
-        # directory of another cluster stops the broker): it is written once the broker
-        # is registered (_checkpoint_meta_properties), as Kafka's is. A broker refused
-        # its registration (a live broker's broker.id, by mistake) leaves no id behind
+        # directory of another cluster stopped the identity step already; this checks
+        # it again, against the cluster id read now): it is written once the broker is
+        # registered (_checkpoint_meta_properties), as Kafka's is. A broker refused its
+        # registration (a live broker's broker.id, by mistake) leaves no id behind
         # that would stop it once broker.id is fixed. One whose meta.properties cannot be
         # read is offline from the start (KIP-112), as Kafka's initial offline
         # directories; so is one that could not be locked, where nothing is read.

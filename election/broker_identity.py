@@ -137,14 +137,10 @@ def _describe_meta(meta: MetaProperties) -> str:
     return f"broker.id {broker_id}, cluster.id {cluster_id}"
 
 
-def decide_kafka_id(
-    configured: int, metas: Mapping[str, MetaProperties | None], *, generation_enabled: bool
-) -> UseId | GenerateId:
-    """Kafka's KafkaServer.getOrGenerateBrokerId: the log directories must agree with each
-    other and with a configured id; a stored id wins; else the configured one; else one is
-    generated. A file without broker.id stores none. The files must be alike, cluster.id
-    included (Kafka 2.8's getBrokerMetadataAndOfflineDirs:
-    InconsistentBrokerMetadataException), with or without a broker.id."""
+def check_meta_properties_alike(metas: Mapping[str, MetaProperties | None]) -> None:
+    """The log directories' files must be alike, cluster.id included, with or without a
+    broker.id (Kafka 2.8's getBrokerMetadataAndOfflineDirs:
+    InconsistentBrokerMetadataException)."""
     found = {d: m for d, m in metas.items() if m is not None}
     if len(set(found.values())) > 1:
         where = "; ".join(f"{d}: {_describe_meta(m)}" for d, m in sorted(found.items()))
@@ -152,7 +148,18 @@ def decide_kafka_id(
             f"the log directories' {META_PROPERTIES} files disagree ({where}); each log"
             " directory must belong to the same broker of the same cluster"
         )
-    stored = {d: m.broker_id for d, m in found.items()}
+
+
+def decide_kafka_id(
+    configured: int, metas: Mapping[str, MetaProperties | None], *, generation_enabled: bool
+) -> UseId | GenerateId:
+    """Kafka's KafkaServer.getOrGenerateBrokerId: the log directories must agree with each
+    other and with a configured id; a stored id wins; else the configured one; else one is
+    generated. A file without broker.id stores none. The files must be alike
+    (``check_meta_properties_alike``); their cluster id is checked before this is asked
+    (``check_cluster_id_before_the_id``)."""
+    check_meta_properties_alike(metas)
+    stored = {d: m.broker_id for d, m in metas.items() if m is not None}
     stored_id = next(iter(stored.values()), None)
     if stored_id is not None:
         if configured >= 0 and configured != stored_id:
@@ -734,10 +741,16 @@ def check_cluster_id_before_the_id(
 ) -> None:
     """Kafka 2.8's KafkaServer.startup checks the log directories' cluster id before
     getOrGenerateBrokerId: no id is generated or claimed for a directory of another
-    cluster. /cluster/id is read (or created, as the start-up would) only when a directory
-    names a cluster id: there is nothing to check otherwise."""
-    if any(m is not None and m.cluster_id is not None for m in metas.values()):
+    cluster, nor compared with a configured one, and the broker stops before it opens
+    anything there. /cluster/id is read (or created, as the start-up would) only when a
+    directory names a cluster id (``names_a_cluster_id``): there is nothing to check
+    otherwise."""
+    if names_a_cluster_id(metas):
         check_cluster_id(metas, store.cluster_id())
+
+
+def names_a_cluster_id(metas: Mapping[str, MetaProperties | None]) -> bool:
+    return any(m is not None and m.cluster_id is not None for m in metas.values())
 
 
 def obtain_kafka_id(
@@ -750,21 +763,28 @@ def obtain_kafka_id(
     crash: CrashHook = crash_from_environment,
 ) -> IdentityOutcome:
     """Kafka's mode: configured or stored id, else one generated from /brokers/seqid.
-    meta.properties is written later, once the broker is registered (as Kafka does)."""
+    meta.properties is written later, once the broker is registered (as Kafka does).
+    ``store_factory`` is called once at most: a session only to check a cluster id or to
+    generate an id."""
     started = time.monotonic()
     # A directory whose meta.properties cannot be read has no say (it will be offline).
     metas = read_meta_properties(log_dirs, {})
+    # Kafka 2.8's start-up order: the files agree, then the cluster id, then the broker id
+    # (a directory of another cluster is refused as such, not as another broker's).
+    check_meta_properties_alike(metas)
+    store = store_factory() if names_a_cluster_id(metas) else None
+    if store is not None:
+        check_cluster_id_before_the_id(store, metas)
     decision = decide_kafka_id(configured, metas, generation_enabled=generation_enabled)
     if isinstance(decision, UseId):
         outcome = IdentityOutcome("kafka", decision.broker_id, decision.source, "")
     else:
-        store = store_factory()
-        check_cluster_id_before_the_id(store, metas)
+        store = store or store_factory()
         broker_id = store.generate_seq_id() + reserved_max_id
         crash("after_generate")
         outcome = IdentityOutcome("kafka", broker_id, "generated", "")
-        outcome.zk_requests = store.requests
         outcome.attempts = 1
+    outcome.zk_requests = store.requests if store is not None else 0
     outcome.identity = str(outcome.broker_id)
     outcome.ms = (time.monotonic() - started) * 1000
     return outcome

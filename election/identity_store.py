@@ -229,8 +229,9 @@ def establish_identity(
     cancelled: threading.Event | None = None,
 ) -> IdentityOutcome:
     """Who this broker is, by ``broker.identity.mode``. Opens a ZooKeeper session only
-    when one is needed (a generated or a persistent id); ``prepare`` runs before it (the
-    broker creates its chroot there). Raises IdentityError with a clear message, or
+    when one is needed (a generated or a persistent id, or a cluster id named by a log
+    directory's meta.properties to check first); ``prepare`` runs before it (the broker
+    creates its chroot there). Raises IdentityError with a clear message, or
     CancelledWhileDisconnected when ``cancelled`` is set while ZooKeeper is out of reach."""
     from election.broker_identity import IdentityError
 
@@ -246,9 +247,9 @@ def establish_identity(
         nonlocal sessions
         sessions += 1
         log.info(
-            "connecting to ZooKeeper at %s to establish the broker id (%s)",
+            "connecting to ZooKeeper at %s to establish the broker id (mode %s)",
             config.zookeeper_connect,
-            "persistent" if config.broker_identity_mode == "persistent" else "generated",
+            config.broker_identity_mode,
         )
         if prepare is not None:
             prepare()
@@ -299,15 +300,17 @@ def _establish(
     # Kafka-mode broker's: it is written over once registered).
     metas = read_meta_properties(list(config.log_dirs), {})
     stored = {d: m.broker_id for d, m in metas.items() if m and m.broker_id is not None}
-    if stored and files.read_final() is None and files.read_temp() is None:
-        raise IdentityError(
-            f"log directories {', '.join(sorted(stored))} belong to broker id"
-            f" {sorted(set(stored.values()))} (meta.properties) but hold no persistent identity"
-            f" ({files.final_path}): they were used in broker.identity.mode=kafka; use that"
-            " mode, or empty them"
-        )
     with session() as store:
+        # The cluster id first, as Kafka 2.8 checks it before the broker id: a directory of
+        # another cluster is refused as such, not as a Kafka-mode broker's.
         check_cluster_id_before_the_id(store, metas)
+        if stored and files.read_final() is None and files.read_temp() is None:
+            raise IdentityError(
+                f"log directories {', '.join(sorted(stored))} belong to broker id"
+                f" {sorted(set(stored.values()))} (meta.properties) but hold no persistent"
+                f" identity ({files.final_path}): they were used in"
+                " broker.identity.mode=kafka; use that mode, or empty them"
+            )
         outcome = obtain_persistent_id(
             store,
             files,

@@ -18,6 +18,7 @@ from admin import elect, reassign, topics
 from broker.apis import SUPPORTED
 from cluster import zookeeper as zkp
 from cluster.supervised import SupervisedBroker
+from election.broker_identity import checkpoint_meta_properties
 from election.controller_election import (
     NO_CONTROLLER,
     delete_controller_of_term,
@@ -630,7 +631,8 @@ def test_a_broker_that_cannot_reach_zookeeper_at_start_exits_and_is_started_agai
     """A broker whose ZooKeeper is out of reach past zookeeper.connection.timeout.ms gives
     up its start and exits non-zero with the reason, as Kafka's does; the fault schedules'
     supervisor (workload.revive_failed_start) starts such a broker again, and only such
-    a one."""
+    a one: a restart too, which gives up in its identity step (the cluster id its
+    meta.properties names is checked there, as Kafka checks it before the id)."""
     with socket.socket() as unused:  # a port nothing listens on
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
@@ -648,7 +650,14 @@ def test_a_broker_that_cannot_reach_zookeeper_at_start_exits_and_is_started_agai
         assert revive_failed_start(broker)
         assert broker.starts == 2
         assert broker.proc.wait(timeout=60) == 1  # still out of reach
-        (broker.root / "broker-1.out").write_text("killed\n")  # as if it ended otherwise
+        # a restart: its meta.properties names the cluster
+        checkpoint_meta_properties([str(broker.data_dir)], 1, "cid")
+        assert revive_failed_start(broker)
+        assert broker.proc.wait(timeout=60) == 1
+        assert "to establish the broker id" in (broker.root / "broker-2.out").read_text()
+        assert revive_failed_start(broker)
+        assert broker.proc.wait(timeout=60) == 1
+        (broker.root / "broker-3.out").write_text("killed\n")  # as if it ended otherwise
         assert not revive_failed_start(broker)
     finally:
         broker.kill()

@@ -62,8 +62,15 @@ def running_and_registered(c: Cluster, broker_id: int) -> bool:
 
 
 # What a broker prints when it gives up on ZooKeeper during its start-up: unreachable past
-# zookeeper.connection.timeout.ms (15 s here), it exits, as Kafka's does.
+# zookeeper.connection.timeout.ms (15 s here), it exits, as Kafka's does. A restart gives
+# up in its identity step (the cluster id its meta.properties names is checked there),
+# whose session or chroot's session timed out.
 ZOOKEEPER_START_FAILURE = "start-up failed: Connection time-out"
+ZOOKEEPER_START_FAILURES = (
+    ZOOKEEPER_START_FAILURE,
+    "to establish the broker id (KazooTimeoutError: Connection time-out)",
+    "while establishing the broker id: KazooTimeoutError Connection time-out",
+)
 
 
 def revive_failed_start(broker: SupervisedBroker) -> bool:
@@ -78,7 +85,7 @@ def revive_failed_start(broker: SupervisedBroker) -> bool:
         output = last_run.read_text(errors="replace")
     except OSError:
         return False
-    if ZOOKEEPER_START_FAILURE not in output[-2000:]:
+    if not any(failure in output[-2000:] for failure in ZOOKEEPER_START_FAILURES):
         return False
     broker.start()
     print(f"nemesis: broker {broker.broker_id} started again after its start gave up on ZooKeeper")

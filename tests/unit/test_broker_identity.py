@@ -199,6 +199,48 @@ def test_no_id_is_generated_for_a_log_dir_of_another_cluster(tmp_path: Path) -> 
     assert (outcome.broker_id, outcome.zk_requests) == (1001, 2)  # and the setData
 
 
+def test_a_configured_id_is_compared_after_the_cluster_id(tmp_path: Path) -> None:
+    """Kafka 2.8's KafkaServer.startup: the log directories' files must agree
+    (getBrokerMetadataAndOfflineDirs), then the cluster id (InconsistentClusterIdException),
+    then the broker id (getOrGenerateBrokerId: InconsistentBrokerIdException). Before, a
+    configured id unlike the stored one was refused first, "change broker.id to match", for
+    a directory of another cluster, and a configured or stored id was not checked here."""
+    checkpoint_meta_properties([str(tmp_path)], 1, "another")
+    for configured in (2, 1, -1):
+        store = MemoryStore()
+        with pytest.raises(IdentityError, match="belongs to another cluster"):
+            obtain_kafka_id(
+                configured,
+                [str(tmp_path)],
+                generation_enabled=True,
+                reserved_max_id=1000,
+                store_factory=lambda store=store: store,  # type: ignore[misc]
+                crash=crash_at(None),
+            )
+        assert store.requests == 1  # only the cluster id was read
+    # files that disagree are refused before any session is opened
+    other = tmp_path / "other"
+    checkpoint_meta_properties([str(other)], 2, "cid")
+    with pytest.raises(IdentityError, match="disagree"):
+        obtain_kafka_id(
+            2,
+            [str(tmp_path), str(other)],
+            generation_enabled=True,
+            reserved_max_id=1000,
+            store_factory=lambda: pytest.fail("no session for files that disagree"),
+        )
+    # this cluster's directory: a configured mismatch is still one, after the cluster id
+    checkpoint_meta_properties([str(other)], 2, "cid")
+    with pytest.raises(IdentityError, match=r"configured broker\.id 3 does not match"):
+        obtain_kafka_id(
+            3,
+            [str(other)],
+            generation_enabled=True,
+            reserved_max_id=1000,
+            store_factory=MemoryStore,
+        )
+
+
 def test_meta_to_write_refuses_another_clusters_directory() -> None:
     m = MetaProperties
     assert meta_to_write({"a": None, "b": m(1, "c1")}, 1, "c1") == ["a"]
@@ -247,15 +289,15 @@ def test_an_unreadable_meta_properties_makes_its_directory_offline_not_the_broke
     # the broker's checkpoint per directory: an OSError for the gone one (offline)
     with pytest.raises(NotADirectoryError):
         checkpoint_meta_properties([gone], 7, "cid")
-    # and the id is decided by the readable ones alone
+    # and the id is decided by the readable ones alone (their cluster id read, not generated)
     outcome = obtain_kafka_id(
         -1,
         [good, gone],
         generation_enabled=True,
         reserved_max_id=1000,
-        store_factory=lambda: pytest.fail("the stored id should be used"),
+        store_factory=MemoryStore,
     )
-    assert (outcome.broker_id, outcome.source) == (7, "meta.properties")
+    assert (outcome.broker_id, outcome.source, outcome.zk_requests) == (7, "meta.properties", 1)
 
 
 def test_meta_properties_is_read_as_iso_8859_1_as_kafkas_properties_load(tmp_path: Path) -> None:
@@ -713,8 +755,10 @@ def test_kafka_generated_id_and_its_crash_leak(tmp_path: Path) -> None:
     with pytest.raises(Crash):
         obtain_kafka_id(-1, [str(tmp_path)], crash=crash_at("after_generate"), **kw)  # type: ignore[arg-type]
     checkpoint_meta_properties([str(tmp_path)], 1003, "cid")
+    store.requests = 0
     again = obtain_kafka_id(-1, [str(tmp_path)], crash=crash_at(None), **kw)  # type: ignore[arg-type]
-    assert (again.broker_id, again.source, again.zk_requests) == (1003, "meta.properties", 0)
+    # (the cluster id the file names is read first, as Kafka's start-up checks it)
+    assert (again.broker_id, again.source, again.zk_requests) == (1003, "meta.properties", 1)
 
 
 # A schedule: brokers take turns starting; each start may crash at one of the points.

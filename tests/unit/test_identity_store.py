@@ -17,6 +17,7 @@ from kazoo.exceptions import ConnectionLoss, NodeExistsError
 from kazoo.protocol.states import ZnodeStat
 
 from broker.config import BrokerConfig, load_broker_config
+from election import identity_store
 from election.broker_identity import (
     IdentityError,
     IdentityFiles,
@@ -437,6 +438,81 @@ def test_a_log_dir_of_another_cluster_stops_the_broker_before_an_id_is_spent(
     got = zk.get(paths.CLUSTER_ID)
     assert got is not None
     assert decode_cluster_id(got[0]) != "another"
+
+
+@pytest.mark.parametrize(
+    ("mode_lines", "stored"),
+    [
+        ("broker.id=2\n", "broker.id=1\n"),
+        ("broker.id=1\n", "broker.id=1\n"),
+        ("broker.id=-1\n", "broker.id=1\n"),
+        ("broker.id=-1\n", "broker.id=1001\n"),
+        ("broker.identity.mode=persistent\nbroker.name=red\n", "broker.id=1\n"),
+    ],
+    ids=[
+        "kafka-configured-another-id",
+        "kafka-configured",
+        "kafka-stored",
+        "kafka-generated-before",
+        "persistent",
+    ],
+)
+def test_a_log_dir_of_another_cluster_is_refused_as_such_whatever_its_broker_id(
+    tmp_path: Path, mode_lines: str, stored: str
+) -> None:
+    """Kafka 2.8's KafkaServer.startup checks the cluster id (InconsistentClusterIdException)
+    before getOrGenerateBrokerId (InconsistentBrokerIdException), whatever the id's source.
+    Before, only an id to be generated or claimed waited for that check: a configured
+    broker.id unlike the stored one was refused "change broker.id to match" (and once it
+    matched, the next start said "another cluster"), the persistent mode refused the
+    directory as a Kafka-mode broker's, and a configured or stored id was accepted."""
+    zk = empty_cluster()
+    zk.put(paths.CLUSTER_ID, encode_cluster_id("cid"))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.properties").write_text(f"version=0\n{stored}cluster.id=another\n")
+    config = load_broker_config(
+        text=f"log.dirs={data}\nzookeeper.connect=127.0.0.1:1\n{mode_lines}"
+    )
+    with pytest.raises(IdentityError, match=r"'another' in .* belongs to another cluster"):
+        _establish_over(zk, config)
+    assert zk.children(paths.BROKER_IDENTITIES) == []
+    assert sorted(p.name for p in data.iterdir()) == ["meta.properties"]
+
+
+def test_a_kafka_mode_restart_reads_the_cluster_id_in_one_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The round trips of docs/broker-identity.md: a configured broker.id on an empty
+    directory opens no session; at a restart (meta.properties names the cluster) one
+    session reads /cluster/id, one request, whether the id is configured or stored."""
+    zk = empty_cluster()
+    zk.put(paths.CLUSTER_ID, encode_cluster_id("cid"))
+    monkeypatch.setattr(
+        identity_store,
+        "zk_identity_store",
+        lambda *_, **__: contextlib.nullcontext(ZkIdentityStore(zk)),  # type: ignore[arg-type]
+    )
+    data = tmp_path / "data"
+    text = f"log.dirs={data}\nzookeeper.connect=127.0.0.1:1\n"
+    first = identity_store.establish_identity(
+        load_broker_config(text=text + "broker.id=1\n"), "h:1"
+    )
+    assert (first.broker_id, first.source, first.zk_sessions, first.zk_requests) == (
+        1,
+        "config",
+        0,
+        0,
+    )
+    checkpoint_meta_properties([str(data)], 1, "cid")  # as the registered broker does
+    for line in ("broker.id=1\n", "broker.id=-1\n"):
+        again = identity_store.establish_identity(load_broker_config(text=text + line), "h:1")
+        assert (again.broker_id, again.source, again.zk_sessions, again.zk_requests) == (
+            1,
+            "meta.properties",
+            1,
+            1,
+        )
 
 
 def test_the_cluster_id_is_read_or_created_once(tmp_path: Path) -> None:

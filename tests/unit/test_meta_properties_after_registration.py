@@ -8,6 +8,7 @@ broker.id 2 does not match broker.id 1 stored in meta.properties")."""
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from broker import server
 from broker.config import load_broker_config
-from election import broker_identity
+from election import broker_identity, identity_store
 from election.broker_identity import (
     META_PROPERTIES,
     IdentityError,
@@ -23,6 +24,7 @@ from election.broker_identity import (
     checkpoint_meta_properties,
     read_meta_properties,
 )
+from election.identity_store import ZkIdentityStore
 from election.registration import BrokerIdInUse
 from tests.unit.fake_zk import FakeZk
 from zkdata import paths
@@ -32,16 +34,19 @@ from zkdata.znodes import encode_cluster_id
 def new_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dirs: list[Path], broker_id: int = 1
 ) -> tuple[server.KafkaServer, list[str]]:
-    """A broker on ``dirs`` whose ZooKeeper is a FakeZk of cluster "cid" and whose
-    registration, controller and background threads are stand-ins; ``events`` records
-    its registrations and meta.properties writes, in order."""
+    """A broker on ``dirs`` whose ZooKeeper is a FakeZk of cluster "cid" (its identity
+    step's session too) and whose registration, controller and background threads are
+    stand-ins; ``events`` records its registrations and meta.properties writes, in order."""
     config = load_broker_config(
         text=f"broker.id={broker_id}\nlisteners=PLAINTEXT://127.0.0.1:0\n"
         f"zookeeper.connect=127.0.0.1:1\nlog.dirs={','.join(str(d) for d in dirs)}\n"
     )
-    broker = server.KafkaServer(config)
     zk: Any = FakeZk()
     zk.put(paths.CLUSTER_ID, encode_cluster_id("cid"))
+    monkeypatch.setattr(
+        identity_store, "zk_identity_store", lambda *_, **__: nullcontext(ZkIdentityStore(zk))
+    )
+    broker = server.KafkaServer(config)
     zk.start = lambda **_: None
     zk.close = lambda: None
     zk.connected = True
@@ -95,14 +100,9 @@ def test_a_log_dir_of_another_cluster_still_stops_the_start_before_registering(
 ) -> None:
     data = tmp_path / "data"
     checkpoint_meta_properties([str(data)], 1, "another")
-    broker, events = new_server(tmp_path, monkeypatch, [data])
-    monkeypatch.setattr(broker, "register", lambda **_: events.append("registered") or 5)
-    try:
-        with pytest.raises(IdentityError, match="belongs to another cluster"):
-            broker.startup()
-    finally:
-        broker.shutdown()
-    assert events == []
+    # refused while the broker is built (its identity step), so before any registration
+    with pytest.raises(IdentityError, match="belongs to another cluster"):
+        new_server(tmp_path, monkeypatch, [data])
     assert read_meta_properties([str(data)]) == {str(data): MetaProperties(1, "another")}
 
 
@@ -170,14 +170,8 @@ def test_a_meta_properties_without_broker_id_of_another_cluster_still_stops_the_
     data = tmp_path / "data"
     data.mkdir()
     (data / META_PROPERTIES).write_text("version=0\ncluster.id=another\n")
-    broker, events = new_server(tmp_path, monkeypatch, [data])
-    monkeypatch.setattr(broker, "register", lambda **_: events.append("registered") or 5)
-    try:
-        with pytest.raises(IdentityError, match="belongs to another cluster"):
-            broker.startup()
-    finally:
-        broker.shutdown()
-    assert events == []
+    with pytest.raises(IdentityError, match="belongs to another cluster"):
+        new_server(tmp_path, monkeypatch, [data])
     (data / META_PROPERTIES).write_text("version=0\nbroker.id=abc\ncluster.id=cid\n")
     with pytest.raises(IdentityError, match=r"no valid broker\.id \(found 'abc'\)"):
         new_server(tmp_path, monkeypatch, [data])
@@ -192,14 +186,8 @@ def test_a_meta_properties_with_an_empty_cluster_id_stops_the_start(
     data = tmp_path / "data"
     data.mkdir()
     (data / META_PROPERTIES).write_text("version=0\ncluster.id=\n")
-    broker, events = new_server(tmp_path, monkeypatch, [data], broker_id=3)
-    monkeypatch.setattr(broker, "register", lambda **_: events.append("registered") or 5)
-    try:
-        with pytest.raises(IdentityError, match=r"cluster id '' in .* belongs to another cluster"):
-            broker.startup()
-    finally:
-        broker.shutdown()
-    assert events == []
+    with pytest.raises(IdentityError, match=r"cluster id '' in .* belongs to another cluster"):
+        new_server(tmp_path, monkeypatch, [data], broker_id=3)
     assert (data / META_PROPERTIES).read_text() == "version=0\ncluster.id=\n"
 
 
@@ -217,3 +205,34 @@ def test_log_dirs_whose_meta_properties_differ_only_in_cluster_id_stop_the_broke
         new_server(tmp_path, monkeypatch, dirs, broker_id=3)
     assert f"{dirs[0]}: broker.id none, cluster.id 'cid'; {dirs[1]}: broker.id none" in str(e.value)
     assert (dirs[1] / META_PROPERTIES).read_text() == "version=0\n"
+
+
+@pytest.mark.parametrize("configured", [1, 2], ids=["same-id", "another-id"])
+def test_a_log_dir_of_another_cluster_stops_the_broker_before_it_writes_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, configured: int
+) -> None:
+    """Kafka 2.8's KafkaServer.startup checks the cluster id (InconsistentClusterIdException)
+    before getOrGenerateBrokerId (InconsistentBrokerIdException) and before anything is
+    opened in a log directory. Before, a configured broker.id was compared first ("change
+    broker.id to match", and once it was, the next start said "another cluster"), and a
+    matching one let the broker be built: it opened its state-change log in the other
+    cluster's directory, and its refused start overwrote that cluster's stopped broker's
+    broker-status.json (read by zkctl)."""
+    data = tmp_path / "data"
+    checkpoint_meta_properties([str(data)], 1, "another")
+    theirs = '{"broker_id": 1, "theirs": true}'
+    (data / server.STATUS_FILE).write_text(theirs)
+    (data / "state-change.log").write_text("theirs\n")
+    before = {p.name: p.read_bytes() for p in data.iterdir()}
+
+    def start() -> None:
+        broker, _events = new_server(tmp_path, monkeypatch, [data], broker_id=configured)
+        try:
+            broker.startup()
+        finally:
+            broker.shutdown()
+
+    with pytest.raises(IdentityError, match=r"'another' in .* belongs to another cluster"):
+        start()
+    after = {p.name: p.read_bytes() for p in data.iterdir() if p.name != ".lock"}
+    assert after == before
