@@ -20,6 +20,7 @@ is written into the directory (no checkpoint, no new log, no clean-shutdown mark
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -591,7 +592,13 @@ class LogManager:
                     fsync_dir(directory)
             except OSError as exc:
                 message = f"creating the log of {tp} in {directory} failed: {exc}"
-                self._dir_failed(os.fspath(directory), message, exc)
+                if exc.errno == errno.ENAMETOOLONG:
+                    # The partition's name, not the disk (a topic of 249 characters and
+                    # partition 100000): this partition's error, the directory stays
+                    # online (Kafka 2.8 takes it offline; item 41).
+                    log.error("%s", message)
+                else:
+                    self._dir_failed(os.fspath(directory), message, exc)
                 raise KafkaStorageError(message) from exc
             if not sync_dir:
                 self._dirs_to_sync.add(directory)

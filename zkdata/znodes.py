@@ -185,11 +185,11 @@ _MAX_WIRE_STRING_BYTES = 0x7FFF
 def _wire_string(path: str, value: str, what: str) -> str:
     """``value``, if Kafka's protocol can carry it: a string that goes into requests every
     broker gets (a broker's host, listener, rack) must encode, or one bad znode would keep
-    those requests from all of them; so must a topic's name, a child of /brokers/topics
-    that ZooKeeper takes at any length. JSON can name a lone surrogate ("\\ud800"), which
+    those requests from all of them (a topic's name is held to Kafka's stricter topic
+    rule: see decode_topic). JSON can name a lone surrogate ("\\ud800"), which
     UTF-8 cannot encode."""
     try:
-        # isascii: no copy for the usual name (a failover checks 100,000 topic names).
+        # isascii: no copy for the usual string.
         size = len(value) if value.isascii() else len(value.encode())
     except UnicodeEncodeError:
         raise MalformedZnode(path, f"{what} is not encodable as UTF-8 (a lone surrogate)") from None
@@ -489,7 +489,12 @@ def _decode_partition_map_strictly(
 
 def decode_topic(topic: str, data: bytes | None, path: str | None = None) -> TopicAssignment:
     path = path or paths.topic(topic)
-    _wire_string(path, topic, "the topic's name")
+    # A child of /brokers/topics, which ZooKeeper takes at any length and with any
+    # character: one no wire string carries would fail every request naming it, and one
+    # too long for a file name every broker's log of it, <topic>-<partition> (item 41).
+    problem = paths.topic_name_problem(topic)
+    if problem is not None:
+        raise MalformedZnode(path, problem)
     obj = _loads_object(path, data)
     partitions = _decode_partition_map(path, obj.get("partitions"), "partitions")
     if not partitions:

@@ -81,6 +81,11 @@ def test_a_malformed_topic_znode_is_reported_and_ignored(cluster_factory: Cluste
     c = cluster_factory(brokers=(1,))
     c.zk.create(paths.topic("bad"), GARBAGE)
     wait_reported(c, 1, paths.topic("bad"))
+    # A name no topic can have, its log's too long for a file name: the broker took its
+    # log directory offline and halted (item 41).
+    long_name = "a" * 300
+    c.zk.create(paths.topic(long_name), b'{"version":2,"partitions":{"0":[1]}}')
+    wait_reported(c, 1, paths.topic(long_name))
     create_and_wait_online(c, "good")
     assert c.zk.exists(paths.topic_partitions("bad")) is None
     assert all_alive(c)

@@ -200,6 +200,40 @@ def test_a_topic_whose_name_is_no_wire_string_is_kept_aside() -> None:
             request.wire_body()
 
 
+@pytest.mark.parametrize("name", ["a" * 300, "has space", "t:1", "caf\u00e9"])
+def test_a_topic_whose_name_no_topic_can_have_is_kept_aside(
+    name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A child of /brokers/topics of 300 characters (Kafka's tools never write one) was
+    created and sent to broker 1, whose log "<topic>-0" no file system could name (errno
+    36): its log directory was taken offline and the broker halted, at every restart. A
+    name Kafka's topic rule refuses is now unreadable, reported with its path and kept
+    aside, at a failover and at a topic change, as one no wire string can carry."""
+    for failover in (True, False):
+        zk = empty_cluster()
+        for b in (1, 2):
+            register(zk, b)
+        if failover:
+            zk.put(paths.topic(name), b'{"version":2,"partitions":{"0":[1]}}')
+        add_topic(zk, "good", {0: (1, 2)})
+        caplog.clear()
+        c = start_controller(zk)
+        if not failover:
+            c.channel.send.reset_mock()  # type: ignore[attr-defined]
+            zk.put(paths.topic(name), b'{"version":2,"partitions":{"0":[1]}}')
+            process(c, ev.TopicChange())
+            drain(c)
+        assert c.is_active
+        assert name in c.ctx.unreadable_topics
+        assert name not in c.ctx.assignments
+        assert "good" in c.ctx.assignments
+        assert paths.topic(name) in caplog.text
+        sent = [r for call in c.channel.send.call_args_list for r in call.args[0]]  # type: ignore[attr-defined]
+        assert sent or not failover
+        for request in sent:
+            assert json.dumps(name) not in json.dumps(request.body, default=str)
+
+
 def test_a_topics_znodes_are_deleted_whatever_junk_its_partitions_znode_holds() -> None:
     """A child named "\u00b2" (isdigit() is true, int() refuses it) failed the deletion for
     good. A junk child ("01" too: no partition is written so) goes with what is under it, or

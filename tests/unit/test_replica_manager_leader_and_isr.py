@@ -303,6 +303,32 @@ def test_a_new_leader_alone_in_the_isr_moves_the_high_watermark_to_its_log_end(
         logs.close()
 
 
+def test_a_log_whose_name_is_too_long_for_a_file_is_that_partitions_error(
+    tmp_path: Path,
+) -> None:
+    """Topic names are at most 249 characters, partitions up to 2^31 - 1: the log of a
+    legal topic's partition 1,000,000 is named 257 characters, one file name too long
+    (errno 36). Its creation failing took the log directory offline, and with its last
+    one the broker halted, at every restart. It is now that partition's
+    KAFKA_STORAGE_ERROR; the directory and the other partitions go on."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        lai = request({0: (1, 1, [1, 2, 3]), 1_000_000: (1, 1, [1, 2, 3])}, is_new=True)
+        lai["topic_states"][0]["topic_name"] = "a" * 249
+        response = rm.become_leader_or_follower(lai)
+        assert errors(response) == {0: 0, 1_000_000: int(ErrorCode.KAFKA_STORAGE_ERROR)}
+        assert not logs.offline_dirs
+        assert logs.live_log_dirs == logs.log_dirs
+        assert logs.get_log(TopicPartition("a" * 249, 0)) is not None
+        response = rm.become_leader_or_follower(request({0: (1, 1, [1, 2, 3])}, is_new=True))
+        assert errors(response) == {0: 0}
+    finally:
+        rm.close()
+        logs.close()
+
+
 def test_the_isr_expiry_scan_leaves_the_lock_to_produces_and_fetches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -903,10 +903,13 @@ def test_parse_broker_id(child: str, expected: int | None) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["", ".", "..", "a" * 250, "a b", "a/b", "t\u00e9", "x:y", "a\x00"]
+    "name", ["", ".", "..", "a" * 250, "a b", "a/b", "t\u00e9", "x:y", "a\x00", "a\n"]
 )
 def test_illegal_topic_names(name: str) -> None:
+    """A child of /brokers/topics so named is a topic znode nobody can read (item 41)."""
     assert paths.topic_name_problem(name) is not None
+    data = json.dumps(GOOD_TOPIC).encode()
+    assert_malformed(lambda: decode_topic(name, data), paths.topic(name))
 
 
 @pytest.mark.parametrize("name", ["a", "a" * 249, "A-b_c.9", "...", "__consumer_offsets"])
