@@ -27,6 +27,7 @@ from zkdata.client import (
     ZkClient,
     is_error,
 )
+from zkdata.int_text import INT32_MAX
 from zkdata.znodes import (
     MalformedZnode,
     decode_controller,
@@ -126,6 +127,13 @@ def try_elect(zk: ZkClient, broker_id: int, *, session: int | None = None) -> El
         current = read_controller_epoch(zk)
     except MalformedZnode as e:
         return _unelectable(zk, e)
+    if current.epoch >= INT32_MAX:
+        # Epochs are int32 on the wire: the next one could be neither written nor sent
+        # (Kafka 2.8's Int wraps to a negative epoch every broker refuses as stale).
+        return _unelectable(
+            zk,
+            MalformedZnode(paths.CONTROLLER_EPOCH, f"epoch {current.epoch} cannot be incremented"),
+        )
     new_epoch = current.epoch + 1
     results = zk.multi(
         [
@@ -156,7 +164,8 @@ def _unelectable(zk: ZkClient, error: MalformedZnode) -> ElectionOutcome:
     problem = (
         f"cannot elect a controller: {error}. No broker can be elected until it holds a"
         " valid epoch: write the last controller epoch the brokers have seen (or a larger"
-        f" integer) into {paths.CONTROLLER_EPOCH}; the election is retried when it changes"
+        f" integer below {INT32_MAX}) into {paths.CONTROLLER_EPOCH}; the election is"
+        " retried when it changes"
     )
     log.error("%s", problem)
     zk.exists(paths.CONTROLLER_EPOCH, watch=True)

@@ -79,6 +79,24 @@ def test_a_huge_controller_epoch_holds_the_election_with_its_report() -> None:
     assert paths.CONTROLLER not in zk.nodes
 
 
+def test_the_last_controller_epoch_holds_the_election_with_its_report(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """/controller_epoch 2147483647 (int32's largest) elected a controller with epoch
+    2147483648, written back to the znode, and every request of its term failed to
+    encode (controller epochs are int32 on the wire). Item 10: it is held as a malformed
+    one is, the znode named."""
+    zk = empty_cluster()
+    register(zk, 1)
+    add_topic(zk, "t", {0: (1,)})
+    zk.put(paths.CONTROLLER_EPOCH, b"2147483647")
+    c = start_controller(zk)
+    assert not c.is_active
+    assert paths.CONTROLLER not in zk.nodes
+    assert zk.nodes[paths.CONTROLLER_EPOCH][0] == b"2147483647"
+    assert "/controller_epoch: epoch 2147483647 cannot be incremented" in caplog.text
+
+
 def test_a_broker_id_past_java_int_is_no_broker() -> None:
     """/brokers/ids/2147483648 was taken for a live broker, and every UpdateMetadata
     naming it then failed to encode (ids are int32 on the wire)."""
