@@ -33,7 +33,7 @@ from controller.election import ElectionStrategy
 from controller.request_batch import BrokerRequest, RequestBatch
 from controller.store import ControllerStore, WrittenCallback
 from zkdata.client import ControllerMovedError, NodeExistsError
-from zkdata.znodes import LeaderAndIsr, PartitionState, TopicPartition
+from zkdata.znodes import LeaderAndIsr, MalformedZnode, PartitionState, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -798,7 +798,7 @@ class ReplicaStateMachine:
         """Take a replica out of the ISRs (and leadership) of these partitions, fenced.
 
         Returns the partitions changed, and those whose ISR did not hold the replica (only
-        refreshed from ZooKeeper).
+        refreshed from ZooKeeper) or whose leader epoch cannot be incremented (as they are).
 
         A partition in ``just_written`` whose written ISR leaves the replica out is not
         read again. That state was written in this event and its LeaderAndIsr sent since,
@@ -862,7 +862,13 @@ class ReplicaStateMachine:
                 ),
             )
             for tp, err in {**failures, **written.failed}.items():
-                if ctx.is_topic_in_service(tp.topic):
+                if tp in written.failed and isinstance(err, MalformedZnode):
+                    # Its leader epoch cannot be incremented (refuse_epochs_past_int32): the
+                    # replica goes offline all the same, its state as it is, so that a
+                    # deletion of its topic is not held up for it.
+                    log.error("%s; replica %d goes offline leaving it as it is", err, replica_id)
+                    untouched.append(tp)
+                elif ctx.is_topic_in_service(tp.topic):
                     log.error(
                         "could not remove replica %d from the ISR of %s: %s", replica_id, tp, err
                     )

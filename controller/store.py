@@ -35,6 +35,7 @@ from zkdata.client import (
     is_error,
     is_own_failure,
 )
+from zkdata.int_text import INT32_MAX
 from zkdata.tree import subtrees_leaves_first
 from zkdata.znodes import (
     LeaderAndIsr,
@@ -63,6 +64,7 @@ MAX_DELETE_ROUNDS = 10
 _DATA = itemgetter(0)
 _STAT = itemgetter(1)
 _VERSION = attrgetter("version")
+_LEADER_EPOCH = attrgetter("leader_epoch")
 _MZXID = attrgetter("mzxid")
 
 # Partition states read and decoded at a time (each slice in pipelined multiReads).
@@ -100,6 +102,28 @@ class UpdateResult:
 # their on_unanswered: the states sent whose answer a lost connection took, each with the
 # zkVersion it has if it landed.
 WrittenCallback = Callable[[dict[TopicPartition, LeaderAndIsr]], None]
+
+
+def refuse_epochs_past_int32(
+    states: Mapping[TopicPartition, LeaderAndIsr], result: UpdateResult
+) -> Mapping[TopicPartition, LeaderAndIsr]:
+    """The states a store may write. One whose leader epoch a decision took past int32's
+    largest (its state held 2147483647) is filed failed, naming its znode, and left as
+    it is: neither a reader of the znode nor a request could take the epoch, and one such
+    request would take every partition batched with it along. Kafka 2.8's Int wraps to
+    a negative epoch."""
+    if not states or max(map(_LEADER_EPOCH, states.values())) <= INT32_MAX:
+        return states  # C speed: a broker loss writes 10,000s
+    ok: dict[TopicPartition, LeaderAndIsr] = {}
+    for tp, lai in states.items():
+        if lai.leader_epoch > INT32_MAX:
+            result.failed[tp] = MalformedZnode(
+                paths.partition_state(tp.topic, tp.partition),
+                f"leader_epoch {lai.leader_epoch - 1} cannot be incremented",
+            )
+        else:
+            ok[tp] = lai
+    return ok
 
 
 def check_fence(epoch_zk_version: int, current_zk_version: int, writes: Collection[object]) -> None:
@@ -184,7 +208,8 @@ class ControllerStore(Protocol):
         """Each state conditional on its zkVersion. ``on_written``: called with each slice
         of the states written (with their new zkVersions) as the store answers it, while
         the rest may still be in flight; every written state is in exactly one call and in
-        the result's ``finished``. A fence that fails after some slices were reported
+        the result's ``finished``. A leader epoch past int32 is not written: failed
+        (``refuse_epochs_past_int32``). A fence that fails after some slices were reported
         still raises ControllerMovedError: those states were written. A lost connection
         (ZOOKEEPER_UNAVAILABLE) raises too, after ``on_unanswered`` is called once with
         every state whose answer never came (each with the zkVersion it has if it
@@ -438,7 +463,8 @@ class ZkControllerStore:
         on_written: WrittenCallback | None = None,
         on_unanswered: WrittenCallback | None = None,
     ) -> UpdateResult:
-        entries = list(states.items())
+        result = UpdateResult()
+        entries = list(refuse_epochs_past_int32(states, result).items())
         # A generator: each packed multi goes out as soon as its states are encoded.
         items = (
             [
@@ -450,7 +476,6 @@ class ZkControllerStore:
             ]
             for tp, lai in entries
         )
-        result = UpdateResult()
         finished = result.finished
 
         def answered(indices: list[int], results: list[list[OpResult]]) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from controller.store import UpdateResult, WrittenCallback, check_fence
+from controller.store import UpdateResult, WrittenCallback, check_fence, refuse_epochs_past_int32
 from zkdata.client import BadVersionError, NodeExistsError, NoNodeError
 from zkdata.znodes import LeaderAndIsr, PartitionState, TopicAssignment, TopicPartition
 
@@ -90,7 +90,7 @@ class SimStore:
     ) -> UpdateResult:
         check_fence(epoch_zk_version, self.epoch_zk_version, states)
         result = UpdateResult()
-        for tp, lai in states.items():
+        for tp, lai in refuse_epochs_past_int32(states, result).items():
             current = self.states.get(tp)
             if current is None:
                 result.add(tp, lai, NoNodeError())

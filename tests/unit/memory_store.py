@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.store import UpdateResult, WrittenCallback, check_fence
+from controller.store import UpdateResult, WrittenCallback, check_fence, refuse_epochs_past_int32
 from zkdata.client import BadVersionError, ControllerMovedError, NodeExistsError, NoNodeError
 from zkdata.znodes import (
     LeaderAndIsr,
@@ -212,6 +212,7 @@ class MemoryStore:
         self.updates += 1
         check_fence(epoch_zk_version, self.epoch_zk_version, states)
         result = UpdateResult()
+        states = refuse_epochs_past_int32(states, result)
         reported = 0
 
         def report() -> None:

@@ -13,6 +13,7 @@ from controller.context import PartitionStateName
 from controller.controller import KafkaController
 from controller.request_batch import BrokerRequest
 from tests.unit.fake_cluster import (
+    FakeZk,
     add_topic,
     cluster,
     drain,
@@ -30,6 +31,7 @@ from zkdata.znodes import (
     decode_partition_state,
     decode_topic,
     encode_broker,
+    encode_partition_list,
     encode_topic,
     new_topic_id,
 )
@@ -118,6 +120,81 @@ def test_a_failover_beside_a_broker_id_past_java_int_sends_requests_that_encode(
     assert sent
     for request in sent:
         request.wire_body()  # what each broker's sender encodes
+
+
+def _leading_at(leader_epoch: int) -> bytes:
+    return json.dumps(
+        {
+            "controller_epoch": 1,
+            "leader": 3,
+            "version": 1,
+            "leader_epoch": leader_epoch,
+            "isr": [3, 2, 1],
+        }
+    ).encode()
+
+
+def _then(zk: FakeZk, c: KafkaController, what: str) -> None:
+    both = encode_partition_list([TP, TopicPartition("u", 0)])
+    if what == "broker-loss":
+        del zk.nodes[paths.broker(2)]
+        process(c, ev.BrokerChange())
+    elif what == "isr-change":
+        zk.put(paths.isr_change_notification("isr_change_0000000001"), both)
+        process(c, ev.IsrChangeNotification())
+    elif what == "preferred":
+        zk.put(paths.PREFERRED_REPLICA_ELECTION, both)
+        process(c, ev.PreferredReplicaElection())
+    else:
+        zk.put(paths.delete_topic("t"), b"")
+        process(c, ev.TopicDeletion())
+    drain(c)
+
+
+@pytest.mark.parametrize("what", ["broker-loss", "isr-change", "preferred", "deletion"])
+@pytest.mark.parametrize("leader_epoch", [2**31 - 1, 2**31 - 2])
+def test_a_leader_epoch_at_int32s_largest_is_never_incremented_past_it(
+    what: str, leader_epoch: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A state holding leader epoch 2147483647 (int32's largest; or one below, which a
+    deletion's successive decisions passed) was incremented past it: 2147483648 was
+    written (a state no reader accepts after, the controller's own included), and the
+    LeaderAndIsr and UpdateMetadata carrying it failed to encode, each taking every
+    other partition of its batch along (u-0's new leader never reached a broker). The
+    write is refused, naming the znode; the other partitions go on, and the topic's
+    deletion too."""
+    zk = empty_cluster()
+    for b in (1, 2, 3):
+        register(zk, b)
+    add_topic(zk, "t", {0: (2, 3, 1)})
+    add_topic(zk, "u", {0: (2, 3, 1)})
+    zk.put(paths.partition_state("t", 0), _leading_at(leader_epoch))
+    c = start_controller(zk, delete_topic_enable=True)
+    c.channel.send.reset_mock()  # type: ignore[attr-defined]
+    _then(zk, c, what)
+    assert c.is_active
+    sent = [r for call in c.channel.send.call_args_list for r in call.args[0]]  # type: ignore[attr-defined]
+    for request in sent:
+        request.wire_body()  # what each broker's sender encodes
+    for tp in (TP, TopicPartition("u", 0)):
+        path = paths.partition_state(tp.topic, tp.partition)
+        if path in zk.nodes:
+            decode_partition_state(path, zk.nodes[path][0], 0)  # raises past int32
+    if what == "broker-loss":
+        u0 = paths.partition_state("u", 0)
+        assert decode_partition_state(u0, zk.nodes[u0][0], 0).leader_and_isr.leader == 3
+        told = {r.broker_id for r in sent if TopicPartition("u", 0) in r.partitions}
+        assert told == {1, 3}
+    if what == "deletion":  # not held up for that partition
+        deleting = {r.broker_id for r in sent if r.delete_partitions and TP in r.partitions}
+        assert deleting == {1, 2, 3}
+    if leader_epoch == 2**31 - 1 and what != "deletion":
+        assert zk.nodes[paths.partition_state("t", 0)][0] == _leading_at(leader_epoch)
+    if leader_epoch == 2**31 - 1 and what in ("broker-loss", "preferred"):
+        assert (
+            f"{paths.partition_state('t', 0)}: leader_epoch 2147483647 cannot be incremented"
+            in caplog.text
+        )
 
 
 def _registration_with(
