@@ -112,8 +112,30 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
+# SIGTERM/SIGHUP while a broker is being launched, held until its pid is recorded: raised
+# between the spawn and the record, the cleanup would not know the broker, left running.
+_deferred_terminations: list[int] | None = None
+
+
 def _raise_terminated(signum: int, _frame: object) -> None:
+    if _deferred_terminations is not None:
+        _deferred_terminations.append(signum)
+        return
     raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _terminations_deferred() -> Iterator[None]:
+    """Holds SIGTERM/SIGHUP (as up handles them) for the block, then raises the first."""
+    global _deferred_terminations
+    held: list[int] = []
+    _deferred_terminations = held
+    try:
+        yield
+    finally:
+        _deferred_terminations = None
+    if held:
+        raise Terminated(held[0])
 
 
 @contextlib.contextmanager
@@ -862,8 +884,9 @@ def up(
             offsets: dict[int, int] = {}
             for b in cluster.brokers:
                 write_properties(b, cluster.connect_string, session_timeout_ms, parsed)
-                offsets[b.id] = _launch(b, python)
-                save(cluster)
+                with _terminations_deferred():
+                    offsets[b.id] = _launch(b, python)
+                    save(cluster)
             _say(progress, f"started {brokers} broker(s): pids {[b.pid for b in cluster.brokers]}")
             view = _wait_cluster_ready(cluster, offsets, timeout, progress)
             cluster.state = "running"

@@ -261,14 +261,21 @@ def test_an_up_terminated_while_it_starts_stops_what_it_started(
             b["pid"] for b in json.loads(cluster_file.read_text())["brokers"]
         )
 
-    up = subprocess.Popen(
-        [sys.executable, "-m", "zkctl", "--dir", str(tmp_path / "c"), "up", "--brokers", "2"],
-        cwd=tmp_path,
-        env=zkctl_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # Under nohup (a background run of the suite) SIGHUP is ignored, and up keeps it so,
+    # as it should. A handler here (reset to the default across exec) gives the child the
+    # default a terminal's process has.
+    before = signal.signal(sig, lambda signum, frame: None)
+    try:
+        up = subprocess.Popen(
+            [sys.executable, "-m", "zkctl", "--dir", str(tmp_path / "c"), "up", "--brokers", "2"],
+            cwd=tmp_path,
+            env=zkctl_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        signal.signal(sig, before)
     try:
         try:
             wait_for(brokers_recorded, 60, "the brokers in cluster.json")
