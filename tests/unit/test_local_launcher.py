@@ -277,6 +277,8 @@ def test_up_stopped_by_sigterm_or_sighup_stops_what_it_started(
     monkeypatch.setattr(local, "_teardown", teardown)
     # Before the fix the signal would end pytest itself: this handler keeps it alive.
     before = signal.signal(sig, lambda signum, frame: received.append(signum))
+    # Whatever this process had (an earlier test's SparkContext sets its own).
+    sigint_before = signal.getsignal(signal.SIGINT)
     try:
         code, _, err = run(["up", "--brokers", "1", "--dir", str(directory)], capsys)
         handler_after = signal.getsignal(sig)
@@ -289,7 +291,7 @@ def test_up_stopped_by_sigterm_or_sighup_stops_what_it_started(
     assert cleanup_sigint == [signal.SIG_IGN]
     assert json.loads((directory / "cluster.json").read_text())["state"] == "stopped"
     assert handler_after is restored  # the handler of before, put back
-    assert sigint_after is signal.default_int_handler
+    assert sigint_after is sigint_before
 
 
 def test_up_in_a_terminal_that_hung_up_still_stops_what_it_started(
