@@ -17,16 +17,8 @@ import pytest
 
 from cluster import local
 from cluster import zookeeper as zkp
-from zkctl import cli, common
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = cli.main(argv)
-    except SystemExit as e:  # argparse's own errors
-        code = int(e.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+from tests.unit.test_cli_args import run
+from zkctl import common
 
 
 def local_zookeeper(directory: Path, pid: int | None) -> dict[str, Any]:
