@@ -49,7 +49,9 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         help="brokers to start from (comma-separated)",
     )
     mode = groups.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--list", action="store_true", help="list the groups, with their states")
+    mode.add_argument(
+        "--list", action="store_true", help="list the groups (with --state: and their states)"
+    )
     mode.add_argument(
         "--describe", action="store_true", help="describe the groups named by --group"
     )
@@ -76,8 +78,9 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         const=True,  # given without a value (Kafka's withOptionalArg)
         metavar="STATES",
         help="with --describe (no value): the coordinator, assignment strategy, state and"
-        " #members; with --list: only the groups in these states, comma-separated, as"
-        f" Kafka names them ({', '.join(CONSUMER_GROUP_STATES)}); no value: every group",
+        " #members; with --list: each group's state too, and only the groups in these states"
+        f" (comma-separated, as Kafka names them: {', '.join(CONSUMER_GROUP_STATES)}); no"
+        " value: every group",
     )
     groups.add_argument(
         "--timeout",
@@ -155,7 +158,7 @@ def _groups(args: argparse.Namespace) -> int:
         if args.json:
             print_json(list_json(listing))
         else:
-            for line in list_lines(listing):
+            for line in list_lines(listing, with_states=args.state is not None):
                 out(line)
         if listing.failures:
             raise CommandError(
@@ -209,8 +212,11 @@ def _text(value: object) -> str:
     return MISSING if value is None else str(value)
 
 
-def list_lines(listing: GroupListing) -> list[str]:
-    """kafka-consumer-groups.sh --list --state's table."""
+def list_lines(listing: GroupListing, *, with_states: bool) -> list[str]:
+    """kafka-consumer-groups.sh --list's lines: with --state (a value or none) its table of
+    groups and states, without it the group ids alone, one a line (Kafka 2.8's listGroups)."""
+    if not with_states:
+        return [g.group_id for g in listing.groups]
     return table(
         ("GROUP", "STATE"), [(g.group_id, g.state or MISSING) for g in listing.groups], (15,)
     )

@@ -96,8 +96,10 @@ def test_zkctl_groups_lists_and_describes_a_group_of_two_consumers(
 
         # --- while both are members -------------------------------------------------------
         listed = groups(c, "--list")
-        assert listed.returncode == 0, listed.stderr
-        assert table_rows(listed.stdout, "GROUP") == [{"GROUP": GROUP, "STATE": "Stable"}]
+        assert (listed.returncode, listed.stdout) == (0, f"{GROUP}\n"), listed.stderr
+        with_states = groups(c, "--list", "--state")
+        assert with_states.returncode == 0, with_states.stderr
+        assert table_rows(with_states.stdout, "GROUP") == [{"GROUP": GROUP, "STATE": "Stable"}]
         # --state STATES: the brokers' ListGroups keeps the groups in those states.
         for states, expected in (("Stable", [GROUP]), ("Empty,Dead", [])):
             filtered = groups(c, "--list", "--state", states)
