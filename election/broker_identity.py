@@ -76,6 +76,9 @@ class MetaProperties:
 
     broker_id: int | None
     cluster_id: str | None = None
+    # The file's other properties (version among them), sorted: Kafka compares the log
+    # directories' whole files. Not part of equality, which is the identity alone.
+    others: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
 
 def parse_meta_properties(text: str, where: str) -> MetaProperties:
@@ -83,29 +86,37 @@ def parse_meta_properties(text: str, where: str) -> MetaProperties:
         props = parse_properties(text)
     except ConfigError as e:
         raise IdentityError(f"{where} is not a properties file: {e}") from None
-    version = props.get("version", "0")
-    if version != "0":
-        raise IdentityError(f"{where} has version {version!r}; only version 0 is known")
+    raw_version = props.get("version")
+    version = 0 if raw_version is None else _java_int(raw_version)
+    if version is None:  # Kafka's intValue: "Failed to parse version property as an int"
+        raise IdentityError(f"{where} has no valid version (found {raw_version!r})")
+    if version != 0:
+        raise IdentityError(f"{where} has version {raw_version!r}; only version 0 is known")
     # An empty cluster.id is still a cluster id, no cluster's (Kafka's
     # RawMetaProperties.clusterId is Some(""), which the cluster id check refuses).
     cluster_id = props.get("cluster.id")
+    others = tuple(sorted((k, v) for k, v in props.items() if k not in _IDENTITY_KEYS))
     raw = props.get("broker.id")
     if raw is None:
-        return MetaProperties(None, cluster_id)
+        return MetaProperties(None, cluster_id, others)
     broker_id = _java_int(raw)
     if broker_id is None:  # Kafka's intValue: "Failed to parse broker.id property as an int"
         raise IdentityError(f"{where} has no valid broker.id (found {raw!r})")
-    return MetaProperties(broker_id, cluster_id)
+    return MetaProperties(broker_id, cluster_id, others)
 
 
-# An int as Kafka writes it: ASCII digits, perhaps a minus sign. (str.isdigit() takes
-# '²', which int() then refuses with a ValueError instead of this module's clear error.)
-_INT = re.compile(r"-?[0-9]+")
+_IDENTITY_KEYS = frozenset(("broker.id", "cluster.id"))
+# An int as Java's Integer.parseInt reads it, which Kafka reads meta.properties' ints
+# with: a sign, then decimal digits, any Unicode decimal digit (Character.digit) as
+# Python's int() takes them; \d is str.isdecimal(). (str.isdigit() takes '²', which int()
+# refuses with a ValueError instead of this module's clear error.)
+_INT = re.compile(r"[+-]?\d+")
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 def _java_int(text: str) -> int | None:
-    """``text`` as a Java int (Kafka reads broker.id with Integer.parseInt), or None."""
+    """``text`` as a Java int (Integer.parseInt), or None."""
     if _INT.fullmatch(text) is None:
         return None
     value = int(text)
@@ -134,15 +145,17 @@ class GenerateId:
 def _describe_meta(meta: MetaProperties) -> str:
     broker_id = "none" if meta.broker_id is None else meta.broker_id
     cluster_id = "none" if meta.cluster_id is None else repr(meta.cluster_id)
-    return f"broker.id {broker_id}, cluster.id {cluster_id}"
+    others = "".join(f", {key} {value!r}" for key, value in meta.others)
+    return f"broker.id {broker_id}, cluster.id {cluster_id}{others}"
 
 
 def check_meta_properties_alike(metas: Mapping[str, MetaProperties | None]) -> None:
-    """The log directories' files must be alike, cluster.id included, with or without a
-    broker.id (Kafka 2.8's getBrokerMetadataAndOfflineDirs:
+    """The log directories' files must be alike, every property compared (cluster.id,
+    version, any other), with or without a broker.id (Kafka 2.8's
+    getBrokerMetadataAndOfflineDirs compares their Properties:
     InconsistentBrokerMetadataException)."""
     found = {d: m for d, m in metas.items() if m is not None}
-    if len(set(found.values())) > 1:
+    if len({(m, m.others) for m in found.values()}) > 1:
         where = "; ".join(f"{d}: {_describe_meta(m)}" for d, m in sorted(found.items()))
         raise IdentityError(
             f"the log directories' {META_PROPERTIES} files disagree ({where}); each log"
@@ -289,7 +302,8 @@ def parse_identity(text: str, where: str) -> IdentityRecord:
     if missing:
         raise IdentityError(f"{where} is incomplete: no {', '.join(missing)}")
     raw = props["broker.id"]
-    broker_id = _java_int(raw)
+    # This project's own file, always written with ASCII digits: nothing else is read.
+    broker_id = _java_int(raw) if _ASCII_DIGITS.fullmatch(raw) else None
     if broker_id is None or broker_id < 1:
         raise IdentityError(f"{where} has an invalid broker.id {raw!r}")
     return IdentityRecord(

@@ -93,15 +93,65 @@ def test_meta_properties_round_trip_and_kafka_layout() -> None:
 
 
 @pytest.mark.parametrize(
-    "raw", ["\u00b2", "1\u00b2", "--5", "-", "", "1 ", "+1", "2147483648", "\u0661"]
+    "raw", ["\u00b2", "1\u00b2", "--5", "-", "+", "+-1", "", "1 ", "2147483648", "-2147483649"]
 )
 def test_a_broker_id_in_meta_properties_that_is_not_a_java_int_is_a_clear_error(raw: str) -> None:
-    """ASCII digits, perhaps a minus sign, within a Java int (Kafka's Integer.parseInt):
+    """Decimal digits, perhaps a sign, within a Java int (Kafka's Integer.parseInt):
     '\u00b2' passes str.isdigit() and made int() raise ValueError, not IdentityError."""
     with pytest.raises(IdentityError, match=r"no valid broker\.id"):
         parse_meta_properties(f"version=0\nbroker.id={raw}\n", "m")
     assert parse_meta_properties("version=0\nbroker.id=-1\n", "m").broker_id == -1
     assert parse_meta_properties("version=0\nbroker.id=2147483647\n", "m").broker_id == 2**31 - 1
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [("+1", 1), ("007", 7), ("-0", 0), ("+2147483647", 2**31 - 1), ("\u0661\u0662", 12)],
+)
+def test_a_broker_id_in_meta_properties_is_read_as_integer_parse_int_reads_it(
+    raw: str, value: int
+) -> None:
+    """Java's Integer.parseInt takes a plus sign, leading zeros and any Unicode decimal
+    digit (Character.digit), as Kafka 2.8 reads meta.properties: such a file was refused
+    ("no valid broker.id") where Kafka starts."""
+    assert parse_meta_properties(f"version=0\nbroker.id={raw}\n", "m").broker_id == value
+
+
+def test_meta_properties_version_is_read_as_an_int() -> None:
+    """RawMetaProperties.version is Integer.parseInt of the value (0 when missing): "00"
+    and "+0" are version 0, as Kafka 2.8 reads them (refused before); a version that is
+    no int is a clear error naming it, as Kafka's "Failed to parse version"."""
+    for raw in ("00", "+0", "-0"):
+        assert parse_meta_properties(f"version={raw}\nbroker.id=1\n", "m").broker_id == 1
+    with pytest.raises(IdentityError, match=r"version '1'; only version 0"):
+        parse_meta_properties("version=1\nbroker.id=1\n", "m")
+    with pytest.raises(IdentityError, match=r"no valid version \(found 'zero'\)"):
+        parse_meta_properties("version=zero\nbroker.id=1\n", "m")
+
+
+def test_log_dirs_whose_meta_properties_differ_in_any_property_disagree() -> None:
+    """Kafka 2.8's getBrokerMetadataAndOfflineDirs compares the files' whole Properties:
+    an implicit version beside an explicit one, "00" beside "0", or a key one file has
+    and another lacks makes them disagree (InconsistentBrokerMetadataException). Before,
+    only broker.id and cluster.id were compared."""
+
+    def meta(text: str) -> MetaProperties:
+        return parse_meta_properties(text, "m")
+
+    same = meta("version=0\nbroker.id=1\ncluster.id=c\n")
+    for other in (
+        "broker.id=1\ncluster.id=c\n",
+        "version=00\nbroker.id=1\ncluster.id=c\n",
+        "version=0\nbroker.id=1\ncluster.id=c\nnode.id=1\n",
+    ):
+        with pytest.raises(IdentityError, match="disagree") as e:
+            decide_kafka_id(-1, {"a": same, "b": meta(other)}, generation_enabled=True)
+        assert "a: broker.id 1, cluster.id 'c', version '0'; b: broker.id 1" in str(e.value)
+    # The order of the lines and the comments are not properties.
+    reordered = meta("#x\ncluster.id=c\nbroker.id=1\nversion=0\n")
+    assert decide_kafka_id(-1, {"a": same, "b": reordered}, generation_enabled=True) == UseId(
+        1, "meta.properties"
+    )
 
 
 def test_decide_kafka_id() -> None:
@@ -328,7 +378,7 @@ names = st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True)
 codes = st.text(min_size=1, max_size=40).filter(lambda s: s.strip() == s and "\x00" not in s)
 
 
-@pytest.mark.parametrize("raw", ["\u00b2", "1\u00b2", "0", "-3", "2147483648", "\u0661"])
+@pytest.mark.parametrize("raw", ["\u00b2", "1\u00b2", "0", "-3", "+3", "2147483648", "\u0661"])
 def test_an_identity_files_broker_id_must_be_ascii_digits_from_1(raw: str) -> None:
     text = f"cluster.name=c\nbroker.name=b\nbroker.id={raw}\ncheck.code=x\n"
     with pytest.raises(IdentityError, match=r"invalid broker\.id"):

@@ -203,7 +203,8 @@ def test_log_dirs_whose_meta_properties_differ_only_in_cluster_id_stop_the_broke
         (d / META_PROPERTIES).write_text(text)
     with pytest.raises(IdentityError, match="disagree") as e:
         new_server(tmp_path, monkeypatch, dirs, broker_id=3)
-    assert f"{dirs[0]}: broker.id none, cluster.id 'cid'; {dirs[1]}: broker.id none" in str(e.value)
+    expected = f"{dirs[0]}: broker.id none, cluster.id 'cid', version '0'; {dirs[1]}: broker.id"
+    assert expected in str(e.value)
     assert (dirs[1] / META_PROPERTIES).read_text() == "version=0\n"
 
 
