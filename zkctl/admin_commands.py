@@ -188,6 +188,28 @@ def _reassign(args: argparse.Namespace) -> int:
     )
     if generate_only:
         raise UsageError(f"{', '.join(generate_only)} go(es) with --generate")
+    # Kafka 2.8's permittedArgs ("Option ... can't be used with action ..."), checked
+    # before it asks for --bootstrap-server.
+    action = (
+        "--verify"
+        if args.verify
+        else "--list"
+        if args.list
+        else "--cancel"
+        if args.cancel
+        else None
+    )
+    if args.additional and action is not None:
+        raise UsageError(f"--additional goes with --execute, not {action}")
+    if args.list:
+        targets_given = _given(
+            ("--reassignment-json-file", args.reassignment_json_file is not None),
+            ("--topic", args.topic is not None),
+            ("--partition", args.partition is not None),
+            ("--replicas", args.replicas is not None),
+        )
+        if targets_given:
+            raise UsageError(f"--list takes no partitions; not {', '.join(targets_given)}")
     if args.bootstrap_server is not None:
         return _reassign_over_the_wire(args)
     if args.list or args.cancel or args.additional:

@@ -42,6 +42,13 @@ from zkdata.znodes import (
 )
 
 GENERATE = ("reassign", "--generate", "--topics-to-move-json-file")
+BOOTSTRAP_VERIFY = [
+    "reassign",
+    "--verify",
+    "--bootstrap-server",
+    "h:1",
+    *("--topic", "t", "--partition", "0", "--replicas", "1"),
+]
 
 HUGE = "1" * 5000  # more digits than Python's int() takes (4,300)
 
@@ -284,6 +291,32 @@ def test_bad_arguments_exit_2_with_one_clear_error_line(
         (["reassign", "--list"], "--list needs --bootstrap-server"),
         (["reassign", "--cancel", "--topic", "t"], "--cancel needs --bootstrap-server"),
         (["reassign", "--additional"], "--additional needs --bootstrap-server"),
+        # Kafka 2.8's permittedArgs: --additional only with --execute, and --list takes
+        # no targets ("Option ... can't be used with action ..."); accepted and ignored before.
+        (
+            [*BOOTSTRAP_VERIFY, "--additional"],
+            "--additional goes with --execute, not --verify",
+        ),
+        (
+            ["reassign", "--verify", "--additional", "--topic", "t"],
+            "--additional goes with --execute, not --verify",
+        ),
+        (
+            ["reassign", "--list", "--additional", "--bootstrap-server", "h:1"],
+            "--additional goes with --execute, not --list",
+        ),
+        (
+            ["reassign", "--cancel", "--additional", "--bootstrap-server", "h:1", "--topic", "t"],
+            "--additional goes with --execute, not --cancel",
+        ),
+        (
+            ["reassign", "--list", "--bootstrap-server", "h:1", "--reassignment-json-file", "f"],
+            "--list takes no partitions; not --reassignment-json-file",
+        ),
+        (
+            ["reassign", "--list", "--bootstrap-server", "h:1", "--topic", "t", "--partition", "0"],
+            "--list takes no partitions; not --topic, --partition",
+        ),
         (["reassign", "--list", "--bootstrap-server", "h"], "'h' is not host:port"),
         (["reassign", "--list", "--bootstrap-server", "h:1,h:0"], "'h:0' is not host:port"),
         (
