@@ -2,6 +2,6 @@
 
 import sys
 
-from zkctl.cli import main
+from zkctl.entry import run
 
-sys.exit(main())
+sys.exit(run())

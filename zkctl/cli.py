@@ -113,9 +113,27 @@ def _operational_message(exc: BaseException, args: argparse.Namespace) -> str | 
     return None
 
 
+def _interrupted(e: KeyboardInterrupt | None) -> int:
+    """Ctrl-C (or, in `zkctl up`, SIGTERM and SIGHUP: cluster.local.Terminated): one line
+    and 130, or 128 + the signal."""
+    signum = getattr(e, "signum", None)
+    with contextlib.suppress(OSError):  # a terminal that hung up takes no line
+        err(
+            "zkctl: interrupted"
+            if signum is None
+            else f"zkctl: stopped by {signal.Signals(signum).name}"
+        )
+    return 130 if signum is None else 128 + int(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        # Building the parser imports every command's module: a Ctrl-C there ends as
+        # one later does, not in a traceback.
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt as e:
+        return _interrupted(e)
     debug = bool(getattr(args, "debug", False))
     _quiet_libraries(debug)
     # `kill -USR1 <pid>` prints every thread's stack: to see where a command hangs. Not
@@ -126,14 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except KeyboardInterrupt as e:
         # `zkctl up` turns SIGTERM and SIGHUP into one (cluster.local.Terminated), to clean up.
-        signum = getattr(e, "signum", None)
-        with contextlib.suppress(OSError):  # a terminal that hung up takes no line
-            err(
-                "zkctl: interrupted"
-                if signum is None
-                else f"zkctl: stopped by {signal.Signals(signum).name}"
-            )
-        return 130 if signum is None else 128 + int(signum)
+        return _interrupted(e)
     except BrokenPipeError:
         # The reader went away (zkctl ... | head): not an error worth a message. Point
         # stdout at /dev/null so the interpreter's final flush does not complain again.

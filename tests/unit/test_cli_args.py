@@ -1487,3 +1487,35 @@ def test_up_without_any_zookeeper_passes_provisionings_message_through(
     assert "--zookeeper host:port" in err
     assert "Traceback" not in err
     assert not (tmp_path / "c" / "cluster.json").exists()
+
+
+def test_a_ctrl_c_while_the_command_line_loads_is_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The console script imported zkctl.cli, and main() built its parser (every command's
+    module imported), before main's handlers were in place: a Ctrl-C in that half second
+    of `zkctl up` printed a KeyboardInterrupt traceback. Now both end as a later one does."""
+    from zkctl import entry
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["controller"]) == 130
+    assert capsys.readouterr() == ("", "zkctl: interrupted\n")
+
+    monkeypatch.setattr(entry.importlib, "import_module", interrupted)
+    assert entry.run() == 130
+    assert capsys.readouterr() == ("", "zkctl: interrupted\n")
+
+
+def test_the_console_script_runs_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from zkctl import entry
+
+    monkeypatch.setattr(sys, "argv", ["zkctl", "--help"])
+    with pytest.raises(SystemExit) as e:
+        entry.run()
+    assert e.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: zkctl ")
