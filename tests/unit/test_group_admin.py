@@ -32,6 +32,7 @@ from admin.group_admin import (
     members_of,
     offset_rows,
 )
+from tests.unit.test_cli_args import run
 from wire.api import ApiKey
 from wire.client import KafkaConnectionError
 from wire.errors import ErrorCode
@@ -418,15 +419,6 @@ def test_other_errors_and_unreachable_brokers_fail_at_once() -> None:
 
 
 # --- arguments ------------------------------------------------------------------------------
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        code = cli.main(argv)
-    except SystemExit as e:  # argparse's own errors
-        code = int(e.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 BOOT = ["groups", "--bootstrap-server", "127.0.0.1:1"]  # nothing listens there
