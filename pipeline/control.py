@@ -19,7 +19,9 @@ What comes out, and how it is read from the logs:
 * **Broker losses**: a broker is lost at its first loss evidence (its own session
   `LOST`/`CLOSED`, the controller's `broker_change` dead or bounced, or vanishing as
   controller) and back at its next registration evidence (`broker_registered`, or
-  `broker_change` new or bounced). Later evidence within one loss is merged into it, and
+  `broker_change` new or bounced). Later evidence within one loss is merged into it (its
+  own session's end stamped within `tol_ms` after the controller's notice of its
+  deregistration is still the cause: the session ends first), and
   so is a bounce that is the controller's late notice of a loss the broker logged and
   came back from (`losses_of`).
 * **Incidents**: every tenure that ended is a controller incident (lost at the tenure's
@@ -360,6 +362,14 @@ def losses_of(
         elif order == dead:
             if open_loss is not None:
                 unseen[b] = unseen.get(b, False) and own
+                # Its session ended before the controller could see its registration
+                # go (an ephemeral znode): stamped within tol_ms after, it is the cause.
+                if (
+                    own
+                    and open_loss.evidence == "deregistered"
+                    and ts <= open_loss.lost_ts + tol_ms
+                ):
+                    open_loss.evidence = what
             elif bounce_ts is None or not own or ts > bounce_ts + tol_ms:
                 losses.append(Loss(b, ts, what, own=own))
                 unseen[b] = own
