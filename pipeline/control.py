@@ -303,7 +303,9 @@ def losses_of(
     restarted at once its session CLOSED and its registration. So a bounce after the
     registration that closed such a loss, with nothing of the broker's between, is part of
     that loss; so is a session end stamped up to `tol_ms` after a bounce that was the
-    broker's latest evidence (the same loss, seen by a clock ahead). A bounce right after a
+    broker's latest evidence (the same loss, seen by a clock ahead), and so is one stamped
+    up to `tol_ms` after the controller saw the broker registered again, closing a loss,
+    with nothing between (the broker's session ended before it registered). A bounce right after a
     registration that closed no loss (a process that died unseen, restarted) reports that
     registration (`reported_ts`): the loss came before it. A loss with a bounce in it is
     `bounced`: the controller took the broker offline and back in one event."""
@@ -342,6 +344,7 @@ def losses_of(
     closed_unseen: dict[int, Loss] = {}  # such a loss its own registration closed, just now
     bounced_at: dict[int, int] = {}  # a bounce that was the broker's latest evidence
     registered_at: dict[int, int] = {}  # a registration that closed no loss, its latest
+    seen_back_at: dict[int, int] = {}  # the controller's sighting that closed a loss, its latest
     for ts, order, b, what in evidence:
         losses = out[b]
         open_loss = losses[-1] if losses and losses[-1].back_ts is None else None
@@ -349,6 +352,7 @@ def losses_of(
         late = closed_unseen.pop(b, None)
         bounce_ts = bounced_at.pop(b, None)
         unnoticed = registered_at.pop(b, None)
+        seen_back = seen_back_at.pop(b, None)
         own = what.startswith("session ")
         if what == "bounced":
             loss = open_loss or late
@@ -370,11 +374,15 @@ def losses_of(
                     and ts <= open_loss.lost_ts + tol_ms
                 ):
                     open_loss.evidence = what
-            elif bounce_ts is None or not own or ts > bounce_ts + tol_ms:
+            elif not own or not any(
+                back is not None and ts <= back + tol_ms for back in (bounce_ts, seen_back)
+            ):
                 losses.append(Loss(b, ts, what, own=own))
                 unseen[b] = own
         elif open_loss is not None:
             open_loss.back_ts = ts
+            if what == "seen registered":
+                seen_back_at[b] = ts
             if what == "registered" and unseen.get(b):
                 closed_unseen[b] = open_loss
         elif what == "registered":
