@@ -77,8 +77,9 @@ class MetaProperties:
     broker_id: int | None
     cluster_id: str | None = None
     # The file's other properties (version among them), sorted: Kafka compares the log
-    # directories' whole files. Not part of equality, which is the identity alone.
-    others: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # directories' whole files. Not part of equality, which is the identity alone. The
+    # default is what format_meta_properties writes.
+    others: tuple[tuple[str, str], ...] = field(default=(("version", "0"),), compare=False)
 
 
 def parse_meta_properties(text: str, where: str) -> MetaProperties:
@@ -207,7 +208,15 @@ def meta_to_write(
     """The log directories whose meta.properties must be (re)written; raises IdentityError
     if one belongs to another cluster (``check_cluster_id``)."""
     check_cluster_id(metas, cluster_id)
-    return [d for d, meta in sorted(metas.items()) if meta != MetaProperties(broker_id, cluster_id)]
+    # Rewritten when any property differs, as Kafka rewrites every file once registered:
+    # a file left with another property (version=00, a key of its own) would disagree
+    # with the directories written beside it at the next start.
+    written = MetaProperties(broker_id, cluster_id)
+    return [
+        d
+        for d, meta in sorted(metas.items())
+        if meta is None or (meta, meta.others) != (written, written.others)
+    ]
 
 
 def _read_properties(path: Path) -> str:

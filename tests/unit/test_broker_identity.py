@@ -147,6 +147,10 @@ def test_log_dirs_whose_meta_properties_differ_in_any_property_disagree() -> Non
         with pytest.raises(IdentityError, match="disagree") as e:
             decide_kafka_id(-1, {"a": same, "b": meta(other)}, generation_enabled=True)
         assert "a: broker.id 1, cluster.id 'c', version '0'; b: broker.id 1" in str(e.value)
+    # Once registered every file is written alike (Kafka's checkpointBrokerMetadata), so
+    # a directory added beside one with another property does not disagree next time.
+    for other in ("version=00\nbroker.id=1\ncluster.id=c\n", "broker.id=1\ncluster.id=c\nx=y\n"):
+        assert meta_to_write({"a": meta(other), "b": None}, 1, "c") == ["a", "b"]
     # The order of the lines and the comments are not properties.
     reordered = meta("#x\ncluster.id=c\nbroker.id=1\nversion=0\n")
     assert decide_kafka_id(-1, {"a": same, "b": reordered}, generation_enabled=True) == UseId(
@@ -181,7 +185,9 @@ def test_decide_kafka_id_over_a_meta_properties_without_broker_id() -> None:
     assert decide_kafka_id(-1, no_id, generation_enabled=True) == GenerateId()
     with pytest.raises(IdentityError, match="generation"):
         decide_kafka_id(-1, no_id, generation_enabled=False)
-    with pytest.raises(IdentityError, match=r"\(a: broker\.id 1, cluster\.id none; b: broker"):
+    with pytest.raises(
+        IdentityError, match=r"\(a: broker\.id 1, cluster\.id none, version '0'; b: broker"
+    ):
         decide_kafka_id(1, {"a": m(1), "b": m(None)}, generation_enabled=True)
 
 
@@ -193,14 +199,17 @@ def test_log_dirs_whose_meta_properties_differ_only_in_cluster_id_disagree() -> 
     m = MetaProperties
     with pytest.raises(IdentityError, match="disagree") as e:
         decide_kafka_id(3, {"a": m(None, "cid"), "b": m(None), "c": None}, generation_enabled=True)
-    assert "(a: broker.id none, cluster.id 'cid'; b: broker.id none, cluster.id none)" in str(
-        e.value
+    assert (
+        "(a: broker.id none, cluster.id 'cid', version '0'; b: broker.id none, cluster.id none,"
+        " version '0')" in str(e.value)
     )
     with pytest.raises(
-        IdentityError, match=r"a: broker\.id 1, cluster\.id 'cid'; b: broker\.id 1,"
+        IdentityError, match=r"a: broker\.id 1, cluster\.id 'cid', version '0'; b: broker\.id 1,"
     ):
         decide_kafka_id(-1, {"a": m(1, "cid"), "b": m(1)}, generation_enabled=True)
-    with pytest.raises(IdentityError, match=r"cluster\.id ''; b: broker\.id 1, cluster\.id 'cid'"):
+    with pytest.raises(
+        IdentityError, match=r"cluster\.id '', version '0'; b: broker\.id 1, cluster\.id 'cid'"
+    ):
         decide_kafka_id(1, {"a": m(1, ""), "b": m(1, "cid")}, generation_enabled=True)
     alike = {"a": m(1, "cid"), "b": m(1, "cid"), "c": None}
     assert decide_kafka_id(-1, alike, generation_enabled=True) == UseId(1, "meta.properties")
@@ -295,6 +304,8 @@ def test_meta_to_write_refuses_another_clusters_directory() -> None:
     m = MetaProperties
     assert meta_to_write({"a": None, "b": m(1, "c1")}, 1, "c1") == ["a"]
     assert meta_to_write({"a": m(1)}, 1, "c1") == ["a"]  # adds the cluster id
+    # Any other property differing is rewritten too (Kafka rewrites every file).
+    assert meta_to_write({"a": m(1, "c1", (("version", "00"),)), "b": m(1, "c1")}, 1, "c1") == ["a"]
     with pytest.raises(IdentityError, match="belongs to another cluster"):
         meta_to_write({"a": m(1, "c0")}, 1, "c1")
 

@@ -237,3 +237,25 @@ def test_a_log_dir_of_another_cluster_stops_the_broker_before_it_writes_there(
         start()
     after = {p.name: p.read_bytes() for p in data.iterdir() if p.name != ".lock"}
     assert after == before
+
+
+def test_a_directory_added_beside_one_with_another_property_starts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A meta.properties Kafka reads as ours but that is not as we write it (version=00, a
+    key of its own), and a new log directory beside it: once registered both are written
+    alike (Kafka's checkpointBrokerMetadata rewrites every file), so the next start finds
+    them agreeing. Before, only the new one was written and the restart was refused."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    (old / META_PROPERTIES).write_text("version=00\nbroker.id=1\ncluster.id=cid\nx=y\n")
+    for _ in range(2):
+        broker, _events = new_server(tmp_path, monkeypatch, [old, new])
+        try:
+            monkeypatch.setattr(broker, "register", lambda **_: 5)
+            broker.startup()  # the restart was refused here
+        finally:
+            broker.shutdown()
+    metas = read_meta_properties([str(old), str(new)])
+    assert metas == {str(old): MetaProperties(1, "cid"), str(new): MetaProperties(1, "cid")}
+    assert {m.others for m in metas.values() if m is not None} == {(("version", "0"),)}
