@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from zkctl.common import (
+    UsageError,
     ids,
     out,
     print_json,
@@ -95,28 +96,31 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     describe.add_argument(
         "--if-exists", action="store_true", help="skip --topic names that do not exist"
     )
-    describe.add_argument(
+    # Kafka 2.8's checkArgs takes one report flag at a time, and none with
+    # --topics-with-overrides.
+    reports = describe.add_mutually_exclusive_group()
+    reports.add_argument(
         "--under-replicated-partitions",
         action="store_true",
         help="only partitions whose ISR is smaller than their replicas",
     )
-    describe.add_argument(
+    reports.add_argument(
         "--unavailable-partitions",
         action="store_true",
         help="only partitions without a leader, or whose leader is not a live broker",
     )
-    describe.add_argument(
+    reports.add_argument(
         "--under-min-isr-partitions",
         action="store_true",
-        help="only partitions below min.insync.replicas: as Kafka 2.8's --zookeeper mode,"
-        " which reads no topic config for it, those without a leader",
+        help="refused, as Kafka 2.8's --zookeeper mode refuses it: it needs the brokers'"
+        " configuration (their min.insync.replicas), which ZooKeeper mode does not have",
     )
-    describe.add_argument(
+    reports.add_argument(
         "--at-min-isr-partitions",
         action="store_true",
-        help="only partitions at min.insync.replicas: as Kafka 2.8's --zookeeper mode, none",
+        help="refused, as --under-min-isr-partitions",
     )
-    describe.add_argument(
+    reports.add_argument(
         "--topics-with-overrides",
         action="store_true",
         help="only the topics with configs of their own, without their partitions",
@@ -226,27 +230,34 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_reports(args: argparse.Namespace) -> None:
+    """Kafka 2.8's checkArgs refuses the min-ISR reports with --zookeeper: whether a
+    partition is below or at min.insync.replicas depends on the brokers' default of it
+    for a topic without an override, and ZooKeeper holds no broker's configuration."""
+    for flag, given in (
+        ("--under-min-isr-partitions", args.under_min_isr_partitions),
+        ("--at-min-isr-partitions", args.at_min_isr_partitions),
+    ):
+        if given:
+            raise UsageError(
+                f"{flag} needs the brokers' configuration (their min.insync.replicas),"
+                " which ZooKeeper mode does not have (as Kafka 2.8's --zookeeper mode)"
+            )
+
+
 def _filtering(args: argparse.Namespace) -> bool:
     """Whether only some partitions are reported (Kafka's DescribeOptions: no topic
     header then)."""
-    return bool(
-        args.under_replicated_partitions
-        or args.unavailable_partitions
-        or args.under_min_isr_partitions
-        or args.at_min_isr_partitions
-    )
+    return bool(args.under_replicated_partitions or args.unavailable_partitions)
 
 
 def _selected(args: argparse.Namespace, p: PartitionDescription, live: set[int]) -> bool:
-    """Kafka 2.8's shouldPrintPartition, in its --zookeeper mode (no topic config: below
-    min.insync.replicas means without a leader, at it never)."""
-    if not _filtering(args):
-        return True
-    return bool(
-        (args.under_replicated_partitions and p.is_under_replicated())
-        or (args.unavailable_partitions and p.is_unavailable(live))
-        or (args.under_min_isr_partitions and p.leader is None)
-    )
+    """Kafka 2.8's shouldPrintPartition (one report flag at most, see _check_reports)."""
+    if args.under_replicated_partitions:
+        return p.is_under_replicated()
+    if args.unavailable_partitions:
+        return p.is_unavailable(live)
+    return True
 
 
 def _describe(args: argparse.Namespace) -> int:
@@ -254,6 +265,7 @@ def _describe(args: argparse.Namespace) -> int:
     from admin.errors import UnknownTopicError
     from zkdata import paths
 
+    _check_reports(args)
     names = args.topic
     if args.exclude_internal and names:
         # Kafka filters the names before it checks they exist: an internal topic named

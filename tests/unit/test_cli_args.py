@@ -226,6 +226,29 @@ def test_bad_arguments_exit_2_with_one_clear_error_line(
             "given to both",
         ),
         (["topic", "add-partitions", "--topic", "t", "--partitions", "0"], "at least 1"),
+        # Kafka 2.8's checkArgs: a partition below or at min.insync.replicas needs the
+        # brokers' default of it, which its --zookeeper mode does not have (listed none, or
+        # those without a leader, before); and the report flags go one at a time.
+        (
+            ["topic", "describe", "--under-min-isr-partitions"],
+            "--under-min-isr-partitions needs the brokers' configuration",
+        ),
+        (
+            ["topic", "describe", "--at-min-isr-partitions", "--topic", "t"],
+            "--at-min-isr-partitions needs the brokers' configuration",
+        ),
+        (
+            ["topic", "describe", "--under-replicated-partitions", "--topics-with-overrides"],
+            "not allowed with argument --under-replicated-partitions",
+        ),
+        (
+            ["topic", "describe", "--unavailable-partitions", "--under-replicated-partitions"],
+            "not allowed with argument --unavailable-partitions",
+        ),
+        (
+            ["topic", "describe", "--topics-with-overrides", "--at-min-isr-partitions"],
+            "not allowed with argument --topics-with-overrides",
+        ),
         (["reassign"], "give --reassignment-json-file FILE, or --topic, --partition and"),
         (["reassign", "--topic", "t", "--partition", "0"], "missing --replicas"),
         (
