@@ -728,6 +728,8 @@ class AddPartitionsResult:
     added: dict[int, list[int]]
     problems: Problems
     warnings: list[str] = field(default_factory=list)
+    # False: the topic does not exist and nothing was done (``if_exists``).
+    exists: bool = True
 
 
 def incarnation_change(
@@ -768,15 +770,19 @@ def add_partitions(
     validate_only: bool = False,
     internal_allowed: bool = False,
     new_partitions_only: bool = False,
+    if_exists: bool = False,
 ) -> AddPartitionsResult:
     """Grow the topic to ``total_partitions``: one setData of the topic znode, conditional
     on the version read, so a concurrent change (another add, a reassignment) is detected.
     With ``validate_only``, everything but the write. An internal topic is refused unless
     ``internal_allowed``, an assignment of the existing partitions too with
-    ``new_partitions_only`` (see plan_new_partitions)."""
+    ``new_partitions_only`` (see plan_new_partitions). A missing topic is nothing to do
+    with ``if_exists`` (Kafka 2.8's alterTopic: ensureTopicExists(..., !ifExists))."""
     problems = Problems()
     records, _missing = metadata.read_topics(zk, [name], problems)
     record = records.get(name)
+    if record is None and if_exists and paths.topic(name) not in problems.paths():
+        return AddPartitionsResult(name, {}, problems, exists=False)
     _require_topic(record, name, problems)
     assert record is not None
     registrations = metadata.live_brokers(zk, problems)

@@ -146,6 +146,9 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         "--partitions", type=int, required=True, metavar="N", help="the new total partition count"
     )
     add.add_argument("--replica-assignment", metavar="ASSIGNMENT", help="as for create")
+    add.add_argument(
+        "--if-exists", action="store_true", help="do nothing if the topic does not exist"
+    )
     add.add_argument("--disable-rack-aware", action="store_true", help="ignore the brokers' racks")
     add.set_defaults(handler=_add_partitions, parser=add)
 
@@ -362,9 +365,17 @@ def _add_partitions(args: argparse.Namespace) -> int:
     mode = RackAwareMode.DISABLED if args.disable_rack_aware else RackAwareMode.ENFORCED
     with zk_session(args) as zk:
         result = topics.add_partitions(
-            zk, args.topic, total, replica_assignment=assignment, rack_aware_mode=mode
+            zk,
+            args.topic,
+            total,
+            replica_assignment=assignment,
+            rack_aware_mode=mode,
+            if_exists=args.if_exists,
         )
     report_problems(result.problems)
+    if not result.exists:
+        out(f"Topic {result.name} does not exist; nothing done (--if-exists).")
+        return 0
     for w in result.warnings:
         warn(w)
     added = " ".join(f"{p}:{ids(r)}" for p, r in sorted(result.added.items()))

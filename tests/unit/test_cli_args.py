@@ -793,6 +793,31 @@ def test_deleting_an_internal_topic_checks_it_exists_first(
     assert result.outcome == "marked"
 
 
+def test_add_partitions_if_exists_does_nothing_for_a_missing_topic(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka 2.8's ZookeeperTopicService.alterTopic runs ensureTopicExists(..., !ifExists):
+    `--alter --if-exists` on a missing topic does nothing, exit 0 (zkctl had no
+    --if-exists). A topic that exists grows all the same; a bad argument is still one."""
+    zk = tree_with_topic("t", {0: [1, 2]}, (1, 2, 3))
+    on_tree(monkeypatch, zk)
+    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)
+    grow = ["--zookeeper", UNREACHABLE, "topic", "add-partitions", "--partitions", "2"]
+    code, out, err = run([*grow, "--topic", "nope", "--if-exists"], capsys)
+    assert (code, err) == (0, "")
+    assert out == "Topic nope does not exist; nothing done (--if-exists).\n"
+    assert paths.topic("nope") not in zk.nodes
+    code, _, err = run([*grow, "--topic", "nope"], capsys)
+    assert code == 1
+    assert "'nope' does not exist" in err
+    code, out, _ = run([*grow, "--topic", "t", "--if-exists"], capsys)
+    assert code == 0
+    assert "Adding partitions succeeded!" in out
+    code, _, err = run([*grow, "--topic", "nope", "--if-exists", "--partitions", "0"], capsys)
+    assert code == 2
+    assert "at least 1" in error_line(err)
+
+
 # --- configs ----------------------------------------------------------------------------------
 
 
