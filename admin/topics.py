@@ -38,7 +38,7 @@ from admin.errors import (
 )
 from broker.config import (
     ConfigError,
-    parse_key_value_pairs,
+    parse_configs_to_be_added,
     parse_topic_config_args,
     validate_topic_config,
 )
@@ -846,7 +846,7 @@ def parse_config_alteration(
     """Check ``topic alter-config`` arguments: (configs to set, keys to remove)."""
     check_topic_name(name)
     try:
-        additions = parse_key_value_pairs(add_config, "--add-config", trim_value=True)
+        additions = parse_configs_to_be_added(add_config)
     except ConfigError as e:
         raise _config_error(e) from None
     deletions = list(dict.fromkeys(k.strip() for k in delete_config))

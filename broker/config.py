@@ -72,6 +72,7 @@ __all__ = [
     "effective_topic_config",
     "format_properties",
     "load_broker_config",
+    "parse_configs_to_be_added",
     "parse_key_value_pairs",
     "parse_overrides",
     "parse_properties",
@@ -859,15 +860,13 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def parse_key_value_pairs(
-    pairs: Iterable[str], what: str, *, trim_value: bool = False, empty_value: bool = True
+    pairs: Iterable[str], what: str, *, trim_value: bool = False
 ) -> dict[str, str]:
     """``["k=v", ...]`` -> dict, split at the first '='; the key is trimmed. With
-    ``trim_value`` (the topic tools) the value is trimmed too and may hold no '=':
-    Kafka's TopicCommand and ConfigCommand split at \\s*=\\s* and require exactly two
-    parts, so what they store is what is meant. TopicCommand's split drops a trailing
-    empty part, so its ``--config k=`` is refused too (``empty_value=False``);
-    ConfigCommand's keeps it (split(..., -1): "to support empty value", an empty list
-    config). ``what`` names the option in errors ("--override")."""
+    ``trim_value`` (kafka-topics.sh --config) the value is trimmed too and may hold no
+    '=' and not be empty: Kafka's TopicCommand splits at \\s*=\\s* and requires exactly
+    two parts, and its split drops a trailing empty part (kafka-configs.sh --add-config:
+    parse_configs_to_be_added). ``what`` names the option in errors ("--override")."""
     result: dict[str, str] = {}
     problems = _Problems()
     for pair in pairs:
@@ -875,11 +874,53 @@ def parse_key_value_pairs(
         key = key.strip()
         if trim_value:
             value = value.strip()
-        refused_value = trim_value and ("=" in value or (not value and not empty_value))
+        refused_value = trim_value and ("=" in value or not value)
         if not sep or not key or refused_value:
             problems.add(None, f"{what} {pair!r} is not of the form key=value")
             continue
         result[key] = value
+    if problems:
+        raise ConfigError(problems)
+    return result
+
+
+# Kafka 2.8's ConfigCommand.parseConfigsToBeAdded: a ',' or '=' is a separator only
+# outside square brackets, where the next bracket ahead is not a ']' (its regex; Java's \s
+# is ASCII's).
+_OUTSIDE_BRACKETS: Final = r"(?=[^\]]*(?:\[|$))"
+_CONFIGS_SEPARATOR: Final = re.compile("," + _OUTSIDE_BRACKETS)
+_KEY_VALUE_SEPARATOR: Final = re.compile(r"\s*=\s*" + _OUTSIDE_BRACKETS, re.ASCII)
+
+
+def parse_configs_to_be_added(values: Iterable[str]) -> dict[str, str]:
+    """``kafka-configs.sh --add-config`` values, as Kafka 2.8's parseConfigsToBeAdded
+    reads one: configs separated by ',' and each split into key and value at '=', both
+    outside square brackets (``k1=v1,k2=[v1,v2]``); exactly one key, not empty (Kafka's
+    LogConfig.validate refuses it later), and one value, maybe empty; the brackets
+    dropped from the value, wherever they are; both trimmed (Java's trim). Each
+    flag's value is read so (Kafka takes one flag); a key given again keeps its last value,
+    as Properties.setProperty does. Not validated as topic configs."""
+    result: dict[str, str] = {}
+    problems = _Problems()
+    for text in values:
+        configs = _CONFIGS_SEPARATOR.split(text)
+        if len(configs) > 1:
+            # Java's split(regex) drops trailing empty strings (not the input alone, "").
+            while configs and not configs[-1]:
+                configs.pop()
+        for config in configs:
+            pair = _KEY_VALUE_SEPARATOR.split(config)
+            key = _java_trim(pair[0])
+            if len(pair) != 2 or not key:
+                where = f"{text!r}: {config!r}" if len(configs) > 1 else repr(text)
+                problems.add(
+                    None,
+                    f"--add-config {where} is not of the form key=value (configs are"
+                    " separated by ','; a value holding ',' or '=' goes in square brackets,"
+                    " k=[v1,v2], which are dropped)",
+                )
+                continue
+            result[key] = _java_trim(pair[1].replace("[", "").replace("]", ""))
     if problems:
         raise ConfigError(problems)
     return result
@@ -892,9 +933,7 @@ def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
 
 def parse_topic_config_args(pairs: Iterable[str]) -> dict[str, str]:
     """``kafka-topics.sh --config key=value`` pairs, validated as topic configs."""
-    return validate_topic_config(
-        parse_key_value_pairs(pairs, "--config", trim_value=True, empty_value=False)
-    )
+    return validate_topic_config(parse_key_value_pairs(pairs, "--config", trim_value=True))
 
 
 def _escape(s: str, *, is_key: bool) -> str:

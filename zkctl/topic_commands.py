@@ -162,8 +162,9 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         "--add-config",
         action="append",
         default=[],
-        metavar="KEY=VALUE",
-        help="a config to set (repeatable)",
+        metavar="K1=V1,K2=[V1,V2]",
+        help="configs to set, as kafka-configs.sh --add-config takes them: separated by ','"
+        " (a value holding ',' or '=' in square brackets, which are dropped); repeatable",
     )
     alter.add_argument(
         "--delete-config",

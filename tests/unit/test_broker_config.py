@@ -25,6 +25,7 @@ from broker.config import (
     effective_topic_config,
     format_properties,
     load_broker_config,
+    parse_configs_to_be_added,
     parse_overrides,
     parse_properties,
     parse_topic_config_args,
@@ -1080,6 +1081,63 @@ def test_alter_config_args_need_exactly_one_value() -> None:
         },
         [],
     )
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        # One config per flag, as before.
+        (
+            ["retention.ms=1000", "segment.ms = 9000"],
+            {"retention.ms": "1000", "segment.ms": "9000"},
+        ),
+        # Several in one, separated by ',' outside square brackets...
+        (["retention.ms=1000,segment.ms=9000"], {"retention.ms": "1000", "segment.ms": "9000"}),
+        # ... and a list value in brackets, which are dropped wherever they are.
+        (["cleanup.policy=[compact,delete]"], {"cleanup.policy": "compact,delete"}),
+        (["k=[a,b],j= [c] ,i=d"], {"k": "a,b", "j": "c", "i": "d"}),
+        (["k=a[b]c]"], {"k": "abc"}),
+        # Inside brackets is where the next bracket ahead is a ']', a stray one too.
+        (["k=a,j=[b,c] ,i=d]"], {"k": "a", "j": "b,c ,i=d"}),
+        # A '=' in brackets is the value's.
+        (["k=[x=y,z]"], {"k": "x=y,z"}),
+        # An empty value ("to support empty value"), and trailing commas (Java's split).
+        (["k=,j=1,,"], {"k": "", "j": "1"}),
+        # A key given again: the last (Properties.setProperty), in one flag or two.
+        (["k=1,k=2", "j=1", "j=3"], {"k": "2", "j": "3"}),
+        # Java's trim and \s: a no-break space is kept.
+        (["\tk\x01 =\u00a0v\u00a0"], {"k": "\u00a0v\u00a0"}),
+    ],
+)
+def test_add_config_is_split_as_kafka_configs_splits_it(
+    given: list[str], expected: dict[str, str]
+) -> None:
+    """Kafka 2.8's ConfigCommand.parseConfigsToBeAdded: the --add-config value split at
+    ',' outside square brackets, each part at \\s*=\\s* outside them, the brackets then
+    dropped from the value (k1=v1,k2=[v1,v2]). zkctl took one key=value per flag, so
+    Kafka's own examples were refused as a second '=' in the value."""
+    assert parse_configs_to_be_added(given) == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "refused"),
+    [
+        # The list value out of brackets: its second item is no key=value.
+        ("cleanup.policy=compact,delete", "'delete'"),
+        ("retention.ms=1000=2", "'retention.ms=1000=2'"),
+        ("retention.ms=1,,segment.ms=2", "''"),
+        (",retention.ms=1", "''"),
+        ("", "''"),
+        ("retention.ms", "'retention.ms'"),
+        ("=1", "'=1'"),
+    ],
+)
+def test_add_config_refuses_what_kafka_configs_refuses(given: str, refused: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_configs_to_be_added([given])
+    (problem,) = info.value.problems
+    assert f"{refused} is not of the form key=value" in problem.message
+    assert problem.message.startswith("--add-config")
 
 
 @pytest.mark.parametrize(

@@ -859,6 +859,30 @@ def test_a_config_value_is_stored_trimmed(
     assert stored == {"unclean.leader.election.enable": "true"}
 
 
+def test_add_config_takes_kafka_configs_lists(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """kafka-configs.sh --alter --add-config 'k1=v1,k2=[v1,v2]' (ConfigCommand's
+    parseConfigsToBeAdded): both were refused as "not of the form key=value" (exit 2)."""
+    zk = tree_with_topic("t", {0: [1, 2]}, (1, 2, 3))
+    on_tree(monkeypatch, zk)
+    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)
+    alter = ["--zookeeper", UNREACHABLE, "topic", "alter-config", "--topic", "t"]
+    add = ("--add-config", "retention.ms=1000,segment.ms=9000")
+    code, _, err = run([*alter, *add, "--add-config", "cleanup.policy=[compact,delete]"], capsys)
+    assert code == 0, err
+    stored = decode_topic_config("t", zk.nodes[paths.topic_config("t")][0])
+    assert stored == {
+        "retention.ms": "1000",
+        "segment.ms": "9000",
+        "cleanup.policy": "compact,delete",
+    }
+    code, out, err = run([*alter, "--add-config", "cleanup.policy=compact,delete"], capsys)
+    assert (code, out) == (2, "")
+    assert "'delete' is not of the form key=value" in error_line(err)
+    assert "square brackets" in error_line(err)
+
+
 # --- reassignment ------------------------------------------------------------------------------
 
 
