@@ -38,6 +38,7 @@ from admin.errors import (
 )
 from broker.config import (
     ConfigError,
+    java_trim,
     parse_configs_to_be_added,
     parse_topic_config_args,
     validate_topic_config,
@@ -849,7 +850,15 @@ def parse_config_alteration(
         additions = parse_configs_to_be_added(add_config)
     except ConfigError as e:
         raise _config_error(e) from None
-    deletions = list(dict.fromkeys(k.strip() for k in delete_config))
+    # kafka-configs.sh's --delete-config: keys separated by ',' (withValuesSeparatedBy),
+    # each trimmed as Java's String.trim.
+    keys = []
+    for given in delete_config:
+        for key in map(java_trim, given.split(",")):
+            if not key:
+                raise InvalidArgumentError(f"--delete-config {given!r}: an empty config key")
+            keys.append(key)
+    deletions = list(dict.fromkeys(keys))
     if not additions and not deletions:
         raise InvalidArgumentError("nothing to change: give --add-config and/or --delete-config")
     both = sorted(set(additions) & set(deletions))

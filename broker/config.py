@@ -743,7 +743,8 @@ _TOPIC_KEY_FOR_BROKER_KEY: Final = {d.synonym: d.name for d in TOPIC_CONFIG_DEFS
 _JAVA_TRIMMED: Final = "".join(chr(c) for c in range(0x21))
 
 
-def _java_trim(s: str) -> str:
+def java_trim(s: str) -> str:
+    """``s`` as Java's String.trim leaves it (Kafka's tools trim their arguments so)."""
     return s.strip(_JAVA_TRIMMED)
 
 
@@ -910,7 +911,7 @@ def parse_configs_to_be_added(values: Iterable[str]) -> dict[str, str]:
                 configs.pop()
         for config in configs:
             pair = _KEY_VALUE_SEPARATOR.split(config)
-            key = _java_trim(pair[0])
+            key = java_trim(pair[0])
             if len(pair) != 2 or not key:
                 where = f"{text!r}: {config!r}" if len(configs) > 1 else repr(text)
                 problems.add(
@@ -920,7 +921,7 @@ def parse_configs_to_be_added(values: Iterable[str]) -> dict[str, str]:
                     " k=[v1,v2], which are dropped)",
                 )
                 continue
-            result[key] = _java_trim(pair[1].replace("[", "").replace("]", ""))
+            result[key] = java_trim(pair[1].replace("[", "").replace("]", ""))
     if problems:
         raise ConfigError(problems)
     return result
@@ -984,7 +985,7 @@ _INT_RANGES: Final = {
 
 def _parse_typed(definition: ConfigDef, raw: str) -> Any:
     """The typed value of ``raw``; ValueError carries what was expected instead."""
-    value = _java_trim(raw)
+    value = java_trim(raw)
     kind = definition.type
     if kind is ConfigType.BOOLEAN:
         if value.lower() in ("true", "false"):
@@ -1005,7 +1006,7 @@ def _parse_typed(definition: ConfigDef, raw: str) -> Any:
         # ConfigDef keeps empty items ("compact," is compact and ""), which a validator then
         # refuses; log.dir and log.dirs are strings in Kafka, split by parseCsvList, which
         # drops them.
-        items = tuple(_java_trim(i) for i in value.split(","))
+        items = tuple(java_trim(i) for i in value.split(","))
         return tuple(i for i in items if i) if definition.name in _CSV_LIST_KEYS else items
     return value
 
@@ -1103,7 +1104,7 @@ def _parse_listeners(
     """CoreUtils.listenerListToEndPoints; None (and problems) when anything is wrong."""
     found = len(problems)
     listeners: list[Listener] = []
-    items = [i for i in (_java_trim(x) for x in text.split(",")) if i]
+    items = [i for i in (java_trim(x) for x in text.split(",")) if i]
     if not items:
         problems.add(
             key, f"invalid value {text!r} for config key {key!r}: expected NAME://host:port"
@@ -1147,9 +1148,9 @@ def _parse_protocol_map(text: str, problems: _Problems) -> dict[str, str] | None
     key = "listener.security.protocol.map"
     found = len(problems)
     result: dict[str, str] = {}
-    for item in (i for i in (_java_trim(x) for x in text.split(",")) if i):
+    for item in (i for i in (java_trim(x) for x in text.split(",")) if i):
         name, sep, protocol = item.rpartition(":")
-        name, protocol = _java_trim(name).upper(), _java_trim(protocol).upper()
+        name, protocol = java_trim(name).upper(), java_trim(protocol).upper()
         if not sep or not name or protocol not in SECURITY_PROTOCOLS:
             problems.add(
                 key,

@@ -125,11 +125,6 @@ def list_states(args: argparse.Namespace) -> list[str]:
     return consumer_group_states(args.state)
 
 
-# Java's String.trim: every character up to U+0020, and no other (str.strip's whitespace
-# takes no controls but takes U+00A0 and the like).
-_JAVA_TRIMMED = "".join(map(chr, range(0x21)))
-
-
 def consumer_group_states(value: str) -> list[str]:
     """Kafka 2.8's consumerGroupStatesFromString: comma-separated names, each trimmed and
     spelled as ConsumerGroupState spells it (its parse is case-sensitive); a UsageError
@@ -137,7 +132,9 @@ def consumer_group_states(value: str) -> list[str]:
     names = value.split(",")
     while names and not names[-1]:  # Java's String.split drops trailing empty strings
         names.pop()
-    states = [name.strip(_JAVA_TRIMMED) for name in names]
+    from broker.config import java_trim  # String.trim: controls too, not U+00A0
+
+    states = [java_trim(name) for name in names]
     if any(state not in CONSUMER_GROUP_STATES for state in states):
         raise UsageError(
             f"--state: Invalid state list '{value}'."

@@ -170,8 +170,9 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         "--delete-config",
         action="append",
         default=[],
-        metavar="KEY",
-        help="a config override to remove (repeatable)",
+        metavar="K1,K2",
+        help="config overrides to remove, separated by ',' as kafka-configs.sh takes them"
+        " (repeatable)",
     )
     alter.set_defaults(handler=_alter_config, parser=alter)
 

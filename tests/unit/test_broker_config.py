@@ -1066,6 +1066,20 @@ def test_topic_config_args_need_exactly_one_value(pair: str) -> None:
         parse_topic_config_args([pair])
 
 
+def test_delete_config_takes_keys_separated_by_commas() -> None:
+    """kafka-configs.sh's --delete-config is withValuesSeparatedBy(','), each key trimmed
+    ("config keys to remove 'k1,k2'"): two keys in one flag were taken for one key,
+    refused as not set on the topic. An empty key (a doubled comma) is refused."""
+    from admin.topics import InvalidArgumentError, parse_config_alteration
+
+    assert parse_config_alteration("t", [], ["retention.ms, segment.ms", "cleanup.policy"]) == (
+        {},
+        ["retention.ms", "segment.ms", "cleanup.policy"],
+    )
+    with pytest.raises(InvalidArgumentError, match="--delete-config 'a,,b': an empty config key"):
+        parse_config_alteration("t", [], ["a,,b"])
+
+
 def test_alter_config_args_need_exactly_one_value() -> None:
     """ConfigCommand (kafka-configs.sh --add-config) refuses a second '=' but keeps an
     empty value (its split(..., -1): "to support empty value"), an empty list config."""
