@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -232,12 +232,15 @@ def _reassign(args: argparse.Namespace) -> int:
         started = reassign.start_reassignment(zk, targets)
     report_problems(started.problems)
     if args.json:
+        # The znode holds them all or none: every target started, none refused.
         print_json(
-            {
-                "started": json.loads(reassign.format_reassignment_json(started.targets)),
-                "current": json.loads(reassign.format_reassignment_json(started.current)),
-                "problems": started.problems.to_json(),
-            }
+            _execute_json(
+                started=sorted(started.targets),
+                targets=started.targets,
+                current=started.current,
+                problems=started.problems.to_json(),
+                errors=[],
+            )
         )
         return 0
     out("Current partition replica assignment\n")
@@ -430,12 +433,11 @@ def _reassign_over_the_wire(args: argparse.Namespace) -> int:
     rollback = {tp: current[tp] for tp in asked if tp in current}
     started = [tp for tp in asked if results.get(tp, (-1, None))[0] == 0]
     if args.json:
+        # No znode is read: nothing malformed to skip.
         print_json(
-            {
-                "started": [str(tp) for tp in started],
-                "current": json.loads(reassign.format_reassignment_json(rollback)),
-                "errors": failed,
-            }
+            _execute_json(
+                started=started, targets=targets, current=rollback, problems=[], errors=failed
+            )
         )
     else:
         out("Current partition replica assignment\n")
@@ -446,6 +448,29 @@ def _reassign_over_the_wire(args: argparse.Namespace) -> int:
     if started and not args.json:
         out(started_line(started))
     return 0
+
+
+def _execute_json(
+    *,
+    started: list[TopicPartition],
+    targets: Mapping[TopicPartition, tuple[int, ...]],
+    current: Mapping[TopicPartition, tuple[int, ...]],
+    problems: list[dict[str, str]],
+    errors: list[str],
+) -> dict[str, Any]:
+    """--execute --json, one shape with or without --bootstrap-server: the partitions
+    started ("t-0"), what was asked and the rollback (Kafka's reassignment JSON), the
+    malformed znodes skipped (as every --json's "problems") and the partitions the
+    controller refused (as --cancel's "errors"; they make the exit code 1)."""
+    from admin import reassign
+
+    return {
+        "started": [str(tp) for tp in started],
+        "targets": json.loads(reassign.format_reassignment_json(targets)),
+        "current": json.loads(reassign.format_reassignment_json(current)),
+        "problems": problems,
+        "errors": errors,
+    }
 
 
 def _print_statuses(

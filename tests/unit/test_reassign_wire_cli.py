@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from admin import cluster_admin
+from admin import cluster_admin, reassign
 from zkctl.cli import main
 from zkdata.znodes import TopicPartition
 
@@ -128,3 +128,36 @@ def test_execute_with_a_refused_partition_prints_no_success(
     StandInAdmin.refuse = set()
     assert main([*BOOT, "--reassignment-json-file", path, "--additional"]) == 0
     assert "Successfully started partition reassignments for t-0,t-2\n" in capsys.readouterr().out
+
+
+def test_execute_json_has_one_shape_with_or_without_bootstrap_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`reassign --json` prints the same keys, of the same types, whether ZooKeeper's znode
+    is written or the controller is asked: "started" was Kafka's reassignment JSON without
+    --bootstrap-server and a list of "t-0" with it, and the refusals were "errors" in one
+    mode where the malformed znodes skipped were "problems" in the other."""
+    from tests.unit.test_cli_args import on_tree, tree_with_topic
+
+    on_tree(monkeypatch, tree_with_topic("t", {0: [1], 1: [1, 2], 2: [2, 3]}, (1, 2, 3)))
+    path = file_of(tmp_path, ("t", 0, [1, 2]), ("t", 2, [3, 1]))
+    assert main(["--zookeeper", "127.0.0.1:1", "reassign", "--reassignment-json-file", path,
+                 "--json"]) == 0  # fmt: skip
+    over_zk = json.loads(capsys.readouterr().out)
+    assert main([*BOOT, "--reassignment-json-file", path, "--additional", "--json"]) == 0
+    over_wire = json.loads(capsys.readouterr().out)
+    for doc in (over_zk, over_wire):
+        assert doc == {
+            "started": ["t-0", "t-2"],
+            "targets": json.loads(reassign.format_reassignment_json({T0: (1, 2), T2: (3, 1)})),
+            "current": json.loads(reassign.format_reassignment_json({T0: (1,), T2: (2, 3)})),
+            "problems": [],
+            "errors": [],
+        }
+
+    StandInAdmin.refuse = {T2}
+    assert main([*BOOT, "--reassignment-json-file", path, "--additional", "--json"]) == 1
+    refused = json.loads(capsys.readouterr().out)
+    assert refused["started"] == ["t-0"]
+    assert refused["errors"] == ["t-2: INVALID_REPLICA_ASSIGNMENT (refused)"]
+    assert refused["targets"] == over_wire["targets"]
