@@ -1269,6 +1269,7 @@ class ClusterStatus:
         return {
             "dir": str(self.cluster.dir),
             "state": self.cluster.state,
+            "created_at_ms": self.cluster.created_at,
             "connect_string": self.cluster.connect_string,
             "zookeeper": self.zookeeper,
             "zookeeper_error": self.zk_error,

@@ -1368,6 +1368,20 @@ def test_status_of_a_one_broker_cluster_says_1_broker(
     assert (code, out.splitlines()[0].endswith(", 1 broker)")) == (0, True), out
 
 
+def test_status_json_says_when_the_cluster_was_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The text says "(created 2026-... , 2 brokers)": --json carries the same fact, in
+    epoch milliseconds as cluster.json and controller --json's "elected_at_ms" (it was
+    missing)."""
+    cluster = sample_cluster(tmp_path, state="stopped")
+    cluster.created_at = 1_700_000_000_123
+    local.save(cluster)
+    code, out, err = run(["status", "--dir", str(tmp_path), "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["created_at_ms"] == 1_700_000_000_123
+
+
 def test_zkctl_controller_waits_for_a_status_file_written_since_the_election(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
