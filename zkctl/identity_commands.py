@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from zkctl.common import out, print_json, warn, zk_session
+from zkctl.common import out, print_json, report_problems, zk_session
 
 if TYPE_CHECKING:
     from zkctl.common import Subparsers
@@ -107,6 +107,7 @@ def identity_rows(
 
 
 def _identities(args: argparse.Namespace) -> int:
+    from admin.errors import Problems
     from zkdata import paths
     from zkdata.znodes import MalformedZnode, decode_broker, decode_identity_claim
 
@@ -124,6 +125,7 @@ def _identities(args: argparse.Namespace) -> int:
         got_claims = zk.get_many([paths.broker_identity(i) for i in claimed])
         got_regs = zk.get_many([paths.broker(i) for i in registered])
         seqid = zk.exists(paths.BROKER_SEQID)
+    problems = Problems()
     claims: dict[int, IdentityClaim] = {}
     for i, got in zip(claimed, got_claims, strict=True):
         if got is None:
@@ -131,7 +133,7 @@ def _identities(args: argparse.Namespace) -> int:
         try:
             claims[i] = decode_identity_claim(i, got[0])
         except MalformedZnode as e:
-            warn(f"{e} (skipped)")
+            problems.add(e)
     registrations: dict[int, tuple[BrokerRegistration, int]] = {}
     for i, got in zip(registered, got_regs, strict=True):
         if got is None:
@@ -139,11 +141,18 @@ def _identities(args: argparse.Namespace) -> int:
         try:
             registrations[i] = (decode_broker(i, got[0]), int(got[1].czxid))
         except MalformedZnode as e:
-            warn(f"{e} (skipped)")
+            problems.add(e)
+    report_problems(problems)
     rows = identity_rows(claims, registrations)
     generated = int(seqid.version) if seqid is not None else 0
     if args.json:
-        print_json({"identities": [r.to_json() for r in rows], "seqid_version": generated})
+        print_json(
+            {
+                "identities": [r.to_json() for r in rows],
+                "seqid_version": generated,
+                "problems": problems.to_json(),
+            }
+        )
         return 0
     persistent = sum(1 for r in rows if r.mode == "persistent")
     alive = sum(1 for r in rows if r.alive)

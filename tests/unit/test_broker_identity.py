@@ -874,3 +874,33 @@ def test_zkctl_identity_rows_join_claims_and_registrations() -> None:
         (2, "persistent", "c:blue:2", "h:2", False, None),  # else the last claimed one
         (1001, "kafka", "1001", "k:3", True, 78),
     ]
+
+
+def test_zkctl_broker_identities_json_names_the_malformed_znodes_skipped(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A malformed /brokers/ids/N or /brokers/identities/N is skipped with a warning; --json
+    names it in "problems" ({"path", "reason"}, as controller --json and reassign --json):
+    it was on stderr alone, so a script saw the id simply missing."""
+    import contextlib
+    import json
+
+    from tests.unit.test_cli_args import run, tree_with_topic
+    from zkctl import identity_commands
+    from zkdata import paths
+
+    zk = tree_with_topic("t", {0: [1]}, (1,))
+    zk.put(paths.broker(2), b"not json")
+    zk.put(paths.broker_identity(3), b"{}")
+    zk.put(
+        paths.broker_identity(4), encode_identity_claim(IdentityClaim(4, "c", "n", "h:1", "x", 5))
+    )
+    monkeypatch.setattr(identity_commands, "zk_session", lambda args: contextlib.nullcontext(zk))
+    code, out, err = run(["broker", "identities", "--zookeeper", "127.0.0.1:1", "--json"], capsys)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [r["broker_id"] for r in doc["identities"]] == [1, 4]
+    assert [p["path"] for p in doc["problems"]] == [paths.broker_identity(3), paths.broker(2)]
+    assert all(p["reason"] for p in doc["problems"])
+    assert f"malformed data in znode {paths.broker(2)}: " in err
+    assert err.count("(skipped)") == 2
