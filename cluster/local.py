@@ -316,6 +316,15 @@ class LocalCluster:
         )
 
 
+def zkctl_command(action: str, directory: Path) -> str:
+    """``zkctl <action>`` for the cluster in ``directory``, as advice to type: with --dir
+    unless it is the default one, as zkctl's admin commands say it (a bare `zkctl up`
+    would act on .zkctl, not on the directory the command was given)."""
+    if directory.resolve() == DEFAULT_DIR.resolve():
+        return f"zkctl {action}"
+    return f"zkctl {action} --dir {directory}"
+
+
 def load(directory: Path | str) -> LocalCluster | None:
     """The cluster described by ``<dir>/cluster.json``; None when there is none."""
     path = Path(directory) / CLUSTER_FILE
@@ -375,7 +384,9 @@ def _locked(directory: Path, *, create: bool = False) -> Iterator[None]:
     if create:
         directory.mkdir(parents=True, exist_ok=True)
     elif not (directory / CLUSTER_FILE).exists():
-        raise LocalClusterError(f"no cluster in {directory}: start one with `zkctl up`")
+        raise LocalClusterError(
+            f"no cluster in {directory}: start one with `{zkctl_command('up', directory)}`"
+        )
     with (directory / LOCK_FILE).open("a") as f:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -731,8 +742,8 @@ def _copied_data(
             raise LocalClusterError(
                 f"{directory / CLUSTER_FILE} was written for the cluster in {recorded.dir},"
                 f" which still runs ({', '.join(alive)}) and is recorded nowhere else: was the"
-                f" directory moved? move it back to {recorded.dir} and run `zkctl down` there"
-                " first"
+                f" directory moved? move it back to {recorded.dir} and run"
+                f" `{zkctl_command('down', recorded.dir)}` first"
             )
     _say(
         progress,
@@ -822,7 +833,7 @@ def up(
                     if alive:
                         raise LocalClusterError(
                             f"a cluster is already running in {directory} ({', '.join(alive)});"
-                            " run `zkctl down` first"
+                            f" run `{zkctl_command('down', directory)}` first"
                         )
                     _say(progress, f"the previous cluster in {directory} has died; cleaning it up")
                     _teardown(previous, progress)
@@ -928,7 +939,8 @@ def _exited_during_startup(
             return new_offset
         raise LocalClusterError(
             f"broker {broker.id} could not listen on {broker.address}: port already in use"
-            f" ({PORT_ATTEMPTS} ports tried); free some ports and run `zkctl up` again;"
+            f" ({PORT_ATTEMPTS} ports tried); free some ports and run"
+            f" `{zkctl_command('up', cluster.dir)}` again;"
             f" see {broker.out_file}"
         )
     raise _died_during_startup(broker, out)
@@ -1072,9 +1084,13 @@ def down(
 def _running_cluster(directory: Path) -> LocalCluster:
     cluster = load(directory)
     if cluster is None:
-        raise LocalClusterError(f"no cluster in {directory}: start one with `zkctl up`")
+        raise LocalClusterError(
+            f"no cluster in {directory}: start one with `{zkctl_command('up', directory)}`"
+        )
     if cluster.state == "stopped":
-        raise LocalClusterError(f"the cluster in {directory} is stopped: `zkctl up` starts one")
+        raise LocalClusterError(
+            f"the cluster in {directory} is stopped: `{zkctl_command('up', directory)}` starts one"
+        )
     return cluster
 
 
@@ -1168,8 +1184,9 @@ def _check_local_zookeeper(cluster: LocalCluster) -> None:
     pids = ", ".join(f"pid {s.pid}" for s in handle.servers if s.pid is not None)
     raise LocalClusterError(
         f"the cluster's ZooKeeper at {handle.connect_string} is not running"
-        f"{f' ({pids} gone)' if pids else ''}; was the machine restarted? `zkctl down`, then"
-        " `zkctl up`, starts the cluster again (from fresh data)"
+        f"{f' ({pids} gone)' if pids else ''}; was the machine restarted?"
+        f" `{zkctl_command('down', cluster.dir)}`, then `{zkctl_command('up', cluster.dir)}`,"
+        " starts the cluster again (from fresh data)"
     )
 
 
@@ -1300,7 +1317,9 @@ def status(directory: Path | str = DEFAULT_DIR, *, zk_timeout: float = 5.0) -> C
     directory = Path(directory).resolve()
     cluster = load(directory)
     if cluster is None:
-        raise LocalClusterError(f"no cluster in {directory}: start one with `zkctl up`")
+        raise LocalClusterError(
+            f"no cluster in {directory}: start one with `{zkctl_command('up', directory)}`"
+        )
     view: ZkView | None = None
     error: str | None = None
     if cluster.state != "stopped":

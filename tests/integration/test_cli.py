@@ -516,7 +516,7 @@ def test_up_status_broker_actions_and_down(
     code, _, err = run([*d, "up", "--zookeeper", zk_connect], capsys)
     assert code == 1
     assert "already running" in err
-    assert "run `zkctl down` first" in err
+    assert f"run `zkctl down --dir {cluster_dir}` first" in err
 
     victim = next(i for i in (1, 2, 3) if i != started.controller_id)
     code, out, _ = run([*d, "broker", "stop", "--id", str(victim)], capsys)

@@ -201,8 +201,38 @@ def test_broker_start_refuses_when_the_clusters_local_zookeeper_is_not_running(
     assert (code, out) == (1, "")
     assert err.count("\n") == 1, err
     assert err.startswith("zkctl: error: the cluster's ZooKeeper at 127.0.0.1:1 is not running")
-    assert "`zkctl down`" in err
-    assert "`zkctl up`" in err
+    assert f"`zkctl down --dir {directory}`" in err
+    assert f"`zkctl up --dir {directory}`" in err
+
+
+@pytest.mark.parametrize(
+    "argv", [["broker", "start", "--id", "1"], ["broker", "stop", "--id", "1"], ["status"]]
+)
+def test_advice_to_start_a_cluster_names_its_dir(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+) -> None:
+    """A command with --dir on a stopped cluster, or on a directory with none, says
+    `zkctl up --dir DIR`, as the admin commands do (zkctl/common.py): a bare `zkctl up`
+    would start the cluster in .zkctl instead. Without --dir it stays `zkctl up`."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(local, "_launch", lambda *a: pytest.fail(f"launched {a}"))
+    stopped = tmp_path / "c2"
+    make_cluster(stopped, state="stopped")
+    none = tmp_path / "none"
+    none.mkdir()
+    for directory, words in [(stopped, "is stopped"), (none, "no cluster in")]:
+        if argv == ["status"] and directory == stopped:
+            continue  # status shows a stopped cluster
+        code, out, err = run([*argv, "--dir", str(directory)], capsys)
+        assert (code, out) == (1, ""), err
+        assert words in err
+        assert f"`zkctl up --dir {directory}`" in err, err
+    code, out, err = run(argv, capsys)  # the default dir, tmp_path/.zkctl: none there
+    assert (code, out) == (1, ""), err
+    assert "`zkctl up`" in err, err
 
 
 def test_waiting_for_a_registration_sees_the_broker_exit_while_zookeeper_does_not_answer(
