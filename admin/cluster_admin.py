@@ -39,8 +39,25 @@ def parse_bootstrap(servers: str) -> list[Endpoint]:
             raise InvalidArgumentError(
                 f"--bootstrap-server: {item.strip()!r} is not host:port (e.g. 127.0.0.1:9092)"
             )
-        endpoints.append((host.strip("[]"), port))
+        host = host.strip("[]")
+        problem = host_name_problem(host)
+        if problem is not None:
+            raise InvalidArgumentError(
+                f"--bootstrap-server: {item.strip()!r}: {host!r} is not a host name ({problem})"
+            )
+        endpoints.append((host, port))
     return endpoints
+
+
+def host_name_problem(host: str) -> str | None:
+    """Why the resolver cannot be asked about ``host`` (socket encodes a host with the
+    IDNA codec first, which refuses an empty label, "a..b", or one over 63 characters,
+    with a UnicodeError, not an OSError); None if it can."""
+    try:
+        host.encode("idna")
+    except UnicodeError as e:
+        return str(e.__cause__ or e)
+    return None
 
 
 class ClusterAdmin:

@@ -8,7 +8,7 @@ Used by the controller's channel to each broker, the CLI and tests:
 
 Any socket failure, EOF, timeout or correlation id mismatch raises KafkaConnectionError
 (a ConnectionError) and closes the connection, since its byte stream can no longer be
-trusted to line up with requests.
+trusted to line up with requests; so does a host that cannot be looked up, "a..b" too.
 """
 
 from __future__ import annotations
@@ -76,6 +76,13 @@ class KafkaConnection:
             )
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
+        except UnicodeError as exc:
+            # The host's IDNA encoding failed ("a..b", a label over 63 characters): a host
+            # that cannot be reached, like one DNS does not know, for every caller.
+            reason = exc.__cause__ or exc
+            raise KafkaConnectionError(
+                f"cannot connect to {host}:{port}: {host!r} is not a host name ({reason})"
+            ) from exc
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def __repr__(self) -> str:

@@ -307,6 +307,20 @@ def test_bad_arguments_exit_2_with_one_clear_error_line(
         (["groups", "--list", "--bootstrap-server", f"h:{HUGE}"], "is not host:port"),
         (["reassign", "--list", "--bootstrap-server", "h:\u00b2"], "'h:\u00b2' is not host:port"),
         (["groups", "--list", "--bootstrap-server", "h:\u00b2"], "'h:\u00b2' is not host:port"),
+        # socket's IDNA encoding refuses these hosts (UnicodeError: an internal error).
+        (["reassign", "--list", "--bootstrap-server", "a..b:9092"], "'a..b' is not a host name"),
+        (["groups", "--list", "--bootstrap-server", "a..b:9092"], "'a..b' is not a host name"),
+        (
+            [
+                "groups",
+                "--describe",
+                "--group",
+                "g",
+                "--bootstrap-server",
+                "h:1," + "a" * 64 + ":1",
+            ],
+            "is not a host name (label",
+        ),
         (
             ["reassign", "--reassignment-json-file", "/nonexistent/r.json"],
             "cannot read reassignment file /nonexistent/r.json",

@@ -528,3 +528,28 @@ def test_queued_requests_survive_an_endpoint_change_and_leave_in_order(
     assert [r for r, _ in c.answered] == requests
     assert new.received == topics
     assert old.received == ["t0", "t4"]
+
+
+def test_a_broker_registered_under_a_host_no_lookup_can_take_is_retried_not_abandoned(
+    servers: Callable[..., Server],
+) -> None:
+    """A registration's host the resolver cannot be asked about ("a..b": socket's IDNA
+    encoding raised UnicodeError) is a broker not reachable yet, as an unknown host is:
+    its requests wait, sent again, for it to register under another address. They were
+    abandoned at the first attempt, with a traceback."""
+    server = servers()
+    built = Built()
+    c = Connected(server)
+    c.channel.add_broker(8, "a..b", server.port)
+    sender = c.channel._senders[8]
+    request = dataclasses.replace(built.request("t0"), broker_id=8)
+    try:
+        c.channel.send([request])
+        wait_until(lambda: sender.stats.retries >= 2 or bool(c.abandoned), "a retry")
+        assert c.abandoned == []
+        c.channel.add_broker(8, "127.0.0.1", server.port)
+        wait_until(lambda: len(c.answered) + len(c.abandoned) >= 1, "t0's fate")
+    finally:
+        c.channel.close()
+    assert c.abandoned == []
+    assert c.answered_topics() == ["t0"]

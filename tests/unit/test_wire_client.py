@@ -223,6 +223,14 @@ def test_connect_failure() -> None:
         KafkaConnection("127.0.0.1", port, timeout_s=1)
 
 
+@pytest.mark.parametrize("host", ["a..b", "a" * 64 + ".com", "\udcff"])
+def test_a_host_the_resolver_cannot_be_asked_about_is_a_connect_failure(host: str) -> None:
+    """socket's IDNA encoding of the host raises UnicodeError, not OSError: a broker
+    registered under such a host is one that cannot be reached, for every caller."""
+    with pytest.raises(KafkaConnectionError, match=r"cannot connect to .* is not a host name"):
+        KafkaConnection(host, 9092, timeout_s=1)
+
+
 def test_produce_with_acks_0_expects_no_response(
     broker_factory: Callable[[Handler], FakeBroker],
 ) -> None:
