@@ -22,6 +22,7 @@ DEFAULT_TIMEOUT_S = 30.0
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
 # Kafka 2.8's ConsumerGroupState names but Unknown, in its order (the valid --state values).
 CONSUMER_GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
+_MAX_KAFKA_STRING_BYTES = 0x7FFF  # an int16 length, compact or not
 
 
 def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
@@ -114,7 +115,28 @@ def checked_groups(args: argparse.Namespace) -> list[str]:
         raise UsageError("--describe does not take a value for --state")
     if any(not g.strip() for g in named):
         raise UsageError("--group: a group id cannot be empty")
+    for g in named:
+        problem = _group_id_problem(g)
+        if problem is not None:
+            raise UsageError(f"--group: {problem}")
     return list(dict.fromkeys(named))
+
+
+def _group_id_problem(value: str) -> str | None:
+    """Why the group id ``value`` cannot go in a request as a Kafka string (UTF-8 of at
+    most 32767 bytes), or None: the wire's encoder would refuse it (an EncodeError). A
+    byte of the command line that is no UTF-8 arrives as a lone surrogate
+    (surrogateescape)."""
+    try:
+        size = len(value.encode())
+    except UnicodeEncodeError:
+        return f"{value!r} is not UTF-8 text (Kafka's strings are)"
+    if size > _MAX_KAFKA_STRING_BYTES:
+        return (
+            f"a group id of {size} bytes of UTF-8 is longer than the"
+            f" {_MAX_KAFKA_STRING_BYTES} a Kafka string holds"
+        )
+    return None
 
 
 def list_states(args: argparse.Namespace) -> list[str]:

@@ -434,6 +434,15 @@ BOOT = ["groups", "--bootstrap-server", "127.0.0.1:1"]  # nothing listens there
         ([*BOOT, "--list", "--group", "g"], "--group goes with --describe, not --list"),
         ([*BOOT, "--list", "--members"], "--members goes with --describe, not --list"),
         ([*BOOT, "--describe", "--group", " "], "--group: a group id cannot be empty"),
+        # A byte no UTF-8 (surrogateescape), more than a Kafka string holds: EncodeError.
+        (
+            [*BOOT, "--describe", "--group", "g", "--group", "caf\udce9"],
+            "--group: 'caf\\udce9' is not UTF-8 text (Kafka's strings are)",
+        ),
+        (
+            [*BOOT, "--describe", "--group", "\u00e9" * 16384],
+            "--group: a group id of 32768 bytes of UTF-8 is longer than the 32767 a Kafka string",
+        ),
         ([*BOOT, "--describe", "--group", "g", "--members", "--offsets"], "not allowed with"),
         ([*BOOT, "--describe", "--group", "g", "--state", "--members"], "not allowed with"),
         ([*BOOT, "--describe", "--group", "g", "--offsets", "--state"], "not allowed with"),
@@ -458,6 +467,12 @@ def test_groups_are_described_once_each_in_the_order_given() -> None:
         [*BOOT, "--describe", "--group", "b", "--group", "a", "--group", "b"]
     )
     assert checked_groups(args) == ["b", "a"]
+
+
+def test_a_group_id_of_as_many_bytes_as_a_kafka_string_holds_is_taken() -> None:
+    longest = "\u00e9" * 16383 + "g"  # 32767 bytes of UTF-8
+    args = cli.build_parser().parse_args([*BOOT, "--describe", "--group", longest])
+    assert checked_groups(args) == [longest]
 
 
 @pytest.mark.parametrize("mode", [["--list"], ["--describe", "--group", "g", "--json"]])
