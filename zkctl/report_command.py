@@ -47,12 +47,14 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     report.add_argument(
         "--logs",
         nargs="+",
+        # Repeated, its arguments add to the others' (as --conf's): one cluster each.
+        action="extend",
         required=True,
         metavar="[NAME=]PATH",
         help=(
             "a cluster's logs: a directory (searched for state-change.log* files), a file, a"
             " glob, or a URI Spark reads (hdfs://, s3a://); one cluster per argument, named"
-            " NAME or after the path (give the same NAME to join several paths)"
+            " NAME or after the path (give the same NAME to join several paths); repeatable"
         ),
     )
     report.add_argument("--out", required=True, metavar="DIR", help="where to write the report")

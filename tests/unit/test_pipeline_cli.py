@@ -150,3 +150,25 @@ def test_the_text_summary() -> None:
     assert "p50 5 ms" in text
     assert "loss -> all partitions led: 0 incidents, p50 -" in text
     assert "cluster east: 3 controller tenures" in text
+
+
+def test_every_logs_flag_is_reported(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--logs repeated adds its clusters to the others' (as --conf does): a second --logs
+    replaced the first, and a cluster was left out of the report with nothing said."""
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+    seen: list[list[tuple[str, str]]] = []
+
+    def fake_run(options: job.ReportOptions, _progress: object) -> job.Report:
+        seen.append([(s.cluster, s.path) for s in options.sources])
+        raise job.ReportError("stop here")
+
+    monkeypatch.setattr(job, "run", fake_run)
+    a, b, c = (str(tmp_path / name) for name in ("a", "b", "c"))
+    for argv in (["--logs", a, "--logs", b, c], ["--logs", a, b, "--logs", c], ["--logs", a, b, c]):
+        code, _out, err = run(capsys, "report", *argv, "--out", str(tmp_path / "o"))
+        assert code == 1
+        assert "stop here" in err
+    assert seen == [[("a", a), ("b", b), ("c", c)]] * 3
