@@ -918,7 +918,8 @@ class KafkaController:
         deleted are known)."""
         ctx = self.ctx
         broker_ids = self.zk.get_children(paths.BROKER_IDS, watch=True) or []
-        brokers, unreadable = self._read_brokers(broker_ids)
+        # Those listed unreadable are not started: their handlers start them once repaired.
+        brokers, _unreadable = self._read_brokers(broker_ids)
         ctx.add_live_brokers(brokers)
         self.channel = ControllerChannelManager(
             self.broker_id,
@@ -928,9 +929,6 @@ class KafkaController:
         )
         for broker_id, (reg, _) in brokers.items():
             self.channel.add_broker(broker_id, *reg.address(self.config.inter_broker_listener_name))
-            self.handlers.register(zk_handlers.broker_modifications(self.events.put, broker_id))
-        for broker_id in unreadable:  # its repair starts it (BrokerModifications)
-            self.handlers.register(zk_handlers.broker_modifications(self.events.put, broker_id))
         topics = self.zk.get_children(paths.BROKER_TOPICS, watch=True) or []
         # The context was empty: its partitions are the ones just added, in its order.
         partitions = self._add_topics(self._read_topics(topics))
@@ -961,7 +959,9 @@ class KafkaController:
         self, broker_ids: Iterable[str]
     ) -> tuple[dict[int, tuple[BrokerRegistration, int]], dict[int, int]]:
         """Registrations and broker epochs (czxid), watched for modifications; and the
-        epochs of the brokers listed whose registration cannot be read (reported)."""
+        epochs of the brokers listed whose registration cannot be read (reported; its
+        repair starts it). Each broker listed has its BrokerModifications handler, but one
+        gone by the read."""
         ids: list[int] = []
         skipped: list[str] = []
         for child in broker_ids:
@@ -976,11 +976,17 @@ class KafkaController:
                 paths.BROKER_IDS,
                 ", ".join(repr(c if len(c) <= 20 else c[:20] + "...") for c in sorted(skipped)),
             )
+        # The handlers before the read that arms their watches, as Kafka's
+        # registerZNodeChangeHandlerAndCheckExistence: a change landing after the read
+        # would fire into no handler, and nothing would arm the spent watch again.
+        for broker_id in ids:
+            self.handlers.register(zk_handlers.broker_modifications(self.events.put, broker_id))
         got = self.zk.get_many([paths.broker(i) for i in ids], watch=True)
         out: dict[int, tuple[BrokerRegistration, int]] = {}
         unreadable: dict[int, int] = {}
         for broker_id, item in zip(ids, got, strict=True):
             if item is None:
+                self.handlers.unregister(paths.broker(broker_id))
                 continue
             try:
                 out[broker_id] = (decode_broker(broker_id, item[0]), int(item[1].czxid))
@@ -1116,23 +1122,18 @@ class KafkaController:
         new = set(current) - known
         dead = known - set(current)
         bounced = {b for b in set(current) & known if current[b][1] > ctx.broker_epochs.get(b, -1)}
-        unstarted = set(unreadable) - set(current)
         if not (new or dead or bounced):
-            for b in unstarted:
-                self.handlers.register(zk_handlers.broker_modifications(self.events.put, b))
             return
         self.state_log.broker_change(ctx.epoch, new, dead, bounced, current)
         log.info("brokers: new %s, dead %s, bounced %s", sorted(new), sorted(dead), sorted(bounced))
         assert self.channel is not None
         for b in dead | bounced:
             self.channel.remove_broker(b)
+        for b in dead - set(unreadable):  # one listed unreadable keeps its handler
             self.handlers.unregister(paths.broker(b))
         for b in new | bounced:
             reg = current[b][0]
             self.channel.add_broker(b, *reg.address(self.config.inter_broker_listener_name))
-            self.handlers.register(zk_handlers.broker_modifications(self.events.put, b))
-        for b in unstarted:  # its repair starts it (BrokerModifications)
-            self.handlers.register(zk_handlers.broker_modifications(self.events.put, b))
         if new:
             self._on_broker_startup({b: current[b] for b in new})
         if bounced:

@@ -153,10 +153,15 @@ class HandlerRegistry:
 
     def register(self, handler: ChildChangeHandler | DataChangeHandler) -> None:
         old = self._registered.get(handler.path)
+        if old == handler:
+            return
+        self._registered[handler.path] = handler
+        # The new one before the old one goes: a watch firing meanwhile finds one (or
+        # both, an event twice, whose second read finds nothing new), never none, which
+        # would drop it with its one-shot watch spent.
+        self.zk.register_handler(handler.path, handler)
         if old is not None:
             self.zk.unregister_handler(handler.path, old)
-        self._registered[handler.path] = handler
-        self.zk.register_handler(handler.path, handler)
 
     def unregister(self, path: str) -> None:
         handler = self._registered.pop(path, None)
