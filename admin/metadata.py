@@ -127,16 +127,21 @@ def pending_reassignment(
 ) -> dict[TopicPartition, tuple[int, ...]] | None:
     """The content of /admin/reassign_partitions; None when it does not exist.
 
-    A malformed znode still means a reassignment is pending: {} is returned then.
+    A malformed znode still means a reassignment is pending: {} is returned then. An
+    entry that cannot be read is reported and left out, as the controller skips it (and
+    takes it out of the znode).
     """
     got = zk.get(paths.REASSIGN_PARTITIONS)
     if got is None:
         return None
     try:
-        return znodes.decode_reassignment(got[0])
+        targets, unreadable = znodes.decode_reassignment_entries(got[0])
     except MalformedZnode as e:
         problems.add(e)
         return {}
+    for entry_error in unreadable:
+        problems.add(entry_error)
+    return targets
 
 
 def all_partitions(records: Iterable[TopicRecord]) -> list[TopicPartition]:

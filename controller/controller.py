@@ -88,7 +88,8 @@ from zkdata.znodes import (
     decode_broker,
     decode_log_dir_event,
     decode_partition_list,
-    decode_reassignment,
+    decode_partition_list_entries,
+    decode_reassignment_entries,
     decode_topic,
     new_topic_id,
 )
@@ -308,6 +309,14 @@ def stop_replica_partition_errors(response: dict[str, Any]) -> dict[TopicPartiti
         TopicPartition(p["topic_name"], p["partition_index"]): p["error_code"]
         for p in response.get("partition_errors", [])
     }
+
+
+def _report_unreadable_reassignments(unreadable: Iterable[MalformedZnode]) -> None:
+    """Entries of /admin/reassign_partitions that cannot be read: each is skipped and taken
+    out of the znode, as Kafka removes a reassignment that failed
+    (maybeRemoveFromZkReassignment); the others are carried out."""
+    for e in unreadable:
+        log.error("%s; skipping that entry and taking it out of the request", e)
 
 
 class KafkaController:
@@ -1534,15 +1543,16 @@ class KafkaController:
         if got is None:
             return
         try:
-            targets = decode_reassignment(got[0])
+            targets, unreadable = decode_reassignment_entries(got[0])
         except MalformedZnode as e:
             log.error("%s; removing the request", e)
             self.store.delete_recursive(paths.REASSIGN_PARTITIONS, self.ctx.epoch_zk_version)
             return
+        _report_unreadable_reassignments(unreadable)
         done: dict[TopicPartition, tuple[int, ...]] = {}
         with coalesced_topic_writes(self.ops):
             self._start_zk_reassignments(targets, done)
-        self._remove_done_reassignments(done)
+        self._remove_done_reassignments(done, drop_unreadable=bool(unreadable))
 
     def _start_zk_reassignments(
         self,
@@ -1569,12 +1579,17 @@ class KafkaController:
         for tp in self._on_partition_reassignments(to_start):
             done[tp] = targets[tp]
 
-    def _remove_done_reassignments(self, done: dict[TopicPartition, tuple[int, ...]]) -> None:
+    def _remove_done_reassignments(
+        self, done: dict[TopicPartition, tuple[int, ...]], *, drop_unreadable: bool = False
+    ) -> None:
         """Takes what is done (complete, dropped) out of /admin/reassign_partitions, leaving
         whatever else it asks for now: the controller never writes back what it read, which
         would undo an admin's rewrite made meanwhile (Kafka's maybeRemoveFromZkReassignment
-        reads it again first, and writes unconditionally)."""
-        if self.store.remove_from_reassignment_znode(done, self.ctx.epoch_zk_version):
+        reads it again first, and writes unconditionally). With ``drop_unreadable``, the
+        entries that cannot be read go too, even if nothing is done."""
+        if self.store.remove_from_reassignment_znode(
+            done, self.ctx.epoch_zk_version, drop_unreadable=drop_unreadable
+        ):
             # Deleted: ensure we detect future reassignments (our own setData may have
             # consumed the watch), as Kafka's removePartitionsFromZkReassignment does.
             self.events.put(ev.PartitionReassignment())
@@ -1582,26 +1597,27 @@ class KafkaController:
     def _initialize_reassignments(self) -> None:
         ctx = self.ctx
         done: dict[TopicPartition, tuple[int, ...]] = {}
+        targets: dict[TopicPartition, tuple[int, ...]] = {}
+        unreadable: list[MalformedZnode] = []
         got = self.zk.get(paths.REASSIGN_PARTITIONS, watch=True)
         if got is not None:
             try:
-                for tp, target in decode_reassignment(got[0]).items():
-                    if (
-                        tp.topic not in ctx.assignments
-                        or tp.partition not in ctx.assignments[tp.topic]
-                    ):
-                        done[tp] = target  # its partition is gone
-                    elif ctx.is_topic_queued_for_deletion(tp.topic):
-                        # Refused and taken out of the znode, as outside a failover (Kafka's
-                        # maybeTriggerPartitionReassignment); one the topic's znode shows in
-                        # progress already resumes below all the same, holding the deletion.
-                        log.warning("reassignment of %s dropped: its topic is being deleted", tp)
-                        done[tp] = target
-                    else:
-                        self.reassignments.zk_triggered[tp] = target
+                targets, unreadable = decode_reassignment_entries(got[0])
             except MalformedZnode as e:
                 log.error("%s; removing the request", e)
                 self.store.delete_recursive(paths.REASSIGN_PARTITIONS, ctx.epoch_zk_version)
+        _report_unreadable_reassignments(unreadable)
+        for tp, target in targets.items():
+            if tp.topic not in ctx.assignments or tp.partition not in ctx.assignments[tp.topic]:
+                done[tp] = target  # its partition is gone
+            elif ctx.is_topic_queued_for_deletion(tp.topic):
+                # Refused and taken out of the znode, as outside a failover (Kafka's
+                # maybeTriggerPartitionReassignment); one the topic's znode shows in
+                # progress already resumes below all the same, holding the deletion.
+                log.warning("reassignment of %s dropped: its topic is being deleted", tp)
+                done[tp] = target
+            else:
+                self.reassignments.zk_triggered[tp] = target
         # Requested targets the topic znodes do not show yet take over; the reassignments
         # they do show resume.
         new_targets = {
@@ -1624,7 +1640,7 @@ class KafkaController:
                 done[tp] = target
         for tp in done:
             self.reassignments.zk_triggered.pop(tp, None)
-        self._remove_done_reassignments(done)
+        self._remove_done_reassignments(done, drop_unreadable=bool(unreadable))
         self._arm_reassignment_watches()  # also run outside an event (tests call _elect)
 
     def _on_PartitionReassignmentIsrChange(self, event: ev.PartitionReassignmentIsrChange) -> None:
@@ -1764,10 +1780,14 @@ class KafkaController:
         if got is None:
             return
         try:
-            requested = decode_partition_list(paths.PREFERRED_REPLICA_ELECTION, got[0])
+            requested, unreadable = decode_partition_list_entries(
+                paths.PREFERRED_REPLICA_ELECTION, got[0]
+            )
         except MalformedZnode as e:
             log.error("%s; removing the request", e)
-            requested = []
+            requested, unreadable = [], []
+        for entry_error in unreadable:  # the others are elected: Kafka skips unknown ones
+            log.error("%s; skipping that entry", entry_error)
         self._elect_preferred(requested)
         self.store.delete_recursive(paths.PREFERRED_REPLICA_ELECTION, ctx.epoch_zk_version)
 

@@ -44,7 +44,7 @@ from zkdata.znodes import (
     TopicAssignment,
     TopicPartition,
     decode_partition_state,
-    decode_reassignment,
+    decode_reassignment_entries,
     decode_topic,
     decode_topic_config,
     encode_partition_state,
@@ -719,21 +719,27 @@ class ZkControllerStore:
             )
 
     def remove_from_reassignment_znode(
-        self, done: Mapping[TopicPartition, Sequence[int]], epoch_zk_version: int
+        self,
+        done: Mapping[TopicPartition, Sequence[int]],
+        epoch_zk_version: int,
+        *,
+        drop_unreadable: bool = False,
     ) -> bool:
         """Take the partitions of `done` out of /admin/reassign_partitions, each only if the
         znode still asks for the target given, and delete the znode once nothing is left.
         Whatever else it holds stays: an admin may have added or rewritten requests since
         the controller read it, so it is read again and written conditionally on the
-        version read (again if that moved). Returns whether the znode was deleted."""
-        if not done:
+        version read (again if that moved). Entries that cannot be read (reported by the
+        controller's read) go whenever it is written, and with ``drop_unreadable`` even if
+        nothing else does. Returns whether the znode was deleted."""
+        if not done and not drop_unreadable:
             return False
         for _ in range(MAX_REASSIGNMENT_ZNODE_ROUNDS):
             got = self.zk.get(paths.REASSIGN_PARTITIONS)
             if got is None:
                 return False
             try:
-                requested = decode_reassignment(got[0])
+                requested, unreadable = decode_reassignment_entries(got[0])
             except MalformedZnode as e:
                 log.error("%s; leaving it for the next reassignment event", e)
                 return False
@@ -742,7 +748,7 @@ class ZkControllerStore:
                 for tp, target in requested.items()
                 if tuple(done.get(tp, ())) != tuple(target)
             }
-            if len(remaining) == len(requested):
+            if len(remaining) == len(requested) and not unreadable:
                 return False
             version = got[1].version
             if not remaining:

@@ -14,7 +14,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Generic, NamedTuple, TypeGuard, TypeVar
@@ -32,6 +32,7 @@ MAX_ZNODE_BYTES = 1_000_000
 
 # Kafka reads every integer field as a Java int: a bigger number is malformed, not a broker id.
 _H = TypeVar("_H", bound=Hashable)
+_T = TypeVar("_T")
 _INT32_MIN = INT32_MIN
 _INT32_MAX = INT32_MAX
 # The C scanner behind json.loads, without its per-call Python wrapping.
@@ -619,18 +620,65 @@ class TopicPartition(NamedTuple):
         return f"{self.topic}-{self.partition}"
 
 
-def _decode_partition_list(path: str, data: bytes | None) -> list[dict[str, Any]]:
+def _partition_entries(path: str, data: bytes | None) -> list[Any]:
+    """The entries of a partition list znode: the znode is malformed whole unless it is a
+    JSON object holding a list of them."""
     obj = _loads_object(path, data)
     items = obj.get("partitions")
     if not isinstance(items, list):
         raise MalformedZnode(path, "field 'partitions' must be a list")
-    for item in items:
-        if not isinstance(item, dict):
-            raise MalformedZnode(path, f"partition entry {item!r} is not an object")
-        _str(path, item, "topic")
-        if _int(path, item, "partition") < 0:
-            raise MalformedZnode(path, f"negative partition in {item!r}")
     return items
+
+
+def _entry_object(path: str, item: object) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise MalformedZnode(path, "not an object")
+    return item
+
+
+def _topic_partition(path: str, entry: Mapping[str, Any]) -> TopicPartition:
+    topic = _str(path, entry, "topic")
+    partition = _int(path, entry, "partition")
+    if partition < 0:
+        raise MalformedZnode(path, f"negative partition {partition}")
+    return TopicPartition(topic, partition)
+
+
+def _partition_entry(path: str, item: object) -> TopicPartition:
+    return _topic_partition(path, _entry_object(path, item))
+
+
+def _reassignment_entry(path: str, item: object) -> tuple[TopicPartition, tuple[int, ...]]:
+    entry = _entry_object(path, item)
+    tp = _topic_partition(path, entry)
+    replicas = _int_list(path, entry.get("replicas"), "replicas")
+    if not replicas or len(set(replicas)) != len(replicas):
+        raise MalformedZnode(path, f"replicas {list(replicas)} must be distinct and non-empty")
+    return tp, replicas
+
+
+_REPORTED_CHARS = 200  # of an entry and of what is wrong with it: a znode holds up to 1 MB
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _REPORTED_CHARS else f"{text[:_REPORTED_CHARS]}..."
+
+
+def _decode_entries(
+    path: str, data: bytes | None, decode_entry: Callable[[str, object], _T]
+) -> tuple[list[_T], list[MalformedZnode]]:
+    """Each entry of a partition list znode decoded alone: one that cannot be read is left
+    out, its MalformedZnode (the znode's path, the entry and what is wrong) returned."""
+    decoded: list[_T] = []
+    unreadable: list[MalformedZnode] = []
+    for item in _partition_entries(path, data):
+        try:
+            decoded.append(decode_entry(path, item))
+        except MalformedZnode as e:
+            unreadable.append(
+                MalformedZnode(path, f"partition entry {_cut(repr(item))}: {_cut(e.reason)}")
+            )
+    return decoded, unreadable
 
 
 def encode_partition_list(partitions: Iterable[TopicPartition]) -> bytes:
@@ -643,8 +691,22 @@ def encode_partition_list(partitions: Iterable[TopicPartition]) -> bytes:
     )
 
 
+def decode_partition_list_entries(
+    path: str, data: bytes | None
+) -> tuple[list[TopicPartition], list[MalformedZnode]]:
+    """The partitions of an admin request (/admin/preferred_replica_election) read entry
+    by entry, as Kafka 2.8 acts on each alone: those that can be read, and the errors of
+    those that cannot (left out). Raises MalformedZnode for a znode that is no JSON object
+    with a list of entries."""
+    return _decode_entries(path, data, _partition_entry)
+
+
 def decode_partition_list(path: str, data: bytes | None) -> list[TopicPartition]:
-    return [TopicPartition(i["topic"], i["partition"]) for i in _decode_partition_list(path, data)]
+    """The partitions listed; MalformedZnode if any entry cannot be read."""
+    partitions, unreadable = decode_partition_list_entries(path, data)
+    if unreadable:
+        raise unreadable[0]
+    return partitions
 
 
 def encode_reassignment(targets: Mapping[TopicPartition, Iterable[int]]) -> bytes:
@@ -659,16 +721,25 @@ def encode_reassignment(targets: Mapping[TopicPartition, Iterable[int]]) -> byte
     )
 
 
+def decode_reassignment_entries(
+    data: bytes | None, path: str = paths.REASSIGN_PARTITIONS
+) -> tuple[dict[TopicPartition, tuple[int, ...]], list[MalformedZnode]]:
+    """/admin/reassign_partitions read entry by entry, as Kafka 2.8 acts on each partition
+    alone: the targets of the entries that can be read (the last one of a partition wins,
+    as Kafka's toMap), and the errors of those that cannot (left out). Raises
+    MalformedZnode for a znode that is no JSON object with a list of entries."""
+    targets, unreadable = _decode_entries(path, data, _reassignment_entry)
+    return dict(targets), unreadable
+
+
 def decode_reassignment(
     data: bytes | None, path: str = paths.REASSIGN_PARTITIONS
 ) -> dict[TopicPartition, tuple[int, ...]]:
-    out: dict[TopicPartition, tuple[int, ...]] = {}
-    for item in _decode_partition_list(path, data):
-        replicas = _int_list(path, item.get("replicas"), "replicas")
-        if not replicas or len(set(replicas)) != len(replicas):
-            raise MalformedZnode(path, f"replicas {list(replicas)} must be distinct and non-empty")
-        out[TopicPartition(item["topic"], item["partition"])] = replicas
-    return out
+    """The targets asked for; MalformedZnode if any entry cannot be read."""
+    targets, unreadable = decode_reassignment_entries(data, path)
+    if unreadable:
+        raise unreadable[0]
+    return targets
 
 
 def encode_topic_config(config: Mapping[str, str]) -> bytes:

@@ -405,6 +405,26 @@ def test_verify_reports_malformed_znodes(zk: ZkClient) -> None:
     assert "malformed" in by_topic["bad"].detail
 
 
+def test_verify_reads_a_pending_reassignment_entry_by_entry(zk: ZkClient) -> None:
+    """An entry of /admin/reassign_partitions that cannot be read is reported and left
+    out, as the controller skips it (and takes it out); the others are still pending.
+    Before, one such entry made the whole znode unreadable: every partition was shown in
+    progress, t-1's move too, which the controller never makes."""
+    register(zk, 1, 2)
+    create(zk, "t", replica_assignment="1,1")
+    entries = [
+        {"topic": "t", "partition": 0, "replicas": [2]},
+        {"topic": "t", "partition": 1, "replicas": [2, 2]},
+    ]
+    data = json.dumps({"version": 1, "partitions": entries}).encode()
+    zk.create(paths.REASSIGN_PARTITIONS, data, make_parents=True)
+    result = reassign.verify_reassignment(zk, {tp("t", 0): (2,), tp("t", 1): (2,)})
+    assert result.pending
+    assert result.problems.paths() == [paths.REASSIGN_PARTITIONS]
+    assert "[2, 2]" in result.problems.messages()[0]
+    assert [s.status for s in result.statuses] == ["in_progress", "failed"]
+
+
 # --- preferred election -----------------------------------------------------------------------
 
 

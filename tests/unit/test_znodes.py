@@ -27,8 +27,10 @@ from zkdata.znodes import (
     decode_controller_epoch,
     decode_log_dir_event,
     decode_partition_list,
+    decode_partition_list_entries,
     decode_partition_state,
     decode_reassignment,
+    decode_reassignment_entries,
     decode_topic,
     decode_topic_config,
     encode_broker,
@@ -631,6 +633,60 @@ def test_malformed_reassignment(data: bytes | None) -> None:
     assert_malformed(lambda: decode_reassignment(data), paths.REASSIGN_PARTITIONS)
 
 
+# An admin request's entries are read one by one, as Kafka 2.8 acts on each partition: one
+# that cannot be read is left out, its error naming the znode and the entry, and the
+# others stand. Only a znode that is no JSON object with a list of entries is bad whole.
+NO_ENTRIES: list[bytes | None] = [*NOT_JSON_OBJECTS, *BAD_PARTITION_LISTS[:2]]
+BAD_PARTITION_ENTRIES: list[Any] = [json.loads(d)["partitions"][0] for d in BAD_PARTITION_LISTS[2:]]
+BAD_REASSIGNMENT_ENTRIES: list[Any] = [
+    json.loads(d)["partitions"][0] for d in BAD_REASSIGNMENTS[2:]
+]
+
+
+def _with_entries(*entries: Any) -> bytes:
+    return json.dumps({"version": 1, "partitions": list(entries)}).encode()
+
+
+@pytest.mark.parametrize("entry", BAD_PARTITION_ENTRIES, ids=short_id)
+def test_a_partition_list_entry_that_cannot_be_read_is_left_out_alone(entry: Any) -> None:
+    path = paths.PREFERRED_REPLICA_ELECTION
+    data = _with_entries({"topic": "a", "partition": 1}, entry, {"topic": "b", "partition": 0})
+    tps, unreadable = decode_partition_list_entries(path, data)
+    assert tps == [TopicPartition("a", 1), TopicPartition("b", 0)]
+    assert [e.path for e in unreadable] == [path]
+    assert f"entry {entry!r}" in str(unreadable[0])
+    assert_malformed(lambda: decode_partition_list(path, data), path)
+
+
+@pytest.mark.parametrize("entry", BAD_REASSIGNMENT_ENTRIES, ids=short_id)
+def test_a_reassignment_entry_that_cannot_be_read_is_left_out_alone(entry: Any) -> None:
+    data = _with_entries(
+        {"topic": "a", "partition": 1, "replicas": [3, 1]},
+        entry,
+        {"topic": "b", "partition": 0, "replicas": [2]},
+    )
+    targets, unreadable = decode_reassignment_entries(data)
+    assert targets == {TopicPartition("a", 1): (3, 1), TopicPartition("b", 0): (2,)}
+    assert [e.path for e in unreadable] == [paths.REASSIGN_PARTITIONS]
+    assert f"entry {entry!r}" in str(unreadable[0])
+    assert_malformed(lambda: decode_reassignment(data), paths.REASSIGN_PARTITIONS)
+
+
+def test_an_entry_too_long_to_report_whole_is_cut() -> None:
+    entry = {"topic": "a" * 10_000, "partition": -1}
+    _tps, unreadable = decode_partition_list_entries(
+        paths.PREFERRED_REPLICA_ELECTION, _with_entries(entry)
+    )
+    assert len(str(unreadable[0])) < 500
+
+
+@pytest.mark.parametrize("data", NO_ENTRIES, ids=short_id)
+def test_an_admin_request_with_no_list_of_entries_is_malformed_whole(data: bytes | None) -> None:
+    path = paths.PREFERRED_REPLICA_ELECTION
+    assert_malformed(lambda: decode_partition_list_entries(path, data), path)
+    assert_malformed(lambda: decode_reassignment_entries(data), paths.REASSIGN_PARTITIONS)
+
+
 @pytest.mark.parametrize(
     "data",
     [
@@ -805,7 +861,9 @@ def test_arbitrary_bytes_never_crash_a_decoder(data: bytes) -> None:
         lambda: decode_controller_epoch(data),
         lambda: decode_broker(1, data),
         lambda: decode_partition_list(paths.PREFERRED_REPLICA_ELECTION, data),
+        lambda: decode_partition_list_entries(paths.PREFERRED_REPLICA_ELECTION, data),
         lambda: decode_reassignment(data),
+        lambda: decode_reassignment_entries(data),
         lambda: decode_topic_config("t", data),
     ]
     for decode in decoders:
