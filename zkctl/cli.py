@@ -99,6 +99,10 @@ def _operational_message(exc: BaseException, args: argparse.Namespace) -> str | 
         return str(exc)
     if isinstance(exc, (ConnectionLoss, OperationTimeoutError)):
         where = getattr(args, "connect_string", None) or "ZooKeeper"
+        if getattr(args, "zk_writes_sent", None) == 0:
+            # Only reads were sent (zk_session counts the writes): it can be run again.
+            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            return f"ZooKeeper stopped answering ({where}, {detail}); nothing was changed"
         # The request may have been carried out with its answer lost: a blind retry of a
         # create would then report that the topic (or reassignment) already exists.
         return (

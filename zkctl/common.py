@@ -83,7 +83,10 @@ def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = Fals
         metavar="SECONDS",
         type=positive_float,
         default=default(DEFAULT_ZK_TIMEOUT_S),
-        help=shown(f"how long to wait for ZooKeeper (default: {DEFAULT_ZK_TIMEOUT_S:g})"),
+        help=shown(
+            "how long to wait for ZooKeeper: to connect, and for each answer (default:"
+            f" {DEFAULT_ZK_TIMEOUT_S:g})"
+        ),
     )
     group.add_argument(
         "--debug",
@@ -241,18 +244,25 @@ def resolve_connect(args: argparse.Namespace) -> str:
 
 @contextlib.contextmanager
 def zk_session(args: argparse.Namespace) -> Iterator[ZkClient]:
-    """A connected ZkClient for the command; a clear CommandError when it cannot connect."""
+    """A connected ZkClient for the command; a clear CommandError when it cannot connect.
+
+    --zk-timeout bounds each wait for ZooKeeper: the connection, each request's answer and
+    the close. The session timeout stays at 10 s at least: a slow but live ZooKeeper must
+    not expire the session mid-command, and kazoo derives its handshake and read timeouts
+    from it, which ZkClient's start and bounded close do not wait out."""
     from cluster.zookeeper import split_chroot
-    from zkdata.client import ZkClient
+    from zkdata.client import ZOOKEEPER_UNAVAILABLE, ZkClient
 
     connect = resolve_connect(args)
     args.connect_string = connect  # for error messages of main()
     timeout = float(getattr(args, "zk_timeout", DEFAULT_ZK_TIMEOUT_S))
+    timeout_ms = max(int(timeout * 1000), 1)
     try:
         client = ZkClient(
             connect,
-            session_timeout_ms=max(int(timeout * 1000), 10_000),
-            connection_timeout_ms=int(timeout * 1000),
+            session_timeout_ms=max(timeout_ms, 10_000),
+            connection_timeout_ms=timeout_ms,
+            request_timeout_ms=timeout_ms,
         )
     except ValueError as e:
         raise UsageError(f"invalid ZooKeeper connect string {connect!r}: {e}") from None
@@ -263,6 +273,7 @@ def zk_session(args: argparse.Namespace) -> Iterator[ZkClient]:
             f"cannot connect to ZooKeeper at {connect} within {timeout:g} s"
             f" ({type(e).__name__}: {e}); is it running?"
         ) from None
+    unanswered = False
     try:
         hosts, chroot = split_chroot(connect)
         if chroot and client.exists("/") is None:
@@ -271,5 +282,10 @@ def zk_session(args: argparse.Namespace) -> Iterator[ZkClient]:
                 " string (is the cluster up?)"
             )
         yield client
+    except ZOOKEEPER_UNAVAILABLE:
+        unanswered = True
+        args.zk_writes_sent = client.writes_sent  # for main(): was a change asked for?
+        raise
     finally:
-        client.close()
+        # A ZooKeeper that left a request unanswered would leave the close so too.
+        client.close(timeout_s=0 if unanswered else timeout)

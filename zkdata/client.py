@@ -23,7 +23,9 @@ Built on kazoo, with four additions a Kafka controller needs:
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 import time
 from collections import defaultdict
@@ -76,6 +78,9 @@ READ_BATCH = 1000
 # bytes per multi: ZooKeeper refuses a request over jute.maxbuffer (1 MB by default).
 WRITE_BATCH_OPS = 500
 WRITE_BATCH_BYTES = 512 * 1024
+# How long a bounded stop waits for kazoo's connection thread once its socket is shut (it
+# ends at once, or after the back-off between two connection attempts, at most ~1.4 s).
+_STOP_AFTER_SHUT_S = 1.0
 
 
 T = TypeVar("T")
@@ -351,10 +356,18 @@ class ZkClient:
         *,
         session_timeout_ms: int = 18_000,
         connection_timeout_ms: int | None = None,
+        request_timeout_ms: int | None = None,
     ) -> None:
+        """``connection_timeout_ms``: how long `start` waits for a connection;
+        ``request_timeout_ms``: how long a request waits for its answer (`_answer`). Both
+        default to the session timeout."""
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        self.request_timeout_ms = request_timeout_ms or session_timeout_ms
+        #: write requests handed to kazoo (creates, sets, deletes, multis): a caller whose
+        #: request went unanswered knows whether it had asked for a change
+        self.writes_sent = 0
         # Retry the connection forever (a broker outlives a ZooKeeper outage); each command
         # gets no automatic retry, so its caller decides what a lost connection means.
         self.kazoo = KazooClient(
@@ -388,28 +401,63 @@ class ZkClient:
         Kafka fails a start that cannot reach ZooKeeper within
         zookeeper.connection.timeout.ms). ``cancelled`` set meanwhile: the attempt stops
         and CancelledWhileDisconnected is raised, so a broker asked to stop while it
-        cannot reach ZooKeeper stops at once."""
-        if cancelled is None:
-            self.kazoo.start(timeout=self.connection_timeout_ms / 1000)
-            return
+        cannot reach ZooKeeper stops at once. Not kazoo's own start: its failure path
+        waits for the connection thread, which may be waiting out a handshake timeout
+        kazoo derives from the session timeout (`_stop_kazoo`)."""
         connected = self.kazoo.start_async()
         deadline = time.monotonic() + self.connection_timeout_ms / 1000
         while not connected.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
-            if cancelled.is_set() or time.monotonic() >= deadline:
+            if (cancelled is not None and cancelled.is_set()) or time.monotonic() >= deadline:
                 break
         if not self.kazoo.connected:
-            self.kazoo.stop()
-            self.kazoo.close()
-            if cancelled.is_set():
+            self._stop_kazoo(0.0)  # no session to close
+            if cancelled is not None and cancelled.is_set():
                 raise CancelledWhileDisconnected("asked to stop while connecting to ZooKeeper")
             raise KazooTimeoutError("Connection time-out")
 
-    def close(self) -> None:
+    def close(self, *, timeout_s: float | None = None) -> None:
+        """Close the session (ZooKeeper answers the close) and stop the client. With
+        ``timeout_s``, wait at most about that long: a close ZooKeeper leaves unanswered is
+        then given up, and the session expires on its own."""
         self._closing = True  # the LOST that kazoo reports next is our own doing
-        try:
-            self.kazoo.stop()
-        finally:
-            self.kazoo.close()
+        self._stop_kazoo(timeout_s)
+
+    def _stop_kazoo(self, timeout_s: float | None) -> None:
+        """kazoo's stop and close. kazoo's stop waits for its connection thread, which may
+        be waiting for an answer from a ZooKeeper that accepted the connection and does
+        not answer (stopped, its machine gone), for as long as the handshake or read
+        timeout kazoo derives from the session timeout. With ``timeout_s``, it is given
+        that long, then kazoo's socket is shut, which ends that thread's wait at once;
+        one still opening its TCP connection is left to end on its own (a daemon)."""
+        kazoo = self.kazoo
+        if timeout_s is None:
+            try:
+                kazoo.stop()
+            finally:
+                kazoo.close()
+            return
+        stopped = threading.Event()
+
+        def stop() -> None:
+            try:
+                kazoo.stop()
+                kazoo.close()
+            except Exception:
+                log.exception("stopping the ZooKeeper client failed")
+            finally:
+                stopped.set()
+
+        threading.Thread(target=stop, name="zk-client-stop", daemon=True).start()
+        if stopped.wait(timeout_s):
+            return
+        # kazoo's stop marks the client stopped before it waits: woken, the connection
+        # thread then ends instead of connecting again.
+        kazoo._stopped.wait(_STOP_AFTER_SHUT_S)
+        sock = kazoo._connection._socket
+        if sock is not None:
+            with contextlib.suppress(OSError):  # closed meanwhile by its thread
+                sock.shutdown(socket.SHUT_RDWR)
+        stopped.wait(_STOP_AFTER_SHUT_S)
 
     @property
     def session_id(self) -> int:
@@ -568,18 +616,19 @@ class ZkClient:
     # --- answers ----------------------------------------------------------------------
 
     def _answer(self, result: Any) -> Any:
-        """What ZooKeeper answered a request, waiting at most a session timeout: else
-        OperationTimeoutError. kazoo holds a request made while its connection is down
-        until it is back or the session is declared expired (its own sync calls wait for
-        good meanwhile), so an unbounded wait would keep a controller's event thread
-        from its resignation for as long as ZooKeeper is out of reach (items 2 and 35 of
-        docs/architecture.md). The request may still be sent, and applied, once the
-        connection is back: the error is a lost answer's, as ConnectionLoss is."""
+        """What ZooKeeper answered a request, waiting at most the request timeout (by
+        default a session timeout): else OperationTimeoutError. kazoo holds a request
+        made while its connection is down until it is back or the session is declared
+        expired (its own sync calls wait for good meanwhile), so an unbounded wait would
+        keep a controller's event thread from its resignation for as long as ZooKeeper is
+        out of reach (items 2 and 35 of docs/architecture.md). The request may still be
+        sent, and applied, once the connection is back: the error is a lost answer's, as
+        ConnectionLoss is."""
         try:
-            return result.get(timeout=self.session_timeout_ms / 1000)
+            return result.get(timeout=self.request_timeout_ms / 1000)
         except KazooTimeoutError as e:  # the timeout_exception of kazoo's threading handler
             raise OperationTimeoutError(
-                f"no answer from ZooKeeper within the session timeout, {self.session_timeout_ms} ms"
+                f"no answer from ZooKeeper within {self.request_timeout_ms} ms"
             ) from e
 
     # --- single reads -----------------------------------------------------------------
@@ -766,6 +815,7 @@ class ZkClient:
 
     def ensure_paths(self, path_list: Iterable[str]) -> None:
         for path in path_list:
+            self.writes_sent += 1
             self._answer(self.kazoo.ensure_path_async(path))
 
     def create(
@@ -777,6 +827,7 @@ class ZkClient:
         sequential: bool = False,
         make_parents: bool = False,
     ) -> tuple[str, ZnodeStat]:
+        self.writes_sent += 1
         created, stat = self._answer(
             self.kazoo.create_async(
                 path,
@@ -790,11 +841,13 @@ class ZkClient:
         return str(created), stat
 
     def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
+        self.writes_sent += 1
         stat: ZnodeStat = self._answer(self.kazoo.set_async(path, data, version=version))
         return stat
 
     def delete(self, path: str, version: int = -1) -> bool:
         """Delete a znode; False if it was already gone."""
+        self.writes_sent += 1
         try:
             self._answer(self.kazoo.delete_async(path, version=version))
         except NoNodeError:
@@ -808,6 +861,7 @@ class ZkClient:
         return list(self._answer(self._multi_async(ops, session)))
 
     def _multi_async(self, ops: Sequence[WriteOp], session: int | None = None) -> Any:
+        self.writes_sent += 1
         out = bytearray()
         pack_int = int_struct.pack
         chrooted = self._chrooted
