@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import re
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+from watch.text import CONTROL, printable
 from zkdata.znodes import LEADER_DURING_DELETE, LeaderAndIsr, TopicPartition
 
 TIMELINE_MAX = 1000  # events kept for the full-screen view (the plain one prints its own)
@@ -259,21 +259,6 @@ def _leader_text(leader: int) -> str:
     return "none" if leader < 0 else str(leader)
 
 
-# C0 controls, DEL and C1 controls (0x9b is an 8-bit CSI). The codecs take any string a
-# znode's JSON holds (a broker's host is any valid UTF-8), and a view that wrote it raw
-# would let a registration clear the screen or retitle the window; curses refuses a NUL.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
-
-
-def printable(text: str) -> str:
-    """`text` with each control character written as a \\xNN escape."""
-    return _CONTROL.sub(_escape, text) if _CONTROL.search(text) else text
-
-
 def _printable(obs: Observation) -> Observation:
     """`obs` with the text it brings from outside (znodes, a broker's log, an error
     message) made printable: done here, where every observation enters the state, so
@@ -281,11 +266,11 @@ def _printable(obs: Observation) -> Observation:
     keeps free of control characters; they are checked all the same (cheaply, and the
     maps rebuilt only when one needs it)."""
     if isinstance(obs, BrokersSeen):
-        if any(_CONTROL.search(i.address) for i in obs.brokers.values()):
+        if any(CONTROL.search(i.address) for i in obs.brokers.values()):
             brokers = {b: replace(i, address=printable(i.address)) for b, i in obs.brokers.items()}
             return replace(obs, brokers=brokers)
     elif isinstance(obs, PartitionsSeen):
-        if any(_CONTROL.search(t) for t in obs.topics):
+        if any(CONTROL.search(t) for t in obs.topics):
             topics = {printable(t): a for t, a in obs.topics.items()}
             states = {
                 TopicPartition(printable(tp.topic), tp.partition): s for tp, s in obs.states.items()

@@ -14,9 +14,11 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+
+from watch.text import CONTROL, printable
 
 if TYPE_CHECKING:
     from admin.errors import Problems
@@ -150,12 +152,29 @@ def _print(text: str, stream: TextIO) -> None:
         print(text.encode(encoding, "backslashreplace").decode(encoding), file=stream, flush=True)
 
 
+def _printable_lines(text: str) -> str:
+    """`text` with its control characters written as \\xNN escapes, as zkctl watch shows
+    them: a registration's host, a group id or a config value is any text, and an ESC in
+    it would clear the screen or retitle the window. The newlines between its lines stay."""
+    if "\n" not in text:
+        return printable(text)
+    return "\n".join(map(printable, text.split("\n")))
+
+
 def out(text: str = "") -> None:
-    _print(text, sys.stdout)
+    _print(_printable_lines(text), sys.stdout)
+
+
+def out_fields(fields: Sequence[str]) -> None:
+    """A line of tab-separated fields (Kafka's topic describe: scripts split it on tabs),
+    each made printable as out's text, a tab in it too."""
+    if CONTROL.search("".join(fields)):  # one look for the whole line: most have none
+        fields = list(map(printable, fields))
+    _print("\t".join(fields), sys.stdout)
 
 
 def err(text: str) -> None:
-    _print(text, sys.stderr)
+    _print(_printable_lines(text), sys.stderr)
 
 
 def warn(text: str) -> None:
@@ -167,7 +186,8 @@ def progress(text: str) -> None:
 
 
 def print_json(obj: object) -> None:
-    out(json.dumps(obj, indent=2, sort_keys=False))
+    # As it is: JSON writes control characters as its own escapes (json.loads gives them back).
+    _print(json.dumps(obj, indent=2, sort_keys=False), sys.stdout)
 
 
 def report_problems(problems: Problems) -> None:

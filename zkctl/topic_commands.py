@@ -9,6 +9,7 @@ from zkctl.common import (
     UsageError,
     ids,
     out,
+    out_fields,
     print_json,
     report_problems,
     warn,
@@ -322,17 +323,22 @@ def _describe_text(args: argparse.Namespace, result: DescribeResult) -> None:
     # Kafka 2.8's TopicCommand lines, field for field (scripts split them on tabs): no
     # TopicId without one, no leader epoch (--json has it).
     filtering = _filtering(args)
-    deletion = "\tMarkedForDeletion: true"
+    deletion = ["MarkedForDeletion: true"]
     for t in result.topics:
         if not filtering:
             configs = ",".join(f"{k}={v}" for k, v in sorted(t.config.items()))
             if t.config_problem:
                 configs = f"(malformed config znode: {t.config_problem})"
-            topic_id = f"\tTopicId: {topic_id_to_str(t.topic_id)}" if t.topic_id else ""
-            out(
-                f"Topic: {t.name}{topic_id}\tPartitionCount: {len(t.partitions)}"
-                f"\tReplicationFactor: {t.replication_factor}\tConfigs: {configs}"
-                + (deletion if t.marked_for_deletion else "")
+            topic_id = [f"TopicId: {topic_id_to_str(t.topic_id)}"] if t.topic_id else []
+            out_fields(
+                [
+                    f"Topic: {t.name}",
+                    *topic_id,
+                    f"PartitionCount: {len(t.partitions)}",
+                    f"ReplicationFactor: {t.replication_factor}",
+                    f"Configs: {configs}",
+                    *(deletion if t.marked_for_deletion else []),
+                ]
             )
         if args.topics_with_overrides:
             continue
@@ -340,21 +346,25 @@ def _describe_text(args: argparse.Namespace, result: DescribeResult) -> None:
             if not _selected(args, p, result.live_brokers):
                 continue
             leader = "none" if p.leader is None else str(p.leader)
-            line = (
-                f"\tTopic: {t.name}\tPartition: {p.partition}\tLeader: {leader}"
-                f"\tReplicas: {ids(p.replicas)}\tIsr: {ids(p.isr)}"
-            )
+            fields = [
+                "",  # the line starts with a tab
+                f"Topic: {t.name}",
+                f"Partition: {p.partition}",
+                f"Leader: {leader}",
+                f"Replicas: {ids(p.replicas)}",
+                f"Isr: {ids(p.isr)}",
+            ]
             if p.adding_replicas:
-                line += f"\tAdding Replicas: {ids(p.adding_replicas)}"
+                fields.append(f"Adding Replicas: {ids(p.adding_replicas)}")
             if p.removing_replicas:
-                line += f"\tRemoving Replicas: {ids(p.removing_replicas)}"
+                fields.append(f"Removing Replicas: {ids(p.removing_replicas)}")
             if t.marked_for_deletion:
-                line += deletion
+                fields += deletion
             if p.state_problem:
-                line += f"\t(malformed state znode: {p.state_problem})"
+                fields.append(f"(malformed state znode: {p.state_problem})")
             elif p.state is None:
-                line += "\t(no state znode yet)"
-            out(line)
+                fields.append("(no state znode yet)")
+            out_fields(fields)
 
 
 def _add_partitions(args: argparse.Namespace) -> int:

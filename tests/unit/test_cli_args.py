@@ -1454,6 +1454,39 @@ def test_zkctl_controller_waits_for_a_status_file_written_since_the_election(
     assert got["written_before_election"] is False
 
 
+def test_text_output_escapes_control_characters_from_znodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A broker's host (any text in its registration) and a topic's config value reach
+    the terminal as \\xNN escapes, as zkctl watch shows them: they printed raw, and an ESC
+    sequence cleared the screen. --json keeps them, in JSON's own escapes; topic
+    describe's fields stay separated by tabs."""
+    from zkctl import identity_commands
+    from zkdata.znodes import encode_controller, encode_controller_epoch, encode_topic_config
+
+    host = "h\x1b[2J\t\x9b"
+    shown = "h\\x1b[2J\\x09\\x9b"
+    zk = tree_with_topic("t", {0: [1]}, (1,))
+    registration = json.loads(zk.nodes[paths.broker(1)][0])
+    registration["endpoints"] = [f"PLAINTEXT://{host}:9092"]
+    zk.put(paths.broker(1), json.dumps(registration).encode())
+    zk.put(paths.CONTROLLER, encode_controller(1))
+    zk.put(paths.CONTROLLER_EPOCH, encode_controller_epoch(5))
+    zk.put(paths.topic_config("t"), encode_topic_config({"x": f"v{host}"}))
+    on_tree(monkeypatch, zk)
+    monkeypatch.setattr(identity_commands, "zk_session", admin_commands.zk_session)
+    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)
+    z = ["--zookeeper", UNREACHABLE, "--dir", str(tmp_path)]
+    for argv in (["controller"], ["broker", "identities"], ["topic", "describe"]):
+        code, out, err = run([*z, *argv], capsys)
+        assert code == 0, err
+        assert shown in out, (argv, out)
+        assert not any((ord(c) < 0x20 and c not in "\t\n") or 0x7F <= ord(c) < 0xA0 for c in out)
+    assert out.splitlines()[0].split("\t")[-1] == f"Configs: x=v{shown}"
+    code, out, _ = run([*z, "controller", "--json"], capsys)
+    assert json.loads(out)["endpoint"] == f"PLAINTEXT://{host}:9092"
+
+
 def test_zkctl_controller_says_how_far_to_trust_the_status_file() -> None:
     def heading(age_s: float, before_election: bool) -> str:
         status = {"path": "/s.json", "age_s": age_s, "written_before_election": before_election}

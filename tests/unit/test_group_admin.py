@@ -711,3 +711,22 @@ def test_a_group_that_does_not_exist_is_an_error_exit_1(
         assert [g["group"] for g in json.loads(out)["groups"]] == ["nobody", "billing"]
     else:
         assert out.splitlines()[1].startswith("billing ")
+
+
+def test_a_group_id_with_control_characters_is_listed_escaped(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A group id is any text a client chose: its control characters are listed as \\xNN
+    escapes, as zkctl watch shows a znode's (an ESC sequence printed raw cleared the
+    screen); --json keeps the id, in JSON's own escapes."""
+    hostile = "g\x1b[2J\tx"
+
+    def list_groups(self: GroupAdmin, states: Any = ()) -> GroupListing:
+        return GroupListing([ListedGroup(hostile, "Stable", "consumer", 1)])
+
+    monkeypatch.setattr(GroupAdmin, "list_groups", list_groups)
+    code, out, err = run([*BOOT, "--list", "--state"], capsys)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1].split() == ["g\\x1b[2J\\x09x", "Stable"]
+    code, out, _ = run([*BOOT, "--list", "--json"], capsys)
+    assert [g["group"] for g in json.loads(out)["groups"]] == [hostile]
