@@ -444,3 +444,31 @@ class SupervisedCluster:
             return states if all(s.leader >= 0 for s in states.values()) else None
 
         return wait_for(check, timeout, f"topic {topic} online")
+
+    def wait_topic_applied(self, topic: str, timeout: float = 60) -> dict[int, LeaderAndIsr]:
+        """``wait_topic_online``, and then until every running replica has applied its
+        partition's state at that leader epoch (its state-change log says so). A controller
+        killed before its LeaderAndIsr of a new topic reached the replicas leaves them
+        with no log of it, and a replica with no log told to lead while its ISR names
+        others refuses (item 34): a test that fails over right after creating a topic
+        must wait for this to be sure of the elections it expects."""
+        states = self.wait_topic_online(topic, timeout)
+        replicas = self.assignment(topic)
+        assert replicas is not None
+
+        def applied() -> bool:
+            for b, broker in self.brokers.items():
+                if not broker.alive():
+                    continue
+                have = {
+                    (r["partition"], r["leader_epoch"])
+                    for r in broker.state_changes("leader_and_isr")
+                    if r["topic"] == topic and r["result"] == "applied"
+                }
+                for p, st in states.items():
+                    if b in replicas.partitions[p] and (p, st.leader_epoch) not in have:
+                        return False
+            return True
+
+        wait_for(lambda: applied() or None, timeout, f"topic {topic} applied by its replicas")
+        return states
