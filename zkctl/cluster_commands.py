@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from zkctl.common import (
     out,
     partition_id,
-    positive_float,
     positive_int,
     print_json,
     progress,
+    seconds,
     warn,
 )
 from zkctl.controller_status import failed_log_dirs
@@ -69,7 +69,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     up.add_argument(
         "--timeout",
-        type=positive_float,
+        type=seconds,
         default=local.DEFAULT_START_TIMEOUT_S,
         metavar="SECONDS",
         help=f"how long to wait for the cluster (default: {local.DEFAULT_START_TIMEOUT_S:g})",
@@ -91,7 +91,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     down.add_argument(
         "--timeout",
-        type=positive_float,
+        type=seconds,
         default=local.DEFAULT_STOP_TIMEOUT_S,
         metavar="SECONDS",
         help=(
@@ -117,7 +117,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
             default = local.DEFAULT_STOP_TIMEOUT_S if action == "stop" else 60.0
             p.add_argument(
                 "--timeout",
-                type=positive_float,
+                type=seconds,
                 default=default,
                 metavar="SECONDS",
                 help=f"how long to wait (default: {default:g})",

@@ -83,7 +83,7 @@ def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = Fals
     group.add_argument(
         "--zk-timeout",
         metavar="SECONDS",
-        type=positive_float,
+        type=seconds,
         default=default(DEFAULT_ZK_TIMEOUT_S),
         help=shown(
             "how long to wait for ZooKeeper: to connect, and for each answer (default:"
@@ -136,6 +136,21 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text} is not positive")
     if not math.isfinite(value):  # 'inf', or '1e309' read as inf: no such number of seconds
         raise argparse.ArgumentTypeError(f"{text} is not a finite number")
+    return value
+
+
+MAX_SECONDS = 1_000_000  # about 11 days: well within what sockets and waits take
+
+
+def seconds(text: str) -> float:
+    """A timeout or duration: ``positive_float``, at most MAX_SECONDS (a socket's or a
+    wait's timeout past about 2**33 s is an OverflowError; in milliseconds, ZooKeeper's
+    int32 session timeout ends at about 24 days)."""
+    value = positive_float(text)
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text} seconds is more than {MAX_SECONDS} (about 11 days)"
+        )
     return value
 
 
@@ -215,6 +230,26 @@ def ids(values: Iterable[int]) -> str:
 # --- ZooKeeper --------------------------------------------------------------------------------
 
 
+def _check_connect_hosts(connect: str) -> None:
+    """A UsageError for a host of the connect string the resolver cannot be asked about
+    ("a..b"): kazoo's connection thread would print its UnicodeError's traceback and
+    retry until the timeout."""
+    from admin.cluster_admin import host_name_problem
+    from cluster.zookeeper import split_chroot
+
+    hosts, _chroot = split_chroot(connect)
+    for hostport in hosts.split(","):
+        host, colon, port = hostport.strip().rpartition(":")
+        if not colon or not port.isdigit():
+            host = hostport.strip()
+        problem = host_name_problem(host.strip("[]"))
+        if problem is not None:
+            raise UsageError(
+                f"invalid ZooKeeper connect string {connect!r}: {host!r} is not a host name"
+                f" ({problem})"
+            )
+
+
 def resolve_connect(args: argparse.Namespace) -> str:
     """--zookeeper, else $ZKCTL_ZOOKEEPER, else <dir>/cluster.json; else a UsageError, or a
     CommandError when that cluster is stopped."""
@@ -277,6 +312,7 @@ def zk_session(args: argparse.Namespace) -> Iterator[ZkClient]:
     args.connect_string = connect  # for error messages of main()
     timeout = float(getattr(args, "zk_timeout", DEFAULT_ZK_TIMEOUT_S))
     timeout_ms = max(int(timeout * 1000), 1)
+    _check_connect_hosts(connect)
     try:
         client = ZkClient(
             connect,

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zkctl.common import out, positive_float, positive_int
+from zkctl.common import out, positive_float, positive_int, seconds
 
 if TYPE_CHECKING:
     from zkctl.common import Subparsers
@@ -45,7 +45,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     demo.add_argument(
         "--duration",
-        type=positive_float,
+        type=seconds,
         default=None,
         metavar="SECONDS",
         help="stop after this long, once at least one failover was shown (default: run"
@@ -53,7 +53,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     demo.add_argument(
         "--interval",
-        type=positive_float,
+        type=seconds,
         default=6.0,
         metavar="SECONDS",
         help="pause between failovers (default 6)",

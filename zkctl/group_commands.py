@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from zkctl.common import CommandError, UsageError, out, positive_float, print_json, warn
+from zkctl.common import CommandError, UsageError, out, print_json, seconds, warn
 
 if TYPE_CHECKING:
     from admin.group_admin import GroupDescription, GroupListing, Member, OffsetRow
@@ -86,7 +86,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     groups.add_argument(
         "--timeout",
         metavar="SECONDS",
-        type=positive_float,
+        type=seconds,
         default=DEFAULT_TIMEOUT_S,
         help=f"each request's timeout (default: {DEFAULT_TIMEOUT_S:g})",
     )

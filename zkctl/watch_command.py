@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from zkctl.common import non_negative_int, out, positive_float, progress
+from zkctl.common import non_negative_int, out, progress, seconds
 
 if TYPE_CHECKING:
     from zkctl.common import Subparsers
@@ -48,7 +48,7 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     watch.add_argument(
         "--duration",
-        type=positive_float,
+        type=seconds,
         default=None,
         metavar="SECONDS",
         help="stop after this long (default: until Ctrl-C, or q in the full-screen view)",

@@ -109,6 +109,19 @@ def error_line(stderr: str) -> str:
         (["topic", "list", "--zk-timeout", "1e309"], "1e309 is not a finite number"),
         (["groups", "--list", "--timeout", "inf"], "inf is not a finite number"),
         (["down", "--timeout", "inf"], "inf is not a finite number"),
+        # Finite but past what a socket or a wait takes: an OverflowError (internal error).
+        (
+            ["groups", "--list", "--bootstrap-server", "h:1", "--timeout", "1e12"],
+            "1e12 seconds is more than 1000000 (about 11 days)",
+        ),
+        (["--zk-timeout", "1e300", "controller"], "1e300 seconds is more than 1000000"),
+        # The resolver is never asked about "a..b" (an empty label): kazoo's thread printed
+        # a UnicodeError traceback and the command waited out its timeout.
+        (
+            ["--zookeeper", "127.0.0.1:2181,a..b:2181/c", "controller"],
+            "invalid ZooKeeper connect string '127.0.0.1:2181,a..b:2181/c': 'a..b' is not a host",
+        ),
+        (["watch", "--duration", "1e12"], "1e12 seconds is more than 1000000"),
         (["status", "--bogus"], "unrecognized arguments: --bogus"),
         (["demo", "--faults", "kill,boom"], "unknown fault 'boom': choose from kill, stop"),
         (["demo", "--brokers", "1"], "must be at least 2: a failover needs another broker"),
