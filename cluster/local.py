@@ -638,8 +638,14 @@ class ZkView:
 
 
 def _zk_client(connect: str, timeout: float) -> ZkClient:
+    """A session whose connection and each request wait at most ``timeout`` (the session
+    itself lasts 10 s: a slow ZooKeeper must not expire it mid-command)."""
+    timeout_ms = max(int(timeout * 1000), 100)
     zk = ZkClient(
-        connect, session_timeout_ms=10_000, connection_timeout_ms=max(int(timeout * 1000), 100)
+        connect,
+        session_timeout_ms=10_000,
+        connection_timeout_ms=timeout_ms,
+        request_timeout_ms=min(timeout_ms, 10_000),
     )
     zk.start()
     return zk
@@ -682,7 +688,7 @@ def _try_zk_view(connect: str, timeout: float) -> tuple[ZkView | None, str | Non
     except Exception as e:
         return None, f"cannot read ZooKeeper at {connect} ({type(e).__name__}: {e})"
     finally:
-        zk.close()
+        zk.close(timeout_s=timeout)  # a ZooKeeper that stopped answering: not 10 s more
 
 
 # --- up ---------------------------------------------------------------------------------------

@@ -148,3 +148,19 @@ def test_a_failed_start_waits_no_longer_than_the_connection_timeout() -> None:
             zk.start()
         took = time.monotonic() - started
     assert took < DEADLINE_S, f"a 1 s connection timeout took {took:.1f} s"
+
+
+def test_zkctl_status_reads_zookeeper_within_its_timeout() -> None:
+    """`zkctl status` reads the cluster's view through cluster.local's own session: its
+    requests and its close waited out the session's timeouts (6.1 s with --zk-timeout 1,
+    seen) where ZooKeeper stopped answering after the handshake."""
+    from cluster import local
+
+    with server(answer_connect=True) as connect:
+        started = time.monotonic()
+        view, error = local._try_zk_view(connect, TIMEOUT_S)
+        took = time.monotonic() - started
+    assert view is None
+    assert error is not None
+    assert error.startswith(f"cannot read ZooKeeper at {connect}")
+    assert took < DEADLINE_S, f"took {took:.1f} s"
