@@ -637,15 +637,16 @@ class ZkView:
     problems: list[str] = field(default_factory=list)
 
 
-def _zk_client(connect: str, timeout: float) -> ZkClient:
-    """A session whose connection and each request wait at most ``timeout`` (the session
-    itself lasts 10 s: a slow ZooKeeper must not expire it mid-command)."""
+def _zk_client(connect: str, timeout: float, *, bound_requests: bool = False) -> ZkClient:
+    """A session whose connection waits at most ``timeout``, and with ``bound_requests``
+    each request too (else the session timeout, 10 s: the waits that poll in a loop
+    must not give up on a ZooKeeper slowed by a busy machine)."""
     timeout_ms = max(int(timeout * 1000), 100)
     zk = ZkClient(
         connect,
         session_timeout_ms=10_000,
         connection_timeout_ms=timeout_ms,
-        request_timeout_ms=min(timeout_ms, 10_000),
+        request_timeout_ms=min(timeout_ms, 10_000) if bound_requests else None,
     )
     zk.start()
     return zk
@@ -680,7 +681,7 @@ def read_zk_view(zk: ZkClient) -> ZkView:
 def _try_zk_view(connect: str, timeout: float) -> tuple[ZkView | None, str | None]:
     """The view, or None and why ZooKeeper could not be read."""
     try:
-        zk = _zk_client(connect, timeout)
+        zk = _zk_client(connect, timeout, bound_requests=True)
     except Exception as e:
         return None, f"cannot connect to ZooKeeper at {connect} ({type(e).__name__}: {e})"
     try:
