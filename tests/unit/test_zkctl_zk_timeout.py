@@ -85,20 +85,30 @@ def server(*, answer_connect: bool) -> Iterator[str]:
         listener.close()
 
 
+def failed_within_the_timeout(
+    command: list[str], capsys: pytest.CaptureFixture[str], *, answer_connect: bool
+) -> tuple[str, str]:
+    """Run ``command`` against a server that never answers (after the handshake, with
+    ``answer_connect``): it failed (exit 1) with one error line, within the deadline.
+    The connect string and stderr."""
+    with server(answer_connect=answer_connect) as connect:
+        argv = ["--zookeeper", connect, "--zk-timeout", f"{TIMEOUT_S:g}", *command]
+        code, err, took = run(argv, capsys)
+    assert code == 1, err
+    assert [line.startswith("zkctl: error:") for line in err.splitlines()][-1:] == [True], err
+    assert err.count("zkctl: error:") == 1, err
+    assert took < DEADLINE_S, f"--zk-timeout {TIMEOUT_S:g} but it took {took:.1f} s: {err}"
+    return connect, err
+
+
 @pytest.mark.parametrize(
     "command", [["controller"], ["topic", "list"], ["broker", "identities"], ["watch", "--plain"]]
 )
 def test_a_zookeeper_that_never_answers_fails_the_command_within_the_timeout(
     command: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with server(answer_connect=False) as connect:
-        argv = ["--zookeeper", connect, "--zk-timeout", f"{TIMEOUT_S:g}", *command]
-        code, err, took = run(argv, capsys)
-    assert code == 1, err
+    connect, err = failed_within_the_timeout(command, capsys, answer_connect=False)
     assert f"cannot connect to ZooKeeper at {connect} within {TIMEOUT_S:g} s" in err
-    assert [line.startswith("zkctl: error:") for line in err.splitlines()][-1:] == [True], err
-    assert err.count("zkctl: error:") == 1, err
-    assert took < DEADLINE_S, f"--zk-timeout {TIMEOUT_S:g} but it took {took:.1f} s: {err}"
 
 
 @pytest.mark.parametrize("command", [["controller"], ["topic", "list"], ["topic", "describe"]])
@@ -106,16 +116,10 @@ def test_a_zookeeper_that_stops_answering_fails_a_read_within_the_timeout_changi
     command: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A command that only reads says so: nothing was changed, no need to look first."""
-    with server(answer_connect=True) as connect:
-        argv = ["--zookeeper", connect, "--zk-timeout", f"{TIMEOUT_S:g}", *command]
-        code, err, took = run(argv, capsys)
-    assert code == 1, err
+    connect, err = failed_within_the_timeout(command, capsys, answer_connect=True)
     assert connect in err
     assert "nothing was changed" in err
     assert "may or may not" not in err
-    assert [line.startswith("zkctl: error:") for line in err.splitlines()][-1:] == [True], err
-    assert err.count("zkctl: error:") == 1, err
-    assert took < DEADLINE_S, f"--zk-timeout {TIMEOUT_S:g} but it took {took:.1f} s: {err}"
 
 
 def test_a_write_left_unanswered_may_have_been_made() -> None:
