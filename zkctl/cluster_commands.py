@@ -6,6 +6,7 @@ import argparse
 import time
 from typing import TYPE_CHECKING
 
+from watch.text import printable
 from zkctl.common import (
     out,
     partition_id,
@@ -245,8 +246,9 @@ def _status(args: argparse.Namespace) -> int:
         rows.append(
             (str(b.broker.id), str(b.broker.pid), b.process, registered, b.broker.address, role)
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
+    cells = [[printable(c) for c in r] for r in rows]  # escapes counted in the widths
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    for r in cells:
         out("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
     for b in st.brokers:
         failed = failed_log_dirs(

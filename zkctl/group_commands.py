@@ -10,6 +10,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from watch.text import printable
 from zkctl.common import CommandError, UsageError, out, print_json, seconds, warn
 
 if TYPE_CHECKING:
@@ -216,7 +217,9 @@ def table(
     headers: Sequence[str], rows: Sequence[Sequence[str]], min_widths: Sequence[int] = ()
 ) -> list[str]:
     """Left-aligned columns, each as wide as its widest cell (and at least its
-    ``min_widths`` entry), one space apart; no trailing spaces."""
+    ``min_widths`` entry), one space apart; no trailing spaces. Cells are made printable
+    first, so that a control character's \\xNN escape is counted in its column's width."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = []
     for i, header in enumerate(headers):
         least = min_widths[i] if i < len(min_widths) else 0

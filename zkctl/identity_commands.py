@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from watch.text import printable
 from zkctl.common import out, print_json, report_problems, zk_session
 
 if TYPE_CHECKING:
@@ -172,8 +173,9 @@ def _identities(args: argparse.Namespace) -> int:
         )
         epoch = str(r.broker_epoch) if r.broker_epoch is not None else "-"
         table.append((str(r.broker_id), r.identity, r.address or "-", state, epoch, written))
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    for row in table:
+    cells = [[printable(c) for c in row] for row in table]  # escapes counted in the widths
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    for row in cells:
         out("  ".join(c.rjust(w) if i in (0, 4) else c.ljust(w) for i, (c, w) in
                       enumerate(zip(row, widths, strict=True))).rstrip())  # fmt: skip
     return 0

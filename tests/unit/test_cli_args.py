@@ -1496,6 +1496,10 @@ def test_text_output_escapes_control_characters_from_znodes(
         assert shown in out, (argv, out)
         assert not any((ord(c) < 0x20 and c not in "\t\n") or 0x7F <= ord(c) < 0xA0 for c in out)
     assert out.splitlines()[0].split("\t")[-1] == f"Configs: x=v{shown}"
+    # broker identities' table: the escapes are counted in the ADDRESS column's width
+    code, out, _ = run([*z, "broker", "identities"], capsys)
+    header, row = (line for line in out.splitlines() if "ADDRESS" in line or shown in line)
+    assert row.index("alive") == header.index("STATE")
     code, out, _ = run([*z, "controller", "--json"], capsys)
     assert json.loads(out)["endpoint"] == f"PLAINTEXT://{host}:9092"
 

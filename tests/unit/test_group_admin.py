@@ -722,11 +722,16 @@ def test_a_group_id_with_control_characters_is_listed_escaped(
     hostile = "g\x1b[2J\tx"
 
     def list_groups(self: GroupAdmin, states: Any = ()) -> GroupListing:
-        return GroupListing([ListedGroup(hostile, "Stable", "consumer", 1)])
+        return GroupListing(
+            [ListedGroup(hostile, "Stable", "consumer", 1), ListedGroup("b", "Empty", "", 1)]
+        )
 
     monkeypatch.setattr(GroupAdmin, "list_groups", list_groups)
     code, out, err = run([*BOOT, "--list", "--state"], capsys)
     assert (code, err) == (0, "")
-    assert out.splitlines()[1].split() == ["g\\x1b[2J\\x09x", "Stable"]
+    lines = out.splitlines()
+    assert lines[1].split() == ["g\\x1b[2J\\x09x", "Stable"]
+    # the STATE column lines up: the escapes are counted in the GROUP column's width
+    assert lines[1].index("Stable") == lines[2].index("Empty") == lines[0].index("STATE")
     code, out, _ = run([*BOOT, "--list", "--json"], capsys)
-    assert [g["group"] for g in json.loads(out)["groups"]] == [hostile]
+    assert [g["group"] for g in json.loads(out)["groups"]] == [hostile, "b"]
