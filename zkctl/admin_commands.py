@@ -406,7 +406,9 @@ def _reassign_over_the_wire(args: argparse.Namespace) -> int:
                     tp, targets[tp], replicas if tp in current else None, adding, removing
                 )
             )
-        _print_statuses(args, statuses)
+        # The --verify --json of the znode's mode, with no znode read: nothing pending
+        # there to tell of (null), nothing malformed skipped.
+        _print_statuses(args, statuses, pending_znode=None, problems=[])
         return 0
 
     if not args.additional:

@@ -161,3 +161,27 @@ def test_execute_json_has_one_shape_with_or_without_bootstrap_server(
     assert refused["started"] == ["t-0"]
     assert refused["errors"] == ["t-2: INVALID_REPLICA_ASSIGNMENT (refused)"]
     assert refused["targets"] == over_wire["targets"]
+
+
+def test_verify_json_has_one_shape_with_or_without_bootstrap_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`reassign --verify --json` prints the same keys either way: "pending_znode" and
+    "problems" were only in ZooKeeper's mode; with --bootstrap-server no znode is read, so
+    pending_znode is null and nothing malformed was skipped."""
+    from tests.unit.test_cli_args import on_tree, tree_with_topic
+
+    on_tree(monkeypatch, tree_with_topic("t", {0: [1], 1: [1, 2], 2: [2, 3]}, (1, 2, 3)))
+    path = file_of(tmp_path, ("t", 0, [1, 3]), ("t", 2, [2, 3]))
+    assert main(["--zookeeper", "127.0.0.1:1", "reassign", "--verify",
+                 "--reassignment-json-file", path, "--json"]) == 0  # fmt: skip
+    over_zk = json.loads(capsys.readouterr().out)
+    assert main([*BOOT, "--verify", "--reassignment-json-file", path, "--json"]) == 0
+    over_wire = json.loads(capsys.readouterr().out)
+    assert (
+        list(over_zk) == list(over_wire) == ["complete", "pending_znode", "problems", "partitions"]
+    )
+    assert (over_zk["pending_znode"], over_zk["problems"]) == (False, [])
+    assert (over_wire["pending_znode"], over_wire["problems"]) == (None, [])
+    assert [p["partition"] for p in over_wire["partitions"]] == [0, 2]
+    assert [list(p) for p in over_wire["partitions"]] == [list(p) for p in over_zk["partitions"]]
