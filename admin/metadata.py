@@ -122,14 +122,29 @@ def read_partition_states(
     return out
 
 
-def pending_reassignment(
-    zk: ZkClient, problems: Problems
-) -> dict[TopicPartition, tuple[int, ...]] | None:
+@dataclass(frozen=True)
+class PendingReassignment:
+    """/admin/reassign_partitions as read: the targets of the entries that could be read,
+    and whether the znode could be read at all (else any partition may be in it)."""
+
+    targets: dict[TopicPartition, tuple[int, ...]]
+    readable: bool = True
+
+    def holds(self, tp: TopicPartition) -> bool:
+        """Whether ``tp``'s move may still wait in the znode for the controller."""
+        return not self.readable or tp in self.targets
+
+    def holds_topic(self, topic: str) -> bool:
+        return not self.readable or any(tp.topic == topic for tp in self.targets)
+
+
+def pending_reassignment(zk: ZkClient, problems: Problems) -> PendingReassignment | None:
     """The content of /admin/reassign_partitions; None when it does not exist.
 
-    A malformed znode still means a reassignment is pending: {} is returned then. An
-    entry that cannot be read is reported and left out, as the controller skips it (and
-    takes it out of the znode).
+    A znode that cannot be read as a whole still means a reassignment is pending, of
+    partitions unknown (readable False). An entry that cannot be read is reported and
+    left out, as the controller skips it (and takes it out of the znode): a znode of
+    such entries alone holds no partition's move.
     """
     got = zk.get(paths.REASSIGN_PARTITIONS)
     if got is None:
@@ -138,10 +153,10 @@ def pending_reassignment(
         targets, unreadable = znodes.decode_reassignment_entries(got[0])
     except MalformedZnode as e:
         problems.add(e)
-        return {}
+        return PendingReassignment({}, readable=False)
     for entry_error in unreadable:
         problems.add(entry_error)
-    return targets
+    return PendingReassignment(targets)
 
 
 def all_partitions(records: Iterable[TopicRecord]) -> list[TopicPartition]:

@@ -16,6 +16,7 @@ from typing import Any, TypeGuard
 
 from admin import metadata
 from admin.errors import AdminError, InvalidArgumentError, Problems
+from admin.metadata import PendingReassignment
 from admin.topics import MAX_ID, check_topic_name, parse_replicas
 from controller.assignment import (
     AssignmentError,
@@ -306,20 +307,19 @@ def reassignment_status(
     tp: TopicPartition,
     target: tuple[int, ...],
     assignment: TopicAssignment | None,
-    pending: Mapping[TopicPartition, tuple[int, ...]] | None,
+    pending: PendingReassignment | None,
 ) -> PartitionReassignmentStatus:
     """Pure: done when the assignment equals the target and nothing is being added or
     removed; in progress while the partition is still pending or moving."""
     if assignment is None or tp.partition not in assignment.partitions:
         return partition_status(tp, target, None)
-    # A malformed /admin/reassign_partitions reads as {}: pending, contents unknown.
     return partition_status(
         tp,
         target,
         assignment.partitions[tp.partition],
         assignment.adding_replicas.get(tp.partition, ()),
         assignment.removing_replicas.get(tp.partition, ()),
-        pending=pending is not None and (not pending or tp in pending),
+        pending=pending is not None and pending.holds(tp),
     )
 
 

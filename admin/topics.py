@@ -790,7 +790,7 @@ def add_partitions(
     pending = metadata.pending_reassignment(zk, problems)
     a = record.assignment
     reassigning = bool(a.adding_replicas or a.removing_replicas) or (
-        pending is not None and (not pending or any(tp.topic == name for tp in pending))
+        pending is not None and pending.holds_topic(name)
     )
     added = plan_new_partitions(
         a,

@@ -424,6 +424,15 @@ def test_verify_reads_a_pending_reassignment_entry_by_entry(zk: ZkClient) -> Non
     assert "[2, 2]" in result.problems.messages()[0]
     assert [s.status for s in result.statuses] == ["in_progress", "failed"]
 
+    # A znode whose entries are all unreadable holds no move: t-0, at its target, is
+    # complete (it read as a znode unreadable as a whole, every partition in progress).
+    zk.set(
+        paths.REASSIGN_PARTITIONS, json.dumps({"version": 1, "partitions": entries[1:]}).encode()
+    )
+    result = reassign.verify_reassignment(zk, {tp("t", 0): (1,), tp("t", 1): (2,)})
+    assert result.pending
+    assert [s.status for s in result.statuses] == ["complete", "failed"]
+
 
 # --- preferred election -----------------------------------------------------------------------
 

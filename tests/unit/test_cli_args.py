@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kazoo.protocol.states import ZnodeStat
 
-from admin import elect, reassign, topics
+from admin import elect, metadata, reassign, topics
 from admin.errors import (
     AdminError,
     InvalidArgumentError,
@@ -1101,13 +1101,18 @@ def test_reassignment_status() -> None:
     done = assignment({0: [3, 2]})
     status = reassign.reassignment_status
     assert status(tp("t", 0), target, done, None).status == "complete"
-    assert status(tp("t", 0), target, done, {tp("t", 0): target}).status == "in_progress"
+    pending = metadata.PendingReassignment({tp("t", 0): target})
+    assert status(tp("t", 0), target, done, pending).status == "in_progress"
+    assert status(tp("t", 1), target, assignment({1: [3, 2]}), pending).status == "complete"
     moving = assignment({0: [3, 2, 1]}, removing_replicas={0: (1,)})
     assert status(tp("t", 0), target, moving, None).status == "in_progress"
     assert status(tp("t", 0), target, assignment({0: [1, 2]}), None).status == "failed"
     assert status(tp("t", 0), target, None, None).status == "unknown"
-    # A malformed /admin/reassign_partitions reads as {}: still pending.
-    assert status(tp("t", 0), target, done, {}).status == "in_progress"
+    # A malformed /admin/reassign_partitions may hold any partition: still pending.
+    unreadable = metadata.PendingReassignment({}, readable=False)
+    assert status(tp("t", 0), target, done, unreadable).status == "in_progress"
+    # One whose entries were all unreadable holds none (the controller skips them).
+    assert status(tp("t", 0), target, done, metadata.PendingReassignment({})).status == ("complete")
 
 
 def on_tree(monkeypatch: pytest.MonkeyPatch, zk: TreeZk) -> None:
