@@ -235,6 +235,9 @@ class SocketServer:
             self._listener = _bind(host, port, socket_receive_buffer_bytes)
         except OSError as e:
             raise BindError(f"socket server failed to bind to {where}: {e.strerror}") from e
+        except UnicodeError as e:  # the IDNA codec's: a host such as "a..b" is no name
+            problem = f"{host!r} is not a host name ({e.__cause__ or e})"
+            raise BindError(f"socket server failed to bind to {where}: {problem}") from e
         self._listener.settimeout(0.5)
         #: the bound address (host as bound: "::", or "0.0.0.0" without IPv6, for every
         #: interface)

@@ -432,3 +432,11 @@ def test_a_socket_buffer_size_of_0_or_below_other_than_minus_1_is_refused(
     size: refused at start here, both."""
     with pytest.raises(BindError, match=key.replace("_", ".")):
         SocketServer("127.0.0.1", 0, VersionsOnly, **{key: value})  # type: ignore[arg-type]
+
+
+def test_a_listener_host_that_is_no_name_is_a_bind_error() -> None:
+    """``PLAINTEXT://a..b:9092``: the resolver's IDNA codec raises UnicodeError, which
+    reached the broker's start as "encoding with 'idna' codec failed", naming no listener;
+    it is the bind failure, with the listener, as an unknown host's is."""
+    with pytest.raises(BindError, match=r"failed to bind to a\.\.b:0: 'a\.\.b' is not a host name"):
+        SocketServer("a..b", 0, VersionsOnly)  # type: ignore[arg-type]
