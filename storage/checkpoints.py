@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from storage.errors import CheckpointError
+from zkdata.int_text import INT32_MAX, int_text_in_range
 from zkdata.znodes import topic_id_from_str, topic_id_to_str
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT: Final = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
 VERSION: Final = 0
+_LONG_MAX: Final = 2**63 - 1
 
 
 def fsync_dir(directory: Path) -> None:
@@ -155,6 +157,16 @@ def sync_filesystems(directories: Iterable[Path]) -> None:
             os.close(fd)
 
 
+def _number(text: str, high: int) -> int | None:
+    """The number ``text`` writes in ASCII digits (after an optional minus, as
+    zkdata/int_text.py reads Java's integers; int() also takes "1_0" and other scripts'
+    digits), if from 0 to ``high``, else None."""
+    if len(text) <= 19 and text.isascii() and text.isdigit():  # most, without a regex
+        value = int(text)
+        return value if value <= high else None
+    return int_text_in_range(text, 0, high)  # "-0", leading zeros
+
+
 def _lines(path: Path) -> list[str]:
     """The entry lines of a checkpoint, after checking its version and count."""
     try:
@@ -165,10 +177,9 @@ def _lines(path: Path) -> list[str]:
         raise CheckpointError(f"{path}: missing version or count line")
     if lines[0].strip() != str(VERSION):
         raise CheckpointError(f"{path}: unrecognized version {lines[0]!r} (expected 0)")
-    try:
-        count = int(lines[1])
-    except ValueError:
-        raise CheckpointError(f"{path}: malformed count line {lines[1]!r}") from None
+    count = _number(lines[1], INT32_MAX)
+    if count is None:
+        raise CheckpointError(f"{path}: malformed count line {lines[1]!r}")
     entries = [line for line in lines[2:] if line.strip()]
     if len(entries) != count:
         raise CheckpointError(f"{path}: expected {count} entries, found {len(entries)}")
@@ -182,13 +193,14 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     result: dict[tuple[str, int], int] = {}
     for line in _lines(path):
         parts = line.split()
-        try:
-            topic, partition, offset = parts[0], int(parts[1]), int(parts[2])
-        except (IndexError, ValueError):
-            raise CheckpointError(f"{path}: malformed line {line!r}") from None
         if len(parts) != 3:
             raise CheckpointError(f"{path}: malformed line {line!r}")
-        result[(topic, partition)] = offset
+        # Kafka's partition is an Int and its offset a Long; neither is below 0 here.
+        partition = _number(parts[1], INT32_MAX)
+        offset = _number(parts[2], _LONG_MAX)
+        if partition is None or offset is None:
+            raise CheckpointError(f"{path}: malformed line {line!r}")
+        result[(parts[0], partition)] = offset
     return result
 
 
@@ -306,10 +318,14 @@ def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
         parts = line.split()
         if len(parts) != 2:
             raise CheckpointError(f"{path}: malformed line {line!r}")
-        try:
-            result.append((int(parts[0]), int(parts[1])))
-        except ValueError:
-            raise CheckpointError(f"{path}: malformed line {line!r}") from None
+        # Kafka's epoch is an Int and its offset a Long, and its cache takes neither below
+        # 0 (LeaderEpochFileCache.assign): an epoch past 32 bits would be asked about in an
+        # OffsetsForLeaderEpoch that cannot be encoded, and a negative one answered there.
+        epoch = _number(parts[0], INT32_MAX)
+        offset = _number(parts[1], _LONG_MAX)
+        if epoch is None or offset is None:
+            raise CheckpointError(f"{path}: malformed line {line!r}")
+        result.append((epoch, offset))
     return result
 
 

@@ -28,6 +28,7 @@ from storage.checkpoints import (
 )
 from storage.errors import CheckpointError
 from storage.partition_dir import PartitionDir, join_partition_dir
+from zkdata.int_text import INT32_MAX
 from zkdata.znodes import SharedValues
 
 __all__ = [
@@ -174,7 +175,7 @@ class LeaderEpochCache:
         latest and starts no later; otherwise entries that are not below the new one in
         both epoch and start offset are dropped first (Kafka's monotonicity rule).
         Returns whether anything changed."""
-        if epoch < 0 or start_offset < 0:
+        if not 0 <= epoch <= INT32_MAX or start_offset < 0:  # Kafka's epoch is an Int
             raise ValueError(f"invalid epoch entry ({epoch}, {start_offset})")
         with _CHANGING:
             entries = self._entries

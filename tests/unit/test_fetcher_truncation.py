@@ -6,11 +6,19 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Collection, Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
+from broker.config import BrokerConfig
 from broker.fetcher import FetchState, ReplicaFetcherThread, _truncation_plan
+from broker.replica_manager import ReplicaManager
+from broker.state_change_log import StateChangeLog
+from storage.log_manager import LogManager
+from storage.testing import build_batch
+from tests.unit.leader_and_isr_requests import leader_and_isr_request
 from wire.api import ApiKey
 from wire.errors import ErrorCode
+from wire.protocol import encode_request
 from zkdata.znodes import TopicPartition
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
@@ -157,3 +165,60 @@ def test_partitions_without_an_epoch_are_cut_at_their_high_watermark() -> None:
     assert asks == {A0: (4, 10, 7)}
     assert to_hw == {A1: (10, 7)}
     assert done == {B0: 7, c0: 0, d0: 0}
+
+
+class EncodingLeader(Leader):
+    """Encodes each request as a connection does (an out-of-range field raises) before
+    answering; keeps the epochs asked about."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.epochs: dict[TopicPartition, int] = {}
+
+    def request(self, api_key: int, version: int, body: Mapping[str, Any]) -> Any:
+        encode_request(api_key, version, 1, "replica-fetcher-2", body)
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                self.epochs[TopicPartition(t["topic"], p["partition"])] = p["leader_epoch"]
+        return super().request(api_key, version, body)
+
+
+def test_a_follower_restarted_over_an_epoch_past_32_bits_asks_about_its_batches_epoch(
+    tmp_path: Path,
+) -> None:
+    """A leader-epoch-checkpoint line with an epoch past Kafka's Int was loaded as the
+    log's latest epoch: the round's one OffsetsForLeaderEpoch could not be encoded, and the
+    round failed again and again, no partition from that leader (a0's too) truncated or
+    fetched. Kafka refuses the line; here the epochs are read again from the batches."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "2"})
+
+    def start() -> tuple[ReplicaManager, LogManager]:
+        logs = LogManager([tmp_path / "data"], config)
+        return ReplicaManager(2, cast(Any, None), StateChangeLog(tmp_path, 2), logs=logs), logs
+
+    follower, logs = start()
+    for tp in (A0, B0):  # it led both in epoch 4, and wrote 10 records
+        follower.become_leader_or_follower(
+            leader_and_isr_request(tp, 2, 4, [2], [1, 2], is_new=True)
+        )
+        for _ in range(10):
+            follower.append_as_leader(tp, build_batch([b"x"]), 1)
+    follower.close()
+    logs.close()
+    (tmp_path / "data" / "b-0" / "leader-epoch-checkpoint").write_text("0\n1\n3000000000 0\n")
+    follower, logs = start()
+    try:
+        for tp in (A0, B0):
+            follower.become_leader_or_follower(leader_and_isr_request(tp, 1, 5, [1, 2], [1, 2]))
+        leader = EncodingLeader()
+        fetcher = ReplicaFetcherThread(
+            2, 1, ("127.0.0.1", 1), follower.append_as_follower, follower, connect=lambda *_: leader
+        )
+        fetcher.add_all([(tp, FetchState(10, 5)) for tp in (A0, B0)])
+        fetcher._truncate_new_partitions()
+        assert leader.epochs == {A0: 4, B0: 4}  # the answer: epoch 4 ends at 8
+        assert [fetcher.partitions[tp].fetch_offset for tp in (A0, B0)] == [8, 8]
+        assert not any(state.truncating for state in fetcher.partitions.values())
+    finally:
+        follower.close()
+        logs.close()

@@ -161,13 +161,45 @@ def test_checkpoint_file_is_kafkas_text_format(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["1\n0\n", "0\n2\n1 0\n", "0\n1\n1 x\n", "0\n2\n5 0\n3 10\n", "0\n"],
+    [
+        "1\n0\n",
+        "0\n2\n1 0\n",
+        "0\n1\n1 x\n",
+        "0\n2\n5 0\n3 10\n",
+        "0\n",
+        # Kafka reads an epoch as an Int and an offset as a Long (parseInt, parseLong) and
+        # its cache takes none below 0: an epoch past 32 bits became the latest, one the
+        # follower's OffsetsForLeaderEpoch could not encode, and a negative one was served
+        "0\n2\n0 0\n3000000000 3\n",
+        "0\n2\n-7 -5\n2 3\n",
+        "0\n1\n1 -1\n",
+        "0\n1\n1 9223372036854775808\n",
+        # int() reads these; only ASCII digits after an optional minus are numbers here
+        "0\n1\n1_0 0\n",
+        "0\n1\n+1 0\n",
+        "0\n1\n1 \u0661\n",
+        "0\n+1\n1 0\n",
+    ],
 )
 def test_malformed_checkpoints_are_refused(tmp_path: Path, text: str) -> None:
     path = tmp_path / "leader-epoch-checkpoint"
     path.write_text(text)
     with pytest.raises(CheckpointError, match="leader-epoch-checkpoint"):
         LeaderEpochCache(path)
+
+
+def test_checkpoint_numbers_are_read_as_kafka_reads_them(tmp_path: Path) -> None:
+    """Leading zeros, and the largest Int epoch and Long offset, are numbers to Kafka."""
+    path = tmp_path / "leader-epoch-checkpoint"
+    path.write_text("0\n02\n007 0010\n2147483647 9223372036854775807\n")
+    assert LeaderEpochCache(path).entries() == [(7, 10), (2**31 - 1, 2**63 - 1)]
+
+
+def test_an_epoch_past_32_bits_is_not_assigned() -> None:
+    cache = LeaderEpochCache(None)
+    with pytest.raises(ValueError, match="invalid epoch entry"):
+        cache.assign(2**31, 0)
+    assert cache.entries() == []
 
 
 def test_an_assignment_is_written_by_flush_and_a_truncation_at_once(tmp_path: Path) -> None:

@@ -185,7 +185,14 @@ def test_a_checkpoint_read_before_a_truncation_does_not_land_after_its_write(
 )
 @pytest.mark.parametrize(
     ("garbage", "complaint"),
-    [(b"0\n1\na 0\n", "malformed line"), (b"\x00\xff\xfe" * 10, "not text")],
+    [
+        (b"0\n1\na 0\n", "malformed line"),
+        (b"\x00\xff\xfe" * 10, "not text"),
+        # Kafka reads an offset as a Long and a partition as an Int (parseLong, parseInt)
+        (b"0\n1\na 0 -1\n", "malformed line"),
+        (b"0\n1\na 0 9223372036854775808\n", "malformed line"),
+        (b"0\n1\na 0_0 2\n", "malformed line"),
+    ],
 )
 def test_an_unreadable_offset_checkpoint_costs_its_offsets_not_the_directory(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str, garbage: bytes, complaint: str
@@ -213,8 +220,18 @@ def test_an_unreadable_offset_checkpoint_costs_its_offsets_not_the_directory(
     again.close()
 
 
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("0\n2\n5 10\n3 20\n", "entries not increasing"),
+        # an epoch past Kafka's Int became the latest (the follower's OffsetsForLeaderEpoch
+        # could not be encoded); a negative one was served to OffsetsForLeaderEpoch
+        ("0\n2\n1 0\n3000000000 3\n", "malformed line"),
+        ("0\n2\n-7 -5\n6 5\n", "malformed line"),
+    ],
+)
 def test_an_unreadable_leader_epoch_checkpoint_is_read_again_from_the_batches(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str, complaint: str
 ) -> None:
     """Every batch carries its leader epoch: a log whose epoch checkpoint cannot be read
     rebuilds it from all of them (Kafka fails the broker's start-up), even after a clean
@@ -228,9 +245,9 @@ def test_an_unreadable_leader_epoch_checkpoint_is_read_again_from_the_batches(
     assert len(log.segment_base_offsets()) > 2
     manager.close()
     checkpoint = log.dir / "leader-epoch-checkpoint"
-    checkpoint.write_text("0\n2\n5 10\n3 20\n")  # not increasing
+    checkpoint.write_text(text)
     again = LogManager([directory], broker_config())
-    assert "entries not increasing" in caplog.text
+    assert complaint in caplog.text
     reloaded = again.get_log(A0)
     assert reloaded is not None
     assert reloaded.epoch_cache.entries() == epochs
