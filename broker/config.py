@@ -1383,7 +1383,13 @@ def _have(vals: Mapping[str, Any], *keys: str) -> bool:
 
 def _fallback(vals: dict[str, Any], key: str, fallback: str, factor: int = 1) -> None:
     """An unset ``key`` takes ``fallback``'s value times ``factor`` (hours -> ms, ...)."""
-    if _have(vals, key, fallback) and vals[key] is None and vals[fallback] is not None:
+    if not _have(vals, key) or vals[key] is not None:
+        return
+    if not _have(vals, fallback):
+        # The fallback did not parse (reported there): the key has no value either, and
+        # the checks on it skip it (log.roll.hours=0 left log.roll.ms None to compare).
+        del vals[key]
+    elif vals[fallback] is not None:
         vals[key] = vals[fallback] * factor
 
 
