@@ -65,12 +65,16 @@ class ConfigEntry:
 
 
 def config_text(value: Any) -> str | None:
-    """A typed value as Kafka shows it."""
+    """A typed value as Kafka shows it (ConfigDef.convertToString)."""
     if value is None:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, Mapping):
+        # listener.security.protocol.map, a STRING in Kafka: NAME:PROTOCOL,...
+        return ",".join(f"{k}:{v}" for k, v in value.items())
     if isinstance(value, tuple | list):
+        # a LIST, or listeners (Listener's str is NAME://host:port)
         return ",".join(map(str, value))
     if isinstance(value, float):
         return _java_double(value)

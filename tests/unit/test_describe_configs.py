@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
+import pytest
+
 from broker.admin_apis import AdminApis
 from broker.config import load_broker_config
 from broker.metadata_cache import MetadataCache
@@ -19,8 +21,13 @@ DEFAULT_CONFIG, STATIC_BROKER_CONFIG, TOPIC_CONFIG = 5, 4, 1
 
 
 def describe(
-    broker_lines: list[str], overrides: dict[str, str], version: int = 3
+    broker_lines: list[str],
+    overrides: dict[str, str],
+    version: int = 3,
+    *,
+    resource: tuple[int, str] = (2, "t"),
 ) -> dict[str, dict[str, Any]]:
+    """The configs of topic "t" (or of ``resource``: (4, "1") is the broker's own)."""
     config = load_broker_config(
         overrides=["broker.id=1", "zookeeper.connect=z:2181", *broker_lines]
     )
@@ -28,8 +35,9 @@ def describe(
     zk.put(paths.topic("t"), b"{}")
     zk.put(paths.topic_config("t"), json.dumps({"version": 1, "config": overrides}).encode())
     a = AdminApis(cast(ZkClient, zk), MetadataCache(1), lambda: False, config)
+    kind, name = resource
     body = {
-        "resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}],
+        "resources": [{"resource_type": kind, "resource_name": name, "configuration_keys": None}],
         "include_synonyms": True,
     }
     codec = response_codec(ApiKey.DESCRIBE_CONFIGS, version)
@@ -196,3 +204,34 @@ def test_an_override_stored_unparsable_is_answered_as_stored() -> None:
     assert answer(rows["retention.ms"]) == ("soon", TOPIC_CONFIG, [("retention.ms", "soon", 1)])
     assert rows["preallocate"]["value"] == "maybe"
     assert rows["segment.ms"]["value"] == "1"
+
+
+# --- a broker's own configs: createBrokerConfigEntry's convertToString ---------------------
+
+
+@pytest.mark.parametrize(
+    ("lines", "protocol_map"),
+    [
+        ([], "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+        (
+            [
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+                "listeners=PLAINTEXT://:9092,INTERNAL://[::1]:9093",
+                "inter.broker.listener.name=INTERNAL",
+            ],
+            "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        ),
+    ],
+)
+def test_a_brokers_map_and_list_values_are_answered_in_kafkas_text(
+    lines: list[str], protocol_map: str
+) -> None:
+    """Kafka 2.8 answers a broker's listener.security.protocol.map (a STRING) as it is
+    given, else its default, NAME:PROTOCOL,...; a list is joined with ",". The map was
+    answered as a Python repr, "FrozenMap({'PLAINTEXT': 'PLAINTEXT', ...})"."""
+    rows = describe(["log.dirs=/a,/b", *lines], {}, resource=(4, "1"))
+    assert rows["listener.security.protocol.map"]["value"] == protocol_map
+    listeners = "PLAINTEXT://:9092,INTERNAL://[::1]:9093" if lines else "PLAINTEXT://:9092"
+    assert rows["listeners"]["value"] == listeners
+    assert rows["log.dirs"]["value"] == "/a,/b"
+    assert rows["log.cleanup.policy"]["value"] == "delete"
