@@ -47,6 +47,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Protocol
 
+from zkdata.int_text import int_text_in_range
+
 __all__ = [
     "BROKER_CONFIGS",
     "BROKER_CONFIG_DEFS",
@@ -993,9 +995,14 @@ def _parse_typed(definition: ConfigDef, raw: str) -> Any:
         raise ValueError("a boolean (true or false)")
     if kind in _INT_RANGES:
         low, high, text = _INT_RANGES[kind]
-        if not _INTEGER.fullmatch(value) or not low <= int(value) <= high:
+        # Never more digits to int() than the type holds: past 4,300 it raises its own
+        # ValueError, whose text would be the "expected" here.
+        number = None
+        if _INTEGER.fullmatch(value):
+            number = int_text_in_range(value.removeprefix("+"), low, high)
+        if number is None:
             raise ValueError(text)
-        return int(value)
+        return number
     if kind is ConfigType.DOUBLE:
         if not _DOUBLE.fullmatch(value):
             raise ValueError("a double (decimal number)")
@@ -1115,9 +1122,10 @@ def _parse_listeners(
         if m is None:
             problems.add(key, f"invalid {where}: expected NAME://host:port, e.g. PLAINTEXT://:9092")
             continue
-        name, host, port = m.group(1).upper(), m.group(2), int(m.group(3))
+        name, host = m.group(1).upper(), m.group(2)
+        port = int_text_in_range(m.group(3), 0, 65535)  # no int() of 4,300+ digits
         protocol = protocol_map.get(name)
-        if not 0 <= port <= 65535:
+        if port is None:
             problems.add(key, f"invalid {where}: expected a port between 0 and 65535")
         elif protocol is None:
             problems.add(

@@ -236,6 +236,9 @@ def test_path_and_text_are_exclusive(tmp_path: Path) -> None:
     [
         ("num.partitions=2147483647", "num_partitions", 2**31 - 1),
         ("num.partitions=+5", "num_partitions", 5),
+        # Leading zeros are no digits of the value (Integer.parseInt reads them so).
+        ("num.partitions=" + "0" * 4400 + "7", "num_partitions", 7),
+        ("log.retention.bytes=-" + "0" * 4400 + "1", "log_retention_bytes", -1),
         ("log.retention.bytes=9223372036854775807", "log_retention_bytes", LONG_MAX),
         ("log.retention.bytes=-9223372036854775808", "log_retention_bytes", -(2**63)),
         ("offsets.topic.replication.factor=32767", "offsets_topic_replication_factor", 32767),
@@ -268,6 +271,11 @@ def test_typed_values(line: str, attr: str, value: Any) -> None:
     ("line", "expected"),
     [
         ("num.partitions=2147483648", "expected an int (32-bit integer)"),
+        # More digits than int() takes: its "Exceeds the limit (4300 digits)" was the message.
+        ("num.partitions=" + "9" * 4400, "expected an int (32-bit integer)"),
+        ("num.partitions=-" + "9" * 4400, "expected an int (32-bit integer)"),
+        ("log.retention.bytes=+" + "9" * 4400, "expected a long (64-bit integer)"),
+        ("offsets.topic.replication.factor=" + "1" * 4400, "expected a short (16-bit integer)"),
         ("num.partitions=1_000", "expected an int (32-bit integer)"),
         ("num.partitions=1.0", "expected an int (32-bit integer)"),
         ("num.partitions=", "expected an int (32-bit integer)"),
@@ -820,6 +828,9 @@ def test_port_zero_may_repeat() -> None:
     [
         ("listeners=localhost:9092\n", "expected NAME://host:port"),
         ("listeners=PLAINTEXT://:99999\n", "a port between 0 and 65535"),
+        # More digits than int() takes (4,300): a ValueError traceback at start before.
+        ("listeners=PLAINTEXT://:" + "9" * 4400 + "\n", "a port between 0 and 65535"),
+        ("listeners=PLAINTEXT://:" + "0" * 4400 + "9092,A://:-" + "9" * 4400 + "\n", "a port"),
         ("listeners=\n", "expected NAME://host:port"),
         ("listeners=PLAINTEXT://:9092,PLAINTEXT://:9093\n", "must have a different name"),
         ("listeners=PLAINTEXT://:9092,SSL://:9092\n", "security protocol SSL is not supported"),
@@ -1011,6 +1022,12 @@ def test_topic_compaction_lag_conflict() -> None:
     broker = cfg("log.cleaner.max.compaction.lag.ms=5\nlog.cleaner.min.compaction.lag.ms=1\n")
     with pytest.raises(ConfigError, match="conflict topic config setting"):
         effective_topic_config(broker, {"min.compaction.lag.ms": "10"})
+
+
+def test_a_topic_value_of_more_digits_than_int_takes_is_refused_as_a_long() -> None:
+    with pytest.raises(ConfigError) as info:
+        validate_topic_config({"retention.ms": "9" * 4400})
+    assert str(info.value).endswith("expected a long (64-bit integer)")
 
 
 def test_topic_config_non_string_value() -> None:
