@@ -759,21 +759,28 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     whitespace dropped."""
     # \r\n, \r and \n all end a line in Java; a literal CR can never be inside a value.
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines[-1] == "" and not text.endswith("\r\n"):
+        # Nothing follows the last line end: Java's LineReader is at the text's end there
+        # (but not after a \r\n's \r, which it passes as a line end of its own).
+        lines.pop()
     result: list[tuple[int, str]] = []
-    i = 0
-    while i < len(lines):
-        lineno = i + 1
-        line = lines[i].lstrip(_PROPS_WHITESPACE)
-        i += 1
-        if not line or line[0] in "#!":
-            continue  # a comment is never continued, even if it ends in a backslash
-        while (len(line) - len(line.rstrip("\\"))) % 2 == 1:
+    line, lineno = "", 0
+    for number, raw in enumerate(lines, 1):
+        physical = raw.lstrip(_PROPS_WHITESPACE)
+        if not line:
+            # A new logical line until something is in it, even after a continuation
+            # (Java's LineReader: len == 0): a blank line then is skipped, not the key "".
+            lineno = number
+            if not physical or physical[0] in "#!":
+                continue  # a comment is never continued, even if it ends in a backslash
+        line += physical
+        if (len(line) - len(line.rstrip("\\"))) % 2 == 0:
+            result.append((lineno, line))
+            line = ""
+        else:
             line = line[:-1]
-            if i >= len(lines):
-                break
-            line += lines[i].lstrip(_PROPS_WHITESPACE)
-            i += 1
-        result.append((lineno, line))
+            if number == len(lines):
+                result.append((lineno, line))  # the text's end ends it, even empty
     return result
 
 

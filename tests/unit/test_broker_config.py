@@ -112,6 +112,38 @@ def test_continuation_into_blank_line_and_eof() -> None:
     assert parse_properties("a=1\\") == {"a": "1"}
 
 
+@pytest.mark.parametrize(
+    ("text", "props"),
+    [
+        ("\\\n\nnum.partitions=3\n", {"num.partitions": "3"}),
+        ("\\\r\n\r\nx=1", {"x": "1"}),
+        ("  \\\n \t\f\n", {}),
+        ("\\\n\\\n\nb=2\n", {"b": "2"}),
+        ("\\\n\n#c\nx=1\n", {"x": "1"}),
+        ("\\\n   \\\n  x=1\n", {"x": "1"}),
+        # Nothing in the line yet: a comment is one (Java 9 and later).
+        ("\\\n#x=1\n", {}),
+        # At the end of the text the line ends, empty or not: the key "".
+        ("\\", {"": ""}),
+        ("\\\n", {"": ""}),
+        ("\\\n\\\n", {"": ""}),
+        ("\\\n ", {}),
+        ("\\\r\n", {}),  # Java passes the \r as a line end, then skips the \n
+    ],
+)
+def test_a_continuation_that_leaves_the_line_empty_does_not_end_it(
+    text: str, props: dict[str, str]
+) -> None:
+    """Java's LineReader (Properties.load) starts a new logical line until something is in
+    it: a line holding only a continuation's backslash, then a blank line, is no entry
+    (checked against Java 17). It was the key '': "unknown config key ''" at start."""
+    assert parse_properties(text) == props
+
+
+def test_a_lone_continuation_line_does_not_stop_the_broker() -> None:
+    assert cfg("\\\n\nnum.partitions=3\n").num_partitions == 3
+
+
 def test_escapes() -> None:
     text = (
         "tab=a\\tb\n"
