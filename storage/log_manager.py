@@ -153,13 +153,35 @@ def _lock_dir(directory: Path) -> int:
     return fd
 
 
+def _check_distinct(log_dirs: Sequence[str | os.PathLike[str]]) -> None:
+    """ValueError if two of ``log_dirs`` are one directory (symbolic links resolved), as
+    Kafka's createAndValidateLogDirs compares their canonical paths: its second lock would
+    otherwise say the directory is in use by another broker."""
+    seen: dict[str, str] = {}
+    for configured in log_dirs:
+        try:
+            canonical = os.path.realpath(configured)
+        except (OSError, ValueError):
+            continue  # it cannot be created or locked either: offline from the start
+        given = os.fspath(configured)
+        if canonical in seen:
+            raise ValueError(
+                "Duplicate log directory found: "
+                + ", ".join(os.fspath(d) for d in log_dirs)
+                + f" ({given} is {seen[canonical]})"
+            )
+        seen[canonical] = given
+
+
 def lock_log_dirs(log_dirs: Sequence[str | os.PathLike[str]]) -> LockedLogDirs:
     """Lock every log directory before anything is read or written in any of them
     (Kafka's LogManager locks its directories first of all, lockLogDirs): a second
     process started on a running broker's directories must stop before it touches the
     running broker's files (its state-change log, status file, meta.properties). One
     that cannot be created or locked (an I/O error) is listed in ``failed``; one that
-    another process holds raises LogDirLockedError, the locks taken released."""
+    another process holds raises LogDirLockedError, the locks taken released; the same
+    directory twice, ValueError, before any is touched."""
+    _check_distinct(log_dirs)
     fds: dict[Path, int] = {}
     failed: dict[Path, OSError] = {}
     try:
@@ -215,9 +237,11 @@ class LogManager:
         ``offline_at_start``, by path as configured: the broker could not read its
         meta.properties) is offline from the start, its partitions unknown (Kafka's
         createAndValidateLogDirs and loadLogs); StorageError if none is left. One that
-        another process has locked still stops the start (LogDirLockedError)."""
+        another process has locked still stops the start (LogDirLockedError), and the same
+        directory twice (ValueError)."""
         if not log_dirs:
             raise ValueError("at least one log directory is needed")
+        _check_distinct(log_dirs)
         self.config = config
         self.log_dirs = [Path(d) for d in log_dirs]
         self.dir_failures = dir_failures if dir_failures is not None else LogDirFailureChannel()

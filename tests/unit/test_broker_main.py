@@ -91,3 +91,24 @@ def test_a_broker_on_log_dirs_another_broker_holds_stops_before_touching_them(
     err = capsys.readouterr().err
     assert f"broker: {running} is in use by another broker (its .lock is locked)" in err
     assert "Traceback" not in err
+
+
+def test_the_same_log_dir_twice_stops_the_broker_as_a_duplicate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """log.dirs=/x,/x/ said "/x is in use by another broker" (its own first lock);
+    Kafka 2.8's LogManager says "Duplicate log directory found"."""
+    data = tmp_path / "data"
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "broker.id=1\n"
+        "listeners=PLAINTEXT://127.0.0.1:0\n"
+        "zookeeper.connect=127.0.0.1:1\n"
+        f"log.dirs={data},{data}/\n"
+    )
+    assert main([str(props)]) == 1
+    err = capsys.readouterr().err
+    assert f"broker: Duplicate log directory found: {data}, {data}/ ({data}/ is {data})" in err
+    assert "another broker" not in err
+    assert "Traceback" not in err
+    assert not data.exists()

@@ -338,6 +338,27 @@ def test_log_dirs_locked_first_are_taken_over_by_the_manager(tmp_path: Path) -> 
     lock_log_dirs([a, b]).release()
 
 
+@pytest.mark.parametrize("second", ["{d}/", "{d}/../data", "{d}/./", "{link}"])
+def test_the_same_log_dir_twice_is_refused_as_a_duplicate(tmp_path: Path, second: str) -> None:
+    """Kafka 2.8's LogManager.createAndValidateLogDirs compares the directories'
+    canonical paths: "Duplicate log directory found". The second lock of the same
+    directory said it "is in use by another broker", sending the user after a process
+    that does not exist. Nothing is created or locked."""
+    d = tmp_path / "data"
+    link = tmp_path / "link"
+    link.symlink_to(d, target_is_directory=True)
+    dirs = [os.fspath(d), second.format(d=d, link=link)]
+    with pytest.raises(ValueError, match=r"^Duplicate log directory found: ") as info:
+        lock_log_dirs(dirs)
+    assert "another broker" not in str(info.value)
+    assert f"{dirs[1]} is {dirs[0]}" in str(info.value)
+    assert not d.exists()
+    with pytest.raises(ValueError, match=r"^Duplicate log directory found: "):
+        LogManager(dirs, broker_config())
+    assert not d.exists()
+    lock_log_dirs([d, tmp_path / "other"]).release()
+
+
 def test_delete_renames_then_removes(tmp_path: Path) -> None:
     clock = Clock()
     manager = LogManager([tmp_path], broker_config(), time_ms=clock)
