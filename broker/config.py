@@ -31,7 +31,10 @@ Deliberate differences from Kafka:
 * ``min.incremental.fetch.session.eviction.ms`` (KIP-227's name; 120000, atLeast(0)) is a
   key here; Kafka 2.8 fixes it at 120000 and only warns of the key as unused.
 * A few validators are stricter (session and connection timeouts >= 1, non-empty
-  ``zookeeper.connect`` and ``broker.rack``, ports 0-65535, min <= max compaction lag).
+  ``zookeeper.connect`` and ``broker.rack``, ports 0-65535, min <= max compaction lag, a
+  ratio of NaN refused).
+* ``log.cleaner.threads=0`` runs no cleaner; Kafka 2.8 divides the dedupe buffer by it
+  and does not start.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -73,6 +77,7 @@ __all__ = [
     "TopicConfig",
     "effective_topic_config",
     "format_properties",
+    "java_parse_double",
     "load_broker_config",
     "parse_configs_to_be_added",
     "parse_key_value_pairs",
@@ -984,12 +989,39 @@ def format_properties(props: Mapping[str, str]) -> str:
 # LIST keys whose empty items are dropped (KafkaConfig reads them with parseCsvList).
 _CSV_LIST_KEYS: Final = frozenset({"log.dir", "log.dirs"})
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# Double.parseDouble's forms (Double.valueOf's grammar): a decimal or a hexadecimal one
+# (whose binary exponent is required), each with an optional float suffix, or NaN or
+# Infinity; ASCII only, no underscores.
+_DOUBLE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?")
+_HEX_DOUBLE = re.compile(
+    r"([+-]?0[xX](?:[0-9a-fA-F]+\.?|[0-9a-fA-F]*\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)[fFdD]?"
+)
 _INT_RANGES: Final = {
     ConfigType.SHORT: (SHORT_MIN, SHORT_MAX, "a short (16-bit integer)"),
     ConfigType.INT: (INT_MIN, INT_MAX, "an int (32-bit integer)"),
     ConfigType.LONG: (LONG_MIN, LONG_MAX, "a long (64-bit integer)"),
 }
+
+
+def java_parse_double(text: str) -> float:
+    """``text`` (trimmed, as Java's String.trim) as Java's Double.parseDouble reads it, which
+    ConfigDef reads a DOUBLE with: "0.5d", "5e-1F", "0x1p-1" and "NaN" are doubles; Python's
+    "inf", "1_0" and "\\u0663" (an Arabic-Indic 3) are not. ValueError if it is none."""
+    value = java_trim(text)
+    sign, word = (value[0], value[1:]) if value[:1] in ("+", "-") else ("", value)
+    if word == "NaN":
+        return math.nan  # Java has one NaN, whatever its sign
+    if word == "Infinity":
+        return -math.inf if sign == "-" else math.inf
+    if _DOUBLE.fullmatch(value):
+        return float(value.rstrip("fFdD"))  # correctly rounded, as Java's
+    hexadecimal = _HEX_DOUBLE.fullmatch(value)
+    if hexadecimal is None:
+        raise ValueError(f"not a double: {text!r}")
+    try:
+        return float.fromhex(hexadecimal.group(1))  # rounded to even, as Java's
+    except OverflowError:
+        return -math.inf if sign == "-" else math.inf  # Java's is Infinity
 
 
 def _parse_typed(definition: ConfigDef, raw: str) -> Any:
@@ -1011,9 +1043,10 @@ def _parse_typed(definition: ConfigDef, raw: str) -> Any:
             raise ValueError(text)
         return number
     if kind is ConfigType.DOUBLE:
-        if not _DOUBLE.fullmatch(value):
-            raise ValueError("a double (decimal number)")
-        return float(value)
+        try:
+            return java_parse_double(value)
+        except ValueError:
+            raise ValueError("a double (decimal number)") from None
     if kind is ConfigType.LIST:
         if not value:
             return ()

@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import pickle
 import re
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from broker.config import (
     Listener,
     effective_topic_config,
     format_properties,
+    java_parse_double,
     load_broker_config,
     parse_configs_to_be_added,
     parse_overrides,
@@ -340,6 +342,67 @@ def test_bad_values_name_key_value_and_expectation(line: str, expected: str) -> 
     (msg,) = problems_of(line + "\n")
     assert msg.startswith(f"invalid value {value!r} for config key {key!r}: ")
     assert expected in msg
+
+
+# Double.parseDouble's answers (Java 17), as raw bits: ConfigDef reads a DOUBLE with it.
+JAVA_DOUBLES = {
+    "0.5d": 0x3FE0000000000000,
+    "0.5F": 0x3FE0000000000000,
+    "+0.5D": 0x3FE0000000000000,
+    "5e-1f": 0x3FE0000000000000,
+    "5.E-1": 0x3FE0000000000000,
+    ".5": 0x3FE0000000000000,
+    "1.": 0x3FF0000000000000,
+    "0.1f": 0x3FB999999999999A,  # the double nearest 0.1, not the float's
+    "0x1p-1": 0x3FE0000000000000,
+    "0X1P-1F": 0x3FE0000000000000,
+    "0x.8p0": 0x3FE0000000000000,
+    "0x1.p-1": 0x3FE0000000000000,
+    "0x0.8P+0d": 0x3FE0000000000000,
+    "-0x1p-1": 0xBFE0000000000000,
+    "0x1.00000000000008p0": 0x3FF0000000000000,  # a tie, rounded to even
+    "0x1.fffffffffffff8p1023": 0x7FF0000000000000,  # Infinity, not OverflowError
+    "0x1p99999999999999999999": 0x7FF0000000000000,
+    "0x1p-99999999999999999999": 0,
+    "1e99999999999999999999": 0x7FF0000000000000,
+    "1e-400": 0,
+    "-0.0": 0x8000000000000000,
+    "NaN": 0x7FF8000000000000,
+    "+NaN": 0x7FF8000000000000,
+    "-NaN": 0x7FF8000000000000,
+    "Infinity": 0x7FF0000000000000,
+    "-Infinity": 0xFFF0000000000000,
+    " 0.25 ": 0x3FD0000000000000,
+}
+NOT_JAVA_DOUBLES = [
+    *("0x1", "0x1.8", "0xp1", "0x.p1", "0x1p", "1_0", "0.5dd", "0.5 d", "0.5L", "d", "."),
+    *("e5", "1e", "1e5.5", "inf", "nan", "infinity", "\u0663", ""),
+]
+
+
+@pytest.mark.parametrize(("text", "bits"), JAVA_DOUBLES.items())
+def test_a_double_is_read_as_double_parse_double_reads_it(text: str, bits: int) -> None:
+    assert struct.unpack(">Q", struct.pack(">d", java_parse_double(text)))[0] == bits
+
+
+@pytest.mark.parametrize("text", NOT_JAVA_DOUBLES)
+def test_what_double_parse_double_refuses_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="not a double"):
+        java_parse_double(text)
+
+
+@pytest.mark.parametrize("value", ["0.5d", "0.5F", "0x1p-1", " 5E-1f "])
+def test_a_ratio_in_javas_forms_is_accepted(value: str) -> None:
+    """log.cleaner.min.cleanable.ratio=0.5d was refused as "expected a double"."""
+    assert cfg(f"log.cleaner.min.cleanable.ratio={value}\n").log_cleaner_min_cleanable_ratio == 0.5
+    assert validate_topic_config({"min.cleanable.dirty.ratio": value})
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "0x1p1"])
+def test_a_ratio_that_parses_but_is_no_ratio_is_refused(value: str) -> None:
+    # Kafka's Range accepts NaN (no comparison with it is true); refused here.
+    (msg,) = problems_of(f"log.cleaner.min.cleanable.ratio={value}\n")
+    assert msg.endswith("expected a value between 0 and 1")
 
 
 # --------------------------------------------------------------------------- errors
