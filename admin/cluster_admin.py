@@ -15,6 +15,7 @@ from admin.errors import AdminError, InvalidArgumentError
 from wire.api import ApiKey
 from wire.client import KafkaConnection, KafkaConnectionError
 from wire.errors import ErrorCode
+from zkdata.connect_string import host_name_problem
 from zkdata.int_text import int_text_in_range
 from zkdata.znodes import TopicPartition
 
@@ -47,17 +48,6 @@ def parse_bootstrap(servers: str) -> list[Endpoint]:
             )
         endpoints.append((host, port))
     return endpoints
-
-
-def host_name_problem(host: str) -> str | None:
-    """Why the resolver cannot be asked about ``host`` (socket encodes a host with the
-    IDNA codec first, which refuses an empty label, "a..b", or one over 63 characters,
-    with a UnicodeError, not an OSError); None if it can."""
-    try:
-        host.encode("idna")
-    except UnicodeError as e:
-        return str(e.__cause__ or e)
-    return None
 
 
 class ClusterAdmin:

@@ -33,6 +33,10 @@ Deliberate differences from Kafka:
 * A few validators are stricter (session and connection timeouts >= 1, non-empty
   ``zookeeper.connect`` and ``broker.rack``, ports 0-65535, min <= max compaction lag, a
   ratio of NaN refused).
+* Every host of ``zookeeper.connect`` must be a name the resolver can be asked about
+  ("a..b" is not): kazoo's connection thread dies on one. Kafka 2.8's ZooKeeper client
+  (3.5) logs "Unable to resolve address" and tries the next host, and with none left
+  waits out ``zookeeper.connection.timeout.ms``.
 * ``log.cleaner.threads=0`` runs no cleaner; Kafka 2.8 divides the dedupe buffer by it
   and does not start.
 """
@@ -51,6 +55,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Protocol
 
+from zkdata.connect_string import connect_string_problem
 from zkdata.int_text import int_text_in_range
 
 __all__ = [
@@ -277,6 +282,22 @@ class NonEmpty:
         return "non-empty"
 
 
+@dataclass(frozen=True)
+class ZooKeeperConnect:
+    """A connect string the ZooKeeper client can use: kazoo reads it, and the resolver
+    can be asked about each host (its connection thread dies on "a..b", and the start
+    waited out the whole connection timeout for nothing)."""
+
+    def check(self, value: Any) -> str | None:
+        if not value:
+            return "a non-empty value"
+        problem = connect_string_problem(value)
+        return None if problem is None else f"{self.describe()}; {problem}"
+
+    def describe(self) -> str:
+        return "host:port[,host:port...][/chroot]"
+
+
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -412,7 +433,8 @@ _HIGH, _MEDIUM, _LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
 BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
     # ZooKeeper
     ConfigDef("zookeeper.connect", _STR, REQUIRED, _HIGH,
-              "ZooKeeper connection string host:port[,host:port...][/chroot].", NonEmpty()),
+              "ZooKeeper connection string host:port[,host:port...][/chroot].",
+              ZooKeeperConnect()),
     ConfigDef("zookeeper.session.timeout.ms", _I, 18000, _HIGH,
               "ZooKeeper session timeout (6000 before Kafka 2.5).", AtLeast(1)),
     ConfigDef("zookeeper.connection.timeout.ms", _I, None, _HIGH,

@@ -231,23 +231,14 @@ def ids(values: Iterable[int]) -> str:
 
 
 def _check_connect_hosts(connect: str) -> None:
-    """A UsageError for a host of the connect string the resolver cannot be asked about
-    ("a..b"): kazoo's connection thread would print its UnicodeError's traceback and
-    retry until the timeout."""
-    from admin.cluster_admin import host_name_problem
-    from cluster.zookeeper import split_chroot
+    """A UsageError for a connect string kazoo cannot use, e.g. a host the resolver cannot
+    be asked about ("a..b"): kazoo's connection thread would print its UnicodeError's
+    traceback and retry until the timeout."""
+    from zkdata.connect_string import connect_string_problem
 
-    hosts, _chroot = split_chroot(connect)
-    for hostport in hosts.split(","):
-        host, colon, port = hostport.strip().rpartition(":")
-        if not colon or not port.isdigit():
-            host = hostport.strip()
-        problem = host_name_problem(host.strip("[]"))
-        if problem is not None:
-            raise UsageError(
-                f"invalid ZooKeeper connect string {connect!r}: {host!r} is not a host name"
-                f" ({problem})"
-            )
+    problem = connect_string_problem(connect)
+    if problem is not None:
+        raise UsageError(f"invalid ZooKeeper connect string {connect!r}: {problem}")
 
 
 def resolve_connect(args: argparse.Namespace) -> str:

@@ -432,6 +432,40 @@ def test_empty_zookeeper_connect() -> None:
     assert "expected a non-empty value" in msg
 
 
+@pytest.mark.parametrize(
+    ("connect", "problem"),
+    [
+        # Kazoo's connection thread died on the resolver's UnicodeError (IDNA: an empty
+        # label, one over 63 characters), and the start waited out the whole
+        # zookeeper.connection.timeout.ms for "Connection time-out".
+        ("a..b:2181", "'a..b' is not a host name (label empty or too long)"),
+        ("127.0.0.1:2181,a..b:2181/kafka", "'a..b' is not a host name (label empty or too long)"),
+        ("x" * 64 + ":2181", f"{'x' * 64!r} is not a host name (label too long)"),
+        # What kazoo refuses to read, at start with no key named before.
+        ("localhost:abc", "Port could not be cast to integer value as 'abc'"),
+        ("localhost:99999", "Port out of range 0-65535"),
+        ("localhost:2181,", "bad hostname"),
+    ],
+)
+def test_a_zookeeper_connect_the_client_cannot_use_is_a_bad_value(
+    connect: str, problem: str
+) -> None:
+    (msg,) = problems_of(f"zookeeper.connect={connect}\n", zk=False)
+    assert msg.startswith(
+        f"invalid value {connect!r} for config key 'zookeeper.connect': expected"
+        f" host:port[,host:port...][/chroot]; "
+    )
+    assert msg.endswith(problem)
+
+
+@pytest.mark.parametrize(
+    "connect", ["zk", "zk:2181", "zk1:2181,zk2:2182/kafka/a", "[::1]:2181", "127.0.0.1"]
+)
+def test_a_zookeeper_connect_of_host_names_is_accepted(connect: str) -> None:
+    config = load_broker_config(text=f"zookeeper.connect={connect}\n")
+    assert config.zookeeper_connect == connect
+
+
 def test_every_problem_is_reported() -> None:
     text = (
         "zookeper.connect=x\n"

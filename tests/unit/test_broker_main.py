@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,29 @@ def test_the_same_log_dir_twice_stops_the_broker_as_a_duplicate(
     assert "another broker" not in err
     assert "Traceback" not in err
     assert not data.exists()
+
+
+def test_a_zookeeper_host_that_is_no_name_stops_the_broker_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """zookeeper.connect=a..b:2181: kazoo's connection thread died on the resolver's
+    UnicodeError (its traceback printed) and the start waited out the whole connection
+    timeout for "Connection time-out". It is a bad value of zookeeper.connect."""
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "broker.id=1\n"
+        "listeners=PLAINTEXT://127.0.0.1:0\n"
+        "zookeeper.connect=a..b:2181\n"
+        "zookeeper.connection.timeout.ms=60000\n"
+        f"log.dirs={tmp_path / 'data'}\n"
+    )
+    started = time.monotonic()
+    assert main([str(props)]) == 1
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert (
+        "invalid value 'a..b:2181' for config key 'zookeeper.connect': expected"
+        " host:port[,host:port...][/chroot]; 'a..b' is not a host name"
+    ) in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "data").exists()

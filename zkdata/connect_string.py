@@ -1,0 +1,37 @@
+"""A ZooKeeper connect string, ``host:port[,host:port...][/chroot]``, checked as the
+ZooKeeper client (kazoo) will read it, before it is handed over: pure, no resolver asked.
+
+The broker checks its ``zookeeper.connect`` so (a bad value, named at start) and zkctl
+its ``--zookeeper``.
+"""
+
+from __future__ import annotations
+
+from kazoo.hosts import collect_hosts
+
+
+def host_name_problem(host: str) -> str | None:
+    """Why the resolver cannot be asked about ``host`` (socket encodes a host with the
+    IDNA codec first, which refuses an empty label, "a..b", or one over 63 characters,
+    with a UnicodeError, not an OSError); None if it can."""
+    try:
+        host.encode("idna")
+    except UnicodeError as e:
+        return str(e.__cause__ or e)
+    return None
+
+
+def connect_string_problem(connect: str) -> str | None:
+    """What the client cannot connect with in ``connect``: what kazoo refuses to read (a
+    port that is none, a host missing) or a host the resolver cannot be asked about
+    ("a..b": kazoo's connection thread dies on the UnicodeError, even with other hosts
+    good, and the caller waits out its whole connection timeout); None if nothing."""
+    try:
+        hosts, _chroot = collect_hosts(connect)
+    except ValueError as e:
+        return str(e)
+    for host, _port in hosts:
+        problem = host_name_problem(host)
+        if problem is not None:
+            return f"{host!r} is not a host name ({problem})"
+    return None
