@@ -31,7 +31,10 @@ get their defaults, so callers see one shape across versions. Unknown tagged fie
 skipped; their raw bytes are kept under the `_unknown_tagged_fields` key ({tag: bytes}, only
 present when there are some) and written back out if the dict is encoded again. A string
 that is not UTF-8 is read with U+FFFD for its bad bytes, as Kafka's Readable.readString
-(Java's String) reads it, not refused. Truncated or malformed input raises DecodeError.
+(Java's String) reads it, not refused. A nullable field whose length or count is negative
+is null, whatever the negative, as Kafka's generated readers read it (a compact one above
+2**31 is negative in Kafka's int); a field that is not nullable refuses them. Truncated or
+malformed input raises DecodeError.
 """
 
 from __future__ import annotations
@@ -899,12 +902,16 @@ class _Compiler:
                 f"{pad}pos += 1",
                 f"{pad}if {n} > 127:",
                 f"{pad}    {n}, pos = _ruv(buf, pos - 1)",
+                # Kafka reads the varint into a Java int: above 2**31 it is negative, and so
+                # is the length, a null (2**31 is the lowest int, which minus 1 wraps).
+                f"{pad}    if {n} > 0x80000000:",
+                f"{pad}        {n} = 0",
             ]
             if kind == "string":
                 # Kafka's readers refuse a string longer than 0x7FFF ("string field ... had
                 # invalid length"), as the encoder does; only a multi-byte length can say it.
                 lines += [
-                    f"{pad}    if {n} > {_MAX_STRING + 1}:",
+                    f"{pad}    elif {n} > {_MAX_STRING + 1}:",
                     f"{pad}        raise _bad_length({what!r}, {n} - 1, pos)",
                 ]
             lines.append(f"{pad}{n} -= 1")
@@ -913,12 +920,16 @@ class _Compiler:
             width = 2 if kind == "string" else 4
             lines = [f"{pad}{n} = {unpack}(buf, pos)[0]", f"{pad}pos += {width}"]
         lines.append(f"{pad}if {n} < 0:")
-        lines.append(f"{pad}    if {n} != -1:")
-        lines.append(f"{pad}        raise _bad_length({what!r}, {n}, pos)")
         if fld.nullable:
+            # Any negative length is null, as Kafka's generated readers take it
+            # (`if (length < 0)`), not -1 alone; the encoder writes -1.
             lines.append(f"{pad}    {t} = None")
         else:
-            lines.append(f"{pad}    raise _null_not_allowed({fld.key!r})")
+            lines += [
+                f"{pad}    if {n} != -1:",
+                f"{pad}        raise _bad_length({what!r}, {n}, pos)",
+                f"{pad}    raise _null_not_allowed({fld.key!r})",
+            ]
         lines.append(f"{pad}else:")
         lines += self.decode_nonnull(fld, t, n, depth + 1, where)
         if fld.compact and kind == "array":

@@ -431,6 +431,28 @@ def api_versions_body_that_does_not_decode(sock: socket.socket) -> None:
     assert metadata_over(sock, 10)["brokers"]
 
 
+def client_id_length_minus_2(sock: socket.socket) -> None:
+    # Kafka's RequestHeaderData reads any negative length of the nullable client id as
+    # null, and the request is served.
+    head = struct.pack(">hhih", ApiKey.METADATA, 1, 11, -2)
+    sock.sendall(framed(head + struct.pack(">i", -1)))
+    frame = read_frame(sock)
+    assert frame is not None
+    correlation_id, body = decode_response(ApiKey.METADATA, 1, frame)
+    assert correlation_id == 11
+    assert [t["name"] for t in body["topics"]] == ["t"]
+
+
+def metadata_topics_count_minus_2(sock: socket.socket) -> None:
+    # Metadata v1's topics is nullable: a count of -2 is null (all topics), as -1 is.
+    sock.sendall(framed(header(ApiKey.METADATA, 1, 12) + struct.pack(">i", -2)))
+    frame = read_frame(sock)
+    assert frame is not None
+    correlation_id, body = decode_response(ApiKey.METADATA, 1, frame)
+    assert correlation_id == 12
+    assert [t["name"] for t in body["topics"]] == ["t"]
+
+
 def metadata_body_that_does_not_decode(sock: socket.socket) -> None:
     # Metadata responses have no error field to say INVALID_REQUEST with: closing is all.
     sock.sendall(framed(header(ApiKey.METADATA, 1) + b"\x00\x00\x00\x05\x00\x01"))
@@ -469,6 +491,8 @@ def random_garbage(sock: socket.socket) -> None:
         fetch_version_below_ours,
         api_versions_v99,
         api_versions_body_that_does_not_decode,
+        client_id_length_minus_2,
+        metadata_topics_count_minus_2,
         metadata_body_that_does_not_decode,
         negative_size,
         huge_size,

@@ -292,11 +292,108 @@ def test_a_string_not_utf8_is_read_with_replacement_characters_as_kafka_reads_it
     assert decode("DescribeGroupsRequest", 0, again)["groups"] == ["caf\ufffd"]
 
 
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _string(text: str) -> bytes:
+    return struct.pack(">h", len(text)) + text.encode()
+
+
 def test_bad_lengths() -> None:
+    # A field that is not nullable (here a string and an array) refuses every negative.
     with pytest.raises(DecodeError, match="has length -2"):
         decode("DescribeGroupsRequest", 0, b"\x00\x00\x00\x01\xff\xfe")
     with pytest.raises(DecodeError, match="has length -5"):
         decode("DescribeGroupsRequest", 0, b"\xff\xff\xff\xfb")
+    # A compact length Kafka reads as negative (see below) is its null, refused as such.
+    with pytest.raises(DecodeError, match="non-nullable field 'group_id' is null"):
+        decode("HeartbeatRequest", 4, _uvarint(2**32 - 1) + b"\x00\x00\x00\x01\x02m\x00\x00")
+
+
+def _heartbeat_v3(instance_length: int) -> bytes:
+    """HeartbeatRequest v3: group_id "g", generation_id, member_id "m", then the nullable
+    group_instance_id's int16 length (no bytes behind it)."""
+    return _string("g") + struct.pack(">i", 1) + _string("m") + struct.pack(">h", instance_length)
+
+
+def _produce(version: int, records_length: bytes) -> bytes:
+    """ProduceRequest (v3 or flexible v9): no transactional id, one topic "t" of one
+    partition, whose nullable records field has the given length and no bytes."""
+    if version < 9:
+        return (
+            struct.pack(">hhii", -1, 1, 5, 1)
+            + _string("t")
+            + struct.pack(">ii", 1, 0)
+            + records_length
+        )
+    head = b"\x00" + struct.pack(">hi", 1, 5) + b"\x02\x02t\x02" + struct.pack(">i", 0)
+    return head + records_length + b"\x00\x00\x00"
+
+
+# Kafka's generated readers take any negative length or count of a nullable field as null
+# (MessageDataGenerator.generateVariableLengthReader: `if (length < 0)`), not -1 alone. A
+# compact one is its unsigned varint minus 1, read into a Java int: above 2**31 the varint
+# is negative there, and so is the length.
+@pytest.mark.parametrize(
+    ("message", "version", "data", "path"),
+    [
+        ("HeartbeatRequest", 3, _heartbeat_v3(-2), ("group_instance_id",)),
+        ("HeartbeatRequest", 3, _heartbeat_v3(-(2**15)), ("group_instance_id",)),
+        (
+            "HeartbeatRequest",
+            4,
+            b"\x02g\x00\x00\x00\x01\x02m" + _uvarint(2**32 - 1) + b"\x00",
+            ("group_instance_id",),
+        ),
+        ("MetadataRequest", 1, struct.pack(">i", -2), ("topics",)),
+        ("MetadataRequest", 1, struct.pack(">i", -(2**31)), ("topics",)),
+        ("MetadataRequest", 9, _uvarint(2**31 + 1) + b"\x00\x00\x00\x00", ("topics",)),
+        (
+            "ProduceRequest",
+            3,
+            _produce(3, struct.pack(">i", -2)),
+            ("topic_data", 0, "partition_data", 0, "records"),
+        ),
+        (
+            "ProduceRequest",
+            9,
+            _produce(9, _uvarint(2**32 - 1)),
+            ("topic_data", 0, "partition_data", 0, "records"),
+        ),
+    ],
+    ids=[
+        "string -2",
+        "string -32768",
+        "compact string",
+        "array -2",
+        "array -2147483648",
+        "compact array",
+        "records -2",
+        "compact records",
+    ],
+)
+def test_any_negative_length_of_a_nullable_field_is_null(
+    message: str, version: int, data: bytes, path: tuple[str | int, ...]
+) -> None:
+    body = decode(message, version, data)
+    value: Any = body
+    for step in path:
+        value = value[step]
+    assert value is None
+    # Written back (as -1, or compact 0), it is read as null again.
+    assert decode(message, version, encode(message, version, body)) == body
+
+
+def test_a_compact_length_of_2_to_the_31_is_no_null() -> None:
+    # Kafka's int of 2**31 is its lowest; minus 1 it wraps to the highest, a length.
+    with pytest.raises(DecodeError, match="has length 2147483647"):
+        decode("HeartbeatRequest", 4, b"\x02g\x00\x00\x00\x01\x02m" + _uvarint(2**31) + b"\x00")
 
 
 def test_decode_from_an_offset_and_from_bytes_like() -> None:
@@ -331,15 +428,6 @@ def test_generated_source_is_kept_for_debugging() -> None:
     assert source.startswith("# UpdateMetadataRequest v7")
     assert "def _enc" in source
     assert "def _dec" in source
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def metadata_v9(name_length: bytes, name: bytes) -> bytes:

@@ -82,6 +82,11 @@ def test_null_client_id() -> None:
     frame = encode_request(ApiKey.METADATA, 4, 1, None, {"topics": None})
     assert frame[12:14] == b"\xff\xff"
     assert decode_request_header(frame[4:])[0]["client_id"] is None
+    # Any negative length of the nullable client id is null, as Kafka's RequestHeaderData
+    # reads it, and the request is served; -2 was taken for an unreadable header.
+    frame = struct.pack(">hhih", ApiKey.METADATA, 1, 7, -2) + struct.pack(">i", -1)
+    header, offset = decode_request_header(frame)
+    assert (header["client_id"], header["correlation_id"], offset) == (None, 7, 10)
 
 
 def test_unknown_api_key_and_unsupported_version() -> None:
