@@ -141,8 +141,10 @@ def encode_request(
 def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Body, int]:
     """Decode a request's header; returns it and the offset of the body.
 
-    Works for any version of a known API, so a broker can answer a version it does not
-    support with UNSUPPORTED_VERSION. DecodeError for an unknown API key or a bad header."""
+    Works for any version of a known API, a negative one too (as Kafka's
+    RequestHeader.parse), so a broker can answer an ApiVersions version it does not support
+    with UNSUPPORTED_VERSION; refusing another API's is the caller's. DecodeError for an
+    unknown API key or a bad header."""
     if len(frame) < _KEY_AND_VERSION.size:
         raise DecodeError(f"request of {len(frame)} bytes is too short for a header")
     api_key, api_version = _KEY_AND_VERSION.unpack_from(frame, 0)
@@ -150,8 +152,6 @@ def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[Body, 
         version = request_header_version(api_key, api_version)
     except KeyError:
         raise DecodeError(f"unknown API key {api_key}") from None
-    if api_version < 0:
-        raise DecodeError(f"negative API version {api_version}")
     # A client id that is not UTF-8 is read with U+FFFD, as Kafka reads it (the codec
     # decodes every string so), and the request served.
     return get_codec("RequestHeader", version).decode_from(frame, 0)

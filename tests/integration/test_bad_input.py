@@ -420,6 +420,23 @@ def api_versions_v99(sock: socket.socket) -> None:
     assert metadata_over(sock, 8)["brokers"]  # the same connection goes on
 
 
+def api_versions_negative_version(sock: socket.socket) -> None:
+    # Kafka reads the header of any version: an ApiVersions version below ours is answered
+    # in v0, as one above it is; the connection goes on.
+    sock.sendall(framed(header(ApiKey.API_VERSIONS, -1, 13)))
+    frame = read_frame(sock)
+    assert frame is not None
+    correlation_id, body = decode_response(ApiKey.API_VERSIONS, 0, frame)
+    assert correlation_id == 13
+    assert body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+    assert metadata_over(sock, 14)["brokers"]
+
+
+def metadata_negative_version(sock: socket.socket) -> None:
+    sock.sendall(framed(header(ApiKey.METADATA, -1) + struct.pack(">i", -1)))
+    assert_closed(sock)
+
+
 def api_versions_body_that_does_not_decode(sock: socket.socket) -> None:
     # v3's body starts with a compact string: a length of 126 with no bytes behind it.
     sock.sendall(framed(header(ApiKey.API_VERSIONS, 3, 9) + b"\x00" + b"\x7f"))
@@ -490,6 +507,8 @@ def random_garbage(sock: socket.socket) -> None:
         unsupported_metadata_version,
         fetch_version_below_ours,
         api_versions_v99,
+        api_versions_negative_version,
+        metadata_negative_version,
         api_versions_body_that_does_not_decode,
         client_id_length_minus_2,
         metadata_topics_count_minus_2,

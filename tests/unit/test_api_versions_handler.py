@@ -7,10 +7,12 @@ both ways."""
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import pytest
 
+from broker.apis import SUPPORTED
 from broker.network import SocketServer
 from tests.unit.test_fetch_session import LEADER, T0, make_leader
 from wire.api import ApiKey
@@ -19,15 +21,19 @@ from wire.errors import ErrorCode
 from wire.protocol import decode_response, encode_request
 
 
-def api_versions(version: int, name: str, software_version: str) -> dict[str, Any]:
+def handled(frame: bytes) -> bytes | bytearray | None:
+    """The socket server's answer to a request frame (without its size prefix)."""
     apis, _replicas, _zk = make_leader([T0], isr=(LEADER,))
     server = SocketServer("127.0.0.1", 0, lambda: apis)  # not started: _handle only
     try:
-        body = {"client_software_name": name, "client_software_version": software_version}
-        frame = bytearray(encode_request(ApiKey.API_VERSIONS, version, 9, "c", body)[4:])
-        response = server._handle(frame, ("127.0.0.1", 1))
+        return server._handle(bytearray(frame), ("127.0.0.1", 1))
     finally:
         server.stop()
+
+
+def api_versions(version: int, name: str, software_version: str) -> dict[str, Any]:
+    body = {"client_software_name": name, "client_software_version": software_version}
+    response = handled(encode_request(ApiKey.API_VERSIONS, version, 9, "c", body)[4:])
     assert response is not None
     correlation_id, got = decode_response(ApiKey.API_VERSIONS, version, bytes(response[4:]))
     assert correlation_id == 9
@@ -76,3 +82,21 @@ def test_a_v3_request_naming_its_software_well_is_answered(
 def test_before_v3_there_is_no_software_to_check(version: int) -> None:
     got = api_versions(version, "", "")
     assert got["error_code"] == ErrorCode.NONE
+
+
+def test_a_negative_version_is_answered_unsupported_in_v0() -> None:
+    """Kafka 2.8 reads the header of any version (RequestHeader.parse) and answers an
+    ApiVersions version it does not support, a negative one too, in v0 with its ranges
+    (RequestContext.isUnsupportedApiVersionsRequest); the connection was closed."""
+    response = handled(struct.pack(">hhih", ApiKey.API_VERSIONS, -1, 9, 1) + b"c")
+    assert response is not None
+    correlation_id, got = decode_response(ApiKey.API_VERSIONS, 0, bytes(response[4:]))
+    assert (correlation_id, got["error_code"]) == (9, ErrorCode.UNSUPPORTED_VERSION)
+    ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in got["api_keys"]}
+    assert ranges == {int(k): (s.min_version, s.max_version) for k, s in SUPPORTED.items()}
+
+
+def test_a_negative_version_of_another_api_closes_the_connection() -> None:
+    # Kafka's RequestContext.parseRequest throws InvalidRequestException: it closes too.
+    metadata = struct.pack(">hhih", ApiKey.METADATA, -1, 9, 1) + b"c" + struct.pack(">i", -1)
+    assert handled(metadata) is None

@@ -101,6 +101,14 @@ def test_unknown_api_key_and_unsupported_version() -> None:
     assert header["correlation_id"] == 5
     with pytest.raises(UnsupportedVersionError, match="ApiVersionsRequest has no version 9"):
         decode_request_body(ApiKey.API_VERSIONS, 9, frame, offset)
+    # So has a negative version (header v1, as Kafka's RequestHeader.parse reads it), for
+    # ApiVersions' answer in v0; its body is no version's.
+    frame = struct.pack(">hhih", ApiKey.API_VERSIONS, -1, 6, 1) + b"c"
+    header, offset = decode_request_header(frame)
+    assert (header["request_api_version"], header["correlation_id"]) == (-1, 6)
+    assert (header["client_id"], offset) == ("c", len(frame))
+    with pytest.raises(UnsupportedVersionError, match="ApiVersionsRequest has no version -1"):
+        decode_request_body(ApiKey.API_VERSIONS, -1, frame, offset)
     with pytest.raises(UnsupportedVersionError):
         encode_request(ApiKey.METADATA, 13, 1, "c", {})
     with pytest.raises(KeyError):
