@@ -481,12 +481,8 @@ class _Reader:
 
     def nullable_string(self, field: str) -> str | None:
         length = self.int16(f"the length of {field}")
-        if length == _NULL_LENGTH:
+        if length < 0:  # any negative, as Kafka 2.8's generated readers take it
             return None
-        if length < 0:
-            raise MalformedOffsetRecord(
-                f"{self.what}: {field} has length {length} (-1 is null, no other is negative)"
-            )
         return self._utf8(field, length)
 
     def bytes_(self, field: str) -> bytes:
