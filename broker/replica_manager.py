@@ -39,6 +39,7 @@ from broker.state_change_log import LeaderAndIsrRow, StateChangeLog
 from storage.errors import (
     CorruptRecordError,
     DecompressedTooLargeError,
+    DecompressionError,
     FencedLeaderEpochError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -1172,6 +1173,10 @@ class ReplicaManager:
             return ErrorCode.INVALID_RECORD, p, None, str(e)
         except DecompressedTooLargeError as e:
             return ErrorCode.MESSAGE_TOO_LARGE, p, None, str(e)
+        except DecompressionError as e:
+            # Kafka's KafkaException, answered so by appendToLocalLog's case t: Throwable:
+            # a final error, where CORRUPT_MESSAGE has the producer send the batch again.
+            return ErrorCode.UNKNOWN_SERVER_ERROR, p, None, str(e)
         except CorruptRecordError as e:
             return ErrorCode.CORRUPT_MESSAGE, p, None, str(e)
         except FencedLeaderEpochError as e:

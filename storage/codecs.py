@@ -38,6 +38,7 @@ __all__ = [
     "CodecError",
     "Compression",
     "TooLargeError",
+    "TruncatedError",
     "UnsupportedCodecError",
     "compress",
     "decompress",
@@ -84,6 +85,18 @@ class CodecError(ValueError):
 
 class TooLargeError(CodecError):
     """A stream that decompresses to more than the caller reads (``max_size``)."""
+
+
+class TruncatedError(CodecError):
+    """A gzip stream that ends before its last member does, past its first header:
+    ``made`` is what it made until then. Java's GZIPInputStream throws EOFException
+    there, which Kafka's record iterator takes for records cut short ("premature EOF",
+    INVALID_RECORD) if it reads them past what the stream made; Kafka's lz4, snappy and
+    zstd readers throw plain IOExceptions for a truncated stream."""
+
+    def __init__(self, message: str, made: bytes) -> None:
+        super().__init__(message)
+        self.made = made
 
 
 class UnsupportedCodecError(NotImplementedError):
@@ -161,20 +174,52 @@ _NAMES: Final = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD:
 # --- gzip -------------------------------------------------------------------------
 
 _GZIP_MEMBER: Final = b"\x1f\x8b\x08"  # a member's magic and method (deflate)
+#: a member header's flags (RFC 1952) that GZIPInputStream.readHeader reads
+_FHCRC: Final = 0x02
+_FEXTRA: Final = 0x04
+_FNAME: Final = 0x08
+_FCOMMENT: Final = 0x10
+
+
+def _gzip_header_end(src: bytes, pos: int) -> int | None:
+    """Where the member header at ``pos`` ends, as Java's GZIPInputStream.readHeader
+    reads one (magic, method 8, the optional fields its flags name, its CRC-16 if
+    flagged); None if the bytes there are none or end before it does."""
+    end = pos + 10
+    if len(src) < end or src[pos : pos + 3] != _GZIP_MEMBER:
+        return None
+    flags = src[pos + 3]
+    if flags & _FEXTRA:
+        end += 2 + int.from_bytes(src[end : end + 2], "little")
+    for field in (_FNAME, _FCOMMENT):
+        if flags & field and end <= len(src):
+            end = src.find(0, end) + 1  # zero-terminated (0: there is no zero)
+            if end == 0:
+                return None
+    if flags & _FHCRC:
+        end += 2
+        if src[end - 2 : end] != (zlib.crc32(src[pos : end - 2]) & 0xFFFF).to_bytes(2, "little"):
+            return None
+    return end if end <= len(src) else None
 
 
 def _gunzip(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
     """Every member of a gzip stream (RFC 1952 lets one hold several), as Java's
     GZIPInputStream, which Kafka reads gzip batches with, reads them: zlib's one-shot
-    decompress stops after the first. Bytes after a member that start no member are
+    decompress stopped after the first. Bytes after a member that start no member are
     ignored, as GZIPInputStream ignores them; zlib checks each member's CRC-32 and size.
+    A stream ending before its first header does is CodecError, as Kafka's
+    CompressionType.wrapForInput fails it; one ending later TruncatedError.
 
     Each member is handed slices of the stream that double from 64 bytes, so what zlib
     copies back past a member's end (``unused_data``) is at most about the member's own
     size: handed the rest of the stream, a body of many small members cost the square of
     its size (2 MB of empty members, 13 s)."""
-    view = memoryview(data)
-    out = []
+    src = bytes(data)
+    if _gzip_header_end(src, 0) is None:
+        raise CodecError("gzip: no member header (or a truncated one)")
+    view = memoryview(src)
+    out: list[bytes] = []
     left = max_size
     pos = 0
     while True:
@@ -182,7 +227,7 @@ def _gunzip(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
         piece = 64
         while not member.eof:
             if pos >= len(view):
-                raise CodecError("gzip: a truncated member")
+                raise TruncatedError("gzip: a truncated member", b"".join(out))
             given = view[pos : pos + piece]
             out.append(member.decompress(given, left + 1))  # zlib stops one byte past
             left -= len(out[-1])
@@ -192,7 +237,7 @@ def _gunzip(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
             # max_length, left none of it in unconsumed_tail).
             pos += len(given) - len(member.unused_data)
             piece *= 2
-        if bytes(view[pos : pos + len(_GZIP_MEMBER)]) != _GZIP_MEMBER:
+        if src[pos : pos + len(_GZIP_MEMBER)] != _GZIP_MEMBER:
             return b"".join(out)
 
 

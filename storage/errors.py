@@ -17,6 +17,7 @@ __all__ = [
     "CheckpointError",
     "CorruptRecordError",
     "DecompressedTooLargeError",
+    "DecompressionError",
     "FencedLeaderEpochError",
     "InvalidRecordError",
     "InvalidTimestampError",
@@ -76,6 +77,19 @@ class DecompressedTooLargeError(CorruptRecordError):
     producer answers by splitting the batch and sending its halves again."""
 
     error_code = 10  # MESSAGE_TOO_LARGE
+
+
+class DecompressionError(CorruptRecordError):
+    """A compressed batch whose records body is not a valid stream of its codec (its CRC
+    right: the producer's bug). Kafka 2.8 wraps the codec's IOException in KafkaException
+    ("Failed to decompress record stream": CompressionType.wrapForInput,
+    DefaultRecordBatch.StreamRecordIterator), which appendToLocalLog answers
+    UNKNOWN_SERVER_ERROR, a final error for producers: CORRUPT_MESSAGE is retriable, and
+    librdkafka sent the same batch again until its message.timeout.ms. A
+    CorruptRecordError still for the readers that skip a batch that does not decode
+    (the cleaner, ListOffsets, the group coordinator)."""
+
+    error_code = -1  # UNKNOWN_SERVER_ERROR
 
 
 class InvalidRecordError(CorruptRecordError):

@@ -53,6 +53,7 @@ from storage.codecs import Compression
 from storage.errors import (
     CorruptRecordError,
     DecompressedTooLargeError,
+    DecompressionError,
     InvalidRecordError,
     InvalidTimestampError,
     RecordTooLargeError,
@@ -216,20 +217,29 @@ def decompressed(
     batch: bytes | bytearray | memoryview, header: BatchHeader, max_size: int
 ) -> bytes:
     """The records body of one batch (``batch`` holds exactly it), decompressed: a body
-    that is not a valid stream of its codec is CorruptRecordError, one making more than
-    ``max_size`` bytes DecompressedTooLargeError; a codec naming none (5-7) raises
-    UnsupportedCodecError."""
+    that is not a valid stream of its codec is DecompressionError (or InvalidRecordError,
+    ``_truncated``), one making more than ``max_size`` bytes DecompressedTooLargeError; a
+    codec naming none (5-7) raises UnsupportedCodecError."""
     data = memoryview(batch)[BATCH_HEADER_SIZE : header.size]
+    position, offset = header.position, header.base_offset
     try:
         return codecs.decompress(header.compression, data, max_size)
     except codecs.TooLargeError as e:
-        raise DecompressedTooLargeError(
-            str(e), position=header.position, offset=header.base_offset
-        ) from None
+        raise DecompressedTooLargeError(str(e), position=position, offset=offset) from None
+    except codecs.TruncatedError as e:
+        _truncated(e, header.record_count, position, offset)
+        raise DecompressionError(str(e), position=position, offset=offset) from None
     except codecs.CodecError as e:
-        raise CorruptRecordError(
-            str(e), position=header.position, offset=header.base_offset
-        ) from None
+        raise DecompressionError(str(e), position=position, offset=offset) from None
+
+
+def _truncated(e: codecs.TruncatedError, count: int, position: int, offset: int) -> None:
+    """A stream cut short: InvalidRecordError if its records run past what it made (or
+    do not parse, or are followed by more), as Kafka's record iterator, reading them
+    out of the stream, meets the EOFException in them ("premature EOF reached"); else
+    the caller's DecompressionError, as Kafka meets it past them, in its check that no
+    bytes remain (a KafkaException)."""
+    check_records(e.made, count, position=position, offset=offset)
 
 
 def _scan(
@@ -537,7 +547,8 @@ def recompress(
     is read, as Kafka's Log.analyzeAndValidateRecords checks the producer's batches
     before its LogValidator rebuilds them); a codec Kafka does not know (5-7) is
     UnknownCompressionError, as in ``assign_offsets``; a body that is not a valid stream
-    of its codec is CorruptRecordError, one decompressing to
+    of its codec is DecompressionError (or InvalidRecordError, ``_truncated``), one
+    decompressing to
     over ``max_size`` bytes DecompressedTooLargeError; records that do not parse, or not
     as many as the header counts, are InvalidRecordError."""
     view = memoryview(buf)
@@ -566,7 +577,9 @@ def recompress(
                 offset=fields[0],
             ) from None
         except (codecs.CodecError, codecs.UnsupportedCodecError) as e:
-            raise CorruptRecordError(
+            if isinstance(e, codecs.TruncatedError):
+                _truncated(e, fields[12], pos, fields[0])
+            raise DecompressionError(
                 f"the batch's records cannot be read to compress them again ({e})",
                 position=pos,
                 offset=fields[0],
@@ -842,8 +855,9 @@ def iter_records(
     """Decode the records of one batch (the bytes of exactly one batch).
 
     Every codec's batches are decoded (``storage.codecs``; a body that is not a valid
-    stream of its codec raises CorruptRecordError, one decompressing to more than
-    ``max_size`` bytes DecompressedTooLargeError); attributes naming no codec (5-7)
+    stream of its codec raises DecompressionError, a CorruptRecordError, one
+    decompressing to more than ``max_size`` bytes DecompressedTooLargeError); attributes
+    naming no codec (5-7)
     raise UnsupportedCodecError, a NotImplementedError (the append and read paths never
     need to decompress). A record that does not parse (fields past its length or the
     body's end, a varint over 10 bytes, a negative header count, a header without a key,

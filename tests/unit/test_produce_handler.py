@@ -4,6 +4,7 @@ the wire codec both ways."""
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from broker.replica_manager import ReplicaManager
 from storage.codecs import Compression
 from storage.log import LogConfig
 from storage.log_manager import LogManager
+from storage.records import BATCH_HEADER_SIZE
 from storage.testing import RecordSpec, build_batch, with_body
 from tests.unit.test_codecs import zstd_rle_frame
 from tests.unit.test_fetch_session import FOLLOWER, LEADER, T0, Loopback, make_leader
@@ -208,10 +210,11 @@ def test_a_corrupt_zstd_batch_of_a_compacted_topic_fails_its_partition_only(
     tmp_path: Path,
 ) -> None:
     """A compacted topic's batch is decompressed for its keys: a zstd body whose Huffman
-    tree has 257 weights is CORRUPT_MESSAGE for its partition, while the request's other
-    partition is appended and answered. The decoder's ValueError escaped the handler: the
-    whole request was answered UNKNOWN_SERVER_ERROR, the first partition's batch written
-    (a producer retrying it wrote it twice)."""
+    tree has 257 weights is UNKNOWN_SERVER_ERROR for its partition (Kafka's "Failed to
+    decompress record stream", below), while the request's other partition is appended
+    and answered. The decoder's ValueError escaped the handler: the whole request was
+    answered UNKNOWN_SERVER_ERROR, the first partition's batch written (a producer
+    retrying it wrote it twice)."""
     t1 = TopicPartition(T0.topic, 1)
     config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
     topic = LogConfig(compact=True)
@@ -223,9 +226,65 @@ def test_a_corrupt_zstd_batch_of_a_compacted_topic_fails_its_partition_only(
         body = produce_records(T0, bytes(good))
         body["topic_data"][0]["partition_data"].append({"index": 1, "records": bytes(bad)})
         got = Loopback(apis).request(ApiKey.PRODUCE, 8, body)
-        assert answers(got) == [("a", 0, ErrorCode.NONE), ("a", 1, ErrorCode.CORRUPT_MESSAGE)]
+        assert answers(got) == [("a", 0, ErrorCode.NONE), ("a", 1, ErrorCode.UNKNOWN_SERVER_ERROR)]
         assert replicas.partitions[T0].log_end_offset == 1
         assert replicas.partitions[t1].log_end_offset == 0
+    finally:
+        manager.close()
+
+
+def _undecodable_bodies() -> Iterator[tuple[str, int, bytes, ErrorCode]]:
+    """(what, codec, body, Kafka 2.8.2's answer) for a batch of 20 keyed records."""
+    body = bytes(_TWENTY[BATCH_HEADER_SIZE:])
+    stream = gzip.compress(body, mtime=0)
+    yield "lz4 past its header", Compression.LZ4, b"\x04\x22\x4d\x18" + b"\xff" * 20, USE
+    crc = bytearray(stream)
+    crc[-8] ^= 1  # the member's CRC-32: GZIPInputStream's "Corrupt GZIP trailer"
+    yield "gzip, its CRC-32 wrong", Compression.GZIP, bytes(crc), USE
+    # GZIPInputStream's EOFException in the records: "premature EOF reached"
+    yield "gzip cut in its records", Compression.GZIP, stream[: len(stream) // 2], INVALID
+    # ... past the records (the check that none remain): KafkaException
+    yield "gzip cut in its trailer", Compression.GZIP, stream[:-4], USE
+    # ... in its header, which wrapForInput reads: KafkaException
+    yield "gzip cut in its header", Compression.GZIP, stream[:5], USE
+
+
+_TWENTY = build_batch([RecordSpec(b"value-%d" % i, key=b"k%d" % i) for i in range(20)])
+USE = ErrorCode.UNKNOWN_SERVER_ERROR
+INVALID = ErrorCode.INVALID_RECORD
+
+
+@pytest.mark.parametrize(
+    "topic",
+    [LogConfig(compact=True), LogConfig(compression=Compression.NONE)],
+    ids=["compacted", "uncompressed"],
+)
+@pytest.mark.parametrize(
+    ("what", "codec", "body", "error"),
+    [pytest.param(*case, id=case[0]) for case in _undecodable_bodies()],
+)
+def test_a_compressed_body_that_does_not_decode_is_kafkas_final_error(
+    tmp_path: Path, topic: LogConfig, what: str, codec: int, body: bytes, error: ErrorCode
+) -> None:
+    """Kafka 2.8.2 wraps a codec's IOException in KafkaException (CompressionType.
+    wrapForInput, DefaultRecordBatch.StreamRecordIterator: "Failed to decompress record
+    stream"), which appendToLocalLog answers UNKNOWN_SERVER_ERROR; an EOFException while
+    it reads the records (a gzip stream cut short) is InvalidRecordException,
+    INVALID_RECORD. Both are final for a producer. It was CORRUPT_MESSAGE, retriable:
+    librdkafka sent the same batch 7 times, until its message.timeout.ms. A compacted
+    topic reads the body for its keys, a compression.type naming a codec to compress it
+    again; the batch's CRC failing is still CORRUPT_MESSAGE, as in Kafka."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    manager = LogManager([tmp_path], config, topic_config=lambda _topic: topic)
+    try:
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=manager)
+        bad = with_body(_TWENTY, body, compression=codec)
+        got = Loopback(apis).request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(bad)))
+        assert answers(got) == [("a", 0, error)], what
+        bad[-1] ^= 1  # the batch's CRC-32C no longer holds
+        got = Loopback(apis).request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(bad)))
+        assert answers(got) == [("a", 0, ErrorCode.CORRUPT_MESSAGE)]
+        assert replicas.partitions[T0].log_end_offset == 0
     finally:
         manager.close()
 

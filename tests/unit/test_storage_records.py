@@ -41,6 +41,7 @@ def test_error_codes_are_kafkas() -> None:
         errors.KafkaStorageError: ErrorCode.KAFKA_STORAGE_ERROR,
         errors.UnexpectedAppendOffsetError: ErrorCode.UNKNOWN_SERVER_ERROR,
         errors.UnknownCompressionError: ErrorCode.UNKNOWN_SERVER_ERROR,
+        errors.DecompressionError: ErrorCode.UNKNOWN_SERVER_ERROR,
     }
     for cls, code in expected.items():
         assert ErrorCode(cls.error_code) is code, cls
