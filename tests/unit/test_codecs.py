@@ -82,7 +82,7 @@ def lz4_block(data: bytes) -> bytes:
 
 def lz4_frame(data: bytes, *, block: int = 65536, checksums: bool = False) -> bytes:
     """A frame of compressed blocks, each compressed on its own; with ``checksums``, block
-    and content checksums and the content size (the decoder skips them)."""
+    and content checksums and the content size."""
     flags = 0x60 | (0x1C if checksums else 0)
     descriptor = bytes((flags, 0x40)) + (struct.pack("<Q", len(data)) if checksums else b"")
     out = bytearray(struct.pack("<I", 0x184D2204)) + descriptor
@@ -316,6 +316,28 @@ def test_a_gzip_stream_of_many_members_is_read_in_linear_time(
     _CountingInflater.handled = 0
     assert codecs.decompress(GZIP, gzip.compress(noise) + empty) == noise
     assert _CountingInflater.handled < 8 * len(noise)
+
+
+def test_lz4_block_checksums_are_verified_and_the_content_checksum_is_not() -> None:
+    # Kafka's KafkaLZ4BlockInputStream.readBlock checks each block's xxHash32 ("Block
+    # checksum mismatch"); they were skipped, and a block altered where it still decodes
+    # (a literal's byte) was read, compressed again and stored under a valid CRC. The
+    # content checksum Kafka reads past unverified (its "TODO: verify this content
+    # checksum"), and so is it here.
+    noise = random.Random(3).randbytes(300)  # no match: one literal run
+    data = b"key-value " * 50 + noise + b"key-value " * 50
+    frame = lz4_frame(data, block=200, checksums=True)
+    assert codecs.decompress(LZ4, frame) == data
+    altered = bytearray(frame)
+    altered[frame.index(noise[100:140]) + 10] ^= 1
+    with pytest.raises(CodecError, match="block checksum"):
+        codecs.decompress(LZ4, bytes(altered))
+    wrong_content = bytearray(frame)
+    wrong_content[-1] ^= 1  # the content checksum, last in the frame
+    assert codecs.decompress(LZ4, bytes(wrong_content)) == data
+    (first,) = struct.unpack_from("<I", frame, 15)  # past the magic and the descriptor
+    with pytest.raises(CodecError, match="truncated"):  # its checksum cut short
+        codecs.decompress(LZ4, frame[: 19 + first + 2])
 
 
 def _lz4_frame_of(block_max_byte: int, *blocks: tuple[int, bytes]) -> bytes:
