@@ -13,11 +13,12 @@ per literal and per sequence, so a few times slower):
 - snappy: a raw snappy stream (what librdkafka writes), or xerial snappy-java's framing
   (what Kafka's Java producer writes: the magic ``\\x82SNAPPY\\x00``, two version words,
   then length-prefixed raw chunks).
-- lz4: the LZ4 frame format (Kafka's KafkaLZ4BlockOutputStream, librdkafka's LZ4F):
-  the frame header's checksum is checked; compressed and stored blocks, dependent or
-  not, none holding or decoding to more than the frame's block maximum size; block
-  checksums are checked, as Kafka's KafkaLZ4BlockInputStream checks them; the content
-  checksum is read past, as it reads past it.
+- lz4: the LZ4 frame format (Kafka's KafkaLZ4BlockOutputStream, librdkafka's LZ4F), its
+  first frame, as Kafka's KafkaLZ4BlockInputStream reads it: the frame header's
+  checksum is checked; compressed and stored blocks, independent (as Kafka refuses
+  dependent ones), none holding or decoding to more than the frame's block maximum
+  size; block checksums are checked, as Kafka checks them; the content checksum is read
+  past, as Kafka reads past it.
 
 ``compress`` is what a compaction's rewritten batch is written with (it keeps its codec,
 as in Kafka): the matches of a greedy parse (``storage.lz77``) as snappy copies (32 KB
@@ -207,8 +208,11 @@ def _gzip_header_end(src: bytes, pos: int) -> int | None:
 def _gunzip(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
     """Every member of a gzip stream (RFC 1952 lets one hold several), as Java's
     GZIPInputStream, which Kafka reads gzip batches with, reads them: zlib's one-shot
-    decompress stopped after the first. Bytes after a member that start no member are
-    ignored, as GZIPInputStream ignores them; zlib checks each member's CRC-32 and size.
+    decompress stopped after the first. Bytes after a member that do not start with a
+    whole member header are ignored, as GZIPInputStream ignores them (not only where
+    Java 8-22's readTrailer looks for another member: past 26 bytes left in its 8 KB
+    buffer, a member following one that ends near its buffer's end was lost to Java);
+    zlib checks each member's CRC-32 and size.
     A stream ending before its first header does is CodecError, as Kafka's
     CompressionType.wrapForInput fails it; one ending later TruncatedError.
 
@@ -238,7 +242,10 @@ def _gunzip(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
             # max_length, left none of it in unconsumed_tail).
             pos += len(given) - len(member.unused_data)
             piece *= 2
-        if src[pos : pos + len(_GZIP_MEMBER)] != _GZIP_MEMBER:
+        # Another member only if a whole member header follows: GZIPInputStream's
+        # readTrailer ignores the rest where its readHeader throws (a partial or bad
+        # header); the records, counted, tell if any were in it.
+        if _gzip_header_end(src, pos) is None:
             return b"".join(out)
 
 
@@ -386,72 +393,79 @@ def snappy_xerial(data: bytes) -> bytes:
 
 
 def _lz4_frame_decompress(src: bytes, max_size: int) -> bytes:
+    """The body's first LZ4 frame, as Kafka's KafkaLZ4BlockInputStream reads it: its
+    stream ends at that frame's end mark, and bytes after it are not read (records past
+    it are cut short, the record count checked); a body that does not start with a frame
+    (a skippable one, or none) is refused, as is a frame of dependent blocks or with
+    FLG's reserved bits set (FLG.validate), which librdkafka and the Java producer never
+    write, and whose batch Java consumers could not read."""
+    if len(src) < 4:
+        raise CodecError("lz4: a truncated frame header")
+    (magic,) = _U32LE.unpack_from(src, 0)
+    if magic != _LZ4_MAGIC:
+        raise CodecError(f"lz4: not a frame (magic {magic:#x})")
+    flags = src[4]
+    if flags >> 6 != 1:
+        raise CodecError(f"lz4: frame version {flags >> 6}")
+    if flags & 0x03:
+        raise CodecError(f"lz4: reserved FLG bits set ({flags:#x}; a dictionary id among them)")
+    if not flags & 0x20:
+        raise CodecError("lz4: a frame of dependent blocks, which Kafka does not read")
+    # No block holds, or decodes to, more than the frame's Block Maximum Size, as
+    # Kafka's KafkaLZ4BlockInputStream refuses: a match's length goes on in bytes
+    # of 255, so a block would otherwise make 255 times its size.
+    block_max = _LZ4_BLOCK_MAX.get(src[5])
+    if block_max is None:
+        raise CodecError(f"lz4: a block maximum size byte of {src[5]:#x}")
+    block_checksums = flags & 0x10
+    header_end = 6 + (8 if flags & 0x08 else 0)
+    content_checksum = flags & 0x04
+    descriptor = src[4:header_end]
+    if header_end >= len(src):
+        raise CodecError("lz4: a truncated frame header")
+    if src[header_end] != (xxh32(descriptor) >> 8) & 0xFF:
+        raise CodecError("lz4: the frame header's checksum does not match")
     out = bytearray()
-    pos = 0
-    while pos < len(src):  # a stream may hold several frames
-        (magic,) = _U32LE.unpack_from(src, pos)
-        if magic & 0xFFFFFFF0 == 0x184D2A50:  # a skippable frame
-            (size,) = _U32LE.unpack_from(src, pos + 4)
-            pos += 8 + size
-            continue
-        if magic != _LZ4_MAGIC:
-            raise CodecError(f"lz4: not a frame (magic {magic:#x})")
-        flags = src[pos + 4]
-        if flags >> 6 != 1:
-            raise CodecError(f"lz4: frame version {flags >> 6}")
-        # No block holds, or decodes to, more than the frame's Block Maximum Size, as
-        # Kafka's KafkaLZ4BlockInputStream refuses: a match's length goes on in bytes
-        # of 255, so a block would otherwise make 255 times its size.
-        block_max = _LZ4_BLOCK_MAX.get(src[pos + 5])
-        if block_max is None:
-            raise CodecError(f"lz4: a block maximum size byte of {src[pos + 5]:#x}")
-        block_checksums = flags & 0x10
-        header_end = pos + 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
-        content_checksum = flags & 0x04
-        descriptor = src[pos + 4 : header_end]
-        if len(descriptor) != header_end - pos - 4 or header_end >= len(src):
-            raise CodecError("lz4: a truncated frame header")
-        if src[header_end] != (xxh32(descriptor) >> 8) & 0xFF:
-            raise CodecError("lz4: the frame header's checksum does not match")
-        pos = header_end + 1
-        while True:
-            (size,) = _U32LE.unpack_from(src, pos)
-            pos += 4
-            if size == 0:  # the end mark
-                break
-            stored = size & _LZ4_STORED
-            size &= ~_LZ4_STORED & _MASK32
-            end = pos + size
-            if size > block_max:
-                raise CodecError(f"lz4: a block of {size} bytes in a frame of {block_max}")
-            if end > len(src):
-                raise CodecError(f"lz4: a block of {size} bytes past the stream's end")
-            if block_checksums:
-                # xxHash32 of the block as stored, as KafkaLZ4BlockInputStream.readBlock
-                # checks it: a block altered where it still decodes is refused.
-                if end + 4 > len(src):
-                    raise CodecError("lz4: a truncated block checksum")
-                if _U32LE.unpack_from(src, end)[0] != xxh32(src[pos:end]):
-                    raise CodecError("lz4: block checksum mismatch")
-            if stored:
-                out += src[pos:end]
-            else:
-                _lz4_block(src, pos, end, out, len(out) + block_max)
-            if len(out) > max_size:
-                raise TooLargeError(f"lz4: over the {max_size} bytes read")
-            pos = end + (4 if block_checksums else 0)
-        # Read past unverified, as KafkaLZ4BlockInputStream does ("TODO: verify this
-        # content checksum"): a batch Kafka takes is taken.
-        pos += 4 if content_checksum else 0
-        if pos > len(src):
-            raise CodecError("lz4: a truncated frame")
+    pos = header_end + 1
+    while True:
+        (size,) = _U32LE.unpack_from(src, pos)
+        pos += 4
+        if size == 0:  # the end mark
+            break
+        stored = size & _LZ4_STORED
+        size &= ~_LZ4_STORED & _MASK32
+        end = pos + size
+        if size > block_max:
+            raise CodecError(f"lz4: a block of {size} bytes in a frame of {block_max}")
+        if end > len(src):
+            raise CodecError(f"lz4: a block of {size} bytes past the stream's end")
+        if block_checksums:
+            # xxHash32 of the block as stored, as KafkaLZ4BlockInputStream.readBlock
+            # checks it: a block altered where it still decodes is refused.
+            if end + 4 > len(src):
+                raise CodecError("lz4: a truncated block checksum")
+            if _U32LE.unpack_from(src, end)[0] != xxh32(src[pos:end]):
+                raise CodecError("lz4: block checksum mismatch")
+        if stored:
+            out += src[pos:end]
+        else:
+            _lz4_block(src, pos, end, out, len(out) + block_max)
+        if len(out) > max_size:
+            raise TooLargeError(f"lz4: over the {max_size} bytes read")
+        pos = end + (4 if block_checksums else 0)
+    # Read past unverified, as KafkaLZ4BlockInputStream does ("TODO: verify this
+    # content checksum"): a batch Kafka takes is taken.
+    if pos + (4 if content_checksum else 0) > len(src):
+        raise CodecError("lz4: a truncated frame")
     return bytes(out)
 
 
 def _lz4_block(src: bytes, pos: int, end: int, out: bytearray, limit: int) -> None:
     """Decode one compressed block, ``src[pos:end]``, onto ``out`` (which holds the
-    frame's earlier blocks: a dependent block's matches may reach into them), which may
-    not grow past ``limit``."""
+    frame's earlier blocks; an independent block's matches may not reach into them, as
+    Kafka decodes each block into a buffer of its own), which may not grow past
+    ``limit``."""
+    floor = len(out)
     while True:
         token = src[pos]
         pos += 1
@@ -481,7 +495,7 @@ def _lz4_block(src: bytes, pos: int, end: int, out: bytearray, limit: int) -> No
         length += 4
         if pos >= end:
             raise CodecError("lz4: a block ends with a match")
-        zstd.copy_match(out, offset, length, 0, CodecError, "lz4: a match")
+        zstd.copy_match(out, offset, length, floor, CodecError, "lz4: a match")
 
 
 def _lz4_length(src: bytes, pos: int, length: int) -> tuple[int, int]:

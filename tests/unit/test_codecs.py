@@ -163,19 +163,49 @@ def test_lz4_frames_with_matches_decode(data: bytes) -> None:
     assert codecs.decompress(LZ4, lz4_frame(data, block=97, checksums=True)) == data
 
 
-def test_an_lz4_match_may_reach_into_the_previous_block() -> None:
-    # A dependent block (librdkafka's default): the second block is a match of the first.
+def _lz4_frame_with_flags(flags: int, *blocks: bytes) -> bytearray:
+    """An lz4 frame of these compressed blocks, its FLG byte ``flags`` (64 KB blocks)."""
+    frame = bytearray(struct.pack("<I", 0x184D2204)) + bytes((flags, 0x40))
+    frame.append((codecs.xxh32(bytes((flags, 0x40))) >> 8) & 0xFF)
+    for block in blocks:
+        frame += struct.pack("<I", len(block)) + block
+    return frame + struct.pack("<I", 0)
+
+
+def test_only_independent_lz4_blocks_are_read() -> None:
+    # Kafka's KafkaLZ4BlockInputStream refuses a frame of dependent blocks (FLG.validate:
+    # "Dependent block stream is unsupported"), as it refuses FLG's reserved bits (a
+    # dictionary id among them), and decodes each block on its own; they were read, a
+    # match reaching into the previous block, and stored for Java consumers to fail on.
+    # librdkafka and the Java producer write independent blocks (FLG 0x60).
     first = bytes(range(200))
-    frame = bytearray(struct.pack("<I", 0x184D2204)) + bytes((0x40, 0x40))
-    frame.append((codecs.xxh32(bytes((0x40, 0x40))) >> 8) & 0xFF)
     block1 = lz4_block(first)
     # no literals, a match of 196 bytes 200 back (15 + 177 + 4), then 5 literals
     block2 = bytes((0x0F,)) + struct.pack("<H", 200) + _lz4_length(177)
     block2 += bytes((0x50,)) + b"tail!"
-    for block in (block1, block2):
-        frame += struct.pack("<I", len(block)) + block
-    frame += struct.pack("<I", 0)
-    assert codecs.decompress(LZ4, bytes(frame)) == first + first[:196] + b"tail!"
+    with pytest.raises(CodecError, match="dependent"):
+        codecs.decompress(LZ4, bytes(_lz4_frame_with_flags(0x40, block1, block2)))
+    with pytest.raises(CodecError, match="200 bytes back"):  # independent, it reaches back
+        codecs.decompress(LZ4, bytes(_lz4_frame_with_flags(0x60, block1, block2)))
+    for reserved in (0x61, 0x62):
+        with pytest.raises(CodecError, match="reserved"):
+            codecs.decompress(LZ4, bytes(_lz4_frame_with_flags(reserved, block1)))
+    assert codecs.decompress(LZ4, bytes(_lz4_frame_with_flags(0x60, block1))) == first
+
+
+def test_an_lz4_body_is_read_to_its_first_frames_end() -> None:
+    # KafkaLZ4BlockInputStream's stream ends at the first frame's end mark: what follows
+    # is not read (records past it are "premature EOF", INVALID_RECORD, the count being
+    # checked), and a body not starting with a frame is refused. Later frames were read,
+    # a skippable frame skipped, and bytes after a frame that are none refused.
+    one, two = lz4_frame(b"first frame "), lz4_frame(b"second frame")
+    assert codecs.decompress(LZ4, one + two) == b"first frame "
+    assert codecs.decompress(LZ4, one + b"garbage!") == b"first frame "
+    skippable = struct.pack("<II", 0x184D2A50, 3) + b"xyz"
+    with pytest.raises(CodecError, match="not a frame"):
+        codecs.decompress(LZ4, skippable + one)
+    with pytest.raises(CodecError, match="truncated"):  # an empty body: no frame
+        codecs.decompress(LZ4, b"")
 
 
 @settings(max_examples=200)
@@ -270,6 +300,13 @@ def test_every_member_of_a_gzip_stream_is_read() -> None:
     assert codecs.decompress(GZIP, members) == b"first third"
     # What follows a member and starts none is ignored, as GZIPInputStream ignores it.
     assert codecs.decompress(GZIP, gzip.compress(b"one") + b"not a member") == b"one"
+    # So is what starts no whole member header (GZIPInputStream.readTrailer ignores the
+    # IOException its readHeader throws): it was a truncated member here.
+    for partial in (b"\x1f\x8b\x08", b"\x1f\x8b\x08\x08" + bytes(6) + b"no end of name"):
+        assert codecs.decompress(GZIP, gzip.compress(b"one") + partial) == b"one"
+    # A whole header begins a member, read as any (its deflate data here is none).
+    with pytest.raises(CodecError, match="invalid"):
+        codecs.decompress(GZIP, gzip.compress(b"one") + b"\x1f\x8b\x08" + bytes(7) + b"\xff" * 9)
     with pytest.raises(CodecError, match="truncated"):  # a later member cut short
         codecs.decompress(GZIP, members[:-3])
     with pytest.raises(CodecError, match="gzip"):  # a zlib stream is no gzip member
