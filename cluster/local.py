@@ -112,30 +112,25 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
-# SIGTERM/SIGHUP while a broker is being launched, held until its pid is recorded: raised
-# between the spawn and the record, the cleanup would not know the broker, left running.
-_deferred_terminations: list[int] | None = None
-
-
 def _raise_terminated(signum: int, _frame: object) -> None:
-    if _deferred_terminations is not None:
-        _deferred_terminations.append(signum)
-        return
     raise Terminated(signum)
 
 
 @contextlib.contextmanager
-def _terminations_deferred() -> Iterator[None]:
-    """Holds SIGTERM/SIGHUP (as up handles them) for the block, then raises the first."""
-    global _deferred_terminations
+def _signals_held() -> Iterator[None]:
+    """Holds a Ctrl-C, SIGTERM and SIGHUP for the block, a broker's spawn and the record
+    of its pid: raised between the two, the cleanup (or a later `zkctl down`) would not
+    know the broker, left running. The first one held then goes to the handler of before
+    (KeyboardInterrupt, Terminated)."""
     held: list[int] = []
-    _deferred_terminations = held
-    try:
+    holds = dict.fromkeys(
+        (signal.SIGINT, signal.SIGTERM, signal.SIGHUP),
+        lambda signum, _frame: held.append(signum),
+    )
+    with _signal_handlers(holds):
         yield
-    finally:
-        _deferred_terminations = None
     if held:
-        raise Terminated(held[0])
+        signal.raise_signal(held[0])
 
 
 @contextlib.contextmanager
@@ -902,7 +897,7 @@ def up(
             offsets: dict[int, int] = {}
             for b in cluster.brokers:
                 write_properties(b, cluster.connect_string, session_timeout_ms, parsed)
-                with _terminations_deferred():
+                with _signals_held():
                     offsets[b.id] = _launch(b, python)
                     save(cluster)
             _say(progress, f"started {brokers} broker(s): pids {[b.pid for b in cluster.brokers]}")
@@ -941,8 +936,9 @@ def _exited_during_startup(
             write_properties(
                 broker, cluster.connect_string, cluster.session_timeout_ms, cluster.overrides
             )
-            new_offset = _launch(broker, cluster.python)
-            save(cluster)
+            with _signals_held():
+                new_offset = _launch(broker, cluster.python)
+                save(cluster)
             return new_offset
         raise LocalClusterError(
             f"broker {broker.id} could not listen on {broker.address}: port already in use"
@@ -1171,8 +1167,9 @@ def broker_start(
         # recognised by a different czxid.
         view, _error = _try_zk_view(cluster.connect_string, 5.0)
         old_czxid = None if view is None else view.registered.get(broker_id)
-        offset = _launch(broker, cluster.python)
-        save(cluster)
+        with _signals_held():
+            offset = _launch(broker, cluster.python)
+            save(cluster)
         _say(progress, f"started broker {broker_id} (pid {broker.pid})")
         if wait:
             _wait_registered(cluster, broker, offset, old_czxid, timeout, progress)

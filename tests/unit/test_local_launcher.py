@@ -3,6 +3,7 @@ they find in cluster.json (no ZooKeeper or broker is started here)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -10,12 +11,13 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cluster import local
+from cluster import local, processes
 from cluster import zookeeper as zkp
 from tests.unit.test_cli_args import run
 from zkctl import common
@@ -414,3 +416,153 @@ def test_a_termination_while_a_broker_is_launched_waits_for_its_pid(
         signal.signal(signal.SIGTERM, before)
     assert stopped == [[4_000_001, None]]  # the first launched and recorded; not the second
     assert json.loads((directory / "cluster.json").read_text())["brokers"][0]["pid"] == 4_000_001
+
+
+def _broker_processes(directory: Path) -> list[int]:
+    """Pids of the running brokers whose properties file is under ``directory``."""
+    return [
+        int(pid)
+        for pid in os.listdir("/proc")
+        if pid.isdigit()
+        and (argv := processes.cmdline(int(pid)))
+        and any(str(directory) in arg for arg in argv)
+        and processes.is_alive(int(pid))
+    ]
+
+
+@pytest.fixture
+def interrupts() -> Iterator[None]:
+    """A Ctrl-C raises KeyboardInterrupt (whatever an earlier test set), SIGTERM and SIGHUP
+    do not end pytest; each handler of before is put back after."""
+    before = {
+        sig: signal.signal(sig, handler)
+        for sig, handler in [
+            (signal.SIGINT, signal.default_int_handler),
+            (signal.SIGTERM, lambda signum, frame: None),
+            (signal.SIGHUP, lambda signum, frame: None),
+        ]
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
+@pytest.mark.usefixtures("interrupts")
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name
+)
+def test_a_signal_right_after_a_brokers_spawn_stops_that_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: signal.Signals
+) -> None:
+    """A Ctrl-C landing between a broker's spawn and the record of its pid left that broker
+    running after up said it had stopped what it started, the cluster marked stopped:
+    SIGTERM and SIGHUP were held in that window, SIGINT was not. A real broker process,
+    the signal sent to this process as soon as it is spawned."""
+    directory = tmp_path / ".zkctl"
+    spawned: list[int] = []
+    real_spawn = processes.spawn
+
+    def provision(connect: str | None, **kwargs: Any) -> zkp.ZooKeeper:
+        running = zkp.ExternalZooKeeper("127.0.0.1:1")
+        kwargs["on_start"](running)
+        return running
+
+    def spawn(*args: Any, **kwargs: Any) -> Any:
+        proc = real_spawn(*args, **kwargs)
+        spawned.append(proc.pid)
+        os.kill(os.getpid(), sig)
+        time.sleep(0.05)  # the signal lands here
+        return proc
+
+    monkeypatch.setattr(zkp, "provision", provision)
+    monkeypatch.setattr(zkp, "chroot_connect_string", lambda connect, name: f"{connect}/{name}")
+    monkeypatch.setattr(local, "_teardown", lambda *a, **k: [])
+    monkeypatch.setattr(processes, "spawn", spawn)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            local.up(directory, 2, timeout=30)
+        left = local.wait_gone(
+            [local.BrokerProcess(1, "127.0.0.1", 1, directory / "broker-1", pid=spawned[0])], 5.0
+        )
+        assert left == [], f"broker 1 (pid {spawned[0]}) still runs"
+        assert _broker_processes(directory) == []
+    finally:
+        for pid in spawned:  # whatever still runs, by pid
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert len(spawned) == 1  # the second broker was not started
+    recorded = json.loads((directory / "cluster.json").read_text())
+    assert recorded["state"] == "stopped"
+    assert recorded["brokers"][0]["pid"] == spawned[0]
+
+
+@pytest.mark.usefixtures("interrupts")
+def test_a_ctrl_c_right_after_a_relaunch_on_a_new_port_records_its_pid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker relaunched on a new port (its port was taken) is the cleanup's to stop too:
+    a Ctrl-C right after the spawn waits until its pid is recorded."""
+    directory = tmp_path / ".zkctl"
+    cluster = make_cluster(directory)
+    cluster.brokers = cluster.brokers[:1]
+    broker = cluster.brokers[0]
+    broker.out_file.write_text("OSError: [Errno 98] Address already in use\n")
+    spawned: list[int] = []
+    real_spawn = processes.spawn
+
+    def spawn(*args: Any, **kwargs: Any) -> Any:
+        proc = real_spawn(*args, **kwargs)
+        spawned.append(proc.pid)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        return proc
+
+    monkeypatch.setattr(processes, "spawn", spawn)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            local._exited_during_startup(cluster, broker, 0, {})
+        assert spawned == [broker.pid]
+        assert json.loads(cluster.file.read_text())["brokers"][0]["pid"] == broker.pid
+    finally:
+        for pid in spawned:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        local.wait_gone(cluster.brokers, 5.0)
+
+
+@pytest.mark.usefixtures("interrupts")
+def test_a_ctrl_c_right_after_broker_start_spawns_records_its_pid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`zkctl broker start` stopped by a Ctrl-C right after the spawn left the new broker
+    running with cluster.json naming the old pid, out of `zkctl down`'s reach."""
+    directory = tmp_path / ".zkctl"
+    cluster = make_cluster(directory)
+    cluster.zookeeper = {"kind": "external", "connect_string": "127.0.0.1:1"}
+    local.save(cluster)
+    spawned: list[int] = []
+    real_spawn = processes.spawn
+
+    def spawn(*args: Any, **kwargs: Any) -> Any:
+        proc = real_spawn(*args, **kwargs)
+        spawned.append(proc.pid)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        return proc
+
+    monkeypatch.setattr(local, "_try_zk_view", lambda *a: (None, "no ZooKeeper"))
+    monkeypatch.setattr(processes, "spawn", spawn)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            local.broker_start(directory, 2, wait=False)
+        assert len(spawned) == 1
+        assert json.loads(cluster.file.read_text())["brokers"][1]["pid"] == spawned[0]
+    finally:
+        for pid in spawned:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        local.wait_gone(
+            [local.BrokerProcess(2, "127.0.0.1", 1, directory / "broker-2", pid=spawned[0])], 5.0
+        )
