@@ -374,11 +374,13 @@ def running_connect_string(directory: Path | str) -> str | None:
 def _locked(directory: Path, *, create: bool = False) -> Iterator[None]:
     """Exclusive use of the cluster dir, so two commands never start or stop it at once.
 
-    Only ``up`` creates the directory; the others need a cluster to be there.
+    Only ``up`` creates the directory; the others need a cluster to be there, or a lock
+    file: the first ``up`` of a directory holds the lock before its cluster.json is
+    written (once ZooKeeper runs), and what it starts is not "no cluster".
     """
     if create:
         directory.mkdir(parents=True, exist_ok=True)
-    elif not (directory / CLUSTER_FILE).exists():
+    elif not (directory / CLUSTER_FILE).exists() and not (directory / LOCK_FILE).exists():
         raise LocalClusterError(
             f"no cluster in {directory}: start one with `{zkctl_command('up', directory)}`"
         )
@@ -1053,9 +1055,9 @@ def down(
     """Stop every broker (the controller last, to spare the others a failover), then
     ZooKeeper; delete our chroot; mark cluster.json stopped. Safe to repeat."""
     directory = Path(directory).resolve()
-    if not (directory / CLUSTER_FILE).exists():
+    if not (directory / CLUSTER_FILE).exists() and not (directory / LOCK_FILE).exists():
         return DownResult(found=False)
-    with _locked(directory):
+    with _locked(directory):  # an up at work, its cluster.json not yet written: an error
         cluster = load(directory)
         if cluster is None:
             return DownResult(found=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -566,3 +567,35 @@ def test_a_ctrl_c_right_after_broker_start_spawns_records_its_pid(
         local.wait_gone(
             [local.BrokerProcess(2, "127.0.0.1", 1, directory / "broker-2", pid=spawned[0])], 5.0
         )
+
+
+# --- the first up of a directory, before its cluster.json ---------------------------------
+
+
+@pytest.mark.parametrize("argv", [["down"], ["broker", "stop", "--id", "1"]])
+def test_a_command_during_the_first_up_of_a_directory_waits_for_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """up holds .lock from its start but writes cluster.json only once its ZooKeeper runs:
+    `zkctl down` meanwhile said "No cluster in ...; nothing to stop." (exit 0) and up went
+    on to leave a cluster running. The lock is tried first now: another command is at
+    work there. Once up is done (the lock free) and no cluster.json was written, there is
+    nothing to stop, as before."""
+    directory = tmp_path / "c8"
+    directory.mkdir()
+    with (directory / ".lock").open("a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # as up holds it
+        code, out, err = run([*argv, "--dir", str(directory)], capsys)
+    assert (code, out) == (1, ""), err
+    assert err == (
+        f"zkctl: error: another zkctl command (up, down or broker) is working on {directory};"
+        " try again when it has finished\n"
+    )
+    assert sorted(p.name for p in directory.iterdir()) == [".lock"]
+
+    code, out, err = run([*argv, "--dir", str(directory)], capsys)  # up failed, nothing left
+    if argv == ["down"]:
+        assert (code, out, err) == (0, f"No cluster in {directory}; nothing to stop.\n", "")
+    else:
+        assert (code, out) == (1, ""), err
+        assert f"no cluster in {directory}" in err
