@@ -820,6 +820,8 @@ def up(
         validate_properties(broker_properties(probe, "127.0.0.1:2181", session_timeout_ms, parsed))
     _project_root()
 
+    # One deadline for ZooKeeper's start and the brokers': --timeout bounds the whole up.
+    deadline = time.monotonic() + timeout
     # A `timeout`, a CI job cancelled or a terminal closed would otherwise end up at once,
     # leaving what it started running in the state "starting", nothing said.
     terminate = {signal.SIGTERM: _raise_terminated, signal.SIGHUP: _raise_terminated}
@@ -870,10 +872,18 @@ def up(
                     detached=True,
                     base_dir=directory / "zookeeper",
                     progress=progress,
+                    timeout=max(deadline - time.monotonic(), 0.1),
                     on_start=record,
                 )
             except zkp.ZooKeeperError as e:
                 raise LocalClusterError(str(e)) from None
+            if isinstance(handle, zkp.ContainerZooKeeper):
+                # A container's start is not counted: its image's first pull is not bounded,
+                # and provision waits for it to serve 120 s at least whatever the timeout
+                # (ZooKeeper's JVM starting in a fresh container, often in a VM, is slower
+                # than a local server's, and not the cluster's doing). The brokers get the
+                # whole timeout after it, as before.
+                deadline = time.monotonic() + timeout
             cluster.connect_string = handle.connect_string
             cluster.zookeeper = handle.to_dict()
             if isinstance(handle, zkp.ExternalZooKeeper):
@@ -903,7 +913,7 @@ def up(
                     offsets[b.id] = _launch(b, python)
                     save(cluster)
             _say(progress, f"started {brokers} broker(s): pids {[b.pid for b in cluster.brokers]}")
-            view = _wait_cluster_ready(cluster, offsets, timeout, progress)
+            view = _wait_cluster_ready(cluster, offsets, deadline, timeout, progress)
             cluster.state = "running"
             save(cluster)
             return Started(cluster, view.controller_id, view.controller_epoch)
@@ -963,13 +973,17 @@ def _died_during_startup(broker: BrokerProcess, out: str, hint: str = "") -> Loc
 
 
 def _wait_cluster_ready(
-    cluster: LocalCluster, offsets: dict[int, int], timeout: float, progress: Progress | None
+    cluster: LocalCluster,
+    offsets: dict[int, int],
+    deadline: float,
+    timeout: float,
+    progress: Progress | None,
 ) -> ZkView:
-    """Until every broker is registered and /controller names one of them (bounded)."""
-    deadline = time.monotonic() + timeout
+    """Until every broker is registered and /controller names one of them, or until
+    ``deadline`` (time.monotonic()), the end of up's ``timeout``."""
     ids = {b.id for b in cluster.brokers}
     attempts: dict[int, int] = {}
-    zk = _zk_client(cluster.connect_string, min(timeout, 30.0))
+    zk = _zk_client(cluster.connect_string, min(max(deadline - time.monotonic(), 0.1), 30.0))
     try:
         last = ""
         while True:

@@ -73,7 +73,11 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         type=seconds,
         default=local.DEFAULT_START_TIMEOUT_S,
         metavar="SECONDS",
-        help=f"how long to wait for the cluster (default: {local.DEFAULT_START_TIMEOUT_S:g})",
+        help=(
+            "how long to wait for the cluster: its ZooKeeper's start and the brokers'; a"
+            " ZooKeeper container's start is waited for on its own, 120 s at least"
+            f" (default: {local.DEFAULT_START_TIMEOUT_S:g})"
+        ),
     )
     up.set_defaults(handler=_up, parser=up)
 

@@ -599,3 +599,74 @@ def test_a_command_during_the_first_up_of_a_directory_waits_for_it(
     else:
         assert (code, out) == (1, ""), err
         assert f"no cluster in {directory}" in err
+
+
+# --- up --timeout ---------------------------------------------------------------------------
+
+
+def test_up_timeout_bounds_the_wait_for_a_local_zookeeper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`up --timeout 5` with a ZooKeeper that never serves gave up after 60 s: provision
+    was called without a timeout (its default, 60 s). A fake java that never serves: up
+    gives up within its --timeout, having stopped it."""
+    java = tmp_path / "java"
+    java.write_text("#!/bin/sh\nexec sleep 1000\n")
+    java.chmod(0o755)
+    install = zkp.LocalInstall(java=str(java), classpath=(), description="a java that hangs")
+    monkeypatch.setattr(zkp, "docker_available", lambda *a: False)
+    monkeypatch.setattr(zkp, "_probe_local", lambda *a: (install, []))
+    monkeypatch.delenv(zkp.ENV_CONNECT, raising=False)
+    directory = tmp_path / ".zkctl"
+    started = time.monotonic()
+    with pytest.raises(local.LocalClusterError, match=r"was not ready after 2 s"):
+        local.up(directory, 1, timeout=2.0)
+    assert time.monotonic() - started < 30.0  # a hang-only bound; 60 s before
+    recorded = local.load(directory)
+    assert recorded is not None
+    assert recorded.state == "stopped"
+    assert local._live_processes(recorded) == []
+
+
+@pytest.mark.parametrize("container", [False, True])
+def test_up_timeout_is_one_deadline_for_zookeeper_and_the_brokers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, container: bool
+) -> None:
+    """The brokers get what the ZooKeeper's start left of --timeout; they got all of it
+    again. A container's start is not counted (provision keeps its own 120 s floor for
+    it): the brokers get the whole --timeout after it, as before."""
+    directory = tmp_path / ".zkctl"
+    asked: dict[str, float] = {}
+
+    def provision(connect: str | None, **kwargs: Any) -> zkp.ZooKeeper:
+        asked["zookeeper"] = kwargs["timeout"]
+        time.sleep(1.0)  # ZooKeeper takes a second to start
+        running: zkp.ZooKeeper = (
+            zkp.ContainerZooKeeper("127.0.0.1:1", "c0ffee")
+            if container
+            else zkp.ExternalZooKeeper("127.0.0.1:1")
+        )
+        kwargs["on_start"](running)
+        return running
+
+    def launch(broker: local.BrokerProcess, python: str) -> int:
+        broker.pid = 4_000_000 + broker.id
+        return 0
+
+    def wait_cluster_ready(cluster: Any, offsets: Any, deadline: float, *a: Any) -> Any:
+        asked["brokers"] = deadline - time.monotonic()
+        raise local.LocalClusterError("stop here")
+
+    monkeypatch.setattr(zkp, "provision", provision)
+    monkeypatch.setattr(zkp, "chroot_connect_string", lambda connect, name: f"{connect}/{name}")
+    monkeypatch.setattr(local, "_launch", launch)
+    monkeypatch.setattr(local, "_wait_cluster_ready", wait_cluster_ready)
+    monkeypatch.setattr(local, "stop_brokers", lambda *a, **k: {})
+    monkeypatch.setattr(local, "_teardown", lambda *a, **k: [])
+    with pytest.raises(local.LocalClusterError, match="stop here"):
+        local.up(directory, 1, timeout=10.0)
+    assert 9.0 < asked["zookeeper"] <= 10.0
+    if container:
+        assert 9.0 < asked["brokers"] <= 10.0
+    else:
+        assert 7.0 < asked["brokers"] <= 9.0
