@@ -1156,10 +1156,8 @@ def _stop_or_continue(directory: Path, broker_id: int, sig: signal.Signals) -> s
         broker = _running_cluster(directory).broker(broker_id)
         before = process_status(broker)
         if before == "dead" or not signal_broker(broker, sig):
-            raise LocalClusterError(
-                f"broker {broker_id} is not running; `zkctl broker start --id {broker_id}`"
-                " starts it"
-            )
+            start = zkctl_command(f"broker start --id {broker_id}", directory)
+            raise LocalClusterError(f"broker {broker_id} is not running; `{start}` starts it")
         return before
 
 

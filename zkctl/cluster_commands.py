@@ -167,7 +167,10 @@ def _up(args: argparse.Namespace) -> int:
     for b in cluster.brokers:
         mark = "  (controller)" if b.id == started.controller_id else ""
         out(f"  broker {b.id}  pid {b.pid}  PLAINTEXT://{b.address}  log {b.out_file}{mark}")
-    out("Next: zkctl topic create --topic demo --partitions 3 --replication-factor 3")
+    # Runs as printed: the cluster's --dir, no more replicas than it has brokers.
+    rf = min(3, len(cluster.brokers))
+    create = f"topic create --topic demo --partitions 3 --replication-factor {rf}"
+    out(f"Next: {local.zkctl_command(create, cluster.dir)}")
     return 0
 
 

@@ -670,3 +670,51 @@ def test_up_timeout_is_one_deadline_for_zookeeper_and_the_brokers(
         assert 9.0 < asked["brokers"] <= 10.0
     else:
         assert 7.0 < asked["brokers"] <= 9.0
+
+
+# --- advice that runs as printed --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("brokers", "rf"), [(1, 1), (2, 2), (3, 3), (5, 3)])
+def test_ups_next_command_runs_as_printed(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    brokers: int,
+    rf: int,
+) -> None:
+    """`zkctl up --brokers 2 --dir c1` said `Next: zkctl topic create --topic demo
+    --partitions 3 --replication-factor 3`: run as printed it found no ZooKeeper (no
+    --dir), and with --dir a replication factor larger than the brokers."""
+    monkeypatch.chdir(tmp_path)
+    for directory, words in [(tmp_path / "c1", " --dir "), (tmp_path / ".zkctl", "")]:
+        cluster = make_cluster(directory)
+        cluster.brokers = [
+            local.BrokerProcess(i, "127.0.0.1", 9000 + i, directory / f"broker-{i}", pid=1)
+            for i in range(1, brokers + 1)
+        ]
+        monkeypatch.setattr(local, "up", lambda *a, c=cluster, **k: local.Started(c, 1, 1))
+        argv = ["up", "--brokers", str(brokers)]
+        code, out, err = run([*argv, "--dir", str(directory)] if words else argv, capsys)
+        assert code == 0, err
+        expected = local.zkctl_command(
+            f"topic create --topic demo --partitions 3 --replication-factor {rf}", directory
+        )
+        assert out.splitlines()[-1] == f"Next: {expected}"
+        assert (f" --dir {directory}" in expected) == bool(words)
+
+
+@pytest.mark.parametrize("action", ["pause", "resume"])
+def test_pausing_a_stopped_broker_names_the_clusters_dir(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], action: str
+) -> None:
+    """broker pause and resume of a broker not running advised `zkctl broker start --id 1`,
+    which would act on .zkctl, not on the cluster of --dir."""
+    directory = tmp_path / "c2"
+    make_cluster(directory)
+    code, out, err = run(["broker", action, "--id", "1", "--dir", str(directory)], capsys)
+    assert (code, out) == (1, "")
+    assert err == (
+        f"zkctl: error: broker 1 is not running; `zkctl broker start --id 1 --dir {directory}`"
+        " starts it\n"
+    )
