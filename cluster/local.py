@@ -283,7 +283,8 @@ class LocalCluster:
 
     @classmethod
     def from_dict(cls, data: object) -> LocalCluster:
-        """Raises ValueError, KeyError or TypeError when ``data`` is not a cluster."""
+        """Raises ValueError, KeyError, TypeError or OverflowError (an infinite number for
+        an int) when ``data`` is not a cluster."""
         if not isinstance(data, Mapping):
             raise TypeError(f"expected a JSON object, not {type(data).__name__}")
         version = data.get("version")
@@ -332,7 +333,9 @@ def load(directory: Path | str) -> LocalCluster | None:
     try:
         # A UnicodeDecodeError is a ValueError: not UTF-8 is not a valid cluster file.
         cluster = LocalCluster.from_dict(json.loads(raw.decode("utf-8")))
-    except (ValueError, KeyError, TypeError, RecursionError) as e:  # RecursionError: too deep
+    # RecursionError: nested too deep. OverflowError: an infinite number (1e400, Infinity)
+    # read as an int (NaN's is a ValueError).
+    except (ValueError, KeyError, TypeError, RecursionError, OverflowError) as e:
         raise LocalClusterError(
             f"{path} is not a valid cluster file ({type(e).__name__}: {e}); if no cluster runs"
             " there, remove it"

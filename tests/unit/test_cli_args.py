@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import random
 import sys
 import threading
@@ -1567,6 +1568,23 @@ def _cluster_json(tmp_path: Path, **changed: Any) -> bytes:
                 },
             ),
             id="local-zookeeper-server-without-port",
+        ),
+        # Numbers past a float's range (1e400 reads as infinity) or not numbers (NaN)
+        # where an int is read: int() raised OverflowError, an internal error.
+        pytest.param(
+            lambda d: _cluster_json(d, created_at=0).replace(
+                b'"created_at": 0', b'"created_at": 1e400'
+            ),
+            id="created_at-1e400",
+        ),
+        pytest.param(lambda d: _cluster_json(d, created_at=math.inf), id="created_at-Infinity"),
+        pytest.param(lambda d: _cluster_json(d, stopped_at=-math.inf), id="stopped_at--Infinity"),
+        pytest.param(lambda d: _cluster_json(d, created_at=math.nan), id="created_at-NaN"),
+        pytest.param(
+            lambda d: _cluster_json(
+                d, brokers=[{**sample_cluster(d).brokers[0].to_dict(), "port": math.inf}]
+            ),
+            id="broker-port-Infinity",
         ),
     ],
 )
