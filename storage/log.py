@@ -53,6 +53,7 @@ from storage.records import (
     BatchesInfo,
     Compression,
     assign_offsets,
+    iter_batches,
     iter_records,
     max_decompressed_bytes,
     recompress,
@@ -315,13 +316,28 @@ def deletable_segments(
 
 
 def _check_keys(
-    records: bytearray | memoryview, info: BatchesInfo, where: str, max_size: int
+    records: bytearray | memoryview, where: str, max_batch_size: int, max_size: int
 ) -> None:
     """A compacted topic's records must have keys: InvalidRecordError (INVALID_RECORD)
-    for the first that has none, as Kafka's LogValidator refuses it. Compressed batches
-    only: ``assign_offsets`` walks the uncompressed ones' records."""
+    for the first that has none, as Kafka's LogValidator refuses it (validateKey, before
+    a record's timestamp is looked at). Compressed batches only: ``assign_offsets`` walks
+    the uncompressed ones' records.
+
+    Decoding takes a while (a zstd batch of 1 MB, seconds): it reads only the producer's
+    bytes, so it runs before the append takes any lock. Batches ``assign_offsets``
+    refuses whole (torn, CRC, over ``max_batch_size``, no codec) are left to it, its
+    error first as before. No offset is assigned yet: the one named is the record's in
+    the producer's batch (base offset 0 plus its index, Kafka's RecordError batchIndex)."""
     view = memoryview(records)
-    for header in info.batches:
+    try:
+        headers = list(iter_batches(view))
+    except CorruptRecordError:
+        return
+    if not headers or headers[-1].position + headers[-1].size != len(view):
+        return  # a torn last batch
+    if any(h.size > max_batch_size or not codecs.readable(h.compression) for h in headers):
+        return
+    for header in headers:
         if header.compression == Compression.NONE:
             continue
         batch = view[header.position : header.position + header.size]
@@ -722,17 +738,25 @@ class PartitionLog:
 
     def recompressed(self, records: bytearray | memoryview) -> bytearray | memoryview:
         """A producer's batches in the codec the topic's ``compression.type`` names (as
-        they are if it names none): done before ``append_as_leader(...,
-        recompressed=True)``, outside any lock, since it takes a while."""
+        they are if it names none), a compacted topic's keys checked (``_check_keys``):
+        done before ``append_as_leader(..., recompressed=True)``, outside any lock, since
+        both decode the batches."""
         config = self.config
-        if config.compression is None:
-            return records
-        return recompress(
-            records,
-            config.compression,
-            max_batch_size=config.max_message_bytes,
-            max_size=config.max_decompressed_bytes,
-        )
+        if config.compression is not None:
+            records = recompress(
+                records,
+                config.compression,
+                max_batch_size=config.max_message_bytes,
+                max_size=config.max_decompressed_bytes,
+            )
+        if config.compact:
+            _check_keys(
+                records,
+                f"{self.topic}-{self.partition}",
+                config.max_message_bytes,
+                config.max_decompressed_bytes,
+            )
+        return records
 
     def append_as_leader(
         self,
@@ -747,10 +771,10 @@ class PartitionLog:
         ``leader_epoch`` in place (``records`` must be writable) and write them. The first
         append in a new epoch records the epoch's start offset. All or nothing: a
         validation error raises before anything is written. ``recompressed``: the caller
-        already made them ``recompressed(records)``."""
+        already made them ``recompressed(records)`` (a compacted topic's keys checked)."""
         config = self.config
         now = self._time_ms() if now_ms is None else now_ms
-        if not recompressed:  # outside the lock: compressing takes a while
+        if not recompressed:  # outside the lock: decoding and compressing take a while
             records = self.recompressed(records)
         with self._lock:
             self._check_open()
@@ -773,10 +797,6 @@ class PartitionLog:
                 ),
                 compacted=config.compact,
             )
-            if config.compact:
-                _check_keys(
-                    records, info, f"{self.topic}-{self.partition}", config.max_decompressed_bytes
-                )
             if len(records) > config.segment_bytes:
                 raise RecordBatchTooLargeError(
                     f"record batches of {len(records)} bytes appended to"

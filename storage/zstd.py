@@ -15,7 +15,9 @@ What a frame may make is bounded as RFC 8878 bounds it: no block holds, or decod
 more than Block_Maximum_Size (the frame's window, at most 128 KB), the window is at most
 128 MiB (zstd's own decoders' default limit, which Kafka's zstd-jni keeps), and a frame
 that gives its content size makes no more. An RLE block's 21-bit size alone would
-otherwise make 2 MB of 4 bytes, a compressed block's matches gigabytes.
+otherwise make 2 MB of 4 bytes, a compressed block's matches gigabytes. And what making
+it costs is bounded by what it makes: the tables a stream builds, whatever little each
+block makes, are charged against it (see the section on the work of building tables).
 
 ``compress`` writes what the log cleaner rewrites: a greedy parse's matches as sequences
 coded with the predefined tables, the literals Huffman-coded (see the section at the
@@ -27,6 +29,8 @@ from __future__ import annotations
 import heapq
 import struct
 from collections import Counter
+from collections.abc import Callable
+from operator import itemgetter
 from typing import Final
 
 from storage import lz77
@@ -143,6 +147,51 @@ def _read_forward(data: bytes, bit: int, n: int) -> int:
     return (word >> (bit & 7)) & ((1 << n) - 1)
 
 
+# --- the work of building tables ---------------------------------------------------
+#
+# Literals (a Huffman lookup each) and sequences (each a match of 3 bytes at least) cost
+# in proportion to what they make, which ``max_size`` bounds. The tables they are decoded
+# with do not: every compressed block may declare three FSE tables and a Huffman tree,
+# up to 3,647 cells built in Python, however little it makes. 16 bytes declaring 1,280
+# cells for one 3-byte sequence took 1.7 ms, and 1 MB of such blocks 84 s to make 195 KB
+# (the zstd tool: 0.4 s). So the cells are charged, as each table is about to be built,
+# against what the stream has made so far: 65,536 whatever it makes, one more per byte.
+#
+# Legitimate streams stay far below: zstd sizes a table to what it codes and codes a
+# block of few sequences with the predefined or the previous block's tables. The zstd
+# tool at levels -5 to 22 on 700 inputs (block splitting included) and librdkafka's
+# batches built at most 0.04 cells per byte made over a large stream, and 3,615 cells
+# beyond that on their way (a frame's first blocks; librdkafka's batches in
+# tests/unit/data/zstd, 5,694 in all at most). 65,536 cells, 18 blocks' largest tables,
+# take some 0.05 s to build; past them the tables cost about what the bytes they paid for
+# cost to decode.
+
+#: table cells a stream may build whatever it makes, and per byte it has made
+_TABLE_CELLS: Final = 1 << 16
+_TABLE_CELLS_PER_BYTE: Final = 1
+
+
+class _Work:
+    """The table cells one ``decompress`` has built, against what it may build for what
+    it has made so far (``out``): ZstdError past it."""
+
+    __slots__ = ("cells", "out")
+
+    def __init__(self, out: bytearray) -> None:
+        self.out = out
+        self.cells = 0
+
+    def charge(self, cells: int) -> None:
+        """``cells`` about to be built (a Huffman tree's weights counted as cells)."""
+        built = self.cells = self.cells + cells
+        made = len(self.out)
+        if built > _TABLE_CELLS + _TABLE_CELLS_PER_BYTE * made:
+            raise ZstdError(
+                f"a stream declaring tables of {built} cells for the {made} bytes it made"
+                f" (at most {_TABLE_CELLS} and {_TABLE_CELLS_PER_BYTE} a byte made)"
+            )
+
+
 # --- FSE tables -------------------------------------------------------------------
 
 
@@ -152,38 +201,32 @@ class _Fse:
     __slots__ = ("accuracy_log", "base", "bits", "symbols")
 
     def __init__(self, counts: tuple[int, ...] | list[int], accuracy_log: int) -> None:
+        # Built once per table a block declares (512 cells at most): the spread's order
+        # and each count's bits and baseline come from tables kept per accuracy log,
+        # leaving one pass over the cells here.
         size = 1 << accuracy_log
-        symbols = [0] * size
-        next_desc = [0] * len(counts)
-        high = size
+        spread: list[int] = []  # the symbols in the order the spread places them
+        less_than_one: list[int] = []  # "less than 1": a cell each at the table's end
+        next_desc = [1] * len(counts)
         for s, count in enumerate(counts):
-            if count == -1:  # "less than 1": a cell at the table's end
-                high -= 1
-                symbols[high] = s
-                next_desc[s] = 1
-        step = (size >> 1) + (size >> 3) + 3
-        mask = size - 1
-        position = 0
-        for s, count in enumerate(counts):
-            if count <= 0:
-                continue
-            next_desc[s] = count
-            for _ in range(count):
-                symbols[position] = s
-                position = (position + step) & mask
-                while position >= high:
-                    position = (position + step) & mask
-        if position != 0:
+            if count > 0:
+                spread += [s] * count
+                next_desc[s] = count
+            elif count == -1:
+                less_than_one.append(s)
+        high = size - len(less_than_one)
+        if len(spread) != high:
             raise ZstdError("an FSE table whose counts do not fill it")
+        symbols = _spread(accuracy_log, high)(spread) if high > 1 else spread
+        symbols = [*symbols, *reversed(less_than_one)]
+        nb_of, base_of = _fse_steps(accuracy_log)
         bits = [0] * size
         base = [0] * size
-        for state in range(size):
-            s = symbols[state]
+        for state, s in enumerate(symbols):
             desc = next_desc[s]
             next_desc[s] = desc + 1
-            nb = accuracy_log - (desc.bit_length() - 1)
-            bits[state] = nb
-            base[state] = (desc << nb) - size
+            bits[state] = nb_of[desc]
+            base[state] = base_of[desc]
         self.accuracy_log = accuracy_log
         self.symbols = symbols
         self.bits = bits
@@ -199,8 +242,51 @@ class _Fse:
         return table
 
 
+#: (accuracy log, cells of counts at least 1) -> the symbols by state, from the symbols
+#: in spread order. At most 992 pairs (2 MB of pointers to ``_RANKS``'s ints), few in
+#: practice: a legitimate table has few symbols of count "less than 1".
+_SPREADS: dict[tuple[int, int], Callable[[list[int]], tuple[int, ...]]] = {}
+#: accuracy log -> each state's bits and baseline by its symbol's next descriptor
+_STEPS: dict[int, tuple[list[int], list[int]]] = {}
+_RANKS: Final = tuple(range(1 << _LL_MAX_LOG))
+
+
+def _spread(accuracy_log: int, high: int) -> Callable[[list[int]], tuple[int, ...]]:
+    """FSE's spread of the cells below ``high`` (RFC 8878 4.1.1): from cell 0 on by a
+    fixed step, skipping the cells from ``high`` up; as a getter picking each state's
+    symbol out of the symbols listed in the order they are placed."""
+    getter = _SPREADS.get((accuracy_log, high))
+    if getter is None:
+        size = 1 << accuracy_log
+        step = (size >> 1) + (size >> 3) + 3
+        mask = size - 1
+        placed = [0] * high  # state -> its rank in the spread's order
+        position = 0
+        for rank in _RANKS[:high]:
+            placed[position] = rank
+            position = (position + step) & mask
+            while position >= high:
+                position = (position + step) & mask
+        getter = _SPREADS[(accuracy_log, high)] = itemgetter(*placed)
+    return getter
+
+
+def _fse_steps(accuracy_log: int) -> tuple[list[int], list[int]]:
+    steps = _STEPS.get(accuracy_log)
+    if steps is None:
+        size = 1 << accuracy_log
+        nb_of = [0] * (2 * size)
+        base_of = [0] * (2 * size)
+        for desc in range(1, 2 * size):
+            nb = accuracy_log - (desc.bit_length() - 1)
+            nb_of[desc] = nb
+            base_of[desc] = (desc << nb) - size
+        steps = _STEPS[accuracy_log] = (nb_of, base_of)
+    return steps
+
+
 def _read_fse_table(
-    data: bytes, pos: int, end: int, max_log: int, max_symbol: int
+    data: bytes, pos: int, end: int, max_log: int, max_symbol: int, work: _Work
 ) -> tuple[_Fse, int]:
     """An FSE table description at ``data[pos:end]``: the table and where it ended."""
     bit = pos * 8
@@ -208,6 +294,7 @@ def _read_fse_table(
     bit += 4
     if accuracy_log > max_log:
         raise ZstdError(f"an FSE accuracy log of {accuracy_log} (at most {max_log})")
+    work.charge(1 << accuracy_log)
     remaining = 1 << accuracy_log
     counts: list[int] = []
     while remaining > 0:
@@ -234,6 +321,8 @@ def _read_fse_table(
                 counts += [0] * repeat
                 if repeat != 3:
                     break
+                if len(counts) > max_symbol + 1:  # 2 bits a 3 zeros, to the stream's end
+                    raise ZstdError("an FSE table with too many symbols")
     after = (bit + 7) >> 3
     if remaining != 0 or after > end or len(counts) > max_symbol + 1:
         raise ZstdError("a corrupt FSE table description")
@@ -246,7 +335,7 @@ def _read_fse_table(
 class _Huffman:
     __slots__ = ("bits", "max_bits", "symbols")
 
-    def __init__(self, weights: list[int]) -> None:
+    def __init__(self, weights: list[int], work: _Work) -> None:
         # Checked here too, whichever way the weights were read: symbols past 255 are no
         # bytes (their decoding raised a plain ValueError, not ZstdError).
         if len(weights) > _MAX_WEIGHTS:
@@ -261,20 +350,22 @@ class _Huffman:
         weights = [*weights, left.bit_length()]
         if max_bits > 11:
             raise ZstdError(f"a Huffman code of {max_bits} bits (at most 11)")
-        size = 1 << max_bits
-        symbols = [0] * size
-        bits = [0] * size
-        # Codes by length, longest (smallest weight) first, each length's by symbol.
-        position = 0
+        work.charge((1 << max_bits) + len(weights))
+        # Codes by length, longest (smallest weight) first, each length's by symbol: one
+        # pass over the weights, the cells filled a code at a time.
+        by_weight: list[list[int]] = [[] for _ in range(max_bits + 1)]
+        for s, w in enumerate(weights):
+            if w:
+                by_weight[w].append(s)
+        symbols: list[int] = []
+        bits: list[int] = []
         for weight in range(1, max_bits + 1):
+            span = 1 << (weight - 1)
             nb = max_bits + 1 - weight
-            span = 1 << (max_bits - nb)
-            for s, w in enumerate(weights):
-                if w == weight:
-                    symbols[position : position + span] = [s] * span
-                    bits[position : position + span] = [nb] * span
-                    position += span
-        if position != size:
+            for s in by_weight[weight]:
+                symbols += [s] * span
+            bits += [nb] * (span * len(by_weight[weight]))
+        if len(symbols) != 1 << max_bits:
             raise ZstdError("a corrupt Huffman tree")
         self.max_bits = max_bits
         self.symbols = symbols
@@ -303,7 +394,7 @@ class _Huffman:
             raise ZstdError("a Huffman stream not consumed exactly")
 
 
-def _read_huffman_tree(data: bytes, pos: int, end: int) -> tuple[_Huffman, int]:
+def _read_huffman_tree(data: bytes, pos: int, end: int, work: _Work) -> tuple[_Huffman, int]:
     header = data[pos]
     pos += 1
     if header >= 128:  # the weights direct, 4 bits each
@@ -315,11 +406,11 @@ def _read_huffman_tree(data: bytes, pos: int, end: int) -> tuple[_Huffman, int]:
         for i in range(count):
             byte = data[pos + i // 2]
             weights.append(byte >> 4 if i % 2 == 0 else byte & 15)
-        return _Huffman(weights), pos + size
+        return _Huffman(weights, work), pos + size
     stop = pos + header
     if stop > end:
         raise ZstdError("Huffman weights past the block's end")
-    table, start = _read_fse_table(data, pos, stop, 6, 255)
+    table, start = _read_fse_table(data, pos, stop, 6, 255, work)
     stream = _Backward(data[start:stop])
     one = stream.read(table.accuracy_log)
     two = stream.read(table.accuracy_log)
@@ -338,7 +429,7 @@ def _read_huffman_tree(data: bytes, pos: int, end: int) -> tuple[_Huffman, int]:
             break
         if len(weights) > _MAX_WEIGHTS:  # the exits above append one more: _Huffman checks
             raise ZstdError(f"{len(weights)} Huffman weights (at most {_MAX_WEIGHTS})")
-    return _Huffman(weights), stop
+    return _Huffman(weights, work), stop
 
 
 # --- blocks -----------------------------------------------------------------------
@@ -348,9 +439,10 @@ class _FrameState:
     """What a frame's compressed blocks hand on to the next: the Huffman tree, the
     sequence tables and the repeat offsets."""
 
-    __slots__ = ("huffman", "ll", "ml", "of", "offsets")
+    __slots__ = ("huffman", "ll", "ml", "of", "offsets", "work")
 
-    def __init__(self) -> None:
+    def __init__(self, work: _Work) -> None:
+        self.work = work
         self.huffman: _Huffman | None = None
         self.ll: _Fse | None = None
         self.ml: _Fse | None = None
@@ -402,7 +494,7 @@ def _literals(
     if regenerated > block_max:
         raise ZstdError(f"{regenerated} literals in a block of {block_max} bytes at most")
     if kind == 2:
-        state.huffman, pos = _read_huffman_tree(data, pos, stop)
+        state.huffman, pos = _read_huffman_tree(data, pos, stop, state.work)
     elif state.huffman is None:
         raise ZstdError("treeless literals with no earlier tree")
     huffman = state.huffman
@@ -434,6 +526,7 @@ def _table(
     max_log: int,
     max_symbol: int,
     previous: _Fse | None,
+    work: _Work,
 ) -> tuple[_Fse, int]:
     if mode == 0:
         return _default(name), pos
@@ -444,7 +537,7 @@ def _table(
             raise ZstdError("an RLE sequence code out of range")
         return _Fse.rle(data[pos]), pos + 1
     if mode == 2:
-        return _read_fse_table(data, pos, end, max_log, max_symbol)
+        return _read_fse_table(data, pos, end, max_log, max_symbol, work)
     if previous is None:
         raise ZstdError("a repeated sequence table with no earlier one")
     return previous, pos
@@ -482,9 +575,10 @@ def _compressed_block(
     pos += 1
     if modes & 3:
         raise ZstdError("reserved bits set in the sequence modes")
-    ll, pos = _table(data, pos, end, modes >> 6, "ll", _LL_MAX_LOG, 35, state.ll)
-    of, pos = _table(data, pos, end, (modes >> 4) & 3, "of", _OF_MAX_LOG, 31, state.of)
-    ml, pos = _table(data, pos, end, (modes >> 2) & 3, "ml", _ML_MAX_LOG, 52, state.ml)
+    work = state.work
+    ll, pos = _table(data, pos, end, modes >> 6, "ll", _LL_MAX_LOG, 35, state.ll, work)
+    of, pos = _table(data, pos, end, (modes >> 4) & 3, "of", _OF_MAX_LOG, 31, state.of, work)
+    ml, pos = _table(data, pos, end, (modes >> 2) & 3, "ml", _ML_MAX_LOG, 52, state.ml, work)
     state.ll, state.of, state.ml = ll, of, ml
     stream = _Backward(data[pos:end])
     read = stream.read
@@ -579,7 +673,7 @@ def _compressed_block(
         raise ZstdError(f"a block decoding to over {block_max} bytes, its maximum")
 
 
-def _frame(data: bytes, pos: int, out: bytearray, max_size: int) -> int:
+def _frame(data: bytes, pos: int, out: bytearray, max_size: int, work: _Work) -> int:
     """One frame's content onto ``out``, which may not grow past ``max_size``; returns
     where it ended."""
     descriptor = data[pos]
@@ -613,7 +707,7 @@ def _frame(data: bytes, pos: int, out: bytearray, max_size: int) -> int:
     start = len(out)
     if content_size is not None and start + content_size > max_size:
         raise ZstdTooLargeError(f"a frame of {content_size} bytes, over the {max_size} read")
-    state = _FrameState()
+    state = _FrameState(work)
     while True:
         if pos + 3 > len(data):
             raise ZstdError("a truncated block header")
@@ -661,6 +755,7 @@ def decompress(data: bytes, max_size: int = 1 << 62) -> bytes:
     ZstdTooLargeError once it is more than ``max_size`` bytes (checked as each block is
     made: 128 KB past it at most)."""
     out = bytearray()
+    work = _Work(out)
     pos = 0
     try:
         while pos < len(data):
@@ -671,7 +766,7 @@ def decompress(data: bytes, max_size: int = 1 << 62) -> bytes:
                 continue
             if magic != MAGIC:
                 raise ZstdError(f"not a zstd frame (magic {magic:#x})")
-            pos = _frame(data, pos + 4, out, max_size)
+            pos = _frame(data, pos + 4, out, max_size, work)
     except (IndexError, struct.error) as e:
         raise ZstdError(f"truncated ({e})") from None
     return bytes(out)

@@ -5,11 +5,13 @@ it became a follower, at offsets the new leader gives other records. And a follo
 log no longer ends where it fetched from (something else wrote it) stops fetching that
 partition rather than fetching on past records the leader never had (Kafka's "Offset
 mismatch"). A produce waiting for acks=all outlives a new leader epoch of the same
-leader, not a log rewritten meanwhile. Real replica managers and logs; the interleaving
-is injected."""
+leader, not a log rewritten meanwhile. A compacted topic's key check, which decodes the
+batch, holds none of those locks up. Real replica managers and logs; the interleaving is
+injected."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -21,7 +23,10 @@ from broker.config import BrokerConfig
 from broker.fetcher import FetchState, ReplicaFetcherThread
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
+from storage.codecs import Compression
+from storage.log import LogConfig
 from storage.log_manager import LogManager
+from storage.records import RecordSpec
 from storage.testing import build_batch
 from tests.unit.leader_and_isr_requests import leader_and_isr_request
 from wire.api import ApiKey
@@ -29,6 +34,7 @@ from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
 TP = TopicPartition("t", 0)
+OTHER = TopicPartition("t", 1)
 OLD, NEW = 1, 2
 
 
@@ -128,6 +134,67 @@ def test_an_acks_all_produce_whose_batch_was_rewritten_while_leading_elsewhere_f
     old.become_leader_or_follower(leader_and_isr_request(TP, OLD, 3, [OLD], [OLD, NEW]))
     assert old.partitions[TP].high_watermark == 6  # offset 5 committed: not the batch
     assert old.wait_for_replication(p, info.last_offset, 1.0) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+@pytest.fixture
+def compacted(tmp_path: Path) -> Iterator[ReplicaManager]:
+    """Broker OLD leading TP and OTHER at epoch 1, their topic compacted: the leader
+    decodes a producer's compressed batch to check that every record has a key."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": str(OLD)})
+    topic = LogConfig(compact=True)
+    logs = LogManager([tmp_path / "data"], config, topic_config=lambda _topic: topic)
+    rm = ReplicaManager(OLD, cast(Any, None), StateChangeLog(tmp_path, OLD), logs=logs)
+    for tp in (TP, OTHER):
+        rm.become_leader_or_follower(
+            leader_and_isr_request(tp, OLD, 1, [OLD, NEW], [OLD, NEW], is_new=True)
+        )
+    yield rm
+    rm.close()
+    logs.close()
+
+
+def test_a_compacted_topics_key_check_holds_up_no_leader_and_isr_and_no_other_produce(
+    compacted: ReplicaManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key check decodes the batch in pure Python: seconds for some zstd batches of
+    1 MB. It ran under the log's lock and the partition's follower lock, which a
+    LeaderAndIsr for the partition waits for holding the replica manager's lock, which
+    every produce takes to move its high watermark: a LeaderAndIsr waited 7.9 s for a
+    decoding produce, a produce to another partition 4.1 s. It runs before any lock, as
+    the recompression does. Here the decode is held until both are done (before, they
+    waited for it, until the hold gave up)."""
+    decoding = threading.Event()
+    release = threading.Event()
+    held: list[bool] = []
+    real = storage.log.first_keyless_offset
+
+    def held_up(*args: Any, **kwargs: Any) -> int | None:
+        decoding.set()
+        held.append(release.wait(timeout=10))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(storage.log, "first_keyless_offset", held_up)
+    batch = build_batch([RecordSpec(b"v", key=b"k")], compression=Compression.ZSTD)
+    answers: list[ErrorCode] = []
+    producer = threading.Thread(
+        target=lambda: answers.append(compacted.append_as_leader(TP, batch, 1)[0])
+    )
+    producer.start()
+    try:
+        assert decoding.wait(timeout=10)
+        compacted.become_leader_or_follower(
+            leader_and_isr_request(TP, OLD, 2, [OLD, NEW], [OLD, NEW])
+        )
+        other = build_batch([RecordSpec(b"w", key=b"k")])
+        assert compacted.append_as_leader(OTHER, other, 1)[0] == ErrorCode.NONE
+    finally:
+        release.set()
+        producer.join()
+    assert held == [True]  # both were done while the decode was held
+    assert answers == [ErrorCode.NONE]
+    log = compacted.partitions[TP].log
+    assert log is not None
+    assert log.latest_epoch == 2  # appended under the lock, with the epoch current there
 
 
 class EmptyAnswers:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import random
 import struct
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -233,6 +234,97 @@ def test_a_window_over_128_mib_is_refused() -> None:
     assert zstd.decompress(windowed(17 << 3, block(0, b"ok"))) == b"ok"
     with pytest.raises(ZstdError, match="a window of 268435456 bytes"):
         zstd.decompress(windowed(18 << 3, block(0, b"ok")))
+
+
+# --- what building tables may cost ---------------------------------------------------
+
+
+def _bits(*fields: tuple[int, int]) -> bytes:
+    """Fields (value, width) packed from the lowest bit up, as a forward bit stream."""
+    value = count = 0
+    for field, width in fields:
+        value |= field << count
+        count += width
+    return value.to_bytes((count + 7) // 8, "little")
+
+
+# A compressed block of no literals and one 3-byte sequence (a repeat offset), its three
+# tables FSE-coded, each a single symbol taking every cell: 512, 256 and 512 cells built
+# for 3 bytes made. The stream: the three initial states (0), then its end marker.
+_LL_OF_ONE_SYMBOL = _bits((9 - 5, 4), (1023, 10))
+_THREE_TABLES = (
+    bytes((0x00, 0x01, 0xA8))
+    + _LL_OF_ONE_SYMBOL
+    + _bits((8 - 5, 4), (511, 9))
+    + _LL_OF_ONE_SYMBOL
+    + (1 << 26).to_bytes(4, "little")
+)
+# A compressed block of 4 Huffman-coded literals and no sequences: the tree's weights
+# direct (10, 9, ..., 1, 1; symbol 11's deduced, 11), a code of 11 bits: 2,048 cells for
+# 4 bytes made, symbol 11's 1-bit code four times (0b1_1111).
+_WEIGHTS = (10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 1, 0)
+_HUFFMAN_TREE = (
+    (2 | 4 << 4 | 8 << 14).to_bytes(3, "little")
+    + bytes((127 + 11, *(_WEIGHTS[i] << 4 | _WEIGHTS[i + 1] for i in range(0, 12, 2))))
+    + b"\x1f\x00"
+)
+
+
+def tables_frame(body: bytes, blocks: int, made_before: int = 0) -> bytes:
+    """A frame (2 MB blocks) of a raw block "abcdefgh", ``made_before`` bytes of RLE
+    blocks, then ``blocks`` compressed blocks of ``body``. The zstd tool decodes them."""
+    rle = [block(1, b"z", 128 * 1024, last=False)] * (made_before // (128 * 1024))
+    compressed = [block(2, body, last=i == blocks - 1) for i in range(blocks)]
+    return windowed(0x58, block(0, b"abcdefgh", last=False), *rle, *compressed)
+
+
+@pytest.mark.parametrize(
+    ("body", "makes"), [(_THREE_TABLES, 3), (_HUFFMAN_TREE, 4)], ids=["fse", "huffman"]
+)
+def test_a_stream_builds_table_cells_for_what_it_makes(body: bytes, makes: int) -> None:
+    """Every compressed block may declare new tables, built in Python whatever the block
+    makes: 1 MB of blocks of three FSE tables took 84 s to make 195 KB (the zstd tool,
+    0.4 s). A stream builds 65,536 cells, and one more per byte it has made; past that it
+    is refused, quickly."""
+    few = tables_frame(body, 10)
+    assert len(zstd.decompress(few)) == 8 + 10 * makes
+    bomb = tables_frame(body, 2000)
+    with pytest.raises(ZstdError, match=r"declaring tables of 6\d{4} cells for the 1\d\d bytes"):
+        zstd.decompress(bomb)
+    with pytest.raises(codecs.CodecError):
+        codecs.decompress(codecs.ZSTD, bomb)
+    # What the stream made before pays for them: 512 KB, 512 KB more cells.
+    paid = tables_frame(body, 200, made_before=512 * 1024)
+    assert len(zstd.decompress(paid)) == 8 + 512 * 1024 + 200 * makes
+
+
+def test_librdkafkas_frames_build_a_fraction_of_the_tables_allowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The allowance's margin: each of librdkafka's batches builds fewer than 8,192 cells
+    in all (at most 5,694: ``text``, two blocks of 128 KB), an eighth of the 65,536 a
+    stream may build whatever it makes, not counting the one a byte made."""
+    monkeypatch.setattr(zstd, "_TABLE_CELLS", 8192)
+    monkeypatch.setattr(zstd, "_TABLE_CELLS_PER_BYTE", 0)
+    for body in BODIES:
+        zstd.decompress(body)
+
+
+def test_an_fse_table_description_of_endless_zeros_is_refused_as_read() -> None:
+    # A count of 0, then 2-bit flags of 3 more zeros each, every bit to the block's end
+    # (128 KB): the zeros were listed, 1.5 million of them, before their number was
+    # checked. Now refused once there are more than symbols.
+    description = bytes((0x10, 0xFE)) + b"\xff" * (128 * 1024 - 10)
+    body = bytes((0x00, 0x01, 0x80)) + description
+    data = windowed(0x58, block(2, body))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ZstdError, match="too many symbols"):
+            zstd.decompress(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < len(data) + (1 << 20)
 
 
 def _block_kinds(frame: bytes) -> list[int]:
