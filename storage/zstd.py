@@ -4,8 +4,9 @@ What producers write: frames of raw, RLE and compressed blocks; literals raw, RL
 Huffman-coded (one or four streams, the tree's weights direct or FSE-coded, or the
 previous block's tree); sequences with predefined, RLE, FSE-coded or repeated tables and
 the three repeat offsets. Not read: dictionaries (no Kafka client uses them). The frame's
-checksum is skipped (the batch's CRC-32C covers the bytes); its content size, when
-given, is checked.
+content checksum, when given, is checked (xxh64 in pure Python, 0.16 s a MiB, a third
+more than decoding it: the batch's CRC-32C covers the compressed bytes, not what they
+decode to), as Kafka's zstd-jni checks it; its content size too.
 
 The work is per literal (Huffman) and per sequence: about 12 MB/s on text, more where
 matches are long (``bench_codecs.py``). The bit readers take a few bytes at a time, never
@@ -432,6 +433,78 @@ def _read_huffman_tree(data: bytes, pos: int, end: int, work: _Work) -> tuple[_H
     return _Huffman(weights, work), stop
 
 
+# --- the content checksum ---------------------------------------------------------
+#
+# xxHash64 (the reference algorithm: 4 accumulators over 32-byte stripes, then the tail),
+# of which a frame with the checksum flag holds the low 32 bits after its last block.
+# librdkafka and Kafka's Java producer write none; the zstd tool and Go's
+# klauspost/compress (sarama, franz-go) do by default.
+
+_P64_1: Final = 0x9E3779B185EBCA87
+_P64_2: Final = 0xC2B2AE3D27D4EB4F
+_P64_3: Final = 0x165667B19E3779F9
+_P64_4: Final = 0x85EBCA77C2B2AE63
+_P64_5: Final = 0x27D4EB2F165667C5
+_MASK64: Final = (1 << 64) - 1
+
+
+def _xxh64_round(acc: int, lane: int) -> int:
+    acc = (acc + lane * _P64_2) & _MASK64
+    return (((acc << 31) | (acc >> 33)) & _MASK64) * _P64_1 & _MASK64
+
+
+def xxh64(data: bytes | bytearray | memoryview, seed: int = 0) -> int:
+    """xxHash64 of ``data``, whose low 32 bits a frame's content checksum holds (RFC 8878
+    3.1.1)."""
+    n = len(data)
+    pos = 0
+    mask = _MASK64
+    if n >= 32:
+        stripes = n >> 5
+        lanes = struct.unpack_from(f"<{stripes * 4}Q", data)
+        p1, p2 = _P64_1, _P64_2
+        accumulators = []
+        # Each accumulator takes every fourth lane; its rounds inline, unmasked after the
+        # multiplication (the next round's sum is masked): this is the checksum's cost.
+        for k, start in enumerate((seed + p1 + p2, seed + p2, seed, seed - p1)):
+            acc = start & mask
+            for lane in lanes[k::4]:
+                a = (acc + lane * p2) & mask
+                acc = (a << 31 & mask | a >> 33) * p1
+            accumulators.append(acc & mask)
+        pos = stripes << 5
+        v1, v2, v3, v4 = accumulators
+        h = (
+            ((v1 << 1 | v1 >> 63) & mask)
+            + ((v2 << 7 | v2 >> 57) & mask)
+            + ((v3 << 12 | v3 >> 52) & mask)
+            + ((v4 << 18 | v4 >> 46) & mask)
+        ) & mask
+        for v in (v1, v2, v3, v4):
+            h = ((h ^ _xxh64_round(0, v)) * _P64_1 + _P64_4) & mask
+    else:
+        h = (seed + _P64_5) & mask
+    h = (h + n) & mask
+    while pos + 8 <= n:
+        h ^= _xxh64_round(0, int.from_bytes(data[pos : pos + 8], "little"))
+        h = (((h << 27 | h >> 37) & mask) * _P64_1 + _P64_4) & mask
+        pos += 8
+    if pos + 4 <= n:
+        h ^= int.from_bytes(data[pos : pos + 4], "little") * _P64_1 & mask
+        h = (((h << 23 | h >> 41) & mask) * _P64_2 + _P64_3) & mask
+        pos += 4
+    while pos < n:
+        h ^= data[pos] * _P64_5 & mask
+        h = ((h << 11 | h >> 53) & mask) * _P64_1 & mask
+        pos += 1
+    h ^= h >> 33
+    h = h * _P64_2 & mask
+    h ^= h >> 29
+    h = h * _P64_3 & mask
+    h ^= h >> 32
+    return h
+
+
 # --- blocks -----------------------------------------------------------------------
 
 
@@ -741,12 +814,18 @@ def _frame(data: bytes, pos: int, out: bytearray, max_size: int, work: _Work) ->
             raise ZstdTooLargeError(f"over the {max_size} bytes read")
         if last:
             break
-    if descriptor & 0x04:
-        pos += 4  # the content checksum (xxh64), not checked
-    if pos > len(data):
-        raise ZstdError("a truncated frame")
     if content_size is not None and len(out) - start != content_size:
         raise ZstdError(f"{len(out) - start} bytes decoded, the frame says {content_size}")
+    if descriptor & 0x04:  # the content checksum: xxh64's low 32 bits
+        if pos + 4 > len(data):
+            raise ZstdError("a truncated frame")
+        (checksum,) = _U32.unpack_from(data, pos)
+        pos += 4
+        with memoryview(out)[start:] as content:  # released: ``out`` grows on
+            digest = xxh64(content)
+        if digest & 0xFFFFFFFF != checksum:
+            # zstd-jni, Kafka's: "Restored data doesn't match checksum"
+            raise ZstdError("the frame's content does not match its checksum")
     return pos
 
 

@@ -18,7 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storage import codecs, zstd
-from storage.records import iter_batches, iter_records
+from storage.errors import CorruptRecordError
+from storage.records import RecordSpec, build_batch, iter_batches, iter_records, recompress
+from storage.testing import with_body
 from storage.zstd import ZstdError
 
 DATA = Path(__file__).parent / "data" / "zstd"
@@ -325,6 +327,68 @@ def test_an_fse_table_description_of_endless_zeros_is_refused_as_read() -> None:
     finally:
         tracemalloc.stop()
     assert peak < len(data) + (1 << 20)
+
+
+# --- the content checksum -------------------------------------------------------------
+
+# The zstd tool's frame (zstd --check -19) of _CHECKED_TEXT: one compressed block, then
+# xxh64's low 32 bits of the content.
+_CHECKED_TEXT = (
+    b"Kafka batches, checked: the frame says what its content hashes to (xxh64, low 32 bits)."
+)
+_CHECKED_FRAME = bytes.fromhex(
+    "28b52ffd046855020072851111907d90b2d0033770ad860b846c4dee930323e08fcb49f16ca70b73a0d6"
+    "c0ed3b76102be85fdd57cb1c7ff457303bde0abba3ea3e77f01d35279983cc057690bd5aaee4532900af"
+    "2e9446"
+)
+
+
+def test_xxh64_is_xxhashs() -> None:
+    # The reference's values (python-xxhash's README among others).
+    assert zstd.xxh64(b"") == 0xEF46DB3751D8E999
+    assert zstd.xxh64(b"a") == 0xD24EC4F1A98C6E5B
+    assert zstd.xxh64(b"abc") == 0x44BC2CF5AD770999
+    assert zstd.xxh64(b"Nobody inspects the spammish repetition") == 0xFBCEA83C8A378BF1
+
+
+def checked(content: bytes, checksum: int | None = None) -> bytes:
+    """A frame of one raw block of ``content`` with a content checksum (its own: xxh64's
+    low 32 bits, unless given)."""
+    if checksum is None:
+        checksum = zstd.xxh64(content) & 0xFFFFFFFF
+    header = struct.pack("<I", zstd.MAGIC) + bytes((0x04, 0x58))  # the checksum flag
+    return header + block(0, content) + struct.pack("<I", checksum)
+
+
+def test_a_frame_whose_content_does_not_match_its_checksum_is_refused() -> None:
+    """Kafka's zstd-jni throws "Restored data doesn't match checksum"; the checksum was
+    skipped, and a frame with one bit of a raw literal flipped decoded, its records
+    altered (a topic recompressing it stored them, under a new valid CRC)."""
+    assert zstd.decompress(_CHECKED_FRAME) == _CHECKED_TEXT
+    assert zstd.decompress(_CHECKED_FRAME * 2) == _CHECKED_TEXT * 2  # each frame's own
+    damaged = bytearray(_CHECKED_FRAME)
+    damaged[-1] ^= 0x10
+    with pytest.raises(ZstdError, match="does not match its checksum"):
+        zstd.decompress(bytes(damaged))
+    content = random.Random(3).randbytes(300)  # every length's tail: 32-byte stripes, 8, 4, 1
+    for size in (0, 1, 3, 4, 7, 8, 31, 32, 33, 63, 64, 300):
+        assert zstd.decompress(checked(content[:size])) == content[:size]
+    altered = bytearray(content)
+    altered[100] ^= 0x01
+    bad = checked(bytes(altered), zstd.xxh64(content) & 0xFFFFFFFF)
+    with pytest.raises(ZstdError, match="does not match its checksum"):
+        zstd.decompress(bad)
+    with pytest.raises(codecs.CodecError):
+        codecs.decompress(codecs.ZSTD, bad)
+    with pytest.raises(ZstdError, match="truncated"):
+        zstd.decompress(checked(content)[:-2])
+    # A topic recompressing such a batch refuses it (it stored the altered records).
+    batch = build_batch([RecordSpec(content, key=b"k")])
+    body = bytearray(batch[61:])
+    body[body.index(content) + 100] ^= 0x01
+    stream = checked(bytes(body), zstd.xxh64(batch[61:]) & 0xFFFFFFFF)
+    with pytest.raises(CorruptRecordError, match="checksum"):
+        recompress(with_body(batch, stream, compression=codecs.ZSTD), codecs.GZIP)
 
 
 def _block_kinds(frame: bytes) -> list[int]:
