@@ -431,6 +431,23 @@ def _broker_processes(directory: Path) -> list[int]:
     ]
 
 
+def signal_after_spawn(monkeypatch: pytest.MonkeyPatch, sig: signal.Signals) -> list[int]:
+    """Every broker process spawned from now on is real, and ``sig`` is sent to this
+    process as soon as it is, landing before the spawn returns. The pids, for cleanup."""
+    spawned: list[int] = []
+    real_spawn = processes.spawn
+
+    def spawn(*args: Any, **kwargs: Any) -> Any:
+        proc = real_spawn(*args, **kwargs)
+        spawned.append(proc.pid)
+        os.kill(os.getpid(), sig)
+        time.sleep(0.05)  # the signal lands here
+        return proc
+
+    monkeypatch.setattr(processes, "spawn", spawn)
+    return spawned
+
+
 @pytest.fixture
 def interrupts() -> Iterator[None]:
     """A Ctrl-C raises KeyboardInterrupt (whatever an earlier test set), SIGTERM and SIGHUP
@@ -462,25 +479,16 @@ def test_a_signal_right_after_a_brokers_spawn_stops_that_broker(
     SIGTERM and SIGHUP were held in that window, SIGINT was not. A real broker process,
     the signal sent to this process as soon as it is spawned."""
     directory = tmp_path / ".zkctl"
-    spawned: list[int] = []
-    real_spawn = processes.spawn
 
     def provision(connect: str | None, **kwargs: Any) -> zkp.ZooKeeper:
         running = zkp.ExternalZooKeeper("127.0.0.1:1")
         kwargs["on_start"](running)
         return running
 
-    def spawn(*args: Any, **kwargs: Any) -> Any:
-        proc = real_spawn(*args, **kwargs)
-        spawned.append(proc.pid)
-        os.kill(os.getpid(), sig)
-        time.sleep(0.05)  # the signal lands here
-        return proc
-
     monkeypatch.setattr(zkp, "provision", provision)
     monkeypatch.setattr(zkp, "chroot_connect_string", lambda connect, name: f"{connect}/{name}")
     monkeypatch.setattr(local, "_teardown", lambda *a, **k: [])
-    monkeypatch.setattr(processes, "spawn", spawn)
+    spawned = signal_after_spawn(monkeypatch, sig)
     try:
         with pytest.raises(KeyboardInterrupt):
             local.up(directory, 2, timeout=30)
@@ -510,17 +518,7 @@ def test_a_ctrl_c_right_after_a_relaunch_on_a_new_port_records_its_pid(
     cluster.brokers = cluster.brokers[:1]
     broker = cluster.brokers[0]
     broker.out_file.write_text("OSError: [Errno 98] Address already in use\n")
-    spawned: list[int] = []
-    real_spawn = processes.spawn
-
-    def spawn(*args: Any, **kwargs: Any) -> Any:
-        proc = real_spawn(*args, **kwargs)
-        spawned.append(proc.pid)
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.05)
-        return proc
-
-    monkeypatch.setattr(processes, "spawn", spawn)
+    spawned = signal_after_spawn(monkeypatch, signal.SIGINT)
     try:
         with pytest.raises(KeyboardInterrupt):
             local._exited_during_startup(cluster, broker, 0, {})
@@ -543,18 +541,8 @@ def test_a_ctrl_c_right_after_broker_start_spawns_records_its_pid(
     cluster = make_cluster(directory)
     cluster.zookeeper = {"kind": "external", "connect_string": "127.0.0.1:1"}
     local.save(cluster)
-    spawned: list[int] = []
-    real_spawn = processes.spawn
-
-    def spawn(*args: Any, **kwargs: Any) -> Any:
-        proc = real_spawn(*args, **kwargs)
-        spawned.append(proc.pid)
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.05)
-        return proc
-
     monkeypatch.setattr(local, "_try_zk_view", lambda *a: (None, "no ZooKeeper"))
-    monkeypatch.setattr(processes, "spawn", spawn)
+    spawned = signal_after_spawn(monkeypatch, signal.SIGINT)
     try:
         with pytest.raises(KeyboardInterrupt):
             local.broker_start(directory, 2, wait=False)
