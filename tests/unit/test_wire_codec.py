@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from wire.codec import UNKNOWN_TAGGED_FIELDS, ZERO_UUID, decode, encode, get_codec
+from wire.codec import UNKNOWN_TAGGED_FIELDS, ZERO_UUID, _uvarint, decode, encode, get_codec
 from wire.errors import DecodeError, EncodeError, UnsupportedVersionError
 
 
@@ -290,15 +290,6 @@ def test_a_string_not_utf8_is_read_with_replacement_characters_as_kafka_reads_it
     again = encode("DescribeGroupsRequest", 0, {"groups": ["caf\ufffd"]})
     assert again == b"\x00\x00\x00\x01\x00\x06caf\xef\xbf\xbd"
     assert decode("DescribeGroupsRequest", 0, again)["groups"] == ["caf\ufffd"]
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _string(text: str) -> bytes:
