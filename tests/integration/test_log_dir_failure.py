@@ -167,12 +167,24 @@ def test_a_full_first_directory_pauses_the_state_change_log_until_the_disk_has_r
     c.start()
     c.create_topic(TOPIC, {p: (1, 2, 3) for p in range(6)})
     c.wait_topic_online(TOPIC)
-    on_disk = wait_for(lambda: partitions_in(disk), 30, "logs on the first disk")
 
     def state_log() -> str:  # the rolled files too
         return "".join(p.read_text() for p in log_files(disk))
 
-    assert '"event":"leader_and_isr"' in state_log()
+    def applied_here() -> set[int]:
+        return {
+            int(row["partition"])
+            for line in state_log().splitlines()
+            if '"event":"leader_and_isr"' in line
+            and (row := json.loads(line))["topic"] == TOPIC
+            and row["result"] == "applied"
+        }
+
+    # The lines are written once the request is applied, its logs made: the topic being
+    # online in ZooKeeper does not say broker 1 has got that far.
+    wait_for(lambda: applied_here() == set(range(6)), 30, "broker 1's LeaderAndIsr logged")
+    on_disk = partitions_in(disk)
+    assert on_disk, "no log on the first disk"
 
     fill(disk)
     acked = Acked()
