@@ -311,7 +311,10 @@ class AdminApis:
             except Exception as e:
                 results[name] = _not_created(_refused(e, f"CreateTopics of topic {name!r}"))
                 continue
-            existing.add(name)
+            if not validate_only:
+                # Kafka's validateTopicCreate checks against the topics in ZooKeeper: one
+                # only validated was not written, so nothing collides with it.
+                existing.add(name)
             planned[name] = plan
             results[name] = self._created(plan, validate_only=validate_only)
         if planned and not validate_only:

@@ -893,3 +893,19 @@ def test_delete_topics_of_a_topic_already_marked_but_listed_is_answered_none() -
     ).start()
     (got,) = a.delete_topics(5, {"topic_names": ["t"], "timeout_ms": 5000})["responses"]
     assert ErrorCode(got["error_code"]) == ErrorCode.NONE, got
+
+
+def test_validate_only_collides_only_with_topics_in_zookeeper() -> None:
+    """Kafka 2.8's validateTopicCreate checks a name against the topics in ZooKeeper:
+    with validate_only nothing is written, so 'a_b' collides with no 'a.b' asked for
+    beside it (it was refused, INVALID_TOPIC_EXCEPTION); written, the second collides."""
+    zk, a = zk_cluster()
+    body = {"topics": [topic("a.b", 1, 1), topic("a_b", 1, 1)], "timeout_ms": 0}
+    checked = a.create_topics(7, {**body, "validate_only": True})["topics"]
+    assert [(t["name"], t["error_code"]) for t in checked] == [("a.b", 0), ("a_b", 0)]
+    assert zk.exists(paths.topic("a.b")) is None
+    made = a.create_topics(7, body)["topics"]
+    assert [(t["name"], t["error_code"]) for t in made] == [
+        ("a.b", ErrorCode.REQUEST_TIMED_OUT),  # created, not waited for
+        ("a_b", ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ]
