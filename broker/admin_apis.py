@@ -649,9 +649,12 @@ class AdminApis:
             problem = paths.topic_name_problem(name)
             if problem is not None:
                 raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-            if self.zk.exists(paths.topic(name)) is None:
+            if not self.metadata.contains(name):
+                # Kafka 2.8's ConfigHelper asks its metadata cache, not ZooKeeper: a topic
+                # whose deletion began (its UpdateMetadata dropped it) is unknown too.
                 raise TopicError(
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"topic {name!r} does not exist, or its deletion is under way",
                 )
             got = self.zk.get(paths.topic_config(name))
             overrides = {} if got is None else decode_topic_config(name, got[0])

@@ -716,7 +716,9 @@ def test_a_topic_config_entry_no_wire_string_can_carry_is_ignored() -> None:
         data = json.dumps({"version": 1, "config": {**bad, "retention.ms": "1000"}}).encode()
         zk.put(paths.topic_config("t"), data)
         assert decode_topic_config("t", data) == {"retention.ms": "1000"}
-        a = AdminApis(cast(ZkClient, zk), MetadataCache(1), lambda: False, config)
+        cache = MetadataCache(1)
+        cache.update(metadata_request(("t", [partition_state(0, 1)])))
+        a = AdminApis(cast(ZkClient, zk), cache, lambda: False, config)
         body = {
             "resources": [
                 {"resource_type": 2, "resource_name": "t", "configuration_keys": None},
@@ -909,3 +911,23 @@ def test_validate_only_collides_only_with_topics_in_zookeeper() -> None:
         ("a.b", ErrorCode.REQUEST_TIMED_OUT),  # created, not waited for
         ("a_b", ErrorCode.INVALID_TOPIC_EXCEPTION),
     ]
+
+
+def test_describe_configs_of_a_topic_its_metadata_lacks_is_unknown_topic() -> None:
+    """Kafka 2.8's ConfigHelper.describeConfigs answers a topic its metadata cache lacks
+    UNKNOWN_TOPIC_OR_PARTITION, with no configs: one whose deletion began (the
+    controller's UpdateMetadata, leader -2, dropped it) though its znodes stand. It was
+    answered every config, read from ZooKeeper."""
+    zk = FakeZk()
+    add_topic(zk, "t", {0: (1, 2, 3)})
+    zk.put(paths.delete_topic("t"), b"")
+    cache = MetadataCache(1)
+    cache.update(metadata_request(("t", [partition_state(0, 1)])))
+    config = load_broker_config(overrides=["broker.id=1", "zookeeper.connect=z:2181"])
+    a = AdminApis(cast(ZkClient, zk), cache, lambda: False, config)
+    body = {"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}]}
+    (listed,) = a.describe_configs(4, body)["results"]
+    assert (listed["error_code"], len(listed["configs"]) > 10) == (ErrorCode.NONE, True)
+    cache.update(metadata_request(("t", [partition_state(0, LEADER_DURING_DELETE)])))
+    (got,) = encodes(ApiKey.DESCRIBE_CONFIGS, 4, a.describe_configs(4, body))["results"]
+    assert (got["error_code"], got["configs"]) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])

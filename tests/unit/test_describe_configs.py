@@ -12,6 +12,8 @@ from broker.admin_apis import AdminApis
 from broker.config import load_broker_config
 from broker.metadata_cache import MetadataCache
 from tests.unit.fake_zk import FakeZk
+from tests.unit.test_metadata_cache import request as metadata_request
+from tests.unit.test_metadata_cache import state as partition_state
 from wire.api import ApiKey
 from wire.protocol import response_codec
 from zkdata import paths
@@ -34,7 +36,9 @@ def describe(
     zk = FakeZk()
     zk.put(paths.topic("t"), b"{}")
     zk.put(paths.topic_config("t"), json.dumps({"version": 1, "config": overrides}).encode())
-    a = AdminApis(cast(ZkClient, zk), MetadataCache(1), lambda: False, config)
+    cache = MetadataCache(1)
+    cache.update(metadata_request(("t", [partition_state(0, 1)])))  # a topic the brokers know
+    a = AdminApis(cast(ZkClient, zk), cache, lambda: False, config)
     kind, name = resource
     body = {
         "resources": [{"resource_type": kind, "resource_name": name, "configuration_keys": None}],
