@@ -12,9 +12,10 @@ writes (no controller epoch fences them); the controller reacts to them through 
 watches, as to the CLI's. An election or a reassignment is an event on the controller's
 queue, answered once its fenced writes are made (a reassignment once it is started).
 Then the handler waits, within the request's ``timeout_ms``, until its own metadata
-shows the outcome (every new partition has a leader; a deleted topic is gone; the
-elected leader leads), else that topic or partition gets REQUEST_TIMED_OUT (the change
-still happens, as in Kafka). DescribeConfigs is any broker's: it only reads.
+shows the outcome (every partition of a new or grown topic has a leader; a deleted
+topic is gone; the elected leader leads), else that topic or partition gets
+REQUEST_TIMED_OUT (the change still happens, as in Kafka). DescribeConfigs is any
+broker's: it only reads.
 
 Each topic's request is checked in Kafka's order and gets Kafka's error code; a failure
 of one topic does not stop the others. Handlers run on connection threads: the ZooKeeper
@@ -562,6 +563,8 @@ class AdminApis:
         twice = duplicates(t["name"] for t in topics)
         controller = self.is_controller()
         results: dict[str, Body] = {}
+        # Each grown topic's every partition, the existing ones too: Kafka's
+        # DelayedCreatePartitions waits on the whole updated assignment.
         grown: dict[str, range] = {}
         for t in topics:
             name = t["name"]
@@ -571,7 +574,7 @@ class AdminApis:
                     continue
                 added = self._grow_one(t, controller, validate_only)
                 if added:
-                    grown[name] = range(min(added), max(added) + 1)
+                    grown[name] = range(max(added) + 1)
                 results[name] = {"error_code": int(ErrorCode.NONE), "error_message": None}
             except Exception as e:
                 results[name] = _failed(_refused(e, f"CreatePartitions of topic {name!r}"))
@@ -580,8 +583,8 @@ class AdminApis:
                 results[name] = _failed(
                     TopicError(
                         ErrorCode.REQUEST_TIMED_OUT,
-                        f"topic {name!r} was given its new partitions; they had no leader yet"
-                        " when the request's timeout ran out",
+                        f"topic {name!r} was given its new partitions; not all of its"
+                        " partitions had a leader when the request's timeout ran out",
                     )
                 )
         return {

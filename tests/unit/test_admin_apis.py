@@ -931,3 +931,20 @@ def test_describe_configs_of_a_topic_its_metadata_lacks_is_unknown_topic() -> No
     cache.update(metadata_request(("t", [partition_state(0, LEADER_DURING_DELETE)])))
     (got,) = encodes(ApiKey.DESCRIBE_CONFIGS, 4, a.describe_configs(4, body))["results"]
     assert (got["error_code"], got["configs"]) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, [])
+
+
+def test_create_partitions_waits_for_a_leader_of_every_partition_of_the_topic() -> None:
+    """Kafka 2.8's ZkAdminManager.createPartitions waits on the updated assignment's
+    partitions, the existing ones too (CreatePartitionsMetadata(topic,
+    updatedReplicaAssignment.keySet)): an offline partition 0 is REQUEST_TIMED_OUT
+    however soon the new partition 1 has a leader. Only the new ones were waited for."""
+    _zk, a = zk_cluster("t")
+    update_with(a.metadata, {0: -1, 1: 1}, "t")
+    body = {"topics": [{"name": "t", "count": 2, "assignments": None}], "timeout_ms": 200}
+    (got,) = a.create_partitions(3, body)["results"]
+    assert got["error_code"] == ErrorCode.REQUEST_TIMED_OUT, got
+    update_with(a.metadata, {0: 2, 1: 1, 2: 3}, "t")
+    (got,) = a.create_partitions(3, {**body, "topics": [{**body["topics"][0], "count": 3}]})[
+        "results"
+    ]
+    assert got["error_code"] == ErrorCode.NONE, got
