@@ -193,8 +193,9 @@ def _retried(write: Callable[[], _T]) -> _T:
     return write()
 
 
-def _named_twice() -> TopicError:
-    return TopicError(ErrorCode.INVALID_REQUEST, "the request names this topic more than once")
+def _named_twice(message: str) -> TopicError:
+    """A topic the request names more than once (Kafka's text, which differs per API)."""
+    return TopicError(ErrorCode.INVALID_REQUEST, message)
 
 
 def duplicates(names: Iterable[str | None]) -> set[str]:
@@ -283,20 +284,22 @@ class AdminApis:
         # ZkAdminManager: the write is made, only the wait is skipped).
         timeout_ms = int(body.get("timeout_ms", 0))
         deadline = time.monotonic() + timeout_ms / 1000
+        if topics and not self.is_controller():
+            # Kafka's handleCreateTopicsRequest: every entry, a duplicate's too.
+            refused = _not_created(_not_controller())
+            return {
+                "throttle_time_ms": 0,
+                "topics": [{"name": t["name"], **refused} for t in topics],
+            }
+        # The answer of each name asked once; one asked more than once is answered so at
+        # each of its entries (Kafka's results are a multi-collection, one per entry).
         results: dict[str, Body] = {}
         planned: dict[str, TopicCreationPlan] = {}
         twice = duplicates(t["name"] for t in topics)
-        for t in topics:
-            if t["name"] in twice:
-                results[t["name"]] = _not_created(_named_twice())
         todo = [t for t in topics if t["name"] not in twice]
         brokers: list[BrokerMetadata] = []
         existing: set[str] = set()
         marked: set[str] = set()
-        if todo and not self.is_controller():
-            for t in todo:
-                results[t["name"]] = _not_created(_not_controller())
-            todo = []
         if todo:
             try:
                 brokers, existing, marked = self._cluster()
@@ -328,9 +331,13 @@ class AdminApis:
                         " when the request's timeout ran out",
                     )
                 )
+        repeated = _not_created(_named_twice("Found multiple entries for this topic."))
         return {
             "throttle_time_ms": 0,
-            "topics": [{"name": n, **r} for n, r in results.items()],
+            "topics": [
+                {"name": t["name"], **(repeated if t["name"] in twice else results[t["name"]])}
+                for t in topics
+            ],
         }
 
     def _cluster(self) -> tuple[list[BrokerMetadata], set[str], set[str]]:
@@ -491,22 +498,34 @@ class AdminApis:
         else:
             wanted = [(n, ZERO_UUID) for n in body.get("topic_names") or []]
         results: list[Body] = []
-        marked: list[str] = []
+        # Each name's first entry: Kafka's handleDeleteTopicsRequest deletes a name once
+        # (a set) and answers the outcome at its first entry only (results.find), an
+        # entry naming it again keeping NONE whatever that outcome.
+        asked: dict[str, Body] = {}
         controller = self.is_controller()
         enabled = self.config is None or self.config.delete_topic_enable
-        for name, topic_id in wanted:
-            result: Body = {"name": name, "topic_id": topic_id}
+        for given, topic_id in wanted:
+            result: Body = {"name": given, "topic_id": topic_id}
             results.append(result)
             try:
-                result["name"] = self._delete_one(version, name, topic_id, controller, enabled)
-                marked.append(result["name"])
+                name = result["name"] = self._deletable(
+                    version, given, topic_id, controller, enabled
+                )
                 result.update(error_code=int(ErrorCode.NONE), error_message=None)
+                if name not in asked:
+                    asked[name] = result
+                    # Kafka's broker deletes an internal topic too; only its TopicCommand
+                    # refuses. Already marked (its deletion not yet begun) is answered
+                    # NONE, as ZkAdminManager.deleteTopics swallows
+                    # TopicAlreadyMarkedForDeletion.
+                    delete_topic(self.zk, name, internal_allowed=True)
             except Exception as e:
-                result.update(_failed(_refused(e, f"DeleteTopics of topic {name!r}")))
+                result.update(_failed(_refused(e, f"DeleteTopics of topic {result['name']!r}")))
+        marked = [n for n, r in asked.items() if r["error_code"] == ErrorCode.NONE]
         if marked:
             late = self._wait_deleted(deadline, marked) if timeout_ms > 0 else set(marked)
-            for result in results:
-                if result["name"] in late and result.get("error_code") == ErrorCode.NONE:
+            for name, result in asked.items():
+                if name in late and result["error_code"] == ErrorCode.NONE:
                     result.update(
                         _failed(
                             TopicError(
@@ -518,10 +537,11 @@ class AdminApis:
                     )
         return {"throttle_time_ms": 0, "responses": results}
 
-    def _delete_one(
+    def _deletable(
         self, version: int, name: str | None, topic_id: Any, controller: bool, enabled: bool
     ) -> str:
-        """Mark one topic for deletion; its name (given, or found by its id)."""
+        """The name of a topic to delete (given, or found by its id), once Kafka's checks
+        of it before ZooKeeper's pass; raises TopicError."""
         if name is not None and topic_id != ZERO_UUID:
             raise TopicError(ErrorCode.INVALID_REQUEST, "give a topic's name or its id, not both")
         if name is None:
@@ -545,10 +565,6 @@ class AdminApis:
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                 f"topic {name!r} does not exist, or its deletion is under way",
             )
-        # Kafka's broker deletes an internal topic too; only its TopicCommand refuses.
-        # Already marked (its deletion not yet begun) is answered NONE, as
-        # ZkAdminManager.deleteTopics swallows TopicAlreadyMarkedForDeletion.
-        delete_topic(self.zk, name, internal_allowed=True)
         return name
 
     # --- CreatePartitions ---------------------------------------------------------------
@@ -562,17 +578,24 @@ class AdminApis:
         deadline = time.monotonic() + timeout_ms / 1000
         twice = duplicates(t["name"] for t in topics)
         controller = self.is_controller()
+        # One answer per name, a duplicate's too (Kafka's handleCreatePartitionsRequest
+        # answers a map): NOT_CONTROLLER first, then INVALID_REQUEST for a duplicate.
         results: dict[str, Body] = {}
         # Each grown topic's every partition, the existing ones too: Kafka's
         # DelayedCreatePartitions waits on the whole updated assignment.
         grown: dict[str, range] = {}
         for t in topics:
             name = t["name"]
+            if name in results:
+                continue
+            if not controller:
+                results[name] = _failed(_not_controller())
+                continue
+            if name in twice:
+                results[name] = _failed(_named_twice("Duplicate topic in request."))
+                continue
             try:
-                if name in twice:
-                    results[name] = _failed(_named_twice())
-                    continue
-                added = self._grow_one(t, controller, validate_only)
+                added = self._grow_one(t, validate_only)
                 if added:
                     grown[name] = range(max(added) + 1)
                 results[name] = {"error_code": int(ErrorCode.NONE), "error_message": None}
@@ -592,11 +615,9 @@ class AdminApis:
             "results": [{"name": n, **r} for n, r in results.items()],
         }
 
-    def _grow_one(self, topic: Body, controller: bool, validate_only: bool) -> list[int]:
+    def _grow_one(self, topic: Body, validate_only: bool) -> list[int]:
         """Give one topic its new partitions (or only check that it can be done); their
         indexes."""
-        if not controller:
-            raise _not_controller()
         _refuse_impossible_name(str(topic["name"]))
         given = topic.get("assignments")
         # The wire's assignments list the new partitions only, in order; any other count

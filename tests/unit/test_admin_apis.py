@@ -225,11 +225,13 @@ def apis(controller: bool) -> AdminApis:
 def test_not_the_controller_and_duplicates_are_answered_without_zookeeper() -> None:
     a = apis(controller=False)
     body = {"topics": [topic("a"), topic("b"), topic("a")], "timeout_ms": 1000}
-    got = {t["name"]: t["error_code"] for t in a.create_topics(7, body)["topics"]}
-    assert got == {"a": ErrorCode.INVALID_REQUEST, "b": ErrorCode.NOT_CONTROLLER}
+    got = [(t["name"], t["error_code"]) for t in a.create_topics(7, body)["topics"]]
+    # Kafka's handleCreateTopicsRequest: NOT_CONTROLLER at every entry, duplicates too.
+    assert got == [("a", 41), ("b", 41), ("a", 41)]
     grown = a.create_partitions(
-        3, {"topics": [{"name": "a", "count": 2, "assignments": None}], "timeout_ms": 0}
+        3, {"topics": [{"name": "a", "count": 2, "assignments": None}] * 2, "timeout_ms": 0}
     )
+    # handleCreatePartitionsRequest answers a map: one per name, NOT_CONTROLLER first.
     assert [r["error_code"] for r in grown["results"]] == [ErrorCode.NOT_CONTROLLER]
     deleted = a.delete_topics(5, {"topic_names": ["a"], "timeout_ms": 0})
     assert [r["error_code"] for r in deleted["responses"]] == [ErrorCode.NOT_CONTROLLER]
@@ -282,10 +284,10 @@ def test_every_answer_encodes_at_every_version() -> None:
         decoded = response_codec(ApiKey.CREATE_TOPICS, v).decode(
             bytes(response_codec(ApiKey.CREATE_TOPICS, v).encode(answer))
         )
-        assert [t["error_code"] for t in decoded["topics"]] == [42, 41, 0]
+        assert [t["error_code"] for t in decoded["topics"]] == [41, 41, 41, 0]
         if v >= 5:
-            assert decoded["topics"][2]["num_partitions"] == 2
-            assert decoded["topics"][2]["replication_factor"] == 2
+            assert decoded["topics"][3]["num_partitions"] == 2
+            assert decoded["topics"][3]["replication_factor"] == 2
     for v in every_version(ApiKey.CREATE_PARTITIONS):
         body = {"topics": [{"name": "x", "count": 2, "assignments": None}] * 2}
         answer = a.create_partitions(v, body)
@@ -948,3 +950,42 @@ def test_create_partitions_waits_for_a_leader_of_every_partition_of_the_topic() 
         "results"
     ]
     assert got["error_code"] == ErrorCode.NONE, got
+
+
+def test_a_topic_named_twice_is_answered_as_kafka_2_8_answers_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka 2.8's KafkaApis, at the controller: CreateTopics answers each entry of a name
+    given twice INVALID_REQUEST "Found multiple entries for this topic." (one result per
+    entry); CreatePartitions one INVALID_REQUEST "Duplicate topic in request." per name;
+    DeleteTopics deletes the name once and answers its outcome at the first entry only,
+    the next keeping NONE. Each was one answer per name, with this project's text."""
+    zk, a = zk_cluster("t", "u")
+    body = {"topics": [topic("d", 1, 1), topic("d", 1, 1), topic("e", 1, 1)], "timeout_ms": 0}
+    got = [
+        (t["name"], t["error_code"], t["error_message"]) for t in a.create_topics(7, body)["topics"]
+    ]
+    twice = "Found multiple entries for this topic."
+    assert got == [
+        ("d", 42, twice),
+        ("d", 42, twice),
+        ("e", ErrorCode.REQUEST_TIMED_OUT, got[2][2]),
+    ]
+    assert zk.exists(paths.topic("d")) is None
+    grow = [{"name": n, "count": 2, "assignments": None} for n in ("t", "u", "t")]
+    grown = a.create_partitions(3, {"topics": grow, "timeout_ms": 0})["results"]
+    assert [(r["name"], r["error_code"], r["error_message"]) for r in grown] == [
+        ("t", 42, "Duplicate topic in request."),
+        ("u", ErrorCode.REQUEST_TIMED_OUT, grown[1]["error_message"]),
+    ]
+    update_with(a.metadata, {0: 1}, "t")
+    deleted: list[str] = []
+    monkeypatch.setattr(broker.admin_apis, "delete_topic", lambda _zk, n, **_: deleted.append(n))
+    gone = a.delete_topics(5, {"topic_names": ["t", "absent", "t", "absent"], "timeout_ms": 0})
+    assert [(r["name"], r["error_code"]) for r in gone["responses"]] == [
+        ("t", ErrorCode.REQUEST_TIMED_OUT),
+        ("absent", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ("t", ErrorCode.NONE),
+        ("absent", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    assert deleted == ["t"]
