@@ -75,6 +75,7 @@ from controller.reactions import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from wire.errors import ErrorCode
 from zkdata import paths
 from zkdata.client import ZOOKEEPER_UNAVAILABLE, ZkClient
+from zkdata.int_text import INT32_MAX, INT32_MIN, int_text_in_range
 from zkdata.znodes import MalformedZnode, TopicPartition, decode_topic_config
 
 log = logging.getLogger(__name__)
@@ -688,10 +689,11 @@ class AdminApis:
                 # The cluster-wide dynamic defaults (Kafka's ConfigHelper:
                 # currentDynamicDefaultConfigs); dynamic broker configs are not kept here.
                 return []
-            if name != str(self.metadata.broker_id):
+            if _broker_id_of(name) != self.metadata.broker_id:
                 raise TopicError(
                     ErrorCode.INVALID_REQUEST,
-                    f"this is broker {self.metadata.broker_id}: ask broker {name} for its configs",
+                    f"Unexpected broker id, expected {self.metadata.broker_id} or empty string,"
+                    f" but received {name}",
                 )
             if self.config is None:
                 raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, "this broker has no config")
@@ -931,6 +933,21 @@ def _refuse_impossible_name(name: str) -> None:
     to read ('a/b', '..')."""
     if paths.topic_name_problem(name) is not None:
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+
+
+def _broker_id_of(name: str) -> int:
+    """A broker resource's name as Kafka 2.8's resourceNameToBrokerId reads it (Scala's
+    toInt: a sign, then digits, "01" is broker 1); raises TopicError."""
+    broker_id = (
+        None
+        if name.startswith("+-")
+        else int_text_in_range(name.removeprefix("+"), INT32_MIN, INT32_MAX)
+    )
+    if broker_id is None:
+        raise TopicError(
+            ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+        )
+    return broker_id
 
 
 def _controller_late() -> TopicError:

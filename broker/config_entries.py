@@ -37,14 +37,20 @@ _TYPES = {
     ConfigType.LIST: 7,
 }
 
-# Broker keys a topic key's synonym falls back to when unset (broker/config.py resolves
-# them; Kafka 2.8's DynamicBrokerConfig.brokerConfigSynonyms lists them the same way).
-_FALLBACKS = {
-    "log.retention.ms": ("log.retention.minutes", "log.retention.hours"),
-    "log.roll.ms": ("log.roll.hours",),
-    "log.roll.jitter.ms": ("log.roll.jitter.hours",),
-    "log.flush.interval.ms": ("log.flush.scheduler.interval.ms",),
-}
+# Broker keys that set one value, the first given winning (broker/config.py resolves
+# them): Kafka 2.8's DynamicBrokerConfig.brokerConfigSynonyms gives any key of a group the
+# whole group. log.flush.scheduler.interval.ms is only log.flush.interval.ms' default:
+# it is matched on log.flush.interval.ms alone.
+_SYNONYM_GROUPS = (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+)
+_FLUSH_SYNONYMS = ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+
+# Keys Kafka 2.8's KafkaConfig defines with a null default that have one here:
+# PLAINTEXT://:9092 is what Kafka makes of listeners unset (from port), not its default.
+_NULL_IN_KAFKA = frozenset({"listeners"})
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,8 @@ def topic_entries(broker: BrokerConfig | None, overrides: Mapping[str, str]) -> 
     entries: list[ConfigEntry] = []
     for key, resolved in topic_config_defaults(broker).items():
         definition = TOPIC_CONFIGS[key]
-        below = _broker_synonyms(definition.synonym, originals)
+        synonym = definition.synonym
+        below = [] if synonym is None else _broker_synonyms(synonym, originals)
         value: str | None
         if key in overrides:
             value, source = _override_text(key, overrides[key]), TOPIC_CONFIG
@@ -134,42 +141,55 @@ def topic_entries(broker: BrokerConfig | None, overrides: Mapping[str, str]) -> 
     return entries
 
 
-def _broker_synonyms(
-    synonym: str | None, originals: Mapping[str, str]
-) -> list[tuple[str, str | None, int]]:
-    """The broker values beneath a topic key, as Kafka 2.8's ConfigHelper.configSynonyms
-    lists them: each of the chain's keys set in the broker's file, then each one's Kafka
-    default, then dropWhile(name != synonym). The fallback-only keys' synonyms
-    (log.retention.ms, log.roll.ms, ...) have no default, so unless the key itself is set
-    the whole list goes: the topic key is DEFAULT_CONFIG (kafka-topics.sh does not show it
-    as an override) even when log.retention.hours is in the broker's file."""
-    chain = _chain(synonym)
+def broker_config_synonyms(name: str) -> tuple[str, ...]:
+    """The broker keys whose values a broker key's synonyms list, in Kafka 2.8's order
+    (DynamicBrokerConfig.brokerConfigSynonyms)."""
+    if name == _FLUSH_SYNONYMS[0]:
+        return _FLUSH_SYNONYMS
+    return next((group for group in _SYNONYM_GROUPS if name in group), (name,))
+
+
+def kafka_default(name: str) -> Any:
+    """A broker key's default as Kafka 2.8 defines it; None for null (or required)."""
+    definition = BROKER_CONFIGS[name]
+    return None if definition.required or name in _NULL_IN_KAFKA else definition.default
+
+
+def _broker_synonyms(name: str, originals: Mapping[str, str]) -> list[tuple[str, str | None, int]]:
+    """The broker values beneath a broker key (or a topic key's broker synonym), as Kafka
+    2.8's ConfigHelper.configSynonyms lists them: each of broker_config_synonyms' keys set
+    in the broker's file, then each one's default (staticDefaultConfigs has none of a key
+    whose default is null), then dropWhile(_ != name). A key of the file is listed above
+    its default; the fallback-only keys (log.retention.ms, log.roll.ms, ...) have no
+    default, so unless the key itself is set the whole list goes: retention.ms is
+    DEFAULT_CONFIG (kafka-topics.sh does not show it as an override) even when
+    log.retention.hours is in the broker's file."""
+    chain = broker_config_synonyms(name)
     found: list[tuple[str, str | None, int]] = [
         (k, originals[k], STATIC_BROKER_CONFIG) for k in chain if k in originals
     ]
     found += [
-        (k, config_text(BROKER_CONFIGS[k].default), DEFAULT_CONFIG)
+        (k, config_text(kafka_default(k)), DEFAULT_CONFIG)
         for k in chain
-        if BROKER_CONFIGS[k].default is not None
+        if kafka_default(k) is not None
     ]
-    names = [name for name, _v, _s in found]
-    return found[names.index(synonym) :] if synonym in names else []
-
-
-def _chain(synonym: str | None) -> tuple[str, ...]:
-    """The broker keys that set a topic key's default, the first winning."""
-    return () if synonym is None else (synonym, *_FALLBACKS.get(synonym, ()))
+    names = [n for n, _v, _s in found]
+    return found[names.index(name) :] if name in names else []
 
 
 def broker_entries(broker: BrokerConfig) -> list[ConfigEntry]:
-    """A broker's own configs: from its file (read-only here: there are no dynamic
-    broker configs), else Kafka's defaults."""
+    """A broker's own configs (Kafka 2.8's createBrokerConfigEntry), read-only here:
+    there are no dynamic broker configs. A key's value is its own (nonInternalValues), not
+    the one resolved through its fallbacks: null unless it is in the file or has a
+    default."""
     entries: list[ConfigEntry] = []
     for definition in BROKER_CONFIG_DEFS:
         key = definition.name
-        value = config_text(broker.get(key))
-        source = STATIC_BROKER_CONFIG if key in broker.originals else DEFAULT_CONFIG
-        entries.append(_entry(definition, value, source, ((key, value, source),), read_only=True))
+        given = key in broker.originals
+        value = config_text(broker.get(key)) if given or kafka_default(key) is not None else None
+        below = tuple(_broker_synonyms(key, broker.originals))
+        source = below[0][2] if below else DEFAULT_CONFIG
+        entries.append(_entry(definition, value, source, below, read_only=True))
     return entries
 
 

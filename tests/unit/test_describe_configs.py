@@ -235,7 +235,121 @@ def test_a_brokers_map_and_list_values_are_answered_in_kafkas_text(
     answered as a Python repr, "FrozenMap({'PLAINTEXT': 'PLAINTEXT', ...})"."""
     rows = describe(["log.dirs=/a,/b", *lines], {}, resource=(4, "1"))
     assert rows["listener.security.protocol.map"]["value"] == protocol_map
-    listeners = "PLAINTEXT://:9092,INTERNAL://[::1]:9093" if lines else "PLAINTEXT://:9092"
+    # Unset, listeners is null, Kafka 2.8's default (PLAINTEXT://:9092 is made from port).
+    listeners = "PLAINTEXT://:9092,INTERNAL://[::1]:9093" if lines else None
     assert rows["listeners"]["value"] == listeners
     assert rows["log.dirs"]["value"] == "/a,/b"
     assert rows["log.cleanup.policy"]["value"] == "delete"
+
+
+# --- a broker's own configs: Kafka 2.8's createBrokerConfigEntry ---------------------------
+
+
+def test_a_broker_key_kafka_defines_with_a_null_default_is_null_when_unset() -> None:
+    """KafkaConfig defines these with a null default: unset, nonInternalValues answers
+    null, and staticDefaultConfigs (convertToStringMapWithPasswordValues) drops them, so
+    configSynonyms lists no DEFAULT_CONFIG synonym. They were answered the value this
+    broker resolved (log.retention.ms from log.retention.hours, listeners' PLAINTEXT://:9092)
+    with a DEFAULT_CONFIG synonym Kafka does not have."""
+    rows = describe(["log.retention.hours=24"], {}, resource=(4, "1"))
+    null_in_kafka = (
+        "zookeeper.connection.timeout.ms",
+        "listeners",
+        "advertised.listeners",
+        "inter.broker.listener.name",
+        "broker.rack",
+        "log.dirs",
+        "log.roll.ms",
+        "log.roll.jitter.ms",
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.flush.interval.ms",
+    )
+    assert {k: answer(rows[k]) for k in null_in_kafka} == {
+        k: (None, DEFAULT_CONFIG, []) for k in null_in_kafka
+    }
+
+
+def test_a_broker_key_lists_its_synonyms_as_kafkas_config_synonyms_does() -> None:
+    """DynamicBrokerConfig.brokerConfigSynonyms groups log.retention.{ms,minutes,hours},
+    log.roll.{ms,hours}, log.roll.jitter.{ms,hours} and log.flush.interval.ms with
+    log.flush.scheduler.interval.ms; configSynonyms lists each one's value from the file,
+    then each one's default, then drops those above the key described. A key set in the
+    file listed only itself, not its default beneath."""
+    rows = describe(
+        ["log.retention.hours=24", "log.retention.minutes=3", "log.flush.interval.ms=500"],
+        {},
+        resource=(4, "1"),
+    )
+    assert answer(rows["log.retention.hours"]) == (
+        "24",
+        STATIC_BROKER_CONFIG,
+        [
+            ("log.retention.hours", "24", STATIC_BROKER_CONFIG),
+            ("log.retention.hours", "168", DEFAULT_CONFIG),
+        ],
+    )
+    assert answer(rows["log.retention.minutes"]) == (
+        "3",
+        STATIC_BROKER_CONFIG,
+        [
+            ("log.retention.minutes", "3", STATIC_BROKER_CONFIG),
+            ("log.retention.hours", "24", STATIC_BROKER_CONFIG),
+            ("log.retention.hours", "168", DEFAULT_CONFIG),
+        ],
+    )
+    assert answer(rows["log.flush.interval.ms"]) == (
+        "500",
+        STATIC_BROKER_CONFIG,
+        [
+            ("log.flush.interval.ms", "500", STATIC_BROKER_CONFIG),
+            ("log.flush.scheduler.interval.ms", str(2**63 - 1), DEFAULT_CONFIG),
+        ],
+    )
+    # The scheduler's own key has no synonym but itself (Kafka matches the group on
+    # log.flush.interval.ms only); log.roll.hours' drops log.roll.ms above it.
+    assert answer(rows["log.flush.scheduler.interval.ms"]) == (
+        str(2**63 - 1),
+        DEFAULT_CONFIG,
+        [("log.flush.scheduler.interval.ms", str(2**63 - 1), DEFAULT_CONFIG)],
+    )
+    rows = describe(["log.roll.ms=60000"], {}, resource=(4, "1"))
+    assert answer(rows["log.roll.hours"]) == (
+        "168",
+        DEFAULT_CONFIG,
+        [("log.roll.hours", "168", DEFAULT_CONFIG)],
+    )
+    assert answer(rows["log.roll.ms"]) == (
+        "60000",
+        STATIC_BROKER_CONFIG,
+        [("log.roll.ms", "60000", STATIC_BROKER_CONFIG), ("log.roll.hours", "168", DEFAULT_CONFIG)],
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "message"),
+    [
+        ("1", 0, None),
+        ("01", 0, None),  # resourceNameToBrokerId: Scala's toInt
+        ("+1", 0, None),
+        ("2", 42, "Unexpected broker id, expected 1 or empty string, but received 2"),
+        ("x", 42, "Broker id must be an integer, but it is: x"),
+        (" 1", 42, "Broker id must be an integer, but it is:  1"),
+        ("2147483648", 42, "Broker id must be an integer, but it is: 2147483648"),
+    ],
+)
+def test_the_broker_resource_is_named_by_an_int_as_kafka_reads_it(
+    name: str, code: int, message: str | None
+) -> None:
+    """Kafka 2.8's ConfigHelper.resourceNameToBrokerId: Integer.parseInt of the name,
+    compared with this broker's id; "01" was refused INVALID_REQUEST."""
+    config = load_broker_config(overrides=["broker.id=1", "zookeeper.connect=z:2181"])
+    a = AdminApis(cast(ZkClient, FakeZk()), MetadataCache(1), lambda: False, config)
+    body = {
+        "resources": [
+            {"resource_type": 4, "resource_name": name, "configuration_keys": ["broker.id"]}
+        ]
+    }
+    (got,) = a.describe_configs(4, body)["results"]
+    assert (got["error_code"], got["error_message"]) == (code, message)
+    assert [c["value"] for c in got["configs"]] == (["1"] if code == 0 else [])
