@@ -63,6 +63,12 @@ class ReplicaAssignmentError(AdminError):
     """A replica assignment given by the user is not valid in this cluster."""
 
 
+class RackInfoError(AdminError):
+    """Some brokers have a rack and some do not, and the assignment is rack-aware
+    (Kafka's AdminOperationException, no ApiException: a broker answers it
+    UNKNOWN_SERVER_ERROR)."""
+
+
 def one_line(problems: list[str] | tuple[str, ...]) -> str:
     """Several problems as one line, for argparse-style error messages."""
     return "; ".join(problems)

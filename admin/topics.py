@@ -28,6 +28,7 @@ from admin.errors import (
     MarkedForDeletionError,
     PartitionCountError,
     Problems,
+    RackInfoError,
     ReassignmentInProgressError,
     ReplicaAssignmentError,
     ReplicationFactorError,
@@ -46,6 +47,7 @@ from broker.config import (
 from controller.assignment import (
     AssignmentError,
     BrokerMetadata,
+    IncompleteRackInfoError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
@@ -139,6 +141,8 @@ def _admin_error(e: AssignmentError) -> AdminError:
         return ReplicationFactorError(str(e))
     if isinstance(e, InvalidPartitionsError):
         return PartitionCountError(str(e))
+    if isinstance(e, IncompleteRackInfoError):
+        return RackInfoError(str(e))
     return AdminError(str(e))
 
 
@@ -187,7 +191,9 @@ class CreateTopicRequest:
     replica_assignment: Mapping[int, Sequence[int]] | None = None
     config: Mapping[str, str] = field(default_factory=dict)
     if_not_exists: bool = False
-    rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED
+    # None: the brokers' racks as they are (a broker's CreateTopics; see
+    # assign_replicas_to_brokers).
+    rack_aware_mode: RackAwareMode | None = RackAwareMode.ENFORCED
 
 
 def parse_create_request(

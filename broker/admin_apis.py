@@ -38,6 +38,7 @@ from admin.errors import (
     MarkedForDeletionError,
     PartitionCountError,
     Problems,
+    RackInfoError,
     ReassignmentInProgressError,
     ReplicaAssignmentError,
     ReplicationFactorError,
@@ -69,7 +70,7 @@ from broker.config_entries import (
     topic_entries,
 )
 from broker.metadata_cache import ZERO_UUID, MetadataCache
-from controller.assignment import BrokerMetadata
+from controller.assignment import BrokerMetadata, IncompleteRackInfoError, broker_metadatas
 from controller.events import ElectionReply, ListingReply, ReassignmentReply
 from controller.reactions import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from wire.errors import ErrorCode
@@ -154,6 +155,8 @@ def error_of(e: Exception) -> TopicError:
         (PartitionCountError, ErrorCode.INVALID_PARTITIONS),
         (ReplicationFactorError, ErrorCode.INVALID_REPLICATION_FACTOR),
         (ReplicaAssignmentError, ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+        # Kafka's AdminOperationException, no ApiException.
+        (RackInfoError, ErrorCode.UNKNOWN_SERVER_ERROR),
         (AdminError, ErrorCode.INVALID_REQUEST),
     )
     for kind, code in codes:
@@ -241,7 +244,9 @@ def creatable_topic(
                 f"partitions listed more than once: {', '.join(twice)}",
             )
         assignment = {int(a["partition_index"]): list(a["broker_ids"]) for a in given}
-        return CreateTopicRequest(name=name, replica_assignment=assignment, config=config)
+        return CreateTopicRequest(
+            name=name, replica_assignment=assignment, config=config, rack_aware_mode=None
+        )
     if partitions == -1:
         partitions = default_partitions
     if replication_factor == -1:
@@ -256,8 +261,15 @@ def creatable_topic(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"replication factor must be larger than 0, not {replication_factor}",
         )
+    # Kafka's ZkAdminManager assigns replicas to its metadata cache's brokers as they are
+    # (no getBrokerMetadatas): some without a rack is AdminUtils' own refusal, not the
+    # command line's.
     return CreateTopicRequest(
-        name=name, partitions=partitions, replication_factor=replication_factor, config=config
+        name=name,
+        partitions=partitions,
+        replication_factor=replication_factor,
+        config=config,
+        rack_aware_mode=None,
     )
 
 
@@ -581,6 +593,18 @@ class AdminApis:
         controller = self.is_controller()
         # One answer per name, a duplicate's too (Kafka's handleCreatePartitionsRequest
         # answers a map): NOT_CONTROLLER first, then INVALID_REQUEST for a duplicate.
+        if topics and controller:
+            try:
+                self._check_racks()
+            except Exception as e:
+                # Kafka's ZkAdminManager.createPartitions reads the brokers first
+                # (getBrokerMetadatas, Enforced), outside any topic's try: the whole
+                # request fails, each entry answered alike (getErrorResponse).
+                refused = _failed(_refused(e, "CreatePartitions"))
+                return {
+                    "throttle_time_ms": 0,
+                    "results": [{"name": t["name"], **refused} for t in topics],
+                }
         results: dict[str, Body] = {}
         # Each grown topic's every partition, the existing ones too: Kafka's
         # DelayedCreatePartitions waits on the whole updated assignment.
@@ -615,6 +639,16 @@ class AdminApis:
             "throttle_time_ms": 0,
             "results": [{"name": n, **r} for n, r in results.items()],
         }
+
+    def _check_racks(self) -> None:
+        """Raise RackInfoError if some registered brokers have a rack and some do not."""
+        registrations = zk_metadata.live_brokers(self.zk, Problems())
+        try:
+            broker_metadatas(zk_metadata.broker_metadatas(registrations.values()))
+        except IncompleteRackInfoError:
+            raise RackInfoError(
+                "Not all brokers have rack information for replica rack aware assignment."
+            ) from None
 
     def _grow_one(self, topic: Body, validate_only: bool) -> list[int]:
         """Give one topic its new partitions (or only check that it can be done); their

@@ -123,9 +123,10 @@ _RANDOM = random.Random()
 
 def broker_metadatas(
     brokers: Iterable[BrokerMetadata | int],
-    rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
+    rack_aware_mode: RackAwareMode | None = RackAwareMode.ENFORCED,
 ) -> list[BrokerMetadata]:
-    """The brokers sorted by id, racks kept or dropped per ``rack_aware_mode``.
+    """The brokers sorted by id, racks kept or dropped per ``rack_aware_mode`` (None:
+    kept as they are).
 
     This is ``AdminZkClient.getBrokerMetadatas``; a bare int is a broker without a rack.
     """
@@ -185,9 +186,15 @@ def assign_replicas_to_brokers(
     fixed_start_index: int | None = None,
     start_partition_id: int | None = None,
     rng: random.Random | None = None,
-    rack_aware_mode: RackAwareMode = RackAwareMode.ENFORCED,
+    rack_aware_mode: RackAwareMode | None = RackAwareMode.ENFORCED,
 ) -> dict[int, list[int]]:
     """Kafka's ``AdminUtils.assignReplicasToBrokers``: partition id -> replica broker ids.
+
+    The brokers are first taken through ``broker_metadatas(brokers, rack_aware_mode)``,
+    as Kafka's tools do (``getBrokerMetadatas``); ``rack_aware_mode`` None takes them as
+    they are, as Kafka 2.8's ZkAdminManager.createTopics passes its metadata cache's: then
+    some brokers without a rack are refused after the replication factor's check, with
+    AdminUtils' own message.
 
     ``fixed_start_index`` (None or negative: random, as Kafka's -1) fixes both the start
     index and the initial replica shift, exactly as Kafka does. Otherwise both are drawn
@@ -216,7 +223,12 @@ def assign_replicas_to_brokers(
             first_partition=first_partition,
             gen=gen,
         )
-    # broker_metadatas either raised on partial rack info or dropped it: every broker has one.
+    if any(m.rack is None for m in metas):
+        # Only without rack_aware_mode: broker_metadatas raised on partial rack info or
+        # dropped it otherwise.
+        raise IncompleteRackInfoError(
+            "Not all brokers have rack information for replica rack aware assignment."
+        )
     racks = {m.id: m.rack for m in metas if m.rack is not None}
     return _assign_rack_aware(
         n_partitions,

@@ -5,6 +5,7 @@ tests/integration/test_admin_wire.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -28,7 +29,13 @@ from admin.errors import (
     TopicExistsError,
     UnknownTopicError,
 )
-from admin.topics import TopicCreationPlan, delete_topic, plan_topic_creation
+from admin.topics import (
+    CreateTopicRequest,
+    TopicCreationPlan,
+    create_topic,
+    delete_topic,
+    plan_topic_creation,
+)
 from broker.admin_apis import AdminApis, TopicError, creatable_topic, error_of
 from broker.apis import SUPPORTED
 from broker.config import ConfigError, load_broker_config
@@ -37,7 +44,7 @@ from broker.metadata_cache import ZERO_UUID, MetadataCache
 from controller import events as ev
 from controller.assignment import BrokerMetadata
 from controller.context import ReplicaAssignment
-from tests.unit.fake_cluster import add_topic, register
+from tests.unit.fake_cluster import add_topic, register, registration
 from tests.unit.fake_zk import FakeZk
 from tests.unit.test_metadata_cache import request as metadata_request
 from tests.unit.test_metadata_cache import state as partition_state
@@ -46,7 +53,12 @@ from wire.errors import ErrorCode
 from wire.protocol import request_codec, response_codec
 from zkdata import paths
 from zkdata.client import ZkClient
-from zkdata.znodes import LEADER_DURING_DELETE, TopicPartition, decode_topic_config
+from zkdata.znodes import (
+    LEADER_DURING_DELETE,
+    TopicPartition,
+    decode_topic_config,
+    encode_broker,
+)
 
 
 def topic(name: str = "t", partitions: int = 3, rf: int = 2, **more: Any) -> dict[str, Any]:
@@ -320,6 +332,7 @@ def test_a_zero_timeout_answers_each_change_made_request_timed_out(
 
     monkeypatch.setattr(a, "_create_one", create_one)
     monkeypatch.setattr(a, "_grow_one", lambda t, *_: [1])
+    monkeypatch.setattr(a, "_check_racks", lambda: None)  # the brokers' racks: none
     monkeypatch.setattr(broker.admin_apis, "delete_topic", lambda _zk, n, **_: deleted.append(n))
     for timeout_ms in (0, -1):
         body = {"topics": [topic("a"), topic("b")], "timeout_ms": timeout_ms}
@@ -833,7 +846,7 @@ def test_create_of_an_existing_topic_is_topic_already_exists(t: dict[str, Any]) 
 
 @pytest.mark.parametrize("name", ["a/b", "", "x" * 300, "with space", ".."])
 def test_delete_of_a_name_no_topic_can_have_is_unknown_topic(
-    name: str, caplog: pytest.LogCaptureFixture
+    name: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Kafka 2.8's handleDeleteTopicsRequest (and ZkAdminManager.createPartitions): a
     name not in its metadata cache is UNKNOWN_TOPIC_OR_PARTITION, whatever the name; it
@@ -845,6 +858,7 @@ def test_delete_of_a_name_no_topic_can_have_is_unknown_topic(
     a = apis(controller=True)
     (got,) = a.delete_topics(5, {"topic_names": [name], "timeout_ms": 0})["responses"]
     assert ErrorCode(got["error_code"]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, got
+    monkeypatch.setattr(a, "_check_racks", lambda: None)  # the brokers' racks: none
     body = {"topics": [{"name": name, "count": 2, "assignments": None}], "timeout_ms": 0}
     (grown,) = a.create_partitions(3, body)["results"]
     assert ErrorCode(grown["error_code"]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, grown
@@ -993,3 +1007,49 @@ def test_a_topic_named_twice_is_answered_as_kafka_2_8_answers_it(
         ("absent", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     ]
     assert deleted == ["t"]
+
+
+def test_brokers_with_only_some_racks_are_an_unknown_server_error_over_the_wire() -> None:
+    """Kafka 2.8: CreateTopics gives the metadata cache's brokers to
+    AdminUtils.assignReplicasToBrokers, which checks the replication factor, then throws
+    AdminOperationException("Not all brokers have rack information for replica rack aware
+    assignment."); CreatePartitions first reads them with getBrokerMetadatas (Enforced),
+    which throws, so the whole request fails. No ApiException: UNKNOWN_SERVER_ERROR. Both
+    were INVALID_REQUEST with zkctl's advice ("Add --disable-rack-aware in command line"),
+    which `zkctl topic create` keeps."""
+    zk, a = zk_cluster("t")
+    racked = dataclasses.replace(registration(3), rack="r1")
+    zk.put(paths.broker(3), encode_broker(racked))
+    body = {
+        "topics": [
+            topic("n", 2, 2),
+            topic("big", 1, 4),
+            topic("given", -1, -1, assignments=[{"partition_index": 0, "broker_ids": [1, 3]}]),
+        ],
+        "timeout_ms": 0,
+        "validate_only": True,
+    }
+    got = {
+        t["name"]: (t["error_code"], t["error_message"]) for t in a.create_topics(7, body)["topics"]
+    }
+    assert got == {
+        "n": (
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            "Not all brokers have rack information for replica rack aware assignment.",
+        ),
+        # the replication factor is checked first; an explicit assignment is not checked
+        "big": (ErrorCode.INVALID_REPLICATION_FACTOR, got["big"][1]),
+        "given": (ErrorCode.NONE, None),
+    }
+    grow = [{"name": n, "count": 2, "assignments": None} for n in ("t", "absent", "t")]
+    grown = a.create_partitions(3, {"topics": grow, "timeout_ms": 0})["results"]
+    assert [(r["name"], r["error_code"]) for r in grown] == [
+        ("t", ErrorCode.UNKNOWN_SERVER_ERROR),
+        ("absent", ErrorCode.UNKNOWN_SERVER_ERROR),
+        ("t", ErrorCode.UNKNOWN_SERVER_ERROR),
+    ]
+    assert all("command line" not in r["error_message"] for r in grown)
+    with pytest.raises(AdminError, match="Add --disable-rack-aware in command line"):
+        create_topic(
+            cast(ZkClient, zk), CreateTopicRequest("z", partitions=1, replication_factor=1)
+        )

@@ -162,6 +162,20 @@ def test_partial_rack_info_is_an_error_when_enforced() -> None:
         assign_replicas_to_brokers(brokers, 3, 2)
 
 
+def test_partial_rack_info_without_a_mode_is_adminutils_own_refusal() -> None:
+    """The brokers as they are (Kafka 2.8's ZkAdminManager.createTopics, no
+    getBrokerMetadatas): AdminUtils checks the replication factor, then refuses partial
+    rack info with its own message, not the command line's."""
+    brokers = [BrokerMetadata(0, "r1"), BrokerMetadata(1), BrokerMetadata(2, "r2")]
+    with pytest.raises(InvalidReplicationFactorError):
+        assign_replicas_to_brokers(brokers, 3, 4, rack_aware_mode=None)
+    with pytest.raises(IncompleteRackInfoError) as e:
+        assign_replicas_to_brokers(brokers, 3, 2, rack_aware_mode=None)
+    assert str(e.value) == (
+        "Not all brokers have rack information for replica rack aware assignment."
+    )
+
+
 @pytest.mark.parametrize("mode", [RackAwareMode.SAFE, RackAwareMode.DISABLED])
 def test_partial_rack_info_ignored_when_safe_or_disabled(mode: RackAwareMode) -> None:
     brokers = [BrokerMetadata(0, "r1"), BrokerMetadata(1), BrokerMetadata(2, "r2")]
