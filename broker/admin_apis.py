@@ -344,6 +344,9 @@ class AdminApis:
                         " when the request's timeout ran out",
                     )
                 )
+                # Kafka sets the id once written (populateIds); an error resets the configs,
+                # partition count and replication factor, not the id.
+                results[name]["topic_id"] = planned[name].topic_id
         repeated = _not_created(_named_twice("Found multiple entries for this topic."))
         return {
             "throttle_time_ms": 0,

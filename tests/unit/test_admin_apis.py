@@ -56,6 +56,7 @@ from zkdata.client import ZkClient
 from zkdata.znodes import (
     LEADER_DURING_DELETE,
     TopicPartition,
+    decode_topic,
     decode_topic_config,
     encode_broker,
 )
@@ -1053,3 +1054,23 @@ def test_brokers_with_only_some_racks_are_an_unknown_server_error_over_the_wire(
         create_topic(
             cast(ZkClient, zk), CreateTopicRequest("z", partitions=1, replication_factor=1)
         )
+
+
+def test_a_created_topic_timed_out_is_answered_with_its_topic_id() -> None:
+    """Kafka 2.8's ZkAdminManager.createTopics sets the topic id right after the write
+    (populateIds), and handleCreateTopicsResults resets only the configs, partition count
+    and replication factor of a topic answered an error: REQUEST_TIMED_OUT v7+ carries
+    the id written. It was the zero UUID."""
+    zk, a = zk_cluster()
+    (got,) = a.create_topics(7, {"topics": [topic("new", 2, 1)], "timeout_ms": 0})["topics"]
+    got = encodes(ApiKey.CREATE_TOPICS, 7, {"throttle_time_ms": 0, "topics": [got]})["topics"][0]
+    written = zk.get(paths.topic("new"))
+    assert written is not None
+    topic_id = decode_topic("new", written[0]).topic_id
+    assert topic_id not in (None, ZERO_UUID)
+    assert (got["error_code"], got["topic_id"]) == (ErrorCode.REQUEST_TIMED_OUT, topic_id)
+    assert (got["num_partitions"], got["replication_factor"], got["configs"]) == (-1, -1, [])
+    # Refused before the write: no id.
+    (again,) = a.create_topics(7, {"topics": [topic("new", 2, 1)], "timeout_ms": 0})["topics"]
+    assert again["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS
+    assert again.get("topic_id", ZERO_UUID) == ZERO_UUID
