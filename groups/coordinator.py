@@ -864,6 +864,10 @@ class GroupCoordinator:
         generation_id: int,
         group_instance_id: str | None = None,
     ) -> ErrorCode:
+        # (Kafka's isValidGroupId: an empty group id is taken by OffsetCommit,
+        # OffsetFetch, DescribeGroups and DeleteGroups alone.)
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
         with self._cond:
             error = self._state_of(group_id)
             if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
@@ -894,6 +898,8 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode, list[ErrorCode]]:
         """LeaveGroup of (member id, group instance id) pairs: the group's error, and
         each member's, in order (none when the group's is not NONE)."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, []
         with self._cond:
             error = self._state_of(group_id)
             if error != ErrorCode.NONE:

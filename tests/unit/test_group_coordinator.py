@@ -1270,6 +1270,10 @@ def test_join_refusals(node: Node) -> None:
     assert sync(groups, G1, "never-joined", 1).error == ErrorCode.UNKNOWN_MEMBER_ID
     assert groups.heartbeat(G1, "never-joined", 1) == ErrorCode.UNKNOWN_MEMBER_ID
     assert sync(groups, "", "m", 1).error == ErrorCode.INVALID_GROUP_ID
+    # Only OffsetCommit, OffsetFetch, DescribeGroups and DeleteGroups take an empty group
+    # id (Kafka 2.8's isValidGroupId).
+    assert groups.heartbeat("", "m", 1) == ErrorCode.INVALID_GROUP_ID
+    assert groups.leave_group_members("", [("m", None)]) == (ErrorCode.INVALID_GROUP_ID, [])
 
 
 # --- 6. the partition moving away ---------------------------------------------------------
