@@ -17,7 +17,9 @@ The states are Kafka's: Empty (no members; offsets may still be committed), Prep
 (members are rejoining; the join phase ends when every known member has, or at the rebalance
 timeout, dropping those that did not), CompletingRebalance (the new generation is formed and
 the leader computes the assignment; it ends at the leader's SyncGroup), Stable, and Dead
-(the group's partition moved away from this coordinator).
+(the group's partition moved away from this coordinator). Each member of a generation owes
+a SyncGroup within the rebalance timeout of its start, the group Stable by then or not:
+those that sent none are dropped then, and the group rebalances.
 """
 
 from __future__ import annotations
@@ -167,7 +169,11 @@ class Group:
         # up to its rebalance timeout (Kafka's InitialDelayedJoin).
         self.join_deadline_ms = 0
         self.initial_join_limit_ms: int | None = None
-        # CompletingRebalance: when a member that has not sent SyncGroup is dropped.
+        # The members of the generation that have not sent SyncGroup since it was formed
+        # (Kafka's pendingSyncMembers): at sync_deadline_ms, its start plus the rebalance
+        # timeout, those still here are dropped and the group rebalances, whether it is
+        # CompletingRebalance or Stable by then (Kafka's DelayedSync).
+        self.pending_sync: set[str] = set()
         self.sync_deadline_ms = 0
 
     # --- queries ---------------------------------------------------------------------
@@ -378,6 +384,10 @@ class Group:
         self.static_members[group_instance_id] = new_member_id
         if self.leader == old_member_id:
             self.leader = new_member_id
+        if old_member_id in self.pending_sync:
+            # The instance still owes the generation its SyncGroup, under its new id.
+            self.pending_sync.discard(old_member_id)
+            self.pending_sync.add(new_member_id)
         if self.state is GroupState.STABLE and self.select_protocol() == self.protocol_name:
             # Its assignment stays; the answer names the leader as it was, so that a
             # member replacing the leader does not compute an assignment a Stable group
@@ -422,9 +432,13 @@ class Group:
         self.static_members[replacement.group_instance_id] = replacement.old_member_id
         if self.leader == replacement.new_member_id:
             self.leader = replacement.old_member_id
+        if replacement.new_member_id in self.pending_sync:
+            self.pending_sync.discard(replacement.new_member_id)
+            self.pending_sync.add(replacement.old_member_id)
         return answers
 
     def _prepare_rebalance(self, now_ms: int, answers: Answers, *, new_member: bool) -> None:
+        self.pending_sync.clear()  # the next generation's members owe their own
         if self.state is GroupState.COMPLETING_REBALANCE:
             self.storing = None  # a write under way is for a generation that ends
             # The assignment being computed is for members that are changing: the
@@ -499,6 +513,8 @@ class Group:
         self.protocol_name = self.select_protocol()
         self.state = GroupState.COMPLETING_REBALANCE
         self.sync_deadline_ms = now_ms + max(m.rebalance_timeout_ms for m in self.members.values())
+        # (Static members that did not rejoin too, as Kafka's: they are members.)
+        self.pending_sync = set(self.members)
         for member in self.members.values():
             rejoined = member.awaiting_join
             member.awaiting_join = False
@@ -549,6 +565,7 @@ class Group:
         member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
         if self.state is GroupState.PREPARING_REBALANCE:
             return answer(ErrorCode.REBALANCE_IN_PROGRESS)
+        self.pending_sync.discard(member_id)
         if self.state is GroupState.STABLE:
             return answer(ErrorCode.NONE, member.assignment)
         # CompletingRebalance
@@ -752,7 +769,16 @@ class Group:
         return errors, answers
 
     def _remove(self, member_id: str, now_ms: int, wall_ms: int, answers: Answers) -> None:
+        self._forget(member_id, answers)
+        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(now_ms, answers, new_member=False)
+        self._maybe_complete_join(now_ms, wall_ms, answers)
+
+    def _forget(self, member_id: str, answers: Answers) -> None:
+        """The member leaves the group (Kafka's GroupMetadata.remove); a request of its
+        still waiting is answered UNKNOWN_MEMBER_ID."""
         member = self.members.pop(member_id)
+        self.pending_sync.discard(member_id)
         instance_id = member.group_instance_id
         if instance_id is not None and self.static_members.get(instance_id) == member_id:
             del self.static_members[instance_id]
@@ -762,14 +788,11 @@ class Group:
             answers.syncs[member_id] = SyncAnswer(ErrorCode.UNKNOWN_MEMBER_ID)
         if self.leader == member_id:
             self.leader = next(iter(self.members), "")
-        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(now_ms, answers, new_member=False)
-        self._maybe_complete_join(now_ms, wall_ms, answers)
 
     def tick(self, now_ms: int, *, wall_ms: int | None = None) -> Answers:
         """Time passes: members whose session expired are dropped, pending members that
         never rejoined forgotten, a join phase past its deadline completed, and members
-        that did not send SyncGroup within the rebalance timeout dropped."""
+        of a generation that did not send SyncGroup within the rebalance timeout dropped."""
         answers = Answers()
         wall = now_ms if wall_ms is None else wall_ms
         if self.state is GroupState.DEAD:
@@ -777,11 +800,11 @@ class Group:
         for member_id, deadline in list(self.pending_members.items()):
             if now_ms >= deadline:
                 del self.pending_members[member_id]
-        if self.state is GroupState.COMPLETING_REBALANCE and now_ms >= self.sync_deadline_ms:
-            for member_id in [m for m, x in self.members.items() if not x.awaiting_sync]:
-                # (a join phase that a removal ends at once may have dropped it already)
-                if member_id in self.members:
-                    self._remove(member_id, now_ms, wall, answers)
+        if self.pending_sync and now_ms >= self.sync_deadline_ms:
+            # Kafka's onExpirePendingSync: all of them go, then one rebalance.
+            for member_id in [m for m in self.members if m in self.pending_sync]:
+                self._forget(member_id, answers)
+            self._prepare_rebalance(now_ms, answers, new_member=False)
         for member_id in [
             m
             for m, x in self.members.items()
@@ -804,7 +827,7 @@ class Group:
         ]
         if self.state is GroupState.PREPARING_REBALANCE:
             deadlines.append(self.join_deadline_ms)
-        if self.state is GroupState.COMPLETING_REBALANCE:
+        if self.pending_sync:
             deadlines.append(self.sync_deadline_ms)
         return min(deadlines, default=None)
 
@@ -822,6 +845,7 @@ class Group:
             m.awaiting_join = m.awaiting_sync = False
         self.state = GroupState.DEAD
         self.storing = None
+        self.pending_sync.clear()  # (Kafka's onGroupUnloaded: removeSyncExpiration)
         return answers
 
     # --- OffsetCommit ------------------------------------------------------------------

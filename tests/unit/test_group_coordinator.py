@@ -1232,6 +1232,30 @@ def test_a_held_sync_is_answered_when_the_leaders_never_comes(node: Node) -> Non
     assert groups.heartbeat(G0, first.member_id, 2) == ErrorCode.UNKNOWN_MEMBER_ID
 
 
+def test_a_follower_that_never_syncs_is_dropped_from_the_stable_group(node: Node) -> None:
+    """The ticker ends the sync phase of a Stable group too (Kafka 2.8's DelayedSync): the
+    follower that never sent SyncGroup, though it heartbeats, is dropped at the rebalance
+    timeout and the leader rejoins alone."""
+    groups = node.groups
+    rebalance_ms = 600
+    first = stable_member(groups, G0, rebalance_ms=rebalance_ms)
+    second = Call(lambda: join(groups, G0, client_id="second", rebalance_ms=rebalance_ms))
+    wait_until("the second member in the group", lambda: len(member_ids(groups, G0)) == 2)
+    assert join(groups, G0, first.member_id, rebalance_ms=rebalance_ms).generation_id == 2
+    follower = second.answer().member_id
+    started = time.monotonic()
+    assert sync(groups, G0, first.member_id, 2).error == ErrorCode.NONE
+    assert state_of(groups, G0)["group_state"] == GroupState.STABLE.value
+    assert groups.heartbeat(G0, follower, 2) == ErrorCode.NONE
+    wait_until("the follower dropped", lambda: member_ids(groups, G0) == {first.member_id})
+    assert time.monotonic() - started >= rebalance_ms / 1000 * 0.5
+    assert groups.heartbeat(G0, follower, 2) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert groups.heartbeat(G0, first.member_id, 2) == ErrorCode.REBALANCE_IN_PROGRESS
+    again = join(groups, G0, first.member_id, rebalance_ms=rebalance_ms)
+    assert (again.error, again.generation_id) == (ErrorCode.NONE, 3)
+    assert dict(again.members) == {first.member_id: b"range-meta"}
+
+
 def test_a_member_asking_again_gets_its_first_request_answered_rebalance_in_progress(
     node: Node,
 ) -> None:

@@ -1003,6 +1003,61 @@ def test_the_sync_deadline_with_a_zero_rebalance_timeout() -> None:
     assert group.generation_id == 2
 
 
+def test_a_member_that_never_syncs_is_dropped_from_a_stable_group_at_the_sync_deadline() -> None:
+    """Kafka 2.8's schedulePendingSync/onExpirePendingSync: every member of a generation
+    owes a SyncGroup within the rebalance timeout, in CompletingRebalance or Stable; those
+    that did not send one by then are removed and the group rebalances. Regression: the
+    leader's SyncGroup made the group Stable and the deadline was forgotten, so a member
+    that heartbeats and never syncs (it has no assignment) stayed for good."""
+    group = completing_group("a", "b", "c")
+    assert group.pending_sync == {"a", "b", "c"}
+    sync(group, "a", 1, DELAY + 100, {"a": b"A", "b": b"B", "c": b"C"})
+    assert state(group) is GroupState.STABLE
+    # b asks for its assignment in the Stable group: it owes nothing more
+    assert sync(group, "b", 1, DELAY + 200).syncs["b"].assignment == b"B"
+    assert group.pending_sync == {"c"}
+    assert group.next_deadline_ms() == DELAY + 100 + SESSION  # c's session, from a's sync
+    now = DELAY + 200
+    while now + 1000 < DELAY + REBALANCE:
+        now += 1000
+        for member_id in ("a", "b", "c"):
+            assert group.heartbeat(member_id=member_id, generation_id=1, now_ms=now) == (
+                ErrorCode.NONE
+            )
+        assert not group.tick(now)
+    assert group.next_deadline_ms() == DELAY + REBALANCE
+    assert not group.tick(DELAY + REBALANCE - 1)
+    answers = group.tick(DELAY + REBALANCE)
+    assert not answers
+    assert list(group.members) == ["a", "b"]
+    assert state(group) is GroupState.PREPARING_REBALANCE
+    assert not group.pending_sync
+    assert group.join_deadline_ms == DELAY + REBALANCE + REBALANCE
+    answer = group.heartbeat(member_id="c", generation_id=1, now_ms=DELAY + REBALANCE)
+    assert answer == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_rebalance_forgets_who_owed_a_sync() -> None:
+    """Kafka's prepareRebalance cancels the pending sync (removeSyncExpiration): the next
+    generation's members owe one from its own start."""
+    group = completing_group("a", "b", "c", session=60_000)
+    sync(group, "a", 1, DELAY, {"a": b"A"})
+    assert group.pending_sync == {"b", "c"}
+    group.leave(["c"], DELAY + 10)
+    assert state(group) is GroupState.PREPARING_REBALANCE
+    assert not group.pending_sync
+    rejoin(group, "a", DELAY + 20, session=60_000)
+    rejoin(group, "b", DELAY + 20, session=60_000)
+    assert state(group) is GroupState.COMPLETING_REBALANCE
+    assert group.pending_sync == {"a", "b"}
+    sync(group, "a", 2, DELAY + 30, {"a": b"A", "b": b"B"})
+    assert not group.tick(DELAY + REBALANCE)  # generation 1's deadline is gone
+    assert group.tick(DELAY + 20 + REBALANCE - 1) == Answers()
+    group.tick(DELAY + 20 + REBALANCE)
+    assert list(group.members) == ["a"]
+    assert state(group) is GroupState.PREPARING_REBALANCE
+
+
 # --- unload -----------------------------------------------------------------------------------
 
 
@@ -1313,6 +1368,7 @@ def _snapshot(group: Group) -> tuple[object, ...]:
         dict(group.pending_members),
         group.join_deadline_ms,
         group.sync_deadline_ms,
+        set(group.pending_sync),
         group.initial_join_limit_ms,
     )
 
@@ -1584,7 +1640,13 @@ class Driver:
         if group.state is GroupState.PREPARING_REBALANCE:
             assert deadline is not None
             assert deadline <= group.join_deadline_ms
-        if group.state is GroupState.COMPLETING_REBALANCE:
+        # Whoever of the generation owes a SyncGroup is timed by the sync deadline; in
+        # CompletingRebalance at least the leader does (its SyncGroup ends the state).
+        assert group.pending_sync <= set(members)
+        if group.state is GroupState.COMPLETING_REBALANCE and group.storing is None:
+            assert group.leader in group.pending_sync
+        if group.pending_sync:
+            assert group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
             assert deadline is not None
             assert deadline <= group.sync_deadline_ms
 

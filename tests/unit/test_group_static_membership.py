@@ -155,6 +155,29 @@ def test_a_persisted_group_is_written_before_the_answer_and_put_back_if_that_fai
     assert group.heartbeat(member_id="b1", generation_id=1, now_ms=DELAY + 20) == ErrorCode.NONE
 
 
+def test_a_restart_in_a_stable_group_still_owes_the_generation_its_sync() -> None:
+    """A static member that has not sent SyncGroup in its generation restarts into the
+    Stable group: under its new id it still owes one by the sync deadline (Kafka 2.8's
+    pendingSyncMembers, left here naming the old id, would have it fail at the deadline)."""
+    group = Group("g", LIMITS, persist=True)
+    join_static(group, "a", "a1", 0)
+    join_static(group, "b", "b1", 0)
+    group.tick(DELAY)
+    sync(group, "a1", 1, DELAY, {"a1": b"A", "b1": b"B"})
+    group.assignment_stored(1, DELAY)
+    assert state(group) is GroupState.STABLE
+    assert group.pending_sync == {"b1"}
+    answers = join_static(group, "b", "b2", DELAY + 10)
+    assert answers.replacement is not None
+    assert group.pending_sync == {"b2"}
+    group.static_replacement_failed(answers.replacement, ErrorCode.NOT_COORDINATOR)
+    assert group.pending_sync == {"b1"}
+    answers = join_static(group, "b", "b3", DELAY + 20)
+    assert group.pending_sync == {"b3"}
+    assert sync(group, "b3", 1, DELAY + 30).syncs["b3"].assignment == b"B"
+    assert not group.pending_sync
+
+
 def test_a_changed_protocol_on_restart_rebalances() -> None:
     group = Group("g", LIMITS)
     both = (("range", b"range-meta"), ("roundrobin", b"rr-meta"))
