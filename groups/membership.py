@@ -164,11 +164,17 @@ class Group:
         # Members told MEMBER_ID_REQUIRED (JoinGroup v4+) that have not rejoined yet:
         # member id -> deadline; the join phase waits for them, as for known members.
         self.pending_members: dict[str, int] = {}
-        # PreparingRebalance: when the join phase ends at the latest. A new group's first
-        # rebalance waits initial_rebalance_delay_ms more with each member that joins,
-        # up to its rebalance timeout (Kafka's InitialDelayedJoin).
+        # PreparingRebalance: when the join phase ends at the latest. One from Empty
+        # (Kafka's InitialDelayedJoin) ends only then: it waits initial_rebalance_delay_ms
+        # whole; if a new member joined meanwhile (new_member_added: only at generation
+        # 0, as Kafka's addMemberAndRebalance marks it), another delay from its end, of
+        # no more than initial_join_remaining_ms, what the rebalance timeout leaves after
+        # the delays so far; and so on. None: a phase of another kind.
         self.join_deadline_ms = 0
-        self.initial_join_limit_ms: int | None = None
+        self.initial_join_remaining_ms: int | None = None
+        # (Cleared only by an extension, as Kafka's: a phase that ended with nothing left
+        # to extend by leaves it set for the next one from Empty.)
+        self.new_member_added = False
         # The members of the generation that have not sent SyncGroup since it was formed
         # (Kafka's pendingSyncMembers): at sync_deadline_ms, its start plus the rebalance
         # timeout, those still here are dropped and the group rebalances, whether it is
@@ -311,7 +317,9 @@ class Group:
                 self.leader = member_id
             member.awaiting_join = True
             member.heartbeat_deadline_ms = now_ms + session_timeout_ms
-            self._prepare_rebalance(now_ms, answers, new_member=True)
+            if self.state is GroupState.PREPARING_REBALANCE and self.generation_id == 0:
+                self.new_member_added = True
+            self._prepare_rebalance(now_ms, answers)
             self._maybe_complete_join(now_ms, wall, answers)
             return answers
 
@@ -329,7 +337,7 @@ class Group:
             return answers
         member.protocols = protocols
         member.awaiting_join = True
-        self._prepare_rebalance(now_ms, answers, new_member=False)
+        self._prepare_rebalance(now_ms, answers)
         self._maybe_complete_join(now_ms, wall, answers)
         return answers
 
@@ -408,7 +416,7 @@ class Group:
         # Stable with another protocol to choose, CompletingRebalance (the leader may be
         # assigning to the old id): a rebalance. PreparingRebalance: it joins this one.
         member.awaiting_join = True
-        self._prepare_rebalance(now_ms, answers, new_member=False)
+        self._prepare_rebalance(now_ms, answers)
         self._maybe_complete_join(now_ms, wall_ms, answers)
         return answers
 
@@ -437,7 +445,7 @@ class Group:
             self.pending_sync.add(replacement.old_member_id)
         return answers
 
-    def _prepare_rebalance(self, now_ms: int, answers: Answers, *, new_member: bool) -> None:
+    def _prepare_rebalance(self, now_ms: int, answers: Answers) -> None:
         self.pending_sync.clear()  # the next generation's members owe their own
         if self.state is GroupState.COMPLETING_REBALANCE:
             self.storing = None  # a write under way is for a generation that ends
@@ -446,33 +454,35 @@ class Group:
             self._answer_syncs(answers, ErrorCode.REBALANCE_IN_PROGRESS, now_ms)
         rebalance_timeout = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
         if self.state is GroupState.EMPTY:
-            self.initial_join_limit_ms = now_ms + rebalance_timeout
-            self.join_deadline_ms = min(
-                now_ms + self.limits.initial_rebalance_delay_ms, self.initial_join_limit_ms
-            )
+            delay = self.limits.initial_rebalance_delay_ms
+            self.join_deadline_ms = now_ms + delay
+            self.initial_join_remaining_ms = max(rebalance_timeout - delay, 0)
         elif self.state is GroupState.PREPARING_REBALANCE:
-            if new_member and self.initial_join_limit_ms is not None:
-                self.join_deadline_ms = min(
-                    max(self.join_deadline_ms, now_ms + self.limits.initial_rebalance_delay_ms),
-                    self.initial_join_limit_ms,
-                )
             return
         else:
-            self.initial_join_limit_ms = None
+            self.initial_join_remaining_ms = None
             self.join_deadline_ms = now_ms + rebalance_timeout
         self.state = GroupState.PREPARING_REBALANCE
 
     def _maybe_complete_join(self, now_ms: int, wall_ms: int, answers: Answers) -> None:
         if self.state is not GroupState.PREPARING_REBALANCE:
             return
-        waiting_initial = self.initial_join_limit_ms is not None and now_ms < self.join_deadline_ms
+        remaining = self.initial_join_remaining_ms
+        if self.members and remaining is not None:
+            # Every member having joined does not end it: only a delay's end does.
+            while now_ms >= self.join_deadline_ms:
+                if not (self.new_member_added and remaining):
+                    self._complete_join(now_ms, wall_ms, answers)
+                    return
+                self.new_member_added = False
+                delay = min(self.limits.initial_rebalance_delay_ms, remaining)
+                remaining -= delay
+                self.initial_join_remaining_ms = remaining
+                self.join_deadline_ms += delay
+            return
         # With no member left (the last one left during the initial delay, or while the
         # phase waited for a pending member) there is nobody to wait for: the group is Empty.
-        if (
-            not self.members
-            or (self._all_joined() and not waiting_initial)
-            or now_ms >= self.join_deadline_ms
-        ):
+        if not self.members or self._all_joined() or now_ms >= self.join_deadline_ms:
             self._complete_join(now_ms, wall_ms, answers)
 
     def _complete_join(self, now_ms: int, wall_ms: int, answers: Answers) -> None:
@@ -489,14 +499,14 @@ class Group:
         # phase waits another rebalance timeout (Kafka's "no members rejoined").
         joined = [m for m in self.members.values() if m.awaiting_join]
         if self.members and not joined:
-            self.initial_join_limit_ms = None
+            self.initial_join_remaining_ms = None
             self.join_deadline_ms = now_ms + max(
                 m.rebalance_timeout_ms for m in self.members.values()
             )
             return
         # Pending members stay until their own deadline (Kafka keeps them until their
         # session timeout): one that rejoins after this phase joins the next.
-        self.initial_join_limit_ms = None
+        self.initial_join_remaining_ms = None
         self.generation_id += 1
         if not self.members:
             self.state = GroupState.EMPTY
@@ -612,7 +622,7 @@ class Group:
         ):
             self.storing = None
             self._answer_syncs(answers, error, now_ms)
-            self._prepare_rebalance(now_ms, answers, new_member=False)
+            self._prepare_rebalance(now_ms, answers)
         return answers
 
     def to_metadata(self, wall_ms: int) -> GroupMetadata:
@@ -771,7 +781,7 @@ class Group:
     def _remove(self, member_id: str, now_ms: int, wall_ms: int, answers: Answers) -> None:
         self._forget(member_id, answers)
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(now_ms, answers, new_member=False)
+            self._prepare_rebalance(now_ms, answers)
         self._maybe_complete_join(now_ms, wall_ms, answers)
 
     def _forget(self, member_id: str, answers: Answers) -> None:
@@ -804,7 +814,7 @@ class Group:
             # Kafka's onExpirePendingSync: all of them go, then one rebalance.
             for member_id in [m for m in self.members if m in self.pending_sync]:
                 self._forget(member_id, answers)
-            self._prepare_rebalance(now_ms, answers, new_member=False)
+            self._prepare_rebalance(now_ms, answers)
         for member_id in [
             m
             for m, x in self.members.items()

@@ -98,12 +98,18 @@ def sync(
 
 
 def completing_group(*ids: str, limits: GroupLimits = LIMITS, **kw: Any) -> Group:
-    """A group whose members joined at 0 and got generation 1 at the end of the initial
-    delay (at DELAY): CompletingRebalance, the first id leading."""
+    """A group whose members joined together and got generation 1 at the end of the
+    initial delay, at DELAY: CompletingRebalance, the first id leading. (Several members
+    join at -DELAY: the others joining in the first delay, it is extended by one more,
+    from its end at 0, as Kafka's InitialDelayedJoin.)"""
     group = Group("g", limits)
+    delay = limits.initial_rebalance_delay_ms
+    start = -delay if len(ids) > 1 else 0
     for member_id in ids:
-        join_new(group, member_id, 0, **kw)
-    answers = group.tick(limits.initial_rebalance_delay_ms)
+        join_new(group, member_id, start, **kw)
+    if start < 0:
+        assert not group.tick(0)
+    answers = group.tick(delay)
     assert set(answers.joins) == set(ids)
     assert state(group) is GroupState.COMPLETING_REBALANCE
     return group
@@ -174,23 +180,77 @@ def test_first_member_waits_the_initial_delay_then_leads_generation_1() -> None:
 
 
 def test_initial_delay_grows_with_each_new_member_up_to_the_rebalance_timeout() -> None:
+    """Kafka 2.8's InitialDelayedJoin: when a delay ends and a new member joined during
+    it, the phase waits another delay from then (no more than what is left of the first
+    member's rebalance timeout); a delay in which nobody new joined ends it."""
     group = Group("g", LIMITS)
     join_new(group, "a", 0, rebalance=10_000)
     assert group.next_deadline_ms() == 3000
     join_new(group, "b", 2000, rebalance=10_000)
-    assert group.next_deadline_ms() == 5000
+    assert group.next_deadline_ms() == 3000  # extended only when the delay ends
     # a known member rejoining does not extend it
     rejoin(group, "a", 2500, rebalance=10_000)
-    assert group.next_deadline_ms() == 5000
+    assert not group.tick(2999)
+    assert not group.tick(3000)
+    assert group.next_deadline_ms() == 6000
     join_new(group, "c", 4500, rebalance=10_000)
-    assert group.next_deadline_ms() == 7500
+    assert not group.tick(6000)
+    assert group.next_deadline_ms() == 9000
     join_new(group, "d", 8000, rebalance=10_000)
-    assert group.next_deadline_ms() == 10_000  # bounded by the first member's timeout
+    assert not group.tick(9000)
+    assert group.next_deadline_ms() == 10_000  # what is left of the rebalance timeout
     assert not group.tick(9999)
     answers = group.tick(10_000)
     assert set(answers.joins) == {"a", "b", "c", "d"}
     assert all(a.generation_id == 1 for a in answers.joins.values())
     assert group.generation_id == 1
+
+
+def test_an_initial_delay_in_which_nobody_new_joins_ends_the_phase() -> None:
+    group = Group("g", LIMITS)
+    join_new(group, "a", 0)
+    join_new(group, "b", 100)  # during the first delay: one more, counted from its end
+    assert not group.tick(DELAY)
+    assert group.next_deadline_ms() == 2 * DELAY
+    rejoin(group, "b", DELAY + 500)
+    assert not group.tick(2 * DELAY - 1)
+    assert set(group.tick(2 * DELAY).joins) == {"a", "b"}
+
+
+def test_the_first_initial_delay_is_whole_even_past_the_rebalance_timeout() -> None:
+    """Kafka's prepareRebalance waits group.initial.rebalance.delay.ms whole, and only
+    what the rebalance timeout leaves after it (here nothing) may extend it."""
+    group = Group("g", LIMITS)
+    join_new(group, "a", 0, rebalance=1000)
+    assert group.next_deadline_ms() == DELAY
+    join_new(group, "b", 500, rebalance=1000)
+    assert not group.tick(1000)
+    assert set(group.tick(DELAY).joins) == {"a", "b"}
+
+
+def test_an_empty_group_of_a_later_generation_waits_one_initial_delay() -> None:
+    """Kafka's addMemberAndRebalance marks a new member for another delay only while the
+    group is at generation 0."""
+    group = stable_group("a")
+    group.leave(["a"], 4000)
+    assert (group.generation_id, state(group)) == (2, GroupState.EMPTY)
+    join_new(group, "b", 5000)
+    join_new(group, "c", 7000)
+    assert set(group.tick(5000 + DELAY).joins) == {"b", "c"}
+
+
+def test_a_mark_left_by_a_phase_with_no_time_to_extend_extends_the_next_one() -> None:
+    """Kafka's newMemberAdded is cleared only by an extension: one set in a first phase
+    whose rebalance timeout left nothing to extend by extends the next phase from Empty."""
+    group = Group("g", LIMITS)
+    join_new(group, "a", 0, rebalance=1000)
+    join_new(group, "b", 100, rebalance=1000)
+    assert set(group.tick(DELAY).joins) == {"a", "b"}
+    group.leave(["a", "b"], DELAY + 10)
+    assert state(group) is GroupState.EMPTY
+    join_new(group, "c", 10_000)
+    assert not group.tick(10_000 + DELAY)
+    assert set(group.tick(10_000 + 2 * DELAY).joins) == {"c"}
 
 
 def test_without_an_initial_delay_a_first_member_is_answered_at_once() -> None:
@@ -207,7 +267,7 @@ def test_two_members_leader_gets_every_members_metadata_follower_none() -> None:
     join_new(group, "a", 0, protocols=(("range", b"a-meta"),))
     join_new(group, "b", 100, protocols=(("range", b"b-meta"),))
     assert group.leader == "a"
-    answers = group.tick(DELAY + 100)
+    answers = group.tick(2 * DELAY)  # b joined in the first delay: one more
     assert answers.joins == {
         "a": JoinAnswer(
             ErrorCode.NONE, 1, "consumer", "range", "a", "a", (("a", b"a-meta"), ("b", b"b-meta"))
@@ -931,7 +991,7 @@ def test_protocol_selection_by_votes(preferences: tuple[tuple[str, ...], ...], c
     for member_id, names in zip(ids, preferences, strict=True):
         join_new(group, member_id, 0, protocols=_protocols(*names))
     assert group.select_protocol() == chosen
-    answers = group.tick(DELAY)
+    answers = group.tick(2 * DELAY)
     assert group.protocol_name == chosen
     leader = answers.joins["m0"]
     assert leader.protocol_name == chosen
@@ -994,9 +1054,10 @@ def test_the_sync_deadline_with_a_zero_rebalance_timeout() -> None:
     group = Group("g", GroupLimits(1000, 60_000, 50))
     join_new(group, "b", 0, rebalance=100)
     join_new(group, "a", 10, rebalance=0)
-    assert set(group.tick(60).joins) == {"a", "b"}
-    assert group.sync_deadline_ms == 160
-    answers = group.tick(160)
+    assert not group.tick(50)  # a joined in the delay: 50 more, all the timeout leaves
+    assert set(group.tick(100).joins) == {"a", "b"}
+    assert group.sync_deadline_ms == 200
+    answers = group.tick(200)
     assert not answers
     assert state(group) is GroupState.EMPTY
     assert not group.members
@@ -1369,7 +1430,8 @@ def _snapshot(group: Group) -> tuple[object, ...]:
         group.join_deadline_ms,
         group.sync_deadline_ms,
         set(group.pending_sync),
-        group.initial_join_limit_ms,
+        group.initial_join_remaining_ms,
+        group.new_member_added,
     )
 
 

@@ -52,12 +52,15 @@ def join_static(
 
 def stable_static_group(*instances: str, persist: bool = False, session: int = SESSION) -> Group:
     """Static members ("a" and "b" unless named; member ids "a1", "b1"..., the first
-    leading), Stable at generation 1 at DELAY, each assigned its instance id upper-cased."""
+    leading), Stable at generation 1 at DELAY, each assigned its instance id upper-cased.
+    (Several join at -DELAY: see completing_group.)"""
     instances = instances or ("a", "b")
     ids = [f"{i}1" for i in instances]
     group = Group("g", LIMITS, persist=persist)
+    start = -DELAY if len(ids) > 1 else 0
     for instance, member_id in zip(instances, ids, strict=True):
-        join_static(group, instance, member_id, 0, session=session)
+        join_static(group, instance, member_id, start, session=session)
+    assert not group.tick(0)
     answers = group.tick(DELAY)
     assert set(answers.joins) == set(ids)
     assert answers.joins[ids[0]].instance_ids == instances
@@ -160,8 +163,8 @@ def test_a_restart_in_a_stable_group_still_owes_the_generation_its_sync() -> Non
     Stable group: under its new id it still owes one by the sync deadline (Kafka 2.8's
     pendingSyncMembers, left here naming the old id, would have it fail at the deadline)."""
     group = Group("g", LIMITS, persist=True)
-    join_static(group, "a", "a1", 0)
-    join_static(group, "b", "b1", 0)
+    join_static(group, "a", "a1", -DELAY)  # (see completing_group)
+    join_static(group, "b", "b1", -DELAY)
     group.tick(DELAY)
     sync(group, "a1", 1, DELAY, {"a1": b"A", "b1": b"B"})
     group.assignment_stored(1, DELAY)
@@ -181,8 +184,8 @@ def test_a_restart_in_a_stable_group_still_owes_the_generation_its_sync() -> Non
 def test_a_changed_protocol_on_restart_rebalances() -> None:
     group = Group("g", LIMITS)
     both = (("range", b"range-meta"), ("roundrobin", b"rr-meta"))
-    join_static(group, "a", "a1", 0, protocols=both)
-    join_static(group, "b", "b1", 0, protocols=both)
+    join_static(group, "a", "a1", -DELAY, protocols=both)  # (see completing_group)
+    join_static(group, "b", "b1", -DELAY, protocols=both)
     group.tick(DELAY)
     sync(group, "b1", 1, DELAY)
     sync(group, "a1", 1, DELAY, {"a1": b"A", "b1": b"B"})
@@ -200,8 +203,8 @@ def test_a_changed_protocol_on_restart_rebalances() -> None:
 
 def test_a_restart_during_completing_rebalance_rebalances_and_fences_the_old_sync() -> None:
     group = Group("g", LIMITS)
-    join_static(group, "a", "a1", 0)
-    join_static(group, "b", "b1", 0)
+    join_static(group, "a", "a1", -DELAY)  # (see completing_group)
+    join_static(group, "b", "b1", -DELAY)
     group.tick(DELAY)
     assert not sync(group, "b1", 1, DELAY)  # b1 waits for the leader's assignment
     answers = join_static(group, "b", "b2", DELAY + 5)
@@ -246,8 +249,8 @@ def test_a_join_phase_keeps_a_static_member_that_did_not_rejoin() -> None:
 
 def test_a_dynamic_member_that_did_not_rejoin_is_dropped_beside_static_ones() -> None:
     group = Group("g", LIMITS)
-    join_static(group, "a", "a1", 0)
-    _join(group, "", "d1", 0)  # dynamic
+    join_static(group, "a", "a1", -DELAY)  # (see completing_group)
+    _join(group, "", "d1", -DELAY)  # dynamic
     group.tick(DELAY)
     sync(group, "d1", 1, DELAY)
     sync(group, "a1", 1, DELAY, {"a1": b"A", "d1": b"D"})
