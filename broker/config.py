@@ -671,6 +671,8 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               "Smallest session timeout a group member may ask for."),
     ConfigDef("group.max.session.timeout.ms", _I, 1800000, _MEDIUM,
               "Largest session timeout a group member may ask for."),
+    ConfigDef("group.max.size", _I, 2**31 - 1, _MEDIUM,
+              "The most members a group takes (more: GROUP_MAX_SIZE_REACHED).", AtLeast(1)),
     ConfigDef("fetch.max.bytes", _I, 55 * 1024 * 1024, _MEDIUM,
               "Max bytes returned by one fetch request.", AtLeast(1024)),
     # Fetch sessions (KIP-227, broker/fetch_session.py).
@@ -1355,6 +1357,7 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int
     group_min_session_timeout_ms: int
     group_max_session_timeout_ms: int
+    group_max_size: int
     fetch_max_bytes: int
     max_incremental_fetch_session_cache_slots: int
     min_incremental_fetch_session_eviction_ms: int

@@ -174,11 +174,7 @@ class KafkaServer:
             self.broker_id,
             self.replicas,
             offsets_partitions=config.offsets_topic_num_partitions,
-            limits=GroupLimits(
-                min_session_timeout_ms=config.group_min_session_timeout_ms,
-                max_session_timeout_ms=config.group_max_session_timeout_ms,
-                initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
-            ),
+            limits=group_limits(config),
             offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
             offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
             offsets_compression=config.offsets_topic_compression_codec,
@@ -845,6 +841,16 @@ def _stopped(what: str, step: Callable[[], object]) -> bool:
         log.exception("shutdown: stopping %s failed", what)
         return False
     return True
+
+
+def group_limits(config: BrokerConfig) -> GroupLimits:
+    """The group coordinator's bounds, from the broker's group.* settings."""
+    return GroupLimits(
+        min_session_timeout_ms=config.group_min_session_timeout_ms,
+        max_session_timeout_ms=config.group_max_session_timeout_ms,
+        initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        max_size=config.group_max_size,
+    )
 
 
 def replace_broker_id(config: BrokerConfig, broker_id: int) -> BrokerConfig:

@@ -42,12 +42,14 @@ class GroupState(enum.Enum):
 
 @dataclass(frozen=True)
 class GroupLimits:
-    """The broker's bounds on a member's session (group.min/max.session.timeout.ms) and
-    how long a new group waits for more members (group.initial.rebalance.delay.ms)."""
+    """The broker's bounds on a member's session (group.min/max.session.timeout.ms), how
+    long a new group waits for more members (group.initial.rebalance.delay.ms) and how
+    many members a group takes (group.max.size)."""
 
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 3000
+    max_size: int = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -253,6 +255,13 @@ class Group:
             limits.min_session_timeout_ms <= session_timeout_ms <= limits.max_session_timeout_ms
         ):
             return refuse(ErrorCode.INVALID_SESSION_TIMEOUT)
+        if not self._accepts_joining_member(member_id):
+            # A known member refused is one that has not rejoined the rebalance: it leaves
+            # the group (Kafka's handleJoinGroup: group.remove, then an answer with no id).
+            if member_id in self.members:
+                self._remove(member_id, now_ms, wall, answers)
+            answers.joins[key] = JoinAnswer(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id="")
+            return answers
         if self.state is GroupState.DEAD:
             return refuse(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         names = [name for name, _ in protocols]
@@ -340,6 +349,19 @@ class Group:
         self._prepare_rebalance(now_ms, answers)
         self._maybe_complete_join(now_ms, wall, answers)
         return answers
+
+    def _accepts_joining_member(self, member_id: str) -> bool:
+        """Whether group.max.size leaves room for the JoinGroup of ``member_id`` ("": a
+        new member, a static one coming back too), as Kafka 2.8's acceptJoiningMember."""
+        member = self.members.get(member_id)
+        if self.state is GroupState.PREPARING_REBALANCE:
+            # The members rejoined so far, not the group's size: a group over the limit
+            # (read back under a lower one) keeps the first to rejoin.
+            joined = sum(1 for m in self.members.values() if m.awaiting_join)
+            return (member is not None and member.awaiting_join) or joined < self.limits.max_size
+        if self.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return member is not None or len(self.members) < self.limits.max_size
+        return True  # Empty, Dead
 
     def _join_answer(self, member: Member) -> JoinAnswer:
         assert self.protocol_name is not None
@@ -695,6 +717,10 @@ class Group:
         leader = metadata.leader
         group.leader = leader if leader in group.members else next(iter(group.members))
         group.state = GroupState.STABLE
+        if len(group.members) > limits.max_size:
+            # Kafka's onGroupLoaded: a group over group.max.size (lowered since) rebalances
+            # at once, its members rejoining up to the limit.
+            group._prepare_rebalance(now_ms, Answers())
         return group
 
     def _answer_syncs(self, answers: Answers, error: ErrorCode, now_ms: int) -> None:

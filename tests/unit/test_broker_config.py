@@ -36,6 +36,8 @@ from broker.config import (
     topic_override_bool,
     validate_topic_config,
 )
+from broker.server import group_limits
+from groups.membership import GroupLimits
 
 ZK = "zookeeper.connect=localhost:2181\n"
 
@@ -295,6 +297,7 @@ def test_path_and_text_are_exclusive(tmp_path: Path) -> None:
             "min_incremental_fetch_session_eviction_ms",
             LONG_MAX,
         ),
+        ("group.max.size=1", "group_max_size", 1),
     ],
 )
 def test_typed_values(line: str, attr: str, value: Any) -> None:
@@ -335,6 +338,7 @@ def test_typed_values(line: str, attr: str, value: Any) -> None:
         ("security.inter.broker.protocol=TLS", "expected one of PLAINTEXT, SSL"),
         ("max.incremental.fetch.session.cache.slots=-1", "expected a value >= 0"),
         ("min.incremental.fetch.session.eviction.ms=-1", "expected a value >= 0"),
+        ("group.max.size=0", "expected a value >= 1"),
     ],
 )
 def test_bad_values_name_key_value_and_expectation(line: str, expected: str) -> None:
@@ -549,6 +553,8 @@ KAFKA_DEFAULTS: dict[str, Any] = {
     # keys), and the cache's limits were fixed.
     "max.incremental.fetch.session.cache.slots": 1000,
     "min.incremental.fetch.session.eviction.ms": 120_000,
+    # A server.properties setting it stopped the broker (an unknown key).
+    "group.max.size": 2**31 - 1,
 }
 
 
@@ -896,6 +902,17 @@ def test_the_dedupe_buffer_takes_more_than_1mib_per_cleaner_thread(
 
 def test_broker_id_above_reserved_when_generation_is_off() -> None:
     assert cfg("broker.id=5000\nbroker.id.generation.enable=false\n").broker_id == 5000
+
+
+def test_the_group_settings_are_the_group_coordinators_limits() -> None:
+    limits = group_limits(
+        cfg(
+            "group.min.session.timeout.ms=10\ngroup.max.session.timeout.ms=20\n"
+            "group.initial.rebalance.delay.ms=30\ngroup.max.size=40\n"
+        )
+    )
+    assert limits == GroupLimits(10, 20, 30, 40)
+    assert group_limits(cfg()) == GroupLimits()  # Kafka's defaults, as the coordinator's
 
 
 # --------------------------------------------------------------------------- listeners

@@ -11,6 +11,7 @@ moves the high watermark), unless a test says otherwise.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import struct
 import threading
@@ -716,6 +717,49 @@ def test_groups_are_read_back_after_a_restart(nodes: Callable[..., Node]) -> Non
     g1 = state_of(second.groups, G1)
     assert (g1["group_state"], g1["members"]) == (GroupState.EMPTY.value, [])
     assert stable_member(second.groups, G1).generation_id == left.generation_id + 2
+
+
+def test_group_max_size_refuses_a_member_and_a_group_read_back_over_it_rebalances(
+    nodes: Callable[..., Node],
+) -> None:
+    """group.max.size: a JoinGroup past it is answered GROUP_MAX_SIZE_REACHED with no
+    member id; a group read back with more members than a lowered limit rebalances at
+    once (Kafka 2.8's onGroupLoaded), and the first to rejoin, up to the limit, form the
+    next generation."""
+    first = nodes(limits=dataclasses.replace(FAST, max_size=2))
+    first.lead()
+    first.wait_loaded(G0)
+    groups = first.groups
+    leader = stable_member(groups, G0, client_id="leader")
+    joining = Call(lambda: join(groups, G0, client_id="second"))
+    wait_until("the second member in the group", lambda: len(member_ids(groups, G0)) == 2)
+    assert join(groups, G0, leader.member_id).generation_id == 2
+    second = joining.answer()
+    assert sync(groups, G0, leader.member_id, 2).error == ErrorCode.NONE
+    assert sync(groups, G0, second.member_id, 2).error == ErrorCode.NONE
+    assert join(groups, G0, client_id="third") == JoinAnswer(
+        ErrorCode.GROUP_MAX_SIZE_REACHED, member_id=""
+    )
+    assert member_ids(groups, G0) == {leader.member_id, second.member_id}
+    assert state_of(groups, G0)["group_state"] == GroupState.STABLE.value
+    first.close()
+
+    again = nodes(limits=dataclasses.replace(FAST, max_size=1))
+    again.lead(epoch=1)
+    again.wait_loaded(G0)
+    groups = again.groups
+    assert state_of(groups, G0)["group_state"] == GroupState.PREPARING_REBALANCE.value
+    assert groups.heartbeat(G0, second.member_id, 2) == ErrorCode.REBALANCE_IN_PROGRESS
+    rejoining = Call(lambda: join(groups, G0, second.member_id, client_id="second"))
+    assert rejoining.waiting()  # for the leader
+    # The leader, rejoining past the limit, is refused and leaves the group: the phase
+    # has nobody else to wait for.
+    refused = join(groups, G0, leader.member_id)
+    assert refused == JoinAnswer(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id="")
+    rejoined = rejoining.answer()
+    assert (rejoined.error, rejoined.generation_id) == (ErrorCode.NONE, 3)
+    assert rejoined.leader == second.member_id
+    assert member_ids(groups, G0) == {second.member_id}
 
 
 def loads_held(monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[int, int]], threading.Event]:

@@ -962,6 +962,126 @@ def test_a_member_may_not_leave_the_group_without_a_common_protocol() -> None:
     assert group.candidate_protocols() == {"range"}
 
 
+# --- group.max.size ------------------------------------------------------------------------
+
+MAX_TWO = dataclasses.replace(LIMITS, max_size=2)
+FULL = JoinAnswer(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id="")
+
+
+def test_a_full_stable_group_refuses_a_new_member_and_takes_its_own_back() -> None:
+    """Kafka 2.8's acceptJoiningMember: CompletingRebalance and Stable take a known member
+    and new ones while the group has fewer than group.max.size; the refusal names no
+    member id and changes nothing."""
+    group = stable_group("a", "b", limits=MAX_TWO)
+    now = DELAY + 10
+    assert join_new(group, "c", now).joins == {"c": FULL}
+    assert join_new(group, "c", now, require=True).joins == {"c": FULL}  # (before KIP-394)
+    assert not group.pending_members
+    assert (state(group), list(group.members)) == (GroupState.STABLE, ["a", "b"])
+    assert rejoin(group, "b", now).joins["b"].generation_id == 1  # its own place
+    # CompletingRebalance too.
+    assert not rejoin(group, "a", now, protocols=(("range", b"v2"),))
+    rejoin(group, "b", now)
+    assert state(group) is GroupState.COMPLETING_REBALANCE
+    assert join_new(group, "c", now).joins == {"c": FULL}
+    assert list(group.members) == ["a", "b"]
+
+
+def test_a_member_told_to_rejoin_with_its_id_may_find_the_group_full() -> None:
+    group = stable_group("a", limits=MAX_TWO)
+    now = DELAY + 10
+    assert join_new(group, "p", now, require=True).joins["p"].error == (
+        ErrorCode.MEMBER_ID_REQUIRED
+    )
+    join_new(group, "b", now)  # the second place goes meanwhile
+    rejoin(group, "a", now)
+    assert state(group) is GroupState.PREPARING_REBALANCE  # (waiting for p)
+    assert rejoin(group, "p", now + 10).joins == {"p": FULL}
+    # Kafka's remove() leaves a pending id: the phase waits for it until it expires.
+    assert group.pending_members == {"p": now + SESSION}
+    assert set(group.tick(now + SESSION).joins) == {"a", "b"}
+
+
+def test_a_static_member_restarting_into_a_full_stable_group_is_refused() -> None:
+    """Kafka's rule counts a JoinGroup without a member id as a new member, a static one
+    coming back to its place too."""
+    group = Group("g", MAX_TWO)
+    for instance in ("a", "b"):
+        group.join(
+            member_id="",
+            new_member_id=f"{instance}1",
+            require_known_member_id=False,
+            client_id="client",
+            client_host="/127.0.0.1",
+            session_timeout_ms=SESSION,
+            rebalance_timeout_ms=REBALANCE,
+            protocol_type="consumer",
+            protocols=RANGE,
+            now_ms=-DELAY,  # (see completing_group)
+            group_instance_id=instance,
+        )
+    group.tick(DELAY)
+    sync(group, "a1", 1, DELAY, {"a1": b"A", "b1": b"B"})
+    answers = group.join(
+        member_id="",
+        new_member_id="b2",
+        require_known_member_id=False,
+        client_id="client",
+        client_host="/127.0.0.1",
+        session_timeout_ms=SESSION,
+        rebalance_timeout_ms=REBALANCE,
+        protocol_type="consumer",
+        protocols=RANGE,
+        now_ms=DELAY + 10,
+        group_instance_id="b",
+    )
+    assert answers.joins == {"b2": FULL}
+    assert group.static_members == {"a": "a1", "b": "b1"}
+
+
+def test_preparing_a_rebalance_counts_the_members_that_rejoined() -> None:
+    """Kafka's PreparingRebalance takes a member already rejoined, and any other while
+    fewer than group.max.size have: one past that is refused and removed from the group
+    (a known member: GroupMetadata.remove), which may end the join phase."""
+    group = stable_group("a", "b", "c")
+    written = dataclasses.replace(group.to_metadata(DELAY), generation=4)
+    # Read back by a coordinator whose group.max.size is lower: it rebalances at once
+    # (Kafka's onGroupLoaded: "Freshly-loaded group is over capacity").
+    back = Group.from_metadata("g", written, MAX_TWO, 10_000)
+    assert state(back) is GroupState.PREPARING_REBALANCE
+    assert back.join_deadline_ms == 10_000 + REBALANCE
+    assert back.heartbeat(member_id="c", generation_id=4, now_ms=10_001) == (
+        ErrorCode.REBALANCE_IN_PROGRESS
+    )
+    assert not rejoin(back, "b", 10_010)
+    assert not join_new(back, "d", 10_020)  # one rejoined: a place left
+    back.leave(["d"], 10_030)
+    assert not rejoin(back, "c", 10_040)
+    assert not rejoin(back, "c", 10_050)  # (already rejoined: taken again)
+    assert join_new(back, "e", 10_060).joins == {"e": FULL}
+    answers = rejoin(back, "a", 10_070)
+    # a, the leader, is refused and removed: b and c, all that are left, have rejoined.
+    assert answers.joins["a"] == FULL
+    assert set(answers.joins) == {"a", "b", "c"}
+    assert answers.joins["b"].generation_id == 5
+    assert answers.joins["b"].leader == "b"
+    assert list(back.members) == ["b", "c"]
+    assert state(back) is GroupState.COMPLETING_REBALANCE
+
+
+def test_a_group_within_group_max_size_is_read_back_stable() -> None:
+    group = stable_group("a", "b")
+    back = Group.from_metadata("g", group.to_metadata(DELAY), MAX_TWO, 10_000)
+    assert state(back) is GroupState.STABLE
+
+
+def test_an_empty_group_takes_its_first_member_whatever_the_limit() -> None:
+    group = Group("g", dataclasses.replace(LIMITS, max_size=1))
+    assert not join_new(group, "a", 0)
+    assert join_new(group, "b", 10).joins == {"b": FULL}
+    assert set(group.tick(DELAY).joins) == {"a"}
+
+
 # --- protocol selection ------------------------------------------------------------------------
 
 
