@@ -39,6 +39,8 @@ Deliberate differences from Kafka:
   waits out ``zookeeper.connection.timeout.ms``.
 * ``log.cleaner.threads=0`` runs no cleaner; Kafka 2.8 divides the dedupe buffer by it
   and does not start.
+* ``replica.high.watermark.checkpoint.interval.ms=0`` is refused at start; Kafka 2.8
+  starts and fails its first LeaderAndIsr (its checkpoint task is scheduled there).
 """
 
 from __future__ import annotations
@@ -1624,10 +1626,16 @@ _TASK_PERIOD_KEYS: Final = (
 def _check_task_periods(vals: Mapping[str, Any], problems: _Problems) -> None:
     for key in _TASK_PERIOD_KEYS:
         if _have(vals, key) and vals[key] == 0:
+            # Kafka schedules the high watermark checkpoint at the first LeaderAndIsr.
+            when = (
+                "fails its first LeaderAndIsr with a period of 0"
+                if key == "replica.high.watermark.checkpoint.interval.ms"
+                else "refuses a period of 0"
+            )
             problems.add(
                 key,
                 f"{key} must not be 0: it is the period of a background task, and Kafka"
-                " refuses a period of 0 (a negative one runs the task once)",
+                f" {when} (a negative one runs the task once)",
             )
     lag_key = "replica.lag.time.max.ms"
     # ReplicaManager's isr-expiration runs every replica.lag.time.max.ms / 2, in Java's

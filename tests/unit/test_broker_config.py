@@ -798,6 +798,13 @@ def test_a_background_task_period_of_zero_is_refused_naming_its_key(text: str) -
     assert f"{key} must not be" in str(info.value)
 
 
+def test_the_high_watermark_checkpoint_period_of_zero_says_when_kafka_fails() -> None:
+    # Kafka schedules that task at the first LeaderAndIsr, not at start.
+    with pytest.raises(ConfigError) as info:
+        cfg("replica.high.watermark.checkpoint.interval.ms=0\n")
+    assert "Kafka fails its first LeaderAndIsr with a period of 0" in str(info.value)
+
+
 @pytest.mark.parametrize(
     "text",
     [
