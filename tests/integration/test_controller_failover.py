@@ -34,11 +34,15 @@ def test_three_brokers_race_and_exactly_one_wins_epoch_1(cluster_factory: Cluste
     assert epoch == 1
     elected = [b for b in c.brokers.values() if b.state_changes("controller_elected")]
     assert [b.broker_id for b in elected] == [controller_id]
-    # The losers remember who won.
+    # The losers remember who won: each logs it once its own election is over, which the
+    # winner's status file does not wait for.
     for b in c.brokers.values():
         if b.broker_id != controller_id:
-            seen = b.state_changes("controller_seen")
-            assert seen
+            seen = wait_for(
+                lambda b=b: b.state_changes("controller_seen"),
+                30,
+                f"broker {b.broker_id}'s controller_seen line",
+            )
             assert seen[-1]["controller"] == controller_id
 
 
