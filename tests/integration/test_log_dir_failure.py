@@ -63,9 +63,12 @@ def broker_1_on_two_disks(c: Cluster, disk: Path) -> tuple[set[int], set[int]]:
     c[1].overrides["log.dirs"] = f"{first},{disk}"
     c.start()
     c.create_topic(TOPIC, {p: (1, 2, 3) for p in range(6)})
-    c.wait_topic_online(TOPIC)
-    wait_for(lambda: partitions_in(disk) and partitions_in(first), 30, "logs in both directories")
+    # Its leader_and_isr lines are written once the request's logs are all made (one at a
+    # time); the topic online in ZooKeeper does not say broker 1 has got that far.
+    c.wait_topic_applied(TOPIC)
     on_disk, elsewhere = partitions_in(disk), partitions_in(first)
+    assert on_disk, "no log on the second disk"
+    assert elsewhere, "no log in the first directory"
     assert on_disk | elsewhere == set(range(6))
     assert not on_disk & elsewhere
     return on_disk, elsewhere
@@ -166,23 +169,11 @@ def test_a_full_first_directory_pauses_the_state_change_log_until_the_disk_has_r
     c[1].overrides["log.dirs"] = f"{disk},{c[1].data_dir}"
     c.start()
     c.create_topic(TOPIC, {p: (1, 2, 3) for p in range(6)})
-    c.wait_topic_online(TOPIC)
+    c.wait_topic_applied(TOPIC)  # broker 1's logs all made, as in broker_1_on_two_disks
 
     def state_log() -> str:  # the rolled files too
         return "".join(p.read_text() for p in log_files(disk))
 
-    def applied_here() -> set[int]:
-        return {
-            int(row["partition"])
-            for line in state_log().splitlines()
-            if '"event":"leader_and_isr"' in line
-            and (row := json.loads(line))["topic"] == TOPIC
-            and row["result"] == "applied"
-        }
-
-    # The lines are written once the request is applied, its logs made: the topic being
-    # online in ZooKeeper does not say broker 1 has got that far.
-    wait_for(lambda: applied_here() == set(range(6)), 30, "broker 1's LeaderAndIsr logged")
     on_disk = partitions_in(disk)
     assert on_disk, "no log on the first disk"
 
