@@ -4,14 +4,22 @@ a helper for ZooKeeper ensemble faults, and the CLI run as a user runs it."""
 import subprocess
 import sys
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from cluster import zookeeper as zkp
 from cluster.supervised import PROJECT_ROOT, wait_for
 from cluster.supervised import SupervisedBroker as BrokerProcess
 from cluster.supervised import SupervisedCluster as Cluster
 
-__all__ = ["BrokerProcess", "Cluster", "close_all", "run_zkctl", "serving_member", "wait_for"]
+__all__ = [
+    "BrokerProcess",
+    "Cluster",
+    "close_all",
+    "logged",
+    "run_zkctl",
+    "serving_member",
+    "wait_for",
+]
 
 
 class Closable(Protocol):
@@ -29,6 +37,17 @@ def close_all(closables: Iterable[Closable]) -> list[str]:
         except Exception as e:
             errors.append(f"{c!r}: {type(e).__name__}: {e}")
     return errors
+
+
+def logged(c: Cluster, broker_id: int, event: str, count: int) -> list[dict[str, Any]]:
+    """Broker `broker_id`'s state-change log rows of `event`, once there are `count` (a row
+    is written just after the znode write it records)."""
+
+    def rows() -> list[dict[str, Any]] | None:
+        got = c[broker_id].state_changes(event)
+        return got if len(got) >= count else None
+
+    return wait_for(rows, 30, f"{count} {event} rows in broker {broker_id}'s state-change log")
 
 
 def run_zkctl(*args: str) -> subprocess.CompletedProcess[str]:

@@ -17,7 +17,7 @@ from storage.checkpoints import read_topic_ids
 from storage.log_manager import TOPIC_IDS_FILE
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import consume, produce
-from tests.integration.harness import Cluster, wait_for
+from tests.integration.harness import Cluster, logged, wait_for
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from zkdata import paths, znodes
@@ -49,17 +49,6 @@ def metadata_topics(c: Cluster, broker_id: int) -> dict[str, dict[str, Any]]:
 
 def exists(c: Cluster, path: str) -> bool:
     return c.zk.exists(path) is not None
-
-
-def logged(c: Cluster, broker_id: int, event: str, count: int) -> list[dict[str, Any]]:
-    """Broker `broker_id`'s state-change log rows of `event`, once there are `count` (a row
-    is written just after the znode write it records)."""
-
-    def rows() -> list[dict[str, Any]] | None:
-        got = c[broker_id].state_changes(event)
-        return got if len(got) >= count else None
-
-    return wait_for(rows, 30, f"{count} {event} rows in broker {broker_id}'s state-change log")
 
 
 def elected(c: Cluster, broker_id: int, reason: str, count: int) -> list[dict[str, Any]]:
