@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -385,6 +386,20 @@ def no_controller_watching(c: Cluster) -> Iterator[None]:
         hold.close()
 
 
+def epoch_writes_logged(c: Cluster, broker_id: int, epoch: int, topic: str) -> list[dict[str, Any]]:
+    """The controller's partition_state rows of ``topic`` in ``epoch``, once there is one:
+    each is written after ZooKeeper accepted the write it records."""
+    return wait_for(
+        lambda: [
+            r
+            for r in c[broker_id].state_changes("partition_state")
+            if r["controller_epoch"] == epoch and r["topic"] == topic
+        ],
+        30,
+        f"broker {broker_id}'s partition states of {topic} in epoch {epoch} logged",
+    )
+
+
 def test_a_broker_back_on_new_disks_while_no_controller_watched_does_not_lead_with_nothing(
     cluster_factory: ClusterFactory,
 ) -> None:
@@ -428,11 +443,7 @@ def test_a_broker_back_on_new_disks_while_no_controller_watched_does_not_lead_wi
         "a leader that kept its log",
     )
     assert after[0].leader != target
-    written = [
-        r
-        for r in c[new_id].state_changes("partition_state")
-        if r["controller_epoch"] == new_epoch and r["topic"] == "t"
-    ]
+    written = epoch_writes_logged(c, new_id, new_epoch, "t")
     assert written[0]["reason"] == "offline"
     assert written[0]["leader"] in others
     assert sorted(written[0]["isr"]) == sorted(others)
@@ -495,11 +506,7 @@ def test_a_leader_back_on_new_disks_with_every_isr_member_back_unseen_gives_way(
     assert refused
     assert refused[0]["error"] == "REPLICA_NOT_AVAILABLE"
     assert refused[0]["leader"] == target
-    written = [
-        r
-        for r in c[new_id].state_changes("partition_state")
-        if r["controller_epoch"] == new_epoch and r["topic"] == "t"
-    ]
+    written = epoch_writes_logged(c, new_id, new_epoch, "t")
     assert written[0]["reason"] == "offline"
     assert written[0]["leader"] in others
     assert sorted(written[0]["isr"]) == sorted(others)
