@@ -132,9 +132,15 @@ def test_clients_and_brokers_each_get_the_addresses_of_their_own_listener(
         bound = status["bound_listeners"]["REPLICATION"]
         assert links[b].replication_address() == (bound["host"], bound["port"])
         assert bound["port"] != links[b].proxy.port
-    assert brokers_seen_through(c, "CLIENT") == {
-        b: listener_address(c, b, "CLIENT") for b in BROKERS
-    }
+    # Broker 1 learns the others through the controller's UpdateMetadata, which the
+    # controller being active does not wait for.
+    seen = wait_for(
+        lambda: (got := brokers_seen_through(c, "CLIENT")).keys() == set(BROKERS) and got,
+        30,
+        "broker 1 to know every broker",
+        interval=0.5,
+    )
+    assert seen == {b: listener_address(c, b, "CLIENT") for b in BROKERS}
     assert brokers_seen_through(c, "REPLICATION") == {
         b: ("127.0.0.1", links[b].proxy.port) for b in BROKERS
     }
