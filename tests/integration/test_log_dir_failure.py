@@ -214,7 +214,8 @@ def test_a_full_first_directory_pauses_the_state_change_log_until_the_disk_has_r
 
     (row,) = wait_for(logged, 30, "broker 1's LeaderAndIsr of the new topic logged")
     assert row["result"] == "applied"
-    assert "is written again" in c[1].output()
+    # Logged once the line that found the disk with room again is written.
+    wait_for(lambda: "is written again" in c[1].output(), 30, "the log's recovery reported")
     assert partitions_in(disk) == on_disk  # nothing new made in the failed directory
     assert produce(c, "after", [b"x"] * 10).errors == []
     assert lost_acknowledged(consume(c, TOPIC, list(range(6))), acked) == []
