@@ -392,7 +392,8 @@ class SupervisedCluster:
             c = self.controller()
             if c is None or c[0] == not_id or c[1] < min_epoch:
                 return None
-            # The controller has finished its failover once its broker says so.
+            # The controller has finished its failover once its broker says so: its status
+            # file's "active" (controller metrics) comes after its controller_failover line.
             status = self.brokers[c[0]].status() if c[0] in self.brokers else None
             ctl = (status or {}).get("controller", {})
             return c if ctl.get("active") and ctl.get("controller_epoch") == c[1] else None

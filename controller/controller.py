@@ -356,6 +356,9 @@ class KafkaController:
         self.reassignments = _Reassignments()
         self.active_controller_id = NO_CONTROLLER
         self.token: FencingToken | None = None
+        # The term's failover is done (its controller_failover line written): what the
+        # status file calls active. The token alone is set before the failover starts.
+        self._failover_done = False
         self.last_failover = FailoverTimings()
         self.failovers = 0
         self.resignations = 0
@@ -790,6 +793,7 @@ class KafkaController:
     def _resign(self, reason: str) -> None:
         epoch = self.ctx.epoch
         self.token = None
+        self._failover_done = False
         self.resignations += 1
         if self._rebalance_timer is not None:
             self._rebalance_timer.cancel()
@@ -876,6 +880,7 @@ class KafkaController:
         t.brokers = len(self.ctx.live_brokers)
         marks["since_elected_ms"] = (time.time() - t.elected_at) * 1000
         self.state_log.failover_loaded(self.ctx.epoch, t.brokers, t.partitions, marks)
+        self._failover_done = True
         log.info(
             "failover of epoch %d: %d brokers, %d partitions, loaded in %.0f ms, done in %.0f ms",
             self.ctx.epoch,
@@ -1885,13 +1890,18 @@ class KafkaController:
     # --- observability ------------------------------------------------------------------
 
     def metrics(self) -> dict[str, Any]:
-        """A snapshot for the status file and `zkctl controller` (safe from any thread)."""
+        """A snapshot for the status file and `zkctl controller` (safe from any thread).
+        Active once the failover is done (Kafka's ActiveControllerCount is 1 from the
+        election on): `zkctl controller` reads the file again until then, and the harness
+        and the demo take an active controller for one whose failover's line is written;
+        the counts are those of the context the failover loaded."""
         ctx = self.ctx
+        active = self.is_active and self._failover_done
         return {
             "broker_id": self.broker_id,
-            "active": self.is_active,
+            "active": active,
             "active_controller_id": self.active_controller_id,
-            "controller_epoch": ctx.epoch if self.is_active else None,
+            "controller_epoch": ctx.epoch if active else None,
             "event_queue_size": self.events.queue_size,
             "event_queue_time_ms": self.events.queue_time.snapshot(),
             "event_process_time_ms": self.events.process_time.snapshot(),
@@ -1900,8 +1910,8 @@ class KafkaController:
             "channel_update_metadata_superseded": (
                 self.channel.superseded() if self.channel is not None else 0
             ),
-            "offline_partitions": ctx.offline_partition_count if self.is_active else None,
-            "partitions": ctx.partition_count() if self.is_active else None,
+            "offline_partitions": ctx.offline_partition_count if active else None,
+            "partitions": ctx.partition_count() if active else None,
             "unclean_elections": ctx.unclean_elections,
             "failovers": self.failovers,
             "resignations": self.resignations,
