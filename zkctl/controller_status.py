@@ -89,8 +89,12 @@ def _controller_lines(c: Mapping[str, Any]) -> list[str]:
         )
     else:
         active_id = c.get("active_controller_id")
-        who = f"broker {active_id}" if isinstance(active_id, int) else "none known"
-        lines.append(f"Not acting as controller (the controller it knows of: {who})")
+        if isinstance(active_id, int) and active_id == c.get("broker_id"):
+            # Elected, its failover (loading the cluster) not done yet: not active.
+            lines.append("Taking over as controller: its failover is under way")
+        else:
+            who = f"broker {active_id}" if isinstance(active_id, int) else "none known"
+            lines.append(f"Not acting as controller (the controller it knows of: {who})")
     waiting = c.get("event_queue_size")
     current = c.get("current_event")
     lines.append(

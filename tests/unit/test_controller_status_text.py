@@ -138,6 +138,15 @@ def test_a_broker_not_acting_as_controller_says_whom_it_knows() -> None:
     assert "superseded" not in " ".join(lines)
 
 
+def test_a_broker_elected_but_not_done_with_its_failover_says_so() -> None:
+    """The status file says active once the failover is done; before, the broker knows
+    itself as the controller."""
+    lines = describe(
+        status(active=False, active_controller_id=1, controller_epoch=None), now=1001.0
+    )
+    assert lines[0] == "Taking over as controller: its failover is under way"
+
+
 def test_superseded_update_metadata_is_counted_when_there_is_any() -> None:
     lines = describe(status(channel_update_metadata_superseded=12), now=1001.0)
     assert (
