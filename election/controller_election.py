@@ -13,7 +13,12 @@ in the client's next session until another controller is elected.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
 
 from zkdata import paths
 from zkdata.client import (
@@ -37,6 +42,8 @@ from zkdata.znodes import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 NO_CONTROLLER = -1
 # Someone holds /controller but its data is unreadable: not us, and not electable.
@@ -106,7 +113,8 @@ def read_controller(
 
 
 def try_elect(zk: ZkClient, broker_id: int, *, session: int | None = None) -> ElectionOutcome:
-    """One attempt to become controller. Never raises for a lost race.
+    """One attempt to become controller. Never raises for a lost race, nor for a lost
+    answer within a session timeout (`_answered_in`).
 
     A `/controller_epoch` that is not a valid epoch stops the election: no broker can know
     which epoch comes next, and a guess below one the brokers have seen would have every
@@ -135,22 +143,23 @@ def try_elect(zk: ZkClient, broker_id: int, *, session: int | None = None) -> El
             MalformedZnode(paths.CONTROLLER_EPOCH, f"epoch {current.epoch} cannot be incremented"),
         )
     new_epoch = current.epoch + 1
-    results = zk.multi(
-        [
-            Create(paths.CONTROLLER, encode_controller(broker_id), ephemeral=True),
-            SetData(paths.CONTROLLER_EPOCH, encode_controller_epoch(new_epoch), current.zk_version),
-        ],
-        session=session,
-    )
+    ops: list[WriteOp] = [
+        Create(paths.CONTROLLER, encode_controller(broker_id), ephemeral=True),
+        SetData(paths.CONTROLLER_EPOCH, encode_controller_epoch(new_epoch), current.zk_version),
+    ]
+    # A lost answer is not a lost election: the multi is sent again (_answered_in), and
+    # one that had landed is answered NODEEXISTS and recognised below.
+    results = _answered_in(zk, session, lambda: zk.multi(ops, session=session))
     if not any(is_error(r) for r in results):
         return ElectionOutcome(broker_id, FencingToken(new_epoch, results[1].version, session))
     # Lost, or our own earlier attempt succeeded before a lost connection hid the answer:
-    # it was ours if /controller names us under our session and the epoch is the one we wrote.
+    # it was ours if /controller names us under our session and the epoch is the one we
+    # wrote (Kafka's checkControllerAndEpoch).
     owner_session = zk.session_id
-    controller_id, owner = read_controller(zk, watch=True)
+    controller_id, owner = _answered_in(zk, session, lambda: read_controller(zk, watch=True))
     if controller_id == broker_id and owner == owner_session and zk.session_generation == session:
         try:
-            epoch = read_controller_epoch(zk)
+            epoch = _answered_in(zk, session, lambda: read_controller_epoch(zk))
         except MalformedZnode as e:
             return _unelectable(zk, e)
         if epoch.epoch == new_epoch:
@@ -158,6 +167,33 @@ def try_elect(zk: ZkClient, broker_id: int, *, session: int | None = None) -> El
     if controller_id == NO_CONTROLLER and any(isinstance(r, NoNodeError) for r in results):
         log.warning("election multi failed with %r", results)
     return ElectionOutcome(controller_id, None)
+
+
+def _answered_in(zk: ZkClient, session: int, request: Callable[[], T]) -> T:
+    """``request()``, made again once connected each time its answer is lost
+    (ConnectionLoss, or none within the request timeout) while the session of generation
+    ``session`` lives, as Kafka's registerControllerAndIncrementControllerEpoch retries
+    its requests until connected: thrown away, an election that landed took its
+    /controller with it (removed as a stale one of our own) and a further epoch. For the
+    election's requests only: the multi (a resend of one that landed fails, changing
+    nothing) and reads. SessionExpiredError once the session ended (its ephemerals went
+    with it). The connection is waited for at most a session timeout from the first
+    lost answer, then the error is raised: disconnected that long, the controller takes
+    its session for ended (item 2 of docs/architecture.md)."""
+    deadline: float | None = None
+    while True:
+        try:
+            return request()
+        except (ConnectionLoss, OperationTimeoutError) as e:
+            if zk.session_generation != session:
+                raise SessionExpiredError("the session of the election has ended") from e
+            if deadline is None:
+                deadline = time.monotonic() + zk.session_timeout_ms / 1000
+            log.info("election: ZooKeeper's answer was lost (%s); asking again", type(e).__name__)
+            time.sleep(0.05)  # not to spin on a failure that outlives the connection's return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not zk.wait_connected(remaining):
+                raise
 
 
 def _unelectable(zk: ZkClient, error: MalformedZnode) -> ElectionOutcome:

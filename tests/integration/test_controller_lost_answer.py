@@ -1,7 +1,8 @@
 """A controller's partition-state write whose answer is lost, against a real ZooKeeper:
 ZooKeeper carries the election out, the answer never comes (only ZooKeeper's side of the
 link is cut), the controller resigns (item 35 of docs/architecture.md), and once the link
-is back it reads the partitions back and logs the write it finds, once."""
+is back it reads the partitions back and logs the write it finds, once. And the election
+multi's own lost answer: the term it won is kept."""
 
 from __future__ import annotations
 
@@ -107,3 +108,54 @@ def test_an_election_whose_answer_was_lost_is_logged_once_read_back(
             controller_epoch,
         )
         assert controller_epoch == term
+
+
+def test_an_election_whose_answer_was_lost_keeps_its_term(zk_connect: str, tmp_path: Path) -> None:
+    """The election multi lands and its answer is lost: sent again once the connection is
+    back (same session), answered NODEEXISTS, /controller found ours with the epoch it
+    wrote, and the term is kept (Kafka 2.8's registerControllerAndIncrementControllerEpoch
+    and checkControllerAndEpoch). It was thrown away: /controller deleted, epoch 2 won."""
+    direct = ZkClient(zk_connect, session_timeout_ms=10_000)
+    direct.start()
+    link = ZooKeeperLink(zk_connect)
+    zk = ZkClient(link.connect_string, session_timeout_ms=6_000)
+    zk.start()
+    log = StateChangeLog(tmp_path, 1)
+    controller = KafkaController(
+        ControllerConfig(broker_id=1, session_timeout_ms=6_000, auto_leader_rebalance_enable=False),
+        zk,
+        log,
+        lambda: 0,
+    )
+    real = zk.multi
+    cut: list[bool] = []
+
+    def answers_cut(ops: Sequence[WriteOp], **kw: Any) -> Any:
+        if not cut and any(getattr(op, "path", "") == paths.CONTROLLER for op in ops):
+            cut.append(True)
+            link.cut_answers()
+        return real(ops, **kw)
+
+    try:
+        brokers_and_topic(direct, {0: (2, 3, 1)})
+        session = zk.session_id
+        zk.multi = answers_cut  # type: ignore[method-assign]
+        controller.start()
+        wait_until(lambda: direct.exists(paths.CONTROLLER), "the election multi carried out")
+        time.sleep(0.5)
+        link.heal()  # the cut connection is closed: ConnectionLoss, and a reconnection
+        wait_until(lambda: controller.is_active, "the term")
+        time.sleep(2)  # no further election comes
+        got = direct.get(paths.CONTROLLER)
+        epoch = direct.get(paths.CONTROLLER_EPOCH)
+        assert got is not None
+        assert epoch is not None
+        assert controller.is_active
+        assert controller.ctx.epoch == 1
+        assert (zk.session_id, epoch[0]) == (session, b"1")
+        assert got[1].ephemeralOwner == session
+    finally:
+        close(controller, zk)
+        log.close()
+        link.close()
+        direct.close()

@@ -179,6 +179,10 @@ class FakeZk:
         """The session never loses its connection here: ``fn()`` once."""
         return fn()
 
+    def wait_connected(self, timeout_s: float) -> bool:
+        """The session never loses its connection here."""
+        return True
+
     def multi(self, ops: Sequence[WriteOp], *, session: int | None = None) -> list[Any]:
         self._check_session(session)
         self._maybe_fail()
