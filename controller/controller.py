@@ -371,8 +371,9 @@ class KafkaController:
         self._sessions_ended = 0
         # The session (`ZkClient.session_generation`) this broker last registered in: read
         # here, as the server registers after building the controller (before starting
-        # it), and again by _register_unless_stopping. Elections are held in it only
-        # (refused once it ended), as Kafka's RegisterBrokerAndReelect registers first.
+        # it: start() registers again if it moved on), and again by
+        # _register_unless_stopping. Elections are held in it only (refused once it
+        # ended), as Kafka's RegisterBrokerAndReelect registers first.
         self._registered_session = zk.session_generation
         self._last_zk_state = "CONNECTED"
         self._sends_dropped = False  # logged once a term (_send)
@@ -390,7 +391,14 @@ class KafkaController:
         self.zk.register_handler(paths.CONTROLLER, self._controller_change)
         self.zk.register_handler(paths.CONTROLLER_EPOCH, self._controller_epoch_change)
         self.events.start()
-        self.events.put(ev.Startup())
+        if self.zk.session_generation != self._registered_session:
+            # A session ended before the listener above was added (the server registers,
+            # then writes meta.properties and a claim address before starting us): its
+            # registration may have gone with it, and no listener heard of it. Register
+            # again (a no-op where the registration stands), then elect.
+            self.events.put(ev.RegisterBrokerAndReelect())
+        else:
+            self.events.put(ev.Startup())
 
     def shutdown(self) -> None:
         """Stop the event thread, then resign (the broker is going away)."""

@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
+from broker.config import load_broker_config
+from broker.server import KafkaServer
 from broker.state_change_log import StateChangeLog
 from controller.controller import ControllerConfig, KafkaController
 from election.registration import register_broker
@@ -80,7 +82,12 @@ class Node:
 def expire(zk_connect: str, node: Node) -> None:
     """End the node's session as ZooKeeper does: another client attaches to it and
     closes it; the node hears SESSION_EXPIRED when it reconnects."""
-    sid, pw = node.zk.kazoo.client_id
+    expire_session(zk_connect, node.zk)
+
+
+def expire_session(zk_connect: str, zk: ZkClient) -> None:
+    """End ``zk``'s session as `expire` does."""
+    sid, pw = zk.kazoo.client_id
     k = KazooClient(hosts=zk_connect, client_id=(sid, pw), timeout=SESSION_MS / 1000)
     k.start(timeout=10)
     k.stop()
@@ -318,4 +325,55 @@ def test_deletions_and_expiries_in_turn_always_settle_on_one_controller(
     finally:
         for n in nodes:
             n.close()
+        direct.close()
+
+
+def test_a_broker_whose_session_expired_before_its_controller_started_registers_again(
+    zk_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KafkaServer.startup registers the broker, then writes meta.properties and records a
+    persistent identity's claim address (waiting out a lost connection), and only then
+    starts the controller, whose state listener turns a new session into
+    RegisterBrokerAndReelect. A session that expired in between took the registration
+    with it, and with another broker controller nothing registered it again: the broker
+    ran unregistered for good."""
+    direct = ZkClient(zk_connect, session_timeout_ms=10_000)
+    direct.start()
+    controller = Node(2, zk_connect, tmp_path)
+    config = load_broker_config(
+        text=f"broker.id=1\nzookeeper.connect={zk_connect}\n"
+        f"zookeeper.session.timeout.ms={SESSION_MS}\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+        f"log.dirs={tmp_path / 'broker-1'}\ncontrolled.shutdown.enable=false\n"
+    )
+    broker = KafkaServer(config)
+    record_claim_address = broker._record_claim_address
+
+    def session_expires_first() -> None:  # e.g. an outage the claim's write waits out
+        old = broker.zk.session_id
+        assert direct.exists(paths.broker(1)) is not None
+        expire_session(zk_connect, broker.zk)
+        wait_until(
+            lambda: broker.zk.connected and broker.zk.session_id not in (0, old), "a new session"
+        )
+        assert direct.exists(paths.broker(1)) is None  # gone with the session
+        record_claim_address()
+
+    monkeypatch.setattr(broker, "_record_claim_address", session_expires_first)
+    try:
+        controller.c.start()
+        wait_until(lambda: controller.c.is_active, "broker 2 elected")
+        broker.startup()
+        got = wait_until(lambda: direct.get(paths.broker(1)), "broker 1 registered again", 10)
+        assert got[1].ephemeralOwner == broker.zk.session_id
+        assert not broker.controller.is_active
+        wait_until(
+            lambda: (
+                1 in controller.c.events.run_on_thread(lambda: controller.c.ctx.live_broker_ids)
+            ),
+            "broker 1 live at the controller",
+            10,
+        )
+    finally:
+        broker.shutdown()
+        controller.close()
         direct.close()

@@ -83,3 +83,45 @@ def test_a_term_whose_session_expired_between_events_writes_nothing() -> None:
         c.drain()  # the Expire
         resigned = ctl.state_log.controller_resigned.call_args_list
         assert [call.args for call in resigned] == [(5, "session expired")]
+
+
+def started(c: Controller, monkeypatch: Any) -> list[str]:
+    """``c``'s controller started as the server starts it (its events processed here, not
+    on its thread); the events it processed."""
+    monkeypatch.setattr(c.controller.events, "start", lambda: None)
+    c.controller.start()
+    return c.drain()
+
+
+def test_a_session_ended_before_the_controller_started_registers_the_broker_again(
+    monkeypatch: Any,
+) -> None:
+    """The server registers, then writes meta.properties and a claim address, then starts
+    the controller, whose state listener turns a new session into RegisterBrokerAndReelect.
+    A session that ended in between took the registration with it and nobody heard of
+    it: with another broker controller, nothing registered this broker again."""
+    data = ZooKeeperData(brokers=(2, 3))
+    with Controller(data, 2) as other, Controller(data, 1) as c:
+        other.elect()
+        registered: list[int] = []
+
+        def register() -> int:
+            data.zk.put(paths.broker(1), b"{}", owner=c.zk.session_id)
+            registered.append(c.zk.session_id)
+            return len(registered)
+
+        c.controller.register_broker = register  # type: ignore[method-assign]
+        register()  # the server's registration
+        c.zk.expire(NEW_SESSION)  # before controller.start(): nobody listens yet
+        assert paths.broker(1) not in data.zk.nodes
+        assert started(c, monkeypatch) == ["RegisterBrokerAndReelect"]
+        assert data.zk.nodes[paths.broker(1)][1].ephemeralOwner == NEW_SESSION
+        assert not c.controller.is_active
+        assert c.controller.active_controller_id == 2
+
+
+def test_a_controller_started_in_the_session_registered_in_starts_up(monkeypatch: Any) -> None:
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    with Controller(data) as c:
+        assert started(c, monkeypatch)[0] == "Startup"
+        assert c.controller.is_active
