@@ -72,11 +72,11 @@ class ElectionOutcome:
         return self.token is not None
 
 
-def read_controller_epoch(zk: ZkClient) -> FencingToken:
+def read_controller_epoch(zk: ZkClient, *, watch: bool = False) -> FencingToken:
     """The current epoch and its zkVersion (the session: the one it was read in); creates
-    `/controller_epoch` as 0 if missing."""
+    `/controller_epoch` as 0 if missing. ``watch``: the read leaves a watch on it."""
     session = zk.session_generation
-    got = zk.get(paths.CONTROLLER_EPOCH)
+    got = zk.get(paths.CONTROLLER_EPOCH, watch=watch)
     if got is None:
         try:
             zk.create(paths.CONTROLLER_EPOCH, encode_controller_epoch(0))
@@ -119,8 +119,9 @@ def try_elect(zk: ZkClient, broker_id: int, *, session: int | None = None) -> El
     A `/controller_epoch` that is not a valid epoch stops the election: no broker can know
     which epoch comes next, and a guess below one the brokers have seen would have every
     request of the new controller refused as stale. The problem is logged naming the znode,
-    a watch is left on it (the controller retries when it changes: `zk_handlers.
-    controller_epoch_change`), and the outcome says there is no controller.
+    a watch is left on it by the read that found it so (`_read_epoch_watched_if_bad`; the
+    controller retries when it changes: `zk_handlers.controller_epoch_change`), and the
+    outcome says there is no controller.
 
     The term won is bound to ``session`` (a `session_generation`; None: the one the
     attempt started in): the election multi is refused (SessionExpiredError) if that
@@ -132,16 +133,9 @@ def try_elect(zk: ZkClient, broker_id: int, *, session: int | None = None) -> El
     if session is None:
         session = zk.session_generation
     try:
-        current = read_controller_epoch(zk)
+        current = _read_epoch_to_increment(zk)
     except MalformedZnode as e:
-        return _unelectable(zk, e)
-    if current.epoch >= INT32_MAX:
-        # Epochs are int32 on the wire: the next one could be neither written nor sent
-        # (Kafka 2.8's Int wraps to a negative epoch every broker refuses as stale).
-        return _unelectable(
-            zk,
-            MalformedZnode(paths.CONTROLLER_EPOCH, f"epoch {current.epoch} cannot be incremented"),
-        )
+        return _unelectable(e)
     new_epoch = current.epoch + 1
     ops: list[WriteOp] = [
         Create(paths.CONTROLLER, encode_controller(broker_id), ephemeral=True),
@@ -159,9 +153,9 @@ def try_elect(zk: ZkClient, broker_id: int, *, session: int | None = None) -> El
     controller_id, owner = _answered_in(zk, session, lambda: read_controller(zk, watch=True))
     if controller_id == broker_id and owner == owner_session and zk.session_generation == session:
         try:
-            epoch = _answered_in(zk, session, lambda: read_controller_epoch(zk))
+            epoch = _answered_in(zk, session, lambda: _read_epoch_watched_if_bad(zk))
         except MalformedZnode as e:
-            return _unelectable(zk, e)
+            return _unelectable(e)
         if epoch.epoch == new_epoch:
             return ElectionOutcome(broker_id, FencingToken(epoch.epoch, epoch.zk_version, session))
     if controller_id == NO_CONTROLLER and any(isinstance(r, NoNodeError) for r in results):
@@ -196,7 +190,41 @@ def _answered_in(zk: ZkClient, session: int, request: Callable[[], T]) -> T:
                 raise
 
 
-def _unelectable(zk: ZkClient, error: MalformedZnode) -> ElectionOutcome:
+def _read_epoch_to_increment(zk: ZkClient) -> FencingToken:
+    """`/controller_epoch` as `_read_epoch_watched_if_bad` reads it, and MalformedZnode for
+    an epoch that cannot be incremented: epochs are int32 on the wire, so the next one
+    could be neither written nor sent (Kafka 2.8's Int wraps to a negative epoch every
+    broker refuses as stale)."""
+
+    def incrementable(token: FencingToken) -> FencingToken:
+        if token.epoch >= INT32_MAX:
+            raise MalformedZnode(
+                paths.CONTROLLER_EPOCH, f"epoch {token.epoch} cannot be incremented"
+            )
+        return token
+
+    return _read_epoch_watched_if_bad(zk, incrementable)
+
+
+def _read_epoch_watched_if_bad(
+    zk: ZkClient, check: Callable[[FencingToken], FencingToken] = lambda token: token
+) -> FencingToken:
+    """`/controller_epoch`, ``check``ed; one found malformed (MalformedZnode) is read again
+    with a watch, whose change retries the election (`zk_handlers.
+    controller_epoch_change`), and MalformedZnode is raised if that read finds it so too.
+    The watch is armed by the read that holds the election: a repair after it fires the
+    watch, one before it is read (and elects). Armed afterwards (an exists), a repair
+    landing in between was neither, and no broker was ever elected. Unwatched at first,
+    as a watch on every election's read would retry each broker's election at every
+    epoch change."""
+    try:
+        return check(read_controller_epoch(zk))
+    except MalformedZnode:
+        return check(read_controller_epoch(zk, watch=True))
+
+
+def _unelectable(error: MalformedZnode) -> ElectionOutcome:
+    """No election: the problem, logged (the watch is left by the read that found it)."""
     problem = (
         f"cannot elect a controller: {error}. No broker can be elected until it holds a"
         " valid epoch: write the last controller epoch the brokers have seen (or a larger"
@@ -204,7 +232,6 @@ def _unelectable(zk: ZkClient, error: MalformedZnode) -> ElectionOutcome:
         " retried when it changes"
     )
     log.error("%s", problem)
-    zk.exists(paths.CONTROLLER_EPOCH, watch=True)
     return ElectionOutcome(NO_CONTROLLER, None, problem)
 
 

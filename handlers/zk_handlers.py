@@ -62,8 +62,10 @@ def controller_change(enqueue: Enqueue) -> DataChangeHandler:
 
 
 def controller_epoch_change(enqueue: Enqueue) -> DataChangeHandler:
-    """Armed only by an election that found `/controller_epoch` malformed: any change to
-    it (an operator's repair) retries the election."""
+    """Armed only by an election that found `/controller_epoch` malformed (its read again
+    with a watch): any change to it (an operator's repair) retries the election. A repair
+    that read finds already made leaves the watch on a valid epoch: it fires once, at the
+    next change, a Reelect that finds a controller."""
     return DataChangeHandler(
         paths.CONTROLLER_EPOCH,
         enqueue,

@@ -243,6 +243,42 @@ def test_the_election_with_malformed_controller_znodes(
         zk.close()
 
 
+@pytest.mark.parametrize("bad", [GARBAGE, b"2147483647"], ids=["garbage", "int32-max"])
+def test_a_repair_of_the_controller_epoch_right_after_its_read_is_not_missed(
+    zk_connect: str, own_session: ZkClient, bad: bytes
+) -> None:
+    """Item 10: the election held over a bad /controller_epoch runs once it is repaired.
+    The watch was armed by an exists() sent after the read that found the znode bad: a
+    repair landing between the two was neither read nor notified, and no broker was ever
+    elected. Now the read that holds the election arms the watch itself."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        zk.create(paths.CONTROLLER_EPOCH, bad)
+        fired: list[object] = []
+        zk.register_handler(paths.CONTROLLER_EPOCH, fired.append)
+        real_get = zk.get
+        repaired: list[bool] = []
+
+        def get(path: str, *, watch: bool = False) -> object:
+            got = real_get(path, watch=watch)
+            if path == paths.CONTROLLER_EPOCH and not watch and not repaired:
+                repaired.append(True)  # the operator's repair lands right after the read
+                own_session.set(paths.CONTROLLER_EPOCH, znodes.encode_controller_epoch(7))
+            return got
+
+        zk.get = get  # type: ignore[method-assign,assignment]
+        outcome = try_elect(zk, 1)
+        assert repaired
+        if outcome.token is None:  # held: then the repair must bring the election back
+            wait_for(lambda: fired, 5, "the repair of /controller_epoch to be noticed")
+            outcome = try_elect(zk, 1)
+        assert outcome.token is not None
+        assert outcome.token.epoch == 8
+    finally:
+        zk.close()
+
+
 def test_a_stale_view_of_its_own_controller_znode_never_deletes_the_next_ones(
     zk_connect: str, own_session: ZkClient
 ) -> None:
