@@ -267,6 +267,10 @@ def tenures_of(
         # The earliest evidence ends the tenure; at a tie a resignation explains it best.
         order = {"resigned": 0, "lost": 1, "superseded": 2}
         end_ts, reason = min(candidates, key=lambda c: (c[0], order[c[1]]))
+        if reason == "lost" and t.resigned_ts is not None and t.resigned_ts <= end_ts + tol_ms:
+            # Another broker's -1 stamped by a clock behind the controller's, within the
+            # tolerance of its resignation: that resignation is what it saw.
+            reason = "resigned"
         t.end_ts = max(end_ts, t.start_ts)
         t.end_reason = reason
         if (

@@ -119,6 +119,35 @@ def test_a_graceful_stop_is_a_resignation_and_the_session_close_its_loss() -> No
     assert r.deaths == [control.Death(1, 3004, None, inc.incident_id)]
 
 
+def test_a_graceful_stop_seen_by_a_clock_behind_within_skew_is_a_resignation() -> None:
+    # Broker 2's clock is 30 ms behind broker 1's: its -1 is stamped before the
+    # resignation it followed. Within --skew-ms, the resignation explains the end.
+    events = [
+        *start(),
+        ev(995, 1, "controlled_shutdown", attempt=1, remaining=0),
+        ev(
+            1000,
+            1,
+            "controller_resigned",
+            controller=1,
+            controller_epoch=1,
+            reason="broker shutting down",
+        ),
+        ev(1002, 1, "zookeeper_session", state="CLOSED"),
+        seen(975, 2, -1),
+        seen(1006, 3, -1),
+        elected(1008, 3, 2),
+    ]
+    events.sort(key=lambda e: e["ts"])
+    r = control.analyse(events, 100)
+    t1 = r.tenures[0]
+    assert (t1.end_ts, t1.end_reason) == (975, "resigned")
+    assert r.incidents[0].cause == "resigned: broker shutting down"
+    # Beyond the tolerance the other broker saw it go first: lost.
+    r = control.analyse(events, 20)
+    assert r.tenures[0].end_reason == "lost"
+
+
 def test_a_paused_controller_comes_back_a_zombie() -> None:
     events = [
         *start(),
