@@ -509,7 +509,9 @@ def walk_partition(
                 seg = a
             else:
                 nxt = None if last else states[i + 1]
-                handled = nxt is not None and nxt.reason in DEATH_REASONS
+                # Only a decision moving the leadership away handled this leader's loss:
+                # one keeping it dropped another broker lost (a follower) from the ISR.
+                handled = nxt is not None and nxt.reason in DEATH_REASONS and nxt.leader != s.leader
                 # A controlled shutdown moves a broker's leaderships away before it goes:
                 # its loss logged up to the tolerance before that move came after it, by
                 # clocks behind the controller's.

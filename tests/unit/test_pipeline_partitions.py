@@ -440,3 +440,20 @@ def test_a_leader_lost_after_its_election_and_back_later_is_unavailable_until_ha
     )
     [w] = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
     assert (w["start_ts"], w["end_ts"], w["incident_id"]) == (600, 652, 4)
+
+
+def test_an_offline_decision_for_another_brokers_loss_does_not_void_a_live_leader() -> None:
+    # A rack loss: broker 2 lost at 1000, broker 3 (this partition's leader) at 1020. The
+    # `offline` decision at 1001 only drops follower 2 from the ISR, its leader 3 kept: it
+    # handled broker 2's loss, not broker 3's, so 3's loss is not pulled back onto it.
+    st, windows = walk(
+        ctx(Death(2, 1000, None, 1), Death(3, 1020, None, 2), end=5000, tol=100),
+        state(10, 3, 0, [3, 2, 1], "new", replicas=[3, 2, 1]),
+        applied(12, 3, 0, replicas=[3, 2, 1]),
+        state(1001, 3, 1, [3, 1], "offline", replicas=[3, 2, 1]),
+        state(1021, 1, 2, [1], "offline", replicas=[3, 2, 1]),
+        applied(1023, 1, 2, replicas=[3, 2, 1]),
+    )
+    un = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert [(w["start_ts"], w["end_ts"], w["incident_id"]) for w in un] == [(1020, 1023, 2)]
+    assert st.unavailable_windows == 1
