@@ -766,7 +766,8 @@ def _run(
                 F.sum("unavailable_ms").alias("unavailable_ms"),
                 F.sum("unavailable_windows").alias("unavailable_windows"),
                 F.sum(F.col("open_unavailable").cast("int")).alias("open_unavailable"),
-                F.sum(F.when(F.col("unavailable_ms") > 0, 1).otherwise(0)).alias(
+                # By windows, not milliseconds: a window can last 0 ms, but it happened.
+                F.sum(F.when(F.col("unavailable_windows") > 0, 1).otherwise(0)).alias(
                     "partitions_unavailable"
                 ),
                 F.sum("under_replicated_ms").alias("under_replicated_ms"),

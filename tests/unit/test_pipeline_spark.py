@@ -715,3 +715,67 @@ def test_a_topic_created_again_is_split_at_its_deletion_when_its_first_creation_
         (1, "unavailable", 1000, 4001),
         (1, "under_replicated", 1000, 4001),
     ]
+
+
+def test_a_partition_whose_only_window_lasted_0_ms_counts_as_unavailable(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A leader lost and its successor applied within the same millisecond: a 0 ms window
+    (it happened), so the partition was once without a leader."""
+
+    def line(ts: int, broker: int, event: str, **f: Any) -> str:
+        return json.dumps({"ts": ts, "v": 1, "broker": broker, "event": event, **f})
+
+    def lai(ts: int, broker: int, leader: int, epoch: int, isr: list[int], **f: Any) -> str:
+        return line(
+            ts,
+            broker,
+            f.pop("event", "leader_and_isr"),
+            topic="t",
+            partition=0,
+            leader=leader,
+            leader_epoch=epoch,
+            isr=isr,
+            replicas=[2, 3, 1],
+            **f,
+        )
+
+    def ps(ts: int, leader: int, epoch: int, isr: list[int], reason: str) -> str:
+        return lai(
+            ts,
+            1,
+            leader,
+            epoch,
+            isr,
+            event="partition_state",
+            controller_epoch=1,
+            reason=reason,
+            zk_version=epoch,
+        )
+
+    def ap(ts: int, broker: int, epoch: int, isr: list[int]) -> str:
+        return lai(
+            ts, broker, broker, epoch, isr, controller_id=1, controller_epoch=1, result="applied"
+        )
+
+    lines = [
+        *(
+            line(b, b, "broker_registered", broker_epoch=10 + b, host="h", port=1)
+            for b in (1, 2, 3)
+        ),
+        line(5, 1, "controller_elected", controller=1, controller_epoch=1, epoch_zk_version=1),
+        ps(10, 2, 0, [2, 3, 1], "new"),
+        ap(12, 2, 0, [2, 3, 1]),
+        line(
+            1000, 1, "broker_change", controller_epoch=1, new=[], dead=[2], bounced=[], live=[1, 3]
+        ),
+        ps(1000, 3, 1, [3, 1], "offline"),
+        ap(999, 3, 1, [3, 1]),
+        line(5000, 1, "controller_seen", controller=1, reason="x"),
+    ]
+    (tmp_path / "state-change.log").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    summary = report(spark, out, f"c={tmp_path}")
+    [st] = table(spark, out, "partition_stats")
+    assert (st["unavailable_windows"], st["unavailable_ms"]) == (1, 0)
+    assert summary["clusters"]["c"]["partitions"]["partitions_unavailable"] == 1
