@@ -885,7 +885,13 @@ def _walk_partitions(spark: SparkSession, parsed: DataFrame, ctx: partitions.Wal
             event.isin("partition_state", "isr_change")
             | (
                 (event == "leader_and_isr")
-                & (col("result") == "applied")
+                & (
+                    (col("result") == "applied")
+                    | (
+                        (col("result") == "rejected")
+                        & ~F.coalesce(col("error"), F.lit("")).isin(*STALE_EPOCH_ERRORS)
+                    )
+                )
                 & (col("broker") == col("leader"))
             )
         )
@@ -905,7 +911,11 @@ def _walk_partitions(spark: SparkSession, parsed: DataFrame, ctx: partitions.Wal
         "isr",
         F.when(event != "isr_change", col("replicas")).alias("replicas"),
         F.when(event == "partition_state", col("controller_epoch")).alias("controller_epoch"),
-        F.when(event == "partition_state", col("reason")).alias("reason"),
+        # A leader's refusal of its state (partitions.REFUSED), not as fencing of a stale
+        # request: it did not take over.
+        F.when(event == "partition_state", col("reason"))
+        .when(col("result") == "rejected", F.lit(partitions.REFUSED))
+        .alias("reason"),
         "h1",
         "h2",
     )

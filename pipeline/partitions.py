@@ -6,7 +6,8 @@ a time, holding only that partition's rows. The rows are:
 
 * rank 0, the controller's `partition_state` (a decision it wrote to ZooKeeper);
 * rank 1, the new leader's own `leader_and_isr` applied line for that leader epoch (when
-  the leader actually took over: a join across brokers' logs by epoch);
+  the leader actually took over: a join across brokers' logs by epoch), or its rejected
+  line (reason `REFUSED`: it refused the leadership, e.g. REPLICA_NOT_AVAILABLE);
 * rank 2, the leader's `isr_change` lines (same leader epoch, growing zkVersion).
 
 Ordering by epoch and not by time is what makes clock skew harmless: a follower's clock a
@@ -19,7 +20,8 @@ walked on its own, in that order.
 Each state holds from its time to the next state's (the last to the topic's deletion or the
 end of the logs: then the window is *open*). A partition is **unavailable** while its
 leader is -1, or while its leader is a broker that was lost (from the loss, found in
-`deaths`, to the next decision); the window ends when a live leader applied its new state.
+`deaths`, to the next decision), or while its leader refused the state; the window ends
+when a live leader applied its new state (a leader lost before it applied never did).
 It is **under-replicated** while its ISR is smaller than its replica set (the `replicas`
 field; for lines written before that field existed, every replica ever seen in an ISR).
 States of a topic being deleted count as neither.
@@ -79,6 +81,8 @@ UNAVAILABLE = "unavailable"
 DEATH_REASONS = ("offline", "unclean")
 SHUTDOWN_REASON = "controlled_shutdown"
 UNDER_REPLICATED = "under_replicated"
+# The reason of a rank-1 row that is the leader's refusal of its state (not its application).
+REFUSED = "rejected"
 _NEVER = float("inf")  # the return of a broker never seen back
 
 
@@ -138,6 +142,7 @@ class State:
         "leader",
         "leader_epoch",
         "reason",
+        "refused",
         "replicas",
         "ts",
     )
@@ -162,6 +167,7 @@ class State:
         self.reason = reason
         self.deleting = deleting
         self.applied_ts: int | None = None
+        self.refused = False  # its leader refused it (and did not apply it)
 
 
 @dataclass
@@ -280,9 +286,12 @@ def _states(rows: Sequence[Sequence[Any]], tol: int, stats: PartitionStats) -> l
                 and s.leader == r[C_BROKER]
                 and ts >= s.ts - tol
             ):
-                if s.applied_ts is None:
+                if r[C_REASON] == REFUSED:
+                    s.refused = s.applied_ts is None
+                elif s.applied_ts is None:
                     s.applied_ts = ts
-            else:
+                    s.refused = False
+            elif r[C_REASON] != REFUSED:
                 stats.orphan_applied += 1
             continue
         if last_ts is not None and ts < last_ts:
@@ -505,8 +514,8 @@ def walk_partition(
             lost: int | None = None
             if s.deleting:
                 pass
-            elif s.leader < 0:
-                seg = a
+            elif s.leader < 0 or s.refused:
+                seg = a  # no leader, or one that refused to lead
             else:
                 nxt = None if last else states[i + 1]
                 # Only a decision moving the leadership away handled this leader's loss:
@@ -521,6 +530,10 @@ def walk_partition(
                 if death is not None:
                     # Possibly empty here: the window then lasts until the next leader applied.
                     seg, incident, lost = min(max(a, death.lost_ts), b), death.incident_id, s.leader
+                    if s.applied_ts is None and unavailable.start is not None:
+                        # Lost before it applied the state: it never led, the running
+                        # window goes on (its incident kept).
+                        seg = a
             if seg is None or seg > a:
                 unavailable.close(s.applied_ts if not s.deleting else None, s)
             if seg is not None:

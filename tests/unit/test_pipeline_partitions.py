@@ -457,3 +457,44 @@ def test_an_offline_decision_for_another_brokers_loss_does_not_void_a_live_leade
     un = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
     assert [(w["start_ts"], w["end_ts"], w["incident_id"]) for w in un] == [(1020, 1023, 2)]
     assert st.unavailable_windows == 1
+
+
+def refused(ts: int, leader: int, epoch: int, **kw: Any) -> dict[str, Any]:
+    """The leader's own leader_and_isr rejected line (e.g. REPLICA_NOT_AVAILABLE)."""
+    r = applied(ts, leader, epoch, **kw)
+    r.update(reason=pp.REFUSED)
+    return r
+
+
+def test_a_leader_that_refused_its_leadership_does_not_end_the_window() -> None:
+    # Broker 2 lost; the controller elects 3, which refuses the state: still no leader
+    # until 1 applied the next decision.
+    st, windows = walk(
+        ctx(Death(2, 1000, None, 1), end=5000, tol=100),
+        state(10, 2, 0, [2, 3, 1], "new", replicas=[2, 3, 1]),
+        applied(12, 2, 0, replicas=[2, 3, 1]),
+        state(1001, 3, 1, [3, 1], "offline", replicas=[2, 3, 1]),
+        refused(1002, 3, 1, replicas=[2, 3, 1]),
+        state(1500, 1, 2, [1], "offline", replicas=[2, 3, 1]),
+        applied(1502, 1, 2, replicas=[2, 3, 1]),
+    )
+    un = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert [(w["start_ts"], w["end_ts"], w["incident_id"], w["recovered_leader"]) for w in un] == [
+        (1000, 1502, 1, 1)
+    ]
+    assert st.orphan_applied == 0
+
+
+def test_a_leader_lost_before_applying_its_leadership_does_not_end_the_window() -> None:
+    # Broker 2 lost; the controller elects 3, killed before it applied (its loss found at
+    # 7000); 1 is elected at 7001 and applies at 7002: one window.
+    _, windows = walk(
+        ctx(Death(2, 1000, None, 1), Death(3, 7000, None, 2), end=9000, tol=100),
+        state(10, 2, 0, [2, 3, 1], "new", replicas=[2, 3, 1]),
+        applied(12, 2, 0, replicas=[2, 3, 1]),
+        state(1001, 3, 1, [3, 1], "offline", replicas=[2, 3, 1]),
+        state(7001, 1, 2, [1], "offline", replicas=[2, 3, 1]),
+        applied(7002, 1, 2, replicas=[2, 3, 1]),
+    )
+    un = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert [(w["start_ts"], w["end_ts"], w["incident_id"]) for w in un] == [(1000, 7002, 1)]

@@ -779,3 +779,63 @@ def test_a_partition_whose_only_window_lasted_0_ms_counts_as_unavailable(
     [st] = table(spark, out, "partition_stats")
     assert (st["unavailable_windows"], st["unavailable_ms"]) == (1, 0)
     assert summary["clusters"]["c"]["partitions"]["partitions_unavailable"] == 1
+
+
+def test_a_leader_that_refused_its_leadership_does_not_end_the_window(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Broker 2 lost; the controller elects 3, which refuses (REPLICA_NOT_AVAILABLE) while
+    follower 1 applies; the partition has a leader once 1 applied the next decision."""
+
+    def line(ts: int, broker: int, event: str, **f: Any) -> str:
+        return json.dumps({"ts": ts, "v": 1, "broker": broker, "event": event, **f})
+
+    def part(ts: int, broker: int, event: str, leader: int, epoch: int, **f: Any) -> str:
+        return line(
+            ts,
+            broker,
+            event,
+            topic="t",
+            partition=0,
+            leader=leader,
+            leader_epoch=epoch,
+            isr=[leader, 1] if leader != 1 else [1],
+            replicas=[2, 3, 1],
+            controller_epoch=1,
+            **f,
+        )
+
+    def ps(ts: int, leader: int, epoch: int, reason: str) -> str:
+        return part(ts, 1, "partition_state", leader, epoch, reason=reason, zk_version=epoch)
+
+    def lai(ts: int, broker: int, leader: int, epoch: int, **f: Any) -> str:
+        return part(ts, broker, "leader_and_isr", leader, epoch, controller_id=1, **f)
+
+    lines = [
+        *(
+            line(b, b, "broker_registered", broker_epoch=10 + b, host="h", port=1)
+            for b in (1, 2, 3)
+        ),
+        line(5, 1, "controller_elected", controller=1, controller_epoch=1, epoch_zk_version=1),
+        ps(10, 2, 0, "new"),
+        lai(12, 2, 2, 0, result="applied"),
+        line(
+            1000, 1, "broker_change", controller_epoch=1, new=[], dead=[2], bounced=[], live=[1, 3]
+        ),
+        ps(1001, 3, 1, "offline"),
+        lai(1002, 3, 3, 1, result="rejected", error="REPLICA_NOT_AVAILABLE"),
+        lai(1002, 1, 3, 1, result="applied"),
+        ps(1500, 1, 2, "offline"),
+        lai(1502, 1, 1, 2, result="applied"),
+    ]
+    (tmp_path / "state-change.log").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    report(spark, out, f"c={tmp_path}")
+    windows = table(spark, out, "partition_windows")
+    assert [
+        (w["start_ts"], w["end_ts"], w["recovered_leader"])
+        for w in windows
+        if w["kind"] == "unavailable"
+    ] == [(1000, 1502, 1)]
+    [st] = table(spark, out, "partition_stats")
+    assert st["orphan_applied"] == 0
