@@ -21,7 +21,8 @@ Each state holds from its time to the next state's (the last to the topic's dele
 end of the logs: then the window is *open*). A partition is **unavailable** while its
 leader is -1, or while its leader is a broker that was lost (from the loss, found in
 `deaths`, to the next decision), or while its leader refused the state; the window ends
-when a live leader applied its new state (a leader lost before it applied never did).
+when a live leader applied its new state (a leader lost before it applied never did), or
+when a lost leader back unseen, its state kept, applied it again (or registered again).
 It is **under-replicated** while its ISR is smaller than its replica set (the `replicas`
 field; for lines written before that field existed, every replica ever seen in an ISR).
 States of a topic being deleted count as neither.
@@ -135,6 +136,7 @@ class WalkContext:
 
 class State:
     __slots__ = (
+        "applied",
         "applied_ts",
         "cepoch",
         "deleting",
@@ -167,6 +169,9 @@ class State:
         self.reason = reason
         self.deleting = deleting
         self.applied_ts: int | None = None
+        # Every applied line of its leader for its leader epoch (a leader back unseen, its
+        # state kept, applies it again), shared with that epoch's ISR changes.
+        self.applied: list[int] = []
         self.refused = False  # its leader refused it (and did not apply it)
 
 
@@ -286,6 +291,8 @@ def _states(rows: Sequence[Sequence[Any]], tol: int, stats: PartitionStats) -> l
                 and s.leader == r[C_BROKER]
                 and ts >= s.ts - tol
             ):
+                if r[C_REASON] != REFUSED:
+                    s.applied.append(ts)
                 if r[C_REASON] == REFUSED:
                     s.refused = s.applied_ts is None
                 elif s.applied_ts is None:
@@ -304,9 +311,14 @@ def _states(rows: Sequence[Sequence[Any]], tol: int, stats: PartitionStats) -> l
         reason = r[C_REASON] if rank == RANK_STATE else "isr_change"
         if reason == "deleted":
             deleting = True
-        states.append(
-            State(ts, r[C_LEADER], r[C_EPOCH], r[C_ISR], replicas, cepoch, reason, deleting)
-        )
+        new = State(ts, r[C_LEADER], r[C_EPOCH], r[C_ISR], replicas, cepoch, reason, deleting)
+        if (
+            rank == RANK_ISR
+            and states
+            and (states[-1].leader_epoch, states[-1].leader) == (new.leader_epoch, new.leader)
+        ):
+            new.applied = states[-1].applied
+        states.append(new)
     for s in states:
         if s.applied_ts is not None and s.applied_ts < s.ts:
             s.applied_ts = s.ts  # the leader's clock runs behind the controller's
@@ -510,6 +522,7 @@ def walk_partition(
             # Availability: unavailable from `seg` (None: available throughout). A state
             # available at its start ends the running window once its leader applied it.
             seg: int | None = None
+            back: int | None = None  # where a leader back unseen ended the window
             incident: int | None = None
             lost: int | None = None
             if s.deleting:
@@ -534,9 +547,23 @@ def walk_partition(
                         # Lost before it applied the state: it never led, the running
                         # window goes on (its incident kept).
                         seg = a
+                    elif death.back_ts is not None and death.back_ts < b:
+                        # Back before the next decision, its state kept (no decision
+                        # re-elected it: all sessions expired, or none to take over): it
+                        # leads again once it applied that state again, or, logging
+                        # nothing (its process lived on), at its registration. Not when
+                        # the next decision handled its loss (a restart leads nothing).
+                        again = [t for t in s.applied if t >= death.back_ts - tol]
+                        if again and again[0] < b:
+                            back = max(again[0], seg)
+                        elif not again and not handled:
+                            back = max(death.back_ts, seg)
             if seg is None or seg > a:
                 unavailable.close(s.applied_ts if not s.deleting else None, s)
-            if seg is not None:
+            if seg is not None and back is not None:
+                unavailable.add(seg, back, open_=False, incident=incident, lost=lost)
+                unavailable.close(None, s)
+            elif seg is not None:
                 unavailable.add(seg, b, open_=open_, incident=incident, lost=lost)
             if not s.deleting and len(s.isr) < len(replicas):
                 under.add(a, b, open_=open_, incident=None, lost=None)

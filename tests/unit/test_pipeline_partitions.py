@@ -498,3 +498,33 @@ def test_a_leader_lost_before_applying_its_leadership_does_not_end_the_window() 
     )
     un = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
     assert [(w["start_ts"], w["end_ts"], w["incident_id"]) for w in un] == [(1000, 7002, 1)]
+
+
+def test_a_leader_back_unseen_ends_its_window_when_it_applied_its_state_again() -> None:
+    # The sole ISR member (leader 1) is killed and restarted: registered again at 10002,
+    # no new decision (the next controller keeps its state), and it applies the same
+    # leader epoch at 10008. Not unavailable to the end of the logs.
+    st, windows = walk(
+        ctx(Death(1, 10000, 10002, 5), end=70_000, tol=100),
+        state(10, 1, 0, [1, 2], "new", replicas=[1, 2]),
+        applied(12, 1, 0, replicas=[1, 2]),
+        isr(500, 1, 0, [1], 1, replicas=[1, 2]),
+        applied(10008, 1, 0, replicas=[1, 2]),
+    )
+    un = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert [(w["start_ts"], w["end_ts"], w["open"], w["incident_id"]) for w in un] == [
+        (10000, 10008, False, 5)
+    ]
+    assert not st.open_unavailable
+
+
+def test_a_leader_back_unseen_that_logged_nothing_is_back_at_its_registration() -> None:
+    # A ZooKeeper outage expired every session; the leader's process lived on, registered
+    # again and kept its leader epoch (nothing logged): back at its registration.
+    _, windows = walk(
+        ctx(Death(2, 26002, 26022, 1), end=90_000, tol=100),
+        state(10, 2, 0, [2, 3, 1], "new", replicas=[2, 3, 1]),
+        applied(12, 2, 0, replicas=[2, 3, 1]),
+    )
+    un = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert [(w["start_ts"], w["end_ts"], w["open"]) for w in un] == [(26002, 26022, False)]
