@@ -32,9 +32,10 @@ def wait_until(check: Any, what: str, timeout: float = 40.0) -> Any:
         time.sleep(0.05)
 
 
-def test_an_election_whose_answer_was_lost_is_logged_once_read_back(
+def controller_behind_a_link(
     zk_connect: str, tmp_path: Path
-) -> None:
+) -> tuple[ZkClient, ZooKeeperLink, ZkClient, StateChangeLog, KafkaController]:
+    """A direct client, and broker 1's controller whose ZooKeeper link can be cut."""
     direct = ZkClient(zk_connect, session_timeout_ms=10_000)
     direct.start()
     link = ZooKeeperLink(zk_connect)
@@ -47,6 +48,13 @@ def test_an_election_whose_answer_was_lost_is_logged_once_read_back(
         log,
         lambda: 0,
     )
+    return direct, link, zk, log, controller
+
+
+def test_an_election_whose_answer_was_lost_is_logged_once_read_back(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    direct, link, zk, log, controller = controller_behind_a_link(zk_connect, tmp_path)
     real = zk.multi_fenced_batched
     cut: list[bool] = []
 
@@ -115,18 +123,7 @@ def test_an_election_whose_answer_was_lost_keeps_its_term(zk_connect: str, tmp_p
     back (same session), answered NODEEXISTS, /controller found ours with the epoch it
     wrote, and the term is kept (Kafka 2.8's registerControllerAndIncrementControllerEpoch
     and checkControllerAndEpoch). It was thrown away: /controller deleted, epoch 2 won."""
-    direct = ZkClient(zk_connect, session_timeout_ms=10_000)
-    direct.start()
-    link = ZooKeeperLink(zk_connect)
-    zk = ZkClient(link.connect_string, session_timeout_ms=6_000)
-    zk.start()
-    log = StateChangeLog(tmp_path, 1)
-    controller = KafkaController(
-        ControllerConfig(broker_id=1, session_timeout_ms=6_000, auto_leader_rebalance_enable=False),
-        zk,
-        log,
-        lambda: 0,
-    )
+    direct, link, zk, log, controller = controller_behind_a_link(zk_connect, tmp_path)
     real = zk.multi
     cut: list[bool] = []
 
