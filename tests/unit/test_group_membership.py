@@ -52,6 +52,8 @@ def _join(
     session: int = SESSION,
     rebalance: int = REBALANCE,
     protocol_type: str = "consumer",
+    group_instance_id: str | None = None,
+    wall_ms: int | None = None,
 ) -> Answers:
     return group.join(
         member_id=member_id,
@@ -64,6 +66,8 @@ def _join(
         protocol_type=protocol_type,
         protocols=protocols,
         now_ms=now,
+        group_instance_id=group_instance_id,
+        wall_ms=wall_ms,
     )
 
 
@@ -1007,34 +1011,11 @@ def test_a_static_member_restarting_into_a_full_stable_group_is_refused() -> Non
     coming back to its place too."""
     group = Group("g", MAX_TWO)
     for instance in ("a", "b"):
-        group.join(
-            member_id="",
-            new_member_id=f"{instance}1",
-            require_known_member_id=False,
-            client_id="client",
-            client_host="/127.0.0.1",
-            session_timeout_ms=SESSION,
-            rebalance_timeout_ms=REBALANCE,
-            protocol_type="consumer",
-            protocols=RANGE,
-            now_ms=-DELAY,  # (see completing_group)
-            group_instance_id=instance,
-        )
+        # (joined a delay early: see completing_group)
+        join_new(group, f"{instance}1", -DELAY, group_instance_id=instance)
     group.tick(DELAY)
     sync(group, "a1", 1, DELAY, {"a1": b"A", "b1": b"B"})
-    answers = group.join(
-        member_id="",
-        new_member_id="b2",
-        require_known_member_id=False,
-        client_id="client",
-        client_host="/127.0.0.1",
-        session_timeout_ms=SESSION,
-        rebalance_timeout_ms=REBALANCE,
-        protocol_type="consumer",
-        protocols=RANGE,
-        now_ms=DELAY + 10,
-        group_instance_id="b",
-    )
+    answers = join_new(group, "b2", DELAY + 10, group_instance_id="b")
     assert answers.joins == {"b2": FULL}
     assert group.static_members == {"a": "a1", "b": "b1"}
 
@@ -1984,19 +1965,7 @@ def test_deadlines_take_now_and_the_empty_group_records_the_wall_clock() -> None
     when it becomes Empty (and writes in its metadata record), so a step of the wall
     clock moves no deadline."""
     group = Group("g", LIMITS, persist=True)
-    answers = group.join(
-        member_id="",
-        new_member_id="a",
-        require_known_member_id=False,
-        client_id="client",
-        client_host="/127.0.0.1",
-        session_timeout_ms=SESSION,
-        rebalance_timeout_ms=REBALANCE,
-        protocol_type="consumer",
-        protocols=RANGE,
-        now_ms=100,
-        wall_ms=9_000_000,
-    )
+    answers = join_new(group, "a", 100, wall_ms=9_000_000)
     assert not answers.joins  # the initial delay
     assert group.next_deadline_ms() == 100 + DELAY
     answers = group.tick(100 + DELAY, wall_ms=5_000_000)
