@@ -11,9 +11,14 @@ actions, or a broker's state-change log.
 from __future__ import annotations
 
 import bisect
+import errno
+import os
+import select
+import stat
 import threading
 import time
 from collections.abc import Callable
+from typing import TextIO
 
 from watch.model import Event, event_time
 from watch.screen import format_event
@@ -33,6 +38,24 @@ def write_events(events: list[Event], write: Write) -> None:
 HOLD_S = 0.5
 
 
+def _reader_gone_poll(stdout: TextIO | None) -> select.poll | None:
+    """A poll that sees the reader of `stdout` go away, where `stdout` is a pipe: on a
+    quiet cluster no line is written for minutes, and a write is what raises
+    BrokenPipeError (`zkctl watch | head` would hold its ZooKeeper session until the next
+    event). None for a terminal or a file, which have no reader to lose."""
+    if stdout is None:
+        return None
+    try:
+        fd = stdout.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return None
+    except (OSError, ValueError):  # no file behind it (a test's capture), or closed
+        return None
+    poll = select.poll()
+    poll.register(fd, select.POLLERR | select.POLLHUP)  # the write end of a pipe: POLLERR
+    return poll
+
+
 def run(
     watcher: Watcher,
     write: Write,
@@ -40,9 +63,12 @@ def run(
     stop: threading.Event | None = None,
     duration_s: float | None = None,
     clock: Callable[[], float] = time.time,
+    stdout: TextIO | None = None,
 ) -> None:
     """Print events in time order, each about HOLD_S after it happened, until `stop` is set
-    or `duration_s` has passed; then what is still held."""
+    or `duration_s` has passed; then what is still held. BrokenPipeError once the reader of
+    `stdout` (what `write` writes to), a pipe, has gone, even with no line to write."""
+    reader_gone = _reader_gone_poll(stdout)
     deadline = None if duration_s is None else time.monotonic() + duration_s
     held: list[Event] = []
 
@@ -54,6 +80,8 @@ def run(
         write_events(ready, write)
 
     while not (stop is not None and stop.is_set()):
+        if reader_gone is not None and reader_gone.poll(0):
+            raise BrokenPipeError(errno.EPIPE, "the reader of stdout went away")
         wait = 0.25
         if deadline is not None:
             wait = min(wait, deadline - time.monotonic())

@@ -127,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             if plain:
                 progress("watching; Ctrl-C stops")
-                render_plain.run(watcher, out, stop=stop, duration_s=args.duration)
+                render_plain.run(
+                    watcher, out, stop=stop, duration_s=args.duration, stdout=sys.stdout
+                )
             else:
                 render_curses.run_or_plain(
                     watcher,

@@ -713,3 +713,25 @@ def test_plain_watch_prints_what_its_locale_cannot_encode(zk_connect: str) -> No
         assert "\\u65e5\\u672c" in proc.stdout.decode("latin-1")
     finally:
         writer.close()
+
+
+def test_plain_watch_stops_once_its_reader_is_gone_on_a_quiet_cluster(zk_connect: str) -> None:
+    """`zkctl watch --plain | head -1`: head exits after its line, and nothing more
+    happens in the cluster to write a line that would raise BrokenPipeError."""
+    proc = subprocess.Popen(
+        zkctl_argv("--zookeeper", zk_connect, "watch", "--plain"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=zkctl_env(),
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        proc.stdout.readline()  # connected and watching: the first line
+        time.sleep(2)  # the lines held with it written too: nothing more to write
+        proc.stdout.close()  # the reader goes away
+        assert proc.wait(timeout=20) == 1  # as when a line meets the closed pipe
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
