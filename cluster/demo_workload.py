@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +36,17 @@ class Tally:
     errors: dict[str, int] = field(default_factory=dict)
     sent: int = 0
     last_ack: dict[int, float] = field(default_factory=dict)  # partition -> when
-    longest_stall_s: float = 0.0  # the longest a partition waited between acknowledgements
+    # The longest a partition waited for an acknowledgement: since the last one, or since
+    # the producer started for its first (the demo's first failover begins before any).
+    longest_stall_s: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def started(self, partitions: Iterable[int], now: float | None = None) -> None:
+        """The producer starts sending to `partitions`: their waits count from now."""
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            for partition in partitions:
+                self.last_ack.setdefault(partition, now)
 
     def on_delivery(self, err: Any, msg: Any) -> None:
         now = time.monotonic()
@@ -152,6 +161,7 @@ class ClientWorkload:
 
     def _produce(self, producer: Any, topic: str) -> None:
         interval = 1.0 / self.rate
+        self.tally.started(range(self._partitions))
         next_send = time.monotonic()
         n = 0
         while not self._stop.is_set():

@@ -61,6 +61,16 @@ def test_every_acknowledged_message_read_back_is_no_loss() -> None:
     assert t.acknowledged() == 3
 
 
+def test_the_wait_for_a_partitions_first_acknowledgement_is_a_stall() -> None:
+    # The demo's first failover starts a few ms after the producer: every partition
+    # waited 5-7 s for its first acknowledgement, and 0.2 s (between two later ones) was
+    # reported as the longest wait.
+    t = Tally()
+    t.started(range(3), now=time.monotonic() - 6.0)
+    t.on_delivery(None, Msg(1, 0, b"demo-000000001"))
+    assert t.longest_stall_s >= 6.0
+
+
 # --- the view's thread -----------------------------------------------------------------------
 
 
