@@ -9,8 +9,9 @@ partitions or ten thousand.
 
 What the state knows:
 
-* the controller (`/controller`, `/controller_epoch`): the current tenure, the earlier ones
-  seen while watching, and since when there has been none;
+* the controller (`/controller`, `/controller_epoch`): the current tenure (from its
+  election: /controller's ctime for one already there when watching began), the earlier
+  ones seen while watching, and since when there has been none;
 * brokers (`/brokers/ids`): each with its address, broker epoch (the czxid of its
   registration) and liveness; a broker seen once stays listed, as lost, until it is back;
 * partitions (topic znodes and partition state znodes): leader, leader epoch, replicas and
@@ -59,6 +60,9 @@ class ControllerSeen:
     broker: int | None  # None: no /controller
     epoch: int | None  # None: no /controller_epoch (a fresh cluster), or unknown
     problem: str | None = None  # /controller or /controller_epoch could not be decoded
+    # When /controller was created (its ctime, ZooKeeper's clock): when a controller already
+    # there as the watch begins was elected. None: not known (no /controller).
+    elected_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,7 +367,10 @@ def _controller(state: WatchState, obs: ControllerSeen) -> tuple[WatchState, lis
         events.append(
             Event(ts, "controller", f"controller is broker {broker}, epoch {epoch_text}", "info")
         )
-        tenure = Tenure(broker, epoch, ts, seen_elected=False)
+        # Its term began at its election, not when the watch first looked (never later
+        # than that look, whatever the ZooKeeper server's clock says).
+        since = ts if obs.elected_at is None else min(obs.elected_at, ts)
+        tenure = Tenure(broker, epoch, since, seen_elected=False)
         return replace(state, seen_controller=True, controller=tenure, epoch=epoch), events
 
     current = state.controller

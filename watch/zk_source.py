@@ -407,7 +407,8 @@ class ZkSource:
                 if broker == last_broker:
                     epoch_value = last_epoch
         self._controller = (broker, epoch_value)
-        return ControllerSeen(ts, broker, epoch_value, "; ".join(problems) or None)
+        elected_at = None if controller is None else controller[1].ctime / 1000
+        return ControllerSeen(ts, broker, epoch_value, "; ".join(problems) or None, elected_at)
 
     def _read_brokers(self) -> list[Observation]:
         ids = sorted(

@@ -735,3 +735,27 @@ def test_plain_watch_stops_once_its_reader_is_gone_on_a_quiet_cluster(zk_connect
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_controller_already_there_is_shown_since_its_election(zk_connect: str) -> None:
+    writer = ZkClient(zk_connect)
+    writer.start()
+    watch_zk = ZkClient(zk_connect)
+    watch_zk.start()
+    watcher = Watcher(watch_zk)
+    try:
+        elect(writer, 1, 1)
+        got = writer.get(paths.CONTROLLER)
+        assert got is not None
+        elected_at = got[1].ctime / 1000
+        time.sleep(1.5)
+        watcher.start()
+        wait_timeline(watcher, has("controller is broker 1, epoch 1"), "the first read")
+        controller = watcher.state.controller
+        assert controller is not None
+        # Its term began at its election (/controller's ctime), not at the watch's start.
+        assert controller.since == elected_at
+    finally:
+        watcher.stop()
+        watch_zk.close()
+        writer.close()

@@ -99,6 +99,19 @@ def test_first_sight_of_a_controller_names_it_without_claiming_an_election() -> 
     assert running_clocks(state, T0 + 5) == []
 
 
+def test_a_controller_already_there_is_controller_since_its_election() -> None:
+    # Its term began when /controller was created, not when the watch first looked.
+    seen = ControllerSeen(T0, 2, 7, elected_at=T0 - 3600)
+    state, _ = run(model.initial_state(T0), (T0, seen))
+    assert state.controller is not None
+    assert state.controller.since == T0 - 3600
+    # A ZooKeeper server's clock ahead of ours: no later than the watch's first look.
+    seen = ControllerSeen(T0, 2, 7, elected_at=T0 + 5)
+    state, _ = run(model.initial_state(T0), (T0, seen))
+    assert state.controller is not None
+    assert state.controller.since == T0
+
+
 def test_no_controller_at_first_starts_the_clock_and_an_election_stops_it() -> None:
     state, out = run(model.initial_state(T0), (T0, ControllerSeen(0.0, None, None)))
     assert out == ["no controller"]
