@@ -644,6 +644,14 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("offsets.topic.segment.bytes", _I, 100 * 1024 * 1024, _HIGH,
               "segment.bytes of __consumer_offsets (kept small: compaction cleans whole"
               " segments, and a new coordinator reads them all).", AtLeast(1)),
+    ConfigDef("offsets.commit.timeout.ms", _I, 5000, _HIGH,
+              "How long an offset commit (or a group's record) waits for every in-sync"
+              " replica of its __consumer_offsets partition before it fails.", AtLeast(1)),
+    ConfigDef("offsets.commit.required.acks", _S, -1, _HIGH,
+              "Acks of the coordinator's writes, -1 to offsets.topic.replication.factor"
+              " (no effect here: a commit always waits for every in-sync replica)."),
+    ConfigDef("offsets.load.buffer.size", _I, 5 * 1024 * 1024, _HIGH,
+              "Read size when loading __consumer_offsets (no effect here).", AtLeast(1)),
     # Transactions: no transaction coordinator runs here, so none of these has an effect.
     ConfigDef("transactional.id.expiration.ms", _I, 7 * 24 * _HOUR_MS, _HIGH,
               "How long a transactional id is kept without a transaction (no effect here).",
@@ -1347,6 +1355,9 @@ class BrokerConfig:
     offsets_retention_minutes: int
     offsets_retention_check_interval_ms: int
     offset_metadata_max_bytes: int
+    offsets_commit_timeout_ms: int
+    offsets_commit_required_acks: int
+    offsets_load_buffer_size: int
     transactional_id_expiration_ms: int
     transaction_max_timeout_ms: int
     transaction_state_log_min_isr: int
@@ -1570,6 +1581,14 @@ def _resolve_broker_values(vals: dict[str, Any], given: set[str], problems: _Pro
     if _have(vals, low_key, high_key) and vals[low_key] > vals[high_key]:
         problems.add(
             low_key, f"{low_key} ({vals[low_key]}) must not exceed {high_key} ({vals[high_key]})"
+        )
+    acks_key, factor_key = "offsets.commit.required.acks", "offsets.topic.replication.factor"
+    # KafkaConfig.validateValues, though the acks have no effect here.
+    if _have(vals, acks_key, factor_key) and not -1 <= vals[acks_key] <= vals[factor_key]:
+        problems.add(
+            acks_key,
+            f"{acks_key} must be greater or equal -1 and less or equal to {factor_key}"
+            f" ({vals[factor_key]}): it is {vals[acks_key]}",
         )
     _check_task_periods(vals, problems)
     _check_topic_synonyms(vals, given, problems)

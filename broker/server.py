@@ -179,6 +179,7 @@ class KafkaServer:
             offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
             offsets_compression=config.offsets_topic_compression_codec,
             offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+            commit_timeout_s=config.offsets_commit_timeout_ms / 1000,
         )
         self.replicas.on_become = self._on_become
         self.replicas.on_stop = self._on_stop

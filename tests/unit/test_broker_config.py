@@ -38,6 +38,7 @@ from broker.config import (
 )
 from broker.server import group_limits
 from groups.membership import GroupLimits
+from tests.unit.test_broker_controlled_shutdown import unstarted_server
 
 ZK = "zookeeper.connect=localhost:2181\n"
 
@@ -653,6 +654,43 @@ def test_kafkas_keys_without_effect_here_are_accepted_with_kafkas_defaults(
     else:
         (msg,) = problems_of(f"{key}=3.0\n")
         assert "expected a Kafka version from 0.8.0 to 2.8-IV1" in msg
+
+
+def test_kafkas_offsets_commit_keys_are_accepted_and_the_timeout_is_the_coordinators(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """offsets.commit.timeout.ms, offsets.commit.required.acks and offsets.load.buffer.size
+    are Kafka 2.8 broker keys: a server.properties setting one stopped the broker (unknown
+    config key). The timeout is how long a commit waits for the ISR (Kafka's
+    offsetCommitTimeoutMs); the acks are checked as KafkaConfig.validateValues checks them."""
+    c = cfg()
+    assert (
+        c.offsets_commit_timeout_ms,
+        c.offsets_commit_required_acks,
+        c.offsets_load_buffer_size,
+    ) == (5000, -1, 5 * 1024 * 1024)
+    c = cfg(
+        "offsets.commit.timeout.ms=12000\noffsets.commit.required.acks=1\n"
+        "offsets.load.buffer.size=1048576\n"
+    )
+    assert (
+        c.offsets_commit_timeout_ms,
+        c.offsets_commit_required_acks,
+        c.offsets_load_buffer_size,
+    ) == (12000, 1, 1048576)
+    assert problems_of("offsets.commit.timeout.ms=0\n") == [
+        "invalid value '0' for config key 'offsets.commit.timeout.ms': expected a value >= 1"
+    ]
+    assert problems_of("offsets.commit.required.acks=4\n") == [
+        "offsets.commit.required.acks must be greater or equal -1 and less or equal to"
+        " offsets.topic.replication.factor (3): it is 4"
+    ]
+    cfg("offsets.commit.required.acks=4\noffsets.topic.replication.factor=4\n")
+    broker = unstarted_server(tmp_path, monkeypatch, "offsets.commit.timeout.ms=12000\n")
+    try:
+        assert broker.groups.commit_timeout_s == 12.0
+    finally:
+        assert broker.shutdown()
 
 
 @pytest.mark.parametrize(
