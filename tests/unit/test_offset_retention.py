@@ -1171,7 +1171,7 @@ def test_a_refused_group_record_is_answered_as_kafkas_store_group_answers(
     """Kafka 2.8's storeGroup tells the members UNKNOWN_SERVER_ERROR when the group's
     record is too large for the offsets log (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE)
     and REBALANCE_IN_PROGRESS when its replication timed out; INVALID_COMMIT_OFFSET_SIZE
-    and COORDINATOR_NOT_AVAILABLE are storeOffsets' answers, which SyncGroup was given."""
+    and REQUEST_TIMED_OUT are storeOffsets' answers, which SyncGroup was given."""
     n = nodes()
     n.lead_all(epoch=0)
     groups = n.groups
