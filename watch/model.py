@@ -92,6 +92,10 @@ class PartitionsSeen:
     ts: float
     topics: Assignments
     states: Mapping[TopicPartition, LeaderAndIsr]
+    # Topics named under /admin/delete_topics (queued for deletion). Kafka 2.8's controller
+    # writes no leader -2 to ZooKeeper: it takes their replicas offline (leader -1) and
+    # then removes their znodes, so this, not the states, says they are going.
+    deleting: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +178,7 @@ class PartitionView(NamedTuple):
     has_state: bool  # False: no state znode yet
     leaderless_since: float | None  # leader -1 or not registered, since then
     under_replicated: bool
+    deleting: bool = False  # its topic is queued for deletion: neither offline nor short
 
 
 NO_STATE = PartitionView((), -1, -1, (), False, None, False)
@@ -210,6 +215,7 @@ class WatchState:
     history: tuple[Tenure, ...] = ()  # earlier tenures, newest first
     brokers: Mapping[int, BrokerView] = field(default_factory=dict)
     topics: Assignments = field(default_factory=dict)
+    deleting: frozenset[str] = frozenset()  # topics queued for deletion (of those in topics)
     partitions: Mapping[TopicPartition, PartitionView] = field(default_factory=dict)
     summary: Summary = field(default_factory=Summary)
     timeline: tuple[Event, ...] = ()
@@ -274,12 +280,13 @@ def _printable(obs: Observation) -> Observation:
             brokers = {b: replace(i, address=printable(i.address)) for b, i in obs.brokers.items()}
             return replace(obs, brokers=brokers)
     elif isinstance(obs, PartitionsSeen):
-        if any(CONTROL.search(t) for t in obs.topics):
+        if any(CONTROL.search(t) for t in itertools.chain(obs.topics, obs.deleting)):
             topics = {printable(t): a for t, a in obs.topics.items()}
             states = {
                 TopicPartition(printable(tp.topic), tp.partition): s for tp, s in obs.states.items()
             }
-            return replace(obs, topics=topics, states=states)
+            deleting = frozenset(printable(t) for t in obs.deleting)
+            return replace(obs, topics=topics, states=states, deleting=deleting)
     elif isinstance(obs, ControllerSeen):
         if obs.problem is not None:
             return replace(obs, problem=printable(obs.problem))
@@ -473,7 +480,10 @@ def _brokers(state: WatchState, obs: BrokersSeen) -> tuple[WatchState, list[Even
             led = sorted(
                 tp
                 for tp, pv in state.partitions.items()
-                if pv.has_state and pv.leader == b and pv.leaderless_since is None
+                if pv.has_state
+                and pv.leader == b
+                and pv.leaderless_since is None
+                and not pv.deleting
             )
             text = f"broker {b} lost: its registration is gone"
             if led:
@@ -482,7 +492,7 @@ def _brokers(state: WatchState, obs: BrokersSeen) -> tuple[WatchState, list[Even
             events.append(Event(ts, "broker", text, "bad"))
     new = replace(state, brokers=views, seen_brokers=True)
     if new.partitions and (not state.seen_brokers or new.alive != state.alive):
-        partitions = _recompute(new.partitions, new.topics, None, new.alive, ts)
+        partitions = _recompute(new.partitions, new.topics, None, new.alive, ts, new.deleting)
         new = replace(new, partitions=partitions, summary=_summarize(partitions, new.topics))
         if state.seen_brokers:
             # A leader that re-registered before the controller replaced it leads again.
@@ -509,11 +519,13 @@ def _view(
     prev: PartitionView | None,
     alive: frozenset[int] | None,
     ts: float,
+    deleting: bool = False,
 ) -> PartitionView:
     if lai is None:
-        return NO_STATE._replace(replicas=replicas)
+        return NO_STATE._replace(replicas=replicas, deleting=deleting)
     leader = lai.leader
-    if leader == LEADER_DURING_DELETE:
+    # A partition being deleted has its leader taken away on purpose: not offline.
+    if deleting or leader == LEADER_DURING_DELETE:
         leaderless = False
     else:
         leaderless = leader < 0 or (alive is not None and leader not in alive)
@@ -521,7 +533,9 @@ def _view(
     if leaderless:
         since = ts if prev is None or prev.leaderless_since is None else prev.leaderless_since
     isr = lai.isr
-    urp = len(isr) < len(replicas) or (alive is not None and not alive.issuperset(isr))
+    urp = not deleting and (
+        len(isr) < len(replicas) or (alive is not None and not alive.issuperset(isr))
+    )
     if (
         prev is not None
         and prev.has_state
@@ -531,9 +545,10 @@ def _view(
         and prev.replicas == replicas
         and prev.leaderless_since == since
         and prev.under_replicated == urp
+        and prev.deleting == deleting
     ):
         return prev
-    return PartitionView(replicas, leader, lai.leader_epoch, isr, True, since, urp)
+    return PartitionView(replicas, leader, lai.leader_epoch, isr, True, since, urp, deleting)
 
 
 def _recompute(
@@ -542,10 +557,12 @@ def _recompute(
     states: Mapping[TopicPartition, LeaderAndIsr] | None,
     alive: frozenset[int] | None,
     ts: float,
+    deleting: frozenset[str],
 ) -> dict[TopicPartition, PartitionView]:
     """Every partition's view; from `states` if given, else from the views' own states."""
     out: dict[TopicPartition, PartitionView] = {}
     for topic, assignment in topics.items():
+        being_deleted = topic in deleting
         for p, replicas in assignment.items():
             tp = TopicPartition(topic, p)
             prev = partitions.get(tp)
@@ -555,7 +572,7 @@ def _recompute(
                 lai = LeaderAndIsr(prev.leader, prev.leader_epoch, prev.isr)
             else:
                 lai = None
-            out[tp] = _view(replicas, lai, prev, alive, ts)
+            out[tp] = _view(replicas, lai, prev, alive, ts, being_deleted)
     return out
 
 
@@ -567,12 +584,12 @@ def _summarize(partitions: Mapping[TopicPartition, PartitionView], topics: Assig
     replica_sets: set[tuple[int, ...]] = set()
     for tp, pv in partitions.items():
         replica_sets.add(pv.replicas)
-        if not pv.has_state:
+        if pv.deleting or (pv.has_state and pv.leader == LEADER_DURING_DELETE):
+            deleting += 1
+        elif not pv.has_state:
             no_state += 1
         elif pv.leaderless_since is not None:
             offline.append((pv.leaderless_since, tp))
-        elif pv.leader == LEADER_DURING_DELETE:
-            deleting += 1
         else:
             online += 1
             leaders[pv.leader] += 1
@@ -618,20 +635,28 @@ class _Changes:
 def _partitions(state: WatchState, obs: PartitionsSeen) -> tuple[WatchState, list[Event]]:
     ts = obs.ts
     alive = state.alive if state.seen_brokers else None
-    partitions = _recompute(state.partitions, obs.topics, obs.states, alive, ts)
+    # A request naming no topic (one left behind, or for a topic not created yet) is none.
+    deleting = frozenset(t for t in obs.deleting if t in obs.topics)
+    partitions = _recompute(state.partitions, obs.topics, obs.states, alive, ts, deleting)
     summary = _summarize(partitions, obs.topics)
     new = replace(
-        state, topics=obs.topics, partitions=partitions, summary=summary, seen_partitions=True
+        state,
+        topics=obs.topics,
+        deleting=deleting,
+        partitions=partitions,
+        summary=summary,
+        seen_partitions=True,
     )
     if not state.seen_partitions:
         return new, [Event(ts, "partition", _overview(summary), "info")]
     events = _topic_events(state.topics, obs.topics, ts)
+    events.extend(_deletion_events(state, new, ts))
     changes = _Changes()
     old = state.partitions
     for tp, pv in partitions.items():
         prev = old.get(tp)
-        if prev is pv:
-            continue
+        if prev is pv or pv.deleting:
+            continue  # a partition being deleted loses its leader and ISR on purpose
         if prev is None or not prev.has_state:
             if pv.has_state:
                 changes.born.append((tp, pv.leader, pv.isr))
@@ -670,6 +695,8 @@ def _overview(summary: Summary) -> str:
     )
     if summary.no_state:
         text += f", {summary.no_state:,} without a state yet"
+    if summary.deleting:
+        text += f", {summary.deleting:,} being deleted"
     return text
 
 
@@ -719,6 +746,31 @@ def _topic_events(old: Assignments, new: Assignments, ts: float) -> list[Event]:
             events.append(
                 Event(ts, "topic", f"topic {t}: {len(old[t]):,} -> {len(new[t]):,} partitions")
             )
+    return events
+
+
+def _deletion_events(old: WatchState, new: WatchState, ts: float) -> list[Event]:
+    """A topic queued for deletion (its name under /admin/delete_topics), or no longer
+    (a controller with delete.topic.enable=false removes the request and keeps the topic).
+    Its going is told by _topic_events when its znode goes."""
+    events: list[Event] = []
+    marked = sorted(new.deleting - old.deleting)
+    if len(marked) > AGGREGATE_OVER:
+        shown = ", ".join(marked[:EXAMPLES])
+        events.append(
+            Event(ts, "topic", f"{len(marked):,} topics marked for deletion: {shown}, ...")
+        )
+    else:
+        events.extend(
+            Event(
+                ts,
+                "topic",
+                f"topic {t} marked for deletion: {fmt_count(len(new.topics[t]), 'partition')}",
+            )
+            for t in marked
+        )
+    kept = sorted(t for t in old.deleting - new.deleting if t in new.topics)
+    events.extend(Event(ts, "topic", f"topic {t}: deletion request gone, topic kept") for t in kept)
     return events
 
 

@@ -136,12 +136,14 @@ def _broker_lines(state: WatchState, now: float) -> list[Line]:
 def _partition_row(tp: TopicPartition, pv: PartitionView, now: float) -> Line:
     if not pv.has_state:
         leader, epoch, isr = "-", "-", "-"
-        status, style = "no state yet", "dim"
+        status, style = ("being deleted", "dim") if pv.deleting else ("no state yet", "dim")
     else:
         leader = "none" if pv.leader == -1 else ("deleting" if pv.leader < -1 else str(pv.leader))
         epoch = str(pv.leader_epoch)
         isr = ",".join(map(str, pv.isr))
-        if pv.leaderless_since is not None:
+        if pv.deleting or pv.leader < -1:
+            status, style = "being deleted", "dim"
+        elif pv.leaderless_since is not None:
             why = "no leader" if pv.leader < 0 else f"leader {pv.leader} is down"
             status = f"OFFLINE for {fmt_duration(now - pv.leaderless_since)} ({why})"
             style = "bad"
@@ -169,12 +171,14 @@ def _partition_rows(state: WatchState, now: float, budget: int) -> list[Line]:
         _partition_row(tp, state.partitions[tp], now) for tp in listed if tp in state.partitions
     ]
     unlisted_problems = s.offline_count + s.under_replicated_count - len(listed)
-    healthy = s.total - s.offline_count - s.under_replicated_count
+    healthy = s.total - s.offline_count - s.under_replicated_count - s.deleting
     more = []
     if unlisted_problems > 0:
         more.append(f"{unlisted_problems:,} more offline or under-replicated")
     if healthy > 0:
         more.append(f"{healthy:,} healthy partitions not listed")
+    if s.deleting:
+        more.append(f"{s.deleting:,} being deleted")
     if more:
         rows.append(("  ... " + "; ".join(more), "dim"))
     return rows[:budget]

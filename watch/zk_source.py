@@ -9,6 +9,8 @@ Watches, and why there is not one per partition:
 
 * `/controller` and `/controller_epoch` (data); `/brokers/ids` (children) and each broker's
   registration (data); `/brokers/topics` (children) and each topic znode (data);
+  `/admin/delete_topics` (children: the topics queued for deletion, whose partitions the
+  controller takes offline on purpose before removing their znodes);
   `/isr_change_notification` (children: leaders announce every ISR change there);
   `/admin/reassign_partitions` and `/admin/preferred_replica_election` (data).
 * Partition state znodes: with at most `per_partition_watches` partitions (1,000 by
@@ -115,6 +117,8 @@ def groups_for(path: str) -> frozenset[str]:
         return frozenset({PARTITIONS})
     if path == paths.BROKER_TOPICS or path.startswith(paths.BROKER_TOPICS + "/"):
         return frozenset({TOPICS, PARTITIONS})
+    if path == paths.DELETE_TOPICS:
+        return frozenset({TOPICS, PARTITIONS})
     return ALL_GROUPS
 
 
@@ -203,6 +207,7 @@ class ZkSource:
         self._armed: set[str] = set()
         self._handled: set[str] = set()  # paths with our handler registered in the ZkClient
         self._topics: dict[str, dict[int, tuple[int, ...]]] = {}
+        self._deleting: frozenset[str] = frozenset()  # children of /admin/delete_topics
         # The last states and controller read, kept for a znode that turns unreadable.
         self._states: dict[TopicPartition, LeaderAndIsr] = {}
         self._controller: tuple[int | None, int | None] = (None, None)
@@ -446,6 +451,9 @@ class ZkSource:
             self.zk.exists(path, watch=True)
 
     def _read_topics(self) -> list[Observation]:
+        # The deletion requests first: a topic whose deletion ends between the two reads
+        # is then gone, never a topic without its request (shown offline).
+        self._deleting = frozenset(self._children(paths.DELETE_TOPICS, TOPICS))
         names = sorted(self._children(paths.BROKER_TOPICS, TOPICS))
         topic_paths = [paths.topic(t) for t in names]
         results = self.zk.get_many(topic_paths)
@@ -523,7 +531,7 @@ class ZkSource:
             wanted = [paths.partition_state(tp.topic, tp.partition) for tp in canaries]
         if self._arm(wanted, read):
             self._mark([PARTITIONS])
-        out: list[Observation] = [PartitionsSeen(ts, dict(self._topics), states)]
+        out: list[Observation] = [PartitionsSeen(ts, dict(self._topics), states, self._deleting)]
         if malformed:
             more = f" (and {len(malformed) - 1} more)" if len(malformed) > 1 else ""
             out.append(ProblemSeen(ts, malformed[0] + more))

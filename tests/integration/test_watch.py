@@ -620,6 +620,36 @@ def test_a_topic_created_again_is_watched_again(
     assert all(seen), (seen, sorted(watcher.source.armed_paths()))
 
 
+def test_a_topic_being_deleted_is_shown_so_not_offline_and_goes(
+    watched: tuple[ZkClient, ZkClient, Watcher],
+) -> None:
+    """What Kafka 2.8's controller writes for a topic deletion (TopicDeletionManager): the
+    request under /admin/delete_topics, the replicas taken offline (leader -1, no -2 in
+    ZooKeeper), then the topic's znodes and the request removed."""
+    writer, _, watcher = watched
+    two_brokers(writer)
+    writer.multi(topic_t_creates(1))
+    watcher.start()
+    assert watcher.wait_ready(15)
+    assert pump_until(watcher, lambda w: leader_of(w, "t") == 1, 10)
+    writer.create(paths.delete_topic("t"))
+    state = encode_partition_state(LeaderAndIsr(-1, 1, (2,)), 1)
+    writer.set(paths.partition_state("t", 0), state)
+    assert pump_until(
+        watcher, lambda w: w.state.summary.deleting == 1 and leader_of(w, "t") == -1, 10
+    ), [e.text for e in watcher.state.timeline]
+    assert watcher.state.summary.offline_count == 0
+    screen = [text for text, _ in screen_lines(watcher.state, time.time() + 30, 50, 160)]
+    assert not [line for line in screen if line.startswith("!!") or "OFFLINE" in line], screen
+    writer.multi([*topic_t_deletes(), Delete(paths.delete_topic("t"))])
+    assert pump_until(watcher, lambda w: "t" not in w.state.topics, 10)
+    texts = [e.text for e in watcher.state.timeline]
+    assert "topic t marked for deletion: 1 partition" in texts, texts
+    assert "topic t deleted" in texts, texts
+    assert not [t for t in texts if "no leader" in t or "shrank" in t], texts
+    assert watcher.state.summary.deleting == 0
+
+
 def test_an_unreadable_topic_is_kept_and_its_repair_seen(
     watched: tuple[ZkClient, ZkClient, Watcher],
 ) -> None:

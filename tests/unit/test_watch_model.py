@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from watch.model import (
     reduce_all,
     running_clocks,
 )
+from watch.screen import screen_lines
 from zkdata.znodes import LeaderAndIsr, TopicPartition
 
 T0 = 1_800_000_000.0
@@ -358,6 +360,38 @@ def test_a_reassignment_and_a_topic_being_deleted() -> None:
     assert (state.summary.deleting, state.summary.offline_count) == (1, 0)
 
 
+def test_a_topic_being_deleted_is_no_offline_alert_and_goes_with_its_znodes() -> None:
+    """Kafka 2.8's controller writes no leader -2 to ZooKeeper: deleting a topic moves its
+    replicas offline (leader -1, the ISR shrunk to one) and then removes its znodes. The
+    view read no /admin/delete_topics, so it showed the topic's partitions as offline,
+    alert and clocks and all, as if they had failed."""
+    state = healthy_cluster()
+    states = {("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(6)}
+    states[("u", 0)] = (1, 0, (1, 2, 3))
+    state, _ = run(state, (T0 + 1, partitions(states)))
+    marked = replace(partitions(states), deleting=frozenset({"u"}))
+    state, out = run(state, (T0 + 2, marked))
+    assert out == ["topic u marked for deletion: 1 partition"]
+    offline = {**states, ("u", 0): (-1, 1, (3,))}  # its replicas taken offline
+    state, out = run(state, (T0 + 3, replace(partitions(offline), deleting=frozenset({"u"}))))
+    assert out == []
+    s = state.summary
+    assert (s.offline_count, s.deleting, s.online, s.under_replicated_count) == (0, 1, 6, 0)
+    assert running_clocks(state, T0 + 30) == []
+    lines = [t for t, _ in screen_lines(state, T0 + 30, 40, 120)]
+    assert not [ln for ln in lines if ln.startswith("!!") or "OFFLINE" in ln], lines
+    assert [ln for ln in lines if ln.lstrip().startswith("u-0") and "being deleted" in ln], lines
+    # Its leader's broker lost meanwhile: none of its partitions is said to be leaderless.
+    state, out = run(state, (T0 + 4, brokers(1, 2)))
+    assert out == [
+        "broker 3 lost: its registration is gone; 2 partitions it led now without a leader"
+        " (t-2, t-5)"
+    ]
+    state, out = run(state, (T0 + 6, partitions({k: v for k, v in states.items() if k[0] == "t"})))
+    assert out == ["topic u deleted"]
+    assert "u" not in state.topics
+
+
 def test_first_partitions_seen_is_one_overview() -> None:
     _, out = run(
         model.initial_state(T0),
@@ -483,14 +517,18 @@ state_values = st.tuples(
     st.lists(st.sampled_from(BROKER_IDS), max_size=4, unique=True).map(tuple),
 )
 partitions_obs = st.builds(
-    lambda states, topics: partitions(
-        {k: v for k, v in states.items() if k[0] in topics},
-        extra={k: (1, 2) for k in (("n", 0),) if "n" in topics},
+    lambda states, topics, deleting: replace(
+        partitions(
+            {k: v for k, v in states.items() if k[0] in topics},
+            extra={k: (1, 2) for k in (("n", 0),) if "n" in topics},
+        ),
+        deleting=frozenset(deleting),
     ),
     st.dictionaries(
         st.tuples(st.sampled_from(("a", "b")), st.integers(0, 3)), state_values, max_size=8
     ),
     st.sets(st.sampled_from(("a", "b", "n"))),
+    st.sets(st.sampled_from(("a", "n", "gone"))),  # topics queued for deletion
 )
 connection_obs = st.builds(
     ConnectionSeen, st.just(0.0), st.sampled_from((model.CONNECTED, model.SUSPENDED, model.LOST))
@@ -532,7 +570,8 @@ def test_the_view_always_agrees_with_what_was_observed(obs_list: list[model.Obse
         )
         alive = state.alive if state.seen_brokers else None
         for tp, pv in state.partitions.items():
-            if not pv.has_state or pv.leader == -2:
+            assert pv.deleting == (tp.topic in state.deleting)
+            if not pv.has_state or pv.leader == -2 or pv.deleting:
                 assert pv.leaderless_since is None
                 continue
             leaderless = pv.leader == -1 or (alive is not None and pv.leader not in alive)

@@ -151,3 +151,35 @@ def test_a_registration_with_control_characters_reaches_no_terminal_raw() -> Non
     lines += [t for t, _ in screen_lines(w.state, w.now, 40, 120, title="t")]
     assert any("\\x1b]0;owned\\x07\\x1b[2J\\x00:9093" in line for line in lines), lines
     assert not [ln for ln in lines if any(ord(c) < 0x20 for c in ln)], lines
+
+
+def test_a_topic_queued_for_deletion_is_shown_as_being_deleted() -> None:
+    """Kafka 2.8 deletes a topic (TopicDeletionManager) by taking its replicas offline,
+    which leaves leader -1 in its state znodes, and then removing its znodes: no leader -2
+    is written to ZooKeeper. The watch read no /admin/delete_topics and showed the topic's
+    partitions offline, with an alert and a running clock, as if they had failed."""
+    zk = a_cluster(1, (1, 2))
+    zk.put(paths.DELETE_TOPICS, b"")
+    w = Watched(zk)
+    w.read()
+    assert paths.DELETE_TOPICS in w.zk.handlers  # its children are watched
+    zk.put(paths.delete_topic("t"), b"")
+    zk.set_data(paths.partition_state("t", 0), encode_partition_state(LeaderAndIsr(-1, 4, (2,)), 5))
+    events = w.read()
+    assert texts(events) == ["topic t marked for deletion: 1 partition"]
+    s = w.state.summary
+    assert (s.offline_count, s.deleting, s.under_replicated_count) == (0, 1, 0)
+    assert running_clocks(w.state, w.now + 10) == []
+
+    for path in (
+        paths.partition_state("t", 0),
+        paths.partition("t", 0),
+        paths.topic_partitions("t"),
+        paths.topic("t"),
+        paths.delete_topic("t"),
+    ):
+        del zk.nodes[path]
+    assert texts(w.read()) == ["topic t deleted"]
+    assert w.state.topics == {}
+    assert w.state.partitions == {}
+    assert w.state.summary.deleting == 0
