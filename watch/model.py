@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from watch.text import CONTROL, printable
+from zkdata import paths
 from zkdata.znodes import LEADER_DURING_DELETE, LeaderAndIsr, TopicPartition
 
 TIMELINE_MAX = 1000  # events kept for the full-screen view (the plain one prints its own)
@@ -40,7 +41,6 @@ HISTORY_MAX = 50  # earlier controller tenures kept
 AGGREGATE_OVER = 4  # more changes of one kind in one observation make one summarising event
 EXAMPLES = 3  # partitions named as examples in a summarising event
 PROBLEMS_MAX = 1000  # offline / under-replicated partitions listed (the rest are counted)
-PROBLEM_TEXTS_MAX = 1000  # distinct problem messages remembered, so each is reported once
 
 CONNECTED = "CONNECTED"
 SUSPENDED = "SUSPENDED"  # connection lost, session perhaps alive
@@ -115,11 +115,18 @@ class Note:
 
 
 @dataclass(frozen=True, slots=True)
-class ProblemSeen:
-    """Something unreadable (a malformed znode, a failed read); reported once per text."""
+class ProblemsSeen:
+    """What one read of `scope` (brokers, topics, partitions, read: ZooKeeper's answer
+    itself) found wrong: each source (a znode's path) with its problem. A source of the
+    scope not named reads fine now, or is gone.
+
+    A problem is reported when its source turns bad (or bad another way), not again while
+    it stays so, and again if it comes back after a good read. What is remembered is what
+    is wrong now, one entry per source: bounded by the znodes there are."""
 
     ts: float
-    text: str
+    scope: str
+    problems: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +142,7 @@ Observation = (
     | PartitionsSeen
     | ConnectionSeen
     | Note
-    | ProblemSeen
+    | ProblemsSeen
     | SummaryRequested
 )
 
@@ -219,7 +226,8 @@ class WatchState:
     partitions: Mapping[TopicPartition, PartitionView] = field(default_factory=dict)
     summary: Summary = field(default_factory=Summary)
     timeline: tuple[Event, ...] = ()
-    problems_reported: frozenset[str] = frozenset()
+    # What is wrong now, by scope, then by source (see ProblemsSeen).
+    problems: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def alive(self) -> frozenset[int]:
@@ -290,8 +298,10 @@ def _printable(obs: Observation) -> Observation:
     elif isinstance(obs, ControllerSeen):
         if obs.problem is not None:
             return replace(obs, problem=printable(obs.problem))
-    elif isinstance(obs, Note | ProblemSeen):
+    elif isinstance(obs, Note):
         return replace(obs, text=printable(obs.text))
+    elif isinstance(obs, ProblemsSeen) and any(CONTROL.search(t) for t in obs.problems.values()):
+        return replace(obs, problems={s: printable(t) for s, t in obs.problems.items()})
     return obs
 
 
@@ -311,8 +321,8 @@ def reduce(state: WatchState, obs: Observation) -> tuple[WatchState, list[Event]
         new, events = _connection(state, obs)
     elif isinstance(obs, Note):
         new, events = state, [Event(obs.ts, obs.source, obs.text, obs.severity)]
-    elif isinstance(obs, ProblemSeen):
-        new, events = _problem(state, obs.ts, obs.text)
+    elif isinstance(obs, ProblemsSeen):
+        new, events = _problems(state, obs.ts, obs.scope, obs.problems)
     else:
         new, events = state, [Event(obs.ts, "summary", summary_text(state), "info")]
     if events:
@@ -350,20 +360,28 @@ def reduce_all(
     return state, events
 
 
-def _problem(state: WatchState, ts: float, text: str) -> tuple[WatchState, list[Event]]:
-    if text in state.problems_reported:
+def _problems(
+    state: WatchState, ts: float, scope: str, problems: Mapping[str, str]
+) -> tuple[WatchState, list[Event]]:
+    """Keyed by source, not by text: a text seen once was never reported again (a znode
+    repaired and broken again the same way), and forgetting texts in bulk reported
+    everything still wrong again at once."""
+    held = state.problems.get(scope, {})
+    if held == problems:
         return state, []
-    reported = state.problems_reported
-    if len(reported) >= PROBLEM_TEXTS_MAX:
-        reported = frozenset()
-    return replace(state, problems_reported=reported | {text}), [Event(ts, "problem", text, "warn")]
+    fresh = [text for source, text in problems.items() if held.get(source) != text]
+    rest = {k: v for k, v in state.problems.items() if k != scope}
+    state = replace(state, problems={**rest, scope: dict(problems)} if problems else rest)
+    if len(fresh) > AGGREGATE_OVER:
+        return state, [Event(ts, "problem", f"{fresh[0]} (and {len(fresh) - 1:,} more)", "warn")]
+    return state, [Event(ts, "problem", text, "warn") for text in fresh]
 
 
 def _controller(state: WatchState, obs: ControllerSeen) -> tuple[WatchState, list[Event]]:
     ts = obs.ts
-    events: list[Event] = []
-    if obs.problem is not None:
-        state, events = _problem(state, ts, obs.problem)
+    # /controller and /controller_epoch are read together: one source.
+    problem = {} if obs.problem is None else {paths.CONTROLLER: obs.problem}
+    state, events = _problems(state, ts, "controller", problem)
     broker, epoch = obs.broker, obs.epoch
     epoch_text = "?" if epoch is None else str(epoch)
     if not state.seen_controller:

@@ -30,9 +30,10 @@ Watches, and why there is not one per partition:
   one of the triggers above or move a whole group) is shown at the next trigger.
 
 Reads arm their watch first and then read the data, so a change after the read always
-fires a watch. A znode that cannot be decoded (someone's bad write) is reported, and what
-was last read from it stands (a topic's assignment, a partition's state, the controller
-epoch while /controller names the same broker): it is unreadable, not gone or changed.
+fires a watch. A znode that cannot be decoded (someone's bad write) is reported (once
+while it stays so: model.ProblemsSeen), and what was last read from it stands (a topic's
+assignment, a partition's state, the controller epoch while /controller names the same
+broker): it is unreadable, not gone or changed.
 A lost connection is reported and everything is re-read (and re-watched: kazoo drops its
 watch callbacks on a disconnection) when the connection comes back.
 """
@@ -57,7 +58,7 @@ from watch.model import (
     ControllerSeen,
     Observation,
     PartitionsSeen,
-    ProblemSeen,
+    ProblemsSeen,
     SummaryRequested,
 )
 from zkdata import paths
@@ -93,6 +94,7 @@ TOPICS = "topics"
 PARTITIONS = "partitions"
 NOTIFICATIONS = "notifications"
 ALL_GROUPS = frozenset({CONTROLLER, BROKERS, TOPICS, PARTITIONS, NOTIFICATIONS})
+READ = "read"  # the scope (and source) of a read that failed outright
 
 _CONNECTION_ERRORS = (ConnectionLoss, SessionExpiredError, OperationTimeoutError, KazooTimeoutError)
 
@@ -313,21 +315,16 @@ class ZkSource:
                     return
                 if not _is_connection_error(e):
                     log.warning("reading ZooKeeper failed", exc_info=True)
-                    self._emit(
-                        [
-                            ProblemSeen(
-                                self._clock(),
-                                f"reading ZooKeeper failed ({type(e).__name__}: {e}); retrying",
-                            )
-                        ]
-                    )
+                    text = f"reading ZooKeeper failed ({type(e).__name__}: {e}); retrying"
+                    self._emit([ProblemsSeen(self._clock(), READ, {READ: text})])
                 # Back off before retrying; a lost connection waits for its return above.
                 with self._cond:
                     self._cond.wait(1.0)
                 continue
             self.refreshes += 1
-            if observations:
-                self._emit(observations)
+            # A read that went through: a failure reported before is over.
+            observations.append(ProblemsSeen(self._clock(), READ))
+            self._emit(observations)
             if groups == ALL_GROUPS:
                 self.ready.set()
 
@@ -425,7 +422,7 @@ class ZkSource:
         self._handle(broker_paths)
         results = self.zk.get_many(broker_paths, watch=True)
         ts = self._clock()
-        out: list[Observation] = []
+        problems: dict[str, str] = {}
         brokers: dict[int, BrokerInfo] = {}
         for b, path, got in zip(ids, broker_paths, results, strict=True):
             if got is None:
@@ -438,10 +435,10 @@ class ZkSource:
                 address = f"{host}:{ep.port}"
             except (MalformedZnode, IndexError) as e:
                 address = "(unreadable)"
-                out.append(ProblemSeen(ts, str(e)))
+                problems[path] = str(e)
             brokers[b] = BrokerInfo(b, address, int(stat.czxid))
         self._alive = frozenset(brokers)
-        return [BrokersSeen(ts, brokers), *out]
+        return [BrokersSeen(ts, brokers), ProblemsSeen(ts, BROKERS, problems)]
 
     def _arm_notifications(self) -> None:
         self._children(paths.ISR_CHANGE_NOTIFICATION, NOTIFICATIONS)
@@ -458,7 +455,7 @@ class ZkSource:
         topic_paths = [paths.topic(t) for t in names]
         results = self.zk.get_many(topic_paths)
         ts = self._clock()
-        out: list[Observation] = []
+        problems: dict[str, str] = {}
         topics: dict[str, dict[int, tuple[int, ...]]] = {}
         read: dict[str, int] = {}
         for name, path, got in zip(names, topic_paths, results, strict=True):
@@ -470,7 +467,7 @@ class ZkSource:
             except MalformedZnode as e:
                 # Unreadable (a bad write) is not deleted: keep the last assignment read,
                 # as the controller does, and its watches, to see the repair.
-                out.append(ProblemSeen(ts, str(e)))
+                problems[path] = str(e)
                 if name in self._topics:
                     topics[name] = self._topics[name]
                 continue
@@ -484,7 +481,7 @@ class ZkSource:
             for p in a
         ]
         self._forget_stale(topic_paths)
-        return out
+        return [ProblemsSeen(ts, TOPICS, problems)]
 
     def _forget_stale(self, topic_paths: Iterable[str]) -> None:
         """Unregister the handlers of topics and partitions that are gone (`topic_paths`:
@@ -508,7 +505,7 @@ class ZkSource:
         ts = self._clock()
         states: dict[TopicPartition, LeaderAndIsr] = {}
         read: dict[str, int] = {}
-        malformed: list[str] = []
+        malformed: dict[str, str] = {}
         unreadable: list[TopicPartition] = []
         for (tp, path), got in zip(partitions, results, strict=True):
             if got is None:
@@ -517,7 +514,7 @@ class ZkSource:
             try:
                 states[tp] = decode_partition_state(path, got[0], got[1].version).leader_and_isr
             except MalformedZnode as e:
-                malformed.append(str(e))
+                malformed[path] = str(e)
                 unreadable.append(tp)
                 # Unreadable (a bad write) is not a partition without a state: keep the
                 # last state read, as for a topic.
@@ -531,8 +528,7 @@ class ZkSource:
             wanted = [paths.partition_state(tp.topic, tp.partition) for tp in canaries]
         if self._arm(wanted, read):
             self._mark([PARTITIONS])
-        out: list[Observation] = [PartitionsSeen(ts, dict(self._topics), states, self._deleting)]
-        if malformed:
-            more = f" (and {len(malformed) - 1} more)" if len(malformed) > 1 else ""
-            out.append(ProblemSeen(ts, malformed[0] + more))
-        return out
+        return [
+            PartitionsSeen(ts, dict(self._topics), states, self._deleting),
+            ProblemsSeen(ts, PARTITIONS, malformed),
+        ]

@@ -16,7 +16,7 @@ from watch.model import (
     ControllerSeen,
     Note,
     PartitionsSeen,
-    ProblemSeen,
+    ProblemsSeen,
     SummaryRequested,
     WatchState,
     reduce,
@@ -174,12 +174,49 @@ def test_history_is_bounded() -> None:
     assert state.history[0].epoch == 6 + model.HISTORY_MAX + 8  # newest first
 
 
-def test_an_unreadable_controller_is_reported_once() -> None:
+def test_an_unreadable_controller_is_reported_once_while_it_stays_so() -> None:
     state = model.initial_state(T0)
     state, first = reduce(state, ControllerSeen(T0, None, 4, problem="malformed /controller"))
     state, second = reduce(state, ControllerSeen(T0 + 1, None, 4, problem="malformed /controller"))
     assert texts(first) == ["malformed /controller", "no controller (the last epoch was 4)"]
     assert second == []
+    # Read fine, then broken the same way again: reported again.
+    state, _ = reduce(state, ControllerSeen(T0 + 2, None, 4))
+    state, third = reduce(state, ControllerSeen(T0 + 3, None, 4, problem="malformed /controller"))
+    assert texts(third) == ["malformed /controller"]
+
+
+def test_problems_are_reported_by_source_as_they_appear_and_reappear() -> None:
+    """Reported once per text ever, and every text forgotten once 1,000 had been seen: a
+    znode broken again after its repair went unreported, and past 1,000 texts all that was
+    still wrong was reported again at once."""
+    bad = {
+        f"/brokers/topics/t{i}": f"malformed data in znode /brokers/topics/t{i}"
+        for i in range(1500)
+    }
+    state, events = reduce(model.initial_state(T0), ProblemsSeen(T0, "topics", bad))
+    assert texts(events) == ["malformed data in znode /brokers/topics/t0 (and 1,499 more)"]
+    for i in range(3):
+        state, events = reduce(state, ProblemsSeen(T0 + 1 + i, "topics", bad))
+        assert events == []
+    # Another scope's read clears none of these.
+    state, events = reduce(state, ProblemsSeen(T0 + 5, "brokers", {}))
+    assert events == []
+    assert len(state.problems["topics"]) == 1500
+    # t7 repaired, then broken again the same way; t8 broken another way.
+    fixed = {k: v for k, v in bad.items() if k != "/brokers/topics/t7"}
+    state, events = reduce(state, ProblemsSeen(T0 + 6, "topics", fixed))
+    assert events == []
+    again = {**bad, "/brokers/topics/t8": "no data in znode /brokers/topics/t8"}
+    state, events = reduce(state, ProblemsSeen(T0 + 7, "topics", again))
+    assert texts(events) == [
+        "malformed data in znode /brokers/topics/t7",
+        "no data in znode /brokers/topics/t8",
+    ]
+    # All read fine (or gone): nothing is remembered.
+    state, events = reduce(state, ProblemsSeen(T0 + 8, "topics", {}))
+    assert events == []
+    assert state.problems == {}
 
 
 # --- brokers --------------------------------------------------------------------------------
@@ -445,8 +482,8 @@ def test_notes_problems_and_summaries() -> None:
         [
             Note(T0 + 1, "SIGKILL the controller", "demo"),
             Note(T0 + 2, "broker 1 resigned", "log", "warn"),
-            ProblemSeen(T0 + 3, "malformed data in znode /x"),
-            ProblemSeen(T0 + 4, "malformed data in znode /x"),
+            ProblemsSeen(T0 + 3, "topics", {"/x": "malformed data in znode /x"}),
+            ProblemsSeen(T0 + 4, "topics", {"/x": "malformed data in znode /x"}),
             SummaryRequested(T0 + 5),
         ],
     )
@@ -603,7 +640,7 @@ def test_control_characters_from_znodes_and_logs_are_escaped() -> None:
         [
             BrokersSeen(T0 + 1, {4: BrokerInfo(4, f"{HOSTILE}:9094", 104)}),
             partitions({(f"t{HOSTILE}", 0): (1, 0, (1, 2, 3))}),
-            ProblemSeen(T0 + 2, f"malformed data in znode /x: {HOSTILE}"),
+            ProblemsSeen(T0 + 2, "topics", {"/x": f"malformed data in znode /x: {HOSTILE}"}),
             ControllerSeen(T0 + 3, 1, 5, f"malformed data in znode /controller: {HOSTILE}"),
             Note(T0 + 4, f"broker 4 at {HOSTILE}", "log"),
         ],

@@ -132,3 +132,37 @@ def test_a_summary_requested_after_a_broker_came_back_counts_what_it_leads() -> 
         assert "1 online, 0 offline" in printed[-1].text, [e.text for e in printed]
     else:
         assert "0 online, 1 offline" in printed[-1].text, [e.text for e in printed]
+
+
+def test_a_failed_read_is_reported_again_when_it_fails_again_after_reads_went_through() -> None:
+    """A failure of ZooKeeper's answer reported once, the reads going through again, then
+    the same failure: it was not reported, its text having been seen once already."""
+    zk = a_cluster((1, 2), LeaderAndIsr(1, 3, (1, 2)))
+    zk.fail_next = [RuntimeError("the answer could not be decoded")]
+    watcher = Watcher(zk)  # type: ignore[arg-type]
+    watcher.start()
+
+    def problems() -> list[str]:
+        return [e.text for e in watcher.state.timeline if e.kind == "problem"]
+
+    def pump_until(pred: Callable[[], bool]) -> bool:
+        deadline = time.monotonic() + 5
+        while not pred() and time.monotonic() < deadline:
+            watcher.pump(0.1)
+        return pred()
+
+    try:
+        assert watcher.wait_ready(5)  # after the failure, the retry went through
+        assert pump_until(lambda: len(problems()) == 1), problems()
+        refreshes = watcher.source.refreshes
+        zk.fail_next = [RuntimeError("the answer could not be decoded")]
+        zk.fire(paths.CONTROLLER, "CHANGED")
+        assert pump_until(lambda: watcher.source.refreshes > refreshes)
+        assert pump_until(lambda: len(problems()) == 2), problems()
+        assert problems()[0] == problems()[1]
+        assert (
+            "reading ZooKeeper failed (RuntimeError: the answer could not be decoded)"
+            in (problems()[1])
+        )
+    finally:
+        watcher.stop()

@@ -183,3 +183,44 @@ def test_a_topic_queued_for_deletion_is_shown_as_being_deleted() -> None:
     assert w.state.topics == {}
     assert w.state.partitions == {}
     assert w.state.summary.deleting == 0
+
+
+def test_a_znode_broken_again_after_its_repair_is_reported_again() -> None:
+    """Problems were reported once per text, ever: a topic znode repaired and then broken
+    again the same way was not reported the second time."""
+    zk = a_cluster(1, (1, 2))
+    w = Watched(zk)
+    w.read()
+    good = zk.nodes[paths.topic("t")][0]
+    for _ in range(2):
+        zk.set_data(paths.topic("t"), b"{not json")  # someone's bad write
+        problems = texts(w.read(), "problem")
+        assert len(problems) == 1, problems
+        assert paths.topic("t") in problems[0]
+        assert texts(w.read(), "problem") == []  # still broken: not again
+        zk.set_data(paths.topic("t"), good)  # repaired
+        assert texts(w.read(), "problem") == []
+
+
+def test_many_unreadable_znodes_are_not_reported_again_while_they_stay_so() -> None:
+    """Past 1,000 distinct problem texts every one was forgotten at once: with 1,001
+    unreadable registrations, each read reported nearly all of them again."""
+    zk = a_cluster(1, (1, 2))
+    for b in range(100, 1101):
+        zk.put(paths.broker(b), b"{")
+    w = Watched(zk)
+    problems = texts(w.read(), "problem")  # one line for many, as for other changes
+    assert len(problems) == 1, problems[:3]
+    assert problems[0].endswith(" (and 1,000 more)")
+    for _ in range(3):
+        assert texts(w.read(), "problem") == []
+    # One repaired and broken again is reported again, alone.
+    zk.set_data(paths.broker(100), b"{")
+    zk.set_data(
+        paths.broker(100), encode_broker(BrokerRegistration(100, (EndPoint("PLAINTEXT", "h", 1),)))
+    )
+    assert texts(w.read(), "problem") == []
+    zk.set_data(paths.broker(100), b"{")
+    problems = texts(w.read(), "problem")
+    assert len(problems) == 1, problems
+    assert paths.broker(100) in problems[0]
