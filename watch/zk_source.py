@@ -43,7 +43,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -130,6 +130,7 @@ def choose_canaries(
     alive: Iterable[int],
     *,
     unreadable: Sequence[TopicPartition] = (),
+    deleting: Collection[str] = frozenset(),
     per_broker: int = CANARIES_PER_BROKER,
     per_kind: int = CANARIES_PER_KIND,
 ) -> list[TopicPartition]:
@@ -140,6 +141,10 @@ def choose_canaries(
     not registered), a replica in the ISR that is not registered, an ISR shorter than the
     replicas, a live preferred replica that does not lead, and a state znode that could not
     be read (`unreadable`, whose repair is to be seen). One pass, in `topics` order.
+
+    A topic being deleted (`deleting`) has none: its partitions stay leaderless with short
+    ISRs while its deletion waits (a replica's broker down), and would fill those kinds for
+    as long; its going is seen by the watch on its topic znode.
     """
     live = frozenset(alive)
     led: dict[int, list[TopicPartition]] = {}
@@ -158,6 +163,8 @@ def choose_canaries(
             bucket.append(tp)
 
     for topic, assignment in topics.items():
+        if topic in deleting:
+            continue
         for p, replicas in assignment.items():
             tp = TopicPartition(topic, p)
             lai = states.get(tp)
@@ -524,7 +531,9 @@ class ZkSource:
         if len(partitions) <= self.per_partition_watches:
             wanted = state_paths
         else:
-            canaries = choose_canaries(self._topics, states, self._alive, unreadable=unreadable)
+            canaries = choose_canaries(
+                self._topics, states, self._alive, unreadable=unreadable, deleting=self._deleting
+            )
             wanted = [paths.partition_state(tp.topic, tp.partition) for tp in canaries]
         if self._arm(wanted, read):
             self._mark([PARTITIONS])

@@ -224,3 +224,25 @@ def test_many_unreadable_znodes_are_not_reported_again_while_they_stay_so() -> N
     problems = texts(w.read(), "problem")
     assert len(problems) == 1, problems
     assert paths.broker(100) in problems[0]
+
+
+def test_a_topic_being_deleted_takes_no_canary_from_a_partition_about_to_be_rewritten() -> None:
+    """Above the per-partition limit: the partitions of a deletion held up (a replica's
+    broker down), leaderless and with short ISRs for as long, filled the kinds of canary
+    meant for partitions the controller is about to rewrite, so an offline partition of
+    another topic was not watched and its new leader went unseen."""
+    zk = a_cluster(1, (1, 2))
+    zk.put(paths.DELETE_TOPICS, b"")
+    zk.put(paths.delete_topic("a"), b"")
+    zk.put(paths.topic("a"), encode_topic(TopicAssignment("a", dict.fromkeys(range(20), (1, 2)))))
+    zk.put(paths.topic_partitions("a"), b"")
+    for p in range(20):
+        zk.put(paths.partition("a", p), b"")
+        zk.put(paths.partition_state("a", p), encode_partition_state(LeaderAndIsr(-1, 1, (2,)), 5))
+    t0 = paths.partition_state("t", 0)
+    zk.set_data(t0, encode_partition_state(LeaderAndIsr(-1, 4, (2,)), 5))  # offline
+    w = Watched(zk, per_partition_watches=10)
+    w.read()
+    assert w.state.summary.deleting == 20
+    assert w.state.summary.offline_count == 1
+    assert t0 in w.source.armed_paths()
