@@ -105,6 +105,21 @@ def brokers_started(
     ops.barrier()
     ops.batch.add_update_metadata(new, None)
     ops.barrier()
+    # A reassignment's new replica whose broker was down since the reassignment began is
+    # still New: its broker was never told of the partition. Kafka's move to Online sends
+    # it nothing, and the resumed reassignment's LeaderAndIsr (A1) sends the replicas
+    # being added as new (isNew), so their broker may make the log in any online
+    # directory. Here it is told so now (the resumed step's bump follows in the same
+    # batch, and is_new sticks). One started before (Offline now) is not new: its log may
+    # be in a directory that failed.
+    never_started = [
+        PartitionReplica(tp, r)
+        for tp in sorted(ctx.partitions_being_reassigned)
+        for r in ctx.full_assignment(tp).adding
+        if r in new
+        and r not in ctx.full_assignment(tp).removing
+        and ctx.replica_state(PartitionReplica(tp, r)) is R.NEW
+    ]
     # A replica whose deletion succeeded before its broker went stays deleted (Kafka tries
     # to move it Online, which its state machine refuses).
     replica_sm.handle_state_changes(
@@ -115,6 +130,13 @@ def brokers_started(
         ],
         R.ONLINE,
     )
+    for pr in never_started:
+        tp = pr.topic_partition
+        lice = ctx.leadership.get(tp)
+        if lice is not None and ctx.replica_state(pr) is R.ONLINE:
+            ops.batch.add_leader_and_isr(
+                ctx, [pr.replica], tp, lice, ctx.full_assignment(tp), is_new=True
+            )
     partition_sm.trigger_online_partition_state_change()
     return BrokersStarted(
         reassignments=[
