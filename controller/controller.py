@@ -280,6 +280,9 @@ class _Reassignments:
     # Reassigned partitions whose ISR changed, looked at together by one queued event.
     isr_changed: set[TopicPartition] = field(default_factory=set)
     isr_changes_queued: bool = False
+    # The czxid of the /admin/reassign_partitions the controller last read (None: none
+    # read): one found with another was created since, a request not read yet.
+    znode_czxid: int | None = None
 
 
 def foreign_topic_write(known_id: uuid.UUID | None, assignment: TopicAssignment) -> bool:
@@ -1553,6 +1556,7 @@ class KafkaController:
         if not self.is_active:
             return
         got = self.zk.get(paths.REASSIGN_PARTITIONS, watch=True)
+        self.reassignments.znode_czxid = None if got is None else got[1].czxid
         if got is None:
             return
         try:
@@ -1601,10 +1605,14 @@ class KafkaController:
         reads it again first, and writes unconditionally). With ``drop_unreadable``, the
         entries that cannot be read go too, even if nothing is done."""
         if self.store.remove_from_reassignment_znode(
-            done, self.ctx.epoch_zk_version, drop_unreadable=drop_unreadable
+            done,
+            self.ctx.epoch_zk_version,
+            drop_unreadable=drop_unreadable,
+            read_czxid=self.reassignments.znode_czxid,
         ):
             # Deleted: ensure we detect future reassignments (our own setData may have
-            # consumed the watch), as Kafka's removePartitionsFromZkReassignment does.
+            # consumed the watch), as Kafka's removePartitionsFromZkReassignment does. Or
+            # created anew since it was read (an admin deleted it meanwhile): read it.
             self.events.put(ev.PartitionReassignment())
 
     def _initialize_reassignments(self) -> None:
@@ -1613,6 +1621,7 @@ class KafkaController:
         targets: dict[TopicPartition, tuple[int, ...]] = {}
         unreadable: list[MalformedZnode] = []
         got = self.zk.get(paths.REASSIGN_PARTITIONS, watch=True)
+        self.reassignments.znode_czxid = None if got is None else got[1].czxid
         if got is not None:
             try:
                 targets, unreadable = decode_reassignment_entries(got[0])

@@ -724,6 +724,7 @@ class ZkControllerStore:
         epoch_zk_version: int,
         *,
         drop_unreadable: bool = False,
+        read_czxid: int | None = None,
     ) -> bool:
         """Take the partitions of `done` out of /admin/reassign_partitions, each only if the
         znode still asks for the target given, and delete the znode once nothing is left.
@@ -731,13 +732,22 @@ class ZkControllerStore:
         the controller read it, so it is read again and written conditionally on the
         version read (again if that moved). Entries that cannot be read (reported by the
         controller's read) go whenever it is written, and with ``drop_unreadable`` even if
-        nothing else does. Returns whether the znode was deleted."""
+        nothing else does. ``read_czxid``: the czxid of the znode the controller read; one
+        found with another is a request created since (an admin deleted the one read), left
+        as it is for the controller to read. Returns whether the controller should read the
+        znode again: it was deleted, or created anew since."""
         if not done and not drop_unreadable:
             return False
         for _ in range(MAX_REASSIGNMENT_ZNODE_ROUNDS):
-            got = self.zk.get(paths.REASSIGN_PARTITIONS)
+            # Read with its watch (the controller's handler): a rewrite of ours spent the
+            # one its last read armed, and an admin may have deleted it since, to create
+            # it anew later. Kafka 2.8's ZooKeeperClient arms a watch with every read of a
+            # path it has a handler for (shouldWatch), this check included.
+            got = self.zk.get(paths.REASSIGN_PARTITIONS, watch=True)
             if got is None:
                 return False
+            if read_czxid is not None and got[1].czxid != read_czxid:
+                return True
             try:
                 requested, unreadable = decode_reassignment_entries(got[0])
             except MalformedZnode as e:

@@ -113,7 +113,10 @@ def log_dir_event_notification(enqueue: Enqueue) -> ChildChangeHandler:
 # znode is gone) arms the watch for the next creation, as Kafka's controller re-registers
 # its handler after the deletion ("ensure we detect future reassignments"). A reassignment
 # znode the controller rewrote meanwhile (partitions left to do) spent that watch on the
-# rewrite: then the controller itself must look again once it has deleted the znode.
+# rewrite: then the controller itself must look again once it has deleted the znode, and
+# its next look at the znode (ZkControllerStore.remove_from_reassignment_znode's read,
+# as Kafka's reads of a watched path) arms the watch again, so an admin's deletion of it
+# in between and a later request are seen.
 
 
 def partition_reassignment(enqueue: Enqueue) -> DataChangeHandler:

@@ -642,3 +642,52 @@ def test_a_new_target_overrides_a_reassignment_in_progress(
         30,
         f"broker {down} to host nothing",
     )
+
+
+def test_a_request_made_after_an_admin_deleted_a_rewritten_znode_is_carried_out(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """The controller's own rewrite of /admin/reassign_partitions (one partition done,
+    another still moving) spends the watch its read armed; an admin then deletes the
+    znode (Kafka's old way to give up a stuck reassignment), the last reassignment
+    completes, and a new request is made: it is carried out. Kafka 2.8's
+    maybeRemoveFromZkReassignment checks the znode with its handler registered, and its
+    ZooKeeperClient arms a watch with every read of a watched path (shouldWatch), so the
+    completion's check watches for the next creation; the controller's read did not."""
+    c = cluster_factory()
+    controller_id, _ = c.wait_controller()
+    down = next(b for b in (1, 2, 3) if b != controller_id)
+    other = next(b for b in (1, 2, 3) if b not in (controller_id, down))
+    c.create_topic("t", {0: (controller_id, other), 1: (other, controller_id)})
+    c.wait_topic_online("t")
+    assert c[down].stop() == 0
+    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    # t-1 only changes its replicas' order: done at once, and the znode rewritten to hold
+    # t-0 alone, which waits for the broker that is down.
+    c.zk.create(
+        paths.REASSIGN_PARTITIONS,
+        znodes.encode_reassignment({t0: (controller_id, down), t1: (controller_id, other)}),
+    )
+
+    def pending() -> dict[TopicPartition, tuple[int, ...]] | None:
+        got = c.zk.get(paths.REASSIGN_PARTITIONS)
+        return None if got is None else znodes.decode_reassignment(got[0])
+
+    wait_for(lambda: pending() == {t0: (controller_id, down)}, 30, "the znode rewritten")
+    c.zk.delete(paths.REASSIGN_PARTITIONS)
+    c[down].start()
+    wait_for(
+        lambda: (a := c.assignment("t")) is not None and a.partitions[0] == (controller_id, down),
+        30,
+        "t-0's reassignment to complete",
+    )
+    c.zk.create(paths.REASSIGN_PARTITIONS, znodes.encode_reassignment({t1: (other, controller_id)}))
+    wait_for(
+        lambda: (
+            not exists(c, paths.REASSIGN_PARTITIONS)
+            and (a := c.assignment("t")) is not None
+            and a.partitions[1] == (other, controller_id)
+        ),
+        30,
+        "the new request carried out",
+    )
