@@ -160,7 +160,9 @@ class GroupApis:
             "error_code": int(answer.error),
             "generation_id": answer.generation_id,
             "protocol_type": answer.protocol_type,
-            "protocol_name": answer.protocol_name or "",
+            # An answer without a protocol (an error's) names none: null from v7 (KIP-559),
+            # before it "" (Kafka 2.8's handleJoinGroupRequest, GroupCoordinator.NoProtocol).
+            "protocol_name": answer.protocol_name if version >= 7 else answer.protocol_name or "",
             "leader": answer.leader,
             "member_id": answer.member_id,
             "members": [
@@ -174,13 +176,27 @@ class GroupApis:
             ],
         }
 
-    def sync_group(self, _version: int, body: Body, _header: Body) -> Body:
+    def sync_group(self, version: int, body: Body, _header: Body) -> Body:
+        # v5+ names the group's protocol type and name (KIP-559), which the coordinator
+        # checks against the group's; older versions have no such fields (None: unchecked).
+        protocol_type = body.get("protocol_type") if version >= 5 else None
+        protocol_name = body.get("protocol_name") if version >= 5 else None
+        if version >= 5 and (protocol_type is None or protocol_name is None):
+            # Mandatory from v5 (Kafka 2.8's handleSyncGroupRequest:
+            # areMandatoryProtocolTypeAndNamePresent), refused before the coordinator.
+            return {
+                "throttle_time_ms": 0,
+                "error_code": int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+                "protocol_type": None,
+                "protocol_name": None,
+                "assignment": b"",
+            }
         answer = self.coordinator.sync_group(
             body["group_id"],
             body["member_id"],
             int(body["generation_id"]),
-            body.get("protocol_type"),
-            body.get("protocol_name"),
+            protocol_type,
+            protocol_name,
             {a["member_id"]: bytes(a["assignment"]) for a in body.get("assignments") or []},
             group_instance_id=_instance_id(body),
         )

@@ -253,6 +253,43 @@ def test_group_requests_get_kafkas_errors(cluster_factory: ClusterFactory) -> No
         )
 
 
+def test_join_group_v7_and_sync_group_v5_name_the_groups_protocol(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """The flexible versions Kafka 2.8 serves, KIP-559's: JoinGroup v7 and SyncGroup v5
+    answers name the group's protocol type and name, and a SyncGroup v5 naming another
+    is INCONSISTENT_GROUP_PROTOCOL (doSyncGroup). They were not served: the broker closed
+    the connection."""
+    c = cluster_factory(**GROUP_SETTINGS)
+    c.wait_controller()
+    coordinator = coordinator_of(c, "kip-559", via=1)
+    join: dict[str, Any] = {
+        "group_id": "kip-559",
+        "session_timeout_ms": 10_000,
+        "rebalance_timeout_ms": 10_000,
+        "member_id": "",
+        "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b"m"}],
+    }
+    with KafkaConnection("127.0.0.1", c[coordinator].port()) as conn:
+        member = conn.request(ApiKey.JOIN_GROUP, 7, join)["member_id"]
+        joined = conn.request(ApiKey.JOIN_GROUP, 7, {**join, "member_id": member})
+        assert (joined["error_code"], joined["leader"]) == (ErrorCode.NONE, member)
+        assert (joined["protocol_type"], joined["protocol_name"]) == ("consumer", "range")
+        sync = {
+            "group_id": "kip-559",
+            "generation_id": joined["generation_id"],
+            "member_id": member,
+            "protocol_type": "consumer",
+            "assignments": [{"member_id": member, "assignment": b"a"}],
+        }
+        other = conn.request(ApiKey.SYNC_GROUP, 5, {**sync, "protocol_name": "roundrobin"})
+        assert other["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        synced = conn.request(ApiKey.SYNC_GROUP, 5, {**sync, "protocol_name": "range"})
+        assert (synced["error_code"], synced["assignment"]) == (ErrorCode.NONE, b"a")
+        assert (synced["protocol_type"], synced["protocol_name"]) == ("consumer", "range")
+
+
 def test_a_consuming_group_follows_its_coordinator_through_a_sigkill(
     cluster_factory: ClusterFactory,
 ) -> None:
