@@ -115,14 +115,14 @@ SUPPORTED: dict[ApiKey, Supported] = {
     ApiKey.DESCRIBE_CONFIGS: Supported(0, 4),
     # v0, Kafka 2.8's (KIP-700); v1 describes a KRaft cluster's controllers.
     ApiKey.DESCRIBE_CLUSTER: Supported(0, 0),
-    # Consumer groups (broker/group_apis.py): JoinGroup and SyncGroup as Kafka 2.8 (up to
-    # KIP-559's protocol type and name), the others up to the versions that brought
-    # static membership (KIP-345); OffsetCommit and OffsetFetch from those Kafka-stored.
+    # Consumer groups (broker/group_apis.py), as Kafka 2.8 serves them (JoinGroup and
+    # SyncGroup up to KIP-559's protocol type and name); OffsetCommit and OffsetFetch
+    # from the versions Kafka-stored.
     ApiKey.JOIN_GROUP: Supported(0, 7),
     ApiKey.SYNC_GROUP: Supported(0, 5),
-    ApiKey.HEARTBEAT: Supported(0, 3),
-    ApiKey.LEAVE_GROUP: Supported(0, 3),
-    ApiKey.OFFSET_COMMIT: Supported(2, 7),
+    ApiKey.HEARTBEAT: Supported(0, 4),
+    ApiKey.LEAVE_GROUP: Supported(0, 4),
+    ApiKey.OFFSET_COMMIT: Supported(2, 8),
     ApiKey.OFFSET_FETCH: Supported(1, 7),
     ApiKey.LIST_GROUPS: Supported(0, 4),
     ApiKey.DESCRIBE_GROUPS: Supported(0, 5),

@@ -4,7 +4,8 @@ request path (its version check, the wire codec both ways, KafkaApis, GroupApis)
 real group coordinator. KIP-559: SyncGroup v5 names the group's protocol type and name,
 which must be the group's (Kafka 2.8's doSyncGroup: INCONSISTENT_GROUP_PROTOCOL) and are
 mandatory (SyncGroupRequest.areMandatoryProtocolTypeAndNamePresent); its answer and
-JoinGroup v7's name them too."""
+JoinGroup v7's name them too. Heartbeat, LeaveGroup and OffsetCommit are served up to
+their first flexible versions (v4, v4, v8), as in Kafka 2.8."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ class Broker:
         self.node.lead()
         self.node.wait_loaded(G0)
         groups = GroupApis(
-            self.node.groups, metadata_knowing({}), None, offsets_replication_factor=1
+            self.node.groups, metadata_knowing({"t": 1}), None, offsets_replication_factor=1
         )
         self.apis = KafkaApis(
             BROKER,
@@ -173,3 +174,39 @@ def test_a_join_group_refused_names_no_protocol_from_v7(broker: Broker, version:
     assert answer["error_code"] == ErrorCode.INVALID_SESSION_TIMEOUT
     assert answer["protocol_name"] == (None if version >= 7 else "")
     assert answer.get("protocol_type") is None
+
+
+def test_heartbeat_leave_group_and_offset_commit_are_served_at_their_flexible_versions(
+    broker: Broker,
+) -> None:
+    """Kafka 2.8's ApiKeys: Heartbeat 0-4, LeaveGroup 0-4 and OffsetCommit 0-8, the last
+    of each its first flexible version (v0-v1 of OffsetCommit, ZooKeeper-stored, are not
+    served here)."""
+    assert SUPPORTED[ApiKey.HEARTBEAT] == Supported(0, 4)
+    assert SUPPORTED[ApiKey.LEAVE_GROUP] == Supported(0, 4)
+    assert SUPPORTED[ApiKey.OFFSET_COMMIT] == Supported(2, 8)
+    joined = broker.joined(7)
+    synced = broker.sync(5, joined, protocol_type="consumer", protocol_name="range")
+    assert synced["error_code"] == ErrorCode.NONE
+    member, generation = joined["member_id"], joined["generation_id"]
+    beat = {"group_id": G0, "generation_id": generation, "member_id": member}
+    assert broker.ask(ApiKey.HEARTBEAT, 4, beat)["error_code"] == ErrorCode.NONE
+    commit = broker.ask(
+        ApiKey.OFFSET_COMMIT,
+        8,
+        {
+            "group_id": G0,
+            "generation_id_or_member_epoch": generation,
+            "member_id": member,
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 7}]}
+            ],
+        },
+    )
+    assert commit["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+    left = broker.ask(
+        ApiKey.LEAVE_GROUP,
+        4,
+        {"group_id": G0, "members": [{"member_id": member, "group_instance_id": None}]},
+    )
+    assert (left["error_code"], [m["error_code"] for m in left["members"]]) == (0, [0])
