@@ -67,6 +67,7 @@ from storage.segment import (
     FileRegion,
     LogSegment,
     cleaned_paths,
+    random_segment_jitter,
     segment_paths,
     shared_ms,
 )
@@ -619,11 +620,16 @@ class PartitionLog:
     def _open_segment(
         self, where: PartitionDir, base_offset: int, indexes_found: tuple[bool, bool]
     ) -> LogSegment:
+        config = self.config
         return LogSegment(
             where,
             base_offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_bytes=self.config.segment_index_bytes,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_bytes=config.segment_index_bytes,
+            # As a new segment's (Kafka 2.8's LogSegment.open draws one for every segment
+            # it loads): else the active segment found at start rolls a whole segment.ms
+            # after its first batch, every log's at once.
+            roll_jitter_ms=random_segment_jitter(config.segment_jitter_ms, config.segment_ms),
             now_ms=self._time_ms(),
             indexes_found=indexes_found,
         )

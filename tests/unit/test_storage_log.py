@@ -286,6 +286,25 @@ def test_segment_jitter_is_drawn_as_kafka_draws_it(
     assert segment_module.random_segment_jitter(jitter_ms, segment_ms, lambda: drawn) == expected
 
 
+def test_a_segment_found_at_start_rolls_with_a_jitter_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka 2.8's loadSegmentFiles opens every segment found with LogSegment.open, whose
+    # rollJitterMs is config.randomSegmentJitter: the active segment a restart finds rolls
+    # segment.ms less its jitter after its first batch, as a new one does. Loaded with none,
+    # every log's active segment rolled a whole segment.ms after its first batch.
+    monkeypatch.setattr(random, "getrandbits", lambda bits: 20_000)
+    config = LogConfig(segment_ms=60_000, segment_jitter_ms=30_000)
+    log = PartitionLog(tmp_path / "t-0", config, time_ms=Clock())
+    produce(log, ts=NOW)
+    log.close()
+    log = PartitionLog(tmp_path / "t-0", config, clean_shutdown=True, time_ms=Clock())
+    assert log.segments_snapshot()[-1].roll_jitter_ms == 20_000
+    produce(log, ts=NOW + 45_000)  # past segment.ms less the jitter (40 s), not segment.ms
+    assert log.segment_base_offsets() == [0, 1]
+    log.close()
+
+
 def test_explicit_roll(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0")
     log.roll()  # empty: nothing to roll
