@@ -513,20 +513,24 @@ class AdminApis:
             wanted = [(t.get("name"), t.get("topic_id", ZERO_UUID)) for t in body["topics"]]
         else:
             wanted = [(n, ZERO_UUID) for n in body.get("topic_names") or []]
+        refused = self._deletion_refused(version)
+        if refused is not None:
+            # Kafka's handleDeleteTopicsRequest answers every entry so, as given, before
+            # it resolves any topic id.
+            return {
+                "throttle_time_ms": 0,
+                "responses": [{"name": n, "topic_id": i, **_failed(refused)} for n, i in wanted],
+            }
         results: list[Body] = []
         # Each name's first entry: Kafka's handleDeleteTopicsRequest deletes a name once
         # (a set) and answers the outcome at its first entry only (results.find), an
         # entry naming it again keeping NONE whatever that outcome.
         asked: dict[str, Body] = {}
-        controller = self.is_controller()
-        enabled = self.config is None or self.config.delete_topic_enable
         for given, topic_id in wanted:
             result: Body = {"name": given, "topic_id": topic_id}
             results.append(result)
             try:
-                name = result["name"] = self._deletable(
-                    version, given, topic_id, controller, enabled
-                )
+                name = result["name"] = self._deletable(given, topic_id)
                 result.update(error_code=int(ErrorCode.NONE), error_message=None)
                 if name not in asked:
                     asked[name] = result
@@ -553,9 +557,20 @@ class AdminApis:
                     )
         return {"throttle_time_ms": 0, "responses": results}
 
-    def _deletable(
-        self, version: int, name: str | None, topic_id: Any, controller: bool, enabled: bool
-    ) -> str:
+    def _deletion_refused(self, version: int) -> TopicError | None:
+        """Why this broker deletes no topic of a request at all: it is not the controller,
+        or topic deletion is disabled."""
+        if not self.is_controller():
+            return _not_controller()
+        if self.config is not None and not self.config.delete_topic_enable:
+            # Before v3 there was no such error (Kafka answers INVALID_REQUEST).
+            return TopicError(
+                ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST,
+                "topic deletion is disabled (delete.topic.enable=false)",
+            )
+        return None
+
+    def _deletable(self, name: str | None, topic_id: Any) -> str:
         """The name of a topic to delete (given, or found by its id), once Kafka's checks
         of it before ZooKeeper's pass; raises TopicError."""
         if name is not None and topic_id != ZERO_UUID:
@@ -564,14 +579,6 @@ class AdminApis:
             name = self.metadata.topic_name(topic_id)
             if name is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")
-        if not controller:
-            raise _not_controller()
-        if not enabled:
-            # Before v3 there was no such error (Kafka refuses the whole request).
-            raise TopicError(
-                ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST,
-                "topic deletion is disabled (delete.topic.enable=false)",
-            )
         _refuse_impossible_name(name)
         if not self.metadata.contains(name):
             # Kafka 2.8's handleDeleteTopicsRequest answers a name its metadata cache

@@ -249,9 +249,13 @@ def test_not_the_controller_and_duplicates_are_answered_without_zookeeper() -> N
     deleted = a.delete_topics(5, {"topic_names": ["a"], "timeout_ms": 0})
     assert [r["error_code"] for r in deleted["responses"]] == [ErrorCode.NOT_CONTROLLER]
     unknown_id = uuid.uuid4()
-    by_id = a.delete_topics(6, {"topics": [{"name": None, "topic_id": unknown_id}]})
+    by_id = apis(controller=True).delete_topics(
+        6, {"topics": [{"name": None, "topic_id": unknown_id}]}
+    )
     assert by_id["responses"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
-    both = a.delete_topics(6, {"topics": [{"name": "a", "topic_id": unknown_id}]})
+    both = apis(controller=True).delete_topics(
+        6, {"topics": [{"name": "a", "topic_id": unknown_id}]}
+    )
     assert both["responses"][0]["error_code"] == ErrorCode.INVALID_REQUEST
 
 
@@ -1074,3 +1078,37 @@ def test_a_created_topic_timed_out_is_answered_with_its_topic_id() -> None:
     (again,) = a.create_topics(7, {"topics": [topic("new", 2, 1)], "timeout_ms": 0})["topics"]
     assert again["error_code"] == ErrorCode.TOPIC_ALREADY_EXISTS
     assert again.get("topic_id", ZERO_UUID) == ZERO_UUID
+
+
+def delete_over_the_wire(a: AdminApis, version: int, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """DeleteTopics as the broker decodes the request and the client the response."""
+    codec = request_codec(ApiKey.DELETE_TOPICS, version)
+    request = cast(dict[str, Any], codec.decode(bytes(codec.encode(body))))
+    answer = encodes(ApiKey.DELETE_TOPICS, version, a.delete_topics(version, request))
+    return cast(list[dict[str, Any]], answer["responses"])
+
+
+def test_delete_topics_off_the_controller_is_not_controller_before_any_topic_id() -> None:
+    """Kafka 2.8's handleDeleteTopicsRequest answers every entry NOT_CONTROLLER (then, at
+    the controller, every entry TOPIC_DELETION_DISABLED) before it resolves any topic id:
+    an id this broker's metadata does not know was UNKNOWN_TOPIC_ID off the controller, so
+    the client took it as final instead of asking the controller."""
+    unknown_id = uuid.uuid4()
+    body = {
+        "topics": [{"name": None, "topic_id": unknown_id}, {"name": "a", "topic_id": ZERO_UUID}],
+        "timeout_ms": 0,
+    }
+    got = delete_over_the_wire(apis(controller=False), 6, body)
+    assert [(r["name"], r["topic_id"], r["error_code"]) for r in got] == [
+        (None, unknown_id, ErrorCode.NOT_CONTROLLER),
+        ("a", ZERO_UUID, ErrorCode.NOT_CONTROLLER),
+    ]
+    config = load_broker_config(
+        overrides=["broker.id=1", "zookeeper.connect=z:2181", "delete.topic.enable=false"]
+    )
+    disabled = AdminApis(cast(ZkClient, NoZooKeeper()), MetadataCache(1), lambda: True, config)
+    got = delete_over_the_wire(disabled, 6, body)
+    assert [(r["name"], r["error_code"]) for r in got] == [
+        (None, ErrorCode.TOPIC_DELETION_DISABLED),
+        ("a", ErrorCode.TOPIC_DELETION_DISABLED),
+    ]
