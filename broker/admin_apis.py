@@ -513,10 +513,10 @@ class AdminApis:
             wanted = [(t.get("name"), t.get("topic_id", ZERO_UUID)) for t in body["topics"]]
         else:
             wanted = [(n, ZERO_UUID) for n in body.get("topic_names") or []]
-        refused = self._deletion_refused(version)
+        refused = self._deletion_refused(version) or _named_and_identified(wanted)
         if refused is not None:
             # Kafka's handleDeleteTopicsRequest answers every entry so, as given, before
-            # it resolves any topic id.
+            # it resolves any topic id or deletes any topic.
             return {
                 "throttle_time_ms": 0,
                 "responses": [{"name": n, "topic_id": i, **_failed(refused)} for n, i in wanted],
@@ -573,8 +573,6 @@ class AdminApis:
     def _deletable(self, name: str | None, topic_id: Any) -> str:
         """The name of a topic to delete (given, or found by its id), once Kafka's checks
         of it before ZooKeeper's pass; raises TopicError."""
-        if name is not None and topic_id != ZERO_UUID:
-            raise TopicError(ErrorCode.INVALID_REQUEST, "give a topic's name or its id, not both")
         if name is None:
             name = self.metadata.topic_name(topic_id)
             if name is None:
@@ -968,6 +966,17 @@ class AdminApis:
 
 def _not_controller() -> TopicError:
     return TopicError(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
+
+
+def _named_and_identified(wanted: Sequence[tuple[str | None, Any]]) -> TopicError | None:
+    """An entry giving both a topic's name and its id fails the whole DeleteTopics request:
+    Kafka 2.8's handleDeleteTopicsRequest throws InvalidRequestException (its text), and
+    getErrorResponse answers every entry INVALID_REQUEST."""
+    if any(name is not None and topic_id != ZERO_UUID for name, topic_id in wanted):
+        return TopicError(
+            ErrorCode.INVALID_REQUEST, "Topic name and topic ID can not both be specified."
+        )
+    return None
 
 
 def _refuse_impossible_name(name: str) -> None:

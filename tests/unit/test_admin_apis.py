@@ -1112,3 +1112,27 @@ def test_delete_topics_off_the_controller_is_not_controller_before_any_topic_id(
         (None, ErrorCode.TOPIC_DELETION_DISABLED),
         ("a", ErrorCode.TOPIC_DELETION_DISABLED),
     ]
+
+
+def test_delete_topics_with_an_entry_of_both_name_and_id_fails_as_a_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka 2.8's handleDeleteTopicsRequest throws InvalidRequestException at an entry
+    giving both a name and a topic id, before it deletes anything: the request fails as a
+    whole (DeleteTopicsRequest.getErrorResponse: every entry INVALID_REQUEST, as given).
+    Only that entry was refused; the request's other topics were deleted."""
+    _zk, a = zk_cluster("t")
+    update_with(a.metadata, {0: 1}, "t")
+    deleted: list[str] = []
+    monkeypatch.setattr(broker.admin_apis, "delete_topic", lambda _zk, n, **_: deleted.append(n))
+    some_id = uuid.uuid4()
+    body = {
+        "topics": [{"name": "t", "topic_id": ZERO_UUID}, {"name": "u", "topic_id": some_id}],
+        "timeout_ms": 0,
+    }
+    got = delete_over_the_wire(a, 6, body)
+    assert [(r["name"], r["topic_id"], r["error_code"]) for r in got] == [
+        ("t", ZERO_UUID, ErrorCode.INVALID_REQUEST),
+        ("u", some_id, ErrorCode.INVALID_REQUEST),
+    ]
+    assert deleted == []
