@@ -184,7 +184,12 @@ def _refused(e: Exception, what: str) -> TopicError:
         log.warning("%s failed: ZooKeeper did not answer (%s)", what, type(e).__name__)
     elif not isinstance(e, _EXPECTED):
         log.exception("%s failed", what)
-    return error_of(e)
+        return error_of(e)
+    error = error_of(e)
+    if error.code == ErrorCode.UNKNOWN_SERVER_ERROR:
+        # Its answer carries no message (_message_of): the log is where it is told.
+        log.error("%s failed: %s", what, error.message)
+    return error
 
 
 def _retried(write: Callable[[], _T]) -> _T:
@@ -797,7 +802,9 @@ class AdminApis:
                 {
                     "partition_id": tp.partition,
                     "error_code": int(code),
-                    "error_message": None if message is None else capped_message(message),
+                    "error_message": (
+                        None if message is None else _message_of(code, capped_message(message))
+                    ),
                 }
             )
         return {
@@ -1030,8 +1037,15 @@ def _election_failed(e: TopicError) -> Elected:
     return (int(e.code), e.message, -1)
 
 
+def _message_of(code: int, message: str | None) -> str | None:
+    """An error's message as an admin answer carries it: none for UNKNOWN_SERVER_ERROR, as
+    Kafka 2.8's ApiError.fromThrowable gives none ("to ensure we don't leak sensitive
+    information"); the broker's log has it."""
+    return None if code == ErrorCode.UNKNOWN_SERVER_ERROR else message
+
+
 def _failed(e: TopicError) -> Body:
-    return {"error_code": int(e.code), "error_message": e.message}
+    return {"error_code": int(e.code), "error_message": _message_of(e.code, e.message)}
 
 
 def _not_created(e: TopicError) -> Body:
