@@ -1913,6 +1913,12 @@ def topic_override_bool(overrides: Mapping[str, object], key: str, default: bool
     return value if isinstance(value, bool) else default
 
 
+def parse_broker_value(key: str, raw: str) -> Any:
+    """A broker key's typed value as ConfigDef parses it, unvalidated and unresolved;
+    ValueError if it does not parse."""
+    return _parse_typed(BROKER_CONFIGS[key], raw)
+
+
 def parse_topic_value(key: str, raw: str) -> Any:
     """A topic override's typed value as ConfigDef parses it (trimmed; a boolean in any
     case; a list split at commas), unvalidated; ValueError if it does not parse."""

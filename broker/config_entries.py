@@ -17,6 +17,7 @@ from broker.config import (
     BrokerConfig,
     ConfigDef,
     ConfigType,
+    parse_broker_value,
     parse_topic_value,
     topic_config_defaults,
 )
@@ -186,11 +187,24 @@ def broker_entries(broker: BrokerConfig) -> list[ConfigEntry]:
     for definition in BROKER_CONFIG_DEFS:
         key = definition.name
         given = key in broker.originals
-        value = config_text(broker.get(key)) if given or kafka_default(key) is not None else None
+        value = (
+            config_text(_own_value(broker, key))
+            if given or kafka_default(key) is not None
+            else None
+        )
         below = tuple(_broker_synonyms(key, broker.originals))
         source = below[0][2] if below else DEFAULT_CONFIG
         entries.append(_entry(definition, value, source, below, read_only=True))
     return entries
+
+
+def _own_value(broker: BrokerConfig, key: str) -> Any:
+    """A broker key's own value (Kafka's nonInternalValues): log.retention.ms as given,
+    where the broker resolves a negative one to -1 (KafkaConfig.logRetentionTimeMillis,
+    which its logs follow)."""
+    if key == "log.retention.ms" and key in broker.originals:
+        return parse_broker_value(key, broker.originals[key])
+    return broker.get(key)
 
 
 def _entry(

@@ -353,3 +353,19 @@ def test_the_broker_resource_is_named_by_an_int_as_kafka_reads_it(
     (got,) = a.describe_configs(4, body)["results"]
     assert (got["error_code"], got["error_message"]) == (code, message)
     assert [c["value"] for c in got["configs"]] == (["1"] if code == 0 else [])
+
+
+def test_a_brokers_negative_log_retention_ms_is_answered_as_it_is_set() -> None:
+    """Kafka 2.8 takes log.retention.ms=-5 (validateValues checks logRetentionTimeMillis,
+    which is -1 for any negative) and its createBrokerConfigEntry answers the key's own
+    value (nonInternalValues: -5); a topic's retention.ms is the resolved -1, above the
+    broker's "-5" (STATIC_BROKER_CONFIG). The broker's key was answered -1, the value its
+    logs follow rather than the one it was given."""
+    own = describe(["log.retention.ms=-5"], {}, resource=(4, "1"))["log.retention.ms"]
+    below = [("log.retention.ms", "-5", 4), ("log.retention.hours", "168", 5)]
+    assert answer(own) == ("-5", STATIC_BROKER_CONFIG, below)
+    topic = describe(["log.retention.ms=-5"], {})["retention.ms"]
+    assert answer(topic) == ("-1", STATIC_BROKER_CONFIG, below)
+    minutes = describe(["log.retention.minutes=-5"], {}, resource=(4, "1"))
+    assert minutes["log.retention.minutes"]["value"] == "-5"
+    assert minutes["log.retention.ms"]["value"] is None  # unset: Kafka's null default
