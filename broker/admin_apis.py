@@ -63,10 +63,12 @@ from broker.config import (
     validate_topic_config,
 )
 from broker.config_entries import (
+    ROOT_LOGGER,
     ConfigEntry,
     broker_entries,
     create_topics_row,
     describe_configs_row,
+    logger_entries,
     topic_entries,
 )
 from broker.metadata_cache import ZERO_UUID, MetadataCache
@@ -86,6 +88,7 @@ _ATTEMPTS = 3
 # DescribeConfigs' resource types.
 _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
+_BROKER_LOGGER_RESOURCE = 8
 
 Body = dict[str, Any]
 _T = TypeVar("_T")
@@ -690,9 +693,10 @@ class AdminApis:
     # --- DescribeConfigs ----------------------------------------------------------------
 
     def describe_configs(self, version: int, body: Body) -> Body:
-        """A topic's configs (its znode over the broker's defaults) or this broker's own;
-        any broker answers (a broker's, only that broker; the broker "", the cluster's
-        dynamic defaults: none). Each resource fails alone."""
+        """A topic's configs (its znode over the broker's defaults), this broker's own, or
+        its loggers' levels (BROKER_LOGGER); any broker answers (a broker's, only that
+        broker; the broker "", the cluster's dynamic defaults: none). Each resource fails
+        alone."""
         synonyms = bool(body.get("include_synonyms", False)) and version >= 1
         documentation = bool(body.get("include_documentation", False)) and version >= 3
         results: list[Body] = []
@@ -745,9 +749,20 @@ class AdminApis:
             if self.config is None:
                 raise TopicError(ErrorCode.UNKNOWN_SERVER_ERROR, "this broker has no config")
             return broker_entries(self.config)
+        if kind == _BROKER_LOGGER_RESOURCE:
+            # Kafka's ConfigHelper: the broker's own loggers only (its texts).
+            if name == "":
+                raise TopicError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+            if _broker_id_of(name) != self.metadata.broker_id:
+                raise TopicError(
+                    ErrorCode.INVALID_REQUEST,
+                    f"Unexpected broker id, expected {self.metadata.broker_id} but received {name}",
+                )
+            return logger_entries(broker_loggers())
         raise TopicError(
             ErrorCode.INVALID_REQUEST,
-            f"resource type {kind} is not described here (topics: 2, brokers: 4)",
+            f"resource type {kind} is not described here (topics: 2, brokers: 4,"
+            " broker loggers: 8)",
         )
 
     # --- ElectLeaders --------------------------------------------------------------------
@@ -993,6 +1008,19 @@ def _refuse_impossible_name(name: str) -> None:
     to read ('a/b', '..')."""
     if paths.topic_name_problem(name) is not None:
         raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+
+
+def broker_loggers() -> dict[str, str]:
+    """This broker's loggers and the level each logs at, as Kafka 2.8's
+    Log4jController.loggers lists its Log4j ones: the root logger, then every logger made
+    so far, its level resolved from its ancestors. The broker is a Python process: these
+    are its Python loggers, with Python's level names (WARNING where Log4j says WARN)."""
+    levels = {ROOT_LOGGER: logging.getLevelName(logging.getLogger().getEffectiveLevel())}
+    # A copy: another thread may make a logger meanwhile.
+    for name, logger in sorted(dict(logging.Logger.manager.loggerDict).items()):
+        if isinstance(logger, logging.Logger):  # not a PlaceHolder for a dotted prefix
+            levels[name] = logging.getLevelName(logger.getEffectiveLevel())
+    return levels
 
 
 def _broker_id_of(name: str) -> int:

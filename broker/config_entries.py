@@ -26,6 +26,9 @@ from broker.config import (
 TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
+DYNAMIC_BROKER_LOGGER_CONFIG = 6
+# The root logger's name, as Kafka's Log4jController (and Python's logging) call it.
+ROOT_LOGGER = "root"
 
 # DescribeConfigs v3+'s ConfigType.
 _TYPES = {
@@ -64,7 +67,7 @@ class ConfigEntry:
     # The values beneath this one, most specific first: (name, value, source).
     synonyms: tuple[tuple[str, str | None, int], ...]
     type: int
-    doc: str
+    doc: str | None
 
     @property
     def is_default(self) -> bool:
@@ -196,6 +199,16 @@ def broker_entries(broker: BrokerConfig) -> list[ConfigEntry]:
         source = below[0][2] if below else DEFAULT_CONFIG
         entries.append(_entry(definition, value, source, below, read_only=True))
     return entries
+
+
+def logger_entries(levels: Mapping[str, str]) -> list[ConfigEntry]:
+    """A broker's loggers as Kafka 2.8's ConfigHelper describes a BROKER_LOGGER resource
+    (Log4jController.loggers): each logger's level, DYNAMIC_BROKER_LOGGER_CONFIG, not
+    read-only, with no synonyms, type or documentation. ``levels``: logger -> level."""
+    return [
+        ConfigEntry(name, level, DYNAMIC_BROKER_LOGGER_CONFIG, False, False, (), 0, None)
+        for name, level in levels.items()
+    ]
 
 
 def _own_value(broker: BrokerConfig, key: str) -> Any:

@@ -408,6 +408,26 @@ def test_admin_client_describes_topic_and_broker_configs(cluster_factory: Cluste
             },
         )
     assert [(r["error_code"], r["configs"]) for r in defaults["results"]] == [(0, [])]
+    # A BROKER_LOGGER resource (8): the broker's own loggers and their levels, as Kafka
+    # 2.8's Log4jController lists its loggers; another broker's id is INVALID_REQUEST.
+    with KafkaConnection("127.0.0.1", c[1].port()) as conn:
+        loggers = conn.request(
+            ApiKey.DESCRIBE_CONFIGS,
+            1,
+            {
+                "resources": [
+                    {"resource_type": 8, "resource_name": n, "configuration_keys": keys}
+                    for n, keys in (("1", None), ("1", ["root"]), ("2", None))
+                ],
+                "include_synonyms": True,
+            },
+        )
+    every, root, other = loggers["results"]
+    assert [r["error_code"] for r in (every, root, other)] == [0, 0, ErrorCode.INVALID_REQUEST]
+    levels = {row["name"]: (row["value"], row["config_source"]) for row in every["configs"]}
+    assert "broker.server" in levels
+    assert [(row["name"], row["config_source"]) for row in root["configs"]] == [("root", 6)]
+    assert root["configs"][0]["value"] in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
     # DescribeCluster v0 (Kafka 2.8's; the Java admin's describeCluster), from any broker:
     # what its Metadata says of the cluster.

@@ -1179,3 +1179,55 @@ def test_an_unknown_server_error_carries_no_message_as_in_kafka(
     logged = caplog.text
     assert "Not all brokers have rack information" in logged
     assert "/secret/path" in logged
+
+
+def test_broker_loggers_are_described_with_their_levels_at_every_version() -> None:
+    """Kafka 2.8's ConfigHelper answers a BROKER_LOGGER resource (8) naming the broker
+    itself with its loggers and the level each logs at (Log4jController.loggers: "root",
+    then every logger, its level resolved from its ancestors), each
+    DYNAMIC_BROKER_LOGGER_CONFIG, not read-only, no synonyms, no type, no documentation;
+    an empty name or another broker's id is INVALID_REQUEST. Here the loggers are the
+    broker's Python loggers. Every BROKER_LOGGER resource was refused INVALID_REQUEST."""
+    import logging
+
+    config = load_broker_config(overrides=["broker.id=1", "zookeeper.connect=z:2181"])
+    a = AdminApis(cast(ZkClient, NoZooKeeper()), MetadataCache(1), lambda: False, config)
+    quiet = logging.getLogger("test_admin_apis.quiet")
+    quiet.setLevel(logging.ERROR)
+    inherits = logging.getLogger("test_admin_apis.quiet.child")
+    resources = [
+        {"resource_type": 8, "resource_name": "1", "configuration_keys": None},
+        {
+            "resource_type": 8,
+            "resource_name": "01",
+            "configuration_keys": ["root", inherits.name, "no.such.logger"],
+        },
+        {"resource_type": 8, "resource_name": "", "configuration_keys": None},
+        {"resource_type": 8, "resource_name": "2", "configuration_keys": None},
+    ]
+    root_level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
+    for v in every_version(ApiKey.DESCRIBE_CONFIGS):
+        body = {"resources": resources, "include_synonyms": True, "include_documentation": True}
+        got = encodes(ApiKey.DESCRIBE_CONFIGS, v, a.describe_configs(v, body))["results"]
+        assert [(r["error_code"], r["error_message"]) for r in got] == [
+            (0, None),
+            (0, None),
+            (42, "Broker id must not be empty"),
+            (42, "Unexpected broker id, expected 1 but received 2"),
+        ]
+        every = {row["name"]: row for row in got[0]["configs"]}
+        assert every["root"]["value"] == root_level
+        assert every[quiet.name]["value"] == "ERROR"
+        assert every["broker.admin_apis"]["value"] == logging.getLevelName(
+            logging.getLogger("broker.admin_apis").getEffectiveLevel()
+        )
+        asked = [(row["name"], row["value"]) for row in got[1]["configs"]]
+        assert asked == [("root", root_level), (inherits.name, "ERROR")]
+        row = every[inherits.name]
+        assert (row["read_only"], row["is_sensitive"]) == (False, False)
+        if v == 0:
+            assert row["is_default"] is False
+        else:
+            assert (row["config_source"], row["synonyms"]) == (6, [])
+        if v >= 3:
+            assert (row["config_type"], row["documentation"]) == (0, None)
