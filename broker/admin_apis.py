@@ -89,6 +89,11 @@ _ATTEMPTS = 3
 _TOPIC_RESOURCE = 2
 _BROKER_RESOURCE = 4
 _BROKER_LOGGER_RESOURCE = 8
+# Errors.INVALID_REQUEST's text, which Kafka's getErrorResponse of a DescribeConfigs gives.
+_INVALID_REQUEST_TEXT = (
+    "This most likely occurs because of a request being malformed by the client library or"
+    " the message was sent to an incompatible broker. See the broker logs for more details."
+)
 
 Body = dict[str, Any]
 _T = TypeVar("_T")
@@ -699,8 +704,26 @@ class AdminApis:
         alone."""
         synonyms = bool(body.get("include_synonyms", False)) and version >= 1
         documentation = bool(body.get("include_documentation", False)) and version >= 3
+        resources: list[Body] = list(body.get("resources") or [])
+        described = (_TOPIC_RESOURCE, _BROKER_RESOURCE, _BROKER_LOGGER_RESOURCE)
+        if any(int(r["resource_type"]) not in described for r in resources):
+            # Kafka 2.8's handleDescribeConfigsRequest throws InvalidRequestException for
+            # such a resource before describing any: every resource is answered so.
+            refused = {"error_code": int(ErrorCode.INVALID_REQUEST), "configs": []}
+            return {
+                "throttle_time_ms": 0,
+                "results": [
+                    {
+                        "resource_type": int(r["resource_type"]),
+                        "resource_name": str(r["resource_name"]),
+                        "error_message": _INVALID_REQUEST_TEXT,
+                        **refused,
+                    }
+                    for r in resources
+                ],
+            }
         results: list[Body] = []
-        for resource in body.get("resources") or []:
+        for resource in resources:
             kind, name = int(resource["resource_type"]), str(resource["resource_name"])
             keys = resource.get("configuration_keys")
             result: Body = {"resource_type": kind, "resource_name": name, "configs": []}

@@ -1231,3 +1231,26 @@ def test_broker_loggers_are_described_with_their_levels_at_every_version() -> No
             assert (row["config_source"], row["synonyms"]) == (6, [])
         if v >= 3:
             assert (row["config_type"], row["documentation"]) == (0, None)
+
+
+def test_describe_configs_of_a_resource_type_kafka_does_not_describe_fails_as_a_whole() -> None:
+    """Kafka 2.8's handleDescribeConfigsRequest throws InvalidRequestException for a
+    resource type other than topic, broker and broker logger before it describes any
+    resource: DescribeConfigsRequest.getErrorResponse answers every resource
+    INVALID_REQUEST with Errors' text, no configs. Only that resource was refused."""
+    config = load_broker_config(overrides=["broker.id=1", "zookeeper.connect=z:2181"])
+    a = AdminApis(cast(ZkClient, NoZooKeeper()), MetadataCache(1), lambda: False, config)
+    body = {
+        "resources": [
+            {"resource_type": 4, "resource_name": "1", "configuration_keys": None},
+            {"resource_type": 3, "resource_name": "g", "configuration_keys": None},
+        ]
+    }
+    for v in every_version(ApiKey.DESCRIBE_CONFIGS):
+        got = encodes(ApiKey.DESCRIBE_CONFIGS, v, a.describe_configs(v, body))["results"]
+        assert [(r["resource_type"], r["resource_name"], r["error_code"]) for r in got] == [
+            (4, "1", ErrorCode.INVALID_REQUEST),
+            (3, "g", ErrorCode.INVALID_REQUEST),
+        ]
+        assert all(r["configs"] == [] for r in got)
+        assert got[0]["error_message"].startswith("This most likely occurs because of a request")
