@@ -221,8 +221,8 @@ def form_group(port: int, members: int) -> float:
 def run(commits: int, partitions: int, members: int, rounds: int) -> dict[str, Any]:
     with zookeeper() as zk_connect, tempfile.TemporaryDirectory() as tmp:
         c = SupervisedCluster(chroot(zk_connect, "group-commit"), Path(tmp), (1, 2, 3), SETTINGS)
-        c.start()
         try:
+            c.start()
             c.wait_registered([1, 2, 3], timeout=120)
             c.wait_controller(timeout=120)
             leader = coordinator(c)

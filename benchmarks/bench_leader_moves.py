@@ -93,27 +93,33 @@ def cluster_led_by_preferred_replicas(
     settled; broker 1 is the controller."""
     write_cluster_state(connect, assigned)
     c = SupervisedCluster(connect, root, (1, 2, 3), SETTINGS)
-    c[1].start()  # broker 1 first, so it is the controller
-    c.wait_registered([1], timeout=120)
-    c.wait_controller(timeout=600)
-    c[2].start()
-    c[3].start()
-    c.wait_registered([1, 2, 3], timeout=120)
-    wait_quiet(connect)
-    elect_preferred_leaders(c.zk, assigned)
-    state_paths = [paths.partition_state(t, p) for t in assigned for p in assigned[t]]
-    preferred = [assigned[t][p][0] for t in assigned for p in assigned[t]]
+    try:
+        c[1].start()  # broker 1 first, so it is the controller
+        c.wait_registered([1], timeout=120)
+        c.wait_controller(timeout=600)
+        c[2].start()
+        c[3].start()
+        c.wait_registered([1, 2, 3], timeout=120)
+        wait_quiet(connect)
+        elect_preferred_leaders(c.zk, assigned)
+        state_paths = [paths.partition_state(t, p) for t in assigned for p in assigned[t]]
+        preferred = [assigned[t][p][0] for t in assigned for p in assigned[t]]
 
-    def led_by_preferred() -> bool:
-        got = c.zk.get_many(state_paths)
-        return all(
-            g is not None and decode_partition_state(sp, g[0], 0).leader_and_isr.leader == want
-            for sp, g, want in zip(state_paths, got, preferred, strict=True)
-        )
+        def led_by_preferred() -> bool:
+            got = c.zk.get_many(state_paths)
+            return all(
+                g is not None and decode_partition_state(sp, g[0], 0).leader_and_isr.leader == want
+                for sp, g, want in zip(state_paths, got, preferred, strict=True)
+            )
 
-    wait_for(led_by_preferred, 600, "every partition led by its preferred replica")
-    wait_quiet(connect)
-    time.sleep(2)
+        wait_for(led_by_preferred, 600, "every partition led by its preferred replica")
+        wait_quiet(connect)
+        time.sleep(2)
+    except BaseException:
+        # A timeout or Ctrl-C while it settles: the caller never gets the cluster to
+        # close, and its brokers would outlive the benchmark.
+        c.close()
+        raise
     return c
 
 

@@ -43,8 +43,8 @@ def reassign_once(connect: str, partitions: int, root: Path) -> dict[str, Any]:
     target = {p: (*r, 1 + (p + 2) % 3) for p, r in before.items()}
     write_cluster_state(connect, {TOPIC: before})
     c = SupervisedCluster(connect, root, (1, 2, 3), SETTINGS)
-    c.start()
     try:
+        c.start()
         c.wait_registered([1, 2, 3], timeout=120)
         c.wait_controller(timeout=120)
         wait_quiet(connect)
