@@ -39,6 +39,7 @@ from common import (
     cpu_seconds,
     elect_preferred_leaders,
     emit,
+    require_acknowledged,
     round_robin,
     rss_mb,
     wait_quiet,
@@ -50,6 +51,7 @@ from tests.integration.harness import Cluster, wait_for
 from zkdata import paths
 from zkdata.client import ZkClient
 
+BROKERS = (1, 2, 3)
 SETTINGS = {
     "zookeeper.session.timeout.ms": "10000",
     "auto.leader.rebalance.enable": "false",
@@ -103,6 +105,29 @@ def last(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
         if all(r.get(k) == v for k, v in match.items()):
             return r
     return None
+
+
+def update_metadata_figures(
+    ack: dict[str, Any], loaded: dict[str, Any], started_ms: float
+) -> dict[str, float]:
+    """From the resignation (``started_ms``, wall clock) until the new controller's
+    UpdateMetadata was queued, written to the last broker's socket (the issue's "sent"),
+    and acknowledged by every broker; from its ``controller_failover`` line and the
+    failover's ``requests_acknowledged`` line. RuntimeError if a broker never answered
+    (or sent no UpdateMetadata): the last acknowledgement would be another broker's."""
+    require_acknowledged(ack, BROKERS, "the failover's requests")
+    if "UPDATE_METADATA" not in ack["acked_ms_by_api"]:
+        raise RuntimeError(f"the failover sent no UpdateMetadata (requests {ack['requests']})")
+    failover_started_ms = loaded["ts"] - loaded["total_ms"]
+    at_ms = {
+        "queued": failover_started_ms + loaded["update_metadata_queued_ms"],
+        "sent": ack["learned_at_ms"] + ack["sent_ms_by_api"]["UPDATE_METADATA"],
+        "acked": ack["learned_at_ms"] + ack["acked_ms_by_api"]["UPDATE_METADATA"],
+    }
+    return {
+        f"resigned_to_update_metadata_{k}_s": round((ms - started_ms) / 1000, 3)
+        for k, ms in at_ms.items()
+    }
 
 
 def run_size(
@@ -187,22 +212,9 @@ def run_size(
             assert loaded is not None
             started_ms = min(deleted_ms, resigned["ts"])
             if ack is not None:
-                umr_acked_ms = ack["learned_at_ms"] + ack["acked_ms_by_api"]["UPDATE_METADATA"]
-                # Written to the last broker's socket: the issue's "sent UpdateMetadata".
-                umr_sent_ms = ack["learned_at_ms"] + ack["sent_ms_by_api"]["UPDATE_METADATA"]
-                failover_started_ms = loaded["ts"] - loaded["total_ms"]
-                umr_queued_ms = failover_started_ms + loaded["update_metadata_queued_ms"]
                 failovers.append(
                     {
-                        "resigned_to_update_metadata_queued_s": round(
-                            (umr_queued_ms - started_ms) / 1000, 3
-                        ),
-                        "resigned_to_update_metadata_sent_s": round(
-                            (umr_sent_ms - started_ms) / 1000, 3
-                        ),
-                        "resigned_to_update_metadata_acked_s": round(
-                            (umr_acked_ms - started_ms) / 1000, 3
-                        ),
+                        **update_metadata_figures(ack, loaded, started_ms),
                         "load_s": round(loaded["load_ms"] / 1000, 3),
                         "resigned_line_after_deletion_s": round(
                             (resigned["ts"] - deleted_ms) / 1000, 3

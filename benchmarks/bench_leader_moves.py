@@ -45,6 +45,7 @@ from common import (
     chroot,
     elect_preferred_leaders,
     emit,
+    require_acknowledged,
     wait_quiet,
     write_cluster_state,
     zookeeper,
@@ -164,6 +165,7 @@ def restart_broker_3(c: SupervisedCluster) -> dict[str, Any]:
 
 
 def broker_return(row: dict[str, Any]) -> dict[str, Any]:
+    require_acknowledged(row, (1, 2, 3), "the return's requests")
     by_broker = row["acked_ms_by_broker"]
     return {
         "learned_to_all_acked_s": round(row["acked_ms"] / 1000, 3),
@@ -232,6 +234,14 @@ def balanced_moves(connect: str, partitions: int, root: Path, *, graceful: bool)
             and r["leader"] in (1, 2)
         ]
         out["new_leaders_applied"] = len({(r["topic"], r["partition"]) for r in applied})
+        if out["new_leaders_applied"] != len(led):
+            raise RuntimeError(
+                f"{out['new_leaders_applied']} of the {len(led)} partitions broker 3 led"
+                " applied a new leader"
+            )
+        require_acknowledged(
+            ack, (1, 2), "the requests of broker 3's loss or shutdown", abandoned_ok=graceful
+        )
         out["learned_to_new_leaders_applied_s"] = round(
             max((r["ts"] - learned for r in applied), default=0) / 1000, 3
         )
@@ -304,6 +314,33 @@ def run(
     return out
 
 
+def loss_figures(
+    ack: dict[str, Any], partition_states: list[dict[str, Any]], partitions: int
+) -> dict[str, Any]:
+    """Broker 3, leader of all `partitions`, lost: the controller's record of the loss's
+    requests and its partition_state lines make the figures, only if every partition got
+    a new leader on broker 1 or 2 and both acknowledged their LeaderAndIsr (RuntimeError
+    otherwise: a figure of part of the work is no figure)."""
+    moved = {
+        (r["topic"], r["partition"])
+        for r in partition_states
+        if r["ts"] >= ack["learned_at_ms"] and r["reason"] == "offline" and r["leader"] in (1, 2)
+    }
+    if len(moved) != partitions:
+        raise RuntimeError(f"{len(moved)} of {partitions} partitions got a new leader")
+    require_acknowledged(ack, (1, 2), "the loss's requests")
+    if "LEADER_AND_ISR" not in ack["acked_ms_by_api"]:
+        raise RuntimeError(f"the loss sent no LeaderAndIsr (requests {ack['requests']})")
+    all_acked_s = ack["acked_ms"] / 1000
+    return {
+        "leaders_moved": len(moved),
+        "learned_to_all_acked_s": round(all_acked_s, 3),
+        "leader_and_isr_acked_s": round(ack["acked_ms_by_api"]["LEADER_AND_ISR"] / 1000, 3),
+        "requests": ack["requests"],
+        "leaders_per_s": round(len(moved) / all_acked_s),
+    }
+
+
 def lone_leader_loss(connect_base: str, partitions: int, root: Path) -> dict[str, Any]:
     connect = chroot(connect_base, f"loss-{partitions}")
     c = cluster_led_by_broker_3(connect, partitions, root / "loss")
@@ -312,20 +349,7 @@ def lone_leader_loss(connect_base: str, partitions: int, root: Path) -> dict[str
         if controller_id != 1:
             raise RuntimeError(f"broker {controller_id} is controller; the set-up wants broker 1")
         ack = kill_broker_3(c)
-        moved = [
-            r for r in c[1].state_changes("partition_state") if r["ts"] >= ack["learned_at_ms"]
-        ]
-        loss = {
-            "leaders_moved": sum(
-                1 for r in moved if r["reason"] == "offline" and r["leader"] in (1, 2)
-            ),
-            "learned_to_all_acked_s": round(ack["acked_ms"] / 1000, 3),
-            "leader_and_isr_acked_s": round(
-                ack["acked_ms_by_api"].get("LEADER_AND_ISR", 0) / 1000, 3
-            ),
-            "requests": ack["requests"],
-        }
-        loss["leaders_per_s"] = round(loss["leaders_moved"] / loss["learned_to_all_acked_s"])
+        loss = loss_figures(ack, c[1].state_changes("partition_state"), partitions)
     finally:
         c.close()
     floor = floor_writes(chroot(connect_base, "floor"), partitions)
@@ -339,6 +363,7 @@ def lone_leader_shutdown(connect_base: str, partitions: int, root: Path) -> dict
     c = cluster_led_by_broker_3(connect, partitions, root / "shutdown")
     try:
         row, ack = shut_down_broker_3(c)
+        require_acknowledged(ack, (1, 2), "the shutdown's requests", abandoned_ok=True)
         by_broker = ack["acked_ms_by_broker"]
         shutdown = {
             "attempts": row["attempt"],

@@ -11,7 +11,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -120,6 +120,21 @@ def round_robin(
             p: tuple(brokers[(p + t + i) % n] for i in range(n)) for p in range(count)
         }
     return out
+
+
+def require_acknowledged(
+    ack: dict[str, Any], brokers: Iterable[int], what: str, *, abandoned_ok: bool = False
+) -> None:
+    """Refuse (RuntimeError) a figure taken from a ``requests_acknowledged`` line some of
+    whose requests were never answered: one of ``brokers`` answering none, or one
+    abandoned (its broker went; ``abandoned_ok`` where a broker shutting down may leave
+    before it answers its last). Its times would then be those of fewer brokers."""
+    missing = sorted(b for b in brokers if str(b) not in ack["acked_ms_by_broker"])
+    if missing or (ack["abandoned"] and not abandoned_ok):
+        raise RuntimeError(
+            f"{what}: {ack['abandoned']} requests abandoned, no answer from brokers {missing}"
+            f" (requests {ack['requests']}): no figure"
+        )
 
 
 def rss_mb(pid: int) -> float:

@@ -13,6 +13,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
+import bench_controller_failover  # noqa: E402
 import bench_leader_moves  # noqa: E402
 
 
@@ -64,3 +65,92 @@ def test_a_set_up_interrupted_stops_the_brokers_it_started(
     (c,) = FakeCluster.made
     assert all(b.started for b in c.brokers.values())
     assert c.closed
+
+
+def loss_ack(**changes: Any) -> dict[str, Any]:
+    ack: dict[str, Any] = {
+        "after_event": "BrokerChange",
+        "learned_at_ms": 1000.0,
+        "requests": {"LEADER_AND_ISR": 2, "UPDATE_METADATA": 2},
+        "acked_ms": 40.0,
+        "acked_ms_by_api": {"LEADER_AND_ISR": 30.0, "UPDATE_METADATA": 40.0},
+        "acked_ms_by_broker": {"1": 35.0, "2": 40.0},
+        "abandoned": 0,
+    }
+    ack.update(changes)
+    return ack
+
+
+def moved(partitions: range, leader: int = 1) -> list[dict[str, Any]]:
+    return [
+        {"ts": 1010, "topic": "t", "partition": p, "reason": "offline", "leader": leader}
+        for p in partitions
+    ]
+
+
+def test_a_loss_figure_comes_only_from_a_round_where_every_partition_moved() -> None:
+    figures = bench_leader_moves.loss_figures(loss_ack(), moved(range(4)), 4)
+    assert figures["leaders_moved"] == 4
+    assert figures["leader_and_isr_acked_s"] == 0.03
+    # Three of four moved (the fourth left without a leader): no figure.
+    with pytest.raises(RuntimeError, match="3 of 4 partitions"):
+        bench_leader_moves.loss_figures(loss_ack(), moved(range(3)), 4)
+    # A partition elected twice is one partition, not a fourth.
+    with pytest.raises(RuntimeError, match="3 of 4 partitions"):
+        bench_leader_moves.loss_figures(loss_ack(), moved(range(3)) + moved(range(1)), 4)
+
+
+def test_a_loss_figure_needs_every_survivors_answer_and_a_leader_and_isr() -> None:
+    with pytest.raises(RuntimeError, match=r"no answer from brokers \[2\]"):
+        bench_leader_moves.loss_figures(
+            loss_ack(acked_ms_by_broker={"1": 35.0}), moved(range(4)), 4
+        )
+    with pytest.raises(RuntimeError, match="1 requests abandoned"):
+        bench_leader_moves.loss_figures(loss_ack(abandoned=1), moved(range(4)), 4)
+    with pytest.raises(RuntimeError, match="no LeaderAndIsr"):
+        bench_leader_moves.loss_figures(
+            loss_ack(acked_ms_by_api={"UPDATE_METADATA": 40.0}), moved(range(4)), 4
+        )
+
+
+def test_a_broker_return_figure_needs_the_returning_brokers_answer() -> None:
+    """Broker 3's own acknowledgement is the return's floor: 0 s when it never answered."""
+    with pytest.raises(RuntimeError, match=r"no answer from brokers \[3\]"):
+        bench_leader_moves.broker_return(loss_ack(after_event="BrokerChange"))
+    row = loss_ack(acked_ms_by_broker={"1": 35.0, "2": 40.0, "3": 900.0})
+    assert bench_leader_moves.broker_return(row)["floor_returning_broker_acked_s"] == 0.9
+
+
+def failover_ack(**changes: Any) -> dict[str, Any]:
+    ack: dict[str, Any] = {
+        "after_event": "ControllerChange",
+        "learned_at_ms": 10_000.0,
+        "requests": {"UPDATE_METADATA": 3, "LEADER_AND_ISR": 3},
+        "sent_ms_by_api": {"UPDATE_METADATA": 300.0, "LEADER_AND_ISR": 400.0},
+        "acked_ms": 600.0,
+        "acked_ms_by_api": {"UPDATE_METADATA": 500.0, "LEADER_AND_ISR": 600.0},
+        "acked_ms_by_broker": {"1": 450.0, "2": 500.0, "3": 600.0},
+        "abandoned": 0,
+    }
+    ack.update(changes)
+    return ack
+
+
+LOADED = {"ts": 10_250.0, "total_ms": 240.0, "update_metadata_queued_ms": 200.0}
+
+
+def test_a_failover_figure_is_until_every_broker_acknowledged_update_metadata() -> None:
+    figures = bench_controller_failover.update_metadata_figures(failover_ack(), LOADED, 9_900.0)
+    assert figures == {
+        "resigned_to_update_metadata_queued_s": 0.31,
+        "resigned_to_update_metadata_sent_s": 0.4,
+        "resigned_to_update_metadata_acked_s": 0.6,
+    }
+
+
+def test_a_failover_a_broker_never_answered_gives_no_figure() -> None:
+    """Broker 3's requests abandoned (it went during the failover): the last UpdateMetadata
+    acknowledged is broker 2's, not every broker's."""
+    ack = failover_ack(acked_ms_by_broker={"1": 450.0, "2": 500.0}, abandoned=2)
+    with pytest.raises(RuntimeError, match=r"2 requests abandoned, no answer from brokers \[3\]"):
+        bench_controller_failover.update_metadata_figures(ack, LOADED, 9_900.0)
