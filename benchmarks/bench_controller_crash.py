@@ -34,6 +34,7 @@ from typing import Any
 from bench_leader_moves import floor_writes
 from common import (
     ROOT,
+    at_least,
     chroot,
     elect_preferred_leaders,
     emit,
@@ -112,8 +113,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--partitions", type=int, default=30_000)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--partitions", type=at_least(1), default=30_000)
+    parser.add_argument("--rounds", type=at_least(1), default=2)
     args = parser.parse_args()
     if args.partitions % (1000 * len(BROKERS)):
         parser.error(f"--partitions must be a multiple of {1000 * len(BROKERS)}")

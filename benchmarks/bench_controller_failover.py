@@ -35,6 +35,7 @@ from typing import Any
 
 from common import (
     ROOT,
+    at_least,
     chroot,
     cpu_seconds,
     elect_preferred_leaders,
@@ -42,6 +43,7 @@ from common import (
     require_acknowledged,
     round_robin,
     rss_mb,
+    sizes,
     wait_quiet,
     write_cluster_state,
     zookeeper,
@@ -293,8 +295,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sizes", default="1000,10000,100000")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--sizes", type=sizes, default="1000,10000,100000", help="partitions, comma-separated"
+    )
+    parser.add_argument(
+        "--rounds", type=at_least(0), default=3, help="failovers per size (0: memory only)"
+    )
     parser.add_argument(
         "--no-balance",
         action="store_true",
@@ -309,7 +315,6 @@ def main() -> None:
         ),
     )
     args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
     with (
         zookeeper() as connect,
         tempfile.TemporaryDirectory(
@@ -319,7 +324,7 @@ def main() -> None:
         baseline = run_size(connect, 0, Path(tmp), 1)
         results = [
             run_size(connect, n, Path(tmp), args.rounds, not args.no_balance, args.cold_start)
-            for n in sizes
+            for n in args.sizes
         ]
     emit(
         {

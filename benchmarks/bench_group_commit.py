@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import chroot, emit, wait_quiet, zookeeper
+from common import at_least, chroot, emit, wait_quiet, zookeeper
 
 from cluster.supervised import SupervisedCluster
 from groups.offset_records import CommittedOffset, OffsetKey, offset_commit_batch
@@ -270,10 +270,10 @@ def run(commits: int, partitions: int, members: int, rounds: int) -> dict[str, A
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--commits", type=int, default=2000)
-    parser.add_argument("--partitions", type=int, default=10)
-    parser.add_argument("--members", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--commits", type=at_least(1), default=2000)
+    parser.add_argument("--partitions", type=at_least(1), default=10)
+    parser.add_argument("--members", type=at_least(1), default=10)
+    parser.add_argument("--rounds", type=at_least(1), default=3)
     args = parser.parse_args()
     emit(run(args.commits, args.partitions, args.members, args.rounds))
 

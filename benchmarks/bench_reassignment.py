@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_leader_moves import floor_writes
-from common import chroot, emit, wait_quiet, write_cluster_state, zookeeper
+from common import at_least, chroot, emit, wait_quiet, write_cluster_state, zookeeper
 
 from admin.cluster_admin import ClusterAdmin
 from cluster.supervised import SupervisedCluster
@@ -103,8 +103,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--partitions", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--partitions", type=at_least(1), default=1000)
+    parser.add_argument("--rounds", type=at_least(1), default=3)
     args = parser.parse_args()
     rounds: list[dict[str, Any]] = []
     floors: list[float] = []

@@ -5,6 +5,7 @@ Every benchmark prints one JSON object: its figures and the floor measured in th
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import os
@@ -135,6 +136,31 @@ def require_acknowledged(
             f"{what}: {ack['abandoned']} requests abandoned, no answer from brokers {missing}"
             f" (requests {ack['requests']}): no figure"
         )
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``minimum`` (a count of partitions,
+    rounds, ...); anything else is a usage error before ZooKeeper or a broker starts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is less than {minimum}")
+        return value
+
+    return parse
+
+
+def sizes(text: str) -> list[int]:
+    """An argparse type: comma-separated sizes, each a whole number of at least 1."""
+    parse = at_least(1)
+    values = [parse(s.strip()) for s in text.split(",") if s.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError("no size given")
+    return values
 
 
 def rss_mb(pid: int) -> float:

@@ -29,6 +29,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from common import at_least, sizes
+
 from pipeline import generate, inputs, job
 
 
@@ -121,22 +123,23 @@ def _conf(text: str) -> tuple[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--events", default="1000000,10000000", help="sizes, comma-separated")
-    parser.add_argument("--partitions", type=int, default=2000)
-    parser.add_argument("--brokers", type=int, default=5)
+    parser.add_argument(
+        "--events", type=sizes, default="1000000,10000000", help="sizes, comma-separated"
+    )
+    parser.add_argument("--partitions", type=at_least(1), default=2000)
+    parser.add_argument("--brokers", type=at_least(1), default=5)
     parser.add_argument("--master", default=job.DEFAULT_MASTER)
     parser.add_argument("--conf", type=_conf, action="append", default=[])
     parser.add_argument(
         "--keep", type=Path, default=None, help="write logs and reports here (reuse logs there)"
     )
     a = parser.parse_args()
-    sizes = [int(x) for x in a.events.split(",") if x.strip()]
 
     root = a.keep or Path(tempfile.mkdtemp(prefix="bench-report-"))
     root.mkdir(parents=True, exist_ok=True)
     runs = []
     try:
-        for events in sizes:
+        for events in a.events:
             runs.append(one_size(events, a, root))
             print(json.dumps(runs[-1]), file=sys.stderr, flush=True)  # progress, per size
     finally:

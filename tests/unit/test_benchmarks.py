@@ -13,8 +13,11 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
+import bench_controller_crash  # noqa: E402
 import bench_controller_failover  # noqa: E402
 import bench_leader_moves  # noqa: E402
+import bench_reassignment  # noqa: E402
+import report  # noqa: E402
 
 
 class FakeBroker:
@@ -154,3 +157,37 @@ def test_a_failover_a_broker_never_answered_gives_no_figure() -> None:
     ack = failover_ack(acked_ms_by_broker={"1": 450.0, "2": 500.0}, abandoned=2)
     with pytest.raises(RuntimeError, match=r"2 requests abandoned, no answer from brokers \[3\]"):
         bench_controller_failover.update_metadata_figures(ack, LOADED, 9_900.0)
+
+
+@pytest.mark.parametrize(
+    ("module", "argv", "error"),
+    [
+        (bench_controller_failover, ["--sizes", "-5"], "argument --sizes: -5 is less than 1"),
+        (bench_controller_failover, ["--sizes", "10k"], "'10k' is not a whole number"),
+        (bench_controller_failover, ["--rounds", "-1"], "argument --rounds: -1 is less than 0"),
+        (bench_controller_crash, ["--rounds", "0"], "argument --rounds: 0 is less than 1"),
+        (bench_controller_crash, ["--partitions", "0"], "--partitions: 0 is less than 1"),
+        (bench_reassignment, ["--rounds", "0"], "argument --rounds: 0 is less than 1"),
+        (report, ["--events", "1e6"], "argument --events: '1e6' is not a whole number"),
+    ],
+)
+def test_bad_arguments_are_a_usage_error_before_anything_starts(
+    module: Any,
+    argv: list[str],
+    error: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--sizes -5 was run as a cluster of -5 partitions and reported; --rounds 0 ran the
+    whole set-up and then failed on a median of nothing; --events 1e6 a traceback."""
+
+    def no_zookeeper() -> Any:
+        raise AssertionError("ZooKeeper provisioned for bad arguments")
+
+    if hasattr(module, "zookeeper"):
+        monkeypatch.setattr(module, "zookeeper", no_zookeeper)
+    monkeypatch.setattr(sys, "argv", [module.__name__, *argv])
+    with pytest.raises(SystemExit) as exited:
+        module.main()
+    assert exited.value.code == 2
+    assert error in capsys.readouterr().err
