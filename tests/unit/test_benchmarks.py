@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -191,3 +192,52 @@ def test_bad_arguments_are_a_usage_error_before_anything_starts(
         module.main()
     assert exited.value.code == 2
     assert error in capsys.readouterr().err
+
+
+def fake_report(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *, lines_ok: int, incidents_found: int
+) -> None:
+    """report.one_size over a log of 3 lines and 2 incidents, the Spark job answering as
+    told."""
+    log = tmp_path / "state-change.log"
+    log.write_text("{}\n{}\n{}\n")
+    monkeypatch.setattr(
+        report.generate, "generate", lambda options: {"total_lines": 3, "incidents": [1, 2]}
+    )
+    monkeypatch.setattr(
+        report.inputs, "resolve", lambda source: SimpleNamespace(files=[str(log)], bytes=9)
+    )
+    summary = {
+        "lines": {"ok": lines_ok},
+        "clusters": {"c": {"incidents": {"total": incidents_found}}},
+    }
+
+    def run(options: Any, progress: Any) -> Any:
+        progress("reading the logs (3 lines)")
+        return SimpleNamespace(summary=summary)
+
+    monkeypatch.setattr(report.job, "run", run)
+
+
+def report_args() -> Any:
+    return SimpleNamespace(keep=None, brokers=3, partitions=10, master="local[1]", conf=[])
+
+
+def test_a_report_that_read_every_line_and_found_every_incident_gives_its_figure(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake_report(monkeypatch, tmp_path, lines_ok=3, incidents_found=2)
+    result = report.one_size(3, report_args(), tmp_path)
+    assert result["events"] == 3
+    assert result["check"] == {"every_line_ok": True, "incidents_found": 2, "incidents_match": True}
+
+
+@pytest.mark.parametrize(("lines_ok", "incidents_found"), [(2, 2), (3, 1)])
+def test_a_report_that_missed_lines_or_incidents_gives_no_figure(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, lines_ok: int, incidents_found: int
+) -> None:
+    """Before, its events/s (3 events over the time of a report of fewer) was printed,
+    the failed check beside it."""
+    fake_report(monkeypatch, tmp_path, lines_ok=lines_ok, incidents_found=incidents_found)
+    with pytest.raises(RuntimeError, match="the report of 3 events failed its check"):
+        report.one_size(3, report_args(), tmp_path)
