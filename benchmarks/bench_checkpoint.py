@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import emit
+from common import at_least, emit
 
 from storage.checkpoints import write_offset_rows
 from zkdata.znodes import TopicPartition
@@ -31,7 +31,7 @@ from zkdata.znodes import TopicPartition
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=at_least(1), default=7)
     parser.add_argument("--dir", type=Path, help="where to write (default: a temp dir)")
     args = parser.parse_args()
     per_topic = 1000

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common import best_of, emit
+from common import at_least, best_of, emit
 
 from storage import codecs
 from storage.compaction import keyed_records
@@ -52,7 +52,7 @@ def records_body(megabytes: int) -> tuple[bytes, bytearray]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=8)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=at_least(1), default=5)
     args = parser.parse_args()
     body, batch = records_body(args.mb)
     streams = {

@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_leader_moves import assignment, balanced_assignment, floor_writes
-from common import chroot, emit, write_cluster_state, zookeeper
+from common import at_least, chroot, emit, write_cluster_state, zookeeper
 
 from broker.server import set_gc_thresholds
 from broker.state_change_log import StateChangeLog
@@ -218,8 +218,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--partitions", type=int, default=10_000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=at_least(1), default=5)
     args = parser.parse_args()
+    if args.partitions <= 0 or args.partitions % 1000:
+        # Topics of 1000 partitions each (bench_leader_moves.assignment): another count
+        # would build fewer partitions than the floor writes.
+        parser.error(f"--partitions must be a positive multiple of 1000, not {args.partitions}")
     set_gc_thresholds()  # as the controller's broker runs
     rounds: list[dict[str, Any]] = []
     shutdowns: list[dict[str, Any]] = []

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from common import emit
+from common import at_least, emit
 
 from broker.config import BrokerConfig, TopicConfig
 from broker.replica_manager import ReplicaManager
@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=100_000)
     parser.add_argument("--partitions", type=int, default=10)
     parser.add_argument("--groups", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=at_least(1), default=3)
     args = parser.parse_args()
     emit(run(args.commits, args.partitions, args.groups, args.rounds))
 

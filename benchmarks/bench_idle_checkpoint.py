@@ -24,7 +24,7 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
-from common import emit
+from common import at_least, emit
 
 from broker.config import BrokerConfig
 from storage.log_manager import LogManager
@@ -50,7 +50,7 @@ def timed(check: Callable[[], None], repeat: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--repeat", type=at_least(1), default=9)
     parser.add_argument("--dir", type=Path, help="where the logs go (default: a temp dir)")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-idle-checkpoint-", dir=args.dir))

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_group_load import CONFIG, OFFSETS_TP, led_again, offsets_leader, write_commits
-from common import emit
+from common import at_least, emit
 
 from broker.config import effective_topic_config
 from broker.group_apis import offsets_topic_configs
@@ -160,7 +160,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10)
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--segment-mb", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=at_least(1), default=3)
     args = parser.parse_args()
     emit(run(args.commits, args.partitions, args.groups, args.segment_mb, args.rounds))
 

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import emit
+from common import at_least, emit
 
 import storage.log_manager as log_manager_module
 from broker.config import BrokerConfig
@@ -91,7 +91,7 @@ def main() -> None:
     )
     parser.add_argument("--partitions", type=int, default=30_000)
     parser.add_argument("--written", type=int, default=1000, help="logs holding a batch")
-    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rounds", type=at_least(1), default=1)
     parser.add_argument("--dir", type=Path, default=None, help="where the logs go (a disk)")
     args = parser.parse_args()
     if not can_sync_filesystems():

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common import best_of
+from common import at_least, best_of
 
 from broker.state_change_log import SCHEMA_VERSION, LeaderAndIsrRow, StateChangeLog
 from controller.state_machines import partition_state_row
@@ -40,7 +40,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rows", type=int, default=20_000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=at_least(1), default=7)
     args = parser.parse_args()
     tps = [TopicPartition(f"topic-{i // 1000:04d}", i % 1000) for i in range(args.rows)]
     states = [

@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common import best_of
+from common import at_least, best_of
 
 from wire.codec import get_codec
 
@@ -132,7 +132,7 @@ def jsonable(value: Any) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=at_least(1), default=5)
     args = parser.parse_args()
 
     cases = [

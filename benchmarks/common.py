@@ -228,6 +228,8 @@ def elect_preferred_leaders(zk: ZkClient, assignments: dict[str, dict[int, Any]]
 def best_of(repeat: int, func: Callable[[], Any], *, pause_gc: bool = False) -> tuple[float, Any]:
     """The shortest of `repeat` timed runs of `func` (seconds), and its last result; the
     cyclic collector runs before each run, and with `pause_gc` not during it."""
+    if repeat < 1:
+        raise ValueError(f"best of {repeat} runs: no run to time")
     best = float("inf")
     result = None
     for _ in range(repeat):

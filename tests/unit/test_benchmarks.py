@@ -15,9 +15,13 @@ if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
 import bench_controller_crash  # noqa: E402
+import bench_controller_decisions  # noqa: E402
 import bench_controller_failover  # noqa: E402
 import bench_leader_moves  # noqa: E402
 import bench_reassignment  # noqa: E402
+import bench_state_change_log  # noqa: E402
+import bench_wire  # noqa: E402
+import common  # noqa: E402
 import report  # noqa: E402
 
 
@@ -170,6 +174,14 @@ def test_a_failover_a_broker_never_answered_gives_no_figure() -> None:
         (bench_controller_crash, ["--partitions", "0"], "--partitions: 0 is less than 1"),
         (bench_reassignment, ["--rounds", "0"], "argument --rounds: 0 is less than 1"),
         (report, ["--events", "1e6"], "argument --events: '1e6' is not a whole number"),
+        (bench_state_change_log, ["--repeat", "0"], "argument --repeat: 0 is less than 1"),
+        (bench_wire, ["--repeat", "0"], "argument --repeat: 0 is less than 1"),
+        (bench_controller_decisions, ["--rounds", "0"], "argument --rounds: 0 is less than 1"),
+        (
+            bench_controller_decisions,
+            ["--partitions", "1500"],
+            "--partitions must be a positive multiple of 1000, not 1500",
+        ),
     ],
 )
 def test_bad_arguments_are_a_usage_error_before_anything_starts(
@@ -241,3 +253,12 @@ def test_a_report_that_missed_lines_or_incidents_gives_no_figure(
     fake_report(monkeypatch, tmp_path, lines_ok=lines_ok, incidents_found=incidents_found)
     with pytest.raises(RuntimeError, match="the report of 3 events failed its check"):
         report.one_size(3, report_args(), tmp_path)
+
+
+def test_the_best_of_no_run_is_an_error_not_an_infinite_time() -> None:
+    """bench_state_change_log --repeat 0 printed Infinity for every figure."""
+    with pytest.raises(ValueError, match="best of 0 runs"):
+        common.best_of(0, lambda: None)
+    seconds, result = common.best_of(2, lambda: 7)
+    assert result == 7
+    assert 0 <= seconds < 1
