@@ -154,6 +154,23 @@ def timeline(c: Cluster, since_wall: float, until_wall: float) -> list[str]:
     return [f"+{ts - since_wall * 1000:.0f} ms {text}" for ts, text in sorted(rows)]
 
 
+def controlled_shutdown_done(
+    rows: list[dict[str, Any]], since_wall: float, exit_code: int
+) -> dict[str, Any]:
+    """The stopped leader's ``controlled_shutdown`` line that ended its shutdown, if its
+    leaderships had all moved (remaining 0) and it exited cleanly. Otherwise it went down
+    as after a crash (a broker gives up after controlled.shutdown.max.retries and shuts
+    down anyway, exit status 0): the stall measured would be no controlled shutdown's,
+    so RuntimeError."""
+    attempts = [r for r in rows if r["ts"] >= since_wall * 1000]
+    if exit_code != 0 or not attempts or attempts[-1]["remaining"] != 0:
+        raise RuntimeError(
+            f"the leader's controlled shutdown did not succeed (exit status {exit_code},"
+            f" attempts {[(r['attempt'], r['remaining']) for r in attempts]}): no figure"
+        )
+    return attempts[-1]
+
+
 def wait_resumed(s: Stream, after: float, timeout: float, what: str) -> float:
     """The time of the first delivery of a message produced after `after`: the client
     goes on with new messages, not just ones already answered when the fault hit."""
@@ -266,11 +283,15 @@ def main() -> None:
             c[victim].terminate()
             code = c[victim].wait_exit(120)
             exited = time.monotonic()
+            shutdown = controlled_shutdown_done(
+                c[victim].state_changes("controlled_shutdown"), wall, code
+            )
             resumed = wait_resumed(stream, fault, 60, "deliveries after the controlled shutdown")
             time.sleep(args.after_seconds)
             phases["controlled_shutdown"] = {
                 **stream.window(fault, time.monotonic()),
                 "exit_code": code,
+                "controlled_shutdown_attempts": shutdown["attempt"],
                 "broker_exited_after_s": round(exited - fault, 3),
                 "first_new_delivery_after_s": round(resumed - fault, 3),
                 "fault_wall_clock": round(wall, 3),

@@ -14,6 +14,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
+import bench_client_failover  # noqa: E402
 import bench_controller_crash  # noqa: E402
 import bench_controller_decisions  # noqa: E402
 import bench_controller_failover  # noqa: E402
@@ -262,3 +263,23 @@ def test_the_best_of_no_run_is_an_error_not_an_infinite_time() -> None:
     seconds, result = common.best_of(2, lambda: 7)
     assert result == 7
     assert 0 <= seconds < 1
+
+
+def shutdown_line(ts: float, attempt: int, remaining: int | None) -> dict[str, Any]:
+    return {"ts": ts, "attempt": attempt, "remaining": remaining, "ms": 120.0}
+
+
+def test_the_client_failover_figure_of_a_controlled_shutdown_needs_one_that_succeeded() -> None:
+    """A leader whose controlled shutdown gave up (or last ran in an earlier phase) exits 0
+    all the same: its clients' stall is then an unclean shutdown's."""
+    done = bench_client_failover.controlled_shutdown_done
+    earlier = shutdown_line(500_000.0, 1, 0)  # a shutdown before this phase's
+    ok = [earlier, shutdown_line(1_000_100.0, 1, 3), shutdown_line(1_000_400.0, 2, 0)]
+    assert done(ok, 1_000.0, 0)["attempt"] == 2
+    gave_up = [earlier, shutdown_line(1_000_100.0, 1, 3), shutdown_line(1_000_400.0, 2, 1)]
+    with pytest.raises(RuntimeError, match=r"attempts \[\(1, 3\), \(2, 1\)\]"):
+        done(gave_up, 1_000.0, 0)
+    with pytest.raises(RuntimeError, match="did not succeed"):
+        done([earlier], 1_000.0, 0)
+    with pytest.raises(RuntimeError, match="exit status 1"):
+        done(ok, 1_000.0, 1)
