@@ -255,6 +255,7 @@ def floor_relay(total_bytes: int, chunk: int) -> dict[str, Any]:
     acknowledged by both followers, through the leader, to the client."""
     ctx = mp.get_context("spawn")  # no inherited client or broker threads
     procs: list[Any] = []
+    sock: socket.socket | None = None
     try:
         ports = []
         for _ in range(2):
@@ -270,6 +271,7 @@ def floor_relay(total_bytes: int, chunk: int) -> dict[str, Any]:
         sent_at = array.array("d", [0.0] * chunks)
         latencies = array.array("d")
         done = threading.Event()
+        acked = [0]
 
         def read_acks() -> None:
             buf = bytearray(ACK.size)
@@ -280,6 +282,7 @@ def floor_relay(total_bytes: int, chunk: int) -> dict[str, Any]:
                 for k in range(seen, upto):
                     latencies.append(now - sent_at[k])
                 seen = upto
+            acked[0] = seen
             done.set()
 
         reader = threading.Thread(target=read_acks, daemon=True)
@@ -291,6 +294,10 @@ def floor_relay(total_bytes: int, chunk: int) -> dict[str, Any]:
         if not done.wait(300):
             raise RuntimeError("the relay floor did not finish")
         elapsed = time.perf_counter() - started
+        if acked[0] != chunks:
+            # The relay closed early (a relay process gone): the time is that of fewer
+            # chunks than the floor's bytes, a floor higher than the relay can go.
+            raise RuntimeError(f"the relay floor acknowledged {acked[0]} of {chunks} chunks")
         sock.shutdown(socket.SHUT_WR)
         sock.close()
         return {
@@ -300,6 +307,8 @@ def floor_relay(total_bytes: int, chunk: int) -> dict[str, Any]:
             "chunk_latency": latency_ms(latencies),
         }
     finally:
+        if sock is not None:
+            sock.close()  # the relays see EOF and end (after an error too)
         for proc in procs:
             proc.join(10)
             if proc.is_alive():

@@ -19,6 +19,7 @@ import bench_controller_crash  # noqa: E402
 import bench_controller_decisions  # noqa: E402
 import bench_controller_failover  # noqa: E402
 import bench_leader_moves  # noqa: E402
+import bench_produce  # noqa: E402
 import bench_reassignment  # noqa: E402
 import bench_state_change_log  # noqa: E402
 import bench_wire  # noqa: E402
@@ -283,3 +284,22 @@ def test_the_client_failover_figure_of_a_controlled_shutdown_needs_one_that_succ
         done([earlier], 1_000.0, 0)
     with pytest.raises(RuntimeError, match="exit status 1"):
         done(ok, 1_000.0, 1)
+
+
+def test_the_produce_floor_is_a_figure_only_when_every_chunk_came_back_acknowledged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The client's acknowledgement stream ending after 2 of 8 chunks (a relay process
+    gone): before, the floor's MB/s was 8 chunks over the time of 2."""
+    assert bench_produce.floor_relay(8 * 4096, 4096)["mb"] == 0.0  # 32 KB: 0.0 MB, done
+    real = bench_produce._recv_exactly
+    calls = [0]
+
+    def ends_after_two(sock: Any, view: memoryview) -> bool:
+        calls[0] += 1
+        return calls[0] <= 2 and real(sock, view)
+
+    # Only this process's reader of the client's acknowledgements (the relays are spawned).
+    monkeypatch.setattr(bench_produce, "_recv_exactly", ends_after_two)
+    with pytest.raises(RuntimeError, match=r"acknowledged \d of 8 chunks"):
+        bench_produce.floor_relay(8 * 4096, 4096)
