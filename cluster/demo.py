@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TextIO, TypeVar
 
 from admin import topics as admin_topics
 from broker.state_change_log import LogReader
@@ -98,6 +98,7 @@ class DemoOptions:
     workload: Callable[[], Workload] | None = None
     settings: dict[str, str] = field(default_factory=dict)  # more broker settings
     faults: tuple[str, ...] = FAULTS  # the cycle, each one of FAULTS
+    stdout: TextIO | None = None  # what `say` writes to, polled for its reader gone
 
 
 # --- what the brokers' state-change logs add to the view ------------------------------------
@@ -197,10 +198,13 @@ class DemoView:
     view interrupts it the same way.
     """
 
-    def __init__(self, watcher: Watcher, mode: str, say: Say) -> None:
+    def __init__(self, watcher: Watcher, mode: str, say: Say, stdout: TextIO | None = None) -> None:
         self.watcher = watcher
         self.mode = mode
         self.say = say
+        # What `say` writes to: the plain lines poll it, a pipe, for its reader gone (a
+        # quiet stretch between failovers writes nothing that would raise BrokenPipeError).
+        self.stdout = stdout
         self.quit_requested = False
         # What ended the view early (a BrokenPipeError from `zkctl demo | head`): the main
         # thread is interrupted as by q, and run_demo raises it once everything is stopped.
@@ -241,7 +245,7 @@ class DemoView:
                 self.quit_requested = True
                 _interrupt_main_thread()
             return
-        render_plain.run(self.watcher, self.say, stop=self._stop)
+        render_plain.run(self.watcher, self.say, stop=self._stop, stdout=self.stdout)
 
     def close(self) -> None:
         from watch.screen import format_event
@@ -348,7 +352,7 @@ def run_demo(options: DemoOptions, say: Say) -> int:
             # Each broker's path to ZooKeeper, for the network partition (the brokers are
             # killed before the links close).
             links = stack.enter_context(netsplit.linked(cluster))
-            view = DemoView(watcher, options.view, say)
+            view = DemoView(watcher, options.view, say, stdout=options.stdout)
             view.start()
             stack.callback(view.close)
             note = view.note

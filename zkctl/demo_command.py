@@ -145,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         partitions=args.partitions,
         view="plain" if args.plain or not sys.stdout.isatty() else "curses",
         workload=workload,
+        stdout=sys.stdout,
     )
     if args.faults is not None:
         options.faults = args.faults

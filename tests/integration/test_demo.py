@@ -249,6 +249,48 @@ def test_demo_ends_and_cleans_up_when_its_reader_goes_away(tmp_path: Path) -> No
             proc.wait(30)
 
 
+def test_demo_ends_when_its_reader_goes_away_between_failovers(tmp_path: Path) -> None:
+    """`zkctl demo --plain --interval 600 | head`, the reader gone once the first failover
+    is over: nothing is written for ten minutes, yet the demo stops everything and ends."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    env.pop("ZKCTL_ZOOKEEPER", None)
+    argv = [sys.executable, "-m", "zkctl", "--dir", str(tmp_path), "demo", "--plain"]
+    with open(tmp_path / "stderr.txt", "wb") as stderr:
+        proc = subprocess.Popen(
+            [*argv, "--no-clients", "--interval", "600", "--faults", "stop"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+    processes.track_process(proc.pid, "zkctl")
+    assert proc.stdout is not None
+    try:
+        seen = lines_until(proc, lambda lines: any("took over" in x for x in lines), 180)
+        assert any("took over" in x for x in seen), (tmp_path / "stderr.txt").read_text()[-2000:]
+        # The restarted broker back, the ISRs full, its leaderships given back (the
+        # preferred leader election, every leader.imbalance.check.interval.seconds=10):
+        # then nothing to write until the next failover. Quiet for 12 s: it has begun.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and lines_until(proc, bool, 12):
+            pass
+        proc.stdout.close()  # as `head` exits, with nothing more to write for minutes
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            err = (tmp_path / "stderr.txt").read_text()[-2000:]
+            pytest.fail(f"the demo still ran 60 s after its reader went away; stderr: {err}")
+        wait_for(
+            lambda: processes_mentioning(str(tmp_path)) == [],
+            30,
+            "every process the demo started to exit",
+        )
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+
 def test_the_takeover_time_is_until_the_new_controller_finished_its_failover(
     zk_connect: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

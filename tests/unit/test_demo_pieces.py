@@ -3,6 +3,7 @@ its ending, and the demo's chroot on an external ZooKeeper."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import threading
@@ -169,6 +170,20 @@ def test_a_view_that_fails_interrupts_the_demo() -> None:
     assert isinstance(view.failure, BrokenPipeError)
     assert not view.quit_requested
     view.close()
+
+
+def test_a_reader_gone_from_the_pipe_stops_the_demo_without_a_line_to_write() -> None:
+    """`zkctl demo --plain | head` between failovers (`--interval 300 --no-clients`: minutes
+    without a line): the view polls its stdout pipe, as `zkctl watch --plain` does, and
+    ends the demo once the reader has gone, not at its next line."""
+    read_fd, write_fd = os.pipe()
+    os.close(read_fd)
+    with os.fdopen(write_fd, "w") as stdout:
+        watcher = Watcher(NoZk())  # type: ignore[arg-type]
+        view = DemoView(watcher, "plain", stdout.write, stdout=stdout)
+        assert interrupted_within(view, 5), "the reader went and the demo went on"
+        assert isinstance(view.failure, BrokenPipeError)
+        view.close()
 
 
 # --- the chroot on an external ZooKeeper ---------------------------------------------------
