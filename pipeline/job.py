@@ -779,8 +779,16 @@ def _run(
         }
         top = [
             r.asDict()
-            for r in stats_df.filter(F.col("unavailable_ms") > 0)
-            .orderBy(F.desc("unavailable_ms"), "cluster", "topic", "partition")
+            # The partitions partitions_unavailable counts (a 0 ms window happened too):
+            # the longest first, then those with more windows, ties by name.
+            for r in stats_df.filter(F.col("unavailable_windows") > 0)
+            .orderBy(
+                F.desc("unavailable_ms"),
+                F.desc("unavailable_windows"),
+                "cluster",
+                "topic",
+                "partition",
+            )
             .select("cluster", "topic", "partition", "unavailable_ms", "unavailable_windows")
             .limit(TOP_PARTITIONS)
             .collect()

@@ -839,3 +839,78 @@ def test_a_leader_that_refused_its_leadership_does_not_end_the_window(
     ] == [(1000, 1502, 1)]
     [st] = table(spark, out, "partition_stats")
     assert st["orphan_applied"] == 0
+
+
+def test_a_partition_whose_only_window_lasted_0_ms_is_listed_among_the_top_partitions(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The page's partitions without a leader the longest are those the summary counts in
+    partitions_unavailable: ranked by milliseconds, then windows, so a 0 ms window (it
+    happened) is listed after the longer ones, not left out."""
+
+    def line(ts: int, broker: int, event: str, **f: Any) -> str:
+        return json.dumps({"ts": ts, "v": 1, "broker": broker, "event": event, **f})
+
+    def lai(ts: int, p: int, broker: int, leader: int, epoch: int, isr: list[int], **f: Any) -> str:
+        return line(
+            ts,
+            broker,
+            f.pop("event", "leader_and_isr"),
+            topic="t",
+            partition=p,
+            leader=leader,
+            leader_epoch=epoch,
+            isr=isr,
+            replicas=[2, 3, 1],
+            **f,
+        )
+
+    def ps(ts: int, p: int, leader: int, epoch: int, isr: list[int], reason: str) -> str:
+        return lai(
+            ts,
+            p,
+            1,
+            leader,
+            epoch,
+            isr,
+            event="partition_state",
+            controller_epoch=1,
+            reason=reason,
+            zk_version=epoch,
+        )
+
+    def ap(ts: int, p: int, broker: int, epoch: int, isr: list[int]) -> str:
+        return lai(
+            ts, p, broker, broker, epoch, isr, controller_id=1, controller_epoch=1, result="applied"
+        )
+
+    lines = [
+        *(
+            line(b, b, "broker_registered", broker_epoch=10 + b, host="h", port=1)
+            for b in (1, 2, 3)
+        ),
+        line(5, 1, "controller_elected", controller=1, controller_epoch=1, epoch_zk_version=1),
+        *(ps(10, p, 2, 0, [2, 3, 1], "new") for p in (0, 1)),
+        *(ap(12, p, 2, 0, [2, 3, 1]) for p in (0, 1)),
+        line(
+            1000, 1, "broker_change", controller_epoch=1, new=[], dead=[2], bounced=[], live=[1, 3]
+        ),
+        # t-0's new leader applied within the millisecond, t-1's 500 ms later.
+        *(ps(1000, p, 3, 1, [3, 1], "offline") for p in (0, 1)),
+        ap(999, 0, 3, 1, [3, 1]),
+        ap(1500, 1, 3, 1, [3, 1]),
+        line(5000, 1, "controller_seen", controller=1, reason="x"),
+    ]
+    (tmp_path / "state-change.log").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    summary = report(spark, out, f"c={tmp_path}")
+    got = {
+        r["partition"]: (r["unavailable_windows"], r["unavailable_ms"])
+        for r in table(spark, out, "partition_stats")
+    }
+    assert got == {0: (1, 0), 1: (1, 500)}
+    assert summary["clusters"]["c"]["partitions"]["partitions_unavailable"] == 2
+    page = (out / "report.html").read_text()
+    assert "No partition was ever without a leader" not in page
+    listed = page.index("c: t-1"), page.index("c: t-0")
+    assert listed[0] < listed[1]
