@@ -7,9 +7,11 @@ source re-reads every partition state on each trigger and hands the model all of
 a model that has seen the whole cluster (RF 3, leaders spread over the brokers):
 
 * `one_state_changed`: every state read again, one partition's leader moved;
-* `one_broker_lost`: the registrations read again, one broker gone (it led a third of
-  the partitions with 3 brokers);
-* `brokers_lost_50`: 50 of 60 brokers gone at once (each led 1/60 of the partitions);
+* `one_broker_lost`: the registrations read again, one of 3 brokers gone (it led a third
+  of the partitions and was in every ISR: every partition changes);
+* `one_of_60_lost`: one of 60 brokers gone (it led 1/60 of the partitions, and was in
+  the ISR of 3/60);
+* `brokers_lost_50`: 50 of 60 brokers gone at once (nearly every partition changes);
 * `full_reread`: the topics and every state read again (new objects), nothing changed.
 
 Floor, in the same run: one Python pass over the same observation's states looking each
@@ -116,6 +118,10 @@ def measure(n: int, repeat: int) -> dict[str, float]:
 
     many = cluster(n, 60)
     state = seen(many, 60)
+    lost = registered(range(1, 60), T0 + 1)
+    best, (after, _) = best_of(repeat, lambda: model.reduce(state, lost), pause_gc=True)
+    assert after.summary.offline_count == n // 60
+    ms["one_of_60_lost"] = best
     lost = registered(range(1, 11), T0 + 1)
     best, (after, _) = best_of(repeat, lambda: model.reduce(state, lost), pause_gc=True)
     assert after.summary.offline_count > 0

@@ -656,3 +656,51 @@ def test_control_characters_from_znodes_and_logs_are_escaped() -> None:
         assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in t), repr(t)
     # Printable text is left as it is, non-ASCII included.
     assert model.printable("brøker-1.example:9092 ✓") == "brøker-1.example:9092 ✓"
+
+
+# --- the incremental view ---------------------------------------------------------------------
+
+FIXED_TPS = [TopicPartition(t, p) for t in ("a", "b") for p in range(4)]
+
+
+def _fixed_read(
+    states: Mapping[TopicPartition, tuple[int, int, tuple[int, ...]]], deleting: frozenset[str]
+) -> PartitionsSeen:
+    """Every read of the same topics, as the source hands them on between topic changes."""
+    topics = {"a": dict.fromkeys(range(4), (1, 2, 3)), "b": dict.fromkeys(range(4), (2, 3, 4))}
+    topics["n"] = {0: (1, 2)}
+    return PartitionsSeen(
+        0.0,
+        topics,
+        {tp: LeaderAndIsr(*states[tp]) for tp in FIXED_TPS if tp in states},
+        deleting,
+    )
+
+
+same_topics_obs = st.builds(
+    _fixed_read,
+    st.dictionaries(st.sampled_from(FIXED_TPS), state_values, max_size=8),
+    st.sampled_from((frozenset(), frozenset(), frozenset(), frozenset({"a"}))),
+)
+incremental_observations = st.lists(
+    st.one_of(same_topics_obs, same_topics_obs, same_topics_obs, brokers_obs, partitions_obs),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(incremental_observations)
+def test_the_view_kept_up_to_date_equals_one_recomputed_from_scratch(
+    obs_list: list[model.Observation],
+) -> None:
+    """The reducer updates only the partitions an observation changed (model._Index); a
+    reducer given no index recomputes every partition's view and the summary. After any
+    sequence the two agree: views (with their clocks), summary and events."""
+    state = scratch = model.initial_state(T0)
+    for i, generated in enumerate(obs_list):
+        obs = at(T0 + i, generated)
+        state, events = reduce(state, obs)
+        scratch, scratch_events = reduce(replace(scratch, index=None), obs)
+        assert dict(state.partitions) == dict(scratch.partitions)
+        assert state.summary == scratch.summary
+        assert sorted(texts(events)) == sorted(texts(scratch_events))
