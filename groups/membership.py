@@ -14,8 +14,9 @@ became Empty: written in its metadata record, counted from by offsets retention)
 `to_metadata`. A caller with one clock (the tests) may leave `wall_ms` out: it is `now_ms`.
 
 The states are Kafka's: Empty (no members; offsets may still be committed), PreparingRebalance
-(members are rejoining; the join phase ends when every known member has, or at the rebalance
-timeout, dropping those that did not), CompletingRebalance (the new generation is formed and
+(members are rejoining; the join phase ends when every known member has, and every member
+told MEMBER_ID_REQUIRED joined or expired, or at the rebalance timeout, dropping those that
+did not), CompletingRebalance (the new generation is formed and
 the leader computes the assignment; it ends at the leader's SyncGroup), Stable, and Dead
 (the group's partition moved away from this coordinator). Each member of a generation owes
 a SyncGroup within the rebalance timeout of its start, the group Stable by then or not:
@@ -202,8 +203,12 @@ class Group:
         return set.intersection(*sets) if sets else set()
 
     def _supports(self, protocol_type: str, protocols: Iterable[str]) -> bool:
-        if not self.members:
+        if self.state is GroupState.EMPTY:
             return bool(protocol_type) and bool(list(protocols))
+        if not self.members:
+            # (PreparingRebalance whose last member left: Kafka's supportsProtocols keeps
+            # the group's protocol type, and any protocol is one all of no member have.)
+            return protocol_type == self.protocol_type and bool(list(protocols))
         return protocol_type == self.protocol_type and bool(
             self.candidate_protocols() & set(protocols)
         )
@@ -490,8 +495,9 @@ class Group:
         if self.state is not GroupState.PREPARING_REBALANCE:
             return
         remaining = self.initial_join_remaining_ms
-        if self.members and remaining is not None:
-            # Every member having joined does not end it: only a delay's end does.
+        if remaining is not None:
+            # Every member having joined does not end it, nor every member leaving:
+            # only a delay's end does (Kafka's InitialDelayedJoin never completes early).
             while now_ms >= self.join_deadline_ms:
                 if not (self.new_member_added and remaining):
                     self._complete_join(now_ms, wall_ms, answers)
@@ -502,9 +508,9 @@ class Group:
                 self.initial_join_remaining_ms = remaining
                 self.join_deadline_ms += delay
             return
-        # With no member left (the last one left during the initial delay, or while the
-        # phase waited for a pending member) there is nobody to wait for: the group is Empty.
-        if not self.members or self._all_joined() or now_ms >= self.join_deadline_ms:
+        # (With no member left, a pending member is still waited for, as Kafka's
+        # hasAllMembersJoined does: its join then completes the phase at once.)
+        if self._all_joined() or now_ms >= self.join_deadline_ms:
             self._complete_join(now_ms, wall_ms, answers)
 
     def _complete_join(self, now_ms: int, wall_ms: int, answers: Answers) -> None:

@@ -1341,36 +1341,77 @@ def test_answers_are_truthy_only_with_an_answer() -> None:
 # --- regressions -------------------------------------------------------------------------------
 
 
-def test_the_last_member_leaving_during_the_initial_delay_empties_the_group() -> None:
-    """Regression: the join phase waited out the initial delay with no members left,
-    PreparingRebalance with nobody in it, keeping the departed member's protocol type for
-    the next member, who might have another one."""
+def test_the_last_member_leaving_during_the_initial_delay_waits_out_the_delay() -> None:
+    """Kafka 2.8's InitialDelayedJoin never completes early (its tryComplete is false):
+    with its last member gone, the group stays PreparingRebalance until the delay ends,
+    keeping its protocol type (a member of another is refused, as supportsProtocols does
+    outside Empty); one of the same type joining meanwhile extends the delay, as any new
+    member of generation 0 does, and leads generation 1."""
     group = Group("g", LIMITS)
     join_new(group, "a", 0)
     errors, answers = group.leave(["a"], 10)
     assert errors == {"a": ErrorCode.NONE}
     assert answers.joins == {"a": JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID, member_id="a")}
+    assert state(group) is GroupState.PREPARING_REBALANCE
+    assert (group.generation_id, group.protocol_type) == (0, "consumer")
+    answers = join_new(group, "x", 20, protocol_type="connect", protocols=(("x", b""),))
+    assert answers.joins == {"x": JoinAnswer(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)}
+    # Any protocol of the group's type will do: no member is left to have one in common.
+    assert not join_new(group, "b", 20, protocols=(("roundrobin", b""),))
+    assert not group.tick(DELAY)  # b came in the delay: one more
+    answers = group.tick(2 * DELAY)
+    assert set(answers.joins) == {"b"}
+    assert answers.joins["b"].generation_id == 1
+    assert answers.joins["b"].protocol_name == "roundrobin"
+
+
+def test_the_last_member_leaving_during_the_initial_delay_then_the_group_is_empty() -> None:
+    group = Group("g", LIMITS)
+    join_new(group, "a", 0)
+    group.leave(["a"], 10)
+    assert group.next_deadline_ms() == DELAY
+    assert not group.tick(DELAY - 1)
+    assert not group.tick(DELAY)
     assert state(group) is GroupState.EMPTY
     assert (group.generation_id, group.protocol_type) == (1, "consumer")
-    # The first member replaces the protocol type (Kafka's add()).
-    join_new(group, "b", 20, protocol_type="connect", protocols=(("x", b""),))
+    # An Empty group takes a member of any protocol type (Kafka's add()).
+    join_new(group, "b", DELAY + 10, protocol_type="connect", protocols=(("x", b""),))
     assert group.protocol_type == "connect"
-    answers = group.tick(20 + DELAY)
+    answers = group.tick(2 * DELAY + 10)
     assert answers.joins["b"].protocol_type == "connect"
     assert answers.joins["b"].generation_id == 2
 
 
 def test_the_last_member_leaving_a_rebalance_that_waits_for_a_pending_one() -> None:
+    """Kafka 2.8's hasAllMembersJoined (members.size == numMembersAwaitingJoin &&
+    pendingMembers.isEmpty) is false while a member told MEMBER_ID_REQUIRED has not
+    joined, members or none: the join phase waits for it, and its join completes the
+    phase at once, the next generation its own."""
     group = stable_group("a")
     join_new(group, "b", 4000, require=True)
     rejoin(group, "a", 4100)
     group.leave(["a"], 4200)
-    assert state(group) is GroupState.EMPTY
-    assert not group.members
-    # the pending member may still come
-    assert not rejoin(group, "b", 4300)
     assert state(group) is GroupState.PREPARING_REBALANCE
-    assert group.leader == "b"
+    assert not group.members
+    assert group.generation_id == 1
+    answers = rejoin(group, "b", 4300)
+    assert set(answers.joins) == {"b"}
+    assert answers.joins["b"].generation_id == 2
+    assert answers.joins["b"].leader == "b"
+    assert state(group) is GroupState.COMPLETING_REBALANCE
+
+
+def test_the_last_member_leaving_a_rebalance_ends_it_when_the_pending_one_expires() -> None:
+    group = stable_group("a", rebalance=60_000)
+    join_new(group, "b", 4000, require=True)
+    rejoin(group, "a", 4100, rebalance=60_000)
+    group.leave(["a"], 4200)
+    assert group.next_deadline_ms() == 4000 + SESSION
+    assert not group.tick(4000 + SESSION - 1)
+    assert state(group) is GroupState.PREPARING_REBALANCE
+    assert not group.tick(4000 + SESSION)
+    assert state(group) is GroupState.EMPTY
+    assert group.generation_id == 2
 
 
 # --- properties: random operations from a few clients ------------------------------------------
@@ -1782,8 +1823,13 @@ class Driver:
             assert all(m.protocol_type == group.protocol_type for m in members.values())
         else:
             assert group.leader == ""
-        if group.state is not GroupState.DEAD:
-            assert (group.state is GroupState.EMPTY) == (not members)
+        if group.state is GroupState.EMPTY:
+            assert not members
+        if not members:
+            # (A join phase whose last member left waits out an initial delay, or for a
+            # pending member, as Kafka's: PreparingRebalance with nobody in it.)
+            assert group.state is not GroupState.STABLE
+            assert group.state is not GroupState.COMPLETING_REBALANCE
         if group.state is GroupState.EMPTY:
             assert group.protocol_name is None
         for member in members.values():
