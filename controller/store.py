@@ -50,6 +50,7 @@ from zkdata.znodes import (
     encode_partition_state,
     encode_reassignment,
     encode_topic,
+    next_zk_version,
 )
 
 log = logging.getLogger(__name__)
@@ -504,7 +505,12 @@ class ZkControllerStore:
                     (
                         (
                             tp,
-                            LeaderAndIsr(lai.leader, lai.leader_epoch, lai.isr, lai.zk_version + 1),
+                            LeaderAndIsr(
+                                lai.leader,
+                                lai.leader_epoch,
+                                lai.isr,
+                                next_zk_version(lai.zk_version),
+                            ),
                         )
                         for tp, lai in entries
                     ),

@@ -547,6 +547,13 @@ class LeaderAndIsr(NamedTuple):
         return LeaderAndIsr(leader, self.leader_epoch + 1, isr, self.zk_version)
 
 
+def next_zk_version(version: int) -> int:
+    """The version a setData of a znode at ``version`` gives it: ZooKeeper keeps it in a
+    Java int (PrepRequestProcessor's checkAndIncVersion: currentVersion + 1), so it wraps
+    from 2**31 - 1 to -2**31."""
+    return version + 1 if version < _INT32_MAX else _INT32_MIN
+
+
 class PartitionState(NamedTuple):
     """The data of a partition state znode: its leadership and the controller that wrote it."""
 

@@ -38,6 +38,12 @@ _EVENT_TYPES = {
 }
 
 
+def _next_version(version: int) -> int:
+    """The version a setData gives: ZooKeeper's DataTree keeps it in a Java int, which
+    wraps from 2**31 - 1 to -2**31."""
+    return version + 1 if version < 2**31 - 1 else -(2**31)
+
+
 class FakeZk:
     def __init__(self, session_id: int = 0x100) -> None:
         self.nodes: dict[str, tuple[bytes, ZnodeStat]] = {}
@@ -80,7 +86,10 @@ class FakeZk:
     def set_data(self, path: str, data: bytes) -> None:
         """Someone's setData: a new version, the same czxid and owner."""
         old = self.nodes[path][1]
-        self.nodes[path] = (data, old._replace(version=old.version + 1, mzxid=next(self._zxid)))
+        self.nodes[path] = (
+            data,
+            old._replace(version=_next_version(old.version), mzxid=next(self._zxid)),
+        )
 
     def fire(self, path: str, kind: str) -> None:
         """The watch on ``path`` fires (kind: CREATED, CHANGED, DELETED or CHILD)."""
@@ -256,7 +265,7 @@ class FakeZk:
             return True
         if isinstance(op, SetData):
             stat = self._existing(op.path, op.version)[1]
-            stat = stat._replace(version=stat.version + 1, mzxid=next(self._zxid))
+            stat = stat._replace(version=_next_version(stat.version), mzxid=next(self._zxid))
             self.nodes[op.path] = (op.data, stat)
             return stat
         raise TypeError(op)

@@ -264,3 +264,25 @@ def test_the_store_reports_only_the_unanswered_writes() -> None:
         store.update_partition_states(states, 1, 0, record(written), record(unanswered))
     assert written == [{tps[0]: LeaderAndIsr(2, 2, (2,), 1)}]
     assert unanswered == [{tps[2]: LeaderAndIsr(2, 2, (2,), 1)}]
+
+
+def test_the_unanswered_write_of_a_state_at_the_last_int32_version_expects_it_wrapped() -> None:
+    """ZooKeeper's version is a Java int: a setData of a znode at 2**31 - 1 gives it
+    -2**31 (PrepRequestProcessor's checkAndIncVersion), so that is the version an
+    unanswered write has if it landed, and the one found_written then looks for."""
+    zk = empty_cluster()
+    zk.put(paths.CONTROLLER_EPOCH, b"1")
+    add_topic(zk, "t", {0: (1, 2)})
+    tp = TopicPartition("t", 0)
+    path = paths.partition_state("t", 0)
+    data, stat = zk.nodes[path]
+    zk.nodes[path] = (data, stat._replace(version=2**31 - 1))
+    lose_next_state_write(zk)
+    store = ZkControllerStore(zk)  # type: ignore[arg-type]
+    unanswered: list[dict[TopicPartition, LeaderAndIsr]] = []
+    with pytest.raises(ConnectionLoss):
+        store.update_partition_states(
+            {tp: LeaderAndIsr(2, 2, (2,), 2**31 - 1)}, 1, 0, None, unanswered.append
+        )
+    assert zk.nodes[path][1].version == -(2**31)  # it landed
+    assert unanswered == [{tp: LeaderAndIsr(2, 2, (2,), -(2**31))}]
