@@ -44,6 +44,7 @@ from storage.errors import (
     InvalidRecordError,
     InvalidTimestampError,
     KafkaStorageError,
+    NegativeRecordLengthError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
     StorageError,
@@ -1173,9 +1174,10 @@ class ReplicaManager:
             return ErrorCode.INVALID_RECORD, p, None, str(e)
         except DecompressedTooLargeError as e:
             return ErrorCode.MESSAGE_TOO_LARGE, p, None, str(e)
-        except DecompressionError as e:
-            # Kafka's KafkaException, answered so by appendToLocalLog's case t: Throwable:
-            # a final error, where CORRUPT_MESSAGE has the producer send the batch again.
+        except (DecompressionError, NegativeRecordLengthError) as e:
+            # Kafka's KafkaException (IllegalArgumentException), answered so by
+            # appendToLocalLog's case t: Throwable: a final error, where CORRUPT_MESSAGE
+            # has the producer send the batch again.
             return ErrorCode.UNKNOWN_SERVER_ERROR, p, None, str(e)
         except CorruptRecordError as e:
             return ErrorCode.CORRUPT_MESSAGE, p, None, str(e)

@@ -23,6 +23,7 @@ __all__ = [
     "InvalidTimestampError",
     "KafkaStorageError",
     "LogDirLockedError",
+    "NegativeRecordLengthError",
     "OffsetOutOfRangeError",
     "OffsetOverflowError",
     "RecordBatchTooLargeError",
@@ -88,6 +89,18 @@ class DecompressionError(CorruptRecordError):
     librdkafka sent the same batch again until its message.timeout.ms. A
     CorruptRecordError still for the readers that skip a batch that does not decode
     (the cleaner, ListOffsets, the group coordinator)."""
+
+    error_code = -1  # UNKNOWN_SERVER_ERROR
+
+
+class NegativeRecordLengthError(CorruptRecordError):
+    """A compressed batch the leader compresses again (a topic's ``compression.type``
+    naming another codec) holds a record whose length is negative. Kafka 2.8's
+    LogValidator reads such a batch with its streamingIterator, whose
+    DefaultRecord.readFrom(DataInput) allocates a buffer of that length:
+    IllegalArgumentException, which appendToLocalLog answers UNKNOWN_SERVER_ERROR. (A
+    batch kept in its codec is read by skipKeyValueIterator, which finds no bytes to
+    read: InvalidRecordException, INVALID_RECORD, as InvalidRecordError here.)"""
 
     error_code = -1  # UNKNOWN_SERVER_ERROR
 

@@ -56,6 +56,7 @@ from storage.errors import (
     DecompressionError,
     InvalidRecordError,
     InvalidTimestampError,
+    NegativeRecordLengthError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
     UnknownCompressionError,
@@ -586,8 +587,9 @@ def recompress(
             ) from None
         # Its records as the header counts them, or none is stored: a body holding
         # fewer (a stream read short) would be acknowledged whole and stored without
-        # them. Kafka reads every record here (InvalidRecordException).
-        check_records(body, fields[12], position=pos, offset=fields[0])
+        # them. Kafka reads every record here (InvalidRecordException), a compressed
+        # one's from the stream (a negative length: NegativeRecordLengthError).
+        _checked_records(body, fields[12], pos, fields[0], False, stream=source != codecs.NONE)
         start = len(out)
         out += view[pos : pos + BATCH_HEADER_SIZE]
         out += codecs.compress(codec, body)
@@ -599,6 +601,11 @@ def recompress(
             out, start + CRC_OFFSET, crc32c(memoryview(out)[start + ATTRIBUTES_OFFSET :])
         )
     return out
+
+
+class _NegativeLength(ValueError):
+    """A record's length is negative (which Kafka's readers tell apart: see
+    NegativeRecordLengthError)."""
 
 
 def _walk_records(body: bytes | memoryview, count: int) -> tuple[int, int]:
@@ -613,6 +620,8 @@ def _walk_records(body: bytes | memoryview, count: int) -> tuple[int, int]:
     pos = 0
     for i in range(count):
         length, pos = varint(body, pos)
+        if length < 0:
+            raise _NegativeLength(f"record {i}'s length is {length}")
         end = pos + length
         delta, pos = varint(body, pos + 1)  # attributes, timestamp delta
         max_delta = max(max_delta, delta)
@@ -712,13 +721,29 @@ def check_records(
 
 
 def _checked_records(
-    body: bytes | memoryview, count: int, position: int, offset: int | None, lengths_only: bool
+    body: bytes | memoryview,
+    count: int,
+    position: int,
+    offset: int | None,
+    lengths_only: bool,
+    *,
+    stream: bool = False,
 ) -> tuple[int, int]:
-    """``check_records``' answer, and the records' largest timestamp delta."""
+    """``check_records``' answer, and the records' largest timestamp delta. ``stream``:
+    the body was decompressed, and Kafka would read it as a stream (see
+    NegativeRecordLengthError)."""
     try:
         if lengths_only:
             return -1, _walk_lengths(body, count)
         return _walk_records(body, count)
+    except _NegativeLength as e:
+        if stream:
+            raise NegativeRecordLengthError(
+                f"the batch's records cannot be read: {e}", position=position, offset=offset
+            ) from None
+        raise InvalidRecordError(
+            f"the batch's records do not parse: {e}", position=position, offset=offset
+        ) from None
     except (IndexError, ValueError) as e:  # IndexError: past the body's end
         raise InvalidRecordError(
             f"the batch's records do not parse: {e}", position=position, offset=offset

@@ -17,7 +17,7 @@ from broker.replica_manager import ReplicaManager
 from storage.codecs import Compression
 from storage.log import LogConfig
 from storage.log_manager import LogManager
-from storage.records import BATCH_HEADER_SIZE
+from storage.records import BATCH_HEADER_SIZE, decode_varint, encode_varint
 from storage.testing import RecordSpec, build_batch, with_body
 from tests.unit.test_codecs import zstd_rle_frame
 from tests.unit.test_fetch_session import FOLLOWER, LEADER, T0, Loopback, make_leader
@@ -344,5 +344,44 @@ def test_a_batch_larger_than_a_segment_is_record_list_too_large(tmp_path: Path) 
         got = client.request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(build_batch([b"v"]))))
         assert answers(got) == [("a", 0, ErrorCode.NONE)]
         assert replicas.partitions[T0].log_end_offset == 1
+    finally:
+        manager.close()
+
+
+@pytest.mark.parametrize(
+    ("topic", "error"),
+    [
+        (LogConfig(compression=Compression.NONE), USE),
+        (LogConfig(compression=Compression.LZ4), USE),
+        (LogConfig(compact=True), INVALID),
+    ],
+    ids=["uncompressed", "lz4", "compacted"],
+)
+@pytest.mark.parametrize("which", [0, 7])
+def test_a_negative_record_length_in_a_compressed_body_is_answered_as_kafka_reads_it(
+    tmp_path: Path, topic: LogConfig, error: ErrorCode, which: int
+) -> None:
+    """Kafka 2.8.2 reads a compressed batch's records in one of two ways. Compressed again
+    (a compression.type naming another codec: LogValidator's streamingIterator),
+    DefaultRecord.readFrom(DataInput) allocates a buffer of the record's length, a
+    negative one IllegalArgumentException, which appendToLocalLog answers
+    UNKNOWN_SERVER_ERROR. Kept as it came (the producer's codec; a compacted topic reads
+    its keys: skipKeyValueIterator), readPartiallyFrom reads past no bytes,
+    BufferUnderflowException, InvalidRecordException: INVALID_RECORD."""
+    records = bytes(_TWENTY[BATCH_HEADER_SIZE:])
+    start = 0
+    for _ in range(which):  # the record ``which`` starts after the ones before
+        length, pos = decode_varint(records, start)
+        start = pos + length
+    _, pos = decode_varint(records, start)
+    body = records[:start] + encode_varint(-3) + records[pos:]
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    manager = LogManager([tmp_path], config, topic_config=lambda _topic: topic)
+    try:
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=manager)
+        bad = with_body(_TWENTY, gzip.compress(body, mtime=0), compression=Compression.GZIP)
+        got = Loopback(apis).request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(bad)))
+        assert answers(got) == [("a", 0, error)]
+        assert replicas.partitions[T0].log_end_offset == 0
     finally:
         manager.close()
