@@ -174,11 +174,11 @@ def test_checkpoint_file_is_kafkas_text_format(tmp_path: Path) -> None:
         "0\n2\n-7 -5\n2 3\n",
         "0\n1\n1 -1\n",
         "0\n1\n1 9223372036854775808\n",
-        # int() reads these; only ASCII digits after an optional minus are numbers here
+        # int() reads these; Java's parseInt and parseLong do not (tests/unit/
+        # test_checkpoint_numbers.py: "+1" and other scripts' digits they do read)
         "0\n1\n1_0 0\n",
-        "0\n1\n+1 0\n",
-        "0\n1\n1 \u0661\n",
-        "0\n+1\n1 0\n",
+        "0\n1\n1 \U0001d7cf\n",
+        "0\n 1\n1 0\n",
     ],
 )
 def test_malformed_checkpoints_are_refused(tmp_path: Path, text: str) -> None:
@@ -189,10 +189,14 @@ def test_malformed_checkpoints_are_refused(tmp_path: Path, text: str) -> None:
 
 
 def test_checkpoint_numbers_are_read_as_kafka_reads_them(tmp_path: Path) -> None:
-    """Leading zeros, and the largest Int epoch and Long offset, are numbers to Kafka."""
+    """Leading zeros, a '+', other scripts' digits, and the largest Int epoch and Long
+    offset, are numbers to Kafka (Integer.parseInt, Long.parseLong)."""
     path = tmp_path / "leader-epoch-checkpoint"
-    path.write_text("0\n02\n007 0010\n2147483647 9223372036854775807\n")
-    assert LeaderEpochCache(path).entries() == [(7, 10), (2**31 - 1, 2**63 - 1)]
+    path.write_text(
+        "0\n+3\n007 0010\n+8 \u0661\u0662\n2147483647 9223372036854775807\n",
+        encoding="utf-8",
+    )
+    assert LeaderEpochCache(path).entries() == [(7, 10), (8, 12), (2**31 - 1, 2**63 - 1)]
 
 
 def test_an_epoch_past_32_bits_is_not_assigned() -> None:
