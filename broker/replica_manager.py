@@ -44,11 +44,11 @@ from storage.errors import (
     InvalidRecordError,
     InvalidTimestampError,
     KafkaStorageError,
-    NegativeRecordLengthError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
     StorageError,
     UnknownCompressionError,
+    UnreadableRecordLengthError,
     UnsupportedMagicError,
 )
 from storage.log import AppendInfo, PartitionLog
@@ -1174,7 +1174,7 @@ class ReplicaManager:
             return ErrorCode.INVALID_RECORD, p, None, str(e)
         except DecompressedTooLargeError as e:
             return ErrorCode.MESSAGE_TOO_LARGE, p, None, str(e)
-        except (DecompressionError, NegativeRecordLengthError) as e:
+        except (DecompressionError, UnreadableRecordLengthError) as e:
             # Kafka's KafkaException (IllegalArgumentException), answered so by
             # appendToLocalLog's case t: Throwable: a final error, where CORRUPT_MESSAGE
             # has the producer send the batch again.

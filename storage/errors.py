@@ -23,7 +23,6 @@ __all__ = [
     "InvalidTimestampError",
     "KafkaStorageError",
     "LogDirLockedError",
-    "NegativeRecordLengthError",
     "OffsetOutOfRangeError",
     "OffsetOverflowError",
     "RecordBatchTooLargeError",
@@ -31,6 +30,7 @@ __all__ = [
     "StorageError",
     "UnexpectedAppendOffsetError",
     "UnknownCompressionError",
+    "UnreadableRecordLengthError",
     "UnsupportedMagicError",
 ]
 
@@ -93,14 +93,17 @@ class DecompressionError(CorruptRecordError):
     error_code = -1  # UNKNOWN_SERVER_ERROR
 
 
-class NegativeRecordLengthError(CorruptRecordError):
-    """A compressed batch the leader compresses again (a topic's ``compression.type``
-    naming another codec) holds a record whose length is negative. Kafka 2.8's
-    LogValidator reads such a batch with its streamingIterator, whose
-    DefaultRecord.readFrom(DataInput) allocates a buffer of that length:
-    IllegalArgumentException, which appendToLocalLog answers UNKNOWN_SERVER_ERROR. (A
-    batch kept in its codec is read by skipKeyValueIterator, which finds no bytes to
-    read: InvalidRecordException, INVALID_RECORD, as InvalidRecordError here.)"""
+class UnreadableRecordLengthError(CorruptRecordError):
+    """A producer's record whose length Kafka 2.8's readers throw IllegalArgumentException
+    for, outside the try that makes their other failures InvalidRecordException, which
+    appendToLocalLog answers UNKNOWN_SERVER_ERROR: a length varint whose fifth byte says
+    more follow (ByteUtils.readVarint, in every reader of a record), or a negative length
+    in a compressed batch the leader compresses again (a topic's ``compression.type``
+    naming another codec: LogValidator's streamingIterator, whose
+    DefaultRecord.readFrom(DataInput) allocates a buffer of that length). (A compressed
+    batch kept in its codec is read by skipKeyValueIterator, which finds no bytes to read
+    for a negative length: InvalidRecordException, INVALID_RECORD, as InvalidRecordError
+    here.)"""
 
     error_code = -1  # UNKNOWN_SERVER_ERROR
 

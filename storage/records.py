@@ -56,10 +56,10 @@ from storage.errors import (
     DecompressionError,
     InvalidRecordError,
     InvalidTimestampError,
-    NegativeRecordLengthError,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
     UnknownCompressionError,
+    UnreadableRecordLengthError,
     UnsupportedMagicError,
 )
 
@@ -588,7 +588,7 @@ def recompress(
         # Its records as the header counts them, or none is stored: a body holding
         # fewer (a stream read short) would be acknowledged whole and stored without
         # them. Kafka reads every record here (InvalidRecordException), a compressed
-        # one's from the stream (a negative length: NegativeRecordLengthError).
+        # one's from the stream (a negative length: UnreadableRecordLengthError).
         _checked_records(body, fields[12], pos, fields[0], False, stream=source != codecs.NONE)
         start = len(out)
         out += view[pos : pos + BATCH_HEADER_SIZE]
@@ -605,7 +605,15 @@ def recompress(
 
 class _NegativeLength(ValueError):
     """A record's length is negative (which Kafka's readers tell apart: see
-    NegativeRecordLengthError)."""
+    UnreadableRecordLengthError)."""
+
+
+class _LongLength(ValueError):
+    """A record's length is a varint of more than 5 bytes (UnreadableRecordLengthError)."""
+
+
+#: the most bytes of a varint (an int32) Kafka's ByteUtils.readVarint reads
+_VARINT_MAX_BYTES: Final = 5
 
 
 def _walk_records(body: bytes | memoryview, count: int) -> tuple[int, int]:
@@ -619,7 +627,10 @@ def _walk_records(body: bytes | memoryview, count: int) -> tuple[int, int]:
     max_delta = _NO_DELTA
     pos = 0
     for i in range(count):
+        start = pos
         length, pos = varint(body, pos)
+        if pos - start > _VARINT_MAX_BYTES:
+            raise _LongLength(f"record {i}'s length is a varint of {pos - start} bytes")
         if length < 0:
             raise _NegativeLength(f"record {i}'s length is {length}")
         end = pos + length
@@ -678,7 +689,10 @@ def _walk_lengths(body: bytes | memoryview, count: int) -> int:
             zigzag = (first & 0x7F) | body[pos + 1] << 7
             pos += 2
         else:
-            length, pos = decode_varint(body, pos)
+            length, end = decode_varint(body, pos)
+            if end - pos > _VARINT_MAX_BYTES:
+                raise _LongLength(f"record {i}'s length is a varint of {end - pos} bytes")
+            pos = end
             zigzag = length << 1 if length >= 0 else 1
         length = zigzag >> 1
         if zigzag & 1 or length < _MIN_RECORD:  # odd: a negative length
@@ -731,14 +745,18 @@ def _checked_records(
 ) -> tuple[int, int]:
     """``check_records``' answer, and the records' largest timestamp delta. ``stream``:
     the body was decompressed, and Kafka would read it as a stream (see
-    NegativeRecordLengthError)."""
+    UnreadableRecordLengthError)."""
     try:
         if lengths_only:
             return -1, _walk_lengths(body, count)
         return _walk_records(body, count)
+    except _LongLength as e:
+        raise UnreadableRecordLengthError(
+            f"the batch's records cannot be read: {e}", position=position, offset=offset
+        ) from None
     except _NegativeLength as e:
         if stream:
-            raise NegativeRecordLengthError(
+            raise UnreadableRecordLengthError(
                 f"the batch's records cannot be read: {e}", position=position, offset=offset
             ) from None
         raise InvalidRecordError(

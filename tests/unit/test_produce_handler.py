@@ -385,3 +385,41 @@ def test_a_negative_record_length_in_a_compressed_body_is_answered_as_kafka_read
         assert replicas.partitions[T0].log_end_offset == 0
     finally:
         manager.close()
+
+
+@pytest.mark.parametrize(
+    ("topic", "codec"),
+    [
+        (LogConfig(), Compression.NONE),
+        (LogConfig(compact=True), Compression.NONE),
+        (LogConfig(compact=True), Compression.GZIP),
+        (LogConfig(compression=Compression.LZ4), Compression.GZIP),
+    ],
+    ids=["uncompressed", "compacted", "compacted-gzip", "lz4-from-gzip"],
+)
+def test_a_record_length_varint_over_five_bytes_is_kafkas_final_error(
+    tmp_path: Path, topic: LogConfig, codec: int
+) -> None:
+    """Kafka 2.8.2's ByteUtils.readVarint throws IllegalArgumentException for a varint
+    whose fifth byte says more follow, and every reader of a record (DefaultRecord.
+    readFrom of a buffer or a stream, readPartiallyFrom) reads the record's length so
+    before its try: appendToLocalLog answers UNKNOWN_SERVER_ERROR. Here the length was
+    read as any varint up to 10 bytes, so such a batch, zero bytes padding a right
+    length, was acknowledged and stored where a Java consumer cannot read it."""
+    records = bytes(_TWENTY[BATCH_HEADER_SIZE:])
+    length, pos = decode_varint(records, 0)
+    zigzag = length << 1
+    six = bytes([zigzag & 0x7F | 0x80, zigzag >> 7 | 0x80, 0x80, 0x80, 0x80, 0x00])
+    body = six + records[pos:]
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    manager = LogManager([tmp_path], config, topic_config=lambda _topic: topic)
+    try:
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=manager)
+        if codec == Compression.GZIP:
+            body = gzip.compress(body, mtime=0)
+        bad = with_body(_TWENTY, body, compression=codec)
+        got = Loopback(apis).request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(bad)))
+        assert answers(got) == [("a", 0, USE)]
+        assert replicas.partitions[T0].log_end_offset == 0
+    finally:
+        manager.close()
