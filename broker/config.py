@@ -27,7 +27,11 @@ Deliberate differences from Kafka:
 * ``auto.create.topics.enable`` defaults to false (Kafka: true): topics appear only when asked.
 * A listener with no host is advertised as 127.0.0.1; Kafka advertises the machine's
   canonical hostname, which on a laptop or in CI often does not resolve back to it.
-* Only the PLAINTEXT security protocol is accepted for listeners (no TLS or SASL here).
+* Only the PLAINTEXT security protocol is accepted for listeners (no TLS or SASL here),
+  and the keys of TLS, SASL, authorization, delegation tokens and the password encoder
+  (``_SECURITY_KEYS``) are refused as unsupported: Kafka would secure the broker, and
+  one started open instead would be worse than none. ``process.roles`` (KRaft) must be
+  empty. Kafka's other keys are accepted, checked, and mostly have no effect here.
 * ``min.incremental.fetch.session.eviction.ms`` (KIP-227's name; 120000, atLeast(0)) is a
   key here; Kafka 2.8 fixes it at 120000 and only warns of the key as unused.
 * A few validators are stricter (session and connection timeouts >= 1, non-empty
@@ -51,6 +55,7 @@ import enum
 import math
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,6 +122,24 @@ COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "pr
 TIMESTAMP_TYPES: Final = ("CreateTime", "LogAppendTime")
 IDENTITY_MODES: Final = ("kafka", "persistent")
 CLEANUP_POLICIES: Final = ("compact", "delete")
+PROCESS_ROLES: Final = ("broker", "controller")
+
+# Kafka 2.8 keys of the security features this broker lacks (TLS, SASL, authentication,
+# authorization, delegation tokens, encrypted dynamic passwords): refused with that reason,
+# not accepted to do nothing (a broker the file asks to secure must not start open).
+_SECURITY_KEYS: Final = frozenset({
+    "authorizer.class.name", "connection.failed.authentication.delay.ms",
+    "connections.max.reauth.ms", "principal.builder.class", "security.providers",
+    "zookeeper.clientCnxnSocket", "zookeeper.set.acl",
+})  # fmt: skip
+_SECURITY_PREFIXES: Final = (
+    "ssl.", "sasl.", "zookeeper.ssl.", "delegation.token.", "password.encoder.",
+    "listener.name.",
+)  # fmt: skip
+SECURITY_UNSUPPORTED: Final = (
+    "TLS, SASL and authorization are not supported here (PLAINTEXT listeners only, no"
+    " authentication or ACLs)"
+)
 
 
 # --------------------------------------------------------------------------- errors
@@ -398,6 +421,21 @@ class ThrottledReplicas:
         return "[partitionId]:[brokerId],[partitionId]:[brokerId],... or *"
 
 
+_QUORUM_VOTER = re.compile(r"[0-9]+@.+:[0-9]+")
+
+
+@dataclass(frozen=True)
+class QuorumVoters:
+    """RaftConfig.ControllerQuorumVotersValidator: id@host:port,..."""
+
+    def check(self, value: Any) -> str | None:
+        ok = all(_QUORUM_VOTER.fullmatch(item) for item in value)
+        return None if ok else "a list of {id}@{host}:{port}"
+
+    def describe(self) -> str:
+        return "{id}@{host}:{port},..."
+
+
 @dataclass(frozen=True)
 class ConfigDef:
     """One config key. ``default`` is REQUIRED, None (unset unless given) or a typed value."""
@@ -410,6 +448,8 @@ class ConfigDef:
     validator: Validator | None = None
     #: topic configs: the broker key whose value is the topic's default
     synonym: str | None = None
+    #: Kafka defines it with defineInternal (KRaft in 2.8): not described unless given
+    internal: bool = False
 
     @property
     def attr(self) -> str:
@@ -694,6 +734,132 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("min.incremental.fetch.session.eviction.ms", _L, 120_000, _MEDIUM,
               "How long a fetch session is kept from eviction, and (here) how long an idle"
               " one is kept at all.", AtLeast(0)),
+    # Kafka 2.8 keys with nothing to act on here (no quotas, metrics reporters, policies,
+    # purgatories, connection limits or KRaft quorum), accepted so a Kafka server.properties
+    # starts a broker.
+    ConfigDef("zookeeper.sync.time.ms", _I, 2000, _LOW,
+              "How far a ZooKeeper follower may lag its leader (no effect here)."),
+    ConfigDef("num.replica.alter.log.dirs.threads", _I, None, _HIGH,
+              "Threads moving replicas between log directories; unset: one per log"
+              " directory (no effect here)."),
+    ConfigDef("queued.max.request.bytes", _L, -1, _MEDIUM,
+              "Bytes of requests queued before no more are read; -1: no limit (no effect"
+              " here)."),
+    ConfigDef("socket.connection.setup.timeout.ms", _L, 10_000, _MEDIUM,
+              "Wait for a client connection to be set up (no effect here)."),
+    ConfigDef("socket.connection.setup.timeout.max.ms", _L, 30_000, _MEDIUM,
+              "Longest wait for a client connection to be set up (no effect here)."),
+    # Kafka's listeners before listeners: used when listeners (or advertised.listeners)
+    # is not given, as KafkaConfig.listeners does.
+    ConfigDef("port", _I, 9092, _HIGH,
+              "Deprecated: the PLAINTEXT port when listeners is not given."),
+    ConfigDef("host.name", _STR, "", _HIGH,
+              "Deprecated: the PLAINTEXT host when listeners is not given; empty: all"
+              " interfaces."),
+    ConfigDef("advertised.host.name", _STR, None, _HIGH,
+              "Deprecated: the advertised PLAINTEXT host when advertised.listeners is not"
+              " given; unset: host.name."),
+    ConfigDef("advertised.port", _I, None, _HIGH,
+              "Deprecated: the advertised PLAINTEXT port when advertised.listeners is not"
+              " given; unset: port."),
+    ConfigDef("control.plane.listener.name", _STR, None, _HIGH,
+              "Listener of the controller's requests (no effect here: they use the"
+              " inter-broker listener)."),
+    ConfigDef("max.connections.per.ip", _I, INT_MAX, _MEDIUM,
+              "Most connections from one address (no effect here).", AtLeast(0)),
+    ConfigDef("max.connections.per.ip.overrides", _STR, "", _MEDIUM,
+              "host:count,... overriding max.connections.per.ip (no effect here)."),
+    ConfigDef("max.connections", _I, INT_MAX, _MEDIUM,
+              "Most connections to the broker (no effect here).", AtLeast(0)),
+    ConfigDef("max.connection.creation.rate", _I, INT_MAX, _MEDIUM,
+              "Most new connections a second (no effect here).", AtLeast(0)),
+    ConfigDef("log.cleaner.io.max.bytes.per.second", _D, sys.float_info.max, _MEDIUM,
+              "Throttle of the cleaner's reads and writes (no effect here)."),
+    ConfigDef("log.cleaner.io.buffer.size", _I, 512 * 1024, _MEDIUM,
+              "I/O buffer memory of the cleaner threads (no effect here).", AtLeast(0)),
+    ConfigDef("log.cleaner.io.buffer.load.factor", _D, 0.9, _MEDIUM,
+              "Load factor of the cleaner's offset map (no effect here)."),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", _I, 60000, _HIGH,
+              "How often the log start offsets are written (no effect here).", AtLeast(0)),
+    ConfigDef("create.topic.policy.class.name", _STR, None, _LOW,
+              "CreateTopicPolicy class (no effect here: no policy plug-ins)."),
+    ConfigDef("alter.config.policy.class.name", _STR, None, _LOW,
+              "AlterConfigPolicy class (no effect here: no policy plug-ins)."),
+    ConfigDef("fetch.purgatory.purge.interval.requests", _I, 1000, _MEDIUM,
+              "Purge interval of the fetch purgatory, in requests (no effect here)."),
+    ConfigDef("producer.purgatory.purge.interval.requests", _I, 1000, _MEDIUM,
+              "Purge interval of the produce purgatory, in requests (no effect here)."),
+    ConfigDef("delete.records.purgatory.purge.interval.requests", _I, 1, _MEDIUM,
+              "Purge interval of the delete-records purgatory, in requests (no effect here)."),
+    ConfigDef("replica.selector.class", _STR, None, _MEDIUM,
+              "ReplicaSelector class (no effect here: consumers fetch from leaders)."),
+    ConfigDef("metrics.num.samples", _I, 2, _LOW,
+              "Samples kept to compute metrics (no effect here).", AtLeast(1)),
+    ConfigDef("metrics.sample.window.ms", _L, 30000, _LOW,
+              "Window of a metrics sample (no effect here).", AtLeast(1)),
+    ConfigDef("metric.reporters", _LIST, (), _LOW, "Metrics reporter classes (no effect here)."),
+    ConfigDef("metrics.recording.level", _STR, "INFO", _LOW,
+              "Highest recording level of metrics (no effect here)."),
+    ConfigDef("kafka.metrics.reporters", _LIST, (), _LOW,
+              "Yammer metrics reporter classes (no effect here)."),
+    ConfigDef("kafka.metrics.polling.interval.secs", _I, 10, _LOW,
+              "Polling interval of the Yammer reporters (no effect here).", AtLeast(1)),
+    ConfigDef("quota.producer.default", _L, LONG_MAX, _HIGH,
+              "Deprecated default produce quota, bytes a second (no effect here: no"
+              " quotas).", AtLeast(1)),
+    ConfigDef("quota.consumer.default", _L, LONG_MAX, _HIGH,
+              "Deprecated default fetch quota, bytes a second (no effect here: no quotas).",
+              AtLeast(1)),
+    ConfigDef("quota.window.num", _I, 11, _LOW,
+              "Samples kept for client quotas (no effect here).", AtLeast(1)),
+    ConfigDef("replication.quota.window.num", _I, 11, _LOW,
+              "Samples kept for replication quotas (no effect here).", AtLeast(1)),
+    ConfigDef("alter.log.dirs.replication.quota.window.num", _I, 11, _LOW,
+              "Samples kept for alter-log-dirs quotas (no effect here).", AtLeast(1)),
+    ConfigDef("controller.quota.window.num", _I, 11, _LOW,
+              "Samples kept for controller mutation quotas (no effect here).", AtLeast(1)),
+    ConfigDef("quota.window.size.seconds", _I, 1, _LOW,
+              "Sample length of client quotas (no effect here).", AtLeast(1)),
+    ConfigDef("replication.quota.window.size.seconds", _I, 1, _LOW,
+              "Sample length of replication quotas (no effect here).", AtLeast(1)),
+    ConfigDef("alter.log.dirs.replication.quota.window.size.seconds", _I, 1, _LOW,
+              "Sample length of alter-log-dirs quotas (no effect here).", AtLeast(1)),
+    ConfigDef("controller.quota.window.size.seconds", _I, 1, _LOW,
+              "Sample length of controller mutation quotas (no effect here).", AtLeast(1)),
+    ConfigDef("client.quota.callback.class", _STR, None, _LOW,
+              "ClientQuotaCallback class (no effect here: no quotas)."),
+    # KRaft (internal keys in Kafka 2.8): only ZooKeeper mode runs here, so process.roles
+    # must stay empty; node.id, when set, is the broker id, as in Kafka.
+    ConfigDef("process.roles", _LIST, (), _HIGH,
+              "KRaft roles; must be empty here (ZooKeeper mode only).",
+              SubsetOf(PROCESS_ROLES), internal=True),
+    ConfigDef("node.id", _I, -1, _HIGH,
+              "The broker id when >= 0 (KafkaConfig.brokerId takes it over broker.id).",
+              internal=True),
+    ConfigDef("initial.broker.registration.timeout.ms", _I, 60000, _MEDIUM,
+              "KRaft registration timeout (no effect here).", internal=True),
+    ConfigDef("broker.heartbeat.interval.ms", _I, 2000, _MEDIUM,
+              "KRaft heartbeat interval (no effect here).", internal=True),
+    ConfigDef("broker.session.timeout.ms", _I, 9000, _MEDIUM,
+              "KRaft broker session timeout (no effect here).", internal=True),
+    ConfigDef("metadata.log.dir", _STR, None, _HIGH,
+              "KRaft metadata log directory (no effect here).", internal=True),
+    ConfigDef("controller.listener.names", _STR, None, _HIGH,
+              "KRaft controller listeners (no effect here).", internal=True),
+    ConfigDef("controller.quorum.voters", _LIST, (), _HIGH,
+              "KRaft voters id@host:port,... (no effect here).", QuorumVoters(), internal=True),
+    ConfigDef("controller.quorum.election.timeout.ms", _I, 1000, _HIGH,
+              "KRaft election timeout (no effect here).", internal=True),
+    ConfigDef("controller.quorum.fetch.timeout.ms", _I, 2000, _HIGH,
+              "KRaft fetch timeout (no effect here).", internal=True),
+    ConfigDef("controller.quorum.election.backoff.max.ms", _I, 1000, _HIGH,
+              "KRaft election backoff (no effect here).", internal=True),
+    ConfigDef("controller.quorum.append.linger.ms", _I, 25, _MEDIUM,
+              "KRaft append linger (no effect here).", internal=True),
+    ConfigDef("controller.quorum.request.timeout.ms", _I, 2000, _MEDIUM,
+              "KRaft request timeout (no effect here).", internal=True),
+    ConfigDef("controller.quorum.retry.backoff.ms", _I, 20, _LOW,
+              "KRaft retry backoff (no effect here).", internal=True),
 )  # fmt: skip
 
 BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = MappingProxyType(
@@ -1125,6 +1291,8 @@ def _unknown_key_problem(key: str, *, topic: bool) -> ConfigProblem:
             f" ({key!r} is a topic config; the broker-wide default is"
             f" {TOPIC_CONFIGS[key].synonym!r})"
         )
+    elif not topic and (key in _SECURITY_KEYS or key.startswith(_SECURITY_PREFIXES)):
+        return ConfigProblem(key, f"unsupported config key {key!r}: {SECURITY_UNSUPPORTED}")
     else:
         close = difflib.get_close_matches(key, list(names), n=1, cutoff=0.75)
         if close:
@@ -1374,6 +1542,62 @@ class BrokerConfig:
     fetch_max_bytes: int
     max_incremental_fetch_session_cache_slots: int
     min_incremental_fetch_session_eviction_ms: int
+    # Accepted with no effect (but the listeners' port, host.name, advertised.* and node.id)
+    zookeeper_sync_time_ms: int
+    num_replica_alter_log_dirs_threads: int | None
+    queued_max_request_bytes: int
+    socket_connection_setup_timeout_ms: int
+    socket_connection_setup_timeout_max_ms: int
+    port: int
+    host_name: str
+    advertised_host_name: str | None
+    advertised_port: int | None
+    control_plane_listener_name: str | None
+    max_connections_per_ip: int
+    max_connections_per_ip_overrides: str
+    max_connections: int
+    max_connection_creation_rate: int
+    log_cleaner_io_max_bytes_per_second: float
+    log_cleaner_io_buffer_size: int
+    log_cleaner_io_buffer_load_factor: float
+    log_flush_start_offset_checkpoint_interval_ms: int
+    create_topic_policy_class_name: str | None
+    alter_config_policy_class_name: str | None
+    fetch_purgatory_purge_interval_requests: int
+    producer_purgatory_purge_interval_requests: int
+    delete_records_purgatory_purge_interval_requests: int
+    replica_selector_class: str | None
+    metrics_num_samples: int
+    metrics_sample_window_ms: int
+    metric_reporters: tuple[str, ...]
+    metrics_recording_level: str
+    kafka_metrics_reporters: tuple[str, ...]
+    kafka_metrics_polling_interval_secs: int
+    quota_producer_default: int
+    quota_consumer_default: int
+    quota_window_num: int
+    replication_quota_window_num: int
+    alter_log_dirs_replication_quota_window_num: int
+    controller_quota_window_num: int
+    quota_window_size_seconds: int
+    replication_quota_window_size_seconds: int
+    alter_log_dirs_replication_quota_window_size_seconds: int
+    controller_quota_window_size_seconds: int
+    client_quota_callback_class: str | None
+    process_roles: tuple[str, ...]
+    node_id: int
+    initial_broker_registration_timeout_ms: int
+    broker_heartbeat_interval_ms: int
+    broker_session_timeout_ms: int
+    metadata_log_dir: str | None
+    controller_listener_names: str | None
+    controller_quorum_voters: tuple[str, ...]
+    controller_quorum_election_timeout_ms: int
+    controller_quorum_fetch_timeout_ms: int
+    controller_quorum_election_backoff_max_ms: int
+    controller_quorum_append_linger_ms: int
+    controller_quorum_request_timeout_ms: int
+    controller_quorum_retry_backoff_ms: int
     # The raw strings given (file plus overrides); not part of equality.
     originals: Mapping[str, str] = field(default_factory=FrozenMap, compare=False, repr=False)
 
@@ -1501,6 +1725,16 @@ def _resolve_broker_values(vals: dict[str, Any], given: set[str], problems: _Pro
         if millis == 0:
             problems.add("log.retention.ms", "log.retention.ms must be unlimited (-1) or >= 1")
 
+    if _have(vals, "process.roles") and vals["process.roles"]:
+        problems.add(
+            "process.roles",
+            f"process.roles={','.join(vals['process.roles'])} asks for KRaft mode, which is"
+            " not supported here: the broker runs in ZooKeeper mode (leave process.roles"
+            " empty)",
+        )
+    if _have(vals, "node.id", "broker.id") and vals["node.id"] >= 0:
+        # KafkaConfig.brokerId: node.id, when set, is the broker id.
+        vals["broker.id"] = vals["node.id"]
     if _have(vals, "broker.id", "broker.id.generation.enable", "reserved.broker.max.id"):
         broker_id, max_id = vals["broker.id"], vals["reserved.broker.max.id"]
         bad = f"invalid value '{broker_id}' for config key 'broker.id': expected"
@@ -1590,6 +1824,20 @@ def _resolve_broker_values(vals: dict[str, Any], given: set[str], problems: _Pro
             f"{acks_key} must be greater or equal -1 and less or equal to {factor_key}"
             f" ({vals[factor_key]}): it is {vals[acks_key]}",
         )
+    queued_key, request_key = "queued.max.request.bytes", "socket.request.max.bytes"
+    if _have(vals, queued_key, request_key) and 0 < vals[queued_key] < vals[request_key]:
+        problems.add(
+            queued_key,
+            f"{queued_key} ({vals[queued_key]}) must be larger or equal to {request_key}"
+            f" ({vals[request_key]}), or <= 0 (no limit)",
+        )
+    per_ip_key, overrides_key = "max.connections.per.ip", "max.connections.per.ip.overrides"
+    if (
+        _have(vals, per_ip_key, overrides_key)
+        and vals[per_ip_key] == 0
+        and not java_trim(vals[overrides_key])
+    ):
+        problems.add(per_ip_key, f"{per_ip_key} can be set to zero only if {overrides_key} is set")
     _check_task_periods(vals, problems)
     _check_topic_synonyms(vals, given, problems)
     _check_versions(vals, problems)
@@ -1698,6 +1946,18 @@ def _resolve_listeners(vals: dict[str, Any], given: set[str], problems: _Problem
     listener (KafkaConfig.getInterBrokerListenerNameAndSecurityProtocol)."""
     protocol_map = _parse_protocol_map(vals.pop("listener.security.protocol.map"), problems)
     listeners_text, advertised_text = vals.pop("listeners"), vals.pop("advertised.listeners")
+    # KafkaConfig.listeners and advertisedListeners: without them, the deprecated port,
+    # host.name, advertised.host.name and advertised.port make one PLAINTEXT listener.
+    host, port = vals.get("host.name"), vals.get("port")
+    if "listeners" not in given and host is not None and port is not None:
+        listeners_text = f"PLAINTEXT://{host}:{port}"
+    if advertised_text is None and {"advertised.host.name", "advertised.port"} & given:
+        advertised_host = vals.get("advertised.host.name", host)
+        advertised_port = vals.get("advertised.port", port)
+        advertised_host = host if advertised_host is None else advertised_host
+        advertised_port = port if advertised_port is None else advertised_port
+        if advertised_host is not None and advertised_port is not None:
+            advertised_text = f"PLAINTEXT://{advertised_host}:{advertised_port}"
     listener_name = vals.pop("inter.broker.listener.name")
     protocol = vals.pop("security.inter.broker.protocol", None)
     if protocol_map is None or protocol is None:

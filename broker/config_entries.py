@@ -190,6 +190,8 @@ def broker_entries(broker: BrokerConfig) -> list[ConfigEntry]:
     for definition in BROKER_CONFIG_DEFS:
         key = definition.name
         given = key in broker.originals
+        if definition.internal and not given:
+            continue  # Kafka's allConfigs: originals and nonInternalValues only
         value = (
             config_text(_own_value(broker, key))
             if given or kafka_default(key) is not None

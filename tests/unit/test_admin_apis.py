@@ -221,6 +221,10 @@ def test_configs_say_where_each_value_comes_from() -> None:
     assert (own["log.retention.hours"].value, own["log.retention.hours"].source) == ("1", 4)
     assert (own["num.partitions"].value, own["num.partitions"].source) == ("1", 5)
     assert all(e.read_only for e in own.values())
+    # Kafka 2.8's KRaft keys are internal: described only when given (allConfigs).
+    assert "controller.quorum.voters" not in own
+    assert "node.id" not in own
+    assert own["quota.window.num"].value == "11"
 
 
 # --- answers without ZooKeeper -----------------------------------------------------------

@@ -1463,3 +1463,215 @@ def test_every_topic_key_has_its_broker_synonym() -> None:
     for definition in TOPIC_CONFIG_DEFS:
         if definition.synonym is not None:
             assert definition.synonym in BROKER_CONFIGS, definition.name
+
+
+# Every key of Kafka 2.8.2's KafkaConfig.configDef (core/src/main/scala/kafka/server/
+# KafkaConfig.scala, define and defineInternal, constants of other classes resolved).
+KAFKA_2_8_2_BROKER_KEYS = frozenset({
+    "advertised.host.name", "advertised.listeners", "advertised.port",
+    "alter.config.policy.class.name", "alter.log.dirs.replication.quota.window.num",
+    "alter.log.dirs.replication.quota.window.size.seconds", "authorizer.class.name",
+    "auto.create.topics.enable", "auto.leader.rebalance.enable", "background.threads",
+    "broker.heartbeat.interval.ms", "broker.id", "broker.id.generation.enable", "broker.rack",
+    "broker.session.timeout.ms", "client.quota.callback.class", "compression.type",
+    "connection.failed.authentication.delay.ms", "connections.max.idle.ms",
+    "connections.max.reauth.ms", "control.plane.listener.name", "controlled.shutdown.enable",
+    "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
+    "controller.listener.names", "controller.quorum.append.linger.ms",
+    "controller.quorum.election.backoff.max.ms", "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms", "controller.quorum.request.timeout.ms",
+    "controller.quorum.retry.backoff.ms", "controller.quorum.voters",
+    "controller.quota.window.num", "controller.quota.window.size.seconds",
+    "controller.socket.timeout.ms", "create.topic.policy.class.name", "default.replication.factor",
+    "delegation.token.expiry.check.interval.ms", "delegation.token.expiry.time.ms",
+    "delegation.token.master.key", "delegation.token.max.lifetime.ms",
+    "delegation.token.secret.key", "delete.records.purgatory.purge.interval.requests",
+    "delete.topic.enable", "fetch.max.bytes", "fetch.purgatory.purge.interval.requests",
+    "group.initial.rebalance.delay.ms", "group.max.session.timeout.ms", "group.max.size",
+    "group.min.session.timeout.ms", "host.name", "initial.broker.registration.timeout.ms",
+    "inter.broker.listener.name", "inter.broker.protocol.version",
+    "kafka.metrics.polling.interval.secs", "kafka.metrics.reporters",
+    "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
+    "listener.security.protocol.map", "listeners", "log.cleaner.backoff.ms",
+    "log.cleaner.dedupe.buffer.size", "log.cleaner.delete.retention.ms", "log.cleaner.enable",
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size",
+    "log.cleaner.io.max.bytes.per.second", "log.cleaner.max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms", "log.cleaner.threads",
+    "log.cleanup.policy", "log.dir", "log.dirs", "log.flush.interval.messages",
+    "log.flush.interval.ms", "log.flush.offset.checkpoint.interval.ms",
+    "log.flush.scheduler.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",
+    "log.index.interval.bytes", "log.index.size.max.bytes", "log.message.downconversion.enable",
+    "log.message.format.version", "log.message.timestamp.difference.max.ms",
+    "log.message.timestamp.type", "log.preallocate", "log.retention.bytes",
+    "log.retention.check.interval.ms", "log.retention.hours", "log.retention.minutes",
+    "log.retention.ms", "log.roll.hours", "log.roll.jitter.hours", "log.roll.jitter.ms",
+    "log.roll.ms", "log.segment.bytes", "log.segment.delete.delay.ms",
+    "max.connection.creation.rate", "max.connections", "max.connections.per.ip",
+    "max.connections.per.ip.overrides", "max.incremental.fetch.session.cache.slots",
+    "message.max.bytes", "metadata.log.dir", "metric.reporters", "metrics.num.samples",
+    "metrics.recording.level", "metrics.sample.window.ms", "min.insync.replicas", "node.id",
+    "num.io.threads", "num.network.threads", "num.partitions", "num.recovery.threads.per.data.dir",
+    "num.replica.alter.log.dirs.threads", "num.replica.fetchers", "offset.metadata.max.bytes",
+    "offsets.commit.required.acks", "offsets.commit.timeout.ms", "offsets.load.buffer.size",
+    "offsets.retention.check.interval.ms", "offsets.retention.minutes",
+    "offsets.topic.compression.codec", "offsets.topic.num.partitions",
+    "offsets.topic.replication.factor", "offsets.topic.segment.bytes",
+    "password.encoder.cipher.algorithm", "password.encoder.iterations",
+    "password.encoder.key.length", "password.encoder.keyfactory.algorithm",
+    "password.encoder.old.secret", "password.encoder.secret", "port", "principal.builder.class",
+    "process.roles", "producer.purgatory.purge.interval.requests", "queued.max.request.bytes",
+    "queued.max.requests", "quota.consumer.default", "quota.producer.default", "quota.window.num",
+    "quota.window.size.seconds", "replica.fetch.backoff.ms", "replica.fetch.max.bytes",
+    "replica.fetch.min.bytes", "replica.fetch.response.max.bytes", "replica.fetch.wait.max.ms",
+    "replica.high.watermark.checkpoint.interval.ms", "replica.lag.time.max.ms",
+    "replica.selector.class", "replica.socket.receive.buffer.bytes", "replica.socket.timeout.ms",
+    "replication.quota.window.num", "replication.quota.window.size.seconds", "request.timeout.ms",
+    "reserved.broker.max.id", "sasl.client.callback.handler.class", "sasl.enabled.mechanisms",
+    "sasl.jaas.config", "sasl.kerberos.kinit.cmd", "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules", "sasl.kerberos.service.name",
+    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.login.callback.handler.class", "sasl.login.class", "sasl.login.refresh.buffer.seconds",
+    "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter", "sasl.mechanism.controller.protocol",
+    "sasl.mechanism.inter.broker.protocol", "sasl.server.callback.handler.class",
+    "sasl.server.max.receive.size", "security.inter.broker.protocol", "security.providers",
+    "socket.connection.setup.timeout.max.ms", "socket.connection.setup.timeout.ms",
+    "socket.receive.buffer.bytes", "socket.request.max.bytes", "socket.send.buffer.bytes",
+    "ssl.cipher.suites", "ssl.client.auth", "ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm", "ssl.engine.factory.class", "ssl.key.password",
+    "ssl.keymanager.algorithm", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type",
+    "ssl.principal.mapping.rules", "ssl.protocol", "ssl.provider",
+    "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
+    "ssl.truststore.certificates", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.truststore.type", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.max.timeout.ms", "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "transaction.state.log.load.buffer.size", "transaction.state.log.min.isr",
+    "transaction.state.log.num.partitions", "transaction.state.log.replication.factor",
+    "transaction.state.log.segment.bytes", "transactional.id.expiration.ms",
+    "unclean.leader.election.enable", "zookeeper.clientCnxnSocket", "zookeeper.connect",
+    "zookeeper.connection.timeout.ms", "zookeeper.max.in.flight.requests",
+    "zookeeper.session.timeout.ms", "zookeeper.set.acl", "zookeeper.ssl.cipher.suites",
+    "zookeeper.ssl.client.enable", "zookeeper.ssl.crl.enable", "zookeeper.ssl.enabled.protocols",
+    "zookeeper.ssl.endpoint.identification.algorithm", "zookeeper.ssl.keystore.location",
+    "zookeeper.ssl.keystore.password", "zookeeper.ssl.keystore.type", "zookeeper.ssl.ocsp.enable",
+    "zookeeper.ssl.protocol", "zookeeper.ssl.truststore.location",
+    "zookeeper.ssl.truststore.password", "zookeeper.ssl.truststore.type", "zookeeper.sync.time.ms",
+})  # fmt: skip
+
+# Kafka 2.8.2's defaults of the keys added as accepted with no effect (KafkaConfig's
+# Defaults, RaftConfig, CommonClientConfigs, the quota manager configs); None: null.
+KAFKA_2_8_2_NO_EFFECT_DEFAULTS: dict[str, Any] = {
+    "zookeeper.sync.time.ms": 2000, "num.replica.alter.log.dirs.threads": None,
+    "queued.max.request.bytes": -1, "socket.connection.setup.timeout.ms": 10_000,
+    "socket.connection.setup.timeout.max.ms": 30_000, "port": 9092, "host.name": "",
+    "advertised.host.name": None, "advertised.port": None,
+    "control.plane.listener.name": None, "max.connections.per.ip": 2**31 - 1,
+    "max.connections.per.ip.overrides": "", "max.connections": 2**31 - 1,
+    "max.connection.creation.rate": 2**31 - 1,
+    "log.cleaner.io.max.bytes.per.second": 1.7976931348623157e308,
+    "log.cleaner.io.buffer.size": 512 * 1024, "log.cleaner.io.buffer.load.factor": 0.9,
+    "log.flush.start.offset.checkpoint.interval.ms": 60000,
+    "create.topic.policy.class.name": None, "alter.config.policy.class.name": None,
+    "fetch.purgatory.purge.interval.requests": 1000,
+    "producer.purgatory.purge.interval.requests": 1000,
+    "delete.records.purgatory.purge.interval.requests": 1, "replica.selector.class": None,
+    "metrics.num.samples": 2, "metrics.sample.window.ms": 30000, "metric.reporters": (),
+    "metrics.recording.level": "INFO", "kafka.metrics.reporters": (),
+    "kafka.metrics.polling.interval.secs": 10, "quota.producer.default": LONG_MAX,
+    "quota.consumer.default": LONG_MAX, "quota.window.num": 11,
+    "replication.quota.window.num": 11, "alter.log.dirs.replication.quota.window.num": 11,
+    "controller.quota.window.num": 11, "quota.window.size.seconds": 1,
+    "replication.quota.window.size.seconds": 1,
+    "alter.log.dirs.replication.quota.window.size.seconds": 1,
+    "controller.quota.window.size.seconds": 1, "client.quota.callback.class": None,
+    "process.roles": (), "node.id": -1, "initial.broker.registration.timeout.ms": 60000,
+    "broker.heartbeat.interval.ms": 2000, "broker.session.timeout.ms": 9000,
+    "metadata.log.dir": None, "controller.listener.names": None,
+    "controller.quorum.voters": (), "controller.quorum.election.timeout.ms": 1000,
+    "controller.quorum.fetch.timeout.ms": 2000,
+    "controller.quorum.election.backoff.max.ms": 1000,
+    "controller.quorum.append.linger.ms": 25, "controller.quorum.request.timeout.ms": 2000,
+    "controller.quorum.retry.backoff.ms": 20,
+}  # fmt: skip
+
+_SECURITY_MESSAGE = "TLS, SASL and authorization are not supported here"
+
+
+def _is_security_key(key: str) -> bool:
+    return key.startswith(
+        ("ssl.", "sasl.", "zookeeper.ssl.", "delegation.token.", "password.encoder.")
+    ) or key in {
+        "authorizer.class.name", "connection.failed.authentication.delay.ms",
+        "connections.max.reauth.ms", "principal.builder.class", "security.providers",
+        "zookeeper.clientCnxnSocket", "zookeeper.set.acl",
+    }  # fmt: skip
+
+
+def test_every_kafka_2_8_2_broker_key_is_accepted_with_its_default_or_refused_as_security() -> None:
+    base = {"zookeeper.connect": "localhost:2181"}
+    defaults = BrokerConfig.from_properties(base)
+    written = parse_properties(defaults.to_properties())
+    for key in sorted(KAFKA_2_8_2_BROKER_KEYS):
+        if _is_security_key(key):
+            assert key not in BROKER_CONFIGS
+            with pytest.raises(ConfigError, match=_SECURITY_MESSAGE) as e:
+                BrokerConfig.from_properties({**base, key: "x"})
+            assert e.value.keys == (key,)
+            continue
+        assert key in BROKER_CONFIGS, key
+        if key in KAFKA_2_8_2_NO_EFFECT_DEFAULTS:
+            assert BROKER_CONFIGS[key].default == KAFKA_2_8_2_NO_EFFECT_DEFAULTS[key], key
+        if key in written:
+            # The default written as text is accepted, and read back as the default.
+            config = BrokerConfig.from_properties({**base, key: written[key]})
+            assert config.get(key) == defaults.get(key), key
+
+
+def test_a_listener_scoped_security_key_is_refused_as_security() -> None:
+    key = "listener.name.internal.ssl.keystore.location"
+    with pytest.raises(ConfigError, match=_SECURITY_MESSAGE):
+        BrokerConfig.from_properties({"zookeeper.connect": "localhost:2181", key: "/k"})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("quota.window.num", "0", "expected a value >= 1"),
+        ("max.connections", "-1", "expected a value >= 0"),
+        ("log.cleaner.io.buffer.load.factor", "high", "expected a double"),
+        ("password.encoder.iterations", "2048", _SECURITY_MESSAGE),
+        ("controller.quorum.voters", "localhost:9093", r"expected a list of \{id\}@"),
+        ("process.roles", "zookeeper", "expected a list of broker, controller"),
+        ("process.roles", "broker", "KRaft mode, which is not supported here"),
+        ("queued.max.request.bytes", "1024", "must be larger or equal to socket.request"),
+        ("max.connections.per.ip", "0", "only if max.connections.per.ip.overrides is set"),
+    ],
+)
+def test_a_bad_value_of_a_kafka_key_accepted_with_no_effect_is_a_clear_error(
+    key: str, value: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message) as e:
+        BrokerConfig.from_properties({"zookeeper.connect": "localhost:2181", key: value})
+    assert e.value.keys == (key,)
+
+
+def test_the_deprecated_port_and_host_name_make_the_listener_as_in_kafka() -> None:
+    base = {"zookeeper.connect": "localhost:2181"}
+    config = BrokerConfig.from_properties({**base, "port": "9093", "host.name": "10.0.0.1"})
+    assert config.listeners == (Listener("PLAINTEXT", "10.0.0.1", 9093, "PLAINTEXT"),)
+    assert config.advertised_listeners == config.listeners
+    config = BrokerConfig.from_properties({**base, "port": "9093", "advertised.host.name": "b1"})
+    assert config.advertised_listeners == (Listener("PLAINTEXT", "b1", 9093, "PLAINTEXT"),)
+    # listeners, when given, wins (KafkaConfig.listeners).
+    config = BrokerConfig.from_properties(
+        {**base, "port": "9093", "listeners": "PLAINTEXT://:9094"}
+    )
+    assert [listener.port for listener in config.listeners] == [9094]
+
+
+def test_node_id_is_the_broker_id_when_set() -> None:
+    config = BrokerConfig.from_properties(
+        {"zookeeper.connect": "localhost:2181", "broker.id": "1", "node.id": "7"}
+    )
+    assert config.broker_id == 7
