@@ -25,7 +25,6 @@ import ctypes
 import errno
 import os
 import sys
-import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from storage.errors import CheckpointError
-from zkdata.int_text import INT32_MAX
+from zkdata.int_text import INT32_MAX, java_int_in_range
 from zkdata.znodes import topic_id_from_str, topic_id_to_str
 
 if TYPE_CHECKING:
@@ -160,31 +159,8 @@ def sync_filesystems(directories: Iterable[Path]) -> None:
 
 def _number(text: str, high: int) -> int | None:
     """The number ``text`` writes as Kafka's CheckpointFile reads it (Integer.parseInt,
-    Long.parseLong), if from 0 to ``high``, else None. Java takes a leading '+' or '-',
-    then one or more chars Character.digit(ch, 10) takes: Unicode decimal digits (Nd) of
-    the Basic Multilingual Plane only, since it reads UTF-16 chars (a digit beyond is two
-    surrogates). int() also takes '_', surrounding spaces and digits past the BMP, and
-    refuses a '+' or '-' with no digit too, but not all of those."""
-    if len(text) <= 19 and text.isascii() and text.isdigit():  # most, without a loop
-        value = int(text)
-        return value if value <= high else None
-    body = text[1:] if text[:1] in ("+", "-") else text
-    if not body:
-        return None
-    value = 0
-    significant = 0  # digits after the leading zeros: past 19, past any long
-    for ch in body:
-        if ch > "\uffff" or unicodedata.category(ch) != "Nd":
-            return None
-        digit = unicodedata.decimal(ch)
-        if value or digit:
-            significant += 1
-            if significant > 19:
-                return None
-        value = value * 10 + digit
-    if text[0] == "-":
-        value = -value
-    return value if 0 <= value <= high else None
+    Long.parseLong: zkdata/int_text.py), if from 0 to ``high``, else None."""
+    return java_int_in_range(text, 0, high)
 
 
 def _lines(path: Path) -> list[str]:

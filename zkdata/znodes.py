@@ -20,7 +20,7 @@ from itertools import chain
 from typing import Any, Generic, NamedTuple, TypeGuard, TypeVar
 
 from zkdata import paths
-from zkdata.int_text import INT32_MAX, INT32_MIN, INT_TEXT, int_text_in_range, small_int_text
+from zkdata.int_text import INT32_MAX, INT32_MIN, INT_TEXT, java_int_in_range, small_int_text
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,8 @@ def _int_list(path: str, value: object, what: str) -> tuple[int, ...]:
 
 
 def _int_text(path: str, text: str, what: str) -> int:
-    value = int_text_in_range(text, _INT32_MIN, _INT32_MAX)
+    # Kafka reads these with Scala's toInt (Integer.parseInt), untrimmed.
+    value = java_int_in_range(text, _INT32_MIN, _INT32_MAX)
     if value is None:
         raise MalformedZnode(path, f"{what} {text!r} is not a 32-bit integer")
     return value
@@ -237,8 +238,9 @@ def encode_controller_epoch(epoch: int) -> bytes:
 
 
 def decode_controller_epoch(data: bytes | None, path: str = paths.CONTROLLER_EPOCH) -> int:
+    # Kafka's ControllerEpochZNode.decode: new String(bytes, UTF_8).toInt, no trim.
     try:
-        text = (data or b"").decode().strip()
+        text = (data or b"").decode()
     except UnicodeDecodeError:
         raise MalformedZnode(path, f"expected an integer epoch, got {data!r}") from None
     epoch = _int_text(path, text, "epoch")

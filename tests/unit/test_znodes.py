@@ -291,6 +291,33 @@ def test_decodes_controllers_of_every_age() -> None:
     assert decode_controller_epoch(b"0") == 0
 
 
+@pytest.mark.parametrize(
+    ("data", "epoch"),
+    [
+        (b"+5", 5),
+        (b"-0", 0),
+        (b"+0", 0),
+        ("\u0665".encode(), 5),  # ARABIC-INDIC DIGIT FIVE
+        ("1\uff17".encode(), 17),  # FULLWIDTH DIGIT SEVEN
+        (b"+2147483647", 2147483647),
+    ],
+    ids=repr,
+)
+def test_a_controller_epoch_is_read_as_kafkas_parseint_reads_it(data: bytes, epoch: int) -> None:
+    """Kafka's ControllerEpochZNode.decode is new String(bytes, UTF_8).toInt
+    (Integer.parseInt): a '+' and any BMP decimal digit are an epoch there, so a broker
+    refusing them would not fence a controller Kafka's brokers take."""
+    assert decode_controller_epoch(data) == epoch
+
+
+def test_a_topics_partition_keys_are_read_as_kafkas_parseint_reads_them() -> None:
+    """Kafka's TopicZNode.decode reads a partition key with toInt (Integer.parseInt)."""
+    for key in ("+1", "\u0661", "0\uff11"):  # ARABIC-INDIC ONE, FULLWIDTH ONE
+        assert decode_topic("t", with_field(GOOD_TOPIC, "partitions", {key: [1]})).partitions == {
+            1: (1,)
+        }
+
+
 def test_decodes_admin_znodes() -> None:
     assert decode_partition_list(
         paths.PREFERRED_REPLICA_ELECTION,
@@ -402,7 +429,6 @@ BAD_TOPICS: list[bytes] = [
     with_field(GOOD_TOPIC, "partitions", {"-1": [1]}),
     with_field(GOOD_TOPIC, "partitions", {"1_0": [1]}),
     with_field(GOOD_TOPIC, "partitions", {" 1": [1]}),
-    with_field(GOOD_TOPIC, "partitions", {"\u0661": [1]}),  # ARABIC-INDIC DIGIT ONE
     with_field(GOOD_TOPIC, "partitions", {"2147483648": [1]}),
     # past Python's 4,300-digit int() limit: malformed, not int()'s ValueError
     with_field(GOOD_TOPIC, "partitions", {"1" * 5000: [1]}),
@@ -490,8 +516,17 @@ def test_malformed_controller(data: bytes | None) -> None:
         b"0x1",
         b'{"epoch":1}',
         b"\xff",
-        b"\xd9\xa1",
         b"2147483648",
+        # Kafka's ControllerEpochZNode.decode is new String(bytes, UTF_8).toInt: no trim
+        b" 5",
+        b"5 ",
+        b"5\n",
+        b"\t5",
+        b"+",
+        b"+-5",
+        b"++5",
+        b"\xc2\xb2",  # SUPERSCRIPT TWO: not a decimal digit
+        b"\xf0\x9d\x9f\x95",  # MATHEMATICAL BOLD DIGIT SEVEN: beyond the BMP
         b"1" * 5000,  # past Python's 4,300-digit int() limit
         b"-" + b"1" * 5000,
     ],
