@@ -63,7 +63,7 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol
 
 from zkdata.connect_string import connect_string_problem
-from zkdata.int_text import int_text_in_range
+from zkdata.int_text import int_text_in_range, java_int_in_range
 
 __all__ = [
     "BROKER_CONFIGS",
@@ -1188,7 +1188,6 @@ def format_properties(props: Mapping[str, str]) -> str:
 
 # LIST keys whose empty items are dropped (KafkaConfig reads them with parseCsvList).
 _CSV_LIST_KEYS: Final = frozenset({"log.dir", "log.dirs"})
-_INTEGER = re.compile(r"[+-]?[0-9]+")
 # Double.parseDouble's forms (Double.valueOf's grammar): a decimal or a hexadecimal one
 # (whose binary exponent is required), each with an optional float suffix, or NaN or
 # Infinity; ASCII only, no underscores.
@@ -1234,11 +1233,10 @@ def _parse_typed(definition: ConfigDef, raw: str) -> Any:
         raise ValueError("a boolean (true or false)")
     if kind in _INT_RANGES:
         low, high, text = _INT_RANGES[kind]
-        # Never more digits to int() than the type holds: past 4,300 it raises its own
-        # ValueError, whose text would be the "expected" here.
-        number = None
-        if _INTEGER.fullmatch(value):
-            number = int_text_in_range(value.removeprefix("+"), low, high)
+        # Integer.parseInt(trimmed) (Long.parseLong, Short.parseShort): any BMP decimal
+        # digit; never more digits to int() than the type holds (past 4,300 it raises its
+        # own ValueError, whose text would be the "expected" here).
+        number = java_int_in_range(value, low, high)
         if number is None:
             raise ValueError(text)
         return number

@@ -299,6 +299,12 @@ def test_path_and_text_are_exclusive(tmp_path: Path) -> None:
             LONG_MAX,
         ),
         ("group.max.size=1", "group_max_size", 1),
+        # ConfigDef reads an INT, LONG or SHORT as Integer.parseInt(value.trim()) (and
+        # Long.parseLong, Short.parseShort): any BMP decimal digit, String.trim's spaces.
+        ("num.partitions=\u0665", "num_partitions", 5),  # ARABIC-INDIC FIVE
+        ("num.partitions=+1\uff10", "num_partitions", 10),  # FULLWIDTH ZERO
+        ("log.retention.bytes=\u0967\u0966", "log_retention_bytes", 10),  # DEVANAGARI
+        ("offsets.topic.replication.factor=\u0663", "offsets_topic_replication_factor", 3),
     ],
 )
 def test_typed_values(line: str, attr: str, value: Any) -> None:
@@ -315,6 +321,10 @@ def test_typed_values(line: str, attr: str, value: Any) -> None:
         ("log.retention.bytes=+" + "9" * 4400, "expected a long (64-bit integer)"),
         ("offsets.topic.replication.factor=" + "1" * 4400, "expected a short (16-bit integer)"),
         ("num.partitions=1_000", "expected an int (32-bit integer)"),
+        ("num.partitions=+-1", "expected an int (32-bit integer)"),
+        ("num.partitions=\u00b2", "expected an int (32-bit integer)"),  # SUPERSCRIPT TWO
+        ("num.partitions=\U0001d7d5", "expected an int (32-bit integer)"),  # beyond the BMP
+        ("num.partitions=\u00a05", "expected an int (32-bit integer)"),  # not String.trim's
         ("num.partitions=1.0", "expected an int (32-bit integer)"),
         ("num.partitions=", "expected an int (32-bit integer)"),
         ("log.retention.bytes=9223372036854775808", "expected a long (64-bit integer)"),
