@@ -46,6 +46,7 @@ from typing import Protocol
 
 from broker.config import ConfigError, format_properties, parse_properties
 from storage.checkpoints import fsync_dir, write_atomically
+from zkdata.int_text import INT32_MAX, INT32_MIN, java_int_in_range
 from zkdata.znodes import IdentityClaim
 
 log = logging.getLogger(__name__)
@@ -107,21 +108,13 @@ def parse_meta_properties(text: str, where: str) -> MetaProperties:
 
 
 _IDENTITY_KEYS = frozenset(("broker.id", "cluster.id"))
-# An int as Java's Integer.parseInt reads it, which Kafka reads meta.properties' ints
-# with: a sign, then decimal digits, any Unicode decimal digit (Character.digit) as
-# Python's int() takes them; \d is str.isdecimal(). (str.isdigit() takes '²', which int()
-# refuses with a ValueError instead of this module's clear error.)
-_INT = re.compile(r"[+-]?\d+")
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 def _java_int(text: str) -> int | None:
-    """``text`` as a Java int (Integer.parseInt), or None."""
-    if _INT.fullmatch(text) is None:
-        return None
-    value = int(text)
-    return value if _INT32_MIN <= value <= _INT32_MAX else None
+    """``text`` as a Java int (Integer.parseInt, which Kafka reads meta.properties' ints
+    with: zkdata/int_text.py), or None."""
+    return java_int_in_range(text, INT32_MIN, INT32_MAX)
 
 
 def format_meta_properties(meta: MetaProperties) -> str:

@@ -93,7 +93,16 @@ def test_meta_properties_round_trip_and_kafka_layout() -> None:
 
 
 @pytest.mark.parametrize(
-    "raw", ["\u00b2", "1\u00b2", "--5", "-", "+", "+-1", "", "1 ", "2147483648", "-2147483649"]
+    "raw",
+    [
+        *("\u00b2", "1\u00b2", "--5", "-", "+", "+-1", "", "1 ", "2147483648", "-2147483649"),
+        # MATHEMATICAL BOLD DIGIT SEVEN: Nd, but two UTF-16 chars, neither a digit, to Java
+        "\U0001d7d5",
+        # more digits than int() takes: its ValueError, not this module's error
+        "1" * 5000,
+        "-" + "9" * 5000,
+    ],
+    ids=lambda raw: raw if len(raw) < 20 else f"{len(raw)} chars",
 )
 def test_a_broker_id_in_meta_properties_that_is_not_a_java_int_is_a_clear_error(raw: str) -> None:
     """Decimal digits, perhaps a sign, within a Java int (Kafka's Integer.parseInt):
@@ -389,7 +398,11 @@ names = st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True)
 codes = st.text(min_size=1, max_size=40).filter(lambda s: s.strip() == s and "\x00" not in s)
 
 
-@pytest.mark.parametrize("raw", ["\u00b2", "1\u00b2", "0", "-3", "+3", "2147483648", "\u0661"])
+@pytest.mark.parametrize(
+    "raw",
+    ["\u00b2", "1\u00b2", "0", "-3", "+3", "2147483648", "\u0661", "1" * 5000],
+    ids=lambda raw: raw if len(raw) < 20 else f"{len(raw)} chars",
+)
 def test_an_identity_files_broker_id_must_be_ascii_digits_from_1(raw: str) -> None:
     text = f"cluster.name=c\nbroker.name=b\nbroker.id={raw}\ncheck.code=x\n"
     with pytest.raises(IdentityError, match=r"invalid broker\.id"):
