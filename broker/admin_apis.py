@@ -78,7 +78,7 @@ from controller.reactions import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from wire.errors import ErrorCode
 from zkdata import paths
 from zkdata.client import ZOOKEEPER_UNAVAILABLE, ZkClient
-from zkdata.int_text import INT32_MAX, INT32_MIN, int_text_in_range
+from zkdata.int_text import INT32_MAX, INT32_MIN, java_int_in_range
 from zkdata.znodes import MalformedZnode, TopicPartition, decode_topic_config
 
 log = logging.getLogger(__name__)
@@ -1048,12 +1048,8 @@ def broker_loggers() -> dict[str, str]:
 
 def _broker_id_of(name: str) -> int:
     """A broker resource's name as Kafka 2.8's resourceNameToBrokerId reads it (Scala's
-    toInt: a sign, then digits, "01" is broker 1); raises TopicError."""
-    broker_id = (
-        None
-        if name.startswith("+-")
-        else int_text_in_range(name.removeprefix("+"), INT32_MIN, INT32_MAX)
-    )
+    toInt: a sign, then decimal digits, "01" is broker 1); raises TopicError."""
+    broker_id = java_int_in_range(name, INT32_MIN, INT32_MAX)
     if broker_id is None:
         raise TopicError(
             ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"

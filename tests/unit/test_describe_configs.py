@@ -336,6 +336,10 @@ def test_a_broker_key_lists_its_synonyms_as_kafkas_config_synonyms_does() -> Non
         ("x", 42, "Broker id must be an integer, but it is: x"),
         (" 1", 42, "Broker id must be an integer, but it is:  1"),
         ("2147483648", 42, "Broker id must be an integer, but it is: 2147483648"),
+        ("\u0661", 0, None),  # ARABIC-INDIC DIGIT ONE: Character.digit reads it
+        ("0\uff11", 0, None),  # FULLWIDTH DIGIT ONE
+        ("+-1", 42, "Broker id must be an integer, but it is: +-1"),
+        ("\U0001d7cf", 42, "Broker id must be an integer, but it is: \U0001d7cf"),
     ],
 )
 def test_the_broker_resource_is_named_by_an_int_as_kafka_reads_it(
