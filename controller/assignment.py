@@ -25,7 +25,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from zkdata.int_text import INT32_MAX, int_text_in_range
+from broker.config import java_trim
+from zkdata.int_text import INT32_MAX, java_int_in_range
 
 __all__ = [
     "AssignmentError",
@@ -380,6 +381,16 @@ def assign_new_partitions(
     )
 
 
+def _java_split(text: str, separator: str) -> list[str]:
+    """``text.split(separator)`` as Java's String.split(regex) splits: trailing empty
+    strings are dropped (a text without the separator is itself, "" included)."""
+    parts = text.split(separator)
+    if len(parts) > 1:
+        while parts and not parts[-1]:
+            parts.pop()
+    return parts
+
+
 def parse_replica_assignment(text: str) -> dict[int, list[int]]:
     """Parse ``kafka-topics.sh --replica-assignment``: ``"1:2,2:3"`` -> ``{0: [1, 2], 1: [2, 3]}``.
 
@@ -391,14 +402,14 @@ def parse_replica_assignment(text: str) -> dict[int, list[int]]:
     result: dict[int, list[int]] = {}
     if not text.strip():
         raise InvalidReplicaAssignmentError(["the replica assignment is empty"])
-    for partition, entry in enumerate(text.split(",")):
+    for partition, entry in enumerate(_java_split(text, ",")):
         replicas: list[int] = []
         bad = False
-        for item in entry.split(":"):
-            token = item.strip()
-            # Scala's toInt reads ASCII digits (Python's int() also takes "1_0", and refuses
-            # 4,300 digits with a ValueError); a broker id is a Java int from 0.
-            broker_id = int_text_in_range(token, 0, INT32_MAX)
+        for item in _java_split(entry, ":"):
+            # Kafka's s.trim().toInt: String.trim, Integer.parseInt (a '+', any BMP decimal
+            # digit; not Python's "1_0" nor its Unicode spaces); a broker id is from 0.
+            token = java_trim(item)
+            broker_id = java_int_in_range(token, 0, INT32_MAX)
             if broker_id is not None:
                 replicas.append(broker_id)
             else:

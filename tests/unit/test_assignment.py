@@ -322,6 +322,26 @@ def test_parse_replica_assignment() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # TopicCommand.parseReplicaAssignment: split(",") and split(":"), which drop
+        # trailing empty strings, then s.trim().toInt (String.trim, Integer.parseInt).
+        ("+1:+2", {0: [1, 2]}),
+        ("\u0661:\uff12", {0: [1, 2]}),  # ARABIC-INDIC ONE, FULLWIDTH TWO
+        ("\x001\x1f:2", {0: [1, 2]}),  # String.trim takes every char to U+0020
+        ("1:2,3:4,", {0: [1, 2], 1: [3, 4]}),
+        ("1:2,3:4,,", {0: [1, 2], 1: [3, 4]}),
+        ("1:2:,3:4", {0: [1, 2], 1: [3, 4]}),
+    ],
+    ids=repr,
+)
+def test_parse_replica_assignment_reads_as_kafkas_topic_command(
+    text: str, expected: dict[int, list[int]]
+) -> None:
+    assert parse_replica_assignment(text) == expected
+
+
+@pytest.mark.parametrize(
     ("text", "message"),
     [
         ("1:1", "partition 0: duplicate broker(s) 1"),
@@ -329,6 +349,11 @@ def test_parse_replica_assignment() -> None:
         ("a:2", "partition 0: 'a' is not a broker id"),
         ("1:2,,3:4", "partition 1: '' is not a broker id"),
         ("1_0", "'1_0' is not a broker id"),
+        ("\u00a01:2", "is not a broker id"),  # NO-BREAK SPACE: String.trim leaves it
+        ("1:\u20032", "is not a broker id"),  # EM SPACE
+        ("+-1:2", "is not a broker id"),
+        ("\U0001d7cf:2", "is not a broker id"),  # a digit beyond the BMP
+        (",1:2", "partition 0: '' is not a broker id"),  # a leading empty string is kept
         ("", "the replica assignment is empty"),
         # Broker ids are Java ints from 0; int() refuses 4,300 digits with a plain ValueError.
         ("-1:2", "partition 0: '-1' is not a broker id"),
