@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import re
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -163,10 +164,32 @@ def _number(text: str, high: int) -> int | None:
     return java_int_in_range(text, 0, high)
 
 
+# Kafka's CheckpointFile splits an entry line with Pattern.compile("\\s+"): ASCII
+# whitespace only (str.split() also splits at U+00A0, U+2003, \x1c...).
+_JAVA_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")
+
+
+def _fields(line: str) -> list[str]:
+    """``line`` split as Java's Pattern.split splits it: a leading empty field kept (a line
+    starting with whitespace), trailing empty ones dropped, "" one empty field."""
+    parts = line.split(" ")
+    if "" in parts or not line.isprintable():  # rare: runs of spaces, tabs, others
+        parts = _JAVA_WHITESPACE.split(line)
+        if len(parts) > 1:
+            while parts and not parts[-1]:
+                parts.pop()
+    return parts
+
+
 def _lines(path: Path) -> list[str]:
-    """The entry lines of a checkpoint, after checking its version and count."""
+    """The entry lines of a checkpoint, after checking its version and count. Lines end
+    as BufferedReader.readLine ends them (\n, \r or \r\n: read_text's newlines), not at
+    the other breaks splitlines() knows (\x0b, \x1c, U+0085...); a blank one is an entry,
+    malformed (Kafka's fromLine gets it)."""
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_text().split("\n")
+        if lines[-1] == "":  # the end of the last line, not one more
+            lines.pop()
     except UnicodeDecodeError as e:  # garbage bytes where text was written
         raise CheckpointError(f"{path}: not text ({e.reason} at byte {e.start})") from None
     if len(lines) < 2:
@@ -176,7 +199,7 @@ def _lines(path: Path) -> list[str]:
     count = _number(lines[1], INT32_MAX)
     if count is None:
         raise CheckpointError(f"{path}: malformed count line {lines[1]!r}")
-    entries = [line for line in lines[2:] if line.strip()]
+    entries = lines[2:]
     if len(entries) != count:
         raise CheckpointError(f"{path}: expected {count} entries, found {len(entries)}")
     return entries
@@ -188,7 +211,7 @@ def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
         return {}
     result: dict[tuple[str, int], int] = {}
     for line in _lines(path):
-        parts = line.split()
+        parts = _fields(line)
         if len(parts) != 3:
             raise CheckpointError(f"{path}: malformed line {line!r}")
         # Kafka's partition is an Int and its offset a Long; neither is below 0 here.
@@ -207,7 +230,7 @@ def read_topic_ids(path: Path) -> dict[str, uuid.UUID]:
         return {}
     result: dict[str, uuid.UUID] = {}
     for line in _lines(path):
-        parts = line.split()
+        parts = _fields(line)
         try:
             topic, text = parts
             result[topic] = topic_id_from_str(text)
@@ -311,7 +334,7 @@ def read_epoch_checkpoint(path: Path) -> list[tuple[int, int]]:
         return []
     result: list[tuple[int, int]] = []
     for line in _lines(path):
-        parts = line.split()
+        parts = _fields(line)
         if len(parts) != 2:
             raise CheckpointError(f"{path}: malformed line {line!r}")
         # Kafka's epoch is an Int and its offset a Long, and its cache takes neither below

@@ -115,3 +115,63 @@ def test_the_bounds_are_javas_in_every_script(
     else:
         with pytest.raises(CheckpointError, match="malformed"):
             read_offset_checkpoint(path)
+
+
+# Kafka's CheckpointFile reads lines with BufferedReader.readLine (ended by \n, \r or \r\n)
+# and splits each entry line with Pattern.compile("\\s+") (ASCII whitespace only:
+# space, \t, \n, \x0b, \f, \r), keeping a leading empty field and dropping trailing ones;
+# an entry line that does not give its fields, a blank one included, is malformed.
+OFFSET_LINES = [
+    ("t 3 5\n", True),
+    ("t 3 5", True),  # no newline at the end
+    ("t 3 5 \n", True),  # trailing whitespace: trailing empty fields dropped
+    ("t\t3  5\t\n", True),
+    ("t\x0b3\x0c5\n", True),  # vertical tab and form feed are \s (not line ends)
+    ("t 3 5\r\n", True),
+    ("t 3 5\n\n", False),  # a blank line after the entry
+    ("\nt 3 5\n", False),  # a blank line before it
+    ("t 3 5\n \n", False),  # a line of spaces
+    (" t 3 5\n", False),  # leading whitespace: a leading empty field
+    ("\tt 3 5\n", False),
+    ("t 3\xa05\n", False),  # NO-BREAK SPACE is not \s: two fields
+    ("t\u20033 5\n", False),  # EM SPACE
+    ("t 3 5\x1c\n", False),  # FILE SEPARATOR: neither a line end nor \s
+    ("t 3 5\x85\n", False),  # NEXT LINE: neither
+]
+
+
+@pytest.mark.parametrize(("entries", "ok"), OFFSET_LINES, ids=repr)
+def test_an_offset_checkpoints_lines_are_split_as_kafka_splits_them(
+    tmp_path: Path, entries: str, ok: bool
+) -> None:
+    path = tmp_path / "checkpoint"
+    path.write_text(f"0\n1\n{entries}", encoding="utf-8", newline="")
+    if ok:
+        assert read_offset_checkpoint(path) == {("t", 3): 5}
+    else:
+        with pytest.raises(CheckpointError, match=r"malformed|entries"):
+            read_offset_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    ("entries", "ok"),
+    [
+        ("1 5\n", True),
+        ("1 5 \n", True),
+        ("1\x0b5\n", True),
+        ("1 5\n\n", False),
+        (" 1 5\n", False),
+        ("1\xa05\n", False),
+    ],
+    ids=repr,
+)
+def test_an_epoch_checkpoints_lines_are_split_as_kafka_splits_them(
+    tmp_path: Path, entries: str, ok: bool
+) -> None:
+    path = tmp_path / "leader-epoch-checkpoint"
+    path.write_text(f"0\n1\n{entries}", encoding="utf-8", newline="")
+    if ok:
+        assert read_epoch_checkpoint(path) == [(1, 5)]
+    else:
+        with pytest.raises(CheckpointError, match=r"malformed|entries"):
+            read_epoch_checkpoint(path)
