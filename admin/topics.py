@@ -54,6 +54,7 @@ from controller.assignment import (
     RackAwareMode,
     assign_new_partitions,
     assign_replicas_to_brokers,
+    java_split,
     parse_replica_assignment,
     validate_replica_assignment,
 )
@@ -69,7 +70,7 @@ from zkdata.client import (
     ZnodeStat,
     is_own_failure,
 )
-from zkdata.int_text import int_text_in_range
+from zkdata.int_text import java_int_in_range
 from zkdata.paths import INTERNAL_TOPICS
 from zkdata.znodes import PartitionState, TopicAssignment, TopicPartition
 
@@ -147,15 +148,16 @@ def _admin_error(e: AssignmentError) -> AdminError:
 
 
 def parse_replicas(text: str, what: str = "--replicas") -> list[int]:
-    """``"1,2,3"`` -> ``[1, 2, 3]``: distinct broker ids from 0 to MAX_ID."""
+    """``"1,2,3"`` -> ``[1, 2, 3]``: distinct broker ids from 0 to MAX_ID, read as Kafka's
+    ReassignPartitionsCommand reads --broker-list: brokerList.split(',').map(_.toInt), so
+    a trailing comma ends the list and an id is Integer.parseInt's, untrimmed ("+1" and
+    any BMP decimal digit are ids; " 1" is not)."""
     replicas: list[int] = []
-    for token in text.split(","):
-        item = token.strip()
-        # ASCII digits only: str.isdigit() also passes '²', which int() refuses.
-        if _DIGITS.fullmatch(item) is None:
-            raise InvalidArgumentError(f"{what} {text!r}: {item!r} is not a broker id")
-        broker_id = int_text_in_range(item, 0, MAX_ID)
+    for item in java_split(text, ","):
+        broker_id = java_int_in_range(item, 0, MAX_ID)
         if broker_id is None:
+            if _DIGITS.fullmatch(item) is None:
+                raise InvalidArgumentError(f"{what} {text!r}: {item!r} is not a broker id")
             raise InvalidArgumentError(
                 f"{what} {text!r}: {item} is not a broker id (at most {MAX_ID})"
             )

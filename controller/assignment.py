@@ -40,6 +40,7 @@ __all__ = [
     "assign_replicas_to_brokers",
     "broker_metadatas",
     "format_replica_assignment",
+    "java_split",
     "parse_replica_assignment",
     "rack_alternated_broker_list",
     "replica_index",
@@ -381,7 +382,7 @@ def assign_new_partitions(
     )
 
 
-def _java_split(text: str, separator: str) -> list[str]:
+def java_split(text: str, separator: str) -> list[str]:
     """``text.split(separator)`` as Java's String.split(regex) splits: trailing empty
     strings are dropped (a text without the separator is itself, "" included)."""
     parts = text.split(separator)
@@ -402,10 +403,10 @@ def parse_replica_assignment(text: str) -> dict[int, list[int]]:
     result: dict[int, list[int]] = {}
     if not text.strip():
         raise InvalidReplicaAssignmentError(["the replica assignment is empty"])
-    for partition, entry in enumerate(_java_split(text, ",")):
+    for partition, entry in enumerate(java_split(text, ",")):
         replicas: list[int] = []
         bad = False
-        for item in _java_split(entry, ":"):
+        for item in java_split(entry, ":"):
             # Kafka's s.trim().toInt: String.trim, Integer.parseInt (a '+', any BMP decimal
             # digit; not Python's "1_0" nor its Unicode spaces); a broker id is from 0.
             token = java_trim(item)

@@ -1692,3 +1692,34 @@ def test_the_console_script_runs_the_command_line(
         entry.run()
     assert e.value.code == 0
     assert capsys.readouterr().out.startswith("usage: zkctl ")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # ReassignPartitionsCommand's --broker-list: brokerList.split(',').map(_.toInt),
+        # Java's split dropping trailing empty strings, Integer.parseInt untrimmed.
+        ("1,2", [1, 2]),
+        ("+1,2", [1, 2]),
+        ("\u0661,\uff12", [1, 2]),  # ARABIC-INDIC ONE, FULLWIDTH TWO
+        ("1,2,", [1, 2]),
+        ("1,2,,", [1, 2]),
+        ("1, 2", None),
+        (" 1,2", None),
+        ("1,2 ", None),
+        ("1,,2", None),
+        (",1", None),
+        ("+-1", None),
+        ("\U0001d7cf", None),  # a digit beyond the BMP
+        ("1,1", None),
+    ],
+    ids=repr,
+)
+def test_a_broker_list_is_read_as_kafkas_reassign_command_reads_it(
+    text: str, expected: list[int] | None
+) -> None:
+    if expected is None:
+        with pytest.raises(InvalidArgumentError):
+            topics.parse_replicas(text, "--broker-list")
+    else:
+        assert topics.parse_replicas(text, "--broker-list") == expected
