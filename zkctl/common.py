@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from watch.text import CONTROL, printable
+from zkdata.int_text import INT32_MAX, INT32_MIN, java_int_in_range
 
 if TYPE_CHECKING:
     from admin.errors import Problems
@@ -101,11 +102,20 @@ def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool = Fals
 # --- argument types ---------------------------------------------------------------------------
 
 
+def java_int(text: str) -> int:
+    """An Integer option as Kafka's tools read one (joptsimple's Integer.valueOf: a sign,
+    BMP decimal digits, untrimmed, within a Java int); int() also takes " 5" and "1_0"."""
+    value = java_int_in_range(text, INT32_MIN, INT32_MAX)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}")
+    return value
+
+
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    # Read as Java's parseLong reads it, as Kafka's tools read their numbers (java_int).
+    value = java_int_in_range(text, -(2**63), 2**63 - 1)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative")
     return value

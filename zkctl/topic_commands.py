@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from zkctl.common import (
     UsageError,
     ids,
+    java_int,
     out,
     out_fields,
     print_json,
@@ -39,9 +40,9 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
         ),
     )
     create.add_argument("--topic", required=True, help="the topic's name")
-    create.add_argument("--partitions", type=int, metavar="N", help="number of partitions")
+    create.add_argument("--partitions", type=java_int, metavar="N", help="number of partitions")
     create.add_argument(
-        "--replication-factor", type=int, metavar="N", help="replicas of each partition"
+        "--replication-factor", type=java_int, metavar="N", help="replicas of each partition"
     )
     create.add_argument(
         "--replica-assignment",
@@ -144,7 +145,11 @@ def register(subparsers: Subparsers, common: argparse.ArgumentParser) -> None:
     )
     add.add_argument("--topic", required=True, help="the topic's name")
     add.add_argument(
-        "--partitions", type=int, required=True, metavar="N", help="the new total partition count"
+        "--partitions",
+        type=java_int,
+        required=True,
+        metavar="N",
+        help="the new total partition count",
     )
     add.add_argument("--replica-assignment", metavar="ASSIGNMENT", help="as for create")
     add.add_argument(

@@ -83,6 +83,21 @@ def error_line(stderr: str) -> str:
         (["topic"], "required: ACTION"),
         (["topic", "create", "--partitions", "1"], "required: --topic"),
         (["topic", "create", "--topic", "t", "--partitions", "x"], "invalid int value: 'x'"),
+        # Kafka's tools read an Integer option with Integer.valueOf (joptsimple), untrimmed:
+        # no spaces, no '_', no digit beyond the BMP, none past a Java int.
+        (["topic", "create", "--topic", "t", "--partitions", " 5"], "invalid int value: ' 5'"),
+        (["topic", "create", "--topic", "t", "--partitions", "1_0"], "invalid int value: '1_0'"),
+        (
+            ["topic", "create", "--topic", "t", "--replication-factor", "\U0001d7d1"],
+            "invalid int value: '\U0001d7d1'",
+        ),
+        (
+            ["topic", "add-partitions", "--topic", "t", "--partitions", "2147483648"],
+            "invalid int value: '2147483648'",
+        ),
+        (["reassign", "--topic", "t", "--partition", "1 "], "'1 ' is not an integer"),
+        (["reassign", "--topic", "t", "--partition", "1_0"], "'1_0' is not an integer"),
+        (["broker", "stop", "--id", "\U0001d7d1"], "'\U0001d7d1' is not an integer"),
         (["topic", "add-partitions", "--topic", "t"], "required: --partitions"),
         (["topic", "delete"], "required: --topic"),
         (["reassign", "--execute", "--verify"], "not allowed with argument"),
