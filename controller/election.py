@@ -143,7 +143,11 @@ def leader_for_preferred(
     leader = preferred_leader(assignment, current.isr, live)
     if leader is None:
         return ElectionResult(tp, None, live)
-    return ElectionResult(tp, current.new_leader_and_isr(leader, current.isr), live)
+    # Told to every replica live or shutting down, as Kafka's leaderForPreferredReplica
+    # (the whole assignment; its sender drops the dead): a leader shutting down that is
+    # replaced must hear of it, or it leads on at its old epoch.
+    told = _live(ctx, tp, assignment, shutting_down=True)
+    return ElectionResult(tp, current.new_leader_and_isr(leader, current.isr), told)
 
 
 def leader_for_controlled_shutdown(

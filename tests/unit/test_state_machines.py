@@ -876,6 +876,30 @@ def test_preferred_election_moves_leadership_back() -> None:
     c.assert_context_matches_store()
 
 
+def test_preferred_election_tells_the_leader_it_replaces_while_that_one_shuts_down() -> None:
+    """A leader shutting down that no ISR member could replace keeps leading; once its
+    preferred replica is back in the ISR, a preferred election moves the leadership and
+    must tell the old leader too: Kafka's leaderForPreferredReplica sends the LeaderAndIsr
+    to every assigned replica (its sender drops only those neither live nor shutting
+    down). Told nothing, broker 2 led on at its old epoch, taking writes acks=1 that
+    the new leader's log would never have."""
+    c = three_partitions()
+    c.leader_sets_isr(T0, (1, 2))
+    c.kill(1)
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 1, (2,), 2)
+    assert c.controlled_shutdown(2) == [T0]  # no one to take it over
+    c.start(1)
+    c.leader_sets_isr(T0, (2, 1))  # the preferred replica caught up
+    c.sent.clear()
+    result = c.preferred_election([T0])
+    assert result[T0] == c.leader_and_isr(T0)
+    assert c.leader_and_isr(T0).leader == 1
+    sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+    assert sorted(sent) == [1, 2, 3]  # 2, shutting down, gives way
+    assert sent[2]["leader"] == 1
+    assert sent[2]["leader_epoch"] == c.leader_and_isr(T0).leader_epoch
+
+
 # --- an admin's ElectLeaders -----------------------------------------------------------
 
 
