@@ -132,7 +132,10 @@ def leader_for_reassign(
     leader = reassign_leader(target, current.isr, live)
     if leader is None:
         return ElectionResult(tp, None, live)
-    return ElectionResult(tp, current.new_leader_and_isr(leader, current.isr), live)
+    # Told to every target replica live or shutting down, as Kafka's leaderForReassign:
+    # a leader shutting down that is replaced but stays a replica must hear of it.
+    told = _live(ctx, tp, target, shutting_down=True)
+    return ElectionResult(tp, current.new_leader_and_isr(leader, current.isr), told)
 
 
 def leader_for_preferred(

@@ -968,6 +968,25 @@ def test_reassign_election_picks_a_target_replica_and_keeps_the_isr() -> None:
     assert sent[4]["removing_replicas"] == (1,)
 
 
+def test_reassign_election_tells_the_leader_it_replaces_while_that_one_shuts_down() -> None:
+    """A reassignment's completion elects anew where its leader, in the target, is shutting
+    down; that leader stays a replica and must hear of its successor: Kafka's
+    leaderForReassign sends the LeaderAndIsr to every target replica (its sender drops
+    only those neither live nor shutting down). Told nothing, broker 1 led on at its old
+    epoch."""
+    c = three_partitions()
+    c.add_brokers([4])
+    c.ctx.update_assignment(T0, ReplicaAssignment.for_reassignment((1, 2, 3), (1, 2, 4)))
+    c.leader_sets_isr(T0, (1, 2, 3, 4))
+    c.ctx.shutting_down_broker_ids.add(1)
+    c.sent.clear()
+    result = c.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.REASSIGN)
+    assert result[T0] == LeaderAndIsr(2, 1, (1, 2, 3, 4), 2)
+    sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+    assert sorted(sent) == [1, 2, 4]
+    assert (sent[1]["leader"], sent[1]["leader_epoch"]) == (2, 1)
+
+
 # --- fencing -----------------------------------------------------------------------------
 
 
