@@ -1378,6 +1378,9 @@ class KafkaController:
             self.store.delete_topic(topic, [], self.ctx.epoch_zk_version)
             self._on_topic_removed(topic)
             self.ctx.unreadable_topics.discard(topic)
+            # Its deletion is complete, as `TopicDeletionManager._complete` logs one: the
+            # analytics split a partition's incarnations at these lines.
+            self.state_log.write("topic_deleted", topic=topic, controller_epoch=self.ctx.epoch)
 
     def _on_TopicDeletionStopReplicaResponseReceived(
         self, event: ev.TopicDeletionStopReplicaResponseReceived

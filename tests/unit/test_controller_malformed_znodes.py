@@ -5,6 +5,8 @@ gone, and a repair is seen."""
 from __future__ import annotations
 
 import json
+from typing import cast
+from unittest.mock import MagicMock
 
 import pytest
 
@@ -567,3 +569,31 @@ def test_a_repaired_topic_whose_reassignment_waits_completes_when_caught_up() ->
     assert tp not in c.ctx.partitions_being_reassigned
     assert c.ctx.replicas(tp) == (2, 3, 4)
     assert "u" not in c.ctx.topics_ineligible_for_deletion
+
+
+def test_an_unreadable_topics_deletion_writes_its_topic_deleted_line() -> None:
+    """Its znodes deleted, the deletion of an unreadable topic is complete: the
+    state-change log says so (`topic_deleted`), as for any topic, at a deletion request
+    and at a failover finding one pending. It wrote nothing: the analytics pipeline,
+    which splits a partition's incarnations at the topic's deletions, kept the states
+    the topic had before it became unreadable open to the end of the logs (or a topic
+    made again under its name)."""
+    zk, c = cluster()
+    zk.put(paths.topic("bad"), b"{}")
+    zk.fire(paths.BROKER_TOPICS, "CHILD")
+    drain(c)
+    zk.put(paths.delete_topic("bad"), b"")
+    zk.fire(paths.DELETE_TOPICS, "CHILD")
+    drain(c)
+    assert paths.topic("bad") not in zk.nodes
+    state_log = cast(MagicMock, c.state_log)
+    state_log.write.assert_any_call("topic_deleted", topic="bad", controller_epoch=c.ctx.epoch)
+
+    zk = empty_cluster()
+    register(zk, 1)
+    zk.put(paths.topic("bad"), b"[]")
+    zk.put(paths.delete_topic("bad"), b"")
+    c = start_controller(zk)
+    assert paths.topic("bad") not in zk.nodes
+    state_log = cast(MagicMock, c.state_log)
+    state_log.write.assert_any_call("topic_deleted", topic="bad", controller_epoch=c.ctx.epoch)
