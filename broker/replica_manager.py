@@ -997,10 +997,14 @@ class ReplicaManager:
         # A partition the cluster has but this broker does not host (a reassignment moved
         # it away, say) sends the client to refresh its metadata, as Kafka's
         # getPartitionOrError does; only a partition nobody knows is unknown.
-        known = self.known_partition
-        if known is not None and known(tp):
+        if self._is_known(tp):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+
+    def _is_known(self, tp: TopicPartition) -> bool:
+        """Whether the cluster's metadata here lists the partition."""
+        known = self.known_partition
+        return known is not None and known(tp)
 
     def record_follower_fetch(self, p: Partition, replica_id: int, fetch_offset: int) -> None:
         """Note a follower's fetch; add it to the ISR once caught up (leader only)."""
@@ -1203,10 +1207,12 @@ class ReplicaManager:
         """acks=all: wait until the high watermark passes `required_offset` (every ISR
         member has it); `p` is the partition append_as_leader appended to and returned.
         NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas
-        meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved; REQUEST_TIMED_OUT after the
-        producer's timeout. A partition our ISR write found moved on with this broker
-        still its leader (``moved_on``) has not lost it: the wait goes on until the next
-        LeaderAndIsr says whether it still leads (a StopReplica ends it).
+        meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved (UNKNOWN_TOPIC_OR_PARTITION
+        if the partition was deleted and the metadata lists it no more: its topic's
+        deletion); REQUEST_TIMED_OUT after the producer's timeout. A partition our ISR
+        write found moved on with this broker still its leader (``moved_on``) has not
+        lost it: the wait goes on until the next LeaderAndIsr says whether it still leads
+        (a StopReplica ends it).
 
         A new leader epoch with this broker still the leader (the controller bumps it when
         the ISR shrinks, for one) is a new Partition: the wait goes on with it, as Kafka's
@@ -1234,6 +1240,8 @@ class ReplicaManager:
                 if current is not p or (p.stale and not p.moved_on) or p.leader != self.broker_id:
                     if self.offline_partitions and tp in self.offline_partitions:
                         return ErrorCode.KAFKA_STORAGE_ERROR
+                    if current is None:
+                        break  # deleted here: answered below, out of the lock
                     return ErrorCode.NOT_LEADER_OR_FOLLOWER
                 if p.high_watermark > required_offset:
                     # As it is now (Kafka's DelayedProduce reads the log's config each time).
@@ -1244,6 +1252,11 @@ class ReplicaManager:
                 if remaining <= 0:
                     return ErrorCode.REQUEST_TIMED_OUT
                 self.replicated.wait(min(remaining, 0.5))
+        # Kafka's DelayedProduce asks getPartitionOrError: a partition gone from the
+        # cluster's metadata too (its topic's deletion) is unknown, as `leader_partition`.
+        if self._is_known(tp):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     # --- follower: appends and truncation -------------------------------------------------
 

@@ -255,3 +255,55 @@ def test_a_follower_whose_log_ends_elsewhere_than_it_fetched_stops_fetching_it(
         assert TP not in fetcher.partitions  # until a LeaderAndIsr follows it again
     else:
         assert fetcher.partitions[TP].fetch_offset == 5
+
+
+def stop_replica_deleting(tp: TopicPartition) -> dict[str, Any]:
+    """A topic deletion's StopReplica (leader epoch -2, EpochDuringDelete)."""
+    return {
+        "controller_id": 9,
+        "controller_epoch": 5,
+        "broker_epoch": -1,
+        "topic_states": [
+            {
+                "topic_name": tp.topic,
+                "partition_states": [
+                    {"partition_index": tp.partition, "leader_epoch": -2, "delete_partition": True}
+                ],
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("still_known", "expected"),
+    [
+        # A topic deletion: the UpdateMetadata marking it deleted comes before the StopReplica.
+        (False, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        # A reassignment moving the replica off: the partition is still the cluster's.
+        (True, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    ],
+)
+def test_an_acks_all_produce_waiting_when_its_partition_is_deleted_is_answered_as_kafka(
+    old: ReplicaManager, still_known: bool, expected: ErrorCode
+) -> None:
+    """Its partition deleted here while the produce waits for the ISR: Kafka 2.8's
+    DelayedProduce asks getPartitionOrError, which answers UNKNOWN_TOPIC_OR_PARTITION for
+    a partition this broker no longer hosts and its metadata no longer lists (the topic's
+    deletion), NOT_LEADER_OR_FOLLOWER only for one the cluster still has. It was
+    NOT_LEADER_OR_FOLLOWER either way, which the produce of a partition not hosted here
+    (`leader_partition`) already tells apart."""
+    old.known_partition = lambda _tp: still_known
+    error, p, info, _why = old.append_as_leader(TP, build_batch([b"waiting"]), -1)
+    assert error == ErrorCode.NONE
+    assert p is not None
+    assert info is not None
+    result: list[ErrorCode] = []
+    waiter = threading.Thread(
+        target=lambda: result.append(old.wait_for_replication(p, info.last_offset, 5.0)),
+        daemon=True,
+    )
+    waiter.start()
+    answer = old.stop_replicas(stop_replica_deleting(TP))
+    assert answer["partition_errors"][0]["error_code"] == 0
+    waiter.join(5.0)
+    assert result == [expected]
