@@ -681,6 +681,12 @@ class KafkaApis:
             for pd in topic["partition_data"]:
                 requested[TopicPartition(topic["name"], pd["index"])] = pd["records"]
         for tp, records in requested.items():
+            if self.metadata.partition(tp.topic, tp.partition) is None:
+                # Kafka 2.8's handleProduceRequest looks in its metadata cache first: a
+                # topic the controller's UpdateMetadata marked deleted (leader -2) takes
+                # no batch, though its leader has not had its StopReplica yet.
+                answers[tp] = _produce_answer(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                continue
             invalid = _check_produce_records(version, records)
             if invalid is not None:
                 answers[tp] = _produce_answer(tp, *invalid)

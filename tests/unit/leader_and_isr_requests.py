@@ -48,3 +48,34 @@ def leader_and_isr_request(
             }
         ],
     }
+
+
+def update_metadata_listing(
+    tps: Sequence[TopicPartition], leader: int, replicas: Sequence[int]
+) -> dict[str, Any]:
+    """An UpdateMetadata (controller epoch 0) listing these partitions, led by ``leader``:
+    what a broker's metadata cache holds of the partitions it leads (a Produce of one it
+    does not list is UNKNOWN_TOPIC_OR_PARTITION, as in Kafka)."""
+    return {
+        "controller_id": 9,
+        "controller_epoch": 0,
+        "topic_states": [
+            {
+                "topic_name": tp.topic,
+                "partition_states": [
+                    {
+                        "partition_index": tp.partition,
+                        "controller_epoch": 0,
+                        "leader": leader,
+                        "leader_epoch": 0,
+                        "isr": list(replicas),
+                        "zk_version": 0,
+                        "replicas": list(replicas),
+                        "offline_replicas": [],
+                    }
+                ],
+            }
+            for tp in tps
+        ],
+        "live_brokers": [],
+    }

@@ -33,6 +33,7 @@ from broker.replica_manager import FollowerState, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
+from tests.unit.leader_and_isr_requests import update_metadata_listing
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import decode_request_header, decode_response, encode_request, encode_response
@@ -600,9 +601,12 @@ def make_leader(
     replicas = ReplicaManager(LEADER, cast(Any, zk), StateChangeLog(None, LEADER), logs=logs)
     replicas.start()  # the ISR writer
     replicas.become_leader_or_follower(leader_and_isr({tp: (LEADER, 0, isr) for tp in partitions}))
+    metadata = MetadataCache(LEADER, "PLAINTEXT")
+    # What the controller's UpdateMetadata says of them (Produce looks there first).
+    metadata.update(update_metadata_listing(partitions, LEADER, [LEADER, FOLLOWER]))
     apis = KafkaApis(
         LEADER,
-        MetadataCache(LEADER, "PLAINTEXT"),
+        metadata,
         replicas,
         cast(Any, None),
         StateChangeLog(None, LEADER),

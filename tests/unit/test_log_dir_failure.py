@@ -39,6 +39,7 @@ from storage.errors import (
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from storage.testing import build_batch
 from tests.small_disks import fill, tmpfs
+from tests.unit.leader_and_isr_requests import update_metadata_listing
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata import paths
@@ -456,9 +457,11 @@ def test_produce_fetch_list_offsets_and_epochs_of_offline_partitions_are_storage
     failed: FailedDirectoryBroker,
 ) -> None:
     failed.handle_failure()
+    metadata = MetadataCache(BROKER)
+    metadata.update(update_metadata_listing([*failed.offline, *failed.online], BROKER, [BROKER]))
     apis = KafkaApis(
         BROKER,
-        MetadataCache(BROKER),
+        metadata,
         failed.replicas,
         cast(Any, None),
         StateChangeLog(None, BROKER),

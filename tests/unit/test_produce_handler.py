@@ -19,12 +19,13 @@ from storage.log import LogConfig
 from storage.log_manager import LogManager
 from storage.records import BATCH_HEADER_SIZE, decode_varint, encode_varint
 from storage.testing import RecordSpec, build_batch, with_body
+from tests.unit.leader_and_isr_requests import update_metadata_listing
 from tests.unit.test_codecs import zstd_rle_frame
 from tests.unit.test_fetch_session import FOLLOWER, LEADER, T0, Loopback, make_leader
 from tests.unit.test_zstd import frame_of_257_huffman_weights
 from wire.api import ApiKey
 from wire.errors import ErrorCode
-from zkdata.znodes import TopicPartition
+from zkdata.znodes import LEADER_DURING_DELETE, TopicPartition
 
 OFFSETS0 = TopicPartition("__consumer_offsets", 0)
 
@@ -95,6 +96,25 @@ def test_a_clients_produce_to_an_internal_topic_is_refused(logs: LogManager) -> 
     got = admin.request(ApiKey.PRODUCE, 8, produce(OFFSETS0, 1, [b"v"]))
     assert answers(got) == [("__consumer_offsets", 0, ErrorCode.NONE)]
     assert replicas.partitions[OFFSETS0].log_end_offset == 1
+
+
+def test_a_produce_to_a_topic_the_metadata_says_deleted_is_unknown_and_not_appended(
+    logs: LogManager,
+) -> None:
+    """The controller's UpdateMetadata marked the topic deleted (leader -2) and the
+    leader's StopReplica has not come yet (the controller takes the replicas offline,
+    ZooKeeper writes, first; a deletion held behind a reassignment waits for it to end):
+    Kafka 2.8's handleProduceRequest answers a partition its metadata cache does not list
+    UNKNOWN_TOPIC_OR_PARTITION before anything is appended. The batch was appended and
+    acknowledged, to be deleted with the topic."""
+    apis, replicas = leading(logs)
+    listing = update_metadata_listing([T0], LEADER, [LEADER, FOLLOWER])
+    listing["topic_states"][0]["partition_states"][0]["leader"] = LEADER_DURING_DELETE
+    assert apis.metadata.update(listing) == [T0.topic]
+    for acks in (1, -1):
+        got = Loopback(apis).request(ApiKey.PRODUCE, 8, produce(T0, acks, [b"gone"]))
+        assert answers(got) == [("a", 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert replicas.partitions[T0].log_end_offset == 0
 
 
 def produce_records(tp: TopicPartition, records: bytes) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from broker.server import KafkaServer
 from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
-from tests.unit.leader_and_isr_requests import leader_and_isr_request
+from tests.unit.leader_and_isr_requests import leader_and_isr_request, update_metadata_listing
 from tests.unit.test_topic_configs import Zk, put_config, replica_manager, server
 from wire.errors import ErrorCode
 from zkdata.client import ZkClient
@@ -120,9 +120,11 @@ def test_acks_all_produce_answered_within_timeout_while_zookeeper_is_down(
         elif before == "forgotten":
             s._forget_topic_config("orders")
         zk.down = True  # a ZooKeeper outage
+        metadata = MetadataCache(1, "PLAINTEXT")
+        metadata.update(update_metadata_listing([P0, P1], 1, [1]))
         apis = KafkaApis(
             1,
-            MetadataCache(1, "PLAINTEXT"),
+            metadata,
             replicas,
             cast(Any, None),
             StateChangeLog(None, 1),
