@@ -233,20 +233,25 @@ def test_demo_ends_and_cleans_up_when_its_reader_goes_away(tmp_path: Path) -> No
         seen = timeline(lines_until(proc, lambda lines: timeline(lines) >= 2, 120))
         assert seen >= 2, (tmp_path / "stderr.txt").read_text()[-2000:]
         proc.stdout.close()  # as `head` exits
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            err = (tmp_path / "stderr.txt").read_text()[-2000:]
-            pytest.fail(f"the demo still ran 60 s after its reader went away; stderr: {err}")
-        wait_for(
-            lambda: processes_mentioning(str(tmp_path)) == [],
-            30,
-            "every process the demo started to exit",
-        )
+        expect_the_demo_and_its_processes_gone(proc, tmp_path)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+
+
+def expect_the_demo_and_its_processes_gone(proc: subprocess.Popen[bytes], tmp_path: Path) -> None:
+    """Once its reader went away: the demo ends, and every process it started with it."""
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        err = (tmp_path / "stderr.txt").read_text()[-2000:]
+        pytest.fail(f"the demo still ran 60 s after its reader went away; stderr: {err}")
+    wait_for(
+        lambda: processes_mentioning(str(tmp_path)) == [],
+        30,
+        "every process the demo started to exit",
+    )
 
 
 def test_demo_ends_when_its_reader_goes_away_between_failovers(tmp_path: Path) -> None:
@@ -275,16 +280,7 @@ def test_demo_ends_when_its_reader_goes_away_between_failovers(tmp_path: Path) -
         while time.monotonic() < deadline and lines_until(proc, bool, 12):
             pass
         proc.stdout.close()  # as `head` exits, with nothing more to write for minutes
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            err = (tmp_path / "stderr.txt").read_text()[-2000:]
-            pytest.fail(f"the demo still ran 60 s after its reader went away; stderr: {err}")
-        wait_for(
-            lambda: processes_mentioning(str(tmp_path)) == [],
-            30,
-            "every process the demo started to exit",
-        )
+        expect_the_demo_and_its_processes_gone(proc, tmp_path)
     finally:
         if proc.poll() is None:
             proc.kill()
