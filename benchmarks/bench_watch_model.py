@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common import best_of, emit
+from common import at_least, best_of, emit, sizes
 
 from watch import model
 from watch.model import BrokerInfo, BrokersSeen, PartitionsSeen, WatchState
@@ -131,11 +131,13 @@ def measure(n: int, repeat: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="10000,100000")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--sizes", type=sizes, default="10000,100000", help="partitions, comma-separated"
+    )
+    parser.add_argument("--repeat", type=at_least(1), default=5, help="runs of each case")
     args = parser.parse_args()
     result: dict[str, object] = {"benchmark": "watch_model", "repeat": args.repeat}
-    for n in (int(s) for s in args.sizes.split(",")):
+    for n in args.sizes:
         for case, seconds in measure(n, args.repeat).items():
             result[f"{case}_ms_{n // 1000}k"] = round(seconds * 1e3, 2)
     result["python"] = sys.version.split()[0]
