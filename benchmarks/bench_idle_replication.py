@@ -9,7 +9,8 @@ broker has created every partition's log, lets the cluster settle, and measures 
 Each measurement is the CPU time (utime + stime from /proc/<pid>/stat) each broker
 process used over --measure seconds of wall time, as a fraction of one core, and its
 resident set size. After each measurement the ISRs
-are checked again: a broker whose followers stopped fetching would have shrunk them.
+are checked again: a broker whose followers stopped fetching would have shrunk them, and
+its CPU would be that of less work, so the run fails instead of giving a figure.
 
 Light traffic: after each idle measurement, a confluent-kafka producer sends
 --traffic-rate messages a second (acks=all, no linger: one request each) to one partition
@@ -175,6 +176,17 @@ def in_sync(cluster: Cluster, partitions: list[tuple[str, int]]) -> tuple[int, i
     return full, len(partitions)
 
 
+def require_full_isrs(in_sync_count: tuple[int, int], what: str) -> None:
+    """Refuse (RuntimeError) a measurement after which some partition is offline or has
+    a shrunk ISR (``in_sync``'s count): its followers stopped fetching during it, so
+    its CPU figure is that of less replication work than the cluster's."""
+    full, count = in_sync_count
+    if full != count:
+        raise RuntimeError(
+            f"{what}: {count - full} of {count} partitions without a full ISR after it: no figure"
+        )
+
+
 def all_in_sync(cluster: Cluster, partitions: list[tuple[str, int]]) -> bool:
     full, count = in_sync(cluster, partitions)
     return full == count
@@ -234,6 +246,9 @@ def main() -> int:
             run["traffic"] = measure_traffic(
                 cluster, args.traffic_rate, args.traffic_bytes, args.measure
             )
+            require_full_isrs(
+                in_sync(cluster, [(TRAFFIC_TOPIC, 0)]), "the traffic measurement at 0"
+            )
         result["runs"].append(run)
         print(json.dumps(run), file=sys.stderr)
         partitions: list[tuple[str, int]] = []
@@ -268,12 +283,17 @@ def main() -> int:
                 "seconds_to_logs_created": round(hosted_s, 1),
                 **measure(cluster, args.measure),
             }
-            run["isr_full_after"] = all_in_sync(cluster, partitions)
+            require_full_isrs(
+                in_sync(cluster, partitions), f"the idle measurement at {len(partitions)}"
+            )
             if args.traffic_rate > 0:
                 run["traffic"] = measure_traffic(
                     cluster, args.traffic_rate, args.traffic_bytes, args.measure
                 )
-                run["isr_full_after_traffic"] = all_in_sync(cluster, partitions)
+                require_full_isrs(
+                    in_sync(cluster, [*partitions, (TRAFFIC_TOPIC, 0)]),
+                    f"the traffic measurement at {len(partitions)}",
+                )
             result["runs"].append(run)
             print(json.dumps(run), file=sys.stderr)
     finally:

@@ -18,6 +18,7 @@ import bench_client_failover  # noqa: E402
 import bench_controller_crash  # noqa: E402
 import bench_controller_decisions  # noqa: E402
 import bench_controller_failover  # noqa: E402
+import bench_idle_replication  # noqa: E402
 import bench_leader_moves  # noqa: E402
 import bench_produce  # noqa: E402
 import bench_reassignment  # noqa: E402
@@ -164,6 +165,14 @@ def test_a_failover_a_broker_never_answered_gives_no_figure() -> None:
     ack = failover_ack(acked_ms_by_broker={"1": 450.0, "2": 500.0}, abandoned=2)
     with pytest.raises(RuntimeError, match=r"2 requests abandoned, no answer from brokers \[3\]"):
         bench_controller_failover.update_metadata_figures(ack, LOADED, 9_900.0)
+
+
+def test_an_idle_cpu_figure_needs_every_isr_full_after_its_measurement() -> None:
+    """A follower that stopped fetching during the measurement (its ISRs shrunk) spent
+    less CPU than one keeping up: before, the figure came with isr_full_after false."""
+    bench_idle_replication.require_full_isrs((10_000, 10_000), "the idle measurement")
+    with pytest.raises(RuntimeError, match="3 of 10000 partitions without a full ISR"):
+        bench_idle_replication.require_full_isrs((9_997, 10_000), "the idle measurement")
 
 
 @pytest.mark.parametrize(
