@@ -9,7 +9,8 @@ controller's `controller_failover` line):
 
 * `new_leaders_applied_ms`: the last partition the crashed controller led applied by its
   new leader (`leader_and_isr` lines of the surviving brokers): until then that partition
-  cannot be written to;
+  cannot be written to. No figure unless every one of them got its new leader and every
+  surviving broker acknowledged the failover's requests;
 * `all_acknowledged_ms`: every request of the failover acknowledged;
 * the failover's phases (`controller_failover`), and what it wrote: partition state lines
   of the new controller's epoch, and how many of them left a partition without a leader.
@@ -28,6 +29,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ from common import (
     chroot,
     elect_preferred_leaders,
     emit,
+    require_acknowledged,
     round_robin,
     wait_quiet,
     write_cluster_state,
@@ -60,6 +63,49 @@ def first_row(c: Cluster, broker_id: int, event: str, epoch: int) -> dict[str, A
     )
 
 
+def applied_new_leaders(
+    rows_by_broker: dict[int, list[dict[str, Any]]], crashed: int, epoch: int
+) -> dict[tuple[str, int], float]:
+    """Each partition the crashed broker led with when its new leader first applied it
+    (the ``leader_and_isr`` lines of each surviving broker, in the new controller's
+    ``epoch``). The partitions it led are those it is the preferred leader of (the
+    leaderships were balanced before the kill). A partition applied twice is one."""
+    applied: dict[tuple[str, int], float] = {}
+    for b, rows in rows_by_broker.items():
+        for r in rows:
+            if (
+                r["controller_epoch"] == epoch
+                and r["result"] == "applied"
+                and r["leader"] == b
+                and r["replicas"][0] == crashed
+            ):
+                key = (r["topic"], r["partition"])
+                applied[key] = min(applied.get(key, r["ts"]), r["ts"])
+    return applied
+
+
+def new_leader_figures(
+    acked: dict[str, Any],
+    applied: dict[tuple[str, int], float],
+    led: int,
+    survivors: Iterable[int],
+    started_ms: float,
+) -> dict[str, int]:
+    """Until the last of the `led` partitions was applied by its new leader, from the
+    failover's start; RuntimeError unless every one of them was and every surviving
+    broker answered the failover's requests (a figure of part of the work is no figure)."""
+    if len(applied) != led:
+        raise RuntimeError(
+            f"{len(applied)} of the {led} partitions the crashed controller led applied"
+            " a new leader"
+        )
+    require_acknowledged(acked, survivors, "the failover's requests")
+    return {
+        "new_leaders_applied": len(applied),
+        "new_leaders_applied_ms": round(max(applied.values()) - started_ms),
+    }
+
+
 def one_crash(c: Cluster, led: int) -> dict[str, Any]:
     """Kill the controller, which leads `led` partitions; measure the failover of the
     broker elected next."""
@@ -77,21 +123,10 @@ def one_crash(c: Cluster, led: int) -> dict[str, Any]:
     started_ms = failover["ts"] - failover["total_ms"]
     survivors = [b for b in BROKERS if b != crashed]
 
-    def new_leaders() -> list[int]:
-        # The partitions the crashed broker led are those it is the preferred leader of
-        # (the leaderships were balanced before the kill).
-        return [
-            r["ts"]
-            for b in survivors
-            for r in c[b].state_changes("leader_and_isr")
-            if r["controller_epoch"] == new_epoch
-            and r["result"] == "applied"
-            and r["leader"] == b
-            and r["replicas"][0] == crashed
-        ]
-
-    def all_applied() -> list[int] | None:
-        got = new_leaders()
+    def all_applied() -> dict[tuple[str, int], float] | None:
+        got = applied_new_leaders(
+            {b: c[b].state_changes("leader_and_isr") for b in survivors}, crashed, new_epoch
+        )
         return got if len(got) >= led else None
 
     applied = wait_for(all_applied, 120, "its partitions' new leaders applied")
@@ -101,7 +136,7 @@ def one_crash(c: Cluster, led: int) -> dict[str, Any]:
     return {
         "crashed": crashed,
         "new_controller": new_id,
-        "new_leaders_applied_ms": round(max(applied) - started_ms),
+        **new_leader_figures(acked, applied, led, survivors, started_ms),
         "all_acknowledged_ms": round(acked["learned_at_ms"] + acked["acked_ms"] - started_ms),
         "phases_ms": {k: round(v) for k, v in failover.items() if k.endswith("_ms")},
         "partition_states_written": len(written),

@@ -175,6 +175,42 @@ def test_an_idle_cpu_figure_needs_every_isr_full_after_its_measurement() -> None
         bench_idle_replication.require_full_isrs((9_997, 10_000), "the idle measurement")
 
 
+def crash_rows(partitions: range, leader: int, **changes: Any) -> list[dict[str, Any]]:
+    """leader_and_isr lines of `leader`: partitions broker 3 (crashed) was preferred for."""
+    row = {"controller_epoch": 5, "result": "applied", "leader": leader, "replicas": [3, 1, 2]}
+    return [{"ts": 2_000 + p, "topic": "t", "partition": p, **row, **changes} for p in partitions]
+
+
+def test_a_crash_figure_counts_distinct_partitions_given_a_new_leader() -> None:
+    rows = {1: crash_rows(range(0, 4, 2), 1), 2: crash_rows(range(1, 4, 2), 2)}
+    applied = bench_controller_crash.applied_new_leaders(rows, crashed=3, epoch=5)
+    figures = bench_controller_crash.new_leader_figures(loss_ack(), applied, 4, (1, 2), 1_500.0)
+    assert figures == {"new_leaders_applied": 4, "new_leaders_applied_ms": 503}
+    # Partition 0 applied twice, partition 3 never: 4 lines for 3 of 4 partitions (before,
+    # a figure); a line of another epoch, or of a follower, moves nothing.
+    rows = {
+        1: crash_rows(range(0, 3), 1)
+        + crash_rows(range(1), 1)
+        + crash_rows(range(3, 4), 1, controller_epoch=4),
+        2: crash_rows(range(3, 4), 1),
+    }
+    applied = bench_controller_crash.applied_new_leaders(rows, crashed=3, epoch=5)
+    with pytest.raises(RuntimeError, match="3 of the 4 partitions"):
+        bench_controller_crash.new_leader_figures(loss_ack(), applied, 4, (1, 2), 1_500.0)
+
+
+def test_a_crash_figure_needs_every_survivors_answer() -> None:
+    applied = bench_controller_crash.applied_new_leaders({1: crash_rows(range(4), 1)}, 3, 5)
+    with pytest.raises(RuntimeError, match=r"no answer from brokers \[2\]"):
+        bench_controller_crash.new_leader_figures(
+            loss_ack(acked_ms_by_broker={"1": 35.0}), applied, 4, (1, 2), 1_500.0
+        )
+    with pytest.raises(RuntimeError, match="1 requests abandoned"):
+        bench_controller_crash.new_leader_figures(
+            loss_ack(abandoned=1), applied, 4, (1, 2), 1_500.0
+        )
+
+
 @pytest.mark.parametrize(
     ("module", "argv", "error"),
     [
