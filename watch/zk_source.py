@@ -12,6 +12,8 @@ Watches, and why there is not one per partition:
   `/admin/delete_topics` (children: the topics queued for deletion, whose partitions the
   controller takes offline on purpose before removing their znodes);
   `/isr_change_notification` (children: leaders announce every ISR change there);
+  `/log_dir_event_notification` (children: a broker announces a failed log directory
+  there, whose replicas the controller then takes offline, electing new leaders);
   `/admin/reassign_partitions` and `/admin/preferred_replica_election` (data).
 * Partition state znodes: with at most `per_partition_watches` partitions (1,000 by
   default) each state znode gets a data watch, so every change is seen as it happens.
@@ -111,6 +113,7 @@ def groups_for(path: str) -> frozenset[str]:
         return frozenset({BROKERS, PARTITIONS})
     if path in (
         paths.ISR_CHANGE_NOTIFICATION,
+        paths.LOG_DIR_EVENT_NOTIFICATION,
         paths.REASSIGN_PARTITIONS,
         paths.PREFERRED_REPLICA_ELECTION,
     ):
@@ -449,6 +452,8 @@ class ZkSource:
 
     def _arm_notifications(self) -> None:
         self._children(paths.ISR_CHANGE_NOTIFICATION, NOTIFICATIONS)
+        # A failed log directory's new leaders may touch no canary: its event re-reads all.
+        self._children(paths.LOG_DIR_EVENT_NOTIFICATION, NOTIFICATIONS)
         admin = [paths.REASSIGN_PARTITIONS, paths.PREFERRED_REPLICA_ELECTION]
         self._handle(admin)
         for path in admin:

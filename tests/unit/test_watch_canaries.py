@@ -36,6 +36,7 @@ def test_each_watch_re_reads_what_it_may_have_changed() -> None:
     assert groups_for(paths.topic("orders")) == {TOPICS, PARTITIONS}
     assert groups_for(paths.partition_state("orders", 7)) == {PARTITIONS}
     assert groups_for(paths.ISR_CHANGE_NOTIFICATION) == {NOTIFICATIONS, PARTITIONS}
+    assert groups_for(paths.LOG_DIR_EVENT_NOTIFICATION) == {NOTIFICATIONS, PARTITIONS}
     assert groups_for(paths.REASSIGN_PARTITIONS) == {NOTIFICATIONS, PARTITIONS}
     assert groups_for(paths.PREFERRED_REPLICA_ELECTION) == {NOTIFICATIONS, PARTITIONS}
     assert groups_for("/something/else") == ALL_GROUPS

@@ -18,6 +18,7 @@ from zkdata.znodes import (
     encode_broker,
     encode_controller,
     encode_controller_epoch,
+    encode_log_dir_event,
     encode_partition_state,
     encode_topic,
 )
@@ -45,6 +46,16 @@ class Watched:
         """Everything read again (as after a watch), `dt` seconds on."""
         self.now += dt
         self.state, events = model.reduce_all(self.state, self.source._refresh(ALL_GROUPS))
+        self.events.extend(events)
+        return events
+
+    def fired(self, dt: float = 1.0) -> list[model.Event]:
+        """What the watches that fired marked dirty read again, `dt` seconds on (the
+        reader thread's round, without the thread)."""
+        self.now += dt
+        groups = frozenset(self.source._dirty)
+        self.source._dirty.clear()
+        self.state, events = model.reduce_all(self.state, self.source._refresh(groups))
         self.events.extend(events)
         return events
 
@@ -246,3 +257,28 @@ def test_a_topic_being_deleted_takes_no_canary_from_a_partition_about_to_be_rewr
     assert w.state.summary.deleting == 20
     assert w.state.summary.offline_count == 1
     assert t0 in w.source.armed_paths()
+
+
+def test_a_log_directory_failure_is_seen_though_no_canary_was_on_the_failed_directory() -> None:
+    """Kafka 2.8: a broker whose log directory failed writes a log_dir_event_ child under
+    /log_dir_event_notification, and the controller (LogDirEventNotificationHandler) takes
+    that broker's replicas on the directory offline, electing new leaders. Above the
+    per-partition limit only canaries are watched: with none of them on the failed
+    directory, the new leaders went unseen until some other watch fired."""
+    zk = a_cluster(1, (1, 2), partitions=20)
+    zk.put(paths.LOG_DIR_EVENT_NOTIFICATION, b"")
+    w = Watched(zk, per_partition_watches=10)
+    w.read()
+    assert paths.LOG_DIR_EVENT_NOTIFICATION in zk.handlers  # its children are watched
+    armed = w.source.armed_paths()
+    failed = [
+        TopicPartition("t", p) for p in range(20) if paths.partition_state("t", p) not in armed
+    ]
+    assert failed  # broker 1's partitions on the failed directory: no canary among them
+    for tp in failed:
+        lai = LeaderAndIsr(2, 1, (2,))
+        zk.set_data(paths.partition_state(tp.topic, tp.partition), encode_partition_state(lai, 5))
+    zk.put(paths.log_dir_event_notification("log_dir_event_0000000000"), encode_log_dir_event(1))
+    zk.fire(paths.LOG_DIR_EVENT_NOTIFICATION, "CHILD")
+    w.fired()
+    assert {w.state.partitions[tp].leader for tp in failed} == {2}
