@@ -36,7 +36,7 @@ from broker.log_limit import OncePer
 from broker.metadata_cache import ZERO_UUID, MetadataCache, StaleControllerEpoch
 from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog
-from controller.controller import KafkaController
+from controller.controller import CONTROLLED_SHUTDOWN_APPLIED_WAIT_S, KafkaController
 from groups.coordinator import OFFSETS_TOPIC
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from storage.log import ReadInfo
@@ -1094,7 +1094,10 @@ class KafkaApis:
             done.set()
 
         self.controller.controlled_shutdown(body["broker_id"], body.get("broker_epoch", -1), reply)
-        if not done.wait(self.request_timeout_s):
+        # The controller answers once its work is done, as Kafka's, and then once the
+        # brokers applied the moves (up to CONTROLLED_SHUTDOWN_APPLIED_WAIT_S more): that
+        # wait is no timeout, the moves are made.
+        if not done.wait(self.request_timeout_s + CONTROLLED_SHUTDOWN_APPLIED_WAIT_S):
             return {"error_code": int(ErrorCode.REQUEST_TIMED_OUT), "remaining_partitions": []}
         return answer
 

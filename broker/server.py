@@ -35,7 +35,12 @@ from broker.metadata_cache import BrokerEndpoint, MetadataCache
 from broker.network import SocketServer
 from broker.replica_manager import Partition, ReplicaManager
 from broker.state_change_log import StateChangeLog, open_for_broker
-from controller.controller import ControllerConfig, KafkaController, write_json_atomically
+from controller.controller import (
+    CONTROLLED_SHUTDOWN_APPLIED_WAIT_S,
+    ControllerConfig,
+    KafkaController,
+    write_json_atomically,
+)
 from election.broker_identity import (
     META_PROPERTIES,
     IdentityOutcome,
@@ -745,7 +750,10 @@ class KafkaServer:
             # an address for outside clients that brokers do not reach.
             reg = decode_broker(controller_id, got[0])
             endpoint = reg.address(self.config.inter_broker_listener_name)
-        timeout = self.config.request_timeout_ms / 1000
+        # Kafka's request.timeout.ms, and the wait the controller adds after its work
+        # (for the brokers to apply the moves), which Kafka's answer does not have: an
+        # attempt times out only where Kafka's would.
+        timeout = self.config.request_timeout_ms / 1000 + CONTROLLED_SHUTDOWN_APPLIED_WAIT_S
         with KafkaConnection(
             *endpoint, client_id=f"broker-{self.broker_id}", timeout_s=timeout
         ) as conn:

@@ -106,7 +106,8 @@ _ZK_ERRORS = (KazooException, KazooTimeoutError)
 ZK_ERROR_RETRY_FIRST_S = 0.1
 ZK_ERROR_RETRY_MAX_S = 5.0
 # How long a ControlledShutdown answer waits for the brokers to apply the leadership moves
-# (a broker that does not answer is not worth keeping the stopping broker for).
+# (a broker that does not answer is not worth keeping the stopping broker for). Kafka
+# answers without it: who waits for the answer adds it to its request.timeout.ms.
 CONTROLLED_SHUTDOWN_APPLIED_WAIT_S = 5.0
 # A new controller's first auto rebalance check, in seconds (Kafka's onControllerFailover:
 # scheduleAutoLeaderRebalanceTask(delay = 5)); later ones wait the configured interval.

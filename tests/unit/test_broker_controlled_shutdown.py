@@ -13,10 +13,13 @@ from typing import Any
 import pytest
 
 from broker import server
+from broker.apis import KafkaApis
 from broker.config import load_broker_config
 from broker.network import SocketServer
+from controller import controller as controller_module
+from tests.unit import fake_cluster
 from wire.api import ApiKey
-from zkdata.znodes import BrokerRegistration, EndPoint, encode_broker
+from zkdata.znodes import BrokerRegistration, EndPoint, TopicPartition, encode_broker
 
 BASE = load_broker_config(text="zookeeper.connect=127.0.0.1:2181\n")
 
@@ -199,3 +202,76 @@ def test_a_controller_known_only_from_zookeeper_is_asked_on_its_inter_broker_lis
             broker.shutdown()
     finally:
         replication.stop()
+
+
+def test_an_answer_waiting_for_a_silent_broker_to_apply_the_moves_is_no_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The controller answers once its writes are made and the brokers applied the moves,
+    waiting for that up to CONTROLLED_SHUTDOWN_APPLIED_WAIT_S (a broker that does not
+    answer: here none does, the channel is mocked). The request handler waited only its
+    own request.timeout.ms: below that wait it answered REQUEST_TIMED_OUT, the moves made,
+    and the stopping broker took its attempt for failed. Kafka's handler answers whenever
+    the controller's work is done (KafkaApis.handleControlledShutdownRequest)."""
+    monkeypatch.setattr(controller_module, "CONTROLLED_SHUTDOWN_APPLIED_WAIT_S", 1.5)
+    _zk, c = fake_cluster.cluster()  # t-0 on 2, 3, 1, led by 2
+    handler = types.SimpleNamespace(controller=c, request_timeout_s=1.0)
+    answered: list[dict[str, Any]] = []
+    body = {"broker_id": 2, "broker_epoch": c.ctx.broker_epochs[2]}
+    asking = threading.Thread(
+        target=lambda: answered.append(KafkaApis._handle_controlled_shutdown(handler, 3, body, {}))
+    )
+    asking.start()
+    deadline = time.monotonic() + 10
+    while not fake_cluster.drain(c):  # the event, once the handler has queued it
+        assert time.monotonic() < deadline, "no ControlledShutdown queued"
+        time.sleep(0.01)
+    asking.join(10)
+    assert c.ctx.leadership[TopicPartition("t", 0)].leader_and_isr.leader == 3
+    assert answered == [{"error_code": 0, "remaining_partitions": []}]
+
+
+class _SlowControllerApis(_ControllerApis):
+    """A controller whose answer comes `delay_s` after the request: its writes made at
+    once, the brokers' application of the moves waited for."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__()
+        self.delay_s = delay_s
+
+    def handle(self, api_key: int, version: int, header: Any, body: Any, **kw: Any) -> Any:
+        time.sleep(self.delay_s)
+        return super().handle(api_key, version, header, body, **kw)
+
+
+def test_an_attempt_waits_for_the_controllers_wait_for_the_moves_to_be_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller's answer may come CONTROLLED_SHUTDOWN_APPLIED_WAIT_S after its work
+    is done, where Kafka's comes at once: a broker whose request.timeout.ms is below that
+    timed the attempt out (and every retry), then shut down as if it had failed (the
+    analytics took its stop for unclean). The wait is added to request.timeout.ms."""
+    apis = _SlowControllerApis(delay_s=2.0)
+    listener = SocketServer("127.0.0.1", 0, lambda: apis)
+    listener.start()
+    try:
+        controller = BrokerRegistration(7, (EndPoint("PLAINTEXT", "127.0.0.1", listener.port),))
+        config = load_broker_config(
+            text="broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+            "zookeeper.connect=127.0.0.1:1\n"
+            "controlled.shutdown.max.retries=1\n"
+            "request.timeout.ms=1000\n"
+            f"log.dirs={tmp_path / 'data'}\n"
+        )
+        broker = server.KafkaServer(config)
+        try:
+            monkeypatch.setattr(server, "read_controller", lambda zk, **_: (7, 0x1234))
+            stat = types.SimpleNamespace(version=0, czxid=5, ephemeralOwner=0x1234)
+            monkeypatch.setattr(
+                broker.zk, "get_within", lambda path, t: (encode_broker(controller), stat)
+            )
+            assert broker.controlled_shutdown() is True
+        finally:
+            broker.shutdown()
+    finally:
+        listener.stop()
