@@ -755,7 +755,11 @@ class KafkaServer:
         # attempt times out only where Kafka's would.
         timeout = self.config.request_timeout_ms / 1000 + CONTROLLED_SHUTDOWN_APPLIED_WAIT_S
         with KafkaConnection(
-            *endpoint, client_id=f"broker-{self.broker_id}", timeout_s=timeout
+            *endpoint,
+            client_id=f"broker-{self.broker_id}",
+            timeout_s=timeout,
+            # Kafka's awaitReady: the connection within controller.socket.timeout.ms.
+            connect_timeout_s=self.config.controller_socket_timeout_ms / 1000,
         ) as conn:
             response = conn.request(
                 ApiKey.CONTROLLED_SHUTDOWN,

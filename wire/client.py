@@ -59,7 +59,10 @@ class KafkaConnection:
         client_id: str | None = "zkctl",
         timeout_s: float = 30.0,
         max_response_size: int = MAX_FRAME_SIZE,
+        connect_timeout_s: float | None = None,
     ) -> None:
+        """``timeout_s`` bounds each wait for an answer, ``connect_timeout_s`` (by default
+        ``timeout_s``) the connection's."""
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -72,7 +75,7 @@ class KafkaConnection:
         self._correlation_ids = itertools.count(1)
         try:
             self._sock: socket.socket | None = socket.create_connection(
-                (host, port), timeout=timeout_s
+                (host, port), timeout=timeout_s if connect_timeout_s is None else connect_timeout_s
             )
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
@@ -83,6 +86,7 @@ class KafkaConnection:
             raise KafkaConnectionError(
                 f"cannot connect to {host}:{port}: {host!r} is not a host name ({reason})"
             ) from exc
+        self._sock.settimeout(timeout_s)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def __repr__(self) -> str:

@@ -275,3 +275,45 @@ def test_an_attempt_waits_for_the_controllers_wait_for_the_moves_to_be_applied(
             broker.shutdown()
     finally:
         listener.stop()
+
+
+def test_a_connection_to_the_controller_is_waited_for_controller_socket_timeout_ms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's attempt waits controller.socket.timeout.ms for its connection
+    (NetworkClientUtils.awaitReady), then fails and retries, re-reading /controller. The
+    connection to a controller that never accepts (its host gone, its session not yet
+    expired) was waited for as long as the answer (request.timeout.ms, 30 s)."""
+    unaccepting = socket.socket()
+    unaccepting.bind(("127.0.0.1", 0))
+    unaccepting.listen(0)
+    port = unaccepting.getsockname()[1]
+    # The backlog full: the next connection's SYNs are dropped, as to a host gone.
+    held = socket.create_connection(("127.0.0.1", port), timeout=5)
+    try:
+        controller = BrokerRegistration(7, (EndPoint("PLAINTEXT", "127.0.0.1", port),))
+        config = load_broker_config(
+            text="broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+            "zookeeper.connect=127.0.0.1:1\n"
+            "controlled.shutdown.max.retries=1\n"
+            "controller.socket.timeout.ms=1000\n"
+            f"log.dirs={tmp_path / 'data'}\n"
+        )
+        broker = server.KafkaServer(config)
+        try:
+            monkeypatch.setattr(server, "read_controller", lambda zk, **_: (7, 0x1234))
+            stat = types.SimpleNamespace(version=0, czxid=5, ephemeralOwner=0x1234)
+            monkeypatch.setattr(
+                broker.zk, "get_within", lambda path, t: (encode_broker(controller), stat)
+            )
+            done: list[bool] = []
+            stopping = threading.Thread(target=lambda: done.append(broker.controlled_shutdown()))
+            stopping.daemon = True
+            stopping.start()
+            stopping.join(10)
+            assert done == [False], "the connection is still waited for"
+        finally:
+            broker.shutdown()
+    finally:
+        held.close()
+        unaccepting.close()
