@@ -24,7 +24,9 @@ Endpoint = tuple[str, int]
 # A partition's reassignment in progress: its full replica set, adding, removing.
 Moving = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
-_METADATA_VERSION = 1  # the first with the controller's id
+# The first that can say not to make the topics it names (a broker with
+# auto.create.topics.enable makes those before v4), as Kafka's AdminClient asks.
+_METADATA_VERSION = 4
 _RETRY_BACKOFF_S = 0.5
 _MAX_PORT = 65535
 
@@ -120,12 +122,14 @@ class ClusterAdmin:
     # --- plumbing -------------------------------------------------------------------------
 
     def metadata(self, topics: list[Body] | None = None) -> Body:
-        """Metadata from the first bootstrap broker that answers."""
+        """Metadata from the first bootstrap broker that answers; a topic it names that
+        does not exist is not made (a look must not create a mistyped name)."""
+        body = {"topics": topics, "allow_auto_topic_creation": False}
         failures = []
         for host, port in self.bootstrap:
             try:
                 with self._connect((host, port)) as conn:
-                    return conn.request(ApiKey.METADATA, _METADATA_VERSION, {"topics": topics})
+                    return conn.request(ApiKey.METADATA, _METADATA_VERSION, body)
             except KafkaConnectionError as e:
                 failures.append(str(e))
         raise AdminError(f"no bootstrap server answered: {'; '.join(failures)}")

@@ -4,11 +4,23 @@ tests/integration/test_admin_wire.py."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pytest
 
-from admin.cluster_admin import parse_bootstrap, report_lines
+from admin.cluster_admin import ClusterAdmin, parse_bootstrap, report_lines
 from admin.errors import InvalidArgumentError
+from broker.admin_apis import AdminApis
+from broker.apis import KafkaApis
+from broker.config import load_broker_config
+from broker.metadata_cache import MetadataCache
+from broker.state_change_log import StateChangeLog
+from tests.unit.fake_cluster import empty_cluster, register
+from tests.unit.test_metadata_cache import request, state
 from wire.errors import ErrorCode
+from wire.protocol import request_codec, response_codec
+from zkdata import paths
+from zkdata.client import ZkClient
 from zkdata.znodes import TopicPartition
 
 
@@ -65,3 +77,51 @@ def test_only_the_refused_partitions_are_reported() -> None:
         "u-0: UNKNOWN_TOPIC_OR_PARTITION",
     ]
     assert report_lines({TopicPartition("t", 0): (9999, "new")}) == ["t-0: error 9999 (new)"]
+
+
+class _Wire:
+    """A connection whose requests go, through the wire's codecs, to a broker's KafkaApis."""
+
+    def __init__(self, apis: Any) -> None:
+        self.apis = apis
+
+    def __enter__(self) -> _Wire:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        pass
+
+    def request(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        codec = request_codec(api_key, version)
+        answer = self.apis.handle(api_key, version, {}, codec.decode(bytes(codec.encode(body))))
+        out = response_codec(api_key, version)
+        decoded: dict[str, Any] = out.decode(bytes(out.encode(answer)))
+        return decoded
+
+
+def test_looking_topics_up_creates_none_on_a_broker_that_auto_creates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The replicas zkctl reassign reads (--generate, --verify, --execute) of a topic that
+    does not exist: it is left out, and not made. Metadata before v4 has no
+    allow_auto_topic_creation (true, by the schema's default), so a broker with
+    auto.create.topics.enable created every absent topic a reassignment file named, a
+    typo's included; Kafka 2.8's AdminClient.describeTopics asks with it false."""
+    zk = empty_cluster()
+    for b in (1, 2, 3):
+        register(zk, b)
+    cache = MetadataCache(1)
+    cache.update(request(("t", [state(0, 1)])))
+    config = load_broker_config(
+        overrides=["broker.id=1", "zookeeper.connect=z:2181", "auto.create.topics.enable=true"]
+    )
+    admin_apis = AdminApis(cast(ZkClient, zk), cache, lambda: False, config)
+    none = cast(Any, None)
+    apis = KafkaApis(
+        1, cache, none, none, StateChangeLog(None, 1), lambda: 10,
+        metadata_wait_s=0, admin=admin_apis,
+    )  # fmt: skip
+    admin = ClusterAdmin([("b1", 9092)])
+    monkeypatch.setattr(admin, "_connect", lambda _endpoint: _Wire(apis))
+    assert admin.replicas(["t", "absent"]) == {TopicPartition("t", 0): (1, 2, 3)}
+    assert zk.exists(paths.topic("absent")) is None
