@@ -299,7 +299,8 @@ class KafkaApis:
             unknown_ids = [i for i in asked.ids if i not in known]
         response = self.metadata.metadata_response(names, version, listener)
         admin = self.admin
-        # v4+ says whether the client wants unknown topics made (a consumer does not).
+        # v4+ says whether the client wants unknown topics made (a consumer's
+        # allow.auto.create.topics: the Java consumer's default is true, librdkafka's false).
         # A topic asked for by id existed: one gone since is not made again.
         if (
             not asked.ids

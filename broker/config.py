@@ -520,7 +520,7 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               "no effect."),
     ConfigDef("auto.create.topics.enable", _B, False, _HIGH,
               "Create an unknown topic a client's Metadata request names (unless the client "
-              "says not to, as consumers do), with num.partitions and "
+              "says not to: a consumer's allow.auto.create.topics), with num.partitions and "
               "default.replication.factor. Default false here, true in Kafka."),
     ConfigDef("compression.type", _STR, "producer", _HIGH,
               "Final compression of a topic's data; producer: keep the producer's.",
