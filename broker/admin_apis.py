@@ -427,7 +427,8 @@ class AdminApis:
         num.partitions and default.replication.factor, and answered LEADER_NOT_AVAILABLE
         (the client asks again once the controller has elected its leaders); so is one
         that exists by now or is being deleted. A name Kafka refuses is
-        INVALID_TOPIC_EXCEPTION, too few brokers INVALID_REPLICATION_FACTOR."""
+        INVALID_TOPIC_EXCEPTION, too few brokers INVALID_REPLICATION_FACTOR (none
+        registered for the moment: LEADER_NOT_AVAILABLE, see _auto_create)."""
         assert self.config is not None
         out: dict[str, ErrorCode] = {}
         requests: list[CreateTopicRequest] = []
@@ -502,7 +503,18 @@ class AdminApis:
         why: str = "for a client's Metadata (auto.create.topics.enable)",
     ) -> ErrorCode:
         name = request.name
-        plan = plan_topic_creation(request, brokers, existing, marked)
+        try:
+            plan = plan_topic_creation(request, brokers, existing, marked)
+        except AdminError as e:
+            if brokers or type(e) is not AdminError:
+                raise
+            # Every registration gone for the moment (sessions expired, each broker
+            # registering again) while this broker's metadata still lists them, from which
+            # Kafka 2.8 assigns and creates the topic: "not available yet", the client
+            # asks again (INVALID_REQUEST, "start the brokers first", is no answer of
+            # Kafka's here).
+            log.info("topic %s not created %s: no broker is registered", name, why)
+            raise TopicError(ErrorCode.LEADER_NOT_AVAILABLE, "no broker is registered") from None
         assert plan is not None  # not if_not_exists
         if _retried(lambda: write_topic_creation(self.zk, plan, if_not_exists=True)):
             log.info(

@@ -31,10 +31,14 @@ from zkdata.client import ZkClient
 
 
 def metadata_of(
-    topic: str, *, auto_create: bool = True, zk_fails: int = 0
+    topic: str,
+    *,
+    auto_create: bool = True,
+    zk_fails: int = 0,
+    registered: tuple[int, ...] = (1, 2, 3),
 ) -> tuple[dict[str, Any], Any]:
     zk = empty_cluster()
-    for b in (1, 2, 3):
+    for b in registered:
         register(zk, b)
     zk.fail_next = [ConnectionLoss() for _ in range(zk_fails)]
     cache = MetadataCache(1)
@@ -110,3 +114,15 @@ def test_zookeeper_not_answering_is_leader_not_available(
     monkeypatch.setattr(admin_apis, "write_topic_creation", lost)
     write_lost, _ = metadata_of(topic)
     assert write_lost["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE
+
+
+@pytest.mark.parametrize("topic", ["__consumer_offsets", "an-ordinary-topic"])
+def test_no_broker_registered_for_the_moment_is_leader_not_available(topic: str) -> None:
+    """Every broker's registration gone at once (their sessions expired, each registering
+    again) while this broker's metadata still lists them: Kafka 2.8 assigns from its
+    metadata cache's live brokers and creates the topic (LEADER_NOT_AVAILABLE); it was
+    INVALID_REQUEST ("no brokers are registered"), an answer Kafka never gives here,
+    which no client takes for "ask again". Nothing is written."""
+    answered, zk = metadata_of(topic, registered=())
+    assert answered["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE
+    assert zk.exists(paths.topic(topic)) is None
