@@ -347,7 +347,9 @@ class KafkaServer:
         that the broker is registered: one started from a copy of a live broker's disk
         holds the same check code and is refused only by its registration (BrokerIdInUse),
         and must not have rewritten the live broker's claim first. The address is for the
-        listing (zkctl broker identities); failing to write it does not stop the broker."""
+        listing (zkctl broker identities); failing to write it does not stop the broker,
+        nor does a claim that cannot be read (replaced by hand since the identity step read
+        it): it is reported with its path and left as it is."""
         claim = self.identity.claim
         if claim is None:
             return
@@ -355,6 +357,8 @@ class KafkaServer:
             record_claim_address(ZkIdentityStore(self.zk, self.stop_requested), claim)
         except KazooException as e:
             log.warning("the claim of broker id %d keeps its old address: %r", claim.broker_id, e)
+        except MalformedZnode as e:
+            log.warning("%s; the claim's address is left as it is", e)
 
     def _ensure_chroot(self, config: BrokerConfig) -> None:
         hosts, chroot = _split_chroot(config.zookeeper_connect)

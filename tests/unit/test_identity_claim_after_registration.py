@@ -104,3 +104,20 @@ def test_a_registered_broker_records_its_new_address_in_the_claim(
         broker.shutdown()
     assert written == [OLD.address]
     assert (claim_in(zk).address, claim_in(zk).check_code) == (address, "code")
+
+
+def test_a_claim_that_cannot_be_read_once_registered_does_not_stop_the_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim's address is for the listing: a claim replaced by hand with data that is
+    no claim (read once registered) is reported with its path, the broker goes on."""
+    zk = fake_zk()
+    zk.put(paths.broker_identity(1), b"{not json")
+    broker, _address = new_server(tmp_path, monkeypatch, zk)
+    monkeypatch.setattr(broker, "register", lambda **_: 5)
+    try:
+        broker.startup()
+        assert broker.startup_complete.is_set()
+    finally:
+        broker.shutdown()
+    assert zk.get(paths.broker_identity(1))[0] == b"{not json"
