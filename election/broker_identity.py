@@ -47,7 +47,7 @@ from typing import Protocol
 from broker.config import ConfigError, format_properties, parse_properties
 from storage.checkpoints import fsync_dir, write_atomically
 from zkdata.int_text import INT32_MAX, INT32_MIN, java_int_in_range
-from zkdata.znodes import IdentityClaim
+from zkdata.znodes import IdentityClaim, MalformedZnode
 
 log = logging.getLogger(__name__)
 
@@ -376,10 +376,25 @@ class ClaimDecision(enum.Enum):
     TAKEN = "taken"  # another broker's code: rejected
 
 
-def decide_claim(existing: IdentityClaim | None, check_code: str) -> ClaimDecision:
+def decide_claim(existing: IdentityClaim | MalformedZnode | None, check_code: str) -> ClaimDecision:
+    """A claim that cannot be read (MalformedZnode) holds no check code of ours: TAKEN,
+    as one of another code (this broker writes only claims that can be read)."""
     if existing is None:
         return ClaimDecision.FREE
+    if isinstance(existing, MalformedZnode):
+        return ClaimDecision.TAKEN
     return ClaimDecision.OURS if existing.check_code == check_code else ClaimDecision.TAKEN
+
+
+def read_claim(store: IdentityStore, broker_id: int) -> IdentityClaim | MalformedZnode | None:
+    """The claim of ``broker_id`` as ApplyBrokerId compares it: one that cannot be read is
+    reported with its path and returned as such (``decide_claim``: another's), not a
+    stopped broker."""
+    try:
+        return store.get_claim(broker_id)
+    except MalformedZnode as e:
+        log.warning("%s; taken for another broker's claim", e)
+        return e
 
 
 @dataclass(frozen=True)
@@ -586,13 +601,13 @@ def obtain_persistent_id(
         created = store.create_claim(claim_of(record))
         if created:
             return ClaimDecision.FREE
-        decision = decide_claim(store.get_claim(record.broker_id), record.check_code)
+        decision = decide_claim(read_claim(store, record.broker_id), record.check_code)
         if decision is ClaimDecision.FREE:  # deleted in between: claim it again
             created = store.create_claim(claim_of(record))
             if created is None:
                 # Absent at the read just before: a claim holding our code now was made
                 # by the lost send (as below).
-                again = decide_claim(store.get_claim(record.broker_id), record.check_code)
+                again = decide_claim(read_claim(store, record.broker_id), record.check_code)
                 created = again is ClaimDecision.OURS
             return ClaimDecision.FREE if created else ClaimDecision.TAKEN
         if decision is ClaimDecision.OURS and created is None and absent:
@@ -615,7 +630,7 @@ def obtain_persistent_id(
         (then the claim is left over, as a lost disk's is). Re-applying reads the claim
         first, so that a create sent again after a lost answer tells one made by its
         first send (absent at that read) from an earlier start's (present)."""
-        absent = new_code or store.get_claim(record.broker_id) is None
+        absent = new_code or read_claim(store, record.broker_id) is None
         decision = claim(record, absent=absent)
         if decision is ClaimDecision.TAKEN:
             return "claimed by another broker first"

@@ -587,3 +587,52 @@ def test_the_persistent_mode_does_not_compare_the_meta_properties_files(
     text = f"log.dirs={','.join(map(str, dirs))}\nzookeeper.connect=127.0.0.1:1\n"
     config = load_broker_config(text=text + "broker.identity.mode=persistent\nbroker.name=red\n")
     assert _establish_over(zk, config).broker_id == 1
+
+
+class _ClaimedUnreadablyAfterRead(FakeZk):
+    """Right after GetNextBrokerId's reads, id 1 is claimed with data that is no claim (a
+    claim written by hand, or by another tool): the race the claim's create loses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        base = empty_cluster()
+        self.nodes, self._zxid = base.nodes, base._zxid
+        self.pending = True
+
+    def get_children_many(self, path_list, *, watch=False, batch=0):  # type: ignore[no-untyped-def]
+        got = super().get_children_many(path_list, watch=watch, batch=batch)
+        if self.pending:
+            self.pending = False
+            self.put(paths.BROKER_IDENTITIES, b"")
+            self.put(paths.broker_identity(1), b"{not json")
+        return got
+
+
+def test_a_claim_lost_to_an_unreadable_claim_is_rejected_and_allocation_starts_over(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The create met a claim holding no check code of ours (none can be read): the id is
+    another's, as with another code, and the broker takes the next. Before, the
+    MalformedZnode stopped the broker."""
+    zk = _ClaimedUnreadablyAfterRead()
+    with caplog.at_level(logging.WARNING):
+        outcome = _obtain(zk, tmp_path)
+    assert (outcome.broker_id, outcome.rejected) == (2, [1])
+    assert zk.get(paths.broker_identity(1))[0] == b"{not json"  # type: ignore[index]
+    assert paths.broker_identity(1) in caplog.text
+
+
+def test_a_temp_file_whose_claim_cannot_be_read_gives_its_id_up(tmp_path: Path) -> None:
+    """A crash at after_temp, then the temp file's id claimed with data that is no claim:
+    the restart cannot find its check code there, so the id is not its own; it gives it
+    up (the znode left alone) and takes another. Before, every restart stopped on the
+    MalformedZnode, and the broker could not start until someone removed the temp file."""
+    zk = empty_cluster()
+    with pytest.raises(_Crash):
+        _obtain(zk, tmp_path, crash_at="after_temp")
+    zk.put(paths.BROKER_IDENTITIES, b"")
+    zk.put(paths.broker_identity(1), b"{not json")
+    outcome = _obtain(zk, tmp_path)
+    assert (outcome.broker_id, outcome.source, outcome.rejected) == (2, "allocated", [1])
+    assert zk.get(paths.broker_identity(1))[0] == b"{not json"  # type: ignore[index]
+    assert not IdentityFiles(tmp_path).temp_path.exists()
