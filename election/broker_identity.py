@@ -548,17 +548,27 @@ class IdentityFiles:
             return None
 
     def write_temp(self, record: IdentityRecord) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.temp_path, format_identity(record))
+        self._write(self.temp_path, record)
 
     def write_final(self, record: IdentityRecord) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.final_path, format_identity(record))
+        self._write(self.final_path, record)
+
+    def _write(self, path: Path, record: IdentityRecord) -> None:
+        # A failed write (a full or read-only disk) stops the broker with the file named,
+        # not a traceback; what was written before stays to be picked up at the restart.
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, format_identity(record))
+        except OSError as e:
+            raise IdentityError(f"cannot write {path}: {e}") from None
 
     def remove_temp(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.temp_path.unlink()
-            fsync_dir(self.directory)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                self.temp_path.unlink()
+                fsync_dir(self.directory)
+        except OSError as e:
+            raise IdentityError(f"cannot remove {self.temp_path}: {e}") from None
 
 
 def obtain_persistent_id(

@@ -139,3 +139,42 @@ def test_a_zookeeper_host_that_is_no_name_stops_the_broker_at_once(
     ) in err
     assert "Traceback" not in err
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.parametrize("file", ["broker-identity-temp", "broker-identity"])
+def test_an_identity_file_that_cannot_be_written_is_a_clear_error(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    file: str,
+) -> None:
+    """A persistent identity's temp or final file that cannot be written (a full or
+    read-only disk; here a directory where its temporary file goes) stops the broker with
+    the file named, as a meta.properties that cannot be read does. Before, the OSError
+    left KafkaServer's construction uncaught: a traceback."""
+    from contextlib import contextmanager
+
+    from election import identity_store
+    from storage.checkpoints import temporary_path
+    from tests.unit.fake_cluster import empty_cluster
+
+    zk = empty_cluster()
+
+    @contextmanager
+    def fake_store(*_args: object, **_kwargs: object):  # type: ignore[no-untyped-def]
+        yield identity_store.ZkIdentityStore(zk)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(identity_store, "zk_identity_store", fake_store)
+    data = tmp_path / "data"
+    temporary_path(data / file).mkdir(parents=True)
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "broker.identity.mode=persistent\nbroker.name=red\n"
+        "listeners=PLAINTEXT://127.0.0.1:0\n"
+        "zookeeper.connect=127.0.0.1:1\n"
+        f"log.dirs={data}\n"
+    )
+    assert main([str(props)]) == 1
+    err = capsys.readouterr().err
+    assert f"broker: cannot write {data / file}: " in err
+    assert "Traceback" not in err
