@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
-    from election.broker_identity import IdentityOutcome, KnownIds
+    from election.broker_identity import IdentityFiles, IdentityOutcome, KnownIds
 
 T = TypeVar("T")
 
@@ -268,6 +268,34 @@ def establish_identity(
         ) from None
 
 
+def identity_files(log_dirs: Sequence[str]) -> IdentityFiles:
+    """Where the persistent identity files are: the first log directory, where they are
+    written, unless it holds neither and another log directory does (log.dirs reordered,
+    or a directory added before it: the identity is still this broker's, as Kafka's
+    meta.properties is found in any directory). Identity files in more than one of the
+    others cannot be told apart: IdentityError. A directory that cannot be looked into
+    holds none here (start-up takes it offline)."""
+    from election.broker_identity import IdentityError, IdentityFiles
+
+    def holds(files: IdentityFiles) -> bool:
+        try:
+            return files.final_path.exists() or files.temp_path.exists()
+        except OSError:
+            return False
+
+    first = IdentityFiles(log_dirs[0])
+    if holds(first):
+        return first
+    others = [files for files in map(IdentityFiles, log_dirs[1:]) if holds(files)]
+    if len(others) > 1:
+        raise IdentityError(
+            f"identity files in more than one log directory"
+            f" ({', '.join(str(f.directory) for f in others)}) and none in the first"
+            f" ({first.directory}): keep only this broker's"
+        )
+    return others[0] if others else first
+
+
 def _establish(
     config: BrokerConfig,
     address: str,
@@ -276,7 +304,6 @@ def _establish(
 ) -> IdentityOutcome:
     from election.broker_identity import (
         IdentityError,
-        IdentityFiles,
         check_cluster_id_before_the_id,
         obtain_kafka_id,
         obtain_persistent_id,
@@ -294,7 +321,7 @@ def _establish(
             )
         return finished(kafka_outcome)
     assert config.broker_name is not None  # the config requires it in this mode
-    files = IdentityFiles(config.log_dirs[0])
+    files = identity_files(config.log_dirs)
     # A directory whose meta.properties cannot be read has no say (start-up takes it
     # offline, KIP-112), as in Kafka's mode; nor one whose file holds no broker.id (no
     # Kafka-mode broker's: it is written over once registered).

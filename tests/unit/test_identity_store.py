@@ -636,3 +636,52 @@ def test_a_temp_file_whose_claim_cannot_be_read_gives_its_id_up(tmp_path: Path) 
     assert (outcome.broker_id, outcome.source, outcome.rejected) == (2, "allocated", [1])
     assert zk.get(paths.broker_identity(1))[0] == b"{not json"  # type: ignore[index]
     assert not IdentityFiles(tmp_path).temp_path.exists()
+
+
+@pytest.mark.parametrize("reordered", [["b", "a"], ["new", "a", "b"]], ids=["swapped", "added"])
+def test_a_persistent_identity_is_found_after_log_dirs_are_reordered(
+    tmp_path: Path, reordered: list[str]
+) -> None:
+    """The identity files are written in the first log directory; with log.dirs reordered
+    (or a directory added before it) they are found where they are, as Kafka's
+    meta.properties is in every directory. Before, the broker stopped, telling the
+    directories a Kafka-mode broker's ("use that mode, or empty them")."""
+    zk = empty_cluster()
+    zk.put(paths.CLUSTER_ID, encode_cluster_id("cid"))
+
+    def config(dirs: list[str]) -> BrokerConfig:
+        log_dirs = ",".join(str(tmp_path / d) for d in dirs)
+        return load_broker_config(
+            text=f"log.dirs={log_dirs}\nzookeeper.connect=127.0.0.1:1\n"
+            "broker.identity.mode=persistent\nbroker.name=red\n"
+        )
+
+    first = _establish_over(zk, config(["a", "b"]))
+    assert (first.broker_id, first.source) == (1, "allocated")
+    # What start-up writes once registered.
+    checkpoint_meta_properties([str(tmp_path / d) for d in ("a", "b")], 1, "cid")
+    again = _establish_over(zk, config(reordered))
+    assert (again.broker_id, again.source, again.attempts) == (1, "identity-file", 0)
+    assert sorted(map(int, zk.children(paths.BROKER_IDENTITIES))) == [1]
+
+
+def test_identity_files_in_two_log_dirs_stop_the_broker(tmp_path: Path) -> None:
+    """Two log directories holding identity files, none in the first: which is this
+    broker's cannot be told, and the broker stops naming both."""
+    zk = empty_cluster()
+    for d in ("a", "b"):
+        log_dirs = f"{tmp_path / d}"
+        _establish_over(
+            zk,
+            load_broker_config(
+                text=f"log.dirs={log_dirs}\nzookeeper.connect=127.0.0.1:1\n"
+                "broker.identity.mode=persistent\nbroker.name=red\n"
+            ),
+        )
+    log_dirs = ",".join(str(tmp_path / d) for d in ("new", "a", "b"))
+    config = load_broker_config(
+        text=f"log.dirs={log_dirs}\nzookeeper.connect=127.0.0.1:1\n"
+        "broker.identity.mode=persistent\nbroker.name=red\n"
+    )
+    with pytest.raises(IdentityError, match="identity files in more than one log directory"):
+        _establish_over(zk, config)
