@@ -14,7 +14,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +49,7 @@ from storage.records import (
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata.paths import INTERNAL_TOPICS
-from zkdata.znodes import TopicPartition
+from zkdata.znodes import LEADER_DURING_DELETE, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -494,7 +494,7 @@ class KafkaApis:
         budget = _ByteBudget(ctx.max_bytes)
         follower = replica_id >= 0
         for tp, req in ctx.fetch_data.items():
-            error, p = self.replicas.leader_partition(tp, req.current_leader_epoch)
+            error, p = self._fetched_partition(tp, req.current_leader_epoch)
             updates[tp] = data = _partition_data(
                 tp,
                 error,
@@ -572,7 +572,7 @@ class KafkaApis:
             budget = _ByteBudget(ctx.max_bytes)
             for cp in maybe:
                 tp = cp.topic_partition
-                error, p = self.replicas.leader_partition(tp, cp.current_leader_epoch)
+                error, p = self._fetched_partition(tp, cp.current_leader_epoch)
                 if follower:
                     cp.partition = p
                 data = _partition_data(
@@ -624,6 +624,18 @@ class KafkaApis:
                 positions += [(p, cp.fetch_offset) for cp in looked if (p := cp.partition)]
         return updates, answer_now, positions
 
+    def _fetched_partition(
+        self, tp: TopicPartition, current_leader_epoch: int
+    ) -> tuple[ErrorCode, Partition | None]:
+        """A fetched partition, as the replica manager has it, unless the metadata cache
+        does not list it: Kafka 2.8's handleFetchRequest answers that
+        UNKNOWN_TOPIC_OR_PARTITION, a follower's fetch too, before anything is read (a
+        topic the controller's UpdateMetadata marked deleted is not read at its leader
+        while the StopReplica is on its way)."""
+        if self.metadata.partition(tp.topic, tp.partition) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        return self.replicas.leader_partition(tp, current_leader_epoch)
+
     def _scan_session(self, session: FetchSession, follower: bool) -> list[CachedPartition]:
         """A look at every partition of the session (see _look)."""
         return self._look(session.partitions.values(), follower)
@@ -634,11 +646,17 @@ class KafkaApis:
         partitions = self.replicas.partitions
         me = self.broker_id
         maybe: list[CachedPartition] = []
+        topic: str | None = None
+        listed: Container[int] = ()
         for cp in cps:
             tp = cp.topic_partition
             p = partitions.get(tp)
+            if tp.topic != topic:
+                topic = tp.topic
+                listed = self.metadata.partition_indexes(topic)
             if (
                 p is None
+                or tp.partition not in listed  # UNKNOWN_TOPIC_OR_PARTITION (_fetched_partition)
                 or p.stale
                 or p.leader != me
                 or (cp.current_leader_epoch >= 0 and cp.current_leader_epoch != p.leader_epoch)
@@ -1036,6 +1054,16 @@ class KafkaApis:
         except StaleControllerEpoch:
             # A newer controller's update was applied since the check above.
             return self._update_metadata_from_stale_controller(body)
+        unlisted = [
+            TopicPartition(ts["topic_name"], ps["partition_index"])
+            for ts in body["topic_states"]
+            for ps in ts.get("partition_states", [])
+            if ps["leader"] == LEADER_DURING_DELETE
+        ]
+        if unlisted:
+            # Fetch sessions look at what changed: these are UNKNOWN_TOPIC_OR_PARTITION
+            # from now on (_fetched_partition), answered at their next fetch.
+            self.wake_fetches(partitions=unlisted)
         if deleted:
             log.info("topics deleted: %s", deleted)
             if self.on_topics_deleted is not None:

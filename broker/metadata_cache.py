@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ class BrokerEndpoint:
 
 # Distinct partition metadata values shared (a bound: values come from requests).
 _SHARED_METADATA_MAX = 10_000
+_NO_PARTITIONS: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +235,13 @@ class MetadataCache:
     def partition(self, topic: str, partition: int) -> PartitionMetadata | None:
         with self._lock:
             return self._topics.get(topic, {}).get(partition)
+
+    def partition_indexes(self, topic: str) -> Container[int]:
+        """The topic's partitions listed now, to test membership in at once and let go
+        (later updates may change it in place): a fetch session's look at thousands of
+        partitions asks once a topic rather than taking the lock once a partition."""
+        with self._lock:
+            return self._topics.get(topic, _NO_PARTITIONS)
 
     def leaders_known(self, topic: str, partitions: Iterable[int]) -> bool:
         """Whether each of the topic's ``partitions`` is known and has a leader."""

@@ -1142,6 +1142,9 @@ def test_fetcher_sends_added_changed_and_removed_partitions_only(
     wait_until(lambda: fetcher.session_epoch >= 2, "a session")
     new = TopicPartition("c", 0)
     change_partitions(apis, {new: (LEADER, 0, (LEADER, FOLLOWER))})
+    # And the UpdateMetadata that follows (a partition the metadata cache does not list
+    # is UNKNOWN_TOPIC_OR_PARTITION to a follower's fetch too).
+    apis.metadata.update(update_metadata_listing([new], LEADER, [LEADER, FOLLOWER]))
     seen = len(conn.requests)
     fetcher.add_all([(new, FetchState(0, 0))])
     fetcher.add_all([(T0, FetchState(0, 0))])  # unchanged: not sent again

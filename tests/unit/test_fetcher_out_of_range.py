@@ -23,7 +23,7 @@ from broker.state_change_log import StateChangeLog
 from storage.log import PartitionLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
-from tests.unit.leader_and_isr_requests import leader_and_isr_request
+from tests.unit.leader_and_isr_requests import leader_and_isr_request, update_metadata_listing
 from tests.unit.test_fetch_session import Loopback
 from wire.api import ApiKey
 from zkdata.znodes import TopicPartition
@@ -80,9 +80,13 @@ class Recording(Loopback):
 
 def fetch_rounds(leader: ReplicaManager, follower: ReplicaManager, epoch: int) -> Recording:
     """The follower's fetcher, a few rounds (truncation, reset, fetch), from its log end."""
+    metadata = MetadataCache(L, "PLAINTEXT")
+    # What the controller's UpdateMetadata says (a fetch of a partition not listed is
+    # UNKNOWN_TOPIC_OR_PARTITION, a follower's too).
+    metadata.update(update_metadata_listing([TP], L, [L, F]))
     apis = KafkaApis(
         L,
-        MetadataCache(L, "PLAINTEXT"),
+        metadata,
         leader,
         cast(Any, None),
         StateChangeLog(None, L),

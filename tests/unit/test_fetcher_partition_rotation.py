@@ -26,7 +26,7 @@ from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
-from tests.unit.leader_and_isr_requests import leader_and_isr_request
+from tests.unit.leader_and_isr_requests import leader_and_isr_request, update_metadata_listing
 from tests.unit.test_fetch_session import Loopback
 from zkdata.znodes import TopicPartition
 
@@ -61,9 +61,13 @@ def pair(tmp_path: Path) -> Iterator[tuple[ReplicaManager, ReplicaManager]]:
 def fetcher_of(
     leader: ReplicaManager, follower: ReplicaManager, slots: int
 ) -> tuple[ReplicaFetcherThread, Loopback]:
+    metadata = MetadataCache(L, "PLAINTEXT")
+    # What the controller's UpdateMetadata says (a fetch of a partition not listed is
+    # UNKNOWN_TOPIC_OR_PARTITION, a follower's too).
+    metadata.update(update_metadata_listing([A, B, C], L, [L, F]))
     apis = KafkaApis(
         L,
-        MetadataCache(L, "PLAINTEXT"),
+        metadata,
         leader,
         cast(Any, None),
         StateChangeLog(None, L),
