@@ -66,6 +66,8 @@ _SCAN_COST_RATIO = 4
 # zstd batches came with Produce v7 and Fetch v10 (KIP-110).
 _PRODUCE_ZSTD_VERSION = 7
 _FETCH_ZSTD_VERSION = 10
+# KAFKA_STORAGE_ERROR came with Fetch v6: older fetches are told NOT_LEADER_OR_FOLLOWER.
+_FETCH_LAST_VERSION_WITHOUT_STORAGE_ERROR = 5
 _MAGIC_AT = 16  # a batch's magic byte, and the low byte of its attributes
 _ATTRIBUTES_LOW_BYTE = 22
 _BATCH_LENGTH = struct.Struct(">i")
@@ -403,7 +405,16 @@ class KafkaApis:
         result = ctx.respond(updates)
         responses: dict[str, list[PartitionData]] = {}
         for tp, data in result.partitions:
-            responses.setdefault(tp.topic, []).append(data)
+            answer = data
+            if (
+                version <= _FETCH_LAST_VERSION_WITHOUT_STORAGE_ERROR
+                and data["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+            ):
+                # Kafka 2.8's maybeDownConvertStorageError: such a client may take the
+                # code for an unknown (fatal) error; this one it retries after a metadata
+                # refresh.
+                answer = {**data, "error_code": int(ErrorCode.NOT_LEADER_OR_FOLLOWER)}
+            responses.setdefault(tp.topic, []).append(answer)
         return {
             "throttle_time_ms": 0,
             "error_code": int(result.error),

@@ -453,6 +453,55 @@ def test_stop_replica_deleting_a_log_not_here_while_a_directory_is_offline_is_a_
     }
 
 
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [(4, ErrorCode.NOT_LEADER_OR_FOLLOWER), (5, ErrorCode.NOT_LEADER_OR_FOLLOWER), (6, None)],
+)
+def test_a_fetch_before_v6_is_told_not_leader_of_an_offline_partition(
+    failed: FailedDirectoryBroker, version: int, expected: ErrorCode | None
+) -> None:
+    """A client of Fetch v5 or older may not know KAFKA_STORAGE_ERROR (v6's): Kafka 2.8's
+    handleFetchRequest answers it NOT_LEADER_OR_FOLLOWER instead
+    (maybeDownConvertStorageError), which it retries after a metadata refresh, where an
+    unknown error code is fatal to it."""
+    failed.handle_failure()
+    metadata = MetadataCache(BROKER)
+    metadata.update(update_metadata_listing([*failed.offline, *failed.online], BROKER, [BROKER]))
+    apis = KafkaApis(
+        BROKER, metadata, failed.replicas, cast(Any, None), StateChangeLog(None, BROKER), lambda: 1
+    )
+    everything = [*failed.offline, *failed.online]
+    fetched = apis.handle(
+        ApiKey.FETCH,
+        version,
+        {},
+        {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "topic": TOPIC,
+                    "partitions": [
+                        {"partition": tp.partition, "fetch_offset": 0, "partition_max_bytes": 1024}
+                        for tp in everything
+                    ],
+                }
+            ],
+        },
+    )
+    assert fetched is not None
+    errors = {
+        p["partition_index"]: p["error_code"] for t in fetched["responses"] for p in t["partitions"]
+    }
+    offline = ErrorCode.KAFKA_STORAGE_ERROR if expected is None else expected
+    assert errors == {tp.partition: offline for tp in failed.offline} | {
+        tp.partition: ErrorCode.NONE for tp in failed.online
+    }
+
+
 def test_produce_fetch_list_offsets_and_epochs_of_offline_partitions_are_storage_errors(
     failed: FailedDirectoryBroker,
 ) -> None:
