@@ -509,7 +509,12 @@ class GroupCoordinator:
                 continue
             assert value is None or isinstance(value, CommittedOffset)
             group = offsets.setdefault(key.group, {})
-            group[TopicPartition(key.topic, key.partition)] = _Stored(value, record.offset)
+            # A key of version 0 and one of version 1 name the same offset (Kafka's
+            # GroupTopicPartition) by different bytes: the record later in the log wins.
+            tp_key = TopicPartition(key.topic, key.partition)
+            seen_offset = group.get(tp_key)
+            if seen_offset is None or seen_offset.log_offset < record.offset:
+                group[tp_key] = _Stored(value, record.offset)
         with self._cond:
             current = self.replicas.partitions.get(tp)
             if (

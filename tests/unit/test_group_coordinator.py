@@ -1013,6 +1013,39 @@ def test_tombstones_and_group_records_at_load(node: Node) -> None:
     assert fetched(groups, G0) == {a1: offset(2)}
 
 
+def _offset_key_v0(key: OffsetKey) -> bytes:
+    """An offset commit key of version 0 (Kafka 0.8.2's): version 1's fields, its own
+    version number, so other bytes for the same offset."""
+    return b"\x00\x00" + encode_offset_key(key)[2:]
+
+
+def test_a_key_of_version_0_and_one_of_version_1_are_one_offset_at_load(node: Node) -> None:
+    groups = node.groups
+    a0, a1 = tp("a", 0), tp("a", 1)
+    assert commit(groups, G0, {a0: offset(5), a1: offset(6)}) == dict.fromkeys(
+        (a0, a1), ErrorCode.NONE
+    )
+    append_raw(
+        node,
+        0,
+        [
+            RecordSpec(
+                key=_offset_key_v0(OffsetKey(G0, "a", 0)), value=encode_offset_value(offset(7))
+            ),
+            RecordSpec(key=_offset_key_v0(OffsetKey(G0, "a", 1)), value=None),
+        ],
+    )
+    assert commit(groups, G0, {a0: offset(9)}) == {a0: ErrorCode.NONE}
+
+    node.follow(0, epoch=1)
+    node.lead(0, epoch=2)
+    node.wait_loaded(G0)
+    # As Kafka 2.8's loadGroupsAndOffsets, by (group, topic, partition) in log order: the
+    # last commit of a0 (key v1) over the one before it (key v0), a1's tombstone (key v0)
+    # over its commit (key v1).
+    assert fetched(groups, G0) == {a0: offset(9)}
+
+
 # --- 4. a malformed record in the log ----------------------------------------------------
 
 
