@@ -34,7 +34,7 @@ from broker.fetch_session import (
 from broker.group_apis import GroupApis
 from broker.log_limit import OncePer
 from broker.metadata_cache import ZERO_UUID, MetadataCache, StaleControllerEpoch
-from broker.replica_manager import Partition, ReplicaManager
+from broker.replica_manager import Partition, RejectedRecords, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from controller.controller import CONTROLLED_SHUTDOWN_APPLIED_WAIT_S, KafkaController
 from groups.coordinator import OFFSETS_TOPIC
@@ -745,6 +745,17 @@ class KafkaApis:
                 # not be told they failed (their producers would write them again).
                 log.exception("append to %s failed", tp)
                 answers[tp] = _produce_answer(tp, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+                continue
+            if isinstance(message, RejectedRecords) and p is not None:
+                # Kafka's appendToLocalLog answers a RecordValidationException with its
+                # record errors and the log start offset (processFailedRecord).
+                answers[tp] = _produce_answer(
+                    tp, error, message, log_start_offset=p.log_start_offset
+                )
+                answers[tp]["record_errors"] = [
+                    {"batch_index": index, "batch_index_error_message": why}
+                    for index, why in message.record_errors
+                ]
                 continue
             if info is None or p is None:
                 answers[tp] = _produce_answer(tp, error, message)

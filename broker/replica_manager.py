@@ -97,6 +97,19 @@ _FOLLOWER_LOCK_STRIPES = 64
 _SETTLE_ROUNDS = 8
 
 
+class RejectedRecords(str):
+    """The error message of a produce refused for some of its records (Kafka 2.8's
+    RecordValidationException), with each record's RecordError: ``(batch index,
+    message)``, which a Produce answer of version 8 and up lists (``record_errors``)."""
+
+    record_errors: tuple[tuple[int, str], ...]
+
+    def __new__(cls, message: str, record_errors: Iterable[tuple[int, str]]) -> RejectedRecords:
+        self = super().__new__(cls, message)
+        self.record_errors = tuple(record_errors)
+        return self
+
+
 @dataclass(slots=True)
 class _IsrIntent:
     """What a leader wants done to one partition's ISR; merged until the writer runs, so
@@ -1175,6 +1188,14 @@ class ReplicaManager:
         except InvalidTimestampError as e:
             return ErrorCode.INVALID_TIMESTAMP, p, None, str(e)
         except InvalidRecordError as e:
+            if e.keyless:
+                # Kafka's LogValidator.validateKey: a RecordError for each record without
+                # a key, under processRecordErrors' message.
+                why = f"Compacted topic cannot accept message without key in topic partition {tp}."
+                rejected = RejectedRecords(
+                    "One or more records have been rejected", ((i, why) for i in e.keyless)
+                )
+                return ErrorCode.INVALID_RECORD, p, None, rejected
             return ErrorCode.INVALID_RECORD, p, None, str(e)
         except DecompressedTooLargeError as e:
             return ErrorCode.MESSAGE_TOO_LARGE, p, None, str(e)

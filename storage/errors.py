@@ -110,9 +110,23 @@ class UnreadableRecordLengthError(CorruptRecordError):
 
 class InvalidRecordError(CorruptRecordError):
     """A well-formed batch a client may not send (base offset not 0, count inconsistent
-    with the offset range, a control batch, a producer id without a sequence)."""
+    with the offset range, a control batch, a producer id without a sequence, records
+    without a key in a compacted topic). ``keyless``: the index in its batch of each
+    record without a key a compacted topic refused (Kafka's RecordError batchIndex, one
+    for each such record: LogValidator.validateKey), empty for the other refusals."""
 
     error_code = 87  # INVALID_RECORD
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        position: int,
+        offset: int | None = None,
+        keyless: tuple[int, ...] = (),
+    ) -> None:
+        super().__init__(reason, position=position, offset=offset)
+        self.keyless = keyless
 
 
 class RecordTooLargeError(StorageError):

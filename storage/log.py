@@ -53,8 +53,10 @@ from storage.records import (
     BatchesInfo,
     Compression,
     assign_offsets,
+    decompressed,
     iter_batches,
     iter_records,
+    keyless_indexes,
     max_decompressed_bytes,
     recompress,
     validate_follower_batches,
@@ -344,10 +346,14 @@ def _check_keys(
         batch = view[header.position : header.position + header.size]
         offset = first_keyless_offset(batch, header, max_size=max_size)
         if offset is not None:
+            # Every such record's index, as Kafka's answer lists them (decoded again:
+            # a refusal only).
+            body = decompressed(batch, header, max_size)
             raise InvalidRecordError(
                 f"compacted topic cannot accept a record without a key in topic partition {where}",
                 position=header.position,
                 offset=offset,
+                keyless=keyless_indexes(body, header.record_count),
             )
 
 

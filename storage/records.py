@@ -84,6 +84,7 @@ __all__ = [
     "encode_varint",
     "iter_batches",
     "iter_records",
+    "keyless_indexes",
     "max_decompressed_bytes",
     "read_header",
     "recompress",
@@ -455,6 +456,7 @@ def assign_offsets(
                     "a compacted topic cannot accept a record without a key",
                     position=pos,
                     offset=offset + keyless,
+                    keyless=keyless_indexes(body, fields[12]),
                 )
             if log_append_time_ms is None:
                 batch_max = _records_max_timestamp(pos, fields[7], max_delta)
@@ -606,6 +608,24 @@ def recompress(
 class _NegativeLength(ValueError):
     """A record's length is negative (which Kafka's readers tell apart: see
     UnreadableRecordLengthError)."""
+
+
+def keyless_indexes(body: bytes | memoryview, count: int) -> tuple[int, ...]:
+    """The index of every record without a key in a records body (decompressed) that
+    ``check_records`` found to hold ``count`` records that parse: a compacted topic
+    refuses each (Kafka's LogValidator gives each its RecordError)."""
+    indexes = []
+    pos = 0
+    for i in range(count):
+        length, pos = decode_varint(body, pos)
+        end = pos + length
+        _, key_at = decode_varint(body, pos + 1)  # attributes, timestamp delta
+        _, key_at = decode_varint(body, key_at)  # offset delta
+        key_length, _ = decode_varint(body, key_at)
+        if key_length < 0:
+            indexes.append(i)
+        pos = end
+    return tuple(indexes)
 
 
 class _LongLength(ValueError):

@@ -443,3 +443,42 @@ def test_a_record_length_varint_over_five_bytes_is_kafkas_final_error(
         assert replicas.partitions[T0].log_end_offset == 0
     finally:
         manager.close()
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.GZIP])
+def test_records_without_a_key_in_a_compacted_topic_are_answered_with_their_record_errors(
+    tmp_path: Path, compression: int
+) -> None:
+    """Kafka 2.8's LogValidator.validateKey gives each record without a key of a
+    compacted topic's batch a RecordError (its index in the batch, "Compacted topic
+    cannot accept message without key in topic partition a-0."), and appendToLocalLog
+    answers the RecordValidationException INVALID_RECORD with them (produce v8+), the
+    message "One or more records have been rejected" and the log start offset. The
+    answer listed no record error and no log start offset."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    topic = LogConfig(compact=True)
+    manager = LogManager([tmp_path], config, topic_config=lambda _topic: topic)
+    try:
+        apis, replicas = leading(manager)
+        specs = [RecordSpec(b"v0", key=b"k"), RecordSpec(b"v1"), RecordSpec(b"v2", key=b"k")]
+        specs.append(RecordSpec(b"v3"))
+        batch = build_batch(specs, compression=compression)
+        client = Loopback(apis)
+        got = client.request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(batch)))
+        (answer,) = got["responses"][0]["partition_responses"]
+        why = "Compacted topic cannot accept message without key in topic partition a-0."
+        assert answer["error_code"] == ErrorCode.INVALID_RECORD
+        assert answer["error_message"] == "One or more records have been rejected"
+        assert answer["log_start_offset"] == 0
+        assert [
+            (e["batch_index"], e["batch_index_error_message"]) for e in answer["record_errors"]
+        ] == [
+            (1, why),
+            (3, why),
+        ]
+        assert replicas.partitions[T0].log_end_offset == 0
+        # Before v8 the answer has no record errors: the code alone.
+        got = client.request(ApiKey.PRODUCE, 7, produce_records(T0, bytes(batch)))
+        assert answers(got) == [("a", 0, ErrorCode.INVALID_RECORD)]
+    finally:
+        manager.close()
