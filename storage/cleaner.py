@@ -844,9 +844,13 @@ class LogCleaner:
 
         def aborted() -> bool:
             # Its policy no longer compact stops it too, even when the change comes from
-            # this very thread (abort_cleaning does not wait for it).
-            return not partition_log.config.compact or any(
-                each is partition_log for each in self._aborting.get(to_clean.key, ())
+            # this very thread (abort_cleaning does not wait for it), and so does the
+            # cleaner stopping (Kafka's checkDone: a shutdown waits for one batch, not for
+            # the offset map's build and a run of segment.bytes).
+            return (
+                self._stop.is_set()
+                or not partition_log.config.compact
+                or any(each is partition_log for each in self._aborting.get(to_clean.key, ()))
             )
 
         try:
@@ -972,7 +976,8 @@ class LogCleaner:
             thread.start()
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Stop the threads (a cleaning under way finishes its current run first)."""
+        """Stop the threads: a cleaning under way stops before the next batch it would
+        read, incomplete, its run's cleaned files removed (as an aborted one)."""
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout_s)

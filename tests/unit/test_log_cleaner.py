@@ -1435,3 +1435,56 @@ def test_a_batch_kept_unread_is_logged_once(
     assert len(warnings) == 1, warnings
     assert "t-0: the batch at offset 0 cannot be read" in warnings[0]
     assert "decompress to more than 1600000 bytes" in warnings[0]
+
+
+@pytest.mark.parametrize("phase", ["batch_keys", "filter_batch"])
+def test_the_cleaner_stopping_ends_a_cleaning_at_its_next_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, phase: str
+) -> None:
+    # A broker stopping (LogManager.close) stops the cleaner threads and waits for them:
+    # a cleaning under way went on through the whole offset map's build and the run it
+    # was copying (a run of segment.bytes, 1 GB by default, is a minute at the cleaner's
+    # 23 MB/s), so the shutdown waited its 30 s for it, then went on with the thread
+    # still cleaning. Kafka's CleanerThread.shutdown stops it at its next checkDone (for
+    # each segment and read buffer, isRunning): its cleaned files go, nothing is swapped.
+    import storage.cleaner
+
+    held = threading.Event()
+    go_on = threading.Event()
+    real = getattr(storage.cleaner, phase)
+    calls: list[int] = []
+    log = open_log(tmp_path / "t-0", compacted(segment_bytes=1 << 20))
+    _history(log, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")])
+    log.update_high_watermark(log.log_end_offset)
+    before = [s.base_offset for s in log.segments_snapshot()]
+    cleaner = LogCleaner(lambda: [log], backoff_ms=10, time_ms=lambda: NOW)
+
+    def holding(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if not held.is_set():  # the first batch this phase reads
+            held.set()
+            assert go_on.wait(30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(storage.cleaner, phase, holding)
+    cleaner.start()
+    try:
+        assert held.wait(30)
+        closing = threading.Thread(target=cleaner.close, args=(30,))
+        closing.start()
+        for _ in range(3000):  # until the stop is asked for
+            if cleaner._stop.is_set():
+                break
+            closing.join(0.01)
+        go_on.set()
+        closing.join(30)
+        assert not closing.is_alive()
+        assert all(not t.is_alive() for t in cleaner._threads)
+        assert len(calls) == 1  # the batch held, and no other after the stop
+        assert [s.base_offset for s in log.segments_snapshot()] == before  # nothing swapped
+        assert not list((tmp_path / "t-0").glob("*.cleaned"))
+        assert _cleaner_checkpoint(tmp_path) == {}
+    finally:
+        go_on.set()
+        cleaner.close(30)
+        log.close()
