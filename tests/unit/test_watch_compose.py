@@ -70,6 +70,24 @@ def test_each_broker_config_loads_and_matches_its_service(broker_id: int) -> Non
     assert re.search(rf"- {service}-data:/data$", block, re.MULTILINE)
 
 
+def test_every_file_in_compose_config_is_one_broker_service() -> None:
+    """A broker file added to compose/config (or a broker service added to the compose
+    file) is loaded too: every file is mounted by exactly one service built from the
+    broker anchor, every such service mounts one, and their broker ids differ."""
+    mounted = {}
+    for name, block in services().items():
+        mount = re.search(r"- \./config/(\S+):/config/server\.properties:ro", block)
+        assert ("<<: *broker" in block) == (mount is not None), name
+        if mount:
+            assert mount.group(1) not in mounted, f"{name} and {mounted[mount.group(1)]}"
+            mounted[mount.group(1)] = name
+    files = sorted(p.name for p in (COMPOSE / "config").glob("*.properties"))
+    assert sorted(mounted) == files
+    ids = [load_broker_config(COMPOSE / "config" / f).broker_id for f in files]
+    assert len(set(ids)) == len(ids), ids
+    assert sorted(mounted.values()) == [f"broker{i}" for i in sorted(ids)]
+
+
 def test_zookeeper_keeps_its_data_in_named_volumes() -> None:
     """The brokers' data outlives a `down` in named volumes: ZooKeeper's must too, or the
     next `up` starts it empty under a new cluster id, which every broker refuses."""
