@@ -148,8 +148,24 @@ def _key(e: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
+def _order(e: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Where a line goes: by (ts, broker, event), then, for one writer's lines of one kind
+    in one millisecond, a sighting of no controller (-1, -2) before one of a controller
+    (a broker that saw /controller go logs its -1, then whom it lost the next election
+    to), the rest by their fields. Total, so the order is never the order the lines were
+    read in (Spark's shuffle sets none)."""
+    controller = e.get("controller")
+    return (
+        e["ts"],
+        e["broker"],
+        e["event"],
+        -3 if controller is None else controller,
+        repr(_key(e)),
+    )
+
+
 def dedupe(events: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """The events without exact repeats, in (ts, broker, event) order; and how many repeats."""
+    """The events without exact repeats, in `_order`; and how many repeats."""
     seen: set[tuple[Any, ...]] = set()
     out: list[dict[str, Any]] = []
     duplicates = 0
@@ -160,7 +176,7 @@ def dedupe(events: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], i
             continue
         seen.add(k)
         out.append(dict(e))
-    out.sort(key=lambda e: (e["ts"], e["broker"], e["event"]))
+    out.sort(key=_order)
     return out, duplicates
 
 

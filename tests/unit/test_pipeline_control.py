@@ -73,6 +73,25 @@ def test_a_killed_controller_is_lost_when_the_others_notice() -> None:
     assert r.deaths == [control.Death(1, 6000, 9000, inc.incident_id)]
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_none_sighting_and_the_next_in_one_millisecond_end_the_old_tenure_in_any_order(
+    reverse: bool,
+) -> None:
+    """Broker 3 saw /controller go and, in the same millisecond, lost the election that
+    followed to broker 2 (a -1, then a sighting of 2, as Controller._maybe_resign and
+    _elect log them). The Spark job hands `analyse` the lines in no set order (a
+    shuffle): read with the sighting of 2 first, the -1 used to end epoch 2 at its
+    start, a second controller incident, broker 2 lost."""
+    events = [e for e in killed_controller() if not (e["broker"] == 3 and e["ts"] >= 6000)]
+    events += [seen(6005, 3, -1), seen(6005, 3, 2)]
+    r = control.analyse(events[::-1] if reverse else events)
+    t1, t2 = r.tenures
+    assert (t1.end_ts, t1.end_reason) == (6000, "lost")
+    assert (t2.end_ts, t2.end_reason) == (None, "open")
+    assert [(i.kind, i.broker, i.controller_epoch) for i in r.incidents] == [("controller", 1, 1)]
+    assert [d.broker for d in r.deaths] == [1]
+
+
 def test_a_late_notice_of_an_old_loss_does_not_end_the_new_tenure() -> None:
     events = killed_controller()
     # Broker 3's watch fires after the election (still believing in broker 1).
