@@ -316,6 +316,12 @@ def _spark_failure(spark: SparkSession, e: BaseException) -> str:
     return f"Spark failed: {_java_message(e)}"
 
 
+# A line with text after its object, maybe (schema.classify_line finds it no JSON), when
+# it ends in `}`: a `}` followed by what cannot follow one inside an object (another
+# object, a word), a `}}` or `],[` (no writer's line has one).
+_AFTER_OBJECT = r"\}\s*[^\s,}\]]|\}\s*\}\s*$|\]\s*,\s*\["
+
+
 def classify(lines: DataFrame, torn: list[tuple[str, str]]) -> DataFrame:
     """Every line with its status (pipeline.schema), typed fields, and two hashes of its
     text (the identity used to drop repeated lines). The text and file are kept only for
@@ -376,11 +382,26 @@ def classify(lines: DataFrame, torn: list[tuple[str, str]]) -> DataFrame:
         "*", F.coalesce(required, holes).alias("missing"), common.alias("missing_common")
     )
     missing, missing_common, v = col("missing"), col("missing_common"), field_("v")
-    corrupt = field_("_corrupt").isNotNull()
+
+    # Spark's JSON reader takes a line's first value and ignores what follows it (two
+    # lines run together, garbage), where json.loads, and so schema.classify_line, finds
+    # the line no JSON. Only a line ending in another character than `}`, or with text
+    # after a `}` that cannot end an object, is checked, by parsing it as an array's
+    # element: a single value is the second of `[0,line]` and the first of `[line,0]`.
+    def one_of_two(text: Column) -> Column:
+        return F.coalesce(F.json_array_length(text) == 2, F.lit(False))
+
+    value = col("value")
+    trailing = (~F.rtrim(value).endswith("}") | value.rlike(_AFTER_OBJECT)) & ~(
+        one_of_two(F.concat(F.lit("[0,"), value, F.lit("]")))
+        & one_of_two(F.concat(F.lit("["), value, F.lit(",0]")))
+    )
+    corrupt = field_("_corrupt").isNotNull() | trailing
     blank = F.trim(col("value")) == ""
     known = field_("event").isin(*schema.EVENTS)
     status = (
         F.when(blank, "blank")
+        .when(trailing, F.when(is_torn, "torn").otherwise("malformed"))
         .when(v > schema.SCHEMA_VERSION, "newer_version")
         .when(corrupt, F.when(is_torn, "torn").otherwise("malformed"))
         .when(v < 1, "invalid")

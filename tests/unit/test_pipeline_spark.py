@@ -373,8 +373,20 @@ def test_several_clusters_are_kept_apart(
 
 # --- the classifier on Spark agrees with the Python one ---------------------------------------
 
+_SEEN = '{"ts":1,"v":1,"broker":1,"event":"controller_seen","controller":2,"reason":"x"}'
 CORPUS = [
-    '{"ts":1,"v":1,"broker":1,"event":"controller_seen","controller":2,"reason":"x"}',
+    _SEEN,
+    # Text after the object (Spark's JSON reader ignores what follows the first value):
+    # two lines run together (a file whose last line had no newline, with another
+    # appended by cat), garbage, a stray brace, a trailing comma, an array closed early.
+    _SEEN + '{"ts":2,"v":1,"broker":1,"event":"controller_seen","controller":3,"reason":"x"}',
+    _SEEN + " garbage",
+    _SEEN + "}",
+    _SEEN + ",",
+    _SEEN + '],[{"ts":2}',
+    _SEEN + "]x",
+    _SEEN + ',1],[{"ts":2}',
+    '{"ts":1,"v":2,"broker":1,"event":"controller_seen","controller":2}{"v":3}',
     '{"ts":1,"v":1,"broker":1,"event":"controller_seen"}',
     '{"ts":1,"v":1,"broker":1,"event":"controller_seen","controller":null}',
     '{"ts":1,"v":1,"broker":1,"event":"controller_seen","controller":2.0}',
@@ -435,6 +447,20 @@ def test_spark_and_python_classify_alike(spark: Any, tmp_path: Path) -> None:
         assert status == want.status, (text, status, want)
         if status in ("invalid", "unknown_event"):
             assert detail == want.detail, (text, detail, want)
+
+
+def test_a_torn_last_line_after_a_whole_object_is_torn(spark: Any, tmp_path: Path) -> None:
+    """A file's last line, without its newline, that holds a whole object and the start of
+    another (two lines run together, the second cut off): torn, as schema.classify_line
+    says, not the first object read as ok and the rest dropped uncounted."""
+    path = tmp_path / "state-change.log"
+    tail = _SEEN + '{"ts":2,"v":1,"bro'
+    path.write_text(_SEEN + "\n" + tail)
+    lines = job.read_lines(spark, [inputs.resolve(inputs.LogSource("c", str(path)))])
+    torn = [(f"file:{path}", tail)]
+    got = sorted(r["status"] for r in job.classify(lines, torn).collect())
+    assert schema.classify_line(tail, torn=True).status == "torn"
+    assert got == ["ok", "torn"]
 
 
 def test_logs_with_nothing_usable_are_an_error(spark: Any, tmp_path: Path) -> None:
