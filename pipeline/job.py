@@ -947,6 +947,7 @@ def _walk_partitions(spark: SparkSession, parsed: DataFrame, ctx: partitions.Wal
         .alias("reason"),
         "h1",
         "h2",
+        F.coalesce(col("why").endswith(partitions.FOUND_WRITTEN), F.lit(False)).alias("found"),
     )
     # A topic deleted and created again starts its leader epochs again: the walker splits
     # a partition's rows into its topic's incarnations (partitions.generations_of).

@@ -58,6 +58,7 @@ ROW_FIELDS = (
     "reason",
     "h1",
     "h2",
+    "found",
 )
 (
     C_CLUSTER,
@@ -75,7 +76,12 @@ ROW_FIELDS = (
     C_REASON,
     C_H1,
     C_H2,
+    C_FOUND,
 ) = range(len(ROW_FIELDS))
+# The end of the `why` of a partition_state or isr_change line logged when its writer read
+# back a write whose answer a lost connection took (docs/state-change-log.md): stamped when
+# found, possibly after later writes of the partition were logged.
+FOUND_WRITTEN = "found written, its answer lost"
 
 UNAVAILABLE = "unavailable"
 # Reasons of the controller's decisions that follow a broker's loss.
@@ -280,9 +286,19 @@ def _states(rows: Sequence[Sequence[Any]], tol: int, stats: PartitionStats) -> l
     cepoch: int | None = None
     deleting = False
     last_ts: int | None = None
-    for r in rows:
+    # A write found landed was made before every line after it in the epoch order (each
+    # written or applied after it): its stamp, when it was found, is at most theirs, so
+    # a late finding does not move the later states' times.
+    after: list[float] = [0.0] * len(rows)
+    least = float("inf")
+    for i in range(len(rows) - 1, -1, -1):
+        after[i] = least
+        least = min(least, rows[i][C_TS])
+    for i, r in enumerate(rows):
         rank = r[C_RANK]
         ts = r[C_TS]
+        if r[C_FOUND] and after[i] < ts:
+            ts = int(after[i])
         if rank == RANK_APPLIED:
             s = states[-1] if states else None
             if (

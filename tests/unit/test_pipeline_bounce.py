@@ -66,6 +66,7 @@ def walker_rows(lines: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
                 rec["reason"] if state else None,
                 i,
                 0,
+                (rec["why"] or "").endswith(partitions.FOUND_WRITTEN),
             )
         )
     return sorted(out, key=lambda r: (r[3], r[4], -1 if r[5] is None else r[5], r[6], r[7]))

@@ -23,6 +23,7 @@ def state(
     topic: str = "t",
     partition: int = 0,
     zkv: int | None = None,
+    found: bool = False,
 ) -> dict[str, Any]:
     return {
         "cluster": "c",
@@ -40,6 +41,7 @@ def state(
         "reason": reason,
         "h1": next(_hash),
         "h2": 0,
+        "found": found,
     }
 
 
@@ -528,3 +530,26 @@ def test_a_leader_back_unseen_that_logged_nothing_is_back_at_its_registration() 
     )
     un = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
     assert [(w["start_ts"], w["end_ts"], w["open"]) for w in un] == [(26002, 26022, False)]
+
+
+def test_a_state_found_written_after_the_next_decision_keeps_that_decisions_times() -> None:
+    """Controller epoch 1's write of leader 3 (epoch 1) lost its answer; epoch 2's
+    controller loaded it (broker 3 applied it at 1020), and when broker 3 was lost at 2000
+    elected 2 (2005, applied 2010). Controller 1 logged its write found landed only when
+    it was back, at 2500: a line stamped when found (docs/state-change-log.md), not when
+    written. Taken for its write's time, it made the later decision's times 2500 too:
+    the 10 ms without a leader became 0 ms at 2500, both applied lines orphans."""
+    st, windows = walk(
+        ctx(Death(1, 1000, 2400, 1), Death(3, 2000, None, 2)),
+        state(0, 2, 0, [1, 2, 3], "new", zkv=0),
+        applied(1, 2, 0),
+        state(2500, 3, 1, [1, 2, 3], "preferred", cepoch=1, zkv=1, found=True),
+        applied(1020, 3, 1),
+        state(2005, 2, 2, [2, 1], "offline", cepoch=2, zkv=2),
+        applied(2010, 2, 2),
+    )
+    [w] = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert (w["start_ts"], w["end_ts"], w["incident_id"]) == (2000, 2010, 2)
+    assert (w["lost_leader"], w["recovered_leader"]) == (3, 2)
+    assert st.orphan_applied == 0
+    assert st.leader_changes == 2
