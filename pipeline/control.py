@@ -148,16 +148,28 @@ def _key(e: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
+# A broker's own lines of one millisecond, in the order it writes them: it registers,
+# resigns, sees who the controller is, then is elected (after a -1, or a resignation).
+# (Its election and a resignation of that term both end its belief: either order.)
+_WRITE_ORDER = {
+    "broker_registered": 0,
+    "controller_resigned": 1,
+    "controller_seen": 2,
+    "controller_elected": 3,
+}
+
+
 def _order(e: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Where a line goes: by (ts, broker, event), then, for one writer's lines of one kind
-    in one millisecond, a sighting of no controller (-1, -2) before one of a controller
-    (a broker that saw /controller go logs its -1, then whom it lost the next election
-    to), the rest by their fields. Total, so the order is never the order the lines were
-    read in (Spark's shuffle sets none)."""
+    """Where a line goes: by (ts, broker), then, for one writer's lines in one millisecond,
+    as it writes them (`_WRITE_ORDER`; a sighting of no controller, -1 or -2, before one
+    of a controller: a broker that saw /controller go logs its -1, then whom it lost the
+    next election to), the rest by event and fields. Total, so the order is never the
+    order the lines were read in (Spark's shuffle sets none)."""
     controller = e.get("controller")
     return (
         e["ts"],
         e["broker"],
+        _WRITE_ORDER.get(e["event"], len(_WRITE_ORDER)),
         e["event"],
         -3 if controller is None else controller,
         repr(_key(e)),

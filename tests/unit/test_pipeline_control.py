@@ -92,6 +92,25 @@ def test_a_none_sighting_and_the_next_in_one_millisecond_end_the_old_tenure_in_a
     assert [d.broker for d in r.deaths] == [1]
 
 
+def test_a_none_sighting_and_an_election_in_one_millisecond_end_the_old_tenure_lost() -> None:
+    """Broker 2 saw /controller go and won the election that followed in the same
+    millisecond (Controller._maybe_resign logs the -1, then _elect the election). By
+    event name the election came first, which took broker 2's belief away before its -1:
+    epoch 1 ended superseded (a cause no incident is documented with), not lost."""
+    events = [
+        ev(0, 1, "broker_registered"),
+        ev(1, 2, "broker_registered"),
+        elected(5, 1, 1),
+        seen(6, 2, 1),
+        seen(6000, 2, -1),
+        elected(6000, 2, 2),
+    ]
+    r = control.analyse(events)
+    t1, _t2 = r.tenures
+    assert (t1.end_ts, t1.end_reason) == (6000, "lost")
+    assert [(i.kind, i.broker, i.cause) for i in r.incidents] == [("controller", 1, "lost")]
+
+
 def test_a_late_notice_of_an_old_loss_does_not_end_the_new_tenure() -> None:
     events = killed_controller()
     # Broker 3's watch fires after the election (still believing in broker 1).
