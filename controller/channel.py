@@ -36,6 +36,7 @@ from typing import Any
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
 
+from controller.events import QueueTimeStats
 from controller.request_batch import BrokerRequest
 from wire.api import ApiKey, UpdateMetadataType
 from wire.client import KafkaConnection, KafkaConnectionError
@@ -61,6 +62,7 @@ class _Sent:
 @dataclass(slots=True)
 class _Queued:
     request: BrokerRequest | None  # None: the stop signal
+    enqueued_at: float = 0.0  # monotonic, for the queue time
     # Requests this one replaced: answered or abandoned with it (their bodies dropped).
     superseded: list[BrokerRequest] = dataclasses.field(default_factory=list)
 
@@ -137,6 +139,8 @@ class _BrokerSender:
         # returns, no answer is delivered any more.
         self._delivering = threading.Lock()
         self.stats = _Sent()
+        # From queued to taken to be sent, per request (Kafka's RequestRateAndQueueTimeMs).
+        self.queue_time = QueueTimeStats()
         self._conn: KafkaConnection | None = None
         # The next request, when taken from the queue early.
         self._ahead: list[_Queued] = []
@@ -187,7 +191,8 @@ class _BrokerSender:
 
     def put(self, requests: list[BrokerRequest]) -> None:
         """Queue requests for this broker, in order; called by the controller's thread."""
-        queued = [_Queued(r) for r in requests]
+        now = time.monotonic()
+        queued = [_Queued(r, now) for r in requests]
         with self._queued:
             replaced, by = self._supersede(requests)
             if replaced:
@@ -365,6 +370,8 @@ class _BrokerSender:
             current = self._next()
             if current.request is None or self.stopped.is_set():
                 break
+            # Taken to be sent now, whether taken ahead or not (where Kafka's takes it).
+            self.queue_time.record((time.monotonic() - current.enqueued_at) * 1000)
             if not self._send_and_tell(retrying, current):
                 break  # the broker was removed from the channel while we retried
             current = None  # not kept while waiting for the next (it can be large)
@@ -512,6 +519,12 @@ class ControllerChannelManager:
         """UpdateMetadata requests dropped so far for newer ones (see the module's doc)."""
         with self._lock:
             return sum(s.stats.superseded for s in self._senders.values())
+
+    def queue_times(self) -> dict[int, dict[str, float]]:
+        """Per broker in the channel: how long its requests waited to be sent (see
+        QueueTimeStats.snapshot)."""
+        with self._lock:
+            return {b: s.queue_time.snapshot() for b, s in self._senders.items()}
 
     def queue_sizes(self) -> dict[int, int]:
         with self._lock:

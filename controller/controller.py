@@ -1928,6 +1928,9 @@ class KafkaController:
             "event_process_time_ms": self.events.process_time.snapshot(),
             "current_event": self.events.current_event,
             "channel_queue_sizes": self.channel.queue_sizes() if self.channel is not None else {},
+            "channel_queue_time_ms": (
+                self.channel.queue_times() if self.channel is not None else {}
+            ),
             "channel_update_metadata_superseded": (
                 self.channel.superseded() if self.channel is not None else 0
             ),

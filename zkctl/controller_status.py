@@ -117,6 +117,16 @@ def _controller_lines(c: Mapping[str, Any]) -> list[str]:
             f"; {_count(superseded)} UpdateMetadata dropped as superseded" if superseded else ""
         )
         lines.append(f"Requests waiting to be sent: {by_broker}{dropped}")
+    sent_after = c.get("channel_queue_time_ms")
+    if isinstance(sent_after, Mapping):
+        ids = sorted(sent_after, key=lambda b: (len(str(b)), str(b)))
+        timed = [
+            f"broker {_plain(b)}: p99 {_ms(t.get('p99_ms'))}, max {_ms(t.get('max_ms'))}"
+            for b in ids
+            if isinstance(t := sent_after[b], Mapping) and _number(t.get("count"))
+        ]
+        if timed:
+            lines.append(f"Time a request waited to be sent: {'; '.join(timed)}")
     failovers = _number(c.get("failovers"))
     if failovers is not None:
         line = (

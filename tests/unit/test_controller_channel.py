@@ -553,3 +553,24 @@ def test_a_broker_registered_under_a_host_no_lookup_can_take_is_retried_not_aban
         c.channel.close()
     assert c.abandoned == []
     assert c.answered_topics() == ["t0"]
+
+
+def test_how_long_each_request_waited_in_its_brokers_queue_is_observable(
+    servers: Callable[..., Server],
+) -> None:
+    """Kafka's RequestRateAndQueueTimeMs (per broker): from queued to taken to be sent.
+    The broker answers each request in 0.1 s, so the third waited for two answers."""
+    server = servers(delay_s=0.1)
+    built = Built()
+    c = Connected(server)
+    try:
+        c.channel.send([built.request(f"t{i}") for i in range(3)])
+        wait_until(lambda: len(c.answered) == 3, "every answer")
+        waited = c.channel.queue_times()
+    finally:
+        c.channel.close()
+    assert set(waited) == {7}
+    assert waited[7]["count"] == 3
+    assert waited[7]["max_ms"] >= 190  # the third: two answers of 0.1 s
+    assert waited[7]["p50_ms"] >= 90  # the second: one answer
+    assert c.channel.queue_times() == {}  # the broker left, and its timer with it

@@ -49,6 +49,10 @@ def test_a_controller_is_active_in_its_metrics_only_once_its_failover_is_done() 
         assert after["active"] is True
         assert (after["controller_epoch"], after["partitions"]) == (5, 2)
         assert after["last_failover"]["total_ms"] is not None
+        # The channel's queue time per broker beside its queue size (Kafka's
+        # RequestRateAndQueueTimeMs and QueueSize, per broker; the channel is mocked here).
+        assert "channel_queue_time_ms" in after
 
         ctl._resign("test")
         assert ctl.metrics()["active"] is False
+        assert ctl.metrics()["channel_queue_time_ms"] == {}

@@ -37,6 +37,7 @@ def status(**controller: Any) -> dict[str, Any]:
             "event_process_time_ms": took.snapshot(),
             "current_event": None,
             "channel_queue_sizes": {"10": 3, "2": 0, "1": 0},
+            "channel_queue_time_ms": {"10": waited.snapshot(), "2": QueueTimeStats().snapshot()},
             "channel_update_metadata_superseded": 0,
             "offline_partitions": 1,
             "partitions": 8,
@@ -69,6 +70,8 @@ def test_an_acting_controller_is_read_in_a_few_lines() -> None:
     )
     # Brokers in numeric order although JSON made their ids strings.
     assert "Requests waiting to be sent: broker 1: 0, broker 2: 0, broker 10: 3" in lines
+    # A broker whose requests were timed (broker 2 has had none sent yet).
+    assert "Time a request waited to be sent: broker 10: p99 30.0 ms, max 30.0 ms" in lines
     assert "Failovers: 1, resignations: 0, unclean elections: 0" in lines
     last = next(line for line in lines if line.startswith("Last failover at "))
     assert last.endswith(
@@ -128,13 +131,18 @@ def test_a_broker_not_acting_as_controller_says_whom_it_knows() -> None:
             controller_epoch=None,
             current_event="Startup",
             channel_queue_sizes={},
+            channel_queue_time_ms={},
             failovers=0,
         ),
         now=1001.0,
     )
     assert lines[0] == "Not acting as controller (the controller it knows of: broker 3)"
     assert "Events waiting: 0; working on Startup" in lines
-    assert not [line for line in lines if line.startswith(("Requests waiting", "Last failover"))]
+    assert not [
+        line
+        for line in lines
+        if line.startswith(("Requests waiting", "Time a request", "Last failover"))
+    ]
     assert "superseded" not in " ".join(lines)
 
 
