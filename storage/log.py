@@ -24,7 +24,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
@@ -51,6 +51,7 @@ from storage.partition_dir import (
 )
 from storage.records import (
     BatchesInfo,
+    BatchHeader,
     Compression,
     assign_offsets,
     decompressed,
@@ -355,6 +356,19 @@ def _check_keys(
                 offset=offset,
                 keyless=keyless_indexes(body, header.record_count),
             )
+
+
+def _headers_unless_cut(
+    segment: LogSegment, start: int, end: int, truncations: int
+) -> Iterator[BatchHeader]:
+    """``segment.headers(start, end)`` for a lock-free reader that took the segment's
+    truncation count ``truncations`` before ``end``: ending where a truncation since cut
+    them (no answer beyond, as at the log end), CorruptRecordError only for damage."""
+    try:
+        yield from segment.headers(start, end)
+    except CorruptRecordError:
+        if segment.truncations == truncations:
+            raise
 
 
 def _complete_swaps(names: list[str], directory: str) -> list[str]:
@@ -955,9 +969,19 @@ class PartitionLog:
             while start_offset < limit and index < len(segments):
                 segment = segments[index]
                 index += 1
+                # The count first (see LogSegment.truncate_to): a batch found cut short
+                # or rewritten then tells a truncation under this read from damage.
+                truncations = segment.truncations
                 end = segment.size
-                first = segment.find_batch(start_offset, end)
+                try:
+                    first = segment.find_batch(start_offset, end)
+                except CorruptRecordError:
+                    if segment.truncations == truncations:
+                        raise
+                    first = None
                 if first is None:
+                    if segment.truncations != truncations:
+                        break  # its batch was cut meanwhile: nothing read, as at the end
                     continue
                 if first.last_offset >= limit:
                     break
@@ -970,7 +994,11 @@ class PartitionLog:
                 reached = True  # whether `seen` goes to the limit or the segment's end
                 if min_one_batch or first.size <= max_bytes:
                     length = first.size
-                    for header in segment.headers(first.position + first.size, end):
+                    # A truncation cutting the segment under this read (a follower's,
+                    # a leader's that lost leadership) ends it at the batches read whole,
+                    # as Kafka's, whose fetch at worst gives fewer bytes.
+                    after = first.position + first.size
+                    for header in _headers_unless_cut(segment, after, end, truncations):
                         if header.last_offset >= limit:
                             break
                         if length + header.size > max_bytes:
@@ -978,6 +1006,8 @@ class PartitionLog:
                             break
                         length += header.size
                         next_offset = header.next_offset
+                    if segment.truncations != truncations:
+                        later = False  # the later segments read were removed
                     if reached:
                         seen = length
                 else:
@@ -987,8 +1017,13 @@ class PartitionLog:
                 elif not reached and seen < count_to:
                     # The limit is in this segment: where its batch starts (the log
                     # end is the segment's end).
-                    at = segment.find_batch(limit, end) if limit < leo else None
-                    seen = (end if at is None else at.position) - first.position
+                    try:
+                        at = segment.find_batch(limit, end) if limit < leo else None
+                        seen = (end if at is None else at.position) - first.position
+                    except CorruptRecordError:
+                        if segment.truncations == truncations:
+                            raise
+                        seen = length  # cut meanwhile: what was read is what is known
                 if not length:  # a first batch too large for what is left: none read
                     return ReadInfo(
                         start_offset, start_offset, start_offset, None, log_start, leo, seen, later
@@ -1024,10 +1059,12 @@ class PartitionLog:
             for segment in segments:
                 if segment.max_timestamp < timestamp:
                     continue
+                truncations = segment.truncations  # before the size: as in read
+                end = segment.size
                 below = segment.time_index.lookup_below(timestamp)
                 start = max(segment.base_offset if below is None else below.offset + 1, log_start)
                 position = segment.offset_index.lookup(start).position
-                for header in segment.headers(position, segment.size):
+                for header in _headers_unless_cut(segment, position, end, truncations):
                     if header.last_offset < start:
                         continue
                     if header.next_offset > leo:
@@ -1051,6 +1088,8 @@ class PartitionLog:
                         # batch is the answer, as for one of a codec not read here.
                         log.warning("%s: %s", self.dir, e)
                         return whole
+                if segment.truncations != truncations:
+                    return None  # cut meanwhile: the later segments read were removed
         except OSError as exc:
             raise self._failed("read by timestamp of", exc) from exc
         return None

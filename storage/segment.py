@@ -257,6 +257,7 @@ class LogSegment:
         "offset_of_max_timestamp",
         "roll_jitter_ms",
         "size",
+        "truncations",
     )
 
     def __init__(
@@ -291,6 +292,9 @@ class LogSegment:
         self._rolling_timestamp: int | None = None  # the first batch's maxTimestamp
         self.deleted = False
         self.size = 0
+        #: truncations that cut this segment: a lock-free reader that finds its batches
+        #: cut short (or rewritten) tells a truncation from damage by it (truncate_to)
+        self.truncations = 0
         self.indexes_missing = False
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = -1
@@ -584,10 +588,14 @@ class LogSegment:
             return 0
         cut = header.position
         removed = self.size - cut
+        # Before anything is cut, the size first: a lock-free reader takes the count,
+        # then the size (Log.read), so one that sees this count reads no further than
+        # the cut, and one that does not sees it changed once it finds the file cut.
+        self.size = cut
+        self.truncations += 1
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
         os.ftruncate(self.log.fd, cut)
-        self.size = cut
         self.bytes_since_last_index_entry = 0
         if cut == 0:
             self._rolling_timestamp = None
