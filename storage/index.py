@@ -55,7 +55,16 @@ class _Index:
     """What both indexes share: an append-only file of fixed-size sorted entries."""
 
     # Slots and a str path: a broker keeps two indexes per partition, 100,000s of them.
-    __slots__ = ("_closed", "_fd", "_path", "base_offset", "entries", "max_entries", "torn")
+    __slots__ = (
+        "_closed",
+        "_fd",
+        "_path",
+        "base_offset",
+        "entries",
+        "max_entries",
+        "torn",
+        "truncations",
+    )
     entry_size: int
 
     def __init__(self, path: Path | str, base_offset: int, max_index_bytes: int) -> None:
@@ -75,6 +84,9 @@ class _Index:
         #: a file that is not a whole number of entries (a torn write) is corrupt
         self.torn = size % self.entry_size != 0
         self.entries = size // self.entry_size
+        #: truncations of the file: a lookup (lock-free) that finds an entry gone tells
+        #: it from a damaged file by it
+        self.truncations = 0
 
     def _file(self) -> int:
         fd = self._fd
@@ -107,6 +119,7 @@ class _Index:
         return data
 
     def _truncate_entries(self, entries: int) -> None:
+        self.truncations += 1  # before the cut: see _entry_unless_cut
         os.ftruncate(self._file(), entries * self.entry_size)
         self.entries = entries
         self.torn = False
@@ -118,6 +131,18 @@ class _Index:
 
     def _after_truncate(self) -> None:
         raise NotImplementedError
+
+    def _entry_unless_cut(self, slot: int, truncations: int) -> IndexEntry | TimestampEntry | None:
+        """Entry ``slot`` of a lookup begun at ``truncations``, or None if a truncation
+        has cut the file since (the log's, under its lock; a lookup takes none). Its
+        short read is then no damage: an I/O error of a log takes its whole directory
+        offline (KIP-112), and Kafka's lookups in a mapped index never fail for it."""
+        try:
+            return self._entry(slot)
+        except OSError:
+            if self.truncations == truncations:
+                raise
+            return None
 
     def _entry(self, slot: int) -> IndexEntry | TimestampEntry:
         raise NotImplementedError
@@ -204,6 +229,7 @@ class OffsetIndex(_Index):
         negative position (garbage in an entry the load does not check) is read as 0, as
         Kafka's LogSegment.translateOffset does: a pread there fails with EINVAL, which
         would be taken for the disk failing."""
+        truncations = self.truncations
         last = self.last_entry
         if self.entries == 0 or offset >= last.offset:
             if not self.entries:
@@ -213,7 +239,12 @@ class OffsetIndex(_Index):
         found = IndexEntry(self.base_offset, 0)
         while lo < hi:
             mid = (lo + hi) // 2
-            entry = self._entry(mid)
+            entry = self._entry_unless_cut(mid, truncations)
+            if entry is None:
+                # Cut by a truncation: an entry at or below the offset is still a batch
+                # to scan from (the base, at worst), only further back.
+                break
+            assert isinstance(entry, IndexEntry)
             if entry.offset <= offset:
                 found = entry
                 lo = mid + 1
@@ -280,6 +311,7 @@ class TimeIndex(_Index):
 
     def lookup_below(self, timestamp: int) -> TimestampEntry | None:
         """The last entry whose timestamp is < ``timestamp``, or None."""
+        truncations = self.truncations
         last = self.last_entry
         if last is None:
             return None
@@ -289,7 +321,10 @@ class TimeIndex(_Index):
         found: TimestampEntry | None = None
         while lo < hi:
             mid = (lo + hi) // 2
-            entry = self._entry(mid)
+            entry = self._entry_unless_cut(mid, truncations)
+            if entry is None:
+                break  # cut by a truncation: the search starts from what was found
+            assert isinstance(entry, TimestampEntry)
             if entry.timestamp < timestamp:
                 found = entry
                 lo = mid + 1

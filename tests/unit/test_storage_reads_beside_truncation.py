@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from storage.errors import CorruptRecordError
-from storage.index import OffsetIndex
+from storage.errors import CorruptRecordError, KafkaStorageError
+from storage.index import OffsetIndex, TimeIndex
 from storage.log import LogConfig, PartitionLog
 from storage.records import BatchHeader, iter_batches
 from storage.segment import LogSegment
@@ -144,3 +144,54 @@ def test_a_lookup_by_timestamp_whose_segment_is_truncated_under_it_finds_nothing
     monkeypatch.setattr(LogSegment, "headers", truncated_after_one)
     assert log.offset_for_timestamp(NOW + 4) is None
     assert not failed
+
+
+def test_an_offset_index_lookup_beside_its_truncation_is_no_disk_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failed: list[str] = []
+    log = open_log(tmp_path / "t-0", failed, index_interval_bytes=1)
+    for base in range(0, 20, 2):
+        follow(log, base)  # an index entry for each batch but the first
+    entry = OffsetIndex._entry
+    calls = [0]
+
+    def truncated_during(self: OffsetIndex, slot: int) -> object:
+        calls[0] += 1
+        if calls[0] == 2:  # inside the binary search: the index is cut under it
+            log.truncate_to(2)
+        return entry(self, slot)
+
+    monkeypatch.setattr(OffsetIndex, "_entry", truncated_during)
+    try:
+        read = log.read(5, 1 << 20)
+    except KafkaStorageError:
+        read = None
+    assert not failed, failed  # its log directory is not taken offline
+    assert read is not None
+    assert read.region is None  # what it looked for was cut meanwhile
+
+
+def test_a_time_index_lookup_beside_its_truncation_is_no_disk_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failed: list[str] = []
+    log = open_log(tmp_path / "t-0", failed, index_interval_bytes=1)
+    for n, base in enumerate(range(0, 20, 2)):
+        follow(log, base, ts=NOW + n)
+    entry = TimeIndex._entry
+    calls = [0]
+
+    def truncated_during(self: TimeIndex, slot: int) -> object:
+        calls[0] += 1
+        if calls[0] == 1:
+            log.truncate_to(2)
+        return entry(self, slot)
+
+    monkeypatch.setattr(TimeIndex, "_entry", truncated_during)
+    try:
+        found: object = log.offset_for_timestamp(NOW + 3)
+    except KafkaStorageError as exc:
+        found = exc
+    assert not failed, failed  # its log directory is not taken offline
+    assert found is None  # what it looked for was cut meanwhile
