@@ -982,6 +982,11 @@ class PartitionLog:
                 if first is None:
                     if segment.truncations != truncations:
                         break  # its batch was cut meanwhile: nothing read, as at the end
+                    if index < len(segments) and segments[index].deleted:
+                        # Removed since the list was taken (a truncation removes the
+                        # later segments before it cuts this one): read on there, the
+                        # answer would skip the offsets cut here, a gap to its reader.
+                        break
                     continue
                 if first.last_offset >= limit:
                     break

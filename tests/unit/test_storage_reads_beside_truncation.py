@@ -3,12 +3,15 @@ its leadership): each interleaving is driven by a hook in the real code, not by 
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+import storage.log
 from storage.errors import CorruptRecordError, KafkaStorageError
 from storage.index import OffsetIndex, TimeIndex
 from storage.log import LogConfig, PartitionLog
@@ -24,6 +27,8 @@ def open_log(directory: Path, failed: list[str], **config: int) -> PartitionLog:
         directory,
         LogConfig(**config),  # type: ignore[arg-type]
         time_ms=lambda: NOW,
+        # Removed segments are closed file.delete.delay.ms later, as a broker's are.
+        defer=lambda _action, _delay_ms: None,
         dir_failed=lambda _parent, message, _error: failed.append(message),
     )
 
@@ -195,3 +200,30 @@ def test_a_time_index_lookup_beside_its_truncation_is_no_disk_failure(
         found = exc
     assert not failed, failed  # its log directory is not taken offline
     assert found is None  # what it looked for was cut meanwhile
+
+
+def test_a_read_finding_its_segment_cut_reads_on_in_no_segment_the_truncation_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failed: list[str] = []
+    log = open_log(tmp_path / "t-0", failed, segment_bytes=600)
+    for base in range(0, 12, 2):
+        follow(log, base)  # segments at 0, 4 and 8
+    assert log.segment_base_offsets() == [0, 4, 8]
+
+    def truncated_after(*args: object, **kwargs: object) -> int:
+        # The read has taken the segment list and picked its segment (at 4): the
+        # truncation cuts that one to [4,5] and removes the one at 8.
+        found = bisect.bisect_right(*args, **kwargs)  # type: ignore[call-overload]
+        monkeypatch.setattr(storage.log, "bisect", bisect)
+        log.truncate_to(6)
+        return int(found)
+
+    monkeypatch.setattr(storage.log, "bisect", SimpleNamespace(bisect_right=truncated_after))
+    read = log.read(6, 1 << 20)
+    assert log.log_end_offset == 6
+    # Not [8,9] [10,11] of the removed segment, past a gap: a follower fetching at 6 would
+    # take them for the next records (or find its log not continued and fail it).
+    assert read.region is None
+    assert read.next_offset == 6
+    assert not failed
