@@ -227,3 +227,30 @@ def test_a_read_finding_its_segment_cut_reads_on_in_no_segment_the_truncation_re
     assert read.region is None
     assert read.next_offset == 6
     assert not failed
+
+
+def test_a_consumer_read_up_to_the_high_watermark_beside_a_truncation_to_it_ends_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A caught-up consumer's read walks on to the header of the batch at the high
+    # watermark, to find it is not below it: a leader losing its leadership truncates to
+    # its high watermark meanwhile. Answered CORRUPT_MESSAGE, a Java consumer's poll
+    # throws ("Encountered corrupt message when fetching offset").
+    failed: list[str] = []
+    log = open_log(tmp_path / "t-0", failed)
+    for base in range(0, 8, 2):
+        follow(log, base)
+    log.update_high_watermark(4)
+    find_batch = LogSegment.find_batch
+
+    def truncated_after(self: LogSegment, offset: int, end: int) -> BatchHeader | None:
+        header = find_batch(self, offset, end)
+        monkeypatch.setattr(LogSegment, "find_batch", find_batch)
+        log.truncate_to(4)
+        return header
+
+    monkeypatch.setattr(LogSegment, "find_batch", truncated_after)
+    read = log.read(2, 1 << 20, max_offset_exclusive=4)
+    assert batches_of(read.to_bytes()) == [(2, 3)]
+    assert read.next_offset == 4
+    assert not failed
