@@ -1186,6 +1186,13 @@ class ReplicaManager:
         except UnsupportedMagicError as e:
             return ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, p, None, str(e)
         except InvalidTimestampError as e:
+            if e.record_errors:
+                # Kafka's processRecordErrors: the records out of range, under its message.
+                rejected = RejectedRecords(
+                    "One or more records have been rejected due to invalid timestamp",
+                    e.record_errors,
+                )
+                return ErrorCode.INVALID_TIMESTAMP, p, None, rejected
             return ErrorCode.INVALID_TIMESTAMP, p, None, str(e)
         except InvalidRecordError as e:
             if e.keyless:

@@ -154,9 +154,15 @@ class RecordBatchTooLargeError(StorageError):
 
 class InvalidTimestampError(StorageError):
     """A CreateTime batch's timestamps are further from the broker's clock than
-    ``message.timestamp.difference.max.ms``, or a producer's batch claims LogAppendTime."""
+    ``message.timestamp.difference.max.ms``, or a producer's batch claims LogAppendTime.
+    ``record_errors``: ``(batch index, message)`` of each record out of range (Kafka's
+    RecordError, LogValidator.validateTimestamp), empty where no record is named."""
 
     error_code = 32  # INVALID_TIMESTAMP
+
+    def __init__(self, reason: str, *, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        self.record_errors = record_errors
+        super().__init__(reason)
 
 
 class UnknownCompressionError(StorageError):

@@ -371,7 +371,11 @@ def _check_timestamps(
     lengths (only with the setting below its default: then nothing is walked); a
     compressed batch's base and max timestamps stand for its records, which are not
     decompressed for this (docs/architecture.md). Kafka checks records only, never the
-    header's fields. Runs after ``check_records``: the lengths fill the body."""
+    header's fields. Runs after ``check_records``: the lengths fill the body.
+
+    Each record out of range of an uncompressed batch is a record error (its index in
+    the batch and Kafka's text), all of them in one InvalidTimestampError, as Kafka's
+    processRecordErrors throws them for the Produce answer's record errors."""
     base_ts = fields[7]
     if fields[5] & ATTR_COMPRESSION_MASK:
         for ts in (base_ts, fields[8]):  # baseTimestamp, maxTimestamp
@@ -380,16 +384,31 @@ def _check_timestamps(
     body = view[pos + BATCH_HEADER_SIZE : pos + fields[1] + LOG_OVERHEAD]
     varint = decode_varint
     at = 0
+    refused: list[tuple[int, str]] = []
     try:
         for i in range(fields[12]):
             length, at = varint(body, at)
-            delta, _ = varint(body, at + 1)  # after the attributes byte
+            delta, after = varint(body, at + 1)  # after the attributes byte
+            ts = base_ts + delta
+            if ts != NO_TIMESTAMP and abs(ts - now_ms) > max_difference_ms:
+                offset_delta, _ = varint(body, after)
+                refused.append(
+                    (
+                        i,
+                        f"Timestamp {ts} of message with offset {fields[0] + offset_delta} is"
+                        " out of range. The timestamp should be within"
+                        f" [{now_ms - max_difference_ms}, {now_ms + max_difference_ms}]",
+                    )
+                )
             at += length
-            _check_timestamp(
-                base_ts + delta, now_ms, max_difference_ms, f"record {i} of the batch at {pos}"
-            )
     except (IndexError, ValueError) as e:  # a timestamp delta that does not parse
         raise InvalidRecordError(f"the batch's records do not parse: {e}", position=pos) from None
+    if refused:
+        raise InvalidTimestampError(
+            f"{len(refused)} records of the batch at position {pos} are more than"
+            f" {max_difference_ms} ms from the broker's clock ({now_ms})",
+            record_errors=tuple(refused),
+        )
 
 
 def _records_max_timestamp(pos: int, base_ts: int, max_delta: int) -> int:

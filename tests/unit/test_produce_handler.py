@@ -5,6 +5,8 @@ the wire codec both ways."""
 from __future__ import annotations
 
 import gzip
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -480,5 +482,55 @@ def test_records_without_a_key_in_a_compacted_topic_are_answered_with_their_reco
         # Before v8 the answer has no record errors: the code alone.
         got = client.request(ApiKey.PRODUCE, 7, produce_records(T0, bytes(batch)))
         assert answers(got) == [("a", 0, ErrorCode.INVALID_RECORD)]
+    finally:
+        manager.close()
+
+
+def test_records_out_of_the_timestamp_difference_are_answered_with_their_record_errors(
+    tmp_path: Path,
+) -> None:
+    """Kafka 2.8's LogValidator.validateTimestamp gives each record further from the
+    broker's clock than message.timestamp.difference.max.ms a RecordError (its index in
+    the batch, "Timestamp T of message with offset O is out of range. The timestamp
+    should be within [now - d, now + d]"); processRecordErrors throws them under
+    InvalidTimestampException("One or more records have been rejected due to invalid
+    timestamp"), which appendToLocalLog answers with them (produce v8+) and the log start
+    offset. The answer listed no record error and no log start offset, only the first
+    record's refusal in a text of its own."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    topic = LogConfig(max_timestamp_difference_ms=60_000)
+    manager = LogManager([tmp_path], config, topic_config=lambda _topic: topic)
+    try:
+        apis, replicas = leading(manager)
+        now = int(time.time() * 1000)
+        specs = [
+            RecordSpec(b"v0", timestamp=now),
+            RecordSpec(b"v1", timestamp=1000),
+            RecordSpec(b"v2", timestamp=-1),  # NO_TIMESTAMP: not checked
+            RecordSpec(b"v3", timestamp=now + 3_600_000),
+        ]
+        client = Loopback(apis)
+        got = client.request(ApiKey.PRODUCE, 8, produce_records(T0, bytes(build_batch(specs))))
+        (answer,) = got["responses"][0]["partition_responses"]
+        assert answer["error_code"] == ErrorCode.INVALID_TIMESTAMP
+        assert answer["error_message"] == (
+            "One or more records have been rejected due to invalid timestamp"
+        )
+        assert answer["log_start_offset"] == 0
+        errors = [
+            (e["batch_index"], e["batch_index_error_message"]) for e in answer["record_errors"]
+        ]
+        assert [index for index, _ in errors] == [1, 3]
+        pattern = (
+            r"Timestamp {ts} of message with offset {offset} is out of range\."
+            r" The timestamp should be within \[(\d+), (\d+)\]"
+        )
+        for (_, why), ts, offset in zip(errors, (1000, now + 3_600_000), (1, 3), strict=True):
+            match = re.fullmatch(pattern.format(ts=ts, offset=offset), why)
+            assert match is not None, why
+            low, high = int(match[1]), int(match[2])
+            assert high - low == 120_000
+            assert low <= now + 60_000 <= high
+        assert replicas.partitions[T0].log_end_offset == 0
     finally:
         manager.close()
