@@ -38,7 +38,9 @@ from broker.replica_manager import Partition, RejectedRecords, ReplicaManager
 from broker.state_change_log import StateChangeLog
 from controller.controller import CONTROLLED_SHUTDOWN_APPLIED_WAIT_S, KafkaController
 from groups.coordinator import OFFSETS_TOPIC
+from storage import codecs
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
+from storage.legacy import down_convert, is_legacy, up_convert
 from storage.log import ReadInfo
 from storage.records import (
     ATTR_COMPRESSION_MASK,
@@ -68,6 +70,10 @@ _PRODUCE_ZSTD_VERSION = 7
 _FETCH_ZSTD_VERSION = 10
 # KAFKA_STORAGE_ERROR came with Fetch v6: older fetches are told NOT_LEADER_OR_FOLLOWER.
 _FETCH_LAST_VERSION_WITHOUT_STORAGE_ERROR = 5
+# Record batches (magic 2) came with Produce v3 and Fetch v4 (KIP-98): before, messages of
+# magic 0 (Produce and Fetch v0-v1) and 1 (Produce v2, Fetch v2-v3), converted here.
+_PRODUCE_FIRST_BATCH_VERSION = 3
+_FETCH_FIRST_BATCH_VERSION = 4
 _MAGIC_AT = 16  # a batch's magic byte, and the low byte of its attributes
 _ATTRIBUTES_LOW_BYTE = 22
 _BATCH_LENGTH = struct.Struct(">i")
@@ -96,8 +102,8 @@ class Supported:
 
 # What this broker answers, advertised in ApiVersions. Every version in a range is handled.
 SUPPORTED: dict[ApiKey, Supported] = {
-    ApiKey.PRODUCE: Supported(3, 9),
-    ApiKey.FETCH: Supported(4, 12),
+    ApiKey.PRODUCE: Supported(0, 9),
+    ApiKey.FETCH: Supported(0, 12),
     ApiKey.LIST_OFFSETS: Supported(1, 6),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Supported(2, 4),
     ApiKey.FIND_COORDINATOR: Supported(0, 4),
@@ -403,6 +409,7 @@ class KafkaApis:
         if ctx.error == ErrorCode.NONE:  # a session error is answered at once
             updates = self._fetch_and_wait(ctx, replica_id, deadline)
         result = ctx.respond(updates)
+        fetch_offsets = {tp: req.fetch_offset for tp, req in fetch_data.items()}
         responses: dict[str, list[PartitionData]] = {}
         for tp, data in result.partitions:
             answer = data
@@ -414,6 +421,8 @@ class KafkaApis:
                 # code for an unknown (fatal) error; this one it retries after a metadata
                 # refresh.
                 answer = {**data, "error_code": int(ErrorCode.NOT_LEADER_OR_FOLLOWER)}
+            if version < _FETCH_FIRST_BATCH_VERSION and data["records"]:
+                answer = self._down_converted(tp, answer, version, fetch_offsets.get(tp, 0))
             responses.setdefault(tp.topic, []).append(answer)
         return {
             "throttle_time_ms": 0,
@@ -421,6 +430,36 @@ class KafkaApis:
             "session_id": result.session_id,
             "responses": [{"topic": t, "partitions": ps} for t, ps in responses.items()],
         }
+
+    def _max_decompressed(self, tp: TopicPartition) -> int:
+        """What a batch of ``tp`` may hold decompressed (its log's bound, else the one of
+        the default max.message.bytes)."""
+        p = self.replicas.partitions.get(tp)
+        if p is None or p.log is None:
+            return codecs.MAX_SIZE
+        return p.log.config.max_decompressed_bytes
+
+    def _down_converted(
+        self, tp: TopicPartition, data: PartitionData, version: int, fetch_offset: int
+    ) -> PartitionData:
+        """A Fetch v0-v3 answer's records as messages of magic 0 (v0-v1) or 1 (v2-v3), as
+        Kafka 2.8's maybeConvertFetchedData converts them (message.downconversion.enable
+        is not looked at: always on, its default). A batch that cannot be converted (zstd,
+        which those versions never get from a zstd topic, or one that does not decode)
+        answers the partition its error, no records."""
+        to_magic = 0 if version <= 1 else 1
+        try:
+            records = down_convert(
+                data["records"], to_magic, fetch_offset, max_size=self._max_decompressed(tp)
+            )
+        except Exception as exc:
+            p = self.replicas.partitions.get(tp)
+            if p is None:
+                error = read_error_code(exc)
+            else:
+                error = unreadable_partition(tp, p, "down-conversion", fetch_offset, exc)
+            return {**data, "error_code": int(error), "records": b""}
+        return {**data, "records": records}
 
     def _fetch_and_wait(
         self, ctx: FetchContext, replica_id: int, deadline: float
@@ -717,7 +756,8 @@ class KafkaApis:
                 # no batch, though its leader has not had its StopReplica yet.
                 answers[tp] = _produce_answer(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
                 continue
-            invalid = _check_produce_records(version, records)
+            legacy = version < _PRODUCE_FIRST_BATCH_VERSION and bool(records) and is_legacy(records)
+            invalid = None if legacy else _check_produce_records(version, records)
             if invalid is not None:
                 answers[tp] = _produce_answer(tp, *invalid)
                 continue
@@ -737,8 +777,17 @@ class KafkaApis:
                     f"Cannot append to internal topic {tp.topic}",
                 )
                 continue
+            appended = records
+            if legacy:
+                # Kafka 2.8's LogValidator converts messages of magic 0 and 1 to a record
+                # batch (message.format.version 2.8), which is then appended as any.
+                try:
+                    appended = up_convert(records, max_size=self._max_decompressed(tp))
+                except StorageError as e:
+                    answers[tp] = _produce_answer(tp, ErrorCode.of(e.error_code), str(e))
+                    continue
             try:
-                error, p, info, message = self.replicas.append_as_leader(tp, records, acks)
+                error, p, info, message = self.replicas.append_as_leader(tp, appended, acks)
             except Exception:
                 # As Kafka's appendToLocalLog (case t: Throwable): this partition's error
                 # (no message, as there), logged; the partitions appended before it must

@@ -436,10 +436,10 @@ def unsupported_metadata_version(sock: socket.socket) -> None:
     assert_closed(sock)
 
 
-def fetch_version_below_ours(sock: socket.socket) -> None:
-    # Fetch v0 is in Kafka's schemas, but this broker answers v4 and up only.
-    assert SUPPORTED[ApiKey.FETCH].min_version > 0
-    sock.sendall(framed(header(ApiKey.FETCH, 0) + b"\x00" * 16))
+def offset_commit_version_below_ours(sock: socket.socket) -> None:
+    # OffsetCommit v0 is in Kafka's schemas, but this broker answers v2 and up only.
+    assert SUPPORTED[ApiKey.OFFSET_COMMIT].min_version > 0
+    sock.sendall(framed(header(ApiKey.OFFSET_COMMIT, 0) + b"\x00" * 16))
     assert_closed(sock)
 
 
@@ -541,7 +541,7 @@ def random_garbage(sock: socket.socket) -> None:
         truncated,
         unknown_api_key,
         unsupported_metadata_version,
-        fetch_version_below_ours,
+        offset_commit_version_below_ours,
         api_versions_v99,
         api_versions_negative_version,
         metadata_negative_version,

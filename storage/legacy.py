@@ -1,0 +1,274 @@
+"""Message formats v0 and v1 (magic 0 and 1, the clients before Kafka 0.11), which the logs
+never hold: a Produce v0-v2's message set is converted up to one record batch (magic 2),
+and a Fetch v0-v3 answer's batches down to messages, as Kafka 2.8 converts them with
+``log.message.format.version`` 2.8 (LogValidator.convertAndAssignOffsetsNonCompressed and
+validateMessagesAndAssignOffsetsCompressed; RecordsUtil.downConvert).
+
+A message (LegacyRecord)::
+
+    offset int64, size int32, crc uint32 (CRC-32 of magic..end), magic int8,
+    attributes int8 (bits 0-2 codec, bit 3 LogAppendTime: magic 1 only),
+    [timestamp int64: magic 1 only], key bytes (int32 length, -1 null), value bytes
+
+A compressed message (a wrapper) holds, in its value, the codec's stream of the inner
+messages: of magic 1 with offsets relative to the first (the wrapper's offset is the last
+one's), of magic 0 with absolute offsets.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import Final, NamedTuple
+
+from storage import codecs
+from storage.codecs import Compression
+from storage.errors import (
+    CorruptRecordError,
+    DecompressedTooLargeError,
+    DecompressionError,
+    InvalidRecordError,
+)
+from storage.records import (
+    ATTR_COMPRESSION_MASK,
+    ATTR_TIMESTAMP_TYPE,
+    NO_TIMESTAMP,
+    RecordSpec,
+    build_batch,
+    iter_batches,
+    iter_records,
+)
+
+__all__ = ["LegacyUnsupportedCompressionError", "down_convert", "is_legacy", "up_convert"]
+
+_OFFSET_SIZE: Final = struct.Struct(">qi")
+_CRC_MAGIC_ATTRIBUTES: Final = struct.Struct(">IBB")
+_INT64: Final = struct.Struct(">q")
+_INT32: Final = struct.Struct(">i")
+LOG_OVERHEAD: Final = 12  # offset and size
+_MAGIC_AT: Final = LOG_OVERHEAD + 4  # after the CRC: where a batch's magic is too
+# crc, magic, attributes, key and value lengths; magic 1 adds the timestamp.
+_MIN_SIZE: Final = {0: 14, 1: 22}
+
+
+class LegacyUnsupportedCompressionError(InvalidRecordError):
+    """zstd in a message of magic 0 or 1, which Kafka never writes in them (its
+    MemoryRecordsBuilder refuses it): UNSUPPORTED_COMPRESSION_TYPE."""
+
+    error_code = 76  # UNSUPPORTED_COMPRESSION_TYPE
+
+
+class _Message(NamedTuple):
+    offset: int
+    magic: int
+    attributes: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+def is_legacy(records: bytes | bytearray | memoryview) -> bool:
+    """Whether a message set starts with a message of magic 0 or 1."""
+    return len(records) > _MAGIC_AT and records[_MAGIC_AT] in (0, 1)
+
+
+def _bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    if pos + 4 > end:
+        raise ValueError("a length past the message's end")
+    (length,) = _INT32.unpack_from(data, pos)
+    pos += 4
+    if length < 0:
+        return None, pos
+    if pos + length > end:
+        raise ValueError(f"{length} bytes past the message's end")
+    return data[pos : pos + length], pos + length
+
+
+def _messages(data: bytes, position: int) -> Iterator[_Message]:
+    """The whole messages of a message set (an incomplete one at its end is not read, as
+    Kafka's ByteBufferLogInputStream leaves it), each one's CRC checked
+    (CorruptRecordError, as LegacyRecord.ensureValid)."""
+    pos = 0
+    while len(data) - pos >= LOG_OVERHEAD:
+        offset, size = _OFFSET_SIZE.unpack_from(data, pos)
+        start = pos + LOG_OVERHEAD
+        end = start + size
+        if size < _MIN_SIZE[0]:
+            raise CorruptRecordError(
+                f"a message of {size} bytes, below the smallest", position=position + pos
+            )
+        if end > len(data):
+            return
+        crc, magic, attributes = _CRC_MAGIC_ATTRIBUTES.unpack_from(data, start)
+        if magic not in (0, 1):
+            raise CorruptRecordError(
+                f"magic {magic} in a message set of magic 0 and 1", position=position + pos
+            )
+        if size < _MIN_SIZE[magic] or crc != zlib.crc32(data[start + 4 : end]):
+            raise CorruptRecordError(
+                f"message at offset {offset} is corrupt (its CRC or size)",
+                position=position + pos,
+            )
+        at = start + 6
+        timestamp = NO_TIMESTAMP
+        if magic == 1:
+            (timestamp,) = _INT64.unpack_from(data, at)
+            at += 8
+        try:
+            key, at = _bytes(data, at, end)
+            value, at = _bytes(data, at, end)
+        except ValueError as e:
+            raise CorruptRecordError(
+                f"message at offset {offset}: {e}", position=position + pos
+            ) from None
+        yield _Message(offset, magic, attributes, timestamp, key, value)
+        pos = end
+
+
+def up_convert(records: bytes | bytearray | memoryview, *, max_size: int) -> bytearray:
+    """A producer's message set (magic 0 and 1) as one record batch (magic 2) of its
+    records, for the log's usual append: as Kafka 2.8's LogValidator converts it, the
+    records of every message, compressed ones' inner messages in their place, keep their
+    keys, values and timestamps (magic 0 has none: -1, NO_TIMESTAMP, never checked
+    against message.timestamp.difference.max.ms), and the batch is compressed with the
+    codec of the (last) compressed message, if any (the topic's compression.type applies
+    after). A message claiming LogAppendTime makes a LogAppendTime batch, which the log
+    refuses INVALID_TIMESTAMP, as Kafka refuses it. ``max_size`` bounds what a
+    compressed message may hold decompressed."""
+    data = bytes(records)
+    specs: list[RecordSpec] = []
+    codec = Compression.NONE
+    log_append_time = False
+    for outer in _messages(data, 0):
+        outer_codec = outer.attributes & ATTR_COMPRESSION_MASK
+        if outer.magic == 1 and outer.attributes & ATTR_TIMESTAMP_TYPE:
+            log_append_time = True
+        if outer_codec == Compression.NONE:
+            specs.append(RecordSpec(outer.value, outer.key, outer.timestamp))
+            continue
+        if outer_codec == Compression.ZSTD:
+            raise LegacyUnsupportedCompressionError(
+                f"zstd in a message of magic {outer.magic}", position=0, offset=outer.offset
+            )
+        if outer.value is None:
+            raise InvalidRecordError(
+                "a compressed message without a value", position=0, offset=outer.offset
+            )
+        value = outer.value
+        if outer_codec == Compression.LZ4 and outer.magic == 0:
+            # Kafka reads magic 0's frames ignoring their header checksum (KAFKA-3160).
+            value = _lz4_header_checksum(value, magic_0=False)
+        try:
+            inner_data = codecs.decompress(outer_codec, value, max_size)
+        except codecs.UnsupportedCodecError as e:
+            raise InvalidRecordError(str(e), position=0, offset=outer.offset) from None
+        except codecs.TooLargeError as e:
+            raise DecompressedTooLargeError(str(e), position=0, offset=outer.offset) from None
+        except codecs.CodecError as e:
+            raise DecompressionError(str(e), position=0, offset=outer.offset) from None
+        codec = outer_codec
+        for inner in _messages(inner_data, 0):
+            # LogValidator.validateRecord: an inner message of another magic, or itself
+            # compressed, is refused.
+            if inner.magic != outer.magic or inner.attributes & ATTR_COMPRESSION_MASK:
+                raise InvalidRecordError(
+                    f"an inner message of magic {inner.magic}, attributes {inner.attributes}"
+                    f" in a compressed message of magic {outer.magic}",
+                    position=0,
+                    offset=outer.offset,
+                )
+            specs.append(RecordSpec(inner.value, inner.key, inner.timestamp))
+    if not specs:
+        raise CorruptRecordError("no message in the request", position=0)
+    return build_batch(
+        specs,
+        base_timestamp=specs[0].timestamp,
+        compression=codec,
+        log_append_time=log_append_time,
+    )
+
+
+def _message(
+    offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None
+) -> bytes:
+    body = bytearray(struct.pack(">BB", magic, attributes))
+    if magic == 1:
+        body += _INT64.pack(timestamp)
+    for field in (key, value):
+        if field is None:
+            body += _INT32.pack(-1)
+        else:
+            body += _INT32.pack(len(field))
+            body += field
+    crc = zlib.crc32(body)
+    return _OFFSET_SIZE.pack(offset, 4 + len(body)) + struct.pack(">I", crc) + bytes(body)
+
+
+def _lz4_header_checksum(frame: bytes, *, magic_0: bool) -> bytes:
+    """``frame`` with its header checksum the frame format's (xxHash32 of the
+    descriptor), or with ``magic_0`` the one Kafka writes and reads in messages of magic
+    0 (KAFKA-3160: over the frame's magic number too); a frame too short is kept."""
+    if len(frame) < 7:
+        return frame
+    end = 6 + (8 if frame[4] & 0x08 else 0)  # FLG, BD and a content size, if any
+    if len(frame) <= end:
+        return frame
+    out = bytearray(frame)
+    out[end] = (codecs.xxh32(bytes(out[0 if magic_0 else 4 : end])) >> 8) & 0xFF
+    return bytes(out)
+
+
+def down_convert(
+    records: bytes | bytearray | memoryview, to_magic: int, fetch_offset: int, *, max_size: int
+) -> bytes:
+    """A fetch answer's batches (magic 2) as messages of ``to_magic`` (0 or 1), as Kafka
+    2.8's RecordsUtil.downConvert makes them: each batch's records from ``fetch_offset``
+    on (control batches dropped, and the records' headers, which messages cannot
+    carry), a compressed batch's as one compressed message of its codec; magic 0 drops
+    the timestamps, magic 1 keeps them (a LogAppendTime batch's, its time, the
+    attribute set). The answer's bytes stay within what was read, as Kafka's
+    LazyDownConversionRecordsSend sends, but for the first batch, always sent whole, so
+    that a consumer always gets on; a batch's messages are never cut short.
+    LegacyUnsupportedCompressionError for a zstd batch, which magic 0 and 1 cannot
+    carry."""
+    limit = len(records)
+    out = bytearray()
+    view = memoryview(records)
+    for header in iter_batches(view):
+        if header.is_control:
+            continue
+        batch = view[header.position : header.position + header.size]
+        kept = [r for r in iter_records(batch, max_size=max_size) if r.offset >= fetch_offset]
+        if not kept:
+            continue
+        codec = header.compression
+        if codec == Compression.ZSTD:
+            raise LegacyUnsupportedCompressionError(
+                f"zstd records cannot be sent as messages of magic {to_magic}",
+                position=header.position,
+                offset=header.base_offset,
+            )
+        log_append_time = to_magic == 1 and header.is_log_append_time
+        attributes = ATTR_TIMESTAMP_TYPE if log_append_time else 0
+        converted = bytearray()
+        if codec == Compression.NONE:
+            for r in kept:
+                converted += _message(r.offset, to_magic, attributes, r.timestamp, r.key, r.value)
+        else:
+            inner = bytearray()
+            first = kept[0].offset
+            for r in kept:
+                offset = r.offset - first if to_magic == 1 else r.offset
+                inner += _message(offset, to_magic, attributes, r.timestamp, r.key, r.value)
+            value = codecs.compress(codec, inner)
+            if codec == Compression.LZ4 and to_magic == 0:
+                value = _lz4_header_checksum(value, magic_0=True)
+            timestamp = max(r.timestamp for r in kept)
+            converted += _message(
+                kept[-1].offset, to_magic, attributes | codec, timestamp, None, value
+            )
+        if out and len(out) + len(converted) > limit:
+            break
+        out += converted
+    return bytes(out)

@@ -1,0 +1,249 @@
+"""Produce v0-v2 and Fetch v0-v3, whose records are messages of magic 0 and 1 (the
+clients before Kafka 0.11), as Kafka 2.8 serves them with log.message.format.version 2.8:
+a produce's messages converted up to a record batch (LogValidator), a fetch's batches down
+to messages (KafkaApis.maybeConvertFetchedData, RecordsUtil.downConvert). A real request
+handler and logs, the wire codec both ways."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from broker.apis import KafkaApis
+from broker.config import BrokerConfig
+from storage import codecs
+from storage.codecs import Compression
+from storage.log import LogConfig
+from storage.log_manager import LogManager
+from storage.records import RecordSpec, build_batch, iter_batches, iter_records
+from tests.unit.test_fetch_session import LEADER, T0, Loopback, make_leader
+from wire.api import ApiKey
+from wire.errors import ErrorCode
+
+
+class Message(NamedTuple):
+    offset: int
+    magic: int
+    attributes: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+def message(
+    offset: int,
+    magic: int,
+    value: bytes | None,
+    key: bytes | None = None,
+    timestamp: int = -1,
+    attributes: int = 0,
+) -> bytes:
+    body = struct.pack(">BB", magic, attributes)
+    if magic == 1:
+        body += struct.pack(">q", timestamp)
+    for field in (key, value):
+        body += struct.pack(">i", -1) if field is None else struct.pack(">i", len(field)) + field
+    return struct.pack(">qiI", offset, 4 + len(body), zlib.crc32(body)) + body
+
+
+def messages(data: bytes) -> list[Message]:
+    """A message set's messages, compressed ones' inner messages with theirs."""
+    data = bytes(data)
+    out: list[Message] = []
+    pos = 0
+    while pos < len(data):
+        offset, size, crc = struct.unpack_from(">qiI", data, pos)
+        body = data[pos + 16 : pos + 12 + size]
+        assert zlib.crc32(body) == crc
+        magic, attributes = body[0], body[1]
+        at = 2
+        timestamp = -1
+        if magic == 1:
+            (timestamp,) = struct.unpack_from(">q", body, at)
+            at += 8
+        fields: list[bytes | None] = []
+        for _ in range(2):
+            (n,) = struct.unpack_from(">i", body, at)
+            at += 4
+            fields.append(None if n < 0 else body[at : at + n])
+            at += max(n, 0)
+        out.append(Message(offset, magic, attributes, timestamp, fields[0], fields[1]))
+        pos += 12 + size
+    return out
+
+
+@pytest.fixture
+def apis(tmp_path: Path) -> Iterator[KafkaApis]:
+    yield from _apis(tmp_path, LogConfig())
+
+
+def _apis(tmp_path: Path, topic: LogConfig) -> Iterator[KafkaApis]:
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    manager = LogManager([tmp_path], config, topic_config=lambda _topic: topic)
+    try:
+        apis, _replicas, _zk = make_leader([T0], isr=(LEADER,), logs=manager)
+        yield apis
+    finally:
+        manager.close()
+
+
+def produce(client: Loopback, version: int, records: bytes) -> dict[str, Any]:
+    body = {
+        "transactional_id": None,
+        "acks": 1,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": T0.topic, "partition_data": [{"index": 0, "records": records}]}],
+    }
+    got = client.request(ApiKey.PRODUCE, version, body)
+    (answer,) = got["responses"][0]["partition_responses"]
+    result: dict[str, Any] = answer
+    return result
+
+
+def fetch(client: Loopback, version: int, offset: int, max_bytes: int = 1 << 20) -> dict[str, Any]:
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "topics": [
+            {
+                "topic": T0.topic,
+                "partitions": [
+                    {"partition": 0, "fetch_offset": offset, "partition_max_bytes": max_bytes}
+                ],
+            }
+        ],
+    }
+    got = client.request(ApiKey.FETCH, version, body)
+    (answer,) = got["responses"][0]["partitions"]
+    result: dict[str, Any] = answer
+    return result
+
+
+def test_a_produce_of_magic_1_messages_is_appended_as_a_record_batch(apis: KafkaApis) -> None:
+    """Kafka 2.8 takes a Produce v2's messages of magic 1 (Produce v0-v2 may carry
+    message formats v0 and v1: ProduceRequest.validateRecords checks versions 3 and up)
+    and its LogValidator converts them to a record batch, offsets assigned, keys, values
+    and timestamps kept. The broker served Produce from v3 only: the request closed the
+    connection."""
+    client = Loopback(apis)
+    records = message(0, 1, b"a", b"k", 1_000) + message(1, 1, None, b"k2", 1_005)
+    answer = produce(client, 2, records)
+    assert answer["error_code"] == ErrorCode.NONE
+    assert answer["base_offset"] == 0
+    assert answer["log_append_time_ms"] == -1
+    compressed = message(0, 1, b"b", None, 2_000) + message(1, 1, b"c", None, 2_001)
+    wrapper = message(1, 1, gzip.compress(compressed), None, 2_001, Compression.GZIP)
+    answer = produce(client, 2, wrapper)
+    assert answer["error_code"] == ErrorCode.NONE
+    assert answer["base_offset"] == 2
+    got = fetch(client, 12, 0)
+    batches = list(iter_batches(got["records"]))
+    assert [b.compression for b in batches] == [Compression.NONE, Compression.GZIP]
+    records_read = [
+        (r.offset, r.timestamp, r.key, r.value)
+        for b in batches
+        for r in iter_records(got["records"][b.position : b.position + b.size])
+    ]
+    assert records_read == [
+        (0, 1_000, b"k", b"a"),
+        (1, 1_005, b"k2", None),
+        (2, 2_000, None, b"b"),
+        (3, 2_001, None, b"c"),
+    ]
+
+
+def test_a_produce_of_magic_0_messages_has_no_timestamps(apis: KafkaApis) -> None:
+    """Magic 0 carries no timestamp: Kafka's conversion gives the records NO_TIMESTAMP
+    (-1). A message whose CRC does not hold is CORRUPT_MESSAGE, nothing appended."""
+    client = Loopback(apis)
+    answer = produce(client, 0, message(0, 0, b"a") + message(1, 0, b"b", b"k"))
+    assert answer["error_code"] == ErrorCode.NONE
+    got = fetch(client, 12, 0)
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in iter_records(got["records"])] == [
+        (0, -1, None, b"a"),
+        (1, -1, b"k", b"b"),
+    ]
+    bad = bytearray(message(0, 0, b"c"))
+    bad[-1] ^= 1
+    assert produce(client, 1, bytes(bad))["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    assert fetch(client, 12, 0)["high_watermark"] == 2
+
+
+@pytest.mark.parametrize(("version", "magic"), [(0, 0), (1, 0), (2, 1), (3, 1)])
+@pytest.mark.parametrize(
+    "codec", [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4]
+)
+def test_a_fetch_before_v4_is_answered_messages(
+    apis: KafkaApis, version: int, magic: int, codec: int
+) -> None:
+    """Kafka 2.8 down-converts a Fetch v0-v1's records to magic 0 and a v2-v3's to magic
+    1 (RecordsUtil.downConvert): from the fetch offset on, the headers dropped, a
+    compressed batch as one compressed message of its codec holding the records (magic 1:
+    offsets relative to its first, the wrapper's the last). The broker served Fetch from
+    v4 only: the request closed the connection."""
+    client = Loopback(apis)
+    batch = build_batch(
+        [
+            RecordSpec(b"a", b"k", 1_000),
+            RecordSpec(b"b", None, 1_003, headers=(("h", b"x"),)),
+            RecordSpec(None, b"k", 1_002),
+        ],
+        compression=codec,
+    )
+    assert produce(client, 8, bytes(batch))["error_code"] == ErrorCode.NONE
+    answer = fetch(client, version, 1)
+    assert answer["error_code"] == ErrorCode.NONE
+    assert answer["high_watermark"] == 3
+    ts = (lambda t: t) if magic == 1 else (lambda _t: -1)
+    expected = [(1, b"b", None, ts(1_003)), (2, None, b"k", ts(1_002))]
+    got = messages(answer["records"])
+    if codec == Compression.NONE:
+        assert [(m.offset, m.value, m.key, m.timestamp) for m in got] == expected
+        assert {(m.magic, m.attributes) for m in got} == {(magic, 0)}
+        return
+    (wrapper,) = got
+    assert (wrapper.offset, wrapper.magic, wrapper.attributes) == (2, magic, codec)
+    assert wrapper.timestamp == ts(1_003)
+    assert wrapper.value is not None
+    frame = wrapper.value
+    if codec == Compression.LZ4 and magic == 0:
+        # Kafka's magic 0 frames: the header checksum over the magic number too.
+        assert frame[6] == (codecs.xxh32(frame[0:6]) >> 8) & 0xFF
+        frame = frame[:6] + bytes([(codecs.xxh32(frame[4:6]) >> 8) & 0xFF]) + frame[7:]
+    inner = messages(codecs.decompress(codec, frame))
+    first = 1 if magic == 1 else 0  # magic 1's inner offsets are relative to the first
+    assert [(m.offset + first, m.value, m.key, m.timestamp) for m in inner] == expected
+
+
+def test_a_log_append_time_topic_answers_its_time_in_produce_v2_and_fetch_v2(
+    tmp_path: Path,
+) -> None:
+    """message.timestamp.type=LogAppendTime: a Produce v2's answer carries the broker's
+    time (log_append_time_ms), and a Fetch v2's magic 1 messages carry it with their
+    LogAppendTime attribute, as Kafka's down-conversion writes them."""
+    for apis in _apis(tmp_path, LogConfig(log_append_time=True)):
+        client = Loopback(apis)
+        answer = produce(client, 2, message(0, 1, b"a", None, 1_000))
+        assert answer["error_code"] == ErrorCode.NONE
+        appended = answer["log_append_time_ms"]
+        assert appended > 1_000
+        (got,) = messages(fetch(client, 2, 0)["records"])
+        assert (got.timestamp, got.attributes) == (appended, 0x08)
+
+
+def test_a_down_converted_answer_holds_the_first_batch_over_max_bytes(apis: KafkaApis) -> None:
+    """Kafka answers the first batch whole whatever max_bytes (KIP-74), converted or
+    not, and sends no more than the records it read, converted."""
+    client = Loopback(apis)
+    for value in (b"x" * 300, b"y"):
+        assert produce(client, 8, bytes(build_batch([value])))["error_code"] == ErrorCode.NONE
+    answer = fetch(client, 3, 0, max_bytes=100)
+    assert [m.offset for m in messages(answer["records"])] == [0]
