@@ -104,7 +104,7 @@ class Supported:
 SUPPORTED: dict[ApiKey, Supported] = {
     ApiKey.PRODUCE: Supported(0, 9),
     ApiKey.FETCH: Supported(0, 12),
-    ApiKey.LIST_OFFSETS: Supported(1, 6),
+    ApiKey.LIST_OFFSETS: Supported(0, 6),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: Supported(2, 4),
     ApiKey.FIND_COORDINATOR: Supported(0, 4),
     ApiKey.METADATA: Supported(0, 12),
@@ -854,6 +854,8 @@ class KafkaApis:
         replica_id = body.get("replica_id", CONSUMER_REPLICA_ID)
         from_client = replica_id == CONSUMER_REPLICA_ID
         leader_only = replica_id != DEBUGGING_REPLICA_ID
+        if version == 0:
+            return self._list_offsets_v0(body, from_client, leader_only)
         duplicates = duplicate_partitions(body["topics"])
         topics = []
         for topic in body["topics"]:
@@ -921,6 +923,36 @@ class KafkaApis:
                 parts.append(answer)
             topics.append({"name": topic["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
+
+    def _list_offsets_v0(
+        self, body: dict[str, Any], from_client: bool, leader_only: bool
+    ) -> dict[str, Any]:
+        """ListOffsets v0 (clients before Kafka 0.10.1, librdkafka with
+        broker.version.fallback=0.9.0), as Kafka 2.8's handleListOffsetRequestV0 answers
+        each entry: the log's offsets before a time (PartitionLog.legacy_offsets_before),
+        a consumer's those up to the high watermark, led by it if any was above
+        (Partition.legacyFetchOffsetsForTimestamp)."""
+        topics = []
+        for topic in body["topics"]:
+            parts = []
+            for lp in topic["partitions"]:
+                tp = TopicPartition(topic["name"], lp["partition_index"])
+                error, p = self.replicas.leader_partition(tp, -1, leader_only)
+                offsets: list[int] = []
+                if p is not None and p.log is not None:
+                    offsets = p.log.legacy_offsets_before(lp["timestamp"], lp["max_num_offsets"])
+                    hw = p.high_watermark
+                    if from_client and any(o > hw for o in offsets):
+                        offsets = [hw, *(o for o in offsets if o <= hw)]
+                parts.append(
+                    {
+                        "partition_index": tp.partition,
+                        "error_code": int(error),
+                        "old_style_offsets": offsets,
+                    }
+                )
+            topics.append({"name": topic["name"], "partitions": parts})
+        return {"topics": topics}
 
     def _handle_offset_for_leader_epoch(
         self, _version: int, body: dict[str, Any], _h: dict[str, Any]

@@ -285,6 +285,14 @@ class RecoveryReport:
     seconds: float
 
 
+def _modified_ms(path: Path) -> int:
+    """A file's last modification time, 0 if it cannot be read (Java's File.lastModified)."""
+    try:
+        return int(os.stat(path).st_mtime * 1000)
+    except OSError:
+        return 0
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -734,6 +742,28 @@ class PartitionLog:
     @property
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments)
+
+    def legacy_offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:
+        """ListOffsets v0, as Kafka 2.8's Log.legacyFetchOffsetsBefore: each segment's base
+        offset (at least the log start offset) with its file's last modification time,
+        and the log end offset with now if the last segment holds anything; from the last
+        (latest, -1), the first (earliest, -2) or the last whose time is at most
+        ``timestamp``, at most ``max_num_offsets`` of them going down, highest first."""
+        segments = self._segments
+        log_start = self._log_start
+        entries = [(max(s.base_offset, log_start), _modified_ms(s.path)) for s in segments]
+        if segments and segments[-1].size > 0:
+            entries.append((self._leo, _now_ms()))
+        if timestamp == -1:
+            start = len(entries) - 1
+        elif timestamp == -2:
+            start = 0 if entries else -1
+        else:
+            start = len(entries) - 1
+            while start >= 0 and entries[start][1] > timestamp:
+                start -= 1
+        count = max(0, min(max_num_offsets, start + 1))
+        return sorted((entries[start - j][0] for j in range(count)), reverse=True)
 
     def segment_base_offsets(self) -> list[int]:
         return [s.base_offset for s in self._segments]

@@ -529,3 +529,46 @@ def test_logs_that_cannot_be_closed_cleanly_do_not_keep_the_broker_registered(
     c.wait_registered([1], timeout=120)
     c.wait_topic_online("t")
     check_acked_readable(c, "t", acked, [0])
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip"])
+def test_a_client_of_message_format_v0_produces_and_consumes_in_a_group(
+    cluster_factory: ClusterFactory, codec: str
+) -> None:
+    # librdkafka told the broker is Kafka 0.9.0 (no ApiVersions) produces messages of
+    # magic 0 (Produce v1), looks offsets up with ListOffsets v0 and fetches with Fetch
+    # v1, as Kafka 2.8 serves them by conversion; each request closed the connection.
+    c = cluster_factory((1,), offsets_topic_replication_factor="1")
+    c.wait_controller()
+    # A longer name than "t": librdkafka 2.x parsing a Metadata v0 of a 1-character
+    # topic runs out of its own buffer ("tmpabuf memory shortage"), a client bug.
+    c.create_topic("legacy", {0: (1,)})
+    c.wait_topic_online("legacy")
+    old = {"api.version.request": False, "broker.version.fallback": "0.9.0"}
+    p = producer(c, acks=1, message_timeout_ms=30_000, compression_codec=codec, **old)
+    delivered: list[str] = []
+    for i in range(3):
+        p.produce(
+            "legacy",
+            b"v%d" % i,
+            key=b"k",
+            on_delivery=lambda err, _m: delivered.append(err.name() if err else "ok"),
+        )
+    assert p.flush(40) == 0
+    assert delivered == ["ok"] * 3
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap(c), "group.id": "g", "auto.offset.reset": "earliest"} | old
+    )
+    consumer.subscribe(["legacy"])
+    got: list[tuple[int, bytes | None]] = []
+    deadline = time.monotonic() + 40
+    try:
+        while len(got) < 3 and time.monotonic() < deadline:
+            m = consumer.poll(0.3)
+            if m is not None and not m.error():
+                got.append((m.offset(), m.value()))
+    finally:
+        consumer.close()
+    assert got == [(0, b"v0"), (1, b"v1"), (2, b"v2")]
+    # Today's clients read them as record batches, without timestamps (magic 0 has none).
+    assert consume(c, "legacy", [0]) == {0: [(0, b"v0"), (1, b"v1"), (2, b"v2")]}

@@ -225,3 +225,37 @@ def test_the_debugging_replica_id_reads_to_the_log_end_and_is_answered_by_a_foll
     # A follower's own id still needs the leader.
     follower = list_offset(apis, LATEST, replica_id=FOLLOWER)
     assert follower["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_v0_request_is_answered_old_style_offsets(
+    lagging: tuple[KafkaApis, ReplicaManager],
+) -> None:
+    """Kafka 2.8 serves ListOffsets v0 (handleListOffsetRequestV0, Log.legacyFetchOffsetsBefore):
+    the segments' base offsets and the log end offset, at most max_num_offsets from the
+    one of the time asked for down, a consumer's bounded by the high watermark (which
+    then comes first). librdkafka with broker.version.fallback=0.9.0 looks its start
+    offset up so; the request closed the connection."""
+    apis, replicas = lagging
+    body = {
+        "replica_id": -1,
+        "topics": [
+            {
+                "name": T0.topic,
+                "partitions": [
+                    {"partition_index": 0, "timestamp": t, "max_num_offsets": n}
+                    for t, n in ((EARLIEST, 1), (LATEST, 1), (LATEST, 5))
+                ],
+            }
+        ],
+    }
+    client = Loopback(apis)
+    got = client.request(ApiKey.LIST_OFFSETS, 0, body)
+    answers = [(p["error_code"], p["old_style_offsets"]) for p in got["topics"][0]["partitions"]]
+    # Each entry answered (Kafka's v0 handler looks for no duplicate): the latest offsets
+    # of a consumer start with the high watermark, 0, the log end (2) dropped.
+    assert answers == [(ErrorCode.NONE, [0]), (ErrorCode.NONE, [0]), (ErrorCode.NONE, [0, 0])]
+    body["replica_id"] = -2  # the debugging id: up to the log end
+    got = client.request(ApiKey.LIST_OFFSETS, 0, body)
+    answers = [(p["error_code"], p["old_style_offsets"]) for p in got["topics"][0]["partitions"]]
+    assert answers == [(ErrorCode.NONE, [0]), (ErrorCode.NONE, [2]), (ErrorCode.NONE, [2, 0])]
+    assert replicas.partitions[T0].high_watermark == 0
