@@ -8,6 +8,7 @@ both ways."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,3 +101,24 @@ def test_a_negative_version_of_another_api_closes_the_connection() -> None:
     # Kafka's RequestContext.parseRequest throws InvalidRequestException: it closes too.
     metadata = struct.pack(">hhih", ApiKey.METADATA, -1, 9, 1) + b"c" + struct.pack(">i", -1)
     assert handled(metadata) is None
+
+
+def _kafka_name(key: ApiKey) -> str:
+    return "".join(word.capitalize() for word in key.name.split("_"))
+
+
+def test_the_readme_names_every_version_kafka_serves_and_this_broker_does_not() -> None:
+    """Kafka 2.8 serves every API listed here from v0. A version below this broker's
+    minimum closes the connection (an OffsetCommit v1: the clients before Kafka 0.9): the
+    README's list of what is not served names each, so a user knows why such a client
+    fails. It named none."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    not_served = readme[readme.index("Not served (") :]
+    not_served = " ".join(not_served[: not_served.index("\n\n")].split())
+    for key, supported in SUPPORTED.items():
+        if supported.min_version == 0:
+            continue
+        below = "v0" if supported.min_version == 1 else f"v0-v{supported.min_version - 1}"
+        assert f"{_kafka_name(key)} {below}" in not_served, key.name
+    offset_commit_v1 = struct.pack(">hhih", ApiKey.OFFSET_COMMIT, 1, 9, 1) + b"c"
+    assert handled(offset_commit_v1) is None
