@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -166,21 +167,38 @@ def test_zombie_controller_is_fenced(cluster_factory: ClusterFactory) -> None:
             assert controller_epoch >= new_epoch
     # Rows are logged only after a write succeeded: none from the zombie after its pause.
     assert [r for r in zombie.state_changes("partition_state") if r["ts"] > paused_at_ms] == []
-    # Brokers refuse a request carrying the zombie's epoch, as they would the zombie's own.
-    target = next(b for b in c.brokers.values() if b.broker_id not in (zombie_id,))
-    with KafkaConnection("127.0.0.1", target.port(), timeout_s=10) as conn:
-        response = conn.request(
-            ApiKey.UPDATE_METADATA,
-            7,
-            {
-                "controller_id": zombie_id,
-                "controller_epoch": zombie_epoch,
-                "broker_epoch": -1,
-                "topic_states": [],
-                "live_brokers": [],
-            },
-        )
-    assert response["error_code"] == ErrorCode.STALE_CONTROLLER_EPOCH
+    # Resumed, the zombie often hears of its ended session before it sends anything (the
+    # loop below then finds nothing to judge). Brokers must refuse each request it could
+    # have sent, each one a change if applied: made here of the zombie's identity, its
+    # epoch and the broker's current broker epoch.
+    target = next(b for b in c.brokers.values() if b.broker_id != zombie_id)
+    wait_for(
+        lambda: any(
+            r["controller_epoch"] == new_epoch and r["result"] == "applied"
+            for r in target.state_changes("leader_and_isr")
+        ),
+        30,
+        f"broker {target.broker_id} to hear from the new controller",
+    )
+    state, _ = c.partition_state("t", 0)
+    sent_at_ms = time.time() * 1000
+    answers = zombie_requests(c, target.broker_id, zombie_id, zombie_epoch, state)
+    assert answers == dict.fromkeys(answers, ErrorCode.STALE_CONTROLLER_EPOCH)
+    rejected = [
+        r["api"]
+        for r in target.state_changes("request_rejected")
+        if r["controller_id"] == zombie_id
+        and r["controller_epoch"] == zombie_epoch
+        and r["ts"] >= sent_at_ms  # not the zombie's own, refused too
+    ]
+    assert sorted(rejected) == ["LeaderAndIsr", "StopReplica", "UpdateMetadata"]
+    # Nothing of them applied: no leadership of the zombie's making, the replica kept.
+    assert not [
+        r
+        for r in target.state_changes("leader_and_isr")
+        if r["topic"] == "t" and r.get("leader_epoch") == state.leader_epoch + 5
+    ]
+    assert (target.first_log_dir / "t-0").is_dir()
     # Every request a broker received from the zombie's epoch after it had heard from the new
     # controller was rejected (the log shows rejections, never an application).
     for b in c.brokers.values():
@@ -190,6 +208,74 @@ def test_zombie_controller_is_fenced(cluster_factory: ClusterFactory) -> None:
             if r["controller_epoch"] >= new_epoch:
                 seen_new = True
             assert not (seen_new and r["controller_epoch"] < new_epoch), r
+
+
+def zombie_requests(
+    c: Cluster, broker_id: int, zombie_id: int, zombie_epoch: int, state: Any
+) -> dict[str, ErrorCode]:
+    """A zombie controller's three requests to ``broker_id``, of its identity and epoch
+    and the broker's current broker epoch, each a change if applied: a LeaderAndIsr
+    making the zombie leader of t-0 at a newer leader epoch, a StopReplica deleting the
+    broker's t-0, an UpdateMetadata. Their error codes, by API."""
+    broker_epoch = c.broker_epoch(broker_id)
+    assert broker_epoch is not None
+    head = {
+        "controller_id": zombie_id,
+        "controller_epoch": zombie_epoch,
+        "broker_epoch": broker_epoch,
+    }
+    leader_and_isr = {
+        **head,
+        "type": 0,
+        "topic_states": [
+            {
+                "topic_name": "t",
+                "topic_id": uuid.UUID(int=0),
+                "partition_states": [
+                    {
+                        "partition_index": 0,
+                        "controller_epoch": zombie_epoch,
+                        "leader": zombie_id,
+                        "leader_epoch": state.leader_epoch + 5,
+                        "isr": list(state.isr),
+                        "partition_epoch": 0,
+                        "replicas": list(ASSIGNMENT[0]),
+                        "adding_replicas": [],
+                        "removing_replicas": [],
+                        "is_new": False,
+                    }
+                ],
+            }
+        ],
+        "live_leaders": [
+            {"broker_id": zombie_id, "host_name": "127.0.0.1", "port": c[zombie_id].port()}
+        ],
+    }
+    stop_replica = {
+        **head,
+        "topic_states": [
+            {
+                "topic_name": "t",
+                "partition_states": [
+                    {
+                        "partition_index": 0,
+                        "leader_epoch": state.leader_epoch + 5,
+                        "delete_partition": True,
+                    }
+                ],
+            }
+        ],
+    }
+    update_metadata = {**head, "topic_states": [], "live_brokers": []}
+    answers: dict[str, ErrorCode] = {}
+    with KafkaConnection("127.0.0.1", c[broker_id].port(), timeout_s=10) as conn:
+        for name, api, version, body in (
+            ("LeaderAndIsr", ApiKey.LEADER_AND_ISR, 5, leader_and_isr),
+            ("StopReplica", ApiKey.STOP_REPLICA, 3, stop_replica),
+            ("UpdateMetadata", ApiKey.UPDATE_METADATA, 7, update_metadata),
+        ):
+            answers[name] = ErrorCode.of(conn.request(api, version, body)["error_code"])
+    return answers
 
 
 @pytest.mark.slow
