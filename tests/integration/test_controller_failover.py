@@ -617,15 +617,42 @@ def test_a_failover_finds_no_stale_isr_member_where_a_controller_saw_the_registr
     c.wait_partitions("t", lambda s: all(len(st.isr) == 3 for st in s.values()), "full ISRs")
     controller_id, epoch = c.wait_controller()
     restarted = next(b for b in (1, 2, 3) if b != controller_id)
+    old_broker_epoch = c.broker_epoch(restarted)
     c[restarted].kill()
     c[restarted].start()
+    # Registered again (once its earlier session expired), and every ISR full again by a
+    # write made since: the ISRs, full before the kill, were full at once.
+    new_broker_epoch = wait_for(
+        lambda: (e := c.broker_epoch(restarted)) not in (None, old_broker_epoch) and e,
+        c.session_timeout_s + 60,
+        f"broker {restarted} registered again",
+    )
+
+    def written_since_registered() -> bool:
+        for p in ASSIGNMENT:
+            got = c.zk.get(paths.partition_state("t", p))
+            if got is None or got[1].mzxid < new_broker_epoch:
+                return False
+        return True
+
     c.wait_partitions(
-        "t", lambda s: all(len(st.isr) == 3 for st in s.values()), "full ISRs again", timeout=90
+        "t",
+        lambda s: all(len(st.isr) == 3 for st in s.values()) and written_since_registered(),
+        "full ISRs again, written since the registration",
+        timeout=90,
     )
     quiet_from = epoch + 1
     for _ in range(2):
         c.zk.delete(paths.CONTROLLER)  # an operator forcing a new election
         controller_id, epoch = c.wait_controller(min_epoch=epoch + 1)
+        # Its failover over (the line follows the stale members' writes) before the next.
+        wait_for(
+            lambda cid=controller_id, e=epoch: any(
+                r["controller_epoch"] == e for r in c[cid].state_changes("controller_failover")
+            ),
+            30,
+            f"the failover of epoch {epoch}",
+        )
     rows = [r for b in c.brokers.values() for r in b.state_changes("partition_state")]
     assert [r for r in rows if r["controller_epoch"] >= quiet_from and r["topic"] == "t"] == []
     assert not any("partition states listing them" in b.output() for b in c.brokers.values())
