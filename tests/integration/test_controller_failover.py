@@ -60,6 +60,19 @@ def test_sigkill_controller_fails_over_and_its_partitions_are_reelected(
     before = c.wait_topic_applied("t")
     led = {p for p, s in before.items() if s.leader == old_id}
     assert led
+    # One partition it leads with its next replica, alive, out of the ISR (as while its
+    # leader has not yet let it back in): the failover must pass over that replica for
+    # the ISR member after it. With every ISR full, any live replica was in it.
+    shrunk = min(led)
+    first, lagging, in_sync = ASSIGNMENT[shrunk]
+    assert first == old_id
+    state, controller_epoch = c.partition_state("t", shrunk)
+    c.zk.set(
+        paths.partition_state("t", shrunk),
+        znodes.encode_partition_state(state._replace(isr=(old_id, in_sync)), controller_epoch),
+        version=state.zk_version,
+    )
+    before[shrunk] = c.partition_state("t", shrunk)[0]
 
     c[old_id].kill()
     new_id, new_epoch = c.wait_controller(not_id=old_id, timeout=c.session_timeout_s + 30)
@@ -76,6 +89,7 @@ def test_sigkill_controller_fails_over_and_its_partitions_are_reelected(
         assert old_id not in after[p].isr
     for p, st in after.items():
         assert old_id not in st.isr, f"partition {p} kept the dead broker in its ISR"
+    assert after[shrunk].leader == in_sync, (lagging, after[shrunk])
 
     # The new controller wrote each partition the dead one led once, straight to its new
     # leader: never leaderless in between (Kafka's failover, taking the dead replicas out
