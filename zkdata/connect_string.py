@@ -8,6 +8,7 @@ its ``--zookeeper``.
 from __future__ import annotations
 
 from kazoo.hosts import collect_hosts
+from kazoo.protocol.paths import normpath
 
 
 def host_name_problem(host: str) -> str | None:
@@ -23,13 +24,22 @@ def host_name_problem(host: str) -> str | None:
 
 def connect_string_problem(connect: str) -> str | None:
     """What the client cannot connect with in ``connect``: what kazoo refuses to read (a
-    port that is none, a host missing) or a host the resolver cannot be asked about
-    ("a..b": kazoo's connection thread dies on the UnicodeError, even with other hosts
-    good, and the caller waits out its whole connection timeout); None if nothing."""
+    port that is none, a host missing, a relative chroot) or a host the resolver cannot be
+    asked about ("a..b": kazoo's connection thread dies on the UnicodeError, even with
+    other hosts good, and the caller waits out its whole connection timeout); None if
+    nothing."""
     try:
-        hosts, _chroot = collect_hosts(connect)
+        hosts, chroot = collect_hosts(connect)
     except ValueError as e:
         return str(e)
+    if chroot:
+        # kazoo refuses a relative chroot ("/kafka/../b") only when a client is made: the
+        # broker's start then waited out its connection timeout. Kafka 2.8's client
+        # refuses it at once (ConnectStringParser: PathUtils.validatePath).
+        try:
+            normpath(chroot)
+        except ValueError as e:
+            return f"chroot {chroot!r}: {e}"
     for host, _port in hosts:
         problem = host_name_problem(host)
         if problem is not None:

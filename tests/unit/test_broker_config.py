@@ -460,6 +460,11 @@ def test_empty_zookeeper_connect() -> None:
         ("localhost:abc", "Port could not be cast to integer value as 'abc'"),
         ("localhost:99999", "Port out of range 0-65535"),
         ("localhost:2181,", "bad hostname"),
+        # A chroot with a relative part: the client refuses it (Kafka 2.8's ZooKeeper
+        # client at once, PathUtils.validatePath), and the start waited out the whole
+        # zookeeper.connection.timeout.ms for "Connection time-out".
+        ("127.0.0.1:2181/kafka/../b", "chroot '/kafka/../b': relative paths not allowed"),
+        ("zk1:2181,zk2:2181/.", "chroot '/.': relative paths not allowed"),
     ],
 )
 def test_a_zookeeper_connect_the_client_cannot_use_is_a_bad_value(
