@@ -54,6 +54,7 @@ from cluster import ports, processes
 from cluster import zookeeper as zkp
 from zkdata import paths, znodes
 from zkdata.client import ZkClient
+from zkdata.connect_string import connect_string_problem
 
 CLUSTER_FILE = "cluster.json"
 LOCK_FILE = ".lock"
@@ -816,6 +817,13 @@ def up(
             f"--dir {directory}: the cluster's directory cannot contain a comma (the brokers'"
             " log.dirs, inside it, is a comma-separated list)"
         )
+    given = (zookeeper or os.environ.get(zkp.ENV_CONNECT, "")).strip()
+    problem = connect_string_problem(given) if given else None
+    if problem is not None:
+        # Before anything starts or is cleared, as every other command refuses it: the
+        # chroot's creation failed on it later, exit 1 "is it running?", or waited out its
+        # connection timeout (a host that is no name).
+        raise ClusterArgumentError(f"invalid ZooKeeper connect string {given!r}: {problem}")
     python = python or sys.executable
     # Check the config before anything starts; the real connect string comes later.
     for i in range(1, brokers + 1):

@@ -492,6 +492,44 @@ def test_up_refuses_a_directory_with_a_comma(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("connect", "problem"),
+    [
+        (":2181", "bad hostname"),
+        ("127.0.0.1:abc", "Port could not be cast to integer value as 'abc'"),
+        ("a..b:2181", "'a..b' is not a host name (label empty or too long)"),
+        ("127.0.0.1:1/a/../b", "chroot '/a/../b': relative paths not allowed"),
+    ],
+)
+@pytest.mark.parametrize("given", ["--zookeeper", "ZKCTL_ZOOKEEPER"])
+def test_up_refuses_a_malformed_connect_string_as_a_usage_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    connect: str,
+    problem: str,
+    given: str,
+) -> None:
+    """As every other command: exit 2 naming what is wrong, nothing started. It failed
+    with exit 1, "cannot create the chroot ... (ValueError: bad hostname); is it running?",
+    after the cluster's directory was cleared and written, or waited out a whole
+    connection timeout (a..b) for "Connection time-out"."""
+    monkeypatch.delenv("ZKCTL_ZOOKEEPER", raising=False)
+    argv = ["up", "--dir", str(tmp_path / "c"), "--brokers", "1"]
+    if given == "--zookeeper":
+        argv += ["--zookeeper", connect]
+    else:
+        monkeypatch.setenv("ZKCTL_ZOOKEEPER", connect)
+    started = time.monotonic()
+    code, out, err = run(argv, capsys)
+    assert code == 2, err
+    assert time.monotonic() - started < 5
+    assert out == ""
+    assert error_line(err).endswith(f"invalid ZooKeeper connect string {connect!r}: {problem}")
+    assert "Traceback" not in err
+    assert not (tmp_path / "c").exists()
+
+
 def test_no_zookeeper_anywhere_names_the_three_ways(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
