@@ -901,7 +901,12 @@ def up(
                 # A chroot of our own, so several clusters can share one ZooKeeper.
                 name = f"zkctl-{uuid.uuid4().hex[:8]}"
                 try:
-                    cluster.connect_string = zkp.chroot_connect_string(handle.connect_string, name)
+                    # Within --timeout, which bounds the whole up: not the 10 s default.
+                    cluster.connect_string = zkp.chroot_connect_string(
+                        handle.connect_string,
+                        name,
+                        timeout=min(10.0, max(deadline - time.monotonic(), 0.1)),
+                    )
                 except Exception as e:
                     raise LocalClusterError(
                         f"cannot create the chroot /{name} in ZooKeeper {handle.connect_string}"

@@ -530,6 +530,23 @@ def test_up_refuses_a_malformed_connect_string_as_a_usage_error(
     assert not (tmp_path / "c").exists()
 
 
+def test_up_on_an_unreachable_zookeeper_gives_up_within_its_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--timeout bounds the whole up, the chroot's creation in a ZooKeeper of one's own
+    too: that waited 10 s whatever the timeout."""
+    monkeypatch.delenv("ZKCTL_ZOOKEEPER", raising=False)
+    argv = ["up", "--dir", str(tmp_path / "c"), "--brokers", "1", "--zookeeper", UNREACHABLE]
+    started = time.monotonic()
+    code, out, err = run([*argv, "--timeout", "2"], capsys)
+    assert code == 1, err
+    assert time.monotonic() - started < 6
+    assert out == ""
+    assert error_line(err).startswith("zkctl: error: cannot create the chroot /zkctl-")
+    assert f"in ZooKeeper {UNREACHABLE} (KazooTimeoutError" in error_line(err)
+    assert "Traceback" not in err
+
+
 def test_no_zookeeper_anywhere_names_the_three_ways(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -405,7 +405,7 @@ def test_a_termination_while_a_broker_is_launched_waits_for_its_pid(
         return {}
 
     monkeypatch.setattr(zkp, "provision", provision)
-    monkeypatch.setattr(zkp, "chroot_connect_string", lambda connect, name: f"{connect}/{name}")
+    monkeypatch.setattr(zkp, "chroot_connect_string", lambda c, name, **_: f"{c}/{name}")
     monkeypatch.setattr(local, "_launch", launch)
     monkeypatch.setattr(local, "stop_brokers", stop_brokers)
     monkeypatch.setattr(local, "_teardown", lambda *a, **k: [])
@@ -486,7 +486,7 @@ def test_a_signal_right_after_a_brokers_spawn_stops_that_broker(
         return running
 
     monkeypatch.setattr(zkp, "provision", provision)
-    monkeypatch.setattr(zkp, "chroot_connect_string", lambda connect, name: f"{connect}/{name}")
+    monkeypatch.setattr(zkp, "chroot_connect_string", lambda c, name, **_: f"{c}/{name}")
     monkeypatch.setattr(local, "_teardown", lambda *a, **k: [])
     spawned = signal_after_spawn(monkeypatch, sig)
     try:
@@ -646,7 +646,7 @@ def test_up_timeout_is_one_deadline_for_zookeeper_and_the_brokers(
         raise local.LocalClusterError("stop here")
 
     monkeypatch.setattr(zkp, "provision", provision)
-    monkeypatch.setattr(zkp, "chroot_connect_string", lambda connect, name: f"{connect}/{name}")
+    monkeypatch.setattr(zkp, "chroot_connect_string", lambda c, name, **_: f"{c}/{name}")
     monkeypatch.setattr(local, "_launch", launch)
     monkeypatch.setattr(local, "_wait_cluster_ready", wait_cluster_ready)
     monkeypatch.setattr(local, "stop_brokers", lambda *a, **k: {})
