@@ -240,7 +240,7 @@ def ids(values: Iterable[int]) -> str:
 # --- ZooKeeper --------------------------------------------------------------------------------
 
 
-def _check_connect_hosts(connect: str) -> None:
+def check_connect_string(connect: str) -> None:
     """A UsageError for a connect string kazoo cannot use, e.g. a host the resolver cannot
     be asked about ("a..b"): kazoo's connection thread would print its UnicodeError's
     traceback and retry until the timeout."""
@@ -313,7 +313,7 @@ def zk_session(args: argparse.Namespace) -> Iterator[ZkClient]:
     args.connect_string = connect  # for error messages of main()
     timeout = float(getattr(args, "zk_timeout", DEFAULT_ZK_TIMEOUT_S))
     timeout_ms = max(int(timeout * 1000), 1)
-    _check_connect_hosts(connect)
+    check_connect_string(connect)
     try:
         client = ZkClient(
             connect,

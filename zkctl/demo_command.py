@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from zkctl.common import out, positive_float, positive_int, seconds
+from zkctl.common import check_connect_string, out, positive_float, positive_int, seconds
 
 if TYPE_CHECKING:
     from zkctl.common import Subparsers
@@ -135,12 +135,17 @@ def run(args: argparse.Namespace) -> int:
 
             rate = args.rate
             workload = functools.partial(ClientWorkload, rate=rate)
+    zookeeper = (args.zookeeper or os.environ.get("ZKCTL_ZOOKEEPER") or "").strip() or None
+    if zookeeper is not None:
+        # A usage error before anything starts, as for every other command (the chroot's
+        # creation failed on it later: exit 1, "is it running?").
+        check_connect_string(zookeeper)
     options = DemoOptions(
         brokers=args.brokers,
         duration_s=args.duration,
         interval_s=args.interval,
         directory=Path(args.dir) / "demo",
-        zookeeper=args.zookeeper or os.environ.get("ZKCTL_ZOOKEEPER") or None,
+        zookeeper=zookeeper,
         session_timeout_ms=args.session_timeout_ms,
         partitions=args.partitions,
         view="plain" if args.plain or not sys.stdout.isatty() else "curses",

@@ -502,6 +502,7 @@ def test_up_refuses_a_directory_with_a_comma(
     ],
 )
 @pytest.mark.parametrize("given", ["--zookeeper", "ZKCTL_ZOOKEEPER"])
+@pytest.mark.parametrize("command", [["up", "--brokers", "1"], ["demo"]])
 def test_up_refuses_a_malformed_connect_string_as_a_usage_error(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -509,13 +510,15 @@ def test_up_refuses_a_malformed_connect_string_as_a_usage_error(
     connect: str,
     problem: str,
     given: str,
+    command: list[str],
 ) -> None:
     """As every other command: exit 2 naming what is wrong, nothing started. It failed
-    with exit 1, "cannot create the chroot ... (ValueError: bad hostname); is it running?",
-    after the cluster's directory was cleared and written, or waited out a whole
-    connection timeout (a..b) for "Connection time-out"."""
+    with exit 1, "cannot create the chroot ... (ValueError: bad hostname); is it running?"
+    (the demo: "cannot use ZooKeeper at ..."), after up had cleared and written the
+    cluster's directory, or waited out a whole connection timeout (a..b) for "Connection
+    time-out"."""
     monkeypatch.delenv("ZKCTL_ZOOKEEPER", raising=False)
-    argv = ["up", "--dir", str(tmp_path / "c"), "--brokers", "1"]
+    argv = [*command, "--dir", str(tmp_path / "c")]
     if given == "--zookeeper":
         argv += ["--zookeeper", connect]
     else:
