@@ -465,6 +465,9 @@ def test_empty_zookeeper_connect() -> None:
         # zookeeper.connection.timeout.ms for "Connection time-out".
         ("127.0.0.1:2181/kafka/../b", "chroot '/kafka/../b': relative paths not allowed"),
         ("zk1:2181,zk2:2181/.", "chroot '/.': relative paths not allowed"),
+        # kazoo reads port 0 as none given: the client went to port 2181, another
+        # ZooKeeper perhaps, where Kafka 2.8's client tries port 0 and never connects.
+        ("zk1:2181,zk2:0/kafka", "'zk2:0': port 0 is no port to connect to"),
     ],
 )
 def test_a_zookeeper_connect_the_client_cannot_use_is_a_bad_value(

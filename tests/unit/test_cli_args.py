@@ -137,6 +137,11 @@ def error_line(stderr: str) -> str:
             ["--zookeeper", "127.0.0.1:2181,a..b:2181/c", "controller"],
             "invalid ZooKeeper connect string '127.0.0.1:2181,a..b:2181/c': 'a..b' is not a host",
         ),
+        # kazoo reads port 0 as none given: the command went to a ZooKeeper on 2181.
+        (
+            ["--zookeeper", "127.0.0.1:0/c", "topic", "list"],
+            "invalid ZooKeeper connect string '127.0.0.1:0/c': '127.0.0.1:0': port 0 is no port",
+        ),
         (["watch", "--duration", "1e12"], "1e12 seconds is more than 1000000"),
         (["status", "--bogus"], "unrecognized arguments: --bogus"),
         (["demo", "--faults", "kill,boom"], "unknown fault 'boom': choose from kill, stop"),
@@ -499,6 +504,7 @@ def test_up_refuses_a_directory_with_a_comma(
         ("127.0.0.1:abc", "Port could not be cast to integer value as 'abc'"),
         ("a..b:2181", "'a..b' is not a host name (label empty or too long)"),
         ("127.0.0.1:1/a/../b", "chroot '/a/../b': relative paths not allowed"),
+        ("127.0.0.1:0", "'127.0.0.1:0': port 0 is no port to connect to"),
     ],
 )
 @pytest.mark.parametrize("given", ["--zookeeper", "ZKCTL_ZOOKEEPER"])
