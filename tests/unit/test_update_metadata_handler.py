@@ -130,3 +130,85 @@ def test_a_deposed_controllers_update_checked_first_is_not_applied_after_the_new
     }
     assert (cache.controller_id, cache.controller_epoch) == (3, 6)
     assert leader_of_t0(cache) == 3
+
+
+def test_requests_of_an_earlier_broker_epoch_are_refused_and_not_applied() -> None:
+    """A controller request carrying an older broker epoch (addressed to this broker's
+    previous incarnation) is answered STALE_BROKER_EPOCH and changes nothing; one carrying
+    the current epoch is applied (Kafka's KafkaApis.isBrokerEpochStale)."""
+    cache = MetadataCache(1)
+    a = apis(cache)  # this broker's epoch is 10
+    stale = from_controller(3, 6, leader=3)
+    stale["broker_epoch"] = 9
+    stale_answer = {"error_code": int(ErrorCode.STALE_BROKER_EPOCH)}
+    assert a.handle(ApiKey.UPDATE_METADATA, 7, {}, stale) == stale_answer
+    assert leader_of_t0(cache) is None
+    assert a.replicas.controller_epoch == -1
+    leader_and_isr = {
+        "controller_id": 3,
+        "controller_epoch": 6,
+        "broker_epoch": 9,
+        "topic_states": [
+            {
+                "topic_name": "t",
+                "partition_states": [
+                    {
+                        "topic_name": "t",
+                        "partition_index": 0,
+                        "controller_epoch": 6,
+                        "leader": 1,
+                        "leader_epoch": 0,
+                        "isr": [1],
+                        "zk_version": 0,
+                        "replicas": [1],
+                        "adding_replicas": [],
+                        "removing_replicas": [],
+                        "is_new": True,
+                    }
+                ],
+            }
+        ],
+        "live_leaders": [],
+    }
+    assert a.handle(ApiKey.LEADER_AND_ISR, 4, {}, leader_and_isr) == {
+        "error_code": int(ErrorCode.STALE_BROKER_EPOCH)
+    }
+    assert a.replicas.partitions == {}
+    stop = {
+        "controller_id": 3,
+        "controller_epoch": 6,
+        "broker_epoch": 9,
+        "topic_states": [
+            {
+                "topic_name": "t",
+                "partition_states": [
+                    {"partition_index": 0, "leader_epoch": -2, "delete_partition": True}
+                ],
+            }
+        ],
+    }
+    assert a.handle(ApiKey.STOP_REPLICA, 3, {}, stop) == {
+        "error_code": int(ErrorCode.STALE_BROKER_EPOCH),
+        "partition_errors": [],
+    }
+    assert a.replicas.controller_epoch == -1
+    stale["broker_epoch"] = 10
+    assert a.handle(ApiKey.UPDATE_METADATA, 7, {}, stale) == {"error_code": 0}
+    assert leader_of_t0(cache) == 3
+
+
+def test_an_update_of_an_older_controller_leaves_the_controller_epoch_known() -> None:
+    """Refused, a deposed controller's UpdateMetadata must not lower the controller epoch
+    the replica manager fences LeaderAndIsr and StopReplica by (Kafka's
+    ReplicaManager.maybeUpdateMetadataCache checks it before anything)."""
+    cache = MetadataCache(1)
+    a = apis(cache)
+    assert a.handle(ApiKey.UPDATE_METADATA, 7, {}, from_controller(3, 6, leader=3)) == {
+        "error_code": 0
+    }
+    assert a.handle(ApiKey.UPDATE_METADATA, 7, {}, from_controller(2, 5, leader=2)) == {
+        "error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH)
+    }
+    assert a.replicas.controller_epoch == 6
+    assert not a.replicas.check_controller_epoch(5)
+    assert leader_of_t0(cache) == 3
