@@ -172,6 +172,19 @@ def test_a_stale_partition_takes_the_same_epoch_again(tmp_path: Path) -> None:
     assert (new.stale, new.isr) == (False, (1, 2))
 
 
+def test_a_stale_partition_refuses_an_older_leader_epoch(tmp_path: Path) -> None:
+    # Stopped, it keeps its epoch so that older states stay refused: a delayed
+    # LeaderAndIsr of an earlier epoch must not restart it under a deposed leader.
+    rm = manager(tmp_path)
+    rm.become_leader_or_follower(request({0: (1, 4, [1, 2, 3])}))
+    (old,) = rm.partitions.values()
+    old.stale = True
+    response = rm.become_leader_or_follower(request({0: (2, 3, [2, 3])}, controller_epoch=4))
+    assert errors(response) == {0: int(ErrorCode.STALE_CONTROLLER_EPOCH)}
+    assert rm.partitions[TopicPartition("t", 0)] is old
+    assert (old.stale, old.leader, old.leader_epoch) == (True, 1, 4)
+
+
 @pytest.mark.parametrize(
     ("held", "found", "offered"),
     [
@@ -213,6 +226,35 @@ def test_an_older_controller_epoch_is_refused_whole(tmp_path: Path) -> None:
     assert response == {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "topics": []}
     (p,) = rm.partitions.values()
     assert p.leader_epoch == 4
+
+
+def test_a_stop_replica_of_an_older_controller_is_refused_whole(tmp_path: Path) -> None:
+    # A deposed controller's StopReplica (Kafka's ReplicaManager.stopReplicas): refused
+    # before any partition is looked at; applied, it would stop a replica the current
+    # controller has it lead.
+    rm = manager(tmp_path)
+    rm.become_leader_or_follower(request({0: (1, 4, [1, 2, 3])}, controller_epoch=5))
+    response = rm.stop_replicas(
+        {
+            "controller_id": 8,
+            "controller_epoch": 4,
+            "broker_epoch": 100,
+            "topic_states": [
+                {
+                    "topic_name": "t",
+                    "partition_states": [
+                        {"partition_index": 0, "leader_epoch": 5, "delete_partition": False}
+                    ],
+                }
+            ],
+        }
+    )
+    assert response == {
+        "error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH),
+        "partition_errors": [],
+    }
+    (p,) = rm.partitions.values()
+    assert (p.stale, p.leader_epoch, rm.controller_epoch) == (False, 4, 5)
 
 
 def test_isr_expiry_names_each_lagging_follower_of_the_partitions_this_broker_leads(
@@ -699,5 +741,33 @@ def test_a_stop_replica_waiting_for_a_cleaning_blocks_no_produce_and_no_leader_a
         for thread in threads:
             thread.join(30)
         monkeypatch.undo()
+        rm.close()
+        logs.close()
+
+
+def test_a_follower_below_the_leaders_epoch_start_is_not_taken_into_the_isr(
+    tmp_path: Path,
+) -> None:
+    """Kafka's isFollowerInSync: at the high watermark is not enough, the follower must
+    have reached where this leader epoch began. Below it, its log may still hold the
+    deposed leader's records there, which it truncates only on its next fetch: in the ISR
+    with them, it could be elected and serve them."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    tp = TopicPartition("t", 0)
+    log = logs.get_or_create(tp)
+    log.append_as_leader(build_batch([b"v"] * 4), 1)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        # Follower 2 in the ISR has not fetched: the high watermark stays at 0.
+        rm.become_leader_or_follower(request({0: (BROKER, 2, [1, 2])}))
+        p = rm.partitions[tp]
+        assert (p.high_watermark, p.epoch_start_offset) == (0, 4)
+        rm.record_follower_fetch(p, 3, 2)  # at the high watermark, below the epoch start
+        assert (p.isr, p.isr_adding) == ((1, 2), ())
+        assert tp not in rm._isr_intents
+        rm.record_follower_fetch(p, 3, 4)  # into this leader epoch: in sync
+        assert 3 in p.isr_adding
+    finally:
         rm.close()
         logs.close()
