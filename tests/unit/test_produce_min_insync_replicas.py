@@ -247,3 +247,62 @@ def test_isr_shrunk_below_min_insync_during_the_append_is_not_enough_replicas(
     finally:
         rm.close()
         logs.close()
+
+
+def test_isr_shrunk_below_min_insync_while_acks_all_waits_is_not_enough_replicas_after_append(
+    tmp_path: Path,
+) -> None:
+    """Appended with the ISR at min.insync.replicas, the batch becomes committed only after
+    the ISR shrank below it: answered NOT_ENOUGH_REPLICAS_AFTER_APPEND, not success (Kafka
+    2.8's Partition.checkEnoughReplicasReachOffset), the producer told its record has
+    fewer copies than it asked for."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": str(OLD)})
+    topic_config = effective_topic_config(config, {"min.insync.replicas": "2"})
+    logs = LogManager([tmp_path / "data"], config)
+    rm = ReplicaManager(
+        OLD,
+        cast(Any, None),
+        StateChangeLog(tmp_path, OLD),
+        logs=logs,
+        topic_config=lambda topic: topic_config,
+    )
+    try:
+        rm.become_leader_or_follower(
+            leader_and_isr_request(TP, OLD, 1, [OLD, NEW], [OLD, NEW], is_new=True)
+        )
+        error, p, _info, why = rm.append_as_leader(TP, build_batch([b"x"]), -1)
+        assert error == ErrorCode.NONE, why
+        assert p is not None
+        assert p.high_watermark == 0  # NEW, in the ISR, has not fetched it
+        # The controller took NEW out of the ISR: same leader, new epoch, ISR [OLD].
+        rm.become_leader_or_follower(leader_and_isr_request(TP, OLD, 2, [OLD], [OLD, NEW]))
+        rm.record_follower_fetch(rm.partitions[TP], NEW, 1)  # NEW has it after all
+        assert rm.partitions[TP].high_watermark == 1
+        assert rm.wait_for_replication(p, 0, 5.0) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    finally:
+        rm.close()
+        logs.close()
+
+
+def test_acks_all_waits_until_every_isr_member_has_the_last_record(tmp_path: Path) -> None:
+    """acks=all is answered once the high watermark is past the batch's last offset (every
+    ISR member has it, Kafka's DelayedProduce: highWatermark >= requiredOffset, the offset
+    after the batch); a high watermark at that offset means the follower lacks it."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": str(OLD)})
+    logs = LogManager([tmp_path / "data"], config)
+    rm = ReplicaManager(OLD, cast(Any, None), StateChangeLog(tmp_path, OLD), logs=logs)
+    try:
+        rm.become_leader_or_follower(
+            leader_and_isr_request(TP, OLD, 1, [OLD, NEW], [OLD, NEW], is_new=True)
+        )
+        error, p, _info, why = rm.append_as_leader(TP, build_batch([b"x", b"y"]), -1)
+        assert error == ErrorCode.NONE, why
+        assert p is not None
+        rm.record_follower_fetch(p, NEW, 1)  # NEW has offset 0, not 1
+        assert p.high_watermark == 1
+        assert rm.wait_for_replication(p, 1, 0.2) == ErrorCode.REQUEST_TIMED_OUT
+        rm.record_follower_fetch(p, NEW, 2)
+        assert rm.wait_for_replication(p, 1, 5.0) == ErrorCode.NONE
+    finally:
+        rm.close()
+        logs.close()
