@@ -212,3 +212,8 @@ def test_an_update_of_an_older_controller_leaves_the_controller_epoch_known() ->
     assert a.replicas.controller_epoch == 6
     assert not a.replicas.check_controller_epoch(5)
     assert leader_of_t0(cache) == 3
+    # The current controller's next update (the same epoch) is applied.
+    assert a.handle(ApiKey.UPDATE_METADATA, 7, {}, from_controller(3, 6, leader=1)) == {
+        "error_code": 0
+    }
+    assert leader_of_t0(cache) == 1
