@@ -296,8 +296,13 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         ra = ReplicaAssignment.for_reassignment(tuple(replicas), tuple(target))
     else:
         ra = ReplicaAssignment(tuple(replicas))
-    live = draw(st.sets(st.sampled_from(BROKERS)))
-    shutting_down = draw(st.sets(st.sampled_from(sorted(live)))) if live else set()
+    # Each broker live three times in four; in half the scenarios some live brokers shut
+    # down (each one time in four). Drawn as sets of brokers, most were dead and 85% of
+    # the elections found no leader (1 in 300 unclean, 2 preferred elections made): too
+    # few for the checks below to see a preferred election take a leader outside the ISR.
+    live = {b for b in BROKERS if draw(st.integers(0, 3))}
+    stopping = draw(st.booleans())
+    shutting_down = {b for b in sorted(live) if stopping and not draw(st.integers(0, 3))}
     isr = draw(st.lists(st.sampled_from(ra.replicas), min_size=1, unique=True))
     leader = draw(st.sampled_from([-1, *isr]))
     current = LeaderAndIsr(
@@ -325,7 +330,10 @@ def candidates(s: Scenario) -> list[int]:
     return [r for r in ra.replicas if s.live_or_shutting_down(r) and r in isr and r not in shutting]
 
 
-@SETTINGS
+# 1,000 scenarios (a few seconds): at 300 some derandomized runs drew no scenario telling the
+# first eligible replica from a later one for some strategy (an election taking the last
+# live replica in an unclean election passed).
+@settings(SETTINGS, max_examples=1000)
 @given(scenarios())
 def test_election_properties(s: Scenario) -> None:
     result: ElectionResult = elect(s.ctx, TP, s.current, s.strategy, s.unclean)
