@@ -1825,15 +1825,14 @@ class ControllerMachine(RuleBasedStateMachine):
         (back on new disks while the ISR still listed it): it leaves the ISR, and the
         leadership goes to another member, or to none while no member left is live (then
         elected as any Offline partition is: uncleanly where the topic allows, and only
-        that way may it lead again, alone in the ISR)."""
+        that way may it lead again, alone in the ISR). One the ISR lists alone keeps it:
+        the controller never empties an ISR (drawn too, or emptying it passed unseen)."""
         c = self.c
         ctx = c.ctx
         candidates = sorted(
             tp
             for tp, lice in ctx.leadership.items()
-            if lice.leader_and_isr.leader in ctx.live_brokers
-            and len(lice.leader_and_isr.isr) > 1
-            and ctx.is_topic_in_service(tp.topic)
+            if lice.leader_and_isr.leader in ctx.live_brokers and ctx.is_topic_in_service(tp.topic)
         )
         if not candidates:
             return
@@ -1842,6 +1841,9 @@ class ControllerMachine(RuleBasedStateMachine):
         before = c.leader_and_isr(tp)
         reactions.leaders_lacking_their_logs(c.psm, broker, [tp])
         after = c.leader_and_isr(tp)
+        if before.isr == (broker,):
+            assert after == before, (before, after)
+            return
         assert after.leader_epoch > before.leader_epoch, (before, after)
         if after.isr == (broker,):
             assert tp.topic in self.unclean_topics, (before, after)
