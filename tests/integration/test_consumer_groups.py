@@ -271,8 +271,19 @@ def test_join_group_v7_and_sync_group_v5_name_the_groups_protocol(
         "protocol_type": "consumer",
         "protocols": [{"name": "range", "metadata": b"m"}],
     }
+
+    def member_id_given() -> str | None:
+        # FindCoordinator names the partition's leader as soon as some broker's metadata
+        # does; until the leader has loaded the partition it answers NOT_COORDINATOR or
+        # COORDINATOR_LOAD_IN_PROGRESS, and a client asks again.
+        with KafkaConnection("127.0.0.1", c[coordinator].port()) as conn:
+            first = conn.request(ApiKey.JOIN_GROUP, 7, join)
+        if first["error_code"] == ErrorCode.MEMBER_ID_REQUIRED:
+            return str(first["member_id"])
+        return None
+
+    member = wait_for(member_id_given, 60, "a member id from the coordinator of kip-559")
     with KafkaConnection("127.0.0.1", c[coordinator].port()) as conn:
-        member = conn.request(ApiKey.JOIN_GROUP, 7, join)["member_id"]
         joined = conn.request(ApiKey.JOIN_GROUP, 7, {**join, "member_id": member})
         assert (joined["error_code"], joined["leader"]) == (ErrorCode.NONE, member)
         assert (joined["protocol_type"], joined["protocol_name"]) == ("consumer", "range")
