@@ -22,6 +22,10 @@ LOWEST = 10_000
 MIN_ROOM = 1_000
 # Candidates tried per port wanted before giving up on the range.
 TRIES_PER_PORT = 50
+# Every port this process handed out: one may stay unbound for a while after (a ZooKeeper
+# follower's quorum port is bound only by a leader, a stopped broker's until it restarts),
+# so "it binds now" does not make it free for another server of this process.
+_HANDED_OUT: set[int] = set()
 
 
 def ephemeral_range(path: Path = EPHEMERAL_RANGE_FILE) -> tuple[int, int] | None:
@@ -55,16 +59,21 @@ def _between(count: int, host: str, low: int, high: int, rng: random.Random) -> 
         for _ in range(count * TRIES_PER_PORT):
             if len(socks) == count:
                 break
+            port = rng.randrange(low, high)
+            if port in _HANDED_OUT:
+                continue
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
-                sock.bind((host, rng.randrange(low, high)))
+                sock.bind((host, port))
             except OSError:  # in use (or the same port drawn twice)
                 sock.close()
                 continue
             socks.append(sock)
         if len(socks) < count:
             return None
-        return [s.getsockname()[1] for s in socks]
+        picked = [s.getsockname()[1] for s in socks]
+        _HANDED_OUT.update(picked)
+        return picked
     finally:
         for sock in socks:
             sock.close()

@@ -59,3 +59,30 @@ def test_the_machines_range_is_read() -> None:
     if got is not None:  # Linux
         low, high = got
         assert 0 < low <= high <= 65535
+
+
+class _Draws(random.Random):
+    """Draws the given ports in turn (then the last again)."""
+
+    def __init__(self, draws: list[int]) -> None:
+        super().__init__(0)
+        self.draws = draws
+
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
+        return self.draws.pop(0) if len(self.draws) > 1 else self.draws[0]
+
+
+def test_a_port_handed_out_is_not_handed_out_again_though_still_free() -> None:
+    # A port handed out may stay unbound for a while (a ZooKeeper follower's quorum port is
+    # bound only if it becomes the leader): another pick must not take it meanwhile.
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.bind((HOST, 0))
+    first, second = probe.getsockname()[1], 0
+    probe.close()
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    probe.bind((HOST, 0))
+    second = probe.getsockname()[1]
+    probe.close()
+    low, high = min(first, second), max(first, second) + 1
+    assert ports._between(1, HOST, low, high, _Draws([first])) == [first]
+    assert ports._between(1, HOST, low, high, _Draws([first, first, second])) == [second]
