@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from cluster.supervised import wait_for
 from groups.offset_records import partition_for
 from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap
@@ -23,6 +24,7 @@ from tests.integration.test_consumer_groups import (
     GROUP_SETTINGS,
     OFFSETS_PARTITIONS,
     coordinator_of,
+    find_coordinator,
 )
 
 pytestmark = pytest.mark.integration
@@ -171,9 +173,22 @@ def describe_until(
                 return last
         except KafkaException as e:  # a coordinator moving or loading
             last = e
+            if e.args[0].code() == KafkaError._TIMED_OUT:
+                # librdkafka keeps a group's coordinator cached while each request uses
+                # it, and a request whose cached coordinator is down waits for a broker's
+                # state to change before asking again: one that never came up (a SIGKILLed
+                # broker named by a stale FindCoordinator answer) times every request out.
+                # A new client asks afresh.
+                admin = AdminClient({"bootstrap.servers": bootstrap(c)})
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: last described {last!r}")
         settle(group_members, 0.3)
+
+
+def names_a_live_coordinator(c: Cluster, group: str, via: int, dead: int) -> Callable[[], bool]:
+    """Whether broker ``via``'s FindCoordinator for ``group`` names a broker other than
+    ``dead``: once its metadata has the new leader of the group's offsets partition."""
+    return lambda: find_coordinator(c, group, via)[1] not in (-1, dead)
 
 
 def instances(description: Any) -> dict[str, str]:
@@ -386,6 +401,15 @@ def test_static_members_survive_their_coordinators_sigkill(
             lambda states: states[index].leader not in (-1, coordinator),
             "the group's offsets partition led by a live broker",
         )
+        # Until a survivor's UpdateMetadata arrives (after the controller's write), its
+        # FindCoordinator still names the killed broker, and an admin client that asked
+        # then would wait on it (see describe_until).
+        for survivor in [b for b in c.brokers if b != coordinator]:
+            wait_for(
+                names_a_live_coordinator(c, "survivors", survivor, dead=coordinator),
+                60,
+                f"broker {survivor}'s FindCoordinator naming a live coordinator",
+            )
         moved = describe_until(
             c,
             "survivors",
