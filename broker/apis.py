@@ -40,7 +40,12 @@ from controller.controller import CONTROLLED_SHUTDOWN_APPLIED_WAIT_S, KafkaContr
 from groups.coordinator import OFFSETS_TOPIC
 from storage import codecs
 from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
-from storage.legacy import down_convert, is_legacy, up_convert
+from storage.legacy import (
+    LegacyUnsupportedCompressionError,
+    down_convert,
+    is_legacy,
+    up_convert,
+)
 from storage.log import ReadInfo
 from storage.records import (
     ATTR_COMPRESSION_MASK,
@@ -445,13 +450,17 @@ class KafkaApis:
         """A Fetch v0-v3 answer's records as messages of magic 0 (v0-v1) or 1 (v2-v3), as
         Kafka 2.8's maybeConvertFetchedData converts them (message.downconversion.enable
         is not looked at: always on, its default). A batch that cannot be converted (zstd,
-        which those versions never get from a zstd topic, or one that does not decode)
-        answers the partition its error, no records."""
+        which those versions never get from a zstd topic, first in the answer, or one
+        that does not decode) answers the partition its error, no records; only the
+        latter is logged (a zstd batch is no damage: Kafka traces it)."""
         to_magic = 0 if version <= 1 else 1
         try:
             records = down_convert(
                 data["records"], to_magic, fetch_offset, max_size=self._max_decompressed(tp)
             )
+        except LegacyUnsupportedCompressionError as exc:
+            error = ErrorCode.of(exc.error_code)
+            return {**data, "error_code": int(error), "records": b""}
         except Exception as exc:
             p = self.replicas.partitions.get(tp)
             if p is None:

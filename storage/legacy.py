@@ -229,9 +229,10 @@ def down_convert(
     the timestamps, magic 1 keeps them (a LogAppendTime batch's, its time, the
     attribute set). The answer's bytes stay within what was read, as Kafka's
     LazyDownConversionRecordsSend sends, but for the first batch, always sent whole, so
-    that a consumer always gets on; a batch's messages are never cut short.
-    LegacyUnsupportedCompressionError for a zstd batch, which magic 0 and 1 cannot
-    carry."""
+    that a consumer always gets on; a batch's messages are never cut short. A zstd
+    batch, which magic 0 and 1 cannot carry, ends the answer, as it ends Kafka's (an
+    overflow message): the consumer gets the messages before it, and
+    LegacyUnsupportedCompressionError when it is the first."""
     limit = len(records)
     out = bytearray()
     view = memoryview(records)
@@ -244,6 +245,8 @@ def down_convert(
             continue
         codec = header.compression
         if codec == Compression.ZSTD:
+            if out:
+                break
             raise LegacyUnsupportedCompressionError(
                 f"zstd records cannot be sent as messages of magic {to_magic}",
                 position=header.position,

@@ -7,6 +7,7 @@ handler and logs, the wire codec both ways."""
 from __future__ import annotations
 
 import gzip
+import logging
 import struct
 import zlib
 from collections.abc import Iterator
@@ -247,3 +248,31 @@ def test_a_down_converted_answer_holds_the_first_batch_over_max_bytes(apis: Kafk
         assert produce(client, 8, bytes(build_batch([value])))["error_code"] == ErrorCode.NONE
     answer = fetch(client, 3, 0, max_bytes=100)
     assert [m.offset for m in messages(answer["records"])] == [0]
+
+
+@pytest.mark.parametrize("version", [0, 3])
+def test_a_zstd_batch_after_others_ends_the_down_converted_answer(
+    apis: KafkaApis, version: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A zstd batch cannot be down-converted (RecordsUtil.downConvert:
+    UNSUPPORTED_COMPRESSION_TYPE), but Kafka 2.8 answers so only when it is the first
+    batch to send: after others, LazyDownConversionRecordsSend ends the answer there
+    (an overflow message), the consumer gets the messages before it and is told the
+    error when it fetches from the zstd batch. The whole partition was answered the
+    error: a consumer of a topic whose producers moved to zstd never got the messages
+    written before. Nor is the error logged as a damaged log's (Kafka traces it): it
+    took the directory's one log line a minute."""
+    client = Loopback(apis)
+    for value, codec in ((b"a", Compression.GZIP), (b"b", Compression.NONE)):
+        batch = build_batch([value], compression=codec)
+        assert produce(client, 8, bytes(batch))["error_code"] == ErrorCode.NONE
+    zstd = build_batch([b"c"], compression=Compression.ZSTD)
+    assert produce(client, 8, bytes(zstd))["error_code"] == ErrorCode.NONE
+    answer = fetch(client, version, 0)
+    assert answer["error_code"] == ErrorCode.NONE
+    got = messages(answer["records"])
+    assert [(m.offset, m.attributes) for m in got] == [(0, Compression.GZIP), (1, 0)]
+    answer = fetch(client, version, 2)
+    assert answer["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    assert not answer["records"]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
