@@ -53,8 +53,8 @@ _MIN_SIZE: Final = {0: 14, 1: 22}
 
 
 class LegacyUnsupportedCompressionError(InvalidRecordError):
-    """zstd in a message of magic 0 or 1, which Kafka never writes in them (its
-    MemoryRecordsBuilder refuses it): UNSUPPORTED_COMPRESSION_TYPE."""
+    """A zstd batch to send as messages of magic 0 or 1, which Kafka never writes in
+    them (its MemoryRecordsBuilder refuses it): UNSUPPORTED_COMPRESSION_TYPE."""
 
     error_code = 76  # UNSUPPORTED_COMPRESSION_TYPE
 
@@ -129,18 +129,39 @@ def _messages(data: bytes, position: int) -> Iterator[_Message]:
 def up_convert(records: bytes | bytearray | memoryview, *, max_size: int) -> bytearray:
     """A producer's message set (magic 0 and 1) as one record batch (magic 2) of its
     records, for the log's usual append: as Kafka 2.8's LogValidator converts it, the
-    records of every message, compressed ones' inner messages in their place, keep their
+    records of every message, a compressed one's inner messages in its place, keep their
     keys, values and timestamps (magic 0 has none: -1, NO_TIMESTAMP, never checked
     against message.timestamp.difference.max.ms), and the batch is compressed with the
-    codec of the (last) compressed message, if any (the topic's compression.type applies
+    codec of the compressed message, if any (the topic's compression.type applies
     after). A message claiming LogAppendTime makes a LogAppendTime batch, which the log
     refuses INVALID_TIMESTAMP, as Kafka refuses it. ``max_size`` bounds what a
-    compressed message may hold decompressed."""
+    compressed message may hold decompressed. InvalidRecordError (INVALID_RECORD) for
+    what Kafka's LogValidator refuses so: messages of two magics (validateBatch), a
+    compressed message with any other (getFirstBatchAndMaybeValidateNoMoreBatches), and
+    AbstractLegacyRecordBatch's DeepRecordsIterator's refusals: a compressed message of
+    zstd, without a value or holding none, of magic 1 whose offset, not 0, is below its
+    last inner message's, holding one of another magic or itself compressed."""
     data = bytes(records)
+    outers = list(_messages(data, 0))  # each CRC checked first, as Log.append does
+    if not outers:
+        raise CorruptRecordError("no message in the request", position=0)
+    first = outers[0]
+    for outer in outers:
+        if outer.magic != first.magic:
+            raise InvalidRecordError(
+                f"a message of magic {outer.magic} after one of magic {first.magic}",
+                position=0,
+                offset=outer.offset,
+            )
+    compressed = [o for o in outers if o.attributes & ATTR_COMPRESSION_MASK]
+    if compressed and len(outers) > 1:
+        raise InvalidRecordError(
+            "a compressed message with another in the request", position=0, offset=first.offset
+        )
     specs: list[RecordSpec] = []
     codec = Compression.NONE
     log_append_time = False
-    for outer in _messages(data, 0):
+    for outer in outers:
         outer_codec = outer.attributes & ATTR_COMPRESSION_MASK
         if outer.magic == 1 and outer.attributes & ATTR_TIMESTAMP_TYPE:
             log_append_time = True
@@ -148,7 +169,7 @@ def up_convert(records: bytes | bytearray | memoryview, *, max_size: int) -> byt
             specs.append(RecordSpec(outer.value, outer.key, outer.timestamp))
             continue
         if outer_codec == Compression.ZSTD:
-            raise LegacyUnsupportedCompressionError(
+            raise InvalidRecordError(
                 f"zstd in a message of magic {outer.magic}", position=0, offset=outer.offset
             )
         if outer.value is None:
@@ -168,7 +189,21 @@ def up_convert(records: bytes | bytearray | memoryview, *, max_size: int) -> byt
         except codecs.CodecError as e:
             raise DecompressionError(str(e), position=0, offset=outer.offset) from None
         codec = outer_codec
-        for inner in _messages(inner_data, 0):
+        inners = list(_messages(inner_data, 0))
+        if not inners:
+            raise InvalidRecordError(
+                "a compressed message holding none", position=0, offset=outer.offset
+            )
+        if outer.magic == 1 and 0 != outer.offset < inners[-1].offset:
+            # Its inner offsets are relative to the first, the wrapper's the last one's
+            # (0 from some librdkafka versions): it cannot be below the last inner one.
+            raise InvalidRecordError(
+                f"a compressed message of offset {outer.offset} holding one of offset"
+                f" {inners[-1].offset}",
+                position=0,
+                offset=outer.offset,
+            )
+        for inner in inners:
             # LogValidator.validateRecord: an inner message of another magic, or itself
             # compressed, is refused.
             if inner.magic != outer.magic or inner.attributes & ATTR_COMPRESSION_MASK:
@@ -179,8 +214,6 @@ def up_convert(records: bytes | bytearray | memoryview, *, max_size: int) -> byt
                     offset=outer.offset,
                 )
             specs.append(RecordSpec(inner.value, inner.key, inner.timestamp))
-    if not specs:
-        raise CorruptRecordError("no message in the request", position=0)
     return build_batch(
         specs,
         base_timestamp=specs[0].timestamp,

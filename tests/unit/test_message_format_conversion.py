@@ -276,3 +276,61 @@ def test_a_zstd_batch_after_others_ends_the_down_converted_answer(
     assert answer["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     assert not answer["records"]
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def _wrapper(offset: int, magic: int, inner: bytes, codec: int = Compression.GZIP) -> bytes:
+    value = gzip.compress(inner) if codec == Compression.GZIP else codecs.compress(codec, inner)
+    return message(offset, magic, value, None, 5 if magic == 1 else -1, codec)
+
+
+@pytest.mark.parametrize(
+    ("version", "records"),
+    [
+        pytest.param(1, message(0, 0, b"a") + message(1, 1, b"b", None, 5), id="magics mixed"),
+        pytest.param(
+            2,
+            _wrapper(0, 1, message(0, 1, b"a", None, 5)) + _wrapper(0, 1, message(0, 1, b"b")),
+            id="two compressed messages",
+        ),
+        pytest.param(
+            0,
+            message(0, 0, b"a") + _wrapper(0, 0, message(0, 0, b"b")),
+            id="compressed and not",
+        ),
+        pytest.param(2, _wrapper(0, 1, b""), id="an empty compressed message"),
+        pytest.param(
+            2,
+            _wrapper(1, 1, message(0, 1, b"a", None, 5) + message(2, 1, b"b", None, 5)),
+            id="a wrapper offset below its last inner one",
+        ),
+        pytest.param(2, _wrapper(0, 1, message(0, 1, b"a", None, 5), Compression.ZSTD), id="zstd"),
+    ],
+)
+def test_a_message_set_kafka_refuses_is_invalid_record(
+    apis: KafkaApis, version: int, records: bytes
+) -> None:
+    """Kafka 2.8's LogValidator refuses these INVALID_RECORD (InvalidRecordException),
+    nothing appended: a message of another magic than the first's (validateBatch), a
+    compressed message with any other (getFirstBatchAndMaybeValidateNoMoreBatches:
+    "Compressed outer record has more than one batch"), a compressed message holding
+    none, one of magic 1 whose offset (not 0) is below its last inner message's, or zstd
+    (AbstractLegacyRecordBatch's DeepRecordsIterator). They were appended, the empty one
+    answered CORRUPT_MESSAGE (which a producer retries) and zstd
+    UNSUPPORTED_COMPRESSION_TYPE."""
+    client = Loopback(apis)
+    answer = produce(client, version, records)
+    assert answer["error_code"] == ErrorCode.INVALID_RECORD
+    assert fetch(client, 12, 0)["high_watermark"] == 0
+
+
+def test_a_magic_1_wrapper_of_offset_0_or_above_its_last_inner_one_is_taken(
+    apis: KafkaApis,
+) -> None:
+    """Kafka takes a magic 1 wrapper whose offset is 0 (some librdkafka versions send
+    it) or at least its last inner message's, the offsets assigned afresh."""
+    client = Loopback(apis)
+    inner = message(0, 1, b"a", None, 5) + message(2, 1, b"b", None, 5)
+    for offset, base in ((0, 0), (7, 2)):
+        answer = produce(client, 2, _wrapper(offset, 1, inner))
+        assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, base)
+    assert fetch(client, 12, 0)["high_watermark"] == 4
