@@ -27,6 +27,7 @@ from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap
 from tests.integration.harness import Cluster, wait_for
 from tests.integration.harness import run_zkctl as zkctl
+from tests.integration.test_consumer_groups import coordinates
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
@@ -876,7 +877,10 @@ def test_delete_topics_deletes_the_offsets_topic_and_its_groups_go_with_it(
         def found() -> int | None:
             with KafkaConnection("127.0.0.1", c[1].port()) as conn:
                 got = conn.request(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
-            return int(got["node_id"]) if got["error_code"] == ErrorCode.NONE else None
+            if got["error_code"] != ErrorCode.NONE:
+                return None
+            # Named before it may answer as the coordinator (see coordinates).
+            return int(got["node_id"]) if coordinates(c, "g", int(got["node_id"])) else None
 
         return wait_for(found, 60, "group g's coordinator")
 

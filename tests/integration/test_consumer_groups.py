@@ -40,10 +40,29 @@ def find_coordinator(c: Cluster, group: str, via: int) -> tuple[int, int]:
     return int(answer["error_code"]), int(answer["node_id"])
 
 
+def coordinates(c: Cluster, group: str, broker: int) -> bool:
+    """Whether ``broker`` answers as ``group``'s coordinator, the group's offsets
+    partition loaded. A FindCoordinator names the leader in the asked broker's metadata,
+    whose UpdateMetadata may come before the leader's own LeaderAndIsr (each broker's
+    requests go on a channel of their own) or before the leader has loaded the
+    partition: the broker named answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS
+    meanwhile, which a client retries."""
+    if broker not in c.brokers or not c[broker].alive():  # named by a stale metadata
+        return False
+    try:
+        with KafkaConnection("127.0.0.1", c[broker].port()) as conn:
+            answer = conn.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group]})
+    except OSError:  # killed since
+        return False
+    return bool(answer["groups"][0]["error_code"] == ErrorCode.NONE)
+
+
 def coordinator_of(c: Cluster, group: str, via: int) -> int:
+    """The coordinator broker ``via`` names for ``group``, once it answers as such."""
+
     def found() -> int | None:
         error, node = find_coordinator(c, group, via)
-        return node if error == ErrorCode.NONE else None
+        return node if error == ErrorCode.NONE and coordinates(c, group, node) else None
 
     return wait_for(found, 60, f"the coordinator of group {group}")
 

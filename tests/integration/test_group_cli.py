@@ -18,6 +18,7 @@ from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap, group_consumer, poll_until, produce
 from tests.integration.harness import Cluster, wait_for
 from tests.integration.harness import run_zkctl as zkctl
+from tests.integration.test_consumer_groups import coordinates
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
@@ -239,4 +240,7 @@ def _coordinator(c: Cluster, group: str = GROUP) -> int | None:
     port = next(b.port() for b in c.brokers.values() if b.alive())
     with KafkaConnection("127.0.0.1", port, timeout_s=10) as conn:
         answer = conn.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
-    return int(answer["node_id"]) if answer["error_code"] == ErrorCode.NONE else None
+    if answer["error_code"] != ErrorCode.NONE:
+        return None
+    # Named before it may answer as the coordinator (see coordinates).
+    return int(answer["node_id"]) if coordinates(c, group, int(answer["node_id"])) else None
