@@ -42,6 +42,26 @@ def admin(c: Cluster) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap(c)})
 
 
+def wait_controller_known(c: Cluster) -> int:
+    """The active controller, once every live broker's metadata names it. The controller
+    writes its elections to ZooKeeper before its UpdateMetadata reaches the brokers, and
+    librdkafka sends admin requests to the controller its first metadata named (looking
+    again only at its next metadata refresh, every 5 minutes by default): one that asked
+    in between waited on a SIGKILLed controller until each request timed out."""
+    controller, _ = c.wait_controller()
+
+    def named() -> bool:
+        for b in (b for b, broker in c.brokers.items() if broker.alive()):
+            with KafkaConnection("127.0.0.1", c[b].port()) as conn:
+                described = conn.request(ApiKey.DESCRIBE_CLUSTER, 0, {})
+            if described["controller_id"] != controller:
+                return False
+        return True
+
+    wait_for(named, 60, f"every live broker's metadata naming controller {controller}")
+    return controller
+
+
 def outcome(futures: dict[str, Any]) -> dict[str, int]:
     """Each topic's result: 0, or its Kafka error code."""
     got: dict[str, int] = {}
@@ -320,6 +340,7 @@ def test_admin_client_elects_preferred_and_unclean_leaders(
     c.wait_partitions("p", lambda s: s[0].leader == 1, "p led by 1", c.session_timeout_s + 30)
     c[2].kill()
     c.wait_partitions("u", lambda s: s[0].leader == -1, "u offline", c.session_timeout_s + 30)
+    wait_controller_known(c)  # (a controller SIGKILLed above may still be named)
     a = admin(c)
     # Broker 3, p's preferred leader, is down: not available; u has no live replica.
     first = a.elect_leaders(
