@@ -79,6 +79,18 @@ def new_topic(c: Cluster, replicas: tuple[int, ...] = (1, 2, 3), **config: str) 
             30,
             f"broker {replicas[0]} serving {name}",
         )
+    # And every broker must know the partition: the controller's requests to each go on a
+    # channel of their own, and a broker that has not had its own yet answers for a
+    # partition it does not know UNKNOWN_TOPIC_OR_PARTITION, as Kafka's does, where a
+    # case expects a follower's NOT_LEADER_OR_FOLLOWER or its metadata's leader. (Each
+    # replica's LeaderAndIsr comes before its UpdateMetadata.)
+    for b in c.brokers:
+        with connect(c, b) as conn:
+            wait_for(
+                lambda conn=conn: known_leader(conn, name) == replicas[0],
+                30,
+                f"broker {b}'s metadata naming the leader of {name}",
+            )
     return name
 
 
@@ -483,6 +495,17 @@ def test_a_partition_this_broker_does_not_host_sends_the_client_to_its_metadata(
 
 
 # --- not the leader -----------------------------------------------------------------------------
+
+
+def known_leader(conn: KafkaConnection, topic: str) -> int | None:
+    """The leader of the topic's partition 0 in the broker's metadata; None while the
+    broker does not know the topic."""
+    body = conn.request(ApiKey.METADATA, 9, {"topics": [{"name": topic}]})
+    [t] = body["topics"]
+    partitions = [p for p in t["partitions"] if p["partition_index"] == 0]
+    if t["error_code"] != ErrorCode.NONE or not partitions:
+        return None
+    return int(partitions[0]["leader_id"])
 
 
 def metadata_leader(conn: KafkaConnection, topic: str) -> tuple[int, int]:
