@@ -57,6 +57,14 @@ def _produce_until_refused(port: int, worker: int, acked: dict[int, bytes]) -> N
             acked[partition["base_offset"]] = value
 
 
+def metadata_leader(conn: KafkaConnection, topic: str) -> int | None:
+    """The leader of the topic's partition 0 in the broker's metadata, None if unknown."""
+    answer = conn.request(ApiKey.METADATA, 9, {"topics": [{"name": topic}]})
+    [t] = answer["topics"]
+    leaders = [int(p["leader_id"]) for p in t["partitions"] if p["partition_index"] == 0]
+    return leaders[0] if t["error_code"] == 0 and leaders else None
+
+
 def test_a_produce_in_flight_at_shutdown_is_refused_or_flushed(
     cluster_factory: ClusterFactory,
 ) -> None:
@@ -66,6 +74,12 @@ def test_a_produce_in_flight_at_shutdown_is_refused_or_flushed(
     c.create_topic("t", {0: (1,)}, {"compression.type": "lz4"})
     c.wait_topic_online("t")
     port = c[1].port()
+    # Online in ZooKeeper is not yet served by the broker, and a worker stops at its first
+    # refusal: until its UpdateMetadata is applied, a Produce is UNKNOWN_TOPIC_OR_PARTITION
+    # (Kafka's handleProduceRequest asks the metadata cache first). Its LeaderAndIsr
+    # comes before it.
+    with KafkaConnection("127.0.0.1", port, timeout_s=30) as conn:
+        wait_for(lambda: metadata_leader(conn, "t") == 1, 60, "broker 1's metadata: t-0 led by 1")
     acked: dict[int, bytes] = {}
     workers = [
         threading.Thread(target=_produce_until_refused, args=(port, w, acked), daemon=True)
