@@ -140,7 +140,7 @@ def test_admin_client_creates_grows_and_deletes_topics(cluster_factory: ClusterF
             c.zk.exists(paths.topic("orders")) is None
             and c.zk.exists(paths.topic("defaults")) is None
         ),
-        10,
+        60,  # after every replica's StopReplica: seconds on a loaded machine
         "the deleted topics' znodes gone",
     )
     assert not c.zk.get_children(paths.DELETE_TOPICS)
