@@ -555,6 +555,20 @@ def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_dropped()
     assert answers.joins["a"].members == (("a", b"range-meta"), ("c", b"range-meta"))
 
 
+def test_the_join_phase_lasts_the_longest_rebalance_timeout_of_the_members() -> None:
+    """Kafka 2.8's group.rebalanceTimeoutMs is the largest of its members': the join
+    phase waits that long for a member that has not rejoined, not the shortest."""
+    group = stable_group("a", "b", session=60_000)
+    now = DELAY + 100
+    assert not rejoin(group, "a", now, session=60_000, rebalance=50_000)
+    assert group.next_deadline_ms() == now + 50_000
+    assert not group.tick(now + REBALANCE)  # b's rebalance timeout: still waited for
+    assert state(group) is GroupState.PREPARING_REBALANCE
+    answers = group.tick(now + 50_000)
+    assert answers.joins["a"].generation_id == 2
+    assert set(group.members) == {"a"}
+
+
 def test_the_leader_not_rejoining_in_time_hands_over_to_a_member_that_did() -> None:
     group = stable_group("a", "b", "c", session=60_000)
     join_new(group, "d", 5000)
@@ -1967,6 +1981,26 @@ def test_a_rebalance_during_the_store_drops_it() -> None:
     assert state(group) is GroupState.PREPARING_REBALANCE
 
 
+def test_a_stale_generations_write_ending_does_not_settle_the_next_ones() -> None:
+    """Kafka 2.8's storeGroup callback acts only while the group is CompletingRebalance at
+    the generation written: the write of generation 1 ending once generation 2's is under
+    way neither hands out generation 2's assignment nor fails it."""
+    group = persisting_completing_group("a", "b")
+    assert sync(group, "a", 1, DELAY, {"a": b"A", "b": b"B"}).store
+    join_new(group, "c", DELAY + 1)  # generation 1 ends while its write is under way
+    assert not rejoin(group, "b", DELAY + 2)
+    answers = rejoin(group, "a", DELAY + 3)  # every member has joined: generation 2
+    assert answers.joins["a"].generation_id == 2
+    assert sync(group, "a", 2, DELAY + 4, {"a": b"A2", "b": b"B2", "c": b"C2"}).store
+    assert not group.assignment_stored(1, DELAY + 5)
+    assert not group.assignment_store_failed(1, ErrorCode.NOT_COORDINATOR, DELAY + 5)
+    assert state(group) is GroupState.COMPLETING_REBALANCE
+    assert group.members["a"].assignment == b""
+    stored = group.assignment_stored(2, DELAY + 6)
+    assert stored.syncs["a"].assignment == b"A2"
+    assert state(group) is GroupState.STABLE
+
+
 def test_a_group_read_back_is_stable_with_its_members_and_generation() -> None:
     group = persisting_completing_group("a", "b")
     assert not sync(group, "b", 1, DELAY)
@@ -2004,6 +2038,19 @@ def test_an_empty_group_read_back_keeps_its_generation() -> None:
     assert not join_new(back, "n", 0).joins  # held for the initial delay
     answers = back.tick(DELAY)
     assert answers.joins["n"].generation_id == 3
+
+
+def test_an_empty_group_read_back_from_a_record_without_a_timestamp() -> None:
+    """A group record of value version 0 or 1 has no current state timestamp (-1): Kafka
+    2.8's readGroupMessageValue takes -1 as none, so the Empty group's offsets expire
+    counting from their commits, not from -1 (at once)."""
+    group = persisting_completing_group("a")
+    group.leave(["a"], DELAY)
+    written = dataclasses.replace(group.to_metadata(DELAY), current_state_timestamp_ms=-1)
+    back = Group.from_metadata("g", written, LIMITS, 0)
+    assert state(back) is GroupState.EMPTY
+    assert back.empty_since_ms is None
+    assert back.to_metadata(5_000).current_state_timestamp_ms == 5_000
 
 
 def test_deadlines_take_now_and_the_empty_group_records_the_wall_clock() -> None:
