@@ -26,6 +26,7 @@ from tests.unit.test_group_membership import (
 from wire.errors import ErrorCode
 
 ROUNDROBIN: tuple[tuple[str, bytes], ...] = (("roundrobin", b"rr-meta"),)
+BOTH: tuple[tuple[str, bytes], ...] = (("range", b"range-meta"), ("roundrobin", b"rr-meta"))
 
 
 def join_static(
@@ -158,6 +159,18 @@ def test_a_persisted_group_is_written_before_the_answer_and_put_back_if_that_fai
     assert group.heartbeat(member_id="b1", generation_id=1, now_ms=DELAY + 20) == ErrorCode.NONE
 
 
+def test_a_restarted_leader_put_back_after_a_failed_write_leads_again() -> None:
+    """Kafka 2.8 undoes a failed write of a static member's replacement with
+    replaceGroupInstance back to the old id, which hands the lead back to it too."""
+    group = stable_static_group(persist=True)
+    answers = join_static(group, "a", "a2", DELAY + 10)
+    assert group.leader == "a2"
+    assert answers.replacement is not None
+    group.static_replacement_failed(answers.replacement, ErrorCode.NOT_COORDINATOR)
+    assert group.leader == "a1"
+    assert group.to_metadata(DELAY + 20).leader == "a1"
+
+
 def test_a_restart_in_a_stable_group_still_owes_the_generation_its_sync() -> None:
     """A static member that has not sent SyncGroup in its generation restarts into the
     Stable group: under its new id it still owes one by the sync deadline (Kafka 2.8's
@@ -245,6 +258,38 @@ def test_a_join_phase_keeps_a_static_member_that_did_not_rejoin() -> None:
     answers = join_static(group, "b", "b2", now + REBALANCE + 2)
     assert answers.joins["b2"].generation_id == 2
     assert sync(group, "b2", 2, now + REBALANCE + 3).syncs["b2"].assignment == b"B2"
+
+
+def test_a_static_member_that_did_not_rejoin_owes_the_generation_its_sync() -> None:
+    """Kafka 2.8's completeJoin adds every member of the new generation to its
+    pendingSyncMembers, a static member that did not rejoin too: one that has not come
+    back by the sync deadline is dropped then, though its session lasts longer."""
+    group = stable_static_group(session=60_000)  # longer than the rebalance timeout
+    now = DELAY + 100
+    assert not rejoin(group, "a1", now, session=60_000)  # a rebalance; b is down
+    formed = now + REBALANCE
+    group.tick(formed)  # generation 2, b kept
+    sync(group, "a1", 2, formed + 1, {"a1": b"A2", "b1": b"B2"})
+    assert state(group) is GroupState.STABLE
+    assert group.next_deadline_ms() == formed + REBALANCE
+    group.tick(formed + REBALANCE)
+    assert set(group.members) == {"a1"}
+    assert group.static_members == {"a": "a1"}
+    assert state(group) is GroupState.PREPARING_REBALANCE
+
+
+def test_a_join_phase_a_static_leader_missed_is_led_by_a_member_that_rejoined() -> None:
+    """Kafka 2.8's maybeElectNewJoinedLeader: a static leader kept though it did not
+    rejoin hands the lead to a member that did, which gets every member's metadata."""
+    group = stable_static_group(session=60_000)
+    now = DELAY + 100
+    # b rejoins with another protocol (a rebalance); a, the leader, is down.
+    assert not join_static(group, "b", "unused", now, member_id="b1", protocols=BOTH)
+    answers = group.tick(now + REBALANCE)
+    assert set(group.members) == {"a1", "b1"}
+    assert group.leader == "b1"
+    assert answers.joins["b1"].leader == "b1"
+    assert {m for m, _ in answers.joins["b1"].members} == {"a1", "b1"}
 
 
 def test_a_dynamic_member_that_did_not_rejoin_is_dropped_beside_static_ones() -> None:
