@@ -1192,3 +1192,36 @@ def test_a_refused_group_record_is_answered_as_kafkas_store_group_answers(
         {joined.member_id: b"x" * 5_000},
     )
     assert synced.error == answered
+
+
+# --- a commit's append refused: what OffsetCommit answers (Kafka's storeOffsets) ----------
+
+
+@pytest.mark.parametrize(
+    ("refused", "answered"),
+    [
+        (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        (ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR),
+        (ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NOT_COORDINATOR),
+        (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.INVALID_COMMIT_OFFSET_SIZE),
+        (ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_COMMIT_OFFSET_SIZE),
+        (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.REQUEST_TIMED_OUT),
+    ],
+)
+def test_a_refused_commit_is_answered_as_kafkas_store_offsets_answers(
+    node: Node, monkeypatch: pytest.MonkeyPatch, refused: ErrorCode, answered: ErrorCode
+) -> None:
+    """Kafka 2.8's storeOffsets maps the append's error to the committer's: the offsets
+    partition gone or short of replicas is COORDINATOR_NOT_AVAILABLE, its leadership or
+    log directory lost NOT_COORDINATOR (the client finds the coordinator again), a batch
+    too large INVALID_COMMIT_OFFSET_SIZE, anything else as it is. Nothing is cached."""
+    groups = node.groups
+
+    def refusing(*_args: Any) -> tuple[ErrorCode, None, None, str]:
+        return refused, None, None, "refused"
+
+    monkeypatch.setattr(node.replicas, "append_as_leader", refusing)
+    assert groups.commit_offsets(G0, "", -1, {A0: committed(5)}) == {A0: answered}
+    assert fetched(groups) == {}
