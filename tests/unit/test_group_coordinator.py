@@ -1968,3 +1968,56 @@ def test_list_groups_while_a_partition_loads_lists_the_loaded_ones(
         assert [g[0] for g in groups] == [G1]
     finally:
         released.set()
+
+
+def test_a_join_with_a_member_id_to_a_group_unknown_here_is_unknown_member_id(
+    node: Node,
+) -> None:
+    """Kafka 2.8's handleJoinGroup: a member id naming a group that does not exist is
+    UNKNOWN_MEMBER_ID (getOrMaybeCreateGroup makes none), before the protocols are
+    looked at; no group is made."""
+    answer = node.groups.join_group(
+        G0,
+        "consumer-gone",
+        require_known_member_id=True,
+        client_id="consumer",
+        client_host="/127.0.0.1",
+        session_timeout_ms=SESSION_MS,
+        rebalance_timeout_ms=REBALANCE_MS,
+        protocol_type="",
+        protocols=(),
+    )
+    assert answer == JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID, member_id="consumer-gone")
+    assert node.groups.list_groups() == (ErrorCode.NONE, [])
+
+
+def test_a_join_refused_for_its_session_timeout_makes_no_group(node: Node) -> None:
+    """Kafka 2.8's handleJoinGroup checks the session timeout before it makes the group:
+    a refused first join leaves nothing to list or describe."""
+    answer = join(node.groups, G0, session_ms=1)
+    assert answer.error == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert node.groups.list_groups() == (ErrorCode.NONE, [])
+    assert state_of(node.groups, G0)["group_state"] == GroupState.DEAD.value
+
+
+def test_describe_shows_no_assignment_while_the_group_rebalances(node: Node) -> None:
+    """Kafka 2.8's GroupMetadata.summary: only a Stable group's members are described
+    with their metadata and assignment (summaryNoMetadata otherwise)."""
+    groups = node.groups
+    first = join(groups, G0)
+    synced = sync(groups, G0, first.member_id, first.generation_id, {first.member_id: b"A"})
+    assert synced.assignment == b"A"
+    assert [m["member_assignment"] for m in state_of(groups, G0)["members"]] == [b"A"]
+    second = Call(lambda: join(groups, G0))  # a rebalance: held until the first rejoins
+    try:
+        wait_until(
+            "the group rebalances",
+            lambda: state_of(groups, G0)["group_state"] == GroupState.PREPARING_REBALANCE.value,
+        )
+        described = state_of(groups, G0)
+        assert described["protocol_data"] == ""
+        assert [m["member_assignment"] for m in described["members"]] == [b"", b""]
+        assert [m["member_metadata"] for m in described["members"]] == [b"", b""]
+    finally:
+        groups.leave_group(G0, [first.member_id])
+        second.answer()
