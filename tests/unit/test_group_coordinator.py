@@ -2021,3 +2021,37 @@ def test_describe_shows_no_assignment_while_the_group_rebalances(node: Node) -> 
     finally:
         groups.leave_group(G0, [first.member_id])
         second.answer()
+
+
+def test_a_load_overtaken_by_a_new_election_is_not_served(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load that finishes after its partition was followed and led again (a new
+    election: another load queued) is thrown away: what it read may predate what the
+    other leader wrote meanwhile, and the partition is served from the new election's
+    load at its coordinator epoch (Kafka 2.8 loads at the election's coordinator epoch
+    and drops a load whose epoch is stale)."""
+    groups = node.groups
+    assert commit(groups, G0, {tp("a", 0): offset(1)}) == {tp("a", 0): ErrorCode.NONE}
+    node.follow(0, epoch=1)
+    reading = threading.Event()
+    released = threading.Event()
+    real_readable_batches = coordinator_module.readable_batches
+
+    def held(data: memoryview) -> Any:
+        reading.set()
+        released.wait(WAIT_S)
+        return real_readable_batches(data)
+
+    monkeypatch.setattr(coordinator_module, "readable_batches", held)
+    try:
+        node.lead(0, epoch=2)
+        wait_until("the load reads the partition", reading.is_set)
+        node.follow(0, epoch=3)
+        node.lead(0, epoch=4)
+    finally:
+        released.set()
+    node.wait_loaded(G0)
+    with groups._cond:
+        assert groups._loaded[groups.partition_of(G0)] == 4
+    assert fetched(groups, G0) == {tp("a", 0): offset(1)}
