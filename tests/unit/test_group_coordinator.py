@@ -2055,3 +2055,30 @@ def test_a_load_overtaken_by_a_new_election_is_not_served(
     with groups._cond:
         assert groups._loaded[groups.partition_of(G0)] == 4
     assert fetched(groups, G0) == {tp("a", 0): offset(1)}
+
+
+def test_a_deleted_topic_does_not_delete_a_rebalancing_group_without_members(
+    node: Node,
+) -> None:
+    """Kafka 2.8's handleDeletedPartitions deletes a group whose offsets all go only if it
+    is Empty: one whose members all left during a rebalance that waits for a member told
+    MEMBER_ID_REQUIRED is PreparingRebalance, and that member's join forms its next
+    generation."""
+    groups = node.groups
+    first = stable_member(groups, G0)
+    committed = commit(groups, G0, {tp("a", 0): offset(1)}, first.member_id, first.generation_id)
+    assert committed == {tp("a", 0): ErrorCode.NONE}
+    second = Call(lambda: join(groups, G0))  # a rebalance: held until the first rejoins
+    rebalancing = GroupState.PREPARING_REBALANCE.value
+    wait_until("the group rebalances", lambda: len(member_ids(groups, G0)) == 2)
+    pending = join(groups, G0, require_known=True)
+    assert pending.error == ErrorCode.MEMBER_ID_REQUIRED
+    others = member_ids(groups, G0) - {first.member_id}
+    assert groups.leave_group(G0, [first.member_id, *others])[0] == ErrorCode.NONE
+    assert second.answer().error == ErrorCode.UNKNOWN_MEMBER_ID
+    described = state_of(groups, G0)
+    assert (described["group_state"], described["members"]) == (rebalancing, [])
+    assert groups.handle_deleted_topics(["a"]) == 1
+    assert state_of(groups, G0)["group_state"] == rebalancing
+    joined = join(groups, G0, pending.member_id, require_known=True)
+    assert (joined.error, joined.leader) == (ErrorCode.NONE, pending.member_id)
