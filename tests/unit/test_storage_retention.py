@@ -294,3 +294,46 @@ def test_an_idle_partition_emptied_by_retention_opens_again_at_its_log_end(
     with pytest.raises(OffsetOutOfRangeError):
         again.read(0, 1 << 20)
     assert produce(again, 100) == 1
+
+
+def test_an_empty_active_segment_is_never_deleted_however_old_its_file(tmp_path: Path) -> None:
+    """Kafka 2.8's deletableSegments never takes the last segment when it is empty: its
+    file's mtime counts for retention.ms, and deleting it would roll one at the same base
+    offset (its files renamed .deleted under the new one)."""
+    clock = Clock()
+    log = idle_log(tmp_path / "a-0", clock, retention_ms=HOUR)
+    clock.now = NOW + 2 * HOUR
+    assert log.delete_old_segments() == 1
+    clock.now = int(time.time() * 1000) + 2 * HOUR  # past the new segment's mtime too
+    assert log.delete_old_segments() == 0
+    assert log.segment_base_offsets() == [1]
+    assert (tmp_path / "a-0" / f"{1:020d}.log").exists()
+
+
+def test_retention_never_moves_the_log_start_back(tmp_path: Path) -> None:
+    """The log start inside the first segment left stays there (Kafka 2.8's
+    deleteSegments: maybeIncrementLogStartOffset, which only moves it up)."""
+    log = PartitionLog(tmp_path / "a-0", LogConfig(segment_bytes=400, retention_ms=-1))
+    for _ in range(4):
+        log.append_as_leader(build_batch([b"v" * 100] * 2, base_timestamp=NOW), 1)
+    log.update_high_watermark(8)
+    assert log.segment_base_offsets() == [0, 2, 4, 6]
+    assert log.maybe_increment_log_start_offset(3)
+    assert log.delete_old_segments() == 1
+    assert (log.segment_base_offsets(), log.log_start_offset) == ([2, 4, 6], 3)
+
+
+def test_retention_truncates_the_epoch_cache_from_the_new_log_start(tmp_path: Path) -> None:
+    """Kafka 2.8's deleteSegments -> maybeIncrementLogStartOffset ->
+    leaderEpochCache.truncateFromStart: ListOffsets EARLIEST answers the epoch of the
+    first record left, and the checkpoint says so."""
+    log = PartitionLog(
+        tmp_path / "a-0", LogConfig(segment_bytes=400, retention_ms=-1, retention_bytes=1)
+    )
+    for epoch in (1, 1, 2, 2):
+        produce(log, epoch=epoch)
+    log.update_high_watermark(4)
+    assert log.delete_old_segments() == 3
+    assert [tuple(e) for e in log.epoch_cache.entries()] == [(2, 3)]
+    assert log.earliest_offset_and_epoch() == (3, 2)
+    assert (tmp_path / "a-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n2 3\n"
