@@ -472,3 +472,40 @@ def test_a_log_start_past_the_recovered_end_restarts_the_log_there(
     assert (log.log_start_offset, log.log_end_offset) == (20, 21)
     assert [tuple(e) for e in log.epoch_cache.entries()] == [(3, 20)]
     log.close()
+
+
+def test_a_recovery_point_past_the_recovered_end_is_lowered_to_it(tmp_path: Path) -> None:
+    """Kafka 2.8's recoverLog: recoveryPoint = min(recoveryPoint, logEndOffset) after an
+    unclean shutdown (records past it lost with the page cache): a flush from there
+    fsyncs what is appended next."""
+    directory = tmp_path / "t-0"
+    fill(directory)  # offsets 0-11
+    log = open_log(directory, recovery_point=500)
+    assert (log.log_end_offset, log.recovery_point) == (12, 12)
+
+
+def test_the_epoch_cache_is_truncated_from_the_loaded_log_start(tmp_path: Path) -> None:
+    """Kafka 2.8's Log init: leaderEpochCache.truncateFromStart(logStartOffset) ("the
+    earliest leader epoch may not be flushed during a hard failure"): ListOffsets EARLIEST
+    answers the epoch holding the log start."""
+    directory = tmp_path / "t-0"
+    fill(directory)  # epochs (0, 0), (1, 3), (2, 7)
+    log = open_log(directory, log_start_offset=4, clean_shutdown=True)
+    assert [tuple(e) for e in log.epoch_cache.entries()] == [(1, 4), (2, 7)]
+    assert log.earliest_offset_and_epoch() == (4, 1)
+
+
+def test_rebuilt_indexes_equal_the_ones_written_at_the_interval_boundary(tmp_path: Path) -> None:
+    """An index entry when more than index.interval.bytes were written since the last
+    (Kafka 2.8's append and recover both use >): batches of exactly the interval."""
+    directory = tmp_path / "t-0"
+    one = len(build_batch([b"v" * 100], base_timestamp=NOW))
+    log = open_log(directory, config=LogConfig(index_interval_bytes=one))
+    for i in range(8):
+        log.append_as_leader(build_batch([b"v" * 100], base_timestamp=NOW + i), 0)
+    log.close()
+    written = (directory / f"{SEGMENT}.index").read_bytes()
+    assert written
+    log = open_log(directory, config=LogConfig(index_interval_bytes=one))  # unclean
+    log.close()
+    assert (directory / f"{SEGMENT}.index").read_bytes() == written
