@@ -1189,3 +1189,110 @@ def test_a_file_renamed_while_a_reader_opens_it_is_found_under_one_name(tmp_path
             index.close()
     finally:
         sys.setswitchinterval(interval)
+
+
+# --- boundaries Kafka 2.8 draws (each test kills a mutant the others let live) --------
+
+
+def test_a_read_leaves_out_a_first_batch_ending_at_the_limit(tmp_path: Path) -> None:
+    """Only batches wholly below max_offset_exclusive (the high watermark) are read: a
+    batch [0, 2] read below 2 gives nothing, not its offset 2 a consumer may not see."""
+    log = open_log(tmp_path / "t-0")
+    produce(log, count=3)  # [0, 2]
+    produce(log, count=3)  # [3, 5]
+    assert log.read(0, 1 << 20, max_offset_exclusive=2).region is None
+    assert log.read(4, 1 << 20, max_offset_exclusive=5).region is None
+
+
+def test_max_bytes_takes_the_batches_that_fill_it_exactly(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    for _ in range(3):
+        produce(log, size=200)
+    one = log.read(0, 1).size
+    assert batches_of(log.read(0, 2 * one).to_bytes()) == [(0, 0), (1, 1)]
+    assert batches_of(log.read(0, 2 * one - 1).to_bytes()) == [(0, 0)]
+
+
+def test_the_high_watermark_is_never_set_past_the_log_end(tmp_path: Path) -> None:
+    """Kafka 2.8's Log.updateHighWatermark: clamped to [log start, log end]."""
+    log = open_log(tmp_path / "t-0")
+    produce(log, count=2)
+    assert log.update_high_watermark(100) == 2
+    assert log.high_watermark == 2
+
+
+def test_truncating_to_the_log_end_cuts_nothing(tmp_path: Path) -> None:
+    """Kafka 2.8's truncateTo: a target at or past the log end is no truncation (false):
+    the truncation count stays, so a cleaning or a flush under way is not undone."""
+    log = open_log(tmp_path / "t-0")
+    produce(log, count=2)
+    truncations = log.truncations
+    assert not log.truncate_to(log.log_end_offset)
+    assert log.truncations == truncations
+    assert log.log_end_offset == 2
+
+
+def test_a_truncation_below_the_log_start_moves_the_log_start_down(tmp_path: Path) -> None:
+    """Kafka 2.8's truncateTo: completeTruncation(min(target, logStartOffset)): the log
+    start never stays above the new log end."""
+    log = open_log(tmp_path / "t-0", retention_ms=-1)
+    for _ in range(4):
+        produce(log)
+    log.update_high_watermark(4)
+    assert log.maybe_increment_log_start_offset(3)  # inside the only segment
+    assert log.truncate_to(2)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (2, 2, 2)
+
+
+def test_a_segment_rolls_only_when_the_batch_would_pass_segment_bytes(tmp_path: Path) -> None:
+    """Kafka 2.8's shouldRoll: size > segment.bytes - the batch's size. Two batches filling
+    segment.bytes exactly share a segment."""
+    one = len(build_batch([b"v" * 100], base_timestamp=NOW))
+    log = open_log(tmp_path / "t-0", segment_bytes=2 * one)
+    for _ in range(3):
+        produce(log)
+    assert log.segment_base_offsets() == [0, 2]
+
+
+def test_a_segment_rolls_only_once_more_than_segment_ms_has_passed(tmp_path: Path) -> None:
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock, segment_ms=60_000)
+    produce(log, ts=NOW)
+    produce(log, ts=NOW + 60_000)  # exactly segment.ms: not more
+    assert log.segment_base_offsets() == [0]
+    produce(log, ts=NOW + 60_001)
+    assert log.segment_base_offsets() == [0, 2]
+
+
+def test_a_full_offset_index_rolls_the_segment(tmp_path: Path) -> None:
+    """Kafka 2.8's shouldRoll: offsetIndex.isFull (segment.index.bytes / 8 entries)."""
+    # Records of one timestamp: the time index (24 // 12 entries) takes one entry only.
+    log = open_log(tmp_path / "t-0", segment_index_bytes=24, index_interval_bytes=0)
+    for _ in range(8):
+        produce(log)
+    assert len(log.segment_base_offsets()) > 1
+    for segment in log.segments_snapshot():
+        assert segment.offset_index.entries <= 3
+
+
+def test_an_empty_active_segment_never_rolls_however_old(tmp_path: Path) -> None:
+    """Kafka 2.8's shouldRoll rolls by time only a segment with data (size > 0): an empty
+    one would be replaced by a second segment at the same base offset."""
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock, segment_ms=60_000)
+    clock.now += 10 * 60_000
+    produce(log, ts=clock.now)
+    assert log.segment_base_offsets() == [0]
+    assert all_batches(log) == [(0, 0)]
+
+
+def test_a_segment_truncation_cuts_its_time_index_too(tmp_path: Path) -> None:
+    """Kafka 2.8's LogSegment.truncateTo truncates the time index: the segment's largest
+    timestamp (time retention) is the one of what is left."""
+    log = open_log(tmp_path / "t-0", index_interval_bytes=0)
+    for i in range(4):
+        produce(log, ts=NOW + i)
+    assert log.truncate_to(2)
+    segment = log.segments_snapshot()[-1]
+    assert (segment.max_timestamp, segment.offset_of_max_timestamp) == (NOW + 1, 1)
+    assert segment.time_index.last_entry is None or segment.time_index.last_entry.offset < 2
