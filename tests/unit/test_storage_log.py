@@ -1296,3 +1296,17 @@ def test_a_segment_truncation_cuts_its_time_index_too(tmp_path: Path) -> None:
     segment = log.segments_snapshot()[-1]
     assert (segment.max_timestamp, segment.offset_of_max_timestamp) == (NOW + 1, 1)
     assert segment.time_index.last_entry is None or segment.time_index.last_entry.offset < 2
+
+
+def test_offset_for_timestamp_finds_the_first_record_of_a_timestamp_an_index_entry_has(
+    tmp_path: Path,
+) -> None:
+    """The time index search starts after the last entry whose timestamp is below the
+    one asked (Kafka 2.8's lookup: at the last entry at or below it, scanning from its
+    offset): an entry of that very timestamp may have records of it before its offset."""
+    log = open_log(tmp_path / "t-0", index_interval_bytes=0)
+    for ts in (NOW, NOW, NOW + 1):
+        produce(log, ts=ts)  # time index: (NOW, 0), (NOW + 1, 2)
+    found = log.offset_for_timestamp(NOW)
+    assert found is not None
+    assert (found.offset, found.timestamp) == (0, NOW)

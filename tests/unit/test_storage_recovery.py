@@ -509,3 +509,27 @@ def test_rebuilt_indexes_equal_the_ones_written_at_the_interval_boundary(tmp_pat
     log = open_log(directory, config=LogConfig(index_interval_bytes=one))  # unclean
     log.close()
     assert (directory / f"{SEGMENT}.index").read_bytes() == written
+
+
+def test_a_time_index_whose_last_timestamp_is_below_its_first_is_rebuilt(
+    tmp_path: Path,
+) -> None:
+    """Kafka 2.8's TimeIndex.sanityCheck: a last timestamp below the first is a corrupt
+    index, rebuilt even after a clean shutdown (else the segment's largest timestamp,
+    read from it, is wrong for lookups by time and for retention)."""
+    directory = tmp_path / "t-0"
+    log = open_log(directory, config=LogConfig(index_interval_bytes=0))
+    for i in range(4):
+        log.append_as_leader(build_batch([b"v" * 50], base_timestamp=NOW + i), 0)
+    log.close()
+    time_index = directory / f"{SEGMENT}.timeindex"
+    good = time_index.read_bytes()
+    assert len(good) >= 24
+    last_offset = good[-4:]
+    time_index.write_bytes(good[:-12] + struct.pack(">q", NOW - 1) + last_offset)
+    log = open_log(directory, config=LogConfig(index_interval_bytes=0), clean_shutdown=True)
+    assert log.recovery_report.segments_recovered == 1
+    assert time_index.read_bytes() == good
+    found = log.offset_for_timestamp(NOW + 3)
+    assert found is not None
+    assert found.offset == 3
