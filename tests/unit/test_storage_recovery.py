@@ -533,3 +533,34 @@ def test_a_time_index_whose_last_timestamp_is_below_its_first_is_rebuilt(
     found = log.offset_for_timestamp(NOW + 3)
     assert found is not None
     assert found.offset == 3
+
+
+def _write_segment(directory: Path, *batches: bytes) -> Path:
+    directory.mkdir()
+    log_file = directory / f"{SEGMENT}.log"
+    log_file.write_bytes(b"".join(batches))
+    return log_file
+
+
+def test_recovery_cuts_a_batch_whose_offsets_go_back(tmp_path: Path) -> None:
+    """Offsets only grow in a segment (gaps are a compacted log's): a batch below the
+    previous one's next offset is where the valid log ends."""
+    first = build_batch([b"a"], base_offset=5, partition_leader_epoch=0)
+    log_file = _write_segment(
+        tmp_path / "t-0", first, build_batch([b"b"], base_offset=3, partition_leader_epoch=0)
+    )
+    log = open_log(tmp_path / "t-0")
+    assert log.log_end_offset == 6
+    assert log.recovery_report.truncated_bytes > 0
+    assert log_file.read_bytes() == bytes(first)
+
+
+def test_recovery_cuts_a_batch_too_far_above_its_segments_base(tmp_path: Path) -> None:
+    """Kafka 2.8's LogSegment.recover: ensureOffsetInRange (an offset an index entry can
+    hold relative to the base, 2**31 - 1 at most)."""
+    first = build_batch([b"a"], base_offset=0, partition_leader_epoch=0)
+    far = build_batch([b"b"], base_offset=2**31 + 5, partition_leader_epoch=0)
+    log_file = _write_segment(tmp_path / "t-0", first, far)
+    log = open_log(tmp_path / "t-0")
+    assert log.log_end_offset == 1
+    assert log_file.read_bytes() == bytes(first)
