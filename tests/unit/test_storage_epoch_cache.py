@@ -115,8 +115,27 @@ def test_assign_only_moves_forward() -> None:
     cache.assign(5, 20)
     cache.assign(4, 25)  # a lower epoch after a higher one drops the higher one
     assert [tuple(e) for e in cache.entries()] == [(3, 5), (4, 25)]
+    # An epoch assigned again past a higher one's start: its earlier entry goes too, as
+    # Kafka 2.8's maybeTruncateNonMonotonicEntries (epoch >= new epoch) drops it; one
+    # epoch keeps one entry.
+    cache.assign(3, 30)
+    assert [tuple(e) for e in cache.entries()] == [(3, 30)]
     with pytest.raises(ValueError, match="invalid"):
         cache.assign(-1, 0)
+
+
+def test_truncate_from_start_at_an_epochs_start_keeps_that_epoch_alone() -> None:
+    """Kafka 2.8's truncateFromStart removes the entries starting at or below the new
+    start (<=) and puts the last one back at it: a start exactly at an epoch's first
+    offset leaves that epoch, not also the one before it at the same offset."""
+    cache = LeaderEpochCache(None)
+    cache.assign(1, 0)
+    cache.assign(2, 5)
+    cache.assign(3, 9)
+    cache.truncate_from_start(5)
+    assert [tuple(e) for e in cache.entries()] == [(2, 5), (3, 9)]
+    cache.truncate_from_start(7)
+    assert [tuple(e) for e in cache.entries()] == [(2, 7), (3, 9)]
 
 
 def test_idle_logs_with_the_same_first_epoch_share_its_entry(tmp_path: Path) -> None:
