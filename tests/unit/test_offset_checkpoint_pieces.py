@@ -86,3 +86,19 @@ def test_a_file_changed_behind_its_back_is_formatted_in_full(
     path.write_text("0\n0\n")  # not what was written: nothing is copied from it
     write_offset_rows(path, PARTITIONS, ORDER, [5] * 8 + [6], rows)
     assert len(read_offset_checkpoint(path)) == len(PARTITIONS)
+
+
+def test_a_file_grown_behind_its_back_is_formatted_in_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file longer than the one written (rewritten from outside with other offsets)
+    holds whole pieces at the old spans, but not the rows they were: its size tells."""
+    monkeypatch.setattr(checkpoints, "_LINES_PER_PIECE", 3)
+    path = tmp_path / "replication-offset-checkpoint"
+    rows = write_offset_rows(path, PARTITIONS, ORDER, [5] * len(PARTITIONS))
+    write_offset_rows(path, PARTITIONS, ORDER, [123456] * len(PARTITIONS))  # from outside
+    write_offset_rows(path, PARTITIONS, ORDER, [5] * 8 + [6], rows)
+    expected = [5] * 8 + [6]
+    assert read_offset_checkpoint(path) == {
+        (tp.topic, tp.partition): expected[k] for k, tp in enumerate(PARTITIONS[i] for i in ORDER)
+    }
