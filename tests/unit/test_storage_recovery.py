@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storage.log import LogConfig, PartitionLog
-from storage.records import iter_batches
+from storage.records import batch_crc, iter_batches
 from storage.testing import build_batch
 
 SEGMENT = "00000000000000000000"
@@ -561,6 +561,20 @@ def test_recovery_cuts_a_batch_too_far_above_its_segments_base(tmp_path: Path) -
     first = build_batch([b"a"], base_offset=0, partition_leader_epoch=0)
     far = build_batch([b"b"], base_offset=2**31 + 5, partition_leader_epoch=0)
     log_file = _write_segment(tmp_path / "t-0", first, far)
+    log = open_log(tmp_path / "t-0")
+    assert log.log_end_offset == 1
+    assert log_file.read_bytes() == bytes(first)
+
+
+def test_recovery_cuts_a_batch_with_a_negative_last_offset_delta(tmp_path: Path) -> None:
+    """A batch whose CRC holds but whose lastOffsetDelta is negative ends below its base
+    offset: kept, the next append would be given its base offset again. It is where the
+    valid log ends, and is cut from the file."""
+    first = build_batch([b"a"], base_offset=0, partition_leader_epoch=0)
+    bad = bytearray(build_batch([b"b"], base_offset=1, partition_leader_epoch=0))
+    struct.pack_into(">i", bad, 23, -1)  # lastOffsetDelta
+    struct.pack_into(">I", bad, 17, batch_crc(bad))
+    log_file = _write_segment(tmp_path / "t-0", first, bytes(bad))
     log = open_log(tmp_path / "t-0")
     assert log.log_end_offset == 1
     assert log_file.read_bytes() == bytes(first)
