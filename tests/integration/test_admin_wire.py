@@ -87,6 +87,12 @@ def replicas(c: Cluster, name: str) -> dict[int, tuple[int, ...]]:
     return dict(a.partitions)
 
 
+def topics_listed(a: AdminClient) -> set[tuple[str, int]]:
+    """Each topic and its partition count, in the Metadata of whichever broker answers."""
+    topics = a.list_topics(timeout=TIMEOUT_S).topics
+    return {(name, len(t.partitions)) for name, t in topics.items()}
+
+
 def test_admin_client_creates_grows_and_deletes_topics(cluster_factory: ClusterFactory) -> None:
     c = cluster_factory(num_partitions="2", default_replication_factor="2")
     a = admin(c)
@@ -107,12 +113,13 @@ def test_admin_client_creates_grows_and_deletes_topics(cluster_factory: ClusterF
     assert replicas(c, "placed") == {0: (1, 2), 1: (2, 3), 2: (3, 1)}
     assert {len(r) for r in replicas(c, "orders").values()} == {3}
     assert {len(r) for r in replicas(c, "defaults").values()} == {2}
-    seen = a.list_topics(timeout=TIMEOUT_S).topics
-    assert {n: len(seen[n].partitions) for n in ("orders", "placed", "defaults")} == {
-        "orders": 6,
-        "placed": 3,
-        "defaults": 2,
-    }
+    # CreateTopics waits for the answering broker's metadata only, as Kafka's; librdkafka
+    # may ask another broker, which applies the same UpdateMetadata a moment later.
+    wait_for(
+        lambda: topics_listed(a) >= {("orders", 6), ("placed", 3), ("defaults", 2)},
+        60,
+        "every broker's Metadata listing the new topics",
+    )
 
     grown = a.create_partitions(
         [NewPartitions("orders", 8), NewPartitions("placed", 4, [[3, 2]])],
@@ -144,7 +151,11 @@ def test_admin_client_creates_grows_and_deletes_topics(cluster_factory: ClusterF
         "the deleted topics' znodes gone",
     )
     assert not c.zk.get_children(paths.DELETE_TOPICS)
-    assert set(a.list_topics(timeout=TIMEOUT_S).topics) == {"placed"}
+    wait_for(
+        lambda: {name for name, _ in topics_listed(a)} == {"placed"},
+        60,
+        "Metadata listing only the topic left",
+    )
 
 
 def test_bad_admin_requests_get_kafkas_errors_and_change_nothing(
