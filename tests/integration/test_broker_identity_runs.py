@@ -168,7 +168,10 @@ def test_identity_runs(brokers: Brokers, mode: str) -> None:
     admin = admin_mod.AdminClient({"bootstrap.servers": bootstrap})
 
     def seen_by_clients() -> bool:
-        md = admin.list_topics(timeout=5)
+        try:
+            md = admin.list_topics(timeout=5)
+        except admin_mod.KafkaException:  # a broker of its old metadata, gone: ask again
+            return False
         return md.brokers.get(kept) is not None and md.brokers[kept].port == new_port
 
     wait_for(seen_by_clients, 60, "Metadata with the new port")
