@@ -123,6 +123,9 @@ _LEADERSHIP_MOVING = {
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
+    # A new leader whose high watermark has not reached its epoch's start offset yet
+    # (KIP-207): its followers' next fetches move it.
+    KafkaError.OFFSET_NOT_AVAILABLE,
     # librdkafka dropping its handle of a broker that left the metadata (seen once, in a
     # full run, while the killed leader's broker was replaced): the query is asked again.
     KafkaError._DESTROY_BROKER,
