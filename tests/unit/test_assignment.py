@@ -573,3 +573,30 @@ def test_format_and_parse_round_trip(partitions: list[list[int]]) -> None:
     assert parse_replica_assignment(text) == assignment
     brokers = {b for r in partitions for b in r}
     assert validate_replica_assignment(assignment, brokers) == assignment
+
+
+# ----------------------------------------------------------- what mutation testing found
+
+
+def test_a_negative_start_partition_id_numbers_from_0() -> None:
+    # AdminUtils: currentPartitionId = math.max(0, startPartitionId); -1 is its default.
+    assert assign_replicas_to_brokers(
+        [1, 2, 3], 3, 2, fixed_start_index=0, start_partition_id=-1
+    ) == {0: [1, 2], 1: [2, 3], 2: [3, 1]}
+
+
+def test_a_blank_replica_assignment_is_reported_as_empty() -> None:
+    with pytest.raises(InvalidReplicaAssignmentError) as info:
+        parse_replica_assignment(" \t ")
+    assert info.value.problems == ("the replica assignment is empty",)
+
+
+def test_a_partition_with_a_malformed_id_is_not_also_measured() -> None:
+    # Its replicas are unknown: no replication factor problem is made up from the rest
+    # (as partition 0, or against partition 0).
+    with pytest.raises(InvalidReplicaAssignmentError) as info:
+        parse_replica_assignment("1:x,2:3")
+    assert info.value.problems == ("partition 0: 'x' is not a broker id (in '1:x')",)
+    with pytest.raises(InvalidReplicaAssignmentError) as info:
+        parse_replica_assignment("1:2,3:y")
+    assert info.value.problems == ("partition 1: 'y' is not a broker id (in '3:y')",)
