@@ -45,6 +45,7 @@ from zkdata.znodes import (
     encode_topic,
     encode_topic_config,
     new_topic_id,
+    next_zk_version,
     shared_index,
     shared_indexes,
     topic_id_from_str,
@@ -646,7 +647,7 @@ BAD_PARTITION_LISTS: list[bytes] = [
 ]
 
 
-@pytest.mark.parametrize("data", NOT_JSON_OBJECTS + BAD_PARTITION_LISTS, ids=short_id)
+@pytest.mark.parametrize("data", [*NOT_JSON_OBJECTS, *BAD_PARTITION_LISTS], ids=short_id)
 def test_malformed_partition_list(data: bytes | None) -> None:
     path = paths.isr_change_notification("isr_change_0000000001")
     assert_malformed(lambda: decode_partition_list(path, data), path)
@@ -663,7 +664,7 @@ BAD_REASSIGNMENTS: list[bytes] = [
 ]
 
 
-@pytest.mark.parametrize("data", NOT_JSON_OBJECTS + BAD_REASSIGNMENTS, ids=short_id)
+@pytest.mark.parametrize("data", [*NOT_JSON_OBJECTS, *BAD_REASSIGNMENTS], ids=short_id)
 def test_malformed_reassignment(data: bytes | None) -> None:
     assert_malformed(lambda: decode_reassignment(data), paths.REASSIGN_PARTITIONS)
 
@@ -1077,3 +1078,107 @@ def test_a_topic_read_from_zookeeper_keys_its_partitions_by_the_shared_ints() ->
     assignment = decode_topic("t", data)
     (seven_hundred,) = (p for p in assignment.partitions if p == 700)
     assert seven_hundred is shared_index(fresh_int(700))
+
+
+# --- what mutation testing found -------------------------------------------------------
+
+
+def test_a_version_1_broker_registration_is_read_from_host_and_port_alone() -> None:
+    # BrokerIdZNode.decode: version 1 is host and port, a PLAINTEXT endpoint, whatever
+    # else the znode holds.
+    reg = decode_broker(
+        3,
+        b'{"jmx_port":-1,"timestamp":"5","host":"old","version":1,"port":9092,'
+        b'"endpoints":["SSL://new:9093"],"listener_security_protocol_map":{"SSL":"SSL"}}',
+    )
+    assert reg.endpoints == (EndPoint("PLAINTEXT", "old", 9092),)
+
+
+def test_a_version_2_broker_registration_is_read_from_its_endpoints() -> None:
+    # From version 2 the endpoints are the broker's listeners; host and port are only
+    # for older readers (here no PLAINTEXT listener: null and -1, as Kafka writes them).
+    reg = decode_broker(
+        4,
+        b'{"version":2,"host":null,"port":-1,"endpoints":["SSL://b:9093"],'
+        b'"jmx_port":-1,"timestamp":"2"}',
+    )
+    assert reg.endpoints == (EndPoint("SSL", "b", 9093, "SSL"),)
+
+
+def test_endpoints_without_a_protocol_map_name_their_security_protocol() -> None:
+    # EndPoint.createEndPoint without listener_security_protocol_map: the default map,
+    # each security protocol's name to itself.
+    reg = decode_broker(
+        5,
+        b'{"version":4,"endpoints":["SASL_SSL://b:9094","PLAINTEXT://b:9092"],'
+        b'"jmx_port":-1,"timestamp":"2","host":"b","port":9092}',
+    )
+    assert reg.endpoints == (
+        EndPoint("SASL_SSL", "b", 9094, "SASL_SSL"),
+        EndPoint("PLAINTEXT", "b", 9092, "PLAINTEXT"),
+    )
+
+
+@pytest.mark.parametrize("tail", [b"x", b"{}", b',"leader":2}', b"\x00"])
+def test_a_partition_state_with_data_after_its_object_is_malformed(tail: bytes) -> None:
+    # The fast path takes what the strict decoder (json.loads: one whole JSON text, as
+    # every other znode here is read) takes, no more: data after the object is refused
+    # there too. (Kafka's Jackson readTree would ignore it; a znode so written is damaged.)
+    data = encode_partition_state(LeaderAndIsr(1, 0, (1, 2)), 3)
+    with pytest.raises(MalformedZnode) as e:
+        decode_partition_state(STATE_PATH, data + tail, 0)
+    assert e.value.path == STATE_PATH
+
+
+def test_a_partition_state_with_whitespace_after_its_object_decodes() -> None:
+    data = encode_partition_state(LeaderAndIsr(1, 0, (1, 2)), 3)
+    state = decode_partition_state(STATE_PATH, data + b" \n", 4)
+    assert state == PartitionState(LeaderAndIsr(1, 0, (1, 2), 4), 3)
+
+
+@pytest.mark.parametrize("tail", [b"", b"\n"])  # the fast path, and the strict one
+def test_a_partition_state_of_a_topic_being_deleted_decodes(tail: bytes) -> None:
+    # LeaderAndIsr.LeaderDuringDelete (-2) is a leader Kafka writes; below it none.
+    data = b'{"controller_epoch":3,"leader":-2,"version":1,"leader_epoch":5,"isr":[1]}'
+    state = decode_partition_state(STATE_PATH, data + tail, 1)
+    assert state.leader_and_isr == LeaderAndIsr(-2, 5, (1,), 1)
+    with pytest.raises(MalformedZnode):
+        decode_partition_state(STATE_PATH, data.replace(b"-2", b"-3") + tail, 1)
+
+
+def test_a_znode_version_wraps_as_zookeepers_java_int() -> None:
+    # PrepRequestProcessor.checkAndIncVersion: currentVersion + 1 in a Java int.
+    assert next_zk_version(0) == 1
+    assert next_zk_version(INT32_MAX - 1) == INT32_MAX
+    assert next_zk_version(INT32_MAX) == -(2**31)
+    assert next_zk_version(-(2**31)) == -(2**31) + 1
+
+
+def test_the_last_reassignment_entry_of_a_partition_wins() -> None:
+    # Kafka's ReassignPartitionsZNode.decode: the entries' (partition, replicas) toMap.
+    data = (
+        b'{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1,2]},'
+        b'{"topic":"b","partition":0,"replicas":[3]},'
+        b'{"topic":"a","partition":0,"replicas":[2,3]}]}'
+    )
+    assert decode_reassignment(data) == {
+        TopicPartition("a", 0): (2, 3),
+        TopicPartition("b", 0): (3,),
+    }
+
+
+def test_a_config_entry_no_wire_string_carries_is_left_out_alone() -> None:
+    data = json.dumps(
+        {
+            "version": 1,
+            "config": {"retention.ms": "1", "x\ud800": "1", "cleanup.policy": "c\ud800"},
+        }
+    ).encode()
+    assert decode_topic_config("t", data) == {"retention.ms": "1"}
+
+
+def test_cluster_id_bytes_are_kafkas() -> None:
+    # ClusterIdZNode.toJson: Map("version" -> "1", "id" -> id): the version is a string.
+    assert encode_cluster_id("AbC-123_xyzAbC-123_xyz") == (
+        b'{"version":"1","id":"AbC-123_xyzAbC-123_xyz"}'
+    )
