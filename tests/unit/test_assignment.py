@@ -600,3 +600,66 @@ def test_a_partition_with_a_malformed_id_is_not_also_measured() -> None:
     with pytest.raises(InvalidReplicaAssignmentError) as info:
         parse_replica_assignment("1:2,3:y")
     assert info.value.problems == ("partition 1: 'y' is not a broker id (in '3:y')",)
+
+
+def test_lists_at_their_limit_are_shown_whole() -> None:
+    # Exactly MAX_IDS_SHOWN ids, and exactly MAX_PROBLEMS_SHOWN problems: no "and 0 more".
+    twenty = {p: [100 + p] for p in range(20)}
+    with pytest.raises(InvalidReplicaAssignmentError) as info:
+        validate_replica_assignment(twenty, [1])
+    (problem,) = info.value.problems
+    assert "more" not in problem
+    assert problem.startswith("broker(s) 100, 101, ")
+    assert "118, 119 not available (available brokers: 1), in partitions 0, 1, " in problem
+    assert problem.endswith(" 18, 19")
+    with pytest.raises(InvalidReplicaAssignmentError) as info:
+        validate_replica_assignment({p: [1, 1] for p in range(10)}, [1])
+    assert info.value.summary() == list(info.value.problems)
+    assert len(info.value.summary()) == 10
+    assert "more" not in str(info.value)
+
+
+def test_the_lowest_partitions_replication_factor_is_the_expected_one() -> None:
+    with pytest.raises(InvalidReplicaAssignmentError) as info:
+        validate_replica_assignment({1: [1, 2, 3], 0: [1], 2: [2, 3]}, [1, 2, 3])
+    assert info.value.problems == (
+        "partition 1 has replication factor 3, expected 1",
+        "partition 2 has replication factor 2, expected 1",
+    )
+
+
+def test_add_partitions_needs_a_replica_of_partition_zero() -> None:
+    # Partition 0's replicas give the replication factor and the start index.
+    with pytest.raises(AssignmentError, match="partition 0 has no replicas"):
+        assign_new_partitions(range(3), {0: []}, 3)
+
+
+def test_one_problem_is_the_message_itself() -> None:
+    with pytest.raises(InvalidReplicaAssignmentError) as info:
+        validate_replica_assignment({0: [1, 1]}, [1])
+    assert (
+        str(info.value)
+        == "invalid replica assignment: partition 0: duplicate broker(s) 1 in [1, 1]"
+    )
+    with pytest.raises(InvalidReplicaAssignmentError) as info:
+        validate_replica_assignment({0: [1, 1], 1: []}, [1])
+    assert str(info.value) == (
+        "invalid replica assignment:\n"
+        "  - partition 0: duplicate broker(s) 1 in [1, 1]\n"
+        "  - partition 1 has no replicas"
+    )
+
+
+def test_a_manual_assignment_of_new_partitions_is_refused_on_partial_racks() -> None:
+    # ZkAdminManager.createPartitions takes getBrokerMetadatas() (RackAwareMode.Enforced)
+    # before looking at the assignment asked for.
+    brokers = [BrokerMetadata(0, "r1"), BrokerMetadata(1)]
+    with pytest.raises(IncompleteRackInfoError):
+        assign_new_partitions(brokers, {0: [0]}, 2, replica_assignment={1: [1]})
+    assert assign_new_partitions(
+        brokers, {0: [0]}, 2, replica_assignment={1: [1]}, rack_aware_mode=RackAwareMode.SAFE
+    ) == {1: [1]}
+
+
+def test_format_replica_assignment_orders_partitions() -> None:
+    assert format_replica_assignment({2: [3, 1], 0: [1, 2], 1: [2, 3]}) == "1:2,2:3,3:1"
