@@ -16,6 +16,7 @@ from zkdata import paths
 from zkdata.znodes import (
     BrokerRegistration,
     EndPoint,
+    IdentityClaim,
     LeaderAndIsr,
     MalformedZnode,
     PartitionState,
@@ -25,6 +26,7 @@ from zkdata.znodes import (
     decode_cluster_id,
     decode_controller,
     decode_controller_epoch,
+    decode_identity_claim,
     decode_log_dir_event,
     decode_partition_list,
     decode_partition_list_entries,
@@ -38,6 +40,7 @@ from zkdata.znodes import (
     encode_config_change,
     encode_controller,
     encode_controller_epoch,
+    encode_identity_claim,
     encode_log_dir_event,
     encode_partition_list,
     encode_partition_state,
@@ -1182,3 +1185,40 @@ def test_cluster_id_bytes_are_kafkas() -> None:
     assert encode_cluster_id("AbC-123_xyzAbC-123_xyz") == (
         b'{"version":"1","id":"AbC-123_xyzAbC-123_xyz"}'
     )
+
+
+def test_a_broker_is_reached_at_the_endpoint_of_the_listener_named() -> None:
+    reg = decode_broker(
+        1,
+        b'{"version":4,"listener_security_protocol_map":{"INTERNAL":"PLAINTEXT",'
+        b'"EXTERNAL":"SSL"},"endpoints":["INTERNAL://in.example:9092",'
+        b'"EXTERNAL://EXTERNAL:19093"],"jmx_port":-1,"timestamp":"1","host":"in.example",'
+        b'"port":9092}',
+    )
+    assert reg.endpoint("EXTERNAL") == EndPoint("EXTERNAL", "EXTERNAL", 19093, "SSL")
+    assert reg.address("EXTERNAL") == ("EXTERNAL", 19093)
+    assert reg.endpoint("INTERNAL") == EndPoint("INTERNAL", "in.example", 9092, "PLAINTEXT")
+    assert reg.endpoint("in.example") is None
+    # A listener the broker lacks: its first endpoint, rather than none.
+    assert reg.address("REPLICATION") == ("in.example", 9092)
+
+
+@pytest.mark.parametrize("endpoint", ["b:9092", "PLAINTEXT:/b:9092", "PLAINTEXT//b:9092"])
+def test_an_endpoint_without_its_listener_separator_is_named_so(endpoint: str) -> None:
+    data = json.dumps({"version": 4, "endpoints": [endpoint], "jmx_port": -1}).encode()
+    with pytest.raises(MalformedZnode) as e:
+        decode_broker(2, data)
+    assert e.value.reason == f"endpoint {endpoint!r} is not LISTENER://host:port"
+
+
+@pytest.mark.parametrize("timestamp", [5, "x", "-1", None, True])
+def test_an_identity_claim_timestamp_is_a_string_of_a_number(timestamp: object) -> None:
+    # Written as a string (as Kafka writes a broker's): anything else is malformed.
+    claim = IdentityClaim(4, "c", "n", "h:1", "x", 5)
+    obj = json.loads(encode_identity_claim(claim))
+    assert obj["timestamp"] == "5"
+    assert decode_identity_claim(4, json.dumps(obj).encode()) == claim
+    obj["timestamp"] = timestamp
+    with pytest.raises(MalformedZnode) as e:
+        decode_identity_claim(4, json.dumps(obj).encode())
+    assert e.value.path == paths.broker_identity(4)
