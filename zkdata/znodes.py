@@ -356,6 +356,9 @@ def decode_broker(
     path = path or paths.broker(broker_id)
     obj = _loads_object(path, data)
     version = _int(path, obj, "version")
+    if version < 1:
+        # Kafka's BrokerIdZNode.decode: "Unsupported version of broker registration".
+        raise MalformedZnode(path, f"unsupported version {version} of a broker registration")
     protocols = obj.get("listener_security_protocol_map") or {}
     if not isinstance(protocols, dict):
         raise MalformedZnode(path, "listener_security_protocol_map must be an object")

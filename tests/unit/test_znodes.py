@@ -1222,3 +1222,12 @@ def test_an_identity_claim_timestamp_is_a_string_of_a_number(timestamp: object) 
     with pytest.raises(MalformedZnode) as e:
         decode_identity_claim(4, json.dumps(obj).encode())
     assert e.value.path == paths.broker_identity(4)
+
+
+@pytest.mark.parametrize("version", [0, -1, -(2**31)])
+def test_a_broker_registration_below_version_1_is_malformed(version: int) -> None:
+    # BrokerIdZNode.decode: "Unsupported version of broker registration" below 1.
+    path = paths.broker(1)
+    assert_malformed(lambda: decode_broker(1, with_field(GOOD_BROKER, "version", version)), path)
+    old = {"version": version, "host": "h", "port": 9092, "jmx_port": -1, "timestamp": "1"}
+    assert_malformed(lambda: decode_broker(1, json.dumps(old).encode()), path)
