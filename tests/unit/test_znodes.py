@@ -4,6 +4,7 @@ of malformed data raising MalformedZnode that names the znode."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -1231,3 +1232,51 @@ def test_a_broker_registration_below_version_1_is_malformed(version: int) -> Non
     assert_malformed(lambda: decode_broker(1, with_field(GOOD_BROKER, "version", version)), path)
     old = {"version": version, "host": "h", "port": 9092, "jmx_port": -1, "timestamp": "1"}
     assert_malformed(lambda: decode_broker(1, json.dumps(old).encode()), path)
+
+
+@pytest.mark.parametrize(
+    "topic_id", [1234567890123456789012, ["AAAAAAAAAAAAAAAAAAAAAQ"], True, "", 0, False, {}]
+)
+def test_a_topic_id_that_is_no_uuid_text_is_malformed(topic_id: object) -> None:
+    # TopicZNode.decode reads topic_id .to[String] (a number of 22 digits is none) into
+    # Uuid.fromString ("" is none either); only a missing or null topic_id is no id.
+    data = json.dumps({"version": 3, "topic_id": topic_id, "partitions": {"0": [1]}}).encode()
+    assert_malformed(lambda: decode_topic("t", data), paths.topic("t"))
+
+
+@pytest.mark.parametrize("data", [None, b""])
+def test_a_znode_without_data_is_said_to_have_none(data: bytes | None) -> None:
+    with pytest.raises(MalformedZnode) as e:
+        decode_topic("t", data)
+    assert e.value.reason == "no data"
+    with pytest.raises(MalformedZnode) as e:
+        decode_partition_state(STATE_PATH, data, 0)
+    assert e.value.reason == "no data"
+
+
+@pytest.mark.parametrize(("key", "partition"), [("\u0661", 1), ("\uff12", 2), ("0\u0663", 3)])
+def test_a_partition_key_is_read_as_javas_parse_int_reads_it(key: str, partition: int) -> None:
+    # TopicZNode.decode: partition.toInt (Integer.parseInt takes any BMP decimal digit).
+    data = json.dumps({"version": 2, "partitions": {"0": [1], key: [2]}}).encode()
+    assert decode_topic("t", data).partitions == {0: (1,), partition: (2,)}
+
+
+@pytest.mark.parametrize("key", ["\U0001d7cf", "\u00b2", "\u2460"])  # beyond the BMP, ², ①
+def test_a_partition_key_of_digits_parse_int_refuses_is_malformed(key: str) -> None:
+    data = json.dumps({"version": 2, "partitions": {"0": [1], key: [2]}}).encode()
+    assert_malformed(lambda: decode_topic("t", data), paths.topic("t"))
+
+
+def test_a_timestamp_of_0_is_written_as_given_for_a_controller_and_as_now_for_a_broker() -> None:
+    assert encode_controller(1, 0) == b'{"version":1,"brokerid":1,"timestamp":"0"}'
+    before = time.time_ns() // 1_000_000
+    reg = BrokerRegistration(1, (EndPoint("PLAINTEXT", "h", 9092),), timestamp_ms=0)
+    assert int(json.loads(encode_broker(reg))["timestamp"]) >= before
+
+
+@pytest.mark.parametrize("endpoints", [{"PLAINTEXT://h:9092": 1}, "PLAINTEXT://h:9092"])
+def test_endpoints_that_are_no_list_are_malformed(endpoints: object) -> None:
+    # BrokerIdZNode.decode: endpoints .to[Seq[String]].
+    with pytest.raises(MalformedZnode) as e:
+        decode_broker(1, with_field(GOOD_BROKER, "endpoints", endpoints))
+    assert e.value.reason == "endpoints must be a list"
