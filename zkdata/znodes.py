@@ -799,6 +799,9 @@ def decode_config_change(path: str, data: bytes | None) -> str:
     (``entity_path``), version 1 gives its type and name (Kafka 0.9-1.x's tools)."""
     obj = _loads_object(path, data)
     version = obj.get("version")
+    # Kafka reads it .to[Int]: a JSON int, not true (== 1 here) nor 2.0.
+    if not _is_int32(version):
+        raise MalformedZnode(path, f"field 'version' must be a 32-bit integer, got {version!r}")
     if version == 2:
         return _str(path, obj, "entity_path")
     if version == 1:

@@ -3,6 +3,7 @@ of malformed data raising MalformedZnode that names the znode."""
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
@@ -25,6 +26,7 @@ from zkdata.znodes import (
     TopicPartition,
     decode_broker,
     decode_cluster_id,
+    decode_config_change,
     decode_controller,
     decode_controller_epoch,
     decode_identity_claim,
@@ -1280,3 +1282,14 @@ def test_endpoints_that_are_no_list_are_malformed(endpoints: object) -> None:
     with pytest.raises(MalformedZnode) as e:
         decode_broker(1, with_field(GOOD_BROKER, "endpoints", endpoints))
     assert e.value.reason == "endpoints must be a list"
+
+
+@pytest.mark.parametrize("version", [0, 3, -1, True, 1.0, 2.0, "2", None])
+def test_a_config_change_of_a_version_kafka_does_not_read_is_malformed(version: object) -> None:
+    # ConfigChangedNotificationHandler: version .to[Int], 1 or 2, else "unsupported version".
+    path = "/config/changes/config_change_0000000007"
+    for data in (
+        json.dumps({"version": version, "entity_path": "topics/t"}).encode(),
+        json.dumps({"version": version, "entity_type": "topics", "entity_name": "t"}).encode(),
+    ):
+        assert_malformed(functools.partial(decode_config_change, path, data), path)
