@@ -1293,3 +1293,16 @@ def test_a_config_change_of_a_version_kafka_does_not_read_is_malformed(version: 
         json.dumps({"version": version, "entity_type": "topics", "entity_name": "t"}).encode(),
     ):
         assert_malformed(functools.partial(decode_config_change, path, data), path)
+
+
+def test_an_unreadable_partition_entry_is_quoted_as_written() -> None:
+    path = paths.PREFERRED_REPLICA_ELECTION
+    data = b'{"version":1,"partitions":["a-0",{"topic":"b","partition":1}]}'
+    partitions, unreadable = decode_partition_list_entries(path, data)
+    assert partitions == [TopicPartition("b", 1)]
+    assert [e.reason for e in unreadable] == ["partition entry 'a-0': not an object"]
+
+
+@pytest.mark.parametrize("data", [b" 5", b"5\n", b"\t5 \r\n"])
+def test_a_bare_controller_id_may_have_json_whitespace_around_it(data: bytes) -> None:
+    assert decode_controller(data) == 5
