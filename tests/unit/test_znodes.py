@@ -1306,3 +1306,9 @@ def test_an_unreadable_partition_entry_is_quoted_as_written() -> None:
 @pytest.mark.parametrize("data", [b" 5", b"5\n", b"\t5 \r\n"])
 def test_a_bare_controller_id_may_have_json_whitespace_around_it(data: bytes) -> None:
     assert decode_controller(data) == 5
+
+
+def test_a_broker_registration_without_a_timestamp_decodes() -> None:
+    # BrokerIdZNode.decode does not read the timestamp.
+    reg = decode_broker(1, without_field(GOOD_BROKER, "timestamp"))
+    assert reg == BrokerRegistration(1, (EndPoint("PLAINTEXT", "h", 9092),), timestamp_ms=0)
