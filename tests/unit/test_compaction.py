@@ -24,6 +24,7 @@ from storage.compaction import (
     delete_horizon_ms,
     dirty_ratio,
     filter_batch,
+    first_keyless_offset,
     group_segments,
     keyed_records,
     read_headers,
@@ -1039,3 +1040,48 @@ def test_group_segments_covers_the_segments_below_the_end_in_valid_runs(
             too_big = size + segments[end].size > max_bytes
             too_far = bases[end + 1] - 1 - bases[start] > INT32_MAX
             assert too_big or too_far
+
+
+def test_a_segment_the_last_cleaning_ended_inside_counts_as_dirty() -> None:
+    # A map that filled inside segment 100 ended the cleaning at 150: that segment's
+    # records from 150 are dirty, so its bytes are dirty bytes (Kafka's
+    # calculateCleanableBytes: logSegments(firstDirtyOffset, ...) starts at the segment
+    # holding it), and the log is due again.
+    segments = [_seg(0, 100), _seg(100, 100), _seg(200)]
+    assert dirty_ratio(segments, 150, 200) == 0.5
+    assert _should(segments, 150, 200, ratio=0.3)
+
+
+def test_an_empty_range_inside_a_segment_is_never_due() -> None:
+    # The log start offset (150, retention or DeleteRecords) lies inside the segment
+    # holding the high watermark: the first dirty and the first uncleanable offsets are
+    # both 150, and nothing may be cleaned (Kafka: logSegments(from, to) with from == to
+    # is empty), though segment 100 holds offsets past the first dirty one.
+    segments = [_seg(0, 100), _seg(100, 100), _seg(200)]
+    assert _range(segments, log_start=150, hw=160) == (150, 150)
+    assert not _should(segments, 150, 150, ratio=0.0, max_lag=0)
+
+
+def test_the_max_compaction_lag_ignores_empty_dirty_segments() -> None:
+    # An empty dirty segment (no first batch, -1) does not hide an older one's first
+    # batch (Kafka's maxCompactionDelay keeps only the timestamps of the segments that
+    # have one).
+    segments = [_seg(0, 100), _seg(100, 0, first_ts=-1), _seg(200, 10, first_ts=1_000), _seg(300)]
+    assert dirty_ratio(segments, 100, 300) < 0.5
+    assert _should(segments, 100, 300, now=10_000, max_lag=5_000)
+    assert not _should(segments, 100, 300, now=10_000, max_lag=9_000)
+
+
+@pytest.mark.parametrize("compression", READABLE)
+def test_first_keyless_offset_is_the_batchs_base_offset_plus_the_records_index(
+    compression: int,
+) -> None:
+    keyed = RecordSpec(b"v", key=b"k")
+    batch = _batch(
+        [keyed, keyed, RecordSpec(b"no key"), keyed], base_offset=10, compression=compression
+    )
+    assert first_keyless_offset(batch, read_header(batch)) == 12
+    every = _batch([keyed, keyed], base_offset=10, compression=compression)
+    assert first_keyless_offset(every, read_header(every)) is None
+    unknown = _batch([RecordSpec(b"no key")], base_offset=10, compression=UNKNOWN_CODEC)
+    assert first_keyless_offset(unknown, read_header(unknown)) is None
