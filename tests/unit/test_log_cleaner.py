@@ -19,7 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.config import BrokerConfig
-from storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner, clean, clean_log, survey
+from storage.cleaner import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LogCleaner,
+    clean,
+    clean_log,
+    reconciled,
+    survey,
+)
 from storage.compaction import OffsetMap
 from storage.errors import (
     CorruptRecordError,
@@ -1488,3 +1495,149 @@ def test_the_cleaner_stopping_ends_a_cleaning_at_its_next_batch(
         go_on.set()
         cleaner.close(30)
         log.close()
+
+
+def test_a_map_filling_inside_a_batch_ends_the_cleaning_after_its_last_key(
+    tmp_path: Path,
+) -> None:
+    # A map of two keys fills at c, inside the batch a, b, c, d: the cleaning ends after
+    # b (offsetMap.latestOffset + 1). The next one starts there, inside that batch, and
+    # maps only its records from there (Kafka's buildOffsetMapForSegment: record.offset
+    # >= startOffset): mapping a and b again would fill the map at c again, and no
+    # cleaning would ever get past it.
+    log = open_log(tmp_path / "t-0", compacted(segment_bytes=1 << 20))
+    batch = build_batch(
+        [RecordSpec(b"1", key=k) for k in (b"a", b"b", b"c", b"d")], base_timestamp=NOW
+    )
+    log.append_as_leader(batch, 0)  # offsets 0-3
+    log.roll()
+    put(log, (b"e", b"1"))  # 4
+    log.roll()
+    put(log, (b"f", b"1"))  # the active segment
+    before = everything(log)
+    two_keys = 2 * (1 + OffsetMap.ENTRY_OVERHEAD) + 1
+    first = clean_log(log, checkpoint=None, map_bytes=two_keys, now_ms=NOW, force=True)
+    assert first is not None
+    assert (first.keys_mapped, first.end_offset) == (2, 2)
+    second = clean_log(log, checkpoint=2, map_bytes=two_keys, now_ms=NOW, force=True)
+    assert second is not None
+    assert (second.first_dirty_offset, second.keys_mapped, second.end_offset) == (2, 2, 4)
+    assert everything(log) == before
+
+
+def test_the_first_batch_kept_unread_is_the_one_reported(tmp_path: Path) -> None:
+    # Two batches the cleaner cannot read within its bound: the first is reported (and
+    # the tombstones above it kept), not the last.
+    log = open_log(
+        tmp_path / "t-0",
+        compacted(delete_retention_ms=0, min_cleanable_dirty_ratio=0.0, segment_bytes=1 << 20),
+    )
+
+    def big(key: bytes) -> None:
+        batch = build_batch(
+            [RecordSpec(b"\0" * (3 << 20), key=key)],
+            base_timestamp=NOW,
+            compression=Compression.GZIP,
+        )
+        log.append_as_leader(batch, 0)
+
+    put(log, (b"a", b"1"))  # 0
+    big(b"b")  # 1
+    put(log, (b"c", b"1"))  # 2
+    big(b"d")  # 3
+    log.config = dataclasses.replace(log.config, max_message_bytes=100_000)
+    log.roll()
+    log.update_high_watermark(log.log_end_offset)
+    result = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert result is not None
+    assert result.kept_unread is not None
+    assert result.kept_unread[0] == 1
+
+
+def test_a_cleaned_segment_keeps_its_runs_latest_modification_time(tmp_path: Path) -> None:
+    # The delete horizon of later cleanings reads the cleaned segment's modification
+    # time: it is the run's last (Kafka's cleanSegments: segments.last.lastModified), not
+    # its first.
+    log = open_log(tmp_path / "t-0", compacted(segment_bytes=1 << 20))
+    for n in range(3):
+        put(log, (b"k", b"%d" % n))
+        log.roll()
+    put(log, (b"other", b"1"))
+    times = [NOW / 1000 - 3000, NOW / 1000 - 2000, NOW / 1000 - 1000]
+    for segment, seconds in zip(log.segments_snapshot()[:-1], times, strict=True):
+        os.utime(segment.path, (seconds, seconds))
+    result = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert result is not None
+    assert (result.segments_before, result.segments_after) == (4, 2)
+    cleaned = log.segments_snapshot()[0]
+    assert os.stat(cleaned.path).st_mtime == pytest.approx(times[-1], abs=0.01)
+
+
+def test_a_segment_without_timestamps_is_as_young_as_its_file(tmp_path: Path) -> None:
+    # min.compaction.lag.ms of a segment whose records have no timestamp (-1) counts
+    # from its file's modification time (Kafka's LogSegment.largestTimestamp).
+    hour = 3600 * 1000
+    log = open_log(tmp_path / "t-0", compacted(min_compaction_lag_ms=hour))
+    for n in range(3):
+        batch = build_batch([RecordSpec(b"%d" % n, key=b"k")], base_timestamp=-1)
+        log.append_as_leader(batch, 0)
+    log.roll()
+    put(log, (b"other", b"1"))
+    log.update_high_watermark(log.log_end_offset)
+    segment = log.segments_snapshot()[0]
+    assert segment.max_timestamp < 0
+    just_now = (NOW - 60_000) / 1000
+    os.utime(segment.path, (just_now, just_now))
+    assert survey(log, checkpoint=None, now_ms=NOW, force=True) is None
+    long_ago = (NOW - 2 * hour) / 1000
+    os.utime(segment.path, (long_ago, long_ago))
+    assert survey(log, checkpoint=None, now_ms=NOW, force=True) is not None
+
+
+def test_a_checkpoint_at_its_logs_end_at_start_up_stays() -> None:
+    # Only an entry past its log's end is lowered (Kafka's cleanableOffsets resets a
+    # checkpoint above logEndOffset): one at it, a segment boundary or where a map
+    # filled inside a segment, names offsets not yet written, dirty when they are.
+    entries = {("t", 0): 75, ("t", 1): 100, ("t", 2): 101}
+    ends = {("t", 0): (75, 50), ("t", 1): (100, 50), ("t", 2): (100, 50)}
+    assert reconciled(entries, ends) == {("t", 0): 75, ("t", 1): 100, ("t", 2): 50}
+
+
+def test_each_cleaner_thread_has_its_share_of_the_dedupe_buffer(tmp_path: Path) -> None:
+    # log.cleaner.dedupe.buffer.size is shared by the log.cleaner.threads threads
+    # (Kafka's CleanerThread: dedupeBufferSize / numThreads for its offset map).
+    log = open_log(tmp_path / "t-0")
+    fill(log, 40)
+    three_keys = 3 * (2 + OffsetMap.ENTRY_OVERHEAD) + 4
+    cleaner = LogCleaner(
+        lambda: [log], threads=2, dedupe_buffer_size=2 * three_keys, time_ms=lambda: NOW
+    )
+    (result,) = cleaner.clean_once(force=True)
+    assert (result.keys_mapped, result.end_offset) == (3, 3)
+
+
+def test_clean_one_skips_a_log_marked_uncleanable_though_it_would_clean_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A log whose survey failed once is skipped until it is loaded again, by clean_one
+    # too, even when a survey would now succeed (Kafka's uncleanablePartitions).
+    import storage.cleaner
+
+    log = open_log(tmp_path / "t-0")
+    fill(log, 120)
+    real_survey = storage.cleaner.survey
+    calls = []
+
+    def survey_(partition_log: PartitionLog, **kwargs: object) -> object:
+        calls.append(partition_log)
+        if len(calls) == 1:
+            raise ValueError("a bad segment")
+        return real_survey(partition_log, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(storage.cleaner, "survey", survey_)
+    cleaner = LogCleaner(lambda: [log], time_ms=lambda: NOW)
+    assert cleaner.clean_once() == []
+    assert cleaner.uncleanable_partitions == [("t", 0)]
+    assert cleaner.clean_one(log, force=True) is None
+    assert len(calls) == 1
+    assert cleaner.uncleanable_partitions == [("t", 0)]
