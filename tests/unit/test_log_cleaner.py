@@ -1519,6 +1519,9 @@ def test_a_map_filling_inside_a_batch_ends_the_cleaning_after_its_last_key(
     first = clean_log(log, checkpoint=None, map_bytes=two_keys, now_ms=NOW, force=True)
     assert first is not None
     assert (first.keys_mapped, first.end_offset) == (2, 2)
+    # Only the segments below the end are rewritten (Kafka's groupSegmentsBySize over
+    # logSegments(0, endOffset)): the one of e is left as it is, not merged in.
+    assert [s.base_offset for s in log.segments_snapshot()] == [0, 4, 5]
     second = clean_log(log, checkpoint=2, map_bytes=two_keys, now_ms=NOW, force=True)
     assert second is not None
     assert (second.first_dirty_offset, second.keys_mapped, second.end_offset) == (2, 2, 4)
@@ -1641,3 +1644,77 @@ def test_clean_one_skips_a_log_marked_uncleanable_though_it_would_clean_now(
     assert cleaner.clean_one(log, force=True) is None
     assert len(calls) == 1
     assert cleaner.uncleanable_partitions == [("t", 0)]
+
+
+def test_a_log_whose_cleaning_is_being_aborted_is_not_claimed_again(tmp_path: Path) -> None:
+    # A deletion (forget) or a policy change waits, under its abort mark, for the
+    # cleaning under way to stop; no pass and no clean_one claims the log meanwhile
+    # (Kafka's grabFilthiestCompactedLog skips the partitions in inProgress, which
+    # abortCleaning sets to LogCleaningAborted until it resumes or removes them).
+    log = open_log(tmp_path / "t-0")
+    fill(log, 120)
+    before = everything(log)
+    cleaner = LogCleaner(lambda: [log], time_ms=lambda: NOW)
+    cleaner._aborting[("t", 0)] = (log,)  # as _abort_locked marks it while it waits
+    assert cleaner.clean_once(force=True) == []
+    assert cleaner.clean_one(log, force=True) is None
+    assert everything(log) == before
+    assert ("t", 0) not in cleaner.last_results
+    del cleaner._aborting[("t", 0)]
+    (result,) = cleaner.clean_once(force=True)
+    assert result.complete
+
+
+def test_a_batch_kept_unread_first_met_in_a_later_cleaning_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Once per batch kept unread, not once per log: a log whose earlier cleanings read
+    # everything is reported when one first keeps a batch unread.
+    log = open_log(
+        tmp_path / "t-0", compacted(min_cleanable_dirty_ratio=0.0, segment_bytes=1 << 20)
+    )
+    cleaner = LogCleaner(lambda: [log], time_ms=lambda: NOW)
+    with caplog.at_level("WARNING", logger="storage.cleaner"):
+        put(log, (b"a", b"1"))
+        log.roll()
+        log.update_high_watermark(log.log_end_offset)
+        first = cleaner.clean_one(log, force=True)
+        assert first is not None
+        assert first.kept_unread is None
+        big = build_batch(
+            [RecordSpec(b"\0" * (3 << 20), key=b"b")],
+            base_timestamp=NOW,
+            compression=Compression.GZIP,
+        )
+        log.append_as_leader(big, 0)  # offset 1
+        log.config = dataclasses.replace(log.config, max_message_bytes=100_000)
+        put(log, (b"a", b"2"))
+        log.roll()
+        log.update_high_watermark(log.log_end_offset)
+        second = cleaner.clean_one(log, force=True)
+        assert second is not None
+        assert second.kept_unread is not None
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert "t-0: the batch at offset 1 cannot be read" in warnings[0]
+
+
+def test_a_batch_larger_than_the_cleaners_read_chunk_is_cleaned_whole(tmp_path: Path) -> None:
+    # A batch of more than the 1 MiB the cleaner reads at a time (max.message.bytes
+    # raised) is read whole, for the offset map and for the copy: its record stays
+    # intact, and an earlier record of its key goes.
+    log = open_log(
+        tmp_path / "t-0",
+        compacted(segment_bytes=8 << 20, max_message_bytes=4 << 20, min_cleanable_dirty_ratio=0.0),
+    )
+    put(log, (b"big", b"old"))
+    put(log, (b"a", b"1"))
+    large = b"L" * (3 << 19)  # 1.5 MiB
+    put(log, (b"big", large))
+    put(log, (b"a", b"2"))
+    log.roll()
+    put(log, (b"c", b"1"))
+    result = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert result is not None
+    assert result.complete
+    assert everything(log) == [(2, b"big", large), (3, b"a", b"2"), (4, b"c", b"1")]
