@@ -408,7 +408,8 @@ def should_clean(
 ) -> bool:
     """Whether the log is due: dirty enough, or holding a dirty record older than
     ``max.compaction.lag.ms`` (KIP-354: the earliest of the dirty segments' first
-    batches' timestamps tells, as Kafka's)."""
+    batches' timestamps tells, as Kafka's; as there, one of 0 or less tells nothing:
+    maxCompactionDelay keeps those above 0)."""
     if first_uncleanable <= first_dirty:
         return False
     _, dirty = _split(segments, first_dirty, first_uncleanable)
@@ -416,8 +417,8 @@ def should_clean(
         return False
     if dirty_ratio(segments, first_dirty, first_uncleanable) > min_cleanable_ratio:
         return True
-    first = min((s.first_timestamp for s in dirty if s.first_timestamp >= 0), default=-1)
-    return first >= 0 and now_ms - first > max_compaction_lag_ms
+    first = min((s.first_timestamp for s in dirty if s.first_timestamp > 0), default=-1)
+    return first > 0 and now_ms - first > max_compaction_lag_ms
 
 
 def delete_horizon_ms(

@@ -1085,3 +1085,14 @@ def test_first_keyless_offset_is_the_batchs_base_offset_plus_the_records_index(
     assert first_keyless_offset(every, read_header(every)) is None
     unknown = _batch([RecordSpec(b"no key")], base_offset=10, compression=UNKNOWN_CODEC)
     assert first_keyless_offset(unknown, read_header(unknown)) is None
+
+
+def test_the_max_compaction_lag_ignores_a_first_batch_timestamp_of_zero() -> None:
+    # Kafka's maxCompactionDelay keeps only the first batches' timestamps above 0
+    # (getFirstBatchTimestampForSegments(...).filter(_ > 0)): a segment whose first batch
+    # says 0 (a producer that set it so) has no age, it does not make the log due at once.
+    zero = [_seg(0, 100), _seg(100, 10, first_ts=0), _seg(200)]
+    assert dirty_ratio(zero, 100, 200) < 0.5
+    assert not _should(zero, 100, 200, now=10_000, max_lag=5_000)
+    old = [_seg(0, 100), _seg(100, 10, first_ts=0), _seg(200, 10, first_ts=1), _seg(300)]
+    assert _should(old, 100, 300, now=10_000, max_lag=5_000)
