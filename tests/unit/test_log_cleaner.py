@@ -733,13 +733,15 @@ def _damage_second_batch(log: PartitionLog, length: int) -> None:
         os.close(fd)
 
 
-@pytest.mark.parametrize("length", [-12, 0])
+@pytest.mark.parametrize("length", [-12, 0, 1 << 24])
 def test_a_log_whose_cleaning_fails_is_uncleanable_and_the_others_are_cleaned(
     tmp_path: Path, length: int
 ) -> None:
     # A damaged closed segment (its batch length -12: a CorruptRecordError; 0: garbage
-    # read as headers) made the cleaning raise out of the pass; the damaged log, the
-    # filthiest, came first again on every pass, so no other log was ever cleaned.
+    # read as headers; 16 MiB: a batch running past the segment's end, which read as far
+    # as the file goes was copied cut short into the cleaned segment) made the cleaning
+    # raise out of the pass; the damaged log, the filthiest, came first again on every
+    # pass, so no other log was ever cleaned.
     # Kafka's cleaner (KIP-346) marks the partition uncleanable and goes on.
     bad = open_log(tmp_path / "bad-0")
     good = open_log(tmp_path / "good-0")
@@ -1644,6 +1646,9 @@ def test_clean_one_skips_a_log_marked_uncleanable_though_it_would_clean_now(
     assert cleaner.clean_one(log, force=True) is None
     assert len(calls) == 1
     assert cleaner.uncleanable_partitions == [("t", 0)]
+    # The log deleted: its mark goes with it at once (the uncleanable partitions count).
+    cleaner.forget(log)
+    assert cleaner.uncleanable_partitions == []
 
 
 def test_a_log_whose_cleaning_is_being_aborted_is_not_claimed_again(tmp_path: Path) -> None:
@@ -1718,3 +1723,60 @@ def test_a_batch_larger_than_the_cleaners_read_chunk_is_cleaned_whole(tmp_path: 
     assert result is not None
     assert result.complete
     assert everything(log) == [(2, b"big", large), (3, b"a", b"2"), (4, b"c", b"1")]
+
+
+def test_a_cleaned_segment_is_indexed_as_its_appends_would_index_it(tmp_path: Path) -> None:
+    # A cleaning that drops nothing writes the segment's batches again: its offset and
+    # time indexes get the entries the appends gave it, one each time more than
+    # index.interval.bytes were written since the last (Kafka's LogSegment.append, which
+    # the cleaner's copy goes through).
+    # Batches of one size, the interval two of them: an entry every third batch, as
+    # one is due only once more than the interval was written.
+    size = len(build_batch([RecordSpec(b"v" * 40, key=b"k00")], base_timestamp=NOW))
+    directory = tmp_path / "t-0"
+    log = open_log(directory, compacted(segment_bytes=1 << 20, index_interval_bytes=2 * size))
+    for n in range(60):
+        put(log, (b"k%02d" % n, b"v" * 40), ts=NOW + n * (n % 3 - 1))
+    log.roll()
+    put(log, (b"other", b"1"))
+    log.flush()
+    _log_path, index_path, time_index_path = segment_paths(directory, 0)
+    with open(index_path, "rb") as f:
+        index = f.read()
+    with open(time_index_path, "rb") as f:
+        time_index = f.read()
+    assert len(index) == 8 * 19  # at the 4th, 7th, ..., 58th batch
+    result = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert result is not None
+    assert (result.complete, result.records_dropped) == (True, 0)
+    log.flush()
+    with open(index_path, "rb") as f:
+        assert f.read() == index
+    with open(time_index_path, "rb") as f:
+        assert f.read() == time_index
+
+
+def test_a_tombstone_survives_the_cleaning_that_first_maps_it(tmp_path: Path) -> None:
+    # The delete horizon is the last clean segment's time less delete.retention.ms
+    # (Kafka's deleteHorizonMs over logSegments(0, firstDirtyOffset)), not the time of
+    # the segments this cleaning maps: even with delete.retention.ms=0 a tombstone stays
+    # through the cleaning that first reads it, so a consumer can see it, and goes in a
+    # later one.
+    log = open_log(
+        tmp_path / "t-0", compacted(delete_retention_ms=0, min_cleanable_dirty_ratio=0.0)
+    )
+    put(log, (b"k", b"v"))
+    put(log, (b"k", None))  # 1
+    log.roll()
+    put(log, (b"other", b"1"))  # 2
+    log.roll()
+    put(log, (b"active", b"1"))
+    first = clean_log(log, checkpoint=None, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert first is not None
+    assert first.end_offset == 3
+    assert everything(log)[:2] == [(1, b"k", None), (2, b"other", b"1")]
+    log.roll()
+    put(log, (b"later", b"1"))
+    again = clean_log(log, checkpoint=3, map_bytes=1 << 20, now_ms=NOW, force=True)
+    assert again is not None
+    assert [r[1] for r in everything(log)] == [b"other", b"active", b"later"]
