@@ -1735,8 +1735,8 @@ def test_a_cleaned_segment_is_indexed_as_its_appends_would_index_it(tmp_path: Pa
     size = len(build_batch([RecordSpec(b"v" * 40, key=b"k00")], base_timestamp=NOW))
     directory = tmp_path / "t-0"
     log = open_log(directory, compacted(segment_bytes=1 << 20, index_interval_bytes=2 * size))
-    for n in range(60):
-        put(log, (b"k%02d" % n, b"v" * 40), ts=NOW + n * (n % 3 - 1))
+    for n in range(60):  # timestamps that fall back, and that repeat the largest
+        put(log, (b"k%02d" % n, b"v" * 40), ts=NOW + n // 4 * 10 - n % 4 // 3 * 25)
     log.roll()
     put(log, (b"other", b"1"))
     log.flush()
@@ -1780,3 +1780,19 @@ def test_a_tombstone_survives_the_cleaning_that_first_maps_it(tmp_path: Path) ->
     again = clean_log(log, checkpoint=3, map_bytes=1 << 20, now_ms=NOW, force=True)
     assert again is not None
     assert [r[1] for r in everything(log)] == [b"other", b"active", b"later"]
+
+
+def test_an_unreadable_cleaner_checkpoint_leaves_every_log_dirty_from_its_start(
+    tmp_path: Path,
+) -> None:
+    # Kafka's allCleanerCheckpoints: a checkpoint file that cannot be read counts as
+    # empty (logged), and the logs of its directory are cleaned from their start; the
+    # next cleaning writes it anew.
+    (tmp_path / CLEANER_OFFSET_CHECKPOINT).write_text("0\n1\nnot a checkpoint line\n")
+    log = open_log(tmp_path / "t-0")
+    fill(log, 120)
+    cleaner = LogCleaner(lambda: [log], time_ms=lambda: NOW)
+    (result,) = cleaner.clean_once()
+    assert result.first_dirty_offset == 0
+    assert cleaner.uncleanable_partitions == []
+    assert _cleaner_checkpoint(tmp_path) == {("t", 0): result.end_offset}
