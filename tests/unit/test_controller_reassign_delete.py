@@ -239,6 +239,7 @@ def test_stale_deletion_requests_are_those_naming_no_topic_or_older_than_it() ->
             ("none", 5, None),  # names no topic
             ("older", 5, 7),  # older than the topic holding its name now
             ("newer", 9, 7),  # the topic's creation not heard of yet: kept
+            ("same", 7, 7),  # made in the topic's own transaction (a multi): not older
             ("gone", None, 7),  # the request went meanwhile: nothing to remove
             ("neither", None, None),
         ]
