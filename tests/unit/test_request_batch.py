@@ -144,6 +144,22 @@ def test_a_leader_change_makes_leader_and_isr_then_update_metadata() -> None:
     assert batch.build(ctx, CONTROLLER_ID) == []
 
 
+def test_a_state_resent_without_update_metadata_makes_leader_and_isr_alone() -> None:
+    """update_metadata=False (a failover re-sending states every broker has from its full
+    UpdateMetadata): only the LeaderAndIsr goes out, no UpdateMetadata for the partition."""
+    ctx = cluster()
+    lice = lead(ctx, T0, 2, (2, 3))
+    batch = RequestBatch()
+    batch.add_leader_and_isr(
+        ctx, [2, 3], T0, lice, ctx.full_assignment(T0), is_new=False, update_metadata=False
+    )
+    requests = batch.build(ctx, CONTROLLER_ID)
+    assert [(r.api_key, r.broker_id) for r in requests] == [
+        (ApiKey.LEADER_AND_ISR, 2),
+        (ApiKey.LEADER_AND_ISR, 3),
+    ]
+
+
 def test_leader_and_isr_body() -> None:
     ctx = cluster()
     lice = lead(ctx, T0, 2, (2, 3))
