@@ -7,14 +7,19 @@ a state a newer controller wrote."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from controller import reactions
 from controller.context import PartitionReplica, ReplicaStateName
 from controller.reassignment import api_reassignment_targets, coalesced_topic_writes
 from tests.unit.test_reassignment import T0, T, reassign, started_on
-from tests.unit.test_state_machines import EPOCH
+from tests.unit.test_state_machines import EPOCH, Cluster
 from wire.api import ApiKey
 from wire.errors import ErrorCode
-from zkdata.znodes import LeaderAndIsr
+from zkdata.znodes import LeaderAndIsr, TopicPartition
+
+T1 = TopicPartition(T, 1)
 
 R = ReplicaStateName
 
@@ -123,3 +128,103 @@ def test_a_replica_an_override_keeps_in_the_isr_is_not_sent_as_new_again() -> No
     c.ops.flush()
     sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
     assert sent[4]["is_new"] is False, sent[4]
+
+
+def test_a_first_leader_elected_by_a_reassignment_is_started_not_new() -> None:
+    """A partition that never had a leader gets its first one on its new replica (4) at
+    the reassignment's first step, as onNewPartitionCreation does, its ISR's replicas then
+    Online: a log directory failure on 4's broker before the completion sends it its
+    partition as not new, so a log in the failed directory is reported, not made again."""
+    c = Cluster(brokers=(4,))
+    c.create_topic(T, {0: (1, 2, 3)})
+    assert not reassign(c, T0, (4,))
+    assert c.leader_and_isr(T0).leader == 4
+    c.sent.clear()
+    reactions.log_dir_failure(c.rsm, [4])
+    c.ops.flush()
+    sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+    assert sent[4]["is_new"] is False, sent[4]
+
+
+def test_a_leader_being_removed_and_shutting_down_keeps_the_partition_when_none_else_can() -> None:
+    """As test_a_completion_whose_target_left_the_isr_meanwhile_stays_in_progress, the
+    leader (1, being removed) shrinking the ISR to itself before the election's write, but
+    1 is shutting down (alone in the ISR, its controlled shutdown could not move it): it
+    still leads, so the reassignment stays in progress under it rather than stopping it
+    and leaving the partition without a leader."""
+    c = started_on((1, 2, 3), (1, 2, 3))
+    c.leader_sets_isr(T0, (1,))
+    assert c.controlled_shutdown(1) == [T0]
+    c.leader_sets_isr(T0, (1, 2))
+    c.store.race(T0, lambda lai: LeaderAndIsr(1, lai.leader_epoch, (1,), lai.zk_version))
+    assert not reassign(c, T0, (2,))
+    assert c.store.pending_races() == 0
+    state = c.leader_and_isr(T0)
+    assert (state.leader, state.isr) == (1, (1,))
+    assert T0 in c.ctx.partitions_being_reassigned
+    assert c.ctx.full_assignment(T0).target_replicas == (2,)
+    assert c.ctx.replica_state(PartitionReplica(T0, 1)) is R.ONLINE
+
+
+def test_nested_blocks_write_the_topics_znode_once_at_the_outer_end() -> None:
+    """coalesced_topic_writes inside another is the outer one: nothing is written when the
+    inner block ends, the outer's pending topics are kept, and the topic is written once."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.create_topic(T, {0: (1, 2), 1: (2, 3)})
+    before = len(c.store.topic_writes)
+    with coalesced_topic_writes(c.ops):
+        assert not reassign(c, T0, (1, 2, 3))
+        with coalesced_topic_writes(c.ops):
+            assert not reassign(c, T1, (2, 3, 1))
+        assert len(c.store.topic_writes) == before
+    [written] = c.store.topic_writes[before:]
+    assert written.adding_replicas == {0: (3,), 1: (1,)}
+
+
+def test_an_override_keeping_a_caught_up_replica_in_its_target_keeps_it_as_a_target() -> None:
+    """Origin (1, 2, 3) moved to (4, 5, 1); 4 catches up; the new target (4, 6, 1) keeps 4:
+    it is one of the target's replicas (being added), not one being removed (Kafka's
+    reassignTo: removing = replicas not in the target), and the completion keeps it."""
+    c = started_on((1, 2, 3, 4, 5, 6), (1, 2, 3))
+    assert not reassign(c, T0, (4, 5, 1))
+    c.leader_sets_isr(T0, (1, 2, 3, 4))
+    assert not reassign(c, T0, (4, 6, 1))
+    ra = c.ctx.full_assignment(T0)
+    assert set(ra.adding) == {4, 6}
+    assert set(ra.removing) == {2, 3}
+    c.leader_sets_isr(T0, (1, 2, 3, 4, 6))
+    assert reassign(c, T0, (4, 6, 1))
+    assert c.store.topics[T].partitions == {0: (4, 6, 1)}
+
+
+def test_an_offline_partition_learns_its_new_replica_set_by_a_bump_not_an_election() -> None:
+    """Only a partition that never had a state (New) gets a first leader at the first
+    step; an Offline one (its last ISR member dead, unclean election off) has its leader
+    epoch bumped over its state as any other (updateLeaderEpochAndSendRequest), its
+    replicas told the new replica set; no election is tried for it here."""
+    c = started_on((1, 2, 3, 4), (1, 2))
+    c.leader_sets_isr(T0, (1,))
+    c.kill(1)
+    before = c.leader_and_isr(T0)
+    assert before.leader == -1
+    assert not reassign(c, T0, (2, 4))
+    after = c.leader_and_isr(T0)
+    assert (after.leader, after.isr) == (-1, before.isr)
+    assert after.leader_epoch == before.leader_epoch + 1
+
+
+def test_a_bump_in_progress_is_logged_with_the_replica_set_its_brokers_learn(
+    tmp_path: Path,
+) -> None:
+    """docs/state-change-log.md: a `partition_state` line is the state written, with the
+    partition's replicas; a reassignment's first bump tells the brokers the full replica
+    set (target and origin, Kafka's RS = ORS + TRS), and its line says the same."""
+    c = started_on((1, 2, 3, 4), (1, 2, 3), tmp_path)
+    assert not reassign(c, T0, (1, 2, 4))
+    sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+    assert sent[1]["replicas"] == (1, 2, 4, 3)
+    c.state_log.close()
+    lines = (tmp_path / "state-change.log").read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    [bump] = [r for r in rows if r["event"] == "partition_state" and r["reason"] == "reassign"]
+    assert bump["replicas"] == [1, 2, 4, 3]
