@@ -403,3 +403,19 @@ def test_a_refused_stop_replica_listing_no_partition_fails_no_replica(
         assert any("STALE_CONTROLLER_EPOCH" in r.getMessage() for r in caplog.records)
         c.answer_stop_replicas("t")
         assert not data.has(paths.topic("t"))
+
+
+def test_a_deleted_topics_znode_handler_is_unregistered() -> None:
+    """Kafka's completeDeleteTopic mutes the topic's partition modifications handler, so
+    that a topic made again under its name is not taken for a change of the old one: once
+    the deletion completes, no handler of the controller watches the topic's znode."""
+    data = ZooKeeperData()
+    data.topic("t", {0: (1, 2, 3)})
+    with Controller(data).elect() as c:
+        assert c.zk.handlers.get(paths.topic("t"))
+        data.request_deletion("t")
+        c.run(ev.TopicDeletion())
+        c.drain()
+        c.answer_stop_replicas("t")
+        assert not data.has(paths.topic("t"))
+        assert not c.zk.handlers.get(paths.topic("t"))
