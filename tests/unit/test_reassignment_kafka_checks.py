@@ -12,8 +12,12 @@ from pathlib import Path
 
 from controller import reactions
 from controller.context import PartitionReplica, ReplicaStateName
-from controller.reassignment import api_reassignment_targets, coalesced_topic_writes
-from tests.unit.test_reassignment import T0, T, reassign, started_on
+from controller.reassignment import (
+    api_reassignment_targets,
+    coalesced_topic_writes,
+    reassign_partitions,
+)
+from tests.unit.test_reassignment import T0, T, reassign, resume, started_on
 from tests.unit.test_state_machines import EPOCH, Cluster
 from wire.api import ApiKey
 from wire.errors import ErrorCode
@@ -228,3 +232,30 @@ def test_a_bump_in_progress_is_logged_with_the_replica_set_its_brokers_learn(
     rows = [json.loads(line) for line in lines]
     [bump] = [r for r in rows if r["event"] == "partition_state" and r["reason"] == "reassign"]
     assert bump["replicas"] == [1, 2, 4, 3]
+
+
+def test_states_given_for_some_partitions_only_are_read_for_all() -> None:
+    """reassign_partitions' ``states``, read by the caller in this event, are used only
+    when they cover every partition of the block: otherwise the states are read again."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.create_topic(T, {0: (1, 2), 1: (2, 3)})
+    partial = {T0: c.store.state(T0)}
+    assert reassign_partitions(c.psm, c.rsm, {T0: (1, 2, 3), T1: (2, 3, 1)}, partial) == set()
+    assert c.store.topics[T].adding_replicas == {0: (3,), 1: (1,)}
+
+
+def test_a_new_replica_still_catching_up_stays_new_through_later_steps() -> None:
+    """A step that leaves the reassignment in progress (an ISR change that did not let the
+    new replica in) does not start the replica being added: it stays New until the
+    completion (Kafka's B1), so a log directory failure on its broker meanwhile sends it
+    its partition as new, and the broker makes the log in any online directory."""
+    c = started_on((1, 2, 3, 4), (1, 2, 3))
+    assert not reassign(c, T0, (1, 2, 4))
+    c.leader_sets_isr(T0, (1, 2))  # 3 fell behind; 4 has not caught up
+    assert not resume(c, T0)
+    assert c.ctx.replica_state(PartitionReplica(T0, 4)) is R.NEW
+    c.sent.clear()
+    reactions.log_dir_failure(c.rsm, [4])
+    c.ops.flush()
+    sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
+    assert sent[4]["is_new"] is True, sent[4]
