@@ -259,3 +259,17 @@ def test_a_new_replica_still_catching_up_stays_new_through_later_steps() -> None
     c.ops.flush()
     sent = c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)
     assert sent[4]["is_new"] is True, sent[4]
+
+
+def test_a_target_adding_a_broker_shutting_down_is_refused() -> None:
+    """Kafka's validateReplicas checks the replicas being added against
+    controllerContext.liveBrokerIds, which leaves out the brokers shutting down: adding
+    one is refused as not alive; keeping an origin replica on one is not."""
+    c = started_on((1, 2, 3, 4), (1, 2, 3))
+    assert c.controlled_shutdown(4) == []
+    targets, refused = api_reassignment_targets(c.ctx, {T0: (1, 2, 4)})
+    assert targets == {}
+    assert refused[T0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+    assert "not alive" in refused[T0].message
+    assert c.controlled_shutdown(3) == []
+    assert api_reassignment_targets(c.ctx, {T0: (3, 1)})[0] == {T0: (3, 1)}
