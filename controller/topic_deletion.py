@@ -208,9 +208,11 @@ class TopicDeletionManager:
             if ctx.replica_state(pr) is R.DELETION_SUCCESSFUL
         ]
         partition_ids = list(ctx.assignments.get(topic, {}))
+        # Kafka's completeDeleteTopic mutes the topic's handlers first; here they are
+        # found by the topic's partitions, which remove_topic forgets.
+        self.on_topic_removed(topic)
         self.replicas.handle_state_changes(done, R.NON_EXISTENT)
         self.store.delete_topic(topic, partition_ids, ctx.epoch_zk_version)
         ctx.remove_topic(topic)
-        self.on_topic_removed(topic)
         self.ops.state_log.write("topic_deleted", topic=topic, controller_epoch=ctx.epoch)
         log.info("deleted topic %s", topic)

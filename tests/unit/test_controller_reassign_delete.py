@@ -14,6 +14,7 @@ from controller import events as ev
 from controller.context import PartitionReplica, ReplicaStateName
 from controller.request_batch import BrokerRequest
 from controller.topic_deletion import stale_deletion_requests
+from handlers import zk_handlers
 from tests.unit.fake_cluster import Controller, ZooKeeperData, add_topic
 from wire.errors import ErrorCode
 from zkdata import paths
@@ -419,3 +420,27 @@ def test_a_deleted_topics_znode_handler_is_unregistered() -> None:
         c.answer_stop_replicas("t")
         assert not data.has(paths.topic("t"))
         assert not c.zk.handlers.get(paths.topic("t"))
+
+
+def test_a_deleted_topics_partition_handlers_are_unregistered() -> None:
+    """The controller's per-partition leftovers of a deleted topic (a watch on a
+    partition's state, a reassignment it remembers) go with its deletion: they are found
+    by the topic's partitions, so before the context forgets them (Kafka's
+    completeDeleteTopic mutes the handlers first). A watch left there would take a topic
+    made again under the name for a reassignment of the old one."""
+    data = ZooKeeperData()
+    data.topic("t", {0: (1, 2, 3)})
+    tp = TopicPartition("t", 0)
+    state_path = paths.partition_state("t", 0)
+    with Controller(data).elect() as c:
+        ctl = c.controller
+        ctl.handlers.register(zk_handlers.partition_reassignment_isr_change(ctl.events.put, tp))
+        ctl.reassignments.zk_triggered[tp] = (1, 2, 3)
+        assert c.zk.handlers.get(state_path)
+        data.request_deletion("t")
+        c.run(ev.TopicDeletion())
+        c.drain()
+        c.answer_stop_replicas("t")
+        assert not data.has(paths.topic("t"))
+        assert not c.zk.handlers.get(state_path)
+        assert tp not in ctl.reassignments.zk_triggered
