@@ -131,3 +131,153 @@ def test_an_error_answered_with_a_high_watermark_goes_out_again_once_cleared() -
     assert fetch(cache, session_id, 2, {T0: out_of_range}) == [T0]
     assert fetch(cache, session_id, 3, {T0: data(0, hw=10, lso=10)}) == [T0]
     assert fetch(cache, session_id, 4, {T0: data(0, hw=10, lso=10)}) == []
+
+
+# --- which session a new one may take the slot of -----------------------------------------
+
+
+def touch(cache: FetchSessionCache, session_id: int, epoch: int) -> None:
+    assert fetch(cache, session_id, epoch, {}) == []
+
+
+def test_a_session_idle_exactly_eviction_ms_is_not_stale() -> None:
+    # Kafka: stale when now - lastUsedMs > evictionMs, strictly.
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=1, eviction_ms=1000, clock=clock)
+    old = open_session(cache, {T0: req(), T1: req(), T2: req()}, True)
+    clock.ms += 1000
+    assert open_session(cache, {T0: req()}, True) == INVALID_SESSION_ID
+    assert cache.get(old) is not None
+    assert cache.evictions == 0
+    clock.ms += 1
+    assert open_session(cache, {T0: req()}, True) != INVALID_SESSION_ID
+    assert cache.get(old) is None
+    assert cache.evictions == 1
+
+
+def test_a_session_is_established_once_used_more_than_eviction_ms_after_its_creation() -> None:
+    # Kafka's touch: evictable by anyone when now - creationMs > evictionMs at the touch.
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=1, eviction_ms=1000, clock=clock)
+    small = open_session(cache, {T0: req()}, True)
+    clock.ms += 1000
+    touch(cache, small, 1)  # exactly eviction_ms after its creation: not yet
+    assert open_session(cache, {T0: req(), T1: req()}, True) == INVALID_SESSION_ID
+    clock.ms += 1
+    touch(cache, small, 2)
+    larger = open_session(cache, {T0: req(), T1: req()}, True)
+    assert larger != INVALID_SESSION_ID
+    assert cache.get(small) is None
+
+
+def test_a_session_is_evictable_as_of_its_last_use_not_as_of_now() -> None:
+    # Kafka decides at touch: a session last used 500 ms after its creation stays
+    # unevictable until it is used again, however old it is now (short of stale).
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=1, eviction_ms=1000, clock=clock)
+    small = open_session(cache, {T0: req()}, True)
+    clock.ms += 500
+    touch(cache, small, 1)
+    clock.ms += 700  # 1200 ms since its creation, idle 700
+    assert open_session(cache, {T0: req(), T1: req()}, True) == INVALID_SESSION_ID
+    touch(cache, small, 2)
+    assert open_session(cache, {T0: req(), T1: req()}, True) != INVALID_SESSION_ID
+    assert cache.get(small) is None
+
+
+def test_a_session_that_grew_is_counted_and_valued_at_its_size_as_of_its_last_use() -> None:
+    # Kafka's touch: numPartitions and the session's cachedSize (its EvictableKey) follow
+    # what the session holds after each incremental fetch.
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=1, eviction_ms=1000, clock=clock)
+    grown = open_session(cache, {T0: req()}, True)
+    assert cache.total_partitions() == 1
+    for epoch in (1, 2):
+        clock.ms += 600
+        listed = {T1: req(), T2: req()} if epoch == 1 else {}
+        ctx = cache.new_context(grown, epoch, listed, [], True)
+        ctx.respond({T1: data(1), T2: data(0)} if epoch == 1 else {})
+        assert cache.total_partitions() == 3
+    # Established, and worth three partitions: a session of two may not take its slot.
+    assert open_session(cache, {T0: req(), T1: req()}, True) == INVALID_SESSION_ID
+    assert cache.get(grown) is not None
+    clock.ms += 600
+    ctx = cache.new_context(grown, 3, {}, [T1, T2], True)
+    assert cache.total_partitions() == 1
+    assert open_session(cache, {T0: req(), T1: req()}, True) != INVALID_SESSION_ID
+    assert cache.get(grown) is None
+    assert cache.total_partitions() == 2
+
+
+def test_sessions_gone_idle_while_a_full_fetch_was_read_expire_before_its_session_is_made() -> None:
+    # The cache drops sessions idle past eviction_ms whenever it is used, creating a
+    # session included (here with room to spare, so no slot has to be found).
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=10, eviction_ms=1000, clock=clock)
+    idle = open_session(cache, {T0: req()}, False)
+    clock.ms += 1000
+    ctx = cache.new_context(INVALID_SESSION_ID, INITIAL_EPOCH, {T1: req()}, [], True)
+    assert cache.get(idle) is not None
+    clock.ms += 1  # the partitions read
+    created = ctx.respond({T1: data(1)}).session_id
+    assert {s.id for s in cache.sessions()} == {created}
+    assert cache.evictions == 1
+    assert cache.total_partitions() == 1
+
+
+def establish(cache: FetchSessionCache, clock: Clock, *session_ids: int) -> None:
+    """Use each session past eviction_ms after its creation (evictable by anyone)."""
+    for epoch in (1, 2):
+        clock.ms += 600
+        for session_id in session_ids:
+            touch(cache, session_id, epoch)
+
+
+def test_a_session_of_the_same_kind_and_size_is_not_evicted() -> None:
+    # Kafka: the new session's key (privileged, size, id 0) must not be less than the
+    # victim's; with the same kind and size the new one's id 0 is less.
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=1, eviction_ms=1000, clock=clock)
+    old = open_session(cache, {T0: req(), T1: req()}, False)
+    establish(cache, clock, old)
+    assert open_session(cache, {T0: req(), T2: req()}, False) == INVALID_SESSION_ID
+    assert cache.get(old) is not None
+    assert open_session(cache, {T0: req(), T1: req(), T2: req()}, False) != INVALID_SESSION_ID
+    assert cache.get(old) is None
+
+
+def test_a_consumers_session_goes_before_a_smaller_followers() -> None:
+    # Kafka's EvictableKey orders by privileged first, then size: of two established
+    # sessions, the consumer's is the least valuable even when it is the larger.
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=2, eviction_ms=1000, clock=clock)
+    consumer = open_session(cache, {T0: req(), T1: req(), T2: req()}, False)
+    follower = open_session(cache, {T0: req()}, True)
+    establish(cache, clock, consumer, follower)
+    assert open_session(cache, {T0: req(), T1: req()}, True) != INVALID_SESSION_ID
+    assert cache.get(consumer) is None
+    assert cache.get(follower) is not None
+
+
+def test_a_consumer_never_evicts_a_followers_session_however_large() -> None:
+    # Kafka: a privileged key outranks any unprivileged one, whatever the sizes.
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=1, eviction_ms=1000, clock=clock)
+    follower = open_session(cache, {T0: req()}, True)
+    establish(cache, clock, follower)
+    assert open_session(cache, {T0: req(), T1: req(), T2: req()}, False) == INVALID_SESSION_ID
+    assert cache.get(follower) is not None
+    assert cache.evictions == 0
+
+
+def test_a_consumer_may_not_evict_a_consumers_session_in_its_first_eviction_ms() -> None:
+    # Kafka: a consumer's new session may only take the slot of an entry of
+    # evictableByAll (used more than eviction_ms after its creation), however small the
+    # young one is; a follower's may take any consumer's.
+    clock = Clock()
+    cache = FetchSessionCache(max_entries=1, eviction_ms=1000, clock=clock)
+    young = open_session(cache, {T0: req()}, False)
+    assert open_session(cache, {T0: req(), T1: req(), T2: req()}, False) == INVALID_SESSION_ID
+    assert cache.get(young) is not None
+    assert open_session(cache, {T0: req()}, True) != INVALID_SESSION_ID
+    assert cache.get(young) is None
