@@ -6,16 +6,21 @@ No server: the cache is driven directly, on a clock of its own."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import Any, cast
 
 from broker.fetch_session import (
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
     CachedPartition,
+    ChangeJournal,
     FetchResult,
+    FetchSession,
     FetchSessionCache,
     PartitionData,
     PartitionRequest,
 )
+from broker.replica_manager import FollowerState
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
@@ -281,3 +286,57 @@ def test_a_consumer_may_not_evict_a_consumers_session_in_its_first_eviction_ms()
     assert cache.get(young) is not None
     assert open_session(cache, {T0: req()}, True) != INVALID_SESSION_ID
     assert cache.get(young) is None
+
+
+# --- forgetting partitions ------------------------------------------------------------------
+
+
+def test_a_forgotten_partition_leaves_the_errored_set() -> None:
+    # Partitions whose last answer was an error are read every round; a forgotten one is
+    # no longer the session's, and the set gives its table back once nothing errs.
+    cache = FetchSessionCache(clock=Clock())
+    session_id = open_session(cache, {T0: req(), T1: req(), T2: req()}, True)
+    not_leader = data(0, hw=-1, lso=-1, log_start=-1, error=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    assert fetch(cache, session_id, 1, {T0: not_leader}) == [T0]
+    session = cache.get(session_id)
+    assert session is not None
+    assert session.errored == {T0}
+    assert cache.new_context(session_id, 2, {}, [T0], True).incremental
+    assert session.errored == set()
+    assert list(session.partitions) == [T1, T2]
+
+
+def test_forgetting_a_partition_stops_only_this_sessions_clock_for_its_follower() -> None:
+    # A follower with two fetcher threads to this leader has two sessions; a partition
+    # moved from one thread to the other is added to the second (whose clock then stands
+    # for the follower's fetches of it) and forgotten by the first: that must leave the
+    # second's clock in place, or the follower's caught-up time stops moving.
+    first = FetchSession(1, True, {T0: CachedPartition.from_request(T0, req())}, 0, replica_id=2)
+    second = FetchSession(2, True, {}, 0, replica_id=2)
+    state = FollowerState()
+    first.partitions[T0].partition = cast(Any, SimpleNamespace(followers={2: state}))
+    state.clock = second.clock
+    first.update({}, [T0])
+    assert state.clock is second.clock
+    # Forgotten by the session whose clock it was: the clock no longer stands for it.
+    third = FetchSession(3, True, {T0: CachedPartition.from_request(T0, req())}, 0, replica_id=2)
+    third.partitions[T0].partition = cast(Any, SimpleNamespace(followers={2: state}))
+    state.clock = third.clock
+    third.update({}, [T0])
+    assert state.clock is None
+
+
+# --- the change journal ---------------------------------------------------------------------
+
+
+def test_the_change_journal_filled_exactly_to_capacity_forgets_nothing() -> None:
+    # "As far back as capacity changes": a journal holding exactly capacity still answers
+    # a reader from its start (else every session would look at all its partitions).
+    journal = ChangeJournal(capacity=4)
+    journal.record([T0, T1])
+    journal.record([T2, T0])
+    assert journal.since(0) == [T0, T1, T2, T0]
+    assert journal.since(2) == [T2, T0]
+    journal.record([T1])  # one past capacity: the oldest go
+    assert journal.since(0) is None
+    assert journal.since(4) == [T1]
