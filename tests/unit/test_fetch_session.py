@@ -854,6 +854,56 @@ def test_a_broker_not_a_replica_reads_no_records_of_the_partition(tmp_path: Path
         logs.close()
 
 
+def test_an_incremental_fetch_finding_an_error_is_answered_at_once() -> None:
+    """Kafka 2.8's fetchMessages answers at once on errorReadingData, whatever
+    max_wait_ms: a partition still erring (read every round) does not wait for it. 30 s
+    asked, so an answer at once is bounded well below it whatever the machine's load."""
+    apis, replicas, _zk = make_leader([T0, T1])
+    try:
+        conn = Loopback(apis)
+        session_id = conn.request(ApiKey.FETCH, 12, fetch_body({T0: 0, T1: 0}))["session_id"]
+        change_partitions(apis, {T0: (FOLLOWER, 1, (FOLLOWER,))})  # led elsewhere now
+        body = fetch_body({}, session_id=session_id, epoch=1)
+        assert set(response_partitions(conn.request(ApiKey.FETCH, 12, body))) == {T0}
+        body = fetch_body({}, session_id=session_id, epoch=2)
+        body["max_wait_ms"] = 30_000
+        started = time.monotonic()
+        got = response_partitions(conn.request(ApiKey.FETCH, 12, body))
+        assert time.monotonic() - started < 15
+        # Our leader epoch is the old one: fenced, before the leadership is looked at.
+        assert {tp: p["error_code"] for tp, p in got.items()} == {T0: ErrorCode.FENCED_LEADER_EPOCH}
+    finally:
+        replicas.close()
+
+
+def test_a_consumers_incremental_fetch_finding_a_new_high_watermark_is_answered_at_once(
+    tmp_path: Path,
+) -> None:
+    """A consumer (min_bytes 1) is told of a high watermark that moved since its last
+    fetch at once, records or not, as Kafka 2.8's session answers it (the move itself
+    woke nobody: no fetch was waiting then). 30 s asked, as above."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path], config)
+    try:
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=logs)
+        conn = Loopback(apis)
+        first = fetch_body({T0: 0}, replica_id=-1)
+        session_id = conn.request(ApiKey.FETCH, 12, first)["session_id"]
+        error, *_ = replicas.append_as_leader(T0, build_batch([b"x"] * 3), 1)
+        assert error == ErrorCode.NONE
+        assert replicas.partitions[T0].high_watermark == 3
+        # At the log end: nothing to read, only the new high watermark to tell.
+        body = fetch_body({T0: 3}, session_id=session_id, epoch=1, replica_id=-1)
+        body["max_wait_ms"] = 30_000
+        started = time.monotonic()
+        got = response_partitions(conn.request(ApiKey.FETCH, 12, body))
+        assert time.monotonic() - started < 15
+        assert got[T0]["high_watermark"] == 3
+        assert not got[T0]["records"]
+    finally:
+        logs.close()
+
+
 def test_handler_session_errors() -> None:
     apis, _replicas, _zk = make_leader([T0])
     conn = Loopback(apis)
@@ -876,6 +926,25 @@ def test_handler_serves_consumers_sessions_and_sessionless_old_versions() -> Non
     # v4 has no sessions: every fetch is full.
     old = conn.request(ApiKey.FETCH, 4, fetch_body({T0: 0, T1: 0}, replica_id=-1))
     assert set(response_partitions(old)) == {T0, T1}
+    # Nor does it make one (Kafka 2.8: FetchMetadata.LEGACY, epoch -1): the cache holds
+    # the v12 consumer's session alone.
+    assert conn.request(ApiKey.FETCH, 4, fetch_body({T0: 0}, replica_id=-1))["responses"]
+    assert [s.id for s in apis._fetch_session_cache().sessions()] == [session_id]
+
+
+def test_handler_makes_a_fetch_from_broker_0_a_followers_session() -> None:
+    """Kafka 2.8: isFromFollower is replicaId >= 0; broker id 0 is a broker like any."""
+    apis, replicas, _zk = make_leader([T0])
+    try:
+        conn = Loopback(apis)
+        cache = apis._fetch_session_cache()
+        for replica_id, privileged in ((0, True), (-1, False), (FOLLOWER, True)):
+            body = fetch_body({T0: 0}, replica_id=replica_id)
+            session = cache.get(conn.request(ApiKey.FETCH, 12, body)["session_id"])
+            assert session is not None
+            assert (session.privileged, session.replica_id) == (privileged, replica_id)
+    finally:
+        replicas.close()
 
 
 def test_handler_long_polls_until_woken_by_a_change() -> None:
