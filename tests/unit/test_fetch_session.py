@@ -1254,13 +1254,35 @@ def test_fetcher_sets_aside_a_fenced_partition_and_takes_it_back(
 def test_fetcher_starts_over_when_the_leader_loses_the_session(
     fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
 ) -> None:
-    apis, _replicas, _conn, fetcher = fetcher_setup
+    apis, _replicas, conn, fetcher = fetcher_setup
     wait_until(lambda: fetcher.session_epoch >= 2, "a session")
     old = fetcher.session_id
     cache = apis._fetch_session_cache()
     cache.remove(old)  # as a restarted or evicting leader would
     wait_until(lambda: fetcher.full_fetches == 2 and fetcher.session_epoch >= 2, "a new session")
     assert fetcher.session_id not in (old, INVALID_SESSION_ID)
+    assert [s.id for s in cache.sessions()] == [fetcher.session_id]
+    # An unknown id is not named again (Kafka 2.8's FetchSessionHandler: INITIAL).
+    full = [b for b in conn.requests if b["session_epoch"] == INITIAL_EPOCH]
+    assert [b["session_id"] for b in full] == [INVALID_SESSION_ID, INVALID_SESSION_ID]
+
+
+def test_fetcher_out_of_step_closes_its_session_as_it_opens_a_new_one(
+    fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
+) -> None:
+    """INVALID_FETCH_SESSION_EPOCH: the leader still has the session, so the next full
+    fetch names it to close it (Kafka 2.8's FetchSessionHandler: nextCloseExisting)."""
+    apis, _replicas, conn, fetcher = fetcher_setup
+    wait_until(lambda: fetcher.session_epoch >= 2, "a session")
+    old = fetcher.session_id
+    cache = apis._fetch_session_cache()
+    session = cache.get(old)
+    assert session is not None
+    with session.lock:
+        session.epoch += 1000  # as if a request of ours were lost after the leader took it
+    wait_until(lambda: fetcher.full_fetches == 2 and fetcher.session_epoch >= 2, "a new session")
+    full = [b for b in conn.requests if b["session_epoch"] == INITIAL_EPOCH]
+    assert full[-1]["session_id"] == old
     assert [s.id for s in cache.sessions()] == [fetcher.session_id]
 
 
