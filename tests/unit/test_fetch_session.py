@@ -1226,6 +1226,32 @@ def test_fetcher_sends_added_changed_and_removed_partitions_only(
     assert fetcher.full_fetches == 1
 
 
+def test_fetcher_that_forgot_every_partition_starts_its_next_session_afresh(
+    fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
+) -> None:
+    """The leader closes a session left with no partition and answers session id 0: the
+    fetcher's next fetch is a full one naming no session (Kafka 2.8's
+    FetchSessionHandler: an incremental answer with INVALID_SESSION_ID -> INITIAL), not an
+    incremental one of the closed session, which would be FETCH_SESSION_ID_NOT_FOUND."""
+    apis, _replicas, conn, fetcher = fetcher_setup
+    wait_until(lambda: fetcher.session_epoch >= 2, "a session")
+    old = fetcher.session_id
+    seen = len(conn.requests)
+    fetcher.remove([T0, T1, T2])
+    wait_until(lambda: any(forgotten(b) for b in conn.requests[seen:]), "the partitions forgotten")
+    wait_until(lambda: fetcher.session_id == INVALID_SESSION_ID, "the session closed")
+    assert apis._fetch_session_cache().get(old) is None
+    fetcher.add_all([(T0, FetchState(0, 0))])
+    wait_until(lambda: fetcher.session_epoch >= 2, "a new session")
+    last_forget = max(i for i, b in enumerate(conn.requests) if forgotten(b))
+    after = conn.requests[last_forget + 1 :]
+    assert [(b["session_id"], b["session_epoch"]) for b in after][:1] == [
+        (INVALID_SESSION_ID, INITIAL_EPOCH)
+    ]
+    assert all(b["session_id"] != old for b in after)
+    assert fetcher.full_fetches == 2
+
+
 def test_fetcher_sets_aside_a_fenced_partition_and_takes_it_back(
     fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
 ) -> None:
