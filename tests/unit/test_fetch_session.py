@@ -1133,6 +1133,25 @@ def forgotten(body: Mapping[str, Any]) -> set[TopicPartition]:
     }
 
 
+def test_a_fetcher_forgets_in_the_session_only_partitions_the_session_holds() -> None:
+    """A partition added and removed again before it was ever sent is not in the leader's
+    session: it is not named among the forgotten (Kafka 2.8's FetchSessionHandler
+    forgets only partitions of sessionPartitions)."""
+
+    def no_leader(_endpoint: tuple[str, int], _client_id: str, _timeout: float) -> Loopback:
+        raise ConnectionRefusedError("never started")
+
+    fetcher = follower_fetcher(no_leader)
+    fetcher.add_all([(T0, FetchState(0, 0)), (T1, FetchState(0, 0))])
+    fetcher._session_answered(_Fetch(True, 5, INITIAL_EPOCH, {T0: (0, 0), T1: (0, 0)}), 5)
+    fetcher.add_all([(T2, FetchState(0, 0))])
+    fetcher.remove([T2, T1])
+    fetch = fetcher._build_fetch()
+    assert fetch is not None
+    assert (fetch.full, fetch.session_id, fetch.epoch) == (False, 5, 1)
+    assert (fetch.listed, fetch.forgotten) == ({}, [T1])
+
+
 def test_fetcher_sends_one_full_fetch_then_empty_incremental_ones(
     fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
 ) -> None:
