@@ -340,3 +340,16 @@ def test_the_change_journal_filled_exactly_to_capacity_forgets_nothing() -> None
     journal.record([T1])  # one past capacity: the oldest go
     assert journal.since(0) is None
     assert journal.since(4) == [T1]
+
+
+def test_a_full_fetch_closes_the_session_it_names_whoever_made_it() -> None:
+    # Kafka 2.8's newContext: any session a full fetch names is removed, whatever its kind.
+    cache = FetchSessionCache(clock=Clock())
+    follower = open_session(cache, {T0: req()}, True)
+    consumer = open_session(cache, {T1: req()}, False)
+    for named, privileged in ((follower, False), (consumer, True)):
+        ctx = cache.new_context(named, INITIAL_EPOCH, {T2: req()}, [], privileged)
+        assert cache.get(named) is None
+        ctx.respond({T2: data(0)})
+    assert len(cache) == 2
+    assert cache.total_partitions() == 2
