@@ -814,6 +814,33 @@ def test_handler_records_the_follower_for_every_session_partition_every_round() 
         assert state.fetch_offset == 0
 
 
+def test_handler_records_a_follower_in_a_partition_led_here_again_without_a_full_look() -> None:
+    """A partition that was led elsewhere (its session entry then knew no partition of
+    the leader's) and is led here again is read from the change journal, not looked at
+    in full: the read itself must give the session its partition, or the follower's
+    fetches of it are not recorded (Kafka 2.8 records every fetched partition's
+    follower state) and it stays out of the ISR until the next sweep."""
+    x = TopicPartition("x", 0)
+    apis, replicas, _zk = make_leader([T0, T1, T2, T3, x])
+    try:
+        conn = Loopback(apis)
+        full = fetch_body({T0: 0, T1: 0, T2: 0, T3: 0, x: 0})
+        session_id = conn.request(ApiKey.FETCH, 12, full)["session_id"]
+        conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=1))
+        change_partitions(apis, {x: (FOLLOWER, 1, (FOLLOWER,))})
+        got = conn.request(ApiKey.FETCH, 12, fetch_body({}, session_id=session_id, epoch=2))
+        assert set(response_partitions(got)) == {x}
+        change_partitions(apis, {x: (LEADER, 2, (LEADER,))})
+        body = fetch_body({x: 0}, session_id=session_id, epoch=3, leader_epoch=2)
+        got = conn.request(ApiKey.FETCH, 12, body)
+        assert response_partitions(got)[x]["error_code"] == ErrorCode.NONE
+        state = replicas.partitions[x].followers.get(FOLLOWER)
+        assert state is not None
+        assert state.last_fetch_ms > 0
+    finally:
+        replicas.close()
+
+
 def test_a_broker_not_a_replica_reads_no_records_of_the_partition(tmp_path: Path) -> None:
     """A fetch with a replica id reads up to the log end, past the high watermark: from
     a broker id that is not one of the partition's replicas it read records not yet
