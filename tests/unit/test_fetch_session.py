@@ -1179,6 +1179,48 @@ def test_a_fetcher_forgets_in_the_session_only_partitions_the_session_holds() ->
     assert (fetch.listed, fetch.forgotten) == ({}, [T1])
 
 
+def test_a_fetcher_forgets_a_partition_its_session_took_in_an_incremental_fetch() -> None:
+    """A partition added by an incremental fetch is in the leader's session from its
+    answer on: removed, it is forgotten there (Kafka 2.8's FetchSessionHandler adds the
+    next request's partitions to sessionPartitions)."""
+
+    def no_leader(_endpoint: tuple[str, int], _client_id: str, _timeout: float) -> Loopback:
+        raise ConnectionRefusedError("never started")
+
+    fetcher = follower_fetcher(no_leader)
+    fetcher.add_all([(T0, FetchState(0, 0))])
+    fetcher._session_answered(_Fetch(True, 5, INITIAL_EPOCH, {T0: (0, 0)}), 5)
+    fetcher.add_all([(T1, FetchState(0, 0))])
+    fetch = fetcher._build_fetch()
+    assert fetch is not None
+    assert fetch.listed == {T1: (0, 0)}
+    fetcher._session_answered(fetch, 5)
+    fetcher.remove([T1])
+    fetch = fetcher._build_fetch()
+    assert fetch is not None
+    assert (fetch.session_id, fetch.epoch, fetch.forgotten) == (5, 2, [T1])
+
+
+def test_a_fetcher_the_leader_had_no_session_for_names_none_next_time() -> None:
+    """Session id 0 in a full fetch's answer (no room on the leader): the next fetch is a
+    full one naming no session (Kafka 2.8's FetchSessionHandler: INITIAL)."""
+
+    def no_leader(_endpoint: tuple[str, int], _client_id: str, _timeout: float) -> Loopback:
+        raise ConnectionRefusedError("never started")
+
+    fetcher = follower_fetcher(no_leader)
+    fetcher.add_all([(T0, FetchState(0, 0))])
+    fetcher._session_answered(_Fetch(True, 5, INITIAL_EPOCH, {T0: (0, 0)}), 5)
+    fetcher._restart_session(close=True)  # as after a connection failure
+    fetch = fetcher._build_fetch()
+    assert fetch is not None
+    assert (fetch.full, fetch.session_id) == (True, 5)  # closes the old one
+    fetcher._session_answered(fetch, INVALID_SESSION_ID)
+    fetch = fetcher._build_fetch()
+    assert fetch is not None
+    assert (fetch.full, fetch.session_id, fetch.epoch) == (True, INVALID_SESSION_ID, 0)
+
+
 def test_fetcher_sends_one_full_fetch_then_empty_incremental_ones(
     fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
 ) -> None:
