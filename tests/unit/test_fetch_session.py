@@ -1383,10 +1383,14 @@ def test_fetcher_starts_over_when_the_leader_loses_the_session(
 
 def test_fetcher_out_of_step_closes_its_session_as_it_opens_a_new_one(
     fetcher_setup: tuple[KafkaApis, ReplicaManager, Loopback, ReplicaFetcherThread],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """INVALID_FETCH_SESSION_EPOCH: the leader still has the session, so the next full
-    fetch names it to close it (Kafka 2.8's FetchSessionHandler: nextCloseExisting)."""
+    fetch names it to close it (Kafka 2.8's FetchSessionHandler: nextCloseExisting), on
+    the same connection (a session error is not a failed request)."""
     apis, _replicas, conn, fetcher = fetcher_setup
+    closes: list[None] = []
+    monkeypatch.setattr(conn, "close", lambda: closes.append(None))
     wait_until(lambda: fetcher.session_epoch >= 2, "a session")
     old = fetcher.session_id
     cache = apis._fetch_session_cache()
@@ -1398,6 +1402,7 @@ def test_fetcher_out_of_step_closes_its_session_as_it_opens_a_new_one(
     full = [b for b in conn.requests if b["session_epoch"] == INITIAL_EPOCH]
     assert full[-1]["session_id"] == old
     assert [s.id for s in cache.sessions()] == [fetcher.session_id]
+    assert closes == []
 
 
 def test_fetcher_starts_over_after_a_connection_failure_closing_the_old_session(
