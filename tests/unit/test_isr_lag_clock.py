@@ -1,0 +1,52 @@
+"""When a leader counts a follower last caught up, against Kafka 2.8's
+Replica.updateFetchState and Partition.makeLeader: a fetch at the leader's log end is
+caught up as of that fetch (its time never goes back: math.max), with or without a fetch
+session's clock; a new leader gives every ISR member a fresh lag allowance (its
+lastCaughtUpTimeMs is now), so ISR expiry run at once names none of them. No ZooKeeper."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+from broker.fetch_session import FetchClock
+from broker.replica_manager import FollowerState, ReplicaManager
+from broker.state_change_log import StateChangeLog
+from tests.unit.leader_and_isr_requests import leader_and_isr_request
+from zkdata.znodes import TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+def test_a_sessionless_fetch_at_the_log_end_is_caught_up_at_its_own_time() -> None:
+    state = FollowerState()
+    state.record_fetch(0, 0, 10, None)
+    assert state.caught_up_ms(0) == 10
+    # The leader appended 5; the follower's next fetch (no session) is at the log end.
+    state.record_fetch(5, 5, 100, None)
+    assert state.caught_up_ms(5) == 100  # not 10, the time of the fetch before
+
+
+def test_a_session_clock_left_behind_does_not_take_the_caught_up_time_back() -> None:
+    # A follower fetched in a session, then without one (its session was evicted, say):
+    # the session's clock, no longer moved, must not stand for the later fetches.
+    clock = FetchClock()
+    clock.ms = 10
+    state = FollowerState()
+    state.record_fetch(5, 5, 10, clock)
+    assert state.caught_up_ms(5) == 10
+    state.record_fetch(5, 5, 100, None)
+    assert state.caught_up_ms(5) == 100
+    clock.ms = 200  # the session's clock moving on still counts
+    assert state.caught_up_ms(5) == 200
+
+
+def test_a_new_leader_gives_its_isr_a_fresh_lag_allowance(tmp_path: Path) -> None:
+    rm = ReplicaManager(1, cast(Any, None), StateChangeLog(tmp_path, 1))
+    rm.become_leader_or_follower(leader_and_isr_request(TP, 1, 4, [1, 2, 3], [1, 2, 3]))
+    # No follower has fetched yet: none has been behind for replica.lag.time.max.ms.
+    rm.maybe_shrink_isr()
+    assert not rm._isr_intents
+    followers = rm.partitions[TP].followers
+    assert followers[2].last_caught_up_ms > 0
+    assert followers[3].last_caught_up_ms > 0
