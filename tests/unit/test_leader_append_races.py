@@ -19,6 +19,7 @@ from typing import Any, cast
 import pytest
 
 import storage.log
+import storage.records
 from broker.config import BrokerConfig
 from broker.fetcher import FetchState, ReplicaFetcherThread
 from broker.replica_manager import ReplicaManager
@@ -71,6 +72,35 @@ def test_a_batch_checked_while_leading_does_not_land_after_the_broker_follows(
         return real(records, codec, **limits)
 
     monkeypatch.setattr(storage.log, "recompress", leadership_moves_meanwhile)
+    error, _p, info, _why = old.append_as_leader(TP, build_batch([b"stray"]), 1)
+    assert error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert info is None
+    assert log.log_end_offset == 5
+
+
+def test_a_batch_checked_before_a_stop_replica_is_not_appended(
+    old: ReplicaManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped (not deleted) during the recompression: the partition is still there, this
+    broker still its leader at that epoch, but it no longer serves it (the fetcher and
+    the producers' waits were let go of), so nothing more lands in its log."""
+    log = old.partitions[TP].log
+    assert log is not None
+    real = storage.records.recompress
+
+    def stopped_meanwhile(records: Any, codec: int, **limits: Any) -> Any:
+        stop = {"partition_index": TP.partition, "leader_epoch": 1, "delete_partition": False}
+        old.stop_replicas(
+            {
+                "controller_id": 9,
+                "controller_epoch": 3,
+                "broker_epoch": 100,
+                "topic_states": [{"topic_name": TP.topic, "partition_states": [stop]}],
+            }
+        )
+        return real(records, codec, **limits)
+
+    monkeypatch.setattr("storage.log.recompress", stopped_meanwhile)
     error, _p, info, _why = old.append_as_leader(TP, build_batch([b"stray"]), 1)
     assert error == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert info is None
