@@ -144,3 +144,22 @@ def test_a_fetch_answer_reaching_a_stopped_follower_is_not_appended(
     assert (log.log_end_offset, log.high_watermark) == (2, 2)
     assert rm.truncate(TP, 2, 5, 0, "test") is None
     assert log.log_end_offset == 2
+
+
+def test_a_follower_follows_its_leaders_log_start_only_up_to_its_own_high_watermark(
+    with_logs: ReplicaManager,
+) -> None:
+    # The leader's DeleteRecords moved its log start past what this answer carried (the
+    # start is read after the records): the follower's log start follows as far as its
+    # own high watermark, with no error, and its next fetch finds the rest gone.
+    rm = with_logs
+    rm.become_leader_or_follower(leader_and_isr_request(TP, 2, 5, [1, 2], [1, 2], is_new=True))
+    batch = bytes(build_batch([b"a"] * 5, partition_leader_epoch=5))
+    assert rm.append_as_follower(TP, 2, 5, batch, 8, leader_log_start=8) == 5
+    log = rm.partitions[TP].log
+    assert log is not None
+    assert (log.log_start_offset, log.high_watermark, log.log_end_offset) == (5, 5, 5)
+    # Within what it has: followed exactly.
+    more = bytes(build_batch([b"b"] * 5, base_offset=5, partition_leader_epoch=5))
+    assert rm.append_as_follower(TP, 2, 5, more, 10, leader_log_start=7) == 10
+    assert (log.log_start_offset, log.high_watermark) == (7, 10)
