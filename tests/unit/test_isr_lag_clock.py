@@ -2,13 +2,18 @@
 Replica.updateFetchState and Partition.makeLeader: a fetch at the leader's log end is
 caught up as of that fetch (its time never goes back: math.max), with or without a fetch
 session's clock; a new leader gives every ISR member a fresh lag allowance (its
-lastCaughtUpTimeMs is now), so ISR expiry run at once names none of them. No ZooKeeper."""
+lastCaughtUpTimeMs is now), so ISR expiry run at once names none of them; a follower is
+out of sync only once more than replica.lag.time.max.ms has passed (isFollowerOutOfSync's
+strict ">"). No ZooKeeper."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
+
+import broker.replica_manager
 from broker.fetch_session import FetchClock
 from broker.replica_manager import FollowerState, ReplicaManager
 from broker.state_change_log import StateChangeLog
@@ -50,3 +55,18 @@ def test_a_new_leader_gives_its_isr_a_fresh_lag_allowance(tmp_path: Path) -> Non
     followers = rm.partitions[TP].followers
     assert followers[2].last_caught_up_ms > 0
     assert followers[3].last_caught_up_ms > 0
+
+
+def test_a_follower_is_out_of_sync_only_past_the_lag_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rm = ReplicaManager(1, cast(Any, None), StateChangeLog(tmp_path, 1))
+    rm.become_leader_or_follower(leader_and_isr_request(TP, 1, 4, [1, 2, 3], [1, 2, 3]))
+    followers = rm.partitions[TP].followers
+    now = 10_000_000
+    monkeypatch.setattr(broker.replica_manager, "_now_ms", lambda: now)
+    lag = rm.replica_lag_time_max_ms
+    followers[2].last_caught_up_ms = now - lag  # exactly the lag time: still in sync
+    followers[3].last_caught_up_ms = now - lag - 1
+    rm.maybe_shrink_isr()
+    assert [(i.remove, i.add) for i in rm._isr_intents.values()] == [((3,), ())]
