@@ -104,5 +104,24 @@ def test_a_partition_found_moved_on_asks_for_no_isr_change(rm: ReplicaManager, z
     assert p.moved_on
     # JOINING reaches the high watermark before the LeaderAndIsr of epoch 3 comes.
     rm.record_follower_fetches(JOINING, [(p, p.high_watermark)])
+    # and the lag check, run again, finds IN_SYNC still lagging
+    rm.maybe_shrink_isr()
     assert not rm._isr_intents
     assert p.isr_adding == ()
+
+
+def test_a_fetch_recorded_against_a_replaced_state_moves_no_high_watermark(
+    rm: ReplicaManager,
+) -> None:
+    old = rm.partitions[TP]
+    rm.record_follower_fetch(old, IN_SYNC, 5)
+    assert old.high_watermark == 5
+    # A fetch round looked the partition up; a LeaderAndIsr of a newer epoch (the ISR
+    # write that added JOINING landed, and the controller bumped the epoch) replaced it
+    # before the round recorded its position.
+    rm.become_leader_or_follower(
+        leader_and_isr_request(TP, LEADER, 3, [LEADER, IN_SYNC, JOINING], [1, 2, 3])
+    )
+    rm.record_follower_fetch(old, IN_SYNC, 10)
+    # JOINING, in the ISR now, has fetched nothing this epoch: the high watermark waits.
+    assert rm.partitions[TP].high_watermark == 5
