@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -125,3 +126,23 @@ def test_a_fetch_recorded_against_a_replaced_state_moves_no_high_watermark(
     rm.record_follower_fetch(old, IN_SYNC, 10)
     # JOINING, in the ISR now, has fetched nothing this epoch: the high watermark waits.
     assert rm.partitions[TP].high_watermark == 5
+
+
+def test_an_isr_change_asked_after_a_new_leader_epoch_is_written_for_that_epoch(
+    rm: ReplicaManager, zk: Zk
+) -> None:
+    old = rm.partitions[TP]
+    old.followers[IN_SYNC].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
+    rm.maybe_shrink_isr()  # queued; the writer has not run yet
+    # The controller bumps the leader epoch (this broker still leads, the same ISR).
+    rm.become_leader_or_follower(
+        leader_and_isr_request(TP, LEADER, 3, [LEADER, IN_SYNC], [1, 2, 3])
+    )
+    new = rm.partitions[TP]
+    new.followers[IN_SYNC].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
+    rm.maybe_shrink_isr()
+    zk.outcome = SimpleNamespace(version=new.zk_version + 1)
+    assert write_round(rm) == (False, {TP})
+    # Written with the epoch's zkVersion, not dropped with the replaced state's request.
+    assert new.isr == (LEADER,)
+    assert new.zk_version == 4
