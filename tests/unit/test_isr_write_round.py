@@ -1,0 +1,217 @@
+"""A leader's ISR writes against Kafka 2.8's (ZkIsrManager / ReplicationUtils
+.updateLeaderAndIsr, conditional on the partition's zkVersion): the state written carries
+the epoch of the controller that made this leader, not the broker's latest controller
+epoch; a partition stopped or replaced by a newer LeaderAndIsr before the writer runs is
+not written; a state znode found gone, unreadable or of another leader epoch leaves the
+partition waiting for the controller (stale), and the zkVersion found is remembered so a
+delayed repeat of the epoch held is not taken back; additions asked for while a write is
+in flight are still waited for. A fake ZooKeeper; the writer's rounds are run by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.replica_manager import ReplicaManager
+from broker.state_change_log import StateChangeLog
+from storage.log_manager import LogManager
+from storage.testing import build_batch
+from tests.unit.leader_and_isr_requests import leader_and_isr_request
+from wire.errors import ErrorCode
+from zkdata.client import BadVersionError, NoNodeError, SetData
+from zkdata.znodes import (
+    LeaderAndIsr,
+    TopicPartition,
+    decode_partition_state,
+    encode_partition_state,
+)
+
+LEADER, IN_SYNC, JOINING, LATE = 1, 2, 3, 4
+TP = TopicPartition("t", 0)
+PATH = "/brokers/topics/t/partitions/0/state"
+
+
+class Zk:
+    """Every write answered with ``outcome`` (a zkVersion, or an error object), after
+    ``during`` runs; reads give ``stored`` (None: the znode is gone)."""
+
+    def __init__(self) -> None:
+        self.writes: list[SetData] = []
+        self.outcome: Any = None
+        self.stored: tuple[bytes, int] | None = None
+        self.during: Any = None
+
+    def multi_batched(self, items: list[list[Any]]) -> list[list[Any]]:
+        if self.during is not None:
+            self.during()
+        out: list[list[Any]] = []
+        for (op,) in items:
+            self.writes.append(op)
+            if self.outcome is None:  # written: the next version
+                out.append([SimpleNamespace(version=op.version + 1)])
+            else:
+                out.append([self.outcome])
+        return out
+
+    def get(self, path: str) -> tuple[bytes, Any] | None:
+        if self.stored is None:
+            return None
+        data, version = self.stored
+        return data, SimpleNamespace(version=version)
+
+
+def state(leader: int, epoch: int, isr: tuple[int, ...], zk_version: int) -> LeaderAndIsr:
+    return LeaderAndIsr(leader, epoch, isr, zk_version)
+
+
+@pytest.fixture
+def zk() -> Zk:
+    return Zk()
+
+
+@pytest.fixture
+def rm(tmp_path: Path, zk: Zk) -> Iterator[ReplicaManager]:
+    """LEADER leads TP at epoch 2 (replicas 1-4, ISR 1, 2; zkVersion 2, made by the
+    controller of epoch 3) with ten records, which IN_SYNC has."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    manager = ReplicaManager(LEADER, cast(Any, zk), StateChangeLog(tmp_path, LEADER), logs=logs)
+    manager.become_leader_or_follower(
+        leader_and_isr_request(TP, LEADER, 2, [LEADER, IN_SYNC], [1, 2, 3, 4], is_new=True)
+    )
+    assert manager.append_as_leader(TP, build_batch([b"v"] * 10), 1)[0] == ErrorCode.NONE
+    manager.record_follower_fetch(manager.partitions[TP], IN_SYNC, 10)
+    try:
+        yield manager
+    finally:
+        manager.close()
+        logs.close()
+
+
+def write_round(rm: ReplicaManager) -> set[TopicPartition]:
+    changed: set[TopicPartition] = set()
+    failed, _more = rm._isr_round(changed)
+    assert not failed
+    return changed
+
+
+def lagging(rm: ReplicaManager, replica: int) -> None:
+    p = rm.partitions[TP]
+    p.followers[replica].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
+    rm.maybe_shrink_isr()
+
+
+def test_the_isr_is_written_with_the_controller_epoch_that_made_the_leader(
+    rm: ReplicaManager, zk: Zk
+) -> None:
+    # A newer controller's request since (an UpdateMetadata-less StopReplica of another
+    # partition, say) raised the broker's controller epoch; this leader's state is the
+    # controller of epoch 3's.
+    rm.controller_epoch = 7
+    rm.record_follower_fetch(rm.partitions[TP], JOINING, 10)
+    assert write_round(rm) == {TP}
+    (write,) = zk.writes
+    assert (write.path, write.version) == (PATH, 2)
+    written = decode_partition_state(PATH, write.data, 3)
+    assert written.controller_epoch == 3
+    assert written.leader_and_isr.isr == (LEADER, IN_SYNC, JOINING)
+    assert rm.partitions[TP].isr == (LEADER, IN_SYNC, JOINING)
+
+
+def test_a_partition_stopped_before_the_writer_runs_is_not_written(
+    rm: ReplicaManager, zk: Zk
+) -> None:
+    lagging(rm, IN_SYNC)
+    rm.stop_replicas(
+        {
+            "controller_id": 9,
+            "controller_epoch": 3,
+            "broker_epoch": 100,
+            "topic_states": [
+                {
+                    "topic_name": "t",
+                    "partition_states": [
+                        {"partition_index": 0, "leader_epoch": 2, "delete_partition": False}
+                    ],
+                }
+            ],
+        }
+    )
+    assert write_round(rm) == set()
+    assert zk.writes == []
+
+
+def test_a_request_of_a_state_replaced_before_the_writer_runs_is_not_written(
+    rm: ReplicaManager, zk: Zk
+) -> None:
+    lagging(rm, IN_SYNC)
+    rm.become_leader_or_follower(
+        leader_and_isr_request(TP, LEADER, 3, [LEADER, IN_SYNC], [1, 2, 3, 4])
+    )
+    assert write_round(rm) == set()
+    assert zk.writes == []
+    assert rm.partitions[TP].isr == (LEADER, IN_SYNC)
+
+
+def test_a_state_znode_gone_leaves_the_partition_waiting_for_the_controller(
+    rm: ReplicaManager, zk: Zk
+) -> None:
+    p = rm.partitions[TP]
+    zk.outcome = NoNodeError()
+    lagging(rm, IN_SYNC)
+    assert write_round(rm) == set()
+    assert p.stale
+    assert p.isr == (LEADER, IN_SYNC)
+
+
+@pytest.mark.parametrize("stored", [None, b"{not json"])
+def test_a_refused_write_whose_state_cannot_be_read_back_leaves_the_partition_stale(
+    rm: ReplicaManager, zk: Zk, stored: bytes | None
+) -> None:
+    p = rm.partitions[TP]
+    zk.outcome = BadVersionError()
+    zk.stored = None if stored is None else (stored, 5)
+    lagging(rm, IN_SYNC)
+    assert write_round(rm) == set()
+    assert p.stale
+    assert p.isr == (LEADER, IN_SYNC)
+
+
+def test_a_delayed_repeat_of_the_epoch_held_older_than_the_state_found_is_not_taken(
+    rm: ReplicaManager, zk: Zk
+) -> None:
+    p = rm.partitions[TP]
+    # The controller bumped the epoch (zkVersion 4) while our shrink was on its way.
+    zk.outcome = BadVersionError()
+    zk.stored = (encode_partition_state(state(LEADER, 3, (LEADER, IN_SYNC), 4), 3), 4)
+    lagging(rm, IN_SYNC)
+    write_round(rm)
+    assert p.stale
+    assert p.found_zk_version == 4
+    # A failover's resend of epoch 2 read before that bump (zkVersion 3 >= the 2 held).
+    repeat = leader_and_isr_request(TP, LEADER, 2, [LEADER, IN_SYNC], [1, 2, 3, 4])
+    repeat["topic_states"][0]["partition_states"][0]["partition_epoch"] = 3
+    response = rm.become_leader_or_follower(repeat)
+    assert response["topics"][0]["partition_errors"][0]["error_code"] == 0
+    assert rm.partitions[TP] is p  # not taken: still waiting for epoch 3
+
+
+def test_an_addition_asked_while_a_write_is_in_flight_is_still_waited_for(
+    rm: ReplicaManager, zk: Zk
+) -> None:
+    p = rm.partitions[TP]
+    rm.record_follower_fetch(p, JOINING, 10)  # JOINING's addition is queued
+    # While its write is in flight, LATE reaches the high watermark too.
+    zk.during = lambda: rm.record_follower_fetch(p, LATE, 10)
+    assert write_round(rm) == {TP}
+    assert p.isr == (LEADER, IN_SYNC, JOINING)
+    # LATE's addition is queued, not yet written: the high watermark still waits for it.
+    assert p.isr_adding == (LATE,)
+    zk.during = None
+    assert write_round(rm) == {TP}
+    assert rm.partitions[TP].isr == (LEADER, IN_SYNC, JOINING, LATE)
