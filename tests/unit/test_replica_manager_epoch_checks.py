@@ -163,3 +163,17 @@ def test_a_follower_follows_its_leaders_log_start_only_up_to_its_own_high_waterm
     more = bytes(build_batch([b"b"] * 5, base_offset=5, partition_leader_epoch=5))
     assert rm.append_as_follower(TP, 2, 5, more, 10, leader_log_start=7) == 10
     assert (log.log_start_offset, log.high_watermark) == (7, 10)
+
+
+def test_a_stop_replica_raises_the_controller_epoch_a_leader_and_isr_is_fenced_by(
+    tmp_path: Path,
+) -> None:
+    # Kafka 2.8's stopReplicas records the request's controller epoch as the latest known.
+    rm = manager(tmp_path)
+    stop = stop_request()
+    stop["controller_epoch"] = 5
+    rm.stop_replicas(stop)
+    assert rm.controller_epoch == 5
+    response = rm.become_leader_or_follower(leader_and_isr_request(TP, BROKER, 1, [1], [1]))
+    assert response == {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "topics": []}
+    assert TP not in rm.partitions
