@@ -215,3 +215,43 @@ def test_an_addition_asked_while_a_write_is_in_flight_is_still_waited_for(
     zk.during = None
     assert write_round(rm) == {TP}
     assert rm.partitions[TP].isr == (LEADER, IN_SYNC, JOINING, LATE)
+
+
+def test_a_written_shrink_moves_the_high_watermark_at_once(rm: ReplicaManager, zk: Zk) -> None:
+    p = rm.partitions[TP]
+    assert rm.append_as_leader(TP, build_batch([b"w"] * 5), 1)[0] == ErrorCode.NONE
+    assert p.high_watermark == 10  # IN_SYNC has 10 of 15
+    lagging(rm, IN_SYNC)
+    assert write_round(rm) == {TP}
+    assert p.isr == (LEADER,)
+    # As Kafka's maybeShrinkIsr: the smaller ISR lets the high watermark move now, not
+    # at the next produce or fetch.
+    assert p.high_watermark == 15
+
+
+def test_an_addition_settled_between_a_fetch_and_its_request_is_asked_for_again(
+    rm: ReplicaManager, zk: Zk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = rm.partitions[TP]
+    rm.record_follower_fetch(p, LATE, 10)  # LATE's addition queued
+    real = rm._request_isr_changes
+
+    def round_meanwhile(*args: Any, **kwargs: Any) -> None:
+        # The writer's round (LATE's addition) runs between JOINING's fetch and its
+        # request: it settles what the queue holds, which JOINING is not in yet.
+        write_round(rm)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(rm, "_request_isr_changes", round_meanwhile)
+    rm.record_follower_fetch(p, JOINING, 10)
+    assert p.isr == (LEADER, IN_SYNC, LATE)
+    assert p.isr_adding == (JOINING,)  # its write is still to come
+
+
+def test_a_write_failing_otherwise_leaves_the_partition_led(rm: ReplicaManager, zk: Zk) -> None:
+    p = rm.partitions[TP]
+    zk.outcome = RuntimeError("some other ZooKeeper error")
+    lagging(rm, IN_SYNC)
+    assert write_round(rm) == set()
+    assert not p.stale
+    assert p.isr == (LEADER, IN_SYNC)
