@@ -14,10 +14,14 @@ from typing import Any, cast
 import pytest
 
 import broker.replica_manager
+from broker.config import BrokerConfig
 from broker.fetch_session import FetchClock
 from broker.replica_manager import FollowerState, ReplicaManager
 from broker.state_change_log import StateChangeLog
+from storage.log_manager import LogManager
+from storage.testing import build_batch
 from tests.unit.leader_and_isr_requests import leader_and_isr_request
+from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
 TP = TopicPartition("t", 0)
@@ -70,3 +74,28 @@ def test_a_follower_is_out_of_sync_only_past_the_lag_time(
     followers[3].last_caught_up_ms = now - lag - 1
     rm.maybe_shrink_isr()
     assert [(i.remove, i.add) for i in rm._isr_intents.values()] == [((3,), ())]
+
+
+def test_a_follower_caught_up_exactly_the_lag_time_ago_still_holds_the_high_watermark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka 2.8's maybeIncrementLeaderHW counts a replica with
+    # curTime - lastCaughtUpTimeMs <= replicaLagTimeMaxMs.
+    logs = LogManager(
+        [tmp_path / "data"],
+        BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"}),
+    )
+    rm = ReplicaManager(1, cast(Any, None), StateChangeLog(tmp_path, 1), logs=logs)
+    try:
+        rm.become_leader_or_follower(leader_and_isr_request(TP, 1, 4, [1], [1, 2], is_new=True))
+        now = 10_000_000
+        monkeypatch.setattr(broker.replica_manager, "_now_ms", lambda: now)
+        p = rm.partitions[TP]
+        follower = p.followers[2]
+        follower.fetch_offset = 0
+        follower.last_caught_up_ms = now - rm.replica_lag_time_max_ms
+        assert rm.append_as_leader(TP, build_batch([b"v"] * 3), 1)[0] == ErrorCode.NONE
+        assert p.high_watermark == 0
+    finally:
+        rm.close()
+        logs.close()

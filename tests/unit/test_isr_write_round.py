@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
 from broker.config import BrokerConfig
 from broker.replica_manager import ReplicaManager
@@ -255,3 +256,13 @@ def test_a_write_failing_otherwise_leaves_the_partition_led(rm: ReplicaManager, 
     assert write_round(rm) == set()
     assert not p.stale
     assert p.isr == (LEADER, IN_SYNC)
+
+
+def test_an_isr_change_notification_that_is_not_created_raises(rm: ReplicaManager, zk: Zk) -> None:
+    # The writer keeps the changed partitions and tries again (a notification lost
+    # would leave the controller's view of the ISR stale until its next failover).
+    zk.outcome = ConnectionLoss()
+    with pytest.raises(ConnectionLoss):
+        rm._notify_isr_changes([TP])
+    (create,) = zk.writes
+    assert create.path == "/isr_change_notification/isr_change_"
