@@ -177,3 +177,19 @@ def test_a_stop_replica_raises_the_controller_epoch_a_leader_and_isr_is_fenced_b
     response = rm.become_leader_or_follower(leader_and_isr_request(TP, BROKER, 1, [1], [1]))
     assert response == {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "topics": []}
     assert TP not in rm.partitions
+
+
+def test_a_follower_wholly_below_its_leaders_log_start_starts_again_there(
+    with_logs: ReplicaManager,
+) -> None:
+    # Kafka's truncateFullyAndStartAt, also for a start just past its log end.
+    rm = with_logs
+    rm.become_leader_or_follower(leader_and_isr_request(TP, 2, 5, [1, 2], [1, 2], is_new=True))
+    batch = bytes(build_batch([b"a"] * 5, partition_leader_epoch=5))
+    assert rm.append_as_follower(TP, 2, 5, batch, 5) == 5
+    assert rm.start_at(TP, 2, 5, 6, "test") == 6
+    log = rm.partitions[TP].log
+    assert log is not None
+    assert (log.log_start_offset, log.log_end_offset) == (6, 6)
+    assert rm.start_at(TP, 2, 5, 6, "test") == 6  # at its log end: nothing to do
+    assert rm.start_at(TP, 2, 4, 9, "test") is None  # an answer of an older epoch
