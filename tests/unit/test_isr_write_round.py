@@ -266,3 +266,37 @@ def test_an_isr_change_notification_that_is_not_created_raises(rm: ReplicaManage
         rm._notify_isr_changes([TP])
     (create,) = zk.writes
     assert create.path == "/isr_change_notification/isr_change_"
+
+
+def test_a_round_finding_the_partition_moved_on_wakes_its_fetches(
+    rm: ReplicaManager, zk: Zk
+) -> None:
+    calls: list[list[TopicPartition] | None] = []
+    rm.on_data = lambda data, partitions: calls.append(
+        None if partitions is None else list(partitions)
+    )
+    zk.outcome = BadVersionError()
+    zk.stored = (encode_partition_state(state(2, 3, (IN_SYNC,), 4), 3), 4)
+    lagging(rm, IN_SYNC)
+    write_round(rm)
+    assert rm.partitions[TP].stale
+    assert [TP] in calls  # their fetches are answered with an error now
+
+
+def test_a_failed_round_puts_its_request_back_behind_a_newer_one(
+    rm: ReplicaManager, zk: Zk
+) -> None:
+    p = rm.partitions[TP]
+    rm.record_follower_fetch(p, JOINING, 10)  # JOINING's addition is queued
+
+    def shrink_then_lose_the_connection() -> None:
+        lagging(rm, IN_SYNC)  # asked while the round is in flight
+        raise ConnectionLoss()
+
+    zk.during = shrink_then_lose_the_connection
+    changed: set[TopicPartition] = set()
+    failed, _more = rm._isr_round(changed)
+    assert failed
+    (intent,) = rm._isr_intents.values()
+    assert intent.partition is p
+    assert intent.remove == (IN_SYNC,)  # the newer request is not overwritten
