@@ -82,3 +82,17 @@ def test_a_stop_replica_wakes_the_fetches_of_its_partitions(
         }
     )
     assert calls == [(True, [TP])]
+
+
+def test_an_acks_all_wait_for_a_partition_gone_offline_is_a_storage_error(
+    rm: ReplicaManager,
+) -> None:
+    # Kafka 2.8's DelayedProduce asks getPartitionOrError: HostedPartition.Offline is
+    # KAFKA_STORAGE_ERROR (the partition is gone from those hosted here).
+    error, p, info, _why = rm.append_as_leader(TP, build_batch([b"v"]), -1)
+    assert error == ErrorCode.NONE
+    assert p is not None
+    assert info is not None
+    with rm._lock:
+        assert rm._mark_offline(TP)
+    assert rm.wait_for_replication(p, info.last_offset, 30.0) == ErrorCode.KAFKA_STORAGE_ERROR
