@@ -146,3 +146,12 @@ def test_an_isr_change_asked_after_a_new_leader_epoch_is_written_for_that_epoch(
     # Written with the epoch's zkVersion, not dropped with the replaced state's request.
     assert new.isr == (LEADER,)
     assert new.zk_version == 4
+
+
+def test_a_fetch_from_a_broker_that_is_no_replica_is_not_recorded(rm: ReplicaManager) -> None:
+    p = rm.partitions[TP]
+    rm.record_follower_fetch(p, 9, p.high_watermark)  # broker 9 holds no replica of TP
+    assert not rm._isr_intents
+    assert p.isr_adding == ()
+    rm.record_follower_fetch(p, IN_SYNC, 10)
+    assert p.high_watermark == 10  # nothing held back by it
