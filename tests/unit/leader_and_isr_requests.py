@@ -50,6 +50,35 @@ def leader_and_isr_request(
     }
 
 
+def stop_replica_request(
+    tp: TopicPartition,
+    leader_epoch: int = -1,
+    *,
+    delete: bool = False,
+    controller_epoch: int = 3,
+    broker_epoch: int = 100,
+) -> dict[str, Any]:
+    """A StopReplica (v3) of one partition; ``leader_epoch`` -1 is "no epoch", -2 a topic
+    deletion's (EpochDuringDelete)."""
+    return {
+        "controller_id": 9,
+        "controller_epoch": controller_epoch,
+        "broker_epoch": broker_epoch,
+        "topic_states": [
+            {
+                "topic_name": tp.topic,
+                "partition_states": [
+                    {
+                        "partition_index": tp.partition,
+                        "leader_epoch": leader_epoch,
+                        "delete_partition": delete,
+                    }
+                ],
+            }
+        ],
+    }
+
+
 def update_metadata_listing(
     tps: Sequence[TopicPartition], leader: int, replicas: Sequence[int]
 ) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from storage.log import LogConfig
 from storage.log_manager import LogManager
 from storage.records import RecordSpec
 from storage.testing import build_batch
-from tests.unit.leader_and_isr_requests import leader_and_isr_request
+from tests.unit.leader_and_isr_requests import leader_and_isr_request, stop_replica_request
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
@@ -289,19 +289,7 @@ def test_a_follower_whose_log_ends_elsewhere_than_it_fetched_stops_fetching_it(
 
 def stop_replica_deleting(tp: TopicPartition) -> dict[str, Any]:
     """A topic deletion's StopReplica (leader epoch -2, EpochDuringDelete)."""
-    return {
-        "controller_id": 9,
-        "controller_epoch": 5,
-        "broker_epoch": -1,
-        "topic_states": [
-            {
-                "topic_name": tp.topic,
-                "partition_states": [
-                    {"partition_index": tp.partition, "leader_epoch": -2, "delete_partition": True}
-                ],
-            }
-        ],
-    }
+    return stop_replica_request(tp, -2, delete=True, controller_epoch=5, broker_epoch=-1)
 
 
 @pytest.mark.parametrize(

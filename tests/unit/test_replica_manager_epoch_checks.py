@@ -18,7 +18,7 @@ from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
-from tests.unit.leader_and_isr_requests import leader_and_isr_request
+from tests.unit.leader_and_isr_requests import leader_and_isr_request, stop_replica_request
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
@@ -31,23 +31,7 @@ def manager(tmp_path: Path) -> ReplicaManager:
 
 
 def stop_request(delete: bool = False, leader_epoch: int = -1) -> dict[str, Any]:
-    return {
-        "controller_id": 9,
-        "controller_epoch": 3,
-        "broker_epoch": 100,
-        "topic_states": [
-            {
-                "topic_name": TP.topic,
-                "partition_states": [
-                    {
-                        "partition_index": TP.partition,
-                        "leader_epoch": leader_epoch,
-                        "delete_partition": delete,
-                    }
-                ],
-            }
-        ],
-    }
+    return stop_replica_request(TP, leader_epoch, delete=delete)
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
-from tests.unit.leader_and_isr_requests import leader_and_isr_request
+from tests.unit.leader_and_isr_requests import leader_and_isr_request, stop_replica_request
 from wire.errors import ErrorCode
 from zkdata.client import BadVersionError
 from zkdata.znodes import (
@@ -45,23 +45,7 @@ def lai(
 
 
 def stop_replica(epoch: int) -> dict[str, Any]:
-    return {
-        "controller_id": 9,
-        "controller_epoch": 3,
-        "broker_epoch": 100,
-        "topic_states": [
-            {
-                "topic_name": TP.topic,
-                "partition_states": [
-                    {
-                        "partition_index": TP.partition,
-                        "leader_epoch": epoch,
-                        "delete_partition": False,
-                    }
-                ],
-            }
-        ],
-    }
+    return stop_replica_request(TP, epoch)
 
 
 class Zk:
