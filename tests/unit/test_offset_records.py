@@ -1001,3 +1001,73 @@ def test_a_tombstone_over_the_limit_is_a_batch_alone() -> None:
     batches = tombstone_batches([OffsetKey("g", "t" * 200, 0)], "g", 5, Compression.NONE, 100)
     assert [len(list(iter_records(b))) for b in batches] == [1, 1]
     assert len(batches[0]) > 100  # refused when appended: nothing smaller holds it
+
+
+def _tombstone_estimate(keys: list[bytes]) -> int:
+    """A batch header and, per record, its key and the most a tombstone takes besides
+    (19 bytes: see _TOMBSTONE_OVERHEAD)."""
+    return 61 + sum(len(key) + 19 for key in keys)
+
+
+def test_tombstones_are_cut_where_their_estimated_size_passes_the_limit() -> None:
+    """Chunks are cut by the records' estimated uncompressed size: all in one batch while
+    the estimate is at most the limit (the boundary included), a record more in a batch
+    of its own past it."""
+    keys = [OffsetKey("payments", f"topic-{i}", i) for i in range(6)]
+    encoded = [encode_offset_key(k) for k in keys] + [encode_group_key("payments")]
+    whole = _tombstone_estimate(encoded)
+
+    def counts(limit: int) -> list[int]:
+        batches = tombstone_batches(keys, "payments", 5, Compression.NONE, limit)
+        return [read_header(batch).record_count for batch in batches]
+
+    assert counts(whole) == [7]
+    assert counts(whole - 1) == [6, 1]
+    assert counts(_tombstone_estimate(encoded[:3])) == [3, 3, 1]
+    assert counts(_tombstone_estimate(encoded[:3]) - 1) == [2, 2, 3]  # (the group's key is short)
+
+
+def test_a_compressed_chunk_over_the_limit_is_halved_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chunk whose compressed batch is over the limit (a codec can grow what does not
+    compress) is halved until each part fits or is one record, the order kept."""
+    from groups import offset_records
+
+    def growing_build_batch(
+        specs: list[RecordSpec], *, base_timestamp: int, compression: int
+    ) -> bytearray:
+        """The batch, padded to at least a byte over its estimate: as if the codec grew it."""
+        batch = build_batch(specs, base_timestamp=base_timestamp, compression=compression)
+        grown = _tombstone_estimate([spec.key for spec in specs if spec.key is not None]) + 1
+        return batch + bytearray(max(0, grown - len(batch)))
+
+    monkeypatch.setattr(offset_records, "build_batch", growing_build_batch)
+    keys = [OffsetKey("payments", f"topic-{i}", i) for i in range(9)]
+    encoded = [encode_offset_key(k) for k in keys]
+    limit = _tombstone_estimate(encoded[:4])  # cut in chunks of 4, 4 and 1 by estimate
+    batches = tombstone_batches(keys, None, 5, Compression.GZIP, limit)
+    read: list[OffsetKey | GroupKey] = []
+    for padded in batches:
+        assert len(padded) <= limit
+        batch = padded[: read_header(padded).size]
+        read += [key for key, _ in read_offset_records(batch)]
+    assert read == keys
+    assert [read_header(b).record_count for b in batches] == [2, 2, 2, 2, 1]  # halved
+    # A two-record chunk over the limit is halved too, into single records.
+    two = [OffsetKey("g", "t" * 40, 0), OffsetKey("g", "u" * 40, 1)]
+    two_limit = _tombstone_estimate([encode_offset_key(k) for k in two])
+    split = tombstone_batches(two, None, 5, Compression.GZIP, two_limit)
+    assert [read_header(b).record_count for b in split] == [1, 1]
+
+
+def test_an_empty_value_is_malformed_not_a_tombstone() -> None:
+    """Only a null value is a tombstone; an empty one has no version to read (Kafka
+    2.8's readOffsetMessageValue/readGroupMessageValue fail on it)."""
+    keys = [encode_offset_key(OffsetKey("g", "t", 0)), encode_group_key("g")]
+    for key in keys:
+        batch = build_batch([RecordSpec(key=key, value=b"")], base_timestamp=5)
+        with pytest.raises(MalformedOffsetRecord, match="offset 0"):
+            list(read_offset_records(batch))
+        tombstone = build_batch([RecordSpec(key=key, value=None)], base_timestamp=5)
+        assert [value for _, value in read_offset_records(tombstone)] == [None]
