@@ -1225,3 +1225,35 @@ def test_a_refused_commit_is_answered_as_kafkas_store_offsets_answers(
     monkeypatch.setattr(node.replicas, "append_as_leader", refusing)
     assert groups.commit_offsets(G0, "", -1, {A0: committed(5)}) == {A0: answered}
     assert fetched(groups) == {}
+
+
+def test_an_empty_group_counts_from_when_it_became_empty_even_for_a_later_commit() -> None:
+    """Kafka 2.8's removeExpiredOffsets takes an Empty group's currentStateTimestamp as
+    every offset's base, even one committed after it (a commit does not change the
+    group's state)."""
+    offsets = {A0: committed(1, ts=5_000), A1: committed(2, ts=0)}
+    assert expired(offsets, RETENTION_MS - 1, empty_since_ms=0) == set()
+    assert expired(offsets, RETENTION_MS, empty_since_ms=0) == {A0, A1}
+
+
+def test_an_empty_group_ignores_the_topics_its_members_subscribed_to() -> None:
+    """Without members, the group's offsets expire whatever topics were subscribed to
+    (Kafka 2.8 filters subscribed topics only for a consumer group with members)."""
+    offsets = {A0: committed(1, ts=0), B0: committed(2, ts=0)}
+    gone = expired(
+        offsets,
+        RETENTION_MS,
+        protocol_type=CONSUMER_PROTOCOL,
+        empty_since_ms=0,
+        subscribed=frozenset({"a"}),
+    )
+    assert gone == {A0, B0}
+
+
+def test_an_expire_timestamp_of_zero_or_below_is_already_past() -> None:
+    """Only -1 means no expire timestamp (Kafka 2.8's OffsetCommitRequest.DEFAULT_TIMESTAMP);
+    any other, a commit's time plus a negative retention_time_ms included, is one."""
+    for expire in (0, -2):
+        offsets = {A0: committed(1, ts=10**9, expire=expire)}
+        assert expired(offsets, 0) == {A0}
+    assert expired({A0: committed(1, ts=10**9, expire=-1)}, 0) == set()
