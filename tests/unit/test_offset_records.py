@@ -1071,3 +1071,16 @@ def test_an_empty_value_is_malformed_not_a_tombstone() -> None:
             list(read_offset_records(batch))
         tombstone = build_batch([RecordSpec(key=key, value=None)], base_timestamp=5)
         assert [value for _, value in read_offset_records(tombstone)] == [None]
+
+
+def test_tombstones_carry_the_time_they_are_written_at() -> None:
+    """Every tombstone, in each batch it is split into, has the time given (Kafka 2.8's
+    cleanupGroupMetadata writes them at time.milliseconds())."""
+    keys = [OffsetKey("payments", f"topic-{i}", i) for i in range(6)]
+    limit = _tombstone_estimate([encode_offset_key(k) for k in keys[:2]])
+    for compression in (Compression.NONE, Compression.GZIP):
+        batches = tombstone_batches(keys, "payments", 1_234_567, compression, limit)
+        assert len(batches) > 1
+        for batch in batches:
+            assert read_header(batch).max_timestamp == 1_234_567
+            assert {record.timestamp for record in iter_records(batch)} == {1_234_567}
