@@ -14,6 +14,7 @@ from broker.apis import KafkaApis
 from broker.config import BrokerConfig
 from broker.replica_manager import ReplicaManager
 from storage.codecs import Compression
+from storage.errors import KafkaStorageError
 from storage.log_manager import LogManager
 from storage.testing import RecordSpec, build_batch, with_body
 from tests.unit.test_fetch_session import (
@@ -259,3 +260,137 @@ def test_a_v0_request_is_answered_old_style_offsets(
     answers = [(p["error_code"], p["old_style_offsets"]) for p in got["topics"][0]["partitions"]]
     assert answers == [(ErrorCode.NONE, [0]), (ErrorCode.NONE, [2]), (ErrorCode.NONE, [2, 0])]
     assert replicas.partitions[T0].high_watermark == 0
+
+
+def test_a_clients_latest_offset_is_the_high_watermark_with_the_leader_epoch(
+    tmp_path: Path,
+) -> None:
+    """Kafka 2.8's Partition.fetchOffsetForTimestamp answers LATEST_TIMESTAMP with the last
+    fetchable offset (a consumer's: the high watermark, below the log end while a
+    follower has not fetched) and the partition's leader epoch (v4 and up)."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path], config)
+    try:
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=logs)
+        change_partitions(apis, {T0: (LEADER, 3, (LEADER, FOLLOWER))})
+        error, *_ = replicas.append_as_leader(T0, build_batch([b"v1", b"v2"]), 1)
+        assert error == ErrorCode.NONE
+        p = replicas.partitions[T0]
+        assert (p.high_watermark, p.epoch_start_offset, p.log_end_offset) == (0, 0, 2)
+        latest = list_offset(apis, LATEST)
+        assert (latest["error_code"], latest["offset"], latest["leader_epoch"]) == (
+            ErrorCode.NONE,
+            0,
+            3,
+        )
+        debugging = list_offset(apis, LATEST, replica_id=-2)
+        assert (debugging["offset"], debugging["leader_epoch"]) == (2, 3)
+    finally:
+        logs.close()
+
+
+def test_a_lookup_error_is_answered_over_offset_not_available(
+    lagging: tuple[KafkaApis, ReplicaManager], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fetchOffsetForTimestamp looks the timestamp up first: its exception (a failed log
+    directory) is the answer, OFFSET_NOT_AVAILABLE only for a lookup that found nothing
+    below the high watermark while it lags."""
+    apis, replicas = lagging
+    log = replicas.partitions[T0].log
+    assert log is not None
+
+    def fail(_log: object, _timestamp: int) -> None:
+        raise KafkaStorageError("the log directory failed")
+
+    monkeypatch.setattr(type(log), "offset_for_timestamp", fail)
+    answer = list_offset(apis, 0)
+    assert (answer["error_code"], answer["offset"]) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
+
+
+@pytest.mark.parametrize(
+    ("current_epoch", "error"),
+    [
+        (0, ErrorCode.FENCED_LEADER_EPOCH),
+        (2, ErrorCode.UNKNOWN_LEADER_EPOCH),
+        (1, ErrorCode.NONE),
+        (-1, ErrorCode.NONE),
+    ],
+)
+def test_the_current_leader_epoch_is_checked(
+    lagging: tuple[KafkaApis, ReplicaManager], current_epoch: int, error: ErrorCode
+) -> None:
+    """KIP-320: Kafka 2.8's handleListOffsetRequestV1AndAbove passes the entry's
+    current_leader_epoch to getPartitionOrException / fetchOffsetForTimestamp: an older
+    epoch is FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH, -1 not checked."""
+    apis, _replicas = lagging  # leader epoch 1
+    body = {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "name": T0.topic,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "current_leader_epoch": current_epoch,
+                        "timestamp": EARLIEST,
+                    }
+                ],
+            }
+        ],
+    }
+    got = Loopback(apis).request(ApiKey.LIST_OFFSETS, 5, body)
+    answer = got["topics"][0]["partitions"][0]
+    assert answer["error_code"] == error
+    assert answer["offset"] == (0 if error == ErrorCode.NONE else -1)
+
+
+def test_a_timestamp_lookup_answers_the_batch_timestamp_offset_and_epoch(tmp_path: Path) -> None:
+    """Log.fetchOffsetByTimestamp answers the first record at or after the timestamp: its
+    batch's max timestamp (message format 2), its offset and its batch's leader epoch."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path], config)
+    try:
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=logs)
+        early = build_batch([RecordSpec(b"a", timestamp=NOW)], base_timestamp=NOW)
+        assert replicas.append_as_leader(T0, early, 1)[0] == ErrorCode.NONE
+        change_partitions(apis, {T0: (LEADER, 4, (LEADER,))})
+        late = build_batch([RecordSpec(b"b", timestamp=NOW + 10)], base_timestamp=NOW + 10)
+        assert replicas.append_as_leader(T0, late, 1)[0] == ErrorCode.NONE
+        found = list_offset(apis, NOW + 5)
+        assert (found["error_code"], found["timestamp"], found["offset"]) == (
+            ErrorCode.NONE,
+            NOW + 10,
+            1,
+        )
+        assert found["leader_epoch"] == 4
+        assert list_offset(apis, NOW)["leader_epoch"] == 0
+        # None at or after: no timestamp, no offset.
+        none = list_offset(apis, NOW + 11)
+        assert (none["error_code"], none["timestamp"], none["offset"]) == (ErrorCode.NONE, -1, -1)
+    finally:
+        logs.close()
+
+
+def test_a_v0_request_of_the_debugging_id_is_answered_by_a_follower(
+    lagging: tuple[KafkaApis, ReplicaManager],
+) -> None:
+    """handleListOffsetRequestV0: fetchOnlyFromLeader is false for the debugging replica
+    id only; a consumer asking a follower is told NOT_LEADER_OR_FOLLOWER."""
+    apis, _replicas = lagging
+    change_partitions(apis, {T0: (FOLLOWER, 2, (LEADER, FOLLOWER))})
+    body: dict[str, Any] = {
+        "replica_id": -2,
+        "topics": [
+            {
+                "name": T0.topic,
+                "partitions": [{"partition_index": 0, "timestamp": LATEST, "max_num_offsets": 1}],
+            }
+        ],
+    }
+    client = Loopback(apis)
+    got = client.request(ApiKey.LIST_OFFSETS, 0, body)["topics"][0]["partitions"][0]
+    assert (got["error_code"], got["old_style_offsets"]) == (ErrorCode.NONE, [2])
+    body["replica_id"] = -1
+    got = client.request(ApiKey.LIST_OFFSETS, 0, body)["topics"][0]["partitions"][0]
+    assert (got["error_code"], got["old_style_offsets"]) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, [])
