@@ -137,3 +137,17 @@ def test_the_first_partition_is_held_to_the_fetch_max_bytes_beyond_its_first_bat
 
 def leader_batch(size: int) -> int:
     return len(build_batch([b"x" * size]))
+
+
+def test_a_later_partition_left_no_bytes_at_all_comes_in_the_next_round(leader: Leader) -> None:
+    """The first partition's batch spends max_bytes exactly: nothing is left for B, whose
+    batch is left out (readFromLocalLog reads it with limitBytes 0) and must come in the
+    session's next answer though nothing changed since."""
+    got = leader.conn.request(ApiKey.FETCH, 12, consumer_fetch({A: 0, B: 0}, 1 << 20))
+    session_id = int(got["session_id"])
+    assert session_id
+    small = leader.append(A, 600)
+    b = leader.append(B, 100)
+    got = leader.fetch(consumer_fetch({}, small, session_id=session_id, epoch=1))
+    assert got == {A: small, B: 0}
+    assert leader.fetch(consumer_fetch({A: 1}, 1000, session_id=session_id, epoch=2)) == {B: b}
