@@ -85,6 +85,8 @@ _BATCH_LENGTH = struct.Struct(">i")
 _VALID_ACKS = (-1, 0, 1)
 # ListOffsets answers OFFSET_NOT_AVAILABLE from v5 (KIP-207), LEADER_NOT_AVAILABLE before.
 _LIST_OFFSETS_NOT_AVAILABLE_VERSION = 5
+# fetch.max.bytes's default (broker/config.py), for a handler made without a config.
+DEFAULT_FETCH_MAX_BYTES = 55 * 1024 * 1024
 # ListOffsets' replica ids that are no broker (Kafka's ListOffsetsRequest).
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
@@ -173,11 +175,14 @@ class KafkaApis:
         registered: threading.Event | None = None,
         fetch_session_cache_slots: int = DEFAULT_MAX_ENTRIES,
         fetch_session_eviction_ms: int = DEFAULT_EVICTION_MS,
+        fetch_max_bytes: int = DEFAULT_FETCH_MAX_BYTES,
     ) -> None:
         self.broker_id = broker_id
         # max.incremental.fetch.session.cache.slots, min.incremental.fetch.session.eviction.ms
         self.fetch_session_cache_slots = fetch_session_cache_slots
         self.fetch_session_eviction_ms = fetch_session_eviction_ms
+        # fetch.max.bytes: the most a fetch is answered, whatever it asks for.
+        self.fetch_max_bytes = fetch_max_bytes
         # Set once this process has registered (its broker epoch known): see
         # _stale_broker_epoch.
         self.registered = registered
@@ -407,8 +412,11 @@ class KafkaApis:
             privileged=replica_id >= 0,
             replica_id=replica_id,
         )
-        ctx.max_bytes = body.get("max_bytes", 0x7FFFFFFF)
-        ctx.min_bytes = body.get("min_bytes", 1)
+        # Kafka 2.8's handleFetchRequest: at most the broker's fetch.max.bytes, and no
+        # more than that asked for as min_bytes (a fetch would wait for bytes it could
+        # never be answered).
+        ctx.max_bytes = min(body.get("max_bytes", 0x7FFFFFFF), self.fetch_max_bytes)
+        ctx.min_bytes = min(body.get("min_bytes", 1), ctx.max_bytes)
         ctx.zstd_readable = version >= _FETCH_ZSTD_VERSION or replica_id >= 0
         updates: dict[TopicPartition, PartitionData] = {}
         if ctx.error == ErrorCode.NONE:  # a session error is answered at once

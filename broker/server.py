@@ -274,6 +274,7 @@ class KafkaServer:
             registered=self.registered,
             fetch_session_cache_slots=self.config.max_incremental_fetch_session_cache_slots,
             fetch_session_eviction_ms=self.config.min_incremental_fetch_session_eviction_ms,
+            fetch_max_bytes=self.config.fetch_max_bytes,
             request_timeout_s=self.config.request_timeout_ms / 1000,
             # About the longest a healthy cluster takes to send a new broker its first
             # UpdateMetadata (a dead controller's session must expire first), and well

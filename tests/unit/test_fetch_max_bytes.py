@@ -7,6 +7,7 @@ and reconnected forever."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -151,3 +152,32 @@ def test_a_later_partition_left_no_bytes_at_all_comes_in_the_next_round(leader: 
     got = leader.fetch(consumer_fetch({}, small, session_id=session_id, epoch=1))
     assert got == {A: small, B: 0}
     assert leader.fetch(consumer_fetch({A: 1}, 1000, session_id=session_id, epoch=2)) == {B: b}
+
+
+def test_the_brokers_fetch_max_bytes_caps_a_requests_max_bytes(tmp_path: Path) -> None:
+    """Kafka 2.8's handleFetchRequest fetches min(request max_bytes, the broker's
+    fetch.max.bytes) and asks for at most that as min_bytes: a consumer asking for more
+    than the broker allows gets at most fetch.max.bytes (or one batch), at once."""
+    config = BrokerConfig.from_properties(
+        {"zookeeper.connect": "127.0.0.1:2181", "broker.id": str(LEADER)}
+    )
+    logs = LogManager([tmp_path / "data"], config)
+    try:
+        apis, replicas, _zk = make_leader([A], isr=(LEADER,), logs=logs)
+        apis.fetch_max_bytes = 1024
+        batch = build_batch([b"x" * 600])
+        for _ in range(3):
+            assert replicas.append_as_leader(A, bytearray(batch), 1)[0] == ErrorCode.NONE
+        body = sessionless({A: 0}, 1 << 20)
+        # min_bytes over what is readable: capped too, so answered without waiting.
+        body.update(min_bytes=1 << 20, max_wait_ms=600_000)
+        conn = Loopback(apis)
+        answers: list[dict[str, Any]] = []
+        t = threading.Thread(target=lambda: answers.append(conn.request(ApiKey.FETCH, 12, body)))
+        t.daemon = True
+        t.start()
+        t.join(30.0)  # a bound that only catches a hang
+        assert answers, "the fetch waited for min_bytes over the broker's fetch.max.bytes"
+        assert len(response_partitions(answers[0])[A]["records"]) == len(batch)
+    finally:
+        logs.close()
