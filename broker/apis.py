@@ -1383,7 +1383,8 @@ class _ByteBudget:
     an answer is at most max_bytes, or one batch."""
 
     def __init__(self, max_bytes: int) -> None:
-        self.left = max_bytes if max_bytes > 0 else 0x7FFFFFFF
+        # 0 (a consumer's fetch.max.bytes may be 0) is no bytes: the first batch only.
+        self.left = max(0, max_bytes)
         self.first = True  # no partition has returned records yet
         self.ran_out = False  # records may have been left out for want of bytes
 

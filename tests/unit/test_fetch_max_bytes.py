@@ -181,3 +181,14 @@ def test_the_brokers_fetch_max_bytes_caps_a_requests_max_bytes(tmp_path: Path) -
         assert len(response_partitions(answers[0])[A]["records"]) == len(batch)
     finally:
         logs.close()
+
+
+def test_a_max_bytes_of_zero_answers_the_first_batch_only(leader: Leader) -> None:
+    """A Java consumer's fetch.max.bytes may be 0: Kafka 2.8's readFromLocalLog starts
+    with limitBytes 0, so the first partition with records gets its first batch (KIP-74's
+    minOneMessage) and the others nothing. 0 was taken for no limit: every batch of
+    every partition was answered."""
+    one = leader.append(A, 600)
+    leader.append(A, 600)
+    leader.append(B, 600)
+    assert leader.fetch(sessionless({A: 0, B: 0}, 0)) == {A: one, B: 0}
