@@ -10,7 +10,8 @@ from typing import Any
 
 from broker.apis import _Readable
 from broker.config import BrokerConfig
-from storage.log import ReadInfo
+from storage.codecs import Compression
+from storage.log import LogConfig, ReadInfo
 from storage.log_manager import LogManager
 from storage.testing import build_batch
 from tests.unit.test_fetch_session import (
@@ -150,5 +151,32 @@ def test_broker_zero_fetches_as_a_follower(tmp_path: Path) -> None:
         assert len(got["records"]) > 0
         conn.request(ApiKey.FETCH, 12, fetch_body({T0: 2}, replica_id=0, leader_epoch=1))
         assert replicas.partitions[T0].high_watermark == 2
+    finally:
+        logs.close()
+
+
+def test_a_zstd_topic_fetched_before_v10_is_answered_the_error_alone(tmp_path: Path) -> None:
+    """A fetch older than v10 of a topic whose compression.type is zstd is answered
+    UNSUPPORTED_COMPRESSION_TYPE as Kafka 2.8's errorResponse gives it: no records, and
+    high watermark, last stable offset and log start offset -1."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    topic = LogConfig(compression=Compression.ZSTD)
+    logs = LogManager([tmp_path], config, topic_config=lambda _topic: topic)
+    try:
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=logs)
+        assert replicas.append_as_leader(T0, build_batch([b"v"]), 1)[0] == ErrorCode.NONE
+        body = fetch_body({T0: 0}, replica_id=-1, leader_epoch=-1)
+        got = response_partitions(Loopback(apis).request(ApiKey.FETCH, 9, body))[T0]
+        assert got["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        assert got["records"] == b""
+        assert (got["high_watermark"], got["last_stable_offset"], got["log_start_offset"]) == (
+            -1,
+            -1,
+            -1,
+        )
+        # From v10 it is read.
+        got = response_partitions(Loopback(apis).request(ApiKey.FETCH, 10, body))[T0]
+        assert (got["error_code"], got["high_watermark"]) == (ErrorCode.NONE, 1)
+        assert got["records"]
     finally:
         logs.close()
