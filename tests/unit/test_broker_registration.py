@@ -55,3 +55,20 @@ def test_a_registration_that_cannot_be_read_is_skipped() -> None:
     check_endpoints_unclaimed(zk, broker(2, ("PLAINTEXT", "127.0.0.1", 9093)))
     with pytest.raises(EndpointsInUse, match="by broker 3"):
         check_endpoints_unclaimed(zk, broker(2, ("PLAINTEXT", "127.0.0.1", 9092)))
+
+
+def test_a_broker_gone_since_the_listing_does_not_end_the_check() -> None:
+    """A registration listed but gone by the read (its broker stopped meanwhile) is
+    skipped, and the brokers after it are still checked."""
+
+    class ListsAGoneBroker(FakeZk):
+        def get_children(self, path: str, *args: Any, **kwargs: Any) -> list[str]:
+            listed: list[str] = super().get_children(path, *args, **kwargs)
+            return [*listed, "1"] if path == paths.BROKER_IDS else listed
+
+    zk = ListsAGoneBroker()
+    zk.put(paths.BROKER_IDS, b"")
+    zk.put(paths.broker(3), encode_broker(broker(3, ("PLAINTEXT", "127.0.0.1", 9092))))
+    assert zk.get_many([paths.broker(1)]) == [None]
+    with pytest.raises(EndpointsInUse, match="by broker 3"):
+        check_endpoints_unclaimed(zk, broker(2, ("PLAINTEXT", "127.0.0.1", 9092)))
