@@ -881,10 +881,11 @@ def test_a_broker_not_a_replica_reads_no_records_of_the_partition(tmp_path: Path
         logs.close()
 
 
+@pytest.mark.timeout(60)  # a fetch that waits out its max_wait_ms fails as a hang
 def test_an_incremental_fetch_finding_an_error_is_answered_at_once() -> None:
     """Kafka 2.8's fetchMessages answers at once on errorReadingData, whatever
-    max_wait_ms: a partition still erring (read every round) does not wait for it. 30 s
-    asked, so an answer at once is bounded well below it whatever the machine's load."""
+    max_wait_ms: a partition still erring (read every round) does not wait for it. 600 s
+    asked: a fetch that waited for it would hang the test (its timeout)."""
     apis, replicas, _zk = make_leader([T0, T1])
     try:
         conn = Loopback(apis)
@@ -893,22 +894,21 @@ def test_an_incremental_fetch_finding_an_error_is_answered_at_once() -> None:
         body = fetch_body({}, session_id=session_id, epoch=1)
         assert set(response_partitions(conn.request(ApiKey.FETCH, 12, body))) == {T0}
         body = fetch_body({}, session_id=session_id, epoch=2)
-        body["max_wait_ms"] = 30_000
-        started = time.monotonic()
+        body["max_wait_ms"] = 600_000
         got = response_partitions(conn.request(ApiKey.FETCH, 12, body))
-        assert time.monotonic() - started < 15
         # Our leader epoch is the old one: fenced, before the leadership is looked at.
         assert {tp: p["error_code"] for tp, p in got.items()} == {T0: ErrorCode.FENCED_LEADER_EPOCH}
     finally:
         replicas.close()
 
 
+@pytest.mark.timeout(60)  # a fetch that waits out its max_wait_ms fails as a hang
 def test_a_consumers_incremental_fetch_finding_a_new_high_watermark_is_answered_at_once(
     tmp_path: Path,
 ) -> None:
     """A consumer (min_bytes 1) is told of a high watermark that moved since its last
     fetch at once, records or not, as Kafka 2.8's session answers it (the move itself
-    woke nobody: no fetch was waiting then). 30 s asked, as above."""
+    woke nobody: no fetch was waiting then). 600 s asked, as above."""
     config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
     logs = LogManager([tmp_path], config)
     try:
@@ -921,10 +921,8 @@ def test_a_consumers_incremental_fetch_finding_a_new_high_watermark_is_answered_
         assert replicas.partitions[T0].high_watermark == 3
         # At the log end: nothing to read, only the new high watermark to tell.
         body = fetch_body({T0: 3}, session_id=session_id, epoch=1, replica_id=-1)
-        body["max_wait_ms"] = 30_000
-        started = time.monotonic()
+        body["max_wait_ms"] = 600_000
         got = response_partitions(conn.request(ApiKey.FETCH, 12, body))
-        assert time.monotonic() - started < 15
         assert got[T0]["high_watermark"] == 3
         assert not got[T0]["records"]
     finally:
