@@ -407,6 +407,7 @@ def update_with(cache: MetadataCache, leaders: dict[int, int], topic_name: str =
     )
 
 
+@pytest.mark.timeout(60)  # woken by the deadline (600 s), not the update: a hang
 def test_a_wait_ends_when_an_update_brings_the_leaders() -> None:
     cache = MetadataCache(1)
     update_with(cache, {0: -1})
@@ -414,9 +415,7 @@ def test_a_wait_ends_when_an_update_brings_the_leaders() -> None:
     later = threading.Timer(0.2, update_with, (cache, {0: 1, 1: 1}))
     later.start()
     try:
-        started = time.monotonic()
-        assert cache.wait_until(lambda: cache.leaders_known("t", range(2)), 30)
-        assert time.monotonic() - started < 25  # woken by the update, not the deadline
+        assert cache.wait_until(lambda: cache.leaders_known("t", range(2)), 600)
     finally:
         later.cancel()
 
