@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -115,6 +114,7 @@ def test_the_same_log_dir_twice_stops_the_broker_as_a_duplicate(
     assert not data.exists()
 
 
+@pytest.mark.timeout(60)  # a start that waits out its connection timeout (600 s) hangs
 def test_a_zookeeper_host_that_is_no_name_stops_the_broker_at_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -126,12 +126,10 @@ def test_a_zookeeper_host_that_is_no_name_stops_the_broker_at_once(
         "broker.id=1\n"
         "listeners=PLAINTEXT://127.0.0.1:0\n"
         "zookeeper.connect=a..b:2181\n"
-        "zookeeper.connection.timeout.ms=60000\n"
+        "zookeeper.connection.timeout.ms=600000\n"
         f"log.dirs={tmp_path / 'data'}\n"
     )
-    started = time.monotonic()
     assert main([str(props)]) == 1
-    assert time.monotonic() - started < 30
     err = capsys.readouterr().err
     assert (
         "invalid value 'a..b:2181' for config key 'zookeeper.connect': expected"
