@@ -4,9 +4,7 @@ answered without waiting out max_wait_ms, and what each partition's answer holds
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
-from typing import Any
 
 from broker.apis import _Readable
 from broker.config import BrokerConfig
@@ -14,6 +12,7 @@ from storage.codecs import Compression
 from storage.log import LogConfig, ReadInfo
 from storage.log_manager import LogManager
 from storage.testing import build_batch
+from tests.unit.test_empty_fetch import LONG_WAIT_MS, answered
 from tests.unit.test_fetch_session import (
     FOLLOWER,
     LEADER,
@@ -29,20 +28,7 @@ from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
-# Long enough that waiting it out is a hang to these tests (bounded by HANG_S).
-LONG_WAIT_MS = 600_000
-HANG_S = 30.0
 UNKNOWN = TopicPartition("not-here", 0)
-
-
-def answered(conn: Loopback, body: dict[str, Any]) -> dict[str, Any]:
-    got: list[dict[str, Any]] = []
-    t = threading.Thread(target=lambda: got.append(conn.request(ApiKey.FETCH, 12, body)))
-    t.daemon = True
-    t.start()
-    t.join(HANG_S)
-    assert got, f"the fetch waited out max_wait_ms ({LONG_WAIT_MS} ms)"
-    return got[0]
 
 
 def test_a_fetch_with_a_partition_error_is_answered_at_once() -> None:
