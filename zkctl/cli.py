@@ -88,7 +88,12 @@ def _usage_error(args: argparse.Namespace, parser: argparse.ArgumentParser, mess
 
 def _operational_message(exc: BaseException, args: argparse.Namespace) -> str | None:
     """The message for an expected failure, or None for a bug."""
-    from kazoo.exceptions import ConnectionLoss, KazooException, OperationTimeoutError
+    from kazoo.exceptions import (
+        ConnectionLoss,
+        KazooException,
+        OperationTimeoutError,
+        SessionExpiredError,
+    )
     from kazoo.handlers.threading import KazooTimeoutError
 
     from admin.errors import AdminError
@@ -97,8 +102,11 @@ def _operational_message(exc: BaseException, args: argparse.Namespace) -> str | 
 
     if isinstance(exc, (CommandError, AdminError, LocalClusterError, ZooKeeperError)):
         return str(exc)
-    if isinstance(exc, (ConnectionLoss, OperationTimeoutError)):
+    if isinstance(exc, (ConnectionLoss, OperationTimeoutError, SessionExpiredError)):
         where = getattr(args, "connect_string", None) or "ZooKeeper"
+        # An expired session fails the requests in flight, whose writes may have been
+        # carried out before it ended: the same doubt as a lost connection.
+        lost = "session expired" if isinstance(exc, SessionExpiredError) else "connection lost"
         if getattr(args, "zk_writes_sent", None) == 0:
             # Only reads were sent (zk_session counts the writes): it can be run again.
             detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -106,7 +114,7 @@ def _operational_message(exc: BaseException, args: argparse.Namespace) -> str | 
         # The request may have been carried out with its answer lost: a blind retry of a
         # create would then report that the topic (or reassignment) already exists.
         return (
-            f"ZooKeeper connection lost during a request ({where}): a change asked for"
+            f"ZooKeeper {lost} during a request ({where}): a change asked for"
             " may or may not have been made; look (describe, list) before trying again"
         )
     if isinstance(exc, (KazooException, KazooTimeoutError)):
