@@ -574,3 +574,109 @@ def test_how_long_each_request_waited_in_its_brokers_queue_is_observable(
     assert waited[7]["max_ms"] >= 190  # the third: two answers of 0.1 s
     assert waited[7]["p50_ms"] >= 90  # the second: one answer
     assert c.channel.queue_times() == {}  # the broker left, and its timer with it
+
+
+# --- which newer UpdateMetadata replace one waiting -----------------------------------------
+
+
+def test_a_deletion_mark_in_any_newer_update_metadata_of_one_send_covers_one_waiting(
+    servers: Callable[..., Server],
+) -> None:
+    """Newer UpdateMetadata sent together say all of them say: a topic deleted, then
+    made again, in one send still tells the broker of the deletion. The one they
+    replaced is answered with the last of them (the first alone does not say it all)."""
+    h = Held(servers)
+    c = h.c
+    try:
+        c.channel.send([update_metadata([0], "deleted", deleting=True)])
+        c.channel.send(
+            [
+                update_metadata([0], "deleted again", deleting=True),
+                update_metadata([0], "made again"),
+            ]
+        )
+        assert c.channel.superseded() == 1
+        h.release.set()
+        wait_until(lambda: len(c.answered) == 5, "every answer")
+    finally:
+        c.channel.close()
+    assert h.server.received == ["hold", "taken-ahead", "um:orders-0", "um:orders-0"]
+    assert h.trackers_answered() == [None, None, "deleted again", "deleted", "made again"]
+
+
+def test_the_end_of_a_full_update_is_dropped_for_a_send_with_the_end_of_another_in_it(
+    servers: Callable[..., Server],
+) -> None:
+    """The newer send ends a full update (FULL) though its last request does not: the
+    waiting end of a full update goes, answered with the send's last request."""
+    h = Held(servers)
+    c = h.c
+    try:
+        c.channel.send([update_metadata(None, "full")])
+        c.channel.send([update_metadata(None, "full again"), update_metadata([], "brokers")])
+        assert c.channel.superseded() == 1
+        h.release.set()
+        wait_until(lambda: len(c.answered) == 5, "every answer")
+    finally:
+        c.channel.close()
+    assert h.server.received == ["hold", "taken-ahead", "um:orders-0,orders-1,orders-2", "um:"]
+    assert h.trackers_answered() == [None, None, "full again", "full", "brokers"]
+
+
+def test_update_metadata_not_built_from_rows_is_never_dropped(
+    servers: Callable[..., Server],
+) -> None:
+    """Without its rows there is nothing to compare: it stays, though the newer one says
+    all the one queued after it says."""
+    h = Held(servers)
+    c = h.c
+    rowless = dataclasses.replace(update_metadata([0], "rowless"), update_metadata_rows=None)
+    try:
+        c.channel.send([rowless])
+        c.channel.send([update_metadata([0], "A")])
+        c.channel.send([update_metadata(None, "B")])
+        assert c.channel.superseded() == 1  # A
+        h.release.set()
+        wait_until(lambda: len(c.answered) == 5, "every answer")
+    finally:
+        c.channel.close()
+    assert h.server.received == [
+        "hold",
+        "taken-ahead",
+        "um:orders-0",
+        "um:orders-0,orders-1,orders-2",
+    ]
+    assert h.trackers_answered() == [None, None, "rowless", "A", "B"]
+
+
+def test_only_update_metadata_at_the_head_of_a_send_replace_one_waiting(
+    servers: Callable[..., Server],
+) -> None:
+    """A send that starts with another request replaces nothing (the UpdateMetadata
+    waiting, even one of the live brokers only, must reach the broker before it), and one
+    that starts with UpdateMetadata replaces only for those before its first other
+    request: what follows that request reaches the broker after it."""
+    h = Held(servers)
+    c = h.c
+    try:
+        c.channel.send([update_metadata([], "brokers")])
+        c.channel.send([h.built.request("other")])
+        c.channel.send([update_metadata([0], "A")])
+        c.channel.send(
+            [update_metadata([], "B"), h.built.request("between"), update_metadata(None, "C")]
+        )
+        assert c.channel.superseded() == 0
+        h.release.set()
+        wait_until(lambda: len(c.answered) == 8, "every answer")
+    finally:
+        c.channel.close()
+    assert h.server.received == [
+        "hold",
+        "taken-ahead",
+        "um:",
+        "other",
+        "um:orders-0",
+        "um:",
+        "between",
+        "um:orders-0,orders-1,orders-2",
+    ]
