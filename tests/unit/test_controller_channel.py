@@ -6,6 +6,7 @@ breaks, and are all reported abandoned when the broker leaves the channel."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import socket
 import threading
 import time
@@ -19,6 +20,7 @@ from controller.context import ControllerContext, LeaderIsrAndControllerEpoch, R
 from controller.request_batch import BrokerRequest, RequestBatch
 from tests.unit.test_wire_client import read_exactly
 from wire.api import ApiKey
+from wire.client import KafkaConnection
 from wire.protocol import decode_request_body, decode_request_header, encode_response, frame_size
 from zkdata.znodes import BrokerRegistration, EndPoint, LeaderAndIsr, TopicPartition
 
@@ -456,7 +458,7 @@ def test_update_metadata_dropped_for_one_never_answered_is_abandoned_with_it(
 
 
 def test_a_broker_leaving_ends_its_request_in_flight_and_its_answer_is_never_delivered(
-    servers: Callable[..., Server],
+    servers: Callable[..., Server], caplog: pytest.LogCaptureFixture
 ) -> None:
     """Kafka's removeBroker shuts the broker's RequestSendThread down (its NetworkClient
     closed): the request in flight fails at once and its callback never runs. An answer
@@ -488,6 +490,8 @@ def test_a_broker_leaving_ends_its_request_in_flight_and_its_answer_is_never_del
         c.channel.close()
     assert c.answered == [], "a removed broker's answer was delivered to the controller"
     assert c.abandoned == [request]
+    # A broker leaving is no failure of the channel: nothing reported as an error.
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 def test_queued_requests_survive_an_endpoint_change_and_leave_in_order(
@@ -505,7 +509,9 @@ def test_queued_requests_survive_an_endpoint_change_and_leave_in_order(
 
     old = servers(before_answer=hold)
     new = servers()
-    c = Connected(old)
+    # t0 is held and the socket timeout is 600 s: t0 reaches the new address only if the
+    # move ends the connection under it (a wait for either fails wait_until's deadline).
+    c = Connected(old, socket_timeout_s=600)
     built = Built()
     requests = [built.request(f"t{i}") for i in range(4)]
     topics = [f"t{i}" for i in range(4)]
@@ -680,3 +686,174 @@ def test_only_update_metadata_at_the_head_of_a_send_replace_one_waiting(
         "between",
         "um:orders-0,orders-1,orders-2",
     ]
+
+
+# --- brokers joining and leaving the channel ------------------------------------------------
+
+
+def test_each_broker_has_its_own_queue_and_a_held_one_holds_up_nobody_else(
+    servers: Callable[..., Server],
+) -> None:
+    """Kafka's controller has one queue and RequestSendThread per broker: requests for
+    several brokers in one send each go to their own broker, in order, and a broker that
+    does not answer delays only its own."""
+    release = threading.Event()
+
+    def hold(topic: str) -> None:
+        if topic == "s0":
+            release.wait(DEADLINE_S)
+
+    slow = servers(before_answer=hold)
+    fast = servers()
+    c = Connected(slow)
+    c.channel.add_broker(8, "127.0.0.1", fast.port)
+    built = Built()
+    to_slow = [built.request(f"s{i}") for i in range(3)]
+    to_fast = [dataclasses.replace(built.request(f"f{i}"), broker_id=8) for i in range(3)]
+    try:
+        c.channel.send([r for pair in zip(to_slow, to_fast, strict=True) for r in pair])
+        wait_until(lambda: len(c.answered) == 3 and slow.received == ["s0"], "broker 8's answers")
+        assert [r for r, _ in c.answered] == to_fast
+        assert c.channel.queue_sizes() == {7: 2, 8: 0}  # s0 sent, s1 and s2 wait
+        release.set()
+        wait_until(lambda: len(c.answered) == 6, "every answer")
+    finally:
+        release.set()
+        c.channel.close()
+    assert [r for r, _ in c.answered] == to_fast + to_slow
+    assert slow.received == ["s0", "s1", "s2"]
+    assert fast.received == ["f0", "f1", "f2"]
+    assert c.abandoned == []
+
+
+def test_a_bounced_broker_gets_a_new_channel_and_what_is_sent_while_it_is_out_is_abandoned(
+    servers: Callable[..., Server],
+) -> None:
+    """A bounced broker (a new epoch) is removed from the channel and added again: a
+    request for it while it is out is reported abandoned at once (Kafka's sendRequest:
+    "Not sending request ... since it is offline"), and the new incarnation gets a new
+    sender, on a new connection."""
+    server = servers()
+    built = Built()
+    c = Connected(server)
+    before, meanwhile, after = (built.request(t) for t in ("t0", "t1", "t2"))
+    try:
+        c.channel.send([before])
+        wait_until(lambda: len(c.answered) == 1, "t0's answer")
+        c.channel.remove_broker(7)
+        assert c.channel.broker_ids() == set()
+        assert c.channel.queue_sizes() == {}
+        c.channel.send([meanwhile])
+        assert c.abandoned == [meanwhile]
+        c.channel.add_broker(7, "127.0.0.1", server.port)
+        assert c.channel.broker_ids() == {7}
+        c.channel.send([after])
+        wait_until(lambda: len(c.answered) == 2, "t2's answer")
+    finally:
+        c.channel.close()
+    assert [r for r, _ in c.answered] == [before, after]
+    assert server.received == ["t0", "t2"]
+    assert server.connections == 2
+    assert c.abandoned == [meanwhile]
+
+
+def test_the_sender_of_a_broker_removed_or_of_a_closed_channel_ends(
+    servers: Callable[..., Server],
+) -> None:
+    """Kafka's removeBroker and shutdown shut the broker's RequestSendThread down, an
+    idle one too: no thread is left waiting for requests that will never come."""
+    server = servers()
+    c = Connected(server)
+    c.channel.add_broker(8, "127.0.0.1", server.port)
+    removed = c.channel._senders[7].thread
+    closed = c.channel._senders[8].thread
+    try:
+        c.channel.send([dataclasses.replace(Built().request("t0"), broker_id=8)])
+        wait_until(lambda: len(c.answered) == 1, "t0's answer")
+        c.channel.remove_broker(7)
+        removed.join(DEADLINE_S)
+        assert not removed.is_alive(), "a removed broker's sender still runs"
+    finally:
+        c.channel.close()
+    closed.join(DEADLINE_S)
+    assert not closed.is_alive(), "a closed channel's sender still runs"
+
+
+def test_an_answer_read_as_its_broker_leaves_is_abandoned_not_delivered(
+    servers: Callable[..., Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer is read, and the broker is removed before it is handed over: once
+    remove_broker returns the controller hears of it only as abandoned."""
+    server = servers()
+    c = Connected(server)
+    request = Built().request("t0")
+    sender = c.channel._senders[7]
+    real_request = KafkaConnection.request
+
+    def answered_as_removed(self: KafkaConnection, *args: Any, **kwargs: Any) -> Any:
+        response = real_request(self, *args, **kwargs)
+        c.channel.remove_broker(7)
+        return response
+
+    monkeypatch.setattr(KafkaConnection, "request", answered_as_removed)
+    try:
+        c.channel.send([request])
+        sender.thread.join(DEADLINE_S)
+        assert not sender.thread.is_alive()
+    finally:
+        c.channel.close()
+    assert server.received == ["t0"]
+    assert c.answered == []
+    assert c.abandoned == [request]
+
+
+def test_a_broker_removed_while_its_connection_is_made_is_sent_nothing(
+    servers: Callable[..., Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """remove_broker finds no connection to end while one is being made: the connection
+    made is closed unused, and the request is abandoned (Kafka closes the removed
+    broker's NetworkClient: nothing more goes out on it)."""
+    server = servers()
+    c = Connected(server)
+    request = Built().request("t0")
+    sender = c.channel._senders[7]
+    real_init = KafkaConnection.__init__
+
+    def connect_as_removed(self: KafkaConnection, *args: Any, **kwargs: Any) -> None:
+        c.channel.remove_broker(7)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(KafkaConnection, "__init__", connect_as_removed)
+    try:
+        c.channel.send([request])
+        sender.thread.join(DEADLINE_S)
+        assert not sender.thread.is_alive()
+    finally:
+        c.channel.close()
+    assert server.received == []
+    assert c.answered == []
+    assert c.abandoned == [request]
+
+
+def test_a_request_whose_body_cannot_be_built_is_abandoned_and_the_next_one_goes(
+    servers: Callable[..., Server],
+) -> None:
+    """Building it again would fail again (the broker is not at fault): it is reported
+    abandoned, not retried, and the requests behind it still go to the broker."""
+    server = servers()
+    built = Built()
+    c = Connected(server)
+
+    def no_body() -> dict[str, Any]:
+        raise ValueError("no body")
+
+    bad = BrokerRequest(7, ApiKey.METADATA, 9, no_body)
+    first, last = built.request("t0"), built.request("t1")
+    try:
+        c.channel.send([first, bad, last])
+        wait_until(lambda: len(c.answered) + len(c.abandoned) >= 3, "every request's fate")
+    finally:
+        c.channel.close()
+    assert c.abandoned == [bad]
+    assert [r for r, _ in c.answered] == [first, last]
+    assert server.received == ["t0", "t1"]
