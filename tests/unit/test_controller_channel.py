@@ -338,6 +338,9 @@ def test_update_metadata_said_again_behind_it_is_dropped(servers: Callable[..., 
     # Written once, in D: each event hears its UpdateMetadata went out then.
     assert written == ["A", "B", "C", "D"]
     assert all(response == {"error_code": 0} for _, response in c.answered[2:])
+    # The dropped ones are handed back without their rows and body (not held twice).
+    assert [r.update_metadata_rows is None for r, _ in c.answered[2:]] == [True] * 3 + [False]
+    assert all(r.shared is None for r, _ in c.answered[2:5])
     assert c.abandoned == []
 
 
@@ -570,14 +573,17 @@ def test_how_long_each_request_waited_in_its_brokers_queue_is_observable(
     built = Built()
     c = Connected(server)
     try:
+        started = time.monotonic()
         c.channel.send([built.request(f"t{i}") for i in range(3)])
         wait_until(lambda: len(c.answered) == 3, "every answer")
         waited = c.channel.queue_times()
+        elapsed_ms = (time.monotonic() - started) * 1000
     finally:
         c.channel.close()
     assert set(waited) == {7}
     assert waited[7]["count"] == 3
     assert waited[7]["max_ms"] >= 190  # the third: two answers of 0.1 s
+    assert waited[7]["max_ms"] <= elapsed_ms  # timed from when it was queued, not before
     assert waited[7]["p50_ms"] >= 90  # the second: one answer
     assert c.channel.queue_times() == {}  # the broker left, and its timer with it
 
@@ -857,3 +863,95 @@ def test_a_request_whose_body_cannot_be_built_is_abandoned_and_the_next_one_goes
     assert c.abandoned == [bad]
     assert [r for r, _ in c.answered] == [first, last]
     assert server.received == ["t0", "t1"]
+
+
+def test_a_broker_registered_again_at_the_same_address_keeps_its_request_in_flight(
+    servers: Callable[..., Server],
+) -> None:
+    """Nothing moved: the connection stays, and the request in flight is not sent again."""
+    release = threading.Event()
+
+    def hold(topic: str) -> None:
+        if topic == "t0":
+            release.wait(DEADLINE_S)
+
+    server = servers(before_answer=hold)
+    c = Connected(server)
+    built = Built()
+    requests = [built.request("t0"), built.request("t1")]
+    try:
+        c.channel.send(requests)
+        wait_until(lambda: server.received == ["t0"], "t0 in flight")
+        c.channel.add_broker(7, "127.0.0.1", server.port)
+        release.set()
+        wait_until(lambda: len(c.answered) + len(c.abandoned) >= 2, "every request's fate")
+    finally:
+        release.set()
+        c.channel.close()
+    assert [r for r, _ in c.answered] == requests
+    assert server.received == ["t0", "t1"]
+    assert server.connections == 1
+
+
+def test_a_moved_brokers_requests_are_abandoned_when_it_is_removed(
+    servers: Callable[..., Server],
+) -> None:
+    """The broker moved while its requests waited: its sender (there is one per broker)
+    still holds them, and removing the broker abandons them all, the one in flight at the
+    new address too. The socket timeout is 600 s: a wait for it fails wait_until."""
+    release = threading.Event()
+    arrived = threading.Event()
+
+    def hold(topic: str) -> None:
+        if topic == "t0":
+            arrived.set()
+            release.wait(DEADLINE_S)
+
+    old = servers(before_answer=hold)
+    new = servers(before_answer=hold)
+    c = Connected(old, socket_timeout_s=600)
+    built = Built()
+    requests = [built.request(f"t{i}") for i in range(3)]
+    try:
+        c.channel.send(requests)
+        wait_until(lambda: old.received == ["t0"], "t0 in flight")
+        arrived.clear()
+        c.channel.add_broker(7, "127.0.0.1", new.port)
+        assert arrived.wait(DEADLINE_S)  # t0 in flight at the new address
+        c.channel.remove_broker(7)
+        wait_until(lambda: len(c.answered) + len(c.abandoned) >= 3, "every request's fate")
+    finally:
+        release.set()
+        c.channel.close()
+    assert c.answered == []
+    assert c.abandoned == requests
+    assert new.received == ["t0"]
+
+
+def test_a_broker_moved_while_its_connection_is_made_is_sent_its_request_at_the_new_address(
+    servers: Callable[..., Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """move_to finds no connection to end while one is being made to the old address:
+    that one is closed unused, and the request goes to the new address."""
+    old = servers()
+    new = servers()
+    c = Connected(old)
+    request = Built().request("t0")
+    real_init = KafkaConnection.__init__
+    moved = threading.Event()
+
+    def connect_as_moved(self: KafkaConnection, *args: Any, **kwargs: Any) -> None:
+        if not moved.is_set():
+            moved.set()
+            c.channel.add_broker(7, "127.0.0.1", new.port)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(KafkaConnection, "__init__", connect_as_moved)
+    try:
+        c.channel.send([request])
+        wait_until(lambda: len(c.answered) + len(c.abandoned) >= 1, "t0's fate")
+    finally:
+        c.channel.close()
+    assert [r for r, _ in c.answered] == [request]
+    assert old.received == []
+    assert new.received == ["t0"]
