@@ -540,7 +540,7 @@ def test_queued_requests_survive_an_endpoint_change_and_leave_in_order(
 
 
 def test_a_broker_registered_under_a_host_no_lookup_can_take_is_retried_not_abandoned(
-    servers: Callable[..., Server],
+    servers: Callable[..., Server], caplog: pytest.LogCaptureFixture
 ) -> None:
     """A registration's host the resolver cannot be asked about ("a..b": socket's IDNA
     encoding raised UnicodeError) is a broker not reachable yet, as an unknown host is:
@@ -562,6 +562,11 @@ def test_a_broker_registered_under_a_host_no_lookup_can_take_is_retried_not_aban
         c.channel.close()
     assert c.abandoned == []
     assert c.answered_topics() == ["t0"]
+    # The failure is told (as Kafka's RequestSendThread warns of each), naming the broker.
+    assert any(
+        r.levelno == logging.WARNING and "request to broker 8 at a..b" in r.getMessage()
+        for r in caplog.records
+    )
 
 
 def test_how_long_each_request_waited_in_its_brokers_queue_is_observable(
@@ -780,8 +785,8 @@ def test_the_sender_of_a_broker_removed_or_of_a_closed_channel_ends(
         removed.join(DEADLINE_S)
         assert not removed.is_alive(), "a removed broker's sender still runs"
     finally:
-        c.channel.close()
-    closed.join(DEADLINE_S)
+        c.channel.close(timeout_s=DEADLINE_S)
+    # close() waits for its senders to end, as Kafka's shutdown awaits each thread.
     assert not closed.is_alive(), "a closed channel's sender still runs"
 
 
@@ -955,3 +960,65 @@ def test_a_broker_moved_while_its_connection_is_made_is_sent_its_request_at_the_
     assert [r for r, _ in c.answered] == [request]
     assert old.received == []
     assert new.received == ["t0"]
+
+
+def test_a_callback_that_fails_stops_nothing_else(servers: Callable[..., Server]) -> None:
+    """The controller's callback failing on an answer, or the event told its request was
+    written failing, is logged: the request still counts as answered, and those behind it
+    still go (Kafka's RequestSendThread catches what its work throws and goes on)."""
+    server = servers()
+    built = Built()
+    answered: list[BrokerRequest] = []
+
+    def on_response(request: BrokerRequest, _response: dict[str, Any]) -> None:
+        answered.append(request)
+        if len(answered) == 1:
+            raise RuntimeError("the controller's callback failed")
+
+    class FailingTracker:
+        def written(self, _request: BrokerRequest) -> None:
+            raise RuntimeError("the written callback failed")
+
+    abandoned: list[BrokerRequest] = []
+    channel = ControllerChannelManager(1, on_response, on_abandon=abandoned.append)
+    channel.add_broker(7, "127.0.0.1", server.port)
+    first = built.request("t0")
+    tracked = dataclasses.replace(built.request("t1"), tracker=FailingTracker())
+    last = built.request("t2")
+    try:
+        channel.send([first, tracked, last])
+        wait_until(lambda: len(answered) + len(abandoned) >= 3, "every request's fate")
+    finally:
+        channel.close()
+    assert answered == [first, tracked, last]
+    assert abandoned == []
+    assert server.received == ["t0", "t1", "t2"]
+
+
+def test_a_channel_told_of_no_abandoned_requests_drops_them_quietly(
+    servers: Callable[..., Server], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without on_abandon, a broker removed with requests waiting logs no error."""
+    release = threading.Event()
+
+    def hold(topic: str) -> None:
+        if topic == "t0":
+            release.wait(DEADLINE_S)
+
+    server = servers(before_answer=hold)
+    answered: list[BrokerRequest] = []
+    channel = ControllerChannelManager(1, lambda r, _: answered.append(r))
+    channel.add_broker(7, "127.0.0.1", server.port)
+    sender = channel._senders[7]
+    built = Built()
+    try:
+        channel.send([built.request(f"t{i}") for i in range(3)])
+        wait_until(lambda: server.received == ["t0"], "t0 in flight")
+        channel.remove_broker(7)
+        sender.thread.join(DEADLINE_S)
+        assert not sender.thread.is_alive()
+    finally:
+        release.set()
+        channel.close()
+    assert answered == []
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
