@@ -1,0 +1,64 @@
+"""Kafka-mode broker ids at their edges (election/broker_identity.py): broker.id 0 is a
+configured id like any other, a generated id is /brokers/seqid's version plus the
+configured reserved.broker.max.id, and meta.properties' version must be exactly 0
+(Kafka 2.8's KafkaServer.getOrGenerateBrokerId and its start-up's version check)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from election.broker_identity import (
+    GenerateId,
+    IdentityError,
+    MetaProperties,
+    UseId,
+    decide_kafka_id,
+    obtain_kafka_id,
+    parse_meta_properties,
+)
+from tests.unit.test_broker_identity import MemoryStore
+
+
+@pytest.mark.parametrize("raw", ["-1", "2"])
+def test_a_meta_properties_version_other_than_0_is_refused(raw: str) -> None:
+    """Kafka 2.8's KafkaServer.startup: "Found unexpected version in loaded
+    meta.properties ... Zk-based brokers only support version 0": a negative version is
+    no more version 0 than 1 is."""
+    with pytest.raises(IdentityError, match=rf"version '{raw}'; only version 0"):
+        parse_meta_properties(f"version={raw}\nbroker.id=1\n", "m")
+
+
+def test_broker_id_0_is_a_configured_id() -> None:
+    """Kafka's getOrGenerateBrokerId tests config.brokerId >= 0: broker.id=0 is used as
+    configured (not generated), and must match the id stored in meta.properties
+    (InconsistentBrokerIdException)."""
+    assert decide_kafka_id(0, {"a": None}, generation_enabled=True) == UseId(0, "config")
+    assert decide_kafka_id(-1, {"a": None}, generation_enabled=True) == GenerateId()
+    stored = {"a": MetaProperties(5)}
+    with pytest.raises(IdentityError, match=r"configured broker\.id 0 does not match"):
+        decide_kafka_id(0, stored, generation_enabled=True)
+    zero = {"a": MetaProperties(0)}
+    assert decide_kafka_id(0, zero, generation_enabled=True) == UseId(0, "meta.properties")
+    with pytest.raises(IdentityError, match=r"configured broker\.id 3 does not match"):
+        decide_kafka_id(3, zero, generation_enabled=True)
+
+
+def test_a_generated_id_is_seqids_version_plus_the_configured_reserved_max(
+    tmp_path: Path,
+) -> None:
+    """KafkaServer.getOrGenerateBrokerId: generateBrokerSequenceId() +
+    config.maxReservedBrokerId, with the configured reserved.broker.max.id (not 1000)."""
+    store = MemoryStore()
+    for expected in (11, 12):
+        outcome = obtain_kafka_id(
+            -1,
+            [str(tmp_path / "data")],
+            generation_enabled=True,
+            reserved_max_id=10,
+            store_factory=lambda: store,
+            crash=lambda _: None,
+        )
+        assert (outcome.broker_id, outcome.source) == (expected, "generated")
+    assert store.seq_version == 2
