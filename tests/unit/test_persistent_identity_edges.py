@@ -1,0 +1,358 @@
+"""The persistent (RocketMQ 5) identity at the edges of its protocol
+(election/broker_identity.py, election/identity_store.py): claims made or met by a copy of
+this disk or by other brokers between our requests, identity files that cannot be read or
+sit in another log directory, the allocation's retries, and ZooKeeper's answers read by
+the store."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kazoo.exceptions import NoAuthError, NodeExistsError
+from kazoo.protocol.states import ZnodeStat
+
+from broker.config import load_broker_config
+from election import identity_store
+from election.broker_identity import (
+    MAX_ALLOCATION_ATTEMPTS,
+    IdentityError,
+    IdentityFiles,
+    IdentityOutcome,
+    IdentityRecord,
+    obtain_persistent_id,
+)
+from election.identity_store import ZkIdentityStore, identity_files
+from tests.unit.fake_cluster import add_topic, empty_cluster
+from tests.unit.fake_zk import FakeZk
+from tests.unit.test_broker_identity import MemoryStore, crash_at, run
+from zkdata import paths
+from zkdata.znodes import IdentityClaim, encode_cluster_id
+
+
+def _obtain(store: MemoryStore, directory: Path, reserved_max: int = 1000) -> IdentityOutcome:
+    return obtain_persistent_id(
+        store,
+        IdentityFiles(directory),
+        cluster_name="c",
+        broker_name="a",
+        address="h:1",
+        reserved_max=reserved_max,
+        crash=crash_at(None),
+    )
+
+
+# --------------------------------------------------------------------------- ApplyBrokerId
+
+
+def test_a_claim_a_copy_of_this_disk_made_before_our_create_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    """A restart re-applying its temp file reads no claim, but its create is refused at
+    once (NodeExists, not a resend): a copy of this disk applied the same temp file in
+    between, and registered under the id. The claim holds our code, yet this start did
+    not make it: the id is given up and the copy's claim left alone."""
+
+    @dataclass
+    class CopyClaimsFirst(MemoryStore):
+        copy_claims: bool = False
+
+        def create_claim(self, claim: IdentityClaim) -> bool | None:
+            if self.copy_claims:
+                self.copy_claims = False
+                self.claims[claim.broker_id] = IdentityClaim(
+                    claim.broker_id,
+                    claim.cluster_name,
+                    claim.broker_name,
+                    "copy:1",
+                    claim.check_code,
+                )
+                self.registered.add(claim.broker_id)
+            return super().create_claim(claim)
+
+    store = CopyClaimsFirst()
+    assert run(store, tmp_path, "a", "after_temp") is None
+    assert store.claims == {}
+    store.copy_claims = True
+    outcome = _obtain(store, tmp_path)
+    assert (outcome.broker_id, outcome.rejected, outcome.source) == (2, [1], "allocated")
+    assert store.claims[1].address == "copy:1"  # the copy's claim, not deleted
+
+
+def test_a_resent_create_after_a_claim_deleted_meanwhile_meets_anothers_claim(
+    tmp_path: Path,
+) -> None:
+    """The claim's create meets another broker's claim; that claim is gone when read
+    (FREE), so the claim is created again; that create's answer is lost and the resend
+    meets a claim holding a third broker's code: the lost send did not make it, the id
+    is another's (TAKEN), and the broker starts over with the next id."""
+
+    @dataclass
+    class Race(MemoryStore):
+        creates: int = 0
+        gets: int = 0
+
+        def create_claim(self, claim: IdentityClaim) -> bool | None:
+            self.creates += 1
+            if self.creates == 2:  # the third broker's claim wins; our resend meets it
+                self.claims[1] = IdentityClaim(1, "c", "third", "h:3", "third's code")
+                return None
+            return super().create_claim(claim)
+
+        def get_claim(self, broker_id: int) -> IdentityClaim | None:
+            self.gets += 1
+            if self.gets == 1:  # the other broker deletes its claim just before
+                self.claims.pop(1, None)
+            return super().get_claim(broker_id)
+
+    store = Race()
+    store.after_read.append(
+        lambda: store.claims.__setitem__(1, IdentityClaim(1, "c", "b", "h:2", "b's code"))
+    )
+    outcome = _obtain(store, tmp_path)
+    assert (outcome.broker_id, outcome.rejected) == (2, [1])
+    assert {i: c.broker_name for i, c in store.claims.items()} == {1: "third", 2: "a"}
+
+
+def test_a_restart_whose_missing_claim_is_taken_meanwhile_stops_the_broker(
+    tmp_path: Path,
+) -> None:
+    """A restart with a final file whose claim is missing claims the id again; another
+    broker's claim made in between wins the create: the id is another's, and the broker
+    stops rather than run under it."""
+
+    @dataclass
+    class Overtaken(MemoryStore):
+        overtake: bool = False
+
+        def create_claim(self, claim: IdentityClaim) -> bool | None:
+            if self.overtake:
+                self.overtake = False
+                self.claims[claim.broker_id] = IdentityClaim(
+                    claim.broker_id, "c", "b", "h:2", "b's code"
+                )
+            return super().create_claim(claim)
+
+    store = Overtaken()
+    assert run(store, tmp_path, "a") == 1
+    del store.claims[1]
+    store.overtake = True
+    with pytest.raises(IdentityError, match="another check code"):
+        _obtain(store, tmp_path)
+    assert store.claims[1].broker_name == "b"
+
+
+def test_a_create_refused_at_once_is_told_from_a_resent_ones() -> None:
+    """ZkIdentityStore.create_claim: False when the claim is there at the first send (not
+    ours to count as made by a lost send); True when it creates it."""
+    zk = empty_cluster()
+    store = ZkIdentityStore(zk)  # type: ignore[arg-type]
+    claim = IdentityClaim(1, "c", "a", "h:1", "code")
+    assert store.create_claim(claim) is True
+    assert store.create_claim(claim) is False
+
+
+# --------------------------------------------------------------------------- GetNextBrokerId
+
+
+def test_a_generated_id_named_by_a_topics_replicas_is_generated_again(tmp_path: Path) -> None:
+    """Past the configured range the id comes from /brokers/seqid; one that a topic's
+    assignment names (its broker down) is in use, as a registered one is: generated again."""
+    store = MemoryStore(registered={1, 2}, assigned={3})
+    outcome = _obtain(store, tmp_path, reserved_max=2)
+    assert (outcome.broker_id, outcome.rejected) == (4, [3])
+
+
+def test_lost_races_are_retried_until_an_id_is_won(tmp_path: Path) -> None:
+    """Each id read is claimed by another broker before this one applies it: it starts over
+    each time, and wins the first id nobody takes first."""
+    store = MemoryStore()
+    for other in (1, 2, 3):
+        store.after_read.append(
+            lambda i=other: store.claims.__setitem__(i, IdentityClaim(i, "c", "x", "h", "x"))
+        )
+    outcome = _obtain(store, tmp_path)
+    assert (outcome.broker_id, outcome.rejected, outcome.attempts) == (4, [1, 2, 3], 4)
+
+
+def test_an_allocation_that_never_wins_gives_up(tmp_path: Path) -> None:
+    """A broker that loses every race stops with an error instead of running forever."""
+
+    @dataclass
+    class AlwaysTaken(MemoryStore):
+        def create_claim(self, claim: IdentityClaim) -> bool | None:
+            self.claims[claim.broker_id] = IdentityClaim(claim.broker_id, "c", "x", "h", "x")
+            return False
+
+    with pytest.raises(IdentityError, match=f"in {MAX_ALLOCATION_ATTEMPTS} attempts"):
+        _obtain(AlwaysTaken(), tmp_path)
+
+
+def test_a_topic_deleted_while_the_ids_are_read_does_not_hide_the_others() -> None:
+    """A topic znode gone between the children's read and the topics' read is skipped;
+    the replicas of the topics after it still count."""
+
+    class DeletesFirstTopic(FakeZk):
+        def get_many(
+            self, path_list: Iterable[str], *, watch: bool = False, batch: int = 0
+        ) -> list[tuple[bytes, ZnodeStat] | None]:
+            self.nodes.pop(paths.topic("a"), None)
+            return super().get_many(path_list, watch=watch, batch=batch)
+
+    base = empty_cluster()
+    add_topic(base, "a", {0: (5,)})
+    add_topic(base, "b", {0: (7,)})
+    zk = DeletesFirstTopic()
+    zk.nodes, zk._zxid = base.nodes, base._zxid
+    known = ZkIdentityStore(zk).known_ids()  # type: ignore[arg-type]
+    assert known.assigned == frozenset({7})
+
+
+def test_a_cluster_id_deleted_while_it_is_created_is_an_error() -> None:
+    """Kafka's createOrGetClusterId: the create meets /cluster/id, which is gone when
+    read: "Failed to get cluster id from Zookeeper", not a crash."""
+
+    class Vanishing(FakeZk):
+        def create(
+            self,
+            path: str,
+            data: bytes = b"",
+            *,
+            ephemeral: bool = False,
+            sequential: bool = False,
+            make_parents: bool = False,
+        ) -> tuple[str, ZnodeStat]:
+            if path == paths.CLUSTER_ID:
+                raise NodeExistsError()
+            return super().create(path, data, ephemeral=ephemeral, make_parents=make_parents)
+
+    zk = Vanishing()
+    with pytest.raises(IdentityError, match="deleted while it was being created"):
+        ZkIdentityStore(zk).cluster_id()  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- identity files
+
+
+def test_a_final_file_that_cannot_be_read_stops_the_broker(tmp_path: Path) -> None:
+    """An identity file that cannot be read (an I/O error, not a missing file) stops the
+    broker, naming it: it is not taken for a first start that allocates a new id."""
+    files = IdentityFiles(tmp_path)
+    files.final_path.mkdir(parents=True)
+    store = MemoryStore()
+    with pytest.raises(IdentityError, match=r"cannot read .*broker-identity"):
+        _obtain(store, tmp_path)
+    assert store.claims == {}
+
+
+def test_a_bad_temp_file_beside_a_final_file_is_removed(tmp_path: Path) -> None:
+    """A temp file that is not a valid identity is dropped, also when a final file is used."""
+    store = MemoryStore()
+    assert run(store, tmp_path, "a") == 1
+    files = IdentityFiles(tmp_path)
+    files.temp_path.write_text("garbage\n")
+    outcome = _obtain(store, tmp_path)
+    assert (outcome.broker_id, outcome.source) == (1, "identity-file")
+    assert not files.temp_path.exists()
+
+
+def _write(directory: Path, broker_id: int, *, temp: bool = False) -> None:
+    files = IdentityFiles(directory)
+    record = IdentityRecord("DefaultCluster", "red", broker_id, f"code{broker_id}")
+    (files.write_temp if temp else files.write_final)(record)
+
+
+def test_the_first_log_dir_holding_identity_files_wins(tmp_path: Path) -> None:
+    """Identity files in the first log directory are this broker's, whatever another one
+    holds (only several holders, none the first, cannot be told apart)."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    _write(dirs[0], 1)
+    _write(dirs[1], 2)
+    assert identity_files([str(d) for d in dirs]).directory == dirs[0]
+
+
+def test_a_temp_file_alone_in_another_log_dir_is_found(tmp_path: Path) -> None:
+    """A broker that crashed with only its temp file, restarted with log.dirs reordered,
+    finds that temp file in the directory now second, and re-applies it."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    dirs[0].mkdir()
+    _write(dirs[1], 3, temp=True)
+    assert identity_files([str(d) for d in dirs]).directory == dirs[1]
+
+
+# --------------------------------------------------------------------------- establish_identity
+
+
+def _persistent_config(data: Path) -> str:
+    return (
+        f"log.dirs={data}\nzookeeper.connect=127.0.0.1:1\n"
+        "broker.identity.mode=persistent\nbroker.name=red\n"
+    )
+
+
+@contextlib.contextmanager
+def _sessions(zk: FakeZk, events: list[str]) -> Iterator[ZkIdentityStore]:
+    events.append("session")
+    yield ZkIdentityStore(zk)  # type: ignore[arg-type]
+
+
+def _establish(
+    monkeypatch: pytest.MonkeyPatch, zk: FakeZk, data: Path, events: list[str] | None = None
+) -> IdentityOutcome:
+    seen: list[str] = [] if events is None else events
+    monkeypatch.setattr(identity_store, "zk_identity_store", lambda *_, **__: _sessions(zk, seen))
+    return identity_store.establish_identity(
+        load_broker_config(text=_persistent_config(data)),
+        "h:1",
+        prepare=lambda: seen.append("prepare"),
+    )
+
+
+def test_a_temp_file_beside_meta_properties_is_reapplied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A persistent broker's directory with meta.properties and only its temp file (its
+    final file lost) is no Kafka-mode broker's: the temp file's id is re-applied."""
+    zk = empty_cluster()
+    zk.put(paths.CLUSTER_ID, encode_cluster_id("cid"))
+    data = tmp_path / "data"
+    _write(data, 1, temp=True)
+    (data / "meta.properties").write_text("version=0\nbroker.id=1\ncluster.id=cid\n")
+    outcome = _establish(monkeypatch, zk, data)
+    assert (outcome.broker_id, outcome.source) == (1, "temp-file")
+
+
+def test_an_identity_unlike_meta_properties_broker_id_stops_the_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """meta.properties' broker.id must be the persistent identity's."""
+    zk = empty_cluster()
+    data = tmp_path / "data"
+    _write(data, 1)
+    (data / "meta.properties").write_text("version=0\nbroker.id=2\n")
+    with pytest.raises(IdentityError, match=r"disagrees with meta\.properties .*broker\.id 2"):
+        _establish(monkeypatch, zk, data)
+
+
+def test_prepare_runs_before_the_identity_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``prepare`` (the broker creates its chroot there) runs before the session opens."""
+    events: list[str] = []
+    outcome = _establish(monkeypatch, empty_cluster(), tmp_path / "data", events)
+    assert outcome.broker_id == 1
+    assert events == ["prepare", "session"]
+
+
+def test_a_zookeeper_error_while_establishing_is_an_identity_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ZooKeeper failure (here NoAuth) stops the broker with a clear error, not a
+    traceback."""
+    zk = empty_cluster()
+    zk.fail_next = [NoAuthError()]
+    with pytest.raises(IdentityError, match="ZooKeeper failed while establishing"):
+        _establish(monkeypatch, zk, tmp_path / "data")
