@@ -7,7 +7,8 @@ the store."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from tests.unit.fake_cluster import add_topic, empty_cluster
 from tests.unit.fake_zk import FakeZk
 from tests.unit.test_broker_identity import MemoryStore, crash_at, run
 from zkdata import paths
+from zkdata.client import CancelledWhileDisconnected
 from zkdata.znodes import IdentityClaim, encode_cluster_id
 
 
@@ -356,3 +358,80 @@ def test_a_zookeeper_error_while_establishing_is_an_identity_error(
     zk.fail_next = [NoAuthError()]
     with pytest.raises(IdentityError, match="ZooKeeper failed while establishing"):
         _establish(monkeypatch, zk, tmp_path / "data")
+
+
+class _MakesParents(FakeZk):
+    """A ZooKeeper that honours make_parents, as ZkClient.create does (kazoo's makepath)."""
+
+    def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequential: bool = False,
+        make_parents: bool = False,
+    ) -> tuple[str, ZnodeStat]:
+        if make_parents:
+            self.ensure_paths([path.rsplit("/", 1)[0]])
+        return super().create(path, data, ephemeral=ephemeral)
+
+
+def test_a_fresh_zookeeper_gets_a_cluster_id_and_a_seqid() -> None:
+    """On a ZooKeeper no broker has started in (no /cluster, no /brokers): /cluster/id is
+    created with its parents (Kafka's createOrGetClusterId creates it recursively), and
+    /brokers/seqid is created and then bumped (generateBrokerSequenceId: versions 1, 2)."""
+    zk = _MakesParents()
+    store = ZkIdentityStore(zk)  # type: ignore[arg-type]
+    created = store.cluster_id()
+    assert store.cluster_id() == created
+    assert paths.CLUSTER_ID in zk.nodes
+    assert [store.generate_seq_id(), store.generate_seq_id()] == [1, 2]
+    assert paths.BROKER_SEQID in zk.nodes
+
+
+def test_a_log_dir_that_cannot_be_looked_into_holds_no_identity_files(tmp_path: Path) -> None:
+    """A log directory whose identity files cannot be looked for (here its name is too long
+    for the file system) holds none: the one other directory holding them is this
+    broker's, not two holders to refuse."""
+    holder = tmp_path / "c"
+    _write(holder, 3)
+    dirs = [tmp_path / "a", tmp_path / ("b" * 300), holder]
+    assert identity_files([str(d) for d in dirs]).directory == holder
+
+
+def test_the_identity_sessions_requests_give_up_once_the_broker_is_asked_to_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The session's store waits for the connection with the broker's stop event: a SIGTERM
+    while ZooKeeper is out of reach stops the start (CancelledWhileDisconnected) instead
+    of waiting for ever."""
+
+    class Disconnected:
+        def __init__(self, *_: object, **__: object) -> None:
+            pass
+
+        def start(self, *, cancelled: threading.Event | None = None) -> None:
+            pass
+
+        def close(self) -> None:
+            pass
+
+        def until_connected(
+            self, fn: Callable[[], object], *, cancelled: threading.Event | None = None
+        ) -> object:
+            # ConnectionLoss: wait for the connection, or give up once cancelled
+            if cancelled is not None and cancelled.is_set():
+                raise CancelledWhileDisconnected("ConnectionLoss")
+            raise AssertionError("would wait for the connection for ever")
+
+    monkeypatch.setattr(identity_store, "ZkClient", Disconnected)
+    stop = threading.Event()
+    stop.set()
+    with (
+        identity_store.zk_identity_store(
+            "127.0.0.1:1", session_timeout_ms=6000, connection_timeout_ms=6000, cancelled=stop
+        ) as store,
+        pytest.raises(CancelledWhileDisconnected),
+    ):
+        store.known_ids()
