@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from election.broker_identity import (
     IdentityFiles,
     IdentityOutcome,
     IdentityRecord,
+    new_check_code,
     obtain_persistent_id,
 )
 from election.identity_store import ZkIdentityStore, identity_files
@@ -435,3 +437,24 @@ def test_the_identity_sessions_requests_give_up_once_the_broker_is_asked_to_stop
         pytest.raises(CancelledWhileDisconnected),
     ):
         store.known_ids()
+
+
+def test_every_replica_of_an_assignment_counts_not_only_the_preferred_one() -> None:
+    """GetNextBrokerId counts each replica a topic names: broker 7, down and only ever a
+    follower, still holds its replicas."""
+    zk = empty_cluster()
+    add_topic(zk, "t", {0: (1, 7), 1: (1, 2, 9)})
+    known = ZkIdentityStore(zk).known_ids()  # type: ignore[arg-type]
+    assert known.assigned == frozenset({1, 2, 7, 9})
+
+
+def test_check_codes_differ_for_brokers_starting_in_the_same_millisecond(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """RocketMQ's check code is address;currentTimeMillis: two brokers on one address in
+    one millisecond (a restart on a reused host:port) would hold the same code and take
+    each other's claim for their own. Ours adds random bits."""
+    monkeypatch.setattr(time, "time_ns", lambda: 1_700_000_000_000_000_000)
+    first, second = new_check_code("h:1"), new_check_code("h:1")
+    assert first.startswith("h:1;1700000000000;")
+    assert first != second
