@@ -14,6 +14,7 @@ from election.broker_identity import (
     IdentityError,
     MetaProperties,
     UseId,
+    check_cluster_id,
     decide_kafka_id,
     obtain_kafka_id,
     parse_meta_properties,
@@ -62,3 +63,15 @@ def test_a_generated_id_is_seqids_version_plus_the_configured_reserved_max(
         )
         assert (outcome.broker_id, outcome.source) == (expected, "generated")
     assert store.seq_version == 2
+
+
+def test_the_cluster_id_of_every_log_dir_is_checked() -> None:
+    """A log directory of another cluster is refused wherever it is in log.dirs, also after
+    one with no meta.properties (Kafka 2.8 checks the cluster id of the directories'
+    merged meta.properties, missing files ignored: InconsistentClusterIdException)."""
+    metas = {"a": None, "b": MetaProperties(1, "cid"), "c": MetaProperties(1, "other")}
+    with pytest.raises(IdentityError, match=r"'other' in c/meta\.properties"):
+        check_cluster_id(metas, "cid")
+    with pytest.raises(IdentityError, match=r"'other' in b/meta\.properties"):
+        check_cluster_id({"a": None, "b": MetaProperties(1, "other")}, "cid")
+    check_cluster_id({"a": None, "b": MetaProperties(1, "cid"), "c": MetaProperties(1)}, "cid")
