@@ -12,9 +12,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
-from kazoo.exceptions import NoAuthError, NodeExistsError
+from kazoo.exceptions import ConnectionLoss, NoAuthError, NodeExistsError
 from kazoo.protocol.states import ZnodeStat
 
 from broker.config import load_broker_config
@@ -27,6 +28,7 @@ from election.broker_identity import (
     IdentityRecord,
     new_check_code,
     obtain_persistent_id,
+    parse_identity,
 )
 from election.identity_store import ZkIdentityStore, identity_files
 from tests.unit.fake_cluster import add_topic, empty_cluster
@@ -35,6 +37,8 @@ from tests.unit.test_broker_identity import MemoryStore, crash_at, run
 from zkdata import paths
 from zkdata.client import CancelledWhileDisconnected
 from zkdata.znodes import IdentityClaim, encode_cluster_id
+
+T = TypeVar("T")
 
 
 def _obtain(store: MemoryStore, directory: Path, reserved_max: int = 1000) -> IdentityOutcome:
@@ -458,3 +462,47 @@ def test_check_codes_differ_for_brokers_starting_in_the_same_millisecond(
     first, second = new_check_code("h:1"), new_check_code("h:1")
     assert first.startswith("h:1;1700000000000;")
     assert first != second
+
+
+def test_a_cluster_id_created_by_another_broker_behind_a_lost_answer_is_read() -> None:
+    """/cluster/id absent when read; another broker creates it before our create, whose
+    answer (NodeExists) is lost; the create sent again meets it too. Either send may have
+    been refused: the id is read, not our proposal taken (Kafka's createOrGetClusterId)."""
+
+    class AnotherCreatesFirst(FakeZk):
+        def __init__(self) -> None:
+            super().__init__()
+            self.put("/cluster", b"")
+            self.lost = False
+
+        def create(
+            self,
+            path: str,
+            data: bytes = b"",
+            *,
+            ephemeral: bool = False,
+            sequential: bool = False,
+            make_parents: bool = False,
+        ) -> tuple[str, ZnodeStat]:
+            if path == paths.CLUSTER_ID and not self.lost:
+                self.lost = True
+                self.put(paths.CLUSTER_ID, encode_cluster_id("another"))
+                raise ConnectionLoss("the answer was lost")
+            return super().create(path, data, ephemeral=ephemeral)
+
+        def until_connected(self, fn: Callable[[], T], *, cancelled: object = None) -> T:
+            while True:
+                with contextlib.suppress(ConnectionLoss):
+                    return fn()
+
+    zk = AnotherCreatesFirst()
+    assert ZkIdentityStore(zk).cluster_id() == "another"  # type: ignore[arg-type]
+    assert zk.lost
+
+
+def test_an_identity_file_without_a_check_code_is_incomplete() -> None:
+    """Every field of the identity file is needed; one without check.code cannot prove
+    its claim, and is named as incomplete."""
+    text = "cluster.name=c\nbroker.name=a\nbroker.id=1\n"
+    with pytest.raises(IdentityError, match=r"f is incomplete: no check\.code"):
+        parse_identity(text, "f")
