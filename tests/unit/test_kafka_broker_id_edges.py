@@ -62,6 +62,7 @@ def test_a_generated_id_is_seqids_version_plus_the_configured_reserved_max(
             crash=lambda _: None,
         )
         assert (outcome.broker_id, outcome.source) == (expected, "generated")
+        assert outcome.identity == str(expected)  # as the status file shows it
     assert store.seq_version == 2
 
 

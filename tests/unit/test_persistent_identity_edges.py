@@ -31,7 +31,7 @@ from election.broker_identity import (
     parse_identity,
 )
 from election.identity_store import ZkIdentityStore, identity_files
-from tests.unit.fake_cluster import add_topic, empty_cluster
+from tests.unit.fake_cluster import add_topic, empty_cluster, register
 from tests.unit.fake_zk import FakeZk
 from tests.unit.test_broker_identity import MemoryStore, crash_at, run
 from zkdata import paths
@@ -506,3 +506,54 @@ def test_an_identity_file_without_a_check_code_is_incomplete() -> None:
     text = "cluster.name=c\nbroker.name=a\nbroker.id=1\n"
     with pytest.raises(IdentityError, match=r"f is incomplete: no check\.code"):
         parse_identity(text, "f")
+
+
+def test_a_static_broker_0_is_counted_as_a_known_id(tmp_path: Path) -> None:
+    """broker.id=0 is a configured id like any other: a registered broker 0 takes no
+    persistent id's place but its own; the first persistent id is 1."""
+    zk = empty_cluster()
+    register(zk, 0)
+    store = ZkIdentityStore(zk)  # type: ignore[arg-type]
+    assert store.known_ids().registered == frozenset({0})
+    outcome = obtain_persistent_id(
+        store,
+        IdentityFiles(tmp_path),
+        cluster_name="c",
+        broker_name="a",
+        address="h:1",
+        crash=crash_at(None),
+    )
+    assert outcome.broker_id == 1
+
+
+def test_a_claim_claimed_again_at_a_restart_records_the_address(tmp_path: Path) -> None:
+    """A restart whose claim is missing from ZooKeeper creates it again, whole: with the
+    broker's address, as the first claim was."""
+    store = MemoryStore()
+    assert run(store, tmp_path, "a", address="h:1") == 1
+    del store.claims[1]
+    outcome = _obtain(store, tmp_path)
+    assert outcome.source == "identity-file"
+    assert (store.claims[1].address, store.claims[1].broker_name) == ("h:1", "a")
+
+
+def test_establishing_uses_the_first_log_dirs_identity_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With identity files in the first and another log directory, the first's are the
+    broker's (establish_identity, as identity_files decides)."""
+    zk = empty_cluster()
+    first, second = tmp_path / "a", tmp_path / "b"
+    _write(first, 1)
+    _write(second, 2)
+    monkeypatch.setattr(
+        identity_store,
+        "zk_identity_store",
+        lambda *_, **__: _sessions(zk, []),
+    )
+    text = (
+        f"log.dirs={first},{second}\nzookeeper.connect=127.0.0.1:1\n"
+        "broker.identity.mode=persistent\nbroker.name=red\n"
+    )
+    outcome = identity_store.establish_identity(load_broker_config(text=text), "h:1")
+    assert (outcome.broker_id, outcome.source) == (1, "identity-file")
