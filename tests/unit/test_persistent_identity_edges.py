@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import pytest
 from kazoo.exceptions import ConnectionLoss, NoAuthError, NodeExistsError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 
 from broker.config import load_broker_config
@@ -557,3 +558,68 @@ def test_establishing_uses_the_first_log_dirs_identity_files(
     )
     outcome = identity_store.establish_identity(load_broker_config(text=text), "h:1")
     assert (outcome.broker_id, outcome.source) == (1, "identity-file")
+
+
+class _Client:
+    """A ZkClient for zk_identity_store: its start fails with ``fails`` (if set); it
+    records that it was closed."""
+
+    fails: Exception | None = None
+    closed: list[bool] = []
+
+    def __init__(self, *_: object, **__: object) -> None:
+        pass
+
+    def start(self, *, cancelled: threading.Event | None = None) -> None:
+        if self.fails is not None:
+            raise self.fails
+
+    def close(self) -> None:
+        _Client.closed.append(True)
+
+
+@pytest.mark.parametrize("fails", [None, CancelledWhileDisconnected("ConnectionLoss")])
+def test_a_stop_while_the_identity_session_connects_is_no_identity_error(
+    monkeypatch: pytest.MonkeyPatch, fails: Exception | None
+) -> None:
+    """A SIGTERM while the identity session waits for ZooKeeper stops the start as such
+    (CancelledWhileDisconnected), not as a failure to connect; a session opened is closed
+    once the identity is established."""
+    monkeypatch.setattr(_Client, "fails", fails)
+    monkeypatch.setattr(_Client, "closed", [])
+    monkeypatch.setattr(identity_store, "ZkClient", _Client)
+    session = identity_store.zk_identity_store(
+        "127.0.0.1:1", session_timeout_ms=6000, connection_timeout_ms=6000
+    )
+    if fails is None:
+        with session:
+            assert _Client.closed == []
+        assert _Client.closed == [True]
+    else:
+        with pytest.raises(CancelledWhileDisconnected), session:
+            pass
+
+
+def test_a_session_that_cannot_connect_is_an_identity_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_Client, "fails", KazooTimeoutError("Connection time-out"))
+    monkeypatch.setattr(identity_store, "ZkClient", _Client)
+    with (
+        pytest.raises(IdentityError, match=r"cannot connect to ZooKeeper at 127\.0\.0\.1:1"),
+        identity_store.zk_identity_store(
+            "127.0.0.1:1", session_timeout_ms=6000, connection_timeout_ms=6000
+        ),
+    ):
+        pass
+
+
+def test_a_zookeeper_timeout_while_establishing_is_an_identity_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request timing out (KazooTimeoutError, no KazooException) is reported as the
+    identity's failure, not a traceback."""
+    zk = empty_cluster()
+    zk.fail_next = [KazooTimeoutError("timed out")]
+    with pytest.raises(IdentityError, match="ZooKeeper failed while establishing"):
+        _establish(monkeypatch, zk, tmp_path / "data")
