@@ -63,6 +63,7 @@ def test_a_generated_id_is_seqids_version_plus_the_configured_reserved_max(
         )
         assert (outcome.broker_id, outcome.source) == (expected, "generated")
         assert outcome.identity == str(expected)  # as the status file shows it
+        assert outcome.attempts == 1
     assert store.seq_version == 2
 
 
@@ -76,3 +77,29 @@ def test_the_cluster_id_of_every_log_dir_is_checked() -> None:
     with pytest.raises(IdentityError, match=r"'other' in b/meta\.properties"):
         check_cluster_id({"a": None, "b": MetaProperties(1, "other")}, "cid")
     check_cluster_id({"a": None, "b": MetaProperties(1, "cid"), "c": MetaProperties(1)}, "cid")
+
+
+def test_an_id_generated_after_the_cluster_id_check_uses_the_same_session(
+    tmp_path: Path,
+) -> None:
+    """A meta.properties naming the cluster but no broker.id: /cluster/id is read and the
+    id generated in one ZooKeeper session (docs/broker-identity.md's round trips)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "meta.properties").write_text("version=0\ncluster.id=cid\n")
+    store = MemoryStore()
+    sessions: list[MemoryStore] = []
+
+    def factory() -> MemoryStore:
+        sessions.append(store)
+        return store
+
+    outcome = obtain_kafka_id(
+        -1,
+        [str(data)],
+        generation_enabled=True,
+        reserved_max_id=1000,
+        store_factory=factory,
+        crash=lambda _: None,
+    )
+    assert (outcome.broker_id, outcome.zk_requests, len(sessions)) == (1001, 2, 1)

@@ -623,3 +623,35 @@ def test_a_zookeeper_timeout_while_establishing_is_an_identity_error(
     zk.fail_next = [KazooTimeoutError("timed out")]
     with pytest.raises(IdentityError, match="ZooKeeper failed while establishing"):
         _establish(monkeypatch, zk, tmp_path / "data")
+
+
+def test_a_temp_file_that_cannot_be_removed_stops_the_broker(tmp_path: Path) -> None:
+    """A temp file that can be neither read nor removed (here a directory in its place)
+    stops the broker with the file named, not a traceback."""
+    store = MemoryStore()
+    assert run(store, tmp_path, "a") == 1
+    temp = IdentityFiles(tmp_path).temp_path
+    temp.mkdir()
+    (temp / "x").write_text("x")
+    with pytest.raises(IdentityError, match=r"cannot remove .*broker-identity-temp"):
+        _obtain(store, tmp_path)
+
+
+def test_meta_properties_of_every_log_dir_must_name_the_identity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only the first log directory's meta.properties must hold the identity's
+    broker.id: one in another directory naming another broker stops the broker too."""
+    zk = empty_cluster()
+    first, second = tmp_path / "a", tmp_path / "b"
+    _write(first, 1)
+    (first / "meta.properties").write_text("version=0\nbroker.id=1\n")
+    second.mkdir()
+    (second / "meta.properties").write_text("version=0\nbroker.id=2\n")
+    monkeypatch.setattr(identity_store, "zk_identity_store", lambda *_, **__: _sessions(zk, []))
+    text = (
+        f"log.dirs={first},{second}\nzookeeper.connect=127.0.0.1:1\n"
+        "broker.identity.mode=persistent\nbroker.name=red\n"
+    )
+    with pytest.raises(IdentityError, match=r"disagrees with meta\.properties in .*b \(broker"):
+        identity_store.establish_identity(load_broker_config(text=text), "h:1")
