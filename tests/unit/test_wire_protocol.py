@@ -9,12 +9,14 @@ import pytest
 from wire.api import ApiKey, version_range
 from wire.errors import DecodeError, EncodeError, ErrorCode, UnsupportedVersionError
 from wire.protocol import (
+    EncodedBody,
     decode_request_body,
     decode_request_header,
     decode_response,
     encode_request,
     encode_response,
     frame_size,
+    request_codec,
     request_header_version,
     response_header_version,
 )
@@ -145,6 +147,20 @@ def test_frame_size_limits() -> None:
         frame_size(b"\x00\x00\x01\x00", max_size=255)
     with pytest.raises(DecodeError):
         frame_size(b"\x00")
+    # As Kafka's NetworkReceive: only a size above the maximum is refused.
+    assert frame_size(b"\x00\x00\x01\x00", max_size=256) == 256
+    assert frame_size(b"\x00\x00\x00\x00") == 0
+
+
+def test_an_encoded_body_goes_only_with_its_own_api_key_and_version() -> None:
+    body = {"group_id": "g", "generation_id": 1, "member_id": "m"}
+    encoded = EncodedBody(ApiKey.HEARTBEAT, 1, request_codec(ApiKey.HEARTBEAT, 1).encode(body))
+    frame = encode_request(ApiKey.HEARTBEAT, 1, 7, "c", encoded)
+    assert frame == encode_request(ApiKey.HEARTBEAT, 1, 7, "c", body)
+    with pytest.raises(ValueError, match="encoded for api key 12 v1 sent as api key 12 v2"):
+        encode_request(ApiKey.HEARTBEAT, 2, 7, "c", encoded)
+    with pytest.raises(ValueError, match="sent as api key 1 v1"):
+        encode_request(ApiKey.FETCH, 1, 7, "c", encoded)
 
 
 def test_encode_errors_carry_the_message_name() -> None:
