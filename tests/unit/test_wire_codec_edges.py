@@ -234,3 +234,36 @@ def test_a_null_tagged_field_whose_default_is_null_is_not_written() -> None:
     assert plain == encode("FetchRequest", 12, {})
     tagged = encode("FetchRequest", 12, {"cluster_id": "c"})
     assert tagged == plain[:-1] + b"\x01\x00\x02\x02c"
+
+
+def test_unknown_tagged_fields_alone_are_written_where_known_tags_could_be() -> None:
+    # ApiVersionsResponse v3 has known tagged fields (0-3), all default here: the unknown
+    # one read before still goes out.
+    body = {UNKNOWN_TAGGED_FIELDS: {9: b"z"}}
+    data = encode("ApiVersionsResponse", 3, body)
+    assert data.endswith(b"\x01\x09\x01z")
+    assert decode("ApiVersionsResponse", 3, data)[UNKNOWN_TAGGED_FIELDS] == {9: b"z"}
+
+
+@pytest.mark.parametrize(
+    ("message", "version", "data"),
+    [
+        ("DescribeGroupsRequest", 0, struct.pack(">i", 1000) + b"\x00\x01g"),  # strings
+        ("DescribeGroupsRequest", 5, _uvarint(1001) + b"\x02g"),  # compact strings
+    ],
+)
+def test_an_array_of_strings_claiming_more_elements_than_bytes_left_is_refused_at_once(
+    message: str, version: int, data: bytes
+) -> None:
+    # As Kafka's generated readers ("Tried to read 1000 elements, but there are only 3
+    # bytes remaining"): each element takes at least a byte, so the count alone says so.
+    with pytest.raises(DecodeError, match="field 'groups' claims 1000 elements"):
+        decode(message, version, data)
+
+
+def test_a_tagged_struct_that_is_null_or_no_dict_is_refused_not_left_out() -> None:
+    # FetchResponse v12's diverging_epoch is a tagged struct that is not nullable.
+    with pytest.raises(EncodeError, match="diverging_epoch: null is not allowed"):
+        encode("FetchResponse", 12, _fetch_response_v12(None))  # type: ignore[arg-type]
+    with pytest.raises(EncodeError, match="diverging_epoch"):
+        encode("FetchResponse", 12, _fetch_response_v12([1, 2]))  # type: ignore[arg-type]
