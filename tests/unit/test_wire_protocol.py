@@ -117,6 +117,20 @@ def test_unknown_api_key_and_unsupported_version() -> None:
         encode_request(99, 0, 1, "c", {})
 
 
+def test_a_body_or_response_no_codec_can_read_is_a_decode_error() -> None:
+    # A reader catches DecodeError for what it cannot read: an unknown key or a version
+    # outside the schema must not escape as KeyError or UnsupportedVersionError there.
+    with pytest.raises(DecodeError, match="unknown API key 99"):
+        decode_request_body(99, 0, b"\x00\x00", 0)
+    frame = encode_response(ApiKey.HEARTBEAT, 0, 3, {"error_code": 0})[4:]
+    with pytest.raises(DecodeError, match="HeartbeatResponse has no version 99"):
+        decode_response(ApiKey.HEARTBEAT, 99, frame)
+    assert decode_response(ApiKey.HEARTBEAT, 0, frame) == (
+        3,
+        {"throttle_time_ms": 0, "error_code": 0},
+    )
+
+
 def test_trailing_bytes_are_malformed() -> None:
     frame = encode_request(ApiKey.HEARTBEAT, 0, 1, "c", {"group_id": "g"})[4:]
     _header, offset = decode_request_header(frame)
