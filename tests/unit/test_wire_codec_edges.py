@@ -5,12 +5,14 @@ struct fields a version cannot carry (Kafka 2.8's ByteUtils and generated *Data 
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import Any
 
 import pytest
 
 from wire.codec import (
     UNKNOWN_TAGGED_FIELDS,
+    ZERO_UUID,
     _read_uvarint,
     _uvarint,
     compile_codec,
@@ -89,6 +91,8 @@ def test_an_unknown_tagged_field_running_past_the_input_is_truncated() -> None:
     codec = get_codec("ApiVersionsRequest", 3)
     with pytest.raises(DecodeError, match="truncated input: tagged field of 5 bytes"):
         codec.decode_from(data, 0)
+    with pytest.raises(DecodeError, match="truncated input: tagged field of 3 bytes"):
+        codec.decode_from(b"\x01\x01" + b"\x01" + b"\x09\x03ab", 0)  # one byte short
     # The same field inside a struct whose message goes on after it.
     partition = {
         "partition_index": 0,
@@ -267,3 +271,40 @@ def test_a_tagged_struct_that_is_null_or_no_dict_is_refused_not_left_out() -> No
         encode("FetchResponse", 12, _fetch_response_v12(None))  # type: ignore[arg-type]
     with pytest.raises(EncodeError, match="diverging_epoch"):
         encode("FetchResponse", 12, _fetch_response_v12([1, 2]))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("message", "version", "data"),
+    [
+        ("DescribeGroupsRequest", 5, b""),  # no compact count
+        ("DescribeGroupsRequest", 5, b"\x02\x02"),  # a string length and no string
+        ("ApiVersionsRequest", 3, b"\x01\x01"),  # no tagged section
+        ("ApiVersionsRequest", 3, b"\x01\x01\x01\x09"),  # a tag and no size
+    ],
+)
+def test_input_ending_where_a_byte_was_due_is_a_truncation_error(
+    message: str, version: int, data: bytes
+) -> None:
+    with pytest.raises(DecodeError, match=f"{message} v{version}: truncated input"):
+        decode(message, version, data)
+
+
+# A uuid field (v1+, not ignorable) that v0 cannot carry.
+LATE_ID = MessageSpec(
+    name="LateIdRequest",
+    type="request",
+    api_key=None,
+    valid_versions="0-1",
+    flexible_versions="none",
+    fields=(F("Id", "uuid", "1+"),),
+)
+
+
+def test_a_uuid_the_version_cannot_carry_may_be_given_as_sixteen_zero_bytes() -> None:
+    # The zero uuid is its default however it is given; any other value is refused.
+    codec = compile_codec(LATE_ID, 0)
+    assert codec.encode({"id": bytes(16)}) == codec.encode({"id": ZERO_UUID}) == b""
+    with pytest.raises(EncodeError, match="id: not in this version"):
+        codec.encode({"id": b"\x01" * 16})
+    with pytest.raises(EncodeError, match="id: not in this version"):
+        codec.encode({"id": uuid.UUID(int=1)})
