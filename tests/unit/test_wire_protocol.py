@@ -9,6 +9,7 @@ import pytest
 from wire.api import ApiKey, version_range
 from wire.errors import DecodeError, EncodeError, ErrorCode, UnsupportedVersionError
 from wire.protocol import (
+    MAX_FRAME_SIZE,
     EncodedBody,
     decode_request_body,
     decode_request_header,
@@ -94,8 +95,9 @@ def test_null_client_id() -> None:
 def test_unknown_api_key_and_unsupported_version() -> None:
     with pytest.raises(DecodeError, match="unknown API key 99"):
         decode_request_header(b"\x00\x63\x00\x00\x00\x00\x00\x01\x00\x00")
-    with pytest.raises(DecodeError, match="too short"):
-        decode_request_header(b"\x00\x03")
+    for short in (b"", b"\x00\x03", b"\x00\x03\x00"):  # no whole api key and version
+        with pytest.raises(DecodeError, match="too short"):
+            decode_request_header(short)
     # A version newer than ours still has a readable header, so the broker can answer.
     frame = b"\x00\x12\x00\x09\x00\x00\x00\x05\x00\x01c\x00" + b"\x00\x00"
     header, offset = decode_request_header(frame)
@@ -164,6 +166,11 @@ def test_frame_size_limits() -> None:
     # As Kafka's NetworkReceive: only a size above the maximum is refused.
     assert frame_size(b"\x00\x00\x01\x00", max_size=256) == 256
     assert frame_size(b"\x00\x00\x00\x00") == 0
+    # The default is Kafka's socket.request.max.bytes default, 104857600.
+    assert MAX_FRAME_SIZE == 104857600
+    assert frame_size(struct.pack(">i", 104857600)) == 104857600
+    with pytest.raises(DecodeError, match=r"outside 0\.\.104857600"):
+        frame_size(struct.pack(">i", 104857601))
 
 
 def test_an_encoded_body_goes_only_with_its_own_api_key_and_version() -> None:
