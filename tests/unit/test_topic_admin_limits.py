@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 from kazoo.protocol.states import ZnodeStat
 
-from admin import topics
+from admin import metadata, topics
 from admin.errors import (
+    AdminError,
     ConcurrentChangeError,
     InvalidArgumentError,
     PartitionCountError,
@@ -230,3 +231,47 @@ def test_a_config_to_add_is_validated_with_the_arguments(config: str, problem: s
     anything: a bad one is an argument error, found before any topic is read."""
     with pytest.raises(InvalidArgumentError, match=problem):
         topics.parse_config_alteration("t", [config], [])
+
+
+@pytest.mark.parametrize(
+    ("given", "missing"),
+    [
+        ({"partitions": 3}, "missing --replication-factor"),
+        ({"replication_factor": 2}, "missing --partitions"),
+        ({}, "missing --partitions and --replication-factor"),
+    ],
+)
+def test_a_create_request_without_an_assignment_needs_both_counts(
+    given: dict[str, int], missing: str
+) -> None:
+    """TopicCommand with --zookeeper requires --partitions and --replication-factor unless
+    --replica-assignment is given."""
+    with pytest.raises(InvalidArgumentError, match=f"^{missing} "):
+        topics.parse_create_request("t", **given)  # type: ignore[arg-type]
+
+
+def test_describe_names_a_topic_given_twice_once() -> None:
+    zk = tree_with_topic("t", {0: [1]}, (1,))
+    result = topics.describe_topics(zk, ["t", "t"])  # type: ignore[arg-type]
+    assert [t.name for t in result.topics] == ["t"]
+
+
+def test_describing_every_topic_skips_one_deleted_while_it_was_read() -> None:
+    """Every topic: one listed under /brokers/topics whose znode is gone by the time it is
+    read (being deleted) is left out, not an error as a topic named and missing is."""
+    zk = tree_with_topic("t", {0: [1]}, (1,))
+    zk.put(paths.partition_state("gone", 0), b"{}")  # its children remain, not its znode
+    assert "gone" in metadata.topic_names(zk)  # type: ignore[arg-type]
+    result = topics.describe_topics(zk)  # type: ignore[arg-type]
+    assert [t.name for t in result.topics] == ["t"]
+    with pytest.raises(UnknownTopicError, match="'gone'"):
+        topics.describe_topics(zk, ["t", "gone"])  # type: ignore[arg-type]
+
+
+def test_a_config_key_deleted_twice_is_deleted_once() -> None:
+    assert topics.parse_config_alteration("t", [], ["retention.ms", "retention.ms,segment.ms"]) == (
+        {},
+        ["retention.ms", "segment.ms"],
+    )
+    with pytest.raises(AdminError, match=r"^cannot delete config\(s\) segment.ms: not set"):
+        topics.plan_config_alteration({"retention.ms": "1"}, {}, ["retention.ms", "segment.ms"])
