@@ -105,3 +105,30 @@ def test_an_election_bigger_than_a_znode_is_refused_before_anything_is_written()
     one = elect.start_preferred_election(zk, elect.parse_scope(topic=name, partition=7))  # type: ignore[arg-type]
     assert one.partitions == [TopicPartition(name, 7)]
     assert paths.PREFERRED_REPLICA_ELECTION in zk.nodes
+
+
+def test_partitions_are_elected_in_topic_and_partition_order() -> None:
+    """Whatever order the topic znodes list them in (a znode written by another tool need
+    not list its partitions in order), the znode and the report are in order."""
+    shuffled = {
+        "b": TopicAssignment("b", {2: (1,), 0: (1,), 1: (1,)}),
+        "a": TopicAssignment("a", {1: (1,), 0: (1,)}),
+    }
+    everything = elect.resolve_scope(elect.parse_scope(all_partitions=True), shuffled, [])
+    assert everything == [
+        TopicPartition("a", 0),
+        TopicPartition("a", 1),
+        TopicPartition("b", 0),
+        TopicPartition("b", 1),
+        TopicPartition("b", 2),
+    ]
+    one = elect.resolve_scope(elect.parse_scope(topic="b"), shuffled, [])
+    assert one == [TopicPartition("b", p) for p in range(3)]
+
+
+@pytest.mark.parametrize(
+    "entry", ['{"topic":5,"partition":0}', '{"partition":0}', '{"topic":null,"partition":0}', "7"]
+)
+def test_an_entry_needs_a_string_topic(entry: str) -> None:
+    with pytest.raises(InvalidArgumentError, match="needs a string 'topic'"):
+        elect.parse_election_json(f'{{"partitions":[{entry}]}}', "f.json")

@@ -93,3 +93,25 @@ def test_a_target_in_a_malformed_topic_znode_is_reported_as_such() -> None:
     assert str(info.value) == (
         "cannot reassign: topic 'bad' has a malformed znode /brokers/topics/bad"
     )
+
+
+@pytest.mark.parametrize(
+    ("partitions", "problem"),
+    [
+        ("[1]", "partition entry 1 is not an object"),
+        ('[["t",0,[1]]]', 'partition entry ["t", 0, [1]] is not an object'),
+        ('[{"topic":5,"partition":0,"replicas":[1]}]', "'topic' must be a string"),
+        ('[{"topic":null,"partition":0,"replicas":[1]}]', "'topic' must be a string"),
+        ('[{"partition":0,"replicas":[1]}]', "'topic' must be a string"),
+    ],
+)
+def test_an_entry_of_another_shape_is_an_argument_error(partitions: str, problem: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"^f\.json: ") as info:
+        reassign.parse_reassignment_json(f'{{"version":1,"partitions":{partitions}}}', "f.json")
+    assert problem in str(info.value)
+
+
+@pytest.mark.parametrize("partitions", ["5", '"t-0"', '{"topic":"t"}', "null"])
+def test_partitions_that_are_no_list_are_an_argument_error(partitions: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"^f\.json: 'partitions' must be a list$"):
+        reassign.parse_reassignment_json(f'{{"version":1,"partitions":{partitions}}}', "f.json")
