@@ -348,6 +348,9 @@ def test_a_member_the_leader_left_out_gets_an_empty_assignment() -> None:
     ("member_id", "generation", "protocol_type", "protocol_name", "error"),
     [
         ("nobody", 1, None, None, ErrorCode.UNKNOWN_MEMBER_ID),
+        # Kafka 2.8's doSyncGroup: the member first, then the generation, then protocols.
+        ("nobody", 2, "connect", "roundrobin", ErrorCode.UNKNOWN_MEMBER_ID),
+        ("b", 2, "connect", "roundrobin", ErrorCode.ILLEGAL_GENERATION),
         ("b", 2, None, None, ErrorCode.ILLEGAL_GENERATION),
         ("b", 0, None, None, ErrorCode.ILLEGAL_GENERATION),
         ("b", 1, "connect", None, ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
@@ -411,6 +414,11 @@ def test_heartbeat_answers_by_state() -> None:
     )
     assert (
         group.heartbeat(member_id="zed", generation_id=1, now_ms=5000)
+        == ErrorCode.UNKNOWN_MEMBER_ID
+    )
+    # (Kafka 2.8's handleHeartbeat: an unknown member before a wrong generation.)
+    assert (
+        group.heartbeat(member_id="zed", generation_id=2, now_ms=5000)
         == ErrorCode.UNKNOWN_MEMBER_ID
     )
     rejoin(group, "a", 6000)  # the leader rejoins: a rebalance
@@ -2074,6 +2082,6 @@ def test_deadlines_take_now_and_the_empty_group_records_the_wall_clock() -> None
     # A leave too.
     join_new(group, "b", 20_000)
     group.tick(20_000 + DELAY)
-    assert group.state is GroupState.COMPLETING_REBALANCE
+    assert state(group) is GroupState.COMPLETING_REBALANCE
     _, _ = group.leave(["b"], 20_000 + DELAY + 1, wall_ms=6_000_000)
     assert group.empty_since_ms == 6_000_000
