@@ -116,7 +116,9 @@ def test_join_group_and_sync_group_are_advertised_as_kafka_2_8_serves_them() -> 
 
 
 @pytest.mark.parametrize(
-    ("join_version", "sync_version"), [(0, 0), (1, 1), (2, 2), (5, 3), (6, 4), (7, 5)]
+    ("join_version", "sync_version"),
+    # (JoinGroup v4 is the first told MEMBER_ID_REQUIRED, KIP-394: v3 is answered at once.)
+    [(0, 0), (1, 1), (2, 2), (3, 2), (4, 2), (5, 3), (6, 4), (7, 5)],
 )
 def test_a_member_joins_and_syncs_at_each_version(
     broker: Broker, join_version: int, sync_version: int
