@@ -225,3 +225,40 @@ def test_describe_groups_answers_a_groups_authorized_operations_when_asked(
     decoded = answered(ApiKey.DESCRIBE_GROUPS, version, apis.describe_groups(version, body, {}))
     expected = (1 << 3 | 1 << 8 | 1 << 6) if asked else -(2**31)
     assert decoded["groups"][0]["authorized_operations"] == expected
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_leave_group_before_v3_answers_the_members_own_error(tmp_path: Path, version: int) -> None:
+    """LeaveGroup v0-v2 has one error field: the group's, else the member's (Kafka 2.8's
+    LeaveGroupResponse.getError), so a member the group does not know is told
+    UNKNOWN_MEMBER_ID, and a known one NONE."""
+    node = Node(tmp_path)
+    try:
+        node.lead()
+        node.wait_loaded(G0)
+        apis = GroupApis(node.groups, metadata_knowing({}), None, offsets_replication_factor=1)
+
+        def leave(member_id: str) -> int:
+            body = through_the_wire(
+                ApiKey.LEAVE_GROUP, version, {"group_id": G0, "member_id": member_id}
+            )
+            response = answered(ApiKey.LEAVE_GROUP, version, apis.leave_group(version, body, {}))
+            return int(response["error_code"])
+
+        assert leave("stranger") == ErrorCode.UNKNOWN_MEMBER_ID
+        joined = node.groups.join_group(
+            G0,
+            "",
+            require_known_member_id=False,
+            client_id="c",
+            client_host="/127.0.0.1",
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=10_000,
+            protocol_type="consumer",
+            protocols=(("range", b"meta"),),
+        )
+        assert joined.error == ErrorCode.NONE
+        assert leave(joined.member_id) == ErrorCode.NONE
+        assert leave(joined.member_id) == ErrorCode.UNKNOWN_MEMBER_ID
+    finally:
+        node.close()
