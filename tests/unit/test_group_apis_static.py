@@ -96,6 +96,12 @@ def test_join_group_passes_the_instance_id_and_answers_at_each_version(version: 
     response = apis.join_group(version, body, {"client_id": "c"}, "/127.0.0.1")
     decoded = answered(ApiKey.JOIN_GROUP, version, response)
     assert coordinator.calls[0][2]["group_instance_id"] == ("a" if version >= 5 else None)
+    # The header's client id and the connection's host (a new member's id starts with the
+    # client id, Kafka 2.8's generateMemberId; DescribeGroups shows both).
+    assert (coordinator.calls[0][2]["client_id"], coordinator.calls[0][2]["client_host"]) == (
+        "c",
+        "/127.0.0.1",
+    )
     members = {m["member_id"]: m.get("group_instance_id") for m in decoded["members"]}
     assert members == ({"a-1": "a", "d-1": None} if version >= 5 else {"a-1": None, "d-1": None})
 
