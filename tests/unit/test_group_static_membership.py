@@ -432,3 +432,19 @@ def test_any_history_keeps_one_member_per_instance_id(
             assert ids[member_id] == inst
         assert len(group.static_members) == len(group.members)
         assert (group.leader in group.members) == bool(group.members)
+
+
+def test_a_failed_write_puts_the_old_subscription_back_too() -> None:
+    """Kafka 2.8's updateStaticMemberAndRebalance, its write failed: updateMember with the
+    old protocols, then replaceGroupInstance back. The member restarted with another
+    subscription (the same protocol, so no rebalance) keeps the old one, as the group
+    record a new coordinator reads still says."""
+    group = stable_static_group(persist=True)
+    changed = (("range", b"other-topics"),)
+    answers = join_static(group, "b", "b2", DELAY + 10, protocols=changed)
+    assert answers.replacement is not None
+    assert group.members["b2"].protocols == changed
+    group.static_replacement_failed(answers.replacement, ErrorCode.NOT_COORDINATOR)
+    assert group.members["b1"].protocols == RANGE
+    subscriptions = {m.member_id: m.subscription for m in group.to_metadata(DELAY + 20).members}
+    assert subscriptions == {"a1": b"range-meta", "b1": b"range-meta"}
