@@ -5,7 +5,7 @@ session would otherwise end just after such a request stays in the group."""
 from __future__ import annotations
 
 from groups.membership import GroupState
-from tests.unit.test_group_membership import DELAY, SESSION, state
+from tests.unit.test_group_membership import DELAY, SESSION, rejoin, stable_group, state
 from tests.unit.test_group_static_membership import join_static, stable_static_group
 from wire.errors import ErrorCode
 
@@ -22,3 +22,18 @@ def test_a_restarted_static_member_gets_a_new_session() -> None:
     assert set(group.members) == {"a1", "b2"}
     assert state(group) is GroupState.STABLE
     assert group.next_deadline_ms() == end - 1 + SESSION
+
+
+def test_a_member_rejoining_with_another_session_timeout_gets_that_session() -> None:
+    """updateMemberAndRebalance: a known member's JoinGroup updates its session timeout
+    (and its rebalance timeout) with its protocols; the next generation's session and the
+    group's record use the new one."""
+    group = stable_group("a")
+    longer = 2 * SESSION
+    now = DELAY + 1000
+    answers = rejoin(group, "a", now, session=longer)  # the leader: a rebalance, at once
+    assert answers.joins["a"].generation_id == 2
+    assert group.members["a"].session_timeout_ms == longer
+    assert not group.tick(now + SESSION)
+    assert set(group.members) == {"a"}
+    assert [m.session_timeout_ms for m in group.to_metadata(now).members] == [longer]
