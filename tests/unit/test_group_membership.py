@@ -607,6 +607,7 @@ def test_nobody_rejoining_in_time_leaves_the_group_empty() -> None:
     assert group.protocol_type == "consumer"  # kept, as Kafka's initNextGeneration keeps it
     empty = group.to_metadata(4000 + REBALANCE)
     assert (empty.protocol_type, empty.protocol, empty.members) == ("consumer", None, ())
+    assert empty.leader is None  # (Kafka's leaderOrNull: no leader is null, not "")
     back = Group.from_metadata("g", empty, LIMITS, 0)
     assert (back.state, back.protocol_type) == (GroupState.EMPTY, "consumer")
 
