@@ -379,6 +379,7 @@ def test_not_coordinator_before_leader_and_isr_then_loading_until_loaded(
     assert join(groups, G0).error == ErrorCode.NOT_COORDINATOR
     assert sync(groups, G0, "m", 1).error == ErrorCode.NOT_COORDINATOR
     assert groups.heartbeat(G0, "m", 1) == ErrorCode.NOT_COORDINATOR
+    assert groups.leave_group_members(G0, [("m", None)]) == (ErrorCode.NOT_COORDINATOR, [])
     assert commit(groups, G0, {tp("t", 0): offset(1)}) == {tp("t", 0): ErrorCode.NOT_COORDINATOR}
     assert groups.fetch_offsets(G0, None) == (ErrorCode.NOT_COORDINATOR, {})
 
@@ -388,6 +389,11 @@ def test_not_coordinator_before_leader_and_isr_then_loading_until_loaded(
     assert join(groups, G0).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     assert sync(groups, G0, "m", 1).error == ErrorCode.REBALANCE_IN_PROGRESS
     assert groups.heartbeat(G0, "m", 1) == ErrorCode.NONE  # (Kafka's blind answer)
+    # (Kafka 2.8's handleLeaveGroup: validateGroupStatus's error, no member's.)
+    assert groups.leave_group_members(G0, [("m", None)]) == (
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        [],
+    )
     assert commit(groups, G0, {tp("t", 0): offset(1)}) == {
         tp("t", 0): ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     }
