@@ -130,3 +130,32 @@ def test_an_empty_generation_written_late_is_not_written_after_the_next_one(
     release.set()
     assert done.wait(WAIT_S)
     assert plog.log_end_offset == end
+
+
+def test_a_leaders_sync_whose_partition_moves_away_during_the_write_is_not_coordinator(
+    node: Node,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The partition moving away while the leader's assignment is written: Kafka 2.8's
+    onGroupUnloaded answers the waiting SyncGroup NOT_COORDINATOR, and the member finds
+    the new coordinator."""
+    groups = node.groups
+    index = groups.partition_of(G0)
+    leader = join(groups, G0)
+    assert leader.leader == leader.member_id
+    writing, release = threading.Event(), threading.Event()
+    real_store = GroupCoordinator._store_group
+
+    def slow_store(self: GroupCoordinator, *args: Any, **kwargs: Any) -> ErrorCode:
+        writing.set()
+        assert release.wait(WAIT_S)
+        return real_store(self, *args, **kwargs)
+
+    monkeypatch.setattr(GroupCoordinator, "_store_group", slow_store)
+    leader_sync = Call(
+        lambda: sync(groups, G0, leader.member_id, leader.generation_id, {leader.member_id: b"A"})
+    )
+    assert writing.wait(WAIT_S)
+    node.follow(index, epoch=1)
+    release.set()
+    assert leader_sync.answer() == SyncAnswer(ErrorCode.NOT_COORDINATOR)
