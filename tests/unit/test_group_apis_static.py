@@ -268,3 +268,22 @@ def test_leave_group_before_v3_answers_the_members_own_error(tmp_path: Path, ver
         assert leave(joined.member_id) == ErrorCode.UNKNOWN_MEMBER_ID
     finally:
         node.close()
+
+
+def test_describe_groups_answers_no_authorized_operations_for_a_group_in_error(
+    tmp_path: Path,
+) -> None:
+    """Kafka 2.8's handleDescribeGroupsRequest sets a group's authorized operations only
+    when it is described without an error: a broker not coordinating it answers the
+    schema's default, even when asked."""
+    node = Node(tmp_path)  # leads nothing: NOT_COORDINATOR for every group
+    try:
+        apis = GroupApis(node.groups, metadata_knowing({}), None, offsets_replication_factor=1)
+        request = {"groups": [G0], "include_authorized_operations": True}
+        body = through_the_wire(ApiKey.DESCRIBE_GROUPS, 3, request)
+        decoded = answered(ApiKey.DESCRIBE_GROUPS, 3, apis.describe_groups(3, body, {}))
+    finally:
+        node.close()
+    group = decoded["groups"][0]
+    assert group["error_code"] == ErrorCode.NOT_COORDINATOR
+    assert group["authorized_operations"] == -(2**31)
