@@ -32,6 +32,12 @@ from dataclasses import dataclass, field
 from groups.offset_records import GroupMetadata, MemberMetadata
 from wire.errors import ErrorCode
 
+# How long a new member (one whose first JoinGroup made it a member) may wait in a join
+# phase before it is removed (Kafka's GroupCoordinator.NewMemberJoinTimeoutMs): it cannot
+# heartbeat yet, and a client that went away during a long rebalance and joined again
+# would otherwise leave defunct members in it, taken into the next generation.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
 
 class GroupState(enum.Enum):
     EMPTY = "Empty"
@@ -119,6 +125,10 @@ class Member:
     heartbeat_deadline_ms: int = 0
     # A static member's group.instance.id (KIP-345): it keeps its place across restarts.
     group_instance_id: str | None = None
+    # Joined, and no join phase completed since (Kafka's isNew): its deadline, from its
+    # first JoinGroup plus NEW_MEMBER_JOIN_TIMEOUT_MS (a session from a heartbeat), runs
+    # while it waits in the join phase too.
+    is_new: bool = False
 
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]
@@ -330,7 +340,8 @@ class Group:
             if not self.leader:
                 self.leader = member_id
             member.awaiting_join = True
-            member.heartbeat_deadline_ms = now_ms + session_timeout_ms
+            member.is_new = True
+            member.heartbeat_deadline_ms = now_ms + NEW_MEMBER_JOIN_TIMEOUT_MS
             if self.state is GroupState.PREPARING_REBALANCE and self.generation_id == 0:
                 self.new_member_added = True
             self._prepare_rebalance(now_ms, answers)
@@ -341,7 +352,10 @@ class Group:
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.client_id, member.client_host = client_id, client_host
-        member.heartbeat_deadline_ms = now_ms + session_timeout_ms
+        if not member.is_new:
+            # (A new member's JoinGroup sent again leaves its timeout from the first, as
+            # Kafka's updateMemberAndRebalance schedules no expiration.)
+            member.heartbeat_deadline_ms = now_ms + session_timeout_ms
         if same and (
             self.state is GroupState.COMPLETING_REBALANCE
             or (self.state is GroupState.STABLE and member_id != self.leader)
@@ -555,7 +569,7 @@ class Group:
         self.pending_sync = set(self.members)
         for member in self.members.values():
             rejoined = member.awaiting_join
-            member.awaiting_join = False
+            member.awaiting_join = member.is_new = False
             member.assignment = b""
             member.heartbeat_deadline_ms = now_ms + member.session_timeout_ms
             if rejoined:
@@ -832,8 +846,9 @@ class Group:
             self.leader = next(iter(self.members), "")
 
     def tick(self, now_ms: int, *, wall_ms: int | None = None) -> Answers:
-        """Time passes: members whose session expired are dropped, pending members that
-        never rejoined forgotten, a join phase past its deadline completed, and members
+        """Time passes: members whose session expired are dropped (and new members that
+        waited NEW_MEMBER_JOIN_TIMEOUT_MS in the join phase), pending members that never
+        rejoined forgotten, a join phase past its deadline completed, and members
         of a generation that did not send SyncGroup within the rebalance timeout dropped."""
         answers = Answers()
         wall = now_ms if wall_ms is None else wall_ms
@@ -850,23 +865,29 @@ class Group:
         for member_id in [
             m
             for m, x in self.members.items()
-            if not (x.awaiting_join or x.awaiting_sync) and now_ms >= x.heartbeat_deadline_ms
+            if self._timed(x) and now_ms >= x.heartbeat_deadline_ms
         ]:
             if member_id in self.members:
                 self._remove(member_id, now_ms, wall, answers)
+                if member_id in answers.joins:
+                    # A new member timed out waiting in the join phase: told with no id
+                    # (Kafka's removeMemberAndUpdateGroup), it joins again if still there.
+                    answers.joins[member_id] = JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID, member_id="")
         self._maybe_complete_join(now_ms, wall, answers)
         return answers
+
+    @staticmethod
+    def _timed(member: Member) -> bool:
+        """Whether ``member``'s deadline drops it: a member waiting for its JoinGroup or
+        SyncGroup answer is not timed, unless it is new (Kafka's hasSatisfiedHeartbeat)."""
+        return member.is_new or not (member.awaiting_join or member.awaiting_sync)
 
     def next_deadline_ms(self) -> int | None:
         """When `tick` next has something to do (None: nothing is timed)."""
         if self.state is GroupState.DEAD:
             return None
         deadlines = list(self.pending_members.values())
-        deadlines += [
-            m.heartbeat_deadline_ms
-            for m in self.members.values()
-            if not (m.awaiting_join or m.awaiting_sync)
-        ]
+        deadlines += [m.heartbeat_deadline_ms for m in self.members.values() if self._timed(m)]
         if self.state is GroupState.PREPARING_REBALANCE:
             deadlines.append(self.join_deadline_ms)
         if self.pending_sync:
