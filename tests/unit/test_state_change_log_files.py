@@ -9,7 +9,14 @@ import os
 import time
 from pathlib import Path
 
-from broker.state_change_log import FILE_NAME, LogReader, StateChangeLog, log_files
+from broker.state_change_log import (
+    FILE_NAME,
+    LogReader,
+    PartitionStateRow,
+    StateChangeLog,
+    log_files,
+    rolled_files,
+)
 from cluster.demo import LogFollower
 from cluster.supervised import SupervisedBroker
 from pipeline.inputs import LogSource, resolve
@@ -211,3 +218,108 @@ def test_the_report_reads_the_rolled_files(tmp_path: Path) -> None:
     log.close()
     files = resolve(LogSource("c", str(tmp_path))).files
     assert sorted(Path(f).name for f in files) == [FILE_NAME, f"{FILE_NAME}.2027-01-05-10"]
+
+
+def states(path: Path) -> list[str]:
+    return [json.loads(line)["state"] for line in path.read_text().splitlines()]
+
+
+def test_rolled_files_are_listed_in_the_order_written_and_only_plain_files(
+    tmp_path: Path,
+) -> None:
+    """Second rolls of an hour by number (.10 after .2), the compressed ones and anything
+    not a file left out."""
+    names = ["2027-01-05-10.10", "2027-01-05-10", "2027-01-05-10.2", "2027-01-05-09"]
+    for name in names:
+        (tmp_path / f"{FILE_NAME}.{name}").write_text("x\n")
+    (tmp_path / f"{FILE_NAME}.2027-01-05-08.gz").write_bytes(b"\x1f\x8b")
+    (tmp_path / f"{FILE_NAME}.2027-01-05-11").mkdir()
+    (tmp_path / FILE_NAME).write_text("x\n")
+    expected = ["2027-01-05-09", "2027-01-05-10", "2027-01-05-10.2", "2027-01-05-10.10"]
+    assert [p.name for p in rolled_files(tmp_path)] == [f"{FILE_NAME}.{n}" for n in expected]
+    assert [p.name for p in log_files(tmp_path)][-1] == FILE_NAME
+
+
+def test_the_reader_reads_every_file_again_when_one_it_read_is_gone(tmp_path: Path) -> None:
+    log, clock = rolling_log(tmp_path)
+    log.session_state("CONNECTED")
+    clock.t = HOUR + 3600
+    log.session_state("SUSPENDED")  # rolled: two files
+    reader = LogReader(tmp_path)
+
+    def read() -> tuple[list[str], bool]:
+        return [json.loads(line)["state"] for line in reader.read_new()], reader.restarted
+
+    assert read() == (["CONNECTED", "SUSPENDED"], False)
+    # Moved out of the directory (kept, so that the new file cannot reuse its inode).
+    (tmp_path / FILE_NAME).rename(tmp_path.parent / f"{tmp_path.name}-moved.log")
+    log.session_state("LOST")
+    log.close()
+    assert read() == (["CONNECTED", "LOST"], True)
+    assert read() == ([], False)  # restarted: by the last read only
+
+
+def test_the_reader_reads_a_file_truncated_in_place_from_its_start(tmp_path: Path) -> None:
+    """logrotate's copytruncate: the same file, shorter than what was read of it."""
+    log = StateChangeLog(tmp_path, 1)
+    log.session_state("CONNECTED")
+    log.session_state("SUSPENDED")
+    reader = LogReader(tmp_path)
+    assert len(reader.read_new()) == 2
+    os.truncate(tmp_path / FILE_NAME, 0)
+    log.session_state("LOST")
+    log.close()
+    assert [json.loads(line)["state"] for line in reader.read_new()] == ["LOST"]
+    assert not reader.restarted
+
+
+def test_a_log_rotated_with_a_new_file_made_for_it_writes_into_that_file(tmp_path: Path) -> None:
+    """logrotate's `create`: the file renamed and an empty one made in its place."""
+    log = StateChangeLog(tmp_path, 1)
+    log.session_state("CONNECTED")
+    (tmp_path / FILE_NAME).rename(tmp_path / f"{FILE_NAME}.1")
+    (tmp_path / FILE_NAME).touch()
+    log.session_state("LOST")
+    log.close()
+    assert states(tmp_path / f"{FILE_NAME}.1") == ["CONNECTED"]
+    assert states(tmp_path / FILE_NAME) == ["LOST"]
+
+
+def test_the_hours_roll_renames_only_its_own_file(tmp_path: Path) -> None:
+    """The file rotated from outside (and an empty one made in its place) within the hour:
+    the hour's lines are in the rotated file; the roll gives the hour's name to no other."""
+    log, clock = rolling_log(tmp_path)
+    log.session_state("CONNECTED")
+    (tmp_path / FILE_NAME).rename(tmp_path / f"{FILE_NAME}.1")
+    (tmp_path / FILE_NAME).touch()
+    clock.t = HOUR + 3600
+    log.session_state("LOST")
+    log.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_NAME, f"{FILE_NAME}.1"]
+    assert states(tmp_path / FILE_NAME) == ["LOST"]
+
+
+def test_the_hours_roll_of_a_file_removed_from_outside_begins_a_new_one(tmp_path: Path) -> None:
+    log, clock = rolling_log(tmp_path)
+    log.session_state("CONNECTED")
+    (tmp_path / FILE_NAME).unlink()
+    clock.t = HOUR + 3600
+    log.session_state("LOST")  # not lost
+    log.session_state("CLOSED")
+    log.close()
+    assert [p.name for p in tmp_path.iterdir()] == [FILE_NAME]
+    assert states(tmp_path / FILE_NAME) == ["LOST", "CLOSED"]
+
+
+def test_a_write_of_no_lines_does_not_roll(tmp_path: Path) -> None:
+    """As log4j rolls at an appended event: an empty batch appends none."""
+    log, clock = rolling_log(tmp_path)
+    log.session_state("CONNECTED")
+    clock.t = HOUR + 3600
+    log.partition_states(1, [])
+    log.leader_and_isr([])
+    log.write_many("isr_change", [])
+    assert [p.name for p in tmp_path.iterdir()] == [FILE_NAME]
+    log.partition_states(1, [PartitionStateRow("t", 0, 1, 1, [1], "new", [1], 0)])
+    log.close()
+    assert [p.name for p in log_files(tmp_path)] == [f"{FILE_NAME}.2027-01-05-10", FILE_NAME]
