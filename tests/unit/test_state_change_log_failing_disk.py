@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -115,7 +116,9 @@ def test_a_broker_loss_at_the_hours_end_on_a_failing_disk_keeps_the_controller(
         process(c, ev.BrokerChange())
     log.close()
     assert c.is_active
-    state = json.loads(zk.get("/brokers/topics/t/partitions/0/state")[0])
+    stored = zk.get("/brokers/topics/t/partitions/0/state")
+    assert stored is not None
+    state = json.loads(stored[0])
     assert state["leader"] == 3
 
 
@@ -170,3 +173,129 @@ def test_a_broker_started_on_a_full_disk_with_a_torn_log_writes_it_once_freed(
     assert rolled.read_text().splitlines()[1:] == ['{"ts":2']
     states = [json.loads(line)["state"] for line in (tmp_path / FILE_NAME).read_text().split()]
     assert states == ["FREED"]
+
+
+class FullDisk:
+    """An open file whose every write fails as on a full disk."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def fill_disk(log: StateChangeLog) -> FullDisk:
+    """The log's disk is full from now on (until its file is opened again)."""
+    assert log._file is not None
+    log._file.close()
+    full = FullDisk()
+    log._file = full  # type: ignore[assignment]
+    return full
+
+
+def lost_counts(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage().rsplit(";", 1)[1] for r in caplog.records if r.levelno == logging.WARNING
+    ]
+
+
+def test_the_lines_lost_while_failing_are_counted_per_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Those of the write refused, and those while the file is not tried again."""
+    log = StateChangeLog(tmp_path, 1, retry_s=3600.0)
+    with caplog.at_level(logging.WARNING, logger="broker.state_change_log"):
+        full = fill_disk(log)
+        log.write_many("zookeeper_session", [{"state": "A"}, {"state": "B"}, {"state": "C"}])
+        assert full.closed  # dropped: its buffer would hold every later line
+        log.session_state("D")  # not tried: the retry is not due
+        log.session_state("E")
+        log._retry_at = 0.0
+        log.session_state("F")  # written again
+        fill_disk(log)
+        log.session_state("G")
+        log._retry_at = 0.0
+        log.session_state("H")
+    log.close()
+    assert lost_counts(caplog) == [" up to 5 lines were lost", " up to 1 lines were lost"]
+    assert states(tmp_path) == ["F", "H"]
+
+
+def states(directory: Path) -> list[str]:
+    return [json.loads(line)["state"] for line in (directory / FILE_NAME).read_text().split()]
+
+
+def test_a_log_closed_while_failing_is_not_opened_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broker's shutdown closes its log; a thread still writing after that (the retry
+    due) opens no file and logs no error."""
+    log = StateChangeLog(tmp_path, 1, retry_s=0.0)
+    log.session_state("CONNECTED")
+    fill_disk(log)
+    log.session_state("LOST")
+    log.close()
+    log._retry_at = 0.0
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="broker.state_change_log"):
+        log.session_state("AFTER CLOSE")
+    assert caplog.records == []
+    assert log._file is None
+    assert states(tmp_path) == ["CONNECTED"]
+
+
+def test_a_write_after_close_is_dropped_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = StateChangeLog(tmp_path, 1)
+    log.session_state("CONNECTED")
+    log.close()
+    with caplog.at_level(logging.WARNING, logger="broker.state_change_log"):
+        log.session_state("AFTER CLOSE")
+    assert caplog.records == []
+    assert states(tmp_path) == ["CONNECTED"]
+
+
+def test_a_log_that_cannot_be_opened_again_after_a_rotation_is_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Renamed from outside, and the new file refused (a failing disk): the lines are
+    lost until the retry, then written, not lost for good; the renamed file is let go."""
+    log = StateChangeLog(tmp_path, 1, retry_s=3600.0)
+    log.session_state("CONNECTED")
+    renamed = log._file
+    (tmp_path / FILE_NAME).rename(tmp_path / f"{FILE_NAME}.1")
+
+    def refused() -> Any:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    with monkeypatch.context() as m:
+        m.setattr(log, "_open_file", refused)
+        log.session_state("LOST")
+    assert renamed is not None
+    assert renamed.closed
+    log._retry_at = 0.0
+    log.session_state("CONNECTED")
+    log.close()
+    assert states(tmp_path) == ["CONNECTED"]
+    assert [json.loads(line)["state"] for line in (tmp_path / f"{FILE_NAME}.1").open()] == [
+        "CONNECTED"
+    ]
+
+
+def test_a_rotated_log_is_let_go(tmp_path: Path) -> None:
+    log = StateChangeLog(tmp_path, 1)
+    log.session_state("CONNECTED")
+    renamed = log._file
+    (tmp_path / FILE_NAME).rename(tmp_path / f"{FILE_NAME}.1")
+    log.session_state("LOST")
+    log.close()
+    assert renamed is not None
+    assert renamed.closed
