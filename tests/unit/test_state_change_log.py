@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from broker.state_change_log import (
@@ -27,7 +27,7 @@ def lines(path: Path) -> list[str]:
 
 def test_write_many_lines_are_the_merged_records(tmp_path: Path) -> None:
     log = StateChangeLog(tmp_path, 4)
-    rows = [
+    rows: list[dict[str, object]] = [
         {"topic": "t", "partition": 0, "leader": 1, "isr": [1, 2], "reason": "offline"},
         {},
         {"event": "overridden", "topic": "é", "note": None},  # a row may name a common field
@@ -84,6 +84,7 @@ _JSON = st.recursive(
 
 
 @given(_JSON)
+@example('a "quoted" é\n')  # a bare string: escaped as JSONEncoder.encode escapes it
 def test_the_line_encoder_is_json_dumps(value: object) -> None:
     # One C encoder made once (no circular-reference check) writes what json.dumps would.
     assert _encode(value) == json.dumps(value, separators=(",", ":"))
