@@ -299,3 +299,42 @@ def test_a_rotated_log_is_let_go(tmp_path: Path) -> None:
     log.close()
     assert renamed is not None
     assert renamed.closed
+
+
+def test_a_failure_is_reported_once_while_it_lasts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The file opens again but every write still fails: one error, not one per write."""
+    log = StateChangeLog(tmp_path, 1, retry_s=0.0)
+    with caplog.at_level(logging.WARNING, logger="broker.state_change_log"):
+        fill_disk(log)
+        with monkeypatch.context() as m:
+            m.setattr(log, "_open", FullDisk)  # opened, but the disk is still full
+            for _ in range(3):
+                log.session_state("LOST")
+        log.session_state("BACK")
+    log.close()
+    assert [r.levelno for r in caplog.records] == [logging.ERROR, logging.WARNING]
+    assert lost_counts(caplog) == [" up to 3 lines were lost"]
+    assert states(tmp_path) == ["BACK"]
+
+
+def test_a_file_that_cannot_be_opened_is_tried_once_per_retry_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = StateChangeLog(tmp_path, 1, retry_s=3600.0)
+    fill_disk(log)
+    log.session_state("LOST")
+    tries: list[int] = []
+
+    def refused() -> Any:
+        tries.append(1)
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    with monkeypatch.context() as m:
+        m.setattr(log, "_open", refused)
+        log._retry_at = 0.0  # due: tried, refused, and not again before retry_s
+        for _ in range(3):
+            log.session_state("LOST")
+    log.close()
+    assert len(tries) == 1

@@ -323,3 +323,14 @@ def test_a_write_of_no_lines_does_not_roll(tmp_path: Path) -> None:
     log.partition_states(1, [PartitionStateRow("t", 0, 1, 1, [1], "new", [1], 0)])
     log.close()
     assert [p.name for p in log_files(tmp_path)] == [f"{FILE_NAME}.2027-01-05-10", FILE_NAME]
+
+
+def test_an_empty_file_replaced_is_no_restart(tmp_path: Path) -> None:
+    """Nothing was read from it: nothing the caller kept is stale."""
+    (tmp_path / f"{FILE_NAME}.2027-01-05-10").write_text('{"state":"A"}\n')
+    (tmp_path / FILE_NAME).touch()
+    reader = LogReader(tmp_path)
+    assert reader.read_new() == [b'{"state":"A"}']
+    (tmp_path / FILE_NAME).rename(tmp_path.parent / f"{tmp_path.name}-moved.log")
+    (tmp_path / FILE_NAME).write_text('{"state":"B"}\n')
+    assert (reader.read_new(), reader.restarted) == ([b'{"state":"B"}'], False)
