@@ -43,6 +43,15 @@ def test_write_many_lines_are_the_merged_records(tmp_path: Path) -> None:
     assert records[2]["event"] == "overridden"
 
 
+def test_a_tail_field_named_by_a_row_is_written_once_the_tails(tmp_path: Path) -> None:
+    log = StateChangeLog(tmp_path, 4)
+    log.write_many("e", [{"controller_epoch": 1, "x": 2}], controller_epoch=5)
+    log.close()
+    (line,) = lines(tmp_path)
+    head = {"ts": json.loads(line)["ts"], "v": SCHEMA_VERSION, "broker": 4, "event": "e"}
+    assert line == json.dumps({**head, "controller_epoch": 5, "x": 2}, separators=(",", ":"))
+
+
 _VALUES = st.none() | st.booleans() | st.integers() | st.text(max_size=5)
 _ROWS = st.lists(
     st.dictionaries(

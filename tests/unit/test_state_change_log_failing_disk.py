@@ -338,3 +338,27 @@ def test_a_file_that_cannot_be_opened_is_tried_once_per_retry_s(
             log.session_state("LOST")
     log.close()
     assert len(tries) == 1
+
+
+def test_a_start_on_a_full_disk_loses_no_line_before_the_first_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The torn line could not be ended at start-up: the lines lost are those written
+    while the file was not tried again, none for the start itself."""
+    (tmp_path / FILE_NAME).write_text('{"ts":1,"v":1,"br')
+
+    def cannot_end(self: StateChangeLog, file: Any, stat: os.stat_result) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with caplog.at_level(logging.WARNING, logger="broker.state_change_log"):
+        with monkeypatch.context() as m:
+            m.setattr(StateChangeLog, "_end_torn_line", cannot_end)
+            log = StateChangeLog(tmp_path, 1, retry_s=3600.0)
+        log.session_state("LOST")  # not tried before retry_s
+        log._retry_at = 0.0
+        log.session_state("BACK")
+    log.close()
+    assert lost_counts(caplog) == [" up to 1 lines were lost"]
+    torn, *written = (tmp_path / FILE_NAME).read_text().splitlines()
+    assert torn == '{"ts":1,"v":1,"br'  # ended by the retry, on a line of its own
+    assert [json.loads(line)["state"] for line in written] == ["BACK"]

@@ -334,3 +334,10 @@ def test_an_empty_file_replaced_is_no_restart(tmp_path: Path) -> None:
     (tmp_path / FILE_NAME).rename(tmp_path.parent / f"{tmp_path.name}-moved.log")
     (tmp_path / FILE_NAME).write_text('{"state":"B"}\n')
     assert (reader.read_new(), reader.restarted) == ([b'{"state":"B"}'], False)
+
+
+def test_the_reader_reads_the_rolled_files_when_there_is_no_current_one(tmp_path: Path) -> None:
+    """Between a roll's rename and the next line, say: only rolled files."""
+    (tmp_path / f"{FILE_NAME}.2027-01-05-10").write_text('{"state":"A"}\n')
+    (tmp_path / f"{FILE_NAME}.2027-01-05-11").write_text('{"state":"B"}\n')
+    assert LogReader(tmp_path).read_new() == [b'{"state":"A"}', b'{"state":"B"}']
