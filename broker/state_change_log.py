@@ -344,9 +344,6 @@ class StateChangeLog:
         self._period = _hour_start(t)
         self._roll_at = _hour_start(self._period + 3600 + 1800)
 
-    def set_broker_id(self, broker_id: int) -> None:
-        self.broker_id = broker_id
-
     def close(self) -> None:
         with self._lock:
             self._closed = True

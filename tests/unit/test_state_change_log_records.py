@@ -199,16 +199,6 @@ def test_a_leader_and_isr_row_applied_has_a_null_error(tmp_path: Path) -> None:
     assert (record["result"], record["error"]) == ("applied", None)
 
 
-def test_lines_after_set_broker_id_name_the_new_id(tmp_path: Path) -> None:
-    log = StateChangeLog(tmp_path, -1)  # before the broker id is known (generated)
-    log.session_state("CONNECTED")
-    log.set_broker_id(1001)
-    log.session_state("SUSPENDED")
-    log.close()
-    rows = [json.loads(line) for line in (tmp_path / FILE_NAME).read_text().splitlines()]
-    assert [r["broker"] for r in rows] == [-1, 1001]
-
-
 def test_the_broker_logs_in_its_first_log_directory(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     log = open_for_broker([str(first), str(second)], 3)
