@@ -1,0 +1,223 @@
+"""Broker config edges found by mutation testing: boundaries of Kafka 2.8's checks that the
+main config tests (test_broker_config.py) did not pin."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import (
+    BrokerConfig,
+    ConfigError,
+    Listener,
+    effective_topic_config,
+    load_broker_config,
+    validate_topic_config,
+)
+
+ZK = "zookeeper.connect=localhost:2181\n"
+
+
+def cfg(text: str = "", *overrides: str) -> BrokerConfig:
+    return load_broker_config(text=ZK + text, overrides=overrides)
+
+
+def problems_of(text: str = "", *overrides: str) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_broker_config(text=ZK + text, overrides=overrides)
+    return [p.message for p in info.value.problems]
+
+
+# --------------------------------------------------------------------------- versions
+
+
+@pytest.mark.parametrize(
+    ("protocol", "message_format"),
+    [
+        # The first version of a record format has that format (ApiVersion's
+        # KAFKA_0_10_0_IV0 and KAFKA_0_11_0_IV0 carry RecordVersion V1 and V2).
+        ("0.10.0-IV0", "0.10.0-IV1"),
+        ("0.10.0-IV0", "0.10.2"),
+        ("0.11.0-IV0", "0.11.0-IV2"),
+        ("0.11.0-IV0", "2.8"),
+    ],
+)
+def test_the_first_version_of_a_record_format_allows_that_format(
+    protocol: str, message_format: str
+) -> None:
+    c = cfg(
+        f"inter.broker.protocol.version={protocol}\nlog.message.format.version={message_format}\n"
+    )
+    assert c.inter_broker_protocol_version == protocol
+
+
+def test_the_version_before_a_record_format_does_not_allow_it() -> None:
+    assert problems_of(
+        "inter.broker.protocol.version=0.10.2-IV0\nlog.message.format.version=0.11.0-IV0\n"
+    ) == [
+        "log.message.format.version 0.11.0-IV0 can only be used when"
+        " inter.broker.protocol.version is set to version 0.11.0 or higher"
+    ]
+
+
+# --------------------------------------------------------------------------- listeners
+
+
+def test_security_inter_broker_protocol_is_read_in_any_case() -> None:
+    # KafkaConfig.getSecurityProtocol: SecurityProtocol.forName upper-cases the name.
+    c = cfg("security.inter.broker.protocol=plaintext\n")
+    assert c.security_inter_broker_protocol == "PLAINTEXT"
+    assert c.inter_broker_listener_name == "PLAINTEXT"
+
+
+def test_the_highest_port_is_a_listener_port() -> None:
+    c = cfg("listeners=PLAINTEXT://:65535\n")
+    assert c.listeners == (Listener("PLAINTEXT", "", 65535),)
+    assert any(
+        "a port between 0 and 65535" in m for m in problems_of("listeners=PLAINTEXT://:65536\n")
+    )
+
+
+def test_protocol_map_names_are_upper_cased_as_listener_names_are() -> None:
+    # ListenerName.normalised on both sides: "internal" in the map is the INTERNAL listener.
+    c = cfg(
+        "listeners=INTERNAL://:9093\n"
+        "listener.security.protocol.map=internal:plaintext\n"
+        "inter.broker.listener.name=Internal\n"
+    )
+    assert dict(c.listener_security_protocol_map) == {"INTERNAL": "PLAINTEXT"}
+    assert c.listener("INTERNAL").security_protocol == "PLAINTEXT"
+
+
+def test_protocol_map_splits_each_entry_at_its_last_colon() -> None:
+    # CoreUtils.parseCsvMap: s.lastIndexOf(":"), so a name may hold a colon.
+    c = cfg(
+        "listeners=A:B://:9093\n"
+        "listener.security.protocol.map=A:B:PLAINTEXT\n"
+        "inter.broker.listener.name=A:B\n"
+    )
+    assert dict(c.listener_security_protocol_map) == {"A:B": "PLAINTEXT"}
+    assert c.advertised_listener().name == "A:B"
+
+
+# --------------------------------------------------------------------------- KRaft keys
+
+
+def test_controller_quorum_voters_need_an_id_before_the_at() -> None:
+    # RaftConfig.parseVoterConnections: each entry is {id}@{host}:{port}, the id an integer.
+    assert cfg("controller.quorum.voters=1@localhost:9093\n").controller_quorum_voters == (
+        "1@localhost:9093",
+    )
+    (problem,) = problems_of("controller.quorum.voters=@localhost:9093\n")
+    assert "controller.quorum.voters" in problem
+
+
+# --------------------------------------------------------------------------- broker id
+
+
+def test_node_id_zero_is_the_broker_id() -> None:
+    # KafkaConfig.brokerId: node.id when it is not negative, 0 included.
+    assert cfg("broker.id=5\nnode.id=0\n").broker_id == 0
+    assert cfg("broker.id=5\nnode.id=-1\n").broker_id == 5
+
+
+def test_broker_id_may_be_reserved_broker_max_id_itself() -> None:
+    # KafkaConfig.validateValues: brokerId >= -1 && brokerId <= maxReservedBrokerId.
+    assert cfg("broker.id=1000\n").broker_id == 1000
+    assert cfg("broker.id=7\nreserved.broker.max.id=7\n").broker_id == 7
+    (problem,) = problems_of("broker.id=8\nreserved.broker.max.id=7\n")
+    assert problem == (
+        "invalid value '8' for config key 'broker.id': expected -1 (generate one) or 0..7"
+        " (reserved.broker.max.id)"
+    )
+
+
+# --------------------------------------------------------------------------- cross-key checks
+
+
+def test_replica_fetch_wait_may_equal_the_socket_and_lag_timeouts() -> None:
+    # KafkaConfig.validateValues: replicaFetchWaitMaxMs <= replicaSocketTimeoutMs and
+    # replicaFetchWaitMaxMs <= replicaLagTimeMaxMs.
+    c = cfg(
+        "replica.fetch.wait.max.ms=20000\nreplica.socket.timeout.ms=20000\n"
+        "replica.lag.time.max.ms=20000\n"
+    )
+    assert c.replica_fetch_wait_max_ms == 20000
+    (problem,) = problems_of(
+        "replica.fetch.wait.max.ms=20001\nreplica.socket.timeout.ms=20000\n"
+        "replica.lag.time.max.ms=30000\n"
+    )
+    assert problem.startswith("replica.socket.timeout.ms should always be at least")
+
+
+def test_dedupe_buffer_per_thread_is_an_integer_division() -> None:
+    # KafkaConfig.validateValues: logCleanerDedupeBufferSize / logCleanerThreads > 1024 * 1024
+    # in Java's long division: 2 MiB + 1 for 2 threads is 1 MiB per thread, refused.
+    mib = 1024 * 1024
+    (problem,) = problems_of(
+        f"log.cleaner.dedupe.buffer.size={2 * mib + 1}\nlog.cleaner.threads=2\n"
+    )
+    assert problem.startswith("log.cleaner.dedupe.buffer.size must be at least 1MB")
+    c = cfg(f"log.cleaner.dedupe.buffer.size={2 * mib + 2}\nlog.cleaner.threads=2\n")
+    assert c.log_cleaner_threads == 2
+
+
+def test_broker_compaction_lags_may_be_equal() -> None:
+    # Only a minimum over the maximum conflicts (LogConfig.validateValues: min > max).
+    c = cfg("log.cleaner.min.compaction.lag.ms=5000\nlog.cleaner.max.compaction.lag.ms=5000\n")
+    assert (c.log_cleaner_min_compaction_lag_ms, c.log_cleaner_max_compaction_lag_ms) == (
+        5000,
+        5000,
+    )
+    (problem,) = problems_of(
+        "log.cleaner.min.compaction.lag.ms=5001\nlog.cleaner.max.compaction.lag.ms=5000\n"
+    )
+    assert problem.startswith("log.cleaner.min.compaction.lag.ms (5001) must not exceed")
+
+
+@pytest.mark.parametrize("queued", ["0", "-1", "104857600", "104857601"])
+def test_queued_max_request_bytes_is_no_limit_or_at_least_the_largest_request(
+    queued: str,
+) -> None:
+    # KafkaConfig.validateValues: queuedMaxBytes <= 0 || queuedMaxBytes >= socketRequestMaxBytes
+    # (104857600 by default).
+    assert cfg(f"queued.max.request.bytes={queued}\n").queued_max_request_bytes == int(queued)
+
+
+def test_queued_max_request_bytes_below_the_largest_request_is_refused() -> None:
+    (problem,) = problems_of("queued.max.request.bytes=1000\nsocket.request.max.bytes=1001\n")
+    assert problem.startswith("queued.max.request.bytes (1000) must be larger or equal")
+
+
+def test_a_negative_replica_lag_time_is_a_period_kafka_accepts() -> None:
+    # The ISR check runs every replica.lag.time.max.ms / 2 (Java's long division): only -1,
+    # 0 and 1 give a period of 0; -4 gives -2, which runs the task once.
+    c = cfg("replica.lag.time.max.ms=-4\nreplica.fetch.wait.max.ms=-10\n")
+    assert c.replica_lag_time_max_ms == -4
+    (problem,) = problems_of("replica.lag.time.max.ms=-1\nreplica.fetch.wait.max.ms=-10\n")
+    assert problem.startswith("replica.lag.time.max.ms must not be -1, 0 or 1")
+
+
+def test_a_bad_broker_default_of_a_topic_key_is_reported_once() -> None:
+    # log.roll.ms=0 fails KafkaConfig's own check; segment.ms (its topic key, at least 1)
+    # does not report it a second time.
+    assert problems_of("log.roll.ms=0\n") == ["log.roll.ms must be greater than or equal to 1"]
+
+
+def test_advertised_port_alone_keeps_host_name_as_the_advertised_host() -> None:
+    # KafkaConfig.advertisedListeners: "PLAINTEXT://" + advertisedHostName + ":" +
+    # advertisedPort, advertisedHostName falling back to host.name ("" by default).
+    c = cfg("advertised.port=9999\n")
+    assert c.listeners == (Listener("PLAINTEXT", "", 9092),)
+    assert c.advertised_listeners == (Listener("PLAINTEXT", "127.0.0.1", 9999),)
+    c = cfg("host.name=broker1\nadvertised.port=9999\n")
+    assert c.advertised_listeners == (Listener("PLAINTEXT", "broker1", 9999),)
+
+
+def test_topic_compaction_lags_may_be_equal() -> None:
+    # LogConfig.validateValues refuses min.compaction.lag.ms > max.compaction.lag.ms only.
+    lags = {"min.compaction.lag.ms": "5000", "max.compaction.lag.ms": "5000"}
+    assert validate_topic_config(lags) == lags
+    config = effective_topic_config(None, lags)
+    assert (config.min_compaction_lag_ms, config.max_compaction_lag_ms) == (5000, 5000)
+    with pytest.raises(ConfigError, match="conflict topic config setting"):
+        validate_topic_config({**lags, "min.compaction.lag.ms": "5001"})
