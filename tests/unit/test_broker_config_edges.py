@@ -10,7 +10,9 @@ from broker.config import (
     ConfigError,
     Listener,
     effective_topic_config,
+    format_properties,
     load_broker_config,
+    parse_properties,
     validate_topic_config,
 )
 
@@ -221,3 +223,83 @@ def test_topic_compaction_lags_may_be_equal() -> None:
     assert (config.min_compaction_lag_ms, config.max_compaction_lag_ms) == (5000, 5000)
     with pytest.raises(ConfigError, match="conflict topic config setting"):
         validate_topic_config({**lags, "min.compaction.lag.ms": "5001"})
+
+
+# --------------------------------------------------------------------------- topic ranges
+
+# LogConfig.configDef's atLeast bounds in Kafka 2.8: the lowest value each key takes.
+_TOPIC_LOWEST: dict[str, int] = {
+    "segment.bytes": 14,  # LegacyRecord.RECORD_OVERHEAD_V0
+    "segment.ms": 1,
+    "segment.jitter.ms": 0,
+    "flush.messages": 0,
+    "flush.ms": 0,
+    "retention.ms": -1,
+    "max.message.bytes": 0,
+    "index.interval.bytes": 0,
+    "delete.retention.ms": 0,
+    "file.delete.delay.ms": 0,
+    "min.compaction.lag.ms": 0,
+    "max.compaction.lag.ms": 1,
+    "min.insync.replicas": 1,
+    "message.timestamp.difference.max.ms": 0,
+}
+
+
+@pytest.mark.parametrize(("key", "lowest"), sorted(_TOPIC_LOWEST.items()))
+def test_a_topic_keys_lowest_value_is_accepted_and_one_less_refused(key: str, lowest: int) -> None:
+    assert validate_topic_config({key: str(lowest)}) == {key: str(lowest)}
+    with pytest.raises(ConfigError) as info:
+        validate_topic_config({key: str(lowest - 1)})
+    (problem,) = info.value.problems
+    assert problem.message == (
+        f"invalid value '{lowest - 1}' for topic config key {key!r}: expected a value >= {lowest}"
+    )
+
+
+@pytest.mark.parametrize("ratio", ["0", "0.0", "1", "1.0", "0.99"])
+def test_min_cleanable_dirty_ratio_takes_zero_to_one_inclusive(ratio: str) -> None:
+    # LogConfig: between(0, 1).
+    assert validate_topic_config({"min.cleanable.dirty.ratio": ratio})
+
+
+@pytest.mark.parametrize("ratio", ["-0.01", "1.01"])
+def test_min_cleanable_dirty_ratio_outside_zero_to_one_is_refused(ratio: str) -> None:
+    with pytest.raises(ConfigError, match="a value between 0 and 1"):
+        validate_topic_config({"min.cleanable.dirty.ratio": ratio})
+
+
+# KafkaConfig.configDef's atLeast bounds in Kafka 2.8: the lowest value each key takes.
+_BROKER_LOWEST: dict[str, int] = {
+    "message.max.bytes": 0,
+    "reserved.broker.max.id": 0,
+    "num.partitions": 1,
+    "log.segment.bytes": 14,  # LegacyRecord.RECORD_OVERHEAD_V0
+    "socket.request.max.bytes": 1,
+    "zookeeper.session.timeout.ms": 1,
+}
+
+
+@pytest.mark.parametrize(("key", "lowest"), sorted(_BROKER_LOWEST.items()))
+def test_a_broker_keys_lowest_value_is_accepted_and_one_less_refused(key: str, lowest: int) -> None:
+    assert cfg(f"{key}={lowest}\n").get(key) == lowest
+    assert problems_of(f"{key}={lowest - 1}\n") == [
+        f"invalid value '{lowest - 1}' for config key {key!r}: expected a value >= {lowest}"
+    ]
+
+
+# --------------------------------------------------------------------------- writing values
+
+
+def test_format_properties_escapes_what_is_not_printable_ascii() -> None:
+    # Properties.saveConvert: a char < 0x20 or > 0x7e as \uXXXX; DEL (0x7f) is one.
+    assert format_properties({"k": "~\x7f\x80"}) == "k=~\\u007F\\u0080\n"
+    assert parse_properties(format_properties({"k": "~\x7f\x80"})) == {"k": "~\x7f\x80"}
+
+
+def test_a_whole_double_is_shown_as_java_shows_it() -> None:
+    # Double.toString: 1.0, not 1 (DescribeConfigs' value of a DOUBLE key).
+    config = effective_topic_config(None, {"min.cleanable.dirty.ratio": "1"})
+    assert config.as_strings()["min.cleanable.dirty.ratio"] == "1.0"
+    text = cfg("log.cleaner.min.cleanable.ratio=1\n").to_properties()
+    assert "\nlog.cleaner.min.cleanable.ratio=1.0\n" in text
