@@ -13,6 +13,8 @@ from broker.config import (
     format_properties,
     load_broker_config,
     parse_properties,
+    topic_config_as_stored,
+    topic_override_bool,
     validate_topic_config,
 )
 
@@ -303,3 +305,43 @@ def test_a_whole_double_is_shown_as_java_shows_it() -> None:
     assert config.as_strings()["min.cleanable.dirty.ratio"] == "1.0"
     text = cfg("log.cleaner.min.cleanable.ratio=1\n").to_properties()
     assert "\nlog.cleaner.min.cleanable.ratio=1.0\n" in text
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_a_config_error_of_one_problem_is_that_problem() -> None:
+    with pytest.raises(ConfigError) as info:
+        cfg("num.partitions=0\n")
+    assert str(info.value) == (
+        "invalid value '0' for config key 'num.partitions': expected a value >= 1"
+    )
+    with pytest.raises(ConfigError) as info:
+        cfg("num.partitions=0\nnum.io.threads=0\n")
+    assert str(info.value) == (
+        "2 config problems:\n"
+        "  - invalid value '0' for config key 'num.partitions': expected a value >= 1\n"
+        "  - invalid value '0' for config key 'num.io.threads': expected a value >= 1"
+    )
+
+
+def test_an_empty_key_is_an_unknown_key_and_named_in_the_error_keys() -> None:
+    # "=5" is the key "" (Properties.load): unknown, and a key of the error, not a
+    # file-level problem (whose key is None).
+    with pytest.raises(ConfigError) as info:
+        cfg("=5\n")
+    assert info.value.keys == ("",)
+    assert str(info.value) == "unknown config key ''"
+
+
+@pytest.mark.parametrize("stored", [True, 1, None])
+def test_a_stored_topic_boolean_that_is_not_a_string_is_the_default(stored: object) -> None:
+    # /config/topics/<t> written by another tool may hold JSON true or 1; Kafka's configs
+    # are strings, so it is a bad value: the default, as topic_config_as_stored reads it.
+    key = "unclean.leader.election.enable"
+    overrides = {key: stored}
+    assert topic_override_bool(overrides, key, False) is False
+    assert topic_override_bool(overrides, key, True) is True
+    as_stored = topic_config_as_stored(None, overrides)
+    assert as_stored.config.unclean_leader_election_enable is False
+    assert [p.key for p in as_stored.problems] == [key]
