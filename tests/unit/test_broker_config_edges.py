@@ -345,3 +345,41 @@ def test_a_stored_topic_boolean_that_is_not_a_string_is_the_default(stored: obje
     as_stored = topic_config_as_stored(None, overrides)
     assert as_stored.config.unclean_leader_election_enable is False
     assert [p.key for p in as_stored.problems] == [key]
+
+
+# --------------------------------------------------------------------------- more listeners
+
+
+def test_advertised_listeners_may_share_a_port() -> None:
+    # KafkaConfig.advertisedListeners: listenerListToEndPoints(..., requireDistinctPorts =
+    # false): two brokers behind one address, say, each at its own host.
+    c = cfg(
+        "listeners=A://:9092,B://:9093\n"
+        "advertised.listeners=A://h1:9092,B://h2:9092\n"
+        "listener.security.protocol.map=A:PLAINTEXT,B:PLAINTEXT\n"
+        "inter.broker.listener.name=A\n"
+    )
+    assert c.advertised_listeners == (Listener("A", "h1", 9092), Listener("B", "h2", 9092))
+    assert any(
+        "must have a different port" in m
+        for m in problems_of(
+            "listeners=A://:9092,B://:9092\n"
+            "listener.security.protocol.map=A:PLAINTEXT,B:PLAINTEXT\n"
+            "inter.broker.listener.name=A\n"
+        )
+    )
+
+
+# --------------------------------------------------------------------------- throttled replicas
+
+
+@pytest.mark.parametrize("value", [":1", "1:", "a:1", "1:1,:2"])
+def test_a_throttled_replica_needs_a_partition_and_a_broker(value: str) -> None:
+    # ThrottledReplicaListValidator: each item matches ([0-9]+:[0-9]+)? after trim.
+    with pytest.raises(ConfigError, match=r"'\*' or a list of \[partitionId\]:\[brokerId\]"):
+        validate_topic_config({"leader.replication.throttled.replicas": value})
+
+
+@pytest.mark.parametrize("value", ["*", " * ", "*,", "0:1, 1:2", ""])
+def test_throttled_replicas_take_a_star_or_partition_broker_pairs(value: str) -> None:
+    assert validate_topic_config({"follower.replication.throttled.replicas": value})
