@@ -413,7 +413,8 @@ class ThrottledReplicas:
     def check(self, value: Any) -> str | None:
         items = list(value)
         # Empty items are valid, and "*" may come with them ("*," is "*" and "").
-        if "".join(items).strip() == "*" or all(_THROTTLED_REPLICA.fullmatch(i) for i in items):
+        star = java_trim("".join(items)) == "*"  # proposed.mkString.trim, Java's trim
+        if star or all(_THROTTLED_REPLICA.fullmatch(i) for i in items):
             return None
         return "'*' or a list of [partitionId]:[brokerId]"
 

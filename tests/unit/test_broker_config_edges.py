@@ -383,3 +383,10 @@ def test_a_throttled_replica_needs_a_partition_and_a_broker(value: str) -> None:
 @pytest.mark.parametrize("value", ["*", " * ", "*,", "0:1, 1:2", ""])
 def test_throttled_replicas_take_a_star_or_partition_broker_pairs(value: str) -> None:
     assert validate_topic_config({"follower.replication.throttled.replicas": value})
+
+
+def test_a_throttled_star_is_trimmed_as_java_trims() -> None:
+    # proposed.mkString.trim.equals("*"): String.trim drops chars up to U+0020 only, so
+    # a no-break space before the star is kept, and the value refused.
+    with pytest.raises(ConfigError, match="brokerId"):
+        validate_topic_config({"leader.replication.throttled.replicas": "\u00a0*"})
