@@ -390,3 +390,15 @@ def test_a_throttled_star_is_trimmed_as_java_trims() -> None:
     # a no-break space before the star is kept, and the value refused.
     with pytest.raises(ConfigError, match="brokerId"):
         validate_topic_config({"leader.replication.throttled.replicas": "\u00a0*"})
+
+
+def test_listener_lists_take_whitespace_around_their_commas() -> None:
+    # CoreUtils.parseCsvList splits at \s*,\s*.
+    c = cfg(
+        "listeners=A://:9092 ,\tB://:9093\n"
+        "advertised.listeners=A://h1:9092 , B://h1:9093\n"
+        "listener.security.protocol.map=A:PLAINTEXT , B:PLAINTEXT\n"
+        "inter.broker.listener.name=A\n"
+    )
+    assert [str(listener) for listener in c.listeners] == ["A://:9092", "B://:9093"]
+    assert [str(a) for a in c.advertised_listeners] == ["A://h1:9092", "B://h1:9093"]
