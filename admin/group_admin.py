@@ -194,7 +194,7 @@ class Coordinator:
 @dataclass(frozen=True)
 class OffsetRow:
     """One line of the offsets view: a partition (committed to, or assigned), or a
-    member with no partition (``partition`` None)."""
+    member whose assignment is unreadable (``partition`` None)."""
 
     partition: TopicPartition | None
     committed: int | None  # None: no commit
@@ -279,13 +279,14 @@ def offset_rows(
 ) -> tuple[OffsetRow, ...]:
     """kafka-consumer-groups.sh's rows: each partition a member is assigned (its commit
     or none), each committed partition no member is assigned, sorted by partition; then
-    each member with no partition (or an unreadable assignment)."""
+    each member whose assignment is unreadable. A member with no partition has no row
+    (Kafka 2.8's collectGroupsOffsets keeps the members with partitions only)."""
     rows: list[OffsetRow] = []
-    idle: list[OffsetRow] = []
+    unreadable: list[OffsetRow] = []
     assigned: set[TopicPartition] = set()
     for m in members:
-        if not m.partitions:
-            idle.append(OffsetRow(None, None, None, m))
+        if m.partitions is None:
+            unreadable.append(OffsetRow(None, None, None, m))
             continue
         for tp in m.partitions:
             assigned.add(tp)
@@ -294,7 +295,7 @@ def offset_rows(
         if tp not in assigned:
             rows.append(OffsetRow(tp, offset, log_ends.get(tp), None))
     rows.sort(key=lambda r: (r.partition, r.member.member_id if r.member else ""))
-    return tuple(rows + idle)
+    return tuple(rows + unreadable)
 
 
 # --- the client ---------------------------------------------------------------------------

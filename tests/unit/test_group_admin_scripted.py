@@ -351,3 +351,17 @@ def test_describe_state_reads_no_offsets(
     assert code == 0
     assert asked == [("g", False)]
     assert json.loads(out)["groups"][0]["state"] == "Stable"
+
+
+def test_a_member_with_no_partition_has_no_row_in_the_offsets_view() -> None:
+    """Kafka 2.8's collectGroupsOffsets keeps only the members with partitions
+    (members.filter(!_.assignment.topicPartitions.isEmpty)): a member with none assigned
+    (more consumers than partitions) shows in --members, not in the offsets table. A
+    member whose assignment is unreadable keeps its row (and its warning)."""
+    busy = Member("a", "ca", "h", (TP("t", 0),))
+    idle = Member("b", "cb", "h", ())
+    broken = Member("c", "cc", "h", None, "version -1 is negative")
+    rows = offset_rows([busy, idle, broken], {TP("t", 0): 1}, {TP("t", 0): 2})
+    assert [(r.partition, r.member) for r in rows] == [(TP("t", 0), busy), (None, broken)]
+    # A Stable group whose only member has no partition and no commit: no table at all.
+    assert offset_rows([idle], {}, {}) == ()
