@@ -21,12 +21,14 @@ from admin.group_admin import (
     MalformedAssignmentError,
     Member,
     decode_assignment,
+    encode_assignment,
     members_of,
     offset_rows,
 )
 from tests.unit.test_cli_args import run
 from tests.unit.test_group_admin import BOOT, _Conn, _described_as, _scripted
 from wire.api import ApiKey
+from wire.client import KafkaConnectionError
 from wire.errors import ErrorCode
 from zkctl.group_commands import describe_json, notes, offsets_lines
 from zkdata.znodes import TopicPartition as TP
@@ -261,7 +263,11 @@ def test_list_asks_every_broker_once_each_group_and_says_which_failed() -> None:
 
     admin, slept = _scripted({("b", 1): first, ("b", 2): second, ("b", 3): refusing})
     listing = admin.list_groups()
-    assert [(g.group_id, g.coordinator) for g in listing.groups] == [("a", 2), ("b", 1), ("dup", 1)]
+    assert [(g.group_id, g.state, g.coordinator) for g in listing.groups] == [
+        ("a", "Stable", 2),
+        ("b", "Stable", 1),
+        ("dup", "Stable", 1),
+    ]
     assert listing.failures == [
         "broker 3 (b:3): ListGroups refused: UNKNOWN_SERVER_ERROR",
         "broker 4 (b:4): no answer after 4 tries (cannot connect to b:4)",
@@ -324,7 +330,8 @@ def test_notes_say_a_rebalance_of_either_kind_and_nothing_of_a_dead_group() -> N
 def test_json_has_the_lag_and_the_warnings() -> None:
     rows = offset_rows([], {TP("t", 0): 3}, {TP("t", 0): 5})
     doc = describe_json(_group(rows=rows, warnings=("w",)), offsets=True)
-    assert doc["offsets"][0]["lag"] == 2
+    assert (doc["offsets"][0]["current_offset"], doc["offsets"][0]["lag"]) == (3, 2)
+    assert doc["assignment_strategy"] == "range"
     assert doc["warnings"] == ["w"]
 
 
@@ -365,3 +372,114 @@ def test_a_member_with_no_partition_has_no_row_in_the_offsets_view() -> None:
     assert [(r.partition, r.member) for r in rows] == [(TP("t", 0), busy), (None, broken)]
     # A Stable group whose only member has no partition and no commit: no table at all.
     assert offset_rows([idle], {}, {}) == ()
+
+
+def test_describe_reads_every_partition_from_the_coordinator_found_and_each_leader() -> None:
+    """The coordinator FindCoordinator names (not the bootstrap broker) answers
+    DescribeGroups and OffsetFetch (all topics; a loading coordinator asked again); the
+    log end offsets are read for the assigned partitions as well as the committed ones,
+    each leader's UNKNOWN_TOPIC_OR_PARTITION or an unreachable leader tried again; what
+    stays unknown is the description's warning."""
+    loading = [int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)]
+    fetches: list[dict[str, Any]] = []
+    unknown = [int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    unreachable = [True]
+
+    def bootstrap(api: int, body: dict[str, Any]) -> dict[str, Any]:
+        if api == ApiKey.FIND_COORDINATOR:
+            return {"error_code": 0, "node_id": 2, "host": "b", "port": 2}
+        assert api == ApiKey.METADATA
+        parts = [
+            {"partition_index": 0, "leader_id": 2},
+            {"partition_index": 1, "leader_id": 3},
+        ]
+        return {
+            "brokers": [{"node_id": n, "host": "b", "port": n} for n in (1, 2, 3)],
+            "topics": [{"error_code": 0, "name": "t", "partitions": parts}],
+        }
+
+    def coordinator(api: int, body: dict[str, Any]) -> dict[str, Any]:
+        if api == ApiKey.DESCRIBE_GROUPS:
+            member = {
+                "member_id": "m",
+                "client_id": "c",
+                "client_host": "h",
+                "member_assignment": encode_assignment([TP("t", 0), TP("t", 1)]),
+            }
+            group: dict[str, Any] = {
+                "error_code": 0,
+                "group_id": "g",
+                "group_state": "Stable",
+                "protocol_type": "consumer",
+                "protocol_data": "sticky",
+                "members": [member],
+            }
+            return {"groups": [group]}
+        if api == ApiKey.OFFSET_FETCH:
+            fetches.append(body)
+            offsets = [
+                {"partition_index": 0, "error_code": 0, "committed_offset": 5},
+                {"partition_index": 2, "error_code": 0, "committed_offset": 1},
+            ]
+            code = loading.pop() if loading else 0
+            return {"error_code": code, "topics": [{"name": "t", "partitions": offsets}]}
+        assert api == ApiKey.LIST_OFFSETS
+        code = unknown.pop() if unknown else 0
+        answer = {"partition_index": 0, "error_code": code, "offset": 9}
+        return {"topics": [{"name": "t", "partitions": [answer]}]}
+
+    def leader3(api: int, body: dict[str, Any]) -> dict[str, Any]:
+        if unreachable and unreachable.pop():
+            raise KafkaConnectionError("connection reset")
+        answer = {"partition_index": 1, "error_code": 0, "offset": 4}
+        return {"topics": [{"name": "t", "partitions": [answer]}]}
+
+    admin, slept = _scripted({("b", 1): bootstrap, ("b", 2): coordinator, ("b", 3): leader3})
+    d = admin.describe("g")
+    assert (d.coordinator, d.protocol) == (Coordinator(2, "b", 2), "sticky")
+    assert [(r.partition, r.committed, r.log_end, r.lag) for r in d.rows] == [
+        (TP("t", 0), 5, 9, 4),
+        (TP("t", 1), None, 4, None),  # assigned, never committed: its end read too
+        (TP("t", 2), 1, None, None),
+    ]
+    assert d.warnings == ("log end offset unknown for t-2: not in the brokers' metadata",)
+    assert [(f["group_id"], f["topics"]) for f in fetches] == [("g", None), ("g", None)]
+    assert slept == [0.2, 0.2]  # OffsetFetch's retry, then the log end offsets' one
+
+
+@pytest.mark.parametrize("api", [ApiKey.FIND_COORDINATOR, ApiKey.OFFSET_FETCH])
+def test_a_coordinator_refusal_is_an_error_at_once(api: ApiKey) -> None:
+    refused = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    handle = _coordinator()
+
+    def refusing(asked: int, body: dict[str, Any]) -> dict[str, Any]:
+        answer: dict[str, Any] = handle(asked, body)
+        if asked == api:
+            answer["error_code"] = refused
+        return answer
+
+    admin, slept = _scripted({("b", 1): refusing})
+    expected = (
+        "FindCoordinator for group 'g' refused"
+        if api == ApiKey.FIND_COORDINATOR
+        else "OFFSET_FETCH for group 'g' refused"
+    )
+    with pytest.raises(AdminError, match=f"{expected}: GROUP_AUTHORIZATION_FAILED"):
+        admin.describe("g")
+    assert slept == []
+
+
+def test_each_groups_notes_are_said(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _described_as(
+        monkeypatch,
+        _group(group_id="a", state="Empty"),
+        _group(group_id="b", state="Empty"),
+    )
+    code, out, err = run([*BOOT, "--describe", "--group", "a", "--group", "b"], capsys)
+    assert (code, out) == (0, "")
+    assert err.splitlines() == [
+        "zkctl: warning: consumer group 'a' has no active members",
+        "zkctl: warning: consumer group 'b' has no active members",
+    ]
