@@ -288,8 +288,10 @@ def _offsets_cells(group_id: str, row: OffsetRow) -> tuple[str, ...]:
 
 
 def assignment_text(partitions: Sequence[TopicPartition] | None) -> str:
-    """``orders(0,2),audit(1)`` as kafka-consumer-groups.sh --members --verbose shows
-    them; ``-`` for none, ``(unreadable)`` for an assignment that did not decode."""
+    """``audit(1), orders(0,2)`` as kafka-consumer-groups.sh --members --verbose shows
+    them (Kafka 2.8's printMembers: each topic's partitions sorted, the topics sorted,
+    joined by ", "); ``-`` for none, ``(unreadable)`` for an assignment that did not
+    decode."""
     if partitions is None:
         return "(unreadable)"
     by_topic: dict[str, list[int]] = {}
@@ -297,7 +299,7 @@ def assignment_text(partitions: Sequence[TopicPartition] | None) -> str:
         by_topic.setdefault(tp.topic, []).append(tp.partition)
     if not by_topic:
         return MISSING
-    return ",".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items())
+    return ", ".join(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(by_topic.items()))
 
 
 def members_lines(d: GroupDescription) -> list[str]:

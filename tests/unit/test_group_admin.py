@@ -240,7 +240,7 @@ def test_the_members_table_shows_each_members_partitions() -> None:
         "billing         consumer-2-bbbb 127.0.0.1       rdkafka         -            (unreadable)",
     ]
     assert describe_lines([d], view="members") == members_lines(d)
-    assert assignment_text([TP("a", 2), TP("b", 0), TP("a", 0)]) == "a(0,2),b(0)"
+    assert assignment_text([TP("a", 2), TP("b", 0), TP("a", 0)]) == "a(0,2), b(0)"
     assert assignment_text(()) == "-"
 
 

@@ -30,7 +30,7 @@ from tests.unit.test_group_admin import BOOT, _Conn, _described_as, _scripted
 from wire.api import ApiKey
 from wire.client import KafkaConnectionError
 from wire.errors import ErrorCode
-from zkctl.group_commands import describe_json, notes, offsets_lines
+from zkctl.group_commands import assignment_text, describe_json, notes, offsets_lines
 from zkdata.znodes import TopicPartition as TP
 
 COORD = Coordinator(1, "b", 1)
@@ -483,3 +483,10 @@ def test_each_groups_notes_are_said(
         "zkctl: warning: consumer group 'a' has no active members",
         "zkctl: warning: consumer group 'b' has no active members",
     ]
+
+
+def test_a_members_assignment_lists_its_topics_sorted_with_a_comma_and_space() -> None:
+    """Kafka 2.8's printMembers (--verbose): each topic's partitions sorted in
+    parentheses, the topics sorted and joined by ", " (mkString(", "))."""
+    assert assignment_text([TP("b", 0), TP("a", 2), TP("a", 0)]) == "a(0,2), b(0)"
+    assert assignment_text([TP("orders", 1)]) == "orders(1)"
