@@ -191,15 +191,18 @@ def _groups(args: argparse.Namespace) -> int:
     view = "members" if args.members else "state" if args.state is not None else "offsets"
     offsets = view == "offsets"
     described = [admin.describe(name, offsets=offsets) for name in names]
+    # Kafka 2.8's describeGroups prints the groups in a TreeMap's order: by group id (Java's
+    # String.compareTo, UTF-16 code units). The JSON keeps the order given.
+    in_order = sorted(described, key=lambda d: d.group_id.encode("utf-16-be"))
     if args.json:
         print_json({"groups": [describe_json(d, offsets=offsets) for d in described]})
     else:
-        for line in describe_lines(described, view=view):
+        for line in describe_lines(in_order, view=view):
             out(line)
-    for d in described:
+    for d in in_order:
         for note in notes(d):
             warn(note)
-    dead = [d.group_id for d in described if not d.exists]
+    dead = [d.group_id for d in in_order if not d.exists]
     if dead:
         quoted = ", ".join(repr(g) for g in dead)
         raise CommandError(

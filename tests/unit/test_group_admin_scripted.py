@@ -490,3 +490,35 @@ def test_a_members_assignment_lists_its_topics_sorted_with_a_comma_and_space() -
     parentheses, the topics sorted and joined by ", " (mkString(", "))."""
     assert assignment_text([TP("b", 0), TP("a", 2), TP("a", 0)]) == "a(0,2), b(0)"
     assert assignment_text([TP("orders", 1)]) == "orders(1)"
+
+
+@pytest.mark.parametrize("view", [[], ["--members"], ["--state"]])
+def test_groups_are_printed_sorted_by_id_whatever_the_order_given(
+    view: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka 2.8's describeGroups collects the groups into a TreeMap (collectGroupsOffsets,
+    collectGroupsMembers, collectGroupsState) and prints them in its order: by group id."""
+    m = Member("m", "c", "h", (TP("t", 0),))
+    rows = offset_rows([m], {TP("t", 0): 1}, {TP("t", 0): 1})
+    _described_as(
+        monkeypatch,
+        *(_group(group_id=g, state="Empty", members=(m,), rows=rows) for g in ("b", "a")),
+    )
+    code, out, err = run([*BOOT, "--describe", "--group", "b", "--group", "a", *view], capsys)
+    assert code == 0
+    firsts = [line.split()[0] for line in out.splitlines() if line]
+    assert [g for g in firsts if g != "GROUP"] == ["a", "b"]
+    assert [line.split("'")[1] for line in err.splitlines()] == ["a", "b"]
+
+
+def test_groups_are_sorted_as_java_compares_strings(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """String.compareTo compares UTF-16 code units: a character past U+FFFF (a surrogate
+    pair, from U+D800) sorts before U+FF61, which a code point order puts first."""
+    high, astral = "\uff61", "\U0001f600"
+    _described_as(monkeypatch, _group(group_id=high), _group(group_id=astral))
+    code, out, _ = run([*BOOT, "--describe", "--group", high, "--group", astral, "--state"], capsys)
+    assert code == 0
+    firsts = [line.split()[0] for line in out.splitlines() if line]
+    assert [g for g in firsts if g != "GROUP"] == [astral, high]
