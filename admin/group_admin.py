@@ -39,6 +39,10 @@ T = TypeVar("T")
 # --- ConsumerProtocol assignments ----------------------------------------------------------
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+# The groups --list shows, as Kafka 2.8's KafkaAdminClient.listConsumerGroups keeps them
+# (maybeAddConsumerGroup): a consumer group's, or a simple consumer group's (it only
+# commits offsets; no protocol type). A Kafka Connect cluster's ("connect") is left out.
+_LISTED_PROTOCOL_TYPES = frozenset({CONSUMER_PROTOCOL_TYPE, ""})
 # ConsumerProtocolAssignment's versions 0-3 share one layout; a later version may add
 # fields after those, which are not read.
 LATEST_ASSIGNMENT_VERSION = 3
@@ -362,9 +366,10 @@ class GroupAdmin(ClusterAdmin):
     # --- listing ------------------------------------------------------------------------
 
     def list_groups(self, states: Sequence[str] = ()) -> GroupListing:
-        """Every group of every live broker, each once (by id), sorted by id; with
-        ``states``, only those in these states (ListGroups v4's filter, which the
-        brokers apply, as Kafka's admin client leaves it to them)."""
+        """Every consumer group of every live broker (those of another protocol type left
+        out), each once (by id), sorted by id; with ``states``, only those in these states
+        (ListGroups v4's filter, which the brokers apply, as Kafka's admin client leaves it
+        to them)."""
         brokers = sorted(
             (int(b["node_id"]), (str(b["host"]), int(b["port"])))
             for b in self.metadata([])["brokers"]
@@ -381,14 +386,15 @@ class GroupAdmin(ClusterAdmin):
                 continue
             for g in answer["groups"]:
                 group_id = str(g["group_id"])
-                if group_id in seen:
+                protocol_type = str(g.get("protocol_type") or "")
+                if protocol_type not in _LISTED_PROTOCOL_TYPES or group_id in seen:
                     continue
                 seen.add(group_id)
                 listing.groups.append(
                     ListedGroup(
                         group_id=group_id,
                         state=str(g.get("group_state") or ""),
-                        protocol_type=str(g.get("protocol_type") or ""),
+                        protocol_type=protocol_type,
                         coordinator=node_id,
                     )
                 )

@@ -522,3 +522,26 @@ def test_groups_are_sorted_as_java_compares_strings(
     assert code == 0
     firsts = [line.split()[0] for line in out.splitlines() if line]
     assert [g for g in firsts if g != "GROUP"] == [astral, high]
+
+
+def test_list_leaves_out_the_groups_of_another_protocol_type() -> None:
+    """Kafka 2.8's KafkaAdminClient.listConsumerGroups (maybeAddConsumerGroup) keeps the
+    groups whose protocol type is "consumer" or empty (a simple consumer group's, which
+    only commits offsets); a Kafka Connect cluster's group ("connect") is not listed."""
+
+    def handle(api: int, body: dict[str, Any]) -> dict[str, Any]:
+        if api == ApiKey.METADATA:
+            return {"brokers": [{"node_id": 1, "host": "b", "port": 1}], "topics": []}
+        groups = [
+            {"group_id": "billing", "group_state": "Stable", "protocol_type": "consumer"},
+            {"group_id": "connect-cluster", "group_state": "Stable", "protocol_type": "connect"},
+            {"group_id": "simple", "group_state": "Empty", "protocol_type": ""},
+        ]
+        return {"error_code": 0, "groups": groups}
+
+    admin, _ = _scripted({("b", 1): handle})
+    listing = admin.list_groups()
+    assert [(g.group_id, g.protocol_type) for g in listing.groups] == [
+        ("billing", "consumer"),
+        ("simple", ""),
+    ]
