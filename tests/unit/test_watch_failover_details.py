@@ -1,0 +1,201 @@
+"""The watch model's finer points during a failover: what each partition shows (a leader
+epoch bumped alone), how waits are summarised when many partitions recover at once, when
+changes are aggregated, and which broker losses make a partition under-replicated."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from watch import model
+from watch.model import (
+    BrokerInfo,
+    BrokersSeen,
+    ControllerSeen,
+    Event,
+    PartitionsSeen,
+    WatchState,
+    reduce,
+    running_clocks,
+)
+from zkdata.znodes import LeaderAndIsr, TopicPartition
+
+T0 = 1_800_000_000.0
+
+State = tuple[int, int, tuple[int, ...]]  # leader, leader epoch, ISR
+
+
+def brokers(ts: float, *ids: int) -> BrokersSeen:
+    return BrokersSeen(ts, {b: BrokerInfo(b, f"127.0.0.1:{9000 + b}", 100 + b) for b in ids})
+
+
+def partitions(
+    ts: float,
+    states: Mapping[tuple[str, int], State],
+    replicas: Mapping[tuple[str, int], tuple[int, ...]] | None = None,
+) -> PartitionsSeen:
+    topics: dict[str, dict[int, tuple[int, ...]]] = {}
+    for t, p in states:
+        topics.setdefault(t, {})[p] = (replicas or {}).get((t, p), (1, 2, 3))
+    return PartitionsSeen(
+        ts,
+        topics,
+        {TopicPartition(t, p): LeaderAndIsr(*s) for (t, p), s in states.items()},
+    )
+
+
+def run(state: WatchState, *observations: model.Observation) -> tuple[WatchState, list[Event]]:
+    out: list[Event] = []
+    for obs in observations:
+        state, events = reduce(state, obs)
+        out.extend(events)
+    return state, out
+
+
+def cluster(states: Mapping[tuple[str, int], State]) -> WatchState:
+    """Controller 1 (epoch 5), brokers 1-3, the partitions as given."""
+    state, _ = run(
+        model.initial_state(T0),
+        ControllerSeen(T0, 1, 5),
+        brokers(T0, 1, 2, 3),
+        partitions(T0, states),
+    )
+    return state
+
+
+def round_robin(n: int) -> dict[tuple[str, int], State]:
+    return {("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(n)}
+
+
+def test_a_leader_epoch_bumped_alone_is_shown_on_the_partition() -> None:
+    # A preferred-leader election of the leader it already has, or a controlled shutdown
+    # that left the leader in place, bumps only the leader epoch: no event, but the view
+    # shows the epoch the partition has now, not the one it had.
+    states = round_robin(3)
+    state = cluster(states)
+    states[("t", 0)] = (1, 7, (1, 2, 3))
+    state, events = run(state, partitions(T0 + 1, states))
+    assert events == []
+    assert state.partitions[TopicPartition("t", 0)].leader_epoch == 7
+
+
+def test_a_leader_moved_without_a_wait_is_information_not_good_news() -> None:
+    states = round_robin(15)
+    state = cluster(states)
+    # One leader moved by a reassignment or a preferred election: no outage ended.
+    moved = dict(states)
+    moved[("t", 0)] = (2, 1, (1, 2, 3))
+    _, events = run(state, partitions(T0 + 1, moved))
+    assert [(e.text, e.severity) for e in events] == [
+        ("leader of t-0 moved 1 -> 2 (leader epoch 1)", "info")
+    ]
+    # Many moved the same way: one line, information too.
+    many = {k: ((2 if lead == 1 else lead), 1, isr) for k, (lead, _, isr) in states.items()}
+    _, events = run(state, partitions(T0 + 1, many))
+    assert len(events) == 1
+    assert events[0].text.startswith("leader moved for 5 partitions: 1 -> 2 (5) (e.g. t-0, ")
+    assert events[0].severity == "info"
+
+
+def test_many_partitions_back_at_once_name_the_longest_wait() -> None:
+    states = round_robin(12)
+    state = cluster(states)
+    # Three partitions lose their leader at T0+1, two more at T0+3; all back at T0+6.
+    down = dict(states)
+    for p in (0, 1, 2):
+        down[("t", p)] = (-1, 1, (1, 2, 3))
+    state, _ = run(state, partitions(T0 + 1, down))
+    for p in (3, 4):
+        down[("t", p)] = (-1, 1, (1, 2, 3))
+    state, _ = run(state, partitions(T0 + 3, down))
+    back = {k: ((1, 2, s[2]) if s[0] < 0 else s) for k, s in down.items()}
+    _, events = run(state, partitions(T0 + 6, back))
+    assert [(e.text, e.severity) for e in events] == [
+        (
+            "5 partitions back online after up to 5.0 s without a leader; leaders 1 (5)",
+            "good",
+        )
+    ]
+
+
+def test_many_leaders_moved_off_lost_brokers_name_the_longest_wait() -> None:
+    states = round_robin(12)  # 4 partitions each led by brokers 1, 2 and 3
+    state = cluster(states)
+    state, _ = run(state, brokers(T0 + 1, 1, 3), brokers(T0 + 3, 1))
+    after = {k: (1, 1, (1,)) for k in states}
+    _, events = run(state, partitions(T0 + 6, after))
+    moved = [e for e in events if e.text.startswith("leader moved")]
+    assert [(e.text, e.severity) for e in moved] == [
+        (
+            "leader moved for 8 partitions: 2 -> 1 (4), 3 -> 1 (4) after up to 5.0 s"
+            " without a leader (e.g. t-1, t-2, t-4, ...)",
+            "good",
+        )
+    ]
+
+
+def test_four_partitions_offline_are_named_one_by_one_and_five_are_one_line() -> None:
+    states = round_robin(12)
+    state = cluster(states)
+    four = {k: ((-1, 1, (1, 2, 3)) if k[1] < 4 else s) for k, s in states.items()}
+    _, events = run(state, partitions(T0 + 1, four))
+    assert [e.text for e in events] == [
+        f"t-{p} offline: no leader (ISR [1, 2, 3])" for p in range(4)
+    ]
+    five = {k: ((-1, 1, (1, 2, 3)) if k[1] < 5 else s) for k, s in states.items()}
+    _, events = run(state, partitions(T0 + 1, five))
+    assert [e.text for e in events] == ["5 partitions offline: no leader (e.g. t-0, t-1, t-2, ...)"]
+
+
+def test_up_to_three_leaderless_partitions_each_have_a_clock_and_four_share_one() -> None:
+    states = round_robin(12)
+    state = cluster(states)
+    three = {k: ((-1, 1, (1,)) if k[1] < 3 else s) for k, s in states.items()}
+    s3, _ = run(state, partitions(T0 + 1, three))
+    assert running_clocks(s3, T0 + 3) == [
+        f"partition t-{p} without leader for 2.0 s" for p in range(3)
+    ]
+    four = {k: ((-1, 1, (1,)) if k[1] < 4 else s) for k, s in states.items()}
+    s4, _ = run(state, partitions(T0 + 1, four))
+    assert running_clocks(s4, T0 + 3) == ["4 partitions without leader, the longest for 2.0 s"]
+
+
+def test_with_no_controller_the_clock_names_the_last_one_not_the_first() -> None:
+    state = cluster(round_robin(3))
+    state, _ = run(
+        state,
+        ControllerSeen(T0 + 1, None, 5),
+        ControllerSeen(T0 + 2, 2, 6),
+        ControllerSeen(T0 + 3, None, 6),
+    )
+    assert running_clocks(state, T0 + 5) == ["no controller for 2.0 s (last: broker 2, epoch 6)"]
+
+
+def test_a_broker_that_joined_the_isr_and_is_lost_makes_the_partition_under_replicated() -> None:
+    states = {("t", 0): (1, 0, (1, 2)), ("t", 1): (2, 0, (2, 1, 3))}
+    state = cluster(states)
+    tp = TopicPartition("t", 0)
+    assert state.summary.under_replicated == (tp,)
+    # Broker 3 catches up: the leader is the same, only the ISR grew.
+    states[("t", 0)] = (1, 0, (1, 2, 3))
+    state, _ = run(state, partitions(T0 + 1, states))
+    assert state.summary.under_replicated == ()
+    # Broker 3 is lost before the leader shrinks the ISR: short of a replica already.
+    state, _ = run(state, brokers(T0 + 2, 1, 2))
+    assert state.partitions[tp].under_replicated
+    assert state.summary.under_replicated == (TopicPartition("t", 0), TopicPartition("t", 1))
+
+
+def test_a_new_topic_names_its_largest_replication_factor() -> None:
+    state = cluster(round_robin(3))
+    states = {**round_robin(3), ("u", 0): (1, 0, (1, 2, 3)), ("u", 1): (1, 0, (1, 2))}
+    _, events = run(
+        state, partitions(T0 + 1, states, replicas={("u", 0): (1, 2), ("u", 1): (1, 2, 3)})
+    )
+    assert "topic u created: 2 partitions, replication factor 3" in [e.text for e in events]
+
+
+def test_many_partitions_started_without_a_leader_credit_no_broker() -> None:
+    state = cluster(round_robin(3))
+    states = {**round_robin(3), **{("u", p): (-1, 0, ()) for p in range(4)}, ("u", 4): (2, 0, (2,))}
+    _, events = run(state, partitions(T0 + 1, states))
+    assert "5 new partitions started; leaders 2 (1)" in [e.text for e in events]
