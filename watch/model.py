@@ -508,9 +508,11 @@ def _controller(state: WatchState, obs: ControllerSeen) -> tuple[WatchState, lis
         return replace(state, seen_controller=True, controller=tenure, epoch=epoch), events
 
     current = state.controller
-    if (current is None and broker is None) or (
-        current is not None and current.broker == broker and current.epoch == epoch
-    ):
+    if current is None and broker is None:
+        # Still none; an epoch grown meanwhile was a controller elected and gone.
+        events.extend(_came_and_went(ts, state.epoch, epoch, last_gone=True))
+        return (replace(state, epoch=epoch) if epoch != state.epoch else state), events
+    if current is not None and current.broker == broker and current.epoch == epoch:
         return (replace(state, epoch=epoch) if epoch != state.epoch else state), events
 
     history = state.history
@@ -528,6 +530,10 @@ def _controller(state: WatchState, obs: ControllerSeen) -> tuple[WatchState, lis
             )
         )
         no_controller_since = ts
+    # Kafka bumps /controller_epoch only as it creates /controller (one multi-op): epochs
+    # between the last read and this one were controllers elected and gone unseen, and so
+    # is this read's epoch when /controller is empty.
+    events.extend(_came_and_went(ts, last_epoch, epoch, last_gone=broker is None))
     if broker is None:
         return (
             replace(
@@ -539,13 +545,6 @@ def _controller(state: WatchState, obs: ControllerSeen) -> tuple[WatchState, lis
             ),
             events,
         )
-    if last_epoch is not None and epoch is not None and epoch > last_epoch + 1:
-        missed = (
-            f"epoch {last_epoch + 1}"
-            if epoch == last_epoch + 2
-            else f"epochs {last_epoch + 1} to {epoch - 1}"
-        )
-        events.append(Event(ts, "controller", f"{missed} came and went between two reads", "warn"))
     gap = None if no_controller_since is None else ts - no_controller_since
     after = f" after {fmt_duration(gap)} without a controller" if gap is not None else ""
     events.append(
@@ -561,6 +560,20 @@ def _controller(state: WatchState, obs: ControllerSeen) -> tuple[WatchState, lis
         replace(state, controller=tenure, history=history, epoch=epoch, no_controller_since=None),
         events,
     )
+
+
+def _came_and_went(
+    ts: float, last_epoch: int | None, epoch: int | None, *, last_gone: bool
+) -> list[Event]:
+    """The controller epochs after `last_epoch` never seen held: up to `epoch` if its
+    controller is gone too (`last_gone`: /controller read empty), else up to before it."""
+    if last_epoch is None or epoch is None:
+        return []
+    end = epoch if last_gone else epoch - 1
+    if end <= last_epoch:
+        return []
+    missed = f"epoch {end}" if end == last_epoch + 1 else f"epochs {last_epoch + 1} to {end}"
+    return [Event(ts, "controller", f"{missed} came and went between two reads", "warn")]
 
 
 def _brokers(state: WatchState, obs: BrokersSeen) -> tuple[WatchState, list[Event]]:

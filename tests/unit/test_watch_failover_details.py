@@ -199,3 +199,28 @@ def test_many_partitions_started_without_a_leader_credit_no_broker() -> None:
     states = {**round_robin(3), **{("u", p): (-1, 0, ()) for p in range(4)}, ("u", 4): (2, 0, (2,))}
     _, events = run(state, partitions(T0 + 1, states))
     assert "5 new partitions started; leaders 2 (1)" in [e.text for e in events]
+
+
+def test_epochs_won_and_lost_while_no_controller_is_seen_are_named() -> None:
+    # Kafka 2.8 bumps /controller_epoch only with /controller created (one multi-op), so
+    # an epoch grown while /controller is read empty was a controller elected and gone
+    # between two reads.
+    state = cluster(round_robin(3))
+    state, events = run(state, ControllerSeen(T0 + 1, None, 6))
+    assert [e.text for e in events] == [
+        "controller resigned: broker 1 (epoch 5) no longer holds /controller",
+        "epoch 6 came and went between two reads",
+    ]
+    assert events[-1].severity == "warn"
+    state, events = run(state, ControllerSeen(T0 + 2, None, 9))
+    assert [e.text for e in events] == ["epochs 7 to 9 came and went between two reads"]
+    # Counted from the last epoch read, not from the last controller seen.
+    state, events = run(state, ControllerSeen(T0 + 3, 2, 10))
+    assert [e.text for e in events] == [
+        "broker 2 elected controller, epoch 10 after 2.0 s without a controller"
+    ]
+    # The same epoch read again, or none readable: nothing came and went.
+    state, _ = run(state, ControllerSeen(T0 + 4, None, 10))
+    for epoch in (10, None):
+        _, events = run(state, ControllerSeen(T0 + 5, None, epoch))
+        assert events == []
