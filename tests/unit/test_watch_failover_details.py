@@ -224,3 +224,54 @@ def test_epochs_won_and_lost_while_no_controller_is_seen_are_named() -> None:
     for epoch in (10, None):
         _, events = run(state, ControllerSeen(T0 + 5, None, epoch))
         assert events == []
+
+
+def test_many_topics_created_or_marked_for_deletion_at_once_are_one_line_each() -> None:
+    state = cluster(round_robin(3))
+    topics = {f"n{i}": {0: (1, 2, 3)} for i in range(5)}
+    states = {TopicPartition(t, 0): LeaderAndIsr(1, 0, (1, 2, 3)) for t in topics}
+    base = partitions(T0 + 1, round_robin(3))
+    created = PartitionsSeen(
+        T0 + 1, {**base.topics, **topics}, {**base.states, **states}, frozenset()
+    )
+    state, events = run(state, created)
+    assert [e.text for e in events if e.kind == "topic"] == ["5 topics created: n0, n1, n2, ..."]
+    marked = PartitionsSeen(T0 + 2, created.topics, created.states, frozenset(topics))
+    _, events = run(state, marked)
+    assert [e.text for e in events if e.kind == "topic"] == [
+        "5 topics marked for deletion: n0, n1, n2, ..."
+    ]
+
+
+def test_many_back_online_name_each_new_leader() -> None:
+    states = round_robin(12)
+    state = cluster(states)
+    down = {k: ((-1, 1, (1, 2, 3)) if k[1] < 6 else s) for k, s in states.items()}
+    state, _ = run(state, partitions(T0 + 1, down))
+    back = {k: ((k[1] % 2 + 1, 2, (1, 2, 3)) if k[1] < 6 else s) for k, s in down.items()}
+    _, events = run(state, partitions(T0 + 3, back))
+    assert [e.text for e in events] == [
+        "6 partitions back online after up to 2.0 s without a leader; leaders 1 (3), 2 (3)"
+    ]
+
+
+def test_a_line_read_late_goes_after_those_of_the_same_time() -> None:
+    state = cluster(round_robin(3))
+    state, _ = run(
+        state,
+        model.Note(T0 + 5, "first at 5"),
+        model.Note(T0 + 6, "at 6"),
+        model.Note(T0 + 5, "read late, also at 5", source="log"),
+    )
+    assert [e.text for e in state.timeline[-3:]] == [
+        "first at 5",
+        "read late, also at 5",
+        "at 6",
+    ]
+
+
+def test_durations_change_unit_at_a_minute_and_an_hour() -> None:
+    assert model.fmt_duration(59.94) == "59.9 s"
+    assert model.fmt_duration(60) == "1 min 00 s"
+    assert model.fmt_duration(3599) == "59 min 59 s"
+    assert model.fmt_duration(3600) == "1 h 00 min"
