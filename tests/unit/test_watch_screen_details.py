@@ -167,3 +167,45 @@ def test_an_expired_session_is_named_in_the_title() -> None:
     state = cluster(ConnectionSeen(T0 + 1, LOST))
     title = screen_lines(state, T0 + 3, 50, 200)[0][0]
     assert "ZooKeeper session expired 2.0 s ago; reconnecting" in title
+
+
+def test_a_line_exactly_as_wide_as_the_screen_is_not_cut() -> None:
+    state = cluster()
+
+    def controller_line(cols: int) -> str:
+        lines = screen_lines(state, T0 + 1, 50, cols)
+        return next(t for t, _ in lines if t.startswith("CONTROLLER"))
+
+    whole = controller_line(400)
+    # A screen of cols columns has cols - 1 to write in (curses spares the last cell).
+    assert controller_line(len(whole) + 1) == whole
+    assert controller_line(len(whole)) == whole[: len(whole) - 2] + "~"
+
+
+def test_brokers_beyond_the_rows_for_them_are_counted() -> None:
+    state = cluster(registered(*range(1, 14)))
+    lines = [t for t, _ in screen_lines(state, T0 + 1, 80, 160)]
+    assert "  ... and 1 more brokers" in lines
+
+
+def test_partitions_of_a_topic_being_deleted_are_marked_so_even_without_a_state() -> None:
+    topics = {"going": {0: (1, 2, 3), 1: (1, 2, 3)}}
+    states = {TopicPartition("going", 0): LeaderAndIsr(-1, 4, (1,))}
+    state = cluster(PartitionsSeen(T0 + 1, topics, states, deleting=frozenset({"going"})))
+    lines = screen_lines(state, T0 + 2, 50, 160)
+    for p in (0, 1):
+        [(row, style)] = [(t, s) for t, s in lines if t.startswith(f"  going-{p} ")]
+        assert row.endswith("being deleted"), row
+        assert style == "dim"
+
+
+def test_a_leader_of_minus_two_is_shown_as_deleting() -> None:
+    topics = {"going": {0: (1, 2, 3)}}
+    states = {TopicPartition("going", 0): LeaderAndIsr(-2, 4, (1,))}
+    state = cluster(PartitionsSeen(T0 + 1, topics, states))
+    [(row, style)] = [
+        (t, s) for t, s in screen_lines(state, T0 + 2, 50, 160) if t.startswith("  going-0 ")
+    ]
+    assert row.split()[1:3] == ["deleting", "4"]
+    assert row.endswith("being deleted")
+    assert style == "dim"
