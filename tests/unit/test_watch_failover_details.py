@@ -275,3 +275,49 @@ def test_durations_change_unit_at_a_minute_and_an_hour() -> None:
     assert model.fmt_duration(60) == "1 min 00 s"
     assert model.fmt_duration(3599) == "59 min 59 s"
     assert model.fmt_duration(3600) == "1 h 00 min"
+
+
+def test_a_state_znode_of_a_partition_not_assigned_hides_no_other_change() -> None:
+    # A state znode left for a partition its topic no longer assigns (or not yet) is
+    # ignored; a change read with it, in the same read, is not.
+    topics = {"t": {0: (1, 2, 3), 1: (1, 2, 3)}}
+    stray = TopicPartition("t", 9)
+
+    def seen(ts: float, stray_epoch: int, leader: int) -> PartitionsSeen:
+        return PartitionsSeen(
+            ts,
+            topics,
+            {
+                stray: LeaderAndIsr(1, stray_epoch, (1,)),
+                TopicPartition("t", 0): LeaderAndIsr(leader, stray_epoch, (1, 2, 3)),
+                TopicPartition("t", 1): LeaderAndIsr(2, 0, (1, 2, 3)),
+            },
+        )
+
+    state, _ = run(
+        model.initial_state(T0), ControllerSeen(T0, 1, 5), brokers(T0, 1, 2, 3), seen(T0, 0, 1)
+    )
+    state, events = run(state, seen(T0 + 1, 1, 3))
+    assert state.partitions[TopicPartition("t", 0)].leader == 3
+    assert stray not in state.partitions
+    assert [e.text for e in events] == ["leader of t-0 moved 1 -> 3 (leader epoch 1)"]
+
+
+def test_five_problems_found_at_once_are_one_line_and_four_are_four() -> None:
+    state = cluster(round_robin(3))
+    four = {f"/brokers/topics/t{i}": f"t{i}: not JSON" for i in range(4)}
+    _, events = run(state, model.ProblemsSeen(T0 + 1, "topics", four))
+    assert [e.text for e in events] == [f"t{i}: not JSON" for i in range(4)]
+    five = {f"/brokers/topics/t{i}": f"t{i}: not JSON" for i in range(5)}
+    _, events = run(state, model.ProblemsSeen(T0 + 1, "topics", five))
+    assert [e.text for e in events] == ["t0: not JSON (and 4 more)"]
+
+
+def test_a_summary_without_a_controller_says_so() -> None:
+    state = cluster(round_robin(3))
+    state, _ = run(state, ControllerSeen(T0 + 1, None, 5))
+    _, events = run(state, model.SummaryRequested(T0 + 2))
+    assert [e.text for e in events] == [
+        "no controller; 3 partitions in 1 topic: 3 online, 0 offline, 0 under-replicated;"
+        " leaders by broker 1: 1, 2: 1, 3: 1"
+    ]
