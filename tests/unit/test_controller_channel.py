@@ -312,6 +312,17 @@ class Held:
         self.c.channel.send([self.built.request("hold"), self.built.request("taken-ahead")])
         wait_until(lambda: "taken-ahead" in self.built.counts, "the next request built ahead")
 
+    def __enter__(self) -> Held:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.c.channel.close()
+
+    def answer_all(self, count: int) -> None:
+        """Let the broker answer ``hold``; wait for ``count`` answers in all."""
+        self.release.set()
+        wait_until(lambda: len(self.c.answered) == count, "every answer")
+
     def trackers_answered(self) -> list[Any]:
         return [r.tracker for r, _ in self.c.answered]
 
@@ -320,7 +331,7 @@ def test_update_metadata_said_again_behind_it_is_dropped(servers: Callable[..., 
     h = Held(servers)
     c = h.c
     written: list[str] = []
-    try:
+    with h:
         c.channel.send([update_metadata([0, 1], "A", written)])
         c.channel.send([update_metadata([], "B", written)])  # the live brokers only
         c.channel.send([update_metadata([0], "C", written)])  # all B says, not all A says
@@ -328,10 +339,7 @@ def test_update_metadata_said_again_behind_it_is_dropped(servers: Callable[..., 
         c.channel.send([update_metadata(None, "D", written)])  # says all of A and C
         assert c.channel.queue_sizes() == {7: 2}
         assert c.channel.superseded() == 3
-        h.release.set()
-        wait_until(lambda: len(c.answered) == 6, "every answer")
-    finally:
-        c.channel.close()
+        h.answer_all(6)
     assert h.server.received == ["hold", "taken-ahead", "um:orders-0,orders-1,orders-2"]
     # The dropped ones are answered with the one that replaced them, oldest first.
     assert h.trackers_answered() == [None, None, "A", "B", "C", "D"]
@@ -352,7 +360,7 @@ def test_update_metadata_marking_a_topic_deleted_is_dropped_only_for_another_mar
     the topic made again under the name, queued behind, must not hide it."""
     h = Held(servers)
     c = h.c
-    try:
+    with h:
         c.channel.send([update_metadata(None, "deleted", deleting=True)])
         c.channel.send([update_metadata(None, "made again")])
         assert c.channel.queue_sizes() == {7: 3}  # both, and the one taken ahead
@@ -360,10 +368,7 @@ def test_update_metadata_marking_a_topic_deleted_is_dropped_only_for_another_mar
         c.channel.send([update_metadata(None, "deleted again", deleting=True)])
         assert c.channel.queue_sizes() == {7: 2}
         assert c.channel.superseded() == 2
-        h.release.set()
-        wait_until(lambda: len(c.answered) == 5, "every answer")
-    finally:
-        c.channel.close()
+        h.answer_all(5)
     assert h.trackers_answered() == [None, None, "deleted", "made again", "deleted again"]
 
 
@@ -375,17 +380,14 @@ def test_the_end_of_a_full_update_is_dropped_only_for_the_end_of_another(
     its metadata is whole, and would hold Metadata until the bound."""
     h = Held(servers)
     c = h.c
-    try:
+    with h:
         c.channel.send([update_metadata(None, "full")])
         c.channel.send([update_metadata([0, 1, 2], "incremental")])
         assert c.channel.queue_sizes() == {7: 3}  # both, and the one taken ahead
         c.channel.send([update_metadata(None, "full again")])  # it ends one: both go
         assert c.channel.queue_sizes() == {7: 2}
         assert c.channel.superseded() == 2
-        h.release.set()
-        wait_until(lambda: len(c.answered) == 5, "every answer")
-    finally:
-        c.channel.close()
+        h.answer_all(5)
     assert h.trackers_answered() == [None, None, "full", "incremental", "full again"]
 
 
@@ -397,7 +399,7 @@ def test_what_is_queued_before_a_full_updates_end_that_stays_is_kept(
     metadata for whole without those partitions' news."""
     h = Held(servers)
     c = h.c
-    try:
+    with h:
         # The full update does not say all "before" says (a deletion's mark)...
         c.channel.send([update_metadata([0], "before", deleting=True)])
         c.channel.send([update_metadata(None, "full")])
@@ -405,10 +407,7 @@ def test_what_is_queued_before_a_full_updates_end_that_stays_is_kept(
         c.channel.send([update_metadata([0], "after", deleting=True)])
         assert c.channel.queue_sizes() == {7: 4}
         assert c.channel.superseded() == 0
-        h.release.set()
-        wait_until(lambda: len(c.answered) == 5, "every answer")
-    finally:
-        c.channel.close()
+        h.answer_all(5)
     assert h.server.received == [
         "hold",
         "taken-ahead",
@@ -423,15 +422,12 @@ def test_update_metadata_with_another_request_behind_it_is_kept(
 ) -> None:
     h = Held(servers)
     c = h.c
-    try:
+    with h:
         c.channel.send([update_metadata([0], "A")])
         c.channel.send([h.built.request("between")])
         c.channel.send([update_metadata(None, "B")])
         c.channel.send([update_metadata([1, 2], "C")])  # not all of B: B stays
-        h.release.set()
-        wait_until(lambda: len(c.answered) == 6, "every answer")
-    finally:
-        c.channel.close()
+        h.answer_all(6)
     assert h.server.received == [
         "hold",
         "taken-ahead",
@@ -604,7 +600,7 @@ def test_a_deletion_mark_in_any_newer_update_metadata_of_one_send_covers_one_wai
     replaced is answered with the last of them (the first alone does not say it all)."""
     h = Held(servers)
     c = h.c
-    try:
+    with h:
         c.channel.send([update_metadata([0], "deleted", deleting=True)])
         c.channel.send(
             [
@@ -613,10 +609,7 @@ def test_a_deletion_mark_in_any_newer_update_metadata_of_one_send_covers_one_wai
             ]
         )
         assert c.channel.superseded() == 1
-        h.release.set()
-        wait_until(lambda: len(c.answered) == 5, "every answer")
-    finally:
-        c.channel.close()
+        h.answer_all(5)
     assert h.server.received == ["hold", "taken-ahead", "um:orders-0", "um:orders-0"]
     assert h.trackers_answered() == [None, None, "deleted again", "deleted", "made again"]
 
@@ -628,14 +621,11 @@ def test_the_end_of_a_full_update_is_dropped_for_a_send_with_the_end_of_another_
     waiting end of a full update goes, answered with the send's last request."""
     h = Held(servers)
     c = h.c
-    try:
+    with h:
         c.channel.send([update_metadata(None, "full")])
         c.channel.send([update_metadata(None, "full again"), update_metadata([], "brokers")])
         assert c.channel.superseded() == 1
-        h.release.set()
-        wait_until(lambda: len(c.answered) == 5, "every answer")
-    finally:
-        c.channel.close()
+        h.answer_all(5)
     assert h.server.received == ["hold", "taken-ahead", "um:orders-0,orders-1,orders-2", "um:"]
     assert h.trackers_answered() == [None, None, "full again", "full", "brokers"]
 
@@ -648,15 +638,12 @@ def test_update_metadata_not_built_from_rows_is_never_dropped(
     h = Held(servers)
     c = h.c
     rowless = dataclasses.replace(update_metadata([0], "rowless"), update_metadata_rows=None)
-    try:
+    with h:
         c.channel.send([rowless])
         c.channel.send([update_metadata([0], "A")])
         c.channel.send([update_metadata(None, "B")])
         assert c.channel.superseded() == 1  # A
-        h.release.set()
-        wait_until(lambda: len(c.answered) == 5, "every answer")
-    finally:
-        c.channel.close()
+        h.answer_all(5)
     assert h.server.received == [
         "hold",
         "taken-ahead",
@@ -675,7 +662,7 @@ def test_only_update_metadata_at_the_head_of_a_send_replace_one_waiting(
     request: what follows that request reaches the broker after it."""
     h = Held(servers)
     c = h.c
-    try:
+    with h:
         c.channel.send([update_metadata([], "brokers")])
         c.channel.send([h.built.request("other")])
         c.channel.send([update_metadata([0], "A")])
@@ -683,10 +670,7 @@ def test_only_update_metadata_at_the_head_of_a_send_replace_one_waiting(
             [update_metadata([], "B"), h.built.request("between"), update_metadata(None, "C")]
         )
         assert c.channel.superseded() == 0
-        h.release.set()
-        wait_until(lambda: len(c.answered) == 8, "every answer")
-    finally:
-        c.channel.close()
+        h.answer_all(8)
     assert h.server.received == [
         "hold",
         "taken-ahead",
