@@ -6,30 +6,16 @@ from __future__ import annotations
 import pytest
 
 from broker.config import (
-    BrokerConfig,
     ConfigError,
     Listener,
     effective_topic_config,
     format_properties,
-    load_broker_config,
     parse_properties,
     topic_config_as_stored,
     topic_override_bool,
     validate_topic_config,
 )
-
-ZK = "zookeeper.connect=localhost:2181\n"
-
-
-def cfg(text: str = "", *overrides: str) -> BrokerConfig:
-    return load_broker_config(text=ZK + text, overrides=overrides)
-
-
-def problems_of(text: str = "", *overrides: str) -> list[str]:
-    with pytest.raises(ConfigError) as info:
-        load_broker_config(text=ZK + text, overrides=overrides)
-    return [p.message for p in info.value.problems]
-
+from tests.unit.test_broker_config import cfg, problems_of
 
 # --------------------------------------------------------------------------- versions
 
