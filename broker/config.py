@@ -94,6 +94,7 @@ __all__ = [
     "parse_configs_to_be_added",
     "parse_key_value_pairs",
     "parse_overrides",
+    "parse_per_ip_overrides",
     "parse_properties",
     "parse_topic_config_args",
     "parse_topic_value",
@@ -767,11 +768,14 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               "Listener of the controller's requests (no effect here: they use the"
               " inter-broker listener)."),
     ConfigDef("max.connections.per.ip", _I, INT_MAX, _MEDIUM,
-              "Most connections from one address (no effect here).", AtLeast(0)),
+              "Most connections from one address, over every listener; one more is closed"
+              " once accepted.", AtLeast(0)),
     ConfigDef("max.connections.per.ip.overrides", _STR, "", _MEDIUM,
-              "host:count,... overriding max.connections.per.ip (no effect here)."),
+              "host:count,... overriding max.connections.per.ip for those hosts' addresses."),
     ConfigDef("max.connections", _I, INT_MAX, _MEDIUM,
-              "Most connections to the broker (no effect here).", AtLeast(0)),
+              "Most connections to the broker; at that many the listeners wait for one to"
+              " close (the inter-broker listener, when there are others, closes the least"
+              " recently used connection of another instead).", AtLeast(0)),
     ConfigDef("max.connection.creation.rate", _I, INT_MAX, _MEDIUM,
               "Most new connections a second (no effect here).", AtLeast(0)),
     ConfigDef("log.cleaner.io.max.bytes.per.second", _D, sys.float_info.max, _MEDIUM,
@@ -954,6 +958,30 @@ _JAVA_TRIMMED: Final = "".join(chr(c) for c in range(0x21))
 def java_trim(s: str) -> str:
     """``s`` as Java's String.trim leaves it (Kafka's tools trim their arguments so)."""
     return s.strip(_JAVA_TRIMMED)
+
+
+_CSV_MAP_SEPARATOR: Final = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")
+
+
+def parse_per_ip_overrides(text: str) -> dict[str, int]:
+    """max.connections.per.ip.overrides as Kafka reads it (CoreUtils.parseCsvMap, then each
+    count an Integer.parseInt): "host:count" items split at commas, each at its last colon
+    (so an IPv6 address needs no brackets), both sides trimmed; empty items at the end
+    dropped, as Java's split drops them. ValueError names the item that is not host:count
+    (Kafka fails to start on it too)."""
+    if text == "":
+        return {}
+    items = _CSV_MAP_SEPARATOR.split(text)
+    while items and items[-1] == "":
+        items.pop()
+    overrides: dict[str, int] = {}
+    for item in items:
+        host, colon, count_text = item.rpartition(":")
+        count = java_int_in_range(java_trim(count_text), -(2**31), 2**31 - 1) if colon else None
+        if count is None:
+            raise ValueError(f"{item!r} is not host:count (count an int)")
+        overrides[java_trim(host)] = count
+    return overrides
 
 
 _PROPS_WHITESPACE: Final = " \t\f"
@@ -1837,6 +1865,14 @@ def _resolve_broker_values(vals: dict[str, Any], given: set[str], problems: _Pro
         and not java_trim(vals[overrides_key])
     ):
         problems.add(per_ip_key, f"{per_ip_key} can be set to zero only if {overrides_key} is set")
+    if _have(vals, overrides_key):
+        try:
+            parse_per_ip_overrides(vals[overrides_key])
+        except ValueError as e:
+            problems.add(
+                overrides_key,
+                f"invalid value {vals[overrides_key]!r} for config key {overrides_key!r}: {e}",
+            )
     _check_task_periods(vals, problems)
     _check_topic_synonyms(vals, given, problems)
     _check_versions(vals, problems)

@@ -25,6 +25,13 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from broker.apis import CloseConnection, KafkaApis, api_versions_response
+from broker.connection_quotas import (
+    ConnectionQuotas,
+    IpAddress,
+    QuotaStopped,
+    TooManyConnections,
+    ip_of,
+)
 from broker.error_responses import error_response
 from wire.api import ApiKey
 from wire.errors import DecodeError, ErrorCode, UnsupportedVersionError
@@ -33,6 +40,9 @@ from wire.protocol import decode_request_header, encode_response_frame, request_
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+
+#: the last-used time of a connection close_lru is closing
+_CLOSING: Final = float("inf")
 
 #: The longest socket wait CPython keeps exactly: it hands poll() a C int of milliseconds,
 #: so a longer timeout wraps (2**32 ms became 0) or raises OverflowError.
@@ -204,8 +214,12 @@ class SocketServer:
         connections_max_idle_ms: int = 10 * 60 * 1000,
         socket_send_buffer_bytes: int = -1,
         socket_receive_buffer_bytes: int = -1,
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         self.apis = apis
+        #: max.connections and max.connections.per.ip, shared with the broker's other
+        #: listeners (None: no limits)
+        self.quotas = quotas
         where = f"{listener_name}://{host}:{port}" if listener_name else f"{host}:{port}"
         # Kafka's listener fails to start with such a receive size, and its acceptor
         # fails every connection with such a send size: refused here, both.
@@ -245,8 +259,14 @@ class SocketServer:
         self.port: int = self._listener.getsockname()[1]
         self._stopped = threading.Event()
         self._accepting = threading.Event()
-        self._connections: set[socket.socket] = set()
+        #: open connections, each with when it was accepted or last read a request
+        #: (time.monotonic()): the least recently used is closed first (close_lru)
+        self._connections: dict[socket.socket, float] = {}
+        #: the address each connection is counted under in ``quotas``
+        self._counted_ip: dict[socket.socket, IpAddress] = {}
         self._lock = threading.Lock()
+        if quotas is not None:
+            quotas.register_closer(listener_name or "", self.close_lru)
         self._accept_thread = threading.Thread(
             target=self._accept_loop, name=f"socket-acceptor-{listener_name}", daemon=True
         )
@@ -287,8 +307,13 @@ class SocketServer:
                 if self._stopped.is_set():
                     return
                 continue
+            admitted, ip = self._count_in(conn, addr)
+            if not admitted:
+                continue
             with self._lock:
-                self._connections.add(conn)
+                self._connections[conn] = time.monotonic()
+                if ip is not None:
+                    self._counted_ip[conn] = ip
             try:
                 self._start_serving(conn, addr)
             except Exception as e:
@@ -296,9 +321,56 @@ class SocketServer:
                 # limit, say), not the acceptor: the next ones are served (Kafka's
                 # Acceptor goes on too).
                 log.error("closing %s: could not serve it: %r", addr, e)
-                with self._lock:
-                    self._connections.discard(conn)
+                self._forget(conn)
                 conn.close()
+
+    def _count_in(self, conn: socket.socket, addr: Any) -> tuple[bool, IpAddress | None]:
+        """Count an accepted connection against the broker's limits (waiting for a slot
+        under max.connections): whether it is to be served (False: it was closed), and
+        the address it was counted under (None: nothing counted)."""
+        if self.quotas is None:
+            return True, None
+        try:
+            ip = ip_of(str(addr[0]))
+        except (ValueError, IndexError, TypeError):
+            return True, None  # not an IP connection: nothing to count
+        try:
+            self.quotas.inc(self.listener_name or "", ip, self._stopped)
+        except TooManyConnections as e:
+            # Kafka's Acceptor: logged and closed, nothing read from it.
+            log.info("%s", e)
+            conn.close()
+            return False, None
+        except QuotaStopped:
+            conn.close()
+            return False, None
+        return True, ip
+
+    def _forget(self, conn: socket.socket) -> None:
+        """A connection closing: out of the open ones, and counted out of the limits."""
+        with self._lock:
+            self._connections.pop(conn, None)
+            ip = self._counted_ip.pop(conn, None)
+        if ip is not None and self.quotas is not None:
+            self.quotas.dec(ip)
+
+    def close_lru(self) -> bool:
+        """Close this listener's least recently used connection, to make room for an
+        inter-broker one past max.connections (Kafka's closeExcessConnections); False if it
+        has none."""
+        with self._lock:
+            open_ones = [(t, c) for c, t in self._connections.items() if t != _CLOSING]
+            if not open_ones:
+                return False
+            conn = min(open_ones, key=lambda used: used[0])[1]
+            # So that a second excess connection closes another one.
+            self._connections[conn] = _CLOSING
+        log.info("closing the least recently used connection: max.connections reached")
+        try:
+            conn.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        return True
 
     def _start_serving(self, conn: socket.socket, addr: Any) -> None:
         conn.settimeout(self._socket_timeout_s)
@@ -331,6 +403,7 @@ class SocketServer:
                     )
                     return
                 frame = _read_exactly(io, size)
+                self._used(conn)
                 response = self._handle(frame, addr)
                 if response is None:
                     return
@@ -344,12 +417,18 @@ class SocketServer:
         except OSError:
             pass
         finally:
-            with self._lock:
-                self._connections.discard(conn)
             try:
                 conn.close()
             except OSError:
                 pass
+            self._forget(conn)
+
+    def _used(self, conn: socket.socket) -> None:
+        if self.quotas is None:
+            return  # nothing is ever closed for being least recently used
+        with self._lock:
+            if self._connections.get(conn) != _CLOSING:
+                self._connections[conn] = time.monotonic()
 
     def _handle(self, frame: bytearray, addr: Any) -> bytes | bytearray | None:
         """The response frame; b"" for no response; None to close the connection."""

@@ -27,8 +27,14 @@ from kazoo.exceptions import KazooException
 
 from broker.admin_apis import AdminApis
 from broker.apis import KafkaApis
-from broker.config import BrokerConfig, TopicConfig, topic_config_as_stored
+from broker.config import (
+    BrokerConfig,
+    TopicConfig,
+    parse_per_ip_overrides,
+    topic_config_as_stored,
+)
 from broker.config_changes import ConfigChangeListener
+from broker.connection_quotas import ConnectionQuotas, resolve_per_ip_overrides
 from broker.fetcher import ReplicaFetcherManager
 from broker.group_apis import GroupApis
 from broker.metadata_cache import BrokerEndpoint, MetadataCache
@@ -96,6 +102,18 @@ class KafkaServer:
         # records. Each answers Metadata with its own listener's addresses.
         self.socket_servers: dict[str, SocketServer] = {}
         try:
+            # max.connections and max.connections.per.ip count over every listener. A
+            # host of the overrides that does not resolve stops the broker here, as
+            # Kafka's UnknownHostException.
+            self.connection_quotas = ConnectionQuotas(
+                max_connections_per_ip=config.max_connections_per_ip,
+                per_ip_overrides=resolve_per_ip_overrides(
+                    parse_per_ip_overrides(config.max_connections_per_ip_overrides)
+                ),
+                max_connections=config.max_connections,
+                inter_broker_listener=config.inter_broker_listener_name,
+                listeners=[listener.name for listener in config.listeners],
+            )
             for listener in config.listeners:
                 self.socket_servers[listener.name] = SocketServer(
                     listener.host,
@@ -106,6 +124,7 @@ class KafkaServer:
                     connections_max_idle_ms=config.connections_max_idle_ms,
                     socket_send_buffer_bytes=config.socket_send_buffer_bytes,
                     socket_receive_buffer_bytes=config.socket_receive_buffer_bytes,
+                    quotas=self.connection_quotas,
                 )
         except BaseException:
             self._stop_socket_servers()

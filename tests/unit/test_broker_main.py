@@ -139,6 +139,25 @@ def test_a_zookeeper_host_that_is_no_name_stops_the_broker_at_once(
     assert not (tmp_path / "data").exists()
 
 
+def test_an_override_host_that_does_not_resolve_stops_the_broker_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka's broker fails to start with UnknownHostException on such a host of
+    max.connections.per.ip.overrides; here, one line naming it, and nothing bound."""
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "broker.id=1\n"
+        "listeners=PLAINTEXT://127.0.0.1:0\n"
+        "zookeeper.connect=127.0.0.1:1\n"
+        "max.connections.per.ip.overrides=127.0.0.1:5,a..b:2\n"
+        f"log.dirs={tmp_path / 'data'}\n"
+    )
+    assert main([str(props)]) == 1
+    err = capsys.readouterr().err
+    assert "broker: max.connections.per.ip.overrides: cannot resolve host 'a..b'" in err
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize("file", ["broker-identity-temp", "broker-identity"])
 def test_an_identity_file_that_cannot_be_written_is_a_clear_error(
     tmp_path: Path,
