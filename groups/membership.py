@@ -832,14 +832,15 @@ class Group:
 
     def _forget(self, member_id: str, answers: Answers) -> None:
         """The member leaves the group (Kafka's GroupMetadata.remove); a request of its
-        still waiting is answered UNKNOWN_MEMBER_ID."""
+        still waiting is answered UNKNOWN_MEMBER_ID, a JoinGroup with no member id (Kafka's
+        removeMemberAndUpdateGroup: a client still there joins again as new)."""
         member = self.members.pop(member_id)
         self.pending_sync.discard(member_id)
         instance_id = member.group_instance_id
         if instance_id is not None and self.static_members.get(instance_id) == member_id:
             del self.static_members[instance_id]
         if member.awaiting_join:
-            answers.joins[member_id] = JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
+            answers.joins[member_id] = JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID, member_id="")
         if member.awaiting_sync:
             answers.syncs[member_id] = SyncAnswer(ErrorCode.UNKNOWN_MEMBER_ID)
         if self.leader == member_id:
@@ -868,11 +869,9 @@ class Group:
             if self._timed(x) and now_ms >= x.heartbeat_deadline_ms
         ]:
             if member_id in self.members:
+                # A new member timed out waiting in the join phase is told with no id
+                # (_forget), and joins again if still there.
                 self._remove(member_id, now_ms, wall, answers)
-                if member_id in answers.joins:
-                    # A new member timed out waiting in the join phase: told with no id
-                    # (Kafka's removeMemberAndUpdateGroup), it joins again if still there.
-                    answers.joins[member_id] = JoinAnswer(ErrorCode.UNKNOWN_MEMBER_ID, member_id="")
         self._maybe_complete_join(now_ms, wall, answers)
         return answers
 
