@@ -412,3 +412,31 @@ def test_listing_the_reassignments_of_no_partition_asks_for_none() -> None:
     )
     assert (got["error_code"], got["topics"]) == (0, [])
     assert controller.asked == [[]]
+
+
+# --- an internal topic its coordinator asks for ---------------------------------------------
+
+
+def test_an_internal_topic_asked_for_is_made_and_answered_none() -> None:
+    zk, a = zk_cluster()
+    got = a.create_internal_topic("__consumer_offsets", 3, 2, {"cleanup.policy": "compact"})
+    assert got == ErrorCode.NONE
+    partitions = partitions_of(zk, "__consumer_offsets")
+    assert len(partitions) == 3
+    assert {len(r) for r in partitions.values()} == {2}
+
+
+def test_an_internal_topic_still_marked_for_deletion_is_answered_none() -> None:
+    """Its znode gone, its deletion marker not yet: TopicExistsException in Kafka, which
+    the coordinator takes as "asked for"; nothing is written."""
+    zk, a = zk_cluster()
+    zk.ensure_paths([paths.delete_topic("__consumer_offsets")])
+    got = a.create_internal_topic("__consumer_offsets", 3, 2, {})
+    assert got == ErrorCode.NONE
+    assert zk.exists(paths.topic("__consumer_offsets")) is None
+
+
+def test_an_empty_config_value_is_an_invalid_config_not_a_null() -> None:
+    with pytest.raises(TopicError) as e:
+        creatable_topic(topic(configs=[{"name": "retention.ms", "value": ""}]), 1, 1)
+    assert e.value.code == ErrorCode.INVALID_CONFIG
