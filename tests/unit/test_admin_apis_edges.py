@@ -8,6 +8,7 @@ controller's broker, an answer late, an empty listing). Helpers: test_admin_apis
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any, cast
 
 import pytest
@@ -36,6 +37,9 @@ from tests.unit.test_admin_apis import (
     update_with,
     zk_cluster,
 )
+from tests.unit.test_metadata_cache import TOPIC_ID
+from tests.unit.test_metadata_cache import request as metadata_request
+from tests.unit.test_metadata_cache import state as partition_state
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from wire.protocol import request_codec
@@ -440,3 +444,59 @@ def test_an_empty_config_value_is_an_invalid_config_not_a_null() -> None:
     with pytest.raises(TopicError) as e:
         creatable_topic(topic(configs=[{"name": "retention.ms", "value": ""}]), 1, 1)
     assert e.value.code == ErrorCode.INVALID_CONFIG
+
+
+# --- answers found by mutation: names, configs, a leader shown later --------------------------
+
+
+def test_a_message_with_a_lone_surrogate_is_encodable() -> None:
+    """A name not UTF-8 (a lone surrogate once decoded) in a message: '?', so the answer
+    encodes."""
+    message = TopicError(ErrorCode.INVALID_REQUEST, "topic 'a\udcffb' refused").message
+    assert message == "topic 'a?b' refused"
+    assert message.encode() == b"topic 'a?b' refused"
+
+
+def test_delete_topics_by_id_answers_the_topics_name() -> None:
+    """DeleteTopics v6 naming a topic by its id: Kafka 2.8's handleDeleteTopicsRequest
+    answers the entry with the name its metadata cache resolves."""
+    zk, a = zk_cluster("t")
+    a.metadata.update(metadata_request(("t", [partition_state(0, 1)])))
+    body = {"topics": [{"name": None, "topic_id": TOPIC_ID}], "timeout_ms": 0}
+    (got,) = encodes(ApiKey.DELETE_TOPICS, 6, a.delete_topics(6, body))["responses"]
+    assert (got["name"], got["topic_id"]) == ("t", TOPIC_ID)
+    assert got["error_code"] == ErrorCode.REQUEST_TIMED_OUT  # marked, not waited for
+    assert zk.exists(paths.delete_topic("t")) is not None
+
+
+def test_create_topics_answers_the_topics_own_configs() -> None:
+    """CreateTopics v5+: each config of the topic as it would be created (validate_only:
+    answered NONE, not timed out, which drops them), its overrides the topic's own
+    (TOPIC_CONFIG)."""
+    _zk, a = zk_cluster()
+    made = topic("new", 1, 1, configs=[{"name": "retention.ms", "value": "1000"}])
+    (got,) = encodes(
+        ApiKey.CREATE_TOPICS,
+        5,
+        a.create_topics(5, {"topics": [made], "timeout_ms": 0, "validate_only": True}),
+    )["topics"]
+    configs = {c["name"]: c for c in got["configs"]}
+    assert (configs["retention.ms"]["value"], configs["retention.ms"]["config_source"]) == (
+        "1000",
+        1,
+    )
+    assert configs["cleanup.policy"]["config_source"] == 5  # a default
+
+
+@pytest.mark.timeout(60)
+def test_elect_leaders_waits_for_the_metadata_to_show_the_elected_leader() -> None:
+    """The elected leader shows in this broker's metadata after the controller answered:
+    the request waits for it (within its timeout) and answers NONE."""
+    a = answered_by(Answering({T0: (0, None, 3)}))  # the metadata says 2 leads
+    later = threading.Timer(0.1, update_with, (a.metadata, {0: 3, 1: 1}))
+    later.start()
+    try:
+        body = {"election_type": 0, "topic_partitions": ASKED, "timeout_ms": 30_000}
+        assert election_results(a.elect_leaders(2, body)) == {("t", 0): ErrorCode.NONE}
+    finally:
+        later.cancel()
