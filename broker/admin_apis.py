@@ -24,6 +24,7 @@ reads and writes are synchronous there, a few per request, never per partition.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -220,10 +221,17 @@ def duplicates(names: Iterable[str | None]) -> set[str]:
 
 
 def creatable_topic(
-    topic: Mapping[str, Any], default_partitions: int, default_replication_factor: int
+    topic: Mapping[str, Any],
+    default_partitions: int,
+    default_replication_factor: int,
+    *,
+    check_config: bool = True,
 ) -> CreateTopicRequest:
     """One CreatableTopic of a CreateTopics request, checked on its own (Kafka's order);
-    raises TopicError. -1 partitions or replication factor: the broker's default."""
+    raises TopicError. -1 partitions or replication factor: the broker's default. Without
+    ``check_config`` its configs are left out (null values still refused): the caller
+    checks them with topic_config once the plan's own checks passed, as Kafka 2.8's
+    validateTopicCreate checks them last."""
     name = str(topic["name"])
     problem = paths.topic_name_problem(name)
     if problem is not None:
@@ -238,10 +246,7 @@ def creatable_topic(
             ErrorCode.INVALID_REQUEST,
             f"null value not supported for topic configs: {', '.join(nulls)}",
         )
-    try:
-        config = validate_topic_config({str(c["name"]): str(c["value"]) for c in configs})
-    except ConfigError as e:
-        raise error_of(e) from None
+    config = topic_config(topic) if check_config else {}
     if given:
         if partitions != -1 or replication_factor != -1:
             raise TopicError(
@@ -284,6 +289,16 @@ def creatable_topic(
         config=config,
         rack_aware_mode=None,
     )
+
+
+def topic_config(topic: Mapping[str, Any]) -> dict[str, str]:
+    """A CreatableTopic's configs, checked (no null value among them); raises TopicError
+    (INVALID_CONFIG)."""
+    configs = topic.get("configs") or []
+    try:
+        return validate_topic_config({str(c["name"]): str(c["value"]) for c in configs})
+    except ConfigError as e:
+        raise error_of(e) from None
 
 
 class AdminApis:
@@ -396,9 +411,13 @@ class AdminApis:
             topic,
             defaults.num_partitions if defaults is not None else 1,
             defaults.default_replication_factor if defaults is not None else 1,
+            check_config=False,
         )
         plan = plan_topic_creation(request, brokers, existing, marked)
         assert plan is not None  # not if_not_exists
+        # Kafka 2.8's validateTopicCreate checks the configs last (LogConfig.validate),
+        # after the assignment and the name's collisions.
+        plan = dataclasses.replace(plan, config=topic_config(topic))
         if not validate_only:
             _retried(lambda: write_topic_creation(self.zk, plan, if_not_exists=False))
         return plan

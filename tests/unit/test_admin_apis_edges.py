@@ -500,3 +500,53 @@ def test_elect_leaders_waits_for_the_metadata_to_show_the_elected_leader() -> No
         assert election_results(a.elect_leaders(2, body)) == {("t", 0): ErrorCode.NONE}
     finally:
         later.cancel()
+
+
+BAD_CONFIG = [{"name": "retention.ms", "value": "soon"}]
+
+
+@pytest.mark.parametrize(
+    ("t", "code"),
+    [
+        (topic("new", partitions=0, configs=BAD_CONFIG), ErrorCode.INVALID_PARTITIONS),
+        (topic("new", rf=0, configs=BAD_CONFIG), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (
+            topic(
+                "new",
+                partitions=-1,
+                rf=2,
+                assignments=[{"partition_index": 0, "broker_ids": [1, 2]}],
+                configs=BAD_CONFIG,
+            ),
+            ErrorCode.INVALID_REQUEST,
+        ),
+        (
+            topic("new", partitions=1, rf=4, configs=BAD_CONFIG),
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+        ),
+        (topic("a_b", partitions=1, rf=1, configs=BAD_CONFIG), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (
+            topic(
+                "new",
+                partitions=-1,
+                rf=-1,
+                assignments=[{"partition_index": 0, "broker_ids": [1, 1]}],
+                configs=BAD_CONFIG,
+            ),
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        ),
+        (topic("new", partitions=1, rf=1, configs=BAD_CONFIG), ErrorCode.INVALID_CONFIG),
+    ],
+)
+def test_create_topics_checks_the_configs_last_as_kafka_does(
+    t: dict[str, Any], code: ErrorCode
+) -> None:
+    """Kafka 2.8's ZkAdminManager.createTopics: the both-set check, then the assignment
+    (AdminUtils: partitions, replication factor, too few brokers), then
+    validateTopicCreate (collisions, the assignment's replicas), LogConfig.validate last:
+    a topic wrong in two ways gets the earlier error, not INVALID_CONFIG. Nothing is
+    written."""
+    zk, a = zk_cluster("a.b")
+    (got,) = a.create_topics(7, {"topics": [t], "timeout_ms": 0})["topics"]
+    assert ErrorCode(got["error_code"]) == code, got
+    assert zk.exists(paths.topic(t["name"])) is None or t["name"] == "a.b"
