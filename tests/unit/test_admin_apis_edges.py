@@ -550,3 +550,21 @@ def test_create_topics_checks_the_configs_last_as_kafka_does(
     (got,) = a.create_topics(7, {"topics": [t], "timeout_ms": 0})["topics"]
     assert ErrorCode(got["error_code"]) == code, got
     assert zk.exists(paths.topic(t["name"])) is None or t["name"] == "a.b"
+
+
+def test_a_controller_refusing_a_whole_request_is_answered_with_its_code() -> None:
+    """The controller's refusal of a whole reassignment request other than
+    NOT_CONTROLLER is answered as its own code, not an unknown server error."""
+    refused = int(ErrorCode.REQUEST_TIMED_OUT)
+    a = answered_by(Answering(refused, {}))
+    got = answered(
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS, a.alter_partition_reassignments(0, REASSIGN)
+    )
+    assert (got["error_code"], got["error_message"], got["responses"]) == (
+        refused,
+        "REQUEST_TIMED_OUT",
+        [],
+    )
+    listing = ApiKey.LIST_PARTITION_REASSIGNMENTS
+    listed = answered(listing, a.list_partition_reassignments(0, {"topics": None}))
+    assert (listed["error_code"], listed["topics"]) == (refused, [])
