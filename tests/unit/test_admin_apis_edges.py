@@ -577,3 +577,28 @@ def test_delete_topics_of_neither_name_nor_id_is_unknown_topic_id() -> None:
     body = {"topics": [{"name": None, "topic_id": ZERO_UUID}], "timeout_ms": 0}
     (got,) = encodes(ApiKey.DELETE_TOPICS, 6, a.delete_topics(6, body))["responses"]
     assert (got["name"], got["error_code"]) == (None, ErrorCode.UNKNOWN_TOPIC_ID)
+
+
+class Untouched:
+    """A ZooKeeper client that records each use (a handler's broad except would swallow
+    NoZooKeeper's AssertionError)."""
+
+    def __init__(self) -> None:
+        self.used: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.used.append(name)
+        raise AssertionError(f"ZooKeeper was used ({name})")
+
+
+def test_requests_with_nothing_to_look_up_read_nothing_from_zookeeper() -> None:
+    """Auto-created names all refused, a CreateTopics of duplicates only: answered
+    without a ZooKeeper read."""
+    zk = Untouched()
+    config = load_broker_config(overrides=["broker.id=1", "zookeeper.connect=z:2181"])
+    a = AdminApis(cast(ZkClient, zk), MetadataCache(1), lambda: True, config)
+    assert a.auto_create_topics(["a/b"]) == {"a/b": ErrorCode.INVALID_TOPIC_EXCEPTION}
+    body = {"topics": [topic("d"), topic("d")], "timeout_ms": 0}
+    got = [(t["name"], t["error_code"]) for t in a.create_topics(7, body)["topics"]]
+    assert got == [("d", ErrorCode.INVALID_REQUEST), ("d", ErrorCode.INVALID_REQUEST)]
+    assert zk.used == []
