@@ -286,6 +286,13 @@ class TimeIndex(_Index):
     def _after_truncate(self) -> None:
         self.last_entry = self._entry(self.entries - 1) if self.entries else None
 
+    @property
+    def is_full(self) -> bool:
+        """One slot short of the file's entries (Kafka 2.8's TimeIndex.isFull): the last
+        is kept for the entry written when the segment rolls (``maybe_append`` with
+        ``skip_full_check``), which then stays within segment.index.bytes."""
+        return self.entries >= self.max_entries - 1
+
     def _entry(self, slot: int) -> TimestampEntry:
         ts, rel = _TIME_ENTRY.unpack(self._read(slot))
         return TimestampEntry(ts, self.base_offset + rel)
