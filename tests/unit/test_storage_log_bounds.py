@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from storage.errors import OffsetOverflowError, RecordBatchTooLargeError
 from storage.log import LogConfig, PartitionLog
 from storage.testing import build_batch
 
 NOW = 1_700_000_000_000
+FAR = 3_000_000_000
 
 
 class Clock:
@@ -28,6 +32,63 @@ def batch(size: int = 100, count: int = 1, ts: int = NOW) -> bytearray:
     return bytearray(build_batch([b"v" * size] * count, base_timestamp=ts))
 
 
+def test_an_append_of_exactly_segment_bytes_is_taken_one_byte_more_refused(
+    tmp_path: Path,
+) -> None:
+    """Kafka 2.8's Log.append: RecordBatchTooLargeException only when the batches'
+    size is more than segment.bytes; exactly segment.bytes fits a segment."""
+    size = len(batch())
+    exact = open_log(tmp_path / "t-0", segment_bytes=size)
+    assert exact.append_as_leader(batch(), 0).first_offset == 0
+    assert exact.log_end_offset == 1
+    short = open_log(tmp_path / "t-1", segment_bytes=size - 1)
+    with pytest.raises(RecordBatchTooLargeError):
+        short.append_as_leader(batch(), 0)
+    assert short.log_end_offset == 0
+
+
+def far_batch(offset: int) -> bytearray:
+    return bytearray(build_batch([b"v"], base_offset=offset, base_timestamp=NOW))
+
+
+def test_a_follower_append_may_span_2_to_the_31_offsets_less_one_not_2_to_the_31(
+    tmp_path: Path,
+) -> None:
+    """Kafka 2.8's LogSegment.ensureOffsetInRange: a segment holds offsets up to
+    2**31 - 1 above its base. Batches spanning exactly that share a new segment at their
+    first offset; one offset more are refused before anything rolls."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_follower(far_batch(0))
+    with pytest.raises(OffsetOverflowError):
+        log.append_as_follower(far_batch(1) + far_batch(1 + 2**31))
+    assert (log.log_end_offset, log.segment_base_offsets()) == (1, [0])
+    log.append_as_follower(far_batch(1) + far_batch(2**31))
+    assert (log.log_end_offset, log.segment_base_offsets()) == (2**31 + 1, [0, 1])
+
+
+def test_follower_appends_flush_at_flush_messages(tmp_path: Path) -> None:
+    """Kafka 2.8's Log.append flushes once flush.messages are unflushed, whoever
+    appends: a follower's batches move the recovery point too."""
+    log = open_log(tmp_path / "t-0", flush_messages=3)
+    log.append_as_follower(build_batch([b"v"] * 2, base_offset=0, base_timestamp=NOW))
+    assert log.recovery_point == 0
+    log.append_as_follower(build_batch([b"v"], base_offset=2, base_timestamp=NOW))
+    assert log.recovery_point == 3
+
+
+def test_a_batch_ending_2_to_the_31_less_one_above_the_segment_base_stays_in_it(
+    tmp_path: Path,
+) -> None:
+    """Kafka 2.8's LogSegment.shouldRoll: offsets beyond base + Int.MaxValue need a new
+    segment; the last one that fits, base + 2**31 - 1, does not roll."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_follower(far_batch(0))
+    log.append_as_follower(far_batch(2**31 - 1))
+    assert log.segment_base_offsets() == [0]
+    log.append_as_follower(far_batch(2**31))
+    assert log.segment_base_offsets() == [0, 2**31]
+
+
 def test_a_full_time_index_rolls_the_segment(tmp_path: Path) -> None:
     """Kafka 2.8's shouldRoll: timeIndex.isFull too, which is one entry short of the
     file's (TimeIndex.isFull: the last slot is kept for the entry written at the roll).
@@ -41,3 +102,64 @@ def test_a_full_time_index_rolls_the_segment(tmp_path: Path) -> None:
     assert log.segment_base_offsets() == [0, 2, 4]
     for segment in log.segments_snapshot():
         assert segment.time_index.entries <= segment.time_index.max_entries
+
+
+def test_a_read_without_min_one_batch_takes_a_batch_of_exactly_max_bytes(
+    tmp_path: Path,
+) -> None:
+    """Kafka 2.8's LogSegment.read without minOneMessage: the first batch is read when
+    it fits max bytes (size <= maxSize), exactly too; one byte less reads nothing."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(batch(), 0)
+    size = len(batch())
+    exact = log.read(0, size, min_one_batch=False)
+    assert exact.region is not None
+    assert (exact.region.length, exact.next_offset) == (size, 1)
+    short = log.read(0, size - 1, min_one_batch=False)
+    assert (short.region, short.next_offset) == (None, 0)
+
+
+def test_the_log_start_offset_moved_to_itself_is_no_increment(tmp_path: Path) -> None:
+    """Kafka 2.8's maybeIncrementLogStartOffset changes it only for a higher offset."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(batch(count=3), 0)
+    log.update_high_watermark(3)
+    assert log.maybe_increment_log_start_offset(1)
+    assert not log.maybe_increment_log_start_offset(1)
+    assert not log.maybe_increment_log_start_offset(0)
+    assert log.log_start_offset == 1
+
+
+def test_the_high_watermark_is_clamped_between_the_log_start_and_end(tmp_path: Path) -> None:
+    """Kafka 2.8's Log.updateHighWatermark: below the log start offset it is the log
+    start, above the log end the log end."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(batch(count=4), 0)
+    assert log.update_high_watermark(9) == 4
+    assert log.maybe_increment_log_start_offset(2)
+    assert log.update_high_watermark(1) == 2
+    assert log.high_watermark == 2
+    assert log.update_high_watermark(3) == 3
+
+
+def test_compact_only_topics_keep_their_segments_past_retention_bytes(tmp_path: Path) -> None:
+    """Kafka 2.8's Log.deleteOldSegments: without cleanup.policy=delete only the log start
+    offset deletes segments, never retention.bytes."""
+    log = open_log(tmp_path / "t-0", segment_bytes=400, retention_bytes=0, delete_enabled=False)
+    for _ in range(3):
+        log.append_as_leader(batch(200), 0)
+    log.update_high_watermark(3)
+    assert log.delete_old_segments() == 0
+    assert log.segment_base_offsets() == [0, 1, 2]
+
+
+def test_retention_ms_zero_deletes_every_segment_older_than_now(tmp_path: Path) -> None:
+    """Kafka 2.8's deleteRetentionMsBreachedSegments: only a negative retention.ms keeps
+    segments for ever; 0 deletes those whose largest timestamp is before now."""
+    clock = Clock()
+    log = open_log(tmp_path / "t-0", clock, segment_bytes=400, retention_ms=0)
+    for _ in range(3):
+        log.append_as_leader(batch(200, ts=NOW - 1), 0)
+    log.update_high_watermark(3)
+    assert log.delete_old_segments() == 3
+    assert (log.log_start_offset, log.segment_base_offsets()) == (3, [3])
