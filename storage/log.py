@@ -1262,7 +1262,9 @@ class PartitionLog:
                             return True
                         return False
 
-                    if excess > 0:
+                    # At the limit too (Kafka's `size < retentionSize` returns): a
+                    # leading segment of no bytes still goes.
+                    if excess >= 0:
                         deleted += self._delete_while(over)
                 log_start = self._log_start
                 deleted += self._delete_while(

@@ -14,6 +14,7 @@ from storage.testing import build_batch
 
 NOW = 1_700_000_000_000
 FAR = 3_000_000_000
+FAR = 3_000_000_000
 
 
 class Clock:
@@ -163,3 +164,19 @@ def test_retention_ms_zero_deletes_every_segment_older_than_now(tmp_path: Path) 
     log.update_high_watermark(3)
     assert log.delete_old_segments() == 3
     assert (log.log_start_offset, log.segment_base_offsets()) == (3, [3])
+
+
+def test_retention_bytes_met_exactly_deletes_the_empty_segments_in_front(
+    tmp_path: Path,
+) -> None:
+    """Kafka 2.8's deleteRetentionSizeBreachedSegments goes on when the log's size is
+    retention.bytes or more (it stops only below): with the size exactly at the limit, a
+    leading segment of no bytes (the empty one a follower's first batch past a compacted
+    gap rolled away from) still goes, and the log start moves past it."""
+    log = open_log(tmp_path / "t-0", retention_ms=-1, retention_bytes=len(far_batch(FAR)))
+    log.append_as_follower(far_batch(FAR))
+    assert log.segment_base_offsets() == [0, FAR]
+    log.update_high_watermark(FAR + 1)
+    assert log.size_in_bytes == log.config.retention_bytes
+    assert log.delete_old_segments() == 1
+    assert (log.log_start_offset, log.segment_base_offsets()) == (FAR, [FAR])
