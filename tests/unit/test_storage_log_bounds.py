@@ -4,13 +4,14 @@ read's limits, retention, truncation, the log start offset)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from storage.errors import OffsetOverflowError, RecordBatchTooLargeError
 from storage.log import LogConfig, PartitionLog
-from storage.testing import build_batch
+from storage.testing import RecordSpec, build_batch
 
 NOW = 1_700_000_000_000
 FAR = 3_000_000_000
@@ -180,3 +181,91 @@ def test_retention_bytes_met_exactly_deletes_the_empty_segments_in_front(
     assert log.size_in_bytes == log.config.retention_bytes
     assert log.delete_old_segments() == 1
     assert (log.log_start_offset, log.segment_base_offsets()) == (FAR, [FAR])
+
+
+def two_segments(directory: Path) -> PartitionLog:
+    """Offsets 0-1 in a segment at 0, offset 2 in one at 2 (rolled by hand)."""
+    log = open_log(directory)
+    log.append_as_leader(batch(count=2), 0)
+    log.roll()
+    log.append_as_leader(batch(), 0)
+    assert log.segment_base_offsets() == [0, 2]
+    return log
+
+
+def test_legacy_offsets_start_at_the_log_start_and_end_at_the_log_end(tmp_path: Path) -> None:
+    """Kafka 2.8's Log.legacyFetchOffsetsBefore (ListOffsets v0): each segment's base
+    offset, at least the log start offset, then the log end offset when the last
+    segment holds anything; highest first."""
+    log = two_segments(tmp_path / "t-0")
+    log.update_high_watermark(3)
+    assert log.maybe_increment_log_start_offset(1)
+    assert log.legacy_offsets_before(-1, 10) == [3, 2, 1]
+    assert log.legacy_offsets_before(-2, 10) == [1]
+    log.roll()  # an empty last segment: the log end is its base, not listed twice
+    assert log.legacy_offsets_before(-1, 10) == [3, 2, 1]
+    assert log.legacy_offsets_before(-1, 2) == [3, 2]
+
+
+def test_legacy_offsets_before_a_time_take_a_segment_modified_at_it(tmp_path: Path) -> None:
+    """Kafka 2.8's legacyFetchOffsetsBefore starts at the last entry whose time (a
+    segment file's last modification) is at most the one asked for."""
+    log = two_segments(tmp_path / "t-0")
+    first, second = log.segments_snapshot()
+    os.utime(first.path, (1000, 1000))
+    os.utime(second.path, (5000, 5000))
+    assert log.legacy_offsets_before(5_000_000, 10) == [2, 0]
+    assert log.legacy_offsets_before(4_999_999, 10) == [0]
+    assert log.legacy_offsets_before(999_999, 10) == []
+
+
+def test_a_lookup_by_timestamp_skips_records_below_the_log_start(tmp_path: Path) -> None:
+    """Kafka 2.8's FileRecords.searchForTimestamp takes the first record with
+    timestamp >= the target and offset >= the log start offset: a later record of a
+    batch the log start cut into is below it."""
+    log = open_log(tmp_path / "t-0")
+    specs = [RecordSpec(b"a", timestamp=NOW + 10), RecordSpec(b"b", timestamp=NOW + 1)]
+    specs.append(RecordSpec(b"c", timestamp=NOW + 20))
+    log.append_as_leader(bytearray(build_batch(specs, base_timestamp=NOW)), 0)
+    assert log.offset_for_timestamp(NOW + 5) == (NOW + 10, 0, 0)
+    log.update_high_watermark(3)
+    assert log.maybe_increment_log_start_offset(1)
+    assert log.offset_for_timestamp(NOW + 5) == (NOW + 20, 2, 0)
+
+
+def test_a_lookup_by_timestamp_takes_a_log_append_time_batch_by_its_time(
+    tmp_path: Path,
+) -> None:
+    """Kafka 2.8: a LogAppendTime batch's records have its maxTimestamp (the broker's
+    time), not the producer's timestamps left in them, so the lookup answers with its
+    first record at or above the log start."""
+    clock = Clock(NOW + 60_000)
+    log = open_log(tmp_path / "t-0", clock, log_append_time=True)
+    log.append_as_leader(batch(count=3, ts=NOW), 0)
+    assert log.offset_for_timestamp(NOW + 60_000) == (NOW + 60_000, 0, 0)
+    log.update_high_watermark(3)
+    assert log.maybe_increment_log_start_offset(1)
+    assert log.offset_for_timestamp(NOW + 30_000) == (NOW + 60_000, 1, 0)
+
+
+def test_a_truncation_to_a_negative_offset_is_refused(tmp_path: Path) -> None:
+    """Kafka 2.8's Log.truncateTo: IllegalArgumentException below 0, nothing cut."""
+    log = open_log(tmp_path / "t-0")
+    log.append_as_leader(batch(count=2), 0)
+    with pytest.raises(ValueError, match="negative"):
+        log.truncate_to(-1)
+    assert (log.log_end_offset, log.segment_base_offsets()) == (2, [0])
+
+
+def test_a_read_limit_at_the_next_segments_base_ends_in_the_later_segment(
+    tmp_path: Path,
+) -> None:
+    """Kafka 2.8's DelayedFetch (LogOffsetMetadata.onOlderSegment): a high watermark at
+    the next segment's base offset lies in that segment, so a fetch from the one before
+    has its end in a later segment (its whole rest readable)."""
+    log = two_segments(tmp_path / "t-0")
+    size = len(batch(count=2))
+    small = log.read(0, 1, 2, min_one_batch=False, count_to=1 << 20)
+    assert (small.region, small.end_in_later_segment, small.bytes_to_end) == (None, True, size)
+    whole = log.read(0, 1 << 20, 2, count_to=1 << 20)
+    assert (whole.next_offset, whole.end_in_later_segment, whole.bytes_to_end) == (2, True, size)
