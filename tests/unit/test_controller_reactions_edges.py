@@ -337,3 +337,15 @@ def test_a_controlled_shutdown_stops_the_broker_following_without_deleting() -> 
         for t in r.body["topic_states"]
         for p in t["partition_states"]
     ] == [(T, 0, False, 0), (T, 0, False, 1)]
+
+
+def test_a_leader_lacking_its_log_of_a_topic_queued_for_deletion_is_left_leading() -> None:
+    """Partitions of a topic queued for deletion are not led as others' are: their
+    deletion takes them offline, no leadership is moved."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.create_topic(T, {0: (2, 1, 3)})
+    c.ctx.topics_to_be_deleted.add(T)
+    before, writes = c.leader_and_isr(T0), len(c.store.writes)
+    assert reactions.leaders_lacking_their_logs(c.psm, 2, [T0]) == {}
+    assert c.leader_and_isr(T0) == before
+    assert len(c.store.writes) == writes
