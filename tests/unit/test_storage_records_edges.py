@@ -1,0 +1,223 @@
+"""Record batch v2 at the edges of its checks: the minimum batch length, a batch cut one
+byte short, negative counts, producer id 0, the timestamp difference at its bound, a
+compressed batch's maxTimestamp, timestamps at 64 bits, the first record of a compacted
+topic without a key (Kafka 2.8 DefaultRecordBatch, LogValidator)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from storage import errors
+from storage.records import (
+    CRC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    Compression,
+    assign_offsets,
+    batch_crc,
+    iter_batches,
+    iter_records,
+    read_header,
+    recompress,
+    validate_follower_batches,
+)
+from storage.testing import RecordSpec, build_batch, encode_varint, with_body
+
+NOW = 10_000_000
+BASE_TIMESTAMP_OFFSET = 27
+
+
+def _resealed(batch: bytearray) -> bytearray:
+    struct.pack_into(">I", batch, CRC_OFFSET, batch_crc(batch))
+    return batch
+
+
+def test_a_batch_length_one_below_the_61_byte_header_is_corrupt() -> None:
+    # DefaultRecordBatch: a batch smaller than RECORD_BATCH_OVERHEAD (61 bytes, a
+    # batchLength of 49) is corrupt, whatever its CRC says.
+    batch = build_batch([b"abc"])
+    struct.pack_into(">i", batch, 8, 48)
+    with pytest.raises(errors.CorruptRecordError, match="below the minimum 49") as caught:
+        list(iter_batches(batch))
+    assert caught.value.position == 0
+    # Exactly the header: a batch of no record, whole.
+    empty = build_batch([])
+    assert len(empty) == 61
+    assert [h.size for h in iter_batches(empty)] == [61]
+
+
+def test_a_last_batch_one_byte_short_is_left_out_not_refused() -> None:
+    # A fetch answer cut at its size limit, one byte before the end of its last batch:
+    # the follower writes the whole batches before it, as Kafka's does.
+    first = build_batch([b"a"], base_offset=0)
+    second = build_batch([b"b" * 50], base_offset=1)
+    info = validate_follower_batches(first + second[:-1], 0)
+    assert (info.size, info.last_offset, info.batch_count) == (len(first), 0, 1)
+    assert [h.base_offset for h in iter_batches(first + second[:-1])] == [0]
+    with pytest.raises(errors.CorruptRecordError, match="only"):
+        assign_offsets(build_batch([b"a"]) + build_batch([b"b" * 50])[:-1], 0, 0)
+
+
+@pytest.mark.parametrize(("field", "at"), [("lastOffsetDelta", 23), ("record count", 57)])
+def test_a_negative_offset_delta_or_record_count_is_corrupt(field: str, at: int) -> None:
+    batch = build_batch([b"a"], base_offset=5)
+    struct.pack_into(">i", batch, at, -1)
+    _resealed(batch)
+    for read in (
+        lambda: list(iter_batches(batch)),
+        lambda: validate_follower_batches(batch, 5),
+    ):
+        with pytest.raises(errors.CorruptRecordError, match="negative") as caught:
+            read()
+        assert str(-1) in str(caught.value)
+        assert field.split(maxsplit=1)[0] in str(caught.value)
+
+
+def test_producer_id_zero_without_a_base_sequence_is_invalid() -> None:
+    # LogValidator.validateBatch: batch.hasProducerId (any id but -1) with a negative
+    # baseSequence is InvalidRecordException; 0 is an id.
+    with pytest.raises(errors.InvalidRecordError, match="producer id 0 without a base sequence"):
+        assign_offsets(build_batch([b"x"], producer_id=0, base_sequence=-1), 0, 0)
+    assign_offsets(build_batch([b"x"], producer_id=0, base_sequence=0), 0, 0)
+    assign_offsets(build_batch([b"x"], producer_id=-1, base_sequence=-1), 0, 0)
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP])
+def test_a_timestamp_exactly_the_difference_away_is_taken(codec: int) -> None:
+    # LogValidator.validateTimestamp refuses |timestamp - now| > the difference only.
+    for ts in (NOW - 1000, NOW + 1000):
+        batch = build_batch([b"a"], base_timestamp=ts, compression=codec)
+        assign_offsets(batch, 0, 0, now_ms=NOW, max_timestamp_difference_ms=1000)
+    for ts in (NOW - 1001, NOW + 1001):
+        batch = build_batch([b"a"], base_timestamp=ts, compression=codec)
+        with pytest.raises(errors.InvalidTimestampError):
+            assign_offsets(batch, 0, 0, now_ms=NOW, max_timestamp_difference_ms=1000)
+
+
+def test_a_compressed_batchs_max_timestamp_is_checked_beside_its_base() -> None:
+    # Its base timestamp in range, a later record's (its maxTimestamp) far ahead.
+    specs: list[RecordSpec | bytes] = [b"a", RecordSpec(b"b", timestamp=NOW + 50_000)]
+    batch = build_batch(specs, base_timestamp=NOW, compression=Compression.GZIP)
+    assert read_header(batch).max_timestamp == NOW + 50_000
+    before = bytes(batch)
+    with pytest.raises(errors.InvalidTimestampError, match=str(NOW + 50_000)):
+        assign_offsets(batch, 0, 0, now_ms=NOW, max_timestamp_difference_ms=1000)
+    assert bytes(batch) == before
+
+
+def _base_and_delta(base: int, delta: int) -> bytearray:
+    """One record of timestamp delta ``delta`` on ``base`` (header's maxTimestamp 0)."""
+    batch = build_batch([RecordSpec(b"a", timestamp=delta)], base_timestamp=0)
+    struct.pack_into(">q", batch, BASE_TIMESTAMP_OFFSET, base)
+    struct.pack_into(">q", batch, MAX_TIMESTAMP_OFFSET, 0)
+    return _resealed(batch)
+
+
+def test_a_records_timestamp_beyond_64_bits_is_invalid_unless_the_topic_uses_log_append_time() -> (
+    None
+):
+    int64_max = 2**63 - 1
+    at_max = _base_and_delta(int64_max - 1, 1)
+    assert assign_offsets(at_max, 0, 0).max_timestamp == int64_max
+    past = _base_and_delta(int64_max, 1)
+    before = bytes(past)
+    with pytest.raises(errors.InvalidRecordError, match="beyond 64 bits"):
+        assign_offsets(past, 0, 0)
+    assert bytes(past) == before
+    # LogAppendTime: the records' timestamps are not the batch's, nothing is refused.
+    info = assign_offsets(past, 0, 0, log_append_time_ms=NOW)
+    assert info.max_timestamp == NOW
+    assert read_header(past).max_timestamp == NOW
+
+
+def test_a_batch_whose_records_are_all_before_the_epoch_gets_max_timestamp_minus_one() -> None:
+    # Kafka's max starts at NO_TIMESTAMP (-1): records of -5 and -7 leave it there, in
+    # the header the batch is written with too.
+    batch = build_batch(
+        [RecordSpec(b"a", timestamp=-5), RecordSpec(b"b", timestamp=-7)], base_timestamp=100
+    )
+    info = assign_offsets(batch, 0, 0)
+    assert info.max_timestamp == -1
+    header = read_header(batch)
+    assert header.max_timestamp == -1
+    assert header.crc == batch_crc(batch)
+
+
+def test_a_compacted_topic_refuses_a_first_record_without_a_key() -> None:
+    # Each keyless record is named; the error's offset is the first's.
+    batch = build_batch([RecordSpec(b"v"), RecordSpec(b"w", key=b"k"), RecordSpec(b"x")])
+    before = bytes(batch)
+    with pytest.raises(errors.InvalidRecordError, match="without a key") as caught:
+        assign_offsets(batch, 7, 0, compacted=True)
+    assert caught.value.offset == 7
+    assert caught.value.keyless == (0, 2)
+    assert bytes(batch) == before
+    assign_offsets(build_batch([RecordSpec(b"v"), RecordSpec(b"w")]), 7, 0)
+
+
+def test_a_compacted_topic_takes_an_empty_key_as_a_key() -> None:
+    # LogValidator: record.hasKey, a key of 0 bytes is one; only the null key is refused.
+    batch = build_batch([RecordSpec(b"v", key=b""), RecordSpec(b"w"), RecordSpec(b"x", key=b"")])
+    with pytest.raises(errors.InvalidRecordError, match="without a key") as caught:
+        assign_offsets(batch, 0, 0, compacted=True)
+    assert caught.value.keyless == (1,)
+    assert caught.value.offset == 1
+    assign_offsets(build_batch([RecordSpec(b"v", key=b"")]), 0, 0, compacted=True)
+
+
+def test_recompressing_keeps_the_transactional_and_control_bits() -> None:
+    # LogValidator rebuilds the batch with the producer's isTransactional; only the
+    # codec bits change.
+    batch = build_batch(
+        [b"a", b"b"],
+        base_timestamp=NOW,
+        transactional=True,
+        producer_id=4,
+        producer_epoch=1,
+        base_sequence=0,
+    )
+    out = recompress(batch, Compression.GZIP)
+    (header,) = iter_batches(out)
+    assert header.compression == Compression.GZIP
+    assert header.is_transactional
+    assert not header.is_control
+    assert header.attributes == read_header(batch).attributes | Compression.GZIP
+
+
+def test_recompressing_batches_already_of_the_codec_beside_a_control_batch_is_a_no_op() -> None:
+    # A control batch is never rebuilt: with the others of the topic's codec already,
+    # the producer's bytes are kept as they came.
+    blob = build_batch([b"m"], control=True) + build_batch(
+        [b"a"], compression=Compression.GZIP, base_offset=1
+    )
+    assert recompress(blob, Compression.GZIP) is blob
+
+
+def _one_record_body(fields: bytes) -> bytes:
+    """A records body of one record of ``fields`` (its length prefixed)."""
+    return encode_varint(len(fields)) + fields
+
+
+# A record keyed "k" of value "v" whose length covers its header count of -1, or its
+# one header's key length of -1: the lengths add up, the fields do not.
+_KEYED = bytes([0, 0, 0, 2]) + b"k" + bytes([2]) + b"v"
+BAD_HEADERS = {
+    "a negative header count": _KEYED + bytes([1]),
+    "a header without a key": _KEYED + bytes([2, 1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_HEADERS))
+def test_headers_that_do_not_parse_are_refused_where_fields_are_read(name: str) -> None:
+    # Kafka's DefaultRecord.readFrom: "Found invalid number of record headers", "Invalid
+    # null header key found in headers". A compacted topic reads every field, and so
+    # does a recompression.
+    batch = with_body(build_batch([b"v"], base_timestamp=NOW), _one_record_body(BAD_HEADERS[name]))
+    assert assign_offsets(bytearray(batch), 0, 0).record_count == 1  # lengths only
+    with pytest.raises(errors.InvalidRecordError, match="do not parse"):
+        assign_offsets(bytearray(batch), 0, 0, compacted=True)
+    with pytest.raises(errors.InvalidRecordError, match="do not parse"):
+        recompress(bytearray(batch), Compression.GZIP)
+    with pytest.raises(errors.InvalidRecordError):
+        list(iter_records(batch))
