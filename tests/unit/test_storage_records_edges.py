@@ -221,3 +221,53 @@ def test_headers_that_do_not_parse_are_refused_where_fields_are_read(name: str) 
         recompress(bytearray(batch), Compression.GZIP)
     with pytest.raises(errors.InvalidRecordError):
         list(iter_records(batch))
+
+
+# Attributes, timestamp delta, offset delta, key "k", no value, no header: 7 bytes.
+_FIELDS = bytes([0, 0, 0, 2]) + b"k" + bytes([1, 0])
+
+
+def test_a_record_longer_than_its_fields_is_refused_where_fields_are_read() -> None:
+    # The first record's length counts one byte past its fields, that byte the second
+    # record's length: walked by the fields, the second starts at its own end.
+    body = encode_varint(len(_FIELDS) + 1) + _FIELDS + encode_varint(len(_FIELDS)) + _FIELDS
+    batch = with_body(build_batch([b"v", b"w"], base_timestamp=NOW), body)
+    with pytest.raises(errors.InvalidRecordError, match="does not match its fields"):
+        assign_offsets(bytearray(batch), 0, 0, compacted=True)
+    with pytest.raises(errors.InvalidRecordError):
+        list(iter_records(batch))
+
+
+def test_bytes_after_the_last_record_are_refused_where_fields_are_read() -> None:
+    body = _one_record_body(_FIELDS) + b"\x00"
+    batch = with_body(build_batch([b"v"], base_timestamp=NOW), body)
+    with pytest.raises(errors.InvalidRecordError, match="after the last"):
+        assign_offsets(bytearray(batch), 0, 0, compacted=True)
+    with pytest.raises(errors.InvalidRecordError, match="after the last"):
+        recompress(bytearray(batch), Compression.GZIP)
+    assign_offsets(with_body(batch, _one_record_body(_FIELDS)), 0, 0, compacted=True)
+
+
+def test_a_record_shorter_than_six_bytes_is_refused_where_lengths_are_read() -> None:
+    # Attributes and five varints of a byte at least: a length of 2 cannot be a record,
+    # even if the lengths fill the body.
+    batch = with_body(build_batch([b"v"], base_timestamp=NOW), bytes([0x04, 0, 0]))
+    with pytest.raises(errors.InvalidRecordError, match="below the 6 bytes"):
+        assign_offsets(batch, 0, 0)
+
+
+def test_a_negative_record_length_is_refused_where_lengths_are_read() -> None:
+    # -7 (zig-zag 13): shifted as if positive it is 6, a record's fields exactly.
+    batch = with_body(build_batch([b"v"], base_timestamp=NOW), bytes([13, 0, 0, 0, 1, 1, 0]))
+    with pytest.raises(errors.InvalidRecordError, match="below the 6 bytes"):
+        assign_offsets(batch, 0, 0)
+
+
+def test_a_timestamp_delta_running_past_its_record_is_refused_where_lengths_are_read() -> None:
+    # The first record's length (6) ends inside its delta's varint, which the second
+    # record's length byte ends: the lengths alone would fill the body.
+    first = bytes([0x0C, 0]) + b"\x80" * 5
+    second = bytes([0x0C, 0, 0, 0, 1, 1, 0])
+    batch = with_body(build_batch([b"v", b"w"], base_timestamp=NOW), first + second)
+    with pytest.raises(errors.InvalidRecordError, match="delta runs past its length"):
+        assign_offsets(batch, 0, 0)
