@@ -271,3 +271,13 @@ def test_a_timestamp_delta_running_past_its_record_is_refused_where_lengths_are_
     batch = with_body(build_batch([b"v", b"w"], base_timestamp=NOW), first + second)
     with pytest.raises(errors.InvalidRecordError, match="delta runs past its length"):
         assign_offsets(batch, 0, 0)
+
+
+def test_the_followers_offset_of_max_timestamp_is_the_first_batch_reaching_it() -> None:
+    # Log.analyzeAndValidateRecords takes a batch's maxTimestamp only above the largest
+    # so far: of two batches of the same, the first's last offset.
+    blob = build_batch([b"a", b"b"], base_offset=10, base_timestamp=NOW) + build_batch(
+        [b"c"], base_offset=12, base_timestamp=NOW
+    )
+    info = validate_follower_batches(blob, 10)
+    assert (info.max_timestamp, info.offset_of_max_timestamp) == (NOW, 11)
