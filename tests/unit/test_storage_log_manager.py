@@ -17,7 +17,7 @@ from storage import checkpoints
 from storage import log_manager as log_manager_module
 from storage.checkpoints import read_offset_checkpoint, write_atomically
 from storage.errors import KafkaStorageError, LogDirLockedError, StorageError
-from storage.log import LogConfig, PartitionLog
+from storage.log import LogConfig, PartitionLog, recovery_point_of
 from storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     STRAY_SUFFIX,
@@ -148,7 +148,7 @@ def test_a_checkpoint_read_before_a_truncation_does_not_land_after_its_write(
     log = manager.get_or_create(A0)
     log.flush()
     read, resume = threading.Event(), threading.Event()
-    real_value = log_manager_module.recovery_point_of
+    real_value = recovery_point_of
 
     def slow_value(partition_log: Any) -> int:
         offset = real_value(partition_log)
@@ -289,7 +289,7 @@ def test_an_append_racing_the_clean_shutdown_is_refused_not_left_unflushed(
             late.append(e)
 
     monkeypatch.setattr(log_manager_module, "can_sync_filesystems", lambda: syncs_filesystems)
-    real_sync, real_flush = log_manager_module.sync_filesystems, PartitionLog.flush
+    real_sync, real_flush = checkpoints.sync_filesystems, PartitionLog.flush
 
     def sync(dirs: Any) -> None:
         append_meanwhile()
@@ -1060,7 +1060,12 @@ def test_a_negative_checkpoint_interval_lets_the_manager_close(tmp_path: Path) -
     )
     manager.start()
     closed = threading.Event()
-    threading.Thread(target=lambda: (manager.close(), closed.set()), daemon=True).start()
+
+    def close() -> None:
+        manager.close()
+        closed.set()
+
+    threading.Thread(target=close, daemon=True).start()
     assert closed.wait(5), "LogManager.close() hung: the scheduler's thread is spinning"
 
 
