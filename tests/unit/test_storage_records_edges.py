@@ -42,8 +42,10 @@ def test_a_batch_length_one_below_the_61_byte_header_is_corrupt() -> None:
         list(iter_batches(batch))
     assert caught.value.position == 0
     # Exactly the header: a batch of no record, whole.
-    empty = build_batch([])
+    empty = build_batch([], base_timestamp=NOW)
     assert len(empty) == 61
+    header = read_header(empty)
+    assert (header.record_count, header.last_offset_delta, header.max_timestamp) == (0, 0, NOW)
     assert [h.size for h in iter_batches(empty)] == [61]
 
 
@@ -245,6 +247,8 @@ def test_bytes_after_the_last_record_are_refused_where_fields_are_read() -> None
         assign_offsets(bytearray(batch), 0, 0, compacted=True)
     with pytest.raises(errors.InvalidRecordError, match="after the last"):
         recompress(bytearray(batch), Compression.GZIP)
+    with pytest.raises(errors.InvalidRecordError, match="1 bytes after the last record"):
+        list(iter_records(batch))
     assign_offsets(with_body(batch, _one_record_body(_FIELDS)), 0, 0, compacted=True)
 
 
@@ -281,3 +285,12 @@ def test_the_followers_offset_of_max_timestamp_is_the_first_batch_reaching_it() 
     )
     info = validate_follower_batches(blob, 10)
     assert (info.max_timestamp, info.offset_of_max_timestamp) == (NOW, 11)
+
+
+@pytest.mark.parametrize("size", [0, 12, 60])
+def test_a_buffer_shorter_than_a_batch_header_is_corrupt(size: int) -> None:
+    short = bytes(build_batch([b"v"])[:size])
+    with pytest.raises(errors.CorruptRecordError, match="shorter than a batch header"):
+        read_header(short)
+    with pytest.raises(errors.CorruptRecordError, match="shorter than a batch header"):
+        list(iter_records(short))
