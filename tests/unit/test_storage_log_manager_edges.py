@@ -328,3 +328,22 @@ def test_new_log_directories_are_synced_only_where_online(
     assert len(synced) == 1  # synced once
     monkeypatch.undo()
     manager.close()
+
+
+def test_a_directory_that_could_not_be_locked_first_stays_offline(tmp_path: Path) -> None:
+    # lock_log_dirs found it unusable before anything was read (a file where the
+    # directory should be); made usable meanwhile, it is still offline for this start,
+    # as the broker decided without it.
+    blocked, good = tmp_path / "blocker" / "d1", tmp_path / "d2"
+    (tmp_path / "blocker").write_bytes(b"")
+    locked = lock_log_dirs([blocked, good])
+    assert list(locked.failed) == [blocked]
+    (tmp_path / "blocker").unlink()
+    blocked.mkdir(parents=True)
+    manager = LogManager([blocked, good], broker_config(), time_ms=Clock(), locked=locked)
+    assert manager.live_log_dirs == [good]
+    assert not manager.is_log_dir_online(blocked)
+    assert manager.get_or_create(A0).dir.parent == good
+    manager.close()
+    locked.release()
+    assert not (blocked / ".lock").exists()
