@@ -294,3 +294,12 @@ def test_a_buffer_shorter_than_a_batch_header_is_corrupt(size: int) -> None:
         read_header(short)
     with pytest.raises(errors.CorruptRecordError, match="shorter than a batch header"):
         list(iter_records(short))
+
+
+def test_a_two_byte_negative_timestamp_delta_is_read_with_its_sign() -> None:
+    # -100 (zig-zag 199, two bytes) after a record at the base: the max is the base.
+    batch = build_batch([b"a", RecordSpec(b"b", timestamp=NOW - 100)], base_timestamp=NOW)
+    struct.pack_into(">q", batch, MAX_TIMESTAMP_OFFSET, 0)
+    _resealed(batch)
+    assert assign_offsets(batch, 0, 0).max_timestamp == NOW
+    assert read_header(batch).max_timestamp == NOW
