@@ -16,7 +16,7 @@ import pytest
 from storage import log_manager as log_manager_module
 from storage.checkpoints import read_offset_checkpoint, read_topic_ids
 from storage.errors import KafkaStorageError, LogDirLockedError
-from storage.log import PartitionLog
+from storage.log import LogConfig, PartitionLog
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, TOPIC_IDS_FILE, LogManager, lock_log_dirs
 from storage.partition_dir import PartitionDir, join_partition_dir
 from tests.unit.test_storage_log_manager import A0, A1, B0, NOW, Clock, broker_config, produce
@@ -347,3 +347,38 @@ def test_a_directory_that_could_not_be_locked_first_stays_offline(tmp_path: Path
     manager.close()
     locked.release()
     assert not (blocked / ".lock").exists()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+def test_the_logs_of_a_directory_failing_its_shutdown_flush_are_closed_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nothing more is written there, but its files are not left open.
+    manager = LogManager([tmp_path], broker_config(), time_ms=Clock())
+    produce(manager, A0, count=2)
+    assert _open_files_under(tmp_path / "a-0")
+
+    def failing_flush(*args: Any) -> None:
+        raise OSError(errno.EIO, "flush failed")
+
+    monkeypatch.setattr(log_manager_module, "can_sync_filesystems", lambda: True)
+    monkeypatch.setattr(log_manager_module, "sync_filesystems", failing_flush)
+    manager.close()
+    monkeypatch.undo()
+    assert manager.dir_failures.offline() == [os.fspath(tmp_path)]
+    assert not (tmp_path / CLEAN_SHUTDOWN_FILE).exists()
+    assert _open_files_under(tmp_path / "a-0") == []
+
+
+def test_a_log_leaving_compact_leaves_the_cleaners_logs(tmp_path: Path) -> None:
+    # Kafka 3.1 (KAFKA-12840): a topic become delete-only is not cleaned any more.
+    manager = LogManager([tmp_path], broker_config(), time_ms=Clock())
+    manager.get_or_create(A0, LogConfig(compact=True))
+    manager.get_or_create(A1, LogConfig(compact=True))
+    manager.get_or_create(B0)
+    assert sorted(log.dir.name for log in manager.compacted_logs()) == ["a-0", "a-1"]
+    assert manager.update_topic_config("a", LogConfig(compact=False)) == 2
+    assert manager.compacted_logs() == []
+    assert manager.update_topic_config("b-with-dash", LogConfig(compact=True)) == 1
+    assert [log.dir.name for log in manager.compacted_logs()] == ["b-with-dash-0"]
+    manager.close()
