@@ -303,3 +303,25 @@ def test_a_two_byte_negative_timestamp_delta_is_read_with_its_sign() -> None:
     _resealed(batch)
     assert assign_offsets(batch, 0, 0).max_timestamp == NOW
     assert read_header(batch).max_timestamp == NOW
+
+
+def test_records_take_their_offsets_from_their_offset_deltas() -> None:
+    # A cleaned batch keeps its records' offsets, with gaps: deltas 0 and 3 of a batch
+    # whose lastOffsetDelta is 3 (DefaultRecord.offset = baseOffset + offsetDelta).
+    def record(offset_delta: int, value: bytes) -> bytes:
+        fields = bytes([0, 0]) + encode_varint(offset_delta) + bytes([1, 2]) + value + bytes([0])
+        return encode_varint(len(fields)) + fields
+
+    batch = build_batch([b"a", b"d"], base_offset=100, base_timestamp=NOW)
+    struct.pack_into(">i", batch, 23, 3)  # lastOffsetDelta
+    batch = with_body(batch, record(0, b"a") + record(3, b"d"))
+    assert [(r.offset, r.value) for r in iter_records(batch)] == [(100, b"a"), (103, b"d")]
+    (header,) = iter_batches(batch)
+    assert (header.last_offset, header.next_offset) == (103, 104)
+
+
+def test_build_batch_sets_the_transactional_bit_not_the_control_bit() -> None:
+    header = read_header(build_batch([b"a"], transactional=True, producer_id=1, base_sequence=0))
+    assert (header.is_transactional, header.is_control) == (True, False)
+    header = read_header(build_batch([b"a"], control=True))
+    assert (header.is_transactional, header.is_control) == (False, True)
