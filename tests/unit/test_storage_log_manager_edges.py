@@ -15,7 +15,7 @@ import pytest
 
 from storage import log_manager as log_manager_module
 from storage.checkpoints import read_offset_checkpoint, read_topic_ids
-from storage.errors import KafkaStorageError, LogDirLockedError
+from storage.errors import KafkaStorageError, LogDirLockedError, StorageError
 from storage.log import LogConfig, PartitionLog
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, TOPIC_IDS_FILE, LogManager, lock_log_dirs
 from storage.partition_dir import PartitionDir, join_partition_dir
@@ -308,6 +308,9 @@ def test_a_log_failing_to_load_takes_its_directory_offline_with_its_other_logs(
     assert not again.is_log_dir_online(dirs[0])
     assert again.dir_failures.offline() == [os.fspath(dirs[0])]
     assert again.live_log_dirs == [dirs[1]]
+    # Nothing more is written there: its clean-shutdown marker is not removed either.
+    assert (dirs[0] / CLEAN_SHUTDOWN_FILE).exists()
+    assert not (dirs[1] / CLEAN_SHUTDOWN_FILE).exists()
     again.close()
 
 
@@ -382,3 +385,25 @@ def test_a_log_leaving_compact_leaves_the_cleaners_logs(tmp_path: Path) -> None:
     assert manager.update_topic_config("b-with-dash", LogConfig(compact=True)) == 1
     assert [log.dir.name for log in manager.compacted_logs()] == ["b-with-dash-0"]
     manager.close()
+
+
+def test_no_log_is_made_after_the_clean_shutdown(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], broker_config(), time_ms=Clock())
+    made = manager.get_or_create(A0)
+    manager.close()
+    assert manager.get_or_create(A0) is made  # an existing log is still found
+    with pytest.raises(StorageError, match="closed"):
+        manager.get_or_create(A1)
+    assert not (tmp_path / "a-1").exists()
+
+
+def test_starting_twice_schedules_each_task_once(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path], broker_config(), time_ms=Clock())
+    manager.start()
+    manager.start()
+    try:
+        pending = manager.scheduler.pending()
+        assert sorted(pending) == sorted(set(pending))
+        assert "log-retention" in pending
+    finally:
+        manager.close()
