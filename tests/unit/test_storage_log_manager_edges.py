@@ -407,3 +407,43 @@ def test_starting_twice_schedules_each_task_once(tmp_path: Path) -> None:
         assert "log-retention" in pending
     finally:
         manager.close()
+
+
+@pytest.mark.parametrize("error", [KafkaStorageError, StorageError])
+def test_a_log_failing_its_flush_or_retention_leaves_the_others_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: type[StorageError]
+) -> None:
+    # Kafka's flushDirtyLogs and cleanupLogs go on past a log that fails (its
+    # directory reported for an I/O error, the error logged otherwise).
+    clock = Clock()
+    manager = LogManager(
+        [tmp_path], broker_config(), topic_config=lambda t: LogConfig(flush_ms=1000), time_ms=clock
+    )
+    for tp in (A0, A1):
+        produce(manager, tp, count=2)
+    failing = manager.get_log(A0)
+    real_flush, real_retention = PartitionLog.maybe_flush, PartitionLog.delete_old_segments
+
+    def maybe_flush(self: PartitionLog, now_ms: int | None = None) -> bool:
+        if self is failing:
+            raise error("flush failed")
+        return real_flush(self, now_ms)
+
+    retained: list[PartitionLog] = []
+
+    def delete_old_segments(self: PartitionLog, now_ms: int | None = None) -> int:
+        retained.append(self)
+        if self is failing:
+            raise error("retention failed")
+        return real_retention(self, now_ms)
+
+    monkeypatch.setattr(PartitionLog, "maybe_flush", maybe_flush)
+    monkeypatch.setattr(PartitionLog, "delete_old_segments", delete_old_segments)
+    clock.now += 1000
+    if error is KafkaStorageError:
+        assert manager.flush_dirty_logs() == 1
+        assert manager.get_log(A1).recovery_point == 2  # type: ignore[union-attr]
+    assert manager.cleanup_logs() == 0  # nothing past retention, no error raised
+    assert manager.get_log(A1) in retained
+    monkeypatch.undo()
+    manager.close()
