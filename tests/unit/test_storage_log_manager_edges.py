@@ -447,3 +447,25 @@ def test_a_log_failing_its_flush_or_retention_leaves_the_others_theirs(
     assert manager.get_log(A1) in retained
     monkeypatch.undo()
     manager.close()
+
+
+def test_a_directory_that_cannot_be_listed_at_start_is_offline_not_fatal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka 2.8's loadLogs: an IOException reading a directory takes it offline; the
+    # broker starts on the others.
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    LogManager(dirs, broker_config(), time_ms=Clock()).close()
+    real_scandir = os.scandir
+
+    def scandir(path: Any) -> Any:
+        if os.fspath(path) == os.fspath(dirs[0]):
+            raise PermissionError(errno.EACCES, "cannot list", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    manager = LogManager(dirs, broker_config(), time_ms=Clock())
+    monkeypatch.undo()
+    assert manager.live_log_dirs == [dirs[1]]
+    assert manager.dir_failures.offline() == [os.fspath(dirs[0])]
+    manager.close()
