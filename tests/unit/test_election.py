@@ -200,6 +200,46 @@ def test_controlled_shutdown_election(
     assert result.live_replicas == tuple(r for r in replicas if r in live)
 
 
+@pytest.mark.parametrize(
+    ("strategy", "current", "shutting_down", "leader", "new_isr", "told"),
+    [
+        # a shutting-down broker is not live: it neither leads nor hears of it
+        (ElectionStrategy.OFFLINE, lai(1, (1, 2, 3)), {1}, 2, (2, 3), (2, 3)),
+        # ... but controlled shutdown tells it (and every other replica live or stopping)
+        (ElectionStrategy.CONTROLLED_SHUTDOWN, lai(1, (1, 2, 3)), {1}, 2, (2, 3), (1, 2, 3)),
+        (ElectionStrategy.PREFERRED, lai(2, (1, 2, 3)), {3}, 1, (1, 2, 3), (1, 2, 3)),
+        (ElectionStrategy.REASSIGN, lai(2, (1, 2, 3)), {3}, 1, (1, 2, 3), (1, 2, 3)),
+    ],
+)
+def test_a_failed_log_directory_elsewhere_leaves_shutting_down_brokers_as_they_were(
+    strategy: ElectionStrategy,
+    current: LeaderAndIsr,
+    shutting_down: set[int],
+    leader: int,
+    new_isr: tuple[int, ...],
+    told: tuple[int, ...],
+) -> None:
+    """With a replica on a failed log directory anywhere, liveness is asked of each replica
+    (Kafka's isReplicaOnline, the one test there is): who is shutting down counts as it
+    does without one."""
+    ctx = single((1, 2, 3), live={1, 2, 3, 4}, shutting_down=shutting_down)
+    ctx.replicas_on_offline_dirs = {4: {TopicPartition("other", 0)}}
+    result = elect(ctx, TP, current, strategy)
+    assert result.leader_and_isr == LeaderAndIsr(leader, 8, new_isr, 4)
+    assert result.live_replicas == told
+
+
+def test_a_replica_on_a_failed_log_directory_neither_leads_nor_hears_of_it() -> None:
+    ctx = single((1, 2, 3), live={1, 2, 3}, shutting_down={1})
+    ctx.replicas_on_offline_dirs = {2: {TP}}
+    result = elect(ctx, TP, lai(1, (1, 2, 3)), ElectionStrategy.CONTROLLED_SHUTDOWN)
+    assert result.leader_and_isr == LeaderAndIsr(3, 8, (2, 3), 4)
+    assert result.live_replicas == (1, 3)
+    result = elect(ctx, TP, lai(1, (1, 2, 3)), ElectionStrategy.OFFLINE)
+    assert result.leader_and_isr == LeaderAndIsr(3, 8, (3,), 4)
+    assert result.live_replicas == (3,)
+
+
 # --- new partitions and replicas going offline ---------------------------------------
 
 
