@@ -1,0 +1,127 @@
+"""Edges of the partition and replica state machines that the scenarios of
+test_state_machines leave open (PartitionStateMachine/ReplicaStateMachine.scala)."""
+
+from __future__ import annotations
+
+from controller.context import (
+    PartitionReplica,
+    PartitionStateName,
+    ReplicaAssignment,
+    ReplicaStateName,
+)
+from controller.election import ElectionStrategy
+from controller.state_machines import StateChangeFailed
+from tests.unit.test_state_machines import EPOCH, T0, T1, T2, Cluster, T, three_partitions
+from wire.api import ApiKey
+from zkdata.znodes import LeaderAndIsr, TopicPartition
+
+P = PartitionStateName
+R = ReplicaStateName
+
+
+# --- a failover's initial partition states -------------------------------------------
+
+
+def test_a_leader_on_a_failed_log_directory_starts_its_partition_offline() -> None:
+    """initializePartitionState: Online only when the leader is online (isReplicaOnline,
+    which a replica on a failed log directory is not, though its broker lives)."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.load(T0, (1, 2, 3), LeaderAndIsr(1, 4, (1, 2, 3), 9))
+    c.load(T1, (2, 1, 3), LeaderAndIsr(2, 4, (2, 1, 3), 9))
+    c.load(T2, (3, 1, 2), None)
+    c.ctx.replicas_on_offline_dirs = {1: {T0}, 2: {TopicPartition("other", 0)}}
+    c.psm.initialize_states()
+    assert c.ctx.partition_state(T0) is P.OFFLINE
+    assert c.ctx.partition_state(T1) is P.ONLINE
+    assert c.ctx.partition_state(T2) is P.NEW
+    assert c.ctx.offline_by_topic == {T0.topic: 1}
+
+
+def test_initial_states_count_an_offline_state_held_from_before() -> None:
+    """The Offline count covers every partition state the context holds, not only those
+    this pass wrote."""
+    c = Cluster(brokers=(1, 2))
+    c.load(T0, (1, 2), LeaderAndIsr(3, 4, (3,), 9))  # leader on dead broker 3
+    c.load(T1, (1, 2), LeaderAndIsr(1, 4, (1, 2), 9))
+    gone = TopicPartition("gone", 0)
+    c.ctx.partition_states[gone] = P.OFFLINE
+    c.psm.initialize_states()
+    assert c.ctx.partition_state(T0) is P.OFFLINE
+    assert c.ctx.offline_by_topic == {T0.topic: 1, "gone": 1}
+
+
+# --- bringing partitions online -------------------------------------------------------
+
+
+def test_the_online_trigger_passes_by_a_topic_queued_for_deletion() -> None:
+    """triggerOnlinePartitionStateChange leaves out topics queued up for deletion: an
+    Offline partition of one is not elected, one of a topic in service is."""
+    c = Cluster(brokers=(1, 2, 3))
+    doomed = TopicPartition("doomed", 0)
+    for tp in (T0, doomed):
+        c.load(tp, (1, 2, 3), LeaderAndIsr(1, 4, (1, 2, 3), 9))
+    c.psm.initialize_states()
+    c.ctx.remove_live_brokers([1])  # as a broker loss finds it, before its elections
+    c.ctx.topics_to_be_deleted.add("doomed")
+    c.ctx.set_partition_states((T0, doomed), P.OFFLINE)
+    before = c.leader_and_isr(doomed)
+    result = c.psm.trigger_online_partition_state_change()
+    assert list(result) == [T0]
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 5, (2, 3), 10)
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    assert c.ctx.partition_state(doomed) is P.OFFLINE
+    assert c.leader_and_isr(doomed) == before
+    # named by topic, the same
+    assert c.psm.trigger_online_partition_state_change(["doomed"]) == {}
+    assert c.ctx.partition_state(doomed) is P.OFFLINE
+
+
+def test_an_adopted_state_with_a_dead_leader_is_elected_whatever_the_strategy() -> None:
+    """A New partition whose state exists already, led by a broker that is gone, is
+    Offline: it gets an offline election in the same step even when the step's own
+    strategy is another (a preferred election, say) or none."""
+    for strategy in (ElectionStrategy.PREFERRED, None):
+        c = Cluster(brokers=(1, 2, 3))
+        c.store.put(T0, LeaderAndIsr(4, 3, (4, 2)), EPOCH)  # broker 4 is dead
+        c.ctx.update_assignment(T0, ReplicaAssignment((4, 2, 3)))
+        c.psm.handle_state_changes([T0], P.NEW)
+        result = c.psm.handle_state_changes([T0], P.ONLINE, strategy)
+        assert result[T0] == LeaderAndIsr(2, 4, (2,), 1), strategy
+        assert c.leader_and_isr(T0) == LeaderAndIsr(2, 4, (2,), 1)
+        assert c.ctx.partition_state(T0) is P.ONLINE
+        c.assert_context_matches_store()
+
+
+def test_a_new_partition_without_a_live_replica_is_a_failed_state_change() -> None:
+    """Kafka's initializeLeaderAndIsrForPartitions logs a failed state change for it: the
+    caller is answered with the failure, and the partition stays New."""
+    c = Cluster(brokers=(1,))
+    c.ctx.update_assignment(T0, ReplicaAssignment((2, 3)))
+    c.psm.handle_state_changes([T0], P.NEW)
+    result = c.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.OFFLINE)
+    assert isinstance(result[T0], StateChangeFailed)
+    assert c.ctx.partition_state(T0) is P.NEW
+    assert c.store.writes == []
+
+
+# --- replicas going offline -----------------------------------------------------------
+
+
+def test_a_replica_of_a_topic_queued_for_deletion_goes_offline_untold() -> None:
+    """The Offline step tells no broker of a topic queued up for deletion (Kafka's
+    `!isTopicQueuedUpForDeletion` around its LeaderAndIsr): an ISR holding the replica is
+    still shrunk in ZooKeeper, but neither that state nor, for an ISR without it, the
+    replica's being offline goes out."""
+    c = three_partitions()
+    c.leader_sets_isr(T0, (1, 2))  # 3 fell out of sync in T0; T1 and T2 still hold it
+    c.ctx.topics_to_be_deleted.add(T)
+    c.ctx.remove_live_brokers([3])
+    c.sent.clear()
+    c.rsm.handle_state_changes([PartitionReplica(tp, 3) for tp in (T0, T1)], R.OFFLINE)
+    assert c.leader_and_isr(T1) == LeaderAndIsr(2, 1, (2, 1), 1)
+    assert c.leader_and_isr(T0) == LeaderAndIsr(1, 0, (1, 2), 1)
+    for tp in (T0, T1):
+        assert c.ctx.replica_state(PartitionReplica(tp, 3)) is R.OFFLINE
+        assert c.partition_states_sent(ApiKey.UPDATE_METADATA, tp) == {}
+        assert c.partition_states_sent(ApiKey.LEADER_AND_ISR, tp) == {}
+    c.assert_context_matches_store()
