@@ -4,6 +4,8 @@ test_state_machines leave open (PartitionStateMachine/ReplicaStateMachine.scala)
 from __future__ import annotations
 
 from controller.context import (
+    PARTITION_VALID_PREVIOUS,
+    REPLICA_VALID_PREVIOUS,
     PartitionReplica,
     PartitionStateName,
     ReplicaAssignment,
@@ -125,3 +127,81 @@ def test_a_replica_of_a_topic_queued_for_deletion_goes_offline_untold() -> None:
         assert c.partition_states_sent(ApiKey.UPDATE_METADATA, tp) == {}
         assert c.partition_states_sent(ApiKey.LEADER_AND_ISR, tp) == {}
     c.assert_context_matches_store()
+
+
+def test_a_new_partitions_state_goes_to_its_isr_not_a_replica_shutting_down() -> None:
+    """initializeLeaderAndIsrForPartitions sends the new state to its ISR, the online
+    replicas: a replica on a broker shutting down is in neither."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.ctx.shutting_down_broker_ids = {3}
+    c.create_topic(T, {0: (3, 1, 2)})
+    assert c.leader_and_isr(T0) == LeaderAndIsr(1, 0, (1, 2), 0)
+    assert sorted(c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)) == [1, 2]
+
+
+def test_the_replica_start_up_works_out_a_partition_on_a_failed_directory_alone() -> None:
+    """Replicas start Online where online (isReplicaOnline), ReplicaDeletionIneligible
+    elsewhere: a replica on a failed log directory is not online, though another partition
+    with the same replicas has it online on the same broker."""
+    c = Cluster(brokers=(1, 2, 3))
+    for tp in (T0, T1, T2):
+        c.load(tp, (1, 2, 3), LeaderAndIsr(1, 4, (1, 2, 3), 9))
+    c.ctx.replicas_on_offline_dirs = {2: {T1}}
+    dead = c.rsm.startup()
+    assert dead == [PartitionReplica(T1, 2)]
+    assert c.ctx.replica_state(PartitionReplica(T1, 2)) is R.DELETION_INELIGIBLE
+    for tp in (T0, T2):
+        assert c.ctx.replica_state(PartitionReplica(tp, 2)) is R.ONLINE
+
+
+def test_an_adopted_state_led_by_a_broker_shutting_down_is_kept() -> None:
+    """An existing state whose leader is shutting down is led still (its controlled
+    shutdown moves it): adopted as it is, Online, with no election written."""
+    c = Cluster(brokers=(1, 2, 3))
+    c.ctx.shutting_down_broker_ids = {2}
+    c.store.put(T0, LeaderAndIsr(2, 3, (2, 3)), EPOCH)
+    c.ctx.update_assignment(T0, ReplicaAssignment((2, 3, 1)))
+    c.psm.handle_state_changes([T0], P.NEW)
+    result = c.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.OFFLINE)
+    assert result[T0] == LeaderAndIsr(2, 3, (2, 3))
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    assert c.store.writes == []
+    assert sorted(c.partition_states_sent(ApiKey.LEADER_AND_ISR, T0)) == [1, 2, 3]
+
+
+def test_no_eligible_leader_in_zookeepers_state_fails_after_one_read() -> None:
+    """The cache without an eligible leader is read once; ZooKeeper's state without one
+    ends the election of that partition there, with its own failure, not after rounds
+    of reading it again."""
+    c = three_partitions()
+    c.leader_sets_isr(T0, (1,))
+    c.ctx.remove_live_brokers([1])
+    reads = c.store.reads
+    result = c.psm.handle_state_changes([T0], P.ONLINE, ElectionStrategy.OFFLINE)
+    assert c.store.reads == reads + 1
+    assert isinstance(result[T0], StateChangeFailed)
+    assert "no eligible leader" in str(result[T0])
+    assert c.leader_and_isr(T0) == LeaderAndIsr(1, 0, (1,), 1)
+
+
+# --- the valid transitions ------------------------------------------------------------
+
+
+def test_the_valid_previous_states_are_kafkas() -> None:
+    """PartitionState.validPreviousStates and ReplicaState.validPreviousStates of Kafka
+    2.8, whole: a transition from any other state is refused."""
+    assert {
+        P.NEW: {P.NON_EXISTENT},
+        P.ONLINE: {P.NEW, P.ONLINE, P.OFFLINE},
+        P.OFFLINE: {P.NEW, P.ONLINE, P.OFFLINE},
+        P.NON_EXISTENT: {P.OFFLINE},
+    } == PARTITION_VALID_PREVIOUS
+    assert {
+        R.NEW: {R.NON_EXISTENT},
+        R.ONLINE: {R.NEW, R.ONLINE, R.OFFLINE, R.DELETION_INELIGIBLE},
+        R.OFFLINE: {R.NEW, R.ONLINE, R.OFFLINE, R.DELETION_INELIGIBLE},
+        R.DELETION_STARTED: {R.OFFLINE},
+        R.DELETION_SUCCESSFUL: {R.DELETION_STARTED},
+        R.DELETION_INELIGIBLE: {R.OFFLINE, R.DELETION_STARTED},
+        R.NON_EXISTENT: {R.DELETION_SUCCESSFUL},
+    } == REPLICA_VALID_PREVIOUS
