@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -112,7 +112,7 @@ class Cluster:
         for b in brokers:
             self.ctx.add_live_brokers({b: (registration(b), self.store.next_zxid())})
 
-    def create_topic(self, topic: str, assignment: dict[int, Sequence[int]]) -> None:
+    def create_topic(self, topic: str, assignment: Mapping[int, Sequence[int]]) -> None:
         """A new topic, or partitions added to one: onNewPartitionCreation."""
         tps = []
         for p, replicas in assignment.items():
@@ -168,9 +168,7 @@ class Cluster:
     def requests(self, api: ApiKey | None = None) -> list[BrokerRequest]:
         return [r for batch in self.sent for r in batch if api is None or r.api_key == api]
 
-    def partition_states_sent(
-        self, api: ApiKey, tp: TopicPartition
-    ) -> dict[int, dict[str, object]]:
+    def partition_states_sent(self, api: ApiKey, tp: TopicPartition) -> dict[int, dict[str, Any]]:
         """broker -> the last state of `tp` sent to it in a request of kind `api`."""
         out: dict[int, dict[str, object]] = {}
         for r in self.requests(api):
@@ -236,8 +234,8 @@ def test_new_topic_goes_online_with_the_first_live_replica_leading() -> None:
             )
         um_sent = c.partition_states_sent(ApiKey.UPDATE_METADATA, tp)
         assert sorted(um_sent) == [1, 2, 3]
-    for r in batch:
-        request_codec(r.api_key, r.api_version).encode(r.body)
+    for request in batch:
+        request_codec(request.api_key, request.api_version).encode(request.body)
 
 
 def test_new_topic_with_a_dead_replica() -> None:
