@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from broker.fetcher import FetchState, ReplicaFetcherThread
+from storage.errors import KafkaStorageError
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
@@ -31,6 +32,7 @@ class Logs:
         self.cuts: list[tuple[str, TopicPartition, int]] = []
         self.checkpointed: list[set[TopicPartition]] = []
         self.while_cutting: list[Any] = []  # called before each cut (a LeaderAndIsr, say)
+        self.failing: set[TopicPartition] = set()  # their directory failed
 
     def follower_position(self, tp: TopicPartition) -> tuple[int | None, int, int]:
         return self.positions[tp]
@@ -46,6 +48,8 @@ class Logs:
     ) -> int | None:
         for hook in self.while_cutting:
             hook()
+        if tp in self.failing:
+            raise KafkaStorageError(f"the directory of {tp} failed")
         self.cuts.append(("truncate", tp, offset))
         epoch, leo, hw = self.positions[tp]
         leo = min(leo, offset)
@@ -104,12 +108,18 @@ class Leader:
         }
 
     def _epoch_end(self, tp: TopicPartition) -> dict[str, int]:
+        if tp not in self.epoch_ends:  # it does not know it leads yet
+            error = {"error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER, "leader_epoch": -1}
+            return {"partition": tp.partition, **error, "end_offset": -1}
         epoch, end = self.epoch_ends[tp]
         answer = {"partition": tp.partition, "error_code": 0, "leader_epoch": epoch}
         return {**answer, "end_offset": end}
 
     def _offset(self, topic: str, asked: Mapping[str, Any]) -> dict[str, int]:
         tp = TopicPartition(topic, asked["partition_index"])
+        if tp not in self.log_ranges:  # it does not know it leads yet
+            error = {"error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER, "timestamp": -1}
+            return {"partition_index": tp.partition, **error, "offset": -1}
         start, end = self.log_ranges[tp]
         offset = end if asked["timestamp"] == -1 else start
         return {"partition_index": tp.partition, "error_code": 0, "timestamp": -1, "offset": offset}
@@ -287,3 +297,43 @@ def test_a_partition_set_aside_is_fetched_again_when_its_backoff_ends() -> None:
     fetcher._delay(A0, state)
     assert fetcher._build_fetch() is None
     assert fetcher._idle_wait() <= 0.1
+
+
+def test_out_of_range_unanswered_by_the_leader_waits_out_the_backoff() -> None:
+    """A leader that does not answer ListOffsets for the partition yet (it has not heard
+    it leads): the partition is set aside for the backoff, not asked about again every
+    round, and then asked again (Kafka's handlePartitionsWithErrors: delayPartitions)."""
+    logs = Logs({A0: (4, 10, 10)})
+    leader = Leader()
+    fetcher = out_of_range(logs, leader, A0)
+    assert len(leader.asked(ApiKey.LIST_OFFSETS)) == 2
+    assert fetcher.partitions[A0].truncating
+    fetcher._truncate_new_partitions()
+    assert len(leader.asked(ApiKey.LIST_OFFSETS)) == 2
+    assert fetcher._build_fetch() is None
+    fetcher.partitions[A0].delayed_until = 0.0
+    leader.log_ranges[A0] = (0, 8)
+    fetcher._truncate_new_partitions()
+    assert len(leader.asked(ApiKey.LIST_OFFSETS)) == 4
+    assert logs.cuts == [("truncate", A0, 8)]
+    assert (fetcher.partitions[A0].truncating, fetcher.partitions[A0].fetch_offset) == (False, 8)
+
+
+def test_a_partition_whose_log_failed_while_truncated_is_dropped_and_the_rest_go_on() -> None:
+    """Kafka's markPartitionFailed: a partition whose directory failed as it was cut is no
+    longer fetched nor truncated by this fetcher; the next rounds go on for the others
+    (they raised for the partition gone, and every partition from that leader stopped)."""
+    logs = Logs({A0: (4, 10, 10), A1: (4, 10, 10)}, {A0: {4: 10}, A1: {4: 10}})
+    logs.failing = {A0}
+    leader = Leader(epoch_ends={A0: (4, 8)})  # a1: not yet known there, asked again below
+    fetcher = fetcher_of(logs, leader)
+    fetcher.add_all([(A0, FetchState(10, 5)), (A1, FetchState(10, 5))])
+    fetcher._truncate_new_partitions()
+    assert fetcher.fetched() == {A1}
+    fetcher.partitions[A1].delayed_until = 0.0
+    leader.epoch_ends[A1] = (4, 8)
+    fetcher._truncate_new_partitions()
+    assert sorted(p["partition"] for p in asked_partitions(leader)) == [0, 1, 1]
+    assert logs.cuts == [("truncate", A1, 8)]
+    assert fetcher.fetched() == {A1}
+    assert not fetcher.partitions[A1].truncating
