@@ -1,0 +1,180 @@
+"""What a follower's fetcher sends and how it takes the answers (Kafka 2.8's
+ReplicaFetcherThread.buildFetch and AbstractFetcherThread.processFetchRequest): the
+request's fields, its partitions grouped by topic, a partition whose log failed left out
+of the session, and answers for a partition set aside meanwhile ignored. A scripted
+leader connection; no logs (nothing to truncate)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from broker.fetcher import FetchState, ReplicaFetcherThread
+from storage.errors import KafkaStorageError
+from wire.api import ApiKey
+from wire.errors import ErrorCode
+from zkdata.znodes import TopicPartition
+
+A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+F, L = 2, 1  # the follower, its leader
+
+
+class Scripted:
+    """Answers each Fetch with the next scripted {partition: error code} (records b"x"
+    when no error), session 7, or a scripted error for the whole request; keeps each
+    request's body and each connection's timeout."""
+
+    def __init__(self, *answers: Mapping[TopicPartition, int] | ErrorCode) -> None:
+        self.answers = list(answers)
+        self.requests: list[Mapping[str, Any]] = []
+        self.timeouts: list[float] = []
+
+    def connect(self, _endpoint: tuple[str, int], _client: str, timeout: float) -> Scripted:
+        self.timeouts.append(timeout)
+        return self
+
+    def request(self, api_key: int, _version: int, body: Mapping[str, Any]) -> Any:
+        assert api_key == ApiKey.FETCH
+        self.requests.append(body)
+        answer = self.answers.pop(0)
+        if isinstance(answer, ErrorCode):  # the whole request refused
+            return {"error_code": answer, "session_id": 0, "responses": []}
+        return {
+            "error_code": 0,
+            "session_id": 7,
+            "responses": [
+                {
+                    "topic": tp.topic,
+                    "partitions": [
+                        {
+                            "partition_index": tp.partition,
+                            "error_code": code,
+                            "high_watermark": 10,
+                            "log_start_offset": 0,
+                            "records": None if code else b"x",
+                        }
+                    ],
+                }
+                for tp, code in answer.items()
+            ],
+        }
+
+    def close(self) -> None:
+        pass
+
+
+class Sink:
+    """Applies fetched records as the replica manager does (the next fetch offset: one
+    more per answer); raises for the partitions whose log failed."""
+
+    def __init__(self) -> None:
+        self.applied: list[TopicPartition] = []
+        self.failing: set[TopicPartition] = set()
+
+    def __call__(
+        self, tp: TopicPartition, _leader: int, _epoch: int, _records: Any, _hw: int, _start: int
+    ) -> int | None:
+        if tp in self.failing:
+            raise KafkaStorageError(f"the directory of {tp} failed")
+        self.applied.append(tp)
+        return 10 + self.applied.count(tp)
+
+
+def fetcher_of(leader: Scripted, sink: Sink | None = None, **kwargs: Any) -> ReplicaFetcherThread:
+    fetcher = ReplicaFetcherThread(
+        F, L, ("127.0.0.1", 1), sink or Sink(), None, connect=leader.connect, **kwargs
+    )
+    fetcher.add_all([(tp, FetchState(10, 5, truncating=False)) for tp in (A0, A1, B0)])
+    return fetcher
+
+
+def fetch(fetcher: ReplicaFetcherThread) -> None:
+    request = fetcher._build_fetch()
+    assert request is not None
+    fetcher._fetch_once(request)
+
+
+def test_a_fetch_is_a_replicas_long_poll_with_the_configured_sizes() -> None:
+    """Kafka's ReplicaFetcherThread.buildFetch: the broker's id as replica id,
+    replica.fetch.wait.max.ms and replica.fetch.min.bytes (1: the leader answers once it
+    has anything, and waits otherwise), the response and per-partition maxima, read
+    uncommitted; one topic entry per topic, its partitions in order; the connection's
+    timeout leaves room for the long poll."""
+    leader = Scripted({})
+    fetcher = fetcher_of(
+        leader,
+        max_wait_ms=5000,
+        max_bytes=3000,
+        partition_max_bytes=700,
+        socket_timeout_s=1.0,
+    )
+    fetch(fetcher)
+    (body,) = leader.requests
+    assert (body["replica_id"], body["max_wait_ms"], body["min_bytes"]) == (F, 5000, 1)
+    assert (body["max_bytes"], body["isolation_level"]) == (3000, 0)
+    assert [(t["topic"], [p["partition"] for p in t["partitions"]]) for t in body["topics"]] == [
+        ("a", [0, 1]),
+        ("b", [0]),
+    ]
+    partitions = [p for t in body["topics"] for p in t["partitions"]]
+    assert {(p["fetch_offset"], p["current_leader_epoch"]) for p in partitions} == {(10, 5)}
+    assert {p["partition_max_bytes"] for p in partitions} == {700}
+    assert leader.timeouts == [6.0]
+
+
+def test_a_partition_whose_log_failed_is_forgotten_by_the_session() -> None:
+    """markPartitionFailed removes the partition from the fetcher: the next incremental
+    fetch forgets it, so the leader stops reading it for this follower."""
+    sink = Sink()
+    sink.failing = {A1}
+    leader = Scripted({A0: 0, A1: 0, B0: 0}, {})
+    fetcher = fetcher_of(leader, sink)
+    fetch(fetcher)
+    assert fetcher.fetched() == {A0, B0}
+    fetch(fetcher)
+    assert [dict(f) for f in leader.requests[1]["forgotten_topics_data"]] == [
+        {"topic": "a", "partitions": [1]}
+    ]
+    listed = {
+        (t["topic"], p["partition"]) for t in leader.requests[1]["topics"] for p in t["partitions"]
+    }
+    assert listed == {("a", 0), ("b", 0)}  # their new fetch offsets
+
+
+def test_an_answer_for_a_partition_set_aside_meanwhile_is_ignored() -> None:
+    """processFetchRequest takes an answer only for a partition ready to fetch: a
+    partition set aside (a fenced epoch answered in the same response, a corrupt batch)
+    does not take the records of a second answer for it."""
+    sink = Sink()
+    leader = Scripted({A0: ErrorCode.FENCED_LEADER_EPOCH})
+    fetcher = fetcher_of(leader, sink)
+    fetch(fetcher)
+    request = fetcher._build_fetch()
+    assert request is not None
+    assert A0 not in request.listed
+    fetcher._partition_answered(
+        request,
+        A0,
+        {"error_code": 0, "high_watermark": 10, "log_start_offset": 0, "records": b"x"},
+    )
+    assert sink.applied == []
+    assert fetcher.partitions[A0].fetch_offset == 10
+
+
+def test_a_fetch_refused_as_a_whole_fails_the_round_and_closes_the_session() -> None:
+    """An error for the whole request other than the session's own: the round fails (the
+    fetcher backs off and reconnects, as on a broken connection), and the next fetch is a
+    full one closing session 7 (Kafka's FetchSessionHandler.handleError: a new session,
+    closing the existing one), not an incremental one taken as answered."""
+    leader = Scripted({A0: 0, A1: 0, B0: 0}, ErrorCode.UNKNOWN_SERVER_ERROR, {})
+    fetcher = fetcher_of(leader)
+    fetch(fetcher)
+    request = fetcher._build_fetch()
+    assert request is not None
+    with pytest.raises(OSError, match="UNKNOWN_SERVER_ERROR"):
+        fetcher._fetch_once(request)
+    fetcher._close()  # as the fetcher's loop does on the error
+    fetch(fetcher)
+    assert (leader.requests[2]["session_id"], leader.requests[2]["session_epoch"]) == (7, 0)
