@@ -72,12 +72,15 @@ class Sink:
     def __init__(self) -> None:
         self.applied: list[TopicPartition] = []
         self.failing: set[TopicPartition] = set()
+        self.while_applying: list[Any] = []  # called as records are applied
 
     def __call__(
         self, tp: TopicPartition, _leader: int, _epoch: int, _records: Any, _hw: int, _start: int
     ) -> int | None:
         if tp in self.failing:
             raise KafkaStorageError(f"the directory of {tp} failed")
+        for hook in self.while_applying:
+            hook()
         self.applied.append(tp)
         return 10 + self.applied.count(tp)
 
@@ -178,3 +181,19 @@ def test_a_fetch_refused_as_a_whole_fails_the_round_and_closes_the_session() -> 
     fetcher._close()  # as the fetcher's loop does on the error
     fetch(fetcher)
     assert (leader.requests[2]["session_id"], leader.requests[2]["session_epoch"]) == (7, 0)
+
+
+def test_a_partition_followed_anew_while_its_records_were_applied_keeps_its_new_state() -> None:
+    """A LeaderAndIsr (a new leader epoch) makes the partition's new state while the
+    answer's records are being appended: the answer moves the state it was for, not the
+    new one, which is truncated and fetched from its own offset (Kafka's
+    processFetchRequest updates a partition's state only if it is still the one fetched)."""
+    sink = Sink()
+    leader = Scripted({A0: 0})
+    fetcher = fetcher_of(leader, sink)
+    newer = FetchState(10, 6)
+    sink.while_applying.append(lambda: fetcher.add_all([(A0, newer)]))
+    fetch(fetcher)
+    assert sink.applied == [A0]
+    assert fetcher.partitions[A0] is newer
+    assert (newer.fetch_offset, newer.leader_epoch, newer.truncating) == (10, 6, True)
