@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from broker.fetcher import FetchState, ReplicaFetcherThread
+from broker.fetcher import FetchState, ReplicaFetcherThread, _answers_current_state
 from storage.errors import KafkaStorageError
 from wire.api import ApiKey
 from wire.errors import ErrorCode
@@ -197,3 +197,21 @@ def test_a_partition_followed_anew_while_its_records_were_applied_keeps_its_new_
     assert sink.applied == [A0]
     assert fetcher.partitions[A0] is newer
     assert (newer.fetch_offset, newer.leader_epoch, newer.truncating) == (10, 6, True)
+
+
+def test_an_answer_is_taken_only_for_the_partitions_current_fetch_position() -> None:
+    """processFetchRequest's check: the answer was read at the partition's fetch offset
+    and leader epoch (what the leader's session held: a capped session may still hold an
+    older one), the partition is not set aside, and, with a log to truncate, not waiting
+    to be truncated (a new leader epoch's state at the same offset, say)."""
+    ready = FetchState(10, 6, truncating=False)
+    assert _answers_current_state((10, 6), ready, 1.0, True)
+    assert not _answers_current_state((10, 5), ready, 1.0, True)  # an older epoch's
+    assert not _answers_current_state((9, 6), ready, 1.0, True)
+    assert not _answers_current_state((10, 6), None, 1.0, True)  # no longer followed
+    aside = FetchState(10, 6, delayed_until=2.0, truncating=False)
+    assert not _answers_current_state((10, 6), aside, 1.0, True)
+    assert _answers_current_state((10, 6), aside, 2.0, True)
+    truncating = FetchState(10, 6)
+    assert not _answers_current_state((10, 6), truncating, 1.0, True)
+    assert _answers_current_state((10, 6), truncating, 1.0, False)  # nothing to truncate

@@ -80,6 +80,8 @@ class Leader:
         self.epoch_ends = dict(epoch_ends or {})
         self.log_ranges = dict(log_ranges or {})
         self.requests: list[tuple[int, Mapping[str, Any]]] = []
+        self.extra: list[TopicPartition] = []  # answered about though not asked
+        self.no_latest: set[TopicPartition] = set()  # ListOffsets LATEST refused
 
     def request(self, api_key: int, _version: int, body: Mapping[str, Any]) -> Any:
         self.requests.append((api_key, body))
@@ -95,6 +97,7 @@ class Leader:
                     }
                     for t in body["topics"]
                 ]
+                + [{"topic": tp.topic, "partitions": [self._epoch_end(tp)]} for tp in self.extra]
             }
         assert api_key == ApiKey.LIST_OFFSETS
         return {
@@ -117,7 +120,9 @@ class Leader:
 
     def _offset(self, topic: str, asked: Mapping[str, Any]) -> dict[str, int]:
         tp = TopicPartition(topic, asked["partition_index"])
-        if tp not in self.log_ranges:  # it does not know it leads yet
+        if tp not in self.log_ranges or (
+            tp in self.no_latest and asked["timestamp"] == -1
+        ):  # not (yet) its leader
             error = {"error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER, "timestamp": -1}
             return {"partition_index": tp.partition, **error, "offset": -1}
         start, end = self.log_ranges[tp]
@@ -337,3 +342,29 @@ def test_a_partition_whose_log_failed_while_truncated_is_dropped_and_the_rest_go
     assert logs.cuts == [("truncate", A1, 8)]
     assert fetcher.fetched() == {A1}
     assert not fetcher.partitions[A1].truncating
+
+
+def test_an_answer_about_a_partition_not_asked_about_is_ignored() -> None:
+    """Only the partitions asked about are truncated from the answer; one the leader adds
+    (another fetcher's, say) changes nothing and fails nothing."""
+    logs = Logs({A0: (4, 10, 10), B0: (4, 10, 10)}, {A0: {4: 10}, B0: {4: 10}})
+    leader = Leader(epoch_ends={A0: (4, 8), B0: (4, 3)})
+    leader.extra = [B0]
+    fetcher = fetcher_of(logs, leader)
+    fetcher.add_all([(A0, FetchState(10, 5))])
+    fetcher._truncate_new_partitions()
+    assert logs.cuts == [("truncate", A0, 8)]
+    assert fetcher.fetched() == {A0}
+
+
+def test_out_of_range_with_one_of_the_leaders_offsets_unanswered_waits_out_the_backoff() -> None:
+    """The leader answers where its log starts but not where it ends (it stopped leading
+    between the two requests): nothing is cut, and the partition is asked about again after
+    the backoff, the round going on for the others."""
+    logs = Logs({A0: (4, 10, 10), A1: (4, 10, 10)})
+    leader = Leader(log_ranges={A0: (0, 8), A1: (0, 8)})
+    leader.no_latest = {A0}
+    fetcher = out_of_range(logs, leader, A0, A1)
+    assert logs.cuts == [("truncate", A1, 8)]
+    assert fetcher.partitions[A0].truncating
+    assert fetcher.partitions[A0].delayed_until > 0
