@@ -107,3 +107,20 @@ def test_following_a_leader_at_a_new_address_keeps_its_other_partitions(
     manager.follow([(a, 1, 6, 0)])
     assert manager.followed() == {1: {a, b}}
     assert fetchers(manager)[1].endpoint == ("127.0.0.1", 9101)
+
+
+def test_a_partition_led_here_or_leaderless_is_not_fetched(
+    manager: ReplicaFetcherManager,
+    endpoints: dict[int, tuple[str, int]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Only partitions with a leader other than this broker (3) are fetched: no fetcher
+    from itself, none from leader -1 (no leader: the next LeaderAndIsr names one, and no
+    address is looked for); one that was fetched and is now led here is fetched no more."""
+    endpoints[3] = ("127.0.0.1", 9003)
+    a, b, c = tps(3)
+    manager.follow([(a, 1, 5, 0)])
+    with caplog.at_level(logging.WARNING, logger="broker.fetcher"):
+        manager.follow([(a, 3, 6, 0), (b, 3, 6, 0), (c, -1, 6, 0)])
+    assert manager.followed() == {}
+    assert caplog.records == []
