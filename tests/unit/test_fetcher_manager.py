@@ -124,3 +124,69 @@ def test_a_partition_led_here_or_leaderless_is_not_fetched(
         manager.follow([(a, 3, 6, 0), (b, 3, 6, 0), (c, -1, 6, 0)])
     assert manager.followed() == {}
     assert caplog.records == []
+
+
+def test_a_leader_gone_from_the_metadata_is_fetched_from_its_last_address(
+    manager: ReplicaFetcherManager, endpoints: dict[int, tuple[str, int]]
+) -> None:
+    """No address known for the leader now (it is not in the metadata while it restarts):
+    its fetcher stays where it was, until the metadata names a new one."""
+    a, b = tps(2)
+    manager.follow([(a, 1, 5, 0), (b, 2, 5, 0)])
+    before = fetchers(manager)
+    del endpoints[1]
+    manager.refresh_endpoints()
+    assert fetchers(manager) == before
+    assert not before[1]._stopped.is_set()
+    assert manager.followed() == {1: {a}, 2: {b}}
+
+
+def test_partitions_moved_with_their_leader_are_truncated_again(
+    manager: ReplicaFetcherManager, endpoints: dict[int, tuple[str, int]]
+) -> None:
+    """Partitions done truncating, moved to the leader's new address, start over: new
+    states at their fetch offsets, to be truncated first."""
+    a, b = tps(2)
+    manager.follow([(a, 1, 5, 0), (b, 1, 5, 0)])
+    old = fetchers(manager)[1]
+    for tp, state in old.states():
+        state.truncating, state.fetch_offset = False, 7 + tp.partition
+    endpoints[1] = ("127.0.0.1", 9101)
+    manager.refresh_endpoints()
+    moved = dict(fetchers(manager)[1].states())
+    assert {tp: (s.fetch_offset, s.leader_epoch, s.truncating) for tp, s in moved.items()} == {
+        a: (7, 5, True),
+        b: (8, 5, True),
+    }
+    assert not set(map(id, moved.values())) & {id(s) for _, s in old.states()}
+
+
+def test_a_leader_no_partition_is_fetched_from_any_more_has_no_fetcher(
+    manager: ReplicaFetcherManager,
+) -> None:
+    """Kafka's shutdownIdleFetcherThreads: unfollowing the last partition fetched from a
+    leader stops its fetcher."""
+    a, b = tps(2)
+    manager.follow([(a, 1, 5, 0), (b, 2, 5, 0)])
+    old = fetchers(manager)[1]
+    manager.unfollow([a])
+    assert manager.followed() == {2: {b}}
+    assert old._stopped.is_set()
+
+
+def test_fetchers_take_the_managers_wait_and_backoff() -> None:
+    """replica.fetch.wait.max.ms and replica.fetch.backoff.ms reach every fetcher."""
+    m = ReplicaFetcherManager(
+        3,
+        lambda tp, leader, epoch, records, hw, log_start: None,
+        ENDPOINTS.get,
+        max_wait_ms=123,
+        backoff_ms=45_000,
+        connect=refuse,
+    )
+    try:
+        m.follow([(TopicPartition("t", 0), 1, 5, 0)])
+        fetcher = fetchers(m)[1]
+        assert (fetcher.max_wait_ms, fetcher.backoff_s) == (123, 45.0)
+    finally:
+        m.close()
