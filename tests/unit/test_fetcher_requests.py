@@ -6,13 +6,14 @@ leader connection; no logs (nothing to truncate)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from broker.fetcher import FetchState, ReplicaFetcherThread, _answers_current_state
-from storage.errors import KafkaStorageError
+from storage.errors import CorruptRecordError, KafkaStorageError
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
@@ -30,6 +31,7 @@ class Scripted:
         self.answers = list(answers)
         self.requests: list[Mapping[str, Any]] = []
         self.timeouts: list[float] = []
+        self.empty: set[TopicPartition] = set()  # answered with no records
 
     def connect(self, _endpoint: tuple[str, int], _client: str, timeout: float) -> Scripted:
         self.timeouts.append(timeout)
@@ -53,7 +55,7 @@ class Scripted:
                             "error_code": code,
                             "high_watermark": 10,
                             "log_start_offset": 0,
-                            "records": None if code else b"x",
+                            "records": None if code or tp in self.empty else b"x",
                         }
                     ],
                 }
@@ -72,6 +74,8 @@ class Sink:
     def __init__(self) -> None:
         self.applied: list[TopicPartition] = []
         self.failing: set[TopicPartition] = set()
+        self.corrupt: set[TopicPartition] = set()  # the leader's records fail validation
+        self.moved_on: set[TopicPartition] = set()  # no longer followed at that epoch
         self.while_applying: list[Any] = []  # called as records are applied
 
     def __call__(
@@ -79,15 +83,21 @@ class Sink:
     ) -> int | None:
         if tp in self.failing:
             raise KafkaStorageError(f"the directory of {tp} failed")
+        if tp in self.corrupt:
+            raise CorruptRecordError("bad CRC", position=0, offset=10)
+        if tp in self.moved_on:
+            return None
         for hook in self.while_applying:
             hook()
         self.applied.append(tp)
         return 10 + self.applied.count(tp)
 
 
-def fetcher_of(leader: Scripted, sink: Sink | None = None, **kwargs: Any) -> ReplicaFetcherThread:
+def fetcher_of(
+    leader: Scripted, sink: Sink | None = None, follower_log: Any = None, **kwargs: Any
+) -> ReplicaFetcherThread:
     fetcher = ReplicaFetcherThread(
-        F, L, ("127.0.0.1", 1), sink or Sink(), None, connect=leader.connect, **kwargs
+        F, L, ("127.0.0.1", 1), sink or Sink(), follower_log, connect=leader.connect, **kwargs
     )
     fetcher.add_all([(tp, FetchState(10, 5, truncating=False)) for tp in (A0, A1, B0)])
     return fetcher
@@ -215,3 +225,58 @@ def test_an_answer_is_taken_only_for_the_partitions_current_fetch_position() -> 
     truncating = FetchState(10, 6)
     assert not _answers_current_state((10, 6), truncating, 1.0, True)
     assert _answers_current_state((10, 6), truncating, 1.0, False)  # nothing to truncate
+
+
+def forgotten(body: Mapping[str, Any]) -> set[TopicPartition]:
+    return {
+        TopicPartition(t["topic"], p)
+        for t in body["forgotten_topics_data"]
+        for p in t["partitions"]
+    }
+
+
+def test_a_partition_answered_out_of_range_leaves_the_session_until_reset() -> None:
+    """A partition to be reset (OFFSET_OUT_OF_RANGE) is not ready to fetch: the next
+    incremental fetch forgets it (Kafka's session builder lists only partitions ready to
+    fetch), so the leader does not answer it again from the offset out of its range."""
+    leader = Scripted({A0: 0, A1: 0, B0: 0}, {A1: ErrorCode.OFFSET_OUT_OF_RANGE}, {})
+    fetcher = fetcher_of(leader, follower_log=object())
+    fetch(fetcher)
+    fetch(fetcher)
+    assert fetcher.partitions[A1].out_of_range
+    fetch(fetcher)
+    assert forgotten(leader.requests[2]) == {A1}
+
+
+def test_a_partition_with_a_corrupt_answer_leaves_the_session_for_the_backoff() -> None:
+    """processFetchRequest: records failing validation are logged and the partition set
+    aside for replica.fetch.backoff.ms (delayPartitions): forgotten by the session
+    meanwhile, the others fetched on."""
+    sink = Sink()
+    leader = Scripted({A0: 0, A1: 0, B0: 0}, {A1: 0}, {})
+    fetcher = fetcher_of(leader, sink, backoff_ms=60_000)
+    fetch(fetcher)
+    sink.corrupt = {A1}
+    fetch(fetcher)
+    assert fetcher.fetched() == {A0, A1, B0}
+    assert fetcher.partitions[A1].fetch_offset == 11
+    fetch(fetcher)
+    assert forgotten(leader.requests[2]) == {A1}
+
+
+def test_an_empty_answer_for_a_partition_that_moved_on_meanwhile_changes_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The replica manager does not apply an answer for a leader epoch the partition no
+    longer follows (the next LeaderAndIsr's state is on its way to the fetcher): an empty
+    answer is no "Offset mismatch"; the partition is not failed, nothing is logged."""
+    sink = Sink()
+    leader = Scripted({A0: 0, A1: 0, B0: 0}, {A0: 0})
+    fetcher = fetcher_of(leader, sink)
+    fetch(fetcher)
+    sink.moved_on = leader.empty = {A0}
+    with caplog.at_level(logging.WARNING, logger="broker.fetcher"):
+        fetch(fetcher)
+    assert caplog.records == []
+    assert fetcher.fetched() == {A0, A1, B0}
+    assert fetcher.partitions[A0].fetch_offset == 11
