@@ -280,3 +280,26 @@ def test_an_empty_answer_for_a_partition_that_moved_on_meanwhile_changes_nothing
     assert caplog.records == []
     assert fetcher.fetched() == {A0, A1, B0}
     assert fetcher.partitions[A0].fetch_offset == 11
+
+
+def test_only_errors_other_than_leadership_ones_are_logged_as_errors(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A leader that does not lead the partition (yet) at our epoch is routine during a
+    leadership change: set aside quietly. A leader that cannot read the partition
+    (CORRUPT_MESSAGE) is logged as an error, as Kafka's processFetchRequest does."""
+    leader = Scripted(
+        {
+            A0: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            A1: ErrorCode.FENCED_LEADER_EPOCH,
+            B0: ErrorCode.CORRUPT_MESSAGE,
+        }
+    )
+    fetcher = fetcher_of(leader)
+    with caplog.at_level(logging.INFO, logger="broker.fetcher"):
+        fetch(fetcher)
+    logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO]
+    assert [level for level, _ in logged] == [logging.ERROR]
+    assert "b-0" in logged[0][1]
+    assert "CORRUPT_MESSAGE" in logged[0][1]
+    assert all(s.delayed_until > 0 for s in fetcher.partitions.values())

@@ -368,3 +368,22 @@ def test_out_of_range_with_one_of_the_leaders_offsets_unanswered_waits_out_the_b
     assert logs.cuts == [("truncate", A1, 8)]
     assert fetcher.partitions[A0].truncating
     assert fetcher.partitions[A0].delayed_until > 0
+
+
+def test_a_partition_whose_log_failed_cut_at_its_high_watermark_or_reset_is_dropped() -> None:
+    """markPartitionFailed also where no leader epoch is asked about: a log without epochs
+    cut at its high watermark, and a log cut after OFFSET_OUT_OF_RANGE; each is no longer
+    fetched, and the other partitions are truncated and fetched on."""
+    logs = Logs({A0: (None, 10, 6), A1: (None, 10, 6)})
+    logs.failing = {A0}
+    fetcher = fetcher_of(logs, Leader())
+    fetcher.add_all([(A0, FetchState(10, 5)), (A1, FetchState(10, 5))])
+    fetcher._truncate_new_partitions()
+    assert fetcher.fetched() == {A1}
+    assert (fetcher.partitions[A1].truncating, fetcher.partitions[A1].fetch_offset) == (False, 6)
+
+    logs = Logs({A0: (4, 10, 10), A1: (4, 10, 10)})
+    logs.failing = {A0}
+    fetcher = out_of_range(logs, Leader(log_ranges={A0: (0, 8), A1: (0, 8)}), A0, A1)
+    assert fetcher.fetched() == {A1}
+    assert (fetcher.partitions[A1].truncating, fetcher.partitions[A1].fetch_offset) == (False, 8)
