@@ -205,6 +205,7 @@ class ReplicaFetcherThread:
         backoff_ms: int = 1000,
         max_bytes: int = 10 * 1024 * 1024,
         partition_max_bytes: int = 1024 * 1024,
+        min_bytes: int = 1,
         socket_timeout_s: float = 30.0,
         connect: Connect = _connect,
         max_partitions_per_fetch: int = MAX_PARTITIONS_PER_FETCH,
@@ -218,6 +219,7 @@ class ReplicaFetcherThread:
         self.backoff_s = backoff_ms / 1000
         self.max_bytes = max_bytes
         self.partition_max_bytes = partition_max_bytes
+        self.min_bytes = min_bytes
         self.socket_timeout_s = socket_timeout_s
         self.connect = connect
         self.max_partitions_per_fetch = max_partitions_per_fetch
@@ -638,7 +640,7 @@ class ReplicaFetcherThread:
         return {
             "replica_id": self.broker_id,
             "max_wait_ms": 0 if fetch.more else self.max_wait_ms,
-            "min_bytes": 1,
+            "min_bytes": self.min_bytes,
             "max_bytes": self.max_bytes,
             "isolation_level": 0,
             "session_id": fetch.session_id,
@@ -838,6 +840,10 @@ class ReplicaFetcherManager:
         *,
         max_wait_ms: int = 500,
         backoff_ms: int = 1000,
+        max_bytes: int = 10 * 1024 * 1024,
+        partition_max_bytes: int = 1024 * 1024,
+        min_bytes: int = 1,
+        socket_timeout_s: float = 30.0,
         follower_log: FollowerLog | None = None,
         connect: Connect = _connect,
     ) -> None:
@@ -845,8 +851,15 @@ class ReplicaFetcherManager:
         self.sink = sink
         self.follower_log = follower_log
         self.endpoint_of = endpoint_of
+        # Kafka's replica.fetch.wait.max.ms, replica.fetch.backoff.ms,
+        # replica.fetch.response.max.bytes, replica.fetch.max.bytes (per partition),
+        # replica.fetch.min.bytes and replica.socket.timeout.ms.
         self.max_wait_ms = max_wait_ms
         self.backoff_ms = backoff_ms
+        self.max_bytes = max_bytes
+        self.partition_max_bytes = partition_max_bytes
+        self.min_bytes = min_bytes
+        self.socket_timeout_s = socket_timeout_s
         self.connect = connect
         self._fetchers: dict[int, ReplicaFetcherThread] = {}
         self._lock = threading.Lock()
@@ -924,6 +937,10 @@ class ReplicaFetcherManager:
             self.follower_log,
             max_wait_ms=self.max_wait_ms,
             backoff_ms=self.backoff_ms,
+            max_bytes=self.max_bytes,
+            partition_max_bytes=self.partition_max_bytes,
+            min_bytes=self.min_bytes,
+            socket_timeout_s=self.socket_timeout_s,
             connect=self.connect,
         )
         fetcher.add_all(partitions)

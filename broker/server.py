@@ -191,6 +191,11 @@ class KafkaServer:
             self._endpoint_of,
             max_wait_ms=config.replica_fetch_wait_max_ms,
             backoff_ms=config.replica_fetch_backoff_ms,
+            max_bytes=config.replica_fetch_response_max_bytes,
+            partition_max_bytes=config.replica_fetch_max_bytes,
+            min_bytes=config.replica_fetch_min_bytes,
+            # (0 would make the fetcher's socket non-blocking)
+            socket_timeout_s=max(config.replica_socket_timeout_ms, 1) / 1000,
             follower_log=self.replicas,
         )
         # The group coordinator of the __consumer_offsets partitions led here.

@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 
-from broker.fetcher import FetchState, ReplicaFetcherThread, _answers_current_state
+from broker.fetcher import (
+    FetchState,
+    ReplicaFetcherManager,
+    ReplicaFetcherThread,
+    _answers_current_state,
+)
 from storage.errors import CorruptRecordError, KafkaStorageError
 from wire.api import ApiKey
 from wire.errors import ErrorCode
@@ -303,3 +308,37 @@ def test_only_errors_other_than_leadership_ones_are_logged_as_errors(
     assert "b-0" in logged[0][1]
     assert "CORRUPT_MESSAGE" in logged[0][1]
     assert all(s.delayed_until > 0 for s in fetcher.partitions.values())
+
+
+def test_the_manager_gives_every_fetcher_the_brokers_replica_fetch_settings() -> None:
+    """replica.fetch.response.max.bytes, replica.fetch.max.bytes, replica.fetch.min.bytes
+    and replica.socket.timeout.ms reach each leader's fetcher and its requests (they were
+    accepted and had no effect)."""
+
+    def refuse(endpoint: tuple[str, int], _client: str, _timeout: float) -> Any:
+        raise ConnectionRefusedError(f"no leader at {endpoint}")  # the fetcher backs off
+
+    manager = ReplicaFetcherManager(
+        F,
+        Sink(),
+        {L: ("127.0.0.1", 1)}.get,
+        max_wait_ms=400,
+        backoff_ms=60_000,
+        max_bytes=3000,
+        partition_max_bytes=700,
+        min_bytes=64,
+        socket_timeout_s=2.5,
+        connect=refuse,
+    )
+    try:
+        manager.follow([(A0, L, 5, 10)])
+        fetcher = manager._fetchers[L]
+        assert (fetcher.max_bytes, fetcher.partition_max_bytes) == (3000, 700)
+        assert (fetcher.min_bytes, fetcher.socket_timeout_s) == (64, 2.5)
+        request = fetcher._build_fetch()
+        assert request is not None
+        body = fetcher._request_body(request)
+        assert (body["min_bytes"], body["max_bytes"], body["max_wait_ms"]) == (64, 3000, 400)
+        assert [p["partition_max_bytes"] for t in body["topics"] for p in t["partitions"]] == [700]
+    finally:
+        manager.close()
