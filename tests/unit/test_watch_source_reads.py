@@ -305,3 +305,79 @@ def test_a_path_created_just_after_it_was_missing_is_read_again() -> None:
     w.source._dirty.clear()
     w.source._read_topics()  # there now: nothing more
     assert w.source._dirty == set()
+
+
+def test_a_partition_state_watch_reads_neither_the_controller_nor_the_brokers() -> None:
+    zk = recording_cluster()
+    w = Watched(zk)
+    w.read()
+    zk.reads.clear()
+    zk.fire(paths.partition_state("t", 0), "CHANGED")
+    w.fired()
+    read = {p for _kind, got, _watch in zk.reads for p in got}
+    assert paths.partition_state("t", 0) in read
+    assert not read & {paths.CONTROLLER, paths.BROKER_IDS, paths.broker(1), paths.topic("t")}
+
+
+class Vanishing(FakeZk):
+    """Children listed that are gone when read (deleted between the two reads)."""
+
+    extra: dict[str, str] = {
+        paths.BROKER_IDS: "3",
+        paths.BROKER_TOPICS: "gone",
+    }
+
+    def get_children(self, path: str, *, watch: bool = False) -> list[str] | None:
+        got = super().get_children(path, watch=watch)
+        if got is not None and path in self.extra:
+            got = [*got, self.extra[path]]
+        return got
+
+
+def test_znodes_gone_between_listing_and_reading_are_skipped() -> None:
+    """A broker or topic deleted between the children read and the data read, and a new
+    partition whose state znode the controller has not written yet."""
+    zk = Vanishing()
+    zk.nodes = a_cluster(1, (1, 2)).nodes
+    zk.put(paths.topic("u"), encode_topic(TopicAssignment("u", {0: (1, 2)})))
+    w = Watched(zk)
+    w.read()
+    assert sorted(w.state.brokers) == [1, 2]
+    assert sorted(w.state.topics) == ["t", "u"]
+    assert w.state.summary.no_state == 1
+
+
+def test_an_unreadable_registration_or_controller_is_reported() -> None:
+    """A registration that cannot be decoded is still a registered broker (its
+    ephemeral znode is there), its address unreadable."""
+    zk = a_cluster(1, (1, 2))
+    zk.set_data(paths.broker(2), b"{")
+    zk.set_data(paths.CONTROLLER, b"{")
+    src = Watched(zk).source
+    observations = src._refresh(ALL_GROUPS)
+    (brokers,) = [o.brokers for o in observations if isinstance(o, BrokersSeen)]
+    assert sorted(brokers) == [1, 2]
+    assert brokers[2].address == "(unreadable)"
+    (controller,) = [o for o in observations if isinstance(o, ControllerSeen)]
+    assert controller.broker is None
+    assert controller.problem is not None
+    assert paths.CONTROLLER in controller.problem
+
+
+def test_topics_and_partitions_are_taken_in_order() -> None:
+    """ZooKeeper lists children in no order, and a topic znode's partitions come in its
+    writer's order: both are sorted, so the partitions follow each other in order."""
+
+    class Unordered(FakeZk):
+        def get_children(self, path: str, *, watch: bool = False) -> list[str] | None:
+            got = super().get_children(path, watch=watch)
+            return None if got is None else got[::-1]
+
+    zk = Unordered()
+    zk.nodes = a_cluster(1, (1, 2), partitions=3).nodes
+    zk.put(paths.topic("a"), b'{"version":1,"partitions":{"1":[1,2],"0":[2,1]}}')
+    src = Watched(zk).source
+    src._refresh(ALL_GROUPS)
+    order = [TopicPartition("a", 0), TopicPartition("a", 1)]
+    order += [TopicPartition("t", p) for p in range(3)]
+    assert [tp for tp, _path in src._partitions] == order

@@ -153,3 +153,18 @@ def test_stopping_unregisters_every_handler() -> None:
     finally:
         src.stop()
     assert not any(zk.handlers.values()), {p: h for p, h in zk.handlers.items() if h}
+
+
+def test_nothing_is_emitted_once_stopped_and_the_work_is_all_taken() -> None:
+    zk, src, seen = a_source()
+    src.start()
+    try:
+        assert src.ready.wait(DEADLINE)
+        with src._cond:
+            assert src._dirty == set()  # taken, not read over and over
+    finally:
+        src.stop()
+    n = len(seen)
+    for listener in zk.listeners:
+        listener("SUSPENDED")
+    assert len(seen) == n
