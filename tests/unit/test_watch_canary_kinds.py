@@ -45,3 +45,11 @@ def test_a_preferred_replica_not_leading_is_watched_only_while_it_is_registered(
     states = {tp(0): LeaderAndIsr(1, 0, (1,)), tp(1): LeaderAndIsr(1, 0, (1, 2))}
     canaries = choose_canaries(topics, states, {1, 2}, per_broker=0, per_kind=1)
     assert canaries == [tp(0), tp(1)]
+
+
+def test_a_leader_during_delete_is_no_leader_to_watch_nor_leaderless() -> None:
+    # Leader -2 (LeaderAndIsr.LeaderDuringDelete) is a topic being deleted, as the view
+    # shows it: neither a broker's led partition nor an offline one.
+    topics = {"t": {0: ()}}
+    states = {tp(0): LeaderAndIsr(-2, 0, ())}
+    assert choose_canaries(topics, states, {1}, per_broker=1, per_kind=1) == []
