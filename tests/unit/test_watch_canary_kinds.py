@@ -53,3 +53,10 @@ def test_a_leader_during_delete_is_no_leader_to_watch_nor_leaderless() -> None:
     topics = {"t": {0: ()}}
     states = {tp(0): LeaderAndIsr(-2, 0, ())}
     assert choose_canaries(topics, states, {1}, per_broker=1, per_kind=1) == []
+
+
+def test_a_partition_assigned_no_replicas_is_no_preferred_replica_to_compare() -> None:
+    # A hand-written topic znode may assign a partition no replicas.
+    topics = {"t": {0: ()}}
+    states = {tp(0): LeaderAndIsr(1, 0, (1,))}
+    assert choose_canaries(topics, states, {1}, per_broker=1, per_kind=1) == [tp(0)]

@@ -381,3 +381,12 @@ def test_topics_and_partitions_are_taken_in_order() -> None:
     order = [TopicPartition("a", 0), TopicPartition("a", 1)]
     order += [TopicPartition("t", p) for p in range(3)]
     assert [tp for tp, _path in src._partitions] == order
+
+
+def test_the_epoch_stands_while_no_controller_is_elected() -> None:
+    """Kafka 2.8: a resigning controller's /controller goes, /controller_epoch stays
+    (the next controller increments it)."""
+    zk = a_cluster(1, (1, 2))
+    del zk.nodes[paths.CONTROLLER]
+    seen = ZkSource(zk, lambda _: None)._read_controller()  # type: ignore[arg-type]
+    assert (seen.broker, seen.epoch, seen.elected_at) == (None, 5, None)
