@@ -168,3 +168,28 @@ def test_nothing_is_emitted_once_stopped_and_the_work_is_all_taken() -> None:
     for listener in zk.listeners:
         listener("SUSPENDED")
     assert len(seen) == n
+
+
+def test_a_read_failing_as_the_source_stops_is_not_reported() -> None:
+    """Stopping closes the ZooKeeper client under a read in flight: its failure is the
+    stop, not a problem to show (nor to wait a retry for)."""
+    zk, src, seen = a_source()
+
+    def stopping_then_failing() -> None:
+        with src._cond:
+            src._stopping = True
+            src._cond.notify_all()
+        raise RuntimeError("the client was closed")
+
+    real = zk.get_many
+
+    def get_many(*args: object, **kwargs: object) -> object:
+        stopping_then_failing()
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    zk.get_many = get_many  # type: ignore[method-assign,assignment]
+    src.start()
+    src._thread.join(DEADLINE)
+    assert not src._thread.is_alive()
+    src.stop()
+    assert [o for o in seen if isinstance(o, ProblemsSeen)] == []
