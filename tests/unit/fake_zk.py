@@ -173,7 +173,7 @@ class FakeZk:
 
     def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
         self._maybe_fail()
-        return self._apply(SetData(path, data, version))  # type: ignore[no-any-return]
+        return self._apply(SetData(path, data, version))
 
     def delete(self, path: str, version: int = -1) -> bool:
         """False if it was already gone (as ZkClient.delete)."""
