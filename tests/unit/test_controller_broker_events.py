@@ -1,0 +1,151 @@
+"""Broker events at the controller, over an in-memory ZooKeeper (tests/unit/fake_zk.py):
+a BrokerChange logs what it saw and drops a dead broker's connection (Kafka 2.8's
+processBrokerChange: controllerChannelManager.removeBroker); a BrokerModifications of a
+broker's registration with new endpoints updates it, its connection and every broker's
+metadata (processBrokerModification, onBrokerUpdate), and one of a broker registered anew
+(another broker epoch) is left to the BrokerChange that follows."""
+
+from __future__ import annotations
+
+from unittest.mock import MagicMock, patch
+
+from controller import events as ev
+from controller.controller import ControllerConfig, KafkaController
+from controller.request_batch import BrokerRequest
+from tests.unit import fake_cluster as fc
+from tests.unit.fake_zk import FakeZk
+from wire.errors import ErrorCode
+from zkdata import paths
+from zkdata.znodes import TopicPartition, encode_broker
+
+
+def controller() -> tuple[FakeZk, KafkaController, MagicMock, list[BrokerRequest]]:
+    """Broker 1 controller of brokers 1, 2, 3 and topic "t" (partition 0 on 2, 3, 1);
+    its channel (a mock) and what it sent since the failover."""
+    zk = fc.empty_cluster()
+    for b in (1, 2, 3):
+        fc.register(zk, b)
+    fc.add_topic(zk, "t", {0: (2, 3, 1)})
+    sent: list[BrokerRequest] = []
+    channel = MagicMock()
+    channel.send.side_effect = sent.extend
+    state_log = MagicMock()
+    c = KafkaController(
+        ControllerConfig(broker_id=1, auto_leader_rebalance_enable=False),
+        zk,  # type: ignore[arg-type]
+        state_log,
+        lambda: 1,
+    )
+    with patch("controller.controller.ControllerChannelManager", return_value=channel):
+        c.process(ev.Startup())
+        fc.drain(c)
+    assert c.is_active
+    sent.clear()
+    channel.reset_mock()
+    state_log.reset_mock()
+    return zk, c, channel, sent
+
+
+def test_a_dead_brokers_connection_is_dropped_and_the_change_logged() -> None:
+    zk, c, channel, _sent = controller()
+    del zk.nodes[paths.broker(3)]
+    fc.register(zk, 4)
+    c.process(ev.BrokerChange())
+    channel.remove_broker.assert_called_once_with(3)
+    assert [call.args[0] for call in channel.add_broker.call_args_list] == [4]
+    [logged] = c.state_log.broker_change.call_args_list  # type: ignore[attr-defined]
+    epoch, new, dead, bounced, _current = logged.args
+    assert (epoch, set(new), set(dead), set(bounced)) == (c.ctx.epoch, {4}, {3}, set())
+
+
+def test_new_endpoints_update_the_broker_its_connection_and_every_brokers_metadata() -> None:
+    zk, c, channel, sent = controller()
+    zk.set_data(paths.broker(2), encode_broker(fc.registration(2, port=9999)))
+    c.process(ev.BrokerModifications(2))
+    assert c.ctx.live_brokers[2].port == 9999
+    channel.add_broker.assert_called_once_with(2, "b2", 9999)
+    update_metadata = [r for r in sent if r.api_key.name == "UPDATE_METADATA"]
+    assert sorted(r.broker_id for r in update_metadata) == [1, 2, 3]
+
+
+def test_a_modification_of_a_broker_registered_anew_is_left_to_the_broker_change() -> None:
+    """Another broker epoch (czxid): a new incarnation, whose start the BrokerChange makes
+    (a bounce: failed, then started), not an update of the one known."""
+    zk, c, channel, sent = controller()
+    epoch = c.ctx.broker_epochs[2]
+    del zk.nodes[paths.broker(2)]
+    zk.put(
+        paths.broker(2),
+        encode_broker(fc.registration(2, port=9999)),
+        owner=fc.broker_session(2),
+    )
+    c.process(ev.BrokerModifications(2))
+    assert c.ctx.live_brokers[2].port == 9092
+    assert c.ctx.broker_epochs[2] == epoch
+    channel.add_broker.assert_not_called()
+    assert sent == []
+    c.process(ev.BrokerChange())
+    assert c.ctx.live_brokers[2].port == 9999
+    assert c.ctx.broker_epochs[2] > epoch
+    channel.remove_broker.assert_called_once_with(2)
+
+
+def leader_and_isr_answer(
+    c: KafkaController, partition_error: int, error_code: int = 0
+) -> dict[str, object]:
+    """A LeaderAndIsr answer naming t-0 with ``partition_error``."""
+    return {
+        "error_code": error_code,
+        "topics": [
+            {
+                "topic_id": c.ctx.topic_ids["t"],
+                "partition_errors": [{"partition_index": 0, "error_code": partition_error}],
+            }
+        ],
+    }
+
+
+STORAGE = int(ErrorCode.KAFKA_STORAGE_ERROR)
+T0 = TopicPartition("t", 0)
+
+
+def test_a_storage_error_answer_takes_the_replica_offline_and_a_later_clean_one_back() -> None:
+    """Kafka 2.8's processLeaderAndIsrResponseReceived: the partitions answered
+    KAFKA_STORAGE_ERROR are on a failed directory (offline replicas), those answered
+    without an error are not."""
+    _zk, c, _channel, _sent = controller()
+    epoch = c.ctx.broker_epochs[3]
+    c.process(ev.LeaderAndIsrResponseReceived(3, leader_and_isr_answer(c, STORAGE), epoch))
+    assert c.ctx.is_on_offline_dir(3, T0)
+    assert 3 not in c.ctx.leadership[T0].leader_and_isr.isr
+    c.process(ev.LeaderAndIsrResponseReceived(3, leader_and_isr_answer(c, 0), epoch))
+    assert not c.ctx.is_on_offline_dir(3, T0)
+
+
+def test_a_refused_leader_and_isr_or_an_earlier_incarnations_answer_says_nothing() -> None:
+    """A top-level error (Kafka: "received error ... in LeaderAndIsr response", return),
+    and an answer of the broker's earlier epoch, handled after it registered anew."""
+    _zk, c, _channel, _sent = controller()
+    epoch = c.ctx.broker_epochs[3]
+    stale = int(ErrorCode.STALE_CONTROLLER_EPOCH)
+    c.process(ev.LeaderAndIsrResponseReceived(3, leader_and_isr_answer(c, STORAGE, stale), epoch))
+    c.process(ev.LeaderAndIsrResponseReceived(3, leader_and_isr_answer(c, STORAGE), epoch - 1))
+    assert not c.ctx.is_on_offline_dir(3, T0)
+    assert 3 in c.ctx.leadership[T0].leader_and_isr.isr
+
+
+def test_with_topic_deletion_disabled_a_deletion_request_is_removed_and_the_topic_stays() -> None:
+    """Kafka 2.8's processTopicDeletion: delete.topic.enable=false, the requests are
+    removed (deleteTopicDeletions) and nothing is deleted."""
+    zk = fc.empty_cluster()
+    for b in (1, 2):
+        fc.register(zk, b)
+    fc.add_topic(zk, "t", {0: (2, 1)})
+    c = fc.start_controller(zk, delete_topic_enable=False)
+    zk.put(paths.delete_topic("t"), b"")
+    fc.process(c, ev.TopicDeletion())
+    fc.drain(c)
+    assert paths.delete_topic("t") not in zk.nodes
+    assert paths.topic("t") in zk.nodes
+    assert not c.ctx.topics_to_be_deleted
+    assert T0 in c.ctx.leadership
