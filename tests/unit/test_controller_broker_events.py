@@ -14,6 +14,7 @@ from controller.controller import ControllerConfig, KafkaController
 from controller.request_batch import BrokerRequest
 from tests.unit import fake_cluster as fc
 from tests.unit.fake_zk import FakeZk
+from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata import paths
 from zkdata.znodes import TopicPartition, encode_broker
@@ -149,3 +150,64 @@ def test_with_topic_deletion_disabled_a_deletion_request_is_removed_and_the_topi
     assert paths.topic("t") in zk.nodes
     assert not c.ctx.topics_to_be_deleted
     assert T0 in c.ctx.leadership
+
+
+def test_only_a_deleting_stop_replicas_answer_becomes_a_deletion_event() -> None:
+    """Kafka 2.8's sendStopReplicaRequests gives a callback (the
+    TopicDeletionStopReplicaResponseReceived event) only to StopReplica requests that
+    delete the partitions; a plain stop's answer says nothing of a topic deletion."""
+    _zk, c, _channel, _sent = controller()
+    answer = {
+        "error_code": 0,
+        "partition_errors": [{"topic_name": "t", "partition_index": 0, "error_code": 0}],
+    }
+    for delete in (False, True):
+        request = BrokerRequest(
+            3, ApiKey.STOP_REPLICA, 3, dict, (T0,), delete_partitions=delete, broker_epoch=7
+        )
+        c._on_response(request, answer)
+    [event] = fc.queued(c)
+    assert isinstance(event, ev.TopicDeletionStopReplicaResponseReceived)
+    assert (event.broker_id, event.partition_errors, event.broker_epoch) == (3, {T0: 0}, 7)
+
+
+def test_a_stop_replica_refused_as_a_whole_fails_the_replica_deletions_it_lists() -> None:
+    """A request-level error fails each replica deletion, whatever its partition's code
+    (Kafka 2.8's TopicDeletionStopReplicaResponseReceived: the request's error, else the
+    partition's): the topic is not deleted on such answers."""
+    zk, c, _channel, _sent = controller()
+    zk.put(paths.delete_topic("t"), b"")
+    c.process(ev.TopicDeletion())
+    assert "t" in c.ctx.topics_to_be_deleted
+    refused = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+    for b in (1, 2, 3):
+        c.process(
+            ev.TopicDeletionStopReplicaResponseReceived(b, refused, {T0: 0}, c.ctx.broker_epochs[b])
+        )
+    assert paths.topic("t") in zk.nodes
+    assert "t" in c.ctx.all_topics
+
+
+def test_a_deleting_stop_replicas_answer_for_a_topic_in_service_changes_no_replica() -> None:
+    """A replica a reassignment removed (no topic deletion started): its answer, success
+    or failure, leaves the replica states of the topic alone."""
+    _zk, c, _channel, _sent = controller()
+    before = dict(c.ctx.replica_states)
+    for code in (0, int(ErrorCode.KAFKA_STORAGE_ERROR)):
+        c.process(
+            ev.TopicDeletionStopReplicaResponseReceived(3, 0, {T0: code}, c.ctx.broker_epochs[3])
+        )
+    assert c.ctx.replica_states == before
+
+
+def test_a_leader_lacking_its_log_gives_way_unless_the_answer_is_an_earlier_incarnations() -> None:
+    """REPLICA_NOT_AVAILABLE from the leader (a broker back on new disks): its leadership
+    goes to another ISR member; the same answer of its earlier epoch moves nothing."""
+    _zk, c, _channel, _sent = controller()
+    lacking = int(ErrorCode.REPLICA_NOT_AVAILABLE)
+    epoch = c.ctx.broker_epochs[2]
+    assert c.ctx.leadership[T0].leader_and_isr.leader == 2
+    c.process(ev.LeaderAndIsrResponseReceived(2, leader_and_isr_answer(c, lacking), epoch - 1))
+    assert c.ctx.leadership[T0].leader_and_isr.leader == 2
+    c.process(ev.LeaderAndIsrResponseReceived(2, leader_and_isr_answer(c, lacking), epoch))
+    assert c.ctx.leadership[T0].leader_and_isr.leader != 2
