@@ -7,6 +7,7 @@ metadata (processBrokerModification, onBrokerUpdate), and one of a broker regist
 
 from __future__ import annotations
 
+from typing import Any
 from unittest.mock import MagicMock, patch
 
 from controller import events as ev
@@ -211,3 +212,44 @@ def test_a_leader_lacking_its_log_gives_way_unless_the_answer_is_an_earlier_inca
     assert c.ctx.leadership[T0].leader_and_isr.leader == 2
     c.process(ev.LeaderAndIsrResponseReceived(2, leader_and_isr_answer(c, lacking), epoch))
     assert c.ctx.leadership[T0].leader_and_isr.leader != 2
+
+
+def test_a_broker_listed_but_gone_by_the_read_keeps_no_modification_handler() -> None:
+    zk, c, _channel, _sent = controller()
+    fc.register(zk, 4)
+    real = zk.get_many
+
+    def gone_by_the_read(path_list: Any, **kwargs: Any) -> Any:
+        zk.nodes.pop(paths.broker(4), None)
+        return real(path_list, **kwargs)
+
+    zk.get_many = gone_by_the_read  # type: ignore[method-assign]
+    c.process(ev.BrokerChange())
+    assert 4 not in c.ctx.live_brokers
+    assert zk.handlers.get(paths.broker(4), []) == []
+    assert zk.handlers.get(paths.broker(3), []) != []
+
+
+def test_a_broker_back_resumes_the_reassignments_adding_a_replica_on_it() -> None:
+    """Kafka 2.8's onBrokerStartup: reassignments with a replica on a started broker are
+    restarted (onPartitionReassignment): the step bumps the partition's leader epoch, so
+    every replica, the new one too, is sent the reassignment's LeaderAndIsr."""
+    zk, c, _channel, sent = controller()
+    fc.register(zk, 4)
+    c.process(ev.BrokerChange())
+    replies: list[object] = []
+    c.process(
+        ev.AlterPartitionReassignments(
+            {T0: (2, 3, 4)}, lambda code, results: replies.append((code, results))
+        )
+    )
+    assert replies
+    assert T0 in c.ctx.partitions_being_reassigned
+    del zk.nodes[paths.broker(4)]  # 4 goes before it caught up
+    c.process(ev.BrokerChange())
+    epoch_before = c.ctx.leadership[T0].leader_and_isr.leader_epoch
+    fc.register(zk, 4)
+    sent.clear()
+    c.process(ev.BrokerChange())
+    assert c.ctx.leadership[T0].leader_and_isr.leader_epoch > epoch_before
+    assert any(r.api_key.name == "LEADER_AND_ISR" and r.broker_id == 4 for r in sent)
