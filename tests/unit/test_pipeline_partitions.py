@@ -553,3 +553,146 @@ def test_a_state_found_written_after_the_next_decision_keeps_that_decisions_time
     assert (w["lost_leader"], w["recovered_leader"]) == (3, 2)
     assert st.orphan_applied == 0
     assert st.leader_changes == 2
+
+
+def unavailable(windows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [
+        (w["start_ts"], w["end_ts"], w["open"], w["recovered_leader"], w["recovered_reason"])
+        for w in windows
+        if w["kind"] == pp.UNAVAILABLE
+    ]
+
+
+def test_a_leader_lost_at_the_stamp_of_the_decision_moving_it_away_was_lost_leading() -> None:
+    # A loss that began by the next decision (inclusive) voids the leadership up to it.
+    _, windows = walk(
+        ctx(Death(1, 500, None, 4), tol=5),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        applied(1, 1, 0),
+        state(500, 2, 1, [2, 3], "preferred"),
+        applied(503, 2, 1),
+    )
+    assert unavailable(windows) == [(500, 503, False, 2, "preferred")]
+
+
+def test_a_refusal_after_the_leader_applied_its_state_does_not_make_it_unavailable() -> None:
+    # A repeated LeaderAndIsr of an epoch the leader already applied, refused: it leads.
+    st, windows = walk(
+        ctx(tol=5),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        applied(1, 1, 0),
+        refused(20, 1, 0),
+    )
+    assert unavailable(windows) == []
+    assert st.unavailable_windows == 0
+
+
+def test_a_later_loss_of_the_new_leader_is_a_window_of_its_own() -> None:
+    # The first window ends when leader 2 applied (509), by leader 2; leader 2 is lost in
+    # turn at 2000, never handled: a second window, open.
+    _, windows = walk(
+        ctx(Death(1, 500, None, 7), Death(2, 2000, None, 8)),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        applied(1, 1, 0),
+        state(503, 2, 1, [2, 3], "offline"),
+        applied(509, 2, 1),
+    )
+    assert unavailable(windows) == [
+        (500, 509, False, 2, "offline"),
+        (2000, 10_000, True, None, None),
+    ]
+
+
+def test_a_leader_back_at_the_next_decisions_stamp_is_not_back_before_it() -> None:
+    # Back exactly when the next decision moves its leadership away: that decision, once
+    # applied, ends the window, not the return.
+    _, windows = walk(
+        ctx(Death(1, 500, 600, 4), tol=5),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        applied(1, 1, 0),
+        state(600, 2, 1, [2, 3], "preferred"),
+        applied(603, 2, 1),
+    )
+    assert unavailable(windows) == [(500, 603, False, 2, "preferred")]
+
+
+def test_a_leader_applying_its_state_again_after_the_next_decision_is_not_back() -> None:
+    _, windows = walk(
+        ctx(Death(1, 500, 550, 4), tol=5),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        applied(1, 1, 0),
+        applied(700, 1, 0),
+        state(650, 2, 1, [2, 3], "preferred"),
+        applied(652, 2, 1),
+    )
+    assert unavailable(windows) == [(500, 652, False, 2, "preferred")]
+
+
+def test_a_leader_back_unseen_applying_again_by_a_clock_behind_is_back_then() -> None:
+    # Registered at 10050 by the controller's notice; its own applied line, by a clock
+    # behind, at 10020 (within the tolerance before): back at 10020.
+    _, windows = walk(
+        ctx(Death(1, 10000, 10050, 5), end=70_000, tol=100),
+        state(10, 1, 0, [1, 2], "new", replicas=[1, 2]),
+        applied(12, 1, 0, replicas=[1, 2]),
+        applied(10020, 1, 0, replicas=[1, 2]),
+    )
+    assert unavailable(windows) == [(10000, 10020, False, 1, "new")]
+
+
+def test_lines_the_tolerance_away_from_a_deletion_go_with_the_sequence_they_continue() -> None:
+    """As above, at the tolerance's edge: the old incarnation's ISR change stamped exactly
+    50 ms after the deletion, the new one's exactly 50 ms before it."""
+    st, windows = walk(
+        ctx(deletions={"t": [900]}, tol=50),
+        state(100, 2, 3, [2, 3], "preferred", replicas=[2, 3, 1], zkv=7),
+        isr(950, 2, 3, [2, 3, 1], 8),
+        state(899, -1, 4, [2, 3, 1], "deleted", replicas=[2, 3, 1], zkv=9),
+        state(905, 3, 0, [3, 1], "new", replicas=[3, 1], zkv=0),
+        applied(880, 3, 0),
+        isr(850, 3, 0, [3], 1),
+        isr(2000, 3, 0, [3, 1], 2),
+    )
+    assert (st.generations, st.states) == (2, 6)
+    assert [(w["kind"], w["start_ts"], w["end_ts"]) for w in windows] == [
+        (pp.UNDER_REPLICATED, 100, 950),
+        (pp.UNDER_REPLICATED, 905, 2000),
+    ]
+
+
+def test_a_deleted_state_stamped_the_tolerance_after_the_deletion_is_the_old_ones() -> None:
+    st, windows = walk(
+        ctx(deletions={"t": [900]}, tol=50),
+        state(0, 1, 0, [1], "new", replicas=[1, 2], zkv=0),
+        state(950, -1, 1, [1], "deleted", replicas=[1, 2], zkv=1),
+        state(1000, 3, 0, [3], "new", replicas=[3], zkv=0),
+        applied(1001, 3, 0, replicas=[3]),
+    )
+    assert (st.generations, st.states) == (2, 3)
+    # The old incarnation under-replicated until its deletion began (the deleted state).
+    assert [(w["kind"], w["start_ts"], w["end_ts"], w["open"]) for w in windows] == [
+        (pp.UNDER_REPLICATED, 0, 950, False),
+    ]
+
+
+def test_a_new_state_stamped_just_before_the_deletion_it_follows_begins_the_last_one() -> None:
+    # The new controller's clock is behind: the topic's `new` state at 880, its deletion at
+    # 900. The new incarnation is the last, open to the end of the logs.
+    st, windows = walk(
+        ctx(deletions={"t": [900]}, tol=50),
+        state(0, 1, 0, [1, 2], "new", replicas=[1, 2], zkv=0),
+        state(850, -1, 1, [1, 2], "deleted", replicas=[1, 2], zkv=1),
+        state(880, 3, 0, [3], "new", replicas=[3, 1], zkv=0),
+        applied(881, 3, 0, replicas=[3, 1]),
+    )
+    assert (st.generations, st.final_leader, st.replicas) == (2, 3, [3, 1])
+    assert [(w["kind"], w["start_ts"], w["end_ts"], w["open"]) for w in windows] == [
+        (pp.UNDER_REPLICATED, 880, 10_000, True),
+    ]
+
+
+def test_balance_counts_a_preferred_replica_as_leading_only_when_it_leads() -> None:
+    b = pp.BalanceDeltas({"c": (0, 1000, 10)})
+    b.run("c", 0, 2, 1, +1)
+    b.run("c", 20_000, 1, 1, +1)  # past the last bucket: counted in it
+    assert sorted(b.rows()) == [("c", 1, 0, 0, 1, 0), ("c", 1, 9, 1, 1, 1), ("c", 2, 0, 1, 0, 0)]
