@@ -175,3 +175,111 @@ def test_a_broker_lost_at_an_elections_stamp_is_lost_under_the_new_epoch() -> No
     r = control.analyse(events, tol_ms=100)
     [lost3] = [i for i in r.incidents if i.kind == "broker" and i.broker == 3]
     assert lost3.controller_epoch == 2
+
+
+def resigned(ts: int, broker: int, epoch: int, reason: str) -> dict[str, Any]:
+    return ev(
+        ts, broker, "controller_resigned", controller=broker, controller_epoch=epoch, reason=reason
+    )
+
+
+def test_a_sighting_stamped_at_the_resignation_is_of_the_controllers_next_term() -> None:
+    """Controller 1 resigns at 10000 and wins epoch 2 at 10004; broker 2's read, stamped
+    at the resignation's very millisecond, is of epoch 2 (epoch 1 was no longer in force),
+    so its -1 at 20000 ends epoch 2."""
+    events = [
+        ev(0, 1, "broker_registered"),
+        ev(1, 2, "broker_registered"),
+        elected(5, 1, 1),
+        seen(7, 2, 1),
+        resigned(10000, 1, 1, "ZooKeeper error: ConnectionLoss"),
+        seen(10000, 2, 1),
+        elected(10004, 1, 2),
+        seen(20000, 2, -1),
+        elected(20004, 2, 3),
+    ]
+    r = control.analyse(events, tol_ms=100)
+    t1, t2, _t3 = r.tenures
+    assert (t1.end_ts, t1.end_reason) == (10000, "resigned")
+    assert (t2.end_ts, t2.end_reason) == (20000, "lost")
+
+
+def test_a_controllers_sighting_of_itself_and_its_own_none_end_nothing() -> None:
+    """The controller logs itself seen, then /controller absent a millisecond before its
+    resignation: its own -1 is no other broker's notice of a loss; the resignation ends
+    the tenure."""
+    events = [
+        *start(),
+        seen(10, 1, 1),
+        seen(3000, 1, -1),
+        resigned(3001, 1, 1, "broker shutting down"),
+        seen(3006, 2, -1),
+        elected(3012, 3, 2),
+    ]
+    t1 = control.analyse(events, tol_ms=100).tenures[0]
+    assert (t1.end_ts, t1.end_reason) == (3001, "resigned")
+
+
+def test_the_first_resignation_of_a_term_is_the_one_kept() -> None:
+    events = [
+        *start(),
+        resigned(3001, 1, 1, "controller moved"),
+        resigned(3500, 1, 1, "broker shutting down"),
+        elected(3012, 3, 2),
+    ]
+    t1 = control.analyse(events, tol_ms=100).tenures[0]
+    assert (t1.resigned_ts, t1.resign_reason, t1.end_ts) == (3001, "controller moved", 3001)
+
+
+def test_a_failover_line_counts_only_from_the_terms_own_controller() -> None:
+    events = [
+        *start(),
+        seen(6000, 2, -1),
+        elected(6004, 2, 2),
+        ev(6020, 3, "controller_failover", controller_epoch=2, total_ms=9.0),
+    ]
+    t2 = control.analyse(events, tol_ms=100).tenures[1]
+    assert (t2.failover_done_ts, t2.failover_ms) == (None, None)
+    events.append(ev(6030, 2, "controller_failover", controller_epoch=2, total_ms=25.0))
+    t2 = control.analyse(events, tol_ms=100).tenures[1]
+    assert (t2.failover_done_ts, t2.failover_ms) == (6030, 25.0)
+
+
+def test_at_one_stamp_the_controller_incident_comes_first() -> None:
+    """Controller 3 and broker 1 are lost at the same millisecond: the controller
+    incident is numbered first, whatever the brokers' ids."""
+    events = [
+        ev(0, 1, "broker_registered"),
+        ev(1, 2, "broker_registered"),
+        ev(2, 3, "broker_registered"),
+        elected(5, 3, 1),
+        seen(6, 1, 3),
+        seen(7, 2, 3),
+        ev(6000, 1, "zookeeper_session", state="LOST"),
+        seen(6000, 2, -1),
+        elected(6004, 2, 2),
+    ]
+    r = control.analyse(events, tol_ms=100)
+    assert [(i.incident_id, i.kind, i.broker) for i in r.incidents] == [
+        (1, "controller", 3),
+        (2, "broker", 1),
+    ]
+
+
+def test_a_controller_incident_owns_one_loss_of_its_broker() -> None:
+    """Controller 1 vanishes at 6000, registers again at 6010 and loses its session again
+    at 6020, all before the next election: the second loss is an incident of its own."""
+    events = [
+        *start(),
+        seen(6000, 2, -1),
+        seen(6001, 3, -1),
+        ev(6010, 1, "broker_registered"),
+        ev(6020, 1, "zookeeper_session", state="LOST"),
+        elected(6100, 2, 2),
+    ]
+    r = control.analyse(events, tol_ms=100)
+    assert [(i.kind, i.lost_ts, i.back_ts) for i in r.incidents] == [
+        ("controller", 6000, 6010),
+        ("broker", 6020, None),
+    ]
+    assert [(d.lost_ts, d.back_ts) for d in r.deaths] == [(6000, 6010), (6020, None)]
