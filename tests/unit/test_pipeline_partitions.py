@@ -696,3 +696,81 @@ def test_balance_counts_a_preferred_replica_as_leading_only_when_it_leads() -> N
     b.run("c", 0, 2, 1, +1)
     b.run("c", 20_000, 1, 1, +1)  # past the last bucket: counted in it
     assert sorted(b.rows()) == [("c", 1, 0, 0, 1, 0), ("c", 1, 9, 1, 1, 1), ("c", 2, 0, 1, 0, 0)]
+
+
+def test_a_refusal_after_a_return_is_no_reapplication() -> None:
+    # Leader 1 back unseen at 10002 (its registration): its later refusal of its state is
+    # not leading again, so the window ends at its registration, not at the refusal.
+    _, windows = walk(
+        ctx(Death(1, 10000, 10002, 5), end=70_000, tol=100),
+        state(10, 1, 0, [1, 2], "new", replicas=[1, 2]),
+        applied(12, 1, 0, replicas=[1, 2]),
+        refused(10008, 1, 0, replicas=[1, 2]),
+    )
+    assert unavailable(windows) == [(10000, 10002, False, 1, "new")]
+
+
+def test_a_loss_stamped_just_after_the_decision_handling_it_starts_there() -> None:
+    # The lost leader's loss is logged by a clock ahead, 3 ms after the offline decision.
+    _, windows = walk(
+        ctx(Death(1, 503, None, 7)),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        applied(1, 1, 0),
+        state(500, 2, 1, [2, 3], "offline"),
+        applied(509, 2, 1),
+    )
+    assert unavailable(windows) == [(500, 509, False, 2, "offline")]
+
+
+def test_a_leader_back_reapplying_by_a_clock_behind_its_loss_is_a_0_ms_window() -> None:
+    # Applied again at 9990 by its own clock, before the controller's notice of its loss
+    # at 10000 (within the tolerance of its return): a 0 ms window, not none.
+    st, windows = walk(
+        ctx(Death(1, 10000, 10002, 5), end=70_000, tol=100),
+        state(10, 1, 0, [1, 2], "new", replicas=[1, 2]),
+        applied(12, 1, 0, replicas=[1, 2]),
+        applied(9990, 1, 0, replicas=[1, 2]),
+    )
+    assert unavailable(windows) == [(10000, 10000, False, 1, "new")]
+    assert (st.unavailable_windows, st.unavailable_ms) == (1, 0)
+
+
+def test_a_state_found_written_takes_the_earliest_stamp_of_every_line_after_it() -> None:
+    _, windows = walk(
+        ctx(),
+        state(0, 3, 0, [1, 2, 3], "new", zkv=0),
+        applied(1, 3, 0),
+        state(2500, 3, 1, [3, 1], "preferred", zkv=1, found=True),
+        isr(2100, 3, 1, [3, 1], 2),
+        state(2005, 2, 2, [2, 1, 3], "preferred", zkv=3),
+        applied(2010, 2, 2),
+    )
+    assert [(w["kind"], w["start_ts"], w["end_ts"]) for w in windows] == [
+        (pp.UNDER_REPLICATED, 2005, 2100)
+    ]
+
+
+def test_a_window_merged_over_several_states_keeps_its_first_lost_leader() -> None:
+    # Leader 2 lost (incident 1); 3, elected, is lost before it applied (incident 2):
+    # one window, lost by 2, of incident 1.
+    _, windows = walk(
+        ctx(Death(2, 1000, None, 1), Death(3, 7000, None, 2), end=9000, tol=100),
+        state(10, 2, 0, [2, 3, 1], "new", replicas=[2, 3, 1]),
+        applied(12, 2, 0, replicas=[2, 3, 1]),
+        state(1001, 3, 1, [3, 1], "offline", replicas=[2, 3, 1]),
+        state(7001, 1, 2, [1], "offline", replicas=[2, 3, 1]),
+        applied(7002, 1, 2, replicas=[2, 3, 1]),
+    )
+    [w] = [w for w in windows if w["kind"] == pp.UNAVAILABLE]
+    assert (w["start_ts"], w["end_ts"], w["incident_id"], w["lost_leader"]) == (1000, 7002, 1, 2)
+
+
+def test_a_window_still_running_when_the_logs_end_is_open() -> None:
+    st, windows = walk(
+        ctx(Death(1, 500, None, 3)),
+        state(0, 1, 0, [1, 2, 3], "new"),
+        applied(1, 1, 0),
+        state(520, -1, 1, [2, 3], "offline"),
+    )
+    assert unavailable(windows) == [(500, 10_000, True, None, None)]
+    assert st.open_unavailable
