@@ -283,3 +283,17 @@ def test_a_controller_incident_owns_one_loss_of_its_broker() -> None:
         ("broker", 6020, None),
     ]
     assert [(d.lost_ts, d.back_ts) for d in r.deaths] == [(6000, 6010), (6020, None)]
+
+
+def test_a_controllers_notice_within_the_tolerance_after_a_shutdown_is_no_return() -> None:
+    """The controller's notice of broker 2's registration, by a clock ahead, is stamped 4 ms
+    after the broker's controlled shutdown (within the tolerance): it came before the
+    shutdown, so the loss 20 ms later is still that shutdown's."""
+    events = [
+        *start(),
+        ev(12000, 2, "controlled_shutdown", attempt=1, remaining=0),
+        ev(12004, 1, "broker_change", controller_epoch=1, new=[2], dead=[], bounced=[]),
+        ev(12020, 2, "zookeeper_session", state="LOST"),
+    ]
+    got = [(i.lost_ts, i.cause) for i in control.analyse(events, tol_ms=5).incidents]
+    assert got == [(12020, "controlled shutdown")]
