@@ -297,3 +297,21 @@ def test_a_controllers_notice_within_the_tolerance_after_a_shutdown_is_no_return
     ]
     got = [(i.lost_ts, i.cause) for i in control.analyse(events, tol_ms=5).incidents]
     assert got == [(12020, "controlled shutdown")]
+
+
+def test_a_bounce_after_a_loss_the_controller_saw_is_a_loss_of_its_own() -> None:
+    """The controller saw broker 2's registration go (1000); broker 2 logged its session's
+    end later (1200) and registered again (2000). That loss was not only the broker's own,
+    so a bounce after its registration is no late notice of it: another loss."""
+    events = [
+        *start(),
+        ev(1000, 1, "broker_change", controller_epoch=1, new=[], dead=[2], bounced=[]),
+        ev(1200, 2, "zookeeper_session", state="LOST"),
+        ev(2000, 2, "broker_registered"),
+        ev(2005, 1, "broker_change", controller_epoch=1, new=[], dead=[], bounced=[2]),
+    ]
+    r = control.analyse(events, tol_ms=100)
+    assert [(i.lost_ts, i.cause, i.back_ts) for i in r.incidents] == [
+        (1000, "deregistered", 2000),
+        (2005, "bounced", 2005),
+    ]
