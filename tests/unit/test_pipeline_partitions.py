@@ -774,3 +774,53 @@ def test_a_window_still_running_when_the_logs_end_is_open() -> None:
     )
     assert unavailable(windows) == [(500, 10_000, True, None, None)]
     assert st.open_unavailable
+
+
+def test_a_leader_that_refused_then_applied_its_state_leads_from_the_application() -> None:
+    _, windows = walk(
+        ctx(Death(2, 1000, None, 1), end=5000, tol=100),
+        state(10, 2, 0, [2, 3, 1], "new", replicas=[2, 3, 1]),
+        applied(12, 2, 0, replicas=[2, 3, 1]),
+        state(1001, 3, 1, [3, 1], "offline", replicas=[2, 3, 1]),
+        refused(1002, 3, 1, replicas=[2, 3, 1]),
+        applied(1010, 3, 1, replicas=[2, 3, 1]),
+    )
+    assert unavailable(windows) == [(1000, 1010, False, 3, "offline")]
+
+
+def test_a_refusal_without_a_decision_is_no_orphan_application() -> None:
+    st, _ = walk(ctx(), state(0, 1, 0, [1, 2, 3], "new"), applied(1, 1, 0), refused(5, 2, 3))
+    assert st.orphan_applied == 0
+    st, _ = walk(ctx(), state(0, 1, 0, [1, 2, 3], "new"), applied(1, 1, 0), applied(5, 2, 3))
+    assert st.orphan_applied == 1
+
+
+def test_an_isr_change_keeps_the_replicas_of_the_decision_before_it() -> None:
+    # Replica 3 never in the ISR: the decision's replica set still counts it.
+    _, windows = walk(
+        ctx(),
+        state(0, 1, 0, [1, 2], "new"),
+        applied(1, 1, 0),
+        isr(100, 1, 0, [1, 2], 1),
+    )
+    assert [(w["kind"], w["start_ts"], w["end_ts"], w["open"]) for w in windows] == [
+        (pp.UNDER_REPLICATED, 0, 10_000, True)
+    ]
+
+
+def test_a_deleted_topics_leadership_counts_until_its_deletion() -> None:
+    c = ctx(deletions={"t": [2500]})
+    balance = pp.BalanceDeltas(c.buckets)
+    pp.walk_partition(
+        "c",
+        "t",
+        0,
+        rows(
+            state(0, 1, 0, [1], "new", replicas=[1]),
+            state(900, -1, 1, [1], "deleted", replicas=[1]),
+        ),
+        c,
+        balance,
+    )
+    leaderless = sorted((k, dl) for _c, broker, k, dl, _dp, _dpl in balance.rows() if broker == -1)
+    assert leaderless == [(0, 1), (2, -1)]
