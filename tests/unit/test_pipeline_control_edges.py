@@ -315,3 +315,23 @@ def test_a_bounce_after_a_loss_the_controller_saw_is_a_loss_of_its_own() -> None
         (1000, "deregistered", 2000),
         (2005, "bounced", 2005),
     ]
+
+
+def test_a_controller_with_broker_id_0_is_seen_and_lost_like_any_other() -> None:
+    events = [
+        ev(0, 0, "broker_registered"),
+        ev(1, 1, "broker_registered"),
+        elected(5, 0, 1),
+        seen(6, 1, 0),
+        seen(6000, 1, -1),
+        elected(6004, 1, 2),
+    ]
+    t1 = control.analyse(events, tol_ms=100).tenures[0]
+    assert (t1.broker, t1.end_ts, t1.end_reason) == (0, 6000, "lost")
+
+
+def test_a_resignation_by_another_broker_than_the_epochs_controller_is_an_anomaly() -> None:
+    events = [*start(), resigned(3000, 2, 1, "controller moved")]
+    r = control.analyse(events, tol_ms=100)
+    assert r.anomalies == {"resignation_without_election": 1}
+    assert (r.tenures[0].resigned_ts, r.tenures[0].end_reason) == (None, "open")
