@@ -335,3 +335,17 @@ def test_a_resignation_by_another_broker_than_the_epochs_controller_is_an_anomal
     r = control.analyse(events, tol_ms=100)
     assert r.anomalies == {"resignation_without_election": 1}
     assert (r.tenures[0].resigned_ts, r.tenures[0].end_reason) == (None, "open")
+
+
+def test_a_controlled_shutdown_exactly_the_window_before_the_loss_makes_it_graceful() -> None:
+    window = control.GRACEFUL_WINDOW_MS
+    for shutdown_ts, cause in ((12000, "controlled shutdown"), (11999, "deregistered")):
+        events = [
+            *start(),
+            ev(shutdown_ts, 2, "controlled_shutdown", attempt=1, remaining=0),
+            ev(
+                12000 + window, 1, "broker_change", controller_epoch=1, new=[], dead=[2], bounced=[]
+            ),
+        ]
+        [inc] = control.analyse(events, tol_ms=5).incidents
+        assert (inc.lost_ts, inc.cause) == (12000 + window, cause)
