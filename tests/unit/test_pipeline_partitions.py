@@ -824,3 +824,25 @@ def test_a_deleted_topics_leadership_counts_until_its_deletion() -> None:
     )
     leaderless = sorted((k, dl) for _c, broker, k, dl, _dp, _dpl in balance.rows() if broker == -1)
     assert leaderless == [(0, 1), (2, -1)]
+
+
+def test_a_deleted_state_stamped_after_its_deletion_ends_its_incarnation_there() -> None:
+    # The deleted state, by a clock ahead, is stamped 40 ms after the deletion (within the
+    # tolerance): the incarnation ends at that state, not before it began.
+    c = ctx(deletions={"t": [990]}, tol=50)
+    balance = pp.BalanceDeltas(c.buckets)
+    pp.walk_partition(
+        "c",
+        "t",
+        0,
+        rows(
+            state(0, 1, 0, [1], "new", replicas=[1]),
+            state(1030, -1, 1, [1], "deleted", replicas=[1]),
+        ),
+        c,
+        balance,
+    )
+    assert sorted((b, k, dl) for _c, b, k, dl, _dp, _dpl in balance.rows()) == [
+        (1, 0, 1),
+        (1, 1, -1),
+    ]
