@@ -1,0 +1,77 @@
+"""What up and broker start wait for (cluster/local.py), on a scripted ZooKeeper view:
+no process or ZooKeeper is started here."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster import local
+from tests.unit.test_local_launcher import make_cluster
+
+
+class _Zk:
+    def close(self, **_kwargs: Any) -> None:
+        pass
+
+
+def _script(monkeypatch: pytest.MonkeyPatch, views: list[local.ZkView]) -> list[local.ZkView]:
+    """ZooKeeper answers with ``views`` in turn (the last one from then on); the brokers
+    run. Returns the views read so far."""
+    read: list[local.ZkView] = []
+
+    def read_zk_view(_zk: object) -> local.ZkView:
+        view = views[min(len(read), len(views) - 1)]
+        read.append(view)
+        return view
+
+    monkeypatch.setattr(local, "_zk_client", lambda *a, **k: _Zk())
+    monkeypatch.setattr(local, "read_zk_view", read_zk_view)
+    monkeypatch.setattr(local, "_gone", lambda b: False)
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    return read
+
+
+def test_broker_start_waits_for_a_new_registration_not_the_killed_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A killed broker's /brokers/ids/<id> stays until its session expires: the started
+    one is registered once the znode is another (a new czxid: its broker epoch)."""
+    cluster = make_cluster(tmp_path / "c")
+    stale = local.ZkView({1: 100, 2: 50}, 1, 1)
+    fresh = local.ZkView({1: 100, 2: 120}, 1, 1)
+    read = _script(monkeypatch, [stale, stale, fresh])
+    local._wait_registered(cluster, cluster.brokers[1], 0, 50, 600.0, None)
+    assert read == [stale, stale, fresh]
+
+
+def test_broker_start_without_an_old_registration_takes_the_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = make_cluster(tmp_path / "c")
+    none = local.ZkView({1: 100}, 1, 1)
+    registered = local.ZkView({1: 100, 2: 120}, 1, 1)
+    read = _script(monkeypatch, [none, registered])
+    local._wait_registered(cluster, cluster.brokers[1], 0, None, 600.0, None)
+    assert read == [none, registered]
+
+
+def test_up_waits_for_a_controller_among_its_brokers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """up returns once every broker is registered and /controller names one of them
+    (KafkaController elected), with that controller: neither alone is enough."""
+    cluster = make_cluster(tmp_path / "c")
+    offsets = {1: 0, 2: 0}
+    views = [
+        local.ZkView({1: 10}, 1, 1),  # a controller, but broker 2 not yet registered
+        local.ZkView({1: 10, 2: 11}, None, 1),  # every broker, but no controller (resigned)
+        local.ZkView({1: 10, 2: 11}, 2, 2),
+    ]
+    read = _script(monkeypatch, views)
+    got = local._wait_cluster_ready(cluster, offsets, time.monotonic() + 600.0, 600.0, None)
+    assert (got.controller_id, got.controller_epoch) == (2, 2)
+    assert read == views
