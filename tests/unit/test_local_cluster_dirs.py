@@ -1,0 +1,42 @@
+"""What up may clear or reuse in a cluster directory (cluster/local.py): only what is
+inside it, and nothing a cluster would write into unless cluster.json records it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cluster import local
+
+
+@pytest.mark.parametrize("leftover", ["broker-1", "broker-3", "zookeeper"])
+def test_up_without_cluster_json_refuses_any_directory_it_would_write(
+    tmp_path: Path, leftover: str
+) -> None:
+    """The last broker's directory counts as much as the first's."""
+    (tmp_path / leftover).mkdir()
+    with pytest.raises(local.LocalClusterError, match=f"{tmp_path / leftover} exist"):
+        local._check_fresh(tmp_path, 3)
+
+
+def test_up_without_cluster_json_leaves_other_directories_alone(tmp_path: Path) -> None:
+    """broker-4 is no directory of a 3-broker cluster; other files are not its either."""
+    (tmp_path / "broker-4").mkdir()
+    (tmp_path / "notes").mkdir()
+    local._check_fresh(tmp_path, 3)
+
+
+def test_clearing_a_previous_clusters_data_stays_inside_its_directory(tmp_path: Path) -> None:
+    """cluster.json's paths are absolute: one pointing outside the cluster's directory (a
+    hand-edited file, a symlink) is never deleted."""
+    directory = tmp_path / "c"
+    inside = directory / "broker-1"
+    outside = tmp_path / "elsewhere" / "broker-1"
+    for d in (inside, outside):
+        (d / "data").mkdir(parents=True)
+    escaping = directory / "link"
+    escaping.symlink_to(tmp_path / "elsewhere")
+    local._remove_old_data([inside, outside, escaping / "broker-1"], directory, None)
+    assert not inside.exists()
+    assert (outside / "data").is_dir()
