@@ -75,3 +75,53 @@ def test_up_waits_for_a_controller_among_its_brokers(
     got = local._wait_cluster_ready(cluster, offsets, time.monotonic() + 600.0, 600.0, None)
     assert (got.controller_id, got.controller_epoch) == (2, 2)
     assert read == views
+
+
+def test_a_broker_whose_port_was_taken_is_tried_on_three_ports_in_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its port taken between choosing and binding it, a broker is relaunched on a new
+    port: PORT_ATTEMPTS ports in all (its first included), then up gives up, saying so."""
+    cluster = make_cluster(tmp_path / "c")
+    broker = cluster.brokers[0]
+    launched: list[int] = []
+    new_ports = iter(range(9101, 9200))
+
+    def launch(b: local.BrokerProcess, _python: str) -> int:
+        launched.append(b.port)
+        offset = b.out_file.stat().st_size
+        with b.out_file.open("a") as out:
+            out.write("OSError: [Errno 98] Address already in use\n")
+        return offset
+
+    monkeypatch.setattr(local, "free_ports", lambda n: [next(new_ports) for _ in range(n)])
+    monkeypatch.setattr(local, "write_properties", lambda *a: None)
+    monkeypatch.setattr(local, "_launch", launch)
+    broker.out_file.write_text("OSError: [Errno 98] Address already in use\n")
+    attempts: dict[int, int] = {}
+    offset = 0
+    for _ in range(local.PORT_ATTEMPTS - 1):
+        got = local._exited_during_startup(cluster, broker, offset, attempts)
+        assert got is not None
+        offset = got
+    assert launched == [9101, 9102]
+    with pytest.raises(local.LocalClusterError, match=r"port already in use \(3 ports tried\)"):
+        local._exited_during_startup(cluster, broker, offset, attempts)
+    assert launched == [9101, 9102]
+    assert broker.address == "127.0.0.1:9102"
+
+
+def test_a_broker_that_exited_for_another_reason_is_not_relaunched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = make_cluster(tmp_path / "c")
+    broker = cluster.brokers[0]
+    broker.out_file.write_text("old run: Address already in use\n")
+    offset = broker.out_file.stat().st_size
+    with broker.out_file.open("a") as out:
+        out.write("ConfigError: bad log.dirs\n")
+    monkeypatch.setattr(local, "_launch", lambda *a: pytest.fail(f"launched {a}"))
+    with pytest.raises(local.LocalClusterError, match="during start-up") as raised:
+        local._exited_during_startup(cluster, broker, offset, {})
+    assert "ConfigError: bad log.dirs" in str(raised.value)
+    assert "old run" not in str(raised.value)
