@@ -3,11 +3,15 @@ inside it, and nothing a cluster would write into unless cluster.json records it
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cluster import local
+from cluster import zookeeper as zkp
+from tests.unit.test_local_launcher import make_cluster
 
 
 @pytest.mark.parametrize("leftover", ["broker-1", "broker-3", "zookeeper"])
@@ -40,3 +44,29 @@ def test_clearing_a_previous_clusters_data_stays_inside_its_directory(tmp_path: 
     local._remove_old_data([inside, outside, escaping / "broker-1"], directory, None)
     assert not inside.exists()
     assert (outside / "data").is_dir()
+
+
+def test_up_in_a_moved_running_cluster_dir_refuses_when_another_cluster_took_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`mv c4 c6` while c4's cluster runs, then `zkctl up` in c4 again: c4's cluster.json
+    records a new cluster (another created_at), not the one still running from c6's
+    record. up in c6 refuses, rather than delete the data under its running brokers."""
+    old, new = tmp_path / "c4" / ".zkctl", tmp_path / "c6" / ".zkctl"
+    running = make_cluster(old)
+    shutil.copytree(old, new)
+    successor = local.load(old)
+    assert successor is not None
+    successor.created_at = running.created_at + 1
+    local.save(successor)
+    monkeypatch.setattr(
+        local, "_live_processes", lambda c: ["broker 1 (pid 4242)"] if c is not successor else []
+    )
+
+    def provision(connect: str | None, **kwargs: Any) -> zkp.ZooKeeper:
+        raise AssertionError("a ZooKeeper was started")
+
+    monkeypatch.setattr(zkp, "provision", provision)
+    with pytest.raises(local.LocalClusterError, match="recorded nowhere else"):
+        local.up(new, 2)
+    assert (new / "broker-1" / "data" / "demo-0").is_dir()
