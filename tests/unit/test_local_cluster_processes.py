@@ -173,3 +173,38 @@ def test_broker_start_refuses_a_broker_that_runs(
     monkeypatch.setattr(local, "_launch", lambda *a: pytest.fail(f"launched {a}"))
     with pytest.raises(local.LocalClusterError, match=r"broker 1 is already running \(pid 11\)"):
         local.broker_start(directory, 1, wait=False)
+
+
+def test_down_continues_paused_brokers_before_stopping_any(
+    tmp_path: Path, fake: FakeProcesses, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A paused controller kept to the last would hold each other broker's controlled
+    shutdown (its ControlledShutdown request waiting controller.socket.timeout.ms)."""
+    directory = tmp_path / "c"
+    cluster = make_cluster(directory)
+    for pid, b in zip((11, 12), cluster.brokers, strict=True):
+        b.pid = pid
+        fake.add(pid, b.properties, "T" if pid == 11 else "S")
+    local.save(cluster)
+    monkeypatch.setattr(local, "_controller_id", lambda c: 1)
+    monkeypatch.setattr(local, "_teardown", lambda *a, **k: [])
+    result = local.down(directory, timeout=5.0)
+    assert result.brokers == {1: "stopped", 2: "stopped"}
+    assert fake.signals[0] == (11, signal.SIGCONT)
+    assert fake.signals[1:] == [(12, signal.SIGTERM), (11, signal.SIGTERM)]
+
+
+def test_up_refuses_while_a_paused_broker_of_the_cluster_runs(
+    tmp_path: Path, fake: FakeProcesses, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A paused broker is a running one: up does not take its cluster for dead (tearing
+    down its ZooKeeper and deleting its data under it)."""
+    directory = tmp_path / "c"
+    cluster = make_cluster(directory)
+    cluster.brokers[0].pid = 11
+    fake.add(11, cluster.brokers[0].properties, "T")
+    local.save(cluster)
+    monkeypatch.setattr(local, "_teardown", lambda *a, **k: pytest.fail("torn down"))
+    with pytest.raises(local.LocalClusterError, match=r"already running .*broker 1 \(pid 11\)"):
+        local.up(directory, 2)
+    assert (cluster.brokers[0].data_dir / "demo-0").is_dir()
