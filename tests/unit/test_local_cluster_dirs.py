@@ -70,3 +70,36 @@ def test_up_in_a_moved_running_cluster_dir_refuses_when_another_cluster_took_its
     with pytest.raises(local.LocalClusterError, match="recorded nowhere else"):
         local.up(new, 2)
     assert (new / "broker-1" / "data" / "demo-0").is_dir()
+
+
+@pytest.mark.parametrize("chroot", ["/zkctl-0a1b2c3d", None])
+def test_teardown_deletes_the_clusters_own_chroot_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chroot: str | None
+) -> None:
+    """On a ZooKeeper given by --zookeeper, up made a chroot of its own, which down
+    deletes; without one (its own ZooKeeper) there is nothing of the kind to delete."""
+    cluster = make_cluster(tmp_path / "c")
+    cluster.zookeeper = {"kind": "external", "connect_string": "127.0.0.1:1"}
+    cluster.chroot = chroot
+    cluster.connect_string = f"127.0.0.1:1{chroot or ''}"
+    deleted: list[str] = []
+    monkeypatch.setattr(zkp, "delete_chroot", deleted.append)
+    assert local._teardown(cluster, None) == []
+    assert deleted == ([f"127.0.0.1:1{chroot}"] if chroot else [])
+
+
+def test_teardown_warns_of_a_chroot_it_could_not_delete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = make_cluster(tmp_path / "c")
+    cluster.zookeeper = {"kind": "external", "connect_string": "127.0.0.1:1"}
+    cluster.chroot = "/zkctl-0a1b2c3d"
+    cluster.connect_string = "127.0.0.1:1/zkctl-0a1b2c3d"
+
+    def fail(connect: str) -> None:
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(zkp, "delete_chroot", fail)
+    (warning,) = local._teardown(cluster, None)
+    assert "could not delete chroot /zkctl-0a1b2c3d" in warning
+    assert "delete it by hand" in warning
