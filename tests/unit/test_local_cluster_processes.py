@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from cluster import local, processes
+from cluster import zookeeper as zkp
 from tests.unit.test_local_launcher import make_cluster
 
 
@@ -56,14 +57,19 @@ class FakeProcesses:
                 self.table[pid] = ("S", argv)
 
 
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch) -> FakeProcesses:
+def install_fake(monkeypatch: pytest.MonkeyPatch) -> FakeProcesses:
+    """cluster/local.py sees and signals the processes of a FakeProcesses from now on."""
     fake = FakeProcesses()
     monkeypatch.setattr(local, "proc_state", fake.state)
     monkeypatch.setattr(local, "proc_cmdline", fake.cmdline)
     monkeypatch.setattr(os, "kill", fake.kill)
     monkeypatch.setattr(processes, "wait_stopped", lambda pid, timeout=10.0: True)
     return fake
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeProcesses:
+    return install_fake(monkeypatch)
 
 
 def test_a_pid_is_the_brokers_only_with_its_own_properties_file(
@@ -205,6 +211,96 @@ def test_up_refuses_while_a_paused_broker_of_the_cluster_runs(
     fake.add(11, cluster.brokers[0].properties, "T")
     local.save(cluster)
     monkeypatch.setattr(local, "_teardown", lambda *a, **k: pytest.fail("torn down"))
+
+    def provision(connect: str | None, **kwargs: object) -> zkp.ZooKeeper:
+        raise zkp.ZooKeeperError("a ZooKeeper was started")
+
+    monkeypatch.setattr(zkp, "provision", provision)
     with pytest.raises(local.LocalClusterError, match=r"already running .*broker 1 \(pid 11\)"):
         local.up(directory, 2)
     assert (cluster.brokers[0].data_dir / "demo-0").is_dir()
+
+
+def test_broker_must_follow_dash_m(tmp_path: Path, fake: FakeProcesses) -> None:
+    """`python script.py broker <properties>` is not `python -m broker <properties>`."""
+    properties = tmp_path / "broker-1" / "server.properties"
+    fake.table[10] = ("S", ["/usr/bin/python3", "tool.py", "broker", str(properties)])
+    fake.table[11] = ("S", ["/usr/bin/python3", "-m", str(properties)])
+    assert not local.is_broker_process(10, properties)
+    assert not local.is_broker_process(11, properties)
+
+
+def test_a_broker_gone_between_the_check_and_the_signal_is_not_running(
+    tmp_path: Path, fake: FakeProcesses, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = local.BrokerProcess(1, "127.0.0.1", 9092, tmp_path / "broker-1", pid=10)
+    fake.add(10, broker.properties)
+
+    def gone(pid: int, sig: int) -> None:
+        raise ProcessLookupError(pid)
+
+    monkeypatch.setattr(os, "kill", gone)
+    assert not local.signal_broker(broker, signal.SIGTERM)
+
+
+def test_tail_gives_the_last_lines_written_after_the_offset(tmp_path: Path) -> None:
+    out = tmp_path / "broker.out"
+    out.write_text("old 1\nold 2\n")
+    offset = out.stat().st_size
+    with out.open("a") as f:
+        f.write("".join(f"line {i}\n" for i in range(1, 6)))
+    assert local.tail(out, offset, lines=2) == "line 4\nline 5"
+    assert local.tail(out, offset) == "\n".join(f"line {i}" for i in range(1, 6))
+    assert local.tail(tmp_path / "missing") == ""
+
+
+def test_up_refuses_while_a_broker_of_a_cluster_still_starting_runs(
+    tmp_path: Path, fake: FakeProcesses, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "starting": an up killed (SIGKILL) before its cleanup; what it started may run."""
+    directory = tmp_path / "c"
+    cluster = make_cluster(directory, state="starting")
+    cluster.brokers[1].pid = 12
+    fake.add(12, cluster.brokers[1].properties)
+    local.save(cluster)
+    monkeypatch.setattr(local, "_teardown", lambda *a, **k: pytest.fail("torn down"))
+
+    def provision(connect: str | None, **kwargs: object) -> zkp.ZooKeeper:
+        raise zkp.ZooKeeperError("a ZooKeeper was started")
+
+    monkeypatch.setattr(zkp, "provision", provision)
+    with pytest.raises(local.LocalClusterError, match=r"already running .*broker 2 \(pid 12\)"):
+        local.up(directory, 2)
+    assert (cluster.brokers[1].data_dir / "demo-0").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("state", "torn_down"), [("running", True), ("starting", True), ("stopped", False)]
+)
+def test_up_after_a_cluster_that_died_tears_it_down_first(
+    tmp_path: Path,
+    fake: FakeProcesses,
+    monkeypatch: pytest.MonkeyPatch,
+    state: str,
+    torn_down: bool,
+) -> None:
+    """Its brokers all gone (a reboot, a kill), its ZooKeeper or chroot may remain: up
+    stops and deletes them before starting anew, as down would have; a stopped one was."""
+    directory = tmp_path / "c"
+    make_cluster(directory, state=state)
+    teardowns: list[local.LocalCluster] = []
+
+    def teardown(cluster: local.LocalCluster, _progress: object) -> list[str]:
+        teardowns.append(cluster)
+        return []
+
+    monkeypatch.setattr(local, "_teardown", teardown)
+
+    def provision(connect: str | None, **kwargs: object) -> zkp.ZooKeeper:
+        raise zkp.ZooKeeperError("stop here")
+
+    monkeypatch.setattr(zkp, "provision", provision)
+    with pytest.raises(local.LocalClusterError, match="stop here"):
+        local.up(directory, 2)
+    assert len(teardowns) == (1 if torn_down else 0)
+    assert not (directory / "broker-1").exists()
