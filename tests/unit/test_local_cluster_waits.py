@@ -125,3 +125,47 @@ def test_a_broker_that_exited_for_another_reason_is_not_relaunched(
         local._exited_during_startup(cluster, broker, offset, {})
     assert "ConfigError: bad log.dirs" in str(raised.value)
     assert "old run" not in str(raised.value)
+
+
+def test_broker_start_of_a_broker_whose_port_is_taken_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """broker start reuses the broker's port (its clients know it): when another process
+    took it meanwhile the broker exits, and the error names the port."""
+    cluster = make_cluster(tmp_path / "c")
+    broker = cluster.brokers[1]
+    broker.out_file.write_text("OSError: [Errno 98] Address already in use\n")
+    monkeypatch.setattr(local, "_gone", lambda b: True)
+    with pytest.raises(local.LocalClusterError) as raised:
+        local._wait_registered(cluster, broker, 0, None, 600.0, None)
+    assert f"(port {broker.port} is in use by another process)" in str(raised.value)
+    assert "during start-up" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "handle",
+    [
+        {"kind": "external", "connect_string": "127.0.0.1:1"},
+        {"kind": "container", "connect_string": "127.0.0.1:1", "container_id": "0123456789ab"},
+    ],
+)
+def test_broker_start_on_a_zookeeper_not_its_own_starts_the_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handle: dict[str, str]
+) -> None:
+    """Only a local ZooKeeper's pids are the cluster's to check: a container's or a given
+    one's are not, the broker is started (and its registration waited for)."""
+    directory = tmp_path / "c"
+    cluster = make_cluster(directory)
+    cluster.zookeeper = handle
+    local.save(cluster)
+    launched: list[int] = []
+
+    def launch(b: local.BrokerProcess, _python: str) -> int:
+        launched.append(b.id)
+        b.pid = 4242
+        return 0
+
+    monkeypatch.setattr(local, "_launch", launch)
+    monkeypatch.setattr(local, "_try_zk_view", lambda *a: (None, "no ZooKeeper"))
+    got = local.broker_start(directory, 2, wait=False)
+    assert (got.id, got.pid, launched) == (2, 4242, [2])
