@@ -24,6 +24,7 @@ class FakeProcesses:
     table: dict[int, tuple[str, list[str]]] = field(default_factory=dict)
     signals: list[tuple[int, signal.Signals]] = field(default_factory=list)
     pending_term: set[int] = field(default_factory=set)
+    ignores_term: set[int] = field(default_factory=set)
 
     def add(self, pid: int, properties: Path, state: str = "S") -> None:
         self.table[pid] = (state, ["/usr/bin/python3", "-m", "broker", str(properties)])
@@ -44,7 +45,9 @@ class FakeProcesses:
         if sig == signal.SIGKILL:
             del self.table[pid]
         elif sig == signal.SIGTERM:
-            if state in ("T", "t"):
+            if pid in self.ignores_term:
+                pass
+            elif state in ("T", "t"):
                 self.pending_term.add(pid)
             else:
                 del self.table[pid]
@@ -304,3 +307,32 @@ def test_up_after_a_cluster_that_died_tears_it_down_first(
         local.up(directory, 2)
     assert len(teardowns) == (1 if torn_down else 0)
     assert not (directory / "broker-1").exists()
+
+
+def test_a_broker_that_outlives_its_sigterm_is_killed(tmp_path: Path, fake: FakeProcesses) -> None:
+    """A controlled shutdown that does not end (no controller answering) ends with
+    SIGKILL after the timeout, reported as killed, not stopped."""
+    broker = local.BrokerProcess(1, "127.0.0.1", 9092, tmp_path / "broker-1", pid=10)
+    fake.add(10, broker.properties)
+    fake.ignores_term.add(10)
+    assert local.stop_brokers([broker], timeout=0.2) == {1: "killed"}
+    assert fake.signals == [(10, signal.SIGTERM), (10, signal.SIGCONT), (10, signal.SIGKILL)]
+    assert 10 not in fake.table
+
+
+def test_broker_kill_pause_and_resume_say_what_was_before(
+    tmp_path: Path, fake: FakeProcesses
+) -> None:
+    directory = tmp_path / "c"
+    cluster = make_cluster(directory)
+    cluster.brokers[0].pid = 11
+    fake.add(11, cluster.brokers[0].properties)
+    local.save(cluster)
+    assert local.broker_pause(directory, 1) == "alive"
+    assert fake.state(11) == "T"
+    assert local.broker_resume(directory, 1) == "paused"
+    assert fake.state(11) == "S"
+    assert local.broker_kill(directory, 1) is True
+    assert local.broker_kill(directory, 1) is False
+    assert local.broker_kill(directory, 2) is False
+    assert [sig for _pid, sig in fake.signals] == [signal.SIGSTOP, signal.SIGCONT, signal.SIGKILL]
