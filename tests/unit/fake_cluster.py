@@ -11,8 +11,8 @@ request the controller sends."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar
 from unittest.mock import MagicMock, patch
 
 from broker.state_change_log import StateChangeLog
@@ -116,6 +116,65 @@ def cluster(
     c = start_controller(zk, **config)
     assert c.is_active, "broker 1 did not win the election"
     return zk, c
+
+
+def active_controller(
+    brokers: Iterable[int], topics: Mapping[str, Mapping[int, tuple[int, ...]]]
+) -> tuple[FakeZk, KafkaController, MagicMock, list[BrokerRequest]]:
+    """Broker 1 elected controller of ``brokers`` and ``topics`` through a real failover;
+    its channel (a mock, never answering) and the list of what it sends, cleared after
+    the failover (as are the channel's and the state-change log's mock calls)."""
+    zk = empty_cluster()
+    for b in brokers:
+        register(zk, b)
+    for topic, partitions in topics.items():
+        add_topic(zk, topic, partitions)
+    sent: list[BrokerRequest] = []
+    channel = MagicMock()
+    channel.send.side_effect = sent.extend
+    state_log = MagicMock()
+    c = KafkaController(
+        ControllerConfig(broker_id=1, auto_leader_rebalance_enable=False),
+        zk,  # type: ignore[arg-type]
+        state_log,
+        lambda: 1,
+    )
+    with patch("controller.controller.ControllerChannelManager", return_value=channel):
+        c.process(ev.Startup())
+        drain(c)
+    assert c.is_active, "broker 1 did not win the election"
+    sent.clear()
+    channel.reset_mock()
+    state_log.reset_mock()
+    return zk, c, channel, sent
+
+
+class RecordedTimer:
+    """threading.Timer, recorded and never started (patched in for
+    controller.controller.threading.Timer): its interval, what it would call, and whether
+    it was cancelled. ``armed`` holds every one made; clear it first."""
+
+    armed: ClassVar[list[RecordedTimer]] = []
+
+    def __init__(
+        self,
+        interval: float,
+        function: Callable[..., Any],
+        args: Any = (),
+        kwargs: Any = None,
+    ) -> None:
+        self.interval = interval
+        self.function = function
+        self.args = args
+        self.cancelled = False
+        self.daemon = False
+        RecordedTimer.armed.append(self)
+
+    def start(self) -> None:
+        pass
+
+    def cancel(self) -> None:
+        self.cancelled = True
 
 
 def queued(c: KafkaController) -> list[ev.ControllerEvent]:

@@ -8,10 +8,10 @@ metadata (processBrokerModification, onBrokerUpdate), and one of a broker regist
 from __future__ import annotations
 
 from typing import Any
-from unittest.mock import MagicMock, patch
+from unittest.mock import MagicMock
 
 from controller import events as ev
-from controller.controller import ControllerConfig, KafkaController
+from controller.controller import KafkaController
 from controller.request_batch import BrokerRequest
 from tests.unit import fake_cluster as fc
 from tests.unit.fake_zk import FakeZk
@@ -24,28 +24,7 @@ from zkdata.znodes import TopicPartition, encode_broker
 def controller() -> tuple[FakeZk, KafkaController, MagicMock, list[BrokerRequest]]:
     """Broker 1 controller of brokers 1, 2, 3 and topic "t" (partition 0 on 2, 3, 1);
     its channel (a mock) and what it sent since the failover."""
-    zk = fc.empty_cluster()
-    for b in (1, 2, 3):
-        fc.register(zk, b)
-    fc.add_topic(zk, "t", {0: (2, 3, 1)})
-    sent: list[BrokerRequest] = []
-    channel = MagicMock()
-    channel.send.side_effect = sent.extend
-    state_log = MagicMock()
-    c = KafkaController(
-        ControllerConfig(broker_id=1, auto_leader_rebalance_enable=False),
-        zk,  # type: ignore[arg-type]
-        state_log,
-        lambda: 1,
-    )
-    with patch("controller.controller.ControllerChannelManager", return_value=channel):
-        c.process(ev.Startup())
-        fc.drain(c)
-    assert c.is_active
-    sent.clear()
-    channel.reset_mock()
-    state_log.reset_mock()
-    return zk, c, channel, sent
+    return fc.active_controller((1, 2, 3), {"t": {0: (2, 3, 1)}})
 
 
 def test_a_dead_brokers_connection_is_dropped_and_the_change_logged() -> None:

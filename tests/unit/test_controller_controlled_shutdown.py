@@ -7,14 +7,12 @@ once every broker answered the leadership moves."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-from unittest.mock import MagicMock, patch
+from unittest.mock import patch
 
 from kazoo.exceptions import ConnectionLoss
 
 from controller import events as ev
-from controller.controller import ControllerConfig, KafkaController
+from controller.controller import KafkaController
 from controller.request_batch import BrokerRequest
 from tests.unit import fake_cluster as fc
 from wire.errors import ErrorCode
@@ -23,47 +21,14 @@ from zkdata.znodes import TopicPartition
 Reply = tuple[int, list[TopicPartition]]
 
 
-class RecordedTimer:
-    """threading.Timer, recorded and never started; whether it was cancelled."""
-
-    armed: list[RecordedTimer] = []
-
-    def __init__(self, interval: float, function: Callable[..., Any], *args: Any) -> None:
-        self.interval = interval
-        self.function = function
-        self.cancelled = False
-        self.daemon = False
-        RecordedTimer.armed.append(self)
-
-    def start(self) -> None:
-        pass
-
-    def cancel(self) -> None:
-        self.cancelled = True
+RecordedTimer = fc.RecordedTimer
 
 
 def controller() -> tuple[KafkaController, list[BrokerRequest]]:
     """Broker 1 controller of live brokers 1 and 2 (broker 3 not registered). Topic "t":
     partition 0 on 2, 3, 1 led by 2; partition 1 on 2, 3 (2 its only live replica).
     What the controller sends is collected, never answered."""
-    zk = fc.empty_cluster()
-    for b in (1, 2):
-        fc.register(zk, b)
-    fc.add_topic(zk, "t", {0: (2, 3, 1), 1: (2, 3)})
-    sent: list[BrokerRequest] = []
-    channel = MagicMock()
-    channel.send.side_effect = sent.extend
-    c = KafkaController(
-        ControllerConfig(broker_id=1, auto_leader_rebalance_enable=False),
-        zk,  # type: ignore[arg-type]
-        MagicMock(),
-        lambda: 123,
-    )
-    with patch("controller.controller.ControllerChannelManager", return_value=channel):
-        c.process(ev.Startup())
-        fc.drain(c)
-    assert c.is_active
-    sent.clear()
+    _zk, c, _channel, sent = fc.active_controller((1, 2), {"t": {0: (2, 3, 1), 1: (2, 3)}})
     return c, sent
 
 

@@ -9,7 +9,6 @@ bounced while no controller watched, a failover failing on a bug)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 from unittest.mock import MagicMock, patch
 
@@ -36,26 +35,7 @@ def active(c: KafkaController) -> bool:
     return c.is_active
 
 
-class RecordedTimer:
-    """threading.Timer, recorded and never started."""
-
-    armed: list[RecordedTimer] = []
-
-    def __init__(
-        self, interval: float, function: Callable[..., Any], args: Any = (), kwargs: Any = None
-    ) -> None:
-        self.interval = interval
-        self.function = function
-        self.args = args
-        self.cancelled = False
-        self.daemon = False
-        RecordedTimer.armed.append(self)
-
-    def start(self) -> None:
-        pass
-
-    def cancel(self) -> None:
-        self.cancelled = True
+RecordedTimer = fc.RecordedTimer
 
 
 def test_a_disconnection_is_waited_out_for_the_session_timeout() -> None:
