@@ -6,30 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline import control
-
-
-def ev(ts: int, broker: int, event: str, **fields: Any) -> dict[str, Any]:
-    return {"ts": ts, "broker": broker, "event": event, **fields}
-
-
-def elected(ts: int, broker: int, epoch: int) -> dict[str, Any]:
-    return ev(ts, broker, "controller_elected", controller=broker, controller_epoch=epoch)
-
-
-def seen(ts: int, broker: int, controller: int) -> dict[str, Any]:
-    return ev(ts, broker, "controller_seen", controller=controller, reason="x")
-
-
-def start() -> list[dict[str, Any]]:
-    """Three brokers; broker 1 is controller of epoch 1."""
-    return [
-        ev(0, 1, "broker_registered"),
-        ev(1, 2, "broker_registered"),
-        ev(2, 3, "broker_registered"),
-        elected(5, 1, 1),
-        seen(6, 2, 1),
-        seen(7, 3, 1),
-    ]
+from tests.unit.test_pipeline_control import elected, ev, seen, start
 
 
 def test_elections_out_of_order_within_the_tolerance_are_no_anomaly() -> None:

@@ -4,21 +4,9 @@ from a hand-made control analysis (no Spark)."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
 
 from pipeline import control, job, stats
-
-
-def ev(ts: int, broker: int, event: str, **fields: Any) -> dict[str, Any]:
-    return {"ts": ts, "broker": broker, "event": event, **fields}
-
-
-def elected(ts: int, broker: int, epoch: int) -> dict[str, Any]:
-    return ev(ts, broker, "controller_elected", controller=broker, controller_epoch=epoch)
-
-
-def seen(ts: int, broker: int, controller: int) -> dict[str, Any]:
-    return ev(ts, broker, "controller_seen", controller=controller, reason="x")
+from tests.unit.test_pipeline_control import elected, ev, seen
 
 
 def analysed() -> control.ControlResult:

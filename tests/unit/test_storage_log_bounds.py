@@ -10,24 +10,11 @@ from pathlib import Path
 import pytest
 
 from storage.errors import OffsetOverflowError, RecordBatchTooLargeError
-from storage.log import LogConfig, PartitionLog
+from storage.log import PartitionLog
 from storage.testing import RecordSpec, build_batch
+from tests.unit.test_storage_log import NOW, Clock, open_log
 
-NOW = 1_700_000_000_000
 FAR = 3_000_000_000
-FAR = 3_000_000_000
-
-
-class Clock:
-    def __init__(self, now: int = NOW) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def open_log(directory: Path, clock: Clock | None = None, **config: int | bool) -> PartitionLog:
-    return PartitionLog(directory, LogConfig(**config), time_ms=clock or Clock())  # type: ignore[arg-type]
 
 
 def batch(size: int = 100, count: int = 1, ts: int = NOW) -> bytearray:
