@@ -19,6 +19,7 @@ from broker.fetcher import (
     _answers_current_state,
 )
 from storage.errors import CorruptRecordError, KafkaStorageError
+from tests.unit.test_fetcher_capped_session import fetch_once as fetch
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
@@ -106,12 +107,6 @@ def fetcher_of(
     )
     fetcher.add_all([(tp, FetchState(10, 5, truncating=False)) for tp in (A0, A1, B0)])
     return fetcher
-
-
-def fetch(fetcher: ReplicaFetcherThread) -> None:
-    request = fetcher._build_fetch()
-    assert request is not None
-    fetcher._fetch_once(request)
 
 
 def test_a_fetch_is_a_replicas_long_poll_with_the_configured_sizes() -> None:

@@ -53,6 +53,18 @@ def produce(manager: LogManager, tp: TopicPartition, count: int = 1, size: int =
     log.append_as_leader(build_batch([b"x" * size] * count, base_timestamp=NOW), 1)
 
 
+def recorded_flushes(manager: LogManager) -> list[int | None]:
+    """The manager's flush_dirty_logs replaced by one that records each call's now_ms."""
+    runs: list[int | None] = []
+
+    def flush_dirty_logs(now_ms: int | None = None) -> int:
+        runs.append(now_ms)
+        return 0
+
+    manager.flush_dirty_logs = flush_dirty_logs  # type: ignore[method-assign]
+    return runs
+
+
 def test_logs_spread_over_dirs_and_come_back_after_a_clean_shutdown(tmp_path: Path) -> None:
     dirs = [tmp_path / "d1", tmp_path / "d2"]
     manager = LogManager(dirs, broker_config())
@@ -1088,13 +1100,7 @@ def test_a_negative_flush_scheduler_interval_leaves_the_flusher_at_once_a_second
         **{"log.flush.scheduler.interval.ms": "-1", "log.flush.interval.ms": "5000"}
     )
     manager = LogManager([tmp_path], config, time_ms=clock)
-    runs: list[int | None] = []
-
-    def flush_dirty_logs(now_ms: int | None = None) -> int:
-        runs.append(now_ms)
-        return 0
-
-    manager.flush_dirty_logs = flush_dirty_logs  # type: ignore[method-assign]
+    runs = recorded_flushes(manager)
     manager.schedule_tasks()
     manager.scheduler.run_pending(NOW + 999)
     assert runs == []

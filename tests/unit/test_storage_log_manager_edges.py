@@ -19,7 +19,16 @@ from storage.errors import KafkaStorageError, LogDirLockedError, StorageError
 from storage.log import LogConfig, PartitionLog
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, TOPIC_IDS_FILE, LogManager, lock_log_dirs
 from storage.partition_dir import PartitionDir, join_partition_dir
-from tests.unit.test_storage_log_manager import A0, A1, B0, NOW, Clock, broker_config, produce
+from tests.unit.test_storage_log_manager import (
+    A0,
+    A1,
+    B0,
+    NOW,
+    Clock,
+    broker_config,
+    produce,
+    recorded_flushes,
+)
 from zkdata.znodes import TopicPartition
 
 C0 = TopicPartition("c", 0)
@@ -135,13 +144,7 @@ def test_a_broker_flush_ms_below_a_second_is_checked_that_often(tmp_path: Path) 
     # every 100 ms, not once a second.
     config = broker_config(**{"log.flush.interval.ms": "100"})
     manager = LogManager([tmp_path], config, time_ms=Clock())
-    runs: list[int | None] = []
-
-    def flush_dirty_logs(now_ms: int | None = None) -> int:
-        runs.append(now_ms)
-        return 0
-
-    manager.flush_dirty_logs = flush_dirty_logs  # type: ignore[method-assign]
+    runs = recorded_flushes(manager)
     manager.schedule_tasks()
     manager.scheduler.run_pending(NOW + 99)
     assert runs == []
