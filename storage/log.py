@@ -568,7 +568,10 @@ class PartitionLog:
         self._log_start = min(max(log_start_offset, segments[0].base_offset), self._leo)
         self.epoch_cache.truncate_from_end(self._leo)
         self.epoch_cache.truncate_from_start(self._log_start)
-        self._recovery_point = self._leo if clean_shutdown else min(recovery_point, self._leo)
+        # Kafka's updateLogStartOffset: never below the log start, whatever moves it.
+        self._recovery_point = max(
+            self._leo if clean_shutdown else min(recovery_point, self._leo), self._log_start
+        )
         self._hw = min(max(high_watermark, self._log_start), self._leo)
         self._last_flush_ms = shared_ms(time_ms())
         # A log created here had nothing to recover: no report (a broker creating
@@ -1160,6 +1163,7 @@ class PartitionLog:
                 raise OffsetOutOfRangeError(offset, self._log_start, self._leo)
             self._log_start = offset
             self._hw = max(self._hw, offset)
+            self._recovery_point = max(self._recovery_point, offset)
             try:
                 self.epoch_cache.truncate_from_start(offset)
             except OSError as exc:
@@ -1222,6 +1226,7 @@ class PartitionLog:
         self.epoch_cache.clear()
         self._after_truncation()
         self._hw = offset
+        self._recovery_point = offset
 
     def _after_truncation(self) -> None:
         self._truncations += 1
@@ -1291,6 +1296,7 @@ class PartitionLog:
             # sees the new start too (ListOffsets EARLIEST, a fetch's range check), and
             # an offset of a doomed segment is out of range, not the next one's records.
             self._log_start = max(self._log_start, kept[0].base_offset)
+            self._recovery_point = max(self._recovery_point, self._log_start)
             self.epoch_cache.truncate_from_start(self._log_start)
             self._publish(kept)
             self._remove_segments(doomed)

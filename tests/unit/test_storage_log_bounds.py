@@ -256,3 +256,44 @@ def test_a_read_limit_at_the_next_segments_base_ends_in_the_later_segment(
     assert (small.region, small.end_in_later_segment, small.bytes_to_end) == (None, True, size)
     whole = log.read(0, 1 << 20, 2, count_to=1 << 20)
     assert (whole.next_offset, whole.end_in_later_segment, whole.bytes_to_end) == (2, True, size)
+
+
+def test_a_log_start_offset_moved_up_takes_the_recovery_point_with_it(tmp_path: Path) -> None:
+    """Kafka 2.8's Log.updateLogStartOffset: the recovery point is never below the log
+    start offset, however the start moves (DeleteRecords or a follower's increment,
+    retention, a follower starting over at its leader's log start, loading)."""
+    log = open_log(tmp_path / "t-0", segment_bytes=200, retention_ms=-1)
+    for _ in range(4):
+        log.append_as_leader(batch(), 0)
+    assert (log.recovery_point, log.log_end_offset) == (0, 4)
+    assert log.maybe_increment_log_start_offset(2)
+    assert log.recovery_point == 2
+    log.truncate_fully_and_start_at(10)
+    assert log.recovery_point == 10
+    log.append_as_follower(build_batch([b"v"], base_offset=10, base_timestamp=NOW))
+    log.close()
+    again = PartitionLog(
+        tmp_path / "t-0", log.config, time_ms=Clock(), recovery_point=3, log_start_offset=11
+    )
+    assert (again.log_start_offset, again.recovery_point) == (11, 11)
+    again.close()
+    retained = open_log(tmp_path / "t-1", segment_bytes=200, retention_ms=0)
+    for _ in range(4):
+        retained.append_as_leader(batch(ts=NOW - 1), 0)
+    retained.update_high_watermark(4)
+    assert retained.recovery_point == 0
+    # every record past retention.ms: the last segment too, once an empty one rolled
+    assert retained.delete_old_segments(NOW) == 4
+    assert retained.recovery_point == retained.log_start_offset == 4
+
+
+def test_a_log_start_offset_below_the_recovery_point_leaves_it(tmp_path: Path) -> None:
+    """The recovery point only rises with the log start offset (Kafka 2.8: `if
+    (this.recoveryPoint < offset)`): flushed offsets above the new start stay flushed."""
+    log = open_log(tmp_path / "t-0")
+    for _ in range(4):
+        log.append_as_leader(batch(), 0)
+    log.flush()
+    assert log.recovery_point == 4
+    assert log.maybe_increment_log_start_offset(2)
+    assert log.recovery_point == 4
