@@ -1203,7 +1203,9 @@ class KafkaController:
             return
         if czxid != ctx.broker_epochs.get(event.broker_id):
             return  # registered anew: the BrokerChange that follows handles it
-        if old.endpoints != reg.endpoints or old.rack != reg.rack:
+        # Kafka's processBrokerModification acts on endpoints (or features, none here)
+        # alone: a rack changes with a restart, a new registration.
+        if old.endpoints != reg.endpoints:
             log.info("broker %d changed its registration: %s", event.broker_id, reg.endpoints)
             ctx.live_brokers[event.broker_id] = reg
             assert self.channel is not None

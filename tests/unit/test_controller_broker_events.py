@@ -7,6 +7,7 @@ metadata (processBrokerModification, onBrokerUpdate), and one of a broker regist
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 from unittest.mock import MagicMock
 
@@ -47,6 +48,27 @@ def test_new_endpoints_update_the_broker_its_connection_and_every_brokers_metada
     channel.add_broker.assert_called_once_with(2, "b2", 9999)
     update_metadata = [r for r in sent if r.api_key.name == "UPDATE_METADATA"]
     assert sorted(r.broker_id for r in update_metadata) == [1, 2, 3]
+
+
+def test_a_rack_alone_changed_is_ignored_as_kafka_ignores_it() -> None:
+    """Kafka 2.8's processBrokerModification acts only when the endpoints or the
+    features changed: a rack edited into a live broker's registration is not taken (a
+    broker's rack changes with its restart, a new registration)."""
+    zk, c, channel, sent = controller()
+    zk.set_data(paths.broker(2), encode_broker(replace(fc.registration(2), rack="r9")))
+    c.process(ev.BrokerModifications(2))
+    assert c.ctx.live_brokers[2].rack is None
+    channel.add_broker.assert_not_called()
+    assert sent == []
+
+
+def test_new_endpoints_take_the_whole_new_registration_rack_included() -> None:
+    """Kafka 2.8's updateBrokerMetadata(old, new): the new metadata replaces the old."""
+    zk, c, _channel, sent = controller()
+    zk.set_data(paths.broker(2), encode_broker(replace(fc.registration(2, port=9999), rack="r9")))
+    c.process(ev.BrokerModifications(2))
+    assert (c.ctx.live_brokers[2].port, c.ctx.live_brokers[2].rack) == (9999, "r9")
+    assert [r.broker_id for r in sent if r.api_key.name == "UPDATE_METADATA"]
 
 
 def test_a_modification_of_a_broker_registered_anew_is_left_to_the_broker_change() -> None:
