@@ -634,7 +634,8 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("replica.socket.timeout.ms", _I, 30 * 1000, _HIGH,
               "Socket timeout of replica fetch requests."),
     ConfigDef("replica.socket.receive.buffer.bytes", _I, 64 * 1024, _HIGH,
-              "Socket receive buffer of replica fetchers."),
+              "SO_RCVBUF of the followers' connections to their leaders; -1: the OS"
+              " default."),
     ConfigDef("replica.fetch.max.bytes", _I, 1024 * 1024, _MEDIUM,
               "Bytes fetched per partition by a replica fetch request.", AtLeast(0)),
     ConfigDef("replica.fetch.wait.max.ms", _I, 500, _HIGH,
@@ -1873,6 +1874,13 @@ def _resolve_broker_values(vals: dict[str, Any], given: set[str], problems: _Pro
                 overrides_key,
                 f"invalid value {vals[overrides_key]!r} for config key {overrides_key!r}: {e}",
             )
+    buffer_key = "replica.socket.receive.buffer.bytes"
+    if _have(vals, buffer_key) and vals[buffer_key] <= 0 and vals[buffer_key] != -1:
+        problems.add(
+            buffer_key,
+            f"{buffer_key}={vals[buffer_key]}: a buffer size must be above 0, or -1 for the"
+            " OS default (Kafka's fetchers fail every connection with it)",
+        )
     _check_task_periods(vals, problems)
     _check_topic_synonyms(vals, given, problems)
     _check_versions(vals, problems)

@@ -24,6 +24,7 @@ its turn to come first (KIP-74) when there is no session.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -175,8 +176,15 @@ def _truncation_plan(
     return asks, to_high_watermark, done
 
 
-def _connect(endpoint: tuple[str, int], client_id: str, timeout_s: float) -> FetchConnection:
-    return KafkaConnection(*endpoint, client_id=client_id, timeout_s=timeout_s)
+def _connect(
+    endpoint: tuple[str, int], client_id: str, timeout_s: float, receive_buffer_bytes: int = -1
+) -> FetchConnection:
+    return KafkaConnection(
+        *endpoint,
+        client_id=client_id,
+        timeout_s=timeout_s,
+        receive_buffer_bytes=receive_buffer_bytes,
+    )
 
 
 @dataclass
@@ -844,8 +852,9 @@ class ReplicaFetcherManager:
         partition_max_bytes: int = 1024 * 1024,
         min_bytes: int = 1,
         socket_timeout_s: float = 30.0,
+        receive_buffer_bytes: int = -1,
         follower_log: FollowerLog | None = None,
-        connect: Connect = _connect,
+        connect: Connect | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.sink = sink
@@ -853,14 +862,17 @@ class ReplicaFetcherManager:
         self.endpoint_of = endpoint_of
         # Kafka's replica.fetch.wait.max.ms, replica.fetch.backoff.ms,
         # replica.fetch.response.max.bytes, replica.fetch.max.bytes (per partition),
-        # replica.fetch.min.bytes and replica.socket.timeout.ms.
+        # replica.fetch.min.bytes, replica.socket.timeout.ms and (in the connections)
+        # replica.socket.receive.buffer.bytes.
         self.max_wait_ms = max_wait_ms
         self.backoff_ms = backoff_ms
         self.max_bytes = max_bytes
         self.partition_max_bytes = partition_max_bytes
         self.min_bytes = min_bytes
         self.socket_timeout_s = socket_timeout_s
-        self.connect = connect
+        self.connect: Connect = connect or functools.partial(
+            _connect, receive_buffer_bytes=receive_buffer_bytes
+        )
         self._fetchers: dict[int, ReplicaFetcherThread] = {}
         self._lock = threading.Lock()
 

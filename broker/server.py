@@ -196,6 +196,7 @@ class KafkaServer:
             min_bytes=config.replica_fetch_min_bytes,
             # (0 would make the fetcher's socket non-blocking)
             socket_timeout_s=max(config.replica_socket_timeout_ms, 1) / 1000,
+            receive_buffer_bytes=config.replica_socket_receive_buffer_bytes,
             follower_log=self.replicas,
         )
         # The group coordinator of the __consumer_offsets partitions led here.

@@ -48,6 +48,28 @@ class KafkaConnectionError(ConnectionError):
     """The connection failed, timed out, was closed, or lost sync with its peer."""
 
 
+def _connect(host: str, port: int, timeout_s: float, receive_buffer_bytes: int) -> socket.socket:
+    """socket.create_connection, with SO_RCVBUF set before connecting when asked: the
+    window scale a connection agrees on is fixed by the buffer it has then."""
+    if receive_buffer_bytes == -1:
+        return socket.create_connection((host, port), timeout=timeout_s)
+    error: OSError | None = None
+    for family, kind, proto, _name, address in socket.getaddrinfo(
+        host, port, 0, socket.SOCK_STREAM
+    ):
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
+            sock.settimeout(timeout_s)
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        return sock
+    raise error or OSError(f"getaddrinfo returned no address for {host}")
+
+
 class KafkaConnection:
     """A blocking connection to one Kafka broker."""
 
@@ -60,9 +82,11 @@ class KafkaConnection:
         timeout_s: float = 30.0,
         max_response_size: int = MAX_FRAME_SIZE,
         connect_timeout_s: float | None = None,
+        receive_buffer_bytes: int = -1,
     ) -> None:
         """``timeout_s`` bounds each wait for an answer, ``connect_timeout_s`` (by default
-        ``timeout_s``) the connection's."""
+        ``timeout_s``) the connection's. ``receive_buffer_bytes``: the socket's SO_RCVBUF,
+        set before it connects, as Kafka's Selector sets it (-1: the system's)."""
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -74,8 +98,11 @@ class KafkaConnection:
         self._closing = threading.Lock()
         self._correlation_ids = itertools.count(1)
         try:
-            self._sock: socket.socket | None = socket.create_connection(
-                (host, port), timeout=timeout_s if connect_timeout_s is None else connect_timeout_s
+            self._sock: socket.socket | None = _connect(
+                host,
+                port,
+                timeout_s if connect_timeout_s is None else connect_timeout_s,
+                receive_buffer_bytes,
             )
         except OSError as exc:
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc

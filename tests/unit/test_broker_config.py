@@ -1317,7 +1317,8 @@ def test_delete_config_takes_keys_separated_by_commas() -> None:
     """kafka-configs.sh's --delete-config is withValuesSeparatedBy(','), each key trimmed
     ("config keys to remove 'k1,k2'"): two keys in one flag were taken for one key,
     refused as not set on the topic. An empty key (a doubled comma) is refused."""
-    from admin.topics import InvalidArgumentError, parse_config_alteration
+    from admin.errors import InvalidArgumentError
+    from admin.topics import parse_config_alteration
 
     assert parse_config_alteration("t", [], ["retention.ms, segment.ms", "cleanup.policy"]) == (
         {},
@@ -1330,7 +1331,8 @@ def test_delete_config_takes_keys_separated_by_commas() -> None:
 def test_alter_config_args_need_exactly_one_value() -> None:
     """ConfigCommand (kafka-configs.sh --add-config) refuses a second '=' but keeps an
     empty value (its split(..., -1): "to support empty value"), an empty list config."""
-    from admin.topics import InvalidArgumentError, parse_config_alteration
+    from admin.errors import InvalidArgumentError
+    from admin.topics import parse_config_alteration
 
     with pytest.raises(InvalidArgumentError, match="is not of the form key=value"):
         parse_config_alteration("t", ["cleanup.policy=compact=delete"], [])
@@ -1695,3 +1697,22 @@ def test_node_id_is_the_broker_id_when_set() -> None:
         {"zookeeper.connect": "localhost:2181", "broker.id": "1", "node.id": "7"}
     )
     assert config.broker_id == 7
+
+
+@pytest.mark.parametrize(
+    ("size", "refused"), [(-1, False), (1, False), (65536, False), (0, True), (-2, True)]
+)
+def test_the_followers_receive_buffer_is_above_0_or_minus_1(size: int, refused: bool) -> None:
+    """replica.socket.receive.buffer.bytes: Kafka has no validator, and its fetchers fail
+    every connection with 0 or a negative size other than -1 (Java's
+    setReceiveBufferSize refuses them): a broker that could never replicate, refused at
+    start here."""
+    text = f"replica.socket.receive.buffer.bytes={size}\n"
+    if not refused:
+        assert cfg(text).replica_socket_receive_buffer_bytes == size
+        return
+    (msg,) = problems_of(text)
+    assert msg == (
+        f"replica.socket.receive.buffer.bytes={size}: a buffer size must be above 0, or -1"
+        " for the OS default (Kafka's fetchers fail every connection with it)"
+    )

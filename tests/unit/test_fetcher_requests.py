@@ -7,6 +7,7 @@ leader connection; no logs (nothing to truncate)."""
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from broker.fetcher import (
 from storage.errors import CorruptRecordError, KafkaStorageError
 from tests.unit.test_fetcher_capped_session import fetch_once as fetch
 from wire.api import ApiKey
+from wire.client import KafkaConnection
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
 
@@ -337,3 +339,23 @@ def test_the_manager_gives_every_fetcher_the_brokers_replica_fetch_settings() ->
         assert [p["partition_max_bytes"] for t in body["topics"] for p in t["partitions"]] == [700]
     finally:
         manager.close()
+
+
+def test_the_managers_fetchers_connect_with_replica_socket_receive_buffer_bytes() -> None:
+    """replica.socket.receive.buffer.bytes is the SO_RCVBUF of each fetcher's connection
+    to its leader (Kafka's ReplicaFetcherBlockingSend gives it to its NetworkClient)."""
+    with socket.socket() as scratch:
+        scratch.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 7000)
+        expected = scratch.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    endpoints: dict[int, tuple[str, int]] = {}
+    manager = ReplicaFetcherManager(F, Sink(), endpoints.get, receive_buffer_bytes=7000)
+    with socket.create_server(("127.0.0.1", 0)) as leader:
+        conn = manager.connect(leader.getsockname(), "replica-fetcher-2", 5.0)
+        try:
+            assert isinstance(conn, KafkaConnection)
+            assert conn._sock is not None
+            assert conn._sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == expected
+            assert (conn.client_id, conn.timeout_s) == ("replica-fetcher-2", 5.0)
+        finally:
+            conn.close()
+    manager.close()

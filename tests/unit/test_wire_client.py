@@ -271,3 +271,33 @@ def test_a_pre_encoded_body_is_sent_as_it_is(
     for _, got in broker.requests:
         assert got is not None
         assert [t["name"] for t in got["topics"]] == ["a"]
+
+
+def _rcvbuf_given(size: int) -> int:
+    """SO_RCVBUF as the system reports it once ``size`` is asked (Linux doubles it)."""
+    with socket.socket() as scratch:
+        scratch.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+        return scratch.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+
+
+def test_a_receive_buffer_size_is_the_connections_and_minus_1_the_systems() -> None:
+    """Kafka's Selector.connect sets the socket's receive buffer before connecting
+    (the size its TCP window scale is agreed for) unless it is -1, the OS default."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with socket.socket() as plain:
+            default = plain.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        size = 6000 if _rcvbuf_given(6000) != default else 9000
+        with KafkaConnection("127.0.0.1", port, receive_buffer_bytes=size) as conn:
+            assert conn._sock is not None
+            assert conn._sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == _rcvbuf_given(size)
+        with KafkaConnection("127.0.0.1", port, receive_buffer_bytes=-1) as conn:
+            assert conn._sock is not None
+            assert conn._sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == default
+
+
+def test_a_connection_with_a_receive_buffer_size_fails_as_any_other_to_a_closed_port() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+    with pytest.raises(KafkaConnectionError, match=f"cannot connect to 127.0.0.1:{port}"):
+        KafkaConnection("127.0.0.1", port, receive_buffer_bytes=8192, timeout_s=5)
