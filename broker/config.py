@@ -778,7 +778,9 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               " close (the inter-broker listener, when there are others, closes the least"
               " recently used connection of another instead).", AtLeast(0)),
     ConfigDef("max.connection.creation.rate", _I, INT_MAX, _MEDIUM,
-              "Most new connections a second (no effect here).", AtLeast(0)),
+              "Most new connections a second over the listeners (but the inter-broker one"
+              " when there are others): past it an acceptor waits before serving the next,"
+              " at most quota.window.size.seconds.", AtLeast(0)),
     ConfigDef("log.cleaner.io.max.bytes.per.second", _D, sys.float_info.max, _MEDIUM,
               "Throttle of the cleaner's reads and writes (no effect here)."),
     ConfigDef("log.cleaner.io.buffer.size", _I, 512 * 1024, _MEDIUM,
@@ -817,7 +819,8 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
               "Deprecated default fetch quota, bytes a second (no effect here: no quotas).",
               AtLeast(1)),
     ConfigDef("quota.window.num", _I, 11, _LOW,
-              "Samples kept for client quotas (no effect here).", AtLeast(1)),
+              "Samples kept for quotas (here: of max.connection.creation.rate only).",
+              AtLeast(1)),
     ConfigDef("replication.quota.window.num", _I, 11, _LOW,
               "Samples kept for replication quotas (no effect here).", AtLeast(1)),
     ConfigDef("alter.log.dirs.replication.quota.window.num", _I, 11, _LOW,
@@ -825,7 +828,8 @@ BROKER_CONFIG_DEFS: Final[tuple[ConfigDef, ...]] = (
     ConfigDef("controller.quota.window.num", _I, 11, _LOW,
               "Samples kept for controller mutation quotas (no effect here).", AtLeast(1)),
     ConfigDef("quota.window.size.seconds", _I, 1, _LOW,
-              "Sample length of client quotas (no effect here).", AtLeast(1)),
+              "Sample length of quotas (here: of max.connection.creation.rate only).",
+              AtLeast(1)),
     ConfigDef("replication.quota.window.size.seconds", _I, 1, _LOW,
               "Sample length of replication quotas (no effect here).", AtLeast(1)),
     ConfigDef("alter.log.dirs.replication.quota.window.size.seconds", _I, 1, _LOW,

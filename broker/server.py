@@ -102,7 +102,8 @@ class KafkaServer:
         # records. Each answers Metadata with its own listener's addresses.
         self.socket_servers: dict[str, SocketServer] = {}
         try:
-            # max.connections and max.connections.per.ip count over every listener. A
+            # max.connections, max.connections.per.ip and max.connection.creation.rate
+            # count over every listener. A
             # host of the overrides that does not resolve stops the broker here, as
             # Kafka's UnknownHostException.
             self.connection_quotas = ConnectionQuotas(
@@ -113,6 +114,9 @@ class KafkaServer:
                 max_connections=config.max_connections,
                 inter_broker_listener=config.inter_broker_listener_name,
                 listeners=[listener.name for listener in config.listeners],
+                max_connection_creation_rate=config.max_connection_creation_rate,
+                quota_window_num=config.quota_window_num,
+                quota_window_size_seconds=config.quota_window_size_seconds,
             )
             for listener in config.listeners:
                 self.socket_servers[listener.name] = SocketServer(
