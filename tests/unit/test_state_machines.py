@@ -1222,6 +1222,41 @@ def test_a_partition_that_never_stops_changing_fails_without_crashing() -> None:
     assert c.leader_and_isr(T0).leader == 2
 
 
+def test_a_partition_that_changes_one_round_short_of_the_limit_is_elected_in_the_last() -> None:
+    c = three_partitions()
+    c.store.race(T0, shrink_to(1, 2, 3), times=state_machines.MAX_WRITE_ROUNDS - 1)
+    c.kill(1)
+    assert c.store.pending_races() == 0
+    assert c.ctx.partition_state(T0) is P.ONLINE
+    assert c.leader_and_isr(T0) == LeaderAndIsr(2, 1, (2, 3), state_machines.MAX_WRITE_ROUNDS)
+
+
+@pytest.mark.parametrize(
+    "races", [state_machines.MAX_WRITE_ROUNDS - 1, state_machines.MAX_WRITE_ROUNDS]
+)
+def test_an_isr_removal_that_keeps_losing_its_race_gives_up_after_the_last_round(
+    races: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Broker 1 follows t-1 (led by 2): its removal from the ISR is written again after
+    each lost race, up to MAX_WRITE_ROUNDS writes; past them it is given up, logged, and
+    the ISR keeps it (Kafka loops until it wins)."""
+    c = three_partitions()
+    c.store.race(T1, shrink_to(2, 3, 1), times=races)
+    with caplog.at_level(logging.ERROR, logger="controller.state_machines"):
+        c.kill(1)
+    assert c.store.pending_races() == 0
+    gave_up = [r.getMessage() for r in caplog.records if "gave up removing" in r.getMessage()]
+    if races < state_machines.MAX_WRITE_ROUNDS:
+        assert gave_up == []
+        assert c.leader_and_isr(T1) == LeaderAndIsr(2, 1, (2, 3), races + 1)
+    else:
+        assert gave_up == [
+            f"gave up removing replica 1 from the ISR of {T1}: its state kept changing"
+        ]
+        assert c.leader_and_isr(T1) == LeaderAndIsr(2, 0, (2, 3, 1), races)
+    assert c.leader_and_isr(T2).isr == (3, 2)
+
+
 # --- invalid transitions ---------------------------------------------------------------
 
 
