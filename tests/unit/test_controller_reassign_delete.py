@@ -444,3 +444,47 @@ def test_a_deleted_topics_partition_handlers_are_unregistered() -> None:
         assert not data.has(paths.topic("t"))
         assert not c.zk.handlers.get(state_path)
         assert tp not in ctl.reassignments.zk_triggered
+
+
+def test_a_late_deletion_answer_for_a_replica_a_reassignment_brought_back_leaves_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """t-0 moved off broker 1 (its StopReplica, deleting, unanswered), then back onto it,
+    and t queued for deletion meanwhile, held for that reassignment (in service). The
+    old StopReplica's failure answer then comes: it is not the deletion's (none started),
+    and replica 1, being added again, stays so and in the ISR."""
+    data = ZooKeeperData(brokers=(1, 2, 3))
+    data.topic("t", {0: (1, 2)})
+    with Controller(data).elect() as c:
+        data.request_reassignment({T0: (2, 3)})
+        c.run(ev.PartitionReassignment())
+        c.drain()
+        data.leader_sets_isr(T0, (1, 2, 3))
+        c.run(ev.PartitionReassignmentIsrChange(T0))
+        c.drain()
+        (to_1,) = [r for r in c.stop_replica_deletes("t") if r.broker_id == 1]
+        data.request_reassignment({T0: (2, 3, 1)})
+        c.run(ev.PartitionReassignment())
+        c.drain()
+        data.leader_sets_isr(T0, (2, 3, 1))
+        data.request_deletion("t")
+        c.run(ev.TopicDeletion())
+        c.drain()
+        ctx = c.controller.ctx
+        assert "t" in ctx.topics_ineligible_for_deletion
+        assert ctx.is_topic_in_service("t")
+        assert ctx.replica_state(PartitionReplica(T0, 1)) is R.NEW  # being added
+        failed = int(ErrorCode.KAFKA_STORAGE_ERROR)
+        c.controller._on_response(
+            to_1,
+            {
+                "error_code": 0,
+                "partition_errors": [
+                    {"topic_name": "t", "partition_index": 0, "error_code": failed}
+                ],
+            },
+        )
+        c.drain()
+        assert ctx.replica_state(PartitionReplica(T0, 1)) is R.NEW
+        assert 1 in data.state(T0).isr
+    assert refused_transitions(caplog) == []
