@@ -148,9 +148,9 @@ def topics_read_before(c: Controller, hidden: str) -> None:
     """The failover's read of /brokers/topics comes before ``hidden`` was made."""
     get_children = c.zk.get_children
 
-    def without_hidden(path: str, *, watch: bool = False) -> list[str]:
+    def without_hidden(path: str, *, watch: bool = False) -> list[str] | None:
         children = get_children(path, watch=watch)
-        if path == paths.BROKER_TOPICS:
+        if path == paths.BROKER_TOPICS and children is not None:
             c.zk.get_children = get_children  # type: ignore[method-assign]
             return [t for t in children if t != hidden]
         return children
