@@ -124,7 +124,10 @@ def partition_state(
     }
 
 
-LIVE_LEADERS = [{"broker_id": 2, "host_name": "b2", "port": 9092}]
+LIVE_LEADERS = [
+    {"broker_id": 2, "host_name": "b2", "port": 9092},
+    {"broker_id": 3, "host_name": "b3", "port": 9093},
+]
 
 
 def leader_and_isr(
@@ -209,10 +212,17 @@ def test_leader_and_isr_from_v5_is_answered_by_topic(version: int) -> None:
 
 
 @pytest.mark.parametrize("version", [1, 4, 5])
-def test_the_live_leaders_of_a_leader_and_isr_are_handed_on(version: int) -> None:
+def test_the_live_leaders_of_a_leader_and_isr_are_known_before_its_partitions_change(
+    version: int,
+) -> None:
+    """Kafka's makeFollowers finds the leaders' addresses in the request's live leaders:
+    a follower's fetcher is started knowing where its leader is."""
     h = Handler()
-    h.send(ApiKey.LEADER_AND_ISR, version, leader_and_isr(version, STATES[:1]))
+    known_at_change: list[list[list[dict[str, Any]]]] = []
+    h.replicas.on_become = lambda leaders, followers: known_at_change.append(list(h.live_leaders))
+    h.send(ApiKey.LEADER_AND_ISR, version, leader_and_isr(version, STATES[1:2]))
     assert h.live_leaders == [LIVE_LEADERS]
+    assert known_at_change == [[LIVE_LEADERS]]
 
 
 @pytest.mark.parametrize("version", [1, 4])
@@ -236,20 +246,29 @@ def test_a_leader_and_isr_of_an_older_controller_up_to_v4_is_refused_whole(
 
 
 def update_metadata(
-    broker_epoch: int, *, controller_epoch: int = 3, leader: int = 2, version: int = 7
+    broker_epoch: int,
+    *,
+    controller_epoch: int = 3,
+    leader: int = 2,
+    version: int = 7,
+    topics: tuple[str, ...] = ("t",),
 ) -> dict[str, Any]:
-    """Partition t-0 led by ``leader``; before v5 (KIP-516's topic states) ungrouped."""
-    state = {
-        "topic_name": "t",
-        "partition_index": 0,
-        "controller_epoch": controller_epoch,
-        "leader": leader,
-        "leader_epoch": 1,
-        "isr": [1, 2],
-        "zk_version": 1,
-        "replicas": [1, 2],
-        "offline_replicas": [],
-    }
+    """Partition 0 of each topic (t) led by ``leader``; before v5 (KIP-516's topic states)
+    ungrouped."""
+    states = [
+        {
+            "topic_name": topic,
+            "partition_index": 0,
+            "controller_epoch": controller_epoch,
+            "leader": leader,
+            "leader_epoch": 1,
+            "isr": [1, 2],
+            "zk_version": 1,
+            "replicas": [1, 2],
+            "offline_replicas": [],
+        }
+        for topic in topics
+    ]
     body: dict[str, Any] = {
         "controller_id": 9,
         "controller_epoch": controller_epoch,
@@ -257,10 +276,11 @@ def update_metadata(
         "live_brokers": [],
     }
     if version < 5:
-        body["ungrouped_partition_states"] = [state]
+        body["ungrouped_partition_states"] = states
     else:
         body["topic_states"] = [
-            {"topic_name": "t", "topic_id": TOPIC_ID, "partition_states": [state]}
+            {"topic_name": s["topic_name"], "topic_id": TOPIC_ID, "partition_states": [s]}
+            for s in states
         ]
     return body
 
@@ -420,28 +440,34 @@ def test_update_metadata_v1_v2_keep_each_brokers_endpoints(version: int) -> None
     assert leader_of_t0(h) == 2
 
 
-def deleting(epoch: int = 3) -> dict[str, Any]:
-    """An UpdateMetadata marking topic t deleted (its partitions' leader -2)."""
-    return update_metadata(OUR_EPOCH, controller_epoch=epoch, leader=-2)
+def deleting(epoch: int = 3, topics: tuple[str, ...] = ("t",)) -> dict[str, Any]:
+    """An UpdateMetadata marking the topics deleted (their partitions' leader -2)."""
+    return update_metadata(OUR_EPOCH, controller_epoch=epoch, leader=-2, topics=topics)
 
 
 def test_a_topic_marked_deleted_is_handed_on_and_its_partitions_noted_for_every_fetch() -> None:
     """Kafka's handleUpdateMetadataRequest: the group coordinator is told of the deleted
     partitions (their committed offsets go), and fetches waiting on them, followers' too,
-    learn they are gone."""
+    learn they are gone. Whoever is told of an update finds it applied."""
     h = Handler()
     deleted: list[list[str]] = []
-    updated: list[int] = []
+    updated: list[int | None] = []  # the leader of t-0 each time
     h.apis.on_topics_deleted = deleted.append
-    h.apis.on_metadata_updated = lambda: updated.append(1)
-    assert h.send(ApiKey.UPDATE_METADATA, 7, update_metadata(OUR_EPOCH)) == {"error_code": 0}
-    assert (deleted, updated) == ([], [1])
+    h.apis.on_metadata_updated = lambda: updated.append(leader_of_t0(h))
+    both = ("t", "u")
+    assert h.send(ApiKey.UPDATE_METADATA, 7, update_metadata(OUR_EPOCH, topics=both)) == {
+        "error_code": 0
+    }
+    assert (deleted, updated) == ([], [2])
     woken = notified(h.apis)
     seen = h.apis.fetch_changes.generation
-    assert h.send(ApiKey.UPDATE_METADATA, 7, deleting()) == {"error_code": 0}
-    assert deleted == [["t"]]
-    assert updated == [1, 1]
-    assert h.apis.fetch_changes.since(seen) == [TopicPartition("t", 0)]
+    assert h.send(ApiKey.UPDATE_METADATA, 7, deleting(topics=both)) == {"error_code": 0}
+    assert [sorted(topics) for topics in deleted] == [["t", "u"]]
+    assert updated == [2, None]
+    assert sorted(h.apis.fetch_changes.since(seen) or []) == [
+        TopicPartition("t", 0),
+        TopicPartition("u", 0),
+    ]
     assert sorted(woken) == ["consumer_wakeup", "fetch_wakeup"]
 
 
