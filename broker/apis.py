@@ -1104,8 +1104,6 @@ class KafkaApis:
     def _handle_leader_and_isr(
         self, version: int, body: dict[str, Any], _h: dict[str, Any]
     ) -> dict[str, Any]:
-        if self._stale_broker_epoch("LeaderAndIsr", body):
-            return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH)}
         if version < 2:
             # v0/v1 carry partitions ungrouped: group them as later versions do.
             grouped: dict[str, list[dict[str, Any]]] = {}
@@ -1114,9 +1112,14 @@ class KafkaApis:
             body["topic_states"] = [
                 {"topic_name": t, "partition_states": ps} for t, ps in grouped.items()
             ]
+        if self._stale_broker_epoch("LeaderAndIsr", body):
+            return _leader_and_isr_refused(version, body, ErrorCode.STALE_BROKER_EPOCH)
         if self.on_live_leaders is not None:
             self.on_live_leaders(body.get("live_leaders", []))
         response = self.replicas.become_leader_or_follower(body)
+        if response["error_code"] and not response["topics"]:
+            # Refused whole (an older controller's).
+            return _leader_and_isr_refused(version, body, ErrorCode(response["error_code"]))
         if version >= 5:
             return response
         # v0-v4 answer per partition, ungrouped, with topic names.
@@ -1263,6 +1266,39 @@ class KafkaApis:
             if followers:
                 self.fetch_wakeup.notify_all()
             self.consumer_wakeup.notify_all()
+
+
+def _leader_and_isr_refused(version: int, body: dict[str, Any], error: ErrorCode) -> dict[str, Any]:
+    """The answer to a LeaderAndIsr refused whole (its topics grouped): the error for the
+    request and each of its partitions, v0-v4 naming their topics, v5+ by topic id
+    (Kafka's LeaderAndIsrRequest.getErrorResponse)."""
+    code = int(error)
+    if version < 5:
+        return {
+            "error_code": code,
+            "partition_errors": [
+                {
+                    "topic_name": ts["topic_name"],
+                    "partition_index": ps["partition_index"],
+                    "error_code": code,
+                }
+                for ts in body["topic_states"]
+                for ps in ts["partition_states"]
+            ],
+        }
+    return {
+        "error_code": code,
+        "topics": [
+            {
+                "topic_id": ts.get("topic_id") or ZERO_UUID,
+                "partition_errors": [
+                    {"partition_index": ps["partition_index"], "error_code": code}
+                    for ps in ts["partition_states"]
+                ],
+            }
+            for ts in body["topic_states"]
+        ],
+    }
 
 
 def _changed_since(

@@ -225,20 +225,46 @@ def test_the_live_leaders_of_a_leader_and_isr_are_known_before_its_partitions_ch
     assert known_at_change == [[LIVE_LEADERS]]
 
 
-@pytest.mark.parametrize("version", [1, 4])
-def test_a_leader_and_isr_of_an_older_controller_up_to_v4_is_refused_whole(
-    version: int,
+REFUSED = [
+    partition_state("a", 0, leader=2, leader_epoch=9),
+    partition_state("b", 0, leader=1, leader_epoch=9),
+    partition_state("a", 1, leader=1, leader_epoch=9),
+]
+
+
+@pytest.mark.parametrize(
+    ("why", "version"),
+    # A broker epoch came with v2 (KIP-380).
+    [("older controller", v) for v in (1, 4, 5)] + [("older broker epoch", v) for v in (2, 4, 5)],
+)
+def test_a_leader_and_isr_refused_whole_answers_each_of_its_partitions_so(
+    why: str, version: int
 ) -> None:
-    """Kafka's becomeLeaderOrFollower: a controller epoch older than one seen answers
-    STALE_CONTROLLER_EPOCH for the request and changes nothing."""
+    """An older controller's request (Kafka's becomeLeaderOrFollower) or one for an earlier
+    incarnation of this broker (isBrokerEpochStale) changes nothing and is answered with
+    Kafka's LeaderAndIsrRequest.getErrorResponse: the error for the request and for each
+    of its partitions (v0-v4 naming their topics, v5+ by topic id)."""
     h = Handler()
     h.send(ApiKey.LEADER_AND_ISR, version, leader_and_isr(version, STATES))
-    newer = [partition_state("a", 0, leader=2, leader_epoch=9)]
-    answer = h.send(
-        ApiKey.LEADER_AND_ISR, version, leader_and_isr(version, newer, controller_epoch=2)
-    )
-    assert answer["error_code"] == STALE_CONTROLLER_EPOCH
-    assert all(e["error_code"] != 0 for e in answer["partition_errors"])
+    if why == "older controller":
+        body, error = leader_and_isr(version, REFUSED, controller_epoch=2), STALE_CONTROLLER_EPOCH
+    else:
+        body, error = (
+            leader_and_isr(version, REFUSED, broker_epoch=OUR_EPOCH - 1),
+            STALE_BROKER_EPOCH,
+        )
+    answer = h.send(ApiKey.LEADER_AND_ISR, version, body)
+    assert answer["error_code"] == error
+    if version < 5:
+        assert ungrouped_errors(answer) == [("a", 0, error), ("a", 1, error), ("b", 0, error)]
+    else:
+        assert [
+            (
+                t["topic_id"],
+                [(e["partition_index"], e["error_code"]) for e in t["partition_errors"]],
+            )
+            for t in answer["topics"]
+        ] == [(TOPIC_ID, [(0, error), (1, error)]), (TOPIC_ID, [(0, error)])]
     assert h.leader_epochs() == APPLIED
 
 
@@ -382,7 +408,10 @@ def test_a_stale_broker_epoch_is_refused_and_logged_naming_the_request() -> None
     stale = OUR_EPOCH - 1
     newer = [partition_state("a", 0, leader=2, leader_epoch=5)]
     assert h.send(ApiKey.LEADER_AND_ISR, 4, leader_and_isr(4, newer, broker_epoch=stale)) == {
-        "error_code": STALE_BROKER_EPOCH
+        "error_code": STALE_BROKER_EPOCH,
+        "partition_errors": [
+            {"topic_name": "a", "partition_index": 0, "error_code": STALE_BROKER_EPOCH}
+        ],
     }
     assert h.send(ApiKey.UPDATE_METADATA, 7, update_metadata(stale, controller_epoch=4)) == {
         "error_code": STALE_BROKER_EPOCH

@@ -171,7 +171,14 @@ def test_requests_of_an_earlier_broker_epoch_are_refused_and_not_applied() -> No
         "live_leaders": [],
     }
     assert a.handle(ApiKey.LEADER_AND_ISR, 4, {}, leader_and_isr) == {
-        "error_code": int(ErrorCode.STALE_BROKER_EPOCH)
+        "error_code": int(ErrorCode.STALE_BROKER_EPOCH),
+        "partition_errors": [
+            {
+                "topic_name": "t",
+                "partition_index": 0,
+                "error_code": int(ErrorCode.STALE_BROKER_EPOCH),
+            }
+        ],
     }
     assert a.replicas.partitions == {}
     stop = {
