@@ -266,6 +266,9 @@ def test_a_leader_and_isr_refused_whole_answers_each_of_its_partitions_so(
             for t in answer["topics"]
         ] == [(TOPIC_ID, [(0, error), (1, error)]), (TOPIC_ID, [(0, error)])]
     assert h.leader_epochs() == APPLIED
+    if why == "older broker epoch":
+        # Nor are its live leaders taken (those of the first request only).
+        assert h.live_leaders == [LIVE_LEADERS]
 
 
 # --- broker epoch fencing (Kafka's isBrokerEpochStale) --------------------------------
