@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from cluster import zookeeper as zkp
+from tests.unit.test_zookeeper_start import BIND_ERROR, _member, _waiting_times_out
 
 # --- the three ways ------------------------------------------------------------------------
 
@@ -911,34 +912,18 @@ def test_a_member_whose_own_bind_error_is_raised_is_not_named_twice(
 ) -> None:
     """The member waited for found its port taken: its error says so and names its log,
     and the ensemble adds only other members' bind errors."""
-    servers = []
-    for myid in (1, 2, 3):
-        server = zkp.LocalServer(
-            myid=myid,
-            client_port=20000 + myid,
-            server_dir=tmp_path / f"server-{myid}",
-            argv=["java"],
-            detached=True,
-        )
-        server.server_dir.mkdir()
-        server.log_file.write_text("LOOKING\n")
-        servers.append(server)
-    servers[0].log_file.write_text("java.net.BindException: Address already in use\n")
-    if others_clash:
-        servers[2].log_file.write_text("java.net.BindException: Address already in use\n")
-
-    def wait_ready(timeout: float = 30.0) -> str:
-        raise servers[0]._start_error("exited before it was ready")
-
-    monkeypatch.setattr(servers[0], "wait_ready", wait_ready)
-    ensemble = zkp.LocalZooKeeper(servers, tmp_path, detached=True, owns_dir=False)
+    waited = _member(tmp_path, 1, "", BIND_ERROR)
+    quiet = _member(tmp_path, 2, "", "LOOKING\n")
+    other = _member(tmp_path, 3, "", BIND_ERROR if others_clash else "LOOKING\n")
+    _waiting_times_out(waited, monkeypatch)
+    ensemble = zkp.LocalZooKeeper([waited, quiet, other], tmp_path, detached=True, owns_dir=False)
     with pytest.raises(zkp.ZooKeeperStartError) as error:
         ensemble.wait_ready(1)
     assert error.value.port_in_use
-    assert error.value.log_file == servers[0].log_file
+    assert error.value.log_file == waited.log_file
     message = str(error.value)
     assert "ZooKeeper server 1 found a port" not in message
     if others_clash:
-        assert message.endswith(f"server 3 found a port already in use, see {servers[2].log_file}")
+        assert message.endswith(f"server 3 found a port already in use, see {other.log_file}")
     else:
-        assert message.endswith(f"a port was already in use; see {servers[0].log_file}")
+        assert message.endswith(f"a port was already in use; see {waited.log_file}")
