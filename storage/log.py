@@ -1198,7 +1198,7 @@ class PartitionLog:
                     self._publish([s for s in self._segments if s.base_offset <= offset])
                     self._remove_segments(doomed)
                 active = self._segments[-1]
-                active.truncate_to(offset)
+                active.truncate_to(offset, now_ms=self._time_ms())
                 self._leo = active.next_offset()
                 self._after_truncation()
             except OSError as exc:

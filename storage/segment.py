@@ -580,9 +580,11 @@ class LogSegment:
 
     # --- truncation, recovery ---------------------------------------------------------
 
-    def truncate_to(self, offset: int) -> int:
+    def truncate_to(self, offset: int, now_ms: int | None = None) -> int:
         """Remove every batch holding offsets >= ``offset`` (a batch straddling it goes
-        whole). Returns the bytes removed."""
+        whole). Returns the bytes removed. A segment cut to nothing counts its segment.ms
+        from ``now_ms`` (now if None), as a new one (Kafka 2.8's truncateTo resets
+        ``created``)."""
         header = self.find_batch(offset, self.size)
         if header is None:
             return 0
@@ -599,6 +601,7 @@ class LogSegment:
         self.bytes_since_last_index_entry = 0
         if cut == 0:
             self._rolling_timestamp = None
+            self.created_ms = shared_ms(int(time.time() * 1000) if now_ms is None else now_ms)
         self._recompute_max_timestamp()
         return removed
 

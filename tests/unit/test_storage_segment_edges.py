@@ -13,6 +13,7 @@ import pytest
 from storage.errors import CorruptRecordError, OffsetOverflowError
 from storage.records import BATCH_HEADER_SIZE, build_batch, iter_batches
 from storage.segment import LogSegment
+from tests.unit.test_storage_log import Clock, open_log
 
 NOW = 1_700_000_000_000
 
@@ -299,3 +300,45 @@ def test_an_index_entry_at_a_batch_cut_short_is_a_problem(tmp_path: Path) -> Non
     assert problem is not None
     assert "running past the log's end" in problem
     segment.close()
+
+
+def test_a_segment_cut_to_nothing_counts_segment_ms_from_the_cut(tmp_path: Path) -> None:
+    # Kafka 2.8's LogSegment.truncateTo: if (log.sizeInBytes == 0) { created =
+    # time.milliseconds; rollingBasedTimestamp = None }.
+    segment = LogSegment.create(
+        tmp_path,
+        0,
+        index_interval_bytes=4096,
+        max_index_bytes=1 << 20,
+        now_ms=NOW - 3_600_000,
+        new_directory=True,
+    )
+    append(segment, batch(0, ts=NOW - 3_600_000))
+    segment.truncate_to(1, now_ms=NOW)  # cuts nothing
+    assert segment.created_ms == NOW - 3_600_000
+    segment.truncate_to(0, now_ms=NOW)
+    assert (segment.created_ms, segment.rolling_timestamp()) == (NOW, None)
+    segment.close()
+
+
+def test_batches_without_timestamps_after_a_cut_to_an_empty_segment_roll_on_time(
+    tmp_path: Path,
+) -> None:
+    # Batches with no timestamp (-1) roll on time since the segment's creation (Kafka
+    # 2.8's timeWaitedForRoll: now - created), and a follower's truncation that empties
+    # its active segment makes it as new.
+    clock = Clock(NOW)
+    log = open_log(tmp_path / "t-0", clock, segment_ms=3_600_000)
+    log.append_as_follower(batch(0, ts=-1))
+    log.roll()
+    log.append_as_follower(batch(1, ts=-1))
+    clock.now += 2 * 3_600_000
+    assert log.truncate_to(1)
+    assert log.segment_base_offsets() == [0, 1]
+    log.append_as_follower(batch(1, ts=-1))
+    log.append_as_follower(batch(2, ts=-1))  # an hour has not passed since the cut
+    assert log.segment_base_offsets() == [0, 1]
+    clock.now += 3_600_001
+    log.append_as_follower(batch(3, ts=-1))
+    assert log.segment_base_offsets() == [0, 1, 3]
+    log.close()
