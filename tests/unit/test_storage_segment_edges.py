@@ -342,3 +342,43 @@ def test_batches_without_timestamps_after_a_cut_to_an_empty_segment_roll_on_time
     log.append_as_follower(batch(3, ts=-1))
     assert log.segment_base_offsets() == [0, 1, 3]
     log.close()
+
+
+def test_a_segment_marked_for_deletion_renames_all_three_files(tmp_path: Path) -> None:
+    # Kafka 2.8's LogSegment.changeFileSuffixes("", Log.DeletedFileSuffix): the log and
+    # each index.
+    segment = new_segment(tmp_path)
+    append(segment, batch(0))
+    segment.rename_to_deleted()
+    assert sorted(os.listdir(tmp_path)) == [
+        "00000000000000000000.index.deleted",
+        "00000000000000000000.log.deleted",
+        "00000000000000000000.timeindex.deleted",
+    ]
+    assert segment.deleted
+    segment.close_and_remove()
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_segment_whose_indexes_were_lost_is_trusted_once_recovered(tmp_path: Path) -> None:
+    segment = new_segment(tmp_path)
+    append(segment, batch(0), batch(1))
+    segment.flush()
+    index_path, time_index_path = segment.offset_index.path, segment.time_index.path
+    segment.close()
+    os.unlink(index_path)
+    os.unlink(time_index_path)
+    segment = reopened(segment)
+    problem = segment.index_problem()
+    assert problem is not None
+    assert "index files missing" in problem
+    assert segment.recover(None).next_offset == 2
+    assert segment.index_problem() is None
+    segment.close()
+
+
+def test_a_closed_segment_never_opened_cannot_be_flushed(tmp_path: Path) -> None:
+    segment = new_segment(tmp_path)
+    segment.close()
+    with pytest.raises(OSError, match="closed"):
+        segment.flush()
