@@ -1366,8 +1366,9 @@ class _Readable:
 def _check_produce_records(version: int, records: bytes | None) -> tuple[ErrorCode, str] | None:
     """Kafka's ProduceRequest.validateRecords (versions 3 and up): one record batch of
     magic 2 (INVALID_RECORD for more, or for a message of magic 0 or 1), zstd only from
-    version 7 (KIP-110). A batch too short to tell, with another magic, or with a few
-    bytes after it is left to the log's validation (CORRUPT_MESSAGE)."""
+    version 7 (KIP-110), looked at in Kafka's order: the first batch's magic, its codec,
+    then whether another follows. A batch too short to tell, with another magic, or with
+    a few bytes after it is left to the log's validation (CORRUPT_MESSAGE)."""
     if not records:
         return ErrorCode.INVALID_RECORD, "no records"
     if len(records) > _MAGIC_AT and records[_MAGIC_AT] in (0, 1):
@@ -1377,17 +1378,17 @@ def _check_produce_records(version: int, records: bytes | None) -> tuple[ErrorCo
         )
     if len(records) < BATCH_HEADER_SIZE or records[_MAGIC_AT] != 2:
         return None  # the log says what is wrong with it
-    size = _BATCH_LENGTH.unpack_from(records, 8)[0] + LOG_OVERHEAD
-    if size > 0 and len(records) - size > _MAGIC_AT:  # room for another batch's header
-        return (
-            ErrorCode.INVALID_RECORD,
-            f"produce requests with version {version} may hold exactly one record batch",
-        )
     codec = records[_ATTRIBUTES_LOW_BYTE] & ATTR_COMPRESSION_MASK
     if version < _PRODUCE_ZSTD_VERSION and codec == Compression.ZSTD:
         return (
             ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
             f"produce requests with version {version} may not use zstd (version 7 and up)",
+        )
+    size = _BATCH_LENGTH.unpack_from(records, 8)[0] + LOG_OVERHEAD
+    if size > 0 and len(records) - size > _MAGIC_AT:  # room for another batch's header
+        return (
+            ErrorCode.INVALID_RECORD,
+            f"produce requests with version {version} may hold exactly one record batch",
         )
     return None
 

@@ -246,3 +246,16 @@ def test_messages_converted_are_bounded_as_a_batch_by_their_topics_decompressed_
         assert replicas.partitions[T0].log_end_offset == 1
     finally:
         manager.close()
+
+
+@pytest.mark.parametrize("version", [3, 6])
+def test_zstd_before_v7_is_told_before_a_second_batch(
+    logs: LogManager,  # noqa: F811
+    version: int,
+) -> None:
+    """validateRecords looks at the first batch's codec before whether another batch
+    follows: a zstd batch and another before v7 is UNSUPPORTED_COMPRESSION_TYPE, as one
+    alone. It was INVALID_RECORD."""
+    zstd = bytes(build_batch([b"z"], compression=Compression.ZSTD))
+    answer = refused(logs, version, zstd + bytes(build_batch([b"w"])))
+    assert answer["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
