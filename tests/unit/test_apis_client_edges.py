@@ -108,6 +108,7 @@ def test_describe_cluster_gives_the_controller_the_cluster_id_and_the_listeners_
         answer = a._handle_describe_cluster(asked, listener)
         decoded = out.decode(bytes(out.encode(answer)))
         assert (decoded["cluster_id"], decoded["controller_id"]) == ("the-cluster", 2)
+        assert (decoded["error_code"], decoded["error_message"]) == (ErrorCode.NONE, None)
         assert [(b["broker_id"], b["host"], b["port"], b["rack"]) for b in decoded["brokers"]] == [
             (1, host, base + 1, None),
             (2, host, base + 2, None),

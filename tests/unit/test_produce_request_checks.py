@@ -146,11 +146,16 @@ def test_a_clients_produce_to_the_transaction_state_topic_is_refused(
     logs: LogManager,  # noqa: F811
 ) -> None:
     """Every internal topic is refused to a client (appendToLocalLog's
-    Topic.isInternal), __transaction_state as __consumer_offsets."""
+    Topic.isInternal), __transaction_state as __consumer_offsets; with acks=0 too, the
+    connection closed."""
     apis, replicas, _zk = make_leader([TRANSACTIONS0], isr=(LEADER,), logs=logs)
     body = produce_records(TRANSACTIONS0, bytes(build_batch([b"v"])))
     got = Loopback(apis).request(ApiKey.PRODUCE, 8, body)
     assert answers(got) == [("__transaction_state", 0, ErrorCode.INVALID_TOPIC_EXCEPTION)]
+    body["acks"] = 0
+    body["topic_data"][0]["partition_data"][0]["records"] = build_batch([b"v"])
+    with pytest.raises(CloseConnection, match="INVALID_TOPIC_EXCEPTION"):
+        apis.handle(ApiKey.PRODUCE, 8, {"client_id": "p"}, body)
     assert replicas.partitions[TRANSACTIONS0].log_end_offset == 0
 
 
