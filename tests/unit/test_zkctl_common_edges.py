@@ -85,6 +85,11 @@ def test_the_session_timeout_stays_at_10_s_at_least(recording: list[RecordingCli
             "request_timeout_ms": int(zk_timeout * 1000),
         }
         assert client.closed_with == [zk_timeout]
+    # Under a millisecond: 1 ms, not 0 (no timeout at all, to kazoo).
+    with zk_session(session_args(0.0001)):
+        pass
+    assert recording[-1].timeouts["connection_timeout_ms"] == 1
+    assert recording[-1].timeouts["request_timeout_ms"] == 1
 
 
 def test_a_zookeeper_that_stopped_answering_is_not_waited_for_at_the_close(
