@@ -1,0 +1,170 @@
+"""broker/server.py at its edges: the controlled shutdown's attempts (what counts as done,
+the backoff between attempts, a controller's refusal, what is asked, no controller), as
+Kafka 2.8's KafkaServer.controlledShutdown."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from broker import server
+from broker.config import load_broker_config
+from broker.network import SocketServer
+from tests.unit.test_broker_controlled_shutdown import BASE, _ControllerApis, unstarted_server
+from zkdata.znodes import BrokerRegistration, EndPoint, encode_broker
+
+
+def attempts_answering(remaining: list[int | None], retries: int = 3, backoff_ms: int = 0) -> Any:
+    """A stand-in for the server whose attempts answer ``remaining`` in turn."""
+    answers = iter(remaining)
+    asked: list[int] = []
+
+    def ask() -> int | None:
+        asked.append(1)
+        return next(answers)
+
+    return types.SimpleNamespace(
+        config=dataclasses.replace(
+            BASE,
+            controlled_shutdown_retry_backoff_ms=backoff_ms,
+            controlled_shutdown_max_retries=retries,
+        ),
+        _ask_controller_to_shut_down=ask,
+        state_log=types.SimpleNamespace(write=lambda *a, **k: None),
+        asked=asked,
+    )
+
+
+def test_only_no_partition_left_is_a_controlled_shutdown_done(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka's shutdownSucceeded: the answer's remaining partitions are empty. One left
+    led here is another attempt, after the backoff; the first answer of none ends it."""
+    monkeypatch.setattr("broker.server.time.sleep", lambda _s: None)
+    fake = attempts_answering([1, 1, 1])
+    assert server.KafkaServer.controlled_shutdown(fake) is False
+    assert len(fake.asked) == 3
+    fake = attempts_answering([1, None, 0, 0])
+    assert server.KafkaServer.controlled_shutdown(fake) is True
+    assert len(fake.asked) == 3
+
+
+def test_attempts_are_backed_off_by_the_retry_backoff_between_them_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """controlled.shutdown.retry.backoff.ms, in milliseconds, between attempts: not after
+    the last one (Kafka's loop sleeps only when it will ask again)."""
+    slept: list[float] = []
+    monkeypatch.setattr("broker.server.time.sleep", slept.append)
+    fake = attempts_answering([2, 2, 2], retries=3, backoff_ms=250)
+    assert server.KafkaServer.controlled_shutdown(fake) is False
+    assert slept == [0.25, 0.25]
+
+
+def test_no_controller_is_a_failed_attempt_without_looking_for_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """/controller absent (read_controller's -1): nothing to ask, no broker to look up."""
+    monkeypatch.setattr(server, "read_controller", lambda zk, **_: (-1, 0))
+    looked_up: list[str] = []
+
+    def get_within(path: str, timeout_s: float) -> None:
+        looked_up.append(path)
+
+    fake = types.SimpleNamespace(
+        config=BASE,
+        zk=types.SimpleNamespace(get_within=get_within),
+        _endpoint_of=lambda broker_id: looked_up.append(f"endpoint {broker_id}"),
+    )
+    assert server.KafkaServer._ask_controller_to_shut_down(cast(Any, fake)) is None
+    assert looked_up == []
+
+
+class _AnsweringControllerApis(_ControllerApis):
+    """A controller answering each ControlledShutdown with ``answer``."""
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        super().__init__()
+        self.answer = answer
+
+    def handle(self, api_key: int, version: int, header: Any, body: Any, **_: Any) -> Any:
+        self.asked.append(body)
+        return self.answer
+
+
+def _ask_controller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: dict[str, Any], retries: int
+) -> tuple[bool, list[dict[str, Any]]]:
+    """A broker (id 1, broker epoch 42) stopping with controller 7 answering ``answer``:
+    whether its controlled shutdown succeeded, and what it asked."""
+    apis = _AnsweringControllerApis(answer)
+    listener = SocketServer("127.0.0.1", 0, lambda: cast(Any, apis))
+    listener.start()
+    try:
+        controller = BrokerRegistration(7, (EndPoint("PLAINTEXT", "127.0.0.1", listener.port),))
+        config = load_broker_config(
+            text="broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+            "zookeeper.connect=127.0.0.1:1\n"
+            f"controlled.shutdown.max.retries={retries}\n"
+            "controlled.shutdown.retry.backoff.ms=0\n"
+            f"log.dirs={tmp_path / 'data'}\n"
+        )
+        broker = server.KafkaServer(config)
+        try:
+            broker.broker_epoch = 42
+            monkeypatch.setattr(server, "read_controller", lambda zk, **_: (7, 0x1234))
+            stat = types.SimpleNamespace(version=0, czxid=5, ephemeralOwner=0x1234)
+            monkeypatch.setattr(
+                broker.zk, "get_within", lambda path, t: (encode_broker(controller), stat)
+            )
+            return broker.controlled_shutdown(), apis.asked
+        finally:
+            broker.shutdown()
+    finally:
+        listener.stop()
+
+
+def test_the_request_names_the_broker_and_its_epoch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ControlledShutdownRequest v3 carries the broker's id and broker epoch (the
+    controller refuses a stale epoch: STALE_BROKER_EPOCH)."""
+    done, asked = _ask_controller(
+        tmp_path, monkeypatch, {"error_code": 0, "remaining_partitions": []}, retries=1
+    )
+    assert done is True
+    assert asked == [{"broker_id": 1, "broker_epoch": 42}]
+
+
+def test_a_controller_refusing_the_request_is_a_failed_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error code (STALE_BROKER_EPOCH here) is no success, whatever the remaining
+    partitions say: Kafka retries, then shuts down anyway."""
+    done, asked = _ask_controller(
+        tmp_path, monkeypatch, {"error_code": 77, "remaining_partitions": []}, retries=2
+    )
+    assert done is False
+    assert len(asked) == 2
+
+
+def test_a_broker_with_controlled_shutdown_disabled_asks_for_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """controlled.shutdown.enable=false: Kafka's shutdown skips controlledShutdown, even
+    once started."""
+    broker = unstarted_server(tmp_path, monkeypatch, "controlled.shutdown.enable=false\n")
+    broker.startup_complete.set()
+    asked: list[int] = []
+
+    def controlled_shutdown() -> bool:
+        asked.append(1)
+        return True
+
+    monkeypatch.setattr(broker, "controlled_shutdown", controlled_shutdown)
+    assert broker.shutdown()
+    assert asked == []
