@@ -15,7 +15,7 @@ from broker import server
 from broker.config import load_broker_config
 from broker.network import SocketServer
 from tests.unit.test_broker_controlled_shutdown import BASE, _ControllerApis, unstarted_server
-from zkdata.znodes import BrokerRegistration, EndPoint, encode_broker
+from zkdata.znodes import BrokerRegistration, EndPoint, TopicPartition, encode_broker
 
 
 def attempts_answering(remaining: list[int | None], retries: int = 3, backoff_ms: int = 0) -> Any:
@@ -168,3 +168,103 @@ def test_a_broker_with_controlled_shutdown_disabled_asks_for_none(
     monkeypatch.setattr(broker, "controlled_shutdown", controlled_shutdown)
     assert broker.shutdown()
     assert asked == []
+
+
+# --- shutdown: once, and what it tells the rest of the broker ------------------------------
+
+
+def test_a_second_shutdown_does_nothing_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's shutdown runs once (isShuttingDown.compareAndSet): a second call, from a
+    signal while the first runs, say, neither asks the controller again nor closes again."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+    broker.startup_complete.set()
+    asked: list[int] = []
+    closed: list[int] = []
+
+    def controlled_shutdown() -> bool:
+        asked.append(1)
+        return True
+
+    zk_close = broker.zk.close
+
+    def close_zk() -> None:
+        closed.append(1)
+        zk_close()
+
+    monkeypatch.setattr(broker, "controlled_shutdown", controlled_shutdown)
+    monkeypatch.setattr(broker.zk, "close", close_zk)
+    assert broker.shutdown()
+    assert broker.shutdown()
+    assert (asked, closed) == ([1], [1])
+
+
+def test_a_shutdown_cancels_a_registration_waiting_for_zookeeper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """stop_requested is what a registration waiting (for a new session, or for a stale
+    registration to expire) gives up on."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+    assert not broker.stop_requested.is_set()
+    broker.shutdown()
+    assert broker.stop_requested.is_set()
+
+
+class _Fetchers:
+    def __init__(self) -> None:
+        self.followed: list[Any] = []
+        self.unfollowed: list[Any] = []
+
+    def follow(self, partitions: list[Any]) -> None:
+        self.followed += partitions
+
+    def unfollow(self, partitions: list[Any]) -> None:
+        self.unfollowed += partitions
+
+    def close(self) -> None:
+        pass
+
+
+def _partition(name: str, leader: int) -> Any:
+    return types.SimpleNamespace(
+        topic_partition=TopicPartition(name, 0), leader=leader, leader_epoch=3, log_end_offset=9
+    )
+
+
+def test_leaders_are_unfollowed_and_followers_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Becoming leader stops the partition's fetcher; becoming follower fetches from the
+    leader at the log end offset (Kafka's makeLeaders/makeFollowers)."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+    try:
+        fetchers = _Fetchers()
+        monkeypatch.setattr(broker, "fetchers", fetchers)
+        monkeypatch.setattr(broker.groups, "on_become", lambda leaders, followers: None)
+        broker._on_become([_partition("led", 1)], [_partition("followed", 2)])
+        assert fetchers.unfollowed == [TopicPartition("led", 0)]
+        assert fetchers.followed == [(TopicPartition("followed", 0), 2, 3, 9)]
+    finally:
+        broker.shutdown()
+
+
+def test_a_broker_shutting_down_follows_no_partition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A LeaderAndIsr making it a follower during its controlled shutdown: following would
+    only bring it back into ISRs it is leaving; its fetchers stop instead."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+    broker.startup_complete.set()
+    fetchers = _Fetchers()
+    monkeypatch.setattr(broker, "fetchers", fetchers)
+    monkeypatch.setattr(broker.groups, "on_become", lambda leaders, followers: None)
+
+    def controlled_shutdown() -> bool:
+        broker._on_become([], [_partition("followed", 2)])
+        return True
+
+    monkeypatch.setattr(broker, "controlled_shutdown", controlled_shutdown)
+    broker.shutdown()
+    assert fetchers.followed == []
+    assert TopicPartition("followed", 0) in fetchers.unfollowed
