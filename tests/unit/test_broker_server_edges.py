@@ -268,3 +268,89 @@ def test_a_broker_shutting_down_follows_no_partition(
     broker.shutdown()
     assert fetchers.followed == []
     assert TopicPartition("followed", 0) in fetchers.unfollowed
+
+
+def test_a_step_that_fails_is_reported_and_the_rest_still_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's shutdown swallows each step's error (CoreUtils.swallow) and goes on: the
+    ZooKeeper session is still closed. The broker says it did not stop cleanly."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+    closed: list[int] = []
+    zk_close = broker.zk.close
+
+    def failing() -> None:
+        raise OSError("disk gone")
+
+    def close_zk() -> None:
+        closed.append(1)
+        zk_close()
+
+    monkeypatch.setattr(broker.groups, "close", failing)
+    monkeypatch.setattr(broker.zk, "close", close_zk)
+    assert broker.shutdown() is False
+    assert closed == [1]
+
+
+# --- registration and the ZooKeeper chroot --------------------------------------------------
+
+
+def test_each_port_0_listener_advertises_its_own_bound_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broker = unstarted_server(
+        tmp_path,
+        monkeypatch,
+        "listeners=CLIENT://127.0.0.1:0,REPLICATION://127.0.0.1:0\n"
+        "listener.security.protocol.map=CLIENT:PLAINTEXT,REPLICATION:PLAINTEXT\n"
+        "inter.broker.listener.name=REPLICATION\n",
+    )
+    try:
+        bound = {name: s.port for name, s in broker.socket_servers.items()}
+        assert bound["CLIENT"] != bound["REPLICATION"]
+        advertised = {ep.listener: ep.port for ep in broker.registration().endpoints}
+        assert advertised == bound
+    finally:
+        broker.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("connect", "split"),
+    [
+        ("z1:2181,z2:2181", ("z1:2181,z2:2181", "")),
+        ("z1:2181/kafka", ("z1:2181", "/kafka")),
+        ("z1:2181/kafka/", ("z1:2181", "/kafka")),
+        ("z1:2181/a/b//", ("z1:2181", "/a/b")),
+        ("z1:2181/", ("z1:2181", "")),
+    ],
+)
+def test_the_chroot_is_split_from_the_connect_string(connect: str, split: tuple[str, str]) -> None:
+    assert server._split_chroot(connect) == split
+
+
+def test_the_chroot_is_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The identity step makes the chroot before start-up does: one connection, not two."""
+    made: list[str] = []
+
+    class Root:
+        def __init__(self, hosts: str, **_: Any) -> None:
+            made.append(hosts)
+
+        def start(self, **_: Any) -> None:
+            pass
+
+        def until_connected(self, fn: Any, **_: Any) -> Any:
+            return fn()
+
+        def ensure_paths(self, paths: list[str]) -> None:
+            made.append(paths[0])
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(server, "ZkClient", Root)
+    config = load_broker_config(text="broker.id=1\nzookeeper.connect=z1:2181/kafka/\n")
+    fake = types.SimpleNamespace(_chroot_ensured=False, stop_requested=None)
+    server.KafkaServer._ensure_chroot(cast(Any, fake), config)
+    server.KafkaServer._ensure_chroot(cast(Any, fake), config)
+    assert made == ["z1:2181", "/kafka"]
