@@ -354,3 +354,49 @@ def test_the_chroot_is_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
     server.KafkaServer._ensure_chroot(cast(Any, fake), config)
     server.KafkaServer._ensure_chroot(cast(Any, fake), config)
     assert made == ["z1:2181", "/kafka"]
+
+
+def test_the_registration_carries_the_rack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = unstarted_server(tmp_path, monkeypatch, "broker.rack=r1\n")
+    try:
+        assert broker.registration().rack == "r1"
+    finally:
+        broker.shutdown()
+
+
+def test_registering_remembers_the_epoch_and_says_registered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the request handlers wait for before answering (registered) and the broker
+    epoch its ControlledShutdown and ISR writes carry: the registration's czxid."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+    try:
+        monkeypatch.setattr(server, "register_broker", lambda zk, reg, **_: 0x55)
+        assert not broker.registered.is_set()
+        assert broker.register() == 0x55
+        assert broker.broker_epoch == 0x55
+        assert broker.registered.is_set()
+    finally:
+        broker.shutdown()
+
+
+def test_a_brokers_address_is_the_metadatas_before_a_leaders_remembered_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A LeaderAndIsr's live leaders are remembered (and the fetchers told) for brokers
+    the metadata does not know yet; the metadata's address wins once it knows one."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+    try:
+        refreshed: list[int] = []
+        monkeypatch.setattr(broker.fetchers, "refresh_endpoints", lambda: refreshed.append(1))
+        broker._remember_live_leaders([])
+        assert refreshed == []
+        broker._remember_live_leaders([{"broker_id": 2, "host_name": "old", "port": 1}])
+        assert refreshed == [1]
+        assert broker._endpoint_of(2) == ("old", 1)
+        known = types.SimpleNamespace(host="new", port=2)
+        monkeypatch.setattr(broker.metadata, "broker", lambda b: known if b == 2 else None)
+        assert broker._endpoint_of(2) == ("new", 2)
+        assert broker._endpoint_of(3) is None
+    finally:
+        broker.shutdown()
