@@ -400,3 +400,57 @@ def test_a_brokers_address_is_the_metadatas_before_a_leaders_remembered_one(
         assert broker._endpoint_of(3) is None
     finally:
         broker.shutdown()
+
+
+class _DirFailures:
+    def __init__(self, offline: set[str]) -> None:
+        self.offline = offline
+        self.added: list[str] = []
+
+    def has_offline_log_dir(self, key: str) -> bool:
+        return key in self.offline
+
+    def maybe_add_offline_log_dir(self, key: str, why: str, error: Exception) -> None:
+        self.added.append(key)
+
+
+def test_meta_properties_are_not_written_in_a_directory_failed_since_start(
+    tmp_path: Path,
+) -> None:
+    """checkpointBrokerMetadata writes only the live log directories."""
+    failed, live = tmp_path / "failed", tmp_path / "live"
+    failed.mkdir()
+    live.mkdir()
+    failures = _DirFailures({str(failed)})
+    fake = types.SimpleNamespace(logs=types.SimpleNamespace(dir_failures=failures), broker_id=1)
+    server.KafkaServer._checkpoint_meta_properties(
+        cast(Any, fake), [str(failed), str(live)], "cluster-a"
+    )
+    assert not (failed / "meta.properties").exists()
+    assert "cluster-a" in (live / "meta.properties").read_text()
+    assert failures.added == []
+
+
+def test_the_group_coordinator_takes_the_brokers_group_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """group.min/max.session.timeout.ms, group.initial.rebalance.delay.ms, group.max.size,
+    and offsets.retention.minutes in milliseconds (Kafka's offsetsRetentionMs)."""
+    broker = unstarted_server(
+        tmp_path,
+        monkeypatch,
+        "group.min.session.timeout.ms=1111\ngroup.max.session.timeout.ms=2222\n"
+        "group.initial.rebalance.delay.ms=333\ngroup.max.size=44\n"
+        "offsets.retention.minutes=5\n",
+    )
+    try:
+        limits = broker.groups.limits
+        assert (
+            limits.min_session_timeout_ms,
+            limits.max_session_timeout_ms,
+            limits.initial_rebalance_delay_ms,
+            limits.max_size,
+        ) == (1111, 2222, 333, 44)
+        assert broker.groups.offsets_retention_ms == 5 * 60 * 1000
+    finally:
+        broker.shutdown()
