@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -14,6 +15,7 @@ import pytest
 from broker import server
 from broker.config import load_broker_config
 from broker.network import SocketServer
+from tests.unit import test_topic_configs as topic_configs
 from tests.unit.test_broker_controlled_shutdown import BASE, _ControllerApis, unstarted_server
 from zkdata.znodes import BrokerRegistration, EndPoint, TopicPartition, encode_broker
 
@@ -454,3 +456,49 @@ def test_the_group_coordinator_takes_the_brokers_group_settings(
         assert broker.groups.offsets_retention_ms == 5 * 60 * 1000
     finally:
         broker.shutdown()
+
+
+# --- topic configs kept: a read overtaken by a change or a deletion is not kept -------------
+
+
+class RacingZk(topic_configs.Zk):
+    """Runs ``meanwhile`` once, right after the next batch of reads got its answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.meanwhile: Callable[[], None] | None = None
+
+    def get_many(self, path_list: Any, *, watch: bool = False, batch: int = 0) -> Any:
+        got = super().get_many(path_list, watch=watch, batch=batch)
+        hook, self.meanwhile = self.meanwhile, None
+        if hook is not None:
+            hook()
+        return got
+
+
+def test_a_read_overtaken_by_a_deletion_is_not_kept() -> None:
+    """The topic deleted while its config was read: what was read (perhaps before the
+    deletion) must not be kept for a topic made again under the name."""
+    zk = RacingZk()
+    topic_configs.put_config(zk, "t", {"retention.ms": "1000"})
+    s = topic_configs.server(zk)
+    zk.meanwhile = lambda: s._on_topics_deleted(["t"])
+    assert s._topic_config("t").retention_ms == 1000  # answered, not kept
+    assert "t" not in s._topic_configs
+
+
+def test_a_read_overtaken_by_a_change_does_not_undo_it() -> None:
+    """A LeaderAndIsr's read of the old config, then a change notification applied in
+    full before that read is kept: the new config stays kept, not the old one."""
+    zk = RacingZk()
+    topic_configs.put_config(zk, "t", {"retention.ms": "1000"})
+    s = topic_configs.server(zk)
+    assert s._topic_config("t").retention_ms == 1000  # kept
+
+    def change() -> None:
+        topic_configs.put_config(zk, "t", {"retention.ms": "2000"})
+        s._on_topic_config_change("t")
+
+    zk.meanwhile = change
+    assert s._new_logs_topic_configs(["t"])["t"].retention_ms == 1000  # read before
+    assert s._topic_configs["t"].retention_ms == 2000
