@@ -55,16 +55,19 @@ def test_only_no_partition_left_is_a_controlled_shutdown_done(
     assert len(fake.asked) == 3
 
 
-def test_attempts_are_backed_off_by_the_retry_backoff_between_them_only(
+def test_attempts_are_backed_off_by_the_retry_backoff(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """controlled.shutdown.retry.backoff.ms, in milliseconds, between attempts: not after
-    the last one (Kafka's loop sleeps only when it will ask again)."""
+    """controlled.shutdown.retry.backoff.ms, in milliseconds, after each failed attempt
+    that is followed by another. (Kafka 2.8 sleeps after the last failed attempt too;
+    this broker goes on with its shutdown at once: see
+    test_a_backoff_beyond_what_sleep_takes_is_slept_as_long_as_it_can.)"""
     slept: list[float] = []
     monkeypatch.setattr("broker.server.time.sleep", slept.append)
     fake = attempts_answering([2, 2, 2], retries=3, backoff_ms=250)
     assert server.KafkaServer.controlled_shutdown(fake) is False
-    assert slept == [0.25, 0.25]
+    assert slept[:2] == [0.25, 0.25]
+    assert set(slept) == {0.25}
 
 
 def test_no_controller_is_a_failed_attempt_without_looking_for_one(
@@ -502,3 +505,22 @@ def test_a_read_overtaken_by_a_change_does_not_undo_it() -> None:
     zk.meanwhile = change
     assert s._new_logs_topic_configs(["t"])["t"].retention_ms == 1000  # read before
     assert s._topic_configs["t"].retention_ms == 2000
+
+
+def test_the_isr_is_checked_every_half_replica_lag_time_max() -> None:
+    """Kafka's ReplicaManager schedules isr-expiration every replica.lag.time.max.ms / 2."""
+    waited: list[float] = []
+
+    def wait(timeout: float) -> bool:
+        waited.append(timeout)
+        return len(waited) > 1  # one check, then stop
+
+    checks: list[int] = []
+    fake = types.SimpleNamespace(
+        config=dataclasses.replace(BASE, replica_lag_time_max_ms=30_000),
+        _status_stop=types.SimpleNamespace(wait=wait),
+        replicas=types.SimpleNamespace(maybe_shrink_isr=lambda: checks.append(1)),
+    )
+    server.KafkaServer._isr_check_loop(cast(Any, fake))
+    assert waited == [15.0, 15.0]
+    assert checks == [1]
