@@ -15,6 +15,7 @@ import pytest
 from broker import server
 from broker.config import load_broker_config
 from broker.network import SocketServer
+from election.broker_identity import IdentityOutcome
 from tests.unit import test_topic_configs as topic_configs
 from tests.unit.test_broker_controlled_shutdown import BASE, _ControllerApis, unstarted_server
 from zkdata.znodes import BrokerRegistration, EndPoint, TopicPartition, encode_broker
@@ -524,3 +525,22 @@ def test_the_isr_is_checked_every_half_replica_lag_time_max() -> None:
     server.KafkaServer._isr_check_loop(cast(Any, fake))
     assert waited == [15.0, 15.0]
     assert checks == [1]
+
+
+def test_the_id_the_identity_step_gives_is_the_brokers_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An id other than broker.id (one generated, or read from meta.properties, as Kafka's
+    getOrGenerateBrokerId) is the one the broker registers, logs and answers with."""
+    monkeypatch.setattr(
+        server,
+        "establish_identity",
+        lambda config, address, **_: IdentityOutcome("generated", 1005, "generated", "x"),
+    )
+    broker = unstarted_server(tmp_path, monkeypatch)
+    try:
+        assert (broker.broker_id, broker.config.broker_id) == (1005, 1005)
+        assert broker.registration().broker_id == 1005
+        assert broker.metadata.broker_id == 1005
+    finally:
+        broker.shutdown()
