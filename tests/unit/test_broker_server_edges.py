@@ -5,6 +5,7 @@ Kafka 2.8's KafkaServer.controlledShutdown."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from broker import server
 from broker.config import load_broker_config
 from broker.network import SocketServer
 from election.broker_identity import IdentityOutcome
+from storage.log_manager import lock_log_dirs
 from tests.unit import test_topic_configs as topic_configs
 from tests.unit.test_broker_controlled_shutdown import BASE, _ControllerApis, unstarted_server
 from zkdata.znodes import BrokerRegistration, EndPoint, TopicPartition, encode_broker
@@ -544,3 +546,77 @@ def test_the_id_the_identity_step_gives_is_the_brokers_everywhere(
         assert broker.metadata.broker_id == 1005
     finally:
         broker.shutdown()
+
+
+def test_an_attempt_that_fails_otherwise_than_by_zookeeper_is_retried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka retries after an IOException (the controller unreachable, its connection
+    reset); only ZooKeeper not answering ends the controlled shutdown."""
+    monkeypatch.setattr("broker.server.time.sleep", lambda _s: None)
+    answers: list[int | Exception] = [ConnectionRefusedError("controller gone"), 0]
+    fake = attempts_answering([])
+
+    def ask() -> int:
+        fake.asked.append(1)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    fake._ask_controller_to_shut_down = ask
+    assert server.KafkaServer.controlled_shutdown(fake) is True
+    assert len(fake.asked) == 2
+
+
+def test_registering_at_start_up_waits_out_a_lost_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At start-up the registration waits for ZooKeeper (Kafka's client retries until
+    connected); the controller's re-registration after a new session does not wait."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+    try:
+        waits: list[bool] = []
+
+        def register_broker(zk: Any, reg: Any, **kw: Any) -> int:
+            waits.append(kw["until_connected"])
+            return 7
+
+        monkeypatch.setattr(server, "register_broker", register_broker)
+        broker.register(until_connected=True)
+        broker.register()
+        assert waits == [True, False]
+    finally:
+        broker.shutdown()
+
+
+def test_the_status_file_is_in_the_first_log_dir_and_says_when_the_broker_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`zkctl controller` and the local cluster read broker-status.json from the first log
+    directory; a stopped broker's says when it stopped."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    broker = unstarted_server(tmp_path, monkeypatch, f"log.dirs={first},{second}\n")
+    try:
+        broker._status_stop.set()  # one write, then the loop ends
+        broker._status_loop()
+        assert (first / server.STATUS_FILE).exists()
+        assert not (second / server.STATUS_FILE).exists()
+    finally:
+        broker.shutdown()
+    status = json.loads((first / server.STATUS_FILE).read_text())
+    assert status["broker_id"] == 1
+    assert status["stopped_at"] >= status["started_at"]
+
+
+def test_a_stopped_broker_stops_its_status_thread_and_releases_its_log_dirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing rewrites the status file after the broker stopped, and another broker may
+    take the log directories (their locks are released)."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+    broker._status_thread.start()
+    broker.shutdown()
+    broker._status_thread.join(20)  # a hang-only bound
+    assert not broker._status_thread.is_alive()
+    lock_log_dirs(broker.config.log_dirs).release()  # no LogDirLockedError
