@@ -5,6 +5,7 @@ gone once closed), as Kafka 2.8's ZkNodeChangeNotificationListener."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -217,3 +218,38 @@ def test_a_closed_listener_stops_its_thread_and_takes_no_more_passes() -> None:
     assert not listener._thread.is_alive()
     assert len(passes) == 1
     assert zk.handlers[paths.CONFIG_CHANGES] == []  # the watch no longer wakes it
+
+
+def test_a_notification_of_another_entity_applies_nothing() -> None:
+    """Broker, user and client configs are not modelled: their notifications are read
+    and passed over, the topics' applied."""
+    zk = ChangesZk()
+    applied: list[str] = []
+    listener = ConfigChangeListener(cast(ZkClient, zk), applied.append, now_ms=lambda: 0)
+    zk.notify("brokers/1")
+    zk.notify("topics/a")
+    zk.notify("users/alice")
+    assert listener.process() == ["a"]
+    assert applied == ["a"]
+
+
+class VanishingZk(ChangesZk):
+    """A notification listed, then gone before it is read (another broker purged it)."""
+
+    def get(self, path: str, *, watch: bool = False) -> Any:
+        if path.endswith("0000000000"):
+            return None
+        return super().get(path, watch=watch)
+
+
+def test_a_notification_gone_before_it_is_read_is_passed_over_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    zk = VanishingZk()
+    applied: list[str] = []
+    listener = ConfigChangeListener(cast(ZkClient, zk), applied.append, now_ms=lambda: 0)
+    zk.notify("topics/gone")
+    zk.notify("topics/b")
+    with caplog.at_level(logging.WARNING, logger="broker.config_changes"):
+        assert listener.process() == ["b"]
+    assert caplog.records == []
