@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -620,3 +621,33 @@ def test_a_stopped_broker_stops_its_status_thread_and_releases_its_log_dirs(
     broker._status_thread.join(20)  # a hang-only bound
     assert not broker._status_thread.is_alive()
     lock_log_dirs(broker.config.log_dirs).release()  # no LogDirLockedError
+
+
+def test_partitions_the_controller_could_not_move_fail_the_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer listing partitions still led here is no success (Kafka's
+    remainingPartitions.isEmpty): each attempt is taken, then the broker stops anyway."""
+    remaining = [{"topic_name": "t", "partition_index": 0}]
+    done, asked = _ask_controller(
+        tmp_path, monkeypatch, {"error_code": 0, "remaining_partitions": remaining}, retries=2
+    )
+    assert done is False
+    assert len(asked) == 2
+
+
+def test_the_stop_request_given_is_the_one_a_start_up_waits_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SIGTERM handler's event: a start-up waiting for its earlier registration to
+    expire gives up when it is set."""
+    stop = threading.Event()
+    config = load_broker_config(
+        text="broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nzookeeper.connect=127.0.0.1:1\n"
+        f"log.dirs={tmp_path / 'data'}\n"
+    )
+    broker = server.KafkaServer(config, stop_requested=stop)
+    try:
+        assert broker.stop_requested is stop
+    finally:
+        broker.shutdown()
