@@ -651,3 +651,33 @@ def test_the_stop_request_given_is_the_one_a_start_up_waits_on(
         assert broker.stop_requested is stop
     finally:
         broker.shutdown()
+
+
+def test_the_group_coordinator_hears_of_leaderships_stops_and_deleted_topics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Kafka's: becoming leader or follower of __consumer_offsets partitions loads or
+    unloads their groups (onElection/onResignation), a StopReplica resigns them, and an
+    UpdateMetadata's deleted topics drop their offsets (handleDeletedPartitions) while
+    their orphaned logs here are deleted."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+    try:
+        heard: list[tuple[str, Any]] = []
+        monkeypatch.setattr(broker, "fetchers", _Fetchers())
+        monkeypatch.setattr(
+            broker.groups, "on_become", lambda led, followed: heard.append(("become", len(led)))
+        )
+        monkeypatch.setattr(broker.groups, "on_stop", lambda tps: heard.append(("stop", tps)))
+        monkeypatch.setattr(
+            broker.groups, "handle_deleted_topics", lambda topics: heard.append(("gone", topics))
+        )
+        monkeypatch.setattr(
+            broker.replicas, "delete_orphaned_logs", lambda topics: heard.append(("logs", topics))
+        )
+        tp = TopicPartition("__consumer_offsets", 0)
+        broker._on_become([_partition("__consumer_offsets", 1)], [])
+        broker._on_stop([tp], False)
+        broker._on_topics_deleted(["t"])
+        assert heard == [("become", 1), ("stop", [tp]), ("logs", ["t"]), ("gone", ["t"])]
+    finally:
+        broker.shutdown()
