@@ -253,3 +253,26 @@ def test_a_notification_gone_before_it_is_read_is_passed_over_quietly(
     with caplog.at_level(logging.WARNING, logger="broker.config_changes"):
         assert listener.process() == ["b"]
     assert caplog.records == []
+
+
+def test_a_watch_firing_during_a_pass_takes_another_pass() -> None:
+    """A notification made while a pass applies the previous one (its watch fired then)
+    is not lost: the listener looks again."""
+    zk = FakeZk()
+    zk.put("/config", b"")
+    zk.put(paths.CONFIG_CHANGES, b"")
+    _notify(zk, 0, "a")
+    applied = Applied()
+
+    def on_change(topic: str) -> None:
+        applied(topic)
+        if topic == "a":
+            _notify(zk, 1, "b")
+            zk.fire(paths.CONFIG_CHANGES, "CHILD")
+
+    listener = ConfigChangeListener(cast(ZkClient, zk), on_change, now_ms=lambda: 0)
+    listener.start()
+    try:
+        _wait_for(lambda: applied.seen() == ["a", "b"])
+    finally:
+        listener.close()
