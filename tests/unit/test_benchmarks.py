@@ -14,18 +14,19 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
-import bench_client_failover  # noqa: E402
-import bench_controller_crash  # noqa: E402
-import bench_controller_decisions  # noqa: E402
-import bench_controller_failover  # noqa: E402
-import bench_idle_replication  # noqa: E402
-import bench_leader_moves  # noqa: E402
-import bench_produce  # noqa: E402
-import bench_reassignment  # noqa: E402
-import bench_state_change_log  # noqa: E402
-import bench_wire  # noqa: E402
-import common  # noqa: E402
-import report  # noqa: E402
+# benchmarks/ is not a package mypy is given: its modules are found on sys.path at run time.
+import bench_client_failover  # type: ignore[import-not-found]  # noqa: E402
+import bench_controller_crash  # type: ignore[import-not-found]  # noqa: E402
+import bench_controller_decisions  # type: ignore[import-not-found]  # noqa: E402
+import bench_controller_failover  # type: ignore[import-not-found]  # noqa: E402
+import bench_idle_replication  # type: ignore[import-not-found]  # noqa: E402
+import bench_leader_moves  # type: ignore[import-not-found]  # noqa: E402
+import bench_produce  # type: ignore[import-not-found]  # noqa: E402
+import bench_reassignment  # type: ignore[import-not-found]  # noqa: E402
+import bench_state_change_log  # type: ignore[import-not-found]  # noqa: E402
+import bench_wire  # type: ignore[import-not-found]  # noqa: E402
+import common  # type: ignore[import-not-found]  # noqa: E402
+import report  # type: ignore[import-not-found]  # noqa: E402
 
 
 class FakeBroker:

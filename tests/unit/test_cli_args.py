@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import math
 import random
@@ -11,7 +12,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -790,7 +791,9 @@ class TreeZk(FakeZk):
             return None
         return sorted({p[len(prefix) :].split("/")[0] for p in self.nodes if p.startswith(prefix)})
 
-    def get_many(self, path_list: list[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+    def get_many(
+        self, path_list: Iterable[str], *, watch: bool = False, batch: int = 0
+    ) -> list[tuple[bytes, ZnodeStat] | None]:
         return [self.nodes.get(p) for p in path_list]
 
     def set(self, path: str, data: bytes, version: int = -1) -> ZnodeStat:
@@ -865,7 +868,7 @@ def test_the_loser_of_two_racing_creates_is_told_the_topic_exists(
     zk = RacingZk()
     zk.nodes.update(tree_with_topic("t", {0: [1, 2]}, (1, 2, 3)).nodes)
     on_tree(monkeypatch, zk)
-    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)
+    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)  # type: ignore[attr-defined]  # on_tree's stand-in
     theirs = topics.parse_create_request("new", partitions=1, replication_factor=1)
     zk.winner = lambda: topics.create_topic(zk, theirs)  # type: ignore[arg-type]
     flag = ["--if-not-exists"] if if_not_exists else []
@@ -890,7 +893,7 @@ def test_deleting_an_internal_topic_checks_it_exists_first(
     is not)."""
     zk = tree_with_topic("t", {0: [1, 2]}, (1, 2, 3))
     on_tree(monkeypatch, zk)
-    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)
+    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)  # type: ignore[attr-defined]  # on_tree's stand-in
     delete = ["--zookeeper", UNREACHABLE, "topic", "delete", "--topic", "__consumer_offsets"]
     code, out, err = run([*delete, "--if-exists"], capsys)
     assert (code, err) == (0, "")
@@ -918,7 +921,7 @@ def test_add_partitions_if_exists_does_nothing_for_a_missing_topic(
     --if-exists). A topic that exists grows all the same; a bad argument is still one."""
     zk = tree_with_topic("t", {0: [1, 2]}, (1, 2, 3))
     on_tree(monkeypatch, zk)
-    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)
+    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)  # type: ignore[attr-defined]  # on_tree's stand-in
     grow = ["--zookeeper", UNREACHABLE, "topic", "add-partitions", "--partitions", "2"]
     code, out, err = run([*grow, "--topic", "nope", "--if-exists"], capsys)
     assert (code, err) == (0, "")
@@ -968,7 +971,7 @@ def test_a_config_value_is_stored_trimmed(
     controller reads as the broker does (" true" was stored as typed)."""
     zk = tree_with_topic("t", {0: [1, 2]}, (1, 2, 3))
     on_tree(monkeypatch, zk)
-    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)
+    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)  # type: ignore[attr-defined]  # on_tree's stand-in
     code, _, err = run(["--zookeeper", UNREACHABLE, "topic", *argv], capsys)
     assert code == 0, err
     name = argv[argv.index("--topic") + 1]
@@ -983,7 +986,7 @@ def test_add_config_takes_kafka_configs_lists(
     parseConfigsToBeAdded): both were refused as "not of the form key=value" (exit 2)."""
     zk = tree_with_topic("t", {0: [1, 2]}, (1, 2, 3))
     on_tree(monkeypatch, zk)
-    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)
+    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)  # type: ignore[attr-defined]  # on_tree's stand-in
     alter = ["--zookeeper", UNREACHABLE, "topic", "alter-config", "--topic", "t"]
     add = ("--add-config", "retention.ms=1000,segment.ms=9000")
     code, _, err = run([*alter, *add, "--add-config", "cleanup.policy=[compact,delete]"], capsys)
@@ -1582,8 +1585,8 @@ def test_text_output_escapes_control_characters_from_znodes(
     zk.put(paths.CONTROLLER_EPOCH, encode_controller_epoch(5))
     zk.put(paths.topic_config("t"), encode_topic_config({"x": f"v{host}"}))
     on_tree(monkeypatch, zk)
-    monkeypatch.setattr(identity_commands, "zk_session", admin_commands.zk_session)
-    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)
+    monkeypatch.setattr(identity_commands, "zk_session", admin_commands.zk_session)  # type: ignore[attr-defined]  # on_tree's stand-in
+    monkeypatch.setattr(topic_commands, "zk_session", admin_commands.zk_session)  # type: ignore[attr-defined]  # on_tree's stand-in
     z = ["--zookeeper", UNREACHABLE, "--dir", str(tmp_path)]
     for argv in (["controller"], ["broker", "identities"], ["topic", "describe"]):
         code, out, err = run([*z, *argv], capsys)
@@ -1766,7 +1769,7 @@ def test_a_ctrl_c_while_the_command_line_loads_is_one_line_not_a_traceback(
     assert cli.main(["controller"]) == 130
     assert capsys.readouterr() == ("", "zkctl: interrupted\n")
 
-    monkeypatch.setattr(entry.importlib, "import_module", interrupted)
+    monkeypatch.setattr(importlib, "import_module", interrupted)
     assert entry.run() == 130
     assert capsys.readouterr() == ("", "zkctl: interrupted\n")
 

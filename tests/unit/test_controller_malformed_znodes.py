@@ -15,7 +15,6 @@ from controller.context import PartitionStateName
 from controller.controller import KafkaController
 from controller.request_batch import BrokerRequest
 from tests.unit.fake_cluster import (
-    FakeZk,
     add_topic,
     cluster,
     drain,
@@ -25,6 +24,7 @@ from tests.unit.fake_cluster import (
     registration,
     start_controller,
 )
+from tests.unit.fake_zk import FakeZk
 from wire.api import ApiKey
 from zkdata import paths
 from zkdata.znodes import (
@@ -118,7 +118,7 @@ def test_a_failover_beside_a_broker_id_past_java_int_sends_requests_that_encode(
     c = start_controller(zk)
     assert c.is_active
     assert set(c.ctx.live_brokers) == {1}
-    sent = [r for call in c.channel.send.call_args_list for r in call.args[0]]
+    sent = [r for call in cast(MagicMock, c.channel).send.call_args_list for r in call.args[0]]
     assert sent
     for request in sent:
         request.wire_body()  # what each broker's sender encodes
@@ -172,10 +172,10 @@ def test_a_leader_epoch_at_int32s_largest_is_never_incremented_past_it(
     add_topic(zk, "u", {0: (2, 3, 1)})
     zk.put(paths.partition_state("t", 0), _leading_at(leader_epoch))
     c = start_controller(zk, delete_topic_enable=True)
-    c.channel.send.reset_mock()  # type: ignore[attr-defined]
+    cast(MagicMock, c.channel).send.reset_mock()
     _then(zk, c, what)
     assert c.is_active
-    sent = [r for call in c.channel.send.call_args_list for r in call.args[0]]  # type: ignore[attr-defined]
+    sent = [r for call in cast(MagicMock, c.channel).send.call_args_list for r in call.args[0]]
     for request in sent:
         request.wire_body()  # what each broker's sender encodes
     for tp in (TP, TopicPartition("u", 0)):
@@ -226,7 +226,7 @@ NOT_WIRE_STRINGS = {
 def _update_metadata_to(c: KafkaController, broker_id: int) -> list[BrokerRequest]:
     return [
         r
-        for call in c.channel.send.call_args_list  # type: ignore[attr-defined]
+        for call in cast(MagicMock, c.channel).send.call_args_list
         for r in call.args[0]
         if r.broker_id == broker_id and r.api_key == ApiKey.UPDATE_METADATA
     ]
@@ -257,7 +257,7 @@ def test_a_broker_change_to_a_registration_that_is_no_wire_string_sends_metadata
     data: bytes,
 ) -> None:
     zk, c = cluster()
-    c.channel.send.reset_mock()  # type: ignore[attr-defined]
+    cast(MagicMock, c.channel).send.reset_mock()
     register(zk, 9, data)
     process(c, ev.BrokerChange())
     drain(c)
@@ -285,14 +285,14 @@ def test_a_topic_whose_name_is_no_wire_string_is_kept_aside() -> None:
         add_topic(zk, "good", {0: (1, 2)})
         c = start_controller(zk)
         if not failover:
-            c.channel.send.reset_mock()  # type: ignore[attr-defined]
+            cast(MagicMock, c.channel).send.reset_mock()
             zk.put(paths.topic(long_name), encode_topic(TopicAssignment(long_name, {0: (1, 2)})))
             process(c, ev.TopicChange())
             drain(c)
         assert c.is_active
         assert long_name in c.ctx.unreadable_topics
         assert long_name not in c.ctx.assignments
-        sent = [r for call in c.channel.send.call_args_list for r in call.args[0]]  # type: ignore[attr-defined]
+        sent = [r for call in cast(MagicMock, c.channel).send.call_args_list for r in call.args[0]]
         for request in sent:
             request.wire_body()
 
@@ -316,7 +316,7 @@ def test_a_topic_whose_name_no_topic_can_have_is_kept_aside(
         caplog.clear()
         c = start_controller(zk)
         if not failover:
-            c.channel.send.reset_mock()  # type: ignore[attr-defined]
+            cast(MagicMock, c.channel).send.reset_mock()
             zk.put(paths.topic(name), b'{"version":2,"partitions":{"0":[1]}}')
             process(c, ev.TopicChange())
             drain(c)
@@ -325,7 +325,7 @@ def test_a_topic_whose_name_no_topic_can_have_is_kept_aside(
         assert name not in c.ctx.assignments
         assert "good" in c.ctx.assignments
         assert paths.topic(name) in caplog.text
-        sent = [r for call in c.channel.send.call_args_list for r in call.args[0]]  # type: ignore[attr-defined]
+        sent = [r for call in cast(MagicMock, c.channel).send.call_args_list for r in call.args[0]]
         assert sent or not failover
         for request in sent:
             assert json.dumps(name) not in json.dumps(request.body, default=str)
@@ -378,7 +378,7 @@ def test_a_broker_registered_with_a_malformed_registration_starts_once_it_is_rep
     drain(c)
     assert 3 in c.ctx.live_brokers
     assert c.ctx.broker_epochs[3] == zk.nodes[paths.broker(3)][1].czxid
-    c.channel.add_broker.assert_called_with(3, "b3", 9092)
+    cast(MagicMock, c.channel).add_broker.assert_called_with(3, "b3", 9092)
 
 
 def test_a_broker_registered_again_unreadably_is_dead_until_its_new_registration_is_fixed() -> None:

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypedDict, TypeVar, Unpack, cast
 
 import pytest
 
@@ -43,6 +43,7 @@ from groups.offset_records import (
     encode_group_value,
     encode_offset_key,
     encode_offset_value,
+    group_metadata_batch,
     offset_commit_batch,
     partition_for,
 )
@@ -680,7 +681,9 @@ def test_offsets_topic_compression_codec_compresses_the_records_and_they_load(
     stable_member(first.groups, G0)  # a group metadata record too
     stored = set()
     for p in range(PARTITIONS):
-        data = first.replicas.partitions[tp(OFFSETS_TOPIC, p)].log.read(0, 1 << 20).to_bytes()
+        partition_log = first.replicas.partitions[tp(OFFSETS_TOPIC, p)].log
+        assert partition_log is not None
+        data = partition_log.read(0, 1 << 20).to_bytes()
         stored |= {h.compression for h in iter_batches(data)}
     assert stored == {codec}
     first.close()
@@ -900,7 +903,7 @@ def test_an_empty_generation_decided_before_a_failover_is_not_written_after_it(
     index = groups.partition_of(G0)
     old = stable_member(groups, G0)  # generation 1
     paused, release, done = threading.Event(), threading.Event(), threading.Event()
-    real_batch = coordinator_module.group_metadata_batch
+    real_batch = group_metadata_batch
     real_store = GroupCoordinator._store_group
 
     def slow_batch(*args: Any, **kwargs: Any) -> bytearray:
@@ -1389,8 +1392,15 @@ def test_join_refusals(node: Node) -> None:
 # --- 6. the partition moving away ---------------------------------------------------------
 
 
+class Timeouts(TypedDict, total=False):
+    """A member's timeouts, as `join` takes them."""
+
+    session_ms: int
+    rebalance_ms: int
+
+
 def held_join_and_sync(
-    groups: GroupCoordinator, **timeouts: int
+    groups: GroupCoordinator, **timeouts: Unpack[Timeouts]
 ) -> tuple[Call[JoinAnswer], Call[SyncAnswer]]:
     """A JoinGroup held in G0 (a second member waiting for the first to rejoin) and a
     SyncGroup held in G1 (a follower waiting for its leader's). ``timeouts``: the
@@ -1664,7 +1674,7 @@ def test_a_commit_of_an_ended_generation_never_lands_after_the_next_ones(
     groups = node.groups
     old = stable_member(groups, G0)
     paused, release = threading.Event(), threading.Event()
-    real_batch = coordinator_module.offset_commit_batch
+    real_batch = offset_commit_batch
 
     def slow_first_batch(*args: Any, **kwargs: Any) -> bytearray:
         if not paused.is_set():
@@ -1789,7 +1799,7 @@ def test_a_wall_clock_step_back_does_not_stall_a_join_phase(
     n.lead()
     n.wait_loaded(G0)
     g = n.groups
-    timeouts = {"session_ms": 30_000, "rebalance_ms": 1000}
+    timeouts: Timeouts = {"session_ms": 30_000, "rebalance_ms": 1000}
     a = stable_member(g, G0, **timeouts)
     b_join = Call(lambda: join(g, G0, **timeouts))
     assert b_join.waiting()
@@ -1903,7 +1913,7 @@ def test_a_failed_write_puts_the_old_member_id_back(nodes: Callable[..., Node]) 
     def failing(_group_id: str, _metadata: Any, _coordinator_epoch: int) -> ErrorCode:
         return ErrorCode.NOT_COORDINATOR
 
-    node.groups._store_group = failing  # type: ignore[method-assign]
+    node.groups._store_group = failing  # type: ignore[method-assign, assignment]  # a stand-in on the instance
     again = join_static(node.groups, "a")
     assert again.error == ErrorCode.NOT_COORDINATOR
     assert again.member_id == ""
@@ -1956,7 +1966,7 @@ def test_a_group_known_by_its_offsets_read_back_is_an_empty_group(node: Node) ->
     UNKNOWN_MEMBER_ID after the partition moved as before (it was ILLEGAL_GENERATION,
     the answer for a group that does not exist)."""
     assert commit(node.groups, G0, {tp("t", 0): offset(5)}) == {tp("t", 0): ErrorCode.NONE}
-    named = {"member_id": "m-1", "generation": 1}
+    named: dict[str, Any] = {"member_id": "m-1", "generation": 1}
     before = commit(node.groups, G0, {tp("t", 0): offset(6)}, **named)
     assert before == {tp("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
     node.follow(0, epoch=1)

@@ -59,6 +59,7 @@ def test_torn_tail_at_every_byte_of_the_last_batch(tmp_path: Path) -> None:
         log_file.write_bytes(original[:cut])
         log = open_log(directory)  # unclean: no recovery point, so everything is scanned
         report = log.recovery_report
+        assert report is not None
         if cut == len(original):
             assert report.truncated_bytes == 0
             assert log.log_end_offset == prefix_offsets[-1][1] + 1 + 3
@@ -98,6 +99,7 @@ def test_recovered_log_is_the_longest_valid_prefix(
     log_file.write_bytes(original)
     log = open_log(directory)
     assert read_all(log) == bytes(original[: starts[batch]])
+    assert log.recovery_report is not None
     assert log.recovery_report.truncated_bytes == len(original) - starts[batch]
     log.close()
 
@@ -108,6 +110,7 @@ def test_zeros_after_the_last_batch_are_cut(tmp_path: Path) -> None:
     with open(directory / f"{SEGMENT}.log", "ab") as f:
         f.write(bytes(4096))  # a preallocated or half-written tail
     log = open_log(directory)
+    assert log.recovery_report is not None
     assert log.recovery_report.truncated_bytes == 4096
     assert log.size_in_bytes == ends[-1]
 
@@ -116,6 +119,7 @@ def test_a_clean_shutdown_skips_the_scan(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
     fill(directory)
     log = open_log(directory, clean_shutdown=True)
+    assert log.recovery_report is not None
     assert log.recovery_report.segments_recovered == 0
     assert log.recovery_point == log.log_end_offset == 12
 
@@ -130,6 +134,7 @@ def test_only_segments_from_the_recovery_point_are_scanned(tmp_path: Path) -> No
     log.close()
     assert len(bases) == 10
     log = open_log(directory, config=config, recovery_point=7)
+    assert log.recovery_report is not None
     assert log.recovery_report.segments_recovered == 3  # the one holding 7, and after
     assert log.recovery_point == 7
     log.close()
@@ -145,6 +150,7 @@ def test_a_torn_middle_segment_drops_every_later_one(tmp_path: Path) -> None:
     middle = directory / f"{3:020d}.log"
     os.truncate(middle, middle.stat().st_size - 1)
     log = open_log(directory, config=config, recovery_point=2)
+    assert log.recovery_report is not None
     assert log.recovery_report.segments_deleted == 2
     assert log.log_end_offset == 3
     assert log.segment_base_offsets() == [0, 1, 2, 3]
@@ -182,9 +188,11 @@ def test_batches_without_timestamps_get_no_time_index_entry(tmp_path: Path) -> N
     assert written[bases[0]] == written[bases[1]] == b""
     assert written[bases[2]]
     log = open_log(directory, config=config, clean_shutdown=True)
+    assert log.recovery_report is not None
     assert log.recovery_report.segments_recovered == 0
     log.close()
     log = open_log(directory, config=config)  # unclean, from offset 0: rebuilds them all
+    assert log.recovery_report is not None
     assert log.recovery_report.segments_recovered == 3
     log.close()
     for base, content in written.items():
@@ -211,6 +219,7 @@ def test_an_empty_time_index_beside_timestamps_is_rebuilt_after_a_clean_shutdown
     good = time_index.read_bytes()
     time_index.write_bytes(b"")
     log = open_log(directory, config=config, clean_shutdown=True)
+    assert log.recovery_report is not None
     assert log.recovery_report.segments_recovered == 1
     assert time_index.read_bytes() == good
     found = log.offset_for_timestamp(NOW + 1500)
@@ -232,6 +241,7 @@ def test_an_empty_time_index_beside_batches_without_timestamps_is_kept(
         log.append_as_leader(build_batch([b"v" * 80], base_timestamp=-1), 0)
     log.close()
     log = open_log(directory, config=config, clean_shutdown=True)
+    assert log.recovery_report is not None
     assert log.recovery_report.segments == 3
     assert log.recovery_report.segments_recovered == 0
     assert log.offset_for_timestamp(0) is None
@@ -251,6 +261,7 @@ def test_a_bad_index_is_rebuilt_even_after_a_clean_shutdown(tmp_path: Path, dama
     else:
         index.write_bytes(good + (1000).to_bytes(4, "big") + (10**6).to_bytes(4, "big"))
     log = open_log(directory, clean_shutdown=True)
+    assert log.recovery_report is not None
     assert log.recovery_report.segments_recovered == 1
     assert index.read_bytes() == good
     for offset in range(log.log_end_offset):
@@ -278,6 +289,7 @@ def test_an_index_entry_not_at_its_batch_is_rebuilt_after_a_clean_shutdown(
     }[into]
     index.write_bytes(good[:-4] + position.to_bytes(4, "big"))
     log = open_log(directory, clean_shutdown=True)
+    assert log.recovery_report is not None
     assert log.recovery_report.segments_recovered == 1
     assert log.recovery_report.truncated_bytes == 0
     assert index.read_bytes() == good
@@ -296,6 +308,7 @@ def test_a_torn_last_batch_after_a_clean_shutdown_is_cut(tmp_path: Path) -> None
     ends = fill(directory, batches=12)
     os.truncate(directory / f"{SEGMENT}.log", ends[-1] - 1)
     log = open_log(directory, clean_shutdown=True)
+    assert log.recovery_report is not None
     assert log.recovery_report.segments_recovered == 1
     assert log.recovery_report.truncated_bytes == ends[-1] - 1 - ends[-2]
     assert log.log_end_offset == 21  # the last batch (offsets 21..23) is gone
@@ -358,6 +371,7 @@ def test_reopening_keeps_appending_where_it_stopped(tmp_path: Path) -> None:
 def _negate_index_position(index: Path, slot: int) -> int:
     """Garbage in entry ``slot``'s position (its top bit set: negative); its offset."""
     data = bytearray(index.read_bytes())
+    rel: int
     rel, _position = struct.unpack_from(">ii", data, 8 * slot)
     struct.pack_into(">ii", data, 8 * slot, rel, -16)
     index.write_bytes(bytes(data))
@@ -376,6 +390,7 @@ def test_a_negative_last_index_position_is_rebuilt_after_a_clean_shutdown(
     good = index.read_bytes()
     _negate_index_position(index, len(good) // 8 - 1)
     log = open_log(directory, clean_shutdown=True)
+    assert log.recovery_report is not None
     assert log.recovery_report.segments_recovered == 1
     assert log.recovery_report.truncated_bytes == 0
     assert index.read_bytes() == good
@@ -403,6 +418,7 @@ def test_a_negative_middle_index_position_is_read_from_the_segment_start(
         dir_failed=lambda _d, message, _e: failed.append(message),
     )
     try:
+        assert log.recovery_report is not None
         assert log.recovery_report.segments_recovered == 0  # only the last entry checked
         for offset in range(rel - 1, rel + 2):
             read = log.read(offset, 1)
@@ -425,6 +441,7 @@ def test_a_missing_epoch_checkpoint_beside_records_is_rebuilt_after_a_clean_shut
     (directory / "leader-epoch-checkpoint").unlink()
     log = open_log(directory, clean_shutdown=True)
     assert [tuple(e) for e in log.epoch_cache.entries()] == [(0, 0), (1, 3), (2, 7)]
+    assert log.recovery_report is not None
     assert log.recovery_report.segments_recovered == 1
     log.close()
     assert (directory / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n1 3\n2 7\n"
@@ -433,6 +450,7 @@ def test_a_missing_epoch_checkpoint_beside_records_is_rebuilt_after_a_clean_shut
     open_log(idle).close()
     assert "leader-epoch-checkpoint" not in os.listdir(idle)
     log = open_log(idle, clean_shutdown=True)
+    assert log.recovery_report is not None
     assert log.recovery_report.segments_recovered == 0
     log.close()
 
@@ -529,6 +547,7 @@ def test_a_time_index_whose_last_timestamp_is_below_its_first_is_rebuilt(
     last_offset = good[-4:]
     time_index.write_bytes(good[:-12] + struct.pack(">q", NOW - 1) + last_offset)
     log = open_log(directory, config=LogConfig(index_interval_bytes=0), clean_shutdown=True)
+    assert log.recovery_report is not None
     assert log.recovery_report.segments_recovered == 1
     assert time_index.read_bytes() == good
     found = log.offset_for_timestamp(NOW + 3)
@@ -536,7 +555,7 @@ def test_a_time_index_whose_last_timestamp_is_below_its_first_is_rebuilt(
     assert found.offset == 3
 
 
-def _write_segment(directory: Path, *batches: bytes) -> Path:
+def _write_segment(directory: Path, *batches: bytes | bytearray) -> Path:
     directory.mkdir()
     log_file = directory / f"{SEGMENT}.log"
     log_file.write_bytes(b"".join(batches))
@@ -552,6 +571,7 @@ def test_recovery_cuts_a_batch_whose_offsets_go_back(tmp_path: Path) -> None:
     )
     log = open_log(tmp_path / "t-0")
     assert log.log_end_offset == 6
+    assert log.recovery_report is not None
     assert log.recovery_report.truncated_bytes > 0
     assert log_file.read_bytes() == bytes(first)
 
