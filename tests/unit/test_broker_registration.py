@@ -3,13 +3,14 @@ KafkaServer.createBrokerInfo refuses endpoints another registered broker adverti
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from election.registration import EndpointsInUse, check_endpoints_unclaimed
 from tests.unit.fake_zk import FakeZk
 from zkdata import paths
+from zkdata.client import ZkClient
 from zkdata.znodes import BrokerRegistration, EndPoint, encode_broker
 
 
@@ -62,13 +63,16 @@ def test_a_broker_gone_since_the_listing_does_not_end_the_check() -> None:
     skipped, and the brokers after it are still checked."""
 
     class ListsAGoneBroker(FakeZk):
-        def get_children(self, path: str, *args: Any, **kwargs: Any) -> list[str]:
-            listed: list[str] = super().get_children(path, *args, **kwargs)
-            return [*listed, "1"] if path == paths.BROKER_IDS else listed
+        def get_children(self, path: str, *args: Any, **kwargs: Any) -> list[str] | None:
+            listed = super().get_children(path, *args, **kwargs)
+            if path == paths.BROKER_IDS:
+                assert listed is not None
+                return [*listed, "1"]
+            return listed
 
     zk = ListsAGoneBroker()
     zk.put(paths.BROKER_IDS, b"")
     zk.put(paths.broker(3), encode_broker(broker(3, ("PLAINTEXT", "127.0.0.1", 9092))))
     assert zk.get_many([paths.broker(1)]) == [None]
     with pytest.raises(EndpointsInUse, match="by broker 3"):
-        check_endpoints_unclaimed(zk, broker(2, ("PLAINTEXT", "127.0.0.1", 9092)))
+        check_endpoints_unclaimed(cast(ZkClient, zk), broker(2, ("PLAINTEXT", "127.0.0.1", 9092)))

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage import codecs
+from storage import codecs, zstd
 from storage.codecs import GZIP, LZ4, NONE, SNAPPY, ZSTD, CodecError, UnsupportedCodecError
 
 
@@ -279,7 +279,7 @@ def test_a_decoders_stray_value_error_is_a_codec_error(
     def fails(*_args: object) -> bytes:
         raise ValueError("byte must be in range(0, 256)")
 
-    owner = codecs.zstd if decoder.startswith("zstd.") else codecs
+    owner = zstd if decoder.startswith("zstd.") else codecs
     monkeypatch.setattr(owner, decoder.removeprefix("zstd."), fails)
     with pytest.raises(CodecError, match="byte must be"):
         codecs.decompress(codec, b"anything")

@@ -11,6 +11,7 @@ from typing import Any
 from unittest.mock import patch
 
 from controller import controller as controller_module
+from controller import reactions
 from tests.unit.fake_cluster import Controller, ZooKeeperData
 
 
@@ -24,7 +25,9 @@ def test_a_controller_is_active_in_its_metrics_only_once_its_failover_is_done() 
     seen: dict[str, dict[str, Any]] = {}
     with Controller(cluster()) as c:
         ctl = c.controller
-        start_state_machines = controller_module.start_state_machines
+        start_state_machines = (
+            reactions.start_state_machines
+        )  # the function controller.controller imports
         failover_loaded = ctl.state_log.failover_loaded
 
         def mid_failover(*args: Any) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from broker.config import BrokerConfig
-from broker.fetcher import FetchState, ReplicaFetcherThread, _truncation_plan
+from broker.fetcher import FetchState, FollowerLog, ReplicaFetcherThread, _truncation_plan
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
@@ -97,7 +97,7 @@ def test_each_new_partition_is_asked_about_once_until_it_is_truncated() -> None:
         1,
         ("127.0.0.1", 1),
         lambda *_: None,
-        logs,
+        cast(FollowerLog, logs),  # its start_at (a leader's log past ours) is not reached
         backoff_ms=60_000,
         connect=lambda _endpoint, _client, _timeout: leader,
     )
@@ -137,7 +137,7 @@ def test_the_sets_of_partitions_to_truncate_and_send_give_their_tables_back() ->
         1,
         ("127.0.0.1", 1),
         lambda *_: None,
-        logs,
+        cast(FollowerLog, logs),  # its start_at (a leader's log past ours) is not reached
         connect=lambda _endpoint, _client, _timeout: leader,
     )
     many = [TopicPartition("t", p) for p in range(5000)]

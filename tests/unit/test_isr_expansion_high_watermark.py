@@ -305,7 +305,12 @@ def test_every_replica_zookeeper_names_in_the_isr_has_everything_below_the_high_
             for step in schedule:
                 if step[0] == "write":
                     _, zk.mode, meanwhile = step
-                    zk.meanwhile = lambda meanwhile=meanwhile: [act(s) for s in meanwhile]  # type: ignore[misc]
+
+                    def run_meanwhile(meanwhile: Any = meanwhile) -> None:
+                        for s in meanwhile:
+                            act(s)
+
+                    zk.meanwhile = run_meanwhile
                     write_round(rm)  # a failed round puts its intents back
                     zk.meanwhile = lambda: None
                     with rm._lock:

@@ -3,6 +3,8 @@ repeats what it says, in order and within its bounds, and it finds the repeats."
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -101,7 +103,7 @@ def test_repeats_are_found_near_far_and_overlapping() -> None:
 
 def test_a_match_does_not_reach_past_its_window_or_floor() -> None:
     data = b"0123456789" + b"x" * 50 + b"0123456789"
-    args = {"table": {}, "last_start": len(data), "last_end": len(data)}
+    args: dict[str, Any] = {"table": {}, "last_start": len(data), "last_end": len(data)}
     assert find_matches(data, 0, len(data), floor=0, window=59, **args) == [(11, 1, 49)]
     args["table"] = {}
     assert (60, 60, 10) in find_matches(data, 0, len(data), floor=0, window=60, **args)

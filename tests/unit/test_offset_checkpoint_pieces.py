@@ -69,7 +69,7 @@ def test_only_the_pieces_whose_offsets_moved_are_formatted_again(
         copied.append(at)
         return pread(fd, length, at)
 
-    monkeypatch.setattr(checkpoints.os, "pread", counting)
+    monkeypatch.setattr(os, "pread", counting)  # the module storage.checkpoints uses
     moved = list(offsets)
     moved[4] = 7  # the second piece (rows 3-5)
     rows = write_offset_rows(path, PARTITIONS, ORDER, moved, rows)

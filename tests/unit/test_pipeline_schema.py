@@ -203,5 +203,5 @@ def test_a_default_name_never_joins_an_explicit_one_whatever_the_order() -> None
         got = {s.path: s.cluster for s in inputs.parse_log_args(args)}
         assert got == {"/logs/a": "prod", "/logs/b/prod": "prod-2"}, args
     # Nor a suffixed name someone gave explicitly; the same path twice stays one cluster.
-    got = inputs.parse_log_args(["/x/prod", "prod-2=/y", "prod=/z", "/x/prod"])
-    assert [s.cluster for s in got] == ["prod-3", "prod-2", "prod", "prod-3"]
+    sources = inputs.parse_log_args(["/x/prod", "prod-2=/y", "prod=/z", "/x/prod"])
+    assert [s.cluster for s in sources] == ["prod-3", "prod-2", "prod", "prod-3"]

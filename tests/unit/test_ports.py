@@ -68,7 +68,7 @@ class _Draws(random.Random):
         super().__init__(0)
         self.draws = draws
 
-    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:
         return self.draws.pop(0) if len(self.draws) > 1 else self.draws[0]
 
 

@@ -19,6 +19,7 @@ from controller.request_batch import (
     BrokerRequest,
     RequestBatch,
     SharedBody,
+    UpdateMetadataRow,
     encode_shared_bodies,
     update_metadata_chunks,
 )
@@ -826,7 +827,7 @@ def test_a_topic_straddling_the_request_size_goes_whole_in_the_next_request() ->
     """At the real size (10,000): 6,000 + 6,000 + 1 partitions made requests of 10,000 and
     2,001, the second topic in both."""
     lice = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1,), zk_version=0), 7)
-    rows = [
+    rows: list[UpdateMetadataRow] = [
         (topic, p, lice, (1,), (), False)
         for topic, n in (("a", 6000), ("b", 6000), ("c", 1))
         for p in range(n)

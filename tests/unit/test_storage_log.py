@@ -9,6 +9,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -959,7 +960,7 @@ def test_logs_made_in_the_same_millisecond_share_its_int(
 ) -> None:
     # Each log kept two ints of the time it was made (its last flush, its segment's
     # creation): 6.4 MB for a broker making 100,000 logs, about ten a millisecond.
-    monkeypatch.setattr(segment_module.time, "time", lambda: NOW / 1000)
+    monkeypatch.setattr(time, "time", lambda: NOW / 1000)  # the module storage.segment uses
 
     def fresh_int_clock() -> int:
         return int(str(NOW))  # equal each time, a new object each time
@@ -998,6 +999,7 @@ def test_a_partition_directory_is_kept_as_its_parts_shared_between_logs(tmp_path
         assert log._segments[0].directory == directory
         assert str(log._segments[0].path) == os.path.join(directory, "0" * 20 + ".log")
         assert str(log.epoch_cache.path) == os.path.join(directory, "leader-epoch-checkpoint")
+        assert log.epoch_cache.path is not None
         assert os.path.exists(log.epoch_cache.path)  # written where it says
 
 

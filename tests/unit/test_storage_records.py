@@ -28,7 +28,7 @@ from wire.errors import ErrorCode
 
 
 def test_error_codes_are_kafkas() -> None:
-    expected = {
+    expected: dict[type[errors.StorageError], ErrorCode] = {
         errors.CorruptRecordError: ErrorCode.CORRUPT_MESSAGE,
         errors.UnsupportedMagicError: ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
         errors.InvalidRecordError: ErrorCode.INVALID_RECORD,
@@ -316,7 +316,11 @@ def test_an_uncompressed_batchs_max_timestamp_is_its_records_largest() -> None:
     # header 10 years ahead pinned time retention and escaped
     # message.timestamp.difference.max.ms, which reads the records.
     now = 1_700_000_000_000
-    specs = [RecordSpec(b"a", timestamp=now), RecordSpec(b"b", timestamp=now + 7), b"c"]
+    specs: list[RecordSpec | bytes] = [
+        RecordSpec(b"a", timestamp=now),
+        RecordSpec(b"b", timestamp=now + 7),
+        b"c",
+    ]
     ahead = _with_max_timestamp(build_batch(specs, base_timestamp=now), now + TEN_YEARS)
     behind = _with_max_timestamp(build_batch(specs, base_timestamp=now), now - 1)
     info = assign_offsets(ahead + behind, 0, 0, now_ms=now, max_timestamp_difference_ms=60_000)

@@ -51,7 +51,12 @@ def test_the_thread_stops_with_a_negative_period_task_scheduled() -> None:
     scheduler.schedule("once", lambda: runs.append(1), 0, -5)
     scheduler.start()
     closed = threading.Event()
-    threading.Thread(target=lambda: (scheduler.close(), closed.set()), daemon=True).start()
+
+    def close() -> None:
+        scheduler.close()
+        closed.set()
+
+    threading.Thread(target=close, daemon=True).start()
     assert closed.wait(5), "Scheduler.close() hung: the thread is spinning"
     assert runs in ([], [1])
 

@@ -245,7 +245,7 @@ def test_the_znodes_of_a_deleted_topic_are_read_a_level_at_a_time() -> None:
         return get_children_many(path_list, watch=watch, batch=batch)
 
     zk.get_children = one  # type: ignore[method-assign]
-    zk.get_children_many = many  # type: ignore[method-assign]
+    zk.get_children_many = many  # type: ignore[method-assign, assignment]  # a Sequence, as ZkClient's
     c.store.delete_topic("t", list(partitions), c.ctx.epoch_zk_version)
     assert _znodes_of_t(zk) == []
     # The three; partitions; the partitions; their states.

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from admin import metadata as admin_metadata
 from admin import topics as admin_topics
 from admin.errors import ConcurrentChangeError
 from controller import events as ev
@@ -100,7 +101,7 @@ def test_a_restore_that_loses_to_another_write_waits_for_its_watch() -> None:
 
 
 def leader_and_isr_topic_ids(c: Controller, topic: str) -> set[uuid.UUID]:
-    ids = set()
+    ids: set[uuid.UUID] = set()
     for r in c.sent:
         if r.api_key.name != "LEADER_AND_ISR":
             continue
@@ -135,7 +136,7 @@ def test_adding_partitions_refuses_a_topic_deleted_and_created_again_meanwhile(
     new_id = uuid.uuid4()
     with Controller(data) as c:
         c.elect()
-        real = admin_topics.metadata.topics_marked_for_deletion
+        real = admin_metadata.topics_marked_for_deletion  # the module admin.topics uses
 
         def racing(zk: Any) -> Any:
             marked = real(zk)
@@ -143,7 +144,7 @@ def test_adding_partitions_refuses_a_topic_deleted_and_created_again_meanwhile(
                 delete_and_create_again(data, c, new_id)
             return marked
 
-        monkeypatch.setattr(admin_topics.metadata, "topics_marked_for_deletion", racing)
+        monkeypatch.setattr(admin_metadata, "topics_marked_for_deletion", racing)
         with pytest.raises(ConcurrentChangeError, match="deleted and created again"):
             admin_topics.add_partitions(data.zk, "r", 2)  # type: ignore[arg-type]
         assert data.assignment("r") == TopicAssignment("r", {0: (2, 3)}, new_id)

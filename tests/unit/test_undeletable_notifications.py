@@ -7,6 +7,7 @@ the epoch climbed and no broker stayed controller."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
@@ -66,7 +67,7 @@ def _put_with_child(zk: FakeZk, path: str, data: bytes) -> None:
     ids=["isr_change", "log_dir_event", "delete_topics"],
 )
 def test_failover_survives_an_undeletable_notification(
-    path: str, data: bytes, config: dict[str, bool], caplog: pytest.LogCaptureFixture
+    path: str, data: bytes, config: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     zk = _three_brokers()
     _put_with_child(zk, path, data)

@@ -22,7 +22,9 @@ N = 10_000
 def big_cluster() -> tuple[
     dict[str, dict[int, tuple[int, ...]]], dict[TopicPartition, LeaderAndIsr]
 ]:
-    topics = {"t": {p: (p % 3 + 1, (p + 1) % 3 + 1, (p + 2) % 3 + 1) for p in range(N)}}
+    topics: dict[str, dict[int, tuple[int, ...]]] = {
+        "t": {p: (p % 3 + 1, (p + 1) % 3 + 1, (p + 2) % 3 + 1) for p in range(N)}
+    }
     states = {TopicPartition("t", p): LeaderAndIsr(r[0], 0, r) for p, r in topics["t"].items()}
     return topics, states
 

@@ -24,6 +24,7 @@ from watch.model import (
     running_clocks,
 )
 from watch.screen import screen_lines
+from watch.text import printable
 from zkdata.znodes import LeaderAndIsr, TopicPartition
 
 T0 = 1_800_000_000.0
@@ -238,7 +239,9 @@ def test_broker_loss_makes_its_partitions_leaderless_until_a_new_leader_is_writt
     ]
     assert not state.brokers[2].alive
     # The controller writes new leaders and shrinks the ISRs.
-    new_states = {("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(6)}
+    new_states: dict[tuple[str, int], tuple[int, int, tuple[int, ...]]] = {
+        ("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(6)
+    }
     new_states[("t", 1)] = (3, 1, (1, 3))
     new_states[("t", 4)] = (1, 1, (1, 3))
     state, out = run(state, (T0 + 12, partitions(new_states)))
@@ -307,7 +310,9 @@ def test_brokers_named_by_assignments_are_listed_even_if_never_registered() -> N
 
 def test_offline_and_back_online() -> None:
     state = healthy_cluster()
-    states = {("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(6)}
+    states: dict[tuple[str, int], tuple[int, int, tuple[int, ...]]] = {
+        ("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(6)
+    }
     states[("t", 0)] = (-1, 1, (1,))
     state, out = run(state, (T0 + 1, brokers(2, 3)), (T0 + 2, partitions(states)))
     assert "t-0 offline: no leader (ISR [1])" in out
@@ -319,7 +324,9 @@ def test_offline_and_back_online() -> None:
 
 def test_isr_changes_one_by_one() -> None:
     state = healthy_cluster()
-    states = {("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(6)}
+    states: dict[tuple[str, int], tuple[int, int, tuple[int, ...]]] = {
+        ("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(6)
+    }
     states[("t", 0)] = (1, 0, (1, 2))
     state, out = run(state, (T0 + 1, partitions(states)))
     assert out == ["ISR of t-0 shrank: [1, 2, 3] -> [1, 2]"]
@@ -368,7 +375,9 @@ def test_many_changes_of_a_kind_are_one_event_each() -> None:
 
 def test_topics_created_deleted_and_grown() -> None:
     state = healthy_cluster()
-    states = {("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(6)}
+    states: dict[tuple[str, int], tuple[int, int, tuple[int, ...]]] = {
+        ("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(6)
+    }
     grown = {**states, **{("u", p): (1, 0, (1, 2)) for p in range(2)}}
     state, out = run(
         state,
@@ -388,7 +397,9 @@ def test_topics_created_deleted_and_grown() -> None:
 
 def test_a_reassignment_and_a_topic_being_deleted() -> None:
     state = healthy_cluster()
-    states = {("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(6)}
+    states: dict[tuple[str, int], tuple[int, int, tuple[int, ...]]] = {
+        ("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(6)
+    }
     state, out = run(state, (T0 + 1, partitions(states, {("t", 0): (3, 2, 1)})))
     assert out == ["replicas of t-0 changed: [1, 2, 3] -> [3, 2, 1]"]
     states[("t", 0)] = (-2, 1, (1, 2, 3))
@@ -403,7 +414,9 @@ def test_a_topic_being_deleted_is_no_offline_alert_and_goes_with_its_znodes() ->
     view read no /admin/delete_topics, so it showed the topic's partitions as offline,
     alert and clocks and all, as if they had failed."""
     state = healthy_cluster()
-    states = {("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(6)}
+    states: dict[tuple[str, int], tuple[int, int, tuple[int, ...]]] = {
+        ("t", p): (p % 3 + 1, 0, (1, 2, 3)) for p in range(6)
+    }
     states[("u", 0)] = (1, 0, (1, 2, 3))
     state, _ = run(state, (T0 + 1, partitions(states)))
     marked = replace(partitions(states), deleting=frozenset({"u"}))
@@ -655,7 +668,7 @@ def test_control_characters_from_znodes_and_logs_are_escaped() -> None:
     for t in [*shown, state.brokers[4].info.address, *state.topics, *map(str, state.partitions)]:
         assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in t), repr(t)
     # Printable text is left as it is, non-ASCII included.
-    assert model.printable("brøker-1.example:9092 ✓") == "brøker-1.example:9092 ✓"
+    assert printable("brøker-1.example:9092 ✓") == "brøker-1.example:9092 ✓"
 
 
 # --- the incremental view ---------------------------------------------------------------------
@@ -667,7 +680,10 @@ def _fixed_read(
     states: Mapping[TopicPartition, tuple[int, int, tuple[int, ...]]], deleting: frozenset[str]
 ) -> PartitionsSeen:
     """Every read of the same topics, as the source hands them on between topic changes."""
-    topics = {"a": dict.fromkeys(range(4), (1, 2, 3)), "b": dict.fromkeys(range(4), (2, 3, 4))}
+    topics: dict[str, dict[int, tuple[int, ...]]] = {
+        "a": dict.fromkeys(range(4), (1, 2, 3)),
+        "b": dict.fromkeys(range(4), (2, 3, 4)),
+    }
     topics["n"] = {0: (1, 2)}
     return PartitionsSeen(
         0.0,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterable
+from typing import cast
 
 from kazoo.protocol.states import ZnodeStat
 
@@ -79,7 +80,7 @@ def printed_until_summary(zk: RequestDuringRead, change: Callable[[], None]) -> 
     try:
         assert watcher.wait_ready(5)
         watcher.pump(0.1)
-        zk.hook = watcher.request_summary
+        zk.hook = cast("Callable[[], None] | None", watcher.request_summary)  # not narrowed
         change()
         events: list[Event] = []
         deadline = time.monotonic() + 5

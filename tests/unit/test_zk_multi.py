@@ -57,7 +57,7 @@ def kazoo_bytes(client: ZkClient, ops: list[WriteOp]) -> bytes:
 
 def our_bytes(client: ZkClient, ops: list[WriteOp]) -> bytes:
     sent: list[Any] = []
-    client.kazoo._call = lambda request, _result: sent.append(request)  # type: ignore[method-assign]
+    client.kazoo._call = lambda request, _result: sent.append(request)
     client._multi_async(ops)
     [request] = sent
     assert request.type == Transaction.type  # so kazoo un-chroots created paths
@@ -135,7 +135,7 @@ def test_a_multi_read_is_its_reads_field_by_field(op: int, paths: list[str]) -> 
 def test_multi_reads_carry_the_chrooted_paths_in_batches(connect: str) -> None:
     client = ZkClient(connect)
     sent: list[Any] = []
-    client.kazoo._call = lambda request, _result: sent.append(request)  # type: ignore[method-assign]
+    client.kazoo._call = lambda request, _result: sent.append(request)
     chroot = client.kazoo.chroot
     paths = [f"/brokers/topics/t\u00e9/partitions/{p}/state" for p in range(READ_BATCH + 3)]
     client.get_many_sent(paths)

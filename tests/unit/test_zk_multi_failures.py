@@ -28,7 +28,7 @@ from admin.topics import TopicCreationPlan, write_topic_creation
 from controller.store import ZkControllerStore
 from tests.unit.fake_zk import FakeZk
 from zkdata import paths
-from zkdata.client import Create, Delete, SetData, ZkClient, is_own_failure
+from zkdata.client import Create, Delete, SetData, WriteOp, ZkClient, is_own_failure
 
 
 def test_the_fake_answers_a_failed_multi_as_zookeeper_does() -> None:
@@ -56,7 +56,8 @@ def test_only_the_failing_op_is_an_own_failure() -> None:
 
 def epoch_version(zk: FakeZk) -> int:
     zk.ensure_paths([paths.CONTROLLER_EPOCH])
-    return zk.nodes[paths.CONTROLLER_EPOCH][1].version
+    version: int = zk.nodes[paths.CONTROLLER_EPOCH][1].version
+    return version
 
 
 def test_a_child_put_under_the_topic_before_the_roots_multi_goes_in_the_next_round() -> None:
@@ -199,7 +200,11 @@ def test_a_packed_multi_failing_on_its_last_item_retries_the_items_before_it() -
             "_multi_async": lambda self, ops, session=None: Answer(self.multi(ops)),
         },
     )
-    items = [[SetData("/s0", b"x", 0)], [Create("/s1")], [SetData("/s2", b"x", 0)]]
+    items: list[list[WriteOp]] = [
+        [SetData("/s0", b"x", 0)],
+        [Create("/s1")],
+        [SetData("/s2", b"x", 0)],
+    ]
     results = zk.multi_fenced_batched(0, items)
     assert isinstance(results[0][0], ZnodeStat)
     assert isinstance(results[1][0], NodeExistsError)

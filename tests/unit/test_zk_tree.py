@@ -3,7 +3,7 @@ znode, as Kafka's deleteRecursive, without recursion."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -53,7 +53,7 @@ def test_one_read_a_level_and_a_znode_gone_is_listed_without_children() -> None:
     read = zk.get_children_many
 
     def counted(
-        path_list: Sequence[str], *, watch: bool = False, batch: int = 0
+        path_list: Iterable[str], *, watch: bool = False, batch: int = 0
     ) -> list[list[str] | None]:
         reads.append(list(path_list))
         return read(path_list, watch=watch, batch=batch)
