@@ -8,7 +8,7 @@ import threading
 import time
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -56,7 +56,7 @@ def test_a_backoff_beyond_what_sleep_takes_is_slept_as_long_as_it_can(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr(server.time, "sleep", slept.append)
+    monkeypatch.setattr(time, "sleep", slept.append)  # the module broker.server uses
     fake = attempts_still_leading(2**63 - 1, retries=2)
     assert server.KafkaServer.controlled_shutdown(fake) is False
     assert slept == [threading.TIMEOUT_MAX]
@@ -83,7 +83,12 @@ def test_a_broker_whose_start_did_not_complete_asks_for_no_controlled_shutdown(
     every leadership off the running broker and kept it among those shutting down."""
     broker = unstarted_server(tmp_path, monkeypatch)
     asked: list[int] = []
-    monkeypatch.setattr(broker, "controlled_shutdown", lambda: asked.append(1) or True)
+
+    def controlled_shutdown() -> bool:
+        asked.append(1)
+        return True
+
+    monkeypatch.setattr(broker, "controlled_shutdown", controlled_shutdown)
     assert broker.shutdown()
     assert asked == []
 
@@ -94,7 +99,12 @@ def test_a_started_broker_asks_for_a_controlled_shutdown(
     broker = unstarted_server(tmp_path, monkeypatch)
     broker.startup_complete.set()  # as startup() ends
     asked: list[int] = []
-    monkeypatch.setattr(broker, "controlled_shutdown", lambda: asked.append(1) or True)
+
+    def controlled_shutdown() -> bool:
+        asked.append(1)
+        return True
+
+    monkeypatch.setattr(broker, "controlled_shutdown", controlled_shutdown)
     assert broker.shutdown()
     assert asked == [1]
 
@@ -108,7 +118,12 @@ def test_a_started_broker_asks_for_a_controlled_shutdown_while_zookeeper_is_disc
     monkeypatch.setattr(type(broker.zk), "connected", property(lambda _self: False))
     broker.startup_complete.set()
     asked: list[int] = []
-    monkeypatch.setattr(broker, "controlled_shutdown", lambda: asked.append(1) or True)
+
+    def controlled_shutdown() -> bool:
+        asked.append(1)
+        return True
+
+    monkeypatch.setattr(broker, "controlled_shutdown", controlled_shutdown)
     assert broker.shutdown()
     assert asked == [1]
 
@@ -167,7 +182,9 @@ def test_a_controller_known_only_from_zookeeper_is_asked_on_its_inter_broker_lis
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     apis = _ControllerApis()
-    replication = SocketServer("127.0.0.1", 0, lambda: apis, listener_name="REPLICATION")
+    replication = SocketServer(
+        "127.0.0.1", 0, lambda: cast(KafkaApis, apis), listener_name="REPLICATION"
+    )
     replication.start()
     try:
         # Controller 7 advertises its client listener first (an address brokers do not
@@ -222,7 +239,9 @@ def test_an_answer_waiting_for_a_silent_broker_to_apply_the_moves_is_no_timeout(
     answered: list[dict[str, Any]] = []
     body = {"broker_id": 2, "broker_epoch": c.ctx.broker_epochs[2]}
     asking = threading.Thread(
-        target=lambda: answered.append(KafkaApis._handle_controlled_shutdown(handler, 3, body, {}))
+        target=lambda: answered.append(
+            KafkaApis._handle_controlled_shutdown(cast(KafkaApis, handler), 3, body, {})
+        )
     )
     asking.start()
     deadline = time.monotonic() + 10
@@ -255,7 +274,7 @@ def test_an_attempt_waits_for_the_controllers_wait_for_the_moves_to_be_applied(
     timed the attempt out (and every retry), then shut down as if it had failed (the
     analytics took its stop for unclean). The wait is added to request.timeout.ms."""
     apis = _SlowControllerApis(delay_s=2.0)
-    listener = SocketServer("127.0.0.1", 0, lambda: apis)
+    listener = SocketServer("127.0.0.1", 0, lambda: cast(KafkaApis, apis))
     listener.start()
     try:
         controller = BrokerRegistration(7, (EndPoint("PLAINTEXT", "127.0.0.1", listener.port),))

@@ -677,7 +677,7 @@ def test_a_new_claim_met_again_by_its_resent_create_is_deleted_when_the_id_is_re
     class LostAnswer(MemoryStore):
         lost: bool = True
 
-        def create_claim(self, claim: IdentityClaim) -> bool:
+        def create_claim(self, claim: IdentityClaim) -> bool | None:
             created = super().create_claim(claim)
             if self.lost:
                 self.lost = False

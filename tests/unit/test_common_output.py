@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 
 import pytest
 
@@ -19,7 +20,7 @@ def test_out_writes_what_the_locale_cannot_encode_as_escapes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     stdout = latin1_stream()
-    monkeypatch.setattr(common.sys, "stdout", stdout)
+    monkeypatch.setattr(sys, "stdout", stdout)  # the module zkctl.common uses
     common.out("controller is broker 日本, épée")
     common.out("next")
     written = stdout.buffer.getvalue().decode("latin-1")  # type: ignore[attr-defined]
@@ -30,7 +31,7 @@ def test_err_writes_what_the_locale_cannot_encode_as_escapes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     stderr = latin1_stream()
-    monkeypatch.setattr(common.sys, "stderr", stderr)
+    monkeypatch.setattr(sys, "stderr", stderr)  # the module zkctl.common uses
     common.err("zkctl: 日本")
     assert stderr.buffer.getvalue() == b"zkctl: \\u65e5\\u672c\n"  # type: ignore[attr-defined]
 

@@ -14,7 +14,6 @@ from typing import Any
 from controller import events as ev
 from handlers import zk_handlers
 from tests.unit.fake_cluster import (
-    FakeZk,
     add_topic,
     cluster,
     drain,
@@ -24,6 +23,7 @@ from tests.unit.fake_cluster import (
     registration,
     start_controller,
 )
+from tests.unit.fake_zk import FakeZk
 from zkdata import paths
 from zkdata.znodes import encode_broker
 
@@ -133,13 +133,13 @@ def test_a_handler_registered_again_leaves_no_moment_without_one() -> None:
     counts: list[int] = []
     real_register, real_unregister = zk.register_handler, zk.unregister_handler
 
-    def register_handler(p: str, handler: Any) -> None:
-        real_register(p, handler)
-        counts.append(len(zk.handlers.get(p, [])))
+    def register_handler(path: str, handler: Any) -> None:
+        real_register(path, handler)
+        counts.append(len(zk.handlers.get(path, [])))
 
-    def unregister_handler(p: str, handler: Any) -> None:
-        real_unregister(p, handler)
-        counts.append(len(zk.handlers.get(p, [])))
+    def unregister_handler(path: str, handler: Any) -> None:
+        real_unregister(path, handler)
+        counts.append(len(zk.handlers.get(path, [])))
 
     zk.register_handler = register_handler  # type: ignore[method-assign]
     zk.unregister_handler = unregister_handler  # type: ignore[method-assign]

@@ -10,7 +10,7 @@ on the resend. Neither throws the term away (its /controller deleted, epoch+2 el
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
@@ -19,7 +19,7 @@ from controller import events as ev
 from election.controller_election import try_elect
 from tests.unit.fake_cluster import Controller, ZooKeeperData
 from zkdata import paths
-from zkdata.client import WriteOp
+from zkdata.client import WriteOp, ZkClient
 from zkdata.znodes import decode_controller, decode_controller_epoch
 
 
@@ -79,12 +79,12 @@ def test_an_answer_lost_while_another_broker_won_is_a_lost_race() -> None:
 
         def multi(ops: Sequence[WriteOp], *, session: Any = None) -> Any:
             if is_election(ops) and paths.CONTROLLER not in data.zk.nodes:
-                assert try_elect(other.zk, 2).won  # broker 2 wins meanwhile
+                assert try_elect(cast(ZkClient, other.zk), 2).won  # broker 2 wins meanwhile
                 raise ConnectionLoss()
             return real_multi(ops, session=session)
 
         c.zk.multi = multi  # type: ignore[method-assign]
-        outcome = try_elect(c.zk, 1)
+        outcome = try_elect(cast(ZkClient, c.zk), 1)
         assert not outcome.won
         assert outcome.controller_id == 2
         assert decode_controller_epoch(data.zk.nodes[paths.CONTROLLER_EPOCH][0]) == 5
@@ -106,7 +106,7 @@ def test_an_answer_lost_with_the_session_is_no_term() -> None:
 
         c.zk.multi = multi  # type: ignore[method-assign]
         with pytest.raises(SessionExpiredError):
-            try_elect(c.zk, 1, session=0)
+            try_elect(cast(ZkClient, c.zk), 1, session=0)
         assert paths.CONTROLLER not in data.zk.nodes
 
 
@@ -119,5 +119,5 @@ def test_an_answer_lost_for_longer_than_a_session_timeout_fails_the_event() -> N
         c.zk.wait_connected = lambda timeout_s: False  # type: ignore[method-assign]
         sent = answer_lost(c, ConnectionLoss(), landed=True)
         with pytest.raises(ConnectionLoss):
-            try_elect(c.zk, 1)
+            try_elect(cast(ZkClient, c.zk), 1)
         assert len(sent) == 1

@@ -9,7 +9,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -18,6 +18,7 @@ from cluster import zookeeper as zkp
 from cluster.demo import DemoOptions, DemoView
 from cluster.demo_workload import Tally
 from watch import render_curses
+from watch.render_plain import Write
 from watch.session import Watcher
 
 
@@ -180,7 +181,7 @@ def test_a_reader_gone_from_the_pipe_stops_the_demo_without_a_line_to_write() ->
     os.close(read_fd)
     with os.fdopen(write_fd, "w") as stdout:
         watcher = Watcher(NoZk())  # type: ignore[arg-type]
-        view = DemoView(watcher, "plain", stdout.write, stdout=stdout)
+        view = DemoView(watcher, "plain", cast(Write, stdout.write), stdout=stdout)
         assert interrupted_within(view, 5), "the reader went and the demo went on"
         assert isinstance(view.failure, BrokenPipeError)
         view.close()
@@ -200,7 +201,7 @@ def test_two_demos_started_in_the_same_second_get_chroots_of_their_own(
 
     monkeypatch.setattr(zkp, "chroot_connect_string", chroot_connect_string)
     monkeypatch.setattr(zkp, "delete_chroot", lambda *_a, **_k: None)
-    monkeypatch.setattr(demo.time, "time", lambda: 1_700_000_000.0)
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.0)  # the module cluster.demo uses
     options = DemoOptions(zookeeper="127.0.0.1:2181")
     for _ in range(2):
         with demo._zookeeper(options, tmp_path, lambda _text: None):

@@ -26,6 +26,7 @@ from election.broker_identity import (
 )
 from election.identity_store import ZkIdentityStore
 from election.registration import BrokerIdInUse
+from storage.checkpoints import write_atomically
 from tests.unit.fake_zk import FakeZk
 from zkdata import paths
 from zkdata.znodes import encode_cluster_id
@@ -52,7 +53,7 @@ def new_server(
     zk.connected = True
     broker.zk = zk
     events: list[str] = []
-    real_write = broker_identity.write_atomically
+    real_write = write_atomically  # the function election.broker_identity imports
 
     def write(path: Path, text: str) -> None:
         events.append(f"write {path.parent.name}")
@@ -87,7 +88,12 @@ def test_a_broker_refused_its_registration_writes_no_meta_properties(
     # The operator fixes broker.id: the same (empty) disk starts as broker 2.
     broker, events = new_server(tmp_path, monkeypatch, [data], broker_id=2)
     try:
-        monkeypatch.setattr(broker, "register", lambda **_: events.append("registered") or 5)
+
+        def register(**_: Any) -> int:
+            events.append("registered")
+            return 5
+
+        monkeypatch.setattr(broker, "register", register)
         broker.startup()
     finally:
         broker.shutdown()
@@ -113,7 +119,7 @@ def test_a_meta_properties_write_failing_after_registration_takes_its_dir_offlin
     meta.properties goes to the LogDirFailureChannel; the broker runs on the others."""
     bad, good = tmp_path / "bad", tmp_path / "good"
     broker, events = new_server(tmp_path, monkeypatch, [bad, good])
-    recording_write = broker_identity.write_atomically
+    recording_write = broker_identity.write_atomically  # type: ignore[attr-defined]  # new_server's
 
     def write(path: Path, text: str) -> None:
         if path.parent == bad:
@@ -122,7 +128,12 @@ def test_a_meta_properties_write_failing_after_registration_takes_its_dir_offlin
         recording_write(path, text)
 
     monkeypatch.setattr(broker_identity, "write_atomically", write)
-    monkeypatch.setattr(broker, "register", lambda **_: events.append("registered") or 5)
+
+    def register(**_: Any) -> int:
+        events.append("registered")
+        return 5
+
+    monkeypatch.setattr(broker, "register", register)
     try:
         broker.startup()
         assert broker.startup_complete.is_set()
@@ -153,7 +164,12 @@ def test_a_meta_properties_without_broker_id_leaves_the_id_to_broker_id(
     broker, events = new_server(tmp_path, monkeypatch, [data], broker_id=3)
     try:
         assert (broker.broker_id, broker.identity.source) == (3, "config")
-        monkeypatch.setattr(broker, "register", lambda **_: events.append("registered") or 5)
+
+        def register(**_: Any) -> int:
+            events.append("registered")
+            return 5
+
+        monkeypatch.setattr(broker, "register", register)
         broker.startup()
     finally:
         broker.shutdown()

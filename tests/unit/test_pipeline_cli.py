@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import job
+from pipeline import inputs, job
 from zkctl import cli
 from zkctl.report_command import text_summary
 
@@ -84,7 +84,7 @@ def test_without_java_spark_is_not_started(monkeypatch: pytest.MonkeyPatch, tmp_
 def test_a_cluster_master_needs_an_output_every_executor_reaches(tmp_path: Path) -> None:
     (tmp_path / "state-change.log").write_text("{}\n")
     options = job.ReportOptions(
-        sources=[job.inputs.LogSource("c", str(tmp_path))],
+        sources=[inputs.LogSource("c", str(tmp_path))],
         out=str(tmp_path / "out"),
         master="spark://h:7077",
     )

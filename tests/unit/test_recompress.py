@@ -54,7 +54,9 @@ def _batch(codec: int, n: int, seed: int = 0, **fields: int | bool) -> bytearray
     return build_batch(_specs(n, seed), compression=codec, base_timestamp=NOW, **fields)  # type: ignore[arg-type]
 
 
-def _records(buf: bytes | bytearray) -> list[tuple[int, bytes | None, bytes | None, int]]:
+def _records(
+    buf: bytes | bytearray | memoryview,
+) -> list[tuple[int, bytes | None, bytes | None, int]]:
     out = []
     for header in iter_batches(buf):
         batch = bytes(buf[header.position : header.position + header.size])

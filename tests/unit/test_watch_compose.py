@@ -74,7 +74,7 @@ def test_every_file_in_compose_config_is_one_broker_service() -> None:
     """A broker file added to compose/config (or a broker service added to the compose
     file) is loaded too: every file is mounted by exactly one service built from the
     broker anchor, every such service mounts one, and their broker ids differ."""
-    mounted = {}
+    mounted: dict[str, str] = {}
     for name, block in services().items():
         mount = re.search(r"- \./config/(\S+):/config/server\.properties:ro", block)
         assert ("<<: *broker" in block) == (mount is not None), name

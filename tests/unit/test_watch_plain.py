@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from typing import cast
 
 import pytest
 
@@ -123,7 +124,7 @@ def test_a_reader_gone_from_the_pipe_stops_it_without_a_line_to_write() -> None:
     with os.fdopen(write_fd, "w") as stdout, pytest.raises(BrokenPipeError):
         render_plain.run(
             Pumps([], now=1_700_000_000.0),  # type: ignore[arg-type]
-            stdout.write,
+            cast(render_plain.Write, stdout.write),  # its int answer unused
             duration_s=600,
             stdout=stdout,
         )
@@ -136,7 +137,7 @@ def test_a_pipe_with_its_reader_there_keeps_it_running() -> None:
             watcher = Pumps([], now=1_700_000_000.0)
             render_plain.run(
                 watcher,  # type: ignore[arg-type]
-                stdout.write,
+                cast(render_plain.Write, stdout.write),  # its int answer unused
                 duration_s=0.01,
                 stdout=stdout,
             )
