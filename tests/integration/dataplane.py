@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -183,10 +184,12 @@ def consume(
                 )
             for msg in consumer.consume(1000, timeout=0.5):
                 if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                    if cast(KafkaError, msg.error()).code() == KafkaError._PARTITION_EOF:
                         continue
                     raise AssertionError(f"consumer error: {msg.error()}")
-                out[msg.partition()].append((msg.offset(), msg.value()))
+                out[cast(int, msg.partition())].append(
+                    (cast(int, msg.offset()), cast(bytes, msg.value()))
+                )
         return out
     finally:
         consumer.close()
@@ -230,7 +233,7 @@ def poll_until(
             if error is not None:
                 assert error.code() == KafkaError._PARTITION_EOF or error.retriable(), error
                 continue
-            seen[(msg.partition(), msg.offset())] = msg.value()
+            seen[(cast(int, msg.partition()), cast(int, msg.offset()))] = cast(bytes, msg.value())
 
 
 def headers_on_disk(

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from kazoo.protocol.states import ZnodeStat
 
 from admin import reassign, topics
 from storage.checkpoints import read_topic_ids
@@ -80,6 +82,7 @@ def test_create_through_the_cli_and_add_partitions(cluster_factory: ClusterFacto
     a = c.assignment("t")
     assert a is not None
     assert sorted(a.partitions) == [0, 1, 2]
+    replicas: Sequence[int]
     for p, replicas in a.partitions.items():
         # Every replica is live: the first one leads, and the ISR is all of them.
         assert (states[p].leader, states[p].isr) == (replicas[0], replicas)
@@ -165,7 +168,7 @@ def test_delete_topic_and_a_deletion_held_by_a_broker_that_is_down(
         )
 
     for topic in ("held", "born"):
-        wait_for(lambda t=topic: held(t), 30, f"the controller to hold the deletion of {topic}")
+        wait_for(lambda t=topic: held(t), 30, f"the controller to hold the deletion of {topic}")  # type: ignore[misc]  # binds the loop's variable
         assert exists(c, paths.delete_topic(topic))
         assert exists(c, paths.topic(topic))
     c[victim].start()
@@ -207,7 +210,7 @@ def test_partitions_added_to_a_topic_being_deleted_are_deleted_with_it(
     halted = "deletion of topics ['raced'] halted: a replica is on a dead broker"
     wait_for(lambda: halted in c[controller_id].output(), 30, "the controller to hold the deletion")
 
-    data, stat = c.zk.get(paths.topic("raced"))
+    data, stat = cast(tuple[bytes, ZnodeStat], c.zk.get(paths.topic("raced")))
     grown = znodes.decode_topic("raced", data)
     partitions = {**grown.partitions, 1: (controller_id, other)}
     c.zk.set(
@@ -271,7 +274,7 @@ def test_partitions_added_as_a_reassignment_starts_are_kept(
             paths.REASSIGN_PARTITIONS,
             znodes.encode_reassignment({TopicPartition("grown", 0): (2, 3)}),
         )
-        data, stat = c.zk.get(paths.topic("grown"))
+        data, stat = cast(tuple[bytes, ZnodeStat], c.zk.get(paths.topic("grown")))
         before = znodes.decode_topic("grown", data)
         c.zk.set(
             paths.topic("grown"),

@@ -13,14 +13,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import (
-    AdminClient,
-    ConfigResource,
-    ConfigSource,
-    NewPartitions,
-    NewTopic,
-    ResourceType,
-)
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource, ConfigSource
+from confluent_kafka.admin._resource import ResourceType
+from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from admin import reassign
 from tests.integration.conftest import ClusterFactory
@@ -931,7 +927,8 @@ def test_delete_topics_deletes_the_offsets_topic_and_its_groups_go_with_it(
                     ],
                 }
                 got = conn.request(ApiKey.OFFSET_COMMIT, 7, body)
-            return got["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+            error_code: int = got["topics"][0]["partitions"][0]["error_code"]
+            return error_code == ErrorCode.NONE
 
         wait_for(committed, 60, f"group g's commit of offset {offset}")
 

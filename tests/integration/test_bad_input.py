@@ -11,6 +11,7 @@ import struct
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -33,7 +34,7 @@ from wire.errors import ErrorCode
 from wire.protocol import decode_response, encode_request, request_header_version
 from zkctl import cli
 from zkdata import paths, znodes
-from zkdata.client import ZkClient
+from zkdata.client import WatchHandler, ZkClient
 from zkdata.znodes import TopicPartition
 
 pytestmark = pytest.mark.integration
@@ -224,7 +225,7 @@ def test_the_election_with_malformed_controller_znodes(
     try:
         zk.create(paths.CONTROLLER_EPOCH, b"garbage")
         fired: list[object] = []
-        zk.register_handler(paths.CONTROLLER_EPOCH, fired.append)
+        zk.register_handler(paths.CONTROLLER_EPOCH, cast(WatchHandler, fired.append))
         outcome = try_elect(zk, 1)
         assert (outcome.controller_id, outcome.token) == (NO_CONTROLLER, None)
         assert malformed(paths.CONTROLLER_EPOCH) in (outcome.problem or "")
@@ -256,7 +257,7 @@ def test_a_repair_of_the_controller_epoch_right_after_its_read_is_not_missed(
     try:
         zk.create(paths.CONTROLLER_EPOCH, bad)
         fired: list[object] = []
-        zk.register_handler(paths.CONTROLLER_EPOCH, fired.append)
+        zk.register_handler(paths.CONTROLLER_EPOCH, cast(WatchHandler, fired.append))
         real_get = zk.get
         repaired: list[bool] = []
 
@@ -450,7 +451,7 @@ def api_versions_v99(sock: socket.socket) -> None:
     assert frame is not None
     correlation_id, body = decode_response(ApiKey.API_VERSIONS, 0, frame)
     assert correlation_id == 7
-    assert body["error_code"] == ErrorCode.UNSUPPORTED_VERSION == 35
+    assert body["error_code"] == ErrorCode.UNSUPPORTED_VERSION == 35  # type: ignore[comparison-overlap]  # the enum's value
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
     assert ranges == {int(k): (s.min_version, s.max_version) for k, s in SUPPORTED.items()}
     assert metadata_over(sock, 8)["brokers"]  # the same connection goes on
@@ -618,10 +619,10 @@ def test_random_request_bodies_are_answered_or_closed(broker: Cluster) -> None:
     assert closed > 0
     assert broker[1].alive()
     with connect(broker) as fresh:
-        body = metadata_over(fresh, 1)
-    assert body["brokers"]
+        listed = metadata_over(fresh, 1)
+    assert listed["brokers"]
     # No random body made or deleted a topic (the seed's bodies; the next cases need "t").
-    assert [t["name"] for t in body["topics"]] == ["t"]  # type: ignore[attr-defined]
+    assert [t["name"] for t in listed["topics"]] == ["t"]  # type: ignore[attr-defined]
 
 
 # --- bad zkctl arguments (those tests/unit/test_cli_args.py and test_cli.py do not cover) ---

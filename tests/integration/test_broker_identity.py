@@ -130,12 +130,17 @@ def free_port() -> int:
 
 
 def produce_some(bootstrap: str, topic: str, n: int) -> None:
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaError, Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 60_000})
     failed: list[str] = []
+
+    def note_failure(e: KafkaError | None, _m: object) -> None:
+        if e:
+            failed.append(str(e))
+
     for i in range(n):
-        p.produce(topic, f"v{i}".encode(), on_delivery=lambda e, _m: e and failed.append(str(e)))
+        p.produce(topic, f"v{i}".encode(), on_delivery=note_failure)
     assert p.flush(90) == 0
     assert not failed
 

@@ -16,7 +16,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -208,20 +208,20 @@ def test_identity_runs(brokers: Brokers, mode: str) -> None:
     wait_for(lambda: registered_at(brokers, new_id, new_port), 60, "registration")
     registered_s = time.monotonic() - t0
     if new_id == old_id:
-        settled = wait_for(
+        settled = cast(dict[int, Any], wait_for(
             lambda: (s := partition_states(brokers, "t", 3))
             and all(len(v.isr) == 3 for v in s.values()) and s,
             90,
             "the empty replica back in every ISR",
-        )  # fmt: skip
+        ))  # fmt: skip
     else:
         wait_for(lambda: old_id not in brokers.registered(), 60, "the old id gone")
-        settled = wait_for(
+        settled = cast(dict[int, Any], wait_for(
             lambda: (s := partition_states(brokers, "t", 3))
             and all(old_id not in v.isr for v in s.values()) and s,
             60,
             "the old id out of every ISR",
-        )  # fmt: skip
+        ))  # fmt: skip
         time.sleep(3)  # nothing more happens: nobody reassigns the old id's replicas
         settled = partition_states(brokers, "t", 3)
     topic = brokers.zk.get(paths.topic("t"))

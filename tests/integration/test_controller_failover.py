@@ -41,7 +41,7 @@ def test_three_brokers_race_and_exactly_one_wins_epoch_1(cluster_factory: Cluste
     for b in c.brokers.values():
         if b.broker_id != controller_id:
             seen = wait_for(
-                lambda b=b: b.state_changes("controller_seen"),
+                lambda b=b: b.state_changes("controller_seen"),  # type: ignore[misc]  # binds the loop's variable
                 30,
                 f"broker {b.broker_id}'s controller_seen line",
             )
@@ -118,11 +118,11 @@ def test_sigkill_controller_fails_over_and_its_partitions_are_reelected(
         30,
         "the failover's requests answered",
     )
-    first = acked[0]
-    assert first["requests"]["UPDATE_METADATA"] >= 2  # at least once to each live broker
+    first_acked = acked[0]
+    assert first_acked["requests"]["UPDATE_METADATA"] >= 2  # at least once to each live broker
     sent_ms, acked_ms = (
-        first["sent_ms_by_api"]["UPDATE_METADATA"],
-        first["acked_ms_by_api"]["UPDATE_METADATA"],
+        first_acked["sent_ms_by_api"]["UPDATE_METADATA"],
+        first_acked["acked_ms_by_api"]["UPDATE_METADATA"],
     )
     assert 0 < sent_ms <= acked_ms
 
@@ -362,7 +362,7 @@ def test_a_new_controller_takes_over_pending_admin_work(cluster_factory: Cluster
     for topic, partition in (("born", 0), ("preferred", 1)):
         state = c.wait_partitions(
             topic,
-            lambda s, p=partition: p in s and s[p].leader == other,
+            lambda s, p=partition: p in s and s[p].leader == other,  # type: ignore[misc]  # binds the loop's variable
             f"{topic}-{partition} online",
         )[partition]
         assert tuple(state.isr) == (other, third)
@@ -661,7 +661,7 @@ def test_a_failover_finds_no_stale_isr_member_where_a_controller_saw_the_registr
         controller_id, epoch = c.wait_controller(min_epoch=epoch + 1)
         # Its failover over (the line follows the stale members' writes) before the next.
         wait_for(
-            lambda cid=controller_id, e=epoch: any(
+            lambda cid=controller_id, e=epoch: any(  # type: ignore[misc]  # binds the loop's variable
                 r["controller_epoch"] == e for r in c[cid].state_changes("controller_failover")
             ),
             30,

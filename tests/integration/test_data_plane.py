@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import threading
 import time
+from typing import cast
 
 import pytest
 from confluent_kafka import Consumer
@@ -229,7 +230,7 @@ def test_a_topic_config_changed_while_its_brokers_run_is_applied(
     # thread of its own that nothing above waited for.
     for b in (1, 2):
         wait_for(
-            lambda b=b: "config of topic t changed" in c[b].output(),
+            lambda b=b: "config of topic t changed" in c[b].output(),  # type: ignore[misc]  # binds the loop's variable
             30,
             f"broker {b}'s config change logged",
         )
@@ -263,7 +264,7 @@ def test_the_topics_compression_type_is_what_its_replicas_store(
         return {h.compression for h in headers} if got == records else None
 
     for b in (1, 2, 3):
-        assert wait_for(lambda b=b: codecs_of(b, 600), 60, f"broker {b}'s copy") == {
+        assert wait_for(lambda b=b: codecs_of(b, 600), 60, f"broker {b}'s copy") == {  # type: ignore[misc]  # binds the loop's variable
             Compression.GZIP
         }
     topics.alter_topic_config(c.zk, "t", {"compression.type": "zstd"}, [])
@@ -275,7 +276,7 @@ def test_the_topics_compression_type_is_what_its_replicas_store(
     produce(c, "t", values(300, "c"), partition=0, acked=acked, compression_type="snappy")
     assert acked.errors == []
     for b in (1, 2, 3):
-        wait_for(lambda b=b: codecs_of(b, 900), 60, f"broker {b}'s copy")
+        wait_for(lambda b=b: codecs_of(b, 900), 60, f"broker {b}'s copy")  # type: ignore[misc]  # binds the loop's variable
         headers = headers_on_disk(c, b, "t", 0)
         assert {h.compression for h in headers if h.base_offset >= 600} == {Compression.ZSTD}
     check_acked_readable(c, "t", acked, [0])
@@ -312,7 +313,7 @@ def test_a_log_made_while_zookeeper_is_out_of_reach_waits_for_its_topics_config(
             link[newcomer].heal()
         c.wait_partitions(
             "t",
-            lambda s: s[0].isr and set(s[0].isr) == {newcomer, *rest},
+            lambda s: cast(bool, s[0].isr and set(s[0].isr) == {newcomer, *rest}),
             "the reassignment done",
             timeout=60,
         )
@@ -389,7 +390,7 @@ def test_a_librdkafka_consumer_reads_partitions_whose_batches_pass_fetch_max_byt
         while len(got) < 2 and time.monotonic() < deadline:
             m = consumer.poll(0.3)
             if m is not None and not m.error():
-                got.append((m.partition(), m.offset()))
+                got.append((cast(int, m.partition()), cast(int, m.offset())))
     finally:
         consumer.close()
     assert not [m for m in complaints if "receive.message.max.bytes" in m]
@@ -566,7 +567,7 @@ def test_a_client_of_message_format_v0_produces_and_consumes_in_a_group(
         while len(got) < 3 and time.monotonic() < deadline:
             m = consumer.poll(0.3)
             if m is not None and not m.error():
-                got.append((m.offset(), m.value()))
+                got.append((cast(int, m.offset()), m.value()))
     finally:
         consumer.close()
     assert got == [(0, b"v0"), (1, b"v1"), (2, b"v2")]

@@ -87,7 +87,7 @@ def new_topic(c: Cluster, replicas: tuple[int, ...] = (1, 2, 3), **config: str) 
     for b in c.brokers:
         with connect(c, b) as conn:
             wait_for(
-                lambda conn=conn: known_leader(conn, name) == replicas[0],
+                lambda conn=conn: known_leader(conn, name) == replicas[0],  # type: ignore[misc]  # binds the loop's variable
                 30,
                 f"broker {b}'s metadata naming the leader of {name}",
             )
@@ -98,7 +98,9 @@ def connect(c: Cluster, broker_id: int) -> KafkaConnection:
     return KafkaConnection("127.0.0.1", c[broker_id].port(), client_id="bad-input", timeout_s=30)
 
 
-def produce_body(topic: str, records: bytes, acks: int = -1, partition: int = 0) -> dict[str, Any]:
+def produce_body(
+    topic: str, records: bytes | bytearray, acks: int = -1, partition: int = 0
+) -> dict[str, Any]:
     return {
         "transactional_id": None,
         "acks": acks,
@@ -110,7 +112,11 @@ def produce_body(topic: str, records: bytes, acks: int = -1, partition: int = 0)
 
 
 def produce(
-    conn: KafkaConnection, topic: str, records: bytes, acks: int = -1, partition: int = 0
+    conn: KafkaConnection,
+    topic: str,
+    records: bytes | bytearray,
+    acks: int = -1,
+    partition: int = 0,
 ) -> dict[str, Any]:
     """The one partition's answer to a Produce request."""
     body = conn.request(ApiKey.PRODUCE, PRODUCE_V, produce_body(topic, records, acks, partition))

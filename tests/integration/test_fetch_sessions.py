@@ -144,7 +144,7 @@ def test_isrs_stay_full_over_idle_incremental_fetches_and_a_restarted_follower_r
     # session when it answers: the ISR can show broker 3 first.
     for leader in (1, 2):
         wait_for(
-            lambda leader=leader: sessions_created(c, leader).count(3) > before[leader].count(3),
+            lambda leader=leader: sessions_created(c, leader).count(3) > before[leader].count(3),  # type: ignore[misc]  # binds the loop's variable
             30,
             f"a new session from broker 3 on leader {leader}",
             interval=0.2,

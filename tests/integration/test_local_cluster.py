@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -95,10 +95,13 @@ def test_up_kill_pause_stop_start_down(tmp_path: Path) -> None:
         # /controller's expiry and the new election there is no controller (null).
         ok(zkctl(tmp_path, "broker", "kill", "--id", str(first["controller_id"])))
         survivors = set(pids) - {first["controller_id"]}
-        second = wait_for(
-            lambda: (c := controller(tmp_path))["controller_id"] in survivors and c,
-            60,
-            "a new controller",
+        second = cast(
+            dict[str, Any],
+            wait_for(
+                lambda: (c := controller(tmp_path))["controller_id"] in survivors and c,
+                60,
+                "a new controller",
+            ),
         )
         assert second["epoch"] == first["epoch"] + 1
         # Without --json, what the new controller's status file says, read for a person.
@@ -162,7 +165,7 @@ def test_a_one_broker_cluster_serves_consumer_groups(tmp_path: Path) -> None:
             def consumed() -> bool:
                 msg = consumer.poll(0.5)
                 if msg is not None and msg.error() is None:
-                    seen.append(msg.value())
+                    seen.append(cast(bytes, msg.value()))
                 return len(seen) == 10
 
             wait_for(consumed, 120, "ten messages through the group")

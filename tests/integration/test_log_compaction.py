@@ -7,6 +7,7 @@ group's commits, written over and over, read back after its coordinator dies."""
 from __future__ import annotations
 
 import time
+from typing import cast
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -145,12 +146,12 @@ def read_from_start(c: Cluster, topic: str) -> list[Record]:
             if msg is None:
                 continue
             if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
+                if cast(KafkaError, msg.error()).code() == KafkaError._PARTITION_EOF:
                     return out
-                if msg.error().retriable():
+                if cast(KafkaError, msg.error()).retriable():
                     continue
                 raise AssertionError(f"consumer error: {msg.error()}")
-            out.append((msg.offset(), msg.key(), msg.value()))
+            out.append((cast(int, msg.offset()), msg.key(), msg.value()))
         raise TimeoutError(f"read {len(out)} records, no end of partition in 120 s")
     finally:
         consumer.close()
@@ -167,13 +168,20 @@ def test_compaction_keeps_each_keys_latest_value_on_every_replica_and_across_cat
     # A record without a key is refused (Kafka's INVALID_RECORD), as the client sees it.
     refused: list[KafkaError] = []
     p = producer(c, enable_idempotence=False)
-    p.produce(topic, b"no key", partition=0, on_delivery=lambda err, _m: refused.append(err))
+    p.produce(
+        topic,
+        b"no key",
+        partition=0,
+        on_delivery=lambda err, _m: refused.append(cast(KafkaError, err)),
+    )
     assert p.flush(60) == 0
     assert [e.code() for e in refused] == [KafkaError.INVALID_RECORD]
     c[3].stop()  # it catches up later, from logs compacted meanwhile
     c.wait_partitions(topic, lambda s: 3 not in s[0].isr, "broker 3 out of the ISR")
 
-    pairs = [(b"user-%02d" % (i % 20), b"profile-%d-" % i + b"x" * 60) for i in range(1500)]
+    pairs: list[tuple[bytes, bytes | None]] = [
+        (b"user-%02d" % (i % 20), b"profile-%d-" % i + b"x" * 60) for i in range(1500)
+    ]
     pairs += [(b"user-00", None), (b"user-01", None)]  # tombstones
     acked = produce_keyed(c, topic, pairs)
     assert len(acked) == len(pairs)
@@ -184,7 +192,7 @@ def test_compaction_keeps_each_keys_latest_value_on_every_replica_and_across_cat
         return on_disk if len(on_disk) < len(pairs) // 4 else None
 
     for broker in (1, 2):
-        on_disk = wait_for(lambda b=broker: compacted_on(b), 60, f"broker {broker} compacted")
+        on_disk = wait_for(lambda b=broker: compacted_on(b), 60, f"broker {broker} compacted")  # type: ignore[misc]  # binds the loop's variable
         assert latest(on_disk) == model  # tombstones kept: within delete.retention.ms
         assert set(on_disk) <= set(acked)  # offsets, keys and values as produced
 
@@ -281,13 +289,20 @@ def test_batches_librdkafka_compressed_are_compacted_and_read_back(
     c.wait_topic_online(topic)
     refused: list[KafkaError] = []
     p = producer(c, enable_idempotence=False, compression_type=codec)
-    p.produce(topic, b"no key " * 20, partition=0, on_delivery=lambda e, _m: refused.append(e))
+    p.produce(
+        topic,
+        b"no key " * 20,
+        partition=0,
+        on_delivery=lambda e, _m: refused.append(cast(KafkaError, e)),
+    )
     assert p.flush(60) == 0
     assert [e.code() for e in refused] == [KafkaError.INVALID_RECORD]
 
     # 7 keys in batches of 5: the last batches keep some of their records, so the cleaner
     # rewrites them, once keys of their own after them close their segments.
-    pairs = [(b"user-%02d" % (i % 7), b"profile-%d-" % i + b"x" * 200) for i in range(1500)]
+    pairs: list[tuple[bytes, bytes | None]] = [
+        (b"user-%02d" % (i % 7), b"profile-%d-" % i + b"x" * 200) for i in range(1500)
+    ]
     pairs += [(b"filler-%d" % i, b"%d" % i * 100) for i in range(200)]
     acked = produce_keyed(c, topic, pairs, compression_type=codec)
     assert len(acked) == len(pairs)

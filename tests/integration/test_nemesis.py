@@ -70,7 +70,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import ElectionType, KafkaException
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewPartitions, NewTopic
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 

@@ -63,7 +63,7 @@ def test_an_idle_partition_past_retention_is_emptied_on_its_leader_and_follower(
     finally:
         consumer.close()
     for b in (1, 2):
-        wait_for(lambda b=b: bytes_on_disk(c, b) == 0, 60, f"broker {b}'s records of t-0 gone")
+        wait_for(lambda b=b: bytes_on_disk(c, b) == 0, 60, f"broker {b}'s records of t-0 gone")  # type: ignore[misc]  # binds the loop's variable
 
     c.wait_partitions("t", lambda s: set(s[0].isr) == {1, 2}, "broker 2 in t-0's ISR")
     c[1].kill()

@@ -700,7 +700,7 @@ def test_a_partition_state_created_between_its_read_and_its_exists_watch_is_show
     writer.create(paths.partition("t", 0), make_parents=True)
     state_path = paths.partition_state("t", 0)
     exists = watch_zk.exists
-    raced = []
+    raced: list[str] = []
 
     def create_then_exists(path: str, *, watch: bool = False) -> object:
         # The watched read found nothing; the state appears before the exists watch.
@@ -710,7 +710,7 @@ def test_a_partition_state_created_between_its_read_and_its_exists_watch_is_show
             writer.create(state_path, state)
         return exists(path, watch=watch)
 
-    watch_zk.exists = create_then_exists  # type: ignore[method-assign]
+    watch_zk.exists = create_then_exists  # type: ignore[method-assign, assignment]  # no watcher passed
     watcher.start()
     assert watcher.wait_ready(15)
     shown = pump_until(

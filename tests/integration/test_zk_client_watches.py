@@ -80,7 +80,7 @@ def test_a_znode_created_between_a_watched_batch_read_and_its_exists_watch_is_re
             admin.create(PATH, b'{"version":1,"partitions":[]}')
         return exists(path, watch=watch)
 
-    watcher.exists = create_then_exists  # type: ignore[method-assign]
+    watcher.exists = create_then_exists  # type: ignore[method-assign, assignment]  # no watcher passed
     fired = threading.Event()
     watcher.register_handler(PATH, lambda _event: fired.set())
     got = getattr(watcher, many)([PATH], watch=True)

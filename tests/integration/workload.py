@@ -108,6 +108,7 @@ def wait_healed(c: Cluster, ensemble: zkp.LocalZooKeeper | None = None) -> None:
         _wait_healed(c, ensemble)
     except AssertionError as e:
         found = []
+        diagnosis: Callable[[], str]
         for diagnosis in (lambda: diagnose(c), lambda: diagnose_ensemble(c, ensemble)):
             try:
                 found.append(diagnosis())
