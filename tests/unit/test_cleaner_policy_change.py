@@ -243,7 +243,12 @@ def test_a_switch_from_inside_the_cleaning_thread_does_not_wait_for_itself(
 # compact, and switched back the log was taken as dirty from its start.
 
 U = TopicPartition("u", 0)
-FOUR_KEYS = [(b"a", b"1"), (b"b", b"1"), (b"c", b"1"), (b"d", b"1")]
+FOUR_KEYS: list[tuple[bytes, bytes | None]] = [
+    (b"a", b"1"),
+    (b"b", b"1"),
+    (b"c", b"1"),
+    (b"d", b"1"),
+]
 
 
 def test_the_entry_of_a_log_that_left_compact_outlives_another_logs_cleaning(

@@ -355,7 +355,7 @@ def test_a_sessionless_fetch_is_read_again_only_for_a_change_of_its_partitions(
                 reads.append(tp)
             return leader_partition(tp, *args)
 
-        replicas.leader_partition = counting  # type: ignore[method-assign]
+        replicas.leader_partition = counting  # type: ignore[method-assign, assignment]  # passes its arguments on
         body = fetch_body({tp: 0 for tp in idle}, replica_id=-1, epoch=-1)  # sessionless
         body["max_wait_ms"] = 30_000  # answered by the append to idle-7 below
         answers: list[Any] = []

@@ -7,7 +7,7 @@ fetched from the partition's current fetch offset; others are ignored."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -37,7 +37,9 @@ class Scripted:
     """A leader's connection answering each fetch with the next scripted answer:
     {partition: (records or None, high watermark)}."""
 
-    def __init__(self, answers: list[Mapping[TopicPartition, tuple[bytes | None, int]]]) -> None:
+    def __init__(
+        self, answers: Sequence[Mapping[TopicPartition, tuple[bytes | None, int]]]
+    ) -> None:
         self.answers = list(answers)
         self.requests: list[dict[str, Any]] = []
 

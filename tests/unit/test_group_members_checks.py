@@ -11,9 +11,10 @@ from tests.integration.workload import GroupMembers
 S = GroupMembers.STATIC
 
 
-def members_with(
-    completed: dict[int, list[tuple[int, str, tuple[str, ...] | None, str]]],
-) -> GroupMembers:
+Completed = dict[int, list[tuple[int, str, tuple[str, ...] | None, str]]]
+
+
+def members_with(completed: Completed) -> GroupMembers:
     members = GroupMembers(cast(Any, None))  # threads made, never started
     members.completed = completed
     return members
@@ -50,7 +51,10 @@ def test_two_leaders_or_a_member_outside_the_list_are_flagged() -> None:
 
 def test_generations_going_back_are_flagged() -> None:
     members = members_with(
-        {0: [(6, "zkctl-a", ("zkctl-a",), "zkctl-a"), (5, "zkctl-a", ("zkctl-a",), "zkctl-a")]}
-        | {1: []}
+        cast(
+            Completed,
+            {0: [(6, "zkctl-a", ("zkctl-a",), "zkctl-a"), (5, "zkctl-a", ("zkctl-a",), "zkctl-a")]}
+            | {1: []},
+        )
     )
     assert members.problems() == ["member 0 completed generations out of order: [6, 5]"]

@@ -36,6 +36,7 @@ from storage.errors import (
     StorageError,
     UnexpectedAppendOffsetError,
 )
+from storage.log import PartitionLog
 from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from storage.testing import build_batch
 from tests.small_disks import fill, tmpfs
@@ -206,6 +207,7 @@ def test_a_start_on_a_disk_still_full_after_a_crash_loads_its_logs(
     without its marker."""
     healthy = tmp_path / "healthy"
     logs = LogManager([small_disk, healthy], CONFIG)
+    partition_log: PartitionLog | None  # get_log's, after the restart
     for tp in tps(0, 1, 2, 3):
         partition_log = logs.get_or_create(tp)
         for _ in range(3):

@@ -70,6 +70,7 @@ def metadata_of(
     codec = request_codec(ApiKey.METADATA, version)
     body = {"topics": [{"name": topic}], "allow_auto_topic_creation": True}
     answer = apis.handle(ApiKey.METADATA, version, {}, codec.decode(bytes(codec.encode(body))))
+    assert answer is not None
     out = response_codec(ApiKey.METADATA, version)
     (answered,) = out.decode(bytes(out.encode(answer)))["topics"]
     return answered, zk

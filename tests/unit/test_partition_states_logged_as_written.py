@@ -14,6 +14,7 @@ partition's state change as its write's answer is handled.)"""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +115,7 @@ def test_states_created_before_the_fence_moved_are_logged(tmp_path: Path) -> Non
     real_multi = zk.multi
     created = []
 
-    def multi(ops: list[WriteOp], **kwargs: Any) -> list[object]:
+    def multi(ops: Sequence[WriteOp], **kwargs: Any) -> list[Any]:
         out = real_multi(ops, **kwargs)
         if any(getattr(op, "path", "").endswith("/state") for op in ops) and not isinstance(
             out[-1], Exception
@@ -297,7 +298,7 @@ def test_elections_written_by_items_retried_alone_are_logged_when_an_answer_is_l
             written_alone.append(state_ops[0].path)
         return out
 
-    zk._multi_async = lost_after_two_written_alone  # type: ignore[method-assign]
+    zk._multi_async = lost_after_two_written_alone
     del zk.nodes[paths.broker(2)]
     zk.fire(paths.BROKER_IDS, "CHILD")
     drain(c)

@@ -199,6 +199,7 @@ def test_summary_percentiles_are_the_incidents(
     ):
         want = stats.summarize(i[column] for i in incidents)
         assert summary["failover_latency_ms"][key] == want
+        assert want["count"] is not None
         assert want["count"] > 0
 
 
@@ -308,9 +309,9 @@ def test_damaged_logs_give_the_same_answers_and_the_damage_is_counted(
         "[1, 2, 3]\n",
         "\n",
     ]
-    with files[1].open("a") as f:
-        f.writelines(extra)
-        f.write('{"ts":1800000000123,"v":1,"broker":2,"event":"leader_and_is')  # no newline
+    with files[1].open("a") as log_file:
+        log_file.writelines(extra)
+        log_file.write('{"ts":1800000000123,"v":1,"broker":2,"event":"leader_and_is')  # no newline
     out = tmp_path / "report"
     summary = report(spark, out, f"sim={damaged}")
     lines = summary["lines"]

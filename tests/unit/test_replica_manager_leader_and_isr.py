@@ -653,6 +653,7 @@ def test_a_stop_replica_waiting_for_a_cleaning_blocks_no_produce_and_no_leader_a
     # LeaderAndIsr making the partition again waits for the deletion, and never sees the
     # old log's directory (which it would load as its own, then lose to the rename).
     import storage.cleaner
+    import storage.compaction
     from tests.unit.test_log_cleaner import _history, compacted
 
     config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
@@ -664,7 +665,7 @@ def test_a_stop_replica_waiting_for_a_cleaning_blocks_no_produce_and_no_leader_a
     rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
     mapping = threading.Event()
     go_on = threading.Event()
-    real_keys = storage.cleaner.batch_keys
+    real_keys = storage.compaction.batch_keys  # the function storage.cleaner imports
     threads: list[threading.Thread] = []
 
     def held_keys(*args: Any, **kwargs: Any) -> Any:
