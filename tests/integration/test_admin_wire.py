@@ -13,10 +13,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._config import ConfigResource, ConfigSource
-from confluent_kafka.admin._resource import ResourceType
-from confluent_kafka.cimpl import NewPartitions, NewTopic
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
 
 from admin import reassign
 from tests.integration.conftest import ClusterFactory

@@ -70,8 +70,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import ElectionType, KafkaException
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewPartitions, NewTopic
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    NewPartitions,
+    NewTopic,
+)
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
