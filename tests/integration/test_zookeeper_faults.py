@@ -81,7 +81,11 @@ def test_zookeeper_unreachable_brokers_serve_controller_resigns_all_recovers(
     states = c.wait_topic_online("t")
     expected = {p: s.leader for p, s in states.items()}
     for b in (1, 2, 3):
-        wait_for(lambda b=b: leaders_seen(c, b, "t") == expected, 30, f"broker {b}'s metadata")
+        wait_for(
+            lambda b=b: leaders_seen(c, b, "t") == expected,  # type: ignore[misc]
+            30,
+            f"broker {b}'s metadata",
+        )
     c.zk.close()  # the test's own client would only retry against a dead server
 
     server = single_zk.servers[0]
@@ -109,7 +113,7 @@ def test_zookeeper_unreachable_brokers_serve_controller_resigns_all_recovers(
     # Everyone agrees on the new controller again.
     for b in (1, 2, 3):
         wait_for(
-            lambda b=b: metadata_of(c, b)["controller_id"] == new_id,
+            lambda b=b: metadata_of(c, b)["controller_id"] == new_id,  # type: ignore[misc]
             60,
             f"broker {b} to see the controller",
         )

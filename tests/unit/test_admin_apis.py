@@ -310,7 +310,7 @@ def test_every_answer_encodes_at_every_version() -> None:
             assert decoded["topics"][3]["num_partitions"] == 2
             assert decoded["topics"][3]["replication_factor"] == 2
     for v in every_version(ApiKey.CREATE_PARTITIONS):
-        body = {"topics": [{"name": "x", "count": 2, "assignments": None}] * 2}
+        body: dict[str, Any] = {"topics": [{"name": "x", "count": 2, "assignments": None}] * 2}
         answer = a.create_partitions(v, body)
         response_codec(ApiKey.CREATE_PARTITIONS, v).encode(answer)
     for v in every_version(ApiKey.DELETE_TOPICS):
@@ -569,13 +569,13 @@ def test_elect_leaders_answers_at_every_version() -> None:
 def round_trip_request(api: ApiKey, body: dict[str, Any]) -> dict[str, Any]:
     """``body`` as a broker decodes it off the wire (its field names, its nulls)."""
     codec = request_codec(api, 0)
-    return cast(dict[str, Any], codec.decode(bytes(codec.encode(body))))
+    return codec.decode(bytes(codec.encode(body)))
 
 
 def answered(api: ApiKey, body: dict[str, Any]) -> dict[str, Any]:
     """A response as the client decodes it: refuses a field outside the schema."""
     codec = response_codec(api, 0)
-    return cast(dict[str, Any], codec.decode(bytes(codec.encode(body))))
+    return codec.decode(bytes(codec.encode(body)))
 
 
 REASSIGN = {
@@ -783,7 +783,7 @@ def encodes(api: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
     """The response as the client decodes it (the codec refuses a string past 32,767
     bytes: the broker could only close the connection)."""
     codec = response_codec(api, version)
-    return cast(dict[str, Any], codec.decode(bytes(codec.encode(body))))
+    return codec.decode(bytes(codec.encode(body)))
 
 
 def test_create_partitions_naming_an_unregistered_broker_is_answered() -> None:
@@ -968,7 +968,10 @@ def test_create_partitions_waits_for_a_leader_of_every_partition_of_the_topic() 
     however soon the new partition 1 has a leader. Only the new ones were waited for."""
     _zk, a = zk_cluster("t")
     update_with(a.metadata, {0: -1, 1: 1}, "t")
-    body = {"topics": [{"name": "t", "count": 2, "assignments": None}], "timeout_ms": 200}
+    body: dict[str, Any] = {
+        "topics": [{"name": "t", "count": 2, "assignments": None}],
+        "timeout_ms": 200,
+    }
     (got,) = a.create_partitions(3, body)["results"]
     assert got["error_code"] == ErrorCode.REQUEST_TIMED_OUT, got
     update_with(a.metadata, {0: 2, 1: 1, 2: 3}, "t")
@@ -1084,7 +1087,7 @@ def test_a_created_topic_timed_out_is_answered_with_its_topic_id() -> None:
 def delete_over_the_wire(a: AdminApis, version: int, body: dict[str, Any]) -> list[dict[str, Any]]:
     """DeleteTopics as the broker decodes the request and the client the response."""
     codec = request_codec(ApiKey.DELETE_TOPICS, version)
-    request = cast(dict[str, Any], codec.decode(bytes(codec.encode(body))))
+    request = codec.decode(bytes(codec.encode(body)))
     answer = encodes(ApiKey.DELETE_TOPICS, version, a.delete_topics(version, request))
     return cast(list[dict[str, Any]], answer["responses"])
 

@@ -16,6 +16,7 @@ import pytest
 from kazoo.exceptions import ConnectionLoss
 
 import storage.log
+import storage.records
 from broker.apis import KafkaApis
 from broker.config import BrokerConfig, effective_topic_config
 from broker.metadata_cache import MetadataCache
@@ -230,7 +231,7 @@ def test_isr_shrunk_below_min_insync_during_the_append_is_not_enough_replicas(
         rm.become_leader_or_follower(
             leader_and_isr_request(TP, OLD, 1, [OLD, NEW], [OLD, NEW], is_new=True)
         )
-        real = storage.log.recompress
+        real = storage.records.recompress  # the function storage.log calls
 
         def isr_shrinks_meanwhile(records: Any, codec: int, **limits: Any) -> Any:
             # the controller took NEW out of the ISR: same leader, new epoch, ISR [OLD]

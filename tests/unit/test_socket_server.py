@@ -64,7 +64,7 @@ def test_a_connection_whose_thread_cannot_start_is_closed_and_the_next_served(
             failed.set()
             raise RuntimeError("can't start new thread")
 
-    monkeypatch.setattr(broker.network.threading, "Thread", NoThread)
+    monkeypatch.setattr(threading, "Thread", NoThread)  # the module broker.network starts with
     with socket.create_connection(("127.0.0.1", served.port), timeout=5) as lost:
         assert failed.wait(5)
         assert lost.recv(1) == b""  # closed

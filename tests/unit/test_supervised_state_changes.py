@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from broker.state_change_log import StateChangeLog
-from cluster import supervised
 from cluster.supervised import SupervisedBroker
 
 
@@ -88,7 +87,7 @@ def test_each_line_of_a_kind_is_parsed_once(
         parsed.append(text)
         return real_loads(text)
 
-    monkeypatch.setattr(supervised.json, "loads", counting_loads)
+    monkeypatch.setattr(json, "loads", counting_loads)  # the module supervised reads with
     for _ in range(5):  # polls
         assert len(broker.state_changes("controller_elected")) == 1
     assert len(parsed) == 1  # not the 1,000 lines of another kind, and not at every poll
