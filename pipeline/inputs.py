@@ -84,7 +84,7 @@ def is_remote(path: str) -> bool:
 
 
 def local_path(path: str) -> str:
-    return re.sub(r"^file://", "", path)
+    return re.sub(r"^file://", "", path, flags=re.IGNORECASE)  # as is_remote: any case
 
 
 def resolve(source: LogSource) -> ResolvedSource:

@@ -68,6 +68,16 @@ def test_remote_is_any_scheme_but_file_whatever_its_case() -> None:
     assert not inputs.is_remote("/x/hdfs://y")
 
 
+def test_a_file_uri_is_read_locally_whatever_its_scheme_case(tmp_path: Path) -> None:
+    # RFC 3986 3.1: schemes are case-insensitive. FILE:// was taken for a local URI (not
+    # remote) but its scheme was not stripped: "no such file or directory: FILE:///...".
+    f = _log(tmp_path / "state-change.log")
+    for scheme in ("file://", "FILE://", "File://"):
+        r = inputs.resolve(inputs.LogSource("c", f"{scheme}{tmp_path}"))
+        assert r.files == (str(f),), scheme
+        assert not r.remote
+
+
 # --- what a local path finds ------------------------------------------------------------------
 
 
