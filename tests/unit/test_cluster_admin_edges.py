@@ -192,3 +192,63 @@ def test_refusals_are_reported_in_partition_order() -> None:
         TopicPartition("a", 2): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None),
     }
     assert [line.split(":")[0] for line in report_lines(results)] == ["a-2", "a-10", "b-0"]
+
+
+def test_metadata_comes_from_the_first_bootstrap_server_that_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tried: list[tuple[str, int]] = []
+
+    class Conn:
+        def __init__(self, endpoint: tuple[str, int]) -> None:
+            self.endpoint = endpoint
+
+        def __enter__(self) -> Conn:
+            tried.append(self.endpoint)
+            if self.endpoint[0] != "up":
+                raise KafkaConnectionError(f"{self.endpoint[0]}: connection refused")
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def request(self, api: ApiKey, version: int, body: Body) -> Body:
+            return {"brokers": []}
+
+    monkeypatch.setattr(ClusterAdmin, "_connect", lambda self, endpoint: Conn(endpoint))
+    admin = ClusterAdmin([("down", 1), ("up", 2), ("later", 3)])
+    assert admin.metadata() == {"brokers": []}
+    assert tried == [("down", 1), ("up", 2)]
+    with pytest.raises(
+        AdminError,
+        match=r"^no bootstrap server answered: a: connection refused; b: connection refused$",
+    ):
+        ClusterAdmin([("a", 1), ("b", 2)]).metadata()
+
+
+def test_every_partition_asked_and_answered_counts() -> None:
+    def answer(body: Body) -> Body:
+        def parts(*ps: int) -> list[Body]:
+            return [
+                {
+                    "partition_index": p,
+                    "error_code": 0,
+                    "error_message": None,
+                    "replicas": [1],
+                    "adding_replicas": [],
+                    "removing_replicas": [],
+                }
+                for p in ps
+            ]
+
+        topics = [{"name": "a", "partitions": parts(0, 1)}, {"name": "b", "partitions": parts(0)}]
+        return {"error_code": 0, "responses": topics, "topics": topics}
+
+    admin = Scripted(30.0, [1], answer)
+    tps = [TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)]
+    assert sorted(admin.alter_partition_reassignments(dict.fromkeys(tps))) == tps
+    assert sorted(admin.list_partition_reassignments(tps)) == tps
+    assert admin.sent[-1][2]["topics"] == [
+        {"name": "a", "partition_indexes": [0, 1]},
+        {"name": "b", "partition_indexes": [0]},
+    ]
