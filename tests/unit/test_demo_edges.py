@@ -832,3 +832,182 @@ def test_two_brokers_are_enough_for_a_failover() -> None:
     assert demo_command.failover_brokers("2") == 2
     with pytest.raises(argparse.ArgumentTypeError, match="at least 2"):
         demo_command.failover_brokers("1")
+
+
+def demo_options(monkeypatch: pytest.MonkeyPatch, *argv: str) -> DemoOptions:
+    """The options `zkctl demo ARGV` runs the demo with (run_demo replaced)."""
+    from zkctl import cli
+
+    ran: list[DemoOptions] = []
+
+    def run_demo(options: DemoOptions, say: Callable[[str], None]) -> int:
+        ran.append(options)
+        return 0
+
+    monkeypatch.setattr(demo, "run_demo", run_demo)
+    args = cli.build_parser().parse_args(["demo", *argv])
+    assert args.handler(args) == 0
+    [options] = ran
+    return options
+
+
+def test_the_demos_flags_reach_its_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ZKCTL_ZOOKEEPER", raising=False)
+    options = demo_options(
+        monkeypatch,
+        "--brokers=4",
+        "--duration=90",
+        "--interval=2.5",
+        "--session-timeout-ms=7000",
+        "--partitions=9",
+        "--faults=cut,kill",
+        "--rate=50",
+        "--dir=/tmp/somewhere",
+    )
+    assert options.brokers == 4
+    assert options.duration_s == 90.0
+    assert options.interval_s == 2.5
+    assert options.session_timeout_ms == 7000
+    assert options.partitions == 9
+    assert options.faults == ("cut", "kill")
+    assert options.directory == Path("/tmp/somewhere/demo")
+    assert options.zookeeper is None
+    assert options.workload is not None
+    workload = options.workload()
+    assert isinstance(workload, ClientWorkload)
+    assert workload.rate == 50.0
+
+
+def test_the_demos_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ZKCTL_ZOOKEEPER", raising=False)
+    options = demo_options(monkeypatch)
+    assert (options.brokers, options.duration_s, options.interval_s) == (3, None, 6.0)
+    assert options.faults == demo.FAULTS
+    assert options.view == "plain"  # not a terminal
+    assert options.workload is not None
+    workload = options.workload()
+    assert isinstance(workload, ClientWorkload)
+    assert workload.rate == 200.0
+
+
+def test_no_clients_and_plain(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+        def write(self, text: str) -> int:
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    assert demo_options(monkeypatch).view == "curses"
+    options = demo_options(monkeypatch, "--plain", "--no-clients")
+    assert options.view == "plain"
+    assert options.workload is None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--duration=0"],
+        ["--duration=-5"],
+        ["--duration=soon"],
+        ["--interval=-1"],
+        ["--partitions=0"],
+        ["--session-timeout-ms=0"],
+        ["--rate=0"],
+        ["--brokers=1"],
+        ["--faults=kill,"],
+    ],
+)
+def test_bad_flag_values_are_usage_errors(argv: list[str]) -> None:
+    from zkctl import cli
+
+    with pytest.raises(SystemExit) as e:
+        cli.build_parser().parse_args(["demo", *argv])
+    assert e.value.code == 2
+
+
+# --- the clients' threads, with fakes ----------------------------------------------------------
+
+
+def test_the_order_of_lost_positions_is_by_partition_and_offset() -> None:
+    t = Tally()
+    t.on_delivery(None, Msg(1, 0, b"a"))
+    t.on_delivery(None, Msg(0, 3, b"b"))
+    t.on_delivery(None, Msg(1, 0, b"c"))
+    t.on_delivery(None, Msg(0, 1, b"d"))
+    assert t.lost() == [(0, 1), (0, 3), (1, 0), (1, 0)]
+
+
+def test_an_interrupted_stop_drains_for_seconds_not_minutes() -> None:
+    w, _ = workload_with(Tally())
+    w.stop(interrupted=True)
+    assert w._drain_deadline - time.monotonic() <= 8
+    w, _ = workload_with(Tally())
+    w.stop()
+    assert w._drain_deadline - time.monotonic() > 60
+
+
+def test_a_finished_producer_is_not_producing() -> None:
+    import threading
+
+    w, _ = workload_with(Tally())
+    done = threading.Thread(target=lambda: None)
+    done.start()
+    done.join()
+    w._threads = [done]
+    assert not w._producing()
+
+
+def test_the_clients_bootstrap_from_the_brokers_that_run() -> None:
+    from cluster.demo_workload import bootstrap
+
+    brokers = {
+        i: SimpleNamespace(alive=lambda i=i: i != 2, port=lambda i=i: 9090 + i) for i in (1, 2, 3)
+    }
+    assert bootstrap(SimpleNamespace(brokers=brokers)) == "127.0.0.1:9091,127.0.0.1:9093"  # type: ignore[arg-type]
+
+
+class FakeConsumer:
+    def __init__(self, *batches: list[Any]) -> None:
+        self.batches = list(batches)
+        self.closed = False
+
+    def consume(self, n: int, timeout: float) -> list[Any]:
+        return self.batches.pop(0) if self.batches else []
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Read(Msg):
+    def __init__(self, partition: int, offset: int, value: bytes, err: Any = None) -> None:
+        super().__init__(partition, offset, value)
+        self._err = err
+
+    def error(self) -> Any:
+        return self._err
+
+
+def test_the_consumer_reads_on_after_stop_until_every_acknowledged_message_is_read() -> None:
+    from confluent_kafka import KafkaError
+
+    t = Tally()
+    t.on_delivery(None, Msg(0, 0, b"a"))
+    t.on_delivery(None, Msg(0, 1, b"b"))
+    w, _ = workload_with(t)
+    w._stop.set()  # stopped; the producer has its answers
+    eof = SimpleNamespace(code=lambda: KafkaError._PARTITION_EOF, name=lambda: "_PARTITION_EOF")
+    bad = SimpleNamespace(code=lambda: KafkaError.UNKNOWN, name=lambda: "UNKNOWN")
+    consumer = FakeConsumer(
+        [], [Read(0, 0, b"a")], [Read(0, 0, b"", eof), Read(0, 0, b"", bad)], [Read(0, 1, b"b")]
+    )
+    w._consume(consumer)
+    assert t.read == {(0, 0): b"a", (0, 1): b"b"}
+    assert t.errors == {"consumer UNKNOWN": 1}  # the end of a partition is no error
+    assert consumer.closed
