@@ -230,10 +230,7 @@ def test_a_zombie_is_resumed_and_waited_for_until_it_resigns_its_epoch(waited: W
     assert cluster.done == ["pause 1", "resume 1"]
     assert said[1].endswith("2.5 s after the SIGSTOP")
     assert said[2] == (f"resuming the zombie, broker {OLD}: it still believes it is controller")
-    assert [what for what, _ in waited] == [
-        "the zombie to resign",
-        "the ISRs to fill up again",
-    ]
+    assert waited == [("the zombie to resign", 60), ("the ISRs to fill up again", 60)]
     assert cluster.registered == [[OLD]]
 
 
@@ -327,6 +324,7 @@ class Fakes:
     settings: list[dict[str, str]] = field(default_factory=list)
     topics: list[Any] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    banners: list[str] = field(default_factory=list)
 
 
 @pytest.fixture
@@ -361,7 +359,15 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> Fakes:
 
     monkeypatch.setattr(demo, "_zookeeper", zookeeper)
     monkeypatch.setattr(zkdata.client, "ZkClient", Anything)
-    monkeypatch.setattr(demo, "Watcher", Anything)
+
+    class Watcher(Anything):
+        def set_banner(self, text: str, *, since: float | None = None) -> None:
+            f.banners.append(text)
+
+        def request_summary(self) -> None:
+            f.banners.append("(summary)")
+
+    monkeypatch.setattr(demo, "Watcher", Watcher)
 
     def cluster(_connect: str, _root: Path, ids: Any, settings: dict[str, str]) -> Anything:
         f.settings.append(settings)
@@ -417,6 +423,20 @@ def test_the_faults_are_taken_in_turn_and_the_cycle_starts_again(
     assert fakes.said[-1] == "demo over after 6 failovers; nothing it started is running"
     # Stopped by q: the workload is stopped as interrupted (a few seconds at most).
     assert fakes.stopped == [True]
+
+
+def test_after_each_failover_a_summary_and_the_count_in_the_banner(
+    fakes: Fakes, tmp_path: Path
+) -> None:
+    fakes.interrupt_after = 3
+    run(fakes, tmp_path)
+    after = [b for b in fakes.banners if "done" in b or b == "(summary)"]
+    assert after == [
+        "(summary)",
+        "zkctl demo: 1 failover done; the next in 0 s; Ctrl-C stops it and cleans up",
+        "(summary)",
+        "zkctl demo: 2 failovers done; the next in 0 s; Ctrl-C stops it and cleans up",
+    ]
 
 
 def test_the_default_cycle_is_kill_stop_pause_cut() -> None:
@@ -1011,3 +1031,85 @@ def test_the_consumer_reads_on_after_stop_until_every_acknowledged_message_is_re
     assert t.read == {(0, 0): b"a", (0, 1): b"b"}
     assert t.errors == {"consumer UNKNOWN": 1}  # the end of a partition is no error
     assert consumer.closed
+
+
+def test_the_consumer_gives_up_at_the_drain_deadline() -> None:
+    t = Tally()
+    t.on_delivery(None, Msg(0, 0, b"never read"))
+    w, _ = workload_with(t)
+    w._stop.set()
+    w._drain_deadline = time.monotonic() - 1
+
+    class Endless(FakeConsumer):
+        calls = 0
+
+        def consume(self, n: int, timeout: float) -> list[Any]:
+            self.calls += 1
+            assert self.calls < 100, "read on past the drain deadline"
+            return []
+
+    consumer = Endless()
+    w._consume(consumer)
+    assert consumer.closed
+    assert t.read == {}
+
+
+def test_a_failover_record_written_after_the_takeover_was_seen_is_waited_for() -> None:
+    """The status file can show the new controller before its failover is done."""
+    cluster = FakeCluster()
+    record = {"controller_epoch": EPOCH + 1, "ts": 1.0}
+    calls: list[int] = []
+
+    def state_changes(event: str | None = None) -> list[dict[str, Any]]:
+        calls.append(1)
+        return [record] if len(calls) >= 3 else []
+
+    cluster.brokers[NEW].state_changes = state_changes  # type: ignore[method-assign]
+    assert demo._failover_record(cluster, NEW, EPOCH + 1, 30.0) == record  # type: ignore[arg-type]
+
+
+# --- the chroot ------------------------------------------------------------------------------
+
+
+def test_an_external_zookeeper_is_left_without_the_demos_chroot(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from cluster import zookeeper as zkp
+
+    deleted: list[str] = []
+    monkeypatch.setattr(zkp, "chroot_connect_string", lambda base, chroot, **_: base + chroot)
+    monkeypatch.setattr(zkp, "delete_chroot", deleted.append)
+    with demo._zookeeper(DemoOptions(zookeeper="zk:2181"), tmp_path, lambda _t: None) as c:
+        assert c.startswith("zk:2181/zkctl-demo-")
+        assert deleted == []
+    assert deleted == [c]
+
+
+def test_only_an_external_zookeeper_gets_the_is_it_running_hint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from cluster import zookeeper as zkp
+
+    def refused(base: str, chroot: str, **_: Any) -> str:
+        raise ConnectionRefusedError("refused")
+
+    closed: list[bool] = []
+    monkeypatch.setattr(zkp, "chroot_connect_string", refused)
+    monkeypatch.setattr(
+        zkp,
+        "provision",
+        lambda **_: SimpleNamespace(connect_string="own:2181", close=lambda: closed.append(True)),
+    )
+    with (
+        pytest.raises(demo.DemoError, match="is it running") as e,
+        demo._zookeeper(DemoOptions(zookeeper="zk:2181"), tmp_path, lambda _t: None),
+    ):
+        pass
+    assert str(e.value).startswith("cannot use ZooKeeper at zk:2181 (ConnectionRefusedError")
+    with (
+        pytest.raises(demo.DemoError) as e,
+        demo._zookeeper(DemoOptions(), tmp_path, lambda _t: None),
+    ):
+        pass
+    assert str(e.value) == "cannot use ZooKeeper at own:2181 (ConnectionRefusedError: refused)"
+    assert closed == [True]  # the ZooKeeper it started is stopped
