@@ -1113,3 +1113,41 @@ def test_only_an_external_zookeeper_gets_the_is_it_running_hint(
         pass
     assert str(e.value) == "cannot use ZooKeeper at own:2181 (ConnectionRefusedError: refused)"
     assert closed == [True]  # the ZooKeeper it started is stopped
+
+
+# --- the story left on the terminal ----------------------------------------------------------
+
+
+class NoZk:
+    """The source is never started: the view's queue and model are what matter."""
+
+    connected = True
+
+
+def test_the_full_screen_view_leaves_the_last_60_lines_of_the_story(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    from watch import render_curses
+    from watch.session import Watcher
+
+    def drew(
+        watcher: Watcher, stop: threading.Event | None = None, duration_s: float | None = None
+    ) -> str:
+        return "done"
+
+    monkeypatch.setattr(render_curses, "run", drew)
+    watcher = Watcher(NoZk())  # type: ignore[arg-type]
+    said: list[str] = []
+    view = demo.DemoView(watcher, "curses", said.append)
+    view.start()
+    for n in range(70):
+        view.note(f"demo line {n}")
+    watcher.note("broker 1 resigned as controller of epoch 3 (r)", ts=time.time(), source="log")
+    view.close()
+    assert not view.quit_requested
+    assert len(said) == 60, said
+    assert "demo line 10" not in " ".join(said)
+    assert "demo line 11" in said[0]
+    assert "broker 1 resigned as controller of epoch 3" in said[-1]
