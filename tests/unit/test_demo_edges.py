@@ -1151,3 +1151,32 @@ def test_the_full_screen_view_leaves_the_last_60_lines_of_the_story(
     assert "demo line 10" not in " ".join(said)
     assert "demo line 11" in said[0]
     assert "broker 1 resigned as controller of epoch 3" in said[-1]
+
+
+def test_a_view_failing_as_it_is_closed_does_not_interrupt_the_cleanup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The reader gone while the demo is already stopping: the failure is kept, and the
+    main thread, closing everything, is not interrupted again."""
+    import signal
+    import threading
+
+    from watch import render_plain
+    from watch.session import Watcher
+
+    def last_lines_fail(
+        watcher: Watcher, say: Callable[[str], None], stop: threading.Event, **_: Any
+    ) -> None:
+        stop.wait()
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(render_plain, "run", last_lines_fail)
+    view = demo.DemoView(Watcher(NoZk()), "plain", lambda _t: None)  # type: ignore[arg-type]
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        view.start()
+        view.close()  # joins the view's thread: any interruption is raised by now
+        time.sleep(0.1)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert isinstance(view.failure, BrokenPipeError)
