@@ -265,3 +265,24 @@ def test_printable_escapes_c0_del_and_c1_and_nothing_else() -> None:
         assert printable(f"a{chr(c)}b") == f"a\\x{c:02x}b", hex(c)
     kept = "".join(chr(c) for c in [*range(0x20, 0x7F), 0xA0, 0xFF, 0x100, 0x2713])
     assert printable(kept) == kept
+
+
+def test_off_the_main_thread_the_signals_are_left_alone() -> None:
+    # signal.signal raises ValueError off the main thread: the view runs without them.
+    errors: list[BaseException] = []
+    before = signal_handlers()
+
+    def body() -> None:
+        try:
+            with watch_command.stop_on_signals(threading.Event()):
+                pass
+            with watch_command.interrupt_on_signals():
+                pass
+        except BaseException as e:
+            errors.append(e)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join(30)
+    assert errors == []
+    assert signal_handlers() == before

@@ -468,3 +468,22 @@ def test_run_or_plain_without_a_duration_falls_back_to_plain_lines_without_one(
         fell_back=lambda e: None,
     )
     assert durations == [None]
+
+
+def test_a_resize_key_and_a_resized_terminal_are_followed_in_the_loop(
+    monkeypatch: pytest.MonkeyPatch, no_terminal: list[str]
+) -> None:
+    screen = FakeScreen(rows=24, cols=80, keys=[curses.KEY_RESIZE, ord("q")])
+    resized: list[tuple[int, int]] = []
+
+    def resizeterm(lines: int, columns: int) -> None:
+        resized.append((lines, columns))
+        screen.rows, screen.cols = lines, columns
+
+    with fake_curses_run(monkeypatch, screen) as asked:
+        monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((132, 50)))
+        monkeypatch.setattr(curses, "resizeterm", resizeterm)
+        assert render_curses.run(FakeWatcher()) == "quit"  # type: ignore[arg-type]
+    assert "update_lines_cols" in no_terminal
+    assert resized == [(50, 132)]
+    assert (asked[0]["rows"], asked[0]["cols"]) == (50, 132)  # the frame for the new size
