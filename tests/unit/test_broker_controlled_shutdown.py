@@ -75,13 +75,8 @@ def unstarted_server(
     return broker
 
 
-def test_a_broker_whose_start_did_not_complete_asks_for_no_controlled_shutdown(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Kafka asks only once started (startupComplete). A duplicate of a running broker's
-    id, refused at start-up (BrokerIdInUse), asked in its name: the controller moved
-    every leadership off the running broker and kept it among those shutting down."""
-    broker = unstarted_server(tmp_path, monkeypatch)
+def count_controlled_shutdowns(broker: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The broker's controlled_shutdown replaced by one that succeeds; a 1 per call."""
     asked: list[int] = []
 
     def controlled_shutdown() -> bool:
@@ -89,6 +84,17 @@ def test_a_broker_whose_start_did_not_complete_asks_for_no_controlled_shutdown(
         return True
 
     monkeypatch.setattr(broker, "controlled_shutdown", controlled_shutdown)
+    return asked
+
+
+def test_a_broker_whose_start_did_not_complete_asks_for_no_controlled_shutdown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka asks only once started (startupComplete). A duplicate of a running broker's
+    id, refused at start-up (BrokerIdInUse), asked in its name: the controller moved
+    every leadership off the running broker and kept it among those shutting down."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+    asked = count_controlled_shutdowns(broker, monkeypatch)
     assert broker.shutdown()
     assert asked == []
 
@@ -98,13 +104,7 @@ def test_a_started_broker_asks_for_a_controlled_shutdown(
 ) -> None:
     broker = unstarted_server(tmp_path, monkeypatch)
     broker.startup_complete.set()  # as startup() ends
-    asked: list[int] = []
-
-    def controlled_shutdown() -> bool:
-        asked.append(1)
-        return True
-
-    monkeypatch.setattr(broker, "controlled_shutdown", controlled_shutdown)
+    asked = count_controlled_shutdowns(broker, monkeypatch)
     assert broker.shutdown()
     assert asked == [1]
 
@@ -117,13 +117,7 @@ def test_a_started_broker_asks_for_a_controlled_shutdown_while_zookeeper_is_disc
     broker = unstarted_server(tmp_path, monkeypatch)
     monkeypatch.setattr(type(broker.zk), "connected", property(lambda _self: False))
     broker.startup_complete.set()
-    asked: list[int] = []
-
-    def controlled_shutdown() -> bool:
-        asked.append(1)
-        return True
-
-    monkeypatch.setattr(broker, "controlled_shutdown", controlled_shutdown)
+    asked = count_controlled_shutdowns(broker, monkeypatch)
     assert broker.shutdown()
     assert asked == [1]
 

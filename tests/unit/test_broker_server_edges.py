@@ -20,7 +20,12 @@ from broker.network import SocketServer
 from election.broker_identity import IdentityOutcome
 from storage.log_manager import lock_log_dirs
 from tests.unit import test_topic_configs as topic_configs
-from tests.unit.test_broker_controlled_shutdown import BASE, _ControllerApis, unstarted_server
+from tests.unit.test_broker_controlled_shutdown import (
+    BASE,
+    _ControllerApis,
+    count_controlled_shutdowns,
+    unstarted_server,
+)
 from zkdata.znodes import BrokerRegistration, EndPoint, TopicPartition, encode_broker
 
 
@@ -168,13 +173,7 @@ def test_a_broker_with_controlled_shutdown_disabled_asks_for_none(
     once started."""
     broker = unstarted_server(tmp_path, monkeypatch, "controlled.shutdown.enable=false\n")
     broker.startup_complete.set()
-    asked: list[int] = []
-
-    def controlled_shutdown() -> bool:
-        asked.append(1)
-        return True
-
-    monkeypatch.setattr(broker, "controlled_shutdown", controlled_shutdown)
+    asked = count_controlled_shutdowns(broker, monkeypatch)
     assert broker.shutdown()
     assert asked == []
 

@@ -20,6 +20,7 @@ from admin import topics as admin_topics
 from cluster import demo, netsplit, supervised
 from cluster.demo import DemoOptions
 from cluster.demo_workload import ClientWorkload, Tally
+from tests.unit.test_demo_pieces import Msg
 from zkctl import demo_command
 
 # --- one failover, with a fake cluster -------------------------------------------------------
@@ -652,20 +653,6 @@ def test_the_log_lines_are_noted_in_time_order_across_brokers_at_their_own_time(
 
 
 # --- the clients' counters and verdict -------------------------------------------------------
-
-
-class Msg:
-    def __init__(self, partition: int, offset: int, value: bytes) -> None:
-        self._p, self._o, self._v = partition, offset, value
-
-    def partition(self) -> int:
-        return self._p
-
-    def offset(self) -> int:
-        return self._o
-
-    def value(self) -> bytes:
-        return self._v
 
 
 class Err:
