@@ -646,7 +646,8 @@ class KafkaServer:
     def _on_topic_config_change(self, topic: str) -> None:
         """A config change notification named ``topic`` (Kafka's TopicConfigHandler): its
         config is read again, its logs here take it, and the controller, if here, elects
-        the topic's offline partitions again once unclean election is on for it. The
+        the topic's offline partitions again when the topic's own config turns unclean
+        election on. The
         config is kept only in place of a kept one (a topic this broker holds logs of),
         as Kafka's updates only the logs it has. Until the read succeeds (a failed one is
         retried) the config kept before stays in use."""
@@ -656,7 +657,10 @@ class KafkaServer:
         config = self._read_topic_configs([topic], replace_only=True)[topic]
         updated = self.logs.update_topic_config(topic, config) if self.logs is not None else 0
         log.info("topic %s: config applied to %d logs", topic, updated)
-        if config.unclean_leader_election_enable:
+        # Kafka's TopicConfigHandler asks for the pass on the topic's own override alone
+        # (Scala's toBoolean: "true" in any case, untrimmed); a broker default of true
+        # made every change of the topic's other keys a redundant pass.
+        if config.overrides.get("unclean.leader.election.enable", "").lower() == "true":
             self.controller.enable_topic_unclean_leader_election(topic)
 
     def _isr_check_loop(self) -> None:

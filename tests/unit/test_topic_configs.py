@@ -375,3 +375,24 @@ def test_a_leader_and_isr_reads_the_configs_of_its_new_logs_in_one_batch(
                 assert made.config.retention_ms == 1000 + i
     finally:
         logs.close()
+
+
+def test_only_the_topics_own_unclean_override_asks_the_controller_for_a_pass() -> None:
+    """Kafka 2.8's TopicConfigHandler: `Try(topicConfig.getProperty(UncleanLeaderElection
+    EnableProp).toBoolean).getOrElse(false)` over the topic's overrides, not its effective
+    config: a broker default of true does not make every change of another key a pass;
+    Scala's toBoolean takes "TRUE" but not " true" (untrimmed; the config reads that one)."""
+    config = load_broker_config(
+        text="zookeeper.connect=z:2181\nunclean.leader.election.enable=true\n"
+    )
+    zk = Zk()
+    s = server(zk, config=config)
+    put_config(zk, "defaulted", {"retention.ms": "5000"})
+    s._on_topic_config_change("defaulted")
+    put_config(zk, "off", {"unclean.leader.election.enable": "false"})
+    s._on_topic_config_change("off")
+    put_config(zk, "upper", {"unclean.leader.election.enable": "TRUE"})
+    s._on_topic_config_change("upper")
+    put_config(zk, "spaced", {"unclean.leader.election.enable": " true"})
+    s._on_topic_config_change("spaced")
+    assert s.controller.unclean == ["upper"]
