@@ -756,10 +756,19 @@ def incarnation_change(
         topic_id = znodes.decode_topic(name, data).topic_id
     except znodes.MalformedZnode:
         topic_id = None
-    if stat.czxid != read.czxid or topic_id != assignment.topic_id:
+    if stat.czxid != read.czxid:
         return ConcurrentChangeError(
             f"topic {name!r} was deleted and created again while partitions were being"
             " added; nothing was written, run the command again"
+        )
+    if topic_id != assignment.topic_id:
+        # The same znode, rewritten by another writer with another id (or unreadable):
+        # not a new topic, but not the one read either.
+        now_holds = "no readable topic id" if topic_id is None else f"topic id {topic_id}"
+        return ConcurrentChangeError(
+            f"topic {name!r}'s znode was rewritten with {now_holds} (it had"
+            f" {assignment.topic_id}) while partitions were being added; nothing was"
+            " written, run the command again"
         )
     if stat.version != read.version:
         return ConcurrentChangeError(

@@ -6,6 +6,7 @@ under-replication while a reassignment adds replicas."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -165,6 +166,23 @@ def test_a_topic_created_again_without_an_id_is_another_incarnation() -> None:
     assert "changed by someone else" in str(changed)
     gone = topics.incarnation_change("t", stat(5, 0), a, None)
     assert isinstance(gone, UnknownTopicError)
+
+
+def test_a_topic_znode_rewritten_with_another_id_is_named_so_not_as_created_again() -> None:
+    """The same znode (same czxid) rewritten with another topic id, or left unreadable, is
+    refused too, but named for what happened: no deletion or creation took place."""
+    first, second = uuid.UUID(int=1), uuid.UUID(int=2)
+    a = TopicAssignment("t", {0: (1,)}, first)
+    rewritten = encode_topic(TopicAssignment("t", {0: (1,)}, second))
+    other = topics.incarnation_change("t", stat(5, 0), a, (rewritten, stat(5, 1)))
+    assert isinstance(other, ConcurrentChangeError)
+    assert "deleted and created again" not in str(other)
+    assert f"rewritten with topic id {second} (it had {first})" in str(other)
+    unreadable = topics.incarnation_change("t", stat(5, 0), a, (b"{", stat(5, 1)))
+    assert isinstance(unreadable, ConcurrentChangeError)
+    assert f"rewritten with no readable topic id (it had {first})" in str(unreadable)
+    new_znode = topics.incarnation_change("t", stat(5, 0), a, (rewritten, stat(9, 0)))
+    assert "deleted and created again" in str(new_znode)
 
 
 def test_add_partitions_validate_only_writes_nothing() -> None:
