@@ -27,7 +27,7 @@ from tests.integration.conftest import ClusterFactory
 from tests.integration.dataplane import bootstrap
 from tests.integration.harness import Cluster, wait_for
 from tests.integration.harness import run_zkctl as zkctl
-from tests.integration.test_consumer_groups import coordinates
+from tests.integration.test_consumer_groups import coordinates, wait_known
 from wire.api import ApiKey
 from wire.client import KafkaConnection
 from wire.errors import ErrorCode
@@ -407,6 +407,11 @@ def test_admin_client_describes_topic_and_broker_configs(cluster_factory: Cluste
         [NewTopic("t", 1, 2, config={"segment.bytes": "1048576"})], operation_timeout=TIMEOUT_S
     )
     assert outcome(made) == {"t": 0}
+    # CreateTopics waits for the answering broker's metadata only (as Kafka's), and a
+    # topic's DescribeConfigs is answered from the asked broker's own metadata: librdkafka
+    # may ask the other broker before its UpdateMetadata is applied.
+    for b in (1, 2):
+        wait_known(c, b, "t", 1)
     asked = [
         ConfigResource(ResourceType.TOPIC, "t"),
         ConfigResource(ResourceType.TOPIC, "absent"),

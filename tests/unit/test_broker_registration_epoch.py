@@ -7,6 +7,7 @@ expired) is waited for, up to a deadline, then BrokerIdInUse."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -81,11 +82,14 @@ def gone(zk: RegistrationZk) -> Callable[[], None]:
 
 def test_the_broker_epoch_is_the_czxid_of_an_ephemeral_of_this_session() -> None:
     zk = RegistrationZk()
-    epoch = register_broker(cast(ZkClient, zk), reg())
+    # A timestamp of its own: with none, each encoding stamps the time of its making, and
+    # the two encodings compared may fall in different milliseconds.
+    registration = dataclasses.replace(reg(), timestamp_ms=1_796_000_000_000)
+    epoch = register_broker(cast(ZkClient, zk), registration)
     data, stat = zk.nodes[PATH]
     assert epoch == stat.czxid
     assert stat.ephemeralOwner == OURS
-    assert data == encode_broker(reg())
+    assert data == encode_broker(registration)
 
 
 def test_registering_again_in_a_new_session_gives_a_larger_epoch() -> None:
