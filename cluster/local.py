@@ -845,13 +845,15 @@ def up(
             _remove_old_data(_copied_data(e, directory, progress), directory, progress)
         else:
             if previous is not None:
+                # Whatever its state: a failed up whose cleanup could not stop a broker
+                # (one that survived SIGKILL) records its cluster stopped all the same.
+                alive = _live_processes(previous)
+                if alive:
+                    raise LocalClusterError(
+                        f"a cluster is already running in {directory} ({', '.join(alive)});"
+                        f" run `{zkctl_command('down', directory)}` first"
+                    )
                 if previous.state != "stopped":
-                    alive = _live_processes(previous)
-                    if alive:
-                        raise LocalClusterError(
-                            f"a cluster is already running in {directory} ({', '.join(alive)});"
-                            f" run `{zkctl_command('down', directory)}` first"
-                        )
                     _say(progress, f"the previous cluster in {directory} has died; cleaning it up")
                     _teardown(previous, progress)
                 _remove_old_data(_data_dirs(previous), directory, progress)
