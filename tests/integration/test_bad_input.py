@@ -17,6 +17,7 @@ import pytest
 
 from admin import elect, reassign, topics
 from broker.apis import SUPPORTED
+from cluster import ports
 from cluster import zookeeper as zkp
 from cluster.supervised import SupervisedBroker
 from election.broker_identity import checkpoint_meta_properties
@@ -718,9 +719,10 @@ def test_a_broker_that_cannot_reach_zookeeper_at_start_exits_and_is_started_agai
     supervisor (workload.revive_failed_start) starts such a broker again, and only such
     a one: a restart too, which gives up in its identity step (the cluster id its
     meta.properties names is checked there, as Kafka checks it before the id)."""
-    with socket.socket() as unused:  # a port nothing listens on
-        unused.bind(("127.0.0.1", 0))
-        port = unused.getsockname()[1]
+    # A port nothing listens on, from below the kernel's ephemeral range: a port the kernel
+    # picked may be the local end of the broker's own connection to it (a TCP connection
+    # to itself, which "connects") or go to another socket's listener.
+    [port] = ports.free_ports(1, "127.0.0.1")
     broker = SupervisedBroker(
         1,
         tmp_path / "broker-1",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 from broker.config import format_properties
+from cluster import ports
 from cluster.supervised import PROJECT_ROOT, SupervisedBroker, wait_for
 from election.broker_identity import (
     CRASH_ENV,
@@ -124,9 +124,12 @@ def brokers(zk_connect: str, tmp_path: Path) -> Iterator[Brokers]:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port for a broker to listen on a moment later (or at its restart), from below the
+    kernel's ephemeral range: one the kernel picked (bind to port 0) may be handed out
+    again in between, as the local end of any connection the cluster or its clients
+    make, and the broker's bind then fails (cluster/ports.py)."""
+    [port] = ports.free_ports(1, "127.0.0.1")
+    return port
 
 
 def produce_some(bootstrap: str, topic: str, n: int) -> None:
