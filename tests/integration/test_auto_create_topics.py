@@ -84,5 +84,13 @@ def test_without_it_an_unknown_topic_stays_unknown_and_too_few_brokers_are_said(
     wide = cluster_factory(auto_create_topics_enable="true", default_replication_factor="4")
     wide.wait_controller()
     wide.wait_registered([1, 2, 3])
+    # As above: until the controller's first UpdateMetadata reaches broker 1 (the
+    # controller is active once it is sent), an unknown topic is "not available yet" and
+    # nothing is created. Asked without creation, so as not to make it.
+    wait_for(
+        lambda: metadata(wide, 1, "too-wide", allow=False) != ErrorCode.LEADER_NOT_AVAILABLE,
+        30,
+        "broker 1 to know the cluster",
+    )
     assert metadata(wide, 1, "too-wide", allow=True) == ErrorCode.INVALID_REPLICATION_FACTOR
     assert wide.zk.exists(paths.topic("too-wide")) is None
