@@ -419,28 +419,3 @@ def test_a_moved_cluster_file_says_to_move_the_directory_back_only_when_gone(
     with pytest.raises(local.MovedClusterError) as raised:
         local.load(copy)
     assert ("move the directory back first" in str(raised.value)) is not original_left
-
-
-def test_up_refuses_while_a_broker_of_a_cluster_marked_stopped_still_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A failed up whose cleanup could not stop a broker (it survived SIGKILL) records its
-    cluster stopped all the same. The next up took that for a cluster with nothing left
-    running: it deleted the broker's data under it and started a new cluster, the old
-    broker left running and recorded nowhere. It refuses now, as for a cluster that runs;
-    `zkctl down` stops such a broker."""
-    fake = install_fake(monkeypatch)
-    directory = tmp_path / "c"
-    cluster = make_cluster(directory, state="stopped")
-    cluster.brokers[1].pid = 12
-    fake.add(12, cluster.brokers[1].properties)
-    local.save(cluster)
-
-    def provision(connect: str | None, **kwargs: object) -> zkp.ZooKeeper:
-        raise zkp.ZooKeeperError("a ZooKeeper was started")
-
-    monkeypatch.setattr(zkp, "provision", provision)
-    with pytest.raises(local.LocalClusterError, match=r"already running .*broker 2 \(pid 12\)"):
-        local.up(directory, 2)
-    assert (cluster.brokers[1].data_dir / "demo-0").is_dir()
-    assert fake.signals == []

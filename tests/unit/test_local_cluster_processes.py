@@ -203,15 +203,24 @@ def test_down_continues_paused_brokers_before_stopping_any(
     assert fake.signals[1:] == [(12, signal.SIGTERM), (11, signal.SIGTERM)]
 
 
+@pytest.mark.parametrize(("state", "process_state"), [("running", "T"), ("stopped", "S")])
 def test_up_refuses_while_a_paused_broker_of_the_cluster_runs(
-    tmp_path: Path, fake: FakeProcesses, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    fake: FakeProcesses,
+    monkeypatch: pytest.MonkeyPatch,
+    state: str,
+    process_state: str,
 ) -> None:
     """A paused broker is a running one: up does not take its cluster for dead (tearing
-    down its ZooKeeper and deleting its data under it)."""
+    down its ZooKeeper and deleting its data under it). Nor does it when the cluster is
+    recorded stopped: a failed up whose cleanup could not stop a broker (it survived
+    SIGKILL) records it so all the same, and up deleted the broker's data under it and
+    started a new cluster, the old broker left running and recorded nowhere; `zkctl down`
+    stops such a broker."""
     directory = tmp_path / "c"
-    cluster = make_cluster(directory)
+    cluster = make_cluster(directory, state=state)
     cluster.brokers[0].pid = 11
-    fake.add(11, cluster.brokers[0].properties, "T")
+    fake.add(11, cluster.brokers[0].properties, process_state)
     local.save(cluster)
     monkeypatch.setattr(local, "_teardown", lambda *a, **k: pytest.fail("torn down"))
 
@@ -222,6 +231,7 @@ def test_up_refuses_while_a_paused_broker_of_the_cluster_runs(
     with pytest.raises(local.LocalClusterError, match=r"already running .*broker 1 \(pid 11\)"):
         local.up(directory, 2)
     assert (cluster.brokers[0].data_dir / "demo-0").is_dir()
+    assert fake.signals == []
 
 
 def test_broker_must_follow_dash_m(tmp_path: Path, fake: FakeProcesses) -> None:
