@@ -6,7 +6,6 @@ clock where a wait would be long."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import threading
@@ -267,10 +266,7 @@ class FakeClock:
 @pytest.fixture
 def slow(monkeypatch: pytest.MonkeyPatch) -> SlowProcesses:
     fake = SlowProcesses()
-    monkeypatch.setattr(local, "proc_state", fake.state)
-    monkeypatch.setattr(local, "proc_cmdline", fake.cmdline)
-    monkeypatch.setattr(os, "kill", fake.kill)
-    monkeypatch.setattr(processes, "wait_stopped", lambda pid, timeout=10.0: True)
+    install_fake(monkeypatch, fake)
     monkeypatch.setattr(local, "time", FakeClock())
     return fake
 

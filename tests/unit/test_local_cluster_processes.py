@@ -60,9 +60,12 @@ class FakeProcesses:
                 self.table[pid] = ("S", argv)
 
 
-def install_fake(monkeypatch: pytest.MonkeyPatch) -> FakeProcesses:
-    """cluster/local.py sees and signals the processes of a FakeProcesses from now on."""
-    fake = FakeProcesses()
+def install_fake(
+    monkeypatch: pytest.MonkeyPatch, fake: FakeProcesses | None = None
+) -> FakeProcesses:
+    """cluster/local.py sees and signals the processes of ``fake`` (a new FakeProcesses
+    when none) from now on."""
+    fake = FakeProcesses() if fake is None else fake
     monkeypatch.setattr(local, "proc_state", fake.state)
     monkeypatch.setattr(local, "proc_cmdline", fake.cmdline)
     monkeypatch.setattr(os, "kill", fake.kill)
