@@ -279,6 +279,7 @@ class KafkaServer:
             self.config.log_dirs,
             self.config,
             topic_config=self._topic_config,
+            topic_configs=self._new_logs_topic_configs,
             offline_at_start=offline_at_start,
             locked=self._dir_locks,
         )

@@ -7,6 +7,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -501,6 +502,38 @@ def test_topic_configs_for_logs_found_on_disk(tmp_path: Path) -> None:
     assert log is not None
     assert log.config.retention_ms == 123
     again.close()
+
+
+def test_the_configs_of_the_logs_found_at_start_are_asked_for_in_one_batch(
+    tmp_path: Path,
+) -> None:
+    """One call for every topic with a log on disk (a broker reads them in one batch of
+    ZooKeeper reads, not one round trip a topic); a topic the batch leaves out is asked
+    for on its own."""
+    manager = LogManager([tmp_path], broker_config())
+    for tp in (A0, A1, B0):
+        produce(manager, tp)
+    manager.close()
+    batches: list[list[str]] = []
+    singles: list[str] = []
+
+    def topic_configs(topics: Sequence[str]) -> dict[str, LogConfig]:
+        batches.append(list(topics))
+        return {"a": LogConfig(retention_ms=123)}
+
+    def topic_config(topic: str) -> LogConfig:
+        singles.append(topic)
+        return LogConfig(retention_ms=7)
+
+    again = LogManager(
+        [tmp_path], broker_config(), topic_config=topic_config, topic_configs=topic_configs
+    )
+    try:
+        assert batches == [["a", B0.topic]]
+        assert singles == [B0.topic]
+        assert [again.get_log(tp).config.retention_ms for tp in (A0, A1, B0)] == [123, 123, 7]  # type: ignore[union-attr]
+    finally:
+        again.close()
 
 
 def test_checkpoints_are_replaced_atomically(
