@@ -1587,8 +1587,12 @@ class ReplicaManager:
                             "why": why,
                         }
                     )
-        for p, path, _desired, why in refused:
-            found_row = self._adopt_stored_state(p, path, self.zk.get(path), why)
+        # What is stored, read in one batch of pipelined multiReads, not a round trip a
+        # partition: the controller changing many states at once (a broker's loss) refuses
+        # as many writes. Should the read fail, the round fails and the next reads them all.
+        stored = self.zk.get_many([path for _p, path, _d, _w in refused]) if refused else []
+        for (p, path, _desired, why), got in zip(refused, stored, strict=True):
+            found_row = self._adopt_stored_state(p, path, got, why)
             if found_row is not None:
                 rows.append(found_row)
                 changed.append(p.topic_partition)

@@ -47,12 +47,14 @@ class Zk:
         # ok; lost: lands, its answer lost; down: never lands; refused: BadVersion, and
         # the read that follows is refused by a lost connection.
         self.mode = "ok"
+        self.refused_writes = 0
 
     def multi_batched(self, items: list[Any]) -> list[list[Any]]:
         (op,) = items[0]
         if self.mode == "down":
             raise ConnectionLoss()
         if op.version != self.state.zk_version or self.mode == "refused":
+            self.refused_writes += 1
             return [[BadVersionError()]]
         self.state = decode_partition_state(op.path, op.data, op.version + 1).leader_and_isr
         self.versions.append(self.state.zk_version)
@@ -64,12 +66,9 @@ class Zk:
         data = encode_partition_state(self.state, 3)
         return data, SimpleNamespace(version=self.state.zk_version)
 
-    def get(self, path: str) -> tuple[bytes, Any]:
-        if self.mode == "refused":
-            raise ConnectionLoss()
-        return self._stored()
-
     def get_many(self, path_list: list[str]) -> list[tuple[bytes, Any]]:
+        if self.mode == "refused" and self.refused_writes:
+            raise ConnectionLoss()  # the read after the refused write
         return [self._stored() for _ in path_list]
 
 

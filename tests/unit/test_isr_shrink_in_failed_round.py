@@ -80,12 +80,9 @@ class Zk:
         st = self.states[self._tp(path)]
         return encode_partition_state(st, 3), SimpleNamespace(version=st.zk_version)
 
-    def get(self, path: str) -> tuple[bytes, Any]:
+    def get_many(self, path_list: list[str]) -> list[tuple[bytes, Any]]:
         if self.refuse_then_down:
             raise ConnectionLoss()
-        return self._stored(path)
-
-    def get_many(self, path_list: list[str]) -> list[tuple[bytes, Any]]:
         return [self._stored(p) for p in path_list]
 
 

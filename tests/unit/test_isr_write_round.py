@@ -39,13 +39,14 @@ PATH = "/brokers/topics/t/partitions/0/state"
 
 class Zk:
     """Every write answered with ``outcome`` (a zkVersion, or an error object), after
-    ``during`` runs; reads give ``stored`` (None: the znode is gone)."""
+    ``during`` runs; reads give ``stored`` (None: the znode is gone), for every path."""
 
     def __init__(self) -> None:
         self.writes: list[SetData] = []
         self.outcome: Any = None
         self.stored: tuple[bytes, int] | None = None
         self.during: Any = None
+        self.reads: list[list[str]] = []  # each batch of reads
 
     def multi_batched(self, items: list[list[Any]]) -> list[list[Any]]:
         if self.during is not None:
@@ -59,11 +60,12 @@ class Zk:
                 out.append([self.outcome])
         return out
 
-    def get(self, path: str) -> tuple[bytes, Any] | None:
+    def get_many(self, path_list: list[str]) -> list[tuple[bytes, Any] | None]:
+        self.reads.append(list(path_list))
         if self.stored is None:
-            return None
+            return [None for _ in path_list]
         data, version = self.stored
-        return data, SimpleNamespace(version=version)
+        return [(data, SimpleNamespace(version=version)) for _ in path_list]
 
 
 def state(leader: int, epoch: int, isr: tuple[int, ...], zk_version: int) -> LeaderAndIsr:
@@ -181,6 +183,26 @@ def test_a_refused_write_whose_state_cannot_be_read_back_leaves_the_partition_st
     assert write_round(rm) == set()
     assert p.stale
     assert p.isr == (LEADER, IN_SYNC)
+
+
+def test_the_states_of_many_refused_writes_are_read_back_in_one_batch(
+    rm: ReplicaManager, zk: Zk
+) -> None:
+    """A controller changing many states at once refuses as many writes: what is stored
+    is read in one batch of pipelined reads, not a round trip a partition."""
+    other = TopicPartition("t", 1)
+    rm.become_leader_or_follower(
+        leader_and_isr_request(other, LEADER, 2, [LEADER, IN_SYNC], [1, 2, 3, 4], is_new=True)
+    )
+    rm.record_follower_fetch(rm.partitions[other], IN_SYNC, 0)
+    zk.outcome = BadVersionError()
+    for tp in (TP, other):
+        rm.partitions[tp].followers[IN_SYNC].last_caught_up_ms -= 10 * rm.replica_lag_time_max_ms
+    rm.maybe_shrink_isr()
+    assert write_round(rm) == set()
+    assert len(zk.writes) == 2
+    assert zk.reads == [[PATH, "/brokers/topics/t/partitions/1/state"]]
+    assert [rm.partitions[tp].stale for tp in (TP, other)] == [True, True]  # znodes gone
 
 
 def test_a_delayed_repeat_of_the_epoch_held_older_than_the_state_found_is_not_taken(
