@@ -46,7 +46,7 @@ from storage.legacy import (
     is_legacy,
     up_convert,
 )
-from storage.log import ReadInfo
+from storage.log import PartitionLog, ReadInfo
 from storage.records import (
     ATTR_COMPRESSION_MASK,
     BATCH_HEADER_SIZE,
@@ -573,10 +573,13 @@ class KafkaApis:
                 ctx.zstd_readable,
                 follower and p is not None and replica_id not in p.followers,
                 counted,
+                req.last_fetched_epoch,
             )
-            if p is not None and follower:
+            diverged = "diverging_epoch" in data
+            if p is not None and follower and not diverged:
                 positions.append((p, req.fetch_offset))
-            if data["error_code"]:
+            if data["error_code"] or diverged:
+                # fetchMessages answers a diverging epoch at once too (hasDivergingEpoch).
                 errored = True
             elif records := data["records"]:
                 readable.read += len(records)
@@ -587,8 +590,9 @@ class KafkaApis:
     def _read_session(
         self, ctx: FetchContext, replica_id: int, again: Collection[TopicPartition] | None
     ) -> tuple[dict[TopicPartition, PartitionData], bool, list[tuple[Partition, int]]]:
-        """An incremental fetch. Read are the partitions the request lists and those whose
-        last answer was an error (or, reading again, `again`), those the change journal
+        """An incremental fetch. Read are the partitions the request lists, those whose
+        last answer was an error and those with a last fetched epoch (or, reading again,
+        `again`), those the change journal
         names since the session last looked, and those of the session's sweep due now
         that may have something to say: the sweep looks (cheaply) at each partition once
         an interval, a part each read, so changes nobody notifies (a log start offset
@@ -610,7 +614,11 @@ class KafkaApis:
                 changed = journal.since(session.checked_generation)
                 if changed is not None:
                     if again is None:
-                        looks = dict.fromkeys((*ctx.fetch_data, *session.errored))
+                        # Errors go out each time, and so does a divergence, which
+                        # only a read finds (those with a last fetched epoch).
+                        looks = dict.fromkeys(
+                            (*ctx.fetch_data, *session.errored, *session.last_fetched_epochs)
+                        )
                     else:
                         looks = dict.fromkeys(again)
                     more = len(looks)
@@ -621,7 +629,8 @@ class KafkaApis:
                         swept = session.sweep_due(now, interval)
                         if swept:
                             looks.update(
-                                (cp.topic_partition, None) for cp in self._look(swept, follower)
+                                (cp.topic_partition, None)
+                                for cp in self._look(swept, follower, session.last_fetched_epochs)
                             )
                             if follower:
                                 session.swept_unrecorded += swept
@@ -637,11 +646,10 @@ class KafkaApis:
             readable = _Readable(ctx.min_bytes)
             counted = readable if ctx.min_bytes > 1 else None
             budget = _ByteBudget(ctx.max_bytes)
+            epochs = session.last_fetched_epochs
             for cp in maybe:
                 tp = cp.topic_partition
                 error, p = self._fetched_partition(tp, cp.current_leader_epoch)
-                if follower:
-                    cp.partition = p
                 data = _partition_data(
                     tp,
                     error,
@@ -653,12 +661,18 @@ class KafkaApis:
                     ctx.zstd_readable,
                     follower and p is not None and replica_id not in p.followers,
                     counted,
+                    epochs.get(tp, -1) if epochs else -1,
                 )
+                diverged = "diverging_epoch" in data
+                if follower:
+                    # A diverged follower's offset is no position in this log: not
+                    # recorded (Kafka's updateFollowerFetchState, KAFKA-13141).
+                    cp.partition = None if diverged else p
                 if cp.maybe_update_response(data, False):
                     updates[tp] = data
                     # A follower waits for records (or an error), not a high watermark;
                     # a consumer asking for more than a byte, for that many.
-                    if data["error_code"]:
+                    if data["error_code"] or diverged:
                         answer_now = True
                     elif records := data["records"]:
                         readable.read += len(records)
@@ -705,11 +719,18 @@ class KafkaApis:
 
     def _scan_session(self, session: FetchSession, follower: bool) -> list[CachedPartition]:
         """A look at every partition of the session (see _look)."""
-        return self._look(session.partitions.values(), follower)
+        return self._look(session.partitions.values(), follower, session.last_fetched_epochs)
 
-    def _look(self, cps: Iterable[CachedPartition], follower: bool) -> list[CachedPartition]:
+    def _look(
+        self,
+        cps: Iterable[CachedPartition],
+        follower: bool,
+        epochs: Container[TopicPartition] = (),
+    ) -> list[CachedPartition]:
         """A cheap look at these partitions of a session: the ones that may have
-        something to say, and (for a follower) its position in each of the others."""
+        something to say, and (for a follower) its position in each of the others.
+        Those with a last fetched epoch (`epochs`) are read: only a read tells whether
+        the fetcher's log diverged, and a diverged position is not recorded."""
         partitions = self.replicas.partitions
         me = self.broker_id
         maybe: list[CachedPartition] = []
@@ -730,6 +751,9 @@ class KafkaApis:
             ):
                 cp.partition = None
                 maybe.append(cp)  # an error to report
+                continue
+            if epochs and tp in epochs:
+                maybe.append(cp)
                 continue
             if follower:
                 cp.partition = p
@@ -1468,6 +1492,7 @@ def _partition_data(
     zstd_readable: bool = True,
     not_a_replica: bool = False,
     readable: _Readable | None = None,
+    last_fetched_epoch: int = -1,
 ) -> PartitionData:
     """One partition of a fetch response: whole batches from `fetch_offset`, up to the log
     end for a follower and up to the high watermark for a consumer (no transactions here,
@@ -1477,7 +1502,10 @@ def _partition_data(
     broker that is not one of the partition's replicas (`not_a_replica`) gets no
     records, as Kafka 2.8's updateFollowerFetchState answers it after the read
     (withEmptyFetchInfo): the log end is for followers only. What the read finds readable
-    is counted in `readable`, for the fetch's min_bytes."""
+    is counted in `readable`, for the fetch's min_bytes. A fetcher that sends the epoch
+    of its last fetched batch (Fetch v12, `last_fetched_epoch` >= 0) and whose log
+    diverged from this one is answered where (`diverging_epoch`), no records, as Kafka
+    2.8's Partition.readRecords answers it."""
     # An empty record set, never null: Kafka sends empty ones, and older librdkafka
     # (kcat's) cannot parse a null one ("invalid MessageSetSize -1").
     records: bytes = b""
@@ -1489,12 +1517,17 @@ def _partition_data(
         and p.log.config.compression == Compression.ZSTD
     ):
         error = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    diverging: dict[str, int] | None = None
     if p is None or error != ErrorCode.NONE:
         hw, log_start = -1, -1
     else:
         hw = p.high_watermark
         log_start = p.log_start_offset
-        max_bytes = budget.take(partition_max_bytes)
+        if last_fetched_epoch >= 0 and p.log is not None:
+            error, diverging = _divergence(p.log, last_fetched_epoch, fetch_offset, log_start)
+        # A diverging or refused partition reads nothing, and spends none of the budget.
+        readable_here = error == ErrorCode.NONE and diverging is None
+        max_bytes = budget.take(partition_max_bytes) if readable_here else 0
         if p.log is not None and max_bytes > 0:
             min_one_batch = budget.first
             try:
@@ -1535,8 +1568,27 @@ def _partition_data(
         "preferred_read_replica": -1,
         "records": records,
     }
+    if diverging is not None:
+        data["diverging_epoch"] = diverging
     budget.spend(data, cut)
     return data
+
+
+def _divergence(
+    log: PartitionLog, last_fetched_epoch: int, fetch_offset: int, log_start: int
+) -> tuple[ErrorCode, dict[str, int] | None]:
+    """Kafka 2.8's Partition.readRecords given a last fetched epoch: OFFSET_OUT_OF_RANGE
+    when this log cannot say where that epoch ends (an epoch above every one it has), or
+    when the fetch offset is below the log start (whether or not the logs diverged,
+    KAFKA-12996); a diverging epoch, this log's (epoch, end offset) for it, when this
+    log has no such epoch or that epoch ends before the fetch offset: the fetcher's log
+    holds records this one does not, and must truncate to that end first."""
+    epoch, end_offset = log.end_offset_for_epoch(last_fetched_epoch)
+    if epoch < 0 or end_offset < 0 or fetch_offset < log_start:
+        return ErrorCode.OFFSET_OUT_OF_RANGE, None
+    if epoch < last_fetched_epoch or end_offset < fetch_offset:
+        return ErrorCode.NONE, {"epoch": epoch, "end_offset": end_offset}
+    return ErrorCode.NONE, None
 
 
 def read_error_code(exc: Exception) -> ErrorCode:

@@ -109,10 +109,12 @@ class CachedPartition:
     leader last answered for it (-1: nothing yet, or an error, so the next answer goes
     out whatever it says).
 
-    Of a request's parameters, those the leader uses: not the fetcher's last fetched
-    epoch nor its log start offset (Kafka keeps both; its leader checks the epoch for
-    divergence, where our followers ask with OffsetForLeaderEpoch). A leader holds one
-    of these per partition per follower; the two more made it 112 bytes, not 96."""
+    Of a request's parameters, those the leader uses, but not the fetcher's log start
+    offset (Kafka keeps it; ours goes unused) nor its last fetched epoch, which only a
+    fetcher that checks divergence on fetch sends (our followers ask with
+    OffsetForLeaderEpoch and send none): the session keeps those few apart
+    (FetchSession.last_fetched_epochs). A leader holds one of these per partition per
+    follower; the two more made it 112 bytes, not 96."""
 
     topic_partition: TopicPartition
     fetch_offset: int
@@ -168,6 +170,10 @@ class CachedPartition:
                 self.log_start_offset = log_start
         if data.get("preferred_read_replica", -1) >= 0:
             must = True
+        if "diverging_epoch" in data:
+            # Always answered, so that the fetcher truncates (Kafka's
+            # maybeUpdateResponseData).
+            must = True
         if data["error_code"] != ErrorCode.NONE:
             # Errors always go out; forgetting what was sent makes the partition go out
             # again once the error clears.
@@ -213,6 +219,9 @@ class FetchSession:
         self.epoch = next_epoch(INITIAL_EPOCH)  # what the next request must carry
         self.cached_size = len(partitions)  # the size as of the last touch, for eviction
         self.lock = threading.Lock()
+        # The last fetched epoch (KIP-595) of the partitions whose last request gave one
+        # (>= 0), for the leader's divergence check; Kafka's CachedPartition keeps it.
+        self.last_fetched_epochs: dict[TopicPartition, int] = {}
         # Partitions whose last answer was an error: errors go out on every fetch.
         self.errored: set[TopicPartition] = {
             tp for tp, cp in partitions.items() if cp.high_watermark == -1
@@ -293,6 +302,7 @@ class FetchSession:
         added: list[TopicPartition] = []
         updated: list[TopicPartition] = []
         removed: list[TopicPartition] = []
+        epochs = self.last_fetched_epochs
         for tp, req in fetch_data.items():
             cached = self.partitions.get(tp)
             if cached is None:
@@ -301,7 +311,12 @@ class FetchSession:
             else:
                 cached.update_request(req)
                 updated.append(tp)
+            if req.last_fetched_epoch >= 0:
+                epochs[tp] = req.last_fetched_epoch
+            elif epochs:
+                epochs.pop(tp, None)
         for tp in to_forget:
+            epochs.pop(tp, None)
             cached = self.partitions.pop(tp, None)
             if cached is not None:
                 removed.append(tp)
@@ -395,6 +410,12 @@ class FullContext(FetchContext):
         self.session = self.cache.maybe_create_session(
             self.privileged, len(updates), partitions, replica_id=self.replica_id
         )
+        if self.session is not None:
+            self.session.last_fetched_epochs = {
+                tp: req.last_fetched_epoch
+                for tp, req in self.fetch_data.items()
+                if req.last_fetched_epoch >= 0 and tp in updates
+            }
         session_id = self.session.id if self.session is not None else INVALID_SESSION_ID
         return FetchResult(ErrorCode.NONE, session_id, list(updates.items()))
 
