@@ -435,7 +435,9 @@ class KafkaApis:
                 # refresh.
                 answer = {**data, "error_code": int(ErrorCode.NOT_LEADER_OR_FOLLOWER)}
             if version < _FETCH_FIRST_BATCH_VERSION and data["records"]:
-                answer = self._down_converted(tp, answer, version, fetch_offsets.get(tp, 0))
+                answer = self._down_converted(
+                    tp, answer, version, fetch_offsets.get(tp, 0), replica_id >= 0
+                )
             responses.setdefault(tp.topic, []).append(answer)
         return {
             "throttle_time_ms": 0,
@@ -453,14 +455,32 @@ class KafkaApis:
         return p.log.config.max_decompressed_bytes
 
     def _down_converted(
-        self, tp: TopicPartition, data: PartitionData, version: int, fetch_offset: int
+        self,
+        tp: TopicPartition,
+        data: PartitionData,
+        version: int,
+        fetch_offset: int,
+        follower: bool = False,
     ) -> PartitionData:
         """A Fetch v0-v3 answer's records as messages of magic 0 (v0-v1) or 1 (v2-v3), as
-        Kafka 2.8's maybeConvertFetchedData converts them (message.downconversion.enable
-        is not looked at: always on, its default). A batch that cannot be converted (zstd,
-        which those versions never get from a zstd topic, first in the answer, or one
-        that does not decode) answers the partition its error, no records; only the
-        latter is logged (a zstd batch is no damage: Kafka traces it)."""
+        Kafka 2.8's maybeConvertFetchedData converts them. A consumer's fetch of a topic
+        with message.downconversion.enable=false is answered UNSUPPORTED_VERSION instead
+        (a follower's is converted whatever it says), with no offsets, as Kafka's
+        errorResponse. A batch that cannot be converted (zstd, which those versions never
+        get from a zstd topic, first in the answer, or one that does not decode) answers
+        the partition its error, no records; only the latter is logged (a zstd batch is
+        no damage: Kafka traces it)."""
+        if not follower:
+            p = self.replicas.partitions.get(tp)
+            if p is not None and p.log is not None and not p.log.config.downconversion_enabled:
+                return {
+                    **data,
+                    "error_code": int(ErrorCode.UNSUPPORTED_VERSION),
+                    "high_watermark": -1,
+                    "last_stable_offset": -1,
+                    "log_start_offset": -1,
+                    "records": b"",
+                }
         to_magic = 0 if version <= 1 else 1
         try:
             records = down_convert(

@@ -155,6 +155,9 @@ class LogConfig:
     # min.insync.replicas: acks=all produce checks read it here, in memory (Kafka's
     # leaderLog.config.minInSyncReplicas), never from ZooKeeper.
     min_insync_replicas: int = 1
+    # message.downconversion.enable: whether a consumer's Fetch v0-v3 gets this log's
+    # batches converted to its messages (else UNSUPPORTED_VERSION).
+    downconversion_enabled: bool = True
     #: how long the active segment may be written before it rolls (Kafka's
     #: LogConfig.maxSegmentMs): ``segment.ms``, or ``max.compaction.lag.ms`` if lower for
     #: a compacted topic, since the active segment is never cleaned (KIP-354)
@@ -198,6 +201,7 @@ class LogConfig:
             max_compaction_lag_ms=config.max_compaction_lag_ms,
             compression=_COMPRESSION_TYPES.get(config.compression_type),
             min_insync_replicas=config.min_insync_replicas,
+            downconversion_enabled=config.message_downconversion_enable,
         )
         return _SHARED_LOG_CONFIGS(made)
 

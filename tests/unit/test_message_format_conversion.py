@@ -17,13 +17,13 @@ from typing import Any, NamedTuple
 import pytest
 
 from broker.apis import KafkaApis
-from broker.config import BrokerConfig
+from broker.config import BrokerConfig, effective_topic_config
 from storage import codecs
 from storage.codecs import Compression
 from storage.log import LogConfig
 from storage.log_manager import LogManager
 from storage.records import RecordSpec, build_batch, iter_batches, iter_records
-from tests.unit.test_fetch_session import LEADER, T0, Loopback, make_leader
+from tests.unit.test_fetch_session import FOLLOWER, LEADER, T0, Loopback, make_leader
 from wire.api import ApiKey
 from wire.errors import ErrorCode
 
@@ -107,9 +107,11 @@ def produce(client: Loopback, version: int, records: bytes) -> dict[str, Any]:
     return result
 
 
-def fetch(client: Loopback, version: int, offset: int, max_bytes: int = 1 << 20) -> dict[str, Any]:
+def fetch(
+    client: Loopback, version: int, offset: int, max_bytes: int = 1 << 20, replica_id: int = -1
+) -> dict[str, Any]:
     body = {
-        "replica_id": -1,
+        "replica_id": replica_id,
         "max_wait_ms": 0,
         "min_bytes": 1,
         "max_bytes": max_bytes,
@@ -334,3 +336,30 @@ def test_a_magic_1_wrapper_of_offset_0_or_above_its_last_inner_one_is_taken(
         answer = produce(client, 2, _wrapper(offset, 1, inner))
         assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, base)
     assert fetch(client, 12, 0)["high_watermark"] == 4
+
+
+def test_a_topic_without_down_conversion_answers_old_consumers_unsupported_version(
+    tmp_path: Path,
+) -> None:
+    """message.downconversion.enable=false (the topic's, or the broker's
+    log.message.downconversion.enable): a consumer's Fetch v0-v3 that would need its
+    batches converted is answered UNSUPPORTED_VERSION, no records and no offsets (Kafka
+    2.8's maybeConvertFetchedData, errorResponse); one with nothing to convert, a Fetch
+    v4+, and a follower's fetch (converted whatever the topic says) are served."""
+    config = effective_topic_config(None, {"message.downconversion.enable": "false"})
+    for apis in _apis(tmp_path, LogConfig.from_topic_config(config)):
+        client = Loopback(apis)
+        assert fetch(client, 3, 0)["error_code"] == ErrorCode.NONE  # nothing to convert
+        assert produce(client, 8, bytes(build_batch([b"a"])))["error_code"] == ErrorCode.NONE
+        for version in (0, 3):
+            answer = fetch(client, version, 0)
+            assert answer["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+            assert (answer["records"], answer["high_watermark"]) == (b"", -1)
+        answer = fetch(client, 4, 0)
+        assert (answer["error_code"], answer["high_watermark"]) == (ErrorCode.NONE, 1)
+        assert len(list(iter_batches(answer["records"]))) == 1
+        follower = fetch(client, 3, 0, replica_id=FOLLOWER)
+        assert follower["error_code"] == ErrorCode.NONE
+        assert [m.value for m in messages(follower["records"])] == [b"a"]
+    default = LogConfig.from_topic_config(effective_topic_config(None, {}))
+    assert (default.downconversion_enabled, LogConfig().downconversion_enabled) == (True, True)
