@@ -1464,24 +1464,32 @@ class _ByteBudget:
     an answer is at most max_bytes, or one batch."""
 
     def __init__(self, max_bytes: int) -> None:
-        # 0 (a consumer's fetch.max.bytes may be 0) is no bytes: the first batch only.
-        self.left = max(0, max_bytes)
+        # 0 (a consumer's fetch.max.bytes may be 0) is no bytes: the first batch only. A
+        # negative one is kept for the first partition read, as Kafka's limitBytes.
+        self.left = max_bytes
         self.first = True  # no partition has returned records yet
         self.ran_out = False  # records may have been left out for want of bytes
 
     def take(self, partition_max_bytes: int) -> int:
+        """The bytes the next partition may read; negative when its own max bytes or the
+        request's (for the first partition read) is: a size Kafka's LogSegment.read
+        refuses (IllegalArgumentException), should the read reach a segment."""
+        adjusted = min(partition_max_bytes, self.left)
+        if adjusted < 0:
+            return adjusted
         if self.first:
-            return max(1, min(partition_max_bytes, self.left))
+            return max(1, adjusted)
         if self.left <= 0:
             self.ran_out = True
             return 0
-        return max(0, min(partition_max_bytes, self.left))
+        return adjusted
 
     def spend(self, data: PartitionData, cut: bool) -> None:
         """`cut`: the partition had records the bytes given to it did not reach."""
         records = data["records"]
+        # Never below 0 once a partition was read (Kafka's max(0, limitBytes - size)).
+        self.left = max(0, self.left - len(records))
         if records:
-            self.left -= len(records)
             self.first = False
         if cut:
             self.ran_out = True
@@ -1548,22 +1556,29 @@ def _partition_data(
         # A diverging or refused partition reads nothing, and spends none of the budget.
         readable_here = error == ErrorCode.NONE and diverging is None
         max_bytes = budget.take(partition_max_bytes) if readable_here else 0
-        if p.log is not None and max_bytes > 0:
-            min_one_batch = budget.first
+        if p.log is not None and max_bytes != 0:
+            min_one_batch = budget.first and max_bytes > 0
             try:
                 read = p.log.read(
                     fetch_offset,
-                    max_bytes,
+                    max(0, max_bytes),
                     None if follower else hw,
                     min_one_batch=min_one_batch,
                     count_to=0 if readable is None else readable.count_to(partition_max_bytes),
                 )
-                if readable is not None and not not_a_replica:
-                    readable.add(read, partition_max_bytes)
-                if read.region is not None:
-                    records = read.to_bytes()
-                elif not min_one_batch:
-                    cut = fetch_offset < (read.log_end_offset if follower else hw)
+                if max_bytes < 0 and fetch_offset < (read.log_end_offset if follower else hw):
+                    # Records to read with a negative size: Kafka's LogSegment.read throws
+                    # (UNKNOWN_SERVER_ERROR); at the end of what it may read (or out of
+                    # range, raised above) Log.read answers before any segment is read.
+                    log.debug("fetch of %s: invalid max size %d", tp, max_bytes)
+                    error = ErrorCode.UNKNOWN_SERVER_ERROR
+                else:
+                    if readable is not None and not not_a_replica:
+                        readable.add(read, partition_max_bytes)
+                    if read.region is not None:
+                        records = read.to_bytes()
+                    elif not min_one_batch:
+                        cut = fetch_offset < (read.log_end_offset if follower else hw)
             except OffsetOutOfRangeError:
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
             except (KafkaStorageError, OSError):
@@ -1578,6 +1593,18 @@ def _partition_data(
             if not_a_replica and error == ErrorCode.NONE:
                 # Read (an offset out of range is still told), then dropped.
                 records, cut = b"", False
+        elif (
+            readable_here
+            and p.log is not None
+            and not log_start <= fetch_offset <= p.log_end_offset
+        ):
+            # Given no bytes (the fetch's max_bytes spent), still told it is out of
+            # range: Kafka's Log.read checks the offset before it reads any bytes.
+            error = ErrorCode.OFFSET_OUT_OF_RANGE
+        if error != ErrorCode.NONE:
+            # A read that failed says no offsets (Kafka 2.8's readFromLocalLog answers
+            # Log.UnknownOffset for each, and no last stable offset).
+            hw, log_start = -1, -1
     data: PartitionData = {
         "partition_index": tp.partition,
         "error_code": int(error),

@@ -192,3 +192,89 @@ def test_a_max_bytes_of_zero_answers_the_first_batch_only(leader: Leader) -> Non
     leader.append(A, 600)
     leader.append(B, 600)
     assert leader.fetch(sessionless({A: 0, B: 0}, 0)) == {A: one, B: 0}
+
+
+def fetch_partitions(leader: Leader, body: dict[str, Any]) -> dict[TopicPartition, Any]:
+    """The answer's partitions; a fetch that waits longer than a generous bound (its
+    max_wait_ms may be long: an error must answer at once) fails the test."""
+    answers: list[dict[str, Any]] = []
+    t = threading.Thread(
+        target=lambda: answers.append(leader.conn.request(ApiKey.FETCH, 12, body)), daemon=True
+    )
+    t.start()
+    t.join(30.0)  # a bound that only catches a hang
+    assert answers, "the fetch was not answered at once"
+    assert answers[0]["error_code"] == ErrorCode.NONE
+    return response_partitions(answers[0])
+
+
+def offsets_of(p: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(error, high watermark, last stable offset, log start offset) of an answer."""
+    return (
+        p["error_code"],
+        p["high_watermark"],
+        p["last_stable_offset"],
+        p["log_start_offset"],
+    )
+
+
+def test_a_negative_partition_max_bytes_with_records_to_read_is_an_error(
+    leader: Leader,
+) -> None:
+    """Kafka 2.8's LogSegment.read refuses a negative size (IllegalArgumentException,
+    answered UNKNOWN_SERVER_ERROR with no offsets, at once); Log.read answers before any
+    segment read at the end of what the fetcher may read. It was read as 1 byte: the
+    first batch."""
+    leader.append(A, 10)
+    leader.append(B, 10)
+    body = sessionless({A: 0, B: 1}, 1 << 20)
+    body.update(max_wait_ms=600_000, min_bytes=1 << 20)  # an error answers at once
+    for p in body["topics"][0]["partitions"]:
+        p["partition_max_bytes"] = -1
+    got = fetch_partitions(leader, body)
+    assert offsets_of(got[A]) == (ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, -1)
+    assert not got[A]["records"]
+    # B is fetched at its high watermark: nothing to read, no error.
+    assert offsets_of(got[B]) == (ErrorCode.NONE, 1, 1, 0)
+    assert not got[B]["records"]
+
+
+def test_a_negative_request_max_bytes_is_the_first_partitions_limit_only(
+    leader: Leader,
+) -> None:
+    """readFromLocalLog gives the first partition min(its max bytes, the request's), then
+    max(0, what is left): a negative max_bytes fails the first partition's read alone,
+    and the next one gets its first batch (KIP-74, no partition having returned records)."""
+    leader.append(A, 10)
+    b_first = leader.append(B, 10)
+    leader.append(B, 10)
+    got = fetch_partitions(leader, sessionless({A: 0, B: 0}, -5))
+    assert offsets_of(got[A]) == (ErrorCode.UNKNOWN_SERVER_ERROR, -1, -1, -1)
+    assert offsets_of(got[B]) == (ErrorCode.NONE, 2, 2, 0)
+    assert len(got[B]["records"]) == b_first
+    # The first partition at its high watermark: no read, no error; B as before.
+    got = fetch_partitions(leader, sessionless({A: 1, B: 0}, -5))
+    assert offsets_of(got[A]) == (ErrorCode.NONE, 1, 1, 0)
+    assert len(got[B]["records"]) == b_first
+
+
+def test_a_read_that_fails_answers_no_offsets(leader: Leader) -> None:
+    """An offset out of range is answered with the high watermark, last stable offset and
+    log start offset unknown (-1), as every failed read in Kafka 2.8's readFromLocalLog;
+    they were the partition's own."""
+    leader.append(A, 10)
+    got = fetch_partitions(leader, sessionless({A: 5}, 1 << 20))
+    assert offsets_of(got[A]) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, -1)
+
+
+def test_a_partition_given_no_bytes_is_still_told_its_offset_is_out_of_range(
+    leader: Leader,
+) -> None:
+    """A's first batch spends the whole max_bytes; B, given no bytes, asks for an offset
+    past its log end: Kafka's Log.read checks the offset before the size, so B is told
+    OFFSET_OUT_OF_RANGE (its consumer resets its position now, not in a later round)."""
+    small = leader.append(A, 600)
+    leader.append(B, 10)
+    got = fetch_partitions(leader, sessionless({A: 0, B: 7}, small))
+    assert len(got[A]["records"]) == small
+    assert offsets_of(got[B]) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, -1)
