@@ -121,7 +121,8 @@ class Member:
     assignment: bytes = b""
     awaiting_join: bool = False
     awaiting_sync: bool = False
-    # When the member is dropped unless it heartbeats (or joins, syncs, commits) again.
+    # When the member is dropped unless it heartbeats (or syncs, commits) again; a
+    # known member's JoinGroup renews it only when the join phase it waited in ends.
     heartbeat_deadline_ms: int = 0
     # A static member's group.instance.id (KIP-345): it keeps its place across restarts.
     group_instance_id: str | None = None
@@ -352,10 +353,11 @@ class Group:
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.client_id, member.client_host = client_id, client_host
-        if not member.is_new:
-            # (A new member's JoinGroup sent again leaves its timeout from the first, as
-            # Kafka's updateMemberAndRebalance schedules no expiration.)
-            member.heartbeat_deadline_ms = now_ms + session_timeout_ms
+        # A known member's JoinGroup does not renew its session (Kafka 2.8's doJoinGroup
+        # and updateMemberAndRebalance schedule no heartbeat expiration): one answered at
+        # once keeps the deadline of its last heartbeat; one that waits is not timed
+        # meanwhile, and gets a session when the join phase ends (onCompleteJoin). A new
+        # member's keeps its timeout from its first JoinGroup.
         if same and (
             self.state is GroupState.COMPLETING_REBALANCE
             or (self.state is GroupState.STABLE and member_id != self.leader)
