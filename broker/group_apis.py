@@ -140,9 +140,13 @@ class GroupApis:
 
     def join_group(self, version: int, body: Body, header: Body, client_host: str) -> Body:
         session_timeout_ms = int(body["session_timeout_ms"])
-        rebalance_timeout_ms = int(body.get("rebalance_timeout_ms", -1))
-        if version == 0 or rebalance_timeout_ms < 0:
-            rebalance_timeout_ms = session_timeout_ms  # v0 has one timeout for both
+        # v0 has one timeout for both; a later version's is kept as sent, negative too
+        # (Kafka 2.8's JoinGroupRequest.maybeOverrideRebalanceTimeout: v0 only), which
+        # times the group's join and sync phases as 0 (GroupMetadata.rebalanceTimeoutMs).
+        if version == 0:
+            rebalance_timeout_ms = session_timeout_ms
+        else:
+            rebalance_timeout_ms = int(body["rebalance_timeout_ms"])
         answer = self.coordinator.join_group(
             body["group_id"],
             body["member_id"] or "",

@@ -787,7 +787,9 @@ class GroupCoordinator:
                 if waiting is not None and self._held.get(key) is waiting:
                     del self._held[key]
                 return SyncAnswer(ErrorCode.NOT_COORDINATOR)
-            wait_s = member.rebalance_timeout_ms / 1000 + _HELD_REQUEST_SLACK_S
+            # The sync phase ends at the group's rebalance timeout (Kafka's DelayedSync),
+            # not the member's own, which may be negative (kept from JoinGroup v1+).
+            wait_s = group.rebalance_timeout_ms() / 1000 + _HELD_REQUEST_SLACK_S
             held = self._hold(key, wait_s) if waiting is None else self._wait(key, waiting, wait_s)
         if isinstance(held, SyncAnswer):
             return held
