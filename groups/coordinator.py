@@ -657,8 +657,10 @@ class GroupCoordinator:
     ) -> JoinAnswer:
         if not group_id:
             return JoinAnswer(ErrorCode.INVALID_GROUP_ID, member_id=member_id)
-        # (Kafka's: a static member's id starts with its instance id.)
-        new_member_id = f"{group_instance_id or client_id}-{uuid.uuid4()}"
+        # (Kafka's generateMemberId: a static member's id starts with its instance id, an
+        # empty one too.)
+        prefix = client_id if group_instance_id is None else group_instance_id
+        new_member_id = f"{prefix}-{uuid.uuid4()}"
         with self._cond:
             error = self._state_of(group_id)
             if error != ErrorCode.NONE:
