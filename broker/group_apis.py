@@ -140,20 +140,27 @@ class GroupApis:
 
     def join_group(self, version: int, body: Body, header: Body, client_host: str) -> Body:
         session_timeout_ms = int(body["session_timeout_ms"])
-        rebalance_timeout_ms = int(body.get("rebalance_timeout_ms", -1))
-        if version == 0 or rebalance_timeout_ms < 0:
-            rebalance_timeout_ms = session_timeout_ms  # v0 has one timeout for both
+        # v0 has one timeout for both; a later version's is kept as sent, negative too
+        # (Kafka 2.8's JoinGroupRequest.maybeOverrideRebalanceTimeout: v0 only), which
+        # times the group's join and sync phases as 0 (GroupMetadata.rebalanceTimeoutMs).
+        if version == 0:
+            rebalance_timeout_ms = session_timeout_ms
+        else:
+            rebalance_timeout_ms = int(body["rebalance_timeout_ms"])
+        group_instance_id = _instance_id(body)
         answer = self.coordinator.join_group(
             body["group_id"],
             body["member_id"] or "",
-            require_known_member_id=version >= 4,
+            # KIP-394's round for a member id, from v4, is for dynamic members alone (Kafka
+            # 2.8's handleJoinGroupRequest: version >= 4 && groupInstanceId.isEmpty).
+            require_known_member_id=version >= 4 and group_instance_id is None,
             client_id=header.get("client_id") or "",
             client_host=client_host,
             session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms,
             protocol_type=body["protocol_type"],
             protocols=tuple((p["name"], bytes(p["metadata"])) for p in body["protocols"]),
-            group_instance_id=_instance_id(body),
+            group_instance_id=group_instance_id,
         )
         return {
             "throttle_time_ms": 0,
@@ -387,6 +394,8 @@ def _now_ms() -> int:
 
 
 def _instance_id(body: Body) -> str | None:
-    """A request's group instance id: None (a dynamic member) when absent or empty."""
+    """A request's group instance id: None (a dynamic member) when absent (null, or a
+    version without the field). An empty one is an instance id, "": Kafka 2.8's KafkaApis
+    and handleLeaveGroup take Option(groupInstanceId), a static member whatever its name."""
     value = body.get("group_instance_id")
-    return value if isinstance(value, str) and value else None
+    return value if isinstance(value, str) else None

@@ -657,8 +657,10 @@ class GroupCoordinator:
     ) -> JoinAnswer:
         if not group_id:
             return JoinAnswer(ErrorCode.INVALID_GROUP_ID, member_id=member_id)
-        # (Kafka's: a static member's id starts with its instance id.)
-        new_member_id = f"{group_instance_id or client_id}-{uuid.uuid4()}"
+        # (Kafka's generateMemberId: a static member's id starts with its instance id, an
+        # empty one too.)
+        prefix = client_id if group_instance_id is None else group_instance_id
+        new_member_id = f"{prefix}-{uuid.uuid4()}"
         with self._cond:
             error = self._state_of(group_id)
             if error != ErrorCode.NONE:
@@ -787,7 +789,9 @@ class GroupCoordinator:
                 if waiting is not None and self._held.get(key) is waiting:
                     del self._held[key]
                 return SyncAnswer(ErrorCode.NOT_COORDINATOR)
-            wait_s = member.rebalance_timeout_ms / 1000 + _HELD_REQUEST_SLACK_S
+            # The sync phase ends at the group's rebalance timeout (Kafka's DelayedSync),
+            # not the member's own, which may be negative (kept from JoinGroup v1+).
+            wait_s = group.rebalance_timeout_ms() / 1000 + _HELD_REQUEST_SLACK_S
             held = self._hold(key, wait_s) if waiting is None else self._wait(key, waiting, wait_s)
         if isinstance(held, SyncAnswer):
             return held

@@ -121,7 +121,8 @@ class Member:
     assignment: bytes = b""
     awaiting_join: bool = False
     awaiting_sync: bool = False
-    # When the member is dropped unless it heartbeats (or joins, syncs, commits) again.
+    # When the member is dropped unless it heartbeats (or syncs, commits) again; a
+    # known member's JoinGroup renews it only when the join phase it waited in ends.
     heartbeat_deadline_ms: int = 0
     # A static member's group.instance.id (KIP-345): it keeps its place across restarts.
     group_instance_id: str | None = None
@@ -238,6 +239,12 @@ class Group:
     def _all_joined(self) -> bool:
         return not self.pending_members and all(m.awaiting_join for m in self.members.values())
 
+    def rebalance_timeout_ms(self) -> int:
+        """How long a join or sync phase waits: the members' largest rebalance timeout,
+        folded from 0 (Kafka's GroupMetadata.rebalanceTimeoutMs), so a negative one (kept
+        from a JoinGroup v1+, as Kafka keeps it) times the phase as 0: it ends at once."""
+        return max([0, *(m.rebalance_timeout_ms for m in self.members.values())])
+
     # --- JoinGroup -------------------------------------------------------------------
 
     def join(
@@ -352,10 +359,11 @@ class Group:
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.client_id, member.client_host = client_id, client_host
-        if not member.is_new:
-            # (A new member's JoinGroup sent again leaves its timeout from the first, as
-            # Kafka's updateMemberAndRebalance schedules no expiration.)
-            member.heartbeat_deadline_ms = now_ms + session_timeout_ms
+        # A known member's JoinGroup does not renew its session (Kafka 2.8's doJoinGroup
+        # and updateMemberAndRebalance schedule no heartbeat expiration): one answered at
+        # once keeps the deadline of its last heartbeat; one that waits is not timed
+        # meanwhile, and gets a session when the join phase ends (onCompleteJoin). A new
+        # member's keeps its timeout from its first JoinGroup.
         if same and (
             self.state is GroupState.COMPLETING_REBALANCE
             or (self.state is GroupState.STABLE and member_id != self.leader)
@@ -493,7 +501,7 @@ class Group:
             # The assignment being computed is for members that are changing: the
             # members waiting on it rejoin.
             self._answer_syncs(answers, ErrorCode.REBALANCE_IN_PROGRESS, now_ms)
-        rebalance_timeout = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+        rebalance_timeout = self.rebalance_timeout_ms()
         if self.state is GroupState.EMPTY:
             delay = self.limits.initial_rebalance_delay_ms
             self.join_deadline_ms = now_ms + delay
@@ -542,9 +550,7 @@ class Group:
         joined = [m for m in self.members.values() if m.awaiting_join]
         if self.members and not joined:
             self.initial_join_remaining_ms = None
-            self.join_deadline_ms = now_ms + max(
-                m.rebalance_timeout_ms for m in self.members.values()
-            )
+            self.join_deadline_ms = now_ms + self.rebalance_timeout_ms()
             return
         # Pending members stay until their own deadline (Kafka keeps them until their
         # session timeout): one that rejoins after this phase joins the next.
@@ -564,7 +570,7 @@ class Group:
             self.leader = joined[0].member_id
         self.protocol_name = self.select_protocol()
         self.state = GroupState.COMPLETING_REBALANCE
-        self.sync_deadline_ms = now_ms + max(m.rebalance_timeout_ms for m in self.members.values())
+        self.sync_deadline_ms = now_ms + self.rebalance_timeout_ms()
         # (Static members that did not rejoin too, as Kafka's: they are members.)
         self.pending_sync = set(self.members)
         for member in self.members.values():

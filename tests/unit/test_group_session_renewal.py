@@ -5,7 +5,14 @@ session would otherwise end just after such a request stays in the group."""
 from __future__ import annotations
 
 from groups.membership import GroupState
-from tests.unit.test_group_membership import DELAY, SESSION, rejoin, stable_group, state
+from tests.unit.test_group_membership import (
+    DELAY,
+    SESSION,
+    completing_group,
+    rejoin,
+    stable_group,
+    state,
+)
 from tests.unit.test_group_static_membership import join_static, stable_static_group
 from wire.errors import ErrorCode
 
@@ -37,3 +44,36 @@ def test_a_member_rejoining_with_another_session_timeout_gets_that_session() -> 
     assert not group.tick(now + SESSION)
     assert set(group.members) == {"a"}
     assert [m.session_timeout_ms for m in group.to_metadata(now).members] == [longer]
+
+
+def test_a_followers_join_answered_at_once_does_not_renew_its_session() -> None:
+    """A Stable group's follower rejoining with the same metadata is answered the current
+    generation at once, and its session is not renewed: Kafka 2.8's doJoinGroup answers it
+    without completeAndScheduleNextHeartbeatExpiration, so it is dropped when the session
+    from its last heartbeat ends (the leader heartbeated meanwhile, and stays)."""
+    group = stable_group("a", "b")
+    end = DELAY + SESSION  # both sessions run from their SyncGroup at DELAY
+    answers = rejoin(group, "b", end - 1)
+    assert answers.joins["b"].error == ErrorCode.NONE
+    assert answers.joins["b"].generation_id == 1
+    assert state(group) is GroupState.STABLE
+    assert group.heartbeat(member_id="a", generation_id=1, now_ms=end - 1) == ErrorCode.NONE
+    group.tick(end)
+    assert set(group.members) == {"a"}
+    assert state(group) is GroupState.PREPARING_REBALANCE
+
+
+def test_a_join_answered_at_once_while_completing_does_not_renew_the_session() -> None:
+    """CompletingRebalance: a member that rejoins with the same metadata (it lost its
+    JoinGroup answer) is given the generation again at once, its session not renewed (the
+    one onCompleteJoin scheduled runs on)."""
+    group = completing_group("a", "b")
+    end = DELAY + SESSION  # onCompleteJoin gave both a session at DELAY
+    answers = rejoin(group, "b", end - 1)
+    assert answers.joins["b"].error == ErrorCode.NONE
+    assert answers.joins["b"].generation_id == 1
+    assert state(group) is GroupState.COMPLETING_REBALANCE
+    assert group.heartbeat(member_id="a", generation_id=1, now_ms=end - 1) == ErrorCode.NONE
+    group.tick(end)
+    assert set(group.members) == {"a"}
+    assert state(group) is GroupState.PREPARING_REBALANCE
