@@ -69,6 +69,9 @@ class MetadataCache:
         self._brokers: dict[int, BrokerEndpoint] = {}
         #: live brokers by listener name, each broker under each listener it has
         self._by_listener: dict[str, dict[int, BrokerEndpoint]] = {}
+        #: the ids of the live brokers, those without any endpoint too (Kafka's
+        #: aliveBrokers): a partition led by one is LISTENER_NOT_FOUND, not unavailable
+        self._alive: set[int] = set()
         self._topics: dict[str, dict[int, PartitionMetadata]] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
         # Equal partition metadata is one immutable object: most partitions of a cluster
@@ -97,7 +100,9 @@ class MetadataCache:
         otherwise land after it (Kafka checks and applies under one lock)."""
         brokers: dict[int, BrokerEndpoint] = {}
         by_listener: dict[str, dict[int, BrokerEndpoint]] = {}
+        alive: set[int] = set()
         for b in request.get("live_brokers", []):
+            alive.add(b["id"])
             endpoints = [
                 # Before v3 an endpoint has no listener name: Kafka names it after its
                 # security protocol, and PLAINTEXT is the only one served here.
@@ -127,17 +132,20 @@ class MetadataCache:
             self.controller_epoch = request["controller_epoch"]
             self._brokers = brokers
             self._by_listener = by_listener
+            self._alive = alive
             shared = self._shared
             for topic_state in request.get("topic_states", []):
                 topic = topic_state["topic_name"]
                 topic_id = topic_state.get("topic_id")
                 parts = self._topics.setdefault(topic, {})
                 known = len(parts)
+                marked = False  # a partition of it removed (leader -2)
                 if isinstance(topic_id, uuid.UUID) and topic_id != ZERO_UUID:
                     self._topic_ids[topic] = topic_id
                 for p in topic_state.get("partition_states", []):
                     if p["leader"] == LEADER_DURING_DELETE:
                         parts.pop(p["partition_index"], None)
+                        marked = True
                         continue
                     fields = (
                         p["leader"],
@@ -175,7 +183,11 @@ class MetadataCache:
                 if not parts:
                     del self._topics[topic]
                     self._topic_ids.pop(topic, None)
-                    deleted.append(topic)
+                    if marked:
+                        # Not an entry of no partitions for a topic not known: Kafka 2.8
+                        # reports the partitions it removed, and it removed none (a topic
+                        # reported deleted loses its groups' committed offsets).
+                        deleted.append(topic)
         if request.get("type", UpdateMetadataType.UNKNOWN) != UpdateMetadataType.INCREMENTAL:
             self._first_update.set()
         with self._updated:
@@ -293,7 +305,7 @@ class MetadataCache:
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if informed else ErrorCode.LEADER_NOT_AVAILABLE
         )
         with self._lock:
-            alive = self._brokers
+            alive = self._alive
             if not informed and self.controller_epoch < 0:  # no update applied yet
                 own = self.own.get(listener or self.listener)
                 brokers = {} if own is None else {own.broker_id: own}

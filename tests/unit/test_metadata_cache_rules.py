@@ -234,3 +234,39 @@ def test_the_cluster_id_is_answered() -> None:
     cache.cluster_id = "cluster-x"
     cache.update(request(("t", [state(0, 1)])))
     assert cache.metadata_response(None, 12)["cluster_id"] == "cluster-x"
+
+
+@pytest.mark.parametrize(
+    ("version", "error"),
+    [(6, ErrorCode.LISTENER_NOT_FOUND), (5, ErrorCode.LEADER_NOT_AVAILABLE)],
+)
+def test_a_live_leader_with_no_endpoint_at_all_is_alive(version: int, error: ErrorCode) -> None:
+    """Kafka 2.8's aliveBrokers holds every live broker of the UpdateMetadata, one with no
+    endpoint too: a partition it leads is LISTENER_NOT_FOUND (v6+), alive but not on this
+    listener. It was left out of the live brokers: LEADER_NOT_AVAILABLE."""
+    body = request(("t", [state(0, 2), state(1, 4)]))
+    body["live_brokers"][1]["endpoints"] = []  # broker 2
+    cache = MetadataCache(1)
+    cache.update(body)
+    response = cache.metadata_response(["t"], version, "PLAINTEXT")
+    assert addresses(response) == {1: ("h", 9091), 3: ("h", 9093)}
+    assert [(p["leader_id"], p["error_code"]) for p in partitions(response)] == [
+        (-1, error),
+        (-1, ErrorCode.LEADER_NOT_AVAILABLE),  # broker 4 is not live at all
+    ]
+    assert cache.broker(2) is None  # nothing for replication to reach
+
+
+def test_an_entry_of_no_partitions_for_an_unknown_topic_deletes_nothing() -> None:
+    """Kafka 2.8's updateMetadata reports the partitions it removed (leader -2): an entry
+    naming no partition of a topic it does not know removes none. It was reported a
+    deleted topic, whose committed offsets the group coordinator then drops."""
+    cache = MetadataCache(1)
+    assert cache.update(request(("t", [state(0, 1)]), ("u", []))) == []
+    assert not cache.contains("u")
+    # A known topic's entry of no partitions changes nothing either.
+    assert cache.update(request(("t", []))) == []
+    assert cache.partition_count("t") == 1
+    # Its partitions marked deleted: reported.
+    assert cache.update(request(("t", [state(0, LEADER_DURING_DELETE)]))) == ["t"]
+    assert not cache.contains("t")
