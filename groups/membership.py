@@ -356,9 +356,9 @@ class Group:
             return answers
 
         same = member.protocols == protocols
-        member.session_timeout_ms = session_timeout_ms
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.client_id, member.client_host = client_id, client_host
+        # A known member keeps the timeouts and client details of its first JoinGroup:
+        # Kafka 2.8's MemberMetadata holds them as vals, and updateMember takes only the
+        # protocols (a client sending others under the same member id is not served them).
         # A known member's JoinGroup does not renew its session (Kafka 2.8's doJoinGroup
         # and updateMemberAndRebalance schedule no heartbeat expiration): one answered at
         # once keeps the deadline of its last heartbeat; one that waits is not timed

@@ -570,13 +570,14 @@ def test_the_join_phase_lasts_the_longest_rebalance_timeout_of_the_members() -> 
     phase waits that long for a member that has not rejoined, not the shortest."""
     group = stable_group("a", "b", session=60_000)
     now = DELAY + 100
-    assert not rejoin(group, "a", now, session=60_000, rebalance=50_000)
+    assert not join_new(group, "c", now, session=60_000, rebalance=50_000)
+    assert not rejoin(group, "a", now, session=60_000)
     assert group.next_deadline_ms() == now + 50_000
-    assert not group.tick(now + REBALANCE)  # b's rebalance timeout: still waited for
+    assert not group.tick(now + REBALANCE)  # a's and b's rebalance timeout: b waited for
     assert state(group) is GroupState.PREPARING_REBALANCE
     answers = group.tick(now + 50_000)
     assert answers.joins["a"].generation_id == 2
-    assert set(group.members) == {"a"}
+    assert set(group.members) == {"a", "c"}
 
 
 def test_the_leader_not_rejoining_in_time_hands_over_to_a_member_that_did() -> None:
@@ -902,7 +903,7 @@ def test_a_pending_member_may_leave() -> None:
 def test_a_pending_member_outlives_a_join_phase_it_missed() -> None:
     """Kafka keeps a pending member until its session timeout: one that rejoins after the
     join phase it was waited for ended (at the rebalance timeout) is still accepted."""
-    group = stable_group("a", session=60_000)
+    group = stable_group("a", session=60_000, rebalance=1000)
     join_new(group, "b", 5000, require=True, session=20_000)
     rejoin(group, "a", 6000, rebalance=1000, session=60_000)
     answers = group.tick(7000)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from groups.membership import GroupState
 from tests.unit.test_group_membership import (
     DELAY,
+    REBALANCE,
     SESSION,
     completing_group,
     rejoin,
@@ -31,19 +32,21 @@ def test_a_restarted_static_member_gets_a_new_session() -> None:
     assert group.next_deadline_ms() == end - 1 + SESSION
 
 
-def test_a_member_rejoining_with_another_session_timeout_gets_that_session() -> None:
-    """updateMemberAndRebalance: a known member's JoinGroup updates its session timeout
-    (and its rebalance timeout) with its protocols; the next generation's session and the
-    group's record use the new one."""
+def test_a_member_rejoining_with_another_session_timeout_keeps_its_first() -> None:
+    """Kafka 2.8's MemberMetadata holds a member's timeouts and client details as vals,
+    and updateMemberAndRebalance (updateMember) takes only the protocols: a known
+    member's JoinGroup with other timeouts keeps those of its first, for its session and
+    the group's record. They were replaced by the request's."""
     group = stable_group("a")
     longer = 2 * SESSION
     now = DELAY + 1000
-    answers = rejoin(group, "a", now, session=longer)  # the leader: a rebalance, at once
+    answers = rejoin(group, "a", now, session=longer, rebalance=longer)  # a rebalance, at once
     assert answers.joins["a"].generation_id == 2
-    assert group.members["a"].session_timeout_ms == longer
-    assert not group.tick(now + SESSION)
-    assert set(group.members) == {"a"}
-    assert [m.session_timeout_ms for m in group.to_metadata(now).members] == [longer]
+    member = group.members["a"]
+    assert (member.session_timeout_ms, member.rebalance_timeout_ms) == (SESSION, REBALANCE)
+    assert [m.session_timeout_ms for m in group.to_metadata(now).members] == [SESSION]
+    group.tick(now + SESSION)
+    assert not group.members  # dropped when its first session timeout ran out
 
 
 def test_a_followers_join_answered_at_once_does_not_renew_its_session() -> None:
