@@ -285,9 +285,8 @@ def test_a_log_that_cannot_be_opened_again_after_a_rotation_is_tried_again(
     log.session_state("CONNECTED")
     log.close()
     assert states(tmp_path) == ["CONNECTED"]
-    assert [json.loads(line)["state"] for line in (tmp_path / f"{FILE_NAME}.1").open()] == [
-        "CONNECTED"
-    ]
+    rolled = (tmp_path / f"{FILE_NAME}.1").read_text().splitlines()
+    assert [json.loads(line)["state"] for line in rolled] == ["CONNECTED"]
 
 
 def test_a_rotated_log_is_let_go(tmp_path: Path) -> None:
