@@ -243,6 +243,9 @@ def error_response(
                     log.exception("could not list the items of a failed %s", ApiKey(api_key).name)
         if api_key == ApiKey.FETCH and _present(fields, "session_id", version):
             body["session_id"] = request.get("session_id", 0)
+    if api_key == ApiKey.JOIN_GROUP and version >= 7:
+        # JoinGroupRequest.getErrorResponse: no protocol name, null where it may be.
+        body["protocol_name"] = None
     return body if _carries_error(fields, version, body) else None
 
 

@@ -35,7 +35,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.replica_manager import Partition, ReplicaManager
-from groups.membership import Answers, Group, GroupLimits, GroupState, JoinAnswer, SyncAnswer
+from groups.membership import (
+    Answers,
+    Group,
+    GroupLimits,
+    GroupState,
+    JoinAnswer,
+    SyncAnswer,
+    UnexpectedPendingMember,
+)
 from groups.offset_records import (
     CommittedOffset,
     GroupKey,
@@ -919,7 +927,17 @@ class GroupCoordinator:
             group = self._groups.get(group_id)
             if group is None:
                 return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
-            errors, answers = group.leave_members(members, self._now_ms(), wall_ms=self._wall_ms())
+            try:
+                errors, answers = group.leave_members(
+                    members, self._now_ms(), wall_ms=self._wall_ms()
+                )
+            except UnexpectedPendingMember as e:
+                # The request fails whole (the broker answers UNKNOWN_SERVER_ERROR, as
+                # Kafka's KafkaApis does), but the members named before the one it failed
+                # on have left: their answers and the group's record as for any leave.
+                self._deliver(group_id, e.answers)
+                self._maybe_store_empty(group_id, group)
+                raise
             self._deliver(group_id, answers)
             self._maybe_store_empty(group_id, group)
             return ErrorCode.NONE, errors

@@ -108,6 +108,20 @@ class Answers:
         return bool(self.joins or self.syncs or self.store or self.replacement)
 
 
+class UnexpectedPendingMember(Exception):
+    """A JoinGroup or LeaveGroup naming a group instance id for a member told
+    MEMBER_ID_REQUIRED, which only a dynamic member is: Kafka 2.8's GroupCoordinator
+    (doJoinGroup, handleLeaveGroup) throws IllegalStateException there, and KafkaApis
+    answers the request with its error response, UNKNOWN_SERVER_ERROR. Raised with nothing
+    of that member changed (it stays pending); ``answers`` are those of what the request
+    did before it (the members a LeaveGroup named first, who left), to be delivered all
+    the same."""
+
+    def __init__(self, message: str, answers: Answers | None = None) -> None:
+        super().__init__(message)
+        self.answers = answers if answers is not None else Answers()
+
+
 @dataclass
 class Member:
     member_id: str
@@ -314,10 +328,17 @@ class Group:
                 )
                 return answers
             member_id = new_member_id
+        elif member_id in self.pending_members:
+            # (Before the fencing check, as Kafka's doJoinGroup: a pending member is never
+            # a static one.)
+            if group_instance_id is not None:
+                raise UnexpectedPendingMember(
+                    f"the static member {group_instance_id!r} of group {self.group_id} was"
+                    f" not expected to be a pending member, with member id {member_id!r}"
+                )
+            del self.pending_members[member_id]
         elif self.fenced(member_id, group_instance_id):
             return refuse(ErrorCode.FENCED_INSTANCE_ID)
-        elif member_id in self.pending_members:
-            del self.pending_members[member_id]
         elif member_id not in self.members or (
             group_instance_id is not None and group_instance_id not in self.static_members
         ):
@@ -817,6 +838,15 @@ class Group:
             elif member_id and self.fenced(member_id, group_instance_id):
                 errors.append(ErrorCode.FENCED_INSTANCE_ID)
             elif member_id in self.pending_members:
+                if group_instance_id is not None:
+                    # (The members named before it have left: Kafka's handleLeaveGroup
+                    # throws from within its map over them.)
+                    raise UnexpectedPendingMember(
+                        f"the static member {group_instance_id!r} of group {self.group_id}"
+                        f" was not expected to be leaving as a pending member, with member"
+                        f" id {member_id!r}",
+                        answers,
+                    )
                 del self.pending_members[member_id]
                 errors.append(ErrorCode.NONE)
                 self._maybe_complete_join(now_ms, wall, answers)

@@ -6,11 +6,13 @@ member named "")."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 import pytest
 
 from broker.group_apis import GroupApis
+from broker.network import SocketServer
 from groups.membership import Group, GroupState, SyncAnswer
 from tests.unit import test_group_coordinator as shell
 from tests.unit.test_group_apis_static import Coordinator, answered, through_the_wire
@@ -29,6 +31,7 @@ from tests.unit.test_group_coordinator import (
 from tests.unit.test_group_membership import DELAY, LIMITS, join_new, rejoin, state, sync
 from wire.api import ApiKey
 from wire.errors import ErrorCode
+from wire.protocol import decode_response, encode_request
 
 # The most negative an int32 rebalance timeout can be.
 MOST_NEGATIVE = -(2**31)
@@ -247,3 +250,121 @@ def test_a_member_with_an_empty_instance_id_is_a_static_member(
     )
     assert apis.leave_group(3, leave, {})["members"][0]["error_code"] == ErrorCode.NONE
     assert not member_ids(node.groups, G0)
+
+
+# --- a pending member naming a group instance id ------------------------------------------
+
+
+class _GroupApisOnly:
+    """The broker's request handling (broker/network.py) over the group APIs alone."""
+
+    def __init__(self, apis: GroupApis) -> None:
+        self.apis = apis
+
+    def supported(self, api_key: int, version: int) -> bool:
+        return api_key in (ApiKey.JOIN_GROUP, ApiKey.LEAVE_GROUP)
+
+    def handle(
+        self, api_key: int, version: int, header: dict[str, Any], body: dict[str, Any], **kw: Any
+    ) -> dict[str, Any]:
+        if api_key == ApiKey.JOIN_GROUP:
+            return self.apis.join_group(version, body, header, kw["client_host"])
+        return self.apis.leave_group(version, body, header)
+
+
+Ask = Callable[[ApiKey, int, dict[str, Any]], dict[str, Any]]
+
+
+@pytest.fixture
+def ask(node: Node) -> Iterator[Ask]:  # noqa: F811 (the fixture imported)
+    """A request to ``node``'s coordinator through the broker's request handling, which
+    answers a handler's failure with the API's error response (Kafka's handleError)."""
+    apis = _GroupApisOnly(
+        GroupApis(node.groups, metadata_knowing({}), None, offsets_replication_factor=1)
+    )
+    server = SocketServer("127.0.0.1", 0, lambda: cast(Any, apis))
+
+    def asked(api: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        frame = bytearray(encode_request(api, version, 7, "client", body))[4:]
+        out = server._handle(frame, ("127.0.0.1", 1))
+        assert out
+        return decode_response(api, version, bytes(out)[4:])[1]
+
+    try:
+        yield asked
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("version", [5, 7])
+def test_a_pending_member_joining_with_an_instance_id_is_answered_unknown_server_error(
+    node: Node,  # noqa: F811 (the fixture imported)
+    ask: Ask,
+    version: int,
+) -> None:
+    """Kafka 2.8's doJoinGroup throws IllegalStateException for a member told
+    MEMBER_ID_REQUIRED (a pending member, only ever a dynamic one) that joins naming a
+    group instance id, before it checks fencing; KafkaApis answers the request with
+    JoinGroupRequest.getErrorResponse: UNKNOWN_SERVER_ERROR, no member id, generation -1,
+    no protocol (null from v7). The member stays pending: its join without the instance
+    id is served."""
+    static = ask(ApiKey.JOIN_GROUP, version, _join_request(group_id=G0, group_instance_id="i"))
+    assert static["error_code"] == ErrorCode.NONE
+    told = ask(ApiKey.JOIN_GROUP, version, _join_request(group_id=G0))
+    assert told["error_code"] == ErrorCode.MEMBER_ID_REQUIRED
+    pending = told["member_id"]
+    # A new instance id, and one a static member holds (Kafka checks the pending member
+    # first: not FENCED_INSTANCE_ID).
+    for instance_id in ("j", "i"):
+        failed = ask(
+            ApiKey.JOIN_GROUP,
+            version,
+            _join_request(group_id=G0, member_id=pending, group_instance_id=instance_id),
+        )
+        assert failed["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR
+        assert (failed["member_id"], failed["generation_id"], failed["leader"]) == ("", -1, "")
+        assert failed["members"] == []
+        assert failed["protocol_name"] == (None if version >= 7 else "")
+    assert node.groups._groups[G0].pending_members.keys() == {pending}
+    assert member_ids(node.groups, G0) == {static["member_id"]}
+    joined = Call(
+        lambda: ask(ApiKey.JOIN_GROUP, version, _join_request(group_id=G0, member_id=pending))
+    )
+    wait_until("the pending member joined", lambda: len(member_ids(node.groups, G0)) == 2)
+    assert not node.groups._groups[G0].pending_members
+    # (The static member rejoins: the phase ends and the held join is answered.)
+    again = _join_request(group_id=G0, member_id=static["member_id"], group_instance_id="i")
+    assert ask(ApiKey.JOIN_GROUP, version, again)["error_code"] == ErrorCode.NONE
+    assert joined.answer()["error_code"] == ErrorCode.NONE
+
+
+def test_a_pending_member_leaving_with_an_instance_id_fails_the_leave_group(
+    node: Node,  # noqa: F811 (the fixture imported)
+    ask: Ask,
+) -> None:
+    """Kafka 2.8's handleLeaveGroup throws IllegalStateException for a pending member
+    named with a group instance id, from within its map over the members: the members
+    named before it have left, the response is LeaveGroupRequest.getErrorResponse
+    (UNKNOWN_SERVER_ERROR, no members) and those named after it stay."""
+    a = ask(ApiKey.JOIN_GROUP, 5, _join_request(group_id=G0, group_instance_id="a"))
+    b = Call(lambda: ask(ApiKey.JOIN_GROUP, 5, _join_request(group_id=G0, group_instance_id="b")))
+    wait_until("b in the group", lambda: len(member_ids(node.groups, G0)) == 2)
+    pending = ask(ApiKey.JOIN_GROUP, 5, _join_request(group_id=G0))["member_id"]
+    members = [
+        {"member_id": a["member_id"], "group_instance_id": "a"},
+        {"member_id": pending, "group_instance_id": "p"},
+        {"member_id": "", "group_instance_id": "b"},
+    ]
+    for version in (3, 4):
+        failed = ask(ApiKey.LEAVE_GROUP, version, {"group_id": G0, "members": members})
+        assert failed["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR
+        assert failed["members"] == []
+    group = node.groups._groups[G0]
+    assert set(group.static_members) == {"b"}
+    assert group.pending_members.keys() == {pending}
+    # b's join is still held: the join phase waits for the pending member, whose leave
+    # (without an instance id) ends it.
+    assert b.waiting(0.05)
+    left = ask(ApiKey.LEAVE_GROUP, 4, {"group_id": G0, "members": [{"member_id": pending}]})
+    assert [m["error_code"] for m in left["members"]] == [ErrorCode.NONE]
+    assert b.answer()["error_code"] == ErrorCode.NONE
