@@ -85,8 +85,11 @@ COMMIT_TIMEOUT_S = 5.0
 # answered COORDINATOR_LOAD_IN_PROGRESS meanwhile, which clients retry).
 LOAD_RETRY_S = 0.5
 LOAD_RETRY_MAX_S = 30.0
-# A held JoinGroup or SyncGroup is answered by the state machine (at the latest when its
-# join or sync phase times out); this bounds the wait should that never come.
+# A held JoinGroup or SyncGroup is answered by the state machine, at the latest when the
+# ticker ends its join or sync phase. It is given up on (COORDINATOR_NOT_AVAILABLE) only
+# this long after that phase's end, should the answer never come: were the ticker thread
+# to die on an unexpected error, every held request would otherwise wait forever, its
+# connection muted. While the ticker runs, the phase ends first and this never fires.
 _HELD_REQUEST_SLACK_S = 30.0
 
 # What a failed write of commits means to the committer (Kafka's mapping).
@@ -597,7 +600,29 @@ class GroupCoordinator:
 
     def _hold(self, key: tuple[str, str, str], timeout_s: float) -> JoinAnswer | SyncAnswer | None:
         """Wait (lock held) for the answer to the caller's request; None if none came."""
-        return self._wait(key, self._register(key), timeout_s)
+        return self._wait(key, self._register(key), self._after(timeout_s))
+
+    @staticmethod
+    def _after(timeout_s: float) -> Callable[[], float]:
+        deadline = time.monotonic() + timeout_s
+        return lambda: deadline
+
+    def _join_phase_end(self, group: Group) -> Callable[[], float]:
+        """When a JoinGroup held in ``group`` is given up on: _HELD_REQUEST_SLACK_S after
+        its join phase's end (on time.monotonic()), read again at each wake-up while the
+        group is PreparingRebalance, as the phase may be extended (an initial delay's next
+        one, another rebalance timeout when no member rejoined)."""
+        end = time.monotonic()
+
+        def bound() -> float:
+            nonlocal end
+            if group.state is GroupState.PREPARING_REBALANCE:
+                # (The phase's deadline moved to this clock: past, it stays where it was.)
+                remaining_s = (group.join_deadline_ms - self._now_ms()) / 1000
+                end = max(end, time.monotonic() + remaining_s)
+            return end + _HELD_REQUEST_SLACK_S
+
+        return bound
 
     def _register(self, key: tuple[str, str, str]) -> _Held:
         """Where the answer to the caller's request is to be put (lock held)."""
@@ -614,12 +639,12 @@ class GroupCoordinator:
         return held
 
     def _wait(
-        self, key: tuple[str, str, str], held: _Held, timeout_s: float
+        self, key: tuple[str, str, str], held: _Held, deadline: Callable[[], float]
     ) -> JoinAnswer | SyncAnswer | None:
-        """Wait (lock held) until ``held`` is answered; None if it was not in time."""
-        deadline = time.monotonic() + timeout_s
+        """Wait (lock held) until ``held`` is answered; None if it was not by
+        ``deadline()`` (on time.monotonic(), asked again at each wake-up)."""
         while held.answer is None:
-            remaining = deadline - time.monotonic()
+            remaining = deadline() - time.monotonic()
             if remaining <= 0 or self._stopped.is_set():
                 if self._held.get(key) is held:
                     del self._held[key]
@@ -702,10 +727,12 @@ class GroupCoordinator:
                     self._forget_if_unused(group_id)
                     return own
                 self._cond.notify_all()  # the ticker: a new deadline
-                wait_s = (
-                    max(rebalance_timeout_ms, session_timeout_ms) / 1000 + _HELD_REQUEST_SLACK_S
-                )
-                held = self._hold((group_id, key, "join"), wait_s)
+                # Held until the join phase ends, however long that is (Kafka's DelayedJoin
+                # completes it then): the group's rebalance timeout, its members' largest,
+                # not this member's own, and a phase with no member rejoined waits another
+                # (see _join_phase_end).
+                key_held = (group_id, key, "join")
+                held = self._wait(key_held, self._register(key_held), self._join_phase_end(group))
                 if isinstance(held, JoinAnswer):
                     return held
                 return JoinAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=key)
@@ -800,7 +827,11 @@ class GroupCoordinator:
             # The sync phase ends at the group's rebalance timeout (Kafka's DelayedSync),
             # not the member's own, which may be negative (kept from JoinGroup v1+).
             wait_s = group.rebalance_timeout_ms() / 1000 + _HELD_REQUEST_SLACK_S
-            held = self._hold(key, wait_s) if waiting is None else self._wait(key, waiting, wait_s)
+            held = (
+                self._hold(key, wait_s)
+                if waiting is None
+                else self._wait(key, waiting, self._after(wait_s))
+            )
         if isinstance(held, SyncAnswer):
             return held
         return SyncAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -33,7 +33,7 @@ from groups.coordinator import (
     GroupCoordinator,
     readable_batches,
 )
-from groups.membership import GroupLimits, GroupState, JoinAnswer, SyncAnswer
+from groups.membership import Answers, GroupLimits, GroupState, JoinAnswer, SyncAnswer
 from groups.offset_records import (
     CommittedOffset,
     GroupMetadata,
@@ -2108,3 +2108,41 @@ def test_a_deleted_topic_does_not_delete_a_rebalancing_group_without_members(
     assert state_of(groups, G0)["group_state"] == rebalancing
     joined = join(groups, G0, pending.member_id, require_known=True)
     assert (joined.error, joined.leader) == (ErrorCode.NONE, pending.member_id)
+
+
+def test_a_held_join_waits_for_the_groups_join_phase_not_its_own_timeouts(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka 2.8 holds a JoinGroup until its DelayedJoin completes, timed by the group's
+    rebalance timeout (its members' largest): a member whose own rebalance and session
+    timeouts are far shorter still gets the next generation when the phase ends. (It was
+    given up on after its own timeouts and a slack, COORDINATOR_NOT_AVAILABLE.)"""
+    monkeypatch.setattr(coordinator_module, "_HELD_REQUEST_SLACK_S", 0.2)
+    groups = node.groups
+    first = stable_member(groups, G0, client_id="first", rebalance_ms=1_000)
+    started = time.monotonic()
+    second = Call(lambda: join(groups, G0, client_id="second", session_ms=50, rebalance_ms=50))
+    assert second.waiting(0.5)
+    b = second.answer()
+    assert time.monotonic() - started >= 0.9
+    assert b.error == ErrorCode.NONE
+    assert b.generation_id == 2
+    assert member_ids(groups, G0) == {b.member_id}
+    assert groups.heartbeat(G0, first.member_id, 2) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_held_join_is_given_up_on_only_well_after_its_phase_should_have_ended(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bound kept for a ticker that no longer ends join phases: the held join is
+    answered COORDINATOR_NOT_AVAILABLE the slack after the phase's end, not before."""
+    monkeypatch.setattr(coordinator_module, "_HELD_REQUEST_SLACK_S", 0.3)
+    groups = node.groups
+    stable_member(groups, G0, client_id="first", rebalance_ms=300)
+    group = groups._groups[G0]
+    monkeypatch.setattr(group, "tick", lambda *_a, **_k: Answers())
+    started = time.monotonic()
+    second = Call(lambda: join(groups, G0, client_id="second", rebalance_ms=300))
+    assert second.waiting(0.5)
+    assert second.answer().error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert time.monotonic() - started >= 0.6
