@@ -67,16 +67,20 @@ def expired_offsets(
 
 
 def subscribed_topics(subscriptions: Iterable[bytes]) -> frozenset[str] | None:
-    """The topics named by consumer protocol subscriptions (ConsumerProtocolSubscription
-    v0-v3: a version, then the topics as an array of strings; what follows is not
-    needed); None if one does not parse (Kafka then expires none of the group's offsets
-    while it has members)."""
+    """The topics named by consumer protocol subscriptions, each read as version 0 whatever
+    version it says, negative too (Kafka 2.8's computeSubscribedTopics: deserializeVersion,
+    then deserializeSubscription(buffer, 0), as every version leads with v0's fields): the
+    topics, an array of strings (UTF-8, a malformed sequence replaced, as Java's new String
+    does), then the user data, nullable bytes; what follows (a later version's fields) is
+    not read. None if one does not parse: a field cut short (Kafka's BufferUnderflowException,
+    a SchemaException: the subscriptions unknown, nothing of the group expires while it
+    has members), and a negative array or string length or one past the data, which
+    Kafka's generated reader throws a RuntimeException on, out of the join phase's end:
+    taken as unknown here."""
     topics: set[str] = set()
     try:
         for data in subscriptions:
-            (version,) = _INT16.unpack_from(data, 0)
-            if version < 0:
-                return None
+            _INT16.unpack_from(data, 0)  # the version, not looked at
             (count,) = _INT32.unpack_from(data, 2)
             if count < 0 or count > len(data):
                 return None
@@ -86,8 +90,11 @@ def subscribed_topics(subscriptions: Iterable[bytes]) -> frozenset[str] | None:
                 pos += 2
                 if length < 0 or pos + length > len(data):
                     return None
-                topics.add(data[pos : pos + length].decode())
+                topics.add(data[pos : pos + length].decode("utf-8", "replace"))
                 pos += length
-    except (struct.error, UnicodeDecodeError):
+            (user_data,) = _INT32.unpack_from(data, pos)
+            if pos + 4 + max(user_data, 0) > len(data):
+                return None
+    except struct.error:
         return None
     return frozenset(topics)

@@ -245,12 +245,13 @@ def test_a_malformed_subscription_is_unknown() -> None:
         "truncated in a topic's length": good[:7],
         "truncated in a topic's name": good[:8],
         "a topic missing": subscription(["a"])[:-4][:-3],  # count 1, no topic after it
-        "negative version": struct.pack(">hi", -1, 0),
+        "no user data": struct.pack(">hi", 0, 0),
+        "no user data, a negative version": struct.pack(">hi", -1, 0),
+        "user data past the data": struct.pack(">hii", 0, 0, 5) + b"abcd",
         "negative count": struct.pack(">hi", 0, -1),
         "count past the data": struct.pack(">hi", 0, 1_000_000),
         "negative length": struct.pack(">hih", 0, 1, -1),
         "length past the data": struct.pack(">hih", 0, 1, 50) + b"ab",
-        "bad utf-8": struct.pack(">hih", 0, 1, 2) + b"\xff\xfe" + struct.pack(">i", -1),
     }
     for name, data in malformed.items():
         assert subscribed_topics([data]) is None, name
@@ -259,13 +260,29 @@ def test_a_malformed_subscription_is_unknown() -> None:
         assert subscribed_topics([data, good]) is None, name
 
 
+def test_a_subscription_of_any_version_is_read_as_version_0() -> None:
+    """Kafka 2.8's computeSubscribedTopics reads the version and parses the rest as v0
+    (deserializeSubscription(buffer, 0)) whatever it says: a negative one too."""
+    for version in (-1, -(2**15), 2, 2**15 - 1):
+        data = subscription(["a", "b"], version=version, user_data=b"u")
+        assert subscribed_topics([data]) == frozenset({"a", "b"}), version
+        assert subscribed_topics([data, subscription(["c"])]) == frozenset({"a", "b", "c"})
+
+
+def test_a_topic_name_not_utf8_is_read_with_replacement_characters() -> None:
+    """Kafka's Readable.readString is new String(bytes, UTF_8), which replaces a malformed
+    sequence: the subscription parses (its mangled name matches no topic)."""
+    data = struct.pack(">hih", 0, 2, 2) + b"\xff\xfe" + _string("a") + struct.pack(">i", -1)
+    assert subscribed_topics([data]) == frozenset({"\ufffd\ufffd", "a"})
+
+
 _topic = st.text(min_size=0, max_size=12)
 
 
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.lists(_topic, max_size=5), max_size=5),
-    st.sampled_from([0, 1, 2, 3]),
+    st.integers(-(2**15), 2**15 - 1),
     st.one_of(st.none(), st.binary(max_size=8)),
 )
 def test_subscriptions_decode_to_the_union_of_their_topics(
@@ -508,6 +525,22 @@ def test_a_consumer_group_with_an_unreadable_subscription_keeps_everything(node:
     commit(groups, {A0: committed(1), B0: committed(2)}, joined.member_id, joined.generation_id)
     assert groups.expire_offsets(NOW + 100 * RETENTION_MS) == 0
     assert set(fetched(groups)) == {A0, B0}
+
+
+def test_a_consumer_group_whose_subscription_has_a_negative_version_expires_the_rest(
+    node: Node,
+) -> None:
+    """Kafka 2.8 parses a subscription of a negative version as v0 (computeSubscribedTopics),
+    so the Stable group's offsets of topics no member subscribes to expire as ever
+    (removeExpiredOffsets). It was unknown: nothing of the group expired."""
+    groups = node.groups
+    joined = join(groups, (("range", subscription(["a"], version=-1)),))
+    assert joined.error == ErrorCode.NONE
+    synced = groups.sync_group(G0, joined.member_id, 1, CONSUMER_PROTOCOL, "range", {})
+    assert synced.error == ErrorCode.NONE
+    commit(groups, {A0: committed(10), B0: committed(20)}, joined.member_id, 1)
+    assert groups.expire_offsets(NOW + RETENTION_MS) == 1
+    assert fetched(groups) == {A0: committed(10)}
 
 
 def test_a_member_joining_without_the_groups_protocol_does_not_break_expiry(
