@@ -545,7 +545,7 @@ class GroupCoordinator:
                 # stopped being led here, and a partition still led is not read again.)
                 if value is not None and group_id not in self._groups:
                     self._groups[group_id] = Group.from_metadata(
-                        group_id, value, self.limits, now_ms
+                        group_id, value, self.limits, now_ms, wall_ms=self._wall_ms()
                     )
         log.info(
             "coordinator of %s: %d records read, offsets of %d groups loaded in %.3f s",
@@ -739,7 +739,7 @@ class GroupCoordinator:
             # A static member took its old place in a Stable group: written before it is
             # answered (Kafka's storeGroup), so a new coordinator knows its id. (The old
             # id's requests still waiting are answered now.)
-            metadata = group.to_metadata(self._wall_ms())
+            metadata = group.to_metadata()
             coordinator_epoch = self._loaded[self.partition_of(group_id)]
             replaced = answers.joins.pop(key)
             self._deliver(group_id, dataclasses.replace(answers, replacement=None))
@@ -786,13 +786,14 @@ class GroupCoordinator:
                 assignments=assignments,
                 now_ms=now_ms,
                 group_instance_id=group_instance_id,
+                wall_ms=self._wall_ms(),
             )
             key = (group_id, member_id, "sync")
             stored: tuple[int, GroupMetadata] | None = None
             waiting: _Held | None = None
             coordinator_epoch = self._loaded[self.partition_of(group_id)]
             if answers.store:
-                stored = (group.generation_id, group.to_metadata(self._wall_ms()))
+                stored = (group.generation_id, group.to_metadata())
                 # While the assignment is written, the group may move on (a member joins:
                 # the leader is answered REBALANCE_IN_PROGRESS): that answer waits here.
                 waiting = self._register(key)
@@ -807,9 +808,13 @@ class GroupCoordinator:
                         del self._held[key]
                     return SyncAnswer(ErrorCode.NOT_COORDINATOR)
                 if write_error == ErrorCode.NONE:
-                    answers = group.assignment_stored(generation, self._now_ms())
+                    answers = group.assignment_stored(
+                        generation, self._now_ms(), wall_ms=self._wall_ms()
+                    )
                 else:
-                    answers = group.assignment_store_failed(generation, write_error, self._now_ms())
+                    answers = group.assignment_store_failed(
+                        generation, write_error, self._now_ms(), wall_ms=self._wall_ms()
+                    )
                     self._maybe_store_empty(group_id, group)
         with self._cond:
             own = answers.syncs.get(member_id)
@@ -895,7 +900,7 @@ class GroupCoordinator:
             return  # (a group in memory is of a loaded partition)
         if group.state is GroupState.EMPTY and group.generation_id > group.persisted_generation:
             group.persisted_generation = group.generation_id
-            metadata = group.to_metadata(self._wall_ms())
+            metadata = group.to_metadata()
             self._empty_writes.put((group_id, coordinator_epoch, metadata))
 
     def _write_loop(self) -> None:

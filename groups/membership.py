@@ -29,7 +29,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from groups.offset_records import GroupMetadata, MemberMetadata
+from groups.offset_records import NO_TIMESTAMP, GroupMetadata, MemberMetadata
 from wire.errors import ErrorCode
 
 # How long a new member (one whose first JoinGroup made it a member) may wait in a join
@@ -182,6 +182,10 @@ class Group:
         # When the group last became Empty (its offsets expire counting from then); None
         # while it never had a generation (a consumer committing alone: from each commit).
         self.empty_since_ms: int | None = None
+        # The wall clock's time of the group's last change of state (Kafka's
+        # currentStateTimestamp), which its metadata record carries; a group read back
+        # has its record's, None if that had none (-1), until its next change.
+        self.state_since_ms: int | None = None
         self.generation_id = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
@@ -372,7 +376,7 @@ class Group:
             member.heartbeat_deadline_ms = now_ms + NEW_MEMBER_JOIN_TIMEOUT_MS
             if self.state is GroupState.PREPARING_REBALANCE and self.generation_id == 0:
                 self.new_member_added = True
-            self._prepare_rebalance(now_ms, answers)
+            self._prepare_rebalance(now_ms, wall, answers)
             self._maybe_complete_join(now_ms, wall, answers)
             return answers
 
@@ -394,7 +398,7 @@ class Group:
             return answers
         member.protocols = protocols
         member.awaiting_join = True
-        self._prepare_rebalance(now_ms, answers)
+        self._prepare_rebalance(now_ms, wall, answers)
         self._maybe_complete_join(now_ms, wall, answers)
         return answers
 
@@ -486,7 +490,7 @@ class Group:
         # Stable with another protocol to choose, CompletingRebalance (the leader may be
         # assigning to the old id): a rebalance. PreparingRebalance: it joins this one.
         member.awaiting_join = True
-        self._prepare_rebalance(now_ms, answers)
+        self._prepare_rebalance(now_ms, wall_ms, answers)
         self._maybe_complete_join(now_ms, wall_ms, answers)
         return answers
 
@@ -515,7 +519,12 @@ class Group:
             self.pending_sync.add(replacement.old_member_id)
         return answers
 
-    def _prepare_rebalance(self, now_ms: int, answers: Answers) -> None:
+    def _transition(self, state: GroupState, wall_ms: int) -> None:
+        """Kafka's transitionTo: the state, and the time it changed (wall clock)."""
+        self.state = state
+        self.state_since_ms = wall_ms
+
+    def _prepare_rebalance(self, now_ms: int, wall_ms: int, answers: Answers) -> None:
         self.pending_sync.clear()  # the next generation's members owe their own
         if self.state is GroupState.COMPLETING_REBALANCE:
             self.storing = None  # a write under way is for a generation that ends
@@ -532,7 +541,7 @@ class Group:
         else:
             self.initial_join_remaining_ms = None
             self.join_deadline_ms = now_ms + rebalance_timeout
-        self.state = GroupState.PREPARING_REBALANCE
+        self._transition(GroupState.PREPARING_REBALANCE, wall_ms)
 
     def _maybe_complete_join(self, now_ms: int, wall_ms: int, answers: Answers) -> None:
         if self.state is not GroupState.PREPARING_REBALANCE:
@@ -578,7 +587,7 @@ class Group:
         self.initial_join_remaining_ms = None
         self.generation_id += 1
         if not self.members:
-            self.state = GroupState.EMPTY
+            self._transition(GroupState.EMPTY, wall_ms)
             self.empty_since_ms = wall_ms
             # The protocol type stays (Kafka's initNextGeneration clears only the
             # protocol): the Empty group's record, ListGroups and DescribeGroups name
@@ -590,7 +599,7 @@ class Group:
         if leader is None or not leader.awaiting_join:
             self.leader = joined[0].member_id
         self.protocol_name = self.select_protocol()
-        self.state = GroupState.COMPLETING_REBALANCE
+        self._transition(GroupState.COMPLETING_REBALANCE, wall_ms)
         self.sync_deadline_ms = now_ms + self.rebalance_timeout_ms()
         # (Static members that did not rejoin too, as Kafka's: they are members.)
         self.pending_sync = set(self.members)
@@ -614,8 +623,10 @@ class Group:
         assignments: dict[str, bytes],
         now_ms: int,
         group_instance_id: str | None = None,
+        wall_ms: int | None = None,
     ) -> Answers:
         answers = Answers()
+        wall = now_ms if wall_ms is None else wall_ms
 
         def answer(error: ErrorCode, assignment: bytes = b"") -> Answers:
             # Only a success names the protocol (Kafka's SyncGroupResult(error) has none).
@@ -654,18 +665,22 @@ class Group:
                 self.storing = dict(assignments)
                 answers.store = True
                 return answers
-            self._set_assignment(assignments, now_ms, answers)
+            self._set_assignment(assignments, now_ms, wall, answers)
         return answers
 
-    def _set_assignment(self, assignments: dict[str, bytes], now_ms: int, answers: Answers) -> None:
+    def _set_assignment(
+        self, assignments: dict[str, bytes], now_ms: int, wall_ms: int, answers: Answers
+    ) -> None:
         for m in self.members.values():
             m.assignment = assignments.get(m.member_id, b"")
-        self.state = GroupState.STABLE
+        self._transition(GroupState.STABLE, wall_ms)
         for m in self.members.values():
             m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
         self._answer_syncs(answers, ErrorCode.NONE, now_ms)
 
-    def assignment_stored(self, generation_id: int, now_ms: int) -> Answers:
+    def assignment_stored(
+        self, generation_id: int, now_ms: int, *, wall_ms: int | None = None
+    ) -> Answers:
         """The leader's assignment of ``generation_id`` is written: the group is Stable
         and its members get their assignments (unless it moved on meanwhile)."""
         answers = Answers()
@@ -677,10 +692,12 @@ class Group:
         ):
             self.storing = None
             self.persisted_generation = generation_id
-            self._set_assignment(storing, now_ms, answers)
+            self._set_assignment(storing, now_ms, now_ms if wall_ms is None else wall_ms, answers)
         return answers
 
-    def assignment_store_failed(self, generation_id: int, error: ErrorCode, now_ms: int) -> Answers:
+    def assignment_store_failed(
+        self, generation_id: int, error: ErrorCode, now_ms: int, *, wall_ms: int | None = None
+    ) -> Answers:
         """Writing the assignment failed: the members waiting for it get ``error`` and
         the group rebalances (Kafka's resetAndPropagateAssignmentError)."""
         answers = Answers()
@@ -691,14 +708,15 @@ class Group:
         ):
             self.storing = None
             self._answer_syncs(answers, error, now_ms)
-            self._prepare_rebalance(now_ms, answers)
+            self._prepare_rebalance(now_ms, now_ms if wall_ms is None else wall_ms, answers)
         return answers
 
-    def to_metadata(self, wall_ms: int) -> GroupMetadata:
+    def to_metadata(self) -> GroupMetadata:
         """The group as Kafka's group metadata record holds it: the generation, its
         protocol and leader, and each member with its subscription and assignment (the
-        one being stored, while it is); ``wall_ms``, the wall clock's time, is its state's
-        timestamp unless it is Empty (then when it became so)."""
+        one being stored, while it is); its state's timestamp is when its state last
+        changed (Kafka's currentStateTimestampOrDefault: -1 for none known), which only
+        an Empty group's reader looks at."""
         protocol = self.protocol_name
         assignments = self.storing
         members = tuple(
@@ -722,21 +740,28 @@ class Group:
             protocol=protocol,
             leader=self.leader or None,
             current_state_timestamp_ms=(
-                self.empty_since_ms
-                if self.state is GroupState.EMPTY and self.empty_since_ms is not None
-                else wall_ms
+                NO_TIMESTAMP if self.state_since_ms is None else self.state_since_ms
             ),
             members=members,
         )
 
     @classmethod
     def from_metadata(
-        cls, group_id: str, metadata: GroupMetadata, limits: GroupLimits, now_ms: int
+        cls,
+        group_id: str,
+        metadata: GroupMetadata,
+        limits: GroupLimits,
+        now_ms: int,
+        *,
+        wall_ms: int | None = None,
     ) -> Group:
         """A group read back by a new coordinator: Stable with its members (each has a
         session's time, from ``now_ms`` on the monotonic clock, to heartbeat here), or
-        Empty at its generation."""
+        Empty at its generation. Its record's state timestamp is kept, as Kafka's
+        loadGroup keeps it, and counted from only if it is Empty."""
         group = cls(group_id, limits, persist=True)
+        if metadata.current_state_timestamp_ms >= 0:
+            group.state_since_ms = metadata.current_state_timestamp_ms
         group.generation_id = metadata.generation
         group.persisted_generation = metadata.generation
         # An Empty group's too, as Kafka's loadGroup ("": none).
@@ -767,7 +792,7 @@ class Group:
         if len(group.members) > limits.max_size:
             # Kafka's onGroupLoaded: a group over group.max.size (lowered since) rebalances
             # at once, its members rejoining up to the limit.
-            group._prepare_rebalance(now_ms, Answers())
+            group._prepare_rebalance(now_ms, now_ms if wall_ms is None else wall_ms, Answers())
         return group
 
     def _answer_syncs(self, answers: Answers, error: ErrorCode, now_ms: int) -> None:
@@ -863,7 +888,7 @@ class Group:
     def _remove(self, member_id: str, now_ms: int, wall_ms: int, answers: Answers) -> None:
         self._forget(member_id, answers)
         if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(now_ms, answers)
+            self._prepare_rebalance(now_ms, wall_ms, answers)
         self._maybe_complete_join(now_ms, wall_ms, answers)
 
     def _forget(self, member_id: str, answers: Answers) -> None:
@@ -898,7 +923,7 @@ class Group:
             # Kafka's onExpirePendingSync: all of them go, then one rebalance.
             for member_id in [m for m in self.members if m in self.pending_sync]:
                 self._forget(member_id, answers)
-            self._prepare_rebalance(now_ms, answers)
+            self._prepare_rebalance(now_ms, wall, answers)
         for member_id in [
             m
             for m, x in self.members.items()

@@ -608,7 +608,7 @@ def test_nobody_rejoining_in_time_leaves_the_group_empty() -> None:
     assert group.leader == ""
     assert group.protocol_name is None
     assert group.protocol_type == "consumer"  # kept, as Kafka's initNextGeneration keeps it
-    empty = group.to_metadata(4000 + REBALANCE)
+    empty = group.to_metadata()
     assert (empty.protocol_type, empty.protocol, empty.members) == ("consumer", None, ())
     assert empty.leader is None  # (Kafka's leaderOrNull: no leader is null, not "")
     back = Group.from_metadata("g", empty, LIMITS, 0)
@@ -1052,7 +1052,7 @@ def test_preparing_a_rebalance_counts_the_members_that_rejoined() -> None:
     fewer than group.max.size have: one past that is refused and removed from the group
     (a known member: GroupMetadata.remove), which may end the join phase."""
     group = stable_group("a", "b", "c")
-    written = dataclasses.replace(group.to_metadata(DELAY), generation=4)
+    written = dataclasses.replace(group.to_metadata(), generation=4)
     # Read back by a coordinator whose group.max.size is lower: it rebalances at once
     # (Kafka's onGroupLoaded: "Freshly-loaded group is over capacity").
     back = Group.from_metadata("g", written, MAX_TWO, 10_000)
@@ -1079,7 +1079,7 @@ def test_preparing_a_rebalance_counts_the_members_that_rejoined() -> None:
 
 def test_a_group_within_group_max_size_is_read_back_stable() -> None:
     group = stable_group("a", "b")
-    back = Group.from_metadata("g", group.to_metadata(DELAY), MAX_TWO, 10_000)
+    back = Group.from_metadata("g", group.to_metadata(), MAX_TWO, 10_000)
     assert state(back) is GroupState.STABLE
 
 
@@ -1954,7 +1954,7 @@ def test_a_persisting_group_answers_the_syncs_once_the_assignment_is_stored() ->
     assert group.heartbeat(member_id="b", generation_id=1, now_ms=DELAY) == ErrorCode.NONE
     # What is written: this generation, its leader, each member's subscription and the
     # assignment being stored.
-    written = group.to_metadata(DELAY)
+    written = group.to_metadata()
     assert (written.generation, written.protocol, written.leader) == (1, "range", "a")
     assert {(m.member_id, m.subscription, m.assignment) for m in written.members} == {
         ("a", b"range-meta", b"A"),
@@ -2019,7 +2019,7 @@ def test_a_group_read_back_is_stable_with_its_members_and_generation() -> None:
     assert not sync(group, "b", 1, DELAY)
     assert sync(group, "a", 1, DELAY, {"a": b"A", "b": b"B"}).store
     group.assignment_stored(1, DELAY)
-    written = group.to_metadata(DELAY)
+    written = group.to_metadata()
 
     back = Group.from_metadata("g", written, LIMITS, 100_000)
     assert state(back) is GroupState.STABLE
@@ -2043,7 +2043,7 @@ def test_an_empty_group_read_back_keeps_its_generation() -> None:
     group = persisting_completing_group("a")
     group.leave(["a"], DELAY)
     assert state(group) is GroupState.EMPTY
-    written = group.to_metadata(DELAY)
+    written = group.to_metadata()
     assert (written.generation, written.members, written.protocol) == (2, (), None)
     back = Group.from_metadata("g", written, LIMITS, 0)
     assert state(back) is GroupState.EMPTY
@@ -2056,14 +2056,15 @@ def test_an_empty_group_read_back_keeps_its_generation() -> None:
 def test_an_empty_group_read_back_from_a_record_without_a_timestamp() -> None:
     """A group record of value version 0 or 1 has no current state timestamp (-1): Kafka
     2.8's readGroupMessageValue takes -1 as none, so the Empty group's offsets expire
-    counting from their commits, not from -1 (at once)."""
+    counting from their commits, not from -1 (at once); written again, it is -1 still
+    (currentStateTimestampOrDefault)."""
     group = persisting_completing_group("a")
     group.leave(["a"], DELAY)
-    written = dataclasses.replace(group.to_metadata(DELAY), current_state_timestamp_ms=-1)
+    written = dataclasses.replace(group.to_metadata(), current_state_timestamp_ms=-1)
     back = Group.from_metadata("g", written, LIMITS, 0)
     assert state(back) is GroupState.EMPTY
     assert back.empty_since_ms is None
-    assert back.to_metadata(5_000).current_state_timestamp_ms == 5_000
+    assert back.to_metadata().current_state_timestamp_ms == -1
 
 
 def test_deadlines_take_now_and_the_empty_group_records_the_wall_clock() -> None:
@@ -2077,16 +2078,59 @@ def test_deadlines_take_now_and_the_empty_group_records_the_wall_clock() -> None
     answers = group.tick(100 + DELAY, wall_ms=5_000_000)
     assert answers.joins["a"].generation_id == 1
     assert group.members["a"].heartbeat_deadline_ms == 100 + DELAY + SESSION
-    assert group.to_metadata(7_000_000).current_state_timestamp_ms == 7_000_000
+    # (Its record's timestamp: when it became CompletingRebalance.)
+    assert group.to_metadata().current_state_timestamp_ms == 5_000_000
     # The session ends on the monotonic clock; the group left Empty records the wall's.
     assert not group.tick(100 + DELAY + SESSION - 1, wall_ms=1)
     group.tick(100 + DELAY + SESSION, wall_ms=4_000_000)
     assert group.state is GroupState.EMPTY
     assert group.empty_since_ms == 4_000_000
-    assert group.to_metadata(8_000_000).current_state_timestamp_ms == 4_000_000
+    assert group.to_metadata().current_state_timestamp_ms == 4_000_000
     # A leave too.
     join_new(group, "b", 20_000)
     group.tick(20_000 + DELAY)
     assert state(group) is GroupState.COMPLETING_REBALANCE
     _, _ = group.leave(["b"], 20_000 + DELAY + 1, wall_ms=6_000_000)
     assert group.empty_since_ms == 6_000_000
+
+
+def test_the_group_record_carries_the_time_of_the_last_change_of_state() -> None:
+    """Kafka 2.8's groupMetadataValue writes currentStateTimestampOrDefault, which
+    transitionTo sets at every change of state: not only an Empty group's. A group read
+    back keeps its record's (loadGroup), whatever its state, until it changes again."""
+    group = Group("g", LIMITS, persist=True)
+    join_new(group, "a", 0, wall_ms=1_000_000)
+    assert group.to_metadata().current_state_timestamp_ms == 1_000_000  # PreparingRebalance
+    group.tick(DELAY, wall_ms=2_000_000)
+    assert state(group) is GroupState.COMPLETING_REBALANCE
+    answers = group.sync(
+        member_id="a",
+        generation_id=1,
+        protocol_type=None,
+        protocol_name=None,
+        assignments={"a": b"A"},
+        now_ms=DELAY + 10,
+        wall_ms=3_000_000,
+    )
+    assert answers.store
+    # The leader's assignment is written with the time the generation started.
+    assert group.to_metadata().current_state_timestamp_ms == 2_000_000
+    group.assignment_stored(1, DELAY + 20, wall_ms=4_000_000)
+    assert state(group) is GroupState.STABLE
+    stable = group.to_metadata()
+    assert stable.current_state_timestamp_ms == 4_000_000
+    back = Group.from_metadata("g", stable, LIMITS, 0, wall_ms=9_000_000)
+    assert state(back) is GroupState.STABLE
+    assert back.empty_since_ms is None  # (read for an Empty group only)
+    assert back.to_metadata().current_state_timestamp_ms == 4_000_000
+    back.leave(["a"], 100, wall_ms=10_000_000)
+    assert state(back) is GroupState.EMPTY
+    assert back.to_metadata().current_state_timestamp_ms == 10_000_000
+    # A write that fails: the group rebalances, at that time.
+    failing = Group("g", LIMITS, persist=True)
+    join_new(failing, "a", 0)
+    failing.tick(DELAY, wall_ms=2_000_000)
+    sync(failing, "a", 1, DELAY + 10, {"a": b"A"})
+    failing.assignment_store_failed(1, ErrorCode.NOT_COORDINATOR, DELAY + 20, wall_ms=5_000_000)
+    assert state(failing) is GroupState.PREPARING_REBALANCE
+    assert failing.to_metadata().current_state_timestamp_ms == 5_000_000

@@ -44,7 +44,7 @@ def test_a_member_rejoining_with_another_session_timeout_keeps_its_first() -> No
     assert answers.joins["a"].generation_id == 2
     member = group.members["a"]
     assert (member.session_timeout_ms, member.rebalance_timeout_ms) == (SESSION, REBALANCE)
-    assert [m.session_timeout_ms for m in group.to_metadata(now).members] == [SESSION]
+    assert [m.session_timeout_ms for m in group.to_metadata().members] == [SESSION]
     group.tick(now + SESSION)
     assert not group.members  # dropped when its first session timeout ran out
 

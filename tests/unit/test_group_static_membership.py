@@ -146,7 +146,7 @@ def test_a_persisted_group_is_written_before_the_answer_and_put_back_if_that_fai
     answers = join_static(group, "b", "b2", DELAY + 10)
     assert answers.replacement is not None
     assert answers.replacement.old_member_id == "b1"
-    metadata = group.to_metadata(DELAY + 10)
+    metadata = group.to_metadata()
     assert {m.member_id: m.group_instance_id for m in metadata.members} == {
         "a1": "a",
         "b2": "b",
@@ -168,7 +168,7 @@ def test_a_restarted_leader_put_back_after_a_failed_write_leads_again() -> None:
     assert answers.replacement is not None
     group.static_replacement_failed(answers.replacement, ErrorCode.NOT_COORDINATOR)
     assert group.leader == "a1"
-    assert group.to_metadata(DELAY + 20).leader == "a1"
+    assert group.to_metadata().leader == "a1"
 
 
 def test_a_restart_in_a_stable_group_still_owes_the_generation_its_sync() -> None:
@@ -366,7 +366,7 @@ def test_a_join_with_an_id_and_an_unknown_instance_id_is_unknown() -> None:
 
 def test_static_members_are_read_back_by_a_new_coordinator() -> None:
     group = stable_static_group()
-    metadata = group.to_metadata(DELAY + 5)
+    metadata = group.to_metadata()
     loaded = Group.from_metadata("g", metadata, LIMITS, DELAY + 5)
     assert loaded.static_members == {"a": "a1", "b": "b1"}
     answers = join_static(loaded, "b", "b2", DELAY + 6)
@@ -446,5 +446,5 @@ def test_a_failed_write_puts_the_old_subscription_back_too() -> None:
     assert group.members["b2"].protocols == changed
     group.static_replacement_failed(answers.replacement, ErrorCode.NOT_COORDINATOR)
     assert group.members["b1"].protocols == RANGE
-    subscriptions = {m.member_id: m.subscription for m in group.to_metadata(DELAY + 20).members}
+    subscriptions = {m.member_id: m.subscription for m in group.to_metadata().members}
     assert subscriptions == {"a1": b"range-meta", "b1": b"range-meta"}
