@@ -56,7 +56,7 @@ from groups.offset_records import (
     partition_for,
     tombstone_batches,
 )
-from groups.retention import CONSUMER_PROTOCOL, expired_offsets, subscribed_topics
+from groups.retention import expired_offsets
 from storage.errors import CorruptRecordError, OffsetOutOfRangeError
 from storage.log import AppendInfo, LogConfig, PartitionLog
 from storage.records import (
@@ -1341,33 +1341,20 @@ class GroupCoordinator:
             group = self._groups.get(group_id)
             offsets = {tp: s.value for tp, s in self._offsets.get(group_id, {}).items() if s.value}
             has_members = group is not None and bool(group.members)
-            subscribed = None
-            if (
-                group is not None
-                and has_members
-                and group.protocol_type == CONSUMER_PROTOCOL
-                and group.protocol_name is not None
-            ):
-                protocol = group.protocol_name
-                try:
-                    subscriptions = [m.metadata(protocol) for m in group.members.values()]
-                except KeyError:
-                    # A member joined (rebalancing) without the protocol still in use, only
-                    # one the others also support: subscriptions unknown, nothing expires.
-                    subscriptions = None
-                if subscriptions is not None:
-                    subscribed = subscribed_topics(subscriptions)
             pending = self._pending.get(group_id, {})
             gone = expired_offsets(
                 offsets,
                 now_ms=now_ms,
                 retention_ms=self.offsets_retention_ms,
-                has_members=has_members,
+                # (A group known by its offsets alone: Kafka's load makes it an Empty
+                # group of no protocol type.)
+                empty=group is None or group.state is GroupState.EMPTY,
+                stable=group is not None and group.state is GroupState.STABLE,
                 protocol_type=None if group is None else group.protocol_type,
                 empty_since_ms=(
                     group.empty_since_ms if group is not None and group.generation_id > 0 else None
                 ),
-                subscribed=subscribed,
+                subscribed=None if group is None else group.subscribed_topics,
                 pending=pending,
             )
             expired += [(group_id, tp) for tp in gone]

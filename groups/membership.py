@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from groups.offset_records import NO_TIMESTAMP, GroupMetadata, MemberMetadata
+from groups.retention import CONSUMER_PROTOCOL, subscribed_topics
 from wire.errors import ErrorCode
 
 # How long a new member (one whose first JoinGroup made it a member) may wait in a join
@@ -186,6 +187,11 @@ class Group:
         # currentStateTimestamp), which its metadata record carries; a group read back
         # has its record's, None if that had none (-1), until its next change.
         self.state_since_ms: int | None = None
+        # The topics the generation's members subscribe to, read from their metadata
+        # when it started (Kafka's subscribedTopics, set by initNextGeneration and
+        # loadGroup): offsets retention keeps a Stable consumer group's offsets of them.
+        # None: unknown (not a consumer group, or a subscription that does not parse).
+        self.subscribed_topics: frozenset[str] | None = None
         self.generation_id = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
@@ -565,6 +571,20 @@ class Group:
         if self._all_joined() or now_ms >= self.join_deadline_ms:
             self._complete_join(now_ms, wall_ms, answers)
 
+    def _generation_subscriptions(self) -> frozenset[str] | None:
+        """Kafka's computeSubscribedTopics: a consumer group's members' topics for the
+        protocol chosen (none for no member), else unknown. Not read again until the next
+        generation: a static member taking its place in a Stable group with other
+        metadata does not change them."""
+        if self.protocol_type != CONSUMER_PROTOCOL:
+            return None
+        if not self.members:
+            return frozenset()
+        protocol = self.protocol_name
+        if protocol is None:
+            return None
+        return subscribed_topics(m.metadata(protocol) for m in self.members.values())
+
     def _complete_join(self, now_ms: int, wall_ms: int, answers: Answers) -> None:
         """The join phase ends: members that did not rejoin are dropped, and the rest form
         the next generation (or the group is Empty)."""
@@ -594,11 +614,13 @@ class Group:
             # it, and Kafka expires an Empty group's offsets by it.
             self.protocol_name = None
             self.leader = ""
+            self.subscribed_topics = self._generation_subscriptions()
             return
         leader = self.members.get(self.leader)
         if leader is None or not leader.awaiting_join:
             self.leader = joined[0].member_id
         self.protocol_name = self.select_protocol()
+        self.subscribed_topics = self._generation_subscriptions()
         self._transition(GroupState.COMPLETING_REBALANCE, wall_ms)
         self.sync_deadline_ms = now_ms + self.rebalance_timeout_ms()
         # (Static members that did not rejoin too, as Kafka's: they are members.)
@@ -769,6 +791,7 @@ class Group:
         if not metadata.members or metadata.protocol is None:
             if metadata.current_state_timestamp_ms >= 0:
                 group.empty_since_ms = metadata.current_state_timestamp_ms
+            group.subscribed_topics = group._generation_subscriptions()
             return group
         group.protocol_name = metadata.protocol
         for mm in metadata.members:
@@ -788,6 +811,7 @@ class Group:
                 group.static_members[mm.group_instance_id] = mm.member_id
         leader = metadata.leader
         group.leader = leader if leader in group.members else next(iter(group.members))
+        group.subscribed_topics = group._generation_subscriptions()
         group.state = GroupState.STABLE
         if len(group.members) > limits.max_size:
             # Kafka's onGroupLoaded: a group over group.max.size (lowered since) rebalances

@@ -3,14 +3,18 @@ rules (KIP-211: GroupMetadata.removeExpiredOffsets, GroupMetadataManager.cleanup
 as pure functions; the coordinator writes the tombstones.
 
 An offset committed with an expire timestamp (OffsetCommit v2-v4's ``retention_time_ms``)
-expires then. Any other expires ``offsets.retention.minutes`` after a base time:
+expires then. Any other expires ``offsets.retention.minutes`` after a base time, by the
+cases of Kafka's removeExpiredOffsets:
 
-- a group with no members now (Empty): since it became Empty, or since the commit if that
-  time is not known (a group that never had members: a consumer that assigns its own
-  partitions and only commits);
-- a consumer group with members (protocol type ``consumer``): only the offsets of topics
-  none of its members subscribes to, counted from their commit;
-- any other group with members: none.
+- a group of no protocol type (a consumer that assigns its own partitions and only
+  commits, known by its offsets alone): since the commit;
+- an Empty group of a protocol type: since it became Empty, or since the commit if that
+  time is not known;
+- a Stable consumer group (protocol type ``consumer``) whose subscriptions are known:
+  only the offsets of topics none of its members subscribes to, counted from their commit
+  (the subscriptions are the generation's, read when it started: Kafka's
+  GroupMetadata.subscribedTopics);
+- any other group (rebalancing, or of another protocol type): none.
 
 An offset whose commit is still being written never expires (the write would land after
 the tombstone). A group left Empty with no offset is deleted (Dead), its metadata record
@@ -38,28 +42,38 @@ def expired_offsets(
     *,
     now_ms: int,
     retention_ms: int,
-    has_members: bool,
+    empty: bool,
+    stable: bool,
     protocol_type: str | None,
     empty_since_ms: int | None,
     subscribed: frozenset[str] | None,
     pending: Iterable[TopicPartition] = (),
 ) -> list[TopicPartition]:
     """The partitions whose committed offset has expired (see the module's docstring).
-    ``subscribed``: the topics a consumer group's members subscribe to (None: unknown, so
-    nothing of a group with members expires)."""
-    if has_members and (protocol_type != CONSUMER_PROTOCOL or subscribed is None):
+    ``empty``, ``stable``: the group's state is Empty, Stable (a group known by its offsets
+    alone is Empty); ``subscribed``: the topics the members of a consumer group's
+    generation subscribe to (None: unknown, so nothing of a Stable group expires)."""
+    since_empty = False
+    kept_topics: frozenset[str] = frozenset()
+    if protocol_type is None:
+        pass
+    elif empty:
+        since_empty = True
+    elif stable and protocol_type == CONSUMER_PROTOCOL and subscribed is not None:
+        kept_topics = subscribed
+    else:
         return []
     skip = frozenset(pending)
     expired: list[TopicPartition] = []
     for tp, committed in offsets.items():
-        if tp in skip or (has_members and subscribed is not None and tp.topic in subscribed):
+        if tp in skip or tp.topic in kept_topics:
             continue
         if committed.expire_timestamp_ms != NO_TIMESTAMP:
             if now_ms >= committed.expire_timestamp_ms:
                 expired.append(tp)
             continue
         base = committed.commit_timestamp_ms
-        if not has_members and empty_since_ms is not None:
+        if since_empty and empty_since_ms is not None:
             base = empty_since_ms
         if now_ms - base >= retention_ms:
             expired.append(tp)

@@ -97,17 +97,20 @@ def expired(
     now_ms: int,
     *,
     has_members: bool = False,
+    stable: bool | None = None,
     protocol_type: str | None = None,
     empty_since_ms: int | None = None,
     subscribed: frozenset[str] | None = None,
     pending: Sequence[TopicPartition] = (),
 ) -> set[TopicPartition]:
+    """A group with members is Stable unless ``stable`` says not; one without, Empty."""
     return set(
         expired_offsets(
             offsets,
             now_ms=now_ms,
             retention_ms=RETENTION_MS,
-            has_members=has_members,
+            empty=not has_members,
+            stable=has_members if stable is None else stable,
             protocol_type=protocol_type,
             empty_since_ms=empty_since_ms,
             subscribed=subscribed,
@@ -128,13 +131,12 @@ def test_a_standalone_offset_expires_retention_after_its_commit() -> None:
 def test_an_empty_group_counts_from_when_it_became_empty() -> None:
     # Committed long ago, but the group became Empty only recently.
     offsets = {A0: committed(1, ts=0)}
-    assert expired(offsets, 5_000 + RETENTION_MS - 1, empty_since_ms=5_000) == set()
-    assert expired(offsets, 5_000 + RETENTION_MS, empty_since_ms=5_000) == {A0}
-    # (A protocol type left from before does not change that.)
-    kept = expired(
-        offsets, 5_000 + RETENTION_MS - 1, empty_since_ms=5_000, protocol_type=CONSUMER_PROTOCOL
-    )
-    assert kept == set()
+    empty: dict[str, Any] = {"empty_since_ms": 5_000, "protocol_type": CONSUMER_PROTOCOL}
+    assert expired(offsets, 5_000 + RETENTION_MS - 1, **empty) == set()
+    assert expired(offsets, 5_000 + RETENTION_MS, **empty) == {A0}
+    # (Kafka's removeExpiredOffsets counts from it for a group of a protocol type alone:
+    # of none, from the commits.)
+    assert expired(offsets, RETENTION_MS, empty_since_ms=5_000) == {A0}
 
 
 def test_an_explicit_expire_timestamp_wins() -> None:
@@ -178,7 +180,7 @@ def test_a_consumer_group_with_members_expires_only_unsubscribed_topics() -> Non
 
 def test_a_group_with_members_of_another_protocol_expires_nothing() -> None:
     offsets = {A0: committed(1, ts=0), B0: committed(2, ts=0, expire=1)}
-    for protocol_type in ("connect", "", None):
+    for protocol_type in ("connect", ""):
         assert (
             expired(
                 offsets,
@@ -191,6 +193,31 @@ def test_a_group_with_members_of_another_protocol_expires_nothing() -> None:
         )
     # Without members, the same offsets expire.
     assert expired(offsets, 10**12, protocol_type="connect") == {A0, B0}
+    # (Of no protocol type, members or not, they expire from their commits: Kafka's
+    # `case None`.)
+    assert expired(offsets, 10**12, has_members=True, protocol_type=None) == {A0, B0}
+
+
+def test_a_rebalancing_group_expires_nothing() -> None:
+    """Kafka 2.8's removeExpiredOffsets expires a consumer group's unsubscribed offsets
+    only while it is Stable, and an Empty group's: a group rebalancing (with members or,
+    PreparingRebalance, with none left) keeps everything."""
+    offsets = {A0: committed(1, ts=0), B0: committed(2, ts=0, expire=1)}
+    for has_members in (True, False):
+        kept = expired_offsets(
+            offsets,
+            now_ms=10**12,
+            retention_ms=RETENTION_MS,
+            empty=False,
+            stable=False,
+            protocol_type=CONSUMER_PROTOCOL,
+            empty_since_ms=0 if not has_members else None,
+            subscribed=frozenset({"a"}),
+        )
+        assert kept == []
+    assert expired(
+        offsets, 10**12, has_members=True, protocol_type=CONSUMER_PROTOCOL, subscribed=frozenset()
+    ) == {A0, B0}
 
 
 def test_a_consumer_group_with_members_of_unknown_subscriptions_expires_nothing() -> None:
@@ -541,6 +568,56 @@ def test_a_consumer_group_whose_subscription_has_a_negative_version_expires_the_
     commit(groups, {A0: committed(10), B0: committed(20)}, joined.member_id, 1)
     assert groups.expire_offsets(NOW + RETENTION_MS) == 1
     assert fetched(groups) == {A0: committed(10)}
+
+
+def test_a_consumer_group_completing_a_rebalance_keeps_its_offsets(node: Node) -> None:
+    """Kafka 2.8's removeExpiredOffsets expires a consumer group's unsubscribed offsets only
+    while it is Stable: CompletingRebalance (the leader's SyncGroup not yet in), nothing
+    expires; Stable, the unsubscribed topic's offset does."""
+    groups = node.groups
+    commit(groups, {A0: committed(10), B0: committed(20)})  # committed alone
+    joined = join(groups, (("range", subscription(["a"])),))
+    assert joined.error == ErrorCode.NONE
+    assert group_state(groups) == GroupState.COMPLETING_REBALANCE.value
+    assert groups.expire_offsets(NOW + 100 * RETENTION_MS) == 0
+    assert set(fetched(groups)) == {A0, B0}
+    synced = groups.sync_group(G0, joined.member_id, 1, CONSUMER_PROTOCOL, "range", {})
+    assert synced.error == ErrorCode.NONE
+    assert groups.expire_offsets(NOW + 100 * RETENTION_MS) == 1
+    assert set(fetched(groups)) == {A0}
+
+
+def test_a_stable_groups_subscriptions_are_its_generations(node: Node) -> None:
+    """Kafka 2.8 reads a group's subscribed topics when a generation starts
+    (initNextGeneration's computeSubscribedTopics): a static member taking its place in
+    the Stable group with a subscription of other topics (no rebalance: the protocol
+    stays) does not change them until the next generation."""
+    groups = node.groups
+
+    def static_join(topics: Sequence[str]) -> JoinAnswer:
+        return groups.join_group(
+            G0,
+            "",
+            require_known_member_id=False,
+            client_id="consumer",
+            client_host="/127.0.0.1",
+            session_timeout_ms=SESSION_MS,
+            rebalance_timeout_ms=SESSION_MS,
+            protocol_type=CONSUMER_PROTOCOL,
+            protocols=(("range", subscription(topics)),),
+            group_instance_id="static",
+        )
+
+    first = static_join(["a"])
+    assert first.error == ErrorCode.NONE
+    synced = groups.sync_group(G0, first.member_id, 1, CONSUMER_PROTOCOL, "range", {})
+    assert synced.error == ErrorCode.NONE
+    commit(groups, {A0: committed(10), B0: committed(20)}, first.member_id, 1)
+    restarted = static_join(["a", "b"])
+    assert (restarted.error, restarted.generation_id) == (ErrorCode.NONE, 1)
+    assert group_state(groups) == GroupState.STABLE.value
+    assert groups.expire_offsets(NOW + RETENTION_MS) == 1  # b: not the generation's
+    assert set(fetched(groups)) == {A0}
 
 
 def test_a_member_joining_without_the_groups_protocol_does_not_break_expiry(
@@ -1265,8 +1342,9 @@ def test_an_empty_group_counts_from_when_it_became_empty_even_for_a_later_commit
     every offset's base, even one committed after it (a commit does not change the
     group's state)."""
     offsets = {A0: committed(1, ts=5_000), A1: committed(2, ts=0)}
-    assert expired(offsets, RETENTION_MS - 1, empty_since_ms=0) == set()
-    assert expired(offsets, RETENTION_MS, empty_since_ms=0) == {A0, A1}
+    empty: dict[str, Any] = {"empty_since_ms": 0, "protocol_type": CONSUMER_PROTOCOL}
+    assert expired(offsets, RETENTION_MS - 1, **empty) == set()
+    assert expired(offsets, RETENTION_MS, **empty) == {A0, A1}
 
 
 def test_an_empty_group_ignores_the_topics_its_members_subscribed_to() -> None:
