@@ -257,16 +257,21 @@ class GroupApis:
         retention_ms = int(body.get("retention_time_ms", -1))
         expire_ms = now_ms + retention_ms if retention_ms != -1 else NO_TIMESTAMP
         offsets: dict[TopicPartition, CommittedOffset] = {}
-        order: list[tuple[str, list[int]]] = []
+        # Each partition is answered once, in one entry of its topic, however often the
+        # request names them, and the last of its offsets is written: Kafka 2.8's
+        # handleOffsetCommitRequest collects them in maps, and OffsetCommitResponse groups
+        # its map's partitions by topic. (Here in the order first named; Kafka's is a
+        # HashMap's.)
+        order: dict[str, dict[int, None]] = {}
         # A partition this broker's metadata does not know (its topic deleted, or never
         # made) is refused, the rest written (Kafka's handleOffsetCommitRequest): else a
         # commit racing a deletion outlives it, for a topic made again under the name.
         errors: dict[TopicPartition, ErrorCode] = {}
         for topic in body["topics"]:
-            indexes = []
+            indexes = order.setdefault(topic["name"], {})
             for p in topic["partitions"]:
                 tp = TopicPartition(topic["name"], p["partition_index"])
-                indexes.append(tp.partition)
+                indexes[tp.partition] = None
                 if self.metadata.partition(tp.topic, tp.partition) is None:
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
@@ -277,7 +282,6 @@ class GroupApis:
                     commit_timestamp_ms=now_ms,
                     expire_timestamp_ms=expire_ms,
                 )
-            order.append((topic["name"], indexes))
         if offsets:
             errors |= self.coordinator.commit_offsets(
                 body["group_id"],
@@ -299,7 +303,7 @@ class GroupApis:
                         for i in indexes
                     ],
                 }
-                for name, indexes in order
+                for name, indexes in order.items()
             ],
         }
 

@@ -368,3 +368,43 @@ def test_a_pending_member_leaving_with_an_instance_id_fails_the_leave_group(
     left = ask(ApiKey.LEAVE_GROUP, 4, {"group_id": G0, "members": [{"member_id": pending}]})
     assert [m["error_code"] for m in left["members"]] == [ErrorCode.NONE]
     assert b.answer()["error_code"] == ErrorCode.NONE
+
+
+# --- a partition named twice in one OffsetCommit -------------------------------------------
+
+
+def test_an_offset_commit_answers_each_partition_once_and_writes_its_last_offset(
+    node: Node,  # noqa: F811 (the fixture imported)
+) -> None:
+    """Kafka 2.8's handleOffsetCommitRequest collects the partitions in maps (the last
+    entry of a partition named twice wins), and OffsetCommitResponse(throttle, Map) lists
+    each partition once, under one entry of its topic: a topic named twice, or a
+    partition, is not answered twice. An unknown partition named twice too."""
+    apis = GroupApis(node.groups, metadata_knowing({"t": 2}), None, offsets_replication_factor=1)
+
+    def partition(index: int, offset: int) -> dict[str, Any]:
+        return {"partition_index": index, "committed_offset": offset}
+
+    request = {
+        "group_id": G0,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "topics": [
+            {"name": "t", "partitions": [partition(0, 5), partition(0, 6), partition(9, 1)]},
+            {"name": "u", "partitions": [partition(0, 1)]},
+            {"name": "t", "partitions": [partition(1, 7), partition(0, 8), partition(9, 2)]},
+        ],
+    }
+    for version in (2, 8):
+        body = through_the_wire(ApiKey.OFFSET_COMMIT, version, request)
+        answer = answered(ApiKey.OFFSET_COMMIT, version, apis.offset_commit(version, body, {}))
+        unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert [
+            (t["name"], [(p["partition_index"], p["error_code"]) for p in t["partitions"]])
+            for t in answer["topics"]
+        ] == [("t", [(0, 0), (9, unknown), (1, 0)]), ("u", [(0, unknown)])]
+        fetched = node.groups.fetch_offsets(G0, None)[1]
+        assert {tp: value.offset for tp, value in fetched.items() if value} == {
+            shell.tp("t", 0): 8,
+            shell.tp("t", 1): 7,
+        }
