@@ -618,6 +618,14 @@ class AdminApis:
         """The name of a topic to delete (given, or found by its id), once Kafka's checks
         of it before ZooKeeper's pass; raises TopicError."""
         if name is None:
+            if topic_id == ZERO_UUID:
+                # Kafka 2.8's handleDeleteTopicsRequest: an entry of neither a name nor an
+                # id resolves to no name, and filterByAuthorized (authorizer or none) only
+                # passes named entries, so it is TOPIC_AUTHORIZATION_FAILED.
+                raise TopicError(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "neither a topic name nor a topic id was given",
+                )
             name = self.metadata.topic_name(topic_id)
             if name is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")

@@ -1260,3 +1260,32 @@ def test_describe_configs_of_a_resource_type_kafka_does_not_describe_fails_as_a_
         ]
         assert all(r["configs"] == [] for r in got)
         assert got[0]["error_message"].startswith("This most likely occurs because of a request")
+
+
+def test_delete_topics_of_an_entry_with_neither_name_nor_id_is_topic_authorization_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka 2.8's handleDeleteTopicsRequest resolves a v6 entry of no name and the zero
+    id to no name; authorization (filterByAuthorized, which without an authorizer passes
+    every named entry) leaves it out, so it is TOPIC_AUTHORIZATION_FAILED, not an unknown
+    topic id (that is for a non-zero id it cannot resolve). The other entries go on."""
+    _zk, a = zk_cluster("t")
+    update_with(a.metadata, {0: 1}, "t")
+    deleted: list[str] = []
+    monkeypatch.setattr(broker.admin_apis, "delete_topic", lambda _zk, n, **_: deleted.append(n))
+    unknown_id = uuid.uuid4()
+    body = {
+        "topics": [
+            {"name": None, "topic_id": ZERO_UUID},
+            {"name": None, "topic_id": unknown_id},
+            {"name": "t", "topic_id": ZERO_UUID},
+        ],
+        "timeout_ms": 0,
+    }
+    got = delete_over_the_wire(a, 6, body)
+    assert [(r["name"], r["topic_id"], r["error_code"]) for r in got] == [
+        (None, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        (None, unknown_id, ErrorCode.UNKNOWN_TOPIC_ID),
+        ("t", ZERO_UUID, ErrorCode.REQUEST_TIMED_OUT),  # marked, not waited for
+    ]
+    assert deleted == ["t"]

@@ -18,7 +18,7 @@ from admin.errors import ConcurrentChangeError
 from admin.topics import MAX_PARTITIONS, MAX_REPLICATION_FACTOR
 from broker.admin_apis import MAX_MESSAGE_BYTES, AdminApis, TopicError, creatable_topic
 from broker.config import load_broker_config
-from broker.metadata_cache import ZERO_UUID, MetadataCache
+from broker.metadata_cache import MetadataCache
 from controller.reactions import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from tests.unit.fake_cluster import add_topic
 from tests.unit.fake_zk import FakeZk
@@ -568,15 +568,6 @@ def test_a_controller_refusing_a_whole_request_is_answered_with_its_code() -> No
     listing = ApiKey.LIST_PARTITION_REASSIGNMENTS
     listed = answered(listing, a.list_partition_reassignments(0, {"topics": None}))
     assert (listed["error_code"], listed["topics"]) == (refused, [])
-
-
-def test_delete_topics_of_neither_name_nor_id_is_unknown_topic_id() -> None:
-    """A v6 entry of a null name and the zero id: Kafka 2.8 looks the zero id up in its
-    metadata cache, finds no topic, and answers UNKNOWN_TOPIC_ID."""
-    _zk, a = zk_cluster("t")
-    body = {"topics": [{"name": None, "topic_id": ZERO_UUID}], "timeout_ms": 0}
-    (got,) = encodes(ApiKey.DELETE_TOPICS, 6, a.delete_topics(6, body))["responses"]
-    assert (got["name"], got["error_code"]) == (None, ErrorCode.UNKNOWN_TOPIC_ID)
 
 
 class Untouched:
