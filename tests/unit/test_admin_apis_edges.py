@@ -171,6 +171,28 @@ def test_auto_creation_of_a_topic_that_exists_or_is_being_deleted_is_leader_not_
     assert {n: zk.get(paths.topic(n)) for n in ("there", "gone")} == before
 
 
+def test_auto_creation_with_too_few_brokers_is_invalid_replication_factor_even_if_deleting() -> (
+    None
+):
+    """default.replication.factor above the live brokers: Kafka 2.8's createTopicsInZk
+    (ZkAdminManager.createTopics) assigns the replicas before validateTopicCreate finds
+    the topic in ZooKeeper, so a topic marked for deletion (its znodes still there, the
+    metadata cache no longer listing it, hence the auto-creation), or one made meanwhile,
+    is INVALID_REPLICATION_FACTOR as a new one is; it was LEADER_NOT_AVAILABLE."""
+    zk, _ = zk_cluster("there", "gone")
+    zk.ensure_paths([paths.delete_topic("gone")])
+    config = load_broker_config(
+        overrides=["broker.id=1", "zookeeper.connect=z:2181", "default.replication.factor=4"]
+    )
+    a = AdminApis(cast(ZkClient, zk), MetadataCache(1), lambda: True, config)
+    assert a.auto_create_topics(["gone", "there", "new"]) == {
+        "gone": ErrorCode.INVALID_REPLICATION_FACTOR,
+        "there": ErrorCode.INVALID_REPLICATION_FACTOR,
+        "new": ErrorCode.INVALID_REPLICATION_FACTOR,
+    }
+    assert zk.exists(paths.topic("new")) is None
+
+
 def test_auto_creation_of_a_name_kafka_refuses_is_invalid_topic_without_zookeeper() -> None:
     """AutoTopicCreationManager's filterCreatableTopics: an invalid name is
     INVALID_TOPIC_EXCEPTION before any request is made."""
