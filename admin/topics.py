@@ -289,11 +289,14 @@ def plan_topic_creation(
     marked_for_deletion: Collection[str],
     *,
     rng: random.Random | None = None,
+    assignment: dict[int, list[int]] | None = None,
 ) -> TopicCreationPlan | None:
     """What to write for ``request`` in a cluster with these live brokers and topics.
 
     None when the topic exists and ``if_not_exists`` is set. Raises TopicExistsError,
     AdminError (collision, too few brokers, unknown brokers, incomplete rack info).
+    ``assignment``: the replicas assign_for_creation gave the request already (a
+    broker's CreateTopics assigns them before it looks the name up, as Kafka's does).
     """
     name = request.name
     if request.if_not_exists and name in existing_topics and name not in marked_for_deletion:
@@ -307,6 +310,29 @@ def plan_topic_creation(
             raise TopicCollisionError(
                 f"topic {name!r} collides with existing topics: {', '.join(collisions)}"
             )
+    if assignment is None:
+        assignment = assign_for_creation(request, brokers, rng=rng)
+    plan = TopicCreationPlan(
+        name=name,
+        assignment=assignment,
+        config=dict(request.config),
+        topic_id=znodes.new_topic_id(),
+        warnings=tuple(warnings),
+    )
+    _check_fits(name, _topic_data(plan))
+    return plan
+
+
+def assign_for_creation(
+    request: CreateTopicRequest,
+    brokers: Sequence[BrokerMetadata],
+    *,
+    rng: random.Random | None = None,
+) -> dict[int, list[int]]:
+    """The replicas of ``request``'s partitions: its explicit assignment checked against
+    the brokers, or one made for its partition count and replication factor. Raises
+    AdminError (no brokers, too many partitions, too few brokers, unknown brokers,
+    incomplete rack info)."""
     if not brokers:
         raise AdminError(
             f"no brokers are registered in {paths.BROKER_IDS}; start the brokers first (zkctl up)"
@@ -319,30 +345,18 @@ def plan_topic_creation(
         )
     try:
         if request.replica_assignment is not None:
-            assignment = validate_replica_assignment(
-                request.replica_assignment, [b.id for b in brokers]
-            )
-        else:
-            assignment = assign_replicas_to_brokers(
-                brokers,
-                request.partitions or 0,
-                request.replication_factor or 0,
-                rng=rng,
-                rack_aware_mode=request.rack_aware_mode,
-            )
+            return validate_replica_assignment(request.replica_assignment, [b.id for b in brokers])
+        return assign_replicas_to_brokers(
+            brokers,
+            request.partitions or 0,
+            request.replication_factor or 0,
+            rng=rng,
+            rack_aware_mode=request.rack_aware_mode,
+        )
     except InvalidReplicaAssignmentError as e:
         raise ReplicaAssignmentError(_assignment_error(e)) from None
     except AssignmentError as e:
         raise _admin_error(e) from None
-    plan = TopicCreationPlan(
-        name=name,
-        assignment=assignment,
-        config=dict(request.config),
-        topic_id=znodes.new_topic_id(),
-        warnings=tuple(warnings),
-    )
-    _check_fits(name, _topic_data(plan))
-    return plan
 
 
 def _topic_data(plan: TopicCreationPlan) -> bytes:

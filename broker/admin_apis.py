@@ -53,7 +53,7 @@ from admin.topics import (
     CreateTopicRequest,
     TopicCreationPlan,
     add_partitions,
-    check_topic_absent,
+    assign_for_creation,
     delete_topic,
     plan_topic_creation,
     write_topic_creation,
@@ -226,16 +226,20 @@ def creatable_topic(
     default_replication_factor: int,
     *,
     check_config: bool = True,
+    check_name: bool = True,
 ) -> CreateTopicRequest:
     """One CreatableTopic of a CreateTopics request, checked on its own (Kafka's order);
     raises TopicError. -1 partitions or replication factor: the broker's default. Without
     ``check_config`` its configs are left out (null values still refused): the caller
     checks them with topic_config once the plan's own checks passed, as Kafka 2.8's
-    validateTopicCreate checks them last."""
+    validateTopicCreate checks them last. Without ``check_name`` the name is left for
+    the caller to check (check_topic_name) once the replicas are assigned, as
+    validateTopicCreate's Topic.validate comes after AdminUtils.assignReplicasToBrokers
+    (ZkAdminManager.createTopics); with it, the name is checked first, as
+    AutoTopicCreationManager does before creating anything."""
     name = str(topic["name"])
-    problem = paths.topic_name_problem(name)
-    if problem is not None:
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
+    if check_name:
+        check_topic_name(name)
     partitions = int(topic.get("num_partitions", -1))
     replication_factor = int(topic.get("replication_factor", -1))
     given = topic.get("assignments") or []
@@ -289,6 +293,14 @@ def creatable_topic(
         config=config,
         rack_aware_mode=None,
     )
+
+
+def check_topic_name(name: str) -> None:
+    """Raise TopicError (INVALID_TOPIC_EXCEPTION) if Kafka's Topic.validate refuses
+    ``name``."""
+    problem = paths.topic_name_problem(name)
+    if problem is not None:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
 
 
 def topic_config(topic: Mapping[str, Any]) -> dict[str, str]:
@@ -402,19 +414,21 @@ class AdminApis:
         validate_only: bool,
     ) -> TopicCreationPlan:
         name = str(topic["name"])
-        if paths.topic_name_problem(name) is None:
+        if self.metadata.contains(name):
             # Kafka's ZkAdminManager.createTopics looks the name up in its metadata cache
-            # before anything else of the request (one marked for deletion is still there).
-            check_topic_absent(name, existing, marked)
+            # before anything else of the request: one marked for deletion is still
+            # there until its deletion begins (UpdateMetadata, leader -2); ZooKeeper's
+            # topics are looked at after the replicas are assigned (_plan).
+            raise TopicExistsError(f"topic {name!r} already exists")
         defaults = self.config
         request = creatable_topic(
             topic,
             defaults.num_partitions if defaults is not None else 1,
             defaults.default_replication_factor if defaults is not None else 1,
             check_config=False,
+            check_name=False,
         )
-        plan = plan_topic_creation(request, brokers, existing, marked)
-        assert plan is not None  # not if_not_exists
+        plan = _plan(request, brokers, existing, marked)
         # Kafka 2.8's validateTopicCreate checks the configs last (LogConfig.validate),
         # after the assignment and the name's collisions.
         plan = dataclasses.replace(plan, config=topic_config(topic))
@@ -446,8 +460,9 @@ class AdminApis:
         num.partitions and default.replication.factor, and answered LEADER_NOT_AVAILABLE
         (the client asks again once the controller has elected its leaders); so is one
         that exists by now or is being deleted. A name Kafka refuses is
-        INVALID_TOPIC_EXCEPTION, too few brokers INVALID_REPLICATION_FACTOR (none
-        registered for the moment: LEADER_NOT_AVAILABLE, see _auto_create)."""
+        INVALID_TOPIC_EXCEPTION, too few brokers INVALID_REPLICATION_FACTOR, whether or not
+        the topic exists or is being deleted (the replicas are assigned first, see _plan;
+        none registered for the moment: LEADER_NOT_AVAILABLE, see _auto_create)."""
         assert self.config is not None
         out: dict[str, ErrorCode] = {}
         requests: list[CreateTopicRequest] = []
@@ -523,7 +538,7 @@ class AdminApis:
     ) -> ErrorCode:
         name = request.name
         try:
-            plan = plan_topic_creation(request, brokers, existing, marked)
+            plan = _plan(request, brokers, existing, marked)
         except AdminError as e:
             if brokers or type(e) is not AdminError:
                 raise
@@ -534,7 +549,6 @@ class AdminApis:
             # Kafka's here).
             log.info("topic %s not created %s: no broker is registered", name, why)
             raise TopicError(ErrorCode.LEADER_NOT_AVAILABLE, "no broker is registered") from None
-        assert plan is not None  # not if_not_exists
         if _retried(lambda: write_topic_creation(self.zk, plan, if_not_exists=True)):
             log.info(
                 "topic %s created %s: %d partitions, replication factor %d",
@@ -618,6 +632,14 @@ class AdminApis:
         """The name of a topic to delete (given, or found by its id), once Kafka's checks
         of it before ZooKeeper's pass; raises TopicError."""
         if name is None:
+            if topic_id == ZERO_UUID:
+                # Kafka 2.8's handleDeleteTopicsRequest: an entry of neither a name nor an
+                # id resolves to no name, and filterByAuthorized (authorizer or none) only
+                # passes named entries, so it is TOPIC_AUTHORIZATION_FAILED.
+                raise TopicError(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "neither a topic name nor a topic id was given",
+                )
             name = self.metadata.topic_name(topic_id)
             if name is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic has id {topic_id}")
@@ -1053,6 +1075,30 @@ def _named_and_identified(wanted: Sequence[tuple[str | None, Any]]) -> TopicErro
             ErrorCode.INVALID_REQUEST, "Topic name and topic ID can not both be specified."
         )
     return None
+
+
+def _plan(
+    request: CreateTopicRequest,
+    brokers: Sequence[BrokerMetadata],
+    existing: set[str],
+    marked: set[str],
+) -> TopicCreationPlan:
+    """A new topic's plan, checked in the order of Kafka 2.8's ZkAdminManager.createTopics:
+    the replicas assigned first (AdminUtils.assignReplicasToBrokers: the partition count,
+    the replication factor against the live brokers, their racks), then
+    validateTopicCreate's checks: the name (Topic.validate), the topics in ZooKeeper (one
+    being deleted is still there), collisions, an explicit assignment. So a request with
+    several faults gets Kafka's error: a replication factor above the live brokers is
+    INVALID_REPLICATION_FACTOR for a bad name or a topic being deleted too. No broker
+    registered for the moment (each re-registering; Kafka's metadata cache still lists
+    them, and its assignment passes) leaves the assignment to the end."""
+    assignment = None
+    if request.replica_assignment is None and brokers:
+        assignment = assign_for_creation(request, brokers)
+    check_topic_name(request.name)
+    plan = plan_topic_creation(request, brokers, existing, marked, assignment=assignment)
+    assert plan is not None  # not if_not_exists
+    return plan
 
 
 def _refuse_impossible_name(name: str) -> None:

@@ -10,7 +10,8 @@ until the controller's next LeaderAndIsr for it; the others are fetched on.
 Each fetcher keeps an incremental fetch session with its leader (KIP-227, the fetcher's
 half of Kafka's FetchSessionHandler): one full fetch lists every partition and creates
 the session; after that a fetch lists only the partitions added or changed (fetch offset,
-leader epoch) since the last one and forgets those removed or set aside, and the leader
+leader epoch, our log start offset, which each listing gives as Kafka's follower does)
+since the last one and forgets those removed or set aside, and the leader
 answers only partitions with news. An idle round is an empty request and an empty
 response, whatever the number of partitions. The session starts over with a full fetch
 when the leader does not know it, refuses its epoch, or the connection fails. A fetch
@@ -82,6 +83,10 @@ class FetchState:
     # Fetched outside the leader's log (OFFSET_OUT_OF_RANGE): before fetching again, ask
     # where its log starts and ends (with ``truncating``: not fetched meanwhile).
     out_of_range: bool = False
+    # Our log's start offset as the last request listing the partition gave it (-1: not
+    # listed yet): one that moved since lists the partition again, as Kafka's
+    # FetchSessionHandler re-sends a partition whose PartitionData changed.
+    log_start: int = -1
 
 
 class FollowerLog(Protocol):
@@ -94,6 +99,10 @@ class FollowerLog(Protocol):
     def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
         """(the largest epoch of ours <= ``epoch``, where it ends in our log), as a leader
         answers OffsetsForLeaderEpoch; (-1, -1) if we know no such epoch."""
+        ...
+
+    def follower_log_start(self, tp: TopicPartition) -> int:
+        """Our log's start offset (-1 without a log), which a fetch tells the leader."""
         ...
 
     def truncate(
@@ -198,6 +207,8 @@ class _Fetch:
     forgotten: list[TopicPartition] = field(default_factory=list)
     # More partitions wait to be listed: the leader should answer at once, not long-poll.
     more: bool = False
+    # Our log start offset of each listed partition (FetchState.log_start as listed).
+    log_starts: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 class ReplicaFetcherThread:
@@ -586,16 +597,26 @@ class ReplicaFetcherThread:
             if self.session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
                 dirty.clear()
                 listed: dict[TopicPartition, _Position] = {}
+                starts: dict[TopicPartition, int] = {}
                 for tp, state in self.partitions.items():
                     if state.delayed_until <= now and not (state.truncating and self.follower_log):
                         if len(listed) < most:
                             listed[tp] = (state.fetch_offset, state.leader_epoch)
+                            state.log_start = starts[tp] = self._log_start(tp)
                         else:
                             dirty[tp] = None  # listed by the next, incremental, fetches
                 if not listed:
                     return None
-                return _Fetch(True, self.session_id, self.session_epoch, listed, more=bool(dirty))
+                return _Fetch(
+                    True,
+                    self.session_id,
+                    self.session_epoch,
+                    listed,
+                    more=bool(dirty),
+                    log_starts=starts,
+                )
             listed = {}
+            starts = {}
             forgotten: list[TopicPartition] = []
             taken: list[TopicPartition] = []
             for tp in dirty:  # oldest first
@@ -607,8 +628,11 @@ class ReplicaFetcherThread:
                 if s is None or s.delayed_until > now or (s.truncating and self.follower_log):
                     if held is not None:
                         forgotten.append(tp)
-                elif held != (s.fetch_offset, s.leader_epoch):
-                    listed[tp] = (s.fetch_offset, s.leader_epoch)
+                else:
+                    start = self._log_start(tp)
+                    if held != (s.fetch_offset, s.leader_epoch) or start != s.log_start:
+                        listed[tp] = (s.fetch_offset, s.leader_epoch)
+                        s.log_start = starts[tp] = start
             for tp in taken:
                 del dirty[tp]
             if not dirty:
@@ -620,14 +644,25 @@ class ReplicaFetcherThread:
             if not self._sent and not listed:
                 return None
             return _Fetch(
-                False, self.session_id, self.session_epoch, listed, forgotten, more=bool(dirty)
+                False,
+                self.session_id,
+                self.session_epoch,
+                listed,
+                forgotten,
+                more=bool(dirty),
+                log_starts=starts,
             )
+
+    def _log_start(self, tp: TopicPartition) -> int:
+        follower_log = self.follower_log
+        return follower_log.follower_log_start(tp) if follower_log is not None else -1
 
     def _request_body(self, fetch: _Fetch) -> dict[str, Any]:
         # One topic entry per run of its partitions, as Kafka's FetchRequest.Builder
         # makes them: the leader reads in the request's order, which must stay ours.
         topics: list[dict[str, Any]] = []
         partitions: list[dict[str, Any]] = []
+        starts = fetch.log_starts
         for tp, (offset, epoch) in fetch.listed.items():
             if not topics or topics[-1]["topic"] != tp.topic:
                 partitions = []
@@ -638,7 +673,9 @@ class ReplicaFetcherThread:
                     "current_leader_epoch": epoch,
                     "fetch_offset": offset,
                     "last_fetched_epoch": -1,
-                    "log_start_offset": 0,
+                    # Our log's start, as Kafka's ReplicaFetcherThread.buildFetch sends it
+                    # (the leader's low watermark, for DeleteRecords, is the lowest).
+                    "log_start_offset": starts.get(tp, -1),
                     "partition_max_bytes": self.partition_max_bytes,
                 }
             )
@@ -788,6 +825,13 @@ class ReplicaFetcherThread:
                     # An incremental fetch lists what changed, whatever this order.
                     del self.partitions[tp]
                     self.partitions[tp] = state
+                elif (
+                    offset is not None
+                    and self.partitions.get(tp) is state
+                    and state.log_start != self._log_start(tp)
+                ):
+                    # Our log start followed the leader's: the next fetch tells it.
+                    self._dirty[tp] = None
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE and self.follower_log is not None:
             # Our log lies outside the leader's: find out how, before fetching again (a

@@ -1325,6 +1325,12 @@ class ReplicaManager:
             return None, 0, 0
         return p.log.latest_epoch, p.log.log_end_offset, p.log.high_watermark
 
+    def follower_log_start(self, tp: TopicPartition) -> int:
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            return -1
+        return p.log.log_start_offset
+
     def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
         p = self.partitions.get(tp)
         if p is None or p.log is None:

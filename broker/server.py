@@ -665,7 +665,18 @@ class KafkaServer:
             self.controller.enable_topic_unclean_leader_election(topic)
 
     def _isr_check_loop(self) -> None:
-        interval = max(0.1, self.config.replica_lag_time_max_ms / 2000)
+        # Kafka 2.8's ReplicaManager schedules isr-expiration every replica.lag.time.max.ms
+        # / 2 ms (Java's long division, toward zero; a period of 0 the config refuses),
+        # and its KafkaScheduler runs a task of a negative period once, at once: with
+        # replica.lag.time.max.ms <= -2 the ISR is checked once at start-up, never again.
+        lag_ms = self.config.replica_lag_time_max_ms
+        if lag_ms < 0:
+            try:
+                self.replicas.maybe_shrink_isr()
+            except Exception:
+                log.exception("ISR expiration check failed")
+            return
+        interval = max(0.1, lag_ms / 2000)
         while not self._status_stop.wait(interval):
             try:
                 self.replicas.maybe_shrink_isr()

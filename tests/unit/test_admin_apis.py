@@ -848,6 +848,8 @@ def test_create_of_an_existing_topic_is_topic_already_exists(t: dict[str, Any]) 
     first (TopicExistsException), before configs, partitions or replication factor."""
     zk, a = zk_cluster("t", "gone")
     zk.ensure_paths([paths.delete_topic("gone")])
+    update_with(a.metadata, {0: 1}, "t")
+    update_with(a.metadata, {0: 1}, "gone")  # its deletion not begun yet
     (got,) = a.create_topics(7, {"topics": [t], "timeout_ms": 0})["topics"]
     assert ErrorCode(got["error_code"]) == ErrorCode.TOPIC_ALREADY_EXISTS, got
 
@@ -1260,3 +1262,88 @@ def test_describe_configs_of_a_resource_type_kafka_does_not_describe_fails_as_a_
         ]
         assert all(r["configs"] == [] for r in got)
         assert got[0]["error_message"].startswith("This most likely occurs because of a request")
+
+
+def test_delete_topics_of_an_entry_with_neither_name_nor_id_is_topic_authorization_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kafka 2.8's handleDeleteTopicsRequest resolves a v6 entry of no name and the zero
+    id to no name; authorization (filterByAuthorized, which without an authorizer passes
+    every named entry) leaves it out, so it is TOPIC_AUTHORIZATION_FAILED, not an unknown
+    topic id (that is for a non-zero id it cannot resolve). The other entries go on."""
+    _zk, a = zk_cluster("t")
+    update_with(a.metadata, {0: 1}, "t")
+    deleted: list[str] = []
+    monkeypatch.setattr(broker.admin_apis, "delete_topic", lambda _zk, n, **_: deleted.append(n))
+    unknown_id = uuid.uuid4()
+    body = {
+        "topics": [
+            {"name": None, "topic_id": ZERO_UUID},
+            {"name": None, "topic_id": unknown_id},
+            {"name": "t", "topic_id": ZERO_UUID},
+        ],
+        "timeout_ms": 0,
+    }
+    got = delete_over_the_wire(a, 6, body)
+    assert [(r["name"], r["topic_id"], r["error_code"]) for r in got] == [
+        (None, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+        (None, unknown_id, ErrorCode.UNKNOWN_TOPIC_ID),
+        ("t", ZERO_UUID, ErrorCode.REQUEST_TIMED_OUT),  # marked, not waited for
+    ]
+    assert deleted == ["t"]
+
+
+@pytest.mark.parametrize(
+    ("t", "code"),
+    [
+        (topic("a/b", partitions=0), ErrorCode.INVALID_PARTITIONS),
+        (topic("a/b", rf=0), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (topic("a/b", rf=4), ErrorCode.INVALID_REPLICATION_FACTOR),  # 3 brokers
+        (topic("x" * 250, partitions=-1, rf=4), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (
+            topic("a/b", configs=[{"name": "retention.ms", "value": None}]),
+            ErrorCode.INVALID_REQUEST,
+        ),
+        (
+            topic("a/b", configs=[{"name": "retention.ms", "value": "soon"}]),
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+        ),
+        (topic("a/b", rf=3), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        # A valid name colliding with a topic: the replicas are assigned first too.
+        (topic("a_b", rf=4), ErrorCode.INVALID_REPLICATION_FACTOR),
+        (topic("a_b", rf=3), ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ],
+)
+def test_create_topics_checks_the_name_after_the_partitions_and_replication_factor(
+    t: dict[str, Any], code: ErrorCode
+) -> None:
+    """Kafka 2.8's ZkAdminManager.createTopics assigns the replicas
+    (AdminUtils.assignReplicasToBrokers: partitions and replication factor larger than 0,
+    no more replicas than live brokers) before validateTopicCreate runs Topic.validate and
+    looks for collisions; only null configs and both a count and an assignment come
+    earlier. The name was checked first: INVALID_TOPIC_EXCEPTION for each of these."""
+    zk, a = zk_cluster("a.b")
+    (got,) = a.create_topics(7, {"topics": [t], "timeout_ms": 0})["topics"]
+    assert ErrorCode(got["error_code"]) == code, got
+    assert zk.exists(paths.topic(t["name"])) is None
+
+
+def test_create_of_a_topic_whose_deletion_began_checks_its_replication_factor_first() -> None:
+    """A topic being deleted that the controller's UpdateMetadata (leader -2) dropped from
+    this broker's metadata cache, its znodes still there: Kafka 2.8's createTopics passes
+    the cache's look-up, assigns the replicas (INVALID_REPLICATION_FACTOR for more than the
+    live brokers), and only then finds the topic in ZooKeeper (TOPIC_ALREADY_EXISTS). It
+    was TOPIC_ALREADY_EXISTS whatever the request."""
+    zk, a = zk_cluster("gone")
+    zk.ensure_paths([paths.delete_topic("gone")])
+    a.metadata.update(metadata_request(("gone", [partition_state(0, 1)])))
+    a.metadata.update(metadata_request(("gone", [partition_state(0, LEADER_DURING_DELETE)])))
+    assert not a.metadata.contains("gone")
+    asked = [topic("gone", rf=4), topic("gone", partitions=0)]
+    got = [a.create_topics(7, {"topics": [t], "timeout_ms": 0})["topics"][0] for t in asked]
+    assert [ErrorCode(g["error_code"]) for g in got] == [
+        ErrorCode.INVALID_REPLICATION_FACTOR,
+        ErrorCode.INVALID_PARTITIONS,
+    ]
+    (got,) = a.create_topics(7, {"topics": [topic("gone", rf=3)], "timeout_ms": 0})["topics"]
+    assert ErrorCode(got["error_code"]) == ErrorCode.TOPIC_ALREADY_EXISTS, got

@@ -18,7 +18,7 @@ from admin.errors import ConcurrentChangeError
 from admin.topics import MAX_PARTITIONS, MAX_REPLICATION_FACTOR
 from broker.admin_apis import MAX_MESSAGE_BYTES, AdminApis, TopicError, creatable_topic
 from broker.config import load_broker_config
-from broker.metadata_cache import ZERO_UUID, MetadataCache
+from broker.metadata_cache import MetadataCache
 from controller.reactions import PREFERRED_ELECTION, UNCLEAN_ELECTION
 from tests.unit.fake_cluster import add_topic
 from tests.unit.fake_zk import FakeZk
@@ -169,6 +169,28 @@ def test_auto_creation_of_a_topic_that_exists_or_is_being_deleted_is_leader_not_
         "gone": ErrorCode.LEADER_NOT_AVAILABLE,
     }
     assert {n: zk.get(paths.topic(n)) for n in ("there", "gone")} == before
+
+
+def test_auto_creation_with_too_few_brokers_is_invalid_replication_factor_even_if_deleting() -> (
+    None
+):
+    """default.replication.factor above the live brokers: Kafka 2.8's createTopicsInZk
+    (ZkAdminManager.createTopics) assigns the replicas before validateTopicCreate finds
+    the topic in ZooKeeper, so a topic marked for deletion (its znodes still there, the
+    metadata cache no longer listing it, hence the auto-creation), or one made meanwhile,
+    is INVALID_REPLICATION_FACTOR as a new one is; it was LEADER_NOT_AVAILABLE."""
+    zk, _ = zk_cluster("there", "gone")
+    zk.ensure_paths([paths.delete_topic("gone")])
+    config = load_broker_config(
+        overrides=["broker.id=1", "zookeeper.connect=z:2181", "default.replication.factor=4"]
+    )
+    a = AdminApis(cast(ZkClient, zk), MetadataCache(1), lambda: True, config)
+    assert a.auto_create_topics(["gone", "there", "new"]) == {
+        "gone": ErrorCode.INVALID_REPLICATION_FACTOR,
+        "there": ErrorCode.INVALID_REPLICATION_FACTOR,
+        "new": ErrorCode.INVALID_REPLICATION_FACTOR,
+    }
+    assert zk.exists(paths.topic("new")) is None
 
 
 def test_auto_creation_of_a_name_kafka_refuses_is_invalid_topic_without_zookeeper() -> None:
@@ -568,15 +590,6 @@ def test_a_controller_refusing_a_whole_request_is_answered_with_its_code() -> No
     listing = ApiKey.LIST_PARTITION_REASSIGNMENTS
     listed = answered(listing, a.list_partition_reassignments(0, {"topics": None}))
     assert (listed["error_code"], listed["topics"]) == (refused, [])
-
-
-def test_delete_topics_of_neither_name_nor_id_is_unknown_topic_id() -> None:
-    """A v6 entry of a null name and the zero id: Kafka 2.8 looks the zero id up in its
-    metadata cache, finds no topic, and answers UNKNOWN_TOPIC_ID."""
-    _zk, a = zk_cluster("t")
-    body = {"topics": [{"name": None, "topic_id": ZERO_UUID}], "timeout_ms": 0}
-    (got,) = encodes(ApiKey.DELETE_TOPICS, 6, a.delete_topics(6, body))["responses"]
-    assert (got["name"], got["error_code"]) == (None, ErrorCode.UNKNOWN_TOPIC_ID)
 
 
 class Untouched:

@@ -529,6 +529,28 @@ def test_the_isr_is_checked_every_half_replica_lag_time_max() -> None:
     assert checks == [1]
 
 
+@pytest.mark.parametrize("lag_ms", [-2, -3, -30_000])
+def test_a_negative_replica_lag_time_max_checks_the_isr_once(lag_ms: int) -> None:
+    """replica.lag.time.max.ms <= -2: Kafka 2.8's isr-expiration period (lag / 2 in long
+    division) is negative, and KafkaScheduler.schedule runs a task of a negative period
+    once, at once (executor.schedule, not scheduleAtFixedRate). The check ran every 0.1 s
+    instead, dropping from the ISRs every follower not caught up within a negative time."""
+    waited: list[float] = []
+
+    def wait(timeout: float) -> bool:
+        waited.append(timeout)
+        return len(waited) > 3  # a loop would check three times, then stop
+
+    checks: list[int] = []
+    fake = types.SimpleNamespace(
+        config=dataclasses.replace(BASE, replica_lag_time_max_ms=lag_ms),
+        _status_stop=types.SimpleNamespace(wait=wait),
+        replicas=types.SimpleNamespace(maybe_shrink_isr=lambda: checks.append(1)),
+    )
+    server.KafkaServer._isr_check_loop(cast(Any, fake))
+    assert (checks, waited) == ([1], [])
+
+
 def test_the_id_the_identity_step_gives_is_the_brokers_everywhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

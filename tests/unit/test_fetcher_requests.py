@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -99,6 +99,17 @@ class Sink:
             hook()
         self.applied.append(tp)
         return 10 + self.applied.count(tp)
+
+
+class LogStarts:
+    """Our logs' start offsets (0 unless set): all that a fetch reads of the follower's
+    logs."""
+
+    def __init__(self, **starts: int) -> None:
+        self.starts = {TopicPartition(n[0], int(n[1:])): o for n, o in starts.items()}
+
+    def follower_log_start(self, tp: TopicPartition) -> int:
+        return self.starts.get(tp, 0)
 
 
 def fetcher_of(
@@ -242,7 +253,7 @@ def test_a_partition_answered_out_of_range_leaves_the_session_until_reset() -> N
     incremental fetch forgets it (Kafka's session builder lists only partitions ready to
     fetch), so the leader does not answer it again from the offset out of its range."""
     leader = Scripted({A0: 0, A1: 0, B0: 0}, {A1: ErrorCode.OFFSET_OUT_OF_RANGE}, {})
-    fetcher = fetcher_of(leader, follower_log=object())
+    fetcher = fetcher_of(leader, follower_log=LogStarts())
     fetch(fetcher)
     fetch(fetcher)
     assert fetcher.partitions[A1].out_of_range
@@ -359,3 +370,36 @@ def test_the_managers_fetchers_connect_with_replica_socket_receive_buffer_bytes(
         finally:
             conn.close()
     manager.close()
+
+
+def log_starts_listed(body: Mapping[str, Any]) -> dict[TopicPartition, int]:
+    return {
+        TopicPartition(t["topic"], p["partition"]): p["log_start_offset"]
+        for t in body["topics"]
+        for p in t["partitions"]
+    }
+
+
+def test_a_fetch_tells_the_leader_each_partitions_log_start_and_its_moves() -> None:
+    """Kafka 2.8's ReplicaFetcherThread.buildFetch sends the follower's own log start
+    offset with each partition (the leader's low watermark for DeleteRecords is the
+    lowest of its replicas'), and FetchSessionHandler lists a partition again when it
+    changed: after an answer that moved our log start (following the leader's) and
+    nothing else, the next incremental fetch lists that partition with it. The fetcher
+    sent 0 always, and never listed such a partition again."""
+    logs = LogStarts(a0=3, b0=7)
+
+    def sink(tp: TopicPartition, *_: Any) -> int:
+        logs.starts[tp] = 5  # as the leader's log start moved ours up
+        return 10  # no records: where it fetched from
+
+    leader = Scripted({}, {A0: 0}, {})
+    leader.empty = {A0}
+    fetcher = fetcher_of(leader, cast(Any, sink), follower_log=logs)
+    fetch(fetcher)
+    assert log_starts_listed(leader.requests[0]) == {A0: 3, A1: 0, B0: 7}
+    fetch(fetcher)
+    assert log_starts_listed(leader.requests[1]) == {}
+    assert fetcher.fetched() == {A0, A1, B0}
+    fetch(fetcher)
+    assert log_starts_listed(leader.requests[2]) == {A0: 5}

@@ -34,6 +34,9 @@ class Logs:
     def follower_position(self, tp: TopicPartition) -> tuple[int | None, int, int]:
         return 4, 10, 10
 
+    def follower_log_start(self, tp: TopicPartition) -> int:
+        return 0
+
     def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
         return 4, 10
 

@@ -37,6 +37,9 @@ class Logs:
     def follower_position(self, tp: TopicPartition) -> tuple[int | None, int, int]:
         return self.positions[tp]
 
+    def follower_log_start(self, tp: TopicPartition) -> int:
+        return 0
+
     def follower_end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int]:
         older = [e for e in self.epochs.get(tp, {}) if e <= epoch]
         if not older:
@@ -233,7 +236,8 @@ def test_a_partition_truncated_during_a_session_is_listed_in_the_next_incrementa
     not fetched only at the next full fetch, which an idle session never makes)."""
     logs = Logs({A0: (4, 10, 10), A1: (4, 10, 10)}, {A0: {4: 10}, A1: {4: 10}})
     fetcher = fetcher_of(logs, Leader(epoch_ends={A1: (4, 8)}))
-    fetcher.add_all([(A0, FetchState(10, 5, truncating=False))])
+    # A0 as a fetch listed it in the session: its position and our log start (0).
+    fetcher.add_all([(A0, FetchState(10, 5, truncating=False, log_start=0))])
     fetcher.session_id, fetcher.session_epoch = 7, 1
     fetcher._sent = {A0: (10, 5)}
     fetcher.add_all([(A1, FetchState(10, 5))])
