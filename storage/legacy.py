@@ -33,8 +33,11 @@ from storage.errors import (
 from storage.records import (
     ATTR_COMPRESSION_MASK,
     ATTR_TIMESTAMP_TYPE,
+    BATCH_HEADER_SIZE,
+    CRC_OFFSET,
     NO_TIMESTAMP,
     RecordSpec,
+    batch_crc,
     build_batch,
     iter_batches,
     iter_records,
@@ -46,6 +49,7 @@ _OFFSET_SIZE: Final = struct.Struct(">qi")
 _CRC_MAGIC_ATTRIBUTES: Final = struct.Struct(">IBB")
 _INT64: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
+_UINT32: Final = struct.Struct(">I")
 LOG_OVERHEAD: Final = 12  # offset and size
 _MAGIC_AT: Final = LOG_OVERHEAD + 4  # after the CRC: where a batch's magic is too
 # crc, magic, attributes, key and value lengths; magic 1 adds the timestamp.
@@ -83,6 +87,31 @@ def _bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
     if pos + length > end:
         raise ValueError(f"{length} bytes past the message's end")
     return data[pos : pos + length], pos + length
+
+
+def _entries(data: bytes) -> list[tuple[int, int, int]]:
+    """(magic, start, end) of each whole entry of a producer's message set, a message of
+    magic 0 or 1 or a record batch of magic 2, as Kafka 2.8's ByteBufferLogInputStream
+    reads them: an entry whose size field is below a message's smallest, or whose magic
+    is none of those, is CorruptRecordError (CORRUPT_MESSAGE); an incomplete one at the
+    end is not read (Log.append appends the whole ones only, trimInvalidBytes)."""
+    out: list[tuple[int, int, int]] = []
+    pos = 0
+    while len(data) - pos >= LOG_OVERHEAD:
+        (size,) = _INT32.unpack_from(data, pos + 8)
+        if size < _MIN_SIZE[0]:
+            raise CorruptRecordError(f"a message of {size} bytes, below the smallest", position=pos)
+        if len(data) - pos <= _MAGIC_AT:
+            break
+        magic = data[pos + _MAGIC_AT]
+        if magic > 2:  # a byte above 127 is a negative magic in Java: refused too
+            raise CorruptRecordError(f"magic {magic} in a message set", position=pos)
+        end = pos + LOG_OVERHEAD + size
+        if end > len(data):
+            break
+        out.append((magic, pos, end))
+        pos = end
+    return out
 
 
 def _messages(data: bytes, position: int) -> Iterator[_Message]:
@@ -140,11 +169,31 @@ def up_convert(records: bytes | bytearray | memoryview, *, max_size: int) -> byt
     compressed message with any other (getFirstBatchAndMaybeValidateNoMoreBatches), and
     AbstractLegacyRecordBatch's DeepRecordsIterator's refusals: a compressed message of
     zstd, without a value or holding none, of magic 1 whose offset, not 0, is below its
-    last inner message's, holding one of another magic or itself compressed."""
+    last inner message's, holding one of another magic or itself compressed; and a
+    record batch of magic 2 among the messages (validateBatch: a magic other than the
+    first entry's), once every entry's CRC has held. The message set is read as Kafka's
+    ByteBufferLogInputStream reads it (``_entries``): an incomplete message at its end is
+    left out, and one holding no whole message is nothing to append (an empty
+    bytearray), which Kafka's Log.append answers with offset -1 and no error."""
     data = bytes(records)
+    entries = _entries(data)
+    if not entries:
+        return bytearray()  # nothing to append: Kafka's Log.append answers offset -1
+    if any(magic == 2 for magic, _, _ in entries):
+        # Log.analyzeAndValidateRecords checks each entry's CRC first (CORRUPT_MESSAGE),
+        # then LogValidator.validateBatch refuses a magic other than the first entry's.
+        for magic, start, end in entries:
+            if magic < 2:
+                list(_messages(data[start:end], start))
+                continue
+            (crc,) = _UINT32.unpack_from(data, start + CRC_OFFSET)
+            if end - start < BATCH_HEADER_SIZE or crc != batch_crc(data[start:end]):
+                raise CorruptRecordError("a record batch whose CRC does not hold", position=start)
+        raise InvalidRecordError(
+            "record batches of magic 2 and messages of magic 0 or 1 in one request", position=0
+        )
+    data = data[: entries[-1][2]]
     outers = list(_messages(data, 0))  # each CRC checked first, as Log.append does
-    if not outers:
-        raise CorruptRecordError("no message in the request", position=0)
     first = outers[0]
     for outer in outers:
         if outer.magic != first.magic:

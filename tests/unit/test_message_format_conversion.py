@@ -306,6 +306,11 @@ def _wrapper(offset: int, magic: int, inner: bytes, codec: int = Compression.GZI
             id="a wrapper offset below its last inner one",
         ),
         pytest.param(2, _wrapper(0, 1, message(0, 1, b"a", None, 5), Compression.ZSTD), id="zstd"),
+        pytest.param(
+            1,
+            message(0, 1, b"a", None, 5) + bytes(build_batch([b"b"])),
+            id="a record batch after a message",
+        ),
     ],
 )
 def test_a_message_set_kafka_refuses_is_invalid_record(
@@ -316,13 +321,51 @@ def test_a_message_set_kafka_refuses_is_invalid_record(
     compressed message with any other (getFirstBatchAndMaybeValidateNoMoreBatches:
     "Compressed outer record has more than one batch"), a compressed message holding
     none, one of magic 1 whose offset (not 0) is below its last inner message's, or zstd
-    (AbstractLegacyRecordBatch's DeepRecordsIterator). They were appended, the empty one
-    answered CORRUPT_MESSAGE (which a producer retries) and zstd
-    UNSUPPORTED_COMPRESSION_TYPE."""
+    (AbstractLegacyRecordBatch's DeepRecordsIterator), a record batch of magic 2 after a
+    message (validateBatch). They were appended, the empty one answered CORRUPT_MESSAGE
+    (which a producer retries) and zstd UNSUPPORTED_COMPRESSION_TYPE; the record batch
+    CORRUPT_MESSAGE."""
     client = Loopback(apis)
     answer = produce(client, version, records)
     assert answer["error_code"] == ErrorCode.INVALID_RECORD
     assert fetch(client, 12, 0)["high_watermark"] == 0
+
+
+def test_a_record_batch_among_messages_whose_crc_fails_is_corrupt_message(
+    apis: KafkaApis,
+) -> None:
+    """Kafka's Log.analyzeAndValidateRecords checks each entry's CRC before LogValidator
+    looks at their magics: a record batch among messages whose CRC-32C does not hold is
+    CORRUPT_MESSAGE, as is a message after it whose CRC-32 does not."""
+    client = Loopback(apis)
+    batch = bytearray(build_batch([b"b"]))
+    batch[-1] ^= 1
+    answer = produce(client, 2, message(0, 1, b"a", None, 5) + bytes(batch))
+    assert answer["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    bad = bytearray(message(1, 1, b"c", None, 5))
+    bad[-1] ^= 1
+    answer = produce(client, 2, message(0, 1, b"a", None, 5) + bytes(build_batch([b"b"])) + bad)
+    assert answer["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    assert fetch(client, 12, 0)["high_watermark"] == 0
+
+
+@pytest.mark.parametrize(("version", "magic"), [(0, 0), (1, 0), (2, 1)])
+def test_a_message_set_of_no_whole_message_is_answered_none_and_appends_nothing(
+    apis: KafkaApis, version: int, magic: int
+) -> None:
+    """Kafka 2.8's ByteBufferLogInputStream does not read an incomplete message at the
+    end of a message set: a Produce v0-v2 of one cut short has no entry, and Log.append
+    returns at once (shallowCount 0), answered NONE with offset -1, nothing appended; a
+    whole message before one cut short is appended alone. The cut one was answered
+    CORRUPT_MESSAGE, which a producer sends again until its delivery timeout."""
+    client = Loopback(apis)
+    whole = message(0, magic, b"a", None, 5)
+    answer = produce(client, version, whole[:-1])
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, -1)
+    assert fetch(client, 12, 0)["high_watermark"] == 0
+    answer = produce(client, version, whole + message(1, magic, b"b", None, 5)[:-3])
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, 0)
+    assert [m.value for m in messages(fetch(client, version, 0)["records"])] == [b"a"]
 
 
 def test_a_magic_1_wrapper_of_offset_0_or_above_its_last_inner_one_is_taken(
