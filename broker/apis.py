@@ -43,8 +43,7 @@ from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageErro
 from storage.legacy import (
     LegacyUnsupportedCompressionError,
     down_convert,
-    is_legacy,
-    up_convert,
+    produce_records,
 )
 from storage.log import PartitionLog, ReadInfo
 from storage.records import (
@@ -817,7 +816,9 @@ class KafkaApis:
                 # no batch, though its leader has not had its StopReplica yet.
                 answers[tp] = _produce_answer(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
                 continue
-            legacy = version < _PRODUCE_FIRST_BATCH_VERSION and bool(records) and is_legacy(records)
+            # Kafka 2.8's ProduceRequest.validateRecords checks versions 3 and up: the
+            # log's reading of a v0-v2 message set is all there is (produce_records).
+            legacy = version < _PRODUCE_FIRST_BATCH_VERSION and records is not None
             invalid = None if legacy else _check_produce_records(version, records)
             if invalid is not None:
                 answers[tp] = _produce_answer(tp, *invalid)
@@ -843,7 +844,7 @@ class KafkaApis:
                 # Kafka 2.8's LogValidator converts messages of magic 0 and 1 to a record
                 # batch (message.format.version 2.8), which is then appended as any.
                 try:
-                    appended = up_convert(records, max_size=self._max_decompressed(tp))
+                    appended = produce_records(records, max_size=self._max_decompressed(tp))
                 except StorageError as e:
                     answers[tp] = _produce_answer(tp, ErrorCode.of(e.error_code), str(e))
                     continue

@@ -43,7 +43,7 @@ from storage.records import (
     iter_records,
 )
 
-__all__ = ["LegacyUnsupportedCompressionError", "down_convert", "is_legacy", "up_convert"]
+__all__ = ["LegacyUnsupportedCompressionError", "down_convert", "produce_records", "up_convert"]
 
 _OFFSET_SIZE: Final = struct.Struct(">qi")
 _CRC_MAGIC_ATTRIBUTES: Final = struct.Struct(">IBB")
@@ -70,11 +70,6 @@ class _Message(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
-
-
-def is_legacy(records: bytes | bytearray | memoryview) -> bool:
-    """Whether a message set starts with a message of magic 0 or 1."""
-    return len(records) > _MAGIC_AT and records[_MAGIC_AT] in (0, 1)
 
 
 def _bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
@@ -155,6 +150,44 @@ def _messages(data: bytes, position: int) -> Iterator[_Message]:
         pos = end
 
 
+def produce_records(records: bytes | bytearray | memoryview, *, max_size: int) -> bytearray:
+    """What a Produce v0-v2's message set appends, as Kafka 2.8's log takes it: those
+    versions are not checked by ProduceRequest.validateRecords (versions 3 and up), so
+    the log's reading and LogValidator's are all there is. The message set is read as
+    ByteBufferLogInputStream reads it (``_entries``): an incomplete entry at its end is
+    left out, and one holding no whole entry is nothing to append (an empty bytearray),
+    which Log.append answers with no error and offset -1. One record batch of magic 2 is
+    appended as sent, for the log to check as any (a zstd one too: Kafka refuses zstd
+    only below Produce v7 and inter.broker.protocol.version 2.1); messages of magic 0
+    and 1 are converted (``up_convert``). Every entry's CRC is checked before their
+    magics are compared, as Log.analyzeAndValidateRecords checks them before
+    LogValidator (CorruptRecordError, CORRUPT_MESSAGE); then a record batch with any
+    other entry is InvalidRecordError (INVALID_RECORD): LogValidator's
+    getFirstBatchAndMaybeValidateNoMoreBatches after a first batch of magic 2,
+    validateBatch's magic check after a first message."""
+    data = bytes(records)
+    entries = _entries(data)
+    if not entries:
+        return bytearray()
+    data = data[: entries[-1][2]]
+    if all(magic < 2 for magic, _, _ in entries):
+        return up_convert(data, max_size=max_size)
+    if len(entries) == 1:
+        return bytearray(data)
+    for magic, start, end in entries:
+        if magic < 2:
+            list(_messages(data[start:end], start))
+            continue
+        (crc,) = _UINT32.unpack_from(data, start + CRC_OFFSET)
+        if end - start < BATCH_HEADER_SIZE or crc != batch_crc(data[start:end]):
+            raise CorruptRecordError("a record batch whose CRC does not hold", position=start)
+    if entries[0][0] == 2:
+        raise InvalidRecordError("a record batch of magic 2 with another entry", position=0)
+    raise InvalidRecordError(
+        "record batches of magic 2 and messages of magic 0 or 1 in one request", position=0
+    )
+
+
 def up_convert(records: bytes | bytearray | memoryview, *, max_size: int) -> bytearray:
     """A producer's message set (magic 0 and 1) as one record batch (magic 2) of its
     records, for the log's usual append: as Kafka 2.8's LogValidator converts it, the
@@ -169,30 +202,9 @@ def up_convert(records: bytes | bytearray | memoryview, *, max_size: int) -> byt
     compressed message with any other (getFirstBatchAndMaybeValidateNoMoreBatches), and
     AbstractLegacyRecordBatch's DeepRecordsIterator's refusals: a compressed message of
     zstd, without a value or holding none, of magic 1 whose offset, not 0, is below its
-    last inner message's, holding one of another magic or itself compressed; and a
-    record batch of magic 2 among the messages (validateBatch: a magic other than the
-    first entry's), once every entry's CRC has held. The message set is read as Kafka's
-    ByteBufferLogInputStream reads it (``_entries``): an incomplete message at its end is
-    left out, and one holding no whole message is nothing to append (an empty
-    bytearray), which Kafka's Log.append answers with offset -1 and no error."""
+    last inner message's, holding one of another magic or itself compressed. Whole
+    messages only (see produce_records)."""
     data = bytes(records)
-    entries = _entries(data)
-    if not entries:
-        return bytearray()  # nothing to append: Kafka's Log.append answers offset -1
-    if any(magic == 2 for magic, _, _ in entries):
-        # Log.analyzeAndValidateRecords checks each entry's CRC first (CORRUPT_MESSAGE),
-        # then LogValidator.validateBatch refuses a magic other than the first entry's.
-        for magic, start, end in entries:
-            if magic < 2:
-                list(_messages(data[start:end], start))
-                continue
-            (crc,) = _UINT32.unpack_from(data, start + CRC_OFFSET)
-            if end - start < BATCH_HEADER_SIZE or crc != batch_crc(data[start:end]):
-                raise CorruptRecordError("a record batch whose CRC does not hold", position=start)
-        raise InvalidRecordError(
-            "record batches of magic 2 and messages of magic 0 or 1 in one request", position=0
-        )
-    data = data[: entries[-1][2]]
     outers = list(_messages(data, 0))  # each CRC checked first, as Log.append does
     first = outers[0]
     for outer in outers:

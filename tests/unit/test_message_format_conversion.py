@@ -368,6 +368,33 @@ def test_a_message_set_of_no_whole_message_is_answered_none_and_appends_nothing(
     assert [m.value for m in messages(fetch(client, version, 0)["records"])] == [b"a"]
 
 
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_a_record_batch_in_produce_v0_to_v2_is_the_logs_to_check(
+    apis: KafkaApis, version: int
+) -> None:
+    """Kafka 2.8's ProduceRequest.validateRecords checks versions 3 and up only, so a
+    Produce v0-v2 holding a record batch of magic 2 is left to the log: a zstd batch is
+    appended (LogValidator refuses zstd only below inter.broker.protocol.version 2.1), an
+    incomplete entry after the batch is left out (ByteBufferLogInputStream), no bytes at
+    all append nothing and are answered NONE with offset -1 (Log.append), and a second
+    batch is INVALID_RECORD (LogValidator.getFirstBatchAndMaybeValidateNoMoreBatches).
+    Those versions were checked as v3's: zstd UNSUPPORTED_COMPRESSION_TYPE, the empty
+    request and the cut entry INVALID_RECORD."""
+    client = Loopback(apis)
+    zstd = bytes(build_batch([b"z"], compression=Compression.ZSTD))
+    answer = produce(client, version, zstd)
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, 0)
+    answer = produce(client, version, bytes(build_batch([b"a"])) + zstd[:30])
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, 1)
+    answer = produce(client, version, b"")
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, -1)
+    answer = produce(client, version, bytes(build_batch([b"b"])) + bytes(build_batch([b"c"])))
+    assert answer["error_code"] == ErrorCode.INVALID_RECORD
+    got = fetch(client, 12, 0)["records"]
+    values = [r.value for h in iter_batches(got) for r in iter_records(got[h.position :])]
+    assert values == [b"z", b"a"]
+
+
 def test_a_magic_1_wrapper_of_offset_0_or_above_its_last_inner_one_is_taken(
     apis: KafkaApis,
 ) -> None:
