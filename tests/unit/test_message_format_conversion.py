@@ -395,6 +395,40 @@ def test_a_record_batch_in_produce_v0_to_v2_is_the_logs_to_check(
     assert values == [b"z", b"a"]
 
 
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP])
+@pytest.mark.parametrize("first", [-(2**63) + 5, 2**63 - 1])
+def test_timestamps_near_both_ends_of_64_bits_are_taken_as_kafka_takes_them(
+    apis: KafkaApis, codec: int, first: int
+) -> None:
+    """Kafka 2.8 converts messages of magic 1 to a record batch with MemoryRecordsBuilder,
+    whose timestamp deltas from the first are long subtractions, and reads a record's
+    timestamp back as a long addition: both wrap, so timestamps near either end of 64
+    bits come back as sent, and the batch's maxTimestamp is the largest. The delta was
+    written beyond 64 bits (a varint of 11 bytes) and the request answered
+    INVALID_RECORD; a record batch of magic 2 built so (as a Java producer builds it)
+    was refused or got another maxTimestamp."""
+    client = Loopback(apis)
+    stamps = [first, -(2**63) + 5 if first > 0 else 2**63 - 1]
+    one = message(0, 1, b"a", None, stamps[0]) + message(1, 1, b"b", None, stamps[1])
+    records = one if codec == Compression.NONE else _wrapper(1, 1, one, codec)
+    answer = produce(client, 2, records)
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, 0)
+    specs = [RecordSpec(b"c", None, stamps[0]), RecordSpec(b"d", None, stamps[1])]
+    batch = bytes(build_batch(specs, base_timestamp=stamps[0], compression=codec))
+    answer = produce(client, 1, batch)
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, 2)
+    got = fetch(client, 12, 0)["records"]
+    headers = list(iter_batches(got))
+    assert [h.max_timestamp for h in headers] == [2**63 - 1, 2**63 - 1]
+    read = [(r.value, r.timestamp) for h in headers for r in iter_records(got[h.position :])]
+    assert read == list(zip([b"a", b"b", b"c", b"d"], stamps * 2, strict=True))
+    converted = messages(fetch(client, 2, 0)["records"])
+    if codec == Compression.NONE:
+        assert [(m.value, m.timestamp) for m in converted] == read
+    else:
+        assert [m.timestamp for m in converted] == [2**63 - 1, 2**63 - 1]
+
+
 def test_a_magic_1_wrapper_of_offset_0_or_above_its_last_inner_one_is_taken(
     apis: KafkaApis,
 ) -> None:
