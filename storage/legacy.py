@@ -326,8 +326,12 @@ def down_convert(
     that a consumer always gets on; a batch's messages are never cut short. A zstd
     batch, which magic 0 and 1 cannot carry, ends the answer, as it ends Kafka's (an
     overflow message): the consumer gets the messages before it, and
-    LegacyUnsupportedCompressionError when it is the first."""
+    LegacyUnsupportedCompressionError when it is the first. Bytes holding no whole
+    batch (a Fetch v0-v2's first batch cut at its hard limit) are answered as they are,
+    as Kafka's hasCompatibleMagic, finding no batch, leaves them unconverted."""
     limit = len(records)
+    if limit < LOG_OVERHEAD or LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0] > limit:
+        return bytes(records)
     out = bytearray()
     view = memoryview(records)
     for header in iter_batches(view):

@@ -252,6 +252,31 @@ def test_a_down_converted_answer_holds_the_first_batch_over_max_bytes(apis: Kafk
     assert [m.offset for m in messages(answer["records"])] == [0]
 
 
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_a_fetch_v0_to_v2_is_cut_at_its_partition_max_bytes(apis: KafkaApis, version: int) -> None:
+    """Before KIP-74 (Fetch v3) a partition's max bytes is a hard limit: Kafka 2.8
+    reads with minOneMessage false (fetchMessages' hardMaxBytesLimit), LogSegment.read
+    slices the log at max_bytes and readFromLocalLog keeps the incomplete first entry for
+    those versions. With no whole batch in the slice nothing is converted
+    (hasCompatibleMagic finds no batch), so the client gets the first max_bytes bytes of
+    the record batch as they are, a message cut short (the Java consumer's
+    RecordTooLargeException; librdkafka fetches more); 0 bytes get none. The first
+    batch was answered whole, converted, as to a v3+ fetch."""
+    client = Loopback(apis)
+    for value in (b"x" * 300, b"y"):
+        assert produce(client, 8, bytes(build_batch([value])))["error_code"] == ErrorCode.NONE
+    stored = fetch(client, 12, 0)["records"]
+    answer = fetch(client, version, 0, max_bytes=100)
+    assert answer["error_code"] == ErrorCode.NONE
+    assert answer["high_watermark"] == 2
+    assert answer["records"] == stored[:100]
+    assert fetch(client, version, 0, max_bytes=0)["records"] == b""
+    # The second batch fits its bytes: converted as ever.
+    assert [m.value for m in messages(fetch(client, version, 1, max_bytes=100)["records"])] == [
+        b"y"
+    ]
+
+
 @pytest.mark.parametrize("version", [0, 3])
 def test_a_zstd_batch_after_others_ends_the_down_converted_answer(
     apis: KafkaApis, version: int, caplog: pytest.LogCaptureFixture
