@@ -43,8 +43,7 @@ from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageErro
 from storage.legacy import (
     LegacyUnsupportedCompressionError,
     down_convert,
-    is_legacy,
-    up_convert,
+    produce_records,
 )
 from storage.log import PartitionLog, ReadInfo
 from storage.records import (
@@ -79,6 +78,8 @@ _FETCH_LAST_VERSION_WITHOUT_STORAGE_ERROR = 5
 # magic 0 (Produce and Fetch v0-v1) and 1 (Produce v2, Fetch v2-v3), converted here.
 _PRODUCE_FIRST_BATCH_VERSION = 3
 _FETCH_FIRST_BATCH_VERSION = 4
+# Kafka 2.8's fetchMessages(hardMaxBytesLimit = versionId <= 2): KIP-74 came with v3.
+_FETCH_LAST_HARD_LIMIT_VERSION = 2
 _MAGIC_AT = 16  # a batch's magic byte, and the low byte of its attributes
 _ATTRIBUTES_LOW_BYTE = 22
 _BATCH_LENGTH = struct.Struct(">i")
@@ -418,6 +419,7 @@ class KafkaApis:
         ctx.max_bytes = min(body.get("max_bytes", 0x7FFFFFFF), self.fetch_max_bytes)
         ctx.min_bytes = min(body.get("min_bytes", 1), ctx.max_bytes)
         ctx.zstd_readable = version >= _FETCH_ZSTD_VERSION or replica_id >= 0
+        ctx.hard_max_bytes = version <= _FETCH_LAST_HARD_LIMIT_VERSION
         updates: dict[TopicPartition, PartitionData] = {}
         if ctx.error == ErrorCode.NONE:  # a session error is answered at once
             updates = self._fetch_and_wait(ctx, replica_id, deadline)
@@ -578,7 +580,7 @@ class KafkaApis:
         readable = _Readable(ctx.min_bytes)
         # With min_bytes 1 the bytes read tell (followers, every round): nothing to count.
         counted = readable if ctx.min_bytes > 1 else None
-        budget = _ByteBudget(ctx.max_bytes)
+        budget = _ByteBudget(ctx.max_bytes, hard=ctx.hard_max_bytes)
         follower = replica_id >= 0
         for tp, req in ctx.fetch_data.items():
             error, p = self._fetched_partition(tp, req.current_leader_epoch)
@@ -665,7 +667,7 @@ class KafkaApis:
             answer_now = False
             readable = _Readable(ctx.min_bytes)
             counted = readable if ctx.min_bytes > 1 else None
-            budget = _ByteBudget(ctx.max_bytes)
+            budget = _ByteBudget(ctx.max_bytes, hard=ctx.hard_max_bytes)
             epochs = session.last_fetched_epochs
             for cp in maybe:
                 tp = cp.topic_partition
@@ -817,7 +819,9 @@ class KafkaApis:
                 # no batch, though its leader has not had its StopReplica yet.
                 answers[tp] = _produce_answer(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
                 continue
-            legacy = version < _PRODUCE_FIRST_BATCH_VERSION and bool(records) and is_legacy(records)
+            # Kafka 2.8's ProduceRequest.validateRecords checks versions 3 and up: the
+            # log's reading of a v0-v2 message set is all there is (produce_records).
+            legacy = version < _PRODUCE_FIRST_BATCH_VERSION and records is not None
             invalid = None if legacy else _check_produce_records(version, records)
             if invalid is not None:
                 answers[tp] = _produce_answer(tp, *invalid)
@@ -843,7 +847,7 @@ class KafkaApis:
                 # Kafka 2.8's LogValidator converts messages of magic 0 and 1 to a record
                 # batch (message.format.version 2.8), which is then appended as any.
                 try:
-                    appended = up_convert(records, max_size=self._max_decompressed(tp))
+                    appended = produce_records(records, max_size=self._max_decompressed(tp))
                 except StorageError as e:
                     answers[tp] = _produce_answer(tp, ErrorCode.of(e.error_code), str(e))
                     continue
@@ -1461,13 +1465,15 @@ class _ByteBudget:
     it: each partition gets what is left (at most its own max bytes), and only the first
     partition with records may go over that by its first batch (KIP-74), so that a large
     batch never blocks a consumer. A batch that does not fit a later partition stays out:
-    an answer is at most max_bytes, or one batch."""
+    an answer is at most max_bytes, or one batch. ``hard`` (Fetch v0-v2, before KIP-74):
+    no partition goes over, Kafka's hardMaxBytesLimit (minOneMessage false throughout)."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, *, hard: bool = False) -> None:
         # 0 (a consumer's fetch.max.bytes may be 0) is no bytes: the first batch only. A
         # negative one is kept for the first partition read, as Kafka's limitBytes.
         self.left = max_bytes
-        self.first = True  # no partition has returned records yet
+        self.hard = hard
+        self.first = not hard  # no partition has returned records yet (KIP-74's)
         self.ran_out = False  # records may have been left out for want of bytes
 
     def take(self, partition_max_bytes: int) -> int:
@@ -1579,6 +1585,8 @@ def _partition_data(
                         records = read.to_bytes()
                     elif not min_one_batch:
                         cut = fetch_offset < (read.log_end_offset if follower else hw)
+                        if cut and budget.hard:
+                            records = _cut_first_batch(p.log, fetch_offset, max_bytes, follower, hw)
             except OffsetOutOfRangeError:
                 error = ErrorCode.OFFSET_OUT_OF_RANGE
             except (KafkaStorageError, OSError):
@@ -1619,6 +1627,20 @@ def _partition_data(
         data["diverging_epoch"] = diverging
     budget.spend(data, cut)
     return data
+
+
+def _cut_first_batch(
+    log: PartitionLog, fetch_offset: int, max_bytes: int, follower: bool, hw: int
+) -> bytes:
+    """The first ``max_bytes`` bytes of the batch holding ``fetch_offset``, which does
+    not fit them: what Kafka 2.8 answers a Fetch v0-v2 (hardMaxBytesLimit), whose
+    LogSegment.read slices the file at max_bytes (firstEntryIncomplete, kept for those
+    versions by readFromLocalLog). The bytes go out as they are, unconverted, since
+    they hold no whole batch (hasCompatibleMagic finds none): the client finds its
+    message cut short (the Java consumer's RecordTooLargeException, librdkafka's larger
+    fetch)."""
+    read = log.read(fetch_offset, max_bytes, None if follower else hw, min_one_batch=True)
+    return read.to_bytes()[:max_bytes] if read.region is not None else b""
 
 
 def _divergence(

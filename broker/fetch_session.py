@@ -356,6 +356,9 @@ class FetchContext(ABC):
     # False for a consumer's fetch below version 10, which predates zstd (KIP-110): a
     # topic whose compression.type is zstd answers it UNSUPPORTED_COMPRESSION_TYPE.
     zstd_readable = True
+    # True for Fetch v0-v2, whose byte limits are hard (Kafka's hardMaxBytesLimit): no
+    # first batch goes over them, the bytes that fit are answered, a batch cut short.
+    hard_max_bytes = False
 
     def __init__(self, fetch_data: Mapping[TopicPartition, PartitionRequest]) -> None:
         self.fetch_data = fetch_data

@@ -1148,12 +1148,17 @@ class ReplicaManager:
         """A producer's batches, appended by this partition's leader.
 
         acks=all with an ISR smaller than min.insync.replicas is refused before anything
-        is written (NOT_ENOUGH_REPLICAS); an invalid batch is refused whole."""
+        is written (NOT_ENOUGH_REPLICAS); an invalid batch is refused whole. No records:
+        NONE and no AppendInfo, once those checks pass."""
         error, p = self.leader_partition(tp, -1)
         if p is None or p.log is None:
             return (error if p is None else ErrorCode.KAFKA_STORAGE_ERROR), None, None, None
         if required_acks == -1 and len(p.isr) < self.min_insync_replicas(p.log):
             return self._not_enough_replicas(p)  # before recompressing for nothing
+        if not records:
+            # Nothing to append (a Produce v0-v2 of no whole message): Kafka's Log.append
+            # returns at once, answered with no error and offset -1.
+            return ErrorCode.NONE, p, None, None
         try:
             # Before the lock: recompressing (pure Python for most codecs) takes a while.
             prepared = p.log.recompressed(records)

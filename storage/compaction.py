@@ -58,6 +58,7 @@ from storage.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
+    as_int64,
     batch_crc,
     check_records,
     decode_varint,
@@ -147,7 +148,7 @@ def keyed_records(
                     position=header.position,
                     offset=header.base_offset,
                 )
-            timestamp = base_timestamp + ts_delta if append_time is None else append_time
+            timestamp = as_int64(base_timestamp + ts_delta) if append_time is None else append_time
             records.append(
                 KeyedRecord(
                     start, end, base_offset + offset_delta, timestamp, key, value_length < 0

@@ -33,19 +33,23 @@ from storage.errors import (
 from storage.records import (
     ATTR_COMPRESSION_MASK,
     ATTR_TIMESTAMP_TYPE,
+    BATCH_HEADER_SIZE,
+    CRC_OFFSET,
     NO_TIMESTAMP,
     RecordSpec,
+    batch_crc,
     build_batch,
     iter_batches,
     iter_records,
 )
 
-__all__ = ["LegacyUnsupportedCompressionError", "down_convert", "is_legacy", "up_convert"]
+__all__ = ["LegacyUnsupportedCompressionError", "down_convert", "produce_records", "up_convert"]
 
 _OFFSET_SIZE: Final = struct.Struct(">qi")
 _CRC_MAGIC_ATTRIBUTES: Final = struct.Struct(">IBB")
 _INT64: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
+_UINT32: Final = struct.Struct(">I")
 LOG_OVERHEAD: Final = 12  # offset and size
 _MAGIC_AT: Final = LOG_OVERHEAD + 4  # after the CRC: where a batch's magic is too
 # crc, magic, attributes, key and value lengths; magic 1 adds the timestamp.
@@ -68,11 +72,6 @@ class _Message(NamedTuple):
     value: bytes | None
 
 
-def is_legacy(records: bytes | bytearray | memoryview) -> bool:
-    """Whether a message set starts with a message of magic 0 or 1."""
-    return len(records) > _MAGIC_AT and records[_MAGIC_AT] in (0, 1)
-
-
 def _bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
     if pos + 4 > end:
         raise ValueError("a length past the message's end")
@@ -83,6 +82,31 @@ def _bytes(data: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
     if pos + length > end:
         raise ValueError(f"{length} bytes past the message's end")
     return data[pos : pos + length], pos + length
+
+
+def _entries(data: bytes) -> list[tuple[int, int, int]]:
+    """(magic, start, end) of each whole entry of a producer's message set, a message of
+    magic 0 or 1 or a record batch of magic 2, as Kafka 2.8's ByteBufferLogInputStream
+    reads them: an entry whose size field is below a message's smallest, or whose magic
+    is none of those, is CorruptRecordError (CORRUPT_MESSAGE); an incomplete one at the
+    end is not read (Log.append appends the whole ones only, trimInvalidBytes)."""
+    out: list[tuple[int, int, int]] = []
+    pos = 0
+    while len(data) - pos >= LOG_OVERHEAD:
+        (size,) = _INT32.unpack_from(data, pos + 8)
+        if size < _MIN_SIZE[0]:
+            raise CorruptRecordError(f"a message of {size} bytes, below the smallest", position=pos)
+        if len(data) - pos <= _MAGIC_AT:
+            break
+        magic = data[pos + _MAGIC_AT]
+        if magic > 2:  # a byte above 127 is a negative magic in Java: refused too
+            raise CorruptRecordError(f"magic {magic} in a message set", position=pos)
+        end = pos + LOG_OVERHEAD + size
+        if end > len(data):
+            break
+        out.append((magic, pos, end))
+        pos = end
+    return out
 
 
 def _messages(data: bytes, position: int) -> Iterator[_Message]:
@@ -126,6 +150,44 @@ def _messages(data: bytes, position: int) -> Iterator[_Message]:
         pos = end
 
 
+def produce_records(records: bytes | bytearray | memoryview, *, max_size: int) -> bytearray:
+    """What a Produce v0-v2's message set appends, as Kafka 2.8's log takes it: those
+    versions are not checked by ProduceRequest.validateRecords (versions 3 and up), so
+    the log's reading and LogValidator's are all there is. The message set is read as
+    ByteBufferLogInputStream reads it (``_entries``): an incomplete entry at its end is
+    left out, and one holding no whole entry is nothing to append (an empty bytearray),
+    which Log.append answers with no error and offset -1. One record batch of magic 2 is
+    appended as sent, for the log to check as any (a zstd one too: Kafka refuses zstd
+    only below Produce v7 and inter.broker.protocol.version 2.1); messages of magic 0
+    and 1 are converted (``up_convert``). Every entry's CRC is checked before their
+    magics are compared, as Log.analyzeAndValidateRecords checks them before
+    LogValidator (CorruptRecordError, CORRUPT_MESSAGE); then a record batch with any
+    other entry is InvalidRecordError (INVALID_RECORD): LogValidator's
+    getFirstBatchAndMaybeValidateNoMoreBatches after a first batch of magic 2,
+    validateBatch's magic check after a first message."""
+    data = bytes(records)
+    entries = _entries(data)
+    if not entries:
+        return bytearray()
+    data = data[: entries[-1][2]]
+    if all(magic < 2 for magic, _, _ in entries):
+        return up_convert(data, max_size=max_size)
+    if len(entries) == 1:
+        return bytearray(data)
+    for magic, start, end in entries:
+        if magic < 2:
+            list(_messages(data[start:end], start))
+            continue
+        (crc,) = _UINT32.unpack_from(data, start + CRC_OFFSET)
+        if end - start < BATCH_HEADER_SIZE or crc != batch_crc(data[start:end]):
+            raise CorruptRecordError("a record batch whose CRC does not hold", position=start)
+    if entries[0][0] == 2:
+        raise InvalidRecordError("a record batch of magic 2 with another entry", position=0)
+    raise InvalidRecordError(
+        "record batches of magic 2 and messages of magic 0 or 1 in one request", position=0
+    )
+
+
 def up_convert(records: bytes | bytearray | memoryview, *, max_size: int) -> bytearray:
     """A producer's message set (magic 0 and 1) as one record batch (magic 2) of its
     records, for the log's usual append: as Kafka 2.8's LogValidator converts it, the
@@ -140,11 +202,10 @@ def up_convert(records: bytes | bytearray | memoryview, *, max_size: int) -> byt
     compressed message with any other (getFirstBatchAndMaybeValidateNoMoreBatches), and
     AbstractLegacyRecordBatch's DeepRecordsIterator's refusals: a compressed message of
     zstd, without a value or holding none, of magic 1 whose offset, not 0, is below its
-    last inner message's, holding one of another magic or itself compressed."""
+    last inner message's, holding one of another magic or itself compressed. Whole
+    messages only (see produce_records)."""
     data = bytes(records)
     outers = list(_messages(data, 0))  # each CRC checked first, as Log.append does
-    if not outers:
-        raise CorruptRecordError("no message in the request", position=0)
     first = outers[0]
     for outer in outers:
         if outer.magic != first.magic:
@@ -265,8 +326,12 @@ def down_convert(
     that a consumer always gets on; a batch's messages are never cut short. A zstd
     batch, which magic 0 and 1 cannot carry, ends the answer, as it ends Kafka's (an
     overflow message): the consumer gets the messages before it, and
-    LegacyUnsupportedCompressionError when it is the first."""
+    LegacyUnsupportedCompressionError when it is the first. Bytes holding no whole
+    batch (a Fetch v0-v2's first batch cut at its hard limit) are answered as they are,
+    as Kafka's hasCompatibleMagic, finding no batch, leaves them unconverted."""
     limit = len(records)
+    if limit < LOG_OVERHEAD or LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0] > limit:
+        return bytes(records)
     out = bytearray()
     view = memoryview(records)
     for header in iter_batches(view):

@@ -76,6 +76,7 @@ __all__ = [
     "Compression",
     "Record",
     "RecordSpec",
+    "as_int64",
     "assign_offsets",
     "batch_crc",
     "build_batch",
@@ -114,6 +115,13 @@ _UINT32: Final = struct.Struct(">I")
 _INT16: Final = struct.Struct(">h")
 _INT32_MAX: Final = 2**31 - 1
 _INT64_MAX: Final = 2**63 - 1
+
+
+def as_int64(value: int) -> int:
+    """``value`` as Java's long arithmetic leaves it (64-bit two's complement): a record's
+    timestamp is its batch's base timestamp plus its delta, which Kafka adds (and a
+    producer's delta subtracts) in longs, wrapping past either end."""
+    return (value + 2**63) % 2**64 - 2**63
 
 
 class BatchHeader(NamedTuple):
@@ -389,7 +397,7 @@ def _check_timestamps(
         for i in range(fields[12]):
             length, at = varint(body, at)
             delta, after = varint(body, at + 1)  # after the attributes byte
-            ts = base_ts + delta
+            ts = as_int64(base_ts + delta)
             if ts != NO_TIMESTAMP and abs(ts - now_ms) > max_difference_ms:
                 offset_delta, _ = varint(body, after)
                 refused.append(
@@ -411,13 +419,21 @@ def _check_timestamps(
         )
 
 
-def _records_max_timestamp(pos: int, base_ts: int, max_delta: int) -> int:
+def _records_max_timestamp(body: memoryview, count: int, base_ts: int, max_delta: int) -> int:
     """A CreateTime batch's maxTimestamp from its records': the base timestamp plus their
     largest delta, -1 (none) if that is lower, as Kafka's max starts at NO_TIMESTAMP.
-    One beyond 64 bits is InvalidRecordError (Kafka's long would wrap)."""
+    Kafka adds them in longs, which wrap: where a sum may pass either end (a base below
+    0, or the largest sum beyond 64 bits) each record's timestamp is read as Kafka reads
+    it and the largest taken, as LogValidator.assignOffsetsNonCompressed takes it."""
     max_ts = base_ts + max_delta
-    if max_ts > _INT64_MAX:
-        raise InvalidRecordError(f"a record's timestamp {max_ts} is beyond 64 bits", position=pos)
+    if base_ts < 0 or max_ts > _INT64_MAX:
+        max_ts = NO_TIMESTAMP
+        pos = 0
+        for _ in range(count):  # the walk before found every length and delta sound
+            length, pos = decode_varint(body, pos)
+            delta, _ = decode_varint(body, pos + 1)  # after the attributes byte
+            max_ts = max(max_ts, as_int64(base_ts + delta))
+            pos += length
     return max(max_ts, NO_TIMESTAMP)
 
 
@@ -478,7 +494,7 @@ def assign_offsets(
                     keyless=keyless_indexes(body, fields[12]),
                 )
             if log_append_time_ms is None:
-                batch_max = _records_max_timestamp(pos, fields[7], max_delta)
+                batch_max = _records_max_timestamp(body, fields[12], fields[7], max_delta)
         records_max.append(batch_max)
         offset += fields[6] + 1
     if (
@@ -967,7 +983,9 @@ def iter_records(
                 offset=header.base_offset,
             )
         timestamp = (
-            header.max_timestamp if header.is_log_append_time else header.base_timestamp + ts_delta
+            header.max_timestamp
+            if header.is_log_append_time
+            else as_int64(header.base_timestamp + ts_delta)
         )
         yield Record(header.base_offset + offset_delta, timestamp, key, value, hdrs)
 
@@ -1049,7 +1067,7 @@ def build_batch(
     for delta, spec in enumerate(specs):
         ts = base_timestamp if spec.timestamp is None else spec.timestamp
         max_ts = max(max_ts, ts)
-        encoded += _encode_record(delta, ts - base_timestamp, spec)
+        encoded += _encode_record(delta, as_int64(ts - base_timestamp), spec)
     payload: bytes = bytes(encoded)
     if codecs.readable(compression):
         payload = codecs.compress(compression, payload)

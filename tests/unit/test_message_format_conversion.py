@@ -252,6 +252,31 @@ def test_a_down_converted_answer_holds_the_first_batch_over_max_bytes(apis: Kafk
     assert [m.offset for m in messages(answer["records"])] == [0]
 
 
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_a_fetch_v0_to_v2_is_cut_at_its_partition_max_bytes(apis: KafkaApis, version: int) -> None:
+    """Before KIP-74 (Fetch v3) a partition's max bytes is a hard limit: Kafka 2.8
+    reads with minOneMessage false (fetchMessages' hardMaxBytesLimit), LogSegment.read
+    slices the log at max_bytes and readFromLocalLog keeps the incomplete first entry for
+    those versions. With no whole batch in the slice nothing is converted
+    (hasCompatibleMagic finds no batch), so the client gets the first max_bytes bytes of
+    the record batch as they are, a message cut short (the Java consumer's
+    RecordTooLargeException; librdkafka fetches more); 0 bytes get none. The first
+    batch was answered whole, converted, as to a v3+ fetch."""
+    client = Loopback(apis)
+    for value in (b"x" * 300, b"y"):
+        assert produce(client, 8, bytes(build_batch([value])))["error_code"] == ErrorCode.NONE
+    stored = fetch(client, 12, 0)["records"]
+    answer = fetch(client, version, 0, max_bytes=100)
+    assert answer["error_code"] == ErrorCode.NONE
+    assert answer["high_watermark"] == 2
+    assert answer["records"] == stored[:100]
+    assert fetch(client, version, 0, max_bytes=0)["records"] == b""
+    # The second batch fits its bytes: converted as ever.
+    assert [m.value for m in messages(fetch(client, version, 1, max_bytes=100)["records"])] == [
+        b"y"
+    ]
+
+
 @pytest.mark.parametrize("version", [0, 3])
 def test_a_zstd_batch_after_others_ends_the_down_converted_answer(
     apis: KafkaApis, version: int, caplog: pytest.LogCaptureFixture
@@ -306,6 +331,11 @@ def _wrapper(offset: int, magic: int, inner: bytes, codec: int = Compression.GZI
             id="a wrapper offset below its last inner one",
         ),
         pytest.param(2, _wrapper(0, 1, message(0, 1, b"a", None, 5), Compression.ZSTD), id="zstd"),
+        pytest.param(
+            1,
+            message(0, 1, b"a", None, 5) + bytes(build_batch([b"b"])),
+            id="a record batch after a message",
+        ),
     ],
 )
 def test_a_message_set_kafka_refuses_is_invalid_record(
@@ -316,13 +346,112 @@ def test_a_message_set_kafka_refuses_is_invalid_record(
     compressed message with any other (getFirstBatchAndMaybeValidateNoMoreBatches:
     "Compressed outer record has more than one batch"), a compressed message holding
     none, one of magic 1 whose offset (not 0) is below its last inner message's, or zstd
-    (AbstractLegacyRecordBatch's DeepRecordsIterator). They were appended, the empty one
-    answered CORRUPT_MESSAGE (which a producer retries) and zstd
-    UNSUPPORTED_COMPRESSION_TYPE."""
+    (AbstractLegacyRecordBatch's DeepRecordsIterator), a record batch of magic 2 after a
+    message (validateBatch). They were appended, the empty one answered CORRUPT_MESSAGE
+    (which a producer retries) and zstd UNSUPPORTED_COMPRESSION_TYPE; the record batch
+    CORRUPT_MESSAGE."""
     client = Loopback(apis)
     answer = produce(client, version, records)
     assert answer["error_code"] == ErrorCode.INVALID_RECORD
     assert fetch(client, 12, 0)["high_watermark"] == 0
+
+
+def test_a_record_batch_among_messages_whose_crc_fails_is_corrupt_message(
+    apis: KafkaApis,
+) -> None:
+    """Kafka's Log.analyzeAndValidateRecords checks each entry's CRC before LogValidator
+    looks at their magics: a record batch among messages whose CRC-32C does not hold is
+    CORRUPT_MESSAGE, as is a message after it whose CRC-32 does not."""
+    client = Loopback(apis)
+    batch = bytearray(build_batch([b"b"]))
+    batch[-1] ^= 1
+    answer = produce(client, 2, message(0, 1, b"a", None, 5) + bytes(batch))
+    assert answer["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    bad = bytearray(message(1, 1, b"c", None, 5))
+    bad[-1] ^= 1
+    answer = produce(client, 2, message(0, 1, b"a", None, 5) + bytes(build_batch([b"b"])) + bad)
+    assert answer["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    assert fetch(client, 12, 0)["high_watermark"] == 0
+
+
+@pytest.mark.parametrize(("version", "magic"), [(0, 0), (1, 0), (2, 1)])
+def test_a_message_set_of_no_whole_message_is_answered_none_and_appends_nothing(
+    apis: KafkaApis, version: int, magic: int
+) -> None:
+    """Kafka 2.8's ByteBufferLogInputStream does not read an incomplete message at the
+    end of a message set: a Produce v0-v2 of one cut short has no entry, and Log.append
+    returns at once (shallowCount 0), answered NONE with offset -1, nothing appended; a
+    whole message before one cut short is appended alone. The cut one was answered
+    CORRUPT_MESSAGE, which a producer sends again until its delivery timeout."""
+    client = Loopback(apis)
+    whole = message(0, magic, b"a", None, 5)
+    answer = produce(client, version, whole[:-1])
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, -1)
+    assert fetch(client, 12, 0)["high_watermark"] == 0
+    answer = produce(client, version, whole + message(1, magic, b"b", None, 5)[:-3])
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, 0)
+    assert [m.value for m in messages(fetch(client, version, 0)["records"])] == [b"a"]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_a_record_batch_in_produce_v0_to_v2_is_the_logs_to_check(
+    apis: KafkaApis, version: int
+) -> None:
+    """Kafka 2.8's ProduceRequest.validateRecords checks versions 3 and up only, so a
+    Produce v0-v2 holding a record batch of magic 2 is left to the log: a zstd batch is
+    appended (LogValidator refuses zstd only below inter.broker.protocol.version 2.1), an
+    incomplete entry after the batch is left out (ByteBufferLogInputStream), no bytes at
+    all append nothing and are answered NONE with offset -1 (Log.append), and a second
+    batch is INVALID_RECORD (LogValidator.getFirstBatchAndMaybeValidateNoMoreBatches).
+    Those versions were checked as v3's: zstd UNSUPPORTED_COMPRESSION_TYPE, the empty
+    request and the cut entry INVALID_RECORD."""
+    client = Loopback(apis)
+    zstd = bytes(build_batch([b"z"], compression=Compression.ZSTD))
+    answer = produce(client, version, zstd)
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, 0)
+    answer = produce(client, version, bytes(build_batch([b"a"])) + zstd[:30])
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, 1)
+    answer = produce(client, version, b"")
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, -1)
+    answer = produce(client, version, bytes(build_batch([b"b"])) + bytes(build_batch([b"c"])))
+    assert answer["error_code"] == ErrorCode.INVALID_RECORD
+    got = fetch(client, 12, 0)["records"]
+    values = [r.value for h in iter_batches(got) for r in iter_records(got[h.position :])]
+    assert values == [b"z", b"a"]
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.GZIP])
+@pytest.mark.parametrize("first", [-(2**63) + 5, 2**63 - 1])
+def test_timestamps_near_both_ends_of_64_bits_are_taken_as_kafka_takes_them(
+    apis: KafkaApis, codec: int, first: int
+) -> None:
+    """Kafka 2.8 converts messages of magic 1 to a record batch with MemoryRecordsBuilder,
+    whose timestamp deltas from the first are long subtractions, and reads a record's
+    timestamp back as a long addition: both wrap, so timestamps near either end of 64
+    bits come back as sent, and the batch's maxTimestamp is the largest. The delta was
+    written beyond 64 bits (a varint of 11 bytes) and the request answered
+    INVALID_RECORD; a record batch of magic 2 built so (as a Java producer builds it)
+    was refused or got another maxTimestamp."""
+    client = Loopback(apis)
+    stamps = [first, -(2**63) + 5 if first > 0 else 2**63 - 1]
+    one = message(0, 1, b"a", None, stamps[0]) + message(1, 1, b"b", None, stamps[1])
+    records = one if codec == Compression.NONE else _wrapper(1, 1, one, codec)
+    answer = produce(client, 2, records)
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, 0)
+    specs = [RecordSpec(b"c", None, stamps[0]), RecordSpec(b"d", None, stamps[1])]
+    batch = bytes(build_batch(specs, base_timestamp=stamps[0], compression=codec))
+    answer = produce(client, 1, batch)
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, 2)
+    got = fetch(client, 12, 0)["records"]
+    headers = list(iter_batches(got))
+    assert [h.max_timestamp for h in headers] == [2**63 - 1, 2**63 - 1]
+    read = [(r.value, r.timestamp) for h in headers for r in iter_records(got[h.position :])]
+    assert read == list(zip([b"a", b"b", b"c", b"d"], stamps * 2, strict=True))
+    converted = messages(fetch(client, 2, 0)["records"])
+    if codec == Compression.NONE:
+        assert [(m.value, m.timestamp) for m in converted] == read
+    else:
+        assert [m.timestamp for m in converted] == [2**63 - 1, 2**63 - 1]
 
 
 def test_a_magic_1_wrapper_of_offset_0_or_above_its_last_inner_one_is_taken(

@@ -116,21 +116,23 @@ def _base_and_delta(base: int, delta: int) -> bytearray:
     return _resealed(batch)
 
 
-def test_a_records_timestamp_beyond_64_bits_is_invalid_unless_the_topic_uses_log_append_time() -> (
-    None
-):
+def test_a_records_timestamp_past_64_bits_wraps_as_kafkas_long_does() -> None:
+    """Kafka 2.8 reads a record's timestamp as base + delta in longs, which wrap:
+    assignOffsetsNonCompressed takes the largest of those (from NO_TIMESTAMP, -1). A sum
+    past the top is a timestamp near the bottom, so the batch gets -1 here; it was
+    refused INVALID_RECORD. LogAppendTime: the records' timestamps are not the batch's."""
     int64_max = 2**63 - 1
     at_max = _base_and_delta(int64_max - 1, 1)
     assert assign_offsets(at_max, 0, 0).max_timestamp == int64_max
     past = _base_and_delta(int64_max, 1)
-    before = bytes(past)
-    with pytest.raises(errors.InvalidRecordError, match="beyond 64 bits"):
-        assign_offsets(past, 0, 0)
-    assert bytes(past) == before
-    # LogAppendTime: the records' timestamps are not the batch's, nothing is refused.
-    info = assign_offsets(past, 0, 0, log_append_time_ms=NOW)
+    assert assign_offsets(past, 0, 0).max_timestamp == -1
+    assert read_header(past).max_timestamp == -1
+    assert [r.timestamp for r in iter_records(past)] == [-(2**63)]
+    # Below the bottom: a timestamp near the top, the batch's largest.
+    below = _base_and_delta(-(2**63), -1)
+    assert assign_offsets(below, 0, 0).max_timestamp == int64_max
+    info = assign_offsets(_base_and_delta(int64_max, 1), 0, 0, log_append_time_ms=NOW)
     assert info.max_timestamp == NOW
-    assert read_header(past).max_timestamp == NOW
 
 
 def test_a_batch_whose_records_are_all_before_the_epoch_gets_max_timestamp_minus_one() -> None:
