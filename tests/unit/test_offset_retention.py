@@ -455,7 +455,10 @@ def group_state(groups: GroupCoordinator) -> str:
 
 
 def join(
-    groups: GroupCoordinator, protocols: tuple[tuple[str, bytes], ...], group_id: str = G0
+    groups: GroupCoordinator,
+    protocols: tuple[tuple[str, bytes], ...],
+    group_id: str = G0,
+    group_instance_id: str | None = None,
 ) -> JoinAnswer:
     """A new consumer's JoinGroup (held until the join phase ends)."""
     return groups.join_group(
@@ -468,6 +471,7 @@ def join(
         rebalance_timeout_ms=SESSION_MS,
         protocol_type=CONSUMER_PROTOCOL,
         protocols=protocols,
+        group_instance_id=group_instance_id,
     )
 
 
@@ -595,18 +599,7 @@ def test_a_stable_groups_subscriptions_are_its_generations(node: Node) -> None:
     groups = node.groups
 
     def static_join(topics: Sequence[str]) -> JoinAnswer:
-        return groups.join_group(
-            G0,
-            "",
-            require_known_member_id=False,
-            client_id="consumer",
-            client_host="/127.0.0.1",
-            session_timeout_ms=SESSION_MS,
-            rebalance_timeout_ms=SESSION_MS,
-            protocol_type=CONSUMER_PROTOCOL,
-            protocols=(("range", subscription(topics)),),
-            group_instance_id="static",
-        )
+        return join(groups, (("range", subscription(topics)),), group_instance_id="static")
 
     first = static_join(["a"])
     assert first.error == ErrorCode.NONE
