@@ -24,7 +24,8 @@ decides the same way; ``storage.cleaner`` does the reading, writing and swapping
 - How a batch is rewritten (``filter_batch``): its base offset, last offset delta, base
   timestamp, leader epoch, producer fields and attributes stay; the retained records keep
   their bytes (their deltas are relative to those), so only the header's length, count,
-  maxTimestamp and CRC change. Offsets are never reassigned: a compacted log has gaps.
+  maxTimestamp (the largest kept record's, from -1 as MemoryRecordsBuilder's) and CRC
+  change. Offsets are never reassigned: a compacted log has gaps.
   A batch left with no record goes. Kafka rewrites a batch with the first retained
   record's timestamp as base; keeping the old base is equally valid in the format and
   leaves the records' bytes alone.
@@ -57,6 +58,7 @@ from storage.errors import CorruptRecordError, DecompressedTooLargeError
 from storage.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
+    NO_TIMESTAMP,
     BatchHeader,
     as_int64,
     batch_crc,
@@ -255,7 +257,10 @@ def filter_batch(
     rebuilt += new_body
     _LENGTH.pack_into(rebuilt, 8, len(rebuilt) - LOG_OVERHEAD)
     if not header.is_log_append_time:
-        _INT64.pack_into(rebuilt, _MAX_TIMESTAMP_OFFSET, max(r.timestamp for r in kept))
+        # MemoryRecordsBuilder's maxTimestamp starts at NO_TIMESTAMP: kept records all
+        # before the epoch (or wrapped to the bottom) leave -1, as Kafka's cleaner writes.
+        max_timestamp = max(NO_TIMESTAMP, *(r.timestamp for r in kept))
+        _INT64.pack_into(rebuilt, _MAX_TIMESTAMP_OFFSET, max_timestamp)
     _LENGTH.pack_into(rebuilt, _RECORD_COUNT_OFFSET, len(kept))
     _UINT32.pack_into(rebuilt, _CRC_OFFSET, batch_crc(rebuilt))
     return Filtered(bytes(rebuilt))

@@ -376,6 +376,33 @@ def test_filter_batch_keeping_every_record_returns_the_same_object() -> None:
     assert filter_batch(empty, read_header(empty), _keep_none).batch is empty
 
 
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.GZIP])
+def test_the_cleaners_timestamps_wrap_at_64_bits_and_its_max_starts_at_no_timestamp(
+    compression: int,
+) -> None:
+    """A record's timestamp is base + delta in Java's longs (DefaultRecord), which wrap,
+    and the batch the cleaner rebuilds takes its maxTimestamp as MemoryRecordsBuilder
+    does: the largest kept record's, from NO_TIMESTAMP (-1). So kept records before the
+    epoch, or one wrapped to the bottom, leave -1 in the header, as Kafka 2.8 writes."""
+    top, bottom = 2**63 - 1, -(2**63)
+    specs = [
+        RecordSpec(b"a", key=b"ka", timestamp=top),
+        RecordSpec(b"b", key=b"kb", timestamp=bottom),  # delta 1 on top: wraps
+        RecordSpec(b"c", key=b"kc", timestamp=-5),
+    ]
+    batch = bytes(build_batch(specs, base_offset=10, base_timestamp=top, compression=compression))
+    header = read_header(batch)
+    _, records = keyed_records(batch, header)
+    assert [r.timestamp for r in records] == [top, bottom, -5]
+    for kept, max_timestamp in (((11,), -1), ((11, 12), -1), ((12,), -1), ((10, 11), top)):
+        out = filter_batch(batch, header, _keep_offsets(*kept)).batch
+        assert out is not None
+        assert read_header(out).max_timestamp == max_timestamp, kept
+        assert [r.timestamp for r in iter_records(out)] == [
+            r.timestamp for r in records if r.offset in kept
+        ]
+
+
 def test_filter_batch_keeping_no_record_returns_none() -> None:
     for compression in (Compression.NONE, Compression.GZIP):
         batch = _batch(MIXED, compression=compression)
