@@ -1086,6 +1086,16 @@ def test_a_created_topic_timed_out_is_answered_with_its_topic_id() -> None:
     assert again.get("topic_id", ZERO_UUID) == ZERO_UUID
 
 
+def deleting_t(monkeypatch: pytest.MonkeyPatch) -> tuple[AdminApis, list[str]]:
+    """The controller's AdminApis with topic t in its metadata, and the names its
+    DeleteTopics marks for deletion (delete_topic's ZooKeeper write replaced)."""
+    _zk, a = zk_cluster("t")
+    update_with(a.metadata, {0: 1}, "t")
+    deleted: list[str] = []
+    monkeypatch.setattr(broker.admin_apis, "delete_topic", lambda _zk, n, **_: deleted.append(n))
+    return a, deleted
+
+
 def delete_over_the_wire(a: AdminApis, version: int, body: dict[str, Any]) -> list[dict[str, Any]]:
     """DeleteTopics as the broker decodes the request and the client the response."""
     codec = request_codec(ApiKey.DELETE_TOPICS, version)
@@ -1127,10 +1137,7 @@ def test_delete_topics_with_an_entry_of_both_name_and_id_fails_as_a_whole(
     giving both a name and a topic id, before it deletes anything: the request fails as a
     whole (DeleteTopicsRequest.getErrorResponse: every entry INVALID_REQUEST, as given).
     Only that entry was refused; the request's other topics were deleted."""
-    _zk, a = zk_cluster("t")
-    update_with(a.metadata, {0: 1}, "t")
-    deleted: list[str] = []
-    monkeypatch.setattr(broker.admin_apis, "delete_topic", lambda _zk, n, **_: deleted.append(n))
+    a, deleted = deleting_t(monkeypatch)
     some_id = uuid.uuid4()
     body = {
         "topics": [{"name": "t", "topic_id": ZERO_UUID}, {"name": "u", "topic_id": some_id}],
@@ -1271,10 +1278,7 @@ def test_delete_topics_of_an_entry_with_neither_name_nor_id_is_topic_authorizati
     id to no name; authorization (filterByAuthorized, which without an authorizer passes
     every named entry) leaves it out, so it is TOPIC_AUTHORIZATION_FAILED, not an unknown
     topic id (that is for a non-zero id it cannot resolve). The other entries go on."""
-    _zk, a = zk_cluster("t")
-    update_with(a.metadata, {0: 1}, "t")
-    deleted: list[str] = []
-    monkeypatch.setattr(broker.admin_apis, "delete_topic", lambda _zk, n, **_: deleted.append(n))
+    a, deleted = deleting_t(monkeypatch)
     unknown_id = uuid.uuid4()
     body = {
         "topics": [
