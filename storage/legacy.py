@@ -36,6 +36,8 @@ from storage.records import (
     BATCH_HEADER_SIZE,
     CRC_OFFSET,
     NO_TIMESTAMP,
+    BatchHeader,
+    Record,
     RecordSpec,
     batch_crc,
     build_batch,
@@ -321,11 +323,22 @@ def down_convert(
     on (control batches dropped, and the records' headers, which messages cannot
     carry), a compressed batch's as one compressed message of its codec; magic 0 drops
     the timestamps, magic 1 keeps them (a LogAppendTime batch's, its time, the
-    attribute set). The answer's bytes stay within what was read, as Kafka's
-    LazyDownConversionRecordsSend sends, but for the first batch, always sent whole, so
-    that a consumer always gets on; a batch's messages are never cut short. A zstd
-    batch, which magic 0 and 1 cannot carry, ends the answer, as it ends Kafka's (an
-    overflow message): the consumer gets the messages before it, and
+    attribute set).
+
+    The answer holds the messages a consumer gets from Kafka's: the first converted
+    batch whole, so that a consumer always gets on, then the converted messages in
+    order while each fits whole within max(the bytes read, the first converted
+    batch's), the size LazyDownConversionRecords.sizeInBytes commits to. So a later
+    uncompressed batch gives the messages that fit, and a compressed one, one message,
+    fits whole or ends the answer. Kafka's LazyDownConversionRecordsSend writes exactly
+    that many bytes: the message at the limit cut short, and, if the converted
+    messages run short, an overflow batch (when nothing converts, 12 bytes of one are
+    the answer), both of which consumers ignore. Converting eagerly, this answer need
+    not commit to a size first: it stops at its last whole message (empty when nothing
+    converts), the same messages reaching the consumer without a partial tail.
+
+    A zstd batch, which magic 0 and 1 cannot carry, ends the answer, as it ends Kafka's
+    (an overflow message): the consumer gets the messages before it, and
     LegacyUnsupportedCompressionError when it is the first. Bytes holding no whole
     batch (a Fetch v0-v2's first batch cut at its hard limit) are answered as they are,
     as Kafka's hasCompatibleMagic, finding no batch, leaves them unconverted."""
@@ -333,6 +346,8 @@ def down_convert(
     if limit < LOG_OVERHEAD or LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0] > limit:
         return bytes(records)
     out = bytearray()
+    # LazyDownConversionRecords.sizeInBytes: max(raw, first converted batch), set below.
+    size = limit
     view = memoryview(records)
     for header in iter_batches(view):
         if header.is_control:
@@ -341,8 +356,7 @@ def down_convert(
         kept = [r for r in iter_records(batch, max_size=max_size) if r.offset >= fetch_offset]
         if not kept:
             continue
-        codec = header.compression
-        if codec == Compression.ZSTD:
+        if header.compression == Compression.ZSTD:
             if out:
                 break
             raise LegacyUnsupportedCompressionError(
@@ -350,26 +364,36 @@ def down_convert(
                 position=header.position,
                 offset=header.base_offset,
             )
-        log_append_time = to_magic == 1 and header.is_log_append_time
-        attributes = ATTR_TIMESTAMP_TYPE if log_append_time else 0
-        converted = bytearray()
-        if codec == Compression.NONE:
-            for r in kept:
-                converted += _message(r.offset, to_magic, attributes, r.timestamp, r.key, r.value)
-        else:
-            inner = bytearray()
-            first = kept[0].offset
-            for r in kept:
-                offset = r.offset - first if to_magic == 1 else r.offset
-                inner += _message(offset, to_magic, attributes, r.timestamp, r.key, r.value)
-            value = codecs.compress(codec, inner)
-            if codec == Compression.LZ4 and to_magic == 0:
-                value = _lz4_header_checksum(value, magic_0=True)
-            timestamp = max(r.timestamp for r in kept)
-            converted += _message(
-                kept[-1].offset, to_magic, attributes | codec, timestamp, None, value
-            )
-        if out and len(out) + len(converted) > limit:
-            break
-        out += converted
+        converted = _converted(header, kept, to_magic)
+        if not out:
+            out += b"".join(converted)
+            size = max(limit, len(out))
+            continue
+        # LazyDownConversionRecordsSend cuts the stream at size: a message past it is
+        # partial, which the consumer ignores, and nothing after it is sent.
+        for message in converted:
+            if len(out) + len(message) > size:
+                return bytes(out)
+            out += message
     return bytes(out)
+
+
+def _converted(header: BatchHeader, kept: list[Record], to_magic: int) -> list[bytes]:
+    """A batch's ``kept`` records as messages of ``to_magic``: one each if uncompressed,
+    else one compressed message of the batch's codec holding them all (Kafka 2.8's
+    RecordsUtil.convertRecordBatch)."""
+    log_append_time = to_magic == 1 and header.is_log_append_time
+    attributes = ATTR_TIMESTAMP_TYPE if log_append_time else 0
+    codec = header.compression
+    if codec == Compression.NONE:
+        return [_message(r.offset, to_magic, attributes, r.timestamp, r.key, r.value) for r in kept]
+    inner = bytearray()
+    first = kept[0].offset
+    for r in kept:
+        offset = r.offset - first if to_magic == 1 else r.offset
+        inner += _message(offset, to_magic, attributes, r.timestamp, r.key, r.value)
+    value = codecs.compress(codec, inner)
+    if codec == Compression.LZ4 and to_magic == 0:
+        value = _lz4_header_checksum(value, magic_0=True)
+    timestamp = max(r.timestamp for r in kept)
+    return [_message(kept[-1].offset, to_magic, attributes | codec, timestamp, None, value)]

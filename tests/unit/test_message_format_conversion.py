@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import random
 import struct
 import zlib
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from broker.apis import KafkaApis
 from broker.config import BrokerConfig, effective_topic_config
 from storage import codecs
 from storage.codecs import Compression
+from storage.legacy import down_convert
 from storage.log import LogConfig
 from storage.log_manager import LogManager
 from storage.records import RecordSpec, build_batch, iter_batches, iter_records
@@ -492,3 +494,128 @@ def test_a_topic_without_down_conversion_answers_old_consumers_unsupported_versi
         assert [m.value for m in messages(follower["records"])] == [b"a"]
     default = LogConfig.from_topic_config(effective_topic_config(None, {}))
     assert (default.downconversion_enabled, LogConfig().downconversion_enabled) == (True, True)
+
+
+def _message_size(magic: int, value: bytes) -> int:
+    """A message's bytes with a null key: offset, size, CRC, magic, attributes, [a
+    timestamp], the key's and the value's lengths, the value."""
+    return 8 + 4 + 4 + 1 + 1 + (8 if magic == 1 else 0) + 4 + 4 + len(value)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_later_uncompressed_batch_gives_the_messages_that_fit_whole(magic: int) -> None:
+    """Kafka 2.8's LazyDownConversionRecordsSend writes the converted messages up to the
+    answer's size, max(the bytes read, the first converted batch's) (LazyDownConversion-
+    Records.sizeInBytes), the last one cut at that limit: a later uncompressed batch's
+    messages that fit whole reach the consumer, which ignores the cut one. Ours sent a
+    later batch only if all its messages fit, so a consumer got fewer messages a fetch."""
+    small = [b"%02d" % i + b"v" * 8 for i in range(10)]
+    first = build_batch([b"x" * 1_000], base_offset=0)
+    second = build_batch(small, base_offset=1)
+    records = bytes(first + second)
+    room = len(records) - _message_size(magic, b"x" * 1_000)
+    fitting = room // _message_size(magic, small[0])
+    assert 0 < fitting < len(small)
+    got = messages(down_convert(records, magic, 0, max_size=codecs.MAX_SIZE))
+    assert [m.offset for m in got] == list(range(1 + fitting))
+    assert [m.value for m in got[1:]] == small[:fitting]
+
+
+def test_a_compressed_batch_is_one_message_that_fits_whole_or_ends_the_answer() -> None:
+    """A compressed batch converts to one wrapper message: after the first batch, it is
+    sent if it fits whole within the answer's size (max(the bytes read, the first
+    converted batch's)), and if not the answer ends there, the messages after it
+    left out though they would fit, as Kafka's byte stream is cut inside the wrapper
+    (a partial message the consumer ignores) and holds nothing after it. An
+    uncompressed batch after a wrapper that fits gives the messages that fit."""
+    rng = random.Random(7)
+    values = [rng.randbytes(30) for _ in range(100)]  # incompressible: a large wrapper
+    first = build_batch([b"x" * 1_000], base_offset=0)
+    gzip_ = build_batch(values, base_offset=1, compression=Compression.GZIP)
+    small = [b"%02d" % i + b"v" * 8 for i in range(10)]
+    after = build_batch(small, base_offset=101)
+    head = down_convert(bytes(first), 1, 0, max_size=codecs.MAX_SIZE)
+    wrapper = down_convert(bytes(gzip_), 1, 0, max_size=codecs.MAX_SIZE)
+    records = bytes(first + gzip_ + after)
+    # The wrapper does not fit within what was read, a message after it would.
+    assert len(head) + len(wrapper) > len(records)
+    assert len(head) + _message_size(1, small[0]) <= len(records)
+    got = messages(down_convert(records, 1, 0, max_size=codecs.MAX_SIZE))
+    assert [m.offset for m in got] == [0]
+    # With more read after it, the wrapper fits, and then what fits of the last batch.
+    many = [b"%03d" % i + b"v" * 7 for i in range(100)]
+    after = build_batch(many, base_offset=101)
+    records = bytes(first + gzip_ + after)
+    room = len(records) - len(head) - len(wrapper)
+    fitting = room // _message_size(1, many[0])
+    assert 0 < fitting < len(many)
+    got = messages(down_convert(records, 1, 0, max_size=codecs.MAX_SIZE))
+    assert [(m.offset, m.attributes) for m in got] == [(0, 0), (100, Compression.GZIP)] + [
+        (101 + i, 0) for i in range(fitting)
+    ]
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("seed", range(20))
+def test_a_down_converted_answer_is_the_most_of_its_messages_within_kafkas_size(
+    magic: int, seed: int
+) -> None:
+    """Whatever the batches (uncompressed or gzip, of records of any size): the first
+    converted batch is sent whole, even when larger than the bytes read; then the
+    converted messages in order while each fits whole within max(the bytes read, the
+    first converted batch's), Kafka 2.8's LazyDownConversionRecords.sizeInBytes; the
+    answer is never larger, and the next message would not fit."""
+    rng = random.Random(seed)
+    batches: list[bytes] = []
+    offset = 0
+    for _ in range(rng.randint(1, 6)):
+        values = [rng.randbytes(rng.choice((0, 3, 40, 300))) for _ in range(rng.randint(1, 8))]
+        codec = rng.choice((Compression.NONE, Compression.NONE, Compression.GZIP))
+        batches.append(bytes(build_batch(values, base_offset=offset, compression=codec)))
+        offset += len(values)
+    # Each batch converted alone: its messages (a compressed one's is its wrapper).
+    converted = [down_convert(b, magic, 0, max_size=codecs.MAX_SIZE) for b in batches]
+    units = [message_bytes for c in converted[1:] for message_bytes in _split_messages(c)]
+    records = b"".join(batches)
+    size = max(len(records), len(converted[0]))
+    expected = bytearray(converted[0])
+    for unit in units:
+        if len(expected) + len(unit) > size:
+            break
+        expected += unit
+    got = down_convert(records, magic, 0, max_size=codecs.MAX_SIZE)
+    assert got == expected
+    assert len(got) <= size
+
+
+def _split_messages(data: bytes) -> list[bytes]:
+    """A message set's top-level messages, each one's bytes."""
+    out: list[bytes] = []
+    pos = 0
+    while pos < len(data):
+        (size,) = struct.unpack_from(">i", data, pos + 8)
+        out.append(data[pos : pos + 12 + size])
+        pos += 12 + size
+    return out
+
+
+@pytest.mark.parametrize(("version", "magic"), [(0, 0), (1, 0), (2, 1), (3, 1)])
+def test_a_fetch_before_v4_gets_the_messages_of_a_later_batch_that_fit(
+    apis: KafkaApis, version: int, magic: int
+) -> None:
+    """Through the Fetch handler: a Fetch v0-v3 reading two uncompressed batches gets
+    the first's message and as many of the second's messages as fit whole within what
+    was read, as Kafka 2.8's LazyDownConversionRecordsSend delivers them. It got the
+    first batch's only."""
+    client = Loopback(apis)
+    small = [b"%02d" % i + b"v" * 8 for i in range(10)]
+    for values in ([b"x" * 1_000], small):
+        assert produce(client, 8, bytes(build_batch(values)))["error_code"] == ErrorCode.NONE
+    read = len(fetch(client, 12, 0)["records"])
+    fitting = (read - _message_size(magic, b"x" * 1_000)) // _message_size(magic, small[0])
+    assert 0 < fitting < len(small)
+    answer = fetch(client, version, 0)
+    assert answer["error_code"] == ErrorCode.NONE
+    got = messages(answer["records"])
+    assert [m.offset for m in got] == list(range(1 + fitting))
+    assert {m.magic for m in got} == {magic}
