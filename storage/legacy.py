@@ -56,6 +56,8 @@ LOG_OVERHEAD: Final = 12  # offset and size
 _MAGIC_AT: Final = LOG_OVERHEAD + 4  # after the CRC: where a batch's magic is too
 # crc, magic, attributes, key and value lengths; magic 1 adds the timestamp.
 _MIN_SIZE: Final = {0: 14, 1: 22}
+# LazyDownConversionRecordsSend.MAX_READ_SIZE: the bytes read a chunk converts at most.
+_MAX_READ_SIZE: Final = 128 * 1024
 
 
 class LegacyUnsupportedCompressionError(InvalidRecordError):
@@ -337,45 +339,86 @@ def down_convert(
     not commit to a size first: it stops at its last whole message (empty when nothing
     converts), the same messages reaching the consumer without a partial tail.
 
-    A zstd batch, which magic 0 and 1 cannot carry, ends the answer, as it ends Kafka's
-    (an overflow message): the consumer gets the messages before it, and
-    LegacyUnsupportedCompressionError when it is the first. Bytes holding no whole
+    A zstd batch, which magic 0 and 1 cannot carry, is LegacyUnsupportedCompressionError
+    when it is the first; a later one ends the answer where Kafka's ends (an overflow
+    batch): at the start of its chunk, Kafka converting the batches after the first in
+    chunks of up to MAX_READ_SIZE (128 KiB) read, each failing whole on a zstd batch, so
+    the consumer gets the messages of the chunks before. One deliberate difference: when
+    batches with no message (control ones) come before the first converted one, Kafka's
+    iterator converts and sends that one again, repeats the consumer drops; here it is
+    sent once, so the answer may hold more of the later messages. Bytes holding no whole
     batch (a Fetch v0-v2's first batch cut at its hard limit) are answered as they are,
     as Kafka's hasCompatibleMagic, finding no batch, leaves them unconverted."""
     limit = len(records)
     if limit < LOG_OVERHEAD or LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0] > limit:
         return bytes(records)
-    out = bytearray()
-    # LazyDownConversionRecords.sizeInBytes: max(raw, first converted batch), set below.
-    size = limit
     view = memoryview(records)
-    for header in iter_batches(view):
-        if header.is_control:
-            continue
-        batch = view[header.position : header.position + header.size]
-        kept = [r for r in iter_records(batch, max_size=max_size) if r.offset >= fetch_offset]
-        if not kept:
-            continue
-        if header.compression == Compression.ZSTD:
-            if out:
-                break
-            raise LegacyUnsupportedCompressionError(
-                f"zstd records cannot be sent as messages of magic {to_magic}",
-                position=header.position,
-                offset=header.base_offset,
-            )
-        converted = _converted(header, kept, to_magic)
-        if not out:
+    headers = list(iter_batches(view))
+    out = bytearray()
+    first: BatchHeader | None = None
+    for header in headers:
+        converted = _batch_messages(view, header, to_magic, fetch_offset, max_size)
+        if converted:
             out += b"".join(converted)
-            size = max(limit, len(out))
-            continue
-        # LazyDownConversionRecordsSend cuts the stream at size: a message past it is
-        # partial, which the consumer ignores, and nothing after it is sent.
-        for message in converted:
-            if len(out) + len(message) > size:
-                return bytes(out)
-            out += message
+            first = header
+            break
+    if first is None:
+        return b""
+    # LazyDownConversionRecords.sizeInBytes: max(raw, first converted batch).
+    size = max(limit, len(out))
+    # LazyDownConversionRecordsSend's iterator skips one batch, the first, and converts
+    # the rest a chunk at a time; a zstd batch makes its chunk's downConvert throw, and
+    # an overflow batch is sent from there on.
+    for chunk in _chunks(headers[1:]):
+        if any(h.compression == Compression.ZSTD and not h.is_control for h in chunk):
+            break
+        for header in chunk:
+            if header.position <= first.position:
+                # Kafka converts again the batch sent first when batches without
+                # messages came before it; the consumer drops the repeats.
+                continue
+            # The stream is cut at size: a message past it is partial, which the
+            # consumer ignores, and nothing after it is sent.
+            for message in _batch_messages(view, header, to_magic, fetch_offset, max_size):
+                if len(out) + len(message) > size:
+                    return bytes(out)
+                out += message
     return bytes(out)
+
+
+def _chunks(headers: list[BatchHeader]) -> Iterator[list[BatchHeader]]:
+    """``headers`` in LazyDownConversionRecords' chunks: each of at least one batch,
+    then the next ones while the chunk's bytes stay within MAX_READ_SIZE."""
+    chunk: list[BatchHeader] = []
+    read = 0
+    for header in headers:
+        if chunk and read + header.size > _MAX_READ_SIZE:
+            yield chunk
+            chunk, read = [], 0
+        chunk.append(header)
+        read += header.size
+    if chunk:
+        yield chunk
+
+
+def _batch_messages(
+    view: memoryview, header: BatchHeader, to_magic: int, fetch_offset: int, max_size: int
+) -> list[bytes]:
+    """A batch's messages of ``to_magic``, none for a control batch or one with no
+    record from ``fetch_offset`` on; LegacyUnsupportedCompressionError for zstd."""
+    if header.is_control:
+        return []
+    batch = view[header.position : header.position + header.size]
+    kept = [r for r in iter_records(batch, max_size=max_size) if r.offset >= fetch_offset]
+    if not kept:
+        return []
+    if header.compression == Compression.ZSTD:
+        raise LegacyUnsupportedCompressionError(
+            f"zstd records cannot be sent as messages of magic {to_magic}",
+            position=header.position,
+            offset=header.base_offset,
+        )
+    return _converted(header, kept, to_magic)
 
 
 def _converted(header: BatchHeader, kept: list[Record], to_magic: int) -> list[bytes]:

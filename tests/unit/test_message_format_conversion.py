@@ -21,7 +21,7 @@ from broker.apis import KafkaApis
 from broker.config import BrokerConfig, effective_topic_config
 from storage import codecs
 from storage.codecs import Compression
-from storage.legacy import down_convert
+from storage.legacy import LegacyUnsupportedCompressionError, down_convert
 from storage.log import LogConfig
 from storage.log_manager import LogManager
 from storage.records import RecordSpec, build_batch, iter_batches, iter_records
@@ -285,9 +285,10 @@ def test_a_zstd_batch_after_others_ends_the_down_converted_answer(
 ) -> None:
     """A zstd batch cannot be down-converted (RecordsUtil.downConvert:
     UNSUPPORTED_COMPRESSION_TYPE), but Kafka 2.8 answers so only when it is the first
-    batch to send: after others, LazyDownConversionRecordsSend ends the answer there
-    (an overflow message), the consumer gets the messages before it and is told the
-    error when it fetches from the zstd batch. The whole partition was answered the
+    batch to send: after others, LazyDownConversionRecordsSend ends the answer at the
+    start of its chunk (an overflow message; here the batch before it is in its chunk),
+    the consumer gets the messages before and is told the error when it fetches from
+    the zstd batch. The whole partition was answered the
     error: a consumer of a topic whose producers moved to zstd never got the messages
     written before. Nor is the error logged as a damaged log's (Kafka traces it): it
     took the directory's one log line a minute."""
@@ -300,7 +301,9 @@ def test_a_zstd_batch_after_others_ends_the_down_converted_answer(
     answer = fetch(client, version, 0)
     assert answer["error_code"] == ErrorCode.NONE
     got = messages(answer["records"])
-    assert [(m.offset, m.attributes) for m in got] == [(0, Compression.GZIP), (1, 0)]
+    assert [(m.offset, m.attributes) for m in got] == [(0, Compression.GZIP)]
+    got = messages(fetch(client, version, 1)["records"])
+    assert [(m.offset, m.attributes) for m in got] == [(1, 0)]
     answer = fetch(client, version, 2)
     assert answer["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     assert not answer["records"]
@@ -564,10 +567,16 @@ def test_a_down_converted_answer_is_the_most_of_its_messages_within_kafkas_size(
     converted batch is sent whole, even when larger than the bytes read; then the
     converted messages in order while each fits whole within max(the bytes read, the
     first converted batch's), Kafka 2.8's LazyDownConversionRecords.sizeInBytes; the
-    answer is never larger, and the next message would not fit."""
+    answer is never larger, and the next message would not fit. A control batch (a
+    transaction's marker) first is dropped, and the batch after it is the first, sent
+    once (Kafka's iterator sends it again, the consumer dropping the repeats)."""
     rng = random.Random(seed)
     batches: list[bytes] = []
     offset = 0
+    marker = b""
+    if seed % 4 == 0:
+        marker = bytes(build_batch([b""], transactional=True, control=True))
+        offset += 1
     for _ in range(rng.randint(1, 6)):
         values = [rng.randbytes(rng.choice((0, 3, 40, 300))) for _ in range(rng.randint(1, 8))]
         codec = rng.choice((Compression.NONE, Compression.NONE, Compression.GZIP))
@@ -576,7 +585,7 @@ def test_a_down_converted_answer_is_the_most_of_its_messages_within_kafkas_size(
     # Each batch converted alone: its messages (a compressed one's is its wrapper).
     converted = [down_convert(b, magic, 0, max_size=codecs.MAX_SIZE) for b in batches]
     units = [message_bytes for c in converted[1:] for message_bytes in _split_messages(c)]
-    records = b"".join(batches)
+    records = marker + b"".join(batches)
     size = max(len(records), len(converted[0]))
     expected = bytearray(converted[0])
     for unit in units:
@@ -619,3 +628,32 @@ def test_a_fetch_before_v4_gets_the_messages_of_a_later_batch_that_fit(
     got = messages(answer["records"])
     assert [m.offset for m in got] == list(range(1 + fitting))
     assert {m.magic for m in got} == {magic}
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_zstd_batch_ends_the_answer_at_the_start_of_its_chunk(magic: int) -> None:
+    """After the first converted batch, Kafka 2.8's LazyDownConversionRecords iterator
+    converts the batches in chunks of up to 128 KiB read (MAX_READ_SIZE, at least one
+    batch), each chunk by one RecordsUtil.downConvert, which throws for a zstd batch
+    anywhere in it; LazyDownConversionRecordsSend then sends an overflow batch instead
+    of the whole chunk. So the consumer gets the messages of the chunks before the zstd
+    batch's, not those of the batches before it in its own chunk. Ours sent those too."""
+    first = build_batch([b"a"], base_offset=0)
+    small = build_batch([b"b"], base_offset=1)
+    large = build_batch([b"c" * (129 * 1024)], base_offset=1)
+    zstd = build_batch([b"z"], base_offset=2, compression=Compression.ZSTD)
+    after = build_batch([b"d"], base_offset=3)
+
+    def offsets(*batches: bytearray) -> list[int]:
+        records = b"".join(bytes(b) for b in batches)
+        got = down_convert(records, magic, 0, max_size=codecs.MAX_SIZE)
+        return [m.offset for m in messages(got)]
+
+    # The small batch and the zstd one are one chunk: the answer is the first batch.
+    assert offsets(first, small, zstd, after) == [0]
+    # A batch over 128 KiB is a chunk of its own: it is sent, the zstd one's is not.
+    assert offsets(first, large, zstd, after) == [0, 1]
+    # The next fetch starts at the small batch, which is then the first, sent whole.
+    assert offsets(small, zstd, after) == [1]
+    with pytest.raises(LegacyUnsupportedCompressionError):
+        down_convert(bytes(zstd + after), magic, 2, max_size=codecs.MAX_SIZE)
