@@ -321,11 +321,12 @@ def down_convert(
     records: bytes | bytearray | memoryview, to_magic: int, fetch_offset: int, *, max_size: int
 ) -> bytes:
     """A fetch answer's batches (magic 2) as messages of ``to_magic`` (0 or 1), as Kafka
-    2.8's RecordsUtil.downConvert makes them: each batch's records from ``fetch_offset``
-    on (control batches dropped, and the records' headers, which messages cannot
-    carry), a compressed batch's as one compressed message of its codec; magic 0 drops
-    the timestamps, magic 1 keeps them (a LogAppendTime batch's, its time, the
-    attribute set).
+    2.8's RecordsUtil.downConvert makes them: an uncompressed batch's records from
+    ``fetch_offset`` on, each a message, a compressed batch's as one compressed message
+    of its codec holding all its records, those below ``fetch_offset`` too (consumers
+    drop them); control batches dropped, and the records' headers, which messages
+    cannot carry; magic 0 drops the timestamps, magic 1 keeps them (a LogAppendTime
+    batch's, its time, the attribute set).
 
     The answer holds the messages a consumer gets from Kafka's: the first converted
     batch whole, so that a consumer always gets on, then the converted messages in
@@ -404,13 +405,10 @@ def _chunks(headers: list[BatchHeader]) -> Iterator[list[BatchHeader]]:
 def _batch_messages(
     view: memoryview, header: BatchHeader, to_magic: int, fetch_offset: int, max_size: int
 ) -> list[bytes]:
-    """A batch's messages of ``to_magic``, none for a control batch or one with no
-    record from ``fetch_offset`` on; LegacyUnsupportedCompressionError for zstd."""
+    """A batch's messages of ``to_magic`` (RecordsUtil.downConvert's checks, in its
+    order): none for a control batch, LegacyUnsupportedCompressionError for zstd, none
+    for a batch with no record to send."""
     if header.is_control:
-        return []
-    batch = view[header.position : header.position + header.size]
-    kept = [r for r in iter_records(batch, max_size=max_size) if r.offset >= fetch_offset]
-    if not kept:
         return []
     if header.compression == Compression.ZSTD:
         raise LegacyUnsupportedCompressionError(
@@ -418,6 +416,14 @@ def _batch_messages(
             position=header.position,
             offset=header.base_offset,
         )
+    batch = view[header.position : header.position + header.size]
+    kept = list(iter_records(batch, max_size=max_size))
+    if header.compression == Compression.NONE:
+        # downConvert drops the records below the fetch offset of an uncompressed batch
+        # only (firstOffset): a compressed one's message holds them all.
+        kept = [r for r in kept if r.offset >= fetch_offset]
+    if not kept:
+        return []
     return _converted(header, kept, to_magic)
 
 

@@ -190,10 +190,13 @@ def test_a_fetch_before_v4_is_answered_messages(
     apis: KafkaApis, version: int, magic: int, codec: int
 ) -> None:
     """Kafka 2.8 down-converts a Fetch v0-v1's records to magic 0 and a v2-v3's to magic
-    1 (RecordsUtil.downConvert): from the fetch offset on, the headers dropped, a
-    compressed batch as one compressed message of its codec holding the records (magic 1:
-    offsets relative to its first, the wrapper's the last). The broker served Fetch from
-    v4 only: the request closed the connection."""
+    1 (RecordsUtil.downConvert): the headers dropped, an uncompressed batch's records
+    from the fetch offset on, a compressed batch as one compressed message of its codec
+    holding all its records, those below the fetch offset too, which consumers drop
+    (downConvert filters on firstOffset for uncompressed batches only; magic 1: offsets
+    relative to its first, the wrapper's the last). The broker served Fetch from v4
+    only: the request closed the connection; then it left a compressed batch's records
+    below the fetch offset out of its message."""
     client = Loopback(apis)
     batch = build_batch(
         [
@@ -217,6 +220,7 @@ def test_a_fetch_before_v4_is_answered_messages(
     (wrapper,) = got
     assert (wrapper.offset, wrapper.magic, wrapper.attributes) == (2, magic, codec)
     assert wrapper.timestamp == ts(1_003)
+    expected.insert(0, (0, b"a", b"k", ts(1_000)))
     assert wrapper.value is not None
     frame = wrapper.value
     if codec == Compression.LZ4 and magic == 0:
@@ -224,8 +228,8 @@ def test_a_fetch_before_v4_is_answered_messages(
         assert frame[6] == (codecs.xxh32(frame[0:6]) >> 8) & 0xFF
         frame = frame[:6] + bytes([(codecs.xxh32(frame[4:6]) >> 8) & 0xFF]) + frame[7:]
     inner = messages(codecs.decompress(codec, frame))
-    first = 1 if magic == 1 else 0  # magic 1's inner offsets are relative to the first
-    assert [(m.offset + first, m.value, m.key, m.timestamp) for m in inner] == expected
+    # magic 1's inner offsets are relative to the first (0), magic 0's absolute
+    assert [(m.offset, m.value, m.key, m.timestamp) for m in inner] == expected
 
 
 def test_a_log_append_time_topic_answers_its_time_in_produce_v2_and_fetch_v2(
