@@ -36,6 +36,8 @@ from storage.records import (
     BATCH_HEADER_SIZE,
     CRC_OFFSET,
     NO_TIMESTAMP,
+    BatchHeader,
+    Record,
     RecordSpec,
     batch_crc,
     build_batch,
@@ -54,6 +56,8 @@ LOG_OVERHEAD: Final = 12  # offset and size
 _MAGIC_AT: Final = LOG_OVERHEAD + 4  # after the CRC: where a batch's magic is too
 # crc, magic, attributes, key and value lengths; magic 1 adds the timestamp.
 _MIN_SIZE: Final = {0: 14, 1: 22}
+# LazyDownConversionRecordsSend.MAX_READ_SIZE: the bytes read a chunk converts at most.
+_MAX_READ_SIZE: Final = 128 * 1024
 
 
 class LegacyUnsupportedCompressionError(InvalidRecordError):
@@ -317,59 +321,128 @@ def down_convert(
     records: bytes | bytearray | memoryview, to_magic: int, fetch_offset: int, *, max_size: int
 ) -> bytes:
     """A fetch answer's batches (magic 2) as messages of ``to_magic`` (0 or 1), as Kafka
-    2.8's RecordsUtil.downConvert makes them: each batch's records from ``fetch_offset``
-    on (control batches dropped, and the records' headers, which messages cannot
-    carry), a compressed batch's as one compressed message of its codec; magic 0 drops
-    the timestamps, magic 1 keeps them (a LogAppendTime batch's, its time, the
-    attribute set). The answer's bytes stay within what was read, as Kafka's
-    LazyDownConversionRecordsSend sends, but for the first batch, always sent whole, so
-    that a consumer always gets on; a batch's messages are never cut short. A zstd
-    batch, which magic 0 and 1 cannot carry, ends the answer, as it ends Kafka's (an
-    overflow message): the consumer gets the messages before it, and
-    LegacyUnsupportedCompressionError when it is the first. Bytes holding no whole
+    2.8's RecordsUtil.downConvert makes them: an uncompressed batch's records from
+    ``fetch_offset`` on, each a message, a compressed batch's as one compressed message
+    of its codec holding all its records, those below ``fetch_offset`` too (consumers
+    drop them); control batches dropped, and the records' headers, which messages
+    cannot carry; magic 0 drops the timestamps, magic 1 keeps them (a LogAppendTime
+    batch's, its time, the attribute set).
+
+    The answer holds the messages a consumer gets from Kafka's: the first converted
+    batch whole, so that a consumer always gets on, then the converted messages in
+    order while each fits whole within max(the bytes read, the first converted
+    batch's), the size LazyDownConversionRecords.sizeInBytes commits to. So a later
+    uncompressed batch gives the messages that fit, and a compressed one, one message,
+    fits whole or ends the answer. Kafka's LazyDownConversionRecordsSend writes exactly
+    that many bytes: the message at the limit cut short, and, if the converted
+    messages run short, an overflow batch (when nothing converts, 12 bytes of one are
+    the answer), both of which consumers ignore. Converting eagerly, this answer need
+    not commit to a size first: it stops at its last whole message (empty when nothing
+    converts), the same messages reaching the consumer without a partial tail.
+
+    A zstd batch, which magic 0 and 1 cannot carry, is LegacyUnsupportedCompressionError
+    when it is the first; a later one ends the answer where Kafka's ends (an overflow
+    batch): at the start of its chunk, Kafka converting the batches after the first in
+    chunks of up to MAX_READ_SIZE (128 KiB) read, each failing whole on a zstd batch, so
+    the consumer gets the messages of the chunks before. One deliberate difference: when
+    batches with no message (control ones) come before the first converted one, Kafka's
+    iterator converts and sends that one again, repeats the consumer drops; here it is
+    sent once, so the answer may hold more of the later messages. Bytes holding no whole
     batch (a Fetch v0-v2's first batch cut at its hard limit) are answered as they are,
     as Kafka's hasCompatibleMagic, finding no batch, leaves them unconverted."""
     limit = len(records)
     if limit < LOG_OVERHEAD or LOG_OVERHEAD + _INT32.unpack_from(records, 8)[0] > limit:
         return bytes(records)
-    out = bytearray()
     view = memoryview(records)
-    for header in iter_batches(view):
-        if header.is_control:
-            continue
-        batch = view[header.position : header.position + header.size]
-        kept = [r for r in iter_records(batch, max_size=max_size) if r.offset >= fetch_offset]
-        if not kept:
-            continue
-        codec = header.compression
-        if codec == Compression.ZSTD:
-            if out:
-                break
-            raise LegacyUnsupportedCompressionError(
-                f"zstd records cannot be sent as messages of magic {to_magic}",
-                position=header.position,
-                offset=header.base_offset,
-            )
-        log_append_time = to_magic == 1 and header.is_log_append_time
-        attributes = ATTR_TIMESTAMP_TYPE if log_append_time else 0
-        converted = bytearray()
-        if codec == Compression.NONE:
-            for r in kept:
-                converted += _message(r.offset, to_magic, attributes, r.timestamp, r.key, r.value)
-        else:
-            inner = bytearray()
-            first = kept[0].offset
-            for r in kept:
-                offset = r.offset - first if to_magic == 1 else r.offset
-                inner += _message(offset, to_magic, attributes, r.timestamp, r.key, r.value)
-            value = codecs.compress(codec, inner)
-            if codec == Compression.LZ4 and to_magic == 0:
-                value = _lz4_header_checksum(value, magic_0=True)
-            timestamp = max(r.timestamp for r in kept)
-            converted += _message(
-                kept[-1].offset, to_magic, attributes | codec, timestamp, None, value
-            )
-        if out and len(out) + len(converted) > limit:
+    headers = list(iter_batches(view))
+    out = bytearray()
+    first: BatchHeader | None = None
+    for header in headers:
+        converted = _batch_messages(view, header, to_magic, fetch_offset, max_size)
+        if converted:
+            out += b"".join(converted)
+            first = header
             break
-        out += converted
+    if first is None:
+        return b""
+    # LazyDownConversionRecords.sizeInBytes: max(raw, first converted batch).
+    size = max(limit, len(out))
+    # LazyDownConversionRecordsSend's iterator skips one batch, the first, and converts
+    # the rest a chunk at a time; a zstd batch makes its chunk's downConvert throw, and
+    # an overflow batch is sent from there on.
+    for chunk in _chunks(headers[1:]):
+        if any(h.compression == Compression.ZSTD and not h.is_control for h in chunk):
+            break
+        for header in chunk:
+            if header.position <= first.position:
+                # Kafka converts again the batch sent first when batches without
+                # messages came before it; the consumer drops the repeats.
+                continue
+            # The stream is cut at size: a message past it is partial, which the
+            # consumer ignores, and nothing after it is sent.
+            for message in _batch_messages(view, header, to_magic, fetch_offset, max_size):
+                if len(out) + len(message) > size:
+                    return bytes(out)
+                out += message
     return bytes(out)
+
+
+def _chunks(headers: list[BatchHeader]) -> Iterator[list[BatchHeader]]:
+    """``headers`` in LazyDownConversionRecords' chunks: each of at least one batch,
+    then the next ones while the chunk's bytes stay within MAX_READ_SIZE."""
+    chunk: list[BatchHeader] = []
+    read = 0
+    for header in headers:
+        if chunk and read + header.size > _MAX_READ_SIZE:
+            yield chunk
+            chunk, read = [], 0
+        chunk.append(header)
+        read += header.size
+    if chunk:
+        yield chunk
+
+
+def _batch_messages(
+    view: memoryview, header: BatchHeader, to_magic: int, fetch_offset: int, max_size: int
+) -> list[bytes]:
+    """A batch's messages of ``to_magic`` (RecordsUtil.downConvert's checks, in its
+    order): none for a control batch, LegacyUnsupportedCompressionError for zstd, none
+    for a batch with no record to send."""
+    if header.is_control:
+        return []
+    if header.compression == Compression.ZSTD:
+        raise LegacyUnsupportedCompressionError(
+            f"zstd records cannot be sent as messages of magic {to_magic}",
+            position=header.position,
+            offset=header.base_offset,
+        )
+    batch = view[header.position : header.position + header.size]
+    kept = list(iter_records(batch, max_size=max_size))
+    if header.compression == Compression.NONE:
+        # downConvert drops the records below the fetch offset of an uncompressed batch
+        # only (firstOffset): a compressed one's message holds them all.
+        kept = [r for r in kept if r.offset >= fetch_offset]
+    if not kept:
+        return []
+    return _converted(header, kept, to_magic)
+
+
+def _converted(header: BatchHeader, kept: list[Record], to_magic: int) -> list[bytes]:
+    """A batch's ``kept`` records as messages of ``to_magic``: one each if uncompressed,
+    else one compressed message of the batch's codec holding them all (Kafka 2.8's
+    RecordsUtil.convertRecordBatch)."""
+    log_append_time = to_magic == 1 and header.is_log_append_time
+    attributes = ATTR_TIMESTAMP_TYPE if log_append_time else 0
+    codec = header.compression
+    if codec == Compression.NONE:
+        return [_message(r.offset, to_magic, attributes, r.timestamp, r.key, r.value) for r in kept]
+    inner = bytearray()
+    first = kept[0].offset
+    for r in kept:
+        offset = r.offset - first if to_magic == 1 else r.offset
+        inner += _message(offset, to_magic, attributes, r.timestamp, r.key, r.value)
+    value = codecs.compress(codec, inner)
+    if codec == Compression.LZ4 and to_magic == 0:
+        value = _lz4_header_checksum(value, magic_0=True)
+    timestamp = max(r.timestamp for r in kept)
+    return [_message(kept[-1].offset, to_magic, attributes | codec, timestamp, None, value)]

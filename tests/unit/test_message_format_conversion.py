@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import random
 import struct
 import zlib
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from broker.apis import KafkaApis
 from broker.config import BrokerConfig, effective_topic_config
 from storage import codecs
 from storage.codecs import Compression
+from storage.legacy import LegacyUnsupportedCompressionError, down_convert
 from storage.log import LogConfig
 from storage.log_manager import LogManager
 from storage.records import RecordSpec, build_batch, iter_batches, iter_records
@@ -188,10 +190,13 @@ def test_a_fetch_before_v4_is_answered_messages(
     apis: KafkaApis, version: int, magic: int, codec: int
 ) -> None:
     """Kafka 2.8 down-converts a Fetch v0-v1's records to magic 0 and a v2-v3's to magic
-    1 (RecordsUtil.downConvert): from the fetch offset on, the headers dropped, a
-    compressed batch as one compressed message of its codec holding the records (magic 1:
-    offsets relative to its first, the wrapper's the last). The broker served Fetch from
-    v4 only: the request closed the connection."""
+    1 (RecordsUtil.downConvert): the headers dropped, an uncompressed batch's records
+    from the fetch offset on, a compressed batch as one compressed message of its codec
+    holding all its records, those below the fetch offset too, which consumers drop
+    (downConvert filters on firstOffset for uncompressed batches only; magic 1: offsets
+    relative to its first, the wrapper's the last). The broker served Fetch from v4
+    only: the request closed the connection; then it left a compressed batch's records
+    below the fetch offset out of its message."""
     client = Loopback(apis)
     batch = build_batch(
         [
@@ -215,6 +220,7 @@ def test_a_fetch_before_v4_is_answered_messages(
     (wrapper,) = got
     assert (wrapper.offset, wrapper.magic, wrapper.attributes) == (2, magic, codec)
     assert wrapper.timestamp == ts(1_003)
+    expected.insert(0, (0, b"a", b"k", ts(1_000)))
     assert wrapper.value is not None
     frame = wrapper.value
     if codec == Compression.LZ4 and magic == 0:
@@ -222,8 +228,8 @@ def test_a_fetch_before_v4_is_answered_messages(
         assert frame[6] == (codecs.xxh32(frame[0:6]) >> 8) & 0xFF
         frame = frame[:6] + bytes([(codecs.xxh32(frame[4:6]) >> 8) & 0xFF]) + frame[7:]
     inner = messages(codecs.decompress(codec, frame))
-    first = 1 if magic == 1 else 0  # magic 1's inner offsets are relative to the first
-    assert [(m.offset + first, m.value, m.key, m.timestamp) for m in inner] == expected
+    # magic 1's inner offsets are relative to the first (0), magic 0's absolute
+    assert [(m.offset, m.value, m.key, m.timestamp) for m in inner] == expected
 
 
 def test_a_log_append_time_topic_answers_its_time_in_produce_v2_and_fetch_v2(
@@ -283,9 +289,10 @@ def test_a_zstd_batch_after_others_ends_the_down_converted_answer(
 ) -> None:
     """A zstd batch cannot be down-converted (RecordsUtil.downConvert:
     UNSUPPORTED_COMPRESSION_TYPE), but Kafka 2.8 answers so only when it is the first
-    batch to send: after others, LazyDownConversionRecordsSend ends the answer there
-    (an overflow message), the consumer gets the messages before it and is told the
-    error when it fetches from the zstd batch. The whole partition was answered the
+    batch to send: after others, LazyDownConversionRecordsSend ends the answer at the
+    start of its chunk (an overflow message; here the batch before it is in its chunk),
+    the consumer gets the messages before and is told the error when it fetches from
+    the zstd batch. The whole partition was answered the
     error: a consumer of a topic whose producers moved to zstd never got the messages
     written before. Nor is the error logged as a damaged log's (Kafka traces it): it
     took the directory's one log line a minute."""
@@ -298,7 +305,9 @@ def test_a_zstd_batch_after_others_ends_the_down_converted_answer(
     answer = fetch(client, version, 0)
     assert answer["error_code"] == ErrorCode.NONE
     got = messages(answer["records"])
-    assert [(m.offset, m.attributes) for m in got] == [(0, Compression.GZIP), (1, 0)]
+    assert [(m.offset, m.attributes) for m in got] == [(0, Compression.GZIP)]
+    got = messages(fetch(client, version, 1)["records"])
+    assert [(m.offset, m.attributes) for m in got] == [(1, 0)]
     answer = fetch(client, version, 2)
     assert answer["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     assert not answer["records"]
@@ -492,3 +501,163 @@ def test_a_topic_without_down_conversion_answers_old_consumers_unsupported_versi
         assert [m.value for m in messages(follower["records"])] == [b"a"]
     default = LogConfig.from_topic_config(effective_topic_config(None, {}))
     assert (default.downconversion_enabled, LogConfig().downconversion_enabled) == (True, True)
+
+
+def _message_size(magic: int, value: bytes) -> int:
+    """A message's bytes with a null key: offset, size, CRC, magic, attributes, [a
+    timestamp], the key's and the value's lengths, the value."""
+    return 8 + 4 + 4 + 1 + 1 + (8 if magic == 1 else 0) + 4 + 4 + len(value)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_later_uncompressed_batch_gives_the_messages_that_fit_whole(magic: int) -> None:
+    """Kafka 2.8's LazyDownConversionRecordsSend writes the converted messages up to the
+    answer's size, max(the bytes read, the first converted batch's) (LazyDownConversion-
+    Records.sizeInBytes), the last one cut at that limit: a later uncompressed batch's
+    messages that fit whole reach the consumer, which ignores the cut one. Ours sent a
+    later batch only if all its messages fit, so a consumer got fewer messages a fetch."""
+    small = [b"%02d" % i + b"v" * 8 for i in range(10)]
+    first = build_batch([b"x" * 1_000], base_offset=0)
+    second = build_batch(small, base_offset=1)
+    records = bytes(first + second)
+    room = len(records) - _message_size(magic, b"x" * 1_000)
+    fitting = room // _message_size(magic, small[0])
+    assert 0 < fitting < len(small)
+    got = messages(down_convert(records, magic, 0, max_size=codecs.MAX_SIZE))
+    assert [m.offset for m in got] == list(range(1 + fitting))
+    assert [m.value for m in got[1:]] == small[:fitting]
+
+
+def test_a_compressed_batch_is_one_message_that_fits_whole_or_ends_the_answer() -> None:
+    """A compressed batch converts to one wrapper message: after the first batch, it is
+    sent if it fits whole within the answer's size (max(the bytes read, the first
+    converted batch's)), and if not the answer ends there, the messages after it
+    left out though they would fit, as Kafka's byte stream is cut inside the wrapper
+    (a partial message the consumer ignores) and holds nothing after it. An
+    uncompressed batch after a wrapper that fits gives the messages that fit."""
+    rng = random.Random(7)
+    values = [rng.randbytes(30) for _ in range(100)]  # incompressible: a large wrapper
+    first = build_batch([b"x" * 1_000], base_offset=0)
+    gzip_ = build_batch(values, base_offset=1, compression=Compression.GZIP)
+    small = [b"%02d" % i + b"v" * 8 for i in range(10)]
+    after = build_batch(small, base_offset=101)
+    head = down_convert(bytes(first), 1, 0, max_size=codecs.MAX_SIZE)
+    wrapper = down_convert(bytes(gzip_), 1, 0, max_size=codecs.MAX_SIZE)
+    records = bytes(first + gzip_ + after)
+    # The wrapper does not fit within what was read, a message after it would.
+    assert len(head) + len(wrapper) > len(records)
+    assert len(head) + _message_size(1, small[0]) <= len(records)
+    got = messages(down_convert(records, 1, 0, max_size=codecs.MAX_SIZE))
+    assert [m.offset for m in got] == [0]
+    # With more read after it, the wrapper fits, and then what fits of the last batch.
+    many = [b"%03d" % i + b"v" * 7 for i in range(100)]
+    after = build_batch(many, base_offset=101)
+    records = bytes(first + gzip_ + after)
+    room = len(records) - len(head) - len(wrapper)
+    fitting = room // _message_size(1, many[0])
+    assert 0 < fitting < len(many)
+    got = messages(down_convert(records, 1, 0, max_size=codecs.MAX_SIZE))
+    assert [(m.offset, m.attributes) for m in got] == [(0, 0), (100, Compression.GZIP)] + [
+        (101 + i, 0) for i in range(fitting)
+    ]
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+@pytest.mark.parametrize("seed", range(20))
+def test_a_down_converted_answer_is_the_most_of_its_messages_within_kafkas_size(
+    magic: int, seed: int
+) -> None:
+    """Whatever the batches (uncompressed or gzip, of records of any size): the first
+    converted batch is sent whole, even when larger than the bytes read; then the
+    converted messages in order while each fits whole within max(the bytes read, the
+    first converted batch's), Kafka 2.8's LazyDownConversionRecords.sizeInBytes; the
+    answer is never larger, and the next message would not fit. A control batch (a
+    transaction's marker) first is dropped, and the batch after it is the first, sent
+    once (Kafka's iterator sends it again, the consumer dropping the repeats)."""
+    rng = random.Random(seed)
+    batches: list[bytes] = []
+    offset = 0
+    marker = b""
+    if seed % 4 == 0:
+        marker = bytes(build_batch([b""], transactional=True, control=True))
+        offset += 1
+    for _ in range(rng.randint(1, 6)):
+        values = [rng.randbytes(rng.choice((0, 3, 40, 300))) for _ in range(rng.randint(1, 8))]
+        codec = rng.choice((Compression.NONE, Compression.NONE, Compression.GZIP))
+        batches.append(bytes(build_batch(values, base_offset=offset, compression=codec)))
+        offset += len(values)
+    # Each batch converted alone: its messages (a compressed one's is its wrapper).
+    converted = [down_convert(b, magic, 0, max_size=codecs.MAX_SIZE) for b in batches]
+    units = [message_bytes for c in converted[1:] for message_bytes in _split_messages(c)]
+    records = marker + b"".join(batches)
+    size = max(len(records), len(converted[0]))
+    expected = bytearray(converted[0])
+    for unit in units:
+        if len(expected) + len(unit) > size:
+            break
+        expected += unit
+    got = down_convert(records, magic, 0, max_size=codecs.MAX_SIZE)
+    assert got == expected
+    assert len(got) <= size
+
+
+def _split_messages(data: bytes) -> list[bytes]:
+    """A message set's top-level messages, each one's bytes."""
+    out: list[bytes] = []
+    pos = 0
+    while pos < len(data):
+        (size,) = struct.unpack_from(">i", data, pos + 8)
+        out.append(data[pos : pos + 12 + size])
+        pos += 12 + size
+    return out
+
+
+@pytest.mark.parametrize(("version", "magic"), [(0, 0), (1, 0), (2, 1), (3, 1)])
+def test_a_fetch_before_v4_gets_the_messages_of_a_later_batch_that_fit(
+    apis: KafkaApis, version: int, magic: int
+) -> None:
+    """Through the Fetch handler: a Fetch v0-v3 reading two uncompressed batches gets
+    the first's message and as many of the second's messages as fit whole within what
+    was read, as Kafka 2.8's LazyDownConversionRecordsSend delivers them. It got the
+    first batch's only."""
+    client = Loopback(apis)
+    small = [b"%02d" % i + b"v" * 8 for i in range(10)]
+    for values in ([b"x" * 1_000], small):
+        assert produce(client, 8, bytes(build_batch(values)))["error_code"] == ErrorCode.NONE
+    read = len(fetch(client, 12, 0)["records"])
+    fitting = (read - _message_size(magic, b"x" * 1_000)) // _message_size(magic, small[0])
+    assert 0 < fitting < len(small)
+    answer = fetch(client, version, 0)
+    assert answer["error_code"] == ErrorCode.NONE
+    got = messages(answer["records"])
+    assert [m.offset for m in got] == list(range(1 + fitting))
+    assert {m.magic for m in got} == {magic}
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_zstd_batch_ends_the_answer_at_the_start_of_its_chunk(magic: int) -> None:
+    """After the first converted batch, Kafka 2.8's LazyDownConversionRecords iterator
+    converts the batches in chunks of up to 128 KiB read (MAX_READ_SIZE, at least one
+    batch), each chunk by one RecordsUtil.downConvert, which throws for a zstd batch
+    anywhere in it; LazyDownConversionRecordsSend then sends an overflow batch instead
+    of the whole chunk. So the consumer gets the messages of the chunks before the zstd
+    batch's, not those of the batches before it in its own chunk. Ours sent those too."""
+    first = build_batch([b"a"], base_offset=0)
+    small = build_batch([b"b"], base_offset=1)
+    large = build_batch([b"c" * (129 * 1024)], base_offset=1)
+    zstd = build_batch([b"z"], base_offset=2, compression=Compression.ZSTD)
+    after = build_batch([b"d"], base_offset=3)
+
+    def offsets(*batches: bytearray) -> list[int]:
+        records = b"".join(bytes(b) for b in batches)
+        got = down_convert(records, magic, 0, max_size=codecs.MAX_SIZE)
+        return [m.offset for m in messages(got)]
+
+    # The small batch and the zstd one are one chunk: the answer is the first batch.
+    assert offsets(first, small, zstd, after) == [0]
+    # A batch over 128 KiB is a chunk of its own: it is sent, the zstd one's is not.
+    assert offsets(first, large, zstd, after) == [0, 1]
+    # The next fetch starts at the small batch, which is then the first, sent whole.
+    assert offsets(small, zstd, after) == [1]
+    with pytest.raises(LegacyUnsupportedCompressionError):
+        down_convert(bytes(zstd + after), magic, 2, max_size=codecs.MAX_SIZE)
