@@ -252,8 +252,11 @@ def batch_cut_short() -> bytes:
     return bytes(batch[: len(batch) // 2])
 
 
-def trailing_garbage() -> bytes:
-    return bytes(good_batch("tail") + b"\x00\x00\x00")
+def trailing_bad_size() -> bytes:
+    """After the batch, an entry whose size field is below 14: Kafka's iterator throws
+    CorruptRecordException (ByteBufferLogInputStream.nextBatchSize). Three bytes of
+    garbage instead are left out, the batch appended."""
+    return bytes(good_batch("tail") + struct.pack(">qi", 0, 13))
 
 
 def legacy_format() -> bytes:
@@ -278,7 +281,7 @@ REFUSED: list[tuple[Callable[[], bytes], ErrorCode]] = [
     (second_batch_corrupt, ErrorCode.INVALID_RECORD),
     (two_batches, ErrorCode.INVALID_RECORD),
     (batch_cut_short, ErrorCode.CORRUPT_MESSAGE),
-    (trailing_garbage, ErrorCode.CORRUPT_MESSAGE),
+    (trailing_bad_size, ErrorCode.CORRUPT_MESSAGE),
     (legacy_format, ErrorCode.INVALID_RECORD),  # Kafka's ProduceRequest.validateRecords
     (nonzero_base_offset, ErrorCode.INVALID_RECORD),
     (no_records, ErrorCode.INVALID_RECORD),
