@@ -175,9 +175,10 @@ class BatchHeader(NamedTuple):
 class BatchesInfo(NamedTuple):
     """What a records blob holds, after validation (and, for the leader, assignment).
 
-    ``size`` counts the bytes of the whole batches (for a follower, an incomplete trailing
-    batch is not counted: it is not written). ``offset_of_max_timestamp`` is the last
-    offset of the batch with the largest ``maxTimestamp`` (Kafka's shallow offset).
+    ``size`` counts the bytes of the whole batches (an incomplete trailing entry, a
+    follower's or a producer's, is not counted: it is not written).
+    ``offset_of_max_timestamp`` is the last offset of the batch with the largest
+    ``maxTimestamp`` (Kafka's shallow offset).
     ``batches`` are the headers as they now are in the buffer.
     """
 
