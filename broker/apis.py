@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import re
-import struct
 import threading
 import time
 import uuid
@@ -39,7 +38,12 @@ from broker.state_change_log import StateChangeLog
 from controller.controller import CONTROLLED_SHUTDOWN_APPLIED_WAIT_S, KafkaController
 from groups.coordinator import OFFSETS_TOPIC
 from storage import codecs
-from storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
+from storage.errors import (
+    CorruptRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
 from storage.legacy import (
     LegacyUnsupportedCompressionError,
     down_convert,
@@ -48,9 +52,8 @@ from storage.legacy import (
 from storage.log import PartitionLog, ReadInfo
 from storage.records import (
     ATTR_COMPRESSION_MASK,
-    BATCH_HEADER_SIZE,
-    LOG_OVERHEAD,
     Compression,
+    entry_size,
 )
 from wire.api import ApiKey
 from wire.errors import ErrorCode
@@ -82,7 +85,6 @@ _FETCH_FIRST_BATCH_VERSION = 4
 _FETCH_LAST_HARD_LIMIT_VERSION = 2
 _MAGIC_AT = 16  # a batch's magic byte, and the low byte of its attributes
 _ATTRIBUTES_LOW_BYTE = 22
-_BATCH_LENGTH = struct.Struct(">i")
 _VALID_ACKS = (-1, 0, 1)
 # ListOffsets answers OFFSET_NOT_AVAILABLE from v5 (KIP-207), LEADER_NOT_AVAILABLE before.
 _LIST_OFFSETS_NOT_AVAILABLE_VERSION = 5
@@ -1412,32 +1414,42 @@ class _Readable:
 
 
 def _check_produce_records(version: int, records: bytes | None) -> tuple[ErrorCode, str] | None:
-    """Kafka's ProduceRequest.validateRecords (versions 3 and up): one record batch of
-    magic 2 (INVALID_RECORD for more, or for a message of magic 0 or 1), zstd only from
-    version 7 (KIP-110), looked at in Kafka's order: the first batch's magic, its codec,
-    then whether another follows. A batch too short to tell, with another magic, or with
-    a few bytes after it is left to the log's validation (CORRUPT_MESSAGE)."""
-    if not records:
+    """Kafka's ProduceRequest.validateRecords (versions 3 and up), reading the entries
+    as its iterator does (``entry_size``), in its order: no whole entry is INVALID_RECORD
+    (at least one batch), a first entry of magic 0 or 1 INVALID_RECORD, zstd before
+    version 7 UNSUPPORTED_COMPRESSION_TYPE (KIP-110), a second whole entry INVALID_RECORD
+    (exactly one batch); a size field below 14 or a magic outside 0-2, in the first
+    entry or the next, CORRUPT_MESSAGE (the iterator's CorruptRecordException, an
+    ApiException handleProduceRequest answers the partition). An incomplete entry after
+    the batch passes: the log leaves it out. The batch itself is the log's to check."""
+    if records is None:
         return ErrorCode.INVALID_RECORD, "no records"
-    if len(records) > _MAGIC_AT and records[_MAGIC_AT] in (0, 1):
-        return (
-            ErrorCode.INVALID_RECORD,
-            f"produce requests with version {version} may only hold record batches of magic 2",
-        )
-    if len(records) < BATCH_HEADER_SIZE or records[_MAGIC_AT] != 2:
-        return None  # the log says what is wrong with it
-    codec = records[_ATTRIBUTES_LOW_BYTE] & ATTR_COMPRESSION_MASK
-    if version < _PRODUCE_ZSTD_VERSION and codec == Compression.ZSTD:
-        return (
-            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-            f"produce requests with version {version} may not use zstd (version 7 and up)",
-        )
-    size = _BATCH_LENGTH.unpack_from(records, 8)[0] + LOG_OVERHEAD
-    if size > 0 and len(records) - size > _MAGIC_AT:  # room for another batch's header
-        return (
-            ErrorCode.INVALID_RECORD,
-            f"produce requests with version {version} may hold exactly one record batch",
-        )
+    try:
+        first = entry_size(records)
+        if first is None:
+            return (
+                ErrorCode.INVALID_RECORD,
+                f"produce requests with version {version} must have at least one record batch",
+            )
+        if records[_MAGIC_AT] != 2:
+            return (
+                ErrorCode.INVALID_RECORD,
+                f"produce requests with version {version} may only hold record batches of magic 2",
+            )
+        # Inside the first entry: its size field is 14 or more, so 26 bytes at least.
+        codec = records[_ATTRIBUTES_LOW_BYTE] & ATTR_COMPRESSION_MASK
+        if version < _PRODUCE_ZSTD_VERSION and codec == Compression.ZSTD:
+            return (
+                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                f"produce requests with version {version} may not use zstd (version 7 and up)",
+            )
+        if entry_size(records, first) is not None:
+            return (
+                ErrorCode.INVALID_RECORD,
+                f"produce requests with version {version} may hold exactly one record batch",
+            )
+    except CorruptRecordError as e:
+        return ErrorCode.CORRUPT_MESSAGE, str(e)
     return None
 
 

@@ -41,6 +41,7 @@ from storage.records import (
     RecordSpec,
     batch_crc,
     build_batch,
+    entry_size,
     iter_batches,
     iter_records,
 )
@@ -93,23 +94,13 @@ def _entries(data: bytes) -> list[tuple[int, int, int]]:
     magic 0 or 1 or a record batch of magic 2, as Kafka 2.8's ByteBufferLogInputStream
     reads them: an entry whose size field is below a message's smallest, or whose magic
     is none of those, is CorruptRecordError (CORRUPT_MESSAGE); an incomplete one at the
-    end is not read (Log.append appends the whole ones only, trimInvalidBytes)."""
+    end is not read (Log.append appends the whole ones only, trimInvalidBytes): the
+    reading of ``entry_size``, which a Produce v3+'s records get too."""
     out: list[tuple[int, int, int]] = []
     pos = 0
-    while len(data) - pos >= LOG_OVERHEAD:
-        (size,) = _INT32.unpack_from(data, pos + 8)
-        if size < _MIN_SIZE[0]:
-            raise CorruptRecordError(f"a message of {size} bytes, below the smallest", position=pos)
-        if len(data) - pos <= _MAGIC_AT:
-            break
-        magic = data[pos + _MAGIC_AT]
-        if magic > 2:  # a byte above 127 is a negative magic in Java: refused too
-            raise CorruptRecordError(f"magic {magic} in a message set", position=pos)
-        end = pos + LOG_OVERHEAD + size
-        if end > len(data):
-            break
-        out.append((magic, pos, end))
-        pos = end
+    while (size := entry_size(data, pos)) is not None:
+        out.append((data[pos + _MAGIC_AT], pos, pos + size))
+        pos += size
     return out
 
 

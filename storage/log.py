@@ -55,10 +55,10 @@ from storage.records import (
     Compression,
     assign_offsets,
     decompressed,
-    iter_batches,
     iter_records,
     keyless_indexes,
     max_decompressed_bytes,
+    producer_batches,
     recompress,
     validate_follower_batches,
 )
@@ -341,16 +341,16 @@ def _check_keys(
 
     Decoding takes a while (a zstd batch of 1 MB, seconds): it reads only the producer's
     bytes, so it runs before the append takes any lock. Batches ``assign_offsets``
-    refuses whole (torn, CRC, over ``max_batch_size``, no codec) are left to it, its
-    error first as before. No offset is assigned yet: the one named is the record's in
-    the producer's batch (base offset 0 plus its index, Kafka's RecordError batchIndex)."""
+    refuses whole (CRC, a bad size or magic, over ``max_batch_size``, no codec) are left
+    to it, its error first as before; an incomplete entry after the whole batches is
+    left out, as it leaves it (``producer_batches``). No offset is assigned yet: the one
+    named is the record's in the producer's batch (base offset 0 plus its index, Kafka's
+    RecordError batchIndex)."""
     view = memoryview(records)
     try:
-        headers = list(iter_batches(view))
+        headers = producer_batches(view)
     except CorruptRecordError:
         return
-    if not headers or headers[-1].position + headers[-1].size != len(view):
-        return  # a torn last batch
     if any(h.size > max_batch_size or not codecs.readable(h.compression) for h in headers):
         return
     for header in headers:
@@ -831,7 +831,9 @@ class PartitionLog:
     ) -> AppendInfo:
         """Append a producer's batches: validate them (length, magic 2, CRC-32C, a
         client's header rules, ``max.message.bytes``), give them the next offsets and
-        ``leader_epoch`` in place (``records`` must be writable) and write them. The first
+        ``leader_epoch`` in place (``records`` must be writable) and write them; an
+        incomplete entry after them is left out, as Kafka's Log.append leaves it
+        (``assign_offsets``). The first
         append in a new epoch records the epoch's start offset. All or nothing: a
         validation error raises before anything is written. ``recompressed``: the caller
         already made them ``recompressed(records)`` (a compacted topic's keys checked)."""
@@ -860,9 +862,10 @@ class PartitionLog:
                 ),
                 compacted=config.compact,
             )
-            if len(records) > config.segment_bytes:
+            # Kafka's Log.append holds what it writes, the trimmed records, to segment.bytes.
+            if info.size > config.segment_bytes:
                 raise RecordBatchTooLargeError(
-                    f"record batches of {len(records)} bytes appended to"
+                    f"record batches of {info.size} bytes appended to"
                     f" {self.topic}-{self.partition}, more than its segment.bytes"
                     f" {config.segment_bytes}"
                 )

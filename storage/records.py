@@ -83,10 +83,12 @@ __all__ = [
     "check_records",
     "decode_varint",
     "encode_varint",
+    "entry_size",
     "iter_batches",
     "iter_records",
     "keyless_indexes",
     "max_decompressed_bytes",
+    "producer_batches",
     "read_header",
     "recompress",
     "validate_follower_batches",
@@ -109,6 +111,8 @@ _LAST_CODEC: Final = Compression.ZSTD  # 5-7 name none
 
 _HEADER: Final = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header
 _LENGTH: Final = struct.Struct(">qi")
+# LegacyRecord.RECORD_OVERHEAD_V0: the smallest size field Kafka's iterator takes (entry_size).
+_RECORD_OVERHEAD_V0: Final = 14
 _INT64: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
 _UINT32: Final = struct.Struct(">I")
@@ -171,9 +175,10 @@ class BatchHeader(NamedTuple):
 class BatchesInfo(NamedTuple):
     """What a records blob holds, after validation (and, for the leader, assignment).
 
-    ``size`` counts the bytes of the whole batches (for a follower, an incomplete trailing
-    batch is not counted: it is not written). ``offset_of_max_timestamp`` is the last
-    offset of the batch with the largest ``maxTimestamp`` (Kafka's shallow offset).
+    ``size`` counts the bytes of the whole batches (an incomplete trailing entry, a
+    follower's or a producer's, is not counted: it is not written).
+    ``offset_of_max_timestamp`` is the last offset of the batch with the largest
+    ``maxTimestamp`` (Kafka's shallow offset).
     ``batches`` are the headers as they now are in the buffer.
     """
 
@@ -252,25 +257,61 @@ def _truncated(e: codecs.TruncatedError, count: int, position: int, offset: int)
     check_records(e.made, count, position=position, offset=offset)
 
 
+def entry_size(buf: bytes | bytearray | memoryview, position: int = 0) -> int | None:
+    """The size of the whole entry (a record batch, or a message of magic 0 or 1) at
+    ``position`` of a producer's records, as Kafka 2.8's ByteBufferLogInputStream gives
+    it (MemoryRecords.batches, no size limit). None where that iteration ends: fewer than
+    LOG_OVERHEAD bytes left, too few to reach the magic byte, or fewer than the size
+    field says (an incomplete entry, which Log.append leaves out: trimInvalidBytes).
+    CorruptRecordError where its nextBatchSize throws: a size field below 14
+    (LegacyRecord.RECORD_OVERHEAD_V0), once there are 12 bytes to read it, or a magic
+    outside 0-2, once there are 17."""
+    remaining = len(buf) - position
+    if remaining < LOG_OVERHEAD:
+        return None
+    (length,) = _INT32.unpack_from(buf, position + 8)
+    if length < _RECORD_OVERHEAD_V0:
+        raise CorruptRecordError(
+            f"record size {length} is less than the minimum record overhead"
+            f" ({_RECORD_OVERHEAD_V0})",
+            position=position,
+        )
+    if remaining <= MAGIC_OFFSET:
+        return None
+    magic = buf[position + MAGIC_OFFSET]
+    if magic > 2:  # a Java byte: 128-255 are its negative magics, refused too
+        raise CorruptRecordError(
+            f"unknown magic {magic - 256 if magic > 127 else magic}", position=position
+        )
+    size: int = length + LOG_OVERHEAD
+    return size if size <= remaining else None
+
+
 def _scan(
     buf: memoryview,
     *,
     max_batch_size: int | None,
-    allow_partial_tail: bool,
+    producer: bool,
 ) -> tuple[list[tuple[int, tuple[int, ...]]], int]:
-    """Validate every batch in ``buf``: length, magic, CRC, header sanity.
+    """Validate every whole batch in ``buf``: length, magic, CRC, header sanity.
 
     Returns ``(position, header fields)`` per batch (the fields as ``_HEADER`` unpacks
-    them) and the position just past the last whole batch. An incomplete trailing batch
-    ends the scan when ``allow_partial_tail`` (a fetch response may end mid-batch), else
-    it is an error. Raises CorruptRecordError (or a subclass) naming the position of the
-    first bad batch.
+    them) and the position just past the last whole batch. A ``producer``'s records are
+    read as Kafka 2.8's log reads them (``entry_size``): an incomplete trailing entry
+    ends the scan, one with a bad size field or magic is an error, each met after the
+    batches before it are checked (Log.analyzeAndValidateRecords checks each batch as
+    its iterator gives it). Otherwise (a fetch response, or a log's bytes, which may end
+    mid-batch) an incomplete trailing batch ends the scan, its magic and length checked
+    where they are there. Raises CorruptRecordError (or a subclass) naming the position
+    of the first bad batch.
     """
     found: list[tuple[int, tuple[int, ...]]] = []
     end = len(buf)
     pos = 0
     unpack = _HEADER.unpack_from
     while pos < end:
+        if producer and entry_size(buf, pos) is None:
+            break  # what is left, Log.append does not write (trimInvalidBytes)
         remaining = end - pos
         if remaining >= BATCH_HEADER_SIZE:
             fields = unpack(buf, pos)
@@ -279,12 +320,8 @@ def _scan(
             base, length = _LENGTH.unpack_from(buf, pos)
             magic = buf[pos + MAGIC_OFFSET] if remaining > MAGIC_OFFSET else 2
             fields = ()
-        elif allow_partial_tail:
-            break
         else:
-            raise CorruptRecordError(
-                f"{remaining} trailing bytes, too few for a batch", position=pos
-            )
+            break
         if magic != 2:
             if magic in (0, 1):
                 raise UnsupportedMagicError(magic, position=pos, offset=base)
@@ -298,14 +335,8 @@ def _scan(
         size = length + LOG_OVERHEAD
         if max_batch_size is not None and size > max_batch_size:
             raise RecordTooLargeError(size, max_batch_size, position=pos)
-        if size > remaining:
-            if allow_partial_tail:
-                break
-            raise CorruptRecordError(
-                f"batch of {size} bytes but only {remaining} bytes remain",
-                position=pos,
-                offset=base,
-            )
+        if size > remaining:  # a fetch's incomplete batch (a producer's ended above)
+            break
         if crc32c(buf[pos + ATTRIBUTES_OFFSET : pos + size]) != fields[4]:
             raise CorruptRecordError(
                 f"CRC-32C mismatch (stored {fields[4]:#010x})", position=pos, offset=base
@@ -468,13 +499,19 @@ def assign_offsets(
     CRC is recomputed (those fields are inside the CRC). ``max_timestamp_difference_ms``
     (with ``now_ms``) checks CreateTime batches' timestamps (``_check_timestamps``).
 
+    The batches are read as Kafka 2.8's log reads a producer's (``entry_size``): an
+    incomplete entry after the whole ones is left out, unchanged and not counted in
+    ``size``, the bytes to write (Log.trimInvalidBytes); one with a size field below 14
+    or a magic outside 0-2 is CorruptRecordError. No whole batch at all is
+    CorruptRecordError too (Produce v3+ refuse it before: ProduceRequest.validateRecords).
+
     Validation runs over every batch before any byte is changed: on an error the buffer
     is as it was. ``buf`` must be writable (a bytearray, or a memoryview of one).
     """
     view = memoryview(buf)
     if view.readonly:
         raise TypeError("assign_offsets needs a writable buffer (bytearray)")
-    found, size = _scan(view, max_batch_size=max_batch_size, allow_partial_tail=False)
+    found, size = _scan(view, max_batch_size=max_batch_size, producer=True)
     if not found:
         raise CorruptRecordError("no record batch in the request", position=0)
     offset = base_offset  # each batch's, once assigned
@@ -577,7 +614,8 @@ def recompress(
     ``compression.type``; ``Compression.NONE``: uncompressed), as Kafka's LogValidator
     rebuilds them: offsets, timestamps, producer fields and record count as they were,
     the attributes' codec bits, length and CRC new. ``buf`` itself if no batch changes
-    (each is of ``codec`` already, or a control batch).
+    (each is of ``codec`` already, or a control batch), less an incomplete entry after
+    the whole batches, which is left out as ``assign_offsets`` leaves it.
 
     The batches are validated first (length, magic, CRC: CorruptRecordError, as
     ``assign_offsets`` would raise, which checks the rebuilt ones again, their size too;
@@ -590,14 +628,14 @@ def recompress(
     over ``max_size`` bytes DecompressedTooLargeError; records that do not parse, or not
     as many as the header counts, are InvalidRecordError."""
     view = memoryview(buf)
-    found, _ = _scan(view, max_batch_size=max_batch_size, allow_partial_tail=False)
+    found, size = _scan(view, max_batch_size=max_batch_size, producer=True)
     for pos, fields in found:
         _check_codec(pos, fields)
     if all(
         fields[5] & ATTR_COMPRESSION_MASK == codec or fields[5] & ATTR_CONTROL
         for _, fields in found
     ):
-        return buf
+        return buf if size == len(view) else view[:size]
     out = bytearray()
     for pos, fields in found:
         size = fields[1] + LOG_OVERHEAD
@@ -839,7 +877,7 @@ def validate_follower_batches(
     says how many bytes to write. An empty blob gives an empty info.
     """
     view = memoryview(buf)
-    found, end = _scan(view, max_batch_size=max_batch_size, allow_partial_tail=True)
+    found, end = _scan(view, max_batch_size=max_batch_size, producer=False)
     headers = [_header(pos, fields) for pos, fields in found]
     expected = expected_first_offset
     max_ts = NO_TIMESTAMP
@@ -873,8 +911,16 @@ def validate_follower_batches(
 def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[BatchHeader]:
     """The headers of the whole batches in a blob, validated (length, magic, CRC); an
     incomplete trailing batch is skipped, as a consumer would."""
-    found, _ = _scan(memoryview(buf), max_batch_size=None, allow_partial_tail=True)
+    found, _ = _scan(memoryview(buf), max_batch_size=None, producer=False)
     return iter([_header(pos, fields) for pos, fields in found])
+
+
+def producer_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
+    """The headers of the whole batches of a producer's records, validated (length,
+    magic, CRC) and read as ``assign_offsets`` reads them: an incomplete trailing entry
+    left out, one with a bad size field or magic CorruptRecordError (``entry_size``)."""
+    found, _ = _scan(memoryview(buf), max_batch_size=None, producer=True)
+    return [_header(pos, fields) for pos, fields in found]
 
 
 # --------------------------------------------------------------------------- records

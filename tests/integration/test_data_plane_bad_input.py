@@ -247,13 +247,17 @@ def two_batches() -> bytes:
 
 
 def batch_cut_short() -> bytes:
-    """A well-framed request whose record set ends inside its batch."""
+    """A well-framed request whose record set ends inside its batch: no whole batch,
+    which Kafka's ProduceRequest.validateRecords refuses (its iterator reads none)."""
     batch = good_batch("cut", 10)
     return bytes(batch[: len(batch) // 2])
 
 
-def trailing_garbage() -> bytes:
-    return bytes(good_batch("tail") + b"\x00\x00\x00")
+def trailing_bad_size() -> bytes:
+    """After the batch, an entry whose size field is below 14: Kafka's iterator throws
+    CorruptRecordException (ByteBufferLogInputStream.nextBatchSize). Three bytes of
+    garbage instead are left out, the batch appended (the test after this one)."""
+    return bytes(good_batch("tail") + struct.pack(">qi", 0, 13))
 
 
 def legacy_format() -> bytes:
@@ -277,8 +281,8 @@ REFUSED: list[tuple[Callable[[], bytes], ErrorCode]] = [
     (record_byte_flipped, ErrorCode.CORRUPT_MESSAGE),
     (second_batch_corrupt, ErrorCode.INVALID_RECORD),
     (two_batches, ErrorCode.INVALID_RECORD),
-    (batch_cut_short, ErrorCode.CORRUPT_MESSAGE),
-    (trailing_garbage, ErrorCode.CORRUPT_MESSAGE),
+    (batch_cut_short, ErrorCode.INVALID_RECORD),
+    (trailing_bad_size, ErrorCode.CORRUPT_MESSAGE),
     (legacy_format, ErrorCode.INVALID_RECORD),  # Kafka's ProduceRequest.validateRecords
     (nonzero_base_offset, ErrorCode.INVALID_RECORD),
     (no_records, ErrorCode.INVALID_RECORD),
@@ -308,6 +312,26 @@ def test_a_bad_batch_is_refused_with_its_error_and_nothing_is_appended(
         (3 + i, value("after", i)) for i in range(3)
     ]
     # The followers hold exactly the same.
+    for follower in (2, 3):
+        assert_same_on(cluster, topic, follower, got)
+
+
+def test_an_incomplete_entry_after_the_batch_is_left_out_on_every_replica(
+    cluster: Cluster,
+) -> None:
+    """Kafka 2.8 reads a producer's records with ByteBufferLogInputStream: an incomplete
+    entry after the batch (a few bytes of garbage, a batch cut short) ends them, and the
+    log writes the whole batch only (Log.trimInvalidBytes): appended, answered NONE, the
+    next batch right after it, the followers holding the same."""
+    topic = new_topic(cluster)
+    cut = bytes(good_batch("cut"))
+    with connect(cluster, 1) as conn:
+        for i, tail in enumerate((b"\x00\x00\x00", cut[:16], cut[:-1])):
+            answer = produce(conn, topic, bytes(good_batch(f"b{i}")) + tail)
+            assert (error_name(answer), answer["base_offset"]) == ("NONE", 3 * i)
+        assert log_end(conn, topic) == (9, 9)
+        got = fetch_values(conn, topic)
+    assert got == [(3 * b + i, value(f"b{b}", i)) for b in range(3) for i in range(3)]
     for follower in (2, 3):
         assert_same_on(cluster, topic, follower, got)
 

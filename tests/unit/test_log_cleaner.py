@@ -654,13 +654,19 @@ def test_a_batch_the_append_refuses_whole_is_refused_so_before_its_keys_are_read
     tmp_path: Path,
 ) -> None:
     """The key check decodes a producer's batches before the append takes its lock; a
-    request the append refuses whole (torn, a CRC mismatch, a batch over
-    max.message.bytes) is left to it, refused as before for what is wrong with it."""
+    request the append refuses whole (a CRC mismatch, a batch over max.message.bytes) is
+    left to it, refused as before for what is wrong with it. An incomplete entry after
+    the batches is left out by both, as Kafka's iterator ends there (it was refused
+    CorruptRecordError, the keys unread): the batch's keys are read and refused."""
     log = open_log(tmp_path / "t-0", compacted(max_message_bytes=1024))
     keyless = build_batch([RecordSpec(b"no key")], compression=Compression.ZSTD)
     torn = keyless + keyless[:20]
-    with pytest.raises(CorruptRecordError, match="only 20 bytes remain"):
+    with pytest.raises(InvalidRecordError, match="without a key") as refused:
         log.append_as_leader(torn, 0)
+    assert refused.value.keyless == (0,)
+    bad_tail = keyless + struct.pack(">qi", 0, 13)  # a size field below 14: corrupt
+    with pytest.raises(CorruptRecordError, match="13"):
+        log.append_as_leader(bad_tail, 0)
     damaged = bytearray(keyless)
     damaged[CRC_OFFSET] ^= 1
     with pytest.raises(CorruptRecordError, match="CRC"):

@@ -7,6 +7,7 @@ cluster. Found by mutation testing."""
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from broker.config import BrokerConfig
 from storage.codecs import Compression
 from storage.log import LogConfig
 from storage.log_manager import LogManager
+from storage.records import BATCH_HEADER_SIZE
 from storage.testing import build_batch, legacy_message
 from tests.unit.test_fetch_session import FOLLOWER, LEADER, T0, Loopback, make_leader
 from tests.unit.test_message_format_conversion import _wrapper, message, produce
@@ -66,9 +68,9 @@ def test_from_v3_a_request_holds_exactly_one_batch_and_some_records(
     logs: LogManager,  # noqa: F811
     version: int,
 ) -> None:
-    """validateRecords: a second batch, or none at all, is INVALID_RECORD; a few bytes
-    after the batch, too short to reach another's magic byte, are the log's to refuse
-    (CORRUPT_MESSAGE)."""
+    """validateRecords: a second batch, or none at all, is INVALID_RECORD; 16 zero bytes
+    after the batch, a size field of 0, are CORRUPT_MESSAGE (its iterator's
+    nextBatchSize throws CorruptRecordException looking for a second batch)."""
     one = bytes(build_batch([b"v"]))
     answer = refused(logs, version, one + bytes(build_batch([b"w"])))
     assert answer["error_code"] == ErrorCode.INVALID_RECORD
@@ -76,7 +78,8 @@ def test_from_v3_a_request_holds_exactly_one_batch_and_some_records(
         assert "exactly one" in answer["error_message"]
     answer = refused(logs, version, one + bytes(16))
     assert answer["error_code"] == ErrorCode.CORRUPT_MESSAGE
-    # Nor is a batch of another magic (its codec bits zstd's) this check's.
+    # A batch of another magic is corrupt (nextBatchSize) before its codec bits, zstd's,
+    # are looked at.
     other_magic = bytearray(build_batch([b"v"], compression=Compression.ZSTD))
     other_magic[16] = 3
     assert refused(logs, 6, bytes(other_magic))["error_code"] == ErrorCode.CORRUPT_MESSAGE
@@ -264,3 +267,149 @@ def test_zstd_before_v7_is_told_before_a_second_batch(
     zstd = bytes(build_batch([b"z"], compression=Compression.ZSTD))
     answer = refused(logs, version, zstd + bytes(build_batch([b"w"])))
     assert answer["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+# A producer's records as Kafka 2.8 reads them (ByteBufferLogInputStream, through
+# MemoryRecords.batches): an entry of fewer than 12 bytes, of fewer than 17 (its magic
+# byte unread) or not whole ends the batches, and the log appends the whole ones only
+# (Log.trimInvalidBytes); a size field below 14 (LegacyRecord.RECORD_OVERHEAD_V0) or a
+# magic above 2 is CorruptRecordException, CORRUPT_MESSAGE.
+TWO_RECORDS = bytes(build_batch([b"v", b"w"]))
+SECOND = bytes(build_batch([b"x"]))
+
+
+def _with_magic(entry: bytes, magic: int) -> bytes:
+    return entry[:16] + bytes([magic]) + entry[17:]
+
+
+PARTIAL_TAILS = {
+    "5 bytes": SECOND[:5],
+    "12 bytes": SECOND[:12],
+    "16 bytes": SECOND[:16],
+    "17 bytes": SECOND[:17],
+    "a batch but its last byte": SECOND[:-1],
+    "a batch's header": SECOND[:BATCH_HEADER_SIZE],
+    "a size over max.message.bytes": struct.pack(">qi", 0, 2_000_000) + SECOND[12:40],
+    "magic 0, 17 bytes": bytes(legacy_message(b"old", magic=0))[:17],
+    "magic 0 but its last byte": bytes(legacy_message(b"old", magic=0))[:-1],
+    "magic 1 but its last byte": bytes(legacy_message(b"old", magic=1))[:-1],
+}
+
+
+@pytest.mark.parametrize("tail", PARTIAL_TAILS.values(), ids=PARTIAL_TAILS.keys())
+@pytest.mark.parametrize("version", [2, 3, 8, 9])
+def test_an_incomplete_entry_after_the_batch_is_left_out_and_the_batch_appended(
+    logs: LogManager,  # noqa: F811
+    version: int,
+    tail: bytes,
+) -> None:
+    """validateRecords reads no second batch in an incomplete entry (no INVALID_RECORD),
+    and the log's analyzeAndValidateRecords counts the whole batch's bytes only, which
+    trimInvalidBytes keeps: the batch is appended, its records only, the tail written
+    nowhere, answered NONE. Produce v0-v2 (no validateRecords) append the same. Before,
+    a tail of up to 16 bytes was CORRUPT_MESSAGE and a longer one INVALID_RECORD."""
+    apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=logs)
+    client = Loopback(apis)
+    body = produce_records(T0, TWO_RECORDS + tail)
+    (answer,) = client.request(ApiKey.PRODUCE, version, body)["responses"][0]["partition_responses"]
+    assert (answer["error_code"], answer["base_offset"]) == (ErrorCode.NONE, 0)
+    partition_log = replicas.partitions[T0].log
+    assert partition_log is not None
+    assert partition_log.log_end_offset == 2
+    segment = partition_log.dir / "00000000000000000000.log"
+    assert segment.stat().st_size == len(TWO_RECORDS)
+    # The next batch follows it, as if the tail had never come.
+    assert produce(client, version, SECOND)["base_offset"] == 2
+    assert segment.stat().st_size == len(TWO_RECORDS) + len(SECOND)
+    assert partition_log.log_end_offset == 3
+
+
+CORRUPT_TAILS = {
+    "size 13, 12 bytes": struct.pack(">qi", 0, 13),
+    "size 13, 20 bytes": struct.pack(">qi", 0, 13) + bytes(8),
+    "size -1": struct.pack(">qi", 0, -1) + SECOND[12:30],
+    "magic 5, 17 bytes": _with_magic(SECOND[:17], 5),
+    "magic 5, whole": _with_magic(SECOND, 5),
+    "magic -1, incomplete": _with_magic(SECOND[:-1], 0xFF),
+}
+
+
+@pytest.mark.parametrize("tail", CORRUPT_TAILS.values(), ids=CORRUPT_TAILS.keys())
+@pytest.mark.parametrize("version", [2, 3, 9])
+def test_an_entry_after_the_batch_with_a_bad_size_or_magic_is_corrupt_message(
+    logs: LogManager,  # noqa: F811
+    version: int,
+    tail: bytes,
+) -> None:
+    """ByteBufferLogInputStream.nextBatchSize throws CorruptRecordException for a size
+    field below 14 (with 12 bytes to read it) or a magic outside 0-2 (with 17 bytes to
+    read it), whole or not; validateRecords meets it looking for a second batch, and
+    handleProduceRequest answers the partition CORRUPT_MESSAGE (an ApiException),
+    nothing appended. Before, such a tail over 16 bytes was INVALID_RECORD."""
+    answer = refused(logs, version, TWO_RECORDS + tail)
+    assert answer["error_code"] == ErrorCode.CORRUPT_MESSAGE
+
+
+@pytest.mark.parametrize(
+    "records",
+    [TWO_RECORDS[:5], TWO_RECORDS[:16], TWO_RECORDS[:17], TWO_RECORDS[:-1]],
+    ids=["5 bytes", "16 bytes", "17 bytes", "all but a byte"],
+)
+@pytest.mark.parametrize("version", [3, 9])
+def test_from_v3_an_incomplete_entry_alone_is_invalid_record(
+    logs: LogManager,  # noqa: F811
+    version: int,
+    records: bytes,
+) -> None:
+    """validateRecords: an incomplete entry is no batch, "Produce requests with version
+    ... must have at least one record batch" (INVALID_RECORD). Before, CORRUPT_MESSAGE
+    (the log's "trailing bytes")."""
+    answer = refused(logs, version, records)
+    assert answer["error_code"] == ErrorCode.INVALID_RECORD
+    if version >= 8:
+        assert "at least one record batch" in answer["error_message"]
+
+
+def test_from_v3_a_bad_size_or_magic_alone_is_corrupt_message(
+    logs: LogManager,  # noqa: F811
+) -> None:
+    """The first hasNext of validateRecords meets nextBatchSize's CorruptRecordException
+    too, before any magic or batch count is looked at."""
+    for records in (struct.pack(">qi", 0, 13), _with_magic(TWO_RECORDS[:20], 9)):
+        assert refused(logs, 9, records)["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    # A message of magic 0 whose size field is below 14: corrupt before its magic is read.
+    short_legacy = bytearray(legacy_message(b"old", magic=0))
+    struct.pack_into(">i", short_legacy, 8, 10)
+    assert refused(logs, 9, bytes(short_legacy))["error_code"] == ErrorCode.CORRUPT_MESSAGE
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_validate_records_order_holds_with_a_tail(
+    logs: LogManager,  # noqa: F811
+    version: int,
+) -> None:
+    """validateRecords' order: the first batch's magic, its codec (zstd before v7), then
+    the next entry, whose bad size is CORRUPT_MESSAGE and whose whole batch INVALID_RECORD
+    (exactly one), whatever follows that."""
+    zstd = bytes(build_batch([b"z"], compression=Compression.ZSTD))
+    bad_size = struct.pack(">qi", 0, 13)
+    assert refused(logs, 6, zstd + bad_size)["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    assert refused(logs, 7, zstd + bad_size)["error_code"] == ErrorCode.CORRUPT_MESSAGE
+    old = bytes(legacy_message(b"old", magic=1))
+    assert refused(logs, version, old + bad_size)["error_code"] == ErrorCode.INVALID_RECORD
+    two_whole = TWO_RECORDS + SECOND
+    for tail in (SECOND[:20], bad_size):
+        answer = refused(logs, version, two_whole + tail)
+        assert answer["error_code"] == ErrorCode.INVALID_RECORD
+
+
+def test_records_are_checked_before_acks(
+    logs: LogManager,  # noqa: F811
+) -> None:
+    """handleProduceRequest runs validateRecords before appendRecords looks at acks: a
+    bad tail is CORRUPT_MESSAGE with acks 2 too (it was INVALID_REQUIRED_ACKS)."""
+    apis, _replicas, _zk = make_leader([T0], isr=(LEADER,), logs=logs)
+    body = produce_records(T0, TWO_RECORDS + struct.pack(">qi", 0, 13))
+    body["acks"] = 2
+    got = Loopback(apis).request(ApiKey.PRODUCE, 8, body)
+    assert answers(got) == [("a", 0, ErrorCode.CORRUPT_MESSAGE)]

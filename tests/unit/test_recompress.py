@@ -249,3 +249,19 @@ def test_a_compressed_batch_and_its_recompressed_copy_decode_alike() -> None:
     body = codecs.decompress(Compression.LZ4, out[BATCH_HEADER_SIZE:])
     assert body == codecs.decompress(Compression.ZSTD, batch[BATCH_HEADER_SIZE:])
     assert header.record_count == 30
+
+
+@pytest.mark.parametrize("target", [Compression.NONE, Compression.GZIP])
+def test_an_incomplete_entry_after_the_batches_is_left_out(target: int) -> None:
+    """Kafka's LogValidator rebuilds the batches its iterator read, the whole ones: an
+    incomplete entry after them (MemoryRecords.batches ends there) is not in the
+    result, whether a batch was rebuilt or none needed it. A bad size field there is
+    CorruptRecordException (ByteBufferLogInputStream.nextBatchSize). Both were
+    CorruptRecordError before."""
+    batch = build_batch([b"a", b"b"])
+    tail = bytes(build_batch([b"c"]))[:30]
+    out = recompress(batch + tail, target)
+    assert [r.value for r in iter_records(bytes(out))] == [b"a", b"b"]
+    assert [h.size for h in iter_batches(out)] == [len(out)]
+    with pytest.raises(CorruptRecordError, match="13"):
+        recompress(batch + struct.pack(">qi", 0, 13), target)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from storage import codecs
 from storage import segment as segment_module
+from storage.codecs import Compression
 from storage.epoch_cache import LeaderEpochCache
 from storage.errors import (
     CorruptRecordError,
@@ -1312,3 +1313,25 @@ def test_offset_for_timestamp_finds_the_first_record_of_a_timestamp_an_index_ent
     found = log.offset_for_timestamp(NOW)
     assert found is not None
     assert (found.offset, found.timestamp) == (0, NOW)
+
+
+@pytest.mark.parametrize("compression", [None, Compression.GZIP])
+def test_an_incomplete_entry_after_a_producers_batches_is_not_written(
+    tmp_path: Path, compression: int | None
+) -> None:
+    """Kafka 2.8's Log.append counts a producer's whole batches only (its iterator ends at
+    an incomplete entry) and writes them only (trimInvalidBytes); segment.bytes is held
+    to what is written, as Log.append checks the trimmed records. The topic's
+    compression.type recompresses the whole batches alone. It was CorruptRecordError
+    ("only N bytes remain")."""
+    batch = build_batch([b"v" * 50] * 2, base_timestamp=NOW)
+    config = LogConfig(segment_bytes=len(batch), compression=compression)
+    log = PartitionLog(tmp_path / "t-0", config, time_ms=Clock())
+    tail = bytes(build_batch([b"w"]))[:-1]
+    info = log.append_as_leader(batch + tail, 0)
+    assert (info.first_offset, info.last_offset, log.log_end_offset) == (0, 1, 2)
+    written = os.path.getsize(tmp_path / "t-0" / "00000000000000000000.log")
+    assert written == log.size_in_bytes
+    assert (written == len(batch)) if compression is None else (written < len(batch))
+    assert all_batches(log) == [(0, 1)]
+    assert [r.value for r in iter_records(log.read(0, 1 << 20).to_bytes())] == [b"v" * 50] * 2

@@ -246,9 +246,13 @@ def test_unknown_magic_is_corrupt() -> None:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda b: struct.pack_into(">i", b, 8, 10), "below the minimum"),
-        (lambda b: struct.pack_into(">i", b, 8, len(b)), "only"),
-        (lambda b: b.extend(b"\x00\x00\x00"), "trailing bytes"),
+        # Below 14 Kafka's iterator refuses it (nextBatchSize); below a batch's header
+        # it reads it, and the batch is refused.
+        (lambda b: struct.pack_into(">i", b, 8, 10), "minimum record overhead"),
+        (lambda b: struct.pack_into(">i", b, 8, 30), "below the minimum"),
+        # Longer than the bytes there: no whole batch (Kafka's iterator reads none).
+        (lambda b: struct.pack_into(">i", b, 8, len(b)), "no record batch"),
+        (lambda b: b.extend(struct.pack(">qi", 0, 13)), "minimum record overhead"),
     ],
 )
 def test_length_sanity(mutate: object, message: str) -> None:
@@ -256,6 +260,87 @@ def test_length_sanity(mutate: object, message: str) -> None:
     mutate(batch)  # type: ignore[operator]
     with pytest.raises(errors.CorruptRecordError, match=message):
         assign_offsets(batch, 0, 0)
+
+
+# A producer's records as Kafka 2.8's ByteBufferLogInputStream reads them: an entry after
+# the whole batches that is shorter than 12 bytes, than 17, or than its size field says
+# ends them, left out (Log.trimInvalidBytes); a size field below 14 or a magic above 2
+# (each once there are bytes to read it) is CorruptRecordException.
+_SECOND = bytes(build_batch([b"x"]))
+_PARTIAL_TAILS = {
+    "5 bytes": _SECOND[:5],
+    "12 bytes": _SECOND[:12],
+    "16 bytes": _SECOND[:16],
+    "17 bytes": _SECOND[:17],
+    "all but a byte": _SECOND[:-1],
+    "magic 0": bytes(legacy_message(b"old", magic=0))[:-1],
+    "magic 1": bytes(legacy_message(b"old", magic=1))[:20],
+    "a size over the limit": struct.pack(">qi", 0, 1 << 30) + _SECOND[12:30],
+    "a size of 14": struct.pack(">qi", 0, 14) + _SECOND[12:20],
+}
+
+
+@pytest.mark.parametrize("tail", _PARTIAL_TAILS.values(), ids=_PARTIAL_TAILS.keys())
+def test_an_incomplete_trailing_entry_is_left_out(tail: bytes) -> None:
+    """``size`` counts the whole batches only, which are assigned; the tail's bytes are
+    left as they came (the log writes ``size`` bytes). The tail's size field is not held
+    to max.message.bytes (Kafka's analyzeAndValidateRecords never reads it as a batch).
+    It was CorruptRecordError ("trailing bytes", "only N bytes remain") or, for the
+    size over the limit, RecordTooLargeError."""
+    batches = build_batch([b"a", b"b"]) + build_batch([b"c"])
+    buf = batches + tail
+    info = assign_offsets(buf, 10, 3, max_batch_size=1000)
+    assert info.size == len(batches)
+    assert (info.first_offset, info.last_offset, info.record_count) == (10, 12, 3)
+    assert info.batch_count == 2
+    assert bytes(buf[len(batches) :]) == tail
+    assert [(h.base_offset, h.position) for h in iter_batches(buf[: info.size])] == [
+        (10, 0),
+        (12, info.batches[1].position),
+    ]
+
+
+_CORRUPT_TAILS = {
+    "size 13": struct.pack(">qi", 0, 13),
+    "size -5": struct.pack(">qi", 0, -5) + bytes(20),
+    "magic 3, 17 bytes": _SECOND[:16] + b"\x03",
+    "magic 128, incomplete": _SECOND[:16] + b"\x80" + _SECOND[17:-1],
+}
+
+
+@pytest.mark.parametrize("tail", _CORRUPT_TAILS.values(), ids=_CORRUPT_TAILS.keys())
+def test_a_trailing_entry_with_a_bad_size_or_magic_is_corrupt(tail: bytes) -> None:
+    """ByteBufferLogInputStream.nextBatchSize's CorruptRecordException, at the tail's
+    position, the buffer unchanged (as before, when any tail was corrupt)."""
+    batch = build_batch([b"a"])
+    buf = batch + tail
+    before = bytes(buf)
+    with pytest.raises(errors.CorruptRecordError) as caught:
+        assign_offsets(buf, 10, 3)
+    assert caught.value.position == len(batch)
+    assert bytes(buf) == before
+
+
+def test_the_whole_batches_are_checked_before_a_bad_tail() -> None:
+    """Kafka's analyzeAndValidateRecords checks each batch (size, CRC) as its iterator
+    gives it, so a batch's error comes before the tail's."""
+    damaged = build_batch([b"a"])
+    damaged[-1] ^= 1
+    with pytest.raises(errors.CorruptRecordError, match="CRC"):
+        assign_offsets(damaged + struct.pack(">qi", 0, 13), 0, 0)
+    large = build_batch([b"a" * 100])
+    with pytest.raises(errors.RecordTooLargeError):
+        assign_offsets(large + struct.pack(">qi", 0, 13), 0, 0, max_batch_size=50)
+
+
+@pytest.mark.parametrize(
+    "records", [b"12345", bytes(build_batch([b"a"]))[:-1]], ids=["5 bytes", "all but a byte"]
+)
+def test_an_incomplete_entry_alone_is_no_batch(records: bytes) -> None:
+    """Kafka's iterator reads no batch (for Produce v3+ validateRecords refuses it
+    INVALID_RECORD first); it was "trailing bytes" or "only N bytes remain"."""
+    with pytest.raises(errors.CorruptRecordError, match="no record batch"):
+        assign_offsets(bytearray(records), 0, 0)
 
 
 def test_empty_request_is_corrupt() -> None:

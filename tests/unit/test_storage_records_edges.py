@@ -57,8 +57,10 @@ def test_a_last_batch_one_byte_short_is_left_out_not_refused() -> None:
     info = validate_follower_batches(first + second[:-1], 0)
     assert (info.size, info.last_offset, info.batch_count) == (len(first), 0, 1)
     assert [h.base_offset for h in iter_batches(first + second[:-1])] == [0]
-    with pytest.raises(errors.CorruptRecordError, match="only"):
-        assign_offsets(build_batch([b"a"]) + build_batch([b"b" * 50])[:-1], 0, 0)
+    # A producer's too, as Kafka's Log.append leaves it out (trimInvalidBytes): it was
+    # refused CorruptRecordError ("only N bytes remain").
+    produced = build_batch([b"a"]) + build_batch([b"b" * 50])[:-1]
+    assert assign_offsets(produced, 0, 0).size == len(first)
 
 
 @pytest.mark.parametrize(("field", "at"), [("lastOffsetDelta", 23), ("record count", 57)])
