@@ -43,6 +43,7 @@ from storage.errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     StorageError,
+    UnknownCompressionError,
 )
 from storage.legacy import (
     LegacyUnsupportedCompressionError,
@@ -814,20 +815,30 @@ class KafkaApis:
         for topic in body["topic_data"]:
             for pd in topic["partition_data"]:
                 requested[TopicPartition(topic["name"], pd["index"])] = pd["records"]
+        # Kafka 2.8's handleProduceRequest validates every partition before appending any:
+        # a batch naming no codec before v7 fails the request whole, nothing appended
+        # (_check_produce_records raises).
+        invalid: dict[TopicPartition, tuple[ErrorCode, str] | None] = {}
         for tp, records in requested.items():
             if self.metadata.partition(tp.topic, tp.partition) is None:
                 # Kafka 2.8's handleProduceRequest looks in its metadata cache first: a
                 # topic the controller's UpdateMetadata marked deleted (leader -2) takes
                 # no batch, though its leader has not had its StopReplica yet.
                 answers[tp] = _produce_answer(tp, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            elif version >= _PRODUCE_FIRST_BATCH_VERSION or records is None:
+                # Kafka 2.8's ProduceRequest.validateRecords checks versions 3 and up: the
+                # log's reading of a v0-v2 message set is all there is (produce_records).
+                invalid[tp] = _check_produce_records(version, records)
+            else:
+                invalid[tp] = None
+        for tp, records in requested.items():
+            if tp not in invalid:
+                continue  # answered above
+            refusal = invalid[tp]
+            if refusal is not None:
+                answers[tp] = _produce_answer(tp, *refusal)
                 continue
-            # Kafka 2.8's ProduceRequest.validateRecords checks versions 3 and up: the
-            # log's reading of a v0-v2 message set is all there is (produce_records).
             legacy = version < _PRODUCE_FIRST_BATCH_VERSION and records is not None
-            invalid = None if legacy else _check_produce_records(version, records)
-            if invalid is not None:
-                answers[tp] = _produce_answer(tp, *invalid)
-                continue
             if acks not in _VALID_ACKS:
                 # Kafka's appendRecords appends nothing and answers every partition so
                 # (librdkafka lets request.required.acks be up to 1000).
@@ -901,8 +912,8 @@ class KafkaApis:
             if error != ErrorCode.NONE:
                 answers[tp]["error_code"] = int(error)
         by_topic: dict[str, list[dict[str, Any]]] = {}
-        for tp, answer in answers.items():
-            by_topic.setdefault(tp.topic, []).append(answer)
+        for tp in requested:  # in the request's order
+            by_topic.setdefault(tp.topic, []).append(answers[tp])
         return {
             "responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
             "throttle_time_ms": 0,
@@ -1420,7 +1431,9 @@ def _check_produce_records(version: int, records: bytes | None) -> tuple[ErrorCo
     version 7 UNSUPPORTED_COMPRESSION_TYPE (KIP-110), a second whole entry INVALID_RECORD
     (exactly one batch); a size field below 14 or a magic outside 0-2, in the first
     entry or the next, CORRUPT_MESSAGE (the iterator's CorruptRecordException, an
-    ApiException handleProduceRequest answers the partition). An incomplete entry after
+    ApiException handleProduceRequest answers the partition). A first batch naming no
+    codec (5-7) before version 7 raises UnknownCompressionError: CompressionType.forId's
+    IllegalArgumentException there fails the request whole. An incomplete entry after
     the batch passes: the log leaves it out. The batch itself is the log's to check."""
     if records is None:
         return ErrorCode.INVALID_RECORD, "no records"
@@ -1438,6 +1451,10 @@ def _check_produce_records(version: int, records: bytes | None) -> tuple[ErrorCo
             )
         # Inside the first entry: its size field is 14 or more, so 26 bytes at least.
         codec = records[_ATTRIBUTES_LOW_BYTE] & ATTR_COMPRESSION_MASK
+        if version < _PRODUCE_ZSTD_VERSION and codec > Compression.ZSTD:
+            # CompressionType.forId throws IllegalArgumentException, no ApiException: the
+            # request fails whole (the handler's error response, UNKNOWN_SERVER_ERROR).
+            raise UnknownCompressionError(codec, position=0)
         if version < _PRODUCE_ZSTD_VERSION and codec == Compression.ZSTD:
             return (
                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,

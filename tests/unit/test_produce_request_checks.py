@@ -17,12 +17,14 @@ import pytest
 
 from broker.apis import CloseConnection
 from broker.config import BrokerConfig
+from broker.error_responses import error_response
 from storage.codecs import Compression
+from storage.errors import UnknownCompressionError
 from storage.log import LogConfig
 from storage.log_manager import LogManager
 from storage.records import BATCH_HEADER_SIZE
 from storage.testing import build_batch, legacy_message
-from tests.unit.test_fetch_session import FOLLOWER, LEADER, T0, Loopback, make_leader
+from tests.unit.test_fetch_session import FOLLOWER, LEADER, T0, T1, Loopback, make_leader
 from tests.unit.test_message_format_conversion import _wrapper, message, produce
 from tests.unit.test_produce_handler import (
     answers,
@@ -267,6 +269,55 @@ def test_zstd_before_v7_is_told_before_a_second_batch(
     zstd = bytes(build_batch([b"z"], compression=Compression.ZSTD))
     answer = refused(logs, version, zstd + bytes(build_batch([b"w"])))
     assert answer["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+@pytest.mark.parametrize("version", [3, 6, 7, 9])
+def test_a_batch_naming_no_codec_fails_a_v3_to_v6_request_whole(
+    logs: LogManager,  # noqa: F811
+    version: int,
+) -> None:
+    """Before v7, validateRecords reads the first batch's codec (the zstd check), and
+    CompressionType.forId throws IllegalArgumentException for ids 5-7: not an ApiException,
+    so handleProduceRequest does not answer it per partition; the request fails whole
+    (KafkaApis.handleError, ProduceRequest.getErrorResponse: every partition
+    UNKNOWN_SERVER_ERROR, no message) and nothing of it is appended, the validation of
+    every partition coming before any append. From v7 the log reads the codec (its
+    per-partition UNKNOWN_SERVER_ERROR) and the request's other batches are appended. A
+    partition the metadata does not know is never validated."""
+    apis, replicas, _zk = make_leader([T0, T1], isr=(LEADER,), logs=logs)
+    no_codec = bytes(build_batch([b"n"], compression=5))
+    body = produce_records(T0, bytes(build_batch([b"v"])))
+    body["topic_data"][0]["partition_data"].append({"index": T1.partition, "records": no_codec})
+    unknown = {"index": 99, "records": no_codec}
+    client = Loopback(apis)
+    if version < 7:
+        with pytest.raises(UnknownCompressionError, match="codec 5"):
+            client.request(ApiKey.PRODUCE, version, body)
+        assert [replicas.partitions[tp].log_end_offset for tp in (T0, T1)] == [0, 0]
+        failed = error_response(
+            ApiKey.PRODUCE, version, ErrorCode.UNKNOWN_SERVER_ERROR, client.requests[-1]
+        )
+        assert failed is not None
+        assert answers(failed) == [
+            (T0.topic, T0.partition, ErrorCode.UNKNOWN_SERVER_ERROR),
+            (T1.topic, T1.partition, ErrorCode.UNKNOWN_SERVER_ERROR),
+        ]
+        # Its batch on a partition unknown to the metadata is not read: the request goes on.
+        body["topic_data"][0]["partition_data"] = [body["topic_data"][0]["partition_data"][0]]
+        body["topic_data"][0]["partition_data"].append(unknown)
+        got = answers(client.request(ApiKey.PRODUCE, version, body))
+        assert got == [
+            (T0.topic, T0.partition, ErrorCode.NONE),
+            (T0.topic, 99, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ]
+        assert replicas.partitions[T0].log_end_offset == 1
+    else:
+        got = answers(client.request(ApiKey.PRODUCE, version, body))
+        assert got == [
+            (T0.topic, T0.partition, ErrorCode.NONE),
+            (T1.topic, T1.partition, ErrorCode.UNKNOWN_SERVER_ERROR),
+        ]
+        assert [replicas.partitions[tp].log_end_offset for tp in (T0, T1)] == [1, 0]
 
 
 # A producer's records as Kafka 2.8 reads them (ByteBufferLogInputStream, through
