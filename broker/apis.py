@@ -75,6 +75,18 @@ _UNREADABLE_LOGGED = OncePer(60.0)
 _SCAN_COST_RATIO = 4
 # zstd batches came with Produce v7 and Fetch v10 (KIP-110).
 _PRODUCE_ZSTD_VERSION = 7
+# The exceptions Kafka 2.8's appendToLocalLog lists, answered with log start offset -1;
+# every other failure of a leader's append carries the partition's (processFailedRecord).
+_APPEND_ERRORS_WITHOUT_LOG_START = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+    }
+)
 _FETCH_ZSTD_VERSION = 10
 # KAFKA_STORAGE_ERROR came with Fetch v6: older fetches are told NOT_LEADER_OR_FOLLOWER.
 _FETCH_LAST_VERSION_WITHOUT_STORAGE_ERROR = 5
@@ -862,7 +874,10 @@ class KafkaApis:
                 try:
                     appended = produce_records(records, max_size=self._max_decompressed(tp))
                 except StorageError as e:
-                    answers[tp] = _produce_answer(tp, ErrorCode.of(e.error_code), str(e))
+                    error = ErrorCode.of(e.error_code)
+                    answers[tp] = _produce_answer(
+                        tp, error, str(e), log_start_offset=self._failed_log_start(tp, error)
+                    )
                     continue
             try:
                 error, p, info, message = self.replicas.append_as_leader(tp, appended, acks)
@@ -871,7 +886,10 @@ class KafkaApis:
                 # (no message, as there), logged; the partitions appended before it must
                 # not be told they failed (their producers would write them again).
                 log.exception("append to %s failed", tp)
-                answers[tp] = _produce_answer(tp, ErrorCode.UNKNOWN_SERVER_ERROR, None)
+                error = ErrorCode.UNKNOWN_SERVER_ERROR
+                answers[tp] = _produce_answer(
+                    tp, error, None, log_start_offset=self._failed_log_start(tp, error)
+                )
                 continue
             if isinstance(message, RejectedRecords) and p is not None:
                 # Kafka's appendToLocalLog answers a RecordValidationException with its
@@ -885,7 +903,9 @@ class KafkaApis:
                 ]
                 continue
             if info is None or p is None:
-                answers[tp] = _produce_answer(tp, error, message)
+                answers[tp] = _produce_answer(
+                    tp, error, message, log_start_offset=self._failed_log_start(tp, error)
+                )
                 continue
             answers[tp] = _produce_answer(
                 tp,
@@ -918,6 +938,17 @@ class KafkaApis:
             "responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()],
             "throttle_time_ms": 0,
         }
+
+    def _failed_log_start(self, tp: TopicPartition, error: ErrorCode) -> int:
+        """The log start offset a failed append's answer carries: Kafka 2.8's
+        appendToLocalLog gives the partition's (processFailedRecord: its leader log's, -1
+        where this broker does not lead it) for every failure but those it lists."""
+        if error == ErrorCode.NONE or error in _APPEND_ERRORS_WITHOUT_LOG_START:
+            return -1
+        p = self.replicas.partitions.get(tp)
+        if p is None or p.log is None or p.leader != self.replicas.broker_id:
+            return -1
+        return p.log.log_start_offset
 
     def _handle_list_offsets(
         self, version: int, body: dict[str, Any], _h: dict[str, Any]
@@ -1434,9 +1465,10 @@ def _check_produce_records(version: int, records: bytes | None) -> tuple[ErrorCo
     ApiException handleProduceRequest answers the partition). A first batch naming no
     codec (5-7) before version 7 raises UnknownCompressionError: CompressionType.forId's
     IllegalArgumentException there fails the request whole. An incomplete entry after
-    the batch passes: the log leaves it out. The batch itself is the log's to check."""
+    the batch passes: the log leaves it out. The batch itself is the log's to check, and
+    so are null records, which validateRecords passes."""
     if records is None:
-        return ErrorCode.INVALID_RECORD, "no records"
+        return None  # not an instance of Records: the log's to fail (UNKNOWN_SERVER_ERROR)
     try:
         first = entry_size(records)
         if first is None:

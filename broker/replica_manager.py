@@ -1143,18 +1143,21 @@ class ReplicaManager:
         )
 
     def append_as_leader(
-        self, tp: TopicPartition, records: bytearray, required_acks: int
+        self, tp: TopicPartition, records: bytearray | None, required_acks: int
     ) -> tuple[ErrorCode, Partition | None, AppendInfo | None, str | None]:
         """A producer's batches, appended by this partition's leader.
 
         acks=all with an ISR smaller than min.insync.replicas is refused before anything
         is written (NOT_ENOUGH_REPLICAS); an invalid batch is refused whole. No records:
-        NONE and no AppendInfo, once those checks pass."""
+        NONE and no AppendInfo, once those checks pass; null records UNKNOWN_SERVER_ERROR
+        (Kafka 2.8's Log.append throws a NullPointerException on them)."""
         error, p = self.leader_partition(tp, -1)
         if p is None or p.log is None:
             return (error if p is None else ErrorCode.KAFKA_STORAGE_ERROR), None, None, None
         if required_acks == -1 and len(p.isr) < self.min_insync_replicas(p.log):
             return self._not_enough_replicas(p)  # before recompressing for nothing
+        if records is None:
+            return ErrorCode.UNKNOWN_SERVER_ERROR, p, None, None
         if not records:
             # Nothing to append (a Produce v0-v2 of no whole message): Kafka's Log.append
             # returns at once, answered with no error and offset -1.

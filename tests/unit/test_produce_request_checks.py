@@ -235,6 +235,79 @@ def test_acks_all_below_min_insync_replicas_is_not_enough_replicas_and_acks_one_
         manager.close()
 
 
+@pytest.mark.parametrize("version", [2, 3, 9])
+def test_null_records_reach_the_log_and_are_unknown_server_error(
+    logs: LogManager,  # noqa: F811
+    version: int,
+) -> None:
+    """Kafka 2.8's validateRecords passes null records (not an instance of Records) and
+    the checks of appendRecords and the leader's append come first (acks, the internal
+    topic, the leadership, min.insync.replicas); then Log.analyzeAndValidateRecords
+    throws (a NullPointerException), which appendToLocalLog answers UNKNOWN_SERVER_ERROR
+    with the partition's log start offset and no message. They were INVALID_RECORD "no
+    records", told before those checks."""
+    apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=logs)
+    client = Loopback(apis)
+    body = produce_records(T0, bytes(build_batch([b"v", b"w", b"x"])))
+    assert answers(client.request(ApiKey.PRODUCE, version, body)) == [("a", 0, ErrorCode.NONE)]
+    log = replicas.partitions[T0].log
+    assert log is not None
+    log.maybe_increment_log_start_offset(2)
+    body["topic_data"][0]["partition_data"][0]["records"] = None
+    got = client.request(ApiKey.PRODUCE, version, body)
+    (answer,) = got["responses"][0]["partition_responses"]
+    assert answer["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert answer["base_offset"] == -1
+    assert answer["log_start_offset"] == (2 if version >= 5 else -1)  # a v5+ field
+    assert answer.get("error_message") is None
+    assert replicas.partitions[T0].log_end_offset == 3
+    body["acks"] = 2
+    assert answers(client.request(ApiKey.PRODUCE, version, body)) == [
+        ("a", 0, ErrorCode.INVALID_REQUIRED_ACKS)
+    ]
+
+
+def test_an_append_refused_past_the_logs_first_checks_carries_the_log_start_offset(
+    tmp_path: Path,
+) -> None:
+    """Kafka 2.8's appendToLocalLog answers the exceptions it does not list (its case t:
+    Throwable: NotEnoughReplicasException, an InvalidRecordException LogValidator throws
+    outside a record's validation, UnsupportedForMessageFormatException, any other) with
+    the partition's log start offset (processFailedRecord), and those it lists
+    (UnknownTopicOrPartition, NotLeaderOrFollower, RecordTooLarge, RecordBatchTooLarge,
+    CorruptRecord, KafkaStorage) with -1. Every refusal here answered -1."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    topic = LogConfig(min_insync_replicas=2, max_message_bytes=1000)
+    manager = LogManager([tmp_path], config, topic_config=lambda _topic: topic)
+    try:
+        apis, replicas, _zk = make_leader([T0], isr=(LEADER,), logs=manager)
+        client = Loopback(apis)
+        body = produce_records(T0, bytes(build_batch([b"v", b"w", b"x"])))
+        assert answers(client.request(ApiKey.PRODUCE, 8, body)) == [("a", 0, ErrorCode.NONE)]
+        log = replicas.partitions[T0].log
+        assert log is not None
+        log.maybe_increment_log_start_offset(2)
+
+        def refusal(records: bytes, acks: int = 1) -> tuple[int, int]:
+            body = produce_records(T0, records)
+            body["acks"] = acks
+            (answer,) = client.request(ApiKey.PRODUCE, 8, body)["responses"][0][
+                "partition_responses"
+            ]
+            return answer["error_code"], answer["log_start_offset"]
+
+        one = bytes(build_batch([b"v"]))
+        assert refusal(one, acks=-1) == (ErrorCode.NOT_ENOUGH_REPLICAS, 2)
+        assert refusal(bytes(build_batch([b"v"], base_offset=5))) == (ErrorCode.INVALID_RECORD, 2)
+        bad_crc = bytearray(one)
+        bad_crc[-1] ^= 1
+        assert refusal(bytes(bad_crc)) == (ErrorCode.CORRUPT_MESSAGE, -1)
+        assert refusal(bytes(build_batch([bytes(2000)]))) == (ErrorCode.MESSAGE_TOO_LARGE, -1)
+        assert replicas.partitions[T0].log_end_offset == 3
+    finally:
+        manager.close()
+
+
 def test_messages_converted_are_bounded_as_a_batch_by_their_topics_decompressed_size(
     tmp_path: Path,
 ) -> None:
