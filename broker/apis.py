@@ -128,7 +128,7 @@ SUPPORTED: dict[ApiKey, Supported] = {
     ApiKey.PRODUCE: Supported(0, 9),
     ApiKey.FETCH: Supported(0, 12),
     ApiKey.LIST_OFFSETS: Supported(0, 6),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: Supported(2, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Supported(0, 4),
     ApiKey.FIND_COORDINATOR: Supported(0, 4),
     ApiKey.METADATA: Supported(0, 12),
     ApiKey.LEADER_AND_ISR: Supported(0, 7),

@@ -181,14 +181,14 @@ def test_find_coordinator_without_a_coordinator_answers_each_key_from_v4() -> No
 
 # Kafka 2.8.2's newest versions of the client APIs (its ApiVersions answer), and the
 # ones this broker serves past them: Metadata v12 (Kafka 3.1, KIP-516 topic ids) and
-# FindCoordinator v4 (Kafka 3.0, KIP-699). OffsetForLeaderEpoch v0-v1 are not served (the
-# README's "Not served").
+# FindCoordinator v4 (Kafka 3.0, KIP-699). OffsetForLeaderEpoch from v0, as Kafka 2.8 (it
+# was from v2, v0-v1 then named in the README's "Not served").
 CLIENT_APIS = {
     ApiKey.PRODUCE: Supported(0, 9),
     ApiKey.FETCH: Supported(0, 12),
     ApiKey.LIST_OFFSETS: Supported(0, 6),
     ApiKey.METADATA: Supported(0, 12),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: Supported(2, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Supported(0, 4),
     ApiKey.FIND_COORDINATOR: Supported(0, 4),
     ApiKey.API_VERSIONS: Supported(0, 3),
     ApiKey.DESCRIBE_CLUSTER: Supported(0, 0),
@@ -267,4 +267,45 @@ def test_offset_for_leader_epoch_answers_where_each_epoch_ended_at_the_current_e
         (ErrorCode.NONE, 0, 3),
         (ErrorCode.NONE, -1, -1),
         (ErrorCode.UNKNOWN_LEADER_EPOCH, -1, -1),
+    ]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_offset_for_leader_epoch_v0_and_v1_answer_as_kafka_2_8(
+    logs: LogManager,  # noqa: F811
+    version: int,
+) -> None:
+    """Kafka 2.8 serves OffsetForLeaderEpoch from v0 (brokers before 2.1 send v0-v1).
+    Those requests have no current_leader_epoch (its default, -1: no epoch checked,
+    ReplicaManager.lastOffsetForLeaderEpoch's Optional.empty) and no replica_id; the
+    answer is v2's, without leader_epoch in v0 (v1 adds it): the client reads -1."""
+    apis, _replicas, _zk = make_leader([T0], isr=(LEADER,), logs=logs)
+    assert apis.supported(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+    client = Loopback(apis)
+    for _ in range(3):
+        body = produce_records(T0, bytes(build_batch([b"v"])))
+        assert answers(client.request(ApiKey.PRODUCE, 8, body)) == [("a", 0, 0)]
+    body = {
+        "topics": [
+            {
+                "topic": T0.topic,
+                "partitions": [
+                    {"partition": 0, "leader_epoch": 0},
+                    {"partition": 0, "leader_epoch": 7},
+                    {"partition": 9, "leader_epoch": 0},
+                ],
+            }
+        ],
+    }
+    got = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, body)
+    assert client.requests[-1]["topics"][0]["partitions"][0]["current_leader_epoch"] == -1
+    (topic,) = got["topics"]
+    carried = 0 if version >= 1 else -1
+    assert [
+        (p["partition"], p["error_code"], p["leader_epoch"], p["end_offset"])
+        for p in topic["partitions"]
+    ] == [
+        (0, ErrorCode.NONE, carried, 3),
+        (0, ErrorCode.NONE, -1, -1),
+        (9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1),
     ]
