@@ -253,7 +253,7 @@ class GroupApis:
 
     def offset_commit(self, version: int, body: Body, _header: Body) -> Body:
         now_ms = _now_ms()
-        # v2-v4 may set the offsets' retention; -1 (and v5+) leaves it to the broker's.
+        # v2-v4 may set the offsets' retention; -1 (and v1, v5+) leaves it to the broker's.
         retention_ms = int(body.get("retention_time_ms", -1))
         expire_ms = now_ms + retention_ms if retention_ms != -1 else NO_TIMESTAMP
         offsets: dict[TopicPartition, CommittedOffset] = {}
@@ -275,11 +275,15 @@ class GroupApis:
                 if self.metadata.partition(tp.topic, tp.partition) is None:
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     continue
+                # v1 carries each partition's commit timestamp, -1 (DEFAULT_TIMESTAMP):
+                # now, as Kafka 2.8's handleOffsetCommitRequest takes it; the offset
+                # expires by it (retention.minutes after it, groups/retention.py).
+                given_ms = int(p.get("commit_timestamp", NO_TIMESTAMP)) if version == 1 else -1
                 offsets[tp] = CommittedOffset(
                     offset=int(p["committed_offset"]),
                     leader_epoch=int(p.get("committed_leader_epoch", -1)),
                     metadata=p.get("committed_metadata") or "",
-                    commit_timestamp_ms=now_ms,
+                    commit_timestamp_ms=now_ms if given_ms == NO_TIMESTAMP else given_ms,
                     expire_timestamp_ms=expire_ms,
                 )
         if offsets:

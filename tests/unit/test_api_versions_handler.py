@@ -109,7 +109,7 @@ def _kafka_name(key: ApiKey) -> str:
 
 def test_the_readme_names_every_version_kafka_serves_and_this_broker_does_not() -> None:
     """Kafka 2.8 serves every API listed here from v0. A version below this broker's
-    minimum closes the connection (an OffsetCommit v1: the clients before Kafka 0.9): the
+    minimum closes the connection (an OffsetCommit v0: the clients before Kafka 0.9): the
     README's list of what is not served names each, so a user knows why such a client
     fails. It named none."""
     readme = (Path(__file__).parents[2] / "README.md").read_text()
@@ -120,5 +120,5 @@ def test_the_readme_names_every_version_kafka_serves_and_this_broker_does_not() 
             continue
         below = "v0" if supported.min_version == 1 else f"v0-v{supported.min_version - 1}"
         assert f"{_kafka_name(key)} {below}" in not_served, key.name
-    offset_commit_v1 = struct.pack(">hhih", ApiKey.OFFSET_COMMIT, 1, 9, 1) + b"c"
-    assert handled(offset_commit_v1) is None
+    offset_commit_v0 = struct.pack(">hhih", ApiKey.OFFSET_COMMIT, 0, 9, 1) + b"c"
+    assert handled(offset_commit_v0) is None
