@@ -148,13 +148,13 @@ SUPPORTED: dict[ApiKey, Supported] = {
     ApiKey.DESCRIBE_CLUSTER: Supported(0, 0),
     # Consumer groups (broker/group_apis.py), as Kafka 2.8 serves them (JoinGroup and
     # SyncGroup up to KIP-559's protocol type and name); OffsetCommit and OffsetFetch
-    # from v1, the versions whose offsets the coordinator keeps.
+    # from v0, whose offsets are kept in ZooKeeper (Kafka 0.8's), not by the coordinator.
     ApiKey.JOIN_GROUP: Supported(0, 7),
     ApiKey.SYNC_GROUP: Supported(0, 5),
     ApiKey.HEARTBEAT: Supported(0, 4),
     ApiKey.LEAVE_GROUP: Supported(0, 4),
-    ApiKey.OFFSET_COMMIT: Supported(1, 8),
-    ApiKey.OFFSET_FETCH: Supported(1, 7),
+    ApiKey.OFFSET_COMMIT: Supported(0, 8),
+    ApiKey.OFFSET_FETCH: Supported(0, 7),
     ApiKey.LIST_GROUPS: Supported(0, 4),
     ApiKey.DESCRIBE_GROUPS: Supported(0, 5),
 }

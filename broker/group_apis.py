@@ -4,6 +4,11 @@ DescribeGroups, turned into calls on the group coordinator (groups/coordinator.p
 
 Static membership (KIP-345): a member's `group.instance.id` (JoinGroup v5+, SyncGroup and
 Heartbeat v3+, LeaveGroup v3+, OffsetCommit v7+) is passed to the coordinator.
+
+OffsetCommit v0 and OffsetFetch v0 are Kafka 0.8's offsets, kept in ZooKeeper
+(groups/zookeeper_offsets.py), not the coordinator's: any broker answers them, as Kafka
+2.8's handleOffsetCommitRequest and handleOffsetFetchRequest do, and they see no offset
+a later version committed, nor a later version theirs.
 """
 
 from __future__ import annotations
@@ -15,9 +20,11 @@ from typing import Any
 from broker.admin_apis import AdminApis
 from broker.authorized_operations import GROUP_OPERATIONS, NOT_ASKED
 from broker.metadata_cache import MetadataCache
-from groups.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from groups.coordinator import OFFSETS_TOPIC, GroupCoordinator, metadata_length
 from groups.offset_records import NO_TIMESTAMP, CommittedOffset
+from groups.zookeeper_offsets import get_consumer_offset, set_or_create_consumer_offset
 from wire.errors import ErrorCode
+from zkdata.client import ZkClient
 from zkdata.znodes import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -49,8 +56,13 @@ class GroupApis:
         *,
         offsets_replication_factor: int,
         offsets_segment_bytes: int = 100 * 1024 * 1024,
+        zk: ZkClient | None = None,
     ) -> None:
+        """``zk``: where OffsetCommit v0 and OffsetFetch v0 keep offsets; without it they
+        are answered UNSUPPORTED_VERSION (Kafka 2.8's requireZkOrThrow, a broker without
+        ZooKeeper)."""
         self.coordinator = coordinator
+        self.zk = zk
         self.metadata = metadata
         self.admin = admin
         self.offsets_replication_factor = offsets_replication_factor
@@ -267,25 +279,36 @@ class GroupApis:
         # made) is refused, the rest written (Kafka's handleOffsetCommitRequest): else a
         # commit racing a deletion outlives it, for a topic made again under the name.
         errors: dict[TopicPartition, ErrorCode] = {}
+        known: dict[TopicPartition, Body] = {}
         for topic in body["topics"]:
             indexes = order.setdefault(topic["name"], {})
             for p in topic["partitions"]:
                 tp = TopicPartition(topic["name"], p["partition_index"])
                 indexes[tp.partition] = None
-                if self.metadata.partition(tp.topic, tp.partition) is None:
+                if version == 0 and self.zk is None:
+                    # (Kafka's getErrorResponse of requireZkOrThrow's exception.)
+                    errors[tp] = ErrorCode.UNSUPPORTED_VERSION
+                elif self.metadata.partition(tp.topic, tp.partition) is None:
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    continue
-                # v1 carries each partition's commit timestamp, -1 (DEFAULT_TIMESTAMP):
-                # now, as Kafka 2.8's handleOffsetCommitRequest takes it; the offset
-                # expires by it (retention.minutes after it, groups/retention.py).
-                given_ms = int(p.get("commit_timestamp", NO_TIMESTAMP)) if version == 1 else -1
-                offsets[tp] = CommittedOffset(
-                    offset=int(p["committed_offset"]),
-                    leader_epoch=int(p.get("committed_leader_epoch", -1)),
-                    metadata=p.get("committed_metadata") or "",
-                    commit_timestamp_ms=now_ms if given_ms == NO_TIMESTAMP else given_ms,
-                    expire_timestamp_ms=expire_ms,
-                )
+                else:
+                    known[tp] = p
+        for tp, p in known.items():
+            if version == 0:
+                # v0: written to ZooKeeper, whichever broker coordinates the group (its
+                # coordinator is not asked), one partition after another.
+                errors[tp] = self._commit_to_zookeeper(body["group_id"], tp, p)
+                continue
+            # v1 carries each partition's commit timestamp, -1 (DEFAULT_TIMESTAMP): now,
+            # as Kafka 2.8's handleOffsetCommitRequest takes it; the offset expires by it
+            # (offsets.retention.minutes after it, groups/retention.py).
+            given_ms = int(p.get("commit_timestamp", NO_TIMESTAMP)) if version == 1 else -1
+            offsets[tp] = CommittedOffset(
+                offset=int(p["committed_offset"]),
+                leader_epoch=int(p.get("committed_leader_epoch", -1)),
+                metadata=p.get("committed_metadata") or "",
+                commit_timestamp_ms=now_ms if given_ms == NO_TIMESTAMP else given_ms,
+                expire_timestamp_ms=expire_ms,
+            )
         if offsets:
             errors |= self.coordinator.commit_offsets(
                 body["group_id"],
@@ -311,7 +334,66 @@ class GroupApis:
             ],
         }
 
+    def _commit_to_zookeeper(self, group_id: str, tp: TopicPartition, p: Body) -> ErrorCode:
+        """An OffsetCommit v0's partition, as Kafka 2.8 writes it: refused
+        OFFSET_METADATA_TOO_LARGE past offset.metadata.max.bytes (a Java String's length),
+        else its offset written (its metadata is not kept); what ZooKeeper raises is
+        UNKNOWN_SERVER_ERROR (Errors.forException of a KeeperException)."""
+        assert self.zk is not None
+        metadata = p.get("committed_metadata")
+        if metadata is not None and (
+            metadata_length(metadata) > self.coordinator.offset_metadata_max_bytes
+        ):
+            return ErrorCode.OFFSET_METADATA_TOO_LARGE
+        try:
+            set_or_create_consumer_offset(self.zk, group_id, tp, int(p["committed_offset"]))
+        except Exception as e:
+            log.warning("OffsetCommit v0 of group %r, %s: %r", group_id, tp, e)
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return ErrorCode.NONE
+
+    def _fetch_from_zookeeper(self, group_id: str, tp: TopicPartition) -> Body:
+        """An OffsetFetch v0's partition, as Kafka 2.8 reads it: -1 (INVALID_OFFSET) and no
+        error for a partition the metadata does not know or with no offset in ZooKeeper
+        (UNKNOWN_PARTITION), -1 and UNKNOWN_SERVER_ERROR when the read fails; never any
+        metadata (NO_METADATA, "")."""
+        offset: int | None = None
+        error = ErrorCode.NONE
+        if self.zk is None:
+            error = ErrorCode.UNSUPPORTED_VERSION  # (as OffsetCommit v0 without it)
+        elif self.metadata.partition(tp.topic, tp.partition) is not None:
+            try:
+                offset = get_consumer_offset(self.zk, group_id, tp)
+            except Exception as e:
+                log.warning("OffsetFetch v0 of group %r, %s: %r", group_id, tp, e)
+                error = ErrorCode.UNKNOWN_SERVER_ERROR
+        return {
+            "partition_index": tp.partition,
+            "committed_offset": -1 if offset is None else offset,
+            "committed_leader_epoch": -1,
+            "metadata": "",
+            "error_code": int(error),
+        }
+
     def offset_fetch(self, version: int, body: Body, _header: Body) -> Body:
+        if version == 0:
+            # v0: read from ZooKeeper, whichever broker coordinates the group; each
+            # partition answered once (Kafka's toMap), grouped by topic. (v0's topics
+            # cannot be null: a request of all topics is v2's.)
+            from_zk: dict[str, dict[int, Body]] = {}
+            for t in body["topics"]:
+                answered = from_zk.setdefault(t["name"], {})
+                for index in t["partition_indexes"]:
+                    if index not in answered:
+                        tp = TopicPartition(t["name"], index)
+                        answered[index] = self._fetch_from_zookeeper(body["group_id"], tp)
+            return {
+                "throttle_time_ms": 0,
+                "error_code": int(ErrorCode.NONE),
+                "topics": [
+                    {"name": name, "partitions": list(ps.values())} for name, ps in from_zk.items()
+                ],
+            }
         requested = body.get("topics")
         partitions = (
             None

@@ -321,6 +321,7 @@ class KafkaServer:
                 admin,
                 offsets_replication_factor=self.config.offsets_topic_replication_factor,
                 offsets_segment_bytes=self.config.offsets_topic_segment_bytes,
+                zk=self.zk,
             ),
         )
         self.replicas.on_data = self.apis.wake_fetches

@@ -1,6 +1,11 @@
 """Every znode path the cluster uses, exactly Kafka's layout (ZkData.scala).
 
 One module owns the paths so that no other module formats a path string by hand.
+
+/consumers is Kafka 0.8's consumers' (ConsumerPathZNode): OffsetCommit v0 writes a
+group's offsets under it, /consumers/<group>/offsets/<topic>/<partition>, and OffsetFetch
+v0 reads them (ConsumerOffset), as Kafka 2.8 still serves them. No broker makes it at
+start-up (Kafka 2.8 neither: it is not among its PersistentZkPaths' created ones).
 """
 
 from __future__ import annotations
@@ -71,6 +76,45 @@ def topic_partitions(name: str) -> str:
 
 def partition(name: str, partition_id: int) -> str:
     return f"{BROKER_TOPICS}/{name}/partitions/{partition_id}"
+
+
+# Kafka 0.8's ZooKeeper-kept consumer offsets (ZkData's ConsumerPathZNode, ConsumerOffset).
+CONSUMERS = "/consumers"
+
+
+def consumer_offset(group: str, topic_name: str, partition_id: int) -> str:
+    """Where OffsetCommit v0 keeps a group's offset of a partition. The group id is put in
+    as it is, as Kafka puts it: one with a '/' names a deeper path, an empty one an
+    invalid path (see `zookeeper_path_problem`)."""
+    return f"{CONSUMERS}/{group}/offsets/{topic_name}/{partition_id}"
+
+
+def zookeeper_path_problem(path: str) -> str | None:
+    """Why ZooKeeper's Java client refuses a path (PathUtils.validatePath, which Kafka's
+    requests meet before they are sent), or None. kazoo checks none of this, and silently
+    drops an empty name ("//"), so a path built from a client's text is checked here."""
+    if not path.startswith("/"):
+        return "a path must start with '/'"
+    if path == "/":
+        return None
+    if path.endswith("/"):
+        return "a path must not end with '/'"
+    for name in path[1:].split("/"):
+        if not name:
+            return "empty node name"
+        if name in (".", ".."):
+            return "relative paths not allowed"
+        for ch in name:
+            # Java's chars: one beyond the Basic Multilingual Plane is two surrogates.
+            if (
+                ch == "\0"
+                or "\u0001" <= ch <= "\u001f"
+                or "\u007f" <= ch <= "\u009f"
+                or "\ud800" <= ch <= "\uf8ff"
+                or ch >= "\ufff0"
+            ):
+                return f"invalid character {ch!r}"
+    return None
 
 
 def child(parent: str, name: str) -> str:

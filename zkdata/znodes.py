@@ -809,6 +809,30 @@ def decode_config_change(path: str, data: bytes | None) -> str:
     raise MalformedZnode(path, f"unknown version {version!r} of a config change notification")
 
 
+# --- /consumers/<group>/offsets/<topic>/<partition> -------------------------------------
+
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
+
+
+def encode_consumer_offset(offset: int) -> bytes:
+    """An OffsetCommit v0's offset as Kafka's ConsumerOffset.encode writes it: decimal
+    text (the commit's metadata is not kept)."""
+    return str(offset).encode()
+
+
+def decode_consumer_offset(path: str, data: bytes | None) -> int | None:
+    """The offset a consumer offset znode holds, None for one with no data (Kafka's
+    ConsumerOffset.decode: Option(bytes), then new String(_, UTF_8).toLong, untrimmed)."""
+    if data is None:
+        return None
+    text = data.decode(errors="replace")  # (a replaced byte is no digit either)
+    value = java_int_in_range(text, _INT64_MIN, _INT64_MAX)
+    if value is None:
+        raise MalformedZnode(path, f"offset {text[:50]!r} is not a 64-bit integer")
+    return value
+
+
 # Kafka's LogDirEventNotificationSequenceZNode.LogDirFailureEvent: the only event there is.
 LOG_DIR_FAILURE_EVENT = 1
 

@@ -438,10 +438,11 @@ def unsupported_metadata_version(sock: socket.socket) -> None:
     assert_closed(sock)
 
 
-def offset_commit_version_below_ours(sock: socket.socket) -> None:
-    # OffsetCommit v0 is in Kafka's schemas, but this broker answers v2 and up only.
-    assert SUPPORTED[ApiKey.OFFSET_COMMIT].min_version > 0
-    sock.sendall(framed(header(ApiKey.OFFSET_COMMIT, 0) + b"\x00" * 16))
+def offset_commit_version_above_ours(sock: socket.socket) -> None:
+    # OffsetCommit v9 is in the schemas (Kafka 3.x's), but this broker answers up to v8,
+    # as Kafka 2.8 (it answers from v0, as Kafka 2.8: no version below ours is left).
+    assert SUPPORTED[ApiKey.OFFSET_COMMIT].max_version == 8
+    sock.sendall(framed(header(ApiKey.OFFSET_COMMIT, 9) + b"\x00" * 16))
     assert_closed(sock)
 
 
@@ -543,7 +544,7 @@ def random_garbage(sock: socket.socket) -> None:
         truncated,
         unknown_api_key,
         unsupported_metadata_version,
-        offset_commit_version_below_ours,
+        offset_commit_version_above_ours,
         api_versions_v99,
         api_versions_negative_version,
         metadata_negative_version,

@@ -593,3 +593,57 @@ def test_a_broker_restarted_with_another_partition_count_finds_groups_where_they
         return int(p["committed_offset"]) if p["error_code"] == ErrorCode.NONE else None
 
     assert wait_for(fetched, 30, "the group's committed offset") == 7
+
+
+def test_offset_commit_v0_keeps_offsets_in_zookeeper_for_offset_fetch_v0(
+    cluster_factory: ClusterFactory,
+) -> None:
+    """Kafka 2.8 keeps an OffsetCommit v0's offsets where Kafka 0.8 did, in ZooKeeper:
+    /consumers/<group>/offsets/<topic>/<partition>, the offset as decimal text (made with
+    its parents, then set), written by whichever broker is asked, no coordinator needed,
+    and read back by OffsetFetch v0 on any broker. An empty group id makes no valid path:
+    refused (UNKNOWN_SERVER_ERROR), not written where kazoo would put it."""
+    c = cluster_factory()
+    c.wait_controller()
+    c.create_topic("t", {0: (1, 2, 3), 1: (2, 3, 1)})
+    c.wait_topic_online("t")
+    for broker in (2, 3):
+        wait_known(c, broker, "t", 2)
+    commit = {
+        "group_id": "old",
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [
+                    {"partition_index": 0, "committed_offset": 42, "committed_metadata": "m"},
+                    {"partition_index": 1, "committed_offset": 7, "committed_metadata": None},
+                    {"partition_index": 2, "committed_offset": 1, "committed_metadata": None},
+                ],
+            }
+        ],
+    }
+    with KafkaConnection("127.0.0.1", c[2].port()) as conn:
+        answer = conn.request(ApiKey.OFFSET_COMMIT, 0, commit)
+        assert [
+            (p["partition_index"], p["error_code"]) for p in answer["topics"][0]["partitions"]
+        ] == [
+            (0, ErrorCode.NONE),
+            (1, ErrorCode.NONE),
+            (2, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ]
+        answer = conn.request(ApiKey.OFFSET_COMMIT, 0, {**commit, "group_id": ""})
+        assert answer["topics"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR
+    got = c.zk.get(paths.consumer_offset("old", "t", 0))
+    assert got is not None
+    assert got[0] == b"42"
+    assert c.zk.get_children(paths.CONSUMERS) == ["old"]
+    with KafkaConnection("127.0.0.1", c[3].port()) as conn:
+        fetched = conn.request(
+            ApiKey.OFFSET_FETCH,
+            0,
+            {"group_id": "old", "topics": [{"name": "t", "partition_indexes": [0, 1]}]},
+        )
+    assert [
+        (p["partition_index"], p["committed_offset"], p["metadata"], p["error_code"])
+        for p in fetched["topics"][0]["partitions"]
+    ] == [(0, 42, "", ErrorCode.NONE), (1, 7, "", ErrorCode.NONE)]

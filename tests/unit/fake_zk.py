@@ -168,6 +168,9 @@ class FakeZk:
         make_parents: bool = False,
     ) -> tuple[str, ZnodeStat]:
         self._maybe_fail()
+        parent = path.rsplit("/", 1)[0]
+        if make_parents and parent and parent not in self.nodes:
+            self.ensure_paths([parent])  # (kazoo's makepath: the parents, then the node)
         self._apply(Create(path, data, ephemeral=ephemeral))
         return path, self.nodes[path][1]
 

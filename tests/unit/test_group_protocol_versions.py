@@ -182,11 +182,11 @@ def test_heartbeat_leave_group_and_offset_commit_are_served_at_their_flexible_ve
     broker: Broker,
 ) -> None:
     """Kafka 2.8's ApiKeys: Heartbeat 0-4, LeaveGroup 0-4 and OffsetCommit 0-8, the last
-    of each its first flexible version (v0 of OffsetCommit, ZooKeeper-stored, is not
-    served here)."""
+    of each its first flexible version (OffsetCommit v0, ZooKeeper-stored, is served too:
+    test_group_old_versions.py)."""
     assert SUPPORTED[ApiKey.HEARTBEAT] == Supported(0, 4)
     assert SUPPORTED[ApiKey.LEAVE_GROUP] == Supported(0, 4)
-    assert SUPPORTED[ApiKey.OFFSET_COMMIT] == Supported(1, 8)
+    assert SUPPORTED[ApiKey.OFFSET_COMMIT] == Supported(0, 8)
     joined = broker.joined(7)
     synced = broker.sync(5, joined, protocol_type="consumer", protocol_name="range")
     assert synced["error_code"] == ErrorCode.NONE
