@@ -4,8 +4,8 @@ One module owns the paths so that no other module formats a path string by hand.
 
 /consumers is Kafka 0.8's consumers' (ConsumerPathZNode): OffsetCommit v0 writes a
 group's offsets under it, /consumers/<group>/offsets/<topic>/<partition>, and OffsetFetch
-v0 reads them (ConsumerOffset), as Kafka 2.8 still serves them. No broker makes it at
-start-up (Kafka 2.8 neither: it is not among its PersistentZkPaths' created ones).
+v0 reads them (ConsumerOffset), as Kafka 2.8 still serves them. Every broker makes it at
+start-up, as Kafka 2.8's createTopLevelPaths (the first of its PersistentZkPaths).
 """
 
 from __future__ import annotations
@@ -45,8 +45,12 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 
+# Kafka 0.8's ZooKeeper-kept consumer offsets (ZkData's ConsumerPathZNode, ConsumerOffset).
+CONSUMERS = "/consumers"
+
 # Created (empty) by every broker at start-up, as Kafka's ZkData.PersistentZkPaths.
 PERSISTENT_PATHS: tuple[str, ...] = (
+    CONSUMERS,
     BROKER_IDS,
     BROKER_TOPICS,
     BROKER_SEQID,
@@ -76,10 +80,6 @@ def topic_partitions(name: str) -> str:
 
 def partition(name: str, partition_id: int) -> str:
     return f"{BROKER_TOPICS}/{name}/partitions/{partition_id}"
-
-
-# Kafka 0.8's ZooKeeper-kept consumer offsets (ZkData's ConsumerPathZNode, ConsumerOffset).
-CONSUMERS = "/consumers"
 
 
 def consumer_offset(group: str, topic_name: str, partition_id: int) -> str:

@@ -602,9 +602,11 @@ def test_offset_commit_v0_keeps_offsets_in_zookeeper_for_offset_fetch_v0(
     /consumers/<group>/offsets/<topic>/<partition>, the offset as decimal text (made with
     its parents, then set), written by whichever broker is asked, no coordinator needed,
     and read back by OffsetFetch v0 on any broker. An empty group id makes no valid path:
-    refused (UNKNOWN_SERVER_ERROR), not written where kazoo would put it."""
+    refused (UNKNOWN_SERVER_ERROR), not written where kazoo would put it. /consumers is
+    there before any commit: every broker makes it at start-up (createTopLevelPaths)."""
     c = cluster_factory()
     c.wait_controller()
+    assert c.zk.get_children(paths.CONSUMERS) == []
     c.create_topic("t", {0: (1, 2, 3), 1: (2, 3, 1)})
     c.wait_topic_online("t")
     for broker in (2, 3):
