@@ -584,7 +584,9 @@ class ReplicaManager:
                         # nothing changes, nothing to log.
                         errors.append({"partition_index": tp.partition, "error_code": 0})
                         continue
-                    error, applied = self._apply_partition_state(tp, topic_id, ps, taken_offline)
+                    error, applied = self._apply_partition_state(
+                        tp, current, topic_id, ps, taken_offline
+                    )
                     errors.append({"partition_index": tp.partition, "error_code": int(error)})
                     if applied is not None:
                         (leaders if applied.leader == self.broker_id else followers).append(applied)
@@ -703,6 +705,7 @@ class ReplicaManager:
     def _apply_partition_state(
         self,
         tp: TopicPartition,
+        current: Partition | None,
         topic_id: uuid.UUID,
         ps: dict[str, Any],
         taken_offline: list[TopicPartition],
@@ -714,8 +717,8 @@ class ReplicaManager:
         takes one again when ``stale_takes_its_epoch_again`` says so. A partition whose
         log cannot be had for a failed directory goes offline (a hosted one is added to
         ``taken_offline``, for the caller to stop its fetcher outside the lock).
+        ``current``: the partition's state held (``partitions``), looked up by the caller.
         """
-        current = self.partitions.get(tp)
         # An offline partition is never in ``partitions``: hosted ones skip the check.
         if current is None and self.offline_partitions and tp in self.offline_partitions:
             log.warning("LeaderAndIsr for %s refused: its log directory is offline", tp)
@@ -736,7 +739,6 @@ class ReplicaManager:
                 current.zk_version, current.found_zk_version, ps.get("partition_epoch", 0)
             ):
                 return ErrorCode.NONE, None  # a repeat, as for a partition not stale
-        now = _now_ms()
         partition = Partition(
             tp,
             topic_id,
@@ -816,12 +818,12 @@ class ReplicaManager:
             partition.log = current.log
         if partition.leader == self.broker_id:
             # A new leader gives every follower a fresh lag allowance (as Kafka does).
-            ids = shared_ints(r for r in replicas if r != self.broker_id)
+            now = _now_ms()
+            me, isr = self.broker_id, partition.isr
+            ids = shared_ints([r for r in replicas if r != me])
             partition.followers = Followers(
                 ids,
-                tuple(
-                    FollowerState(last_caught_up_ms=now if r in partition.isr else 0) for r in ids
-                ),
+                tuple([FollowerState(last_caught_up_ms=now if r in isr else 0) for r in ids]),
             )
         with self._follower_lock(tp):
             # No follower append or truncation is under way, and none for the state
@@ -835,7 +837,11 @@ class ReplicaManager:
         # An ISR of the leader alone puts the high watermark at its log end now (Kafka's
         # makeLeader does so), not at the next produce: after a restart the checkpointed
         # one may lag, and every acknowledged record above it would stay unreadable.
-        self._maybe_increment_high_watermark(partition)
+        # Looked at only then: a follower's never moves, and any other ISR member of a new
+        # leadership has not fetched yet (its fetch offset -1 holds the high watermark).
+        isr = partition.isr
+        if partition.leader == self.broker_id and isr.count(self.broker_id) == len(isr):
+            self._maybe_increment_high_watermark(partition)
         return ErrorCode.NONE, partition
 
     def _would_lead_without_its_log(self, ps: Mapping[str, Any]) -> bool:
