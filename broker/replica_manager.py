@@ -568,6 +568,7 @@ class ReplicaManager:
                 return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "topics": []}
             self.controller_epoch = controller_epoch
             self._changes += 1
+            me, apply = self.broker_id, self._apply_partition_state
             for topic_state, entries in zip(request["topic_states"], topics, strict=True):
                 topic = topic_state["topic_name"]
                 topic_id = topic_state.get("topic_id") or uuid.UUID(int=0)
@@ -578,17 +579,16 @@ class ReplicaManager:
                         current is not None
                         and not current.stale
                         and ps["leader_epoch"] == current.leader_epoch
-                        and self.broker_id in ps["replicas"]
+                        and me in ps["replicas"]
                     ):
                         # A repeat (a new controller resends every partition at failover):
                         # nothing changes, nothing to log.
                         errors.append({"partition_index": tp.partition, "error_code": 0})
                         continue
-                    error, applied = self._apply_partition_state(tp, topic_id, ps, taken_offline)
+                    error, applied = apply(tp, current, topic_id, ps, taken_offline)
                     errors.append({"partition_index": tp.partition, "error_code": int(error)})
                     if applied is not None:
-                        (leaders if applied.leader == self.broker_id else followers).append(applied)
-                    if applied is not None:
+                        (leaders if applied.leader == me else followers).append(applied)
                         rows.append(
                             LeaderAndIsrRow(
                                 topic,
@@ -703,6 +703,7 @@ class ReplicaManager:
     def _apply_partition_state(
         self,
         tp: TopicPartition,
+        current: Partition | None,
         topic_id: uuid.UUID,
         ps: dict[str, Any],
         taken_offline: list[TopicPartition],
@@ -714,14 +715,15 @@ class ReplicaManager:
         takes one again when ``stale_takes_its_epoch_again`` says so. A partition whose
         log cannot be had for a failed directory goes offline (a hosted one is added to
         ``taken_offline``, for the caller to stop its fetcher outside the lock).
+        ``current``: the partition's state held (``partitions``), looked up by the caller.
         """
-        current = self.partitions.get(tp)
         # An offline partition is never in ``partitions``: hosted ones skip the check.
         if current is None and self.offline_partitions and tp in self.offline_partitions:
             log.warning("LeaderAndIsr for %s refused: its log directory is offline", tp)
             return ErrorCode.KAFKA_STORAGE_ERROR, None
+        me = self.broker_id
         replicas = shared_ints(ps["replicas"])
-        if self.broker_id not in replicas:
+        if me not in replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
         epoch = ps["leader_epoch"]
         if current is not None and not current.stale:
@@ -736,7 +738,6 @@ class ReplicaManager:
                 current.zk_version, current.found_zk_version, ps.get("partition_epoch", 0)
             ):
                 return ErrorCode.NONE, None  # a repeat, as for a partition not stale
-        now = _now_ms()
         partition = Partition(
             tp,
             topic_id,
@@ -814,19 +815,20 @@ class ReplicaManager:
             partition.log = existing
         elif current is not None:
             partition.log = current.log
-        if partition.leader == self.broker_id:
+        leads = partition.leader == me
+        if leads:
             # A new leader gives every follower a fresh lag allowance (as Kafka does).
-            ids = shared_ints(r for r in replicas if r != self.broker_id)
+            now = _now_ms()
+            isr = partition.isr
+            ids = shared_ints([r for r in replicas if r != me])
             partition.followers = Followers(
                 ids,
-                tuple(
-                    FollowerState(last_caught_up_ms=now if r in partition.isr else 0) for r in ids
-                ),
+                tuple([FollowerState(last_caught_up_ms=now if r in isr else 0) for r in ids]),
             )
-        with self._follower_lock(tp):
+        with self._follower_locks[hash(tp) % _FOLLOWER_LOCK_STRIPES]:  # _follower_lock's
             # No follower append or truncation is under way, and none for the state
             # replaced can start after this.
-            if partition.leader == self.broker_id and partition.log is not None:
+            if leads and partition.log is not None:
                 # A new leader's epoch starts at its log end (KIP-101): followers that
                 # diverged truncate to it, and none joins the ISR before reaching it.
                 partition.epoch_start_offset = partition.log.log_end_offset
@@ -835,7 +837,11 @@ class ReplicaManager:
         # An ISR of the leader alone puts the high watermark at its log end now (Kafka's
         # makeLeader does so), not at the next produce: after a restart the checkpointed
         # one may lag, and every acknowledged record above it would stay unreadable.
-        self._maybe_increment_high_watermark(partition)
+        # Looked at only then: a follower's never moves, and any other ISR member of a new
+        # leadership has not fetched yet (its fetch offset -1 holds the high watermark).
+        isr = partition.isr
+        if leads and isr.count(me) == len(isr):
+            self._maybe_increment_high_watermark(partition)
         return ErrorCode.NONE, partition
 
     def _would_lead_without_its_log(self, ps: Mapping[str, Any]) -> bool:

@@ -71,6 +71,9 @@ class SharedValues(Generic[_H]):
 # distinct ones): sharing one tuple per distinct value saves ~100 bytes per partition in
 # every structure that holds them.
 _SHARED_TUPLES: SharedValues[tuple[int, ...]] = SharedValues(100_000)
+# Its table's lookup: a hit (nearly every call: a LeaderAndIsr makes 2-3 per partition)
+# without the Python frame of SharedValues.__call__.
+_shared_tuple = _SHARED_TUPLES._table.get
 
 
 def shared_ints(values: Iterable[int]) -> tuple[int, ...]:
@@ -78,7 +81,8 @@ def shared_ints(values: Iterable[int]) -> tuple[int, ...]:
 
     Only for values already known to be ints: (True,) and (1.0,) are equal to (1,).
     """
-    return _SHARED_TUPLES(tuple(values))
+    value = tuple(values)
+    return _shared_tuple(value) or _SHARED_TUPLES(value)  # () is falsy: the call has it
 
 
 # A partition index past 256 is a new int each time one is decoded (wire, JSON, a folder
