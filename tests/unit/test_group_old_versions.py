@@ -20,59 +20,25 @@ from typing import Any
 import pytest
 from kazoo.exceptions import ConnectionLoss
 
-from broker.apis import KafkaApis
-from broker.group_apis import GroupApis
-from broker.network import SocketServer
-from broker.state_change_log import StateChangeLog
 from groups.offset_records import NO_TIMESTAMP
+from tests.unit import test_group_protocol_versions as protocol_versions
 from tests.unit.fake_zk import FakeZk
-from tests.unit.test_group_coordinator import BROKER, G0, Node, metadata_knowing
+from tests.unit.test_group_coordinator import G0
 from wire.api import ApiKey
 from wire.errors import ErrorCode
-from wire.protocol import decode_response, encode_request
 from zkdata import paths
 from zkdata.znodes import MalformedZnode, TopicPartition, decode_consumer_offset
 
 DAY_MS = 24 * 3600 * 1000
 
 
-class Broker:
-    """A socket server (not listening: its request path only) over KafkaApis whose
-    group APIs are a real coordinator's, leading every offsets partition, and whose
-    ZooKeeper is a fake; its metadata knows topic "t" (2 partitions)."""
+class Broker(protocol_versions.Broker):
+    """test_group_protocol_versions' Broker (the socket server's request path over a real
+    coordinator) with a fake ZooKeeper; its metadata knows topic "t" (2 partitions)."""
 
     def __init__(self, root: Path) -> None:
-        self.node = Node(root)
-        self.node.lead()
-        self.node.wait_loaded(G0)
         self.zk = FakeZk()
-        groups = GroupApis(
-            self.node.groups,
-            metadata_knowing({"t": 2}),
-            None,
-            offsets_replication_factor=1,
-            zk=self.zk,  # type: ignore[arg-type]
-        )
-        self.apis = KafkaApis(
-            BROKER,
-            metadata_knowing({}),
-            None,  # type: ignore[arg-type]
-            None,  # type: ignore[arg-type]
-            StateChangeLog(None, BROKER),
-            lambda: 10,
-            groups=groups,
-        )
-        self.server = SocketServer("127.0.0.1", 0, lambda: self.apis)
-        self.correlation_id = 0
-
-    def ask(self, api: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        self.correlation_id += 1
-        frame = encode_request(api, version, self.correlation_id, "consumer", body)[4:]
-        response = self.server._handle(bytearray(frame), ("127.0.0.1", 1))
-        assert response is not None, f"{api.name} v{version}: the connection was closed"
-        correlation_id, answer = decode_response(api, version, bytes(response[4:]))
-        assert correlation_id == self.correlation_id
-        return dict(answer)
+        super().__init__(root, topics={"t": 2}, zk=self.zk)
 
     def commit(
         self, version: int, partitions: dict[str, list[dict[str, Any]]], **extra: Any
@@ -107,10 +73,6 @@ class Broker:
             for t in answer["topics"]
             for p in t["partitions"]
         ]
-
-    def close(self) -> None:
-        self.server.stop()
-        self.node.close()
 
 
 @pytest.fixture

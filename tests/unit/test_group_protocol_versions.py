@@ -29,12 +29,16 @@ class Broker:
     """A socket server (not listening: its request path only) over KafkaApis whose
     group APIs are a real coordinator's, leading every offsets partition."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, topics: dict[str, int] | None = None, zk: Any = None) -> None:
         self.node = Node(root)
         self.node.lead()
         self.node.wait_loaded(G0)
         groups = GroupApis(
-            self.node.groups, metadata_knowing({"t": 1}), None, offsets_replication_factor=1
+            self.node.groups,
+            metadata_knowing({"t": 1} if topics is None else topics),
+            None,
+            offsets_replication_factor=1,
+            zk=zk,
         )
         self.apis = KafkaApis(
             BROKER,
