@@ -77,11 +77,8 @@ class Broker(protocol_versions.Broker):
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path)
-    try:
+    with Broker(tmp_path) as b:
         yield b
-    finally:
-        b.close()
 
 
 def part(index: int, offset: int, **extra: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
@@ -103,14 +103,17 @@ class Broker:
         self.server.stop()
         self.node.close()
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path)
-    try:
+    with Broker(tmp_path) as b:
         yield b
-    finally:
-        b.close()
 
 
 def test_join_group_and_sync_group_are_advertised_as_kafka_2_8_serves_them() -> None:
