@@ -14,7 +14,12 @@ before it). The floor, measured in the same run against the same ZooKeeper, is a
 reading the same znodes as fast as it can (pipelined multiReads, no decoding). Before the
 timed rounds a preferred replica election balances the leaderships (brokers start one
 after another, so the first controller would lead most partitions). After them, every
-broker's resident memory is sampled, with how many partitions each leads. With
+broker's resident memory is sampled, with how many partitions each leads, and the
+controller's for a few idle seconds more (least, median, most: one sample moves by some
+MB from one second to the next); each round's new controller is sampled every 50 ms from
+the deletion until the failover's requests were acknowledged, for its transient peak
+(``peak_rss_mb_new_controller``; the most of the rounds' in
+``failover_peak_rss_mb_new_controller``). With
 ``--cold-start`` broker 1 starts alone and leads every partition before the others join;
 ``first_controller_rss_mb`` is then a cold start's first controller.
 
@@ -35,6 +40,7 @@ from typing import Any
 
 from common import (
     ROOT,
+    RssSampler,
     at_least,
     chroot,
     cpu_seconds,
@@ -54,6 +60,8 @@ from zkdata import paths
 from zkdata.client import ZkClient
 
 BROKERS = (1, 2, 3)
+# Seconds the controller's memory is sampled for at the end, idle (every 0.1 s).
+IDLE_SAMPLING_S = 5
 SETTINGS = {
     "zookeeper.session.timeout.ms": "10000",
     "auto.leader.rebalance.enable": "false",
@@ -184,20 +192,23 @@ def run_size(
             old_id, old_epoch = c.controller()  # type: ignore[misc]
             cpu_before = {b: cpu_seconds(c[b].pid) for b in (1, 2, 3)}
             bench_cpu_before = cpu_seconds(os.getpid())
-            deleted_ms = time.time() * 1000  # wall clock, as the state-change log's ts
-            c.zk.delete(paths.CONTROLLER)
-            new_id, new_epoch = c.wait_controller(min_epoch=old_epoch + 1, timeout=600)
-            ack = (
-                wait_for(
-                    lambda new_id=new_id, new_epoch=new_epoch: last(
-                        c[new_id].state_changes("requests_acknowledged"), controller_epoch=new_epoch
-                    ),
-                    600,
-                    "the failover's UpdateMetadata to be acknowledged",
+            # Every broker's memory through the failover, its transient peak included.
+            with RssSampler(c[b].pid for b in BROKERS) as sampler:
+                deleted_ms = time.time() * 1000  # wall clock, as the state-change log's ts
+                c.zk.delete(paths.CONTROLLER)
+                new_id, new_epoch = c.wait_controller(min_epoch=old_epoch + 1, timeout=600)
+                ack = (
+                    wait_for(
+                        lambda new_id=new_id, new_epoch=new_epoch: last(
+                            c[new_id].state_changes("requests_acknowledged"),
+                            controller_epoch=new_epoch,
+                        ),
+                        600,
+                        "the failover's UpdateMetadata to be acknowledged",
+                    )
+                    if partitions
+                    else None
                 )
-                if partitions
-                else None
-            )
             # CPU each process spent from the deletion until every request of the failover
             # was acknowledged (and a poll more): where a failover's time goes on a machine
             # whose cores the brokers and ZooKeeper share (the new controller's process,
@@ -236,6 +247,7 @@ def run_size(
                         "cpu_s_new_controller": cpu_s[new_id],
                         "cpu_s_other_brokers": [cpu_s[b] for b in (1, 2, 3) if b != new_id],
                         "cpu_s_benchmark": bench_cpu_s,
+                        "peak_rss_mb_new_controller": sampler.peak_mb(c[new_id].pid),
                     }
                 )
             wait_quiet(connect)
@@ -244,6 +256,9 @@ def run_size(
             floors.append(floor_read(connect))
         controller_id = c.controller()[0]  # type: ignore[index]
         rss = {b: round(rss_mb(c[b].pid), 1) for b in (1, 2, 3)}
+        # The single sample above, and the spread over a few idle seconds after it.
+        with RssSampler([c[controller_id].pid], interval_s=0.1) as idle:
+            time.sleep(IDLE_SAMPLING_S)
         # Leaderships stay where the cluster's start put them (auto rebalance is off): a
         # broker leading most partitions holds their leader-side state too.
         leaders = leaders_by_broker(connect) if partitions else {}
@@ -258,6 +273,7 @@ def run_size(
             # It led what the brokers that started after it did not yet host.
             "first_controller_id": first_controller_id,
             "controller_rss_mb": rss[controller_id],
+            f"controller_rss_mb_over_{IDLE_SAMPLING_S}s": idle.spread_mb(c[controller_id].pid),
             "first_controller_rss_mb": rss[first_controller_id],
             "cold_start": cold_start,
             "broker_rss_mb": rss,
@@ -277,6 +293,9 @@ def run_size(
             )
             result.update(
                 {
+                    "failover_peak_rss_mb_new_controller": max(
+                        f["peak_rss_mb_new_controller"] for f in failovers
+                    ),
                     "failover_s": figure,
                     "failover_vs_floor": round(figure / result["floor_read_s"], 2),
                     "update_metadata_queued_s": queued,

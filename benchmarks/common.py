@@ -8,8 +8,11 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
+import statistics
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -168,6 +171,55 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+class RssSampler:
+    """Samples processes' resident memory every ``interval_s`` on a thread while in use
+    (``with RssSampler(pids) as s``): a single sample after the fact misses a transient
+    peak, and an idle broker's memory moves by some MB from one second to the next (its
+    periodic checks touch pages its trim returned). A process gone mid-way keeps the
+    samples it gave."""
+
+    def __init__(self, pids: Iterable[int], interval_s: float = 0.05) -> None:
+        self.samples: dict[int, list[float]] = {pid: [] for pid in pids}
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            for pid, taken in self.samples.items():
+                try:
+                    mb = rss_mb(pid)
+                except OSError:
+                    continue  # gone
+                if not math.isnan(mb):  # an exited process not yet reaped has no VmRSS
+                    taken.append(mb)
+            if self._stop.wait(self.interval_s):
+                return
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def peak_mb(self, pid: int) -> float:
+        taken = self.samples[pid]
+        return round(max(taken), 1) if taken else float("nan")
+
+    def spread_mb(self, pid: int) -> dict[str, float]:
+        """The least, median and most of a process's samples."""
+        taken = sorted(self.samples[pid])
+        if not taken:
+            return {"min": float("nan"), "median": float("nan"), "max": float("nan")}
+        return {
+            "min": round(taken[0], 1),
+            "median": round(statistics.median(taken), 1),
+            "max": round(taken[-1], 1),
+        }
 
 
 def cpu_seconds(pid: int) -> float:

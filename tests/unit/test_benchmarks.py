@@ -349,3 +349,31 @@ def test_the_produce_floor_is_a_figure_only_when_every_chunk_came_back_acknowled
     monkeypatch.setattr(bench_produce, "_recv_exactly", ends_after_two)
     with pytest.raises(RuntimeError, match=r"acknowledged \d of 8 chunks"):
         bench_produce.floor_relay(8 * 4096, 4096)
+
+
+def test_the_memory_sampler_sees_a_transient_peak_a_later_sample_misses() -> None:
+    """A child touches 64 MB for half a second, frees it and exits: the samples taken
+    meanwhile hold that peak, the last ones do not, and the child's exit ends nothing."""
+    import subprocess
+
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(0.3); held = b'x' * (64 << 20); time.sleep(0.5);"
+            " del held; time.sleep(0.5)",
+        ]
+    )
+    try:
+        with common.RssSampler([child.pid], interval_s=0.02) as sampler:
+            child.wait(timeout=30)
+            samples = list(sampler.samples[child.pid])
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    spread = sampler.spread_mb(child.pid)
+    assert sampler.peak_mb(child.pid) == spread["max"]
+    assert spread["max"] - spread["min"] >= 60
+    assert samples[-1] <= spread["max"] - 60  # freed before the end: a late sample misses it
+    assert spread["min"] <= spread["median"] <= spread["max"]
