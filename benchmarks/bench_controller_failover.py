@@ -18,8 +18,8 @@ broker's resident memory is sampled, with how many partitions each leads, and th
 controller's for a few idle seconds more (least, median, most: one sample moves by some
 MB from one second to the next); each round's new controller is sampled every 50 ms from
 the deletion until the failover's requests were acknowledged, for its transient peak
-(``peak_rss_mb_new_controller``; the most of the rounds' in
-``failover_peak_rss_mb_new_controller``). With
+(``peak_rss_mb_new_controller``, every broker's in ``peak_rss_mb_by_broker``; the most
+of the rounds' in ``failover_peak_rss_mb_new_controller``). With
 ``--cold-start`` broker 1 starts alone and leads every partition before the others join;
 ``first_controller_rss_mb`` is then a cold start's first controller.
 
@@ -248,6 +248,7 @@ def run_size(
                         "cpu_s_other_brokers": [cpu_s[b] for b in (1, 2, 3) if b != new_id],
                         "cpu_s_benchmark": bench_cpu_s,
                         "peak_rss_mb_new_controller": sampler.peak_mb(c[new_id].pid),
+                        "peak_rss_mb_by_broker": {b: sampler.peak_mb(c[b].pid) for b in BROKERS},
                     }
                 )
             wait_quiet(connect)
