@@ -3,6 +3,7 @@ and a figure refused when the run it comes from went wrong."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -354,8 +355,6 @@ def test_the_produce_floor_is_a_figure_only_when_every_chunk_came_back_acknowled
 def test_the_memory_sampler_sees_a_transient_peak_a_later_sample_misses() -> None:
     """A child touches 64 MB for half a second, frees it and exits: the samples taken
     meanwhile hold that peak, the last ones do not, and the child's exit ends nothing."""
-    import subprocess
-
     child = subprocess.Popen(
         [
             sys.executable,
