@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -236,21 +238,40 @@ def poll_until(
             seen[(cast(int, msg.partition()), cast(int, msg.offset()))] = cast(bytes, msg.value())
 
 
+def segment_files(directory: Path) -> list[bytes] | None:
+    """The bytes of a partition directory's segment files in offset order, each offset
+    range once; None while a compaction's swap is under way or the files changed while
+    being read (read again). A swap renames the cleaned file to ``.swap``, the old
+    segments to ``.deleted``, then the ``.swap`` to its ``.log``: no single ``.log``
+    listing covers the range meanwhile, and two listings taken apart can both miss it."""
+
+    def listing() -> list[str]:
+        return sorted(n for n in os.listdir(directory) if n.endswith((".log", ".swap")))
+
+    try:
+        names = listing()
+        if any(n.endswith(".swap") for n in names):
+            return None
+        data = [(directory / n).read_bytes() for n in names]
+        return data if listing() == names else None
+    except FileNotFoundError:
+        return None
+
+
 def headers_on_disk(
     c: SupervisedCluster, broker: int, topic: str, partition: int
 ) -> list[BatchHeader]:
-    """The headers of the batches in a broker's segment files (a file swapped away while
-    being read: read again)."""
+    """The headers of the batches in a broker's segment files (read again while a swap
+    moves them: ``segment_files``)."""
     directory = c[broker].data_dir / f"{topic}-{partition}"
 
     def read() -> list[BatchHeader] | None:
-        try:
-            return [
-                header
-                for path in sorted(directory.glob("*.log"))
-                for header in iter_batches(path.read_bytes())
-            ]
-        except (FileNotFoundError, ValueError):
+        files = segment_files(directory)
+        if files is None:
             return None
+        try:
+            return [header for data in files for header in iter_batches(data)]
+        except ValueError:
+            return None  # an active segment's tail being written
 
     return wait_for(read, 30, f"broker {broker}'s files of {topic}-{partition}")

@@ -20,7 +20,7 @@ from storage.records import (
     iter_records,
 )
 from tests.integration.conftest import ClusterFactory
-from tests.integration.dataplane import bootstrap, headers_on_disk, producer
+from tests.integration.dataplane import bootstrap, headers_on_disk, producer, segment_files
 from tests.integration.harness import Cluster, wait_for
 
 pytestmark = pytest.mark.integration
@@ -37,23 +37,22 @@ FAST_CLEANER = {"log_cleaner_backoff_ms": "100"}
 
 def records_on_disk(c: Cluster, broker: int, topic: str, partition: int) -> list[Record]:
     """Every record in a broker's segment files of the partition, read as they are on
-    disk (a file swapped away while being read: read again). A cleaned segment being
-    swapped in is read too: between the old segments' removal and its last rename, no
-    ``.log`` holds that range (read beside the old ones, an offset is kept once)."""
+    disk (read again while a compaction's swap moves them: ``segment_files``)."""
     directory = c[broker].data_dir / f"{topic}-{partition}"
 
     def read() -> list[Record] | None:
-        found: dict[int, Record] = {}
+        files = segment_files(directory)
+        if files is None:
+            return None
+        found: list[Record] = []
         try:
-            for path in sorted([*directory.glob("*.log"), *directory.glob("*.swap")]):
-                data = path.read_bytes()
+            for data in files:
                 for header in iter_batches(data):
                     batch = data[header.position : header.position + header.size]
-                    for r in iter_records(batch):
-                        found.setdefault(r.offset, (r.offset, r.key, r.value))
-        except (FileNotFoundError, ValueError):
-            return None
-        return sorted(found.values(), key=lambda r: r[0])
+                    found.extend((r.offset, r.key, r.value) for r in iter_records(batch))
+        except ValueError:
+            return None  # an active segment's tail being written
+        return found
 
     return wait_for(read, 30, f"broker {broker}'s files of {topic}-{partition}")
 
@@ -86,15 +85,17 @@ def rewritten_sizes(c: Cluster, broker: int, topic: str, partition: int) -> list
     directory = c[broker].data_dir / f"{topic}-{partition}"
 
     def read() -> list[tuple[int, int]] | None:
+        files = segment_files(directory)
+        if files is None:
+            return None
         sizes: list[tuple[int, int]] = []
         try:
-            for path in sorted(directory.glob("*.log")):
-                data = path.read_bytes()
+            for data in files:
                 for h in iter_batches(data):
                     if h.record_count < h.last_offset - h.base_offset + 1:
                         body = data[h.position + BATCH_HEADER_SIZE : h.position + h.size]
                         sizes.append((len(body), len(codecs.decompress(h.compression, body))))
-        except (FileNotFoundError, ValueError):
+        except ValueError:
             return None
         return sizes
 
