@@ -41,6 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from common import rss_mb
 from confluent_kafka import KafkaError, Message, Producer
 
 from cluster import zookeeper as zkp
@@ -59,13 +60,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
 def measure(cluster: Cluster, seconds: float) -> dict[str, Any]:
     pids = {b: cluster[b].pid for b in BROKERS}
     before = {b: cpu_seconds(pid) for b, pid in pids.items()}
@@ -76,7 +70,7 @@ def measure(cluster: Cluster, seconds: float) -> dict[str, Any]:
     return {
         "cpu_fraction": {str(b): round(cpu[b], 4) for b in BROKERS},
         "cpu_fraction_mean": round(sum(cpu.values()) / len(cpu), 4),
-        "rss_mib": {str(b): round(rss_bytes(pid) / 2**20, 1) for b, pid in pids.items()},
+        "rss_mib": {str(b): round(rss_mb(pid), 1) for b, pid in pids.items()},
         "seconds": round(wall, 2),
     }
 

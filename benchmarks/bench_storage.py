@@ -34,19 +34,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from common import at_least, rss_mb  # noqa: E402
+
 from storage.log import LogConfig, PartitionLog  # noqa: E402
 from storage.testing import build_batch  # noqa: E402
 
 RECORD = 1024
 MB = 1_000_000
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return -1.0
 
 
 def templates(records_per_batch: int, count: int = 16) -> list[bytearray]:
@@ -146,7 +140,8 @@ def bench_rss(directory: Path, grow_mb: int) -> dict[str, object]:
     batches = templates(16)
     os.sync()
     log = PartitionLog(directory / "grow-0", LogConfig(segment_bytes=256 << 20))
-    steps = [s for s in (100, 250, 500, 1000, 1500, 2000, 3000, 4000) if s <= grow_mb]
+    steps = [s for s in (100, 250, 500, 1000, 1500, 2000, 3000, 4000) if s < grow_mb]
+    steps.append(grow_mb)  # the last step is the size asked for, whatever it is
     rng = random.Random(1)
     samples: list[dict[str, float]] = []
     size = 0
@@ -163,7 +158,7 @@ def bench_rss(directory: Path, grow_mb: int) -> dict[str, object]:
             {
                 "log_mb": round(size / MB),
                 "segments": len(log.segment_base_offsets()),
-                "rss_mb": round(rss_mb(), 1),
+                "rss_mb": round(rss_mb(os.getpid()), 1),
             }
         )
         print(json.dumps({"rss_step": samples[-1]}), file=sys.stderr, flush=True)
@@ -216,12 +211,14 @@ def main() -> None:
     parser.add_argument(
         "--dir", type=Path, default=None, help="where to write (default: a temp dir)"
     )
-    parser.add_argument("--append-mb", type=int, default=512, help="MB per append run")
-    parser.add_argument("--grow-mb", type=int, default=2000, help="how far the RSS run grows a log")
+    parser.add_argument("--append-mb", type=at_least(1), default=512, help="MB per append run")
+    parser.add_argument(
+        "--grow-mb", type=at_least(1), default=2000, help="how far the RSS run grows a log"
+    )
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-storage-", dir=args.dir))
     try:
-        result: dict[str, object] = {"rss_at_start_mb": round(rss_mb(), 1)}
+        result: dict[str, object] = {"rss_at_start_mb": round(rss_mb(os.getpid()), 1)}
         result["append_16KiB_batches"] = bench_append(base, 16, args.append_mb)
         result["append_64KiB_batches"] = bench_append(base, 64, args.append_mb)
         result["read"] = bench_read(base)
