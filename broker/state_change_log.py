@@ -9,17 +9,21 @@ and a SIGKILL loses nothing that was already logged.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, Final, NamedTuple
 
 log = logging.getLogger(__name__)
+
+# Lines one write joins into a string (StateChangeLog._write_lines): ~250 KB of text.
+_LINES_PER_WRITE: Final = 1000
 
 SCHEMA_VERSION = 1
 FILE_NAME = "state-change.log"
@@ -376,13 +380,12 @@ class StateChangeLog:
         prefix = _encode(head)[:-1] + ","
         suffix = "," + _encode(tail)[1:] + "\n" if tail else "}\n"
         reserved = head.keys() | tail.keys()
-        text = "".join(
+        self._write_lines(
             prefix + _encode(row)[1:-1] + suffix
             if row and row.keys().isdisjoint(reserved)
             else _encode({**head, **row, **tail}) + "\n"
             for row in rows
         )
-        self._write_text(text)
 
     def _line_prefix(self, event: str) -> str:
         """A line's common fields, up to the comma before the row's own."""
@@ -395,35 +398,48 @@ class StateChangeLog:
         return _encode(head)[:-1] + ","
 
     def _write_text(self, text: str) -> None:
-        if not text:
-            return
+        if text:
+            with self._lock:
+                self._write_locked(text)
+
+    def _write_lines(self, lines: Iterable[str]) -> None:
+        """Write the lines (each ending in a newline) in pieces of _LINES_PER_WRITE, under
+        one hold of the lock: a request's lines stay together, and no more than a piece
+        of them is ever one string (a broker loss's 10,000 LeaderAndIsr lines, joined
+        and then encoded by the file, took 7 MiB at once)."""
+        rest = iter(lines)
         with self._lock:
-            # No error of the file's handling (roll, open, write, flush) reaches the
-            # thread writing (the controller's event thread, a broker's LeaderAndIsr
-            # handling), as none of log4j's reaches Kafka's: it is logged, the lines lost.
-            try:
-                if self._file is None and self._failing:
-                    self._reopen()
-                # Also after a reopening: a file reopened after its hour is rolled first.
-                if self._file is not None:
-                    self._follow_path()
-                if self._file is None:
-                    if self._failing:
-                        self._lost_lines += text.count("\n")
-                    return
-                assert self._file is not None
-                self._file.write(text)
-                self._file.flush()
-            except (OSError, ValueError) as e:
-                self._failed(e, text.count("\n"))
+            while piece := "".join(itertools.islice(rest, _LINES_PER_WRITE)):
+                self._write_locked(piece)
+
+    def _write_locked(self, text: str) -> None:
+        """Write ``text``, the lock held."""
+        # No error of the file's handling (roll, open, write, flush) reaches the
+        # thread writing (the controller's event thread, a broker's LeaderAndIsr
+        # handling), as none of log4j's reaches Kafka's: it is logged, the lines lost.
+        try:
+            if self._file is None and self._failing:
+                self._reopen()
+            # Also after a reopening: a file reopened after its hour is rolled first.
+            if self._file is not None:
+                self._follow_path()
+            if self._file is None:
+                if self._failing:
+                    self._lost_lines += text.count("\n")
                 return
-            if self._failing:
-                log.warning(
-                    "the state-change log %s is written again; up to %d lines were lost",
-                    self.path,
-                    self._lost_lines,
-                )
-                self._failing, self._lost_lines = False, 0
+            assert self._file is not None
+            self._file.write(text)
+            self._file.flush()
+        except (OSError, ValueError) as e:
+            self._failed(e, text.count("\n"))
+            return
+        if self._failing:
+            log.warning(
+                "the state-change log %s is written again; up to %d lines were lost",
+                self.path,
+                self._lost_lines,
+            )
+            self._failing, self._lost_lines = False, 0
 
     def _failed(self, error: Exception, lines: int) -> None:
         """The log's directory failed (disk full, device gone): the broker and the thread
@@ -577,14 +593,12 @@ class StateChangeLog:
         string, ints = texts.string, texts.ints
         prefix = self._line_prefix("partition_state")
         suffix = f',"controller_epoch":{int(epoch)}}}\n'
-        self._write_text(
-            "".join(
-                f'{prefix}"topic":{string(r.topic)},"partition":{int(r.partition)},'
-                f'"leader":{int(r.leader)},"leader_epoch":{int(r.leader_epoch)},'
-                f'"isr":{ints(r.isr)},"reason":{string(r.reason)},'
-                f'"replicas":{ints(r.replicas)},"zk_version":{int(r.zk_version)}{suffix}'
-                for r in rows
-            )
+        self._write_lines(
+            f'{prefix}"topic":{string(r.topic)},"partition":{int(r.partition)},'
+            f'"leader":{int(r.leader)},"leader_epoch":{int(r.leader_epoch)},'
+            f'"isr":{ints(r.isr)},"reason":{string(r.reason)},'
+            f'"replicas":{ints(r.replicas)},"zk_version":{int(r.zk_version)}{suffix}'
+            for r in rows
         )
 
     def partition_states_found(
@@ -622,21 +636,22 @@ class StateChangeLog:
         # keying by them is exact; a row holding a list (a request's own) is not a key.
         starts: dict[str, str] = {}
         ends: dict[tuple[Any, ...], str] = {}
-        lines: list[str] = []
-        append = lines.append
-        for r in rows:
-            try:
-                start = starts[r.topic]
-            except KeyError:
-                start = starts[r.topic] = f'{prefix}"topic":{string(r.topic)},"partition":'
-            try:
-                text = ends[r[2:]]
-            except KeyError:
-                text = ends[r[2:]] = end(r)
-            except TypeError:
-                text = end(r)
-            append(f"{start}{int(r.partition)},{text}")
-        self._write_text("".join(lines))
+
+        def lines() -> Iterator[str]:
+            for r in rows:
+                try:
+                    start = starts[r.topic]
+                except KeyError:
+                    start = starts[r.topic] = f'{prefix}"topic":{string(r.topic)},"partition":'
+                try:
+                    text = ends[r[2:]]
+                except KeyError:
+                    text = ends[r[2:]] = end(r)
+                except TypeError:
+                    text = end(r)
+                yield f"{start}{int(r.partition)},{text}"
+
+        self._write_lines(lines())
 
     def request_rejected(
         self, api: str, controller_id: int, controller_epoch: int, broker_epoch: int, error: str
