@@ -838,3 +838,57 @@ def test_a_topic_straddling_the_request_size_goes_whole_in_the_next_request() ->
     assert [row for chunk in chunks for row in chunk] == rows
     assert update_metadata_chunks(rows[:10]) == [rows[:10]]
     assert update_metadata_chunks([]) == []
+
+
+def test_a_leader_and_isr_chunk_holds_its_own_states_not_the_brokers_map(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each chunk's body is built from its own partitions' states: a chunk sent lets go of
+    them, where a body that read the broker's whole map kept all of it (100,000 entries,
+    12.6 MiB) until the broker's last chunk was sent, tens of seconds for a broker joining
+    a large cluster. The map is emptied after the build: every chunk still encodes its
+    partitions, shared between brokers whose chunks hold the same states."""
+    monkeypatch.setattr(request_batch, "MAX_PARTITIONS_PER_REQUEST", 4)
+    sizes = {"a": 6, "b": 4}
+    ctx = many_topics(sizes)
+    ctx.broker_epochs.update({1: 11, 2: 22, 3: 33})
+    tps = [TopicPartition(t, p) for t, n in sizes.items() for p in range(n)]
+    batch = RequestBatch()
+    batch.add_leader_and_isr_many(
+        (((1, 2, 3), tp, ctx.leadership[tp], ctx.full_assignment(tp)) for tp in tps),
+        is_new=False,
+    )
+    # Broker 3 is told of b-1 as new: its chunk of b-1 differs from the others'.
+    b1 = TopicPartition("b", 1)
+    batch.add_leader_and_isr(ctx, [3], b1, ctx.leadership[b1], ctx.full_assignment(b1), is_new=True)
+    maps = dict(batch.leader_and_isr)
+    requests = by_broker(batch.build(ctx, CONTROLLER_ID))
+    for states in maps.values():
+        states.clear()
+    for broker_id, chunks in requests.items():
+        assert [r.partitions for r in chunks] == [tuple(tps[0:4]), tuple(tps[4:8]), tuple(tps[8:])]
+        for r in chunks:
+            decoded = assert_on_the_wire(r)
+            assert decoded["broker_epoch"] == ctx.broker_epochs[broker_id]
+            got = [
+                (t["topic_name"], s["partition_index"], s["is_new"])
+                for t in decoded["topic_states"]
+                for s in t["partition_states"]
+            ]
+            assert got == [
+                (tp.topic, tp.partition, broker_id == 3 and tp == b1) for tp in r.partitions
+            ]
+    assert [r.shared for r in requests[1]] == [r.shared for r in requests[2]]
+    assert [r.shared is q.shared for r, q in zip(requests[1], requests[3], strict=True)] == [
+        True,
+        False,  # b-1 is new for broker 3
+        True,
+    ]
+
+
+def by_broker(requests: list[BrokerRequest]) -> dict[int, list[BrokerRequest]]:
+    out: dict[int, list[BrokerRequest]] = {}
+    for r in requests:
+        if r.api_key == ApiKey.LEADER_AND_ISR:
+            out.setdefault(r.broker_id, []).append(r)
+    return out
