@@ -11,6 +11,7 @@ import enum
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import NamedTuple
 
 from zkdata.znodes import (
@@ -306,19 +307,21 @@ class ControllerContext:
     def update_assignment(self, tp: TopicPartition, ra: ReplicaAssignment) -> None:
         self.assignments.setdefault(tp.topic, {})[tp.partition] = ra
 
+    def _partitions_and_assignments(self) -> Iterator[tuple[TopicPartition, ReplicaAssignment]]:
+        """Every partition, as `all_partitions` gives it, with its assignment. The key
+        objects go into requests that may wait long in a broker's queue (a broker joining
+        a 100,000-partition cluster takes its LeaderAndIsr over tens of seconds): one made
+        anew for each held 100,000 more TopicPartition objects until the last was sent."""
+        assignments = chain.from_iterable(map(dict.values, self.assignments.values()))
+        return zip(self.all_partitions(), assignments, strict=True)
+
     def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
-        return [
-            TopicPartition(topic, p)
-            for topic, parts in self.assignments.items()
-            for p, ra in parts.items()
-            if broker_id in ra.replicas
-        ]
+        return [tp for tp, ra in self._partitions_and_assignments() if broker_id in ra.replicas]
 
     def replicas_on_brokers(self, broker_ids: set[int]) -> list[PartitionReplica]:
         return [
-            PartitionReplica(TopicPartition(topic, p), r)
-            for topic, parts in self.assignments.items()
-            for p, ra in parts.items()
+            PartitionReplica(tp, r)
+            for tp, ra in self._partitions_and_assignments()
             for r in ra.replicas
             if r in broker_ids
         ]

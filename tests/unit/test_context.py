@@ -303,6 +303,50 @@ def test_all_partitions_are_the_assignments_as_the_leadership_keys(
         ctx.leadership[TopicPartition(tp.topic, tp.partition + 100)] = _LICE
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    assigned=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "c"]),
+            st.integers(0, 5),
+            st.lists(st.integers(1, 4), min_size=1, max_size=3, unique=True),
+        ),
+        unique_by=lambda x: (x[0], x[1]),
+        max_size=12,
+    ),
+    led=st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 6)), unique=True),
+    brokers=st.sets(st.integers(1, 4)),
+)
+def test_a_brokers_partitions_and_replicas_are_the_leadership_keys(
+    assigned: list[tuple[str, int, list[int]]],
+    led: list[tuple[str, int]],
+    brokers: set[int],
+) -> None:
+    """`partitions_on_broker` and `replicas_on_brokers`, as made from the assignments, with
+    the leadership's own key objects where it has them: a joining broker's queued
+    LeaderAndIsr holds these keys, and new ones made for each held 100,000 more objects."""
+    ctx = ControllerContext()
+    for topic, p, brokers_of in assigned:
+        ctx.update_assignment(TopicPartition(topic, p), ReplicaAssignment(tuple(brokers_of)))
+    for topic, p in led:
+        ctx.leadership[TopicPartition(topic, p)] = _LICE
+    keys = {tp: tp for tp in ctx.leadership}
+    everything = [
+        (TopicPartition(t, p), ra)
+        for t, parts in ctx.assignments.items()
+        for p, ra in parts.items()
+    ]
+    replicas = ctx.replicas_on_brokers(brokers)
+    assert replicas == [
+        PartitionReplica(tp, r) for tp, ra in everything for r in ra.replicas if r in brokers
+    ]
+    for broker_id in (1, 2, 3, 4):
+        on_broker = ctx.partitions_on_broker(broker_id)
+        assert on_broker == [tp for tp, ra in everything if broker_id in ra.replicas]
+        for tp in on_broker + [pr.topic_partition for pr in replicas]:
+            assert tp is keys.get(tp, tp)
+
+
 def test_recounting_offline_partitions_after_states_written_directly() -> None:
     ctx = populated()
     ctx.partition_states[TopicPartition("a", 0)] = P.OFFLINE
