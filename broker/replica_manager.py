@@ -414,7 +414,8 @@ class ReplicaManager:
         self.offline_partitions: dict[TopicPartition, None] = {}
         # Partitions that are not new whose log this broker made empty (it had lost it:
         # new disks): it does not lead them while the ISR lists others, until it has
-        # caught up with a leader (see _would_lead_without_its_log).
+        # caught up with a leader or led them (as the ISR's only member; see
+        # _would_lead_without_its_log).
         self._lost_logs: set[TopicPartition] = set()
         # Called with the log directories when none is online any more (default: halt
         # the process with exit status 1, as Kafka does); the server's closes the
@@ -834,6 +835,12 @@ class ReplicaManager:
                 partition.epoch_start_offset = partition.log.log_end_offset
                 partition.log.assign_epoch_start_offset(epoch, partition.epoch_start_offset)
             self.partitions[tp] = partition
+        if leads and self._lost_logs:
+            # It leads with this log now (it passed _would_lead_without_its_log): what is
+            # acknowledged from here on is in it, and the ISR's others take their records
+            # from it. Kept, a later leader epoch for it (a follower lost, a controller
+            # failover) would be refused as if its log were still the emptied one.
+            self._lost_logs.discard(tp)
         # An ISR of the leader alone puts the high watermark at its log end now (Kafka's
         # makeLeader does so), not at the next produce: after a restart the checkpointed
         # one may lag, and every acknowledged record above it would stay unreadable.
