@@ -329,6 +329,11 @@ class FetchSession:
             # A leader that gave most of its leaderships away (a cold start's first
             # controller) would keep the table of every partition it led.
             self.partitions = compacted(self.partitions)
+            if not self.errored:
+                # Emptied here, not by an answer (which gives it a fresh set then): its
+                # table would stay sized for every partition that once erred (a leader
+                # not yet told it leads them; 1 MB each at 100,000 partitions).
+                self.errored = set()
         return added, updated, removed
 
 

@@ -328,6 +328,28 @@ def test_the_errored_set_gives_its_table_back_once_every_error_cleared() -> None
     assert session.errored == {TopicPartition("t", 7)}
 
 
+def test_the_errored_set_gives_its_table_back_once_its_partitions_are_forgotten() -> None:
+    # The erring partitions forgotten (their leadership moved away before they were
+    # answered without error): the set emptied by the forgetting is replaced too.
+    many = {TopicPartition("t", p): req() for p in range(5_000)}
+    cache = FetchSessionCache(clock=Clock())
+    ctx = cache.new_context(INVALID_SESSION_ID, INITIAL_EPOCH, {**many, T0: req()}, [], True)
+    not_leader = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    erring = {tp: data(tp.partition, hw=-1, error=not_leader) for tp in many}
+    result = ctx.respond({**erring, T0: data(0)})
+    session = cache.get(result.session_id)
+    assert session is not None
+    full = sys.getsizeof(session.errored)
+    incremental(cache, result.session_id, 1, {}, forgotten=list(many)[:4_999])
+    assert len(session.errored) == 1
+    incremental(cache, result.session_id, 2, {}, forgotten=[TopicPartition("t", 4_999)])
+    assert session.errored == set()
+    assert sys.getsizeof(session.errored) < full // 100
+    # Errors are still tracked in the new set.
+    incremental(cache, result.session_id, 3, {T0: data(0, hw=-1, error=not_leader)})
+    assert session.errored == {T0}
+
+
 def test_one_int_for_a_size_every_partition_of_every_session_asks_for() -> None:
     one_mb = 1 << 20
     cache = FetchSessionCache(clock=Clock())
