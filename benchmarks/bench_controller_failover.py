@@ -21,10 +21,14 @@ the deletion until the failover's requests were acknowledged, for its transient 
 (``peak_rss_mb_new_controller``, every broker's in ``peak_rss_mb_by_broker``; the most
 of the rounds' in ``failover_peak_rss_mb_new_controller``). With
 ``--cold-start`` broker 1 starts alone and leads every partition before the others join;
-``first_controller_rss_mb`` is then a cold start's first controller.
+``first_controller_rss_mb`` is then a cold start's first controller. The partition
+states written to ZooKeeper say the partitions are not new, so at the start each broker
+takes itself for one back on new disks and makes its logs empty (refusing leaderships
+the ISR lists others for until it caught up); with ``--restart`` every broker is then
+stopped and started again with those logs, and the figures are a restarted cluster's.
 
     .venv/bin/python benchmarks/bench_controller_failover.py [--sizes 1000,10000,100000]
-        [--rounds 3] [--no-balance] [--cold-start]
+        [--rounds 3] [--no-balance] [--cold-start] [--restart]
 """
 
 from __future__ import annotations
@@ -117,6 +121,19 @@ def last(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
     return None
 
 
+def wait_acknowledged(c: Cluster, controller_id: int, epoch: int, partitions: int) -> None:
+    """Until the controller's failover requests were acknowledged (every broker told
+    everything)."""
+    wait_for(
+        lambda: (
+            last(c[controller_id].state_changes("requests_acknowledged"), controller_epoch=epoch)
+            or partitions == 0
+        ),
+        900,
+        "the first failover's requests to be acknowledged",
+    )
+
+
 def update_metadata_figures(
     ack: dict[str, Any], loaded: dict[str, Any], started_ms: float
 ) -> dict[str, float]:
@@ -147,6 +164,7 @@ def run_size(
     rounds: int,
     balance: bool = True,
     cold_start: bool = False,
+    restart: bool = False,
 ) -> dict[str, Any]:
     connect = chroot(connect, f"failover-{partitions}")
     per_topic = 1000 if partitions >= 1000 else max(partitions, 1)
@@ -163,21 +181,30 @@ def run_size(
         controller_id, epoch = c.wait_controller(timeout=600)
         first_controller_id = controller_id
         # Let the first failover finish (every broker told everything) before timing one.
-        wait_for(
-            lambda: (
-                last(
-                    c[controller_id].state_changes("requests_acknowledged"), controller_epoch=epoch
-                )
-                or partitions == 0
-            ),
-            600,
-            "the first failover's requests to be acknowledged",
-        )
+        wait_acknowledged(c, controller_id, epoch, partitions)
         if cold_start:
             c[2].start()
             c[3].start()
             c.wait_registered((1, 2, 3), timeout=600)
         settle_s = wait_quiet(connect)
+        restart_s = None
+        if restart:
+            # The brokers made their logs at the start above (the partition states say
+            # they are not new: each broker took itself for one back on new disks); now
+            # they stop, all at once, and start again with their logs, as a cluster
+            # restarted does.
+            restarted = time.perf_counter()
+            for b in BROKERS:
+                c[b].terminate()
+            for b in BROKERS:
+                c[b].wait_exit(900)
+            c.start(wait=False)
+            c.wait_registered(BROKERS, timeout=900)
+            controller_id, epoch = c.wait_controller(min_epoch=epoch + 1, timeout=900)
+            first_controller_id = controller_id
+            wait_acknowledged(c, controller_id, epoch, partitions)
+            wait_quiet(connect)
+            restart_s = round(time.perf_counter() - restarted, 1)
         # Brokers start one after another, so the first controller leads what the others
         # did not yet host; balance leaderships as the auto rebalance would (it is off
         # here, not to run during the timing).
@@ -267,6 +294,8 @@ def run_size(
             "partitions": partitions,
             "populate_zookeeper_s": round(populate_s, 2),
             "settle_s": round(settle_s, 1),
+            # --restart: from stopping every broker to the restarted cluster's quiet.
+            "restart_s": restart_s,
             "leaderships_balanced_first": balance,
             "preferred_election_s": round(balance_s, 1),
             "floor_read_s": round(statistics.median_high(floors), 3),
@@ -327,6 +356,14 @@ def main() -> None:
         help="skip the preferred election: leaderships stay where the brokers' start left them",
     )
     parser.add_argument(
+        "--restart",
+        action="store_true",
+        help=(
+            "once the cluster settled, stop every broker and start them again with the logs "
+            "the first start made (the figures are then a restarted cluster's)"
+        ),
+    )
+    parser.add_argument(
         "--cold-start",
         action="store_true",
         help=(
@@ -343,7 +380,15 @@ def main() -> None:
     ):
         baseline = run_size(connect, 0, Path(tmp), 1)
         results = [
-            run_size(connect, n, Path(tmp), args.rounds, not args.no_balance, args.cold_start)
+            run_size(
+                connect,
+                n,
+                Path(tmp),
+                args.rounds,
+                not args.no_balance,
+                args.cold_start,
+                args.restart,
+            )
             for n in args.sizes
         ]
     emit(
