@@ -838,8 +838,8 @@ class ReplicaManager:
         if leads and self._lost_logs:
             # It leads with this log now (it passed _would_lead_without_its_log): what is
             # acknowledged from here on is in it, and the ISR's others take their records
-            # from it. Kept, a later leader epoch for it (a follower lost, a controller
-            # failover) would be refused as if its log were still the emptied one.
+            # from it. Kept, a later leader epoch for it (a follower lost, a reassignment)
+            # would be refused as if its log were still the emptied one.
             self._lost_logs.discard(tp)
         # An ISR of the leader alone puts the high watermark at its log end now (Kafka's
         # makeLeader does so), not at the next produce: after a restart the checkpointed

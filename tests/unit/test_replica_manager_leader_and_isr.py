@@ -534,7 +534,7 @@ def test_a_leader_without_its_log_is_refused_where_the_isr_lists_others(tmp_path
         ]
         # Partition 1 is led from the log made empty: the followers the ISR takes in
         # since have their records from it, so a later leader epoch (a follower lost, a
-        # controller failover) is taken, not refused as for a log still lacking.
+        # reassignment) is taken, not refused as for a log still lacking.
         assert TopicPartition("t", 1) not in rm._lost_logs
         assert errors(rm.become_leader_or_follower(request({1: (1, 5, [1, 3])}))) == {1: 0}
         assert rm.partitions[TopicPartition("t", 1)].leader == BROKER
