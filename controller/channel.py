@@ -21,6 +21,11 @@ brokers, newer): sending both one after the other would leave the broker where t
 alone does. A broker busy for a while (creating 100,000 logs at a cold start) would
 otherwise make the controller hold several full copies of the cluster's metadata for it.
 The dropped request is reported answered when the one that replaced it is.
+
+A newer incremental UpdateMetadata's rows for partitions that one waiting carries too go
+into that one instead (_hand_rows_forward): a broker busy applying 100,000 new logs is
+otherwise sent, and the controller holds for it meanwhile, a row for each ISR change of
+each partition, in requests of a few thousand partitions that no newer one repeats whole.
 """
 
 from __future__ import annotations
@@ -29,15 +34,21 @@ import dataclasses
 import logging
 import threading
 import time
+import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_exponential
 
 from controller.events import QueueTimeStats
-from controller.request_batch import BrokerRequest
+from controller.request_batch import (
+    BrokerRequest,
+    UpdateMetadataRow,
+    update_metadata_scope,
+    with_update_metadata_rows,
+)
 from wire.api import ApiKey, UpdateMetadataType
 from wire.client import KafkaConnection, KafkaConnectionError
 
@@ -65,6 +76,8 @@ class _Queued:
     enqueued_at: float = 0.0  # monotonic, for the queue time
     # Requests this one replaced: answered or abandoned with it (their bodies dropped).
     superseded: list[BrokerRequest] = dataclasses.field(default_factory=list)
+    # Newer ones it took the rows of (_hand_rows_forward): answered or abandoned after it.
+    absorbed: list[BrokerRequest] = dataclasses.field(default_factory=list)
 
 
 def _is_update_metadata(q: _Queued) -> bool:
@@ -110,6 +123,77 @@ def _stripped(request: BrokerRequest) -> BrokerRequest:
 
 def _dropped_body() -> dict[str, Any]:
     raise RuntimeError("a superseded request is never sent")
+
+
+def _hand_rows_forward(
+    waiting: list[_Queued], newer: list[BrokerRequest]
+) -> list[BrokerRequest] | None:
+    """Hand the newer incremental UpdateMetadata's rows to those ``waiting`` (the tail of
+    a broker's queue, newest first, nothing else between them) for partitions they carry
+    too: the last of those to be sent carries the newer row in place of its own, and the
+    newer request goes without it. The broker learns each partition's newest state as
+    early as before and no later than it would have; it ends where sending everything
+    would leave it. A broker busy for minutes (applying 100,000 new logs) is otherwise
+    sent a row for each change of a partition's ISR, each held by the controller until
+    sent: 170,000 rows and more for one broker, measured.
+
+    A row stays where it is when the request waiting does not name its leader among the
+    live brokers or has another id for its topic (the broker would read a leader it has
+    no address for, or mix two topics of one name), or when either marks the topic being
+    deleted (a deletion's mark is said once, see _says_nothing_more). Returns ``newer``
+    with the rows handed on taken out, or None when none was."""
+    offered: dict[str, dict[int, tuple[UpdateMetadataRow, Mapping[str, uuid.UUID]]]] = {}
+    for r in newer:
+        scope = update_metadata_scope(r)
+        if r.update_metadata_type != UpdateMetadataType.INCREMENTAL or scope is None:
+            return None
+        for row in r.update_metadata_rows or ():
+            if not row[5]:
+                offered.setdefault(row[0], {})[row[1]] = (row, scope.topic_ids)
+    if not offered:
+        return None
+    handed: dict[str, set[int]] = {}
+    for q in waiting:  # newest first: a partition goes to the last waiting that has it
+        request = q.request
+        assert request is not None
+        rows = request.update_metadata_rows
+        scope = update_metadata_scope(request)
+        if rows is None or scope is None:
+            continue
+        live, topic_ids = scope
+        taken: list[UpdateMetadataRow] | None = None
+        for at, row in enumerate(rows):
+            parts = offered.get(row[0])
+            if parts is None:
+                continue
+            # Decided here whatever the outcome: an earlier row of it is sent before this
+            # one, which says what the broker is left with.
+            offer = parts.pop(row[1], None)
+            if offer is None:
+                continue
+            newer_row, newer_topic_ids = offer
+            leader = newer_row[2].leader_and_isr.leader
+            if (
+                row[5]
+                or topic_ids.get(row[0]) != newer_topic_ids.get(row[0])
+                or (leader >= 0 and leader not in live)
+            ):
+                continue
+            if taken is None:
+                taken = list(rows)
+            taken[at] = newer_row
+            handed.setdefault(row[0], set()).add(row[1])
+        if taken is not None:
+            q.request = with_update_metadata_rows(request, taken)
+    if not handed:
+        return None
+    out = []
+    no_parts: set[int] = set()
+    for r in newer:
+        rows = r.update_metadata_rows or []
+        kept_rows = [row for row in rows if row[1] not in handed.get(row[0], no_parts)]
+        out.append(r if len(kept_rows) == len(rows) else with_update_metadata_rows(r, kept_rows))
+    return out
 
 
 class _BrokerSender:
@@ -192,18 +276,22 @@ class _BrokerSender:
     def put(self, requests: list[BrokerRequest]) -> None:
         """Queue requests for this broker, in order; called by the controller's thread."""
         now = time.monotonic()
-        queued = [_Queued(r, now) for r in requests]
         with self._queued:
-            replaced, by = self._supersede(requests)
+            requests, replaced, by = self._supersede(requests)
+            queued = [_Queued(r, now) for r in requests]
             if replaced:
                 queued[by].superseded = replaced
             self._queue.extend(queued)
             self._queued.notify()
 
-    def _supersede(self, requests: list[BrokerRequest]) -> tuple[list[BrokerRequest], int]:
+    def _supersede(
+        self, requests: list[BrokerRequest]
+    ) -> tuple[list[BrokerRequest], list[BrokerRequest], int]:
         """Drop the UpdateMetadata at the queue's tail that the UpdateMetadata at the head
-        of ``requests`` (nothing between them) make redundant; return them, and which of
-        ``requests`` answers for them (the last of those). Holds the queue's lock.
+        of ``requests`` (nothing between them) make redundant, and hand the rows of those
+        the ones left waiting carry too (see _hand_rows_forward); return ``requests`` as
+        they are to be queued, the requests dropped, and which of the requests queued
+        answers for them. Holds the queue's lock.
 
         A request ending a full update (FULL) tells a new broker that its metadata is
         whole, so it ends the broker's Metadata hold (item 13): it goes only for newer
@@ -215,7 +303,7 @@ class _BrokerSender:
                 break
             newer.append(r)
         if not newer or not self._queue or not _is_update_metadata(self._queue[-1]):
-            return [], 0
+            return requests, [], 0
         tail: list[_Queued] = []  # newest first
         while self._queue and _is_update_metadata(self._queue[-1]):
             tail.append(self._queue.pop())
@@ -251,8 +339,40 @@ class _BrokerSender:
             assert q.request is not None
             replaced += q.superseded
             replaced.append(_stripped(q.request))
+            replaced += q.absorbed
             self.stats.superseded += 1
-        return replaced, len(newer) - 1
+        if not kept or newer_full:
+            return requests, replaced, len(newer) - 1
+        handed = _hand_rows_forward(kept, newer)
+        if handed is None:
+            return requests, replaced, len(newer) - 1
+        # A newer request left with no row goes unless it has other live brokers to
+        # tell: it is answered after the last one waiting, which is sent after every row
+        # it handed on. Those dropped above stay with the last newer one left, or go with
+        # it: they say nothing the newer ones did not.
+        last = kept[0]
+        assert last.request is not None
+        last_scope = update_metadata_scope(last.request)
+        remaining: list[BrokerRequest] = []
+        emptied: list[BrokerRequest] = []
+        for r in handed:
+            scope = update_metadata_scope(r)
+            if (
+                r.update_metadata_rows
+                or last_scope is None
+                or scope is None
+                or scope.live_broker_ids != last_scope.live_broker_ids
+            ):
+                remaining.append(r)
+            else:
+                emptied.append(_stripped(r))
+                self.stats.superseded += 1
+        rest = requests[len(newer) :]
+        if not remaining:
+            last.absorbed += replaced + emptied  # oldest first
+            return rest, [], 0
+        last.absorbed += emptied
+        return remaining + rest, replaced, len(remaining) - 1
 
     def _connection(self) -> KafkaConnection:
         with self._conn_lock:
@@ -413,7 +533,7 @@ class _BrokerSender:
     def _tell_written(queued: _Queued) -> None:
         """Tell the events whose requests these are that they are on the wire (those it
         replaced too: this one says all they said)."""
-        for r in (*queued.superseded, queued.request):
+        for r in (*queued.superseded, queued.request, *queued.absorbed):
             if r is not None and r.tracker is not None:
                 try:
                     r.tracker.written(r)
@@ -431,7 +551,7 @@ class _BrokerSender:
         if callback is None:
             return
         for q in queued:
-            for r in (*q.superseded, q.request):
+            for r in (*q.superseded, q.request, *q.absorbed):
                 if r is None:
                     continue
                 try:

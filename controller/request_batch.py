@@ -8,6 +8,7 @@ Pure: it reads the context when building and touches no socket.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import struct
 import threading
@@ -520,6 +521,47 @@ def _update_metadata_body(
         "topic_states": update_metadata_topic_states(rows, topic_ids),
         "live_brokers": live_brokers,
     }
+
+
+class UpdateMetadataScope(NamedTuple):
+    """What an UpdateMetadata built from rows tells beside its rows: the brokers it says
+    are live, and the topic ids its rows go with."""
+
+    live_broker_ids: frozenset[int]
+    topic_ids: Mapping[str, uuid.UUID]
+
+
+def update_metadata_scope(request: BrokerRequest) -> UpdateMetadataScope | None:
+    """The scope of an UpdateMetadata that RequestBatch built (None for another)."""
+    made = _update_metadata_builder(request)
+    if made is None:
+        return None
+    kw = made.keywords
+    return UpdateMetadataScope(frozenset(b["id"] for b in kw["live_brokers"]), kw["topic_ids"])
+
+
+def with_update_metadata_rows(
+    request: BrokerRequest, rows: list[UpdateMetadataRow]
+) -> BrokerRequest:
+    """``request`` (an UpdateMetadata that RequestBatch built) carrying ``rows`` instead,
+    in a body of its own (no longer the one its brokers share)."""
+    made = _update_metadata_builder(request)
+    if made is None:
+        raise ValueError("not an UpdateMetadata built from rows")
+    body = SharedBody(
+        ApiKey.UPDATE_METADATA, request.api_version, functools.partial(made, rows=rows)
+    )
+    return dataclasses.replace(request, shared=body, update_metadata_rows=rows)
+
+
+def _update_metadata_builder(request: BrokerRequest) -> functools.partial[Body] | None:
+    shared = request.shared
+    if request.update_metadata_rows is None or shared is None:
+        return None
+    made = shared._make_body
+    if isinstance(made, functools.partial) and made.func is _update_metadata_body:
+        return made
+    return None
 
 
 def encode_shared_bodies(requests: Iterable[BrokerRequest]) -> None:

@@ -10,6 +10,7 @@ import logging
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -54,6 +55,9 @@ class Server:
         self.before_answer = before_answer
         self.hang_up_on = set(hang_up_on)
         self.received: list[str] = []
+        # Each UpdateMetadata received, as partition -> (leader, leader epoch), and the
+        # live brokers it names.
+        self.update_metadata: list[tuple[dict[int, tuple[int, int]], list[int]]] = []
         self.connections = 0
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
@@ -81,6 +85,16 @@ class Server:
                 body = decode_request_body(key, version, frame, offset)
                 if key == ApiKey.UPDATE_METADATA:
                     topic = update_metadata_label(body)
+                    self.update_metadata.append(
+                        (
+                            {
+                                p["partition_index"]: (p["leader"], p["leader_epoch"])
+                                for t in body["topic_states"]
+                                for p in t["partition_states"]
+                            },
+                            [b["id"] for b in body["live_brokers"]],
+                        )
+                    )
                 else:
                     topic = body["topics"][0]["name"]
                 self.received.append(topic)
@@ -272,19 +286,30 @@ def update_metadata(
     written: list[str] | None = None,
     *,
     deleting: bool = False,
+    leader: int = 7,
+    leader_epoch: int = 1,
+    live: tuple[int, ...] = (7,),
+    topic_id: uuid.UUID | None = None,
 ) -> BrokerRequest:
     """Broker 7's UpdateMetadata for these partitions of ``orders`` (None: all three),
     built by the controller's request batch; its tracker is ``name``, noting in
     ``written`` when it is written. ``deleting``: the topic is being deleted (its
-    partitions' leader is sent as -2)."""
+    partitions' leader is sent as -2). Every partition has ``leader`` at ``leader_epoch``;
+    ``live``: the brokers it says are live."""
     ctx = ControllerContext(epoch=3, epoch_zk_version=2)
     if deleting:
         ctx.topics_to_be_deleted.add(TOPIC)
-    ctx.add_live_brokers({7: (BrokerRegistration(7, (EndPoint("PLAINTEXT", "h", 9),)), 70)})
+    if topic_id is not None:
+        ctx.topic_ids[TOPIC] = topic_id
+    ctx.add_live_brokers(
+        {b: (BrokerRegistration(b, (EndPoint("PLAINTEXT", "h", 9),)), 10 * b) for b in live}
+    )
     for p in range(3):
         tp = TopicPartition(TOPIC, p)
         ctx.update_assignment(tp, ReplicaAssignment((7,)))
-        ctx.leadership[tp] = LeaderIsrAndControllerEpoch(LeaderAndIsr(7, 1, (7,), 0), 3)
+        ctx.leadership[tp] = LeaderIsrAndControllerEpoch(
+            LeaderAndIsr(leader, leader_epoch, (leader,), 0), 3
+        )
     batch = RequestBatch()
     batch.add_update_metadata(
         [7], None if partitions is None else [TopicPartition(TOPIC, p) for p in partitions]
@@ -334,8 +359,10 @@ def test_update_metadata_said_again_behind_it_is_dropped(servers: Callable[..., 
     with h:
         c.channel.send([update_metadata([0, 1], "A", written)])
         c.channel.send([update_metadata([], "B", written)])  # the live brokers only
-        c.channel.send([update_metadata([0], "C", written)])  # all B says, not all A says
-        assert c.channel.queue_sizes() == {7: 3}  # A, C and the one taken ahead
+        # All B says, not all A says: B goes, and C's row goes to A in place of A's own
+        # (_hand_rows_forward), so C goes too, answered after A.
+        c.channel.send([update_metadata([0], "C", written)])
+        assert c.channel.queue_sizes() == {7: 2}  # A and the one taken ahead
         c.channel.send([update_metadata(None, "D", written)])  # says all of A and C
         assert c.channel.queue_sizes() == {7: 2}
         assert c.channel.superseded() == 3
@@ -383,8 +410,11 @@ def test_the_end_of_a_full_update_is_dropped_only_for_the_end_of_another(
     with h:
         c.channel.send([update_metadata(None, "full")])
         c.channel.send([update_metadata([0, 1, 2], "incremental")])
-        assert c.channel.queue_sizes() == {7: 3}  # both, and the one taken ahead
-        c.channel.send([update_metadata(None, "full again")])  # it ends one: both go
+        # The full update's end stays: the incremental one handed it its rows and went,
+        # to be answered after it.
+        assert c.channel.queue_sizes() == {7: 2}
+        assert c.channel.superseded() == 1
+        c.channel.send([update_metadata(None, "full again")])  # it ends one: it goes
         assert c.channel.queue_sizes() == {7: 2}
         assert c.channel.superseded() == 2
         h.answer_all(5)
@@ -426,7 +456,9 @@ def test_update_metadata_with_another_request_behind_it_is_kept(
         c.channel.send([update_metadata([0], "A")])
         c.channel.send([h.built.request("between")])
         c.channel.send([update_metadata(None, "B")])
-        c.channel.send([update_metadata([1, 2], "C")])  # not all of B: B stays
+        # Not all of B: B stays (and takes C's rows: C goes, answered after B).
+        c.channel.send([update_metadata([1, 2], "C")])
+        assert c.channel.superseded() == 1
         h.answer_all(6)
     assert h.server.received == [
         "hold",
@@ -434,9 +466,99 @@ def test_update_metadata_with_another_request_behind_it_is_kept(
         "um:orders-0",
         "between",
         "um:orders-0,orders-1,orders-2",
-        "um:orders-1,orders-2",
     ]
-    assert c.channel.superseded() == 0
+    assert h.trackers_answered() == [None, None, "A", None, "B", "C"]
+
+
+def test_a_newer_row_goes_in_place_of_the_row_waiting_for_its_partition(
+    servers: Callable[..., Server],
+) -> None:
+    """A broker busy for minutes (applying 100,000 new logs) would otherwise be sent, and
+    the controller hold for it meanwhile, a row for each change of a partition's ISR:
+    each partition's newest row goes where the last one waiting for it is, and the newer
+    request without it. The broker learns no state later than it would have, and ends
+    where sending all of them would leave it."""
+    h = Held(servers)
+    c = h.c
+    written: list[str] = []
+    with h:
+        c.channel.send([update_metadata([0, 1], "A", written)])
+        c.channel.send([update_metadata([1, 2], "B", written, leader_epoch=2)])
+        assert c.channel.queue_sizes() == {7: 3}  # B keeps partition 2
+        # Its only row goes to A, the last waiting with partition 1: C goes, answered
+        # after B, the last waiting.
+        c.channel.send([update_metadata([1], "C", written, leader_epoch=3)])
+        assert c.channel.queue_sizes() == {7: 3}
+        assert c.channel.superseded() == 1
+        h.answer_all(5)
+    assert h.server.update_metadata == [({0: (7, 1), 1: (7, 3)}, [7]), ({2: (7, 2)}, [7])]
+    # Each answered and written after the request that carried its rows, in order.
+    assert h.trackers_answered() == [None, None, "A", "B", "C"]
+    assert written == ["A", "B", "C"]
+    assert [r.update_metadata_rows is None for r, _ in c.answered[2:]] == [False, False, True]
+    assert c.abandoned == []
+
+
+def test_a_newer_row_goes_to_the_last_request_waiting_for_its_partition(
+    servers: Callable[..., Server],
+) -> None:
+    """The last one waiting with the partition says what the broker is left with: an
+    earlier one (here one that cannot carry it, a deletion's mark) keeps its own."""
+    h = Held(servers)
+    c = h.c
+    with h:
+        c.channel.send([update_metadata([0, 1], "deleted", deleting=True)])
+        c.channel.send([update_metadata(None, "full", leader_epoch=2)])
+        c.channel.send([update_metadata([0], "newer", leader_epoch=3)])
+        assert c.channel.queue_sizes() == {7: 3}  # the newer one went into the full one
+        h.answer_all(5)
+    assert h.server.update_metadata == [
+        ({0: (-2, 1), 1: (-2, 1)}, [7]),
+        ({0: (7, 3), 1: (7, 2), 2: (7, 2)}, [7]),
+    ]
+    assert h.trackers_answered() == [None, None, "deleted", "full", "newer"]
+
+
+@pytest.mark.parametrize(
+    ("waiting", "newer", "why"),
+    [
+        ({}, {"leader": 8, "live": (7, 8)}, "the waiting one has no address for its leader"),
+        (
+            {"topic_id": uuid.UUID(int=1)},
+            {"topic_id": uuid.UUID(int=2)},
+            "another topic of the same name",
+        ),
+        ({"deleting": True}, {}, "the waiting one marks the topic deleted (said once)"),
+        ({}, {"deleting": True}, "the newer one marks the topic deleted"),
+    ],
+)
+def test_a_newer_row_stays_in_its_request_when_the_waiting_one_cannot_carry_it(
+    servers: Callable[..., Server], waiting: dict[str, Any], newer: dict[str, Any], why: str
+) -> None:
+    h = Held(servers)
+    c = h.c
+    with h:
+        c.channel.send([update_metadata([0, 1], "waiting", **waiting)])
+        c.channel.send([update_metadata([0], "newer", leader_epoch=2, **newer)])
+        assert c.channel.queue_sizes() == {7: 3}, why
+        assert c.channel.superseded() == 0
+        h.answer_all(4)
+    [(first, _), (second, _)] = h.server.update_metadata
+    assert (sorted(first), first[0][1], sorted(second), second[0][1]) == ([0, 1], 1, [0], 2), why
+
+
+def test_a_newer_update_metadata_left_without_rows_still_tells_other_live_brokers(
+    servers: Callable[..., Server],
+) -> None:
+    h = Held(servers)
+    c = h.c
+    with h:
+        c.channel.send([update_metadata([0, 1], "A")])
+        c.channel.send([update_metadata([0], "B", leader_epoch=2, live=(7, 9))])
+        assert c.channel.queue_sizes() == {7: 3}
+        assert c.channel.superseded() == 0
+        h.answer_all(4)
+    assert h.server.update_metadata == [({0: (7, 2), 1: (7, 1)}, [7]), ({}, [7, 9])]
 
 
 def test_update_metadata_dropped_for_one_never_answered_is_abandoned_with_it(
