@@ -160,7 +160,7 @@ def _hand_rows_forward(
         scope = update_metadata_scope(request)
         if rows is None or scope is None:
             continue
-        live, topic_ids = scope
+        live, _, topic_ids = scope
         taken: list[UpdateMetadataRow] | None = None
         for at, row in enumerate(rows):
             parts = offered.get(row[0])
@@ -361,7 +361,8 @@ class _BrokerSender:
                 r.update_metadata_rows
                 or last_scope is None
                 or scope is None
-                or scope.live_broker_ids != last_scope.live_broker_ids
+                # brokers (or endpoints, racks) the last one waiting does not name
+                or scope.live_brokers != last_scope.live_brokers
             ):
                 remaining.append(r)
             else:

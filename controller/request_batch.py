@@ -525,9 +525,10 @@ def _update_metadata_body(
 
 class UpdateMetadataScope(NamedTuple):
     """What an UpdateMetadata built from rows tells beside its rows: the brokers it says
-    are live, and the topic ids its rows go with."""
+    are live (with their endpoints), and the topic ids its rows go with."""
 
     live_broker_ids: frozenset[int]
+    live_brokers: Sequence[Body]
     topic_ids: Mapping[str, uuid.UUID]
 
 
@@ -537,7 +538,8 @@ def update_metadata_scope(request: BrokerRequest) -> UpdateMetadataScope | None:
     if made is None:
         return None
     kw = made.keywords
-    return UpdateMetadataScope(frozenset(b["id"] for b in kw["live_brokers"]), kw["topic_ids"])
+    live = kw["live_brokers"]
+    return UpdateMetadataScope(frozenset(b["id"] for b in live), live, kw["topic_ids"])
 
 
 def with_update_metadata_rows(

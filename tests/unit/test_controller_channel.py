@@ -290,6 +290,7 @@ def update_metadata(
     leader_epoch: int = 1,
     live: tuple[int, ...] = (7,),
     topic_id: uuid.UUID | None = None,
+    port: int = 9,
 ) -> BrokerRequest:
     """Broker 7's UpdateMetadata for these partitions of ``orders`` (None: all three),
     built by the controller's request batch; its tracker is ``name``, noting in
@@ -302,7 +303,7 @@ def update_metadata(
     if topic_id is not None:
         ctx.topic_ids[TOPIC] = topic_id
     ctx.add_live_brokers(
-        {b: (BrokerRegistration(b, (EndPoint("PLAINTEXT", "h", 9),)), 10 * b) for b in live}
+        {b: (BrokerRegistration(b, (EndPoint("PLAINTEXT", "h", port),)), 10 * b) for b in live}
     )
     for p in range(3):
         tp = TopicPartition(TOPIC, p)
@@ -547,18 +548,21 @@ def test_a_newer_row_stays_in_its_request_when_the_waiting_one_cannot_carry_it(
     assert (sorted(first), first[0][1], sorted(second), second[0][1]) == ([0, 1], 1, [0], 2), why
 
 
+@pytest.mark.parametrize(
+    ("newer", "live"), [({"live": (7, 9)}, [7, 9]), ({"port": 10}, [7])], ids=["broker", "endpoint"]
+)
 def test_a_newer_update_metadata_left_without_rows_still_tells_other_live_brokers(
-    servers: Callable[..., Server],
+    servers: Callable[..., Server], newer: dict[str, Any], live: list[int]
 ) -> None:
     h = Held(servers)
     c = h.c
     with h:
         c.channel.send([update_metadata([0, 1], "A")])
-        c.channel.send([update_metadata([0], "B", leader_epoch=2, live=(7, 9))])
+        c.channel.send([update_metadata([0], "B", leader_epoch=2, **newer)])
         assert c.channel.queue_sizes() == {7: 3}
         assert c.channel.superseded() == 0
         h.answer_all(4)
-    assert h.server.update_metadata == [({0: (7, 2), 1: (7, 1)}, [7]), ({}, [7, 9])]
+    assert h.server.update_metadata == [({0: (7, 2), 1: (7, 1)}, [7]), ({}, live)]
 
 
 def test_update_metadata_dropped_for_one_never_answered_is_abandoned_with_it(
