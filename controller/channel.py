@@ -152,8 +152,11 @@ def _hand_rows_forward(
                 offered.setdefault(row[0], {})[row[1]] = (row, scope.topic_ids)
     if not offered:
         return None
+    undecided = sum(map(len, offered.values()))
     handed: dict[str, set[int]] = {}
     for q in waiting:  # newest first: a partition goes to the last waiting that has it
+        if not undecided:
+            break
         request = q.request
         assert request is not None
         rows = request.update_metadata_rows
@@ -171,6 +174,7 @@ def _hand_rows_forward(
             offer = parts.pop(row[1], None)
             if offer is None:
                 continue
+            undecided -= 1
             newer_row, newer_topic_ids = offer
             leader = newer_row[2].leader_and_isr.leader
             if (
