@@ -29,6 +29,7 @@ import statistics
 import threading
 import time
 import tracemalloc
+import uuid
 from collections.abc import Callable
 
 from common import at_least, emit
@@ -82,6 +83,7 @@ def cluster(partitions: int) -> tuple[ControllerContext, list[TopicPartition]]:
     tps = []
     for i in range(partitions):
         tp = TopicPartition(f"t{i // PER_TOPIC}", i % PER_TOPIC)
+        ctx.topic_ids.setdefault(tp.topic, uuid.UUID(int=i // PER_TOPIC + 1))
         tps.append(tp)
         ctx.update_assignment(tp, ReplicaAssignment((1, 2, 3)))
         ctx.leadership[tp] = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 1, (1,), 0), 3)

@@ -139,9 +139,11 @@ def _hand_rows_forward(
 
     A row stays where it is when the request waiting does not name its leader among the
     live brokers or has another id for its topic (the broker would read a leader it has
-    no address for, or mix two topics of one name), or when either marks the topic being
-    deleted (a deletion's mark is said once, see _says_nothing_more). Returns ``newer``
-    with the rows handed on taken out, or None when none was."""
+    no address for, or mix two topics of one name), when either marks the topic being
+    deleted (a deletion's mark is said once, see _says_nothing_more, and a row of the
+    topic made again must not go before it), or when the topic has no id (the controller
+    gives every topic one; without, two topics of one name are not told apart). Returns
+    ``newer`` with the rows handed on taken out, or None when none was."""
     offered: dict[str, dict[int, tuple[UpdateMetadataRow, Mapping[str, uuid.UUID]]]] = {}
     for r in newer:
         scope = update_metadata_scope(r)
@@ -177,9 +179,11 @@ def _hand_rows_forward(
             undecided -= 1
             newer_row, newer_topic_ids = offer
             leader = newer_row[2].leader_and_isr.leader
+            topic_id = newer_topic_ids.get(row[0])
             if (
                 row[5]
-                or topic_ids.get(row[0]) != newer_topic_ids.get(row[0])
+                or topic_id is None
+                or topic_ids.get(row[0]) != topic_id
                 or (leader >= 0 and leader not in live)
             ):
                 continue

@@ -263,6 +263,7 @@ def test_the_next_request_is_built_while_the_broker_works(
 # --- UpdateMetadata replaced by newer UpdateMetadata waiting behind it ---------------------
 
 TOPIC = "orders"
+ORDERS_ID = uuid.UUID(int=7)
 
 
 class Tracker(str):
@@ -289,7 +290,7 @@ def update_metadata(
     leader: int = 7,
     leader_epoch: int = 1,
     live: tuple[int, ...] = (7,),
-    topic_id: uuid.UUID | None = None,
+    topic_id: uuid.UUID | None = ORDERS_ID,
     port: int = 9,
 ) -> BrokerRequest:
     """Broker 7's UpdateMetadata for these partitions of ``orders`` (None: all three),
@@ -529,6 +530,7 @@ def test_a_newer_row_goes_to_the_last_request_waiting_for_its_partition(
             {"topic_id": uuid.UUID(int=2)},
             "another topic of the same name",
         ),
+        ({"topic_id": None}, {"topic_id": None}, "a topic without an id"),
         ({"deleting": True}, {}, "the waiting one marks the topic deleted (said once)"),
         ({}, {"deleting": True}, "the newer one marks the topic deleted"),
     ],
