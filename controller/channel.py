@@ -78,6 +78,17 @@ class _Queued:
     superseded: list[BrokerRequest] = dataclasses.field(default_factory=list)
     # Newer ones it took the rows of (_hand_rows_forward): answered or abandoned after it.
     absorbed: list[BrokerRequest] = dataclasses.field(default_factory=list)
+    # Whether some of its rows went into a request waiting before it (_hand_rows_forward):
+    # its answer then waits for that one's too.
+    rows_sent_before: bool = False
+    # False once its own request is answered with another (see _supersede): it is sent,
+    # and not told of.
+    answered_here: bool = True
+
+    def told(self) -> tuple[BrokerRequest, ...]:
+        """The requests told of this one's fate, in order."""
+        own = (self.request,) if self.request is not None and self.answered_here else ()
+        return (*self.superseded, *own, *self.absorbed)
 
 
 def _is_update_metadata(q: _Queued) -> bool:
@@ -285,8 +296,11 @@ class _BrokerSender:
         """Queue requests for this broker, in order; called by the controller's thread."""
         now = time.monotonic()
         with self._queued:
+            given = {id(r) for r in requests}
             requests, replaced, by = self._supersede(requests)
-            queued = [_Queued(r, now) for r in requests]
+            # A request not among those given is one whose rows went in part into one
+            # waiting (_hand_rows_forward makes it anew).
+            queued = [_Queued(r, now, rows_sent_before=id(r) not in given) for r in requests]
             if replaced:
                 queued[by].superseded = replaced
             self._queue.extend(queued)
@@ -343,21 +357,37 @@ class _BrokerSender:
                 keep_the_rest = full
         self._queue.extend(reversed(kept))
         replaced: list[BrokerRequest] = []
-        for q in reversed(dropped):  # oldest first
+        dropped_ids = {id(q) for q in dropped}
+        after_a_drop = False
+        for q in reversed(tail):  # oldest first
             assert q.request is not None
-            replaced += q.superseded
-            replaced.append(_stripped(q.request))
-            replaced += q.absorbed
-            self.stats.superseded += 1
+            if id(q) in dropped_ids:
+                after_a_drop = True
+                replaced += q.superseded
+                if q.answered_here:
+                    replaced.append(_stripped(q.request))
+                replaced += q.absorbed
+                self.stats.superseded += 1
+            elif after_a_drop:
+                # Those answered with a request kept may say rows sent before it by one
+                # dropped now (its own rows handed on, or those of the requests answered
+                # with it): they are answered after the newer ones that say them.
+                replaced += q.superseded
+                if q.rows_sent_before and q.answered_here:
+                    replaced.append(_stripped(q.request))
+                    q.answered_here = False
+                replaced += q.absorbed
+                q.superseded = []
+                q.absorbed = []
         if not kept or newer_full:
             return requests, replaced, len(newer) - 1
         handed = _hand_rows_forward(kept, newer)
         if handed is None:
             return requests, replaced, len(newer) - 1
         # A newer request left with no row goes unless it has other live brokers to
-        # tell: it is answered after the last one waiting, which is sent after every row
-        # it handed on. Those dropped above stay with the last newer one left, or go with
-        # it: they say nothing the newer ones did not.
+        # tell: it is answered after the last UpdateMetadata waiting, which is sent after
+        # every row it handed on. Those dropped above stay with the last newer one left,
+        # or go with it: they say nothing the newer ones did not.
         last = kept[0]
         assert last.request is not None
         last_scope = update_metadata_scope(last.request)
@@ -542,8 +572,8 @@ class _BrokerSender:
     def _tell_written(queued: _Queued) -> None:
         """Tell the events whose requests these are that they are on the wire (those it
         replaced too: this one says all they said)."""
-        for r in (*queued.superseded, queued.request, *queued.absorbed):
-            if r is not None and r.tracker is not None:
+        for r in queued.told():
+            if r.tracker is not None:
                 try:
                     r.tracker.written(r)
                 except Exception:
@@ -560,9 +590,7 @@ class _BrokerSender:
         if callback is None:
             return
         for q in queued:
-            for r in (*q.superseded, q.request, *q.absorbed):
-                if r is None:
-                    continue
+            for r in q.told():
                 try:
                     if response is None:
                         callback(r)
