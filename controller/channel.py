@@ -26,6 +26,9 @@ A newer incremental UpdateMetadata's rows for partitions that one waiting carrie
 into that one instead (_hand_rows_forward): a broker busy applying 100,000 new logs is
 otherwise sent, and the controller holds for it meanwhile, a row for each ISR change of
 each partition, in requests of a few thousand partitions that no newer one repeats whole.
+Rows go past the LeaderAndIsr and StopReplica waiting between them that do not name their
+partitions: where leaderships move while a broker is slow, its queue interleaves those
+with UpdateMetadata.
 """
 
 from __future__ import annotations
@@ -91,6 +94,11 @@ class _Queued:
         return (*self.superseded, *own, *self.absorbed)
 
 
+# Requests a newer UpdateMetadata row may go past (for partitions they do not name), to
+# an UpdateMetadata waiting before them.
+_ROWS_GO_PAST = frozenset((ApiKey.UPDATE_METADATA, ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA))
+
+
 def _is_update_metadata(q: _Queued) -> bool:
     return q.request is not None and q.request.api_key == ApiKey.UPDATE_METADATA
 
@@ -137,12 +145,14 @@ def _dropped_body() -> dict[str, Any]:
 
 
 def _hand_rows_forward(
-    waiting: list[_Queued], newer: list[BrokerRequest]
+    waiting: Iterable[_Queued], newer: list[BrokerRequest]
 ) -> list[BrokerRequest] | None:
-    """Hand the newer incremental UpdateMetadata's rows to those ``waiting`` (the tail of
-    a broker's queue, newest first, nothing else between them) for partitions they carry
-    too: the last of those to be sent carries the newer row in place of its own, and the
-    newer request goes without it. The broker learns each partition's newest state as
+    """Hand the newer incremental UpdateMetadata's rows to the UpdateMetadata ``waiting``
+    (a broker's queue, newest first) for partitions they carry too: the last of those to
+    be sent carries the newer row in place of its own, and the newer request goes without
+    it. A row goes past a LeaderAndIsr or StopReplica waiting that does not name its
+    partition (one that does must reach the broker before the metadata that follows it),
+    and past no other request. The broker learns each partition's newest state as
     early as before and no later than it would have; it ends where sending everything
     would leave it. A broker busy for minutes (applying 100,000 new logs) is otherwise
     sent a row for each change of a partition's ISR, each held by the controller until
@@ -171,7 +181,15 @@ def _hand_rows_forward(
         if not undecided:
             break
         request = q.request
-        assert request is not None
+        if request is None or request.api_key not in _ROWS_GO_PAST:
+            break  # the stop signal, or a request whose partitions are not known here
+        if request.api_key != ApiKey.UPDATE_METADATA:
+            # Its partitions' rows stay behind it: decided, whatever comes before.
+            for tp in request.partitions:
+                parts = offered.get(tp.topic)
+                if parts is not None and parts.pop(tp.partition, None) is not None:
+                    undecided -= 1
+            continue
         rows = request.update_metadata_rows
         scope = update_metadata_scope(request)
         if rows is None or scope is None:
@@ -311,9 +329,9 @@ class _BrokerSender:
     ) -> tuple[list[BrokerRequest], list[BrokerRequest], int]:
         """Drop the UpdateMetadata at the queue's tail that the UpdateMetadata at the head
         of ``requests`` (nothing between them) make redundant, and hand the rows of those
-        the ones left waiting carry too (see _hand_rows_forward); return ``requests`` as
-        they are to be queued, the requests dropped, and which of the requests queued
-        answers for them. Holds the queue's lock.
+        the UpdateMetadata left waiting carry too (see _hand_rows_forward); return
+        ``requests`` as they are to be queued, the requests dropped, and which of the
+        requests queued answers for them. Holds the queue's lock.
 
         A request ending a full update (FULL) tells a new broker that its metadata is
         whole, so it ends the broker's Metadata hold (item 13): it goes only for newer
@@ -324,7 +342,7 @@ class _BrokerSender:
             if r.api_key != ApiKey.UPDATE_METADATA:
                 break
             newer.append(r)
-        if not newer or not self._queue or not _is_update_metadata(self._queue[-1]):
+        if not newer or not self._queue:
             return requests, [], 0
         tail: list[_Queued] = []  # newest first
         while self._queue and _is_update_metadata(self._queue[-1]):
@@ -379,16 +397,16 @@ class _BrokerSender:
                 replaced += q.absorbed
                 q.superseded = []
                 q.absorbed = []
-        if not kept or newer_full:
+        if newer_full:
             return requests, replaced, len(newer) - 1
-        handed = _hand_rows_forward(kept, newer)
+        handed = _hand_rows_forward(reversed(self._queue), newer)
         if handed is None:
             return requests, replaced, len(newer) - 1
         # A newer request left with no row goes unless it has other live brokers to
         # tell: it is answered after the last UpdateMetadata waiting, which is sent after
         # every row it handed on. Those dropped above stay with the last newer one left,
         # or go with it: they say nothing the newer ones did not.
-        last = kept[0]
+        last = next(q for q in reversed(self._queue) if _is_update_metadata(q))
         assert last.request is not None
         last_scope = update_metadata_scope(last.request)
         remaining: list[BrokerRequest] = []

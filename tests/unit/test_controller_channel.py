@@ -40,6 +40,16 @@ def update_metadata_label(body: dict[str, Any]) -> str:
     )
 
 
+def partitions_label(kind: str, body: dict[str, Any]) -> str:
+    """A LeaderAndIsr (``lai``) or StopReplica (``sr``) told apart by its partitions:
+    ``lai:orders-1``."""
+    return f"{kind}:" + ",".join(
+        f"{t['topic_name']}-{p['partition_index']}"
+        for t in body["topic_states"]
+        for p in t["partition_states"]
+    )
+
+
 class Server:
     """Answers Metadata requests, on any number of connections, one request at a time;
     ``hang_up_on`` names topics whose first request is answered by closing the
@@ -95,6 +105,8 @@ class Server:
                             [b["id"] for b in body["live_brokers"]],
                         )
                     )
+                elif key in (ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA):
+                    topic = partitions_label("lai" if key == ApiKey.LEADER_AND_ISR else "sr", body)
                 else:
                     topic = body["topics"][0]["name"]
                 self.received.append(topic)
@@ -111,6 +123,10 @@ class Server:
                 }
                 if key == ApiKey.UPDATE_METADATA:
                     reply = {"error_code": 0}
+                elif key == ApiKey.LEADER_AND_ISR:
+                    reply = {"error_code": 0, "topics": []}
+                elif key == ApiKey.STOP_REPLICA:
+                    reply = {"error_code": 0, "partition_errors": []}
                 conn.sendall(encode_response(key, version, header["correlation_id"], reply))
 
     def close(self) -> None:
@@ -322,6 +338,28 @@ def update_metadata(
     )
 
 
+def leader_and_isr(
+    partitions: list[int], name: str, *, stop_replica: bool = False
+) -> BrokerRequest:
+    """Broker 7's LeaderAndIsr (or, ``stop_replica``, StopReplica) for these partitions of
+    ``orders``, built by the controller's request batch; its tracker is ``name``."""
+    ctx = ControllerContext(epoch=3, epoch_zk_version=2)
+    ctx.topic_ids[TOPIC] = ORDERS_ID
+    ctx.add_live_brokers({7: (BrokerRegistration(7, (EndPoint("PLAINTEXT", "h", 9),)), 70)})
+    batch = RequestBatch()
+    for p in partitions:
+        tp = TopicPartition(TOPIC, p)
+        lice = LeaderIsrAndControllerEpoch(LeaderAndIsr(7, 5, (7,), 0), 3)
+        ctx.update_assignment(tp, ReplicaAssignment((7,)))
+        ctx.leadership[tp] = lice
+        if stop_replica:
+            batch.add_stop_replica([7], tp, delete_partition=False)
+        else:
+            batch.add_leader_and_isr_many([([7], tp, lice, ReplicaAssignment((7,)))], is_new=False)
+    [request] = batch.build(ctx, 1)
+    return dataclasses.replace(request, tracker=Tracker(name, []))
+
+
 class Held:
     """A channel whose broker holds its answer to ``hold`` until released, with the
     request after it already taken ahead: whatever is sent meanwhile waits in the queue."""
@@ -519,6 +557,62 @@ def test_a_newer_row_goes_to_the_last_request_waiting_for_its_partition(
         ({0: (7, 3), 1: (7, 2), 2: (7, 2)}, [7]),
     ]
     assert h.trackers_answered() == [None, None, "deleted", "full", "newer"]
+
+
+@pytest.mark.parametrize("stop_replica", [False, True], ids=["leader_and_isr", "stop_replica"])
+def test_a_newer_row_goes_past_a_request_not_naming_its_partition(
+    servers: Callable[..., Server], stop_replica: bool
+) -> None:
+    """Where leaderships move while a broker is slow, its queue interleaves LeaderAndIsr
+    with UpdateMetadata: a row goes past one that does not name its partition, and stays
+    behind one that does (the broker must apply it before the metadata that follows)."""
+    h = Held(servers)
+    c = h.c
+    kind = "sr" if stop_replica else "lai"
+    with h:
+        c.channel.send([update_metadata([0, 1], "A")])
+        c.channel.send([leader_and_isr([1], "move", stop_replica=stop_replica)])
+        c.channel.send([update_metadata([0, 1], "B", leader_epoch=2)])
+        assert c.channel.queue_sizes() == {7: 4}  # one taken ahead
+        h.answer_all(5)
+    assert h.server.received[2:] == ["um:orders-0,orders-1", f"{kind}:orders-1", "um:orders-1"]
+    assert h.server.update_metadata == [({0: (7, 2), 1: (7, 1)}, [7]), ({1: (7, 2)}, [7])]
+    assert h.trackers_answered() == [None, None, "A", "move", "B"]
+
+
+def test_an_update_metadata_whose_rows_all_went_past_a_leader_and_isr_is_answered_with_them(
+    servers: Callable[..., Server],
+) -> None:
+    h = Held(servers)
+    c = h.c
+    written: list[str] = []
+    with h:
+        c.channel.send([update_metadata([0, 1], "A", written)])
+        c.channel.send([leader_and_isr([2], "move")])
+        c.channel.send([update_metadata([0], "B", written, leader_epoch=2)])
+        assert c.channel.queue_sizes() == {7: 3}
+        assert c.channel.superseded() == 1
+        h.answer_all(5)
+    assert h.server.received[2:] == ["um:orders-0,orders-1", "lai:orders-2"]
+    assert h.server.update_metadata == [({0: (7, 2), 1: (7, 1)}, [7])]
+    # B said nothing A does not say now: answered, and written, with A.
+    assert h.trackers_answered() == [None, None, "A", "B", "move"]
+    assert written == ["A", "B"]
+
+
+def test_a_newer_row_goes_past_no_request_of_another_kind(
+    servers: Callable[..., Server],
+) -> None:
+    h = Held(servers)
+    c = h.c
+    with h:
+        c.channel.send([update_metadata([0, 1], "A")])
+        c.channel.send([h.built.request("between")])
+        c.channel.send([update_metadata([0], "B", leader_epoch=2)])
+        assert c.channel.queue_sizes() == {7: 4}
+        h.answer_all(5)
+    assert h.server.received[2:] == ["um:orders-0,orders-1", "between", "um:orders-0"]
+    assert h.server.update_metadata == [({0: (7, 1), 1: (7, 1)}, [7]), ({0: (7, 2)}, [7])]
 
 
 @pytest.mark.parametrize(

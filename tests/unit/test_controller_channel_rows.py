@@ -109,6 +109,8 @@ sends_strategy = st.lists(st.lists(kinds(), min_size=1, max_size=3), min_size=1,
 # A request whose row for partition 0 went into one waiting, dropped later for a newer
 # send: it waited for its own sending only.
 @example([[("um", [0, 1])], [("um", [0]), ("um", [0]), ("um", [0, 2])], [("um", [0, 1])]])
+# A row stays behind a LeaderAndIsr naming its partition, and goes past one that does not.
+@example([[("um", [0, 1])], [("lai", [1])], [("um", [0, 1])]])
 def test_the_broker_learns_what_every_request_as_built_would_have_told_it(
     sends: list[list[tuple[str, list[int]]]],
 ) -> None:
