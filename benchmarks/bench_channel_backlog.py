@@ -7,7 +7,11 @@ full update it has not taken yet. Here a real channel sends to a socket that tak
 first request and never answers: behind it wait the rest of a full update of
 ``--partitions`` partitions, then ``--sends`` incremental UpdateMetadata of
 ``--batch`` partitions each, every partition's ISR growing by one at each of its changes
-(40 sends of 5,000: each partition changes twice).
+(40 sends of 5,000: each partition changes twice). Then the same with leaderships moving
+meanwhile: after every fourth send, ``--move-batch`` other partitions get a new leader,
+a LeaderAndIsr and an UpdateMetadata for them queued between the ISR changes' (what a
+broker's queue held when leaderships moved while it was busy: 18 LeaderAndIsr among 25
+UpdateMetadata in one probed queue).
 
 The figures: the requests and the memory the channel holds once every send is queued
 (traced, less what the same sends take when nothing is held: the context's new states),
@@ -17,6 +21,7 @@ channel held before newer rows went into the requests waiting, as no send repeat
 whole waiting one), and how long building each send took.
 
     .venv/bin/python benchmarks/bench_channel_backlog.py [--partitions 100000] [--sends 40]
+        [--batch 5000] [--move-batch 1000]
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import time
 import tracemalloc
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from common import at_least, emit
 
@@ -105,14 +111,35 @@ def isr_changes(ctx: ControllerContext, tps: list[TopicPartition]) -> None:
         ctx.leadership[tp] = LeaderIsrAndControllerEpoch(grown, 3)
 
 
+def leader_moves(ctx: ControllerContext, tps: list[TopicPartition]) -> list[BrokerRequest]:
+    """Each partition's leadership moved to broker 3: the busy broker's LeaderAndIsr and
+    UpdateMetadata for them."""
+    updates = []
+    for tp in tps:
+        lai = ctx.leadership[tp].leader_and_isr
+        lice = LeaderIsrAndControllerEpoch(LeaderAndIsr(3, lai.leader_epoch + 1, lai.isr, 0), 3)
+        ctx.leadership[tp] = lice
+        updates.append(([BUSY], tp, lice, ctx.full_assignment(tp)))
+    batch = RequestBatch()
+    batch.add_leader_and_isr_updates(ctx, updates)
+    return [r for r in batch.build(ctx, 1) if r.broker_id == BUSY]
+
+
 def run(
-    partitions: int, sends: int, batch: int, sink: Callable[[list[BrokerRequest]], None]
+    partitions: int,
+    sends: int,
+    batch: int,
+    sink: Callable[[list[BrokerRequest]], None],
+    move_batch: int = 0,
 ) -> tuple[list[float], list[float]]:
-    """The scenario into ``sink``: seconds each send took to build and to sink."""
+    """The scenario into ``sink``: seconds each ISR changes' send took to build and to
+    sink. With ``move_batch``, that many other partitions move after every fourth."""
     ctx, tps = cluster(partitions)
     sink(update_metadata(ctx, None))
     order = tps[:]
     random.Random(1).shuffle(order)
+    moving = tps[:]
+    random.Random(2).shuffle(moving)
     built_s, sunk_s = [], []
     for i in range(sends):
         start = i * batch % len(order)
@@ -124,11 +151,14 @@ def run(
         sink(requests)
         built_s.append(built - started)
         sunk_s.append(time.perf_counter() - built)
+        if move_batch and i % 4 == 3:
+            start = i // 4 * move_batch % len(moving)
+            sink(leader_moves(ctx, moving[start : start + move_batch]))
     return built_s, sunk_s
 
 
 def channel_run(
-    partitions: int, sends: int, batch: int, traced: bool
+    partitions: int, sends: int, batch: int, traced: bool, move_batch: int = 0
 ) -> tuple[list[float], list[float], int, float]:
     broker = SilentBroker()
     channel = ControllerChannelManager(1, lambda _r, _b: None, socket_timeout_s=600)
@@ -148,7 +178,7 @@ def channel_run(
                 if traced:
                     tracemalloc.start()
 
-        built_s, sunk_s = run(partitions, sends, batch, sink)
+        built_s, sunk_s = run(partitions, sends, batch, sink, move_batch)
         gc.collect()
         held = tracemalloc.get_traced_memory()[0] if traced else 0
         waiting = channel.queue_sizes()[BUSY]
@@ -159,7 +189,9 @@ def channel_run(
     return built_s, sunk_s, waiting, held / 2**20
 
 
-def list_run(partitions: int, sends: int, batch: int, keep: bool = True) -> tuple[int, float]:
+def list_run(
+    partitions: int, sends: int, batch: int, keep: bool = True, move_batch: int = 0
+) -> tuple[int, float]:
     """The requests held as built (``keep``), or none of them: the memory the scenario
     takes without any request held (the context's new states)."""
     held: list[BrokerRequest] = []
@@ -175,7 +207,7 @@ def list_run(partitions: int, sends: int, batch: int, keep: bool = True) -> tupl
             held.extend(requests)
 
     try:
-        run(partitions, sends, batch, sink)
+        run(partitions, sends, batch, sink, move_batch)
         gc.collect()
         traced = tracemalloc.get_traced_memory()[0]
     finally:
@@ -183,17 +215,30 @@ def list_run(partitions: int, sends: int, batch: int, keep: bool = True) -> tupl
     return len(held), traced / 2**20
 
 
+def scenario(partitions: int, sends: int, batch: int, move_batch: int) -> dict[str, Any]:
+    built_s, queued_s, waiting, _ = channel_run(partitions, sends, batch, False, move_batch)
+    _, _, _, held_mib = channel_run(partitions, sends, batch, True, move_batch)
+    baseline_waiting, baseline_mib = list_run(partitions, sends, batch, move_batch=move_batch)
+    # What the scenario itself keeps (the context's new states), taken from both.
+    _, scenario_mib = list_run(partitions, sends, batch, keep=False, move_batch=move_batch)
+    return {
+        "requests_waiting": waiting,
+        "held_mib": round(held_mib - scenario_mib, 1),
+        "queue_ms_median": round(statistics.median(queued_s) * 1000, 2),
+        "queue_ms_max": round(max(queued_s) * 1000, 2),
+        "baseline_requests_held": baseline_waiting,
+        "baseline_held_mib": round(baseline_mib - scenario_mib, 1),
+        "build_ms_median": round(statistics.median(built_s) * 1000, 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=at_least(PER_TOPIC), default=100_000)
     parser.add_argument("--sends", type=at_least(1), default=40)
     parser.add_argument("--batch", type=at_least(1), default=5_000)
+    parser.add_argument("--move-batch", type=at_least(1), default=1_000)
     args = parser.parse_args()
-    built_s, queued_s, waiting, _ = channel_run(args.partitions, args.sends, args.batch, False)
-    _, _, _, held_mib = channel_run(args.partitions, args.sends, args.batch, True)
-    baseline_waiting, baseline_mib = list_run(args.partitions, args.sends, args.batch)
-    # What the scenario itself keeps (the context's new states), taken from both.
-    _, scenario_mib = list_run(args.partitions, args.sends, args.batch, keep=False)
     emit(
         {
             "benchmark": "channel_backlog",
@@ -205,13 +250,10 @@ def main() -> None:
             "partitions": args.partitions,
             "sends": args.sends,
             "partitions_per_send": args.batch,
-            "requests_waiting": waiting,
-            "held_mib": round(held_mib - scenario_mib, 1),
-            "queue_ms_median": round(statistics.median(queued_s) * 1000, 2),
-            "queue_ms_max": round(max(queued_s) * 1000, 2),
-            "baseline_requests_held": baseline_waiting,
-            "baseline_held_mib": round(baseline_mib - scenario_mib, 1),
-            "build_ms_median": round(statistics.median(built_s) * 1000, 2),
+            **scenario(args.partitions, args.sends, args.batch, 0),
+            # The same with leaderships moving after every fourth send.
+            "partitions_per_leader_move": args.move_batch,
+            "with_leader_moves": scenario(args.partitions, args.sends, args.batch, args.move_batch),
         }
     )
 
