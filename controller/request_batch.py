@@ -8,14 +8,13 @@ Pure: it reads the context when building and touches no socket.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import struct
 import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -553,7 +552,7 @@ def with_update_metadata_rows(
     body = SharedBody(
         ApiKey.UPDATE_METADATA, request.api_version, functools.partial(made, rows=rows)
     )
-    return dataclasses.replace(request, shared=body, update_metadata_rows=rows)
+    return replace(request, shared=body, update_metadata_rows=rows)
 
 
 def _update_metadata_builder(request: BrokerRequest) -> functools.partial[Body] | None:
