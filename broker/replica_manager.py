@@ -570,6 +570,9 @@ class ReplicaManager:
             self.controller_epoch = controller_epoch
             self._changes += 1
             me, apply = self.broker_id, self._apply_partition_state
+            # One int for the request's new leaders' followers, not one per partition (a
+            # broker taking 100,000 leaderships holds each until the follower fetches).
+            now_ms = _now_ms()
             for topic_state, entries in zip(request["topic_states"], topics, strict=True):
                 topic = topic_state["topic_name"]
                 topic_id = topic_state.get("topic_id") or uuid.UUID(int=0)
@@ -586,7 +589,7 @@ class ReplicaManager:
                         # nothing changes, nothing to log.
                         errors.append({"partition_index": tp.partition, "error_code": 0})
                         continue
-                    error, applied = apply(tp, current, topic_id, ps, taken_offline)
+                    error, applied = apply(tp, current, topic_id, ps, taken_offline, now_ms)
                     errors.append({"partition_index": tp.partition, "error_code": int(error)})
                     if applied is not None:
                         (leaders if applied.leader == me else followers).append(applied)
@@ -708,6 +711,7 @@ class ReplicaManager:
         topic_id: uuid.UUID,
         ps: dict[str, Any],
         taken_offline: list[TopicPartition],
+        now_ms: int,
     ) -> tuple[ErrorCode, Partition | None]:
         """The fencing of one partition state; returns the error and the applied partition.
 
@@ -818,13 +822,13 @@ class ReplicaManager:
             partition.log = current.log
         leads = partition.leader == me
         if leads:
-            # A new leader gives every follower a fresh lag allowance (as Kafka does).
-            now = _now_ms()
+            # A new leader gives every follower a fresh lag allowance (as Kafka does), as of
+            # the request's apply.
             isr = partition.isr
             ids = shared_ints([r for r in replicas if r != me])
             partition.followers = Followers(
                 ids,
-                tuple([FollowerState(last_caught_up_ms=now if r in isr else 0) for r in ids]),
+                tuple([FollowerState(last_caught_up_ms=now_ms if r in isr else 0) for r in ids]),
             )
         with self._follower_locks[hash(tp) % _FOLLOWER_LOCK_STRIPES]:  # _follower_lock's
             # No follower append or truncation is under way, and none for the state

@@ -322,6 +322,24 @@ def test_isr_expiry_asks_out_a_follower_at_the_log_end_that_stopped_fetching(
     assert isr_expiry(rm, now, monkeypatch) == [(2, [0])]
 
 
+def test_a_requests_new_leaders_give_their_isr_followers_one_lag_allowance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The followers of every partition a LeaderAndIsr makes this broker lead start their
+    lag allowance at the request's apply: one clock reading, one int object held by all
+    of them (a broker taking 100,000 leaderships held one each until the follower
+    fetched); a follower out of the ISR starts with none."""
+    readings = iter(range(10**12, 10**12 + 1_000))
+    monkeypatch.setattr("broker.replica_manager._now_ms", lambda: next(readings))
+    rm = manager(tmp_path)
+    rm.become_leader_or_follower(request({p: (1, 1, [1, 2] if p else [1, 2, 3]) for p in range(3)}))
+    states = [rm.partitions[TopicPartition("t", p)].followers for p in range(3)]
+    in_isr = [states[0][2], states[0][3], states[1][2], states[2][2]]
+    assert {s.last_caught_up_ms for s in in_isr} == {10**12}
+    assert all(s.last_caught_up_ms is in_isr[0].last_caught_up_ms for s in in_isr)
+    assert states[1][3].last_caught_up_ms == 0 == states[2][3].last_caught_up_ms
+
+
 @pytest.mark.parametrize(("isr", "readable"), [([1], 4), ([1, 2], 0)])
 def test_a_new_leader_alone_in_the_isr_moves_the_high_watermark_to_its_log_end(
     tmp_path: Path, isr: list[int], readable: int
