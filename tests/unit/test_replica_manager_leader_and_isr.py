@@ -5,6 +5,7 @@ LeaderAndIsr touches none."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -616,6 +617,29 @@ def test_a_follower_that_made_its_log_empty_does_not_lead_until_it_caught_up(
         assert rm.append_as_follower(TopicPartition("t", 0), 3, 6, more, 10) == 10
         assert errors(rm.become_leader_or_follower(request({0: (1, 7, [1, 3])}))) == {0: 0}
         assert rm.partitions[TopicPartition("t", 0)].leader == BROKER
+    finally:
+        rm.close()
+        logs.close()
+
+
+def test_the_lost_logs_give_back_their_table_once_every_one_caught_up(tmp_path: Path) -> None:
+    """Back on new disks, a broker told to follow many partitions that are not new makes
+    each log empty and remembers it lost; once the last caught up, the set that held them
+    holds no table sized for them (a set never shrinks by itself)."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "data"], config)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    partitions = range(300)
+    try:
+        response = rm.become_leader_or_follower(request({p: (2, 1, [2, 3]) for p in partitions}))
+        assert set(errors(response).values()) == {0}
+        assert len(rm._lost_logs) == len(partitions)
+        assert sys.getsizeof(rm._lost_logs) > 10 * sys.getsizeof(set())
+        for p in partitions:
+            # Nothing to fetch: at the leader's high watermark (0), caught up.
+            rm.append_as_follower(TopicPartition("t", p), 2, 1, b"", 0)
+            assert len(rm._lost_logs) == len(partitions) - p - 1
+        assert sys.getsizeof(rm._lost_logs) == sys.getsizeof(set())
     finally:
         rm.close()
         logs.close()
