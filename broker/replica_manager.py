@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from kazoo.protocol.states import ZnodeStat
 
+from broker.compact import compacted
 from broker.config import TopicConfig
 from broker.state_change_log import LeaderAndIsrRow, StateChangeLog
 from storage.errors import (
@@ -1763,6 +1764,9 @@ class ReplicaManager:
                 queued.pop(tp) for tp in list(itertools.islice(queued, ISR_WRITES_PER_ROUND))
             ]
             more = bool(queued)
+            # Taken from its front, it kept its table (a dict never shrinks): 0.6 MB after
+            # a cold start's wave of 20,000 (measured), 5 MiB after one of 100,000.
+            self._isr_intents = compacted(queued)
         try:
             changed.update(self._write_isr_changes(intents))
         except Exception:

@@ -9,6 +9,8 @@ in flight are still waited for. A fake ZooKeeper; the writer's rounds are run by
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -322,3 +324,20 @@ def test_a_failed_round_puts_its_request_back_behind_a_newer_one(
     (intent,) = rm._isr_intents.values()
     assert intent.partition is p
     assert intent.remove == (IN_SYNC,)  # the newer request is not overwritten
+
+
+def test_the_intents_taken_give_back_their_table(
+    rm: ReplicaManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer takes queued intents from the front of their dict, which never shrinks
+    by itself: once a wave of them (every partition of a leader whose followers joined)
+    is written, the dict left holds no table sized for it."""
+    p = rm.partitions[TP]
+    many = [dataclasses.replace(p, topic_partition=TopicPartition("u", i)) for i in range(3_000)]
+    rm._request_isr_changes(many, add=JOINING, why="joined")
+    waved = sys.getsizeof(rm._isr_intents)
+    assert waved > 50 * sys.getsizeof({})
+    monkeypatch.setattr(rm, "_write_isr_changes", lambda intents: [])
+    write_round(rm)
+    assert not rm._isr_intents
+    assert sys.getsizeof(rm._isr_intents) == sys.getsizeof({})
