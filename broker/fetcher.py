@@ -86,7 +86,15 @@ class FetchState:
     # Our log's start offset as the last request listing the partition gave it (-1: not
     # listed yet): one that moved since lists the partition again, as Kafka's
     # FetchSessionHandler re-sends a partition whose PartitionData changed.
+    # _ANSWER_DROPPED: the leader's answer was not taken (see _partition_answered).
     log_start: int = -1
+
+
+# A FetchState.log_start no log has: the leader's session answered the partition and the
+# answer was not taken. Its session answers a partition only with news, so that news would
+# not come again: the partition is forgotten by the next fetch and listed anew by the one
+# after, which the session answers as a partition new to it.
+_ANSWER_DROPPED = -2
 
 
 class FollowerLog(Protocol):
@@ -619,6 +627,7 @@ class ReplicaFetcherThread:
             starts = {}
             forgotten: list[TopicPartition] = []
             taken: list[TopicPartition] = []
+            again: list[TopicPartition] = []  # forgotten now, to be listed anew next
             for tp in dirty:  # oldest first
                 if len(listed) + len(forgotten) >= most:
                     break
@@ -628,6 +637,9 @@ class ReplicaFetcherThread:
                 if s is None or s.delayed_until > now or (s.truncating and self.follower_log):
                     if held is not None:
                         forgotten.append(tp)
+                elif held is not None and s.log_start == _ANSWER_DROPPED:
+                    forgotten.append(tp)
+                    again.append(tp)
                 else:
                     start = self._log_start(tp)
                     if held != (s.fetch_offset, s.leader_epoch) or start != s.log_start:
@@ -641,6 +653,8 @@ class ReplicaFetcherThread:
                 # Mostly deleted entries (its front): copied, so neither its memory nor the
                 # next fetch's walk past them to the oldest left lasts.
                 self._dirty = compacted(dirty)
+            for tp in again:
+                self._dirty[tp] = None
             if not self._sent and not listed:
                 return None
             return _Fetch(
@@ -761,6 +775,13 @@ class ReplicaFetcherThread:
             current = _answers_current_state(
                 position, state, time.monotonic(), self.follower_log is not None
             )
+            if not current and state is not None and tp in self._sent:
+                # Set aside, or moved on since its session position: the session still
+                # holds it and took this answer as told. A capped fetch (failovers: tens
+                # of thousands set aside at once) need not have forgotten it; see
+                # _ANSWER_DROPPED.
+                state.log_start = _ANSWER_DROPPED
+                self._dirty[tp] = None
         if not current:
             # The change is already marked to be sent, and this answer is for what it
             # replaced: applied, records read from an older offset would land at our log

@@ -22,6 +22,8 @@ from tests.unit.test_fetch_session import (
     LEADER,
     FakeZk,
     Loopback,
+    change_partitions,
+    forgotten,
     leader_and_isr,
     listed,
     make_leader,
@@ -111,7 +113,7 @@ def test_an_answer_from_the_offset_the_session_held_before_is_ignored() -> None:
     # lists B, not A, and the leader answers A again from 0, where its session holds it.
     # Appended at our log end, those records failed A (UnexpectedAppendOffsetError) and
     # the fetcher stopped fetching it.
-    conn = Scripted([{A: (b"r0", 1)}, {A: (b"r0", 1), B: (None, 0)}, {A: (None, 1)}])
+    conn = Scripted([{A: (b"r0", 1)}, {A: (b"r0", 1), B: (None, 0)}, {}, {A: (None, 1)}])
     logs = Logs()
     fetcher = capped_fetcher(conn, logs, [A, B])
     fetch_once(fetcher)
@@ -122,9 +124,13 @@ def test_an_answer_from_the_offset_the_session_held_before_is_ignored() -> None:
     assert fetcher.fetched() == {A, B}
     assert fetcher.partitions[A].fetch_offset == 1
     assert listed(conn.requests[1]) == {B}
-    fetch_once(fetcher)  # A listed at last, at its offset
-    assert listed(conn.requests[2]) == {A}
-    assert conn.requests[2]["topics"][0]["partitions"][0]["fetch_offset"] == 1
+    # The session took that answer as told: A is forgotten, then listed anew at its
+    # offset (a session answers a partition it holds only with news).
+    fetch_once(fetcher)
+    assert (listed(conn.requests[2]), forgotten(conn.requests[2])) == (set(), {A})
+    fetch_once(fetcher)
+    assert listed(conn.requests[3]) == {A}
+    assert conn.requests[3]["topics"][0]["partitions"][0]["fetch_offset"] == 1
 
 
 def test_a_high_watermark_alone_for_the_offset_the_session_held_before_is_ignored() -> None:
@@ -214,3 +220,49 @@ def test_a_capped_follower_session_keeps_replicating_every_partition(tmp_path: P
         leader.close()
         leader_logs.close()
         follower_logs.close()
+
+
+def test_an_answer_dropped_while_set_aside_is_asked_for_again() -> None:
+    # A failover's 100K partitions: the new leader answered A UNKNOWN_LEADER_EPOCH (not
+    # told of its new leadership yet), which set A aside; the next fetch, capped, listed
+    # B and did not reach A to forget it, so the leader's session, holding A, answered it
+    # (its high watermark, news since the error) while A was still set aside: dropped.
+    # Once A's backoff ended its position was the one the session held, so nothing listed
+    # it, and the leader, having sent its news, said nothing more of A: the follower
+    # never took an answer for it (a broker back on new disks never caught up on it).
+    a, b = TopicPartition("m", 0), TopicPartition("m", 1)
+    apis, leader, _zk = make_leader([a, b])  # at leader epoch 0
+    taken: list[tuple[TopicPartition, int]] = []
+
+    def sink(tp: TopicPartition, _leader: int, _epoch: int, _r: Any, hw: int, _s: int) -> int:
+        taken.append((tp, hw))
+        return 0
+
+    conn = Loopback(apis)
+    fetcher = ReplicaFetcherThread(
+        FOLLOWER,
+        LEADER,
+        ("127.0.0.1", 1),
+        sink,
+        max_wait_ms=0,
+        backoff_ms=60_000,
+        connect=lambda *_: conn,
+        max_partitions_per_fetch=1,
+    )
+    try:
+        fetcher.add_all([(a, FetchState(0, 1)), (b, FetchState(0, 1))])
+        fetch_once(fetcher)  # full: lists A at leader epoch 1, not the leader's yet
+        assert listed(conn.requests[-1]) == {a}
+        assert fetcher.partitions[a].delayed_until > time.monotonic()
+        change_partitions(apis, {tp: (LEADER, 1, (LEADER, FOLLOWER)) for tp in (a, b)})
+        fetch_once(fetcher)  # lists B (the cap); the session answers A too
+        assert listed(conn.requests[-1]) == {b}
+        assert taken == [(b, 0)]  # A's answer came while it was set aside
+        fetcher.partitions[a].delayed_until = 0.0  # its backoff over
+        fetcher._dirty[a] = None  # as the end of its backoff marks it
+        for _ in range(4):
+            fetch_once(fetcher)
+        assert (a, 0) in taken
+    finally:
+        fetcher.stop()
+        leader.close()
