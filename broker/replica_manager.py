@@ -655,13 +655,9 @@ class ReplicaManager:
             orphans = [
                 tp for tp in logs.all_logs() if tp.topic in wanted and tp not in self.partitions
             ]
-        deleted: list[TopicPartition] = []
-        for tp in orphans:
-            try:
-                if logs.delete(tp):
-                    deleted.append(tp)
-            except KafkaStorageError as e:
-                log.error("deleting the orphaned log of %s: %s", tp, e)
+        deleted, failed = logs.delete_many(orphans)
+        for tp, e in failed.items():
+            log.error("deleting the orphaned log of %s: %s", tp, e)
         # A directory left with no log of these topics forgets their ids.
         logs.forget_topic_ids(wanted)
         logs.write_topic_ids()
@@ -692,12 +688,10 @@ class ReplicaManager:
             for tp in earlier:
                 with self._follower_lock(tp):
                     self.partitions.pop(tp, None)
-        for tp in earlier:
-            try:
-                where = self.logs.set_aside(tp)
-            except KafkaStorageError as e:
-                log.error("the log of %s is of an earlier incarnation of its topic: %s", tp, e)
-                continue
+        set_aside, failed = self.logs.set_aside_many(earlier)
+        for tp, e in failed.items():
+            log.error("the log of %s is of an earlier incarnation of its topic: %s", tp, e)
+        for tp, where in set_aside.items():
             log.warning(
                 "the log of %s is of an earlier incarnation of topic %s (deleted while this"
                 " broker was away): set aside as %s",
@@ -998,12 +992,13 @@ class ReplicaManager:
             # Not under self._lock, which every produce and fetch takes: a deletion waits
             # for a cleaning of the log to stop (LogCleaner.forget). The state change lock
             # held keeps any LeaderAndIsr from making the partition's log meanwhile.
-            for tp, answer in deletions:
-                try:
-                    self.logs.delete(tp)
-                except KafkaStorageError as e:
-                    log.error("StopReplica of %s: %s", tp, e)
-                    answer["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+            # All of them at once: each log directory's checkpoints written once.
+            _, failed = self.logs.delete_many(tp for tp, _ in deletions)
+            if failed:
+                for tp, answer in deletions:
+                    if tp in failed:
+                        log.error("StopReplica of %s: %s", tp, failed[tp])
+                        answer["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
             # A directory left with no log of a topic forgets its id.
             self.logs.forget_topic_ids({tp.topic for tp in deleted})
             self.logs.write_topic_ids()

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from storage import checkpoints
 from storage import log_manager as log_manager_module
 from storage.checkpoints import read_offset_checkpoint, read_topic_ids
 from storage.errors import KafkaStorageError, LogDirLockedError, StorageError
@@ -66,6 +67,87 @@ def test_a_deletion_writes_its_directorys_checkpoints_without_the_log(tmp_path: 
     assert manager.delete(A0)
     assert read_offset_checkpoint(recovery) == {("a", 1): 2}
     assert read_offset_checkpoint(starts) == {("a", 1): 0}
+    manager.close()
+
+
+def test_a_batch_deletion_writes_each_directorys_checkpoints_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka's batch asyncDelete (a StopReplica's partitions): every log renamed, then each
+    # directory synced and its checkpoints written once. One at a time, deleting N
+    # partitions wrote the directory's N-row checkpoints N times.
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = LogManager(dirs, broker_config(), time_ms=Clock())
+    tps = [TopicPartition("t", p) for p in range(12)]
+    for tp in tps:
+        produce(manager, tp, count=2)
+    for log in manager.all_logs().values():
+        log.flush()
+    manager.checkpoint_recovery_points()
+    written: list[Path] = []
+    synced: list[Path] = []
+    real_write = checkpoints.write_offset_rows
+    real_sync = checkpoints.fsync_dir
+
+    def write_offset_rows(path: Path, *args: Any) -> Any:
+        written.append(path)
+        return real_write(path, *args)
+
+    def fsync_dir(directory: Path) -> None:
+        synced.append(Path(directory))
+        real_sync(directory)
+
+    monkeypatch.setattr(log_manager_module, "write_offset_rows", write_offset_rows)
+    monkeypatch.setattr(log_manager_module, "fsync_dir", fsync_dir)
+    gone, kept = tps[:9], tps[9:]
+    deleted, failed = manager.delete_many([*gone, TopicPartition("absent", 0)])
+    assert sorted(deleted) == sorted(gone)
+    assert failed == {}
+    assert sorted(synced) == dirs
+    # Each of a directory's three checkpoints at most once (one that would not change
+    # is left alone).
+    assert len(written) == len(set(written)) <= 6, written
+    assert {p.parent for p in written} == set(dirs)
+    for directory in dirs:
+        rows = read_offset_checkpoint(directory / "recovery-point-offset-checkpoint")
+        assert rows == {
+            (tp.topic, tp.partition): 2
+            for tp in kept
+            if (directory / f"{tp.topic}-{tp.partition}").is_dir()
+        }
+    renamed = [p for d in dirs for p in d.iterdir() if p.name.endswith("-delete")]
+    assert len(renamed) == len(gone)
+    assert sorted(manager.all_logs()) == kept
+    # One scheduled task removes them all, log.segment.delete.delay.ms later.
+    manager.scheduler.run_pending(NOW + 60_000)
+    assert [p for d in dirs for p in d.iterdir() if p.name.endswith("-delete")] == []
+    manager.close()
+
+
+def test_a_directory_whose_sync_fails_after_the_renames_fails_its_deletions_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The renames are durable only once their directory is synced: a deletion answered
+    # done must survive a crash. Its directory's partitions fail; the other's are done.
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = LogManager(dirs, broker_config(), time_ms=Clock())
+    tps = [TopicPartition("t", p) for p in range(4)]
+    for tp in tps:
+        manager.get_or_create(tp)
+    in_first = [tp for tp in tps if manager.all_logs()[tp].dir.parent == dirs[0]]
+    real_sync = checkpoints.fsync_dir
+
+    def fsync_dir(directory: Path) -> None:
+        if Path(directory) == dirs[0]:
+            raise OSError(errno.EIO, "injected")
+        real_sync(directory)
+
+    monkeypatch.setattr(log_manager_module, "fsync_dir", fsync_dir)
+    deleted, failed = manager.delete_many(tps)
+    assert sorted(failed) == in_first
+    assert all(isinstance(e, KafkaStorageError) for e in failed.values())
+    assert sorted(deleted) == [tp for tp in tps if tp not in in_first]
+    assert manager.dir_failures.offline() == [os.fspath(dirs[0])]
     manager.close()
 
 
