@@ -1492,15 +1492,16 @@ class PartitionLog:
 
     def close_handlers(self) -> None:
         """Close every file, writing nothing and never raising: the log's directory
-        failed (Kafka's Log.closeHandlers). Appends, truncations and flushes refuse from
-        now on; a read already under way may fail with EBADF, which is not reported."""
+        failed, or the log is being deleted (Kafka's Log.closeHandlers). Appends,
+        truncations and flushes refuse from now on; a read already under way may fail
+        with EBADF, which is not reported."""
         with self._lock:
             self._closed = True
             for segment in self._segments:
                 try:
                     segment.close()
                 except OSError as exc:
-                    log.debug("closing %s after its directory failed: %s", segment.path, exc)
+                    log.debug("closing %s without writing: %s", segment.path, exc)
 
     @property
     def closed(self) -> bool:

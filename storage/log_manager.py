@@ -842,7 +842,14 @@ class LogManager:
                 self._dir_failed(partition_log.log_dir, f"writing {path} failed: {exc}", exc)
             target = source.with_name(f"{source.name}.{uuid.uuid4().hex}{suffix}")
             try:
-                partition_log.close()
+                if suffix == DELETE_SUFFIX:
+                    # Nothing written for a log about to go: Kafka renames a deleted log's
+                    # directory without closing it, and closes only its handlers later.
+                    # A full close writes its leader epoch checkpoint (a synced file):
+                    # seconds for a StopReplica deleting 10,000 partitions, measured.
+                    partition_log.close_handlers()
+                else:
+                    partition_log.close()
                 os.rename(source, target)
             except OSError as exc:
                 message = f"{doing} the log of {tp} in {source.parent} failed: {exc}"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from storage import checkpoints
+from storage import checkpoints, epoch_cache
 from storage import log_manager as log_manager_module
 from storage.checkpoints import read_offset_checkpoint, read_topic_ids
 from storage.errors import KafkaStorageError, LogDirLockedError, StorageError
@@ -121,6 +121,33 @@ def test_a_batch_deletion_writes_each_directorys_checkpoints_once(
     # One scheduled task removes them all, log.segment.delete.delay.ms later.
     manager.scheduler.run_pending(NOW + 60_000)
     assert [p for d in dirs for p in d.iterdir() if p.name.endswith("-delete")] == []
+    manager.close()
+
+
+def test_a_deleted_log_is_closed_without_writing_its_epoch_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kafka renames a deleted log's directory without closing it and later closes only
+    # its handlers: a leader epoch not yet written stays unwritten (a synced file per
+    # partition, which a StopReplica of 10,000 deletions paid for each).
+    manager = LogManager([tmp_path], broker_config(), time_ms=Clock())
+    produce(manager, A0, count=2)
+    produce(manager, A1, count=2)
+    for log in manager.all_logs().values():
+        log.flush()
+        log.assign_epoch_start_offset(7, 2)  # assigned, not yet written
+    written: list[Path] = []
+    monkeypatch.setattr(
+        epoch_cache, "write_epoch_checkpoint", lambda path, _entries: written.append(path)
+    )
+    assert manager.delete(A0)
+    assert written == []
+    deleted = manager.get_log(A1)
+    assert deleted is not None
+    # A log set aside (kept for an operator) is closed whole.
+    assert manager.set_aside(A1) is not None
+    assert [p.parent.name.split(".")[0] for p in written] == ["a-1"]
+    assert deleted.closed
     manager.close()
 
 
