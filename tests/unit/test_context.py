@@ -405,6 +405,31 @@ def test_a_replica_state_put_is_the_partitions_states_with_that_one_changed(
         assert ctx.replica_state(PartitionReplica(tp, replica)) is state
 
 
+@given(
+    assigned=st.dictionaries(
+        st.integers(0, 5), st.lists(st.integers(1, 4), min_size=1, max_size=3, unique=True)
+    ),
+    puts=st.lists(
+        st.tuples(st.integers(0, 6), st.integers(1, 5), st.sampled_from(list(R))), max_size=30
+    ),
+)
+def test_a_topics_replica_states_are_those_of_each_of_its_replicas(
+    assigned: dict[int, list[int]], puts: list[tuple[int, int, ReplicaStateName]]
+) -> None:
+    # What the deletion reads after every broker answer, from shared values: the same as
+    # asking each replica (one with no state NonExistent; a state of a replica or
+    # partition the assignment does not hold counts for nothing).
+    ctx = ControllerContext(epoch=1, epoch_zk_version=0)
+    for p, replicas in assigned.items():
+        ctx.update_assignment(TopicPartition("t", p), ReplicaAssignment(tuple(replicas)))
+    for p, replica, state in puts:
+        ctx.put_replica_state(PartitionReplica(TopicPartition("t", p), replica), state)
+    expected = {ctx.replica_state(pr) for pr in ctx.replicas_for_topic("t")}
+    assert ctx.topic_replica_states("t") == expected
+    assert ctx.is_topic_deletion_in_progress("t") == (R.DELETION_STARTED in expected)
+    assert ctx.topic_replica_states("other") == set()
+
+
 def test_adopted_states_become_leaderships_equal_ones_shared() -> None:
     ctx = ControllerContext()
     a, b, c, gone = (TopicPartition("t", p) for p in range(4))
