@@ -151,15 +151,18 @@ class TopicDeletionManager:
         ctx = self.ctx
         retry: list[str] = []
         eligible: list[str] = []
+        finished: list[str] = []
         for topic in sorted(ctx.topics_to_be_deleted):
             states = ctx.topic_replica_states(topic)
             if states <= {R.DELETION_SUCCESSFUL}:
-                self._complete(topic)
+                finished.append(topic)
                 continue
             if R.DELETION_STARTED not in states and R.DELETION_INELIGIBLE in states:
                 retry.append(topic)
             if self._is_eligible(topic, states):
                 eligible.append(topic)
+        if finished:
+            self._complete(finished)
         if retry:
             failed = [
                 pr
@@ -204,19 +207,25 @@ class TopicDeletionManager:
         if ineligible:
             self.mark_ineligible(ineligible, "a replica is on a dead broker")
 
-    def _complete(self, topic: str) -> None:
+    def _complete(self, topics: list[str]) -> None:
+        """Topics whose every replica is deleted: their znodes removed, all at once (one
+        broker's answer often finishes many: one at a time, each waited for its own
+        ZooKeeper round trips)."""
         ctx = self.ctx
         done = [
             pr
+            for topic in topics
             for pr in ctx.replicas_for_topic(topic)
             if ctx.replica_state(pr) is R.DELETION_SUCCESSFUL
         ]
-        partition_ids = list(ctx.assignments.get(topic, {}))
+        partition_ids = {topic: list(ctx.assignments.get(topic, {})) for topic in topics}
         # Kafka's completeDeleteTopic mutes the topic's handlers first; here they are
         # found by the topic's partitions, which remove_topic forgets.
-        self.on_topic_removed(topic)
+        for topic in topics:
+            self.on_topic_removed(topic)
         self.replicas.handle_state_changes(done, R.NON_EXISTENT)
-        self.store.delete_topic(topic, partition_ids, ctx.epoch_zk_version)
-        ctx.remove_topic(topic)
-        self.ops.state_log.write("topic_deleted", topic=topic, controller_epoch=ctx.epoch)
-        log.info("deleted topic %s", topic)
+        self.store.delete_topics(partition_ids, ctx.epoch_zk_version)
+        for topic in topics:
+            ctx.remove_topic(topic)
+            self.ops.state_log.write("topic_deleted", topic=topic, controller_epoch=ctx.epoch)
+            log.info("deleted topic %s", topic)

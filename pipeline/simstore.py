@@ -113,6 +113,10 @@ class SimStore:
             del self.states[tp]
         self.topics.pop(topic, None)
 
+    def delete_topics(self, topics: Mapping[str, Iterable[int]], epoch_zk_version: int) -> None:
+        for topic, partitions in topics.items():
+            self.delete_topic(topic, partitions, epoch_zk_version)
+
     def write_topic_assignments(
         self, assignments: Sequence[TopicAssignment], epoch_zk_version: int
     ) -> set[str]:

@@ -781,23 +781,69 @@ def test_a_topic_with_children_someone_put_under_its_znodes_is_deleted(
             paths.delete_topic("t") + "/stray",
         ):
             zk.create(stray, make_parents=True)
-        real_multi_fenced = zk.multi_fenced
+        real_multi_fenced_batched = zk.multi_fenced_batched
         raced: list[str] = []
 
         def child_created_meanwhile(
-            epoch_zk_version: int, ops: list[object], **kwargs: object
+            epoch_zk_version: int, items: list[list[object]], **kwargs: object
         ) -> object:
-            if not raced and any(getattr(op, "path", None) == paths.topic("t") for op in ops):
+            if not raced and any(
+                getattr(op, "path", None) == paths.topic("t") for ops in items for op in ops
+            ):
                 raced.append(zk.create(paths.delete_topic("t") + "/late")[0])
-            return real_multi_fenced(epoch_zk_version, ops, **kwargs)  # type: ignore[arg-type]
+            return real_multi_fenced_batched(epoch_zk_version, items, **kwargs)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(zk, "multi_fenced", child_created_meanwhile)
+        monkeypatch.setattr(zk, "multi_fenced_batched", child_created_meanwhile)
         stat = zk.exists(paths.CONTROLLER_EPOCH)
         assert stat is not None
         ZkControllerStore(zk).delete_topic("t", [0, 1], stat.version)
         assert raced
         for root in (paths.topic("t"), paths.topic_config("t"), paths.delete_topic("t")):
             assert zk.exists(root) is None, root
+    finally:
+        zk.close()
+
+
+def test_topics_deleted_together_share_their_round_trips_and_retry_alone(
+    zk_connect: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deletion's answers finish many topics at once: their znodes go in the same
+    pipelined rounds, each topic's roots still in a multi of its own. A child put under
+    one topic's request meanwhile holds that topic alone for the next round."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        zk.create(paths.CONTROLLER_EPOCH, b"1", make_parents=True)
+        topics = ["a", "b", "c"]
+        for t in topics:
+            add_topic(zk, t, {0: (1, 2, 3), 1: (2, 3, 1)})
+            zk.create(paths.topic_config(t), b'{"version":1,"config":{}}', make_parents=True)
+            zk.create(paths.delete_topic(t), make_parents=True)
+        real_multi_fenced_batched = zk.multi_fenced_batched
+        roots_asked: list[list[str]] = []
+
+        def child_created_meanwhile(
+            epoch_zk_version: int, items: list[list[object]], **kwargs: object
+        ) -> object:
+            asked = [
+                t
+                for t in topics
+                if any(getattr(op, "path", None) == paths.topic(t) for ops in items for op in ops)
+            ]
+            if asked:
+                if not roots_asked:
+                    zk.create(paths.delete_topic("b") + "/late")
+                roots_asked.append(asked)
+            return real_multi_fenced_batched(epoch_zk_version, items, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(zk, "multi_fenced_batched", child_created_meanwhile)
+        stat = zk.exists(paths.CONTROLLER_EPOCH)
+        assert stat is not None
+        ZkControllerStore(zk).delete_topics({t: [0, 1] for t in topics}, stat.version)
+        assert roots_asked == [["a", "b", "c"], ["b"]]
+        for t in topics:
+            for root in (paths.topic(t), paths.topic_config(t), paths.delete_topic(t)):
+                assert zk.exists(root) is None, root
     finally:
         zk.close()
 
@@ -816,21 +862,24 @@ def test_a_child_put_under_the_topics_znode_before_the_roots_multi_is_deleted_ne
         add_topic(zk, "t", {0: (1, 2, 3)})
         zk.create(paths.topic_config("t"), b'{"version":1,"config":{}}', make_parents=True)
         zk.create(paths.delete_topic("t"), make_parents=True)
-        real_multi_fenced = zk.multi_fenced
+        real_multi_fenced_batched = zk.multi_fenced_batched
         answers: list[list[object]] = []
 
         def child_created_meanwhile(
-            epoch_zk_version: int, ops: list[object], **kwargs: object
-        ) -> object:
-            roots = any(getattr(op, "path", None) == paths.topic("t") for op in ops)
+            epoch_zk_version: int, items: list[list[object]], **kwargs: object
+        ) -> list[list[object]]:
+            roots = [
+                i
+                for i, ops in enumerate(items)
+                if any(getattr(op, "path", None) == paths.topic("t") for op in ops)
+            ]
             if roots and not answers:
                 zk.create(paths.topic("t") + "/stray")
-            results = real_multi_fenced(epoch_zk_version, ops, **kwargs)  # type: ignore[arg-type]
-            if roots:
-                answers.append(list(results))
+            results = real_multi_fenced_batched(epoch_zk_version, items, **kwargs)  # type: ignore[arg-type]
+            answers.extend(list(results[i]) for i in roots)
             return results
 
-        monkeypatch.setattr(zk, "multi_fenced", child_created_meanwhile)
+        monkeypatch.setattr(zk, "multi_fenced_batched", child_created_meanwhile)
         stat = zk.exists(paths.CONTROLLER_EPOCH)
         assert stat is not None
         ZkControllerStore(zk).delete_topic("t", [0], stat.version)

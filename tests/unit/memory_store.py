@@ -255,6 +255,10 @@ class MemoryStore:
         self.configs.pop(topic, None)
         self.deleted_topics.append(topic)
 
+    def delete_topics(self, topics: Mapping[str, Iterable[int]], epoch_zk_version: int) -> None:
+        for topic, partitions in topics.items():
+            self.delete_topic(topic, partitions, epoch_zk_version)
+
     def write_topic_assignments(
         self, assignments: Sequence[TopicAssignment], epoch_zk_version: int
     ) -> set[str]:
