@@ -61,6 +61,10 @@ MAX_REASSIGNMENT_ZNODE_ROUNDS = 10
 MAX_TOPIC_ZNODE_ROUNDS = 10
 # Rounds of a deletion of znodes together while admins delete some of them meanwhile.
 MAX_DELETE_ROUNDS = 10
+# Partitions of deleted topics whose znodes are deleted in the same rounds: each delete
+# is a multi of its own, and all of 100,000 partitions' in flight at once took the
+# controller's process to 686 MB (from 250 MB), measured.
+DELETE_TOPICS_PARTITIONS = 10_000
 
 _DATA = itemgetter(0)
 _STAT = itemgetter(1)
@@ -636,7 +640,19 @@ class ZkControllerStore:
         One topic after another, each waited for its own round trips (its subtree read,
         its deletes, its roots' multi): 100 topics of 1,000 partitions took 20 s, 0.2 s
         each, measured (`benchmarks/bench_topic_deletion.py`)."""
-        pending = {t: sorted(set(ps)) for t, ps in topics.items()}
+        batch: dict[str, list[int]] = {}
+        partitions = 0
+        for topic, ps in topics.items():
+            batch[topic] = sorted(set(ps))
+            partitions += len(batch[topic])
+            if partitions >= DELETE_TOPICS_PARTITIONS:
+                self._delete_topics(batch, epoch_zk_version)
+                batch, partitions = {}, 0
+        if batch:
+            self._delete_topics(batch, epoch_zk_version)
+
+    def _delete_topics(self, pending: dict[str, list[int]], epoch_zk_version: int) -> None:
+        """``delete_topics`` of a batch (``pending``: emptied as topics are done)."""
         reported: set[str] = set()
         for _ in range(MAX_DELETE_ROUNDS):
             roots = {

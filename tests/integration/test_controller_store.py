@@ -804,8 +804,9 @@ def test_a_topic_with_children_someone_put_under_its_znodes_is_deleted(
         zk.close()
 
 
+@pytest.mark.parametrize("in_batches", [False, True])
 def test_topics_deleted_together_share_their_round_trips_and_retry_alone(
-    zk_connect: str, monkeypatch: pytest.MonkeyPatch
+    zk_connect: str, monkeypatch: pytest.MonkeyPatch, in_batches: bool
 ) -> None:
     """A deletion's answers finish many topics at once: their znodes go in the same
     pipelined rounds, each topic's roots still in a multi of its own. A child put under
@@ -839,8 +840,14 @@ def test_topics_deleted_together_share_their_round_trips_and_retry_alone(
         monkeypatch.setattr(zk, "multi_fenced_batched", child_created_meanwhile)
         stat = zk.exists(paths.CONTROLLER_EPOCH)
         assert stat is not None
+        if in_batches:
+            # At most that many partitions' deletes in flight: a batch at a time.
+            monkeypatch.setattr(store_module, "DELETE_TOPICS_PARTITIONS", 4)
         ZkControllerStore(zk).delete_topics({t: [0, 1] for t in topics}, stat.version)
-        assert roots_asked == [["a", "b", "c"], ["b"]]
+        if in_batches:
+            assert roots_asked == [["a", "b"], ["b"], ["c"]]
+        else:
+            assert roots_asked == [["a", "b", "c"], ["b"]]
         for t in topics:
             for root in (paths.topic(t), paths.topic_config(t), paths.delete_topic(t)):
                 assert zk.exists(root) is None, root
