@@ -68,15 +68,18 @@ def test_a_child_put_under_the_topic_before_the_roots_multi_goes_in_the_next_rou
     zk.ensure_paths([paths.delete_topic("t")])
     version = epoch_version(zk)
     store = ZkControllerStore(cast(ZkClient, zk))
-    real = zk.multi_fenced
+    real = zk.multi_fenced_batched
     raced: list[str] = []
 
-    def child_created_meanwhile(epoch_zk_version: int, ops: Any, **kwargs: Any) -> Any:
-        if not raced and any(getattr(op, "path", None) == paths.topic("t") for op in ops):
+    def child_created_meanwhile(epoch_zk_version: int, items: Any, **kwargs: Any) -> Any:
+        items = list(items)
+        if not raced and any(
+            getattr(op, "path", None) == paths.topic("t") for ops in items for op in ops
+        ):
             raced.append(zk.create(paths.topic("t") + "/stray")[0])
-        return real(epoch_zk_version, ops, **kwargs)
+        return real(epoch_zk_version, items, **kwargs)
 
-    zk.multi_fenced = child_created_meanwhile  # type: ignore[method-assign]
+    zk.multi_fenced_batched = child_created_meanwhile  # type: ignore[method-assign]
     store.delete_topic("t", [0], version)
     assert raced
     assert not [p for p in zk.nodes if p.startswith(paths.topic("t"))]
