@@ -65,6 +65,7 @@ from kazoo.retry import KazooRetry
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from zkdata import paths
+from zkdata.poll_handler import PollingHandler
 
 log = logging.getLogger(__name__)
 
@@ -375,6 +376,7 @@ class ZkClient:
             timeout=session_timeout_ms / 1000,
             connection_retry=KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0),
             command_retry=None,
+            handler=PollingHandler(),
         )
         self._handlers: dict[str, list[WatchHandler]] = defaultdict(list)
         self._handlers_lock = threading.Lock()
