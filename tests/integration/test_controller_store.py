@@ -899,3 +899,48 @@ def test_a_child_put_under_the_topics_znode_before_the_roots_multi_is_deleted_ne
             assert zk.exists(root) is None, root
     finally:
         zk.close()
+
+
+@pytest.mark.parametrize("raced", [False, True])
+def test_a_topic_s_znodes_are_deleted_packed_and_a_pack_that_fails_is_retried_in_order(
+    zk_connect: str, monkeypatch: pytest.MonkeyPatch, raced: bool
+) -> None:
+    """The partitions' deletes go many to a multi: a topic of 60 partitions, half of
+    them deleted before (a deletion a failover cut short), is one multi of deletes and
+    the roots' multi. Raced: between the read and the deletes a state is deleted by
+    someone else (NoNode in the pack) and a child put under another partition
+    (NotEmpty): the pack is retried a delete at a time, leaves before their parents, and
+    the topic is gone, the child with it, next round."""
+    zk = ZkClient(zk_connect, session_timeout_ms=10_000)
+    zk.start()
+    try:
+        zk.create(paths.CONTROLLER_EPOCH, b"1", make_parents=True)
+        partitions = list(range(60))
+        add_topic(zk, "t", {p: (1, 2, 3) for p in partitions})
+        for p in partitions[30:]:
+            zk.delete(paths.partition_state("t", p))
+            zk.delete(paths.partition("t", p))
+        zk.create(paths.delete_topic("t"), make_parents=True)
+        real_multi_fenced_batched = zk.multi_fenced_batched
+        changed: list[str] = []
+
+        def changed_meanwhile(
+            epoch_zk_version: int, items: list[list[object]], **kwargs: object
+        ) -> object:
+            if raced and not changed and len(items) > 50:  # the partitions' deletes
+                zk.delete(paths.partition_state("t", 7))
+                changed.append(zk.create(paths.partition_state("t", 20) + "/late")[0])
+            return real_multi_fenced_batched(epoch_zk_version, items, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(zk, "multi_fenced_batched", changed_meanwhile)
+        stat = zk.exists(paths.CONTROLLER_EPOCH)
+        assert stat is not None
+        sent = zk.writes_sent
+        ZkControllerStore(zk).delete_topic("t", partitions, stat.version)
+        assert bool(changed) is raced
+        for root in (paths.topic("t"), paths.delete_topic("t")):
+            assert zk.exists(root) is None, root
+        if not raced:
+            assert zk.writes_sent - sent == 2
+    finally:
+        zk.close()
