@@ -50,6 +50,7 @@ from common import (
     cpu_seconds,
     elect_preferred_leaders,
     emit,
+    last,
     require_acknowledged,
     round_robin,
     rss_mb,
@@ -112,13 +113,6 @@ def leaders_by_broker(connect: str) -> dict[int, int]:
         return dict(sorted(counts.items()))
     finally:
         zk.close()
-
-
-def last(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
-    for r in reversed(rows):
-        if all(r.get(k) == v for k, v in match.items()):
-            return r
-    return None
 
 
 def wait_acknowledged(c: Cluster, controller_id: int, epoch: int, partitions: int) -> None:

@@ -45,6 +45,7 @@ from common import (
     chroot,
     elect_preferred_leaders,
     emit,
+    last,
     require_acknowledged,
     wait_quiet,
     write_cluster_state,
@@ -73,13 +74,6 @@ def assignment(partitions: int) -> dict[str, dict[int, tuple[int, ...]]]:
     for t in range(partitions // per_topic):
         out[f"topic-{t:04d}"] = {p: (3, 1, 2) if p % 2 else (3, 2, 1) for p in range(per_topic)}
     return out
-
-
-def last(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
-    for r in reversed(rows):
-        if all(r.get(k) == v for k, v in match.items()):
-            return r
-    return None
 
 
 def cluster_led_by_broker_3(connect: str, partitions: int, root: Path) -> SupervisedCluster:

@@ -1,7 +1,8 @@
 """Deleting every topic of a cluster of 10K (or 100K) partitions, and the memory it leaves.
 
 A 3-broker cluster (RF 3) whose ZooKeeper holds that many partitions, 1,000 to a topic,
-settled (every ISR full). Then every topic's deletion is requested at once (one multi of
+settled (every broker hosting every partition, every ISR full, each broker under a
+quarter of a core for 2 s). Then every topic's deletion is requested at once (one multi of
 ``/admin/delete_topics/<topic>`` znodes, as many ``kafka-topics.sh --delete`` would leave
 them). Figures: the time until the controller removed every topic's znodes and every
 request (``deleted_s``), and until every broker hosts no partition (its status file's
@@ -35,6 +36,7 @@ from common import (
     round_robin,
     rss_mb,
     sizes,
+    wait_cpu_quiet,
     wait_quiet,
     write_cluster_state,
     zookeeper,
@@ -95,9 +97,20 @@ def run_size(base_connect: str, partitions: int, workdir: Path) -> dict[str, Any
     c = Cluster(connect, workdir / f"p{partitions}", BROKERS, SETTINGS)
     try:
         c.start()
+        started = time.perf_counter()
         controller_id, _ = c.wait_controller(timeout=600)
-        settle_s = wait_quiet(connect, timeout=900)
-        time.sleep(2)
+        # Settled: every broker hosts every partition (RF 3 on 3 brokers), every ISR is
+        # full, and the brokers are idle: the written state's ISRs look full from the
+        # start, while the brokers go on making their logs and starting their followers
+        # (a deletion timed then measured that work too: 35-69 s for the same code).
+        wait_for(
+            lambda: all(hosted_partitions(c, b) == partitions for b in BROKERS),
+            900,
+            "every broker to host every partition",
+        )
+        wait_quiet(connect, timeout=900)
+        wait_cpu_quiet([c[b].pid for b in BROKERS], timeout=900)
+        settle_s = time.perf_counter() - started
         controller_id = c.controller()[0]  # type: ignore[index]
         rss_before = {b: round(rss_mb(c[b].pid), 1) for b in BROKERS}
         with RssSampler([c[b].pid for b in BROKERS]) as sampler:

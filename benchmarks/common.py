@@ -227,6 +227,34 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def wait_cpu_quiet(
+    pids: Iterable[int], below: float = 0.25, window_s: float = 2.0, timeout: float = 600
+) -> float:
+    """Wait until each process used less than ``below`` of a core over the last
+    ``window_s`` (a cluster started on written state goes on with its start-up, its
+    logs made and followers fetching, after its ISRs look full). Returns the seconds
+    waited; TimeoutError after ``timeout``."""
+    pids = list(pids)
+    started = time.monotonic()
+    while True:
+        before = {pid: cpu_seconds(pid) for pid in pids}
+        t0 = time.monotonic()
+        time.sleep(window_s)
+        elapsed = time.monotonic() - t0
+        if all((cpu_seconds(pid) - before[pid]) / elapsed < below for pid in pids):
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"the brokers were still busy after {timeout:.0f} s")
+
+
+def last(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
+    """The last row with every key of ``match`` equal (a state-change log's, say)."""
+    for r in reversed(rows):
+        if all(r.get(k) == v for k, v in match.items()):
+            return r
+    return None
+
+
 def emit(result: dict[str, Any]) -> None:
     print(json.dumps(result, indent=1, sort_keys=False), flush=True)
 
