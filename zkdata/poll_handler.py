@@ -3,11 +3,11 @@
 kazoo's connection thread waits on its socket before every request it sends and every
 read of an answer (a header, then a body): three or more waits per request. Its threading
 handler makes each wait with a new selector (epoll_create, epoll_ctl, epoll_wait,
-close): in a py-spy profile of a controller deleting 100,000 partitions' znodes (200,000
-small multis), building and closing those selectors took half the connection thread's
-samples (1,150 of 2,169), holding the GIL the controller's event thread needed. ``poll`` needs no
-kernel object: registering is a dict entry, waiting one system call, and, unlike
-``select``, it takes any descriptor number (kazoo left ``select`` for that reason).
+close): in a py-spy profile of a controller deleting 100,000 partitions' znodes
+(200,000 small multis), building and closing those selectors took half the connection
+thread's samples (1,150 of 2,169), holding the GIL the controller's event thread needed.
+``poll`` needs no kernel object: registering is a dict entry, waiting one system call,
+and, unlike ``select``, it takes any descriptor number (kazoo left ``select`` for that).
 """
 
 from __future__ import annotations
