@@ -432,6 +432,9 @@ class ReplicaManager:
         # Called (outside the lock) with partitions that became leaders and followers.
         self.on_become: Become | None = None
         self.on_stop: Callable[[list[TopicPartition], bool], None] | None = None
+        # Called (outside the lock) with a StopReplica's partitions before their logs are
+        # deleted: the server's fetchers let go of them first.
+        self.on_stopping: Callable[[list[TopicPartition]], None] | None = None
         self._propagator = threading.Thread(target=self._isr_writer, name="isr-writer", daemon=True)
 
     def start(self) -> None:
@@ -988,6 +991,13 @@ class ReplicaManager:
                     errors.append(answer)
                     if ps.get("delete_partition"):
                         deletions.append((tp, answer))
+        if (stopped or deleted) and self.on_stopping is not None:
+            # Kafka's stopReplicas stops the fetchers first. After the logs' deletion (a
+            # StopReplica of 100,000 renames them for seconds) the followers went on
+            # fetching them from leaders that had deleted them already, each round answered
+            # an error a partition: a third of the controller's CPU in a py-spy profile of
+            # a 100K deletion went to those fetches, served and made.
+            self.on_stopping([*stopped, *deleted])
         if deleted and self.logs is not None:
             # Not under self._lock, which every produce and fetch takes: a deletion waits
             # for a cleaning of the log to stop (LogCleaner.forget). The state change lock

@@ -217,6 +217,7 @@ class KafkaServer:
         )
         self.replicas.on_become = self._on_become
         self.replicas.on_stop = self._on_stop
+        self.replicas.on_stopping = self.fetchers.unfollow
         self.replicas.on_all_log_dirs_failed = self._all_log_dirs_failed
         self.controller = KafkaController(
             ControllerConfig(

@@ -79,6 +79,7 @@ class _Setup:
             types.SimpleNamespace(
                 groups=types.SimpleNamespace(on_become=lambda *a: None, on_stop=lambda *a: None),
                 fetchers=self.fetchers,
+                logs=logs,
                 _shutting_down=threading.Event(),
                 _forget_topic_config=lambda topic: None,
             ),
@@ -184,6 +185,51 @@ def test_a_failed_log_dirs_replica_is_not_fetched_again_by_a_request_applied_bef
         assert offline == [[TP]]
         assert TP in s.rm.offline_partitions
         assert TP not in s.rm.partitions
+        assert s.fetched() == {}
+    finally:
+        s.close()
+        logs.close()
+
+
+@pytest.mark.parametrize("delete", [True, False])
+def test_a_stop_replicas_fetchers_let_go_before_its_logs_are_deleted(
+    tmp_path: Path, delete: bool
+) -> None:
+    """Kafka's stopReplicas stops the fetchers first: a follower whose StopReplica is
+    renaming 100,000 logs must not fetch them meanwhile from leaders that deleted them
+    already (an error a partition, every round). The fetchers have let go when the
+    server is told (``on_stopping``), the logs still there; they are gone after."""
+    config = BrokerConfig.from_properties({"zookeeper.connect": "x:2181", "broker.id": "1"})
+    logs = LogManager([tmp_path / "a"], config)
+    s = _Setup(tmp_path, logs)
+    seen: list[tuple[list[TopicPartition], bool, dict[int, set[TopicPartition]]]] = []
+    try:
+        s.rm.become_leader_or_follower(request({0: (2, 1, [2, 1])}, controller_epoch=3))
+        assert s.fetched() == {2: {TP}}
+
+        def stopping(tps: list[TopicPartition]) -> None:
+            s.fetchers.unfollow(tps)  # the server's on_stopping
+            seen.append((list(tps), logs.get_log(TP) is not None, s.fetched()))
+
+        s.rm.on_stopping = stopping
+        answer = s.rm.stop_replicas(
+            {
+                "controller_id": 9,
+                "controller_epoch": 3,
+                "broker_epoch": 100,
+                "topic_states": [
+                    {
+                        "topic_name": "t",
+                        "partition_states": [
+                            {"partition_index": 0, "leader_epoch": -2, "delete_partition": delete}
+                        ],
+                    }
+                ],
+            }
+        )
+        assert answer["error_code"] == 0
+        assert seen == [([TP], True, {})]
+        assert (logs.get_log(TP) is None) is delete
         assert s.fetched() == {}
     finally:
         s.close()
