@@ -32,6 +32,7 @@ from broker.replica_manager import ReplicaManager
 from broker.server import KafkaServer
 from broker.state_change_log import LeaderAndIsrRow, StateChangeLog
 from storage.log_manager import LogManager
+from tests.unit.leader_and_isr_requests import stop_replica_request
 from tests.unit.test_replica_manager_leader_and_isr import BROKER, errors, request
 from zkdata.znodes import TopicPartition
 
@@ -212,21 +213,7 @@ def test_a_stop_replicas_fetchers_let_go_before_its_logs_are_deleted(
             seen.append((list(tps), logs.get_log(TP) is not None, s.fetched()))
 
         s.rm.on_stopping = stopping
-        answer = s.rm.stop_replicas(
-            {
-                "controller_id": 9,
-                "controller_epoch": 3,
-                "broker_epoch": 100,
-                "topic_states": [
-                    {
-                        "topic_name": "t",
-                        "partition_states": [
-                            {"partition_index": 0, "leader_epoch": -2, "delete_partition": delete}
-                        ],
-                    }
-                ],
-            }
-        )
+        answer = s.rm.stop_replicas(stop_replica_request(TP, -2, delete=delete))
         assert answer["error_code"] == 0
         assert seen == [([TP], True, {})]
         assert (logs.get_log(TP) is None) is delete
