@@ -212,18 +212,16 @@ class TopicDeletionManager:
         broker's answer often finishes many: one at a time, each waited for its own
         ZooKeeper round trips)."""
         ctx = self.ctx
-        done = [
-            pr
-            for topic in topics
-            for pr in ctx.replicas_for_topic(topic)
-            if ctx.replica_state(pr) is R.DELETION_SUCCESSFUL
-        ]
         partition_ids = {topic: list(ctx.assignments.get(topic, {})) for topic in topics}
         # Kafka's completeDeleteTopic mutes the topic's handlers first; here they are
         # found by the topic's partitions, which remove_topic forgets.
         for topic in topics:
             self.on_topic_removed(topic)
-        self.replicas.handle_state_changes(done, R.NON_EXISTENT)
+        # Kafka moves every replica to NonExistentReplica here, which takes it out of its
+        # partition's assignment and forgets its state, one replica at a time; every
+        # replica of these topics is ReplicaDeletionSuccessful (resume), and remove_topic
+        # below forgets the same states and assignments at once (the transitions sent
+        # nothing: a second of the event thread for 100,000 partitions, measured).
         self.store.delete_topics(partition_ids, ctx.epoch_zk_version)
         for topic in topics:
             ctx.remove_topic(topic)
