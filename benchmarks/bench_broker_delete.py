@@ -13,9 +13,11 @@ its checkpoints written once).
 Floor, in the same run and the same file system: renaming as many directories of the same
 names, one ``os.rename`` each, then one fsync of their parent: the system calls a broker
 cannot skip. Medians of --rounds rounds (each on logs made anew by a LeaderAndIsr), in
-seconds.
+seconds. With --cleaned, every log has an entry in its directory's cleaner checkpoint
+(as every log of a compacted topic cleaned once has), which the deletion takes out
+before the renames.
 
-    .venv/bin/python benchmarks/bench_broker_delete.py [--partitions N] [--rounds R]
+    .venv/bin/python benchmarks/bench_broker_delete.py [--partitions N] [--rounds R] [--cleaned]
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from broker.config import BrokerConfig
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
 from storage.checkpoints import fsync_dir
+from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 from wire.codec import get_codec
 
@@ -82,6 +85,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cleaned", action="store_true", help="every log in the checkpoint")
     args = parser.parse_args()
     if args.partitions < 1 or args.rounds < 1:
         parser.error("--partitions and --rounds must be at least 1")
@@ -109,6 +113,11 @@ def main() -> None:
                     raise SystemExit("the LeaderAndIsr making the logs was refused")
                 if len(logs.all_logs()) != args.partitions:
                     raise SystemExit(f"{len(logs.all_logs())} logs made, not {args.partitions}")
+                if args.cleaned:
+                    with logs.cleaner._lock:
+                        entries = logs.cleaner._entries_locked(tmp)
+                        entries.update({(tp.topic, tp.partition): 0 for tp in logs.all_logs()})
+                        LogCleaner._write_locked(tmp, entries)
                 delete_s, answer = timed(replicas.stop_replicas, stop_replica(layout, 5))
                 failed = sum(1 for e in answer["partition_errors"] if e["error_code"])
                 if answer["error_code"] or failed:
@@ -132,6 +141,7 @@ def main() -> None:
         "what": "a StopReplica (delete=true) of every partition applied; floor: os.rename of as"
         " many directories, then one fsync",
         "partitions": args.partitions,
+        "cleaned": args.cleaned,
         "delete_s": delete,
         "delete_us_per_partition": round(delete / args.partitions * 1e6, 1),
         "floor_renames_s": floor,

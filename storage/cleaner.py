@@ -652,17 +652,34 @@ class LogCleaner:
         again for the partition (its topic deleted and created again) is not taken for
         cleaned up to there, even after a crash in the deletion. Its last result and
         uncleanable mark go too. OSError if the file cannot be written."""
-        key = (partition_log.topic, partition_log.partition)
+        for error in self.forget_many([partition_log]).values():
+            raise error
+
+    def forget_many(self, partition_logs: Sequence[PartitionLog]) -> dict[str, OSError]:
+        """``forget`` of each of ``partition_logs``: their cleanings aborted and waited
+        for together, each directory's checkpoint written once for all of its logs
+        (Kafka's asyncDelete of many logs updates each directory's checkpoint once).
+        Returns the error of each log directory whose checkpoint could not be written."""
+        errors: dict[str, OSError] = {}
         with self._lock:
             # Not a cleaning in this very thread (a deletion from inside it): that one
             # records nothing either, its log being no longer the partition's.
-            self._abort_locked([partition_log])
-            if self._uncleanable.get(key) is partition_log:
-                del self._uncleanable[key]
-            self.last_results.pop(key, None)
-            entries = self._entries_locked(partition_log.log_dir)
-            if entries.pop(key, None) is not None:
-                self._write_locked(partition_log.log_dir, entries)
+            self._abort_locked(partition_logs)
+            changed: dict[str, dict[tuple[str, int], int]] = {}
+            for partition_log in partition_logs:
+                key = (partition_log.topic, partition_log.partition)
+                if self._uncleanable.get(key) is partition_log:
+                    del self._uncleanable[key]
+                self.last_results.pop(key, None)
+                entries = self._entries_locked(partition_log.log_dir)
+                if entries.pop(key, None) is not None:
+                    changed[partition_log.log_dir] = entries
+            for log_dir, entries in changed.items():
+                try:
+                    self._write_locked(log_dir, entries)
+                except OSError as exc:
+                    errors[log_dir] = exc
+        return errors
 
     def abort_cleaning(self, partition_logs: Iterable[PartitionLog]) -> None:
         """These logs' ``cleanup.policy`` no longer holds compact: a cleaning of any of them

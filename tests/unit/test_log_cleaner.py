@@ -1657,6 +1657,43 @@ def test_clean_one_skips_a_log_marked_uncleanable_though_it_would_clean_now(
     assert cleaner.uncleanable_partitions == []
 
 
+def test_forgetting_many_logs_writes_each_directorys_checkpoint_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A deletion of many logs (a StopReplica deleting 100,000 partitions) forgets them
+    # together: each directory's entries of those logs go in one write, the others stay,
+    # and a directory whose file cannot be written is reported alone, its entries of the
+    # forgotten logs out of the cleaner all the same (Kafka's asyncDelete of many logs).
+    first, second = tmp_path / "a", tmp_path / "b"
+    logs = [open_log(first / "t-0"), open_log(first / "t-1"), open_log(second / "t-2")]
+    kept = open_log(first / "u-0")
+    LogCleaner._write_locked(str(first), {("t", 0): 4, ("t", 1): 8, ("u", 0): 12})
+    LogCleaner._write_locked(str(second), {("t", 2): 4})
+    cleaner = LogCleaner(lambda: [*logs, kept], time_ms=lambda: NOW)
+    writes: list[str] = []
+    real_write = LogCleaner._write_locked
+
+    def write(log_dir: str, entries: dict[tuple[str, int], int]) -> None:
+        writes.append(log_dir)
+        if log_dir == str(second):
+            raise OSError(28, "No space left on device")
+        real_write(log_dir, entries)
+
+    monkeypatch.setattr(LogCleaner, "_write_locked", staticmethod(write))
+    errors = cleaner.forget_many(logs)
+    assert sorted(writes) == [str(first), str(second)]
+    assert list(errors) == [str(second)]
+    assert errors[str(second)].errno == 28
+    assert _cleaner_checkpoint(first) == {("u", 0): 12}
+    assert _cleaner_checkpoint(second) == {("t", 2): 4}  # the write failed
+    assert [cleaner._checkpoint_of(each) for each in logs] == [None, None, None]
+    assert cleaner._checkpoint_of(kept) == 12
+    # One log at a time (forget) raises what forget_many reports.
+    with pytest.raises(OSError, match="No space"):
+        LogCleaner(lambda: logs, time_ms=lambda: NOW).forget(logs[2])
+    assert cleaner.forget_many([]) == {}
+
+
 def test_a_log_whose_cleaning_is_being_aborted_is_not_claimed_again(tmp_path: Path) -> None:
     # A deletion (forget) or a policy change waits, under its abort mark, for the
     # cleaning under way to stop; no pass and no clean_one claims the log meanwhile
