@@ -6,7 +6,7 @@ only what a broker does with the controller's StopReplica, so a change to it sho
 Broker 1 holds N partitions (RF 3, 1,000 to a topic, as bench_broker_apply.py lays them
 out) with their logs on disk; the StopReplica names them all with delete=true and leader
 epoch -2 (a topic deletion's). Timed: the request applied (`ReplicaManager.stop_replicas`:
-the partitions leave the fetchers and the replica manager, each log's handlers closed,
+the partitions leave the replica manager (no fetcher runs here), each log's handlers closed,
 its directory renamed to ``<topic>-<partition>.<id>-delete``, the log directory synced and
 its checkpoints written once).
 
