@@ -1000,7 +1000,7 @@ class ReplicaManager:
             self.on_stopping([*stopped, *deleted])
         if deleted and self.logs is not None:
             # Not under self._lock, which every produce and fetch takes: a deletion waits
-            # for a cleaning of the log to stop (LogCleaner.forget). The state change lock
+            # for a cleaning of the log to stop (LogCleaner.forget_many). The state change lock
             # held keeps any LeaderAndIsr from making the partition's log meanwhile.
             # All of them at once: each log directory's checkpoints written once.
             _, failed = self.logs.delete_many(tp for tp, _ in deletions)
