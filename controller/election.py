@@ -201,6 +201,18 @@ def without_replica(current: LeaderAndIsr, replica: int) -> LeaderAndIsr:
     return current.new_leader_and_isr(leader, isr)
 
 
+def without_replicas(current: LeaderAndIsr, replicas: Sequence[int]) -> LeaderAndIsr:
+    """Several replicas of a partition going offline together (a topic's deletion takes
+    all of them): `without_replica` of each ISR member among them in turn, in `replicas`'
+    order, as one decision (one leader epoch bump; Kafka writes one a replica)."""
+    leader, isr = current.leader, current.isr
+    for replica in replicas:
+        if replica in isr:
+            leader = NO_LEADER if leader == replica else leader
+            isr = isr if len(isr) == 1 else tuple(r for r in isr if r != replica)
+    return current.new_leader_and_isr(leader, isr)
+
+
 def without_stale_replicas(
     ctx: ControllerContext, tp: TopicPartition, current: LeaderAndIsr, stale: Collection[int]
 ) -> LeaderAndIsr | None:

@@ -21,6 +21,7 @@ from controller.election import (
     imbalanced_partitions,
     initial_leader_and_isr,
     without_replica,
+    without_replicas,
 )
 from zkdata.znodes import BrokerRegistration, EndPoint, LeaderAndIsr, TopicPartition
 
@@ -459,6 +460,35 @@ def test_without_replica_properties(
     assert new.leader == (-1 if replica == leader else leader)
     assert new.leader_epoch == epoch + 1
     assert new.zk_version == zk_version
+
+
+@SETTINGS
+@given(
+    isr=st.lists(st.sampled_from(BROKERS), min_size=1, unique=True),
+    data=st.data(),
+    epoch=st.integers(0, 10_000),
+    zk_version=st.integers(0, 10_000),
+)
+def test_without_replicas_is_each_isr_member_taken_out_in_turn_as_one_decision(
+    isr: list[int], data: st.DataObject, epoch: int, zk_version: int
+) -> None:
+    """A topic deletion's Offline step, one write a partition (item 56 of
+    docs/architecture.md): the leader and ISR that taking the replicas out one at a time
+    (a broker at a time, as Kafka writes them) leaves, its leader epoch bumped once."""
+    leader = data.draw(st.sampled_from([-1, *isr]))
+    leaving = data.draw(st.lists(st.sampled_from(BROKERS), min_size=1, unique=True))
+    current = LeaderAndIsr(leader, epoch, tuple(isr), zk_version)
+    one_at_a_time = current
+    for replica in leaving:
+        if replica in one_at_a_time.isr:
+            one_at_a_time = without_replica(one_at_a_time, replica)
+    new = without_replicas(current, leaving)
+    assert new.isr, "an ISR was emptied"
+    assert (new.leader, new.isr) == (one_at_a_time.leader, one_at_a_time.isr)
+    assert new.leader_epoch == epoch + 1
+    assert new.zk_version == zk_version
+    if len(leaving) == 1 and leaving[0] in isr:
+        assert new == without_replica(current, leaving[0])
 
 
 @st.composite

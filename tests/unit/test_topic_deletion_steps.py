@@ -24,6 +24,7 @@ from tests.unit.test_state_machines import (
     three_partitions,
 )
 from wire.api import ApiKey
+from zkdata.znodes import LeaderAndIsr
 
 R = ReplicaStateName
 
@@ -140,3 +141,53 @@ def test_a_completed_deletion_is_logged_once_its_znodes_are_gone(tmp_path: Path)
     assert c.store.deleted_topics == [T]
     [line] = deleted_lines()
     assert (line["topic"], line["controller_epoch"]) == (T, EPOCH)
+
+
+def test_a_deletion_takes_each_partitions_replicas_out_of_its_isr_in_one_write(
+    tmp_path: Path,
+) -> None:
+    """Kafka's Offline step takes the replicas out of the ISRs a broker at a time: three
+    writes of each partition (RF 3). Here one (item 56 of docs/architecture.md): the
+    leader and ISR those three would leave, its leader epoch bumped once, one
+    `partition_state` line (reason `deleted`) a partition."""
+    c = Cluster(log_dir=tmp_path)
+    c.create_topic(T, {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)})
+    a_broker_at_a_time = three_partitions()
+    a_broker_at_a_time.rsm.handle_state_changes(
+        [pr for b in (1, 2, 3) for pr in replicas_on(b)], R.OFFLINE, reason="deleted"
+    )
+    delete(c, T)
+    for tp in (T0, T1, T2):
+        each = a_broker_at_a_time.leader_and_isr(tp)
+        once = c.leader_and_isr(tp)
+        assert (once.leader, once.isr) == (each.leader, each.isr) == (-1, (3,))
+        assert (once.leader_epoch, once.zk_version) == (1, 1)
+        assert (each.leader_epoch, each.zk_version) == (3, 3)
+        assert c.ctx.leadership[tp].leader_and_isr == once
+    rows = [json.loads(line) for line in (tmp_path / "state-change.log").read_text().splitlines()]
+    deleted = [r for r in rows if r["event"] == "partition_state" and r["reason"] == "deleted"]
+    assert sorted((r["partition"], r["leader"], r["isr"]) for r in deleted) == [
+        (0, -1, [3]),
+        (1, -1, [3]),
+        (2, -1, [3]),
+    ]
+    replicas = [pr for b in (1, 2, 3) for pr in replicas_on(b)]
+    assert {c.ctx.replica_state(pr) for pr in replicas} == {R.DELETION_STARTED}
+    stops = [r for r in c.requests(ApiKey.STOP_REPLICA) if r.delete_partitions]
+    assert sorted((r.broker_id, sorted(r.partitions)) for r in stops) == [
+        (b, [T0, T1, T2]) for b in (1, 2, 3)
+    ]
+
+
+def test_a_state_a_leader_changed_under_the_deletion_is_read_and_written_again() -> None:
+    """The one write is conditional on the cached zkVersion: a leader's ISR change that
+    landed first fails it (BadVersion), and the state ZooKeeper holds is decided again."""
+    c = three_partitions()
+    c.store.leader_change(
+        T1, lambda lai: LeaderAndIsr(lai.leader, lai.leader_epoch, (2, 3), lai.zk_version)
+    )
+    delete(c, T)
+    changed = c.leader_and_isr(T1)
+    assert (changed.leader, changed.isr, changed.leader_epoch) == (-1, (3,), 1)
+    assert c.ctx.leadership[T1].leader_and_isr == changed
+    assert {c.ctx.replica_state(PartitionReplica(T1, b)) for b in (1, 2, 3)} == {R.DELETION_STARTED}
