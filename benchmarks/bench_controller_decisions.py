@@ -20,7 +20,9 @@ failover after a controller crashed (the common one): broker 3, which led the N
 partitions, was the controller; a context loaded with brokers 1 and 2 live runs the
 failover's state machine start-up (`start_state_machines`: replicas Online, elections,
 the dead replicas out of the ISRs), against the floor of N packed writes; how many times
-each partition's state znode was written is read back from its zkVersion.
+each partition's state znode was written is read back from its zkVersion. And a topic
+deletion of the N partitions (every topic deleted at once) up to its StopReplicas built,
+against the same floor (one write a partition), its writes a partition read back as well.
 
     .venv/bin/python benchmarks/bench_controller_decisions.py [--partitions 10000] [--rounds 5]
 """
@@ -46,10 +48,16 @@ from common import at_least, chroot, emit, write_cluster_state, zookeeper
 from broker.server import set_gc_thresholds
 from broker.state_change_log import StateChangeLog
 from controller import reactions
-from controller.context import ControllerContext, LeaderIsrAndControllerEpoch, ReplicaAssignment
+from controller.context import (
+    ControllerContext,
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+    ReplicaStateName,
+)
 from controller.request_batch import BrokerRequest
 from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
 from controller.store import ZkControllerStore
+from controller.topic_deletion import TopicDeletionManager
 from zkdata import paths
 from zkdata.client import ZkClient
 from zkdata.znodes import BrokerRegistration, EndPoint, TopicPartition
@@ -213,6 +221,41 @@ def crash_failover_round(connect: str, partitions: int) -> dict[str, Any]:
     }
 
 
+def deletion_round(connect: str, partitions: int) -> dict[str, Any]:
+    """Every topic deleted at once (KafkaController's TopicDeletion), up to the StopReplicas
+    (delete=true) built: the partitions Offline then NonExistent, every replica Offline
+    (out of the ISRs: the state znodes' writes) then ReplicaDeletionStarted."""
+    with started_controller(connect, assignment(partitions)) as (ctx, ops, psm, rsm, sent):
+        rsm.startup()
+        sent.clear()
+        deletion = TopicDeletionManager(ops, psm, rsm, ops.store, lambda _topic: None)
+        gc.collect()
+        started = time.perf_counter()
+        ops.deferred = True  # as inside an event
+        deletion.enqueue(sorted(ctx.all_topics))
+        ops.deferred = False
+        ops.flush()
+        decided = time.perf_counter()
+        requests = encode_sent(sent)
+        encoded = time.perf_counter()
+        states = ops.store.read_partition_states(list(ctx.leadership))
+        writes = [s.leader_and_isr.zk_version for s in states.values() if s is not None]
+        deleting = sum(
+            1
+            for states in ctx.replica_states.values()
+            for _replica, state in states
+            if state is ReplicaStateName.DELETION_STARTED
+        )
+    if deleting != 3 * partitions or len(writes) != partitions:
+        raise RuntimeError(f"{deleting} replicas being deleted, {len(writes)} states read")
+    return {
+        "decided_s": decided - started,
+        "encoded_s": encoded - decided,
+        "requests": requests,
+        "writes_per_partition": statistics.mean(writes),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -228,6 +271,7 @@ def main() -> None:
     rounds: list[dict[str, Any]] = []
     shutdowns: list[dict[str, Any]] = []
     crashes: list[dict[str, Any]] = []
+    deletions: list[dict[str, Any]] = []
     with zookeeper() as connect:
         for i in range(args.rounds + 1):  # the first warms up: not counted
             r = one_round(chroot(connect, f"decisions-{i}"), args.partitions)
@@ -240,10 +284,13 @@ def main() -> None:
             )["packed_multis_s"]
             f = crash_failover_round(chroot(connect, f"decisions-crash-{i}"), args.partitions)
             f["floor_s"] = r["floor_s"]  # the same number of writes
+            d = deletion_round(chroot(connect, f"decisions-deletion-{i}"), args.partitions)
+            d["floor_s"] = r["floor_s"]  # one write a partition
             if i:
                 rounds.append(r)
                 shutdowns.append(s)
                 crashes.append(f)
+                deletions.append(d)
     decided = statistics.median_high(r["decided_s"] for r in rounds)
     floor = statistics.median_high(r["floor_s"] for r in rounds)
     emit(
@@ -293,6 +340,23 @@ def main() -> None:
                 "rounds": [
                     {k: round(v, 3) if isinstance(v, float) else v for k, v in f.items()}
                     for f in crashes
+                ],
+            },
+            "topic_deletion": {
+                "partitions_deleted": args.partitions,
+                "decided_and_written_s": round(
+                    statistics.median_high(d["decided_s"] for d in deletions), 3
+                ),
+                "requests_encoded_s": round(
+                    statistics.median_high(d["encoded_s"] for d in deletions), 3
+                ),
+                "writes_per_partition": round(
+                    statistics.median_high(d["writes_per_partition"] for d in deletions), 2
+                ),
+                "floor_packed_writes_s": round(floor, 3),
+                "rounds": [
+                    {k: round(v, 3) if isinstance(v, float) else v for k, v in d.items()}
+                    for d in deletions
                 ],
             },
         }
