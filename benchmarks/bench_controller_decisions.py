@@ -25,6 +25,7 @@ deletion of the N partitions (every topic deleted at once) up to its StopReplica
 against the same floor (one write a partition), its writes a partition read back as well.
 
     .venv/bin/python benchmarks/bench_controller_decisions.py [--partitions 10000] [--rounds 5]
+        [--parts loss,shutdown,crash,deletion]
 """
 
 from __future__ import annotations
@@ -256,111 +257,119 @@ def deletion_round(connect: str, partitions: int) -> dict[str, Any]:
     }
 
 
+PARTS = ("loss", "shutdown", "crash", "deletion")
+
+
+def _rounded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+
+
+def _median(rows: list[dict[str, Any]], key: str, digits: int = 3) -> float:
+    return round(float(statistics.median_high(r[key] for r in rows)), digits)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--rounds", type=at_least(1), default=5)
+    parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help="which to run, comma-separated: "
+        + ", ".join(PARTS)
+        + " (ZooKeeper's heap holds every round's znodes: at 100,000 partitions, one part a run)",
+    )
     args = parser.parse_args()
     if args.partitions <= 0 or args.partitions % 1000:
         # Topics of 1000 partitions each (bench_leader_moves.assignment): another count
         # would build fewer partitions than the floor writes.
         parser.error(f"--partitions must be a positive multiple of 1000, not {args.partitions}")
+    parts = tuple(p for p in args.parts.split(",") if p)
+    if not parts or set(parts) - set(PARTS):
+        parser.error(f"--parts must name some of {', '.join(PARTS)}, not {args.parts!r}")
     set_gc_thresholds()  # as the controller's broker runs
     rounds: list[dict[str, Any]] = []
     shutdowns: list[dict[str, Any]] = []
     crashes: list[dict[str, Any]] = []
     deletions: list[dict[str, Any]] = []
+    floors: list[float] = []
     with zookeeper() as connect:
         for i in range(args.rounds + 1):  # the first warms up: not counted
-            r = one_round(chroot(connect, f"decisions-{i}"), args.partitions)
-            r["floor_s"] = floor_writes(chroot(connect, f"decisions-floor-{i}"), args.partitions)[
+            # N packed writes: the loss's floor, and the crash's and the deletion's.
+            floor = floor_writes(chroot(connect, f"decisions-floor-{i}"), args.partitions)[
                 "packed_multis_s"
             ]
-            s = shutdown_round(chroot(connect, f"decisions-shutdown-{i}"), args.partitions)
-            s["floor_s"] = floor_writes(
-                chroot(connect, f"decisions-shutdown-floor-{i}"), 3 * args.partitions
-            )["packed_multis_s"]
-            f = crash_failover_round(chroot(connect, f"decisions-crash-{i}"), args.partitions)
-            f["floor_s"] = r["floor_s"]  # the same number of writes
-            d = deletion_round(chroot(connect, f"decisions-deletion-{i}"), args.partitions)
-            d["floor_s"] = r["floor_s"]  # one write a partition
+            if "loss" in parts:
+                r = one_round(chroot(connect, f"decisions-{i}"), args.partitions)
+                r["floor_s"] = floor
+            if "shutdown" in parts:
+                s = shutdown_round(chroot(connect, f"decisions-shutdown-{i}"), args.partitions)
+                s["floor_s"] = floor_writes(
+                    chroot(connect, f"decisions-shutdown-floor-{i}"), 3 * args.partitions
+                )["packed_multis_s"]
+            if "crash" in parts:
+                f = crash_failover_round(chroot(connect, f"decisions-crash-{i}"), args.partitions)
+                f["floor_s"] = floor
+            if "deletion" in parts:
+                d = deletion_round(chroot(connect, f"decisions-deletion-{i}"), args.partitions)
+                d["floor_s"] = floor
             if i:
-                rounds.append(r)
-                shutdowns.append(s)
-                crashes.append(f)
-                deletions.append(d)
-    decided = statistics.median_high(r["decided_s"] for r in rounds)
-    floor = statistics.median_high(r["floor_s"] for r in rounds)
-    emit(
-        {
-            "benchmark": "controller_decisions",
+                floors.append(floor)
+                if "loss" in parts:
+                    rounds.append(r)
+                if "shutdown" in parts:
+                    shutdowns.append(s)
+                if "crash" in parts:
+                    crashes.append(f)
+                if "deletion" in parts:
+                    deletions.append(d)
+    floor = round(statistics.median_high(floors), 3)
+    out: dict[str, Any] = {
+        "benchmark": "controller_decisions",
+        "partitions": args.partitions,
+        "floor_packed_writes_s": floor,
+    }
+    if rounds:
+        decided = statistics.median_high(r["decided_s"] for r in rounds)
+        out["broker_loss"] = {
             "partitions_led_by_the_lost_broker": args.partitions,
             "decided_and_written_s": round(decided, 3),
-            "requests_encoded_s": round(statistics.median_high(r["encoded_s"] for r in rounds), 3),
+            "requests_encoded_s": _median(rounds, "encoded_s"),
             # Not part of the loss: the replica step of the failover that loaded the context.
-            "failover_replica_step_s": round(
-                statistics.median_high(r["failover_replica_step_s"] for r in rounds), 3
-            ),
-            "floor_packed_writes_s": round(floor, 3),
+            "failover_replica_step_s": _median(rounds, "failover_replica_step_s"),
+            "floor_packed_writes_s": floor,
             "decided_vs_floor": round(decided / floor, 2),
-            "rounds": [
-                {k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
-                for r in rounds
-            ],
-            "controlled_shutdown_balanced": {
-                "partitions": 3 * args.partitions,
-                "decided_and_written_s": round(
-                    statistics.median_high(s["decided_s"] for s in shutdowns), 3
-                ),
-                "requests_encoded_s": round(
-                    statistics.median_high(s["encoded_s"] for s in shutdowns), 3
-                ),
-                "floor_packed_writes_s": round(
-                    statistics.median_high(s["floor_s"] for s in shutdowns), 3
-                ),
-                "rounds": [
-                    {k: round(v, 3) if isinstance(v, float) else v for k, v in s.items()}
-                    for s in shutdowns
-                ],
-            },
-            "failover_after_controller_crash": {
-                "partitions_led_by_the_crashed_controller": args.partitions,
-                "state_machines_started_s": round(
-                    statistics.median_high(f["decided_s"] for f in crashes), 3
-                ),
-                "requests_encoded_s": round(
-                    statistics.median_high(f["encoded_s"] for f in crashes), 3
-                ),
-                "writes_per_partition": round(
-                    statistics.median_high(f["writes_per_partition"] for f in crashes), 2
-                ),
-                "floor_packed_writes_s": round(floor, 3),
-                "rounds": [
-                    {k: round(v, 3) if isinstance(v, float) else v for k, v in f.items()}
-                    for f in crashes
-                ],
-            },
-            "topic_deletion": {
-                "partitions_deleted": args.partitions,
-                "decided_and_written_s": round(
-                    statistics.median_high(d["decided_s"] for d in deletions), 3
-                ),
-                "requests_encoded_s": round(
-                    statistics.median_high(d["encoded_s"] for d in deletions), 3
-                ),
-                "writes_per_partition": round(
-                    statistics.median_high(d["writes_per_partition"] for d in deletions), 2
-                ),
-                "floor_packed_writes_s": round(floor, 3),
-                "rounds": [
-                    {k: round(v, 3) if isinstance(v, float) else v for k, v in d.items()}
-                    for d in deletions
-                ],
-            },
+            "rounds": _rounded(rounds),
         }
-    )
+    if shutdowns:
+        out["controlled_shutdown_balanced"] = {
+            "partitions": 3 * args.partitions,
+            "decided_and_written_s": _median(shutdowns, "decided_s"),
+            "requests_encoded_s": _median(shutdowns, "encoded_s"),
+            "floor_packed_writes_s": _median(shutdowns, "floor_s"),
+            "rounds": _rounded(shutdowns),
+        }
+    if crashes:
+        out["failover_after_controller_crash"] = {
+            "partitions_led_by_the_crashed_controller": args.partitions,
+            "state_machines_started_s": _median(crashes, "decided_s"),
+            "requests_encoded_s": _median(crashes, "encoded_s"),
+            "writes_per_partition": _median(crashes, "writes_per_partition", 2),
+            "floor_packed_writes_s": floor,
+            "rounds": _rounded(crashes),
+        }
+    if deletions:
+        out["topic_deletion"] = {
+            "partitions_deleted": args.partitions,
+            "decided_and_written_s": _median(deletions, "decided_s"),
+            "requests_encoded_s": _median(deletions, "encoded_s"),
+            "writes_per_partition": _median(deletions, "writes_per_partition", 2),
+            "floor_packed_writes_s": floor,
+            "rounds": _rounded(deletions),
+        }
+    emit(out)
 
 
 if __name__ == "__main__":

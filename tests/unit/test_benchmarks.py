@@ -231,6 +231,11 @@ def test_a_crash_figure_needs_every_survivors_answer() -> None:
             ["--partitions", "1500"],
             "--partitions must be a positive multiple of 1000, not 1500",
         ),
+        (
+            bench_controller_decisions,
+            ["--parts", "loss,delete"],
+            "--parts must name some of loss, shutdown, crash, deletion, not 'loss,delete'",
+        ),
     ],
 )
 def test_bad_arguments_are_a_usage_error_before_anything_starts(
