@@ -37,14 +37,14 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_leader_moves import assignment, balanced_assignment, floor_writes
-from common import at_least, chroot, emit, write_cluster_state, zookeeper
+from common import at_least, chroot, drop_chroot, emit, write_cluster_state, zookeeper
 
 from broker.server import set_gc_thresholds
 from broker.state_change_log import StateChangeLog
@@ -277,9 +277,7 @@ def main() -> None:
     parser.add_argument(
         "--parts",
         default=",".join(PARTS),
-        help="which to run, comma-separated: "
-        + ", ".join(PARTS)
-        + " (ZooKeeper's heap holds every round's znodes: at 100,000 partitions, one part a run)",
+        help="which to run, comma-separated: " + ", ".join(PARTS),
     )
     args = parser.parse_args()
     if args.partitions <= 0 or args.partitions % 1000:
@@ -296,24 +294,33 @@ def main() -> None:
     deletions: list[dict[str, Any]] = []
     floors: list[float] = []
     with zookeeper() as connect:
+
+        def measured(name: str, run: Callable[[str, int], Any], partitions: int) -> Any:
+            """``run`` on a chroot of its own, deleted after."""
+            root = chroot(connect, name)
+            try:
+                return run(root, partitions)
+            finally:
+                drop_chroot(root)
+
         for i in range(args.rounds + 1):  # the first warms up: not counted
             # N packed writes: the loss's floor, and the crash's and the deletion's.
-            floor = floor_writes(chroot(connect, f"decisions-floor-{i}"), args.partitions)[
+            floor = measured(f"decisions-floor-{i}", floor_writes, args.partitions)[
                 "packed_multis_s"
             ]
             if "loss" in parts:
-                r = one_round(chroot(connect, f"decisions-{i}"), args.partitions)
+                r = measured(f"decisions-{i}", one_round, args.partitions)
                 r["floor_s"] = floor
             if "shutdown" in parts:
-                s = shutdown_round(chroot(connect, f"decisions-shutdown-{i}"), args.partitions)
-                s["floor_s"] = floor_writes(
-                    chroot(connect, f"decisions-shutdown-floor-{i}"), 3 * args.partitions
+                s = measured(f"decisions-shutdown-{i}", shutdown_round, args.partitions)
+                s["floor_s"] = measured(
+                    f"decisions-shutdown-floor-{i}", floor_writes, 3 * args.partitions
                 )["packed_multis_s"]
             if "crash" in parts:
-                f = crash_failover_round(chroot(connect, f"decisions-crash-{i}"), args.partitions)
+                f = measured(f"decisions-crash-{i}", crash_failover_round, args.partitions)
                 f["floor_s"] = floor
             if "deletion" in parts:
-                d = deletion_round(chroot(connect, f"decisions-deletion-{i}"), args.partitions)
+                d = measured(f"decisions-deletion-{i}", deletion_round, args.partitions)
                 d["floor_s"] = floor
             if i:
                 floors.append(floor)
