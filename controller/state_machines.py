@@ -745,44 +745,13 @@ class ReplicaStateMachine:
                         )
                 ctx.put_replica_state(pr, R.ONLINE)
         elif target is R.OFFLINE:
-            for pr in valid:
-                ops.batch.add_stop_replica([replica_id], pr.topic_partition, delete_partition=False)
-            with_leadership = [
-                pr.topic_partition for pr in valid if pr.topic_partition in ctx.leadership
-            ]
-            updated, untouched = self.remove_replica_from_isr(
-                replica_id, with_leadership, reason, just_written
+            ids = (replica_id,)
+            self._offline(
+                {pr.topic_partition: ids for pr in valid},
+                reason,
+                just_written,
+                offline_in_metadata,
             )
-            for tp in untouched:
-                ctx.put_replica_state(PartitionReplica(tp, replica_id), R.OFFLINE)
-            if not offline_in_metadata:
-                # Not in that ISR: the state is unchanged, but every broker's metadata must
-                # now list the replica among the partition's offline replicas (Kafka's
-                # doRemoveReplicasFromIsr returns these partitions too, and the Offline
-                # step adds their UpdateMetadata for every live broker). Their LeaderAndIsr,
-                # the same state again, is not re-sent: every replica would ignore it (5).
-                # A state just written went out with its UpdateMetadata already.
-                to_tell = [
-                    tp
-                    for tp in untouched
-                    if tp not in just_written and ctx.is_topic_in_service(tp.topic)
-                ]
-                if to_tell:
-                    ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, to_tell)
-            to_send = []
-            for tp, lice in updated.items():
-                if ctx.is_topic_in_service(tp.topic):
-                    ra = ctx.full_assignment(tp)
-                    recipients = [r for r in ra.replicas if r != replica_id]
-                    to_send.append((recipients, tp, lice, ra))
-                ctx.put_replica_state(PartitionReplica(tp, replica_id), R.OFFLINE)
-            ops.batch.add_leader_and_isr_updates(ctx, to_send)
-            for pr in valid:
-                if pr.topic_partition not in ctx.leadership:
-                    ops.batch.add_update_metadata(
-                        ctx.live_or_shutting_down_broker_ids, [pr.topic_partition]
-                    )
-                    ctx.put_replica_state(pr, R.OFFLINE)
         elif target is R.DELETION_STARTED:
             for pr in valid:
                 ctx.put_replica_state(pr, R.DELETION_STARTED)
@@ -820,29 +789,52 @@ class ReplicaStateMachine:
         return valid
 
     def _offline_together(self, replicas: Iterable[PartitionReplica], reason: str) -> None:
-        """The Offline step of ``_do_handle`` for replicas of every broker at once: each
-        partition's leave its ISR in one write (`remove_replicas_from_isr`, in broker id
-        order as the step taken a broker at a time), where Kafka writes once a replica: a
-        topic deletion's took 300,000 writes for 100,000 partitions (RF 3). Its
-        partitions are then in no broker's service, and their states gone with the topic:
-        one write fences their leaders' ISR writes as three did."""
-        ctx, ops = self.ctx, self.ops
+        """The Offline step for replicas of every broker at once: each partition's leave
+        its ISR in one write (`remove_replicas_from_isr`, in broker id order as the step
+        taken a broker at a time), where Kafka writes once a replica: a topic deletion's
+        took 300,000 writes for 100,000 partitions (RF 3). Its partitions are then in no
+        broker's service, and their states gone with the topic: one write fences their
+        leaders' ISR writes as three did."""
         leaving: dict[TopicPartition, list[int]] = {}
         for pr in self._valid(replicas, R.OFFLINE):
-            tp = pr.topic_partition
-            ops.batch.add_stop_replica([pr.replica], tp, delete_partition=False)
-            ids = leaving.get(tp)
+            ids = leaving.get(pr.topic_partition)
             if ids is None:
-                leaving[tp] = [pr.replica]
+                leaving[pr.topic_partition] = [pr.replica]
             else:
                 ids.append(pr.replica)
         for ids in leaving.values():
             if len(ids) > 1:
                 ids.sort()
+        self._offline(leaving, reason, {}, offline_in_metadata=False)
+
+    def _offline(
+        self,
+        leaving: Mapping[TopicPartition, Sequence[int]],
+        reason: str,
+        just_written: Mapping[TopicPartition, LeaderAndIsr],
+        offline_in_metadata: bool,
+    ) -> None:
+        """The Offline step of valid replicas, ``leaving`` their partitions (see
+        handle_state_changes): each stopped (delete=false) and taken out of its ISR."""
+        ctx, ops = self.ctx, self.ops
+        for tp, ids in leaving.items():
+            for replica_id in ids:
+                ops.batch.add_stop_replica([replica_id], tp, delete_partition=False)
         led = {tp: ids for tp, ids in leaving.items() if tp in ctx.leadership}
-        updated, untouched = self.remove_replicas_from_isr(led, reason)
-        to_tell = [tp for tp in untouched if ctx.is_topic_in_service(tp.topic)]
-        to_tell.extend(tp for tp in leaving if tp not in led)
+        updated, untouched = self.remove_replicas_from_isr(led, reason, just_written)
+        to_tell = [tp for tp in leaving if tp not in led]
+        if not offline_in_metadata:
+            # Not in that ISR: the state is unchanged, but every broker's metadata must
+            # now list the replica among the partition's offline replicas (Kafka's
+            # doRemoveReplicasFromIsr returns these partitions too, and the Offline
+            # step adds their UpdateMetadata for every live broker). Their LeaderAndIsr,
+            # the same state again, is not re-sent: every replica would ignore it (5).
+            # A state just written went out with its UpdateMetadata already.
+            to_tell.extend(
+                tp
+                for tp in untouched
+                if tp not in just_written and ctx.is_topic_in_service(tp.topic)
+            )
         if to_tell:
             ops.batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, to_tell)
         to_send = []
@@ -852,7 +844,7 @@ class ReplicaStateMachine:
                 ids = leaving[tp]
                 to_send.append(([r for r in ra.replicas if r not in ids], tp, lice, ra))
         ops.batch.add_leader_and_isr_updates(ctx, to_send)
-        # A partition whose write failed keeps its replicas' states, as a broker's step.
+        # A partition whose write failed keeps its replicas' states.
         for tps in (untouched, updated, (tp for tp in leaving if tp not in led)):
             for tp in tps:
                 for replica_id in leaving[tp]:
