@@ -243,8 +243,8 @@ def deletion_round(connect: str, partitions: int) -> dict[str, Any]:
         writes = [s.leader_and_isr.zk_version for s in states.values() if s is not None]
         deleting = sum(
             1
-            for states in ctx.replica_states.values()
-            for _replica, state in states
+            for held in ctx.replica_states.values()
+            for _replica, state in held
             if state is ReplicaStateName.DELETION_STARTED
         )
     if deleting != 3 * partitions or len(writes) != partitions:
