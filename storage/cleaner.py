@@ -701,6 +701,11 @@ class LogCleaner:
         partitions is being cleaned by another thread, then take the marks back."""
         me = threading.get_ident()
         keys = [(each.topic, each.partition) for each in partition_logs]
+        in_progress = self._in_progress
+        if all(in_progress.get(key, me) == me for key in keys):
+            # Nothing to wait for: the marks would be taken back before the lock is let
+            # go, unseen (most of what forget_many took of a 100,000-log deletion, profiled).
+            return
         for key, partition_log in zip(keys, partition_logs, strict=True):
             self._aborting[key] = (*self._aborting.get(key, ()), partition_log)
         try:
