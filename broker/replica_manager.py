@@ -654,10 +654,9 @@ class ReplicaManager:
         self, logs: LogManager, topics: Collection[str]
     ) -> list[TopicPartition]:
         wanted = set(topics)
+        held = logs.partitions_of(wanted)
         with self._lock:
-            orphans = [
-                tp for tp in logs.all_logs() if tp.topic in wanted and tp not in self.partitions
-            ]
+            orphans = [tp for tp in held if tp not in self.partitions]
         deleted, failed = logs.delete_many(orphans)
         for tp, e in failed.items():
             log.error("deleting the orphaned log of %s: %s", tp, e)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import threading
 import time
 import uuid
@@ -466,6 +467,52 @@ def test_the_flusher_flushes_each_log_whose_topic_sets_flush_ms_made_or_found(
     assert again.flush_dirty_logs() == 1  # a0, found on disk; a1 was deleted
     assert again.get_log(A0).recovery_point == 3  # type: ignore[union-attr]
     again.close()
+
+
+def test_the_logs_by_topic_are_the_logs_through_creations_deletions_and_a_failed_dir(
+    tmp_path: Path,
+) -> None:
+    # held_topics, partitions_of, update_topic_config and forget_topic_ids read the logs
+    # by topic (a second index): after every change it must say what a scan would.
+    rng = random.Random(7)
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    topics = ["a", "b", "c", "d"]
+    every = [TopicPartition(t, p) for t in topics for p in range(4)]
+    manager = LogManager(dirs, broker_config())
+
+    def check() -> None:
+        logs = manager.all_logs()
+        assert sorted(manager.partitions_of(topics)) == sorted(logs)
+        for topic in topics:
+            held = {tp for tp in logs if tp.topic == topic}
+            assert set(manager.partitions_of([topic])) == held
+            assert manager.held_topics([topic]) == ({topic} if held else set())
+            assert manager.update_topic_config(topic, LogConfig()) == len(held)
+
+    try:
+        for _ in range(200):
+            tps = rng.sample(every, rng.randint(1, 5))
+            action = rng.choice(["make", "make", "delete", "set_aside"])
+            if action == "make":
+                for tp in tps:
+                    manager.get_or_create(tp)
+            elif action == "delete":
+                manager.delete_many(tps)
+            else:
+                manager.set_aside_many(tps)
+            check()
+        failed = os.fspath(dirs[0])
+        in_failed = {tp for tp, pl in manager.all_logs().items() if pl.log_dir == failed}
+        assert in_failed
+        assert set(manager.handle_log_dir_failure(failed)) == in_failed
+        check()
+        for tp in every:
+            manager.get_or_create(tp)  # all of them in the live directory now
+        check()
+        assert sorted(manager.partitions_of(topics)) == every
+        assert manager.held_topics(topics) == set(topics)
+    finally:
+        manager.close()
 
 
 def test_a_topic_config_change_reaches_every_log_of_the_topic_and_only_those(
