@@ -8,7 +8,11 @@ out) with their logs on disk; the StopReplica names them all with delete=true an
 epoch -2 (a topic deletion's). Timed: the request applied (`ReplicaManager.stop_replicas`:
 the partitions leave the replica manager (no fetcher runs here), each log's handlers closed,
 its directory renamed to ``<topic>-<partition>.<id>-delete``, the log directory synced and
-its checkpoints written once).
+its checkpoints written once). Timed apart, before it: what the deletion's UpdateMetadata
+requests (the controller sends them first, in chunks of at most 10,000 partitions, whole
+topics) make the broker do with its logs: `ReplicaManager.delete_orphaned_logs` of each
+chunk's topics, which looks for logs of them no partition holds (none here) and lets the
+log directories forget ids of topics they no longer hold.
 
 Floor, in the same run and the same file system: renaming as many directories of the same
 names, one ``os.rename`` each, then one fsync of their parent: the system calls a broker
@@ -41,6 +45,7 @@ from bench_broker_apply import BROKER, LAIR_VERSION, leader_and_isr, timed, topi
 from broker.config import BrokerConfig
 from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
+from controller.request_batch import MAX_PARTITIONS_PER_REQUEST
 from storage.checkpoints import fsync_dir
 from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
@@ -118,6 +123,17 @@ def main() -> None:
                         entries = logs.cleaner._entries_locked(tmp)
                         entries.update({(tp.topic, tp.partition): 0 for tp in logs.all_logs()})
                         LogCleaner._write_locked(tmp, entries)
+                chunks: list[list[str]] = [[]]
+                in_chunk = 0
+                for name, _topic_id, count in layout:
+                    if in_chunk and in_chunk + count > MAX_PARTITIONS_PER_REQUEST:
+                        chunks.append([])
+                        in_chunk = 0
+                    chunks[-1].append(name)
+                    in_chunk += count
+                orphans_s, found = timed(list, map(replicas.delete_orphaned_logs, chunks))
+                if any(found) or len(logs.all_logs()) != args.partitions:
+                    raise SystemExit(f"round {r}: logs held by partitions deleted as orphans")
                 delete_s, answer = timed(replicas.stop_replicas, stop_replica(layout, 5))
                 failed = sum(1 for e in answer["partition_errors"] if e["error_code"])
                 if answer["error_code"] or failed:
@@ -130,6 +146,8 @@ def main() -> None:
             rounds.append(
                 {
                     "delete_s": round(delete_s, 4),
+                    "orphan_checks_s": round(orphans_s, 4),
+                    "update_metadata_chunks": len(chunks),
                     "floor_renames_s": round(floor_renames(floor_tmp, layout), 4),
                 }
             )
@@ -146,6 +164,7 @@ def main() -> None:
         "delete_us_per_partition": round(delete / args.partitions * 1e6, 1),
         "floor_renames_s": floor,
         "delete_vs_floor": round(delete / floor, 2),
+        "orphan_checks_s": statistics.median_high(r["orphan_checks_s"] for r in rounds),
         "rounds": rounds,
         "python": platform.python_version(),
     }
