@@ -664,12 +664,13 @@ class ReplicaStateMachine:
         metadata shows these replicas offline already (a failover's full UpdateMetadata
         went out after their brokers were known dead), so a partition whose ISR did not
         hold one needs no UpdateMetadata (item 6 of docs/architecture.md).
-        ``together`` (the Offline step of a topic deletion): a partition's replicas leave
-        its ISR in one write, not one a broker (item 56 of docs/architecture.md).
+        ``together`` (the Offline step of a topic deletion or of brokers lost): a
+        partition's replicas leave its ISR in one write, not one a broker (item 56 of
+        docs/architecture.md).
         """
         if together and target is R.OFFLINE:
             try:
-                self._offline_together(replicas, reason)
+                self._offline_together(replicas, reason, just_written or {}, offline_in_metadata)
             except ControllerMovedError:
                 self.ops.drop_batch()
                 raise
@@ -788,13 +789,19 @@ class ReplicaStateMachine:
                 )
         return valid
 
-    def _offline_together(self, replicas: Iterable[PartitionReplica], reason: str) -> None:
+    def _offline_together(
+        self,
+        replicas: Iterable[PartitionReplica],
+        reason: str,
+        just_written: Mapping[TopicPartition, LeaderAndIsr],
+        offline_in_metadata: bool,
+    ) -> None:
         """The Offline step for replicas of every broker at once: each partition's leave
         its ISR in one write (`remove_replicas_from_isr`, in broker id order as the step
         taken a broker at a time), where Kafka writes once a replica: a topic deletion's
-        took 300,000 writes for 100,000 partitions (RF 3). Its partitions are then in no
-        broker's service, and their states gone with the topic: one write fences their
-        leaders' ISR writes as three did."""
+        took 300,000 writes for 100,000 partitions (RF 3). The brokers hear only the last
+        of those states anyway (Kafka's batch keeps one LeaderAndIsr a partition), and
+        one write fences the leaders' ISR writes as several did (item 56)."""
         leaving: dict[TopicPartition, list[int]] = {}
         for pr in self._valid(replicas, R.OFFLINE):
             ids = leaving.get(pr.topic_partition)
@@ -805,7 +812,7 @@ class ReplicaStateMachine:
         for ids in leaving.values():
             if len(ids) > 1:
                 ids.sort()
-        self._offline(leaving, reason, {}, offline_in_metadata=False)
+        self._offline(leaving, reason, just_written, offline_in_metadata)
 
     def _offline(
         self,

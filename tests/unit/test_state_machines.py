@@ -553,6 +553,44 @@ def test_two_brokers_failing_together() -> None:
     c.assert_context_matches_store()
 
 
+def test_two_brokers_lost_leave_the_isr_of_a_partition_in_one_write(tmp_path: Path) -> None:
+    """A partition led by the survivor held both lost replicas in its ISR: Kafka's Offline
+    step writes it once a broker, and its batch sends only the last state; here one
+    write of that state, one leader epoch bump, one `partition_state` line, one
+    LeaderAndIsr (item 56 of docs/architecture.md). The partitions the lost brokers led
+    are elected without them, one write each, as before."""
+    c = Cluster(log_dir=tmp_path)
+    c.create_topic(T, {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)})
+    a_broker_at_a_time = three_partitions()
+    a_broker_at_a_time.rsm.handle_state_changes(
+        [PartitionReplica(T2, b) for b in (1, 2)], R.OFFLINE
+    )
+    each = a_broker_at_a_time.leader_and_isr(T2)
+    c.sent.clear()
+    c.kill(1, 2)
+    for tp in (T0, T1, T2):
+        once = c.leader_and_isr(tp)
+        assert (once.leader, once.isr, once.leader_epoch, once.zk_version) == (3, (3,), 1, 1)
+    assert (each.leader, each.isr, each.leader_epoch, each.zk_version) == (3, (3,), 2, 2)
+    c.assert_context_matches_store()
+    sent = [
+        p["leader_epoch"]
+        for r in c.requests(ApiKey.LEADER_AND_ISR)
+        for t in r.body["topic_states"]
+        for p in t["partition_states"]
+        if (r.broker_id, t["topic_name"], p["partition_index"]) == (3, T, 2)
+    ]
+    assert sent == [1]
+    c.state_log.close()
+    rows = [json.loads(line) for line in (tmp_path / "state-change.log").read_text().splitlines()]
+    offline = [
+        (r["partition"], r["leader"], r["isr"], r["leader_epoch"])
+        for r in rows
+        if r["event"] == "partition_state" and r["reason"] == "offline"
+    ]
+    assert sorted(offline) == [(p, 3, [3], 1) for p in (0, 1, 2)]  # elections, then T2's
+
+
 # --- unclean leader election -----------------------------------------------------------
 
 
@@ -1615,6 +1653,20 @@ def test_a_failover_in_an_event_sends_each_partition_state_once() -> None:
     # 3 out of U0's ISR: its offline replica is no news after the failover's full
     # UpdateMetadata (item 6 of docs/architecture.md), unlike after a broker loss
     assert c.partition_states_sent(ApiKey.UPDATE_METADATA, U0) == {}
+    c.assert_context_matches_store()
+
+
+def test_a_failover_takes_two_dead_brokers_out_of_an_isr_in_one_write() -> None:
+    """Two brokers dead when the controller takes over: a partition the live one leads
+    loses both from its ISR in one write (item 56), not one a dead broker."""
+    c = Cluster(brokers=(1,))
+    c.load(T0, (1, 2, 3), LeaderAndIsr(1, 4, (1, 2, 3), 9))
+    c.load(T1, (2, 1, 3), LeaderAndIsr(2, 2, (2, 3, 1), 5))  # led by a dead broker
+    reactions.start_state_machines(c.psm, c.rsm)
+    assert c.leader_and_isr(T0) == LeaderAndIsr(1, 5, (1,), 10)
+    assert c.leader_and_isr(T1) == LeaderAndIsr(1, 3, (1,), 6)  # elected
+    for b in (2, 3):
+        assert c.ctx.replica_state(PartitionReplica(T0, b)) is R.OFFLINE
     c.assert_context_matches_store()
 
 
