@@ -23,9 +23,12 @@ the dead replicas out of the ISRs), against the floor of N packed writes; how ma
 each partition's state znode was written is read back from its zkVersion. And a topic
 deletion of the N partitions (every topic deleted at once) up to its StopReplicas built,
 against the same floor (one write a partition), its writes a partition read back as well.
+And two brokers lost at once (a rack, say) in the balanced cluster: brokers 2 and 3 of 3N
+partitions, 2N of them elected to broker 1 and N, led by broker 1, with both out of their
+ISRs; its floor 3N packed writes, its writes a partition read back.
 
     .venv/bin/python benchmarks/bench_controller_decisions.py [--partitions 10000] [--rounds 5]
-        [--parts loss,shutdown,crash,deletion]
+        [--parts loss,shutdown,crash,deletion,two_lost]
 """
 
 from __future__ import annotations
@@ -192,6 +195,45 @@ def shutdown_round(connect: str, partitions: int) -> dict[str, Any]:
     }
 
 
+def two_lost_round(connect: str, partitions: int) -> dict[str, Any]:
+    """Brokers 2 and 3 of a balanced cluster (3N partitions, each broker leading N) lost
+    at once: broker 1 leads every partition, alone in its ISR."""
+    lost = {2, LOST}
+    with started_controller(connect, balanced_assignment(partitions)) as (
+        ctx,
+        ops,
+        psm,
+        rsm,
+        sent,
+    ):
+        rsm.startup()
+        sent.clear()
+        gc.collect()
+        started = time.perf_counter()
+        ctx.remove_live_brokers(lost)
+        reactions.replicas_become_offline(
+            psm, rsm, ctx.replicas_on_brokers(lost), lambda _replicas: None
+        )
+        decided = time.perf_counter()
+        requests = encode_sent(sent)
+        encoded = time.perf_counter()
+        states = ops.store.read_partition_states(list(ctx.leadership))
+        writes = [s.leader_and_isr.zk_version for s in states.values() if s is not None]
+    alone = sum(
+        1
+        for lice in ctx.leadership.values()
+        if (lice.leader_and_isr.leader, lice.leader_and_isr.isr) == (1, (1,))
+    )
+    if alone != 3 * partitions or len(writes) != 3 * partitions:
+        raise RuntimeError(f"{alone} of {3 * partitions} led by 1 alone in the ISR")
+    return {
+        "decided_s": decided - started,
+        "encoded_s": encoded - decided,
+        "requests": requests,
+        "writes_per_partition": statistics.mean(writes),
+    }
+
+
 def crash_failover_round(connect: str, partitions: int) -> dict[str, Any]:
     """The failover after broker 3, controller and leader of every partition, crashed."""
     with started_controller(connect, assignment(partitions), live=(1, 2), partition_step=False) as (
@@ -257,7 +299,7 @@ def deletion_round(connect: str, partitions: int) -> dict[str, Any]:
     }
 
 
-PARTS = ("loss", "shutdown", "crash", "deletion")
+PARTS = ("loss", "shutdown", "crash", "deletion", "two_lost")
 
 
 def _rounded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -292,6 +334,7 @@ def main() -> None:
     shutdowns: list[dict[str, Any]] = []
     crashes: list[dict[str, Any]] = []
     deletions: list[dict[str, Any]] = []
+    two_losses: list[dict[str, Any]] = []
     floors: list[float] = []
     with zookeeper() as connect:
 
@@ -311,11 +354,16 @@ def main() -> None:
             if "loss" in parts:
                 r = measured(f"decisions-{i}", one_round, args.partitions)
                 r["floor_s"] = floor
+            if "shutdown" in parts or "two_lost" in parts:
+                floor_3n = measured(f"decisions-floor-3n-{i}", floor_writes, 3 * args.partitions)[
+                    "packed_multis_s"
+                ]
             if "shutdown" in parts:
                 s = measured(f"decisions-shutdown-{i}", shutdown_round, args.partitions)
-                s["floor_s"] = measured(
-                    f"decisions-shutdown-floor-{i}", floor_writes, 3 * args.partitions
-                )["packed_multis_s"]
+                s["floor_s"] = floor_3n
+            if "two_lost" in parts:
+                t = measured(f"decisions-two-lost-{i}", two_lost_round, args.partitions)
+                t["floor_s"] = floor_3n
             if "crash" in parts:
                 f = measured(f"decisions-crash-{i}", crash_failover_round, args.partitions)
                 f["floor_s"] = floor
@@ -332,6 +380,8 @@ def main() -> None:
                     crashes.append(f)
                 if "deletion" in parts:
                     deletions.append(d)
+                if "two_lost" in parts:
+                    two_losses.append(t)
     floor = round(statistics.median_high(floors), 3)
     out: dict[str, Any] = {
         "benchmark": "controller_decisions",
@@ -375,6 +425,18 @@ def main() -> None:
             "writes_per_partition": _median(deletions, "writes_per_partition", 2),
             "floor_packed_writes_s": floor,
             "rounds": _rounded(deletions),
+        }
+    if two_losses:
+        decided = statistics.median_high(r["decided_s"] for r in two_losses)
+        floor_3n = statistics.median_high(r["floor_s"] for r in two_losses)
+        out["two_brokers_lost_balanced"] = {
+            "partitions": 3 * args.partitions,
+            "decided_and_written_s": round(decided, 3),
+            "requests_encoded_s": _median(two_losses, "encoded_s"),
+            "writes_per_partition": _median(two_losses, "writes_per_partition", 2),
+            "floor_packed_writes_s": round(floor_3n, 3),
+            "decided_vs_floor": round(decided / floor_3n, 2),
+            "rounds": _rounded(two_losses),
         }
     emit(out)
 
