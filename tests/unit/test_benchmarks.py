@@ -234,7 +234,8 @@ def test_a_crash_figure_needs_every_survivors_answer() -> None:
         (
             bench_controller_decisions,
             ["--parts", "loss,delete"],
-            "--parts must name some of loss, shutdown, crash, deletion, two_lost, not 'loss,delete'",
+            "--parts must name some of loss, shutdown, crash, deletion, two_lost,"
+            " not 'loss,delete'",
         ),
     ],
 )
