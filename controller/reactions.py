@@ -436,9 +436,7 @@ def start_state_machines(
     ops.batch.restore_leader_and_isr(held)
     # The failover's full UpdateMetadata, sent before the state machines started, lists
     # these replicas offline: only the ISRs this step changes are news to the brokers.
-    replica_sm.handle_state_changes(
-        dead, R.OFFLINE, just_written=elected, offline_in_metadata=True, together=True
-    )
+    replica_sm.handle_state_changes(dead, R.OFFLINE, just_written=elected, offline_in_metadata=True)
     mark("offline_replicas_ms")
 
 
@@ -488,9 +486,7 @@ def replicas_become_offline(
     # ISR still held a lost replica, which the elections just made have not touched, so
     # nothing is sent twice.
     ops.barrier()
-    replica_sm.handle_state_changes(
-        not_for_deletion, R.OFFLINE, just_written=elected, together=True
-    )
+    replica_sm.handle_state_changes(not_for_deletion, R.OFFLINE, just_written=elected)
     if for_deletion:
         fail_replica_deletion(for_deletion)
     # Every broker must hear that these replicas are offline (their brokers gone from its

@@ -656,40 +656,29 @@ class ReplicaStateMachine:
         reason: str = "offline",
         just_written: Mapping[TopicPartition, LeaderAndIsr] | None = None,
         offline_in_metadata: bool = False,
-        together: bool = False,
     ) -> None:
         """``just_written``: partition states this controller wrote moments ago in the same
         event, which the Offline step may take as ZooKeeper's (see remove_replica_from_isr);
         their UpdateMetadata has gone out with them. ``offline_in_metadata``: every broker's
         metadata shows these replicas offline already (a failover's full UpdateMetadata
         went out after their brokers were known dead), so a partition whose ISR did not
-        hold one needs no UpdateMetadata (item 6 of docs/architecture.md).
-        ``together`` (the Offline step of a topic deletion or of brokers lost): a
-        partition's replicas leave its ISR in one write, not one a broker (item 56 of
-        docs/architecture.md).
+        hold one needs no UpdateMetadata (item 6 of docs/architecture.md). The Offline
+        step takes a partition's replicas of every broker out of its ISR in one write, not
+        one a broker as Kafka's (item 56 of docs/architecture.md).
         """
-        if together and target is R.OFFLINE:
-            try:
-                self._offline_together(replicas, reason, just_written or {}, offline_in_metadata)
-            except ControllerMovedError:
-                self.ops.drop_batch()
-                raise
-            finally:
-                self.ops.flush()
-            return
-        by_broker: dict[int, list[PartitionReplica]] = defaultdict(list)
-        for pr in replicas:
-            by_broker[pr.replica].append(pr)
-        if not by_broker:
+        replicas = list(replicas)
+        if not replicas:
             return
         try:
-            # In broker id order, whatever the callers' (Kafka's is a hash map's): a
-            # partition losing two replicas from its ISR loses them in one order, alone or
-            # in a block of reassignments (architecture item 22).
+            if target is R.OFFLINE:
+                self._offline_together(replicas, reason, just_written or {}, offline_in_metadata)
+                return
+            by_broker: dict[int, list[PartitionReplica]] = defaultdict(list)
+            for pr in replicas:
+                by_broker[pr.replica].append(pr)
+            # In broker id order, whatever the callers' (Kafka's is a hash map's).
             for broker_id, prs in sorted(by_broker.items()):
-                self._do_handle(
-                    broker_id, prs, target, reason, just_written or {}, offline_in_metadata
-                )
+                self._do_handle(broker_id, prs, target)
         except ControllerMovedError:
             self.ops.drop_batch()
             raise
@@ -701,9 +690,6 @@ class ReplicaStateMachine:
         replica_id: int,
         replicas: list[PartitionReplica],
         target: ReplicaStateName,
-        reason: str,
-        just_written: Mapping[TopicPartition, LeaderAndIsr],
-        offline_in_metadata: bool = False,
     ) -> None:
         ctx, ops = self.ctx, self.ops
         valid = self._valid(replicas, target)
@@ -745,14 +731,6 @@ class ReplicaStateMachine:
                             ctx, [replica_id], tp, lice, ctx.full_assignment(tp), is_new=False
                         )
                 ctx.put_replica_state(pr, R.ONLINE)
-        elif target is R.OFFLINE:
-            ids = (replica_id,)
-            self._offline(
-                {pr.topic_partition: ids for pr in valid},
-                reason,
-                just_written,
-                offline_in_metadata,
-            )
         elif target is R.DELETION_STARTED:
             for pr in valid:
                 ctx.put_replica_state(pr, R.DELETION_STARTED)
@@ -796,12 +774,12 @@ class ReplicaStateMachine:
         just_written: Mapping[TopicPartition, LeaderAndIsr],
         offline_in_metadata: bool,
     ) -> None:
-        """The Offline step for replicas of every broker at once: each partition's leave
-        its ISR in one write (`remove_replicas_from_isr`, in broker id order as the step
-        taken a broker at a time), where Kafka writes once a replica: a topic deletion's
-        took 300,000 writes for 100,000 partitions (RF 3). The brokers hear only the last
-        of those states anyway (Kafka's batch keeps one LeaderAndIsr a partition), and
-        one write fences the leaders' ISR writes as several did (item 56)."""
+        """The Offline step, for replicas of every broker at once: each partition's leave
+        its ISR in one write (`remove_replicas_from_isr`, in broker id order as Kafka's
+        passes a broker at a time would), where Kafka writes once a replica: a topic
+        deletion's took 300,000 writes for 100,000 partitions (RF 3). The brokers hear only
+        the last of those states anyway (Kafka's batch keeps one LeaderAndIsr a
+        partition), and one write fences the leaders' ISR writes as several did (item 56)."""
         leaving: dict[TopicPartition, list[int]] = {}
         for pr in self._valid(replicas, R.OFFLINE):
             ids = leaving.get(pr.topic_partition)

@@ -108,7 +108,7 @@ class TopicDeletionManager:
             not in (R.DELETION_SUCCESSFUL, R.DELETION_INELIGIBLE, R.NON_EXISTENT)
         ]
         not_reached = [pr for pr in moved if ctx.replica_state(pr) in (R.NEW, R.ONLINE)]
-        self.replicas.handle_state_changes(not_reached, R.OFFLINE, reason="deleted", together=True)
+        self.replicas.handle_state_changes(not_reached, R.OFFLINE, reason="deleted")
         self.replicas.handle_state_changes(moved, R.DELETION_INELIGIBLE)
         return moved
 
@@ -170,7 +170,7 @@ class TopicDeletionManager:
                 for pr in ctx.replicas_for_topic(t)
                 if ctx.replica_state(pr) is R.DELETION_INELIGIBLE
             ]
-            self.replicas.handle_state_changes(failed, R.OFFLINE, reason="deleted", together=True)
+            self.replicas.handle_state_changes(failed, R.OFFLINE, reason="deleted")
         if eligible:
             self._on_topic_deletion(eligible)
 
@@ -202,7 +202,7 @@ class TopicDeletionManager:
         # dead broker, one already deleted too, which then waits for that broker.
         ineligible = {pr.topic_partition.topic for pr in dead}
         self._to_ineligible(dead)
-        self.replicas.handle_state_changes(retry, R.OFFLINE, reason="deleted", together=True)
+        self.replicas.handle_state_changes(retry, R.OFFLINE, reason="deleted")
         self.replicas.handle_state_changes(retry, R.DELETION_STARTED)
         if ineligible:
             self.mark_ineligible(ineligible, "a replica is on a dead broker")

@@ -110,6 +110,26 @@ def test_a_caught_up_reassignment_completes_keeping_a_leader_in_the_target() -> 
     assert {r.broker_id for r in c.requests(ApiKey.UPDATE_METADATA)} == {1, 2, 3, 4}
 
 
+def test_a_completion_dropping_two_replicas_takes_them_out_of_the_isr_in_one_write() -> None:
+    """Kafka's Offline step writes the state once a dropped replica in the ISR; here once
+    for both (item 56 of docs/architecture.md): the completion's leader epoch bump, then
+    one ISR write."""
+    c = started_on((1, 2, 3, 4, 5), (1, 2, 3))
+    reassign(c, T0, (1, 4, 5))
+    caught_up(c, T0)
+    started = c.leader_and_isr(T0)
+    assert set(started.isr) == {1, 2, 3, 4, 5}
+    assert resume(c, T0)
+    done = c.leader_and_isr(T0)
+    assert (done.leader, set(done.isr)) == (1, {1, 4, 5})
+    assert (done.leader_epoch, done.zk_version) == (
+        started.leader_epoch + 2,
+        started.zk_version + 2,
+    )
+    for b in (2, 3):
+        assert c.ctx.replica_state(PartitionReplica(T0, b)) is R.NON_EXISTENT
+
+
 def test_a_leader_outside_the_target_is_replaced_by_a_target_replica(tmp_path: Path) -> None:
     c = started_on((1, 2, 3, 4), (1, 2, 3), tmp_path)
     reassign(c, T0, (4, 2))
