@@ -780,8 +780,17 @@ class ReplicaStateMachine:
         deletion's took 300,000 writes for 100,000 partitions (RF 3). The brokers hear only
         the last of those states anyway (Kafka's batch keeps one LeaderAndIsr a
         partition), and one write fences the leaders' ISR writes as several did (item 56)."""
+        valid = self._valid(replicas, R.OFFLINE)
+        brokers = {pr.replica for pr in valid}
+        if len(brokers) == 1:
+            # One broker's (a broker lost, one shutting down): one tuple shared.
+            one = (brokers.pop(),)
+            self._offline(
+                {pr.topic_partition: one for pr in valid}, reason, just_written, offline_in_metadata
+            )
+            return
         leaving: dict[TopicPartition, list[int]] = {}
-        for pr in self._valid(replicas, R.OFFLINE):
+        for pr in valid:
             ids = leaving.get(pr.topic_partition)
             if ids is None:
                 leaving[pr.topic_partition] = [pr.replica]
