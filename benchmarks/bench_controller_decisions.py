@@ -141,6 +141,27 @@ def encode_sent(sent: list[list[BrokerRequest]]) -> int:
     return len(requests)
 
 
+def decided_and_written(started: Started, decide: Callable[[], object]) -> dict[str, Any]:
+    """``decide`` timed, then the encoding of the requests it made; and how many times it
+    wrote each partition's state znode, read back (its zkVersion: created at 0)."""
+    ctx, ops, _psm, _rsm, sent = started
+    gc.collect()
+    start = time.perf_counter()
+    decide()
+    decided = time.perf_counter()
+    requests = encode_sent(sent)
+    encoded = time.perf_counter()
+    states = ops.store.read_partition_states(list(ctx.leadership))
+    writes = [s.leader_and_isr.zk_version for s in states.values() if s is not None]
+    return {
+        "decided_s": decided - start,
+        "encoded_s": encoded - decided,
+        "requests": requests,
+        "writes": len(writes),
+        "writes_per_partition": statistics.mean(writes) if writes else 0.0,
+    }
+
+
 def one_round(connect: str, partitions: int) -> dict[str, Any]:
     with started_controller(connect, assignment(partitions)) as (ctx, _ops, psm, rsm, sent):
         gc.collect()
@@ -199,104 +220,68 @@ def two_lost_round(connect: str, partitions: int) -> dict[str, Any]:
     """Brokers 2 and 3 of a balanced cluster (3N partitions, each broker leading N) lost
     at once: broker 1 leads every partition, alone in its ISR."""
     lost = {2, LOST}
-    with started_controller(connect, balanced_assignment(partitions)) as (
-        ctx,
-        ops,
-        psm,
-        rsm,
-        sent,
-    ):
+    with started_controller(connect, balanced_assignment(partitions)) as started:
+        ctx, _ops, psm, rsm, sent = started
         rsm.startup()
         sent.clear()
-        gc.collect()
-        started = time.perf_counter()
-        ctx.remove_live_brokers(lost)
-        reactions.replicas_become_offline(
-            psm, rsm, ctx.replicas_on_brokers(lost), lambda _replicas: None
-        )
-        decided = time.perf_counter()
-        requests = encode_sent(sent)
-        encoded = time.perf_counter()
-        states = ops.store.read_partition_states(list(ctx.leadership))
-        writes = [s.leader_and_isr.zk_version for s in states.values() if s is not None]
+
+        def decide() -> None:
+            ctx.remove_live_brokers(lost)
+            reactions.replicas_become_offline(
+                psm, rsm, ctx.replicas_on_brokers(lost), lambda _replicas: None
+            )
+
+        out = decided_and_written(started, decide)
     alone = sum(
         1
         for lice in ctx.leadership.values()
         if (lice.leader_and_isr.leader, lice.leader_and_isr.isr) == (1, (1,))
     )
-    if alone != 3 * partitions or len(writes) != 3 * partitions:
+    if alone != 3 * partitions or out["writes"] != 3 * partitions:
         raise RuntimeError(f"{alone} of {3 * partitions} led by 1 alone in the ISR")
-    return {
-        "decided_s": decided - started,
-        "encoded_s": encoded - decided,
-        "requests": requests,
-        "writes_per_partition": statistics.mean(writes),
-    }
+    return out
 
 
 def crash_failover_round(connect: str, partitions: int) -> dict[str, Any]:
     """The failover after broker 3, controller and leader of every partition, crashed."""
-    with started_controller(connect, assignment(partitions), live=(1, 2), partition_step=False) as (
-        ctx,
-        ops,
-        psm,
-        rsm,
-        sent,
-    ):
-        gc.collect()
-        started = time.perf_counter()
-        reactions.start_state_machines(psm, rsm)
-        decided = time.perf_counter()
-        requests = encode_sent(sent)
-        encoded = time.perf_counter()
-        # How many times each state znode was written: its zkVersion (created at 0).
-        states = ops.store.read_partition_states(list(ctx.leadership))
-        writes = [s.leader_and_isr.zk_version for s in states.values() if s is not None]
+    with started_controller(
+        connect, assignment(partitions), live=(1, 2), partition_step=False
+    ) as started:
+        ctx, _ops, psm, rsm, _sent = started
+        out = decided_and_written(started, lambda: reactions.start_state_machines(psm, rsm))
     led = sum(1 for lice in ctx.leadership.values() if lice.leader_and_isr.leader in (1, 2))
     in_isr = sum(1 for lice in ctx.leadership.values() if LOST in lice.leader_and_isr.isr)
-    if led != partitions or in_isr or len(writes) != partitions:
+    if led != partitions or in_isr or out["writes"] != partitions:
         raise RuntimeError(f"{led} of {partitions} led by 1 or 2, {in_isr} ISRs still hold {LOST}")
-    return {
-        "decided_s": decided - started,
-        "encoded_s": encoded - decided,
-        "requests": requests,
-        "writes_per_partition": statistics.mean(writes),
-    }
+    return out
 
 
 def deletion_round(connect: str, partitions: int) -> dict[str, Any]:
     """Every topic deleted at once (KafkaController's TopicDeletion), up to the StopReplicas
     (delete=true) built: the partitions Offline then NonExistent, every replica Offline
     (out of the ISRs: the state znodes' writes) then ReplicaDeletionStarted."""
-    with started_controller(connect, assignment(partitions)) as (ctx, ops, psm, rsm, sent):
+    with started_controller(connect, assignment(partitions)) as started:
+        ctx, ops, psm, rsm, sent = started
         rsm.startup()
         sent.clear()
         deletion = TopicDeletionManager(ops, psm, rsm, ops.store, lambda _topic: None)
-        gc.collect()
-        started = time.perf_counter()
-        ops.deferred = True  # as inside an event
-        deletion.enqueue(sorted(ctx.all_topics))
-        ops.deferred = False
-        ops.flush()
-        decided = time.perf_counter()
-        requests = encode_sent(sent)
-        encoded = time.perf_counter()
-        states = ops.store.read_partition_states(list(ctx.leadership))
-        writes = [s.leader_and_isr.zk_version for s in states.values() if s is not None]
+
+        def decide() -> None:
+            ops.deferred = True  # as inside an event
+            deletion.enqueue(sorted(ctx.all_topics))
+            ops.deferred = False
+            ops.flush()
+
+        out = decided_and_written(started, decide)
         deleting = sum(
             1
             for held in ctx.replica_states.values()
             for _replica, state in held
             if state is ReplicaStateName.DELETION_STARTED
         )
-    if deleting != 3 * partitions or len(writes) != partitions:
-        raise RuntimeError(f"{deleting} replicas being deleted, {len(writes)} states read")
-    return {
-        "decided_s": decided - started,
-        "encoded_s": encoded - decided,
-        "requests": requests,
-        "writes_per_partition": statistics.mean(writes),
-    }
+    if deleting != 3 * partitions or out["writes"] != partitions:
+        raise RuntimeError(f"{deleting} replicas being deleted, {out['writes']} states read")
+    return out
 
 
 PARTS = ("loss", "shutdown", "crash", "deletion", "two_lost")
