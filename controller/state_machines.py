@@ -775,8 +775,8 @@ class ReplicaStateMachine:
         offline_in_metadata: bool,
     ) -> None:
         """The Offline step, for replicas of every broker at once: each partition's leave
-        its ISR in one write (`remove_replicas_from_isr`, in broker id order as Kafka's
-        passes a broker at a time would), where Kafka writes once a replica: a topic
+        its ISR in one write (`remove_replicas_from_isr`, taking them out in broker id
+        order), where Kafka's passes a broker at a time write once a replica: a topic
         deletion's took 300,000 writes for 100,000 partitions (RF 3). The brokers hear only
         the last of those states anyway (Kafka's batch keeps one LeaderAndIsr a
         partition), and one write fences the leaders' ISR writes as several did (item 56)."""
