@@ -33,7 +33,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from watch.text import CONTROL, printable
 from zkdata import paths
@@ -1065,7 +1065,7 @@ def _partition_events(c: _Changes, ts: float) -> list[Event]:
         return f" after {'up to ' if up_to else ''}{fmt_duration(waited)} without a leader"
 
     def by_broker(counts: Counter[int]) -> str:
-        return ", ".join(f"{b} ({n:,})" for b, n in counts.most_common(6))
+        return ", ".join(f"{b} ({n:,})" for b, n in _ranked(counts, 6))
 
     if len(c.offline) > AGGREGATE_OVER:
         tps = sorted(tp for tp, _ in c.offline)
@@ -1089,8 +1089,7 @@ def _partition_events(c: _Changes, ts: float) -> list[Event]:
     if len(c.moved) > AGGREGATE_OVER:
         pairs = Counter((old, new) for _, old, new, _, _ in c.moved)
         longest = max((w for *_, w in c.moved if w is not None), default=None)
-        ranked = sorted(pairs.items(), key=lambda item: (-item[1], item[0]))[:6]
-        shown = ", ".join(f"{o} -> {n} ({k:,})" for (o, n), k in ranked)
+        shown = ", ".join(f"{o} -> {n} ({k:,})" for (o, n), k in _ranked(pairs, 6))
         tps = sorted(tp for tp, *_ in c.moved)
         add(
             f"leader moved for {len(c.moved):,} partitions: {shown}"
@@ -1123,7 +1122,7 @@ def _partition_events(c: _Changes, ts: float) -> list[Event]:
             shown = ", ".join(
                 f"{'broker' if len(ids) == 1 else 'brokers'} {', '.join(map(str, ids))} {verb}"
                 f" ({k:,})"
-                for ids, k in groups.most_common(4)
+                for ids, k in _ranked(groups, 4)
             )
             tps = sorted(tp for tp, _, _ in items)
             add(f"ISR {label} for {len(items):,} partitions: {shown} ({_examples(tps)})", severity)
@@ -1139,6 +1138,17 @@ def _partition_events(c: _Changes, ts: float) -> list[Event]:
             for tp, old_ids, new_ids in items:
                 add(f"{what} of {tp} changed: {fmt_ids(old_ids)} -> {fmt_ids(new_ids)}")
     return events
+
+
+# What the events count by: a broker, brokers, an (old, new) leader pair.
+_Key = TypeVar("_Key", int, tuple[int, ...], tuple[int, int])
+
+
+def _ranked(counts: Counter[_Key], n: int) -> list[tuple[_Key, int]]:
+    """The ``n`` most common, ties by key: ``most_common`` breaks them by first insertion,
+    which follows the order partitions were looked at, and a view kept up to date looks at
+    them in another order than one recomputed (found by hypothesis)."""
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:n]
 
 
 def _connection(state: WatchState, obs: ConnectionSeen) -> tuple[WatchState, list[Event]]:
