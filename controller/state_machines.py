@@ -673,6 +673,9 @@ class ReplicaStateMachine:
             if target is R.OFFLINE:
                 self._offline_together(replicas, reason, just_written or {}, offline_in_metadata)
                 return
+            if target is R.DELETION_STARTED:
+                self._deletion_started(replicas)
+                return
             by_broker: dict[int, list[PartitionReplica]] = defaultdict(list)
             for pr in replicas:
                 by_broker[pr.replica].append(pr)
@@ -731,10 +734,6 @@ class ReplicaStateMachine:
                             ctx, [replica_id], tp, lice, ctx.full_assignment(tp), is_new=False
                         )
                 ctx.put_replica_state(pr, R.ONLINE)
-        elif target is R.DELETION_STARTED:
-            for pr in valid:
-                ctx.put_replica_state(pr, R.DELETION_STARTED)
-                ops.batch.add_stop_replica([replica_id], pr.topic_partition, delete_partition=True)
         elif target is R.NON_EXISTENT:
             for pr in valid:
                 tp = pr.topic_partition
@@ -767,6 +766,53 @@ class ReplicaStateMachine:
                 )
         return valid
 
+    def _valid_by_partition(
+        self, replicas: Iterable[PartitionReplica], target: ReplicaStateName, *, sort: bool
+    ) -> dict[TopicPartition, tuple[int, ...]]:
+        """``_valid`` a partition at a time: each partition's replicas that may move to
+        ``target`` (partitions in the order first named; their replicas in the order
+        named, or in broker id order with ``sort``). A partition's replica states are one
+        shared value, so what its replicas come to is worked out once for each distinct
+        (states, replicas), not once a replica (a deletion of 100,000 partitions asks for
+        300,000 replicas twice)."""
+        grouped: dict[TopicPartition, tuple[int, ...]] = {}
+        for tp, replica_id in replicas:
+            named = grouped.get(tp)
+            grouped[tp] = (replica_id,) if named is None else (*named, replica_id)
+        allowed = REPLICA_VALID_PREVIOUS[target]
+        held_states = self.ctx.replica_states.get
+        # (states, replicas) -> (those that may move, whether _valid must see the others)
+        known: dict[
+            tuple[tuple[tuple[int, ReplicaStateName], ...], tuple[int, ...]],
+            tuple[tuple[int, ...], bool],
+        ] = {}
+        out: dict[TopicPartition, tuple[int, ...]] = {}
+        for tp, ids in grouped.items():
+            key = (held_states(tp, ()), ids)
+            found = known.get(key)
+            if found is None:
+                states = dict(key[0])
+                ok = [r for r in ids if states.get(r, R.NON_EXISTENT) in allowed]
+                if sort:
+                    ok.sort()
+                # A replica refused is logged, one without a state put NonExistent: _valid's.
+                to_check = len(ok) < len(ids) or any(r not in states for r in ids)
+                found = known[key] = (tuple(ok), to_check)
+            valid, to_check = found
+            if to_check:
+                self._valid([PartitionReplica(tp, r) for r in ids], target)
+            if valid:
+                out[tp] = valid
+        return out
+
+    def _deletion_started(self, replicas: Iterable[PartitionReplica]) -> None:
+        """Replicas to be deleted: asked to (StopReplica with delete), a partition at a
+        time."""
+        ctx, batch = self.ctx, self.ops.batch
+        for tp, ids in self._valid_by_partition(replicas, R.DELETION_STARTED, sort=False).items():
+            ctx.put_replicas_state(tp, ids, R.DELETION_STARTED)
+            batch.add_stop_replica(ids, tp, delete_partition=True)
+
     def _offline_together(
         self,
         replicas: Iterable[PartitionReplica],
@@ -780,30 +826,12 @@ class ReplicaStateMachine:
         deletion's took 300,000 writes for 100,000 partitions (RF 3). The brokers hear only
         the last of those states anyway (Kafka's batch keeps one LeaderAndIsr a
         partition), and one write fences the leaders' ISR writes as several did (item 56)."""
-        valid = self._valid(replicas, R.OFFLINE)
-        brokers = {pr.replica for pr in valid}
-        if len(brokers) == 1:
-            # One broker's (a broker lost, one shutting down): one tuple shared.
-            one = (brokers.pop(),)
-            self._offline(
-                {pr.topic_partition: one for pr in valid}, reason, just_written, offline_in_metadata
-            )
-            return
-        leaving: dict[TopicPartition, list[int]] = {}
-        for pr in valid:
-            ids = leaving.get(pr.topic_partition)
-            if ids is None:
-                leaving[pr.topic_partition] = [pr.replica]
-            else:
-                ids.append(pr.replica)
-        for ids in leaving.values():
-            if len(ids) > 1:
-                ids.sort()
+        leaving = self._valid_by_partition(replicas, R.OFFLINE, sort=True)
         self._offline(leaving, reason, just_written, offline_in_metadata)
 
     def _offline(
         self,
-        leaving: Mapping[TopicPartition, Sequence[int]],
+        leaving: Mapping[TopicPartition, tuple[int, ...]],
         reason: str,
         just_written: Mapping[TopicPartition, LeaderAndIsr],
         offline_in_metadata: bool,
@@ -841,8 +869,7 @@ class ReplicaStateMachine:
         # A partition whose write failed keeps its replicas' states.
         for tps in (untouched, updated, (tp for tp in leaving if tp not in led)):
             for tp in tps:
-                for replica_id in leaving[tp]:
-                    ctx.put_replica_state(PartitionReplica(tp, replica_id), R.OFFLINE)
+                ctx.put_replicas_state(tp, leaving[tp], R.OFFLINE)
 
     def remove_replica_from_isr(
         self,

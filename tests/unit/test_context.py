@@ -446,3 +446,31 @@ def test_adopted_states_become_leaderships_equal_ones_shared() -> None:
     assert ctx.leadership[a] is not ctx.leadership[b]
     # a notification naming a partition no topic has is ignored
     assert ctx.known_partitions([gone, a, TopicPartition("x", 0), c]) == [a, c]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),
+            st.lists(st.integers(1, 4), min_size=1, max_size=4),
+            st.sampled_from(list(R)),
+        ),
+        max_size=20,
+    )
+)
+def test_replicas_put_together_are_each_of_them_put_in_turn(
+    puts: list[tuple[int, list[int], ReplicaStateName]],
+) -> None:
+    # The Offline and deletion steps put a partition's replicas together (one lookup of
+    # the partition's new states): the same states, in the same order, as one at a time.
+    together = ControllerContext(epoch=1, epoch_zk_version=0)
+    in_turn = ControllerContext(epoch=1, epoch_zk_version=0)
+    for partition, replicas, state in puts:
+        tp = TopicPartition("t", partition)
+        together.put_replicas_state(tp, tuple(replicas), state)
+        for replica in replicas:
+            in_turn.put_replica_state(PartitionReplica(tp, replica), state)
+        assert list(together.replica_states_of(tp).items()) == list(
+            in_turn.replica_states_of(tp).items()
+        )
+    assert together.replica_states == in_turn.replica_states

@@ -3,6 +3,9 @@ test_state_machines leave open (PartitionStateMachine/ReplicaStateMachine.scala)
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from controller.context import (
     PARTITION_VALID_PREVIOUS,
     REPLICA_VALID_PREVIOUS,
@@ -205,3 +208,41 @@ def test_the_valid_previous_states_are_kafkas() -> None:
         R.DELETION_INELIGIBLE: {R.OFFLINE, R.DELETION_STARTED},
         R.NON_EXISTENT: {R.DELETION_SUCCESSFUL},
     } == REPLICA_VALID_PREVIOUS
+
+
+# --- the validity of a step's replicas, a partition at a time -------------------------
+
+_HELD = st.dictionaries(
+    st.integers(0, 3),
+    st.dictionaries(st.integers(1, 4), st.sampled_from(list(R)), max_size=4),
+    max_size=4,
+)
+_NAMED = st.lists(st.tuples(st.integers(0, 4), st.integers(1, 5)), max_size=16)
+
+
+@given(held=_HELD, named=_NAMED, target=st.sampled_from(list(R)), sort=st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_replicas_found_valid_a_partition_at_a_time_are_those_found_one_at_a_time(
+    held: dict[int, dict[int, ReplicaStateName]],
+    named: list[tuple[int, int]],
+    target: ReplicaStateName,
+    sort: bool,
+) -> None:
+    """The Offline and deletion steps ask a partition at a time (one lookup for each
+    distinct states and replicas); what they get, and the states left behind (a replica
+    with none put NonExistent), is what asking each replica gives, grouped by partition
+    in the order first named, a partition's replicas as named or sorted."""
+    replicas = [PartitionReplica(TopicPartition("t", p), r) for p, r in named]
+    one, grouped = Cluster(brokers=(1, 2, 3)), Cluster(brokers=(1, 2, 3))
+    for c in (one, grouped):
+        for p, states in held.items():
+            for r, state in states.items():
+                c.ctx.put_replica_state(PartitionReplica(TopicPartition("t", p), r), state)
+    expected: dict[TopicPartition, list[int]] = {}
+    for pr in one.rsm._valid(replicas, target):
+        expected.setdefault(pr.topic_partition, []).append(pr.replica)
+    got = grouped.rsm._valid_by_partition(replicas, target, sort=sort)
+    assert got == {tp: tuple(sorted(ids) if sort else ids) for tp, ids in expected.items()}
+    named_first = dict.fromkeys(pr.topic_partition for pr in replicas)
+    assert list(got) == [tp for tp in named_first if tp in expected]
+    assert grouped.ctx.replica_states == one.ctx.replica_states
