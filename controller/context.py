@@ -331,9 +331,12 @@ class ControllerContext:
         ]
 
     def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
+        # One TopicPartition a partition, shared by its replicas.
         return [
-            PartitionReplica(TopicPartition(topic, p), r)
-            for p, ra in self.assignments.get(topic, {}).items()
+            PartitionReplica(tp, r)
+            for tp, ra in (
+                (TopicPartition(topic, p), ra) for p, ra in self.assignments.get(topic, {}).items()
+            )
             for r in ra.replicas
         ]
 

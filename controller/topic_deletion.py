@@ -190,9 +190,10 @@ class TopicDeletionManager:
         ops.flush()
         dead: list[PartitionReplica] = []
         retry: list[PartitionReplica] = []
+        held_states = ctx.replica_states.get
         for topic in topics:
             for pr in ctx.replicas_for_topic(topic):
-                if ctx.replica_state(pr) is R.DELETION_SUCCESSFUL:
+                if (pr.replica, R.DELETION_SUCCESSFUL) in held_states(pr.topic_partition, ()):
                     continue  # deleted already: its broker need not be live
                 if not ctx.is_replica_online(pr.replica, pr.topic_partition):
                     dead.append(pr)

@@ -220,18 +220,26 @@ _HELD = st.dictionaries(
 _NAMED = st.lists(st.tuples(st.integers(0, 4), st.integers(1, 5)), max_size=16)
 
 
-@given(held=_HELD, named=_NAMED, target=st.sampled_from(list(R)), sort=st.booleans())
+@given(
+    held=_HELD,
+    named=_NAMED,
+    target=st.sampled_from(list(R)),
+    sort=st.booleans(),
+    move=st.booleans(),
+)
 @settings(max_examples=300, deadline=None)
 def test_replicas_found_valid_a_partition_at_a_time_are_those_found_one_at_a_time(
     held: dict[int, dict[int, ReplicaStateName]],
     named: list[tuple[int, int]],
     target: ReplicaStateName,
     sort: bool,
+    move: bool,
 ) -> None:
     """The Offline and deletion steps ask a partition at a time (one lookup for each
     distinct states and replicas); what they get, and the states left behind (a replica
-    with none put NonExistent), is what asking each replica gives, grouped by partition
-    in the order first named, a partition's replicas as named or sorted."""
+    with none put NonExistent; with ``move``, the valid ones put in ``target``), is what
+    asking and moving each replica gives, grouped by partition in the order first named,
+    a partition's replicas as named or sorted."""
     replicas = [PartitionReplica(TopicPartition("t", p), r) for p, r in named]
     one, grouped = Cluster(brokers=(1, 2, 3)), Cluster(brokers=(1, 2, 3))
     for c in (one, grouped):
@@ -241,7 +249,9 @@ def test_replicas_found_valid_a_partition_at_a_time_are_those_found_one_at_a_tim
     expected: dict[TopicPartition, list[int]] = {}
     for pr in one.rsm._valid(replicas, target):
         expected.setdefault(pr.topic_partition, []).append(pr.replica)
-    got = grouped.rsm._valid_by_partition(replicas, target, sort=sort)
+        if move:
+            one.ctx.put_replica_state(pr, target)
+    got = grouped.rsm._valid_by_partition(replicas, target, sort=sort, move=move)
     assert got == {tp: tuple(sorted(ids) if sort else ids) for tp, ids in expected.items()}
     named_first = dict.fromkeys(pr.topic_partition for pr in replicas)
     assert list(got) == [tp for tp in named_first if tp in expected]
