@@ -22,10 +22,12 @@ failover's state machine start-up (`start_state_machines`: replicas Online, elec
 the dead replicas out of the ISRs), against the floor of N packed writes; how many times
 each partition's state znode was written is read back from its zkVersion. And a topic
 deletion of the N partitions (every topic deleted at once) up to its StopReplicas built,
-against the same floor (one write a partition), its writes a partition read back as well.
-And two brokers lost at once (a rack, say) in the balanced cluster: brokers 2 and 3 of 3N
-partitions, 2N of them elected to broker 1 and N, led by broker 1, with both out of their
-ISRs; its floor 3N packed writes, its writes a partition read back.
+against the same floor (one write a partition), its writes a partition read back as well;
+then each broker's answer that it deleted its replicas (the last one completing every
+topic, its znodes deleted). And two brokers lost at once (a rack, say) in the balanced
+cluster: brokers 2 and 3 of 3N partitions, 2N of them elected to broker 1 and N, led by
+broker 1, with both out of their ISRs; its floor 3N packed writes, its writes a partition
+read back.
 
     .venv/bin/python benchmarks/bench_controller_decisions.py [--partitions 10000] [--rounds 5]
         [--parts loss,shutdown,crash,deletion,two_lost]
@@ -55,6 +57,7 @@ from controller import reactions
 from controller.context import (
     ControllerContext,
     LeaderIsrAndControllerEpoch,
+    PartitionReplica,
     ReplicaAssignment,
     ReplicaStateName,
 )
@@ -279,8 +282,26 @@ def deletion_round(connect: str, partitions: int) -> dict[str, Any]:
             for _replica, state in held
             if state is ReplicaStateName.DELETION_STARTED
         )
-    if deleting != 3 * partitions or out["writes"] != partitions:
-        raise RuntimeError(f"{deleting} replicas being deleted, {out['writes']} states read")
+        # Then each broker's answer (its StopReplica's partitions, all deleted), handled
+        # as the controller's event thread does; the last completes every topic (its
+        # znodes deleted).
+        answer_s = []
+        for broker_id in (1, 2, 3):
+            done = [PartitionReplica(tp, broker_id) for tp in ctx.all_partitions()]
+            gc.collect()
+            start = time.perf_counter()
+            ops.deferred = True
+            deletion.complete_replica_deletion(done)
+            ops.deferred = False
+            ops.flush()
+            answer_s.append(time.perf_counter() - start)
+        left = len(ctx.all_topics)
+    if deleting != 3 * partitions or out["writes"] != partitions or left:
+        raise RuntimeError(
+            f"{deleting} replicas being deleted, {out['writes']} states read, {left} topics left"
+        )
+    out["answer_s"] = statistics.mean(answer_s[:2])
+    out["last_answer_s"] = answer_s[2]
     return out
 
 
@@ -409,6 +430,8 @@ def main() -> None:
             "requests_encoded_s": _median(deletions, "encoded_s"),
             "writes_per_partition": _median(deletions, "writes_per_partition", 2),
             "floor_packed_writes_s": floor,
+            "answer_handled_s": _median(deletions, "answer_s"),
+            "last_answer_and_znodes_deleted_s": _median(deletions, "last_answer_s"),
             "rounds": _rounded(deletions),
         }
     if two_losses:
