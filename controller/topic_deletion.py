@@ -190,6 +190,7 @@ class TopicDeletionManager:
         ops.flush()
         dead: list[PartitionReplica] = []
         retry: list[PartitionReplica] = []
+        # A partition's replica states are (replica, state) pairs: looked up in place.
         held_states = ctx.replica_states.get
         for topic in topics:
             for pr in ctx.replicas_for_topic(topic):
