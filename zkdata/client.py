@@ -28,7 +28,7 @@ import logging
 import socket
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
@@ -79,6 +79,8 @@ READ_BATCH = 1000
 # bytes per multi: ZooKeeper refuses a request over jute.maxbuffer (1 MB by default).
 WRITE_BATCH_OPS = 500
 WRITE_BATCH_BYTES = 512 * 1024
+# Packed multis sent and not yet answered, at most (see _multi_batched).
+MULTIS_IN_FLIGHT = 16
 # How long a bounded stop waits for kazoo's connection thread once its socket is shut (it
 # ends at once, or after the back-off between two connection attempts, at most ~1.4 s).
 _STOP_AFTER_SHUT_S = 1.0
@@ -955,6 +957,9 @@ class ZkClient:
         rest. Each item is reported exactly once, in no particular order across calls; a
         check that fails afterwards, or a later answer lost (ZOOKEEPER_UNAVAILABLE), still
         raises (the items reported were answered: written, or refused by their own op).
+        The results are not kept besides: an empty list is returned (a deletion's 100,000
+        answers held 27.5 MB to the end, for callers that had read them already). Items
+        after a raise may never be sent (at most MULTIS_IN_FLIGHT multis await answers).
         """
         return self._multi_batched(
             items,
@@ -995,40 +1000,25 @@ class ZkClient:
     ) -> list[list[OpResult]]:
         """multi_batched; ``fenced``: a failed check raises ControllerMovedError (looked
         at once per multi), and the results leave the check's out; ``session``: each
-        multi bound to that session (`_call_in`)."""
+        multi bound to that session (`_call_in`); ``on_answered``: each answer handed to
+        it and not kept (an empty list returned)."""
         prefix: list[WriteOp] = [check] if check is not None else []
         skip = len(prefix)
         keep = skip if fenced else 0  # where an item's results start in a multi's
+        keeping = on_answered is None
         items: list[Sequence[WriteOp]] = []
+        results: list[list[OpResult] | None] = []
+        retry_alone: list[int] = []
         # Each multi is sent as soon as it is packed: ZooKeeper applies the first while the
         # items of the next are still being made (a generator may make them as we go).
-        pending: list[tuple[list[int], Any]] = []
-        current: list[int] = []
-        size = 0
-        nbytes = 0
-        for i, item in enumerate(items_in):
-            items.append(item)
-            # One op an item is the common case (a partition state each): no generator.
-            item_bytes = _op_bytes(item[0]) if len(item) == 1 else sum(_op_bytes(op) for op in item)
-            if current and (size + len(item) > max_ops or nbytes + item_bytes > WRITE_BATCH_BYTES):
-                packed = self._packed(prefix, items, current)
-                pending.append((current, self._multi_async(packed, session)))
-                current, size, nbytes = [], 0, 0
-            current.append(i)
-            size += len(item)
-            nbytes += item_bytes
-        if current:
-            pending.append(
-                (current, self._multi_async(self._packed(prefix, items, current), session))
-            )
+        # At most MULTIS_IN_FLIGHT wait for their answers: past that the oldest answer is
+        # taken first, and its request and items let go of. Sent all at once, a
+        # deletion's 100,000 writes held every request, item and answer until the first
+        # answer was read (the step's memory peak, tracemalloc).
+        in_flight: deque[tuple[list[int], Any]] = deque()
 
-        results: list[list[OpResult] | None] = [None] * len(items)
-        retry_alone: list[int] = []
-        # Each multi's request let go of once answered, and its items once not to be
-        # retried: a deletion's 100,000 writes held 30 MB of them to the last answer.
-        pending.reverse()
-        while pending:
-            group, async_result = pending.pop()
+        def take_oldest_answer() -> None:
+            group, async_result = in_flight.popleft()
             res = list(self._answer(async_result))
             del async_result
             if fenced:
@@ -1037,19 +1027,51 @@ class ZkClient:
             failed = any(is_own_failure(r) for r in res[skip:])
             if failed and not check_failed and len(group) > 1:
                 retry_alone.extend(group)
-                continue
+                return
             head = res[keep:skip]
             pos = skip
+            got: list[list[OpResult]] = []
             for i in group:
                 n = len(items[i])
-                results[i] = [*head, res[pos]] if n == 1 else head + res[pos : pos + n]
+                got.append([*head, res[pos]] if n == 1 else head + res[pos : pos + n])
                 items[i] = ()
                 pos += n
-            if on_answered is not None:
-                on_answered(group, [results[i] or [] for i in group])
+            if keeping:
+                for i, item_results in zip(group, got, strict=True):
+                    results[i] = item_results
+            elif on_answered is not None:
+                on_answered(group, got)
+
+        def send(group: list[int]) -> None:
+            in_flight.append(
+                (group, self._multi_async(self._packed(prefix, items, group), session))
+            )
+            if len(in_flight) > MULTIS_IN_FLIGHT:
+                take_oldest_answer()
+
+        current: list[int] = []
+        size = 0
+        nbytes = 0
+        for i, item in enumerate(items_in):
+            items.append(item)
+            if keeping:
+                results.append(None)
+            # One op an item is the common case (a partition state each): no generator.
+            item_bytes = _op_bytes(item[0]) if len(item) == 1 else sum(_op_bytes(op) for op in item)
+            if current and (size + len(item) > max_ops or nbytes + item_bytes > WRITE_BATCH_BYTES):
+                send(current)
+                current, size, nbytes = [], 0, 0
+            current.append(i)
+            size += len(item)
+            nbytes += item_bytes
+        if current:
+            send(current)
+        while in_flight:
+            take_oldest_answer()
         if retry_alone:
             alone = [(i, self._multi_async([*prefix, *items[i]], session)) for i in retry_alone]
             answered: list[int] = []
+            answered_results: list[list[OpResult]] = []
             fenced_res: list[OpResult] | None = None
             try:
                 for i, async_result in alone:
@@ -1063,13 +1085,16 @@ class ZkClient:
                             # logged; the ones after are fenced too.
                             fenced_res = res
                             break
-                    results[i] = res[keep:]
                     answered.append(i)
+                    answered_results.append(res[keep:])
             finally:
                 # An answer lost (ConnectionLoss, a timeout, the session expired) leaves
                 # the retries answered before it applied: reported before the raise too.
-                if on_answered is not None and answered:
-                    on_answered(answered, [results[i] or [] for i in answered])
+                if keeping:
+                    for i, item_results in zip(answered, answered_results, strict=True):
+                        results[i] = item_results
+                elif on_answered is not None and answered:
+                    on_answered(answered, answered_results)
             if fenced_res is not None:
                 self._raise_if_fenced(fenced_res)
         return [r if r is not None else [] for r in results]

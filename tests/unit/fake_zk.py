@@ -223,16 +223,18 @@ class FakeZk:
         on_answered: Callable[[list[int], list[list[Any]]], None] | None = None,
         session: int | None = None,
     ) -> list[list[Any]]:
-        """Each item in a multi of its own after the epoch check (as ZkClient's results)."""
+        """Each item in a multi of its own after the epoch check (as ZkClient's results;
+        with ``on_answered``, handed to it and not returned, as ZkClient's)."""
         out: list[list[Any]] = []
         for i, item in enumerate(list(items)):
             self._check_session(session)
             res = self.multi([Check(paths.CONTROLLER_EPOCH, epoch_zk_version), *item])
             if isinstance(res[0], (BadVersionError, NoNodeError)):
                 raise ControllerMovedError("the /controller_epoch zkVersion changed")
-            out.append(res[1:])
             if on_answered is not None:
                 on_answered([i], [res[1:]])
+            else:
+                out.append(res[1:])
         return out
 
     def multi_fenced(

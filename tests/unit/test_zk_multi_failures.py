@@ -30,7 +30,15 @@ from admin.topics import TopicCreationPlan, write_topic_creation
 from controller.store import ZkControllerStore
 from tests.unit.fake_zk import FakeZk
 from zkdata import paths
-from zkdata.client import Create, Delete, SetData, WriteOp, ZkClient, is_own_failure
+from zkdata.client import (
+    MULTIS_IN_FLIGHT,
+    Create,
+    Delete,
+    SetData,
+    WriteOp,
+    ZkClient,
+    is_own_failure,
+)
 
 
 def test_the_fake_answers_a_failed_multi_as_zookeeper_does() -> None:
@@ -244,11 +252,61 @@ def test_the_items_and_requests_of_an_answered_multi_are_let_go_before_the_next_
     def on_answered(indices: list[int], results: list[list[Any]]) -> None:
         held.append(([r() is not None for r in items], [r() is not None for r in requests]))
 
-    results = zk.multi_fenced_batched(7, made(), on_answered=on_answered, max_ops=1)
-    assert results == [[stat(1)]] * 4
+    assert zk.multi_fenced_batched(7, made(), on_answered=on_answered, max_ops=1) == []
     # Answered in order: when the k-th answer is handed on, the items before it and the
     # requests up to it are let go of (the last item the loop that made the multis holds).
     assert len(held) == 4
     for k, (items_held, requests_held) in enumerate(held):
         assert items_held[:k] == [False] * k
         assert requests_held == [False] * (k + 1) + [True] * (3 - k)
+
+
+def test_at_most_multis_in_flight_await_their_answers_and_each_is_answered_in_turn() -> None:
+    """Past MULTIS_IN_FLIGHT packed multis sent, the oldest answer is taken before the next
+    is sent: a deletion's 200 multis held every request, item and answer at once."""
+    zk = ZkClient("127.0.0.1:1")  # never started: the multis are answered below
+    taken: list[int] = []
+    in_flight: list[int] = []
+    most = [0]
+
+    class Counted(Answer):
+        def __init__(self, n: int, ops: int) -> None:
+            super().__init__([True, *[stat(n)] * (ops - 1)])
+            self.n = n
+
+        def get(self, timeout: float | None = None) -> Any:
+            in_flight.remove(self.n)
+            taken.append(self.n)
+            return super().get(timeout)
+
+    def answer(ops: Sequence[WriteOp], session: int | None = None) -> Answer:
+        n = len(taken) + len(in_flight)
+        in_flight.append(n)
+        most[0] = max(most[0], len(in_flight))
+        return Counted(n, len(ops))
+
+    zk._multi_async = answer  # type: ignore[method-assign]
+    multis = MULTIS_IN_FLIGHT * 3 + 2
+    items = [[SetData(f"/s{i}", b"x", 0)] for i in range(multis * 2)]
+    results = zk.multi_fenced_batched(7, items, max_ops=2)
+    assert most[0] == MULTIS_IN_FLIGHT + 1  # the one just sent, before the oldest is taken
+    assert taken == list(range(multis))
+    assert results == [[stat(i // 2)] for i in range(multis * 2)]
+
+
+def test_a_lost_answer_stops_the_sending_of_later_multis() -> None:
+    """The items after a lost answer are not sent: the caller reports every item it was
+    not told of as unanswered, and reads them back later; the ones never sent read back
+    unwritten."""
+    zk = ZkClient("127.0.0.1:1")  # never started: the multis are answered below
+    sent: list[int] = []
+
+    def answer(ops: Sequence[WriteOp], session: int | None = None) -> Answer:
+        sent.append(len(sent))
+        return Answer(ConnectionLoss() if len(sent) == 1 else [True, stat(1)])
+
+    zk._multi_async = answer  # type: ignore[method-assign]
+    items = [[SetData(f"/s{i}", b"x", 0)] for i in range(MULTIS_IN_FLIGHT * 4)]
+    with pytest.raises(ConnectionLoss):
+        zk.multi_fenced_batched(7, items, max_ops=1)
+    assert len(sent) == MULTIS_IN_FLIGHT + 1
