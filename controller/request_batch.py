@@ -401,34 +401,34 @@ class RequestBatch:
         delete: bool,
     ) -> BrokerRequest:
         broker_epoch = ctx.broker_epochs.get(broker_id, -1)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        epochs: list[int] = []
         for tp in tps:
             # Kafka 2.8's addStopReplicaRequestForBrokers: -2, which skips the broker's
             # epoch check, only for a topic queued for deletion (its epoch is not bumped);
             # else the leader epoch, whatever the delete flag, so a late copy of a
             # reassignment's delete is fenced once the broker has the replica back.
             if ctx.is_topic_queued_for_deletion(tp.topic):
-                epoch = EPOCH_DURING_DELETE
+                epochs.append(EPOCH_DURING_DELETE)
             else:
                 lice = ctx.leadership.get(tp)
-                epoch = lice.leader_and_isr.leader_epoch if lice else NO_EPOCH
-            by_topic.setdefault(tp.topic, []).append(
-                {"partition_index": tp.partition, "leader_epoch": epoch, "delete_partition": delete}
-            )
-        body = {
-            "controller_id": controller_id,
-            "controller_epoch": ctx.epoch,
-            "broker_epoch": broker_epoch,
-            "topic_states": [
-                {"topic_name": t, "partition_states": parts} for t, parts in by_topic.items()
-            ],
-        }
+                epochs.append(lice.leader_and_isr.leader_epoch if lice else NO_EPOCH)
+        partitions = tuple(tps)
+        # The body is made by the sender, as it is encoded: a dict a partition, held by
+        # every broker's request until answered, was 52.6 MB for a 100K deletion's three.
         return BrokerRequest(
             broker_id,
             ApiKey.STOP_REPLICA,
             STOP_REPLICA_VERSION,
-            functools.partial(dict, body),
-            tuple(tps),
+            functools.partial(
+                _stop_replica_body,
+                controller_id,
+                ctx.epoch,
+                broker_epoch,
+                partitions,
+                tuple(epochs),
+                delete,
+            ),
+            partitions,
             delete,
             broker_epoch=broker_epoch,
         )
@@ -676,6 +676,29 @@ def update_metadata_topic_states(
             }
         )
     return out
+
+
+def _stop_replica_body(
+    controller_id: int,
+    controller_epoch: int,
+    broker_epoch: int,
+    partitions: tuple[TopicPartition, ...],
+    epochs: tuple[int, ...],
+    delete: bool,
+) -> Body:
+    by_topic: dict[str, list[Body]] = {}
+    for tp, epoch in zip(partitions, epochs, strict=True):
+        by_topic.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "leader_epoch": epoch, "delete_partition": delete}
+        )
+    return {
+        "controller_id": controller_id,
+        "controller_epoch": controller_epoch,
+        "broker_epoch": broker_epoch,
+        "topic_states": [
+            {"topic_name": t, "partition_states": parts} for t, parts in by_topic.items()
+        ],
+    }
 
 
 def _leader_and_isr_body(

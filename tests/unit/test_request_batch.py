@@ -553,6 +553,12 @@ def test_stop_replica_bodies() -> None:
     for r in requests:
         assert r.body["broker_epoch"] == 1000 + r.broker_id
         assert_on_the_wire(r)
+    # Made by the sender, later: from what the controller decided, not what it holds then.
+    before = keep.body
+    ctx.leadership[T0] = LeaderIsrAndControllerEpoch(LeaderAndIsr(3, 9, (3, 2), zk_version=13), 7)
+    ctx.topics_to_be_deleted.discard("payments")
+    ctx.epoch += 1
+    assert keep.body == before
 
 
 def test_stop_replica_with_and_without_delete_for_one_broker_are_two_requests() -> None:
