@@ -81,9 +81,9 @@ def replica_states_value(states: dict[int, ReplicaStateName]) -> _ReplicaStates:
     return _shared_states(tuple(states.items()))
 
 
-# (a partition's replica states, a replica, its new state) -> the partition's new states.
-_replica_transitions: dict[tuple[_ReplicaStates, int, ReplicaStateName], _ReplicaStates] = {}
-# The same, for several replicas of a partition moving to one state together.
+# (a partition's replica states, replicas of it, their new state) -> the partition's new
+# states. The same few transitions repeat for every partition of a broker (10,000s when it
+# is lost): each is worked out once.
 _replicas_transitions: dict[
     tuple[_ReplicaStates, tuple[int, ...], ReplicaStateName], _ReplicaStates
 ] = {}
@@ -416,25 +416,12 @@ class ControllerContext:
             self.replica_states.pop(tp, None)
 
     def put_replica_state(self, pr: PartitionReplica, state: ReplicaStateName) -> None:
-        tp = pr.topic_partition
-        old = self.replica_states.get(tp, ())
-        # The same few transitions repeat for every partition of a broker (10,000s when
-        # it is lost): each is worked out once.
-        key = (old, pr.replica, state)
-        new = _replica_transitions.get(key)
-        if new is None:
-            states = dict(old)
-            states[pr.replica] = state
-            new = replica_states_value(states)
-            if len(_replica_transitions) >= _REPLICA_TRANSITIONS_MAX:
-                _replica_transitions.clear()
-            _replica_transitions[key] = new
-        self.replica_states[tp] = new
+        self.put_replicas_state(pr.topic_partition, (pr.replica,), state)
 
     def put_replicas_state(
         self, tp: TopicPartition, replica_ids: tuple[int, ...], state: ReplicaStateName
     ) -> None:
-        """``put_replica_state`` of several replicas of one partition: one lookup of the
+        """Several replicas of one partition put in one state: one lookup of the
         partition's new states, not one a replica (a deletion's Offline step moves
         300,000 replicas of 100,000 partitions)."""
         old = self.replica_states.get(tp, ())
