@@ -10,6 +10,9 @@ session once the session timeout passes without a heartbeat. `cut_answers()` dro
 ZooKeeper's side: a request sent then is carried out and its answer lost, the case a
 client that retries must tell from a request never made. `heal()` forwards again; the
 connections that lived through the cut are closed then (TCP would have given up on them).
+`slow(delay_s)` keeps every byte but delivers it `delay_s` late, each way (a congested or
+lossy link whose retransmissions stall it; a gray failure, not a partition); `heal()`
+ends it, the bytes already under way still arriving late, in order.
 
 Unlike SIGSTOP, the process goes on running through the cut: a broker keeps serving its
 clients and the other brokers, and a controller keeps its connections to the brokers.
@@ -27,6 +30,8 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
 
 from cluster import zookeeper as zkp
@@ -47,6 +52,8 @@ class _Connection:
         # Only the server's bytes are dropped (an asymmetric cut): requests still arrive
         # and are carried out, their answers are lost.
         self.dropping_answers = False
+        self.delay_s = 0.0
+        self.late: list[_LateSender] = []
 
     def drops(self, src: socket.socket) -> bool:
         return self.dropping or (self.dropping_answers and src is self.upstream)
@@ -55,10 +62,66 @@ class _Connection:
         return [s for s in (self.client, self.upstream) if s is not None]
 
     def close(self) -> None:
+        for late in self.late:
+            late.stop()
         for s in self.sockets():
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
             s.close()
+
+
+class _LateSender:
+    """One direction of a slowed connection: each chunk is sent once its time has come,
+    in the order received; an end (the source closed) is passed on after them. Kept for
+    the connection's life once made, so that what comes after a heal queues behind what
+    is still under way."""
+
+    def __init__(self, proxy: TcpProxy, conn: _Connection, dst: socket.socket) -> None:
+        self._proxy = proxy
+        self._conn = conn
+        self._dst = dst
+        self._due: deque[tuple[float, bytes | None]] = deque()
+        self._changed = threading.Condition()
+        self._stopped = False
+        threading.Thread(target=self._run, name="proxy-late", daemon=True).start()
+
+    def pending(self) -> bool:
+        with self._changed:
+            return bool(self._due)
+
+    def put(self, due: float, data: bytes | None) -> None:
+        """``data`` to be sent at ``due`` (time.monotonic()); None: the end."""
+        with self._changed:
+            self._due.append((due, data))
+            self._changed.notify()
+
+    def stop(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._stopped:
+                    if self._due:
+                        wait = self._due[0][0] - time.monotonic()
+                        if wait <= 0:
+                            break
+                    else:
+                        wait = None
+                    self._changed.wait(wait)
+                if self._stopped:
+                    return
+                _, data = self._due.popleft()
+            if data is None:
+                self._proxy._close(self._conn)
+                return
+            try:
+                self._dst.sendall(data)
+            except OSError:
+                self._proxy._close(self._conn)
+                return
 
 
 Address = tuple[str, int]
@@ -77,6 +140,7 @@ class TcpProxy:
         self._connections: list[_Connection] = []
         self._cut = False
         self._cut_answers = False
+        self._delay_s = 0.0
         self._closed = False
         self._accepting = threading.Thread(
             target=self._accept, name=f"proxy-{self.port}", daemon=True
@@ -109,6 +173,7 @@ class TcpProxy:
                     return
                 conn.dropping = conn.dropping or self._cut  # cut while it was connecting
                 conn.dropping_answers = self._cut_answers
+                conn.delay_s = self._delay_s
                 self._connections.append(conn)
             threading.Thread(target=self._pump, args=(conn, client, upstream), daemon=True).start()
             if upstream is not None:
@@ -117,6 +182,7 @@ class TcpProxy:
                 ).start()
 
     def _pump(self, conn: _Connection, src: socket.socket, dst: socket.socket | None) -> None:
+        late: _LateSender | None = None
         while True:
             try:
                 data = src.recv(_CHUNK)
@@ -128,10 +194,23 @@ class TcpProxy:
                 if conn.drops(src):
                     with contextlib.suppress(OSError):
                         src.close()
+                elif late is not None:
+                    late.put(time.monotonic() + conn.delay_s, None)  # after what is under way
                 else:
                     self._close(conn)
                 return
             if dst is None or conn.drops(src):
+                continue
+            if conn.delay_s > 0 or (late is not None and late.pending()):
+                if late is None:
+                    late = _LateSender(self, conn, dst)
+                    with self._lock:
+                        conn.late.append(late)
+                        gone = self._closed or conn not in self._connections
+                    if gone:  # closed meanwhile: its close() did not see this sender
+                        late.stop()
+                        return
+                late.put(time.monotonic() + conn.delay_s, data)
                 continue
             try:
                 dst.sendall(data)
@@ -166,9 +245,19 @@ class TcpProxy:
             for conn in self._connections:
                 conn.dropping_answers = True
 
+    def slow(self, delay_s: float) -> None:
+        """Deliver every byte ``delay_s`` late from now on, each way (until the heal)."""
+        with self._lock:
+            self._delay_s = delay_s
+            for conn in self._connections:
+                conn.delay_s = delay_s
+
     def heal(self) -> None:
         with self._lock:
             self._cut = self._cut_answers = False
+            self._delay_s = 0.0
+            for conn in self._connections:
+                conn.delay_s = 0.0
             dead = [c for c in self._connections if c.dropping or c.dropping_answers]
             self._connections = [
                 c for c in self._connections if not (c.dropping or c.dropping_answers)
@@ -212,6 +301,10 @@ class ZooKeeperLink:
     def cut_answers(self) -> None:
         for p in self.proxies:
             p.cut_answers()
+
+    def slow(self, delay_s: float) -> None:
+        for p in self.proxies:
+            p.slow(delay_s)
 
     def heal(self) -> None:
         for p in self.proxies:
@@ -289,6 +382,11 @@ class InterBrokerLink:
         """The broker still receives every request (the controller's, followers'
         fetches) and acts on it; its answers are lost."""
         self.proxy.cut_answers()
+
+    def slow(self, delay_s: float) -> None:
+        """What the other brokers and the controller send it, and its answers, arrive
+        ``delay_s`` late."""
+        self.proxy.slow(delay_s)
 
     def heal(self) -> None:
         self.proxy.heal()

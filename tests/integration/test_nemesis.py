@@ -5,9 +5,11 @@ timeout (a zombie when it is the controller) or briefly, or shut down in a contr
 way, or cut off from ZooKeeper while it goes on running (a network partition; past the
 session timeout or not; or only ZooKeeper's answers lost, its session kept alive by what
 still arrives), or cut off from the other brokers (they cannot reach its inter-broker
-listener; past replica.lag.time.max.ms or not; or only its answers to them lost), or the
-controller is made to move by deleting /controller, or a client asks for a preferred
-election of every partition (ElectLeaders, through the controller's queue), or moves a
+listener; past replica.lag.time.max.ms or not; or only its answers to them lost), or
+either link congested (every byte delivered late, up to three quarters of the session
+timeout to ZooKeeper and 4.5 s between brokers, nothing lost), or the controller is
+made to move by deleting /controller, or a client asks for a preferred election of every
+partition (ElectLeaders, through the controller's queue), or moves a
 partition's replica off a broker and back (AlterPartitionReassignments, twice: the
 replica is deleted, then fetches the whole log again), or creates a short-lived topic and
 deletes it (CreateTopics, DeleteTopics: it must end gone everywhere), or (in the
@@ -192,6 +194,8 @@ BROKER_FAULTS = [
     "zk_answers_cut",
     "broker_cut",
     "broker_answers_cut",
+    "zk_slow",
+    "broker_slow",
     "admin_elect",
     "admin_reassign",
     "topic_churn",
@@ -377,6 +381,29 @@ def inject(
         # applied, a follower's fetch position recorded); its answers are lost.
         record["seconds"] = round(rng.uniform(0.5, REPLICA_LAG_S + 3.0), 1)
         (broker_link.cut if fault == "broker_cut" else broker_link.cut_answers)()
+        try:
+            time.sleep(record["seconds"])
+        finally:
+            broker_link.heal()
+    elif fault == "zk_slow":
+        # Its link to ZooKeeper congested: every byte arrives late, each way, nothing is
+        # lost. Late by more than a third of the session timeout, its client takes the
+        # silence for a lost connection and connects again (as slowly); by more than the
+        # session timeout, ZooKeeper expires the session.
+        record["delay_s"] = round(rng.uniform(0.05, c.session_timeout_s * 0.75), 2)
+        record["seconds"] = round(rng.uniform(1.0, c.session_timeout_s + 3.0), 1)
+        link.slow(record["delay_s"])
+        try:
+            time.sleep(record["seconds"])
+        finally:
+            link.heal()
+    elif fault == "broker_slow":
+        # The other brokers' path to it congested: followers' fetches from it, their
+        # answers, and the controller's requests to it arrive late (past
+        # replica.lag.time.max.ms, its followers fall out of its ISRs).
+        record["delay_s"] = round(rng.uniform(0.05, REPLICA_LAG_S * 1.5), 2)
+        record["seconds"] = round(rng.uniform(1.0, REPLICA_LAG_S + 3.0), 1)
+        broker_link.slow(record["delay_s"])
         try:
             time.sleep(record["seconds"])
         finally:

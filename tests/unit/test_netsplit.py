@@ -120,3 +120,53 @@ def test_a_looked_up_upstream_is_looked_up_for_each_connection_and_none_refuses(
             assert s.recv(16) == b"found"
     finally:
         p.close()
+
+
+def test_a_slowed_link_delivers_every_byte_late_in_order_each_way(proxy: TcpProxy) -> None:
+    with connect(proxy.port) as s:
+        s.settimeout(5)
+        proxy.slow(0.2)
+        started = time.monotonic()
+        for i in range(20):
+            s.sendall(b"%02d" % i)
+        got = b""
+        while len(got) < 40:
+            got += s.recv(64)
+        # There and back, each way 0.2 s late at least.
+        assert time.monotonic() - started >= 0.4
+        assert got == b"".join(b"%02d" % i for i in range(20))
+
+
+def test_bytes_under_way_at_the_heal_still_arrive_and_before_later_ones(proxy: TcpProxy) -> None:
+    with connect(proxy.port) as s:
+        s.settimeout(5)
+        proxy.slow(0.3)
+        s.sendall(b"early")
+        proxy.heal()
+        s.sendall(b"later")
+        got = b""
+        while len(got) < 10:
+            got += s.recv(64)
+        assert got == b"earlylater"
+    with connect(proxy.port) as new:  # not slowed any more: answered at once
+        new.sendall(b"x")
+        assert new.recv(16) == b"x"
+
+
+def test_an_end_under_way_arrives_after_the_bytes_before_it() -> None:
+    received: list[bytes] = []
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        p = TcpProxy(("127.0.0.1", server.getsockname()[1]))
+        try:
+            with connect(p.port) as s:
+                upstream, _ = server.accept()
+                p.slow(0.2)
+                s.sendall(b"last words")
+            # Closed at once by the client; the server reads the bytes, then the end.
+            with upstream:
+                upstream.settimeout(5)
+                while data := upstream.recv(64):
+                    received.append(data)
+        finally:
+            p.close()
+    assert b"".join(received) == b"last words"
