@@ -396,6 +396,10 @@ class ZkClient:
         # by _on_state; a request bound to a generation is queued under the same lock.
         self._generation = 0
         self._submit_lock = threading.Lock()
+        # Orders close() and a restart of kazoo's connection thread (_restart_connection).
+        self._lifecycle_lock = threading.Lock()
+        #: times kazoo's connection thread ended on an error and was started again
+        self.connection_restarts = 0
         self.kazoo.add_listener(self._on_state)
 
     # --- lifecycle --------------------------------------------------------------------
@@ -423,7 +427,8 @@ class ZkClient:
         """Close the session (ZooKeeper answers the close) and stop the client. With
         ``timeout_s``, wait at most about that long: a close ZooKeeper leaves unanswered is
         then given up, and the session expires on its own."""
-        self._closing = True  # the LOST that kazoo reports next is our own doing
+        with self._lifecycle_lock:
+            self._closing = True  # the LOST that kazoo reports next is our own doing
         self._stop_kazoo(timeout_s)
 
     def _stop_kazoo(self, timeout_s: float | None) -> None:
@@ -510,6 +515,38 @@ class ZkClient:
                 listener(name)
             except Exception:
                 log.exception("ZooKeeper state listener failed")
+        if name == "LOST" and self._connection_thread_ended():
+            threading.Thread(
+                target=self._restart_connection, name="zk-client-restart", daemon=True
+            ).start()
+
+    def _connection_thread_ended(self) -> bool:
+        """kazoo's connection thread ended without being asked to (an error it did not
+        expect, such as an answer out of order: poll_handler): kazoo would never connect
+        again, and the broker would stay without ZooKeeper, unregistered, for good."""
+        kazoo = self.kazoo
+        return (
+            not self._closing
+            and kazoo._connection.connection_stopped.is_set()
+            and not kazoo._stopped.is_set()
+        )
+
+    def _restart_connection(self) -> None:
+        """Start kazoo's connection thread again, off that thread (kazoo joins the old one
+        first): a new session, which the listeners take as they take one after an expiry
+        (LOST, then CONNECTED)."""
+        with self._lifecycle_lock:
+            if self._closing or self.kazoo._stopped.is_set():
+                return
+            self.connection_restarts += 1
+            log.error(
+                "the ZooKeeper client's connection thread ended on an error; "
+                "connecting again, with a new session"
+            )
+            try:
+                self.kazoo.start_async()
+            except Exception:
+                log.exception("starting the ZooKeeper client's connection again failed")
 
     def _remember_watches(self) -> None:
         """On kazoo's connection thread, as the connection drops: kazoo clears its watches

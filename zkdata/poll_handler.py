@@ -1,4 +1,5 @@
-"""kazoo's threading handler with a select that costs one system call.
+"""kazoo's threading handler with a select that costs one system call, and answers out of
+order taken for a lost connection.
 
 kazoo's connection thread waits on its socket before every request it sends and every
 read of an answer (a header, then a body): three or more waits per request. Its threading
@@ -8,6 +9,13 @@ close): in a py-spy profile of a controller deleting 100,000 partitions' znodes
 thread's samples (1,150 of 2,169), holding the GIL the controller's event thread needed.
 ``poll`` needs no kernel object: registering is a dict entry, waiting one system call,
 and, unlike ``select``, it takes any descriptor number (kazoo left ``select`` for that).
+
+An answer whose xid is not the one awaited (ZooKeeper answering out of order, as a server
+resumed after a pause has: kazoo's issue 254) fails the request awaited with a bare
+RuntimeError, then ends kazoo's connection thread for good. The request's fate is a lost
+answer's (carried out or not), so it fails with ConnectionLoss here, as every request
+in flight at a dropped connection does; the client starts its connection again
+(`ZkClient`).
 """
 
 from __future__ import annotations
@@ -17,7 +25,8 @@ import select
 from collections.abc import Sequence
 from typing import Any
 
-from kazoo.handlers.threading import SequentialThreadingHandler
+from kazoo.exceptions import ConnectionLoss
+from kazoo.handlers.threading import AsyncResult, SequentialThreadingHandler
 
 _READ = select.POLLIN | select.POLLPRI
 _WRITE = select.POLLOUT
@@ -65,8 +74,32 @@ def poll_select(
     return readable, writable, []
 
 
+def is_answer_out_of_order(exception: BaseException) -> bool:
+    """kazoo's error for an answer whose xid is not the one awaited."""
+    return (
+        type(exception) is RuntimeError
+        and bool(exception.args)
+        and str(exception.args[0]).startswith("xids do not match")
+    )
+
+
+class _AsyncResult(AsyncResult):  # type: ignore[misc]  # kazoo: untyped
+    def set_exception(self, exception: BaseException) -> None:
+        if is_answer_out_of_order(exception):
+            expected, received = [*exception.args[1:], None, None][:2]
+            exception = ConnectionLoss(
+                f"ZooKeeper answered out of order (xid {received}, {expected} awaited): "
+                "the connection is made again"
+            )
+        super().set_exception(exception)
+
+
 class PollingHandler(SequentialThreadingHandler):  # type: ignore[misc]  # kazoo: untyped
-    """kazoo's SequentialThreadingHandler, its waits made by `poll_select`."""
+    """kazoo's SequentialThreadingHandler, its waits made by `poll_select`, its results
+    failing an answer out of order as ConnectionLoss."""
 
     def select(self, *args: Any, **kwargs: Any) -> tuple[list[Any], list[Any], list[Any]]:
         return poll_select(*args, **kwargs)
+
+    def async_result(self) -> AsyncResult:
+        return _AsyncResult(self)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
 from cluster import zookeeper as zkp
 from tests.integration.harness import serving_member, wait_for
@@ -149,3 +150,45 @@ def test_watches_survive_a_reconnection_within_the_session(
     finally:
         watcher.close()
         admin.close()
+
+
+# kazoo's connection thread ends on the error it raises: the case under test.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_connection_thread_ended_by_an_answer_out_of_order_is_started_again(
+    zk_connect: str,
+) -> None:
+    """ZooKeeper answering out of order ends kazoo's connection thread for good (kazoo's
+    issue 254; a nemesis schedule pausing ensemble members met it). The request awaited
+    fails as a lost connection, and the client connects again with a new session, its
+    listeners hearing LOST then CONNECTED, as after an expiry."""
+    client = ZkClient(zk_connect, session_timeout_ms=10_000)
+    client.start()
+    states: list[str] = []
+    client.add_state_listener(states.append)
+    try:
+        first_session = client.session_id
+        connection = client.kazoo._connection
+        real = connection._read_response
+        fired = threading.Event()
+
+        def out_of_order(header: Any, buffer: Any, offset: int) -> Any:
+            if fired.is_set():
+                return real(header, buffer, offset)
+            fired.set()
+            # What kazoo does when the answer's xid is not the one awaited.
+            _, result, xid = client.kazoo._pending.popleft()
+            error = RuntimeError("xids do not match, expected %r received %r", xid, xid + 1)
+            result.set_exception(error)
+            raise error
+
+        connection._read_response = out_of_order
+        with pytest.raises(ConnectionLoss, match="out of order"):
+            client.get("/")
+        wait_for(lambda: states[-1:] == ["CONNECTED"], 30, "the client connected again")
+        assert states == ["LOST", "CONNECTED"]
+        assert client.connection_restarts == 1
+        assert client.session_id not in (0, first_session)
+        assert client.get("/") is not None
+    finally:
+        client.close()
+    assert client.connection_restarts == 1

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kazoo.exceptions import ConnectionLoss
 from kazoo.handlers.utils import selector_select
 
 from zkdata.poll_handler import PollingHandler, poll_select
@@ -158,3 +159,18 @@ def test_the_handler_waits_with_poll(pair: tuple[socket.socket, socket.socket]) 
     a, b = pair
     b.send(b"x")
     assert PollingHandler().select([a], [], [], 5) == ([a], [], [])
+
+
+def test_an_answer_out_of_order_fails_its_request_as_a_lost_connection() -> None:
+    """kazoo fails the request awaited with a bare RuntimeError: a lost answer's fate."""
+    result = PollingHandler().async_result()
+    result.set_exception(RuntimeError("xids do not match, expected %r received %r", 3, 4))
+    with pytest.raises(ConnectionLoss, match=r"out of order \(xid 4, 3 awaited\)"):
+        result.get(timeout=1)
+
+
+def test_other_errors_are_left_as_they_are() -> None:
+    result = PollingHandler().async_result()
+    result.set_exception(RuntimeError("something else"))
+    with pytest.raises(RuntimeError, match="something else"):
+        result.get(timeout=1)
