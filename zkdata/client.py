@@ -401,6 +401,7 @@ class ZkClient:
         #: times kazoo's connection thread ended on an error and was started again
         self.connection_restarts = 0
         self.kazoo.add_listener(self._on_state)
+        self._watch_connection_thread()
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -515,21 +516,29 @@ class ZkClient:
                 listener(name)
             except Exception:
                 log.exception("ZooKeeper state listener failed")
-        if name == "LOST" and self._connection_thread_ended():
-            threading.Thread(
-                target=self._restart_connection, name="zk-client-restart", daemon=True
-            ).start()
 
-    def _connection_thread_ended(self) -> bool:
-        """kazoo's connection thread ended without being asked to (an error it did not
-        expect, such as an answer out of order: poll_handler): kazoo would never connect
-        again, and the broker would stay without ZooKeeper, unregistered, for good."""
-        kazoo = self.kazoo
-        return (
-            not self._closing
-            and kazoo._connection.connection_stopped.is_set()
-            and not kazoo._stopped.is_set()
-        )
+    def _watch_connection_thread(self) -> None:
+        """kazoo's connection thread ends for good on an error it does not expect (an
+        answer out of order: poll_handler): kazoo would never connect again, and the
+        broker would stay without ZooKeeper, unregistered, while it went on serving. Its
+        loop is wrapped so that such an end starts it again (`_restart_connection`).
+        kazoo tells the listeners LOST first, unless the session was lost already (the
+        loop died while connecting again after an expiry)."""
+        connection = self.kazoo._connection
+        loop = connection.zk_loop
+
+        def zk_loop() -> None:
+            try:
+                loop()
+            except Exception:
+                pass  # logged by kazoo ("Unhandled exception in connection loop")
+            finally:
+                if not self._closing and not self.kazoo._stopped.is_set():
+                    threading.Thread(
+                        target=self._restart_connection, name="zk-client-restart", daemon=True
+                    ).start()
+
+        connection.zk_loop = zk_loop  # looked up by kazoo each time it starts the thread
 
     def _restart_connection(self) -> None:
         """Start kazoo's connection thread again, off that thread (kazoo joins the old one

@@ -152,8 +152,6 @@ def test_watches_survive_a_reconnection_within_the_session(
         admin.close()
 
 
-# kazoo's connection thread ends on the error it raises: the case under test.
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_connection_thread_ended_by_an_answer_out_of_order_is_started_again(
     zk_connect: str,
 ) -> None:
