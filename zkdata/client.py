@@ -350,6 +350,20 @@ def is_own_failure(result: object) -> bool:
     )
 
 
+#: restarts of kazoo's connection thread closer together than this back off
+RESTART_WINDOW_S = 60.0
+
+
+def connection_restart_delay_s(recent_restarts: int) -> float:
+    """The wait before starting kazoo's connection thread again, given how many restarts
+    came within RESTART_WINDOW_S before: none for the first, then 0.5 s doubling up to
+    10 s (a session timeout's order: brokers re-register about as often as they would
+    after expiries)."""
+    if recent_restarts <= 0:
+        return 0.0
+    return float(min(10.0, 0.5 * 2 ** (recent_restarts - 1)))
+
+
 class ZkClient:
     """A kazoo client plus the batched and fenced operations above. Thread-safe."""
 
@@ -400,6 +414,10 @@ class ZkClient:
         self._lifecycle_lock = threading.Lock()
         #: times kazoo's connection thread ended on an error and was started again
         self.connection_restarts = 0
+        #: the wait before the last of those restarts (connection_restart_delay_s)
+        self.connection_restart_delay_s = 0.0
+        self._restart_times: deque[float] = deque()
+        self._closed = threading.Event()  # set by close(): ends a restart's wait
         self.kazoo.add_listener(self._on_state)
         self._watch_connection_thread()
 
@@ -430,6 +448,7 @@ class ZkClient:
         then given up, and the session expires on its own."""
         with self._lifecycle_lock:
             self._closing = True  # the LOST that kazoo reports next is our own doing
+        self._closed.set()
         self._stop_kazoo(timeout_s)
 
     def _stop_kazoo(self, timeout_s: float | None) -> None:
@@ -543,15 +562,28 @@ class ZkClient:
     def _restart_connection(self) -> None:
         """Start kazoo's connection thread again, off that thread (kazoo joins the old one
         first): a new session, which the listeners take as they take one after an expiry
-        (LOST, then CONNECTED)."""
+        (LOST, then CONNECTED). The first restart is at once; one following others within
+        RESTART_WINDOW_S waits longer each time (connection_restart_delay_s), so that a
+        ZooKeeper that keeps failing the loop is not met with a new session in a tight
+        loop. close() ends the wait."""
+        now = time.monotonic()
+        times = self._restart_times
+        while times and now - times[0] > RESTART_WINDOW_S:
+            times.popleft()
+        delay_s = connection_restart_delay_s(len(times))
+        times.append(now)
+        log.error(
+            "the ZooKeeper client's connection thread ended on an error; "
+            "connecting again, with a new session, in %.1f s",
+            delay_s,
+        )
+        if self._closed.wait(delay_s):
+            return
         with self._lifecycle_lock:
             if self._closing or self.kazoo._stopped.is_set():
                 return
             self.connection_restarts += 1
-            log.error(
-                "the ZooKeeper client's connection thread ended on an error; "
-                "connecting again, with a new session"
-            )
+            self.connection_restart_delay_s = delay_s
             try:
                 self.kazoo.start_async()
             except Exception:

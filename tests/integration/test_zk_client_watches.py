@@ -152,6 +152,25 @@ def test_watches_survive_a_reconnection_within_the_session(
         admin.close()
 
 
+def answer_once_out_of_order(client: ZkClient) -> None:
+    """Make the next answer the client reads fail as kazoo fails one whose xid is not the
+    one awaited (kazoo's issue 254): the request fails, and kazoo's connection loop ends."""
+    connection = client.kazoo._connection
+    real = connection._read_response
+    fired = threading.Event()
+
+    def out_of_order(header: Any, buffer: Any, offset: int) -> Any:
+        if fired.is_set():
+            return real(header, buffer, offset)
+        fired.set()
+        _, result, xid = client.kazoo._pending.popleft()
+        error = RuntimeError("xids do not match, expected %r received %r", xid, xid + 1)
+        result.set_exception(error)
+        raise error
+
+    connection._read_response = out_of_order
+
+
 def test_a_connection_thread_ended_by_an_answer_out_of_order_is_started_again(
     zk_connect: str,
 ) -> None:
@@ -165,28 +184,54 @@ def test_a_connection_thread_ended_by_an_answer_out_of_order_is_started_again(
     client.add_state_listener(states.append)
     try:
         first_session = client.session_id
-        connection = client.kazoo._connection
-        real = connection._read_response
-        fired = threading.Event()
-
-        def out_of_order(header: Any, buffer: Any, offset: int) -> Any:
-            if fired.is_set():
-                return real(header, buffer, offset)
-            fired.set()
-            # What kazoo does when the answer's xid is not the one awaited.
-            _, result, xid = client.kazoo._pending.popleft()
-            error = RuntimeError("xids do not match, expected %r received %r", xid, xid + 1)
-            result.set_exception(error)
-            raise error
-
-        connection._read_response = out_of_order
+        answer_once_out_of_order(client)
         with pytest.raises(ConnectionLoss, match="out of order"):
             client.get("/")
         wait_for(lambda: states[-1:] == ["CONNECTED"], 30, "the client connected again")
         assert states == ["LOST", "CONNECTED"]
         assert client.connection_restarts == 1
+        assert client.connection_restart_delay_s == 0.0
         assert client.session_id not in (0, first_session)
         assert client.get("/") is not None
     finally:
         client.close()
     assert client.connection_restarts == 1
+
+
+def test_restarts_of_the_connection_thread_back_off_and_close_ends_the_wait(
+    zk_connect: str,
+) -> None:
+    """A second restart soon after the first waits (a ZooKeeper that keeps ending the
+    loop is not met with new sessions in a tight loop), and close() during a restart's
+    wait ends it: the closed client does not connect again."""
+    client = ZkClient(zk_connect, session_timeout_ms=10_000)
+    client.start()
+    states: list[str] = []
+    client.add_state_listener(states.append)
+    try:
+        for restarts in (1, 2):
+            answer_once_out_of_order(client)
+            with pytest.raises(ConnectionLoss):
+                client.get("/")
+            wait_for(
+                lambda r=restarts: (
+                    client.connection_restarts == r  # type: ignore[misc]
+                    and states[-1:] == ["CONNECTED"]
+                ),
+                30,
+                f"restart {restarts}",
+            )
+        assert client.connection_restart_delay_s == 0.5
+        # The third restart would wait 1 s; the client is closed during that wait.
+        answer_once_out_of_order(client)
+        with pytest.raises(ConnectionLoss):
+            client.get("/")
+        wait_for(lambda: states[-1:] == ["LOST"], 30, "the third loss")
+    finally:
+        client.close()
+    restarters = [t for t in threading.enumerate() if t.name == "zk-client-restart"]
+    for thread in restarters:
+        thread.join(5)
+        assert not thread.is_alive()
+    assert client.connection_restarts == 2
+    assert client.kazoo._stopped.is_set()

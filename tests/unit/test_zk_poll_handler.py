@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from kazoo.exceptions import ConnectionLoss
 from kazoo.handlers.utils import selector_select
 
+from zkdata.client import connection_restart_delay_s
 from zkdata.poll_handler import PollingHandler, poll_select
 
 
@@ -174,3 +175,9 @@ def test_other_errors_are_left_as_they_are() -> None:
     result.set_exception(RuntimeError("something else"))
     with pytest.raises(RuntimeError, match="something else"):
         result.get(timeout=1)
+
+
+def test_restarts_of_the_connection_thread_back_off_up_to_ten_seconds() -> None:
+    delays = [connection_restart_delay_s(n) for n in range(8)]
+    assert delays == [0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    assert connection_restart_delay_s(-1) == 0.0
