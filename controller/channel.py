@@ -266,9 +266,12 @@ class _BrokerSender:
         self._conn: KafkaConnection | None = None
         # The next request, when taken from the queue early.
         self._ahead: list[_Queued] = []
-        # The wire body of the request being sent or of the one ahead, built once.
+        # The wire bodies of the request being sent (kept until answered: a request sent
+        # again after a hang-up is not encoded again) and of the one ahead, each built once.
         self._body_of: BrokerRequest | None = None
         self._body: Any = None
+        self._ahead_body_of: BrokerRequest | None = None
+        self._ahead_body: Any = None
         self.thread = threading.Thread(
             target=self._run, name=f"controller-to-broker-{broker_id}", daemon=True
         )
@@ -469,8 +472,12 @@ class _BrokerSender:
         request = current.request
         assert request is not None
         if self._body_of is not request:
-            self._body = _encoded_body(request)
-            self._body_of = request
+            if self._ahead_body_of is request:
+                self._body, self._body_of = self._ahead_body, request
+            else:
+                self._body = _encoded_body(request)
+                self._body_of = request
+            self._ahead_body_of = self._ahead_body = None
 
         def sent() -> None:
             self._tell_written(current)
@@ -510,13 +517,14 @@ class _BrokerSender:
                     return
                 self._ahead.append(self._queue.popleft())
             request = self._ahead[0].request
-        if request is None or self._body_of is request:
+        if request is None or request is self._body_of or request is self._ahead_body_of:
             return
         try:
-            self._body = _encoded_body(request)
-            self._body_of = request
+            self._ahead_body = _encoded_body(request)
+            self._ahead_body_of = request
         except Exception:
-            self._body_of = None  # built again when sent, and the error reported then
+            # Built again when sent, and the error reported then.
+            self._ahead_body_of = self._ahead_body = None
 
     def _before_sleep(self, state: RetryCallState) -> None:
         self.stats.retries += 1
@@ -584,7 +592,7 @@ class _BrokerSender:
             self.stats.requests += 1
             self._tell(self.on_response, [current], response)
         if self._body_of is request:
-            self._body_of = self._body = None  # sent; the one ahead keeps its own
+            self._body_of = self._body = None  # answered; the one ahead keeps its own
         return True
 
     @staticmethod
