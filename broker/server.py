@@ -776,6 +776,15 @@ class KafkaServer:
                 return True
             if remaining is not None:
                 log.info("controlled shutdown: %d partitions still led here", remaining)
+                if not self._other_brokers_alive():
+                    # Leaderships move only to another live ISR member: with no other
+                    # broker registered, no attempt can move any, and Kafka's waits out
+                    # its retries for nothing (10 s by default: the last broker of a
+                    # cluster stopped whole).
+                    log.info(
+                        "controlled shutdown: no other live broker to take them; not trying again"
+                    )
+                    break
             if attempt < cfg.controlled_shutdown_max_retries:
                 # The config refuses a negative backoff; were one here all the same (or one
                 # beyond what sleep takes), the rest of the shutdown must still run.
@@ -783,6 +792,21 @@ class KafkaServer:
                 time.sleep(min(max(0.0, backoff_s), threading.TIMEOUT_MAX))
         log.warning("controlled shutdown did not complete; shutting down anyway")
         return False
+
+    def _other_brokers_alive(self) -> bool:
+        """Whether a broker besides this one is registered in ZooKeeper (read there, not
+        from the metadata: a broker that stopped a moment ago may still be listed in the
+        controller's last UpdateMetadata). Taken for yes when ZooKeeper does not answer
+        within zookeeper.connection.timeout.ms: the attempts go on as Kafka's."""
+        timeout_s = self.config.zookeeper_connection_timeout_ms / 1000
+        try:
+            children = self.zk.get_children_within(paths.BROKER_IDS, timeout_s)
+        except ZooKeeperClientTimeout:
+            return True
+        return any(
+            broker_id is not None and broker_id != self.broker_id
+            for broker_id in map(paths.parse_broker_id, children or ())
+        )
 
     def _ask_controller_to_shut_down(self) -> int | None:
         """One attempt: the remaining partitions the controller answered, or None. Each

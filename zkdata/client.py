@@ -742,14 +742,24 @@ class ZkClient:
         its connection was lost; kazoo's ``get`` waits for a connection forever (a
         request made while disconnected is queued until it is back). Here both the wait
         for a connection and the answer are bounded, together."""
+        got: tuple[bytes, ZnodeStat] | None = self._within(path, timeout_s, self.kazoo.get_async)
+        return got
+
+    def get_children_within(self, path: str, timeout_s: float) -> list[str] | None:
+        """Children of a znode, or None if it does not exist, within ``timeout_s`` (as
+        ``get_within``)."""
+        children = self._within(path, timeout_s, self.kazoo.get_children_async)
+        return None if children is None else list(children)
+
+    def _within(self, path: str, timeout_s: float, request: Callable[[str], Any]) -> Any:
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self.wait_connected(remaining):
                 break
-            answer = self.kazoo.get_async(path)
+            answer = request(path)
             try:
-                data, stat = answer.get(timeout=max(0.0, deadline - time.monotonic()))
+                return answer.get(timeout=max(0.0, deadline - time.monotonic()))
             except NoNodeError:
                 return None
             except self.kazoo.handler.timeout_exception:
@@ -758,7 +768,6 @@ class ZkClient:
                 log.info("ZooKeeper request failed (%s); retrying once connected", type(e).__name__)
                 time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
                 continue
-            return data, stat
         raise ZooKeeperClientTimeout(
             f"no answer from ZooKeeper for {path} within {timeout_s * 1000:.0f} ms"
         )

@@ -314,3 +314,45 @@ def test_down_with_a_paused_controller_stops_every_broker_cleanly(tmp_path: Path
         zkctl(tmp_path, "down", "--timeout", "5")
         kill_recorded(tmp_path / "c" / "cluster.json")
     assert running_in(tmp_path / "c") == []
+
+
+def test_down_stops_the_last_broker_after_one_controlled_shutdown_attempt(
+    tmp_path: Path,
+) -> None:
+    """The controller goes last, when no other live broker is left to take its
+    leaderships: one attempt, not Kafka's three, 5 s apart (controlled.shutdown.max.retries,
+    controlled.shutdown.retry.backoff.ms), which could move nothing."""
+    try:
+        ok(zkctl(tmp_path, "up", "--brokers", "2"))
+        last = controller(tmp_path)["controller_id"]
+        ok(
+            zkctl(
+                tmp_path,
+                "topic",
+                "create",
+                "--topic",
+                "t",
+                "--partitions",
+                "4",
+                "--replication-factor",
+                "2",
+            )
+        )
+        text = ok(zkctl(tmp_path, "down"))
+        assert "killed" not in text, text
+    finally:
+        zkctl(tmp_path, "down", "--timeout", "5")
+        kill_recorded(tmp_path / "c" / "cluster.json")
+    assert running_in(tmp_path / "c") == []
+    attempts: dict[int, list[int | None]] = {}
+    for broker_id in (1, 2):
+        log = tmp_path / "c" / f"broker-{broker_id}" / "data" / "state-change.log"
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+        attempts[broker_id] = [
+            r["remaining"] for r in records if r.get("event") == "controlled_shutdown"
+        ]
+    first = 3 - last
+    assert attempts[first] == [0]  # its leaderships moved to the controller
+    [remaining] = attempts[last]  # the only attempt
+    assert remaining is not None
+    assert remaining > 0

@@ -25,14 +25,15 @@ BASE = load_broker_config(text="zookeeper.connect=127.0.0.1:2181\n")
 
 
 def attempts_still_leading(backoff_ms: int, retries: int = 3) -> Any:
-    """A stand-in for the server: every attempt leaves 3 partitions led here."""
+    """A stand-in for the server: every attempt leaves 3 partitions led here, another
+    broker registered besides it."""
     asked: list[int] = []
 
     def ask() -> int:
         asked.append(1)
         return 3
 
-    return types.SimpleNamespace(
+    fake: Any = types.SimpleNamespace(
         config=dataclasses.replace(
             BASE,
             controlled_shutdown_retry_backoff_ms=backoff_ms,
@@ -41,7 +42,9 @@ def attempts_still_leading(backoff_ms: int, retries: int = 3) -> Any:
         _ask_controller_to_shut_down=ask,
         state_log=types.SimpleNamespace(write=lambda *a, **k: None),
         asked=asked,
+        _other_brokers_alive=lambda: True,
     )
+    return fake
 
 
 def test_a_negative_backoff_does_not_stop_the_shutdown() -> None:

@@ -26,11 +26,18 @@ from tests.unit.test_broker_controlled_shutdown import (
     count_controlled_shutdowns,
     unstarted_server,
 )
+from zkdata.client import ZooKeeperClientTimeout
 from zkdata.znodes import BrokerRegistration, EndPoint, TopicPartition, encode_broker
 
 
-def attempts_answering(remaining: list[int | None], retries: int = 3, backoff_ms: int = 0) -> Any:
-    """A stand-in for the server whose attempts answer ``remaining`` in turn."""
+def attempts_answering(
+    remaining: list[int | None],
+    retries: int = 3,
+    backoff_ms: int = 0,
+    others_registered: bool = True,
+) -> Any:
+    """A stand-in for the server whose attempts answer ``remaining`` in turn; whether
+    another broker is registered in ZooKeeper."""
     answers = iter(remaining)
     asked: list[int] = []
 
@@ -38,7 +45,7 @@ def attempts_answering(remaining: list[int | None], retries: int = 3, backoff_ms
         asked.append(1)
         return next(answers)
 
-    return types.SimpleNamespace(
+    fake: Any = types.SimpleNamespace(
         config=dataclasses.replace(
             BASE,
             controlled_shutdown_retry_backoff_ms=backoff_ms,
@@ -47,7 +54,9 @@ def attempts_answering(remaining: list[int | None], retries: int = 3, backoff_ms
         _ask_controller_to_shut_down=ask,
         state_log=types.SimpleNamespace(write=lambda *a, **k: None),
         asked=asked,
+        _other_brokers_alive=lambda: others_registered,
     )
+    return fake
 
 
 def test_only_no_partition_left_is_a_controlled_shutdown_done(
@@ -62,6 +71,63 @@ def test_only_no_partition_left_is_a_controlled_shutdown_done(
     fake = attempts_answering([1, None, 0, 0])
     assert server.KafkaServer.controlled_shutdown(fake) is True
     assert len(fake.asked) == 3
+
+
+def test_the_last_live_broker_does_not_try_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leaderships move only to another live ISR member: with no other broker registered
+    (the last broker of a cluster stopped whole), an attempt that leaves partitions led
+    here is the last, where Kafka's would wait out two backoffs for nothing. One that
+    fails outright (no answer: the controller unknown, say) says nothing of that, and is
+    tried again."""
+    slept: list[float] = []
+    monkeypatch.setattr("broker.server.time.sleep", slept.append)
+    fake = attempts_answering([3, 3, 3], backoff_ms=5000, others_registered=False)
+    assert server.KafkaServer.controlled_shutdown(fake) is False
+    assert (len(fake.asked), slept) == (1, [])
+    fake = attempts_answering([None, 3, 3], backoff_ms=5000, others_registered=False)
+    assert server.KafkaServer.controlled_shutdown(fake) is False
+    assert (len(fake.asked), slept) == (2, [5.0])
+
+
+@pytest.mark.parametrize(
+    ("children", "others"),
+    [
+        (["1"], False),
+        ([], False),
+        (None, False),  # /brokers/ids gone
+        (["1", "2"], True),
+        (["2"], True),  # its own registration not (yet) there
+        (["1", "x", "01"], False),  # names that are no broker id
+    ],
+)
+def test_other_brokers_are_those_registered_in_zookeeper(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    children: list[str] | None,
+    others: bool,
+) -> None:
+    broker = unstarted_server(tmp_path, monkeypatch)
+    try:
+        monkeypatch.setattr(broker.zk, "get_children_within", lambda path, t: children)
+        assert broker._other_brokers_alive() is others
+    finally:
+        broker.shutdown()
+
+
+def test_zookeeper_not_answering_counts_as_other_brokers_alive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not known: the attempts go on, as Kafka's."""
+    broker = unstarted_server(tmp_path, monkeypatch)
+
+    def no_answer(path: str, timeout_s: float) -> list[str]:
+        raise ZooKeeperClientTimeout("no answer")
+
+    try:
+        monkeypatch.setattr(broker.zk, "get_children_within", no_answer)
+        assert broker._other_brokers_alive() is True
+    finally:
+        broker.shutdown()
 
 
 def test_attempts_are_backed_off_by_the_retry_backoff(
@@ -89,7 +155,7 @@ def test_no_controller_is_a_failed_attempt_without_looking_for_one(
     def get_within(path: str, timeout_s: float) -> None:
         looked_up.append(path)
 
-    fake = types.SimpleNamespace(
+    fake: Any = types.SimpleNamespace(
         config=BASE,
         zk=types.SimpleNamespace(get_within=get_within),
         _endpoint_of=lambda broker_id: looked_up.append(f"endpoint {broker_id}"),
@@ -130,6 +196,8 @@ def _ask_controller(
         broker = server.KafkaServer(config)
         try:
             broker.broker_epoch = 42
+            # Another broker registered (the controller): leaderships could move to it.
+            monkeypatch.setattr(broker, "_other_brokers_alive", lambda: True)
             monkeypatch.setattr(server, "read_controller", lambda zk, **_: (7, 0x1234))
             stat = types.SimpleNamespace(version=0, czxid=5, ephemeralOwner=0x1234)
             monkeypatch.setattr(
@@ -358,7 +426,7 @@ def test_the_chroot_is_made_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(server, "ZkClient", Root)
     config = load_broker_config(text="broker.id=1\nzookeeper.connect=z1:2181/kafka/\n")
-    fake = types.SimpleNamespace(_chroot_ensured=False, stop_requested=None)
+    fake: Any = types.SimpleNamespace(_chroot_ensured=False, stop_requested=None)
     server.KafkaServer._ensure_chroot(cast(Any, fake), config)
     server.KafkaServer._ensure_chroot(cast(Any, fake), config)
     assert made == ["z1:2181", "/kafka"]
@@ -519,7 +587,7 @@ def test_the_isr_is_checked_every_half_replica_lag_time_max() -> None:
         return len(waited) > 1  # one check, then stop
 
     checks: list[int] = []
-    fake = types.SimpleNamespace(
+    fake: Any = types.SimpleNamespace(
         config=dataclasses.replace(BASE, replica_lag_time_max_ms=30_000),
         _status_stop=types.SimpleNamespace(wait=wait),
         replicas=types.SimpleNamespace(maybe_shrink_isr=lambda: checks.append(1)),
@@ -542,7 +610,7 @@ def test_a_negative_replica_lag_time_max_checks_the_isr_once(lag_ms: int) -> Non
         return len(waited) > 3  # a loop would check three times, then stop
 
     checks: list[int] = []
-    fake = types.SimpleNamespace(
+    fake: Any = types.SimpleNamespace(
         config=dataclasses.replace(BASE, replica_lag_time_max_ms=lag_ms),
         _status_stop=types.SimpleNamespace(wait=wait),
         replicas=types.SimpleNamespace(maybe_shrink_isr=lambda: checks.append(1)),

@@ -100,3 +100,28 @@ def test_a_bounded_read_is_sent_again_after_a_lost_connection() -> None:
     client.kazoo.get_async = get_async
     assert client.get_within("/controller", 5) == (b"1", "stat")
     assert answers == []
+
+
+def test_bounded_children_are_read_as_the_bounded_read() -> None:
+    """get_children_within: the children, None for a znode missing, sent again after a
+    lost connection, and a timeout without one."""
+    client = ZkClient("127.0.0.1:1")
+    client.wait_connected = lambda timeout_s: True  # type: ignore[method-assign]
+    answers: list[Exception | list[str]] = [ConnectionLoss(), ["1", "2"], NoNodeError()]
+
+    def get_children_async(path: str, watch: object = None) -> object:
+        result = client.kazoo.handler.async_result()
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            result.set_exception(answer)
+        else:
+            result.set(answer)
+        return result
+
+    client.kazoo.get_children_async = get_children_async
+    assert client.get_children_within("/brokers/ids", 5) == ["1", "2"]
+    assert client.get_children_within("/brokers/ids", 5) is None
+    assert answers == []
+    never = ZkClient("127.0.0.1:1")  # never started: never connected
+    with pytest.raises(ZooKeeperClientTimeout, match="within 200 ms"):
+        never.get_children_within("/brokers/ids", 0.2)
