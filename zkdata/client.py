@@ -415,7 +415,7 @@ class ZkClient:
         #: times kazoo's connection thread ended on an error and was started again
         self.connection_restarts = 0
         #: the wait before the last of those restarts (connection_restart_delay_s)
-        self.connection_restart_delay_s = 0.0
+        self.last_restart_delay_s = 0.0
         self._restart_times: deque[float] = deque()
         self._closed = threading.Event()  # set by close(): ends a restart's wait
         self.kazoo.add_listener(self._on_state)
@@ -583,7 +583,7 @@ class ZkClient:
             if self._closing or self.kazoo._stopped.is_set():
                 return
             self.connection_restarts += 1
-            self.connection_restart_delay_s = delay_s
+            self.last_restart_delay_s = delay_s
             try:
                 self.kazoo.start_async()
             except Exception:

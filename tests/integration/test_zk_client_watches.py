@@ -190,7 +190,7 @@ def test_a_connection_thread_ended_by_an_answer_out_of_order_is_started_again(
         wait_for(lambda: states[-1:] == ["CONNECTED"], 30, "the client connected again")
         assert states == ["LOST", "CONNECTED"]
         assert client.connection_restarts == 1
-        assert client.connection_restart_delay_s == 0.0
+        assert client.last_restart_delay_s == 0.0
         assert client.session_id not in (0, first_session)
         assert client.get("/") is not None
     finally:
@@ -221,7 +221,7 @@ def test_restarts_of_the_connection_thread_back_off_and_close_ends_the_wait(
                 30,
                 f"restart {restarts}",
             )
-        assert client.connection_restart_delay_s == 0.5
+        assert client.last_restart_delay_s == 0.5
         # The third restart would wait 1 s; the client is closed during that wait.
         answer_once_out_of_order(client)
         with pytest.raises(ConnectionLoss):
