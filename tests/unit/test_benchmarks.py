@@ -17,6 +17,7 @@ if str(BENCHMARKS) not in sys.path:
 
 # benchmarks/ is not a package mypy is given: its modules are found on sys.path at run time.
 import bench_client_failover  # type: ignore[import-not-found]  # noqa: E402
+import bench_cluster_down  # type: ignore[import-not-found]  # noqa: E402
 import bench_controller_crash  # type: ignore[import-not-found]  # noqa: E402
 import bench_controller_decisions  # type: ignore[import-not-found]  # noqa: E402
 import bench_controller_failover  # type: ignore[import-not-found]  # noqa: E402
@@ -226,6 +227,8 @@ def test_a_crash_figure_needs_every_survivors_answer() -> None:
         (bench_state_change_log, ["--repeat", "0"], "argument --repeat: 0 is less than 1"),
         (bench_wire, ["--repeat", "0"], "argument --repeat: 0 is less than 1"),
         (bench_controller_decisions, ["--rounds", "0"], "argument --rounds: 0 is less than 1"),
+        (bench_cluster_down, ["--rounds", "0"], "argument --rounds"),
+        (bench_cluster_down, ["--partitions", "x"], "'x' is not a whole number"),
         (
             bench_controller_decisions,
             ["--partitions", "1500"],
