@@ -707,6 +707,9 @@ class KafkaServer:
             "identity": self.identity.to_json(),
             "started_at": self.started_at,
             "zookeeper_connected": self.zk.connected,
+            #: times the ZooKeeper client's connection thread ended on an error and was
+            #: started again with a new session (kazoo's issue 254: an answer out of order)
+            "zookeeper_connection_restarts": self.zk.connection_restarts,
             "controller_id": self.controller.active_controller_id,
             "metadata_controller_id": self.metadata.controller_id,
             "controller": self.controller.metrics(),

@@ -175,6 +175,11 @@ def _broker_line(status: Mapping[str, Any], now: float) -> str:
     connected = status.get("zookeeper_connected")
     if isinstance(connected, bool):
         parts.append("ZooKeeper connected" if connected else "ZooKeeper NOT connected")
+    restarts = status.get("zookeeper_connection_restarts")
+    if _number(restarts):
+        parts.append(
+            f"its ZooKeeper connection started again {_counted(restarts, 'time')} after an error"
+        )
     replicas, leaders = _number(status.get("partitions")), _number(status.get("leaders"))
     if replicas is not None:
         hosted = f"hosts {_counted(replicas, 'replica')}"

@@ -122,6 +122,21 @@ def test_failed_log_directories_are_said() -> None:
     )
 
 
+def test_restarts_of_the_zookeeper_connection_are_said_when_there_were_any() -> None:
+    """kazoo's connection thread ended by an error (an answer out of order) and started
+    again with a new session: worth an operator's look, said only when it happened."""
+    doc = status()
+    doc.update(zookeeper_connection_restarts=0)
+    assert "started again" not in describe(doc, now=1060.0)[-1]
+    doc.update(zookeeper_connection_restarts=1)
+    assert (
+        "ZooKeeper connected; its ZooKeeper connection started again 1 time after an error;"
+        in describe(doc, now=1060.0)[-1]
+    )
+    doc.update(zookeeper_connection_restarts=3)
+    assert "started again 3 times after an error" in describe(doc, now=1060.0)[-1]
+
+
 def test_a_broker_not_acting_as_controller_says_whom_it_knows() -> None:
     """The file predating the election, or a resigned zombie's."""
     lines = describe(
@@ -189,6 +204,7 @@ json_values = st.recursive(
                 "broker_epoch",
                 "started_at",
                 "zookeeper_connected",
+                "zookeeper_connection_restarts",
                 "partitions",
                 "leaders",
                 "requests_handled",
