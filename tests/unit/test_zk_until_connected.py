@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from kazoo.exceptions import ConnectionLoss, NoNodeError, SessionExpiredError
@@ -83,12 +85,11 @@ def test_a_bounded_read_gives_up_on_a_request_never_answered() -> None:
         client.get_within("/controller", 0.3)
 
 
-def test_a_bounded_read_is_sent_again_after_a_lost_connection() -> None:
-    client = ZkClient("127.0.0.1:1")
-    client.wait_connected = lambda timeout_s: True  # type: ignore[method-assign]
-    answers: list[Exception | tuple[bytes, str]] = [ConnectionLoss(), (b"1", "stat")]
+def answering(client: ZkClient, answers: list[Any]) -> Callable[..., object]:
+    """A kazoo ``*_async`` request of ``client`` whose results are ``answers`` in turn (an
+    exception is the request's failure)."""
 
-    def get_async(path: str, watch: object = None) -> object:
+    def request(path: str, watch: object = None) -> object:
         result = client.kazoo.handler.async_result()
         answer = answers.pop(0)
         if isinstance(answer, Exception):
@@ -97,7 +98,14 @@ def test_a_bounded_read_is_sent_again_after_a_lost_connection() -> None:
             result.set(answer)
         return result
 
-    client.kazoo.get_async = get_async
+    return request
+
+
+def test_a_bounded_read_is_sent_again_after_a_lost_connection() -> None:
+    client = ZkClient("127.0.0.1:1")
+    client.wait_connected = lambda timeout_s: True  # type: ignore[method-assign]
+    answers: list[Any] = [ConnectionLoss(), (b"1", "stat")]
+    client.kazoo.get_async = answering(client, answers)
     assert client.get_within("/controller", 5) == (b"1", "stat")
     assert answers == []
 
@@ -107,18 +115,8 @@ def test_bounded_children_are_read_as_the_bounded_read() -> None:
     lost connection, and a timeout without one."""
     client = ZkClient("127.0.0.1:1")
     client.wait_connected = lambda timeout_s: True  # type: ignore[method-assign]
-    answers: list[Exception | list[str]] = [ConnectionLoss(), ["1", "2"], NoNodeError()]
-
-    def get_children_async(path: str, watch: object = None) -> object:
-        result = client.kazoo.handler.async_result()
-        answer = answers.pop(0)
-        if isinstance(answer, Exception):
-            result.set_exception(answer)
-        else:
-            result.set(answer)
-        return result
-
-    client.kazoo.get_children_async = get_children_async
+    answers: list[Any] = [ConnectionLoss(), ["1", "2"], NoNodeError()]
+    client.kazoo.get_children_async = answering(client, answers)
     assert client.get_children_within("/brokers/ids", 5) == ["1", "2"]
     assert client.get_children_within("/brokers/ids", 5) is None
     assert answers == []
