@@ -294,6 +294,31 @@ class ControllerContext:
     def partitions_for_topic(self, topic: str) -> list[TopicPartition]:
         return [TopicPartition(topic, p) for p in self.assignments.get(topic, {})]
 
+    def partitions_by_topic(self, topics: Iterable[str]) -> dict[str, list[TopicPartition]]:
+        """Each topic's partitions (``partitions_for_topic``), for a step that names them
+        several times: made once, shared by its lists and requests. Where the topics
+        hold a quarter of all partitions or more (a deletion of every topic, say), they
+        are the key objects the leadership map holds, found in one walk of
+        ``all_partitions`` (in proportion to the step's own work): made anew, 100,000 of
+        them were 6.4 MB more held through the step."""
+        wanted = dict.fromkeys(t for t in topics if t in self.assignments)
+        out: dict[str, list[TopicPartition]] = {t: [] for t in wanted}
+        held = sum(len(self.assignments[t]) for t in wanted)
+        if held * 4 < self.partition_count():
+            for t in wanted:
+                out[t] = self.partitions_for_topic(t)
+            return out
+        for tp in self.all_partitions():
+            of_topic = out.get(tp.topic)
+            if of_topic is not None:
+                of_topic.append(tp)
+        return out
+
+    def replicas_of(self, tps: Iterable[TopicPartition]) -> list[PartitionReplica]:
+        """Every replica of the partitions, in their order, sharing their objects."""
+        full = self.full_assignment
+        return [PartitionReplica(tp, r) for tp in tps for r in full(tp).replicas]
+
     def partition_count(self) -> int:
         """Safe from another thread (the status file's): the topic dicts are copied into a
         list in one step under the GIL before they are counted, so a topic added or removed

@@ -177,15 +177,18 @@ class TopicDeletionManager:
     def _on_topic_deletion(self, topics: list[str]) -> None:
         ctx, ops = self.ctx, self.ops
         unseen = [t for t in topics if t not in ctx.topics_with_deletion_started]
+        # Each partition one object through the step: its state changes, the requests and
+        # the replicas' list share it.
+        by_topic = ctx.partitions_by_topic(topics)
         if unseen:
-            tps = [tp for t in unseen for tp in ctx.partitions_for_topic(t)]
+            tps = [tp for t in unseen for tp in by_topic.get(t, ())]
             self.partitions.handle_state_changes(tps, P.OFFLINE)
             self.partitions.handle_state_changes(tps, P.NON_EXISTENT)
             ctx.topics_with_deletion_started.update(unseen)
         # Tell every broker the partitions are being deleted (leader -2).
         ops.batch.add_update_metadata(
             ctx.live_or_shutting_down_broker_ids,
-            [tp for t in topics for tp in ctx.partitions_for_topic(t)],
+            [tp for t in topics for tp in by_topic.get(t, ())],
         )
         ops.flush()
         dead: list[PartitionReplica] = []
@@ -193,7 +196,7 @@ class TopicDeletionManager:
         # A partition's replica states are (replica, state) pairs: looked up in place.
         held_states = ctx.replica_states.get
         for topic in topics:
-            for pr in ctx.replicas_for_topic(topic):
+            for pr in ctx.replicas_of(by_topic.get(topic, ())):
                 if (pr.replica, R.DELETION_SUCCESSFUL) in held_states(pr.topic_partition, ()):
                     continue  # deleted already: its broker need not be live
                 if not ctx.is_replica_online(pr.replica, pr.topic_partition):

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import uuid
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from controller.context import (
     ControllerContext,
+    LeaderIsrAndControllerEpoch,
     PartitionReplica,
     PartitionStateName,
     ReplicaAssignment,
     ReplicaStateName,
 )
 from tests.unit.test_context import registration
-from zkdata.znodes import TopicPartition
+from zkdata.znodes import LeaderAndIsr, TopicPartition
 
 P = PartitionStateName
 R = ReplicaStateName
@@ -96,3 +100,54 @@ def test_online_replicas_with_those_shutting_down_when_asked() -> None:
     ctx.shutting_down_broker_ids.add(2)
     assert ctx.online_replicas(tp, (2, 1, 3)) == (1,)
     assert ctx.online_replicas(tp, (2, 1, 3), include_shutting_down=True) == (2, 1)
+
+
+def _context_of(topics: dict[str, int], led: bool = True) -> ControllerContext:
+    """Topics of so many partitions each (RF 2), with leaderships where ``led``."""
+    ctx = ControllerContext()
+    for topic, count in topics.items():
+        for p in range(count):
+            tp = TopicPartition(topic, p)
+            ctx.update_assignment(tp, ReplicaAssignment((1, 2)))
+            if led:
+                ctx.leadership[tp] = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, 0, (1, 2), 0), 1)
+    return ctx
+
+
+@settings(max_examples=200)
+@given(
+    sizes=st.dictionaries(st.sampled_from("abcdef"), st.integers(0, 6), max_size=6),
+    asked=st.lists(st.sampled_from("abcdefg"), max_size=8),
+    led=st.booleans(),
+)
+def test_partitions_by_topic_are_each_topics_partitions_in_order(
+    sizes: dict[str, int], asked: list[str], led: bool
+) -> None:
+    ctx = _context_of(sizes, led)
+    got = ctx.partitions_by_topic(asked)
+    assert set(got) == {t for t in asked if t in ctx.assignments}
+    for topic, tps in got.items():
+        assert tps == ctx.partitions_for_topic(topic)
+
+
+def test_partitions_of_a_large_share_are_the_leadership_maps_keys() -> None:
+    """A deletion of most topics shares the leadership map's key objects (none made); a
+    few topics of many get theirs made, without a walk of every partition."""
+    ctx = _context_of({"a": 3, "b": 3, "c": 1, "d": 1})
+    keys = {tp: tp for tp in ctx.leadership}
+    got = ctx.partitions_by_topic(["a", "b"])
+    assert all(tp is keys[tp] for tps in got.values() for tp in tps)
+    assert [tp is keys[tp] for tp in ctx.partitions_by_topic(["c", "d"])["c"]] == [True]
+    few = ctx.partitions_by_topic(["c"])  # 1 of 8: made anew
+    assert few == {"c": [TopicPartition("c", 0)]}
+    assert few["c"][0] is not keys[TopicPartition("c", 0)]
+
+
+def test_replicas_of_partitions_share_their_objects() -> None:
+    ctx = _context_of({"a": 2})
+    tps = ctx.partitions_for_topic("a")
+    replicas = ctx.replicas_of(tps)
+    assert replicas == ctx.replicas_for_topic("a")
+    assert [pr.topic_partition for pr in replicas] == [tps[0], tps[0], tps[1], tps[1]]
+    assert all(pr.topic_partition is tps[i // 2] for i, pr in enumerate(replicas))
+    assert ctx.replicas_of([TopicPartition("gone", 0)]) == []
