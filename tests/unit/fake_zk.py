@@ -49,6 +49,7 @@ class FakeZk:
         self.nodes: dict[str, tuple[bytes, ZnodeStat]] = {}
         self.session_id = session_id
         self.session_timeout_ms = 6000
+        self.connection_restarts = 0  # ZkClient's: kazoo's loop never ends here
         self.request_timeout_ms = 6000  # ZkClient._answer's bound
         self._zxid = itertools.count(10)
         self.handlers: dict[str, list[Callable[..., None]]] = {}
