@@ -357,13 +357,7 @@ class ControllerContext:
 
     def replicas_for_topic(self, topic: str) -> list[PartitionReplica]:
         # One TopicPartition a partition, shared by its replicas.
-        return [
-            PartitionReplica(tp, r)
-            for tp, ra in (
-                (TopicPartition(topic, p), ra) for p, ra in self.assignments.get(topic, {}).items()
-            )
-            for r in ra.replicas
-        ]
+        return self.replicas_of(self.partitions_for_topic(topic))
 
     def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
         return [
