@@ -134,7 +134,14 @@ class RequestBatch:
     update_metadata_brokers: set[int] = field(default_factory=set)
     update_metadata_partitions: set[TopicPartition] = field(default_factory=set)
     update_metadata_all: bool = False
-    stop_replica: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)
+    #: StopReplica partitions per broker as named, those to stop and those to stop and
+    #: delete; a partition named both ways is deleted (Kafka's batch keeps one state a
+    #: partition, deleting if any asked that). Lists, merged when built: a deletion of
+    #: every topic names each replica twice, and three maps of 100,000 partitions were
+    #: 15 MB at the step's peak, against 2.4 MB.
+    stop_replica: dict[int, tuple[list[TopicPartition], list[TopicPartition]]] = field(
+        default_factory=dict
+    )
     #: whose address a LeaderAndIsr gives for each leader (inter.broker.listener.name)
     inter_broker_listener: str = "PLAINTEXT"
 
@@ -255,8 +262,10 @@ class RequestBatch:
         for broker_id in broker_ids:
             if broker_id < 0:
                 continue
-            per_broker = self.stop_replica.setdefault(broker_id, {})
-            per_broker[tp] = per_broker.get(tp, False) or delete_partition
+            named = self.stop_replica.get(broker_id)
+            if named is None:
+                named = self.stop_replica[broker_id] = ([], [])
+            named[delete_partition].append(tp)
 
     # --- building -----------------------------------------------------------------------
 
@@ -321,12 +330,15 @@ class RequestBatch:
                                 update_metadata_type=kind,
                             )
                         )
-        for broker_id, stops in sorted(self.stop_replica.items()):
+        for broker_id, (stopped, deleted) in sorted(self.stop_replica.items()):
             if broker_id not in live:
                 continue
             # One request per delete flag, so a deletion's responses are told apart.
-            for delete in (False, True):
-                tps = sorted(tp for tp, d in stops.items() if d is delete)
+            deleting = set(deleted)
+            for delete, tps in (
+                (False, sorted({tp for tp in stopped if tp not in deleting})),
+                (True, sorted(deleting)),
+            ):
                 if tps:
                     out.append(
                         self._stop_replica_request(ctx, controller_id, broker_id, tps, delete)

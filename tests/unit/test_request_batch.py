@@ -573,6 +573,40 @@ def test_stop_replica_with_and_without_delete_for_one_broker_are_two_requests() 
     ]
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from([-1, 1, 2, 3, 4]), max_size=3),
+            st.sampled_from([T0, T1, P0]),
+            st.booleans(),
+        ),
+        max_size=12,
+    )
+)
+def test_stop_replicas_named_in_any_order_are_each_partition_once_deleted_if_any_asked(
+    named: list[tuple[list[int], TopicPartition, bool]],
+) -> None:
+    # The model: Kafka's batch, one state a partition and broker, delete if any asked.
+    model: dict[int, dict[TopicPartition, bool]] = {}
+    batch = RequestBatch()
+    for brokers, tp, delete in named:
+        batch.add_stop_replica(brokers, tp, delete_partition=delete)
+        for b in brokers:
+            if b >= 0:
+                model.setdefault(b, {})[tp] = model.get(b, {}).get(tp, False) or delete
+    expected = [
+        (b, delete, tuple(sorted(tp for tp, d in states.items() if d is delete)))
+        for b, states in sorted(model.items())
+        if b in (1, 2, 3)  # broker 4 is not live
+        for delete in (False, True)
+        if any(d is delete for d in states.values())
+    ]
+    requests = batch.build(cluster(), CONTROLLER_ID)
+    assert [(r.broker_id, r.delete_partitions, r.partitions) for r in requests] == expected
+    assert batch.is_empty()
+
+
 def test_request_order_is_leader_and_isr_update_metadata_stop_replica() -> None:
     ctx = cluster()
     lice = lead(ctx, T0, 2, (2, 3))
