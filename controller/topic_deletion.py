@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from controller.context import PartitionReplica, PartitionStateName, ReplicaStateName
 from controller.state_machines import ControllerOps, PartitionStateMachine, ReplicaStateMachine
 from controller.store import ControllerStore
+from zkdata.znodes import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -192,17 +193,26 @@ class TopicDeletionManager:
         )
         ops.flush()
         dead: list[PartitionReplica] = []
-        retry: list[PartitionReplica] = []
+        # Each partition's replicas to delete, by id (as the replica steps take them):
+        # 300,000 replica objects for 100,000 partitions were 19 MB more at the peak.
+        retry: dict[TopicPartition, tuple[int, ...]] = {}
         # A partition's replica states are (replica, state) pairs: looked up in place.
         held_states = ctx.replica_states.get
         for topic in topics:
-            for pr in ctx.replicas_of(by_topic.get(topic, ())):
-                if (pr.replica, R.DELETION_SUCCESSFUL) in held_states(pr.topic_partition, ()):
-                    continue  # deleted already: its broker need not be live
-                if not ctx.is_replica_online(pr.replica, pr.topic_partition):
-                    dead.append(pr)
-                else:
-                    retry.append(pr)
+            for tp in by_topic.get(topic, ()):
+                replicas = ctx.replicas(tp)
+                held = held_states(tp, ())
+                online = []
+                for r in replicas:
+                    if (r, R.DELETION_SUCCESSFUL) in held:
+                        continue  # deleted already: its broker need not be live
+                    if not ctx.is_replica_online(r, tp):
+                        dead.append(PartitionReplica(tp, r))
+                    else:
+                        online.append(r)
+                if online:
+                    # Every replica (the common case): the assignment's own tuple.
+                    retry[tp] = replicas if len(online) == len(replicas) else tuple(online)
         # Only replicas not deleted yet hold a topic: Kafka holds it for any replica on a
         # dead broker, one already deleted too, which then waits for that broker.
         ineligible = {pr.topic_partition.topic for pr in dead}

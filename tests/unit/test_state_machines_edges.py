@@ -15,7 +15,7 @@ from controller.context import (
     ReplicaStateName,
 )
 from controller.election import ElectionStrategy
-from controller.state_machines import StateChangeFailed
+from controller.state_machines import StateChangeFailed, replicas_by_partition
 from tests.unit.test_state_machines import EPOCH, T0, T1, T2, Cluster, T, three_partitions
 from wire.api import ApiKey
 from zkdata.znodes import LeaderAndIsr, TopicPartition
@@ -251,8 +251,36 @@ def test_replicas_found_valid_a_partition_at_a_time_are_those_found_one_at_a_tim
         expected.setdefault(pr.topic_partition, []).append(pr.replica)
         if move:
             one.ctx.put_replica_state(pr, target)
-    got = grouped.rsm._valid_by_partition(replicas, target, sort=sort, move=move)
+    got = grouped.rsm._valid_by_partition(
+        replicas_by_partition(replicas), target, sort=sort, move=move
+    )
     assert got == {tp: tuple(sorted(ids) if sort else ids) for tp, ids in expected.items()}
     named_first = dict.fromkeys(pr.topic_partition for pr in replicas)
     assert list(got) == [tp for tp in named_first if tp in expected]
     assert grouped.ctx.replica_states == one.ctx.replica_states
+
+
+@given(
+    named=st.lists(st.tuples(st.sampled_from([T0, T1, T2]), st.integers(1, 4)), max_size=10),
+    steps=st.lists(st.sampled_from(list(R)), min_size=1, max_size=4),
+)
+@settings(max_examples=200, deadline=None)
+def test_replicas_given_by_partition_are_handled_as_the_same_replicas_one_by_one(
+    named: list[tuple[TopicPartition, int]], steps: list[ReplicaStateName]
+) -> None:
+    """A deletion hands the replica steps each partition's replica ids, not a replica
+    object each: every step ends where the same replicas named one by one, a partition
+    after another, end (states, partition states written, requests sent)."""
+    by_partition = replicas_by_partition(PartitionReplica(tp, r) for tp, r in named)
+    replicas = [PartitionReplica(tp, r) for tp, ids in by_partition.items() for r in ids]
+    one, grouped = three_partitions(), three_partitions()
+    for target in steps:
+        one.rsm.handle_state_changes(replicas, target, reason="deleted")
+        grouped.rsm.handle_state_changes(by_partition, target, reason="deleted")
+        assert grouped.ctx.replica_states == one.ctx.replica_states
+        assert grouped.ctx.assignments == one.ctx.assignments
+        for tp in (T0, T1, T2):
+            assert grouped.store.state(tp) == one.store.state(tp)
+        assert [(r.broker_id, r.api_key, r.body) for batch in grouped.sent for r in batch] == [
+            (r.broker_id, r.api_key, r.body) for batch in one.sent for r in batch
+        ]
