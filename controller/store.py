@@ -473,7 +473,9 @@ class ZkControllerStore:
         on_unanswered: WrittenCallback | None = None,
     ) -> UpdateResult:
         result = UpdateResult()
-        entries = list(refuse_epochs_past_int32(states, result).items())
+        to_write = refuse_epochs_past_int32(states, result)
+        # Two lists, not a list of pairs: 5 MB less for 100,000 states (a deletion's).
+        tps, lais = list(to_write), list(to_write.values())
         # A generator: each packed multi goes out as soon as its states are encoded.
         items = (
             [
@@ -483,14 +485,14 @@ class ZkControllerStore:
                     lai.zk_version,
                 )
             ]
-            for tp, lai in entries
+            for tp, lai in zip(tps, lais, strict=True)
         )
         finished = result.finished
 
         def answered(indices: list[int], results: list[list[OpResult]]) -> None:
             written: dict[TopicPartition, LeaderAndIsr] = {}
             for i, (outcome,) in zip(indices, results, strict=True):
-                tp, lai = entries[i]
+                tp, lai = tps[i], lais[i]
                 if isinstance(outcome, Exception):
                     result.add(tp, lai, outcome)
                 else:  # UpdateResult.add inlined: a broker loss files 10,000s
@@ -520,7 +522,7 @@ class ZkControllerStore:
                                 next_zk_version(lai.zk_version),
                             ),
                         )
-                        for tp, lai in entries
+                        for tp, lai in zip(tps, lais, strict=True)
                     ),
                     answered_tps,
                 )
