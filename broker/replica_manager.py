@@ -925,10 +925,9 @@ class ReplicaManager:
                 return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "partition_errors": []}
             self.controller_epoch = controller_epoch
             self._changes += 1
-            errors = []
+            errors: list[dict[str, Any]] = []
             stopped: list[TopicPartition] = []
             deleted: list[TopicPartition] = []
-            deletions: list[tuple[TopicPartition, dict[str, Any]]] = []  # with answers
             for topic_state in request.get("topic_states", []):
                 for ps in topic_state["partition_states"]:
                     tp = TopicPartition(topic_state["topic_name"], ps["partition_index"])
@@ -982,14 +981,9 @@ class ReplicaManager:
                             current.moved_on = False  # a real loss: its waiters answer
                         current.followers = NO_FOLLOWERS
                         stopped.append(tp)
-                    answer = {
-                        "topic_name": tp.topic,
-                        "partition_index": tp.partition,
-                        "error_code": 0,
-                    }
-                    errors.append(answer)
-                    if ps.get("delete_partition"):
-                        deletions.append((tp, answer))
+                    errors.append(
+                        {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": 0}
+                    )
         if (stopped or deleted) and self.on_stopping is not None:
             # Kafka's stopReplicas stops the fetchers first. After the logs' deletion (a
             # StopReplica of 100,000 renames them for seconds) the followers went on
@@ -1002,10 +996,13 @@ class ReplicaManager:
             # for a cleaning of the log to stop (LogCleaner.forget_many). The state change lock
             # held keeps any LeaderAndIsr from making the partition's log meanwhile.
             # All of them at once: each log directory's checkpoints written once.
-            _, failed = self.logs.delete_many(tp for tp, _ in deletions)
+            _, failed = self.logs.delete_many(deleted)
             if failed:
-                for tp, answer in deletions:
-                    if tp in failed:
+                # Found again among the answers: no (partition, answer) pair is kept for
+                # each of a 100,000-partition deletion (6 MiB) for the rare failure.
+                for answer in errors:
+                    tp = TopicPartition(answer["topic_name"], answer["partition_index"])
+                    if answer["error_code"] == 0 and tp in failed:
                         log.error("StopReplica of %s: %s", tp, failed[tp])
                         answer["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
             # A directory left with no log of a topic forgets its id.

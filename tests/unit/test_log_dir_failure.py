@@ -1105,3 +1105,39 @@ def test_the_fetcher_sets_apart_a_partition_its_log_refuses_and_goes_on_with_the
     assert fetcher.partitions[b0].fetch_offset == 30
     fetcher.add_all([(a0, FetchState(20, 6, truncating=False))])  # a new LeaderAndIsr
     assert a0 in fetcher.partitions
+
+
+def test_a_stop_replica_whose_rename_fails_answers_a_storage_error_for_those_logs_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A deletion's rename failing in one directory (EIO, say): that directory's logs are
+    # answered KAFKA_STORAGE_ERROR, so the controller does not take them as deleted; the
+    # other directory's logs go and are answered done, each partition once.
+    failing, healthy = tmp_path / "failing", tmp_path / "healthy"
+    logs = LogManager([failing, healthy], CONFIG)
+    rm = ReplicaManager(BROKER, cast(Any, None), StateChangeLog(tmp_path, BROKER), logs=logs)
+    try:
+        partitions = list(range(6))
+        answer = rm.become_leader_or_follower(leader_and_isr(dict.fromkeys(partitions, (0, True))))
+        assert errors(answer) == dict.fromkeys(partitions, 0)
+        hosted = {p: logs.get_log(TopicPartition(TOPIC, p)) for p in partitions}
+        in_failing = {p for p, lg in hosted.items() if lg and lg.log_dir == os.fspath(failing)}
+        assert in_failing  # each directory holds some: the least-filled one gets the next
+        assert in_failing != set(partitions)
+        rename = os.rename
+
+        def rename_failing_there(source: str, target: str) -> None:
+            if os.path.dirname(source) == os.fspath(failing):
+                raise OSError(errno.EIO, "Input/output error", source)
+            rename(source, target)
+
+        monkeypatch.setattr(os, "rename", rename_failing_there)
+        answer = rm.stop_replicas(stop_replica_deleting(partitions, -2))
+        got = [(e["partition_index"], e["error_code"]) for e in answer["partition_errors"]]
+        assert sorted(got) == [(p, STORAGE_ERROR if p in in_failing else 0) for p in partitions]
+        for p in set(partitions) - in_failing:
+            assert logs.get_log(TopicPartition(TOPIC, p)) is None
+            assert not (healthy / f"{TOPIC}-{p}").exists()
+    finally:
+        rm.close()
+        logs.close()
