@@ -151,6 +151,18 @@ def test_a_deleted_log_is_closed_without_writing_its_epoch_checkpoint(
     manager.close()
 
 
+def fail_syncs_of(failing: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log manager's fsync of ``failing`` raises EIO from now on; others sync."""
+    real_sync = checkpoints.fsync_dir
+
+    def fsync_dir(directory: Path) -> None:
+        if Path(directory) == failing:
+            raise OSError(errno.EIO, "injected")
+        real_sync(directory)
+
+    monkeypatch.setattr(log_manager_module, "fsync_dir", fsync_dir)
+
+
 def test_a_directory_whose_sync_fails_after_the_renames_fails_its_deletions_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -162,19 +174,55 @@ def test_a_directory_whose_sync_fails_after_the_renames_fails_its_deletions_alon
     for tp in tps:
         manager.get_or_create(tp)
     in_first = [tp for tp in tps if manager.all_logs()[tp].dir.parent == dirs[0]]
-    real_sync = checkpoints.fsync_dir
-
-    def fsync_dir(directory: Path) -> None:
-        if Path(directory) == dirs[0]:
-            raise OSError(errno.EIO, "injected")
-        real_sync(directory)
-
-    monkeypatch.setattr(log_manager_module, "fsync_dir", fsync_dir)
+    fail_syncs_of(dirs[0], monkeypatch)
     deleted, failed = manager.delete_many(tps)
     assert sorted(failed) == in_first
     assert all(isinstance(e, KafkaStorageError) for e in failed.values())
     assert sorted(deleted) == [tp for tp in tps if tp not in in_first]
     assert manager.dir_failures.offline() == [os.fspath(dirs[0])]
+    manager.close()
+
+
+def test_each_deletions_removal_takes_its_own_logs_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A removal keeps no name a log: it takes a directory's entries ending with its
+    # batch's id. A later deletion's logs wait for their own delay, and logs renamed in a
+    # directory whose sync failed (answered failed, not known gone) are not removed.
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    clock = Clock()
+    manager = LogManager(dirs, broker_config(), time_ms=clock)
+    tps = [TopicPartition("t", p) for p in range(6)]
+    for tp in tps:
+        manager.get_or_create(tp)
+    in_first = {tp for tp in tps if manager.all_logs()[tp].dir.parent == dirs[0]}
+
+    def renamed(directory: Path) -> list[str]:
+        return sorted(
+            p.name.split(".")[0] for p in directory.iterdir() if p.name.endswith("-delete")
+        )
+
+    assert in_first & set(tps[4:])
+    first = tps[:4]
+    deleted, failed = manager.delete_many(first)
+    assert sorted(deleted) == first
+    assert failed == {}
+    clock.now = NOW + 30_000
+    fail_syncs_of(dirs[0], monkeypatch)
+    deleted, failed = manager.delete_many(tps[4:])
+    assert set(failed) == in_first & set(tps[4:])
+    assert set(deleted) == set(tps[4:]) - in_first
+    monkeypatch.undo()
+    later = sorted(f"t-{tp.partition}" for tp in tps[4:])
+    assert sorted(renamed(dirs[0]) + renamed(dirs[1])) == sorted(
+        [f"t-{tp.partition}" for tp in first] + later
+    )
+    # The first deletion's delay has passed, not the second's.
+    manager.scheduler.run_pending(NOW + 60_000)
+    assert sorted(renamed(dirs[0]) + renamed(dirs[1])) == later
+    manager.scheduler.run_pending(NOW + 90_000)
+    assert renamed(dirs[0]) == sorted(f"t-{tp.partition}" for tp in in_first & set(tps[4:]))
+    assert renamed(dirs[1]) == []
     manager.close()
 
 
