@@ -36,6 +36,7 @@ from kazoo.protocol.states import ZnodeStat
 
 from broker.compact import compacted
 from broker.config import TopicConfig
+from broker.partition_errors import PartitionErrors
 from broker.state_change_log import LeaderAndIsrRow, StateChangeLog
 from storage.errors import (
     CorruptRecordError,
@@ -925,7 +926,7 @@ class ReplicaManager:
                 return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH), "partition_errors": []}
             self.controller_epoch = controller_epoch
             self._changes += 1
-            errors: list[dict[str, Any]] = []
+            errors = PartitionErrors()
             stopped: list[TopicPartition] = []
             deleted: list[TopicPartition] = []
             for topic_state in request.get("topic_states", []):
@@ -937,13 +938,7 @@ class ReplicaManager:
                             bool(ps.get("delete_partition")),
                             tp,
                         )
-                        errors.append(
-                            {
-                                "topic_name": tp.topic,
-                                "partition_index": tp.partition,
-                                "error_code": int(ErrorCode.KAFKA_STORAGE_ERROR),
-                            }
-                        )
+                        errors.add(tp, int(ErrorCode.KAFKA_STORAGE_ERROR))
                         continue
                     current = self.partitions.get(tp)
                     epoch = ps.get("leader_epoch", -1)
@@ -959,13 +954,7 @@ class ReplicaManager:
                             epoch,
                             current.leader_epoch,
                         )
-                        errors.append(
-                            {
-                                "topic_name": tp.topic,
-                                "partition_index": tp.partition,
-                                "error_code": int(ErrorCode.FENCED_LEADER_EPOCH),
-                            }
-                        )
+                        errors.add(tp, int(ErrorCode.FENCED_LEADER_EPOCH))
                         continue
                     if ps.get("delete_partition"):
                         # Gone from the partitions, under its follower lock, before its
@@ -981,9 +970,7 @@ class ReplicaManager:
                             current.moved_on = False  # a real loss: its waiters answer
                         current.followers = NO_FOLLOWERS
                         stopped.append(tp)
-                    errors.append(
-                        {"topic_name": tp.topic, "partition_index": tp.partition, "error_code": 0}
-                    )
+                    errors.add(tp)
         if (stopped or deleted) and self.on_stopping is not None:
             # Kafka's stopReplicas stops the fetchers first. After the logs' deletion (a
             # StopReplica of 100,000 renames them for seconds) the followers went on
@@ -998,13 +985,9 @@ class ReplicaManager:
             # All of them at once: each log directory's checkpoints written once.
             _, failed = self.logs.delete_many(deleted)
             if failed:
-                # Found again among the answers: no (partition, answer) pair is kept for
-                # each of a 100,000-partition deletion (6 MiB) for the rare failure.
-                for answer in errors:
-                    tp = TopicPartition(answer["topic_name"], answer["partition_index"])
-                    if answer["error_code"] == 0 and tp in failed:
-                        log.error("StopReplica of %s: %s", tp, failed[tp])
-                        answer["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+                for position in errors.set_error(failed, int(ErrorCode.KAFKA_STORAGE_ERROR)):
+                    tp = errors.partition(position)
+                    log.error("StopReplica of %s: %s", tp, failed[tp])
             # A directory left with no log of a topic forgets its id.
             self.logs.forget_topic_ids({tp.topic for tp in deleted})
             self.logs.write_topic_ids()
