@@ -850,7 +850,8 @@ class LogManager:
         # One id for the batch: each directory's name is its partition's already (Kafka
         # draws one per log; 100,000 draws were a fifth of a broker's deletion).
         tail = f".{uuid.uuid4().hex}{suffix}"
-        # Two lists, not a tuple a log: 100,000 tuples were 6.7 MiB of a deletion's peak.
+        # Two lists, not a tuple a log: 100,000 tuples and their list were 6.7 MiB of a
+        # deletion's peak, the two lists 1.6 MiB.
         leaving: list[TopicPartition] = []
         leaving_logs: list[PartitionLog] = []
         for tp in tps:
