@@ -8,7 +8,10 @@ replica election), broker 1 being the controller. Then:
   LeaderAndIsr requests of the new leaders, and the leaders re-elected per second. Floor,
   measured in the same run: the same number of epoch-checked conditional writes of
   partition state znodes, as fast as the client can issue them (packed multis, pipelined),
-  and the same writes issued one multi per partition (Kafka's way).
+  and the same writes issued one multi per partition (Kafka's way). Beside it, the CPU
+  brokers 1 and 2 used until then (sampled every 20 ms): the controller's process does
+  its event thread's work, its senders' and its own broker's share of the requests under
+  one GIL, so it runs near one core whatever ZooKeeper's pace.
 * broker loss in a balanced cluster: 3x as many partitions, each broker leading a third
   (its preferred ones), so broker 3 leads N and follows 2N. SIGKILL broker 3. Figures:
   the time until both survivors applied the new leaders of the N partitions it led (their
@@ -18,7 +21,7 @@ replica election), broker 1 being the controller. Then:
   its loss, and the ControlledShutdown round trip.
 * controlled shutdown: SIGTERM broker 3. The figure is the ControlledShutdown round trip
   as the broker sees it (every leadership moved away before the answer), and the time until
-  every broker acknowledged the new leaders.
+  every broker acknowledged the new leaders, with the CPU brokers 1 and 2 used until then.
 * broker return, after the balanced cluster's loss: broker 3 started again (3N partitions,
   N of them preferring it). The figure is the time from the moment the controller learns
   of its registration (its /brokers/ids watch fires) until every broker acknowledged that
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from common import (
+    CpuSampler,
     chroot,
     elect_preferred_leaders,
     emit,
@@ -308,6 +312,15 @@ def run(
     return out
 
 
+def cpu_until_acked(cpu: CpuSampler, c: SupervisedCluster, ack: dict[str, Any]) -> dict[str, Any]:
+    """The CPU brokers 1 (the controller) and 2 used from the moment the controller learned
+    of the event until every broker acknowledged its requests: the controller's process
+    runs its event thread, its senders and its own broker's share of the requests under
+    one GIL, so near one core it is the bound, not ZooKeeper."""
+    learned = ack["learned_at_ms"]
+    return {f"broker_{b}": cpu.used(c[b].pid, learned, learned + ack["acked_ms"]) for b in (1, 2)}
+
+
 def loss_figures(
     ack: dict[str, Any], partition_states: list[dict[str, Any]], partitions: int
 ) -> dict[str, Any]:
@@ -342,8 +355,10 @@ def lone_leader_loss(connect_base: str, partitions: int, root: Path) -> dict[str
         controller_id, _ = c.wait_controller()
         if controller_id != 1:
             raise RuntimeError(f"broker {controller_id} is controller; the set-up wants broker 1")
-        ack = kill_broker_3(c)
+        with CpuSampler([c[1].pid, c[2].pid]) as cpu:
+            ack = kill_broker_3(c)
         loss = loss_figures(ack, c[1].state_changes("partition_state"), partitions)
+        loss["cpu_until_all_acked"] = cpu_until_acked(cpu, c, ack)
     finally:
         c.close()
     floor = floor_writes(chroot(connect_base, "floor"), partitions)
@@ -356,7 +371,8 @@ def lone_leader_shutdown(connect_base: str, partitions: int, root: Path) -> dict
     connect = chroot(connect_base, f"shutdown-{partitions}")
     c = cluster_led_by_broker_3(connect, partitions, root / "shutdown")
     try:
-        row, ack = shut_down_broker_3(c)
+        with CpuSampler([c[1].pid, c[2].pid]) as cpu:
+            row, ack = shut_down_broker_3(c)
         require_acknowledged(ack, (1, 2), "the shutdown's requests", abandoned_ok=True)
         by_broker = ack["acked_ms_by_broker"]
         shutdown = {
@@ -366,6 +382,7 @@ def lone_leader_shutdown(connect_base: str, partitions: int, root: Path) -> dict
                 max(by_broker.get("1", 0), by_broker.get("2", 0)) / 1000, 3
             ),
             "requests": ack["requests"],
+            "cpu_until_all_acked": cpu_until_acked(cpu, c, ack),
         }
     finally:
         c.close()

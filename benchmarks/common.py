@@ -242,6 +242,63 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class CpuSampler:
+    """Samples processes' CPU time (user + system, all threads) every ``interval_s`` on a
+    thread while in use (``with CpuSampler(pids) as s``), each sample stamped with the wall
+    clock, so the CPU a process used between two moments a state-change log names can be
+    read afterwards (a broker loss is learned a session timeout after the kill, and
+    before/after totals would count that wait). The kernel counts CPU in clock ticks
+    (10 ms here), so a figure is good to about two ticks. A process gone mid-way keeps the
+    samples it gave."""
+
+    def __init__(self, pids: Iterable[int], interval_s: float = 0.02) -> None:
+        self.samples: dict[int, list[tuple[float, float]]] = {pid: [] for pid in pids}
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            # One more sample once stopped: the window's end may be only just past.
+            stopping = self._stop.is_set()
+            for pid, taken in self.samples.items():
+                try:
+                    cpu_s = cpu_seconds(pid)
+                except OSError:
+                    continue  # gone
+                taken.append((time.time() * 1000, cpu_s))
+            if stopping:
+                return
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def used(self, pid: int, from_ms: float, to_ms: float) -> dict[str, float]:
+        """The CPU seconds ``pid`` used from the last sample at or before ``from_ms`` to
+        the first at or after ``to_ms`` (wall clock, ms), that window's seconds, and the
+        share of one core it is (a Python process whose one busy thread holds the GIL
+        cannot go much above 1). ValueError if no samples bracket the window."""
+        taken = self.samples[pid]
+        before = [s for s in taken if s[0] <= from_ms]
+        after = [s for s in taken if s[0] >= to_ms]
+        if not before or not after:
+            raise ValueError(f"no CPU samples of pid {pid} around {from_ms}..{to_ms}")
+        (t0, c0), (t1, c1) = before[-1], after[0]
+        window_s = (t1 - t0) / 1000
+        cpu_s = c1 - c0
+        return {
+            "cpu_s": round(cpu_s, 2),
+            "window_s": round(window_s, 3),
+            "cores": round(cpu_s / window_s, 2) if window_s > 0 else float("nan"),
+        }
+
+
 def wait_cpu_quiet(
     pids: Iterable[int], below: float = 0.25, window_s: float = 2.0, timeout: float = 600
 ) -> float:

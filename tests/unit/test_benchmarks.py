@@ -385,3 +385,38 @@ def test_the_memory_sampler_sees_a_transient_peak_a_later_sample_misses() -> Non
     assert spread["max"] - spread["min"] >= 60
     assert samples[-1] <= spread["max"] - 60  # freed before the end: a late sample misses it
     assert spread["min"] <= spread["median"] <= spread["max"]
+
+
+def test_the_cpu_sampler_tells_a_busy_window_from_an_idle_one() -> None:
+    """A child sleeps 0.5 s, then spins until it used 0.5 s of CPU, then sleeps again,
+    printing the wall clock at each step: the CPU read over its spin is the spin's, over
+    its first sleep next to nothing, and a window the samples do not reach is refused
+    rather than guessed."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\n"
+            "print(time.time() * 1000, flush=True); time.sleep(0.5)\n"
+            "print(time.time() * 1000, flush=True); t = time.process_time()\n"
+            "while time.process_time() - t < 0.5: pass\n"
+            "print(time.time() * 1000, flush=True); time.sleep(0.5)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with common.CpuSampler([child.pid], interval_s=0.02) as sampler:
+            out, _ = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    slept, spun, done = (float(line) for line in out.split())
+    idle = sampler.used(child.pid, slept + 50, spun - 50)
+    busy = sampler.used(child.pid, spun, done)
+    assert idle["cpu_s"] <= 0.03  # a tick or two at the most
+    assert 0.45 <= busy["cpu_s"] <= busy["window_s"] + 0.05
+    assert busy["cores"] > 0
+    with pytest.raises(ValueError, match="no CPU samples"):
+        sampler.used(child.pid, slept - 60_000, spun)
