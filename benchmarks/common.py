@@ -282,8 +282,9 @@ class CpuSampler:
     def used(self, pid: int, from_ms: float, to_ms: float) -> dict[str, float]:
         """The CPU seconds ``pid`` used from the last sample at or before ``from_ms`` to
         the first at or after ``to_ms`` (wall clock, ms), that window's seconds, and the
-        share of one core it is (a Python process whose one busy thread holds the GIL
-        cannot go much above 1). ValueError if no samples bracket the window."""
+        cores it kept busy on average (a Python process runs its Python code on one core
+        at a time, under its GIL: near 1, that is its bound). ValueError if no samples
+        bracket the window."""
         taken = self.samples[pid]
         before = [s for s in taken if s[0] <= from_ms]
         after = [s for s in taken if s[0] >= to_ms]
