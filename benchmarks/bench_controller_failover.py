@@ -19,7 +19,11 @@ controller's for a few idle seconds more (least, median, most: one sample moves 
 MB from one second to the next); each round's new controller is sampled every 50 ms from
 the deletion until the failover's requests were acknowledged, for its transient peak
 (``peak_rss_mb_new_controller``, every broker's in ``peak_rss_mb_by_broker``; the most
-of the rounds' in ``failover_peak_rss_mb_new_controller``). With
+of the rounds' in ``failover_peak_rss_mb_new_controller``), and every broker's CPU every
+20 ms, for the cores each kept busy from the resignation until the UpdateMetadata was
+queued and until it was acknowledged (the new controller's, median of the rounds, in
+``new_controller_cores_until_queued`` and ``new_controller_cores_until_acked``: one GIL
+runs its event thread and its own broker). With
 ``--cold-start`` broker 1 starts alone and leads every partition before the others join;
 ``first_controller_rss_mb`` is then a cold start's first controller. The partition
 states written to ZooKeeper say the partitions are not new, so at the start each broker
@@ -44,6 +48,7 @@ from typing import Any
 
 from common import (
     ROOT,
+    CpuSampler,
     RssSampler,
     at_least,
     chroot,
@@ -214,7 +219,10 @@ def run_size(
             cpu_before = {b: cpu_seconds(c[b].pid) for b in (1, 2, 3)}
             bench_cpu_before = cpu_seconds(os.getpid())
             # Every broker's memory through the failover, its transient peak included.
-            with RssSampler(c[b].pid for b in BROKERS) as sampler:
+            with (
+                RssSampler(c[b].pid for b in BROKERS) as sampler,
+                CpuSampler(c[b].pid for b in BROKERS) as cpu,
+            ):
                 deleted_ms = time.time() * 1000  # wall clock, as the state-change log's ts
                 c.zk.delete(paths.CONTROLLER)
                 new_id, new_epoch = c.wait_controller(min_epoch=old_epoch + 1, timeout=600)
@@ -246,9 +254,10 @@ def run_size(
             assert loaded is not None
             started_ms = min(deleted_ms, resigned["ts"])
             if ack is not None:
+                figures = update_metadata_figures(ack, loaded, started_ms)
                 failovers.append(
                     {
-                        **update_metadata_figures(ack, loaded, started_ms),
+                        **figures,
                         "load_s": round(loaded["load_ms"] / 1000, 3),
                         "resigned_line_after_deletion_s": round(
                             (resigned["ts"] - deleted_ms) / 1000, 3
@@ -268,6 +277,26 @@ def run_size(
                         "cpu_s_new_controller": cpu_s[new_id],
                         "cpu_s_other_brokers": [cpu_s[b] for b in (1, 2, 3) if b != new_id],
                         "cpu_s_benchmark": bench_cpu_s,
+                        # Each process's CPU from the resignation until the UpdateMetadata
+                        # was queued and until every broker acknowledged it (sampled every
+                        # 20 ms): near one core, the new controller's process is bound by
+                        # its GIL, which its event thread shares with its own broker.
+                        "cpu_until_update_metadata_queued": {
+                            b: cpu.used(
+                                c[b].pid,
+                                started_ms,
+                                started_ms + figures["resigned_to_update_metadata_queued_s"] * 1000,
+                            )
+                            for b in BROKERS
+                        },
+                        "cpu_until_update_metadata_acked": {
+                            b: cpu.used(
+                                c[b].pid,
+                                started_ms,
+                                started_ms + figures["resigned_to_update_metadata_acked_s"] * 1000,
+                            )
+                            for b in BROKERS
+                        },
                         "peak_rss_mb_new_controller": sampler.peak_mb(c[new_id].pid),
                         "peak_rss_mb_by_broker": {b: sampler.peak_mb(c[b].pid) for b in BROKERS},
                     }
@@ -326,6 +355,15 @@ def run_size(
                     "queued_vs_floor": round(queued / result["floor_read_s"], 2),
                     "update_metadata_sent_s": sent,
                     "sent_vs_floor": round(sent / result["floor_read_s"], 2),
+                    # The new controller's process, cores kept busy until then.
+                    "new_controller_cores_until_queued": statistics.median_high(
+                        f["cpu_until_update_metadata_queued"][f["new_controller_id"]]["cores"]
+                        for f in failovers
+                    ),
+                    "new_controller_cores_until_acked": statistics.median_high(
+                        f["cpu_until_update_metadata_acked"][f["new_controller_id"]]["cores"]
+                        for f in failovers
+                    ),
                     "rounds": failovers,
                 }
             )

@@ -257,21 +257,22 @@ class CpuSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
 
+    def _sample(self) -> None:
+        for pid, taken in self.samples.items():
+            try:
+                cpu_s = cpu_seconds(pid)
+            except OSError:
+                continue  # gone
+            taken.append((time.time() * 1000, cpu_s))
+
     def _run(self) -> None:
-        while True:
-            # One more sample once stopped: the window's end may be only just past.
-            stopping = self._stop.is_set()
-            for pid, taken in self.samples.items():
-                try:
-                    cpu_s = cpu_seconds(pid)
-                except OSError:
-                    continue  # gone
-                taken.append((time.time() * 1000, cpu_s))
-            if stopping:
-                return
-            self._stop.wait(self.interval_s)
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+        self._sample()  # once more: the window's end may be only just past
 
     def __enter__(self) -> CpuSampler:
+        # The first sample before the block runs: a window may start with it.
+        self._sample()
         self._thread.start()
         return self
 
