@@ -156,6 +156,14 @@ def update_metadata_figures(
     }
 
 
+def cpu_by_broker(
+    cpu: CpuSampler, c: Cluster, start_ms: float, until_s: float
+) -> dict[int, dict[str, float]]:
+    """Each broker's CPU from ``start_ms`` (wall clock) for ``until_s`` seconds."""
+    end_ms = start_ms + until_s * 1000
+    return {b: cpu.used(c[b].pid, start_ms, end_ms) for b in BROKERS}
+
+
 def run_size(
     connect: str,
     partitions: int,
@@ -281,22 +289,12 @@ def run_size(
                         # was queued and until every broker acknowledged it (sampled every
                         # 20 ms): near one core, the new controller's process is bound by
                         # its GIL, which its event thread shares with its own broker.
-                        "cpu_until_update_metadata_queued": {
-                            b: cpu.used(
-                                c[b].pid,
-                                started_ms,
-                                started_ms + figures["resigned_to_update_metadata_queued_s"] * 1000,
-                            )
-                            for b in BROKERS
-                        },
-                        "cpu_until_update_metadata_acked": {
-                            b: cpu.used(
-                                c[b].pid,
-                                started_ms,
-                                started_ms + figures["resigned_to_update_metadata_acked_s"] * 1000,
-                            )
-                            for b in BROKERS
-                        },
+                        "cpu_until_update_metadata_queued": cpu_by_broker(
+                            cpu, c, started_ms, figures["resigned_to_update_metadata_queued_s"]
+                        ),
+                        "cpu_until_update_metadata_acked": cpu_by_broker(
+                            cpu, c, started_ms, figures["resigned_to_update_metadata_acked_s"]
+                        ),
                         "peak_rss_mb_new_controller": sampler.peak_mb(c[new_id].pid),
                         "peak_rss_mb_by_broker": {b: sampler.peak_mb(c[b].pid) for b in BROKERS},
                     }
