@@ -73,13 +73,7 @@ class PartitionErrors(Sequence[dict[str, Any]]):
         return self._answer(index)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        codes = self._codes
-        for position, tp in enumerate(self._partitions):
-            yield {
-                "topic_name": tp.topic,
-                "partition_index": tp.partition,
-                "error_code": codes.get(position, 0),
-            }
+        return map(self._answer, range(len(self._partitions)))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PartitionErrors | list | tuple):
