@@ -14,6 +14,7 @@ import ctypes
 import dataclasses
 import functools
 import gc
+import json
 import logging
 import os
 import sys
@@ -45,7 +46,6 @@ from controller.controller import (
     CONTROLLED_SHUTDOWN_APPLIED_WAIT_S,
     ControllerConfig,
     KafkaController,
-    write_json_atomically,
 )
 from election.broker_identity import (
     META_PROPERTIES,
@@ -78,6 +78,15 @@ from zkdata.znodes import (
 log = logging.getLogger(__name__)
 
 STATUS_FILE = "broker-status.json"
+
+
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+    """Replace ``path`` by a rename, so a reader of the status file (`zkctl controller`,
+    the benchmarks) sees the old one or the new one, never half; not synced: the next is
+    a second away."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, path)
 
 
 def _split_chroot(connect: str) -> tuple[str, str]:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import cast
 
 from broker.state_change_log import open_for_broker
-from controller.controller import RequestTracker
 from controller.request_batch import BrokerRequest
+from controller.request_tracker import RequestTracker
 from wire.api import ApiKey
 
 
