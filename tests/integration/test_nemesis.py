@@ -1139,7 +1139,8 @@ def check_outcome(
     print(
         f"nemesis seed {seed}: {len(schedule)} faults, {len(stream.acked.by_offset)} acknowledged"
         f" ({len(stream.acked.errors)} refused), {len(rows)} state-change lines checked,"
-        f" {committer.acknowledged} of {committer.attempted} offset commits acknowledged,"
+        f" {committer.acknowledged} of {committer.attempted} offset commits acknowledged"
+        f" (errors met after the last: {committer.errors_since_acknowledged or 'none'}),"
         f" {sum(map(len, members.completed.values()))} generations completed by the members"
         f" (the static one back in its place {members.static_rejoins} times,"
         f" {members.static_rejoins_kept} of them in its generation),"

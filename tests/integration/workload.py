@@ -603,6 +603,9 @@ class Committer:
         self.acknowledged = 0
         self.attempted = 0
         self.errors: dict[str, int] = {}
+        # The errors met since the last acknowledged commit, counted: why the commits
+        # tried after it (attempted - acknowledged) have no answer.
+        self.errors_since_acknowledged: dict[str, int] = {}
         self.crashed: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="committer", daemon=True)
@@ -616,6 +619,8 @@ class Committer:
 
     def _count(self, error: str) -> None:
         self.errors[error] = self.errors.get(error, 0) + 1
+        since = self.errors_since_acknowledged
+        since[error] = since.get(error, 0) + 1
 
     def coordinator(self) -> KafkaConnection | None:
         return find_coordinator(self.c, self.GROUP, self._count)
@@ -655,6 +660,7 @@ class Committer:
                 code = answer["topics"][0]["partitions"][0]["error_code"]
                 if code == ErrorCode.NONE:
                     self.acknowledged = self.attempted
+                    self.errors_since_acknowledged.clear()
                     self._stop.wait(0.02)
                     continue
                 self._count(ErrorCode(code).name)
