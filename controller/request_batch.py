@@ -128,8 +128,15 @@ _LICE, _ASSIGNMENT, _NEW = itemgetter(0), itemgetter(1), itemgetter(2)
 
 @dataclass
 class RequestBatch:
-    leader_and_isr: dict[int, dict[TopicPartition, _LeaderAndIsrEntry]] = field(
-        default_factory=dict
+    #: Each broker's LeaderAndIsr states. Brokers sent the same states share one map (the
+    #: same object), copied for a broker when it is sent something the others are not: a
+    #: failover re-sends every partition's state to each of its replicas, and three maps
+    #: of 100,000 partitions were 15 MiB of hash tables at that step's peak (5 MiB shared).
+    leader_and_isr: dict[int, _States] = field(default_factory=dict)
+    #: The maps to write for each set of brokers named so far: valid until a map is made,
+    #: copied or dropped (a partition at a time, a broker's start names 100,000 of them).
+    _targets: dict[tuple[int, ...], list[_States]] = field(
+        default_factory=dict, repr=False, compare=False
     )
     update_metadata_brokers: set[int] = field(default_factory=set)
     update_metadata_partitions: set[TopicPartition] = field(default_factory=set)
@@ -150,6 +157,7 @@ class RequestBatch:
 
     def clear(self) -> None:
         self.leader_and_isr.clear()
+        self._targets.clear()
         self.update_metadata_brokers.clear()
         self.update_metadata_partitions.clear()
         self.update_metadata_all = False
@@ -188,28 +196,64 @@ class RequestBatch:
         self.add_leader_and_isr_many(partitions, is_new=False)
         self._add_to_update_metadata(ctx, [entry[1] for entry in partitions])
 
-    def hold_leader_and_isr(
-        self, partitions: Collection[TopicPartition]
-    ) -> dict[int, dict[TopicPartition, _LeaderAndIsrEntry]]:
+    def hold_leader_and_isr(self, partitions: Collection[TopicPartition]) -> dict[int, _States]:
         """Take these partitions' LeaderAndIsr entries out of the batch, for
         `restore_leader_and_isr` to put back after the batch was sent."""
-        held: dict[int, dict[TopicPartition, _LeaderAndIsrEntry]] = {}
+        held: dict[int, _States] = {}
+        taken_from: dict[int, _States] = {}
         for broker_id, states in list(self.leader_and_isr.items()):
-            taken = {tp: entry for tp in partitions if (entry := states.pop(tp, None))}
+            # A map shared by several brokers is emptied once; each of them holds its take.
+            taken = taken_from.get(id(states))
+            if taken is None:
+                taken = taken_from[id(states)] = {
+                    tp: entry for tp in partitions if (entry := states.pop(tp, None))
+                }
             if taken:
                 held[broker_id] = taken
             if not states:
                 del self.leader_and_isr[broker_id]
+                self._targets.clear()
         return held
 
     def restore_leader_and_isr(
         self, held: Mapping[int, Mapping[TopicPartition, _LeaderAndIsrEntry]]
     ) -> None:
         """Put held entries back, under those added since (newer states)."""
+        brokers_by_take: dict[int, list[int]] = {}
         for broker_id, taken in held.items():
-            states = self.leader_and_isr.setdefault(broker_id, {})
-            for tp, entry in taken.items():
-                states.setdefault(tp, entry)
+            brokers_by_take.setdefault(id(taken), []).append(broker_id)
+        for broker_ids in brokers_by_take.values():
+            taken = held[broker_ids[0]]
+            for states in self._maps_of(broker_ids):
+                for tp, entry in taken.items():
+                    states.setdefault(tp, entry)
+
+    def _maps_of(self, broker_ids: Iterable[int]) -> list[_States]:
+        """The maps to write for exactly these brokers (negative ids are no broker): a
+        map one of them shares with a broker not among them is copied for them first,
+        and those without one get a new one, shared."""
+        ids = {b for b in broker_ids if b >= 0}
+        batch = self.leader_and_isr
+        fresh = [b for b in ids if b not in batch]
+        if fresh:
+            self._targets.clear()
+            new: _States = {}
+            for b in fresh:
+                batch[b] = new
+        maps: dict[int, _States] = {}
+        for b in sorted(ids):
+            states = batch[b]
+            if id(states) in maps:
+                continue
+            owners = [o for o, shared in batch.items() if shared is states]
+            if not ids.issuperset(owners):
+                self._targets.clear()
+                states = dict(states)
+                for o in owners:
+                    if o in ids:
+                        batch[o] = states
+            maps[id(states)] = states
+        return list(maps.values())
 
     def _add_to_update_metadata(
         self, ctx: ControllerContext, partitions: Iterable[TopicPartition]
@@ -229,17 +273,17 @@ class RequestBatch:
     ) -> None:
         """Each (brokers, partition, state, assignment) as add_leader_and_isr adds it,
         without the UpdateMetadata: a failover re-sends every partition's state (300,000
-        entries at 100,000 partitions), so each broker's map is looked up once."""
-        batch = self.leader_and_isr
-        per_broker: dict[int, dict[TopicPartition, _LeaderAndIsrEntry]] = {}
+        entries at 100,000 partitions), so the maps of each set of brokers named are
+        looked up once."""
+        targets = self._targets
         for broker_ids, tp, lice, assignment in partitions:
             entry = _LeaderAndIsrEntry(lice, assignment, is_new)
-            for broker_id in broker_ids:
-                states = per_broker.get(broker_id)
-                if states is None:
-                    if broker_id < 0:
-                        continue
-                    states = per_broker[broker_id] = batch.setdefault(broker_id, {})
+            key = broker_ids if type(broker_ids) is tuple else tuple(broker_ids)
+            maps = targets.get(key)
+            if maps is None:
+                # _maps_of empties the cache first if it makes or copies a map.
+                maps = targets[key] = self._maps_of(key)
+            for states in maps:
                 previous = states.get(tp)
                 if previous is not None and previous.is_new and not is_new:
                     states[tp] = entry._replace(is_new=True)  # is_new sticks within a batch
@@ -277,13 +321,19 @@ class RequestBatch:
         endpoints = {b: reg.address(listener) for b, reg in ctx.live_brokers.items()}
         # Within the build only: a chunk's entries (its body holds _ChunkStates).
         shared: dict[tuple[TopicPartition, ...], tuple[_ChunkEntries, SharedBody]] = {}
+        # A map shared by brokers is read once: its partitions and their entries, in order.
+        ordered: dict[int, tuple[tuple[TopicPartition, ...], _ChunkEntries]] = {}
         for broker_id, states in sorted(self.leader_and_isr.items()):
             if broker_id in live:
+                in_order = ordered.get(id(states))
+                if in_order is None:
+                    in_order = ordered[id(states)] = (tuple(states), tuple(states.values()))
                 out.extend(
                     self._leader_and_isr_requests(
-                        ctx, controller_id, broker_id, states, endpoints, shared
+                        ctx, controller_id, broker_id, *in_order, endpoints, shared
                     )
                 )
+        del ordered  # each broker's requests hold their chunks, not the whole map's order
         if self.update_metadata_brokers:
             targets = sorted(b for b in self.update_metadata_brokers if b in live)
             if targets:
@@ -351,18 +401,18 @@ class RequestBatch:
         ctx: ControllerContext,
         controller_id: int,
         broker_id: int,
-        states: _States,
+        tps: tuple[TopicPartition, ...],
+        all_entries: _ChunkEntries,
         endpoints: dict[int, tuple[str, int]],
         shared: dict[tuple[TopicPartition, ...], tuple[_ChunkEntries, SharedBody]],
     ) -> list[BrokerRequest]:
-        """This broker's LeaderAndIsr requests; a chunk of the same partitions in the same
-        states as another broker's is encoded once for both (``shared``)."""
+        """This broker's LeaderAndIsr requests, of its partitions and their entries in
+        order; a chunk of the same partitions in the same states as another broker's is
+        encoded once for both (``shared``)."""
         # Each chunk holds only its own states, so a chunk sent lets go of them: a broker
         # joining a 100,000-partition cluster takes its ten chunks over tens of seconds,
         # and a body reading the broker's whole map held all 100,000 entries (12.6 MiB)
         # until the last was sent; now 3.1 MiB, less with each chunk sent.
-        tps = tuple(states)
-        all_entries = tuple(states.values())
         out = []
         broker_epoch = ctx.broker_epochs.get(broker_id, -1)
         for start in range(0, len(tps), MAX_PARTITIONS_PER_REQUEST):

@@ -958,3 +958,119 @@ def by_broker(requests: list[BrokerRequest]) -> dict[int, list[BrokerRequest]]:
         if r.api_key == ApiKey.LEADER_AND_ISR:
             out.setdefault(r.broker_id, []).append(r)
     return out
+
+
+# What the batch's LeaderAndIsr maps must hold, as one map per broker (the batch shares one
+# map among brokers sent the same states): the model it is checked against below.
+class _PerBrokerModel:
+    def __init__(self) -> None:
+        self.maps: dict[int, dict[TopicPartition, Any]] = {}
+
+    def add(self, broker_ids: list[int], tp: TopicPartition, entry: Any) -> None:
+        for b in broker_ids:
+            if b < 0:
+                continue
+            states = self.maps.setdefault(b, {})
+            previous = states.get(tp)
+            states[tp] = (
+                entry._replace(is_new=True)
+                if previous is not None and previous.is_new and not entry.is_new
+                else entry
+            )
+
+    def hold(self, tps: set[TopicPartition]) -> dict[int, dict[TopicPartition, Any]]:
+        held = {}
+        for b, states in list(self.maps.items()):
+            taken = {tp: entry for tp in tps if (entry := states.pop(tp, None))}
+            if taken:
+                held[b] = taken
+            if not states:
+                del self.maps[b]
+        return held
+
+    def restore(self, held: dict[int, dict[TopicPartition, Any]]) -> None:
+        for b, taken in held.items():
+            states = self.maps.setdefault(b, {})
+            for tp, entry in taken.items():
+                states.setdefault(tp, entry)
+
+
+_BROKERS = st.lists(st.sampled_from([-1, 1, 2, 3, 4]), max_size=5)
+_TPS = st.sampled_from([T0, T1, P0, TopicPartition("payments", 1)])
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.lists(st.tuples(_BROKERS, _TPS), max_size=6), st.booleans()),
+        st.tuples(st.just("hold"), st.sets(_TPS), st.just(False)),
+        st.tuples(st.just("restore"), st.just([]), st.just(False)),
+        st.tuples(st.just("build"), st.just([]), st.just(False)),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OPS)
+def test_brokers_sharing_a_map_get_what_one_map_each_would_give(ops: list[Any]) -> None:
+    """Any mix of adds to sets of brokers (repeated, overlapping, with dead ids), holds,
+    restores and builds leaves each broker the states, in the order, that a map of its own
+    would hold, and the requests built say so."""
+    ctx = cluster(live=(1, 2, 3, 4))
+    batch, model = RequestBatch(), _PerBrokerModel()
+    held: list[tuple[Any, Any]] = []
+    version = 0
+    for op, args, is_new in ops:
+        if op == "add":
+            rows = []
+            for broker_ids, tp in args:
+                version += 1
+                lice = LeaderIsrAndControllerEpoch(LeaderAndIsr(1, version, (1, 2), 1), 6)
+                rows.append((broker_ids, tp, lice, ReplicaAssignment((1, 2, 3, 4))))
+                model.add(
+                    broker_ids, tp, request_batch._LeaderAndIsrEntry(lice, rows[-1][3], is_new)
+                )
+            batch.add_leader_and_isr_many(rows, is_new=is_new)
+        elif op == "hold":
+            held.append((batch.hold_leader_and_isr(args), model.hold(args)))
+        elif op == "restore" and held:
+            batch_held, model_held = held.pop(0)
+            batch.restore_leader_and_isr(batch_held)
+            model.restore(model_held)
+        elif op == "build":
+            requests = by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR)
+            assert {b: r.partitions for b, r in requests.items()} == {
+                b: tuple(states) for b, states in model.maps.items()
+            }
+            model.maps.clear()
+        assert {b: list(m.items()) for b, m in batch.leader_and_isr.items()} == {
+            b: list(m.items()) for b, m in model.maps.items()
+        }
+        # Brokers share a map only when each was sent what the others were.
+        for a, shared in batch.leader_and_isr.items():
+            for b, other in batch.leader_and_isr.items():
+                if a != b and shared is other:
+                    assert model.maps[a] == model.maps[b]
+
+
+def test_a_failover_resend_to_every_replica_keeps_one_map() -> None:
+    """Every partition's state re-sent to all three brokers: one map, one read at the build,
+    and a body encoded once per chunk for the three."""
+    ctx = cluster()
+    batch = RequestBatch()
+    lice = lead(ctx, T0, 1, (1, 2, 3))
+    batch.add_leader_and_isr_many(
+        [
+            ([1, 2, 3], T0, lice, ctx.full_assignment(T0)),
+            ((1, 2, 3), T1, lice, ctx.full_assignment(T1)),
+        ],
+        is_new=False,
+    )
+    assert len({id(m) for m in batch.leader_and_isr.values()}) == 1
+    batch.add_leader_and_isr(
+        ctx, [3], T0, lead(ctx, T0, 3, (3,)), ctx.full_assignment(T0), is_new=False
+    )
+    maps = batch.leader_and_isr
+    assert maps[1] is maps[2]
+    assert maps[3] is not maps[1]  # broker 3 was told more
+    sent = by_api(batch.build(ctx, CONTROLLER_ID), ApiKey.LEADER_AND_ISR)
+    assert sent[1].shared is sent[2].shared
+    assert sent[3].shared is not sent[1].shared
