@@ -999,9 +999,11 @@ def fix_malloc_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
     leave holes between blocks that stay: resident until the next trim
     (`_return_free_memory`) and reused for small objects that pin them. At 128 KiB a
     produce of 1 MB batches paid a mapping for each of its buffers (78.1-90.6 MB/s
-    against 91.9-104.5, five runs each, 2026-12-07); at 2 MiB, above those, it did not
-    (94.3-99.4 MB/s, three runs). Call before threads start; MALLOC_MMAP_THRESHOLD_ or a
-    glibc.malloc.mmap_threshold in GLIBC_TUNABLES wins. True if set."""
+    against 91.9-104.5, five runs each, 2026-12-07); at 2 MiB, above those, 94.3-115.8
+    MB/s in seven runs against 96.7-122.6 MB/s in seven of the code before, interleaved:
+    a few percent at most (a follower's fetch answers can pass 2 MiB). Call before
+    threads start; MALLOC_MMAP_THRESHOLD_ or a glibc.malloc.mmap_threshold in
+    GLIBC_TUNABLES wins. True if set."""
     libc = _glibc()
     if (
         "MALLOC_MMAP_THRESHOLD_" in os.environ

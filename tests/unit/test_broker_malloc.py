@@ -76,7 +76,7 @@ def _glibc_at_least(major: int, minor: int) -> bool:
 
 @pytest.mark.skipif(not _glibc_at_least(2, 33), reason="mallopt is glibc's, mallinfo2 2.33's")
 @pytest.mark.parametrize(("setting", "mapped"), [("fixed", True), ("glibc's", False)])
-def test_a_large_block_is_mapped_after_a_larger_one_was_freed(setting: str, mapped: bool) -> None:
+def test_a_large_block_is_mapped_after_one_as_large_was_freed(setting: str, mapped: bool) -> None:
     env = {
         k: v for k, v in os.environ.items() if k not in ("MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")
     }
