@@ -11,6 +11,9 @@ import pytest
 from hypothesis import settings
 
 from cluster import zookeeper as zkp
+from tests.backstop import pytest_configure, pytest_runtest_protocol
+
+__all__ = ["pytest_configure", "pytest_runtest_protocol"]  # the backstop's hooks, for pytest
 
 # No deadline for hypothesis examples: a deadline is a timed assertion, and on a loaded
 # machine (CI's two cores, shared with ZooKeeper and brokers) an example that writes a
