@@ -130,6 +130,29 @@ def state(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[0]
 
 
+def descendants(root: int) -> list[int]:
+    """The pids of `root`'s children, their children and so on (from /proc; a process that
+    ends meanwhile is left out, one that starts meanwhile may be)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name in parentheses may contain spaces; ppid is the second field after.
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found: list[int] = []
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        found += children
+        frontier += children
+    return sorted(found)
+
+
 def is_alive(pid: int) -> bool:
     """True while `pid` exists and is not a zombie."""
     return state(pid) not in (None, "Z", "X")

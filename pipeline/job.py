@@ -14,14 +14,17 @@ Outputs in DIR: Parquet tables `tenures`, `controller_gaps`, `incidents`,
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import json
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from collections import defaultdict
@@ -30,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cluster import processes
 from pipeline import control, html, inputs, partitions, schema, stats
 
 if TYPE_CHECKING:
@@ -43,10 +47,18 @@ _MASTER = re.compile(
     r"|spark://[^\s/]+|yarn|k8s://\S+|mesos://\S+)$"
 )
 TOP_PARTITIONS = 30
+# A local JVM answers in 5-20 s on two busy cores; PySpark waits for one that never does
+# for ever. A cluster's start also waits for its manager (YARN's queue, say): longer.
+SPARK_START_TIMEOUT_S = 180.0
+SPARK_CLUSTER_START_TIMEOUT_S = 600.0
 
 
 class ReportError(Exception):
     """The report could not be made (a message for the user, not a bug)."""
+
+
+class SparkStartTimeout(ReportError):
+    """Spark's JVM did not answer within the start's timeout (and was killed)."""
 
 
 @dataclass
@@ -103,8 +115,20 @@ def session_config(master: str, extra: dict[str, str] | None = None) -> dict[str
     return conf
 
 
-def start_session(master: str, extra: dict[str, str] | None = None) -> SparkSession:
-    """A new Spark session (the caller stops it with `stop_session`)."""
+def start_timeout_for(master: str) -> float:
+    """How long a start with this master may take before its JVM is taken for hung."""
+    return SPARK_START_TIMEOUT_S if master.startswith("local") else SPARK_CLUSTER_START_TIMEOUT_S
+
+
+def start_session(
+    master: str,
+    extra: dict[str, str] | None = None,
+    start_timeout_s: float | None = None,
+) -> SparkSession:
+    """A new Spark session (the caller stops it with `stop_session`). A JVM that has not
+    answered within `start_timeout_s` (default: `SPARK_START_TIMEOUT_S` for a local master,
+    else `SPARK_CLUSTER_START_TIMEOUT_S`) is killed, with what it started, and the start
+    fails: PySpark itself would wait for it for ever."""
     if not valid_master(master):
         raise ReportError(f"bad --master {master!r}")
     if _java() is None:
@@ -120,14 +144,72 @@ def start_session(master: str, extra: dict[str, str] | None = None) -> SparkSess
     builder = SparkSession.builder.master(master).appName("zkctl-report")
     for k, v in session_config(master, extra).items():
         builder = builder.config(k, v)
+    if start_timeout_s is None:
+        start_timeout_s = start_timeout_for(master)
+    watchdog = _StartWatchdog(start_timeout_s)
     try:
-        spark = builder.getOrCreate()
+        with watchdog:
+            spark = builder.getOrCreate()
     except Exception as e:  # the JVM did not start, or the master is unreachable
+        if watchdog.fired:
+            _forget_gateway()
+            raise SparkStartTimeout(watchdog.message(master)) from e
         raise ReportError(f"could not start Spark (master {master}): {e}") from e
+    if watchdog.fired:  # it answered as it was being killed
+        with contextlib.suppress(Exception):
+            stop_session(spark)
+        _forget_gateway()
+        raise SparkStartTimeout(watchdog.message(master))
     spark.sparkContext.setLogLevel("ERROR")
     if not master.startswith("local"):
         spark.sparkContext.addPyFile(_package_zip())
     return spark
+
+
+class _StartWatchdog:
+    """Kills the processes started while it is on (Spark's launcher, its JVM) once
+    `timeout_s` has passed: the start waiting on them then fails."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.fired = False
+        self.killed: list[int] = []
+        self._before: set[int] = set()
+        self._timer = threading.Timer(timeout_s, self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _StartWatchdog:
+        self._before = set(processes.descendants(os.getpid()))
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        self._timer.join()
+
+    def _fire(self) -> None:
+        self.fired = True
+        for pid in processes.descendants(os.getpid()):
+            if pid not in self._before:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                    self.killed.append(pid)
+
+    def message(self, master: str) -> str:
+        return (
+            f"could not start Spark (master {master}): its JVM did not answer within"
+            f" {self.timeout_s:g} s (killed: pids {', '.join(map(str, self.killed)) or 'none'})"
+        )
+
+
+def _forget_gateway() -> None:
+    """Drop PySpark's gateway to a JVM that is gone, so that the next start launches one
+    (PySpark keeps it on the class and would call the dead one)."""
+    from pyspark import SparkContext
+
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkContext._active_spark_context = None
 
 
 def stop_session(spark: SparkSession) -> None:

@@ -33,7 +33,6 @@ import signal
 import threading
 import time
 from collections.abc import Generator
-from pathlib import Path
 
 import pytest
 
@@ -72,22 +71,6 @@ def timeout_of(item: pytest.Item) -> float:
         return float(item.config.getini("timeout") or 0)
     except ValueError:  # pytest-timeout is not loaded (-p no:timeout): no timeout
         return 0.0
-
-
-def children(parent: int) -> list[int]:
-    """The pids of `parent`'s child processes (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == parent:
-            found.append(int(entry.name))
-    return found
 
 
 class Watchdog:
@@ -142,7 +125,7 @@ class Watchdog:
         killed = []
         with contextlib.suppress(Exception):
             killed += processes.kill_leftover_processes()
-        for pid in children(os.getpid()):
+        for pid in processes.descendants(os.getpid()):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)  # a stopped process must run to die
                 os.kill(pid, signal.SIGKILL)
