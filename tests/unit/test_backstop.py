@@ -133,10 +133,7 @@ def test_a_swallowed_timeout_ends_the_run_with_the_stack_and_its_processes_kille
     )
     assert re.search(r'test_inner.py", line \d+ in test_swallows_its_timeout', done.stderr)
     assert f"backstop: killed [{child}]" in done.stderr
-    deadline = time.monotonic() + 10
-    while processes.state(child) not in (None, "Z") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert processes.state(child) in (None, "Z")
+    assert processes.wait_gone(child, None, 10), processes.state(child)
     assert "test_never_reached" not in done.stdout
 
 

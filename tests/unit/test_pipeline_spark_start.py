@@ -69,10 +69,8 @@ def hung_pids(tmp_path: Path, hangs: int) -> list[int]:
 
 
 def assert_gone(pids: list[int]) -> None:
-    deadline = time.monotonic() + 10
-    while any(processes.state(p) not in (None, "Z") for p in pids):
-        assert time.monotonic() < deadline, [(p, processes.state(p)) for p in pids]
-        time.sleep(0.05)
+    for pid in pids:
+        assert processes.wait_gone(pid, None, 10), (pid, processes.state(pid))
 
 
 def test_a_jvm_that_never_answers_fails_the_start_within_its_timeout(tmp_path: Path) -> None:
