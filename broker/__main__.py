@@ -54,7 +54,6 @@ from pathlib import Path  # noqa: E402
 from broker.config import ConfigError, load_broker_config  # noqa: E402
 from broker.server import (  # noqa: E402
     KafkaServer,
-    fix_malloc_mmap_threshold,
     limit_malloc_arenas,
     set_gc_thresholds,
     set_switch_interval,
@@ -81,7 +80,6 @@ def main(argv: list[str] | None = None) -> int:
     set_gc_thresholds()
     set_switch_interval()
     limit_malloc_arenas()
-    fix_malloc_mmap_threshold()
     logging.basicConfig(
         level=args.log_level,
         format="%(asctime)s %(levelname)s [%(threadName)s] %(name)s: %(message)s",

@@ -985,35 +985,6 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
     return bool(libc.mallopt(_M_ARENA_MAX, arenas))
 
 
-# glibc's mallopt parameter for the size from which a block gets its own mapping
-# (malloc.h: M_MMAP_THRESHOLD), and the size a broker fixes it at.
-_M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD = 2 * 1024 * 1024
-
-
-def fix_malloc_mmap_threshold(threshold: int = MMAP_THRESHOLD) -> bool:
-    """Blocks of ``threshold`` bytes and more get mappings of their own, given back to the
-    OS when freed. glibc starts at 128 KiB and raises the threshold to the size of each
-    mapped block freed, up to 32 MiB, so after a broker's first large requests its tables
-    of 100,000s of entries (a dict of 100,000 is 5 MiB) come from the heap, where they
-    leave holes between blocks that stay: resident until the next trim
-    (`_return_free_memory`) and reused for small objects that pin them. At 128 KiB a
-    produce of 1 MB batches paid a mapping for each of its buffers (78.1-90.6 MB/s
-    against 91.9-104.5, five runs each, 2026-12-07); at 2 MiB, above those, 94.3-115.8
-    MB/s in seven runs against 96.7-122.6 MB/s in seven of the code before, interleaved:
-    a few percent at most (a follower's fetch answers can pass 2 MiB). Call before
-    threads start; MALLOC_MMAP_THRESHOLD_ or a glibc.malloc.mmap_threshold in
-    GLIBC_TUNABLES wins. True if set."""
-    libc = _glibc()
-    if (
-        "MALLOC_MMAP_THRESHOLD_" in os.environ
-        or "glibc.malloc.mmap_threshold" in os.environ.get("GLIBC_TUNABLES", "")
-        or libc is None
-    ):
-        return False
-    return bool(libc.mallopt(_M_MMAP_THRESHOLD, threshold))
-
-
 # A broker holds hundreds of thousands of long-lived, acyclic objects (partition states);
 # the default thresholds make the cyclic collector rescan them constantly (a
 # 100,000-partition failover ran 1.5x slower). Reference counting frees them anyway.
