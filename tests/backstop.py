@@ -26,6 +26,7 @@ sets the grace (its own tests make it short).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import faulthandler
 import os
@@ -37,6 +38,7 @@ from collections.abc import Generator
 import pytest
 
 from cluster import processes
+from zkctl.common import positive_float
 
 GRACE_S = 120.0
 LAST_RESORT_S = 30.0
@@ -49,12 +51,9 @@ def grace_s() -> float:
     if raw is None:
         return GRACE_S
     try:
-        value = float(raw)
-    except ValueError:
-        raise pytest.UsageError(f"ZKCTL_TEST_GRACE_S={raw!r} is not a number") from None
-    if not value > 0:
-        raise pytest.UsageError(f"ZKCTL_TEST_GRACE_S={raw!r} must be above 0")
-    return value
+        return positive_float(raw)
+    except argparse.ArgumentTypeError as e:
+        raise pytest.UsageError(f"ZKCTL_TEST_GRACE_S={raw!r}: {e}") from None
 
 
 def timeout_of(item: pytest.Item) -> float:

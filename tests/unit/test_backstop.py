@@ -152,7 +152,7 @@ def test_timeouts_that_work_are_left_alone(tmp_path: Path) -> None:
     assert "backstop:" not in done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("grace", ["soon", "0", "-5", "nan"])
+@pytest.mark.parametrize("grace", ["soon", "0", "-5", "nan", "inf"])
 def test_a_bad_grace_stops_the_run_at_its_start(tmp_path: Path, grace: str) -> None:
     done = run(tmp_path, WORKING, grace=grace)
     assert done.returncode == 4, done.stdout + done.stderr
