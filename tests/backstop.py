@@ -6,8 +6,8 @@ pytest-timeout's timer (SIGALRM) fires once and raises in the main thread. That 
 hung test only if nothing swallows the exception and no cleanup on its way out blocks
 again: PySpark's SparkContext, for one, calls into its JVM from `except BaseException`
 when its start is interrupted, and a JVM that hung starting answers that call never.
-A CI run went silent that way for over an hour at the first Spark test (2026-12-07),
-with no stack to say where.
+A CI run went silent at the first Spark test until CI's limit (2026-12-07), with no
+stack to say why.
 
 The watchdog is a thread of its own: it needs the GIL, which a main thread blocked in a
 socket, a lock or a child's exit has released. For a main thread that holds the GIL
