@@ -68,6 +68,21 @@ def hung_pids(tmp_path: Path, hangs: int) -> list[int]:
     return [int(x) for x in (tmp_path / "calls").read_text().split()[:hangs]]
 
 
+def timing_out(start: str) -> str:
+    """Code that runs `start`, which must raise SparkStartTimeout: its message is printed
+    (as JSON) and the exit is 0; a start that answered exits 1."""
+    return (
+        "import json, sys\n"
+        "from pipeline import job, testing\n"
+        "try:\n"
+        f"    {start}\n"
+        "except job.SparkStartTimeout as e:\n"
+        "    print(json.dumps(str(e)))\n"
+        "    sys.exit(0)\n"
+        "sys.exit('started')\n"
+    )
+
+
 def assert_gone(pids: list[int]) -> None:
     for pid in pids:
         assert processes.wait_gone(pid, None, 10), (pid, processes.state(pid))
@@ -77,16 +92,7 @@ def test_a_jvm_that_never_answers_fails_the_start_within_its_timeout(tmp_path: P
     done, took = run(
         tmp_path,
         hangs=99,
-        code=(
-            "import json, sys\n"
-            "from pipeline import job\n"
-            "try:\n"
-            "    job.start_session('local[1]', start_timeout_s=3)\n"
-            "except job.SparkStartTimeout as e:\n"
-            "    print(json.dumps(str(e)))\n"
-            "    sys.exit(0)\n"
-            "sys.exit('started')\n"
-        ),
+        code=timing_out("job.start_session('local[1]', start_timeout_s=3)"),
     )
     assert done.returncode == 0, done.stdout + done.stderr
     message = json.loads(done.stdout.strip().splitlines()[-1])
@@ -136,15 +142,7 @@ def test_a_start_that_keeps_hanging_gives_up_after_its_attempts(tmp_path: Path) 
     done, _took = run(
         tmp_path,
         hangs=99,
-        code=(
-            "import sys\n"
-            "from pipeline import job, testing\n"
-            "try:\n"
-            "    testing.start_session(timeout_s=2, attempts=2)\n"
-            "except job.SparkStartTimeout:\n"
-            "    sys.exit(0)\n"
-            "sys.exit('started')\n"
-        ),
+        code=timing_out("testing.start_session(timeout_s=2, attempts=2)"),
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stderr.count("starting it again") == 1
