@@ -204,14 +204,19 @@ def chroot_connect_string(
 
 
 def delete_chroot(connect_string: str, *, timeout: float = 10.0) -> None:
-    """Delete the chroot of ``connect_string`` recursively (absent is fine)."""
+    """Delete the chroot of ``connect_string`` recursively (absent is fine; see
+    ZkClient.delete_tree). ``timeout``: the session's, and the connection's."""
     hosts, path = split_chroot(connect_string)
     if not path:
         raise ValueError(f"{connect_string!r} has no chroot; refusing to delete '/'")
-    from kazoo.exceptions import NoNodeError
+    from zkdata.client import ZkClient
 
-    with kazoo_client(hosts, timeout) as zk, contextlib.suppress(NoNodeError):
-        zk.delete(path, recursive=True)
+    zk = ZkClient(hosts, session_timeout_ms=max(1, int(timeout * 1000)))
+    zk.start()
+    try:
+        zk.delete_tree(path)
+    finally:
+        zk.close()
 
 
 @contextlib.contextmanager

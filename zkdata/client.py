@@ -43,6 +43,7 @@ from kazoo.exceptions import (
     KazooException,
     NodeExistsError,
     NoNodeError,
+    NotEmptyError,
     OperationTimeoutError,
     RolledBackError,
     RuntimeInconsistency,
@@ -66,6 +67,7 @@ from kazoo.security import OPEN_ACL_UNSAFE
 
 from zkdata import paths
 from zkdata.poll_handler import PollingHandler
+from zkdata.tree import subtrees_leaves_first
 
 log = logging.getLogger(__name__)
 
@@ -944,6 +946,31 @@ class ZkClient:
         except NoNodeError:
             return False
         return True
+
+    def delete_tree(self, root: str, *, passes: int = 3) -> int:
+        """Delete ``root`` and every znode below it; how many were deleted (0 when it is
+        absent). The tree is listed a level at a time in pipelined multiReads and deleted
+        leaves first in packed multis, which ZooKeeper applies in order: a cluster's
+        100,000 partitions are 200,000 znodes, which one delete at a time (kazoo's
+        recursive delete) took minutes. A znode created below meanwhile fails its
+        parent's delete (NotEmpty): the tree is listed and deleted again, up to
+        ``passes`` times, then that error is raised."""
+        deleted = 0
+        for attempt in range(1, passes + 1):
+            not_empty: NotEmptyError | None = None
+            doomed = subtrees_leaves_first(self, [root])
+            for (result,) in self.multi_batched([[Delete(path)] for path in doomed]):
+                if result is True:
+                    deleted += 1
+                elif isinstance(result, NotEmptyError):
+                    not_empty = result
+                elif is_error(result) and not isinstance(result, NoNodeError):
+                    raise result
+            if not_empty is None:
+                return deleted
+            if attempt == passes:
+                raise not_empty
+        return deleted
 
     def multi(self, ops: Sequence[WriteOp], *, session: int | None = None) -> list[OpResult]:
         """One atomic multi; a result or an error per op (errors are returned, not raised).
