@@ -313,6 +313,28 @@ def test_a_report_that_missed_lines_or_incidents_gives_no_figure(
         report.one_size(3, report_args(), tmp_path)
 
 
+def test_the_traffic_latencies_are_those_of_messages_produced_in_the_measured_window() -> None:
+    """The producer's first messages wait for its connections and metadata (0.5 s in a
+    run of 2026-12-07, the baseline's p99 351.5 ms): only messages produced once the
+    measured window began count, even those delivered in it."""
+    window = bench_idle_replication.WindowLatencies()
+    window.add(0.5585, now=100.0)  # the warm-up's: produced and delivered before it
+    window.start()
+    since = window.since
+    window.add(0.300, now=since + 0.1)  # produced 0.2 s before the window, delivered in it
+    assert window.values == []
+    assert window.left_out == 2
+    assert window.percentile_ms(0.99) is None
+    for i in range(100):
+        window.add(0.002 + i * 0.0001, now=since + 1 + i)
+    window.add(0.0912, now=since + 200)
+    assert len(window.values) == 101
+    assert window.left_out == 2
+    assert window.percentile_ms(0.5) == 7.0
+    assert window.percentile_ms(0.99) == 11.9
+    assert window.percentile_ms(1.0) == 91.2
+
+
 def test_the_best_of_no_run_is_an_error_not_an_infinite_time() -> None:
     """bench_state_change_log --repeat 0 printed Infinity for every figure."""
     with pytest.raises(ValueError, match="best of 0 runs"):
