@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import itertools
 import logging
 import os
 import shutil
@@ -34,7 +33,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 
 from broker.config import BrokerConfig, TopicConfig, effective_topic_config
 from storage.checkpoints import (
@@ -90,44 +89,6 @@ STRAY_SUFFIX: Final = "-stray"
 # In each log directory: the topic id of its logs of each topic.
 TOPIC_IDS_FILE: Final = "topic-ids"
 _INITIAL_TASK_DELAY_MS: Final = 30_000  # Kafka's LogManager.InitialTaskDelayMs
-# A checkpoint's passes over a broker's logs go a slice at a time: a pass over 100,000
-# at once is one call in C that keeps the GIL 2-9 ms, and a request waiting for the GIL
-# waits that long, once for each pass (a high watermark checkpoint, every 5 s while one
-# partition of 100,000 had traffic, made its produce requests wait up to 30 ms). Between
-# slices the GIL goes to whoever waits for it.
-_CHECKPOINT_SLICE = 4096
-
-
-_T = TypeVar("_T")
-_R = TypeVar("_R")
-
-
-def _sliced_map(fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
-    """``list(map(fn, items))``, a slice at a time (see _CHECKPOINT_SLICE)."""
-    out: list[_R] = []
-    step = _CHECKPOINT_SLICE
-    for start in range(0, len(items), step):
-        out += map(fn, items[start : start + step])
-    return out
-
-
-def _sliced_array(offsets: list[int]) -> array[int]:
-    """``array("q", offsets)``, a slice at a time (see _CHECKPOINT_SLICE)."""
-    out = array("q")
-    step = _CHECKPOINT_SLICE
-    for start in range(0, len(offsets), step):
-        out.extend(offsets[start : start + step])
-    return out
-
-
-def _sliced_list(items: Iterable[_T]) -> list[_T]:
-    """``list(items)``, a slice at a time (see _CHECKPOINT_SLICE): of a dict, only under
-    the lock its writers take."""
-    out: list[_T] = []
-    it = iter(items)
-    while chunk := list(itertools.islice(it, _CHECKPOINT_SLICE)):
-        out += chunk
-    return out
 
 
 _last_ms = [0]
@@ -1055,10 +1016,9 @@ class LogManager:
     def _logs_in(self, directory: Path) -> tuple[list[TopicPartition], list[PartitionLog]]:
         """The logs in ``directory``: their partitions, and the logs in the same order (two
         lists, not 100,000 pairs made every few seconds to find nothing changed)."""
-        if len(self.log_dirs) == 1:
-            with self._lock:  # no copy of the table first: 4 ms of the GIL at 100,000
-                return _sliced_list(self._logs), _sliced_list(self._logs.values())
         logs = self.all_logs()
+        if len(self.log_dirs) == 1:
+            return list(logs), list(logs.values())
         wanted = os.fspath(directory)  # str compare: Path equality is slow over 100,000s
         partitions, found = [], []
         for tp, pl in logs.items():
@@ -1096,29 +1056,29 @@ class LogManager:
         # Read before the logs: a log added or removed between is a mismatch next time.
         generation = self._generation
         partitions, logs = self._logs_in(directory)
-        offsets = _sliced_map(value, logs)
+        offsets = list(map(value, logs))
         del logs
         with self._checkpoint_lock:
             last = self._checkpointed.get(path)
             previous: OffsetRows | None = None
             if last is not None and last.partitions == partitions:
                 order = last.order
-                in_order = _sliced_map(offsets.__getitem__, order)
+                in_order = list(map(offsets.__getitem__, order))
                 if path.exists():
                     # An idle broker with 100,000 partitions would rewrite (and fsync)
                     # the same megabytes every few seconds; a file that would not
                     # change is left alone, and a changed one keeps its unchanged rows.
                     if in_order == last.rows.offsets:
                         self._checkpointed[path] = _Checkpointed(
-                            partitions, order, last.rows, generation, _sliced_array(offsets)
+                            partitions, order, last.rows, generation, array("q", offsets)
                         )
                         return
                     previous = last.rows
             else:
                 # Rows by topic and partition, whatever order the logs were made in.
                 order = array("i", sorted(range(len(partitions)), key=partitions.__getitem__))
-                in_order = _sliced_map(offsets.__getitem__, order)
-            offsets_by_log = _sliced_array(offsets)
+                in_order = list(map(offsets.__getitem__, order))
+            offsets_by_log = array("q", offsets)
             del offsets
             rows = write_offset_rows(path, partitions, order, in_order, previous)
             self._checkpointed[path] = _Checkpointed(
@@ -1135,22 +1095,16 @@ class LogManager:
         generation = self._generation
         if generation != last.generation:
             return False
-        logs: Iterable[PartitionLog] = self._logs.values()
+        logs = self._logs.values()
         if len(self.log_dirs) > 1:
-            logs = (pl for pl in logs if pl.log_dir == directory)
-        written = last.offsets_by_log
-        step = _CHECKPOINT_SLICE
-        remaining = iter(logs)
+            logs = (pl for pl in logs if pl.log_dir == directory)  # type: ignore[assignment]
         try:
-            for start in range(0, len(written) + 1, step):  # a slice at a time
-                offsets = map(value, itertools.islice(remaining, step))
-                if not all(map(int.__eq__, offsets, written[start : start + step])):
-                    return False
+            same = all(map(int.__eq__, map(value, logs), last.offsets_by_log))
         except RuntimeError:  # a log added or removed meanwhile ("changed size")
             return False
         # The same generation as the write's: the same logs, as many as it wrote (its
         # generation was read before its logs, so a change between is a mismatch here).
-        return generation == self._generation
+        return same and generation == self._generation
 
     def checkpoint_high_watermarks(self) -> None:
         """Write each log's high watermark to its directory's

@@ -682,50 +682,6 @@ def test_a_checkpoint_written_in_pieces_reads_back_whole_and_in_order(
     }
 
 
-@pytest.mark.parametrize("dir_count", [1, 2])
-def test_a_checkpoint_read_a_slice_of_logs_at_a_time_is_the_same_checkpoint(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dir_count: int
-) -> None:
-    """The checkpoint's passes over the logs go a slice at a time (other threads get
-    the GIL between slices): with slices of 2 logs, every pass ends inside a slice or at
-    its end, and the file is the one a pass at once writes; unchanged, it is not written."""
-    monkeypatch.setattr(log_manager_module, "_CHECKPOINT_SLICE", 2)
-    dirs = [tmp_path / f"d{n}" for n in range(dir_count)]
-    created = [TopicPartition(t, p) for t in ("c", "a", "b") for p in (2, 0, 1)]
-    manager = LogManager(dirs, broker_config())
-    fsyncs = _count_fsyncs(monkeypatch)
-
-    def held() -> dict[tuple[str, int], int]:
-        out: dict[tuple[str, int], int] = {}
-        for d in dirs:
-            out.update(read_offset_checkpoint(d / "replication-offset-checkpoint"))
-        return out
-
-    try:
-        for n, tp in enumerate(created):
-            produce(manager, tp, count=n + 1)
-            log = manager.get_log(tp)
-            assert log is not None
-            log.update_high_watermark(n + 1)
-        manager.checkpoint_high_watermarks()
-        assert held() == {(tp.topic, tp.partition): n + 1 for n, tp in enumerate(created)}
-        fsyncs.clear()
-        manager.checkpoint_high_watermarks()
-        assert fsyncs == []  # nothing moved: nothing written
-        for moved in (created[0], created[4], created[-1]):  # first, middle, last
-            log = manager.get_log(moved)
-            assert log is not None
-            log.update_high_watermark(log.high_watermark - 1)
-            manager.checkpoint_high_watermarks()
-            expected = {(tp.topic, tp.partition): n + 1 for n, tp in enumerate(created)}
-            for tp in created[: created.index(moved) + 1]:
-                if tp in (created[0], created[4], created[-1]):
-                    expected[(tp.topic, tp.partition)] -= 1
-            assert held() == expected
-    finally:
-        manager.close()
-
-
 def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     real = os.fsync
