@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.harness import Cluster, close_all
+from zkdata.client import ZkClient
 
 # Short sessions make failovers quick to observe; ZooKeeper's minimum here is 1 s.
 FAST = {
@@ -76,3 +77,14 @@ def cluster_factory(zk_connect: str, tmp_path: Path) -> Iterator[ClusterFactory]
         failures.append("the controller logged what it never should:\n" + "\n".join(problems[:20]))
     if failures:
         pytest.fail("\n".join(failures))
+
+
+@pytest.fixture
+def own_session(zk_connect: str) -> Iterator[ZkClient]:
+    """A ZooKeeper session of the test's own, for ephemerals that go when it closes."""
+    client = ZkClient(zk_connect, session_timeout_ms=10_000)
+    client.start()
+    try:
+        yield client
+    finally:
+        client.close()

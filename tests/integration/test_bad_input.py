@@ -68,17 +68,6 @@ def all_alive(c: Cluster) -> bool:
     return all(b.alive() for b in c.brokers.values())
 
 
-@pytest.fixture
-def own_session(zk_connect: str) -> Iterator[ZkClient]:
-    """A ZooKeeper session of the test's own, for ephemerals that go when it closes."""
-    client = ZkClient(zk_connect, session_timeout_ms=10_000)
-    client.start()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
 # --- malformed znodes -----------------------------------------------------------------------
 
 

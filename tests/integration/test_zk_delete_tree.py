@@ -3,7 +3,7 @@ level at a time and deleted deepest first in packed multis, not one znode at a t
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 from kazoo.exceptions import NotEmptyError
@@ -13,13 +13,9 @@ from zkdata.client import Create, ZkClient
 
 
 @pytest.fixture
-def zk(zk_connect: str) -> Iterator[ZkClient]:
-    client = ZkClient(zk_connect, session_timeout_ms=10_000)
-    client.start()
-    try:
-        yield client
-    finally:
-        client.close()
+def zk(own_session: ZkClient) -> ZkClient:
+    """The test's own session, in its chroot (tests/integration/conftest.py)."""
+    return own_session
 
 
 def make_tree(zk: ZkClient, root: str, topics: int, partitions: int) -> int:
