@@ -27,7 +27,7 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -248,7 +248,7 @@ def topic_ids_text(ids: Mapping[str, uuid.UUID]) -> str:
 
 # Lines formatted and written per piece: a checkpoint of 100,000 partitions never holds
 # every line (and the whole text) at once.
-_LINES_PER_PIECE = 10_000
+_LINES_PER_PIECE = 1_000
 
 
 @dataclass(slots=True)
@@ -266,14 +266,17 @@ def write_offset_rows(
     order: Sequence[int],
     offsets: list[int],
     previous: OffsetRows | None = None,
+    changed: Collection[int] | None = None,
 ) -> OffsetRows:
     """An offset checkpoint whose row k is ``partitions[order[k]]`` at ``offsets[k]``.
     ``previous``: what the file holds now, written by this function with the same
     partitions and order; a piece of rows whose offsets are unchanged is copied from it
     instead of formatted again (one high watermark moved among 100,000 partitions
-    re-formats one piece, not every row)."""
+    re-formats one piece, not every row). ``changed``: the only rows whose offsets
+    differ from ``previous``'s, if the caller knows (the pieces are not compared)."""
     count = len(order)
     spans: list[tuple[int, int]] = []
+    changed_pieces = None if changed is None else {row // _LINES_PER_PIECE for row in changed}
 
     def pieces() -> Iterator[bytes]:
         header = f"{VERSION}\n{count}\n".encode()
@@ -288,7 +291,11 @@ def write_offset_rows(
                     old is not None
                     and previous is not None
                     and k < len(previous.spans)
-                    and previous.offsets[first:last] == offsets[first:last]
+                    and (
+                        k not in changed_pieces
+                        if changed_pieces is not None
+                        else previous.offsets[first:last] == offsets[first:last]
+                    )
                 ):
                     start, end = previous.spans[k]
                     data = os.pread(old, end - start, start)

@@ -19,6 +19,7 @@ is written into the directory (no checkpoint, no new log, no clean-shutdown mark
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
 import fcntl
@@ -55,6 +56,7 @@ from storage.errors import CheckpointError, KafkaStorageError, LogDirLockedError
 from storage.log import (
     LONG_MAX,
     LogConfig,
+    OffsetsMoved,
     PartitionLog,
     RecoveryReport,
     high_watermark_of,
@@ -207,10 +209,9 @@ class _Checkpointed:
     partitions: list[TopicPartition]
     order: array[int]
     rows: OffsetRows
-    # The manager's logs were these while its generation was this; their offsets then, in
-    # the manager's order: an unchanged checkpoint is found without copying anything.
+    # The manager's logs were these while its generation was this: while it stays so,
+    # only the logs whose offset moved (OffsetsMoved) are read for the next write.
     generation: int
-    offsets_by_log: array[int]
 
 
 class LogManager:
@@ -274,9 +275,12 @@ class LogManager:
         # The same logs by topic: a deletion's UpdateMetadata (ten of them for 100 topics)
         # looked for its topics' logs among all 100,000, three times each (py-spy).
         self._topic_logs: dict[str, dict[TopicPartition, PartitionLog]] = {}
-        # Bumped whenever a log is added or removed (under _lock): same generation, same
-        # logs in the same order.
+        # Bumped whenever a log is added or removed (under _lock, after the change, so a
+        # reader that reads it before the logs sees the change or a newer generation):
+        # same generation, same logs in the same order.
         self._generation = 0
+        # The logs whose checkpointed offsets moved since each checkpoint last read them.
+        self._offsets_moved = OffsetsMoved()
         # The logs with a finite flush.ms, which the flusher looks at every second: not
         # the 100,000 others (their config is fixed when they are made).
         self._timed_flush: dict[TopicPartition, PartitionLog] = {}
@@ -501,6 +505,7 @@ class LogManager:
                     defer=self._defer,
                     time_ms=self._time_ms,
                     dir_failed=self._dir_failed,
+                    offsets_moved=self._offsets_moved,
                     **offsets,
                 )
             except OSError as exc:
@@ -627,6 +632,7 @@ class LogManager:
                     defer=self._defer,
                     time_ms=self._time_ms,
                     dir_failed=self._dir_failed,
+                    offsets_moved=self._offsets_moved,
                 )
                 if sync_dir:
                     fsync_dir(directory)
@@ -729,8 +735,8 @@ class LogManager:
         return [tp for tp, _pl in removed]
 
     def _add(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
-        self._generation += 1
         self._logs[tp] = partition_log
+        self._generation += 1
         self._topic_logs.setdefault(tp.topic, {})[tp] = partition_log
         if partition_log.config.flush_ms != LONG_MAX:
             self._timed_flush[tp] = partition_log
@@ -739,11 +745,12 @@ class LogManager:
 
     def _remove(self, tp: TopicPartition) -> PartitionLog | None:
         """Take ``tp``'s log out of the manager (under self._lock); the log, if it had one."""
-        self._generation += 1
         self._timed_flush.pop(tp, None)
         self._compacted.pop(tp, None)
         partition_log = self._logs.pop(tp, None)
+        self._generation += 1
         if partition_log is not None:
+            self._offsets_moved.forget(partition_log)
             of_topic = self._topic_logs[tp.topic]
             del of_topic[tp]
             if not of_topic:
@@ -1030,31 +1037,66 @@ class LogManager:
     def _write_checkpoint(
         self, name: str, value: Callable[[PartitionLog], int], dirs: Iterable[Path]
     ) -> None:
+        moved = self._moved_of(name)
         for directory in dirs:
             if self.offline_dirs and os.fspath(directory) in self.offline_dirs:
                 continue  # nothing more is written into a failed directory
             try:
                 with self._checkpoint_write_lock:
-                    self._write_checkpoint_in(name, value, directory)
+                    self._write_checkpoint_in(name, value, directory, moved)
             except OSError as exc:
                 self._dir_failed(
                     os.fspath(directory), f"writing {directory / name} failed: {exc}", exc
                 )
 
+    def _moved_of(self, name: str) -> set[PartitionLog]:
+        if name == REPLICATION_CHECKPOINT:
+            return self._offsets_moved.high_watermark
+        if name == RECOVERY_POINT_CHECKPOINT:
+            return self._offsets_moved.recovery_point
+        if name == LOG_START_OFFSET_CHECKPOINT:
+            return self._offsets_moved.log_start
+        raise ValueError(f"no offsets are checkpointed in {name!r}")
+
     def _write_checkpoint_in(
-        self, name: str, value: Callable[[PartitionLog], int], directory: Path
+        self,
+        name: str,
+        value: Callable[[PartitionLog], int],
+        directory: Path,
+        moved_logs: set[PartitionLog],
     ) -> None:
         path = directory / name
-        with self._checkpoint_lock:
-            last = self._checkpointed.get(path)
-            if (
-                last is not None
-                and self._unchanged(last, value, os.fspath(directory))
-                and path.exists()
-            ):
-                return
+        wanted = os.fspath(directory)  # str compare: Path equality is slow over 100,000s
+        # Taken before the generation and the offsets are read (see OffsetsMoved).
+        moved = OffsetsMoved.take(
+            moved_logs, None if len(self.log_dirs) == 1 else (lambda pl: pl.log_dir == wanted)
+        )
+        try:
+            self._write_offsets(path, value, directory, moved)
+        except BaseException:
+            moved_logs.update(moved)  # maybe not written: the next checkpoint reads them
+            raise
+
+    def _write_offsets(
+        self,
+        path: Path,
+        value: Callable[[PartitionLog], int],
+        directory: Path,
+        moved: list[PartitionLog],
+    ) -> None:
         # Read before the logs: a log added or removed between is a mismatch next time.
         generation = self._generation
+        with self._checkpoint_lock:
+            last = self._checkpointed.get(path)
+            # The same logs as the file's: only the moved ones are read, not all
+            # 100,000 of an idle broker every few seconds.
+            if (
+                last is not None
+                and last.generation == generation
+                and path.exists()
+                and self._write_moved(path, last, value, moved)
+            ):
+                return
         partitions, logs = self._logs_in(directory)
         offsets = list(map(value, logs))
         del logs
@@ -1065,12 +1107,11 @@ class LogManager:
                 order = last.order
                 in_order = list(map(offsets.__getitem__, order))
                 if path.exists():
-                    # An idle broker with 100,000 partitions would rewrite (and fsync)
-                    # the same megabytes every few seconds; a file that would not
-                    # change is left alone, and a changed one keeps its unchanged rows.
+                    # A file that would not change is left alone, and a changed one
+                    # keeps its unchanged rows.
                     if in_order == last.rows.offsets:
                         self._checkpointed[path] = _Checkpointed(
-                            partitions, order, last.rows, generation, array("q", offsets)
+                            partitions, order, last.rows, generation
                         )
                         return
                     previous = last.rows
@@ -1078,33 +1119,40 @@ class LogManager:
                 # Rows by topic and partition, whatever order the logs were made in.
                 order = array("i", sorted(range(len(partitions)), key=partitions.__getitem__))
                 in_order = list(map(offsets.__getitem__, order))
-            offsets_by_log = array("q", offsets)
             del offsets
             rows = write_offset_rows(path, partitions, order, in_order, previous)
-            self._checkpointed[path] = _Checkpointed(
-                partitions, order, rows, generation, offsets_by_log
-            )
+            self._checkpointed[path] = _Checkpointed(partitions, order, rows, generation)
 
-    def _unchanged(
-        self, last: _Checkpointed, value: Callable[[PartitionLog], int], directory: str
+    def _write_moved(
+        self,
+        path: Path,
+        last: _Checkpointed,
+        value: Callable[[PartitionLog], int],
+        moved: list[PartitionLog],
     ) -> bool:
-        """Whether the logs of ``directory`` are those of ``last``'s write and each
-        offset is the one it wrote: read in place, without the copies of the logs and
-        offsets a write makes (a broker with 100,000 idle logs checkpoints every few
-        seconds; those copies took 10 MB each time, which glibc kept until trimmed)."""
-        generation = self._generation
-        if generation != last.generation:
-            return False
-        logs = self._logs.values()
-        if len(self.log_dirs) > 1:
-            logs = (pl for pl in logs if pl.log_dir == directory)  # type: ignore[assignment]
-        try:
-            same = all(map(int.__eq__, map(value, logs), last.offsets_by_log))
-        except RuntimeError:  # a log added or removed meanwhile ("changed size")
-            return False
-        # The same generation as the write's: the same logs, as many as it wrote (its
-        # generation was read before its logs, so a change between is a mismatch here).
-        return same and generation == self._generation
+        """Write ``last``'s file again with the offsets of the ``moved`` logs (under
+        _checkpoint_lock); False, writing nothing, if one of them is not in it (a log
+        made since: the caller writes every log's row)."""
+        partitions, order, rows = last.partitions, last.order, last.rows
+        count = len(order)
+        changed: dict[int, int] = {}
+        for partition_log in moved:
+            tp = TopicPartition(partition_log.topic, partition_log.partition)
+            # The rows are in topic-partition order: the row found by bisection.
+            row = bisect.bisect_left(order, tp, key=partitions.__getitem__)
+            if row == count or partitions[order[row]] != tp:
+                return False
+            offset = value(partition_log)
+            if offset != rows.offsets[row]:
+                changed[row] = offset
+        if not changed:
+            return True
+        offsets = rows.offsets.copy()
+        for row, offset in changed.items():
+            offsets[row] = offset
+        written = write_offset_rows(path, partitions, order, offsets, rows, changed)
+        self._checkpointed[path] = _Checkpointed(partitions, order, written, last.generation)
+        return True
 
     def checkpoint_high_watermarks(self) -> None:
         """Write each log's high watermark to its directory's

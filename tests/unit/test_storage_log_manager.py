@@ -904,8 +904,9 @@ def test_an_unchanged_checkpoint_is_found_without_copying_the_logs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dir_count: int
 ) -> None:
     """A broker of 100,000 idle logs checks every few seconds whether its checkpoints
-    changed: while no log came or went, the check reads the offsets in place (the copies
-    of the logs' table and offsets a write makes took 10 MB each time)."""
+    changed: while no log came or went, only the logs whose offsets moved are read (the
+    copies of the logs' table and offsets a write makes took 10 MB each time, and its
+    passes over them all 28-38 ms)."""
     dirs = [tmp_path / f"d{n}" for n in range(dir_count)]
     manager = LogManager(dirs, broker_config())
     copies: list[Path] = []
@@ -936,7 +937,7 @@ def test_an_unchanged_checkpoint_is_found_without_copying_the_logs(
         log.update_high_watermark(3)
         manager.checkpoint_high_watermarks()
         assert held()[("a", 0)] == 3
-        assert copies  # a moved offset: written
+        assert copies == []  # a moved offset: its row written, without copying the logs
         copies.clear()
         manager.checkpoint_high_watermarks()
         assert copies == []
@@ -961,13 +962,14 @@ def test_an_unchanged_checkpoint_is_found_without_copying_the_logs(
             return found  # type: ignore[return-value]
 
         monkeypatch.setattr(manager, "_logs_in", add_meanwhile)
+        manager.get_or_create(TopicPartition("early", 0))  # the next write copies the logs
         log.update_high_watermark(2)
         manager.checkpoint_high_watermarks()
         if dir_count == 1:  # with two, the other directory's write may come after it
             assert ("late", 0) not in held()
         monkeypatch.setattr(manager, "_logs_in", counted)
         manager.checkpoint_high_watermarks()
-        assert held() == {("a", 0): 2, ("a", 1): 0, ("late", 0): 0}
+        assert held() == {("a", 0): 2, ("a", 1): 0, ("early", 0): 0, ("late", 0): 0}
     finally:
         manager.close()
 
