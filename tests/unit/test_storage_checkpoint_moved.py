@@ -66,6 +66,12 @@ def assert_files_hold_every_offset(manager: LogManager, name: str) -> None:
         assert read_offset_checkpoint(directory / name) == expected, (directory, name)
 
 
+def assert_every_checkpoint_written_holds_every_offset(manager: LogManager) -> None:
+    for name in OFFSETS:
+        checkpoint(manager, name)
+        assert_files_hold_every_offset(manager, name)
+
+
 def append(log: PartitionLog, count: int) -> None:
     log.append_as_leader(build_batch([b"x"] * count, base_timestamp=NOW), 1)
 
@@ -130,9 +136,7 @@ def test_checkpoints_hold_every_offset_after_any_changes(
                     log.flush()
                 elif what == "delete":
                     manager.delete(tp)
-            for name in names:
-                checkpoint(manager, name)
-                assert_files_hold_every_offset(manager, name)
+            assert_every_checkpoint_written_holds_every_offset(manager)
         finally:
             manager.close()
 
@@ -178,9 +182,7 @@ def test_no_move_is_missed_by_a_checkpoint_running_beside_the_changes(
     assert not any(thread.is_alive() for thread in threads)
     assert errors == []
     try:
-        for name in OFFSETS:
-            checkpoint(manager, name)
-            assert_files_hold_every_offset(manager, name)
+        assert_every_checkpoint_written_holds_every_offset(manager)
     finally:
         manager.close()
 
@@ -201,9 +203,7 @@ def test_a_log_let_go_leaves_no_mark_behind(tmp_path: Path) -> None:
         assert log not in moved.high_watermark
         assert log not in moved.recovery_point
         assert log not in moved.log_start
-        for name in OFFSETS:
-            checkpoint(manager, name)
-            assert_files_hold_every_offset(manager, name)
+        assert_every_checkpoint_written_holds_every_offset(manager)
     finally:
         manager.close()
 
