@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.config import BrokerConfig
+from storage import log_manager as log_manager_module
 from storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -228,6 +229,40 @@ def test_a_checkpoint_that_failed_keeps_its_marks(tmp_path: Path) -> None:
         manager._write_offsets = real  # type: ignore[method-assign]
         assert log in manager._offsets_moved.high_watermark
         manager.checkpoint_high_watermarks()
+        assert_files_hold_every_offset(manager, REPLICATION_CHECKPOINT)
+    finally:
+        manager.close()
+
+
+def test_many_moved_logs_are_read_with_every_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past a sixteenth of the logs (and a floor), the moved logs are not found one by
+    one: every log is read, and the file holds every offset either way."""
+    monkeypatch.setattr(log_manager_module, "_MOVED_ONE_BY_ONE_UP_TO", 4)
+    manager = LogManager([tmp_path], broker_config())
+    copies: list[Path] = []
+    logs_in = manager._logs_in
+
+    def counted(directory: Path) -> tuple[list[TopicPartition], list[PartitionLog]]:
+        copies.append(directory)
+        return logs_in(directory)
+
+    try:
+        logs = [manager.get_or_create(TopicPartition("many", p)) for p in range(160)]
+        for log in logs:
+            append(log, 3)
+        manager.checkpoint_high_watermarks()
+        monkeypatch.setattr(manager, "_logs_in", counted)
+        for log in logs[:10]:  # 10 of 160: over the floor, not over a sixteenth
+            log.update_high_watermark(1)
+        manager.checkpoint_high_watermarks()
+        assert copies == []
+        assert_files_hold_every_offset(manager, REPLICATION_CHECKPOINT)
+        for log in logs[:11]:  # 11 of 160: over both
+            log.update_high_watermark(2)
+        manager.checkpoint_high_watermarks()
+        assert copies == [tmp_path]
         assert_files_hold_every_offset(manager, REPLICATION_CHECKPOINT)
     finally:
         manager.close()
