@@ -24,47 +24,18 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
-from common import at_least, emit
+from common import Sleeper, at_least, emit
 
 from broker.config import BrokerConfig
 from broker.server import set_switch_interval
 from storage.log_manager import LogManager
 from storage.testing import build_batch
 from zkdata.znodes import TopicPartition
-
-
-class Sleeper:
-    """A thread sleeping 0.2 ms at a time, which notes the longest it woke late."""
-
-    SLEEP_S = 0.0002
-
-    def __init__(self) -> None:
-        self.longest_late_s = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="sleeper", daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            started = time.perf_counter()
-            time.sleep(self.SLEEP_S)
-            late = time.perf_counter() - started - self.SLEEP_S
-            self.longest_late_s = max(self.longest_late_s, late)
-
-    def __enter__(self) -> Sleeper:
-        self._thread.start()
-        time.sleep(0.05)  # running before the first measured call
-        self.longest_late_s = 0.0
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
 
 
 def median_time(check: Callable[[], None], repeat: int) -> float:

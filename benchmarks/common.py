@@ -390,3 +390,31 @@ def best_of(repeat: int, func: Callable[[], Any], *, pause_gc: bool = False) -> 
             best = min(best, time.perf_counter() - start)
             gc.enable()
     return best, result
+
+
+class Sleeper:
+    """A thread sleeping 0.2 ms at a time, which notes the longest it woke late."""
+
+    SLEEP_S = 0.0002
+
+    def __init__(self) -> None:
+        self.longest_late_s = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sleeper", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.perf_counter()
+            time.sleep(self.SLEEP_S)
+            late = time.perf_counter() - started - self.SLEEP_S
+            self.longest_late_s = max(self.longest_late_s, late)
+
+    def __enter__(self) -> Sleeper:
+        self._thread.start()
+        time.sleep(0.05)  # running before the first measured call
+        self.longest_late_s = 0.0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
