@@ -189,12 +189,17 @@ class FetchClock:
     """When a follower's session last fetched (ms since the epoch). A fetch round that
     lists no partition moves this one clock instead of touching each partition of the
     session (tens of thousands on an idle broker); the leader reads a follower whose
-    position has not moved as caught up as of this time (ReplicaManager)."""
+    position has not moved as caught up as of this time (ReplicaManager).
 
-    __slots__ = ("ms",)
+    ``forgot`` is set when the session forgets a partition (its follower state stops
+    reading this clock): the ISR expiry scan then reads every partition again, not only
+    those watched since its last scan (broker/isr_expiry.py)."""
+
+    __slots__ = ("forgot", "ms")
 
     def __init__(self) -> None:
         self.ms = 0
+        self.forgot = False
 
 
 class FetchSession:
@@ -324,6 +329,7 @@ class FetchSession:
                     state = cached.partition.followers.get(self.replica_id)
                     if state is not None and state.clock is self.clock:
                         state.clock = None
+                        self.clock.forgot = True  # after the change it announces
                 self.errored.discard(tp)
         if removed:
             # A leader that gave most of its leaderships away (a cold start's first

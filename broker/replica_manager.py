@@ -36,6 +36,7 @@ from kazoo.protocol.states import ZnodeStat
 
 from broker.compact import compacted
 from broker.config import TopicConfig
+from broker.isr_expiry import IsrExpiry
 from broker.partition_errors import PartitionErrors
 from broker.state_change_log import LeaderAndIsrRow, StateChangeLog
 from storage.errors import (
@@ -397,6 +398,9 @@ class ReplicaManager:
         self._follower_locks = tuple(threading.Lock() for _ in range(_FOLLOWER_LOCK_STRIPES))
         self.partitions: dict[TopicPartition, Partition] = {}
         self._isr_intents: dict[TopicPartition, _IsrIntent] = {}
+        # What the ISR expiry scan reads: every change that may leave a follower of a
+        # partition led here behind (a new leadership, an append, a fetch) watches it.
+        self._isr_expiry = IsrExpiry()
         # Partitions whose last ISR write went out in a round that failed (a lost
         # connection): it may have landed unanswered, so the next round reads their state
         # before deciding anything about them (Kafka's client re-sends the same write).
@@ -856,6 +860,8 @@ class ReplicaManager:
                 partition.epoch_start_offset = partition.log.log_end_offset
                 partition.log.assign_epoch_start_offset(epoch, partition.epoch_start_offset)
             self.partitions[tp] = partition
+        if leads:
+            self._isr_expiry.watch(partition)
         if leads and self._lost_logs:
             # It leads with this log now (it passed _would_lead_without_its_log): what is
             # acknowledged from here on is in it, and the ISR's others take their records
@@ -1074,7 +1080,10 @@ class ReplicaManager:
                     # a read that failed). Past the log end it has records this leader
                     # lacks, not these: counted, the high watermark passed what it holds.
                     continue
+                clock_before = state.clock
                 moved = state.record_fetch(fetch_offset, p.log_end_offset, now, clock)
+                if fetch_offset < p.log_end_offset or state.clock is not clock_before:
+                    self._isr_expiry.watch(p)  # behind, or in another session now
                 if p.stale:
                     continue
                 # Kafka's rule: caught up to the high watermark and into this leader epoch.
@@ -1212,6 +1221,8 @@ class ReplicaManager:
                     for state in list(p.followers.values()):
                         state.settle(leader_leo)
                 info = p.log.append_as_leader(prepared, p.leader_epoch, recompressed=True)
+                if p.followers:
+                    self._isr_expiry.watch(p)  # its followers are behind the log end now
         except RecordTooLargeError as e:
             return ErrorCode.MESSAGE_TOO_LARGE, p, None, str(e)
         except RecordBatchTooLargeError as e:
@@ -1446,31 +1457,23 @@ class ReplicaManager:
     def maybe_shrink_isr(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms.
 
-        The lock is held only to copy the partition list, not for the scan: at 100,000
-        partitions the scan is a fifth of a second of Python, and every acks=all produce
-        waited that long for the lock to move its high watermark (a burst of slow
-        acknowledgements every 15 s). Kafka scans under each partition's own lock. A
-        state read while a fetch moves it is at most a round old, as the decision is by
-        the time the ISR writer acts on it anyway; the writer re-checks that the
-        partition is still this broker's to lead."""
-        now = _now_ms()
-        with self._lock:
-            partitions = list(self.partitions.values())
+        Only the partitions a follower may have fallen behind in are read
+        (broker/isr_expiry.py), and without the lock: at 100,000 partitions a read of
+        all of them is a fifth of a second of Python, and every acks=all produce waited
+        that long for the lock to move its high watermark. Kafka scans under each
+        partition's own lock. A state read while a fetch moves it is at most a round
+        old, as the decision is by the time the ISR writer acts on it anyway; the writer
+        re-checks that the partition is still this broker's to lead."""
         # By follower: a dead follower lags in every partition it follows here.
-        lagging_in: dict[int, list[Partition]] = {}
-        me, max_lag = self.broker_id, self.replica_lag_time_max_ms
-        for p in partitions:
-            followers = p.followers
-            if p.leader != me or p.stale:
-                continue
-            leo = p.log_end_offset
-            isr = p.isr
-            for r, state in followers.pairs():
-                if r in isr and now - state.caught_up_ms(leo) > max_lag:
-                    lagging_in.setdefault(r, []).append(p)
-        del partitions
-        for r, partitions_lagging in lagging_in.items():
+        for r, partitions_lagging in self.followers_out_of_sync().items():
             self._request_isr_changes(partitions_lagging, remove=r, why=f"replica {r} fell behind")
+
+    def followers_out_of_sync(self) -> dict[int, list[Partition]]:
+        """The partitions led here whose ISR holds a follower not caught up within
+        replica.lag.time.max.ms, by follower."""
+        return self._isr_expiry.out_of_sync(
+            _now_ms(), self.replica_lag_time_max_ms, self.broker_id, self.partitions
+        )
 
     def _request_isr_changes(
         self,
