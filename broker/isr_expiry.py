@@ -15,12 +15,13 @@ it on (an append, a follower fetching behind the log end or in another session, 
 leadership), and those it found not quiet. It reads every partition led, as the scan did
 before, only when a clock the partitions read named is older than the lag time (a session
 that stopped: its follower may be out of sync anywhere) or its session forgot a partition
-(``FetchClock.forgot``: that follower state's clock is gone). What it keeps between scans
-is that set of clocks, not a list of the quiet partitions (a broker at 100,000
-partitions is near its memory goal). While a follower is down its clock stays old, and
-every scan reads every partition, as before, until it fetches again. A scan names the
-followers a read of every partition would (tests/unit/test_isr_expiry.py checks that
-against one).
+(``FetchClock.forgot``: that follower state's clock is gone), or when over half the
+partitions it led then are watched (one pass over all is faster than taking each off the
+list: a load on every partition). What it keeps between scans is that set of clocks, not
+a list of the quiet partitions (a broker at 100,000 partitions is near its memory goal).
+While a follower is down its clock stays old, and every scan reads every partition, as
+before, until it fetches again. A scan names the followers a read of every partition
+would (tests/unit/test_isr_expiry.py checks that against one).
 
 Watching is marked after the change it follows, and a scan takes a partition off the
 list before it reads the partition: a change made during a scan is read by that scan or
@@ -45,7 +46,7 @@ class IsrExpiry:
 
     ``watch`` may be called from any thread; ``out_of_sync`` runs one scan at a time."""
 
-    __slots__ = ("_clocks", "_lock", "_watched", "partitions_read")
+    __slots__ = ("_clocks", "_led", "_lock", "_watched", "partitions_read")
 
     def __init__(self) -> None:
         # Written by any thread (one dict store each: no lock), emptied by the scan.
@@ -53,6 +54,7 @@ class IsrExpiry:
         # The clocks the partitions read since the last read of all named (None: none
         # made yet).
         self._clocks: set[FetchClock] | None = None
+        self._led = 0  # partitions led at the last read of all
         self._lock = threading.Lock()
         #: How many partitions the last scan read.
         self.partitions_read = 0
@@ -75,13 +77,20 @@ class IsrExpiry:
         lagging: dict[int, list[Partition]] = {}
         with self._lock:
             watched, clocks = self._watched, self._clocks
-            if clocks is None or any(c.ms < oldest or c.forgot for c in clocks):
+            if (
+                clocks is None
+                # Most partitions watched (a load on all): read in one pass over them all,
+                # not taken off the list one by one (a third faster).
+                or len(watched) * 2 > self._led
+                or any(c.ms < oldest or c.forgot for c in clocks)
+            ):
                 for c in clocks or ():
                     c.forgot = False  # before the reads: a later forgetting is seen next
                 clocks = self._clocks = set()
                 watched.clear()  # before the reads: what changed before is read below
                 to_read = list(partitions.values())  # each the current one
                 current = None
+                self._led = 0
             else:
                 to_read = []
                 for tp in list(watched):
@@ -99,6 +108,8 @@ class IsrExpiry:
                     or (current is not None and current(p.topic_partition) is not p)
                 ):
                     continue  # a new leadership of it, if any, is watched
+                if current is None:
+                    self._led += 1
                 leo = p.log_end_offset
                 isr = p.isr
                 quiet = True

@@ -319,3 +319,13 @@ def test_a_follower_fetching_in_another_session_is_read_by_that_session_clock() 
             for r in FOLLOWERS:
                 c.round(r, 0)  # session 0 goes on fetching
         assert c.scan() == c.read_everything() == {(TPS[0], 2)}
+
+
+def test_a_new_leadership_is_read_though_no_session_clock_is_old() -> None:
+    with quiet_cluster() as c:
+        # A newer leader epoch of TPS[0] (the controller bumped it): new follower
+        # states, which no session has fetched in yet, while the sessions go on.
+        c.lead(TPS[0], ME, list(REPLICAS))
+        for _ in range(3):
+            c.tick(LAG_MS // 2)
+        assert c.scan() == c.read_everything() == {(TPS[0], r) for r in FOLLOWERS}
