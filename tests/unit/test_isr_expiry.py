@@ -8,8 +8,8 @@ ZooKeeper."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -25,6 +25,7 @@ from broker.replica_manager import ReplicaManager
 from broker.state_change_log import StateChangeLog
 from storage.log_manager import LogManager
 from storage.testing import build_batch
+from tests.unit.beside import running_beside
 from tests.unit.leader_and_isr_requests import leader_and_isr_request
 from wire.errors import ErrorCode
 from zkdata.znodes import TopicPartition
@@ -255,31 +256,18 @@ def test_fetches_and_appends_beside_scans_are_never_missed() -> None:
     with cluster() as c:
         for tp in TPS:
             c.lead(tp, ME, list(REPLICAS))
-        stop = threading.Event()
 
         def produce() -> None:
-            while not stop.is_set():
-                for tp in TPS:
-                    c.append(tp, 1)
+            for tp in TPS:
+                c.append(tp, 1)
 
         def follow(r: int) -> None:
-            while not stop.is_set():
-                for tp in TPS:
-                    c.fetch(tp, r, 0, 0)
+            for tp in TPS:
+                c.fetch(tp, r, 0, 0)
 
-        threads = [threading.Thread(target=produce)] + [
-            threading.Thread(target=follow, args=(r,)) for r in FOLLOWERS
-        ]
-        for t in threads:
-            t.start()
-        try:
+        with running_beside(produce, *(functools.partial(follow, r) for r in FOLLOWERS)):
             for _ in range(200):
                 c.scan()
-        finally:
-            stop.set()
-            for t in threads:
-                t.join(timeout=30)
-        assert not any(t.is_alive() for t in threads)
         for tp in TPS:
             assert c.rm.append_as_leader(tp, build_batch([b"w"]), 1)[0] == ErrorCode.NONE
             c.fetch(tp, 2, 0, 0)  # 2 caught up; 3 left behind the last append
@@ -291,7 +279,7 @@ def test_fetches_and_appends_beside_scans_are_never_missed() -> None:
 @contextlib.contextmanager
 def quiet_cluster() -> Iterator[Cluster]:
     """Every partition led here, with records, and every follower at the log end in its
-    session 0, grouped by a scan as quiet."""
+    session 0, found quiet by a scan."""
     with cluster() as c:
         for tp in TPS:
             c.lead(tp, ME, list(REPLICAS))

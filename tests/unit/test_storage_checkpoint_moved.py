@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +31,7 @@ from storage.log import (
 )
 from storage.log_manager import LogManager
 from storage.testing import build_batch
+from tests.unit.beside import running_beside
 from zkdata.znodes import TopicPartition
 
 NOW = 1_700_000_000_000
@@ -152,36 +152,23 @@ def test_no_move_is_missed_by_a_checkpoint_running_beside_the_changes(
     logs = [manager.get_or_create(TopicPartition("m", p)) for p in range(8)]
     for log in logs:
         append(log, 200)
-    stop = threading.Event()
-    errors: list[BaseException] = []
 
-    def move(log: PartitionLog, seed: int) -> None:
+    def mover(log: PartitionLog, seed: int) -> Callable[[], None]:
         rng = random.Random(seed)
-        try:
-            while not stop.is_set():
-                if rng.random() < 0.02:
-                    log.truncate_to(rng.randrange(100, 200))
-                    append(log, 200 - log.log_end_offset)
-                log.update_high_watermark(rng.randrange(0, 200))
-        except BaseException as exc:  # reported by the test, not lost in the thread
-            errors.append(exc)
 
-    threads = [
-        threading.Thread(target=move, args=(log, n), daemon=True) for n, log in enumerate(logs)
-    ]
-    for thread in threads:
-        thread.start()
-    try:
+        def move() -> None:
+            if rng.random() < 0.02:
+                log.truncate_to(rng.randrange(100, 200))
+                append(log, 200 - log.log_end_offset)
+            log.update_high_watermark(rng.randrange(0, 200))
+
+        return move
+
+    with running_beside(*(mover(log, n) for n, log in enumerate(logs))):
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:
             manager.checkpoint_high_watermarks()
             manager.checkpoint_recovery_points()
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=30)
-    assert not any(thread.is_alive() for thread in threads)
-    assert errors == []
     try:
         assert_every_checkpoint_written_holds_every_offset(manager)
     finally:
