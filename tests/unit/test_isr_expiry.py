@@ -52,7 +52,7 @@ class Cluster:
             replica_lag_time_max_ms=LAG_MS,
         )
         self.now = 1_000_000_000
-        self.epochs = dict.fromkeys(TPS, 0)
+        self.epochs: dict[TopicPartition, int] = {}
         self.sessions = {r: [self._session(r), self._session(r)] for r in FOLLOWERS}
 
     def _session(self, r: int) -> FetchSession:
@@ -66,8 +66,8 @@ class Cluster:
         self.logs.close()
 
     def lead(self, tp: TopicPartition, leader: int, isr: list[int]) -> None:
-        new = self.epochs[tp] == 0
-        self.epochs[tp] += 1
+        new = tp not in self.epochs
+        self.epochs[tp] = self.epochs.get(tp, 0) + 1
         if leader not in isr:
             isr = [leader, *isr]
         request = leader_and_isr_request(tp, leader, self.epochs[tp], isr, REPLICAS, is_new=new)
@@ -317,3 +317,17 @@ def test_a_new_leadership_is_read_though_no_session_clock_is_old() -> None:
         for _ in range(3):
             c.tick(LAG_MS // 2)
         assert c.scan() == c.read_everything() == {(TPS[0], r) for r in FOLLOWERS}
+
+
+def test_a_leader_of_few_partitions_reads_only_those_appended_to() -> None:
+    with cluster() as c:
+        c.lead(TPS[0], ME, list(REPLICAS))
+        for i in range(20):
+            c.lead(TopicPartition("followed", i), 2, list(REPLICAS))
+        c.append(TPS[0], 1)
+        c.catch_up(0)
+        assert c.scan() == set()
+        assert c.rm._isr_expiry.partitions_read == 21  # the first reads every one
+        c.append(TPS[0], 1)
+        assert c.scan() == set()
+        assert c.rm._isr_expiry.partitions_read == 1  # not a pass over the 20 followed
