@@ -196,7 +196,7 @@ def test_a_scan_names_the_followers_a_read_of_every_partition_names(
             if scan_after:
                 assert c.scan() == c.read_everything()
         assert c.scan() == c.read_everything()
-        c.now += LAG_MS + 1  # every clock now too old: nothing may hide in a group
+        c.now += LAG_MS + 1  # every clock now too old: a read of every partition
         assert c.scan() == c.read_everything()
 
 
